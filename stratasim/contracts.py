@@ -1,0 +1,80 @@
+"""The seams between layers: each a few typed, batched methods whose arguments are ``proto/`` messages.
+
+The engine calls these Protocols and cannot tell an in-process backend from a gRPC client forwarding to
+``stratasim serve``. A backend customises a layer by implementing one of them and registering its factory
+under the layer's entry-point group (see :mod:`stratasim.registry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
+
+__all__ = ["PROTOCOL_VERSION", "NetworkBackend", "ComputeBackend", "WorkloadSource"]
+
+# Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
+PROTOCOL_VERSION = 1
+
+
+@runtime_checkable
+class NetworkBackend(Protocol):
+    """An event-driven network federate under conservative time windows.
+
+    The engine calls ``configure`` once, then alternates ``inject`` (messages sent in the window just
+    processed, all timestamped at or after the previous ``until_ps``) and ``advance``. A backend must deliver
+    no message earlier than ``send_time_ps + lookahead_ps``.
+    """
+
+    name: str
+
+    def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        """Build the network; raise :class:`~stratasim.errors.TopologyError` if the topology is invalid."""
+        ...
+
+    def inject(self, sends: network_pb2.SendBatch) -> None:
+        """Accept messages for delivery; ids are unique within a session."""
+        ...
+
+    def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        """Run up to and including ``until_ps``; return deliveries in (time, id) order and the next event time."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; the backend is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class ComputeBackend(Protocol):
+    """A query service pricing operators on a named device; the caller caches results by operator signature."""
+
+    name: str
+
+    def devices(self) -> list[str]:
+        """Names of the devices this backend can price."""
+        ...
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price every operator of the request; unknown devices or operators come back as ``error``."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; the backend is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class WorkloadSource(Protocol):
+    """Yields the per-NPU execution graphs of one workload."""
+
+    name: str
+
+    def npus_required(self) -> int | None:
+        """How many NPUs the workload names, or None if it runs on however many the topology has."""
+        ...
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        """One graph per NPU, index = NPU id; the same graph object may be shared by symmetric NPUs."""
+        ...

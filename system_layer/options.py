@@ -1,0 +1,41 @@
+"""The system layer's policies: collective algorithms, chunking, scheduling and endpoint costs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+__all__ = ["Scheduling", "SystemOptions", "ALGORITHMS"]
+
+# Algorithms a dimension can run, by the name a study uses.
+ALGORITHMS = ("ring", "direct")
+
+
+class Scheduling(str, Enum):
+    """Which collective's chunks the dispatcher issues first when several are ready."""
+
+    LIFO = "lifo"
+    FIFO = "fifo"
+
+
+@dataclass(frozen=True)
+class SystemOptions:
+    """How collectives run.
+
+    ``algorithms`` maps a collective name (``all_reduce``...) to one algorithm per topology dimension; the key
+    ``"*"`` is the fallback for collectives not named. ``splits`` chunks per collective; at most
+    ``active_chunks`` chunks run at once in each phase; ``endpoint_delay_ps`` is paid by an NPU each time a
+    message arrives before it acts on it.
+    """
+
+    algorithms: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"*": ("ring",)})
+    splits: int = 1
+    active_chunks: int = 1
+    scheduling: Scheduling = Scheduling.LIFO
+    endpoint_delay_ps: int = 0
+    record_trace: bool = False
+
+    def algorithm_for(self, collective: str, dimension: int) -> str:
+        """The algorithm ``collective`` runs on ``dimension``; a short list repeats its last entry."""
+        names = self.algorithms.get(collective) or self.algorithms.get("*") or ("ring",)
+        return names[min(dimension, len(names) - 1)]
