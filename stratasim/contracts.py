@@ -22,9 +22,9 @@ PROTOCOL_VERSION = 1
 class NetworkBackend(Protocol):
     """An event-driven network federate under conservative time windows.
 
-    The engine calls ``configure`` once, then alternates ``inject`` (messages sent in the window just
-    processed, all timestamped at or after the previous ``until_ps``) and ``advance``. A backend must deliver
-    no message earlier than ``send_time_ps + lookahead_ps``.
+    The engine calls ``configure`` once, then alternates ``inject`` (the messages sent in the window just
+    processed) and ``advance``. A backend delivers no message earlier than ``send_time_ps + lookahead_ps``;
+    in return the engine never injects a message that could arrive at or before the last ``advance`` end.
     """
 
     name: str

@@ -1,0 +1,1 @@
+"""Network backends: each implements :class:`stratasim.contracts.NetworkBackend` and registers by name."""

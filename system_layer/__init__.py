@@ -1,0 +1,20 @@
+"""The system layer: the event engine, collectives and ASTRA-sim's chunk scheduler.
+
+It runs per-NPU execution graphs against a network federate and a compute service, and knows neither's
+implementation: both come in through :mod:`stratasim.contracts`.
+"""
+
+from system_layer.options import ALGORITHMS, Scheduling, SystemOptions
+from system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
+from system_layer.simulation import simulate
+
+__all__ = [
+    "ALGORITHMS",
+    "Scheduling",
+    "SystemOptions",
+    "CollectiveStats",
+    "NpuStats",
+    "SimulationResult",
+    "TraceSpan",
+    "simulate",
+]

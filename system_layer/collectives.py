@@ -1,0 +1,146 @@
+"""Collectives in flight: each is split into chunks, and each chunk runs its phases as messages.
+
+A :class:`Collective` is one collective across its group (ASTRA-sim's "set"). On every NPU of the group it
+is cut into ``splits`` chunks; a :class:`ChunkRun` is one chunk on one NPU, stepping through the phases of
+its plan. Messages are addressed to the receiving NPU's ChunkRun, which keeps early arrivals (from peers that
+are ahead) until it reaches the step they belong to.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from system_layer.algorithms import PhasePlan, phase_data_bytes, plan_phase
+from system_layer.options import SystemOptions
+
+if TYPE_CHECKING:
+    from system_layer.coordinator import Coordinator
+    from system_layer.scheduler import NpuScheduler
+
+__all__ = ["Collective", "ChunkRun", "split_bytes"]
+
+
+def split_bytes(total: int, splits: int) -> list[int]:
+    """Cut ``total`` bytes into ``splits`` chunks whose sizes differ by at most one byte."""
+    base, extra = divmod(total, splits)
+    return [base + (1 if i < extra else 0) for i in range(splits)]
+
+
+class Collective:
+    """One collective over a group of NPUs, with per-phase statistics summed over NPUs and chunks."""
+
+    def __init__(
+        self,
+        collective_id: int,
+        kind: str,
+        size: int,
+        group: tuple[int, ...],
+        dims: list[tuple[int, int]],
+        options: SystemOptions,
+    ) -> None:
+        self.id = collective_id
+        self.kind = kind
+        self.bytes = size
+        self.group = group
+        self.start_ps: int | None = None
+        self.end_ps = 0
+        self.chunk_plans = [self._plan(chunk, dims, options) for chunk in split_bytes(size, options.splits)]
+        phases = len(dims)
+        self.queue_delay_sum = [0] * phases
+        self.network_delay_sum = [0] * phases
+        self.phase_runs = [0] * phases
+        self.runs: dict[int, list[ChunkRun]] = {}
+
+    def _plan(self, chunk: int, dims: list[tuple[int, int]], options: SystemOptions) -> tuple[PhasePlan, ...]:
+        sizes = [size for _, size in dims]
+        return tuple(
+            plan_phase(
+                self.kind, options.algorithm_for(self.kind, dim), dim, size, phase_data_bytes(self.kind, chunk, sizes, p)
+            )
+            for p, (dim, size) in enumerate(dims)
+        )
+
+    def chunk_runs(self, npu: int, scheduler: NpuScheduler) -> list[ChunkRun]:
+        """The ChunkRuns of ``npu``, created on first use (a peer's message may create them early)."""
+        runs = self.runs.get(npu)
+        if runs is None:
+            runs = [ChunkRun(self, npu, index, plans, scheduler) for index, plans in enumerate(self.chunk_plans)]
+            self.runs[npu] = runs
+        return runs
+
+
+class ChunkRun:
+    """One chunk of a collective on one NPU, moving through its phases step by step."""
+
+    __slots__ = ("collective", "npu", "index", "plans", "scheduler", "coordinator", "phase", "step", "arrived",
+                 "running", "enqueued_ps", "started_ps", "_peers")
+
+    def __init__(
+        self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
+    ) -> None:
+        self.collective = collective
+        self.npu = npu
+        self.index = index
+        self.plans = plans
+        self.scheduler = scheduler
+        self.coordinator: Coordinator = scheduler.context.coordinator
+        self.phase = -1
+        self.step = 0
+        self.running = False
+        self.arrived: dict[tuple[int, int], int] = {}
+        self.enqueued_ps = 0
+        self.started_ps = 0
+        self._peers: dict[int, tuple[int, ChunkRun]] = {}
+
+    def start_phase(self) -> None:
+        """Begin the current phase: send its first step, then consume any messages already waiting."""
+        plan = self.plans[self.phase]
+        stride = self.scheduler.stride(plan.dim)
+        position = (self.npu // stride) % plan.size
+        self._peers = {}
+        for offset in {offset for step in plan.steps for offset in step.offsets}:
+            peer = self.npu + ((position + offset) % plan.size - position) * stride
+            runs = self.collective.chunk_runs(peer, self.scheduler.peer_scheduler(peer))
+            self._peers[offset] = (peer, runs[self.index])
+        self.running = True
+        self.step = 0
+        self.started_ps = self.coordinator.now
+        self._send_step()
+        self.progress()
+
+    def _send_step(self) -> None:
+        step = self.plans[self.phase].steps[self.step]
+        key = (self.phase, self.step)
+        send = self.coordinator.send
+        peers = self._peers
+        for offset in step.offsets:
+            peer, target = peers[offset]
+            send(self.npu, peer, step.bytes, target.receive, key)
+
+    def receive(self, key: tuple[int, int]) -> None:
+        """A message of ``key = (phase, step)`` has arrived and passed this NPU's endpoint."""
+        arrived = self.arrived
+        arrived[key] = arrived.get(key, 0) + 1
+        if self.running:
+            self.progress()
+
+    def progress(self) -> None:
+        """Complete every step whose messages have all arrived, sending the next ones."""
+        arrived = self.arrived
+        while self.running:
+            steps = self.plans[self.phase].steps
+            key = (self.phase, self.step)
+            need = steps[self.step].need
+            count = arrived.get(key, 0)
+            if count < need:
+                return
+            if count == need:
+                del arrived[key]
+            else:
+                arrived[key] = count - need
+            self.step += 1
+            if self.step < len(steps):
+                self._send_step()
+            else:
+                self.running = False
+                self.scheduler.phase_done(self)

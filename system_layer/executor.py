@@ -1,0 +1,156 @@
+"""Runs each NPU's execution graph: a node starts once its dependencies are done.
+
+Compute nodes share the NPU's single compute stream (one at a time, in the order they became ready);
+collective nodes go to the NPU's chunk scheduler and overlap with compute. The k-th collective an NPU issues
+on a group is matched with the k-th one every other member issues on it, as NCCL requires.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from stratasim.errors import WorkloadError
+from stratasim.topology import Grid
+from stratasim.v1 import workload_pb2
+from system_layer.collectives import Collective
+from system_layer.graphs import GraphPlan
+from system_layer.options import SystemOptions
+from system_layer.result import TraceSpan
+from system_layer.scheduler import NpuScheduler, SchedulerContext
+
+__all__ = ["CollectiveTable", "NpuExecutor"]
+
+_COLLECTIVE_NAMES = {
+    workload_pb2.ALL_REDUCE: "all_reduce",
+    workload_pb2.REDUCE_SCATTER: "reduce_scatter",
+    workload_pb2.ALL_GATHER: "all_gather",
+    workload_pb2.ALL_TO_ALL: "all_to_all",
+}
+
+
+class CollectiveTable:
+    """Matches the collectives issued by different NPUs into shared :class:`Collective` instances."""
+
+    def __init__(self, grid: Grid, options: SystemOptions, npus: int) -> None:
+        self._grid = grid
+        self._options = options
+        self._everyone = tuple(range(npus))
+        self._open: dict[tuple[tuple[int, ...], int], Collective] = {}
+        self.all: list[Collective] = []
+
+    def join(self, npu: int, node: workload_pb2.Node, index: int) -> Collective:
+        """The collective ``node`` is the ``index``-th issued on its group, creating it on first sight."""
+        group = tuple(sorted(node.group)) if node.group else self._everyone
+        kind = _COLLECTIVE_NAMES.get(node.comm_type)
+        if kind is None:
+            name = workload_pb2.CollectiveType.Name(node.comm_type)
+            raise WorkloadError(f"NPU {npu} node {node.id}: collective {name} is not supported yet")
+        key = (group, index)
+        collective = self._open.get(key)
+        if collective is None:
+            dims = self._dims_of(group, npu, node)
+            collective = Collective(len(self.all), kind, node.comm_bytes, group, dims, self._options)
+            self._open[key] = collective
+            self.all.append(collective)
+        elif (collective.kind, collective.bytes) != (kind, node.comm_bytes):
+            raise WorkloadError(
+                f"NPU {npu} node {node.id}: collective #{index} on its group is {kind} of {node.comm_bytes} B here "
+                f"but {collective.kind} of {collective.bytes} B on another NPU"
+            )
+        return collective
+
+    def _dims_of(self, group: tuple[int, ...], npu: int, node: workload_pb2.Node) -> list[tuple[int, int]]:
+        """The (dimension, size) phases of a group that spans whole dimensions of the topology."""
+        grid = self._grid
+        dims = [
+            (dim, size)
+            for dim, size in enumerate(grid.sizes)
+            if size > 1 and len({grid.coordinate(member, dim) for member in group}) > 1
+        ]
+        spanned = 1
+        for _, size in dims:
+            spanned *= size
+        if spanned != len(group):
+            raise WorkloadError(
+                f"NPU {npu} node {node.id}: its group of {len(group)} NPUs does not span whole topology dimensions "
+                f"(sizes {list(grid.sizes)}); only such groups are supported so far"
+            )
+        return dims
+
+
+class NpuExecutor:
+    """One NPU working through its graph; records its compute time and finish time."""
+
+    def __init__(
+        self,
+        npu: int,
+        plan: GraphPlan,
+        durations: tuple[int, ...],
+        scheduler: NpuScheduler,
+        table: CollectiveTable,
+        context: SchedulerContext,
+    ) -> None:
+        self.npu = npu
+        self._plan = plan
+        self._durations = durations
+        self._scheduler = scheduler
+        self._table = table
+        self._context = context
+        self._remaining = list(plan.indegree)
+        self._compute_queue: deque[int] = deque()
+        self._computing = False
+        self._issued: dict[tuple[int, ...], int] = {}
+        self._left = len(plan.nodes)
+        self.compute_ps = 0
+        self.finish_ps = 0
+
+    @property
+    def done(self) -> bool:
+        return self._left == 0
+
+    def start(self) -> None:
+        for index, count in enumerate(self._remaining):
+            if count == 0:
+                self._ready(index)
+
+    def _ready(self, index: int) -> None:
+        node = self._plan.nodes[index]
+        if node.type == workload_pb2.COMP_NODE:
+            self._compute_queue.append(index)
+            if not self._computing:
+                self._next_compute()
+            return
+        group = tuple(sorted(node.group))
+        issued = self._issued.get(group, 0)
+        self._issued[group] = issued + 1
+        collective = self._table.join(self.npu, node, issued)
+        self._scheduler.issue(collective, lambda: self._complete(index))
+
+    def _next_compute(self) -> None:
+        if not self._compute_queue:
+            self._computing = False
+            return
+        self._computing = True
+        index = self._compute_queue.popleft()
+        coordinator = self._context.coordinator
+        duration = self._durations[index]
+        self.compute_ps += duration
+        if self._context.spans is not None:
+            node = self._plan.nodes[index]
+            name = node.name or f"node {node.id}"
+            self._context.spans.append(TraceSpan(self.npu, "compute", name, coordinator.now, coordinator.now + duration))
+        coordinator.schedule(coordinator.now + duration, self._compute_done, index)
+
+    def _compute_done(self, index: int) -> None:
+        self._complete(index)
+        self._next_compute()
+
+    def _complete(self, index: int) -> None:
+        self._left -= 1
+        if self._left == 0:
+            self.finish_ps = self._context.coordinator.now
+        remaining = self._remaining
+        for dependent in self._plan.dependents[index]:
+            remaining[dependent] -= 1
+            if remaining[dependent] == 0:
+                self._ready(dependent)

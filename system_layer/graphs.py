@@ -1,0 +1,88 @@
+"""Checked, indexed execution graphs: the static part of running a workload, shared by symmetric NPUs."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from stratasim.errors import WorkloadError
+from stratasim.v1 import workload_pb2
+
+__all__ = ["GraphPlan", "plan_graph", "SUPPORTED_NODE_TYPES"]
+
+SUPPORTED_NODE_TYPES = (workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE)
+
+
+@dataclass(frozen=True)
+class GraphPlan:
+    """A graph's nodes by position, with each node's dependents and number of dependencies."""
+
+    nodes: tuple[workload_pb2.Node, ...]
+    dependents: tuple[tuple[int, ...], ...]
+    indegree: tuple[int, ...]
+
+
+def _label(npu: int, node: workload_pb2.Node) -> str:
+    name = f" ({node.name!r})" if node.name else ""
+    return f"NPU {npu} node {node.id}{name}"
+
+
+def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> GraphPlan:
+    """Index ``graph`` and check it: unique ids, known dependencies, supported types, groups, no cycle."""
+    position: dict[int, int] = {}
+    for index, node in enumerate(graph.nodes):
+        if node.id in position:
+            raise WorkloadError(f"{_label(npu, node)}: the id {node.id} is used twice")
+        position[node.id] = index
+    dependents: list[list[int]] = [[] for _ in graph.nodes]
+    indegree = [0] * len(graph.nodes)
+    for index, node in enumerate(graph.nodes):
+        _check_node(node, npu, npus)
+        for dep in {*node.data_deps, *node.ctrl_deps}:
+            if dep not in position:
+                raise WorkloadError(f"{_label(npu, node)}: depends on node {dep}, which is not in the graph")
+            dependents[position[dep]].append(index)
+            indegree[index] += 1
+    _check_acyclic(graph, npu, dependents, indegree)
+    return GraphPlan(tuple(graph.nodes), tuple(tuple(d) for d in dependents), tuple(indegree))
+
+
+def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:
+    if node.type not in SUPPORTED_NODE_TYPES:
+        kind = workload_pb2.NodeType.Name(node.type) if node.type in workload_pb2.NodeType.values() else node.type
+        raise WorkloadError(f"{_label(npu, node)}: node type {kind} is not supported yet (COMP_NODE, COMM_COLL_NODE)")
+    if node.type == workload_pb2.COMM_COLL_NODE and node.group:
+        outside = [member for member in node.group if member >= npus]
+        if outside:
+            raise WorkloadError(f"{_label(npu, node)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
+        if npu not in node.group:
+            raise WorkloadError(f"{_label(npu, node)}: NPU {npu} is not a member of its own collective's group")
+    if node.type == workload_pb2.COMP_NODE and node.duration_ps < 0:
+        raise WorkloadError(f"{_label(npu, node)}: negative duration {node.duration_ps} ps")
+
+
+def _check_acyclic(graph: workload_pb2.ExecutionGraph, npu: int, dependents: list[list[int]], indegree: list[int]) -> None:
+    remaining = list(indegree)
+    ready = deque(i for i, count in enumerate(remaining) if count == 0)
+    seen = 0
+    while ready:
+        index = ready.popleft()
+        seen += 1
+        for dependent in dependents[index]:
+            remaining[dependent] -= 1
+            if remaining[dependent] == 0:
+                ready.append(dependent)
+    if seen != len(remaining):
+        raise WorkloadError(f"{_label(npu, graph.nodes[_node_on_cycle(graph, remaining)])}: is part of a dependency cycle")
+
+
+def _node_on_cycle(graph: workload_pb2.ExecutionGraph, remaining: list[int]) -> int:
+    """Walk back from an unfinished node through unfinished dependencies until a node repeats: it is on a cycle."""
+    position = {node.id: index for index, node in enumerate(graph.nodes)}
+    index = next(i for i, count in enumerate(remaining) if count > 0)
+    visited: set[int] = set()
+    while index not in visited:
+        visited.add(index)
+        node = graph.nodes[index]
+        index = next(position[d] for d in (*node.data_deps, *node.ctrl_deps) if remaining[position[d]] > 0)
+    return index

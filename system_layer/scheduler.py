@@ -1,0 +1,143 @@
+"""ASTRA-sim's chunk scheduler, one per NPU: a ready queue of chunks and a queue per dimension.
+
+When a collective is issued its chunks join the ready queue. The dispatcher moves the chunk chosen by the
+policy (LIFO: the newest collective first; FIFO: the oldest) into the queue of its first phase's dimension
+while that queue holds fewer than ``active_chunks`` chunks. Each dimension queue runs at most
+``active_chunks`` chunks at once; a chunk that finishes a phase joins the queue of its next phase's dimension,
+so chunks pipeline across dimensions.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from system_layer.collectives import ChunkRun, Collective
+from system_layer.options import Scheduling, SystemOptions
+from system_layer.result import TraceSpan
+
+if TYPE_CHECKING:
+    from system_layer.coordinator import Coordinator
+
+__all__ = ["NpuScheduler", "SchedulerContext"]
+
+
+class SchedulerContext:
+    """What every NPU's scheduler shares: the engine, the policies, the grid and the trace being recorded."""
+
+    def __init__(self, coordinator: Coordinator, options: SystemOptions, strides: tuple[int, ...]) -> None:
+        self.coordinator = coordinator
+        self.options = options
+        self.strides = strides
+        self.schedulers: list[NpuScheduler] = []
+        self.spans: list[TraceSpan] | None = [] if options.record_trace else None
+
+
+class NpuScheduler:
+    """Schedules the chunks of every collective issued on one NPU."""
+
+    def __init__(self, npu: int, context: SchedulerContext) -> None:
+        self.npu = npu
+        self.context = context
+        self._ready: deque[deque[ChunkRun]] = deque()
+        self._waiting: dict[int, deque[ChunkRun]] = {}
+        self._active: dict[int, int] = {}
+        self._chunks_left: dict[int, int] = {}
+        self._on_done: dict[int, Callable[[], None]] = {}
+        self._issued_ps: dict[int, int] = {}
+        self.in_flight = 0
+        self.comm_ps = 0
+        self._comm_since = 0
+
+    def stride(self, dim: int) -> int:
+        return self.context.strides[dim]
+
+    def peer_scheduler(self, npu: int) -> NpuScheduler:
+        return self.context.schedulers[npu]
+
+    def issue(self, collective: Collective, on_done: Callable[[], None]) -> None:
+        """Start ``collective`` on this NPU; ``on_done()`` runs when all its chunks have finished here."""
+        now = self.context.coordinator.now
+        if collective.start_ps is None or now < collective.start_ps:
+            collective.start_ps = now
+        if self.in_flight == 0:
+            self._comm_since = now
+        self.in_flight += 1
+        runs = collective.chunk_runs(self.npu, self)
+        self._chunks_left[collective.id] = len(runs)
+        self._on_done[collective.id] = on_done
+        self._issued_ps[collective.id] = now
+        for run in runs:
+            run.enqueued_ps = now
+        self._ready.append(deque(runs))
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        limit = self.context.options.active_chunks
+        lifo = self.context.options.scheduling is Scheduling.LIFO
+        while self._ready:
+            chunks = self._ready[-1] if lifo else self._ready[0]
+            run = chunks[0]
+            dim = run.plans[0].dim
+            if self._active.get(dim, 0) + len(self._waiting.get(dim, ())) >= limit:
+                return
+            chunks.popleft()
+            if not chunks:
+                self._ready.pop() if lifo else self._ready.popleft()
+            run.phase = 0
+            self._enter(run, dim)
+
+    def _enter(self, run: ChunkRun, dim: int) -> None:
+        self._waiting.setdefault(dim, deque()).append(run)
+        self._start_waiting(dim)
+
+    def _start_waiting(self, dim: int) -> None:
+        limit = self.context.options.active_chunks
+        waiting = self._waiting.get(dim)
+        coordinator = self.context.coordinator
+        while waiting and self._active.get(dim, 0) < limit:
+            run = waiting.popleft()
+            self._active[dim] = self._active.get(dim, 0) + 1
+            run.collective.queue_delay_sum[run.phase] += coordinator.now - run.enqueued_ps
+            run.start_phase()
+
+    def phase_done(self, run: ChunkRun) -> None:
+        """``run`` finished its current phase: move it on, and let waiting chunks take its place."""
+        now = self.context.coordinator.now
+        collective = run.collective
+        dim = run.plans[run.phase].dim
+        collective.network_delay_sum[run.phase] += now - run.started_ps
+        collective.phase_runs[run.phase] += 1
+        if self.context.spans is not None:
+            self.context.spans.append(
+                TraceSpan(self.npu, f"comm phase {run.phase} (dim {dim})",
+                          f"{collective.kind} #{collective.id} chunk {run.index}", run.started_ps, now)
+            )
+        self._active[dim] -= 1
+        if run.phase + 1 < len(run.plans):
+            run.phase += 1
+            run.enqueued_ps = now
+            self._enter(run, run.plans[run.phase].dim)
+        else:
+            self._chunk_done(collective, now)
+        self._start_waiting(dim)
+        self._dispatch()
+
+    def _chunk_done(self, collective: Collective, now: int) -> None:
+        left = self._chunks_left[collective.id] - 1
+        self._chunks_left[collective.id] = left
+        if left:
+            return
+        del self._chunks_left[collective.id]
+        collective.end_ps = max(collective.end_ps, now)
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.comm_ps += now - self._comm_since
+        if self.context.spans is not None:
+            self.context.spans.append(
+                TraceSpan(self.npu, "comm", f"{collective.kind} #{collective.id}", self._issued_ps.pop(collective.id), now)
+            )
+        else:
+            del self._issued_ps[collective.id]
+        self._on_done.pop(collective.id)()

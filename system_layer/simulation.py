@@ -1,0 +1,112 @@
+"""One simulation: wire the graphs, the scheduler and the network federate, run, and collect the results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stratasim.contracts import ComputeBackend, NetworkBackend
+from stratasim.errors import BackendError, SimulationError, WorkloadError
+from stratasim.topology import Grid
+from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
+from system_layer.collectives import Collective
+from system_layer.coordinator import Coordinator
+from system_layer.executor import CollectiveTable, NpuExecutor
+from system_layer.graphs import GraphPlan, plan_graph
+from system_layer.options import SystemOptions
+from system_layer.result import CollectiveStats, NpuStats, SimulationResult
+from system_layer.scheduler import NpuScheduler, SchedulerContext
+
+__all__ = ["simulate"]
+
+
+def simulate(
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    network: NetworkBackend,
+    topology: network_pb2.Topology,
+    options: SystemOptions,
+    *,
+    compute: ComputeBackend | None = None,
+    device: str = "",
+) -> SimulationResult:
+    """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened."""
+    info = network.configure(topology)
+    npus = len(graphs)
+    if npus > info.npus:
+        raise WorkloadError(f"workload needs {npus} NPUs but the topology has {info.npus}")
+    plans: dict[int, GraphPlan] = {}
+    for npu, graph in enumerate(graphs):
+        if id(graph) not in plans:
+            plans[id(graph)] = plan_graph(graph, npu, npus)
+    durations = _price(list(plans.values()), compute, device)
+
+    grid = Grid.of(topology)
+    coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
+    context = SchedulerContext(coordinator, options, tuple(grid.stride(d) for d in range(len(grid.sizes))))
+    context.schedulers.extend(NpuScheduler(npu, context) for npu in range(npus))
+    table = CollectiveTable(grid, options, npus)
+    executors = []
+    for npu, graph in enumerate(graphs):
+        plan = plans[id(graph)]
+        executor = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
+        executors.append(executor)
+        coordinator.schedule(0, lambda _arg, ex=executor: ex.start())
+    coordinator.run()
+
+    stuck = [ex.npu for ex in executors if not ex.done]
+    if stuck:
+        raise SimulationError(
+            f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
+            "but nothing can happen (a collective some group members never issue?)"
+        )
+    return SimulationResult(
+        total_time_ps=max((ex.finish_ps for ex in executors), default=0),
+        npus=npus,
+        collectives=tuple(_collective_stats(c) for c in table.all),
+        per_npu=tuple(
+            NpuStats(ex.npu, ex.finish_ps, ex.compute_ps, context.schedulers[ex.npu].comm_ps, ex.finish_ps - ex.compute_ps)
+            for ex in executors
+        ),
+        spans=tuple(context.spans or ()),
+        events_processed=coordinator.queue.processed,
+    )
+
+
+def _price(plans: list[GraphPlan], compute: ComputeBackend | None, device: str) -> dict[int, tuple[int, ...]]:
+    """Each plan's compute durations by node position: fixed ones as given, operators priced in one batch."""
+    unique: dict[bytes, compute_pb2.OperatorDesc] = {}
+    for plan in plans:
+        for node in plan.nodes:
+            if node.type == workload_pb2.COMP_NODE and node.HasField("op"):
+                unique.setdefault(node.op.SerializeToString(deterministic=True), node.op)
+                if compute is None:
+                    raise WorkloadError(
+                        f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
+                    )
+    prices: dict[bytes, int] = {}
+    if unique and compute is not None:
+        request = compute_pb2.EstimateRequest(device=device, ops=list(unique.values()))
+        response = compute.estimate(request)
+        if response.HasField("error"):
+            raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
+        prices = {key: cost.duration_ps for key, cost in zip(unique, response.costs)}
+    return {
+        id(plan): tuple(
+            prices[node.op.SerializeToString(deterministic=True)] if node.HasField("op") else node.duration_ps
+            for node in plan.nodes
+        )
+        for plan in plans
+    }
+
+
+def _collective_stats(collective: Collective) -> CollectiveStats:
+    runs = collective.phase_runs
+    return CollectiveStats(
+        collective_id=collective.id,
+        type=collective.kind,
+        bytes=collective.bytes,
+        group_size=len(collective.group),
+        start_ps=collective.start_ps or 0,
+        end_ps=collective.end_ps,
+        queue_delay_ps_per_phase=tuple(s // n if n else 0 for s, n in zip(collective.queue_delay_sum, runs)),
+        network_delay_ps_per_phase=tuple(s // n if n else 0 for s, n in zip(collective.network_delay_sum, runs)),
+    )

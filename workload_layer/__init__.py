@@ -1,0 +1,1 @@
+"""Workloads: each yields per-NPU execution graphs (:class:`stratasim.contracts.WorkloadSource`)."""

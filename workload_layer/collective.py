@@ -1,0 +1,56 @@
+"""A collective microbenchmark: the same collective run ``repeat`` times back to back on every NPU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
+
+from stratasim.schema import Bytes, Section
+from stratasim.v1 import workload_pb2
+
+__all__ = ["CollectiveWorkload", "COLLECTIVE_TYPES"]
+
+# Study names of collectives and their Chakra CollectiveCommType values.
+COLLECTIVE_TYPES = {
+    "all_reduce": workload_pb2.ALL_REDUCE,
+    "reduce_scatter": workload_pb2.REDUCE_SCATTER,
+    "all_gather": workload_pb2.ALL_GATHER,
+    "all_to_all": workload_pb2.ALL_TO_ALL,
+}
+
+
+class CollectiveConfig(Section):
+    """``workload:`` keys of ``kind: collective``; ``size`` is the whole buffer on each NPU."""
+
+    collective: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
+    size: Bytes = Field(gt=0)
+    repeat: int = Field(default=1, ge=1)
+    npus: int | None = Field(default=None, ge=1)
+
+
+class CollectiveWorkload:
+    """Every NPU issues the collective ``repeat`` times, each after the previous one finished."""
+
+    name = "collective"
+    Config = CollectiveConfig
+
+    def __init__(self, config: CollectiveConfig) -> None:
+        self.config = config
+
+    def npus_required(self) -> int | None:
+        return self.config.npus
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        graph = workload_pb2.ExecutionGraph()
+        for index in range(self.config.repeat):
+            graph.nodes.add(
+                id=index,
+                name=f"{self.config.collective} {index}",
+                type=workload_pb2.COMM_COLL_NODE,
+                comm_type=COLLECTIVE_TYPES[self.config.collective],
+                comm_bytes=self.config.size,
+                ctrl_deps=[index - 1] if index else [],
+            )
+        return [graph] * npus

@@ -1,0 +1,170 @@
+"""A layer-wise data-parallel training loop, as ASTRA-sim's workload layer runs it.
+
+Each pass runs the forward pass layer by layer, then the backward pass from the last layer down: per layer
+the weight-gradient compute, whose all-reduce is issued and left to overlap with the rest of the backward pass,
+then the input-gradient compute and its (blocking) communication. A layer's next forward pass waits for its
+weight-gradient collective (the weights must be updated). Compute is a fixed time or an operator that the
+compute layer prices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from stratasim import operators
+from stratasim.schema import Bytes, Section, TimePs
+from stratasim.v1 import workload_pb2
+from workload_layer.collective import COLLECTIVE_TYPES
+
+__all__ = ["TrainingLoopWorkload", "TrainingLoopConfig", "LayerConfig", "ComputeSpec", "CommSpec"]
+
+
+class GemmSpec(Section):
+    """A GEMM of an (m x k) by (k x n) matrix, ``batch`` times."""
+
+    m: int = Field(gt=0)
+    k: int = Field(gt=0)
+    n: int = Field(gt=0)
+    batch: int = Field(default=1, gt=0)
+
+
+class ElementwiseSpec(Section):
+    """An element-wise operator over a tensor of ``shape``."""
+
+    shape: list[int] = Field(min_length=1)
+    flops_per_element: int = Field(default=1, ge=0)
+
+
+class ComputeSpec(Section):
+    """One compute step: a fixed ``time``, a ``gemm`` or an ``elementwise`` operator (exactly one).
+
+    A bare time (``120us``) stands for ``{time: 120us}``; ``gemm: [m, k, n]`` for ``gemm: {m:, k:, n:}``.
+    """
+
+    time: TimePs | None = None
+    gemm: GemmSpec | None = None
+    elementwise: ElementwiseSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return {"time": value}
+        if isinstance(value, dict) and isinstance(value.get("gemm"), list):
+            dims = value["gemm"]
+            if len(dims) != 3:
+                raise ValueError("gemm: expected [m, k, n]")
+            return {**value, "gemm": dict(zip("mkn", dims))}
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ComputeSpec:
+        given = [name for name in ("time", "gemm", "elementwise") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of time, gemm, elementwise (got {', '.join(given) or 'none'})")
+        return self
+
+
+class CommSpec(Section):
+    """A collective over every NPU of the loop, of ``size`` bytes (the whole buffer on each NPU)."""
+
+    collective: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
+    size: Bytes = Field(gt=0)
+
+
+class LayerConfig(Section):
+    name: str
+    repeat: int = Field(default=1, ge=1)
+    forward: ComputeSpec | None = None
+    input_grad: ComputeSpec | None = None
+    weight_grad: ComputeSpec | None = None
+    forward_comm: CommSpec | None = None
+    input_grad_comm: CommSpec | None = None
+    weight_grad_comm: CommSpec | None = None
+
+
+class TrainingLoopConfig(Section):
+    """``workload:`` keys of ``kind: training_loop``."""
+
+    layers: list[LayerConfig] = Field(min_length=1)
+    passes: int = Field(default=1, ge=1)
+    dtype: str = "bf16"
+    npus: int | None = Field(default=None, ge=1)
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: str) -> str:
+        operators.parse_dtype(value)
+        return value
+
+
+class TrainingLoopWorkload:
+    """Builds the same data-parallel graph for every NPU; collectives span all NPUs of the workload."""
+
+    name = "training_loop"
+    Config = TrainingLoopConfig
+
+    def __init__(self, config: TrainingLoopConfig) -> None:
+        self.config = config
+
+    def npus_required(self) -> int | None:
+        return self.config.npus
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        return [_GraphBuilder(self.config).build()] * npus
+
+
+class _GraphBuilder:
+    """Emits the nodes of every pass, tracking what each next node must wait for."""
+
+    def __init__(self, config: TrainingLoopConfig) -> None:
+        self._config = config
+        self._dtype = operators.parse_dtype(config.dtype)
+        self._graph = workload_pb2.ExecutionGraph()
+        self._layers = [layer for layer in config.layers for _ in range(layer.repeat)]
+
+    def build(self) -> workload_pb2.ExecutionGraph:
+        previous_pass_end: int | None = None
+        weights_ready: list[int | None] = [None] * len(self._layers)
+        for p in range(self._config.passes):
+            last = previous_pass_end
+            for index, layer in enumerate(self._layers):
+                deps = [d for d in (last, weights_ready[index]) if d is not None]
+                last = self._compute(f"p{p} {layer.name} fwd", layer.forward, deps)
+                last = self._comm(f"p{p} {layer.name} fwd comm", layer.forward_comm, last)
+            for index in reversed(range(len(self._layers))):
+                layer = self._layers[index]
+                weight_grad = self._compute(f"p{p} {layer.name} wg", layer.weight_grad, [last])
+                weights_ready[index] = self._comm(f"p{p} {layer.name} wg comm", layer.weight_grad_comm, weight_grad)
+                last = self._compute(f"p{p} {layer.name} ig", layer.input_grad, [weight_grad])
+                last = self._comm(f"p{p} {layer.name} ig comm", layer.input_grad_comm, last)
+            previous_pass_end = last
+        return self._graph
+
+    def _add(self, name: str, deps: list[int], **fields: Any) -> int:
+        node_id = len(self._graph.nodes)
+        self._graph.nodes.add(id=node_id, name=name, data_deps=deps, **fields)
+        return node_id
+
+    def _compute(self, name: str, spec: ComputeSpec | None, deps: list[int]) -> int:
+        if spec is None or spec.time is not None:
+            return self._add(name, deps, type=workload_pb2.COMP_NODE, duration_ps=spec.time if spec else 0)
+        if spec.gemm is not None:
+            g = spec.gemm
+            op = operators.gemm(g.m, g.k, g.n, dtype=self._dtype, batch=g.batch, name=name)
+        else:
+            assert spec.elementwise is not None
+            e = spec.elementwise
+            op = operators.elementwise(e.shape, dtype=self._dtype, flops_per_element=e.flops_per_element, name=name)
+        return self._add(name, deps, type=workload_pb2.COMP_NODE, op=op)
+
+    def _comm(self, name: str, spec: CommSpec | None, after: int) -> int:
+        if spec is None:
+            return after
+        return self._add(
+            name, [after], type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVE_TYPES[spec.collective],
+            comm_bytes=spec.size,
+        )
