@@ -1,0 +1,151 @@
+"""Accelerators as the roofline sees them, and presets taken from public datasheets.
+
+A device is described by its dense peak throughput per dtype, its main-memory bandwidth and capacity, two
+efficiency factors, a fixed per-operator launch overhead and its power. Presets use efficiency 1.0 and no
+launch overhead: they are the datasheet roofline, and calibrating them is a separate concern. Other devices
+are described by constructing a :class:`Device` and handing a :func:`catalog` of them to a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from stratasim.errors import BackendError
+from stratasim.operators import DTYPES, DType, dtype_name
+from stratasim.units import parse_bandwidth, parse_bytes, parse_flops
+from stratasim.v1 import compute_pb2
+
+__all__ = ["Device", "catalog", "device", "PRESETS"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator: throughputs in FLOP/s (OP/s for integers), bandwidth in bytes/s, capacity in bytes.
+
+    ``peak_flops`` maps each supported dtype to its dense (no structured sparsity) peak; a dtype it omits is
+    unsupported. ``compute_efficiency`` and ``memory_efficiency`` (0 < e <= 1) scale the peaks to what an
+    operator achieves; ``launch_overhead_ps`` is added once per operator. ``tdp_w`` is the board power in
+    watts and ``source`` cites the public datasheet the numbers come from.
+    """
+
+    name: str
+    peak_flops: Mapping[DType, float] = field(hash=False)
+    memory_bandwidth: float
+    memory_capacity: int
+    tdp_w: float
+    source: str
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    launch_overhead_ps: int = 0
+
+    def __post_init__(self) -> None:
+        problems = list(self._problems())
+        if problems:
+            raise ValueError(f"device {self.name!r}: {'; '.join(problems)}")
+        # A read-only copy, so a frozen device cannot change through the caller's dict.
+        object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
+
+    def _problems(self) -> Iterator[str]:
+        if not self.name:
+            yield "name must not be empty"
+        if not self.peak_flops:
+            yield "peak_flops must name at least one dtype"
+        for dtype, peak in self.peak_flops.items():
+            if dtype not in DTYPES:
+                yield f"peak_flops names {dtype_name(dtype)}, which no operator can have"
+            if not peak > 0:
+                yield f"peak_flops[{dtype_name(dtype)}] must be positive, got {peak}"
+        if not self.memory_bandwidth > 0:
+            yield f"memory_bandwidth must be positive, got {self.memory_bandwidth}"
+        if not self.memory_capacity > 0:
+            yield f"memory_capacity must be positive, got {self.memory_capacity}"
+        efficiencies = (("compute_efficiency", self.compute_efficiency), ("memory_efficiency", self.memory_efficiency))
+        for attribute, value in efficiencies:
+            if not 0 < value <= 1:
+                yield f"{attribute} must be in (0, 1], got {value}"
+        if not isinstance(self.launch_overhead_ps, int) or self.launch_overhead_ps < 0:
+            yield f"launch_overhead_ps must be a non-negative integer, got {self.launch_overhead_ps!r}"
+        if not self.tdp_w >= 0:
+            yield f"tdp_w cannot be negative, got {self.tdp_w}"
+
+    def supported_dtypes(self) -> list[str]:
+        """Names of the dtypes this device has a peak for, in the order given (``["bf16", "int8"]``)."""
+        return [dtype_name(dtype) for dtype in self.peak_flops]
+
+
+def catalog(devices: Iterable[Device]) -> Mapping[str, Device]:
+    """A read-only ``{lower-case name: device}`` mapping; raises ValueError if two devices share a name."""
+    table: dict[str, Device] = {}
+    for dev in devices:
+        key = dev.name.lower()
+        if key in table:
+            raise ValueError(f"two devices are named {dev.name!r}")
+        table[key] = dev
+    return MappingProxyType(table)
+
+
+def device(name: str, devices: Mapping[str, Device] | None = None) -> Device:
+    """The device called ``name`` (case-insensitive: ``"H100"`` or ``"h100"``) in ``devices`` (default: presets).
+
+    ``devices`` must be built by :func:`catalog`. Raises :class:`~stratasim.errors.BackendError` listing the
+    known devices when there is no such device.
+    """
+    table = PRESETS if devices is None else devices
+    found = table.get(name.strip().lower())
+    if found is None:
+        raise BackendError(f"unknown device {name!r}; known devices: {', '.join(sorted(table)) or 'none'}")
+    return found
+
+
+_A100 = Device(
+    name="a100",
+    peak_flops={
+        compute_pb2.FP64: parse_flops("19.5TFLOPS"),  # tensor-core FP64; the vector units give 9.7 TFLOPS
+        compute_pb2.FP32: parse_flops("19.5TFLOPS"),
+        compute_pb2.TF32: parse_flops("156TFLOPS"),
+        compute_pb2.FP16: parse_flops("312TFLOPS"),
+        compute_pb2.BF16: parse_flops("312TFLOPS"),
+        compute_pb2.INT8: parse_flops("624TOPS"),
+    },
+    memory_bandwidth=parse_bandwidth("2039GB/s"),
+    memory_capacity=parse_bytes("80GiB"),  # sold as "80GB": five 16 GiB HBM2e stacks
+    tdp_w=400,
+    source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM column: dense Tensor Core peaks, "
+    "HBM2e 2,039 GB/s, max TDP 400 W",
+)
+
+_H100 = Device(
+    name="h100",
+    peak_flops={
+        # Tensor-core FP64 (66.9 TFLOPS, which the datasheet rounds to 67); the vector units give 33.5 TFLOPS.
+        compute_pb2.FP64: parse_flops("66.9TFLOPS"),
+        compute_pb2.FP32: parse_flops("66.9TFLOPS"),
+        compute_pb2.TF32: parse_flops("494.7TFLOPS"),
+        compute_pb2.FP16: parse_flops("989.4TFLOPS"),
+        compute_pb2.BF16: parse_flops("989.4TFLOPS"),
+        compute_pb2.FP8: parse_flops("1978.9TFLOPS"),
+        compute_pb2.INT8: parse_flops("1978.9TOPS"),
+    },
+    memory_bandwidth=parse_bandwidth("3.35TB/s"),
+    memory_capacity=parse_bytes("80GiB"),  # sold as "80GB": five 16 GiB HBM3 stacks
+    tdp_w=700,
+    source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 dense peaks; "
+    "NVIDIA H100 datasheet, SXM: HBM3 3.35 TB/s, 80GB, max TDP 700 W",
+)
+
+_TPUV4 = Device(
+    name="tpuv4",
+    # The MXUs compute in bf16 and int8 only; other dtypes are left out so requests for them fail clearly.
+    peak_flops={compute_pb2.BF16: parse_flops("275TFLOPS"), compute_pb2.INT8: parse_flops("275TOPS")},
+    memory_bandwidth=parse_bandwidth("1200GB/s"),
+    memory_capacity=parse_bytes("32GiB"),
+    tdp_w=192,  # Google publishes no TDP; 192 W is the measured maximum chip power
+    source="Google Cloud TPU v4 documentation (cloud.google.com/tpu/docs/v4) and Jouppi et al., 'TPU v4: An "
+    "Optically Reconfigurable Supercomputer for Machine Learning', ISCA 2023: 275 TFLOPS bf16/int8, HBM2 32 GiB "
+    "at 1200 GB/s, measured min/mean/max power 90/170/192 W",
+)
+
+PRESETS: Mapping[str, Device] = catalog([_A100, _H100, _TPUV4])
+"""The preset devices by lower-case name: ``a100``, ``h100``, ``tpuv4``."""
