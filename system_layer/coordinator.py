@@ -36,6 +36,7 @@ class Coordinator:
         self._bytes: list[int] = []
         self._times: list[int] = []
         self.windows = 0
+        self.messages = 0
 
     @property
     def now(self) -> int:
@@ -95,6 +96,7 @@ class Coordinator:
         delay = self._endpoint_delay
         batch: list[tuple[Callback, Any]] = []
         current = -1
+        self.messages += len(deliveries.id)
         for msg_id, time_ps in zip(deliveries.id, deliveries.time_ps):
             if time_ps != current:
                 if batch:

@@ -49,6 +49,8 @@ class TraceSpan:
 
 @dataclass(frozen=True)
 class SimulationResult:
+    """``events_processed`` counts engine events plus delivered messages."""
+
     total_time_ps: int
     npus: int
     collectives: tuple[CollectiveStats, ...]

@@ -67,7 +67,7 @@ def simulate(
             for ex in executors
         ),
         spans=tuple(context.spans or ()),
-        events_processed=coordinator.queue.processed,
+        events_processed=coordinator.queue.processed + coordinator.messages,
     )
 
 
@@ -77,7 +77,7 @@ def _price(plans: list[GraphPlan], compute: ComputeBackend | None, device: str) 
     for plan in plans:
         for node in plan.nodes:
             if node.type == workload_pb2.COMP_NODE and node.HasField("op"):
-                unique.setdefault(node.op.SerializeToString(deterministic=True), node.op)
+                unique.setdefault(_signature(node.op), node.op)
                 if compute is None:
                     raise WorkloadError(
                         f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
@@ -91,11 +91,19 @@ def _price(plans: list[GraphPlan], compute: ComputeBackend | None, device: str) 
         prices = {key: cost.duration_ps for key, cost in zip(unique, response.costs)}
     return {
         id(plan): tuple(
-            prices[node.op.SerializeToString(deterministic=True)] if node.HasField("op") else node.duration_ps
+            prices[_signature(node.op)] if node.HasField("op") else node.duration_ps
             for node in plan.nodes
         )
         for plan in plans
     }
+
+
+def _signature(op: compute_pb2.OperatorDesc) -> bytes:
+    """What determines an operator's cost: everything but its name, so equal operators are priced once."""
+    unnamed = compute_pb2.OperatorDesc()
+    unnamed.CopyFrom(op)
+    unnamed.ClearField("name")
+    return unnamed.SerializeToString(deterministic=True)
 
 
 def _collective_stats(collective: Collective) -> CollectiveStats:

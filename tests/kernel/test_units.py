@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+from stratasim.errors import UnitError
+from stratasim.units import format_bytes, format_time_ps, parse_bandwidth, parse_bytes, parse_flops, parse_time_ps
+
+
+@pytest.mark.parametrize(
+    ("text", "ps"),
+    [("500ns", 500_000), ("1.5us", 1_500_000), ("2ms", 2 * 10**9), ("1s", 10**12), ("7ps", 7), (10, 10_000),
+     ("0.25 ns", 250), ("3µs", 3_000_000), ("1e3ns", 10**6)],
+)
+def test_times_become_picoseconds(text: object, ps: int) -> None:
+    assert parse_time_ps(text) == ps
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("64MiB", 64 * 2**20), ("1GB", 10**9), ("1GiB", 2**30), ("512B", 512), (4096, 4096), ("1.5KiB", 1536),
+     ("2kB", 2000)],
+)
+def test_sizes_become_bytes(text: object, size: int) -> None:
+    assert parse_bytes(text) == size
+
+
+@pytest.mark.parametrize(
+    ("text", "bandwidth"),
+    [("50GB/s", 50e9), ("400Gbps", 50e9), ("25GiB/s", 25 * 2**30), ("100Mb/s", 12.5e6), (50, 50e9), ("1TB/s", 1e12)],
+)
+def test_bandwidths_become_bytes_per_second(text: object, bandwidth: float) -> None:
+    assert parse_bandwidth(text) == bandwidth
+
+
+def test_flops() -> None:
+    assert parse_flops("989TFLOPS") == 989e12
+    assert parse_flops("312 TFLOP/s") == 312e12
+    assert parse_flops(2) == 2e12
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "fragment"),
+    [
+        (parse_time_ps, "5 parsecs", "unknown time unit"),
+        (parse_time_ps, "-1ns", "negative"),
+        (parse_bytes, "1.5B", "whole"),
+        (parse_bytes, "12 bananas", "unknown size unit"),
+        (parse_bandwidth, "0GB/s", "positive"),
+        (parse_bandwidth, "50GB", "unknown bandwidth unit"),
+        (parse_flops, "fast", "cannot read"),
+        (parse_bytes, True, "expected a size"),
+        (parse_bytes, [1], "expected a size"),
+    ],
+)
+def test_bad_quantities_say_what_is_expected(parse: object, text: object, fragment: str) -> None:
+    with pytest.raises(UnitError, match=fragment):
+        parse(text)  # type: ignore[operator]
+
+
+def test_formatting_for_people() -> None:
+    assert format_bytes(2**30) == "1 GiB"
+    assert format_bytes(100) == "100 B"
+    assert format_time_ps(12_500_000) == "12.5 us"
+    assert format_time_ps(3) == "3 ps"

@@ -1,0 +1,85 @@
+"""Execution graphs are checked before they run; a broken graph names the NPU and node at fault."""
+
+from __future__ import annotations
+
+import pytest
+
+from network_layer.analytical import AnalyticalNetwork
+from stratasim.errors import SimulationError, WorkloadError
+from stratasim.v1 import workload_pb2
+from system_layer import SystemOptions, simulate
+from tests.system_layer.helpers import RING, topology
+
+TOPO = topology((RING, 4, 50e9, 1000))
+
+
+def graph(*nodes: dict) -> workload_pb2.ExecutionGraph:
+    return workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(**node) for node in nodes])
+
+
+def comp(node_id: int, ps: int = 1000, deps: tuple[int, ...] = (), name: str = "") -> dict:
+    return dict(id=node_id, name=name, type=workload_pb2.COMP_NODE, duration_ps=ps, data_deps=list(deps))
+
+
+def run(graphs: list[workload_pb2.ExecutionGraph]):
+    return simulate(graphs, AnalyticalNetwork(), TOPO, SystemOptions())
+
+
+def test_compute_nodes_share_one_stream_in_ready_order() -> None:
+    result = run([graph(comp(1, 100), comp(2, 200), comp(3, 50, deps=(1, 2)))] * 4)
+    assert result.total_time_ps == 350
+    assert result.per_npu[0].compute_ps == 350 and result.per_npu[0].exposed_comm_ps == 0
+
+
+def test_compute_overlaps_a_collective() -> None:
+    coll = dict(id=2, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=4096)
+    alone = run([graph(coll)] * 4).total_time_ps
+    long_compute = alone * 3
+    result = run([graph(coll, comp(1, long_compute))] * 4)
+    assert result.total_time_ps == long_compute
+    assert result.per_npu[0].comm_ps == alone
+
+
+@pytest.mark.parametrize(
+    ("nodes", "fragment"),
+    [
+        ((comp(1, deps=(2,)), comp(2, deps=(1,), name="loop")), r"NPU 0 node \d( \(.*\))?: is part of a dependency cycle"),
+        ((comp(1, deps=(9,)),), "NPU 0 node 1: depends on node 9, which is not in the graph"),
+        ((comp(1), comp(1)), "the id 1 is used twice"),
+        ((dict(id=1, type=workload_pb2.MEM_LOAD_NODE),), "node type MEM_LOAD_NODE is not supported yet"),
+        ((comp(1, ps=-5),), "negative duration"),
+        ((dict(id=1, type=workload_pb2.COMM_COLL_NODE, group=[0, 7]),), "group names NPU 7, but there are only 4"),
+    ],
+)
+def test_broken_graphs_are_named(nodes: tuple[dict, ...], fragment: str) -> None:
+    with pytest.raises(WorkloadError, match=fragment):
+        run([graph(*nodes)] * 4)
+
+
+def test_more_npus_than_the_topology_is_an_error() -> None:
+    with pytest.raises(WorkloadError, match="needs 5 NPUs but the topology has 4"):
+        run([graph(comp(1))] * 5)
+
+
+def test_mismatched_collectives_are_named() -> None:
+    a = graph(dict(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=10))
+    b = graph(dict(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_GATHER, comm_bytes=10))
+    with pytest.raises(WorkloadError, match="all_gather of 10 B here but all_reduce of 10 B on another NPU"):
+        run([a, a, b, a])
+
+
+def test_a_collective_some_members_never_issue_is_a_deadlock() -> None:
+    coll = graph(dict(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1024))
+    with pytest.raises(SimulationError, match="deadlock"):
+        run([coll, coll, coll, graph(comp(1))])
+
+
+def test_results_are_identical_run_to_run() -> None:
+    coll = graph(
+        dict(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=99_999),
+        comp(2, 12_345, deps=(1,)),
+        dict(id=3, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_TO_ALL, comm_bytes=7777),
+    )
+    first = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3, record_trace=True))
+    second = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3, record_trace=True))
+    assert first == second
