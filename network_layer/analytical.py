@@ -8,7 +8,8 @@ dimensions); in each dimension where source and destination differ it pays
 - fully connected: one latency plus one serialisation;
 - switch: two latencies (up to the switch and down) plus one serialisation (cut-through).
 
-Serialisation of ``b`` bytes at ``B`` bytes/s is ``ceil(b * 1e12 / B)`` ps, computed exactly.
+Serialisation of ``b`` bytes at ``B`` bytes/s is ``ceil(b * 1e12 / B)`` ps, computed exactly. A message
+takes at least 1 ps (an empty message over zero-latency links would otherwise arrive as it is sent).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class _Dim:
         return -(-(size * _PS_PER_S * self.bw_den) // self.bw_num)
 
     def least_delay_ps(self) -> int:
-        hops = 2 if self.kind == _SWITCH else 1
-        return hops * self.latency_ps + self.serialisation_ps(1)
+        """The delay of an empty message over the fewest hops of this dimension."""
+        return (2 if self.kind == _SWITCH else 1) * self.latency_ps
 
 
 class AnalyticalNetwork:
@@ -114,7 +115,8 @@ class AnalyticalNetwork:
         if late.any():
             i = int(np.argmax(late))
             raise BackendError(f"message {ids[i]} sent at {sent[i]} ps could arrive before the network's time {self._now} ps")
-        arrival = sent + self.delays_ps(src, dst, np.array(sends.bytes, dtype=np.int64))
+        delays = self.delays_ps(src, dst, np.array(sends.bytes, dtype=np.int64))
+        arrival = sent + np.maximum(delays, self._lookahead)
         order = np.lexsort((ids, arrival))
         self._runs.append((arrival[order], ids[order]))
 

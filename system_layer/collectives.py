@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from system_layer.algorithms import PhasePlan, phase_data_bytes, plan_phase
+from system_layer.algorithms import PhasePlan, Step, phase_data_bytes, plan_phase
 from system_layer.options import SystemOptions
 
 if TYPE_CHECKING:
@@ -70,10 +70,13 @@ class Collective:
 
 
 class ChunkRun:
-    """One chunk of a collective on one NPU, moving through its phases step by step."""
+    """One chunk of a collective on one NPU, moving through its phases step by step.
 
-    __slots__ = ("collective", "npu", "index", "plans", "scheduler", "coordinator", "phase", "step", "arrived",
-                 "running", "enqueued_ps", "started_ps", "_peers")
+    Messages are counted per ``key = phase << 32 | step``; ``key`` is the step this run is waiting for.
+    """
+
+    __slots__ = ("collective", "npu", "index", "plans", "scheduler", "coordinator", "phase", "step", "key",
+                 "arrived", "running", "enqueued_ps", "started_ps", "_peers", "_steps")
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
@@ -86,11 +89,13 @@ class ChunkRun:
         self.coordinator: Coordinator = scheduler.context.coordinator
         self.phase = -1
         self.step = 0
+        self.key = -1
         self.running = False
-        self.arrived: dict[tuple[int, int], int] = {}
+        self.arrived: dict[int, int] = {}
         self.enqueued_ps = 0
         self.started_ps = 0
         self._peers: dict[int, tuple[int, ChunkRun]] = {}
+        self._steps: tuple[Step, ...] = ()
 
     def start_phase(self) -> None:
         """Begin the current phase: send its first step, then consume any messages already waiting."""
@@ -102,35 +107,38 @@ class ChunkRun:
             peer = self.npu + ((position + offset) % plan.size - position) * stride
             runs = self.collective.chunk_runs(peer, self.scheduler.peer_scheduler(peer))
             self._peers[offset] = (peer, runs[self.index])
+        self._steps = plan.steps
         self.running = True
         self.step = 0
+        self.key = self.phase << 32
         self.started_ps = self.coordinator.now
         self._send_step()
         self.progress()
 
     def _send_step(self) -> None:
-        step = self.plans[self.phase].steps[self.step]
-        key = (self.phase, self.step)
+        step = self._steps[self.step]
+        key = self.key
         send = self.coordinator.send
         peers = self._peers
+        npu = self.npu
+        size = step.bytes
         for offset in step.offsets:
             peer, target = peers[offset]
-            send(self.npu, peer, step.bytes, target.receive, key)
+            send(npu, peer, size, target.receive, key)
 
-    def receive(self, key: tuple[int, int]) -> None:
-        """A message of ``key = (phase, step)`` has arrived and passed this NPU's endpoint."""
+    def receive(self, key: int) -> None:
+        """A message of step ``key`` has arrived and passed this NPU's endpoint."""
         arrived = self.arrived
         arrived[key] = arrived.get(key, 0) + 1
-        if self.running:
+        if key == self.key and self.running:
             self.progress()
 
     def progress(self) -> None:
         """Complete every step whose messages have all arrived, sending the next ones."""
         arrived = self.arrived
         while self.running:
-            steps = self.plans[self.phase].steps
-            key = (self.phase, self.step)
-            need = steps[self.step].need
+            key = self.key
+            need = self._steps[self.step].need
             count = arrived.get(key, 0)
             if count < need:
                 return
@@ -139,8 +147,10 @@ class ChunkRun:
             else:
                 arrived[key] = count - need
             self.step += 1
-            if self.step < len(steps):
+            if self.step < len(self._steps):
+                self.key = key + 1
                 self._send_step()
             else:
                 self.running = False
+                self.key = -1
                 self.scheduler.phase_done(self)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from stratasim.contracts import NetworkBackend
 from stratasim.events import Callback, EventQueue
 from stratasim.v1 import network_pb2
@@ -30,11 +32,7 @@ class Coordinator:
         self._lookahead = max(1, lookahead_ps)
         self._handlers: dict[int, tuple[Callback, Any]] = {}
         self._next_id = 0
-        self._ids: list[int] = []
-        self._src: list[int] = []
-        self._dst: list[int] = []
-        self._bytes: list[int] = []
-        self._times: list[int] = []
+        self._outbox: list[tuple[int, int, int, int, Callback, Any]] = []
         self.windows = 0
         self.messages = 0
 
@@ -48,26 +46,26 @@ class Coordinator:
     def send(self, src: int, dst: int, size: int, on_arrival: Callback, arg: Any = None) -> None:
         """Send ``size`` bytes from ``src`` to ``dst`` now; ``on_arrival(arg)`` runs when they have arrived and
         the receiving endpoint has spent its endpoint delay on them."""
-        msg_id = self._next_id
-        self._next_id = msg_id + 1
-        self._handlers[msg_id] = (on_arrival, arg)
-        self._ids.append(msg_id)
-        self._src.append(src)
-        self._dst.append(dst)
-        self._bytes.append(size)
-        self._times.append(self.queue.now)
+        self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
 
     def _flush(self) -> None:
-        if not self._ids:
+        """Hand the window's messages to the network as one columnar batch, numbering them in send order."""
+        outbox = self._outbox
+        if not outbox:
             return
+        first = self._next_id
+        ids = range(first, first + len(outbox))
+        self._next_id = first + len(outbox)
+        src, dst, sizes, times, callbacks, args = zip(*outbox)
+        self._handlers.update(zip(ids, zip(callbacks, args)))
         batch = network_pb2.SendBatch()
-        batch.id.extend(self._ids)
-        batch.src.extend(self._src)
-        batch.dst.extend(self._dst)
-        batch.bytes.extend(self._bytes)
-        batch.send_time_ps.extend(self._times)
+        batch.id.extend(ids)
+        batch.src.extend(src)
+        batch.dst.extend(dst)
+        batch.bytes.extend(sizes)
+        batch.send_time_ps.extend(times)
+        self._outbox = []
         self._network.inject(batch)
-        self._ids, self._src, self._dst, self._bytes, self._times = [], [], [], [], []
 
     def run(self) -> None:
         """Run until neither the engine nor the network has anything left to do."""
@@ -76,7 +74,7 @@ class Coordinator:
         network_next: int | None = None
         while True:
             engine_next = queue.peek()
-            earliest_arrival = self._times[0] + lookahead if self._times else None
+            earliest_arrival = self._outbox[0][3] + lookahead if self._outbox else None
             if engine_next is None and network_next is None and earliest_arrival is None:
                 return
             self._flush()
@@ -92,20 +90,16 @@ class Coordinator:
 
     def _deliver(self, deliveries: network_pb2.DeliveryBatch) -> None:
         """Schedule the handlers of a window's deliveries: one event per distinct arrival time, in id order."""
-        handlers = self._handlers
+        if not deliveries.id:
+            return
+        pop = self._handlers.pop
         delay = self._endpoint_delay
-        batch: list[tuple[Callback, Any]] = []
-        current = -1
-        self.messages += len(deliveries.id)
-        for msg_id, time_ps in zip(deliveries.id, deliveries.time_ps):
-            if time_ps != current:
-                if batch:
-                    self.queue.schedule(current + delay, _run_batch, batch)
-                batch = []
-                current = time_ps
-            batch.append(handlers.pop(msg_id))
-        if batch:
-            self.queue.schedule(current + delay, _run_batch, batch)
+        ids = list(deliveries.id)
+        times = np.asarray(deliveries.time_ps, dtype=np.int64)
+        self.messages += len(ids)
+        bounds = [0, *(np.flatnonzero(times[1:] != times[:-1]) + 1).tolist(), len(ids)]
+        for start, end in zip(bounds, bounds[1:]):
+            self.queue.schedule(int(times[start]) + delay, _run_batch, [pop(i) for i in ids[start:end]])
 
 
 def _run_batch(batch: list[tuple[Callback, Any]]) -> None:

@@ -65,7 +65,12 @@ def test_lookahead_is_the_least_possible_delay() -> None:
         network_pb2.Dimension(kind=FC, size=2, bandwidth_bytes_per_s=1e12, latency_ps=500),
     ]))
     assert info.npus == 8
-    assert info.lookahead_ps == 501  # FC: one hop of 500 ps plus 1 byte at 1 TB/s; the size-1 ring never moves.
+    assert info.lookahead_ps == 500  # FC: one hop of 500 ps for an empty message; the size-1 ring never moves.
+
+
+def test_an_empty_message_on_zero_latency_links_still_takes_a_picosecond() -> None:
+    net = network((FC, 2, 1e9, 0))
+    assert deliver(net, (0, 1, 0, 10)) == [(0, 11)]
 
 
 def test_advance_reports_the_next_event_and_next_window() -> None:
@@ -76,7 +81,7 @@ def test_advance_reports_the_next_event_and_next_window() -> None:
     assert not early.deliveries.id and early.has_next and early.next_event_ps == 100 + 10**6
     window = net.advance(-1)
     assert list(window.deliveries.id) == [7]
-    assert window.window_end_ps == 100 + 10**6 + (100 + 1000) - 1
+    assert window.window_end_ps == 100 + 10**6 + 100 - 1
     assert not window.has_next
 
 
