@@ -1,0 +1,134 @@
+"""The ``stratasim`` command: a thin layer over :func:`~stratasim.config.load_study` and
+:func:`~stratasim.study.run_study`.
+
+Exit codes: 0 success; 2 invalid input or a failed run (any :class:`~stratasim.errors.StrataSimError`,
+printed as one ``error: ...`` message on stderr, and argparse's own usage errors); 130 interrupted. Anything
+else escapes with a traceback, because it is a bug.
+
+Each subcommand is one ``_add_<name>`` function that builds its parser and sets ``handler``; adding a
+subcommand means writing one such function and listing it in ``_SUBCOMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import TypeAlias
+
+from stratasim import __version__
+from stratasim.config import check_endpoint, load_study
+from stratasim.errors import StrataSimError
+from stratasim.study import check_study, run_study
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK = 0
+EXIT_INVALID = 2
+EXIT_INTERRUPTED = 130
+
+_Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a study key by dotted path, e.g. network.topology.1.bandwidth=100GB/s (repeatable)",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    study = load_study(args.study, args.overrides)
+    report = run_study(study, record_trace=args.out is not None)
+    written = report.write(args.out) if args.out is not None else ()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.to_text())
+        if written:
+            print(f"\nwrote {', '.join(str(path) for path in written)}")
+    return EXIT_OK
+
+
+def _add_run(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("run", help="run one study and report it")
+    parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
+    _add_set(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else) on stdout")
+    parser.add_argument("--out", metavar="DIR", help="write report.json and a Chrome trace, trace.json, into DIR")
+    parser.set_defaults(handler=_run)
+
+
+def _check(args: argparse.Namespace) -> int:
+    study = load_study(args.study, args.overrides)
+    npus = check_study(study)
+    print(f"OK: {study.name} — {npus} NPUs, workload {study.workload.kind}, network {study.network.backend}")
+    return EXIT_OK
+
+
+def _add_check(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("check", help="validate a study and explain every problem")
+    parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
+    _add_set(parser)
+    parser.set_defaults(handler=_check)
+
+
+def _listen(text: str) -> str:
+    try:
+        return check_endpoint(text, allow_any_port=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from stratasim import remote  # gRPC is only needed when serving
+
+    remote.serve(args.layer, args.backend, args.listen)
+    return EXIT_OK
+
+
+def _add_serve(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("serve", help="serve one layer's backend over gRPC")
+    parser.add_argument("layer", choices=("network", "compute"), help="the layer to serve")
+    parser.add_argument("--backend", required=True, metavar="NAME", help="the backend to serve, by registered name")
+    parser.add_argument(
+        "--listen", type=_listen, default="127.0.0.1:50051", metavar="HOST:PORT", help="default: %(default)s"
+    )
+    parser.set_defaults(handler=_serve)
+
+
+_SUBCOMMANDS = (_add_run, _add_check, _add_serve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="stratasim", description="Co-simulation of distributed deep-learning systems."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse already explained
+        return exc.code if isinstance(exc.code, int) else EXIT_INVALID
+    try:
+        code: int = args.handler(args)
+        return code
+    except StrataSimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,365 @@
+"""The study file: YAML → override → validate → frozen typed :class:`Study`.
+
+Every problem in a file is collected and raised together as one :class:`~stratasim.errors.ConfigError`
+whose entries name the dotted path of the key (``network.topology[1].bandwidth``) and what is expected.
+The ``workload`` section is validated by the ``Config`` model of the workload class registered under its
+``kind``, so a new workload kind brings its own keys without touching this module.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, Field, StrictInt, ValidationError, field_validator, model_validator
+
+from stratasim import registry
+from stratasim.contracts import WorkloadSource
+from stratasim.errors import BackendError, ConfigError
+from stratasim.overrides import apply_overrides
+from stratasim.schema import Bandwidth, Section, TimePs
+from stratasim.topology import Grid
+from stratasim.v1 import network_pb2
+from system_layer.options import ALGORITHMS, Scheduling, SystemOptions
+
+__all__ = [
+    "COLLECTIVES",
+    "Study",
+    "WorkloadSpec",
+    "SystemSection",
+    "DimensionSection",
+    "NetworkSection",
+    "ComputeSection",
+    "check_endpoint",
+    "load_study",
+    "parse_study",
+]
+
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
+
+_TOP_LEVEL = ("name", "workload", "system", "network", "compute")
+
+_ENDPOINT = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})$")
+_KINDS = {
+    "ring": network_pb2.Dimension.RING,
+    "fully_connected": network_pb2.Dimension.FULLY_CONNECTED,
+    "switch": network_pb2.Dimension.SWITCH,
+}
+
+
+def check_endpoint(text: str, *, allow_any_port: bool = False) -> str:
+    """Return ``text`` if it reads as ``HOST:PORT``; port 0 (pick a free one) only with ``allow_any_port``."""
+    match = _ENDPOINT.match(text.strip())
+    lowest = 0 if allow_any_port else 1
+    if match is None or not lowest <= int(match[1]) <= 65535:
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:50051, got {text!r}")
+    return text.strip()
+
+
+def _algorithm_list(value: object, where: str) -> tuple[str, ...]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{where}expected an algorithm name or a non-empty list of names, one per dimension")
+    unknown = [name for name in names if name not in ALGORITHMS]
+    if unknown:
+        raise ValueError(f"{where}unknown algorithm {unknown[0]!r}; available: {', '.join(ALGORITHMS)}")
+    return tuple(names)
+
+
+def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
+    """One name, a list per dimension, or {collective: name or list} → {collective or "*": names per dim}."""
+    if not isinstance(value, Mapping):
+        return {"*": _algorithm_list(value, "")}
+    result: dict[str, tuple[str, ...]] = {}
+    for collective, names in value.items():
+        if collective not in COLLECTIVES:
+            raise ValueError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVES)}")
+        result[collective] = _algorithm_list(names, f"{collective}: ")
+    return result
+
+
+def _ring_everywhere() -> dict[str, tuple[str, ...]]:
+    return {"*": ("ring",)}
+
+
+class SystemSection(Section):
+    """``system:`` — how collectives are split, scheduled and run on each dimension."""
+
+    algorithm: dict[str, tuple[str, ...]] = Field(default_factory=_ring_everywhere)
+    splits: StrictInt = Field(1, ge=1)
+    active_chunks: StrictInt = Field(1, ge=1)
+    scheduling: Scheduling = Scheduling.LIFO
+    endpoint_delay: TimePs = 0
+    preset: str = "default"
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _normalise(cls, value: object) -> dict[str, tuple[str, ...]]:
+        return _normalise_algorithms(value)
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        if value == "astra_compat":
+            raise ValueError("preset 'astra_compat' is not available yet; use 'default'")
+        if value != "default":
+            raise ValueError(f"unknown preset {value!r}; expected 'default'")
+        return value
+
+
+class DimensionSection(Section):
+    """One ``network.topology`` entry: a dimension of ``size`` NPUs; bandwidth in bytes/s, latency in ps."""
+
+    kind: Literal["ring", "fully_connected", "switch"]
+    size: StrictInt = Field(ge=1)
+    bandwidth: Bandwidth
+    latency: TimePs
+
+
+Endpoint = Annotated[str, AfterValidator(check_endpoint)]
+
+
+class _Placement(Section):
+    """Where a layer runs: in-process (default), in a spawned local server, or at a remote ``endpoint``."""
+
+    backend: str
+    spawn: bool = False
+    endpoint: Endpoint | None = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> _Placement:
+        if self.spawn and self.endpoint is not None:
+            raise ValueError("spawn and endpoint are mutually exclusive; set one of them")
+        return self
+
+
+class NetworkSection(_Placement):
+    """``network:`` — the backend and the topology, one dimension per entry, innermost first."""
+
+    backend: str = "analytical"
+    topology: list[DimensionSection] = Field(min_length=1)
+
+
+class ComputeSection(_Placement):
+    """``compute:`` — the backend pricing compute operators on the named ``device``."""
+
+    backend: str = "roofline"
+    device: str
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The ``workload:`` section: its ``kind`` and the kind's validated ``config``."""
+
+    kind: str
+    config: BaseModel
+
+    def build(self) -> WorkloadSource:
+        """Instantiate the registered workload class with this config."""
+        source: WorkloadSource = registry.load("workload", self.kind)(self.config)
+        return source
+
+
+@dataclass(frozen=True)
+class Study:
+    """One validated study; ``source`` is the file (or label) it came from."""
+
+    name: str
+    source: str
+    workload: WorkloadSpec
+    system: SystemSection
+    network: NetworkSection
+    compute: ComputeSection | None
+
+    @property
+    def npus(self) -> int:
+        """NPUs in the topology: the product of the dimension sizes."""
+        return Grid(tuple(dim.size for dim in self.network.topology)).npus
+
+    def topology_proto(self) -> network_pb2.Topology:
+        """The topology as the network contract's message."""
+        return network_pb2.Topology(
+            dimensions=[
+                network_pb2.Dimension(
+                    kind=_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth, latency_ps=dim.latency
+                )
+                for dim in self.network.topology
+            ]
+        )
+
+    def system_options(self, *, record_trace: bool = False) -> SystemOptions:
+        """The system section as the system layer's options."""
+        system = self.system
+        return SystemOptions(
+            algorithms=dict(system.algorithm),
+            splits=system.splits,
+            active_chunks=system.active_chunks,
+            scheduling=system.scheduling,
+            endpoint_delay_ps=system.endpoint_delay,
+            record_trace=record_trace,
+        )
+
+
+def _path(loc: Sequence[int | str]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _field_names(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The keys allowed where ``loc`` points (for suggestions), following nested sections and lists."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        is_model = isinstance(current, type) and issubclass(current, BaseModel)
+        field = current.model_fields.get(part) if is_model else None
+        if field is None:
+            return []
+        current = field.annotation
+        for inner in getattr(current, "__args__", ()):  # list[X] and X | None
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                current = inner
+    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+
+
+def _unknown_key(key: str, allowed: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key; {hint}expected one of {', '.join(allowed)}" if allowed else "unknown key"
+
+
+def _problems(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[tuple[str, str]]:
+    """Pydantic's errors as ``(dotted.path, short message)`` pairs under ``prefix``."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = (prefix, *error["loc"])
+        kind, message = error["type"], error["msg"]
+        if kind == "missing":
+            message = "required"
+        elif kind == "extra_forbidden":
+            message = _unknown_key(str(loc[-1]), _field_names(model, error["loc"][:-1]))
+        else:
+            message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            if kind != "value_error" and isinstance(error.get("input"), (str, int, float, bool)):
+                message += f", got {error['input']!r}"
+        problems.append((_path(loc), message[:1].lower() + message[1:]))
+    return problems
+
+
+def _section(model: type[BaseModel], data: object, prefix: str, problems: list[tuple[str, str]]) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(_problems(exc, model, prefix))
+        return None
+
+
+def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | None:
+    if not isinstance(data, Mapping):
+        problems.append(("workload", "required: a mapping with 'kind' and that kind's keys"))
+        return None
+    kinds = registry.available("workload")
+    kind = data.get("kind")
+    if kind not in kinds:
+        said = "required" if kind is None else f"unknown workload kind {kind!r}"
+        problems.append(("workload.kind", f"{said}; available: {', '.join(kinds) or 'none'}"))
+        return None
+    try:
+        config_model: type[BaseModel] = getattr(registry.load("workload", kind), "Config")
+    except BackendError as exc:
+        problems.append(("workload.kind", str(exc)))
+        return None
+    config = _section(config_model, {k: v for k, v in data.items() if k != "kind"}, "workload", problems)
+    return None if config is None else WorkloadSpec(kind, config)
+
+
+def _check_backend(layer: str, section: _Placement | None, problems: list[tuple[str, str]]) -> None:
+    """An in-process or spawned backend must be installed here; a remote one only on its server."""
+    if section is not None and section.endpoint is None and section.backend not in registry.available(layer):
+        known = ", ".join(registry.available(layer)) or "none"
+        problems.append((f"{layer}.backend", f"no {layer} backend named {section.backend!r}; available: {known}"))
+
+
+def parse_study(data: Mapping[str, Any], source: str) -> Study:
+    """Validate a study mapping; raise one :class:`ConfigError` listing every problem."""
+    problems: list[tuple[str, str]] = []
+    for key in data:
+        if key not in _TOP_LEVEL:
+            problems.append((str(key), _unknown_key(str(key), _TOP_LEVEL)))
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name.strip():
+        problems.append(("name", f"expected a non-empty string, got {name!r}"))
+    workload = _workload(data.get("workload"), problems)
+    system = _section(SystemSection, data.get("system") or {}, "system", problems)
+    if "network" not in data:
+        problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))
+    network = _section(NetworkSection, data.get("network"), "network", problems) if "network" in data else None
+    has_compute = data.get("compute") is not None
+    compute = _section(ComputeSection, data.get("compute"), "compute", problems) if has_compute else None
+    _check_backend("network", network, problems)
+    _check_backend("compute", compute, problems)
+    if system is not None and network is not None:
+        longest = max(len(names) for names in system.algorithm.values())
+        if longest > len(network.topology):
+            problems.append(
+                ("system.algorithm", f"{longest} algorithms given for {len(network.topology)} topology dimensions")
+            )
+    if problems or workload is None or network is None:
+        raise ConfigError(source, problems)
+    return Study(name, source, workload, system, network, compute)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe loader that rejects duplicate keys instead of silently keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if not isinstance(key, Hashable):
+                continue  # the base class reports unhashable keys
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(path: Path) -> object:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), [("", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [("", f"cannot read the file: {exc}")]) from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(str(path), [(where, f"invalid YAML: {exc.problem or exc.context}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [("", f"invalid YAML: {exc}")]) from None
+
+
+def load_study(path: str | Path, overrides: Sequence[str] = ()) -> Study:
+    """Read a study file, apply ``--set`` overrides, validate; raise one :class:`ConfigError` on any problem."""
+    path = Path(path)
+    data = _read_yaml(path)
+    if not isinstance(data, Mapping):
+        found = "an empty file" if data is None else f"{type(data).__name__} {data!r:.40}"
+        raise ConfigError(str(path), [("", f"expected a mapping with workload, system and network; found {found}")])
+    data, problems = apply_overrides(data, overrides)
+    try:
+        study = parse_study(data, str(path))
+    except ConfigError as exc:
+        raise ConfigError(str(path), problems + exc.problems) from None
+    if problems:
+        raise ConfigError(str(path), problems)
+    return study

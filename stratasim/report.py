@@ -1,0 +1,193 @@
+"""What a study produced, for people (:meth:`Report.to_text`) and for tools (:meth:`Report.to_dict`, files).
+
+The JSON field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns``, ``compute_time_ns``,
+``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
+``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
+``events_processed``. Every ``*_ns`` value is the engine's integer picoseconds divided by 1000.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stratasim.chrome_trace import chrome_trace
+from stratasim.errors import StrataSimError
+from stratasim.units import format_bytes, format_time_ps
+from system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
+
+__all__ = ["CollectiveSummary", "NpuSummary", "Report"]
+
+_MAX_COLLECTIVE_ROWS = 20
+_MAX_NPU_ROWS = 16
+
+
+def _ns(ps: int) -> float:
+    return ps / 1000
+
+
+def _time(ns: float) -> str:
+    return format_time_ps(round(ns * 1000))
+
+
+@dataclass(frozen=True)
+class CollectiveSummary:
+    """One collective; per-phase delays are means over the group's chunks (see ``CollectiveStats``)."""
+
+    id: int
+    type: str
+    bytes: int
+    group_size: int
+    start_ns: float
+    end_ns: float
+    queue_delay_ns_per_phase: tuple[float, ...]
+    network_delay_ns_per_phase: tuple[float, ...]
+
+    @classmethod
+    def of(cls, stats: CollectiveStats) -> CollectiveSummary:
+        return cls(
+            stats.collective_id,
+            stats.type,
+            stats.bytes,
+            stats.group_size,
+            _ns(stats.start_ps),
+            _ns(stats.end_ps),
+            tuple(_ns(ps) for ps in stats.queue_delay_ps_per_phase),
+            tuple(_ns(ps) for ps in stats.network_delay_ps_per_phase),
+        )
+
+
+@dataclass(frozen=True)
+class NpuSummary:
+    """One NPU: when it finished, its busy compute and communication time, and communication left exposed."""
+
+    npu: int
+    finish_ns: float
+    compute_ns: float
+    comm_ns: float
+    exposed_comm_ns: float
+
+    @classmethod
+    def of(cls, stats: NpuStats) -> NpuSummary:
+        return cls(
+            stats.npu, _ns(stats.finish_ps), _ns(stats.compute_ps), _ns(stats.comm_ps), _ns(stats.exposed_comm_ps)
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """One study's results. ``compute_time_ns`` and ``exposed_comm_ns`` are those of ``critical_npu``, the
+    NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans`` (empty
+    unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
+    """
+
+    name: str
+    total_time_ps: int
+    total_time_ns: float
+    compute_time_ns: float
+    exposed_comm_ns: float
+    critical_npu: int
+    npus: int
+    collectives: tuple[CollectiveSummary, ...]
+    per_npu: tuple[NpuSummary, ...]
+    wall_seconds: float
+    events_processed: int
+    backends: dict[str, str]
+    spans: tuple[TraceSpan, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_result(
+        cls, name: str, result: SimulationResult, wall_seconds: float, backends: dict[str, str]
+    ) -> Report:
+        """Summarise an engine result; ``backends`` maps a layer to a label such as ``analytical (in-process)``."""
+        critical = max(result.per_npu, key=lambda s: (s.finish_ps, -s.npu), default=None)
+        return cls(
+            name=name,
+            total_time_ps=result.total_time_ps,
+            total_time_ns=_ns(result.total_time_ps),
+            compute_time_ns=_ns(critical.compute_ps) if critical else 0.0,
+            exposed_comm_ns=_ns(critical.exposed_comm_ps) if critical else 0.0,
+            critical_npu=critical.npu if critical else 0,
+            npus=result.npus,
+            collectives=tuple(CollectiveSummary.of(c) for c in result.collectives),
+            per_npu=tuple(NpuSummary.of(n) for n in result.per_npu),
+            wall_seconds=wall_seconds,
+            events_processed=result.events_processed,
+            backends=dict(backends),
+            spans=result.spans,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (lists, not tuples); the trace spans are left out."""
+
+        def rows(items: Sequence[Any]) -> list[dict[str, Any]]:
+            return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
+
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("collectives", "per_npu", "spans")}
+        data["backends"] = dict(self.backends)
+        data["collectives"] = rows(self.collectives)
+        data["per_npu"] = rows(self.per_npu)
+        return data
+
+    def to_text(self) -> str:
+        """A readable summary: headline numbers, the collectives (at most 20 rows) and the NPUs."""
+        return "\n".join([*self._headline(), "", *self._collective_table(), "", *self._npu_table()])
+
+    def _headline(self) -> list[str]:
+        where = ", ".join(f"{layer} {label}" for layer, label in self.backends.items())
+        count = len(self.collectives)
+        return [
+            f"{self.name}: {self.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
+            f"  total time       {_time(self.total_time_ns)}  ({self.total_time_ps} ps)",
+            f"  compute time     {_time(self.compute_time_ns)}  (NPU {self.critical_npu}, the last to finish)",
+            f"  exposed comm     {_time(self.exposed_comm_ns)}",
+            f"  simulated in     {self.wall_seconds:.3f} s wall, {self.events_processed:,} events",
+            f"  backends         {where}",
+        ]
+
+    def _collective_table(self) -> list[str]:
+        if not self.collectives:
+            return ["collectives: none"]
+        head = f"{'id':>5}  {'type':<14} {'bytes':>10} {'group':>6} {'start':>12} {'end':>12}"
+        lines = ["collectives", f"  {head}  per phase: queue / network"]
+        for c in self.collectives[:_MAX_COLLECTIVE_ROWS]:
+            phases = ", ".join(
+                f"{_time(q)} / {_time(n)}" for q, n in zip(c.queue_delay_ns_per_phase, c.network_delay_ns_per_phase)
+            )
+            lines.append(
+                f"  {c.id:>5}  {c.type:<14} {format_bytes(c.bytes):>10} {c.group_size:>6} "
+                f"{_time(c.start_ns):>12} {_time(c.end_ns):>12}  {phases}"
+            )
+        if len(self.collectives) > _MAX_COLLECTIVE_ROWS:
+            lines.append(f"  ... {len(self.collectives) - _MAX_COLLECTIVE_ROWS} more")
+        return lines
+
+    def _npu_table(self) -> list[str]:
+        columns = ("finish_ns", "compute_ns", "comm_ns", "exposed_comm_ns")
+        titles = ("finish", "compute", "comm", "exposed comm")
+        if len(self.per_npu) <= _MAX_NPU_ROWS:
+            lines = ["per NPU", "  " + f"{'npu':>5}" + "".join(f"{t:>14}" for t in titles)]
+            for n in self.per_npu:
+                lines.append("  " + f"{n.npu:>5}" + "".join(f"{_time(getattr(n, c)):>14}" for c in columns))
+            return lines
+        lines = [f"per NPU ({len(self.per_npu)} NPUs)", f"  {'':<14}{'min':>14}{'mean':>14}{'max':>14}"]
+        for column, title in zip(columns, titles):
+            values = [getattr(n, column) for n in self.per_npu]
+            stats = (min(values), sum(values) / len(values), max(values))
+            lines.append(f"  {title:<14}" + "".join(f"{_time(v):>14}" for v in stats))
+        return lines
+
+    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
+        """Write ``report.json`` and ``trace.json`` (the Chrome trace of ``spans``) into ``out_dir``."""
+        out = Path(out_dir)
+        report_path, trace_path = out / "report.json", out / "trace.json"
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            report_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+            trace_path.write_text(json.dumps(chrome_trace(self.spans), separators=(",", ":")), encoding="utf-8")
+        except OSError as exc:
+            raise StrataSimError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+        return report_path, trace_path

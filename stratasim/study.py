@@ -1,0 +1,102 @@
+"""Run one study: build the workload and backends a :class:`~stratasim.config.Study` names, simulate, report.
+
+This is the composition root: the only place that knows every layer. Backends run in-process (from the
+registry), in a server spawned for the run, or at a remote endpoint; whichever it is, they are closed and
+spawned servers stopped when the run ends, failed or not.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from typing import Any, cast
+
+import system_layer
+from stratasim import registry
+from stratasim.config import ComputeSection, NetworkSection, Study
+from stratasim.contracts import ComputeBackend, NetworkBackend, WorkloadSource
+from stratasim.errors import BackendError, WorkloadError
+from stratasim.report import Report
+
+__all__ = ["prepare_workload", "check_study", "run_study"]
+
+
+def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
+    """Build the study's workload and the number of NPUs it runs on (all of the topology's if it names none).
+
+    Raises :class:`WorkloadError` when the workload needs more NPUs than the topology has.
+    """
+    source = study.workload.build()
+    available = study.npus
+    required = source.npus_required()
+    if required is not None and required > available:
+        raise WorkloadError(f"workload needs {required} NPUs but the topology has {available} (network.topology)")
+    return source, available if required is None else required
+
+
+def _check_device(compute: ComputeBackend, section: ComputeSection) -> None:
+    devices = compute.devices()
+    if section.device not in devices:
+        raise BackendError(
+            f"compute.device: {section.backend} has no device {section.device!r}; available: {', '.join(devices)}"
+        )
+
+
+def check_study(study: Study) -> int:
+    """Every check short of simulating: the workload builds and fits, an in-process compute device exists.
+
+    Returns the number of NPUs the study would simulate. Remote and spawned backends are not contacted.
+    """
+    _, npus = prepare_workload(study)
+    section = study.compute
+    if section is not None and section.endpoint is None and not section.spawn:
+        compute: ComputeBackend = registry.load("compute", section.backend)()
+        try:
+            _check_device(compute, section)
+        finally:
+            compute.close()
+    return npus
+
+
+def _open(layer: str, section: NetworkSection | ComputeSection, stack: ExitStack) -> tuple[Any, str]:
+    """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds."""
+    if section.endpoint is None and not section.spawn:
+        backend = registry.load(layer, section.backend)()
+        stack.callback(backend.close)
+        return backend, f"{section.backend} (in-process)"
+    from stratasim import remote  # gRPC is only needed for layers in other processes
+
+    endpoint = section.endpoint or stack.enter_context(remote.spawn(layer, section.backend))
+    client_class = remote.NetworkClient if layer == "network" else remote.ComputeClient
+    client = client_class(endpoint, backend=section.backend)
+    stack.callback(client.close)
+    return client, f"{section.backend} @ {endpoint}{' (spawned)' if section.spawn else ''}"
+
+
+def run_study(study: Study, *, record_trace: bool = False) -> Report:
+    """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace.
+
+    ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
+    """
+    source, npus = prepare_workload(study)
+    graphs = source.graphs(npus)
+    backends: dict[str, str] = {}
+    with ExitStack() as stack:
+        network, backends["network"] = _open("network", study.network, stack)
+        compute: ComputeBackend | None = None
+        device = ""
+        if study.compute is not None:
+            compute, backends["compute"] = _open("compute", study.compute, stack)
+            _check_device(compute, study.compute)
+            device = study.compute.device
+        started = time.perf_counter()
+        result = system_layer.simulate(
+            graphs,
+            cast(NetworkBackend, network),
+            study.topology_proto(),
+            study.system_options(record_trace=record_trace),
+            compute=compute,
+            device=device,
+        )
+        wall_seconds = time.perf_counter() - started
+    return Report.from_result(study.name, result, wall_seconds, backends)

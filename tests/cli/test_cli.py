@@ -1,0 +1,166 @@
+"""The ``stratasim`` command in-process: exit codes, one clear message, JSON and files; and ``python -m``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stratasim import cli
+from stratasim.config import load_study
+from stratasim.errors import RemoteError
+from stratasim.study import run_study
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT = {
+    "total_time_ps", "total_time_ns", "compute_time_ns", "exposed_comm_ns", "npus", "collectives", "per_npu",
+    "wall_seconds", "events_processed",
+}  # fmt: skip
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_ok(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
+    code, out, err = run(capsys, "check", str(study_file))
+    assert code == 0 and err == ""
+    assert out.strip() == "OK: tiny — 8 NPUs, workload fake, network analytical"
+
+
+def test_check_reports_every_problem_without_traceback(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
+    code, out, err = run(
+        capsys, "check", str(study_file), "--set", "network.topology[1].bandwidth=0", "--set", "system.splits=zero"
+    )
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {study_file}: 2 problems")
+    assert "network.topology[1].bandwidth: a bandwidth must be positive" in err
+    assert "system.splits:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("workload.npus=9", "workload needs 9 NPUs but the topology has 8 (network.topology)"),
+        ("compute.device=abacus", "compute.device: roofline has no device 'abacus'"),
+    ],
+)
+def test_check_catches_what_only_building_shows(
+    capsys: pytest.CaptureFixture[str], study_file: Path, override: str, fragment: str
+) -> None:
+    code, _, err = run(capsys, "check", str(study_file), "--set", override)
+    assert code == 2 and fragment in err and err.count("\n") == 1
+
+
+def test_missing_file_and_bad_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "check", str(tmp_path / "absent.yaml"))
+    assert code == 2 and "absent.yaml" in err and "no such file" in err
+    code, _, err = run(capsys, "frobnicate")
+    assert code == 2 and "usage:" in err
+    code, _, err = run(capsys, "serve", "network", "--backend", "analytical", "--listen", "nowhere")
+    assert code == 2 and "HOST:PORT" in err
+
+
+def test_run_prints_the_table(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
+    code, out, err = run(capsys, "run", str(study_file))
+    assert code == 0 and err == ""
+    assert out.startswith("tiny: 8 NPUs, 1 collective") and "all_reduce" in out and "per NPU" in out
+
+
+def test_run_json_has_every_contract_field(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
+    code, out, _ = run(capsys, "run", str(study_file), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert CONTRACT <= set(report)
+    assert report["npus"] == 8 and report["compute_time_ns"] == 2000.0
+    assert report["total_time_ns"] == report["total_time_ps"] / 1000 > report["compute_time_ns"]
+    assert report["exposed_comm_ns"] == report["total_time_ns"] - 2000.0
+    assert report["backends"] == {"network": "analytical (in-process)", "compute": "roofline (in-process)"}
+    (collective,) = report["collectives"]
+    assert collective["type"] == "all_reduce" and collective["bytes"] == 2**20 and collective["start_ns"] == 2000.0
+    assert len(collective["queue_delay_ns_per_phase"]) == len(collective["network_delay_ns_per_phase"]) == 2
+    assert [n["npu"] for n in report["per_npu"]] == list(range(8))
+
+
+def test_workload_may_use_fewer_npus_than_the_topology(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
+    code, out, _ = run(capsys, "run", str(study_file), "--json", "--set", "workload.npus=4")
+    report = json.loads(out)
+    assert code == 0 and report["npus"] == 4 and len(report["per_npu"]) == 4
+    assert len(report["collectives"][0]["network_delay_ns_per_phase"]) == 1  # only the ring dimension is used
+
+
+def test_run_out_writes_report_and_trace(capsys: pytest.CaptureFixture[str], study_file: Path, tmp_path: Path) -> None:
+    out_dir = tmp_path / "results"
+    code, out, _ = run(capsys, "run", str(study_file), "--json", "--out", str(out_dir))
+    assert code == 0 and json.loads(out) == json.loads((out_dir / "report.json").read_text())
+    trace = json.loads((out_dir / "trace.json").read_text())
+    complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["pid"] for e in complete} == set(range(8))
+    assert {"compute"} < {e["cat"] for e in complete}
+    assert all(e["dur"] >= 0 for e in complete)
+
+
+def test_run_is_deterministic(study_file: Path) -> None:
+    first, second = (run_study(load_study(study_file)).to_dict() for _ in range(2))
+    first.pop("wall_seconds"), second.pop("wall_seconds")
+    assert first == second
+
+
+def test_remote_failure_is_one_message(
+    capsys: pytest.CaptureFixture[str], study_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stratasim import remote
+
+    def unreachable(endpoint: str, *, backend: str, timeout_s: float = 30.0) -> None:
+        raise RemoteError(f"network layer at {endpoint} is unreachable")
+
+    monkeypatch.setattr(remote, "NetworkClient", unreachable)
+    code, out, err = run(capsys, "run", str(study_file), "--set", "network.endpoint=127.0.0.1:9")
+    assert code == 2 and out == "" and err == "error: network layer at 127.0.0.1:9 is unreachable\n"
+
+
+def test_keyboard_interrupt_exits_130(
+    capsys: pytest.CaptureFixture[str], study_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_study", interrupted)
+    code, _, _ = run(capsys, "run", str(study_file))
+    assert code == 130
+
+
+@pytest.mark.parametrize("example", ["quickstart.yaml", "training_loop.yaml"])
+def test_examples_run(capsys: pytest.CaptureFixture[str], example: str) -> None:
+    pytest.importorskip("workload_layer.training_loop")
+    code, out, err = run(capsys, "run", str(ROOT / "examples" / example), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["total_time_ps"] > 0 and report["collectives"] and report["wall_seconds"] < 5
+
+
+def test_python_dash_m_checks_the_quickstart() -> None:
+    pytest.importorskip("workload_layer.collective")
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim", "check", str(ROOT / "examples" / "quickstart.yaml")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK: quickstart — 32 NPUs, workload collective, network analytical")
+
+
+def test_spawned_layers_give_the_in_process_result() -> None:
+    pytest.importorskip("workload_layer.collective")
+    quickstart = ROOT / "examples" / "quickstart.yaml"
+    local = run_study(load_study(quickstart)).to_dict()
+    remote = run_study(load_study(quickstart, ["network.spawn=true", "compute.spawn=true"])).to_dict()
+    assert remote["backends"]["network"].startswith("analytical @ 127.0.0.1:")
+    assert remote["backends"]["compute"].endswith("(spawned)")
+    for report in (local, remote):
+        del report["wall_seconds"], report["backends"]
+    assert local == remote

@@ -1,0 +1,44 @@
+"""The Chrome trace: metadata naming processes and tracks, complete events in microseconds."""
+
+from __future__ import annotations
+
+import json
+
+from stratasim.chrome_trace import chrome_trace
+from system_layer.result import TraceSpan
+
+SPANS = (
+    TraceSpan(1, "comm phase 10", "all_reduce 0", 2_000_000, 2_500_000),
+    TraceSpan(0, "compute", "node 1", 0, 1_500_000),
+    TraceSpan(0, "comm phase 2", "all_reduce 0", 1_500_000, 2_000_001),
+)
+
+
+def test_structure() -> None:
+    trace = json.loads(json.dumps(chrome_trace(SPANS)))
+    assert set(trace) == {"traceEvents", "displayTimeUnit"} and trace["displayTimeUnit"] == "ns"
+    events = trace["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert len(complete) == 3
+    for event in complete:
+        assert {"name", "cat", "pid", "tid", "ts", "dur"} <= set(event)
+        assert isinstance(event["ts"], float) and isinstance(event["dur"], float)
+    compute = next(e for e in complete if e["cat"] == "compute")
+    assert (compute["pid"], compute["ts"], compute["dur"]) == (0, 0.0, 1.5)
+    assert next(e for e in complete if e["cat"] == "comm phase 2")["dur"] == 0.500001
+
+
+def test_tracks_are_named_and_ordered() -> None:
+    events = chrome_trace(SPANS)["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert processes == {0: "NPU 0", 1: "NPU 1"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    tid = {name: t for (_, t), name in threads.items()}
+    assert tid["compute"] < tid["comm phase 2"] < tid["comm phase 10"]  # natural order, compute first
+    for event in events:
+        if event["ph"] == "X":
+            assert threads[(event["pid"], event["tid"])] == event["cat"]
+
+
+def test_no_spans() -> None:
+    assert chrome_trace(()) == {"traceEvents": [], "displayTimeUnit": "ns"}

@@ -1,0 +1,96 @@
+"""Reports from a hand-made engine result: contract fields, ns conversion, the text table, the written files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stratasim.errors import StrataSimError
+from stratasim.report import Report
+from system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
+
+CONTRACT = {
+    "total_time_ps", "total_time_ns", "compute_time_ns", "exposed_comm_ns", "npus", "collectives", "per_npu",
+    "wall_seconds", "events_processed",
+}  # fmt: skip
+
+
+def result(npus: int = 4, collectives: int = 1) -> SimulationResult:
+    """NPUs 1 and 2 tie for last (finish 12.5 us); NPU 1 is the lowest id among them."""
+    finish = {1: 12_500_000, 2: 12_500_000}
+    ends = [finish.get(n, 10_000_000) for n in range(npus)]
+    busy = [1_000_000 * (n + 1) for n in range(npus)]
+    per_npu = tuple(NpuStats(n, ends[n], busy[n], 9_000_000, ends[n] - busy[n]) for n in range(npus))
+    stats = tuple(
+        CollectiveStats(i, "all_reduce", 2**30, npus, 1_000_000, 12_500_000, (1500, 2500), (4_000_000, 5_000_000))
+        for i in range(collectives)
+    )
+    spans = (
+        TraceSpan(0, "compute", "node 1", 0, 1_000_000),
+        TraceSpan(0, "comm phase 10", "all_reduce 0", 1_000_000, 2_000_000),
+        TraceSpan(0, "comm phase 2", "all_reduce 0", 1_000_000, 3_000_000),
+        TraceSpan(1, "comm phase 2", "all_reduce 0", 1_000_000, 3_500_000),
+    )
+    return SimulationResult(12_500_000, npus, stats, per_npu, spans, 1234)
+
+
+def report(**kwargs: int) -> Report:
+    return Report.from_result("tiny", result(**kwargs), 0.25, {"network": "analytical (in-process)"})
+
+
+def test_headline_numbers_come_from_the_last_npu_to_finish() -> None:
+    r = report()
+    assert (r.total_time_ps, r.total_time_ns, r.npus, r.events_processed) == (12_500_000, 12_500.0, 4, 1234)
+    assert r.critical_npu == 1 and r.compute_time_ns == 2000.0 and r.exposed_comm_ns == 10_500.0
+
+
+def test_to_dict_is_json_with_every_contract_field() -> None:
+    data = json.loads(json.dumps(report().to_dict()))
+    assert CONTRACT <= set(data) and "spans" not in data
+    assert data["backends"] == {"network": "analytical (in-process)"} and data["wall_seconds"] == 0.25
+    (collective,) = data["collectives"]
+    assert collective == {
+        "id": 0, "type": "all_reduce", "bytes": 2**30, "group_size": 4, "start_ns": 1000.0, "end_ns": 12500.0,
+        "queue_delay_ns_per_phase": [1.5, 2.5], "network_delay_ns_per_phase": [4000.0, 5000.0],
+    }  # fmt: skip
+    assert data["per_npu"][0] == {
+        "npu": 0, "finish_ns": 10000.0, "compute_ns": 1000.0, "comm_ns": 9000.0, "exposed_comm_ns": 9000.0
+    }
+
+
+def test_to_text_shows_headline_collectives_and_npus() -> None:
+    text = report().to_text()
+    assert "tiny: 4 NPUs" in text and "12.5 us" in text and "12500000 ps" in text
+    assert "NPU 1, the last to finish" in text and "1,234 events" in text
+    assert "all_reduce" in text and "1 GiB" in text and "1.5 ns / 4 us" in text
+    assert "analytical (in-process)" in text
+    assert "per NPU" in text and len(text.splitlines()) < 30
+
+
+def test_to_text_stays_short_for_many_collectives_and_npus() -> None:
+    text = report(npus=4096, collectives=50).to_text()
+    assert "... 30 more" in text
+    assert "per NPU (4096 NPUs)" in text and "mean" in text
+    assert len(text.splitlines()) < 45
+
+
+def test_write_creates_report_and_chrome_trace(tmp_path: Path) -> None:
+    report_path, trace_path = report().write(tmp_path / "out" / "deeper")
+    assert json.loads(report_path.read_text()) == json.loads(json.dumps(report().to_dict()))
+    trace = json.loads(trace_path.read_text())
+    assert trace["displayTimeUnit"] == "ns"
+    assert sum(1 for e in trace["traceEvents"] if e["ph"] == "X") == 4
+
+
+def test_write_failure_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StrataSimError, match="cannot write the report"):
+        report().write(blocker)
+
+
+def test_empty_result() -> None:
+    r = Report.from_result("empty", SimulationResult(0, 0, (), (), (), 0), 0.0, {})
+    assert r.compute_time_ns == 0.0 and "collectives: none" in r.to_text()
