@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19stratasim/v1/common.proto\x12\x0cstratasim.v1\"[\n\tHandshake\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\r\n\x05layer\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\"\xd2\x01\n\x05\x45rror\x12&\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x18.stratasim.v1.Error.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05where\x18\x03 \x01(\t\"\x80\x01\n\x04\x43ode\x12\x14\n\x10\x43ODE_UNSPECIFIED\x10\x00\x12\x14\n\x10INVALID_ARGUMENT\x10\x01\x12\x0f\n\x0bUNSUPPORTED\x10\x02\x12\x14\n\x10VERSION_MISMATCH\x10\x03\x12\x0c\n\x08INTERNAL\x10\x04\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19stratasim/v1/common.proto\x12\x0cstratasim.v1\"[\n\tHandshake\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\r\n\x05layer\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\"\xe2\x01\n\x05\x45rror\x12&\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x18.stratasim.v1.Error.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05where\x18\x03 \x01(\t\x12\x0e\n\x06raised\x18\x04 \x01(\t\"\x80\x01\n\x04\x43ode\x12\x14\n\x10\x43ODE_UNSPECIFIED\x10\x00\x12\x14\n\x10INVALID_ARGUMENT\x10\x01\x12\x0f\n\x0bUNSUPPORTED\x10\x02\x12\x14\n\x10VERSION_MISMATCH\x10\x03\x12\x0c\n\x08INTERNAL\x10\x04\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,7 +34,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HANDSHAKE']._serialized_start=43
   _globals['_HANDSHAKE']._serialized_end=134
   _globals['_ERROR']._serialized_start=137
-  _globals['_ERROR']._serialized_end=347
-  _globals['_ERROR_CODE']._serialized_start=219
-  _globals['_ERROR_CODE']._serialized_end=347
+  _globals['_ERROR']._serialized_end=363
+  _globals['_ERROR_CODE']._serialized_start=235
+  _globals['_ERROR_CODE']._serialized_end=363
 # @@protoc_insertion_point(module_scope)

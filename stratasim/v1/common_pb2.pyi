@@ -88,20 +88,26 @@ class Error(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     WHERE_FIELD_NUMBER: _builtins.int
+    RAISED_FIELD_NUMBER: _builtins.int
     code: Global___Error.Code.ValueType
     message: _builtins.str
     where: _builtins.str
     """The key, node or field the error is about, e.g. "topology.dimensions[1].bandwidth"."""
+    raised: _builtins.str
+    """For an error a backend raised rather than returned: its class, e.g. "TopologyError", so the client can
+    raise the same one. Empty for errors a backend returns as a result.
+    """
     def __init__(
         self,
         *,
         code: Global___Error.Code.ValueType = ...,
         message: _builtins.str = ...,
         where: _builtins.str = ...,
+        raised: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "where", b"where"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "raised", b"raised", "where", b"where"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,193 @@
+"""Wire details shared by every remote contract: channels, handshakes, deadlines and error mapping.
+
+Written once here so the servicers and clients of each layer stay thin. Errors cross the wire as the
+structured ``stratasim.v1.Error``. An exception a backend raises travels with its class name in ``raised``:
+a :class:`~stratasim.errors.StrataSimError` (code INVALID_ARGUMENT,
+message ``str(err)``) is re-raised client-side as the same class with the same message, so a run reads
+identically in-process and remote; any other exception (code INTERNAL) becomes a BackendError.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import grpc
+
+from stratasim import errors
+from stratasim.contracts import PROTOCOL_VERSION
+from stratasim.errors import BackendError, RemoteError, StrataSimError
+from stratasim.v1 import common_pb2
+
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "Watchdog",
+    "check_hello",
+    "check_reply",
+    "deadline_error",
+    "error_from_exception",
+    "hello",
+    "open_channel",
+    "raise_error",
+    "rpc_error",
+    "unreachable_error",
+    "was_raised",
+]
+
+# Windows may carry millions of messages; HTTP proxies must never see loopback traffic.
+_MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.enable_http_proxy", 0),
+)
+
+_Code = common_pb2.Error.Code
+_log = logging.getLogger(__name__)
+
+
+def open_channel(endpoint: str) -> grpc.Channel:
+    """A loopback channel with the message limits both sides agree on.
+
+    Clients make their first call (the handshake) with ``wait_for_ready``, so an endpoint that is not up yet
+    gets the whole deadline to appear; :func:`unreachable_error` is what a handshake that never came becomes.
+    (``grpc.channel_ready_future`` would do the same but leaves a poller that makes ``close`` block ~0.2 s.)
+    """
+    return grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+
+
+def unreachable_error(layer: str, endpoint: str, timeout_s: float) -> RemoteError:
+    """The RemoteError for a peer that did not complete the handshake within the deadline."""
+    return RemoteError(f"{layer} layer at {endpoint} is unreachable (no handshake within {timeout_s:g} s)")
+
+
+def hello(layer: str, backend: str, capabilities: tuple[str, ...] | list[str] = ()) -> common_pb2.Handshake:
+    """The handshake a peer sends: this side's protocol version, the layer, the backend and its capabilities."""
+    return common_pb2.Handshake(
+        protocol_version=PROTOCOL_VERSION, layer=layer, backend=backend, capabilities=capabilities
+    )
+
+
+def check_hello(request: common_pb2.Handshake, layer: str, backend: str) -> common_pb2.Error | None:
+    """Server side: why a client's handshake cannot be served by this ``layer``/``backend``, or None if it can."""
+    if request.protocol_version != PROTOCOL_VERSION:
+        return common_pb2.Error(
+            code=_Code.VERSION_MISMATCH,
+            message=f"protocol version mismatch: client speaks {request.protocol_version}, "
+            f"server speaks {PROTOCOL_VERSION}",
+        )
+    if request.layer != layer:
+        return common_pb2.Error(
+            code=_Code.UNSUPPORTED, message=f"client asked for the {request.layer!r} layer, server runs {layer!r}"
+        )
+    if request.backend != backend:
+        return common_pb2.Error(
+            code=_Code.UNSUPPORTED,
+            message=f"client asked for backend {request.backend!r}, server runs {backend!r}",
+        )
+    return None
+
+
+def check_reply(reply: common_pb2.Handshake, layer: str, backend: str, endpoint: str) -> None:
+    """Client side: raise RemoteError unless the server's handshake matches what the client asked for."""
+    if reply.protocol_version != PROTOCOL_VERSION:
+        raise RemoteError(
+            f"{layer} layer at {endpoint}: protocol version mismatch: client speaks {PROTOCOL_VERSION}, "
+            f"server speaks {reply.protocol_version}"
+        )
+    if reply.layer != layer or reply.backend != backend:
+        raise RemoteError(
+            f"{layer} layer at {endpoint}: server runs {reply.layer!r} backend {reply.backend!r}, "
+            f"client asked for {layer!r} backend {backend!r}"
+        )
+
+
+def error_from_exception(exc: Exception) -> common_pb2.Error:
+    """Server side: the structured error a backend's exception becomes; unexpected ones are logged in full."""
+    raised = type(exc).__name__
+    if isinstance(exc, StrataSimError):
+        return common_pb2.Error(code=_Code.INVALID_ARGUMENT, message=str(exc), raised=raised)
+    _log.exception("backend failed")
+    return common_pb2.Error(code=_Code.INTERNAL, message=f"{raised}: {exc}", raised=raised)
+
+
+def was_raised(error: common_pb2.Error) -> bool:
+    """Whether ``error`` stands for an exception the backend raised (rather than an error it returned)."""
+    return bool(error.raised)
+
+
+def raise_error(error: common_pb2.Error, layer: str, endpoint: str) -> None:
+    """Client side: raise the exception ``error`` stands for (a StrataSim error keeps its class and message)."""
+    name = error.raised
+    cls = getattr(errors, name, None) if name in errors.__all__ else None
+    if isinstance(cls, type) and issubclass(cls, StrataSimError):
+        try:
+            exc = cls(error.message)
+        except TypeError:  # a constructor that takes more than the message, e.g. ConfigError's
+            exc = BackendError(error.message)
+        raise exc
+    if error.code in (_Code.VERSION_MISMATCH, _Code.UNSUPPORTED):
+        raise RemoteError(f"{layer} layer at {endpoint}: {error.message}")
+    where = f" ({error.where})" if error.where and not name else ""
+    raise BackendError(f"{layer} layer at {endpoint} failed: {_Code.Name(error.code)}: {error.message}{where}")
+
+
+def rpc_error(exc: grpc.RpcError, layer: str, endpoint: str, timeout_s: float) -> RemoteError:
+    """Client side: the one-line RemoteError for a failed call (``exc`` is a grpc.Call as well)."""
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return RemoteError(f"{layer} layer at {endpoint} went away")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return deadline_error(layer, endpoint, timeout_s)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return RemoteError(f"{layer} layer at {endpoint}: the server does not implement the {layer} service")
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return RemoteError(f"{layer} layer at {endpoint}: {details}")
+    name = code.name if code is not None else "UNKNOWN"
+    return RemoteError(f"{layer} layer at {endpoint} failed: {name}: {details}")
+
+
+def deadline_error(layer: str, endpoint: str, timeout_s: float) -> RemoteError:
+    """The RemoteError for a peer that did not answer in time."""
+    return RemoteError(f"{layer} layer at {endpoint} did not answer within {timeout_s:g} s (deadline exceeded)")
+
+
+class Watchdog:
+    """Cancels a call whose current read outlives its deadline (grpc stream reads have no timeout of their own).
+
+    A daemon thread polls a few times per deadline, so arming and disarming cost one attribute write each:
+    a simulation doing 100k windows pays nothing measurable. ``fired`` tells a cancelled read from a dead peer.
+    """
+
+    def __init__(self, timeout_s: float, cancel: Callable[[], object]) -> None:
+        self._timeout_s = timeout_s
+        self._cancel = cancel
+        self._deadline: float | None = None
+        self._stop = threading.Event()
+        self.fired = False
+        self._thread = threading.Thread(target=self._run, name="stratasim-remote-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, timeout_s: float | None = None) -> None:
+        """Start the clock for one read (``timeout_s`` overrides the usual deadline for this read only)."""
+        self._deadline = time.monotonic() + (self._timeout_s if timeout_s is None else timeout_s)
+
+    def disarm(self) -> None:
+        """The read finished in time."""
+        self._deadline = None
+
+    def stop(self) -> None:
+        """End the polling thread."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        period = min(max(self._timeout_s / 10, 0.01), 1.0)
+        while not self._stop.wait(period):
+            deadline = self._deadline
+            if deadline is not None and time.monotonic() > deadline:
+                self.fired = True
+                self._deadline = None
+                self._cancel()

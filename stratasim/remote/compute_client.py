@@ -1,0 +1,79 @@
+"""The generic gRPC client of the compute contract: a :class:`ComputeBackend` forwarding to ``ComputeService``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import grpc
+
+from stratasim.errors import RemoteError
+from stratasim.remote import _wire
+from stratasim.remote.compute_service import DEVICE_CAPABILITY
+from stratasim.v1 import compute_pb2, compute_pb2_grpc
+
+__all__ = ["ComputeClient"]
+
+_LAYER = "compute"
+_Response = TypeVar("_Response")
+
+
+class ComputeClient:
+    """Prices operators with the compute backend named ``backend`` served at ``endpoint`` (``HOST:PORT``).
+
+    Connecting is bounded by ``connect_timeout_s`` and every later call by ``timeout_s``; failures of the peer raise
+    :class:`~stratasim.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
+    (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
+    re-raised here as the same class with the same message.
+    """
+
+    name: str
+
+    def __init__(
+        self, endpoint: str, *, backend: str, timeout_s: float = 30.0, connect_timeout_s: float = 5.0
+    ) -> None:
+        self._endpoint = endpoint
+        self._timeout_s = timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._closed = False
+        self._channel = _wire.open_channel(endpoint)
+        self._stub = compute_pb2_grpc.ComputeServiceStub(self._channel)
+        try:
+            reply = self._call(self._stub.Hello, _wire.hello(_LAYER, backend), connecting=True)
+            _wire.check_reply(reply, _LAYER, backend, endpoint)
+        except BaseException:
+            self._channel.close()
+            raise
+        self.name = reply.backend
+        self._devices = [c[len(DEVICE_CAPABILITY) :] for c in reply.capabilities if c.startswith(DEVICE_CAPABILITY)]
+
+    def devices(self) -> list[str]:
+        """The devices the remote backend can price, as announced in its handshake."""
+        return list(self._devices)
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price every operator of the request in one call."""
+        response: compute_pb2.EstimateResponse = self._call(self._stub.Estimate, request)
+        if response.HasField("error") and _wire.was_raised(response.error):
+            _wire.raise_error(response.error, _LAYER, self._endpoint)
+        return response
+
+    def close(self) -> None:
+        """Close the channel; safe to call more than once."""
+        self._closed = True
+        self._channel.close()
+
+    def _call(self, method: Callable[..., _Response], request: object, *, connecting: bool = False) -> _Response:
+        """One unary call under the deadline, with every grpc failure turned into a RemoteError.
+
+        ``connecting``: the handshake, which waits for the server to come up and, failing that, calls it unreachable.
+        """
+        if self._closed:
+            raise RemoteError(f"{_LAYER} layer at {self._endpoint}: client is closed")
+        try:
+            timeout = self._connect_timeout_s if connecting else self._timeout_s
+            return method(request, timeout=timeout, wait_for_ready=connecting)
+        except grpc.RpcError as exc:
+            if connecting and isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise _wire.unreachable_error(_LAYER, self._endpoint, self._connect_timeout_s) from None
+            raise _wire.rpc_error(exc, _LAYER, self._endpoint, self._timeout_s) from None

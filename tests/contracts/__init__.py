@@ -1,0 +1,1 @@
+"""Contract suites: every backend of a layer, in-process and through a real gRPC server."""

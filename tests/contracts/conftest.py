@@ -1,0 +1,47 @@
+"""Fixtures of the contract suites: every registered backend, plus the fakes, in-process and over gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+from tests.contracts.contract_fakes import factories, served
+
+from stratasim import registry
+from stratasim.remote import ComputeClient, NetworkClient
+
+_CLIENTS: dict[str, Callable[..., Any]] = {"network": NetworkClient, "compute": ComputeClient}
+
+
+@pytest.fixture(scope="module")
+def endpoint_of() -> Iterator[Callable[[str, str], str]]:
+    """``endpoint_of(layer, name)``: a gRPC server for that backend, started on first use, stopped at module end."""
+    with ExitStack() as stack:
+        endpoints: dict[tuple[str, str], str] = {}
+
+        def endpoint_of(layer: str, name: str) -> str:
+            if (layer, name) not in endpoints:
+                endpoints[layer, name] = stack.enter_context(served(layer, name, factories(layer)))
+            return endpoints[layer, name]
+
+        yield endpoint_of
+
+
+@pytest.fixture
+def open_backend(endpoint_of: Callable[[str, str], str]) -> Iterator[Callable[[str, str, str], Any]]:
+    """``open_backend(layer, name, mode)``: the backend in-process or a client of its server; closed at test end."""
+    opened: list[Any] = []
+
+    def open_backend(layer: str, name: str, mode: str) -> Any:
+        if mode == "in-process":
+            backend = registry.load(layer, name, extra=factories(layer))()
+        else:
+            backend = _CLIENTS[layer](endpoint_of(layer, name), backend=name, timeout_s=10.0)
+        opened.append(backend)
+        return backend
+
+    yield open_backend
+    for backend in opened:
+        backend.close()

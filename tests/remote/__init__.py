@@ -1,0 +1,1 @@
+"""Tests of the gRPC wire: clients, servicers, serve and spawn."""
