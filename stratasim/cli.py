@@ -102,7 +102,21 @@ def _add_serve(subparsers: _Subparsers) -> None:
     parser.set_defaults(handler=_serve)
 
 
-_SUBCOMMANDS = (_add_run, _add_check, _add_serve)
+def _bench(args: argparse.Namespace) -> int:
+    from stratasim import bench
+
+    return bench.run_from_args(args)
+
+
+def _add_bench(subparsers: _Subparsers) -> None:
+    from stratasim import bench
+
+    parser = subparsers.add_parser("bench", help="time collective studies and print wall time, events/s, memory")
+    bench.add_arguments(parser)
+    parser.set_defaults(handler=_bench)
+
+
+_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

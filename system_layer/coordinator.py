@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from stratasim.contracts import NetworkBackend
+from stratasim.errors import RemoteError
 from stratasim.events import Callback, EventQueue
+from stratasim.units import format_time_ps
 from stratasim.v1 import network_pb2
 
 __all__ = ["Coordinator"]
@@ -68,7 +70,16 @@ class Coordinator:
         self._network.inject(batch)
 
     def run(self) -> None:
-        """Run until neither the engine nor the network has anything left to do."""
+        """Run until neither the engine nor the network has anything left to do.
+
+        A network in another process that fails is reported with the simulated time it failed at.
+        """
+        try:
+            self._run()
+        except RemoteError as exc:
+            raise RemoteError(f"{exc} (at simulated time {format_time_ps(self.queue.now)})") from None
+
+    def _run(self) -> None:
         queue = self.queue
         lookahead = self._lookahead
         network_next: int | None = None

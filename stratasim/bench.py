@@ -1,0 +1,157 @@
+"""``stratasim bench``: wall time, events/s and peak memory of collective studies, as a table.
+
+Each case runs in a fresh child process (``python -m stratasim.bench CASE_JSON``) so its peak resident
+memory is its own; a case that exceeds ``--timeout`` is reported as such instead of stalling the table. With
+layers in other processes (``remote``), the peak memory is that of the engine's process only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from stratasim.units import format_bytes, format_time_ps, parse_bytes
+
+__all__ = ["BenchCase", "shape_of", "cases", "run_case", "format_table", "add_arguments", "run_from_args"]
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One benchmark point: a collective on a ring per dimension, in-process or with a spawned network."""
+
+    collective: str
+    size: int
+    shape: tuple[int, ...]
+    remote: bool
+    splits: int = 1
+    bandwidth: str = "50GB/s"
+    latency: str = "500ns"
+
+    @property
+    def npus(self) -> int:
+        total = 1
+        for size in self.shape:
+            total *= size
+        return total
+
+    def study(self) -> dict[str, Any]:
+        """The study file this case runs, as a mapping."""
+        return {
+            "name": f"bench {self.collective} {'x'.join(map(str, self.shape))}",
+            "workload": {"kind": "collective", "collective": self.collective, "size": self.size},
+            "system": {"algorithm": "ring", "splits": self.splits},
+            "network": {
+                "backend": "analytical",
+                "spawn": self.remote,
+                "topology": [
+                    {"kind": "ring", "size": size, "bandwidth": self.bandwidth, "latency": self.latency}
+                    for size in self.shape
+                ],
+            },
+        }
+
+
+def shape_of(npus: int, dims: int) -> tuple[int, ...]:
+    """Split ``npus`` (a power of two) into ``dims`` near-equal powers of two, the largest innermost."""
+    exponent = npus.bit_length() - 1
+    if npus != 1 << exponent:
+        raise ValueError(f"benchmark NPU counts must be powers of two, got {npus}")
+    parts = [exponent // dims + (1 if i < exponent % dims else 0) for i in range(dims)]
+    return tuple(1 << part for part in parts)
+
+
+def cases(npus: list[int], dims: list[int], modes: list[str], collective: str, size: int, splits: int) -> list[BenchCase]:
+    return [
+        BenchCase(collective, size, shape_of(n, d), mode == "remote", splits)
+        for n in npus
+        for d in dims
+        for mode in modes
+    ]
+
+
+def _child(case_json: str) -> None:
+    """Body of the child process: run one case and print its figures as JSON."""
+    from stratasim.config import parse_study
+    from stratasim.study import run_study
+
+    data = json.loads(case_json)
+    case = BenchCase(**{**data, "shape": tuple(data["shape"])})
+    report = run_study(parse_study(case.study(), "<bench>"))
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({
+        "wall_seconds": report.wall_seconds,
+        "events": report.events_processed,
+        "total_time_ps": report.total_time_ps,
+        "peak_bytes": peak_kib * 1024,
+    }))
+
+
+def run_case(case: BenchCase, timeout_s: float) -> dict[str, Any]:
+    """Run ``case`` in a child process; the figures, or ``{"error": ...}`` on timeout or failure."""
+    command = [sys.executable, "-m", "stratasim.bench", json.dumps(asdict(case))]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout_s:g} s"}
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or done.stdout.strip() or "failed").splitlines()
+        return {"error": lines[-1]}
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def format_table(rows: list[tuple[BenchCase, dict[str, Any]]]) -> str:
+    header = f"{'NPUs':>6}  {'shape':<10} {'mode':<11} {'simulated':>12} {'wall s':>9} {'events':>12} {'events/s':>11} {'peak mem':>10}"
+    lines = [header, "-" * len(header)]
+    for case, fig in rows:
+        shape = "x".join(map(str, case.shape))
+        mode = "remote" if case.remote else "in-process"
+        if "error" in fig:
+            lines.append(f"{case.npus:>6}  {shape:<10} {mode:<11} {fig['error']}")
+            continue
+        rate = fig["events"] / fig["wall_seconds"] if fig["wall_seconds"] > 0 else 0.0
+        lines.append(
+            f"{case.npus:>6}  {shape:<10} {mode:<11} {format_time_ps(fig['total_time_ps']):>12} "
+            f"{fig['wall_seconds']:>9.2f} {fig['events']:>12,} {rate:>11,.0f} {format_bytes(fig['peak_bytes']):>10}"
+        )
+    return "\n".join(lines)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--npus", type=_int_list, default=[8, 64, 1024, 4096], help="comma-separated, powers of two")
+    parser.add_argument("--dims", type=_int_list, default=[1, 2, 3], help="topology dimensions, comma-separated")
+    parser.add_argument("--modes", default="in-process,remote", help="in-process and/or remote, comma-separated")
+    parser.add_argument("--collective", default="all_reduce")
+    parser.add_argument("--size", default="1GiB", help="collective size (default %(default)s)")
+    parser.add_argument("--splits", type=int, default=1, help="chunks per collective (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run every case the arguments name, printing each row as it completes."""
+    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    unknown = set(modes) - {"in-process", "remote"}
+    if unknown:
+        raise SystemExit(f"error: unknown mode(s) {sorted(unknown)}; use in-process and/or remote")
+    rows: list[tuple[BenchCase, dict[str, Any]]] = []
+    for case in cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits):
+        rows.append((case, run_case(case, args.timeout)))
+        if not args.json:
+            print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)
+    if args.json:
+        print(json.dumps([{**asdict(case), **fig} for case, fig in rows], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
