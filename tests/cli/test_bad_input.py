@@ -1,0 +1,107 @@
+"""Every kind of bad input the issue names ends ``stratasim run`` with one clear message and exit code 2,
+within seconds, without a traceback. These run the real command in a child process, as a user would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stratasim.contracts import PROTOCOL_VERSION
+from stratasim.remote import spawn
+from tests.remote.helpers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
+
+
+def stratasim(*args: str, timeout: float = 60) -> tuple[int, str, float]:
+    """Run ``python -m stratasim ARGS``; return the exit code, stderr and the seconds it took."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+def assert_one_clear_message(code: int, stderr: str, *fragments: str) -> None:
+    assert code == 2
+    assert "Traceback" not in stderr
+    assert stderr.startswith("error: ")
+    for fragment in fragments:
+        assert fragment in stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "fragments"),
+    [
+        ("system.spilts=4", ("system.spilts", "did you mean 'splits'")),
+        ("network.topology.0.bandwidth=50 parsecs", ("network.topology[0].bandwidth", "unknown bandwidth unit")),
+        ("network.topology.1.bandwidth=0GB/s", ("network.topology[1].bandwidth", "positive")),
+        ("workload.npus=64", ("workload needs 64 NPUs but the topology has 32",)),
+    ],
+)
+def test_bad_study_input(override: str, fragments: tuple[str, ...]) -> None:
+    code, stderr, _ = stratasim("run", QUICKSTART, "--set", override)
+    assert_one_clear_message(code, stderr, *fragments)
+
+
+def test_unreachable_endpoint() -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    code, stderr, seconds = stratasim("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    assert_one_clear_message(code, stderr, f"network layer at {endpoint} is unreachable")
+    assert seconds < 15
+
+
+def test_endpoint_of_another_protocol_version() -> None:
+    other = PROTOCOL_VERSION + 1
+    prelude = f"import stratasim.remote._wire as w; w.PROTOCOL_VERSION = {other}; "
+    command = [sys.executable, "-c", f"{prelude}from stratasim.remote import serve; serve('network', 'analytical', '127.0.0.1:0')"]
+    with spawn("network", "analytical", command=command) as endpoint:
+        code, stderr, _ = stratasim("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    assert_one_clear_message(code, stderr, f"network layer at {endpoint}", "protocol version mismatch",
+                             f"client speaks {PROTOCOL_VERSION}, server speaks {other}")
+
+
+def test_server_killed_mid_run() -> None:
+    # A 512-NPU ring all-reduce in 8 chunks takes ~8000 windows (tens of seconds); the server dies early on.
+    server = subprocess.Popen(
+        [sys.executable, "-m", "stratasim", "serve", "network", "--backend", "analytical", "--listen",
+         f"127.0.0.1:{free_port()}"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        endpoint = server.stdout.readline().split()[-1]
+        run = subprocess.Popen(
+            [sys.executable, "-m", "stratasim", "run", QUICKSTART, "--set", f"network.endpoint={endpoint}",
+             "--set", "network.topology=[{kind: ring, size: 512, bandwidth: 50GB/s, latency: 500ns}]",
+             "--set", "system.splits=8"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )  # fmt: skip
+        time.sleep(2.5)
+        os.kill(server.pid, signal.SIGKILL)
+        started = time.monotonic()
+        _, stderr = run.communicate(timeout=30)
+        assert time.monotonic() - started < 10
+        assert_one_clear_message(run.returncode, stderr, f"network layer at {endpoint} went away", "at simulated time")
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_spawned_layers_give_the_in_process_result_for_the_training_loop() -> None:
+    from stratasim.config import load_study
+    from stratasim.study import run_study
+
+    study = ROOT / "examples" / "training_loop.yaml"
+    local = run_study(load_study(study)).to_dict()
+    remote = run_study(load_study(study, ["network.spawn=true", "compute.spawn=true"])).to_dict()
+    for report in (local, remote):
+        del report["wall_seconds"], report["backends"]
+    assert local == remote
