@@ -108,7 +108,8 @@ class NpuExecutor:
     def done(self) -> bool:
         return self._left == 0
 
-    def start(self) -> None:
+    def start(self, _: object = None) -> None:
+        """Make every node without dependencies ready (an event callback, hence the unused argument)."""
         for index, count in enumerate(self._remaining):
             if count == 0:
                 self._ready(index)

@@ -49,7 +49,7 @@ def simulate(
         plan = plans[id(graph)]
         executor = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
         executors.append(executor)
-        coordinator.schedule(0, lambda _arg, ex=executor: ex.start())
+        coordinator.schedule(0, executor.start)
     coordinator.run()
 
     stuck = [ex.npu for ex in executors if not ex.done]

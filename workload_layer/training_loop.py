@@ -137,7 +137,8 @@ class _GraphBuilder:
                 last = self._comm(f"p{p} {layer.name} fwd comm", layer.forward_comm, last)
             for index in reversed(range(len(self._layers))):
                 layer = self._layers[index]
-                weight_grad = self._compute(f"p{p} {layer.name} wg", layer.weight_grad, [last])
+                upstream = [last] if last is not None else []
+                weight_grad = self._compute(f"p{p} {layer.name} wg", layer.weight_grad, upstream)
                 weights_ready[index] = self._comm(f"p{p} {layer.name} wg comm", layer.weight_grad_comm, weight_grad)
                 last = self._compute(f"p{p} {layer.name} ig", layer.input_grad, [weight_grad])
                 last = self._comm(f"p{p} {layer.name} ig comm", layer.input_grad_comm, last)
