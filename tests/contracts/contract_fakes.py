@@ -18,8 +18,8 @@ from types import MappingProxyType
 from typing import Any
 
 from stratasim import registry
-from stratasim.errors import TopologyError
 from stratasim.remote import serve
+from stratasim.topology import validate_topology
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2
 
 __all__ = [
@@ -46,18 +46,7 @@ class FakeNetwork:
         self._now = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
-        if not topology.dimensions:
-            raise TopologyError("topology.dimensions: the topology has no dimensions")
-        for i, dim in enumerate(topology.dimensions):
-            where = f"topology.dimensions[{i}]"
-            if dim.kind == network_pb2.Dimension.KIND_UNSPECIFIED:
-                raise TopologyError(f"{where}.kind: unspecified; expected ring, fully_connected or switch")
-            if dim.size == 0:
-                raise TopologyError(f"{where}.size: must be at least 1")
-            if not dim.bandwidth_bytes_per_s > 0:
-                raise TopologyError(f"{where}.bandwidth: must be positive, got {dim.bandwidth_bytes_per_s}")
-            if dim.latency_ps < 0:
-                raise TopologyError(f"{where}.latency: must not be negative")
+        validate_topology(topology)
         self._dims = list(topology.dimensions)
         self._lookahead = max(1, min((d.latency_ps for d in self._dims if d.size > 1), default=1))
         return network_pb2.NetworkInfo(npus=math.prod(d.size for d in self._dims), lookahead_ps=self._lookahead)

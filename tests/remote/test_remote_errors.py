@@ -69,7 +69,7 @@ class _OldNetwork(network_pb2_grpc.NetworkServiceServicer):
     def Session(self, request_iterator: Iterator[network_pb2.NetworkRequest], context: object) -> Iterator[
         network_pb2.NetworkResponse
     ]:
-        for request in request_iterator:
+        for _request in request_iterator:
             reply = common_pb2.Handshake(protocol_version=OTHER_VERSION, layer="network", backend="fake")
             yield network_pb2.NetworkResponse(handshake=reply)
 
