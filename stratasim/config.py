@@ -272,7 +272,7 @@ def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | N
         problems.append(("workload.kind", f"{said}; available: {', '.join(kinds) or 'none'}"))
         return None
     try:
-        config_model: type[BaseModel] = registry.load("workload", kind).Config
+        config_model: type[BaseModel] = getattr(registry.load("workload", kind), "Config")  # noqa: B009 (a factory is untyped)
     except BackendError as exc:
         problems.append(("workload.kind", str(exc)))
         return None
