@@ -8,6 +8,7 @@ are ahead) until it reaches the step they belong to.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from system_layer.algorithms import PhasePlan, Step, phase_data_bytes, plan_phase
@@ -76,7 +77,7 @@ class ChunkRun:
     """
 
     __slots__ = ("collective", "npu", "index", "plans", "scheduler", "coordinator", "phase", "step", "key",
-                 "arrived", "running", "enqueued_ps", "started_ps", "_peers", "_steps")
+                 "arrived", "running", "enqueued_ps", "started_ps", "_peers", "_steps", "_only_peer")
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
@@ -96,6 +97,7 @@ class ChunkRun:
         self.started_ps = 0
         self._peers: dict[int, tuple[int, ChunkRun]] = {}
         self._steps: tuple[Step, ...] = ()
+        self._only_peer: tuple[int, Callable[[int], None]] | None = None
 
     def start_phase(self) -> None:
         """Begin the current phase: send its first step, then consume any messages already waiting."""
@@ -107,6 +109,9 @@ class ChunkRun:
             peer = self.npu + ((position + offset) % plan.size - position) * stride
             runs = self.collective.chunk_runs(peer, self.scheduler.peer_scheduler(peer))
             self._peers[offset] = (peer, runs[self.index])
+        # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
+        only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
+        self._only_peer = (only[0], only[1].receive) if only is not None else None
         self._steps = plan.steps
         self.running = True
         self.step = 0
@@ -117,40 +122,51 @@ class ChunkRun:
 
     def _send_step(self) -> None:
         step = self._steps[self.step]
+        if self._only_peer is not None:
+            peer, receive = self._only_peer
+            self.coordinator.send(self.npu, peer, step.bytes, receive, self.key)
+            return
         key = self.key
         send = self.coordinator.send
         peers = self._peers
-        npu = self.npu
-        size = step.bytes
         for offset in step.offsets:
             peer, target = peers[offset]
-            send(npu, peer, size, target.receive, key)
+            send(self.npu, peer, step.bytes, target.receive, key)
 
     def receive(self, key: int) -> None:
         """A message of step ``key`` has arrived and passed this NPU's endpoint."""
         arrived = self.arrived
-        arrived[key] = arrived.get(key, 0) + 1
-        if key == self.key and self.running:
-            self.progress()
+        if key != self.key:  # a peer ahead of us (or we are not running this phase yet): keep it for later
+            arrived[key] = arrived.get(key, 0) + 1
+            return
+        count = arrived.pop(key, 0) + 1 if arrived else 1
+        self._consume(count)
 
     def progress(self) -> None:
-        """Complete every step whose messages have all arrived, sending the next ones."""
+        """Complete the current step if its messages have all arrived already (then the next ones, and so on)."""
         arrived = self.arrived
-        while self.running:
-            key = self.key
-            need = self._steps[self.step].need
-            count = arrived.get(key, 0)
+        if arrived and self.key in arrived:
+            self._consume(arrived.pop(self.key))
+
+    def _consume(self, count: int) -> None:
+        """``count`` messages of the current step are here (none of them left in ``arrived``)."""
+        arrived = self.arrived
+        steps = self._steps
+        while True:
+            need = steps[self.step].need
             if count < need:
+                arrived[self.key] = count
                 return
-            if count == need:
-                del arrived[key]
-            else:
-                arrived[key] = count - need
+            if count > need:
+                arrived[self.key] = count - need
             self.step += 1
-            if self.step < len(self._steps):
-                self.key = key + 1
-                self._send_step()
-            else:
+            if self.step == len(steps):
                 self.running = False
                 self.key = -1
                 self.scheduler.phase_done(self)
+                return
+            self.key += 1
+            self._send_step()
+            count = arrived.pop(self.key, 0) if arrived else 0
+            if not count:
+                return
