@@ -1,0 +1,40 @@
+"""``stratasim bench`` runs each case in a child process and prints one table row per case."""
+
+from __future__ import annotations
+
+import pytest
+
+from stratasim import cli
+from stratasim.bench import BenchCase, format_table, shape_of
+
+
+@pytest.mark.parametrize(
+    ("npus", "dims", "shape"),
+    [(8, 1, (8,)), (8, 2, (4, 2)), (8, 3, (2, 2, 2)), (64, 3, (4, 4, 4)), (1024, 3, (16, 8, 8)), (4096, 2, (64, 64))],
+)
+def test_shapes_split_npus_into_near_equal_powers_of_two(npus: int, dims: int, shape: tuple[int, ...]) -> None:
+    assert shape_of(npus, dims) == shape
+
+
+def test_npu_counts_must_be_powers_of_two() -> None:
+    with pytest.raises(ValueError, match="powers of two"):
+        shape_of(12, 1)
+
+
+def test_bench_prints_a_row_per_case(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bench", "--npus", "8", "--dims", "1,2", "--modes", "in-process,remote", "--size", "1MiB"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].split()[:4] == ["NPUs", "shape", "mode", "simulated"]
+    rows = out[2:]
+    assert [row.split()[:3] for row in rows] == [
+        ["8", "8", "in-process"], ["8", "8", "remote"], ["8", "4x2", "in-process"], ["8", "4x2", "remote"],
+    ]
+    # The same study gives the same simulated time in-process and remote.
+    assert rows[0].split()[3:5] == rows[1].split()[3:5]
+
+
+def test_a_failed_case_is_reported_in_its_row() -> None:
+    case = BenchCase("all_reduce", 1, (8,), remote=False)
+    table = format_table([(case, {"error": "timeout after 1 s"})])
+    assert table.splitlines()[-1].split()[-4:] == ["timeout", "after", "1", "s"]
