@@ -52,7 +52,7 @@ class Grid:
 def validate_topology(topology: network_pb2.Topology) -> None:
     """Raise :class:`TopologyError` naming the first dimension whose description is impossible."""
     if not topology.dimensions:
-        raise TopologyError("topology has no dimensions")
+        raise TopologyError("topology.dimensions: the topology has no dimensions")
     for index, dim in enumerate(topology.dimensions):
         where = f"topology.dimensions[{index}]"
         if dim.kind == network_pb2.Dimension.KIND_UNSPECIFIED:
