@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from system_layer.algorithms import PhasePlan, Step, phase_data_bytes, plan_phase
+from system_layer.groups import PhaseLines
 from system_layer.options import SystemOptions
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class Collective:
         kind: str,
         size: int,
         group: tuple[int, ...],
-        dims: list[tuple[int, int]],
+        phases: tuple[PhaseLines, ...],
         options: SystemOptions,
     ) -> None:
         self.id = collective_id
@@ -45,20 +46,24 @@ class Collective:
         self.group = group
         self.start_ps: int | None = None
         self.end_ps = 0
-        self.chunk_plans = [self._plan(chunk, dims, options) for chunk in split_bytes(size, options.splits)]
-        phases = len(dims)
-        self.queue_delay_sum = [0] * phases
-        self.network_delay_sum = [0] * phases
-        self.phase_runs = [0] * phases
+        self.phases = phases
+        self.chunk_plans = [self._plan(chunk, options) for chunk in split_bytes(size, options.splits)]
+        self.queue_delay_sum = [0] * len(phases)
+        self.network_delay_sum = [0] * len(phases)
+        self.phase_runs = [0] * len(phases)
         self.runs: dict[int, list[ChunkRun]] = {}
 
-    def _plan(self, chunk: int, dims: list[tuple[int, int]], options: SystemOptions) -> tuple[PhasePlan, ...]:
-        sizes = [size for _, size in dims]
+    def _plan(self, chunk: int, options: SystemOptions) -> tuple[PhasePlan, ...]:
+        sizes = [phase.size for phase in self.phases]
         return tuple(
             plan_phase(
-                self.kind, options.algorithm_for(self.kind, dim), dim, size, phase_data_bytes(self.kind, chunk, sizes, p)
+                self.kind,
+                options.algorithm_for(self.kind, max(phase.dim, 0)),
+                phase.dim,
+                phase.size,
+                phase_data_bytes(self.kind, chunk, sizes, p),
             )
-            for p, (dim, size) in enumerate(dims)
+            for p, phase in enumerate(self.phases)
         )
 
     def chunk_runs(self, npu: int, scheduler: NpuScheduler) -> list[ChunkRun]:
@@ -73,11 +78,12 @@ class Collective:
 class ChunkRun:
     """One chunk of a collective on one NPU, moving through its phases step by step.
 
-    Messages are counted per ``key = phase << 32 | step``; ``key`` is the step this run is waiting for.
+    Messages are counted per ``key = phase << 32 | tag``; ``key`` is what the current step waits for (-1
+    when the run is not waiting: not started, reducing, or between phases).
     """
 
     __slots__ = ("collective", "npu", "index", "plans", "scheduler", "coordinator", "phase", "step", "key",
-                 "arrived", "running", "enqueued_ps", "started_ps", "_peers", "_steps", "_only_peer")
+                 "arrived", "enqueued_ps", "started_ps", "_peers", "_steps", "_only_peer", "_phase_key")
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
@@ -91,82 +97,92 @@ class ChunkRun:
         self.phase = -1
         self.step = 0
         self.key = -1
-        self.running = False
         self.arrived: dict[int, int] = {}
         self.enqueued_ps = 0
         self.started_ps = 0
         self._peers: dict[int, tuple[int, ChunkRun]] = {}
         self._steps: tuple[Step, ...] = ()
         self._only_peer: tuple[int, Callable[[int], None]] | None = None
+        self._phase_key = 0
 
     def start_phase(self) -> None:
         """Begin the current phase: send its first step, then consume any messages already waiting."""
-        plan = self.plans[self.phase]
-        stride = self.scheduler.stride(plan.dim)
-        position = (self.npu // stride) % plan.size
+        line, position = self.collective.phases[self.phase].line(self.npu)
+        self._steps = self.plans[self.phase].steps_for(position)
         self._peers = {}
-        for offset in {offset for step in plan.steps for offset in step.offsets}:
-            peer = self.npu + ((position + offset) % plan.size - position) * stride
+        for offset in {offset for step in self._steps for offset in step.offsets}:
+            peer = line[(position + offset) % len(line)]
             runs = self.collective.chunk_runs(peer, self.scheduler.peer_scheduler(peer))
             self._peers[offset] = (peer, runs[self.index])
         # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
         only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
         self._only_peer = (only[0], only[1].receive) if only is not None else None
-        self._steps = plan.steps
-        self.running = True
-        self.step = 0
-        self.key = self.phase << 32
+        self._phase_key = self.phase << 32
+        self.step = -1
         self.started_ps = self.coordinator.now
-        self._send_step()
-        self.progress()
+        self._next_step()
 
-    def _send_step(self) -> None:
+    def receive(self, key: int) -> None:
+        """A message tagged ``key`` has arrived and passed this NPU's endpoint."""
+        arrived = self.arrived
+        if key != self.key:  # a peer ahead of us, or we are not waiting for it yet: keep it for later
+            arrived[key] = arrived.get(key, 0) + 1
+            return
+        count = arrived.pop(key, 0) + 1 if arrived else 1
+        need = self._steps[self.step].need
+        if count < need:
+            arrived[key] = count
+            return
+        if count > need:
+            arrived[key] = count - need
+        self._step_done()
+
+    def _step_done(self) -> None:
+        """The current step has all its messages: reduce them if it must, then move on."""
         step = self._steps[self.step]
+        if step.reduces:
+            reduction_ps = self.scheduler.reduction_ps(step.bytes * step.need)
+            if reduction_ps:
+                self.key = -1
+                self.coordinator.schedule(self.coordinator.now + reduction_ps, self._next_step)
+                return
+        self._next_step()
+
+    def _next_step(self, _: object = None) -> None:
+        """Send the next step and complete it at once if its messages are already here (or it needs none)."""
+        steps = self._steps
+        arrived = self.arrived
+        while True:
+            self.step += 1
+            if self.step == len(steps):
+                self.key = -1
+                self.scheduler.phase_done(self)
+                return
+            step = steps[self.step]
+            key = self.key = self._phase_key | step.wait
+            self._send(step)
+            need = step.need
+            count = arrived.pop(key, 0) if arrived else 0
+            if count < need:
+                if count:
+                    arrived[key] = count
+                return
+            if count > need:
+                arrived[key] = count - need
+            if step.reduces and self.scheduler.reduction_ps(step.bytes * step.need):
+                self._step_done()
+                return
+
+    def _send(self, step: Step) -> None:
+        if not step.offsets:
+            return
+        tag = self._phase_key | step.tag
         if self._only_peer is not None:
             peer, receive = self._only_peer
-            self.coordinator.send(self.npu, peer, step.bytes, receive, self.key)
+            self.coordinator.send(self.npu, peer, step.bytes, receive, tag)
             return
-        key = self.key
         send = self.coordinator.send
         peers = self._peers
         for offset in step.offsets:
             peer, target = peers[offset]
-            send(self.npu, peer, step.bytes, target.receive, key)
-
-    def receive(self, key: int) -> None:
-        """A message of step ``key`` has arrived and passed this NPU's endpoint."""
-        arrived = self.arrived
-        if key != self.key:  # a peer ahead of us (or we are not running this phase yet): keep it for later
-            arrived[key] = arrived.get(key, 0) + 1
-            return
-        count = arrived.pop(key, 0) + 1 if arrived else 1
-        self._consume(count)
-
-    def progress(self) -> None:
-        """Complete the current step if its messages have all arrived already (then the next ones, and so on)."""
-        arrived = self.arrived
-        if arrived and self.key in arrived:
-            self._consume(arrived.pop(self.key))
-
-    def _consume(self, count: int) -> None:
-        """``count`` messages of the current step are here (none of them left in ``arrived``)."""
-        arrived = self.arrived
-        steps = self._steps
-        while True:
-            need = steps[self.step].need
-            if count < need:
-                arrived[self.key] = count
-                return
-            if count > need:
-                arrived[self.key] = count - need
-            self.step += 1
-            if self.step == len(steps):
-                self.running = False
-                self.key = -1
-                self.scheduler.phase_done(self)
-                return
-            self.key += 1
-            self._send_step()
-            count = arrived.pop(self.key, 0) if arrived else 0
-            if not count:
-                return
+            send(self.npu, peer, step.bytes, target.receive, tag)

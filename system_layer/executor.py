@@ -14,6 +14,7 @@ from stratasim.topology import Grid
 from stratasim.v1 import workload_pb2
 from system_layer.collectives import Collective
 from system_layer.graphs import GraphPlan
+from system_layer.groups import phases_of
 from system_layer.options import SystemOptions
 from system_layer.result import TraceSpan
 from system_layer.scheduler import NpuScheduler, SchedulerContext
@@ -48,8 +49,8 @@ class CollectiveTable:
         key = (group, index)
         collective = self._open.get(key)
         if collective is None:
-            dims = self._dims_of(group, npu, node)
-            collective = Collective(len(self.all), kind, node.comm_bytes, group, dims, self._options)
+            phases = phases_of(group, self._grid)
+            collective = Collective(len(self.all), kind, node.comm_bytes, group, phases, self._options)
             self._open[key] = collective
             self.all.append(collective)
         elif (collective.kind, collective.bytes) != (kind, node.comm_bytes):
@@ -58,24 +59,6 @@ class CollectiveTable:
                 f"but {collective.kind} of {collective.bytes} B on another NPU"
             )
         return collective
-
-    def _dims_of(self, group: tuple[int, ...], npu: int, node: workload_pb2.Node) -> list[tuple[int, int]]:
-        """The (dimension, size) phases of a group that spans whole dimensions of the topology."""
-        grid = self._grid
-        dims = [
-            (dim, size)
-            for dim, size in enumerate(grid.sizes)
-            if size > 1 and len({grid.coordinate(member, dim) for member in group}) > 1
-        ]
-        spanned = 1
-        for _, size in dims:
-            spanned *= size
-        if spanned != len(group):
-            raise WorkloadError(
-                f"NPU {npu} node {node.id}: its group of {len(group)} NPUs does not span whole topology dimensions "
-                f"(sizes {list(grid.sizes)}); only such groups are supported so far"
-            )
-        return dims
 
 
 class NpuExecutor:

@@ -25,7 +25,8 @@ class SystemOptions:
     ``algorithms`` maps a collective name (``all_reduce``...) to one algorithm per topology dimension; the key
     ``"*"`` is the fallback for collectives not named. ``splits`` chunks per collective; at most
     ``active_chunks`` chunks run at once in each phase; ``endpoint_delay_ps`` is paid by an NPU each time a
-    message arrives before it acts on it.
+    message arrives before it acts on it. With ``local_mem_bandwidth`` (bytes/s, an integer) an NPU also
+    spends reading two operands and writing the result of every byte it reduces; without it reduction is free.
     """
 
     algorithms: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"*": ("ring",)})
@@ -33,6 +34,7 @@ class SystemOptions:
     active_chunks: int = 1
     scheduling: Scheduling = Scheduling.LIFO
     endpoint_delay_ps: int = 0
+    local_mem_bandwidth: int | None = None
     record_trace: bool = False
 
     def algorithm_for(self, collective: str, dimension: int) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from system_layer.collectives import ChunkRun, Collective
+from system_layer.groups import FLAT
 from system_layer.options import Scheduling, SystemOptions
 from system_layer.result import TraceSpan
 
@@ -26,10 +27,9 @@ __all__ = ["NpuScheduler", "SchedulerContext"]
 class SchedulerContext:
     """What every NPU's scheduler shares: the engine, the policies, the grid and the trace being recorded."""
 
-    def __init__(self, coordinator: Coordinator, options: SystemOptions, strides: tuple[int, ...]) -> None:
+    def __init__(self, coordinator: Coordinator, options: SystemOptions) -> None:
         self.coordinator = coordinator
         self.options = options
-        self.strides = strides
         self.schedulers: list[NpuScheduler] = []
         self.spans: list[TraceSpan] | None = [] if options.record_trace else None
 
@@ -50,8 +50,12 @@ class NpuScheduler:
         self.comm_ps = 0
         self._comm_since = 0
 
-    def stride(self, dim: int) -> int:
-        return self.context.strides[dim]
+    def reduction_ps(self, size: int) -> int:
+        """Time to reduce ``size`` received bytes into the local buffer: two reads and a write of each byte."""
+        bandwidth = self.context.options.local_mem_bandwidth
+        if not bandwidth:
+            return 0
+        return -(-3 * size * 10**12 // bandwidth)
 
     def peer_scheduler(self, npu: int) -> NpuScheduler:
         return self.context.schedulers[npu]
@@ -61,6 +65,10 @@ class NpuScheduler:
         now = self.context.coordinator.now
         if collective.start_ps is None or now < collective.start_ps:
             collective.start_ps = now
+        if not collective.phases:  # a group of one NPU: nothing to communicate
+            collective.end_ps = max(collective.end_ps, now)
+            on_done()
+            return
         if self.in_flight == 0:
             self._comm_since = now
         self.in_flight += 1
@@ -111,7 +119,7 @@ class NpuScheduler:
         collective.phase_runs[run.phase] += 1
         if self.context.spans is not None:
             self.context.spans.append(
-                TraceSpan(self.npu, f"comm phase {run.phase} (dim {dim})",
+                TraceSpan(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
                           f"{collective.kind} #{collective.id} chunk {run.index}", run.started_ps, now)
             )
         self._active[dim] -= 1

@@ -41,7 +41,7 @@ def simulate(
 
     grid = Grid.of(topology)
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
-    context = SchedulerContext(coordinator, options, tuple(grid.stride(d) for d in range(len(grid.sizes))))
+    context = SchedulerContext(coordinator, options)
     context.schedulers.extend(NpuScheduler(npu, context) for npu in range(npus))
     table = CollectiveTable(grid, options, npus)
     executors = []
