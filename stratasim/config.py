@@ -25,7 +25,7 @@ from stratasim.overrides import apply_overrides
 from stratasim.schema import Bandwidth, Section, TimePs
 from stratasim.topology import Grid
 from stratasim.v1 import network_pb2
-from system_layer.options import ALGORITHMS, Scheduling, SystemOptions
+from system_layer.options import ALGORITHMS, Preset, Scheduling, SystemOptions
 
 __all__ = [
     "COLLECTIVES",
@@ -95,21 +95,14 @@ class SystemSection(Section):
     active_chunks: StrictInt = Field(1, ge=1)
     scheduling: Scheduling = Scheduling.LIFO
     endpoint_delay: TimePs = 0
-    preset: str = "default"
+    preset: Literal["default", "astra_compat"] = "default"
+    local_mem_bw: Bandwidth | None = None
+    collective_optimization: Literal["baseline", "local_bw_aware"] = "baseline"
 
     @field_validator("algorithm", mode="before")
     @classmethod
     def _normalise(cls, value: object) -> dict[str, tuple[str, ...]]:
         return _normalise_algorithms(value)
-
-    @field_validator("preset")
-    @classmethod
-    def _known_preset(cls, value: str) -> str:
-        if value == "astra_compat":
-            raise ValueError("preset 'astra_compat' is not available yet; use 'default'")
-        if value != "default":
-            raise ValueError(f"unknown preset {value!r}; expected 'default'")
-        return value
 
 
 class DimensionSection(Section):
@@ -201,6 +194,9 @@ class Study:
             active_chunks=system.active_chunks,
             scheduling=system.scheduling,
             endpoint_delay_ps=system.endpoint_delay,
+            local_mem_bandwidth=None if system.local_mem_bw is None else round(system.local_mem_bw),
+            local_bw_aware=system.collective_optimization == "local_bw_aware",
+            preset=Preset(system.preset),
             record_trace=record_trace,
         )
 

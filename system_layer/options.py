@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-__all__ = ["Scheduling", "SystemOptions", "ALGORITHMS"]
+__all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
 # Algorithms a dimension can run, by the name a study uses.
 ALGORITHMS = ("ring", "direct")
@@ -18,6 +18,13 @@ class Scheduling(str, Enum):
     FIFO = "fifo"
 
 
+class Preset(str, Enum):
+    """Whose semantics the system layer follows: StrataSim's own, or ASTRA-sim 2.x's analytical ones."""
+
+    DEFAULT = "default"
+    ASTRA_COMPAT = "astra_compat"
+
+
 @dataclass(frozen=True)
 class SystemOptions:
     """How collectives run.
@@ -27,6 +34,8 @@ class SystemOptions:
     ``active_chunks`` chunks run at once in each phase; ``endpoint_delay_ps`` is paid by an NPU each time a
     message arrives before it acts on it. With ``local_mem_bandwidth`` (bytes/s, an integer) an NPU also
     spends reading two operands and writing the result of every byte it reduces; without it reduction is free.
+    ``local_bw_aware`` runs a multi-dimensional all-reduce in the enhanced order (reduce-scatter up the
+    dimensions, all-gather down) instead of an all-reduce per dimension; ``preset`` picks the semantics.
     """
 
     algorithms: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"*": ("ring",)})
@@ -35,6 +44,8 @@ class SystemOptions:
     scheduling: Scheduling = Scheduling.LIFO
     endpoint_delay_ps: int = 0
     local_mem_bandwidth: int | None = None
+    local_bw_aware: bool = False
+    preset: Preset = Preset.DEFAULT
     record_trace: bool = False
 
     def algorithm_for(self, collective: str, dimension: int) -> str:
