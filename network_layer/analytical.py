@@ -8,7 +8,8 @@ dimensions); in each dimension where source and destination differ it pays
 - fully connected: one latency plus one serialisation;
 - switch: two latencies (up to the switch and down) plus one serialisation (cut-through).
 
-Serialisation of ``b`` bytes at ``B`` bytes/s is ``ceil(b * 1e12 / B)`` ps, computed exactly. A message
+Serialisation of ``b`` bytes at ``B`` bytes/s is ``ceil(b * 1e12 / B)`` ps, computed exactly; with a
+``delay_quantum_ps`` in the topology each delay is then rounded down to a multiple of it. A message
 takes at least 1 ps (an empty message over zero-latency links would otherwise arrive as it is sent).
 """
 
@@ -65,6 +66,7 @@ class AnalyticalNetwork:
         self._dims: list[_Dim] = []
         self._npus = 0
         self._lookahead = 1
+        self._quantum = 0
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []
         self._now = 0
 
@@ -73,8 +75,11 @@ class AnalyticalNetwork:
         grid = Grid.of(topology)
         self._dims = [_Dim(dim, grid.stride(i)) for i, dim in enumerate(topology.dimensions)]
         self._npus = grid.npus
-        active = [dim.least_delay_ps() for dim in self._dims if dim.size > 1]
-        self._lookahead = max(1, min(active, default=1))
+        self._quantum = max(0, topology.delay_quantum_ps)
+        least = min((dim.least_delay_ps() for dim in self._dims if dim.size > 1), default=1)
+        if self._quantum:
+            least -= least % self._quantum
+        self._lookahead = max(1, least)
         return network_pb2.NetworkInfo(npus=self._npus, lookahead_ps=self._lookahead, backend=self.name)
 
     def delays_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -116,6 +121,8 @@ class AnalyticalNetwork:
             i = int(np.argmax(late))
             raise BackendError(f"message {ids[i]} sent at {sent[i]} ps could arrive before the network's time {self._now} ps")
         delays = self.delays_ps(src, dst, np.array(sends.bytes, dtype=np.int64))
+        if self._quantum:
+            delays -= delays % self._quantum
         arrival = sent + np.maximum(delays, self._lookahead)
         order = np.lexsort((ids, arrival))
         self._runs.append((arrival[order], ids[order]))

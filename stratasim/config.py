@@ -42,6 +42,9 @@ __all__ = [
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
 
+# ASTRA-sim truncates every network time to whole nanoseconds; its preset asks the network to do the same.
+_ASTRA_QUANTUM_PS = 1000
+
 _TOP_LEVEL = ("name", "workload", "system", "network", "compute")
 
 _ENDPOINT = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})$")
@@ -177,6 +180,7 @@ class Study:
     def topology_proto(self) -> network_pb2.Topology:
         """The topology as the network contract's message."""
         return network_pb2.Topology(
+            delay_quantum_ps=_ASTRA_QUANTUM_PS if self.system.preset == "astra_compat" else 0,
             dimensions=[
                 network_pb2.Dimension(
                     kind=_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth, latency_ps=dim.latency

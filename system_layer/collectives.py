@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from system_layer.algorithms import PhasePlan, Step, phase_data_bytes, plan_phase
+from system_layer import astra_compat
+from system_layer.algorithms import PhasePlan, Step, plan_phase
 from system_layer.groups import PhaseLines
-from system_layer.options import SystemOptions
+from system_layer.options import Preset, SystemOptions
+from system_layer.phases import PhaseSpec, phase_sequence
 
 if TYPE_CHECKING:
     from system_layer.coordinator import Coordinator
@@ -46,25 +48,27 @@ class Collective:
         self.group = group
         self.start_ps: int | None = None
         self.end_ps = 0
-        self.phases = phases
-        self.chunk_plans = [self._plan(chunk, options) for chunk in split_bytes(size, options.splits)]
-        self.queue_delay_sum = [0] * len(phases)
-        self.network_delay_sum = [0] * len(phases)
-        self.phase_runs = [0] * len(phases)
+        self.astra = options.preset is Preset.ASTRA_COMPAT
+        buffer = astra_compat.buffer_bytes(kind, size, len(group)) if self.astra else size
+        sequences = [
+            phase_sequence(kind, chunk, phases, local_bw_aware=options.local_bw_aware)
+            for chunk in split_bytes(buffer, options.splits)
+        ]
+        self.phases = tuple(spec.lines for spec in sequences[0])
+        self.chunk_plans = [tuple(self._plan(spec, options) for spec in sequence) for sequence in sequences]
+        self.queue_delay_sum = [0] * len(self.phases)
+        self.network_delay_sum = [0] * len(self.phases)
+        self.phase_runs = [0] * len(self.phases)
         self.runs: dict[int, list[ChunkRun]] = {}
 
-    def _plan(self, chunk: int, options: SystemOptions) -> tuple[PhasePlan, ...]:
-        sizes = [phase.size for phase in self.phases]
-        return tuple(
-            plan_phase(
-                self.kind,
-                options.algorithm_for(self.kind, max(phase.dim, 0)),
-                phase.dim,
-                phase.size,
-                phase_data_bytes(self.kind, chunk, sizes, p),
-            )
-            for p, phase in enumerate(self.phases)
-        )
+    def _plan(self, spec: PhaseSpec, options: SystemOptions) -> PhasePlan:
+        dim = spec.lines.dim
+        algorithm = options.algorithm_for(spec.collective, max(dim, 0))
+        plan = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
+        if self.astra and (spec.collective, algorithm) == ("all_to_all", "ring"):
+            steps = astra_compat.ring_all_to_all(spec.lines.size, spec.data_bytes)
+            return PhasePlan(dim, plan.size, algorithm, spec.collective, spec.data_bytes, lambda *_: steps)
+        return plan
 
     def chunk_runs(self, npu: int, scheduler: NpuScheduler) -> list[ChunkRun]:
         """The ChunkRuns of ``npu``, created on first use (a peer's message may create them early)."""

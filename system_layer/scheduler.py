@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from system_layer.collectives import ChunkRun, Collective
 from system_layer.groups import FLAT
-from system_layer.options import Scheduling, SystemOptions
+from system_layer import astra_compat
+from system_layer.options import Preset, Scheduling, SystemOptions
 from system_layer.result import TraceSpan
 
 if TYPE_CHECKING:
@@ -52,9 +53,12 @@ class NpuScheduler:
 
     def reduction_ps(self, size: int) -> int:
         """Time to reduce ``size`` received bytes into the local buffer: two reads and a write of each byte."""
-        bandwidth = self.context.options.local_mem_bandwidth
+        options = self.context.options
+        bandwidth = options.local_mem_bandwidth
         if not bandwidth:
             return 0
+        if options.preset is Preset.ASTRA_COMPAT:
+            return astra_compat.reduction_ps(size, bandwidth)
         return -(-3 * size * 10**12 // bandwidth)
 
     def peer_scheduler(self, npu: int) -> NpuScheduler:
@@ -111,7 +115,18 @@ class NpuScheduler:
             run.start_phase()
 
     def phase_done(self, run: ChunkRun) -> None:
-        """``run`` finished its current phase: move it on, and let waiting chunks take its place."""
+        """``run`` finished its current phase: move it on, and let waiting chunks take its place.
+
+        Under ASTRA-sim's semantics a phase ends one endpoint delay after its last step.
+        """
+        options = self.context.options
+        if run.collective.astra and options.endpoint_delay_ps:
+            coordinator = self.context.coordinator
+            coordinator.schedule(coordinator.now + options.endpoint_delay_ps, self._leave_phase, run)
+        else:
+            self._leave_phase(run)
+
+    def _leave_phase(self, run: ChunkRun) -> None:
         now = self.context.coordinator.now
         collective = run.collective
         dim = run.plans[run.phase].dim

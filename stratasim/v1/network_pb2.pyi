@@ -79,6 +79,11 @@ class Topology(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DIMENSIONS_FIELD_NUMBER: _builtins.int
+    DELAY_QUANTUM_PS_FIELD_NUMBER: _builtins.int
+    delay_quantum_ps: _builtins.int
+    """When positive, every message delay is rounded down to a multiple of this many picoseconds (ASTRA-sim
+    truncates network times to whole nanoseconds: 1000). Zero: delays are exact to the picosecond.
+    """
     @_builtins.property
     def dimensions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Dimension]:
         """Innermost dimension first."""
@@ -87,10 +92,11 @@ class Topology(_message.Message):
         self,
         *,
         dimensions: _abc.Iterable[Global___Dimension] | None = ...,
+        delay_quantum_ps: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dimensions", b"dimensions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dimensions", b"dimensions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,36 @@
+"""ASTRA-sim 2.x semantics, for the ``astra_compat`` preset (see ``shared/reference/ASTRA-SIM-SEMANTICS.md``).
+
+Where ASTRA-sim's analytical model differs from StrataSim's default, the preset follows ASTRA-sim so that a
+study converted from its inputs reproduces its numbers:
+
+- network times are truncated to whole nanoseconds (the network is told so through the topology);
+- reducing ``m`` bytes costs ``3 * floor(m / local-mem-bw)`` ns, bandwidth in GB/s of 10^9 bytes;
+- every phase of a chunk ends one more endpoint delay after its last step, holding its dimension meanwhile;
+- an all-gather's size is each NPU's input, not the gathered buffer;
+- a ring all-to-all is N(N-1)/2 relay steps of one share each, not N-1 steps of shrinking batches.
+"""
+
+from __future__ import annotations
+
+from system_layer.algorithms import Step, lockstep
+
+__all__ = ["NS_PS", "reduction_ps", "ring_all_to_all", "buffer_bytes"]
+
+NS_PS = 1000
+"""ASTRA-sim's time unit, the nanosecond, in picoseconds."""
+
+
+def reduction_ps(size: int, local_mem_bandwidth: int) -> int:
+    """Time to reduce ``size`` bytes: one write and two reads at ``local_mem_bandwidth`` bytes/s, whole ns."""
+    return 3 * (size * 10**9 // local_mem_bandwidth) * NS_PS
+
+
+def ring_all_to_all(n: int, data_bytes: int) -> tuple[Step, ...]:
+    """ASTRA-sim's ring all-to-all: every share is relayed around the ring as its own step."""
+    share = max(1, data_bytes // n)
+    return lockstep([Step((1,), share, 1) for _ in range(n * (n - 1) // 2)])
+
+
+def buffer_bytes(collective: str, size: int, group_size: int) -> int:
+    """The buffer per NPU StrataSim plans for an ASTRA-sim collective of ``size`` (an all-gather's is the input)."""
+    return size * group_size if collective == "all_gather" else size
