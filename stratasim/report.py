@@ -45,6 +45,10 @@ class CollectiveSummary:
     end_ns: float
     queue_delay_ns_per_phase: tuple[float, ...]
     network_delay_ns_per_phase: tuple[float, ...]
+    phase_dims: tuple[int, ...]
+    phase_collectives: tuple[str, ...]
+    queue_delay_ns_per_chunk: tuple[tuple[float, ...], ...]
+    network_delay_ns_per_chunk: tuple[tuple[float, ...], ...]
 
     @classmethod
     def of(cls, stats: CollectiveStats) -> CollectiveSummary:
@@ -57,23 +61,32 @@ class CollectiveSummary:
             _ns(stats.end_ps),
             tuple(_ns(ps) for ps in stats.queue_delay_ps_per_phase),
             tuple(_ns(ps) for ps in stats.network_delay_ps_per_phase),
+            stats.phase_dims,
+            stats.phase_collectives,
+            tuple(tuple(_ns(ps) for ps in chunk) for chunk in stats.queue_delay_ps_per_chunk),
+            tuple(tuple(_ns(ps) for ps in chunk) for chunk in stats.network_delay_ps_per_chunk),
         )
 
 
 @dataclass(frozen=True)
 class NpuSummary:
-    """One NPU: when it finished, its busy compute and communication time, and communication left exposed."""
+    """One NPU: when it finished, its busy compute and communication time, communication left exposed, and
+    the collective bytes it sent along each dimension (key ``"flat"``: phases over groups that are not a
+    product of dimensions)."""
 
     npu: int
     finish_ns: float
     compute_ns: float
     comm_ns: float
     exposed_comm_ns: float
+    bytes_sent_per_dim: dict[str, int]
 
     @classmethod
     def of(cls, stats: NpuStats) -> NpuSummary:
+        sent = {("flat" if dim < 0 else str(dim)): size for dim, size in stats.bytes_sent_per_dim}
         return cls(
-            stats.npu, _ns(stats.finish_ps), _ns(stats.compute_ps), _ns(stats.comm_ps), _ns(stats.exposed_comm_ps)
+            stats.npu, _ns(stats.finish_ps), _ns(stats.compute_ps), _ns(stats.comm_ps), _ns(stats.exposed_comm_ps),
+            sent,
         )
 
 

@@ -56,9 +56,11 @@ class Collective:
         ]
         self.phases = tuple(spec.lines for spec in sequences[0])
         self.chunk_plans = [tuple(self._plan(spec, options) for spec in sequence) for sequence in sequences]
-        self.queue_delay_sum = [0] * len(self.phases)
-        self.network_delay_sum = [0] * len(self.phases)
-        self.phase_runs = [0] * len(self.phases)
+        self.phase_collectives = tuple(spec.collective for spec in sequences[0])
+        # Sums over NPUs, per chunk and phase: time waiting in the phase's queue, time running it, and count.
+        self.queue_delay_sum = [[0] * len(self.phases) for _ in sequences]
+        self.network_delay_sum = [[0] * len(self.phases) for _ in sequences]
+        self.phase_runs = [[0] * len(self.phases) for _ in sequences]
         self.runs: dict[int, list[ChunkRun]] = {}
 
     def _plan(self, spec: PhaseSpec, options: SystemOptions) -> PhasePlan:
@@ -181,6 +183,7 @@ class ChunkRun:
         if not step.offsets:
             return
         tag = self._phase_key | step.tag
+        self.scheduler.count_sent(self.plans[self.phase].dim, step.bytes * len(step.offsets))
         if self._only_peer is not None:
             peer, receive = self._only_peer
             self.coordinator.send(self.npu, peer, step.bytes, receive, tag)

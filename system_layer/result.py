@@ -11,8 +11,10 @@ __all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "SimulationResult"]
 class CollectiveStats:
     """One collective across its group: when it started and ended, and where its chunks spent time per phase.
 
-    ``queue_delay_ps_per_phase[p]`` is the mean time a chunk waited in phase p's queue before running;
-    ``network_delay_ps_per_phase[p]`` the mean time a chunk took to run phase p (means over NPUs and chunks).
+    Phase p ran ``phase_collectives[p]`` along dimension ``phase_dims[p]`` (-1: a flat phase over a group that
+    is not a product of dimensions). ``queue_delay_ps_per_phase[p]`` is the mean time a chunk waited in phase
+    p's queue before running; ``network_delay_ps_per_phase[p]`` the mean time a chunk took to run phase p
+    (means over NPUs and chunks); the ``_per_chunk`` tables give the same per chunk (means over NPUs).
     """
 
     collective_id: int
@@ -23,17 +25,23 @@ class CollectiveStats:
     end_ps: int
     queue_delay_ps_per_phase: tuple[int, ...]
     network_delay_ps_per_phase: tuple[int, ...]
+    phase_dims: tuple[int, ...] = ()
+    phase_collectives: tuple[str, ...] = ()
+    queue_delay_ps_per_chunk: tuple[tuple[int, ...], ...] = ()
+    network_delay_ps_per_chunk: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
 class NpuStats:
-    """One NPU's timeline: ``exposed_comm_ps`` is its time not computing before it finished."""
+    """One NPU's timeline: ``exposed_comm_ps`` is its time not computing before it finished;
+    ``bytes_sent_per_dim`` maps a dimension (-1: flat phases) to the collective bytes it sent along it."""
 
     npu: int
     finish_ps: int
     compute_ps: int
     comm_ps: int
     exposed_comm_ps: int
+    bytes_sent_per_dim: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

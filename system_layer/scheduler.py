@@ -49,7 +49,12 @@ class NpuScheduler:
         self._issued_ps: dict[int, int] = {}
         self.in_flight = 0
         self.comm_ps = 0
+        self.bytes_sent: dict[int, int] = {}
         self._comm_since = 0
+
+    def count_sent(self, dim: int, size: int) -> None:
+        """Account ``size`` bytes this NPU sent in a phase along ``dim`` (``FLAT``: a flat phase)."""
+        self.bytes_sent[dim] = self.bytes_sent.get(dim, 0) + size
 
     def reduction_ps(self, size: int) -> int:
         """Time to reduce ``size`` received bytes into the local buffer: two reads and a write of each byte."""
@@ -111,7 +116,7 @@ class NpuScheduler:
         while waiting and self._active.get(dim, 0) < limit:
             run = waiting.popleft()
             self._active[dim] = self._active.get(dim, 0) + 1
-            run.collective.queue_delay_sum[run.phase] += coordinator.now - run.enqueued_ps
+            run.collective.queue_delay_sum[run.index][run.phase] += coordinator.now - run.enqueued_ps
             run.start_phase()
 
     def phase_done(self, run: ChunkRun) -> None:
@@ -130,8 +135,8 @@ class NpuScheduler:
         now = self.context.coordinator.now
         collective = run.collective
         dim = run.plans[run.phase].dim
-        collective.network_delay_sum[run.phase] += now - run.started_ps
-        collective.phase_runs[run.phase] += 1
+        collective.network_delay_sum[run.index][run.phase] += now - run.started_ps
+        collective.phase_runs[run.index][run.phase] += 1
         if self.context.spans is not None:
             self.context.spans.append(
                 TraceSpan(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",

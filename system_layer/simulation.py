@@ -63,7 +63,10 @@ def simulate(
         npus=npus,
         collectives=tuple(_collective_stats(c) for c in table.all),
         per_npu=tuple(
-            NpuStats(ex.npu, ex.finish_ps, ex.compute_ps, context.schedulers[ex.npu].comm_ps, ex.finish_ps - ex.compute_ps)
+            NpuStats(
+                ex.npu, ex.finish_ps, ex.compute_ps, context.schedulers[ex.npu].comm_ps, ex.finish_ps - ex.compute_ps,
+                tuple(sorted(context.schedulers[ex.npu].bytes_sent.items())),
+            )
             for ex in executors
         ),
         spans=tuple(context.spans or ()),
@@ -106,8 +109,20 @@ def _signature(op: compute_pb2.OperatorDesc) -> bytes:
     return unnamed.SerializeToString(deterministic=True)
 
 
+def _mean(total: int, count: int) -> int:
+    return total // count if count else 0
+
+
 def _collective_stats(collective: Collective) -> CollectiveStats:
+    phases = range(len(collective.phases))
     runs = collective.phase_runs
+
+    def per_phase(sums: list[list[int]]) -> tuple[int, ...]:
+        return tuple(_mean(sum(c[p] for c in sums), sum(c[p] for c in runs)) for p in phases)
+
+    def per_chunk(sums: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(_mean(total, count) for total, count in zip(c, n)) for c, n in zip(sums, runs))
+
     return CollectiveStats(
         collective_id=collective.id,
         type=collective.kind,
@@ -115,6 +130,10 @@ def _collective_stats(collective: Collective) -> CollectiveStats:
         group_size=len(collective.group),
         start_ps=collective.start_ps or 0,
         end_ps=collective.end_ps,
-        queue_delay_ps_per_phase=tuple(s // n if n else 0 for s, n in zip(collective.queue_delay_sum, runs)),
-        network_delay_ps_per_phase=tuple(s // n if n else 0 for s, n in zip(collective.network_delay_sum, runs)),
+        queue_delay_ps_per_phase=per_phase(collective.queue_delay_sum),
+        network_delay_ps_per_phase=per_phase(collective.network_delay_sum),
+        phase_dims=tuple(lines.dim for lines in collective.phases),
+        phase_collectives=collective.phase_collectives,
+        queue_delay_ps_per_chunk=per_chunk(collective.queue_delay_sum),
+        network_delay_ps_per_chunk=per_chunk(collective.network_delay_sum),
     )

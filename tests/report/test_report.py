@@ -22,9 +22,16 @@ def result(npus: int = 4, collectives: int = 1) -> SimulationResult:
     finish = {1: 12_500_000, 2: 12_500_000}
     ends = [finish.get(n, 10_000_000) for n in range(npus)]
     busy = [1_000_000 * (n + 1) for n in range(npus)]
-    per_npu = tuple(NpuStats(n, ends[n], busy[n], 9_000_000, ends[n] - busy[n]) for n in range(npus))
+    per_npu = tuple(
+        NpuStats(n, ends[n], busy[n], 9_000_000, ends[n] - busy[n], ((0, 3 << 20), (1, 1 << 20))) for n in range(npus)
+    )
     stats = tuple(
-        CollectiveStats(i, "all_reduce", 2**30, npus, 1_000_000, 12_500_000, (1500, 2500), (4_000_000, 5_000_000))
+        CollectiveStats(
+            i, "all_reduce", 2**30, npus, 1_000_000, 12_500_000, (1500, 2500), (4_000_000, 5_000_000),
+            phase_dims=(0, 1), phase_collectives=("all_reduce", "all_reduce"),
+            queue_delay_ps_per_chunk=((1000, 2000), (2000, 3000)),
+            network_delay_ps_per_chunk=((4_000_000, 5_000_000), (4_000_000, 5_000_000)),
+        )
         for i in range(collectives)
     )
     spans = (
@@ -54,9 +61,13 @@ def test_to_dict_is_json_with_every_contract_field() -> None:
     assert collective == {
         "id": 0, "type": "all_reduce", "bytes": 2**30, "group_size": 4, "start_ns": 1000.0, "end_ns": 12500.0,
         "queue_delay_ns_per_phase": [1.5, 2.5], "network_delay_ns_per_phase": [4000.0, 5000.0],
+        "phase_dims": [0, 1], "phase_collectives": ["all_reduce", "all_reduce"],
+        "queue_delay_ns_per_chunk": [[1.0, 2.0], [2.0, 3.0]],
+        "network_delay_ns_per_chunk": [[4000.0, 5000.0], [4000.0, 5000.0]],
     }  # fmt: skip
     assert data["per_npu"][0] == {
-        "npu": 0, "finish_ns": 10000.0, "compute_ns": 1000.0, "comm_ns": 9000.0, "exposed_comm_ns": 9000.0
+        "npu": 0, "finish_ns": 10000.0, "compute_ns": 1000.0, "comm_ns": 9000.0, "exposed_comm_ns": 9000.0,
+        "bytes_sent_per_dim": {"0": 3 << 20, "1": 1 << 20},
     }
 
 
