@@ -80,7 +80,9 @@ class AnalyticalNetwork:
         if self._quantum:
             least -= least % self._quantum
         self._lookahead = max(1, least)
-        return network_pb2.NetworkInfo(npus=self._npus, lookahead_ps=self._lookahead, backend=self.name)
+        return network_pb2.NetworkInfo(
+            npus=self._npus, lookahead_ps=self._lookahead, backend=self.name, stateless=True
+        )
 
     def delays_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Time from the start of sending ``sizes[i]`` bytes at ``src[i]`` to their arrival at ``dst[i]``."""

@@ -118,7 +118,8 @@ class ChunkRun:
         self._peers = {}
         for offset in {offset for step in self._steps for offset in step.offsets}:
             peer = line[(position + offset) % len(line)]
-            runs = self.collective.chunk_runs(peer, self.scheduler.peer_scheduler(peer))
+            stand_in = self.scheduler.stand_in(peer)
+            runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
             self._peers[offset] = (peer, runs[self.index])
         # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
         only = next(iter(self._peers.values())) if len(self._peers) == 1 else None

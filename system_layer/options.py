@@ -8,7 +8,7 @@ from enum import Enum
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
 # Algorithms a dimension can run, by the name a study uses.
-ALGORITHMS = ("ring", "direct")
+ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree")
 
 
 class Scheduling(str, Enum):
@@ -36,6 +36,7 @@ class SystemOptions:
     spends reading two operands and writing the result of every byte it reduces; without it reduction is free.
     ``local_bw_aware`` runs a multi-dimensional all-reduce in the enhanced order (reduce-scatter up the
     dimensions, all-gather down) instead of an all-reduce per dimension; ``preset`` picks the semantics.
+    ``aggregate`` lets the engine simulate NPUs that are equivalent by symmetry once (same results).
     """
 
     algorithms: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"*": ("ring",)})
@@ -46,6 +47,7 @@ class SystemOptions:
     local_mem_bandwidth: int | None = None
     local_bw_aware: bool = False
     preset: Preset = Preset.DEFAULT
+    aggregate: bool = True
     record_trace: bool = False
 
     def algorithm_for(self, collective: str, dimension: int) -> str:

@@ -57,7 +57,8 @@ class TraceSpan:
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """``events_processed`` counts engine events plus delivered messages."""
+    """``events_processed`` counts engine events plus delivered messages; ``simulated_npus`` is how many NPUs
+    were simulated one by one (1 when symmetric NPUs were aggregated, else ``npus``)."""
 
     total_time_ps: int
     npus: int
@@ -65,3 +66,4 @@ class SimulationResult:
     per_npu: tuple[NpuStats, ...]
     spans: tuple[TraceSpan, ...]
     events_processed: int
+    simulated_npus: int = 0

@@ -28,9 +28,10 @@ __all__ = ["NpuScheduler", "SchedulerContext"]
 class SchedulerContext:
     """What every NPU's scheduler shares: the engine, the policies, the grid and the trace being recorded."""
 
-    def __init__(self, coordinator: Coordinator, options: SystemOptions) -> None:
+    def __init__(self, coordinator: Coordinator, options: SystemOptions, *, aggregated: bool = False) -> None:
         self.coordinator = coordinator
         self.options = options
+        self.aggregated = aggregated
         self.schedulers: list[NpuScheduler] = []
         self.spans: list[TraceSpan] | None = [] if options.record_trace else None
 
@@ -68,6 +69,10 @@ class NpuScheduler:
 
     def peer_scheduler(self, npu: int) -> NpuScheduler:
         return self.context.schedulers[npu]
+
+    def stand_in(self, npu: int) -> int:
+        """The NPU simulated in ``npu``'s place: itself, or NPU 0 when symmetric NPUs are aggregated."""
+        return 0 if self.context.aggregated else npu
 
     def issue(self, collective: Collective, on_done: Callable[[], None]) -> None:
         """Start ``collective`` on this NPU; ``on_done()`` runs when all its chunks have finished here."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from stratasim.contracts import ComputeBackend, NetworkBackend
 from stratasim.errors import BackendError, SimulationError, WorkloadError
@@ -15,6 +16,7 @@ from system_layer.graphs import GraphPlan, plan_graph
 from system_layer.options import SystemOptions
 from system_layer.result import CollectiveStats, NpuStats, SimulationResult
 from system_layer.scheduler import NpuScheduler, SchedulerContext
+from system_layer.symmetry import aggregation_blocker
 
 __all__ = ["simulate"]
 
@@ -40,12 +42,14 @@ def simulate(
     durations = _price(list(plans.values()), compute, device)
 
     grid = Grid.of(topology)
+    aggregated = aggregation_blocker(graphs, info, options) is None
+    simulated = 1 if aggregated else npus
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
-    context = SchedulerContext(coordinator, options)
-    context.schedulers.extend(NpuScheduler(npu, context) for npu in range(npus))
+    context = SchedulerContext(coordinator, options, aggregated=aggregated)
+    context.schedulers.extend(NpuScheduler(npu, context) for npu in range(simulated))
     table = CollectiveTable(grid, options, npus)
     executors = []
-    for npu, graph in enumerate(graphs):
+    for npu, graph in enumerate(graphs[:simulated]):
         plan = plans[id(graph)]
         executor = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
         executors.append(executor)
@@ -58,19 +62,25 @@ def simulate(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
             "but nothing can happen (a collective some group members never issue?)"
         )
+    per_npu = [
+        NpuStats(
+            ex.npu, ex.finish_ps, ex.compute_ps, context.schedulers[ex.npu].comm_ps, ex.finish_ps - ex.compute_ps,
+            tuple(sorted(context.schedulers[ex.npu].bytes_sent.items())),
+        )
+        for ex in executors
+    ]
+    spans = list(context.spans or ())
+    if aggregated:  # every NPU lived NPU 0's timeline
+        per_npu = [replace(per_npu[0], npu=npu) for npu in range(npus)]
+        spans = [replace(span, npu=npu) for npu in range(npus) for span in spans]
     return SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors), default=0),
         npus=npus,
         collectives=tuple(_collective_stats(c) for c in table.all),
-        per_npu=tuple(
-            NpuStats(
-                ex.npu, ex.finish_ps, ex.compute_ps, context.schedulers[ex.npu].comm_ps, ex.finish_ps - ex.compute_ps,
-                tuple(sorted(context.schedulers[ex.npu].bytes_sent.items())),
-            )
-            for ex in executors
-        ),
-        spans=tuple(context.spans or ()),
+        per_npu=tuple(per_npu),
+        spans=tuple(sorted(spans, key=lambda s: (s.npu, s.start_ps, s.end_ps, s.track, s.name))),
         events_processed=coordinator.queue.processed + coordinator.messages,
+        simulated_npus=simulated,
     )
 
 

@@ -111,20 +111,26 @@ class NetworkInfo(_message.Message):
     NPUS_FIELD_NUMBER: _builtins.int
     LOOKAHEAD_PS_FIELD_NUMBER: _builtins.int
     BACKEND_FIELD_NUMBER: _builtins.int
+    STATELESS_FIELD_NUMBER: _builtins.int
     npus: _builtins.int
     lookahead_ps: _builtins.int
     """The least delay any message can have, picoseconds (at least 1): the width of a safe time window."""
     backend: _builtins.str
+    stateless: _builtins.bool
+    """True when a message's delay depends only on its source, destination and size, never on other traffic:
+    then NPUs that are equivalent by symmetry may be simulated once for all.
+    """
     def __init__(
         self,
         *,
         npus: _builtins.int = ...,
         lookahead_ps: _builtins.int = ...,
         backend: _builtins.str = ...,
+        stateless: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "lookahead_ps", b"lookahead_ps", "npus", b"npus"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "lookahead_ps", b"lookahead_ps", "npus", b"npus", "stateless", b"stateless"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
