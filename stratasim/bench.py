@@ -29,6 +29,7 @@ class BenchCase:
     shape: tuple[int, ...]
     remote: bool
     splits: int = 1
+    aggregate: bool = True
     bandwidth: str = "50GB/s"
     latency: str = "500ns"
 
@@ -44,7 +45,7 @@ class BenchCase:
         return {
             "name": f"bench {self.collective} {'x'.join(map(str, self.shape))}",
             "workload": {"kind": "collective", "collective": self.collective, "size": self.size},
-            "system": {"algorithm": "ring", "splits": self.splits},
+            "system": {"algorithm": "ring", "splits": self.splits, "aggregate": self.aggregate},
             "network": {
                 "backend": "analytical",
                 "spawn": self.remote,
@@ -65,9 +66,11 @@ def shape_of(npus: int, dims: int) -> tuple[int, ...]:
     return tuple(1 << part for part in parts)
 
 
-def cases(npus: list[int], dims: list[int], modes: list[str], collective: str, size: int, splits: int) -> list[BenchCase]:
+def cases(
+    npus: list[int], dims: list[int], modes: list[str], collective: str, size: int, splits: int, aggregate: bool
+) -> list[BenchCase]:
     return [
-        BenchCase(collective, size, shape_of(n, d), mode == "remote", splits)
+        BenchCase(collective, size, shape_of(n, d), mode == "remote", splits, aggregate)
         for n in npus
         for d in dims
         for mode in modes
@@ -106,17 +109,18 @@ def run_case(case: BenchCase, timeout_s: float) -> dict[str, Any]:
 
 
 def format_table(rows: list[tuple[BenchCase, dict[str, Any]]]) -> str:
-    header = f"{'NPUs':>6}  {'shape':<10} {'mode':<11} {'simulated':>12} {'wall s':>9} {'events':>12} {'events/s':>11} {'peak mem':>10}"
+    header = f"{'NPUs':>6}  {'shape':<10} {'mode':<11} {'agg':<4} {'simulated':>12} {'wall s':>9} {'events':>12} {'events/s':>11} {'peak mem':>10}"
     lines = [header, "-" * len(header)]
     for case, fig in rows:
         shape = "x".join(map(str, case.shape))
         mode = "remote" if case.remote else "in-process"
+        agg = "on" if case.aggregate else "off"
         if "error" in fig:
-            lines.append(f"{case.npus:>6}  {shape:<10} {mode:<11} {fig['error']}")
+            lines.append(f"{case.npus:>6}  {shape:<10} {mode:<11} {agg:<4} {fig['error']}")
             continue
         rate = fig["events"] / fig["wall_seconds"] if fig["wall_seconds"] > 0 else 0.0
         lines.append(
-            f"{case.npus:>6}  {shape:<10} {mode:<11} {format_time_ps(fig['total_time_ps']):>12} "
+            f"{case.npus:>6}  {shape:<10} {mode:<11} {agg:<4} {format_time_ps(fig['total_time_ps']):>12} "
             f"{fig['wall_seconds']:>9.2f} {fig['events']:>12,} {rate:>11,.0f} {format_bytes(fig['peak_bytes']):>10}"
         )
     return "\n".join(lines)
@@ -133,6 +137,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collective", default="all_reduce")
     parser.add_argument("--size", default="1GiB", help="collective size (default %(default)s)")
     parser.add_argument("--splits", type=int, default=1, help="chunks per collective (default %(default)s)")
+    parser.add_argument(
+        "--aggregate", action=argparse.BooleanOptionalAction, default=True,
+        help="simulate symmetric NPUs once (default); --no-aggregate simulates every NPU",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
 
@@ -144,7 +152,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"error: unknown mode(s) {sorted(unknown)}; use in-process and/or remote")
     rows: list[tuple[BenchCase, dict[str, Any]]] = []
-    for case in cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits):
+    for case in cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate):
         rows.append((case, run_case(case, args.timeout)))
         if not args.json:
             print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)

@@ -101,6 +101,7 @@ class SystemSection(Section):
     preset: Literal["default", "astra_compat"] = "default"
     local_mem_bw: Bandwidth | None = None
     collective_optimization: Literal["baseline", "local_bw_aware"] = "baseline"
+    aggregate: bool = True
 
     @field_validator("algorithm", mode="before")
     @classmethod
@@ -201,6 +202,7 @@ class Study:
             local_mem_bandwidth=None if system.local_mem_bw is None else round(system.local_mem_bw),
             local_bw_aware=system.collective_optimization == "local_bw_aware",
             preset=Preset(system.preset),
+            aggregate=system.aggregate,
             record_trace=record_trace,
         )
 

@@ -27,11 +27,18 @@ def test_bench_prints_a_row_per_case(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0
     assert out[0].split()[:4] == ["NPUs", "shape", "mode", "simulated"]
     rows = out[2:]
-    assert [row.split()[:3] for row in rows] == [
-        ["8", "8", "in-process"], ["8", "8", "remote"], ["8", "4x2", "in-process"], ["8", "4x2", "remote"],
-    ]
+    assert [row.split()[:4] for row in rows] == [
+        ["8", "8", "in-process", "on"], ["8", "8", "remote", "on"],
+        ["8", "4x2", "in-process", "on"], ["8", "4x2", "remote", "on"],
+    ]  # fmt: skip
     # The same study gives the same simulated time in-process and remote.
-    assert rows[0].split()[3:5] == rows[1].split()[3:5]
+    assert rows[0].split()[4:6] == rows[1].split()[4:6]
+
+
+def test_bench_can_simulate_every_npu(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bench", "--npus", "8", "--dims", "2", "--modes", "in-process", "--size", "1MiB", "--no-aggregate"])
+    row = capsys.readouterr().out.splitlines()[2].split()
+    assert code == 0 and row[:4] == ["8", "4x2", "in-process", "off"]
 
 
 def test_a_failed_case_is_reported_in_its_row() -> None:
