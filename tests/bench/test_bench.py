@@ -25,7 +25,7 @@ def test_bench_prints_a_row_per_case(capsys: pytest.CaptureFixture[str]) -> None
     code = cli.main(["bench", "--npus", "8", "--dims", "1,2", "--modes", "in-process,remote", "--size", "1MiB"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
-    assert out[0].split()[:4] == ["NPUs", "shape", "mode", "simulated"]
+    assert out[0].split()[:5] == ["NPUs", "shape", "mode", "agg", "simulated"]
     rows = out[2:]
     assert [row.split()[:4] for row in rows] == [
         ["8", "8", "in-process", "on"], ["8", "8", "remote", "on"],
