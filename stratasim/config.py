@@ -102,6 +102,8 @@ class SystemSection(Section):
     local_mem_bw: Bandwidth | None = None
     collective_optimization: Literal["baseline", "local_bw_aware"] = "baseline"
     aggregate: bool = True
+    queues_per_dim: StrictInt = Field(1, ge=1)
+    logical_topology: list[StrictInt] | None = Field(None, min_length=1)
 
     @field_validator("algorithm", mode="before")
     @classmethod
@@ -203,6 +205,8 @@ class Study:
             local_bw_aware=system.collective_optimization == "local_bw_aware",
             preset=Preset(system.preset),
             aggregate=system.aggregate,
+            queues_per_dim=system.queues_per_dim,
+            logical_dims=None if system.logical_topology is None else tuple(system.logical_topology),
             record_trace=record_trace,
         )
 
@@ -308,14 +312,27 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     _check_backend("network", network, problems)
     _check_backend("compute", compute, problems)
     if system is not None and network is not None:
-        longest = max(len(names) for names in system.algorithm.values())
-        if longest > len(network.topology):
-            problems.append(
-                ("system.algorithm", f"{longest} algorithms given for {len(network.topology)} topology dimensions")
-            )
+        _check_dimensions(system, network, problems)
     if problems or workload is None or network is None:
         raise ConfigError(source, problems)
     return Study(name, source, workload, system, network, compute)
+
+
+def _check_dimensions(system: SystemSection, network: NetworkSection, problems: list[tuple[str, str]]) -> None:
+    """Per-dimension algorithms must fit the dimensions collectives run on, the logical grid the physical one."""
+    physical = Grid(tuple(dim.size for dim in network.topology))
+    dims = len(network.topology)
+    if system.logical_topology is not None:
+        logical = Grid(tuple(system.logical_topology))
+        dims = len(logical.sizes)
+        if logical.npus != physical.npus:
+            problems.append((
+                "system.logical_topology",
+                f"{system.logical_topology} holds {logical.npus} NPUs but network.topology has {physical.npus}",
+            ))  # fmt: skip
+    longest = max(len(names) for names in system.algorithm.values())
+    if longest > dims:
+        problems.append(("system.algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -88,7 +88,7 @@ class ChunkRun:
     when the run is not waiting: not started, reducing, or between phases).
     """
 
-    __slots__ = ("collective", "npu", "index", "plans", "scheduler", "coordinator", "phase", "step", "key",
+    __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
                  "arrived", "enqueued_ps", "started_ps", "_peers", "_steps", "_only_peer", "_phase_key")
 
     def __init__(
@@ -100,6 +100,8 @@ class ChunkRun:
         self.plans = plans
         self.scheduler = scheduler
         self.coordinator: Coordinator = scheduler.context.coordinator
+        # The logical scheduling queue this chunk uses in every dimension; odd queues run rings backwards.
+        self.lane = index % scheduler.context.options.queues_per_dim
         self.phase = -1
         self.step = 0
         self.key = -1
@@ -116,8 +118,9 @@ class ChunkRun:
         line, position = self.collective.phases[self.phase].line(self.npu)
         self._steps = self.plans[self.phase].steps_for(position)
         self._peers = {}
+        direction = -1 if self.lane % 2 else 1
         for offset in {offset for step in self._steps for offset in step.offsets}:
-            peer = line[(position + offset) % len(line)]
+            peer = line[(position + direction * offset) % len(line)]
             stand_in = self.scheduler.stand_in(peer)
             runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
             self._peers[offset] = (peer, runs[self.index])

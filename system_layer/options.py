@@ -37,6 +37,8 @@ class SystemOptions:
     ``local_bw_aware`` runs a multi-dimensional all-reduce in the enhanced order (reduce-scatter up the
     dimensions, all-gather down) instead of an all-reduce per dimension; ``preset`` picks the semantics.
     ``aggregate`` lets the engine simulate NPUs that are equivalent by symmetry once (same results).
+    ``queues_per_dim`` logical scheduling queues serve each dimension (odd ones run rings the other way);
+    ``logical_dims``, when given, is the logical grid collectives run on instead of the physical topology.
     """
 
     algorithms: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"*": ("ring",)})
@@ -48,6 +50,8 @@ class SystemOptions:
     local_bw_aware: bool = False
     preset: Preset = Preset.DEFAULT
     aggregate: bool = True
+    queues_per_dim: int = 1
+    logical_dims: tuple[int, ...] | None = None
     record_trace: bool = False
 
     def algorithm_for(self, collective: str, dimension: int) -> str:

@@ -1,10 +1,12 @@
-"""ASTRA-sim's chunk scheduler, one per NPU: a ready queue of chunks and a queue per dimension.
+"""ASTRA-sim's chunk scheduler, one per NPU: a ready queue of chunks and logical scheduling queues.
 
 When a collective is issued its chunks join the ready queue. The dispatcher moves the chunk chosen by the
-policy (LIFO: the newest collective first; FIFO: the oldest) into the queue of its first phase's dimension
-while that queue holds fewer than ``active_chunks`` chunks. Each dimension queue runs at most
-``active_chunks`` chunks at once; a chunk that finishes a phase joins the queue of its next phase's dimension,
-so chunks pipeline across dimensions.
+policy (LIFO: the newest collective first; FIFO: the oldest) into the queue of its first phase while that
+queue holds fewer than ``active_chunks`` chunks. Each dimension has ``queues_per_dim`` logical scheduling
+queues (ASTRA-sim's LSQs, one per independent ring direction): chunk i uses queue ``i mod queues_per_dim``
+in every dimension, and in an odd-numbered queue its ring runs the other way round. Each queue runs at most
+``active_chunks`` chunks at once; a chunk that finishes a phase joins the queue of its next phase, so chunks
+pipeline across dimensions.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ class NpuScheduler:
         self.npu = npu
         self.context = context
         self._ready: deque[deque[ChunkRun]] = deque()
-        self._waiting: dict[int, deque[ChunkRun]] = {}
-        self._active: dict[int, int] = {}
+        self._waiting: dict[tuple[int, int], deque[ChunkRun]] = {}
+        self._active: dict[tuple[int, int], int] = {}
         self._chunks_left: dict[int, int] = {}
         self._on_done: dict[int, Callable[[], None]] = {}
         self._issued_ps: dict[int, int] = {}
@@ -101,26 +103,26 @@ class NpuScheduler:
         while self._ready:
             chunks = self._ready[-1] if lifo else self._ready[0]
             run = chunks[0]
-            dim = run.plans[0].dim
-            if self._active.get(dim, 0) + len(self._waiting.get(dim, ())) >= limit:
+            queue = (run.plans[0].dim, run.lane)
+            if self._active.get(queue, 0) + len(self._waiting.get(queue, ())) >= limit:
                 return
             chunks.popleft()
             if not chunks:
                 self._ready.pop() if lifo else self._ready.popleft()
             run.phase = 0
-            self._enter(run, dim)
+            self._enter(run, queue)
 
-    def _enter(self, run: ChunkRun, dim: int) -> None:
-        self._waiting.setdefault(dim, deque()).append(run)
-        self._start_waiting(dim)
+    def _enter(self, run: ChunkRun, queue: tuple[int, int]) -> None:
+        self._waiting.setdefault(queue, deque()).append(run)
+        self._start_waiting(queue)
 
-    def _start_waiting(self, dim: int) -> None:
+    def _start_waiting(self, queue: tuple[int, int]) -> None:
         limit = self.context.options.active_chunks
-        waiting = self._waiting.get(dim)
+        waiting = self._waiting.get(queue)
         coordinator = self.context.coordinator
-        while waiting and self._active.get(dim, 0) < limit:
+        while waiting and self._active.get(queue, 0) < limit:
             run = waiting.popleft()
-            self._active[dim] = self._active.get(dim, 0) + 1
+            self._active[queue] = self._active.get(queue, 0) + 1
             run.collective.queue_delay_sum[run.index][run.phase] += coordinator.now - run.enqueued_ps
             run.start_phase()
 
@@ -147,14 +149,15 @@ class NpuScheduler:
                 TraceSpan(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
                           f"{collective.kind} #{collective.id} chunk {run.index}", run.started_ps, now)
             )
-        self._active[dim] -= 1
+        queue = (dim, run.lane)
+        self._active[queue] -= 1
         if run.phase + 1 < len(run.plans):
             run.phase += 1
             run.enqueued_ps = now
-            self._enter(run, run.plans[run.phase].dim)
+            self._enter(run, (run.plans[run.phase].dim, run.lane))
         else:
             self._chunk_done(collective, now)
-        self._start_waiting(dim)
+        self._start_waiting(queue)
         self._dispatch()
 
     def _chunk_done(self, collective: Collective, now: int) -> None:

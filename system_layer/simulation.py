@@ -41,7 +41,7 @@ def simulate(
             plans[id(graph)] = plan_graph(graph, npu, npus)
     durations = _price(list(plans.values()), compute, device)
 
-    grid = Grid.of(topology)
+    grid = _logical_grid(Grid.of(topology), options)
     aggregated = aggregation_blocker(graphs, info, options) is None
     simulated = 1 if aggregated else npus
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
@@ -82,6 +82,19 @@ def simulate(
         events_processed=coordinator.queue.processed + coordinator.messages,
         simulated_npus=simulated,
     )
+
+
+def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
+    """The grid collectives run on: the physical topology's, or the logical one the options name."""
+    if options.logical_dims is None:
+        return physical
+    logical = Grid(options.logical_dims)
+    if logical.npus != physical.npus:
+        raise WorkloadError(
+            f"system.logical_topology: {list(logical.sizes)} holds {logical.npus} NPUs but the physical topology "
+            f"has {physical.npus}"
+        )
+    return logical
 
 
 def _price(plans: list[GraphPlan], compute: ComputeBackend | None, device: str) -> dict[int, tuple[int, ...]]:

@@ -31,6 +31,8 @@ def aggregation_blocker(
         return f"the {info.backend or 'network'} backend's delays depend on traffic"
     if len(graphs) != info.npus:
         return "the workload does not use every NPU of the topology"
+    if options.logical_dims is not None:
+        return "collectives run on a logical topology whose symmetries the physical one may not share"
     first = graphs[0]
     signature = first.SerializeToString(deterministic=True)
     seen = {id(first)}
