@@ -43,11 +43,13 @@ def _check_device(compute: ComputeBackend, section: ComputeSection) -> None:
 
 
 def check_study(study: Study) -> int:
-    """Every check short of simulating: the workload builds and fits, an in-process compute device exists.
+    """Every check short of simulating: the workload builds and fits, its graphs and collectives can run on the
+    topology with the chosen algorithms, an in-process compute device exists.
 
     Returns the number of NPUs the study would simulate. Remote and spawned backends are not contacted.
     """
-    _, npus = prepare_workload(study)
+    source, npus = prepare_workload(study)
+    system_layer.validate(source.graphs(npus), study.topology_proto(), study.system_options())
     section = study.compute
     if section is not None and section.endpoint is None and not section.spawn:
         compute: ComputeBackend = registry.load("compute", section.backend)()

@@ -6,7 +6,7 @@ implementation: both come in through :mod:`stratasim.contracts`.
 
 from system_layer.options import ALGORITHMS, Scheduling, SystemOptions
 from system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
-from system_layer.simulation import simulate
+from system_layer.simulation import simulate, validate
 
 __all__ = [
     "ALGORITHMS",
@@ -17,4 +17,5 @@ __all__ = [
     "SimulationResult",
     "TraceSpan",
     "simulate",
+    "validate",
 ]

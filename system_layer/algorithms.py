@@ -49,7 +49,7 @@ from functools import lru_cache
 
 from stratasim.errors import WorkloadError
 
-__all__ = ["Step", "PhasePlan", "plan_phase", "phase_data_bytes", "lockstep", "COLLECTIVES"]
+__all__ = ["Step", "PhasePlan", "plan_phase", "lockstep", "COLLECTIVES"]
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 
@@ -165,7 +165,7 @@ def _binary_tree(n: int) -> _Tree:
     for p in range(1, n):
         children[parent[p]].append(p)
     depth = [0] * n
-    for p in range(1, n):  # a parent's lowest set bit is higher than its child's: depth by walking up
+    for p in range(1, n):  # lowest set bits rise towards the root, so these walks are at most log2 n long
         q = p
         while q:
             q = parent[q]
@@ -181,7 +181,9 @@ def _binary_tree(n: int) -> _Tree:
 def _double_binary_tree(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
     tree = _binary_tree(n)
     half = _share(data_bytes, 2)
-    # (time were every edge one unit, sends after receives at the same time, step) for both trees.
+    # Order the steps of both trees by when they would happen were every edge one time unit (receives before
+    # sends at the same time). Every message is then awaited at least one unit after it is sent, which rules
+    # out a cycle of NPUs waiting on each other.
     timed: list[tuple[int, int, Step]] = []
     for index, role in enumerate((position, (position - 1) % n)):  # tree 1 is tree 0 shifted by one position
         up, down = 2 * index, 2 * index + 1
@@ -240,25 +242,7 @@ def plan_phase(collective: str, algorithm: str, dim: int, size: int, data_bytes:
     if entry.power_of_two and size & (size - 1):
         where = f"dimension {dim}" if dim >= 0 else "a flat group"
         raise WorkloadError(
-            f"{algorithm} needs a power of two NPUs per line, but {where} has lines of {size} NPUs ({collective})"
+            f"{algorithm} needs a power of two NPUs per line to run {collective}, "
+            f"but {where} has lines of {size} NPUs"
         )
     return PhasePlan(dim, size, algorithm, collective, data_bytes, entry.planner)
-
-
-def phase_data_bytes(collective: str, chunk_bytes: int, sizes: list[int], phase: int) -> int:
-    """Buffer size of ``phase`` when a chunk runs one phase per entry of ``sizes`` (the lines' lengths).
-
-    All-reduce and all-to-all run the whole chunk in every phase; a reduce-scatter shrinks the data by each
-    dimension already reduced; an all-gather grows it back, phase by phase, to the whole chunk.
-    """
-    if collective == "reduce_scatter":
-        done = 1
-        for size in sizes[:phase]:
-            done *= size
-        return _share(chunk_bytes, done)
-    if collective == "all_gather":
-        ahead = 1
-        for size in sizes[phase + 1 :]:
-            ahead *= size
-        return _share(chunk_bytes, ahead)
-    return chunk_bytes

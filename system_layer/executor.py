@@ -39,6 +39,24 @@ class CollectiveTable:
         self._open: dict[tuple[tuple[int, ...], int], Collective] = {}
         self.all: list[Collective] = []
 
+    def preflight(self, nodes: list[workload_pb2.Node]) -> None:
+        """Plan every distinct collective once before simulating, so a study whose algorithms cannot run on
+        its groups (say, halving-doubling on lines of 6) fails before it starts, naming the node."""
+        seen: set[tuple[int, tuple[int, ...]]] = set()
+        for node in nodes:
+            group = tuple(sorted(node.group)) if node.group else self._everyone
+            if (node.comm_type, group) in seen:
+                continue
+            seen.add((node.comm_type, group))
+            kind = _COLLECTIVE_NAMES.get(node.comm_type)
+            if kind is None:
+                name = workload_pb2.CollectiveType.Name(node.comm_type)
+                raise WorkloadError(f"node {node.id}: collective {name} is not supported yet")
+            try:
+                Collective(-1, kind, max(node.comm_bytes, 1), group, phases_of(group, self._grid), self._options)
+            except WorkloadError as exc:
+                raise WorkloadError(f"node {node.id} ({node.name or kind}): {exc}") from None
+
     def join(self, npu: int, node: workload_pb2.Node, index: int) -> Collective:
         """The collective ``node`` is the ``index``-th issued on its group, creating it on first sight."""
         group = tuple(sorted(node.group)) if node.group else self._everyone

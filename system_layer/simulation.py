@@ -18,7 +18,7 @@ from system_layer.result import CollectiveStats, NpuStats, SimulationResult
 from system_layer.scheduler import NpuScheduler, SchedulerContext
 from system_layer.symmetry import aggregation_blocker
 
-__all__ = ["simulate"]
+__all__ = ["simulate", "validate"]
 
 
 def simulate(
@@ -32,16 +32,9 @@ def simulate(
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened."""
     info = network.configure(topology)
+    plans, grid = _prepare(graphs, topology, options)
     npus = len(graphs)
-    if npus > info.npus:
-        raise WorkloadError(f"workload needs {npus} NPUs but the topology has {info.npus}")
-    plans: dict[int, GraphPlan] = {}
-    for npu, graph in enumerate(graphs):
-        if id(graph) not in plans:
-            plans[id(graph)] = plan_graph(graph, npu, npus)
     durations = _price(list(plans.values()), compute, device)
-
-    grid = _logical_grid(Grid.of(topology), options)
     aggregated = aggregation_blocker(graphs, info, options) is None
     simulated = 1 if aggregated else npus
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
@@ -82,6 +75,31 @@ def simulate(
         events_processed=coordinator.queue.processed + coordinator.messages,
         simulated_npus=simulated,
     )
+
+
+def validate(
+    graphs: Sequence[workload_pb2.ExecutionGraph], topology: network_pb2.Topology, options: SystemOptions
+) -> None:
+    """Every check ``simulate`` makes before it starts: graphs, groups, algorithms against line sizes."""
+    _prepare(graphs, topology, options)
+
+
+def _prepare(
+    graphs: Sequence[workload_pb2.ExecutionGraph], topology: network_pb2.Topology, options: SystemOptions
+) -> tuple[dict[int, GraphPlan], Grid]:
+    """Check the graphs and plan every distinct collective once, so an impossible study fails before it runs."""
+    physical = Grid.of(topology)
+    npus = len(graphs)
+    if npus > physical.npus:
+        raise WorkloadError(f"workload needs {npus} NPUs but the topology has {physical.npus}")
+    plans: dict[int, GraphPlan] = {}
+    for npu, graph in enumerate(graphs):
+        if id(graph) not in plans:
+            plans[id(graph)] = plan_graph(graph, npu, npus)
+    grid = _logical_grid(physical, options)
+    table = CollectiveTable(grid, options, npus)
+    table.preflight([node for plan in plans.values() for node in plan.nodes if node.type == workload_pb2.COMM_COLL_NODE])
+    return plans, grid
 
 
 def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:

@@ -105,3 +105,32 @@ def test_spawned_layers_give_the_in_process_result_for_the_training_loop() -> No
     for report in (local, remote):
         del report["wall_seconds"], report["backends"]
     assert local == remote
+
+
+def test_an_algorithm_that_does_not_fit_its_dimension_fails_check_and_run() -> None:
+    override = ("--set", "system.algorithm=halving_doubling", "--set", "network.topology.0.size=6")
+    for command in ("check", "run"):
+        code, stderr, _ = stratasim(command, QUICKSTART, *override)
+        assert_one_clear_message(code, stderr, "halving_doubling needs a power of two", "lines of 6 NPUs")
+
+
+def test_an_unknown_algorithm_is_named() -> None:
+    code, stderr, _ = stratasim("check", QUICKSTART, "--set", "system.algorithm=butterfly")
+    assert_one_clear_message(code, stderr, "system.algorithm", "unknown algorithm 'butterfly'")
+
+
+def test_splits_must_be_positive() -> None:
+    code, stderr, _ = stratasim("check", QUICKSTART, "--set", "system.splits=0")
+    assert_one_clear_message(code, stderr, "system.splits", "greater than or equal to 1")
+
+
+def test_a_group_naming_npus_outside_the_topology() -> None:
+    from stratasim.errors import WorkloadError
+    from stratasim.v1 import network_pb2, workload_pb2
+    from system_layer import SystemOptions, validate
+
+    graph = workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(
+        id=3, name="tp", type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, group=[0, 9])])
+    topo = network_pb2.Topology(dimensions=[network_pb2.Dimension(kind=1, size=4, bandwidth_bytes_per_s=1e9)])
+    with pytest.raises(WorkloadError, match=r"NPU 0 node 3 \('tp'\): group names NPU 9, but there are only 4 NPUs"):
+        validate([graph] * 4, topo, SystemOptions())
