@@ -48,29 +48,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from stratasim.errors import WorkloadError
+from system_layer.rooted import ROOTED, direct_rooted, ring_rooted
+from system_layer.steps import Step, lockstep
 
-__all__ = ["Step", "PhasePlan", "plan_phase", "lockstep", "COLLECTIVES"]
+__all__ = ["Step", "PhasePlan", "plan_phase", "lockstep", "COLLECTIVES", "ROOTED"]
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
-
-
-@dataclass(frozen=True)
-class Step:
-    """Send ``bytes`` tagged ``tag`` to each peer at ``offsets``; done once ``need`` messages tagged ``wait`` arrived."""
-
-    offsets: tuple[int, ...]
-    bytes: int
-    need: int
-    tag: int = 0
-    wait: int = 0
-    reduces: bool = False
-
-
-def lockstep(steps: list[Step]) -> tuple[Step, ...]:
-    """Number the steps so that each sends and waits on its own index (every NPU is on the same step)."""
-    return tuple(
-        Step(s.offsets, s.bytes, s.need, tag=i, wait=i, reduces=s.reduces) for i, s in enumerate(steps)
-    )
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", *ROOTED)
 
 
 Planner = Callable[[str, int, int, int], tuple[Step, ...]]
@@ -88,8 +71,13 @@ class PhasePlan:
     _planner: Planner = field(repr=False, compare=False)
 
     def steps_for(self, position: int) -> tuple[Step, ...]:
-        """The steps of the NPU at ``position`` of its line."""
+        """The steps of the NPU at ``position`` of its line (for broadcast and reduce: counted from the root)."""
         return self._planner(self.collective, self.size, self.data_bytes, position)
+
+    @property
+    def rooted(self) -> bool:
+        """Whether positions count from a root (broadcast, reduce) rather than from the line's start."""
+        return self.collective in ROOTED
 
 
 def _share(data_bytes: int, n: int) -> int:
@@ -210,16 +198,20 @@ def _position_independent(planner: Planner) -> Planner:
 
 @dataclass(frozen=True)
 class _Algorithm:
-    """A registered algorithm: its planner, the collectives it runs and whether lines must be powers of two."""
+    """A registered algorithm: its planner, the collectives it runs and whether lines must be powers of two.
+
+    ``rooted`` plans broadcast and reduce, by position counted from the root; None if it cannot.
+    """
 
     planner: Planner
-    collectives: tuple[str, ...] = COLLECTIVES
+    collectives: tuple[str, ...] = COLLECTIVES[:4]
     power_of_two: bool = False
+    rooted: Planner | None = None
 
 
 _PLANNERS: dict[str, _Algorithm] = {
-    "ring": _Algorithm(_position_independent(_ring)),
-    "direct": _Algorithm(_position_independent(_direct)),
+    "ring": _Algorithm(_position_independent(_ring), COLLECTIVES, rooted=ring_rooted),
+    "direct": _Algorithm(_position_independent(_direct), COLLECTIVES, rooted=direct_rooted),
     "ring_bidirectional": _Algorithm(_position_independent(_ring_bidirectional)),
     "halving_doubling": _Algorithm(_halving_doubling, COLLECTIVES[:3], power_of_two=True),
     "double_binary_tree": _Algorithm(_double_binary_tree, ("all_reduce",)),
@@ -245,4 +237,6 @@ def plan_phase(collective: str, algorithm: str, dim: int, size: int, data_bytes:
             f"{algorithm} needs a power of two NPUs per line to run {collective}, "
             f"but {where} has lines of {size} NPUs"
         )
-    return PhasePlan(dim, size, algorithm, collective, data_bytes, entry.planner)
+    planner = entry.rooted if collective in ROOTED else entry.planner
+    assert planner is not None  # entry.collectives lists ROOTED only for algorithms with a rooted planner
+    return PhasePlan(dim, size, algorithm, collective, data_bytes, planner)

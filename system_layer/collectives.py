@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from system_layer import astra_compat
 from system_layer.algorithms import PhasePlan, Step, plan_phase
-from system_layer.groups import PhaseLines
+from system_layer.groups import FLAT, PhaseLines
 from system_layer.options import Preset, SystemOptions
 from system_layer.phases import PhaseSpec, phase_sequence
 
@@ -41,8 +41,10 @@ class Collective:
         group: tuple[int, ...],
         phases: tuple[PhaseLines, ...],
         options: SystemOptions,
+        root: int = 0,
     ) -> None:
         self.id = collective_id
+        self.root = root
         self.kind = kind
         self.bytes = size
         self.group = group
@@ -71,6 +73,22 @@ class Collective:
             steps = astra_compat.ring_all_to_all(spec.lines.size, spec.data_bytes)
             return PhasePlan(dim, plan.size, algorithm, spec.collective, spec.data_bytes, lambda *_: steps)
         return plan
+
+    def root_position(self, phase: int, npu: int) -> int | None:
+        """For a broadcast or reduce: the root's position in ``npu``'s line in ``phase``, or None when the
+        line sits the phase out.
+
+        A broadcast runs its phases outermost dimension first, so in a phase only the lines that agree with
+        the root in the dimensions of the later phases hold the data yet; a reduce runs innermost first, so
+        only the lines that agree with the root in the dimensions of the earlier phases take part.
+        """
+        lines = self.phases[phase]
+        if lines.dim == FLAT:
+            return lines.members.index(self.root)
+        others = self.phases[phase + 1 :] if self.kind == "broadcast" else self.phases[:phase]
+        if any(other.coordinate(npu) != other.coordinate(self.root) for other in others):
+            return None
+        return lines.coords.index(lines.coordinate(self.root))
 
     def chunk_runs(self, npu: int, scheduler: NpuScheduler) -> list[ChunkRun]:
         """The ChunkRuns of ``npu``, created on first use (a peer's message may create them early)."""
@@ -116,7 +134,12 @@ class ChunkRun:
     def start_phase(self) -> None:
         """Begin the current phase: send its first step, then consume any messages already waiting."""
         line, position = self.collective.phases[self.phase].line(self.npu)
-        self._steps = self.plans[self.phase].steps_for(position)
+        plan = self.plans[self.phase]
+        if plan.rooted:
+            root = self.collective.root_position(self.phase, self.npu)
+            self._steps = () if root is None else plan.steps_for((position - root) % len(line))
+        else:
+            self._steps = plan.steps_for(position)
         self._peers = {}
         direction = -1 if self.lane % 2 else 1
         for offset in {offset for step in self._steps for offset in step.offsets}:

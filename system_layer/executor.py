@@ -26,7 +26,18 @@ _COLLECTIVE_NAMES = {
     workload_pb2.REDUCE_SCATTER: "reduce_scatter",
     workload_pb2.ALL_GATHER: "all_gather",
     workload_pb2.ALL_TO_ALL: "all_to_all",
+    workload_pb2.BROADCAST: "broadcast",
+    workload_pb2.REDUCE: "reduce",
 }
+
+
+def _root(node: workload_pb2.Node, group: tuple[int, ...], npu: int) -> int:
+    """The root of a broadcast or reduce: the node's, else the group's lowest NPU; it must be in the group."""
+    if not node.HasField("root"):
+        return group[0]
+    if node.root not in group:
+        raise WorkloadError(f"NPU {npu} node {node.id}: root NPU {node.root} is not in the collective's group")
+    return node.root
 
 
 class CollectiveTable:
@@ -53,7 +64,8 @@ class CollectiveTable:
                 name = workload_pb2.CollectiveType.Name(node.comm_type)
                 raise WorkloadError(f"node {node.id}: collective {name} is not supported yet")
             try:
-                Collective(-1, kind, max(node.comm_bytes, 1), group, phases_of(group, self._grid), self._options)
+                root = _root(node, group, -1)
+                Collective(-1, kind, max(node.comm_bytes, 1), group, phases_of(group, self._grid), self._options, root)
             except WorkloadError as exc:
                 raise WorkloadError(f"node {node.id} ({node.name or kind}): {exc}") from None
 
@@ -66,11 +78,17 @@ class CollectiveTable:
             raise WorkloadError(f"NPU {npu} node {node.id}: collective {name} is not supported yet")
         key = (group, index)
         collective = self._open.get(key)
+        root = _root(node, group, npu)
         if collective is None:
             phases = phases_of(group, self._grid)
-            collective = Collective(len(self.all), kind, node.comm_bytes, group, phases, self._options)
+            collective = Collective(len(self.all), kind, node.comm_bytes, group, phases, self._options, root)
             self._open[key] = collective
             self.all.append(collective)
+        elif collective.root != root:
+            raise WorkloadError(
+                f"NPU {npu} node {node.id}: collective #{index} on its group has root {root} here "
+                f"but {collective.root} on another NPU"
+            )
         elif (collective.kind, collective.bytes) != (kind, node.comm_bytes):
             raise WorkloadError(
                 f"NPU {npu} node {node.id}: collective #{index} on its group is {kind} of {node.comm_bytes} B here "

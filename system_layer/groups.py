@@ -38,6 +38,10 @@ class PhaseLines:
         """How many NPUs each line holds."""
         return len(self.members) if self.dim == FLAT else len(self.coords)
 
+    def coordinate(self, npu: int) -> int:
+        """``npu``'s coordinate along this phase's dimension."""
+        return (npu // self.stride) % self.dim_size
+
     def line(self, npu: int) -> tuple[tuple[int, ...], int]:
         """The NPUs of ``npu``'s line, in order, and ``npu``'s position in it."""
         if self.dim == FLAT:

@@ -5,7 +5,8 @@ all-reduce runs either an all-reduce per dimension (the baseline order of the AS
 ``local_bw_aware`` is set, the enhanced order: reduce-scatter up the dimensions, all-reduce on the last,
 all-gather back down, so the outer (slower) dimensions carry only the shrunken data. A reduce-scatter
 shrinks the data by each dimension done; an all-gather grows it; an all-to-all exchanges the whole chunk in
-each dimension.
+each dimension. A reduce runs innermost dimension first, towards the root; a broadcast outermost first,
+from the root (all-reduce's halves, in the order that keeps every phase busy).
 """
 
 from __future__ import annotations
@@ -60,4 +61,6 @@ def phase_sequence(
             data *= line.size
             specs.append(PhaseSpec(line, collective, data))
         return tuple(specs)
+    if collective == "broadcast":  # outermost dimension first: the root's line, then ever more lines
+        return tuple(PhaseSpec(line, collective, chunk_bytes) for line in reversed(lines))
     return tuple(PhaseSpec(line, collective, chunk_bytes) for line in lines)

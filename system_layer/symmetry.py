@@ -42,8 +42,12 @@ def aggregation_blocker(
             if graph.SerializeToString(deterministic=True) != signature:
                 return "NPUs run different graphs"
     for node in first.nodes:
-        if node.type == workload_pb2.COMM_COLL_NODE and node.group and len(set(node.group)) != len(graphs):
+        if node.type != workload_pb2.COMM_COLL_NODE:
+            continue
+        if node.group and len(set(node.group)) != len(graphs):
             return f"collective node {node.id} runs on a sub-group"
+        if node.comm_type in (workload_pb2.BROADCAST, workload_pb2.REDUCE):
+            return f"collective node {node.id} has a root, which sets NPUs apart"
     unusual = sorted({name for names in options.algorithms.values() for name in names} - SYMMETRIC_ALGORITHMS)
     if unusual:
         return f"algorithm {unusual[0]} treats positions differently"

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from stratasim.errors import WorkloadError
 from stratasim.schema import Bytes, Section
 from stratasim.v1 import workload_pb2
 
@@ -18,16 +19,20 @@ COLLECTIVE_TYPES = {
     "reduce_scatter": workload_pb2.REDUCE_SCATTER,
     "all_gather": workload_pb2.ALL_GATHER,
     "all_to_all": workload_pb2.ALL_TO_ALL,
+    "broadcast": workload_pb2.BROADCAST,
+    "reduce": workload_pb2.REDUCE,
 }
 
 
 class CollectiveConfig(Section):
-    """``workload:`` keys of ``kind: collective``; ``size`` is the whole buffer on each NPU."""
+    """``workload:`` keys of ``kind: collective``; ``size`` is the whole buffer on each NPU; ``root`` is the
+    root NPU of a broadcast or reduce (default: NPU 0)."""
 
-    collective: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
+    collective: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce"]
     size: Bytes = Field(gt=0)
     repeat: int = Field(default=1, ge=1)
     npus: int | None = Field(default=None, ge=1)
+    root: int | None = Field(default=None, ge=0)
 
 
 class CollectiveWorkload:
@@ -43,6 +48,8 @@ class CollectiveWorkload:
         return self.config.npus
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        if self.config.root is not None and self.config.root >= npus:
+            raise WorkloadError(f"workload.root: NPU {self.config.root} does not exist; there are {npus} NPUs")
         graph = workload_pb2.ExecutionGraph()
         for index in range(self.config.repeat):
             graph.nodes.add(
@@ -52,5 +59,6 @@ class CollectiveWorkload:
                 comm_type=COLLECTIVE_TYPES[self.config.collective],
                 comm_bytes=self.config.size,
                 ctrl_deps=[index - 1] if index else [],
+                root=self.config.root,
             )
         return [graph] * npus

@@ -98,6 +98,7 @@ class Node(_message.Message):
     GROUP_FIELD_NUMBER: _builtins.int
     PEER_FIELD_NUMBER: _builtins.int
     TAG_FIELD_NUMBER: _builtins.int
+    ROOT_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     type: Global___NodeType.ValueType
@@ -109,6 +110,8 @@ class Node(_message.Message):
     peer: _builtins.int
     """COMM_SEND_NODE / COMM_RECV_NODE: the other NPU and a tag matching sends to receives; comm_bytes as size."""
     tag: _builtins.int
+    root: _builtins.int
+    """COMM_COLL_NODE of a BROADCAST or REDUCE: the root NPU (when absent: the group's lowest NPU)."""
     @_builtins.property
     def ctrl_deps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Nodes that must finish first without passing data (Chakra ctrl_deps) and with data (data_deps)."""
@@ -138,12 +141,15 @@ class Node(_message.Message):
         group: _abc.Iterable[_builtins.int] | None = ...,
         peer: _builtins.int = ...,
         tag: _builtins.int = ...,
+        root: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["op", b"op"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "op", b"op", "root", b"root"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["comm_bytes", b"comm_bytes", "comm_type", b"comm_type", "ctrl_deps", b"ctrl_deps", "data_deps", b"data_deps", "duration_ps", b"duration_ps", "group", b"group", "id", b"id", "name", b"name", "op", b"op", "peer", b"peer", "tag", b"tag", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "comm_bytes", b"comm_bytes", "comm_type", b"comm_type", "ctrl_deps", b"ctrl_deps", "data_deps", b"data_deps", "duration_ps", b"duration_ps", "group", b"group", "id", b"id", "name", b"name", "op", b"op", "peer", b"peer", "root", b"root", "tag", b"tag", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__root: _TypeAlias = _typing.Literal["root"]  # noqa: Y015
+    _WhichOneofArgType__root: _TypeAlias = _typing.Literal["_root", b"_root"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__root) -> _WhichOneofReturnType__root | None: ...
 
 Global___Node: _TypeAlias = Node  # noqa: Y015
 

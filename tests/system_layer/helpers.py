@@ -15,6 +15,8 @@ COLLECTIVES = {
     "reduce_scatter": workload_pb2.REDUCE_SCATTER,
     "all_gather": workload_pb2.ALL_GATHER,
     "all_to_all": workload_pb2.ALL_TO_ALL,
+    "broadcast": workload_pb2.BROADCAST,
+    "reduce": workload_pb2.REDUCE,
 }
 
 

@@ -1,0 +1,26 @@
+"""The unit of every collective algorithm: one step of one NPU (see :mod:`system_layer.algorithms`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Step", "lockstep"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """Send ``bytes`` tagged ``tag`` to each peer at ``offsets``; done once ``need`` messages tagged ``wait`` arrived."""
+
+    offsets: tuple[int, ...]
+    bytes: int
+    need: int
+    tag: int = 0
+    wait: int = 0
+    reduces: bool = False
+
+
+def lockstep(steps: list[Step]) -> tuple[Step, ...]:
+    """Number the steps so that each sends and waits on its own index (every NPU is on the same step)."""
+    return tuple(
+        Step(s.offsets, s.bytes, s.need, tag=i, wait=i, reduces=s.reduces) for i, s in enumerate(steps)
+    )
