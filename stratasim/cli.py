@@ -116,7 +116,45 @@ def _add_bench(subparsers: _Subparsers) -> None:
     parser.set_defaults(handler=_bench)
 
 
-_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_bench)
+def _import_astra(args: argparse.Namespace) -> int:
+    from stratasim.errors import ConfigError
+    from stratasim.importers import astra
+
+    imported = astra.read_astra(
+        args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name
+    )
+    text = astra.to_yaml(imported.study, imported.comments)
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as exc:
+        raise ConfigError(args.output, [("", f"cannot write the study: {exc.strerror or exc}")]) from None
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def _add_import(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("import", help="write a study from another simulator's input files")
+    formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    astra = formats.add_parser("astra", help="ASTRA-sim 2.x: an analytical network YAML and a system JSON")
+    astra.add_argument("--network", required=True, metavar="NET.yml", help="the analytical network file")
+    astra.add_argument("--system", required=True, metavar="SYS.json", help="the system file")
+    astra.add_argument(
+        "--collective",
+        choices=("all_reduce", "all_gather", "reduce_scatter", "all_to_all"),
+        help="the workload's collective (default: all_reduce)",
+    )
+    astra.add_argument("--size", metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)")
+    astra.add_argument("--npus", type=int, metavar="N", help="NPUs taking part (default: all of the topology)")
+    astra.add_argument("--name", help="the study's name (default: the network file's stem)")
+    astra.add_argument("-o", "--output", metavar="STUDY.yaml", help="write the study here instead of stdout")
+    astra.set_defaults(handler=_import_astra)
+
+
+_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_bench, _add_import)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,271 @@
+"""ASTRA-sim 2.x's system JSON → a StrataSim ``system:`` section, with one decision per key ASTRA-sim reads.
+
+The keys are those ``Sys`` and ``CollectiveImplLookup`` read at astra-sim 518bd51, plus the ASTRA-sim 1.0 keys
+its shipped examples still carry. Each one is
+
+* translated into a study key (``scheduling-policy`` → ``scheduling``, ``local-mem-bw`` → ``local_mem_bw``...);
+* a problem when it changes ASTRA-sim's results in a way StrataSim does not model (``track-local-mem: 1``,
+  ``replay-only: 1``, ``model-shared-bus: 1``, a custom collective), or when ASTRA-sim's behaviour without it is
+  undefined (no ``scheduling-policy``, no ``preferred-dataset-splits``...);
+* listed in the "ignored ASTRA-sim keys" comment when set to a value that matters elsewhere but that the study
+  does not use (``roofline-enabled: 1`` prices compute nodes, and an imported collective workload has none);
+* type-checked and otherwise dropped when ASTRA-sim itself makes no use of it here (``L``, ``o``, ``g``, ``G`` and
+  ``local-reduction-delay`` only drive the memory-bus model of ``model-shared-bus: 1``).
+
+Any other key is a problem naming the closest known keys: in ASTRA-sim a misspelt key silently does nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SystemImport", "describe", "plain", "read_system", "unknown_key"]
+
+Problems = list[tuple[str, str]]
+
+# ASTRA-sim's key prefix of each collective → the study's collective name.
+_COLLECTIVES = {
+    "all-reduce": "all_reduce",
+    "all-gather": "all_gather",
+    "reduce-scatter": "reduce_scatter",
+    "all-to-all": "all_to_all",
+}
+_ALGORITHMS = {
+    "ring": "ring",
+    "direct": "direct",
+    "halvingDoubling": "halving_doubling",
+    "doubleBinaryTree": "double_binary_tree",
+}
+_SCHEDULING = {"LIFO": "lifo", "FIFO": "fifo"}
+_OPTIMIZATION = {"baseline": "baseline", "localBWAware": "local_bw_aware"}
+# Names ASTRA-sim accepts that StrataSim does not run yet: the flat "one*" variants and a windowed directN.
+_NOT_YET = re.compile(r"oneRing|oneHalvingDoubling|oneDirect[0-9]*|direct[0-9]+")
+_CUSTOM = (*(f"{prefix}-implementation-custom" for prefix in _COLLECTIVES), "per-node-custom-implementation")
+_UNSUPPORTED = {  # flag → why it cannot be imported when on (ASTRA-sim tests model-shared-bus == 1, others != 0)
+    "track-local-mem": "ASTRA-sim then tracks local memory use from each node's inputs and outputs; with traces "
+    "that carry none (such as its collective microbenchmarks) no NPU ever finishes. StrataSim does not model "
+    "it; set it to 0",
+    "replay-only": "ASTRA-sim then replays every node's recorded duration instead of simulating it; not "
+    "supported, set it to 0",
+    "model-shared-bus": "ASTRA-sim then models the NPU-memory bus with LogGP (L, o, g, G, "
+    "local-reduction-delay); not supported, set it to 0",
+}
+_REQUIRED = {  # key → what it takes, and why ASTRA-sim's behaviour without it cannot be reproduced
+    "scheduling-policy": "LIFO or FIFO; without it ASTRA-sim's policy is undefined",
+    "collective-optimization": "baseline or localBWAware; without it ASTRA-sim's choice is undefined",
+    "preferred-dataset-splits": "a whole number ≥ 1; ASTRA-sim divides every collective by it, 0 by default",
+    "local-mem-bw": "GB/s; ASTRA-sim charges every reduction 3 × bytes / local-mem-bw, 0 by default",
+}
+_INERT = ("L", "o", "g", "G", "local-reduction-delay", "peak-perf", "local-mem-trace-filename")
+_UNREAD = {"boost-mode": 0, "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"}
+KNOWN_KEYS = (
+    "scheduling-policy", "collective-optimization", "preferred-dataset-splits", "active-chunks-per-dimension",
+    "endpoint-delay", "local-mem-bw", *(f"{prefix}-implementation" for prefix in _COLLECTIVES), *_CUSTOM,
+    *_UNSUPPORTED, "roofline-enabled", "trace-enabled", *_INERT, *_UNREAD,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SystemImport:
+    """The ``system:`` section and the comments (ignored keys, defaults written out) to show above the study."""
+
+    section: dict[str, Any]
+    comments: tuple[str, ...]
+
+
+def plain(number: float) -> str:
+    """A number as written in the file, without a redundant ``.0``: 50.0 → ``50``, 936.25 → ``936.25``."""
+    return str(int(number)) if isinstance(number, float) and number.is_integer() else repr(number)
+
+
+def describe(data: object) -> str:
+    """What a file holds instead of the expected mapping, briefly: its first keys, or its type."""
+    if not isinstance(data, Mapping):
+        return "an empty file" if data is None else f"a {type(data).__name__}"
+    keys = [str(key) for key in data]
+    return f"keys {', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''}" if keys else "an empty mapping"
+
+
+def unknown_key(key: str, known: Collection[str]) -> str:
+    """The message for a key ASTRA-sim does not read, naming the known keys closest to it."""
+    close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.5)
+    hint = f"closest known keys: {', '.join(repr(name) for name in close)}" if close else f"known: {', '.join(known)}"
+    return f"not a key ASTRA-sim 2.x reads (it would silently ignore it); {hint}"
+
+
+def _number(value: object, what: str, *, least: float, strict: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"expected {what}, got {value!r}")
+    if value < least or (strict and value == least):
+        raise ValueError(f"expected {what}, got {value!r}")
+    return value
+
+
+def _whole(least: int, unit: str = "") -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        number = _number(value, f"a whole number{unit} ≥ {least}", least=least, strict=False)
+        if number != int(number):
+            raise ValueError(f"expected a whole number{unit} ≥ {least}, got {value!r}")
+        return int(number)
+
+    return parse
+
+
+def _choice(names: Mapping[str, str], *not_yet: str) -> Callable[[object], str]:
+    def parse(value: object) -> str:
+        if isinstance(value, str) and value in names:
+            return names[value]
+        if value in not_yet:
+            raise ValueError(f"{value!r} is not supported yet; use one of {', '.join(names)}")
+        raise ValueError(f"expected one of {', '.join(names)}, got {value!r}")
+
+    return parse
+
+
+def _positive(unit: str) -> Callable[[object], float]:
+    def parse(value: object) -> float:
+        return _number(value, f"a positive number of {unit}", least=0, strict=True)
+
+    return parse
+
+
+def _flag(value: object) -> float:
+    return _number(value, "0 or 1", least=-math.inf, strict=False)
+
+
+def _any_number(value: object) -> float:
+    return _number(value, "a number", least=-math.inf, strict=False)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value
+
+
+def _get(
+    data: Mapping[str, Any], key: str, parse: Callable[[object], Any], problems: Problems, default: Any = None
+) -> Any:
+    """``parse(data[key])``; ``default`` when the key is absent; None when its value is wrong (a problem then)."""
+    if key not in data:
+        return default
+    try:
+        return parse(data[key])
+    except ValueError as exc:
+        problems.append((key, str(exc)))
+        return None
+
+
+def _algorithm(name: object) -> str:
+    if isinstance(name, str) and name in _ALGORITHMS:
+        return _ALGORITHMS[name]
+    if isinstance(name, str) and _NOT_YET.fullmatch(name):
+        raise ValueError(f"{name!r} is not supported yet; use one of {', '.join(_ALGORITHMS)}")
+    close = difflib.get_close_matches(str(name), list(_ALGORITHMS), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"unknown algorithm {name!r}; {hint}expected one of {', '.join(_ALGORITHMS)}")
+
+
+def _algorithms(
+    data: Mapping[str, Any], dims: int | None, collective: str, problems: Problems, comments: list[str]
+) -> dict[str, list[str]]:
+    """``*-implementation`` lists → {collective: algorithms per dimension}.
+
+    ASTRA-sim runs a collective over as many dimensions as its list has entries (the first ones) and rejects
+    longer lists; StrataSim repeats a short list's last entry. A short list is therefore a problem for the
+    workload's collective and a comment for the others, which the study does not run.
+    """
+    algorithm: dict[str, list[str]] = {}
+    for prefix, name in _COLLECTIVES.items():
+        key = f"{prefix}-implementation"
+        names = data.get(key)
+        if key not in data:
+            if name == collective:
+                problems.append((key, f"required for the {name} workload: ASTRA-sim has no algorithm for it"))
+            else:
+                comments.append(f"{key} not set: StrataSim would run ring for {name}")
+            continue
+        if not isinstance(names, list) or not names:
+            problems.append((key, f"expected a non-empty list of algorithm names, one per dimension, got {names!r}"))
+            continue
+        mapped = []
+        for index, value in enumerate(names):
+            try:
+                mapped.append(_algorithm(value))
+            except ValueError as exc:
+                problems.append((f"{key}[{index}]", str(exc)))
+        if dims is not None and len(names) > dims:
+            said = f"{len(names)} algorithms for {dims} dimension(s)"
+            problems.append((key, f"{said}; ASTRA-sim takes at most one per dimension"))
+        elif dims is not None and len(names) < dims:
+            said = (
+                f"{len(names)} algorithm(s) for {dims} dimensions: ASTRA-sim runs {name} over the first "
+                f"{len(names)} dimension(s) only, StrataSim would repeat the last entry"
+            )
+            if name == collective:
+                problems.append((key, f"{said}; give one algorithm per dimension"))
+            else:
+                comments.append(f"{key}: {said}")
+        algorithm[name] = mapped
+    return algorithm
+
+
+def _ignored(data: Mapping[str, Any], problems: Problems) -> list[str]:
+    """Check the keys the study cannot honour or does not need; return the ignored ones worth a mention."""
+    for key in _CUSTOM:
+        if key in data:
+            problems.append((key, f"custom collectives (Chakra ET {data[key]!r}) are not supported yet; remove it"))
+    for key, why in _UNSUPPORTED.items():
+        value = _get(data, key, _flag, problems)
+        if value is not None and (value == 1 if key == "model-shared-bus" else value != 0):
+            problems.append((key, f"set to {data[key]!r}: {why}"))
+    inert = {key: _get(data, key, _text if key.endswith("filename") else _any_number, problems) for key in _INERT}
+    ignored = []
+    roofline = _get(data, "roofline-enabled", _flag, problems)
+    if roofline:
+        ignored.append(f"roofline-enabled: {data['roofline-enabled']} (prices compute nodes; the workload has none)")
+        if inert["peak-perf"] is not None:
+            ignored.append(f"peak-perf: {data['peak-perf']} (used by the roofline only)")
+    if _get(data, "trace-enabled", _flag, problems):
+        ignored.append(f"trace-enabled: {data['trace-enabled']} (ASTRA-sim's debug log)")
+    for key, default in _UNREAD.items():
+        if key in data and data[key] != default:
+            ignored.append(f"{key}: {data[key]!r} (ASTRA-sim 2.x does not read it)")
+    return ignored
+
+
+def read_system(data: object, dims: int | None, collective: str, problems: Problems) -> SystemImport:
+    """Translate a parsed system JSON for a network of ``dims`` dimensions (None if unknown) and a workload of
+    ``collective``; append every problem to ``problems``."""
+    if not isinstance(data, Mapping) or not any(key in data for key in KNOWN_KEYS):
+        said = f"not an ASTRA-sim system file: expected keys such as {', '.join(_REQUIRED)}; found {describe(data)}"
+        problems.append(("", said))
+        return SystemImport({}, ())
+    problems.extend((str(key), unknown_key(str(key), KNOWN_KEYS)) for key in data if key not in KNOWN_KEYS)
+    problems.extend((key, f"required ({why})") for key, why in _REQUIRED.items() if key not in data)
+    comments: list[str] = []
+    defaults = [f"{key} {value}" for key, value in (("endpoint-delay", "10 ns"), ("active-chunks-per-dimension", 1))
+                if key not in data]  # fmt: skip
+    endpoint_delay = _get(data, "endpoint-delay", _whole(0, " of ns"), problems, default=10)
+    local_mem_bw = _get(data, "local-mem-bw", _positive("GB/s"), problems)
+    section = {
+        "preset": "astra_compat",
+        "algorithm": _algorithms(data, dims, collective, problems, comments),
+        "splits": _get(data, "preferred-dataset-splits", _whole(1), problems),
+        "active_chunks": _get(data, "active-chunks-per-dimension", _whole(1), problems, default=1),
+        "scheduling": _get(data, "scheduling-policy", _choice(_SCHEDULING, "EXPLICIT"), problems),
+        "endpoint_delay": None if endpoint_delay is None else f"{endpoint_delay}ns",
+        "local_mem_bw": None if local_mem_bw is None else f"{plain(local_mem_bw)}GB/s",
+        "collective_optimization": _get(data, "collective-optimization", _choice(_OPTIMIZATION), problems),
+    }
+    ignored = _ignored(data, problems)
+    if ignored:
+        comments.insert(0, f"ignored ASTRA-sim keys: {'; '.join(ignored)}")
+    if defaults:
+        comments.append(f"not set, so ASTRA-sim's defaults are written out: {', '.join(defaults)}")
+    return SystemImport({key: value for key, value in section.items() if value is not None}, tuple(comments))

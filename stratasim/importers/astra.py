@@ -1,0 +1,260 @@
+"""Import ASTRA-sim 2.x analytical inputs, a network YAML and a system JSON, as a StrataSim study.
+
+The study keeps ASTRA-sim's semantics (``preset: astra_compat``, see ``reference/ASTRA-SIM-SEMANTICS.md``)
+and states its units exactly: the network's "GB/s" are ASTRA-sim's 2^30 bytes/s, written ``50GiB/s``;
+``local-mem-bw`` is GB/s of 10^9 bytes, written ``1600GB/s``; times are ns. Numbers keep the digits of the
+file. Every problem of a file is raised at once, as one :class:`~stratasim.errors.ConfigError` naming the file
+and the key; what each system key becomes is decided in :mod:`stratasim.importers._astra_system`.
+
+ASTRA-sim's workloads are Chakra traces, which are not imported here: the study's workload is the one
+collective the caller names (by default a 1 MiB all-reduce, which a comment in the output says).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stratasim.config import parse_study
+from stratasim.errors import ConfigError
+from stratasim.importers._astra_system import (
+    Problems,
+    SystemImport,
+    describe,
+    plain,
+    read_system,
+    unknown_key,
+)
+
+__all__ = ["AstraImport", "DEFAULT_COLLECTIVE", "DEFAULT_SIZE", "import_astra", "read_astra", "to_yaml"]
+
+DEFAULT_COLLECTIVE = "all_reduce"
+DEFAULT_SIZE = "1MiB"
+
+_KINDS = {"Ring": "ring", "FullyConnected": "fully_connected", "Switch": "switch"}
+_NETWORK_KEYS = ("topology", "npus_count", "bandwidth", "latency")
+
+
+@dataclass(frozen=True)
+class AstraImport:
+    """An imported study: the ``study`` mapping (valid for :func:`~stratasim.config.parse_study`) and the
+    ``comments`` to write above it (where it came from, ASTRA-sim keys ignored, defaults filled in)."""
+
+    study: dict[str, Any]
+    comments: tuple[str, ...]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe loader that rejects duplicate keys, which yaml-cpp and PyYAML would resolve differently."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if not isinstance(key, Hashable):
+                continue  # the base class reports unhashable keys
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object names a key twice (``json`` would silently keep the last)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _read(path: Path, problems: Problems) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        problems.append(("", "no such file"))
+    except UnicodeDecodeError:
+        problems.append(("", "not a UTF-8 text file"))
+    except OSError as exc:
+        problems.append(("", f"cannot read the file: {exc.strerror or exc}"))
+    return None
+
+
+def _load_yaml(path: Path, problems: Problems) -> object:
+    text = _read(path, problems)
+    try:
+        return None if text is None else yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problems.append((where, f"invalid YAML: {exc.problem or exc.context}"))
+    except yaml.YAMLError as exc:
+        problems.append(("", f"invalid YAML: {exc}"))
+    return None
+
+
+def _load_json(path: Path, problems: Problems) -> object:
+    text = _read(path, problems)
+    try:
+        return None if text is None else json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        problems.append((f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}"))
+    except _DuplicateKey as exc:
+        problems.append((str(exc), "duplicate key"))
+    return None
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, str) and value in _KINDS:
+        return _KINDS[value]
+    raise ValueError(f"expected one of {', '.join(_KINDS)} (ASTRA-sim's analytical topologies), got {value!r}")
+
+
+def _npus(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+        return value
+    raise ValueError(f"expected a whole number of NPUs larger than 1, as ASTRA-sim requires, got {value!r}")
+
+
+def _measure(what: str, *, zero_ok: bool) -> Callable[[object], float]:
+    def parse(value: object) -> float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            if value > 0 or (zero_ok and value == 0):
+                return value
+        raise ValueError(f"expected {what}, got {value!r}")
+
+    return parse
+
+
+_COLUMNS: dict[str, Callable[[object], Any]] = {
+    "topology": _kind,
+    "npus_count": _npus,
+    "bandwidth": _measure("a positive number of GB/s (ASTRA-sim's GB/s are 2^30 bytes/s)", zero_ok=False),
+    "latency": _measure("a non-negative number of ns", zero_ok=True),
+}
+
+
+def _topology(data: object, problems: Problems) -> list[dict[str, Any]]:
+    """The network YAML's four per-dimension lists → ``network.topology`` entries (empty on any problem)."""
+    if not isinstance(data, Mapping) or not any(key in data for key in _NETWORK_KEYS):
+        said = f"not an ASTRA-sim network file: expected {', '.join(_NETWORK_KEYS)}; found {describe(data)}"
+        problems.append(("", said))
+        return []
+    problems.extend((str(key), unknown_key(str(key), _NETWORK_KEYS)) for key in data if key not in _NETWORK_KEYS)
+    columns: dict[str, list[Any]] = {}
+    for key, parse in _COLUMNS.items():
+        values = data.get(key)
+        if key not in data:
+            problems.append((key, "required: a list with one entry per dimension"))
+        elif not isinstance(values, list) or not values:
+            like = f", such as [{values}]" if not isinstance(values, list) else ""
+            problems.append((key, f"expected a non-empty list, one entry per dimension{like}; got {values!r}"))
+        else:
+            columns[key] = []
+            for index, value in enumerate(values):
+                try:
+                    columns[key].append(parse(value))
+                except ValueError as exc:
+                    problems.append((f"{key}[{index}]", str(exc)))
+    lengths = {key: len(data[key]) for key in columns}
+    if len(set(lengths.values())) > 1:
+        said = ", ".join(f"{key} {length}" for key, length in lengths.items())
+        problems.append(("", f"topology, npus_count, bandwidth and latency need one entry per dimension; got {said}"))
+    if problems:
+        return []
+    return [
+        {"kind": kind, "size": size, "bandwidth": f"{plain(bandwidth)}GiB/s", "latency": f"{plain(latency)}ns"}
+        for kind, size, bandwidth, latency in zip(*columns.values())
+    ]
+
+
+def _raise(files: Sequence[tuple[Path, Problems]]) -> None:
+    """One ConfigError for the file with problems; if both have some, one naming both, keys prefixed by file."""
+    bad = [(path, problems) for path, problems in files if problems]
+    if len(bad) == 1:
+        [(path, problems)] = bad
+        raise ConfigError(str(path), problems)
+    if bad:
+        merged = [(f"{path.name}: {key}" if key else path.name, message) for path, problems in bad
+                  for key, message in problems]  # fmt: skip
+        raise ConfigError(" and ".join(str(path) for path, _ in bad), merged)
+
+
+def read_astra(
+    network_path: str | Path,
+    system_path: str | Path,
+    *,
+    collective: str | None = None,
+    size: str | int | None = None,
+    npus: int | None = None,
+    name: str | None = None,
+) -> AstraImport:
+    """Read an ASTRA-sim network YAML and system JSON; return the study and the comments that explain it.
+
+    ``collective`` and ``size`` (a quantity such as ``"1MiB"``, or bytes) make the workload, on ``npus`` NPUs
+    if given (else all of them); left out, they default to :data:`DEFAULT_COLLECTIVE` and
+    :data:`DEFAULT_SIZE`. ``name`` defaults to the network file's stem. The study is validated before it is
+    returned; every problem raises one :class:`ConfigError`.
+    """
+    network_path, system_path = Path(network_path), Path(system_path)
+    network_problems: Problems = []
+    system_problems: Problems = []
+    network = _load_yaml(network_path, network_problems)
+    topology = [] if network_problems else _topology(network, network_problems)
+    system_data = _load_json(system_path, system_problems)
+    workload: dict[str, Any] = {
+        "kind": "collective",
+        "collective": DEFAULT_COLLECTIVE if collective is None else collective,
+        "size": DEFAULT_SIZE if size is None else size,
+    }
+    if npus is not None:
+        workload["npus"] = npus
+    system = SystemImport({}, ())
+    if not system_problems:
+        system = read_system(system_data, len(topology) or None, workload["collective"], system_problems)
+    _raise([(network_path, network_problems), (system_path, system_problems)])
+    study = {
+        "name": name or network_path.stem,
+        "workload": workload,
+        "system": system.section,
+        "network": {"backend": "analytical", "topology": topology},
+    }
+    comments = [f"imported from ASTRA-sim 2.x inputs {network_path} and {system_path}", *system.comments]
+    assumed = [f"{key} {workload[key]}" for key, given in (("collective", collective), ("size", size)) if given is None]
+    if assumed:
+        comments.append(
+            f"workload: ASTRA-sim's come as Chakra traces, not imported; assumed {' and '.join(assumed)} "
+            "(choose with --collective and --size)"
+        )
+    parse_study(study, f"study imported from {network_path} and {system_path}")
+    return AstraImport(study, tuple(comments))
+
+
+def import_astra(
+    network_path: str | Path,
+    system_path: str | Path,
+    *,
+    collective: str | None = None,
+    size: str | int | None = None,
+    npus: int | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """The study mapping of :func:`read_astra` (same arguments), without its comments."""
+    return read_astra(network_path, system_path, collective=collective, size=size, npus=npus, name=name).study
+
+
+def to_yaml(study: Mapping[str, Any], comments: Sequence[str] = ()) -> str:
+    """The study as YAML, each comment a ``#`` line above it; topology entries and lists stay on one line."""
+    header = "".join(f"# {line}\n" for comment in comments for line in comment.splitlines())
+    body = yaml.safe_dump(dict(study), sort_keys=False, default_flow_style=None, allow_unicode=True, width=120)
+    return header + body

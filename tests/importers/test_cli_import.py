@@ -1,0 +1,97 @@
+"""``stratasim import astra``: every reference pair becomes a study file that ``stratasim check`` accepts; bad
+input ends with exit code 2 and one ``error:`` message, never a traceback. Run in-process through ``main``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stratasim.cli import main
+from tests.importers.conftest import RING_8
+from tests.importers.reference_pairs import REFERENCE
+
+Files = Callable[..., tuple[Path, Path]]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("network", "system_file"), list(REFERENCE), ids=[pair[1] + "+" + pair[0] for pair in REFERENCE]
+)
+def test_import_then_check(
+    capsys: pytest.CaptureFixture[str], inputs: Path, tmp_path: Path, network: str, system_file: str
+) -> None:
+    study = tmp_path / "f.yaml"
+    code, out, err = run(
+        capsys, "import", "astra", "--network", str(inputs / network), "--system", str(inputs / system_file),
+        "-o", str(study),
+    )  # fmt: skip
+    assert (code, err, out) == (0, "", f"wrote {study}\n")
+    code, out, err = run(capsys, "check", str(study))
+    assert code == 0, err
+    assert out.startswith(f"OK: {Path(network).stem} — ")
+
+
+def test_prints_yaml_without_output_and_honours_the_options(capsys: pytest.CaptureFixture[str], files: Files) -> None:
+    network, system_file = files()
+    code, out, err = run(
+        capsys, "import", "astra", "--network", str(network), "--system", str(system_file),
+        "--collective", "reduce_scatter", "--size", "8MiB", "--npus", "4", "--name", "rs",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    assert out.startswith("# imported from ASTRA-sim 2.x inputs ")
+    study = yaml.safe_load(out)
+    assert study["name"] == "rs"
+    assert study["workload"] == {"kind": "collective", "collective": "reduce_scatter", "size": "8MiB", "npus": 4}
+
+
+@pytest.mark.parametrize(
+    ("network", "system", "changes", "fragment"),
+    [
+        (None, "{\n  \"endpoint-delay\": 10,,\n}", {}, "sys.json: 1 problem\n  line 2, column 24: invalid JSON"),
+        (None, None, {"endpoint-dealy": 10}, "closest known keys: 'endpoint-delay'"),
+        ("topology: [Ring, Ring]\nnpus_count: [4, 4]\nbandwidth: [50]\nlatency: [5, 5]\n", None, {},
+         "need one entry per dimension; got topology 2, npus_count 2, bandwidth 1, latency 2"),
+        (None, None, {"all-reduce-implementation": ["oneRing"]},
+         "all-reduce-implementation[0]: 'oneRing' is not supported yet"),
+        (None, None, {"scheduling-policy": "EXPLICIT"}, "scheduling-policy: 'EXPLICIT' is not supported yet"),
+        (None, None, {"track-local-mem": 1}, "track-local-mem: set to 1: "),
+    ],
+    ids=["json-syntax", "unknown-key", "list-lengths", "algorithm", "explicit", "track-local-mem"],
+)  # fmt: skip
+def test_bad_input_is_one_clear_error(
+    capsys: pytest.CaptureFixture[str],
+    files: Files,
+    network: str | None,
+    system: str | None,
+    changes: dict[str, object],
+    fragment: str,
+) -> None:
+    net, sys_file = files(network=network or RING_8, system=system, **changes)
+    code, out, err = run(capsys, "import", "astra", "--network", str(net), "--system", str(sys_file))
+    assert (code, out) == (2, "")
+    assert err.startswith("error: ") and fragment in err, err
+    assert "Traceback" not in err
+
+
+def test_missing_file_and_unwritable_output(capsys: pytest.CaptureFixture[str], files: Files, tmp_path: Path) -> None:
+    network, system_file = files()
+    code, _, err = run(capsys, "import", "astra", "--network", str(tmp_path / "no.yml"), "--system", str(system_file))
+    assert code == 2 and err == f"error: {tmp_path / 'no.yml'}: 1 problem\n  <top>: no such file\n"
+    output = tmp_path / "missing" / "f.yaml"
+    code, _, err = run(
+        capsys, "import", "astra", "--network", str(network), "--system", str(system_file), "-o", str(output)
+    )
+    assert code == 2 and err.startswith(f"error: {output}: 1 problem\n  <top>: cannot write the study")
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "import", "astra", "--network", "n.yml")[0] == 2  # --system missing
+    assert run(capsys, "import", "astra", "--network", "n", "--system", "s", "--collective", "gather")[0] == 2
