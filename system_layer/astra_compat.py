@@ -7,14 +7,21 @@ study converted from its inputs reproduces its numbers:
 - reducing ``m`` bytes costs ``3 * floor(m / local-mem-bw)`` ns, bandwidth in GB/s of 10^9 bytes;
 - every phase of a chunk ends one more endpoint delay after its last step, holding its dimension meanwhile;
 - an all-gather's size is each NPU's input, not the gathered buffer;
-- a ring all-to-all is N(N-1)/2 relay steps of one share each, not N-1 steps of shrinking batches.
+- a ring all-to-all is N(N-1)/2 relay steps of one share each, not N-1 steps of shrinking batches;
+- a direct step reduces the messages it received in parallel: one reduction of one message's size;
+- halving-doubling charges no reduction for the first message it sends: its reduce-scatter half reduces
+  after each exchange but the last, each time the size of the next message.
 """
 
 from __future__ import annotations
 
-from system_layer.algorithms import Step, lockstep
+from collections.abc import Callable
+from dataclasses import replace
 
-__all__ = ["NS_PS", "reduction_ps", "ring_all_to_all", "buffer_bytes"]
+from system_layer.algorithms import PhasePlan
+from system_layer.steps import Step, lockstep
+
+__all__ = ["NS_PS", "reduction_ps", "ring_all_to_all", "buffer_bytes", "adapt"]
 
 NS_PS = 1000
 """ASTRA-sim's time unit, the nanosecond, in picoseconds."""
@@ -34,3 +41,39 @@ def ring_all_to_all(n: int, data_bytes: int) -> tuple[Step, ...]:
 def buffer_bytes(collective: str, size: int, group_size: int) -> int:
     """The buffer per NPU StrataSim plans for an ASTRA-sim collective of ``size`` (an all-gather's is the input)."""
     return size * group_size if collective == "all_gather" else size
+
+
+def adapt(plan: PhasePlan) -> PhasePlan:
+    """``plan`` with ASTRA-sim's variant of its algorithm, where it has one."""
+    if (plan.collective, plan.algorithm) == ("all_to_all", "ring"):
+        steps = ring_all_to_all(plan.size, plan.data_bytes)
+        return replace(plan, _planner=lambda *_: steps)
+    if plan.algorithm == "direct":
+        return replace(plan, _planner=_direct_once(plan))
+    if plan.algorithm == "halving_doubling" and plan.collective in ("all_reduce", "reduce_scatter"):
+        return replace(plan, _planner=_halving_doubling(plan))
+    return plan
+
+
+def _direct_once(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
+    def steps(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
+        return tuple(replace(s, reduce_bytes=s.bytes) if s.reduces else s for s in plan.steps_for(position))
+
+    return steps
+
+
+def _halving_doubling(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
+    def steps(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
+        default = plan.steps_for(position)
+        halving = n.bit_length() - 1
+        adapted = []
+        for index, step in enumerate(default):
+            if index < halving - 1:
+                adapted.append(replace(step, reduce_bytes=default[index + 1].bytes))
+            elif index == halving - 1:
+                adapted.append(replace(step, reduces=False))
+            else:
+                adapted.append(step)
+        return tuple(adapted)
+
+    return steps

@@ -67,11 +67,11 @@ class Collective:
 
     def _plan(self, spec: PhaseSpec, options: SystemOptions) -> PhasePlan:
         dim = spec.lines.dim
-        algorithm = options.algorithm_for(spec.collective, max(dim, 0))
+        # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
+        algorithm = options.algorithm_for(self.kind, max(dim, 0))
         plan = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
-        if self.astra and (spec.collective, algorithm) == ("all_to_all", "ring"):
-            steps = astra_compat.ring_all_to_all(spec.lines.size, spec.data_bytes)
-            return PhasePlan(dim, plan.size, algorithm, spec.collective, spec.data_bytes, lambda *_: steps)
+        if self.astra:
+            return astra_compat.adapt(plan)
         return plan
 
     def root_position(self, phase: int, npu: int) -> int | None:
@@ -174,7 +174,7 @@ class ChunkRun:
         """The current step has all its messages: reduce them if it must, then move on."""
         step = self._steps[self.step]
         if step.reduces:
-            reduction_ps = self.scheduler.reduction_ps(step.bytes * step.need)
+            reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
             if reduction_ps:
                 self.key = -1
                 self.coordinator.schedule(self.coordinator.now + reduction_ps, self._next_step)
@@ -202,7 +202,7 @@ class ChunkRun:
                 return
             if count > need:
                 arrived[key] = count - need
-            if step.reduces and self.scheduler.reduction_ps(step.bytes * step.need):
+            if step.reduces and self.scheduler.reduction_ps(step.reduced_bytes):
                 self._step_done()
                 return
 

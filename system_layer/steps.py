@@ -17,10 +17,17 @@ class Step:
     tag: int = 0
     wait: int = 0
     reduces: bool = False
+    reduce_bytes: int = 0
+
+    @property
+    def reduced_bytes(self) -> int:
+        """Bytes reduced once the step's messages are in: ``reduce_bytes`` if set, else all they carry."""
+        return self.reduce_bytes or self.bytes * self.need
 
 
 def lockstep(steps: list[Step]) -> tuple[Step, ...]:
     """Number the steps so that each sends and waits on its own index (every NPU is on the same step)."""
     return tuple(
-        Step(s.offsets, s.bytes, s.need, tag=i, wait=i, reduces=s.reduces) for i, s in enumerate(steps)
+        Step(s.offsets, s.bytes, s.need, tag=i, wait=i, reduces=s.reduces, reduce_bytes=s.reduce_bytes)
+        for i, s in enumerate(steps)
     )

@@ -27,6 +27,12 @@ CYCLES = [
         "all_reduce",
         56216,
     ),
+    (
+        f"{HARNESS}/3D_FC4xRing4xSwitch4_mixed/network.yml",
+        f"{HARNESS}/3D_FC4xRing4xSwitch4_mixed/system.json",
+        "all_reduce",
+        38794,
+    ),
 ]
 
 
