@@ -26,6 +26,8 @@ from stratasim.v1 import network_pb2
 __all__ = ["AnalyticalNetwork"]
 
 _PS_PER_S = 10**12
+_SMALL_BATCH = 64
+_CACHE_LIMIT = 1 << 20
 _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
 
@@ -67,6 +69,7 @@ class AnalyticalNetwork:
         self._npus = 0
         self._lookahead = 1
         self._quantum = 0
+        self._cache: dict[tuple[int, int, int], int] = {}
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []
         self._now = 0
 
@@ -74,6 +77,7 @@ class AnalyticalNetwork:
         validate_topology(topology)
         grid = Grid.of(topology)
         self._dims = [_Dim(dim, grid.stride(i)) for i, dim in enumerate(topology.dimensions)]
+        self._cache.clear()
         self._npus = grid.npus
         self._quantum = max(0, topology.delay_quantum_ps)
         least = min((dim.least_delay_ps() for dim in self._dims if dim.size > 1), default=1)
@@ -105,6 +109,29 @@ class AnalyticalNetwork:
             total += np.where(moves, hops * dim.latency_ps + serialisation[size_index], 0)
         return total
 
+    def delay_ps(self, src: int, dst: int, size: int) -> int:
+        """One message's delay (the scalar twin of :meth:`delays_ps`, cached: small batches use it)."""
+        key = (src, dst, size)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        total = 0
+        for dim in self._dims:
+            src_coord = (src // dim.stride) % dim.size
+            dst_coord = (dst // dim.stride) % dim.size
+            if src_coord == dst_coord:
+                continue
+            if dim.kind == _RING:
+                distance = (dst_coord - src_coord) % dim.size
+                hops = min(distance, dim.size - distance)
+            else:
+                hops = 2 if dim.kind == _SWITCH else 1
+            total += hops * dim.latency_ps + dim.serialisation_ps(size)
+        if len(self._cache) > _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = total
+        return total
+
     def inject(self, sends: network_pb2.SendBatch) -> None:
         if not sends.id:
             return
@@ -122,7 +149,10 @@ class AnalyticalNetwork:
         if late.any():
             i = int(np.argmax(late))
             raise BackendError(f"message {ids[i]} sent at {sent[i]} ps could arrive before the network's time {self._now} ps")
-        delays = self.delays_ps(src, dst, np.array(sends.bytes, dtype=np.int64))
+        if len(ids) < _SMALL_BATCH:  # numpy's fixed costs outweigh its speed on a handful of messages
+            delays = np.array([self.delay_ps(*m) for m in zip(sends.src, sends.dst, sends.bytes)], dtype=np.int64)
+        else:
+            delays = self.delays_ps(src, dst, np.array(sends.bytes, dtype=np.int64))
         if self._quantum:
             delays -= delays % self._quantum
         arrival = sent + np.maximum(delays, self._lookahead)

@@ -106,8 +106,11 @@ class Coordinator:
         pop = self._handlers.pop
         delay = self._endpoint_delay
         ids = list(deliveries.id)
-        times = np.asarray(deliveries.time_ps, dtype=np.int64)
         self.messages += len(ids)
+        if len(ids) == 1:
+            self.queue.schedule(deliveries.time_ps[0] + delay, _run_batch, [pop(ids[0])])
+            return
+        times = np.asarray(deliveries.time_ps, dtype=np.int64)
         bounds = [0, *(np.flatnonzero(times[1:] != times[:-1]) + 1).tolist(), len(ids)]
         for start, end in zip(bounds, bounds[1:]):
             self.queue.schedule(int(times[start]) + delay, _run_batch, [pop(i) for i in ids[start:end]])

@@ -90,3 +90,15 @@ def test_impossible_messages_are_rejected(src: int, dst: int) -> None:
     net = network((RING, 4, 1e9, 100))
     with pytest.raises(BackendError, match="cannot send"):
         net.inject(network_pb2.SendBatch(id=[1], src=[src], dst=[dst], bytes=[1], send_time_ps=[0]))
+
+
+def test_the_scalar_and_vectorised_delays_agree() -> None:
+    import numpy as np
+
+    net = network((RING, 5, 3e9, 700), (SWITCH, 3, 7e9, 1100), (FC, 4, 11e9, 1300))
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, 60, 500)
+    dst = rng.integers(0, 60, 500)
+    sizes = rng.integers(0, 1 << 20, 500)
+    vectorised = net.delays_ps(src, dst, sizes).tolist()
+    assert vectorised == [net.delay_ps(int(s), int(d), int(b)) for s, d, b in zip(src, dst, sizes)]
