@@ -1,0 +1,81 @@
+"""Reproduce the qualitative findings of the ASTRA-sim paper (Rashidi et al., ISPASS 2020), Figs. 10 and 11.
+
+Run ``python examples/paper/astra_findings.py``: it prints the tables that ``docs/astra-paper-findings.md``
+shows. The paper used Garnet's flit-level network; these runs use the analytical network, so they reproduce
+trends, not the paper's absolute numbers. Fig. 9 (alltoall vs torus) turns on link congestion and waits for
+the congestion-aware network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratasim.config import parse_study
+from stratasim.report import Report
+from stratasim.study import run_study
+
+SIZES = ("64KiB", "256KiB", "1MiB", "4MiB", "16MiB", "64MiB")
+FIG10_SHAPES = ((1, 64, 1), (1, 8, 8), (2, 8, 4), (4, 4, 4))
+
+
+def _study(dims: list[dict[str, Any]], size: str, **system: Any) -> dict[str, Any]:
+    return {
+        "name": "finding",
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": size},
+        "system": {"algorithm": "ring", "endpoint_delay": "10ns", **system},
+        "network": {"topology": dims},
+    }
+
+
+def _run(study: dict[str, Any]) -> Report:
+    return run_study(parse_study(study, "paper"))
+
+
+def fig10(sizes: tuple[str, ...] = SIZES) -> dict[str, dict[tuple[int, ...], float]]:
+    """All-reduce time (us) on 64 NPUs as 1-, 2- and 3-D tori with equal links (baseline order).
+
+    Each dimension is a ring of 25 GB/s, 200 ns links, two ring directions (two queues per dimension), 16
+    chunks with two in flight per queue.
+    """
+    table: dict[str, dict[tuple[int, ...], float]] = {}
+    for size in sizes:
+        table[size] = {}
+        for shape in FIG10_SHAPES:
+            dims = [{"kind": "ring", "size": n, "bandwidth": "25GB/s", "latency": "200ns"} for n in shape if n > 1]
+            report = _run(_study(dims, size, splits=16, queues_per_dim=2, active_chunks=2))
+            table[size][shape] = report.total_time_ns / 1000
+    return table
+
+
+def fig11(sizes: tuple[str, ...] = SIZES) -> dict[str, dict[str, float]]:
+    """All-reduce time (us) on a 4x4x4 torus, local dimension 1x or 8x the inter-package bandwidth,
+    baseline (an all-reduce per dimension) vs enhanced (reduce-scatter local, all-reduce across, all-gather).
+    """
+    table: dict[str, dict[str, float]] = {}
+    for size in sizes:
+        table[size] = {}
+        for local, label in (("25GB/s", "symmetric"), ("200GB/s", "asymmetric")):
+            dims = [{"kind": "ring", "size": 4, "bandwidth": local, "latency": "90ns"}] + [
+                {"kind": "ring", "size": 4, "bandwidth": "25GB/s", "latency": "200ns"} for _ in range(2)
+            ]
+            for order in ("baseline", "local_bw_aware"):
+                report = _run(_study(dims, size, splits=16, queues_per_dim=2, collective_optimization=order))
+                table[size][f"{label} {'enhanced' if order == 'local_bw_aware' else 'baseline'}"] = (
+                    report.total_time_ns / 1000
+                )
+    return table
+
+
+def _print(title: str, table: dict[str, dict[Any, float]]) -> None:
+    columns = list(next(iter(table.values())))
+    names = ["x".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in columns]
+    print(title)
+    print(f"{'size':>8}" + "".join(f"{name:>22}" for name in names))
+    for size, row in table.items():
+        print(f"{size:>8}" + "".join(f"{row[c]:>22.1f}" for c in columns))
+    print()
+
+
+if __name__ == "__main__":
+    _print("Fig. 10: all-reduce time (us) on 64 NPUs, 1-D / 2-D / 3-D torus", fig10())
+    _print("Fig. 11: all-reduce time (us) on a 4x4x4 torus, baseline vs enhanced", fig11())
