@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, Field, StrictInt, ValidationErro
 from stratasim import registry
 from stratasim.contracts import WorkloadSource
 from stratasim.errors import BackendError, ConfigError
+from stratasim.operators import parse_dtype
 from stratasim.overrides import apply_overrides
 from stratasim.schema import Bandwidth, Section, TimePs
 from stratasim.topology import Grid
@@ -103,12 +104,20 @@ class SystemSection(Section):
     collective_optimization: Literal["baseline", "local_bw_aware"] = "baseline"
     aggregate: bool = True
     queues_per_dim: StrictInt = Field(1, ge=1)
+    reduction: Literal["memory", "compute"] = "memory"
+    reduction_dtype: str = "bf16"
     logical_topology: list[StrictInt] | None = Field(None, min_length=1)
 
     @field_validator("algorithm", mode="before")
     @classmethod
     def _normalise(cls, value: object) -> dict[str, tuple[str, ...]]:
         return _normalise_algorithms(value)
+
+    @field_validator("reduction_dtype")
+    @classmethod
+    def _known_dtype(cls, value: str) -> str:
+        parse_dtype(value)
+        return value
 
 
 class DimensionSection(Section):
@@ -206,6 +215,8 @@ class Study:
             preset=Preset(system.preset),
             aggregate=system.aggregate,
             queues_per_dim=system.queues_per_dim,
+            reduce_on_compute=system.reduction == "compute",
+            reduction_dtype=system.reduction_dtype,
             logical_dims=None if system.logical_topology is None else tuple(system.logical_topology),
             record_trace=record_trace,
         )
@@ -313,6 +324,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     _check_backend("compute", compute, problems)
     if system is not None and network is not None:
         _check_dimensions(system, network, problems)
+    if system is not None and system.reduction == "compute" and compute is None and not has_compute:
+        problems.append(("system.reduction", "'compute' prices reductions on the compute layer: add a compute section"))
     if problems or workload is None or network is None:
         raise ConfigError(source, problems)
     return Study(name, source, workload, system, network, compute)

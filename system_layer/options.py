@@ -39,6 +39,8 @@ class SystemOptions:
     ``aggregate`` lets the engine simulate NPUs that are equivalent by symmetry once (same results).
     ``queues_per_dim`` logical scheduling queues serve each dimension (odd ones run rings the other way);
     ``logical_dims``, when given, is the logical grid collectives run on instead of the physical topology.
+    ``reduce_on_compute`` prices reductions on the compute layer (an element-wise add of ``reduction_dtype``
+    elements) instead of from ``local_mem_bandwidth``.
     """
 
     algorithms: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"*": ("ring",)})
@@ -51,6 +53,8 @@ class SystemOptions:
     preset: Preset = Preset.DEFAULT
     aggregate: bool = True
     queues_per_dim: int = 1
+    reduce_on_compute: bool = False
+    reduction_dtype: str = "bf16"
     logical_dims: tuple[int, ...] | None = None
     record_trace: bool = False
 

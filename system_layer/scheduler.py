@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 
 from system_layer.collectives import ChunkRun, Collective
 from system_layer.groups import FLAT
-from system_layer import astra_compat
-from system_layer.options import Preset, Scheduling, SystemOptions
+from system_layer.options import Scheduling, SystemOptions
 from system_layer.result import TraceSpan
 
 if TYPE_CHECKING:
@@ -30,9 +29,17 @@ __all__ = ["NpuScheduler", "SchedulerContext"]
 class SchedulerContext:
     """What every NPU's scheduler shares: the engine, the policies, the grid and the trace being recorded."""
 
-    def __init__(self, coordinator: Coordinator, options: SystemOptions, *, aggregated: bool = False) -> None:
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        options: SystemOptions,
+        reduction: Callable[[int], int],
+        *,
+        aggregated: bool = False,
+    ) -> None:
         self.coordinator = coordinator
         self.options = options
+        self.reduction = reduction
         self.aggregated = aggregated
         self.schedulers: list[NpuScheduler] = []
         self.spans: list[TraceSpan] | None = [] if options.record_trace else None
@@ -60,14 +67,8 @@ class NpuScheduler:
         self.bytes_sent[dim] = self.bytes_sent.get(dim, 0) + size
 
     def reduction_ps(self, size: int) -> int:
-        """Time to reduce ``size`` received bytes into the local buffer: two reads and a write of each byte."""
-        options = self.context.options
-        bandwidth = options.local_mem_bandwidth
-        if not bandwidth:
-            return 0
-        if options.preset is Preset.ASTRA_COMPAT:
-            return astra_compat.reduction_ps(size, bandwidth)
-        return -(-3 * size * 10**12 // bandwidth)
+        """Time to reduce ``size`` received bytes into the local buffer (see :mod:`system_layer.reduction`)."""
+        return self.context.reduction(size)
 
     def peer_scheduler(self, npu: int) -> NpuScheduler:
         return self.context.schedulers[npu]

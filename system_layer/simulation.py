@@ -15,6 +15,7 @@ from system_layer.executor import CollectiveTable, NpuExecutor
 from system_layer.graphs import GraphPlan, plan_graph
 from system_layer.options import SystemOptions
 from system_layer.result import CollectiveStats, NpuStats, SimulationResult
+from system_layer.reduction import ReductionCost
 from system_layer.scheduler import NpuScheduler, SchedulerContext
 from system_layer.symmetry import aggregation_blocker
 
@@ -38,7 +39,7 @@ def simulate(
     aggregated = aggregation_blocker(graphs, info, options) is None
     simulated = 1 if aggregated else npus
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
-    context = SchedulerContext(coordinator, options, aggregated=aggregated)
+    context = SchedulerContext(coordinator, options, ReductionCost(options, compute, device), aggregated=aggregated)
     context.schedulers.extend(NpuScheduler(npu, context) for npu in range(simulated))
     table = CollectiveTable(grid, options, npus)
     executors = []

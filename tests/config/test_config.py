@@ -111,6 +111,8 @@ def test_sections_are_frozen() -> None:
         ({"system": {"collective_optimization": "fast"}}, "system.collective_optimization", "'local_bw_aware'"),
         ({"system": {"logical_topology": [3, 5]}}, "system.logical_topology", "holds 15 NPUs but network.topology"),
         ({"system": {"queues_per_dim": 0}}, "system.queues_per_dim", "greater than or equal to 1"),
+        ({"system": {"reduction": "compute"}, "compute": None}, "system.reduction", "add a compute section"),
+        ({"system": {"reduction_dtype": "fp13"}}, "system.reduction_dtype", "fp13"),
         ({"workload": {"kind": "nope"}}, "workload.kind", "available: "),
         ({"workload": {"kind": None}}, "workload.kind", "required"),
         ({"workload": {"kind": "fake", "size": "1 parsec"}}, "workload.size", "unknown size unit"),

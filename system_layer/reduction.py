@@ -1,0 +1,49 @@
+"""What reducing received data into the local buffer costs an NPU.
+
+Either from local memory bandwidth (two reads and a write per byte; ASTRA-sim's rounding under its preset),
+or priced by the compute layer as an element-wise add on the study's device, asked once per distinct size.
+"""
+
+from __future__ import annotations
+
+from stratasim import operators
+from stratasim.contracts import ComputeBackend
+from stratasim.errors import BackendError, WorkloadError
+from stratasim.v1 import compute_pb2
+from system_layer import astra_compat
+from system_layer.options import Preset, SystemOptions
+
+__all__ = ["ReductionCost"]
+
+
+class ReductionCost:
+    """``cost(size)``: picoseconds to reduce ``size`` received bytes; zero when no cost model is set."""
+
+    def __init__(self, options: SystemOptions, compute: ComputeBackend | None, device: str) -> None:
+        if options.reduce_on_compute and compute is None:
+            raise WorkloadError("system.reduction: 'compute' needs a compute section to price the reductions")
+        self._options = options
+        self._compute = compute if options.reduce_on_compute else None
+        self._device = device
+        self._priced: dict[int, int] = {}
+
+    def __call__(self, size: int) -> int:
+        if self._compute is not None:
+            return self._priced[size] if size in self._priced else self._price(size)
+        bandwidth = self._options.local_mem_bandwidth
+        if not bandwidth:
+            return 0
+        if self._options.preset is Preset.ASTRA_COMPAT:
+            return astra_compat.reduction_ps(size, bandwidth)
+        return -(-3 * size * 10**12 // bandwidth)
+
+    def _price(self, size: int) -> int:
+        assert self._compute is not None
+        dtype = operators.parse_dtype(self._options.reduction_dtype)
+        elements = max(1, -(-size // operators.dtype_bytes(dtype)))
+        op = operators.elementwise([elements], dtype=dtype, flops_per_element=1, inputs=2, name="reduction")
+        response = self._compute.estimate(compute_pb2.EstimateRequest(device=self._device, ops=[op]))
+        if response.HasField("error"):
+            raise BackendError(f"compute backend {self._compute.name!r} cannot price a reduction: {response.error.message}")
+        self._priced[size] = response.costs[0].duration_ps
+        return self._priced[size]
