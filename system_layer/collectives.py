@@ -107,7 +107,7 @@ class ChunkRun:
     """
 
     __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
-                 "arrived", "enqueued_ps", "started_ps", "_peers", "_steps", "_only_peer", "_phase_key")
+                 "arrived", "enqueued_ps", "started_ps", "sent", "_peers", "_steps", "_only_peer", "_phase_key")
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
@@ -126,6 +126,7 @@ class ChunkRun:
         self.arrived: dict[int, int] = {}
         self.enqueued_ps = 0
         self.started_ps = 0
+        self.sent = 0  # bytes sent in the current phase
         self._peers: dict[int, tuple[int, ChunkRun]] = {}
         self._steps: tuple[Step, ...] = ()
         self._only_peer: tuple[int, Callable[[int], None]] | None = None
@@ -151,6 +152,7 @@ class ChunkRun:
         only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
         self._only_peer = (only[0], only[1].receive) if only is not None else None
         self._phase_key = self.phase << 32
+        self.sent = 0
         self.step = -1
         self.started_ps = self.coordinator.now
         self._next_step()
@@ -162,24 +164,26 @@ class ChunkRun:
             arrived[key] = arrived.get(key, 0) + 1
             return
         count = arrived.pop(key, 0) + 1 if arrived else 1
-        need = self._steps[self.step].need
-        if count < need:
+        step = self._steps[self.step]
+        if count < step.need:
             arrived[key] = count
             return
-        if count > need:
-            arrived[key] = count - need
-        self._step_done()
-
-    def _step_done(self) -> None:
-        """The current step has all its messages: reduce them if it must, then move on."""
-        step = self._steps[self.step]
-        if step.reduces:
-            reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
-            if reduction_ps:
-                self.key = -1
-                self.coordinator.schedule(self.coordinator.now + reduction_ps, self._next_step)
-                return
+        if count > step.need:
+            arrived[key] = count - step.need
+        if step.reduces and self._reduce_later(step):
+            return
         self._next_step()
+
+    def _reduce_later(self, step: Step) -> bool:
+        """If reducing the step's data takes time, carry on once it is done and say so."""
+        if not self.scheduler.reductions_cost:
+            return False
+        reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
+        if not reduction_ps:
+            return False
+        self.key = -1
+        self.coordinator.schedule(self.coordinator.now + reduction_ps, self._next_step)
+        return True
 
     def _next_step(self, _: object = None) -> None:
         """Send the next step and complete it at once if its messages are already here (or it needs none)."""
@@ -193,7 +197,13 @@ class ChunkRun:
                 return
             step = steps[self.step]
             key = self.key = self._phase_key | step.wait
-            self._send(step)
+            if step.offsets:
+                self.sent += step.bytes * len(step.offsets)
+                only = self._only_peer
+                if only is not None:  # the common case (rings), kept free of calls
+                    self.coordinator.send(self.npu, only[0], step.bytes, only[1], self._phase_key | step.tag)
+                else:
+                    self._send_to_peers(step)
             need = step.need
             count = arrived.pop(key, 0) if arrived else 0
             if count < need:
@@ -202,19 +212,11 @@ class ChunkRun:
                 return
             if count > need:
                 arrived[key] = count - need
-            if step.reduces and self.scheduler.reduction_ps(step.reduced_bytes):
-                self._step_done()
+            if step.reduces and self._reduce_later(step):
                 return
 
-    def _send(self, step: Step) -> None:
-        if not step.offsets:
-            return
+    def _send_to_peers(self, step: Step) -> None:
         tag = self._phase_key | step.tag
-        self.scheduler.count_sent(self.plans[self.phase].dim, step.bytes * len(step.offsets))
-        if self._only_peer is not None:
-            peer, receive = self._only_peer
-            self.coordinator.send(self.npu, peer, step.bytes, receive, tag)
-            return
         send = self.coordinator.send
         peers = self._peers
         for offset in step.offsets:

@@ -26,6 +26,8 @@ class ReductionCost:
         self._compute = compute if options.reduce_on_compute else None
         self._device = device
         self._priced: dict[int, int] = {}
+        self.costs = bool(self._compute is not None or options.local_mem_bandwidth)
+        """False when every reduction is free, so the hot path can skip asking."""
 
     def __call__(self, size: int) -> int:
         if self._compute is not None:

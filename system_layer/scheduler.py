@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from system_layer.collectives import ChunkRun, Collective
 from system_layer.groups import FLAT
 from system_layer.options import Scheduling, SystemOptions
+from system_layer.reduction import ReductionCost
 from system_layer.result import TraceSpan
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class SchedulerContext:
         self,
         coordinator: Coordinator,
         options: SystemOptions,
-        reduction: Callable[[int], int],
+        reduction: ReductionCost,
         *,
         aggregated: bool = False,
     ) -> None:
@@ -62,9 +63,10 @@ class NpuScheduler:
         self.bytes_sent: dict[int, int] = {}
         self._comm_since = 0
 
-    def count_sent(self, dim: int, size: int) -> None:
-        """Account ``size`` bytes this NPU sent in a phase along ``dim`` (``FLAT``: a flat phase)."""
-        self.bytes_sent[dim] = self.bytes_sent.get(dim, 0) + size
+    @property
+    def reductions_cost(self) -> bool:
+        """Whether reducing received data takes any time at all (it is free unless a cost model is set)."""
+        return self.context.reduction.costs
 
     def reduction_ps(self, size: int) -> int:
         """Time to reduce ``size`` received bytes into the local buffer (see :mod:`system_layer.reduction`)."""
@@ -144,6 +146,8 @@ class NpuScheduler:
         collective = run.collective
         dim = run.plans[run.phase].dim
         collective.network_delay_sum[run.index][run.phase] += now - run.started_ps
+        if run.sent:
+            self.bytes_sent[dim] = self.bytes_sent.get(dim, 0) + run.sent
         collective.phase_runs[run.index][run.phase] += 1
         if self.context.spans is not None:
             self.context.spans.append(
