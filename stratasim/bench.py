@@ -15,6 +15,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from stratasim.topology import Grid
 from stratasim.units import format_bytes, format_time_ps, parse_bytes
 
 __all__ = ["BenchCase", "shape_of", "cases", "run_case", "format_table", "add_arguments", "run_from_args"]
@@ -35,10 +36,7 @@ class BenchCase:
 
     @property
     def npus(self) -> int:
-        total = 1
-        for size in self.shape:
-            total *= size
-        return total
+        return Grid(self.shape).npus
 
     def study(self) -> dict[str, Any]:
         """The study file this case runs, as a mapping."""

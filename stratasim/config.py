@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,7 +18,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, Field, StrictInt, ValidationError, field_validator, model_validator
 
-from stratasim import registry
+from stratasim import registry, strict_yaml
+from stratasim.collective_types import COLLECTIVE_TYPES
 from stratasim.contracts import WorkloadSource
 from stratasim.errors import BackendError, ConfigError
 from stratasim.operators import parse_dtype
@@ -41,7 +42,7 @@ __all__ = [
     "parse_study",
 ]
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
+COLLECTIVES = tuple(COLLECTIVE_TYPES)
 
 # ASTRA-sim truncates every network time to whole nanoseconds; its preset asks the network to do the same.
 _ASTRA_QUANTUM_PS = 1000
@@ -348,21 +349,6 @@ def _check_dimensions(system: SystemSection, network: NetworkSection, problems: 
         problems.append(("system.algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """A safe loader that rejects duplicate keys instead of silently keeping the last one."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if not isinstance(key, Hashable):
-                continue  # the base class reports unhashable keys
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def _read_yaml(path: Path) -> object:
     try:
         text = path.read_text(encoding="utf-8")
@@ -371,7 +357,7 @@ def _read_yaml(path: Path) -> object:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), [("", f"cannot read the file: {exc}")]) from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return strict_yaml.load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""

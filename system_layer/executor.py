@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from stratasim.collective_types import COLLECTIVE_NAMES
 from stratasim.errors import WorkloadError
 from stratasim.topology import Grid
 from stratasim.v1 import workload_pb2
@@ -21,14 +22,6 @@ from system_layer.scheduler import NpuScheduler, SchedulerContext
 
 __all__ = ["CollectiveTable", "NpuExecutor"]
 
-_COLLECTIVE_NAMES = {
-    workload_pb2.ALL_REDUCE: "all_reduce",
-    workload_pb2.REDUCE_SCATTER: "reduce_scatter",
-    workload_pb2.ALL_GATHER: "all_gather",
-    workload_pb2.ALL_TO_ALL: "all_to_all",
-    workload_pb2.BROADCAST: "broadcast",
-    workload_pb2.REDUCE: "reduce",
-}
 
 
 def _root(node: workload_pb2.Node, group: tuple[int, ...], npu: int) -> int:
@@ -59,7 +52,7 @@ class CollectiveTable:
             if (node.comm_type, group) in seen:
                 continue
             seen.add((node.comm_type, group))
-            kind = _COLLECTIVE_NAMES.get(node.comm_type)
+            kind = COLLECTIVE_NAMES.get(node.comm_type)
             if kind is None:
                 name = workload_pb2.CollectiveType.Name(node.comm_type)
                 raise WorkloadError(f"node {node.id}: collective {name} is not supported yet")
@@ -72,7 +65,7 @@ class CollectiveTable:
     def join(self, npu: int, node: workload_pb2.Node, index: int) -> Collective:
         """The collective ``node`` is the ``index``-th issued on its group, creating it on first sight."""
         group = tuple(sorted(node.group)) if node.group else self._everyone
-        kind = _COLLECTIVE_NAMES.get(node.comm_type)
+        kind = COLLECTIVE_NAMES.get(node.comm_type)
         if kind is None:
             name = workload_pb2.CollectiveType.Name(node.comm_type)
             raise WorkloadError(f"NPU {npu} node {node.id}: collective {name} is not supported yet")

@@ -7,21 +7,13 @@ from typing import Literal
 
 from pydantic import Field
 
+from stratasim.collective_types import COLLECTIVE_TYPES
 from stratasim.errors import WorkloadError
 from stratasim.schema import Bytes, Section
 from stratasim.v1 import workload_pb2
 
-__all__ = ["CollectiveWorkload", "COLLECTIVE_TYPES"]
+__all__ = ["CollectiveWorkload"]
 
-# Study names of collectives and their Chakra CollectiveCommType values.
-COLLECTIVE_TYPES = {
-    "all_reduce": workload_pb2.ALL_REDUCE,
-    "reduce_scatter": workload_pb2.REDUCE_SCATTER,
-    "all_gather": workload_pb2.ALL_GATHER,
-    "all_to_all": workload_pb2.ALL_TO_ALL,
-    "broadcast": workload_pb2.BROADCAST,
-    "reduce": workload_pb2.REDUCE,
-}
 
 
 class CollectiveConfig(Section):

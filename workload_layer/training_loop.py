@@ -15,9 +15,9 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from stratasim import operators
+from stratasim.collective_types import COLLECTIVE_TYPES
 from stratasim.schema import Bytes, Section, TimePs
 from stratasim.v1 import workload_pb2
-from workload_layer.collective import COLLECTIVE_TYPES
 
 __all__ = ["TrainingLoopWorkload", "TrainingLoopConfig", "LayerConfig", "ComputeSpec", "CommSpec"]
 

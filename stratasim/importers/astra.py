@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from stratasim import strict_yaml
 from stratasim.config import parse_study
 from stratasim.errors import ConfigError
 from stratasim.importers._astra_system import (
@@ -48,21 +49,6 @@ class AstraImport:
 
     study: dict[str, Any]
     comments: tuple[str, ...]
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A safe loader that rejects duplicate keys, which yaml-cpp and PyYAML would resolve differently."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if not isinstance(key, Hashable):
-                continue  # the base class reports unhashable keys
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 class _DuplicateKey(ValueError):
@@ -93,7 +79,7 @@ def _read(path: Path, problems: Problems) -> str | None:
 def _load_yaml(path: Path, problems: Problems) -> object:
     text = _read(path, problems)
     try:
-        return None if text is None else yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
+        return None if text is None else strict_yaml.load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from network_layer.analytical import AnalyticalNetwork
+from stratasim.collective_types import COLLECTIVE_TYPES
 from stratasim.v1 import network_pb2, workload_pb2
 from system_layer import SimulationResult, SystemOptions, simulate
 
@@ -10,14 +11,7 @@ RING = network_pb2.Dimension.RING
 FC = network_pb2.Dimension.FULLY_CONNECTED
 SWITCH = network_pb2.Dimension.SWITCH
 
-COLLECTIVES = {
-    "all_reduce": workload_pb2.ALL_REDUCE,
-    "reduce_scatter": workload_pb2.REDUCE_SCATTER,
-    "all_gather": workload_pb2.ALL_GATHER,
-    "all_to_all": workload_pb2.ALL_TO_ALL,
-    "broadcast": workload_pb2.BROADCAST,
-    "reduce": workload_pb2.REDUCE,
-}
+COLLECTIVES = COLLECTIVE_TYPES
 
 
 def topology(*dims: tuple[int, int, float, int]) -> network_pb2.Topology:
