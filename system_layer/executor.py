@@ -1,7 +1,9 @@
 """Runs each NPU's execution graph: a node starts once its dependencies are done.
 
 Compute nodes share the NPU's single compute stream (one at a time, in the order they became ready);
-collective nodes go to the NPU's chunk scheduler and overlap with compute. The k-th collective an NPU issues
+collective nodes go to the NPU's chunk scheduler and overlap with compute. A send node's message travels
+at once; the send and the peer's matching receive (same source and tag, first come first served) complete
+when it arrives — a receive that becomes ready after its message arrived completes at once. The k-th collective an NPU issues
 on a group is matched with the k-th one every other member issues on it, as NCCL requires.
 """
 
@@ -113,6 +115,9 @@ class NpuExecutor:
         self._computing = False
         self._issued: dict[tuple[int, ...], int] = {}
         self._left = len(plan.nodes)
+        self.peers: list[NpuExecutor] = []  # every NPU's executor, for point-to-point messages
+        self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
+        self._receiving: dict[tuple[int, int], deque[int]] = {}  # (source, tag) -> receive nodes waiting
         self.compute_ps = 0
         self.finish_ps = 0
 
@@ -133,11 +138,39 @@ class NpuExecutor:
             if not self._computing:
                 self._next_compute()
             return
+        if node.type == workload_pb2.COMM_SEND_NODE:
+            self._context.coordinator.send(self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag))
+            return
+        if node.type == workload_pb2.COMM_RECV_NODE:
+            self._receive(index, (node.peer, node.tag))
+            return
         group = tuple(sorted(node.group))
         issued = self._issued.get(group, 0)
         self._issued[group] = issued + 1
         collective = self._table.join(self.npu, node, issued)
         self._scheduler.issue(collective, lambda: self._complete(index))
+
+    def _sent(self, message: tuple[int, int]) -> None:
+        """A point-to-point message of this NPU arrived: its send node is done, the peer may take it."""
+        index, tag = message
+        node = self._plan.nodes[index]
+        self._complete(index)
+        self.peers[node.peer].take(self.npu, tag)
+
+    def take(self, source: int, tag: int) -> None:
+        """A message from ``source`` tagged ``tag`` arrived: complete the oldest receive waiting for it."""
+        waiting = self._receiving.get((source, tag))
+        if waiting:
+            self._complete(waiting.popleft())
+        else:
+            self._unclaimed[(source, tag)] = self._unclaimed.get((source, tag), 0) + 1
+
+    def _receive(self, index: int, key: tuple[int, int]) -> None:
+        if self._unclaimed.get(key):
+            self._unclaimed[key] -= 1
+            self._complete(index)
+        else:
+            self._receiving.setdefault(key, deque()).append(index)
 
     def _next_compute(self) -> None:
         if not self._compute_queue:

@@ -10,7 +10,9 @@ from stratasim.v1 import workload_pb2
 
 __all__ = ["GraphPlan", "plan_graph", "SUPPORTED_NODE_TYPES"]
 
-SUPPORTED_NODE_TYPES = (workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE)
+SUPPORTED_NODE_TYPES = (
+    workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,13 @@ def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> Graph
 def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:
     if node.type not in SUPPORTED_NODE_TYPES:
         kind = workload_pb2.NodeType.Name(node.type) if node.type in workload_pb2.NodeType.values() else node.type
-        raise WorkloadError(f"{_label(npu, node)}: node type {kind} is not supported yet (COMP_NODE, COMM_COLL_NODE)")
+        raise WorkloadError(
+            f"{_label(npu, node)}: node type {kind} is not supported yet (COMP, COMM_COLL, COMM_SEND, COMM_RECV)"
+        )
+    if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE) and (
+        node.peer >= npus or node.peer == npu
+    ):
+        raise WorkloadError(f"{_label(npu, node)}: peer NPU {node.peer} must be another of the {npus} NPUs")
     if node.type == workload_pb2.COMM_COLL_NODE and node.group:
         outside = [member for member in node.group if member >= npus]
         if outside:

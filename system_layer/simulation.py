@@ -48,6 +48,8 @@ def simulate(
         executor = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
         executors.append(executor)
         coordinator.schedule(0, executor.start)
+    for executor in executors:
+        executor.peers = executors
     coordinator.run()
 
     stuck = [ex.npu for ex in executors if not ex.done]

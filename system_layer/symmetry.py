@@ -42,6 +42,8 @@ def aggregation_blocker(
             if graph.SerializeToString(deterministic=True) != signature:
                 return "NPUs run different graphs"
     for node in first.nodes:
+        if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
+            return f"node {node.id} is a point-to-point transfer"
         if node.type != workload_pb2.COMM_COLL_NODE:
             continue
         if node.group and len(set(node.group)) != len(graphs):
