@@ -154,7 +154,38 @@ def _add_import(subparsers: _Subparsers) -> None:
     astra.set_defaults(handler=_import_astra)
 
 
-_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_bench, _add_import)
+def _trace_inspect(args: argparse.Namespace) -> int:
+    from workload_layer import chakra_convert
+
+    print(chakra_convert.summarize(args.trace).to_text())
+    return EXIT_OK
+
+
+def _trace_convert(args: argparse.Namespace) -> int:
+    from workload_layer import chakra_convert
+
+    convert = chakra_convert.stratasim_to_chakra if args.to == "chakra" else chakra_convert.chakra_to_stratasim
+    written = convert(args.input, args.output)
+    print(f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")
+    return EXIT_OK
+
+
+def _add_trace(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("trace", help="inspect and convert execution traces (Chakra .et, StrataSim .pb)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    inspect = actions.add_parser("inspect", help="summarize a trace: ranks, nodes, collectives, compute time")
+    inspect.add_argument("trace", metavar="FILE_OR_PREFIX", help="one .et file, or a prefix of <prefix>.<rank>.et|pb")
+    inspect.set_defaults(handler=_trace_inspect)
+    convert = actions.add_parser("convert", help="convert between Chakra (<p>.<rank>.et) and StrataSim (<p>.<rank>.pb)")
+    convert.add_argument("input", metavar="IN", help="the input trace prefix")
+    convert.add_argument("output", metavar="OUT", help="the output trace prefix")
+    convert.add_argument(
+        "--to", required=True, choices=("chakra", "stratasim"), help="the output format (the input is the other one)"
+    )
+    convert.set_defaults(handler=_trace_convert)
+
+
+_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_bench, _add_import, _add_trace)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,11 @@ def _generator():
 def test_generated_code_is_in_sync_with_the_protos(tmp_path: Path) -> None:
     written = _generator().generate(tmp_path)
     fresh = {path.name: path.read_text() for path in written}
-    committed = {path.name: path.read_text() for path in (REPO / "stratasim" / "v1").glob("*_pb2*.py*")}
+    committed = {
+        path.name: path.read_text()
+        for package in ("v1", "chakra")
+        for path in (REPO / "stratasim" / package).glob("*_pb2*.py*")
+    }
     assert sorted(fresh) == sorted(committed), "generated file set differs: run python proto/generate.py"
     stale = [name for name in fresh if fresh[name] != committed[name]]
     assert not stale, f"out of date with proto/: {stale}; run python proto/generate.py"

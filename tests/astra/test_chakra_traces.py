@@ -1,0 +1,46 @@
+"""ASTRA-sim's own Chakra traces, replayed with the ASTRA-sim preset on the imported configs, give the
+numbers ASTRA-sim printed (``shared/reference/astra-sim-inputs/README.md``): microbenchmarks, and the
+end-to-end ResNet-50 and DLRM workloads converted from ASTRA-sim's text format (total, compute, exposed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratasim.config import parse_study
+from stratasim.importers.astra import import_astra
+from stratasim.report import Report
+from stratasim.study import run_study
+
+INPUTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs"
+pytestmark = pytest.mark.skipif(not INPUTS.is_dir(), reason=f"ASTRA-sim reference inputs not found at {INPUTS}")
+
+
+def replay(prefix: str) -> Report:
+    study: dict[str, Any] = import_astra(INPUTS / "network/Ring_8npus.yml", INPUTS / "system/Ring_4chunks.json")
+    study["workload"] = {"kind": "chakra", "path": str(INPUTS / "workload" / prefix)}
+    return run_study(parse_study(study, "replay"))
+
+
+@pytest.mark.parametrize(
+    ("collective", "cycles"),
+    [("all_reduce", 64440), ("all_gather", 151016), ("reduce_scatter", 33080), ("all_to_all", 125480)],
+)
+def test_microbenchmark_traces(collective: str, cycles: int) -> None:
+    report = replay(f"microbenchmarks/{collective}_8npus_1MB/{collective}")
+    assert report.total_time_ps == cycles * 1000
+
+
+@pytest.mark.parametrize(
+    ("workload", "total", "compute", "exposed"),
+    [
+        ("Resnet50_DataParallel", 1082479776, 1082450000, 29776),
+        ("DLRM_HybridParallel", 51378000, 51378000, 0),
+    ],
+)
+def test_end_to_end_traces(workload: str, total: int, compute: int, exposed: int) -> None:
+    report = replay(f"e2e_text_converted/{workload}_8npus/{workload}")
+    assert report.total_time_ps == total * 1000
+    assert (report.compute_time_ns, report.exposed_comm_ns) == (compute, exposed)

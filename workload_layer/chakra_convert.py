@@ -1,0 +1,182 @@
+"""Conversions between Chakra traces and StrataSim's own trace files, and a summary of either.
+
+StrataSim's trace format: one file per rank, ``<prefix>.<rank>.pb``, each holding one length-delimited
+``stratasim.v1.ExecutionGraph`` record. Converting back to Chakra (:func:`from_graph`) is exact for everything
+Chakra can express and refuses, naming the node, what it cannot: operator descriptors, communicator groups,
+roots, and durations that are not whole microseconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+
+from stratasim.chakra import et_def_pb2
+from stratasim.errors import WorkloadError
+from stratasim.v1 import workload_pb2
+from workload_layer.chakra import (
+    US_TO_PS,
+    read_records,
+    read_trace,
+    to_graph,
+    trace_files,
+    write_records,
+    write_trace,
+)
+
+__all__ = [
+    "TraceSummary",
+    "from_graph",
+    "read_graphs",
+    "write_graphs",
+    "chakra_to_stratasim",
+    "stratasim_to_chakra",
+    "summarize",
+]
+
+CHAKRA_VERSION = "0.0.4"
+"""The ``GlobalMetadata.version`` written into converted Chakra traces (that of ASTRA-sim's examples)."""
+
+
+def _int_attr(name: str, value: int) -> et_def_pb2.AttributeProto:
+    return et_def_pb2.AttributeProto(name=name, int64_val=value)
+
+
+def from_graph(graph: workload_pb2.ExecutionGraph, source: str = "") -> list[et_def_pb2.Node]:
+    """The Chakra nodes of ``graph``, the inverse of :func:`~workload_layer.chakra.to_graph`."""
+    nodes = []
+    for node in graph.nodes:
+        where = f"{source or f'NPU {graph.npu}'}: node {node.id} ({node.name!r})"
+        lost = [name for name in ("op", "root") if node.HasField(name)] + (["group"] if node.group else [])
+        if lost:
+            raise WorkloadError(f"{where}: Chakra traces cannot express {', '.join(lost)}")
+        out = et_def_pb2.Node(
+            id=node.id,
+            name=node.name,
+            type=et_def_pb2.NodeType.ValueType(node.type),
+            ctrl_deps=node.ctrl_deps,
+            data_deps=node.data_deps,
+        )
+        if node.type == workload_pb2.COMP_NODE:
+            micros, rest = divmod(node.duration_ps, US_TO_PS)
+            if rest or micros < 0:
+                raise WorkloadError(f"{where}: duration {node.duration_ps} ps is not a whole number of microseconds")
+            out.duration_micros = micros
+        elif node.type == workload_pb2.COMM_COLL_NODE:
+            out.attr.extend([_int_attr("comm_type", node.comm_type), _int_attr("comm_size", node.comm_bytes)])
+        elif node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
+            peer = "comm_dst" if node.type == workload_pb2.COMM_SEND_NODE else "comm_src"
+            out.attr.extend([
+                _int_attr(peer, node.peer), _int_attr("comm_tag", node.tag), _int_attr("comm_size", node.comm_bytes)
+            ])  # fmt: skip
+        elif node.type in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
+            out.attr.append(_int_attr("tensor_size", node.comm_bytes))
+        nodes.append(out)
+    return nodes
+
+
+def read_graphs(prefix: str | Path) -> list[workload_pb2.ExecutionGraph]:
+    """The graphs of StrataSim trace files ``<prefix>.<rank>.pb``, index = rank."""
+    graphs = []
+    for rank, path in enumerate(trace_files(prefix, ".pb")):
+        records = read_records(path)
+        if len(records) != 1:
+            raise WorkloadError(f"{path}: expected one ExecutionGraph record, found {len(records)}")
+        try:
+            graph = workload_pb2.ExecutionGraph.FromString(records[0][1])
+        except DecodeError:
+            raise WorkloadError(f"{path}: the record at byte 0 is not an ExecutionGraph message") from None
+        if graph.npu != rank:
+            raise WorkloadError(f"{path}: the graph is for NPU {graph.npu}, not {rank}")
+        graphs.append(graph)
+    return graphs
+
+
+def write_graphs(prefix: str | Path, graphs: Sequence[workload_pb2.ExecutionGraph]) -> list[Path]:
+    """Write one ``<prefix>.<rank>.pb`` per graph; return the files written."""
+    paths = [Path(f"{prefix}.{rank}.pb") for rank in range(len(graphs))]
+    for path, graph in zip(paths, graphs):
+        write_records(path, [graph])
+    return paths
+
+
+def chakra_to_stratasim(source: str | Path, target: str | Path) -> list[Path]:
+    """Convert the Chakra trace ``<source>.<rank>.et`` to ``<target>.<rank>.pb``; return the files written."""
+    files = trace_files(source)
+    graphs = [to_graph(read_trace(path)[1], rank, len(files), str(path)) for rank, path in enumerate(files)]
+    return write_graphs(target, graphs)
+
+
+def stratasim_to_chakra(source: str | Path, target: str | Path) -> list[Path]:
+    """Convert StrataSim trace files ``<source>.<rank>.pb`` to ``<target>.<rank>.et``; return the files written."""
+    written = []
+    for rank, graph in enumerate(read_graphs(source)):
+        path = Path(f"{target}.{rank}.et")
+        write_trace(path, et_def_pb2.GlobalMetadata(version=CHAKRA_VERSION), from_graph(graph, f"{source}.{rank}.pb"))
+        written.append(path)
+    return written
+
+
+@dataclass
+class TraceSummary:
+    """What a trace holds, summed over its ranks; ``compute_ps`` is the total duration of compute nodes."""
+
+    ranks: int = 0
+    nodes: Counter[str] = field(default_factory=Counter)
+    collectives: Counter[str] = field(default_factory=Counter)
+    collective_bytes: Counter[str] = field(default_factory=Counter)
+    p2p_bytes: int = 0
+    compute_ps: int = 0
+
+    def add(self, graph: workload_pb2.ExecutionGraph) -> None:
+        """Count the nodes of one more rank."""
+        self.ranks += 1
+        for node in graph.nodes:
+            self.nodes[workload_pb2.NodeType.Name(node.type)] += 1
+            if node.type == workload_pb2.COMP_NODE:
+                self.compute_ps += node.duration_ps
+            elif node.type == workload_pb2.COMM_COLL_NODE:
+                name = workload_pb2.CollectiveType.Name(node.comm_type)
+                self.collectives[name] += 1
+                self.collective_bytes[name] += node.comm_bytes
+            elif node.type == workload_pb2.COMM_SEND_NODE:
+                self.p2p_bytes += node.comm_bytes
+
+    def to_text(self) -> str:
+        """A few human-readable lines."""
+        lines = [f"ranks: {self.ranks}", f"nodes: {sum(self.nodes.values())}"]
+        lines += [f"  {name}: {count}" for name, count in sorted(self.nodes.items())]
+        lines.append(f"collectives: {sum(self.collectives.values())}, {sum(self.collective_bytes.values())} bytes")
+        lines += [
+            f"  {name}: {count}, {self.collective_bytes[name]} bytes"
+            for name, count in sorted(self.collectives.items())
+        ]
+        lines.append(f"point-to-point sends: {self.p2p_bytes} bytes")
+        lines.append(f"compute: {self.compute_ps / 1e6:g} us")
+        return "\n".join(lines)
+
+
+def summarize(file_or_prefix: str | Path) -> TraceSummary:
+    """The summary of one Chakra ``.et`` file (its peers unchecked), or of every rank of a Chakra (``.et``) or
+    StrataSim (``.pb``) trace prefix (Chakra is tried first)."""
+    summary = TraceSummary()
+    path = Path(file_or_prefix)
+    if path.is_file():
+        summary.add(to_graph(read_trace(path)[1], 0, None, str(path)))
+        return summary
+    try:
+        files = trace_files(path)
+    except WorkloadError:
+        try:
+            graphs = read_graphs(path)
+        except WorkloadError:
+            raise WorkloadError(f"no Chakra (.et) or StrataSim (.pb) traces match {file_or_prefix}.<rank>") from None
+    else:
+        graphs = [to_graph(read_trace(f)[1], rank, len(files), str(f)) for rank, f in enumerate(files)]
+    for graph in graphs:
+        summary.add(graph)
+    return summary
