@@ -35,6 +35,7 @@ class Coordinator:
         self._handlers: dict[int, tuple[Callback, Any]] = {}
         self._next_id = 0
         self._outbox: list[tuple[int, int, int, int, Callback, Any]] = []
+        self._prompt: set[int] = set()  # ids of messages that skip the endpoint delay
         self.windows = 0
         self.messages = 0
 
@@ -45,9 +46,13 @@ class Coordinator:
     def schedule(self, time_ps: int, callback: Callback, arg: Any = None) -> None:
         self.queue.schedule(time_ps, callback, arg)
 
-    def send(self, src: int, dst: int, size: int, on_arrival: Callback, arg: Any = None) -> None:
+    def send(
+        self, src: int, dst: int, size: int, on_arrival: Callback, arg: Any = None, *, endpoint_delay: bool = True
+    ) -> None:
         """Send ``size`` bytes from ``src`` to ``dst`` now; ``on_arrival(arg)`` runs when they have arrived and
-        the receiving endpoint has spent its endpoint delay on them."""
+        the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False)."""
+        if not endpoint_delay:
+            self._prompt.add(self._next_id + len(self._outbox))
         self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
 
     def _flush(self) -> None:
@@ -107,6 +112,9 @@ class Coordinator:
         delay = self._endpoint_delay
         ids = list(deliveries.id)
         self.messages += len(ids)
+        if self._prompt:
+            self._deliver_mixed(ids, list(deliveries.time_ps))
+            return
         if len(ids) == 1:
             self.queue.schedule(deliveries.time_ps[0] + delay, _run_batch, [pop(ids[0])])
             return
@@ -114,6 +122,20 @@ class Coordinator:
         bounds = [0, *(np.flatnonzero(times[1:] != times[:-1]) + 1).tolist(), len(ids)]
         for start, end in zip(bounds, bounds[1:]):
             self.queue.schedule(int(times[start]) + delay, _run_batch, [pop(i) for i in ids[start:end]])
+
+
+    def _deliver_mixed(self, ids: list[int], times: list[int]) -> None:
+        """The slow path, for windows that may hold messages skipping the endpoint delay."""
+        pop = self._handlers.pop
+        batches: dict[int, list[tuple[Callback, Any]]] = {}
+        for msg_id, time_ps in zip(ids, times):
+            if msg_id in self._prompt:
+                self._prompt.discard(msg_id)
+            else:
+                time_ps += self._endpoint_delay
+            batches.setdefault(time_ps, []).append(pop(msg_id))
+        for time_ps, batch in batches.items():
+            self.queue.schedule(time_ps, _run_batch, batch)
 
 
 def _run_batch(batch: list[tuple[Callback, Any]]) -> None:

@@ -18,7 +18,7 @@ from stratasim.v1 import workload_pb2
 from system_layer.collectives import Collective
 from system_layer.graphs import GraphPlan
 from system_layer.groups import phases_of
-from system_layer.options import SystemOptions
+from system_layer.options import Preset, SystemOptions
 from system_layer.result import TraceSpan
 from system_layer.scheduler import NpuScheduler, SchedulerContext
 
@@ -139,7 +139,11 @@ class NpuExecutor:
                 self._next_compute()
             return
         if node.type == workload_pb2.COMM_SEND_NODE:
-            self._context.coordinator.send(self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag))
+            # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
+            endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
+            self._context.coordinator.send(
+                self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag), endpoint_delay=endpoint_delay
+            )
             return
         if node.type == workload_pb2.COMM_RECV_NODE:
             self._receive(index, (node.peer, node.tag))
