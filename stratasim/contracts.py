@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
-__all__ = ["PROTOCOL_VERSION", "NetworkBackend", "ComputeBackend", "WorkloadSource"]
+__all__ = ["PROTOCOL_VERSION", "NetworkBackend", "ComputeBackend", "WorkloadSource", "TrainingWorkload"]
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
 PROTOCOL_VERSION = 1
@@ -77,4 +77,17 @@ class WorkloadSource(Protocol):
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         """One graph per NPU, index = NPU id; the same graph object may be shared by symmetric NPUs."""
+        ...
+
+
+@runtime_checkable
+class TrainingWorkload(Protocol):
+    """A workload that is one training iteration of a model: the report then adds throughput figures."""
+
+    def model_flops_per_iteration(self) -> float:
+        """Model FLOPs of one iteration over all NPUs, counted as Megatron-LM does (recomputation included)."""
+        ...
+
+    def samples_per_iteration(self) -> int:
+        """Samples (sequences) one iteration trains on: the global batch."""
         ...

@@ -110,12 +110,20 @@ class Report:
     events_processed: int
     backends: dict[str, str]
     spans: tuple[TraceSpan, ...] = field(default=(), repr=False)
+    training: dict[str, float] | None = None
 
     @classmethod
     def from_result(
-        cls, name: str, result: SimulationResult, wall_seconds: float, backends: dict[str, str]
+        cls,
+        name: str,
+        result: SimulationResult,
+        wall_seconds: float,
+        backends: dict[str, str],
+        training: dict[str, float] | None = None,
     ) -> Report:
-        """Summarise an engine result; ``backends`` maps a layer to a label such as ``analytical (in-process)``."""
+        """Summarise an engine result; ``backends`` maps a layer to a label such as ``analytical (in-process)``;
+        ``training`` holds a training workload's ``iteration_time_ns``, ``samples_per_second`` and
+        ``tflops_per_npu`` (added to the JSON at top level)."""
         critical = max(result.per_npu, key=lambda s: (s.finish_ps, -s.npu), default=None)
         return cls(
             name=name,
@@ -131,6 +139,7 @@ class Report:
             events_processed=result.events_processed,
             backends=dict(backends),
             spans=result.spans,
+            training=dict(training) if training else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,7 +148,9 @@ class Report:
         def rows(items: Sequence[Any]) -> list[dict[str, Any]]:
             return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
 
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("collectives", "per_npu", "spans")}
+        skipped = ("collectives", "per_npu", "spans", "training")
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skipped}
+        data.update(self.training or {})
         data["backends"] = dict(self.backends)
         data["collectives"] = rows(self.collectives)
         data["per_npu"] = rows(self.per_npu)
@@ -157,6 +168,11 @@ class Report:
             f"  total time       {_time(self.total_time_ns)}  ({self.total_time_ps} ps)",
             f"  compute time     {_time(self.compute_time_ns)}  (NPU {self.critical_npu}, the last to finish)",
             f"  exposed comm     {_time(self.exposed_comm_ns)}",
+            *(
+                [f"  training         {self.training['samples_per_second']:,.1f} samples/s, "
+                 f"{self.training['tflops_per_npu']:,.1f} TFLOPS per NPU"]
+                if self.training else []
+            ),  # fmt: skip
             f"  simulated in     {self.wall_seconds:.3f} s wall, {self.events_processed:,} events",
             f"  backends         {where}",
         ]

@@ -105,3 +105,24 @@ def test_write_failure_is_a_clear_error(tmp_path: Path) -> None:
 def test_empty_result() -> None:
     r = Report.from_result("empty", SimulationResult(0, 0, (), (), (), 0), 0.0, {})
     assert r.compute_time_ns == 0.0 and "collectives: none" in r.to_text()
+
+
+def test_a_training_workload_adds_throughput_at_top_level() -> None:
+    from stratasim.study import _training_figures
+
+    class Iteration:
+        def model_flops_per_iteration(self) -> float:
+            return 8e15
+
+        def samples_per_iteration(self) -> int:
+            return 64
+
+    figures = _training_figures(Iteration(), result())  # type: ignore[arg-type]
+    # 12.5 us for 64 samples and 8e15 FLOPs on 4 NPUs.
+    assert figures == pytest.approx({"iteration_time_ns": 12_500.0, "samples_per_second": 64 / 12.5e-6,
+                                     "tflops_per_npu": 8e15 / 12.5e-6 / 4 / 1e12})  # fmt: skip
+    r = Report.from_result("tiny", result(), 0.25, {}, figures)
+    data = r.to_dict()
+    assert data["samples_per_second"] == figures["samples_per_second"] and "training" not in data
+    assert "samples/s" in r.to_text()
+    assert _training_figures(object(), result()) is None  # type: ignore[arg-type]
