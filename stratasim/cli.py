@@ -164,8 +164,7 @@ def _trace_inspect(args: argparse.Namespace) -> int:
 def _trace_convert(args: argparse.Namespace) -> int:
     from workload_layer import chakra_convert
 
-    convert = chakra_convert.stratasim_to_chakra if args.to == "chakra" else chakra_convert.chakra_to_stratasim
-    written = convert(args.input, args.output)
+    written = chakra_convert.convert(args.input, args.output, args.to, npus=args.npus, passes=args.passes)
     print(f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")
     return EXIT_OK
 
@@ -177,11 +176,13 @@ def _add_trace(subparsers: _Subparsers) -> None:
     inspect.add_argument("trace", metavar="FILE_OR_PREFIX", help="one .et file, or a prefix of <prefix>.<rank>.et|pb")
     inspect.set_defaults(handler=_trace_inspect)
     convert = actions.add_parser("convert", help="convert between Chakra (<p>.<rank>.et) and StrataSim (<p>.<rank>.pb)")
-    convert.add_argument("input", metavar="IN", help="the input trace prefix")
+    convert.add_argument("input", metavar="IN", help="the input trace prefix, or an ASTRA-sim text workload file")
     convert.add_argument("output", metavar="OUT", help="the output trace prefix")
     convert.add_argument(
-        "--to", required=True, choices=("chakra", "stratasim"), help="the output format (the input is the other one)"
+        "--to", required=True, choices=("chakra", "stratasim"), help="the output format (a trace input is the other)"
     )
+    convert.add_argument("--npus", type=int, help="NPUs to convert an ASTRA-sim text workload for (required for it)")
+    convert.add_argument("--passes", type=int, default=1, help="training iterations of a text workload (default 1)")
     convert.set_defaults(handler=_trace_convert)
 
 

@@ -1,4 +1,5 @@
-"""Conversions between Chakra traces and StrataSim's own trace files, and a summary of either.
+"""Conversions between Chakra traces and StrataSim's own trace files, and a summary of either; an ASTRA-sim 1.0
+text workload (:mod:`workload_layer.astra_text`) converts to either.
 
 StrataSim's trace format: one file per rank, ``<prefix>.<rank>.pb``, each holding one length-delimited
 ``stratasim.v1.ExecutionGraph`` record. Converting back to Chakra (:func:`from_graph`) is exact for everything
@@ -12,12 +13,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from google.protobuf.message import DecodeError
 
 from stratasim.chakra import et_def_pb2
 from stratasim.errors import WorkloadError
 from stratasim.v1 import workload_pb2
+from workload_layer.astra_text import build_graph, read_astra_text
 from workload_layer.chakra import (
     US_TO_PS,
     read_records,
@@ -35,6 +38,8 @@ __all__ = [
     "write_graphs",
     "chakra_to_stratasim",
     "stratasim_to_chakra",
+    "astra_text_to",
+    "convert",
     "summarize",
 ]
 
@@ -113,12 +118,36 @@ def chakra_to_stratasim(source: str | Path, target: str | Path) -> list[Path]:
 
 def stratasim_to_chakra(source: str | Path, target: str | Path) -> list[Path]:
     """Convert StrataSim trace files ``<source>.<rank>.pb`` to ``<target>.<rank>.et``; return the files written."""
+    graphs = read_graphs(source)
+    return _write_chakra(target, graphs, [f"{source}.{rank}.pb" for rank in range(len(graphs))])
+
+
+def _write_chakra(
+    target: str | Path, graphs: Sequence[workload_pb2.ExecutionGraph], sources: Sequence[str]
+) -> list[Path]:
+    """Write ``<target>.<rank>.et`` per graph; ``sources[rank]`` names the input of that rank in errors."""
     written = []
-    for rank, graph in enumerate(read_graphs(source)):
+    for rank, (graph, source) in enumerate(zip(graphs, sources)):
         path = Path(f"{target}.{rank}.et")
-        write_trace(path, et_def_pb2.GlobalMetadata(version=CHAKRA_VERSION), from_graph(graph, f"{source}.{rank}.pb"))
+        nodes = from_graph(graph, source)
+        write_trace(path, et_def_pb2.GlobalMetadata(version=CHAKRA_VERSION), nodes)
         written.append(path)
     return written
+
+
+def astra_text_to(
+    source: str | Path, target: str | Path, to: Literal["chakra", "stratasim"], npus: int, passes: int = 1
+) -> list[Path]:
+    """Convert the ASTRA-sim text workload file ``source``, for ``npus`` NPUs and ``passes`` iterations, to a
+    Chakra (``<target>.<rank>.et``) or StrataSim (``<target>.<rank>.pb``) trace; return the files written. The
+    Chakra output equals what ``chakra_converter Text`` writes, but with node ids counted from 0 on every rank."""
+    if npus < 1 or passes < 1:
+        raise WorkloadError(f"{source}: npus and passes must be at least 1, got {npus} and {passes}")
+    model = read_astra_text(source)
+    graphs = [build_graph(model, npu, passes) for npu in range(npus)]
+    if to == "stratasim":
+        return write_graphs(target, graphs)
+    return _write_chakra(target, graphs, [f"{source} (NPU {npu})" for npu in range(npus)])
 
 
 @dataclass
@@ -180,3 +209,20 @@ def summarize(file_or_prefix: str | Path) -> TraceSummary:
     for graph in graphs:
         summary.add(graph)
     return summary
+
+
+def convert(
+    source: str | Path,
+    target: str | Path,
+    to: Literal["chakra", "stratasim"],
+    *,
+    npus: int | None = None,
+    passes: int = 1,
+) -> list[Path]:
+    """``stratasim trace convert``: ``source`` is an ASTRA-sim text workload if it is a file (then ``npus`` is
+    required), otherwise a trace prefix in the format other than ``to``; return the files written."""
+    if Path(source).is_file():
+        if npus is None:
+            raise WorkloadError(f"{source}: converting an ASTRA-sim text workload needs the number of NPUs (--npus)")
+        return astra_text_to(source, target, to, npus, passes)
+    return stratasim_to_chakra(source, target) if to == "chakra" else chakra_to_stratasim(source, target)
