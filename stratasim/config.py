@@ -194,6 +194,7 @@ class Study:
         """The topology as the network contract's message."""
         return network_pb2.Topology(
             delay_quantum_ps=_ASTRA_QUANTUM_PS if self.system.preset == "astra_compat" else 0,
+            store_and_forward=self.system.preset == "astra_compat",
             dimensions=[
                 network_pb2.Dimension(
                     kind=_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth, latency_ps=dim.latency

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from stratasim.v1 import common_pb2 as stratasim_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astratasim/v1/network.proto\x12\x0cstratasim.v1\x1a\x19stratasim/v1/common.proto\"\xc1\x01\n\tDimension\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.stratasim.v1.Dimension.Kind\x12\x0c\n\x04size\x18\x02 \x01(\r\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\x03 \x01(\x01\x12\x12\n\nlatency_ps\x18\x04 \x01(\x03\"G\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04RING\x10\x01\x12\x13\n\x0f\x46ULLY_CONNECTED\x10\x02\x12\n\n\x06SWITCH\x10\x03\"Q\n\x08Topology\x12+\n\ndimensions\x18\x01 \x03(\x0b\x32\x17.stratasim.v1.Dimension\x12\x18\n\x10\x64\x65lay_quantum_ps\x18\x02 \x01(\x03\"U\n\x0bNetworkInfo\x12\x0c\n\x04npus\x18\x01 \x01(\r\x12\x14\n\x0clookahead_ps\x18\x02 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x11\n\tstateless\x18\x04 \x01(\x08\"V\n\tSendBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0b\n\x03src\x18\x02 \x03(\r\x12\x0b\n\x03\x64st\x18\x03 \x03(\r\x12\r\n\x05\x62ytes\x18\x04 \x03(\x04\x12\x14\n\x0csend_time_ps\x18\x05 \x03(\x03\",\n\rDeliveryBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0f\n\x07time_ps\x18\x02 \x03(\x03\"J\n\x0e\x41\x64vanceRequest\x12&\n\x05sends\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.SendBatch\x12\x10\n\x08until_ps\x18\x02 \x01(\x03\"\x80\x01\n\rAdvanceResult\x12/\n\ndeliveries\x18\x01 \x01(\x0b\x32\x1b.stratasim.v1.DeliveryBatch\x12\x15\n\rnext_event_ps\x18\x02 \x01(\x03\x12\x10\n\x08has_next\x18\x03 \x01(\x08\x12\x15\n\rwindow_end_ps\x18\x04 \x01(\x03\"\xa4\x01\n\x0eNetworkRequest\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12+\n\tconfigure\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.TopologyH\x00\x12/\n\x07\x61\x64vance\x18\x03 \x01(\x0b\x32\x1c.stratasim.v1.AdvanceRequestH\x00\x42\x06\n\x04kind\"\xcf\x01\n\x0fNetworkResponse\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12/\n\nconfigured\x18\x02 \x01(\x0b\x32\x19.stratasim.v1.NetworkInfoH\x00\x12/\n\x08\x61\x64vanced\x18\x03 \x01(\x0b\x32\x1b.stratasim.v1.AdvanceResultH\x00\x12$\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x13.stratasim.v1.ErrorH\x00\x42\x06\n\x04kind2\\\n\x0eNetworkService\x12J\n\x07Session\x12\x1c.stratasim.v1.NetworkRequest\x1a\x1d.stratasim.v1.NetworkResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astratasim/v1/network.proto\x12\x0cstratasim.v1\x1a\x19stratasim/v1/common.proto\"\xc1\x01\n\tDimension\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.stratasim.v1.Dimension.Kind\x12\x0c\n\x04size\x18\x02 \x01(\r\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\x03 \x01(\x01\x12\x12\n\nlatency_ps\x18\x04 \x01(\x03\"G\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04RING\x10\x01\x12\x13\n\x0f\x46ULLY_CONNECTED\x10\x02\x12\n\n\x06SWITCH\x10\x03\"l\n\x08Topology\x12+\n\ndimensions\x18\x01 \x03(\x0b\x32\x17.stratasim.v1.Dimension\x12\x18\n\x10\x64\x65lay_quantum_ps\x18\x02 \x01(\x03\x12\x19\n\x11store_and_forward\x18\x03 \x01(\x08\"U\n\x0bNetworkInfo\x12\x0c\n\x04npus\x18\x01 \x01(\r\x12\x14\n\x0clookahead_ps\x18\x02 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x11\n\tstateless\x18\x04 \x01(\x08\"V\n\tSendBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0b\n\x03src\x18\x02 \x03(\r\x12\x0b\n\x03\x64st\x18\x03 \x03(\r\x12\r\n\x05\x62ytes\x18\x04 \x03(\x04\x12\x14\n\x0csend_time_ps\x18\x05 \x03(\x03\",\n\rDeliveryBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0f\n\x07time_ps\x18\x02 \x03(\x03\"J\n\x0e\x41\x64vanceRequest\x12&\n\x05sends\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.SendBatch\x12\x10\n\x08until_ps\x18\x02 \x01(\x03\"\x80\x01\n\rAdvanceResult\x12/\n\ndeliveries\x18\x01 \x01(\x0b\x32\x1b.stratasim.v1.DeliveryBatch\x12\x15\n\rnext_event_ps\x18\x02 \x01(\x03\x12\x10\n\x08has_next\x18\x03 \x01(\x08\x12\x15\n\rwindow_end_ps\x18\x04 \x01(\x03\"\xa4\x01\n\x0eNetworkRequest\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12+\n\tconfigure\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.TopologyH\x00\x12/\n\x07\x61\x64vance\x18\x03 \x01(\x0b\x32\x1c.stratasim.v1.AdvanceRequestH\x00\x42\x06\n\x04kind\"\xcf\x01\n\x0fNetworkResponse\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12/\n\nconfigured\x18\x02 \x01(\x0b\x32\x19.stratasim.v1.NetworkInfoH\x00\x12/\n\x08\x61\x64vanced\x18\x03 \x01(\x0b\x32\x1b.stratasim.v1.AdvanceResultH\x00\x12$\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x13.stratasim.v1.ErrorH\x00\x42\x06\n\x04kind2\\\n\x0eNetworkService\x12J\n\x07Session\x12\x1c.stratasim.v1.NetworkRequest\x1a\x1d.stratasim.v1.NetworkResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,21 +37,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DIMENSION_KIND']._serialized_start=194
   _globals['_DIMENSION_KIND']._serialized_end=265
   _globals['_TOPOLOGY']._serialized_start=267
-  _globals['_TOPOLOGY']._serialized_end=348
-  _globals['_NETWORKINFO']._serialized_start=350
-  _globals['_NETWORKINFO']._serialized_end=435
-  _globals['_SENDBATCH']._serialized_start=437
-  _globals['_SENDBATCH']._serialized_end=523
-  _globals['_DELIVERYBATCH']._serialized_start=525
-  _globals['_DELIVERYBATCH']._serialized_end=569
-  _globals['_ADVANCEREQUEST']._serialized_start=571
-  _globals['_ADVANCEREQUEST']._serialized_end=645
-  _globals['_ADVANCERESULT']._serialized_start=648
-  _globals['_ADVANCERESULT']._serialized_end=776
-  _globals['_NETWORKREQUEST']._serialized_start=779
-  _globals['_NETWORKREQUEST']._serialized_end=943
-  _globals['_NETWORKRESPONSE']._serialized_start=946
-  _globals['_NETWORKRESPONSE']._serialized_end=1153
-  _globals['_NETWORKSERVICE']._serialized_start=1155
-  _globals['_NETWORKSERVICE']._serialized_end=1247
+  _globals['_TOPOLOGY']._serialized_end=375
+  _globals['_NETWORKINFO']._serialized_start=377
+  _globals['_NETWORKINFO']._serialized_end=462
+  _globals['_SENDBATCH']._serialized_start=464
+  _globals['_SENDBATCH']._serialized_end=550
+  _globals['_DELIVERYBATCH']._serialized_start=552
+  _globals['_DELIVERYBATCH']._serialized_end=596
+  _globals['_ADVANCEREQUEST']._serialized_start=598
+  _globals['_ADVANCEREQUEST']._serialized_end=672
+  _globals['_ADVANCERESULT']._serialized_start=675
+  _globals['_ADVANCERESULT']._serialized_end=803
+  _globals['_NETWORKREQUEST']._serialized_start=806
+  _globals['_NETWORKREQUEST']._serialized_end=970
+  _globals['_NETWORKRESPONSE']._serialized_start=973
+  _globals['_NETWORKRESPONSE']._serialized_end=1180
+  _globals['_NETWORKSERVICE']._serialized_start=1182
+  _globals['_NETWORKSERVICE']._serialized_end=1274
 # @@protoc_insertion_point(module_scope)

@@ -80,9 +80,16 @@ class Topology(_message.Message):
 
     DIMENSIONS_FIELD_NUMBER: _builtins.int
     DELAY_QUANTUM_PS_FIELD_NUMBER: _builtins.int
+    STORE_AND_FORWARD_FIELD_NUMBER: _builtins.int
     delay_quantum_ps: _builtins.int
     """When positive, every message delay is rounded down to a multiple of this many picoseconds (ASTRA-sim
     truncates network times to whole nanoseconds: 1000). Zero: delays are exact to the picosecond.
+    """
+    store_and_forward: _builtins.bool
+    """How networks that model links forward a message from link to link: false (default) cut-through (the
+    head moves on after one link latency, so an uncontended path costs hops x latency + one serialisation
+    per dimension, as the analytical network); true store-and-forward (each link costs latency +
+    serialisation, as ASTRA-sim's congestion-aware backend).
     """
     @_builtins.property
     def dimensions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Dimension]:
@@ -93,10 +100,11 @@ class Topology(_message.Message):
         *,
         dimensions: _abc.Iterable[Global___Dimension] | None = ...,
         delay_quantum_ps: _builtins.int = ...,
+        store_and_forward: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dimensions", b"dimensions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dimensions", b"dimensions", "store_and_forward", b"store_and_forward"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

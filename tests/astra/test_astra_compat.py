@@ -91,3 +91,20 @@ def test_hgx_h100_32_gpus(size: int, cycles: int) -> None:
     study = astra_study([("Switch", 8, 400.0, 936.25), ("Ring", 4, 50.0, 1000.0)], "all_reduce", size,
                         splits=4, active_chunks=2, endpoint_delay="1ns", local_mem_bw="3350GB/s")  # fmt: skip
     assert simulated_ns(study) == cycles
+
+
+@pytest.mark.parametrize(
+    ("dims", "system", "cycles"),
+    [
+        # The reference README's congestion-aware runs: a ring through a switch pays both links in full
+        # (store-and-forward), and two active chunks of the HGX-H100 study contend for the same links.
+        ([("Switch", 8, 50.0, 500.0)], RING_4CHUNKS, 126600),
+        ([("Switch", 8, 400.0, 936.25)],
+         dict(splits=4, active_chunks=2, endpoint_delay="10ns", local_mem_bw="3350GB/s"), 57426),
+        ([("Ring", 8, 50.0, 500.0)], RING_4CHUNKS, 64440),
+    ],
+)  # fmt: skip
+def test_congestion_aware_backend(dims: list[tuple[str, int, float, float]], system: dict, cycles: int) -> None:
+    study = astra_study(dims, "all_reduce", MB, **system)
+    study["network"]["backend"] = "congestion_aware"
+    assert simulated_ns(study) == cycles

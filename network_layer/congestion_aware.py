@@ -1,0 +1,185 @@
+"""The congestion-aware network: links are shared resources and messages queue for them, first come first served.
+
+Every dimension is built from directed links of its bandwidth and latency: a ring has a link to each
+neighbour in each direction, a fully connected dimension one link per ordered pair, a switch an up-link and a
+down-link per NPU. A message is routed dimension by dimension (dimension 0 first); in a ring it takes the
+shorter way round (the positive direction on a tie), through a switch it goes up and down.
+
+On each link it waits until the link is free, then holds it for its serialisation time. Forwarding is
+cut-through by default — the head moves to the next link after one latency, and the message arrives one
+serialisation after its head, so an uncontended path costs exactly what the analytical network charges — or
+store-and-forward when the topology asks for it (each link costs latency + serialisation, as ASTRA-sim's
+congestion-aware backend; with a delay quantum both are rounded down to it per link). A message always
+waits for its whole body before entering the next dimension.
+
+Conservative synchronisation: the engine promises that, after ``advance(until)``, no message will be sent
+before ``until - lookahead + 1``; so link arbitration is only ever decided up to ``until - lookahead``,
+never ahead of a send that could still come.
+"""
+
+from __future__ import annotations
+
+import heapq
+from fractions import Fraction
+
+from stratasim.errors import BackendError
+from stratasim.topology import Grid, validate_topology
+from stratasim.v1 import network_pb2
+
+__all__ = ["CongestionAwareNetwork"]
+
+_PS_PER_S = 10**12
+_RING = network_pb2.Dimension.RING
+_SWITCH = network_pb2.Dimension.SWITCH
+
+Link = tuple[int, int, int]
+"""(dimension, from NPU, to NPU); -1 stands for the switch of a switch dimension."""
+
+
+class _Hop:
+    """One link of a route, with what crossing it costs."""
+
+    __slots__ = ("link", "latency", "hold", "last_in_dim")
+
+    def __init__(self, link: Link, latency: int, hold: int, last_in_dim: bool) -> None:
+        self.link = link
+        self.latency = latency
+        self.hold = hold
+        self.last_in_dim = last_in_dim
+
+
+class CongestionAwareNetwork:
+    """Shared links with FIFO queues on Ring / FullyConnected / Switch dimensions."""
+
+    name = "congestion_aware"
+
+    def __init__(self) -> None:
+        self._topology = network_pb2.Topology()
+        self._grid = Grid(())
+        self._lookahead = 1
+        # (time at the hop, seq, message id, route, hop index, earliest delivery = send time + lookahead)
+        self._events: list[tuple[int, int, int, tuple[_Hop, ...], int, int]] = []
+        self._deliveries: list[tuple[int, int]] = []
+        self._free_at: dict[Link, int] = {}
+        self._seq = 0
+        self._horizon = -1
+        self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
+
+    def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        validate_topology(topology)
+        self._topology = topology
+        self._grid = Grid.of(topology)
+        latencies = [dim.latency_ps for dim in topology.dimensions if dim.size > 1]
+        least = min(latencies, default=1)
+        if topology.delay_quantum_ps > 0:
+            least -= least % topology.delay_quantum_ps
+        self._lookahead = max(1, least)
+        return network_pb2.NetworkInfo(npus=self._grid.npus, lookahead_ps=self._lookahead, backend=self.name)
+
+    def _floor(self, ps: int) -> int:
+        quantum = self._topology.delay_quantum_ps
+        return ps - ps % quantum if quantum > 0 else ps
+
+    def _serialisation(self, dim: network_pb2.Dimension, size: int) -> int:
+        bandwidth = Fraction(dim.bandwidth_bytes_per_s)
+        return -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
+
+    def _route(self, src: int, dst: int, size: int) -> tuple[_Hop, ...]:
+        key = (src, dst, size)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = tuple(self._build_route(src, dst, size))
+        return route
+
+    def _build_route(self, src: int, dst: int, size: int) -> list[_Hop]:
+        hops: list[_Hop] = []
+        here = src
+        store_and_forward = self._topology.store_and_forward
+        for d, dim in enumerate(self._topology.dimensions):
+            stride = self._grid.stride(d)
+            own, goal = (here // stride) % dim.size, (dst // stride) % dim.size
+            if own == goal:
+                continue
+            ser = self._serialisation(dim, size)
+            hold = self._floor(ser) if store_and_forward else ser
+            latency = self._floor(dim.latency_ps + ser) if store_and_forward else dim.latency_ps
+            target = here + (goal - own) * stride
+            if dim.kind == _RING:
+                forward = (goal - own) % dim.size
+                step = 1 if forward <= dim.size - forward else -1
+                path = []
+                position = own
+                while position != goal:
+                    following = (position + step) % dim.size
+                    path.append((d, here + (position - own) * stride, here + (following - own) * stride))
+                    position = following
+            elif dim.kind == _SWITCH:
+                path = [(d, here, -1), (d, -1, target)]
+            else:
+                path = [(d, here, target)]
+            hops += [_Hop(link, latency, hold, i == len(path) - 1) for i, link in enumerate(path)]
+            here = target
+        return hops
+
+    def inject(self, sends: network_pb2.SendBatch) -> None:
+        npus = self._grid.npus
+        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+            if src >= npus or dst >= npus or src == dst:
+                raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {npus} NPUs")
+            if sent <= self._horizon:
+                raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
+            self._seq += 1
+            route = self._route(src, dst, size)
+            heapq.heappush(self._events, (sent, self._seq, msg_id, route, 0, sent + self._lookahead))
+
+    def _settle(self, horizon: int) -> None:
+        """Decide every link crossing that starts at or before ``horizon``."""
+        events = self._events
+        free_at = self._free_at
+        store_and_forward = self._topology.store_and_forward
+        while events and events[0][0] <= horizon:
+            time_ps, _, msg_id, route, index, earliest = heapq.heappop(events)
+            hop = route[index]
+            start = max(time_ps, free_at.get(hop.link, 0))
+            free_at[hop.link] = start + hop.hold
+            if store_and_forward or hop.last_in_dim:
+                # The whole message is across: store-and-forward pays latency + serialisation on every link.
+                arrival = start + (hop.latency if store_and_forward else hop.latency + hop.hold)
+            else:
+                arrival = start + hop.latency  # cut-through: the head moves on
+            if index + 1 == len(route):
+                heapq.heappush(self._deliveries, (max(arrival, earliest), msg_id))
+            else:
+                self._seq += 1
+                heapq.heappush(events, (arrival, self._seq, msg_id, route, index + 1, earliest))
+        self._horizon = max(self._horizon, horizon)
+
+    def _next_arrival(self) -> int | None:
+        candidates = []
+        if self._deliveries:
+            candidates.append(self._deliveries[0][0])
+        if self._events:
+            candidates.append(self._events[0][0] + self._lookahead)
+        return min(candidates, default=None)
+
+    def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        if until_ps < 0:
+            first = self._next_arrival()
+            until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
+        self._settle(until_ps - self._lookahead)
+        result = network_pb2.AdvanceResult(window_end_ps=until_ps)
+        deliveries = self._deliveries
+        while deliveries and deliveries[0][0] <= until_ps:
+            time_ps, msg_id = heapq.heappop(deliveries)
+            result.deliveries.id.append(msg_id)
+            result.deliveries.time_ps.append(time_ps)
+        following = self._next_arrival()
+        if following is not None:
+            result.has_next = True
+            result.next_event_ps = following
+        return result
+
+    def close(self) -> None:
+        self._events.clear()
+        self._deliveries.clear()
+        self._free_at.clear()

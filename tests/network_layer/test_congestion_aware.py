@@ -1,0 +1,128 @@
+"""The congestion-aware network: zero-load agreement with the analytical one, queueing under contention."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from network_layer.analytical import AnalyticalNetwork
+from network_layer.congestion_aware import CongestionAwareNetwork
+from stratasim.v1 import network_pb2, workload_pb2
+from system_layer import SystemOptions, simulate
+from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, ser, topology
+
+B, ALPHA = 50 * 10**9, 500_000
+KINDS = st.sampled_from([RING, FC, SWITCH])
+
+
+def deliver(net: CongestionAwareNetwork | AnalyticalNetwork, messages: list[tuple[int, int, int]]) -> list[int]:
+    """Send (src, dst, bytes) at time 0; the arrival time of each, in send order."""
+    batch = network_pb2.SendBatch(
+        id=list(range(len(messages))), src=[m[0] for m in messages], dst=[m[1] for m in messages],
+        bytes=[m[2] for m in messages], send_time_ps=[0] * len(messages),
+    )  # fmt: skip
+    net.inject(batch)
+    result = net.advance(10**15)
+    arrival = dict(zip(result.deliveries.id, result.deliveries.time_ps))
+    return [arrival[i] for i in range(len(messages))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dims=st.lists(st.tuples(KINDS, st.integers(2, 6), st.integers(1, 400), st.integers(0, 5000)), min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_a_lone_message_costs_what_the_analytical_network_charges(dims: list, data: st.DataObject) -> None:
+    topo = topology(*[(kind, n, gbps * 10**9 / 8, lat) for kind, n, gbps, lat in dims])
+    npus = 1
+    for _, n, _, _ in dims:
+        npus *= n
+    src = data.draw(st.integers(0, npus - 1))
+    dst = data.draw(st.integers(0, npus - 1).filter(lambda d: d != src))
+    size = data.draw(st.integers(0, 1 << 22))
+    aware, analytical = CongestionAwareNetwork(), AnalyticalNetwork()
+    aware.configure(topo)
+    analytical.configure(topo)
+    assert deliver(aware, [(src, dst, size)]) == deliver(analytical, [(src, dst, size)])
+
+
+def test_many_to_one_through_a_switch_queues_on_the_down_link() -> None:
+    # Seven NPUs send m bytes to NPU 0 at once: their up-links are their own, but NPU 0's down-link carries
+    # the messages one after another: arrivals 2 alpha + k ser(m), k = 1..7, against 2 alpha + ser(m) for all.
+    m = 1 << 20
+    topo = topology((SWITCH, 8, B, ALPHA))
+    aware, analytical = CongestionAwareNetwork(), AnalyticalNetwork()
+    aware.configure(topo)
+    analytical.configure(topo)
+    messages = [(src, 0, m) for src in range(1, 8)]
+    assert sorted(deliver(aware, messages)) == [2 * ALPHA + k * ser(m, B) for k in range(1, 8)]
+    assert deliver(analytical, messages) == [2 * ALPHA + ser(m, B)] * 7
+
+
+def test_store_and_forward_pays_each_link_in_full() -> None:
+    topo = topology((RING, 8, B, ALPHA))
+    topo.store_and_forward = True
+    net = CongestionAwareNetwork()
+    net.configure(topo)
+    assert deliver(net, [(0, 3, 1000)]) == [3 * (ALPHA + ser(1000, B))]
+
+
+def test_all_to_all_is_slower_than_the_analytical_estimate_under_contention() -> None:
+    # A direct all-to-all over a ring: the far messages share links with the near ones.
+    topo = topology((RING, 8, B, ALPHA))
+    graphs = [collective_graph("all_to_all", 1 << 20)] * 8
+    options = SystemOptions(algorithms={"*": ("direct",)})
+    fast = simulate(graphs, AnalyticalNetwork(), topo, options).total_time_ps
+    slow = simulate(graphs, CongestionAwareNetwork(), topo, options).total_time_ps
+    assert slow > fast
+
+
+def test_a_ring_all_reduce_meets_no_contention() -> None:
+    topo = topology((RING, 8, B, ALPHA), (SWITCH, 4, B, ALPHA))
+    graphs = [collective_graph("all_reduce", 1 << 20)] * 32
+    options = SystemOptions(splits=4, aggregate=False)
+    assert (
+        simulate(graphs, CongestionAwareNetwork(), topo, options).total_time_ps
+        == simulate(graphs, AnalyticalNetwork(), topo, options).total_time_ps
+    )
+
+
+def test_it_is_never_aggregated_and_sends_must_not_come_late() -> None:
+    net = CongestionAwareNetwork()
+    info = net.configure(topology((RING, 4, B, ALPHA)))
+    assert not info.stateless and info.lookahead_ps == ALPHA
+    net.advance(10 * ALPHA)
+    with pytest.raises(Exception, match="before the network's committed time"):
+        net.inject(network_pb2.SendBatch(id=[1], src=[0], dst=[1], bytes=[1], send_time_ps=[ALPHA]))
+
+
+def test_point_to_point_sends_share_links_too() -> None:
+    # NPUs 1 and 2 both send to NPU 3 of a switch at once: the second arrival waits a serialisation.
+    topo = topology((SWITCH, 4, B, ALPHA))
+    m = 1 << 16
+    send = workload_pb2.COMM_SEND_NODE
+    graphs = [workload_pb2.ExecutionGraph()] + [
+        workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(id=1, type=send, peer=3, comm_bytes=m, tag=n)])
+        for n in (1, 2)
+    ] + [workload_pb2.ExecutionGraph(nodes=[
+        workload_pb2.Node(id=1, type=workload_pb2.COMM_RECV_NODE, peer=1, tag=1),
+        workload_pb2.Node(id=2, type=workload_pb2.COMM_RECV_NODE, peer=2, tag=2),
+    ])]  # fmt: skip
+    result = simulate(graphs, CongestionAwareNetwork(), topo, SystemOptions())
+    assert result.per_npu[3].finish_ps == 2 * ALPHA + 2 * ser(m, B)
+
+
+def test_in_process_and_spawned_runs_agree() -> None:
+    from pathlib import Path
+
+    from stratasim.config import load_study
+    from stratasim.study import run_study
+
+    quickstart = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+    common = ["network.backend=congestion_aware", "system.algorithm=direct", "system.active_chunks=2"]
+    local = run_study(load_study(quickstart, common)).to_dict()
+    remote = run_study(load_study(quickstart, [*common, "network.spawn=true"])).to_dict()
+    for report in (local, remote):
+        del report["wall_seconds"], report["backends"]
+    assert local == remote
