@@ -1,9 +1,9 @@
-"""Reproduce the qualitative findings of the ASTRA-sim paper (Rashidi et al., ISPASS 2020), Figs. 10 and 11.
+"""Reproduce the qualitative findings of the ASTRA-sim paper (Rashidi et al., ISPASS 2020), Figs. 9 to 11.
 
 Run ``python examples/paper/astra_findings.py``: it prints the tables that ``docs/astra-paper-findings.md``
-shows. The paper used Garnet's flit-level network; these runs use the analytical network, so they reproduce
-trends, not the paper's absolute numbers. Fig. 9 (alltoall vs torus) turns on link congestion and waits for
-the congestion-aware network.
+shows. The paper used Garnet's flit-level network; these runs use the analytical network (Figs. 10 and 11)
+and the congestion-aware one (Fig. 9, whose finding turns on link queueing), so they reproduce trends, not
+the paper's absolute numbers.
 """
 
 from __future__ import annotations
@@ -29,6 +29,26 @@ def _study(dims: list[dict[str, Any]], size: str, **system: Any) -> dict[str, An
 
 def _run(study: dict[str, Any]) -> Report:
     return run_study(parse_study(study, "paper"))
+
+
+def fig9(sizes: tuple[str, ...] = SIZES) -> dict[str, dict[str, float]]:
+    """8 NPUs as a 1x8 alltoall (one 25 GB/s link per pair, 7 of each NPU's 8 links used, direct algorithm)
+    vs a 1x8x1 torus (four 25 GB/s links to each ring neighbour, bidirectional ring), on the congestion-aware
+    network, 16 chunks with two in flight: all-to-all and all-reduce time (us)."""
+    table: dict[str, dict[str, float]] = {}
+    for size in sizes:
+        table[size] = {}
+        for collective in ("all_to_all", "all_reduce"):
+            for label, kind, bandwidth, algorithm in (
+                ("alltoall", "fully_connected", "25GB/s", "direct"),
+                ("torus", "ring", "100GB/s", "ring_bidirectional"),
+            ):
+                dims = [{"kind": kind, "size": 8, "bandwidth": bandwidth, "latency": "200ns"}]
+                study = _study(dims, size, splits=16, active_chunks=2, algorithm=algorithm)
+                study["workload"]["collective"] = collective
+                study["network"]["backend"] = "congestion_aware"
+                table[size][f"{collective} {label}"] = _run(study).total_time_ns / 1000
+    return table
 
 
 def fig10(sizes: tuple[str, ...] = SIZES) -> dict[str, dict[tuple[int, ...], float]]:
@@ -77,5 +97,6 @@ def _print(title: str, table: dict[str, dict[Any, float]]) -> None:
 
 
 if __name__ == "__main__":
+    _print("Fig. 9: time (us) on 8 NPUs, alltoall vs 1-D torus, congestion-aware network", fig9())
     _print("Fig. 10: all-reduce time (us) on 64 NPUs, 1-D / 2-D / 3-D torus", fig10())
     _print("Fig. 11: all-reduce time (us) on a 4x4x4 torus, baseline vs enhanced", fig11())
