@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
-__all__ = ["PROTOCOL_VERSION", "NetworkBackend", "ComputeBackend", "WorkloadSource", "TrainingWorkload"]
+__all__ = ["PROTOCOL_VERSION", "NetworkBackend", "ComputeBackend", "WorkloadSource", "TrainingWorkload", "MemoryModel"]
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
 PROTOCOL_VERSION = 1
@@ -90,4 +90,13 @@ class TrainingWorkload(Protocol):
 
     def samples_per_iteration(self) -> int:
         """Samples (sequences) one iteration trains on: the global batch."""
+        ...
+
+
+@runtime_checkable
+class MemoryModel(Protocol):
+    """A workload that knows what its NPUs hold at their peak: the report then adds it."""
+
+    def memory_per_npu_bytes(self) -> list[int]:
+        """Peak bytes each NPU holds (weights, gradients, optimizer states, activations), index = NPU id."""
         ...

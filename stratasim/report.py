@@ -110,7 +110,7 @@ class Report:
     events_processed: int
     backends: dict[str, str]
     spans: tuple[TraceSpan, ...] = field(default=(), repr=False)
-    training: dict[str, float] | None = None
+    training: dict[str, Any] | None = None
 
     @classmethod
     def from_result(
@@ -119,11 +119,11 @@ class Report:
         result: SimulationResult,
         wall_seconds: float,
         backends: dict[str, str],
-        training: dict[str, float] | None = None,
+        training: dict[str, Any] | None = None,
     ) -> Report:
         """Summarise an engine result; ``backends`` maps a layer to a label such as ``analytical (in-process)``;
         ``training`` holds a training workload's ``iteration_time_ns``, ``samples_per_second`` and
-        ``tflops_per_npu`` (added to the JSON at top level)."""
+        ``tflops_per_npu`` and, if modelled, ``memory_per_npu_bytes`` (added to the JSON at top level)."""
         critical = max(result.per_npu, key=lambda s: (s.finish_ps, -s.npu), default=None)
         return cls(
             name=name,
@@ -160,6 +160,18 @@ class Report:
         """A readable summary: headline numbers, the collectives (at most 20 rows) and the NPUs."""
         return "\n".join([*self._headline(), "", *self._collective_table(), "", *self._npu_table()])
 
+    def _training_lines(self) -> list[str]:
+        if not self.training:
+            return []
+        lines = [
+            f"  training         {self.training['samples_per_second']:,.1f} samples/s, "
+            f"{self.training['tflops_per_npu']:,.1f} TFLOPS per NPU"
+        ]
+        memory = self.training.get("memory_per_npu_bytes")
+        if memory:
+            lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")
+        return lines
+
     def _headline(self) -> list[str]:
         where = ", ".join(f"{layer} {label}" for layer, label in self.backends.items())
         count = len(self.collectives)
@@ -168,11 +180,7 @@ class Report:
             f"  total time       {_time(self.total_time_ns)}  ({self.total_time_ps} ps)",
             f"  compute time     {_time(self.compute_time_ns)}  (NPU {self.critical_npu}, the last to finish)",
             f"  exposed comm     {_time(self.exposed_comm_ns)}",
-            *(
-                [f"  training         {self.training['samples_per_second']:,.1f} samples/s, "
-                 f"{self.training['tflops_per_npu']:,.1f} TFLOPS per NPU"]
-                if self.training else []
-            ),  # fmt: skip
+            *self._training_lines(),
             f"  simulated in     {self.wall_seconds:.3f} s wall, {self.events_processed:,} events",
             f"  backends         {where}",
         ]

@@ -14,7 +14,7 @@ from typing import Any, cast
 import system_layer
 from stratasim import registry
 from stratasim.config import ComputeSection, NetworkSection, Study
-from stratasim.contracts import ComputeBackend, NetworkBackend, TrainingWorkload, WorkloadSource
+from stratasim.contracts import ComputeBackend, MemoryModel, NetworkBackend, TrainingWorkload, WorkloadSource
 from stratasim.errors import BackendError, WorkloadError
 from stratasim.report import Report
 
@@ -104,13 +104,17 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
     return Report.from_result(study.name, result, wall_seconds, backends, _training_figures(source, result))
 
 
-def _training_figures(source: WorkloadSource, result: system_layer.SimulationResult) -> dict[str, float] | None:
-    """Throughput of a training workload's iteration: samples per second and model TFLOPS per NPU."""
+def _training_figures(source: WorkloadSource, result: system_layer.SimulationResult) -> dict[str, Any] | None:
+    """Throughput of a training workload's iteration (samples per second, model TFLOPS per NPU) and, when
+    the workload models it, the peak memory of each NPU."""
     if not isinstance(source, TrainingWorkload) or result.total_time_ps <= 0:
         return None
     seconds = result.total_time_ps / 1e12
-    return {
+    figures: dict[str, Any] = {
         "iteration_time_ns": result.total_time_ps / 1000,
         "samples_per_second": source.samples_per_iteration() / seconds,
         "tflops_per_npu": source.model_flops_per_iteration() / seconds / result.npus / 1e12,
     }
+    if isinstance(source, MemoryModel):
+        figures["memory_per_npu_bytes"] = source.memory_per_npu_bytes()
+    return figures

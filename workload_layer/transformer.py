@@ -38,6 +38,7 @@ from stratasim import operators
 from stratasim.errors import WorkloadError
 from stratasim.schema import Section
 from stratasim.v1 import workload_pb2
+from workload_layer.transformer_memory import StageMemory, stage_memory
 from workload_layer.transformer_schedule import (
     Block,
     Gemm,
@@ -214,6 +215,19 @@ class TransformerWorkload:
         if stage == plan.pp - 1:
             total += 2 * h + (word_embeddings if stage > 0 else 0)
         return total
+
+    def stage_memory(self, stage: int) -> StageMemory:
+        """Peak memory of an NPU of pipeline ``stage`` by kind (weights, gradients, Adam states, activations);
+        formulas in :mod:`workload_layer.transformer_memory`."""
+        return stage_memory(self.config, stage, self.stage_parameters(stage), self.micro_batches)
+
+    def memory_per_npu_bytes(self) -> list[int]:
+        """Peak memory in bytes of each NPU (index = NPU id): weights + gradients + mixed-precision Adam states
+        (12 bytes per parameter) + the activations of the micro-batches in flight on its pipeline stage; every TP
+        and DP rank of a stage holds the same. See :mod:`workload_layer.transformer_memory`."""
+        plan = self.config.parallelism
+        per_stage = [self.stage_memory(stage).total_bytes for stage in range(plan.pp)]
+        return [per_stage[npu // plan.tp % plan.pp] for npu in range(self.npus_required())]
 
     def _stage_blocks(self, stage: int) -> tuple[Block, ...]:
         model, plan = self.config.model, self.config.parallelism

@@ -126,3 +126,23 @@ def test_a_training_workload_adds_throughput_at_top_level() -> None:
     assert data["samples_per_second"] == figures["samples_per_second"] and "training" not in data
     assert "samples/s" in r.to_text()
     assert _training_figures(object(), result()) is None  # type: ignore[arg-type]
+
+
+def test_a_memory_model_adds_the_peak_per_npu() -> None:
+    from stratasim.study import _training_figures
+
+    class Iteration:
+        def model_flops_per_iteration(self) -> float:
+            return 1e12
+
+        def samples_per_iteration(self) -> int:
+            return 8
+
+        def memory_per_npu_bytes(self) -> list[int]:
+            return [3 << 30, 5 << 30, 4 << 30, 1 << 30]
+
+    figures = _training_figures(Iteration(), result())  # type: ignore[arg-type]
+    assert figures is not None and figures["memory_per_npu_bytes"] == [3 << 30, 5 << 30, 4 << 30, 1 << 30]
+    r = Report.from_result("tiny", result(), 0.25, {}, figures)
+    assert r.to_dict()["memory_per_npu_bytes"][1] == 5 << 30
+    assert "up to 5 GiB per NPU (NPU 1)" in r.to_text()
