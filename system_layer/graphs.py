@@ -81,16 +81,23 @@ def _check_acyclic(graph: workload_pb2.ExecutionGraph, npu: int, dependents: lis
             if remaining[dependent] == 0:
                 ready.append(dependent)
     if seen != len(remaining):
-        raise WorkloadError(f"{_label(npu, graph.nodes[_node_on_cycle(graph, remaining)])}: is part of a dependency cycle")
+        cycle = _cycle(graph, remaining)
+        names = " -> ".join(f"{node.id}" + (f" ({node.name!r})" if node.name else "") for node in cycle)
+        raise WorkloadError(
+            f"{_label(npu, cycle[0])}: is part of a dependency cycle: {names} -> {cycle[0].id}"
+        )
 
 
-def _node_on_cycle(graph: workload_pb2.ExecutionGraph, remaining: list[int]) -> int:
-    """Walk back from an unfinished node through unfinished dependencies until a node repeats: it is on a cycle."""
+def _cycle(graph: workload_pb2.ExecutionGraph, remaining: list[int]) -> list[workload_pb2.Node]:
+    """The nodes of one dependency cycle, each depending on the next: walk back from an unfinished node through
+    unfinished dependencies until a node repeats; the walk from its first visit on is the cycle."""
     position = {node.id: index for index, node in enumerate(graph.nodes)}
     index = next(i for i, count in enumerate(remaining) if count > 0)
-    visited: set[int] = set()
-    while index not in visited:
-        visited.add(index)
+    walk: list[int] = []
+    seen: dict[int, int] = {}
+    while index not in seen:
+        seen[index] = len(walk)
+        walk.append(index)
         node = graph.nodes[index]
         index = next(position[d] for d in (*node.data_deps, *node.ctrl_deps) if remaining[position[d]] > 0)
-    return index
+    return [graph.nodes[i] for i in walk[seen[index]:]]
