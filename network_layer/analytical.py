@@ -191,5 +191,9 @@ class AnalyticalNetwork:
             result.next_event_ps = following
         return result
 
+    def counters(self) -> network_pb2.LinkCounters:
+        """None: this network does not model links."""
+        return network_pb2.LinkCounters()
+
     def close(self) -> None:
         self._runs.clear()

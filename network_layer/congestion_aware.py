@@ -39,13 +39,14 @@ Link = tuple[int, int, int]
 class _Hop:
     """One link of a route, with what crossing it costs."""
 
-    __slots__ = ("link", "latency", "hold", "last_in_dim")
+    __slots__ = ("link", "latency", "hold", "last_in_dim", "size")
 
-    def __init__(self, link: Link, latency: int, hold: int, last_in_dim: bool) -> None:
+    def __init__(self, link: Link, latency: int, hold: int, last_in_dim: bool, size: int) -> None:
         self.link = link
         self.latency = latency
         self.hold = hold
         self.last_in_dim = last_in_dim
+        self.size = size
 
 
 class CongestionAwareNetwork:
@@ -61,6 +62,7 @@ class CongestionAwareNetwork:
         self._events: list[tuple[int, int, int, tuple[_Hop, ...], int, int]] = []
         self._deliveries: list[tuple[int, int]] = []
         self._free_at: dict[Link, int] = {}
+        self._carried: dict[Link, list[int]] = {}  # link -> [busy ps, bytes, messages]
         self._seq = 0
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
@@ -117,7 +119,7 @@ class CongestionAwareNetwork:
                 path = [(d, here, -1), (d, -1, target)]
             else:
                 path = [(d, here, target)]
-            hops += [_Hop(link, latency, hold, i == len(path) - 1) for i, link in enumerate(path)]
+            hops += [_Hop(link, latency, hold, i == len(path) - 1, size) for i, link in enumerate(path)]
             here = target
         return hops
 
@@ -142,6 +144,12 @@ class CongestionAwareNetwork:
             hop = route[index]
             start = max(time_ps, free_at.get(hop.link, 0))
             free_at[hop.link] = start + hop.hold
+            carried = self._carried.get(hop.link)
+            if carried is None:
+                carried = self._carried[hop.link] = [0, 0, 0]
+            carried[0] += hop.hold
+            carried[1] += hop.size
+            carried[2] += 1
             if store_and_forward or hop.last_in_dim:
                 # The whole message is across: store-and-forward pays latency + serialisation on every link.
                 arrival = start + (hop.latency if store_and_forward else hop.latency + hop.hold)
@@ -177,6 +185,16 @@ class CongestionAwareNetwork:
         if following is not None:
             result.has_next = True
             result.next_event_ps = following
+        return result
+
+    def counters(self) -> network_pb2.LinkCounters:
+        """Busy time, bytes and messages of every link that carried anything, in link order."""
+        result = network_pb2.LinkCounters()
+        for (dim, source, target), (busy, size, messages) in sorted(self._carried.items()):
+            result.link.append(f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}")
+            result.busy_ps.append(busy)
+            result.bytes.append(size)
+            result.messages.append(messages)
         return result
 
     def close(self) -> None:

@@ -41,6 +41,10 @@ class NetworkBackend(Protocol):
         """Run up to and including ``until_ps``; return deliveries in (time, id) order and the next event time."""
         ...
 
+    def counters(self) -> network_pb2.LinkCounters:
+        """What each link carried so far (empty for networks that do not model links)."""
+        ...
+
     def close(self) -> None:
         """Release resources; the backend is not used afterwards."""
         ...

@@ -17,12 +17,13 @@ from typing import Any
 from stratasim.chrome_trace import chrome_trace
 from stratasim.errors import StrataSimError
 from stratasim.units import format_bytes, format_time_ps
-from system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
+from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
 
 __all__ = ["CollectiveSummary", "NpuSummary", "Report"]
 
 _MAX_COLLECTIVE_ROWS = 20
 _MAX_NPU_ROWS = 16
+_MAX_LINK_ROWS = 8
 
 
 def _ns(ps: int) -> float:
@@ -91,6 +92,23 @@ class NpuSummary:
 
 
 @dataclass(frozen=True)
+class LinkSummary:
+    """One link of a network that models links: its busy time, what it carried, and the share of the run
+    it spent transmitting."""
+
+    link: str
+    busy_ns: float
+    bytes: int
+    messages: int
+    utilisation: float
+
+    @classmethod
+    def of(cls, stats: LinkStats, total_ps: int) -> LinkSummary:
+        return cls(stats.link, _ns(stats.busy_ps), stats.bytes, stats.messages,
+                   stats.busy_ps / total_ps if total_ps else 0.0)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Report:
     """One study's results. ``compute_time_ns`` and ``exposed_comm_ns`` are those of ``critical_npu``, the
     NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans`` (empty
@@ -111,6 +129,7 @@ class Report:
     backends: dict[str, str]
     spans: tuple[TraceSpan, ...] = field(default=(), repr=False)
     training: dict[str, Any] | None = None
+    links: tuple[LinkSummary, ...] = ()
 
     @classmethod
     def from_result(
@@ -140,6 +159,7 @@ class Report:
             backends=dict(backends),
             spans=result.spans,
             training=dict(training) if training else None,
+            links=tuple(LinkSummary.of(link, result.total_time_ps) for link in result.links),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,17 +168,32 @@ class Report:
         def rows(items: Sequence[Any]) -> list[dict[str, Any]]:
             return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
 
-        skipped = ("collectives", "per_npu", "spans", "training")
+        skipped = ("collectives", "per_npu", "spans", "training", "links")
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skipped}
         data.update(self.training or {})
         data["backends"] = dict(self.backends)
         data["collectives"] = rows(self.collectives)
         data["per_npu"] = rows(self.per_npu)
+        if self.links:
+            data["links"] = rows(self.links)
         return data
 
     def to_text(self) -> str:
         """A readable summary: headline numbers, the collectives (at most 20 rows) and the NPUs."""
-        return "\n".join([*self._headline(), "", *self._collective_table(), "", *self._npu_table()])
+        return "\n".join([*self._headline(), "", *self._collective_table(), "", *self._npu_table(), *self._link_table()])
+
+    def _link_table(self) -> list[str]:
+        if not self.links:
+            return []
+        busiest = sorted(self.links, key=lambda link: (-link.utilisation, link.link))[:_MAX_LINK_ROWS]
+        lines = ["", f"busiest links (of {len(self.links)} that carried traffic)",
+                 f"  {'link':<28}{'busy':>14}{'utilisation':>13}{'bytes':>14}{'messages':>10}"]  # fmt: skip
+        for link in busiest:
+            lines.append(
+                f"  {link.link:<28}{_time(link.busy_ns):>14}{link.utilisation:>12.1%}"
+                f"{format_bytes(link.bytes):>14}{link.messages:>10,}"
+            )
+        return lines
 
     def _training_lines(self) -> list[str]:
         if not self.training:

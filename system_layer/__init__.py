@@ -5,7 +5,7 @@ implementation: both come in through :mod:`stratasim.contracts`.
 """
 
 from system_layer.options import ALGORITHMS, Scheduling, SystemOptions
-from system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
+from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
 from system_layer.simulation import simulate, validate
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "Scheduling",
     "SystemOptions",
     "CollectiveStats",
+    "LinkStats",
     "NpuStats",
     "SimulationResult",
     "TraceSpan",

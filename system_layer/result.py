@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "SimulationResult"]
+__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "LinkStats", "SimulationResult"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,16 @@ class TraceSpan:
 
 
 @dataclass(frozen=True)
+class LinkStats:
+    """What one link carried over the run (networks that model links only)."""
+
+    link: str
+    busy_ps: int
+    bytes: int
+    messages: int
+
+
+@dataclass(frozen=True)
 class SimulationResult:
     """``events_processed`` counts engine events plus delivered messages; ``simulated_npus`` is how many NPUs
     were simulated one by one (1 when symmetric NPUs were aggregated, else ``npus``)."""
@@ -67,3 +77,4 @@ class SimulationResult:
     spans: tuple[TraceSpan, ...]
     events_processed: int
     simulated_npus: int = 0
+    links: tuple[LinkStats, ...] = ()

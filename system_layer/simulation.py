@@ -14,7 +14,7 @@ from system_layer.coordinator import Coordinator
 from system_layer.executor import CollectiveTable, NpuExecutor
 from system_layer.graphs import GraphPlan, plan_graph
 from system_layer.options import SystemOptions
-from system_layer.result import CollectiveStats, NpuStats, SimulationResult
+from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult
 from system_layer.reduction import ReductionCost
 from system_layer.scheduler import NpuScheduler, SchedulerContext
 from system_layer.symmetry import aggregation_blocker
@@ -69,6 +69,11 @@ def simulate(
     if aggregated:  # every NPU lived NPU 0's timeline
         per_npu = [replace(per_npu[0], npu=npu) for npu in range(npus)]
         spans = [replace(span, npu=npu) for npu in range(npus) for span in spans]
+    counters = network.counters()
+    links = tuple(
+        LinkStats(name, busy, size, messages)
+        for name, busy, size, messages in zip(counters.link, counters.busy_ps, counters.bytes, counters.messages)
+    )
     return SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors), default=0),
         npus=npus,
@@ -77,6 +82,7 @@ def simulate(
         spans=tuple(sorted(spans, key=lambda s: (s.npu, s.start_ps, s.end_ps, s.track, s.name))),
         events_processed=coordinator.queue.processed + coordinator.messages,
         simulated_npus=simulated,
+        links=links,
     )
 
 

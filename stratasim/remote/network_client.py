@@ -70,6 +70,11 @@ class NetworkClient:
         self._pending = network_pb2.NetworkRequest()
         return self._exchange(request, "advanced").advanced
 
+    def counters(self) -> network_pb2.LinkCounters:
+        """The remote network's link counters, in one round trip."""
+        request = network_pb2.NetworkRequest(counters=network_pb2.CountersRequest())
+        return self._exchange(request, "counters").counters
+
     def close(self) -> None:
         """End the session (the server closes its backend) and the channel; safe to call more than once."""
         if self._failure is None:

@@ -73,6 +73,8 @@ def _answer(backend: NetworkBackend, request: network_pb2.NetworkRequest) -> net
             return network_pb2.NetworkResponse(advanced=backend.advance(advance.until_ps))
         if kind == "configure":
             return network_pb2.NetworkResponse(configured=backend.configure(request.configure))
+        if kind == "counters":
+            return network_pb2.NetworkResponse(counters=backend.counters())
     except Exception as exc:
         return network_pb2.NetworkResponse(error=_wire.error_from_exception(exc))
     return network_pb2.NetworkResponse(

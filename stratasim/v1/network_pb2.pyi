@@ -270,30 +270,89 @@ class AdvanceResult(_message.Message):
 Global___AdvanceResult: _TypeAlias = AdvanceResult  # noqa: Y015
 
 @_typing.final
+class LinkCounters(_message.Message):
+    """What each link of a network that models links carried over the whole run; element i describes link i."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINK_FIELD_NUMBER: _builtins.int
+    BUSY_PS_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def link(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A readable name, e.g. "dim 0: 3->4" or "dim 1: 5->switch"."""
+
+    @_builtins.property
+    def busy_ps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Time the link spent transmitting, picoseconds."""
+
+    @_builtins.property
+    def bytes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        link: _abc.Iterable[_builtins.str] | None = ...,
+        busy_ps: _abc.Iterable[_builtins.int] | None = ...,
+        bytes: _abc.Iterable[_builtins.int] | None = ...,
+        messages: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_ps", b"busy_ps", "bytes", b"bytes", "link", b"link", "messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkCounters: _TypeAlias = LinkCounters  # noqa: Y015
+
+@_typing.final
+class CountersRequest(_message.Message):
+    """Asks for the link counters so far (an empty message: the request is its own meaning)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountersRequest: _TypeAlias = CountersRequest  # noqa: Y015
+
+@_typing.final
 class NetworkRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HANDSHAKE_FIELD_NUMBER: _builtins.int
     CONFIGURE_FIELD_NUMBER: _builtins.int
     ADVANCE_FIELD_NUMBER: _builtins.int
+    COUNTERS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def handshake(self) -> _common_pb2.Handshake: ...
     @_builtins.property
     def configure(self) -> Global___Topology: ...
     @_builtins.property
     def advance(self) -> Global___AdvanceRequest: ...
+    @_builtins.property
+    def counters(self) -> Global___CountersRequest: ...
     def __init__(
         self,
         *,
         handshake: _common_pb2.Handshake | None = ...,
         configure: Global___Topology | None = ...,
         advance: Global___AdvanceRequest | None = ...,
+        counters: Global___CountersRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configure", "advance"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configure", "advance", "counters"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -307,6 +366,7 @@ class NetworkResponse(_message.Message):
     CONFIGURED_FIELD_NUMBER: _builtins.int
     ADVANCED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    COUNTERS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def handshake(self) -> _common_pb2.Handshake: ...
     @_builtins.property
@@ -315,6 +375,8 @@ class NetworkResponse(_message.Message):
     def advanced(self) -> Global___AdvanceResult: ...
     @_builtins.property
     def error(self) -> _common_pb2.Error: ...
+    @_builtins.property
+    def counters(self) -> Global___LinkCounters: ...
     def __init__(
         self,
         *,
@@ -322,12 +384,13 @@ class NetworkResponse(_message.Message):
         configured: Global___NetworkInfo | None = ...,
         advanced: Global___AdvanceResult | None = ...,
         error: _common_pb2.Error | None = ...,
+        counters: Global___LinkCounters | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "error", b"error", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "error", b"error", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configured", "advanced", "error"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configured", "advanced", "error", "counters"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

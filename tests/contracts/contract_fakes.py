@@ -69,6 +69,9 @@ class FakeNetwork:
             result.next_event_ps = self._pending[0][0]
         return result
 
+    def counters(self) -> network_pb2.LinkCounters:
+        return network_pb2.LinkCounters()
+
     def close(self) -> None:
         self._pending.clear()
 

@@ -174,3 +174,13 @@ def test_invalid_topology_raises_the_same_topology_error(
         messages.append(str(raised.value))
     assert messages[0] == messages[1]
     assert messages[0]
+
+
+def test_link_counters_are_columns_of_equal_length(network: NetworkBackend) -> None:
+    network.configure(topology())
+    network.inject(sends(20, 0, 0))
+    for _ in drain(network):
+        pass
+    counters = network.counters()
+    assert len(counters.link) == len(counters.busy_ps) == len(counters.bytes) == len(counters.messages)
+    assert all(busy >= 0 for busy in counters.busy_ps)

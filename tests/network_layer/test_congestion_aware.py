@@ -58,6 +58,10 @@ def test_many_to_one_through_a_switch_queues_on_the_down_link() -> None:
     messages = [(src, 0, m) for src in range(1, 8)]
     assert sorted(deliver(aware, messages)) == [2 * ALPHA + k * ser(m, B) for k in range(1, 8)]
     assert deliver(analytical, messages) == [2 * ALPHA + ser(m, B)] * 7
+    counters = dict(zip(aware.counters().link, zip(aware.counters().busy_ps, aware.counters().messages)))
+    assert counters["dim 0: switch->0"] == (7 * ser(m, B), 7)
+    assert counters["dim 0: 3->switch"] == (ser(m, B), 1)
+    assert len(counters) == 8  # seven up-links and one down-link carried traffic
 
 
 def test_store_and_forward_pays_each_link_in_full() -> None:

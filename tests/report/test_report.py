@@ -146,3 +146,19 @@ def test_a_memory_model_adds_the_peak_per_npu() -> None:
     r = Report.from_result("tiny", result(), 0.25, {}, figures)
     assert r.to_dict()["memory_per_npu_bytes"][1] == 5 << 30
     assert "up to 5 GiB per NPU (NPU 1)" in r.to_text()
+
+
+def test_link_counters_become_utilisation_rows() -> None:
+    from dataclasses import replace
+
+    from system_layer.result import LinkStats
+
+    links = (LinkStats("dim 0: 0->1", 6_250_000, 1 << 20, 4), LinkStats("dim 0: 1->2", 12_500_000, 2 << 20, 8))
+    r = Report.from_result("tiny", replace(result(), links=links), 0.25, {})
+    data = r.to_dict()
+    assert data["links"][1] == {"link": "dim 0: 1->2", "busy_ns": 12_500.0, "bytes": 2 << 20, "messages": 8,
+                                "utilisation": 1.0}  # fmt: skip
+    text = r.to_text()
+    assert "busiest links (of 2 that carried traffic)" in text
+    assert text.index("dim 0: 1->2") < text.index("dim 0: 0->1") and "100.0%" in text
+    assert "links" not in Report.from_result("tiny", result(), 0.25, {}).to_dict()
