@@ -23,7 +23,8 @@ __all__ = ["BenchCase", "shape_of", "cases", "run_case", "format_table", "add_ar
 
 @dataclass(frozen=True)
 class BenchCase:
-    """One benchmark point: a collective on a ring per dimension, in-process or with a spawned network."""
+    """One benchmark point: a collective on one ``kind`` of dimension per dimension, in-process or with a
+    spawned network."""
 
     collective: str
     size: int
@@ -31,6 +32,9 @@ class BenchCase:
     remote: bool
     splits: int = 1
     aggregate: bool = True
+    backend: str = "analytical"
+    kind: str = "ring"
+    algorithm: str = "ring"
     bandwidth: str = "50GB/s"
     latency: str = "500ns"
 
@@ -43,12 +47,12 @@ class BenchCase:
         return {
             "name": f"bench {self.collective} {'x'.join(map(str, self.shape))}",
             "workload": {"kind": "collective", "collective": self.collective, "size": self.size},
-            "system": {"algorithm": "ring", "splits": self.splits, "aggregate": self.aggregate},
+            "system": {"algorithm": self.algorithm, "splits": self.splits, "aggregate": self.aggregate},
             "network": {
-                "backend": "analytical",
+                "backend": self.backend,
                 "spawn": self.remote,
                 "topology": [
-                    {"kind": "ring", "size": size, "bandwidth": self.bandwidth, "latency": self.latency}
+                    {"kind": self.kind, "size": size, "bandwidth": self.bandwidth, "latency": self.latency}
                     for size in self.shape
                 ],
             },
@@ -65,10 +69,13 @@ def shape_of(npus: int, dims: int) -> tuple[int, ...]:
 
 
 def cases(
-    npus: list[int], dims: list[int], modes: list[str], collective: str, size: int, splits: int, aggregate: bool
+    npus: list[int], dims: list[int], modes: list[str], collective: str, size: int, splits: int, aggregate: bool,
+    network: tuple[str, str, str] = ("analytical", "ring", "ring"),
 ) -> list[BenchCase]:
+    """Every (NPU count, dimensions, mode) case; ``network`` is (backend, dimension kind, algorithm)."""
+    backend, kind, algorithm = network
     return [
-        BenchCase(collective, size, shape_of(n, d), mode == "remote", splits, aggregate)
+        BenchCase(collective, size, shape_of(n, d), mode == "remote", splits, aggregate, backend, kind, algorithm)
         for n in npus
         for d in dims
         for mode in modes
@@ -139,6 +146,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--aggregate", action=argparse.BooleanOptionalAction, default=True,
         help="simulate symmetric NPUs once (default); --no-aggregate simulates every NPU",
     )
+    parser.add_argument("--backend", default="analytical", help="network backend (default %(default)s)")
+    parser.add_argument(
+        "--kind", default="ring", choices=("ring", "fully_connected", "switch"), help="every dimension's kind"
+    )
+    parser.add_argument("--algorithm", default="ring", help="collective algorithm (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
 
@@ -150,7 +162,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"error: unknown mode(s) {sorted(unknown)}; use in-process and/or remote")
     rows: list[tuple[BenchCase, dict[str, Any]]] = []
-    for case in cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate):
+    network = (args.backend, args.kind, args.algorithm)
+    chosen = cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate, network)
+    for case in chosen:
         rows.append((case, run_case(case, args.timeout)))
         if not args.json:
             print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)

@@ -45,3 +45,13 @@ def test_a_failed_case_is_reported_in_its_row() -> None:
     case = BenchCase("all_reduce", 1, (8,), remote=False)
     table = format_table([(case, {"error": "timeout after 1 s"})])
     assert table.splitlines()[-1].split()[-4:] == ["timeout", "after", "1", "s"]
+
+
+def test_bench_can_use_another_network_and_topology_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bench", "--npus", "8", "--dims", "1", "--modes", "in-process", "--size", "1MiB",
+                     "--backend", "congestion_aware", "--kind", "switch", "--algorithm", "direct",
+                     "--collective", "all_to_all"])  # fmt: skip
+    row = capsys.readouterr().out.splitlines()[2].split()
+    assert code == 0 and row[:4] == ["8", "8", "in-process", "on"]
+    # Direct all-to-all through a switch: each down-link carries 7 shares of 1 MiB/8 one after another.
+    assert row[4:6] == ["19.3501", "us"]
