@@ -39,14 +39,13 @@ Link = tuple[int, int, int]
 class _Hop:
     """One link of a route, with what crossing it costs."""
 
-    __slots__ = ("link", "latency", "hold", "last_in_dim", "size")
+    __slots__ = ("link", "hold", "size", "onward")
 
-    def __init__(self, link: Link, latency: int, hold: int, last_in_dim: bool, size: int) -> None:
+    def __init__(self, link: Link, hold: int, size: int, onward: int) -> None:
         self.link = link
-        self.latency = latency
-        self.hold = hold
-        self.last_in_dim = last_in_dim
+        self.hold = hold  # how long the message occupies the link
         self.size = size
+        self.onward = onward  # from starting on this link to being ready for the next one (or delivered)
 
 
 class CongestionAwareNetwork:
@@ -61,8 +60,7 @@ class CongestionAwareNetwork:
         # (time at the hop, seq, message id, route, hop index, earliest delivery = send time + lookahead)
         self._events: list[tuple[int, int, int, tuple[_Hop, ...], int, int]] = []
         self._deliveries: list[tuple[int, int]] = []
-        self._free_at: dict[Link, int] = {}
-        self._carried: dict[Link, list[int]] = {}  # link -> [busy ps, bytes, messages]
+        self._links: dict[Link, list[int]] = {}  # link -> [free at, busy ps, bytes, messages]
         self._seq = 0
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
@@ -119,7 +117,14 @@ class CongestionAwareNetwork:
                 path = [(d, here, -1), (d, -1, target)]
             else:
                 path = [(d, here, target)]
-            hops += [_Hop(link, latency, hold, i == len(path) - 1, size) for i, link in enumerate(path)]
+            for i, link in enumerate(path):
+                if store_and_forward:  # latency + serialisation on every link (already rounded)
+                    onward = latency
+                elif i == len(path) - 1:  # the whole body must be across before the next dimension
+                    onward = latency + hold
+                else:  # cut-through: the head moves on after one latency
+                    onward = latency
+                hops.append(_Hop(link, hold, size, onward))
             here = target
         return hops
 
@@ -137,29 +142,25 @@ class CongestionAwareNetwork:
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``."""
         events = self._events
-        free_at = self._free_at
-        store_and_forward = self._topology.store_and_forward
+        links = self._links
+        pop, push = heapq.heappop, heapq.heappush
         while events and events[0][0] <= horizon:
-            time_ps, _, msg_id, route, index, earliest = heapq.heappop(events)
+            time_ps, _, msg_id, route, index, earliest = pop(events)
             hop = route[index]
-            start = max(time_ps, free_at.get(hop.link, 0))
-            free_at[hop.link] = start + hop.hold
-            carried = self._carried.get(hop.link)
-            if carried is None:
-                carried = self._carried[hop.link] = [0, 0, 0]
-            carried[0] += hop.hold
-            carried[1] += hop.size
-            carried[2] += 1
-            if store_and_forward or hop.last_in_dim:
-                # The whole message is across: store-and-forward pays latency + serialisation on every link.
-                arrival = start + (hop.latency if store_and_forward else hop.latency + hop.hold)
-            else:
-                arrival = start + hop.latency  # cut-through: the head moves on
+            state = links.get(hop.link)
+            if state is None:
+                state = links[hop.link] = [0, 0, 0, 0]
+            start = time_ps if time_ps > state[0] else state[0]
+            state[0] = start + hop.hold
+            state[1] += hop.hold
+            state[2] += hop.size
+            state[3] += 1
+            arrival = start + hop.onward
             if index + 1 == len(route):
-                heapq.heappush(self._deliveries, (max(arrival, earliest), msg_id))
+                push(self._deliveries, (arrival if arrival > earliest else earliest, msg_id))
             else:
                 self._seq += 1
-                heapq.heappush(events, (arrival, self._seq, msg_id, route, index + 1, earliest))
+                push(events, (arrival, self._seq, msg_id, route, index + 1, earliest))
         self._horizon = max(self._horizon, horizon)
 
     def _next_arrival(self) -> int | None:
@@ -177,10 +178,14 @@ class CongestionAwareNetwork:
         self._settle(until_ps - self._lookahead)
         result = network_pb2.AdvanceResult(window_end_ps=until_ps)
         deliveries = self._deliveries
+        times: list[int] = []
+        ids: list[int] = []
         while deliveries and deliveries[0][0] <= until_ps:
             time_ps, msg_id = heapq.heappop(deliveries)
-            result.deliveries.id.append(msg_id)
-            result.deliveries.time_ps.append(time_ps)
+            times.append(time_ps)
+            ids.append(msg_id)
+        result.deliveries.id.extend(ids)
+        result.deliveries.time_ps.extend(times)
         following = self._next_arrival()
         if following is not None:
             result.has_next = True
@@ -190,7 +195,7 @@ class CongestionAwareNetwork:
     def counters(self) -> network_pb2.LinkCounters:
         """Busy time, bytes and messages of every link that carried anything, in link order."""
         result = network_pb2.LinkCounters()
-        for (dim, source, target), (busy, size, messages) in sorted(self._carried.items()):
+        for (dim, source, target), (_, busy, size, messages) in sorted(self._links.items()):
             result.link.append(f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}")
             result.busy_ps.append(busy)
             result.bytes.append(size)
@@ -200,4 +205,4 @@ class CongestionAwareNetwork:
     def close(self) -> None:
         self._events.clear()
         self._deliveries.clear()
-        self._free_at.clear()
+        self._links.clear()
