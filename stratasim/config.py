@@ -22,9 +22,8 @@ from stratasim import registry, strict_yaml
 from stratasim.collective_types import COLLECTIVE_TYPES
 from stratasim.contracts import WorkloadSource
 from stratasim.errors import BackendError, ConfigError
-from stratasim.operators import parse_dtype
 from stratasim.overrides import apply_overrides
-from stratasim.schema import Bandwidth, Section, TimePs
+from stratasim.schema import Bandwidth, DTypeName, Section, TimePs
 from stratasim.topology import Grid
 from stratasim.v1 import network_pb2
 from system_layer.options import ALGORITHMS, Preset, Scheduling, SystemOptions
@@ -106,7 +105,7 @@ class SystemSection(Section):
     aggregate: bool = True
     queues_per_dim: StrictInt = Field(1, ge=1)
     reduction: Literal["memory", "compute"] = "memory"
-    reduction_dtype: str = "bf16"
+    reduction_dtype: DTypeName = "bf16"
     logical_topology: list[StrictInt] | None = Field(None, min_length=1)
 
     @field_validator("algorithm", mode="before")
@@ -114,11 +113,6 @@ class SystemSection(Section):
     def _normalise(cls, value: object) -> dict[str, tuple[str, ...]]:
         return _normalise_algorithms(value)
 
-    @field_validator("reduction_dtype")
-    @classmethod
-    def _known_dtype(cls, value: str) -> str:
-        parse_dtype(value)
-        return value
 
 
 class DimensionSection(Section):

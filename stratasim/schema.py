@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
-from stratasim import units
+from stratasim import operators, units
 
-__all__ = ["Section", "Bytes", "TimePs", "Bandwidth", "Flops"]
+__all__ = ["Section", "Bytes", "TimePs", "Bandwidth", "Flops", "DTypeName"]
 
 
 def _wrap(parse: Any) -> BeforeValidator:
@@ -42,3 +42,12 @@ Bandwidth = Annotated[float, _wrap(units.parse_bandwidth)]
 
 Flops = Annotated[float, _wrap(units.parse_flops)]
 """A throughput in FLOP/s (accepts ``989TFLOPS``, a bare number of TFLOPS)."""
+
+
+def _known_dtype(value: str) -> str:
+    operators.parse_dtype(value)
+    return value
+
+
+DTypeName = Annotated[str, AfterValidator(_known_dtype)]
+"""A data type's name as a study writes it (``bf16``, ``fp32``...), checked against the known ones."""

@@ -41,7 +41,7 @@ from pydantic import Field, field_validator, model_validator
 
 from stratasim import operators
 from stratasim.errors import WorkloadError
-from stratasim.schema import Section
+from stratasim.schema import DTypeName, Section
 from stratasim.v1 import compute_pb2, workload_pb2
 
 __all__ = ["MlpWorkload", "MlpConfig", "ResNet50Workload", "ResNet50Config", "DlrmWorkload", "DlrmConfig"]
@@ -69,13 +69,8 @@ class _DataParallelConfig(Section):
 
     batch: int = Field(gt=0)
     dp: int = Field(default=1, ge=1)
-    precision: str = "bf16"
+    precision: DTypeName = "bf16"
 
-    @field_validator("precision")
-    @classmethod
-    def _known_dtype(cls, value: str) -> str:
-        operators.parse_dtype(value)
-        return value
 
 
 class _DataParallelWorkload:

@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from stratasim import operators
 from stratasim.errors import WorkloadError
-from stratasim.schema import Section
+from stratasim.schema import DTypeName, Section
 from stratasim.v1 import workload_pb2
 from workload_layer.transformer_memory import StageMemory, stage_memory
 from workload_layer.transformer_schedule import (
@@ -108,13 +108,8 @@ class TransformerConfig(Section):
 
     model: ModelConfig
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)
-    precision: str = "bf16"
+    precision: DTypeName = "bf16"
 
-    @field_validator("precision")
-    @classmethod
-    def _known_dtype(cls, value: str) -> str:
-        operators.parse_dtype(value)
-        return value
 
     @model_validator(mode="after")
     def _divisible(self) -> TransformerConfig:
