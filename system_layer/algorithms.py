@@ -49,7 +49,7 @@ from functools import lru_cache
 
 from stratasim.errors import WorkloadError
 from system_layer.rooted import ROOTED, direct_rooted, ring_rooted
-from system_layer.steps import Step, lockstep
+from system_layer.steps import Step, lockstep, share_bytes
 
 __all__ = ["Step", "PhasePlan", "plan_phase", "lockstep", "COLLECTIVES", "ROOTED"]
 
@@ -80,14 +80,9 @@ class PhasePlan:
         return self.collective in ROOTED
 
 
-def _share(data_bytes: int, n: int) -> int:
-    """Bytes of one NPU's share of a buffer: rounded up, at least one byte."""
-    return max(1, -(-data_bytes // n))
-
-
 @lru_cache(maxsize=4096)
 def _ring(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
-    share = _share(data_bytes, n)
+    share = share_bytes(data_bytes, n)
     if collective == "all_reduce":
         return lockstep([Step((1,), share, 1, reduces=s < n - 1) for s in range(2 * (n - 1))])
     if collective == "reduce_scatter":
@@ -100,7 +95,7 @@ def _ring(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step
 
 @lru_cache(maxsize=4096)
 def _direct(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
-    share = _share(data_bytes, n)
+    share = share_bytes(data_bytes, n)
     everyone = tuple(range(1, n))
     if collective == "all_reduce":
         return lockstep([Step(everyone, share, n - 1, reduces=True), Step(everyone, share, n - 1)])
@@ -118,7 +113,7 @@ def _ring_bidirectional(collective: str, n: int, data_bytes: int, position: int)
 def _halving_doubling(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
     # Step k of the halving exchanges S/2^k with the partner at distance n/2^k; the doubling retraces them.
     levels = range(1, n.bit_length())
-    halving = [(((position ^ (n >> k)) - position,), _share(data_bytes, 1 << k)) for k in levels]
+    halving = [(((position ^ (n >> k)) - position,), share_bytes(data_bytes, 1 << k)) for k in levels]
     steps: list[Step] = []
     if collective in ("all_reduce", "reduce_scatter"):
         steps += [Step(offsets, size, 1, reduces=True) for offsets, size in halving]
@@ -168,7 +163,7 @@ def _binary_tree(n: int) -> _Tree:
 @lru_cache(maxsize=16384)
 def _double_binary_tree(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
     tree = _binary_tree(n)
-    half = _share(data_bytes, 2)
+    half = share_bytes(data_bytes, 2)
     # Order the steps of both trees by when they would happen were every edge one time unit (receives before
     # sends at the same time). Every message is then awaited at least one unit after it is sent, which rules
     # out a cycle of NPUs waiting on each other.

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from system_layer.groups import PhaseLines
+from system_layer.steps import share_bytes
 
 __all__ = ["PhaseSpec", "phase_sequence"]
 
@@ -27,10 +28,6 @@ class PhaseSpec:
     data_bytes: int
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return max(1, -(-a // b))
-
-
 def phase_sequence(
     collective: str, chunk_bytes: int, lines: tuple[PhaseLines, ...], *, local_bw_aware: bool
 ) -> tuple[PhaseSpec, ...]:
@@ -40,7 +37,7 @@ def phase_sequence(
         data = chunk_bytes
         for line in lines[:-1]:
             specs.append(PhaseSpec(line, "reduce_scatter", data))
-            data = _ceil_div(data, line.size)
+            data = share_bytes(data, line.size)
         specs.append(PhaseSpec(lines[-1], "all_reduce", data))
         for line in reversed(lines[:-1]):
             data *= line.size
@@ -50,13 +47,13 @@ def phase_sequence(
         specs, data = [], chunk_bytes
         for line in lines:
             specs.append(PhaseSpec(line, collective, data))
-            data = _ceil_div(data, line.size)
+            data = share_bytes(data, line.size)
         return tuple(specs)
     if collective == "all_gather":
         total = 1
         for line in lines:
             total *= line.size
-        specs, data = [], _ceil_div(chunk_bytes, total)
+        specs, data = [], share_bytes(chunk_bytes, total)
         for line in lines:
             data *= line.size
             specs.append(PhaseSpec(line, collective, data))

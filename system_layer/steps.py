@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Step", "lockstep"]
+__all__ = ["Step", "lockstep", "share_bytes"]
 
 
 @dataclass(frozen=True)
@@ -31,3 +31,8 @@ def lockstep(steps: list[Step]) -> tuple[Step, ...]:
         Step(s.offsets, s.bytes, s.need, tag=i, wait=i, reduces=s.reduces, reduce_bytes=s.reduce_bytes)
         for i, s in enumerate(steps)
     )
+
+
+def share_bytes(data_bytes: int, n: int) -> int:
+    """Bytes of one of ``n`` NPUs' shares of a buffer: rounded up, at least one byte."""
+    return max(1, -(-data_bytes // n))
