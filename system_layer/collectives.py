@@ -64,6 +64,7 @@ class Collective:
         self.network_delay_sum = [[0] * len(self.phases) for _ in sequences]
         self.phase_runs = [[0] * len(self.phases) for _ in sequences]
         self.runs: dict[int, list[ChunkRun]] = {}
+        self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...]]] = {}
 
     def _plan(self, spec: PhaseSpec, options: SystemOptions) -> PhasePlan:
         dim = spec.lines.dim
@@ -73,6 +74,14 @@ class Collective:
         if self.astra:
             return astra_compat.adapt(plan)
         return plan
+
+    def offsets(self, steps: tuple[Step, ...]) -> tuple[int, ...]:
+        """Every peer offset ``steps`` send to, worked out once per plan rather than once per NPU (a ring plan
+        is shared by all positions and has 2(n-1) steps)."""
+        known = self._offsets.get(id(steps))
+        if known is None or known[0] is not steps:
+            known = self._offsets[id(steps)] = (steps, tuple(sorted({o for step in steps for o in step.offsets})))
+        return known[1]
 
     def root_position(self, phase: int, npu: int) -> int | None:
         """For a broadcast or reduce: the root's position in ``npu``'s line in ``phase``, or None when the
@@ -143,7 +152,7 @@ class ChunkRun:
             self._steps = plan.steps_for(position)
         self._peers = {}
         direction = -1 if self.lane % 2 else 1
-        for offset in {offset for step in self._steps for offset in step.offsets}:
+        for offset in self.collective.offsets(self._steps):
             peer = line[(position + direction * offset) % len(line)]
             stand_in = self.scheduler.stand_in(peer)
             runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
