@@ -36,7 +36,6 @@ class Coordinator:
         self._next_id = 0
         self._outbox: list[tuple[int, int, int, int, Callback, Any]] = []
         self._prompt: set[int] = set()  # ids of messages that skip the endpoint delay
-        self.windows = 0
         self.messages = 0
 
     @property
@@ -99,7 +98,6 @@ class Coordinator:
             else:
                 start = min(t for t in (engine_next, network_next, earliest_arrival) if t is not None)
                 result = self._network.advance(start + lookahead - 1)
-            self.windows += 1
             self._deliver(result.deliveries)
             network_next = result.next_event_ps if result.has_next else None
             queue.run_until(result.window_end_ps)
