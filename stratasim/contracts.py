@@ -7,12 +7,21 @@ under the layer's entry-point group (see :mod:`stratasim.registry`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
-__all__ = ["PROTOCOL_VERSION", "NetworkBackend", "ComputeBackend", "WorkloadSource", "TrainingWorkload", "MemoryModel"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "NetworkBackend",
+    "ComputeBackend",
+    "WorkloadSource",
+    "SymmetricWorkload",
+    "TrainingWorkload",
+    "MemoryModel",
+    "ServingWorkload",
+]
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
 PROTOCOL_VERSION = 1
@@ -85,6 +94,22 @@ class WorkloadSource(Protocol):
 
 
 @runtime_checkable
+class SymmetricWorkload(Protocol):
+    """A workload whose NPUs fall into classes that live the same timeline, so the engine may simulate one
+    representative per class (PALM's virtual tile aggregation, generalised to sub-groups)."""
+
+    def representatives(self, npus: int) -> Sequence[int]:
+        """For each NPU, the NPU whose graph it runs moved along the topology's dimensions (itself if none).
+
+        The claim: NPU ``x`` runs the graph of ``r = representatives[x]`` with every NPU id translated by the
+        grid offset from ``r`` to ``x``. The engine checks what it can (each collective group holds one
+        representative and is carried onto itself by those translations; point-to-point peers are
+        representatives) and then reads ``graphs(npus)[r]`` for representatives only.
+        """
+        ...
+
+
+@runtime_checkable
 class TrainingWorkload(Protocol):
     """A workload that is one training iteration of a model: the report then adds throughput figures."""
 
@@ -103,4 +128,14 @@ class MemoryModel(Protocol):
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak bytes each NPU holds (weights, gradients, optimizer states, activations), index = NPU id."""
+        ...
+
+
+@runtime_checkable
+class ServingWorkload(Protocol):
+    """An inference workload: the report then adds its serving figures (TTFT, TPOT, tokens/s)."""
+
+    def serving_figures(self, milestones: Mapping[str, int], total_time_ps: int) -> dict[str, float]:
+        """Figures from the times (ps) at which the graphs' milestone nodes finished, keyed by node name (the
+        latest over NPUs), and the run's total time."""
         ...

@@ -99,6 +99,9 @@ class Node(_message.Message):
     PEER_FIELD_NUMBER: _builtins.int
     TAG_FIELD_NUMBER: _builtins.int
     ROOT_FIELD_NUMBER: _builtins.int
+    PG_NAME_FIELD_NUMBER: _builtins.int
+    MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    MILESTONE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     type: Global___NodeType.ValueType
@@ -112,6 +115,16 @@ class Node(_message.Message):
     tag: _builtins.int
     root: _builtins.int
     """COMM_COLL_NODE of a BROADCAST or REDUCE: the root NPU (when absent: the group's lowest NPU)."""
+    pg_name: _builtins.str
+    """COMM_* nodes: the communicator's name (Chakra's pg_name attribute), e.g. "tp", "dp", "pp" or "ep"; the
+    report splits exposed communication by it.
+    """
+    memory_bytes: _builtins.int
+    """Memory the node allocates when it starts (positive) or frees when it finishes (negative), in bytes, on top
+    of the graph's resident memory; the system layer tracks the sum along the timeline.
+    """
+    milestone: _builtins.bool
+    """Record when this node finishes, under its name, in the simulation result (e.g. "first token")."""
     @_builtins.property
     def ctrl_deps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Nodes that must finish first without passing data (Chakra ctrl_deps) and with data (data_deps)."""
@@ -142,10 +155,13 @@ class Node(_message.Message):
         peer: _builtins.int = ...,
         tag: _builtins.int = ...,
         root: _builtins.int | None = ...,
+        pg_name: _builtins.str = ...,
+        memory_bytes: _builtins.int = ...,
+        milestone: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "op", b"op", "root", b"root"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "comm_bytes", b"comm_bytes", "comm_type", b"comm_type", "ctrl_deps", b"ctrl_deps", "data_deps", b"data_deps", "duration_ps", b"duration_ps", "group", b"group", "id", b"id", "name", b"name", "op", b"op", "peer", b"peer", "root", b"root", "tag", b"tag", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "comm_bytes", b"comm_bytes", "comm_type", b"comm_type", "ctrl_deps", b"ctrl_deps", "data_deps", b"data_deps", "duration_ps", b"duration_ps", "group", b"group", "id", b"id", "memory_bytes", b"memory_bytes", "milestone", b"milestone", "name", b"name", "op", b"op", "peer", b"peer", "pg_name", b"pg_name", "root", b"root", "tag", b"tag", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__root: _TypeAlias = _typing.Literal["root"]  # noqa: Y015
     _WhichOneofArgType__root: _TypeAlias = _typing.Literal["_root", b"_root"]  # noqa: Y015
@@ -157,20 +173,46 @@ Global___Node: _TypeAlias = Node  # noqa: Y015
 class ExecutionGraph(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ResidentBytesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NPU_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
+    RESIDENT_BYTES_FIELD_NUMBER: _builtins.int
     npu: _builtins.int
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Node]: ...
+    @_builtins.property
+    def resident_bytes(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Memory held for the whole run by kind (e.g. "weights", "gradients", "optimizer"), in bytes."""
+
     def __init__(
         self,
         *,
         npu: _builtins.int = ...,
         nodes: _abc.Iterable[Global___Node] | None = ...,
+        resident_bytes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "npu", b"npu"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "npu", b"npu", "resident_bytes", b"resident_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
