@@ -23,7 +23,7 @@ from stratasim.collective_types import COLLECTIVE_TYPES
 from stratasim.contracts import WorkloadSource
 from stratasim.errors import BackendError, ConfigError
 from stratasim.overrides import apply_overrides
-from stratasim.schema import Bandwidth, DTypeName, Section, TimePs
+from stratasim.schema import Bandwidth, Bytes, DTypeName, Section, TimePs
 from stratasim.topology import Grid
 from stratasim.v1 import network_pb2
 from system_layer.options import ALGORITHMS, Preset, Scheduling, SystemOptions
@@ -107,6 +107,8 @@ class SystemSection(Section):
     reduction: Literal["memory", "compute"] = "memory"
     reduction_dtype: DTypeName = "bf16"
     logical_topology: list[StrictInt] | None = Field(None, min_length=1)
+    memory_capacity: Bytes | None = None
+    over_capacity: Literal["error", "warn"] = "error"
 
     @field_validator("algorithm", mode="before")
     @classmethod

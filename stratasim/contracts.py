@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from stratasim.topology import Grid
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
 __all__ = [
@@ -98,8 +99,9 @@ class SymmetricWorkload(Protocol):
     """A workload whose NPUs fall into classes that live the same timeline, so the engine may simulate one
     representative per class (PALM's virtual tile aggregation, generalised to sub-groups)."""
 
-    def representatives(self, npus: int) -> Sequence[int]:
-        """For each NPU, the NPU whose graph it runs moved along the topology's dimensions (itself if none).
+    def representatives(self, grid: Grid) -> Sequence[int] | None:
+        """For each NPU of ``grid``, the NPU whose graph it runs moved along the topology's dimensions (itself
+        if none), or None when the topology breaks the workload's symmetry.
 
         The claim: NPU ``x`` runs the graph of ``r = representatives[x]`` with every NPU id translated by the
         grid offset from ``r`` to ``x``. The engine checks what it can (each collective group holds one

@@ -71,9 +71,10 @@ class CollectiveSummary:
 
 @dataclass(frozen=True)
 class NpuSummary:
-    """One NPU: when it finished, its busy compute and communication time, communication left exposed, and
+    """One NPU: when it finished, its busy compute and communication time, communication left exposed (and
+    split by what it waited on: a communicator name such as ``tp``/``dp``/``pp``, else ``collective``/``p2p``),
     the collective bytes it sent along each dimension (key ``"flat"``: phases over groups that are not a
-    product of dimensions)."""
+    product of dimensions), and the most memory it held, when, and of what."""
 
     npu: int
     finish_ns: float
@@ -81,13 +82,18 @@ class NpuSummary:
     comm_ns: float
     exposed_comm_ns: float
     bytes_sent_per_dim: dict[str, int]
+    exposed_comm_ns_by_kind: dict[str, float] = field(default_factory=dict)
+    peak_memory_bytes: int = 0
+    peak_memory_ns: float = 0.0
+    memory_at_peak: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, stats: NpuStats) -> NpuSummary:
         sent = {("flat" if dim < 0 else str(dim)): size for dim, size in stats.bytes_sent_per_dim}
         return cls(
             stats.npu, _ns(stats.finish_ps), _ns(stats.compute_ps), _ns(stats.comm_ps), _ns(stats.exposed_comm_ps),
-            sent,
+            sent, {kind: _ns(ps) for kind, ps in stats.exposed_comm_ps_by_kind}, stats.peak_memory_bytes,
+            _ns(stats.peak_memory_ps), dict(stats.memory_at_peak),
         )
 
 
@@ -130,6 +136,8 @@ class Report:
     spans: tuple[TraceSpan, ...] = field(default=(), repr=False)
     training: dict[str, Any] | None = None
     links: tuple[LinkSummary, ...] = ()
+    serving: dict[str, float] | None = None
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def from_result(
@@ -139,10 +147,15 @@ class Report:
         wall_seconds: float,
         backends: dict[str, str],
         training: dict[str, Any] | None = None,
+        *,
+        serving: dict[str, float] | None = None,
+        warnings: tuple[str, ...] = (),
     ) -> Report:
         """Summarise an engine result; ``backends`` maps a layer to a label such as ``analytical (in-process)``;
         ``training`` holds a training workload's ``iteration_time_ns``, ``samples_per_second`` and
-        ``tflops_per_npu`` and, if modelled, ``memory_per_npu_bytes`` (added to the JSON at top level)."""
+        ``tflops_per_npu`` and, if modelled, ``memory_per_npu_bytes`` and ``pipeline_bubble_fraction`` (added to
+        the JSON at top level); ``serving`` an inference workload's ``ttft_ns``, ``tpot_ns`` and
+        ``tokens_per_second`` (JSON key ``serving``); ``warnings`` what the user should know (over capacity...)."""
         critical = max(result.per_npu, key=lambda s: (s.finish_ps, -s.npu), default=None)
         return cls(
             name=name,
@@ -160,6 +173,8 @@ class Report:
             spans=result.spans,
             training=dict(training) if training else None,
             links=tuple(LinkSummary.of(link, result.total_time_ps) for link in result.links),
+            serving=dict(serving) if serving else None,
+            warnings=tuple(warnings),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,7 +183,7 @@ class Report:
         def rows(items: Sequence[Any]) -> list[dict[str, Any]]:
             return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
 
-        skipped = ("collectives", "per_npu", "spans", "training", "links")
+        skipped = ("collectives", "per_npu", "spans", "training", "links", "serving", "warnings")
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skipped}
         data.update(self.training or {})
         data["backends"] = dict(self.backends)
@@ -176,6 +191,9 @@ class Report:
         data["per_npu"] = rows(self.per_npu)
         if self.links:
             data["links"] = rows(self.links)
+        if self.serving:
+            data["serving"] = dict(self.serving)
+        data["warnings"] = list(self.warnings)
         return data
 
     def to_text(self) -> str:
@@ -202,20 +220,50 @@ class Report:
             f"  training         {self.training['samples_per_second']:,.1f} samples/s, "
             f"{self.training['tflops_per_npu']:,.1f} TFLOPS per NPU"
         ]
+        bubble = self.training.get("pipeline_bubble_fraction")
+        if bubble is not None:
+            lines.append(f"  pipeline bubble  {bubble:.1%} of the iteration (mean over NPUs)")
         memory = self.training.get("memory_per_npu_bytes")
         if memory:
             lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")
         return lines
 
+    def _serving_lines(self) -> list[str]:
+        if not self.serving:
+            return []
+        s = self.serving
+        return [
+            f"  serving          TTFT {_time(s['ttft_ns'])}, TPOT {_time(s['tpot_ns'])}, "
+            f"{s['tokens_per_second']:,.1f} tokens/s"
+        ]
+
+    def _exposed_split(self) -> str:
+        critical = next((n for n in self.per_npu if n.npu == self.critical_npu), None)
+        if critical is None or not critical.exposed_comm_ns_by_kind:
+            return ""
+        parts = sorted(critical.exposed_comm_ns_by_kind.items(), key=lambda item: -item[1])
+        return "  (" + ", ".join(f"{kind} {_time(ns)}" for kind, ns in parts) + ")"
+
+    def _memory_line(self) -> list[str]:
+        peak = max(self.per_npu, key=lambda n: (n.peak_memory_bytes, -n.npu), default=None)
+        if peak is None or not peak.peak_memory_bytes:
+            return []
+        parts = ", ".join(f"{kind} {format_bytes(size)}" for kind, size in peak.memory_at_peak.items())
+        return [f"  peak memory      {format_bytes(peak.peak_memory_bytes)} (NPU {peak.npu} at "
+                f"{_time(peak.peak_memory_ns)}: {parts})"]  # fmt: skip
+
     def _headline(self) -> list[str]:
         where = ", ".join(f"{layer} {label}" for layer, label in self.backends.items())
         count = len(self.collectives)
         return [
+            *(f"warning: {warning}" for warning in self.warnings),
             f"{self.name}: {self.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
             f"  total time       {_time(self.total_time_ns)}  ({self.total_time_ps} ps)",
             f"  compute time     {_time(self.compute_time_ns)}  (NPU {self.critical_npu}, the last to finish)",
-            f"  exposed comm     {_time(self.exposed_comm_ns)}",
+            f"  exposed comm     {_time(self.exposed_comm_ns)}{self._exposed_split()}",
             *self._training_lines(),
+            *self._serving_lines(),
+            *self._memory_line(),
             f"  simulated in     {self.wall_seconds:.3f} s wall, {self.events_processed:,} events",
             f"  backends         {where}",
         ]

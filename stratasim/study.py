@@ -14,9 +14,19 @@ from typing import Any, cast
 import system_layer
 from stratasim import registry
 from stratasim.config import ComputeSection, NetworkSection, Study
-from stratasim.contracts import ComputeBackend, MemoryModel, NetworkBackend, TrainingWorkload, WorkloadSource
-from stratasim.errors import BackendError, WorkloadError
+from stratasim.contracts import (
+    ComputeBackend,
+    MemoryModel,
+    NetworkBackend,
+    ServingWorkload,
+    SymmetricWorkload,
+    TrainingWorkload,
+    WorkloadSource,
+)
+from stratasim.errors import BackendError, SimulationError, WorkloadError
 from stratasim.report import Report
+from stratasim.topology import Grid
+from stratasim.units import format_bytes, format_time_ps
 
 __all__ = ["prepare_workload", "check_study", "run_study"]
 
@@ -49,7 +59,9 @@ def check_study(study: Study) -> int:
     Returns the number of NPUs the study would simulate. Remote and spawned backends are not contacted.
     """
     source, npus = prepare_workload(study)
-    system_layer.validate(source.graphs(npus), study.topology_proto(), study.system_options())
+    system_layer.validate(
+        source.graphs(npus), study.topology_proto(), study.system_options(), _representatives(source, study)
+    )
     section = study.compute
     if section is not None and section.endpoint is None and not section.spawn:
         compute: ComputeBackend = registry.load("compute", section.backend)()
@@ -99,9 +111,59 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
             study.system_options(record_trace=record_trace),
             compute=compute,
             device=device,
+            representatives=_representatives(source, study),
         )
         wall_seconds = time.perf_counter() - started
-    return Report.from_result(study.name, result, wall_seconds, backends, _training_figures(source, result))
+    warnings = _check_memory(study, result)
+    serving = None
+    if isinstance(source, ServingWorkload):
+        serving = source.serving_figures(result.milestones, result.total_time_ps)
+    return Report.from_result(
+        study.name, result, wall_seconds, backends, _training_figures(source, result), serving=serving,
+        warnings=warnings,
+    )
+
+
+def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | None:
+    """The NPUs the workload says stand for the others on this topology, if it says."""
+    if not isinstance(source, SymmetricWorkload):
+        return None
+    representatives = source.representatives(Grid(tuple(dim.size for dim in study.network.topology)))
+    return None if representatives is None else tuple(representatives)
+
+
+def memory_capacity(study: Study) -> int | None:
+    """Bytes each NPU may hold: ``system.memory_capacity``, else the roofline preset device's, else unknown."""
+    if study.system.memory_capacity is not None:
+        return int(study.system.memory_capacity)
+    section = study.compute
+    if section is None or section.backend != "roofline":
+        return None
+    from compute_layer.devices import PRESETS  # the composition root may know the in-process catalogue
+
+    preset = PRESETS.get(section.device)
+    return None if preset is None else preset.memory_capacity
+
+
+def _check_memory(study: Study, result: system_layer.SimulationResult) -> tuple[str, ...]:
+    """Fail (or warn, with ``system.over_capacity: warn``) when an NPU's peak memory exceeds its capacity."""
+    capacity = memory_capacity(study)
+    if capacity is None:
+        return ()
+    over = [npu for npu in result.per_npu if npu.peak_memory_bytes > capacity]
+    if not over:
+        return ()
+    worst = max(over, key=lambda npu: (npu.peak_memory_bytes, -npu.npu))
+    parts = ", ".join(f"{kind} {format_bytes(size)}" for kind, size in worst.memory_at_peak)
+    message = (
+        f"NPU {worst.npu} needs {format_bytes(worst.peak_memory_bytes)} at {format_time_ps(worst.peak_memory_ps)} "
+        f"({parts}) but holds {format_bytes(capacity)}"
+        + (f" ({len(over)} NPUs over capacity)" if len(over) > 1 else "")
+        + "; set system.memory_capacity, or system.over_capacity: warn to run anyway"
+    )
+    if study.system.over_capacity == "error":
+        raise SimulationError(f"out of memory: {message}")
+    return (f"over capacity: {message}",)
 
 
 def _training_figures(source: WorkloadSource, result: system_layer.SimulationResult) -> dict[str, Any] | None:
@@ -117,4 +179,21 @@ def _training_figures(source: WorkloadSource, result: system_layer.SimulationRes
     }
     if isinstance(source, MemoryModel):
         figures["memory_per_npu_bytes"] = source.memory_per_npu_bytes()
+    bubble = _pipeline_bubble(result)
+    if bubble is not None:
+        figures["pipeline_bubble_fraction"] = bubble
     return figures
+
+
+def _pipeline_bubble(result: system_layer.SimulationResult) -> float | None:
+    """The mean share of the iteration an NPU spends neither computing nor waiting on a collective: waiting
+    on pipeline neighbours (``pp`` or ``p2p`` transfers) or done early. None when nothing went point to point."""
+    total = result.total_time_ps
+    pipelined = any(kind in ("pp", "p2p") for npu in result.per_npu for kind, _ in npu.exposed_comm_ps_by_kind)
+    if not pipelined or total <= 0:
+        return None
+    idle = [
+        total - npu.compute_ps - sum(ps for kind, ps in npu.exposed_comm_ps_by_kind if kind not in ("pp", "p2p"))
+        for npu in result.per_npu
+    ]
+    return sum(idle) / len(idle) / total

@@ -42,6 +42,14 @@ class Grid:
     def coordinate(self, npu: int, dim: int) -> int:
         return (npu // self.stride(dim)) % self.sizes[dim]
 
+    def coords(self, npu: int) -> tuple[int, ...]:
+        """``npu``'s coordinate along every dimension."""
+        return tuple(self.coordinate(npu, dim) for dim in range(len(self.sizes)))
+
+    def npu_at(self, coords: list[int] | tuple[int, ...]) -> int:
+        """The NPU at ``coords`` (one coordinate per dimension)."""
+        return sum(c * self.stride(dim) for dim, c in enumerate(coords))
+
     def line(self, npu: int, dim: int) -> tuple[int, ...]:
         """The NPUs that share every coordinate with ``npu`` except along ``dim``, in coordinate order."""
         stride = self.stride(dim)

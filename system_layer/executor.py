@@ -105,7 +105,7 @@ class NpuExecutor:
         context: SchedulerContext,
     ) -> None:
         self.npu = npu
-        self._plan = plan
+        self.plan = plan
         self._durations = durations
         self._scheduler = scheduler
         self._table = table
@@ -115,11 +115,18 @@ class NpuExecutor:
         self._computing = False
         self._issued: dict[tuple[int, ...], int] = {}
         self._left = len(plan.nodes)
-        self.peers: list[NpuExecutor] = []  # every NPU's executor, for point-to-point messages
+        self.peers: dict[int, NpuExecutor] = {}  # every simulated NPU's executor, for point-to-point messages
         self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
         self._receiving: dict[tuple[int, int], deque[int]] = {}  # (source, tag) -> receive nodes waiting
         self.compute_ps = 0
         self.finish_ps = 0
+        self._idle_since = 0  # when the compute stream last ran dry
+        self.exposed_ps: dict[str, int] = {}  # idle compute time by what it waited on (see _charge_idle)
+        self._waits: dict[int, tuple[int, int]] = {}  # communication node -> (when it became ready, its cause)
+        self._memory = 0  # bytes the graph's nodes hold now, on top of its resident memory
+        self.peak_memory = 0
+        self.peak_memory_ps = 0
+        self.milestones: dict[str, int] = {}
 
     @property
     def done(self) -> bool:
@@ -131,13 +138,19 @@ class NpuExecutor:
             if count == 0:
                 self._ready(index)
 
-    def _ready(self, index: int) -> None:
-        node = self._plan.nodes[index]
+    def _ready(self, index: int, cause: int = -1) -> None:
+        """``index`` has no dependency left; ``cause`` is the node whose completion made it so (-1: none)."""
+        node = self.plan.nodes[index]
         if node.type == workload_pb2.COMP_NODE:
             self._compute_queue.append(index)
             if not self._computing:
+                self._charge_idle(cause)
                 self._next_compute()
             return
+        self._waits[index] = (self._context.coordinator.now, cause)
+        allocation = self.plan.allocations.get(index)
+        if allocation:
+            self._allocate(allocation)
         if node.type == workload_pb2.COMM_SEND_NODE:
             # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
             endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
@@ -157,7 +170,7 @@ class NpuExecutor:
     def _sent(self, message: tuple[int, int]) -> None:
         """A point-to-point message of this NPU arrived: its send node is done, the peer may take it."""
         index, tag = message
-        node = self._plan.nodes[index]
+        node = self.plan.nodes[index]
         self._complete(index)
         self.peers[node.peer].take(self.npu, tag)
 
@@ -177,16 +190,20 @@ class NpuExecutor:
             self._receiving.setdefault(key, deque()).append(index)
 
     def _next_compute(self) -> None:
+        coordinator = self._context.coordinator
         if not self._compute_queue:
             self._computing = False
+            self._idle_since = coordinator.now
             return
         self._computing = True
         index = self._compute_queue.popleft()
-        coordinator = self._context.coordinator
+        allocation = self.plan.allocations.get(index)
+        if allocation:
+            self._allocate(allocation)
         duration = self._durations[index]
         self.compute_ps += duration
         if self._context.spans is not None:
-            node = self._plan.nodes[index]
+            node = self.plan.nodes[index]
             name = node.name or f"node {node.id}"
             self._context.spans.append(TraceSpan(self.npu, "compute", name, coordinator.now, coordinator.now + duration))
         coordinator.schedule(coordinator.now + duration, self._compute_done, index)
@@ -196,11 +213,52 @@ class NpuExecutor:
         self._next_compute()
 
     def _complete(self, index: int) -> None:
+        plan = self.plan
+        released = plan.releases.get(index)
+        if released:
+            self._memory -= released
+        if index in plan.milestones:
+            node = plan.nodes[index]
+            self.milestones[node.name or f"node {node.id}"] = self._context.coordinator.now
         self._left -= 1
         if self._left == 0:
             self.finish_ps = self._context.coordinator.now
+            if not self._computing:
+                self._charge_idle(index)
         remaining = self._remaining
-        for dependent in self._plan.dependents[index]:
+        for dependent in plan.dependents[index]:
             remaining[dependent] -= 1
             if remaining[dependent] == 0:
-                self._ready(dependent)
+                self._ready(dependent, index)
+
+    def _allocate(self, size: int) -> None:
+        self._memory += size
+        if self._memory > self.peak_memory:
+            self.peak_memory = self._memory
+            self.peak_memory_ps = self._context.coordinator.now
+
+    def _charge_idle(self, cause: int) -> None:
+        """The compute stream, idle since ``_idle_since``, has work again (or the graph is done) because
+        ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
+        nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn)."""
+        end = self._context.coordinator.now
+        idle_since = self._idle_since
+        while end > idle_since:
+            wait = self._waits.get(cause)
+            start = idle_since if wait is None else max(wait[0], idle_since)
+            label = self._label(cause) if wait is not None else "other"
+            self.exposed_ps[label] = self.exposed_ps.get(label, 0) + end - start
+            if wait is None:
+                return
+            end, cause = start, wait[1]
+
+    def _label(self, index: int) -> str:
+        """What a wait on node ``index`` counts as: its communicator's name, else ``p2p`` or ``collective``."""
+        if index < 0:
+            return "other"
+        node = self.plan.nodes[index]
+        if node.pg_name:
+            return node.pg_name
+        if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
+            return "p2p"
+        return "collective" if node.type == workload_pb2.COMM_COLL_NODE else "other"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stratasim.errors import WorkloadError
 from stratasim.v1 import workload_pb2
@@ -17,11 +17,21 @@ SUPPORTED_NODE_TYPES = (
 
 @dataclass(frozen=True)
 class GraphPlan:
-    """A graph's nodes by position, with each node's dependents and number of dependencies."""
+    """A graph's nodes by position, with each node's dependents and number of dependencies.
+
+    The memory and milestone annotations are kept sparse, by position, so the engine's hot path pays a
+    dictionary look-up only: ``allocations`` (bytes a node takes when it starts), ``releases`` (bytes it gives
+    back when it finishes), ``milestones`` (nodes whose finish time is recorded) and ``resident`` (memory held
+    throughout, by kind).
+    """
 
     nodes: tuple[workload_pb2.Node, ...]
     dependents: tuple[tuple[int, ...], ...]
     indegree: tuple[int, ...]
+    allocations: dict[int, int] = field(default_factory=dict)
+    releases: dict[int, int] = field(default_factory=dict)
+    milestones: frozenset[int] = frozenset()
+    resident: tuple[tuple[str, int], ...] = ()
 
 
 def _label(npu: int, node: workload_pb2.Node) -> str:
@@ -46,7 +56,16 @@ def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> Graph
             dependents[position[dep]].append(index)
             indegree[index] += 1
     _check_acyclic(graph, npu, dependents, indegree)
-    return GraphPlan(tuple(graph.nodes), tuple(tuple(d) for d in dependents), tuple(indegree))
+    nodes = tuple(graph.nodes)
+    return GraphPlan(
+        nodes,
+        tuple(tuple(d) for d in dependents),
+        tuple(indegree),
+        allocations={i: node.memory_bytes for i, node in enumerate(nodes) if node.memory_bytes > 0},
+        releases={i: -node.memory_bytes for i, node in enumerate(nodes) if node.memory_bytes < 0},
+        milestones=frozenset(i for i, node in enumerate(nodes) if node.milestone),
+        resident=tuple(sorted(graph.resident_bytes.items())),
+    )
 
 
 def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "LinkStats", "SimulationResult"]
 
@@ -34,7 +34,14 @@ class CollectiveStats:
 @dataclass(frozen=True)
 class NpuStats:
     """One NPU's timeline: ``exposed_comm_ps`` is its time not computing before it finished;
-    ``bytes_sent_per_dim`` maps a dimension (-1: flat phases) to the collective bytes it sent along it."""
+    ``bytes_sent_per_dim`` maps a dimension (-1: flat phases) to the collective bytes it sent along it.
+
+    ``exposed_comm_ps_by_kind`` splits the exposed time by what ended each wait: the communicator name
+    (``pg_name``) of the node the compute stream waited on, else ``p2p``, ``collective`` or ``other``; the parts
+    sum to ``exposed_comm_ps``. ``peak_memory_bytes`` is the most the NPU held (resident plus what its nodes had
+    allocated), first reached at ``peak_memory_ps``; ``memory_at_peak`` breaks it down by resident kind plus
+    ``working`` (the nodes' allocations: activations, KV cache).
+    """
 
     npu: int
     finish_ps: int
@@ -42,6 +49,10 @@ class NpuStats:
     comm_ps: int
     exposed_comm_ps: int
     bytes_sent_per_dim: tuple[tuple[int, int], ...] = ()
+    exposed_comm_ps_by_kind: tuple[tuple[str, int], ...] = ()
+    peak_memory_bytes: int = 0
+    peak_memory_ps: int = 0
+    memory_at_peak: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,8 @@ class LinkStats:
 @dataclass(frozen=True)
 class SimulationResult:
     """``events_processed`` counts engine events plus delivered messages; ``simulated_npus`` is how many NPUs
-    were simulated one by one (1 when symmetric NPUs were aggregated, else ``npus``)."""
+    were simulated one by one (the representatives when symmetric NPUs were aggregated, else ``npus``);
+    ``milestones`` maps the name of each milestone node to the latest time any NPU finished it."""
 
     total_time_ps: int
     npus: int
@@ -78,3 +90,4 @@ class SimulationResult:
     events_processed: int
     simulated_npus: int = 0
     links: tuple[LinkStats, ...] = ()
+    milestones: dict[str, int] = field(default_factory=dict)

@@ -36,13 +36,13 @@ class SchedulerContext:
         options: SystemOptions,
         reduction: ReductionCost,
         *,
-        aggregated: bool = False,
+        stand_ins: tuple[int, ...] | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.options = options
         self.reduction = reduction
-        self.aggregated = aggregated
-        self.schedulers: list[NpuScheduler] = []
+        self.stand_ins = stand_ins
+        self.schedulers: dict[int, NpuScheduler] = {}
         self.spans: list[TraceSpan] | None = [] if options.record_trace else None
 
 
@@ -76,8 +76,10 @@ class NpuScheduler:
         return self.context.schedulers[npu]
 
     def stand_in(self, npu: int) -> int:
-        """The NPU simulated in ``npu``'s place: itself, or NPU 0 when symmetric NPUs are aggregated."""
-        return 0 if self.context.aggregated else npu
+        """The NPU simulated in ``npu``'s place: itself, or its representative when symmetric NPUs are
+        aggregated (see :mod:`system_layer.symmetry`)."""
+        stand_ins = self.context.stand_ins
+        return npu if stand_ins is None else stand_ins[npu]
 
     def issue(self, collective: Collective, on_done: Callable[[], None]) -> None:
         """Start ``collective`` on this NPU; ``on_done()`` runs when all its chunks have finished here."""

@@ -17,7 +17,7 @@ from system_layer.options import SystemOptions
 from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult
 from system_layer.reduction import ReductionCost
 from system_layer.scheduler import NpuScheduler, SchedulerContext
-from system_layer.symmetry import aggregation_blocker
+from system_layer.symmetry import stand_ins
 
 __all__ = ["simulate", "validate"]
 
@@ -30,79 +30,114 @@ def simulate(
     *,
     compute: ComputeBackend | None = None,
     device: str = "",
+    representatives: Sequence[int] | None = None,
 ) -> SimulationResult:
-    """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened."""
+    """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened.
+
+    With ``representatives`` (see :class:`~stratasim.contracts.SymmetricWorkload`) only the representatives'
+    graphs are read and simulated when :mod:`system_layer.symmetry` finds that exact; otherwise every NPU is.
+    """
     info = network.configure(topology)
-    plans, grid = _prepare(graphs, topology, options)
     npus = len(graphs)
+    physical = _physical_grid(topology, npus)
+    stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
+    simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
+    plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
     durations = _price(list(plans.values()), compute, device)
-    aggregated = aggregation_blocker(graphs, info, options) is None
-    simulated = 1 if aggregated else npus
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
-    context = SchedulerContext(coordinator, options, ReductionCost(options, compute, device), aggregated=aggregated)
-    context.schedulers.extend(NpuScheduler(npu, context) for npu in range(simulated))
+    context = SchedulerContext(coordinator, options, ReductionCost(options, compute, device), stand_ins=stand_in)
     table = CollectiveTable(grid, options, npus)
-    executors = []
-    for npu, graph in enumerate(graphs[:simulated]):
-        plan = plans[id(graph)]
-        executor = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
-        executors.append(executor)
-        coordinator.schedule(0, executor.start)
-    for executor in executors:
+    executors: dict[int, NpuExecutor] = {}
+    for npu in simulated:
+        context.schedulers[npu] = NpuScheduler(npu, context)
+        plan = plans[id(graphs[npu])]
+        executors[npu] = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
+        coordinator.schedule(0, executors[npu].start)
+    for executor in executors.values():
         executor.peers = executors
     coordinator.run()
 
-    stuck = [ex.npu for ex in executors if not ex.done]
+    stuck = [ex.npu for ex in executors.values() if not ex.done]
     if stuck:
         raise SimulationError(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
             "but nothing can happen (a collective some group members never issue?)"
         )
-    per_npu = [
-        NpuStats(
-            ex.npu, ex.finish_ps, ex.compute_ps, context.schedulers[ex.npu].comm_ps, ex.finish_ps - ex.compute_ps,
-            tuple(sorted(context.schedulers[ex.npu].bytes_sent.items())),
-        )
-        for ex in executors
-    ]
+    stats = {npu: _npu_stats(ex, context.schedulers[npu]) for npu, ex in executors.items()}
     spans = list(context.spans or ())
-    if aggregated:  # every NPU lived NPU 0's timeline
-        per_npu = [replace(per_npu[0], npu=npu) for npu in range(npus)]
-        spans = [replace(span, npu=npu) for npu in range(npus) for span in spans]
+    if stand_in is None:
+        per_npu = [stats[npu] for npu in range(npus)]
+    else:  # every NPU lived its representative's timeline
+        per_npu = [replace(stats[stand_in[npu]], npu=npu) for npu in range(npus)]
+        lived: dict[int, list[int]] = {}
+        for npu, representative in enumerate(stand_in):
+            lived.setdefault(representative, []).append(npu)
+        spans = [replace(span, npu=npu) for span in spans for npu in lived[span.npu]]
+    milestones: dict[str, int] = {}
+    for executor in executors.values():
+        for name, time_ps in executor.milestones.items():
+            milestones[name] = max(time_ps, milestones.get(name, time_ps))
     counters = network.counters()
     links = tuple(
         LinkStats(name, busy, size, messages)
         for name, busy, size, messages in zip(counters.link, counters.busy_ps, counters.bytes, counters.messages)
     )
     return SimulationResult(
-        total_time_ps=max((ex.finish_ps for ex in executors), default=0),
+        total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
         npus=npus,
         collectives=tuple(_collective_stats(c) for c in table.all),
         per_npu=tuple(per_npu),
         spans=tuple(sorted(spans, key=lambda s: (s.npu, s.start_ps, s.end_ps, s.track, s.name))),
         events_processed=coordinator.queue.processed + coordinator.messages,
-        simulated_npus=simulated,
+        simulated_npus=len(simulated),
         links=links,
+        milestones=milestones,
+    )
+
+
+def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler) -> NpuStats:
+    resident = executor.plan.resident
+    return NpuStats(
+        executor.npu,
+        executor.finish_ps,
+        executor.compute_ps,
+        scheduler.comm_ps,
+        executor.finish_ps - executor.compute_ps,
+        tuple(sorted(scheduler.bytes_sent.items())),
+        exposed_comm_ps_by_kind=tuple(sorted(executor.exposed_ps.items())),
+        peak_memory_bytes=sum(size for _, size in resident) + executor.peak_memory,
+        peak_memory_ps=executor.peak_memory_ps,
+        memory_at_peak=(*resident, ("working", executor.peak_memory)) if resident or executor.peak_memory else (),
     )
 
 
 def validate(
-    graphs: Sequence[workload_pb2.ExecutionGraph], topology: network_pb2.Topology, options: SystemOptions
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    topology: network_pb2.Topology,
+    options: SystemOptions,
+    representatives: Sequence[int] | None = None,
 ) -> None:
-    """Every check ``simulate`` makes before it starts: graphs, groups, algorithms against line sizes."""
-    _prepare(graphs, topology, options)
+    """Every check ``simulate`` makes before it starts: graphs, groups, algorithms against line sizes (of the
+    representatives' graphs only, when the workload declares some)."""
+    npus = len(graphs)
+    checked = sorted(set(representatives)) if representatives is not None else range(npus)
+    _prepare({npu: graphs[npu] for npu in checked}, npus, _physical_grid(topology, npus), options)
+
+
+def _physical_grid(topology: network_pb2.Topology, npus: int) -> Grid:
+    physical = Grid.of(topology)
+    if npus > physical.npus:
+        raise WorkloadError(f"workload needs {npus} NPUs but the topology has {physical.npus}")
+    return physical
 
 
 def _prepare(
-    graphs: Sequence[workload_pb2.ExecutionGraph], topology: network_pb2.Topology, options: SystemOptions
+    graphs: dict[int, workload_pb2.ExecutionGraph], npus: int, physical: Grid, options: SystemOptions
 ) -> tuple[dict[int, GraphPlan], Grid]:
-    """Check the graphs and plan every distinct collective once, so an impossible study fails before it runs."""
-    physical = Grid.of(topology)
-    npus = len(graphs)
-    if npus > physical.npus:
-        raise WorkloadError(f"workload needs {npus} NPUs but the topology has {physical.npus}")
+    """Check the graphs of the NPUs to simulate and plan every distinct collective once, so an impossible study
+    fails before it runs."""
     plans: dict[int, GraphPlan] = {}
-    for npu, graph in enumerate(graphs):
+    for npu, graph in graphs.items():
         if id(graph) not in plans:
             plans[id(graph)] = plan_graph(graph, npu, npus)
     grid = _logical_grid(physical, options)

@@ -1,0 +1,47 @@
+"""Declaring which NPUs of a parallel plan live the same timeline (:class:`stratasim.contracts.SymmetricWorkload`).
+
+A plan's ranks usually differ only by where they sit: the TP ranks of a pipeline stage, or its DP replicas,
+run the same program on different coordinates. The claim the engine needs is that NPU ``x`` runs its
+representative's graph moved by the grid translation from the representative to ``x``; this module checks the
+part of that claim that depends on the topology — every group and peer an NPU talks to is its representative's,
+translated — and returns the mapping only when it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from stratasim.topology import Grid
+
+__all__ = ["Partners", "translated_representatives"]
+
+Partners = tuple[tuple[int, ...], ...]
+"""An NPU's communication partners by role, in a fixed order of roles: each a group or a one-NPU peer (an
+empty tuple for a role the NPU does not have, e.g. no previous pipeline stage)."""
+
+
+def translated_representatives(
+    grid: Grid, npus: int, representative: Callable[[int], int], partners: Callable[[int], Partners]
+) -> tuple[int, ...] | None:
+    """Each NPU's representative, or None when the topology breaks the symmetry for some NPU (its partners are
+    not its representative's moved by the translation between them) or the workload does not fill the grid."""
+    if grid.npus != npus:
+        return None
+    coords = [grid.coords(npu) for npu in range(npus)]
+    mapping = tuple(representative(npu) for npu in range(npus))
+    reference: dict[int, Partners] = {}
+    for npu, rep in enumerate(mapping):
+        if rep == npu:
+            continue
+        own = reference.get(rep)
+        if own is None:
+            own = reference[rep] = partners(rep)
+        shift = [(c - r) for c, r in zip(coords[npu], coords[rep])]
+        moved = [frozenset(_translate(grid, coords[m], shift) for m in role) for role in own]
+        if moved != [frozenset(role) for role in partners(npu)]:
+            return None
+    return mapping
+
+
+def _translate(grid: Grid, at: Sequence[int], shift: Sequence[int]) -> int:
+    return grid.npu_at([(c + d) % size for c, d, size in zip(at, shift, grid.sizes)])
