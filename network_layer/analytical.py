@@ -15,7 +15,9 @@ takes at least 1 ps (an empty message over zero-latency links would otherwise ar
 
 from __future__ import annotations
 
+import heapq
 from fractions import Fraction
+from typing import NoReturn
 
 import numpy as np
 
@@ -57,9 +59,9 @@ class _Dim:
 class AnalyticalNetwork:
     """Congestion-unaware analytical network over Ring / FullyConnected / Switch dimensions.
 
-    Arrival times are computed for a whole batch at once with numpy; pending arrivals are kept as sorted runs
-    (one per injected batch) that ``advance`` merges, so the cost per window does not grow with Python loops
-    over messages.
+    Arrival times of a large batch are computed at once with numpy and kept as a sorted run (one per batch)
+    that ``advance`` merges, so the cost per window does not grow with Python loops over messages; a small
+    batch (numpy's fixed costs would dominate) is priced message by message and its arrivals kept in a heap.
     """
 
     name = "analytical"
@@ -71,6 +73,7 @@ class AnalyticalNetwork:
         self._quantum = 0
         self._cache: dict[tuple[int, int, int], int] = {}
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []
+        self._few: list[tuple[int, int]] = []  # a heap of (arrival, id) of messages from small batches
         self._now = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
@@ -135,6 +138,9 @@ class AnalyticalNetwork:
     def inject(self, sends: network_pb2.SendBatch) -> None:
         if not sends.id:
             return
+        if len(sends.id) < _SMALL_BATCH:
+            self._inject_few(sends)
+            return
         ids = np.array(sends.id, dtype=np.int64)
         src = np.array(sends.src, dtype=np.int64)
         dst = np.array(sends.dst, dtype=np.int64)
@@ -142,30 +148,51 @@ class AnalyticalNetwork:
         bad = (src >= self._npus) | (dst >= self._npus) | (src == dst)
         if bad.any():
             i = int(np.argmax(bad))
-            raise BackendError(
-                f"message {ids[i]}: cannot send from NPU {src[i]} to NPU {dst[i]} on a network of {self._npus} NPUs"
-            )
+            self._reject(int(ids[i]), int(src[i]), int(dst[i]))
         late = sent + self._lookahead <= self._now
         if late.any():
             i = int(np.argmax(late))
-            raise BackendError(f"message {ids[i]} sent at {sent[i]} ps could arrive before the network's time {self._now} ps")
-        if len(ids) < _SMALL_BATCH:  # numpy's fixed costs outweigh its speed on a handful of messages
-            delays = np.array([self.delay_ps(*m) for m in zip(sends.src, sends.dst, sends.bytes)], dtype=np.int64)
-        else:
-            delays = self.delays_ps(src, dst, np.array(sends.bytes, dtype=np.int64))
+            self._too_late(int(ids[i]), int(sent[i]))
+        delays = self.delays_ps(src, dst, np.array(sends.bytes, dtype=np.int64))
         if self._quantum:
             delays -= delays % self._quantum
         arrival = sent + np.maximum(delays, self._lookahead)
         order = np.lexsort((ids, arrival))
         self._runs.append((arrival[order], ids[order]))
 
+    def _inject_few(self, sends: network_pb2.SendBatch) -> None:
+        """The scalar twin of :meth:`inject`, for a handful of messages."""
+        npus, lookahead, quantum, now = self._npus, self._lookahead, self._quantum, self._now
+        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+            if src >= npus or dst >= npus or src == dst:
+                self._reject(msg_id, src, dst)
+            if sent + lookahead <= now:
+                self._too_late(msg_id, sent)
+            delay = self.delay_ps(src, dst, size)
+            if quantum:
+                delay -= delay % quantum
+            heapq.heappush(self._few, (sent + max(delay, lookahead), msg_id))
+
+    def _reject(self, msg_id: int, src: int, dst: int) -> NoReturn:
+        raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {self._npus} NPUs")
+
+    def _too_late(self, msg_id: int, sent: int) -> NoReturn:
+        raise BackendError(f"message {msg_id} sent at {sent} ps could arrive before the network's time {self._now} ps")
+
     def _next_arrival(self) -> int | None:
-        return min((int(times[0]) for times, _ in self._runs), default=None)
+        first = min((int(times[0]) for times, _ in self._runs), default=None)
+        if self._few and (first is None or self._few[0][0] < first):
+            return self._few[0][0]
+        return first
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         if until_ps < 0:
             first = self._next_arrival()
             until_ps = first + self._lookahead - 1 if first is not None else self._now
+        due: list[tuple[int, int]] = []
+        few = self._few
+        while few and few[0][0] <= until_ps:
+            due.append(heapq.heappop(few))
         due_times: list[np.ndarray] = []
         due_ids: list[np.ndarray] = []
         kept: list[tuple[np.ndarray, np.ndarray]] = []
@@ -180,11 +207,17 @@ class AnalyticalNetwork:
         self._now = max(self._now, until_ps)
         result = network_pb2.AdvanceResult(window_end_ps=until_ps)
         if due_times:
+            if due:
+                due_times.append(np.array([time_ps for time_ps, _ in due], dtype=np.int64))
+                due_ids.append(np.array([msg_id for _, msg_id in due], dtype=np.int64))
             times = np.concatenate(due_times)
             ids = np.concatenate(due_ids)
             order = np.lexsort((ids, times))
             result.deliveries.id.extend(ids[order].tolist())
             result.deliveries.time_ps.extend(times[order].tolist())
+        elif due:  # popped from the heap in (time, id) order already
+            result.deliveries.time_ps.extend(time_ps for time_ps, _ in due)
+            result.deliveries.id.extend(msg_id for _, msg_id in due)
         following = self._next_arrival()
         if following is not None:
             result.has_next = True
@@ -197,3 +230,4 @@ class AnalyticalNetwork:
 
     def close(self) -> None:
         self._runs.clear()
+        self._few.clear()

@@ -54,6 +54,19 @@ class EventQueue:
             count += 1
         self.processed += count
 
+    def run_until_busy(self, outbox: list[Any]) -> None:
+        """Process events in order until one leaves something in ``outbox`` (a message to send) or none are
+        left: how the engine runs ahead while the network has nothing in flight."""
+        heap = self._heap
+        pop = heapq.heappop
+        count = 0
+        while heap and not outbox:
+            time_ps, _, callback, arg = pop(heap)
+            self.now = time_ps
+            callback(arg)
+            count += 1
+        self.processed += count
+
     def run(self) -> None:
         """Process events until none are left."""
         while self._heap:

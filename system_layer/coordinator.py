@@ -4,7 +4,8 @@ Every message the NPUs send within a window is handed to the network in one batc
 the next window is as wide as the network's lookahead (its least possible message delay): no delivery can
 land inside the window that produced it, so the engine never processes an event before the network has
 promised that nothing earlier will arrive. When the engine has nothing to do before the next delivery it
-asks the network for its next window directly, so one round trip covers each step of the simulation.
+asks the network for its next window directly, so one round trip covers each step of the simulation; when
+the network has nothing in flight the engine runs ahead without asking until an event sends a message.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ class Coordinator:
         lookahead = self._lookahead
         network_next: int | None = None
         while True:
+            if network_next is None and not self._outbox:
+                # Nothing in flight: no delivery can interleave, so run ahead until somebody sends.
+                queue.run_until_busy(self._outbox)
             engine_next = queue.peek()
             earliest_arrival = self._outbox[0][3] + lookahead if self._outbox else None
             if engine_next is None and network_next is None and earliest_arrival is None:
