@@ -12,6 +12,7 @@ computed with exact rational arithmetic, so every run and every platform gives t
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Iterable
 from fractions import Fraction
 
@@ -43,7 +44,7 @@ class RooflineCompute:
 
     def __init__(self, devices: Iterable[Device] | None = None) -> None:
         self._devices = PRESETS if devices is None else catalog(devices)
-        self._cache: dict[tuple[str, bytes], compute_pb2.OperatorCost] = {}
+        self._cache: dict[tuple[Device, bytes], compute_pb2.OperatorCost] = {}
 
     def devices(self) -> list[str]:
         """Names of the devices this instance can price, sorted."""
@@ -53,8 +54,11 @@ class RooflineCompute:
         """Price every operator of ``request``; an unknown device or unsupported dtype comes back as ``error``."""
         try:
             dev = device(request.device, self._devices)
-        except BackendError as exc:
-            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="device")
+            if request.HasField("calibration"):
+                dev = _calibrated(dev, request.calibration)
+        except (BackendError, ValueError) as exc:
+            where = "calibration" if isinstance(exc, ValueError) else "device"
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
             return compute_pb2.EstimateResponse(error=error)
         try:
             costs = [self._cached(index, op, dev) for index, op in enumerate(request.ops)]
@@ -67,11 +71,21 @@ class RooflineCompute:
         self._cache.clear()
 
     def _cached(self, index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
-        key = (dev.name, signature(op))
+        key = (dev, signature(op))
         cost = self._cache.get(key)
         if cost is None:
             cost = self._cache[key] = _price(index, op, dev)
         return cost
+
+
+def _calibrated(dev: Device, calibration: compute_pb2.Calibration) -> Device:
+    """``dev`` with the calibration's non-zero fields in place of its own (ValueError if out of range)."""
+    return replace(
+        dev,
+        compute_efficiency=calibration.compute_efficiency or dev.compute_efficiency,
+        memory_efficiency=calibration.memory_efficiency or dev.memory_efficiency,
+        launch_overhead_ps=calibration.launch_overhead_ps or dev.launch_overhead_ps,
+    )
 
 
 class _Rejected(Exception):

@@ -25,7 +25,7 @@ from stratasim.errors import BackendError, ConfigError
 from stratasim.overrides import apply_overrides
 from stratasim.schema import Bandwidth, Bytes, DTypeName, Section, TimePs
 from stratasim.topology import Grid
-from stratasim.v1 import network_pb2
+from stratasim.v1 import compute_pb2, network_pb2
 from system_layer.options import ALGORITHMS, Preset, Scheduling, SystemOptions
 
 __all__ = [
@@ -150,11 +150,30 @@ class NetworkSection(_Placement):
     topology: list[DimensionSection] = Field(min_length=1)
 
 
+class CalibrationSection(Section):
+    """``compute.calibration``: what was measured of the device against its datasheet — the share of peak
+    throughput (``compute_efficiency``) and memory bandwidth (``memory_efficiency``) operators achieve, and a
+    fixed cost per operator (``launch_overhead``); an absent key keeps the device's own value."""
+
+    compute_efficiency: float | None = Field(None, gt=0, le=1)
+    memory_efficiency: float | None = Field(None, gt=0, le=1)
+    launch_overhead: TimePs | None = None
+
+    def proto(self) -> compute_pb2.Calibration:
+        """The calibration as the compute contract's message (0: keep the device's value)."""
+        return compute_pb2.Calibration(
+            compute_efficiency=self.compute_efficiency or 0.0,
+            memory_efficiency=self.memory_efficiency or 0.0,
+            launch_overhead_ps=self.launch_overhead or 0,
+        )
+
+
 class ComputeSection(_Placement):
-    """``compute:`` — the backend pricing compute operators on the named ``device``."""
+    """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated."""
 
     backend: str = "roofline"
     device: str
+    calibration: CalibrationSection | None = None
 
 
 @dataclass(frozen=True)

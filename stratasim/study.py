@@ -111,6 +111,8 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
             study.system_options(record_trace=record_trace),
             compute=compute,
             device=device,
+            calibration=None if study.compute is None or study.compute.calibration is None
+            else study.compute.calibration.proto(),
             representatives=_representatives(source, study),
         )
         wall_seconds = time.perf_counter() - started

@@ -19,12 +19,19 @@ __all__ = ["ReductionCost"]
 class ReductionCost:
     """``cost(size)``: picoseconds to reduce ``size`` received bytes; zero when no cost model is set."""
 
-    def __init__(self, options: SystemOptions, compute: ComputeBackend | None, device: str) -> None:
+    def __init__(
+        self,
+        options: SystemOptions,
+        compute: ComputeBackend | None,
+        device: str,
+        calibration: compute_pb2.Calibration | None = None,
+    ) -> None:
         if options.reduce_on_compute and compute is None:
             raise WorkloadError("system.reduction: 'compute' needs a compute section to price the reductions")
         self._options = options
         self._compute = compute if options.reduce_on_compute else None
         self._device = device
+        self._calibration = calibration
         self._priced: dict[int, int] = {}
         self.costs = bool(self._compute is not None or options.local_mem_bandwidth)
         """False when every reduction is free, so the hot path can skip asking."""
@@ -44,7 +51,8 @@ class ReductionCost:
         dtype = operators.parse_dtype(self._options.reduction_dtype)
         elements = max(1, -(-size // operators.dtype_bytes(dtype)))
         op = operators.elementwise([elements], dtype=dtype, flops_per_element=1, inputs=2, name="reduction")
-        response = self._compute.estimate(compute_pb2.EstimateRequest(device=self._device, ops=[op]))
+        request = compute_pb2.EstimateRequest(device=self._device, ops=[op], calibration=self._calibration)
+        response = self._compute.estimate(request)
         if response.HasField("error"):
             raise BackendError(f"compute backend {self._compute.name!r} cannot price a reduction: {response.error.message}")
         self._priced[size] = response.costs[0].duration_ps

@@ -30,9 +30,11 @@ def simulate(
     *,
     compute: ComputeBackend | None = None,
     device: str = "",
+    calibration: compute_pb2.Calibration | None = None,
     representatives: Sequence[int] | None = None,
 ) -> SimulationResult:
-    """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened.
+    """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
+    prices operators on ``device`` (with ``calibration``, when given).
 
     With ``representatives`` (see :class:`~stratasim.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`system_layer.symmetry` finds that exact; otherwise every NPU is.
@@ -43,9 +45,10 @@ def simulate(
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
-    durations = _price(list(plans.values()), compute, device)
+    durations = _price(list(plans.values()), compute, device, calibration)
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
-    context = SchedulerContext(coordinator, options, ReductionCost(options, compute, device), stand_ins=stand_in)
+    reduction = ReductionCost(options, compute, device, calibration)
+    context = SchedulerContext(coordinator, options, reduction, stand_ins=stand_in)
     table = CollectiveTable(grid, options, npus)
     executors: dict[int, NpuExecutor] = {}
     for npu in simulated:
@@ -159,7 +162,9 @@ def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
     return logical
 
 
-def _price(plans: list[GraphPlan], compute: ComputeBackend | None, device: str) -> dict[int, tuple[int, ...]]:
+def _price(
+    plans: list[GraphPlan], compute: ComputeBackend | None, device: str, calibration: compute_pb2.Calibration | None
+) -> dict[int, tuple[int, ...]]:
     """Each plan's compute durations by node position: fixed ones as given, operators priced in one batch."""
     unique: dict[bytes, compute_pb2.OperatorDesc] = {}
     for plan in plans:
@@ -172,7 +177,7 @@ def _price(plans: list[GraphPlan], compute: ComputeBackend | None, device: str) 
                     )
     prices: dict[bytes, int] = {}
     if unique and compute is not None:
-        request = compute_pb2.EstimateRequest(device=device, ops=list(unique.values()))
+        request = compute_pb2.EstimateRequest(device=device, ops=list(unique.values()), calibration=calibration)
         response = compute.estimate(request)
         if response.HasField("error"):
             raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")

@@ -180,23 +180,58 @@ class OperatorCost(_message.Message):
 Global___OperatorCost: _TypeAlias = OperatorCost  # noqa: Y015
 
 @_typing.final
+class Calibration(_message.Message):
+    """What a study measured of a device against its datasheet: the share of peak throughput and memory bandwidth
+    an operator achieves, and a fixed cost per operator. A zero field keeps the device's own value.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPUTE_EFFICIENCY_FIELD_NUMBER: _builtins.int
+    MEMORY_EFFICIENCY_FIELD_NUMBER: _builtins.int
+    LAUNCH_OVERHEAD_PS_FIELD_NUMBER: _builtins.int
+    compute_efficiency: _builtins.float
+    memory_efficiency: _builtins.float
+    launch_overhead_ps: _builtins.int
+    def __init__(
+        self,
+        *,
+        compute_efficiency: _builtins.float = ...,
+        memory_efficiency: _builtins.float = ...,
+        launch_overhead_ps: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_efficiency", b"memory_efficiency"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Calibration: _TypeAlias = Calibration  # noqa: Y015
+
+@_typing.final
 class EstimateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DEVICE_FIELD_NUMBER: _builtins.int
     OPS_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
     device: _builtins.str
     @_builtins.property
     def ops(self) -> _containers.RepeatedCompositeFieldContainer[Global___OperatorDesc]: ...
+    @_builtins.property
+    def calibration(self) -> Global___Calibration:
+        """When present, price on the device so calibrated."""
+
     def __init__(
         self,
         *,
         device: _builtins.str = ...,
         ops: _abc.Iterable[Global___OperatorDesc] | None = ...,
+        calibration: Global___Calibration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["device", b"device", "ops", b"ops"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "ops", b"ops"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -190,3 +190,23 @@ def test_duration_is_monotone_in_flops_and_bytes(
     )
     assert by_flops[0].duration_ps <= by_flops[1].duration_ps
     assert by_bytes[0].duration_ps <= by_bytes[1].duration_ps
+
+
+def test_calibration_scales_the_datasheet_roofline() -> None:
+    backend = RooflineCompute([_toy()])
+    gemm = operators.gemm(1000, 1000, 1000)  # 2e9 FLOPs: 2 ms at 1 TFLOP/s; 6e6 bytes: 6 us
+    copy = operators.elementwise([10**6], flops_per_element=0)  # 4e6 bytes: 4 us at 1 TB/s
+    calibration = compute_pb2.Calibration(compute_efficiency=0.5, memory_efficiency=0.8, launch_overhead_ps=7)
+    request = compute_pb2.EstimateRequest(device="toy", ops=[gemm, copy], calibration=calibration)
+    costs = backend.estimate(request).costs
+    assert [c.duration_ps for c in costs] == [4_000_000_000 + 7, 5_000_000 + 7]
+    # The uncalibrated device is priced as before, from its own cache entry.
+    assert [c.duration_ps for c in _estimate("toy", gemm, copy, backend=backend)] == [2_000_000_000, 4_000_000]
+
+
+def test_out_of_range_calibration_is_an_error_naming_it() -> None:
+    request = compute_pb2.EstimateRequest(
+        device="a100", ops=[SQUARE], calibration=compute_pb2.Calibration(compute_efficiency=1.5)
+    )
+    response = RooflineCompute().estimate(request)
+    assert response.error.where == "calibration" and "compute_efficiency" in response.error.message
