@@ -12,19 +12,37 @@ ASTRA-sim does:
 - ``COMP_NODE``: ``duration_micros`` (microseconds) becomes ``duration_ps``. CPU operators (``is_cpu_op``) stay
   compute nodes; ``num_ops`` and ``tensor_size`` are not priced.
 - ``COMM_COLL_NODE``: ``comm_type`` (a ``CollectiveCommType``, same numbering as our ``CollectiveType``) and
-  ``comm_size`` in bytes, both required. ``pg_name`` and ``involved_dim`` are ignored for now: the collective
-  runs over every NPU of the workload.
-- ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: ``comm_dst`` / ``comm_src`` is the peer, ``comm_tag`` the tag and
-  ``comm_size`` the bytes.
+  ``comm_size`` in bytes, both required. ``pg_name`` (a string) names the communicator: it is kept as the IR's
+  ``pg_name`` and its NPUs become ``group`` (below). Without one the collective runs over every NPU.
+  ``involved_dim`` is ignored.
+- ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: ``comm_dst`` / ``comm_src`` is the peer (a global rank), ``comm_tag``
+  the tag, ``comm_size`` the bytes and ``pg_name``, if any, is kept.
 - ``MEM_LOAD_NODE`` / ``MEM_STORE_NODE``: ``tensor_size``, when present, becomes ``comm_bytes``.
+
+Communicator groups. Chakra nodes carry only the name; the NPUs of each name come from, first, the trace's own
+``process_group:init`` METADATA nodes (what Chakra's PyTorch converter writes: PyTorch's process-group records,
+``pg_name`` and global ``ranks``, in the node's ``inputs.values``; empty ranks mean every NPU), then the
+communicator groups file ASTRA-sim takes as ``--comm-group-configuration``: a JSON object mapping each name to its
+NPU ids, ``{"1": [0, 1], "2": [2, 3]}`` (``workload.comm_groups``; by default ``<prefix>.json`` beside the trace,
+where :mod:`workload_layer.chakra_convert` writes it). As in ASTRA-sim, an undefined ``pg_name`` ``"0"`` is
+PyTorch's default group, every NPU. Any other undefined name, or a group that leaves out the rank issuing the
+collective, is an error naming the trace file, the node and the name. A group of every NPU is left empty in the
+IR, its spelling of "everyone".
+
+Chakra has no fields for the IR's memory annotations and milestones, so StrataSim keeps them in the free-form
+attributes Chakra provides (other readers, ASTRA-sim among them, skip unknown attributes): a node's
+``memory_bytes`` (integer) and ``milestone`` (``bool_val``), and the metadata's ``resident_bytes.<kind>``.
 
 Attribute values are read from whichever integer variant of ``AttributeProto`` a producer used.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf.message import DecodeError, Message
@@ -32,7 +50,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from pydantic import Field
 
 from stratasim.chakra import et_def_pb2
-from stratasim.chakra.et_def_pb2 import GlobalMetadata, Node
+from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
 from stratasim.errors import WorkloadError
 from stratasim.schema import Section
 from stratasim.v1 import workload_pb2
@@ -40,22 +58,53 @@ from stratasim.v1 import workload_pb2
 __all__ = [
     "ChakraWorkload",
     "ChakraConfig",
+    "CommGroups",
     "read_trace",
     "write_trace",
     "read_records",
     "write_records",
+    "read_comm_groups",
+    "write_comm_groups",
+    "read_chakra_graphs",
     "to_graph",
     "trace_files",
     "US_TO_PS",
+    "MEMORY_ATTR",
+    "MILESTONE_ATTR",
+    "RESIDENT_ATTR",
 ]
 
 US_TO_PS = 10**6
 """Picoseconds per microsecond: ``duration_ps = duration_micros * US_TO_PS``."""
 
+MEMORY_ATTR = "memory_bytes"
+"""The node attribute holding the IR's ``memory_bytes`` (bytes allocated at the start, freed if negative)."""
+
+MILESTONE_ATTR = "milestone"
+"""The node attribute (``bool_val``) holding the IR's ``milestone``."""
+
+RESIDENT_ATTR = "resident_bytes."
+"""The prefix of the metadata attributes ``resident_bytes.<kind>`` holding the graph's ``resident_bytes``."""
+
+_DEFAULT_PG = "0"
+"""PyTorch's default process group, which ASTRA-sim runs over every NPU when no group of that name is defined."""
+
+_PG_INIT = "process_group:init"
+"""What the name of a PyTorch METADATA node listing the process groups contains."""
+
 _INT_VALUES = frozenset({
     "int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val", "sint64_val",
     "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val",
 })  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CommGroups:
+    """Communicator groups: each name (a ``pg_name``) with its NPU ids, sorted (empty: every NPU), and where
+    they were defined, for error messages."""
+
+    groups: Mapping[str, tuple[int, ...]]
+    source: str
 
 
 def read_records(path: str | Path) -> list[tuple[int, bytes]]:
@@ -157,18 +206,24 @@ def write_trace(path: str | Path, metadata: GlobalMetadata, nodes: Iterable[Node
     write_records(path, [metadata, *nodes])
 
 
-def _attr_int(node: Node, name: str, where: str) -> int | None:
-    """The integer attribute ``name`` of ``node`` in whichever integer variant it was written, or None."""
-    for attr in node.attr:
+def _attr(attrs: Iterable[AttributeProto], name: str, kinds: frozenset[str], where: str) -> object | None:
+    """The value of the attribute ``name`` among ``attrs``, which must be of one of ``kinds``; None if absent."""
+    for attr in attrs:
         if attr.name != name:
             continue
         kind = attr.WhichOneof("value")
-        if kind not in _INT_VALUES:
-            raise WorkloadError(f"{where}: attribute {name} is {kind or 'empty'}, expected an integer")
-        value = getattr(attr, kind)
-        assert isinstance(value, int)
-        return value
+        if kind not in kinds:
+            expected = "an integer" if kinds == _INT_VALUES else " or ".join(sorted(kinds))
+            raise WorkloadError(f"{where}: attribute {name} is {kind or 'empty'}, expected {expected}")
+        return getattr(attr, kind)
     return None
+
+
+def _attr_int(node: Node, name: str, where: str) -> int | None:
+    """The integer attribute ``name`` of ``node`` in whichever integer variant it was written, or None."""
+    value = _attr(node.attr, name, _INT_VALUES, where)
+    assert value is None or isinstance(value, int)
+    return value
 
 
 def _required(node: Node, name: str, where: str) -> int:
@@ -187,22 +242,175 @@ def _peer(node: Node, name: str, where: str, npu: int, npus: int | None) -> int:
     return peer
 
 
+def _members(value: object, where: str, name: str, allow_empty: bool) -> tuple[int, ...]:
+    """The NPU ids of group ``name``, sorted, from a JSON list; raises :class:`WorkloadError` prefixed ``where``
+    unless it is a list of distinct non-negative integers (non-empty unless ``allow_empty``)."""
+    if not isinstance(value, list) or not all(type(npu) is int and npu >= 0 for npu in value):
+        raise WorkloadError(f"{where}: group {name!r} must be a list of NPU ids (integers from 0), found {value!r:.60}")
+    if not value and not allow_empty:
+        raise WorkloadError(f"{where}: group {name!r} is empty")
+    members = tuple(sorted(set(value)))
+    if len(members) != len(value):
+        twice = next(npu for npu in members if value.count(npu) > 1)
+        raise WorkloadError(f"{where}: group {name!r} names NPU {twice} twice")
+    return members
+
+
+def read_comm_groups(path: str | Path) -> CommGroups:
+    """The communicator groups file ASTRA-sim takes as ``--comm-group-configuration``: a JSON object mapping each
+    ``pg_name`` to a non-empty list of NPU ids. Raises :class:`WorkloadError` naming the file and the defect."""
+
+    def unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        data: dict[str, object] = {}
+        for name, value in pairs:
+            if name in data:
+                raise WorkloadError(f"{path}: group {name!r} is defined twice")
+            data[name] = value
+        return data
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read the communicator groups: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{path}: the communicator groups file is not UTF-8 text") from None
+    try:
+        data = json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise WorkloadError(
+            f"{path}: expected a JSON object mapping communicator names (pg_name) to lists of NPU ids, "
+            f"found {type(data).__name__}"
+        )
+    return CommGroups({name: _members(value, str(path), name, False) for name, value in data.items()}, str(path))
+
+
+def write_comm_groups(path: str | Path, groups: Mapping[str, Sequence[int]]) -> None:
+    """Write ``groups`` as a communicator groups file, one group a line; raises :class:`WorkloadError` on I/O
+    failure."""
+    lines = [f"  {json.dumps(name)}: {json.dumps(list(members))}" for name, members in groups.items()]
+    try:
+        Path(path).write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot write the communicator groups: {exc.strerror or exc}") from None
+
+
+def _pg_records(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
+    """The ``(pg_name, ranks)`` of the PyTorch process-group records in a ``process_group:init`` node's
+    ``inputs.values``: Chakra stores ``str()`` of PyTorch's input list, one JSON string of records (plain JSON
+    is accepted too)."""
+    problem = f"{where}: cannot read its process groups"
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            records = ast.literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise WorkloadError(f"{problem}: inputs.values is neither JSON nor a list of strings") from None
+    if isinstance(records, list) and len(records) == 1 and isinstance(records[0], str):
+        try:
+            records = json.loads(records[0])
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"{problem}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(records, list) or not all(
+        isinstance(record, dict) and isinstance(record.get("pg_name"), str) for record in records
+    ):
+        raise WorkloadError(f"{problem}: expected a list of records with pg_name and ranks")
+    return [(record["pg_name"], _members(record.get("ranks"), problem, record["pg_name"], True)) for record in records]
+
+
+def _trace_groups(nodes: Sequence[Node], source: str) -> CommGroups | None:
+    """The process groups listed by the ``process_group:init`` METADATA nodes of one rank, a later record
+    overriding an earlier one of the same name (as in ASTRA-sim); None if there are none."""
+    groups: dict[str, tuple[int, ...]] = {}
+    found = False
+    for node in nodes:
+        if node.type == et_def_pb2.METADATA_NODE and _PG_INIT in node.name and node.inputs.values:
+            found = True
+            groups.update(_pg_records(node.inputs.values, f"{source}: node {node.id} ({node.name!r})"))
+    return CommGroups(groups, "the trace's process_group:init records") if found else None
+
+
+def _group(pg_name: str, where: str, npu: int, npus: int | None, definitions: Sequence[CommGroups]) -> list[int]:
+    """The IR ``group`` of communicator ``pg_name`` issued by NPU ``npu``: its sorted NPU ids, or empty for every
+    NPU. With ``npus`` unknown (None) nothing is checked and an undefined name is every NPU."""
+    found = next((groups for groups in definitions if pg_name in groups.groups), None)
+    if found is None:
+        if pg_name == _DEFAULT_PG or npus is None:
+            return []
+        if not definitions:
+            raise WorkloadError(
+                f"{where}: pg_name {pg_name!r} is not defined: no communicator groups file was found "
+                "(workload.comm_groups, by default <path>.json beside the trace)"
+            )
+        raise WorkloadError(
+            f"{where}: pg_name {pg_name!r} is not defined by {' or '.join(groups.source for groups in definitions)}"
+        )
+    members = found.groups[pg_name]
+    if npus is None or not members:
+        return list(members)
+    outside = [member for member in members if member >= npus]
+    if outside:
+        raise WorkloadError(
+            f"{where}: pg_name {pg_name!r} ({found.source}) names NPU {outside[0]}, but the trace has {npus} ranks"
+        )
+    if npu not in members:
+        raise WorkloadError(
+            f"{where}: pg_name {pg_name!r} is the group {list(members)} ({found.source}), which does not contain "
+            f"NPU {npu}, the rank issuing it"
+        )
+    return [] if len(members) == npus else list(members)
+
+
+def _resident(metadata: GlobalMetadata, source: str) -> dict[str, int]:
+    """The ``resident_bytes.<kind>`` attributes of ``metadata`` by kind."""
+    resident = {}
+    for attr in metadata.attr:
+        if attr.name.startswith(RESIDENT_ATTR):
+            kind = attr.WhichOneof("value")
+            if kind not in _INT_VALUES or getattr(attr, kind) < 0:
+                raise WorkloadError(f"{source}: metadata attribute {attr.name} must be a non-negative integer")
+            resident[attr.name.removeprefix(RESIDENT_ATTR)] = getattr(attr, kind)
+    return resident
+
+
 def to_graph(
-    nodes: Sequence[Node], npu: int, npus: int | None, source: str | None = None
+    nodes: Sequence[Node],
+    npu: int,
+    npus: int | None,
+    source: str | None = None,
+    *,
+    groups: CommGroups | None = None,
+    metadata: GlobalMetadata | None = None,
 ) -> workload_pb2.ExecutionGraph:
     """The StrataSim execution graph of NPU ``npu`` (of ``npus``) from its Chakra ``nodes``.
 
-    Send and receive peers must be other NPUs below ``npus``; ``npus=None`` (unknown, e.g. when one file is
-    inspected alone) skips that check. ``source`` (e.g. the file) prefixes every error message, which also
-    names the node.
+    Send and receive peers must be other NPUs below ``npus``, and collectives' communicators must be defined by
+    the trace's ``process_group:init`` records or ``groups`` and hold ``npu``; ``npus=None`` (unknown, e.g. when
+    one file is inspected alone) skips those checks. ``metadata``, when given, supplies ``resident_bytes``.
+    ``source`` (e.g. the file) prefixes every error message, which also names the node.
     """
+    label = source or f"NPU {npu}"
     graph = workload_pb2.ExecutionGraph(npu=npu)
+    if metadata is not None:
+        graph.resident_bytes.update(_resident(metadata, label))
+    definitions = [found for found in (_trace_groups(nodes, label), groups) if found is not None]
     collectives = set(workload_pb2.CollectiveType.values())
     for node in nodes:
-        where = f"{source or f'NPU {npu}'}: node {node.id} ({node.name!r})"
+        where = f"{label}: node {node.id} ({node.name!r})"
         out = graph.nodes.add(
             id=node.id, name=node.name, type=node.type, ctrl_deps=node.ctrl_deps, data_deps=node.data_deps
         )
+        memory = _attr_int(node, MEMORY_ATTR, where) or 0
+        if not -(2**63) <= memory < 2**63:
+            raise WorkloadError(f"{where}: attribute {MEMORY_ATTR} is out of range ({memory})")
+        out.memory_bytes = memory
+        out.milestone = bool(_attr(node.attr, MILESTONE_ATTR, frozenset({"bool_val"}), where))
+        if node.type in (et_def_pb2.COMM_COLL_NODE, et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
+            pg_name = _attr(node.attr, "pg_name", frozenset({"string_val"}), where)
+            assert pg_name is None or isinstance(pg_name, str)
+            out.pg_name = pg_name or ""
         if node.type == et_def_pb2.COMP_NODE:
             out.duration_ps = node.duration_micros * US_TO_PS
         elif node.type == et_def_pb2.COMM_COLL_NODE:
@@ -211,6 +419,8 @@ def to_graph(
                 raise WorkloadError(f"{where}: unknown comm_type {comm_type}")
             out.comm_type = workload_pb2.CollectiveType.ValueType(comm_type)
             out.comm_bytes = _required(node, "comm_size", where)
+            if out.pg_name:
+                out.group.extend(_group(out.pg_name, where, npu, npus, definitions))
         elif node.type in (et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
             send = node.type == et_def_pb2.COMM_SEND_NODE
             out.peer = _peer(node, "comm_dst" if send else "comm_src", where, npu, npus)
@@ -244,11 +454,28 @@ def trace_files(prefix: str | Path, suffix: str = ".et") -> list[Path]:
     return [ranks[rank] for rank in range(len(ranks))]
 
 
+def read_chakra_graphs(prefix: str | Path, comm_groups: str | Path | None = None) -> list[workload_pb2.ExecutionGraph]:
+    """The graphs of every rank of the Chakra trace ``<prefix>.<rank>.et``, index = rank, with communicators
+    resolved against the communicator groups file ``comm_groups`` (by default ``<prefix>.json`` if it exists)."""
+    files = trace_files(prefix)
+    beside = Path(f"{prefix}.json")
+    path = comm_groups if comm_groups is not None else beside if beside.is_file() else None
+    groups = read_comm_groups(path) if path is not None else None
+    graphs = []
+    for rank, file in enumerate(files):
+        metadata, nodes = read_trace(file)
+        graphs.append(to_graph(nodes, rank, len(files), str(file), groups=groups, metadata=metadata))
+    return graphs
+
+
 class ChakraConfig(Section):
-    """``workload:`` keys of ``kind: chakra``: ``path`` is the trace prefix (files ``<path>.<rank>.et``, relative
-    to the current directory); ``npus``, when given, must equal the number of rank files."""
+    """``workload:`` keys of ``kind: chakra``: ``path`` is the trace prefix (files ``<path>.<rank>.et``);
+    ``comm_groups`` the communicator groups file (ASTRA-sim's ``--comm-group-configuration`` JSON; by default
+    ``<path>.json`` if it exists), both relative to the current directory; ``npus``, when given, must equal the
+    number of rank files."""
 
     path: str = Field(min_length=1)
+    comm_groups: str | None = Field(default=None, min_length=1)
     npus: int | None = Field(default=None, ge=1)
 
 
@@ -274,7 +501,7 @@ class ChakraWorkload:
         return len(self._files())
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
-        files = self._files()
-        if npus != len(files):
-            raise WorkloadError(f"the Chakra trace {self.config.path} has {len(files)} ranks, not {npus}")
-        return [to_graph(read_trace(path)[1], rank, npus, source=str(path)) for rank, path in enumerate(files)]
+        ranks = len(self._files())
+        if npus != ranks:
+            raise WorkloadError(f"the Chakra trace {self.config.path} has {ranks} ranks, not {npus}")
+        return read_chakra_graphs(self.config.path, self.config.comm_groups)

@@ -3,8 +3,16 @@ text workload (:mod:`workload_layer.astra_text`) converts to either.
 
 StrataSim's trace format: one file per rank, ``<prefix>.<rank>.pb``, each holding one length-delimited
 ``stratasim.v1.ExecutionGraph`` record. Converting back to Chakra (:func:`from_graph`) is exact for everything
-Chakra can express and refuses, naming the node, what it cannot: operator descriptors, communicator groups,
-roots, and durations that are not whole microseconds.
+Chakra can express and refuses, naming the node, what it cannot: operator descriptors, roots, and durations that
+are not whole microseconds.
+
+Communicator groups travel as in ASTRA-sim: each collective carries its ``pg_name`` and the groups go to the
+communicator groups file ``<target>.json`` beside the traces (written when some collective has a name), which
+the Chakra reader picks up. A collective over a group without a name gets the smallest positive integer not
+otherwise used as a name (ASTRA-sim accepts only integer names), one per distinct group in order of first
+appearance, rank by rank. One name standing for different groups on different ranks is refused: the file gives
+each name one group. Chakra -> IR -> Chakra keeps names; IR -> Chakra -> IR is exact, except that unnamed groups
+come back with their generated names and a group of every NPU comes back empty (both mean the same).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import count
 from pathlib import Path
 from typing import Literal
 
@@ -22,11 +31,16 @@ from stratasim.errors import WorkloadError
 from stratasim.v1 import workload_pb2
 from workload_layer.astra_text import build_graph, read_astra_text
 from workload_layer.chakra import (
+    MEMORY_ATTR,
+    MILESTONE_ATTR,
+    RESIDENT_ATTR,
     US_TO_PS,
+    read_chakra_graphs,
     read_records,
     read_trace,
     to_graph,
     trace_files,
+    write_comm_groups,
     write_records,
     write_trace,
 )
@@ -34,6 +48,7 @@ from workload_layer.chakra import (
 __all__ = [
     "TraceSummary",
     "from_graph",
+    "name_groups",
     "read_graphs",
     "write_graphs",
     "chakra_to_stratasim",
@@ -51,12 +66,23 @@ def _int_attr(name: str, value: int) -> et_def_pb2.AttributeProto:
     return et_def_pb2.AttributeProto(name=name, int64_val=value)
 
 
+_COMM_NODES = (workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)
+
+
 def from_graph(graph: workload_pb2.ExecutionGraph, source: str = "") -> list[et_def_pb2.Node]:
-    """The Chakra nodes of ``graph``, the inverse of :func:`~workload_layer.chakra.to_graph`."""
+    """The Chakra nodes of ``graph``, the inverse of :func:`~workload_layer.chakra.to_graph`.
+
+    A collective's group is written as its ``pg_name`` only: the groups themselves belong in the communicator
+    groups file (see :func:`name_groups`), so a group without a name is refused here.
+    """
     nodes = []
     for node in graph.nodes:
         where = f"{source or f'NPU {graph.npu}'}: node {node.id} ({node.name!r})"
-        lost = [name for name in ("op", "root") if node.HasField(name)] + (["group"] if node.group else [])
+        lost = [name for name in ("op", "root") if node.HasField(name)]
+        if node.group and not (node.type == workload_pb2.COMM_COLL_NODE and node.pg_name):
+            lost.append("group without a pg_name")
+        if node.pg_name and node.type not in _COMM_NODES:
+            lost.append("pg_name outside communication nodes")
         if lost:
             raise WorkloadError(f"{where}: Chakra traces cannot express {', '.join(lost)}")
         out = et_def_pb2.Node(
@@ -80,8 +106,65 @@ def from_graph(graph: workload_pb2.ExecutionGraph, source: str = "") -> list[et_
             ])  # fmt: skip
         elif node.type in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
             out.attr.append(_int_attr("tensor_size", node.comm_bytes))
+        if node.pg_name:
+            out.attr.append(et_def_pb2.AttributeProto(name="pg_name", string_val=node.pg_name))
+        if node.memory_bytes:
+            out.attr.append(et_def_pb2.AttributeProto(name=MEMORY_ATTR, sint64_val=node.memory_bytes))
+        if node.milestone:
+            out.attr.append(et_def_pb2.AttributeProto(name=MILESTONE_ATTR, bool_val=True))
         nodes.append(out)
     return nodes
+
+
+def _metadata(graph: workload_pb2.ExecutionGraph) -> et_def_pb2.GlobalMetadata:
+    """The metadata record of a converted trace: the version, and the graph's resident memory by kind."""
+    resident = [
+        et_def_pb2.AttributeProto(name=RESIDENT_ATTR + kind, uint64_val=size)
+        for kind, size in sorted(graph.resident_bytes.items())
+    ]
+    return et_def_pb2.GlobalMetadata(version=CHAKRA_VERSION, attr=resident)
+
+
+def name_groups(
+    graphs: Sequence[workload_pb2.ExecutionGraph], sources: Sequence[str]
+) -> tuple[list[workload_pb2.ExecutionGraph], dict[str, list[int]]]:
+    """Copies of ``graphs`` (index = NPU) in which every collective over a group has a ``pg_name``, and the
+    groups by name, for the communicator groups file.
+
+    A group of every NPU is left empty and, unnamed, stays unnamed; other unnamed groups get the smallest positive
+    integers no node uses as a name. Raises :class:`WorkloadError` if a name stands for two groups, naming both
+    places (``sources[npu]`` names the input of NPU ``npu``).
+    """
+    everyone = tuple(range(len(graphs)))
+    taken = {node.pg_name for graph in graphs for node in graph.nodes}
+    unused = (str(number) for number in count(1) if str(number) not in taken)
+    generated: dict[tuple[int, ...], str] = {}
+    groups: dict[str, tuple[tuple[int, ...], str]] = {}
+    named = []
+    for graph, source in zip(graphs, sources, strict=True):
+        copy = workload_pb2.ExecutionGraph()
+        copy.CopyFrom(graph)
+        for node in copy.nodes:
+            if node.type != workload_pb2.COMM_COLL_NODE:
+                continue
+            members = tuple(sorted(set(node.group))) or everyone
+            if members == everyone:
+                del node.group[:]
+            if not node.pg_name and node.group:
+                if members not in generated:
+                    generated[members] = next(unused)
+                node.pg_name = generated[members]
+            if not node.pg_name:
+                continue
+            where = f"{source}: node {node.id} ({node.name!r})"
+            first, first_where = groups.setdefault(node.pg_name, (members, where))
+            if first != members:
+                raise WorkloadError(
+                    f"{where}: pg_name {node.pg_name!r} is the group {list(members)} here but {list(first)} at "
+                    f"{first_where}; a communicator groups file gives each name one group"
+                )
+        named.append(copy)
+    return named, {name: list(members) for name, (members, _) in groups.items()}
 
 
 def read_graphs(prefix: str | Path) -> list[workload_pb2.ExecutionGraph]:
@@ -110,10 +193,9 @@ def write_graphs(prefix: str | Path, graphs: Sequence[workload_pb2.ExecutionGrap
 
 
 def chakra_to_stratasim(source: str | Path, target: str | Path) -> list[Path]:
-    """Convert the Chakra trace ``<source>.<rank>.et`` to ``<target>.<rank>.pb``; return the files written."""
-    files = trace_files(source)
-    graphs = [to_graph(read_trace(path)[1], rank, len(files), str(path)) for rank, path in enumerate(files)]
-    return write_graphs(target, graphs)
+    """Convert the Chakra trace ``<source>.<rank>.et``, its groups from ``<source>.json`` if that exists, to
+    ``<target>.<rank>.pb``; return the files written."""
+    return write_graphs(target, read_chakra_graphs(source))
 
 
 def stratasim_to_chakra(source: str | Path, target: str | Path) -> list[Path]:
@@ -125,13 +207,19 @@ def stratasim_to_chakra(source: str | Path, target: str | Path) -> list[Path]:
 def _write_chakra(
     target: str | Path, graphs: Sequence[workload_pb2.ExecutionGraph], sources: Sequence[str]
 ) -> list[Path]:
-    """Write ``<target>.<rank>.et`` per graph; ``sources[rank]`` names the input of that rank in errors."""
-    written = []
-    for rank, (graph, source) in enumerate(zip(graphs, sources)):
-        path = Path(f"{target}.{rank}.et")
-        nodes = from_graph(graph, source)
-        write_trace(path, et_def_pb2.GlobalMetadata(version=CHAKRA_VERSION), nodes)
-        written.append(path)
+    """Write ``<target>.<rank>.et`` per graph, and ``<target>.json`` if collectives name communicator groups;
+    ``sources[rank]`` names the input of that rank in errors."""
+    named, groups = name_groups(graphs, sources)
+    traces = [
+        (Path(f"{target}.{rank}.et"), graph, from_graph(graph, source))
+        for rank, (graph, source) in enumerate(zip(named, sources, strict=True))
+    ]
+    for path, graph, nodes in traces:
+        write_trace(path, _metadata(graph), nodes)
+    written = [path for path, _, _ in traces]
+    if groups:
+        written.append(Path(f"{target}.json"))
+        write_comm_groups(written[-1], groups)
     return written
 
 
@@ -190,22 +278,22 @@ class TraceSummary:
 
 
 def summarize(file_or_prefix: str | Path) -> TraceSummary:
-    """The summary of one Chakra ``.et`` file (its peers unchecked), or of every rank of a Chakra (``.et``) or
-    StrataSim (``.pb``) trace prefix (Chakra is tried first)."""
+    """The summary of one Chakra ``.et`` file (its peers and communicators unchecked), or of every rank of a
+    Chakra (``.et``) or StrataSim (``.pb``) trace prefix (Chakra is tried first)."""
     summary = TraceSummary()
     path = Path(file_or_prefix)
     if path.is_file():
         summary.add(to_graph(read_trace(path)[1], 0, None, str(path)))
         return summary
     try:
-        files = trace_files(path)
+        trace_files(path)
     except WorkloadError:
         try:
             graphs = read_graphs(path)
         except WorkloadError:
             raise WorkloadError(f"no Chakra (.et) or StrataSim (.pb) traces match {file_or_prefix}.<rank>") from None
     else:
-        graphs = [to_graph(read_trace(f)[1], rank, len(files), str(f)) for rank, f in enumerate(files)]
+        graphs = read_chakra_graphs(path)
     for graph in graphs:
         summary.add(graph)
     return summary

@@ -252,5 +252,8 @@ def test_from_graph_refuses_what_chakra_cannot_express() -> None:
         from_graph(graph)
     graph.nodes[0].duration_ps = 0
     graph.nodes[0].group.append(1)
-    with pytest.raises(WorkloadError, match="cannot express group"):
+    graph.nodes[0].pg_name = "tp"
+    with pytest.raises(WorkloadError, match="cannot express group without a pg_name, pg_name outside communication"):
         from_graph(graph)
+    graph.nodes[0].type = workload_pb2.COMM_COLL_NODE
+    assert [attr.name for attr in from_graph(graph)[0].attr] == ["comm_type", "comm_size", "pg_name"]

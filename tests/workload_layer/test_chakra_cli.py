@@ -1,4 +1,5 @@
-"""``stratasim trace inspect`` and ``stratasim trace convert`` on the reference Chakra traces and on bad input."""
+"""``stratasim trace inspect`` and ``stratasim trace convert`` on the reference Chakra traces and on bad input, and
+``stratasim check`` / ``run`` on studies replaying defective Chakra traces: each one ``error:`` line, exit code 2."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ RESNET = WORKLOADS / "e2e_text_converted" / "Resnet50_DataParallel_8npus" / "Res
 CUSTOM = WORKLOADS / "custom_collective_ring_allreduce_8npus_1MB" / "custom_allreduce"
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["trace", *argv])
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "trace", *argv)
 
 
 @needs_traces
@@ -63,3 +68,61 @@ def test_bad_input_is_one_error(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     code, _, err = run(capsys, "convert", str(tmp_path / "ok"), str(tmp_path / "missing" / "x"), "--to", "stratasim")
     assert code == 2 and "cannot write the trace" in err
     assert run(capsys, "convert", "a", "b")[0] == 2  # --to is required
+
+
+def node(node_id: int, *deps: int, pg_name: str = "") -> et.Node:
+    """A 1 us compute node, or with ``pg_name`` a 1 KiB all-reduce over that communicator, after ``deps``."""
+    if not pg_name:
+        return et.Node(id=node_id, name=f"n{node_id}", type=et.COMP_NODE, duration_micros=1, data_deps=deps)
+    attrs = [
+        et.AttributeProto(name="comm_type", int64_val=et.ALL_REDUCE),
+        et.AttributeProto(name="comm_size", int64_val=1024),
+        et.AttributeProto(name="pg_name", string_val=pg_name),
+    ]
+    return et.Node(id=node_id, name=f"n{node_id}", type=et.COMM_COLL_NODE, data_deps=deps, attr=attrs)
+
+
+def study(tmp_path: Path, ranks: int, nodes: list[et.Node]) -> Path:
+    """A study replaying ``nodes`` on each of ``ranks`` ranks on a switch of 4 NPUs."""
+    for rank in range(ranks):
+        write_trace(tmp_path / f"t.{rank}.et", et.GlobalMetadata(), nodes)
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        f"name: chakra\nworkload: {{kind: chakra, path: {tmp_path / 't'}}}\nsystem: {{algorithm: ring}}\n"
+        "network:\n  backend: analytical\n  topology: [{kind: switch, size: 4, bandwidth: 50GB/s, latency: 500ns}]\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize(
+    ("ranks", "nodes", "message"),
+    [
+        (
+            2,
+            [node(1, 3), node(2, 1), node(3, 2)],
+            "node 1 ('n1'): is part of a dependency cycle: 1 ('n1') -> 3 ('n3') -> 2 ('n2') -> 1",
+        ),
+        (2, [node(1), node(2, 9)], "node 2 ('n2'): depends on node 9, which is not in the graph"),
+        (8, [node(1)], "workload needs 8 NPUs but the topology has 4"),
+        (2, [node(1, pg_name="tp")], "t.0.et: node 1 ('n1'): pg_name 'tp' is not defined: no communicator groups"),
+    ],
+)
+def test_bad_traces_in_a_study_are_one_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, ranks: int, nodes: list[et.Node], message: str
+) -> None:
+    code, out, err = run_cli(capsys, command, str(study(tmp_path, ranks, nodes)))
+    assert code == 2 and not out and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert message in err
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_truncated_trace_in_a_study_is_one_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    path = study(tmp_path, 2, [node(1), node(2, 1)])
+    trace = tmp_path / "t.1.et"
+    trace.write_bytes(trace.read_bytes()[:-2])
+    code, out, err = run_cli(capsys, command, str(path))
+    assert code == 2 and not out and err.count("\n") == 1
+    assert err.startswith(f"error: {trace}: truncated record at byte")
