@@ -1,4 +1,5 @@
-"""``stratasim bench``: wall time, events/s and peak memory of collective studies, as a table.
+"""``stratasim bench``: wall time, events/s and peak memory of collective studies (or, with ``--study``, of any
+study files: :mod:`stratasim.study_bench`), as a table.
 
 Each case runs in a fresh child process (``python -m stratasim.bench CASE_JSON``) so its peak resident
 memory is its own; a case that exceeds ``--timeout`` is reported as such instead of stalling the table. With
@@ -153,10 +154,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algorithm", default="ring", help="collective algorithm (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    parser.add_argument(
+        "--study", nargs="+", metavar="FILE", help="time these study files instead of the collective cases"
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run every case the arguments name, printing each row as it completes."""
+    if args.study:
+        return _run_studies(args.study, args.timeout, as_json=args.json)
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     unknown = set(modes) - {"in-process", "remote"}
     if unknown:
@@ -170,6 +176,20 @@ def run_from_args(args: argparse.Namespace) -> int:
             print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)
     if args.json:
         print(json.dumps([{**asdict(case), **fig} for case, fig in rows], indent=2))
+    return 0
+
+
+def _run_studies(paths: list[str], timeout_s: float, *, as_json: bool) -> int:
+    from stratasim.study_bench import format_study_table, run_study_file
+
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for path in paths:
+        rows.append((path, run_study_file(path, timeout_s)))
+        if not as_json:
+            table = format_study_table(rows[-1:]).splitlines()
+            print("\n".join(table if len(rows) == 1 else table[-1:]), flush=True)
+    if as_json:
+        print(json.dumps([{"study": path, **fig} for path, fig in rows], indent=2))
     return 0
 
 

@@ -118,7 +118,9 @@ class LinkSummary:
 class Report:
     """One study's results. ``compute_time_ns`` and ``exposed_comm_ns`` are those of ``critical_npu``, the
     NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans`` (empty
-    unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
+    unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report;
+    ``simulated_npus`` is how many NPUs the engine simulated one by one (fewer than ``npus`` when symmetric NPUs
+    were aggregated).
     """
 
     name: str
@@ -138,6 +140,7 @@ class Report:
     links: tuple[LinkSummary, ...] = ()
     serving: dict[str, float] | None = None
     warnings: tuple[str, ...] = ()
+    simulated_npus: int = 0
 
     @classmethod
     def from_result(
@@ -175,6 +178,7 @@ class Report:
             links=tuple(LinkSummary.of(link, result.total_time_ps) for link in result.links),
             serving=dict(serving) if serving else None,
             warnings=tuple(warnings),
+            simulated_npus=result.simulated_npus,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -264,7 +268,8 @@ class Report:
             *self._training_lines(),
             *self._serving_lines(),
             *self._memory_line(),
-            f"  simulated in     {self.wall_seconds:.3f} s wall, {self.events_processed:,} events",
+            f"  simulated in     {self.wall_seconds:.3f} s wall, {self.events_processed:,} events"
+            + (f", {self.simulated_npus} NPUs standing for all" if 0 < self.simulated_npus < self.npus else ""),
             f"  backends         {where}",
         ]
 

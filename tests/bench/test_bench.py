@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from stratasim import cli
 from stratasim.bench import BenchCase, format_table, shape_of
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize(
@@ -55,3 +60,13 @@ def test_bench_can_use_another_network_and_topology_kind(capsys: pytest.CaptureF
     assert code == 0 and row[:4] == ["8", "8", "in-process", "on"]
     # Direct all-to-all through a switch: each down-link carries 7 shares of 1 MiB/8 one after another.
     assert row[4:6] == ["19.3501", "us"]
+
+
+def test_bench_times_study_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\n")
+    assert cli.main(["bench", "--study", str(EXAMPLES / "transformer.yaml"), str(broken), "--json"]) == 0
+    good, bad = json.loads(capsys.readouterr().out)
+    assert good["npus"] == 32 and good["simulated_npus"] == 2 and good["total_time_ps"] > 0
+    assert good["wall_seconds"] >= good["simulation_seconds"] > 0 and good["peak_bytes"] > 0
+    assert "problem" in bad["error"]
