@@ -162,16 +162,21 @@ class AnalyticalNetwork:
 
     def _inject_few(self, sends: network_pb2.SendBatch) -> None:
         """The scalar twin of :meth:`inject`, for a handful of messages."""
-        npus, lookahead, quantum, now = self._npus, self._lookahead, self._quantum, self._now
+        npus, lookahead, now = self._npus, self._lookahead, self._now
         for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
             if src >= npus or dst >= npus or src == dst:
                 self._reject(msg_id, src, dst)
             if sent + lookahead <= now:
                 self._too_late(msg_id, sent)
-            delay = self.delay_ps(src, dst, size)
-            if quantum:
-                delay -= delay % quantum
-            heapq.heappush(self._few, (sent + max(delay, lookahead), msg_id))
+            heapq.heappush(self._few, (sent + self.transit_ps(src, dst, size), msg_id))
+
+    def transit_ps(self, src: int, dst: int, size: int) -> int:
+        """How long a message takes from being sent to arriving: its delay, rounded down to the topology's
+        quantum, and never less than the lookahead (see :class:`stratasim.contracts.DirectNetwork`)."""
+        delay = self.delay_ps(src, dst, size)
+        if self._quantum:
+            delay -= delay % self._quantum
+        return max(delay, self._lookahead)
 
     def _reject(self, msg_id: int, src: int, dst: int) -> NoReturn:
         raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {self._npus} NPUs")

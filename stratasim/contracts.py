@@ -16,6 +16,7 @@ from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 __all__ = [
     "PROTOCOL_VERSION",
     "NetworkBackend",
+    "DirectNetwork",
     "ComputeBackend",
     "WorkloadSource",
     "SymmetricWorkload",
@@ -57,6 +58,17 @@ class NetworkBackend(Protocol):
 
     def close(self) -> None:
         """Release resources; the backend is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class DirectNetwork(Protocol):
+    """An in-process network whose delays do not depend on traffic (``NetworkInfo.stateless``) and can price a
+    message on the spot. The engine then schedules each arrival as it sends, with no time windows; the times
+    are those ``inject``/``advance`` would give, so results equal a windowed (or remote) run's."""
+
+    def transit_ps(self, src: int, dst: int, size: int) -> int:
+        """Picoseconds from sending ``size`` bytes at ``src`` to their arrival at ``dst``."""
         ...
 
 

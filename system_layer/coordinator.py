@@ -5,7 +5,9 @@ the next window is as wide as the network's lookahead (its least possible messag
 land inside the window that produced it, so the engine never processes an event before the network has
 promised that nothing earlier will arrive. When the engine has nothing to do before the next delivery it
 asks the network for its next window directly, so one round trip covers each step of the simulation; when
-the network has nothing in flight the engine runs ahead without asking until an event sends a message.
+the network has nothing in flight the engine runs ahead without asking until an event sends a message. An
+in-process network that prices messages on the spot (:class:`~stratasim.contracts.DirectNetwork`) needs no
+windows at all: each arrival is scheduled as its message is sent.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from stratasim.contracts import NetworkBackend
+from stratasim.contracts import DirectNetwork, NetworkBackend
 from stratasim.errors import RemoteError
 from stratasim.events import Callback, EventQueue
 from stratasim.units import format_time_ps
@@ -28,10 +30,18 @@ NEXT_WINDOW = -1
 class Coordinator:
     """Owns simulated time; components ``schedule`` events and ``send`` messages through it."""
 
-    def __init__(self, network: NetworkBackend, lookahead_ps: int, endpoint_delay_ps: int = 0) -> None:
+    def __init__(
+        self,
+        network: NetworkBackend,
+        lookahead_ps: int,
+        endpoint_delay_ps: int = 0,
+        *,
+        direct: DirectNetwork | None = None,
+    ) -> None:
         self.queue = EventQueue()
         self._endpoint_delay = endpoint_delay_ps
         self._network = network
+        self._direct = direct
         self._lookahead = max(1, lookahead_ps)
         self._handlers: dict[int, tuple[Callback, Any]] = {}
         self._next_id = 0
@@ -51,6 +61,12 @@ class Coordinator:
     ) -> None:
         """Send ``size`` bytes from ``src`` to ``dst`` now; ``on_arrival(arg)`` runs when they have arrived and
         the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False)."""
+        if self._direct is not None:
+            now = self.queue.now
+            transit = self._direct.transit_ps(src, dst, size) + (self._endpoint_delay if endpoint_delay else 0)
+            self.queue.schedule(now + transit, on_arrival, arg)
+            self.messages += 1
+            return
         if not endpoint_delay:
             self._prompt.add(self._next_id + len(self._outbox))
         self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
@@ -79,6 +95,9 @@ class Coordinator:
 
         A network in another process that fails is reported with the simulated time it failed at.
         """
+        if self._direct is not None:
+            self.queue.run()
+            return
         try:
             self._run()
         except RemoteError as exc:

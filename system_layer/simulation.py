@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from stratasim.contracts import ComputeBackend, NetworkBackend
+from stratasim.contracts import ComputeBackend, DirectNetwork, NetworkBackend
 from stratasim.errors import BackendError, SimulationError, WorkloadError
 from stratasim.topology import Grid
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
@@ -46,7 +46,8 @@ def simulate(
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
     durations = _price(list(plans.values()), compute, device, calibration)
-    coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps)
+    direct = network if info.stateless and isinstance(network, DirectNetwork) else None
+    coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
     context = SchedulerContext(coordinator, options, reduction, stand_ins=stand_in)
     table = CollectiveTable(grid, options, npus)

@@ -103,7 +103,9 @@ def test_spawned_layers_give_the_in_process_result_for_the_training_loop() -> No
     local = run_study(load_study(study)).to_dict()
     remote = run_study(load_study(study, ["network.spawn=true", "compute.spawn=true"])).to_dict()
     for report in (local, remote):
-        del report["wall_seconds"], report["backends"]
+        # In-process the analytical network prices each message as it is sent (no time windows), so the
+        # engine processes fewer events; every simulated figure must agree.
+        del report["wall_seconds"], report["backends"], report["events_processed"]
     assert local == remote
 
 

@@ -162,5 +162,7 @@ def test_spawned_layers_give_the_in_process_result() -> None:
     assert remote["backends"]["network"].startswith("analytical @ 127.0.0.1:")
     assert remote["backends"]["compute"].endswith("(spawned)")
     for report in (local, remote):
-        del report["wall_seconds"], report["backends"]
+        # In-process the analytical network prices each message as it is sent (no time windows), so the
+        # engine processes fewer events; every simulated figure must agree.
+        del report["wall_seconds"], report["backends"], report["events_processed"]
     assert local == remote
