@@ -37,12 +37,16 @@ class SchedulerContext:
         reduction: ReductionCost,
         *,
         stand_ins: tuple[int, ...] | None = None,
+        replay_phases: bool = False,
     ) -> None:
         self.coordinator = coordinator
         self.options = options
         self.reduction = reduction
         self.stand_ins = stand_ins
         self.schedulers: dict[int, NpuScheduler] = {}
+        # Mirrored phases already run once, by (steps, direction, line, position, NPU): their steps, duration
+        # and bytes sent; kept only when message delays do not depend on traffic (None otherwise).
+        self.phase_replays: dict[tuple[object, ...], tuple[object, int, int]] | None = {} if replay_phases else None
         self.spans: list[TraceSpan] | None = [] if options.record_trace else None
 
 

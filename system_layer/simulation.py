@@ -49,7 +49,7 @@ def simulate(
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
-    context = SchedulerContext(coordinator, options, reduction, stand_ins=stand_in)
+    context = SchedulerContext(coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None)
     table = CollectiveTable(grid, options, npus)
     executors: dict[int, NpuExecutor] = {}
     for npu in simulated:
