@@ -1,30 +1,44 @@
-"""A GPT-style transformer trained with Megatron-LM's 3D parallelism: tensor (TP), pipeline (PP) and data (DP).
+"""A decoder-only transformer (GPT-style by default; LLaMA-style and mixtures of experts by option) trained with
+Megatron-LM's 3D parallelism: tensor (TP, optionally with sequence parallelism), pipeline (PP) and data (DP,
+optionally with ZeRO and expert parallelism carved out of it).
 
 One iteration per NPU, built from hyperparameters and a parallelism plan:
 
 - Ranks: TP innermost, then PP, then DP: ``npu = tp_rank + tp * (pp_rank + pp * dp_rank)``, so on a topology
   whose dimensions are ``[tp, pp, dp]`` a TP group is one line of dimension 0 (contiguous ids) and a DP group one
   line of dimension 2 (ids ``tp * pp`` apart).
-- Each pipeline stage holds ``layers / pp`` layers; the first also the (vocabulary-parallel) embedding, the last
-  the final layernorm, the LM head GEMM and the loss.
-- A layer on a TP rank (``t = micro_batch * seq_len`` tokens, ``d = hidden / heads``): layernorm, QKV GEMM
+- Each pipeline stage holds ``layers / pp`` layers, as ``virtual_stages`` (``v``) model chunks of
+  ``layers / (pp v)`` consecutive layers: chunk ``c`` of stage ``p`` is the model's chunk ``c pp + p``. The first
+  chunk of the first stage also holds the (vocabulary-parallel) embedding, the last chunk of the last stage the
+  final layernorm, the LM head GEMM and the loss.
+- A GPT layer on a TP rank (``t = micro_batch * seq_len`` tokens, ``d = hidden / heads``): layernorm, QKV GEMM
   ``[t, h] x [h, 3h/tp]``, attention scores and context as GEMMs batched over ``micro_batch * heads / tp``
   (``[s, d] x [d, s]`` and ``[s, s] x [s, d]``) with a softmax between, output projection
   ``[t, h/tp] x [h/tp, h]``, TP all-reduce, residual + layernorm, MLP ``[t, h] x [h, ffn/tp]``, GeLU,
   ``[t, ffn/tp] x [ffn/tp, h]``, TP all-reduce, residual. The backward pass runs each GEMM as input- and
   weight-gradient GEMMs (2x the forward FLOPs) and all-reduces the input gradient before each column-parallel
-  GEMM over the TP group; TP all-reduces carry ``t * hidden`` elements.
-- Between stages, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
-  to the same TP rank of the neighbouring stage, in the order of the GPipe or 1F1B schedule
-  (:mod:`workload_layer.transformer_schedule`). Full recomputation re-runs each layer's forward pass (with its
-  all-reduces) before its backward pass.
-- After the last backward pass, the stage's gradients (its parameters per TP rank, in ``precision``) are
-  all-reduced over the DP group.
+  GEMM over the TP group; TP all-reduces carry ``t * hidden`` elements. Grouped-query attention, SwiGLU,
+  LLaMA's options, mixture-of-experts layers, sequence parallelism and selective recomputation change the layer
+  as :mod:`workload_layer.transformer_model` describes; the EP groups as :mod:`workload_layer.moe` does.
+- Between chunks, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
+  to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B or
+  interleaved 1F1B schedule (:func:`workload_layer.transformer_schedule.pipeline_order`). Full recomputation
+  re-runs each layer's forward pass (with its all-reduces) before its backward pass.
+- The stage's gradients (its parameters per TP rank, in ``precision``) are all-reduced over the DP group: by
+  default in one bucket after the last backward pass; with ``dp_bucket`` in buckets of whole blocks of at least
+  that many bytes, walking the blocks in backward order, each issued as soon as the last micro-batch's backward
+  pass has produced it, overlapping the rest of the backward pass. Expert gradients go over the DP ranks holding
+  the same experts. With ZeRO stages 1 and 2 each bucket is reduce-scattered and the updated parameters
+  all-gathered; with stage 3 each block's parameters are all-gathered (one block ahead) before its forward and
+  backward passes and its gradients reduce-scattered after each backward pass (Rajbhandari et al., SC'20).
+- Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp`` and ``ep``. Each graph carries
+  the stage's resident memory (weights, gradients, optimizer states) and its nodes allocate and free the layers'
+  activations along the timeline (:mod:`workload_layer.transformer_memory`).
 
-Not modelled: sequence parallelism, ZeRO, interleaved schedules, the vocabulary-parallel cross-entropy's small
-all-reduces, the embedding-gradient all-reduce between the first and last stages, dropout, the optimizer step,
-and overlap of the DP all-reduce with the backward pass. Pointwise FLOP counts per element are estimates
-(layernorm 8, softmax 5, GeLU 8, residual 1); GEMM FLOPs are exact.
+Not modelled: the vocabulary-parallel cross-entropy's small all-reduces, the embedding-gradient all-reduce between
+the first and last stages, the layernorm-gradient all-reduce over TP with sequence parallelism, dropout and the
+optimizer step. Pointwise FLOP counts per element are estimates (layernorm 8, softmax 5, GeLU 8, residual 1);
+GEMM FLOPs are exact.
 """
 
 from __future__ import annotations
@@ -36,24 +50,43 @@ from pydantic import Field, model_validator
 
 from stratasim import operators
 from stratasim.errors import WorkloadError
-from stratasim.schema import DTypeName, Section
+from stratasim.schema import Bytes, DTypeName, Section
+from stratasim.topology import Grid
 from stratasim.v1 import workload_pb2
-from workload_layer.transformer_memory import StageMemory, stage_memory
-from workload_layer.transformer_schedule import (
-    Block,
-    Gemm,
-    Pointwise,
-    StagePlan,
-    TensorParallelSum,
-    build_graph,
-    pipeline_order,
+from workload_layer.graph_sequence import GraphSequence
+from workload_layer.rank_symmetry import Partners, translated_representatives
+from workload_layer.moe import expert_groups
+from workload_layer.transformer_memory import StageMemory, layer_activations, stage_memory
+from workload_layer.transformer_model import (
+    Parameters,
+    embedding_parameters,
+    embedding_steps,
+    head_parameters,
+    head_steps,
+    iteration_gemm_flops,
+    layer_parameters,
+    layer_steps,
 )
+from workload_layer.transformer_schedule import Block, StagePlan, build_graph, pipeline_order
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 
 
+_MOE_KEYS = ("top_k", "capacity_factor", "moe_every")
+"""Keys that only describe a mixture of experts."""
+
+
 class ModelConfig(Section):
-    """``workload.model``: a GPT-style decoder; ``ffn`` is the MLP's inner size (default ``4 * hidden``)."""
+    """``workload.model``: a decoder-only transformer, GPT-style by default (:mod:`workload_layer.transformer_model`
+    says what each key changes).
+
+    ``ffn`` is the MLP's (and each expert's) inner size (default ``4 * hidden``); ``kv_heads`` the key-value heads
+    of grouped-query attention (default ``heads``; 1 is multi-query attention); ``activation: swiglu`` a gated MLP
+    (LLaMA); ``bias: false`` drops linear biases, ``norm: rmsnorm`` has no shift and ``position_embedding: rope``
+    no learned position embeddings (all three LLaMA); ``tie_embeddings`` shares the word embeddings with the LM
+    head. ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
+    token routed to ``top_k`` of them, an expert taking at most ``capacity_factor`` times its even share.
+    """
 
     layers: int = Field(gt=0)
     hidden: int = Field(gt=0)
@@ -61,11 +94,33 @@ class ModelConfig(Section):
     seq_len: int = Field(gt=0)
     vocab: int = Field(gt=0)
     ffn: int | None = Field(default=None, gt=0)
+    kv_heads: int | None = Field(default=None, gt=0)
+    activation: Literal["gelu", "swiglu"] = "gelu"
+    bias: bool = True
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    position_embedding: Literal["learned", "rope"] = "learned"
+    tie_embeddings: bool = True
+    experts: int = Field(default=0, ge=0)
+    top_k: int = Field(default=2, ge=1)
+    capacity_factor: float = Field(default=1.0, gt=0)
+    moe_every: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _head_size(self) -> ModelConfig:
         if self.hidden % self.heads:
             raise ValueError(f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})")
+        if self.heads % self.kv_head_count:
+            raise ValueError(f"model.heads ({self.heads}) must be divisible by model.kv_heads ({self.kv_head_count})")
+        return self
+
+    @model_validator(mode="after")
+    def _experts(self) -> ModelConfig:
+        if self.experts == 0:
+            stray = [key for key in _MOE_KEYS if key in self.model_fields_set]
+            if stray:
+                raise ValueError(f"model.{stray[0]} applies to a mixture of experts only: set model.experts too")
+        elif self.top_k > self.experts:
+            raise ValueError(f"model.top_k ({self.top_k}) must be at most model.experts ({self.experts})")
         return self
 
     @property
@@ -73,20 +128,52 @@ class ModelConfig(Section):
         """The MLP's inner size."""
         return 4 * self.hidden if self.ffn is None else self.ffn
 
+    @property
+    def kv_head_count(self) -> int:
+        """Key-value heads: ``kv_heads``, else one per head."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def head_size(self) -> int:
+        """One head's size, ``hidden / heads``."""
+        return self.hidden // self.heads
+
+    @property
+    def qkv_width(self) -> int:
+        """The QKV projection's output width, ``(heads + 2 kv_heads) * head_size``."""
+        return (self.heads + 2 * self.kv_head_count) * self.head_size
+
+    @property
+    def mlp_up_width(self) -> int:
+        """The MLP's up projection's output width: ``ffn``, or ``2 ffn`` (gate and up) when gated."""
+        return 2 * self.ffn_size if self.activation == "swiglu" else self.ffn_size
+
+    def moe_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (from 0) is a mixture of experts: every ``moe_every``-th from layer 0, as
+        Megatron-core's ``moe_layer_freq``."""
+        return self.experts > 0 and index % self.moe_every == 0
+
 
 class ParallelismConfig(Section):
     """``workload.parallelism``: the plan. ``global_batch`` defaults to ``micro_batch * dp`` (one micro-batch per
-    pipeline); ``zero`` and ``sequence_parallel`` are accepted only at their defaults (not modelled yet)."""
+    pipeline); ``virtual_stages`` is the model chunks per stage of the ``interleaved`` schedule; ``dp_bucket`` the
+    DP gradient bucket size in bytes (default: one bucket). ``recompute`` is none, selective (the attention core,
+    Korthikanti et al. 2022) or full (whole layers); ``sequence_parallel`` splits the work outside the TP regions
+    along the sequence (needs ``tp > 1``); ``zero`` the ZeRO stage (0 to 3) over the DP group; ``ep`` the
+    expert-parallel degree, carved out of the DP group (:mod:`workload_layer.moe`)."""
 
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     dp: int = Field(default=1, ge=1)
-    schedule: Literal["gpipe", "1f1b"] = "1f1b"
+    schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    virtual_stages: int = Field(default=1, ge=1)
+    dp_bucket: Bytes | None = Field(default=None, gt=0)
     micro_batch: int = Field(default=1, ge=1)
     global_batch: int | None = Field(default=None, ge=1)
-    recompute: Literal["none", "full"] = "none"
-    zero: Literal[0] = 0
-    sequence_parallel: Literal[False] = False
+    recompute: Literal["none", "selective", "full"] = "none"
+    zero: Literal[0, 1, 2, 3] = 0
+    sequence_parallel: bool = False
+    ep: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _whole_micro_batches(self) -> ParallelismConfig:
@@ -94,6 +181,36 @@ class ParallelismConfig(Section):
             raise ValueError(
                 f"parallelism.global_batch ({self.batch}) must be divisible by micro_batch * dp "
                 f"({self.micro_batch} * {self.dp})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _sequence_and_experts(self) -> ParallelismConfig:
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("parallelism.sequence_parallel needs parallelism.tp above 1")
+        if self.dp % self.ep:
+            raise ValueError(
+                f"parallelism.dp ({self.dp}) must be divisible by parallelism.ep ({self.ep}): EP groups are carved "
+                "out of the DP group"
+            )
+        if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
+            raise ValueError(
+                f"parallelism.ep ({self.ep}) with parallelism.tp ({self.tp}) needs "
+                "parallelism.sequence_parallel: true, as in Megatron-core"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _interleaving(self) -> ParallelismConfig:
+        if self.virtual_stages > 1 and self.schedule != "interleaved":
+            raise ValueError(
+                f"parallelism.virtual_stages ({self.virtual_stages}) above 1 needs parallelism.schedule: interleaved"
+            )
+        micro_batches = self.batch // (self.micro_batch * self.dp)
+        if self.schedule == "interleaved" and micro_batches % self.pp:
+            raise ValueError(
+                f"parallelism.schedule: interleaved needs the micro-batches per pipeline (global_batch / (micro_batch "
+                f"* dp) = {micro_batches}) to be divisible by parallelism.pp ({self.pp}), as in Megatron-LM"
             )
         return self
 
@@ -116,13 +233,25 @@ class TransformerConfig(Section):
         model, plan = self.model, self.parallelism
         checks = (
             ("model.layers", model.layers, "parallelism.pp", plan.pp),
+            ("model.layers", model.layers, "parallelism.pp * parallelism.virtual_stages", plan.pp * plan.virtual_stages),
             ("model.heads", model.heads, "parallelism.tp", plan.tp),
+            ("model.kv_heads", model.kv_head_count, "parallelism.tp", plan.tp),
             ("model.ffn", model.ffn_size, "parallelism.tp", plan.tp),
+            ("model.seq_len", model.seq_len, "parallelism.tp", plan.tp if plan.sequence_parallel else 1),
+            ("model.experts", model.experts, "parallelism.ep", plan.ep),
         )
         for name, value, by_name, by in checks:
             if value % by:
                 raise ValueError(f"{name} ({value}) must be divisible by {by_name} ({by})")
+        if plan.ep > 1 and model.experts == 0:
+            raise ValueError(f"parallelism.ep ({plan.ep}) needs a mixture of experts: set model.experts")
         return self
+
+    def chunk_layers(self, chunk: int) -> range:
+        """The layers of model chunk ``chunk`` (of ``pp * virtual_stages``): ``layers / (pp v)`` consecutive ones."""
+        plan = self.parallelism
+        per_chunk = self.model.layers // (plan.pp * plan.virtual_stages)
+        return range(chunk * per_chunk, (chunk + 1) * per_chunk)
 
 
 class TransformerWorkload:
@@ -150,71 +279,95 @@ class TransformerWorkload:
         return self.config.parallelism.batch
 
     def model_flops_per_iteration(self) -> int:
-        """Model FLOPs of one iteration as Megatron-LM counts them (Narayanan et al., "Efficient Large-Scale
-        Language Model Training on GPU Clusters Using Megatron-LM", SC'21, eq. 3):
-        ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))``, and with full recomputation ``96 B s l h^2 (1 + s/(6h) +
-        V/(16 l h))`` (the layers' terms times 4/3; the LM head is not recomputed), with B the global batch.
+        """The GEMM FLOPs one iteration's graphs run, summed over every NPU (closed form:
+        :func:`workload_layer.transformer_model.iteration_gemm_flops`); pointwise operators are not counted.
 
-        Counted here for any ``ffn`` (the paper's formula is the case ``ffn = 4h``): per token and layer, the
-        forward GEMMs take ``2(4h^2 + 2 h ffn) + 4 s h`` FLOPs; backward passes double them, recomputation adds
-        one more forward pass; the LM head adds ``2 h V`` forward. Pointwise operators are not counted.
+        For a GPT layer (``ffn = 4h``, one key-value head per head) that is Megatron-LM's count (Narayanan et
+        al., "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21, eq. 3), with
+        ``B`` the global batch: without recomputation ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))``, which is also
+        Korthikanti et al.'s model FLOPs (2022, eq. 7), the numerator of MFU; with full recomputation, as eq. 3 is
+        written, ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` (the layers' terms times 4/3; the LM head is not
+        recomputed). With selective recomputation the graphs run the attention core's forward GEMMs once more,
+        ``4 B s^2 h`` per layer, so the count is ``72 B s l h^2 (1 + 2s/(9h) + V/(12 l h))``: hardware FLOPs of
+        what is run (Korthikanti et al.'s eq. 8 writes ``s/(3h)`` for this overhead); the model FLOPs of MFU are the
+        count without recomputation. Grouped-query attention, SwiGLU and mixtures of experts change the GEMMs and so
+        the count; a mixture of experts counts its capacity's token slots (padding included) and, without sequence
+        parallelism, the router on every TP rank. The LM head uses the vocabulary padded to a multiple of tp.
         """
-        model, plan = self.config.model, self.config.parallelism
-        h, s, tokens = model.hidden, model.seq_len, plan.batch * model.seq_len
-        layer_forward = 2 * (4 * h * h + 2 * h * model.ffn_size) + 4 * s * h
-        passes = 4 if plan.recompute == "full" else 3
-        return tokens * (passes * model.layers * layer_forward + 3 * 2 * h * model.vocab)
+        return iteration_gemm_flops(self.config)
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         required = self.npus_required()
         if npus != required:
             raise WorkloadError(f"workload: the transformer's plan needs exactly tp * pp * dp = {required} NPUs, got {npus}")
         plan = self.config.parallelism
-        stages = [self._stage_blocks(stage) for stage in range(plan.pp)]
-        return [build_graph(self._plan(npu, stages)) for npu in range(npus)]
+        stages = [self._stage_chunks(stage) for stage in range(plan.pp)]
+        return GraphSequence(npus, lambda npu: build_graph(self._plan(npu, stages)))
 
-    def _plan(self, npu: int, stages: list[tuple[Block, ...]]) -> StagePlan:
+    def representatives(self, grid: Grid) -> tuple[int, ...] | None:
+        """Every TP and DP rank of a pipeline stage runs the graph of the stage's rank 0 (TP 0, DP 0), moved
+        along the topology — when the topology's coordinates keep the groups and peers aligned."""
+        plan = self.config.parallelism
+        stages = [((),) * plan.virtual_stages for _ in range(plan.pp)]  # partners do not depend on the blocks
+        return translated_representatives(
+            grid, self.npus_required(), lambda npu: plan.tp * (npu // plan.tp % plan.pp),
+            lambda npu: self._partners(self._plan(npu, stages)),
+        )
+
+    @staticmethod
+    def _partners(stage: StagePlan) -> Partners:
+        """Everyone ``stage``'s NPU talks to, by role: its TP and DP groups and its pipeline neighbours."""
+        return (
+            stage.tensor_group,
+            stage.data_group,
+            stage.expert_group,
+            stage.expert_data_group,
+            () if stage.previous_stage is None else (stage.previous_stage,),
+            () if stage.next_stage is None else (stage.next_stage,),
+        )
+
+    def _plan(self, npu: int, stages: Sequence[tuple[tuple[Block, ...], ...]]) -> StagePlan:
         plan, model = self.config.parallelism, self.config.model
         tp, pp = plan.tp, plan.pp
         tp_rank, pp_rank = npu % tp, npu // tp % pp
+        first_stage = npu - tp * pp_rank
         activation = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(self._dtype)
+        memory = self.stage_memory(pp_rank)
+        replicas = [tp_rank + tp * (pp_rank + pp * d) for d in range(plan.dp)]
+        ep_ranks, expert_data_ranks = expert_groups(npu // (tp * pp), plan.dp, plan.ep) if model.experts else ((), ())
         return StagePlan(
             npu=npu,
-            blocks=stages[pp_rank],
-            order=pipeline_order(plan.schedule, pp_rank, pp, self.micro_batches),
-            previous_stage=npu - tp if pp_rank > 0 else None,
-            next_stage=npu + tp if pp_rank < pp - 1 else None,
+            pipeline=tuple(range(first_stage, first_stage + tp * pp, tp)),
+            chunks=stages[pp_rank],
+            order=pipeline_order(plan.schedule, pp_rank, pp, self.micro_batches, plan.virtual_stages),
             tensor_group=tuple(range(npu - tp_rank, npu - tp_rank + tp)),
             data_group=tuple(tp_rank + tp * (pp_rank + pp * d) for d in range(plan.dp)),
-            boundary_bytes=activation,
+            boundary_bytes=activation // tp if plan.sequence_parallel else activation,
             tensor_bytes=activation,
-            gradient_bytes=self.stage_parameters(pp_rank) * operators.dtype_bytes(self._dtype),
+            bucket_bytes=plan.dp_bucket,
+            resident_bytes={"weights": memory.weights_bytes, "gradients": memory.gradients_bytes,
+                            "optimizer": memory.optimizer_bytes},
             dtype=self._dtype,
+            expert_group=tuple(replicas[d] for d in ep_ranks),
+            expert_data_group=tuple(replicas[d] for d in expert_data_ranks),
+            zero=plan.zero,
         )
 
     def stage_parameters(self, stage: int) -> int:
-        """Parameters one TP rank of pipeline ``stage`` holds (and all-reduces the gradients of over DP).
+        """Parameters one TP rank of pipeline ``stage`` holds (and reduces the gradients of over DP): its blocks'
+        (:mod:`workload_layer.transformer_model` counts them), dense and expert."""
+        return self._stage_parameter_kinds(stage).total
 
-        A layer: its GEMM weights and column-parallel biases split over TP, row-parallel biases and two
-        layernorms replicated. The first stage adds the word embeddings (split over TP, vocabulary padded to a
-        multiple of tp) and position embeddings; the last the final layernorm and, when it is not also the first
-        stage, its copy of the tied word embeddings.
-        """
-        model, plan = self.config.model, self.config.parallelism
-        h, f, tp = model.hidden, model.ffn_size, plan.tp
-        per_layer = (4 * h * h + 2 * h * f + 3 * h + f) // tp + 2 * h + 4 * h
-        total = per_layer * model.layers // plan.pp
-        word_embeddings = -(-model.vocab // tp) * h
-        if stage == 0:
-            total += word_embeddings + model.seq_len * h
-        if stage == plan.pp - 1:
-            total += 2 * h + (word_embeddings if stage > 0 else 0)
-        return total
+    def _stage_parameter_kinds(self, stage: int) -> Parameters:
+        """The dense and expert parameters one TP rank of pipeline ``stage`` holds."""
+        blocks = (block for chunk in self._stage_chunks(stage) for block in chunk)
+        return sum((Parameters(block.parameters, block.expert_parameters) for block in blocks), Parameters())
 
     def stage_memory(self, stage: int) -> StageMemory:
         """Peak memory of an NPU of pipeline ``stage`` by kind (weights, gradients, Adam states, activations);
         formulas in :mod:`workload_layer.transformer_memory`."""
-        return stage_memory(self.config, stage, self.stage_parameters(stage), self.micro_batches)
+        parameters = self._stage_parameter_kinds(stage)
+        return stage_memory(self.config, stage, parameters.dense, self.micro_batches, parameters.expert)
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak memory in bytes of each NPU (index = NPU id): weights + gradients + mixed-precision Adam states
@@ -224,46 +377,33 @@ class TransformerWorkload:
         per_stage = [self.stage_memory(stage).total_bytes for stage in range(plan.pp)]
         return [per_stage[npu // plan.tp % plan.pp] for npu in range(self.npus_required())]
 
-    def _stage_blocks(self, stage: int) -> tuple[Block, ...]:
+    def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
+        """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage``."""
+        plan = self.config.parallelism
+        return tuple(self._chunk_blocks(chunk * plan.pp + stage) for chunk in range(plan.virtual_stages))
+
+    def _chunk_blocks(self, chunk: int) -> tuple[Block, ...]:
+        """The blocks of the model's ``chunk`` (of ``pp * virtual_stages``): its layers, after the embedding in
+        the first chunk and before the head in the last."""
         model, plan = self.config.model, self.config.parallelism
-        per_stage = model.layers // plan.pp
-        tokens = plan.micro_batch * model.seq_len
         blocks: list[Block] = []
-        if stage == 0:
-            embed = Pointwise("embedding", (tokens, model.hidden), flops_per_element=1, inputs=2)
-            blocks.append(Block("embedding", (embed, TensorParallelSum(in_forward=True))))
-        blocks += [self._layer(f"layer{stage * per_stage + i}") for i in range(per_stage)]
-        if stage == plan.pp - 1:
-            vocab = -(-model.vocab // plan.tp)
-            head = (
-                Pointwise("final layernorm", (tokens, model.hidden), flops_per_element=8),
-                TensorParallelSum(in_forward=False),
-                Gemm("lm head", tokens, model.hidden, vocab),
-                Pointwise("loss", (tokens, vocab), flops_per_element=5),
-            )
-            blocks.append(Block("head", head))
+        if chunk == 0:
+            embeddings = embedding_parameters(model, plan.tp)
+            blocks.append(Block("embedding", embedding_steps(self.config), parameters=embeddings))
+        blocks += [self._layer(index) for index in self.config.chunk_layers(chunk)]
+        if chunk == plan.pp * plan.virtual_stages - 1:
+            blocks.append(Block("head", head_steps(self.config), parameters=head_parameters(model, plan.tp, plan.pp)))
         return tuple(blocks)
 
-    def _layer(self, name: str) -> Block:
+    def _layer(self, index: int) -> Block:
+        """Layer ``index`` on a TP rank: its steps, activation memory and parameters
+        (:mod:`workload_layer.transformer_model`, :mod:`workload_layer.transformer_memory`)."""
         model, plan = self.config.model, self.config.parallelism
-        h, s, tp = model.hidden, model.seq_len, plan.tp
-        tokens, heads = plan.micro_batch * s, plan.micro_batch * model.heads // tp
-        d, f = h // model.heads, model.ffn_size // tp
-        steps = (
-            Pointwise("layernorm", (tokens, h), flops_per_element=8),
-            TensorParallelSum(in_forward=False),
-            Gemm("qkv", tokens, h, 3 * h // tp),
-            Gemm("attention scores", s, d, s, batch=heads),
-            Pointwise("softmax", (heads, s, s), flops_per_element=5),
-            Gemm("attention context", s, s, d, batch=heads),
-            Gemm("attention projection", tokens, h // tp, h),
-            TensorParallelSum(in_forward=True),
-            Pointwise("residual layernorm", (tokens, h), flops_per_element=9, inputs=2),
-            TensorParallelSum(in_forward=False),
-            Gemm("mlp up", tokens, h, f),
-            Pointwise("gelu", (tokens, f), flops_per_element=8),
-            Gemm("mlp down", tokens, f, h),
-            TensorParallelSum(in_forward=True),
-            Pointwise("residual", (tokens, h), flops_per_element=1, inputs=2),
+        activations = layer_activations(self.config, model.moe_layer(index))
+        parameters = layer_parameters(model, index, plan.tp, plan.ep)
+        return Block(
+            f"layer{index}", layer_steps(self.config, index), recompute=plan.recompute == "full",
+            kept_bytes=activations.kept_bytes,
+            recomputed_bytes=activations.recomputed_bytes if plan.recompute == "full" else 0,
+            parameters=parameters.dense, expert_parameters=parameters.expert,
         )
-        return Block(name, steps, recompute=plan.recompute == "full")

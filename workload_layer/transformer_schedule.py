@@ -1,17 +1,27 @@
 """Pipeline schedules and the emission of one NPU's execution graph for one transformer training iteration.
 
-A pipeline stage is described as :class:`Block` s of :class:`Step` s (GEMMs, pointwise operators and
-Megatron's tensor-parallel reductions); :func:`build_graph` runs them forward and backward per micro-batch in the
-order :func:`pipeline_order` gives, as one chain of dependencies (the compute stream of an NPU is serial), with
-point-to-point transfers between neighbouring stages and a data-parallel gradient all-reduce at the end.
+A pipeline stage holds one or more model chunks, each a run of :class:`Block` s of :class:`Step` s (GEMMs,
+pointwise operators, Megatron's tensor-parallel reductions with or without sequence parallelism, expert-parallel
+all-to-alls and selectively recomputed steps); :func:`build_graph` runs them forward and backward per (chunk,
+micro-batch) in the order :func:`pipeline_order` gives, as one chain of dependencies (the compute stream of an NPU
+is serial), with point-to-point transfers between neighbouring chunks and the data-parallel gradient reductions in
+buckets as the last backward passes produce them (or ZeRO-3's per-block gathers and reduce-scatters). Blocks also
+say how much activation memory they hold, so the graph's nodes allocate and free it along the timeline
+(``memory_bytes``).
 What the blocks hold (the model) is decided by :mod:`workload_layer.transformer`; this module knows only how to
 run them.
+
+The model's chunks are numbered along the model, ``g = chunk * stages + stage``: stage ``p`` holds chunks ``p``,
+``p + pp``, ``p + 2 pp``... A forward pass of chunk ``g`` receives its input from chunk ``g - 1`` and sends its
+output to ``g + 1`` (the last stage hands chunk ``c`` on to stage 0's chunk ``c + 1``); backward passes go the other
+way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 from stratasim import operators
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -20,9 +30,13 @@ __all__ = [
     "Gemm",
     "Pointwise",
     "TensorParallelSum",
+    "SequenceParallelSum",
+    "AllToAll",
+    "Recompute",
     "Step",
     "Block",
     "Direction",
+    "Pass",
     "StagePlan",
     "pipeline_order",
     "message_tag",
@@ -70,70 +84,194 @@ class TensorParallelSum:
     in_forward: bool
 
 
-Step: TypeAlias = Gemm | Pointwise | TensorParallelSum
+@dataclass(frozen=True)
+class SequenceParallelSum:
+    """One of Megatron's conjugate tensor-parallel operators with sequence parallelism (Korthikanti et al.,
+    "Reducing Activation Recomputation in Large Transformer Models", 2022, section 4.2.2), over the TP group on a
+    tensor of ``elements`` elements once gathered.
+
+    ``scatter=True`` is their *g-bar*, after a row-parallel GEMM: reduce-scatter of the partial sums along the
+    sequence in the forward pass, all-gather of the output gradient in the backward pass. ``scatter=False`` is
+    *g*, before a column-parallel GEMM: all-gather of the sequence shards forward, reduce-scatter of the input
+    gradient backward. Without tensor parallelism both are no-ops.
+    """
+
+    scatter: bool
+    elements: int
+
+
+@dataclass(frozen=True)
+class AllToAll:
+    """An all-to-all over the expert-parallel group of a buffer of ``elements`` elements per NPU (a mixture of
+    experts' dispatch or combine); its backward pass is the same all-to-all of the gradients."""
+
+    name: str
+    elements: int
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """Steps whose activations the forward pass drops and the backward pass recomputes when it reaches them
+    (Megatron's selective recomputation of the attention core); the recomputed activations, ``held_bytes``, live
+    from the recomputation to the end of the steps' backward pass."""
+
+    steps: tuple[Gemm | Pointwise, ...]
+    held_bytes: int = 0
+
+
+Step: TypeAlias = Gemm | Pointwise | TensorParallelSum | SequenceParallelSum | AllToAll | Recompute
 """One operation of a block's forward pass."""
 
 
 @dataclass(frozen=True)
 class Block:
     """A named run of steps (a transformer layer, the embedding, the head); ``recompute`` re-runs its forward
-    pass just before its backward pass (full activation recomputation)."""
+    pass just before its backward pass (full activation recomputation).
+
+    Per micro-batch, its forward pass allocates ``kept_bytes`` (what the backward pass needs; with recomputation,
+    the block's input) until its backward pass ends, and recomputation allocates ``recomputed_bytes`` more until
+    then. The ``parameters`` it holds on a TP rank have their gradients reduced over the DP group, its
+    ``expert_parameters`` (a mixture of experts') over the expert-data-parallel group.
+    """
 
     name: str
     steps: tuple[Step, ...]
     recompute: bool = False
+    kept_bytes: int = 0
+    recomputed_bytes: int = 0
+    parameters: int = 0
+    expert_parameters: int = 0
 
 
 Direction: TypeAlias = Literal["forward", "backward"]
+
+
+class Pass(NamedTuple):
+    """One forward or backward pass of one of a stage's model chunks over one micro-batch."""
+
+    direction: Direction
+    chunk: int
+    micro_batch: int
 
 
 @dataclass(frozen=True)
 class StagePlan:
     """Everything one NPU's graph needs.
 
-    ``previous_stage`` / ``next_stage`` are the NPUs (same TP rank, neighbouring pipeline stage) it receives
-    activations from and sends them to (None at the ends of the pipeline); ``boundary_bytes`` is the size of one
-    micro-batch's activation or gradient between stages, ``tensor_bytes`` of one TP all-reduce and
-    ``gradient_bytes`` of the DP gradient all-reduce (all in bytes). Groups of one NPU emit no collective.
+    ``pipeline`` lists the NPUs of its pipeline (same TP and DP rank), index = stage; ``chunks`` the blocks of each
+    model chunk it holds. ``boundary_bytes`` is the size of one micro-batch's activation or gradient between
+    chunks, ``tensor_bytes`` of one TP all-reduce, ``bucket_bytes`` of a DP gradient bucket (None: one bucket for
+    the whole stage) and ``resident_bytes`` the memory held all along by kind (all in bytes). ``expert_group`` is
+    its expert-parallel group (a mixture of experts' all-to-alls) and ``expert_data_group`` the DP ranks holding
+    the same experts. ``zero`` is the ZeRO stage: from 1, each gradient bucket is reduce-scattered and the updated
+    parameters all-gathered instead of all-reduced; at 3, each block's parameters are all-gathered before its
+    forward and backward passes and its gradients reduce-scattered after each backward pass instead. Groups of one
+    NPU emit no collective.
     """
 
     npu: int
-    blocks: tuple[Block, ...]
-    order: tuple[tuple[Direction, int], ...]
-    previous_stage: int | None
-    next_stage: int | None
+    pipeline: tuple[int, ...]
+    chunks: tuple[tuple[Block, ...], ...]
+    order: tuple[Pass, ...]
     tensor_group: tuple[int, ...]
     data_group: tuple[int, ...]
     boundary_bytes: int
     tensor_bytes: int
-    gradient_bytes: int
+    bucket_bytes: int | None
+    resident_bytes: Mapping[str, int]
     dtype: operators.DType
+    expert_group: tuple[int, ...] = ()
+    expert_data_group: tuple[int, ...] = ()
+    zero: int = 0
+
+    def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
+        """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
+        the model; None past either end of the model or on this very NPU (one stage: handed over locally)."""
+        stages = len(self.pipeline)
+        position = chunk * stages + self.pipeline.index(self.npu) + offset
+        if not 0 <= position < stages * len(self.chunks):
+            return None
+        neighbour_chunk, stage = divmod(position, stages)
+        npu = self.pipeline[stage]
+        return None if npu == self.npu else (npu, neighbour_chunk)
+
+    @property
+    def previous_stage(self) -> int | None:
+        """The NPU it receives activations from and sends gradients to, if any (for the first stage, the last
+        stage's when it holds several chunks)."""
+        return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, -1))), None)
+
+    @property
+    def next_stage(self) -> int | None:
+        """The NPU it sends activations to and receives gradients from, if any."""
+        return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, 1))), None)
 
 
-def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int) -> tuple[tuple[Direction, int], ...]:
-    """The order in which ``stage`` (of ``stages``) runs its micro-batches' forward and backward passes.
+def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Pass, ...]:
+    """The order in which ``stage`` (of ``stages``) runs the forward and backward passes of its ``chunks`` model
+    chunks over ``micro_batches`` micro-batches.
 
-    ``gpipe``: every forward pass, then every backward pass. ``1f1b`` (PipeDream-Flush, Narayanan et al. 2021):
-    ``stages - stage - 1`` warm-up forward passes, then one forward and one backward pass alternately, then the
-    remaining backward passes, so at most ``stages - stage`` micro-batches' activations are live at a time.
+    Every schedule runs some warm-up forward passes, then one forward and one backward pass alternately, then the
+    remaining backward passes:
+
+    - ``gpipe``: every forward pass is a warm-up pass;
+    - ``1f1b`` (PipeDream-Flush, Narayanan et al. 2021): ``stages - stage - 1`` warm-up passes, so at most
+      ``stages - stage`` micro-batches' activations are live at a time;
+    - ``interleaved`` (Narayanan et al., SC'21, section 2.2.2; Megatron-LM's
+      ``forward_backward_pipelining_with_interleaving``): the ``chunks * micro_batches`` passes take micro-batches
+      in groups of ``stages`` through each chunk in turn (backward passes from the last chunk);
+      ``(stages - stage - 1) * 2 + (chunks - 1) * stages`` warm-up passes, capped at the total, and all of them
+      when ``micro_batches == stages``. ``micro_batches`` must be a multiple of ``stages``.
     """
-    forward: list[tuple[Direction, int]] = [("forward", i) for i in range(micro_batches)]
-    backward: list[tuple[Direction, int]] = [("backward", i) for i in range(micro_batches)]
+    if schedule == "interleaved":
+        return _interleaved_order(stage, stages, micro_batches, chunks)
+    if chunks != 1:
+        raise ValueError(f"the {schedule} schedule runs one model chunk per stage, not {chunks}")
+    forward = [Pass("forward", 0, i) for i in range(micro_batches)]
+    backward = [Pass("backward", 0, i) for i in range(micro_batches)]
     if schedule == "gpipe":
-        return (*forward, *backward)
-    if schedule != "1f1b":
-        raise ValueError(f"unknown pipeline schedule {schedule!r}; expected gpipe or 1f1b")
-    warmup = min(stages - stage - 1, micro_batches)
-    order = forward[:warmup]
-    for i in range(micro_batches - warmup):
+        return _one_forward_one_backward(forward, backward, micro_batches)
+    if schedule == "1f1b":
+        return _one_forward_one_backward(forward, backward, min(stages - stage - 1, micro_batches))
+    raise ValueError(f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b or interleaved")
+
+
+def _interleaved_order(stage: int, stages: int, micro_batches: int, chunks: int) -> tuple[Pass, ...]:
+    """Megatron-LM's interleaved 1F1B order; see :func:`pipeline_order`."""
+    if micro_batches % stages:
+        raise ValueError(f"the interleaved schedule needs micro-batches ({micro_batches}) divisible by stages ({stages})")
+    total = chunks * micro_batches
+    warmup = total if micro_batches == stages else min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+    forward = [_interleaved_pass("forward", k, stages, chunks) for k in range(total)]
+    backward = [_interleaved_pass("backward", k, stages, chunks) for k in range(total)]
+    return _one_forward_one_backward(forward, backward, warmup)
+
+
+def _interleaved_pass(direction: Direction, index: int, stages: int, chunks: int) -> Pass:
+    """The ``index``-th forward or backward pass of the interleaved schedule (Megatron's ``get_model_chunk_id``):
+    each group of ``stages * chunks`` passes takes ``stages`` micro-batches through every chunk in turn."""
+    group, position = divmod(index, stages * chunks)
+    chunk = position // stages
+    if direction == "backward":
+        chunk = chunks - 1 - chunk
+    return Pass(direction, chunk, group * stages + position % stages)
+
+
+def _one_forward_one_backward(forward: Sequence[Pass], backward: Sequence[Pass], warmup: int) -> tuple[Pass, ...]:
+    """``warmup`` forward passes, then one forward and one backward pass alternately, then the remaining backward
+    passes (the backward passes in the order given)."""
+    steady = len(forward) - warmup
+    order = list(forward[:warmup])
+    for i in range(steady):
         order += [forward[warmup + i], backward[i]]
-    return (*order, *backward[micro_batches - warmup :])
+    return (*order, *backward[steady:])
 
 
-def message_tag(direction: Direction, micro_batch: int) -> int:
+def message_tag(direction: Direction, chunk: int, micro_batch: int, chunks: int) -> int:
     """The tag of the point-to-point message carrying ``micro_batch``'s activation (forward) or gradient
-    (backward); unique per (micro-batch, direction), and the sender's id tells the stage boundary apart."""
-    return 2 * micro_batch + (direction == "backward")
+    (backward) out of the sender's model ``chunk`` (of ``chunks`` per stage); unique per (chunk, micro-batch,
+    direction), and the sender's id tells the stage boundary apart."""
+    return 2 * (micro_batch * chunks + chunk) + (direction == "backward")
 
 
 def build_graph(plan: StagePlan) -> workload_pb2.ExecutionGraph:
@@ -142,68 +280,217 @@ def build_graph(plan: StagePlan) -> workload_pb2.ExecutionGraph:
 
 
 class _Emitter:
-    """Appends nodes in program order; ``_ready`` is what the next compute node must wait for."""
+    """Appends nodes in program order; ``_ready`` is what the next compute node must wait for. Gradients the
+    backward passes have finished with collect in ``_bucket`` (bytes) until a DP all-reduce takes them."""
 
     def __init__(self, plan: StagePlan) -> None:
         self._plan = plan
-        self._graph = workload_pb2.ExecutionGraph(npu=plan.npu)
+        self._graph = workload_pb2.ExecutionGraph(npu=plan.npu, resident_bytes=plan.resident_bytes)
         self._ready: list[int] = []
         self._input_grad: int | None = None
+        self._last_backward = {step.chunk: step for step in plan.order if step.direction == "backward"}
+        self._bucket = 0
+        self._expert_bucket = 0
+        self._last_on: dict[tuple[int, ...], int] = {}
+        self._prefetch_after: list[int] = []
 
     def build(self) -> workload_pb2.ExecutionGraph:
-        plan = self._plan
-        for direction, micro_batch in plan.order:
-            if direction == "forward":
-                self._forward(micro_batch)
+        for step in self._plan.order:
+            if step.direction == "forward":
+                self._forward(step)
             else:
-                self._backward(micro_batch)
-        if len(plan.data_group) > 1:
-            self._add(
-                "dp gradient all-reduce", workload_pb2.COMM_COLL_NODE, self._ready, comm_type=workload_pb2.ALL_REDUCE,
-                comm_bytes=plan.gradient_bytes, group=plan.data_group,
-            )
+                self._backward(step)
+        self._reduce_gradients()
         return self._graph
 
-    def _forward(self, micro_batch: int) -> None:
-        self._receive(self._plan.previous_stage, "forward", micro_batch)
-        for block in self._plan.blocks:
-            self._run_forward(block, f"mb{micro_batch} {block.name} fwd")
-        self._send(self._plan.next_stage, "forward", micro_batch)
+    def _forward(self, step: Pass) -> None:
+        self._receive(step)
+        for block in self._plan.chunks[step.chunk]:
+            self._gather_parameters(block, f"mb{step.micro_batch} {block.name} fwd")
+            first = len(self._graph.nodes)
+            self._run_forward(block, f"mb{step.micro_batch} {block.name} fwd")
+            self._allocate(first, block.kept_bytes)
+        self._send(step)
 
-    def _backward(self, micro_batch: int) -> None:
-        self._receive(self._plan.next_stage, "backward", micro_batch)
-        for block in reversed(self._plan.blocks):
+    def _backward(self, step: Pass) -> None:
+        self._receive(step)
+        for block in reversed(self._plan.chunks[step.chunk]):
+            self._gather_parameters(block, f"mb{step.micro_batch} {block.name} bwd")
+            held = block.kept_bytes
             if block.recompute:
-                self._run_forward(block, f"mb{micro_batch} {block.name} recompute")
-            self._run_backward(block, f"mb{micro_batch} {block.name} bwd")
-        self._send(self._plan.previous_stage, "backward", micro_batch)
+                first = len(self._graph.nodes)
+                self._run_forward(block, f"mb{step.micro_batch} {block.name} recompute")
+                self._allocate(first, block.recomputed_bytes)
+                held += block.recomputed_bytes
+            self._run_backward(block, f"mb{step.micro_batch} {block.name} bwd")
+            self._graph.nodes[-1].memory_bytes -= held
+            self._scatter_gradients(block, f"mb{step.micro_batch} {block.name} bwd")
+            if step == self._last_backward[step.chunk]:
+                self._gradients_ready(block)
+        self._send(step)
+
+    def _allocate(self, first: int, size: int) -> None:
+        """Make the node at index ``first`` (a block's first, when it emitted any) allocate ``size`` bytes."""
+        if first < len(self._graph.nodes):
+            self._graph.nodes[first].memory_bytes += size
+
+    def _gradients_ready(self, block: Block) -> None:
+        """Add ``block``'s weight gradients, final after its last backward pass, to the open DP bucket and
+        all-reduce the bucket once it is full (PyTorch DDP's and Megatron's bucketing, in backward order). Expert
+        gradients fill a bucket of their own, reduced with the dense one. ZeRO-3 reduce-scatters every block's
+        gradients after each backward pass instead."""
+        if self._plan.zero == 3:
+            return
+        element = operators.dtype_bytes(self._plan.dtype)
+        self._bucket += block.parameters * element
+        self._expert_bucket += block.expert_parameters * element
+        if self._plan.bucket_bytes is not None and self._bucket + self._expert_bucket >= self._plan.bucket_bytes:
+            self._reduce_gradients()
+
+    def _reduce_gradients(self) -> None:
+        """Reduce the open buckets once the compute stream gets here, the dense one over the DP group and the
+        expert one over the expert-data-parallel group: an all-reduce, or with ZeRO stages 1 and 2 a reduce-scatter
+        and then an all-gather of the updated parameters (same volume; the optimizer step between is not
+        modelled)."""
+        buckets = (("dp", self._bucket, self._plan.data_group),
+                   ("dp expert", self._expert_bucket, self._plan.expert_data_group))
+        for label, size, group in buckets:
+            if not size or len(group) < 2:
+                continue
+            if self._plan.zero == 0:
+                self._group_collective(f"{label} gradient all-reduce", workload_pb2.ALL_REDUCE, size, group,
+                                       self._ready)
+            else:
+                scatter = self._group_collective(f"{label} gradient reduce-scatter", workload_pb2.REDUCE_SCATTER,
+                                                 size, group, self._ready)
+                self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group,
+                                       [scatter])
+        self._bucket = self._expert_bucket = 0
+
+    def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """``block``'s dense and expert parameter bytes on this TP rank, each with the group ZeRO shards it over."""
+        element = operators.dtype_bytes(self._plan.dtype)
+        return ((block.parameters * element, self._plan.data_group),
+                (block.expert_parameters * element, self._plan.expert_data_group))
+
+    def _gather_parameters(self, block: Block, prefix: str) -> None:
+        """ZeRO-3: all-gather ``block``'s parameters before it runs, issued as the previous block started (one
+        block ahead, as DeepSpeed prefetches) so the gather overlaps that block's compute."""
+        if self._plan.zero != 3:
+            return
+        issue_after, self._prefetch_after = self._prefetch_after, list(self._ready)
+        for size, group in self._block_shards(block):
+            if size and len(group) > 1:
+                gather = self._group_collective(f"{prefix} zero all-gather", workload_pb2.ALL_GATHER, size, group,
+                                                issue_after)
+                self._ready = [*self._ready, gather]
+
+    def _scatter_gradients(self, block: Block, prefix: str) -> None:
+        """ZeRO-3: reduce-scatter ``block``'s gradients once its backward pass is done, while compute goes on."""
+        if self._plan.zero != 3:
+            return
+        for size, group in self._block_shards(block):
+            if size and len(group) > 1:
+                self._group_collective(f"{prefix} zero reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group,
+                                       self._ready)
+
+    def _group_collective(
+        self, name: str, kind: workload_pb2.CollectiveType.ValueType, size: int, group: tuple[int, ...],
+        deps: list[int],
+    ) -> int:
+        """A collective of ``size`` bytes over a data-parallel ``group`` after ``deps`` and after the previous one
+        on that group: collectives on one communicator run in program order, the same on every member."""
+        previous = self._last_on.get(group)
+        after = deps if previous is None or previous in deps else [*deps, previous]
+        node = self._add(name, workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size, group=group,
+                         pg_name="dp")
+        self._last_on[group] = node
+        return node
 
     def _run_forward(self, block: Block, prefix: str) -> None:
-        dtype = self._plan.dtype
         for step in block.steps:
-            if isinstance(step, Gemm):
-                op = operators.gemm(step.m, step.k, step.n, dtype=dtype, batch=step.batch, name=step.name)
-                self._compute(f"{prefix} {step.name}", op, self._ready)
-            elif isinstance(step, Pointwise):
-                self._compute(f"{prefix} {step.name}", self._pointwise(step, step.inputs), self._ready)
+            if isinstance(step, (Gemm, Pointwise)):
+                self._compute_forward(step, prefix)
+            elif isinstance(step, Recompute):
+                for inner in step.steps:
+                    self._compute_forward(inner, prefix)
+            elif isinstance(step, SequenceParallelSum):
+                self._sequence_parallel(step, prefix, backward=False)
+            elif isinstance(step, AllToAll):
+                self._all_to_all(step, prefix)
             elif step.in_forward and len(self._plan.tensor_group) > 1:
                 self._ready = [self._all_reduce(f"{prefix} tp all-reduce", self._ready)]
 
     def _run_backward(self, block: Block, prefix: str) -> None:
-        dtype = self._plan.dtype
         for step in reversed(block.steps):
-            if isinstance(step, Gemm):
-                name = f"{prefix} {step.name}"
-                input_grad = operators.gemm(step.m, step.n, step.k, dtype=dtype, batch=step.batch, name=step.name)
-                weight_grad = operators.gemm(step.k, step.m, step.n, dtype=dtype, batch=step.batch, name=step.name)
-                self._input_grad = self._compute(f"{name} dgrad", input_grad, self._ready)
-                self._compute(f"{name} wgrad", weight_grad, [self._input_grad])
-            elif isinstance(step, Pointwise):
-                self._compute(f"{prefix} {step.name}", self._pointwise(step, step.inputs + 1), self._ready)
+            if isinstance(step, (Gemm, Pointwise)):
+                self._compute_backward(step, prefix)
+            elif isinstance(step, Recompute):
+                self._recompute(step, prefix)
+            elif isinstance(step, SequenceParallelSum):
+                self._sequence_parallel(step, prefix, backward=True)
+            elif isinstance(step, AllToAll):
+                self._all_to_all(step, prefix)
             elif not step.in_forward and len(self._plan.tensor_group) > 1:
                 # The input gradient's all-reduce overlaps the weight-gradient GEMM, as in Megatron-LM.
                 after = self._ready if self._input_grad is None else [self._input_grad]
                 self._ready = [*self._ready, self._all_reduce(f"{prefix} tp all-reduce", after)]
+
+    def _compute_forward(self, step: Gemm | Pointwise, prefix: str) -> None:
+        """``step``'s forward operator, after whatever the compute stream waits for."""
+        if isinstance(step, Gemm):
+            op = operators.gemm(step.m, step.k, step.n, dtype=self._plan.dtype, batch=step.batch, name=step.name)
+        else:
+            op = self._pointwise(step, step.inputs)
+        self._compute(f"{prefix} {step.name}", op, self._ready)
+
+    def _compute_backward(self, step: Gemm | Pointwise, prefix: str) -> None:
+        """``step``'s backward operators: a GEMM's input- then weight-gradient GEMMs, a pointwise operator once
+        more reading the output gradient."""
+        if isinstance(step, Pointwise):
+            self._compute(f"{prefix} {step.name}", self._pointwise(step, step.inputs + 1), self._ready)
+            return
+        dtype, name = self._plan.dtype, f"{prefix} {step.name}"
+        input_grad = operators.gemm(step.m, step.n, step.k, dtype=dtype, batch=step.batch, name=step.name)
+        weight_grad = operators.gemm(step.k, step.m, step.n, dtype=dtype, batch=step.batch, name=step.name)
+        self._input_grad = self._compute(f"{name} dgrad", input_grad, self._ready)
+        self._compute(f"{name} wgrad", weight_grad, [self._input_grad])
+
+    def _recompute(self, step: Recompute, prefix: str) -> None:
+        """Selective recomputation: ``step``'s forward operators again, then their backward operators; the
+        recomputed activations are held from the first recomputed operator to the last backward one."""
+        first = len(self._graph.nodes)
+        for inner in step.steps:
+            self._compute_forward(inner, f"{prefix} recompute")
+        self._allocate(first, step.held_bytes)
+        for inner in reversed(step.steps):
+            self._compute_backward(inner, prefix)
+        self._graph.nodes[-1].memory_bytes -= step.held_bytes
+
+    def _sequence_parallel(self, step: SequenceParallelSum, prefix: str, backward: bool) -> None:
+        """``step``'s reduce-scatter or all-gather over the TP group for the pass at hand. The compute stream waits
+        for it, except for a backward reduce-scatter of an input gradient, which overlaps the weight-gradient GEMM
+        as the TP all-reduce does."""
+        group = self._plan.tensor_group
+        if len(group) < 2:
+            return
+        reduce = step.scatter != backward
+        kind = workload_pb2.REDUCE_SCATTER if reduce else workload_pb2.ALL_GATHER
+        label = "reduce-scatter" if reduce else "all-gather"
+        size = step.elements * operators.dtype_bytes(self._plan.dtype)
+        input_grad = self._input_grad if backward and reduce else None
+        after = self._ready if input_grad is None else [input_grad]
+        node = self._add(f"{prefix} tp {label}", workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size,
+                         group=group, pg_name="tp")
+        self._ready = [node] if input_grad is None else [*self._ready, node]
+
+    def _all_to_all(self, step: AllToAll, prefix: str) -> None:
+        """``step``'s all-to-all over the expert-parallel group; the compute stream waits for it."""
+        group = self._plan.expert_group
+        if len(group) > 1:
+            size = step.elements * operators.dtype_bytes(self._plan.dtype)
+            self._ready = [self._add(f"{prefix} {step.name} all-to-all", workload_pb2.COMM_COLL_NODE, self._ready,
+                                     comm_type=workload_pb2.ALL_TO_ALL, comm_bytes=size, group=group, pg_name="ep")]
 
     def _pointwise(self, step: Pointwise, inputs: int) -> compute_pb2.OperatorDesc:
         return operators.elementwise(
@@ -218,25 +505,29 @@ class _Emitter:
     def _all_reduce(self, name: str, deps: list[int]) -> int:
         return self._add(
             name, workload_pb2.COMM_COLL_NODE, deps, comm_type=workload_pb2.ALL_REDUCE,
-            comm_bytes=self._plan.tensor_bytes, group=self._plan.tensor_group,
+            comm_bytes=self._plan.tensor_bytes, group=self._plan.tensor_group, pg_name="tp",
         )
 
-    def _receive(self, peer: int | None, direction: Direction, micro_batch: int) -> None:
-        if peer is not None:
+    def _receive(self, step: Pass) -> None:
+        """Wait for ``step``'s input: the previous chunk's activation (forward) or the next one's gradient."""
+        neighbour = self._plan.neighbour(step.chunk, -1 if step.direction == "forward" else 1)
+        if neighbour is not None:
+            peer, sender_chunk = neighbour
+            tag = message_tag(step.direction, sender_chunk, step.micro_batch, len(self._plan.chunks))
+            name = f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction}"
             self._ready = [
-                self._add(
-                    f"mb{micro_batch} recv {direction}", workload_pb2.COMM_RECV_NODE, self._ready, peer=peer,
-                    tag=message_tag(direction, micro_batch), comm_bytes=self._plan.boundary_bytes,
-                )
+                self._add(name, workload_pb2.COMM_RECV_NODE, self._ready, peer=peer, tag=tag,
+                          comm_bytes=self._plan.boundary_bytes, pg_name="pp")
             ]
 
-    def _send(self, peer: int | None, direction: Direction, micro_batch: int) -> None:
-        # Sends are asynchronous: the compute stream goes on while the message travels.
-        if peer is not None:
-            self._add(
-                f"mb{micro_batch} send {direction}", workload_pb2.COMM_SEND_NODE, self._ready, peer=peer,
-                tag=message_tag(direction, micro_batch), comm_bytes=self._plan.boundary_bytes,
-            )
+    def _send(self, step: Pass) -> None:
+        """Pass ``step``'s output on; sends are asynchronous: the compute stream goes on while it travels."""
+        neighbour = self._plan.neighbour(step.chunk, 1 if step.direction == "forward" else -1)
+        if neighbour is not None:
+            tag = message_tag(step.direction, step.chunk, step.micro_batch, len(self._plan.chunks))
+            name = f"mb{step.micro_batch} chunk{step.chunk} send {step.direction}"
+            self._add(name, workload_pb2.COMM_SEND_NODE, self._ready, peer=neighbour[0], tag=tag,
+                      comm_bytes=self._plan.boundary_bytes, pg_name="pp")
 
     def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, deps: list[int], **fields: object) -> int:
         node_id = len(self._graph.nodes)

@@ -67,8 +67,8 @@ def test_micro_batches_in_flight() -> None:
     assert [micro_batches_in_flight("1f1b", p, 4, 8) for p in range(4)] == [4, 3, 2, 1]
     assert [micro_batches_in_flight("1f1b", p, 4, 2) for p in range(4)] == [2, 2, 2, 1]
     assert [micro_batches_in_flight("gpipe", p, 4, 8) for p in range(4)] == [8] * 4
-    with pytest.raises(ValueError, match="interleaved"):
-        micro_batches_in_flight("interleaved", 0, 4, 8)
+    with pytest.raises(ValueError, match="zero-bubble"):
+        micro_batches_in_flight("zero-bubble", 0, 4, 8)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])

@@ -1,0 +1,53 @@
+"""Builders shared by the tests of the transformer's model and plan features."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from compute_layer.roofline import RooflineCompute
+from network_layer.analytical import AnalyticalNetwork
+from stratasim.v1 import compute_pb2, workload_pb2
+from system_layer import SimulationResult, SystemOptions, simulate
+from tests.system_layer.helpers import RING, topology
+from workload_layer.transformer import TransformerWorkload
+
+GPT = dict(layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
+"""A small GPT: L = 4, h = 256, a = 4, s = 128, V = 1000."""
+
+LLAMA_2_7B = dict(layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000, ffn=11008, activation="swiglu",
+                  bias=False, norm="rmsnorm", position_embedding="rope", tie_embeddings=False)
+"""LLaMA-2 7B (Touvron et al. 2023): untied embeddings, no biases, RMSNorm, rotary positions, SwiGLU."""
+
+
+def build(model: Mapping[str, object], **plan: object) -> TransformerWorkload:
+    """The transformer workload of ``model`` under the plan ``plan``."""
+    return TransformerWorkload(TransformerWorkload.Config.model_validate({"model": model, "parallelism": plan}))
+
+
+def all_graphs(workload: TransformerWorkload) -> list[workload_pb2.ExecutionGraph]:
+    """Every NPU's graph, index = NPU id."""
+    return list(workload.graphs(workload.npus_required()))
+
+
+def gemm_flops(graphs: Iterable[workload_pb2.ExecutionGraph]) -> int:
+    """The GEMM FLOPs of ``graphs``."""
+    return sum(n.op.flops for g in graphs for n in g.nodes
+               if n.type == workload_pb2.COMP_NODE and n.op.kind == compute_pb2.GEMM)
+
+
+def collectives(graph: workload_pb2.ExecutionGraph, fragment: str = "") -> list[workload_pb2.Node]:
+    """The collective nodes of ``graph`` whose name contains ``fragment``, in program order."""
+    return [n for n in graph.nodes if n.type == workload_pb2.COMM_COLL_NODE and fragment in n.name]
+
+
+def kinds(nodes: Iterable[workload_pb2.Node]) -> list[str]:
+    """The collective kind of each node, e.g. ``ALL_GATHER``."""
+    return [workload_pb2.CollectiveType.Name(n.comm_type) for n in nodes]
+
+
+def run(workload: TransformerWorkload) -> SimulationResult:
+    """Simulate on rings ``[tp, pp, dp]`` of 100 GB/s and 1 us per hop, priced on an H100."""
+    plan = workload.config.parallelism
+    dims = [(RING, size, 100 * 10**9, 1_000_000) for size in (plan.tp, plan.pp, plan.dp)]
+    return simulate(all_graphs(workload), AnalyticalNetwork(), topology(*dims), SystemOptions(),
+                    compute=RooflineCompute(), device="h100")
