@@ -9,6 +9,7 @@ are ahead) until it reaches the step they belong to.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from system_layer import astra_compat
@@ -21,13 +22,47 @@ if TYPE_CHECKING:
     from system_layer.coordinator import Coordinator
     from system_layer.scheduler import NpuScheduler
 
-__all__ = ["Collective", "ChunkRun", "split_bytes"]
+__all__ = ["Collective", "ChunkRun", "Layout", "layout", "split_bytes"]
 
 
 def split_bytes(total: int, splits: int) -> list[int]:
     """Cut ``total`` bytes into ``splits`` chunks whose sizes differ by at most one byte."""
     base, extra = divmod(total, splits)
     return [base + (1 if i < extra else 0) for i in range(splits)]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every collective of one kind, size and group shares: its phases, each chunk's plan per phase and
+    the collective each phase runs (worked out once per distinct collective, not once per instance)."""
+
+    phases: tuple[PhaseLines, ...]
+    chunk_plans: tuple[tuple[PhasePlan, ...], ...]
+    phase_collectives: tuple[str, ...]
+
+
+def layout(kind: str, size: int, group_size: int, phases: tuple[PhaseLines, ...], options: SystemOptions) -> Layout:
+    """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group_size`` NPUs laid out as
+    ``phases``, chunked and planned as ``options`` say."""
+    astra = options.preset is Preset.ASTRA_COMPAT
+    buffer = astra_compat.buffer_bytes(kind, size, group_size) if astra else size
+    sequences = [
+        phase_sequence(kind, chunk, phases, local_bw_aware=options.local_bw_aware)
+        for chunk in split_bytes(buffer, options.splits)
+    ]
+
+    def plan(spec: PhaseSpec) -> PhasePlan:
+        dim = spec.lines.dim
+        # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
+        algorithm = options.algorithm_for(kind, max(dim, 0))
+        planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
+        return astra_compat.adapt(planned) if astra else planned
+
+    return Layout(
+        phases=tuple(spec.lines for spec in sequences[0]),
+        chunk_plans=tuple(tuple(plan(spec) for spec in sequence) for sequence in sequences),
+        phase_collectives=tuple(spec.collective for spec in sequences[0]),
+    )
 
 
 class Collective:
@@ -39,7 +74,7 @@ class Collective:
         kind: str,
         size: int,
         group: tuple[int, ...],
-        phases: tuple[PhaseLines, ...],
+        shape: Layout,
         options: SystemOptions,
         root: int = 0,
     ) -> None:
@@ -51,29 +86,16 @@ class Collective:
         self.start_ps: int | None = None
         self.end_ps = 0
         self.astra = options.preset is Preset.ASTRA_COMPAT
-        buffer = astra_compat.buffer_bytes(kind, size, len(group)) if self.astra else size
-        sequences = [
-            phase_sequence(kind, chunk, phases, local_bw_aware=options.local_bw_aware)
-            for chunk in split_bytes(buffer, options.splits)
-        ]
-        self.phases = tuple(spec.lines for spec in sequences[0])
-        self.chunk_plans = [tuple(self._plan(spec, options) for spec in sequence) for sequence in sequences]
-        self.phase_collectives = tuple(spec.collective for spec in sequences[0])
+        self.phases = shape.phases
+        self.chunk_plans = shape.chunk_plans
+        self.phase_collectives = shape.phase_collectives
         # Sums over NPUs, per chunk and phase: time waiting in the phase's queue, time running it, and count.
-        self.queue_delay_sum = [[0] * len(self.phases) for _ in sequences]
-        self.network_delay_sum = [[0] * len(self.phases) for _ in sequences]
-        self.phase_runs = [[0] * len(self.phases) for _ in sequences]
+        chunks = len(shape.chunk_plans)
+        self.queue_delay_sum = [[0] * len(self.phases) for _ in range(chunks)]
+        self.network_delay_sum = [[0] * len(self.phases) for _ in range(chunks)]
+        self.phase_runs = [[0] * len(self.phases) for _ in range(chunks)]
         self.runs: dict[int, list[ChunkRun]] = {}
         self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...]]] = {}
-
-    def _plan(self, spec: PhaseSpec, options: SystemOptions) -> PhasePlan:
-        dim = spec.lines.dim
-        # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
-        algorithm = options.algorithm_for(self.kind, max(dim, 0))
-        plan = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
-        if self.astra:
-            return astra_compat.adapt(plan)
-        return plan
 
     def offsets(self, steps: tuple[Step, ...]) -> tuple[int, ...]:
         """Every peer offset ``steps`` send to, worked out once per plan rather than once per NPU (a ring plan

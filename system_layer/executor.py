@@ -15,7 +15,7 @@ from stratasim.collective_types import COLLECTIVE_NAMES
 from stratasim.errors import WorkloadError
 from stratasim.topology import Grid
 from stratasim.v1 import workload_pb2
-from system_layer.collectives import Collective
+from system_layer.collectives import Collective, Layout, layout
 from system_layer.graphs import GraphPlan
 from system_layer.groups import phases_of
 from system_layer.options import Preset, SystemOptions
@@ -43,7 +43,16 @@ class CollectiveTable:
         self._options = options
         self._everyone = tuple(range(npus))
         self._open: dict[tuple[tuple[int, ...], int], Collective] = {}
+        self._layouts: dict[tuple[str, int, tuple[int, ...]], Layout] = {}
         self.all: list[Collective] = []
+
+    def _layout(self, kind: str, size: int, group: tuple[int, ...]) -> Layout:
+        """The layout every ``kind`` collective of ``size`` bytes over ``group`` shares, worked out once."""
+        key = (kind, size, group)
+        known = self._layouts.get(key)
+        if known is None:
+            known = self._layouts[key] = layout(kind, size, len(group), phases_of(group, self._grid), self._options)
+        return known
 
     def preflight(self, nodes: list[workload_pb2.Node]) -> None:
         """Plan every distinct collective once before simulating, so a study whose algorithms cannot run on
@@ -60,7 +69,8 @@ class CollectiveTable:
                 raise WorkloadError(f"node {node.id}: collective {name} is not supported yet")
             try:
                 root = _root(node, group, -1)
-                Collective(-1, kind, max(node.comm_bytes, 1), group, phases_of(group, self._grid), self._options, root)
+                Collective(-1, kind, max(node.comm_bytes, 1), group, self._layout(kind, max(node.comm_bytes, 1), group),
+                           self._options, root)
             except WorkloadError as exc:
                 raise WorkloadError(f"node {node.id} ({node.name or kind}): {exc}") from None
 
@@ -75,8 +85,8 @@ class CollectiveTable:
         collective = self._open.get(key)
         root = _root(node, group, npu)
         if collective is None:
-            phases = phases_of(group, self._grid)
-            collective = Collective(len(self.all), kind, node.comm_bytes, group, phases, self._options, root)
+            shape = self._layout(kind, node.comm_bytes, group)
+            collective = Collective(len(self.all), kind, node.comm_bytes, group, shape, self._options, root)
             self._open[key] = collective
             self.all.append(collective)
         elif collective.root != root:

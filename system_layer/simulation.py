@@ -12,6 +12,7 @@ from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 from system_layer.collectives import Collective
 from system_layer.coordinator import Coordinator
 from system_layer.executor import CollectiveTable, NpuExecutor
+from system_layer.fusion import fuse_compute_runs
 from system_layer.graphs import GraphPlan, plan_graph
 from system_layer.options import SystemOptions
 from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult
@@ -46,6 +47,11 @@ def simulate(
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
     durations = _price(list(plans.values()), compute, device, calibration)
+    if not options.record_trace:  # a trace shows every node; the times are the same either way
+        for key, plan in list(plans.items()):
+            fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
+            plans[key] = fused
+            durations[id(fused)] = fused_durations
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
@@ -166,16 +172,28 @@ def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
 def _price(
     plans: list[GraphPlan], compute: ComputeBackend | None, device: str, calibration: compute_pb2.Calibration | None
 ) -> dict[int, tuple[int, ...]]:
-    """Each plan's compute durations by node position: fixed ones as given, operators priced in one batch."""
+    """Each plan's compute durations by node position: fixed ones as given, operators priced in one batch, each
+    distinct operator once."""
     unique: dict[bytes, compute_pb2.OperatorDesc] = {}
+    signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
+    keys: dict[int, list[bytes | None]] = {}
     for plan in plans:
+        plan_keys: list[bytes | None] = []
+        keys[id(plan)] = plan_keys
         for node in plan.nodes:
-            if node.type == workload_pb2.COMP_NODE and node.HasField("op"):
-                unique.setdefault(_signature(node.op), node.op)
-                if compute is None:
-                    raise WorkloadError(
-                        f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
-                    )
+            if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
+                plan_keys.append(None)
+                continue
+            if compute is None:
+                raise WorkloadError(
+                    f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
+                )
+            written = node.op.SerializeToString(deterministic=True)
+            signature = signatures.get(written)
+            if signature is None:
+                signature = signatures[written] = _signature(node.op)
+                unique.setdefault(signature, node.op)
+            plan_keys.append(signature)
     prices: dict[bytes, int] = {}
     if unique and compute is not None:
         request = compute_pb2.EstimateRequest(device=device, ops=list(unique.values()), calibration=calibration)
@@ -185,8 +203,7 @@ def _price(
         prices = {key: cost.duration_ps for key, cost in zip(unique, response.costs)}
     return {
         id(plan): tuple(
-            prices[_signature(node.op)] if node.HasField("op") else node.duration_ps
-            for node in plan.nodes
+            node.duration_ps if key is None else prices[key] for node, key in zip(plan.nodes, keys[id(plan)])
         )
         for plan in plans
     }

@@ -263,6 +263,8 @@ class TransformerWorkload:
     def __init__(self, config: TransformerConfig) -> None:
         self.config = config
         self._dtype = operators.parse_dtype(config.precision)
+        self._chunks: dict[int, tuple[tuple[Block, ...], ...]] = {}  # by pipeline stage
+        self._memory: dict[int, StageMemory] = {}  # by pipeline stage
 
     @property
     def micro_batches(self) -> int:
@@ -366,8 +368,12 @@ class TransformerWorkload:
     def stage_memory(self, stage: int) -> StageMemory:
         """Peak memory of an NPU of pipeline ``stage`` by kind (weights, gradients, Adam states, activations);
         formulas in :mod:`workload_layer.transformer_memory`."""
-        parameters = self._stage_parameter_kinds(stage)
-        return stage_memory(self.config, stage, parameters.dense, self.micro_batches, parameters.expert)
+        known = self._memory.get(stage)
+        if known is None:
+            parameters = self._stage_parameter_kinds(stage)
+            known = stage_memory(self.config, stage, parameters.dense, self.micro_batches, parameters.expert)
+            self._memory[stage] = known
+        return known
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak memory in bytes of each NPU (index = NPU id): weights + gradients + mixed-precision Adam states
@@ -378,9 +384,14 @@ class TransformerWorkload:
         return [per_stage[npu // plan.tp % plan.pp] for npu in range(self.npus_required())]
 
     def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
-        """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage``."""
-        plan = self.config.parallelism
-        return tuple(self._chunk_blocks(chunk * plan.pp + stage) for chunk in range(plan.virtual_stages))
+        """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage``
+        (built once per stage: every TP and DP rank of the stage shares them)."""
+        known = self._chunks.get(stage)
+        if known is None:
+            plan = self.config.parallelism
+            known = tuple(self._chunk_blocks(chunk * plan.pp + stage) for chunk in range(plan.virtual_stages))
+            self._chunks[stage] = known
+        return known
 
     def _chunk_blocks(self, chunk: int) -> tuple[Block, ...]:
         """The blocks of the model's ``chunk`` (of ``pp * virtual_stages``): its layers, after the embedding in

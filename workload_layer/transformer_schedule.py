@@ -20,6 +20,7 @@ way.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, TypeAlias
 
@@ -207,6 +208,7 @@ class StagePlan:
         return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, 1))), None)
 
 
+@lru_cache(maxsize=1024)
 def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Pass, ...]:
     """The order in which ``stage`` (of ``stages``) runs the forward and backward passes of its ``chunks`` model
     chunks over ``micro_batches`` micro-batches.
@@ -293,6 +295,7 @@ class _Emitter:
         self._expert_bucket = 0
         self._last_on: dict[tuple[int, ...], int] = {}
         self._prefetch_after: list[int] = []
+        self._operators: dict[tuple[Gemm | Pointwise, str], compute_pb2.OperatorDesc] = {}
 
     def build(self) -> workload_pb2.ExecutionGraph:
         for step in self._plan.order:
@@ -438,23 +441,32 @@ class _Emitter:
 
     def _compute_forward(self, step: Gemm | Pointwise, prefix: str) -> None:
         """``step``'s forward operator, after whatever the compute stream waits for."""
-        if isinstance(step, Gemm):
-            op = operators.gemm(step.m, step.k, step.n, dtype=self._plan.dtype, batch=step.batch, name=step.name)
-        else:
-            op = self._pointwise(step, step.inputs)
-        self._compute(f"{prefix} {step.name}", op, self._ready)
+        self._compute(f"{prefix} {step.name}", self._operator(step, "forward"), self._ready)
 
     def _compute_backward(self, step: Gemm | Pointwise, prefix: str) -> None:
         """``step``'s backward operators: a GEMM's input- then weight-gradient GEMMs, a pointwise operator once
         more reading the output gradient."""
         if isinstance(step, Pointwise):
-            self._compute(f"{prefix} {step.name}", self._pointwise(step, step.inputs + 1), self._ready)
+            self._compute(f"{prefix} {step.name}", self._operator(step, "backward"), self._ready)
             return
-        dtype, name = self._plan.dtype, f"{prefix} {step.name}"
-        input_grad = operators.gemm(step.m, step.n, step.k, dtype=dtype, batch=step.batch, name=step.name)
-        weight_grad = operators.gemm(step.k, step.m, step.n, dtype=dtype, batch=step.batch, name=step.name)
-        self._input_grad = self._compute(f"{name} dgrad", input_grad, self._ready)
-        self._compute(f"{name} wgrad", weight_grad, [self._input_grad])
+        name = f"{prefix} {step.name}"
+        self._input_grad = self._compute(f"{name} dgrad", self._operator(step, "dgrad"), self._ready)
+        self._compute(f"{name} wgrad", self._operator(step, "wgrad"), [self._input_grad])
+
+    def _operator(self, step: Gemm | Pointwise, role: str) -> compute_pb2.OperatorDesc:
+        """The operator ``step`` runs in ``role`` (forward, backward, dgrad or wgrad), described once and reused
+        by every micro-batch."""
+        known = self._operators.get((step, role))
+        if known is None:
+            dtype = self._plan.dtype
+            if isinstance(step, Pointwise):
+                known = self._pointwise(step, step.inputs + (role == "backward"))
+            else:
+                m, k, n = {"forward": (step.m, step.k, step.n), "dgrad": (step.m, step.n, step.k),
+                           "wgrad": (step.k, step.m, step.n)}[role]  # fmt: skip
+                known = operators.gemm(m, k, n, dtype=dtype, batch=step.batch, name=step.name)
+            self._operators[(step, role)] = known
+        return known
 
     def _recompute(self, step: Recompute, prefix: str) -> None:
         """Selective recomputation: ``step``'s forward operators again, then their backward operators; the
