@@ -160,7 +160,9 @@ class ParallelismConfig(Section):
     DP gradient bucket size in bytes (default: one bucket). ``recompute`` is none, selective (the attention core,
     Korthikanti et al. 2022) or full (whole layers); ``sequence_parallel`` splits the work outside the TP regions
     along the sequence (needs ``tp > 1``); ``zero`` the ZeRO stage (0 to 3) over the DP group; ``ep`` the
-    expert-parallel degree, carved out of the DP group (:mod:`workload_layer.moe`)."""
+    expert-parallel degree, carved out of the DP group (:mod:`workload_layer.moe`). ``scatter_gather`` sends
+    each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the receiving stage
+    (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer together)."""
 
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
@@ -174,6 +176,7 @@ class ParallelismConfig(Section):
     zero: Literal[0, 1, 2, 3] = 0
     sequence_parallel: bool = False
     ep: int = Field(default=1, ge=1)
+    scatter_gather: bool = False
 
     @model_validator(mode="after")
     def _whole_micro_batches(self) -> ParallelismConfig:
@@ -344,7 +347,8 @@ class TransformerWorkload:
             order=pipeline_order(plan.schedule, pp_rank, pp, self.micro_batches, plan.virtual_stages),
             tensor_group=tuple(range(npu - tp_rank, npu - tp_rank + tp)),
             data_group=tuple(tp_rank + tp * (pp_rank + pp * d) for d in range(plan.dp)),
-            boundary_bytes=activation // tp if plan.sequence_parallel else activation,
+            boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
+            gather_boundary=plan.scatter_gather and not plan.sequence_parallel,
             tensor_bytes=activation,
             bucket_bytes=plan.dp_bucket,
             resident_bytes={"weights": memory.weights_bytes, "gradients": memory.gradients_bytes,

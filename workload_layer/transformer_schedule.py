@@ -162,7 +162,9 @@ class StagePlan:
     ``pipeline`` lists the NPUs of its pipeline (same TP and DP rank), index = stage; ``chunks`` the blocks of each
     model chunk it holds. ``boundary_bytes`` is the size of one micro-batch's activation or gradient between
     chunks, ``tensor_bytes`` of one TP all-reduce, ``bucket_bytes`` of a DP gradient bucket (None: one bucket for
-    the whole stage) and ``resident_bytes`` the memory held all along by kind (all in bytes). ``expert_group`` is
+    the whole stage) and ``resident_bytes`` the memory held all along by kind (all in bytes); with
+    ``gather_boundary`` each TP rank sends only its ``1/tp`` share of a boundary tensor and the receiving stage
+    all-gathers it over the TP group (Megatron-LM's scatter/gather optimisation). ``expert_group`` is
     its expert-parallel group (a mixture of experts' all-to-alls) and ``expert_data_group`` the DP ranks holding
     the same experts. ``zero`` is the ZeRO stage: from 1, each gradient bucket is reduce-scattered and the updated
     parameters all-gathered instead of all-reduced; at 3, each block's parameters are all-gathered before its
@@ -184,6 +186,7 @@ class StagePlan:
     expert_group: tuple[int, ...] = ()
     expert_data_group: tuple[int, ...] = ()
     zero: int = 0
+    gather_boundary: bool = False
 
     def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
         """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
@@ -531,6 +534,12 @@ class _Emitter:
                 self._add(name, workload_pb2.COMM_RECV_NODE, self._ready, peer=peer, tag=tag,
                           comm_bytes=self._plan.boundary_bytes, pg_name="pp")
             ]
+            if self._plan.gather_boundary and len(self._plan.tensor_group) > 1:
+                self._ready = [
+                    self._add(f"{name} tp all-gather", workload_pb2.COMM_COLL_NODE, self._ready,
+                              comm_type=workload_pb2.ALL_GATHER, comm_bytes=self._plan.tensor_bytes,
+                              group=self._plan.tensor_group, pg_name="pp")
+                ]
 
     def _send(self, step: Pass) -> None:
         """Pass ``step``'s output on; sends are asynchronous: the compute stream goes on while it travels."""

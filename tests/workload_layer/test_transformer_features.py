@@ -259,3 +259,20 @@ def test_sequence_parallelism_is_not_slower_than_plain_tensor_parallelism_on_a_r
 def test_impossible_plans_name_the_keys(model: dict[str, object], plan: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build({**GPT, **model}, **plan)
+
+
+def test_scatter_gather_sends_shares_and_gathers_them_over_tp() -> None:
+    plain = build(GPT, tp=2, pp=2)
+    split = build(GPT, tp=2, pp=2, scatter_gather=True)
+    activation = 128 * 256 * 2  # s * b * h elements in bf16
+    stage1 = all_graphs(split)[2]
+    receives = [n for n in stage1.nodes if n.type == workload_pb2.COMM_RECV_NODE]
+    assert receives and {n.comm_bytes for n in receives} == {activation // 2}
+    gathers = collectives(stage1, "recv forward tp all-gather")
+    assert len(gathers) == len([n for n in receives if "forward" in n.name])
+    assert {(n.comm_bytes, tuple(n.group), n.pg_name) for n in gathers} == {(activation, (2, 3), "pp")}
+    # Each gather follows its receive directly, and the plain plan has none.
+    by_id = {n.id: n for n in stage1.nodes}
+    assert all(by_id[n.data_deps[0]].type == workload_pb2.COMM_RECV_NODE for n in gathers)
+    assert not collectives(all_graphs(plain)[2], "all-gather")
+    assert run(split).total_time_ps > 0
