@@ -10,8 +10,6 @@ allocates only starts a run and one that frees (or is a milestone) only ends one
 
 from __future__ import annotations
 
-from collections import deque
-
 from stratasim.v1 import workload_pb2
 from system_layer.graphs import GraphPlan
 
@@ -22,17 +20,14 @@ def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[Grap
     """``plan`` with every fusible run of compute nodes made one node (the run's last node stands for it) and
     the durations by the new positions; ``plan`` itself when its compute nodes are not one chain."""
     nodes = plan.nodes
-    compute = [node.type == workload_pb2.COMP_NODE for node in nodes]
-    dependencies: list[list[int]] = [[] for _ in nodes]
-    for position, dependents in enumerate(plan.dependents):
-        for dependent in dependents:
-            dependencies[dependent].append(position)
-    order = _chained_order(plan, compute, dependencies)
-    if order is None:
+    kind = workload_pb2.COMP_NODE
+    compute = [node.type == kind for node in nodes]
+    dependencies = plan.dependencies
+    if not _compute_is_one_chain(plan.order, compute, dependencies):
         return plan, durations
     head = list(range(len(nodes)))  # the first node of the run each node belongs to
     last = list(range(len(nodes)))  # per run head, the run's last node so far
-    for index in order:
+    for index in plan.order:
         deps = dependencies[index]
         if not compute[index] or len(deps) != 1 or index in plan.allocations:
             continue
@@ -46,28 +41,27 @@ def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[Grap
     return _rebuild(plan, durations, head, last)
 
 
-def _chained_order(plan: GraphPlan, compute: list[bool], dependencies: list[list[int]]) -> list[int] | None:
-    """A topological order of the nodes in which every compute node depends, directly or not, on the compute
-    node before it (then no two compute nodes are ever ready at once); None when there is no such order."""
-    remaining = list(plan.indegree)
-    ready = deque(i for i, count in enumerate(remaining) if count == 0)
-    rank = [-1] * len(remaining)  # per node, the topological rank of its latest compute ancestor (itself if compute)
-    order: list[int] = []
+def _compute_is_one_chain(
+    order: tuple[int, ...], compute: list[bool], dependencies: tuple[tuple[int, ...], ...]
+) -> bool:
+    """Whether, in the topological ``order``, every compute node depends (directly or not) on the compute node
+    before it: then no two compute nodes are ever ready at once."""
+    rank = [-1] * len(order)  # per node, the order rank of its latest compute ancestor (itself if compute)
     previous = -1
-    while ready:
-        index = ready.popleft()
-        ancestor = max((rank[d] for d in dependencies[index]), default=-1)
+    for at, index in enumerate(order):
+        deps = dependencies[index]
+        if not deps:
+            ancestor = -1
+        elif len(deps) == 1:
+            ancestor = rank[deps[0]]
+        else:
+            ancestor = max(rank[d] for d in deps)
         if compute[index]:
             if ancestor != previous:
-                return None
-            ancestor = previous = len(order)
+                return False
+            ancestor = previous = at
         rank[index] = ancestor
-        order.append(index)
-        for dependent in plan.dependents[index]:
-            remaining[dependent] -= 1
-            if remaining[dependent] == 0:
-                ready.append(dependent)
-    return order
+    return True
 
 
 def _rebuild(

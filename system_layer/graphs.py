@@ -22,7 +22,8 @@ class GraphPlan:
     The memory and milestone annotations are kept sparse, by position, so the engine's hot path pays a
     dictionary look-up only: ``allocations`` (bytes a node takes when it starts), ``releases`` (bytes it gives
     back when it finishes), ``milestones`` (nodes whose finish time is recorded) and ``resident`` (memory held
-    throughout, by kind).
+    throughout, by kind); ``dependencies`` are each node's by position and ``order`` a topological order of
+    the positions.
     """
 
     nodes: tuple[workload_pb2.Node, ...]
@@ -32,6 +33,8 @@ class GraphPlan:
     releases: dict[int, int] = field(default_factory=dict)
     milestones: frozenset[int] = frozenset()
     resident: tuple[tuple[str, int], ...] = ()
+    dependencies: tuple[tuple[int, ...], ...] = ()
+    order: tuple[int, ...] = ()
 
 
 def _label(npu: int, node: workload_pb2.Node) -> str:
@@ -41,30 +44,51 @@ def _label(npu: int, node: workload_pb2.Node) -> str:
 
 def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> GraphPlan:
     """Index ``graph`` and check it: unique ids, known dependencies, supported types, groups, no cycle."""
+    nodes = tuple(graph.nodes)
     position: dict[int, int] = {}
-    for index, node in enumerate(graph.nodes):
+    for index, node in enumerate(nodes):
         if node.id in position:
             raise WorkloadError(f"{_label(npu, node)}: the id {node.id} is used twice")
         position[node.id] = index
-    dependents: list[list[int]] = [[] for _ in graph.nodes]
-    indegree = [0] * len(graph.nodes)
-    for index, node in enumerate(graph.nodes):
-        _check_node(node, npu, npus)
-        for dep in {*node.data_deps, *node.ctrl_deps}:
-            if dep not in position:
+    dependents: list[list[int]] = [[] for _ in nodes]
+    dependencies: list[list[int]] = []
+    allocations: dict[int, int] = {}
+    releases: dict[int, int] = {}
+    milestones: list[int] = []
+    compute = workload_pb2.COMP_NODE
+    for index, node in enumerate(nodes):
+        if node.type != compute or node.duration_ps < 0:
+            _check_node(node, npu, npus)
+        deps = node.data_deps if not node.ctrl_deps else {*node.data_deps, *node.ctrl_deps}
+        if len(deps) > 1 and not node.ctrl_deps:
+            deps = set(deps)
+        positions = []
+        for dep in deps:
+            found = position.get(dep)
+            if found is None:
                 raise WorkloadError(f"{_label(npu, node)}: depends on node {dep}, which is not in the graph")
-            dependents[position[dep]].append(index)
-            indegree[index] += 1
-    _check_acyclic(graph, npu, dependents, indegree)
-    nodes = tuple(graph.nodes)
+            dependents[found].append(index)
+            positions.append(found)
+        dependencies.append(positions)
+        memory = node.memory_bytes
+        if memory > 0:
+            allocations[index] = memory
+        elif memory < 0:
+            releases[index] = -memory
+        if node.milestone:
+            milestones.append(index)
+    indegree = [len(d) for d in dependencies]
+    order = _topological_order(graph, npu, dependents, indegree)
     return GraphPlan(
         nodes,
         tuple(tuple(d) for d in dependents),
         tuple(indegree),
-        allocations={i: node.memory_bytes for i, node in enumerate(nodes) if node.memory_bytes > 0},
-        releases={i: -node.memory_bytes for i, node in enumerate(nodes) if node.memory_bytes < 0},
-        milestones=frozenset(i for i, node in enumerate(nodes) if node.milestone),
+        allocations=allocations,
+        releases=releases,
+        milestones=frozenset(milestones),
         resident=tuple(sorted(graph.resident_bytes.items())),
+        dependencies=tuple(tuple(d) for d in dependencies),
+        order=order,
     )
 
 
@@ -88,23 +112,27 @@ def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:
         raise WorkloadError(f"{_label(npu, node)}: negative duration {node.duration_ps} ps")
 
 
-def _check_acyclic(graph: workload_pb2.ExecutionGraph, npu: int, dependents: list[list[int]], indegree: list[int]) -> None:
+def _topological_order(
+    graph: workload_pb2.ExecutionGraph, npu: int, dependents: list[list[int]], indegree: list[int]
+) -> tuple[int, ...]:
+    """The positions in an order where every node comes after its dependencies; a cycle is an error naming it."""
     remaining = list(indegree)
     ready = deque(i for i, count in enumerate(remaining) if count == 0)
-    seen = 0
+    order: list[int] = []
     while ready:
         index = ready.popleft()
-        seen += 1
+        order.append(index)
         for dependent in dependents[index]:
             remaining[dependent] -= 1
             if remaining[dependent] == 0:
                 ready.append(dependent)
-    if seen != len(remaining):
+    if len(order) != len(remaining):
         cycle = _cycle(graph, remaining)
         names = " -> ".join(f"{node.id}" + (f" ({node.name!r})" if node.name else "") for node in cycle)
         raise WorkloadError(
             f"{_label(npu, cycle[0])}: is part of a dependency cycle: {names} -> {cycle[0].id}"
         )
+    return tuple(order)
 
 
 def _cycle(graph: workload_pb2.ExecutionGraph, remaining: list[int]) -> list[workload_pb2.Node]:
