@@ -93,7 +93,12 @@ class ComputeBackend(Protocol):
 
 @runtime_checkable
 class WorkloadSource(Protocol):
-    """Yields the per-NPU execution graphs of one workload."""
+    """Yields the per-NPU execution graphs of one workload.
+
+    A workload whose NPU count comes from a parallel plan that must cover the whole machine (a TP x PP x DP
+    plan, say) sets the class attribute ``fills_topology = True``: the study then refuses a topology of any
+    other size instead of running on part of it.
+    """
 
     name: str
 

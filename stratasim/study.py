@@ -25,7 +25,6 @@ from stratasim.contracts import (
 )
 from stratasim.errors import BackendError, SimulationError, WorkloadError
 from stratasim.report import Report
-from stratasim.topology import Grid
 from stratasim.units import format_bytes, format_time_ps
 
 __all__ = ["prepare_workload", "check_study", "run_study"]
@@ -34,13 +33,19 @@ __all__ = ["prepare_workload", "check_study", "run_study"]
 def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
     """Build the study's workload and the number of NPUs it runs on (all of the topology's if it names none).
 
-    Raises :class:`WorkloadError` when the workload needs more NPUs than the topology has.
+    Raises :class:`WorkloadError` when the workload needs more NPUs than the topology has, or other than it has
+    when its plan must fill the topology (``fills_topology``).
     """
     source = study.workload.build()
     available = study.npus
     required = source.npus_required()
     if required is not None and required > available:
         raise WorkloadError(f"workload needs {required} NPUs but the topology has {available} (network.topology)")
+    if required is not None and required != available and getattr(source, "fills_topology", False):
+        raise WorkloadError(
+            f"workload: its plan runs on {required} NPUs but the topology (network.topology) has {available}; "
+            "make the plan's degrees multiply to the topology's size"
+        )
     return source, available if required is None else required
 
 
@@ -130,7 +135,7 @@ def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | 
     """The NPUs the workload says stand for the others on this topology, if it says."""
     if not isinstance(source, SymmetricWorkload):
         return None
-    representatives = source.representatives(Grid(tuple(dim.size for dim in study.network.topology)))
+    representatives = source.representatives(study.grid)
     return None if representatives is None else tuple(representatives)
 
 

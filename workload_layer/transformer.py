@@ -4,9 +4,10 @@ optionally with ZeRO and expert parallelism carved out of it).
 
 One iteration per NPU, built from hyperparameters and a parallelism plan:
 
-- Ranks: TP innermost, then PP, then DP: ``npu = tp_rank + tp * (pp_rank + pp * dp_rank)``, so on a topology
-  whose dimensions are ``[tp, pp, dp]`` a TP group is one line of dimension 0 (contiguous ids) and a DP group one
-  line of dimension 2 (ids ``tp * pp`` apart).
+- Ranks: by default TP innermost, then PP, then DP: ``npu = tp_rank + tp * (pp_rank + pp * dp_rank)``, so on a
+  topology whose dimensions are ``[tp, pp, dp]`` a TP group is one line of dimension 0 (contiguous ids) and a DP
+  group one line of dimension 2 (ids ``tp * pp`` apart); ``parallelism.order`` names another nesting
+  (:mod:`workload_layer.rank_layout`).
 - Each pipeline stage holds ``layers / pp`` layers, as ``virtual_stages`` (``v``) model chunks of
   ``layers / (pp v)`` consecutive layers: chunk ``c`` of stage ``p`` is the model's chunk ``c pp + p``. The first
   chunk of the first stage also holds the (vocabulary-parallel) embedding, the last chunk of the last stage the
@@ -54,6 +55,7 @@ from stratasim.schema import Bytes, DTypeName, Section
 from stratasim.topology import Grid
 from stratasim.v1 import workload_pb2
 from workload_layer.graph_sequence import GraphSequence
+from workload_layer.rank_layout import RankLayout
 from workload_layer.rank_symmetry import Partners, translated_representatives
 from workload_layer.moe import expert_groups
 from workload_layer.transformer_memory import StageMemory, layer_activations, stage_memory
@@ -162,7 +164,9 @@ class ParallelismConfig(Section):
     along the sequence (needs ``tp > 1``); ``zero`` the ZeRO stage (0 to 3) over the DP group; ``ep`` the
     expert-parallel degree, carved out of the DP group (:mod:`workload_layer.moe`). ``scatter_gather`` sends
     each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the receiving stage
-    (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer together)."""
+    (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer together).
+    ``order`` maps the groups onto the topology: the axes innermost first (default TP, then PP, then DP; EP groups
+    are carved out of DP), NPU ids varying fastest along the topology's first dimension."""
 
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
@@ -177,6 +181,7 @@ class ParallelismConfig(Section):
     sequence_parallel: bool = False
     ep: int = Field(default=1, ge=1)
     scatter_gather: bool = False
+    order: tuple[Literal["tp", "pp", "dp"], ...] = ("tp", "pp", "dp")
 
     @model_validator(mode="after")
     def _whole_micro_batches(self) -> ParallelismConfig:
@@ -216,6 +221,17 @@ class ParallelismConfig(Section):
                 f"* dp) = {micro_batches}) to be divisible by parallelism.pp ({self.pp}), as in Megatron-LM"
             )
         return self
+
+    @model_validator(mode="after")
+    def _order_names_each_axis(self) -> ParallelismConfig:
+        if sorted(self.order) != ["dp", "pp", "tp"]:
+            raise ValueError(f"parallelism.order must list tp, pp and dp once each, innermost first; got {list(self.order)}")
+        return self
+
+    @property
+    def layout(self) -> RankLayout:
+        """Where each axis's rank sits in an NPU id (``order``, innermost first)."""
+        return RankLayout(self.order, {"tp": self.tp, "pp": self.pp, "dp": self.dp})
 
     @property
     def batch(self) -> int:
@@ -261,6 +277,7 @@ class TransformerWorkload:
     """Builds one training iteration's graph per NPU; see the module docstring for what is modelled."""
 
     name = "transformer"
+    fills_topology = True
     Config = TransformerConfig
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -315,7 +332,7 @@ class TransformerWorkload:
         plan = self.config.parallelism
         stages = [((),) * plan.virtual_stages for _ in range(plan.pp)]  # partners do not depend on the blocks
         return translated_representatives(
-            grid, self.npus_required(), lambda npu: plan.tp * (npu // plan.tp % plan.pp),
+            grid, self.npus_required(), lambda npu: plan.layout.npu({"tp": 0, "pp": plan.layout.rank(npu, "pp"), "dp": 0}),
             lambda npu: self._partners(self._plan(npu, stages)),
         )
 
@@ -333,20 +350,20 @@ class TransformerWorkload:
 
     def _plan(self, npu: int, stages: Sequence[tuple[tuple[Block, ...], ...]]) -> StagePlan:
         plan, model = self.config.parallelism, self.config.model
-        tp, pp = plan.tp, plan.pp
-        tp_rank, pp_rank = npu % tp, npu // tp % pp
-        first_stage = npu - tp * pp_rank
+        tp, pp, layout = plan.tp, plan.pp, plan.layout
+        pp_rank = layout.rank(npu, "pp")
         activation = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(self._dtype)
         memory = self.stage_memory(pp_rank)
-        replicas = [tp_rank + tp * (pp_rank + pp * d) for d in range(plan.dp)]
-        ep_ranks, expert_data_ranks = expert_groups(npu // (tp * pp), plan.dp, plan.ep) if model.experts else ((), ())
+        replicas = layout.group(npu, "dp")
+        dp_rank = layout.rank(npu, "dp")
+        ep_ranks, expert_data_ranks = expert_groups(dp_rank, plan.dp, plan.ep) if model.experts else ((), ())
         return StagePlan(
             npu=npu,
-            pipeline=tuple(range(first_stage, first_stage + tp * pp, tp)),
+            pipeline=layout.group(npu, "pp"),
             chunks=stages[pp_rank],
             order=pipeline_order(plan.schedule, pp_rank, pp, self.micro_batches, plan.virtual_stages),
-            tensor_group=tuple(range(npu - tp_rank, npu - tp_rank + tp)),
-            data_group=tuple(tp_rank + tp * (pp_rank + pp * d) for d in range(plan.dp)),
+            tensor_group=layout.group(npu, "tp"),
+            data_group=replicas,
             boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
             gather_boundary=plan.scatter_gather and not plan.sequence_parallel,
             tensor_bytes=activation,
@@ -385,7 +402,7 @@ class TransformerWorkload:
         and DP rank of a stage holds the same. See :mod:`workload_layer.transformer_memory`."""
         plan = self.config.parallelism
         per_stage = [self.stage_memory(stage).total_bytes for stage in range(plan.pp)]
-        return [per_stage[npu // plan.tp % plan.pp] for npu in range(self.npus_required())]
+        return [per_stage[plan.layout.rank(npu, "pp")] for npu in range(self.npus_required())]
 
     def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
         """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage``

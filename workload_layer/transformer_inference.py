@@ -151,6 +151,7 @@ class TransformerInferenceWorkload:
     """Builds one NPU graph per TP and PP rank serving one batch; see the module docstring for what is modelled."""
 
     name = "transformer_inference"
+    fills_topology = True
     Config = TransformerInferenceConfig
 
     def __init__(self, config: TransformerInferenceConfig) -> None:

@@ -23,6 +23,7 @@ def stratasim(*args: str) -> tuple[int, str]:
 @pytest.mark.parametrize("command", ["check", "run"])
 @pytest.mark.parametrize(("overrides", "fragments"), [
     (["workload.parallelism.dp=8"], ["workload needs 64 NPUs but the topology has 32 (network.topology)"]),
+    (["workload.parallelism.dp=2"], ["its plan runs on 16 NPUs but the topology (network.topology) has 32"]),
     (["workload.parallelism.tp=3"], ["workload:", "model.heads (16) must be divisible by parallelism.tp (3)"]),
     (["workload.model.kv_heads=2"], ["model.kv_heads (2) must be divisible by parallelism.tp (4)"]),
     (["workload.model.experts=4", "workload.parallelism.ep=2"],

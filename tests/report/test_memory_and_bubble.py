@@ -1,0 +1,61 @@
+"""Peak memory along the timeline against the device's capacity, and the training figures built from the
+engine's per-NPU accounting (pipeline bubble, exposed time by communicator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stratasim.config import load_study
+from stratasim.errors import SimulationError
+from stratasim.study import memory_capacity, run_study
+from tests.cli.test_transformer_plans import stratasim
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
+
+
+def test_capacity_defaults_to_the_roofline_preset_and_can_be_set() -> None:
+    assert memory_capacity(load_study(EXAMPLE)) == 80 * 2**30  # h100
+    assert memory_capacity(load_study(EXAMPLE, ["system.memory_capacity=2GiB"])) == 2 * 2**30
+
+
+def test_over_capacity_fails_naming_the_npu_time_and_breakdown() -> None:
+    with pytest.raises(SimulationError) as caught:
+        run_study(load_study(EXAMPLE, ["system.memory_capacity=1GiB"]))
+    message = str(caught.value)
+    assert message.startswith("out of memory: NPU ") and "but holds 1 GiB" in message
+    for kind in ("weights", "gradients", "optimizer", "working"):
+        assert kind in message
+    assert "NPUs over capacity" in message and "system.over_capacity: warn" in message
+
+
+def test_over_capacity_can_warn_instead() -> None:
+    report = run_study(load_study(EXAMPLE, ["system.memory_capacity=1GiB", "system.over_capacity=warn"]))
+    (warning,) = report.warnings
+    assert warning.startswith("over capacity: NPU ")
+    assert report.to_text().startswith("warning: over capacity")
+    assert report.to_dict()["warnings"] == [warning]
+
+
+def test_over_capacity_through_the_cli_is_one_error_line() -> None:
+    code, stderr = stratasim("run", str(EXAMPLE), "--set", "system.memory_capacity=1GiB")
+    assert code == 2 and stderr.startswith("error: out of memory: NPU ") and "Traceback" not in stderr
+
+
+def test_peak_memory_matches_the_analytic_model_and_the_bubble_adds_up() -> None:
+    report = run_study(load_study(EXAMPLE))
+    assert report.training is not None
+    analytic = report.training["memory_per_npu_bytes"]
+    assert [npu.peak_memory_bytes for npu in report.per_npu] == analytic
+    total_ps = report.total_time_ps
+    idle = [
+        total_ps - round(npu.compute_ns * 1000)
+        - sum(round(ns * 1000) for kind, ns in npu.exposed_comm_ns_by_kind.items() if kind not in ("pp", "p2p"))
+        for npu in report.per_npu
+    ]
+    assert report.training["pipeline_bubble_fraction"] == pytest.approx(sum(idle) / len(idle) / total_ps, rel=1e-6)
+    assert 0 < report.training["pipeline_bubble_fraction"] < 0.5
+    for npu in report.per_npu:
+        assert sum(npu.exposed_comm_ns_by_kind.values()) == pytest.approx(npu.exposed_comm_ns)
+        assert set(npu.exposed_comm_ns_by_kind) <= {"tp", "dp", "pp"}
