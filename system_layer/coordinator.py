@@ -42,6 +42,7 @@ class Coordinator:
         self._endpoint_delay = endpoint_delay_ps
         self._network = network
         self._direct = direct
+        self._landing: dict[int, list[tuple[Callback, Any]]] = {}  # direct mode: arrival time -> messages
         self._lookahead = max(1, lookahead_ps)
         self._handlers: dict[int, tuple[Callback, Any]] = {}
         self._next_id = 0
@@ -62,14 +63,22 @@ class Coordinator:
         """Send ``size`` bytes from ``src`` to ``dst`` now; ``on_arrival(arg)`` runs when they have arrived and
         the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False)."""
         if self._direct is not None:
-            now = self.queue.now
-            transit = self._direct.transit_ps(src, dst, size) + (self._endpoint_delay if endpoint_delay else 0)
-            self.queue.schedule(now + transit, on_arrival, arg)
+            arrival = self.queue.now + self._direct.transit_ps(src, dst, size)
+            arrival += self._endpoint_delay if endpoint_delay else 0
             self.messages += 1
+            landing = self._landing.get(arrival)
+            if landing is None:  # one event per distinct arrival time, its messages in send order
+                self._landing[arrival] = [(on_arrival, arg)]
+                self.queue.schedule(arrival, self._land, arrival)
+            else:
+                landing.append((on_arrival, arg))
             return
         if not endpoint_delay:
             self._prompt.add(self._next_id + len(self._outbox))
         self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
+
+    def _land(self, arrival: int) -> None:
+        _run_batch(self._landing.pop(arrival))
 
     def _flush(self) -> None:
         """Hand the window's messages to the network as one columnar batch, numbering them in send order."""
