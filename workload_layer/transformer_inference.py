@@ -67,21 +67,12 @@ from workload_layer.inference_schedule import (
 )
 from workload_layer.rank_symmetry import Partners, translated_representatives
 from workload_layer.transformer import ModelConfig
+from workload_layer.transformer_model import embedding_parameters, head_parameters, layer_parameters
 
 __all__ = ["TransformerInferenceWorkload", "TransformerInferenceConfig", "ServingConfig", "InferenceParallelism"]
 
 TOKEN_BYTES = 4
 """Bytes of one generated token id sent back through the pipeline (an int32)."""
-
-
-def kv_heads(model: ModelConfig) -> int:
-    """Key-value heads of the model: ``model.kv_heads`` (grouped-query attention), else one per query head."""
-    return getattr(model, "kv_heads", None) or model.heads
-
-
-def gated_mlp(model: ModelConfig) -> bool:
-    """Whether the MLP is gated (SwiGLU: three weight matrices) rather than GeLU's two."""
-    return getattr(model, "activation", "gelu") == "swiglu"
 
 
 class ServingConfig(Section):
@@ -124,8 +115,10 @@ class TransformerInferenceConfig(Section):
             ("model.ffn", model.ffn_size, "parallelism.tp", plan.tp),
             ("model.layers", model.layers, "parallelism.pp", plan.pp),
         ]
-        if kv_heads(model) != model.heads:  # else the heads' check says it
-            checks.insert(1, ("model.kv_heads", kv_heads(model), "parallelism.tp", plan.tp))
+        if model.experts:
+            yield "workload.model.experts: serving a mixture of experts is not modelled yet; use a dense model"
+        if model.kv_head_count != model.heads:  # else the heads' check says it
+            checks.insert(1, ("model.kv_heads", model.kv_head_count, "parallelism.tp", plan.tp))
         for name, value, by_name, by in checks:
             if value % by:
                 yield f"workload.{name} ({value}) must be divisible by workload.{by_name} ({by})"
@@ -203,22 +196,18 @@ class TransformerInferenceWorkload:
         }
 
     def stage_parameters(self, stage: int) -> int:
-        """Parameters one TP rank of pipeline ``stage`` holds.
-
-        A layer: QKV ``h (a + 2g) d``, projection ``a d h``, MLP ``2 h f`` (SwiGLU: ``3 h f``) split over TP, two
-        layernorms ``2h`` replicated. The first stage adds the word embeddings ``ceil(V / tp) h``; the last the
-        final layernorm ``h`` and an untied LM head ``ceil(V / tp) h`` (as LLaMA). No biases or position tables.
-        """
+        """Parameters one TP rank of pipeline ``stage`` holds, counted as the training workload counts them
+        (:mod:`workload_layer.transformer_model`: the model's options — biases, norms, position embeddings,
+        tied embeddings — included): its layers, the embeddings on the first stage, the final norm and LM head
+        on the last."""
         model, plan = self.config.model, self.config.parallelism
-        h, tp, d = model.hidden, plan.tp, model.hidden // model.heads
-        a, g, f = model.heads // tp, kv_heads(model) // tp, model.ffn_size // tp
-        per_layer = h * (a + 2 * g) * d + a * d * h + (3 if gated_mlp(model) else 2) * h * f + 2 * h
-        total = per_layer * (model.layers // plan.pp)
-        vocab_shard = -(-model.vocab // tp) * h
+        per_stage = model.layers // plan.pp
+        layers = range(stage * per_stage, (stage + 1) * per_stage)
+        total = sum(layer_parameters(model, index, plan.tp, 1).total for index in layers)
         if stage == 0:
-            total += vocab_shard
+            total += embedding_parameters(model, plan.tp)
         if stage == plan.pp - 1:
-            total += h + vocab_shard
+            total += head_parameters(model, plan.tp, plan.pp)
         return total
 
     def _graph(self, npu: int, stages: Sequence[tuple[Pass, ...]]) -> workload_pb2.ExecutionGraph:
@@ -285,9 +274,9 @@ class TransformerInferenceWorkload:
     def _layer(self, name: str, queries: int, context: int) -> list[Step]:
         model, tp = self.config.model, self.config.parallelism.tp
         h, d, b = model.hidden, model.hidden // model.heads, self._requests()
-        a, g, f = model.heads // tp, kv_heads(model) // tp, model.ffn_size // tp
+        a, g, f = model.heads // tp, model.kv_head_count // tp, model.ffn_size // tp
         r, t = a // g, b * queries
-        up = 2 * f if gated_mlp(model) else f
+        up = 2 * f if model.activation == "swiglu" else f
         kv_elements = 2 * t * g * d
         return [
             Compute(f"{name} layernorm", self._pointwise("layernorm", (t, h), flops=8)),
@@ -321,7 +310,7 @@ class TransformerInferenceWorkload:
 
     def _activation(self, tokens: int, width: int) -> compute_pb2.OperatorDesc:
         """GeLU of the up projection, or SwiGLU: SiLU of the gate half times the up half."""
-        if gated_mlp(self.config.model):
+        if self.config.model.activation == "swiglu":
             return self._pointwise("swiglu", (tokens, width), flops=5, inputs=2)
         return self._pointwise("gelu", (tokens, width), flops=8)
 

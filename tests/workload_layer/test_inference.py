@@ -22,12 +22,13 @@ from stratasim.v1 import compute_pb2, workload_pb2
 from system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
 from workload_layer.inference_schedule import message_tag, milestone_name
-from workload_layer.transformer import ModelConfig
 from workload_layer.transformer_inference import TransformerInferenceWorkload
 
-MODEL = dict(layers=4, hidden=64, heads=4, seq_len=64, vocab=100)
+LLAMA = dict(bias=False, norm="rmsnorm", position_embedding="rope", tie_embeddings=False)
+"""LLaMA's options: no biases, RMSNorm, rotary positions, untied embeddings."""
+MODEL = dict(layers=4, hidden=64, heads=4, seq_len=64, vocab=100, **LLAMA)
 TINY = dict(layers=1, hidden=8, heads=2, seq_len=16, vocab=16)  # head size 4, ffn 32
-LLAMA_7B_LIKE = dict(layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000)  # ffn 4h: 6.7B parameters
+LLAMA_7B_LIKE = dict(layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000, **LLAMA)  # ffn 4h: 6.7B
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "inference.yaml"
 
 # A device on which every operator takes exactly its bytes in picoseconds (1 byte/ps, compute free).
@@ -123,7 +124,6 @@ def test_each_inconsistency_is_one_message_naming_the_keys(
     assert len(errors) == 1 and message in errors[0]["msg"] and ";" not in errors[0]["msg"]
 
 
-@pytest.mark.skipif("kv_heads" not in ModelConfig.model_fields, reason="ModelConfig has no kv_heads yet")
 def test_kv_heads_must_split_over_tp() -> None:
     with pytest.raises(
         ValidationError, match=re.escape("workload.model.kv_heads (2) must be divisible by workload.parallelism.tp (4)")
@@ -380,3 +380,8 @@ def test_figures_need_the_milestones() -> None:
 def test_the_example_checks() -> None:
     study = load_study(EXAMPLE)
     assert study.workload.kind == "transformer_inference" and check_study(study) == 2
+
+
+def test_a_mixture_of_experts_is_refused_for_serving() -> None:
+    with pytest.raises(ValidationError, match="serving a mixture of experts is not modelled yet"):
+        inference({**MODEL, "experts": 4, "top_k": 2})
