@@ -3,7 +3,8 @@
 Each NPU is a process (``pid`` = NPU id) and each track a thread named by a ``thread_name`` metadata event:
 ``compute`` first, then the communication tracks (``comm phase 0``, ``comm phase 1``...) in natural order.
 Spans are complete events (``"ph": "X"``) whose ``ts`` and ``dur`` are microseconds, as the format requires;
-picoseconds divide exactly enough into floats for any trace a viewer can open.
+picoseconds divide exactly enough into floats for any trace a viewer can open. Counter samples (an NPU's
+memory) are counter events (``"ph": "C"``), drawn as a graph above the NPU's tracks.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from system_layer.result import TraceSpan
+from system_layer.result import CounterSample, TraceSpan
 
 __all__ = ["chrome_trace"]
 
@@ -29,8 +30,8 @@ def _metadata(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, 
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
 
 
-def chrome_trace(spans: Iterable[TraceSpan]) -> dict[str, Any]:
-    """The trace document for ``spans``: ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
+def chrome_trace(spans: Iterable[TraceSpan], counters: Iterable[CounterSample] = ()) -> dict[str, Any]:
+    """The trace document for ``spans`` and ``counters``: ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
     spans = list(spans)
     tracks = sorted({span.track for span in spans}, key=_track_order)
     tids = {track: index + 1 for index, track in enumerate(tracks)}
@@ -53,4 +54,9 @@ def chrome_trace(spans: Iterable[TraceSpan]) -> dict[str, Any]:
         }
         for span in spans
     )
+    events.extend(
+        {"ph": "C", "name": sample.name, "pid": sample.npu, "ts": sample.time_ps / _PS_PER_US,
+         "args": {"bytes": sample.value}}
+        for sample in counters
+    )  # fmt: skip
     return {"traceEvents": events, "displayTimeUnit": "ns"}

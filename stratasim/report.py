@@ -17,7 +17,14 @@ from typing import Any
 from stratasim.chrome_trace import chrome_trace
 from stratasim.errors import StrataSimError
 from stratasim.units import format_bytes, format_time_ps
-from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
+from system_layer.result import (
+    CollectiveStats,
+    CounterSample,
+    LinkStats,
+    NpuStats,
+    SimulationResult,
+    TraceSpan,
+)
 
 __all__ = ["CollectiveSummary", "NpuSummary", "Report"]
 
@@ -117,8 +124,8 @@ class LinkSummary:
 @dataclass(frozen=True)
 class Report:
     """One study's results. ``compute_time_ns`` and ``exposed_comm_ns`` are those of ``critical_npu``, the
-    NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans`` (empty
-    unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report;
+    NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans`` and
+    ``counters`` (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report;
     ``simulated_npus`` is how many NPUs the engine simulated one by one (fewer than ``npus`` when symmetric NPUs
     were aggregated).
     """
@@ -136,6 +143,7 @@ class Report:
     events_processed: int
     backends: dict[str, str]
     spans: tuple[TraceSpan, ...] = field(default=(), repr=False)
+    counters: tuple[CounterSample, ...] = field(default=(), repr=False)
     training: dict[str, Any] | None = None
     links: tuple[LinkSummary, ...] = ()
     serving: dict[str, float] | None = None
@@ -174,6 +182,7 @@ class Report:
             events_processed=result.events_processed,
             backends=dict(backends),
             spans=result.spans,
+            counters=result.counters,
             training=dict(training) if training else None,
             links=tuple(LinkSummary.of(link, result.total_time_ps) for link in result.links),
             serving=dict(serving) if serving else None,
@@ -187,7 +196,7 @@ class Report:
         def rows(items: Sequence[Any]) -> list[dict[str, Any]]:
             return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
 
-        skipped = ("collectives", "per_npu", "spans", "training", "links", "serving", "warnings")
+        skipped = ("collectives", "per_npu", "spans", "counters", "training", "links", "serving", "warnings")
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skipped}
         data.update(self.training or {})
         data["backends"] = dict(self.backends)
@@ -312,7 +321,7 @@ class Report:
         try:
             out.mkdir(parents=True, exist_ok=True)
             report_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-            trace_path.write_text(json.dumps(chrome_trace(self.spans), separators=(",", ":")), encoding="utf-8")
+            trace_path.write_text(json.dumps(chrome_trace(self.spans, self.counters), separators=(",", ":")), encoding="utf-8")
         except OSError as exc:
             raise StrataSimError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
         return report_path, trace_path

@@ -19,7 +19,7 @@ from system_layer.collectives import Collective, Layout, layout
 from system_layer.graphs import GraphPlan
 from system_layer.groups import phases_of
 from system_layer.options import Preset, SystemOptions
-from system_layer.result import TraceSpan
+from system_layer.result import CounterSample, TraceSpan
 from system_layer.scheduler import NpuScheduler, SchedulerContext
 
 __all__ = ["CollectiveTable", "NpuExecutor"]
@@ -227,6 +227,7 @@ class NpuExecutor:
         released = plan.releases.get(index)
         if released:
             self._memory -= released
+            self._sample_memory()
         if index in plan.milestones:
             node = plan.nodes[index]
             self.milestones[node.name or f"node {node.id}"] = self._context.coordinator.now
@@ -246,6 +247,14 @@ class NpuExecutor:
         if self._memory > self.peak_memory:
             self.peak_memory = self._memory
             self.peak_memory_ps = self._context.coordinator.now
+        self._sample_memory()
+
+    def _sample_memory(self) -> None:
+        """Record what the NPU holds now, for the trace's memory counter."""
+        counters = self._context.counters
+        if counters is not None:
+            held = self._memory + sum(size for _, size in self.plan.resident)
+            counters.append(CounterSample(self.npu, "memory", self._context.coordinator.now, held))
 
     def _charge_idle(self, cause: int) -> None:
         """The compute stream, idle since ``_idle_since``, has work again (or the graph is done) because

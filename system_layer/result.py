@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "LinkStats", "SimulationResult"]
+__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "SimulationResult"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,16 @@ class TraceSpan:
 
 
 @dataclass(frozen=True)
+class CounterSample:
+    """A counter of one NPU taking ``value`` from ``time_ps`` on (e.g. ``memory``: the bytes it holds)."""
+
+    npu: int
+    name: str
+    time_ps: int
+    value: int
+
+
+@dataclass(frozen=True)
 class LinkStats:
     """What one link carried over the run (networks that model links only)."""
 
@@ -80,7 +90,8 @@ class LinkStats:
 class SimulationResult:
     """``events_processed`` counts engine events plus delivered messages; ``simulated_npus`` is how many NPUs
     were simulated one by one (the representatives when symmetric NPUs were aggregated, else ``npus``);
-    ``milestones`` maps the name of each milestone node to the latest time any NPU finished it."""
+    ``milestones`` maps the name of each milestone node to the latest time any NPU finished it; ``counters``
+    (recorded with the trace only) sample each NPU's memory whenever it changes."""
 
     total_time_ps: int
     npus: int
@@ -91,3 +102,4 @@ class SimulationResult:
     simulated_npus: int = 0
     links: tuple[LinkStats, ...] = ()
     milestones: dict[str, int] = field(default_factory=dict)
+    counters: tuple[CounterSample, ...] = ()

@@ -19,7 +19,7 @@ from system_layer.collectives import ChunkRun, Collective
 from system_layer.groups import FLAT
 from system_layer.options import Scheduling, SystemOptions
 from system_layer.reduction import ReductionCost
-from system_layer.result import TraceSpan
+from system_layer.result import CounterSample, TraceSpan
 
 if TYPE_CHECKING:
     from system_layer.coordinator import Coordinator
@@ -48,6 +48,7 @@ class SchedulerContext:
         # and bytes sent; kept only when message delays do not depend on traffic (None otherwise).
         self.phase_replays: dict[tuple[object, ...], tuple[object, int, int]] | None = {} if replay_phases else None
         self.spans: list[TraceSpan] | None = [] if options.record_trace else None
+        self.counters: list[CounterSample] | None = [] if options.record_trace else None
 
 
 class NpuScheduler:

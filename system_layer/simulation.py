@@ -75,6 +75,7 @@ def simulate(
         )
     stats = {npu: _npu_stats(ex, context.schedulers[npu]) for npu, ex in executors.items()}
     spans = list(context.spans or ())
+    counters = list(context.counters or ())
     if stand_in is None:
         per_npu = [stats[npu] for npu in range(npus)]
     else:  # every NPU lived its representative's timeline
@@ -83,14 +84,17 @@ def simulate(
         for npu, representative in enumerate(stand_in):
             lived.setdefault(representative, []).append(npu)
         spans = [replace(span, npu=npu) for span in spans for npu in lived[span.npu]]
+        counters = [replace(sample, npu=npu) for sample in counters for npu in lived[sample.npu]]
     milestones: dict[str, int] = {}
     for executor in executors.values():
         for name, time_ps in executor.milestones.items():
             milestones[name] = max(time_ps, milestones.get(name, time_ps))
-    counters = network.counters()
+    link_counters = network.counters()
     links = tuple(
         LinkStats(name, busy, size, messages)
-        for name, busy, size, messages in zip(counters.link, counters.busy_ps, counters.bytes, counters.messages)
+        for name, busy, size, messages in zip(
+            link_counters.link, link_counters.busy_ps, link_counters.bytes, link_counters.messages
+        )
     )
     return SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
@@ -102,6 +106,7 @@ def simulate(
         simulated_npus=len(simulated),
         links=links,
         milestones=milestones,
+        counters=tuple(sorted(counters, key=lambda c: (c.npu, c.time_ps))),
     )
 
 

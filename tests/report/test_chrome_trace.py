@@ -42,3 +42,20 @@ def test_tracks_are_named_and_ordered() -> None:
 
 def test_no_spans() -> None:
     assert chrome_trace(()) == {"traceEvents": [], "displayTimeUnit": "ns"}
+
+
+def test_memory_is_a_counter_track_peaking_at_the_reported_peak() -> None:
+    from pathlib import Path
+
+    from stratasim.config import load_study
+    from stratasim.study import run_study
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
+    report = run_study(load_study(example), record_trace=True)
+    trace = chrome_trace(report.spans, report.counters)
+    samples = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert {e["name"] for e in samples} == {"memory"} and {e["pid"] for e in samples} == set(range(report.npus))
+    for npu in report.per_npu:
+        held = [e["args"]["bytes"] for e in samples if e["pid"] == npu.npu]
+        assert max(held) == npu.peak_memory_bytes
+        assert held[-1] == sum(size for kind, size in npu.memory_at_peak.items() if kind != "working")
