@@ -47,5 +47,5 @@ def test_a_fused_transformer_iteration_reports_what_the_unfused_one_does() -> No
     fused = run_study(study)  # fuses: no trace is recorded
     unfused = run_study(study, record_trace=True)
     assert fused.events_processed < unfused.events_processed
-    same = {"wall_seconds": 0.0, "events_processed": 0, "spans": ()}
+    same = {"wall_seconds": 0.0, "events_processed": 0, "spans": (), "counters": ()}
     assert replace(fused, **same) == replace(unfused, **same)
