@@ -11,6 +11,12 @@ dimensions); in each dimension where source and destination differ it pays
 Serialisation of ``b`` bytes at ``B`` bytes/s is ``ceil(b * 1e12 / B)`` ps, computed exactly; with a
 ``delay_quantum_ps`` in the topology each delay is then rounded down to a multiple of it. A message
 takes at least 1 ps (an empty message over zero-latency links would otherwise arrive as it is sent).
+
+On a fabric (a torus, fat-tree, graph... see :mod:`network_layer.topologies`) a message follows its route and
+pays the sum of the route's link latencies plus one serialisation at the route's slowest link (cut-through:
+its head moves on after each link's latency while its body streams behind at the bottleneck's rate). Its
+delays are then translation-invariant (``stateless``, letting the engine simulate equivalent NPUs once) only
+on fabrics that say so, such as tori.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import NoReturn
 
 import numpy as np
 
+from network_layer import topologies
+from network_layer.link_graph import LinkGraph
 from stratasim.errors import BackendError
 from stratasim.topology import Grid, validate_topology
 from stratasim.v1 import network_pb2
@@ -57,7 +65,7 @@ class _Dim:
 
 
 class AnalyticalNetwork:
-    """Congestion-unaware analytical network over Ring / FullyConnected / Switch dimensions.
+    """Congestion-unaware analytical network over Ring / FullyConnected / Switch dimensions or a fabric.
 
     Arrival times of a large batch are computed at once with numpy and kept as a sorted run (one per batch)
     that ``advance`` merges, so the cost per window does not grow with Python loops over messages; a small
@@ -68,6 +76,7 @@ class AnalyticalNetwork:
 
     def __init__(self) -> None:
         self._dims: list[_Dim] = []
+        self._fabric: LinkGraph | None = None
         self._npus = 0
         self._lookahead = 1
         self._quantum = 0
@@ -77,22 +86,33 @@ class AnalyticalNetwork:
         self._now = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
-        validate_topology(topology)
-        grid = Grid.of(topology)
-        self._dims = [_Dim(dim, grid.stride(i)) for i, dim in enumerate(topology.dimensions)]
         self._cache.clear()
-        self._npus = grid.npus
         self._quantum = max(0, topology.delay_quantum_ps)
-        least = min((dim.least_delay_ps() for dim in self._dims if dim.size > 1), default=1)
+        if topology.WhichOneof("fabric") is not None:
+            self._fabric = topologies.build(topology)
+            self._dims = []
+            self._npus = self._fabric.npus
+            least = self._fabric.least_latency_ps()
+        else:
+            validate_topology(topology)
+            grid = Grid.of(topology)
+            self._fabric = None
+            self._dims = [_Dim(dim, grid.stride(i)) for i, dim in enumerate(topology.dimensions)]
+            self._npus = grid.npus
+            least = min((dim.least_delay_ps() for dim in self._dims if dim.size > 1), default=1)
         if self._quantum:
             least -= least % self._quantum
         self._lookahead = max(1, least)
+        stateless = self._fabric is None or self._fabric.symmetric
         return network_pb2.NetworkInfo(
-            npus=self._npus, lookahead_ps=self._lookahead, backend=self.name, stateless=True
+            npus=self._npus, lookahead_ps=self._lookahead, backend=self.name, stateless=stateless
         )
 
     def delays_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Time from the start of sending ``sizes[i]`` bytes at ``src[i]`` to their arrival at ``dst[i]``."""
+        if self._fabric is not None:  # routes differ pair by pair: price each (cached) message alone
+            delays = (self.delay_ps(int(s), int(d), int(b)) for s, d, b in zip(src, dst, sizes))
+            return np.fromiter(delays, dtype=np.int64, count=len(src))
         total = np.zeros(len(src), dtype=np.int64)
         unique_sizes, size_index = np.unique(sizes, return_inverse=True)
         for dim in self._dims:
@@ -119,6 +139,9 @@ class AnalyticalNetwork:
         if cached is not None:
             return cached
         total = 0
+        if self._fabric is not None:
+            route = self._fabric.route(src, dst)
+            total = sum(link.latency_ps for link in route) + max(link.serialisation_ps(size) for link in route)
         for dim in self._dims:
             src_coord = (src // dim.stride) % dim.size
             dst_coord = (dst // dim.stride) % dim.size

@@ -12,9 +12,20 @@ store-and-forward when the topology asks for it (each link costs latency + seria
 congestion-aware backend; with a delay quantum both are rounded down to it per link). A message always
 waits for its whole body before entering the next dimension.
 
+On a fabric (a torus, fat-tree, graph... see :mod:`network_layer.topologies`) a message crosses the links
+of its route, all cut-through: each link is held from the message's start on it until its tail has passed —
+one serialisation at that link's bandwidth after the start, but no sooner than the tail arrives from the
+link before — and the head moves on one latency after the start. Uncontended, a message thus arrives after
+the sum of its route's latencies plus one serialisation at the route's slowest link, exactly what the
+analytical network charges. Store-and-forward, when asked for, works link by link as above. Switches are
+non-blocking, output-queued crossbars: only links are contended for.
+
 Conservative synchronisation: the engine promises that, after ``advance(until)``, no message will be sent
 before ``until - lookahead + 1``; so link arbitration is only ever decided up to ``until - lookahead``,
-never ahead of a send that could still come.
+never ahead of a send that could still come. Every delivery due by ``until`` must be decided by then, so the
+lookahead is the least time from a message starting on any link to its arrival: the least link latency on
+dimensions, the least latency of a link into an NPU on a fabric (less than the least route's latency when
+routes cross switches).
 """
 
 from __future__ import annotations
@@ -22,6 +33,8 @@ from __future__ import annotations
 import heapq
 from fractions import Fraction
 
+from network_layer import topologies
+from network_layer.link_graph import LinkGraph
 from stratasim.errors import BackendError
 from stratasim.topology import Grid, validate_topology
 from stratasim.v1 import network_pb2
@@ -29,48 +42,59 @@ from stratasim.v1 import network_pb2
 __all__ = ["CongestionAwareNetwork"]
 
 _PS_PER_S = 10**12
+_ROUTE_CACHE = 1 << 20
 _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
 
-Link = tuple[int, int, int]
-"""(dimension, from NPU, to NPU); -1 stands for the switch of a switch dimension."""
+LinkKey = tuple[int, ...]
+"""(dimension, from NPU, to NPU), -1 standing for the switch of a switch dimension; on a fabric (from node,
+to node)."""
 
 
 class _Hop:
     """One link of a route, with what crossing it costs."""
 
-    __slots__ = ("link", "hold", "size", "onward")
+    __slots__ = ("link", "hold", "size", "onward", "store")
 
-    def __init__(self, link: Link, hold: int, size: int, onward: int) -> None:
+    def __init__(self, link: LinkKey, hold: int, size: int, onward: int, store: bool) -> None:
         self.link = link
-        self.hold = hold  # how long the message occupies the link
+        self.hold = hold  # how long pushing the message onto the link takes
         self.size = size
-        self.onward = onward  # from starting on this link to being ready for the next one (or delivered)
+        self.onward = onward  # from starting on this link to the head being ready for the next one
+        self.store = store  # the whole message must be across before it goes on (its tail then is its head)
 
 
 class CongestionAwareNetwork:
-    """Shared links with FIFO queues on Ring / FullyConnected / Switch dimensions."""
+    """Shared links with FIFO queues on Ring / FullyConnected / Switch dimensions or on a fabric."""
 
     name = "congestion_aware"
 
     def __init__(self) -> None:
         self._topology = network_pb2.Topology()
         self._grid = Grid(())
+        self._fabric: LinkGraph | None = None
         self._lookahead = 1
-        # (time at the hop, seq, message id, route, hop index, earliest delivery = send time + lookahead)
-        self._events: list[tuple[int, int, int, tuple[_Hop, ...], int, int]] = []
+        # (head's time at the hop, seq, message id, route, hop index, earliest delivery = send time + lookahead,
+        #  time the tail is at the hop)
+        self._events: list[tuple[int, int, int, tuple[_Hop, ...], int, int, int]] = []
         self._deliveries: list[tuple[int, int]] = []
-        self._links: dict[Link, list[int]] = {}  # link -> [free at, busy ps, bytes, messages]
+        self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages]
         self._seq = 0
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
-        validate_topology(topology)
+        if topology.WhichOneof("fabric") is not None:
+            self._fabric = topologies.build(topology)
+            least = self._fabric.least_last_link_ps()
+        else:
+            validate_topology(topology)
+            self._fabric = None
+            latencies = [dim.latency_ps for dim in topology.dimensions if dim.size > 1]
+            least = min(latencies, default=1)
         self._topology = topology
         self._grid = Grid.of(topology)
-        latencies = [dim.latency_ps for dim in topology.dimensions if dim.size > 1]
-        least = min(latencies, default=1)
+        self._routes.clear()
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
         self._lookahead = max(1, least)
@@ -88,10 +112,14 @@ class CongestionAwareNetwork:
         key = (src, dst, size)
         route = self._routes.get(key)
         if route is None:
+            if len(self._routes) >= _ROUTE_CACHE:
+                self._routes.clear()
             route = self._routes[key] = tuple(self._build_route(src, dst, size))
         return route
 
     def _build_route(self, src: int, dst: int, size: int) -> list[_Hop]:
+        if self._fabric is not None:
+            return self._fabric_route(self._fabric, src, dst, size)
         hops: list[_Hop] = []
         here = src
         store_and_forward = self._topology.store_and_forward
@@ -119,13 +147,23 @@ class CongestionAwareNetwork:
                 path = [(d, here, target)]
             for i, link in enumerate(path):
                 if store_and_forward:  # latency + serialisation on every link (already rounded)
-                    onward = latency
+                    hops.append(_Hop(link, hold, size, latency, store=True))
                 elif i == len(path) - 1:  # the whole body must be across before the next dimension
-                    onward = latency + hold
+                    hops.append(_Hop(link, hold, size, latency + hold, store=True))
                 else:  # cut-through: the head moves on after one latency
-                    onward = latency
-                hops.append(_Hop(link, hold, size, onward))
+                    hops.append(_Hop(link, hold, size, latency, store=False))
             here = target
+        return hops
+
+    def _fabric_route(self, fabric: LinkGraph, src: int, dst: int, size: int) -> list[_Hop]:
+        """The hops of a fabric route: cut-through, or store-and-forward rounded per link as on dimensions."""
+        hops = []
+        for link in fabric.route(src, dst):
+            key, ser = (link.src, link.dst), link.serialisation_ps(size)
+            if self._topology.store_and_forward:
+                hops.append(_Hop(key, self._floor(ser), size, self._floor(link.latency_ps + ser), store=True))
+            else:
+                hops.append(_Hop(key, ser, size, link.latency_ps, store=False))
         return hops
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
@@ -137,7 +175,7 @@ class CongestionAwareNetwork:
                 raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
             self._seq += 1
             route = self._route(src, dst, size)
-            heapq.heappush(self._events, (sent, self._seq, msg_id, route, 0, sent + self._lookahead))
+            heapq.heappush(self._events, (sent, self._seq, msg_id, route, 0, sent + self._lookahead, sent))
 
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``."""
@@ -145,22 +183,27 @@ class CongestionAwareNetwork:
         links = self._links
         pop, push = heapq.heappop, heapq.heappush
         while events and events[0][0] <= horizon:
-            time_ps, _, msg_id, route, index, earliest = pop(events)
+            time_ps, _, msg_id, route, index, earliest, tail = pop(events)
             hop = route[index]
             state = links.get(hop.link)
             if state is None:
                 state = links[hop.link] = [0, 0, 0, 0]
             start = time_ps if time_ps > state[0] else state[0]
-            state[0] = start + hop.hold
-            state[1] += hop.hold
+            end = start + hop.hold
+            if end < tail:  # the body streams in no faster than the link before delivers it
+                end = tail
+            state[0] = end
+            state[1] += end - start
             state[2] += hop.size
             state[3] += 1
-            arrival = start + hop.onward
+            head = start + hop.onward
+            tail = head if hop.store else end + hop.onward
             if index + 1 == len(route):
+                arrival = head if hop.store else tail
                 push(self._deliveries, (arrival if arrival > earliest else earliest, msg_id))
             else:
                 self._seq += 1
-                push(events, (arrival, self._seq, msg_id, route, index + 1, earliest))
+                push(events, (head, self._seq, msg_id, route, index + 1, earliest, tail))
         self._horizon = max(self._horizon, horizon)
 
     def _next_arrival(self) -> int | None:
@@ -195,12 +238,18 @@ class CongestionAwareNetwork:
     def counters(self) -> network_pb2.LinkCounters:
         """Busy time, bytes and messages of every link that carried anything, in link order."""
         result = network_pb2.LinkCounters()
-        for (dim, source, target), (_, busy, size, messages) in sorted(self._links.items()):
-            result.link.append(f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}")
+        for key, (_, busy, size, messages) in sorted(self._links.items()):
+            result.link.append(self._link_name(key))
             result.busy_ps.append(busy)
             result.bytes.append(size)
             result.messages.append(messages)
         return result
+
+    def _link_name(self, key: LinkKey) -> str:
+        if self._fabric is not None:
+            return f"{self._fabric.name(key[0])}->{self._fabric.name(key[1])}"
+        dim, source, target = key
+        return f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}"
 
     def close(self) -> None:
         self._events.clear()

@@ -3,7 +3,9 @@
 Every problem in a file is collected and raised together as one :class:`~stratasim.errors.ConfigError`
 whose entries name the dotted path of the key (``network.topology[1].bandwidth``) and what is expected.
 The ``workload`` section is validated by the ``Config`` model of the workload class registered under its
-``kind``, so a new workload kind brings its own keys without touching this module.
+``kind``, so a new workload kind brings its own keys without touching this module. ``network.topology`` is a
+list of dimensions or a fabric (:mod:`stratasim.topology_sections`); a graph fabric's ``file`` is read as if
+its keys were written in place, relative to the study file.
 """
 
 from __future__ import annotations
@@ -13,18 +15,29 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import AfterValidator, BaseModel, Field, StrictInt, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    StrictInt,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from network_layer import topologies
 from stratasim import registry, strict_yaml
 from stratasim.collective_types import COLLECTIVE_TYPES
 from stratasim.contracts import WorkloadSource
-from stratasim.errors import BackendError, ConfigError
+from stratasim.errors import BackendError, ConfigError, TopologyError
 from stratasim.overrides import apply_overrides
 from stratasim.schema import Bandwidth, Bytes, DTypeName, Section, TimePs
 from stratasim.topology import Grid
+from stratasim.topology_sections import DimensionSection, TopologySection
 from stratasim.v1 import compute_pb2, network_pb2
 from system_layer.options import ALGORITHMS, Preset, Scheduling, SystemOptions
 
@@ -117,15 +130,6 @@ class SystemSection(Section):
 
 
 
-class DimensionSection(Section):
-    """One ``network.topology`` entry: a dimension of ``size`` NPUs; bandwidth in bytes/s, latency in ps."""
-
-    kind: Literal["ring", "fully_connected", "switch"]
-    size: StrictInt = Field(ge=1)
-    bandwidth: Bandwidth
-    latency: TimePs
-
-
 Endpoint = Annotated[str, AfterValidator(check_endpoint)]
 
 
@@ -144,10 +148,10 @@ class _Placement(Section):
 
 
 class NetworkSection(_Placement):
-    """``network:`` — the backend and the topology, one dimension per entry, innermost first."""
+    """``network:`` — the backend and the topology: one dimension per entry, innermost first, or a fabric."""
 
     backend: str = "analytical"
-    topology: list[DimensionSection] = Field(min_length=1)
+    topology: TopologySection
 
 
 class CalibrationSection(Section):
@@ -203,20 +207,28 @@ class Study:
     @property
     def npus(self) -> int:
         """NPUs in the topology: the product of the dimension sizes."""
-        return Grid(tuple(dim.size for dim in self.network.topology)).npus
+        return self.grid.npus
+
+    @property
+    def grid(self) -> Grid:
+        """The dimensions collectives run along: the topology's own, or its fabric's layout."""
+        return Grid.of(self.topology_proto())
 
     def topology_proto(self) -> network_pb2.Topology:
         """The topology as the network contract's message."""
-        return network_pb2.Topology(
-            delay_quantum_ps=_ASTRA_QUANTUM_PS if self.system.preset == "astra_compat" else 0,
-            store_and_forward=self.system.preset == "astra_compat",
-            dimensions=[
+        topology = self.network.topology
+        if isinstance(topology, list):
+            result = network_pb2.Topology(dimensions=[
                 network_pb2.Dimension(
                     kind=_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth, latency_ps=dim.latency
                 )
-                for dim in self.network.topology
-            ]
-        )
+                for dim in topology
+            ])  # fmt: skip
+        else:
+            result = topology.topology()
+        result.delay_quantum_ps = _ASTRA_QUANTUM_PS if self.system.preset == "astra_compat" else 0
+        result.store_and_forward = self.system.preset == "astra_compat"
+        return result
 
     def system_options(self, *, record_trace: bool = False) -> SystemOptions:
         """The system section as the system layer's options."""
@@ -246,21 +258,36 @@ def _path(loc: Sequence[int | str]) -> str:
     return text
 
 
-def _field_names(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
-    """The keys allowed where ``loc`` points (for suggestions), following nested sections and lists."""
+def _tagged(annotation: Any, tag: str) -> Any:
+    """The member of a tagged union ``annotation`` whose tag is ``tag``, or None."""
+    for member in get_args(annotation):
+        if any(isinstance(meta, Tag) and meta.tag == tag for meta in getattr(member, "__metadata__", ())):
+            return get_args(member)[0]
+    return None
+
+
+def _walk(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[list[int | str], list[str]]:
+    """``loc`` without the tags pydantic adds for tagged unions (they are not keys), and the keys allowed where
+    it points (for suggestions), following nested sections, lists and tagged unions."""
+    path: list[int | str] = []
     current: Any = model
     for part in loc:
         if isinstance(part, int):
+            path.append(part)
             continue
-        is_model = isinstance(current, type) and issubclass(current, BaseModel)
-        field = current.model_fields.get(part) if is_model else None
-        if field is None:
-            return []
-        current = field.annotation
+        member = _tagged(current, part)
+        if member is not None:
+            current = member
+        else:
+            path.append(part)
+            is_model = isinstance(current, type) and issubclass(current, BaseModel)
+            field = current.model_fields.get(part) if is_model else None
+            current = None if field is None else field.annotation
         for inner in getattr(current, "__args__", ()):  # list[X] and X | None
             if isinstance(inner, type) and issubclass(inner, BaseModel):
                 current = inner
-    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+    keys = list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+    return path, keys
 
 
 def _unknown_key(key: str, allowed: Sequence[str]) -> str:
@@ -273,12 +300,13 @@ def _problems(exc: ValidationError, model: type[BaseModel], prefix: str) -> list
     """Pydantic's errors as ``(dotted.path, short message)`` pairs under ``prefix``."""
     problems = []
     for error in exc.errors(include_url=False):
-        loc = (prefix, *error["loc"])
+        path, _ = _walk(model, error["loc"])
+        loc = (prefix, *path)
         kind, message = error["type"], error["msg"]
         if kind == "missing":
             message = "required"
         elif kind == "extra_forbidden":
-            message = _unknown_key(str(loc[-1]), _field_names(model, error["loc"][:-1]))
+            message = _unknown_key(str(loc[-1]), _walk(model, error["loc"][:-1])[1])
         else:
             message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
             if kind != "value_error" and isinstance(error.get("input"), (str, int, float, bool)):
@@ -334,13 +362,15 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     system = _section(SystemSection, data.get("system") or {}, "system", problems)
     if "network" not in data:
         problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))
-    network = _section(NetworkSection, data.get("network"), "network", problems) if "network" in data else None
+    network_data, readable = _with_graph_file(data.get("network"), source, problems)
+    network = _section(NetworkSection, network_data, "network", problems) if "network" in data and readable else None
     has_compute = data.get("compute") is not None
     compute = _section(ComputeSection, data.get("compute"), "compute", problems) if has_compute else None
     _check_backend("network", network, problems)
     _check_backend("compute", compute, problems)
-    if system is not None and network is not None:
-        _check_dimensions(system, network, problems)
+    grid = None if network is None else _grid(network, problems)
+    if system is not None and grid is not None:
+        _check_dimensions(system, grid, problems)
     if system is not None and system.reduction == "compute" and compute is None and not has_compute:
         problems.append(("system.reduction", "'compute' prices reductions on the compute layer: add a compute section"))
     if problems or workload is None or network is None:
@@ -348,10 +378,47 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     return Study(name, source, workload, system, network, compute)
 
 
-def _check_dimensions(system: SystemSection, network: NetworkSection, problems: list[tuple[str, str]]) -> None:
+def _with_graph_file(network: object, source: str, problems: list[tuple[str, str]]) -> tuple[object, bool]:
+    """``network`` with its graph topology's ``file`` (relative to the study file) read into the topology, and
+    whether that went well (if not, a problem says why and the section is not worth validating)."""
+    if not isinstance(network, Mapping):
+        return network, True
+    topology = network.get("topology")
+    if not isinstance(topology, Mapping) or topology.get("kind") != "graph" or not isinstance(topology.get("file"), str):
+        return network, True
+    path = Path(source).parent / topology["file"]
+    try:
+        included = _read_yaml(path)
+    except ConfigError as exc:
+        problems.extend(("network.topology.file", f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
+        return network, False
+    if not isinstance(included, Mapping):
+        problems.append(("network.topology.file", f"{path}: expected a mapping with chips, switches, bandwidth..."))
+        return network, False
+    clash = sorted(str(key) for key in set(included) & set(topology))
+    if clash:
+        problems.append(("network.topology.file", f"{path} and the study both give {', '.join(clash)}"))
+        return network, False
+    return {**network, "topology": {**topology, **included}}, True
+
+
+def _grid(network: NetworkSection, problems: list[tuple[str, str]]) -> Grid | None:
+    """The dimensions collectives run on, or None (and a problem) when the fabric is impossible."""
+    topology = network.topology
+    if isinstance(topology, list):
+        return Grid(tuple(dim.size for dim in topology))
+    try:
+        message = topology.topology()
+        topologies.check(message)
+    except TopologyError as exc:
+        problems.append(("network.topology", str(exc)))
+        return None
+    return Grid.of(message)
+
+
+def _check_dimensions(system: SystemSection, physical: Grid, problems: list[tuple[str, str]]) -> None:
     """Per-dimension algorithms must fit the dimensions collectives run on, the logical grid the physical one."""
-    physical = Grid(tuple(dim.size for dim in network.topology))
-    dims = len(network.topology)
+    dims = len(physical.sizes)
     if system.logical_topology is not None:
         logical = Grid(tuple(system.logical_topology))
         dims = len(logical.sizes)

@@ -81,6 +81,13 @@ class Topology(_message.Message):
     DIMENSIONS_FIELD_NUMBER: _builtins.int
     DELAY_QUANTUM_PS_FIELD_NUMBER: _builtins.int
     STORE_AND_FORWARD_FIELD_NUMBER: _builtins.int
+    TORUS_FIELD_NUMBER: _builtins.int
+    FAT_TREE_FIELD_NUMBER: _builtins.int
+    DRAGONFLY_FIELD_NUMBER: _builtins.int
+    DGX1_FIELD_NUMBER: _builtins.int
+    NVSWITCH_FIELD_NUMBER: _builtins.int
+    HIERARCHICAL_ALLTOALL_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
     delay_quantum_ps: _builtins.int
     """When positive, every message delay is rounded down to a multiple of this many picoseconds (ASTRA-sim
     truncates network times to whole nanoseconds: 1000). Zero: delays are exact to the picosecond.
@@ -93,22 +100,362 @@ class Topology(_message.Message):
     """
     @_builtins.property
     def dimensions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Dimension]:
-        """Innermost dimension first."""
+        """Innermost dimension first. With a fabric (below) only each dimension's size is read: the sizes lay the
+        fabric's NPUs out for collectives (their product is the fabric's NPU count) and links come from the fabric.
+        """
 
+    @_builtins.property
+    def torus(self) -> Global___TorusFabric: ...
+    @_builtins.property
+    def fat_tree(self) -> Global___FatTreeFabric: ...
+    @_builtins.property
+    def dragonfly(self) -> Global___DragonflyFabric: ...
+    @_builtins.property
+    def dgx1(self) -> Global___Dgx1Fabric: ...
+    @_builtins.property
+    def nvswitch(self) -> Global___NvSwitchFabric: ...
+    @_builtins.property
+    def hierarchical_alltoall(self) -> Global___HierarchicalAlltoallFabric: ...
+    @_builtins.property
+    def graph(self) -> Global___GraphFabric: ...
     def __init__(
         self,
         *,
         dimensions: _abc.Iterable[Global___Dimension] | None = ...,
         delay_quantum_ps: _builtins.int = ...,
         store_and_forward: _builtins.bool = ...,
+        torus: Global___TorusFabric | None = ...,
+        fat_tree: Global___FatTreeFabric | None = ...,
+        dragonfly: Global___DragonflyFabric | None = ...,
+        dgx1: Global___Dgx1Fabric | None = ...,
+        nvswitch: Global___NvSwitchFabric | None = ...,
+        hierarchical_alltoall: Global___HierarchicalAlltoallFabric | None = ...,
+        graph: Global___GraphFabric | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dgx1", b"dgx1", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "torus", b"torus"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_fabric: _TypeAlias = _typing.Literal["torus", "fat_tree", "dragonfly", "dgx1", "nvswitch", "hierarchical_alltoall", "graph"]  # noqa: Y015
+    _WhichOneofArgType_fabric: _TypeAlias = _typing.Literal["fabric", b"fabric"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_fabric) -> _WhichOneofReturnType_fabric | None: ...
+
+Global___Topology: _TypeAlias = Topology  # noqa: Y015
+
+@_typing.final
+class LinkSpec(_message.Message):
+    """One directed link's (or every link of a class's) speed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _builtins.int
+    LATENCY_PS_FIELD_NUMBER: _builtins.int
+    bandwidth_bytes_per_s: _builtins.float
+    """Bytes per second in the link's direction."""
+    latency_ps: _builtins.int
+    """Picoseconds from a message's head entering the link to it leaving (wire, router and switch traversal)."""
+    def __init__(
+        self,
+        *,
+        bandwidth_bytes_per_s: _builtins.float = ...,
+        latency_ps: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dimensions", b"dimensions", "store_and_forward", b"store_and_forward"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "latency_ps", b"latency_ps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Topology: _TypeAlias = Topology  # noqa: Y015
+Global___LinkSpec: _TypeAlias = LinkSpec  # noqa: Y015
+
+@_typing.final
+class TorusFabric(_message.Message):
+    """A torus (wrap-around links) or mesh of shape[0] x shape[1] x ... NPUs, ids varying fastest in dimension 0;
+    routed in dimension order. ASTRA-sim's hierarchical torus M x N x K is a 3-D torus whose dimension 0 is the
+    in-package ring.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SHAPE_FIELD_NUMBER: _builtins.int
+    LINK_FIELD_NUMBER: _builtins.int
+    MESH_FIELD_NUMBER: _builtins.int
+    mesh: _builtins.bool
+    """True: no wrap-around links."""
+    @_builtins.property
+    def shape(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def link(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkSpec]:
+        """One entry for every dimension alike, or one per dimension."""
+
+    def __init__(
+        self,
+        *,
+        shape: _abc.Iterable[_builtins.int] | None = ...,
+        link: _abc.Iterable[Global___LinkSpec] | None = ...,
+        mesh: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["link", b"link", "mesh", b"mesh", "shape", b"shape"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TorusFabric: _TypeAlias = TorusFabric  # noqa: Y015
+
+@_typing.final
+class FatTreeFabric(_message.Message):
+    """Al-Fares et al.'s k-ary fat-tree: k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 core switches,
+    k^3/4 NPUs; every link alike.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    K_FIELD_NUMBER: _builtins.int
+    LINK_FIELD_NUMBER: _builtins.int
+    k: _builtins.int
+    @_builtins.property
+    def link(self) -> Global___LinkSpec: ...
+    def __init__(
+        self,
+        *,
+        k: _builtins.int = ...,
+        link: Global___LinkSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["link", b"link"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["k", b"k", "link", b"link"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FatTreeFabric: _TypeAlias = FatTreeFabric  # noqa: Y015
+
+@_typing.final
+class DragonflyFabric(_message.Message):
+    """Kim et al.'s dragonfly: groups of fully connected routers, each router with hosts_per_router NPUs and
+    global_links_per_router links to other groups.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    ROUTERS_PER_GROUP_FIELD_NUMBER: _builtins.int
+    HOSTS_PER_ROUTER_FIELD_NUMBER: _builtins.int
+    GLOBAL_LINKS_PER_ROUTER_FIELD_NUMBER: _builtins.int
+    HOST_LINK_FIELD_NUMBER: _builtins.int
+    LOCAL_LINK_FIELD_NUMBER: _builtins.int
+    GLOBAL_LINK_FIELD_NUMBER: _builtins.int
+    groups: _builtins.int
+    routers_per_group: _builtins.int
+    hosts_per_router: _builtins.int
+    global_links_per_router: _builtins.int
+    @_builtins.property
+    def host_link(self) -> Global___LinkSpec: ...
+    @_builtins.property
+    def local_link(self) -> Global___LinkSpec: ...
+    @_builtins.property
+    def global_link(self) -> Global___LinkSpec: ...
+    def __init__(
+        self,
+        *,
+        groups: _builtins.int = ...,
+        routers_per_group: _builtins.int = ...,
+        hosts_per_router: _builtins.int = ...,
+        global_links_per_router: _builtins.int = ...,
+        host_link: Global___LinkSpec | None = ...,
+        local_link: Global___LinkSpec | None = ...,
+        global_link: Global___LinkSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["global_link", b"global_link", "host_link", b"host_link", "local_link", b"local_link"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["global_link", b"global_link", "global_links_per_router", b"global_links_per_router", "groups", b"groups", "host_link", b"host_link", "hosts_per_router", b"hosts_per_router", "local_link", b"local_link", "routers_per_group", b"routers_per_group"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DragonflyFabric: _TypeAlias = DragonflyFabric  # noqa: Y015
+
+@_typing.final
+class Dgx1Fabric(_message.Message):
+    """NVIDIA DGX-1's hybrid cube-mesh of 8 GPUs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Generation:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _GenerationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[Dgx1Fabric._Generation.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        GENERATION_UNSPECIFIED: Dgx1Fabric._Generation.ValueType  # 0
+        P100: Dgx1Fabric._Generation.ValueType  # 1
+        """four NVLinks per GPU, every connected pair one link"""
+        V100: Dgx1Fabric._Generation.ValueType  # 2
+        """six NVLinks per GPU, eight pairs joined by two"""
+
+    class Generation(_Generation, metaclass=_GenerationEnumTypeWrapper): ...
+    GENERATION_UNSPECIFIED: Dgx1Fabric.Generation.ValueType  # 0
+    P100: Dgx1Fabric.Generation.ValueType  # 1
+    """four NVLinks per GPU, every connected pair one link"""
+    V100: Dgx1Fabric.Generation.ValueType  # 2
+    """six NVLinks per GPU, eight pairs joined by two"""
+
+    GENERATION_FIELD_NUMBER: _builtins.int
+    NVLINK_FIELD_NUMBER: _builtins.int
+    generation: Global___Dgx1Fabric.Generation.ValueType
+    @_builtins.property
+    def nvlink(self) -> Global___LinkSpec:
+        """One NVLink; a pair joined by two NVLinks gets one link of twice the bandwidth."""
+
+    def __init__(
+        self,
+        *,
+        generation: Global___Dgx1Fabric.Generation.ValueType = ...,
+        nvlink: Global___LinkSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["nvlink", b"nvlink"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "nvlink", b"nvlink"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Dgx1Fabric: _TypeAlias = Dgx1Fabric  # noqa: Y015
+
+@_typing.final
+class NvSwitchFabric(_message.Message):
+    """NVSwitch nodes (DGX-2, HGX): boards of gpus_per_board GPUs, each GPU linked to every one of its board's
+    `planes` switches; with several boards, switch p of each board is linked to switch p of every other board.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPUS_PER_BOARD_FIELD_NUMBER: _builtins.int
+    PLANES_FIELD_NUMBER: _builtins.int
+    BOARDS_FIELD_NUMBER: _builtins.int
+    GPU_LINK_FIELD_NUMBER: _builtins.int
+    TRUNK_LINK_FIELD_NUMBER: _builtins.int
+    gpus_per_board: _builtins.int
+    planes: _builtins.int
+    boards: _builtins.int
+    @_builtins.property
+    def gpu_link(self) -> Global___LinkSpec:
+        """Between a GPU and one switch (all the NVLinks between them together)."""
+
+    @_builtins.property
+    def trunk_link(self) -> Global___LinkSpec:
+        """Between two switches of the same plane on different boards; needed with more than one board."""
+
+    def __init__(
+        self,
+        *,
+        gpus_per_board: _builtins.int = ...,
+        planes: _builtins.int = ...,
+        boards: _builtins.int = ...,
+        gpu_link: Global___LinkSpec | None = ...,
+        trunk_link: Global___LinkSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["gpu_link", b"gpu_link", "trunk_link", b"trunk_link"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boards", b"boards", "gpu_link", b"gpu_link", "gpus_per_board", b"gpus_per_board", "planes", b"planes", "trunk_link", b"trunk_link"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NvSwitchFabric: _TypeAlias = NvSwitchFabric  # noqa: Y015
+
+@_typing.final
+class HierarchicalAlltoallFabric(_message.Message):
+    """ASTRA-sim's hierarchical alltoall M x N (its Fig. 3b): packages of local_size NPUs on a ring, every NPU
+    linked to each of `switches` global switches.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOCAL_SIZE_FIELD_NUMBER: _builtins.int
+    PACKAGES_FIELD_NUMBER: _builtins.int
+    SWITCHES_FIELD_NUMBER: _builtins.int
+    LOCAL_LINK_FIELD_NUMBER: _builtins.int
+    GLOBAL_LINK_FIELD_NUMBER: _builtins.int
+    local_size: _builtins.int
+    packages: _builtins.int
+    switches: _builtins.int
+    @_builtins.property
+    def local_link(self) -> Global___LinkSpec: ...
+    @_builtins.property
+    def global_link(self) -> Global___LinkSpec: ...
+    def __init__(
+        self,
+        *,
+        local_size: _builtins.int = ...,
+        packages: _builtins.int = ...,
+        switches: _builtins.int = ...,
+        local_link: Global___LinkSpec | None = ...,
+        global_link: Global___LinkSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["global_link", b"global_link", "local_link", b"local_link"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["global_link", b"global_link", "local_link", b"local_link", "local_size", b"local_size", "packages", b"packages", "switches", b"switches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HierarchicalAlltoallFabric: _TypeAlias = HierarchicalAlltoallFabric  # noqa: Y015
+
+@_typing.final
+class GraphFabric(_message.Message):
+    """An arbitrary graph: nodes 0..npus-1 are NPUs, the rest switches or routers; routed on least latency."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    NPUS_FIELD_NUMBER: _builtins.int
+    LINK_FIELD_NUMBER: _builtins.int
+    npus: _builtins.int
+    @_builtins.property
+    def node(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A name per node, for messages and link counters."""
+
+    @_builtins.property
+    def link(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphLink]: ...
+    def __init__(
+        self,
+        *,
+        node: _abc.Iterable[_builtins.str] | None = ...,
+        npus: _builtins.int = ...,
+        link: _abc.Iterable[Global___GraphLink] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["link", b"link", "node", b"node", "npus", b"npus"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphFabric: _TypeAlias = GraphFabric  # noqa: Y015
+
+@_typing.final
+class GraphLink(_message.Message):
+    """One directed link of a graph."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SRC_FIELD_NUMBER: _builtins.int
+    DST_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    src: _builtins.int
+    dst: _builtins.int
+    @_builtins.property
+    def spec(self) -> Global___LinkSpec: ...
+    def __init__(
+        self,
+        *,
+        src: _builtins.int = ...,
+        dst: _builtins.int = ...,
+        spec: Global___LinkSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dst", b"dst", "spec", b"spec", "src", b"src"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphLink: _TypeAlias = GraphLink  # noqa: Y015
 
 @_typing.final
 class NetworkInfo(_message.Message):
@@ -281,7 +628,7 @@ class LinkCounters(_message.Message):
     MESSAGES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def link(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """A readable name, e.g. "dim 0: 3->4" or "dim 1: 5->switch"."""
+        """A readable name, e.g. "dim 0: 3->4" or "dim 1: 5->switch"; on a fabric "npu 3->edge 0.1"."""
 
     @_builtins.property
     def busy_ps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:

@@ -1,0 +1,57 @@
+"""Tori and meshes of any number of dimensions, routed in dimension order.
+
+NPU ids vary fastest in dimension 0 (as :class:`stratasim.topology.Grid`). Along each dimension every NPU is
+joined to its neighbours by one cable (a link each way); a torus also joins the two ends of every line,
+except along a dimension of 2, where the ends are already neighbours. ASTRA-sim's hierarchical torus M x N x K
+(its Fig. 3a) is the 3-D torus whose dimension 0 is the local, in-package ring, each dimension with its own
+link speed. There are no switches.
+"""
+
+from __future__ import annotations
+
+from network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from network_layer.routing import DimensionOrder
+from stratasim.errors import TopologyError
+from stratasim.topology import Grid
+from stratasim.v1 import network_pb2
+
+__all__ = ["check", "build", "layout"]
+
+
+def check(spec: network_pb2.TorusFabric) -> None:
+    """Raise :class:`TopologyError` naming the first impossible field."""
+    kind = "mesh" if spec.mesh else "torus"
+    if not spec.shape:
+        raise TopologyError(f"shape: a {kind} needs at least one dimension")
+    for dim, size in enumerate(spec.shape):
+        if size < 2:
+            raise TopologyError(f"shape[{dim}]: a {kind} dimension needs at least 2 NPUs, got {size}")
+    if len(spec.link) not in (1, len(spec.shape)):
+        raise TopologyError(
+            f"link: expected one link description for every dimension or one per dimension "
+            f"({len(spec.shape)}), got {len(spec.link)}"
+        )
+    for index, link in enumerate(spec.link):
+        link_speed(link, f"link[{index}]")
+
+
+def layout(spec: network_pb2.TorusFabric) -> tuple[int, ...]:
+    """Collectives run along the torus's own dimensions."""
+    return tuple(spec.shape)
+
+
+def build(spec: network_pb2.TorusFabric) -> LinkGraph:
+    grid = Grid(tuple(spec.shape))
+    speeds = [link_speed(spec.link[min(d, len(spec.link) - 1)], f"link[{d}]") for d in range(len(grid.sizes))]
+    links: list[Link] = []
+    for npu in range(grid.npus):
+        for dim, size in enumerate(grid.sizes):
+            coordinate = grid.coordinate(npu, dim)
+            if coordinate + 1 < size:
+                links += duplex(npu, npu + grid.stride(dim), speeds[dim])
+            elif not spec.mesh and size > 2:  # the wrap-around cable closing the ring
+                links += duplex(npu, npu - coordinate * grid.stride(dim), speeds[dim])
+    return LinkGraph(
+        grid.npus, grid.npus, links, lambda node: f"npu {node}",
+        router=DimensionOrder(grid, wrap=not spec.mesh), symmetric=not spec.mesh,
+    )  # fmt: skip
