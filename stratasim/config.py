@@ -148,10 +148,22 @@ class _Placement(Section):
 
 
 class NetworkSection(_Placement):
-    """``network:`` — the backend and the topology: one dimension per entry, innermost first, or a fabric."""
+    """``network:`` — the backend and the topology: one dimension per entry, innermost first, or a fabric.
+    When some dimension names its own ``backend``, the study runs the ``mixed`` network, the others staying
+    on ``backend``."""
 
     backend: str = "analytical"
     topology: TopologySection
+
+    @property
+    def mixes_fidelity(self) -> bool:
+        """Whether some dimension names a backend of its own."""
+        return isinstance(self.topology, list) and any(dim.backend is not None for dim in self.topology)
+
+    @property
+    def backend_name(self) -> str:
+        """The backend the study opens: ``mixed`` when dimensions name their own, else ``backend``."""
+        return "mixed" if self.mixes_fidelity else self.backend
 
 
 class CalibrationSection(Section):
@@ -218,9 +230,11 @@ class Study:
         """The topology as the network contract's message."""
         topology = self.network.topology
         if isinstance(topology, list):
+            mixed = self.network.mixes_fidelity
             result = network_pb2.Topology(dimensions=[
                 network_pb2.Dimension(
-                    kind=_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth, latency_ps=dim.latency
+                    kind=_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth, latency_ps=dim.latency,
+                    backend=(dim.backend or self.network.backend) if mixed else "",
                 )
                 for dim in topology
             ])  # fmt: skip
@@ -344,9 +358,19 @@ def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | N
 
 def _check_backend(layer: str, section: _Placement | None, problems: list[tuple[str, str]]) -> None:
     """An in-process or spawned backend must be installed here; a remote one only on its server."""
-    if section is not None and section.endpoint is None and section.backend not in registry.available(layer):
-        known = ", ".join(registry.available(layer)) or "none"
-        problems.append((f"{layer}.backend", f"no {layer} backend named {section.backend!r}; available: {known}"))
+    if section is None or section.endpoint is not None:
+        return
+    known = registry.available(layer)
+    names = [(f"{layer}.backend", section.backend)]
+    if isinstance(section, NetworkSection) and section.mixes_fidelity:
+        assert isinstance(section.topology, list)
+        names += [(f"network.topology.{i}.backend", dim.backend) for i, dim in enumerate(section.topology)
+                  if dim.backend is not None]  # fmt: skip
+    for where, name in names:
+        if name == "mixed" and where != f"{layer}.backend":
+            problems.append((where, "a dimension names the backend that carries it, not 'mixed'"))
+        elif name not in known:
+            problems.append((where, f"no {layer} backend named {name!r}; available: {', '.join(known) or 'none'}"))
 
 
 def parse_study(data: Mapping[str, Any], source: str) -> Study:

@@ -79,17 +79,18 @@ def check_study(study: Study) -> int:
 
 def _open(layer: str, section: NetworkSection | ComputeSection, stack: ExitStack) -> tuple[Any, str]:
     """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds."""
+    name = section.backend_name if isinstance(section, NetworkSection) else section.backend
     if section.endpoint is None and not section.spawn:
-        backend = registry.load(layer, section.backend)()
+        backend = registry.load(layer, name)()
         stack.callback(backend.close)
-        return backend, f"{section.backend} (in-process)"
+        return backend, f"{name} (in-process)"
     from stratasim import remote  # gRPC is only needed for layers in other processes
 
-    endpoint = section.endpoint or stack.enter_context(remote.spawn(layer, section.backend))
+    endpoint = section.endpoint or stack.enter_context(remote.spawn(layer, name))
     client_class = remote.NetworkClient if layer == "network" else remote.ComputeClient
-    client = client_class(endpoint, backend=section.backend)
+    client = client_class(endpoint, backend=name)
     stack.callback(client.close)
-    return client, f"{section.backend} @ {endpoint}{' (spawned)' if section.spawn else ''}"
+    return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
 
 def run_study(study: Study, *, record_trace: bool = False) -> Report:

@@ -42,12 +42,15 @@ __all__ = ["DimensionSection", "TopologySection", "GraphSection"]
 
 
 class DimensionSection(Section):
-    """One ``network.topology`` entry: a dimension of ``size`` NPUs; bandwidth in bytes/s, latency in ps."""
+    """One ``network.topology`` entry: a dimension of ``size`` NPUs; bandwidth in bytes/s, latency in ps;
+    ``backend`` carries this dimension's traffic with another network backend than ``network.backend``
+    (fidelity mixed per dimension: :mod:`network_layer.mixed`)."""
 
     kind: Literal["ring", "fully_connected", "switch"]
     size: StrictInt = Field(ge=1)
     bandwidth: Bandwidth
     latency: TimePs
+    backend: str | None = None
 
 
 class LinkSection(Section):

@@ -52,12 +52,17 @@ class Dimension(_message.Message):
     SIZE_FIELD_NUMBER: _builtins.int
     BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _builtins.int
     LATENCY_PS_FIELD_NUMBER: _builtins.int
+    BACKEND_FIELD_NUMBER: _builtins.int
     kind: Global___Dimension.Kind.ValueType
     size: _builtins.int
     bandwidth_bytes_per_s: _builtins.float
     """Bandwidth of one link of this dimension in one direction, bytes per second."""
     latency_ps: _builtins.int
     """Latency of one hop (link or switch traversal), picoseconds."""
+    backend: _builtins.str
+    """The network backend that carries this dimension's legs under the `mixed` backend (e.g. "flit_level" inside
+    a package, "analytical" between packages); empty: not mixing.
+    """
     def __init__(
         self,
         *,
@@ -65,10 +70,11 @@ class Dimension(_message.Message):
         size: _builtins.int = ...,
         bandwidth_bytes_per_s: _builtins.float = ...,
         latency_ps: _builtins.int = ...,
+        backend: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "kind", b"kind", "latency_ps", b"latency_ps", "size", b"size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "kind", b"kind", "latency_ps", b"latency_ps", "size", b"size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

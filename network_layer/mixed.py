@@ -1,0 +1,176 @@
+"""Fidelity mixed per dimension: each dimension of a multi-dimensional topology carried by the backend it names.
+
+A message travels its dimensions in order, as on the analytical network (store-and-forward between
+dimensions). Consecutive dimensions it crosses that name the same backend make one leg, handed to that backend
+whole; when a leg arrives, the next leg leaves from there at once, on the next dimension's backend. So with
+every dimension on one backend a message is exactly one leg and times equal that backend's own.
+
+The backends run in lockstep under the composite's conservative windows: each advance is split into steps no
+wider than the smallest lookahead of any backend, so a leg that arrives within a step can still be injected,
+at its arrival time, into a backend that has only reached the step's end. Each backend is configured with the
+whole topology (NPU ids stay global) and carries only the legs along its dimensions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stratasim import registry
+from stratasim.contracts import NetworkBackend
+from stratasim.errors import TopologyError
+from stratasim.topology import Grid
+from stratasim.v1 import network_pb2
+
+__all__ = ["MixedNetwork"]
+
+NEXT_WINDOW = -1
+
+
+@dataclass(frozen=True)
+class _Leg:
+    """One leg of message ``message`` of ``size`` bytes, ending at NPU ``stop``; ``rest`` is what is left of
+    the journey, as (backend, where the leg ends)."""
+
+    message: int
+    size: int
+    stop: int
+    rest: tuple[tuple[str, int], ...]
+
+
+class MixedNetwork:
+    """A network whose dimensions are carried by the backends they name (``Dimension.backend``; a dimension
+    that names none is analytical)."""
+
+    name = "mixed"
+
+    def __init__(self, load: Callable[[str], NetworkBackend] | None = None) -> None:
+        self._load = load or (lambda name: registry.load("network", name)())
+        self._backends: dict[str, NetworkBackend] = {}
+        self._dim_backend: list[str] = []
+        self._grid = Grid(())
+        self._lookahead = 1
+        self._now = 0
+        self._legs: dict[int, _Leg] = {}
+        self._next_leg = 0
+        self._next: dict[str, int] = {}  # per backend, its earliest pending event
+
+    def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        if topology.WhichOneof("fabric") is not None:
+            raise TopologyError("network.topology: a fabric cannot mix fidelity per dimension; use a list of dimensions")
+        names = [dim.backend or "analytical" for dim in topology.dimensions]
+        if "mixed" in names:
+            raise TopologyError(f"topology.dimensions[{names.index('mixed')}].backend: a dimension cannot be mixed itself")
+        plain = network_pb2.Topology()
+        plain.CopyFrom(topology)
+        for dim in plain.dimensions:
+            dim.ClearField("backend")
+        infos = []
+        for name in dict.fromkeys(names):
+            backend = self._backends[name] = self._load(name)
+            infos.append(backend.configure(plain))
+        self._dim_backend = names
+        self._grid = Grid.of(topology)
+        self._lookahead = max(1, min(info.lookahead_ps for info in infos))
+        return network_pb2.NetworkInfo(
+            npus=self._grid.npus, lookahead_ps=self._lookahead, backend=self.name,
+            stateless=all(info.stateless for info in infos),
+        )
+
+    def _route(self, src: int, dst: int) -> tuple[tuple[str, int], ...]:
+        """The legs from ``src`` to ``dst``: (backend, where the leg ends), dimension by dimension in order."""
+        legs: list[tuple[str, int]] = []
+        at = list(self._grid.coords(src))
+        target = self._grid.coords(dst)
+        for dim, name in enumerate(self._dim_backend):
+            if at[dim] == target[dim]:
+                continue
+            at[dim] = target[dim]
+            stop = self._grid.npu_at(at)
+            if legs and legs[-1][0] == name:
+                legs[-1] = (name, stop)
+            else:
+                legs.append((name, stop))
+        return tuple(legs)
+
+    def inject(self, sends: network_pb2.SendBatch) -> None:
+        batches: dict[str, network_pb2.SendBatch] = {}
+        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+            legs = self._route(src, dst) if src != dst and dst < self._grid.npus else (("", dst),)
+            self._add_leg(batches, msg_id, src, size, sent, legs)
+        self._send(batches)
+
+    def _add_leg(
+        self, batches: dict[str, network_pb2.SendBatch], message: int, src: int, size: int, sent: int,
+        legs: tuple[tuple[str, int], ...],
+    ) -> None:
+        name, stop = legs[0]
+        name = name or self._dim_backend[0]  # an impossible message: let a backend reject it, naming it
+        leg = self._next_leg
+        self._next_leg += 1
+        self._legs[leg] = _Leg(message, size, stop, legs[1:])
+        batch = batches.setdefault(name, network_pb2.SendBatch())
+        batch.id.append(leg)
+        batch.src.append(src)
+        batch.dst.append(stop)
+        batch.bytes.append(size)
+        batch.send_time_ps.append(sent)
+
+    def _send(self, batches: dict[str, network_pb2.SendBatch]) -> None:
+        for name, batch in batches.items():
+            backend = self._backends[name]
+            backend.inject(batch)
+            first = min(batch.send_time_ps) + self._lookahead
+            self._next[name] = min(first, self._next.get(name, first))
+
+    def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        if until_ps < 0:
+            earliest = min(self._next.values(), default=None)
+            until_ps = self._now if earliest is None else max(self._now, earliest + self._lookahead - 1)
+        delivered: list[tuple[int, int]] = []
+        while True:
+            earliest = min(self._next.values(), default=None)
+            if earliest is None or earliest > until_ps:
+                break
+            step_end = min(until_ps, max(self._now, earliest) + self._lookahead - 1)
+            self._step(step_end, delivered)
+        self._now = max(self._now, until_ps)
+        delivered.sort()
+        result = network_pb2.AdvanceResult(window_end_ps=until_ps)
+        result.deliveries.time_ps.extend(time_ps for time_ps, _ in delivered)
+        result.deliveries.id.extend(message for _, message in delivered)
+        earliest = min(self._next.values(), default=None)
+        if earliest is not None:
+            result.has_next = True
+            result.next_event_ps = earliest
+        return result
+
+    def _step(self, step_end: int, delivered: list[tuple[int, int]]) -> None:
+        """Advance every backend to ``step_end``; legs that arrived leave on their next leg at once."""
+        batches: dict[str, network_pb2.SendBatch] = {}
+        for name, backend in self._backends.items():
+            result = backend.advance(step_end)
+            self._next.pop(name, None)
+            if result.has_next:
+                self._next[name] = result.next_event_ps
+            for leg_id, time_ps in zip(result.deliveries.id, result.deliveries.time_ps):
+                leg = self._legs.pop(leg_id)
+                if leg.rest:
+                    self._add_leg(batches, leg.message, leg.stop, leg.size, time_ps, leg.rest)
+                else:
+                    delivered.append((time_ps, leg.message))
+        self._now = step_end
+        self._send(batches)
+
+    def counters(self) -> network_pb2.LinkCounters:
+        """Every backend's link counters, one after another."""
+        merged = network_pb2.LinkCounters()
+        for backend in self._backends.values():
+            merged.MergeFrom(backend.counters())
+        return merged
+
+    def close(self) -> None:
+        for backend in self._backends.values():
+            backend.close()
+        self._backends.clear()
+        self._legs.clear()
