@@ -19,7 +19,9 @@ from typing import Any
 from stratasim.topology import Grid
 from stratasim.units import format_bytes, format_time_ps, parse_bytes
 
-__all__ = ["BenchCase", "shape_of", "cases", "run_case", "format_table", "add_arguments", "run_from_args"]
+__all__ = [
+    "BenchCase", "shape_of", "cases", "run_case", "run_child", "format_table", "add_arguments", "run_from_args"
+]
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,13 @@ def _child(case_json: str) -> None:
 
 def run_case(case: BenchCase, timeout_s: float) -> dict[str, Any]:
     """Run ``case`` in a child process; the figures, or ``{"error": ...}`` on timeout or failure."""
-    command = [sys.executable, "-m", "stratasim.bench", json.dumps(asdict(case))]
+    return run_child("stratasim.bench", json.dumps(asdict(case)), timeout_s)
+
+
+def run_child(module: str, argument: str, timeout_s: float) -> dict[str, Any]:
+    """Run ``python -m module argument`` and read the JSON figures it prints last, or ``{"error": ...}`` on
+    timeout or failure (the last line it wrote)."""
+    command = [sys.executable, "-m", module, argument]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:

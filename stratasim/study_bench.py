@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import resource
-import subprocess
 import sys
 import time
 from typing import Any
@@ -45,16 +44,9 @@ def _child(path: str) -> None:
 
 def run_study_file(path: str, timeout_s: float) -> dict[str, Any]:
     """Run the study at ``path`` in a child process; its figures, or ``{"error": ...}``."""
-    command = [sys.executable, "-m", "stratasim.study_bench", path]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout_s:g} s"}
-    if done.returncode != 0:
-        lines = (done.stderr.strip() or done.stdout.strip() or "failed").splitlines()
-        return {"error": lines[-1]}
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    from stratasim.bench import run_child
+
+    return run_child("stratasim.study_bench", path, timeout_s)
 
 
 def format_study_table(rows: list[tuple[str, dict[str, Any]]]) -> str:

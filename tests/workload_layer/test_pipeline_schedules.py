@@ -15,6 +15,7 @@ from network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import workload_pb2
 from system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
+from tests.workload_layer.transformer_helpers import messages
 from workload_layer.transformer import TransformerWorkload
 from workload_layer.transformer_memory import layer_activations, micro_batches_in_flight
 from workload_layer.transformer_schedule import Pass, pipeline_order
@@ -120,17 +121,6 @@ def test_bad_orders_and_plans_are_refused() -> None:
         with pytest.raises(ValidationError, match=message):
             transformer(**plan)
     assert transformer(dp_bucket="25MiB").config.parallelism.dp_bucket == 25 * 2**20
-
-
-def messages(graphs: Sequence[workload_pb2.ExecutionGraph], kind: int) -> Counter[tuple[int, int, int, int]]:
-    """(sender, receiver, tag, bytes) of every send or receive."""
-    found: Counter[tuple[int, int, int, int]] = Counter()
-    for graph in graphs:
-        for n in graph.nodes:
-            if n.type == kind:
-                ends = (graph.npu, n.peer) if kind == workload_pb2.COMM_SEND_NODE else (n.peer, graph.npu)
-                found[(*ends, n.tag, n.comm_bytes)] += 1
-    return found
 
 
 @pytest.mark.parametrize(("pp", "v"), [(2, 2), (4, 3), (3, 2)])

@@ -15,6 +15,7 @@ from stratasim.errors import WorkloadError
 from stratasim.v1 import compute_pb2, workload_pb2
 from system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
+from tests.workload_layer.transformer_helpers import messages
 from workload_layer.transformer import TransformerWorkload
 from workload_layer.transformer_schedule import pipeline_order
 
@@ -98,17 +99,6 @@ def test_groups_tp_contiguous_dp_strided_pp_neighbours() -> None:
         == {7}
     dp = [n for n in graphs[npu].nodes if n.name == "dp gradient all-reduce"]
     assert len(dp) == 1 and dp[0].comm_bytes == 2 * transformer(tp=2, pp=2, dp=2).stage_parameters(0)
-
-
-def messages(graphs: Sequence[workload_pb2.ExecutionGraph], kind: int) -> Counter[tuple[int, int, int, int]]:
-    """(sender, receiver, tag, bytes) of every send or receive."""
-    found: Counter[tuple[int, int, int, int]] = Counter()
-    for graph in graphs:
-        for n in graph.nodes:
-            if n.type == kind:
-                ends = (graph.npu, n.peer) if kind == workload_pb2.COMM_SEND_NODE else (n.peer, graph.npu)
-                found[(*ends, n.tag, n.comm_bytes)] += 1
-    return found
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])

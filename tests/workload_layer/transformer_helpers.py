@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 
 from compute_layer.roofline import RooflineCompute
 from network_layer.analytical import AnalyticalNetwork
@@ -51,3 +52,14 @@ def run(workload: TransformerWorkload) -> SimulationResult:
     dims = [(RING, size, 100 * 10**9, 1_000_000) for size in (plan.tp, plan.pp, plan.dp)]
     return simulate(all_graphs(workload), AnalyticalNetwork(), topology(*dims), SystemOptions(),
                     compute=RooflineCompute(), device="h100")
+
+
+def messages(graphs: Sequence[workload_pb2.ExecutionGraph], kind: int) -> Counter[tuple[int, int, int, int]]:
+    """(sender, receiver, tag, bytes) of every send or receive."""
+    found: Counter[tuple[int, int, int, int]] = Counter()
+    for graph in graphs:
+        for n in graph.nodes:
+            if n.type == kind:
+                ends = (graph.npu, n.peer) if kind == workload_pb2.COMM_SEND_NODE else (n.peer, graph.npu)
+                found[(*ends, n.tag, n.comm_bytes)] += 1
+    return found
