@@ -23,7 +23,7 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   as :mod:`workload_layer.transformer_model` describes; the EP groups as :mod:`workload_layer.moe` does.
 - Between chunks, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
   to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B or
-  interleaved 1F1B schedule (:func:`workload_layer.transformer_schedule.pipeline_order`). Full recomputation
+  interleaved 1F1B schedule (:func:`workload_layer.pipeline_schedule.pipeline_order`). Full recomputation
   re-runs each layer's forward pass (with its all-reduces) before its backward pass.
 - The stage's gradients (its parameters per TP rank, in ``precision``) are all-reduced over the DP group: by
   default in one bucket after the last backward pass; with ``dp_bucket`` in buckets of whole blocks of at least
@@ -69,7 +69,8 @@ from workload_layer.transformer_model import (
     layer_parameters,
     layer_steps,
 )
-from workload_layer.transformer_schedule import Block, StagePlan, build_graph, pipeline_order
+from workload_layer.pipeline_schedule import pipeline_order
+from workload_layer.transformer_schedule import Block, StagePlan, build_graph
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 

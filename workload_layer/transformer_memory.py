@@ -42,7 +42,7 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     at a time, while its backward pass runs: ``(A - 5 a s^2 b / t) * L_c * n_p + 5 a s^2 b / t``;
   - with layers of both kinds (dense and MoE), the chunk of the stage keeping the most, times ``n_p``, plus the
     largest recomputed part;
-  - ``n_p`` follows from the order of :func:`workload_layer.transformer_schedule.pipeline_order`, ``W`` warm-up
+  - ``n_p`` follows from the order of :func:`workload_layer.pipeline_schedule.pipeline_order`, ``W`` warm-up
     forward passes then one forward and one backward pass alternately, so the stage holds ``min(W + 1, v m)``
     passes at most, with ``m`` the micro-batches per iteration: ``n_p = m`` for GPipe (every forward pass
     precedes every backward pass), ``min(pp - p, m)`` for 1F1B (``W = pp - p - 1``) and, for the interleaved

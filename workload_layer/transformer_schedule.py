@@ -1,15 +1,14 @@
-"""Pipeline schedules and the emission of one NPU's execution graph for one transformer training iteration.
+"""The emission of one NPU's execution graph for one transformer training iteration.
 
 A pipeline stage holds one or more model chunks, each a run of :class:`Block` s of :class:`Step` s (GEMMs,
 pointwise operators, Megatron's tensor-parallel reductions with or without sequence parallelism, expert-parallel
 all-to-alls and selectively recomputed steps); :func:`build_graph` runs them forward and backward per (chunk,
-micro-batch) in the order :func:`pipeline_order` gives, as one chain of dependencies (the compute stream of an NPU
-is serial), with point-to-point transfers between neighbouring chunks and the data-parallel gradient reductions in
-buckets as the last backward passes produce them (or ZeRO-3's per-block gathers and reduce-scatters). Blocks also
-say how much activation memory they hold, so the graph's nodes allocate and free it along the timeline
-(``memory_bytes``).
-What the blocks hold (the model) is decided by :mod:`workload_layer.transformer`; this module knows only how to
-run them.
+micro-batch) in the order :func:`workload_layer.pipeline_schedule.pipeline_order` gives, as one chain of
+dependencies (the compute stream of an NPU is serial), with point-to-point transfers between neighbouring chunks
+and the data-parallel gradient reductions in buckets as the last backward passes produce them (or ZeRO-3's
+per-block gathers and reduce-scatters). Blocks also say how much activation memory they hold, so the graph's
+nodes allocate and free it along the timeline (``memory_bytes``). What the blocks hold (the model) is decided by
+:mod:`workload_layer.transformer`; this module knows only how to run them.
 
 The model's chunks are numbered along the model, ``g = chunk * stages + stage``: stage ``p`` holds chunks ``p``,
 ``p + pp``, ``p + 2 pp``... A forward pass of chunk ``g`` receives its input from chunk ``g - 1`` and sends its
@@ -19,13 +18,13 @@ way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, TypeAlias
+from typing import TypeAlias
 
 from stratasim import operators
 from stratasim.v1 import compute_pb2, workload_pb2
+from workload_layer.pipeline_schedule import Pass, message_tag
 
 __all__ = [
     "Gemm",
@@ -36,11 +35,7 @@ __all__ = [
     "Recompute",
     "Step",
     "Block",
-    "Direction",
-    "Pass",
     "StagePlan",
-    "pipeline_order",
-    "message_tag",
     "build_graph",
 ]
 
@@ -144,17 +139,6 @@ class Block:
     expert_parameters: int = 0
 
 
-Direction: TypeAlias = Literal["forward", "backward"]
-
-
-class Pass(NamedTuple):
-    """One forward or backward pass of one of a stage's model chunks over one micro-batch."""
-
-    direction: Direction
-    chunk: int
-    micro_batch: int
-
-
 @dataclass(frozen=True)
 class StagePlan:
     """Everything one NPU's graph needs.
@@ -209,74 +193,6 @@ class StagePlan:
     def next_stage(self) -> int | None:
         """The NPU it sends activations to and receives gradients from, if any."""
         return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, 1))), None)
-
-
-@lru_cache(maxsize=1024)
-def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Pass, ...]:
-    """The order in which ``stage`` (of ``stages``) runs the forward and backward passes of its ``chunks`` model
-    chunks over ``micro_batches`` micro-batches.
-
-    Every schedule runs some warm-up forward passes, then one forward and one backward pass alternately, then the
-    remaining backward passes:
-
-    - ``gpipe``: every forward pass is a warm-up pass;
-    - ``1f1b`` (PipeDream-Flush, Narayanan et al. 2021): ``stages - stage - 1`` warm-up passes, so at most
-      ``stages - stage`` micro-batches' activations are live at a time;
-    - ``interleaved`` (Narayanan et al., SC'21, section 2.2.2; Megatron-LM's
-      ``forward_backward_pipelining_with_interleaving``): the ``chunks * micro_batches`` passes take micro-batches
-      in groups of ``stages`` through each chunk in turn (backward passes from the last chunk);
-      ``(stages - stage - 1) * 2 + (chunks - 1) * stages`` warm-up passes, capped at the total, and all of them
-      when ``micro_batches == stages``. ``micro_batches`` must be a multiple of ``stages``.
-    """
-    if schedule == "interleaved":
-        return _interleaved_order(stage, stages, micro_batches, chunks)
-    if chunks != 1:
-        raise ValueError(f"the {schedule} schedule runs one model chunk per stage, not {chunks}")
-    forward = [Pass("forward", 0, i) for i in range(micro_batches)]
-    backward = [Pass("backward", 0, i) for i in range(micro_batches)]
-    if schedule == "gpipe":
-        return _one_forward_one_backward(forward, backward, micro_batches)
-    if schedule == "1f1b":
-        return _one_forward_one_backward(forward, backward, min(stages - stage - 1, micro_batches))
-    raise ValueError(f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b or interleaved")
-
-
-def _interleaved_order(stage: int, stages: int, micro_batches: int, chunks: int) -> tuple[Pass, ...]:
-    """Megatron-LM's interleaved 1F1B order; see :func:`pipeline_order`."""
-    if micro_batches % stages:
-        raise ValueError(f"the interleaved schedule needs micro-batches ({micro_batches}) divisible by stages ({stages})")
-    total = chunks * micro_batches
-    warmup = total if micro_batches == stages else min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
-    forward = [_interleaved_pass("forward", k, stages, chunks) for k in range(total)]
-    backward = [_interleaved_pass("backward", k, stages, chunks) for k in range(total)]
-    return _one_forward_one_backward(forward, backward, warmup)
-
-
-def _interleaved_pass(direction: Direction, index: int, stages: int, chunks: int) -> Pass:
-    """The ``index``-th forward or backward pass of the interleaved schedule (Megatron's ``get_model_chunk_id``):
-    each group of ``stages * chunks`` passes takes ``stages`` micro-batches through every chunk in turn."""
-    group, position = divmod(index, stages * chunks)
-    chunk = position // stages
-    if direction == "backward":
-        chunk = chunks - 1 - chunk
-    return Pass(direction, chunk, group * stages + position % stages)
-
-
-def _one_forward_one_backward(forward: Sequence[Pass], backward: Sequence[Pass], warmup: int) -> tuple[Pass, ...]:
-    """``warmup`` forward passes, then one forward and one backward pass alternately, then the remaining backward
-    passes (the backward passes in the order given)."""
-    steady = len(forward) - warmup
-    order = list(forward[:warmup])
-    for i in range(steady):
-        order += [forward[warmup + i], backward[i]]
-    return (*order, *backward[steady:])
-
-
-def message_tag(direction: Direction, chunk: int, micro_batch: int, chunks: int) -> int:
-    """The tag of the point-to-point message carrying ``micro_batch``'s activation (forward) or gradient
-    (backward) out of the sender's model ``chunk`` (of ``chunks`` per stage); unique per (chunk, micro-batch,
-    direction), and the sender's id tells the stage boundary apart."""
-    return 2 * (micro_batch * chunks + chunk) + (direction == "backward")
 
 
 def build_graph(plan: StagePlan) -> workload_pb2.ExecutionGraph:

@@ -18,7 +18,7 @@ from tests.system_layer.helpers import RING, topology
 from tests.workload_layer.transformer_helpers import messages
 from workload_layer.transformer import TransformerWorkload
 from workload_layer.transformer_memory import layer_activations, micro_batches_in_flight
-from workload_layer.transformer_schedule import Pass, pipeline_order
+from workload_layer.pipeline_schedule import Pass, pipeline_order
 
 SMALL = dict(layers=12, hidden=64, heads=4, seq_len=16, vocab=100)
 MODEL = dict(layers=8, hidden=256, heads=4, seq_len=128, vocab=1000)

@@ -17,7 +17,7 @@ from system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
 from tests.workload_layer.transformer_helpers import messages
 from workload_layer.transformer import TransformerWorkload
-from workload_layer.transformer_schedule import pipeline_order
+from workload_layer.pipeline_schedule import pipeline_order
 
 MODEL = dict(layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
 L, H, A, S, V = 4, 256, 4, 128, 1000
