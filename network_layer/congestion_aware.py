@@ -26,6 +26,9 @@ never ahead of a send that could still come. Every delivery due by ``until`` mus
 lookahead is the least time from a message starting on any link to its arrival: the least link latency on
 dimensions, the least latency of a link into an NPU on a fabric (less than the least route's latency when
 routes cross switches).
+
+When the topology asks (``record_link_busy``), every link also keeps the stretches of time it was transmitting,
+for a trace: a crossing holds its link from its start to its end, back-to-back crossings make one stretch.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class CongestionAwareNetwork:
         self._events: list[tuple[int, int, int, tuple[_Hop, ...], int, int, int]] = []
         self._deliveries: list[tuple[int, int]] = []
         self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages]
+        self._busy: dict[LinkKey, tuple[list[int], list[int]]] | None = None  # link -> (starts, ends), if recorded
         self._seq = 0
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
@@ -94,6 +98,7 @@ class CongestionAwareNetwork:
             least = min(latencies, default=1)
         self._topology = topology
         self._grid = Grid.of(topology)
+        self._busy = {} if topology.record_link_busy else None
         self._routes.clear()
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
@@ -181,6 +186,7 @@ class CongestionAwareNetwork:
         """Decide every link crossing that starts at or before ``horizon``."""
         events = self._events
         links = self._links
+        busy = self._busy
         pop, push = heapq.heappop, heapq.heappush
         while events and events[0][0] <= horizon:
             time_ps, _, msg_id, route, index, earliest, tail = pop(events)
@@ -192,6 +198,8 @@ class CongestionAwareNetwork:
             end = start + hop.hold
             if end < tail:  # the body streams in no faster than the link before delivers it
                 end = tail
+            if busy is not None and end > start:
+                _record(busy, hop.link, start, end)
             state[0] = end
             state[1] += end - start
             state[2] += hop.size
@@ -236,13 +244,16 @@ class CongestionAwareNetwork:
         return result
 
     def counters(self) -> network_pb2.LinkCounters:
-        """Busy time, bytes and messages of every link that carried anything, in link order."""
+        """Busy time, bytes and messages of every link that carried anything, in link order; when recorded, when
+        each link was busy."""
         result = network_pb2.LinkCounters()
         for key, (_, busy, size, messages) in sorted(self._links.items()):
             result.link.append(self._link_name(key))
             result.busy_ps.append(busy)
             result.bytes.append(size)
             result.messages.append(messages)
+        for key, (starts, ends) in sorted((self._busy or {}).items()):
+            result.busy.add(link=self._link_name(key), start_ps=starts, end_ps=ends)
         return result
 
     def _link_name(self, key: LinkKey) -> str:
@@ -255,3 +266,14 @@ class CongestionAwareNetwork:
         self._events.clear()
         self._deliveries.clear()
         self._links.clear()
+        self._busy = None
+
+
+def _record(busy: dict[LinkKey, tuple[list[int], list[int]]], link: LinkKey, start: int, end: int) -> None:
+    """Add ``[start, end)`` to ``link``'s busy stretches; it begins no earlier than the last one ended."""
+    starts, ends = busy.setdefault(link, ([], []))
+    if ends and ends[-1] == start:
+        ends[-1] = end
+    else:
+        starts.append(start)
+        ends.append(end)

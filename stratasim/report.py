@@ -20,6 +20,7 @@ from stratasim.units import format_bytes, format_time_ps
 from system_layer.result import (
     CollectiveStats,
     CounterSample,
+    LinkBusy,
     LinkStats,
     NpuStats,
     SimulationResult,
@@ -124,8 +125,9 @@ class LinkSummary:
 @dataclass(frozen=True)
 class Report:
     """One study's results. ``compute_time_ns`` and ``exposed_comm_ns`` are those of ``critical_npu``, the
-    NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans`` and
-    ``counters`` (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report;
+    NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans``,
+    ``counters`` and ``link_busy`` (empty unless the run recorded a trace) feed the Chrome trace and are not part
+    of the JSON report;
     ``simulated_npus`` is how many NPUs the engine simulated one by one (fewer than ``npus`` when symmetric NPUs
     were aggregated).
     """
@@ -149,6 +151,7 @@ class Report:
     serving: dict[str, float] | None = None
     warnings: tuple[str, ...] = ()
     simulated_npus: int = 0
+    link_busy: tuple[LinkBusy, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_result(
@@ -188,6 +191,7 @@ class Report:
             serving=dict(serving) if serving else None,
             warnings=tuple(warnings),
             simulated_npus=result.simulated_npus,
+            link_busy=result.link_busy,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -196,7 +200,8 @@ class Report:
         def rows(items: Sequence[Any]) -> list[dict[str, Any]]:
             return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
 
-        skipped = ("collectives", "per_npu", "spans", "counters", "training", "links", "serving", "warnings")
+        skipped = ("collectives", "per_npu", "spans", "counters", "training", "links", "serving", "warnings",
+                   "link_busy")
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skipped}
         data.update(self.training or {})
         data["backends"] = dict(self.backends)
@@ -315,13 +320,15 @@ class Report:
         return lines
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
-        """Write ``report.json`` and ``trace.json`` (the Chrome trace of ``spans``) into ``out_dir``."""
+        """Write ``report.json`` and ``trace.json`` (the Chrome trace of ``spans``, ``counters`` and
+        ``link_busy``) into ``out_dir``."""
         out = Path(out_dir)
         report_path, trace_path = out / "report.json", out / "trace.json"
         try:
             out.mkdir(parents=True, exist_ok=True)
             report_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-            trace_path.write_text(json.dumps(chrome_trace(self.spans, self.counters), separators=(",", ":")), encoding="utf-8")
+            trace = chrome_trace(self.spans, self.counters, self.link_busy, self.npus)
+            trace_path.write_text(json.dumps(trace, separators=(",", ":")), encoding="utf-8")
         except OSError as exc:
             raise StrataSimError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
         return report_path, trace_path

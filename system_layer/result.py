@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "SimulationResult"]
+__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "SimulationResult"]
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,21 @@ class LinkStats:
 
 
 @dataclass(frozen=True)
+class LinkBusy:
+    """When one link was transmitting: ``spans`` are its ``(start_ps, end_ps)`` stretches, disjoint and in time
+    order, summing to its ``LinkStats.busy_ps`` (recorded with the trace only)."""
+
+    link: str
+    spans: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
 class SimulationResult:
     """``events_processed`` counts engine events plus delivered messages; ``simulated_npus`` is how many NPUs
     were simulated one by one (the representatives when symmetric NPUs were aggregated, else ``npus``);
     ``milestones`` maps the name of each milestone node to the latest time any NPU finished it; ``counters``
-    (recorded with the trace only) sample each NPU's memory whenever it changes."""
+    (recorded with the trace only) sample each NPU's memory whenever it changes; ``link_busy`` (likewise, from
+    networks that model links) says when each link was transmitting."""
 
     total_time_ps: int
     npus: int
@@ -103,3 +113,4 @@ class SimulationResult:
     links: tuple[LinkStats, ...] = ()
     milestones: dict[str, int] = field(default_factory=dict)
     counters: tuple[CounterSample, ...] = ()
+    link_busy: tuple[LinkBusy, ...] = ()

@@ -15,7 +15,7 @@ from system_layer.executor import CollectiveTable, NpuExecutor
 from system_layer.fusion import fuse_compute_runs
 from system_layer.graphs import GraphPlan, plan_graph
 from system_layer.options import SystemOptions
-from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult
+from system_layer.result import CollectiveStats, LinkBusy, LinkStats, NpuStats, SimulationResult
 from system_layer.reduction import ReductionCost
 from system_layer.scheduler import NpuScheduler, SchedulerContext
 from system_layer.symmetry import stand_ins
@@ -40,7 +40,7 @@ def simulate(
     With ``representatives`` (see :class:`~stratasim.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`system_layer.symmetry` finds that exact; otherwise every NPU is.
     """
-    info = network.configure(topology)
+    info = network.configure(_recording_links(topology) if options.record_trace else topology)
     npus = len(graphs)
     physical = _physical_grid(topology, npus)
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
@@ -96,6 +96,9 @@ def simulate(
             link_counters.link, link_counters.busy_ps, link_counters.bytes, link_counters.messages
         )
     )
+    link_busy = tuple(
+        LinkBusy(busy.link, tuple(zip(busy.start_ps, busy.end_ps))) for busy in link_counters.busy
+    )
     return SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
         npus=npus,
@@ -107,7 +110,16 @@ def simulate(
         links=links,
         milestones=milestones,
         counters=tuple(sorted(counters, key=lambda c: (c.npu, c.time_ps))),
+        link_busy=link_busy,
     )
+
+
+def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
+    """``topology`` asking a network that models links to record when each link is busy, for the trace."""
+    recording = network_pb2.Topology()
+    recording.CopyFrom(topology)
+    recording.record_link_busy = True
+    return recording
 
 
 def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler) -> NpuStats:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from stratasim.v1 import common_pb2 as stratasim_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astratasim/v1/network.proto\x12\x0cstratasim.v1\x1a\x19stratasim/v1/common.proto\"\xd2\x01\n\tDimension\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.stratasim.v1.Dimension.Kind\x12\x0c\n\x04size\x18\x02 \x01(\r\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\x03 \x01(\x01\x12\x12\n\nlatency_ps\x18\x04 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\"G\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04RING\x10\x01\x12\x13\n\x0f\x46ULLY_CONNECTED\x10\x02\x12\n\n\x06SWITCH\x10\x03\"\xda\x03\n\x08Topology\x12+\n\ndimensions\x18\x01 \x03(\x0b\x32\x17.stratasim.v1.Dimension\x12\x18\n\x10\x64\x65lay_quantum_ps\x18\x02 \x01(\x03\x12\x19\n\x11store_and_forward\x18\x03 \x01(\x08\x12*\n\x05torus\x18\x04 \x01(\x0b\x32\x19.stratasim.v1.TorusFabricH\x00\x12/\n\x08\x66\x61t_tree\x18\x05 \x01(\x0b\x32\x1b.stratasim.v1.FatTreeFabricH\x00\x12\x32\n\tdragonfly\x18\x06 \x01(\x0b\x32\x1d.stratasim.v1.DragonflyFabricH\x00\x12(\n\x04\x64gx1\x18\x07 \x01(\x0b\x32\x18.stratasim.v1.Dgx1FabricH\x00\x12\x30\n\x08nvswitch\x18\x08 \x01(\x0b\x32\x1c.stratasim.v1.NvSwitchFabricH\x00\x12I\n\x15hierarchical_alltoall\x18\t \x01(\x0b\x32(.stratasim.v1.HierarchicalAlltoallFabricH\x00\x12*\n\x05graph\x18\n \x01(\x0b\x32\x19.stratasim.v1.GraphFabricH\x00\x42\x08\n\x06\x66\x61\x62ric\"=\n\x08LinkSpec\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\x01 \x01(\x01\x12\x12\n\nlatency_ps\x18\x02 \x01(\x03\"P\n\x0bTorusFabric\x12\r\n\x05shape\x18\x01 \x03(\r\x12$\n\x04link\x18\x02 \x03(\x0b\x32\x16.stratasim.v1.LinkSpec\x12\x0c\n\x04mesh\x18\x03 \x01(\x08\"@\n\rFatTreeFabric\x12\t\n\x01k\x18\x01 \x01(\r\x12$\n\x04link\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"\xfb\x01\n\x0f\x44ragonflyFabric\x12\x0e\n\x06groups\x18\x01 \x01(\r\x12\x19\n\x11routers_per_group\x18\x02 \x01(\r\x12\x18\n\x10hosts_per_router\x18\x03 \x01(\r\x12\x1f\n\x17global_links_per_router\x18\x04 \x01(\r\x12)\n\thost_link\x18\x05 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12*\n\nlocal_link\x18\x06 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12+\n\x0bglobal_link\x18\x07 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"\xab\x01\n\nDgx1Fabric\x12\x37\n\ngeneration\x18\x01 \x01(\x0e\x32#.stratasim.v1.Dgx1Fabric.Generation\x12&\n\x06nvlink\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"<\n\nGeneration\x12\x1a\n\x16GENERATION_UNSPECIFIED\x10\x00\x12\x08\n\x04P100\x10\x01\x12\x08\n\x04V100\x10\x02\"\x9e\x01\n\x0eNvSwitchFabric\x12\x16\n\x0egpus_per_board\x18\x01 \x01(\r\x12\x0e\n\x06planes\x18\x02 \x01(\r\x12\x0e\n\x06\x62oards\x18\x03 \x01(\r\x12(\n\x08gpu_link\x18\x04 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12*\n\ntrunk_link\x18\x05 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"\xad\x01\n\x1aHierarchicalAlltoallFabric\x12\x12\n\nlocal_size\x18\x01 \x01(\r\x12\x10\n\x08packages\x18\x02 \x01(\r\x12\x10\n\x08switches\x18\x03 \x01(\r\x12*\n\nlocal_link\x18\x04 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12+\n\x0bglobal_link\x18\x05 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"P\n\x0bGraphFabric\x12\x0c\n\x04node\x18\x01 \x03(\t\x12\x0c\n\x04npus\x18\x02 \x01(\r\x12%\n\x04link\x18\x03 \x03(\x0b\x32\x17.stratasim.v1.GraphLink\"K\n\tGraphLink\x12\x0b\n\x03src\x18\x01 \x01(\r\x12\x0b\n\x03\x64st\x18\x02 \x01(\r\x12$\n\x04spec\x18\x03 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"U\n\x0bNetworkInfo\x12\x0c\n\x04npus\x18\x01 \x01(\r\x12\x14\n\x0clookahead_ps\x18\x02 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x11\n\tstateless\x18\x04 \x01(\x08\"V\n\tSendBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0b\n\x03src\x18\x02 \x03(\r\x12\x0b\n\x03\x64st\x18\x03 \x03(\r\x12\r\n\x05\x62ytes\x18\x04 \x03(\x04\x12\x14\n\x0csend_time_ps\x18\x05 \x03(\x03\",\n\rDeliveryBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0f\n\x07time_ps\x18\x02 \x03(\x03\"J\n\x0e\x41\x64vanceRequest\x12&\n\x05sends\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.SendBatch\x12\x10\n\x08until_ps\x18\x02 \x01(\x03\"\x80\x01\n\rAdvanceResult\x12/\n\ndeliveries\x18\x01 \x01(\x0b\x32\x1b.stratasim.v1.DeliveryBatch\x12\x15\n\rnext_event_ps\x18\x02 \x01(\x03\x12\x10\n\x08has_next\x18\x03 \x01(\x08\x12\x15\n\rwindow_end_ps\x18\x04 \x01(\x03\"N\n\x0cLinkCounters\x12\x0c\n\x04link\x18\x01 \x03(\t\x12\x0f\n\x07\x62usy_ps\x18\x02 \x03(\x03\x12\r\n\x05\x62ytes\x18\x03 \x03(\x04\x12\x10\n\x08messages\x18\x04 \x03(\x04\"\x11\n\x0f\x43ountersRequest\"\xd7\x01\n\x0eNetworkRequest\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12+\n\tconfigure\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.TopologyH\x00\x12/\n\x07\x61\x64vance\x18\x03 \x01(\x0b\x32\x1c.stratasim.v1.AdvanceRequestH\x00\x12\x31\n\x08\x63ounters\x18\x04 \x01(\x0b\x32\x1d.stratasim.v1.CountersRequestH\x00\x42\x06\n\x04kind\"\xff\x01\n\x0fNetworkResponse\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12/\n\nconfigured\x18\x02 \x01(\x0b\x32\x19.stratasim.v1.NetworkInfoH\x00\x12/\n\x08\x61\x64vanced\x18\x03 \x01(\x0b\x32\x1b.stratasim.v1.AdvanceResultH\x00\x12$\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x13.stratasim.v1.ErrorH\x00\x12.\n\x08\x63ounters\x18\x05 \x01(\x0b\x32\x1a.stratasim.v1.LinkCountersH\x00\x42\x06\n\x04kind2\\\n\x0eNetworkService\x12J\n\x07Session\x12\x1c.stratasim.v1.NetworkRequest\x1a\x1d.stratasim.v1.NetworkResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astratasim/v1/network.proto\x12\x0cstratasim.v1\x1a\x19stratasim/v1/common.proto\"\xd2\x01\n\tDimension\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.stratasim.v1.Dimension.Kind\x12\x0c\n\x04size\x18\x02 \x01(\r\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\x03 \x01(\x01\x12\x12\n\nlatency_ps\x18\x04 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\"G\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04RING\x10\x01\x12\x13\n\x0f\x46ULLY_CONNECTED\x10\x02\x12\n\n\x06SWITCH\x10\x03\"\xf4\x03\n\x08Topology\x12+\n\ndimensions\x18\x01 \x03(\x0b\x32\x17.stratasim.v1.Dimension\x12\x18\n\x10\x64\x65lay_quantum_ps\x18\x02 \x01(\x03\x12\x19\n\x11store_and_forward\x18\x03 \x01(\x08\x12\x18\n\x10record_link_busy\x18\x0b \x01(\x08\x12*\n\x05torus\x18\x04 \x01(\x0b\x32\x19.stratasim.v1.TorusFabricH\x00\x12/\n\x08\x66\x61t_tree\x18\x05 \x01(\x0b\x32\x1b.stratasim.v1.FatTreeFabricH\x00\x12\x32\n\tdragonfly\x18\x06 \x01(\x0b\x32\x1d.stratasim.v1.DragonflyFabricH\x00\x12(\n\x04\x64gx1\x18\x07 \x01(\x0b\x32\x18.stratasim.v1.Dgx1FabricH\x00\x12\x30\n\x08nvswitch\x18\x08 \x01(\x0b\x32\x1c.stratasim.v1.NvSwitchFabricH\x00\x12I\n\x15hierarchical_alltoall\x18\t \x01(\x0b\x32(.stratasim.v1.HierarchicalAlltoallFabricH\x00\x12*\n\x05graph\x18\n \x01(\x0b\x32\x19.stratasim.v1.GraphFabricH\x00\x42\x08\n\x06\x66\x61\x62ric\"=\n\x08LinkSpec\x12\x1d\n\x15\x62\x61ndwidth_bytes_per_s\x18\x01 \x01(\x01\x12\x12\n\nlatency_ps\x18\x02 \x01(\x03\"P\n\x0bTorusFabric\x12\r\n\x05shape\x18\x01 \x03(\r\x12$\n\x04link\x18\x02 \x03(\x0b\x32\x16.stratasim.v1.LinkSpec\x12\x0c\n\x04mesh\x18\x03 \x01(\x08\"@\n\rFatTreeFabric\x12\t\n\x01k\x18\x01 \x01(\r\x12$\n\x04link\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"\xfb\x01\n\x0f\x44ragonflyFabric\x12\x0e\n\x06groups\x18\x01 \x01(\r\x12\x19\n\x11routers_per_group\x18\x02 \x01(\r\x12\x18\n\x10hosts_per_router\x18\x03 \x01(\r\x12\x1f\n\x17global_links_per_router\x18\x04 \x01(\r\x12)\n\thost_link\x18\x05 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12*\n\nlocal_link\x18\x06 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12+\n\x0bglobal_link\x18\x07 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"\xab\x01\n\nDgx1Fabric\x12\x37\n\ngeneration\x18\x01 \x01(\x0e\x32#.stratasim.v1.Dgx1Fabric.Generation\x12&\n\x06nvlink\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"<\n\nGeneration\x12\x1a\n\x16GENERATION_UNSPECIFIED\x10\x00\x12\x08\n\x04P100\x10\x01\x12\x08\n\x04V100\x10\x02\"\x9e\x01\n\x0eNvSwitchFabric\x12\x16\n\x0egpus_per_board\x18\x01 \x01(\r\x12\x0e\n\x06planes\x18\x02 \x01(\r\x12\x0e\n\x06\x62oards\x18\x03 \x01(\r\x12(\n\x08gpu_link\x18\x04 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12*\n\ntrunk_link\x18\x05 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"\xad\x01\n\x1aHierarchicalAlltoallFabric\x12\x12\n\nlocal_size\x18\x01 \x01(\r\x12\x10\n\x08packages\x18\x02 \x01(\r\x12\x10\n\x08switches\x18\x03 \x01(\r\x12*\n\nlocal_link\x18\x04 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\x12+\n\x0bglobal_link\x18\x05 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"P\n\x0bGraphFabric\x12\x0c\n\x04node\x18\x01 \x03(\t\x12\x0c\n\x04npus\x18\x02 \x01(\r\x12%\n\x04link\x18\x03 \x03(\x0b\x32\x17.stratasim.v1.GraphLink\"K\n\tGraphLink\x12\x0b\n\x03src\x18\x01 \x01(\r\x12\x0b\n\x03\x64st\x18\x02 \x01(\r\x12$\n\x04spec\x18\x03 \x01(\x0b\x32\x16.stratasim.v1.LinkSpec\"U\n\x0bNetworkInfo\x12\x0c\n\x04npus\x18\x01 \x01(\r\x12\x14\n\x0clookahead_ps\x18\x02 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x11\n\tstateless\x18\x04 \x01(\x08\"V\n\tSendBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0b\n\x03src\x18\x02 \x03(\r\x12\x0b\n\x03\x64st\x18\x03 \x03(\r\x12\r\n\x05\x62ytes\x18\x04 \x03(\x04\x12\x14\n\x0csend_time_ps\x18\x05 \x03(\x03\",\n\rDeliveryBatch\x12\n\n\x02id\x18\x01 \x03(\x04\x12\x0f\n\x07time_ps\x18\x02 \x03(\x03\"J\n\x0e\x41\x64vanceRequest\x12&\n\x05sends\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.SendBatch\x12\x10\n\x08until_ps\x18\x02 \x01(\x03\"\x80\x01\n\rAdvanceResult\x12/\n\ndeliveries\x18\x01 \x01(\x0b\x32\x1b.stratasim.v1.DeliveryBatch\x12\x15\n\rnext_event_ps\x18\x02 \x01(\x03\x12\x10\n\x08has_next\x18\x03 \x01(\x08\x12\x15\n\rwindow_end_ps\x18\x04 \x01(\x03\"\xbf\x01\n\x0cLinkCounters\x12\x0c\n\x04link\x18\x01 \x03(\t\x12\x0f\n\x07\x62usy_ps\x18\x02 \x03(\x03\x12\r\n\x05\x62ytes\x18\x03 \x03(\x04\x12\x10\n\x08messages\x18\x04 \x03(\x04\x12\x32\n\x04\x62usy\x18\x05 \x03(\x0b\x32$.stratasim.v1.LinkCounters.BusySpans\x1a;\n\tBusySpans\x12\x0c\n\x04link\x18\x01 \x01(\t\x12\x10\n\x08start_ps\x18\x02 \x03(\x03\x12\x0e\n\x06\x65nd_ps\x18\x03 \x03(\x03\"\x11\n\x0f\x43ountersRequest\"\xd7\x01\n\x0eNetworkRequest\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12+\n\tconfigure\x18\x02 \x01(\x0b\x32\x16.stratasim.v1.TopologyH\x00\x12/\n\x07\x61\x64vance\x18\x03 \x01(\x0b\x32\x1c.stratasim.v1.AdvanceRequestH\x00\x12\x31\n\x08\x63ounters\x18\x04 \x01(\x0b\x32\x1d.stratasim.v1.CountersRequestH\x00\x42\x06\n\x04kind\"\xff\x01\n\x0fNetworkResponse\x12,\n\thandshake\x18\x01 \x01(\x0b\x32\x17.stratasim.v1.HandshakeH\x00\x12/\n\nconfigured\x18\x02 \x01(\x0b\x32\x19.stratasim.v1.NetworkInfoH\x00\x12/\n\x08\x61\x64vanced\x18\x03 \x01(\x0b\x32\x1b.stratasim.v1.AdvanceResultH\x00\x12$\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x13.stratasim.v1.ErrorH\x00\x12.\n\x08\x63ounters\x18\x05 \x01(\x0b\x32\x1a.stratasim.v1.LinkCountersH\x00\x42\x06\n\x04kind2\\\n\x0eNetworkService\x12J\n\x07Session\x12\x1c.stratasim.v1.NetworkRequest\x1a\x1d.stratasim.v1.NetworkResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,45 +37,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DIMENSION_KIND']._serialized_start=211
   _globals['_DIMENSION_KIND']._serialized_end=282
   _globals['_TOPOLOGY']._serialized_start=285
-  _globals['_TOPOLOGY']._serialized_end=759
-  _globals['_LINKSPEC']._serialized_start=761
-  _globals['_LINKSPEC']._serialized_end=822
-  _globals['_TORUSFABRIC']._serialized_start=824
-  _globals['_TORUSFABRIC']._serialized_end=904
-  _globals['_FATTREEFABRIC']._serialized_start=906
-  _globals['_FATTREEFABRIC']._serialized_end=970
-  _globals['_DRAGONFLYFABRIC']._serialized_start=973
-  _globals['_DRAGONFLYFABRIC']._serialized_end=1224
-  _globals['_DGX1FABRIC']._serialized_start=1227
-  _globals['_DGX1FABRIC']._serialized_end=1398
-  _globals['_DGX1FABRIC_GENERATION']._serialized_start=1338
-  _globals['_DGX1FABRIC_GENERATION']._serialized_end=1398
-  _globals['_NVSWITCHFABRIC']._serialized_start=1401
-  _globals['_NVSWITCHFABRIC']._serialized_end=1559
-  _globals['_HIERARCHICALALLTOALLFABRIC']._serialized_start=1562
-  _globals['_HIERARCHICALALLTOALLFABRIC']._serialized_end=1735
-  _globals['_GRAPHFABRIC']._serialized_start=1737
-  _globals['_GRAPHFABRIC']._serialized_end=1817
-  _globals['_GRAPHLINK']._serialized_start=1819
-  _globals['_GRAPHLINK']._serialized_end=1894
-  _globals['_NETWORKINFO']._serialized_start=1896
-  _globals['_NETWORKINFO']._serialized_end=1981
-  _globals['_SENDBATCH']._serialized_start=1983
-  _globals['_SENDBATCH']._serialized_end=2069
-  _globals['_DELIVERYBATCH']._serialized_start=2071
-  _globals['_DELIVERYBATCH']._serialized_end=2115
-  _globals['_ADVANCEREQUEST']._serialized_start=2117
-  _globals['_ADVANCEREQUEST']._serialized_end=2191
-  _globals['_ADVANCERESULT']._serialized_start=2194
-  _globals['_ADVANCERESULT']._serialized_end=2322
-  _globals['_LINKCOUNTERS']._serialized_start=2324
-  _globals['_LINKCOUNTERS']._serialized_end=2402
-  _globals['_COUNTERSREQUEST']._serialized_start=2404
-  _globals['_COUNTERSREQUEST']._serialized_end=2421
-  _globals['_NETWORKREQUEST']._serialized_start=2424
-  _globals['_NETWORKREQUEST']._serialized_end=2639
-  _globals['_NETWORKRESPONSE']._serialized_start=2642
-  _globals['_NETWORKRESPONSE']._serialized_end=2897
-  _globals['_NETWORKSERVICE']._serialized_start=2899
-  _globals['_NETWORKSERVICE']._serialized_end=2991
+  _globals['_TOPOLOGY']._serialized_end=785
+  _globals['_LINKSPEC']._serialized_start=787
+  _globals['_LINKSPEC']._serialized_end=848
+  _globals['_TORUSFABRIC']._serialized_start=850
+  _globals['_TORUSFABRIC']._serialized_end=930
+  _globals['_FATTREEFABRIC']._serialized_start=932
+  _globals['_FATTREEFABRIC']._serialized_end=996
+  _globals['_DRAGONFLYFABRIC']._serialized_start=999
+  _globals['_DRAGONFLYFABRIC']._serialized_end=1250
+  _globals['_DGX1FABRIC']._serialized_start=1253
+  _globals['_DGX1FABRIC']._serialized_end=1424
+  _globals['_DGX1FABRIC_GENERATION']._serialized_start=1364
+  _globals['_DGX1FABRIC_GENERATION']._serialized_end=1424
+  _globals['_NVSWITCHFABRIC']._serialized_start=1427
+  _globals['_NVSWITCHFABRIC']._serialized_end=1585
+  _globals['_HIERARCHICALALLTOALLFABRIC']._serialized_start=1588
+  _globals['_HIERARCHICALALLTOALLFABRIC']._serialized_end=1761
+  _globals['_GRAPHFABRIC']._serialized_start=1763
+  _globals['_GRAPHFABRIC']._serialized_end=1843
+  _globals['_GRAPHLINK']._serialized_start=1845
+  _globals['_GRAPHLINK']._serialized_end=1920
+  _globals['_NETWORKINFO']._serialized_start=1922
+  _globals['_NETWORKINFO']._serialized_end=2007
+  _globals['_SENDBATCH']._serialized_start=2009
+  _globals['_SENDBATCH']._serialized_end=2095
+  _globals['_DELIVERYBATCH']._serialized_start=2097
+  _globals['_DELIVERYBATCH']._serialized_end=2141
+  _globals['_ADVANCEREQUEST']._serialized_start=2143
+  _globals['_ADVANCEREQUEST']._serialized_end=2217
+  _globals['_ADVANCERESULT']._serialized_start=2220
+  _globals['_ADVANCERESULT']._serialized_end=2348
+  _globals['_LINKCOUNTERS']._serialized_start=2351
+  _globals['_LINKCOUNTERS']._serialized_end=2542
+  _globals['_LINKCOUNTERS_BUSYSPANS']._serialized_start=2483
+  _globals['_LINKCOUNTERS_BUSYSPANS']._serialized_end=2542
+  _globals['_COUNTERSREQUEST']._serialized_start=2544
+  _globals['_COUNTERSREQUEST']._serialized_end=2561
+  _globals['_NETWORKREQUEST']._serialized_start=2564
+  _globals['_NETWORKREQUEST']._serialized_end=2779
+  _globals['_NETWORKRESPONSE']._serialized_start=2782
+  _globals['_NETWORKRESPONSE']._serialized_end=3037
+  _globals['_NETWORKSERVICE']._serialized_start=3039
+  _globals['_NETWORKSERVICE']._serialized_end=3131
 # @@protoc_insertion_point(module_scope)

@@ -87,6 +87,7 @@ class Topology(_message.Message):
     DIMENSIONS_FIELD_NUMBER: _builtins.int
     DELAY_QUANTUM_PS_FIELD_NUMBER: _builtins.int
     STORE_AND_FORWARD_FIELD_NUMBER: _builtins.int
+    RECORD_LINK_BUSY_FIELD_NUMBER: _builtins.int
     TORUS_FIELD_NUMBER: _builtins.int
     FAT_TREE_FIELD_NUMBER: _builtins.int
     DRAGONFLY_FIELD_NUMBER: _builtins.int
@@ -103,6 +104,10 @@ class Topology(_message.Message):
     head moves on after one link latency, so an uncontended path costs hops x latency + one serialisation
     per dimension, as the analytical network); true store-and-forward (each link costs latency +
     serialisation, as ASTRA-sim's congestion-aware backend).
+    """
+    record_link_busy: _builtins.bool
+    """Networks that model links also record when each link was busy (LinkCounters.busy), for a trace of the run.
+    Off by default: the record grows with the traffic.
     """
     @_builtins.property
     def dimensions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Dimension]:
@@ -130,6 +135,7 @@ class Topology(_message.Message):
         dimensions: _abc.Iterable[Global___Dimension] | None = ...,
         delay_quantum_ps: _builtins.int = ...,
         store_and_forward: _builtins.bool = ...,
+        record_link_busy: _builtins.bool = ...,
         torus: Global___TorusFabric | None = ...,
         fat_tree: Global___FatTreeFabric | None = ...,
         dragonfly: Global___DragonflyFabric | None = ...,
@@ -140,7 +146,7 @@ class Topology(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dgx1", b"dgx1", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "torus", b"torus"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_fabric: _TypeAlias = _typing.Literal["torus", "fat_tree", "dragonfly", "dgx1", "nvswitch", "hierarchical_alltoall", "graph"]  # noqa: Y015
     _WhichOneofArgType_fabric: _TypeAlias = _typing.Literal["fabric", b"fabric"]  # noqa: Y015
@@ -628,10 +634,40 @@ class LinkCounters(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class BusySpans(_message.Message):
+        """The stretches [start_ps[i], end_ps[i]) one link spent transmitting, disjoint and in time order, back-to-back
+        transmissions merged into one; their lengths sum to the link's busy_ps.
+        """
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        LINK_FIELD_NUMBER: _builtins.int
+        START_PS_FIELD_NUMBER: _builtins.int
+        END_PS_FIELD_NUMBER: _builtins.int
+        link: _builtins.str
+        @_builtins.property
+        def start_ps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        @_builtins.property
+        def end_ps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+        def __init__(
+            self,
+            *,
+            link: _builtins.str = ...,
+            start_ps: _abc.Iterable[_builtins.int] | None = ...,
+            end_ps: _abc.Iterable[_builtins.int] | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["end_ps", b"end_ps", "link", b"link", "start_ps", b"start_ps"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     LINK_FIELD_NUMBER: _builtins.int
     BUSY_PS_FIELD_NUMBER: _builtins.int
     BYTES_FIELD_NUMBER: _builtins.int
     MESSAGES_FIELD_NUMBER: _builtins.int
+    BUSY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def link(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """A readable name, e.g. "dim 0: 3->4" or "dim 1: 5->switch"; on a fabric "npu 3->edge 0.1"."""
@@ -644,6 +680,13 @@ class LinkCounters(_message.Message):
     def bytes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
     def messages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def busy(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkCounters.BusySpans]:
+        """Only when the topology asks (Topology.record_link_busy): when the links were transmitting, one entry per
+        link that was busy at all. Keyed by name, not by position, so that the counters of several networks can be
+        concatenated (as the mixed network does) whether or not each of them records.
+        """
+
     def __init__(
         self,
         *,
@@ -651,10 +694,11 @@ class LinkCounters(_message.Message):
         busy_ps: _abc.Iterable[_builtins.int] | None = ...,
         bytes: _abc.Iterable[_builtins.int] | None = ...,
         messages: _abc.Iterable[_builtins.int] | None = ...,
+        busy: _abc.Iterable[Global___LinkCounters.BusySpans] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_ps", b"busy_ps", "bytes", b"bytes", "link", b"link", "messages", b"messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy", b"busy", "busy_ps", b"busy_ps", "bytes", b"bytes", "link", b"link", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
