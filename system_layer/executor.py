@@ -3,8 +3,9 @@
 Compute nodes share the NPU's single compute stream (one at a time, in the order they became ready);
 collective nodes go to the NPU's chunk scheduler and overlap with compute. A send node's message travels
 at once; the send and the peer's matching receive (same source and tag, first come first served) complete
-when it arrives — a receive that becomes ready after its message arrived completes at once. The k-th collective an NPU issues
-on a group is matched with the k-th one every other member issues on it, as NCCL requires.
+when it arrives — a receive that becomes ready after its message arrived completes at once. The k-th
+collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
+requires. Memory loads and stores queue on the NPU's local-memory channel; metadata nodes take no time.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class NpuExecutor:
         self.peak_memory = 0
         self.peak_memory_ps = 0
         self.milestones: dict[str, int] = {}
+        self._memory_channel_free = 0  # when the local-memory channel is next free (MEM_LOAD/STORE nodes)
 
     @property
     def done(self) -> bool:
@@ -144,9 +146,9 @@ class NpuExecutor:
 
     def start(self, _: object = None) -> None:
         """Make every node without dependencies ready (an event callback, hence the unused argument)."""
-        for index, count in enumerate(self._remaining):
-            if count == 0:
-                self._ready(index)
+        # The roots first, then readied: a node that completes at once (metadata) must not ready one twice.
+        for index in [i for i, count in enumerate(self._remaining) if count == 0]:
+            self._ready(index)
 
     def _ready(self, index: int, cause: int = -1) -> None:
         """``index`` has no dependency left; ``cause`` is the node whose completion made it so (-1: none)."""
@@ -161,6 +163,12 @@ class NpuExecutor:
         allocation = self.plan.allocations.get(index)
         if allocation:
             self._allocate(allocation)
+        if node.type == workload_pb2.METADATA_NODE:  # a record of the trace, not work
+            self._complete(index)
+            return
+        if node.type in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
+            self._memory_transfer(index, node.comm_bytes)
+            return
         if node.type == workload_pb2.COMM_SEND_NODE:
             # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
             endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
@@ -176,6 +184,16 @@ class NpuExecutor:
         self._issued[group] = issued + 1
         collective = self._table.join(self.npu, node, issued)
         self._scheduler.issue(collective, lambda: self._complete(index))
+
+    def _memory_transfer(self, index: int, size: int) -> None:
+        """A load or store of ``size`` bytes between the NPU and its local memory: the transfers queue on one
+        channel of ``local_mem_bandwidth`` bytes/s (free when the study sets none), beside the compute stream."""
+        coordinator = self._context.coordinator
+        bandwidth = self._context.options.local_mem_bandwidth
+        duration = -(-size * 10**12 // bandwidth) if bandwidth else 0
+        start = max(coordinator.now, self._memory_channel_free)
+        self._memory_channel_free = start + duration
+        coordinator.schedule(start + duration, self._complete, index)
 
     def _sent(self, message: tuple[int, int]) -> None:
         """A point-to-point message of this NPU arrived: its send node is done, the peer may take it."""

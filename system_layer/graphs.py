@@ -11,7 +11,8 @@ from stratasim.v1 import workload_pb2
 __all__ = ["GraphPlan", "plan_graph", "SUPPORTED_NODE_TYPES"]
 
 SUPPORTED_NODE_TYPES = (
-    workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE
+    workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE,
+    workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE, workload_pb2.METADATA_NODE,
 )  # fmt: skip
 
 
@@ -96,7 +97,7 @@ def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:
     if node.type not in SUPPORTED_NODE_TYPES:
         kind = workload_pb2.NodeType.Name(node.type) if node.type in workload_pb2.NodeType.values() else node.type
         raise WorkloadError(
-            f"{_label(npu, node)}: node type {kind} is not supported yet (COMP, COMM_COLL, COMM_SEND, COMM_RECV)"
+            f"{_label(npu, node)}: node type {kind} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, METADATA)"
         )
     if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE) and (
         node.peer >= npus or node.peer == npu

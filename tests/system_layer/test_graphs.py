@@ -46,7 +46,7 @@ def test_compute_overlaps_a_collective() -> None:
         ((comp(1, deps=(2,)), comp(2, deps=(1,), name="loop")), r"NPU 0 node \d( \(.*\))?: is part of a dependency cycle: \d.* -> \d.* -> \d"),
         ((comp(1, deps=(9,)),), "NPU 0 node 1: depends on node 9, which is not in the graph"),
         ((comp(1), comp(1)), "the id 1 is used twice"),
-        ((dict(id=1, type=workload_pb2.MEM_LOAD_NODE),), "node type MEM_LOAD_NODE is not supported yet"),
+        ((dict(id=1, type=workload_pb2.INVALID_NODE),), "node type INVALID_NODE is not supported"),
         ((comp(1, ps=-5),), "negative duration"),
         ((dict(id=1, type=workload_pb2.COMM_COLL_NODE, group=[0, 7]),), "group names NPU 7, but there are only 4"),
     ],
@@ -83,3 +83,21 @@ def test_results_are_identical_run_to_run() -> None:
     first = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3, record_trace=True))
     second = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3, record_trace=True))
     assert first == second
+
+
+def test_memory_nodes_queue_on_the_local_memory_channel_and_metadata_is_free() -> None:
+    from network_layer.analytical import AnalyticalNetwork
+    from system_layer import SystemOptions, simulate
+    from tests.system_layer.helpers import RING, topology
+
+    g = workload_pb2.ExecutionGraph()
+    g.nodes.add(id=1, type=workload_pb2.METADATA_NODE, name="process_group:init")
+    g.nodes.add(id=2, type=workload_pb2.MEM_LOAD_NODE, comm_bytes=4000, data_deps=[1])
+    g.nodes.add(id=3, type=workload_pb2.MEM_STORE_NODE, comm_bytes=2000, data_deps=[1])  # queues behind the load
+    g.nodes.add(id=4, type=workload_pb2.COMP_NODE, duration_ps=500, data_deps=[2])
+    topo = topology((RING, 2, 10**9, 1000))
+    options = SystemOptions(local_mem_bandwidth=10**12)  # 1 byte/ps
+    result = simulate([g, g], AnalyticalNetwork(), topo, options)
+    assert result.total_time_ps == 6000  # load 0-4000, store 4000-6000, compute 4000-4500
+    free = simulate([g, g], AnalyticalNetwork(), topo, SystemOptions())
+    assert free.total_time_ps == 500
