@@ -88,8 +88,15 @@ def _listen(text: str) -> str:
 
 def _serve(args: argparse.Namespace) -> int:
     from stratasim import remote  # gRPC is only needed when serving
+    from stratasim.compute_setup import PROFILE_BACKEND, build_compute
 
-    remote.serve(args.layer, args.backend, args.listen)
+    if args.profile is not None and (args.layer, args.backend) != ("compute", PROFILE_BACKEND):
+        raise StrataSimError("--profile is read by the profile compute backend only")
+    factories = None
+    if args.profile is not None:
+        build_compute(args.backend, args.profile).close()  # a bad table fails here, before listening
+        factories = {args.backend: lambda: build_compute(args.backend, args.profile)}
+    remote.serve(args.layer, args.backend, args.listen, factories=factories)
     return EXIT_OK
 
 
@@ -100,7 +107,53 @@ def _add_serve(subparsers: _Subparsers) -> None:
     parser.add_argument(
         "--listen", type=_listen, default="127.0.0.1:50051", metavar="HOST:PORT", help="default: %(default)s"
     )
+    parser.add_argument("--profile", metavar="FILE", help="the table of measured times (profile backend only)")
     parser.set_defaults(handler=_serve)
+
+
+def _cost(args: argparse.Namespace) -> int:
+    from stratasim import cost
+
+    given: dict[str, str] = {}
+    for pair in args.dims:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise StrataSimError(f"expected KEY=VALUE such as M=4096, got {pair!r}")
+        given[key.lower()] = value
+    for key in ("m", "k", "n", "batch", "shape", "flops_per_element", "inputs"):
+        value = getattr(args, key)
+        if value is not None:
+            if key in given and given[key] != value:
+                raise StrataSimError(f"{key} is given twice, as {given[key]} and {value}")
+            given[key] = value
+    op = cost.operator_from(args.kind, given, args.dtype)
+    results = cost.price(op, args.backend or ["roofline"], args.device, args.profile)
+    if args.json:
+        print(json.dumps(cost.to_dict(op, args.device, results), indent=2))
+    else:
+        print(cost.to_text(op, args.device, results))
+    return EXIT_OK
+
+
+def _add_cost(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "cost", help="one operator's cost from one or more compute backends",
+        description="e.g. stratasim cost gemm M=4096 K=4096 N=4096 --backend roofline --backend profile "
+        "--profile times.csv --device h100; stratasim cost elementwise shape=4096x4096 --device h100",
+    )  # fmt: skip
+    parser.add_argument("kind", choices=("gemm", "elementwise"), help="the operator kind")
+    parser.add_argument("dims", nargs="*", metavar="KEY=VALUE", help="gemm: M= K= N= [B=]; elementwise: shape=AxB "
+                        "[flops=] [inputs=]")  # fmt: skip
+    for key in ("m", "k", "n", "batch", "shape"):
+        parser.add_argument(f"--{key}", metavar=key.upper(), help=f"same as {key.upper()}=")
+    parser.add_argument("--flops-per-element", dest="flops_per_element", metavar="F", help="elementwise: FLOPs each")
+    parser.add_argument("--inputs", metavar="I", help="elementwise: input tensors (default 1)")
+    parser.add_argument("--dtype", default="bf16", help="default: %(default)s")
+    parser.add_argument("--backend", action="append", metavar="NAME", help="repeat to compare (default roofline)")
+    parser.add_argument("--device", required=True, metavar="NAME", help="the device to price on")
+    parser.add_argument("--profile", metavar="FILE", help="the table of measured times of the profile backend")
+    parser.add_argument("--json", action="store_true", help="print JSON (and nothing else) on stdout")
+    parser.set_defaults(handler=_cost)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -187,7 +240,7 @@ def _add_trace(subparsers: _Subparsers) -> None:
     convert.set_defaults(handler=_trace_convert)
 
 
-_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_bench, _add_import, _add_trace)
+_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_bench, _add_import, _add_trace)
 
 
 def build_parser() -> argparse.ArgumentParser:

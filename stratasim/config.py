@@ -185,11 +185,43 @@ class CalibrationSection(Section):
 
 
 class ComputeSection(_Placement):
-    """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated."""
+    """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
+
+    ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
+    kinds it does not name, defaults to ``backend``); each runs in-process, or spawned with ``spawn``.
+    ``profile`` is the table of measured times the ``profile`` backend reads, relative to the study file.
+    """
 
     backend: str = "roofline"
     device: str
     calibration: CalibrationSection | None = None
+    per_kind: dict[str, str] | None = None
+    profile: str | None = None
+
+    @field_validator("per_kind")
+    @classmethod
+    def _known_kinds(cls, routes: dict[str, str] | None) -> dict[str, str] | None:
+        from compute_layer.per_kind import KIND_NAMES  # the composition root may know the compute layer
+
+        unknown = [kind for kind in routes or {} if kind != "*" and kind not in KIND_NAMES]
+        if unknown:
+            raise ValueError(f"unknown operator kind(s) {', '.join(unknown)}; expected {', '.join(KIND_NAMES)} or *")
+        return routes
+
+    @model_validator(mode="after")
+    def _profile_used(self) -> ComputeSection:
+        if self.per_kind is not None and self.endpoint is not None:
+            raise ValueError("per_kind runs its backends in-process or spawned; it cannot use one endpoint")
+        uses_profile = "profile" in self.routes().values()
+        if uses_profile and self.profile is None:
+            raise ValueError("the profile backend needs 'profile: FILE', a table of measured kernel times")
+        if self.profile is not None and not uses_profile:
+            raise ValueError("'profile' is read by the profile backend only, which this section does not use")
+        return self
+
+    def routes(self) -> dict[str, str]:
+        """The backend for each operator kind (``*``: every other kind)."""
+        return {"*": self.backend, **(self.per_kind or {})}
 
 
 @dataclass(frozen=True)
@@ -362,6 +394,8 @@ def _check_backend(layer: str, section: _Placement | None, problems: list[tuple[
         return
     known = registry.available(layer)
     names = [(f"{layer}.backend", section.backend)]
+    if isinstance(section, ComputeSection):
+        names += [(f"compute.per_kind.{kind}", name) for kind, name in (section.per_kind or {}).items()]
     if isinstance(section, NetworkSection) and section.mixes_fidelity:
         assert isinstance(section.topology, list)
         names += [(f"network.topology.{i}.backend", dim.backend) for i, dim in enumerate(section.topology)
@@ -390,6 +424,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     network = _section(NetworkSection, network_data, "network", problems) if "network" in data and readable else None
     has_compute = data.get("compute") is not None
     compute = _section(ComputeSection, data.get("compute"), "compute", problems) if has_compute else None
+    if compute is not None and compute.profile is not None:  # a path is relative to the study file
+        compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
     _check_backend("network", network, problems)
     _check_backend("compute", compute, problems)
     grid = None if network is None else _grid(network, problems)

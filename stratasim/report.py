@@ -4,6 +4,10 @@ The JSON field names are a contract tools rely on: ``total_time_ps``, ``total_ti
 ``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
 ``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
 ``events_processed``. Every ``*_ns`` value is the engine's integer picoseconds divided by 1000.
+
+Energy is what the compute backend says its operators take: ``compute_energy_pj`` (picojoules) per NPU and
+summed over the study, and ``compute_power_w`` (watts), that energy over the study's total time — the mean
+power of the compute, per NPU or of all NPUs together (1 pJ per ps is 1 W). Both are 0 without priced operators.
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ def _ns(ps: int) -> float:
 
 def _time(ns: float) -> str:
     return format_time_ps(round(ns * 1000))
+
+
+def _joules(pj: float) -> str:
+    """``pj`` picojoules with a readable prefix (``1.23 mJ``)."""
+    for scale, unit in ((1e12, "J"), (1e9, "mJ"), (1e6, "uJ"), (1e3, "nJ")):
+        if pj >= scale:
+            return f"{pj / scale:,.3g} {unit}"
+    return f"{pj:,.3g} pJ"
 
 
 @dataclass(frozen=True)
@@ -94,15 +106,23 @@ class NpuSummary:
     peak_memory_bytes: int = 0
     peak_memory_ns: float = 0.0
     memory_at_peak: dict[str, int] = field(default_factory=dict)
+    compute_energy_pj: float = 0.0
+    compute_power_w: float = 0.0
 
     @classmethod
-    def of(cls, stats: NpuStats) -> NpuSummary:
+    def of(cls, stats: NpuStats, total_ps: int = 0) -> NpuSummary:
         sent = {("flat" if dim < 0 else str(dim)): size for dim, size in stats.bytes_sent_per_dim}
         return cls(
             stats.npu, _ns(stats.finish_ps), _ns(stats.compute_ps), _ns(stats.comm_ps), _ns(stats.exposed_comm_ps),
             sent, {kind: _ns(ps) for kind, ps in stats.exposed_comm_ps_by_kind}, stats.peak_memory_bytes,
-            _ns(stats.peak_memory_ps), dict(stats.memory_at_peak),
+            _ns(stats.peak_memory_ps), dict(stats.memory_at_peak), stats.compute_energy_pj,
+            _watts(stats.compute_energy_pj, total_ps),
         )
+
+
+def _watts(energy_pj: float, time_ps: int) -> float:
+    """Mean power in watts of ``energy_pj`` picojoules over ``time_ps`` picoseconds (1 pJ/ps = 1 W)."""
+    return energy_pj / time_ps if time_ps > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -152,6 +172,8 @@ class Report:
     warnings: tuple[str, ...] = ()
     simulated_npus: int = 0
     link_busy: tuple[LinkBusy, ...] = field(default=(), repr=False)
+    compute_energy_pj: float = 0.0
+    compute_power_w: float = 0.0
 
     @classmethod
     def from_result(
@@ -171,6 +193,7 @@ class Report:
         the JSON at top level); ``serving`` an inference workload's ``ttft_ns``, ``tpot_ns`` and
         ``tokens_per_second`` (JSON key ``serving``); ``warnings`` what the user should know (over capacity...)."""
         critical = max(result.per_npu, key=lambda s: (s.finish_ps, -s.npu), default=None)
+        energy = sum((npu.compute_energy_pj for npu in result.per_npu), 0.0)
         return cls(
             name=name,
             total_time_ps=result.total_time_ps,
@@ -180,7 +203,7 @@ class Report:
             critical_npu=critical.npu if critical else 0,
             npus=result.npus,
             collectives=tuple(CollectiveSummary.of(c) for c in result.collectives),
-            per_npu=tuple(NpuSummary.of(n) for n in result.per_npu),
+            per_npu=tuple(NpuSummary.of(n, result.total_time_ps) for n in result.per_npu),
             wall_seconds=wall_seconds,
             events_processed=result.events_processed,
             backends=dict(backends),
@@ -192,6 +215,8 @@ class Report:
             warnings=tuple(warnings),
             simulated_npus=result.simulated_npus,
             link_busy=result.link_busy,
+            compute_energy_pj=energy,
+            compute_power_w=_watts(energy, result.total_time_ps),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -270,6 +295,13 @@ class Report:
         return [f"  peak memory      {format_bytes(peak.peak_memory_bytes)} (NPU {peak.npu} at "
                 f"{_time(peak.peak_memory_ns)}: {parts})"]  # fmt: skip
 
+    def _energy_line(self) -> list[str]:
+        if not self.compute_energy_pj:
+            return []
+        top = max(self.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
+        return [f"  compute energy   {_joules(self.compute_energy_pj)} in all, {self.compute_power_w:,.1f} W mean "
+                f"(NPU {top.npu} the most: {_joules(top.compute_energy_pj)}, {top.compute_power_w:,.1f} W)"]  # fmt: skip
+
     def _headline(self) -> list[str]:
         where = ", ".join(f"{layer} {label}" for layer, label in self.backends.items())
         count = len(self.collectives)
@@ -282,6 +314,7 @@ class Report:
             *self._training_lines(),
             *self._serving_lines(),
             *self._memory_line(),
+            *self._energy_line(),
             f"  simulated in     {self.wall_seconds:.3f} s wall, {self.events_processed:,} events"
             + (f", {self.simulated_npus} NPUs standing for all" if 0 < self.simulated_npus < self.npus else ""),
             f"  backends         {where}",

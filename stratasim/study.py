@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import system_layer
 from stratasim import registry
+from stratasim.compute_setup import open_compute
 from stratasim.config import ComputeSection, NetworkSection, Study
 from stratasim.contracts import (
     ComputeBackend,
@@ -69,17 +70,17 @@ def check_study(study: Study) -> int:
     )
     section = study.compute
     if section is not None and section.endpoint is None and not section.spawn:
-        compute: ComputeBackend = registry.load("compute", section.backend)()
-        try:
+        with ExitStack() as stack:
+            compute, _ = open_compute(section, stack)
             _check_device(compute, section)
-        finally:
-            compute.close()
     return npus
 
 
 def _open(layer: str, section: NetworkSection | ComputeSection, stack: ExitStack) -> tuple[Any, str]:
     """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds."""
-    name = section.backend_name if isinstance(section, NetworkSection) else section.backend
+    if isinstance(section, ComputeSection):
+        return open_compute(section, stack)
+    name = section.backend_name
     if section.endpoint is None and not section.spawn:
         backend = registry.load(layer, name)()
         stack.callback(backend.close)

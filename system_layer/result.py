@@ -40,7 +40,8 @@ class NpuStats:
     (``pg_name``) of the node the compute stream waited on, else ``p2p``, ``collective`` or ``other``; the parts
     sum to ``exposed_comm_ps``. ``peak_memory_bytes`` is the most the NPU held (resident plus what its nodes had
     allocated), first reached at ``peak_memory_ps``; ``memory_at_peak`` breaks it down by resident kind plus
-    ``working`` (the nodes' allocations: activations, KV cache).
+    ``working`` (the nodes' allocations: activations, KV cache). ``compute_energy_pj`` is the energy, in
+    picojoules, the compute backend gave the NPU's priced operators, summed over every node that ran one.
     """
 
     npu: int
@@ -53,6 +54,7 @@ class NpuStats:
     peak_memory_bytes: int = 0
     peak_memory_ps: int = 0
     memory_at_peak: tuple[tuple[str, int], ...] = ()
+    compute_energy_pj: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ def simulate(
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
-    durations = _price(list(plans.values()), compute, device, calibration)
+    durations, energies = _price(list(plans.values()), compute, device, calibration)
+    energy_of = {npu: energies[id(plans[id(graphs[npu])])] for npu in simulated}
     if not options.record_trace:  # a trace shows every node; the times are the same either way
         for key, plan in list(plans.items()):
             fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
@@ -73,7 +74,7 @@ def simulate(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
             "but nothing can happen (a collective some group members never issue?)"
         )
-    stats = {npu: _npu_stats(ex, context.schedulers[npu]) for npu, ex in executors.items()}
+    stats = {npu: _npu_stats(ex, context.schedulers[npu], energy_of[npu]) for npu, ex in executors.items()}
     spans = list(context.spans or ())
     counters = list(context.counters or ())
     if stand_in is None:
@@ -122,7 +123,7 @@ def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
     return recording
 
 
-def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler) -> NpuStats:
+def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float) -> NpuStats:
     resident = executor.plan.resident
     return NpuStats(
         executor.npu,
@@ -135,6 +136,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler) -> NpuStats:
         peak_memory_bytes=sum(size for _, size in resident) + executor.peak_memory,
         peak_memory_ps=executor.peak_memory_ps,
         memory_at_peak=(*resident, ("working", executor.peak_memory)) if resident or executor.peak_memory else (),
+        compute_energy_pj=energy_pj,
     )
 
 
@@ -188,9 +190,10 @@ def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
 
 def _price(
     plans: list[GraphPlan], compute: ComputeBackend | None, device: str, calibration: compute_pb2.Calibration | None
-) -> dict[int, tuple[int, ...]]:
-    """Each plan's compute durations by node position: fixed ones as given, operators priced in one batch, each
-    distinct operator once."""
+) -> tuple[dict[int, tuple[int, ...]], dict[int, float]]:
+    """Each plan's compute durations by node position (fixed ones as given, operators priced in one batch, each
+    distinct operator once) and the energy its priced operators take in all, in picojoules (fixed-duration
+    nodes carry no energy), both keyed by ``id(plan)``."""
     unique: dict[bytes, compute_pb2.OperatorDesc] = {}
     signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
     keys: dict[int, list[bytes | None]] = {}
@@ -212,18 +215,23 @@ def _price(
                 unique.setdefault(signature, node.op)
             plan_keys.append(signature)
     prices: dict[bytes, int] = {}
+    energy: dict[bytes, float] = {}
     if unique and compute is not None:
         request = compute_pb2.EstimateRequest(device=device, ops=list(unique.values()), calibration=calibration)
         response = compute.estimate(request)
         if response.HasField("error"):
             raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
         prices = {key: cost.duration_ps for key, cost in zip(unique, response.costs)}
-    return {
+        energy = {key: cost.energy_pj for key, cost in zip(unique, response.costs)}
+    durations = {
         id(plan): tuple(
             node.duration_ps if key is None else prices[key] for node, key in zip(plan.nodes, keys[id(plan)])
         )
         for plan in plans
     }
+    # Summed in node order, so the total is the same float every run.
+    energies = {id(plan): sum((energy[key] for key in keys[id(plan)] if key is not None), 0.0) for plan in plans}
+    return durations, energies
 
 
 def _signature(op: compute_pb2.OperatorDesc) -> bytes:

@@ -14,6 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -139,7 +140,14 @@ def factories(layer: str) -> dict[str, Callable[[], Any]]:
     """The fake backends of ``layer`` by registry name, to pass as ``extra``/``factories``."""
     if layer == "network":
         return {"fake": FakeNetwork, "crashing": CrashingNetwork}
-    return {"fake": FakeCompute}
+    return {"fake": FakeCompute, "profile": _contract_profile}
+
+
+def _contract_profile() -> Any:
+    """The profile backend on a table measuring exactly the operators the compute contract suite prices."""
+    from compute_layer.profile import ProfileCompute
+
+    return ProfileCompute(profile=Path(__file__).with_name("contract_profile.csv"))
 
 
 def backend_names(layer: str) -> list[str]:

@@ -163,8 +163,12 @@ def test_spawn_runs_the_real_serve_command_for_network(name: str) -> None:
 @needs_cli
 @pytest.mark.parametrize("name", registry.available("compute"))
 def test_spawn_runs_the_real_serve_command_for_compute(name: str) -> None:
-    local = registry.load("compute", name)()
-    with spawn("compute", name) as endpoint:
+    # The profile backend reads a table; the contract suite's serves here too (``--profile FILE``).
+    from stratasim.compute_setup import build_compute, serve_command
+
+    table = str(Path(__file__).parents[1] / "contracts" / "contract_profile.csv") if name == "profile" else None
+    local = build_compute(name, table)
+    with spawn("compute", name, command=serve_command(name, table)) as endpoint:
         compute = ComputeClient(endpoint, backend=name, timeout_s=10)
         try:
             assert compute.devices() == local.devices()

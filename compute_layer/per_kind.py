@@ -1,0 +1,95 @@
+"""Fidelity per operator kind: one compute backend per kind of operator, within one run.
+
+:class:`PerKindCompute` is a :class:`~stratasim.contracts.ComputeBackend` made of others — e.g. a Timeloop-style
+model for GEMMs and a roofline for everything else. Each request is split by operator kind, each part goes to
+its backend as one batch (in the order the operators came), and the costs are put back in request order; an
+error from any part is the request's error, naming the backend it came from. The parts may be in-process
+backends or gRPC clients alike, so a split run gives the same numbers in-process and spawned.
+
+It takes built backends and is not in the registry: the study (``compute.per_kind``) builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from stratasim.contracts import ComputeBackend
+from stratasim.v1 import common_pb2, compute_pb2
+
+__all__ = ["KIND_NAMES", "PerKindCompute", "kind_name"]
+
+KIND_NAMES: tuple[str, ...] = tuple(
+    name.lower() for name in compute_pb2.OperatorKind.keys() if name != "OPERATOR_KIND_UNSPECIFIED"
+)
+"""The operator kinds a route may name (``gemm``, ``elementwise``), besides ``*`` for every other kind."""
+
+
+def kind_name(kind: compute_pb2.OperatorKind.ValueType) -> str:
+    """``gemm`` for ``compute_pb2.GEMM``; ``*`` for a kind that has no name."""
+    return compute_pb2.OperatorKind.Name(kind).lower() if kind in compute_pb2.OperatorKind.values() else "*"
+
+
+class PerKindCompute:
+    """Routes each operator to ``routes[its kind name]``, else to ``routes["*"]`` (which must be present).
+
+    ``devices()`` are those every routed backend has. Closing closes every distinct backend once.
+    """
+
+    name = "per_kind"
+
+    def __init__(self, routes: Mapping[str, ComputeBackend]) -> None:
+        if "*" not in routes:
+            raise ValueError("per-kind routes need a '*' entry for the kinds they do not name")
+        unknown = [kind for kind in routes if kind != "*" and kind not in KIND_NAMES]
+        if unknown:
+            raise ValueError(f"unknown operator kind(s) {', '.join(unknown)}; expected {', '.join(KIND_NAMES)} or *")
+        self._routes = dict(routes)
+        self._backends = list({id(backend): backend for backend in routes.values()}.values())
+
+    def devices(self) -> list[str]:
+        """The devices every routed backend can price (compared case-insensitively), sorted."""
+        common: set[str] | None = None
+        for backend in self._backends:
+            names = {device.lower() for device in backend.devices()}
+            common = names if common is None else common & names
+        return sorted(common or ())
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price each kind's operators with its backend, one batch per backend, costs in request order."""
+        parts: dict[int, list[int]] = {}  # backend id -> positions of the ops it prices
+        chosen: dict[int, tuple[str, ComputeBackend]] = {}
+        for index, op in enumerate(request.ops):
+            route = kind_name(op.kind)
+            backend = self._routes.get(route) or self._routes["*"]
+            parts.setdefault(id(backend), []).append(index)
+            chosen[id(backend)] = (route if route in self._routes else "*", backend)
+        costs: list[compute_pb2.OperatorCost | None] = [None] * len(request.ops)
+        for key, positions in parts.items():
+            route, backend = chosen[key]
+            part = compute_pb2.EstimateRequest(device=request.device, ops=[request.ops[i] for i in positions])
+            if request.HasField("calibration"):
+                part.calibration.CopyFrom(request.calibration)
+            response = backend.estimate(part)
+            if response.HasField("error"):
+                return _renumbered(response.error, backend.name, positions)
+            for position, cost in zip(positions, response.costs):
+                costs[position] = cost
+        return compute_pb2.EstimateResponse(costs=[cost for cost in costs if cost is not None])
+
+    def close(self) -> None:
+        """Close every routed backend."""
+        for backend in self._backends:
+            backend.close()
+
+
+def _renumbered(error: common_pb2.Error, backend: str, positions: list[int]) -> compute_pb2.EstimateResponse:
+    """A part's error with its ``ops[i]`` numbers turned back into the request's, and the backend named."""
+    message, where = error.message, error.where
+    for local in sorted(range(len(positions)), reverse=True):  # ops[12] before ops[1]
+        message = message.replace(f"ops[{local}]", f"ops[#{positions[local]}]")
+        where = where.replace(f"ops[{local}]", f"ops[#{positions[local]}]")
+    renumbered = common_pb2.Error()
+    renumbered.CopyFrom(error)
+    renumbered.message = f"{backend}: " + message.replace("ops[#", "ops[")
+    renumbered.where = where.replace("ops[#", "ops[")
+    return compute_pb2.EstimateResponse(error=renumbered)

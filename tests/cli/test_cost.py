@@ -1,0 +1,134 @@
+"""``stratasim cost``: one operator's cost as a table or JSON, several backends side by side, and bad input as
+one ``error:`` line with exit 2 — including a profile that lacks the shape asked, or is malformed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stratasim.cli import main
+from tests.compute_layer.profile_helpers import write_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# 4096³ BF16 GEMM on an H100 (989.4 TFLOPS): ceil(137438953472e12 / 989.4e12) = 138911415 ps (138911414.99...), compute bound.
+GEMM_4096_PS = 138911415
+
+
+def _cost(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["cost", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_json_pins_the_roofline_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cost(capsys, "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "bf16",
+                         "--backend", "roofline", "--device", "h100", "--json")  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert data["operator"] == {"kind": "gemm", "shape": [4096, 4096, 4096], "dtype": "bf16",
+                                "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 2}  # fmt: skip
+    (row,) = data["costs"]
+    assert row["backend"] == "roofline" and row["duration_ps"] == GEMM_4096_PS and row["bound"] == "compute"
+    assert row["energy_pj"] == 700 * GEMM_4096_PS and row["traffic"] == {"dram": 3 * 4096**2 * 2}
+
+
+def test_key_value_form_equals_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    _, flags, _ = _cost(capsys, "gemm", "--m", "64", "--k", "32", "--n", "16", "--device", "a100", "--json")
+    _, pairs, _ = _cost(capsys, "gemm", "M=64", "K=32", "N=16", "--device", "a100", "--json")
+    assert flags == pairs
+
+
+def test_table_compares_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = str(write_table(tmp_path))
+    code, out, _ = _cost(capsys, "gemm", "M=1536", "K=1024", "N=1024", "--backend", "roofline", "--backend",
+                         "profile", "--profile", table, "--device", "h100")  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("gemm [1536, 1024, 1024] bf16") and "on h100" in lines[0]
+    roofline = next(line for line in lines if line.strip().startswith("roofline"))
+    profile = next(line for line in lines if line.strip().startswith("profile"))
+    assert "compute" in roofline and "dram" in roofline
+    assert "15 us" in profile and "2.000 uJ" in profile and "unknown" in profile
+
+
+def test_elementwise(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cost(capsys, "elementwise", "shape=1024x1024", "--device", "h100", "--json")
+    (row,) = json.loads(out)["costs"]
+    assert code == 0 and row["bound"] == "memory" and row["traffic"] == {"dram": 2 * 2**20 * 2}
+
+
+def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = str(write_table(tmp_path))
+    code, out, _ = _cost(capsys, "gemm", "M=8192", "K=1024", "N=1024", "--backend", "roofline", "--backend",
+                         "profile", "--profile", table, "--device", "h100", "--json")  # fmt: skip
+    rows = json.loads(out)["costs"]
+    assert code == 0 and "duration_ps" in rows[0] and "m=1024..2048" in rows[1]["error"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("gemm", "M=8192", "K=1024", "N=1024", "--backend", "profile", "--profile", "{table}", "--device", "h100"),
+         ("m=8192 is outside the measured range m=1024..2048", "does not extrapolate")),
+        (("gemm", "M=1024", "K=1024", "N=1024", "--backend", "profile", "--profile", "{table}", "--device", "h100",
+          "--dtype", "fp32"), ("has no gemm fp32 on 'h100'",)),
+        (("gemm", "M=1", "K=1", "N=1", "--backend", "nope", "--device", "h100"), ("no compute backend named 'nope'",)),
+        (("gemm", "M=1", "K=1", "N=1", "--device", "b200"), ("has no device 'b200'", "a100, h100")),
+        (("gemm", "M=1", "K=1", "--device", "h100"), ("gemm: missing n",)),
+        (("gemm", "M=1", "K=x", "N=1", "--device", "h100"), ("k='x': expected an integer",)),
+        (("gemm", "M=0", "K=1", "N=1", "--device", "h100"), ("m must be a positive integer",)),
+        (("gemm", "M=1", "K=1", "N=1", "Q=3", "--device", "h100"), ("unknown key(s) q",)),
+        (("gemm", "M=1", "K=1", "N=1", "--m", "2", "--device", "h100"), ("m is given twice",)),
+        (("gemm", "M=1", "K=1", "N=1", "--device", "h100", "--dtype", "fp4"), ("unknown dtype 'fp4'",)),
+        (("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--device", "h100"), ("compute.profile: FILE",)),
+        (("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--profile", "{bad}", "--device", "h100"),
+         ("bad.csv", "line 3, time: a time cannot be negative")),
+        (("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--profile", "{short}", "--device", "h100"),
+         ("short.csv", "missing column(s) time")),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    files = {
+        "table": str(write_table(tmp_path)),
+        "bad": str(write_table(tmp_path, "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,1us\n"
+                                         "h100,gemm,bf16,2,1,1,-1us\n", "bad.csv")),
+        "short": str(write_table(tmp_path, "device,kind,dtype,m,k,n\n", "short.csv")),
+    }  # fmt: skip
+    code, out, err = _cost(capsys, *(arg.format(**files) for arg in args))
+    assert code == 2 and out == "" and err.startswith("error: ") and "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err
+
+
+def _python_stratasim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)  # fmt: skip
+
+
+def test_serve_refuses_a_malformed_profile_before_listening(tmp_path: Path) -> None:
+    bad = write_table(tmp_path, "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,soon\n")
+    done = _python_stratasim("serve", "compute", "--backend", "profile", "--profile", str(bad), "--listen",
+                             "127.0.0.1:0")  # fmt: skip
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "line 2, time" in done.stderr
+    assert "listening" not in done.stdout
+
+
+def test_run_with_a_malformed_profile_names_the_line(tmp_path: Path) -> None:
+    write_table(tmp_path, "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,-2ns\n")
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        "workload: {kind: collective, collective: all_reduce, size: 1MiB}\n"
+        "network: {topology: [{kind: ring, size: 2, bandwidth: 50GB/s, latency: 1us}]}\n"
+        "compute: {backend: profile, device: h100, profile: times.csv}\n",
+        encoding="utf-8",
+    )
+    done = _python_stratasim("run", str(study))
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+    assert "times.csv" in done.stderr and "line 2, time: a time cannot be negative" in done.stderr

@@ -1,0 +1,120 @@
+"""Fidelity per operator kind: each operator priced by the backend its kind names, in one run, with the same
+numbers in-process and with the backends spawned; and the energy they give summed into the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compute_layer.per_kind import PerKindCompute
+from compute_layer.profile import ProfileCompute
+from compute_layer.roofline import RooflineCompute
+from stratasim import operators
+from stratasim.config import load_study
+from stratasim.errors import ConfigError
+from stratasim.study import run_study
+from stratasim.v1 import compute_pb2
+from tests.compute_layer.profile_helpers import register_ops_workload, write_table
+
+GEMM = operators.gemm(1536, 1024, 1024)
+SCALE = operators.elementwise([2048, 1024])
+
+
+def _estimate(backend: object, *ops: compute_pb2.OperatorDesc) -> compute_pb2.EstimateResponse:
+    assert isinstance(backend, (PerKindCompute, ProfileCompute, RooflineCompute))
+    return backend.estimate(compute_pb2.EstimateRequest(device="h100", ops=ops))
+
+
+def test_each_kind_goes_to_its_backend_in_request_order(tmp_path: Path) -> None:
+    profile, roofline = ProfileCompute(profile=write_table(tmp_path)), RooflineCompute()
+    split = PerKindCompute({"gemm": profile, "*": roofline})
+    costs = list(_estimate(split, SCALE, GEMM, SCALE).costs)
+    assert costs[1] == _estimate(profile, GEMM).costs[0]
+    assert costs[0] == costs[2] == _estimate(roofline, SCALE).costs[0]
+    assert split.devices() == ["h100"]  # the devices both have
+
+
+def test_an_error_names_the_backend_and_the_request_position(tmp_path: Path) -> None:
+    split = PerKindCompute({"gemm": ProfileCompute(profile=write_table(tmp_path)), "*": RooflineCompute()})
+    response = _estimate(split, SCALE, operators.gemm(8192, 1024, 1024))
+    assert response.error.message.startswith("profile: ops[1]:") and response.error.where == "ops[1]"
+
+
+def test_routes_need_a_default_and_known_kinds() -> None:
+    with pytest.raises(ValueError, match="'\\*' entry"):
+        PerKindCompute({"gemm": RooflineCompute()})
+    with pytest.raises(ValueError, match="conv"):
+        PerKindCompute({"conv": RooflineCompute(), "*": RooflineCompute()})
+
+
+STUDY = """\
+name: split
+workload: {{kind: ops}}
+network:
+  topology: [{{kind: ring, size: 4, bandwidth: 50GB/s, latency: 500ns}}]
+compute: {{backend: roofline, device: h100, per_kind: {{gemm: profile}}, profile: times.csv, spawn: {spawn}}}
+"""
+
+
+@pytest.fixture
+def study_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    register_ops_workload(monkeypatch)
+    write_table(tmp_path)
+    return tmp_path / "split.yaml"
+
+
+def _run(path: Path, spawn: bool) -> dict[str, object]:
+    path.write_text(STUDY.format(spawn=str(spawn).lower()), encoding="utf-8")
+    report = run_study(load_study(str(path), []))
+    data = report.to_dict()
+    for volatile in ("wall_seconds", "backends"):
+        data.pop(volatile)
+    return data
+
+
+def test_energy_sums_equal_per_operator_energy_times_counts(study_path: Path) -> None:
+    data = _run(study_path, spawn=False)
+    gemm = ProfileCompute(profile=study_path.parent / "times.csv")
+    gemm_cost = _estimate(gemm, GEMM).costs[0]
+    scale_cost = _estimate(RooflineCompute(), SCALE).costs[0]
+    per_npu = 2 * gemm_cost.energy_pj + scale_cost.energy_pj
+    assert gemm_cost.energy_pj == 2e6 and scale_cost.energy_pj == 700 * scale_cost.duration_ps
+    rows = data["per_npu"]
+    assert isinstance(rows, list) and len(rows) == 4
+    assert all(row["compute_energy_pj"] == per_npu for row in rows)
+    assert all(row["compute_ns"] * 1000 == 2 * gemm_cost.duration_ps + scale_cost.duration_ps for row in rows)
+    assert data["compute_energy_pj"] == 4 * per_npu
+    assert data["compute_power_w"] == pytest.approx(4 * per_npu / data["total_time_ps"])  # type: ignore[operator]
+    assert rows[0]["compute_power_w"] == pytest.approx(per_npu / data["total_time_ps"])  # type: ignore[operator]
+
+
+def test_energy_in_the_text_report(study_path: Path) -> None:
+    study_path.write_text(STUDY.format(spawn="false"), encoding="utf-8")
+    text = run_study(load_study(str(study_path), [])).to_text()
+    assert "compute energy" in text and " W mean" in text
+    assert "per kind (*: roofline (in-process), gemm: profile (in-process))" in text
+
+
+def test_spawned_backends_give_identical_results(study_path: Path) -> None:
+    assert _run(study_path, spawn=True) == _run(study_path, spawn=False)
+
+
+@pytest.mark.parametrize(
+    ("compute", "where", "expected"),
+    [
+        ("{backend: roofline, device: h100, per_kind: {conv: roofline}}", "compute.per_kind", "unknown operator kind"),
+        ("{backend: roofline, device: h100, per_kind: {gemm: nope}}", "compute.per_kind.gemm", "no compute backend"),
+        ("{backend: profile, device: h100}", "compute", "needs 'profile: FILE'"),
+        ("{backend: roofline, device: h100, profile: t.csv}", "compute", "read by the profile backend only"),
+    ],
+)
+def test_bad_compute_sections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compute: str, where: str,
+                              expected: str) -> None:  # fmt: skip
+    register_ops_workload(monkeypatch)
+    path = tmp_path / "bad.yaml"
+    head = STUDY.format(spawn="false").split("compute:")[0]
+    path.write_text(head + f"compute: {compute}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_study(str(path), [])
+    assert any(at == where and expected in what for at, what in caught.value.problems), caught.value.problems
