@@ -1,0 +1,34 @@
+"""A Timeloop-style compute model: accelerators, mappings, their analysis, a mapper and the ``timeloop`` backend.
+
+An accelerator (:mod:`.accelerator`) is a PE array under a hierarchy of storage levels; a problem
+(:mod:`.problem`) is an operator as a loop nest; a mapping (:mod:`.mapping`) tiles, orders and unrolls that
+nest; :mod:`.analysis` turns a mapping into access counts, cycles and energy; :mod:`.mapper` searches mappings;
+:mod:`.scalesim` holds SCALE-Sim's compute-cycle formula; :mod:`.backend` is the ComputeBackend.
+"""
+
+from compute_layer.timeloop.accelerator import PRESETS, Accelerator, StorageLevel, accelerator, systolic
+from compute_layer.timeloop.analysis import Evaluation, evaluate
+from compute_layer.timeloop.backend import TimeloopCompute
+from compute_layer.timeloop.mapper import search
+from compute_layer.timeloop.mapping import Mapping, MappingError
+from compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
+from compute_layer.timeloop.scalesim import scalesim_cycles
+
+__all__ = [
+    "Accelerator",
+    "StorageLevel",
+    "PRESETS",
+    "accelerator",
+    "systolic",
+    "Problem",
+    "gemm",
+    "conv2d",
+    "elementwise",
+    "Mapping",
+    "MappingError",
+    "Evaluation",
+    "evaluate",
+    "search",
+    "scalesim_cycles",
+    "TimeloopCompute",
+]

@@ -1,0 +1,287 @@
+"""Accelerators for the Timeloop-style model: a PE array plus a hierarchy of storage levels, and presets.
+
+Units: capacities in words (elements, whatever the dtype, as in Timeloop and SCALE-Sim), bandwidths in words
+per cycle for the whole level, energies in pJ per word access, the clock in Hz. ``levels[0]`` is private to
+each PE (its registers or scratchpads; its capacity is per PE); the array of ``rows x cols`` PEs sits between
+it and ``levels[1]``; the last level is the backing store (DRAM): unbounded, holding every operand.
+
+Energies of the presets come from two public tables, both 45 nm / 65 nm figures and so only indicative:
+
+* Horowitz, "Computing's energy problem", ISSCC 2014 (45 nm): 8-bit integer multiply 0.2 pJ and add 0.03 pJ;
+  a 64-bit SRAM read costs 10 pJ from 8 KB, 20 pJ from 32 KB and 100 pJ from 1 MB; a 64-bit DRAM access
+  1.3-2.6 nJ. Per byte: 1.25 / 2.5 / 12.5 pJ for SRAM, 162.5 pJ for DRAM (the low end).
+* Chen, Emer, Sze, "Eyeriss: a spatial architecture for energy-efficient dataflow for CNNs", ISCA 2016:
+  per-access energy relative to a MAC of 1x for a PE register file, 6x for the global buffer, 200x for DRAM.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from compute_layer.timeloop.problem import OPERANDS
+from stratasim.errors import BackendError
+
+__all__ = ["StorageLevel", "Accelerator", "PRESETS", "accelerator", "catalog", "systolic", "DATAFLOWS"]
+
+DATAFLOWS = ("os", "ws", "is")
+"""Systolic dataflows: output-, weight- and input-stationary."""
+
+# The dimensions each systolic dataflow unrolls on array rows and columns, per problem kind (SCALE-Sim's
+# mapping: OS puts output pixels on rows and filters on columns; WS the filter window on rows and filters on
+# columns; IS the filter window on rows and output pixels on columns; a GEMM's M is the output pixels, K the
+# window, N the filters).
+_SYSTOLIC_SPATIAL: Mapping[str, Mapping[str, tuple[frozenset[str], frozenset[str]]]] = {
+    "gemm": {
+        "os": (frozenset("M"), frozenset("N")),
+        "ws": (frozenset("K"), frozenset("N")),
+        "is": (frozenset("K"), frozenset("M")),
+    },
+    "conv": {
+        "os": (frozenset("NPQ"), frozenset("K")),
+        "ws": (frozenset("CRS"), frozenset("K")),
+        "is": (frozenset("CRS"), frozenset("NPQ")),
+    },
+}
+
+
+@dataclass(frozen=True)
+class StorageLevel:
+    """One storage level: which operands it keeps, how much, how fast, at what energy.
+
+    ``words`` bounds the sum of the kept operands' tiles (None: unbounded); ``partitions`` bounds single
+    operands (SCALE-Sim's separate input, weight and output SRAMs). ``read_bandwidth`` and
+    ``write_bandwidth`` are words per cycle for the whole level (None: never the bottleneck).
+    """
+
+    name: str
+    keeps: frozenset[str]
+    words: int | None = None
+    partitions: Mapping[str, int] = field(default_factory=dict, hash=False)
+    read_bandwidth: int | None = None
+    write_bandwidth: int | None = None
+    read_pj: float = 0.0
+    write_pj: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keeps", frozenset(self.keeps))
+        object.__setattr__(self, "partitions", MappingProxyType(dict(self.partitions)))
+        problems = list(self._problems())
+        if problems:
+            raise ValueError(f"storage level {self.name!r}: {'; '.join(problems)}")
+
+    def _problems(self) -> Iterator[str]:
+        if not self.name:
+            yield "name must not be empty"
+        unknown = sorted((self.keeps | set(self.partitions)) - set(OPERANDS))
+        if unknown:
+            yield f"unknown operands {unknown}; operands are {', '.join(OPERANDS)}"
+        counts = [("words", self.words), *self.partitions.items()]
+        counts += [("read_bandwidth", self.read_bandwidth), ("write_bandwidth", self.write_bandwidth)]
+        for label, value in counts:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                yield f"{label} must be a positive integer or None, got {value!r}"
+        if self.read_pj < 0 or self.write_pj < 0:
+            yield "energies cannot be negative"
+
+    def capacity(self, operand: str) -> int | None:
+        """The most words of ``operand`` this level can hold alone (None: unbounded)."""
+        bounds = [b for b in (self.words, self.partitions.get(operand)) if b is not None]
+        return min(bounds) if bounds else None
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """A ``rows x cols`` PE array, each PE doing one MAC per cycle, under ``levels`` (innermost first).
+
+    ``dataflow`` (``"os"``, ``"ws"``, ``"is"`` or None) makes the array systolic: GEMMs and convolutions
+    then unroll only the dimensions that dataflow puts on rows and columns, and their compute cycles are
+    SCALE-Sim's (see :mod:`compute_layer.timeloop.scalesim`). ``mac_pj`` is the energy of one MAC.
+    """
+
+    name: str
+    rows: int
+    cols: int
+    levels: tuple[StorageLevel, ...]
+    clock_hz: int
+    mac_pj: float
+    source: str
+    dataflow: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "levels", tuple(self.levels))
+        problems = list(self._problems())
+        if problems:
+            raise ValueError(f"accelerator {self.name!r}: {'; '.join(problems)}")
+
+    def _problems(self) -> Iterator[str]:
+        for label, value in (("rows", self.rows), ("cols", self.cols), ("clock_hz", self.clock_hz)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                yield f"{label} must be a positive integer, got {value!r}"
+        if len(self.levels) < 2:
+            yield "needs at least two storage levels (PE-local and a backing store)"
+        elif self.levels[-1].keeps != frozenset(OPERANDS) or self.levels[-1].capacity("inputs") is not None:
+            yield f"the last level {self.levels[-1].name!r} must keep every operand and be unbounded"
+        names = [level.name for level in self.levels]
+        if len(set(names)) != len(names):
+            yield f"level names must differ, got {names}"
+        if self.dataflow is not None and self.dataflow not in DATAFLOWS:
+            yield f"dataflow must be one of {', '.join(DATAFLOWS)} or None, got {self.dataflow!r}"
+        if self.mac_pj < 0:
+            yield "mac_pj cannot be negative"
+
+    @property
+    def pes(self) -> int:
+        """Number of PEs."""
+        return self.rows * self.cols
+
+    def spatial_dims(self, kind: str) -> tuple[frozenset[str], frozenset[str]] | None:
+        """Dimensions allowed on (rows, cols) for a problem ``kind``; None when any dimension may go anywhere."""
+        if self.dataflow is None:
+            return None
+        return _SYSTOLIC_SPATIAL.get(kind, {}).get(self.dataflow)
+
+
+def catalog(accelerators: Iterable[Accelerator]) -> Mapping[str, Accelerator]:
+    """A read-only ``{lower-case name: accelerator}``; ValueError when two share a name."""
+    table: dict[str, Accelerator] = {}
+    for acc in accelerators:
+        if acc.name.lower() in table:
+            raise ValueError(f"two accelerators are named {acc.name!r}")
+        table[acc.name.lower()] = acc
+    return MappingProxyType(table)
+
+
+_ALL = frozenset(OPERANDS)
+_SYSTOLIC_NAME = re.compile(r"systolic-(\d+)x(\d+)-(os|ws|is)")
+# Per-byte energies (pJ) from Horowitz ISSCC 2014, 45 nm.
+_SRAM_32KB_PJ_PER_BYTE = 20 / 8
+_SRAM_1MB_PJ_PER_BYTE = 100 / 8
+_DRAM_PJ_PER_BYTE = 1300 / 8
+_INT8_MAC_PJ = 0.2 + 0.03
+
+
+def _registers(inputs: int, weights: int, outputs: int, pj: float) -> StorageLevel:
+    partitions = {"inputs": inputs, "weights": weights, "outputs": outputs}
+    return StorageLevel("registers", _ALL, partitions=partitions, read_pj=pj, write_pj=pj)
+
+
+def _dram(bytes_per_word: int, bandwidth: int | None) -> StorageLevel:
+    pj = _DRAM_PJ_PER_BYTE * bytes_per_word
+    return StorageLevel("dram", _ALL, read_bandwidth=bandwidth, write_bandwidth=bandwidth, read_pj=pj, write_pj=pj)
+
+
+def systolic(rows: int, cols: int, dataflow: str) -> Accelerator:
+    """A SCALE-Sim-like systolic array ``systolic-<rows>x<cols>-<dataflow>``.
+
+    Set up as SCALE-Sim's example configuration (``configs/scale.cfg``): 64 kB input, weight and output SRAMs
+    of 1-byte words, one MAC per PE per cycle. SCALE-Sim reports compute cycles with the memory assumed fast
+    enough, so SRAM and DRAM bandwidths are unbounded here; SCALE-Sim has no clock, 1 GHz is assumed.
+    """
+    sram_pj = _SRAM_32KB_PJ_PER_BYTE  # Horowitz's 32 KB figure, the nearest to a 64 kB SRAM.
+    sram = StorageLevel(
+        "sram", _ALL, partitions={o: 64 * 1024 for o in OPERANDS}, read_pj=sram_pj, write_pj=sram_pj
+    )
+    return Accelerator(
+        name=f"systolic-{rows}x{cols}-{dataflow}",
+        rows=rows,
+        cols=cols,
+        levels=(_registers(1, 1, 1, _INT8_MAC_PJ), sram, _dram(1, None)),
+        clock_hz=10**9,
+        mac_pj=_INT8_MAC_PJ,
+        dataflow=dataflow,
+        source="SCALE-Sim (Samajdar et al., ISPASS 2020) example configuration: 64 kB ifmap/filter/ofmap SRAMs, "
+        "1-byte words; energies Horowitz ISSCC 2014 (45 nm); 1 GHz assumed",
+    )
+
+
+_TPU_LIKE = Accelerator(
+    name="tpu-like",
+    rows=256,
+    cols=256,
+    levels=(
+        _registers(1, 2, 1, _INT8_MAC_PJ),  # weights are double-buffered in each cell
+        # 4096 accumulators of 256 x 32 bits: outputs only, written a row of 256 per cycle.
+        StorageLevel("accumulators", frozenset({"outputs"}), words=4096 * 256, read_bandwidth=256,
+                     write_bandwidth=256, read_pj=4 * _SRAM_1MB_PJ_PER_BYTE, write_pj=4 * _SRAM_1MB_PJ_PER_BYTE),
+        # Weight FIFO, four tiles of 64 KiB deep, fed from DRAM.
+        StorageLevel("weight_fifo", frozenset({"weights"}), words=4 * 64 * 1024, read_bandwidth=256,
+                     write_bandwidth=256, read_pj=_SRAM_32KB_PJ_PER_BYTE, write_pj=_SRAM_32KB_PJ_PER_BYTE),
+        # 24 MiB unified buffer of activations, 256 bytes per cycle each way.
+        StorageLevel("unified_buffer", frozenset({"inputs", "outputs"}), words=24 * 2**20, read_bandwidth=256,
+                     write_bandwidth=256, read_pj=_SRAM_1MB_PJ_PER_BYTE, write_pj=_SRAM_1MB_PJ_PER_BYTE),
+        _dram(1, 30 * 10**9 // (700 * 10**6)),  # 30 GB/s DDR3 at 700 MHz: 42 bytes per cycle
+    ),  # fmt: skip
+    clock_hz=700 * 10**6,
+    mac_pj=_INT8_MAC_PJ,
+    dataflow="ws",
+    source="Jouppi et al., 'In-datacenter performance analysis of a tensor processing unit', ISCA 2017: 256x256 "
+    "8-bit MACs at 700 MHz, weight-stationary, 24 MiB unified buffer, 4 MiB accumulators, 30 GB/s DDR3; "
+    "energies Horowitz ISSCC 2014 (45 nm)",
+)
+
+_EYERISS_UNIT_PJ = 1.0  # Eyeriss publishes energies relative to one 16-bit MAC: that MAC is the unit here.
+_EYERISS_LIKE = Accelerator(
+    name="eyeriss-like",
+    rows=12,
+    cols=14,
+    levels=(
+        # Per-PE scratchpads of 16-bit words: 12 ifmap, 224 filter, 24 psum.
+        _registers(12, 224, 24, 1 * _EYERISS_UNIT_PJ),
+        # The 108 KB global buffer holds ifmaps and psums; filters go from DRAM straight to the PEs.
+        StorageLevel("global_buffer", frozenset({"inputs", "outputs"}), words=108 * 1024 // 2,
+                     read_pj=6 * _EYERISS_UNIT_PJ, write_pj=6 * _EYERISS_UNIT_PJ),
+        StorageLevel("dram", _ALL, read_bandwidth=4, write_bandwidth=4, read_pj=200 * _EYERISS_UNIT_PJ,
+                     write_pj=200 * _EYERISS_UNIT_PJ),  # a 64-bit interface: four 16-bit words per cycle
+    ),  # fmt: skip
+    clock_hz=200 * 10**6,
+    mac_pj=_EYERISS_UNIT_PJ,
+    source="Chen et al., 'Eyeriss: an energy-efficient reconfigurable accelerator for deep CNNs', JSSC 2017: "
+    "12x14 PEs at 200 MHz, 16-bit, spads 12/224/24 words, 108 KB global buffer, 64-bit DRAM interface; "
+    "relative energies 1/6/200 x MAC from Chen et al. ISCA 2016 (unit: one MAC = 1 pJ)",
+)
+
+_GEMMINI = Accelerator(
+    name="gemmini",
+    rows=16,
+    cols=16,
+    levels=(
+        _registers(1, 1, 1, _INT8_MAC_PJ),
+        # 64 KiB accumulator of 32-bit words.
+        StorageLevel("accumulator", frozenset({"outputs"}), words=64 * 1024 // 4, read_bandwidth=16,
+                     write_bandwidth=16, read_pj=4 * _SRAM_32KB_PJ_PER_BYTE, write_pj=4 * _SRAM_32KB_PJ_PER_BYTE),
+        # 256 KiB scratchpad of 8-bit words for inputs and weights, one 16-word row per bank per cycle.
+        StorageLevel("scratchpad", frozenset({"inputs", "weights"}), words=256 * 1024, read_bandwidth=64,
+                     write_bandwidth=64, read_pj=_SRAM_32KB_PJ_PER_BYTE, write_pj=_SRAM_32KB_PJ_PER_BYTE),
+        _dram(1, 16),  # 128-bit DMA bus
+    ),  # fmt: skip
+    clock_hz=700 * 10**6,
+    mac_pj=_INT8_MAC_PJ,
+    dataflow="ws",
+    source="Genc et al., 'Gemmini', DAC 2021, default configuration: 16x16 int8 systolic mesh, 256 KiB "
+    "scratchpad (4 banks), 64 KiB accumulator of int32, 128-bit DMA; 700 MHz as in the DEAP study; "
+    "energies Horowitz ISSCC 2014 (45 nm)",
+)
+
+_SYSTOLIC_PRESETS = [systolic(n, n, dataflow) for n in (32, 128) for dataflow in DATAFLOWS]
+PRESETS: Mapping[str, Accelerator] = catalog([_TPU_LIKE, _EYERISS_LIKE, _GEMMINI, *_SYSTOLIC_PRESETS])
+"""Preset accelerators by name; any ``systolic-<R>x<C>-<os|ws|is>`` is also accepted by :func:`accelerator`."""
+
+
+def accelerator(name: str, accelerators: Mapping[str, Accelerator] | None = None) -> Accelerator:
+    """The accelerator called ``name`` (case-insensitive), or a ``systolic-<R>x<C>-<os|ws|is>`` array.
+
+    Raises :class:`~stratasim.errors.BackendError` listing the known names when there is none.
+    """
+    table = PRESETS if accelerators is None else accelerators
+    key = name.strip().lower()
+    found = table.get(key)
+    if found is not None:
+        return found
+    match = _SYSTOLIC_NAME.fullmatch(key)
+    if match and accelerators is None and int(match[1]) > 0 and int(match[2]) > 0:
+        return systolic(int(match[1]), int(match[2]), match[3])
+    known = ", ".join(sorted(table)) or "none"
+    raise BackendError(f"unknown device {name!r}; known devices: {known} (and systolic-<R>x<C>-<os|ws|is>)")

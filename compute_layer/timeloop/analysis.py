@@ -1,0 +1,132 @@
+"""From a mapping to access counts per level, cycles and energy (Timeloop's reuse analysis, simplified).
+
+For operand ``o`` kept at level ``c`` whose next outer level keeping ``o`` is ``p``, the words moved between
+them are ``footprint(o, tile at c) x refills(o, c)``. ``refills`` multiplies the factors of the temporal loops
+above ``c``, walked from the innermost outwards, except the leading run of loops over dimensions that do not
+index ``o``: while only those iterate, ``c`` keeps its tile (stationarity). The tile of the PE-local level is
+taken over all PEs, so data multicast to several PEs, or partial sums reduced across them, cross once.
+Inputs and weights move down (read at ``p``, written at ``c``); outputs move up (read at ``c``, written at
+``p``) and come back down for further accumulation, except the first time each output word is touched.
+At the innermost level keeping it, every MAC reads an input and a weight and updates an output.
+
+    compute cycles = temporal iterations x ops per point    (SCALE-Sim's formula on a systolic array)
+    level cycles   = max(ceil(reads / read bandwidth), ceil(writes / write bandwidth))
+    cycles         = max(compute cycles, every level's cycles)       (transfers overlap compute)
+    energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access
+
+Simplifications, as in first-order Timeloop: a convolution's input tile is refetched whole (halo included)
+on every refill; a padded last tile moves padded words; accesses that bypass the PE registers are counted
+once per MAC (no multicast credit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compute_layer.timeloop.accelerator import Accelerator
+from compute_layer.timeloop.mapping import Loop, Mapping, check, tile
+from compute_layer.timeloop.problem import Problem
+from compute_layer.timeloop.scalesim import scalesim_cycles
+
+__all__ = ["LevelAccesses", "Evaluation", "evaluate"]
+
+
+@dataclass(frozen=True)
+class LevelAccesses:
+    """Words read from and written to one storage level over the whole operator, and the cycles they need."""
+
+    name: str
+    reads: int
+    writes: int
+    cycles: int
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The cost of one mapping: ``bound`` is ``"compute"`` or the name of the level that sets ``cycles``."""
+
+    mapping: Mapping
+    cycles: int
+    compute_cycles: int
+    energy_pj: float
+    macs: int
+    levels: tuple[LevelAccesses, ...]
+    bound: str
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _refills(problem: Problem, mapping: Mapping, operand: str, level: int) -> int:
+    relevant = problem.relevant[operand]
+    loops: list[Loop] = [loop for above in mapping.levels[level + 1 :] for loop in reversed(above)]
+    count, stationary = 1, True
+    for dim, factor in loops:
+        if factor == 1 or (stationary and dim not in relevant):
+            continue
+        stationary = False
+        count *= factor
+    return count
+
+
+def _compute_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> int:
+    if acc.dataflow is not None and acc.spatial_dims(problem.kind) is not None:
+        return scalesim_cycles(problem, acc.rows, acc.cols, acc.dataflow)
+    return mapping.temporal_steps() * problem.ops_per_point
+
+
+def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool = False) -> Evaluation:
+    """Access counts, cycles and energy of ``mapping``; raises MappingError if it is invalid (unless the
+    caller has ``checked`` it already)."""
+    if not checked:
+        check(problem, acc, mapping)
+    depth = len(acc.levels)
+    reads, writes = [0] * depth, [0] * depth
+    macs = problem.points * problem.ops_per_point
+    top = tile(problem, mapping, depth - 1, True)
+    for operand in problem.operands:
+        chain = [i for i, level in enumerate(acc.levels) if operand in level.keeps]
+        if operand == "outputs":
+            writes[chain[0]] += macs
+            # An element-wise output is written once per point; a MAC's is read, updated and written back.
+            reads[chain[0]] += macs if problem.kind != "elementwise" else 0
+        else:
+            reads[chain[0]] += macs
+        for child, parent in zip(chain, chain[1:]):
+            moved = problem.footprint(operand, tile(problem, mapping, child, True)) * _refills(
+                problem, mapping, operand, child
+            )
+            if operand == "outputs":
+                back = max(0, moved - problem.footprint(operand, top))
+                reads[child] += moved
+                writes[parent] += moved
+                reads[parent] += back
+                writes[child] += back
+            else:
+                reads[parent] += moved
+                writes[child] += moved
+    accesses = []
+    for index, level in enumerate(acc.levels):
+        instances = acc.pes if index == 0 else 1
+        cycles = 0
+        for count, bandwidth in ((reads[index], level.read_bandwidth), (writes[index], level.write_bandwidth)):
+            if bandwidth is not None:
+                cycles = max(cycles, _ceil_div(count, bandwidth * instances))
+        accesses.append(LevelAccesses(level.name, reads[index], writes[index], cycles))
+    compute = _compute_cycles(problem, acc, mapping)
+    slowest = max(accesses, key=lambda a: a.cycles)
+    bound = slowest.name if slowest.cycles > compute else "compute"
+    energy = macs * acc.mac_pj + sum(
+        r * level.read_pj + w * level.write_pj for r, w, level in zip(reads, writes, acc.levels)
+    )
+    return Evaluation(
+        mapping=mapping,
+        cycles=max(compute, slowest.cycles),
+        compute_cycles=compute,
+        energy_pj=energy,
+        macs=macs,
+        levels=tuple(accesses),
+        bound=bound,
+    )
+

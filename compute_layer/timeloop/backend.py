@@ -1,0 +1,158 @@
+"""The ``timeloop`` compute backend: each operator priced by the best mapping the mapper finds.
+
+GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``, so attention's batched products too) and element-wise
+operators are read from the wire. Convolutions have no ``OperatorKind`` yet; they are priced through the
+Python API (:func:`~compute_layer.timeloop.problem.conv2d` and :func:`~compute_layer.timeloop.mapper.search`).
+
+    duration_ps = ceil(cycles · 10^12 / clock_hz)
+
+with exact integers; ``energy_pj`` is the mapping's energy; ``traffic`` lists the bytes read and written at
+every shared level (words times the operator's element size); ``bound`` is ``COMPUTE`` when the PE array sets
+the cycles and ``MEMORY`` when a level's bandwidth does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from math import prod
+
+from compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
+from compute_layer.timeloop.analysis import Evaluation
+from compute_layer.timeloop.mapper import OBJECTIVES, search
+from compute_layer.timeloop.mapping import MappingError
+from compute_layer.timeloop.problem import Problem, elementwise, gemm
+from stratasim.errors import BackendError
+from stratasim.operators import dtype_bytes, signature
+from stratasim.v1 import common_pb2, compute_pb2
+
+__all__ = ["TimeloopCompute", "problem_of"]
+
+_PS_PER_SECOND = 10**12
+_INT64_MAX = 2**63 - 1
+
+
+class _Rejected(Exception):
+    """An operator this backend cannot price; carries the wire error."""
+
+    def __init__(self, code: common_pb2.Error.Code.ValueType, message: str, where: str) -> None:
+        super().__init__(message)
+        self.error = common_pb2.Error(code=code, message=message, where=where)
+
+
+def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
+    """The loop nest of ``op`` (``ops[index]`` of its request); raises ``_Rejected`` when it has none."""
+    label = f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
+    if op.kind not in (compute_pb2.GEMM, compute_pb2.ELEMENTWISE):
+        kind = compute_pb2.OperatorKind.Name(op.kind) if op.kind in compute_pb2.OperatorKind.values() else op.kind
+        message = f"{label}: the timeloop backend cannot cost operator kind {kind}; it maps GEMM and ELEMENTWISE"
+        raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].kind")
+    shape = list(op.shape)
+    bad_shape = not shape or 0 in shape or (op.kind == compute_pb2.GEMM and len(shape) not in (3, 4))
+    if bad_shape:
+        expected = "[M, K, N] or [B, M, K, N]" if op.kind == compute_pb2.GEMM else "positive dimensions"
+        message = f"{label}: shape {shape} is not {expected} of positive sizes"
+        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].shape")
+    if op.kind == compute_pb2.GEMM:
+        batch, m, k, n = shape if len(shape) == 4 else [1, *shape]
+        return gemm(m, k, n, batch=batch)
+    elements = prod(shape)
+    size = _element_bytes(op, label, index)
+    inputs = max(0, op.bytes // (elements * size) - 1) if op.bytes else 1
+    points = elements * max(1, inputs)
+    return elementwise(elements, inputs=inputs, ops_per_point=max(1, -(-op.flops // points)))
+
+
+def _element_bytes(op: compute_pb2.OperatorDesc, label: str, index: int) -> int:
+    try:
+        return dtype_bytes(op.dtype)
+    except ValueError as exc:
+        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label}: {exc}", f"ops[{index}].dtype") from None
+
+
+class TimeloopCompute:
+    """A :class:`~stratasim.contracts.ComputeBackend` pricing operators by searching mappings (Timeloop-style).
+
+    ``accelerators`` replaces the presets (:data:`~compute_layer.timeloop.accelerator.PRESETS`, plus any
+    ``systolic-<R>x<C>-<os|ws|is>``). ``objective`` is ``latency`` (default), ``energy`` or ``edp``; ``samples``
+    and ``seed`` drive the random search of large mapping spaces. Results are cached per instance by
+    (accelerator, operator signature). A calibration is refused: calibrate the accelerator itself.
+    """
+
+    name = "timeloop"
+
+    def __init__(
+        self,
+        accelerators: Iterable[Accelerator] | None = None,
+        objective: str = "latency",
+        samples: int = 300,
+        seed: int = 0,
+    ) -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
+        self._table = None if accelerators is None else catalog(accelerators)
+        self._objective, self._samples, self._seed = objective, samples, seed
+        self._cache: dict[tuple[Accelerator, bytes], compute_pb2.OperatorCost] = {}
+
+    def devices(self) -> list[str]:
+        """Names of the accelerators this instance offers, sorted."""
+        return sorted(PRESETS if self._table is None else self._table)
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price every operator of ``request``; an unknown device or operator comes back as ``error``."""
+        try:
+            acc = accelerator(request.device, self._table)
+        except BackendError as exc:
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="device")
+            return compute_pb2.EstimateResponse(error=error)
+        if request.HasField("calibration"):
+            message = "the timeloop backend takes no calibration; describe the accelerator's real parameters instead"
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=message, where="calibration")
+            return compute_pb2.EstimateResponse(error=error)
+        try:
+            costs = [self._cached(index, op, acc) for index, op in enumerate(request.ops)]
+        except _Rejected as rejected:
+            return compute_pb2.EstimateResponse(error=rejected.error)
+        return compute_pb2.EstimateResponse(costs=costs)
+
+    def best_mapping(self, device: str, op: compute_pb2.OperatorDesc) -> Evaluation:
+        """The mapping (with its evaluation) this backend prices ``op`` by on ``device``."""
+        try:
+            problem = problem_of(op)
+        except _Rejected as rejected:
+            raise BackendError(rejected.error.message) from None
+        acc = accelerator(device, self._table)
+        return search(problem, acc, self._objective, samples=self._samples, seed=self._seed)
+
+    def close(self) -> None:
+        """Drop the cache; the backend is not used afterwards."""
+        self._cache.clear()
+
+    def _cached(self, index: int, op: compute_pb2.OperatorDesc, acc: Accelerator) -> compute_pb2.OperatorCost:
+        key = (acc, signature(op))
+        cost = self._cache.get(key)
+        if cost is None:
+            cost = self._cache[key] = self._price(index, op, acc)
+        return cost
+
+    def _price(self, index: int, op: compute_pb2.OperatorDesc, acc: Accelerator) -> compute_pb2.OperatorCost:
+        label = f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
+        problem = problem_of(op, index)
+        size = _element_bytes(op, label, index)
+        try:
+            best = search(problem, acc, self._objective, samples=self._samples, seed=self._seed)
+        except MappingError as exc:
+            raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label}: {exc}", f"ops[{index}]") from None
+        duration_ps = -(-best.cycles * _PS_PER_SECOND // acc.clock_hz)
+        if duration_ps > _INT64_MAX:
+            message = f"{label}: takes {duration_ps} ps on {acc.name!r}, more than a 64-bit duration holds"
+            raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
+        traffic = [
+            compute_pb2.MemoryTraffic(level=level.name, bytes=(level.reads + level.writes) * size)
+            for level in best.levels[1:]
+        ]
+        return compute_pb2.OperatorCost(
+            duration_ps=duration_ps,
+            energy_pj=best.energy_pj,
+            traffic=traffic,
+            bound=compute_pb2.COMPUTE if best.bound == "compute" else compute_pb2.MEMORY,
+        )

@@ -1,0 +1,235 @@
+"""The mapper: search the valid mappings of a problem on an accelerator for the best latency, energy or EDP.
+
+Spatial choices put at most one dimension on the array's rows and one on its columns (a systolic dataflow
+restricts which), with factors that divide the dimension or fill the axis (padding the last tile). Temporal
+factors at every level but the outermost divide what is left of the dimension; the outermost level takes
+the rest. Loop order matters only above the PE-local level and only among loops with factors above 1.
+
+Spaces of at most ``exhaustive_limit`` valid mappings are searched exhaustively, pruning a branch as soon
+as an inner level overflows (tiles only grow outwards). Larger ones are sampled with a seeded
+``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels). The mapping that unrolls
+nothing and keeps every loop at the outermost level is always a candidate: it has the smallest tiles, so a
+search comes back empty only when nothing fits. Ties keep the first mapping found, so results are
+deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterator
+from functools import cache
+from math import factorial, prod
+
+from compute_layer.timeloop.accelerator import Accelerator
+from compute_layer.timeloop.analysis import Evaluation, evaluate
+from compute_layer.timeloop.mapping import Loop, Mapping, MappingError, check, tile
+from compute_layer.timeloop.problem import Problem
+
+__all__ = ["OBJECTIVES", "search", "mappings", "space_size"]
+
+OBJECTIVES: dict[str, Callable[[Evaluation], tuple[float, float]]] = {
+    "latency": lambda e: (e.cycles, e.energy_pj),
+    "energy": lambda e: (e.energy_pj, e.cycles),
+    "edp": lambda e: (e.cycles * e.energy_pj, e.cycles),
+}
+"""Search objectives: each maps an evaluation to a key to minimise (ties broken by the other metric)."""
+
+
+@cache
+def _divisors(n: int) -> tuple[int, ...]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return tuple(sorted({*small, *(n // d for d in small)}))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _axis_choices(problem: Problem, dims: frozenset[str] | None, size: int) -> list[tuple[Loop, ...]]:
+    choices: list[tuple[Loop, ...]] = [()]
+    for dim in problem.names:
+        if dims is not None and dim not in dims:
+            continue
+        extent = problem.size(dim)
+        factors = {d for d in _divisors(extent) if 1 < d <= size} | ({min(extent, size)} - {1})
+        choices += [((dim, f),) for f in sorted(factors)]
+    return choices
+
+
+def spatial_choices(problem: Problem, acc: Accelerator) -> list[tuple[tuple[Loop, ...], tuple[Loop, ...]]]:
+    """Every (rows, cols) unrolling the mapper considers."""
+    allowed = acc.spatial_dims(problem.kind)
+    rows = _axis_choices(problem, None if allowed is None else allowed[0], acc.rows)
+    cols = _axis_choices(problem, None if allowed is None else allowed[1], acc.cols)
+    pairs = []
+    for r, c in itertools.product(rows, cols):
+        if r and c and r[0][0] == c[0][0] and r[0][1] * c[0][1] > problem.size(r[0][0]) * 2:
+            continue  # the same dimension on both axes, unrolled far beyond its size
+        pairs.append((r, c))
+    return pairs
+
+
+def _remaining(problem: Problem, rows: tuple[Loop, ...], cols: tuple[Loop, ...]) -> dict[str, int]:
+    spatial = {d: prod(f for e, f in (*rows, *cols) if e == d) for d in problem.names}
+    return {d: _ceil_div(problem.size(d), spatial[d]) for d in problem.names}
+
+
+def _orders(loops: tuple[Loop, ...]) -> Iterator[tuple[Loop, ...]]:
+    active = [loop for loop in loops if loop[1] > 1]
+    yield from itertools.permutations(active)
+
+
+def _fits(problem: Problem, acc: Accelerator, partial: Mapping, level: int) -> bool:
+    spec = acc.levels[level]
+    extent = tile(problem, partial, level, False)
+    kept = {o: problem.footprint(o, extent) for o in problem.operands if o in spec.keeps}
+    if any(spec.partitions.get(o, need) < need for o, need in kept.items()):
+        return False
+    return spec.words is None or sum(kept.values()) <= spec.words
+
+
+def mappings(problem: Problem, acc: Accelerator) -> Iterator[Mapping]:
+    """Every valid mapping the mapper considers, in a fixed order (exhaustive, with capacity pruning)."""
+    for rows, cols in spatial_choices(problem, acc):
+        left = _remaining(problem, rows, cols)
+        for temporal in _factorings(problem, acc, rows, cols, [], left):
+            ordered = [list(_orders(loops)) for loops in temporal[1:]]
+            for orders in itertools.product(*ordered):
+                yield Mapping((temporal[0], *orders), rows, cols)
+
+
+def _factorings(
+    problem: Problem,
+    acc: Accelerator,
+    rows: tuple[Loop, ...],
+    cols: tuple[Loop, ...],
+    inner: list[tuple[Loop, ...]],
+    left: dict[str, int],
+) -> Iterator[list[tuple[Loop, ...]]]:
+    depth = len(acc.levels)
+    level = len(inner)
+    if level == depth - 1:
+        yield [*inner, tuple((d, n) for d, n in left.items() if n > 1)]
+        return
+    names = list(left)
+    for factors in itertools.product(*(_divisors(left[d]) for d in names)):
+        loops = tuple((d, f) for d, f in zip(names, factors) if f > 1)
+        partial = Mapping(tuple([*inner, loops]) + ((),) * (depth - level - 1), rows, cols)
+        if not _fits(problem, acc, partial, level):
+            continue
+        rest = {d: left[d] // f for d, f in zip(names, factors)}
+        yield from _factorings(problem, acc, rows, cols, [*inner, loops], rest)
+
+
+@cache
+def _chains(n: int, parts: int) -> int:
+    if parts == 1:
+        return 1
+    return sum(_chains(n // d, parts - 1) for d in _divisors(n))
+
+
+def space_size(problem: Problem, acc: Accelerator) -> int:
+    """An upper bound of the number of mappings :func:`mappings` would yield (capacity ignored)."""
+    depth = len(acc.levels)
+    temporal = prod(_chains(problem.size(d), depth) for d in problem.names)
+    orders = factorial(len(problem.names)) ** (depth - 1)
+    return len(spatial_choices(problem, acc)) * temporal * orders
+
+
+@cache
+def _primes(n: int) -> tuple[int, ...]:
+    factors, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    return tuple(factors + ([n] if n > 1 else []))
+
+
+def _sample(problem: Problem, acc: Accelerator, rng: random.Random) -> Mapping:
+    """A random mapping: a spatial choice biased to high PE use, each prime factor of what is left of a
+    dimension placed at a random level (pushed outwards where it overflows), random loop orders."""
+    choices = sorted(spatial_choices(problem, acc), key=lambda rc: -prod(f for _, f in (*rc[0], *rc[1])))
+    rows, cols = choices[int(len(choices) * rng.random() ** 3)]
+    depth = len(acc.levels)
+    factors = [dict.fromkeys(problem.names, 1) for _ in range(depth)]
+    for dim, left in _remaining(problem, rows, cols).items():
+        for p in _primes(left):
+            factors[rng.randrange(depth)][dim] *= p
+
+    def build() -> Mapping:
+        return Mapping(tuple(tuple((d, f) for d, f in level.items() if f > 1) for level in factors), rows, cols)
+
+    # Repair: while a level overflows, push one prime factor of a random dimension out to the next level.
+    for level in range(depth - 1):
+        while not _fits(problem, acc, build(), level):
+            crowded = [d for d, f in factors[level].items() if f > 1]
+            if not crowded:
+                break
+            dim = rng.choice(crowded)
+            prime = _primes(factors[level][dim])[0]
+            factors[level][dim] //= prime
+            factors[level + 1][dim] *= prime
+    levels = [tuple((d, f) for d, f in level.items() if f > 1) for level in factors]
+    shuffled = [levels[0]] + [tuple(rng.sample(loops, len(loops))) for loops in levels[1:]]
+    return Mapping(tuple(shuffled), rows, cols)
+
+
+def _fallback(problem: Problem, acc: Accelerator) -> list[Mapping]:
+    """Two candidates with every temporal loop at the outermost level: no spatial unrolling (the smallest
+    tiles, so valid whenever any mapping is) and the largest spatial unrolling."""
+    rows, cols = max(spatial_choices(problem, acc), key=lambda rc: prod(f for _, f in (*rc[0], *rc[1])))
+    inner = ((),) * (len(acc.levels) - 1)
+    unrolled = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
+    serial = tuple((d, problem.size(d)) for d in problem.names if problem.size(d) > 1)
+    return [Mapping(inner + (serial,)), Mapping(inner + (unrolled,), rows, cols)]
+
+
+def _exhaustive(problem: Problem, acc: Accelerator, limit: int) -> list[Mapping] | None:
+    """Every mapping, when there are at most ``limit`` valid ones (None otherwise)."""
+    if space_size(problem, acc) > 100 * limit:
+        return None
+    found = list(itertools.islice(mappings(problem, acc), limit + 1))
+    return found if len(found) <= limit else None
+
+
+def search(
+    problem: Problem,
+    acc: Accelerator,
+    objective: str = "latency",
+    *,
+    exhaustive_limit: int = 20_000,
+    samples: int = 600,
+    seed: int = 0,
+) -> Evaluation:
+    """The best mapping found for ``objective`` (``latency``, ``energy`` or ``edp``), with its evaluation.
+
+    Exhaustive when at most ``exhaustive_limit`` valid mappings exist, else ``samples`` seeded random
+    candidates. Raises :class:`MappingError` when no candidate fits the accelerator.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
+    key = OBJECTIVES[objective]
+    best: Evaluation | None = None
+    every = _exhaustive(problem, acc, exhaustive_limit)
+    if every is not None:
+        candidates: Iterator[Mapping] = iter(every)
+        checked = True
+    else:
+        rng = random.Random(seed)
+        samples_of = (_sample(problem, acc, rng) for _ in range(samples))
+        candidates = itertools.chain(_fallback(problem, acc), samples_of)
+        checked = False
+    for mapping in candidates:
+        try:
+            result = evaluate(problem, acc, mapping, checked=checked)
+        except MappingError:
+            continue
+        if best is None or key(result) < key(best):
+            best = result
+    if best is None:
+        check(problem, acc, _fallback(problem, acc)[0])  # raises, naming the level that overflows
+        raise MappingError(f"no mapping of {problem.kind} fits {acc.name!r}")
+    return best
