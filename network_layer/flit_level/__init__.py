@@ -1,0 +1,14 @@
+"""The flit-level network, in the spirit of Garnet and BookSim: messages cut into packets and flits, input-buffered
+routers with virtual channels, credit-based flow control, a router pipeline, deadlock-free routing.
+
+Modules: :mod:`.parameters` (the routers' micro-architecture and its defaults), :mod:`.packets`
+(packetisation), :mod:`.router` (buffers, ports, links), :mod:`.deadlock` (virtual-channel classes),
+:mod:`.dimensions` (a list of dimensions as links), :mod:`.engine` (the event loop) and :mod:`.network`
+(the backend).
+"""
+
+from network_layer.flit_level.engine import PacketLatency
+from network_layer.flit_level.network import FlitLevelNetwork
+from network_layer.flit_level.parameters import FlitParameters
+
+__all__ = ["FlitLevelNetwork", "FlitParameters", "PacketLatency"]

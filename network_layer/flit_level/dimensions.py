@@ -1,0 +1,101 @@
+"""A list of dimensions (ASTRA-sim's ring / fully connected / switch composition) as a graph of links.
+
+The links are those the congestion-aware network models: along a ring a link to each neighbour each way (one
+cable for a ring of two), in a fully connected dimension one link per ordered pair, and through a switch an
+up-link and a down-link per NPU, here joined at one switch node per line of the dimension. A message travels
+one dimension after the other, dimension 0 first, as on the other backends: the shorter way round a ring
+(the positive direction on a tie), straight across a fully connected dimension, up and down through a switch.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from network_layer.link_graph import Link, LinkGraph, duplex
+from network_layer.routing import ring_step
+from stratasim.topology import Grid
+from stratasim.v1 import network_pb2
+
+__all__ = ["DimensionFabric"]
+
+_RING = network_pb2.Dimension.RING
+_SWITCH = network_pb2.Dimension.SWITCH
+
+
+class DimensionFabric:
+    """The links of a (validated) list of dimensions and the path of a message through each dimension."""
+
+    def __init__(self, topology: network_pb2.Topology) -> None:
+        self.grid = Grid.of(topology)
+        self._dims = list(topology.dimensions)
+        npus = self.grid.npus
+        self._switches: dict[tuple[int, int], int] = {}  # (dimension, first NPU of the line) -> node
+        self._dim_of: dict[tuple[int, int], int] = {}
+        links: list[Link] = []
+        for d, dim in enumerate(self._dims):
+            if dim.size < 2:
+                continue
+            speed = (Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps)
+            for npu in range(npus):
+                cables = self._cables(d, dim, npu, npus + len(self._switches))
+                for a, b in cables:
+                    links += duplex(a, b, speed)
+                    self._dim_of[a, b] = self._dim_of[b, a] = d
+        self.graph = LinkGraph(npus, npus + len(self._switches), links, self._node_name)
+
+    def _cables(self, d: int, dim: network_pb2.Dimension, npu: int, next_node: int) -> list[tuple[int, int]]:
+        """The cables of dimension ``d`` that NPU ``npu`` is the first end of (creating its line's switch)."""
+        stride = self.grid.stride(d)
+        position = self.grid.coordinate(npu, d)
+        if dim.kind == _SWITCH:
+            line = npu - position * stride
+            switch = self._switches.setdefault((d, line), next_node)
+            return [(npu, switch)]
+        if dim.kind == _RING:
+            if position + 1 < dim.size:
+                return [(npu, npu + stride)]
+            return [(npu, npu - position * stride)] if dim.size > 2 else []
+        return [(npu, npu + k * stride) for k in range(1, dim.size - position)]
+
+    def _node_name(self, node: int) -> str:
+        if node < self.grid.npus:
+            return f"npu {node}"
+        return next(f"dim {d} switch of npu {line}" for (d, line), switch in self._switches.items() if switch == node)
+
+    def segments(self, src: int, dst: int) -> list[list[int]]:
+        """The nodes a message from ``src`` to ``dst`` visits in each dimension it travels in, in order."""
+        segments = []
+        here = src
+        for d, dim in enumerate(self._dims):
+            stride = self.grid.stride(d)
+            own, goal = self.grid.coordinate(here, d), self.grid.coordinate(dst, d)
+            if own == goal:
+                continue
+            target = here + (goal - own) * stride
+            if dim.kind == _SWITCH:
+                path = [here, self._switches[d, here - own * stride], target]
+            elif dim.kind == _RING:
+                step = ring_step(own, goal, dim.size)
+                path = [here]
+                while own != goal:
+                    following = (own + step) % dim.size
+                    path.append(path[-1] + (following - own) * stride)
+                    own = following
+            else:
+                path = [here, target]
+            segments.append(path)
+            here = target
+        return segments
+
+    def label(self, src: int, dst: int) -> str:
+        """The link's name as the congestion-aware network gives it: ``dim 1: 5->switch``."""
+
+        def end(node: int) -> str:
+            return str(node) if node < self.grid.npus else "switch"
+
+        return f"dim {self._dim_of[src, dst]}: {end(src)}->{end(dst)}"
+
+    def sort_key(self, src: int, dst: int) -> tuple[int, int, int]:
+        """The congestion-aware network's order of links: dimension, then ends (a switch as -1)."""
+        npus = self.grid.npus
+        return self._dim_of[src, dst], src if src < npus else -1, dst if dst < npus else -1

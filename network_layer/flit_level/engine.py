@@ -1,0 +1,259 @@
+"""The flit-level event loop: switch allocation at output ports, credit flow control, ejection.
+
+Only ports with work have events. A port is woken (given an arbitration event at its first free slot at or
+after a time) when a flit becomes the front of an input virtual channel routed to it, when a credit comes
+back to it, or at its next slot while candidates remain; an idle port costs nothing, and time jumps straight
+to the next port with work.
+
+One arbitration at a port's slot is switch and virtual-channel allocation together: candidates are
+considered round-robin (the one served last goes to the back); the first whose front flit is through its
+router's pipeline and holds, or can take, an output virtual channel with a credit wins the slot. A head flit
+takes the free virtual channel of its class whose next credit comes first (the lowest on a tie); the tail
+flit frees it again at once (BookSim's ``wait_for_tail_credit = 0``: a packet may follow another into the
+same buffer). Ports arbitrate independently: an input may feed several outputs in one slot.
+
+A flit that leaves a router frees its buffer entry: the credit reaches the port upstream one link latency
+later. A flit that reaches its destination NPU leaves the network through that router's pipeline into the
+network interface, which takes every flit at once (ejection is never blocked, so a flit bound for its NPU
+never waits behind another in a buffer); its credit goes back as it leaves.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections import deque
+from collections.abc import Iterator
+
+from network_layer.flit_level.packets import Message, Packet, packet_flits
+from network_layer.flit_level.parameters import FlitParameters
+from network_layer.flit_level.router import Flit, InputVc, OutputPort
+
+__all__ = ["FlitEngine", "PacketLatency"]
+
+
+class PacketLatency:
+    """Latency of every packet delivered so far: from its message being sent to the packet's last flit
+    leaving the network at the destination."""
+
+    __slots__ = ("packets", "total_ps", "least_ps", "most_ps")
+
+    def __init__(self) -> None:
+        self.packets = 0
+        self.total_ps = 0
+        self.least_ps = -1
+        self.most_ps = 0
+
+    def add(self, latency_ps: int) -> None:
+        self.packets += 1
+        self.total_ps += latency_ps
+        if self.least_ps < 0 or latency_ps < self.least_ps:
+            self.least_ps = latency_ps
+        if latency_ps > self.most_ps:
+            self.most_ps = latency_ps
+
+    @property
+    def mean_ps(self) -> float:
+        return self.total_ps / self.packets if self.packets else 0.0
+
+
+def _credit(returns: deque[int], time_ps: int) -> None:
+    """Add a credit coming back at ``time_ps`` to a virtual channel's returns, kept in time order.
+
+    Credits come back in the order they are decided except that an ejected flit's is decided as it is sent
+    on its last link: a flit of an earlier packet leaving the same buffer later may credit earlier.
+    """
+    if returns and returns[-1] > time_ps:
+        bisect.insort(returns, time_ps)
+    else:
+        returns.append(time_ps)
+
+
+def _flits(packets: list[Packet], eligible_ps: int) -> Iterator[list[Flit]]:
+    """A network interface's flits, a packet at a time: all through its pipeline at ``eligible_ps``."""
+    for packet in packets:
+        yield [(eligible_ps, packet, index, 0) for index in range(packet.flits)]
+
+
+class FlitEngine:
+    """Routers and links in motion: ``start`` messages, ``run`` up to a time, collect ``deliveries``."""
+
+    def __init__(self, parameters: FlitParameters) -> None:
+        self._parameters = parameters
+        self._pipeline_ps = parameters.pipeline_ps
+        self._events: list[tuple[int, int, OutputPort]] = []  # (time, seq, port): arbitrations
+        self._seq = 0
+        self.deliveries: list[tuple[int, int]] = []  # a heap of (time, message id)
+        self.latency = PacketLatency()
+
+    def start(self, message: Message, at_ps: int) -> None:
+        """Hand the current segment of ``message`` to its first router's network interface at ``at_ps``."""
+        route = message.segments[message.segment]
+        parameters = self._parameters
+        packets = [
+            Packet(message, route, packet_flits(payload, parameters), payload, message.segment == 0 and not i)
+            for i, payload in enumerate(message.payloads)
+        ]
+        message.remaining = sum(packet.flits for packet in packets)
+        source = _flits(packets, at_ps + self._pipeline_ps)
+        interface = InputVc(None, 0, source)
+        interface.queue.extend(next(source))
+        port = route.ports[0]
+        port.candidates.append(interface)
+        self._wake(port, at_ps + self._pipeline_ps)
+
+    def run(self, horizon_ps: int) -> None:
+        """Process every arbitration at or before ``horizon_ps``."""
+        events = self._events
+        pop, arbitrate = heapq.heappop, self._arbitrate
+        while events and events[0][0] <= horizon_ps:
+            time_ps, seq, port = pop(events)
+            if port.token != seq:
+                continue
+            port.scheduled = -1
+            following = arbitrate(port, time_ps)
+            # A port streaming flits goes on to its next slot directly while that comes strictly before every
+            # other event: the same order as through the heap, without the heap.
+            while following >= 0 and following <= horizon_ps and (not events or events[0][0] > following):
+                following = arbitrate(port, following)
+            if following >= 0:
+                self._seq += 1
+                port.scheduled = following
+                port.token = self._seq
+                heapq.heappush(events, (following, self._seq, port))
+
+    def next_time(self) -> int | None:
+        """When the next arbitration is, if any (stale events dropped first)."""
+        events = self._events
+        while events and events[0][2].token != events[0][1]:
+            heapq.heappop(events)
+        return events[0][0] if events else None
+
+    def _wake(self, port: OutputPort, time_ps: int) -> None:
+        """Make sure ``port`` arbitrates at its first free slot at or after ``time_ps``."""
+        slot = port.first_slot(time_ps)
+        if slot < port.slot:
+            slot = port.slot
+        start = port.slot_start(slot)
+        if port.scheduled < 0 or start < port.scheduled:
+            self._seq += 1
+            port.scheduled = start
+            port.scheduled_slot = slot
+            port.token = self._seq
+            heapq.heappush(self._events, (start, self._seq, port))
+
+    def _arbitrate(self, port: OutputPort, now: int) -> int:
+        """Give the slot starting at ``now`` to the first candidate that can use it, else sleep until one can.
+
+        Returns the start of the port's next slot if it must arbitrate again then (the caller schedules it;
+        ``scheduled_slot`` is set), else -1.
+        """
+        initial, returns, owner = port.initial, port.returns, port.owner
+        soonest = -1
+        for position, ivc in enumerate(port.candidates):
+            eligible, packet, index, hop = ivc.queue[0]
+            if index:
+                vc = ivc.out_vc
+                if initial[vc]:
+                    credit = 0
+                elif returns[vc]:
+                    credit = returns[vc][0]
+                else:
+                    continue  # woken when a credit comes back
+            else:
+                vc = credit = -1
+                low, high = packet.route.vcs[hop]
+                for free in range(low, high):
+                    if owner[free] is None:
+                        at = 0 if initial[free] else returns[free][0] if returns[free] else -1
+                        if at >= 0 and (vc < 0 or at < credit):
+                            vc, credit = free, at
+                if vc < 0:
+                    continue  # woken when a virtual channel is freed here or a credit comes back
+            ready = eligible if eligible > credit else credit
+            if ready <= now:
+                return self._send(port, position, vc, now)
+            if soonest < 0 or ready < soonest:
+                soonest = ready
+        if soonest >= 0:
+            self._wake(port, soonest)
+        return -1
+
+    def _send(self, port: OutputPort, position: int, vc: int, now: int) -> int:
+        """Put the front flit of candidate ``position`` on the link in the slot starting at ``now``; returns the
+        start of the next slot if candidates remain, else -1."""
+        candidates = port.candidates
+        ivc = candidates[position]
+        queue = ivc.queue
+        _, packet, index, hop = queue.popleft()
+        slot = port.scheduled_slot + 1
+        port.slot = slot
+        end = -(-slot * port.num // port.den)  # port.slot_start(slot), inlined on this hot path
+        if port.initial[vc]:
+            port.initial[vc] -= 1
+        else:
+            port.returns[vc].popleft()
+        if not index:
+            port.owner[vc] = packet
+            ivc.out_vc = vc
+            port.bytes += packet.payload
+            if packet.first:
+                port.messages += 1
+        if index == packet.flits - 1:
+            port.owner[vc] = None
+        port.flits += 1
+        port.busy_ps += end - now
+
+        upstream = ivc.upstream
+        if upstream is not None:  # this flit's buffer entry is free: credit back
+            back = now + upstream.latency_ps
+            _credit(upstream.returns[ivc.vc], back)
+            if upstream.candidates and (upstream.scheduled < 0 or upstream.scheduled > back):
+                self._wake(upstream, back)
+
+        through = end + port.latency_ps + self._pipeline_ps  # at the next router, through its pipeline
+        route = packet.route
+        if hop + 1 == route.hops:  # ejected as it is through: its credit is known now
+            _credit(port.returns[vc], through + port.latency_ps)
+            self._eject(packet, index, through)
+        else:
+            down = port.down[vc]
+            down.queue.append((through, packet, index, hop + 1))
+            if len(down.queue) == 1:
+                onward = route.ports[hop + 1]
+                onward.candidates.append(down)
+                self._wake(onward, through)
+
+        del candidates[position]
+        if not queue and ivc.source is not None:
+            following = next(ivc.source, None)
+            if following is None:
+                ivc.source = None
+            else:
+                queue.extend(following)
+        if queue:
+            eligible, after, _, at_hop = queue[0]
+            onward = after.route.ports[at_hop]
+            onward.candidates.append(ivc)
+            if onward is not port:
+                self._wake(onward, eligible if eligible > now else now + 1)
+        if candidates:  # nothing else woke this port: it is free from the next slot, which starts at ``end``
+            port.scheduled_slot = slot
+            return end
+        return -1
+
+    def _eject(self, packet: Packet, index: int, time_ps: int) -> None:
+        """A flit reached its destination's network interface at ``time_ps``."""
+        message = packet.message
+        if time_ps > message.latest_ps:
+            message.latest_ps = time_ps
+        if index == packet.flits - 1 and message.segment == len(message.segments) - 1:
+            self.latency.add(time_ps - message.sent_ps)
+        message.remaining -= 1
+        if message.remaining:
+            return
+        message.segment += 1
+        if message.segment < len(message.segments):
+            self.start(message, message.latest_ps)
+        else:
+            heapq.heappush(self.deliveries, (message.latest_ps, message.id))

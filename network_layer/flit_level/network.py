@@ -1,0 +1,215 @@
+"""The flit-level network backend: the contract of :class:`~stratasim.contracts.NetworkBackend` around
+:class:`~network_layer.flit_level.engine.FlitEngine`.
+
+It runs on every topology the other backends do: a fabric's :class:`~network_layer.link_graph.LinkGraph` and
+its routes (dimension order on tori, up/down on fat-trees, minimal on the dragonfly, least latency on graphs),
+or a list of dimensions built as links by :mod:`network_layer.flit_level.dimensions`. Every node is a router.
+
+Zero-load time. A lone message of ``F`` flits (see :mod:`network_layer.flit_level.packets`) over a route of
+``h`` links, all of flit time ``k = flit_bytes / bandwidth``, latencies ``L_i``, with a pipeline of
+``P = pipeline_cycles * cycle_ps`` in each of the ``h + 1`` routers it passes (source and destination
+included) takes::
+
+    sum(L_i) + (h + 1) * P + (h - 1 + F) * k + w
+
+where ``w`` comes from link slots starting on whole picoseconds: zero when latencies, pipeline and send time
+fall on slot starts, else within one slot per link, ``-h < w < sum(ceil(k_i) + 1)`` (the head waits less than
+a slot for each link to be free, a slot lasts ``k`` rounded down or up, and a body flit may slip one slot
+per link; the argument is spelled out in ``tests/network_layer/test_flit_level.py``). The analytical
+network charges
+``sum(L_i) + size / bandwidth``; the difference is the routers' pipelines, the head flit being received
+whole before it goes on at each of the ``h - 1`` routers between links (``(h - 1) * k``), the packets'
+headers and last-flit padding (``F * k - size / bandwidth``) and ``w``. With links of different speeds the
+slowest link's flit time takes the place of ``k`` in ``F * k`` and every other link adds its own flit time
+once. On a list of dimensions each dimension is such a route of its own and the NPU between two dimensions
+takes the whole message in before sending it on.
+
+Time windows. A flit's last link is decided at least ``lookahead = least (flit time + latency) of a link
+into an NPU + P`` before the message is delivered, and a message sent at ``t`` competes for no slot before
+``t + P``; so ``advance(until)`` decides every slot up to ``until - lookahead`` — no later send can change
+those — and knows every delivery up to ``until``.
+
+The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe how coarser networks round and
+forward whole messages; this one always forwards flit by flit and keeps exact picoseconds, so it ignores
+both.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+
+from network_layer import topologies
+from network_layer.flit_level import deadlock
+from network_layer.flit_level.dimensions import DimensionFabric
+from network_layer.flit_level.engine import FlitEngine, PacketLatency
+from network_layer.flit_level.packets import Message, packet_payloads
+from network_layer.flit_level.parameters import FlitParameters
+from network_layer.flit_level.router import OutputPort, Route
+from network_layer.link_graph import LinkGraph
+from stratasim.errors import BackendError, SimulationError
+from stratasim.topology import validate_topology
+from stratasim.v1 import network_pb2
+
+__all__ = ["FlitLevelNetwork"]
+
+_ROUTE_CACHE = 1 << 16
+
+
+class FlitLevelNetwork:
+    """Packets cut into flits, input-buffered virtual-channel routers, credit flow control, deadlock-free
+    routing. ``parameters`` default to :class:`FlitParameters`' defaults (the registry builds it without)."""
+
+    name = "flit_level"
+
+    def __init__(self, parameters: FlitParameters | None = None) -> None:
+        self.parameters = parameters if parameters is not None else FlitParameters()
+        self._engine = FlitEngine(self.parameters)
+        self._ports: dict[tuple[int, int], OutputPort] = {}
+        self._paths: Callable[[int, int], Sequence[Sequence[int]]] = lambda src, dst: []
+        self._label: Callable[[int, int], str] = lambda src, dst: ""
+        self._order: Callable[[int, int], tuple[int, ...]] = lambda src, dst: (src, dst)
+        self._classes: deadlock.VcClasses = deadlock.OneClass()
+        self._ranges: list[tuple[int, int]] = []
+        self._routes: dict[tuple[int, int], tuple[Route, ...]] = {}
+        self._npus = 0
+        self._lookahead = 1
+        self._horizon = -1
+        self._in_flight = 0
+
+    def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        vcs = self.parameters.vcs
+        if topology.WhichOneof("fabric") is not None:
+            graph = topologies.build(topology)
+            self._paths = lambda src, dst: [[src] + [link.dst for link in graph.route(src, dst)]]
+            self._label = lambda src, dst: f"{graph.name(src)}->{graph.name(dst)}"
+            self._order = lambda src, dst: (src, dst)
+            self._classes = deadlock.for_fabric(topology, graph, vcs)
+        else:
+            validate_topology(topology)
+            dimensions = DimensionFabric(topology)
+            graph = dimensions.graph
+            self._paths = dimensions.segments
+            self._label = dimensions.label
+            self._order = dimensions.sort_key
+            self._classes = deadlock.for_dimensions(topology)
+        self._ranges = deadlock.vc_ranges(self._classes.classes, vcs)
+        self._ports = self._build_ports(graph)
+        self._npus = graph.npus
+        into_npus = [port.least_flit_ps + port.latency_ps for port in self._ports.values() if port.dst < graph.npus]
+        self._lookahead = max(1, min(into_npus, default=0) + self.parameters.pipeline_ps)
+        self._engine = FlitEngine(self.parameters)
+        self._routes.clear()
+        self._horizon = -1
+        self._in_flight = 0
+        return network_pb2.NetworkInfo(npus=self._npus, lookahead_ps=self._lookahead, backend=self.name)
+
+    def _build_ports(self, graph: LinkGraph) -> dict[tuple[int, int], OutputPort]:
+        """A port per link, its buffers' credits filled; a link too fast for one flit per ps is refused."""
+        parameters = self.parameters
+        ports = {}
+        for link in graph.links():
+            port = OutputPort(
+                link.src, link.dst, link.bandwidth, link.latency_ps, parameters.flit_bytes, parameters.vcs
+            )
+            if port.least_flit_ps < 1:
+                raise BackendError(
+                    f"flit_level.flit_bytes: a flit of {parameters.flit_bytes} bytes takes less than 1 ps on the "
+                    f"link {graph.name(link.src)}->{graph.name(link.dst)} of {float(link.bandwidth):g} B/s"
+                )
+            depth = parameters.buffer_flits
+            if not depth:  # the credit round trip: two latencies, a pipeline and a few flits of slack
+                depth = -(-(2 * link.latency_ps + parameters.pipeline_ps + 2) * port.den // port.num) + 3
+            port.fill(depth)
+            ports[link.src, link.dst] = port
+        return ports
+
+    def _route(self, src: int, dst: int) -> tuple[Route, ...]:
+        key = (src, dst)
+        route = self._routes.get(key)
+        if route is None:
+            if len(self._routes) >= _ROUTE_CACHE:
+                self._routes.clear()
+            route = self._routes[key] = tuple(self._segment(path) for path in self._paths(src, dst))
+        return route
+
+    def _segment(self, path: Sequence[int]) -> Route:
+        ports = tuple(self._ports[here, there] for here, there in zip(path, path[1:]))
+        return Route(ports, tuple(self._ranges[c] for c in self._classes.of(path)))
+
+    def inject(self, sends: network_pb2.SendBatch) -> None:
+        npus = self._npus
+        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+            if src >= npus or dst >= npus or src == dst:
+                raise BackendError(
+                    f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {npus} NPUs"
+                )
+            if sent <= self._horizon:
+                raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
+            message = Message(msg_id, sent, packet_payloads(size, self.parameters), self._route(src, dst))
+            self._engine.start(message, sent)
+            self._in_flight += 1
+
+    def _next_arrival(self) -> int | None:
+        deliveries = self._engine.deliveries
+        following = self._engine.next_time()
+        candidates = [] if following is None else [following + self._lookahead]
+        if deliveries:
+            candidates.append(deliveries[0][0])
+        return min(candidates, default=None)
+
+    def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        if until_ps < 0:
+            first = self._next_arrival()
+            until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
+        horizon = until_ps - self._lookahead
+        self._engine.run(horizon)
+        self._horizon = max(self._horizon, horizon)
+        result = network_pb2.AdvanceResult(window_end_ps=until_ps)
+        deliveries = self._engine.deliveries
+        times: list[int] = []
+        ids: list[int] = []
+        while deliveries and deliveries[0][0] <= until_ps:
+            time_ps, msg_id = heapq.heappop(deliveries)
+            times.append(time_ps)
+            ids.append(msg_id)
+        result.deliveries.id.extend(ids)
+        result.deliveries.time_ps.extend(times)
+        self._in_flight -= len(ids)
+        following = self._next_arrival()
+        if following is not None:
+            result.has_next = True
+            result.next_event_ps = following
+        elif self._in_flight:
+            raise SimulationError(
+                f"flit_level: deadlock by {until_ps} ps: {self._in_flight} messages are in the network but no "
+                "router can move a flit"
+            )
+        return result
+
+    def counters(self) -> network_pb2.LinkCounters:
+        """Per link that carried anything, in the congestion-aware network's order: busy time (its flits'
+        slots), message bytes (headers and padding not included) and messages."""
+        result = network_pb2.LinkCounters()
+        for key in sorted((k for k, port in self._ports.items() if port.flits), key=lambda k: self._order(*k)):
+            port = self._ports[key]
+            result.link.append(self._label(*key))
+            result.busy_ps.append(port.busy_ps)
+            result.bytes.append(port.bytes)
+            result.messages.append(port.messages)
+        return result
+
+    @property
+    def flit_hops(self) -> int:
+        """Flits that crossed a link so far, summed over links."""
+        return sum(port.flits for port in self._ports.values())
+
+    @property
+    def packet_latency(self) -> PacketLatency:
+        """Latency of every packet delivered so far (in-process only: the wire contract has no field for it)."""
+        return self._engine.latency
+
+    def close(self) -> None:
+        self._engine = FlitEngine(self.parameters)
+        self._ports.clear()
+        self._routes.clear()

@@ -1,0 +1,107 @@
+"""The state of routers: input virtual channels, output ports with their links and credits, and routes.
+
+Every node of the link graph is an input-buffered router. Each link ``a -> b`` is an :class:`OutputPort` of
+router ``a`` together with the ``vcs`` input virtual channels it feeds at router ``b``; the port keeps, per
+virtual channel, which packet holds it and the credits it has for the buffer at the other end.
+
+A link has its own clock: slot ``n`` starts at ``ceil(n * flit_bytes / bandwidth)`` (in ps, counted from time
+zero) and carries at most one flit. Anchoring slots at zero, rather than at the last flit sent, keeps a long
+stream of flits at exactly the link's bandwidth, with no rounding that adds up.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from network_layer.flit_level.packets import Packet
+
+__all__ = ["Flit", "InputVc", "OutputPort", "Route"]
+
+_PS_PER_S = 10**12
+
+Flit = tuple[int, "Packet", int, int]
+"""A flit in a buffer: (time it is through the router's pipeline, its packet, its index in the packet, the
+hop of the packet's route it takes next)."""
+
+
+class InputVc:
+    """One virtual channel's buffer at a router input (a FIFO of flits), or a network interface's queue.
+
+    ``upstream`` is the port whose credits count this buffer (None for a network interface, whose queue is
+    the sending NPU's memory: unbounded, and filled a packet at a time from ``source``). ``out_vc`` is the
+    output virtual channel the packet at the front holds (-1 while its head has not been switched).
+    """
+
+    __slots__ = ("queue", "upstream", "vc", "out_vc", "source")
+
+    def __init__(self, upstream: OutputPort | None, vc: int, source: Iterator[list[Flit]] | None = None) -> None:
+        self.queue: deque[Flit] = deque()
+        self.upstream = upstream
+        self.vc = vc
+        self.out_vc = -1
+        self.source = source
+
+
+class OutputPort:
+    """Router ``src``'s port onto the link to ``dst``: its slots, virtual channels, credits and counters.
+
+    ``candidates`` are the input virtual channels of router ``src`` whose front flit goes out here, in
+    round-robin order (the one served last goes to the back). ``initial[vc]`` counts credits never used yet;
+    ``returns[vc]`` holds the times at which used credits come back, in order.
+    """
+
+    __slots__ = ("src", "dst", "latency_ps", "num", "den", "down", "owner", "initial", "returns", "candidates",
+                 "slot", "scheduled", "scheduled_slot", "token", "flits", "busy_ps", "bytes", "messages")  # fmt: skip
+
+    def __init__(self, src: int, dst: int, bandwidth: Fraction, latency_ps: int, flit_bytes: int, vcs: int) -> None:
+        self.src = src
+        self.dst = dst
+        self.latency_ps = latency_ps
+        flit_ps = flit_bytes * _PS_PER_S / bandwidth  # slot n starts at ceil(n * num / den) ps
+        self.num = flit_ps.numerator
+        self.den = flit_ps.denominator
+        self.down = [InputVc(self, vc) for vc in range(vcs)]
+        self.owner: list[Packet | None] = [None] * vcs
+        self.initial = [0] * vcs
+        self.returns: list[deque[int]] = [deque() for _ in range(vcs)]
+        self.candidates: list[InputVc] = []
+        self.slot = 0  # the first slot not used yet
+        self.scheduled = -1  # time of the pending arbitration, -1 if none
+        self.scheduled_slot = 0
+        self.token = 0  # sequence number of the pending arbitration event
+        self.flits = 0
+        self.busy_ps = 0
+        self.bytes = 0
+        self.messages = 0
+
+    def slot_start(self, slot: int) -> int:
+        """When slot ``slot`` starts, in ps."""
+        return -(-slot * self.num // self.den)
+
+    def first_slot(self, time_ps: int) -> int:
+        """The first slot starting at or after ``time_ps``."""
+        return (time_ps - 1) * self.den // self.num + 1 if time_ps > 0 else 0
+
+    @property
+    def least_flit_ps(self) -> int:
+        """The shortest slot (slots differ by at most 1 ps when a flit is not a whole number of ps)."""
+        return self.num // self.den
+
+    def fill(self, depth: int) -> None:
+        """Give every virtual channel ``depth`` credits: the buffers at the other end start empty."""
+        self.initial = [depth] * len(self.initial)
+
+
+class Route:
+    """The ports a segment of a message crosses and, per hop, the virtual channels ``[low, high)`` it may use."""
+
+    __slots__ = ("ports", "vcs", "hops")
+
+    def __init__(self, ports: tuple[OutputPort, ...], vcs: tuple[tuple[int, int], ...]) -> None:
+        self.ports = ports
+        self.vcs = vcs
+        self.hops = len(ports)

@@ -1,0 +1,54 @@
+"""The flit-level network in study files: ``stratasim run`` gives the same report in-process and with the
+network in a spawned server, on a fabric and on a list of dimensions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stratasim import cli
+
+LINK = {"bandwidth": "50GB/s", "latency": "500ns"}
+TOPOLOGIES = {
+    "torus": {"kind": "torus", "shape": [4, 4], **LINK},
+    "dimensions": [{"kind": "ring", "size": 4, **LINK}, {"kind": "switch", "size": 2, "bandwidth": "25GB/s",
+                                                          "latency": "1us"}],
+}  # fmt: skip
+
+
+def report(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> dict[str, Any]:
+    arguments = ["run", str(path), "--json"]
+    for override in overrides:
+        arguments += ["--set", override]
+    code = cli.main(arguments)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+@pytest.mark.parametrize("name", sorted(TOPOLOGIES))
+def test_a_collective_study_gives_the_same_report_in_process_and_spawned(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = {
+        "name": f"flit {name}",
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
+        "system": {"algorithm": "ring", "splits": 2},
+        "network": {"backend": "flit_level", "topology": TOPOLOGIES[name]},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    local = report(path, capsys)
+    remote = report(path, capsys, "network.spawn=true")
+    analytical = report(path, capsys, "network.backend=analytical")
+    assert local["backends"]["network"] == "flit_level (in-process)"
+    assert remote["backends"]["network"].startswith("flit_level @ 127.0.0.1:")
+    assert local["total_time_ps"] > analytical["total_time_ps"]
+    for result in (local, remote):
+        del result["wall_seconds"], result["backends"]
+    assert local == remote
