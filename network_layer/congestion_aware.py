@@ -38,6 +38,7 @@ from fractions import Fraction
 
 from network_layer import topologies
 from network_layer.link_graph import LinkGraph
+from network_layer.windows import window_result
 from stratasim.errors import BackendError
 from stratasim.topology import Grid, validate_topology
 from stratasim.v1 import network_pb2
@@ -227,21 +228,7 @@ class CongestionAwareNetwork:
             first = self._next_arrival()
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         self._settle(until_ps - self._lookahead)
-        result = network_pb2.AdvanceResult(window_end_ps=until_ps)
-        deliveries = self._deliveries
-        times: list[int] = []
-        ids: list[int] = []
-        while deliveries and deliveries[0][0] <= until_ps:
-            time_ps, msg_id = heapq.heappop(deliveries)
-            times.append(time_ps)
-            ids.append(msg_id)
-        result.deliveries.id.extend(ids)
-        result.deliveries.time_ps.extend(times)
-        following = self._next_arrival()
-        if following is not None:
-            result.has_next = True
-            result.next_event_ps = following
-        return result
+        return window_result(self._deliveries, until_ps, self._next_arrival)
 
     def counters(self) -> network_pb2.LinkCounters:
         """Busy time, bytes and messages of every link that carried anything, in link order; when recorded, when

@@ -36,7 +36,6 @@ both.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Sequence
 
 from network_layer import topologies
@@ -47,6 +46,7 @@ from network_layer.flit_level.packets import Message, packet_payloads
 from network_layer.flit_level.parameters import FlitParameters
 from network_layer.flit_level.router import OutputPort, Route
 from network_layer.link_graph import LinkGraph
+from network_layer.windows import window_result
 from stratasim.errors import BackendError, SimulationError
 from stratasim.topology import validate_topology
 from stratasim.v1 import network_pb2
@@ -165,22 +165,9 @@ class FlitLevelNetwork:
         horizon = until_ps - self._lookahead
         self._engine.run(horizon)
         self._horizon = max(self._horizon, horizon)
-        result = network_pb2.AdvanceResult(window_end_ps=until_ps)
-        deliveries = self._engine.deliveries
-        times: list[int] = []
-        ids: list[int] = []
-        while deliveries and deliveries[0][0] <= until_ps:
-            time_ps, msg_id = heapq.heappop(deliveries)
-            times.append(time_ps)
-            ids.append(msg_id)
-        result.deliveries.id.extend(ids)
-        result.deliveries.time_ps.extend(times)
-        self._in_flight -= len(ids)
-        following = self._next_arrival()
-        if following is not None:
-            result.has_next = True
-            result.next_event_ps = following
-        elif self._in_flight:
+        result = window_result(self._engine.deliveries, until_ps, self._next_arrival)
+        self._in_flight -= len(result.deliveries.id)
+        if not result.has_next and self._in_flight:
             raise SimulationError(
                 f"flit_level: deadlock by {until_ps} ps: {self._in_flight} messages are in the network but no "
                 "router can move a flit"

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from stratasim import operators, registry
+from stratasim import operators
 from stratasim.schema import Section
 from stratasim.v1 import workload_pb2
+from tests.config.fakes import register_workloads
 
 # GEMMs on a 2x2 grid of (m, k) with n = 1024, plus one elementwise line; energies on the GEMM grid only.
 TABLE = """\
@@ -59,14 +59,4 @@ class OpsWorkload:
 
 def register_ops_workload(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``kind: ops`` a registered workload until the test ends."""
-    fakes: Mapping[str, Callable[..., Any]] = {"ops": OpsWorkload}
-    real_available, real_load = registry.available, registry.load
-
-    def available(layer: str, extra: Mapping[str, Callable[..., Any]] | None = None) -> list[str]:
-        return real_available(layer, {**fakes, **(extra or {})} if layer == "workload" else extra)
-
-    def load(layer: str, name: str, extra: Mapping[str, Callable[..., Any]] | None = None) -> Callable[..., Any]:
-        return real_load(layer, name, {**fakes, **(extra or {})} if layer == "workload" else extra)
-
-    monkeypatch.setattr(registry, "available", available)
-    monkeypatch.setattr(registry, "load", load)
+    register_workloads(monkeypatch, {"ops": OpsWorkload})

@@ -11,7 +11,7 @@ from stratasim import registry
 from stratasim.schema import Bytes, Section, TimePs
 from stratasim.v1 import workload_pb2
 
-__all__ = ["FakeWorkload", "register_fake_workload"]
+__all__ = ["FakeWorkload", "register_fake_workload", "register_workloads"]
 
 
 class FakeWorkload:
@@ -41,7 +41,11 @@ class FakeWorkload:
 
 def register_fake_workload(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``kind: fake`` a registered workload until the test ends, next to the real ones."""
-    fakes: Mapping[str, Callable[..., Any]] = {"fake": FakeWorkload}
+    register_workloads(monkeypatch, {"fake": FakeWorkload})
+
+
+def register_workloads(monkeypatch: pytest.MonkeyPatch, fakes: Mapping[str, Callable[..., Any]]) -> None:
+    """Make ``fakes`` (kind -> workload class) registered workloads until the test ends, next to the real ones."""
     real_available, real_load = registry.available, registry.load
 
     def available(layer: str, extra: Mapping[str, Callable[..., Any]] | None = None) -> list[str]:
