@@ -10,12 +10,11 @@ its keys were written in place, relative to the study file.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -23,8 +22,6 @@ from pydantic import (
     BaseModel,
     Field,
     StrictInt,
-    Tag,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -32,6 +29,7 @@ from pydantic import (
 from network_layer import topologies
 from stratasim import registry, strict_yaml
 from stratasim.collective_types import COLLECTIVE_TYPES
+from stratasim.config_problems import unknown_key, validated_section
 from stratasim.contracts import WorkloadSource
 from stratasim.errors import BackendError, ConfigError, TopologyError
 from stratasim.overrides import apply_overrides
@@ -297,78 +295,6 @@ class Study:
         )
 
 
-def _path(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def _tagged(annotation: Any, tag: str) -> Any:
-    """The member of a tagged union ``annotation`` whose tag is ``tag``, or None."""
-    for member in get_args(annotation):
-        if any(isinstance(meta, Tag) and meta.tag == tag for meta in getattr(member, "__metadata__", ())):
-            return get_args(member)[0]
-    return None
-
-
-def _walk(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[list[int | str], list[str]]:
-    """``loc`` without the tags pydantic adds for tagged unions (they are not keys), and the keys allowed where
-    it points (for suggestions), following nested sections, lists and tagged unions."""
-    path: list[int | str] = []
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            path.append(part)
-            continue
-        member = _tagged(current, part)
-        if member is not None:
-            current = member
-        else:
-            path.append(part)
-            is_model = isinstance(current, type) and issubclass(current, BaseModel)
-            field = current.model_fields.get(part) if is_model else None
-            current = None if field is None else field.annotation
-        for inner in getattr(current, "__args__", ()):  # list[X] and X | None
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                current = inner
-    keys = list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
-    return path, keys
-
-
-def _unknown_key(key: str, allowed: Sequence[str]) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown key; {hint}expected one of {', '.join(allowed)}" if allowed else "unknown key"
-
-
-def _problems(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[tuple[str, str]]:
-    """Pydantic's errors as ``(dotted.path, short message)`` pairs under ``prefix``."""
-    problems = []
-    for error in exc.errors(include_url=False):
-        path, _ = _walk(model, error["loc"])
-        loc = (prefix, *path)
-        kind, message = error["type"], error["msg"]
-        if kind == "missing":
-            message = "required"
-        elif kind == "extra_forbidden":
-            message = _unknown_key(str(loc[-1]), _walk(model, error["loc"][:-1])[1])
-        else:
-            message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            if kind != "value_error" and isinstance(error.get("input"), (str, int, float, bool)):
-                message += f", got {error['input']!r}"
-        problems.append((_path(loc), message[:1].lower() + message[1:]))
-    return problems
-
-
-def _section(model: type[BaseModel], data: object, prefix: str, problems: list[tuple[str, str]]) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems.extend(_problems(exc, model, prefix))
-        return None
-
-
 def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | None:
     if not isinstance(data, Mapping):
         problems.append(("workload", "required: a mapping with 'kind' and that kind's keys"))
@@ -384,7 +310,7 @@ def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | N
     except BackendError as exc:
         problems.append(("workload.kind", str(exc)))
         return None
-    config = _section(config_model, {k: v for k, v in data.items() if k != "kind"}, "workload", problems)
+    config = validated_section(config_model, {k: v for k, v in data.items() if k != "kind"}, "workload", problems)
     return None if config is None else WorkloadSpec(kind, config)
 
 
@@ -412,18 +338,18 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     problems: list[tuple[str, str]] = []
     for key in data:
         if key not in _TOP_LEVEL:
-            problems.append((str(key), _unknown_key(str(key), _TOP_LEVEL)))
+            problems.append((str(key), unknown_key(str(key), _TOP_LEVEL)))
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         problems.append(("name", f"expected a non-empty string, got {name!r}"))
     workload = _workload(data.get("workload"), problems)
-    system = _section(SystemSection, data.get("system") or {}, "system", problems)
+    system = validated_section(SystemSection, data.get("system") or {}, "system", problems)
     if "network" not in data:
         problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))
     network_data, readable = _with_graph_file(data.get("network"), source, problems)
-    network = _section(NetworkSection, network_data, "network", problems) if "network" in data and readable else None
+    network = validated_section(NetworkSection, network_data, "network", problems) if "network" in data and readable else None
     has_compute = data.get("compute") is not None
-    compute = _section(ComputeSection, data.get("compute"), "compute", problems) if has_compute else None
+    compute = validated_section(ComputeSection, data.get("compute"), "compute", problems) if has_compute else None
     if compute is not None and compute.profile is not None:  # a path is relative to the study file
         compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
     _check_backend("network", network, problems)
