@@ -145,6 +145,26 @@ class _Placement(Section):
         return self
 
 
+class FlitSection(Section):
+    """``network.flit``: the flit-level backend's routers (:class:`network_layer.flit_level.FlitParameters`
+    documents each key); an absent key keeps the backend's default."""
+
+    flit_bytes: Bytes | None = Field(None, gt=0)
+    packet_flits: StrictInt | None = Field(None, ge=1)
+    header_bytes: Bytes | None = Field(None, ge=0)
+    vcs: StrictInt | None = Field(None, ge=1)
+    buffer_flits: StrictInt | None = Field(None, ge=0)
+    pipeline_cycles: StrictInt | None = Field(None, ge=0)
+    cycle: TimePs | None = Field(None, gt=0)
+
+    def proto(self) -> network_pb2.FlitParameters:
+        """The section as the network contract's message (unset keys stay unset)."""
+        given = {key: value for key, value in self.model_dump().items() if value is not None}
+        if "cycle" in given:
+            given["cycle_ps"] = given.pop("cycle")
+        return network_pb2.FlitParameters(**given)
+
+
 class NetworkSection(_Placement):
     """``network:`` — the backend and the topology: one dimension per entry, innermost first, or a fabric.
     When some dimension names its own ``backend``, the study runs the ``mixed`` network, the others staying
@@ -152,6 +172,7 @@ class NetworkSection(_Placement):
 
     backend: str = "analytical"
     topology: TopologySection
+    flit: FlitSection | None = None
 
     @property
     def mixes_fidelity(self) -> bool:
@@ -270,6 +291,8 @@ class Study:
             ])  # fmt: skip
         else:
             result = topology.topology()
+        if self.network.flit is not None:
+            result.flit.CopyFrom(self.network.flit.proto())
         result.delay_quantum_ps = _ASTRA_QUANTUM_PS if self.system.preset == "astra_compat" else 0
         result.store_and_forward = self.system.preset == "astra_compat"
         return result
@@ -333,6 +356,14 @@ def _check_backend(layer: str, section: _Placement | None, problems: list[tuple[
             problems.append((where, f"no {layer} backend named {name!r}; available: {', '.join(known) or 'none'}"))
 
 
+def _network_backends(network: NetworkSection) -> set[str]:
+    """Every network backend the study names: the section's and each dimension's."""
+    names = {network.backend}
+    if isinstance(network.topology, list):
+        names |= {dim.backend for dim in network.topology if dim.backend is not None}
+    return names
+
+
 def parse_study(data: Mapping[str, Any], source: str) -> Study:
     """Validate a study mapping; raise one :class:`ConfigError` listing every problem."""
     problems: list[tuple[str, str]] = []
@@ -353,6 +384,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if compute is not None and compute.profile is not None:  # a path is relative to the study file
         compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
     _check_backend("network", network, problems)
+    if network is not None and network.flit is not None and "flit_level" not in _network_backends(network):
+        problems.append(("network.flit", "only the flit_level backend reads it; no dimension or backend names flit_level"))
     _check_backend("compute", compute, problems)
     grid = None if network is None else _grid(network, problems)
     if system is not None and grid is not None:

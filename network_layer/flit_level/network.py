@@ -37,6 +37,7 @@ both.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from network_layer import topologies
 from network_layer.flit_level import deadlock
@@ -78,6 +79,9 @@ class FlitLevelNetwork:
         self._in_flight = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        if topology.HasField("flit"):
+            self.parameters = _with_topology_parameters(self.parameters, topology.flit)
+            self._engine = FlitEngine(self.parameters)
         vcs = self.parameters.vcs
         if topology.WhichOneof("fabric") is not None:
             graph = topologies.build(topology)
@@ -200,3 +204,8 @@ class FlitLevelNetwork:
         self._engine = FlitEngine(self.parameters)
         self._ports.clear()
         self._routes.clear()
+
+
+def _with_topology_parameters(parameters: FlitParameters, given: network_pb2.FlitParameters) -> FlitParameters:
+    """``parameters`` with every field the topology sets in its place (checked as the constructor checks)."""
+    return replace(parameters, **{field.name: value for field, value in given.ListFields()})

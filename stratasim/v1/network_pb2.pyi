@@ -88,6 +88,7 @@ class Topology(_message.Message):
     DELAY_QUANTUM_PS_FIELD_NUMBER: _builtins.int
     STORE_AND_FORWARD_FIELD_NUMBER: _builtins.int
     RECORD_LINK_BUSY_FIELD_NUMBER: _builtins.int
+    FLIT_FIELD_NUMBER: _builtins.int
     TORUS_FIELD_NUMBER: _builtins.int
     FAT_TREE_FIELD_NUMBER: _builtins.int
     DRAGONFLY_FIELD_NUMBER: _builtins.int
@@ -116,6 +117,10 @@ class Topology(_message.Message):
         """
 
     @_builtins.property
+    def flit(self) -> Global___FlitParameters:
+        """How the flit-level backend's routers work (other backends ignore it); absent fields keep its defaults."""
+
+    @_builtins.property
     def torus(self) -> Global___TorusFabric: ...
     @_builtins.property
     def fat_tree(self) -> Global___FatTreeFabric: ...
@@ -136,6 +141,7 @@ class Topology(_message.Message):
         delay_quantum_ps: _builtins.int = ...,
         store_and_forward: _builtins.bool = ...,
         record_link_busy: _builtins.bool = ...,
+        flit: Global___FlitParameters | None = ...,
         torus: Global___TorusFabric | None = ...,
         fat_tree: Global___FatTreeFabric | None = ...,
         dragonfly: Global___DragonflyFabric | None = ...,
@@ -144,9 +150,9 @@ class Topology(_message.Message):
         hierarchical_alltoall: Global___HierarchicalAlltoallFabric | None = ...,
         graph: Global___GraphFabric | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dgx1", b"dgx1", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "torus", b"torus"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dgx1", b"dgx1", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "torus", b"torus"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_fabric: _TypeAlias = _typing.Literal["torus", "fat_tree", "dragonfly", "dgx1", "nvswitch", "hierarchical_alltoall", "graph"]  # noqa: Y015
     _WhichOneofArgType_fabric: _TypeAlias = _typing.Literal["fabric", b"fabric"]  # noqa: Y015
@@ -792,3 +798,70 @@ class NetworkResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___NetworkResponse: _TypeAlias = NetworkResponse  # noqa: Y015
+
+@_typing.final
+class FlitParameters(_message.Message):
+    """The micro-architecture of the flit-level network's routers and network interfaces (network_layer/flit_level)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FLIT_BYTES_FIELD_NUMBER: _builtins.int
+    PACKET_FLITS_FIELD_NUMBER: _builtins.int
+    HEADER_BYTES_FIELD_NUMBER: _builtins.int
+    VCS_FIELD_NUMBER: _builtins.int
+    BUFFER_FLITS_FIELD_NUMBER: _builtins.int
+    PIPELINE_CYCLES_FIELD_NUMBER: _builtins.int
+    CYCLE_PS_FIELD_NUMBER: _builtins.int
+    flit_bytes: _builtins.int
+    packet_flits: _builtins.int
+    header_bytes: _builtins.int
+    vcs: _builtins.int
+    buffer_flits: _builtins.int
+    """Depth of each virtual channel's buffer in flits; 0 sizes it to the link's credit round trip."""
+    pipeline_cycles: _builtins.int
+    cycle_ps: _builtins.int
+    def __init__(
+        self,
+        *,
+        flit_bytes: _builtins.int | None = ...,
+        packet_flits: _builtins.int | None = ...,
+        header_bytes: _builtins.int | None = ...,
+        vcs: _builtins.int | None = ...,
+        buffer_flits: _builtins.int | None = ...,
+        pipeline_cycles: _builtins.int | None = ...,
+        cycle_ps: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_buffer_flits", b"_buffer_flits", "_cycle_ps", b"_cycle_ps", "_flit_bytes", b"_flit_bytes", "_header_bytes", b"_header_bytes", "_packet_flits", b"_packet_flits", "_pipeline_cycles", b"_pipeline_cycles", "_vcs", b"_vcs", "buffer_flits", b"buffer_flits", "cycle_ps", b"cycle_ps", "flit_bytes", b"flit_bytes", "header_bytes", b"header_bytes", "packet_flits", b"packet_flits", "pipeline_cycles", b"pipeline_cycles", "vcs", b"vcs"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_buffer_flits", b"_buffer_flits", "_cycle_ps", b"_cycle_ps", "_flit_bytes", b"_flit_bytes", "_header_bytes", b"_header_bytes", "_packet_flits", b"_packet_flits", "_pipeline_cycles", b"_pipeline_cycles", "_vcs", b"_vcs", "buffer_flits", b"buffer_flits", "cycle_ps", b"cycle_ps", "flit_bytes", b"flit_bytes", "header_bytes", b"header_bytes", "packet_flits", b"packet_flits", "pipeline_cycles", b"pipeline_cycles", "vcs", b"vcs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__buffer_flits: _TypeAlias = _typing.Literal["buffer_flits"]  # noqa: Y015
+    _WhichOneofArgType__buffer_flits: _TypeAlias = _typing.Literal["_buffer_flits", b"_buffer_flits"]  # noqa: Y015
+    _WhichOneofReturnType__cycle_ps: _TypeAlias = _typing.Literal["cycle_ps"]  # noqa: Y015
+    _WhichOneofArgType__cycle_ps: _TypeAlias = _typing.Literal["_cycle_ps", b"_cycle_ps"]  # noqa: Y015
+    _WhichOneofReturnType__flit_bytes: _TypeAlias = _typing.Literal["flit_bytes"]  # noqa: Y015
+    _WhichOneofArgType__flit_bytes: _TypeAlias = _typing.Literal["_flit_bytes", b"_flit_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__header_bytes: _TypeAlias = _typing.Literal["header_bytes"]  # noqa: Y015
+    _WhichOneofArgType__header_bytes: _TypeAlias = _typing.Literal["_header_bytes", b"_header_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__packet_flits: _TypeAlias = _typing.Literal["packet_flits"]  # noqa: Y015
+    _WhichOneofArgType__packet_flits: _TypeAlias = _typing.Literal["_packet_flits", b"_packet_flits"]  # noqa: Y015
+    _WhichOneofReturnType__pipeline_cycles: _TypeAlias = _typing.Literal["pipeline_cycles"]  # noqa: Y015
+    _WhichOneofArgType__pipeline_cycles: _TypeAlias = _typing.Literal["_pipeline_cycles", b"_pipeline_cycles"]  # noqa: Y015
+    _WhichOneofReturnType__vcs: _TypeAlias = _typing.Literal["vcs"]  # noqa: Y015
+    _WhichOneofArgType__vcs: _TypeAlias = _typing.Literal["_vcs", b"_vcs"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__buffer_flits) -> _WhichOneofReturnType__buffer_flits | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cycle_ps) -> _WhichOneofReturnType__cycle_ps | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__flit_bytes) -> _WhichOneofReturnType__flit_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__header_bytes) -> _WhichOneofReturnType__header_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__packet_flits) -> _WhichOneofReturnType__packet_flits | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pipeline_cycles) -> _WhichOneofReturnType__pipeline_cycles | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__vcs) -> _WhichOneofReturnType__vcs | None: ...
+
+Global___FlitParameters: _TypeAlias = FlitParameters  # noqa: Y015

@@ -52,3 +52,47 @@ def test_a_collective_study_gives_the_same_report_in_process_and_spawned(
     for result in (local, remote):
         del result["wall_seconds"], result["backends"]
     assert local == remote
+
+
+def test_network_flit_sets_the_routers_in_process_and_spawned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = {
+        "name": "flit parameters",
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
+        "network": {"backend": "flit_level", "topology": TOPOLOGIES["torus"],
+                    "flit": {"flit_bytes": "16B", "vcs": 2, "pipeline_cycles": 2, "cycle": "500ps"}},
+    }  # fmt: skip
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    local = report(path, capsys)
+    remote = report(path, capsys, "network.spawn=true")
+    default = report(path, capsys, "network.flit.flit_bytes=64B", "network.flit.vcs=4", "network.flit.pipeline_cycles=4",
+                     "network.flit.cycle=1ns")  # fmt: skip
+    assert local["total_time_ps"] != default["total_time_ps"]
+    for result in (local, remote):
+        del result["wall_seconds"], result["backends"]
+    assert local == remote
+
+
+def test_a_bad_flit_parameter_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = {
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
+        "network": {"backend": "flit_level", "topology": TOPOLOGIES["torus"], "flit": {"vcs": 0}},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    assert cli.main(["run", str(path)]) == 2
+    assert "network.flit.vcs" in capsys.readouterr().err
+
+
+def test_flit_parameters_without_the_flit_level_backend_are_refused(tmp_path: Path) -> None:
+    from stratasim.config import load_study
+    from stratasim.errors import ConfigError
+
+    study = {
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
+        "network": {"backend": "analytical", "topology": TOPOLOGIES["torus"], "flit": {"vcs": 2}},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    with pytest.raises(ConfigError, match="network.flit: only the flit_level backend reads it"):
+        load_study(path)
