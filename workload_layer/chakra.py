@@ -19,7 +19,7 @@ ASTRA-sim does:
   the tag, ``comm_size`` the bytes and ``pg_name``, if any, is kept.
 - ``MEM_LOAD_NODE`` / ``MEM_STORE_NODE``: ``tensor_size``, when present, becomes ``comm_bytes``.
 
-Communicator groups. Chakra nodes carry only the name; the NPUs of each name come from, first, the trace's own
+Communicator groups (:mod:`workload_layer.chakra_groups`). Chakra nodes carry only the name; the NPUs of each name come from, first, the trace's own
 ``process_group:init`` METADATA nodes (what Chakra's PyTorch converter writes: PyTorch's process-group records,
 ``pg_name`` and global ``ranks``, in the node's ``inputs.values``; empty ranks mean every NPU), then the
 communicator groups file ASTRA-sim takes as ``--comm-group-configuration``: a JSON object mapping each name to its
@@ -38,11 +38,8 @@ Attribute values are read from whichever integer variant of ``AttributeProto`` a
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from google.protobuf.message import DecodeError, Message
@@ -54,17 +51,15 @@ from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
 from stratasim.errors import WorkloadError
 from stratasim.schema import Section
 from stratasim.v1 import workload_pb2
+from workload_layer.chakra_groups import CommGroups, communicator_group, read_comm_groups, trace_groups
 
 __all__ = [
     "ChakraWorkload",
     "ChakraConfig",
-    "CommGroups",
     "read_trace",
     "write_trace",
     "read_records",
     "write_records",
-    "read_comm_groups",
-    "write_comm_groups",
     "read_chakra_graphs",
     "to_graph",
     "trace_files",
@@ -86,25 +81,10 @@ MILESTONE_ATTR = "milestone"
 RESIDENT_ATTR = "resident_bytes."
 """The prefix of the metadata attributes ``resident_bytes.<kind>`` holding the graph's ``resident_bytes``."""
 
-_DEFAULT_PG = "0"
-"""PyTorch's default process group, which ASTRA-sim runs over every NPU when no group of that name is defined."""
-
-_PG_INIT = "process_group:init"
-"""What the name of a PyTorch METADATA node listing the process groups contains."""
-
 _INT_VALUES = frozenset({
     "int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val", "sint64_val",
     "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val",
 })  # fmt: skip
-
-
-@dataclass(frozen=True)
-class CommGroups:
-    """Communicator groups: each name (a ``pg_name``) with its NPU ids, sorted (empty: every NPU), and where
-    they were defined, for error messages."""
-
-    groups: Mapping[str, tuple[int, ...]]
-    source: str
 
 
 def read_records(path: str | Path) -> list[tuple[int, bytes]]:
@@ -242,127 +222,6 @@ def _peer(node: Node, name: str, where: str, npu: int, npus: int | None) -> int:
     return peer
 
 
-def _members(value: object, where: str, name: str, allow_empty: bool) -> tuple[int, ...]:
-    """The NPU ids of group ``name``, sorted, from a JSON list; raises :class:`WorkloadError` prefixed ``where``
-    unless it is a list of distinct non-negative integers (non-empty unless ``allow_empty``)."""
-    if not isinstance(value, list) or not all(type(npu) is int and npu >= 0 for npu in value):
-        raise WorkloadError(f"{where}: group {name!r} must be a list of NPU ids (integers from 0), found {value!r:.60}")
-    if not value and not allow_empty:
-        raise WorkloadError(f"{where}: group {name!r} is empty")
-    members = tuple(sorted(set(value)))
-    if len(members) != len(value):
-        twice = next(npu for npu in members if value.count(npu) > 1)
-        raise WorkloadError(f"{where}: group {name!r} names NPU {twice} twice")
-    return members
-
-
-def read_comm_groups(path: str | Path) -> CommGroups:
-    """The communicator groups file ASTRA-sim takes as ``--comm-group-configuration``: a JSON object mapping each
-    ``pg_name`` to a non-empty list of NPU ids. Raises :class:`WorkloadError` naming the file and the defect."""
-
-    def unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        data: dict[str, object] = {}
-        for name, value in pairs:
-            if name in data:
-                raise WorkloadError(f"{path}: group {name!r} is defined twice")
-            data[name] = value
-        return data
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read the communicator groups: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise WorkloadError(f"{path}: the communicator groups file is not UTF-8 text") from None
-    try:
-        data = json.loads(text, object_pairs_hook=unique)
-    except json.JSONDecodeError as exc:
-        raise WorkloadError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    if not isinstance(data, dict):
-        raise WorkloadError(
-            f"{path}: expected a JSON object mapping communicator names (pg_name) to lists of NPU ids, "
-            f"found {type(data).__name__}"
-        )
-    return CommGroups({name: _members(value, str(path), name, False) for name, value in data.items()}, str(path))
-
-
-def write_comm_groups(path: str | Path, groups: Mapping[str, Sequence[int]]) -> None:
-    """Write ``groups`` as a communicator groups file, one group a line; raises :class:`WorkloadError` on I/O
-    failure."""
-    lines = [f"  {json.dumps(name)}: {json.dumps(list(members))}" for name, members in groups.items()]
-    try:
-        Path(path).write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot write the communicator groups: {exc.strerror or exc}") from None
-
-
-def _pg_records(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
-    """The ``(pg_name, ranks)`` of the PyTorch process-group records in a ``process_group:init`` node's
-    ``inputs.values``: Chakra stores ``str()`` of PyTorch's input list, one JSON string of records (plain JSON
-    is accepted too)."""
-    problem = f"{where}: cannot read its process groups"
-    try:
-        records = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            records = ast.literal_eval(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            raise WorkloadError(f"{problem}: inputs.values is neither JSON nor a list of strings") from None
-    if isinstance(records, list) and len(records) == 1 and isinstance(records[0], str):
-        try:
-            records = json.loads(records[0])
-        except json.JSONDecodeError as exc:
-            raise WorkloadError(f"{problem}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-    if not isinstance(records, list) or not all(
-        isinstance(record, dict) and isinstance(record.get("pg_name"), str) for record in records
-    ):
-        raise WorkloadError(f"{problem}: expected a list of records with pg_name and ranks")
-    return [(record["pg_name"], _members(record.get("ranks"), problem, record["pg_name"], True)) for record in records]
-
-
-def _trace_groups(nodes: Sequence[Node], source: str) -> CommGroups | None:
-    """The process groups listed by the ``process_group:init`` METADATA nodes of one rank, a later record
-    overriding an earlier one of the same name (as in ASTRA-sim); None if there are none."""
-    groups: dict[str, tuple[int, ...]] = {}
-    found = False
-    for node in nodes:
-        if node.type == et_def_pb2.METADATA_NODE and _PG_INIT in node.name and node.inputs.values:
-            found = True
-            groups.update(_pg_records(node.inputs.values, f"{source}: node {node.id} ({node.name!r})"))
-    return CommGroups(groups, "the trace's process_group:init records") if found else None
-
-
-def _group(pg_name: str, where: str, npu: int, npus: int | None, definitions: Sequence[CommGroups]) -> list[int]:
-    """The IR ``group`` of communicator ``pg_name`` issued by NPU ``npu``: its sorted NPU ids, or empty for every
-    NPU. With ``npus`` unknown (None) nothing is checked and an undefined name is every NPU."""
-    found = next((groups for groups in definitions if pg_name in groups.groups), None)
-    if found is None:
-        if pg_name == _DEFAULT_PG or npus is None:
-            return []
-        if not definitions:
-            raise WorkloadError(
-                f"{where}: pg_name {pg_name!r} is not defined: no communicator groups file was found "
-                "(workload.comm_groups, by default <path>.json beside the trace)"
-            )
-        raise WorkloadError(
-            f"{where}: pg_name {pg_name!r} is not defined by {' or '.join(groups.source for groups in definitions)}"
-        )
-    members = found.groups[pg_name]
-    if npus is None or not members:
-        return list(members)
-    outside = [member for member in members if member >= npus]
-    if outside:
-        raise WorkloadError(
-            f"{where}: pg_name {pg_name!r} ({found.source}) names NPU {outside[0]}, but the trace has {npus} ranks"
-        )
-    if npu not in members:
-        raise WorkloadError(
-            f"{where}: pg_name {pg_name!r} is the group {list(members)} ({found.source}), which does not contain "
-            f"NPU {npu}, the rank issuing it"
-        )
-    return [] if len(members) == npus else list(members)
-
-
 def _resident(metadata: GlobalMetadata, source: str) -> dict[str, int]:
     """The ``resident_bytes.<kind>`` attributes of ``metadata`` by kind."""
     resident = {}
@@ -395,7 +254,7 @@ def to_graph(
     graph = workload_pb2.ExecutionGraph(npu=npu)
     if metadata is not None:
         graph.resident_bytes.update(_resident(metadata, label))
-    definitions = [found for found in (_trace_groups(nodes, label), groups) if found is not None]
+    definitions = [found for found in (trace_groups(nodes, label), groups) if found is not None]
     collectives = set(workload_pb2.CollectiveType.values())
     for node in nodes:
         where = f"{label}: node {node.id} ({node.name!r})"
@@ -420,7 +279,7 @@ def to_graph(
             out.comm_type = workload_pb2.CollectiveType.ValueType(comm_type)
             out.comm_bytes = _required(node, "comm_size", where)
             if out.pg_name:
-                out.group.extend(_group(out.pg_name, where, npu, npus, definitions))
+                out.group.extend(communicator_group(out.pg_name, where, npu, npus, definitions))
         elif node.type in (et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
             send = node.type == et_def_pb2.COMM_SEND_NODE
             out.peer = _peer(node, "comm_dst" if send else "comm_src", where, npu, npus)

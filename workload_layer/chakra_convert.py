@@ -40,10 +40,10 @@ from workload_layer.chakra import (
     read_trace,
     to_graph,
     trace_files,
-    write_comm_groups,
     write_records,
     write_trace,
 )
+from workload_layer.chakra_groups import write_comm_groups
 
 __all__ = [
     "TraceSummary",

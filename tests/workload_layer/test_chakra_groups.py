@@ -17,7 +17,8 @@ from stratasim.errors import WorkloadError
 from stratasim.v1 import workload_pb2
 from system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import SWITCH, topology
-from workload_layer.chakra import ChakraWorkload, read_chakra_graphs, read_comm_groups, to_graph, write_trace
+from workload_layer.chakra import ChakraWorkload, read_chakra_graphs, to_graph, write_trace
+from workload_layer.chakra_groups import read_comm_groups
 from workload_layer.chakra_convert import (
     chakra_to_stratasim,
     name_groups,
