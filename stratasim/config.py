@@ -35,7 +35,7 @@ from stratasim.errors import BackendError, ConfigError, TopologyError
 from stratasim.overrides import apply_overrides
 from stratasim.schema import Bandwidth, Bytes, DTypeName, Section, TimePs
 from stratasim.topology import Grid
-from stratasim.topology_sections import DimensionSection, TopologySection
+from stratasim.topology_sections import DimensionSection, FlitSection, TopologySection
 from stratasim.v1 import compute_pb2, network_pb2
 from system_layer.options import ALGORITHMS, Preset, Scheduling, SystemOptions
 
@@ -143,26 +143,6 @@ class _Placement(Section):
         if self.spawn and self.endpoint is not None:
             raise ValueError("spawn and endpoint are mutually exclusive; set one of them")
         return self
-
-
-class FlitSection(Section):
-    """``network.flit``: the flit-level backend's routers (:class:`network_layer.flit_level.FlitParameters`
-    documents each key); an absent key keeps the backend's default."""
-
-    flit_bytes: Bytes | None = Field(None, gt=0)
-    packet_flits: StrictInt | None = Field(None, ge=1)
-    header_bytes: Bytes | None = Field(None, ge=0)
-    vcs: StrictInt | None = Field(None, ge=1)
-    buffer_flits: StrictInt | None = Field(None, ge=0)
-    pipeline_cycles: StrictInt | None = Field(None, ge=0)
-    cycle: TimePs | None = Field(None, gt=0)
-
-    def proto(self) -> network_pb2.FlitParameters:
-        """The section as the network contract's message (unset keys stay unset)."""
-        given = {key: value for key, value in self.model_dump().items() if value is not None}
-        if "cycle" in given:
-            given["cycle_ps"] = given.pop("cycle")
-        return network_pb2.FlitParameters(**given)
 
 
 class NetworkSection(_Placement):

@@ -35,10 +35,10 @@ from pydantic import BeforeValidator, Discriminator, Field, StrictInt, Tag
 
 from network_layer.topologies import topology_of
 from stratasim.errors import TopologyError
-from stratasim.schema import Bandwidth, Section, TimePs
+from stratasim.schema import Bandwidth, Bytes, Section, TimePs
 from stratasim.v1 import network_pb2
 
-__all__ = ["DimensionSection", "TopologySection", "GraphSection"]
+__all__ = ["DimensionSection", "TopologySection", "GraphSection", "FlitSection"]
 
 
 class DimensionSection(Section):
@@ -293,3 +293,23 @@ TopologySection = Annotated[
     ),
 ]
 """``network.topology``: the tag pydantic puts in error locations ("dimensions", the kind) is not a key."""
+
+
+class FlitSection(Section):
+    """``network.flit``: the flit-level backend's routers (:class:`network_layer.flit_level.FlitParameters`
+    documents each key); an absent key keeps the backend's default."""
+
+    flit_bytes: Bytes | None = Field(None, gt=0)
+    packet_flits: StrictInt | None = Field(None, ge=1)
+    header_bytes: Bytes | None = Field(None, ge=0)
+    vcs: StrictInt | None = Field(None, ge=1)
+    buffer_flits: StrictInt | None = Field(None, ge=0)
+    pipeline_cycles: StrictInt | None = Field(None, ge=0)
+    cycle: TimePs | None = Field(None, gt=0)
+
+    def proto(self) -> network_pb2.FlitParameters:
+        """The section as the network contract's message (unset keys stay unset)."""
+        given = {key: value for key, value in self.model_dump().items() if value is not None}
+        if "cycle" in given:
+            given["cycle_ps"] = given.pop("cycle")
+        return network_pb2.FlitParameters(**given)
