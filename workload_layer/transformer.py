@@ -70,7 +70,8 @@ from workload_layer.transformer_model import (
     layer_steps,
 )
 from workload_layer.pipeline_schedule import pipeline_order
-from workload_layer.transformer_schedule import Block, StagePlan, build_graph
+from workload_layer.transformer_schedule import StagePlan, build_graph
+from workload_layer.transformer_steps import Block
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from workload_layer.moe import layer_routing
 from workload_layer.transformer_memory import attention_core_bytes
-from workload_layer.transformer_schedule import (
+from workload_layer.transformer_steps import (
     AllToAll,
     Gemm,
     Pointwise,
