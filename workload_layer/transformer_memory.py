@@ -51,7 +51,7 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     chunks, i.e. ``pp + (pp - 1) / v`` micro-batches' worth of the stage's layers: Korthikanti et al.'s
     ``pp (1 + (pp - 1) / (pp v))`` for the interleaved schedule, exactly.
 
-The graphs carry the same figures along the timeline (:class:`workload_layer.transformer_schedule.Block`): each
+The graphs carry the same figures along the timeline (:class:`workload_layer.transformer_steps.Block`): each
 layer's forward pass allocates :attr:`LayerActivations.kept_bytes` at its first node and its backward pass frees it
 at its last; recomputation allocates :attr:`LayerActivations.recomputed_bytes` around the layer's recomputation and
 backward pass (selective recomputation around the attention core's). The running sum peaks at the ``activations``
