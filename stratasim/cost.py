@@ -22,6 +22,7 @@ __all__ = ["KINDS", "BackendCost", "operator_from", "price", "to_dict", "to_text
 # Each kind's keys and whether they are required; ``b`` is the GEMM's batch.
 KINDS: Mapping[str, Mapping[str, bool]] = {
     "gemm": {"m": True, "k": True, "n": True, "batch": False},
+    "conv": {key: key != "stride" for key in ("n", "k", "c", "p", "q", "r", "s", "stride")},
     "elementwise": {"shape": True, "flops_per_element": False, "inputs": False},
 }
 _ALIASES = {"b": "batch", "flops": "flops_per_element"}
@@ -60,6 +61,10 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
             m, k, n = (_integer(kind, key, values[key]) for key in ("m", "k", "n"))
             batch = _integer(kind, "batch", values.get("batch", "1"))
             return operators.gemm(m, k, n, parsed_dtype, batch=batch)
+        if kind == "conv":
+            n, k, c, p, q, r, s = (_integer(kind, key, values[key]) for key in "nkcpqrs")
+            stride = _integer(kind, "stride", values.get("stride", "1"))
+            return operators.conv2d(n, k, c, p, q, r, s, stride, parsed_dtype)
         shape = [_integer(kind, "shape", part) for part in values["shape"].lower().replace(",", "x").split("x")]
         flops = _integer(kind, "flops_per_element", values.get("flops_per_element", "1"))
         inputs = _integer(kind, "inputs", values.get("inputs", "1"))

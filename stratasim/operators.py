@@ -17,7 +17,7 @@ from typing import TypeAlias
 
 from stratasim.v1 import compute_pb2
 
-__all__ = ["DType", "DTYPES", "dtype_bytes", "dtype_name", "parse_dtype", "gemm", "elementwise", "signature"]
+__all__ = ["DType", "DTYPES", "dtype_bytes", "dtype_name", "parse_dtype", "gemm", "conv2d", "elementwise", "signature"]
 
 DType: TypeAlias = compute_pb2.DType.ValueType
 """A value of the ``stratasim.v1.DType`` enum, e.g. ``compute_pb2.BF16``."""
@@ -107,6 +107,32 @@ def gemm(
     flops = 2 * batch * m * k * n
     traffic = batch * (m * k + k * n + m * n) * size
     return _describe(compute_pb2.GEMM, shape, dtype, flops, traffic, name)
+
+
+def conv2d(
+    n: int,
+    k: int,
+    c: int,
+    p: int,
+    q: int,
+    r: int,
+    s: int,
+    stride: int = 1,
+    dtype: DType = compute_pb2.BF16,
+    name: str = "",
+) -> compute_pb2.OperatorDesc:
+    """A 2-D convolution of ``N`` ``C``-channel images with ``K`` ``R x S`` filters into ``P x Q`` outputs.
+
+    FLOPs = 2·N·K·C·P·Q·R·S; bytes = (N·C·H·W + K·C·R·S + N·K·P·Q)·element size with the unpadded input
+    H = (P - 1)·stride + R rows and W = (Q - 1)·stride + S columns. ``shape`` is ``[N, K, C, P, Q, R, S, stride]``.
+    """
+    sizes = (("n", n), ("k", k), ("c", c), ("p", p), ("q", q), ("r", r), ("s", s), ("stride", stride))
+    for argument, value in sizes:
+        _positive(argument, value)
+    height, width = (p - 1) * stride + r, (q - 1) * stride + s
+    flops = 2 * n * k * c * p * q * r * s
+    traffic = (n * c * height * width + k * c * r * s + n * k * p * q) * dtype_bytes(dtype)
+    return _describe(compute_pb2.CONV, [value for _, value in sizes], dtype, flops, traffic, name)
 
 
 def elementwise(

@@ -1,8 +1,7 @@
 """The ``timeloop`` compute backend: each operator priced by the best mapping the mapper finds.
 
-GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``, so attention's batched products too) and element-wise
-operators are read from the wire. Convolutions have no ``OperatorKind`` yet; they are priced through the
-Python API (:func:`~compute_layer.timeloop.problem.conv2d` and :func:`~compute_layer.timeloop.mapper.search`).
+GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``, so attention's batched products too), convolutions
+(``shape = [N, K, C, P, Q, R, S, stride]``) and element-wise operators are read from the wire.
 
     duration_ps = ceil(cycles · 10^12 / clock_hz)
 
@@ -20,7 +19,7 @@ from compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator
 from compute_layer.timeloop.analysis import Evaluation
 from compute_layer.timeloop.mapper import OBJECTIVES, search
 from compute_layer.timeloop.mapping import MappingError
-from compute_layer.timeloop.problem import Problem, elementwise, gemm
+from compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
 from stratasim.errors import BackendError
 from stratasim.operators import dtype_bytes, signature
 from stratasim.v1 import common_pb2, compute_pb2
@@ -29,6 +28,12 @@ __all__ = ["TimeloopCompute", "problem_of"]
 
 _PS_PER_SECOND = 10**12
 _INT64_MAX = 2**63 - 1
+# Per kind: the shape lengths accepted (empty: any) and how the message describes them.
+_SHAPES: dict[int, tuple[tuple[int, ...], str]] = {
+    compute_pb2.GEMM: ((3, 4), "[M, K, N] or [B, M, K, N]"),
+    compute_pb2.CONV: ((7, 8), "[N, K, C, P, Q, R, S] or [N, K, C, P, Q, R, S, stride]"),
+    compute_pb2.ELEMENTWISE: ((), "positive dimensions"),
+}
 
 
 class _Rejected(Exception):
@@ -42,19 +47,21 @@ class _Rejected(Exception):
 def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
     """The loop nest of ``op`` (``ops[index]`` of its request); raises ``_Rejected`` when it has none."""
     label = f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
-    if op.kind not in (compute_pb2.GEMM, compute_pb2.ELEMENTWISE):
+    if op.kind not in _SHAPES:
         kind = compute_pb2.OperatorKind.Name(op.kind) if op.kind in compute_pb2.OperatorKind.values() else op.kind
-        message = f"{label}: the timeloop backend cannot cost operator kind {kind}; it maps GEMM and ELEMENTWISE"
+        message = f"{label}: the timeloop backend cannot cost operator kind {kind}; it maps GEMM, CONV and ELEMENTWISE"
         raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].kind")
     shape = list(op.shape)
-    bad_shape = not shape or 0 in shape or (op.kind == compute_pb2.GEMM and len(shape) not in (3, 4))
-    if bad_shape:
-        expected = "[M, K, N] or [B, M, K, N]" if op.kind == compute_pb2.GEMM else "positive dimensions"
+    lengths, expected = _SHAPES[op.kind]
+    if not shape or 0 in shape or (lengths and len(shape) not in lengths):
         message = f"{label}: shape {shape} is not {expected} of positive sizes"
         raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].shape")
     if op.kind == compute_pb2.GEMM:
         batch, m, k, n = shape if len(shape) == 4 else [1, *shape]
         return gemm(m, k, n, batch=batch)
+    if op.kind == compute_pb2.CONV:
+        n, k, c, p, q, r, s, stride = shape if len(shape) == 8 else [*shape, 1]
+        return conv2d(n, k, c, p, q, r, s, stride=stride)
     elements = prod(shape)
     size = _element_bytes(op, label, index)
     inputs = max(0, op.bytes // (elements * size) - 1) if op.bytes else 1

@@ -58,6 +58,10 @@ class _OperatorKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Operator
     """shape = [M, K, N] (times an optional leading batch B: [B, M, K, N])."""
     ELEMENTWISE: _OperatorKind.ValueType  # 2
     """shape = the tensor's dimensions; one output element per input element."""
+    CONV: _OperatorKind.ValueType  # 3
+    """A 2-D convolution, shape = [N, K, C, P, Q, R, S, stride]: batch, output channels, input channels, output
+    rows and columns, filter rows and columns, and the stride (unpadded input rows = (P - 1) * stride + R).
+    """
 
 class OperatorKind(_OperatorKind, metaclass=_OperatorKindEnumTypeWrapper): ...
 
@@ -66,6 +70,10 @@ GEMM: OperatorKind.ValueType  # 1
 """shape = [M, K, N] (times an optional leading batch B: [B, M, K, N])."""
 ELEMENTWISE: OperatorKind.ValueType  # 2
 """shape = the tensor's dimensions; one output element per input element."""
+CONV: OperatorKind.ValueType  # 3
+"""A 2-D convolution, shape = [N, K, C, P, Q, R, S, stride]: batch, output channels, input channels, output
+rows and columns, filter rows and columns, and the stride (unpadded input rows = (P - 1) * stride + R).
+"""
 Global___OperatorKind: _TypeAlias = OperatorKind  # noqa: Y015
 
 class _Bound:

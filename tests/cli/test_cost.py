@@ -62,6 +62,13 @@ def test_elementwise(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and row["bound"] == "memory" and row["traffic"] == {"dram": 2 * 2**20 * 2}
 
 
+def test_conv_is_priced_by_roofline_and_timeloop(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cost(capsys, "conv", "N=1", "K=32", "C=16", "P=8", "Q=8", "R=3", "S=3", "--dtype", "int8",
+                         "--backend", "timeloop", "--device", "systolic-32x32-os", "--json")  # fmt: skip
+    (row,) = json.loads(out)["costs"]
+    assert code == 0 and row["duration_ps"] == 476_000 and row["bound"] == "compute"
+
+
 def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = str(write_table(tmp_path))
     code, out, _ = _cost(capsys, "gemm", "M=8192", "K=1024", "N=1024", "--backend", "roofline", "--backend",
@@ -83,6 +90,7 @@ def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, caps
         (("gemm", "M=1", "K=x", "N=1", "--device", "h100"), ("k='x': expected an integer",)),
         (("gemm", "M=0", "K=1", "N=1", "--device", "h100"), ("m must be a positive integer",)),
         (("gemm", "M=1", "K=1", "N=1", "Q=3", "--device", "h100"), ("unknown key(s) q",)),
+        (("conv", "N=1", "K=1", "C=1", "P=1", "Q=1", "R=1", "--device", "h100"), ("conv: missing s",)),
         (("gemm", "M=1", "K=1", "N=1", "--m", "2", "--device", "h100"), ("m is given twice",)),
         (("gemm", "M=1", "K=1", "N=1", "--device", "h100", "--dtype", "fp4"), ("unknown dtype 'fp4'",)),
         (("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--device", "h100"), ("compute.profile: FILE",)),

@@ -44,8 +44,8 @@ def test_an_error_names_the_backend_and_the_request_position(tmp_path: Path) -> 
 def test_routes_need_a_default_and_known_kinds() -> None:
     with pytest.raises(ValueError, match="'\\*' entry"):
         PerKindCompute({"gemm": RooflineCompute()})
-    with pytest.raises(ValueError, match="conv"):
-        PerKindCompute({"conv": RooflineCompute(), "*": RooflineCompute()})
+    with pytest.raises(ValueError, match="pool"):
+        PerKindCompute({"pool": RooflineCompute(), "*": RooflineCompute()})
 
 
 STUDY = """\
@@ -103,7 +103,7 @@ def test_spawned_backends_give_identical_results(study_path: Path) -> None:
 @pytest.mark.parametrize(
     ("compute", "where", "expected"),
     [
-        ("{backend: roofline, device: h100, per_kind: {conv: roofline}}", "compute.per_kind", "unknown operator kind"),
+        ("{backend: roofline, device: h100, per_kind: {pool: roofline}}", "compute.per_kind", "unknown operator kind"),
         ("{backend: roofline, device: h100, per_kind: {gemm: nope}}", "compute.per_kind.gemm", "no compute backend"),
         ("{backend: profile, device: h100}", "compute", "needs 'profile: FILE'"),
         ("{backend: roofline, device: h100, profile: t.csv}", "compute", "read by the profile backend only"),

@@ -57,6 +57,15 @@ def test_batched_gemm_and_elementwise_are_priced() -> None:
     assert problem_of(ops[1]).dims == (("T", 2), ("E", 1024))
 
 
+def test_a_convolution_on_the_wire_lasts_scalesim_cycles() -> None:
+    # 3x3 conv, 16->32 channels, 8x8 outputs on a 32x32 OS array: Nofmap 64, Nfilter 32, Wconv 144,
+    # so (2·32 + 32 + 144 - 2) · 2 · 1 = 476 cycles at 1 GHz.
+    op = operators.conv2d(1, 32, 16, 8, 8, 3, 3, dtype=compute_pb2.INT8)
+    (cost,) = _estimate(TimeloopCompute(), "systolic-32x32-os", op).costs
+    assert cost.duration_ps == 476_000
+    assert problem_of(op) == problem_of(operators.conv2d(1, 32, 16, 8, 8, 3, 3, stride=1, dtype=compute_pb2.INT8))
+
+
 def test_results_are_cached_and_deterministic() -> None:
     backend, op = TimeloopCompute(seed=3), operators.gemm(300, 200, 100)
     first = _estimate(backend, "tpu-like", op)
@@ -85,6 +94,8 @@ def test_unsupported_operator_kind_names_the_operator() -> None:
     [
         (compute_pb2.OperatorDesc(kind=compute_pb2.GEMM, shape=[4, 4], dtype=compute_pb2.BF16), "ops[0].shape",
          "shape [4, 4] is not [M, K, N] or [B, M, K, N]"),
+        (compute_pb2.OperatorDesc(kind=compute_pb2.CONV, shape=[1, 2, 3], dtype=compute_pb2.BF16), "ops[0].shape",
+         "shape [1, 2, 3] is not [N, K, C, P, Q, R, S] or [N, K, C, P, Q, R, S, stride]"),
         (compute_pb2.OperatorDesc(kind=compute_pb2.ELEMENTWISE, shape=[4], bytes=8), "ops[0].dtype",
          "dtype_unspecified has no element size"),
     ],

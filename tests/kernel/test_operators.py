@@ -25,6 +25,16 @@ def test_batched_gemm_has_leading_batch_and_scales_counts() -> None:
     assert op.bytes == 3 * (8 * 16 + 16 * 4 + 8 * 4) * 4
 
 
+def test_conv2d_counts_flops_and_unpadded_input_bytes() -> None:
+    # ResNet's first layer: 64 7x7 filters over 3 channels, stride 2, 112x112 outputs from 229x229 inputs.
+    op = operators.conv2d(1, 64, 3, 112, 112, 7, 7, stride=2, dtype=compute_pb2.INT8, name="conv1")
+    assert op.kind == compute_pb2.CONV and list(op.shape) == [1, 64, 3, 112, 112, 7, 7, 2]
+    assert op.flops == 2 * 64 * 3 * 112 * 112 * 7 * 7
+    assert op.bytes == 3 * 229 * 229 + 64 * 3 * 7 * 7 + 64 * 112 * 112
+    with pytest.raises(ValueError, match="stride must be a positive integer"):
+        operators.conv2d(1, 1, 1, 1, 1, 1, 1, stride=0)
+
+
 def test_elementwise_counts_flops_and_bytes() -> None:
     op = operators.elementwise([4, 1024], dtype=compute_pb2.FP32, flops_per_element=3, inputs=2, name="add")
     assert op.kind == compute_pb2.ELEMENTWISE
