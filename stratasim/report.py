@@ -3,7 +3,8 @@
 The JSON field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns``, ``compute_time_ns``,
 ``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
 ``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
-``events_processed``. Every ``*_ns`` value is the engine's integer picoseconds divided by 1000.
+``events_processed``, ``operators`` (see :mod:`stratasim.operator_table`). Every ``*_ns`` value is the
+engine's integer picoseconds divided by 1000.
 
 Energy is what the compute backend says its operators take: ``compute_energy_pj`` (picojoules) per NPU and
 summed over the study, and ``compute_power_w`` (watts), that energy over the study's total time — the mean
@@ -20,7 +21,8 @@ from typing import Any
 
 from stratasim.chrome_trace import chrome_trace
 from stratasim.errors import StrataSimError
-from stratasim.units import format_bytes, format_time_ps
+from stratasim.operator_table import OperatorSummary, operator_lines
+from stratasim.units import format_bytes, format_energy_pj, format_time_ps
 from system_layer.result import (
     CollectiveStats,
     CounterSample,
@@ -44,14 +46,6 @@ def _ns(ps: int) -> float:
 
 def _time(ns: float) -> str:
     return format_time_ps(round(ns * 1000))
-
-
-def _joules(pj: float) -> str:
-    """``pj`` picojoules with a readable prefix (``1.23 mJ``)."""
-    for scale, unit in ((1e12, "J"), (1e9, "mJ"), (1e6, "uJ"), (1e3, "nJ")):
-        if pj >= scale:
-            return f"{pj / scale:,.3g} {unit}"
-    return f"{pj:,.3g} pJ"
 
 
 @dataclass(frozen=True)
@@ -174,6 +168,7 @@ class Report:
     link_busy: tuple[LinkBusy, ...] = field(default=(), repr=False)
     compute_energy_pj: float = 0.0
     compute_power_w: float = 0.0
+    operators: tuple[OperatorSummary, ...] = ()
 
     @classmethod
     def from_result(
@@ -217,6 +212,7 @@ class Report:
             link_busy=result.link_busy,
             compute_energy_pj=energy,
             compute_power_w=_watts(energy, result.total_time_ps),
+            operators=tuple(OperatorSummary.of(op) for op in result.operators),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,12 +222,13 @@ class Report:
             return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
 
         skipped = ("collectives", "per_npu", "spans", "counters", "training", "links", "serving", "warnings",
-                   "link_busy")
+                   "link_busy", "operators")
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skipped}
         data.update(self.training or {})
         data["backends"] = dict(self.backends)
         data["collectives"] = rows(self.collectives)
         data["per_npu"] = rows(self.per_npu)
+        data["operators"] = [op.to_dict() for op in self.operators]
         if self.links:
             data["links"] = rows(self.links)
         if self.serving:
@@ -241,7 +238,8 @@ class Report:
 
     def to_text(self) -> str:
         """A readable summary: headline numbers, the collectives (at most 20 rows) and the NPUs."""
-        return "\n".join([*self._headline(), "", *self._collective_table(), "", *self._npu_table(), *self._link_table()])
+        return "\n".join([*self._headline(), "", *self._collective_table(), "", *self._npu_table(), *self._link_table(),
+                          *operator_lines(self.operators)])
 
     def _link_table(self) -> list[str]:
         if not self.links:
@@ -299,8 +297,8 @@ class Report:
         if not self.compute_energy_pj:
             return []
         top = max(self.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
-        return [f"  compute energy   {_joules(self.compute_energy_pj)} in all, {self.compute_power_w:,.1f} W mean "
-                f"(NPU {top.npu} the most: {_joules(top.compute_energy_pj)}, {top.compute_power_w:,.1f} W)"]  # fmt: skip
+        return [f"  compute energy   {format_energy_pj(self.compute_energy_pj)} in all, {self.compute_power_w:,.1f} W mean "
+                f"(NPU {top.npu} the most: {format_energy_pj(top.compute_energy_pj)}, {top.compute_power_w:,.1f} W)"]  # fmt: skip
 
     def _headline(self) -> list[str]:
         where = ", ".join(f"{layer} {label}" for layer, label in self.backends.items())

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from stratasim.errors import UnitError
 
-__all__ = ["parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps"]
+__all__ = ["parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps", "format_energy_pj"]
 
 _NUMBER = r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
 _PATTERN = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-z/]*)\s*$")
@@ -114,3 +114,11 @@ def format_time_ps(ps: int) -> str:
         if abs(ps) >= scale:
             return f"{ps / scale:.6g} {unit}"
     return f"{ps} ps"
+
+
+def format_energy_pj(pj: float) -> str:
+    """Show an energy given in picojoules with the largest prefix that keeps it at or above 1 (``1.23 mJ``)."""
+    for scale, unit in ((1e12, "J"), (1e9, "mJ"), (1e6, "uJ"), (1e3, "nJ")):
+        if pj >= scale:
+            return f"{pj / scale:,.3g} {unit}"
+    return f"{pj:,.3g} pJ"

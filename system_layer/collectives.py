@@ -204,6 +204,7 @@ class ChunkRun:
         self.sent = sent
         self.step = len(self._steps)
         self.key = -1
+        self.scheduler.replayed_reductions(self._steps)
         self.coordinator.schedule(self.coordinator.now + duration_ps, self._replayed)
 
     def _replayed(self, _: object = None) -> None:

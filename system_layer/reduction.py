@@ -2,6 +2,8 @@
 
 Either from local memory bandwidth (two reads and a write per byte; ASTRA-sim's rounding under its preset),
 or priced by the compute layer as an element-wise add on the study's device, asked once per distinct size.
+Priced reductions also have an energy and are operators of the study: :meth:`ReductionCost.operator` gives
+each size's descriptor and cost, for the report's energy and operator table.
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ class ReductionCost:
         self._device = device
         self._calibration = calibration
         self._priced: dict[int, int] = {}
+        self._operators: dict[int, tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost]] = {}
         self.costs = bool(self._compute is not None or options.local_mem_bandwidth)
         """False when every reduction is free, so the hot path can skip asking."""
+        self.priced = self._compute is not None
+        """True when the compute layer prices reductions, so they are operators with an energy."""
 
     def __call__(self, size: int) -> int:
         if self._compute is not None:
@@ -55,5 +60,10 @@ class ReductionCost:
         response = self._compute.estimate(request)
         if response.HasField("error"):
             raise BackendError(f"compute backend {self._compute.name!r} cannot price a reduction: {response.error.message}")
+        self._operators[size] = (op, response.costs[0])
         self._priced[size] = response.costs[0].duration_ps
         return self._priced[size]
+
+    def operator(self, size: int) -> tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost]:
+        """The element-wise add reducing ``size`` bytes and its cost (``size`` must have been priced)."""
+        return self._operators[size]

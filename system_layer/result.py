@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "SimulationResult"]
+__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "OperatorStats", "SimulationResult"]
 
 
 @dataclass(frozen=True)
@@ -98,12 +98,32 @@ class LinkBusy:
 
 
 @dataclass(frozen=True)
+class OperatorStats:
+    """One distinct operator the compute backend priced: what it is (``names``: the first few distinct names the
+    workload gave it), how many times the study ran it (over all NPUs), and the cost of one run — picoseconds,
+    picojoules, what bound it and the bytes per memory level."""
+
+    names: tuple[str, ...]
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+    flops: int
+    bytes: int
+    count: int
+    duration_ps: int
+    energy_pj: float
+    bound: str
+    traffic: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class SimulationResult:
     """``events_processed`` counts engine events plus delivered messages; ``simulated_npus`` is how many NPUs
     were simulated one by one (the representatives when symmetric NPUs were aggregated, else ``npus``);
     ``milestones`` maps the name of each milestone node to the latest time any NPU finished it; ``counters``
     (recorded with the trace only) sample each NPU's memory whenever it changes; ``link_busy`` (likewise, from
-    networks that model links) says when each link was transmitting."""
+    networks that model links) says when each link was transmitting; ``operators`` lists every distinct priced
+    operator (see :class:`OperatorStats`)."""
 
     total_time_ps: int
     npus: int
@@ -116,3 +136,4 @@ class SimulationResult:
     milestones: dict[str, int] = field(default_factory=dict)
     counters: tuple[CounterSample, ...] = ()
     link_busy: tuple[LinkBusy, ...] = ()
+    operators: tuple[OperatorStats, ...] = ()

@@ -11,7 +11,7 @@ pipeline across dimensions.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ from system_layer.result import CounterSample, TraceSpan
 
 if TYPE_CHECKING:
     from system_layer.coordinator import Coordinator
+    from system_layer.steps import Step
 
 __all__ = ["NpuScheduler", "SchedulerContext"]
 
@@ -47,6 +48,7 @@ class SchedulerContext:
         # Mirrored phases already run once, by (steps, direction, line, position, NPU): their steps, duration
         # and bytes sent; kept only when message delays do not depend on traffic (None otherwise).
         self.phase_replays: dict[tuple[object, ...], tuple[object, int, int]] | None = {} if replay_phases else None
+        self.reduced_sizes: dict[int, tuple[int, ...]] = {}  # the sizes a replayed phase reduces, by id(steps)
         self.spans: list[TraceSpan] | None = [] if options.record_trace else None
         self.counters: list[CounterSample] | None = [] if options.record_trace else None
 
@@ -65,6 +67,7 @@ class NpuScheduler:
         self._issued_ps: dict[int, int] = {}
         self.in_flight = 0
         self.comm_ps = 0
+        self.reductions: Counter[int] = Counter()  # priced reductions run, by size in bytes
         self.bytes_sent: dict[int, int] = {}
         self._comm_since = 0
 
@@ -75,7 +78,18 @@ class NpuScheduler:
 
     def reduction_ps(self, size: int) -> int:
         """Time to reduce ``size`` received bytes into the local buffer (see :mod:`system_layer.reduction`)."""
+        if self.context.reduction.priced:
+            self.reductions[size] += 1
         return self.context.reduction(size)
+
+    def replayed_reductions(self, steps: tuple[Step, ...]) -> None:
+        """Count the priced reductions of a phase replayed without running its steps."""
+        if not self.context.reduction.priced:
+            return
+        sizes = self.context.reduced_sizes.get(id(steps))
+        if sizes is None:  # phase replays keep their steps alive, so the id stays theirs
+            sizes = self.context.reduced_sizes[id(steps)] = tuple(s.reduced_bytes for s in steps if s.reduces)
+        self.reductions.update(sizes)
 
     def peer_scheduler(self, npu: int) -> NpuScheduler:
         return self.context.schedulers[npu]

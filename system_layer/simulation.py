@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
 from stratasim.contracts import ComputeBackend, DirectNetwork, NetworkBackend
-from stratasim.errors import BackendError, SimulationError, WorkloadError
+from stratasim.errors import SimulationError, WorkloadError
 from stratasim.topology import Grid
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 from system_layer.collectives import Collective
@@ -15,6 +16,7 @@ from system_layer.executor import CollectiveTable, NpuExecutor
 from system_layer.fusion import fuse_compute_runs
 from system_layer.graphs import GraphPlan, plan_graph
 from system_layer.options import SystemOptions
+from system_layer.pricing import price_plans
 from system_layer.result import CollectiveStats, LinkBusy, LinkStats, NpuStats, SimulationResult
 from system_layer.reduction import ReductionCost
 from system_layer.scheduler import NpuScheduler, SchedulerContext
@@ -46,8 +48,10 @@ def simulate(
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
-    durations, energies = _price(list(plans.values()), compute, device, calibration)
-    energy_of = {npu: energies[id(plans[id(graphs[npu])])] for npu in simulated}
+    pricing = price_plans(list(plans.values()), compute, device, calibration)
+    durations = dict(pricing.durations)
+    energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
+    plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
     if not options.record_trace:  # a trace shows every node; the times are the same either way
         for key, plan in list(plans.items()):
             fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
@@ -74,7 +78,11 @@ def simulate(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
             "but nothing can happen (a collective some group members never issue?)"
         )
-    stats = {npu: _npu_stats(ex, context.schedulers[npu], energy_of[npu]) for npu, ex in executors.items()}
+    reduction_energy = {npu: _reduction_energy(scheduler, reduction) for npu, scheduler in context.schedulers.items()}
+    stats = {
+        npu: _npu_stats(ex, context.schedulers[npu], energy_of[npu] + reduction_energy[npu])
+        for npu, ex in executors.items()
+    }
     spans = list(context.spans or ())
     counters = list(context.counters or ())
     if stand_in is None:
@@ -112,6 +120,7 @@ def simulate(
         milestones=milestones,
         counters=tuple(sorted(counters, key=lambda c: (c.npu, c.time_ps))),
         link_busy=link_busy,
+        operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
     )
 
 
@@ -121,6 +130,24 @@ def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
     recording.CopyFrom(topology)
     recording.record_link_busy = True
     return recording
+
+
+def _reduction_energy(scheduler: NpuScheduler, reduction: ReductionCost) -> float:
+    """Picojoules of the priced reductions one NPU's collectives ran, summed by size in a fixed order."""
+    return sum((count * reduction.operator(size)[1].energy_pj for size, count in sorted(scheduler.reductions.items())),
+               0.0)  # fmt: skip
+
+
+def _reductions_run(
+    context: SchedulerContext, reduction: ReductionCost, stand_in: tuple[int, ...] | None
+) -> list[tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost, int]]:
+    """Each priced reduction size as an operator with its cost and how many times all NPUs ran it."""
+    stands_for = Counter(stand_in if stand_in is not None else list(context.schedulers))
+    runs: Counter[int] = Counter()
+    for npu, scheduler in context.schedulers.items():
+        for size, count in scheduler.reductions.items():
+            runs[size] += count * stands_for[npu]
+    return [(*reduction.operator(size), count) for size, count in sorted(runs.items())]
 
 
 def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float) -> NpuStats:
@@ -186,60 +213,6 @@ def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
             f"has {physical.npus}"
         )
     return logical
-
-
-def _price(
-    plans: list[GraphPlan], compute: ComputeBackend | None, device: str, calibration: compute_pb2.Calibration | None
-) -> tuple[dict[int, tuple[int, ...]], dict[int, float]]:
-    """Each plan's compute durations by node position (fixed ones as given, operators priced in one batch, each
-    distinct operator once) and the energy its priced operators take in all, in picojoules (fixed-duration
-    nodes carry no energy), both keyed by ``id(plan)``."""
-    unique: dict[bytes, compute_pb2.OperatorDesc] = {}
-    signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
-    keys: dict[int, list[bytes | None]] = {}
-    for plan in plans:
-        plan_keys: list[bytes | None] = []
-        keys[id(plan)] = plan_keys
-        for node in plan.nodes:
-            if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
-                plan_keys.append(None)
-                continue
-            if compute is None:
-                raise WorkloadError(
-                    f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
-                )
-            written = node.op.SerializeToString(deterministic=True)
-            signature = signatures.get(written)
-            if signature is None:
-                signature = signatures[written] = _signature(node.op)
-                unique.setdefault(signature, node.op)
-            plan_keys.append(signature)
-    prices: dict[bytes, int] = {}
-    energy: dict[bytes, float] = {}
-    if unique and compute is not None:
-        request = compute_pb2.EstimateRequest(device=device, ops=list(unique.values()), calibration=calibration)
-        response = compute.estimate(request)
-        if response.HasField("error"):
-            raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
-        prices = {key: cost.duration_ps for key, cost in zip(unique, response.costs)}
-        energy = {key: cost.energy_pj for key, cost in zip(unique, response.costs)}
-    durations = {
-        id(plan): tuple(
-            node.duration_ps if key is None else prices[key] for node, key in zip(plan.nodes, keys[id(plan)])
-        )
-        for plan in plans
-    }
-    # Summed in node order, so the total is the same float every run.
-    energies = {id(plan): sum((energy[key] for key in keys[id(plan)] if key is not None), 0.0) for plan in plans}
-    return durations, energies
-
-
-def _signature(op: compute_pb2.OperatorDesc) -> bytes:
-    """What determines an operator's cost: everything but its name, so equal operators are priced once."""
-    unnamed = compute_pb2.OperatorDesc()
-    unnamed.CopyFrom(op)
-    unnamed.ClearField("name")
-    return unnamed.SerializeToString(deterministic=True)
 
 
 def _mean(total: int, count: int) -> int:
