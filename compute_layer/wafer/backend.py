@@ -1,0 +1,155 @@
+"""The ``wafer`` compute backend: operators on PALM-style tiled / wafer-scale accelerators.
+
+GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``), convolutions (``[N, K, C, P, Q, R, S]`` with an optional
+``stride``) and element-wise operators (``shape`` = dims, with ``flops`` and ``bytes`` filled) are priced by
+:func:`~compute_layer.wafer.model.plan`: the fastest split over the wafer's cores, PALM's SRAM strategy for
+each core's share, and the DRAM traffic through the contended edge channels and NoC.
+
+``traffic`` lists ``"dram"`` (every used core's Algorithm 1 bytes), ``"noc"`` (those bytes times the mesh hops
+they travel to the edge) and ``"sram"`` (each core's operands read or written once: a lower bound). ``bound`` is
+``COMPUTE`` when the cores set the time, ``MEMORY`` when a DRAM channel does and ``NETWORK`` when a NoC link
+does. PALM has no energy model, so ``energy_pj`` is 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from math import prod
+
+from compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
+from compute_layer.wafer.model import Plan, plan
+from compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
+from stratasim.errors import BackendError
+from stratasim.operators import dtype_bytes, dtype_name, signature
+from stratasim.v1 import common_pb2, compute_pb2
+
+__all__ = ["WaferCompute", "shape_of"]
+
+_INT64_MAX = 2**63 - 1
+# Per kind: the shape lengths accepted (empty: any) and how the message describes them.
+_SHAPES: dict[int, tuple[tuple[int, ...], str]] = {
+    compute_pb2.GEMM: ((3, 4), "[M, K, N] or [B, M, K, N]"),
+    compute_pb2.CONV: ((7, 8), "[N, K, C, P, Q, R, S] or [N, K, C, P, Q, R, S, stride]"),
+    compute_pb2.ELEMENTWISE: ((), "positive dimensions"),
+}
+
+
+class _Rejected(Exception):
+    """An operator this backend cannot price; carries the wire error."""
+
+    def __init__(self, code: common_pb2.Error.Code.ValueType, message: str, where: str) -> None:
+        super().__init__(message)
+        self.error = common_pb2.Error(code=code, message=message, where=where)
+
+
+def _label(op: compute_pb2.OperatorDesc, index: int) -> str:
+    return f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
+
+
+def shape_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Shape:
+    """What the splitter needs of ``op`` (``ops[index]`` of its request); raises ``_Rejected`` when it is unusable."""
+    label = _label(op, index)
+    if op.kind not in _SHAPES:
+        kind = compute_pb2.OperatorKind.Name(op.kind) if op.kind in compute_pb2.OperatorKind.values() else op.kind
+        message = f"{label}: the wafer backend cannot cost operator kind {kind}; it prices GEMM, CONV and ELEMENTWISE"
+        raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].kind")
+    shape = list(op.shape)
+    lengths, expected = _SHAPES[op.kind]
+    if not shape or 0 in shape or (lengths and len(shape) not in lengths):
+        message = f"{label}: shape {shape} is not {expected} of positive sizes"
+        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].shape")
+    try:
+        element = dtype_bytes(op.dtype)
+    except ValueError as exc:
+        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label}: {exc}", f"ops[{index}].dtype") from None
+    if op.kind == compute_pb2.GEMM:
+        batch, m, k, n = shape if len(shape) == 4 else [1, *shape]
+        return Gemm(batch, m, k, n, element)
+    if op.kind == compute_pb2.CONV:
+        n, k, c, p, q, r, s, stride = shape if len(shape) == 8 else [*shape, 1]
+        return Conv(n, k, c, p, q, r, s, stride, element)
+    return Elementwise(prod(shape), op.flops, op.bytes, element)
+
+
+class WaferCompute:
+    """A :class:`~stratasim.contracts.ComputeBackend` pricing operators on tiled / wafer-scale accelerators.
+
+    ``wafers`` replaces the presets (:data:`~compute_layer.wafer.accelerator.PRESETS`, plus any
+    ``palm-wafer-<X>x<Y>``). Results are cached per instance by (wafer, operator signature). A calibration is
+    refused: describe the wafer's real parameters instead.
+    """
+
+    name = "wafer"
+
+    def __init__(self, wafers: Iterable[Wafer] | None = None) -> None:
+        self._table = None if wafers is None else catalog(wafers)
+        self._cache: dict[tuple[Wafer, bytes], compute_pb2.OperatorCost] = {}
+
+    def devices(self) -> list[str]:
+        """Names of the wafers this instance offers, sorted."""
+        return sorted(PRESETS if self._table is None else self._table)
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price every operator of ``request``; an unknown device or operator comes back as ``error``."""
+        try:
+            chosen = wafer(request.device, self._table)
+        except (BackendError, ValueError) as exc:
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="device")
+            return compute_pb2.EstimateResponse(error=error)
+        if request.HasField("calibration"):
+            message = "the wafer backend takes no calibration; describe the wafer's real parameters instead"
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=message, where="calibration")
+            return compute_pb2.EstimateResponse(error=error)
+        try:
+            costs = [self._cached(index, op, chosen) for index, op in enumerate(request.ops)]
+        except _Rejected as rejected:
+            return compute_pb2.EstimateResponse(error=rejected.error)
+        return compute_pb2.EstimateResponse(costs=costs)
+
+    def best_plan(self, device: str, op: compute_pb2.OperatorDesc) -> Plan:
+        """The plan (split, SRAM strategy, times) this backend prices ``op`` by on ``device``."""
+        try:
+            return _plan(0, op, wafer(device, self._table))
+        except _Rejected as rejected:
+            raise BackendError(rejected.error.message) from None
+
+    def close(self) -> None:
+        """Drop the cache; the backend is not used afterwards."""
+        self._cache.clear()
+
+    def _cached(self, index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> compute_pb2.OperatorCost:
+        key = (chosen, signature(op))
+        cost = self._cache.get(key)
+        if cost is None:
+            cost = self._cache[key] = _cost(index, op, chosen)
+        return cost
+
+
+def _plan(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> Plan:
+    shape = shape_of(op, index)
+    peak = chosen.core_peak(op.dtype)
+    if peak is None:
+        message = (
+            f"{_label(op, index)}: wafer {chosen.name!r} cannot compute in {dtype_name(op.dtype)}; "
+            f"it supports {', '.join(chosen.supported_dtypes())}"
+        )
+        raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
+    return plan(chosen, shape, peak)
+
+
+def _cost(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> compute_pb2.OperatorCost:
+    best = _plan(index, op, chosen)
+    if best.duration_ps > _INT64_MAX:
+        message = f"{_label(op, index)}: takes {best.duration_ps} ps on {chosen.name!r}, more than a 64-bit duration"
+        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
+    work, edge = best.work, best.edge
+    if best.compute_ps >= edge.memory_ps:
+        bound = compute_pb2.COMPUTE
+    else:
+        bound = compute_pb2.MEMORY if edge.channel_ps >= edge.link_ps else compute_pb2.NETWORK
+    traffic = [
+        compute_pb2.MemoryTraffic(level="sram", bytes=best.cores * (work.inputs + work.weights + work.outputs)),
+        compute_pb2.MemoryTraffic(level="dram", bytes=best.cores * best.allocation.dram_bytes),
+        compute_pb2.MemoryTraffic(level="noc", bytes=edge.byte_hops),
+    ]
+    return compute_pb2.OperatorCost(duration_ps=best.duration_ps, energy_pj=0, traffic=traffic, bound=bound)
