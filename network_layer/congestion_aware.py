@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import heapq
 from fractions import Fraction
+from itertools import repeat
+from typing import cast
 
 from network_layer import topologies
 from network_layer.link_graph import LinkGraph
@@ -55,17 +57,19 @@ LinkKey = tuple[int, ...]
 to node)."""
 
 
-class _Hop:
-    """One link of a route, with what crossing it costs."""
+_Hop = tuple[list[int], int, int, int, bool, LinkKey, bool]
+"""One link of a route, with what crossing it costs: (the link's state — [free at, busy ps, bytes, messages] —,
+how long pushing the message onto it takes, the message's size, the time from starting on it to the head being
+ready for the next link, whether the whole message must be across before it goes on — its tail then is its
+head —, the link, whether it is the route's last). A tuple, not an object: the event loop unpacks it once per
+crossing."""
 
-    __slots__ = ("link", "hold", "size", "onward", "store")
+_HopSpec = tuple[LinkKey, int, int, int, bool]
+"""A hop as a route is planned: its link and what crossing it costs (the fields of :data:`_Hop` after the state)."""
 
-    def __init__(self, link: LinkKey, hold: int, size: int, onward: int, store: bool) -> None:
-        self.link = link
-        self.hold = hold  # how long pushing the message onto the link takes
-        self.size = size
-        self.onward = onward  # from starting on this link to the head being ready for the next one
-        self.store = store  # the whole message must be across before it goes on (its tail then is its head)
+_Event = tuple[int, tuple[_Hop, ...], int, int, int]
+"""A crossing to decide: (message id, route, hop index, earliest delivery = send time + lookahead, time the tail
+is at the hop)."""
 
 
 class CongestionAwareNetwork:
@@ -76,17 +80,20 @@ class CongestionAwareNetwork:
     def __init__(self) -> None:
         self._topology = network_pb2.Topology()
         self._grid = Grid(())
+        # Per dimension: (kind, size, bandwidth in bytes/s, latency in ps, stride of NPU ids), read once
+        self._dims: list[tuple[int, int, Fraction, int, int]] = []
         self._fabric: LinkGraph | None = None
         self._lookahead = 1
-        # (head's time at the hop, seq, message id, route, hop index, earliest delivery = send time + lookahead,
-        #  time the tail is at the hop)
-        self._events: list[tuple[int, int, int, tuple[_Hop, ...], int, int, int]] = []
+        # Crossings to decide, by the time the head reaches the hop: a heap of those times, and per time the
+        # crossings in the order they were created (which is the order they are decided in, ties included).
+        self._times: list[int] = []
+        self._events: dict[int, list[_Event]] = {}
         self._deliveries: list[tuple[int, int]] = []
-        self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages]
+        self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages], shared by hops
         self._busy: dict[LinkKey, tuple[list[int], list[int]]] | None = None  # link -> (starts, ends), if recorded
-        self._seq = 0
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
+        self._hops: dict[tuple[LinkKey, int, int, int, bool, bool], _Hop] = {}  # shared by the routes
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         if topology.WhichOneof("fabric") is not None:
@@ -99,8 +106,11 @@ class CongestionAwareNetwork:
             least = min(latencies, default=1)
         self._topology = topology
         self._grid = Grid.of(topology)
+        self._dims = [(dim.kind, dim.size, Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps, self._grid.stride(d))
+                      for d, dim in enumerate(topology.dimensions)]  # fmt: skip
         self._busy = {} if topology.record_link_busy else None
         self._routes.clear()
+        self._hops.clear()
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
         self._lookahead = max(1, least)
@@ -110,117 +120,157 @@ class CongestionAwareNetwork:
         quantum = self._topology.delay_quantum_ps
         return ps - ps % quantum if quantum > 0 else ps
 
-    def _serialisation(self, dim: network_pb2.Dimension, size: int) -> int:
-        bandwidth = Fraction(dim.bandwidth_bytes_per_s)
-        return -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
-
-    def _route(self, src: int, dst: int, size: int) -> tuple[_Hop, ...]:
-        key = (src, dst, size)
-        route = self._routes.get(key)
-        if route is None:
-            if len(self._routes) >= _ROUTE_CACHE:
-                self._routes.clear()
-            route = self._routes[key] = tuple(self._build_route(src, dst, size))
-        return route
-
-    def _build_route(self, src: int, dst: int, size: int) -> list[_Hop]:
+    def _build_route(self, src: int, dst: int, size: int) -> list[_HopSpec]:
         if self._fabric is not None:
             return self._fabric_route(self._fabric, src, dst, size)
-        hops: list[_Hop] = []
+        hops: list[_HopSpec] = []
         here = src
         store_and_forward = self._topology.store_and_forward
-        for d, dim in enumerate(self._topology.dimensions):
-            stride = self._grid.stride(d)
-            own, goal = (here // stride) % dim.size, (dst // stride) % dim.size
+        for d, (kind, dim_size, bandwidth, dim_latency, stride) in enumerate(self._dims):
+            own, goal = (here // stride) % dim_size, (dst // stride) % dim_size
             if own == goal:
                 continue
-            ser = self._serialisation(dim, size)
+            ser = -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
             hold = self._floor(ser) if store_and_forward else ser
-            latency = self._floor(dim.latency_ps + ser) if store_and_forward else dim.latency_ps
+            latency = self._floor(dim_latency + ser) if store_and_forward else dim_latency
             target = here + (goal - own) * stride
-            if dim.kind == _RING:
-                forward = (goal - own) % dim.size
-                step = 1 if forward <= dim.size - forward else -1
+            if kind == _RING:
+                forward = (goal - own) % dim_size
+                step = 1 if forward <= dim_size - forward else -1
                 path = []
                 position = own
                 while position != goal:
-                    following = (position + step) % dim.size
+                    following = (position + step) % dim_size
                     path.append((d, here + (position - own) * stride, here + (following - own) * stride))
                     position = following
-            elif dim.kind == _SWITCH:
+            elif kind == _SWITCH:
                 path = [(d, here, -1), (d, -1, target)]
             else:
                 path = [(d, here, target)]
             for i, link in enumerate(path):
                 if store_and_forward:  # latency + serialisation on every link (already rounded)
-                    hops.append(_Hop(link, hold, size, latency, store=True))
+                    hops.append((link, hold, size, latency, True))
                 elif i == len(path) - 1:  # the whole body must be across before the next dimension
-                    hops.append(_Hop(link, hold, size, latency + hold, store=True))
+                    hops.append((link, hold, size, latency + hold, True))
                 else:  # cut-through: the head moves on after one latency
-                    hops.append(_Hop(link, hold, size, latency, store=False))
+                    hops.append((link, hold, size, latency, False))
             here = target
         return hops
 
-    def _fabric_route(self, fabric: LinkGraph, src: int, dst: int, size: int) -> list[_Hop]:
+    def _fabric_route(self, fabric: LinkGraph, src: int, dst: int, size: int) -> list[_HopSpec]:
         """The hops of a fabric route: cut-through, or store-and-forward rounded per link as on dimensions."""
-        hops = []
+        hops: list[_HopSpec] = []
         for link in fabric.route(src, dst):
             key, ser = (link.src, link.dst), link.serialisation_ps(size)
             if self._topology.store_and_forward:
-                hops.append(_Hop(key, self._floor(ser), size, self._floor(link.latency_ps + ser), store=True))
+                hops.append((key, self._floor(ser), size, self._floor(link.latency_ps + ser), True))
             else:
-                hops.append(_Hop(key, ser, size, link.latency_ps, store=False))
+                hops.append((key, ser, size, link.latency_ps, False))
         return hops
 
+    def _hop(self, spec: _HopSpec, last: bool) -> _Hop:
+        """The hop ``spec`` describes, holding its link's state so that crossing it needs no look-up; one object
+        for every route that crosses the link alike (all-to-all builds a route per pair, and routes share links)."""
+        key = (*spec, last)
+        hop = self._hops.get(key)
+        if hop is None:
+            link, hold, size, onward, store = spec
+            state = self._links.get(link)
+            if state is None:
+                state = self._links[link] = [0, 0, 0, 0]
+            hop = self._hops[key] = (state, hold, size, onward, store, link, last)
+        return hop
+
     def inject(self, sends: network_pb2.SendBatch) -> None:
+        # Slices, the quickest way to lists of the columns
+        ids, srcs, dsts, sizes, times = sends.id[:], sends.src[:], sends.dst[:], sends.bytes[:], sends.send_time_ps[:]
+        if not ids:
+            return
+        first, last = min(times), max(times)
+        if first <= self._horizon:
+            self._refuse(ids, srcs, dsts, times)
+        cached = list(map(self._routes.get, zip(srcs, dsts, sizes)))
+        if all(cached):  # every route seen before, so every message valid: the common case, checked in one pass
+            routes = cast("list[tuple[_Hop, ...]]", cached)
+        else:
+            npus = self._grid.npus
+            if max(srcs) >= npus or max(dsts) >= npus or any(map(int.__eq__, srcs, dsts)):
+                self._refuse(ids, srcs, dsts, times)
+            routes = self._routes_of(list(zip(srcs, dsts, sizes)))
+        if first == last:  # all sent at once (a collective's step): one list
+            _at(self._events, self._times, first).extend(zip(ids, routes, repeat(0), repeat(first + self._lookahead),
+                                                             times))  # fmt: skip
+        else:
+            earliest = [sent + self._lookahead for sent in times]
+            for crossing in zip(ids, routes, repeat(0), earliest, times):
+                _at(self._events, self._times, crossing[4]).append(crossing)
+
+    def _routes_of(self, keys: list[tuple[int, int, int]]) -> list[tuple[_Hop, ...]]:
+        """The route of each (source, destination, size), from the cache or built (the cache stays bounded)."""
+        routes = self._routes
+        missing = set(keys).difference(routes)
+        if missing:
+            if len(routes) + len(missing) > _ROUTE_CACHE:
+                routes.clear()
+                self._hops.clear()
+                missing = set(keys)
+            for key in missing:
+                specs = self._build_route(*key)
+                routes[key] = tuple(self._hop(spec, i == len(specs) - 1) for i, spec in enumerate(specs))
+        return list(map(routes.__getitem__, keys))
+
+    def _refuse(self, ids: list[int], srcs: list[int], dsts: list[int], times: list[int]) -> None:
+        """Raise the error of the first message of a batch that cannot be sent."""
         npus = self._grid.npus
-        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+        for msg_id, src, dst, sent in zip(ids, srcs, dsts, times):
             if src >= npus or dst >= npus or src == dst:
                 raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {npus} NPUs")
             if sent <= self._horizon:
                 raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
-            self._seq += 1
-            route = self._route(src, dst, size)
-            heapq.heappush(self._events, (sent, self._seq, msg_id, route, 0, sent + self._lookahead, sent))
 
     def _settle(self, horizon: int) -> None:
-        """Decide every link crossing that starts at or before ``horizon``."""
-        events = self._events
-        links = self._links
+        """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
+        times, events = self._times, self._events
         busy = self._busy
-        pop, push = heapq.heappop, heapq.heappush
-        while events and events[0][0] <= horizon:
-            time_ps, _, msg_id, route, index, earliest, tail = pop(events)
-            hop = route[index]
-            state = links.get(hop.link)
-            if state is None:
-                state = links[hop.link] = [0, 0, 0, 0]
-            start = time_ps if time_ps > state[0] else state[0]
-            end = start + hop.hold
-            if end < tail:  # the body streams in no faster than the link before delivers it
-                end = tail
-            if busy is not None and end > start:
-                _record(busy, hop.link, start, end)
-            state[0] = end
-            state[1] += end - start
-            state[2] += hop.size
-            state[3] += 1
-            head = start + hop.onward
-            tail = head if hop.store else end + hop.onward
-            if index + 1 == len(route):
-                arrival = head if hop.store else tail
-                push(self._deliveries, (arrival if arrival > earliest else earliest, msg_id))
-            else:
-                self._seq += 1
-                push(events, (head, self._seq, msg_id, route, index + 1, earliest, tail))
+        arrivals: list[tuple[int, int]] = []
+        while times and times[0] <= horizon:
+            time_ps = times[0]
+            crossings = events[time_ps]
+            for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
+                state, hold, size, onward, store, link, last = route[index]
+                start = state[0]
+                if time_ps > start:
+                    start = time_ps
+                end = start + hold
+                if end < tail:  # the body streams in no faster than the link before delivers it
+                    end = tail
+                if busy is not None and end > start:
+                    _record(busy, link, start, end)
+                state[0] = end
+                state[1] += end - start
+                state[2] += size
+                state[3] += 1
+                head = start + onward
+                tail = head if store else end + onward
+                if last:  # the message has arrived when its tail has
+                    arrivals.append((tail if tail > earliest else earliest, msg_id))
+                else:
+                    following = events.get(head)
+                    if following is None:
+                        following = events[head] = []
+                        heapq.heappush(times, head)
+                    following.append((msg_id, route, index + 1, earliest, tail))
+            heapq.heappop(times)
+            del events[time_ps]
+        _into_heap(self._deliveries, arrivals)
         self._horizon = max(self._horizon, horizon)
 
     def _next_arrival(self) -> int | None:
         candidates = []
         if self._deliveries:
             candidates.append(self._deliveries[0][0])
-        if self._events:
-            candidates.append(self._events[0][0] + self._lookahead)
+        if self._times:
+            candidates.append(self._times[0] + self._lookahead)
         return min(candidates, default=None)
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
@@ -235,6 +285,8 @@ class CongestionAwareNetwork:
         each link was busy."""
         result = network_pb2.LinkCounters()
         for key, (_, busy, size, messages) in sorted(self._links.items()):
+            if not messages:  # on a route built, not crossed yet
+                continue
             result.link.append(self._link_name(key))
             result.busy_ps.append(busy)
             result.bytes.append(size)
@@ -250,9 +302,12 @@ class CongestionAwareNetwork:
         return f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}"
 
     def close(self) -> None:
+        self._times.clear()
         self._events.clear()
         self._deliveries.clear()
         self._links.clear()
+        self._routes.clear()
+        self._hops.clear()
         self._busy = None
 
 
@@ -264,3 +319,22 @@ def _record(busy: dict[LinkKey, tuple[list[int], list[int]]], link: LinkKey, sta
     else:
         starts.append(start)
         ends.append(end)
+
+
+def _at(events: dict[int, list[_Event]], times: list[int], time_ps: int) -> list[_Event]:
+    """The crossings to decide at ``time_ps``, a new list (its time pushed on the heap ``times``) if none yet."""
+    crossings = events.get(time_ps)
+    if crossings is None:
+        crossings = events[time_ps] = []
+        heapq.heappush(times, time_ps)
+    return crossings
+
+
+def _into_heap(heap: list[tuple[int, int]], items: list[tuple[int, int]]) -> None:
+    """Add ``items`` to ``heap``: pushed one by one when few, else appended and the whole heapified (cheaper)."""
+    if len(items) < len(heap):
+        for item in items:
+            heapq.heappush(heap, item)
+    else:
+        heap += items
+        heapq.heapify(heap)

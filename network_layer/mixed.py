@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from network_layer.packet_latency import PacketLatency
 from stratasim import registry
 from stratasim.contracts import NetworkBackend
 from stratasim.errors import TopologyError
@@ -163,10 +164,16 @@ class MixedNetwork:
         self._send(batches)
 
     def counters(self) -> network_pb2.LinkCounters:
-        """Every backend's link counters, one after another."""
+        """Every backend's link counters, one after another; their packet latencies added up (each leg a
+        message of its own)."""
         merged = network_pb2.LinkCounters()
+        latency = PacketLatency()
         for backend in self._backends.values():
-            merged.MergeFrom(backend.counters())
+            counters = backend.counters()
+            latency.merge(counters.packet_latency)
+            counters.ClearField("packet_latency")
+            merged.MergeFrom(counters)
+        merged.packet_latency.CopyFrom(latency.to_proto())
         return merged
 
     def close(self) -> None:

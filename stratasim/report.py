@@ -3,8 +3,10 @@
 The JSON field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns``, ``compute_time_ns``,
 ``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
 ``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
-``events_processed``, ``operators`` (see :mod:`stratasim.operator_table`). Every ``*_ns`` value is the
-engine's integer picoseconds divided by 1000.
+``events_processed``, ``operators`` (see :mod:`stratasim.operator_table`); from networks that model links
+``links``, and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
+``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``). Every ``*_ns`` value is the engine's integer picoseconds
+divided by 1000.
 
 Energy is what the compute backend says its operators take: ``compute_energy_pj`` (picojoules) per NPU and
 summed over the study, and ``compute_power_w`` (watts), that energy over the study's total time — the mean
@@ -29,11 +31,12 @@ from system_layer.result import (
     LinkBusy,
     LinkStats,
     NpuStats,
+    PacketLatencyStats,
     SimulationResult,
     TraceSpan,
 )
 
-__all__ = ["CollectiveSummary", "NpuSummary", "Report"]
+__all__ = ["CollectiveSummary", "NpuSummary", "PacketLatencySummary", "Report"]
 
 _MAX_COLLECTIVE_ROWS = 20
 _MAX_NPU_ROWS = 16
@@ -137,6 +140,27 @@ class LinkSummary:
 
 
 @dataclass(frozen=True)
+class PacketLatencySummary:
+    """How long packets took (networks that cut messages into packets): from a message being sent to a packet's
+    last flit arriving; the percentiles at most 1/32 above the exact ones (see ``PacketLatencyStats``)."""
+
+    packets: int
+    mean_ns: float
+    min_ns: float
+    p50_ns: float
+    p99_ns: float
+    max_ns: float
+
+    @classmethod
+    def of(cls, stats: PacketLatencyStats) -> PacketLatencySummary | None:
+        """The summary, or None from a network that counted no packets."""
+        if not stats.packets:
+            return None
+        return cls(stats.packets, stats.mean_ps / 1000, _ns(stats.min_ps), _ns(stats.p50_ps), _ns(stats.p99_ps),
+                   _ns(stats.max_ps))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Report:
     """One study's results. ``compute_time_ns`` and ``exposed_comm_ns`` are those of ``critical_npu``, the
     NPU that finished last (the lowest id on ties). ``backends`` says where each layer ran; ``spans``,
@@ -166,6 +190,7 @@ class Report:
     warnings: tuple[str, ...] = ()
     simulated_npus: int = 0
     link_busy: tuple[LinkBusy, ...] = field(default=(), repr=False)
+    packet_latency: PacketLatencySummary | None = None
     compute_energy_pj: float = 0.0
     compute_power_w: float = 0.0
     operators: tuple[OperatorSummary, ...] = ()
@@ -210,6 +235,7 @@ class Report:
             warnings=tuple(warnings),
             simulated_npus=result.simulated_npus,
             link_busy=result.link_busy,
+            packet_latency=PacketLatencySummary.of(result.packet_latency),
             compute_energy_pj=energy,
             compute_power_w=_watts(energy, result.total_time_ps),
             operators=tuple(OperatorSummary.of(op) for op in result.operators),
@@ -222,7 +248,7 @@ class Report:
             return [{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(item).items()} for item in items]
 
         skipped = ("collectives", "per_npu", "spans", "counters", "training", "links", "serving", "warnings",
-                   "link_busy", "operators")
+                   "link_busy", "operators", "packet_latency")
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in skipped}
         data.update(self.training or {})
         data["backends"] = dict(self.backends)
@@ -231,6 +257,8 @@ class Report:
         data["operators"] = [op.to_dict() for op in self.operators]
         if self.links:
             data["links"] = rows(self.links)
+        if self.packet_latency is not None:
+            data["packet_latency"] = asdict(self.packet_latency)
         if self.serving:
             data["serving"] = dict(self.serving)
         data["warnings"] = list(self.warnings)
@@ -251,6 +279,12 @@ class Report:
             lines.append(
                 f"  {link.link:<28}{_time(link.busy_ns):>14}{link.utilisation:>12.1%}"
                 f"{format_bytes(link.bytes):>14}{link.messages:>10,}"
+            )
+        latency = self.packet_latency
+        if latency is not None:
+            lines.append(
+                f"packet latency over {latency.packets:,} packets: mean {_time(latency.mean_ns)}, "
+                f"p50 {_time(latency.p50_ns)}, p99 {_time(latency.p99_ns)}, max {_time(latency.max_ns)}"
             )
         return lines
 

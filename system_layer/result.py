@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "OperatorStats", "SimulationResult"]
+__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "PacketLatencyStats", "OperatorStats", "SimulationResult"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,25 @@ class LinkBusy:
 
 
 @dataclass(frozen=True)
+class PacketLatencyStats:
+    """How long packets took, from their message being sent to their last flit arriving, in ps (networks that
+    cut messages into packets only; ``packets`` is 0 from the others). ``p50_ps`` and ``p99_ps`` come from a
+    log-linear histogram: at most 1/32 above the exact percentile, and exact when every packet took the same."""
+
+    packets: int = 0
+    total_ps: int = 0
+    min_ps: int = 0
+    p50_ps: int = 0
+    p99_ps: int = 0
+    max_ps: int = 0
+
+    @property
+    def mean_ps(self) -> float:
+        """Mean latency (0 without packets)."""
+        return self.total_ps / self.packets if self.packets else 0.0
+
+
+@dataclass(frozen=True)
 class OperatorStats:
     """One distinct operator the compute backend priced: what it is (``names``: the first few distinct names the
     workload gave it), how many times the study ran it (over all NPUs), and the cost of one run — picoseconds,
@@ -122,8 +141,9 @@ class SimulationResult:
     were simulated one by one (the representatives when symmetric NPUs were aggregated, else ``npus``);
     ``milestones`` maps the name of each milestone node to the latest time any NPU finished it; ``counters``
     (recorded with the trace only) sample each NPU's memory whenever it changes; ``link_busy`` (likewise, from
-    networks that model links) says when each link was transmitting; ``operators`` lists every distinct priced
-    operator (see :class:`OperatorStats`)."""
+    networks that model links) says when each link was transmitting; ``packet_latency`` how long packets took
+    (from networks that packetise); ``operators`` lists every distinct priced operator (see
+    :class:`OperatorStats`)."""
 
     total_time_ps: int
     npus: int
@@ -137,3 +157,4 @@ class SimulationResult:
     counters: tuple[CounterSample, ...] = ()
     link_busy: tuple[LinkBusy, ...] = ()
     operators: tuple[OperatorStats, ...] = ()
+    packet_latency: PacketLatencyStats = PacketLatencyStats()

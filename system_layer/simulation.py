@@ -17,7 +17,7 @@ from system_layer.fusion import fuse_compute_runs
 from system_layer.graphs import GraphPlan, plan_graph
 from system_layer.options import SystemOptions
 from system_layer.pricing import price_plans
-from system_layer.result import CollectiveStats, LinkBusy, LinkStats, NpuStats, SimulationResult
+from system_layer.result import CollectiveStats, LinkBusy, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
 from system_layer.reduction import ReductionCost
 from system_layer.scheduler import NpuScheduler, SchedulerContext
 from system_layer.symmetry import stand_ins
@@ -108,6 +108,10 @@ def simulate(
     link_busy = tuple(
         LinkBusy(busy.link, tuple(zip(busy.start_ps, busy.end_ps))) for busy in link_counters.busy
     )
+    latency = link_counters.packet_latency
+    packet_latency = PacketLatencyStats(
+        latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
+    )
     return SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
         npus=npus,
@@ -120,6 +124,7 @@ def simulate(
         milestones=milestones,
         counters=tuple(sorted(counters, key=lambda c: (c.npu, c.time_ps))),
         link_busy=link_busy,
+        packet_latency=packet_latency,
         operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
     )
 

@@ -28,33 +28,9 @@ from collections.abc import Iterator
 from network_layer.flit_level.packets import Message, Packet, packet_flits
 from network_layer.flit_level.parameters import FlitParameters
 from network_layer.flit_level.router import Flit, InputVc, OutputPort
+from network_layer.packet_latency import PacketLatency
 
-__all__ = ["FlitEngine", "PacketLatency"]
-
-
-class PacketLatency:
-    """Latency of every packet delivered so far: from its message being sent to the packet's last flit
-    leaving the network at the destination."""
-
-    __slots__ = ("packets", "total_ps", "least_ps", "most_ps")
-
-    def __init__(self) -> None:
-        self.packets = 0
-        self.total_ps = 0
-        self.least_ps = -1
-        self.most_ps = 0
-
-    def add(self, latency_ps: int) -> None:
-        self.packets += 1
-        self.total_ps += latency_ps
-        if self.least_ps < 0 or latency_ps < self.least_ps:
-            self.least_ps = latency_ps
-        if latency_ps > self.most_ps:
-            self.most_ps = latency_ps
-
-    @property
-    def mean_ps(self) -> float:
-        return self.total_ps / self.packets if self.packets else 0.0
+__all__ = ["FlitEngine"]
 
 
 def _credit(returns: deque[int], time_ps: int) -> None:
@@ -203,6 +179,12 @@ class FlitEngine:
             port.owner[vc] = None
         port.flits += 1
         port.busy_ps += end - now
+        spans = port.spans
+        if spans is not None:  # back-to-back flits make one stretch
+            if spans and spans[-1] == now:
+                spans[-1] = end
+            else:
+                spans += (now, end)
 
         upstream = ivc.upstream
         if upstream is not None:  # this flit's buffer entry is free: credit back

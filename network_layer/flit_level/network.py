@@ -32,6 +32,10 @@ those — and knows every delivery up to ``until``.
 The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe how coarser networks round and
 forward whole messages; this one always forwards flit by flit and keeps exact picoseconds, so it ignores
 both.
+
+Counters. Besides each link's busy time, bytes and messages, ``counters()`` gives the latency of every packet
+delivered (:mod:`network_layer.packet_latency`) and, when the topology asks (``record_link_busy``), when each
+link was transmitting: a flit holds its link for its slot, and back-to-back slots make one stretch.
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ from dataclasses import replace
 from network_layer import topologies
 from network_layer.flit_level import deadlock
 from network_layer.flit_level.dimensions import DimensionFabric
-from network_layer.flit_level.engine import FlitEngine, PacketLatency
+from network_layer.flit_level.engine import FlitEngine
 from network_layer.flit_level.packets import Message, packet_payloads
 from network_layer.flit_level.parameters import FlitParameters
 from network_layer.flit_level.router import OutputPort, Route
 from network_layer.link_graph import LinkGraph
+from network_layer.packet_latency import PacketLatency
 from network_layer.windows import window_result
 from stratasim.errors import BackendError, SimulationError
 from stratasim.topology import validate_topology
@@ -99,6 +104,9 @@ class FlitLevelNetwork:
             self._classes = deadlock.for_dimensions(topology)
         self._ranges = deadlock.vc_ranges(self._classes.classes, vcs)
         self._ports = self._build_ports(graph)
+        if topology.record_link_busy:
+            for port in self._ports.values():
+                port.spans = []
         self._npus = graph.npus
         into_npus = [port.least_flit_ps + port.latency_ps for port in self._ports.values() if port.dst < graph.npus]
         self._lookahead = max(1, min(into_npus, default=0) + self.parameters.pipeline_ps)
@@ -180,7 +188,8 @@ class FlitLevelNetwork:
 
     def counters(self) -> network_pb2.LinkCounters:
         """Per link that carried anything, in the congestion-aware network's order: busy time (its flits'
-        slots), message bytes (headers and padding not included) and messages."""
+        slots), message bytes (headers and padding not included) and messages; when recorded, when each link
+        was busy; and the latency of the packets delivered so far."""
         result = network_pb2.LinkCounters()
         for key in sorted((k for k, port in self._ports.items() if port.flits), key=lambda k: self._order(*k)):
             port = self._ports[key]
@@ -188,6 +197,9 @@ class FlitLevelNetwork:
             result.busy_ps.append(port.busy_ps)
             result.bytes.append(port.bytes)
             result.messages.append(port.messages)
+            if port.spans:
+                result.busy.add(link=result.link[-1], start_ps=port.spans[::2], end_ps=port.spans[1::2])
+        result.packet_latency.CopyFrom(self._engine.latency.to_proto())
         return result
 
     @property
@@ -197,7 +209,7 @@ class FlitLevelNetwork:
 
     @property
     def packet_latency(self) -> PacketLatency:
-        """Latency of every packet delivered so far (in-process only: the wire contract has no field for it)."""
+        """Latency of every packet delivered so far (on the wire: ``counters().packet_latency``)."""
         return self._engine.latency
 
     def close(self) -> None:

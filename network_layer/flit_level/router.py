@@ -51,11 +51,12 @@ class OutputPort:
 
     ``candidates`` are the input virtual channels of router ``src`` whose front flit goes out here, in
     round-robin order (the one served last goes to the back). ``initial[vc]`` counts credits never used yet;
-    ``returns[vc]`` holds the times at which used credits come back, in order.
+    ``returns[vc]`` holds the times at which used credits come back, in order. ``spans``, when the network
+    records link busy stretches, holds them flat, back-to-back slots merged.
     """
 
     __slots__ = ("src", "dst", "latency_ps", "num", "den", "down", "owner", "initial", "returns", "candidates",
-                 "slot", "scheduled", "scheduled_slot", "token", "flits", "busy_ps", "bytes", "messages")  # fmt: skip
+                 "slot", "scheduled", "scheduled_slot", "token", "flits", "busy_ps", "bytes", "messages", "spans")  # fmt: skip
 
     def __init__(self, src: int, dst: int, bandwidth: Fraction, latency_ps: int, flit_bytes: int, vcs: int) -> None:
         self.src = src
@@ -77,6 +78,7 @@ class OutputPort:
         self.busy_ps = 0
         self.bytes = 0
         self.messages = 0
+        self.spans: list[int] | None = None  # when recording: start, end, start, end... of its busy stretches
 
     def slot_start(self, slot: int) -> int:
         """When slot ``slot`` starts, in ps."""

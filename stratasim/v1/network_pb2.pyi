@@ -674,6 +674,7 @@ class LinkCounters(_message.Message):
     BYTES_FIELD_NUMBER: _builtins.int
     MESSAGES_FIELD_NUMBER: _builtins.int
     BUSY_FIELD_NUMBER: _builtins.int
+    PACKET_LATENCY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def link(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """A readable name, e.g. "dim 0: 3->4" or "dim 1: 5->switch"; on a fabric "npu 3->edge 0.1"."""
@@ -693,6 +694,12 @@ class LinkCounters(_message.Message):
         concatenated (as the mixed network does) whether or not each of them records.
         """
 
+    @_builtins.property
+    def packet_latency(self) -> Global___PacketLatency:
+        """From networks that cut messages into packets (the flit-level network): how long packets took. Empty
+        (packets = 0) from the others.
+        """
+
     def __init__(
         self,
         *,
@@ -701,14 +708,72 @@ class LinkCounters(_message.Message):
         bytes: _abc.Iterable[_builtins.int] | None = ...,
         messages: _abc.Iterable[_builtins.int] | None = ...,
         busy: _abc.Iterable[Global___LinkCounters.BusySpans] | None = ...,
+        packet_latency: Global___PacketLatency | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["packet_latency", b"packet_latency"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy", b"busy", "busy_ps", b"busy_ps", "bytes", b"bytes", "link", b"link", "messages", b"messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy", b"busy", "busy_ps", b"busy_ps", "bytes", b"bytes", "link", b"link", "messages", b"messages", "packet_latency", b"packet_latency"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LinkCounters: _TypeAlias = LinkCounters  # noqa: Y015
+
+@_typing.final
+class PacketLatency(_message.Message):
+    """The latency of every packet delivered so far, from its message being sent to the packet's last flit leaving
+    the network at its destination, picoseconds. Under the mixed network each leg of a message counts as a message.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PACKETS_FIELD_NUMBER: _builtins.int
+    TOTAL_PS_FIELD_NUMBER: _builtins.int
+    MIN_PS_FIELD_NUMBER: _builtins.int
+    MAX_PS_FIELD_NUMBER: _builtins.int
+    P50_PS_FIELD_NUMBER: _builtins.int
+    P99_PS_FIELD_NUMBER: _builtins.int
+    BUCKET_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    packets: _builtins.int
+    total_ps: _builtins.int
+    """Sum over packets (the mean is total_ps / packets)."""
+    min_ps: _builtins.int
+    max_ps: _builtins.int
+    p50_ps: _builtins.int
+    """Percentiles, read off the histogram below: the upper end of the bucket that holds the packet of that rank,
+    clamped to [min_ps, max_ps] (so exact when every packet took the same time; else at most 1/32 too high).
+    """
+    p99_ps: _builtins.int
+    @_builtins.property
+    def bucket(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """A log-linear histogram, only its non-empty buckets, in bucket order: count[i] packets fell into bucket[i].
+        Latencies below 64 ps have a bucket each (bucket = latency); above, every power of two is cut into 32
+        buckets of equal width: with e = bit_length(latency) - 6, bucket = 32 * e + (latency >> e), which holds
+        latencies [(bucket - 32 e) << e, (bucket - 32 e + 1) << e). Histograms of several networks add up bucket by
+        bucket.
+        """
+
+    @_builtins.property
+    def count(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        packets: _builtins.int = ...,
+        total_ps: _builtins.int = ...,
+        min_ps: _builtins.int = ...,
+        max_ps: _builtins.int = ...,
+        p50_ps: _builtins.int = ...,
+        p99_ps: _builtins.int = ...,
+        bucket: _abc.Iterable[_builtins.int] | None = ...,
+        count: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "count", b"count", "max_ps", b"max_ps", "min_ps", b"min_ps", "p50_ps", b"p50_ps", "p99_ps", b"p99_ps", "packets", b"packets", "total_ps", b"total_ps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PacketLatency: _TypeAlias = PacketLatency  # noqa: Y015
 
 @_typing.final
 class CountersRequest(_message.Message):

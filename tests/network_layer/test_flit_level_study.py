@@ -49,9 +49,13 @@ def test_a_collective_study_gives_the_same_report_in_process_and_spawned(
     assert local["backends"]["network"] == "flit_level (in-process)"
     assert remote["backends"]["network"].startswith("flit_level @ 127.0.0.1:")
     assert local["total_time_ps"] > analytical["total_time_ps"]
+    latency = local["packet_latency"]
+    assert latency["packets"] > 0 and "packet_latency" not in analytical
+    assert latency["min_ns"] <= latency["p50_ns"] <= latency["p99_ns"] <= latency["max_ns"]
+    assert latency["min_ns"] <= latency["mean_ns"] <= latency["max_ns"]
     for result in (local, remote):
         del result["wall_seconds"], result["backends"]
-    assert local == remote
+    assert local == remote  # packet latency included
 
 
 def test_network_flit_sets_the_routers_in_process_and_spawned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,3 +100,17 @@ def test_flit_parameters_without_the_flit_level_backend_are_refused(tmp_path: Pa
     path.write_text(yaml.safe_dump(study), encoding="utf-8")
     with pytest.raises(ConfigError, match="network.flit: only the flit_level backend reads it"):
         load_study(path)
+
+
+def test_the_text_report_gives_the_packet_latency_under_the_links(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    study = {
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
+        "network": {"backend": "flit_level", "topology": TOPOLOGIES["torus"]},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    assert cli.main(["run", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    latency = next(i for i, line in enumerate(lines) if line.startswith("packet latency over "))
+    assert lines.index(next(line for line in lines if line.startswith("busiest links"))) < latency
+    assert all(f"{key} " in lines[latency] for key in ("mean", "p50", "p99", "max"))

@@ -1,5 +1,6 @@
-"""Each link of a congestion-aware run is a counter track of the Chrome trace, in a ``network`` process, whose busy
-stretches add up to the busy time the report gives the link; recorded only when the run writes a trace."""
+"""Each link of a congestion-aware or flit-level run is a counter track of the Chrome trace, in a ``network``
+process, whose busy stretches add up to the busy time the report gives the link; recorded only when the run
+writes a trace."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STUDIES = {
     "mesh": (EXAMPLES / "palm_congestion.yaml", ["workload.tasks.0.size=256KiB", "workload.tasks.2.size=1MiB"]),
     "dimensions": (EXAMPLES / "quickstart.yaml", ["network.backend=congestion_aware", "workload.size=4MiB"]),
+    "flit level": (EXAMPLES / "quickstart.yaml", ["network.backend=flit_level", "workload.size=256KiB"]),
 }
 
 
@@ -76,9 +78,12 @@ def test_the_network_process_follows_every_npu() -> None:
     assert chrome_trace(spans, (), ())["traceEvents"] == chrome_trace(spans)["traceEvents"]
 
 
-def test_a_spawned_network_records_the_same_stretches() -> None:
-    path, overrides = STUDIES["mesh"]
+@pytest.mark.parametrize("case", ["mesh", "flit level"])
+def test_a_spawned_network_records_the_same_stretches(case: str) -> None:
+    path, overrides = STUDIES[case]
     local = run_study(load_study(path, overrides), record_trace=True)
     remote = run_study(load_study(path, [*overrides, "network.spawn=true"]), record_trace=True)
     assert remote.backends["network"].endswith("(spawned)")
     assert remote.link_busy == local.link_busy and remote.links == local.links
+    assert remote.packet_latency == local.packet_latency
+    assert (local.packet_latency is None) == (case == "mesh")
