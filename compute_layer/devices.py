@@ -1,15 +1,17 @@
 """Accelerators as the roofline sees them, and presets taken from public datasheets.
 
-A device is described by its dense peak throughput per dtype, its main-memory bandwidth and capacity, two
-efficiency factors, a fixed per-operator launch overhead and its power. Presets use efficiency 1.0 and no
-launch overhead: they are the datasheet roofline, and calibrating them is a separate concern. Other devices
-are described by constructing a :class:`Device` and handing a :func:`catalog` of them to a backend.
+A device is described by its dense peak throughput per dtype, its main-memory bandwidth and capacity, an
+optional on-chip memory level (:class:`Sram`), how its compute units tile a matrix product (:class:`Tiling`),
+two efficiency factors, a fixed per-operator launch overhead and its power. Presets use efficiency 1.0, no
+launch overhead and no size-dependent efficiency: they are the datasheet roofline, and calibrating them is a
+separate concern. Other devices are described by constructing a :class:`Device` and handing a
+:func:`catalog` of them to a backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from stratasim.errors import BackendError
@@ -17,7 +19,49 @@ from stratasim.operators import DTYPES, DType, dtype_name
 from stratasim.units import parse_bandwidth, parse_bytes, parse_flops
 from stratasim.v1 import compute_pb2
 
-__all__ = ["Device", "catalog", "device", "PRESETS"]
+__all__ = ["Device", "Sram", "Tiling", "calibrated", "catalog", "device", "PRESETS"]
+
+
+@dataclass(frozen=True)
+class Sram:
+    """The on-chip memory between main memory and the compute units: ``capacity`` in bytes, ``bandwidth`` in bytes/s.
+
+    The capacity decides how often a matrix product too big for it re-reads its operands from main memory; the
+    bandwidth, when known, adds the level's own ceiling. ``bandwidth=None`` (unpublished) keeps the level as a
+    capacity constraint only, which is how DFModel treats on-chip SRAM.
+    """
+
+    capacity: int
+    bandwidth: float | None = None
+
+    def problems(self) -> Iterator[str]:
+        """What is wrong with the level, one message each (nothing when it is valid)."""
+        if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity <= 0:
+            yield f"sram.capacity must be a positive integer, got {self.capacity!r}"
+        if self.bandwidth is not None and not self.bandwidth > 0:
+            yield f"sram.bandwidth must be positive or None, got {self.bandwidth}"
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How the compute units cover a matrix product: each computes one ``tile_m x tile_n`` output tile at a time,
+    stepping through K in slices of ``tile_k``, and ``units`` of them run at once (SMs, clusters, MXUs).
+
+    The tile sets how often operands are re-read from on-chip memory (the SRAM level's traffic) and, when the
+    device's ``size_efficiency`` is on, how much of the hardware a small or ragged operator leaves idle.
+    """
+
+    tile_m: int
+    tile_n: int
+    units: int
+    tile_k: int = 1
+
+    def problems(self) -> Iterator[str]:
+        """What is wrong with the tiling, one message each (nothing when it is valid)."""
+        for attribute in ("tile_m", "tile_n", "tile_k", "units"):
+            value = getattr(self, attribute)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                yield f"tiling.{attribute} must be a positive integer, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -28,6 +72,11 @@ class Device:
     unsupported. ``compute_efficiency`` and ``memory_efficiency`` (0 < e <= 1) scale the peaks to what an
     operator achieves; ``launch_overhead_ps`` is added once per operator. ``tdp_w`` is the board power in
     watts and ``source`` cites the public datasheet the numbers come from.
+
+    ``sram`` is the on-chip level of the hierarchical roofline (``None``: main memory only, the flat roofline);
+    ``tiling`` describes the compute units (``None``: operands stream once from the nearest memory).
+    ``size_efficiency`` scales compute efficiency by the share of the tiles' work that is useful
+    (:func:`compute_layer.efficiency.size_efficiency`); it needs ``tiling``.
     """
 
     name: str
@@ -39,6 +88,9 @@ class Device:
     compute_efficiency: float = 1.0
     memory_efficiency: float = 1.0
     launch_overhead_ps: int = 0
+    sram: Sram | None = None
+    tiling: Tiling | None = None
+    size_efficiency: bool = False
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -69,10 +121,27 @@ class Device:
             yield f"launch_overhead_ps must be a non-negative integer, got {self.launch_overhead_ps!r}"
         if not self.tdp_w >= 0:
             yield f"tdp_w cannot be negative, got {self.tdp_w}"
+        if self.sram is not None:
+            yield from self.sram.problems()
+        if self.tiling is not None:
+            yield from self.tiling.problems()
+        elif self.size_efficiency:
+            yield "size_efficiency needs a tiling to measure operators against"
 
     def supported_dtypes(self) -> list[str]:
         """Names of the dtypes this device has a peak for, in the order given (``["bf16", "int8"]``)."""
         return [dtype_name(dtype) for dtype in self.peak_flops]
+
+
+def calibrated(dev: Device, calibration: compute_pb2.Calibration) -> Device:
+    """``dev`` with the calibration's non-zero fields in place of its own (ValueError if out of range)."""
+    return replace(
+        dev,
+        compute_efficiency=calibration.compute_efficiency or dev.compute_efficiency,
+        memory_efficiency=calibration.memory_efficiency or dev.memory_efficiency,
+        launch_overhead_ps=calibration.launch_overhead_ps or dev.launch_overhead_ps,
+        size_efficiency=calibration.size_efficiency or dev.size_efficiency,
+    )
 
 
 def catalog(devices: Iterable[Device]) -> Mapping[str, Device]:
@@ -112,8 +181,13 @@ _A100 = Device(
     memory_bandwidth=parse_bandwidth("2039GB/s"),
     memory_capacity=parse_bytes("80GiB"),  # sold as "80GB": five 16 GiB HBM2e stacks
     tdp_w=400,
+    # L2: 40,960 KB read at 5,120 bytes/clk (2.3x V100's) at the 1,410 MHz boost clock.
+    sram=Sram(capacity=parse_bytes("40MiB"), bandwidth=parse_bandwidth("7219.2GB/s")),
+    # 108 SMs, each on a 128x256x64 threadblock tile (CUTLASS's largest bf16 tensor-core tile for sm80).
+    tiling=Tiling(tile_m=128, tile_n=256, units=108, tile_k=64),
     source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM column: dense Tensor Core peaks, "
-    "HBM2e 2,039 GB/s, max TDP 400 W",
+    "HBM2e 2,039 GB/s, max TDP 400 W; NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs, "
+    "40 MB (40,960 KB) L2 cache, L2 read bandwidth 5,120 bytes/clk at 1,410 MHz = 7.22 TB/s",
 )
 
 _H100 = Device(
@@ -131,8 +205,15 @@ _H100 = Device(
     memory_bandwidth=parse_bandwidth("3.35TB/s"),
     memory_capacity=parse_bytes("80GiB"),  # sold as "80GB": five 16 GiB HBM3 stacks
     tdp_w=700,
-    source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 dense peaks; "
-    "NVIDIA H100 datasheet, SXM: HBM3 3.35 TB/s, 80GB, max TDP 700 W",
+    # NVIDIA publishes no H100 L2 bandwidth: this assumes A100's 5,120 bytes/clk at the 1,830 MHz the tensor
+    # peaks are quoted at (989.4 TFLOPS = 132 SMs x 4,096 FLOP/clk x 1,830 MHz). An estimate, not a datasheet value.
+    sram=Sram(capacity=parse_bytes("50MiB"), bandwidth=parse_bandwidth("9369.6GB/s")),
+    # 132 SMs run 128x256x64 threadblocks in clusters of two that multicast the shared operand (TMA), so the L2
+    # serves 256x256 tiles to 66 clusters.
+    tiling=Tiling(tile_m=256, tile_n=256, units=66, tile_k=64),
+    source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 dense peaks, 132 SMs, "
+    "50 MB (51,200 KB) L2 cache; NVIDIA H100 datasheet, SXM: HBM3 3.35 TB/s, 80GB, max TDP 700 W; "
+    "L2 bandwidth 9.37 TB/s estimated (A100's 5,120 bytes/clk at 1,830 MHz), not published",
 )
 
 _TPUV4 = Device(
@@ -142,9 +223,15 @@ _TPUV4 = Device(
     memory_bandwidth=parse_bandwidth("1200GB/s"),
     memory_capacity=parse_bytes("32GiB"),
     tdp_w=192,  # Google publishes no TDP; 192 W is the measured maximum chip power
+    # CMEM, the on-chip memory that caches HBM for both TensorCores. Its bandwidth is not published, so the level
+    # only bounds traffic by its capacity (as DFModel models SRAM).
+    sram=Sram(capacity=parse_bytes("128MiB")),
+    # Two TensorCores of four 128x128 MXUs: 8 x 128 x 128 MACs x 2 x 1,050 MHz = 275 TFLOPS.
+    tiling=Tiling(tile_m=128, tile_n=128, units=8, tile_k=128),
     source="Google Cloud TPU v4 documentation (cloud.google.com/tpu/docs/v4) and Jouppi et al., 'TPU v4: An "
     "Optically Reconfigurable Supercomputer for Machine Learning', ISCA 2023: 275 TFLOPS bf16/int8, HBM2 32 GiB "
-    "at 1200 GB/s, measured min/mean/max power 90/170/192 W",
+    "at 1200 GB/s, measured min/mean/max power 90/170/192 W, two TensorCores of four 128x128 MXUs, 128 MiB CMEM "
+    "(CMEM bandwidth not published)",
 )
 
 PRESETS: Mapping[str, Device] = catalog([_A100, _H100, _TPUV4])

@@ -1,27 +1,36 @@
-"""The roofline compute backend: an operator takes as long as its FLOPs or its DRAM traffic, whichever is slower.
+"""The roofline compute backend: an operator takes as long as its slowest level — compute, on-chip memory or DRAM.
 
-For an operator with F FLOPs and B bytes of ``dtype`` on a device::
+For an operator with F FLOPs of ``dtype`` on a device, with its traffic Q_sram and Q_dram from
+:mod:`compute_layer.roofline_levels` (the minimum bytes while the operator fits on chip, the best tiling's
+bytes when it does not)::
 
-    compute_ps  = F · 10^12 / (peak[dtype] · compute_efficiency)
-    memory_ps   = B · 10^12 / (memory_bandwidth · memory_efficiency)
-    duration_ps = ceil(max(compute_ps, memory_ps)) + launch_overhead_ps
+    compute_ps  = F · 10^12 / (peak[dtype] · compute_efficiency · size_efficiency)
+    sram_ps     = Q_sram · 10^12 / sram_bandwidth                      (a device with a known SRAM bandwidth)
+    dram_ps     = Q_dram · 10^12 / (memory_bandwidth · memory_efficiency)
+    duration_ps = ceil(max(compute_ps, sram_ps, dram_ps)) + launch_overhead_ps
 
 computed with exact rational arithmetic, so every run and every platform gives the same picoseconds.
+``size_efficiency`` is 1 unless the device turns it on (:mod:`compute_layer.efficiency`: tile and wave
+quantization). ``memory_efficiency`` (a calibration of sustained HBM bandwidth) scales DRAM only. This is the
+compute and memory part of DFModel's hierarchical roofline, max(compute, memory, network): the network part
+belongs to the collectives, which the network layer simulates as events of their own.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from collections.abc import Iterable
+from dataclasses import dataclass
 from fractions import Fraction
 
-from compute_layer.devices import PRESETS, Device, catalog, device
+from compute_layer.devices import PRESETS, Device, calibrated, catalog, device
+from compute_layer.efficiency import size_efficiency
+from compute_layer.roofline_levels import dram_bytes, sram_bytes
 from stratasim.errors import BackendError
 from stratasim.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["RooflineCompute"]
+__all__ = ["RooflineCompute", "LevelTimes", "level_times"]
 
 _PS_PER_SECOND = 10**12
 # OperatorCost.duration_ps is an int64.
@@ -32,9 +41,10 @@ class RooflineCompute:
     """A :class:`~stratasim.contracts.ComputeBackend` pricing each operator on the roofline of a device.
 
     ``energy_pj`` is the device's TDP times the duration (1 W · 1 ps = 1 pJ): an upper bound, since a real
-    operator seldom draws full board power. ``traffic`` is one ``"dram"`` entry with the operator's bytes;
-    ``bound`` is ``COMPUTE`` when compute time is at least memory time (so also for an empty operator, which
-    costs only the launch overhead), else ``MEMORY``.
+    operator seldom draws full board power. ``traffic`` lists the bytes at ``"dram"`` and, for a device with
+    an on-chip level, at ``"sram"``. ``bound`` names the level that set the time: ``COMPUTE`` when compute time
+    is at least every memory time (so also for an empty operator, which costs only the launch overhead), else
+    ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``.
 
     ``devices`` replaces the preset devices (:data:`~compute_layer.devices.PRESETS`) with others. Results are
     cached per instance by (device, operator signature), so repeated operators are priced once.
@@ -55,7 +65,7 @@ class RooflineCompute:
         try:
             dev = device(request.device, self._devices)
             if request.HasField("calibration"):
-                dev = _calibrated(dev, request.calibration)
+                dev = calibrated(dev, request.calibration)
         except (BackendError, ValueError) as exc:
             where = "calibration" if isinstance(exc, ValueError) else "device"
             error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
@@ -78,14 +88,46 @@ class RooflineCompute:
         return cost
 
 
-def _calibrated(dev: Device, calibration: compute_pb2.Calibration) -> Device:
-    """``dev`` with the calibration's non-zero fields in place of its own (ValueError if out of range)."""
-    return replace(
-        dev,
-        compute_efficiency=calibration.compute_efficiency or dev.compute_efficiency,
-        memory_efficiency=calibration.memory_efficiency or dev.memory_efficiency,
-        launch_overhead_ps=calibration.launch_overhead_ps or dev.launch_overhead_ps,
-    )
+@dataclass(frozen=True)
+class LevelTimes:
+    """One operator on one device, level by level: times in exact picoseconds (before rounding and launch
+    overhead; ``sram_ps`` is ``None`` without a known SRAM bandwidth), bytes per level and the compute
+    efficiency's size factor."""
+
+    compute_ps: Fraction
+    sram_ps: Fraction | None
+    dram_ps: Fraction
+    traffic: tuple[tuple[str, int], ...]
+    size_efficiency: Fraction
+
+    @property
+    def bound(self) -> compute_pb2.Bound.ValueType:
+        """The level that sets the time: compute wins ties, then DRAM."""
+        sram = self.sram_ps if self.sram_ps is not None else Fraction(-1)
+        if self.compute_ps >= max(self.dram_ps, sram):
+            return compute_pb2.COMPUTE
+        return compute_pb2.MEMORY if self.dram_ps >= sram else compute_pb2.SRAM
+
+    @property
+    def slowest_ps(self) -> Fraction:
+        """The time of the bounding level."""
+        return max(self.compute_ps, self.dram_ps, self.sram_ps if self.sram_ps is not None else Fraction(0))
+
+
+def level_times(op: compute_pb2.OperatorDesc, dev: Device) -> LevelTimes:
+    """Price ``op`` on ``dev`` level by level; ``op.dtype`` must be one ``dev`` has a peak for (KeyError if not)."""
+    # Fraction(float) is the float's exact binary value, so no rounding happens before the final ceil.
+    share = size_efficiency(op, dev.tiling) if dev.size_efficiency and dev.tiling is not None else Fraction(1)
+    throughput = Fraction(dev.peak_flops[op.dtype]) * Fraction(dev.compute_efficiency) * share
+    compute_ps = Fraction(op.flops * _PS_PER_SECOND) / throughput
+    dram = dram_bytes(op, dev)
+    dram_ps = Fraction(dram * _PS_PER_SECOND) / (Fraction(dev.memory_bandwidth) * Fraction(dev.memory_efficiency))
+    if dev.sram is None:
+        return LevelTimes(compute_ps, None, dram_ps, (("dram", dram),), share)
+    sram = sram_bytes(op, dev, dram)
+    bandwidth = dev.sram.bandwidth
+    sram_ps = None if bandwidth is None else Fraction(sram * _PS_PER_SECOND) / Fraction(bandwidth)
+    return LevelTimes(compute_ps, sram_ps, dram_ps, (("dram", dram), ("sram", sram)), share)
 
 
 class _Rejected(Exception):
@@ -106,19 +148,14 @@ def _price(index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2
             f"it supports {', '.join(dev.supported_dtypes())}"
         )
         raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
-    # Fraction(float) is the float's exact binary value, so no rounding happens before the final ceil.
-    compute_ps = Fraction(op.flops * _PS_PER_SECOND) / (Fraction(peak) * Fraction(dev.compute_efficiency))
-    memory_ps = Fraction(op.bytes * _PS_PER_SECOND) / (
-        Fraction(dev.memory_bandwidth) * Fraction(dev.memory_efficiency)
-    )
-    duration_ps = math.ceil(max(compute_ps, memory_ps)) + dev.launch_overhead_ps
+    times = level_times(op, dev)
+    duration_ps = math.ceil(times.slowest_ps) + dev.launch_overhead_ps
     if duration_ps > _INT64_MAX:
         message = f"{label}: takes {duration_ps} ps on {dev.name!r}, more than a 64-bit duration holds"
         raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
     return compute_pb2.OperatorCost(
         duration_ps=duration_ps,
         energy_pj=dev.tdp_w * duration_ps,
-        traffic=[compute_pb2.MemoryTraffic(level="dram", bytes=op.bytes)],
-        bound=compute_pb2.COMPUTE if compute_ps >= memory_ps else compute_pb2.MEMORY,
+        traffic=[compute_pb2.MemoryTraffic(level=level, bytes=size) for level, size in times.traffic],
+        bound=times.bound,
     )
-

@@ -157,6 +157,14 @@ def _add_cost(subparsers: _Subparsers) -> None:
     parser.set_defaults(handler=_cost)
 
 
+def _add_roofline(subparsers: _Subparsers) -> None:
+    from stratasim import roofline_plot
+
+    parser = subparsers.add_parser("roofline", help="plot a device's roofline and where operators land on it")
+    roofline_plot.add_arguments(parser)
+    parser.set_defaults(handler=roofline_plot.run_from_args)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from stratasim import bench
 
@@ -241,7 +249,7 @@ def _add_trace(subparsers: _Subparsers) -> None:
     convert.set_defaults(handler=_trace_convert)
 
 
-_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_bench, _add_import, _add_trace)
+_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace)
 
 
 def build_parser() -> argparse.ArgumentParser:

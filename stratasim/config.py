@@ -168,11 +168,13 @@ class NetworkSection(_Placement):
 class CalibrationSection(Section):
     """``compute.calibration``: what was measured of the device against its datasheet — the share of peak
     throughput (``compute_efficiency``) and memory bandwidth (``memory_efficiency``) operators achieve, and a
-    fixed cost per operator (``launch_overhead``); an absent key keeps the device's own value."""
+    fixed cost per operator (``launch_overhead``); an absent key keeps the device's own value.
+    ``size_efficiency: true`` makes small operators lose efficiency to tile and wave quantisation."""
 
     compute_efficiency: float | None = Field(None, gt=0, le=1)
     memory_efficiency: float | None = Field(None, gt=0, le=1)
     launch_overhead: TimePs | None = None
+    size_efficiency: bool = False
 
     def proto(self) -> compute_pb2.Calibration:
         """The calibration as the compute contract's message (0: keep the device's value)."""
@@ -180,6 +182,7 @@ class CalibrationSection(Section):
             compute_efficiency=self.compute_efficiency or 0.0,
             memory_efficiency=self.memory_efficiency or 0.0,
             launch_overhead_ps=self.launch_overhead or 0,
+            size_efficiency=self.size_efficiency,
         )
 
 

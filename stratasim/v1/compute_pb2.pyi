@@ -85,14 +85,21 @@ class _BoundEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Bound.ValueType
     BOUND_UNSPECIFIED: _Bound.ValueType  # 0
     COMPUTE: _Bound.ValueType  # 1
     MEMORY: _Bound.ValueType  # 2
+    """Main memory (DRAM, HBM)."""
     NETWORK: _Bound.ValueType  # 3
+    SRAM: _Bound.ValueType  # 4
+    """On-chip memory (a GPU's L2, a TPU's CMEM): the operator re-reads its operands from it faster than compute."""
 
-class Bound(_Bound, metaclass=_BoundEnumTypeWrapper): ...
+class Bound(_Bound, metaclass=_BoundEnumTypeWrapper):
+    """The level that set an operator's time."""
 
 BOUND_UNSPECIFIED: Bound.ValueType  # 0
 COMPUTE: Bound.ValueType  # 1
 MEMORY: Bound.ValueType  # 2
+"""Main memory (DRAM, HBM)."""
 NETWORK: Bound.ValueType  # 3
+SRAM: Bound.ValueType  # 4
+"""On-chip memory (a GPU's L2, a TPU's CMEM): the operator re-reads its operands from it faster than compute."""
 Global___Bound: _TypeAlias = Bound  # noqa: Y015
 
 @_typing.final
@@ -198,19 +205,25 @@ class Calibration(_message.Message):
     COMPUTE_EFFICIENCY_FIELD_NUMBER: _builtins.int
     MEMORY_EFFICIENCY_FIELD_NUMBER: _builtins.int
     LAUNCH_OVERHEAD_PS_FIELD_NUMBER: _builtins.int
+    SIZE_EFFICIENCY_FIELD_NUMBER: _builtins.int
     compute_efficiency: _builtins.float
     memory_efficiency: _builtins.float
     launch_overhead_ps: _builtins.int
+    size_efficiency: _builtins.bool
+    """When true, compute efficiency also falls with tile and wave quantisation of small operators (roofline:
+    see compute_layer/efficiency.py); false keeps the device's own setting.
+    """
     def __init__(
         self,
         *,
         compute_efficiency: _builtins.float = ...,
         memory_efficiency: _builtins.float = ...,
         launch_overhead_ps: _builtins.int = ...,
+        size_efficiency: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_efficiency", b"memory_efficiency"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_efficiency", b"memory_efficiency", "size_efficiency", b"size_efficiency"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -34,7 +34,9 @@ def test_json_pins_the_roofline_numbers(capsys: pytest.CaptureFixture[str]) -> N
                                 "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 2}  # fmt: skip
     (row,) = data["costs"]
     assert row["backend"] == "roofline" and row["duration_ps"] == GEMM_4096_PS and row["bound"] == "compute"
-    assert row["energy_pj"] == 700 * GEMM_4096_PS and row["traffic"] == {"dram": 3 * 4096**2 * 2}
+    # On chip, H100's 256x256 tiles re-read A and B 4096/256 = 16 times each and write C once.
+    sram = (16 + 16 + 1) * 4096**2 * 2
+    assert row["energy_pj"] == 700 * GEMM_4096_PS and row["traffic"] == {"dram": 3 * 4096**2 * 2, "sram": sram}
 
 
 def test_key_value_form_equals_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,7 +61,7 @@ def test_table_compares_backends(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_elementwise(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cost(capsys, "elementwise", "shape=1024x1024", "--device", "h100", "--json")
     (row,) = json.loads(out)["costs"]
-    assert code == 0 and row["bound"] == "memory" and row["traffic"] == {"dram": 2 * 2**20 * 2}
+    assert code == 0 and row["bound"] == "memory" and row["traffic"] == {"dram": 2 * 2**20 * 2, "sram": 2 * 2**20 * 2}
 
 
 def test_conv_is_priced_by_roofline_and_timeloop(capsys: pytest.CaptureFixture[str]) -> None:

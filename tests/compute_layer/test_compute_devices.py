@@ -123,3 +123,17 @@ def test_device_is_frozen_and_does_not_alias_the_callers_mapping() -> None:
         dev.peak_flops[compute_pb2.FP32] = 1e12  # type: ignore[index]
     assert hash(dev) == hash(_device())
     assert dev == _device()
+
+
+def test_on_chip_levels_from_the_datasheets() -> None:
+    a100, h100, tpu = PRESETS["a100"], PRESETS["h100"], PRESETS["tpuv4"]
+    # A100: 40,960 KB of L2 read at 5,120 bytes/clk at 1,410 MHz; 108 SMs.
+    assert a100.sram is not None and (a100.sram.capacity, a100.sram.bandwidth) == (40 * 2**20, 5120 * 1410e6)
+    assert a100.tiling is not None and a100.tiling.units == 108
+    # H100 SXM5: 51,200 KB of L2; its bandwidth is an estimate (A100's bytes/clk at 1,830 MHz), said so in source.
+    assert h100.sram is not None and (h100.sram.capacity, h100.sram.bandwidth) == (50 * 2**20, 5120 * 1830e6)
+    assert "estimated" in h100.source and "L2" in h100.source
+    # TPU v4: 128 MiB of CMEM, bandwidth unpublished, so a capacity-only level; eight 128x128 MXUs.
+    assert tpu.sram is not None and (tpu.sram.capacity, tpu.sram.bandwidth) == (128 * 2**20, None)
+    assert tpu.tiling is not None and (tpu.tiling.tile_m, tpu.tiling.tile_n, tpu.tiling.units) == (128, 128, 8)
+    assert "CMEM" in tpu.source

@@ -50,23 +50,26 @@ def test_is_a_compute_backend_registered_as_roofline() -> None:
 
 
 @pytest.mark.parametrize(
-    ("device", "duration_ps"),
+    ("device", "duration_ps", "sram_bytes"),
     [
-        # ceil(137438953472·10^12 / 312·10^12) = ceil(440509466.256...) (memory: 49368954 ps)
-        ("a100", 440_509_467),
-        # ceil(137438953472·10^12 / 989.4·10^12) = ceil(138911414.465...) (memory: 30048746 ps)
-        ("h100", 138_911_415),
-        # ceil(137438953472·10^12 / 275·10^12) = ceil(499778012.625) (memory: 83886080 ps)
-        ("tpuv4", 499_778_013),
+        # ceil(137438953472·10^12 / 312·10^12) = ceil(440509466.256...) (memory: 49368954 ps); 128x256 tiles
+        # read A 4096/256 = 16 times and B 4096/128 = 32 times from L2: (16 + 32 + 1)·4096²·2 bytes (227750 ns).
+        ("a100", 440_509_467, 49 * 4096**2 * 2),
+        # ceil(137438953472·10^12 / 989.4·10^12) = ceil(138911414.465...) (memory: 30048746 ps); 256x256
+        # cluster tiles: (16 + 16 + 1)·4096²·2 bytes from L2 (118180 ns at 9.3696 TB/s).
+        ("h100", 138_911_415, 33 * 4096**2 * 2),
+        # ceil(137438953472·10^12 / 275·10^12) = ceil(499778012.625) (memory: 83886080 ps); 128x128 MXU tiles.
+        ("tpuv4", 499_778_013, 65 * 4096**2 * 2),
     ],
 )
-def test_square_gemm_is_compute_bound_to_the_picosecond(device: str, duration_ps: int) -> None:
+def test_square_gemm_is_compute_bound_to_the_picosecond(device: str, duration_ps: int, sram_bytes: int) -> None:
     (cost,) = _estimate(device, SQUARE)
     assert cost.duration_ps == duration_ps
     assert cost.bound == compute_pb2.COMPUTE
     # TDP (W) × duration (ps) = pJ.
     assert cost.energy_pj == PRESETS[device].tdp_w * duration_ps
-    assert [(t.level, t.bytes) for t in cost.traffic] == [("dram", 100_663_296)]
+    # The output (4096² elements) fits in every preset's SRAM, so DRAM sees the minimum traffic.
+    assert [(t.level, t.bytes) for t in cost.traffic] == [("dram", 100_663_296), ("sram", sram_bytes)]
 
 
 @pytest.mark.parametrize(

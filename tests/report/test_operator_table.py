@@ -58,7 +58,7 @@ def test_rows_count_runs_over_all_npus_and_carry_the_backend_cost(
         "flops": 2 * 1536 * 1024 * 1024, "bytes": (1536 * 1024 * 2 + 1024 * 1024) * 2, "count": 8,
         "duration_ps": gemm.duration_ps, "duration_ns": gemm.duration_ps / 1000,
         "total_ns": 8 * gemm.duration_ps / 1000, "energy_pj": gemm.energy_pj, "bound": "compute",
-        "traffic": {"dram": (1536 * 1024 * 2 + 1024 * 1024) * 2},
+        "traffic": {t.level: t.bytes for t in gemm.traffic},
     }  # fmt: skip
     assert rows["elementwise"]["names"] == ["scale"] and rows["elementwise"]["count"] == 4
     assert rows["elementwise"]["bound"] == "memory" and rows["elementwise"]["duration_ps"] == scale.duration_ps
