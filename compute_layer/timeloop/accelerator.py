@@ -222,6 +222,29 @@ _TPU_LIKE = Accelerator(
     "energies Horowitz ISSCC 2014 (45 nm)",
 )
 
+# ZigZag's TPU-like example (zigzag-dse 3.9.1, inputs/hardware/tpu_like.yaml): per-access energies are its own,
+# per 8-bit word (its SRAM and DRAM costs are per 64-bit access).
+_ZIGZAG_TPU_LIKE = Accelerator(
+    name="zigzag-tpu-like",
+    rows=32,
+    cols=32,
+    levels=(
+        # rf_128B holds 128 8-bit weights per PE; rf_2B one 16-bit partial sum.
+        _registers(1, 128, 1, 0.095),
+        # sram_2MB of inputs and outputs, up to 2048 bits (256 words) per cycle each way.
+        StorageLevel("sram", frozenset({"inputs", "outputs"}), words=2 * 2**20, read_bandwidth=256,
+                     write_bandwidth=256, read_pj=416.16 / 8, write_pj=378.4 / 8),
+        # DRAM behind a 64-bit port (8 words per cycle); weights go from it straight to the PEs.
+        StorageLevel("dram", _ALL, read_bandwidth=8, write_bandwidth=8, read_pj=700 / 8, write_pj=750 / 8),
+    ),  # fmt: skip
+    clock_hz=10**9,
+    mac_pj=0.04,
+    dataflow="ws",
+    source="ZigZag (zigzag-dse 3.9.1) TPU-like example: 32x32 weight-stationary 8-bit MACs (0.04 pJ), 128 B weight "
+    "and 2 B output registers per PE, 2 MiB input/output SRAM at 2048 bits/cycle, 64-bit DRAM port; ZigZag counts "
+    "cycles and names no clock, 1 GHz is assumed",
+)
+
 _EYERISS_UNIT_PJ = 1.0  # Eyeriss publishes energies relative to one 16-bit MAC: that MAC is the unit here.
 _EYERISS_LIKE = Accelerator(
     name="eyeriss-like",
@@ -266,7 +289,7 @@ _GEMMINI = Accelerator(
 )
 
 _SYSTOLIC_PRESETS = [systolic(n, n, dataflow) for n in (32, 128) for dataflow in DATAFLOWS]
-PRESETS: Mapping[str, Accelerator] = catalog([_TPU_LIKE, _EYERISS_LIKE, _GEMMINI, *_SYSTOLIC_PRESETS])
+PRESETS: Mapping[str, Accelerator] = catalog([_TPU_LIKE, _ZIGZAG_TPU_LIKE, _EYERISS_LIKE, _GEMMINI, *_SYSTOLIC_PRESETS])
 """Preset accelerators by name; any ``systolic-<R>x<C>-<os|ws|is>`` is also accepted by :func:`accelerator`."""
 
 

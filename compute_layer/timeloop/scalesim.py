@@ -1,4 +1,4 @@
-"""SCALE-Sim's analytical compute cycles of a systolic array (Samajdar et al., ISPASS 2020, section III).
+"""SCALE-Sim's compute cycles of a systolic array, as SCALE-Sim 3.0.0's compute model counts them.
 
 A layer is a matrix product with ``Nofmap`` output pixels (a GEMM's M), ``Nfilter`` filters (N) and a
 window of ``Wconv`` terms per output (K; C·R·S for a convolution). A dataflow fixes which of them is spread
@@ -8,12 +8,17 @@ over the array's rows (``Sr``), which over its columns (``Sc``) and which is str
     WS: Sr = Wconv,  Sc = Nfilter, T = Nofmap
     IS: Sr = Wconv,  Sc = Nofmap,  T = Nfilter
 
-On an ``R x C`` array each of the ceil(Sr/R)·ceil(Sc/C) folds streams T values through the skewed array,
-taking 2R + C + T - 2 cycles (filling and draining the diagonal wavefront), so
+On an ``R x C`` array the layer runs in ceil(Sr/R)·ceil(Sc/C) folds, one after the other. In each fold T
+values stream through the skewed array (R - 1 cycles of skew) and the last results drain past C - 1 columns;
+weight- and input-stationary folds first load their stationary operand, one array row per cycle (R more):
 
-    cycles = (2R + C + T - 2) · ceil(Sr / R) · ceil(Sc / C)
+    OS:     cycles = (R + C + T - 2) · ceil(Sr / R) · ceil(Sc / C)
+    WS, IS: cycles = (2R + C + T - 2) · ceil(Sr / R) · ceil(Sc / C)
 
-times the batch of a batched GEMM.
+times the batch of a batched GEMM. These are the lengths of the demand matrices SCALE-Sim's
+``systolic_compute_{os,ws,is}`` build (the ISPASS 2020 paper's single formula, 2R + C + T - 2, holds for WS
+and IS only: the output-stationary code has no load phase). SCALE-Sim 3.0.0 reports the zero-based index of
+the last cycle, one less than these counts.
 """
 
 from __future__ import annotations
@@ -45,5 +50,6 @@ def scalesim_cycles(problem: Problem, rows: int, cols: int, dataflow: str) -> in
         "ws": (window, filters, ofmap),
         "is": (window, ofmap, filters),
     }[dataflow]
+    load = 0 if dataflow == "os" else rows  # stationary weights or inputs enter a row per cycle
     folds = _ceil_div(spatial_rows, rows) * _ceil_div(spatial_cols, cols)
-    return batch * (2 * rows + cols + temporal - 2) * folds
+    return batch * (load + rows + cols + temporal - 2) * folds

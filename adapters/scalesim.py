@@ -1,0 +1,201 @@
+"""The ``scalesim`` compute backend: each GEMM or convolution run through SCALE-Sim 3.0.0 (``pip install
+'stratasim[scalesim]'``).
+
+Devices are ``systolic-<R>x<C>-<os|ws|is>``: an R x C array with SCALE-Sim's example configuration
+(``configs/scale.cfg``: 64 kB ifmap, filter and ofmap SRAMs, 1-byte words), its bandwidth computed
+(``InterfaceBandwidth = CALC``, so no stalls), as the ``timeloop`` backend's presets of the same names.
+
+Operators become one-layer topologies written, with the config, into a temporary directory:
+
+* a GEMM ``[M, K, N]`` is SCALE-Sim's GEMM row ``M, N, K`` (``-i gemm``: K is the reduction); a batched one
+  ``[B, M, K, N]`` runs once and costs B times that;
+* a convolution of one image is its conv row (IFMAP H and W = (P - 1)·stride + R and (Q - 1)·stride + S, filter
+  R x S, C channels, K filters, the stride); one of N > 1 images is the GEMM ``N·P·Q, K, C·R·S`` SCALE-Sim
+  would lower it to, as SCALE-Sim has no batch.
+
+``duration_ps`` is the report's ``Total Cycles`` (compute cycles plus stalls, after the first prefetch) at
+1 GHz: SCALE-Sim counts cycles and has no clock. SCALE-Sim reports no energy (``energy_pj`` is 0); traffic is
+the SRAM and DRAM accesses of its detailed report, in words times the operator's element size.
+
+Quirks handled: SCALE-Sim 3.0.0 breaks under numpy 2.4 (refused with the pin to install); a layer whose name
+contains ``DP`` is taken as depthwise (layers are always named ``layer``); it prints and calls ``exit()`` on
+errors (silenced, and turned into an error naming what it printed); it builds its traces as dense matrices of
+cycles x array edge, so a layer whose traces would exceed ``max_trace_words`` is refused rather than run out of
+memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from adapters._backend import ToolBackend
+from adapters._tool import Conv, Gemm, Rejected, ToolFailure, contained, label_of, load
+from compute_layer.timeloop.problem import conv2d, gemm
+from compute_layer.timeloop.scalesim import scalesim_cycles
+from stratasim.operators import dtype_bytes
+from stratasim.v1 import common_pb2, compute_pb2
+
+__all__ = ["ScaleSimCompute", "SystolicArray", "CONFIG"]
+
+_PS_PER_CYCLE = 1000  # 1 GHz
+_RUN = "stratasim"
+_NAME = re.compile(r"systolic-(\d+)x(\d+)-(os|ws|is)")
+_LISTED = [f"systolic-{n}x{n}-{d}" for n in (32, 128) for d in ("os", "ws", "is")]
+
+CONFIG = """\
+[general]
+run_name = {run}
+
+[run_presets]
+InterfaceBandwidth = CALC
+UseRamulatorTrace = False
+
+[architecture_presets]
+ArrayHeight = {rows}
+ArrayWidth = {cols}
+IfmapSramSzkB = 64
+FilterSramSzkB = 64
+OfmapSramSzkB = 64
+IfmapOffset = 0
+FilterOffset = 10000000
+OfmapOffset = 20000000
+Dataflow = {dataflow}
+ReadRequestBuffer = 32
+WriteRequestBuffer = 32
+Bandwidth = 10
+
+[layout]
+IfmapCustomLayout = False
+IfmapSRAMBankBandwidth = 10
+IfmapSRAMBankNum = 10
+IfmapSRAMBankPort = 2
+FilterCustomLayout = False
+FilterSRAMBankBandwidth = 10
+FilterSRAMBankNum = 10
+FilterSRAMBankPort = 2
+
+[sparsity]
+SparsitySupport = false
+"""
+"""SCALE-Sim's example configuration with the array's size and dataflow left to fill in."""
+
+
+@dataclass(frozen=True)
+class SystolicArray:
+    """A ``rows x cols`` array with a dataflow (os, ws or is)."""
+
+    rows: int
+    cols: int
+    dataflow: str
+
+
+class ScaleSimCompute(ToolBackend[SystolicArray]):
+    """A :class:`~stratasim.contracts.ComputeBackend` running SCALE-Sim on each distinct operator (cached per
+    instance). ``max_trace_words`` bounds the float64 trace cells SCALE-Sim may build for one layer
+    (cycles x (rows + 2·cols)); the default, 60 million, is about 0.5 GB."""
+
+    name = "scalesim"
+    tool = "SCALE-Sim"
+    extra = "scalesim"
+
+    def __init__(self, max_trace_words: int = 60_000_000) -> None:
+        super().__init__()
+        self._max_trace_words = max_trace_words
+
+    def devices(self) -> list[str]:
+        """The arrays the ``timeloop`` backend lists as presets; any ``systolic-<R>x<C>-<os|ws|is>`` is priced."""
+        return sorted(_LISTED)
+
+    def _device(self, name: str) -> SystolicArray:
+        match = _NAME.fullmatch(name.strip().lower())
+        if match is None or int(match[1]) == 0 or int(match[2]) == 0:
+            raise self._unknown_device(name, "systolic-<R>x<C>-<os|ws|is>")
+        return SystolicArray(int(match[1]), int(match[2]), match[3])
+
+    def _load(self) -> ModuleType:
+        tool = load("scalesim.scale_sim", self.name, self.tool, self.extra)
+        numpy = load("numpy", self.name, "numpy", self.extra)
+        major, minor = (int(part) for part in numpy.__version__.split(".")[:2])
+        if (major, minor) >= (2, 4):
+            message = (
+                f"SCALE-Sim 3.0.0 fails under numpy 2.4 and later (numpy {numpy.__version__} is installed): "
+                f"pip install 'stratasim[{self.extra}]', which pins numpy<2.4"
+            )
+            raise Rejected(common_pb2.Error.FAILED_PRECONDITION, message, "backend")
+        return tool
+
+    def _price(self, tool: ModuleType, layer: Gemm | Conv, device: SystolicArray, op: compute_pb2.OperatorDesc,
+               index: int) -> compute_pb2.OperatorCost:  # fmt: skip
+        self._check_size(layer, device, op, index)
+        try:
+            size = dtype_bytes(op.dtype)
+        except ValueError as exc:
+            message = f"{label_of(op, index)}: {exc}"
+            raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].dtype") from None
+        header, row, batch, is_gemm = _topology(layer)
+        with tempfile.TemporaryDirectory(prefix="stratasim-scalesim-") as tmp:
+            root = Path(tmp)
+            (root / "scale.cfg").write_text(CONFIG.format(run=_RUN, rows=device.rows, cols=device.cols,
+                                                          dataflow=device.dataflow))  # fmt: skip
+            (root / "topology.csv").write_text(f"{header},\n{row},\n")
+            (root / "layout.csv").write_text("Layer name,\n")  # custom layouts are off: no rows needed
+            with contained("scalesim"):
+                sim = tool.scalesim(save_disk_space=True, verbose=False, config=str(root / "scale.cfg"),
+                                    topology=str(root / "topology.csv"), layout=str(root / "layout.csv"),
+                                    input_type_gemm=is_gemm)  # fmt: skip
+                sim.run_scale(top_path=str(root / "out"))
+            compute = _report_row(root / "out" / _RUN / "COMPUTE_REPORT.csv")
+            access = _report_row(root / "out" / _RUN / "DETAILED_ACCESS_REPORT.csv")
+        cycles, stalls = int(float(compute[2])), int(float(compute[3]))
+        sram = sum(int(float(access[i])) for i in (3, 6, 9))
+        dram = sum(int(float(access[i])) for i in (12, 15, 18))
+        return compute_pb2.OperatorCost(
+            duration_ps=batch * cycles * _PS_PER_CYCLE,
+            energy_pj=0.0,
+            traffic=[compute_pb2.MemoryTraffic(level="sram", bytes=batch * sram * size),
+                     compute_pb2.MemoryTraffic(level="dram", bytes=batch * dram * size)],
+            bound=compute_pb2.MEMORY if stalls else compute_pb2.COMPUTE,
+        )  # fmt: skip
+
+    def _check_size(self, layer: Gemm | Conv, device: SystolicArray, op: compute_pb2.OperatorDesc, index: int) -> None:
+        if isinstance(layer, Gemm):
+            problem = gemm(layer.m, layer.k, layer.n)
+        else:
+            problem = conv2d(layer.n, layer.k, layer.c, layer.p, layer.q, layer.r, layer.s, stride=layer.stride)
+        cycles = scalesim_cycles(problem, device.rows, device.cols, device.dataflow)
+        words = cycles * (device.rows + 2 * device.cols)
+        if words > self._max_trace_words:
+            message = (
+                f"{label_of(op, index)}: SCALE-Sim would trace {cycles} cycles on this array, {words} words of "
+                f"trace matrices, more than max_trace_words={self._max_trace_words}; price it with the timeloop "
+                "backend, which follows SCALE-Sim's compute model analytically"
+            )
+            raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
+
+
+def _topology(layer: Gemm | Conv) -> tuple[str, str, int, bool]:
+    """(header, row, batch multiplier, whether it is a GEMM topology) of SCALE-Sim's one-layer topology file."""
+    if isinstance(layer, Gemm):
+        return "Layer, M, N, K", f"layer, {layer.m}, {layer.n}, {layer.k}", layer.batch, True
+    if layer.n > 1:
+        m, k = layer.n * layer.p * layer.q, layer.c * layer.r * layer.s
+        return "Layer, M, N, K", f"layer, {m}, {layer.k}, {k}", 1, True
+    header = "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides"
+    row = f"layer, {layer.height}, {layer.width}, {layer.r}, {layer.s}, {layer.c}, {layer.k}, {layer.stride}"
+    return header, row, 1, False
+
+
+def _report_row(path: Path) -> list[str]:
+    """The one layer's row of a SCALE-Sim report (fields stripped)."""
+    if not path.is_file():
+        raise ToolFailure(f"it wrote no {path.name}")
+    with path.open(newline="") as handle:
+        rows = [[field.strip() for field in row] for row in csv.reader(handle) if row]
+    if len(rows) < 2:
+        raise ToolFailure(f"its {path.name} has no layer row")
+    return rows[1]
