@@ -98,7 +98,9 @@ class Accelerator:
 
     ``dataflow`` (``"os"``, ``"ws"``, ``"is"`` or None) makes the array systolic: GEMMs and convolutions
     then unroll only the dimensions that dataflow puts on rows and columns, and their compute cycles are
-    SCALE-Sim's (see :mod:`compute_layer.timeloop.scalesim`). ``mac_pj`` is the energy of one MAC.
+    SCALE-Sim's (see :mod:`compute_layer.timeloop.scalesim`). ``unrolls`` constrains the mapping of a
+    non-systolic array the same way: per problem kind, the dimensions allowed on (rows, cols) — Eyeriss's row
+    stationary, say (kinds it omits unroll anything). ``mac_pj`` is the energy of one MAC.
     """
 
     name: str
@@ -109,9 +111,11 @@ class Accelerator:
     mac_pj: float
     source: str
     dataflow: str | None = None
+    unrolls: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
+        object.__setattr__(self, "unrolls", MappingProxyType(dict(self.unrolls)))
         problems = list(self._problems())
         if problems:
             raise ValueError(f"accelerator {self.name!r}: {'; '.join(problems)}")
@@ -129,6 +133,8 @@ class Accelerator:
             yield f"level names must differ, got {names}"
         if self.dataflow is not None and self.dataflow not in DATAFLOWS:
             yield f"dataflow must be one of {', '.join(DATAFLOWS)} or None, got {self.dataflow!r}"
+        if self.dataflow is not None and self.unrolls:
+            yield "a systolic dataflow fixes the unrolling itself: give dataflow or unrolls, not both"
         if self.mac_pj < 0:
             yield "mac_pj cannot be negative"
 
@@ -140,7 +146,7 @@ class Accelerator:
     def spatial_dims(self, kind: str) -> tuple[frozenset[str], frozenset[str]] | None:
         """Dimensions allowed on (rows, cols) for a problem ``kind``; None when any dimension may go anywhere."""
         if self.dataflow is None:
-            return None
+            return self.unrolls.get(kind)
         return _SYSTOLIC_SPATIAL.get(kind, {}).get(self.dataflow)
 
 
@@ -245,6 +251,13 @@ _ZIGZAG_TPU_LIKE = Accelerator(
     "cycles and names no clock, 1 GHz is assumed",
 )
 
+# Row stationary (Chen et al. ISCA 2016, section V): a PE set is filter rows (R) down by output rows (P)
+# across, each PE sliding one filter row along one input row; input channels and filters fold onto more rows
+# and filters onto more columns. A GEMM is the fully-connected layer: its K is the channels, N the filters.
+_ROW_STATIONARY: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
+    "conv": (frozenset("RCK"), frozenset("PK")),
+    "gemm": (frozenset("KN"), frozenset("N")),
+}
 _EYERISS_UNIT_PJ = 1.0  # Eyeriss publishes energies relative to one 16-bit MAC: that MAC is the unit here.
 _EYERISS_LIKE = Accelerator(
     name="eyeriss-like",
@@ -261,6 +274,7 @@ _EYERISS_LIKE = Accelerator(
     ),  # fmt: skip
     clock_hz=200 * 10**6,
     mac_pj=_EYERISS_UNIT_PJ,
+    unrolls=_ROW_STATIONARY,
     source="Chen et al., 'Eyeriss: an energy-efficient reconfigurable accelerator for deep CNNs', JSSC 2017: "
     "12x14 PEs at 200 MHz, 16-bit, spads 12/224/24 words, 108 KB global buffer, 64-bit DRAM interface; "
     "relative energies 1/6/200 x MAC from Chen et al. ISCA 2016 (unit: one MAC = 1 pJ)",

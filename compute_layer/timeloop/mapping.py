@@ -89,7 +89,8 @@ def _shape_problems(problem: Problem, acc: Accelerator, mapping: Mapping) -> Ite
         for axis, unrolled, free in (("rows", mapping.rows, allowed[0]), ("cols", mapping.cols, allowed[1])):
             wrong = sorted({d for d, f in unrolled if f > 1} - free)
             if wrong:
-                yield f"the {acc.dataflow} dataflow unrolls only {sorted(free)} over {axis}, not {wrong}"
+                how = f"the {acc.dataflow} dataflow" if acc.dataflow else f"{acc.name!r}"
+                yield f"{how} unrolls only {sorted(free)} over {axis}, not {wrong}"
     for d in problem.names:
         covered = prod(mapping.factor(i, d) for i in range(len(mapping.levels))) * mapping.spatial(d)
         if covered < problem.size(d):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from compute_layer.timeloop import (
     Accelerator,
+    accelerator,
     Mapping,
     MappingError,
     StorageLevel,
@@ -151,6 +152,21 @@ def test_a_systolic_dataflow_fixes_the_unrolled_dimensions() -> None:
     mapping = Mapping(((), (), (("M", 4), ("K", 4), ("N", 4))), rows=(("M", 4),))
     with pytest.raises(MappingError, match=r"the ws dataflow unrolls only \['K'\] over rows, not \['M'\]"):
         evaluate(gemm(16, 4, 4), systolic(4, 4, "ws"), mapping)
+
+
+def test_eyeriss_maps_row_stationary() -> None:
+    eyeriss = accelerator("eyeriss-like")
+    layer = conv2d(1, 16, 8, 12, 12, 3, 3)
+    best = search(layer, eyeriss)
+    # Filter rows, channels or filters down the array; output rows or filters across it.
+    assert {d for d, f in best.mapping.rows if f > 1} <= set("RCK") and best.mapping.rows
+    assert {d for d, f in best.mapping.cols if f > 1} <= set("PK") and best.mapping.cols
+    wrong = Mapping(((), (), (("N", 1), ("K", 16), ("C", 8), ("P", 12), ("Q", 12), ("R", 3), ("S", 3))),
+                    rows=(("P", 12),))  # fmt: skip
+    with pytest.raises(MappingError, match=r"'eyeriss-like' unrolls only \['C', 'K', 'R'\] over rows, not \['P'\]"):
+        evaluate(layer, eyeriss, wrong)
+    with pytest.raises(ValueError, match="give dataflow or unrolls, not both"):
+        replace(systolic(4, 4, "ws"), unrolls={"gemm": (frozenset("M"), frozenset("N"))})
 
 
 # Hand-computed from cycles = (2R + C + T - 2) · ceil(Sr / R) · ceil(Sc / C) for WS and IS, (R + C + T - 2) · ... for
