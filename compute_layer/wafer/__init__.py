@@ -7,7 +7,7 @@ DRAM channels and the NoC links leading to them (:mod:`.contention`); :mod:`.mod
 :mod:`.backend` is the ComputeBackend. ``docs/palm-wafer.md`` gives the equations and their sources.
 """
 
-from compute_layer.wafer.accelerator import PALM_WAFER, PRESETS, Wafer, palm_wafer, wafer
+from compute_layer.wafer.accelerator import HOROWITZ_45NM, PALM_WAFER, PRESETS, Wafer, WaferEnergy, palm_wafer, wafer
 from compute_layer.wafer.backend import WaferCompute
 from compute_layer.wafer.contention import EdgeLoad, edge_load
 from compute_layer.wafer.model import Plan, evaluate, plan
@@ -16,6 +16,8 @@ from compute_layer.wafer.sram import Allocation, Strategy, allocate
 
 __all__ = [
     "Wafer",
+    "WaferEnergy",
+    "HOROWITZ_45NM",
     "PALM_WAFER",
     "PRESETS",
     "palm_wafer",

@@ -21,7 +21,31 @@ from stratasim.errors import BackendError
 from stratasim.operators import DType, dtype_name
 from stratasim.v1 import compute_pb2
 
-__all__ = ["Wafer", "PRESETS", "PALM_WAFER", "catalog", "palm_wafer", "wafer"]
+__all__ = ["Wafer", "WaferEnergy", "HOROWITZ_45NM", "PRESETS", "PALM_WAFER", "catalog", "palm_wafer", "wafer"]
+
+
+@dataclass(frozen=True)
+class WaferEnergy:
+    """Energy per unit of work, in picojoules: per FLOP, per byte moved through SRAM and DRAM, per byte per NoC
+    hop. PALM models no energy; these make the backend's ``energy_pj`` a first-order estimate, not a figure
+    the paper validates."""
+
+    flop_pj: float
+    sram_byte_pj: float
+    dram_byte_pj: float
+    noc_byte_hop_pj: float
+
+    def __post_init__(self) -> None:
+        negative = [name for name, value in vars(self).items() if not value >= 0]
+        if negative:
+            raise ValueError(f"wafer energy: {', '.join(negative)} cannot be negative")
+
+
+HOROWITZ_45NM = WaferEnergy(flop_pj=0.75, sram_byte_pj=100 / 8, dram_byte_pj=1300 / 8, noc_byte_hop_pj=1.0)
+"""Horowitz, 'Computing's energy problem', ISSCC 2014 (45 nm): an FP16 multiply (1.1 pJ) and add (0.4 pJ) are
+two FLOPs; a 64-bit read of a 1 MB SRAM 100 pJ; of DRAM 1.3-2.6 nJ (the lower end). A NoC hop is taken as about
+1 mm of wire at 0.1 pJ/bit/mm plus its router (1 pJ a byte) — an assumption: neither PALM nor Horowitz gives it.
+The same source as the ``timeloop`` presets' energies, so backends compare on one footing."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +56,7 @@ class Wafer:
     ``dram_bandwidth`` are per tile too (a core gets an equal share, PALM's "virtual tile" assumption of
     section IV.A that every core of a group costs the same). ``link_bandwidth`` is a NoC link's bandwidth
     inside a tile, in bytes/s each way. ``dram_latency_ps`` is PALM's Response_Time (Eq. 4) and
-    ``link_latency_ps`` its per-hop Link_Time (Eq. 2).
+    ``link_latency_ps`` its per-hop Link_Time (Eq. 2). ``energy`` prices the work (see :class:`WaferEnergy`).
     """
 
     name: str
@@ -45,6 +69,7 @@ class Wafer:
     dram_latency_ps: int = 0
     link_latency_ps: int = 0
     source: str = ""
+    energy: WaferEnergy = HOROWITZ_45NM
 
     def __post_init__(self) -> None:
         pairs = {"tiles": self.tiles, "cores": self.cores}

@@ -8,7 +8,8 @@ each core's share, and the DRAM traffic through the contended edge channels and 
 ``traffic`` lists ``"dram"`` (every used core's Algorithm 1 bytes), ``"noc"`` (those bytes times the mesh hops
 they travel to the edge) and ``"sram"`` (each core's operands read or written once: a lower bound). ``bound`` is
 ``COMPUTE`` when the cores set the time, ``MEMORY`` when a DRAM channel does and ``NETWORK`` when a NoC link
-does. PALM has no energy model, so ``energy_pj`` is 0.
+does. PALM has no energy model; ``energy_pj`` is the FLOPs and the bytes of every level priced by the wafer's
+:class:`~compute_layer.wafer.accelerator.WaferEnergy` (Horowitz's 45 nm figures by default).
 """
 
 from __future__ import annotations
@@ -147,9 +148,14 @@ def _cost(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> compute_pb
         bound = compute_pb2.COMPUTE
     else:
         bound = compute_pb2.MEMORY if edge.channel_ps >= edge.link_ps else compute_pb2.NETWORK
+    sram = best.cores * (work.inputs + work.weights + work.outputs)
+    dram = best.cores * best.allocation.dram_bytes
     traffic = [
-        compute_pb2.MemoryTraffic(level="sram", bytes=best.cores * (work.inputs + work.weights + work.outputs)),
-        compute_pb2.MemoryTraffic(level="dram", bytes=best.cores * best.allocation.dram_bytes),
+        compute_pb2.MemoryTraffic(level="sram", bytes=sram),
+        compute_pb2.MemoryTraffic(level="dram", bytes=dram),
         compute_pb2.MemoryTraffic(level="noc", bytes=edge.byte_hops),
     ]
-    return compute_pb2.OperatorCost(duration_ps=best.duration_ps, energy_pj=0, traffic=traffic, bound=bound)
+    rates = chosen.energy
+    energy_pj = (op.flops * rates.flop_pj + sram * rates.sram_byte_pj + dram * rates.dram_byte_pj
+                 + edge.byte_hops * rates.noc_byte_hop_pj)  # fmt: skip
+    return compute_pb2.OperatorCost(duration_ps=best.duration_ps, energy_pj=energy_pj, traffic=traffic, bound=bound)

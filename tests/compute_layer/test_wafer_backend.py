@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from compute_layer.wafer import PRESETS, Wafer, WaferCompute
+from compute_layer.wafer import PRESETS, Wafer, WaferCompute, WaferEnergy
 from compute_layer.wafer import backend as wafer_backend
 from stratasim import cli, operators, registry
 from stratasim.compute_setup import build_compute
@@ -43,10 +44,23 @@ def test_is_a_compute_backend_registered_as_wafer() -> None:
 def test_a_big_gemm_on_palm_wafer_is_exact() -> None:
     (cost,) = _estimate(WaferCompute(), "palm-wafer", operators.gemm(4096, 4096, 4096)).costs
     assert cost.duration_ps == GEMM_4096_PS == 67_142_000
-    assert cost.bound == compute_pb2.MEMORY and cost.energy_pj == 0
+    assert cost.bound == compute_pb2.MEMORY
     traffic = {entry.level: entry.bytes for entry in cost.traffic}
     assert traffic["dram"] == 315 * 1_074_272 and traffic["noc"] == (315 - 160) * 1_074_272
     assert traffic["sram"] == 315 * (966_656 + 3_735_552 + 107_616)
+    # Horowitz's 45 nm rates: 0.75 pJ a FLOP, 12.5 pJ an SRAM byte, 162.5 pJ a DRAM byte, 1 pJ a NoC byte-hop.
+    expected = (2 * 4096**3 * 0.75 + traffic["sram"] * 12.5 + traffic["dram"] * 162.5 + traffic["noc"] * 1.0)
+    assert cost.energy_pj == pytest.approx(expected, rel=1e-12)
+
+
+def test_energy_follows_the_wafer_rates() -> None:
+    free = replace(PRESETS["palm-wafer"], name="free", energy=WaferEnergy(0, 0, 0, 0))
+    flops_only = replace(free, name="flops-only", energy=WaferEnergy(1.0, 0, 0, 0))
+    op = operators.gemm(1024, 1024, 1024)
+    assert _estimate(WaferCompute([free]), "free", op).costs[0].energy_pj == 0
+    assert _estimate(WaferCompute([flops_only]), "flops-only", op).costs[0].energy_pj == op.flops
+    with pytest.raises(ValueError, match="dram_byte_pj cannot be negative"):
+        WaferEnergy(1.0, 0, -1, 0)
 
 
 def test_a_noc_bound_operator_on_the_wire() -> None:
