@@ -96,6 +96,8 @@ def tiled_elements(view: GemmView, capacity: int) -> int:
     on-chip elements (at least 1): the least over the three stationary choices and every block shape."""
     capacity = max(capacity, 1)
     m, k, n, a, b, c = view.m, view.k, view.n, view.a, view.b, view.c
+    if min(a, b, c) <= capacity:  # one matrix stays on chip whole: each is moved once, the least there is
+        return a + b + c
 
     def partial_sums(z: int) -> int:
         return c * (2 * _ceil_div(k, z) - 1)
