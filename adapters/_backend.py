@@ -13,7 +13,8 @@ import threading
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
-from adapters._tool import Conv, Gemm, Rejected, ToolFailure, label_of, layer_of
+from adapters._tool import Conv, Gemm, ToolFailure, layer_of
+from compute_layer.requests import Rejected, label
 from stratasim.operators import signature
 from stratasim.v1 import common_pb2, compute_pb2
 
@@ -76,13 +77,13 @@ class ToolBackend(Generic[Device]):
         cost = self._cache.get(key)
         if cost is not None:
             return cost
-        layer, label = layer_of(op, index, self.name), label_of(op, index)
+        layer = layer_of(op, index, self.name)
         tool = self._load()
         try:
             with self._lock:
                 cost = self._price(tool, layer, device, op, index)
         except ToolFailure as exc:
-            message = f"{label}: {self.tool} failed on this operator: {exc}"
+            message = f"{label(op, index)}: {self.tool} failed on this operator: {exc}"
             raise Rejected(common_pb2.Error.INTERNAL, message, f"ops[{index}]") from None
         self._cache[key] = cost
         return cost

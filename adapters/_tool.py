@@ -16,17 +16,10 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from types import ModuleType
 
+from compute_layer.requests import Rejected, checked_shape
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["Rejected", "ToolFailure", "Gemm", "Conv", "load", "contained", "layer_of", "label_of"]
-
-
-class Rejected(Exception):
-    """A device, operator or environment an adapter cannot price with; carries the wire error."""
-
-    def __init__(self, code: common_pb2.Error.Code.ValueType, message: str, where: str) -> None:
-        super().__init__(message)
-        self.error = common_pb2.Error(code=code, message=message, where=where)
+__all__ = ["ToolFailure", "Gemm", "Conv", "load", "contained", "layer_of"]
 
 
 class ToolFailure(Exception):
@@ -67,28 +60,11 @@ class Conv:
         return (self.q - 1) * self.stride + self.s
 
 
-def label_of(op: compute_pb2.OperatorDesc, index: int) -> str:
-    """How error messages name ``ops[index]``."""
-    return f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
-
-
 def layer_of(op: compute_pb2.OperatorDesc, index: int, backend: str) -> Gemm | Conv:
     """The GEMM or convolution ``op`` describes; :class:`Rejected` for other kinds or malformed shapes."""
-    label, shape = label_of(op, index), list(op.shape)
-    if op.kind not in (compute_pb2.GEMM, compute_pb2.CONV):
-        kind = compute_pb2.OperatorKind.Name(op.kind) if op.kind in compute_pb2.OperatorKind.values() else op.kind
-        message = (
-            f"{label}: the {backend} backend prices GEMM and CONV only, not {kind}; "
-            "route other kinds to another backend (compute.per_kind)"
-        )
-        raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].kind")
-    gemm = op.kind == compute_pb2.GEMM
-    lengths, expected = ((3, 4), "[M, K, N] or [B, M, K, N]") if gemm else ((7, 8), "[N, K, C, P, Q, R, S, stride]")
-    if len(shape) not in lengths or min(shape) <= 0:
-        message = f"{label}: shape {shape} is not {expected} of positive sizes"
-        raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].shape")
-    if gemm:
-        batch, m, k, n = shape if len(shape) == 4 else [1, *shape]
+    shape = checked_shape(op, index, backend, kinds=(compute_pb2.GEMM, compute_pb2.CONV))
+    if op.kind == compute_pb2.GEMM:
+        batch, m, k, n = shape
         return Gemm(m, k, n, batch)
     return Conv(*shape)
 

@@ -34,10 +34,10 @@ from pathlib import Path
 from types import ModuleType
 
 from adapters._backend import ToolBackend
-from adapters._tool import Conv, Gemm, Rejected, ToolFailure, contained, label_of, load
+from adapters._tool import Conv, Gemm, ToolFailure, contained, load
+from compute_layer.requests import Rejected, element_bytes, label
 from compute_layer.timeloop.problem import conv2d, gemm
 from compute_layer.timeloop.scalesim import scalesim_cycles
-from stratasim.operators import dtype_bytes
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ScaleSimCompute", "SystolicArray", "CONFIG"]
@@ -132,11 +132,7 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
     def _price(self, tool: ModuleType, layer: Gemm | Conv, device: SystolicArray, op: compute_pb2.OperatorDesc,
                index: int) -> compute_pb2.OperatorCost:  # fmt: skip
         self._check_size(layer, device, op, index)
-        try:
-            size = dtype_bytes(op.dtype)
-        except ValueError as exc:
-            message = f"{label_of(op, index)}: {exc}"
-            raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].dtype") from None
+        size = element_bytes(op, index)
         header, row, batch, is_gemm = _topology(layer)
         with tempfile.TemporaryDirectory(prefix="stratasim-scalesim-") as tmp:
             root = Path(tmp)
@@ -171,7 +167,7 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
         words = cycles * (device.rows + 2 * device.cols)
         if words > self._max_trace_words:
             message = (
-                f"{label_of(op, index)}: SCALE-Sim would trace {cycles} cycles on this array, {words} words of "
+                f"{label(op, index)}: SCALE-Sim would trace {cycles} cycles on this array, {words} words of "
                 f"trace matrices, more than max_trace_words={self._max_trace_words}; price it with the timeloop "
                 "backend, which follows SCALE-Sim's compute model analytically"
             )

@@ -25,6 +25,7 @@ from fractions import Fraction
 
 from compute_layer.devices import PRESETS, Device, calibrated, catalog, device
 from compute_layer.efficiency import size_efficiency
+from compute_layer.requests import Rejected, label
 from compute_layer.roofline_levels import dram_bytes, sram_bytes
 from stratasim.errors import BackendError
 from stratasim.operators import dtype_name, signature
@@ -72,7 +73,7 @@ class RooflineCompute:
             return compute_pb2.EstimateResponse(error=error)
         try:
             costs = [self._cached(index, op, dev) for index, op in enumerate(request.ops)]
-        except _Rejected as rejected:
+        except Rejected as rejected:
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
 
@@ -130,29 +131,21 @@ def level_times(op: compute_pb2.OperatorDesc, dev: Device) -> LevelTimes:
     return LevelTimes(compute_ps, sram_ps, dram_ps, (("dram", dram), ("sram", sram)), share)
 
 
-class _Rejected(Exception):
-    """Raised by :func:`_price` for an operator the device cannot price; carries the wire error."""
-
-    def __init__(self, code: common_pb2.Error.Code.ValueType, message: str, where: str) -> None:
-        super().__init__(message)
-        self.error = common_pb2.Error(code=code, message=message, where=where)
-
-
 def _price(index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
     """The roofline cost of ``op``, which is ``ops[index]`` of its request, on ``dev``."""
-    label = f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
+    where = label(op, index)
     peak = dev.peak_flops.get(op.dtype)
     if peak is None:
         message = (
-            f"{label}: device {dev.name!r} cannot compute in {dtype_name(op.dtype)}; "
+            f"{where}: device {dev.name!r} cannot compute in {dtype_name(op.dtype)}; "
             f"it supports {', '.join(dev.supported_dtypes())}"
         )
-        raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
+        raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
     times = level_times(op, dev)
     duration_ps = math.ceil(times.slowest_ps) + dev.launch_overhead_ps
     if duration_ps > _INT64_MAX:
-        message = f"{label}: takes {duration_ps} ps on {dev.name!r}, more than a 64-bit duration holds"
-        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
+        message = f"{where}: takes {duration_ps} ps on {dev.name!r}, more than a 64-bit duration holds"
+        raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
     return compute_pb2.OperatorCost(
         duration_ps=duration_ps,
         energy_pj=dev.tdp_w * duration_ps,

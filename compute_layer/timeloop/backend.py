@@ -15,65 +15,34 @@ from __future__ import annotations
 from collections.abc import Iterable
 from math import prod
 
+from compute_layer.requests import Rejected, checked_shape, element_bytes, label
 from compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
 from compute_layer.timeloop.analysis import Evaluation
 from compute_layer.timeloop.mapper import OBJECTIVES, search
 from compute_layer.timeloop.mapping import MappingError
 from compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
 from stratasim.errors import BackendError
-from stratasim.operators import dtype_bytes, signature
+from stratasim.operators import signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["TimeloopCompute", "problem_of"]
 
 _PS_PER_SECOND = 10**12
 _INT64_MAX = 2**63 - 1
-# Per kind: the shape lengths accepted (empty: any) and how the message describes them.
-_SHAPES: dict[int, tuple[tuple[int, ...], str]] = {
-    compute_pb2.GEMM: ((3, 4), "[M, K, N] or [B, M, K, N]"),
-    compute_pb2.CONV: ((7, 8), "[N, K, C, P, Q, R, S] or [N, K, C, P, Q, R, S, stride]"),
-    compute_pb2.ELEMENTWISE: ((), "positive dimensions"),
-}
-
-
-class _Rejected(Exception):
-    """An operator this backend cannot price; carries the wire error."""
-
-    def __init__(self, code: common_pb2.Error.Code.ValueType, message: str, where: str) -> None:
-        super().__init__(message)
-        self.error = common_pb2.Error(code=code, message=message, where=where)
-
-
 def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
-    """The loop nest of ``op`` (``ops[index]`` of its request); raises ``_Rejected`` when it has none."""
-    label = f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
-    if op.kind not in _SHAPES:
-        kind = compute_pb2.OperatorKind.Name(op.kind) if op.kind in compute_pb2.OperatorKind.values() else op.kind
-        message = f"{label}: the timeloop backend cannot cost operator kind {kind}; it maps GEMM, CONV and ELEMENTWISE"
-        raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].kind")
-    shape = list(op.shape)
-    lengths, expected = _SHAPES[op.kind]
-    if not shape or 0 in shape or (lengths and len(shape) not in lengths):
-        message = f"{label}: shape {shape} is not {expected} of positive sizes"
-        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].shape")
+    """The loop nest of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it has none."""
+    shape = checked_shape(op, index, "timeloop")
     if op.kind == compute_pb2.GEMM:
-        batch, m, k, n = shape if len(shape) == 4 else [1, *shape]
+        batch, m, k, n = shape
         return gemm(m, k, n, batch=batch)
     if op.kind == compute_pb2.CONV:
-        n, k, c, p, q, r, s, stride = shape if len(shape) == 8 else [*shape, 1]
+        n, k, c, p, q, r, s, stride = shape
         return conv2d(n, k, c, p, q, r, s, stride=stride)
     elements = prod(shape)
-    size = _element_bytes(op, label, index)
+    size = element_bytes(op, index)
     inputs = max(0, op.bytes // (elements * size) - 1) if op.bytes else 1
     points = elements * max(1, inputs)
     return elementwise(elements, inputs=inputs, ops_per_point=max(1, -(-op.flops // points)))
-
-
-def _element_bytes(op: compute_pb2.OperatorDesc, label: str, index: int) -> int:
-    try:
-        return dtype_bytes(op.dtype)
-    except ValueError as exc:
-        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label}: {exc}", f"ops[{index}].dtype") from None
 
 
 class TimeloopCompute:
@@ -117,7 +86,7 @@ class TimeloopCompute:
             return compute_pb2.EstimateResponse(error=error)
         try:
             costs = [self._cached(index, op, acc) for index, op in enumerate(request.ops)]
-        except _Rejected as rejected:
+        except Rejected as rejected:
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
 
@@ -125,7 +94,7 @@ class TimeloopCompute:
         """The mapping (with its evaluation) this backend prices ``op`` by on ``device``."""
         try:
             problem = problem_of(op)
-        except _Rejected as rejected:
+        except Rejected as rejected:
             raise BackendError(rejected.error.message) from None
         acc = accelerator(device, self._table)
         return search(problem, acc, self._objective, samples=self._samples, seed=self._seed)
@@ -142,17 +111,16 @@ class TimeloopCompute:
         return cost
 
     def _price(self, index: int, op: compute_pb2.OperatorDesc, acc: Accelerator) -> compute_pb2.OperatorCost:
-        label = f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
         problem = problem_of(op, index)
-        size = _element_bytes(op, label, index)
+        size, where = element_bytes(op, index), label(op, index)
         try:
             best = search(problem, acc, self._objective, samples=self._samples, seed=self._seed)
         except MappingError as exc:
-            raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label}: {exc}", f"ops[{index}]") from None
+            raise Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{where}: {exc}", f"ops[{index}]") from None
         duration_ps = -(-best.cycles * _PS_PER_SECOND // acc.clock_hz)
         if duration_ps > _INT64_MAX:
-            message = f"{label}: takes {duration_ps} ps on {acc.name!r}, more than a 64-bit duration holds"
-            raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
+            message = f"{where}: takes {duration_ps} ps on {acc.name!r}, more than a 64-bit duration holds"
+            raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
         traffic = [
             compute_pb2.MemoryTraffic(level=level.name, bytes=(level.reads + level.writes) * size)
             for level in best.levels[1:]

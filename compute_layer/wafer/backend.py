@@ -17,57 +17,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from math import prod
 
+from compute_layer.requests import Rejected, checked_shape, element_bytes, label
 from compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
 from compute_layer.wafer.model import Plan, plan
 from compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
 from stratasim.errors import BackendError
-from stratasim.operators import dtype_bytes, dtype_name, signature
+from stratasim.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["WaferCompute", "shape_of"]
 
 _INT64_MAX = 2**63 - 1
-# Per kind: the shape lengths accepted (empty: any) and how the message describes them.
-_SHAPES: dict[int, tuple[tuple[int, ...], str]] = {
-    compute_pb2.GEMM: ((3, 4), "[M, K, N] or [B, M, K, N]"),
-    compute_pb2.CONV: ((7, 8), "[N, K, C, P, Q, R, S] or [N, K, C, P, Q, R, S, stride]"),
-    compute_pb2.ELEMENTWISE: ((), "positive dimensions"),
-}
-
-
-class _Rejected(Exception):
-    """An operator this backend cannot price; carries the wire error."""
-
-    def __init__(self, code: common_pb2.Error.Code.ValueType, message: str, where: str) -> None:
-        super().__init__(message)
-        self.error = common_pb2.Error(code=code, message=message, where=where)
-
-
-def _label(op: compute_pb2.OperatorDesc, index: int) -> str:
-    return f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
 
 
 def shape_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Shape:
-    """What the splitter needs of ``op`` (``ops[index]`` of its request); raises ``_Rejected`` when it is unusable."""
-    label = _label(op, index)
-    if op.kind not in _SHAPES:
-        kind = compute_pb2.OperatorKind.Name(op.kind) if op.kind in compute_pb2.OperatorKind.values() else op.kind
-        message = f"{label}: the wafer backend cannot cost operator kind {kind}; it prices GEMM, CONV and ELEMENTWISE"
-        raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].kind")
-    shape = list(op.shape)
-    lengths, expected = _SHAPES[op.kind]
-    if not shape or 0 in shape or (lengths and len(shape) not in lengths):
-        message = f"{label}: shape {shape} is not {expected} of positive sizes"
-        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].shape")
-    try:
-        element = dtype_bytes(op.dtype)
-    except ValueError as exc:
-        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label}: {exc}", f"ops[{index}].dtype") from None
+    """What the splitter needs of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it is unusable."""
+    shape = checked_shape(op, index, "wafer")
+    element = element_bytes(op, index)
     if op.kind == compute_pb2.GEMM:
-        batch, m, k, n = shape if len(shape) == 4 else [1, *shape]
+        batch, m, k, n = shape
         return Gemm(batch, m, k, n, element)
     if op.kind == compute_pb2.CONV:
-        n, k, c, p, q, r, s, stride = shape if len(shape) == 8 else [*shape, 1]
+        n, k, c, p, q, r, s, stride = shape
         return Conv(n, k, c, p, q, r, s, stride, element)
     return Elementwise(prod(shape), op.flops, op.bytes, element)
 
@@ -103,7 +74,7 @@ class WaferCompute:
             return compute_pb2.EstimateResponse(error=error)
         try:
             costs = [self._cached(index, op, chosen) for index, op in enumerate(request.ops)]
-        except _Rejected as rejected:
+        except Rejected as rejected:
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
 
@@ -111,7 +82,7 @@ class WaferCompute:
         """The plan (split, SRAM strategy, times) this backend prices ``op`` by on ``device``."""
         try:
             return _plan(0, op, wafer(device, self._table))
-        except _Rejected as rejected:
+        except Rejected as rejected:
             raise BackendError(rejected.error.message) from None
 
     def close(self) -> None:
@@ -131,18 +102,18 @@ def _plan(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> Plan:
     peak = chosen.core_peak(op.dtype)
     if peak is None:
         message = (
-            f"{_label(op, index)}: wafer {chosen.name!r} cannot compute in {dtype_name(op.dtype)}; "
+            f"{label(op, index)}: wafer {chosen.name!r} cannot compute in {dtype_name(op.dtype)}; "
             f"it supports {', '.join(chosen.supported_dtypes())}"
         )
-        raise _Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
+        raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
     return plan(chosen, shape, peak)
 
 
 def _cost(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> compute_pb2.OperatorCost:
     best = _plan(index, op, chosen)
     if best.duration_ps > _INT64_MAX:
-        message = f"{_label(op, index)}: takes {best.duration_ps} ps on {chosen.name!r}, more than a 64-bit duration"
-        raise _Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
+        message = f"{label(op, index)}: takes {best.duration_ps} ps on {chosen.name!r}, more than a 64-bit duration"
+        raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
     work, edge = best.work, best.edge
     if best.compute_ps >= edge.memory_ps:
         bound = compute_pb2.COMPUTE
