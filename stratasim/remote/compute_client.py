@@ -21,8 +21,9 @@ _Response = TypeVar("_Response")
 class ComputeClient:
     """Prices operators with the compute backend named ``backend`` served at ``endpoint`` (``HOST:PORT``).
 
-    Connecting is bounded by ``connect_timeout_s`` and every later call by ``timeout_s``; failures of the peer raise
-    :class:`~stratasim.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
+    Connecting is bounded by ``connect_timeout_s`` and every later call by ``timeout_s`` (ten minutes by default:
+    a detailed backend, a mapper or an external simulator, may take minutes on a large batch); failures of the
+    peer raise :class:`~stratasim.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
     (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
     re-raised here as the same class with the same message.
     """
@@ -30,7 +31,7 @@ class ComputeClient:
     name: str
 
     def __init__(
-        self, endpoint: str, *, backend: str, timeout_s: float = 30.0, connect_timeout_s: float = 5.0
+        self, endpoint: str, *, backend: str, timeout_s: float = 600.0, connect_timeout_s: float = 5.0
     ) -> None:
         self._endpoint = endpoint
         self._timeout_s = timeout_s

@@ -38,7 +38,9 @@ def open_backend(endpoint_of: Callable[[str, str], str]) -> Iterator[Callable[[s
         if mode == "in-process":
             backend = registry.load(layer, name, extra=factories(layer))()
         else:
-            backend = _CLIENTS[layer](endpoint_of(layer, name), backend=name, timeout_s=10.0)
+            # External simulators behind the compute contract can take minutes on one request.
+            timeout_s = 10.0 if layer == "network" else 300.0
+            backend = _CLIENTS[layer](endpoint_of(layer, name), backend=name, timeout_s=timeout_s)
         opened.append(backend)
         return backend
 

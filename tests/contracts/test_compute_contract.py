@@ -41,11 +41,19 @@ def test_implements_the_protocol(compute: ComputeBackend) -> None:
     assert devices and all(isinstance(d, str) and d for d in devices)
 
 
+# Adapters run an external simulator (an optional extra) that models GEMMs and convolutions only.
+_ADAPTER_TOOLS = {"scalesim": "scalesim", "zigzag": "zigzag"}
+
+
 def test_one_positive_cost_per_op(compute: ComputeBackend) -> None:
+    priced = ops()
+    if compute.name in _ADAPTER_TOOLS:
+        pytest.importorskip(_ADAPTER_TOOLS[compute.name], reason=f"the {compute.name} extra is not installed")
+        priced = [op for op in priced if op.kind == compute_pb2.GEMM]
     for device in compute.devices():
-        response = compute.estimate(compute_pb2.EstimateRequest(device=device, ops=ops()))
+        response = compute.estimate(compute_pb2.EstimateRequest(device=device, ops=priced))
         assert not response.HasField("error"), response.error.message
-        assert len(response.costs) == len(ops())
+        assert len(response.costs) == len(priced)
         assert all(cost.duration_ps > 0 for cost in response.costs)
 
 
