@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from compute_layer.catalog import by_name
 from stratasim.errors import BackendError
 from stratasim.operators import DTYPES, DType, dtype_name
 from stratasim.units import parse_bandwidth, parse_bytes, parse_flops
@@ -146,13 +147,7 @@ def calibrated(dev: Device, calibration: compute_pb2.Calibration) -> Device:
 
 def catalog(devices: Iterable[Device]) -> Mapping[str, Device]:
     """A read-only ``{lower-case name: device}`` mapping; raises ValueError if two devices share a name."""
-    table: dict[str, Device] = {}
-    for dev in devices:
-        key = dev.name.lower()
-        if key in table:
-            raise ValueError(f"two devices are named {dev.name!r}")
-        table[key] = dev
-    return MappingProxyType(table)
+    return by_name(devices, "devices")
 
 
 def device(name: str, devices: Mapping[str, Device] | None = None) -> Device:

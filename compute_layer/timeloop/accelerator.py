@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from compute_layer.catalog import by_name
 from compute_layer.timeloop.problem import OPERANDS
 from stratasim.errors import BackendError
 
@@ -152,12 +153,7 @@ class Accelerator:
 
 def catalog(accelerators: Iterable[Accelerator]) -> Mapping[str, Accelerator]:
     """A read-only ``{lower-case name: accelerator}``; ValueError when two share a name."""
-    table: dict[str, Accelerator] = {}
-    for acc in accelerators:
-        if acc.name.lower() in table:
-            raise ValueError(f"two accelerators are named {acc.name!r}")
-        table[acc.name.lower()] = acc
-    return MappingProxyType(table)
+    return by_name(accelerators, "accelerators")
 
 
 _ALL = frozenset(OPERANDS)

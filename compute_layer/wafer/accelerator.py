@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
+from compute_layer.catalog import by_name
 from stratasim.errors import BackendError
 from stratasim.operators import DType, dtype_name
 from stratasim.v1 import compute_pb2
@@ -161,12 +161,7 @@ def palm_wafer(tiles_x: int = 5, tiles_y: int = 4) -> Wafer:
 
 def catalog(wafers: Iterable[Wafer]) -> Mapping[str, Wafer]:
     """A read-only ``{lower-case name: wafer}``; ValueError when two share a name."""
-    table: dict[str, Wafer] = {}
-    for item in wafers:
-        if item.name.lower() in table:
-            raise ValueError(f"two wafers are named {item.name!r}")
-        table[item.name.lower()] = item
-    return MappingProxyType(table)
+    return by_name(wafers, "wafers")
 
 
 PALM_WAFER = palm_wafer()
