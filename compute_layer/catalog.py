@@ -1,4 +1,5 @@
-"""Named hardware descriptions by name: the one lookup table every compute backend's presets are kept in."""
+"""Named hardware descriptions by name: the one lookup table every compute backend's presets are kept in, and
+the one way a device name that is not there is reported."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Protocol, TypeVar
 
-__all__ = ["Named", "by_name"]
+from stratasim.errors import BackendError
+
+__all__ = ["Named", "by_name", "find", "unknown_device"]
 
 
 class Named(Protocol):
@@ -28,3 +31,14 @@ def by_name(items: Iterable[T], what: str) -> Mapping[str, T]:
             raise ValueError(f"two {what} are named {item.name!r}")
         table[key] = item
     return MappingProxyType(table)
+
+
+def find(table: Mapping[str, T], name: str) -> T | None:
+    """The item ``by_name`` keeps under ``name`` (case-insensitive, surrounding spaces ignored), or None."""
+    return table.get(name.strip().lower())
+
+
+def unknown_device(name: str, table: Mapping[str, Named], also: str = "") -> BackendError:
+    """The error for a device ``table`` lacks, listing its names and ``also`` (names made on demand)."""
+    known = ", ".join(sorted(table)) or "none"
+    return BackendError(f"unknown device {name!r}; known devices: {known}" + (f" (and {also})" if also else ""))

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from compute_layer.catalog import by_name
-from stratasim.errors import BackendError
+from compute_layer.catalog import by_name, find, unknown_device
 from stratasim.operators import DTYPES, DType, dtype_name
 from stratasim.units import parse_bandwidth, parse_bytes, parse_flops
 from stratasim.v1 import compute_pb2
@@ -157,9 +156,9 @@ def device(name: str, devices: Mapping[str, Device] | None = None) -> Device:
     known devices when there is no such device.
     """
     table = PRESETS if devices is None else devices
-    found = table.get(name.strip().lower())
+    found = find(table, name)
     if found is None:
-        raise BackendError(f"unknown device {name!r}; known devices: {', '.join(sorted(table)) or 'none'}")
+        raise unknown_device(name, table)
     return found
 
 

@@ -21,9 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from compute_layer.catalog import by_name
+from compute_layer.catalog import by_name, find, unknown_device
 from compute_layer.timeloop.problem import OPERANDS
-from stratasim.errors import BackendError
 
 __all__ = ["StorageLevel", "Accelerator", "PRESETS", "accelerator", "catalog", "systolic", "DATAFLOWS"]
 
@@ -309,12 +308,10 @@ def accelerator(name: str, accelerators: Mapping[str, Accelerator] | None = None
     Raises :class:`~stratasim.errors.BackendError` listing the known names when there is none.
     """
     table = PRESETS if accelerators is None else accelerators
-    key = name.strip().lower()
-    found = table.get(key)
+    found = find(table, name)
     if found is not None:
         return found
-    match = _SYSTOLIC_NAME.fullmatch(key)
+    match = _SYSTOLIC_NAME.fullmatch(name.strip().lower())
     if match and accelerators is None and int(match[1]) > 0 and int(match[2]) > 0:
         return systolic(int(match[1]), int(match[2]), match[3])
-    known = ", ".join(sorted(table)) or "none"
-    raise BackendError(f"unknown device {name!r}; known devices: {known} (and systolic-<R>x<C>-<os|ws|is>)")
+    raise unknown_device(name, table, "systolic-<R>x<C>-<os|ws|is>")

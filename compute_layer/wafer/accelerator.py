@@ -16,8 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from compute_layer.catalog import by_name
-from stratasim.errors import BackendError
+from compute_layer.catalog import by_name, find, unknown_device
 from stratasim.operators import DType, dtype_name
 from stratasim.v1 import compute_pb2
 
@@ -180,13 +179,10 @@ def wafer(name: str, wafers: Mapping[str, Wafer] | None = None) -> Wafer:
     ValueError when a ``palm-wafer-<X>x<Y>`` name describes no wafer (a zero size).
     """
     table = PRESETS if wafers is None else wafers
-    key = name.strip().lower()
-    found = table.get(key)
+    found = find(table, name)
     if found is not None:
         return found
-    match = _SIZED.fullmatch(key)
+    match = _SIZED.fullmatch(name.strip().lower())
     if match and wafers is None:
         return palm_wafer(int(match[1]), int(match[2]))
-    known = ", ".join(sorted(table)) or "none"
-    sized = " (and palm-wafer-<X>x<Y>)" if wafers is None else ""
-    raise BackendError(f"unknown device {name!r}; known devices: {known}{sized}")
+    raise unknown_device(name, table, "palm-wafer-<X>x<Y>" if wafers is None else "")
