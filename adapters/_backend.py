@@ -13,9 +13,9 @@ import threading
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
-from adapters._tool import Conv, Gemm, ToolFailure, layer_of
-from compute_layer.requests import Rejected, label
-from stratasim.operators import signature
+from stratasim.adapters._tool import Conv, Gemm, ToolFailure, layer_of
+from stratasim.compute_layer.requests import Rejected, label
+from stratasim.kernel.operators import signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ToolBackend"]

@@ -16,7 +16,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from types import ModuleType
 
-from compute_layer.requests import Rejected, checked_shape
+from stratasim.compute_layer.requests import Rejected, checked_shape
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ToolFailure", "Gemm", "Conv", "load", "contained", "layer_of"]

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from adapters._backend import ToolBackend
-from adapters._tool import Conv, Gemm, ToolFailure, contained, load
-from compute_layer.requests import Rejected, element_bytes, label
-from compute_layer.timeloop.problem import conv2d, gemm
-from compute_layer.timeloop.scalesim import scalesim_cycles
+from stratasim.adapters._backend import ToolBackend
+from stratasim.adapters._tool import Conv, Gemm, ToolFailure, contained, load
+from stratasim.compute_layer.requests import Rejected, element_bytes, label
+from stratasim.compute_layer.timeloop.problem import conv2d, gemm
+from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ScaleSimCompute", "SystolicArray", "CONFIG"]
@@ -95,7 +95,7 @@ class SystolicArray:
 
 
 class ScaleSimCompute(ToolBackend[SystolicArray]):
-    """A :class:`~stratasim.contracts.ComputeBackend` running SCALE-Sim on each distinct operator (cached per
+    """A :class:`~stratasim.kernel.contracts.ComputeBackend` running SCALE-Sim on each distinct operator (cached per
     instance). ``max_trace_words`` bounds the float64 trace cells SCALE-Sim may build for one layer
     (cycles x (rows + 2·cols)); the default, 60 million, is about 0.5 GB."""
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from adapters._backend import ToolBackend
-from adapters._tool import Conv, Gemm, ToolFailure, contained, load
+from stratasim.adapters._backend import ToolBackend
+from stratasim.adapters._tool import Conv, Gemm, ToolFailure, contained, load
 from stratasim.v1 import compute_pb2
 
 __all__ = ["ZigZagCompute", "EXAMPLES", "workload"]
@@ -74,7 +74,7 @@ def workload(layer: Gemm | Conv) -> list[dict[str, Any]]:
 
 
 class ZigZagCompute(ToolBackend[str]):
-    """A :class:`~stratasim.contracts.ComputeBackend` running ZigZag on each distinct operator (cached per
+    """A :class:`~stratasim.kernel.contracts.ComputeBackend` running ZigZag on each distinct operator (cached per
     instance) on one of its example accelerators."""
 
     name = "zigzag"

@@ -18,11 +18,11 @@ import sys
 import time
 from typing import Any
 
-from stratasim import operators
-from stratasim.compute_setup import build_compute
-from stratasim.config import load_study
-from stratasim.errors import StrataSimError
-from stratasim.study import prepare_workload
+from stratasim.kernel import operators
+from stratasim.study.compute_setup import build_compute
+from stratasim.config.study_file import load_study
+from stratasim.kernel.errors import StrataSimError
+from stratasim.study.run import prepare_workload
 from stratasim.v1 import compute_pb2, workload_pb2
 
 GPT3_LAYER = """\
@@ -96,7 +96,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _available(name: str) -> bool:
-    from stratasim import registry
+    from stratasim.kernel import registry
 
     try:
         registry.load("compute", name)

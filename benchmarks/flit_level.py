@@ -17,12 +17,12 @@ import argparse
 import time
 from typing import Any
 
-import system_layer
-from network_layer.analytical import AnalyticalNetwork
-from network_layer.flit_level import FlitLevelNetwork
-from stratasim.config import Study, parse_study
-from stratasim.study import prepare_workload
-from stratasim.units import format_time_ps
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.system_layer import simulate
+from stratasim.network_layer.flit_level import FlitLevelNetwork
+from stratasim.config.study_file import Study, parse_study
+from stratasim.study.run import prepare_workload
+from stratasim.kernel.units import format_time_ps
 
 LINK = {"bandwidth": "50GB/s", "latency": "500ns"}
 CASES: list[tuple[str, dict[str, Any], str, str, str]] = [
@@ -50,10 +50,10 @@ def run(case: Study) -> tuple[int, int, float, int, float, int]:
     source, npus = prepare_workload(case)
     graphs = source.graphs(npus)
     topology, options = case.topology_proto(), case.system_options()
-    analytical = system_layer.simulate(graphs, AnalyticalNetwork(), topology, options).total_time_ps
+    analytical = simulate(graphs, AnalyticalNetwork(), topology, options).total_time_ps
     network = FlitLevelNetwork()
     started = time.perf_counter()
-    flit = system_layer.simulate(graphs, network, topology, options).total_time_ps
+    flit = simulate(graphs, network, topology, options).total_time_ps
     wall = time.perf_counter() - started
     latency = network.packet_latency
     return analytical, flit, wall, network.flit_hops, latency.mean_ps, latency.percentile_ps(99)

@@ -20,8 +20,8 @@ from typing import Any
 from flit_level import CASES as FLIT_CASES
 from flit_level import run, study
 
-from stratasim.bench import BenchCase, run_case
-from stratasim.units import format_bytes, format_time_ps
+from stratasim.bench.collectives import BenchCase, run_case
+from stratasim.kernel.units import format_bytes, format_time_ps
 
 GIB = 1 << 30
 CONGESTION_AWARE: list[tuple[str, BenchCase, float]] = [

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Protocol, TypeVar
 
-from stratasim.errors import BackendError
+from stratasim.kernel.errors import BackendError
 
 __all__ = ["Named", "by_name", "find", "unknown_device"]
 

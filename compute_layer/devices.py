@@ -14,9 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from compute_layer.catalog import by_name, find, unknown_device
-from stratasim.operators import DTYPES, DType, dtype_name
-from stratasim.units import parse_bandwidth, parse_bytes, parse_flops
+from stratasim.compute_layer.catalog import by_name, find, unknown_device
+from stratasim.kernel.operators import DTYPES, DType, dtype_name
+from stratasim.kernel.units import parse_bandwidth, parse_bytes, parse_flops
 from stratasim.v1 import compute_pb2
 
 __all__ = ["Device", "Sram", "Tiling", "calibrated", "catalog", "device", "PRESETS"]
@@ -76,7 +76,7 @@ class Device:
     ``sram`` is the on-chip level of the hierarchical roofline (``None``: main memory only, the flat roofline);
     ``tiling`` describes the compute units (``None``: operands stream once from the nearest memory).
     ``size_efficiency`` scales compute efficiency by the share of the tiles' work that is useful
-    (:func:`compute_layer.efficiency.size_efficiency`); it needs ``tiling``.
+    (:func:`stratasim.compute_layer.efficiency.size_efficiency`); it needs ``tiling``.
     """
 
     name: str
@@ -152,7 +152,7 @@ def catalog(devices: Iterable[Device]) -> Mapping[str, Device]:
 def device(name: str, devices: Mapping[str, Device] | None = None) -> Device:
     """The device called ``name`` (case-insensitive: ``"H100"`` or ``"h100"``) in ``devices`` (default: presets).
 
-    ``devices`` must be built by :func:`catalog`. Raises :class:`~stratasim.errors.BackendError` listing the
+    ``devices`` must be built by :func:`catalog`. Raises :class:`~stratasim.kernel.errors.BackendError` listing the
     known devices when there is no such device.
     """
     table = PRESETS if devices is None else devices

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from compute_layer.devices import Tiling
-from compute_layer.roofline_levels import gemm_view
+from stratasim.compute_layer.devices import Tiling
+from stratasim.compute_layer.roofline_levels import gemm_view
 from stratasim.v1 import compute_pb2
 
 __all__ = ["size_efficiency"]

@@ -1,6 +1,6 @@
 """Fidelity per operator kind: one compute backend per kind of operator, within one run.
 
-:class:`PerKindCompute` is a :class:`~stratasim.contracts.ComputeBackend` made of others — e.g. a Timeloop-style
+:class:`PerKindCompute` is a :class:`~stratasim.kernel.contracts.ComputeBackend` made of others — e.g. a Timeloop-style
 model for GEMMs and a roofline for everything else. Each request is split by operator kind, each part goes to
 its backend as one batch (in the order the operators came), and the costs are put back in request order; an
 error from any part is the request's error, naming the backend it came from. The parts may be in-process
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from stratasim.contracts import ComputeBackend
+from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["KIND_NAMES", "PerKindCompute", "kind_name"]

@@ -1,6 +1,6 @@
 """The ``profile`` compute backend: operators cost what a table of measured kernel times says.
 
-The table (:mod:`compute_layer.profile_table`) holds points keyed by device, operator kind, dtype and the
+The table (:mod:`stratasim.compute_layer.profile_table`) holds points keyed by device, operator kind, dtype and the
 kind's dims (``batch, m, k, n`` for a GEMM, ``elements`` for an elementwise operator). An operator is priced:
 
 - at a measured point: exactly as measured;
@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 
-from compute_layer.profile_table import KIND_DIMS, Key, Measurement, ProfileTable, load_profile
-from stratasim.errors import BackendError
-from stratasim.operators import dtype_name, signature
+from stratasim.compute_layer.profile_table import KIND_DIMS, Key, Measurement, ProfileTable, load_profile
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ProfileCompute"]
@@ -39,10 +39,10 @@ _Value = tuple[Fraction, Fraction | None]  # (duration in ps, energy in pJ or No
 
 
 class ProfileCompute:
-    """A :class:`~stratasim.contracts.ComputeBackend` pricing operators from measured times (see the module).
+    """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing operators from measured times (see the module).
 
     ``profile`` is the path of the CSV or JSON table; a malformed table raises
-    :class:`~stratasim.errors.ConfigError` naming the file, the line or row and the column.
+    :class:`~stratasim.kernel.errors.ConfigError` naming the file, the line or row and the column.
     """
 
     name = "profile"

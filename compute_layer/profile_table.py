@@ -22,9 +22,9 @@ from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
 
-from stratasim.errors import ConfigError, UnitError
-from stratasim.operators import DType, dtype_name, parse_dtype
-from stratasim.units import parse_time_ps
+from stratasim.kernel.errors import ConfigError, UnitError
+from stratasim.kernel.operators import DType, dtype_name, parse_dtype
+from stratasim.kernel.units import parse_time_ps
 from stratasim.v1 import compute_pb2
 
 __all__ = ["KIND_DIMS", "Measurement", "ProfileTable", "load_profile"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from types import MappingProxyType
 
-from stratasim.operators import dtype_bytes
+from stratasim.kernel.operators import dtype_bytes
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["Rejected", "label", "checked_shape", "element_bytes"]

@@ -1,7 +1,7 @@
 """The roofline compute backend: an operator takes as long as its slowest level — compute, on-chip memory or DRAM.
 
 For an operator with F FLOPs of ``dtype`` on a device, with its traffic Q_sram and Q_dram from
-:mod:`compute_layer.roofline_levels` (the minimum bytes while the operator fits on chip, the best tiling's
+:mod:`stratasim.compute_layer.roofline_levels` (the minimum bytes while the operator fits on chip, the best tiling's
 bytes when it does not)::
 
     compute_ps  = F · 10^12 / (peak[dtype] · compute_efficiency · size_efficiency)
@@ -10,7 +10,7 @@ bytes when it does not)::
     duration_ps = ceil(max(compute_ps, sram_ps, dram_ps)) + launch_overhead_ps
 
 computed with exact rational arithmetic, so every run and every platform gives the same picoseconds.
-``size_efficiency`` is 1 unless the device turns it on (:mod:`compute_layer.efficiency`: tile and wave
+``size_efficiency`` is 1 unless the device turns it on (:mod:`stratasim.compute_layer.efficiency`: tile and wave
 quantization). ``memory_efficiency`` (a calibration of sustained HBM bandwidth) scales DRAM only. This is the
 compute and memory part of DFModel's hierarchical roofline, max(compute, memory, network): the network part
 belongs to the collectives, which the network layer simulates as events of their own.
@@ -23,12 +23,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from compute_layer.devices import PRESETS, Device, calibrated, catalog, device
-from compute_layer.efficiency import size_efficiency
-from compute_layer.requests import Rejected, label
-from compute_layer.roofline_levels import dram_bytes, sram_bytes
-from stratasim.errors import BackendError
-from stratasim.operators import dtype_name, signature
+from stratasim.compute_layer.devices import PRESETS, Device, calibrated, catalog, device
+from stratasim.compute_layer.efficiency import size_efficiency
+from stratasim.compute_layer.requests import Rejected, label
+from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["RooflineCompute", "LevelTimes", "level_times"]
@@ -39,7 +39,7 @@ _INT64_MAX = 2**63 - 1
 
 
 class RooflineCompute:
-    """A :class:`~stratasim.contracts.ComputeBackend` pricing each operator on the roofline of a device.
+    """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing each operator on the roofline of a device.
 
     ``energy_pj`` is the device's TDP times the duration (1 W · 1 ps = 1 pJ): an upper bound, since a real
     operator seldom draws full board power. ``traffic`` lists the bytes at ``"dram"`` and, for a device with
@@ -47,7 +47,7 @@ class RooflineCompute:
     is at least every memory time (so also for an empty operator, which costs only the launch overhead), else
     ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``.
 
-    ``devices`` replaces the preset devices (:data:`~compute_layer.devices.PRESETS`) with others. Results are
+    ``devices`` replaces the preset devices (:data:`~stratasim.compute_layer.devices.PRESETS`) with others. Results are
     cached per instance by (device, operator signature), so repeated operators are priced once.
     """
 

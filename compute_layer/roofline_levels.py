@@ -25,7 +25,7 @@ neglects everything but whole tensors. Whenever one of the three matrices fits i
 traffic, so an operator that fits on chip keeps the flat roofline's bytes exactly.
 
 The on-chip level's own traffic is what the compute units read from it: each unit holds one
-``tile_m x tile_n`` output tile (:class:`~compute_layer.devices.Tiling`), so A is read ``ceil(N/tile_n)``
+``tile_m x tile_n`` output tile (:class:`~stratasim.compute_layer.devices.Tiling`), so A is read ``ceil(N/tile_n)``
 times, B ``ceil(M/tile_m)`` times and C written once — and never less than the DRAM traffic, which passes
 through the on-chip memory on its way. A convolution is its implicit GEMM (M = N·P·Q, K = C·R·S, N = K filters)
 with A standing for the input image (``N·C·H·W``: the overlap of its windows is fetched once per pass).
@@ -41,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import isqrt
 
-from compute_layer.devices import Device
-from stratasim.operators import dtype_bytes
+from stratasim.compute_layer.devices import Device
+from stratasim.kernel.operators import dtype_bytes
 from stratasim.v1 import compute_pb2
 
 __all__ = ["GemmView", "gemm_view", "tiled_elements", "dram_bytes", "sram_bytes"]

@@ -1,1 +1,1 @@
-"""Network backends: each implements :class:`stratasim.contracts.NetworkBackend` and registers by name."""
+"""Network backends: each implements :class:`stratasim.kernel.contracts.NetworkBackend` and registers by name."""

@@ -12,7 +12,7 @@ Serialisation of ``b`` bytes at ``B`` bytes/s is ``ceil(b * 1e12 / B)`` ps, comp
 ``delay_quantum_ps`` in the topology each delay is then rounded down to a multiple of it. A message
 takes at least 1 ps (an empty message over zero-latency links would otherwise arrive as it is sent).
 
-On a fabric (a torus, fat-tree, graph... see :mod:`network_layer.topologies`) a message follows its route and
+On a fabric (a torus, fat-tree, graph... see :mod:`stratasim.network_layer.topologies`) a message follows its route and
 pays the sum of the route's link latencies plus one serialisation at the route's slowest link (cut-through:
 its head moves on after each link's latency while its body streams behind at the bottleneck's rate). Its
 delays are then translation-invariant (``stateless``, letting the engine simulate equivalent NPUs once) only
@@ -27,10 +27,10 @@ from typing import NoReturn
 
 import numpy as np
 
-from network_layer import topologies
-from network_layer.link_graph import LinkGraph
-from stratasim.errors import BackendError
-from stratasim.topology import Grid, validate_topology
+from stratasim.network_layer import topologies
+from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.v1 import network_pb2
 
 __all__ = ["AnalyticalNetwork"]
@@ -195,7 +195,7 @@ class AnalyticalNetwork:
 
     def transit_ps(self, src: int, dst: int, size: int) -> int:
         """How long a message takes from being sent to arriving: its delay, rounded down to the topology's
-        quantum, and never less than the lookahead (see :class:`stratasim.contracts.DirectNetwork`)."""
+        quantum, and never less than the lookahead (see :class:`stratasim.kernel.contracts.DirectNetwork`)."""
         delay = self.delay_ps(src, dst, size)
         if self._quantum:
             delay -= delay % self._quantum

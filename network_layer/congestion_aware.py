@@ -12,7 +12,7 @@ store-and-forward when the topology asks for it (each link costs latency + seria
 congestion-aware backend; with a delay quantum both are rounded down to it per link). A message always
 waits for its whole body before entering the next dimension.
 
-On a fabric (a torus, fat-tree, graph... see :mod:`network_layer.topologies`) a message crosses the links
+On a fabric (a torus, fat-tree, graph... see :mod:`stratasim.network_layer.topologies`) a message crosses the links
 of its route, all cut-through: each link is held from the message's start on it until its tail has passed —
 one serialisation at that link's bandwidth after the start, but no sooner than the tail arrives from the
 link before — and the head moves on one latency after the start. Uncontended, a message thus arrives after
@@ -38,11 +38,11 @@ from fractions import Fraction
 from itertools import repeat
 from typing import cast
 
-from network_layer import topologies
-from network_layer.link_graph import LinkGraph
-from network_layer.windows import window_result
-from stratasim.errors import BackendError
-from stratasim.topology import Grid, validate_topology
+from stratasim.network_layer import topologies
+from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.network_layer.windows import window_result
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.v1 import network_pb2
 
 __all__ = ["CongestionAwareNetwork"]

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-from network_layer.routing import ShortestPaths
-from stratasim.errors import TopologyError
+from stratasim.network_layer.routing import ShortestPaths
+from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
 __all__ = ["Link", "LinkGraph", "Router", "duplex", "link_speed"]
@@ -72,7 +72,7 @@ class LinkGraph:
     ``symmetric`` claims that a message's zero-load delay depends only on the offset between its NPUs along
     the fabric's layout (a torus, say): the analytical backend then lets the engine simulate NPUs that are
     equivalent by translation once for all. ``router`` defaults to least-latency routing
-    (:class:`network_layer.routing.ShortestPaths`).
+    (:class:`stratasim.network_layer.routing.ShortestPaths`).
     """
 
     def __init__(

@@ -9,11 +9,11 @@ import heapq
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from stratasim.errors import TopologyError
-from stratasim.topology import Grid
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.grid import Grid
 
 if TYPE_CHECKING:
-    from network_layer.link_graph import LinkGraph
+    from stratasim.network_layer.link_graph import LinkGraph
 
 __all__ = ["DimensionOrder", "ShortestPaths", "ring_step"]
 

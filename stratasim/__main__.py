@@ -1,5 +1,5 @@
 """``python -m stratasim``: the same command line as the ``stratasim`` script."""
 
-from stratasim.cli import main
+from stratasim.cli.commands import main
 
 raise SystemExit(main())

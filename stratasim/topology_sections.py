@@ -2,7 +2,7 @@
 
 The list (innermost dimension first) is ASTRA-sim 2.x's multi-dimensional composition of ring,
 fully_connected and switch dimensions. A mapping describes a fabric the network layer routes on link by link
-(:mod:`network_layer.topologies`); bandwidths are per link and direction, latencies per link traversal::
+(:mod:`stratasim.network_layer.topologies`); bandwidths are per link and direction, latencies per link traversal::
 
     {kind: torus, shape: [4, 4], bandwidth: 50GB/s, latency: 500ns}          # or kind: mesh
     {kind: hierarchical_torus, local: {size: 2, bandwidth: 500GB/s, latency: 100ns},
@@ -33,9 +33,9 @@ from typing import Annotated, Any, Literal, Union
 from annotated_types import MinLen
 from pydantic import BeforeValidator, Discriminator, Field, StrictInt, Tag
 
-from network_layer.topologies import topology_of
-from stratasim.errors import TopologyError
-from stratasim.schema import Bandwidth, Bytes, Section, TimePs
+from stratasim.network_layer.topologies import topology_of
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.schema import Bandwidth, Bytes, Section, TimePs
 from stratasim.v1 import network_pb2
 
 __all__ = ["DimensionSection", "TopologySection", "GraphSection", "FlitSection"]
@@ -44,7 +44,7 @@ __all__ = ["DimensionSection", "TopologySection", "GraphSection", "FlitSection"]
 class DimensionSection(Section):
     """One ``network.topology`` entry: a dimension of ``size`` NPUs; bandwidth in bytes/s, latency in ps;
     ``backend`` carries this dimension's traffic with another network backend than ``network.backend``
-    (fidelity mixed per dimension: :mod:`network_layer.mixed`)."""
+    (fidelity mixed per dimension: :mod:`stratasim.network_layer.mixed`)."""
 
     kind: Literal["ring", "fully_connected", "switch"]
     size: StrictInt = Field(ge=1)
@@ -296,7 +296,7 @@ TopologySection = Annotated[
 
 
 class FlitSection(Section):
-    """``network.flit``: the flit-level backend's routers (:class:`network_layer.flit_level.FlitParameters`
+    """``network.flit``: the flit-level backend's routers (:class:`stratasim.network_layer.flit_level.FlitParameters`
     documents each key); an absent key keeps the backend's default."""
 
     flit_bytes: Bytes | None = Field(None, gt=0)

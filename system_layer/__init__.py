@@ -1,12 +1,12 @@
 """The system layer: the event engine, collectives and ASTRA-sim's chunk scheduler.
 
 It runs per-NPU execution graphs against a network federate and a compute service, and knows neither's
-implementation: both come in through :mod:`stratasim.contracts`.
+implementation: both come in through :mod:`stratasim.kernel.contracts`.
 """
 
-from system_layer.options import ALGORITHMS, Scheduling, SystemOptions
-from system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
-from system_layer.simulation import simulate, validate
+from stratasim.system_layer.options import ALGORITHMS, Scheduling, SystemOptions
+from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
+from stratasim.system_layer.engine.simulation import simulate, validate
 
 __all__ = [
     "ALGORITHMS",

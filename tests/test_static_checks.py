@@ -1,10 +1,19 @@
-"""The packages type-check under mypy and pass ruff's error and bug checks (both configured in pyproject.toml)."""
+"""The packages type-check under mypy, pass ruff, and keep the import rules (all configured in pyproject.toml).
+
+mypy and import-linter run on the installed layout (:mod:`tools.installed_layout`), where the layer folders sit
+under ``stratasim/`` as they install.
+"""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tools import installed_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,10 +23,45 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_mypy_finds_no_errors(tmp_path: Path) -> None:
-    done = _run("mypy", "--cache-dir", str(tmp_path / "mypy-cache"))
+    done = installed_layout.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache")])
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_ruff_finds_no_errors() -> None:
     done = _run("ruff", "check", "--no-cache", ".")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+LINT_IMPORTS = [sys.executable, "-c", "from importlinter.cli import lint_imports_command as c; c()", "--no-cache"]
+
+
+def test_import_contracts_are_kept() -> None:
+    done = installed_layout.run(LINT_IMPORTS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+def _copy_sources(into: Path) -> Path:
+    """The packages and pyproject.toml of the repository, copied so a test may break them."""
+    for folder in {*installed_layout.mapped_folders().values()}:
+        shutil.copytree(ROOT / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", into / "pyproject.toml")
+    return into
+
+
+@pytest.mark.parametrize(
+    ("module", "forbidden"),
+    [
+        ("network_layer/analytical.py", "from stratasim.cli import main"),  # a layer importing the composition root
+        ("system_layer/options.py", "from stratasim.network_layer import topologies"),  # a layer importing a layer
+        ("stratasim/kernel/units.py", "from stratasim.system_layer import result"),  # the kernel importing a layer
+        ("adapters/zigzag.py", "from stratasim.workload_layer import collective"),  # an adapter beyond compute
+    ],
+)
+def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, forbidden: str) -> None:
+    root = _copy_sources(tmp_path / "repo")
+    with (root / module).open("a") as source:
+        source.write(f"\n{forbidden}  # noqa\n")
+    done = installed_layout.run(LINT_IMPORTS, root)
+    assert done.returncode != 0
+    assert "BROKEN" in done.stdout and forbidden.split()[1] in done.stdout

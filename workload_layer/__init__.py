@@ -1,1 +1,1 @@
-"""Workloads: each yields per-NPU execution graphs (:class:`stratasim.contracts.WorkloadSource`)."""
+"""Workloads: each yields per-NPU execution graphs (:class:`stratasim.kernel.contracts.WorkloadSource`)."""

@@ -1,4 +1,4 @@
-"""Declaring which NPUs of a parallel plan live the same timeline (:class:`stratasim.contracts.SymmetricWorkload`).
+"""Declaring which NPUs of a parallel plan live the same timeline (:class:`stratasim.kernel.contracts.SymmetricWorkload`).
 
 A plan's ranks usually differ only by where they sit: the TP ranks of a pipeline stage, or its DP replicas,
 run the same program on different coordinates. The claim the engine needs is that NPU ``x`` runs its
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from stratasim.topology import Grid
+from stratasim.kernel.grid import Grid
 
 __all__ = ["Partners", "translated_representatives"]
 

@@ -26,9 +26,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from stratasim.collective_types import COLLECTIVE_TYPES
-from stratasim.errors import WorkloadError
-from stratasim.schema import Bytes, Section
+from stratasim.kernel.collective_types import COLLECTIVE_TYPES
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.schema import Bytes, Section
 from stratasim.v1 import workload_pb2
 
 __all__ = ["TrafficMixWorkload", "TrafficMixConfig", "TaskConfig"]

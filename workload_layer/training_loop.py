@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from stratasim import operators
-from stratasim.collective_types import COLLECTIVE_TYPES
-from stratasim.schema import Bytes, DTypeName, Section, TimePs
+from stratasim.kernel import operators
+from stratasim.kernel.collective_types import COLLECTIVE_TYPES
+from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs
 from stratasim.v1 import workload_pb2
 
 __all__ = ["TrainingLoopWorkload", "TrainingLoopConfig", "LayerConfig", "ComputeSpec", "CommSpec"]

@@ -6,13 +6,13 @@ nest; :mod:`.analysis` turns a mapping into access counts, cycles and energy; :m
 :mod:`.scalesim` holds SCALE-Sim's compute-cycle formula; :mod:`.backend` is the ComputeBackend.
 """
 
-from compute_layer.timeloop.accelerator import PRESETS, Accelerator, StorageLevel, accelerator, systolic
-from compute_layer.timeloop.analysis import Evaluation, evaluate
-from compute_layer.timeloop.backend import TimeloopCompute
-from compute_layer.timeloop.mapper import search
-from compute_layer.timeloop.mapping import Mapping, MappingError
-from compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
-from compute_layer.timeloop.scalesim import scalesim_cycles
+from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, StorageLevel, accelerator, systolic
+from stratasim.compute_layer.timeloop.analysis import Evaluation, evaluate
+from stratasim.compute_layer.timeloop.backend import TimeloopCompute
+from stratasim.compute_layer.timeloop.mapper import search
+from stratasim.compute_layer.timeloop.mapping import Mapping, MappingError
+from stratasim.compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
+from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
 
 __all__ = [
     "Accelerator",

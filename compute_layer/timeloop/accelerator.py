@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from compute_layer.catalog import by_name, find, unknown_device
-from compute_layer.timeloop.problem import OPERANDS
+from stratasim.compute_layer.catalog import by_name, find, unknown_device
+from stratasim.compute_layer.timeloop.problem import OPERANDS
 
 __all__ = ["StorageLevel", "Accelerator", "PRESETS", "accelerator", "catalog", "systolic", "DATAFLOWS"]
 
@@ -98,7 +98,7 @@ class Accelerator:
 
     ``dataflow`` (``"os"``, ``"ws"``, ``"is"`` or None) makes the array systolic: GEMMs and convolutions
     then unroll only the dimensions that dataflow puts on rows and columns, and their compute cycles are
-    SCALE-Sim's (see :mod:`compute_layer.timeloop.scalesim`). ``unrolls`` constrains the mapping of a
+    SCALE-Sim's (see :mod:`stratasim.compute_layer.timeloop.scalesim`). ``unrolls`` constrains the mapping of a
     non-systolic array the same way: per problem kind, the dimensions allowed on (rows, cols) — Eyeriss's row
     stationary, say (kinds it omits unroll anything). ``mac_pj`` is the energy of one MAC.
     """
@@ -305,7 +305,7 @@ PRESETS: Mapping[str, Accelerator] = catalog([_TPU_LIKE, _ZIGZAG_TPU_LIKE, _EYER
 def accelerator(name: str, accelerators: Mapping[str, Accelerator] | None = None) -> Accelerator:
     """The accelerator called ``name`` (case-insensitive), or a ``systolic-<R>x<C>-<os|ws|is>`` array.
 
-    Raises :class:`~stratasim.errors.BackendError` listing the known names when there is none.
+    Raises :class:`~stratasim.kernel.errors.BackendError` listing the known names when there is none.
     """
     table = PRESETS if accelerators is None else accelerators
     found = find(table, name)

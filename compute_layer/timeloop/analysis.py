@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compute_layer.timeloop.accelerator import Accelerator
-from compute_layer.timeloop.mapping import Loop, Mapping, check, tile
-from compute_layer.timeloop.problem import Problem
-from compute_layer.timeloop.scalesim import scalesim_cycles
+from stratasim.compute_layer.timeloop.accelerator import Accelerator
+from stratasim.compute_layer.timeloop.mapping import Loop, Mapping, check, tile
+from stratasim.compute_layer.timeloop.problem import Problem
+from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
 
 __all__ = ["LevelAccesses", "Evaluation", "evaluate"]
 

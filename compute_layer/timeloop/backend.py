@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from math import prod
 
-from compute_layer.requests import Rejected, checked_shape, element_bytes, label
-from compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
-from compute_layer.timeloop.analysis import Evaluation
-from compute_layer.timeloop.mapper import OBJECTIVES, search
-from compute_layer.timeloop.mapping import MappingError
-from compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
-from stratasim.errors import BackendError
-from stratasim.operators import signature
+from stratasim.compute_layer.requests import Rejected, checked_shape, element_bytes, label
+from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
+from stratasim.compute_layer.timeloop.analysis import Evaluation
+from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, search
+from stratasim.compute_layer.timeloop.mapping import MappingError
+from stratasim.compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["TimeloopCompute", "problem_of"]
@@ -46,9 +46,9 @@ def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
 
 
 class TimeloopCompute:
-    """A :class:`~stratasim.contracts.ComputeBackend` pricing operators by searching mappings (Timeloop-style).
+    """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing operators by searching mappings (Timeloop-style).
 
-    ``accelerators`` replaces the presets (:data:`~compute_layer.timeloop.accelerator.PRESETS`, plus any
+    ``accelerators`` replaces the presets (:data:`~stratasim.compute_layer.timeloop.accelerator.PRESETS`, plus any
     ``systolic-<R>x<C>-<os|ws|is>``). ``objective`` is ``latency`` (default), ``energy`` or ``edp``; ``samples``
     and ``seed`` drive the random search of large mapping spaces. Results are cached per instance by
     (accelerator, operator signature). A calibration is refused: calibrate the accelerator itself.

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from functools import cache
 from math import factorial, prod
 
-from compute_layer.timeloop.accelerator import Accelerator
-from compute_layer.timeloop.analysis import Evaluation, evaluate
-from compute_layer.timeloop.mapping import Loop, Mapping, MappingError, check, tile
-from compute_layer.timeloop.problem import Problem
+from stratasim.compute_layer.timeloop.accelerator import Accelerator
+from stratasim.compute_layer.timeloop.analysis import Evaluation, evaluate
+from stratasim.compute_layer.timeloop.mapping import Loop, Mapping, MappingError, check, tile
+from stratasim.compute_layer.timeloop.problem import Problem
 
 __all__ = ["OBJECTIVES", "search", "mappings", "space_size"]
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from math import prod
 
-from compute_layer.timeloop.accelerator import Accelerator
-from compute_layer.timeloop.problem import Problem
-from stratasim.errors import BackendError
+from stratasim.compute_layer.timeloop.accelerator import Accelerator
+from stratasim.compute_layer.timeloop.problem import Problem
+from stratasim.kernel.errors import BackendError
 
 __all__ = ["Loop", "Mapping", "MappingError", "check", "tile"]
 

@@ -23,7 +23,7 @@ the last cycle, one less than these counts.
 
 from __future__ import annotations
 
-from compute_layer.timeloop.problem import Problem
+from stratasim.compute_layer.timeloop.problem import Problem
 
 __all__ = ["scalesim_cycles", "operand_dims"]
 

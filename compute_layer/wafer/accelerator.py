@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from compute_layer.catalog import by_name, find, unknown_device
-from stratasim.operators import DType, dtype_name
+from stratasim.compute_layer.catalog import by_name, find, unknown_device
+from stratasim.kernel.operators import DType, dtype_name
 from stratasim.v1 import compute_pb2
 
 __all__ = ["Wafer", "WaferEnergy", "HOROWITZ_45NM", "PRESETS", "PALM_WAFER", "catalog", "palm_wafer", "wafer"]
@@ -175,7 +175,7 @@ _SIZED = re.compile(r"palm-wafer-(\d+)x(\d+)")
 def wafer(name: str, wafers: Mapping[str, Wafer] | None = None) -> Wafer:
     """The wafer called ``name`` (case-insensitive), or Table VI tiles as ``palm-wafer-<X>x<Y>``.
 
-    Raises :class:`~stratasim.errors.BackendError` listing the known names when there is none, and
+    Raises :class:`~stratasim.kernel.errors.BackendError` listing the known names when there is none, and
     ValueError when a ``palm-wafer-<X>x<Y>`` name describes no wafer (a zero size).
     """
     table = PRESETS if wafers is None else wafers

@@ -2,14 +2,14 @@
 
 GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``), convolutions (``[N, K, C, P, Q, R, S]`` with an optional
 ``stride``) and element-wise operators (``shape`` = dims, with ``flops`` and ``bytes`` filled) are priced by
-:func:`~compute_layer.wafer.model.plan`: the fastest split over the wafer's cores, PALM's SRAM strategy for
+:func:`~stratasim.compute_layer.wafer.model.plan`: the fastest split over the wafer's cores, PALM's SRAM strategy for
 each core's share, and the DRAM traffic through the contended edge channels and NoC.
 
 ``traffic`` lists ``"dram"`` (every used core's Algorithm 1 bytes), ``"noc"`` (those bytes times the mesh hops
 they travel to the edge) and ``"sram"`` (each core's operands read or written once: a lower bound). ``bound`` is
 ``COMPUTE`` when the cores set the time, ``MEMORY`` when a DRAM channel does and ``NETWORK`` when a NoC link
 does. PALM has no energy model; ``energy_pj`` is the FLOPs and the bytes of every level priced by the wafer's
-:class:`~compute_layer.wafer.accelerator.WaferEnergy` (Horowitz's 45 nm figures by default).
+:class:`~stratasim.compute_layer.wafer.accelerator.WaferEnergy` (Horowitz's 45 nm figures by default).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from math import prod
 
-from compute_layer.requests import Rejected, checked_shape, element_bytes, label
-from compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
-from compute_layer.wafer.model import Plan, plan
-from compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
-from stratasim.errors import BackendError
-from stratasim.operators import dtype_name, signature
+from stratasim.compute_layer.requests import Rejected, checked_shape, element_bytes, label
+from stratasim.compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
+from stratasim.compute_layer.wafer.model import Plan, plan
+from stratasim.compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["WaferCompute", "shape_of"]
@@ -44,9 +44,9 @@ def shape_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Shape:
 
 
 class WaferCompute:
-    """A :class:`~stratasim.contracts.ComputeBackend` pricing operators on tiled / wafer-scale accelerators.
+    """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing operators on tiled / wafer-scale accelerators.
 
-    ``wafers`` replaces the presets (:data:`~compute_layer.wafer.accelerator.PRESETS`, plus any
+    ``wafers`` replaces the presets (:data:`~stratasim.compute_layer.wafer.accelerator.PRESETS`, plus any
     ``palm-wafer-<X>x<Y>``). Results are cached per instance by (wafer, operator signature). A calibration is
     refused: describe the wafer's real parameters instead.
     """

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compute_layer.wafer.accelerator import Wafer
+from stratasim.compute_layer.wafer.accelerator import Wafer
 
 __all__ = ["EdgeLoad", "edge_load", "layers"]
 

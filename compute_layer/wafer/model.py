@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compute_layer.wafer.accelerator import Wafer
-from compute_layer.wafer.contention import EdgeLoad, edge_load
-from compute_layer.wafer.split import Shape, Work, splits
-from compute_layer.wafer.sram import Allocation, allocate
+from stratasim.compute_layer.wafer.accelerator import Wafer
+from stratasim.compute_layer.wafer.contention import EdgeLoad, edge_load
+from stratasim.compute_layer.wafer.split import Shape, Work, splits
+from stratasim.compute_layer.wafer.sram import Allocation, allocate
 
 __all__ = ["Plan", "plan", "evaluate"]
 

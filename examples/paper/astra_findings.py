@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stratasim.config import parse_study
-from stratasim.report import Report
-from stratasim.study import run_study
+from stratasim.config.study_file import parse_study
+from stratasim.report.report import Report
+from stratasim.study.run import run_study
 
 SIZES = ("64KiB", "256KiB", "1MiB", "4MiB", "16MiB", "64MiB")
 FIG10_SHAPES = ((1, 64, 1), (1, 8, 8), (2, 8, 4), (4, 4, 4))

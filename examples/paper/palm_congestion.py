@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stratasim import strict_yaml
-from stratasim.config import parse_study
-from stratasim.report import Report
-from stratasim.study import run_study
+from stratasim.config import strict_yaml
+from stratasim.config.study_file import parse_study
+from stratasim.report.report import Report
+from stratasim.study.run import run_study
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "palm_congestion.yaml"
 SIZES = ("64KiB", "256KiB", "1MiB", "2MiB", "4MiB", "8MiB")

@@ -7,8 +7,8 @@ Modules: :mod:`.parameters` (the routers' micro-architecture and its defaults), 
 (the backend).
 """
 
-from network_layer.flit_level.network import FlitLevelNetwork
-from network_layer.flit_level.parameters import FlitParameters
-from network_layer.packet_latency import PacketLatency
+from stratasim.network_layer.flit_level.network import FlitLevelNetwork
+from stratasim.network_layer.flit_level.parameters import FlitParameters
+from stratasim.network_layer.packet_latency import PacketLatency
 
 __all__ = ["FlitLevelNetwork", "FlitParameters", "PacketLatency"]

@@ -25,10 +25,10 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 
-from network_layer.flit_level.packets import Message, Packet, packet_flits
-from network_layer.flit_level.parameters import FlitParameters
-from network_layer.flit_level.router import Flit, InputVc, OutputPort
-from network_layer.packet_latency import PacketLatency
+from stratasim.network_layer.flit_level.packets import Message, Packet, packet_flits
+from stratasim.network_layer.flit_level.parameters import FlitParameters
+from stratasim.network_layer.flit_level.router import Flit, InputVc, OutputPort
+from stratasim.network_layer.packet_latency import PacketLatency
 
 __all__ = ["FlitEngine"]
 

@@ -1,11 +1,11 @@
-"""The flit-level network backend: the contract of :class:`~stratasim.contracts.NetworkBackend` around
-:class:`~network_layer.flit_level.engine.FlitEngine`.
+"""The flit-level network backend: the contract of :class:`~stratasim.kernel.contracts.NetworkBackend` around
+:class:`~stratasim.network_layer.flit_level.engine.FlitEngine`.
 
-It runs on every topology the other backends do: a fabric's :class:`~network_layer.link_graph.LinkGraph` and
+It runs on every topology the other backends do: a fabric's :class:`~stratasim.network_layer.link_graph.LinkGraph` and
 its routes (dimension order on tori, up/down on fat-trees, minimal on the dragonfly, least latency on graphs),
-or a list of dimensions built as links by :mod:`network_layer.flit_level.dimensions`. Every node is a router.
+or a list of dimensions built as links by :mod:`stratasim.network_layer.flit_level.dimensions`. Every node is a router.
 
-Zero-load time. A lone message of ``F`` flits (see :mod:`network_layer.flit_level.packets`) over a route of
+Zero-load time. A lone message of ``F`` flits (see :mod:`stratasim.network_layer.flit_level.packets`) over a route of
 ``h`` links, all of flit time ``k = flit_bytes / bandwidth``, latencies ``L_i``, with a pipeline of
 ``P = pipeline_cycles * cycle_ps`` in each of the ``h + 1`` routers it passes (source and destination
 included) takes::
@@ -34,7 +34,7 @@ forward whole messages; this one always forwards flit by flit and keeps exact pi
 both.
 
 Counters. Besides each link's busy time, bytes and messages, ``counters()`` gives the latency of every packet
-delivered (:mod:`network_layer.packet_latency`) and, when the topology asks (``record_link_busy``), when each
+delivered (:mod:`stratasim.network_layer.packet_latency`) and, when the topology asks (``record_link_busy``), when each
 link was transmitting: a flit holds its link for its slot, and back-to-back slots make one stretch.
 """
 
@@ -43,18 +43,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from network_layer import topologies
-from network_layer.flit_level import deadlock
-from network_layer.flit_level.dimensions import DimensionFabric
-from network_layer.flit_level.engine import FlitEngine
-from network_layer.flit_level.packets import Message, packet_payloads
-from network_layer.flit_level.parameters import FlitParameters
-from network_layer.flit_level.router import OutputPort, Route
-from network_layer.link_graph import LinkGraph
-from network_layer.packet_latency import PacketLatency
-from network_layer.windows import window_result
-from stratasim.errors import BackendError, SimulationError
-from stratasim.topology import validate_topology
+from stratasim.network_layer import topologies
+from stratasim.network_layer.flit_level import deadlock
+from stratasim.network_layer.flit_level.dimensions import DimensionFabric
+from stratasim.network_layer.flit_level.engine import FlitEngine
+from stratasim.network_layer.flit_level.packets import Message, packet_payloads
+from stratasim.network_layer.flit_level.parameters import FlitParameters
+from stratasim.network_layer.flit_level.router import OutputPort, Route
+from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.network_layer.packet_latency import PacketLatency
+from stratasim.network_layer.windows import window_result
+from stratasim.kernel.errors import BackendError, SimulationError
+from stratasim.kernel.grid import validate_topology
 from stratasim.v1 import network_pb2
 
 __all__ = ["FlitLevelNetwork"]

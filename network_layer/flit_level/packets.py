@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from network_layer.flit_level.parameters import FlitParameters
+from stratasim.network_layer.flit_level.parameters import FlitParameters
 
 if TYPE_CHECKING:
-    from network_layer.flit_level.router import Route
+    from stratasim.network_layer.flit_level.router import Route
 
 __all__ = ["Message", "Packet", "packet_payloads", "packet_flits"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stratasim.errors import BackendError
+from stratasim.kernel.errors import BackendError
 
 __all__ = ["FlitParameters"]
 
@@ -28,7 +28,7 @@ class FlitParameters:
       ``packet_flits * flit_bytes - header_bytes`` bytes of the message.
     - ``vcs``: virtual channels per input port. Tori and rings split them into two dateline classes, the
       dragonfly into two (before and after the global link), graphs into one class per hop of a route: see
-      :mod:`network_layer.flit_level.deadlock`.
+      :mod:`stratasim.network_layer.flit_level.deadlock`.
     - ``buffer_flits``: depth of each virtual channel's buffer, in flits. Zero (the default) sizes every
       buffer to its link's credit round trip (two latencies, one router pipeline and a few flits' slack) so
       that flow control never throttles a lone stream, as a real long-haul link's buffers are sized.

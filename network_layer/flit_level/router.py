@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from network_layer.flit_level.packets import Packet
+    from stratasim.network_layer.flit_level.packets import Packet
 
 __all__ = ["Flit", "InputVc", "OutputPort", "Route"]
 

@@ -1,7 +1,7 @@
 """Fabrics beyond a list of dimensions: one module per family, each with ``check``, ``layout`` and ``build``.
 
 A topology message with its ``fabric`` set names the family and its parameters; :func:`build` turns it into
-a :class:`~network_layer.link_graph.LinkGraph` both backends route on, in-process or behind a server alike.
+a :class:`~stratasim.network_layer.link_graph.LinkGraph` both backends route on, in-process or behind a server alike.
 :func:`topology_of` wraps a family's message into a topology whose dimensions are the family's layout for
 collectives: a torus's own dimensions, ASTRA-sim's hierarchical alltoall's two, one flat dimension otherwise.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from network_layer.link_graph import LinkGraph
-from network_layer.topologies import dgx1, dragonfly, fat_tree, graph, hierarchical, nvswitch, torus
-from network_layer.topologies.graph import from_networkx
-from stratasim.errors import TopologyError
-from stratasim.topology import Grid
+from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.network_layer.topologies import dgx1, dragonfly, fat_tree, graph, hierarchical, nvswitch, torus
+from stratasim.network_layer.topologies.graph import from_networkx
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
 __all__ = ["build", "check", "from_networkx", "topology_of"]

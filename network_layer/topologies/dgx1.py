@@ -11,14 +11,14 @@ WP-08437-001) has the same pairs with one of each GPU's four NVLinks each.
 
 The NVLinks between a pair act as one link of their summed bandwidth (a message is striped over them).
 GPUs that share no NVLink reach each other through a third GPU, which forwards (as NCCL does): on the route
-of least latency, then fewest links, then lowest GPU id (see :class:`network_layer.routing.ShortestPaths`).
+of least latency, then fewest links, then lowest GPU id (see :class:`stratasim.network_layer.routing.ShortestPaths`).
 There are no switches.
 """
 
 from __future__ import annotations
 
-from network_layer.link_graph import Link, LinkGraph, duplex, link_speed
-from stratasim.errors import TopologyError
+from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
 __all__ = ["check", "build", "layout", "nvlinks"]

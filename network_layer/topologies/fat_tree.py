@@ -15,8 +15,8 @@ crossbars: messages contend only for links.
 
 from __future__ import annotations
 
-from network_layer.link_graph import Link, LinkGraph, duplex, link_speed
-from stratasim.errors import TopologyError
+from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
 __all__ = ["check", "build", "layout"]

@@ -3,7 +3,7 @@
 Nodes ``0 .. npus-1`` are the NPUs, the rest switches or routers (non-blocking, output-queued crossbars:
 messages contend only for links). NPUs forward traffic that is not theirs, as chips of a DEAP-style
 accelerator graph do. Routes are least-latency paths with stated tie-breaking
-(:class:`network_layer.routing.ShortestPaths`). The study file's ``kind: graph`` and :func:`from_networkx`
+(:class:`stratasim.network_layer.routing.ShortestPaths`). The study file's ``kind: graph`` and :func:`from_networkx`
 both produce the :class:`~stratasim.v1.network_pb2.GraphFabric` read here.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from network_layer.link_graph import Link, LinkGraph, link_speed
-from stratasim.errors import TopologyError
-from stratasim.units import parse_bandwidth, parse_time_ps
+from stratasim.network_layer.link_graph import Link, LinkGraph, link_speed
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.units import parse_bandwidth, parse_time_ps
 from stratasim.v1 import network_pb2
 
 __all__ = ["check", "build", "layout", "from_networkx"]

@@ -9,14 +9,14 @@ Within a package a message goes the shorter way round the ring (the positive dir
 packages it goes up to switch ``(src package + dst package) % switches`` and straight down to its
 destination, whatever its local position. Switches are non-blocking, output-queued crossbars: messages
 contend only for links. (The hierarchical torus of the paper's Fig. 3a is a 3-D
-:mod:`~network_layer.topologies.torus`.)
+:mod:`~stratasim.network_layer.topologies.torus`.)
 """
 
 from __future__ import annotations
 
-from network_layer.link_graph import Link, LinkGraph, duplex, link_speed
-from network_layer.routing import ring_step
-from stratasim.errors import TopologyError
+from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.network_layer.routing import ring_step
+from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
 __all__ = ["check", "build", "layout"]

@@ -1,6 +1,6 @@
 """Tori and meshes of any number of dimensions, routed in dimension order.
 
-NPU ids vary fastest in dimension 0 (as :class:`stratasim.topology.Grid`). Along each dimension every NPU is
+NPU ids vary fastest in dimension 0 (as :class:`stratasim.kernel.grid.Grid`). Along each dimension every NPU is
 joined to its neighbours by one cable (a link each way); a torus also joins the two ends of every line,
 except along a dimension of 2, where the ends are already neighbours. ASTRA-sim's hierarchical torus M x N x K
 (its Fig. 3a) is the 3-D torus whose dimension 0 is the local, in-package ring, each dimension with its own
@@ -9,10 +9,10 @@ link speed. There are no switches.
 
 from __future__ import annotations
 
-from network_layer.link_graph import Link, LinkGraph, duplex, link_speed
-from network_layer.routing import DimensionOrder
-from stratasim.errors import TopologyError
-from stratasim.topology import Grid
+from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.network_layer.routing import DimensionOrder
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
 __all__ = ["check", "build", "layout"]

@@ -3,7 +3,7 @@
 The study keeps ASTRA-sim's semantics (``preset: astra_compat``, see ``reference/ASTRA-SIM-SEMANTICS.md``)
 and states its units exactly: the network's "GB/s" are ASTRA-sim's 2^30 bytes/s, written ``50GiB/s``;
 ``local-mem-bw`` is GB/s of 10^9 bytes, written ``1600GB/s``; times are ns. Numbers keep the digits of the
-file. Every problem of a file is raised at once, as one :class:`~stratasim.errors.ConfigError` naming the file
+file. Every problem of a file is raised at once, as one :class:`~stratasim.kernel.errors.ConfigError` naming the file
 and the key; what each system key becomes is decided in :mod:`stratasim.importers._astra_system`.
 
 ASTRA-sim's workloads are Chakra traces, which are not imported here: the study's workload is the one
@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from stratasim import strict_yaml
-from stratasim.config import parse_study
-from stratasim.errors import ConfigError
+from stratasim.config import strict_yaml
+from stratasim.config.study_file import parse_study
+from stratasim.kernel.errors import ConfigError
 from stratasim.importers._astra_system import (
     Problems,
     SystemImport,

@@ -1,10 +1,10 @@
 """Any layer in its own process: one generic gRPC servicer and one generic client per contract.
 
 :class:`NetworkClient` and :class:`ComputeClient` implement the same Protocols as in-process backends
-(:mod:`stratasim.contracts`), so the engine cannot tell them apart; :func:`serve` runs a registered backend
+(:mod:`stratasim.kernel.contracts`), so the engine cannot tell them apart; :func:`serve` runs a registered backend
 behind the matching gRPC service and :func:`spawn` runs ``stratasim serve`` as a child process. Every failure
 of the wire (unreachable peer, handshake mismatch, peer gone, deadline) raises
-:class:`~stratasim.errors.RemoteError` naming the layer and the endpoint; errors a backend raises come back as
+:class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint; errors a backend raises come back as
 the same class with the same message.
 """
 

@@ -2,7 +2,7 @@
 
 Written once here so the servicers and clients of each layer stay thin. Errors cross the wire as the
 structured ``stratasim.v1.Error``. An exception a backend raises travels with its class name in ``raised``:
-a :class:`~stratasim.errors.StrataSimError` (code INVALID_ARGUMENT,
+a :class:`~stratasim.kernel.errors.StrataSimError` (code INVALID_ARGUMENT,
 message ``str(err)``) is re-raised client-side as the same class with the same message, so a run reads
 identically in-process and remote; any other exception (code INTERNAL) becomes a BackendError.
 """
@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import grpc
 
-from stratasim import errors
-from stratasim.contracts import PROTOCOL_VERSION
-from stratasim.errors import BackendError, RemoteError, StrataSimError
+from stratasim.kernel import errors
+from stratasim.kernel.contracts import PROTOCOL_VERSION
+from stratasim.kernel.errors import BackendError, RemoteError, StrataSimError
 from stratasim.v1 import common_pb2
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 import grpc
 
-from stratasim.errors import RemoteError
+from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
 from stratasim.remote.compute_service import DEVICE_CAPABILITY
 from stratasim.v1 import compute_pb2, compute_pb2_grpc
@@ -23,7 +23,7 @@ class ComputeClient:
 
     Connecting is bounded by ``connect_timeout_s`` and every later call by ``timeout_s`` (ten minutes by default:
     a detailed backend, a mapper or an external simulator, may take minutes on a large batch); failures of the
-    peer raise :class:`~stratasim.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
+    peer raise :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
     (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
     re-raised here as the same class with the same message.
     """

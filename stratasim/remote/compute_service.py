@@ -12,7 +12,7 @@ import threading
 
 import grpc
 
-from stratasim.contracts import ComputeBackend
+from stratasim.kernel.contracts import ComputeBackend
 from stratasim.remote import _wire
 from stratasim.v1 import common_pb2, compute_pb2, compute_pb2_grpc
 

@@ -11,7 +11,7 @@ import queue
 
 import grpc
 
-from stratasim.errors import RemoteError
+from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
 from stratasim.v1 import network_pb2, network_pb2_grpc
 
@@ -25,8 +25,8 @@ class NetworkClient:
 
     Connecting and the handshake are bounded by ``connect_timeout_s``, every later answer by ``timeout_s``; any
     failure of the peer
-    raises :class:`~stratasim.errors.RemoteError` naming the layer and the endpoint. Errors the backend raises
-    (e.g. :class:`~stratasim.errors.TopologyError`) come back as the same class with the same message; those
+    raises :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. Errors the backend raises
+    (e.g. :class:`~stratasim.kernel.errors.TopologyError`) come back as the same class with the same message; those
     of ``inject`` surface at the following ``advance``, which is when the sends reach the backend.
     """
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
-from stratasim.contracts import NetworkBackend
+from stratasim.kernel.contracts import NetworkBackend
 from stratasim.remote import _wire
 from stratasim.v1 import common_pb2, network_pb2, network_pb2_grpc
 

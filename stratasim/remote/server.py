@@ -21,8 +21,8 @@ from typing import IO, Any
 
 import grpc
 
-from stratasim import registry
-from stratasim.errors import BackendError, RemoteError
+from stratasim.kernel import registry
+from stratasim.kernel.errors import BackendError, RemoteError
 from stratasim.remote import _wire
 from stratasim.remote.compute_service import ComputeServicer
 from stratasim.remote.network_service import NetworkServicer

@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stratasim import operators
+from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
 
 __all__ = ["REFERENCE", "SCALESIM_LAYERS", "SCALESIM_DEVICES", "ZIGZAG_LAYERS", "ZIGZAG_DEVICE", "op_of", "reference"]
 
 REFERENCE = Path(__file__).with_name("reference_cycles.json")
 
-# name -> (kind, arguments of stratasim.operators.gemm / conv2d)
+# name -> (kind, arguments of stratasim.kernel.operators.gemm / conv2d)
 SCALESIM_LAYERS: dict[str, tuple[str, dict[str, int]]] = {
     "gemm-64x64x64": ("gemm", {"m": 64, "k": 64, "n": 64}),
     "gemm-128x256x64": ("gemm", {"m": 128, "k": 256, "n": 64}),

@@ -9,9 +9,9 @@ import json
 from importlib.metadata import version
 from typing import Any
 
-from adapters.scalesim import ScaleSimCompute
-from adapters.zigzag import ZigZagCompute
-from stratasim.contracts import ComputeBackend
+from stratasim.adapters.scalesim import ScaleSimCompute
+from stratasim.adapters.zigzag import ZigZagCompute
+from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import compute_pb2
 from tests.adapters.layers import REFERENCE, SCALESIM_DEVICES, SCALESIM_LAYERS, ZIGZAG_DEVICE, ZIGZAG_LAYERS, op_of
 

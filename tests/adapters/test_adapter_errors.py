@@ -15,10 +15,10 @@ from typing import Any
 import numpy
 import pytest
 
-from adapters.scalesim import ScaleSimCompute
-from adapters.zigzag import ZigZagCompute
-from stratasim import operators
-from stratasim.contracts import ComputeBackend
+from stratasim.adapters.scalesim import ScaleSimCompute
+from stratasim.adapters.zigzag import ZigZagCompute
+from stratasim.kernel import operators
+from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import common_pb2, compute_pb2
 
 GEMM = operators.gemm(64, 64, 64, dtype=compute_pb2.INT8, name="fc")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from compute_layer.timeloop import TimeloopCompute
+from stratasim.compute_layer.timeloop import TimeloopCompute
 from stratasim.v1 import compute_pb2
 from tests.adapters.layers import SCALESIM_LAYERS, ZIGZAG_LAYERS, op_of, reference
 

@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("scalesim", reason="SCALE-Sim is not installed: pip install 'stratasim[scalesim]'")
 
-from adapters.scalesim import ScaleSimCompute  # noqa: E402
-from stratasim import operators, registry  # noqa: E402
+from stratasim.adapters.scalesim import ScaleSimCompute  # noqa: E402
+from stratasim.kernel import operators, registry  # noqa: E402
 from stratasim.remote import ComputeClient, spawn  # noqa: E402
 from stratasim.v1 import compute_pb2  # noqa: E402
 from tests.adapters.layers import SCALESIM_LAYERS, op_of, reference  # noqa: E402

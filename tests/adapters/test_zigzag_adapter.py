@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("zigzag.api", reason="ZigZag is not installed: pip install 'stratasim[zigzag]'")
 
-from adapters.zigzag import EXAMPLES, ZigZagCompute  # noqa: E402
-from stratasim import operators, registry  # noqa: E402
+from stratasim.adapters.zigzag import EXAMPLES, ZigZagCompute  # noqa: E402
+from stratasim.kernel import operators, registry  # noqa: E402
 from stratasim.remote import ComputeClient, spawn  # noqa: E402
 from stratasim.v1 import compute_pb2  # noqa: E402
 from tests.adapters.layers import ZIGZAG_DEVICE, ZIGZAG_LAYERS, op_of, reference  # noqa: E402

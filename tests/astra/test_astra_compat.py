@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from stratasim.config import parse_study
-from stratasim.study import run_study
+from stratasim.config.study_file import parse_study
+from stratasim.study.run import run_study
 
 KINDS = {"Ring": "ring", "Switch": "switch", "FullyConnected": "fully_connected"}
 RING_4CHUNKS = dict(splits=4, active_chunks=1, endpoint_delay="10ns", local_mem_bw="1600GB/s")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from stratasim.config import parse_study
+from stratasim.config.study_file import parse_study
 from stratasim.importers.astra import import_astra
-from stratasim.report import Report
-from stratasim.study import run_study
+from stratasim.report.report import Report
+from stratasim.study.run import run_study
 
 INPUTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs"
 pytestmark = pytest.mark.skipif(not INPUTS.is_dir(), reason=f"ASTRA-sim reference inputs not found at {INPUTS}")

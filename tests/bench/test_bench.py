@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stratasim import cli
-from stratasim.bench import BenchCase, format_table, shape_of
+from stratasim.bench.collectives import BenchCase, format_table, shape_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

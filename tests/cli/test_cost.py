@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.cli import main
+from stratasim.cli.commands import main
 from tests.compute_layer.profile_helpers import write_table
 
 ROOT = Path(__file__).resolve().parents[2]

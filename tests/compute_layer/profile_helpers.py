@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stratasim import operators
-from stratasim.schema import Section
+from stratasim.kernel import operators
+from stratasim.kernel.schema import Section
 from stratasim.v1 import workload_pb2
 from tests.config.fakes import register_workloads
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compute_layer.devices import PRESETS, Device, catalog, device
-from stratasim.errors import BackendError
+from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
+from stratasim.kernel.errors import BackendError
 from stratasim.v1 import compute_pb2
 
 T = 10**12

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from compute_layer.per_kind import PerKindCompute
-from compute_layer.profile import ProfileCompute
-from compute_layer.roofline import RooflineCompute
-from stratasim import operators
-from stratasim.config import load_study
-from stratasim.errors import ConfigError
-from stratasim.study import run_study
+from stratasim.compute_layer.per_kind import PerKindCompute
+from stratasim.compute_layer.profile import ProfileCompute
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.kernel import operators
+from stratasim.config.study_file import load_study
+from stratasim.kernel.errors import ConfigError
+from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2
 from tests.compute_layer.profile_helpers import register_ops_workload, write_table
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from compute_layer.profile import ProfileCompute
-from stratasim import operators
-from stratasim.contracts import ComputeBackend
-from stratasim.errors import BackendError, ConfigError
+from stratasim.compute_layer.profile import ProfileCompute
+from stratasim.kernel import operators
+from stratasim.kernel.contracts import ComputeBackend
+from stratasim.kernel.errors import BackendError, ConfigError
 from stratasim.v1 import common_pb2, compute_pb2
 from tests.compute_layer.profile_helpers import TABLE, write_table
 

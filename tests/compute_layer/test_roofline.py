@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compute_layer.devices import PRESETS, Device
-from compute_layer.roofline import RooflineCompute
-from stratasim import operators, registry
-from stratasim.contracts import ComputeBackend
+from stratasim.compute_layer.devices import PRESETS, Device
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.kernel import operators, registry
+from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import common_pb2, compute_pb2
 
 # 4096³ BF16 GEMM: F = 2·4096³ = 137438953472 FLOPs, B = 3·4096²·2 = 100663296 bytes.

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute_layer.devices import PRESETS, Device, Sram, Tiling
-from compute_layer.efficiency import size_efficiency
-from compute_layer.roofline import RooflineCompute, level_times
-from compute_layer.roofline_levels import GemmView, gemm_view, tiled_elements
-from stratasim import operators
+from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling
+from stratasim.compute_layer.efficiency import size_efficiency
+from stratasim.compute_layer.roofline import RooflineCompute, level_times
+from stratasim.compute_layer.roofline_levels import GemmView, gemm_view, tiled_elements
+from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
 
 # 8³ BF16 GEMM: F = 1024 FLOPs, minimum traffic 3·64 elements = 384 bytes.

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from compute_layer.devices import PRESETS
-from stratasim import roofline_plot
-from stratasim.errors import StrataSimError
-from stratasim.roofline_plot import Ceiling, RooflinePoint, Slope, roofline_chart
+from stratasim.compute_layer.devices import PRESETS
+from stratasim.report import roofline_plot
+from stratasim.kernel.errors import StrataSimError
+from stratasim.report.roofline_plot import Ceiling, RooflinePoint, Slope, roofline_chart
 from stratasim.v1 import compute_pb2
 
 # 4096³ BF16 GEMM on an H100: 137438953472 FLOPs in 138911415 ps, 100663296 DRAM and 1107296256 SRAM bytes.

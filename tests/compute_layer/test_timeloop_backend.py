@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from compute_layer.timeloop import PRESETS, TimeloopCompute, accelerator, search, systolic
-from compute_layer.timeloop.backend import problem_of
-from stratasim import operators, registry
-from stratasim.contracts import ComputeBackend
-from stratasim.errors import BackendError
+from stratasim.compute_layer.timeloop import PRESETS, TimeloopCompute, accelerator, search, systolic
+from stratasim.compute_layer.timeloop.backend import problem_of
+from stratasim.kernel import operators, registry
+from stratasim.kernel.contracts import ComputeBackend
+from stratasim.kernel.errors import BackendError
 from stratasim.v1 import common_pb2, compute_pb2
 
 

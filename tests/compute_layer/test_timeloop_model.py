@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute_layer.timeloop import (
+from stratasim.compute_layer.timeloop import (
     Accelerator,
     accelerator,
     Mapping,
@@ -22,7 +22,7 @@ from compute_layer.timeloop import (
     search,
     systolic,
 )
-from compute_layer.timeloop.mapper import OBJECTIVES, space_size
+from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, space_size
 
 ALL = frozenset({"inputs", "weights", "outputs"})
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute_layer.wafer import (
+from stratasim.compute_layer.wafer import (
     PALM_WAFER,
     Elementwise,
     Gemm,
@@ -21,9 +21,9 @@ from compute_layer.wafer import (
     splits,
     wafer,
 )
-from compute_layer.wafer.contention import layers
-from compute_layer.wafer.split import degrees
-from stratasim.errors import BackendError
+from stratasim.compute_layer.wafer.contention import layers
+from stratasim.compute_layer.wafer.split import degrees
+from stratasim.kernel.errors import BackendError
 from stratasim.v1 import compute_pb2
 
 FP16 = compute_pb2.FP16

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compute_layer.wafer.sram import Allocation, Strategy, allocate
+from stratasim.compute_layer.wafer.sram import Allocation, Strategy, allocate
 
 S = 100  # SRAM capacity in bytes for the boundary cases
 

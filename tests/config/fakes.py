@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from stratasim import registry
-from stratasim.schema import Bytes, Section, TimePs
+from stratasim.kernel import registry
+from stratasim.kernel.schema import Bytes, Section, TimePs
 from stratasim.v1 import workload_pb2
 
 __all__ = ["FakeWorkload", "register_fake_workload", "register_workloads"]

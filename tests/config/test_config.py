@@ -10,10 +10,10 @@ import pydantic
 import pytest
 import yaml
 
-from stratasim.config import Study, load_study, parse_study
-from stratasim.errors import ConfigError
+from stratasim.config.study_file import Study, load_study, parse_study
+from stratasim.kernel.errors import ConfigError
 from stratasim.v1 import network_pb2
-from system_layer.options import Scheduling
+from stratasim.system_layer.options import Scheduling
 
 GOOD: dict[str, Any] = {
     "name": "tiny",

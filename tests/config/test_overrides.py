@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from stratasim.overrides import apply_overrides, parse_key
+from stratasim.config.overrides import apply_overrides, parse_key
 
 DATA: dict[str, Any] = {
     "system": {"splits": 1},

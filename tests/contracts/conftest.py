@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.contracts.contract_fakes import factories, served
 
-from stratasim import registry
+from stratasim.kernel import registry
 from stratasim.remote import ComputeClient, NetworkClient
 
 _CLIENTS: dict[str, Callable[..., Any]] = {"network": NetworkClient, "compute": ComputeClient}

@@ -18,9 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from stratasim import registry
+from stratasim.kernel import registry
 from stratasim.remote import serve
-from stratasim.topology import validate_topology
+from stratasim.kernel.grid import validate_topology
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2
 
 __all__ = [
@@ -145,7 +145,7 @@ def factories(layer: str) -> dict[str, Callable[[], Any]]:
 
 def _contract_profile() -> Any:
     """The profile backend on a table measuring exactly the operators the compute contract suite prices."""
-    from compute_layer.profile import ProfileCompute
+    from stratasim.compute_layer.profile import ProfileCompute
 
     return ProfileCompute(profile=Path(__file__).with_name("contract_profile.csv"))
 

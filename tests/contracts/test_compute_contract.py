@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tests.contracts.contract_fakes import backend_names
 
-from stratasim.contracts import ComputeBackend
+from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import compute_pb2
 
 NAMES = backend_names("compute")

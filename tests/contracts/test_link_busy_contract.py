@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stratasim.contracts import NetworkBackend
+from stratasim.kernel.contracts import NetworkBackend
 from stratasim.v1 import network_pb2
 from tests.contracts.test_network_contract import MODES, NAMES, drain, sends, topology
 

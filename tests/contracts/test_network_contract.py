@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from tests.contracts.contract_fakes import backend_names
 
-from stratasim.contracts import NetworkBackend
-from stratasim.errors import TopologyError
+from stratasim.kernel.contracts import NetworkBackend
+from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
 NAMES = backend_names("network")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.config import load_study
-from stratasim.study import run_study
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "megatron"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stratasim.config import parse_study
-from stratasim.errors import ConfigError
+from stratasim.config.study_file import parse_study
+from stratasim.kernel.errors import ConfigError
 from stratasim.importers.astra import import_astra, read_astra, to_yaml
 from tests.importers.conftest import RING_8
 from tests.importers.reference_pairs import REFERENCE, dim
@@ -24,7 +24,7 @@ Files = Callable[..., tuple[Path, Path]]
     ("network", "system_file"), list(REFERENCE), ids=[pair[1] + "+" + pair[0] for pair in REFERENCE]
 )
 def test_reference_pair_gives_the_exact_study(inputs: Path, network: str, system_file: str) -> None:
-    # halving_doubling and double_binary_tree must be in system_layer.options.ALGORITHMS for the 3D case
+    # halving_doubling and double_binary_tree must be in stratasim.system_layer.options.ALGORITHMS for the 3D case
     study = import_astra(inputs / network, inputs / system_file)
     topology, section = REFERENCE[(network, system_file)]
     assert study == {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stratasim.cli import main
+from stratasim.cli.commands import main
 from tests.importers.conftest import RING_8
 from tests.importers.reference_pairs import REFERENCE
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.config import parse_study
+from stratasim.config.study_file import parse_study
 from stratasim.importers.astra import import_astra
-from stratasim.study import run_study
+from stratasim.study.run import run_study
 
 HARNESS = "harness_generated_configs"
 CYCLES = [

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.errors import SimulationError
-from stratasim.events import EventQueue
+from stratasim.kernel.errors import SimulationError
+from stratasim.kernel.events import EventQueue
 
 
 def test_events_run_in_time_order_and_ties_in_schedule_order() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim import operators
+from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.errors import UnitError
-from stratasim.units import format_bytes, format_time_ps, parse_bandwidth, parse_bytes, parse_flops, parse_time_ps
+from stratasim.kernel.errors import UnitError
+from stratasim.kernel.units import format_bytes, format_time_ps, parse_bandwidth, parse_bytes, parse_flops, parse_time_ps
 
 
 @pytest.mark.parametrize(

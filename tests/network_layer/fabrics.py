@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from network_layer import topologies
-from network_layer.link_graph import LinkGraph
+from stratasim.network_layer import topologies
+from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.v1 import network_pb2 as pb
 
 B, ALPHA = 50 * 10**9, 500_000

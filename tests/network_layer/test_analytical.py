@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from network_layer.analytical import AnalyticalNetwork
-from stratasim.errors import BackendError
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.kernel.errors import BackendError
 from stratasim.v1 import network_pb2
 
 RING = network_pb2.Dimension.RING

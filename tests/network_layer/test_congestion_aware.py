@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from network_layer.analytical import AnalyticalNetwork
-from network_layer.congestion_aware import CongestionAwareNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.v1 import network_pb2, workload_pb2
-from system_layer import SystemOptions, simulate
+from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, ser, topology
 
 B, ALPHA = 50 * 10**9, 500_000
@@ -120,8 +120,8 @@ def test_point_to_point_sends_share_links_too() -> None:
 def test_in_process_and_spawned_runs_agree() -> None:
     from pathlib import Path
 
-    from stratasim.config import load_study
-    from stratasim.study import run_study
+    from stratasim.config.study_file import load_study
+    from stratasim.study.run import run_study
 
     quickstart = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
     common = ["network.backend=congestion_aware", "system.algorithm=direct", "system.active_chunks=2"]

@@ -13,11 +13,11 @@ import pytest
 import yaml
 from tests.network_layer.fabrics import dgx1, dragonfly, fat_tree, graph, link, nvswitch, torus
 
-from network_layer.analytical import AnalyticalNetwork
-from network_layer.congestion_aware import CongestionAwareNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim import cli
-from stratasim.config import parse_study
-from stratasim.errors import ConfigError, TopologyError
+from stratasim.config.study_file import parse_study
+from stratasim.kernel.errors import ConfigError, TopologyError
 from stratasim.v1 import network_pb2 as pb
 
 

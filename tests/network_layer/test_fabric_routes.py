@@ -20,7 +20,7 @@ from tests.network_layer.fabrics import (
     torus,
 )
 
-from network_layer.topologies import from_networkx
+from stratasim.network_layer.topologies import from_networkx
 from stratasim.v1 import network_pb2 as pb
 
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from stratasim import cli
-from stratasim.config import load_study, parse_study
-from stratasim.errors import ConfigError
-from stratasim.study import run_study
+from stratasim.config.study_file import load_study, parse_study
+from stratasim.kernel.errors import ConfigError
+from stratasim.study.run import run_study
 from stratasim.v1 import network_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,10 +27,10 @@ from tests.network_layer.fabrics import (
 )
 from tests.system_layer.helpers import collective_graph, ser
 
-from network_layer.analytical import AnalyticalNetwork
-from network_layer.congestion_aware import CongestionAwareNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.v1 import network_pb2 as pb
-from system_layer import SystemOptions, simulate
+from stratasim.system_layer import SystemOptions, simulate
 
 FABRICS = {
     "torus": torus(3, 4, links=(link(100e9, 200_000), link(B, ALPHA))),

@@ -1,7 +1,7 @@
 """The flit-level network: zero-load agreement with the coarser backends within its stated overheads,
 queueing under contention, deadlock freedom, counters and parameters.
 
-Zero load (see :mod:`network_layer.flit_level.network`): a lone message of ``F`` flits over a route of ``h``
+Zero load (see :mod:`stratasim.network_layer.flit_level.network`): a lone message of ``F`` flits over a route of ``h``
 links of flit time ``k`` (``flit_bytes / bandwidth``) and latencies ``L_i``, through ``h + 1`` routers of
 pipeline ``P``, arrives after ``sum(L_i) + (h + 1) P + (h - 1 + F) k + w``. Its head is received whole at
 each of the ``h - 1`` routers between links before going on (``(h - 1) k``), the ``F`` flits then stream at
@@ -26,14 +26,14 @@ import pytest
 from tests.network_layer.fabrics import dgx1, dragonfly, fat_tree, graph, link, torus
 from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, ser, topology
 
-from network_layer import topologies
-from network_layer.analytical import AnalyticalNetwork
-from network_layer.congestion_aware import CongestionAwareNetwork
-from network_layer.flit_level import FlitLevelNetwork, FlitParameters, deadlock
-from network_layer.flit_level.packets import packet_flits, packet_payloads
-from stratasim.errors import BackendError, SimulationError
+from stratasim.network_layer import topologies
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
+from stratasim.network_layer.flit_level import FlitLevelNetwork, FlitParameters, deadlock
+from stratasim.network_layer.flit_level.packets import packet_flits, packet_payloads
+from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.v1 import network_pb2 as pb
-from system_layer import SystemOptions, simulate
+from stratasim.system_layer import SystemOptions, simulate
 
 DEFAULT = FlitParameters()
 W, P = DEFAULT.flit_bytes, DEFAULT.pipeline_ps  # 64 B, 4 cycles of 1 ns

@@ -89,8 +89,8 @@ def test_a_bad_flit_parameter_is_named(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_flit_parameters_without_the_flit_level_backend_are_refused(tmp_path: Path) -> None:
-    from stratasim.config import load_study
-    from stratasim.errors import ConfigError
+    from stratasim.config.study_file import load_study
+    from stratasim.kernel.errors import ConfigError
 
     study = {
         "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},

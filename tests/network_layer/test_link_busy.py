@@ -3,7 +3,7 @@ add up to the link's busy time."""
 
 from __future__ import annotations
 
-from network_layer.congestion_aware import CongestionAwareNetwork
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.v1 import network_pb2
 from tests.system_layer.helpers import RING, SWITCH, ser, topology
 

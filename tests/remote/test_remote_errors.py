@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from stratasim.contracts import PROTOCOL_VERSION
-from stratasim.errors import BackendError, RemoteError, TopologyError, WorkloadError
+from stratasim.kernel.contracts import PROTOCOL_VERSION
+from stratasim.kernel.errors import BackendError, RemoteError, TopologyError, WorkloadError
 from stratasim.remote import ComputeClient, NetworkClient, spawn
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2, network_pb2_grpc
 from tests.contracts.contract_fakes import FakeCompute, FakeNetwork, served

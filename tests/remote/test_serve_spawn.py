@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from stratasim import registry
-from stratasim.contracts import NetworkBackend
-from stratasim.errors import BackendError, RemoteError
+from stratasim.kernel import registry
+from stratasim.kernel.contracts import NetworkBackend
+from stratasim.kernel.errors import BackendError, RemoteError
 from stratasim.remote import ComputeClient, NetworkClient, serve, spawn
 from stratasim.v1 import compute_pb2, network_pb2
 from tests.contracts.contract_fakes import FakeNetwork, factories, served
@@ -141,7 +141,7 @@ def test_serve_stops_cleanly_on_a_signal(sig: signal.Signals) -> None:
         process.wait()
 
 
-needs_cli = pytest.mark.skipif(not importlib.util.find_spec("stratasim.cli"), reason="stratasim.cli not there yet")
+needs_cli = pytest.mark.skipif(not importlib.util.find_spec("stratasim.cli.commands"), reason="stratasim.cli.commands not there yet")
 
 
 @needs_cli
@@ -164,7 +164,7 @@ def test_spawn_runs_the_real_serve_command_for_network(name: str) -> None:
 @pytest.mark.parametrize("name", registry.available("compute"))
 def test_spawn_runs_the_real_serve_command_for_compute(name: str) -> None:
     # The profile backend reads a table; the contract suite's serves here too (``--profile FILE``).
-    from stratasim.compute_setup import build_compute, serve_command
+    from stratasim.study.compute_setup import build_compute, serve_command
 
     table = str(Path(__file__).parents[1] / "contracts" / "contract_profile.csv") if name == "profile" else None
     local = build_compute(name, table)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from stratasim.chrome_trace import chrome_trace
-from system_layer.result import TraceSpan
+from stratasim.report.chrome_trace import chrome_trace
+from stratasim.system_layer.result import TraceSpan
 
 SPANS = (
     TraceSpan(1, "comm phase 10", "all_reduce 0", 2_000_000, 2_500_000),
@@ -47,8 +47,8 @@ def test_no_spans() -> None:
 def test_memory_is_a_counter_track_peaking_at_the_reported_peak() -> None:
     from pathlib import Path
 
-    from stratasim.config import load_study
-    from stratasim.study import run_study
+    from stratasim.config.study_file import load_study
+    from stratasim.study.run import run_study
 
     example = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
     report = run_study(load_study(example), record_trace=True)

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from stratasim import cli
-from stratasim.chrome_trace import chrome_trace
-from stratasim.config import load_study
-from stratasim.study import run_study
-from system_layer.result import LinkBusy, TraceSpan
+from stratasim.report.chrome_trace import chrome_trace
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
+from stratasim.system_layer.result import LinkBusy, TraceSpan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STUDIES = {

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.config import load_study
-from stratasim.errors import SimulationError
-from stratasim.study import memory_capacity, run_study
+from stratasim.config.study_file import load_study
+from stratasim.kernel.errors import SimulationError
+from stratasim.study.run import memory_capacity, run_study
 from tests.cli.test_transformer_plans import stratasim
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"

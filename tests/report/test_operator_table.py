@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from compute_layer.roofline import RooflineCompute
-from stratasim import operators
-from stratasim.config import load_study
-from stratasim.study import run_study
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.kernel import operators
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2
 from tests.compute_layer.profile_helpers import register_ops_workload
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.errors import StrataSimError
-from stratasim.report import Report
-from system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
+from stratasim.kernel.errors import StrataSimError
+from stratasim.report.report import Report
+from stratasim.system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
 
 CONTRACT = {
     "total_time_ps", "total_time_ns", "compute_time_ns", "exposed_comm_ns", "npus", "collectives", "per_npu",
@@ -110,7 +110,7 @@ def test_empty_result() -> None:
 
 
 def test_a_training_workload_adds_throughput_at_top_level() -> None:
-    from stratasim.study import _training_figures
+    from stratasim.study.run import _training_figures
 
     class Iteration:
         def model_flops_per_iteration(self) -> float:
@@ -131,7 +131,7 @@ def test_a_training_workload_adds_throughput_at_top_level() -> None:
 
 
 def test_a_memory_model_adds_the_peak_per_npu() -> None:
-    from stratasim.study import _training_figures
+    from stratasim.study.run import _training_figures
 
     class Iteration:
         def model_flops_per_iteration(self) -> float:
@@ -153,7 +153,7 @@ def test_a_memory_model_adds_the_peak_per_npu() -> None:
 def test_link_counters_become_utilisation_rows() -> None:
     from dataclasses import replace
 
-    from system_layer.result import LinkStats
+    from stratasim.system_layer.result import LinkStats
 
     links = (LinkStats("dim 0: 0->1", 6_250_000, 1 << 20, 4), LinkStats("dim 0: 1->2", 12_500_000, 2 << 20, 8))
     r = Report.from_result("tiny", replace(result(), links=links), 0.25, {})

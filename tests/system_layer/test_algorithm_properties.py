@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import workload_pb2
-from system_layer import SimulationResult, SystemOptions, simulate
-from system_layer.algorithms import _PLANNERS, ROOTED, _binary_tree, plan_phase
+from stratasim.system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer.collectives.algorithms import _PLANNERS, ROOTED, _binary_tree, plan_phase
 from tests.system_layer.helpers import COLLECTIVES, FC, RING, run_collective, topology
 
 B = 50 * 10**9

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.errors import WorkloadError
-from system_layer import ALGORITHMS
-from system_layer.algorithms import _PLANNERS, _binary_tree, plan_phase
+from stratasim.kernel.errors import WorkloadError
+from stratasim.system_layer import ALGORITHMS
+from stratasim.system_layer.collectives.algorithms import _PLANNERS, _binary_tree, plan_phase
 from tests.system_layer.helpers import FC, RING, SWITCH, run_collective, ser, topology
 
 B = 50 * 10**9  # 50 GB/s

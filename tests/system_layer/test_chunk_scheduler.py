@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from system_layer import Scheduling
+from stratasim.system_layer import Scheduling
 from tests.system_layer.helpers import RING, run_collective, ser, topology
 
 B = 50 * 10**9
@@ -39,9 +39,9 @@ def test_chunks_pipeline_across_dimensions() -> None:
 
 
 def test_lifo_serves_the_newest_collective_first_and_fifo_the_oldest() -> None:
-    from network_layer.analytical import AnalyticalNetwork
+    from stratasim.network_layer.analytical import AnalyticalNetwork
     from stratasim.v1 import workload_pb2
-    from system_layer import SystemOptions, simulate
+    from stratasim.system_layer import SystemOptions, simulate
 
     # Three independent all-reduces issued at time 0, one after another: the first starts at once, then the
     # policy picks among the two still waiting.

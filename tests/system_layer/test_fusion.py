@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from stratasim.config import load_study
-from stratasim.study import run_study
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
 from stratasim.v1 import workload_pb2
-from system_layer.fusion import fuse_compute_runs
-from system_layer.graphs import plan_graph
+from stratasim.system_layer.engine.fusion import fuse_compute_runs
+from stratasim.system_layer.engine.graph_plan import plan_graph
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

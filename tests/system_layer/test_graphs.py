@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from network_layer.analytical import AnalyticalNetwork
-from stratasim.errors import SimulationError, WorkloadError
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.v1 import workload_pb2
-from system_layer import SystemOptions, simulate
+from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
 
 TOPO = topology((RING, 4, 50e9, 1000))
@@ -86,8 +86,8 @@ def test_results_are_identical_run_to_run() -> None:
 
 
 def test_memory_nodes_queue_on_the_local_memory_channel_and_metadata_is_free() -> None:
-    from network_layer.analytical import AnalyticalNetwork
-    from system_layer import SystemOptions, simulate
+    from stratasim.network_layer.analytical import AnalyticalNetwork
+    from stratasim.system_layer import SystemOptions, simulate
     from tests.system_layer.helpers import RING, topology
 
     g = workload_pb2.ExecutionGraph()

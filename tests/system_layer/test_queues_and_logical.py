@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from network_layer.analytical import AnalyticalNetwork
-from stratasim.errors import WorkloadError
-from system_layer import SystemOptions, simulate
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.kernel.errors import WorkloadError
+from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import RING, SWITCH, collective_graph, run_collective, ser, topology
 
 B, ALPHA = 50 * 10**9, 500_000

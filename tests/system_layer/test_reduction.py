@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from compute_layer.roofline import RooflineCompute
-from network_layer.analytical import AnalyticalNetwork
-from stratasim.errors import WorkloadError
-from system_layer import SystemOptions, simulate
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.kernel.errors import WorkloadError
+from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import RING, collective_graph, ser, topology
 
 B, ALPHA, N, S = 50 * 10**9, 500_000, 8, 1 << 20
@@ -28,7 +28,7 @@ def test_the_compute_layer_prices_reductions_as_element_wise_adds() -> None:
     options = SystemOptions(reduce_on_compute=True, reduction_dtype="bf16")
     result = simulate([collective_graph("reduce_scatter", S)] * N, AnalyticalNetwork(), TOPO, options,
                       compute=compute, device="h100")  # fmt: skip
-    from stratasim import operators
+    from stratasim.kernel import operators
     from stratasim.v1 import compute_pb2
 
     op = operators.elementwise([S // N // 2], dtype=compute_pb2.BF16, inputs=2)

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import network_pb2
-from system_layer import SimulationResult, SystemOptions, simulate
-from system_layer.options import Preset
-from system_layer.symmetry import aggregation_blocker
+from stratasim.system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer.options import Preset
+from stratasim.system_layer.symmetry.stand_ins import aggregation_blocker
 from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, topology
-from workload_layer.training_loop import TrainingLoopWorkload
+from stratasim.workload_layer.training_loop import TrainingLoopWorkload
 
 B, ALPHA = 50 * 10**9, 500_000
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from stratasim.cli import main
-from stratasim.config import parse_study
-from stratasim.errors import WorkloadError
+from stratasim.cli.commands import main
+from stratasim.config.study_file import parse_study
+from stratasim.kernel.errors import WorkloadError
 from stratasim.importers.astra import import_astra
-from stratasim.study import run_study
+from stratasim.study.run import run_study
 from stratasim.v1 import workload_pb2
-from workload_layer.astra_text import AstraTextConfig, AstraTextWorkload, build_graph, read_astra_text
-from workload_layer.chakra import read_trace, to_graph
-from workload_layer.chakra_convert import astra_text_to, read_graphs
+from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload, build_graph, read_astra_text
+from stratasim.workload_layer.traces.chakra import read_trace, to_graph
+from stratasim.workload_layer.traces.convert import astra_text_to, read_graphs
 
 INPUTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs"
 TEXTS = INPUTS / "workload" / "text_workloads"

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.chakra import et_def_pb2 as et
-from stratasim.errors import WorkloadError
+from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import workload_pb2
-from system_layer import SystemOptions, simulate
+from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
-from workload_layer.chakra import ChakraWorkload, read_trace, to_graph, trace_files, write_trace
-from workload_layer.chakra_convert import chakra_to_stratasim, from_graph, read_graphs, stratasim_to_chakra
-from workload_layer.collective import CollectiveWorkload
+from stratasim.workload_layer.traces.chakra import ChakraWorkload, read_trace, to_graph, trace_files, write_trace
+from stratasim.workload_layer.traces.convert import chakra_to_stratasim, from_graph, read_graphs, stratasim_to_chakra
+from stratasim.workload_layer.collective import CollectiveWorkload
 
 WORKLOADS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs" / "workload"
 needs_traces = pytest.mark.skipif(not WORKLOADS.is_dir(), reason=f"reference traces not found at {WORKLOADS}")

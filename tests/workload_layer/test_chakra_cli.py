@@ -9,7 +9,7 @@ import pytest
 
 from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
-from workload_layer.chakra import read_trace, to_graph, trace_files, write_trace
+from stratasim.workload_layer.traces.chakra import read_trace, to_graph, trace_files, write_trace
 
 WORKLOADS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs" / "workload"
 needs_traces = pytest.mark.skipif(not WORKLOADS.is_dir(), reason=f"reference traces not found at {WORKLOADS}")

@@ -10,23 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
-from stratasim.errors import WorkloadError
+from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import workload_pb2
-from system_layer import SystemOptions, simulate
+from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import SWITCH, topology
-from workload_layer.chakra import ChakraWorkload, read_chakra_graphs, to_graph, write_trace
-from workload_layer.chakra_groups import read_comm_groups
-from workload_layer.chakra_convert import (
+from stratasim.workload_layer.traces.chakra import ChakraWorkload, read_chakra_graphs, to_graph, write_trace
+from stratasim.workload_layer.traces.comm_groups import read_comm_groups
+from stratasim.workload_layer.traces.convert import (
     chakra_to_stratasim,
     name_groups,
     read_graphs,
     stratasim_to_chakra,
     write_graphs,
 )
-from workload_layer.collective import CollectiveWorkload
+from stratasim.workload_layer.collective import CollectiveWorkload
 
 PG_INIT = "[pytorch|profiler|execution_trace|process_group:init]"
 

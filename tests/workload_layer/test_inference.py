@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from compute_layer.devices import PRESETS, Device
-from compute_layer.roofline import RooflineCompute
-from network_layer.analytical import AnalyticalNetwork
-from stratasim import registry
-from stratasim.config import load_study
-from stratasim.errors import WorkloadError
-from stratasim.topology import Grid
-from stratasim.study import check_study
+from stratasim.compute_layer.devices import PRESETS, Device
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.kernel import registry
+from stratasim.config.study_file import load_study
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.grid import Grid
+from stratasim.study.run import check_study
 from stratasim.v1 import compute_pb2, workload_pb2
-from system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
-from workload_layer.inference_schedule import message_tag, milestone_name
-from workload_layer.transformer_inference import TransformerInferenceWorkload
+from stratasim.workload_layer.inference.batch_graph import message_tag, milestone_name
+from stratasim.workload_layer.inference.workload import TransformerInferenceWorkload
 
 LLAMA = dict(bias=False, norm="rmsnorm", position_embedding="rope", tie_embeddings=False)
 """LLaMA's options: no biases, RMSNorm, rotary positions, untied embeddings."""

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 import pytest
 from pydantic import ValidationError
 
-from compute_layer.roofline import RooflineCompute
-from network_layer.analytical import AnalyticalNetwork
-from stratasim.errors import WorkloadError
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import compute_pb2, workload_pb2
-from system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
-from workload_layer.models import DlrmConfig, DlrmWorkload, MlpConfig, MlpWorkload, ResNet50Config, ResNet50Workload
+from stratasim.workload_layer.models.classic import DlrmConfig, DlrmWorkload, MlpConfig, MlpWorkload, ResNet50Config, ResNet50Workload
 
 WIDTHS = [1024, 4096, 4096, 1000]
 DLRM = dict(bottom_mlp=[13, 512, 256, 64], top_mlp=[512, 256, 1], tables=8, rows=10_000, dim=64, batch=32, dp=4)

@@ -10,15 +10,15 @@ from fractions import Fraction
 import pytest
 from pydantic import ValidationError
 
-from compute_layer.roofline import RooflineCompute
-from network_layer.analytical import AnalyticalNetwork
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import workload_pb2
-from system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
 from tests.workload_layer.transformer_helpers import messages
-from workload_layer.transformer import TransformerWorkload
-from workload_layer.transformer_memory import layer_activations, micro_batches_in_flight
-from workload_layer.pipeline_schedule import Pass, pipeline_order
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
+from stratasim.workload_layer.transformer.memory import layer_activations, micro_batches_in_flight
+from stratasim.workload_layer.transformer.pipeline_schedule import Pass, pipeline_order
 
 SMALL = dict(layers=12, hidden=64, heads=4, seq_len=16, vocab=100)
 MODEL = dict(layers=8, hidden=256, heads=4, seq_len=128, vocab=1000)

@@ -17,8 +17,8 @@ from tests.workload_layer.transformer_helpers import (
     kinds,
     run,
 )
-from workload_layer.transformer_memory import layer_activation_bytes, layer_activations
-from workload_layer.transformer_model import model_parameters
+from stratasim.workload_layer.transformer.memory import layer_activation_bytes, layer_activations
+from stratasim.workload_layer.transformer.blocks import model_parameters
 
 LLAMA_2_70B = {**LLAMA_2_7B, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn": 28672}
 GQA = {**GPT, "heads": 8, "kv_heads": 2, "activation": "swiglu", "ffn": 512}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import compute_pb2, workload_pb2
-from system_layer import SystemOptions, simulate
+from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import RING, ser, topology
-from workload_layer.collective import CollectiveWorkload
-from workload_layer.training_loop import TrainingLoopWorkload
+from stratasim.workload_layer.collective import CollectiveWorkload
+from stratasim.workload_layer.training_loop import TrainingLoopWorkload
 
 B, ALPHA, N = 50 * 10**9, 500_000, 8
 TOPO = topology((RING, N, B, ALPHA))

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from compute_layer.roofline import RooflineCompute
-from network_layer.analytical import AnalyticalNetwork
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import compute_pb2, workload_pb2
-from system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
-from workload_layer.transformer import TransformerWorkload
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
 
 GPT = dict(layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
 """A small GPT: L = 4, h = 256, a = 4, s = 128, V = 1000."""

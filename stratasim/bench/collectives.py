@@ -1,0 +1,205 @@
+"""``stratasim bench``: wall time, events/s and peak memory of collective studies (or, with ``--study``, of any
+study files: :mod:`stratasim.bench.studies`), as a table.
+
+Each case runs in a fresh child process (``python -m stratasim.bench.collectives CASE_JSON``) so its peak resident
+memory is its own; a case that exceeds ``--timeout`` is reported as such instead of stalling the table. With
+layers in other processes (``remote``), the peak memory is that of the engine's process only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from stratasim.kernel.grid import Grid
+from stratasim.kernel.units import format_bytes, format_time_ps, parse_bytes
+
+__all__ = [
+    "BenchCase", "shape_of", "cases", "run_case", "run_child", "format_table", "add_arguments", "run_from_args"
+]
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One benchmark point: a collective on one ``kind`` of dimension per dimension, in-process or with a
+    spawned network."""
+
+    collective: str
+    size: int
+    shape: tuple[int, ...]
+    remote: bool
+    splits: int = 1
+    aggregate: bool = True
+    backend: str = "analytical"
+    kind: str = "ring"
+    algorithm: str = "ring"
+    bandwidth: str = "50GB/s"
+    latency: str = "500ns"
+
+    @property
+    def npus(self) -> int:
+        return Grid(self.shape).npus
+
+    def study(self) -> dict[str, Any]:
+        """The study file this case runs, as a mapping."""
+        return {
+            "name": f"bench {self.collective} {'x'.join(map(str, self.shape))}",
+            "workload": {"kind": "collective", "collective": self.collective, "size": self.size},
+            "system": {"algorithm": self.algorithm, "splits": self.splits, "aggregate": self.aggregate},
+            "network": {
+                "backend": self.backend,
+                "spawn": self.remote,
+                "topology": [
+                    {"kind": self.kind, "size": size, "bandwidth": self.bandwidth, "latency": self.latency}
+                    for size in self.shape
+                ],
+            },
+        }
+
+
+def shape_of(npus: int, dims: int) -> tuple[int, ...]:
+    """Split ``npus`` (a power of two) into ``dims`` near-equal powers of two, the largest innermost."""
+    exponent = npus.bit_length() - 1
+    if npus != 1 << exponent:
+        raise ValueError(f"benchmark NPU counts must be powers of two, got {npus}")
+    parts = [exponent // dims + (1 if i < exponent % dims else 0) for i in range(dims)]
+    return tuple(1 << part for part in parts)
+
+
+def cases(
+    npus: list[int], dims: list[int], modes: list[str], collective: str, size: int, splits: int, aggregate: bool,
+    network: tuple[str, str, str] = ("analytical", "ring", "ring"),
+) -> list[BenchCase]:
+    """Every (NPU count, dimensions, mode) case; ``network`` is (backend, dimension kind, algorithm)."""
+    backend, kind, algorithm = network
+    return [
+        BenchCase(collective, size, shape_of(n, d), mode == "remote", splits, aggregate, backend, kind, algorithm)
+        for n in npus
+        for d in dims
+        for mode in modes
+    ]
+
+
+def _child(case_json: str) -> None:
+    """Body of the child process: run one case and print its figures as JSON."""
+    from stratasim.config.study_file import parse_study
+    from stratasim.study.run import run_study
+
+    data = json.loads(case_json)
+    case = BenchCase(**{**data, "shape": tuple(data["shape"])})
+    report = run_study(parse_study(case.study(), "<bench>"))
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({
+        "wall_seconds": report.wall_seconds,
+        "events": report.events_processed,
+        "total_time_ps": report.total_time_ps,
+        "peak_bytes": peak_kib * 1024,
+    }))
+
+
+def run_case(case: BenchCase, timeout_s: float) -> dict[str, Any]:
+    """Run ``case`` in a child process; the figures, or ``{"error": ...}`` on timeout or failure."""
+    return run_child("stratasim.bench.collectives", json.dumps(asdict(case)), timeout_s)
+
+
+def run_child(module: str, argument: str, timeout_s: float) -> dict[str, Any]:
+    """Run ``python -m module argument`` and read the JSON figures it prints last, or ``{"error": ...}`` on
+    timeout or failure (the last line it wrote)."""
+    command = [sys.executable, "-m", module, argument]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout_s:g} s"}
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or done.stdout.strip() or "failed").splitlines()
+        return {"error": lines[-1]}
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def format_table(rows: list[tuple[BenchCase, dict[str, Any]]]) -> str:
+    header = f"{'NPUs':>6}  {'shape':<10} {'mode':<11} {'agg':<4} {'simulated':>12} {'wall s':>9} {'events':>12} {'events/s':>11} {'peak mem':>10}"
+    lines = [header, "-" * len(header)]
+    for case, fig in rows:
+        shape = "x".join(map(str, case.shape))
+        mode = "remote" if case.remote else "in-process"
+        agg = "on" if case.aggregate else "off"
+        if "error" in fig:
+            lines.append(f"{case.npus:>6}  {shape:<10} {mode:<11} {agg:<4} {fig['error']}")
+            continue
+        rate = fig["events"] / fig["wall_seconds"] if fig["wall_seconds"] > 0 else 0.0
+        lines.append(
+            f"{case.npus:>6}  {shape:<10} {mode:<11} {agg:<4} {format_time_ps(fig['total_time_ps']):>12} "
+            f"{fig['wall_seconds']:>9.2f} {fig['events']:>12,} {rate:>11,.0f} {format_bytes(fig['peak_bytes']):>10}"
+        )
+    return "\n".join(lines)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--npus", type=_int_list, default=[8, 64, 1024, 4096], help="comma-separated, powers of two")
+    parser.add_argument("--dims", type=_int_list, default=[1, 2, 3], help="topology dimensions, comma-separated")
+    parser.add_argument("--modes", default="in-process,remote", help="in-process and/or remote, comma-separated")
+    parser.add_argument("--collective", default="all_reduce")
+    parser.add_argument("--size", default="1GiB", help="collective size (default %(default)s)")
+    parser.add_argument("--splits", type=int, default=1, help="chunks per collective (default %(default)s)")
+    parser.add_argument(
+        "--aggregate", action=argparse.BooleanOptionalAction, default=True,
+        help="simulate symmetric NPUs once (default); --no-aggregate simulates every NPU",
+    )
+    parser.add_argument("--backend", default="analytical", help="network backend (default %(default)s)")
+    parser.add_argument(
+        "--kind", default="ring", choices=("ring", "fully_connected", "switch"), help="every dimension's kind"
+    )
+    parser.add_argument("--algorithm", default="ring", help="collective algorithm (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    parser.add_argument(
+        "--study", nargs="+", metavar="FILE", help="time these study files instead of the collective cases"
+    )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run every case the arguments name, printing each row as it completes."""
+    if args.study:
+        return _run_studies(args.study, args.timeout, as_json=args.json)
+    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    unknown = set(modes) - {"in-process", "remote"}
+    if unknown:
+        raise SystemExit(f"error: unknown mode(s) {sorted(unknown)}; use in-process and/or remote")
+    rows: list[tuple[BenchCase, dict[str, Any]]] = []
+    network = (args.backend, args.kind, args.algorithm)
+    chosen = cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate, network)
+    for case in chosen:
+        rows.append((case, run_case(case, args.timeout)))
+        if not args.json:
+            print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)
+    if args.json:
+        print(json.dumps([{**asdict(case), **fig} for case, fig in rows], indent=2))
+    return 0
+
+
+def _run_studies(paths: list[str], timeout_s: float, *, as_json: bool) -> int:
+    from stratasim.bench.studies import format_study_table, run_study_file
+
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for path in paths:
+        rows.append((path, run_study_file(path, timeout_s)))
+        if not as_json:
+            table = format_study_table(rows[-1:]).splitlines()
+            print("\n".join(table if len(rows) == 1 else table[-1:]), flush=True)
+    if as_json:
+        print(json.dumps([{"study": path, **fig} for path, fig in rows], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])

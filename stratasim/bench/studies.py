@@ -1,0 +1,70 @@
+"""``stratasim bench --study FILE...``: wall time and peak memory of whole studies (a Megatron iteration, say).
+
+Each study runs in a fresh child process (``python -m stratasim.bench.studies FILE``) so its peak resident memory
+is its own. The table gives the wall time of the whole run (building the workload's graphs included) and of
+the simulation alone, how many NPUs were simulated one by one, and the events processed.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+from stratasim.kernel.units import format_bytes, format_time_ps
+
+__all__ = ["run_study_file", "format_study_table"]
+
+
+def _child(path: str) -> None:
+    """Body of the child process: run one study file and print its figures as JSON."""
+    from stratasim.config.study_file import load_study
+    from stratasim.kernel.errors import StrataSimError
+    from stratasim.study.run import run_study
+
+    started = time.perf_counter()
+    try:
+        report = run_study(load_study(path))
+    except StrataSimError as exc:
+        print(json.dumps({"error": " ".join(line.strip() for line in str(exc).splitlines())}))
+        return
+    total = time.perf_counter() - started
+    print(json.dumps({
+        "npus": report.npus,
+        "simulated_npus": report.simulated_npus,
+        "total_time_ps": report.total_time_ps,
+        "wall_seconds": total,
+        "simulation_seconds": report.wall_seconds,
+        "events": report.events_processed,
+        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }))  # fmt: skip
+
+
+def run_study_file(path: str, timeout_s: float) -> dict[str, Any]:
+    """Run the study at ``path`` in a child process; its figures, or ``{"error": ...}``."""
+    from stratasim.bench.collectives import run_child
+
+    return run_child("stratasim.bench.studies", path, timeout_s)
+
+
+def format_study_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """One row per study: NPUs (simulated one by one), simulated time, wall seconds, events, peak memory."""
+    header = (f"{'study':<36} {'NPUs':>6} {'sim. NPUs':>9} {'simulated':>12} {'wall s':>8} {'engine s':>9} "
+              f"{'events':>12} {'peak mem':>10}")  # fmt: skip
+    lines = [header, "-" * len(header)]
+    for path, fig in rows:
+        if "error" in fig:
+            lines.append(f"{path:<36} {fig['error']}")
+            continue
+        lines.append(
+            f"{path:<36} {fig['npus']:>6} {fig['simulated_npus']:>9} {format_time_ps(fig['total_time_ps']):>12} "
+            f"{fig['wall_seconds']:>8.2f} {fig['simulation_seconds']:>9.2f} {fig['events']:>12,} "
+            f"{format_bytes(fig['peak_bytes']):>10}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])

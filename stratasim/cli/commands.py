@@ -1,0 +1,284 @@
+"""The ``stratasim`` command: a thin layer over :func:`~stratasim.config.load_study` and
+:func:`~stratasim.study.run_study`.
+
+Exit codes: 0 success; 2 invalid input or a failed run (any :class:`~stratasim.kernel.errors.StrataSimError`,
+printed as one ``error: ...`` message on stderr, and argparse's own usage errors); 130 interrupted. Anything
+else escapes with a traceback, because it is a bug.
+
+Each subcommand is one ``_add_<name>`` function that builds its parser and sets ``handler``; adding a
+subcommand means writing one such function and listing it in ``_SUBCOMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TypeAlias
+
+from stratasim import __version__
+from stratasim.config.study_file import check_endpoint, load_study
+from stratasim.kernel.errors import StrataSimError
+from stratasim.study.run import check_study, run_study
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK = 0
+EXIT_INVALID = 2
+EXIT_INTERRUPTED = 130
+
+_Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a study key by dotted path, e.g. network.topology.1.bandwidth=100GB/s (repeatable)",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    study = load_study(args.study, args.overrides)
+    report = run_study(study, record_trace=args.out is not None)
+    written = report.write(args.out) if args.out is not None else ()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.to_text())
+        if written:
+            print(f"\nwrote {', '.join(str(path) for path in written)}")
+    return EXIT_OK
+
+
+def _add_run(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("run", help="run one study and report it")
+    parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
+    _add_set(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else) on stdout")
+    parser.add_argument("--out", metavar="DIR", help="write report.json and a Chrome trace, trace.json, into DIR")
+    parser.set_defaults(handler=_run)
+
+
+def _check(args: argparse.Namespace) -> int:
+    study = load_study(args.study, args.overrides)
+    npus = check_study(study)
+    print(f"OK: {study.name} — {npus} NPUs, workload {study.workload.kind}, network {study.network.backend}")
+    return EXIT_OK
+
+
+def _add_check(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("check", help="validate a study and explain every problem")
+    parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
+    _add_set(parser)
+    parser.set_defaults(handler=_check)
+
+
+def _listen(text: str) -> str:
+    try:
+        return check_endpoint(text, allow_any_port=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from stratasim import remote  # gRPC is only needed when serving
+    from stratasim.study.compute_setup import PROFILE_BACKEND, build_compute
+
+    if args.profile is not None and (args.layer, args.backend) != ("compute", PROFILE_BACKEND):
+        raise StrataSimError("--profile is read by the profile compute backend only")
+    factories = None
+    if args.profile is not None:
+        build_compute(args.backend, args.profile).close()  # a bad table fails here, before listening
+        factories = {args.backend: lambda: build_compute(args.backend, args.profile)}
+    remote.serve(args.layer, args.backend, args.listen, factories=factories)
+    return EXIT_OK
+
+
+def _add_serve(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("serve", help="serve one layer's backend over gRPC")
+    parser.add_argument("layer", choices=("network", "compute"), help="the layer to serve")
+    parser.add_argument("--backend", required=True, metavar="NAME", help="the backend to serve, by registered name")
+    parser.add_argument(
+        "--listen", type=_listen, default="127.0.0.1:50051", metavar="HOST:PORT", help="default: %(default)s"
+    )
+    parser.add_argument("--profile", metavar="FILE", help="the table of measured times (profile backend only)")
+    parser.set_defaults(handler=_serve)
+
+
+def _cost(args: argparse.Namespace) -> int:
+    from stratasim.cli import cost
+
+    given: dict[str, str] = {}
+    for pair in args.dims:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise StrataSimError(f"expected KEY=VALUE such as M=4096, got {pair!r}")
+        given[key.lower()] = value
+    for key in ("m", "k", "n", "batch", "shape", "flops_per_element", "inputs"):
+        value = getattr(args, key)
+        if value is not None:
+            if key in given and given[key] != value:
+                raise StrataSimError(f"{key} is given twice, as {given[key]} and {value}")
+            given[key] = value
+    op = cost.operator_from(args.kind, given, args.dtype)
+    results = cost.price(op, args.backend or ["roofline"], args.device, args.profile)
+    if args.json:
+        print(json.dumps(cost.to_dict(op, args.device, results), indent=2))
+    else:
+        print(cost.to_text(op, args.device, results))
+    return EXIT_OK
+
+
+def _add_cost(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "cost", help="one operator's cost from one or more compute backends",
+        description="e.g. stratasim cost gemm M=4096 K=4096 N=4096 --backend roofline --backend profile "
+        "--profile times.csv --device h100; stratasim cost conv N=1 K=64 C=3 P=112 Q=112 R=7 S=7 stride=2 --device "
+        "h100; stratasim cost elementwise shape=4096x4096 --device h100",
+    )  # fmt: skip
+    parser.add_argument("kind", choices=("gemm", "conv", "elementwise"), help="the operator kind")
+    parser.add_argument("dims", nargs="*", metavar="KEY=VALUE", help="gemm: M= K= N= [B=]; conv: N= K= C= P= Q= R= "
+                        "S= [stride=]; elementwise: shape=AxB [flops=] [inputs=]")  # fmt: skip
+    for key in ("m", "k", "n", "batch", "shape"):
+        parser.add_argument(f"--{key}", metavar=key.upper(), help=f"same as {key.upper()}=")
+    parser.add_argument("--flops-per-element", dest="flops_per_element", metavar="F", help="elementwise: FLOPs each")
+    parser.add_argument("--inputs", metavar="I", help="elementwise: input tensors (default 1)")
+    parser.add_argument("--dtype", default="bf16", help="default: %(default)s")
+    parser.add_argument("--backend", action="append", metavar="NAME", help="repeat to compare (default roofline)")
+    parser.add_argument("--device", required=True, metavar="NAME", help="the device to price on")
+    parser.add_argument("--profile", metavar="FILE", help="the table of measured times of the profile backend")
+    parser.add_argument("--json", action="store_true", help="print JSON (and nothing else) on stdout")
+    parser.set_defaults(handler=_cost)
+
+
+def _add_roofline(subparsers: _Subparsers) -> None:
+    from stratasim.report import roofline_plot
+
+    parser = subparsers.add_parser("roofline", help="plot a device's roofline and where operators land on it")
+    roofline_plot.add_arguments(parser)
+    parser.set_defaults(handler=roofline_plot.run_from_args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from stratasim.bench import collectives as bench
+
+    return bench.run_from_args(args)
+
+
+def _add_bench(subparsers: _Subparsers) -> None:
+    from stratasim.bench import collectives as bench
+
+    parser = subparsers.add_parser("bench", help="time collective studies and print wall time, events/s, memory")
+    bench.add_arguments(parser)
+    parser.set_defaults(handler=_bench)
+
+
+def _import_astra(args: argparse.Namespace) -> int:
+    from stratasim.kernel.errors import ConfigError
+    from stratasim.importers import astra
+
+    imported = astra.read_astra(
+        args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name
+    )
+    text = astra.to_yaml(imported.study, imported.comments)
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as exc:
+        raise ConfigError(args.output, [("", f"cannot write the study: {exc.strerror or exc}")]) from None
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def _add_import(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("import", help="write a study from another simulator's input files")
+    formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    astra = formats.add_parser("astra", help="ASTRA-sim 2.x: an analytical network YAML and a system JSON")
+    astra.add_argument("--network", required=True, metavar="NET.yml", help="the analytical network file")
+    astra.add_argument("--system", required=True, metavar="SYS.json", help="the system file")
+    astra.add_argument(
+        "--collective",
+        choices=("all_reduce", "all_gather", "reduce_scatter", "all_to_all"),
+        help="the workload's collective (default: all_reduce)",
+    )
+    astra.add_argument("--size", metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)")
+    astra.add_argument("--npus", type=int, metavar="N", help="NPUs taking part (default: all of the topology)")
+    astra.add_argument("--name", help="the study's name (default: the network file's stem)")
+    astra.add_argument("-o", "--output", metavar="STUDY.yaml", help="write the study here instead of stdout")
+    astra.set_defaults(handler=_import_astra)
+
+
+def _trace_inspect(args: argparse.Namespace) -> int:
+    from stratasim.workload_layer.traces import convert as chakra_convert
+
+    print(chakra_convert.summarize(args.trace).to_text())
+    return EXIT_OK
+
+
+def _trace_convert(args: argparse.Namespace) -> int:
+    from stratasim.workload_layer.traces import convert as chakra_convert
+
+    written = chakra_convert.convert(args.input, args.output, args.to, npus=args.npus, passes=args.passes)
+    print(f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")
+    return EXIT_OK
+
+
+def _add_trace(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser("trace", help="inspect and convert execution traces (Chakra .et, StrataSim .pb)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    inspect = actions.add_parser("inspect", help="summarize a trace: ranks, nodes, collectives, compute time")
+    inspect.add_argument("trace", metavar="FILE_OR_PREFIX", help="one .et file, or a prefix of <prefix>.<rank>.et|pb")
+    inspect.set_defaults(handler=_trace_inspect)
+    convert = actions.add_parser("convert", help="convert between Chakra (<p>.<rank>.et) and StrataSim (<p>.<rank>.pb)")
+    convert.add_argument("input", metavar="IN", help="the input trace prefix, or an ASTRA-sim text workload file")
+    convert.add_argument("output", metavar="OUT", help="the output trace prefix")
+    convert.add_argument(
+        "--to", required=True, choices=("chakra", "stratasim"), help="the output format (a trace input is the other)"
+    )
+    convert.add_argument("--npus", type=int, help="NPUs to convert an ASTRA-sim text workload for (required for it)")
+    convert.add_argument("--passes", type=int, default=1, help="training iterations of a text workload (default 1)")
+    convert.set_defaults(handler=_trace_convert)
+
+
+_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="stratasim", description="Co-simulation of distributed deep-learning systems."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse already explained
+        return exc.code if isinstance(exc.code, int) else EXIT_INVALID
+    try:
+        code: int = args.handler(args)
+        return code
+    except StrataSimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`stratasim run ... | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
+        return 0

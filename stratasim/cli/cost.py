@@ -1,0 +1,149 @@
+"""``stratasim cost``: one operator's cost from one or more compute backends, as a table or JSON.
+
+:func:`operator_from` builds the operator from what the user wrote (``M=4096 K=4096 N=4096``, or ``--m 4096``);
+:func:`price` asks each backend (in-process) for its cost on one device; :func:`to_text` and :func:`to_dict`
+present the result. Every problem is a :class:`~stratasim.kernel.errors.BackendError` with one clear message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stratasim.kernel import operators
+from stratasim.study.compute_setup import build_compute
+from stratasim.kernel.errors import BackendError, ConfigError
+from stratasim.kernel.units import format_bytes, format_time_ps
+from stratasim.v1 import compute_pb2
+
+__all__ = ["KINDS", "BackendCost", "operator_from", "price", "to_dict", "to_text"]
+
+# Each kind's keys and whether they are required; ``b`` is the GEMM's batch.
+KINDS: Mapping[str, Mapping[str, bool]] = {
+    "gemm": {"m": True, "k": True, "n": True, "batch": False},
+    "conv": {key: key != "stride" for key in ("n", "k", "c", "p", "q", "r", "s", "stride")},
+    "elementwise": {"shape": True, "flops_per_element": False, "inputs": False},
+}
+_ALIASES = {"b": "batch", "flops": "flops_per_element"}
+
+
+@dataclass(frozen=True)
+class BackendCost:
+    """What one backend said of the operator: its cost, or the error it gave."""
+
+    backend: str
+    cost: compute_pb2.OperatorCost | None
+    error: str = ""
+
+
+def _integer(kind: str, key: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise BackendError(f"{kind} {key}={text!r}: expected an integer") from None
+
+
+def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb2.OperatorDesc:
+    """The operator of ``kind`` from ``{key: text}`` (keys case-insensitive; ``shape`` as ``1024x1024``)."""
+    if kind not in KINDS:
+        raise BackendError(f"unknown operator kind {kind!r}; expected one of {', '.join(KINDS)}")
+    keys = KINDS[kind]
+    values = {_ALIASES.get(key.lower(), key.lower()): text for key, text in given.items()}
+    unknown = sorted(set(values) - set(keys))
+    missing = [key for key, required in keys.items() if required and key not in values]
+    if unknown or missing:
+        problem = f"unknown key(s) {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
+        raise BackendError(f"{kind}: {problem}; a {kind} takes {', '.join(f'{k}=' for k in keys)}")
+    try:
+        parsed_dtype = operators.parse_dtype(dtype)
+        if kind == "gemm":
+            m, k, n = (_integer(kind, key, values[key]) for key in ("m", "k", "n"))
+            batch = _integer(kind, "batch", values.get("batch", "1"))
+            return operators.gemm(m, k, n, parsed_dtype, batch=batch)
+        if kind == "conv":
+            n, k, c, p, q, r, s = (_integer(kind, key, values[key]) for key in "nkcpqrs")
+            stride = _integer(kind, "stride", values.get("stride", "1"))
+            return operators.conv2d(n, k, c, p, q, r, s, stride, parsed_dtype)
+        shape = [_integer(kind, "shape", part) for part in values["shape"].lower().replace(",", "x").split("x")]
+        flops = _integer(kind, "flops_per_element", values.get("flops_per_element", "1"))
+        inputs = _integer(kind, "inputs", values.get("inputs", "1"))
+        return operators.elementwise(shape, parsed_dtype, flops_per_element=flops, inputs=inputs)
+    except ValueError as exc:
+        raise BackendError(f"{kind}: {exc}") from None
+
+
+def price(
+    op: compute_pb2.OperatorDesc, backends: Sequence[str], device: str, profile: str | None = None
+) -> list[BackendCost]:
+    """``op`` priced on ``device`` by each backend in turn. An unknown backend, or one that lacks the device
+    for every backend, raises; a backend that cannot price this operator (a profile without the shape) gives a
+    row with its error, so the others are still compared — unless it is the only one, which raises."""
+    results: list[BackendCost] = []
+    for name in backends:
+        try:
+            backend = build_compute(name, profile)
+        except ConfigError as exc:  # a malformed profile
+            raise BackendError(str(exc)) from None
+        try:
+            known = backend.devices()
+            if device.strip().lower() not in {name.lower() for name in known}:
+                raise BackendError(f"compute backend {name!r} has no device {device!r}; available: {', '.join(known)}")
+            response = backend.estimate(compute_pb2.EstimateRequest(device=device, ops=[op]))
+        finally:
+            backend.close()
+        if response.HasField("error"):
+            results.append(BackendCost(name, None, response.error.message))
+        else:
+            results.append(BackendCost(name, response.costs[0]))
+    if len(results) == 1 and results[0].cost is None:
+        raise BackendError(f"compute backend {results[0].backend!r}: {results[0].error}")
+    return results
+
+
+def _describe(op: compute_pb2.OperatorDesc) -> str:
+    kind = compute_pb2.OperatorKind.Name(op.kind).lower()
+    return f"{kind} {list(op.shape)} {operators.dtype_name(op.dtype)}: {op.flops:,} FLOPs, {format_bytes(op.bytes)}"
+
+
+def to_dict(op: compute_pb2.OperatorDesc, device: str, results: Sequence[BackendCost]) -> dict[str, Any]:
+    """JSON-ready: the operator, the device and per backend ``duration_ps``, ``duration_ns``, ``energy_pj``,
+    ``bound`` and ``traffic`` (bytes by memory level), or ``error``."""
+    rows: list[dict[str, Any]] = []
+    for result in results:
+        if result.cost is None:
+            rows.append({"backend": result.backend, "error": result.error})
+            continue
+        cost = result.cost
+        rows.append({
+            "backend": result.backend,
+            "duration_ps": cost.duration_ps,
+            "duration_ns": cost.duration_ps / 1000,
+            "energy_pj": cost.energy_pj,
+            "bound": compute_pb2.Bound.Name(cost.bound).lower() if cost.bound else "unknown",
+            "traffic": {entry.level: entry.bytes for entry in cost.traffic},
+        })  # fmt: skip
+    operator = {
+        "kind": compute_pb2.OperatorKind.Name(op.kind).lower(),
+        "shape": list(op.shape),
+        "dtype": operators.dtype_name(op.dtype),
+        "flops": op.flops,
+        "bytes": op.bytes,
+    }
+    return {"operator": operator, "device": device, "costs": rows}
+
+
+def to_text(op: compute_pb2.OperatorDesc, device: str, results: Sequence[BackendCost]) -> str:
+    """A table, one row per backend: duration, bound, energy and traffic per memory level."""
+    data = to_dict(op, device, results)
+    lines = [f"{_describe(op)} on {device}", f"  {'backend':<12}{'duration':>14}{'bound':>10}{'energy':>16}  traffic"]
+    for row in data["costs"]:
+        if "error" in row:
+            lines.append(f"  {row['backend']:<12}  cannot price: {row['error']}")
+            continue
+        traffic = ", ".join(f"{level} {format_bytes(size)}" for level, size in row["traffic"].items()) or "-"
+        energy = f"{row['energy_pj'] / 1e6:,.3f} uJ" if row["energy_pj"] else "-"
+        lines.append(
+            f"  {row['backend']:<12}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>16}  {traffic}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""The seams between layers: each a few typed, batched methods whose arguments are ``proto/`` messages.
+
+The engine calls these Protocols and cannot tell an in-process backend from a gRPC client forwarding to
+``stratasim serve``. A backend customises a layer by implementing one of them and registering its factory
+under the layer's entry-point group (see :mod:`stratasim.kernel.registry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from stratasim.kernel.grid import Grid
+from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "NetworkBackend",
+    "DirectNetwork",
+    "ComputeBackend",
+    "WorkloadSource",
+    "SymmetricWorkload",
+    "TrainingWorkload",
+    "MemoryModel",
+    "ServingWorkload",
+]
+
+# Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
+PROTOCOL_VERSION = 2
+
+
+@runtime_checkable
+class NetworkBackend(Protocol):
+    """An event-driven network federate under conservative time windows.
+
+    The engine calls ``configure`` once, then alternates ``inject`` (the messages sent in the window just
+    processed) and ``advance``. A backend delivers no message earlier than ``send_time_ps + lookahead_ps``;
+    in return the engine never injects a message that could arrive at or before the last ``advance`` end.
+    """
+
+    name: str
+
+    def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        """Build the network; raise :class:`~stratasim.kernel.errors.TopologyError` if the topology is invalid."""
+        ...
+
+    def inject(self, sends: network_pb2.SendBatch) -> None:
+        """Accept messages for delivery; ids are unique within a session."""
+        ...
+
+    def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        """Run up to and including ``until_ps``; return deliveries in (time, id) order and the next event time."""
+        ...
+
+    def counters(self) -> network_pb2.LinkCounters:
+        """What each link carried so far (empty for networks that do not model links)."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; the backend is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class DirectNetwork(Protocol):
+    """An in-process network whose delays do not depend on traffic (``NetworkInfo.stateless``) and can price a
+    message on the spot. The engine then schedules each arrival as it sends, with no time windows; the times
+    are those ``inject``/``advance`` would give, so results equal a windowed (or remote) run's."""
+
+    def transit_ps(self, src: int, dst: int, size: int) -> int:
+        """Picoseconds from sending ``size`` bytes at ``src`` to their arrival at ``dst``."""
+        ...
+
+
+@runtime_checkable
+class ComputeBackend(Protocol):
+    """A query service pricing operators on a named device; the caller caches results by operator signature."""
+
+    name: str
+
+    def devices(self) -> list[str]:
+        """Names of the devices this backend can price."""
+        ...
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price every operator of the request; unknown devices or operators come back as ``error``."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; the backend is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class WorkloadSource(Protocol):
+    """Yields the per-NPU execution graphs of one workload.
+
+    A workload whose NPU count comes from a parallel plan that must cover the whole machine (a TP x PP x DP
+    plan, say) sets the class attribute ``fills_topology = True``: the study then refuses a topology of any
+    other size instead of running on part of it.
+    """
+
+    name: str
+
+    def npus_required(self) -> int | None:
+        """How many NPUs the workload names, or None if it runs on however many the topology has."""
+        ...
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        """One graph per NPU, index = NPU id; the same graph object may be shared by symmetric NPUs."""
+        ...
+
+
+@runtime_checkable
+class SymmetricWorkload(Protocol):
+    """A workload whose NPUs fall into classes that live the same timeline, so the engine may simulate one
+    representative per class (PALM's virtual tile aggregation, generalised to sub-groups)."""
+
+    def representatives(self, grid: Grid) -> Sequence[int] | None:
+        """For each NPU of ``grid``, the NPU whose graph it runs moved along the topology's dimensions (itself
+        if none), or None when the topology breaks the workload's symmetry.
+
+        The claim: NPU ``x`` runs the graph of ``r = representatives[x]`` with every NPU id translated by the
+        grid offset from ``r`` to ``x``. The engine checks what it can (each collective group holds one
+        representative and is carried onto itself by those translations; point-to-point peers are
+        representatives) and then reads ``graphs(npus)[r]`` for representatives only.
+        """
+        ...
+
+
+@runtime_checkable
+class TrainingWorkload(Protocol):
+    """A workload that is one training iteration of a model: the report then adds throughput figures."""
+
+    def model_flops_per_iteration(self) -> float:
+        """Model FLOPs of one iteration over all NPUs, counted as Megatron-LM does (recomputation included)."""
+        ...
+
+    def samples_per_iteration(self) -> int:
+        """Samples (sequences) one iteration trains on: the global batch."""
+        ...
+
+
+@runtime_checkable
+class MemoryModel(Protocol):
+    """A workload that knows what its NPUs hold at their peak: the report then adds it."""
+
+    def memory_per_npu_bytes(self) -> list[int]:
+        """Peak bytes each NPU holds (weights, gradients, optimizer states, activations), index = NPU id."""
+        ...
+
+
+@runtime_checkable
+class ServingWorkload(Protocol):
+    """An inference workload: the report then adds its serving figures (TTFT, TPOT, tokens/s)."""
+
+    def serving_figures(self, milestones: Mapping[str, int], total_time_ps: int) -> dict[str, float]:
+        """Figures from the times (ps) at which the graphs' milestone nodes finished, keyed by node name (the
+        latest over NPUs), and the run's total time."""
+        ...

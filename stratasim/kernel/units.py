@@ -1,0 +1,124 @@
+"""Quantities written as people write them: ``200GB/s``, ``400Gbps``, ``500ns``, ``64MiB``, ``989TFLOPS``.
+
+Decimal prefixes are powers of ten and binary prefixes (``Ki``, ``Mi``, ``Gi``...) powers of two, so
+``GB/s`` is 10^9 bytes/s and ``GiB/s`` is 2^30 bytes/s. Times become integer picoseconds (rounded to the
+nearest ps), sizes integer bytes, bandwidths bytes per second and throughputs FLOP per second.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from stratasim.kernel.errors import UnitError
+
+__all__ = ["parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps", "format_energy_pj"]
+
+_NUMBER = r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
+_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-z/]*)\s*$")
+
+_DECIMAL = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_PREFIXES: dict[str, int] = {**_DECIMAL, **_BINARY}
+
+_TIME_PS = {"ps": 1, "ns": 10**3, "us": 10**6, "ms": 10**9, "s": 10**12}
+
+
+def _split(text: object, what: str, example: str) -> tuple[Fraction, str]:
+    if isinstance(text, bool):
+        raise UnitError(f"expected {what} such as {example!r}, got {text!r}")
+    if isinstance(text, (int, float)):
+        return Fraction(text), ""
+    if not isinstance(text, str):
+        raise UnitError(f"expected {what} such as {example!r}, got {text!r}")
+    match = _PATTERN.match(text.replace("µ", "u"))
+    if not match:
+        raise UnitError(f"cannot read {text!r} as {what}; write it like {example!r}")
+    return Fraction(match["num"]), match["unit"]
+
+
+def _prefixed(unit: str, suffixes: tuple[str, ...]) -> int | None:
+    """Return the multiplier of ``unit`` = prefix + one of ``suffixes``, or None if it is not of that form."""
+    for suffix in suffixes:
+        if unit.endswith(suffix):
+            prefix = unit[: len(unit) - len(suffix)]
+            if prefix in _PREFIXES:
+                return _PREFIXES[prefix]
+    return None
+
+
+def parse_time_ps(text: object) -> int:
+    """Read a duration (``500ns``, ``1.5us``, ``2ms``; a bare number means ns) as integer picoseconds."""
+    value, unit = _split(text, "a time", "500ns")
+    scale = _TIME_PS.get(unit) if unit else _TIME_PS["ns"]
+    if scale is None:
+        raise UnitError(f"unknown time unit {unit!r} in {text!r}; use ps, ns, us, ms or s")
+    ps = value * scale
+    if ps < 0:
+        raise UnitError(f"a time cannot be negative: {text!r}")
+    return round(ps)
+
+
+def parse_bytes(text: object) -> int:
+    """Read a size (``64MiB``, ``1GB``, ``512B``; a bare number means bytes) as an integer number of bytes."""
+    value, unit = _split(text, "a size", "64MiB")
+    scale = _prefixed(unit, ("B",)) if unit else 1
+    if scale is None:
+        raise UnitError(f"unknown size unit {unit!r} in {text!r}; use B, KB, MB, GB, KiB, MiB, GiB...")
+    size = value * scale
+    if size < 0 or size.denominator != 1:
+        raise UnitError(f"a size must be a whole, non-negative number of bytes: {text!r}")
+    return int(size)
+
+
+def parse_bandwidth(text: object) -> float:
+    """Read a bandwidth (``50GB/s``, ``400Gbps``, ``25GiB/s``; a bare number means GB/s) as bytes per second."""
+    value, unit = _split(text, "a bandwidth", "50GB/s")
+    if not unit:
+        scale = Fraction(10**9)
+    elif (bytes_scale := _prefixed(unit, ("B/s", "Bps"))) is not None:
+        scale = Fraction(bytes_scale)
+    elif (bits_scale := _prefixed(unit, ("b/s", "bps", "bit/s"))) is not None:
+        scale = Fraction(bits_scale, 8)
+    else:
+        raise UnitError(f"unknown bandwidth unit {unit!r} in {text!r}; use B/s, GB/s, GiB/s, Gbps...")
+    bandwidth = value * scale
+    if bandwidth <= 0:
+        raise UnitError(f"a bandwidth must be positive: {text!r}")
+    return float(bandwidth)
+
+
+def parse_flops(text: object) -> float:
+    """Read a compute throughput (``989TFLOPS``, ``312TFLOP/s``; a bare number means TFLOPS) as FLOP/s."""
+    value, unit = _split(text, "a throughput", "989TFLOPS")
+    scale = _prefixed(unit, ("FLOPS", "FLOP/s", "flops", "flop/s", "OPS", "OP/s")) if unit else 10**12
+    if scale is None:
+        raise UnitError(f"unknown throughput unit {unit!r} in {text!r}; use TFLOPS, GFLOPS, TOPS...")
+    flops = value * scale
+    if flops <= 0:
+        raise UnitError(f"a throughput must be positive: {text!r}")
+    return float(flops)
+
+
+def format_bytes(size: int) -> str:
+    """Show a byte count with the largest binary prefix that keeps it at or above 1 (``1 GiB``)."""
+    for prefix, scale in reversed(list(_BINARY.items())):
+        if size >= scale:
+            return f"{size / scale:.4g} {prefix}B"
+    return f"{size} B"
+
+
+def format_time_ps(ps: int) -> str:
+    """Show a time in the largest unit that keeps it at or above 1 (``12.5 us``)."""
+    for unit, scale in (("s", 10**12), ("ms", 10**9), ("us", 10**6), ("ns", 10**3)):
+        if abs(ps) >= scale:
+            return f"{ps / scale:.6g} {unit}"
+    return f"{ps} ps"
+
+
+def format_energy_pj(pj: float) -> str:
+    """Show an energy given in picojoules with the largest prefix that keeps it at or above 1 (``1.23 mJ``)."""
+    for scale, unit in ((1e12, "J"), (1e9, "mJ"), (1e6, "uJ"), (1e3, "nJ")):
+        if pj >= scale:
+            return f"{pj / scale:,.3g} {unit}"
+    return f"{pj:,.3g} pJ"

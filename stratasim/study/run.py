@@ -1,0 +1,208 @@
+"""Run one study: build the workload and backends a :class:`~stratasim.config.Study` names, simulate, report.
+
+This is the composition root: the only place that knows every layer. Backends run in-process (from the
+registry), in a server spawned for the run, or at a remote endpoint; whichever it is, they are closed and
+spawned servers stopped when the run ends, failed or not.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from typing import Any, cast
+
+from stratasim.system_layer import SimulationResult, simulate, validate
+from stratasim.kernel import registry
+from stratasim.study.compute_setup import open_compute
+from stratasim.config.study_file import ComputeSection, NetworkSection, Study
+from stratasim.kernel.contracts import (
+    ComputeBackend,
+    MemoryModel,
+    NetworkBackend,
+    ServingWorkload,
+    SymmetricWorkload,
+    TrainingWorkload,
+    WorkloadSource,
+)
+from stratasim.kernel.errors import BackendError, SimulationError, WorkloadError
+from stratasim.report.report import Report
+from stratasim.kernel.units import format_bytes, format_time_ps
+
+__all__ = ["prepare_workload", "check_study", "run_study"]
+
+
+def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
+    """Build the study's workload and the number of NPUs it runs on (all of the topology's if it names none).
+
+    Raises :class:`WorkloadError` when the workload needs more NPUs than the topology has, or other than it has
+    when its plan must fill the topology (``fills_topology``).
+    """
+    source = study.workload.build()
+    available = study.npus
+    required = source.npus_required()
+    if required is not None and required > available:
+        raise WorkloadError(f"workload needs {required} NPUs but the topology has {available} (network.topology)")
+    if required is not None and required != available and getattr(source, "fills_topology", False):
+        raise WorkloadError(
+            f"workload: its plan runs on {required} NPUs but the topology (network.topology) has {available}; "
+            "make the plan's degrees multiply to the topology's size"
+        )
+    return source, available if required is None else required
+
+
+def _check_device(compute: ComputeBackend, section: ComputeSection) -> None:
+    devices = compute.devices()
+    if section.device not in devices:
+        raise BackendError(
+            f"compute.device: {section.backend} has no device {section.device!r}; available: {', '.join(devices)}"
+        )
+
+
+def check_study(study: Study) -> int:
+    """Every check short of simulating: the workload builds and fits, its graphs and collectives can run on the
+    topology with the chosen algorithms, an in-process compute device exists.
+
+    Returns the number of NPUs the study would simulate. Remote and spawned backends are not contacted.
+    """
+    source, npus = prepare_workload(study)
+    validate(
+        source.graphs(npus), study.topology_proto(), study.system_options(), _representatives(source, study)
+    )
+    section = study.compute
+    if section is not None and section.endpoint is None and not section.spawn:
+        with ExitStack() as stack:
+            compute, _ = open_compute(section, stack)
+            _check_device(compute, section)
+    return npus
+
+
+def _open(layer: str, section: NetworkSection | ComputeSection, stack: ExitStack) -> tuple[Any, str]:
+    """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds."""
+    if isinstance(section, ComputeSection):
+        return open_compute(section, stack)
+    name = section.backend_name
+    if section.endpoint is None and not section.spawn:
+        backend = registry.load(layer, name)()
+        stack.callback(backend.close)
+        return backend, f"{name} (in-process)"
+    from stratasim import remote  # gRPC is only needed for layers in other processes
+
+    endpoint = section.endpoint or stack.enter_context(remote.spawn(layer, name))
+    client_class = remote.NetworkClient if layer == "network" else remote.ComputeClient
+    client = client_class(endpoint, backend=name)
+    stack.callback(client.close)
+    return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
+
+
+def run_study(study: Study, *, record_trace: bool = False) -> Report:
+    """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace.
+
+    ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
+    """
+    source, npus = prepare_workload(study)
+    graphs = source.graphs(npus)
+    backends: dict[str, str] = {}
+    with ExitStack() as stack:
+        network, backends["network"] = _open("network", study.network, stack)
+        compute: ComputeBackend | None = None
+        device = ""
+        if study.compute is not None:
+            compute, backends["compute"] = _open("compute", study.compute, stack)
+            _check_device(compute, study.compute)
+            device = study.compute.device
+        started = time.perf_counter()
+        result = simulate(
+            graphs,
+            cast(NetworkBackend, network),
+            study.topology_proto(),
+            study.system_options(record_trace=record_trace),
+            compute=compute,
+            device=device,
+            calibration=None if study.compute is None or study.compute.calibration is None
+            else study.compute.calibration.proto(),
+            representatives=_representatives(source, study),
+        )
+        wall_seconds = time.perf_counter() - started
+    warnings = _check_memory(study, result)
+    serving = None
+    if isinstance(source, ServingWorkload):
+        serving = source.serving_figures(result.milestones, result.total_time_ps)
+    return Report.from_result(
+        study.name, result, wall_seconds, backends, _training_figures(source, result), serving=serving,
+        warnings=warnings,
+    )
+
+
+def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | None:
+    """The NPUs the workload says stand for the others on this topology, if it says."""
+    if not isinstance(source, SymmetricWorkload):
+        return None
+    representatives = source.representatives(study.grid)
+    return None if representatives is None else tuple(representatives)
+
+
+def memory_capacity(study: Study) -> int | None:
+    """Bytes each NPU may hold: ``system.memory_capacity``, else the roofline preset device's, else unknown."""
+    if study.system.memory_capacity is not None:
+        return int(study.system.memory_capacity)
+    section = study.compute
+    if section is None or section.backend != "roofline":
+        return None
+    from stratasim.compute_layer.devices import PRESETS  # the composition root may know the in-process catalogue
+
+    preset = PRESETS.get(section.device)
+    return None if preset is None else preset.memory_capacity
+
+
+def _check_memory(study: Study, result: SimulationResult) -> tuple[str, ...]:
+    """Fail (or warn, with ``system.over_capacity: warn``) when an NPU's peak memory exceeds its capacity."""
+    capacity = memory_capacity(study)
+    if capacity is None:
+        return ()
+    over = [npu for npu in result.per_npu if npu.peak_memory_bytes > capacity]
+    if not over:
+        return ()
+    worst = max(over, key=lambda npu: (npu.peak_memory_bytes, -npu.npu))
+    parts = ", ".join(f"{kind} {format_bytes(size)}" for kind, size in worst.memory_at_peak)
+    message = (
+        f"NPU {worst.npu} needs {format_bytes(worst.peak_memory_bytes)} at {format_time_ps(worst.peak_memory_ps)} "
+        f"({parts}) but holds {format_bytes(capacity)}"
+        + (f" ({len(over)} NPUs over capacity)" if len(over) > 1 else "")
+        + "; set system.memory_capacity, or system.over_capacity: warn to run anyway"
+    )
+    if study.system.over_capacity == "error":
+        raise SimulationError(f"out of memory: {message}")
+    return (f"over capacity: {message}",)
+
+
+def _training_figures(source: WorkloadSource, result: SimulationResult) -> dict[str, Any] | None:
+    """Throughput of a training workload's iteration (samples per second, model TFLOPS per NPU) and, when
+    the workload models it, the peak memory of each NPU."""
+    if not isinstance(source, TrainingWorkload) or result.total_time_ps <= 0:
+        return None
+    seconds = result.total_time_ps / 1e12
+    figures: dict[str, Any] = {
+        "iteration_time_ns": result.total_time_ps / 1000,
+        "samples_per_second": source.samples_per_iteration() / seconds,
+        "tflops_per_npu": source.model_flops_per_iteration() / seconds / result.npus / 1e12,
+    }
+    if isinstance(source, MemoryModel):
+        figures["memory_per_npu_bytes"] = source.memory_per_npu_bytes()
+    bubble = _pipeline_bubble(result)
+    if bubble is not None:
+        figures["pipeline_bubble_fraction"] = bubble
+    return figures
+
+
+def _pipeline_bubble(result: SimulationResult) -> float | None:
+    """The mean share of the iteration an NPU spends neither computing nor waiting on a collective: waiting
+    on pipeline neighbours (``pp`` or ``p2p`` transfers) or done early. None when nothing went point to point."""
+    total = result.total_time_ps
+    pipelined = any(kind in ("pp", "p2p") for npu in result.per_npu for kind, _ in npu.exposed_comm_ps_by_kind)
+    if not pipelined or total <= 0:
+        return None
+    idle = [
+        total - npu.compute_ps - sum(ps for kind, ps in npu.exposed_comm_ps_by_kind if kind not in ("pp", "p2p"))
+        for npu in result.per_npu
+    ]
+    return sum(idle) / len(idle) / total

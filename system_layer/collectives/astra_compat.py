@@ -1,0 +1,82 @@
+"""ASTRA-sim 2.x semantics, for the ``astra_compat`` preset (see ``shared/reference/ASTRA-SIM-SEMANTICS.md``).
+
+Where ASTRA-sim's analytical model differs from StrataSim's default, the preset follows ASTRA-sim so that a
+study converted from its inputs reproduces its numbers:
+
+- network times are truncated to whole nanoseconds (the network is told so through the topology);
+- reducing ``m`` bytes costs ``3 * floor(m / local-mem-bw)`` ns, bandwidth in GB/s of 10^9 bytes;
+- every phase of a chunk ends one more endpoint delay after its last step, holding its dimension meanwhile;
+- an all-gather's size is each NPU's input, not the gathered buffer;
+- a ring all-to-all is N(N-1)/2 relay steps of one share each, not N-1 steps of shrinking batches;
+- a direct step reduces the messages it received in parallel: one reduction of one message's size;
+- halving-doubling charges no reduction for the first message it sends: its reduce-scatter half reduces
+  after each exchange but the last, each time the size of the next message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from functools import lru_cache
+
+from stratasim.system_layer.collectives.algorithms import PhasePlan
+from stratasim.system_layer.collectives.steps import Step, lockstep
+
+__all__ = ["NS_PS", "reduction_ps", "ring_all_to_all", "buffer_bytes", "adapt"]
+
+NS_PS = 1000
+"""ASTRA-sim's time unit, the nanosecond, in picoseconds."""
+
+
+def reduction_ps(size: int, local_mem_bandwidth: int) -> int:
+    """Time to reduce ``size`` bytes: one write and two reads at ``local_mem_bandwidth`` bytes/s, whole ns."""
+    return 3 * (size * 10**9 // local_mem_bandwidth) * NS_PS
+
+
+def ring_all_to_all(n: int, data_bytes: int) -> tuple[Step, ...]:
+    """ASTRA-sim's ring all-to-all: every share is relayed around the ring as its own step."""
+    share = max(1, data_bytes // n)
+    return lockstep([Step((1,), share, 1) for _ in range(n * (n - 1) // 2)])
+
+
+def buffer_bytes(collective: str, size: int, group_size: int) -> int:
+    """The buffer per NPU StrataSim plans for an ASTRA-sim collective of ``size`` (an all-gather's is the input)."""
+    return size * group_size if collective == "all_gather" else size
+
+
+def adapt(plan: PhasePlan) -> PhasePlan:
+    """``plan`` with ASTRA-sim's variant of its algorithm, where it has one."""
+    if (plan.collective, plan.algorithm) == ("all_to_all", "ring"):
+        steps = ring_all_to_all(plan.size, plan.data_bytes)
+        return replace(plan, _planner=lambda *_: steps)
+    if plan.algorithm == "direct":
+        return replace(plan, _planner=_direct_once(plan))
+    if plan.algorithm == "halving_doubling" and plan.collective in ("all_reduce", "reduce_scatter"):
+        return replace(plan, _planner=_halving_doubling(plan))
+    return plan
+
+
+def _direct_once(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
+    @lru_cache(maxsize=None)  # one plan per position, as the default planners keep theirs
+    def steps(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
+        return tuple(replace(s, reduce_bytes=s.bytes) if s.reduces else s for s in plan.steps_for(position))
+
+    return steps
+
+
+def _halving_doubling(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
+    @lru_cache(maxsize=None)  # one plan per position, as the default planners keep theirs
+    def steps(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
+        default = plan.steps_for(position)
+        halving = n.bit_length() - 1
+        adapted = []
+        for index, step in enumerate(default):
+            if index < halving - 1:
+                adapted.append(replace(step, reduce_bytes=default[index + 1].bytes))
+            elif index == halving - 1:
+                adapted.append(replace(step, reduces=False))
+            else:
+                adapted.append(step)
+        return tuple(adapted)
+
+    return steps

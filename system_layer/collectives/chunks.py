@@ -1,0 +1,282 @@
+"""Collectives in flight: each is split into chunks, and each chunk runs its phases as messages.
+
+A :class:`Collective` is one collective across its group (ASTRA-sim's "set"). On every NPU of the group it
+is cut into ``splits`` chunks; a :class:`ChunkRun` is one chunk on one NPU, stepping through the phases of
+its plan. Messages are addressed to the receiving NPU's ChunkRun, which keeps early arrivals (from peers that
+are ahead) until it reaches the step they belong to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from stratasim.system_layer.collectives import astra_compat
+from stratasim.system_layer.collectives.algorithms import PhasePlan, Step, plan_phase
+from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
+from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
+
+if TYPE_CHECKING:
+    from stratasim.system_layer.engine.coordinator import Coordinator
+    from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler
+
+__all__ = ["Collective", "ChunkRun", "Layout", "layout", "split_bytes"]
+
+
+def split_bytes(total: int, splits: int) -> list[int]:
+    """Cut ``total`` bytes into ``splits`` chunks whose sizes differ by at most one byte."""
+    base, extra = divmod(total, splits)
+    return [base + (1 if i < extra else 0) for i in range(splits)]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every collective of one kind, size and group shares: its phases, each chunk's plan per phase and
+    the collective each phase runs (worked out once per distinct collective, not once per instance)."""
+
+    phases: tuple[PhaseLines, ...]
+    chunk_plans: tuple[tuple[PhasePlan, ...], ...]
+    phase_collectives: tuple[str, ...]
+
+
+def layout(kind: str, size: int, group_size: int, phases: tuple[PhaseLines, ...], options: SystemOptions) -> Layout:
+    """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group_size`` NPUs laid out as
+    ``phases``, chunked and planned as ``options`` say."""
+    astra = options.preset is Preset.ASTRA_COMPAT
+    buffer = astra_compat.buffer_bytes(kind, size, group_size) if astra else size
+    sequences = [
+        phase_sequence(kind, chunk, phases, local_bw_aware=options.local_bw_aware)
+        for chunk in split_bytes(buffer, options.splits)
+    ]
+
+    def plan(spec: PhaseSpec) -> PhasePlan:
+        dim = spec.lines.dim
+        # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
+        algorithm = options.algorithm_for(kind, max(dim, 0))
+        planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
+        return astra_compat.adapt(planned) if astra else planned
+
+    return Layout(
+        phases=tuple(spec.lines for spec in sequences[0]),
+        chunk_plans=tuple(tuple(plan(spec) for spec in sequence) for sequence in sequences),
+        phase_collectives=tuple(spec.collective for spec in sequences[0]),
+    )
+
+
+class Collective:
+    """One collective over a group of NPUs, with per-phase statistics summed over NPUs and chunks."""
+
+    def __init__(
+        self,
+        collective_id: int,
+        kind: str,
+        size: int,
+        group: tuple[int, ...],
+        shape: Layout,
+        options: SystemOptions,
+        root: int = 0,
+    ) -> None:
+        self.id = collective_id
+        self.root = root
+        self.kind = kind
+        self.bytes = size
+        self.group = group
+        self.start_ps: int | None = None
+        self.end_ps = 0
+        self.astra = options.preset is Preset.ASTRA_COMPAT
+        self.phases = shape.phases
+        self.chunk_plans = shape.chunk_plans
+        self.phase_collectives = shape.phase_collectives
+        # Sums over NPUs, per chunk and phase: time waiting in the phase's queue, time running it, and count.
+        chunks = len(shape.chunk_plans)
+        self.queue_delay_sum = [[0] * len(self.phases) for _ in range(chunks)]
+        self.network_delay_sum = [[0] * len(self.phases) for _ in range(chunks)]
+        self.phase_runs = [[0] * len(self.phases) for _ in range(chunks)]
+        self.runs: dict[int, list[ChunkRun]] = {}
+        self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...]]] = {}
+
+    def offsets(self, steps: tuple[Step, ...]) -> tuple[int, ...]:
+        """Every peer offset ``steps`` send to, worked out once per plan rather than once per NPU (a ring plan
+        is shared by all positions and has 2(n-1) steps)."""
+        known = self._offsets.get(id(steps))
+        if known is None or known[0] is not steps:
+            known = self._offsets[id(steps)] = (steps, tuple(sorted({o for step in steps for o in step.offsets})))
+        return known[1]
+
+    def root_position(self, phase: int, npu: int) -> int | None:
+        """For a broadcast or reduce: the root's position in ``npu``'s line in ``phase``, or None when the
+        line sits the phase out.
+
+        A broadcast runs its phases outermost dimension first, so in a phase only the lines that agree with
+        the root in the dimensions of the later phases hold the data yet; a reduce runs innermost first, so
+        only the lines that agree with the root in the dimensions of the earlier phases take part.
+        """
+        lines = self.phases[phase]
+        if lines.dim == FLAT:
+            return lines.members.index(self.root)
+        others = self.phases[phase + 1 :] if self.kind == "broadcast" else self.phases[:phase]
+        if any(other.coordinate(npu) != other.coordinate(self.root) for other in others):
+            return None
+        return lines.coords.index(lines.coordinate(self.root))
+
+    def chunk_runs(self, npu: int, scheduler: NpuScheduler) -> list[ChunkRun]:
+        """The ChunkRuns of ``npu``, created on first use (a peer's message may create them early)."""
+        runs = self.runs.get(npu)
+        if runs is None:
+            runs = [ChunkRun(self, npu, index, plans, scheduler) for index, plans in enumerate(self.chunk_plans)]
+            self.runs[npu] = runs
+        return runs
+
+
+class ChunkRun:
+    """One chunk of a collective on one NPU, moving through its phases step by step.
+
+    Messages are counted per ``key = phase << 32 | tag``; ``key`` is what the current step waits for (-1
+    when the run is not waiting: not started, reducing, or between phases).
+    """
+
+    __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
+                 "arrived", "enqueued_ps", "started_ps", "sent", "_peers", "_steps", "_only_peer", "_phase_key",
+                 "_replay_key")
+
+    def __init__(
+        self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
+    ) -> None:
+        self.collective = collective
+        self.npu = npu
+        self.index = index
+        self.plans = plans
+        self.scheduler = scheduler
+        self.coordinator: Coordinator = scheduler.context.coordinator
+        # The logical scheduling queue this chunk uses in every dimension; odd queues run rings backwards.
+        self.lane = index % scheduler.context.options.queues_per_dim
+        self.phase = -1
+        self.step = 0
+        self.key = -1
+        self.arrived: dict[int, int] = {}
+        self.enqueued_ps = 0
+        self.started_ps = 0
+        self.sent = 0  # bytes sent in the current phase
+        self._peers: dict[int, tuple[int, ChunkRun]] = {}
+        self._steps: tuple[Step, ...] = ()
+        self._only_peer: tuple[int, Callable[[int], None]] | None = None
+        self._phase_key = 0
+        self._replay_key: tuple[object, ...] | None = None
+
+    def start_phase(self) -> None:
+        """Begin the current phase: send its first step, then consume any messages already waiting."""
+        line, position = self.collective.phases[self.phase].line(self.npu)
+        plan = self.plans[self.phase]
+        if plan.rooted:
+            root = self.collective.root_position(self.phase, self.npu)
+            self._steps = () if root is None else plan.steps_for((position - root) % len(line))
+        else:
+            self._steps = plan.steps_for(position)
+        self._peers = {}
+        direction = -1 if self.lane % 2 else 1
+        for offset in self.collective.offsets(self._steps):
+            peer = line[(position + direction * offset) % len(line)]
+            stand_in = self.scheduler.stand_in(peer)
+            runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
+            self._peers[offset] = (peer, runs[self.index])
+        # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
+        only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
+        self._only_peer = (only[0], only[1].receive) if only is not None else None
+        self._phase_key = self.phase << 32
+        self.sent = 0
+        self.step = -1
+        self.started_ps = self.coordinator.now
+        replays = self.scheduler.context.phase_replays
+        if replays is not None and all(target.npu == self.npu for _, target in self._peers.values()):
+            key = (id(self._steps), direction, line, position, self.npu)
+            known = replays.get(key)
+            if known is not None and known[0] is self._steps:
+                self._replay(known[1], known[2])
+                return
+            self._replay_key = key
+        self._next_step()
+
+    def _replay(self, duration_ps: int, sent: int) -> None:
+        """Run the phase as its first identical run did: a mirrored phase on a network whose delays do not
+        depend on traffic takes the same time whenever it starts (see :mod:`stratasim.system_layer.symmetry.stand_ins`)."""
+        self.sent = sent
+        self.step = len(self._steps)
+        self.key = -1
+        self.scheduler.replayed_reductions(self._steps)
+        self.coordinator.schedule(self.coordinator.now + duration_ps, self._replayed)
+
+    def _replayed(self, _: object = None) -> None:
+        self.scheduler.phase_done(self)
+
+    def receive(self, key: int) -> None:
+        """A message tagged ``key`` has arrived and passed this NPU's endpoint."""
+        arrived = self.arrived
+        if key != self.key:  # a peer ahead of us, or we are not waiting for it yet: keep it for later
+            arrived[key] = arrived.get(key, 0) + 1
+            return
+        count = arrived.pop(key, 0) + 1 if arrived else 1
+        step = self._steps[self.step]
+        if count < step.need:
+            arrived[key] = count
+            return
+        if count > step.need:
+            arrived[key] = count - step.need
+        if step.reduces and self._reduce_later(step):
+            return
+        self._next_step()
+
+    def _reduce_later(self, step: Step) -> bool:
+        """If reducing the step's data takes time, carry on once it is done and say so."""
+        if not self.scheduler.reductions_cost:
+            return False
+        reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
+        if not reduction_ps:
+            return False
+        self.key = -1
+        self.coordinator.schedule(self.coordinator.now + reduction_ps, self._next_step)
+        return True
+
+    def _next_step(self, _: object = None) -> None:
+        """Send the next step and complete it at once if its messages are already here (or it needs none)."""
+        steps = self._steps
+        arrived = self.arrived
+        while True:
+            self.step += 1
+            if self.step == len(steps):
+                self.key = -1
+                if self._replay_key is not None:
+                    replays = self.scheduler.context.phase_replays
+                    assert replays is not None
+                    replays[self._replay_key] = (steps, self.coordinator.now - self.started_ps, self.sent)
+                    self._replay_key = None
+                self.scheduler.phase_done(self)
+                return
+            step = steps[self.step]
+            key = self.key = self._phase_key | step.wait
+            if step.offsets:
+                self.sent += step.bytes * len(step.offsets)
+                only = self._only_peer
+                if only is not None:  # the common case (rings), kept free of calls
+                    self.coordinator.send(self.npu, only[0], step.bytes, only[1], self._phase_key | step.tag)
+                else:
+                    self._send_to_peers(step)
+            need = step.need
+            count = arrived.pop(key, 0) if arrived else 0
+            if count < need:
+                if count:
+                    arrived[key] = count
+                return
+            if count > need:
+                arrived[key] = count - need
+            if step.reduces and self._reduce_later(step):
+                return
+
+    def _send_to_peers(self, step: Step) -> None:
+        tag = self._phase_key | step.tag
+        send = self.coordinator.send
+        peers = self._peers
+        for offset in step.offsets:
+            peer, target = peers[offset]
+            send(self.npu, peer, step.bytes, target.receive, tag)

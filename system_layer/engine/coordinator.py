@@ -1,0 +1,173 @@
+"""The engine: the event queue plus the network federate, advanced in conservative time windows.
+
+Every message the NPUs send within a window is handed to the network in one batch at the window's end, and
+the next window is as wide as the network's lookahead (its least possible message delay): no delivery can
+land inside the window that produced it, so the engine never processes an event before the network has
+promised that nothing earlier will arrive. When the engine has nothing to do before the next delivery it
+asks the network for its next window directly, so one round trip covers each step of the simulation; when
+the network has nothing in flight the engine runs ahead without asking until an event sends a message. An
+in-process network that prices messages on the spot (:class:`~stratasim.kernel.contracts.DirectNetwork`) needs no
+windows at all: each arrival is scheduled as its message is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
+from stratasim.kernel.errors import RemoteError
+from stratasim.kernel.events import Callback, EventQueue
+from stratasim.kernel.units import format_time_ps
+from stratasim.v1 import network_pb2
+
+__all__ = ["Coordinator"]
+
+NEXT_WINDOW = -1
+
+
+class Coordinator:
+    """Owns simulated time; components ``schedule`` events and ``send`` messages through it."""
+
+    def __init__(
+        self,
+        network: NetworkBackend,
+        lookahead_ps: int,
+        endpoint_delay_ps: int = 0,
+        *,
+        direct: DirectNetwork | None = None,
+    ) -> None:
+        self.queue = EventQueue()
+        self._endpoint_delay = endpoint_delay_ps
+        self._network = network
+        self._direct = direct
+        self._landing: dict[int, list[tuple[Callback, Any]]] = {}  # direct mode: arrival time -> messages
+        self._lookahead = max(1, lookahead_ps)
+        self._handlers: dict[int, tuple[Callback, Any]] = {}
+        self._next_id = 0
+        self._outbox: list[tuple[int, int, int, int, Callback, Any]] = []
+        self._prompt: set[int] = set()  # ids of messages that skip the endpoint delay
+        self.messages = 0
+
+    @property
+    def now(self) -> int:
+        return self.queue.now
+
+    def schedule(self, time_ps: int, callback: Callback, arg: Any = None) -> None:
+        self.queue.schedule(time_ps, callback, arg)
+
+    def send(
+        self, src: int, dst: int, size: int, on_arrival: Callback, arg: Any = None, *, endpoint_delay: bool = True
+    ) -> None:
+        """Send ``size`` bytes from ``src`` to ``dst`` now; ``on_arrival(arg)`` runs when they have arrived and
+        the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False)."""
+        if self._direct is not None:
+            arrival = self.queue.now + self._direct.transit_ps(src, dst, size)
+            arrival += self._endpoint_delay if endpoint_delay else 0
+            self.messages += 1
+            landing = self._landing.get(arrival)
+            if landing is None:  # one event per distinct arrival time, its messages in send order
+                self._landing[arrival] = [(on_arrival, arg)]
+                self.queue.schedule(arrival, self._land, arrival)
+            else:
+                landing.append((on_arrival, arg))
+            return
+        if not endpoint_delay:
+            self._prompt.add(self._next_id + len(self._outbox))
+        self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
+
+    def _land(self, arrival: int) -> None:
+        _run_batch(self._landing.pop(arrival))
+
+    def _flush(self) -> None:
+        """Hand the window's messages to the network as one columnar batch, numbering them in send order."""
+        outbox = self._outbox
+        if not outbox:
+            return
+        first = self._next_id
+        ids = range(first, first + len(outbox))
+        self._next_id = first + len(outbox)
+        src, dst, sizes, times, callbacks, args = zip(*outbox)
+        self._handlers.update(zip(ids, zip(callbacks, args)))
+        batch = network_pb2.SendBatch()
+        batch.id.extend(ids)
+        batch.src.extend(src)
+        batch.dst.extend(dst)
+        batch.bytes.extend(sizes)
+        batch.send_time_ps.extend(times)
+        self._outbox = []
+        self._network.inject(batch)
+
+    def run(self) -> None:
+        """Run until neither the engine nor the network has anything left to do.
+
+        A network in another process that fails is reported with the simulated time it failed at.
+        """
+        if self._direct is not None:
+            self.queue.run()
+            return
+        try:
+            self._run()
+        except RemoteError as exc:
+            raise RemoteError(f"{exc} (at simulated time {format_time_ps(self.queue.now)})") from None
+
+    def _run(self) -> None:
+        queue = self.queue
+        lookahead = self._lookahead
+        network_next: int | None = None
+        while True:
+            if network_next is None and not self._outbox:
+                # Nothing in flight: no delivery can interleave, so run ahead until somebody sends.
+                queue.run_until_busy(self._outbox)
+            engine_next = queue.peek()
+            earliest_arrival = self._outbox[0][3] + lookahead if self._outbox else None
+            if engine_next is None and network_next is None and earliest_arrival is None:
+                return
+            self._flush()
+            if engine_next is None:
+                result = self._network.advance(NEXT_WINDOW)
+            else:
+                start = min(t for t in (engine_next, network_next, earliest_arrival) if t is not None)
+                result = self._network.advance(start + lookahead - 1)
+            self._deliver(result.deliveries)
+            network_next = result.next_event_ps if result.has_next else None
+            queue.run_until(result.window_end_ps)
+
+    def _deliver(self, deliveries: network_pb2.DeliveryBatch) -> None:
+        """Schedule the handlers of a window's deliveries: one event per distinct arrival time, in id order."""
+        if not deliveries.id:
+            return
+        pop = self._handlers.pop
+        delay = self._endpoint_delay
+        ids = list(deliveries.id)
+        self.messages += len(ids)
+        if self._prompt:
+            self._deliver_mixed(ids, list(deliveries.time_ps))
+            return
+        if len(ids) == 1:
+            self.queue.schedule(deliveries.time_ps[0] + delay, _run_batch, [pop(ids[0])])
+            return
+        times = np.asarray(deliveries.time_ps, dtype=np.int64)
+        bounds = [0, *(np.flatnonzero(times[1:] != times[:-1]) + 1).tolist(), len(ids)]
+        for start, end in zip(bounds, bounds[1:]):
+            self.queue.schedule(int(times[start]) + delay, _run_batch, [pop(i) for i in ids[start:end]])
+
+
+    def _deliver_mixed(self, ids: list[int], times: list[int]) -> None:
+        """The slow path, for windows that may hold messages skipping the endpoint delay."""
+        pop = self._handlers.pop
+        batches: dict[int, list[tuple[Callback, Any]]] = {}
+        for msg_id, time_ps in zip(ids, times):
+            if msg_id in self._prompt:
+                self._prompt.discard(msg_id)
+            else:
+                time_ps += self._endpoint_delay
+            batches.setdefault(time_ps, []).append(pop(msg_id))
+        for time_ps, batch in batches.items():
+            self.queue.schedule(time_ps, _run_batch, batch)
+
+
+def _run_batch(batch: list[tuple[Callback, Any]]) -> None:
+    for callback, arg in batch:
+        callback(arg)

@@ -1,0 +1,301 @@
+"""Runs each NPU's execution graph: a node starts once its dependencies are done.
+
+Compute nodes share the NPU's single compute stream (one at a time, in the order they became ready);
+collective nodes go to the NPU's chunk scheduler and overlap with compute. A send node's message travels
+at once; the send and the peer's matching receive (same source and tag, first come first served) complete
+when it arrives — a receive that becomes ready after its message arrived completes at once. The k-th
+collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
+requires. Memory loads and stores queue on the NPU's local-memory channel; metadata nodes take no time.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from stratasim.kernel.collective_types import COLLECTIVE_NAMES
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.grid import Grid
+from stratasim.v1 import workload_pb2
+from stratasim.system_layer.collectives.chunks import Collective, Layout, layout
+from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.collectives.groups import phases_of
+from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.system_layer.result import CounterSample, TraceSpan
+from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+
+__all__ = ["CollectiveTable", "NpuExecutor"]
+
+
+
+def _root(node: workload_pb2.Node, group: tuple[int, ...], npu: int) -> int:
+    """The root of a broadcast or reduce: the node's, else the group's lowest NPU; it must be in the group."""
+    if not node.HasField("root"):
+        return group[0]
+    if node.root not in group:
+        raise WorkloadError(f"NPU {npu} node {node.id}: root NPU {node.root} is not in the collective's group")
+    return node.root
+
+
+class CollectiveTable:
+    """Matches the collectives issued by different NPUs into shared :class:`Collective` instances."""
+
+    def __init__(self, grid: Grid, options: SystemOptions, npus: int) -> None:
+        self._grid = grid
+        self._options = options
+        self._everyone = tuple(range(npus))
+        self._open: dict[tuple[tuple[int, ...], int], Collective] = {}
+        self._layouts: dict[tuple[str, int, tuple[int, ...]], Layout] = {}
+        self.all: list[Collective] = []
+
+    def _layout(self, kind: str, size: int, group: tuple[int, ...]) -> Layout:
+        """The layout every ``kind`` collective of ``size`` bytes over ``group`` shares, worked out once."""
+        key = (kind, size, group)
+        known = self._layouts.get(key)
+        if known is None:
+            known = self._layouts[key] = layout(kind, size, len(group), phases_of(group, self._grid), self._options)
+        return known
+
+    def preflight(self, nodes: list[workload_pb2.Node]) -> None:
+        """Plan every distinct collective once before simulating, so a study whose algorithms cannot run on
+        its groups (say, halving-doubling on lines of 6) fails before it starts, naming the node."""
+        seen: set[tuple[int, tuple[int, ...]]] = set()
+        for node in nodes:
+            group = tuple(sorted(node.group)) if node.group else self._everyone
+            if (node.comm_type, group) in seen:
+                continue
+            seen.add((node.comm_type, group))
+            kind = COLLECTIVE_NAMES.get(node.comm_type)
+            if kind is None:
+                name = workload_pb2.CollectiveType.Name(node.comm_type)
+                raise WorkloadError(f"node {node.id}: collective {name} is not supported yet")
+            try:
+                root = _root(node, group, -1)
+                Collective(-1, kind, max(node.comm_bytes, 1), group, self._layout(kind, max(node.comm_bytes, 1), group),
+                           self._options, root)
+            except WorkloadError as exc:
+                raise WorkloadError(f"node {node.id} ({node.name or kind}): {exc}") from None
+
+    def join(self, npu: int, node: workload_pb2.Node, index: int) -> Collective:
+        """The collective ``node`` is the ``index``-th issued on its group, creating it on first sight."""
+        group = tuple(sorted(node.group)) if node.group else self._everyone
+        kind = COLLECTIVE_NAMES.get(node.comm_type)
+        if kind is None:
+            name = workload_pb2.CollectiveType.Name(node.comm_type)
+            raise WorkloadError(f"NPU {npu} node {node.id}: collective {name} is not supported yet")
+        key = (group, index)
+        collective = self._open.get(key)
+        root = _root(node, group, npu)
+        if collective is None:
+            shape = self._layout(kind, node.comm_bytes, group)
+            collective = Collective(len(self.all), kind, node.comm_bytes, group, shape, self._options, root)
+            self._open[key] = collective
+            self.all.append(collective)
+        elif collective.root != root:
+            raise WorkloadError(
+                f"NPU {npu} node {node.id}: collective #{index} on its group has root {root} here "
+                f"but {collective.root} on another NPU"
+            )
+        elif (collective.kind, collective.bytes) != (kind, node.comm_bytes):
+            raise WorkloadError(
+                f"NPU {npu} node {node.id}: collective #{index} on its group is {kind} of {node.comm_bytes} B here "
+                f"but {collective.kind} of {collective.bytes} B on another NPU"
+            )
+        return collective
+
+
+class NpuExecutor:
+    """One NPU working through its graph; records its compute time and finish time."""
+
+    def __init__(
+        self,
+        npu: int,
+        plan: GraphPlan,
+        durations: tuple[int, ...],
+        scheduler: NpuScheduler,
+        table: CollectiveTable,
+        context: SchedulerContext,
+    ) -> None:
+        self.npu = npu
+        self.plan = plan
+        self._durations = durations
+        self._scheduler = scheduler
+        self._table = table
+        self._context = context
+        self._remaining = list(plan.indegree)
+        self._compute_queue: deque[int] = deque()
+        self._computing = False
+        self._issued: dict[tuple[int, ...], int] = {}
+        self._left = len(plan.nodes)
+        self.peers: dict[int, NpuExecutor] = {}  # every simulated NPU's executor, for point-to-point messages
+        self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
+        self._receiving: dict[tuple[int, int], deque[int]] = {}  # (source, tag) -> receive nodes waiting
+        self.compute_ps = 0
+        self.finish_ps = 0
+        self._idle_since = 0  # when the compute stream last ran dry
+        self.exposed_ps: dict[str, int] = {}  # idle compute time by what it waited on (see _charge_idle)
+        self._waits: dict[int, tuple[int, int]] = {}  # communication node -> (when it became ready, its cause)
+        self._memory = 0  # bytes the graph's nodes hold now, on top of its resident memory
+        self.peak_memory = 0
+        self.peak_memory_ps = 0
+        self.milestones: dict[str, int] = {}
+        self._memory_channel_free = 0  # when the local-memory channel is next free (MEM_LOAD/STORE nodes)
+
+    @property
+    def done(self) -> bool:
+        return self._left == 0
+
+    def start(self, _: object = None) -> None:
+        """Make every node without dependencies ready (an event callback, hence the unused argument)."""
+        # The roots first, then readied: a node that completes at once (metadata) must not ready one twice.
+        for index in [i for i, count in enumerate(self._remaining) if count == 0]:
+            self._ready(index)
+
+    def _ready(self, index: int, cause: int = -1) -> None:
+        """``index`` has no dependency left; ``cause`` is the node whose completion made it so (-1: none)."""
+        node = self.plan.nodes[index]
+        if node.type == workload_pb2.COMP_NODE:
+            self._compute_queue.append(index)
+            if not self._computing:
+                self._charge_idle(cause)
+                self._next_compute()
+            return
+        self._waits[index] = (self._context.coordinator.now, cause)
+        allocation = self.plan.allocations.get(index)
+        if allocation:
+            self._allocate(allocation)
+        if node.type == workload_pb2.METADATA_NODE:  # a record of the trace, not work
+            self._complete(index)
+            return
+        if node.type in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
+            self._memory_transfer(index, node.comm_bytes)
+            return
+        if node.type == workload_pb2.COMM_SEND_NODE:
+            # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
+            endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
+            self._context.coordinator.send(
+                self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag), endpoint_delay=endpoint_delay
+            )
+            return
+        if node.type == workload_pb2.COMM_RECV_NODE:
+            self._receive(index, (node.peer, node.tag))
+            return
+        group = tuple(sorted(node.group))
+        issued = self._issued.get(group, 0)
+        self._issued[group] = issued + 1
+        collective = self._table.join(self.npu, node, issued)
+        self._scheduler.issue(collective, lambda: self._complete(index))
+
+    def _memory_transfer(self, index: int, size: int) -> None:
+        """A load or store of ``size`` bytes between the NPU and its local memory: the transfers queue on one
+        channel of ``local_mem_bandwidth`` bytes/s (free when the study sets none), beside the compute stream."""
+        coordinator = self._context.coordinator
+        bandwidth = self._context.options.local_mem_bandwidth
+        duration = -(-size * 10**12 // bandwidth) if bandwidth else 0
+        start = max(coordinator.now, self._memory_channel_free)
+        self._memory_channel_free = start + duration
+        coordinator.schedule(start + duration, self._complete, index)
+
+    def _sent(self, message: tuple[int, int]) -> None:
+        """A point-to-point message of this NPU arrived: its send node is done, the peer may take it."""
+        index, tag = message
+        node = self.plan.nodes[index]
+        self._complete(index)
+        self.peers[node.peer].take(self.npu, tag)
+
+    def take(self, source: int, tag: int) -> None:
+        """A message from ``source`` tagged ``tag`` arrived: complete the oldest receive waiting for it."""
+        waiting = self._receiving.get((source, tag))
+        if waiting:
+            self._complete(waiting.popleft())
+        else:
+            self._unclaimed[(source, tag)] = self._unclaimed.get((source, tag), 0) + 1
+
+    def _receive(self, index: int, key: tuple[int, int]) -> None:
+        if self._unclaimed.get(key):
+            self._unclaimed[key] -= 1
+            self._complete(index)
+        else:
+            self._receiving.setdefault(key, deque()).append(index)
+
+    def _next_compute(self) -> None:
+        coordinator = self._context.coordinator
+        if not self._compute_queue:
+            self._computing = False
+            self._idle_since = coordinator.now
+            return
+        self._computing = True
+        index = self._compute_queue.popleft()
+        allocation = self.plan.allocations.get(index)
+        if allocation:
+            self._allocate(allocation)
+        duration = self._durations[index]
+        self.compute_ps += duration
+        if self._context.spans is not None:
+            node = self.plan.nodes[index]
+            name = node.name or f"node {node.id}"
+            self._context.spans.append(TraceSpan(self.npu, "compute", name, coordinator.now, coordinator.now + duration))
+        coordinator.schedule(coordinator.now + duration, self._compute_done, index)
+
+    def _compute_done(self, index: int) -> None:
+        self._complete(index)
+        self._next_compute()
+
+    def _complete(self, index: int) -> None:
+        plan = self.plan
+        released = plan.releases.get(index)
+        if released:
+            self._memory -= released
+            self._sample_memory()
+        if index in plan.milestones:
+            node = plan.nodes[index]
+            self.milestones[node.name or f"node {node.id}"] = self._context.coordinator.now
+        self._left -= 1
+        if self._left == 0:
+            self.finish_ps = self._context.coordinator.now
+            if not self._computing:
+                self._charge_idle(index)
+        remaining = self._remaining
+        for dependent in plan.dependents[index]:
+            remaining[dependent] -= 1
+            if remaining[dependent] == 0:
+                self._ready(dependent, index)
+
+    def _allocate(self, size: int) -> None:
+        self._memory += size
+        if self._memory > self.peak_memory:
+            self.peak_memory = self._memory
+            self.peak_memory_ps = self._context.coordinator.now
+        self._sample_memory()
+
+    def _sample_memory(self) -> None:
+        """Record what the NPU holds now, for the trace's memory counter."""
+        counters = self._context.counters
+        if counters is not None:
+            held = self._memory + sum(size for _, size in self.plan.resident)
+            counters.append(CounterSample(self.npu, "memory", self._context.coordinator.now, held))
+
+    def _charge_idle(self, cause: int) -> None:
+        """The compute stream, idle since ``_idle_since``, has work again (or the graph is done) because
+        ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
+        nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn)."""
+        end = self._context.coordinator.now
+        idle_since = self._idle_since
+        while end > idle_since:
+            wait = self._waits.get(cause)
+            start = idle_since if wait is None else max(wait[0], idle_since)
+            label = self._label(cause) if wait is not None else "other"
+            self.exposed_ps[label] = self.exposed_ps.get(label, 0) + end - start
+            if wait is None:
+                return
+            end, cause = start, wait[1]
+
+    def _label(self, index: int) -> str:
+        """What a wait on node ``index`` counts as: its communicator's name, else ``p2p`` or ``collective``."""
+        if index < 0:
+            return "other"
+        node = self.plan.nodes[index]
+        if node.pg_name:
+            return node.pg_name
+        if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
+            return "p2p"
+        return "collective" if node.type == workload_pb2.COMM_COLL_NODE else "other"

@@ -1,0 +1,126 @@
+"""Pricing a study's operators: every distinct operator asked of the compute backend once, in one batch.
+
+What comes back is each plan's node durations and compute energy (what the executors run on), and one
+:class:`~stratasim.system_layer.result.OperatorStats` per distinct operator with how many times the study runs it (what
+the report's operator table shows: the bound, time and energy of every operator).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from stratasim.kernel.contracts import ComputeBackend
+from stratasim.kernel.errors import BackendError, WorkloadError
+from stratasim.kernel.operators import dtype_name
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.v1.compute_pb2 import OperatorCost, OperatorDesc
+from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.result import OperatorStats
+
+__all__ = ["Pricing", "price_plans"]
+
+# Names kept per distinct operator: enough to tell what it is, bounded for traces naming every node apart.
+_MAX_NAMES = 8
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Keyed by ``id(plan)``: node durations by position (fixed ones as given) and the picojoules its priced
+    operators take in all (fixed-duration nodes carry no energy); ``counts`` says how many times each plan runs
+    each distinct operator (by signature), for :meth:`operator_stats`."""
+
+    durations: Mapping[int, tuple[int, ...]]
+    energies: Mapping[int, float]
+    counts: Mapping[int, Counter[bytes]]
+    ops: Mapping[bytes, tuple[compute_pb2.OperatorDesc, list[str], compute_pb2.OperatorCost]]
+
+    def operator_stats(
+        self, plan_runs: Mapping[int, int], reductions: Iterable[tuple[OperatorDesc, OperatorCost, int]] = ()
+    ) -> tuple[OperatorStats, ...]:
+        """One row per distinct operator, counting each plan as run ``plan_runs[id(plan)]`` times (by how many
+        NPUs follow it), plus the collectives' priced ``reductions`` (operator, cost, runs); most time first."""
+        totals: Counter[bytes] = Counter()
+        for plan_id, runs in plan_runs.items():
+            for key, count in self.counts[plan_id].items():
+                totals[key] += count * runs
+        rows = [_row(op, names, cost, totals[key]) for key, (op, names, cost) in self.ops.items() if totals[key]]
+        rows += [_row(op, [op.name], cost, count) for op, cost, count in reductions if count]
+        return tuple(sorted(rows, key=lambda row: (-row.count * row.duration_ps, row.names, row.shape)))
+
+
+def _row(op: compute_pb2.OperatorDesc, names: list[str], cost: compute_pb2.OperatorCost, count: int) -> OperatorStats:
+    bound = compute_pb2.Bound.Name(cost.bound).lower() if cost.bound in compute_pb2.Bound.values() else ""
+    return OperatorStats(
+        names=tuple(names),
+        kind=compute_pb2.OperatorKind.Name(op.kind).lower() if op.kind in compute_pb2.OperatorKind.values() else "",
+        shape=tuple(op.shape),
+        dtype=dtype_name(op.dtype),
+        flops=op.flops,
+        bytes=op.bytes,
+        count=count,
+        duration_ps=cost.duration_ps,
+        energy_pj=cost.energy_pj,
+        bound="" if bound == "bound_unspecified" else bound,
+        traffic=tuple((t.level, t.bytes) for t in cost.traffic),
+    )
+
+
+def _signature(op: compute_pb2.OperatorDesc) -> bytes:
+    """What determines an operator's cost: everything but its name, so equal operators are priced once."""
+    unnamed = compute_pb2.OperatorDesc()
+    unnamed.CopyFrom(op)
+    unnamed.ClearField("name")
+    return unnamed.SerializeToString(deterministic=True)
+
+
+def price_plans(
+    plans: Sequence[GraphPlan],
+    compute: ComputeBackend | None,
+    device: str,
+    calibration: compute_pb2.Calibration | None,
+) -> Pricing:
+    """Price every operator node of ``plans`` on ``device``; a node to price without a backend is an error."""
+    unique: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str]]] = {}
+    signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
+    keys: dict[int, list[bytes | None]] = {}
+    for plan in plans:
+        plan_keys: list[bytes | None] = []
+        keys[id(plan)] = plan_keys
+        for node in plan.nodes:
+            if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
+                plan_keys.append(None)
+                continue
+            if compute is None:
+                raise WorkloadError(
+                    f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
+                )
+            written = node.op.SerializeToString(deterministic=True)
+            key = signatures.get(written)
+            if key is None:
+                key = signatures[written] = _signature(node.op)
+            names = unique.setdefault(key, (node.op, []))[1]
+            if len(names) < _MAX_NAMES and (node.op.name or node.name) not in names:
+                names.append(node.op.name or node.name)
+            plan_keys.append(key)
+    costs: dict[bytes, compute_pb2.OperatorCost] = {}
+    if unique and compute is not None:
+        request = compute_pb2.EstimateRequest(device=device, ops=[op for op, _ in unique.values()], calibration=calibration)
+        response = compute.estimate(request)
+        if response.HasField("error"):
+            raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
+        costs = dict(zip(unique, response.costs))
+    durations = {
+        id(plan): tuple(
+            node.duration_ps if key is None else costs[key].duration_ps for node, key in zip(plan.nodes, keys[id(plan)])
+        )
+        for plan in plans
+    }
+    # Summed in node order, so the total is the same float every run.
+    energies = {
+        id(plan): sum((costs[key].energy_pj for key in keys[id(plan)] if key is not None), 0.0) for plan in plans
+    }
+    counts = {id(plan): Counter(key for key in keys[id(plan)] if key is not None) for plan in plans}
+    ops = {key: (op, names, costs[key]) for key, (op, names) in unique.items()}
+    return Pricing(durations, energies, counts, ops)

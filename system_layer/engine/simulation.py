@@ -1,0 +1,250 @@
+"""One simulation: wire the graphs, the scheduler and the network federate, run, and collect the results."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
+from stratasim.kernel.errors import SimulationError, WorkloadError
+from stratasim.kernel.grid import Grid
+from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
+from stratasim.system_layer.collectives.chunks import Collective
+from stratasim.system_layer.engine.coordinator import Coordinator
+from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
+from stratasim.system_layer.engine.fusion import fuse_compute_runs
+from stratasim.system_layer.engine.graph_plan import GraphPlan, plan_graph
+from stratasim.system_layer.options import SystemOptions
+from stratasim.system_layer.engine.pricing import price_plans
+from stratasim.system_layer.result import CollectiveStats, LinkBusy, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
+from stratasim.system_layer.scheduler.reduction import ReductionCost
+from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+from stratasim.system_layer.symmetry.stand_ins import stand_ins
+
+__all__ = ["simulate", "validate"]
+
+
+def simulate(
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    network: NetworkBackend,
+    topology: network_pb2.Topology,
+    options: SystemOptions,
+    *,
+    compute: ComputeBackend | None = None,
+    device: str = "",
+    calibration: compute_pb2.Calibration | None = None,
+    representatives: Sequence[int] | None = None,
+) -> SimulationResult:
+    """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
+    prices operators on ``device`` (with ``calibration``, when given).
+
+    With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
+    graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise every NPU is.
+    """
+    info = network.configure(_recording_links(topology) if options.record_trace else topology)
+    npus = len(graphs)
+    physical = _physical_grid(topology, npus)
+    stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
+    simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
+    plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
+    pricing = price_plans(list(plans.values()), compute, device, calibration)
+    durations = dict(pricing.durations)
+    energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
+    plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
+    if not options.record_trace:  # a trace shows every node; the times are the same either way
+        for key, plan in list(plans.items()):
+            fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
+            plans[key] = fused
+            durations[id(fused)] = fused_durations
+    direct = network if info.stateless and isinstance(network, DirectNetwork) else None
+    coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps, direct=direct)
+    reduction = ReductionCost(options, compute, device, calibration)
+    context = SchedulerContext(coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None)
+    table = CollectiveTable(grid, options, npus)
+    executors: dict[int, NpuExecutor] = {}
+    for npu in simulated:
+        context.schedulers[npu] = NpuScheduler(npu, context)
+        plan = plans[id(graphs[npu])]
+        executors[npu] = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
+        coordinator.schedule(0, executors[npu].start)
+    for executor in executors.values():
+        executor.peers = executors
+    coordinator.run()
+
+    stuck = [ex.npu for ex in executors.values() if not ex.done]
+    if stuck:
+        raise SimulationError(
+            f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
+            "but nothing can happen (a collective some group members never issue?)"
+        )
+    reduction_energy = {npu: _reduction_energy(scheduler, reduction) for npu, scheduler in context.schedulers.items()}
+    stats = {
+        npu: _npu_stats(ex, context.schedulers[npu], energy_of[npu] + reduction_energy[npu])
+        for npu, ex in executors.items()
+    }
+    spans = list(context.spans or ())
+    counters = list(context.counters or ())
+    if stand_in is None:
+        per_npu = [stats[npu] for npu in range(npus)]
+    else:  # every NPU lived its representative's timeline
+        per_npu = [replace(stats[stand_in[npu]], npu=npu) for npu in range(npus)]
+        lived: dict[int, list[int]] = {}
+        for npu, representative in enumerate(stand_in):
+            lived.setdefault(representative, []).append(npu)
+        spans = [replace(span, npu=npu) for span in spans for npu in lived[span.npu]]
+        counters = [replace(sample, npu=npu) for sample in counters for npu in lived[sample.npu]]
+    milestones: dict[str, int] = {}
+    for executor in executors.values():
+        for name, time_ps in executor.milestones.items():
+            milestones[name] = max(time_ps, milestones.get(name, time_ps))
+    link_counters = network.counters()
+    links = tuple(
+        LinkStats(name, busy, size, messages)
+        for name, busy, size, messages in zip(
+            link_counters.link, link_counters.busy_ps, link_counters.bytes, link_counters.messages
+        )
+    )
+    link_busy = tuple(
+        LinkBusy(busy.link, tuple(zip(busy.start_ps, busy.end_ps))) for busy in link_counters.busy
+    )
+    latency = link_counters.packet_latency
+    packet_latency = PacketLatencyStats(
+        latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
+    )
+    return SimulationResult(
+        total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
+        npus=npus,
+        collectives=tuple(_collective_stats(c) for c in table.all),
+        per_npu=tuple(per_npu),
+        spans=tuple(sorted(spans, key=lambda s: (s.npu, s.start_ps, s.end_ps, s.track, s.name))),
+        events_processed=coordinator.queue.processed + coordinator.messages,
+        simulated_npus=len(simulated),
+        links=links,
+        milestones=milestones,
+        counters=tuple(sorted(counters, key=lambda c: (c.npu, c.time_ps))),
+        link_busy=link_busy,
+        packet_latency=packet_latency,
+        operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
+    )
+
+
+def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
+    """``topology`` asking a network that models links to record when each link is busy, for the trace."""
+    recording = network_pb2.Topology()
+    recording.CopyFrom(topology)
+    recording.record_link_busy = True
+    return recording
+
+
+def _reduction_energy(scheduler: NpuScheduler, reduction: ReductionCost) -> float:
+    """Picojoules of the priced reductions one NPU's collectives ran, summed by size in a fixed order."""
+    return sum((count * reduction.operator(size)[1].energy_pj for size, count in sorted(scheduler.reductions.items())),
+               0.0)  # fmt: skip
+
+
+def _reductions_run(
+    context: SchedulerContext, reduction: ReductionCost, stand_in: tuple[int, ...] | None
+) -> list[tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost, int]]:
+    """Each priced reduction size as an operator with its cost and how many times all NPUs ran it."""
+    stands_for = Counter(stand_in if stand_in is not None else list(context.schedulers))
+    runs: Counter[int] = Counter()
+    for npu, scheduler in context.schedulers.items():
+        for size, count in scheduler.reductions.items():
+            runs[size] += count * stands_for[npu]
+    return [(*reduction.operator(size), count) for size, count in sorted(runs.items())]
+
+
+def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float) -> NpuStats:
+    resident = executor.plan.resident
+    return NpuStats(
+        executor.npu,
+        executor.finish_ps,
+        executor.compute_ps,
+        scheduler.comm_ps,
+        executor.finish_ps - executor.compute_ps,
+        tuple(sorted(scheduler.bytes_sent.items())),
+        exposed_comm_ps_by_kind=tuple(sorted(executor.exposed_ps.items())),
+        peak_memory_bytes=sum(size for _, size in resident) + executor.peak_memory,
+        peak_memory_ps=executor.peak_memory_ps,
+        memory_at_peak=(*resident, ("working", executor.peak_memory)) if resident or executor.peak_memory else (),
+        compute_energy_pj=energy_pj,
+    )
+
+
+def validate(
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    topology: network_pb2.Topology,
+    options: SystemOptions,
+    representatives: Sequence[int] | None = None,
+) -> None:
+    """Every check ``simulate`` makes before it starts: graphs, groups, algorithms against line sizes (of the
+    representatives' graphs only, when the workload declares some)."""
+    npus = len(graphs)
+    checked = sorted(set(representatives)) if representatives is not None else range(npus)
+    _prepare({npu: graphs[npu] for npu in checked}, npus, _physical_grid(topology, npus), options)
+
+
+def _physical_grid(topology: network_pb2.Topology, npus: int) -> Grid:
+    physical = Grid.of(topology)
+    if npus > physical.npus:
+        raise WorkloadError(f"workload needs {npus} NPUs but the topology has {physical.npus}")
+    return physical
+
+
+def _prepare(
+    graphs: dict[int, workload_pb2.ExecutionGraph], npus: int, physical: Grid, options: SystemOptions
+) -> tuple[dict[int, GraphPlan], Grid]:
+    """Check the graphs of the NPUs to simulate and plan every distinct collective once, so an impossible study
+    fails before it runs."""
+    plans: dict[int, GraphPlan] = {}
+    for npu, graph in graphs.items():
+        if id(graph) not in plans:
+            plans[id(graph)] = plan_graph(graph, npu, npus)
+    grid = _logical_grid(physical, options)
+    table = CollectiveTable(grid, options, npus)
+    table.preflight([node for plan in plans.values() for node in plan.nodes if node.type == workload_pb2.COMM_COLL_NODE])
+    return plans, grid
+
+
+def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
+    """The grid collectives run on: the physical topology's, or the logical one the options name."""
+    if options.logical_dims is None:
+        return physical
+    logical = Grid(options.logical_dims)
+    if logical.npus != physical.npus:
+        raise WorkloadError(
+            f"system.logical_topology: {list(logical.sizes)} holds {logical.npus} NPUs but the physical topology "
+            f"has {physical.npus}"
+        )
+    return logical
+
+
+def _mean(total: int, count: int) -> int:
+    return total // count if count else 0
+
+
+def _collective_stats(collective: Collective) -> CollectiveStats:
+    phases = range(len(collective.phases))
+    runs = collective.phase_runs
+
+    def per_phase(sums: list[list[int]]) -> tuple[int, ...]:
+        return tuple(_mean(sum(c[p] for c in sums), sum(c[p] for c in runs)) for p in phases)
+
+    def per_chunk(sums: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(_mean(total, count) for total, count in zip(c, n)) for c, n in zip(sums, runs))
+
+    return CollectiveStats(
+        collective_id=collective.id,
+        type=collective.kind,
+        bytes=collective.bytes,
+        group_size=len(collective.group),
+        start_ps=collective.start_ps or 0,
+        end_ps=collective.end_ps,
+        queue_delay_ps_per_phase=per_phase(collective.queue_delay_sum),
+        network_delay_ps_per_phase=per_phase(collective.network_delay_sum),
+        phase_dims=tuple(lines.dim for lines in collective.phases),
+        phase_collectives=collective.phase_collectives,
+        queue_delay_ps_per_chunk=per_chunk(collective.queue_delay_sum),
+        network_delay_ps_per_chunk=per_chunk(collective.network_delay_sum),
+    )

@@ -1,0 +1,205 @@
+"""ASTRA-sim's chunk scheduler, one per NPU: a ready queue of chunks and logical scheduling queues.
+
+When a collective is issued its chunks join the ready queue. The dispatcher moves the chunk chosen by the
+policy (LIFO: the newest collective first; FIFO: the oldest) into the queue of its first phase while that
+queue holds fewer than ``active_chunks`` chunks. Each dimension has ``queues_per_dim`` logical scheduling
+queues (ASTRA-sim's LSQs, one per independent ring direction): chunk i uses queue ``i mod queues_per_dim``
+in every dimension, and in an odd-numbered queue its ring runs the other way round. Each queue runs at most
+``active_chunks`` chunks at once; a chunk that finishes a phase joins the queue of its next phase, so chunks
+pipeline across dimensions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from stratasim.system_layer.collectives.chunks import ChunkRun, Collective
+from stratasim.system_layer.collectives.groups import FLAT
+from stratasim.system_layer.options import Scheduling, SystemOptions
+from stratasim.system_layer.scheduler.reduction import ReductionCost
+from stratasim.system_layer.result import CounterSample, TraceSpan
+
+if TYPE_CHECKING:
+    from stratasim.system_layer.engine.coordinator import Coordinator
+    from stratasim.system_layer.collectives.steps import Step
+
+__all__ = ["NpuScheduler", "SchedulerContext"]
+
+
+class SchedulerContext:
+    """What every NPU's scheduler shares: the engine, the policies, the grid and the trace being recorded."""
+
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        options: SystemOptions,
+        reduction: ReductionCost,
+        *,
+        stand_ins: tuple[int, ...] | None = None,
+        replay_phases: bool = False,
+    ) -> None:
+        self.coordinator = coordinator
+        self.options = options
+        self.reduction = reduction
+        self.stand_ins = stand_ins
+        self.schedulers: dict[int, NpuScheduler] = {}
+        # Mirrored phases already run once, by (steps, direction, line, position, NPU): their steps, duration
+        # and bytes sent; kept only when message delays do not depend on traffic (None otherwise).
+        self.phase_replays: dict[tuple[object, ...], tuple[object, int, int]] | None = {} if replay_phases else None
+        self.reduced_sizes: dict[int, tuple[int, ...]] = {}  # the sizes a replayed phase reduces, by id(steps)
+        self.spans: list[TraceSpan] | None = [] if options.record_trace else None
+        self.counters: list[CounterSample] | None = [] if options.record_trace else None
+
+
+class NpuScheduler:
+    """Schedules the chunks of every collective issued on one NPU."""
+
+    def __init__(self, npu: int, context: SchedulerContext) -> None:
+        self.npu = npu
+        self.context = context
+        self._ready: deque[deque[ChunkRun]] = deque()
+        self._waiting: dict[tuple[int, int], deque[ChunkRun]] = {}
+        self._active: dict[tuple[int, int], int] = {}
+        self._chunks_left: dict[int, int] = {}
+        self._on_done: dict[int, Callable[[], None]] = {}
+        self._issued_ps: dict[int, int] = {}
+        self.in_flight = 0
+        self.comm_ps = 0
+        self.reductions: Counter[int] = Counter()  # priced reductions run, by size in bytes
+        self.bytes_sent: dict[int, int] = {}
+        self._comm_since = 0
+
+    @property
+    def reductions_cost(self) -> bool:
+        """Whether reducing received data takes any time at all (it is free unless a cost model is set)."""
+        return self.context.reduction.costs
+
+    def reduction_ps(self, size: int) -> int:
+        """Time to reduce ``size`` received bytes into the local buffer (see :mod:`stratasim.system_layer.scheduler.reduction`)."""
+        if self.context.reduction.priced:
+            self.reductions[size] += 1
+        return self.context.reduction(size)
+
+    def replayed_reductions(self, steps: tuple[Step, ...]) -> None:
+        """Count the priced reductions of a phase replayed without running its steps."""
+        if not self.context.reduction.priced:
+            return
+        sizes = self.context.reduced_sizes.get(id(steps))
+        if sizes is None:  # phase replays keep their steps alive, so the id stays theirs
+            sizes = self.context.reduced_sizes[id(steps)] = tuple(s.reduced_bytes for s in steps if s.reduces)
+        self.reductions.update(sizes)
+
+    def peer_scheduler(self, npu: int) -> NpuScheduler:
+        return self.context.schedulers[npu]
+
+    def stand_in(self, npu: int) -> int:
+        """The NPU simulated in ``npu``'s place: itself, or its representative when symmetric NPUs are
+        aggregated (see :mod:`stratasim.system_layer.symmetry.stand_ins`)."""
+        stand_ins = self.context.stand_ins
+        return npu if stand_ins is None else stand_ins[npu]
+
+    def issue(self, collective: Collective, on_done: Callable[[], None]) -> None:
+        """Start ``collective`` on this NPU; ``on_done()`` runs when all its chunks have finished here."""
+        now = self.context.coordinator.now
+        if collective.start_ps is None or now < collective.start_ps:
+            collective.start_ps = now
+        if not collective.phases:  # a group of one NPU: nothing to communicate
+            collective.end_ps = max(collective.end_ps, now)
+            on_done()
+            return
+        if self.in_flight == 0:
+            self._comm_since = now
+        self.in_flight += 1
+        runs = collective.chunk_runs(self.npu, self)
+        self._chunks_left[collective.id] = len(runs)
+        self._on_done[collective.id] = on_done
+        self._issued_ps[collective.id] = now
+        for run in runs:
+            run.enqueued_ps = now
+        self._ready.append(deque(runs))
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        limit = self.context.options.active_chunks
+        lifo = self.context.options.scheduling is Scheduling.LIFO
+        while self._ready:
+            chunks = self._ready[-1] if lifo else self._ready[0]
+            run = chunks[0]
+            queue = (run.plans[0].dim, run.lane)
+            if self._active.get(queue, 0) + len(self._waiting.get(queue, ())) >= limit:
+                return
+            chunks.popleft()
+            if not chunks:
+                self._ready.pop() if lifo else self._ready.popleft()
+            run.phase = 0
+            self._enter(run, queue)
+
+    def _enter(self, run: ChunkRun, queue: tuple[int, int]) -> None:
+        self._waiting.setdefault(queue, deque()).append(run)
+        self._start_waiting(queue)
+
+    def _start_waiting(self, queue: tuple[int, int]) -> None:
+        limit = self.context.options.active_chunks
+        waiting = self._waiting.get(queue)
+        coordinator = self.context.coordinator
+        while waiting and self._active.get(queue, 0) < limit:
+            run = waiting.popleft()
+            self._active[queue] = self._active.get(queue, 0) + 1
+            run.collective.queue_delay_sum[run.index][run.phase] += coordinator.now - run.enqueued_ps
+            run.start_phase()
+
+    def phase_done(self, run: ChunkRun) -> None:
+        """``run`` finished its current phase: move it on, and let waiting chunks take its place.
+
+        Under ASTRA-sim's semantics a phase ends one endpoint delay after its last step.
+        """
+        options = self.context.options
+        if run.collective.astra and options.endpoint_delay_ps:
+            coordinator = self.context.coordinator
+            coordinator.schedule(coordinator.now + options.endpoint_delay_ps, self._leave_phase, run)
+        else:
+            self._leave_phase(run)
+
+    def _leave_phase(self, run: ChunkRun) -> None:
+        now = self.context.coordinator.now
+        collective = run.collective
+        dim = run.plans[run.phase].dim
+        collective.network_delay_sum[run.index][run.phase] += now - run.started_ps
+        if run.sent:
+            self.bytes_sent[dim] = self.bytes_sent.get(dim, 0) + run.sent
+        collective.phase_runs[run.index][run.phase] += 1
+        if self.context.spans is not None:
+            self.context.spans.append(
+                TraceSpan(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
+                          f"{collective.kind} #{collective.id} chunk {run.index}", run.started_ps, now)
+            )
+        queue = (dim, run.lane)
+        self._active[queue] -= 1
+        if run.phase + 1 < len(run.plans):
+            run.phase += 1
+            run.enqueued_ps = now
+            self._enter(run, (run.plans[run.phase].dim, run.lane))
+        else:
+            self._chunk_done(collective, now)
+        self._start_waiting(queue)
+        self._dispatch()
+
+    def _chunk_done(self, collective: Collective, now: int) -> None:
+        left = self._chunks_left[collective.id] - 1
+        self._chunks_left[collective.id] = left
+        if left:
+            return
+        del self._chunks_left[collective.id]
+        collective.end_ps = max(collective.end_ps, now)
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.comm_ps += now - self._comm_since
+        if self.context.spans is not None:
+            self.context.spans.append(
+                TraceSpan(self.npu, "comm", f"{collective.kind} #{collective.id}", self._issued_ps.pop(collective.id), now)
+            )
+        else:
+            del self._issued_ps[collective.id]
+        self._on_done.pop(collective.id)()

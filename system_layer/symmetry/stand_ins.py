@@ -1,0 +1,143 @@
+"""Simulating NPUs that are equivalent by symmetry once for all (as PALM's virtual tile aggregation does).
+
+When every NPU runs the same graph, every collective spans all NPUs, the topology's dimensions are
+translation-symmetric (rings, fully connected, switches all are), the algorithms treat every position alike
+and message delays do not depend on other traffic, then every NPU lives the same timeline. The engine then
+simulates NPU 0 alone: a message it sends to a peer is also, by symmetry, the message it receives from its
+mirror peer at the same time, so it is delivered back to NPU 0 — after the network priced the real route.
+Results are identical to simulating every NPU (the tests check this), at a fraction of the cost.
+
+The same holds class by class. A workload whose NPU ``x`` runs the graph of a representative ``r`` moved by
+the grid translation from ``r`` to ``x`` (the TP and DP ranks of a pipeline stage, say) declares its
+representatives; the engine simulates those alone. A collective message goes back to its sender, as above,
+which is exact when every member of the group stands in for the sender, the group runs one phase per
+dimension (no flat phase, whose member order translations need not respect) and the translations to its
+members carry the group onto itself (a whole line, or evenly spaced positions of a ring). Point-to-point
+messages go between representatives as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stratasim.kernel.grid import Grid
+from stratasim.v1 import network_pb2, workload_pb2
+from stratasim.system_layer.collectives.groups import FLAT, phases_of
+from stratasim.system_layer.options import SystemOptions
+
+__all__ = ["SYMMETRIC_ALGORITHMS", "aggregation_blocker", "stand_ins"]
+
+# Algorithms whose every position sends and waits alike, with peers at the same distances.
+SYMMETRIC_ALGORITHMS = frozenset({"ring", "ring_bidirectional", "direct", "halving_doubling"})
+
+
+def aggregation_blocker(
+    graphs: Sequence[workload_pb2.ExecutionGraph], info: network_pb2.NetworkInfo, options: SystemOptions
+) -> str | None:
+    """Why the NPUs cannot be simulated as one representative, or None when they can."""
+    if not options.aggregate:
+        return "aggregation is switched off"
+    if not info.stateless:
+        return f"the {info.backend or 'network'} backend's delays depend on traffic"
+    if len(graphs) != info.npus:
+        return "the workload does not use every NPU of the topology"
+    if options.logical_dims is not None:
+        return "collectives run on a logical topology whose symmetries the physical one may not share"
+    first = graphs[0]
+    signature = first.SerializeToString(deterministic=True)
+    seen = {id(first)}
+    for graph in graphs:
+        if id(graph) not in seen:
+            seen.add(id(graph))
+            if graph.SerializeToString(deterministic=True) != signature:
+                return "NPUs run different graphs"
+    for node in first.nodes:
+        if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
+            return f"node {node.id} is a point-to-point transfer"
+        if node.type != workload_pb2.COMM_COLL_NODE:
+            continue
+        if node.group and len(set(node.group)) != len(graphs):
+            return f"collective node {node.id} runs on a sub-group"
+        if node.comm_type in (workload_pb2.BROADCAST, workload_pb2.REDUCE):
+            return f"collective node {node.id} has a root, which sets NPUs apart"
+    unusual = sorted({name for names in options.algorithms.values() for name in names} - SYMMETRIC_ALGORITHMS)
+    if unusual:
+        return f"algorithm {unusual[0]} treats positions differently"
+    return None
+
+
+def stand_ins(
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    info: network_pb2.NetworkInfo,
+    options: SystemOptions,
+    grid: Grid,
+    representatives: Sequence[int] | None = None,
+) -> tuple[tuple[int, ...] | None, str | None]:
+    """For each NPU, the NPU simulated in its place, or None with the reason when every NPU must be simulated.
+
+    Without declared ``representatives`` NPU 0 stands in for all when :func:`aggregation_blocker` allows;
+    with them, only the representatives' graphs are read, and the checks in the module docstring apply.
+    """
+    npus = len(graphs)
+    if representatives is None:
+        blocker = aggregation_blocker(graphs, info, options)
+        return ((0,) * npus, None) if blocker is None else (None, blocker)
+    blocker = _common_blocker(npus, info, options) or _representative_blocker(graphs, tuple(representatives), grid)
+    return (tuple(representatives), None) if blocker is None else (None, blocker)
+
+
+def _common_blocker(npus: int, info: network_pb2.NetworkInfo, options: SystemOptions) -> str | None:
+    if not options.aggregate:
+        return "aggregation is switched off"
+    if not info.stateless:
+        return f"the {info.backend or 'network'} backend's delays depend on traffic"
+    if npus != info.npus:
+        return "the workload does not use every NPU of the topology"
+    if options.logical_dims is not None:
+        return "collectives run on a logical topology whose symmetries the physical one may not share"
+    unusual = sorted({name for names in options.algorithms.values() for name in names} - SYMMETRIC_ALGORITHMS)
+    if unusual:
+        return f"algorithm {unusual[0]} treats positions differently"
+    return None
+
+
+def _representative_blocker(
+    graphs: Sequence[workload_pb2.ExecutionGraph], stand_in: tuple[int, ...], grid: Grid
+) -> str | None:
+    if len(stand_in) != len(graphs) or any(not 0 <= r < len(graphs) or stand_in[r] != r for r in stand_in):
+        return "the declared representatives are not a mapping of NPUs onto NPUs that stand for themselves"
+    checked: set[tuple[int, ...]] = set()
+    for npu in sorted(set(stand_in)):
+        for node in graphs[npu].nodes:
+            if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
+                if stand_in[node.peer] != node.peer:
+                    return f"NPU {npu} node {node.id} talks to NPU {node.peer}, which is not a representative"
+            elif node.type == workload_pb2.COMM_COLL_NODE:
+                if node.comm_type in (workload_pb2.BROADCAST, workload_pb2.REDUCE):
+                    return f"NPU {npu} collective node {node.id} has a root, which sets NPUs apart"
+                group = tuple(sorted(node.group)) if node.group else tuple(range(len(graphs)))
+                if group not in checked:
+                    problem = _group_problem(group, npu, stand_in, grid)
+                    if problem:
+                        return f"NPU {npu} collective node {node.id}: {problem}"
+                    checked.add(group)
+    return None
+
+
+def _group_problem(group: tuple[int, ...], npu: int, stand_in: tuple[int, ...], grid: Grid) -> str | None:
+    """Why the mirror trick would be inexact on ``group`` issued by representative ``npu``, or None (also when
+    every member is simulated in person)."""
+    if all(stand_in[member] == member for member in group):
+        return None
+    if any(stand_in[member] != npu for member in group):
+        return "its group holds NPUs that another representative stands in for"
+    if any(lines.dim == FLAT for lines in phases_of(group, grid)):
+        return "its group is not laid out along the topology's dimensions"
+    members = set(group)
+    origin = grid.coords(npu)
+    for member in group:
+        shift = [c - o for c, o in zip(grid.coords(member), origin)]
+        moved = {grid.npu_at([(c + d) % size for c, d, size in zip(grid.coords(q), shift, grid.sizes)]) for q in group}
+        if moved != members:
+            return "the translations between its members do not carry it onto itself"
+    return None

@@ -1,0 +1,328 @@
+"""Serving one batch of requests on a decoder transformer with tensor (TP) and pipeline (PP) parallelism.
+
+``batch`` requests of ``prompt_len`` tokens each generate ``generate`` tokens: the prefill runs every layer over the
+prompts, writes their KV cache and yields token 1; then ``generate - 1`` decode steps each run every layer over one
+new token per request, attend to the KV cache and yield the next token. The batch is split into ``micro_batches``
+pipeline micro-batches of ``b = batch / micro_batches`` requests; the order of the passes, the point-to-point
+transfers and the milestones (``"first token"``, then ``"token k"`` for ``k = 2 .. generate``: when every request
+has that token) are in :mod:`stratasim.workload_layer.inference.batch_graph`, the figures in
+:meth:`TransformerInferenceWorkload.serving_figures`.
+
+- Ranks: TP innermost, ``npu = tp_rank + tp * pp_rank``; stage ``p`` holds layers ``p L/pp .. (p+1) L/pp - 1``,
+  the first stage also the (vocabulary-parallel) embedding, the last the final layernorm, the LM head and the
+  sampler. TP ranks of a stage are symmetric (:meth:`TransformerInferenceWorkload.representatives`).
+- A layer on a TP rank, for a pass of ``q`` new tokens per request (``q = prompt_len`` in the prefill, 1 in a
+  decode step) attending to ``c`` positions (``c = prompt_len`` in the prefill, ``prompt_len + k`` in decode step
+  ``k``), with ``t = b q`` tokens, ``d = hidden / heads`` the head size, ``a = heads / tp`` and ``g = kv_heads /
+  tp`` the query and key-value heads of the rank, ``r = heads / kv_heads`` query heads per key-value head and
+  ``f = ffn / tp``:
+
+  layernorm; QKV GEMM ``[t, h] x [h, (a + 2g) d]``; KV-cache append (a copy of ``2 t g d`` elements, which the
+  node allocates); attention scores ``[r q, d] x [d, c]`` and context ``[r q, c] x [c, d]``, both batched over
+  ``b g`` (the ``r`` query heads sharing a key-value head are stacked, so each key and value is read once: these
+  GEMMs' bytes include the KV cache read, ``2 b g c d`` elements, and are what make decode memory-bound), with a
+  softmax over ``b a q c`` elements between; output projection ``[t, a d] x [a d, h]``; TP all-reduce of
+  ``t h`` elements; residual + layernorm; MLP ``[t, h] x [h, f]``, GeLU, ``[t, f] x [f, h]`` (with SwiGLU the
+  first GEMM is ``[t, h] x [h, 2f]``, gate and up fused, and the activation reads both halves); TP all-reduce of
+  ``t h`` elements; residual.
+- Causal masking in the prefill: the score and context GEMMs are counted over the full ``c x c`` square, as an
+  unfused kernel (and the training workload, and Megatron-LM's FLOP formula) computes it; a causal FlashAttention
+  kernel skips about half of those FLOPs and never writes the scores, so prefill attention is an upper bound.
+- First stage: an embedding lookup (a copy of ``t h`` elements) and its vocabulary-parallel TP all-reduce.
+  Last stage: a final layernorm, the LM head ``[b, h] x [h, V/tp]`` over each request's last position only (the
+  vocabulary padded to a multiple of tp), a TP all-gather of the logits (``b V`` elements) and a sampler
+  (softmax over ``b V``) whose node produces the tokens.
+- Between stages, one micro-batch's activation, ``t h`` elements, goes to the same TP rank of the next stage;
+  after a step, the last stage sends each micro-batch's tokens (4 bytes per request: int32 ids) back to the first.
+- Memory: ``resident_bytes["weights"]`` is :meth:`~TransformerInferenceWorkload.stage_parameters` in
+  ``precision``; each KV-cache append allocates ``2 t g d`` elements, so the cache grows by ``2 (L/pp) g d``
+  elements per token and ends at ``2 (L/pp) g d b_total (prompt_len + generate - 1)`` (the last token is never
+  fed back).
+
+Pointwise FLOP counts per element are estimates (layernorm 8, softmax 5, GeLU 8, SwiGLU 5, residual 1, sampler
+5); GEMM FLOPs are exact. Not modelled: rotary embeddings, biases, continuous batching (requests join and leave
+one batch at once), paged-attention block overheads, speculative decoding, activations' transient memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from pydantic import Field, model_validator
+
+from stratasim.kernel import operators
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.schema import DTypeName, Section
+from stratasim.kernel.grid import Grid
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.graph_sequence import GraphSequence
+from stratasim.workload_layer.inference.batch_graph import (
+    Compute,
+    Pass,
+    ServingPlan,
+    Step,
+    TensorParallelCollective,
+    build_serving_graph,
+    milestone_name,
+)
+from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
+from stratasim.workload_layer.transformer.config import ModelConfig
+from stratasim.workload_layer.transformer.blocks import embedding_parameters, head_parameters, layer_parameters
+
+__all__ = ["TransformerInferenceWorkload", "TransformerInferenceConfig", "ServingConfig", "InferenceParallelism"]
+
+TOKEN_BYTES = 4
+"""Bytes of one generated token id sent back through the pipeline (an int32)."""
+
+
+class ServingConfig(Section):
+    """``workload.serving``: ``batch`` requests of ``prompt_len`` tokens, each generating ``generate`` tokens (the
+    first from the prefill), in ``micro_batches`` pipeline micro-batches (default ``parallelism.pp``)."""
+
+    batch: int = Field(gt=0)
+    prompt_len: int = Field(gt=0)
+    generate: int = Field(ge=1)
+    micro_batches: int | None = Field(default=None, ge=1)
+
+
+class InferenceParallelism(Section):
+    """``workload.parallelism``: tensor-parallel and pipeline-parallel degrees."""
+
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+
+
+class TransformerInferenceConfig(Section):
+    """``workload:`` keys of ``kind: transformer_inference``."""
+
+    model: ModelConfig
+    serving: ServingConfig
+    parallelism: InferenceParallelism = Field(default_factory=InferenceParallelism)
+    precision: DTypeName = "bf16"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TransformerInferenceConfig:
+        problems = list(self._problems())
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _problems(self) -> Iterator[str]:
+        """Every way the model, the plan and the batch do not fit together, one message each."""
+        model, plan, serving = self.model, self.parallelism, self.serving
+        checks = [
+            ("model.heads", model.heads, "parallelism.tp", plan.tp),
+            ("model.ffn", model.ffn_size, "parallelism.tp", plan.tp),
+            ("model.layers", model.layers, "parallelism.pp", plan.pp),
+        ]
+        if model.experts:
+            yield "workload.model.experts: serving a mixture of experts is not modelled yet; use a dense model"
+        if model.kv_head_count != model.heads:  # else the heads' check says it
+            checks.insert(1, ("model.kv_heads", model.kv_head_count, "parallelism.tp", plan.tp))
+        for name, value, by_name, by in checks:
+            if value % by:
+                yield f"workload.{name} ({value}) must be divisible by workload.{by_name} ({by})"
+        if serving.batch % self.micro_batches:
+            default = "" if serving.micro_batches is not None else ", by default workload.parallelism.pp"
+            yield (
+                f"workload.serving.batch ({serving.batch}) must be divisible by workload.serving.micro_batches "
+                f"({self.micro_batches}{default})"
+            )
+        if serving.prompt_len + serving.generate > model.seq_len:
+            yield (
+                f"workload.serving.prompt_len + generate ({serving.prompt_len} + {serving.generate}) must not "
+                f"exceed workload.model.seq_len ({model.seq_len}), the context the model is built for"
+            )
+
+    @property
+    def micro_batches(self) -> int:
+        """Pipeline micro-batches: ``serving.micro_batches``, by default one per stage."""
+        return self.serving.micro_batches or self.parallelism.pp
+
+
+class TransformerInferenceWorkload:
+    """Builds one NPU graph per TP and PP rank serving one batch; see the module docstring for what is modelled."""
+
+    name = "transformer_inference"
+    fills_topology = True
+    Config = TransformerInferenceConfig
+
+    def __init__(self, config: TransformerInferenceConfig) -> None:
+        self.config = config
+        self._dtype = operators.parse_dtype(config.precision)
+        self._element = operators.dtype_bytes(self._dtype)
+
+    def npus_required(self) -> int:
+        plan = self.config.parallelism
+        return plan.tp * plan.pp
+
+    def representatives(self, grid: Grid) -> tuple[int, ...] | None:
+        """TP rank 0 of each NPU's stage: the TP ranks of a stage run its graph moved along the TP group — when
+        the topology's coordinates keep their groups and peers aligned (else None)."""
+        tp = self.config.parallelism.tp
+        return translated_representatives(
+            grid, self.npus_required(), lambda npu: npu - npu % tp, lambda npu: self._partners(self._plan(npu, ()))
+        )
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        required = self.npus_required()
+        if npus != required:
+            raise WorkloadError(f"workload: transformer_inference needs exactly tp * pp = {required} NPUs, got {npus}")
+        stages = [self._stage_passes(stage) for stage in range(self.config.parallelism.pp)]
+        return GraphSequence(npus, lambda npu: self._graph(npu, stages))
+
+    def serving_figures(self, milestones: Mapping[str, int], total_time_ps: int) -> dict[str, float]:
+        """TTFT (when every request has its first token), TPOT (mean time per later token), tokens per second.
+
+        ``ttft_ns`` is the ``"first token"`` milestone; ``tpot_ns = (end - ttft) / (generate - 1)`` with ``end``
+        the last token's milestone (0 when ``generate`` is 1); ``tokens_per_second = batch * generate /
+        total_time`` (0 for an empty run).
+        """
+        serving = self.config.serving
+        last = milestone_name(serving.generate - 1)
+        missing = [name for name in (milestone_name(0), last) if name not in milestones]
+        if missing:
+            raise WorkloadError(f"transformer_inference: the simulation reported no {missing[0]!r} milestone")
+        ttft_ps, end_ps = milestones[milestone_name(0)], milestones[last]
+        tpot_ps = (end_ps - ttft_ps) / (serving.generate - 1) if serving.generate > 1 else 0.0
+        tokens = serving.batch * serving.generate
+        return {
+            "ttft_ns": ttft_ps / 1e3,
+            "tpot_ns": tpot_ps / 1e3,
+            "tokens_per_second": tokens * 1e12 / total_time_ps if total_time_ps else 0.0,
+            "batch": float(serving.batch),
+            "prompt_len": float(serving.prompt_len),
+            "generate": float(serving.generate),
+        }
+
+    def stage_parameters(self, stage: int) -> int:
+        """Parameters one TP rank of pipeline ``stage`` holds, counted as the training workload counts them
+        (:mod:`stratasim.workload_layer.transformer.blocks`: the model's options — biases, norms, position embeddings,
+        tied embeddings — included): its layers, the embeddings on the first stage, the final norm and LM head
+        on the last."""
+        model, plan = self.config.model, self.config.parallelism
+        per_stage = model.layers // plan.pp
+        layers = range(stage * per_stage, (stage + 1) * per_stage)
+        total = sum(layer_parameters(model, index, plan.tp, 1).total for index in layers)
+        if stage == 0:
+            total += embedding_parameters(model, plan.tp)
+        if stage == plan.pp - 1:
+            total += head_parameters(model, plan.tp, plan.pp)
+        return total
+
+    def _graph(self, npu: int, stages: Sequence[tuple[Pass, ...]]) -> workload_pb2.ExecutionGraph:
+        graph = build_serving_graph(self._plan(npu, stages[self._stage(npu)]))
+        graph.resident_bytes["weights"] = self.stage_parameters(self._stage(npu)) * self._element
+        return graph
+
+    @staticmethod
+    def _partners(plan: ServingPlan) -> Partners:
+        """Everyone ``plan``'s NPU talks to, by role: its TP group, pipeline neighbours and token peers."""
+        peers = (plan.previous_stage, plan.next_stage, plan.token_source, plan.token_sink)
+        return (plan.tensor_group, *(() if peer is None else (peer,) for peer in peers))
+
+    def _stage(self, npu: int) -> int:
+        return npu // self.config.parallelism.tp
+
+    def _plan(self, npu: int, passes: tuple[Pass, ...]) -> ServingPlan:
+        """``npu``'s ranks, peers and groups, running ``passes`` (its stage's)."""
+        plan = self.config.parallelism
+        tp, pp = plan.tp, plan.pp
+        stage, tp_rank = self._stage(npu), npu % tp
+        feedback = pp > 1
+        return ServingPlan(
+            npu=npu,
+            passes=passes,
+            micro_batches=self.config.micro_batches,
+            previous_stage=npu - tp if stage > 0 else None,
+            next_stage=npu + tp if stage < pp - 1 else None,
+            token_source=tp_rank + tp * (pp - 1) if feedback and stage == 0 else None,
+            token_sink=tp_rank if feedback and stage == pp - 1 else None,
+            tensor_group=tuple(range(npu - tp_rank, npu - tp_rank + tp)),
+            token_bytes=self._requests() * TOKEN_BYTES,
+            last_stage=stage == pp - 1,
+        )
+
+    def _requests(self) -> int:
+        """Requests per micro-batch."""
+        return self.config.serving.batch // self.config.micro_batches
+
+    def _stage_passes(self, stage: int) -> tuple[Pass, ...]:
+        """Step 0 (prefill) and every decode step of ``stage``."""
+        prompt = self.config.serving.prompt_len
+        prefill = self._pass(stage, queries=prompt, context=prompt)
+        decode = [self._pass(stage, queries=1, context=prompt + k) for k in range(1, self.config.serving.generate)]
+        return (prefill, *decode)
+
+    def _pass(self, stage: int, queries: int, context: int) -> Pass:
+        """One micro-batch's pass over ``stage`` with ``queries`` new tokens per request attending to ``context``."""
+        model, plan = self.config.model, self.config.parallelism
+        per_stage = model.layers // plan.pp
+        tokens = self._requests() * queries
+        steps: list[Step] = []
+        if stage == 0:
+            steps += [
+                Compute("embedding", self._pointwise("embedding", (tokens, model.hidden), flops=0)),
+                self._all_reduce("embedding tp all-reduce", tokens),
+            ]
+        for layer in range(stage * per_stage, (stage + 1) * per_stage):
+            steps += self._layer(f"layer{layer}", queries, context)
+        if stage == plan.pp - 1:
+            steps += self._head()
+        return Pass(tuple(steps), tokens * model.hidden * self._element)
+
+    def _layer(self, name: str, queries: int, context: int) -> list[Step]:
+        model, tp = self.config.model, self.config.parallelism.tp
+        h, d, b = model.hidden, model.hidden // model.heads, self._requests()
+        a, g, f = model.heads // tp, model.kv_head_count // tp, model.ffn_size // tp
+        r, t = a // g, b * queries
+        up = 2 * f if model.activation == "swiglu" else f
+        kv_elements = 2 * t * g * d
+        return [
+            Compute(f"{name} layernorm", self._pointwise("layernorm", (t, h), flops=8)),
+            Compute(f"{name} qkv", self._gemm("qkv", t, h, (a + 2 * g) * d)),
+            Compute(f"{name} kv append", self._pointwise("kv append", (2, t, g * d), flops=0),
+                    memory_bytes=kv_elements * self._element),
+            Compute(f"{name} attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
+            Compute(f"{name} softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
+            Compute(f"{name} attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
+            Compute(f"{name} attention projection", self._gemm("attention projection", t, a * d, h)),
+            self._all_reduce(f"{name} attention tp all-reduce", t),
+            Compute(f"{name} residual layernorm", self._pointwise("residual layernorm", (t, h), flops=9, inputs=2)),
+            Compute(f"{name} mlp up", self._gemm("mlp up", t, h, up)),
+            Compute(f"{name} activation", self._activation(t, f)),
+            Compute(f"{name} mlp down", self._gemm("mlp down", t, f, h)),
+            self._all_reduce(f"{name} mlp tp all-reduce", t),
+            Compute(f"{name} residual", self._pointwise("residual", (t, h), flops=1, inputs=2)),
+        ]
+
+    def _head(self) -> list[Step]:
+        """Final layernorm, LM head over each request's last position, logits all-gather and the sampler."""
+        model, tp, b = self.config.model, self.config.parallelism.tp, self._requests()
+        vocab_shard = -(-model.vocab // tp)
+        return [
+            Compute("final layernorm", self._pointwise("final layernorm", (b, model.hidden), flops=8)),
+            Compute("lm head", self._gemm("lm head", b, model.hidden, vocab_shard)),
+            TensorParallelCollective("logits tp all-gather", workload_pb2.ALL_GATHER,
+                                     b * vocab_shard * tp * self._element),
+            Compute("sample", self._pointwise("sample", (b, vocab_shard * tp), flops=5)),
+        ]
+
+    def _activation(self, tokens: int, width: int) -> compute_pb2.OperatorDesc:
+        """GeLU of the up projection, or SwiGLU: SiLU of the gate half times the up half."""
+        if self.config.model.activation == "swiglu":
+            return self._pointwise("swiglu", (tokens, width), flops=5, inputs=2)
+        return self._pointwise("gelu", (tokens, width), flops=8)
+
+    def _all_reduce(self, name: str, tokens: int) -> TensorParallelCollective:
+        """A TP all-reduce of ``tokens`` hidden vectors."""
+        size = tokens * self.config.model.hidden * self._element
+        return TensorParallelCollective(name, workload_pb2.ALL_REDUCE, size)
+
+    def _gemm(self, name: str, m: int, k: int, n: int, batch: int = 1) -> compute_pb2.OperatorDesc:
+        return operators.gemm(m, k, n, dtype=self._dtype, batch=batch, name=name)
+
+    def _pointwise(
+        self, name: str, shape: tuple[int, ...], flops: int, inputs: int = 1
+    ) -> compute_pb2.OperatorDesc:
+        return operators.elementwise(shape, dtype=self._dtype, flops_per_element=flops, inputs=inputs, name=name)

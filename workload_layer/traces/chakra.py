@@ -1,0 +1,366 @@
+"""Chakra execution traces (ASTRA-sim 2.0's workload format): read and write ``.et`` files, map them onto the
+StrataSim workload IR, and run them as ``workload: {kind: chakra, path: <prefix>}``.
+
+A trace is one file per rank, ``<prefix>.<rank>.et``, for ranks 0..N-1. Each file is a stream of length-delimited
+protobuf records (a varint32 length, then the message): one :class:`GlobalMetadata`, then :class:`Node` records
+(schema: ``proto/stratasim/chakra/et_def.proto``). Every defect of a file is a
+:class:`~stratasim.kernel.errors.WorkloadError` naming the file.
+
+The mapping (:func:`to_graph`) keeps ids, names, types and dependencies, and reads node attributes the way
+ASTRA-sim does:
+
+- ``COMP_NODE``: ``duration_micros`` (microseconds) becomes ``duration_ps``. CPU operators (``is_cpu_op``) stay
+  compute nodes; ``num_ops`` and ``tensor_size`` are not priced.
+- ``COMM_COLL_NODE``: ``comm_type`` (a ``CollectiveCommType``, same numbering as our ``CollectiveType``) and
+  ``comm_size`` in bytes, both required. ``pg_name`` (a string) names the communicator: it is kept as the IR's
+  ``pg_name`` and its NPUs become ``group`` (below). Without one the collective runs over every NPU.
+  ``involved_dim`` is ignored.
+- ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: ``comm_dst`` / ``comm_src`` is the peer (a global rank), ``comm_tag``
+  the tag, ``comm_size`` the bytes and ``pg_name``, if any, is kept.
+- ``MEM_LOAD_NODE`` / ``MEM_STORE_NODE``: ``tensor_size``, when present, becomes ``comm_bytes``.
+
+Communicator groups (:mod:`stratasim.workload_layer.traces.comm_groups`). Chakra nodes carry only the name; the NPUs of each name come from, first, the trace's own
+``process_group:init`` METADATA nodes (what Chakra's PyTorch converter writes: PyTorch's process-group records,
+``pg_name`` and global ``ranks``, in the node's ``inputs.values``; empty ranks mean every NPU), then the
+communicator groups file ASTRA-sim takes as ``--comm-group-configuration``: a JSON object mapping each name to its
+NPU ids, ``{"1": [0, 1], "2": [2, 3]}`` (``workload.comm_groups``; by default ``<prefix>.json`` beside the trace,
+where :mod:`stratasim.workload_layer.traces.convert` writes it). As in ASTRA-sim, an undefined ``pg_name`` ``"0"`` is
+PyTorch's default group, every NPU. Any other undefined name, or a group that leaves out the rank issuing the
+collective, is an error naming the trace file, the node and the name. A group of every NPU is left empty in the
+IR, its spelling of "everyone".
+
+Chakra has no fields for the IR's memory annotations and milestones, so StrataSim keeps them in the free-form
+attributes Chakra provides (other readers, ASTRA-sim among them, skip unknown attributes): a node's
+``memory_bytes`` (integer) and ``milestone`` (``bool_val``), and the metadata's ``resident_bytes.<kind>``.
+
+Attribute values are read from whichever integer variant of ``AttributeProto`` a producer used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+from pydantic import Field
+
+from stratasim.chakra import et_def_pb2
+from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.schema import Section
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.traces.comm_groups import CommGroups, communicator_group, read_comm_groups, trace_groups
+
+__all__ = [
+    "ChakraWorkload",
+    "ChakraConfig",
+    "read_trace",
+    "write_trace",
+    "read_records",
+    "write_records",
+    "read_chakra_graphs",
+    "to_graph",
+    "trace_files",
+    "US_TO_PS",
+    "MEMORY_ATTR",
+    "MILESTONE_ATTR",
+    "RESIDENT_ATTR",
+]
+
+US_TO_PS = 10**6
+"""Picoseconds per microsecond: ``duration_ps = duration_micros * US_TO_PS``."""
+
+MEMORY_ATTR = "memory_bytes"
+"""The node attribute holding the IR's ``memory_bytes`` (bytes allocated at the start, freed if negative)."""
+
+MILESTONE_ATTR = "milestone"
+"""The node attribute (``bool_val``) holding the IR's ``milestone``."""
+
+RESIDENT_ATTR = "resident_bytes."
+"""The prefix of the metadata attributes ``resident_bytes.<kind>`` holding the graph's ``resident_bytes``."""
+
+_INT_VALUES = frozenset({
+    "int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val", "sint64_val",
+    "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val",
+})  # fmt: skip
+
+
+def read_records(path: str | Path) -> list[tuple[int, bytes]]:
+    """The length-delimited records of ``path`` as ``(byte offset of the length prefix, payload)``.
+
+    Raises :class:`WorkloadError` if the file cannot be read or ends inside a length prefix or a record.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read the trace: {exc.strerror or exc}") from None
+    records: list[tuple[int, bytes]] = []
+    position = 0
+    while position < len(data):
+        start = position
+        length, shift = 0, 0
+        while True:
+            if position >= len(data) or shift > 28:
+                raise WorkloadError(f"{path}: truncated record at byte {start} (bad length prefix)")
+            byte = data[position]
+            position += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if position + length > len(data):
+            raise WorkloadError(
+                f"{path}: truncated record at byte {start} ({length} bytes announced, {len(data) - position} left)"
+            )
+        records.append((start, data[position : position + length]))
+        position += length
+    return records
+
+
+def write_records(path: str | Path, messages: Iterable[Message]) -> None:
+    """Write ``messages`` to ``path`` as length-delimited records; raises :class:`WorkloadError` on I/O failure."""
+    chunks: list[bytes] = []
+    for message in messages:
+        payload = message.SerializeToString()
+        chunks += [_varint(len(payload)), payload]
+    try:
+        Path(path).write_bytes(b"".join(chunks))
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _parse(message: Message, payload: bytes, strict: bool) -> bool:
+    """Parse ``payload`` into ``message``; False if it is corrupt or, when ``strict``, has unknown fields.
+
+    Metadata is parsed strictly because a node record also parses as ``GlobalMetadata`` with unknown fields;
+    nodes are not, so traces from newer Chakra versions with extra node fields still load.
+    """
+    try:
+        message.ParseFromString(payload)
+    except DecodeError:
+        return False
+    return not strict or len(UnknownFieldSet(message)) == 0
+
+
+def read_trace(path: str | Path) -> tuple[GlobalMetadata, list[Node]]:
+    """The metadata and nodes of one Chakra ``.et`` file; raises :class:`WorkloadError` naming the file and the
+    defect (unreadable, truncated, unparsable record, no metadata, duplicate node id, unknown node type)."""
+    records = read_records(path)
+    if not records:
+        raise WorkloadError(f"{path}: empty trace, no GlobalMetadata record")
+    metadata = GlobalMetadata()
+    offset, payload = records[0]
+    if not _parse(metadata, payload, strict=True):
+        if _parse(Node(), payload, strict=False):
+            raise WorkloadError(f"{path}: no GlobalMetadata record: the first record is a node")
+        raise WorkloadError(f"{path}: the record at byte {offset} is not a GlobalMetadata message")
+    nodes: list[Node] = []
+    seen: set[int] = set()
+    known_types = set(et_def_pb2.NodeType.values())
+    for offset, payload in records[1:]:
+        node = Node()
+        if not _parse(node, payload, strict=False):
+            raise WorkloadError(f"{path}: the record at byte {offset} is not a Node message")
+        if node.id in seen:
+            raise WorkloadError(f"{path}: node id {node.id} is used twice (second at byte {offset})")
+        if node.type not in known_types:
+            raise WorkloadError(f"{path}: node {node.id} ({node.name!r}) has unknown type value {node.type}")
+        seen.add(node.id)
+        nodes.append(node)
+    return metadata, nodes
+
+
+def write_trace(path: str | Path, metadata: GlobalMetadata, nodes: Iterable[Node]) -> None:
+    """Write one Chakra ``.et`` file: ``metadata`` then ``nodes``, each length-delimited."""
+    write_records(path, [metadata, *nodes])
+
+
+def _attr(attrs: Iterable[AttributeProto], name: str, kinds: frozenset[str], where: str) -> object | None:
+    """The value of the attribute ``name`` among ``attrs``, which must be of one of ``kinds``; None if absent."""
+    for attr in attrs:
+        if attr.name != name:
+            continue
+        kind = attr.WhichOneof("value")
+        if kind not in kinds:
+            expected = "an integer" if kinds == _INT_VALUES else " or ".join(sorted(kinds))
+            raise WorkloadError(f"{where}: attribute {name} is {kind or 'empty'}, expected {expected}")
+        return getattr(attr, kind)
+    return None
+
+
+def _attr_int(node: Node, name: str, where: str) -> int | None:
+    """The integer attribute ``name`` of ``node`` in whichever integer variant it was written, or None."""
+    value = _attr(node.attr, name, _INT_VALUES, where)
+    assert value is None or isinstance(value, int)
+    return value
+
+
+def _required(node: Node, name: str, where: str) -> int:
+    value = _attr_int(node, name, where)
+    if value is None:
+        raise WorkloadError(f"{where}: {et_def_pb2.NodeType.Name(node.type)} without the attribute {name}")
+    if value < 0:
+        raise WorkloadError(f"{where}: attribute {name} is negative ({value})")
+    return value
+
+
+def _peer(node: Node, name: str, where: str, npu: int, npus: int | None) -> int:
+    peer = _required(node, name, where)
+    if npus is not None and (peer >= npus or peer == npu):
+        raise WorkloadError(f"{where}: {name} {peer} is not another NPU of the {npus}")
+    return peer
+
+
+def _resident(metadata: GlobalMetadata, source: str) -> dict[str, int]:
+    """The ``resident_bytes.<kind>`` attributes of ``metadata`` by kind."""
+    resident = {}
+    for attr in metadata.attr:
+        if attr.name.startswith(RESIDENT_ATTR):
+            kind = attr.WhichOneof("value")
+            if kind not in _INT_VALUES or getattr(attr, kind) < 0:
+                raise WorkloadError(f"{source}: metadata attribute {attr.name} must be a non-negative integer")
+            resident[attr.name.removeprefix(RESIDENT_ATTR)] = getattr(attr, kind)
+    return resident
+
+
+def to_graph(
+    nodes: Sequence[Node],
+    npu: int,
+    npus: int | None,
+    source: str | None = None,
+    *,
+    groups: CommGroups | None = None,
+    metadata: GlobalMetadata | None = None,
+) -> workload_pb2.ExecutionGraph:
+    """The StrataSim execution graph of NPU ``npu`` (of ``npus``) from its Chakra ``nodes``.
+
+    Send and receive peers must be other NPUs below ``npus``, and collectives' communicators must be defined by
+    the trace's ``process_group:init`` records or ``groups`` and hold ``npu``; ``npus=None`` (unknown, e.g. when
+    one file is inspected alone) skips those checks. ``metadata``, when given, supplies ``resident_bytes``.
+    ``source`` (e.g. the file) prefixes every error message, which also names the node.
+    """
+    label = source or f"NPU {npu}"
+    graph = workload_pb2.ExecutionGraph(npu=npu)
+    if metadata is not None:
+        graph.resident_bytes.update(_resident(metadata, label))
+    definitions = [found for found in (trace_groups(nodes, label), groups) if found is not None]
+    collectives = set(workload_pb2.CollectiveType.values())
+    for node in nodes:
+        where = f"{label}: node {node.id} ({node.name!r})"
+        out = graph.nodes.add(
+            id=node.id, name=node.name, type=node.type, ctrl_deps=node.ctrl_deps, data_deps=node.data_deps
+        )
+        memory = _attr_int(node, MEMORY_ATTR, where) or 0
+        if not -(2**63) <= memory < 2**63:
+            raise WorkloadError(f"{where}: attribute {MEMORY_ATTR} is out of range ({memory})")
+        out.memory_bytes = memory
+        out.milestone = bool(_attr(node.attr, MILESTONE_ATTR, frozenset({"bool_val"}), where))
+        if node.type in (et_def_pb2.COMM_COLL_NODE, et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
+            pg_name = _attr(node.attr, "pg_name", frozenset({"string_val"}), where)
+            assert pg_name is None or isinstance(pg_name, str)
+            out.pg_name = pg_name or ""
+        if node.type == et_def_pb2.COMP_NODE:
+            out.duration_ps = node.duration_micros * US_TO_PS
+        elif node.type == et_def_pb2.COMM_COLL_NODE:
+            comm_type = _required(node, "comm_type", where)
+            if comm_type not in collectives:
+                raise WorkloadError(f"{where}: unknown comm_type {comm_type}")
+            out.comm_type = workload_pb2.CollectiveType.ValueType(comm_type)
+            out.comm_bytes = _required(node, "comm_size", where)
+            if out.pg_name:
+                out.group.extend(communicator_group(out.pg_name, where, npu, npus, definitions))
+        elif node.type in (et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
+            send = node.type == et_def_pb2.COMM_SEND_NODE
+            out.peer = _peer(node, "comm_dst" if send else "comm_src", where, npu, npus)
+            out.tag = _attr_int(node, "comm_tag", where) or 0
+            out.comm_bytes = _required(node, "comm_size", where)
+        elif node.type in (et_def_pb2.MEM_LOAD_NODE, et_def_pb2.MEM_STORE_NODE):
+            out.comm_bytes = max(_attr_int(node, "tensor_size", where) or 0, 0)
+        elif node.type == et_def_pb2.INVALID_NODE:
+            raise WorkloadError(f"{where}: type INVALID_NODE")
+    return graph
+
+
+def trace_files(prefix: str | Path, suffix: str = ".et") -> list[Path]:
+    """The files ``<prefix>.<rank><suffix>`` for ranks 0..N-1, relative paths resolved against the current
+    directory; raises :class:`WorkloadError` if none exist or a rank in between is missing."""
+    base = Path(prefix).absolute()
+    pattern = re.compile(re.escape(base.name) + r"\.(\d+)" + re.escape(suffix))
+    ranks: dict[int, Path] = {}
+    if base.parent.is_dir():
+        for candidate in base.parent.iterdir():
+            match = pattern.fullmatch(candidate.name)
+            if match and candidate.is_file():
+                ranks[int(match.group(1))] = candidate
+    if not ranks:
+        raise WorkloadError(f"no Chakra traces match {prefix}.<rank>{suffix}")
+    missing = next((rank for rank in range(len(ranks)) if rank not in ranks), None)
+    if missing is not None:
+        raise WorkloadError(
+            f"{prefix}: ranks must be 0..N-1; {prefix}.{missing}{suffix} is missing (found up to rank {max(ranks)})"
+        )
+    return [ranks[rank] for rank in range(len(ranks))]
+
+
+def read_chakra_graphs(prefix: str | Path, comm_groups: str | Path | None = None) -> list[workload_pb2.ExecutionGraph]:
+    """The graphs of every rank of the Chakra trace ``<prefix>.<rank>.et``, index = rank, with communicators
+    resolved against the communicator groups file ``comm_groups`` (by default ``<prefix>.json`` if it exists)."""
+    files = trace_files(prefix)
+    beside = Path(f"{prefix}.json")
+    path = comm_groups if comm_groups is not None else beside if beside.is_file() else None
+    groups = read_comm_groups(path) if path is not None else None
+    graphs = []
+    for rank, file in enumerate(files):
+        metadata, nodes = read_trace(file)
+        graphs.append(to_graph(nodes, rank, len(files), str(file), groups=groups, metadata=metadata))
+    return graphs
+
+
+class ChakraConfig(Section):
+    """``workload:`` keys of ``kind: chakra``: ``path`` is the trace prefix (files ``<path>.<rank>.et``);
+    ``comm_groups`` the communicator groups file (ASTRA-sim's ``--comm-group-configuration`` JSON; by default
+    ``<path>.json`` if it exists), both relative to the current directory; ``npus``, when given, must equal the
+    number of rank files."""
+
+    path: str = Field(min_length=1)
+    comm_groups: str | None = Field(default=None, min_length=1)
+    npus: int | None = Field(default=None, ge=1)
+
+
+class ChakraWorkload:
+    """Replays a Chakra trace: NPU ``i`` runs the nodes of ``<path>.<i>.et``."""
+
+    name = "chakra"
+    Config = ChakraConfig
+
+    def __init__(self, config: ChakraConfig) -> None:
+        self.config = config
+
+    def _files(self) -> list[Path]:
+        files = trace_files(self.config.path)
+        if self.config.npus is not None and self.config.npus != len(files):
+            raise WorkloadError(
+                f"workload.npus is {self.config.npus} but {len(files)} Chakra traces match {self.config.path}"
+            )
+        return files
+
+    def npus_required(self) -> int:
+        """The number of rank files of the trace."""
+        return len(self._files())
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        ranks = len(self._files())
+        if npus != ranks:
+            raise WorkloadError(f"the Chakra trace {self.config.path} has {ranks} ranks, not {npus}")
+        return read_chakra_graphs(self.config.path, self.config.comm_groups)

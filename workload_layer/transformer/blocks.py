@@ -1,0 +1,292 @@
+"""What the blocks of a transformer compute and hold on one TP rank: the steps of a layer, of the embedding and of
+the head, their parameters, and the GEMM FLOPs of a training iteration, for every option of
+:mod:`stratasim.workload_layer.transformer.workload`.
+
+A layer on a TP rank, with ``T = micro_batch * seq_len`` tokens, ``h`` hidden, ``a`` heads, ``g`` key-value
+heads, ``d = h / a``, ``f`` the MLP's inner size and ``t`` the TP degree:
+
+- attention: norm; QKV GEMM ``[T, h] x [h, (a + 2g) d / t]``, grouped-query attention sharing each of the ``g``
+  key-value heads among ``a / g`` query heads (Megatron-core splits the ``g`` groups over TP, so ``t`` must
+  divide ``g``; ``g = 1`` is multi-query attention); with rotary position embeddings, a rotation of the rank's
+  queries and keys; the attention core per query head, scores ``[s, d] x [d, s]`` and context
+  ``[s, s] x [s, d]`` batched over ``micro_batch * a / t`` with a softmax between; the output projection
+  ``[T, h/t] x [h/t, h]``; residual and the second norm;
+- MLP: ``[T, h] x [h, f/t]``, GeLU, ``[T, f/t] x [f/t, h]``, residual. Gated (``activation: swiglu``, as in
+  LLaMA): the up projection is ``2f/t`` wide (gate and up), SwiGLU reads both halves; three weight matrices;
+- a mixture-of-experts layer (layers ``0, k, 2k...`` for ``moe_every = k``, Megatron-core's ``moe_layer_freq``)
+  replaces the MLP: router GEMM ``[T_r, h] x [h, E]`` and its softmax (top-k), the dispatch all-to-all over the
+  EP group, the local experts' MLPs as GEMMs batched over the ``E / ep`` local experts, each on its
+  ``expert_tokens`` (:mod:`stratasim.workload_layer.transformer.moe`), the combine all-to-all and the weighted sum of each token's
+  ``top_k`` expert outputs. Experts are split over TP as the dense MLP is (Megatron-core's expert tensor
+  parallelism equal to ``tp``);
+- Megatron's TP operators around both halves (:class:`TensorParallelSum`): all-reduce after each row-parallel
+  GEMM forward, and of the input gradient before each column-parallel GEMM backward. With sequence parallelism
+  (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022, section 4.2.2) they
+  are :class:`SequenceParallelSum`: reduce-scatter after the row-parallel GEMMs and all-gather before the
+  column-parallel ones forward, conjugate backward, and the norms and residuals between run on ``T / t`` tokens
+  (dropout, not modelled, would too). In an MoE layer the all-gather and reduce-scatter sit inside the expert
+  block, around the expert GEMMs, as in Megatron-core's all-to-all token dispatcher: each rank routes its own
+  ``T / t`` tokens. Megatron-LM's extra all-gather of a column-parallel GEMM's input in the backward pass (to save
+  memory) is not modelled;
+- selective recomputation wraps the attention core in :class:`Recompute`; full recomputation re-runs the whole
+  layer (``Block.recompute``).
+
+Parameters on a TP rank: GEMM weights and column-parallel biases split over TP; row-parallel biases, norms
+(layernorm: scale and shift; rmsnorm: scale only) and the router replicated over TP; ``bias: false`` (LLaMA) has
+no linear biases. Expert weights are also split over EP. The first model chunk adds the word embeddings (split
+over TP, the vocabulary padded to a multiple of ``t``) and learned position embeddings; the last the final norm
+and the LM head's weights, unless they are the word embeddings themselves (tied embeddings and one pipeline
+stage): with tied embeddings and several stages the last stage keeps a copy, as Megatron-LM does.
+
+Pointwise FLOPs per element are estimates (norm 8, softmax 5, GeLU 8, SwiGLU 6, rotary 3, residual 1, the MoE
+combine 2 per expert output); biases are fused into their GEMMs and not priced; GEMM FLOPs are exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stratasim.workload_layer.transformer.moe import layer_routing
+from stratasim.workload_layer.transformer.memory import attention_core_bytes
+from stratasim.workload_layer.transformer.steps import (
+    AllToAll,
+    Gemm,
+    Pointwise,
+    Recompute,
+    SequenceParallelSum,
+    Step,
+    TensorParallelSum,
+)
+from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
+
+
+__all__ = [
+    "Parameters",
+    "layer_parameters",
+    "embedding_parameters",
+    "head_parameters",
+    "model_parameters",
+    "layer_steps",
+    "embedding_steps",
+    "head_steps",
+    "iteration_gemm_flops",
+]
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """Parameters on one TP rank: ``dense`` ones replicated over the DP group, ``expert`` ones over the
+    expert-data-parallel group (:mod:`stratasim.workload_layer.transformer.moe`)."""
+
+    dense: int = 0
+    expert: int = 0
+
+    def __add__(self, other: Parameters) -> Parameters:
+        return Parameters(self.dense + other.dense, self.expert + other.expert)
+
+    @property
+    def total(self) -> int:
+        """Every parameter the rank holds."""
+        return self.dense + self.expert
+
+
+def _attention_parameters(model: ModelConfig, tp: int) -> int:
+    """QKV (column-parallel, bias split) and output projection (row-parallel, bias replicated) on a TP rank."""
+    h, width = model.hidden, model.qkv_width
+    return (h * width + h * h) // tp + (width // tp + h if model.bias else 0)
+
+
+def _mlp_parameters(model: ModelConfig, tp: int) -> int:
+    """One MLP, a dense layer's or one expert's, on a TP rank: up projection (gate and up when gated) and down."""
+    h, up, f = model.hidden, model.mlp_up_width, model.ffn_size
+    return (h * up + f * h) // tp + (up // tp + h if model.bias else 0)
+
+
+def _norm_parameters(model: ModelConfig) -> int:
+    """One norm's parameters: a layernorm's scale and shift, an rmsnorm's scale."""
+    return 2 * model.hidden if model.norm == "layernorm" else model.hidden
+
+
+def layer_parameters(model: ModelConfig, index: int, tp: int, ep: int) -> Parameters:
+    """Parameters of layer ``index`` on a TP rank: attention and two norms, and either the MLP or the router
+    (dense, replicated over TP) and the rank's ``experts / ep`` experts."""
+    dense = _attention_parameters(model, tp) + 2 * _norm_parameters(model)
+    if not model.moe_layer(index):
+        return Parameters(dense=dense + _mlp_parameters(model, tp))
+    return Parameters(dense=dense + model.hidden * model.experts,
+                      expert=model.experts // ep * _mlp_parameters(model, tp))
+
+
+def _word_embeddings(model: ModelConfig, tp: int) -> int:
+    """Word-embedding (or LM head) parameters on a TP rank: the vocabulary padded to a multiple of ``tp``."""
+    return -(-model.vocab // tp) * model.hidden
+
+
+def embedding_parameters(model: ModelConfig, tp: int) -> int:
+    """The embedding block's parameters on a TP rank: word embeddings and learned position embeddings."""
+    positions = model.seq_len * model.hidden if model.position_embedding == "learned" else 0
+    return _word_embeddings(model, tp) + positions
+
+
+def head_parameters(model: ModelConfig, tp: int, pp: int) -> int:
+    """The head block's parameters on a TP rank: the final norm and the LM head's weights, unless those are the
+    first stage's word embeddings (tied, ``pp = 1``)."""
+    shared = model.tie_embeddings and pp == 1
+    return _norm_parameters(model) + (0 if shared else _word_embeddings(model, tp))
+
+
+def model_parameters(model: ModelConfig) -> int:
+    """The model's parameters, each counted once (no TP split or vocabulary padding, tied embeddings once)."""
+    layers = sum(layer_parameters(model, i, tp=1, ep=1).total for i in range(model.layers))
+    return layers + embedding_parameters(model, tp=1) + head_parameters(model, tp=1, pp=1)
+
+
+def _local_tokens(config: TransformerConfig) -> int:
+    """Tokens of the pointwise work outside the TP region (norms, residuals): a sequence shard with sequence
+    parallelism, else all of the micro-batch's."""
+    plan = config.parallelism
+    tokens = plan.micro_batch * config.model.seq_len
+    return tokens // plan.tp if plan.sequence_parallel else tokens
+
+
+def _tp_region(config: TransformerConfig, elements: int) -> tuple[Step, Step]:
+    """The TP operators entering (before column-parallel GEMMs) and leaving (after row-parallel GEMMs) a TP
+    region whose activations have ``elements`` elements once gathered."""
+    if config.parallelism.sequence_parallel:
+        return (SequenceParallelSum(scatter=False, elements=elements),
+                SequenceParallelSum(scatter=True, elements=elements))
+    return TensorParallelSum(in_forward=False), TensorParallelSum(in_forward=True)
+
+
+def _activation(model: ModelConfig, shape: tuple[int, ...]) -> Pointwise:
+    """The MLP's non-linearity over its inner activations of ``shape``: GeLU, or SwiGLU reading gate and up."""
+    if model.activation == "swiglu":
+        return Pointwise("swiglu", shape, flops_per_element=6, inputs=2)
+    return Pointwise("gelu", shape, flops_per_element=8)
+
+
+def layer_steps(config: TransformerConfig, index: int) -> tuple[Step, ...]:
+    """The forward steps of layer ``index`` on a TP rank: attention, then the MLP or the mixture of experts."""
+    feed_forward = _moe_steps(config) if config.model.moe_layer(index) else _mlp_steps(config)
+    return (*_attention_steps(config), *feed_forward)
+
+
+def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
+    """Norm, QKV, (rotary,) attention core, projection, residual and the MLP's norm; see the module docstring."""
+    model, plan = config.model, config.parallelism
+    s, h, tp, d = model.seq_len, model.hidden, plan.tp, model.head_size
+    tokens, local, heads = plan.micro_batch * s, _local_tokens(config), plan.micro_batch * model.heads // tp
+    enter, leave = _tp_region(config, tokens * h)
+    core: tuple[Gemm | Pointwise, ...] = (
+        Gemm("attention scores", s, d, s, batch=heads),
+        Pointwise("softmax", (heads, s, s), flops_per_element=5),
+        Gemm("attention context", s, s, d, batch=heads),
+    )
+    rotary = Pointwise("rotary embedding", (tokens, (model.heads + model.kv_head_count) * d // tp), flops_per_element=3)
+    return (
+        Pointwise(model.norm, (local, h), flops_per_element=8),
+        enter,
+        Gemm("qkv", tokens, h, model.qkv_width // tp),
+        *((rotary,) if model.position_embedding == "rope" else ()),
+        *((Recompute(core, attention_core_bytes(config)),) if plan.recompute == "selective" else core),
+        Gemm("attention projection", tokens, h // tp, h),
+        leave,
+        Pointwise(f"residual {model.norm}", (local, h), flops_per_element=9, inputs=2),
+    )
+
+
+def _mlp_steps(config: TransformerConfig) -> tuple[Step, ...]:
+    """The dense MLP between its TP operators, then the residual."""
+    model, plan = config.model, config.parallelism
+    h, tokens, f = model.hidden, plan.micro_batch * model.seq_len, model.ffn_size // plan.tp
+    enter, leave = _tp_region(config, tokens * h)
+    return (
+        enter,
+        Gemm("mlp up", tokens, h, model.mlp_up_width // plan.tp),
+        _activation(model, (tokens, f)),
+        Gemm("mlp down", tokens, f, h),
+        leave,
+        Pointwise("residual", (_local_tokens(config), h), flops_per_element=1, inputs=2),
+    )
+
+
+def _moe_steps(config: TransformerConfig) -> tuple[Step, ...]:
+    """Router, dispatch, the local experts, combine and the residual; the TP operators wrap the whole block
+    without sequence parallelism and the expert GEMMs with it (see the module docstring)."""
+    model, plan = config.model, config.parallelism
+    h, f, tp = model.hidden, model.ffn_size // plan.tp, plan.tp
+    r = layer_routing(config)
+    dispatched = r.dispatched_tokens * h
+    route = (
+        Gemm("router", r.routed_tokens, h, model.experts),
+        Pointwise("router softmax", (r.routed_tokens, model.experts), flops_per_element=5),
+        AllToAll("moe dispatch", dispatched),
+    )
+    experts = (
+        Gemm("expert up", r.expert_tokens, h, model.mlp_up_width // tp, batch=r.local_experts),
+        _activation(model, (r.local_experts, r.expert_tokens, f)),
+        Gemm("expert down", r.expert_tokens, f, h, batch=r.local_experts),
+    )
+    combine = (
+        AllToAll("moe combine", dispatched),
+        Pointwise("moe combine", (r.routed_tokens, h), flops_per_element=2 * model.top_k, inputs=model.top_k),
+    )
+    residual = Pointwise("residual", (_local_tokens(config), h), flops_per_element=1, inputs=2)
+    if plan.sequence_parallel:
+        enter, leave = _tp_region(config, tp * dispatched)
+        return (*route, enter, *experts, leave, *combine, residual)
+    enter, leave = _tp_region(config, plan.micro_batch * model.seq_len * h)
+    return (enter, *route, *experts, *combine, leave, residual)
+
+
+def embedding_steps(config: TransformerConfig) -> tuple[Step, ...]:
+    """The vocabulary-parallel embedding lookup (adding learned position embeddings) and the TP operator summing
+    the ranks' partial lookups (a reduce-scatter along the sequence with sequence parallelism)."""
+    model, plan = config.model, config.parallelism
+    tokens = plan.micro_batch * model.seq_len
+    learned = model.position_embedding == "learned"
+    lookup = Pointwise("embedding", (tokens, model.hidden), flops_per_element=int(learned), inputs=1 + learned)
+    return lookup, _tp_region(config, tokens * model.hidden)[1]
+
+
+def head_steps(config: TransformerConfig) -> tuple[Step, ...]:
+    """The final norm, the TP operator entering the vocabulary-parallel LM head, its GEMM and the loss."""
+    model, plan = config.model, config.parallelism
+    tokens, vocab = plan.micro_batch * model.seq_len, -(-model.vocab // plan.tp)
+    return (
+        Pointwise(f"final {model.norm}", (_local_tokens(config), model.hidden), flops_per_element=8),
+        _tp_region(config, tokens * model.hidden)[0],
+        Gemm("lm head", tokens, model.hidden, vocab),
+        Pointwise("loss", (tokens, vocab), flops_per_element=5),
+    )
+
+
+def iteration_gemm_flops(config: TransformerConfig) -> int:
+    """The GEMM FLOPs one training iteration's graphs run, summed over every NPU (see
+    :meth:`stratasim.workload_layer.transformer.workload.TransformerWorkload.model_flops_per_iteration` for what that includes).
+
+    Per micro-batch of ``T`` tokens and model replica, a layer's forward GEMMs take ``2 T h (a + 2g) d`` (QKV),
+    ``4 b s^2 h`` (attention core), ``2 T h^2`` (projection) and ``2 T h (u + f)`` (MLP, ``u`` the up projection's
+    width, ``f`` or ``2f``), or for an MoE layer ``2 T_r h E t`` (the router, on every TP rank) and
+    ``2 E C g h (u + f)`` (the experts' ``E C g`` token slots, :mod:`stratasim.workload_layer.transformer.moe`). Backward passes double
+    them; full recomputation runs the layers forward once more, selective recomputation the attention core; the
+    LM head adds ``3 * 2 T h V'`` (``V'`` the padded vocabulary). Times ``micro_batches * dp``.
+    """
+    model, plan = config.model, config.parallelism
+    h, s, b = model.hidden, model.seq_len, plan.micro_batch
+    tokens = b * s
+    core = 4 * b * s * s * h
+    attention = 2 * tokens * h * model.qkv_width + core + 2 * tokens * h * h
+    mlp = 2 * tokens * h * (model.mlp_up_width + model.ffn_size)
+    moe_layers = sum(model.moe_layer(i) for i in range(model.layers))
+    moe = 0
+    if moe_layers:
+        r = layer_routing(config)
+        router = 2 * r.routed_tokens * h * model.experts * plan.tp
+        moe = router + 2 * r.local_experts * r.expert_tokens * h * (model.mlp_up_width + model.ffn_size)
+    layers = model.layers * attention + (model.layers - moe_layers) * mlp + moe_layers * moe
+    passes = 4 if plan.recompute == "full" else 3
+    recomputed_core = model.layers * core if plan.recompute == "selective" else 0
+    head = 3 * 2 * tokens * h * -(-model.vocab // plan.tp) * plan.tp
+    micro_batches = plan.batch // (plan.micro_batch * plan.dp)
+    return micro_batches * plan.dp * (passes * layers + recomputed_core + head)

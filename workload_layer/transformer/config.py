@@ -1,0 +1,215 @@
+"""``workload:`` of ``kind: transformer``: the model's hyperparameters and the parallelism plan, validated.
+
+Its own module so that the model, memory and MoE modules read the plan without importing the workload that builds
+graphs from it (which imports them).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from stratasim.kernel.schema import Bytes, DTypeName, Section
+from stratasim.workload_layer.transformer.rank_layout import RankLayout
+
+__all__ = ["ModelConfig", "ParallelismConfig", "TransformerConfig"]
+
+
+_MOE_KEYS = ("top_k", "capacity_factor", "moe_every")
+"""Keys that only describe a mixture of experts."""
+
+
+class ModelConfig(Section):
+    """``workload.model``: a decoder-only transformer, GPT-style by default (:mod:`stratasim.workload_layer.transformer.blocks`
+    says what each key changes).
+
+    ``ffn`` is the MLP's (and each expert's) inner size (default ``4 * hidden``); ``kv_heads`` the key-value heads
+    of grouped-query attention (default ``heads``; 1 is multi-query attention); ``activation: swiglu`` a gated MLP
+    (LLaMA); ``bias: false`` drops linear biases, ``norm: rmsnorm`` has no shift and ``position_embedding: rope``
+    no learned position embeddings (all three LLaMA); ``tie_embeddings`` shares the word embeddings with the LM
+    head. ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
+    token routed to ``top_k`` of them, an expert taking at most ``capacity_factor`` times its even share.
+    """
+
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    seq_len: int = Field(gt=0)
+    vocab: int = Field(gt=0)
+    ffn: int | None = Field(default=None, gt=0)
+    kv_heads: int | None = Field(default=None, gt=0)
+    activation: Literal["gelu", "swiglu"] = "gelu"
+    bias: bool = True
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    position_embedding: Literal["learned", "rope"] = "learned"
+    tie_embeddings: bool = True
+    experts: int = Field(default=0, ge=0)
+    top_k: int = Field(default=2, ge=1)
+    capacity_factor: float = Field(default=1.0, gt=0)
+    moe_every: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _head_size(self) -> ModelConfig:
+        if self.hidden % self.heads:
+            raise ValueError(f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})")
+        if self.heads % self.kv_head_count:
+            raise ValueError(f"model.heads ({self.heads}) must be divisible by model.kv_heads ({self.kv_head_count})")
+        return self
+
+    @model_validator(mode="after")
+    def _experts(self) -> ModelConfig:
+        if self.experts == 0:
+            stray = [key for key in _MOE_KEYS if key in self.model_fields_set]
+            if stray:
+                raise ValueError(f"model.{stray[0]} applies to a mixture of experts only: set model.experts too")
+        elif self.top_k > self.experts:
+            raise ValueError(f"model.top_k ({self.top_k}) must be at most model.experts ({self.experts})")
+        return self
+
+    @property
+    def ffn_size(self) -> int:
+        """The MLP's inner size."""
+        return 4 * self.hidden if self.ffn is None else self.ffn
+
+    @property
+    def kv_head_count(self) -> int:
+        """Key-value heads: ``kv_heads``, else one per head."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def head_size(self) -> int:
+        """One head's size, ``hidden / heads``."""
+        return self.hidden // self.heads
+
+    @property
+    def qkv_width(self) -> int:
+        """The QKV projection's output width, ``(heads + 2 kv_heads) * head_size``."""
+        return (self.heads + 2 * self.kv_head_count) * self.head_size
+
+    @property
+    def mlp_up_width(self) -> int:
+        """The MLP's up projection's output width: ``ffn``, or ``2 ffn`` (gate and up) when gated."""
+        return 2 * self.ffn_size if self.activation == "swiglu" else self.ffn_size
+
+    def moe_layer(self, index: int) -> bool:
+        """Whether layer ``index`` (from 0) is a mixture of experts: every ``moe_every``-th from layer 0, as
+        Megatron-core's ``moe_layer_freq``."""
+        return self.experts > 0 and index % self.moe_every == 0
+
+
+class ParallelismConfig(Section):
+    """``workload.parallelism``: the plan. ``global_batch`` defaults to ``micro_batch * dp`` (one micro-batch per
+    pipeline); ``virtual_stages`` is the model chunks per stage of the ``interleaved`` schedule; ``dp_bucket`` the
+    DP gradient bucket size in bytes (default: one bucket). ``recompute`` is none, selective (the attention core,
+    Korthikanti et al. 2022) or full (whole layers); ``sequence_parallel`` splits the work outside the TP regions
+    along the sequence (needs ``tp > 1``); ``zero`` the ZeRO stage (0 to 3) over the DP group; ``ep`` the
+    expert-parallel degree, carved out of the DP group (:mod:`stratasim.workload_layer.transformer.moe`). ``scatter_gather`` sends
+    each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the receiving stage
+    (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer together).
+    ``order`` maps the groups onto the topology: the axes innermost first (default TP, then PP, then DP; EP groups
+    are carved out of DP), NPU ids varying fastest along the topology's first dimension."""
+
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    virtual_stages: int = Field(default=1, ge=1)
+    dp_bucket: Bytes | None = Field(default=None, gt=0)
+    micro_batch: int = Field(default=1, ge=1)
+    global_batch: int | None = Field(default=None, ge=1)
+    recompute: Literal["none", "selective", "full"] = "none"
+    zero: Literal[0, 1, 2, 3] = 0
+    sequence_parallel: bool = False
+    ep: int = Field(default=1, ge=1)
+    scatter_gather: bool = False
+    order: tuple[Literal["tp", "pp", "dp"], ...] = ("tp", "pp", "dp")
+
+    @model_validator(mode="after")
+    def _whole_micro_batches(self) -> ParallelismConfig:
+        if self.batch % (self.micro_batch * self.dp):
+            raise ValueError(
+                f"parallelism.global_batch ({self.batch}) must be divisible by micro_batch * dp "
+                f"({self.micro_batch} * {self.dp})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _sequence_and_experts(self) -> ParallelismConfig:
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("parallelism.sequence_parallel needs parallelism.tp above 1")
+        if self.dp % self.ep:
+            raise ValueError(
+                f"parallelism.dp ({self.dp}) must be divisible by parallelism.ep ({self.ep}): EP groups are carved "
+                "out of the DP group"
+            )
+        if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
+            raise ValueError(
+                f"parallelism.ep ({self.ep}) with parallelism.tp ({self.tp}) needs "
+                "parallelism.sequence_parallel: true, as in Megatron-core"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _interleaving(self) -> ParallelismConfig:
+        if self.virtual_stages > 1 and self.schedule != "interleaved":
+            raise ValueError(
+                f"parallelism.virtual_stages ({self.virtual_stages}) above 1 needs parallelism.schedule: interleaved"
+            )
+        micro_batches = self.batch // (self.micro_batch * self.dp)
+        if self.schedule == "interleaved" and micro_batches % self.pp:
+            raise ValueError(
+                f"parallelism.schedule: interleaved needs the micro-batches per pipeline (global_batch / (micro_batch "
+                f"* dp) = {micro_batches}) to be divisible by parallelism.pp ({self.pp}), as in Megatron-LM"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _order_names_each_axis(self) -> ParallelismConfig:
+        if sorted(self.order) != ["dp", "pp", "tp"]:
+            raise ValueError(f"parallelism.order must list tp, pp and dp once each, innermost first; got {list(self.order)}")
+        return self
+
+    @property
+    def layout(self) -> RankLayout:
+        """Where each axis's rank sits in an NPU id (``order``, innermost first)."""
+        return RankLayout(self.order, {"tp": self.tp, "pp": self.pp, "dp": self.dp})
+
+    @property
+    def batch(self) -> int:
+        """The global batch in samples."""
+        return self.micro_batch * self.dp if self.global_batch is None else self.global_batch
+
+
+class TransformerConfig(Section):
+    """``workload:`` keys of ``kind: transformer``."""
+
+    model: ModelConfig
+    parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)
+    precision: DTypeName = "bf16"
+
+
+    @model_validator(mode="after")
+    def _divisible(self) -> TransformerConfig:
+        model, plan = self.model, self.parallelism
+        checks = (
+            ("model.layers", model.layers, "parallelism.pp", plan.pp),
+            ("model.layers", model.layers, "parallelism.pp * parallelism.virtual_stages", plan.pp * plan.virtual_stages),
+            ("model.heads", model.heads, "parallelism.tp", plan.tp),
+            ("model.kv_heads", model.kv_head_count, "parallelism.tp", plan.tp),
+            ("model.ffn", model.ffn_size, "parallelism.tp", plan.tp),
+            ("model.seq_len", model.seq_len, "parallelism.tp", plan.tp if plan.sequence_parallel else 1),
+            ("model.experts", model.experts, "parallelism.ep", plan.ep),
+        )
+        for name, value, by_name, by in checks:
+            if value % by:
+                raise ValueError(f"{name} ({value}) must be divisible by {by_name} ({by})")
+        if plan.ep > 1 and model.experts == 0:
+            raise ValueError(f"parallelism.ep ({plan.ep}) needs a mixture of experts: set model.experts")
+        return self
+
+    def chunk_layers(self, chunk: int) -> range:
+        """The layers of model chunk ``chunk`` (of ``pp * virtual_stages``): ``layers / (pp v)`` consecutive ones."""
+        plan = self.parallelism
+        per_chunk = self.model.layers // (plan.pp * plan.virtual_stages)
+        return range(chunk * per_chunk, (chunk + 1) * per_chunk)

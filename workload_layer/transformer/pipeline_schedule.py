@@ -1,0 +1,94 @@
+"""Pipeline schedules: the order in which a stage runs its forward and backward passes (GPipe, 1F1B and
+Megatron-LM's interleaved 1F1B), and the tags of the messages between stages.
+
+A pass is one model chunk's forward or backward pass over one micro-batch; a stage holds ``chunks`` model
+chunks (one except under the interleaved schedule). :mod:`stratasim.workload_layer.transformer.training_graph` emits the passes
+in this order as one chain of dependencies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Literal, NamedTuple, TypeAlias
+
+__all__ = ["Direction", "Pass", "pipeline_order", "message_tag"]
+
+
+Direction: TypeAlias = Literal["forward", "backward"]
+
+
+class Pass(NamedTuple):
+    """One forward or backward pass of one of a stage's model chunks over one micro-batch."""
+
+    direction: Direction
+    chunk: int
+    micro_batch: int
+
+
+@lru_cache(maxsize=1024)
+def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Pass, ...]:
+    """The order in which ``stage`` (of ``stages``) runs the forward and backward passes of its ``chunks`` model
+    chunks over ``micro_batches`` micro-batches.
+
+    Every schedule runs some warm-up forward passes, then one forward and one backward pass alternately, then the
+    remaining backward passes:
+
+    - ``gpipe``: every forward pass is a warm-up pass;
+    - ``1f1b`` (PipeDream-Flush, Narayanan et al. 2021): ``stages - stage - 1`` warm-up passes, so at most
+      ``stages - stage`` micro-batches' activations are live at a time;
+    - ``interleaved`` (Narayanan et al., SC'21, section 2.2.2; Megatron-LM's
+      ``forward_backward_pipelining_with_interleaving``): the ``chunks * micro_batches`` passes take micro-batches
+      in groups of ``stages`` through each chunk in turn (backward passes from the last chunk);
+      ``(stages - stage - 1) * 2 + (chunks - 1) * stages`` warm-up passes, capped at the total, and all of them
+      when ``micro_batches == stages``. ``micro_batches`` must be a multiple of ``stages``.
+    """
+    if schedule == "interleaved":
+        return _interleaved_order(stage, stages, micro_batches, chunks)
+    if chunks != 1:
+        raise ValueError(f"the {schedule} schedule runs one model chunk per stage, not {chunks}")
+    forward = [Pass("forward", 0, i) for i in range(micro_batches)]
+    backward = [Pass("backward", 0, i) for i in range(micro_batches)]
+    if schedule == "gpipe":
+        return _one_forward_one_backward(forward, backward, micro_batches)
+    if schedule == "1f1b":
+        return _one_forward_one_backward(forward, backward, min(stages - stage - 1, micro_batches))
+    raise ValueError(f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b or interleaved")
+
+
+def _interleaved_order(stage: int, stages: int, micro_batches: int, chunks: int) -> tuple[Pass, ...]:
+    """Megatron-LM's interleaved 1F1B order; see :func:`pipeline_order`."""
+    if micro_batches % stages:
+        raise ValueError(f"the interleaved schedule needs micro-batches ({micro_batches}) divisible by stages ({stages})")
+    total = chunks * micro_batches
+    warmup = total if micro_batches == stages else min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+    forward = [_interleaved_pass("forward", k, stages, chunks) for k in range(total)]
+    backward = [_interleaved_pass("backward", k, stages, chunks) for k in range(total)]
+    return _one_forward_one_backward(forward, backward, warmup)
+
+
+def _interleaved_pass(direction: Direction, index: int, stages: int, chunks: int) -> Pass:
+    """The ``index``-th forward or backward pass of the interleaved schedule (Megatron's ``get_model_chunk_id``):
+    each group of ``stages * chunks`` passes takes ``stages`` micro-batches through every chunk in turn."""
+    group, position = divmod(index, stages * chunks)
+    chunk = position // stages
+    if direction == "backward":
+        chunk = chunks - 1 - chunk
+    return Pass(direction, chunk, group * stages + position % stages)
+
+
+def _one_forward_one_backward(forward: Sequence[Pass], backward: Sequence[Pass], warmup: int) -> tuple[Pass, ...]:
+    """``warmup`` forward passes, then one forward and one backward pass alternately, then the remaining backward
+    passes (the backward passes in the order given)."""
+    steady = len(forward) - warmup
+    order = list(forward[:warmup])
+    for i in range(steady):
+        order += [forward[warmup + i], backward[i]]
+    return (*order, *backward[steady:])
+
+
+def message_tag(direction: Direction, chunk: int, micro_batch: int, chunks: int) -> int:
+    """The tag of the point-to-point message carrying ``micro_batch``'s activation (forward) or gradient
+    (backward) out of the sender's model ``chunk`` (of ``chunks`` per stage); unique per (chunk, micro-batch,
+    direction), and the sender's id tells the stage boundary apart."""
+    return 2 * (micro_batch * chunks + chunk) + (direction == "backward")

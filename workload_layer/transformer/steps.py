@@ -1,0 +1,120 @@
+"""What a transformer's blocks are made of, as the graph emitter runs them: GEMMs and pointwise operators with
+their backward passes, Megatron's tensor-parallel reductions (with or without sequence parallelism),
+expert-parallel all-to-alls and selectively recomputed steps. :mod:`stratasim.workload_layer.transformer.blocks` builds
+blocks of them; :mod:`stratasim.workload_layer.transformer.training_graph` emits them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+__all__ = [
+    "Gemm",
+    "Pointwise",
+    "TensorParallelSum",
+    "SequenceParallelSum",
+    "AllToAll",
+    "Recompute",
+    "Step",
+    "Block",
+]
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A (batched) GEMM ``[batch, m, k] x [batch, k, n]`` of the forward pass.
+
+    Its backward pass is two GEMMs of the transposed shapes with the same FLOPs: the input gradient
+    ``[m, n] x [n, k]`` and the weight (or second operand) gradient ``[k, m] x [m, n]``.
+    """
+
+    name: str
+    m: int
+    k: int
+    n: int
+    batch: int = 1
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """An element-wise operator over ``shape`` reading ``inputs`` tensors, ``flops_per_element`` each.
+
+    Its backward pass is costed as the same operator reading one more tensor (the output gradient).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    flops_per_element: int
+    inputs: int = 1
+
+
+@dataclass(frozen=True)
+class TensorParallelSum:
+    """One of Megatron's conjugate tensor-parallel operators, an all-reduce over the TP group.
+
+    ``in_forward=True`` is *g* (all-reduce in the forward pass, identity in the backward pass: after a
+    row-parallel GEMM); ``in_forward=False`` is *f* (identity forward, all-reduce of the input gradient in the
+    backward pass: before a column-parallel GEMM). Without tensor parallelism both are no-ops.
+    """
+
+    in_forward: bool
+
+
+@dataclass(frozen=True)
+class SequenceParallelSum:
+    """One of Megatron's conjugate tensor-parallel operators with sequence parallelism (Korthikanti et al.,
+    "Reducing Activation Recomputation in Large Transformer Models", 2022, section 4.2.2), over the TP group on a
+    tensor of ``elements`` elements once gathered.
+
+    ``scatter=True`` is their *g-bar*, after a row-parallel GEMM: reduce-scatter of the partial sums along the
+    sequence in the forward pass, all-gather of the output gradient in the backward pass. ``scatter=False`` is
+    *g*, before a column-parallel GEMM: all-gather of the sequence shards forward, reduce-scatter of the input
+    gradient backward. Without tensor parallelism both are no-ops.
+    """
+
+    scatter: bool
+    elements: int
+
+
+@dataclass(frozen=True)
+class AllToAll:
+    """An all-to-all over the expert-parallel group of a buffer of ``elements`` elements per NPU (a mixture of
+    experts' dispatch or combine); its backward pass is the same all-to-all of the gradients."""
+
+    name: str
+    elements: int
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """Steps whose activations the forward pass drops and the backward pass recomputes when it reaches them
+    (Megatron's selective recomputation of the attention core); the recomputed activations, ``held_bytes``, live
+    from the recomputation to the end of the steps' backward pass."""
+
+    steps: tuple[Gemm | Pointwise, ...]
+    held_bytes: int = 0
+
+
+Step: TypeAlias = Gemm | Pointwise | TensorParallelSum | SequenceParallelSum | AllToAll | Recompute
+"""One operation of a block's forward pass."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A named run of steps (a transformer layer, the embedding, the head); ``recompute`` re-runs its forward
+    pass just before its backward pass (full activation recomputation).
+
+    Per micro-batch, its forward pass allocates ``kept_bytes`` (what the backward pass needs; with recomputation,
+    the block's input) until its backward pass ends, and recomputation allocates ``recomputed_bytes`` more until
+    then. The ``parameters`` it holds on a TP rank have their gradients reduced over the DP group, its
+    ``expert_parameters`` (a mixture of experts') over the expert-data-parallel group.
+    """
+
+    name: str
+    steps: tuple[Step, ...]
+    recompute: bool = False
+    kept_bytes: int = 0
+    recomputed_bytes: int = 0
+    parameters: int = 0
+    expert_parameters: int = 0

@@ -1,0 +1,369 @@
+"""The emission of one NPU's execution graph for one transformer training iteration.
+
+A pipeline stage holds one or more model chunks, each a run of blocks of steps (:mod:`stratasim.workload_layer.transformer.steps`: GEMMs,
+pointwise operators, Megatron's tensor-parallel reductions with or without sequence parallelism, expert-parallel
+all-to-alls and selectively recomputed steps); :func:`build_graph` runs them forward and backward per (chunk,
+micro-batch) in the order :func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order` gives, as one chain of
+dependencies (the compute stream of an NPU is serial), with point-to-point transfers between neighbouring chunks
+and the data-parallel gradient reductions in buckets as the last backward passes produce them (or ZeRO-3's
+per-block gathers and reduce-scatters). Blocks also say how much activation memory they hold, so the graph's
+nodes allocate and free it along the timeline (``memory_bytes``). What the blocks hold (the model) is decided by
+:mod:`stratasim.workload_layer.transformer.workload`; this module knows only how to run them.
+
+The model's chunks are numbered along the model, ``g = chunk * stages + stage``: stage ``p`` holds chunks ``p``,
+``p + pp``, ``p + 2 pp``... A forward pass of chunk ``g`` receives its input from chunk ``g - 1`` and sends its
+output to ``g + 1`` (the last stage hands chunk ``c`` on to stage 0's chunk ``c + 1``); backward passes go the other
+way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from stratasim.kernel import operators
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
+from stratasim.workload_layer.transformer.steps import (
+    AllToAll,
+    Block,
+    Gemm,
+    Pointwise,
+    Recompute,
+    SequenceParallelSum,
+)
+
+__all__ = ["StagePlan", "build_graph"]
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """Everything one NPU's graph needs.
+
+    ``pipeline`` lists the NPUs of its pipeline (same TP and DP rank), index = stage; ``chunks`` the blocks of each
+    model chunk it holds. ``boundary_bytes`` is the size of one micro-batch's activation or gradient between
+    chunks, ``tensor_bytes`` of one TP all-reduce, ``bucket_bytes`` of a DP gradient bucket (None: one bucket for
+    the whole stage) and ``resident_bytes`` the memory held all along by kind (all in bytes); with
+    ``gather_boundary`` each TP rank sends only its ``1/tp`` share of a boundary tensor and the receiving stage
+    all-gathers it over the TP group (Megatron-LM's scatter/gather optimisation). ``expert_group`` is
+    its expert-parallel group (a mixture of experts' all-to-alls) and ``expert_data_group`` the DP ranks holding
+    the same experts. ``zero`` is the ZeRO stage: from 1, each gradient bucket is reduce-scattered and the updated
+    parameters all-gathered instead of all-reduced; at 3, each block's parameters are all-gathered before its
+    forward and backward passes and its gradients reduce-scattered after each backward pass instead. Groups of one
+    NPU emit no collective.
+    """
+
+    npu: int
+    pipeline: tuple[int, ...]
+    chunks: tuple[tuple[Block, ...], ...]
+    order: tuple[Pass, ...]
+    tensor_group: tuple[int, ...]
+    data_group: tuple[int, ...]
+    boundary_bytes: int
+    tensor_bytes: int
+    bucket_bytes: int | None
+    resident_bytes: Mapping[str, int]
+    dtype: operators.DType
+    expert_group: tuple[int, ...] = ()
+    expert_data_group: tuple[int, ...] = ()
+    zero: int = 0
+    gather_boundary: bool = False
+
+    def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
+        """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
+        the model; None past either end of the model or on this very NPU (one stage: handed over locally)."""
+        stages = len(self.pipeline)
+        position = chunk * stages + self.pipeline.index(self.npu) + offset
+        if not 0 <= position < stages * len(self.chunks):
+            return None
+        neighbour_chunk, stage = divmod(position, stages)
+        npu = self.pipeline[stage]
+        return None if npu == self.npu else (npu, neighbour_chunk)
+
+    @property
+    def previous_stage(self) -> int | None:
+        """The NPU it receives activations from and sends gradients to, if any (for the first stage, the last
+        stage's when it holds several chunks)."""
+        return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, -1))), None)
+
+    @property
+    def next_stage(self) -> int | None:
+        """The NPU it sends activations to and receives gradients from, if any."""
+        return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, 1))), None)
+
+
+def build_graph(plan: StagePlan) -> workload_pb2.ExecutionGraph:
+    """The execution graph of ``plan.npu`` for one training iteration."""
+    return _Emitter(plan).build()
+
+
+class _Emitter:
+    """Appends nodes in program order; ``_ready`` is what the next compute node must wait for. Gradients the
+    backward passes have finished with collect in ``_bucket`` (bytes) until a DP all-reduce takes them."""
+
+    def __init__(self, plan: StagePlan) -> None:
+        self._plan = plan
+        self._graph = workload_pb2.ExecutionGraph(npu=plan.npu, resident_bytes=plan.resident_bytes)
+        self._ready: list[int] = []
+        self._input_grad: int | None = None
+        self._last_backward = {step.chunk: step for step in plan.order if step.direction == "backward"}
+        self._bucket = 0
+        self._expert_bucket = 0
+        self._last_on: dict[tuple[int, ...], int] = {}
+        self._prefetch_after: list[int] = []
+        self._operators: dict[tuple[Gemm | Pointwise, str], compute_pb2.OperatorDesc] = {}
+
+    def build(self) -> workload_pb2.ExecutionGraph:
+        for step in self._plan.order:
+            if step.direction == "forward":
+                self._forward(step)
+            else:
+                self._backward(step)
+        self._reduce_gradients()
+        return self._graph
+
+    def _forward(self, step: Pass) -> None:
+        self._receive(step)
+        for block in self._plan.chunks[step.chunk]:
+            self._gather_parameters(block, f"mb{step.micro_batch} {block.name} fwd")
+            first = len(self._graph.nodes)
+            self._run_forward(block, f"mb{step.micro_batch} {block.name} fwd")
+            self._allocate(first, block.kept_bytes)
+        self._send(step)
+
+    def _backward(self, step: Pass) -> None:
+        self._receive(step)
+        for block in reversed(self._plan.chunks[step.chunk]):
+            self._gather_parameters(block, f"mb{step.micro_batch} {block.name} bwd")
+            held = block.kept_bytes
+            if block.recompute:
+                first = len(self._graph.nodes)
+                self._run_forward(block, f"mb{step.micro_batch} {block.name} recompute")
+                self._allocate(first, block.recomputed_bytes)
+                held += block.recomputed_bytes
+            self._run_backward(block, f"mb{step.micro_batch} {block.name} bwd")
+            self._graph.nodes[-1].memory_bytes -= held
+            self._scatter_gradients(block, f"mb{step.micro_batch} {block.name} bwd")
+            if step == self._last_backward[step.chunk]:
+                self._gradients_ready(block)
+        self._send(step)
+
+    def _allocate(self, first: int, size: int) -> None:
+        """Make the node at index ``first`` (a block's first, when it emitted any) allocate ``size`` bytes."""
+        if first < len(self._graph.nodes):
+            self._graph.nodes[first].memory_bytes += size
+
+    def _gradients_ready(self, block: Block) -> None:
+        """Add ``block``'s weight gradients, final after its last backward pass, to the open DP bucket and
+        all-reduce the bucket once it is full (PyTorch DDP's and Megatron's bucketing, in backward order). Expert
+        gradients fill a bucket of their own, reduced with the dense one. ZeRO-3 reduce-scatters every block's
+        gradients after each backward pass instead."""
+        if self._plan.zero == 3:
+            return
+        element = operators.dtype_bytes(self._plan.dtype)
+        self._bucket += block.parameters * element
+        self._expert_bucket += block.expert_parameters * element
+        if self._plan.bucket_bytes is not None and self._bucket + self._expert_bucket >= self._plan.bucket_bytes:
+            self._reduce_gradients()
+
+    def _reduce_gradients(self) -> None:
+        """Reduce the open buckets once the compute stream gets here, the dense one over the DP group and the
+        expert one over the expert-data-parallel group: an all-reduce, or with ZeRO stages 1 and 2 a reduce-scatter
+        and then an all-gather of the updated parameters (same volume; the optimizer step between is not
+        modelled)."""
+        buckets = (("dp", self._bucket, self._plan.data_group),
+                   ("dp expert", self._expert_bucket, self._plan.expert_data_group))
+        for label, size, group in buckets:
+            if not size or len(group) < 2:
+                continue
+            if self._plan.zero == 0:
+                self._group_collective(f"{label} gradient all-reduce", workload_pb2.ALL_REDUCE, size, group,
+                                       self._ready)
+            else:
+                scatter = self._group_collective(f"{label} gradient reduce-scatter", workload_pb2.REDUCE_SCATTER,
+                                                 size, group, self._ready)
+                self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group,
+                                       [scatter])
+        self._bucket = self._expert_bucket = 0
+
+    def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """``block``'s dense and expert parameter bytes on this TP rank, each with the group ZeRO shards it over."""
+        element = operators.dtype_bytes(self._plan.dtype)
+        return ((block.parameters * element, self._plan.data_group),
+                (block.expert_parameters * element, self._plan.expert_data_group))
+
+    def _gather_parameters(self, block: Block, prefix: str) -> None:
+        """ZeRO-3: all-gather ``block``'s parameters before it runs, issued as the previous block started (one
+        block ahead, as DeepSpeed prefetches) so the gather overlaps that block's compute."""
+        if self._plan.zero != 3:
+            return
+        issue_after, self._prefetch_after = self._prefetch_after, list(self._ready)
+        for size, group in self._block_shards(block):
+            if size and len(group) > 1:
+                gather = self._group_collective(f"{prefix} zero all-gather", workload_pb2.ALL_GATHER, size, group,
+                                                issue_after)
+                self._ready = [*self._ready, gather]
+
+    def _scatter_gradients(self, block: Block, prefix: str) -> None:
+        """ZeRO-3: reduce-scatter ``block``'s gradients once its backward pass is done, while compute goes on."""
+        if self._plan.zero != 3:
+            return
+        for size, group in self._block_shards(block):
+            if size and len(group) > 1:
+                self._group_collective(f"{prefix} zero reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group,
+                                       self._ready)
+
+    def _group_collective(
+        self, name: str, kind: workload_pb2.CollectiveType.ValueType, size: int, group: tuple[int, ...],
+        deps: list[int],
+    ) -> int:
+        """A collective of ``size`` bytes over a data-parallel ``group`` after ``deps`` and after the previous one
+        on that group: collectives on one communicator run in program order, the same on every member."""
+        previous = self._last_on.get(group)
+        after = deps if previous is None or previous in deps else [*deps, previous]
+        node = self._add(name, workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size, group=group,
+                         pg_name="dp")
+        self._last_on[group] = node
+        return node
+
+    def _run_forward(self, block: Block, prefix: str) -> None:
+        for step in block.steps:
+            if isinstance(step, (Gemm, Pointwise)):
+                self._compute_forward(step, prefix)
+            elif isinstance(step, Recompute):
+                for inner in step.steps:
+                    self._compute_forward(inner, prefix)
+            elif isinstance(step, SequenceParallelSum):
+                self._sequence_parallel(step, prefix, backward=False)
+            elif isinstance(step, AllToAll):
+                self._all_to_all(step, prefix)
+            elif step.in_forward and len(self._plan.tensor_group) > 1:
+                self._ready = [self._all_reduce(f"{prefix} tp all-reduce", self._ready)]
+
+    def _run_backward(self, block: Block, prefix: str) -> None:
+        for step in reversed(block.steps):
+            if isinstance(step, (Gemm, Pointwise)):
+                self._compute_backward(step, prefix)
+            elif isinstance(step, Recompute):
+                self._recompute(step, prefix)
+            elif isinstance(step, SequenceParallelSum):
+                self._sequence_parallel(step, prefix, backward=True)
+            elif isinstance(step, AllToAll):
+                self._all_to_all(step, prefix)
+            elif not step.in_forward and len(self._plan.tensor_group) > 1:
+                # The input gradient's all-reduce overlaps the weight-gradient GEMM, as in Megatron-LM.
+                after = self._ready if self._input_grad is None else [self._input_grad]
+                self._ready = [*self._ready, self._all_reduce(f"{prefix} tp all-reduce", after)]
+
+    def _compute_forward(self, step: Gemm | Pointwise, prefix: str) -> None:
+        """``step``'s forward operator, after whatever the compute stream waits for."""
+        self._compute(f"{prefix} {step.name}", self._operator(step, "forward"), self._ready)
+
+    def _compute_backward(self, step: Gemm | Pointwise, prefix: str) -> None:
+        """``step``'s backward operators: a GEMM's input- then weight-gradient GEMMs, a pointwise operator once
+        more reading the output gradient."""
+        if isinstance(step, Pointwise):
+            self._compute(f"{prefix} {step.name}", self._operator(step, "backward"), self._ready)
+            return
+        name = f"{prefix} {step.name}"
+        self._input_grad = self._compute(f"{name} dgrad", self._operator(step, "dgrad"), self._ready)
+        self._compute(f"{name} wgrad", self._operator(step, "wgrad"), [self._input_grad])
+
+    def _operator(self, step: Gemm | Pointwise, role: str) -> compute_pb2.OperatorDesc:
+        """The operator ``step`` runs in ``role`` (forward, backward, dgrad or wgrad), described once and reused
+        by every micro-batch."""
+        known = self._operators.get((step, role))
+        if known is None:
+            dtype = self._plan.dtype
+            if isinstance(step, Pointwise):
+                known = self._pointwise(step, step.inputs + (role == "backward"))
+            else:
+                m, k, n = {"forward": (step.m, step.k, step.n), "dgrad": (step.m, step.n, step.k),
+                           "wgrad": (step.k, step.m, step.n)}[role]  # fmt: skip
+                known = operators.gemm(m, k, n, dtype=dtype, batch=step.batch, name=step.name)
+            self._operators[(step, role)] = known
+        return known
+
+    def _recompute(self, step: Recompute, prefix: str) -> None:
+        """Selective recomputation: ``step``'s forward operators again, then their backward operators; the
+        recomputed activations are held from the first recomputed operator to the last backward one."""
+        first = len(self._graph.nodes)
+        for inner in step.steps:
+            self._compute_forward(inner, f"{prefix} recompute")
+        self._allocate(first, step.held_bytes)
+        for inner in reversed(step.steps):
+            self._compute_backward(inner, prefix)
+        self._graph.nodes[-1].memory_bytes -= step.held_bytes
+
+    def _sequence_parallel(self, step: SequenceParallelSum, prefix: str, backward: bool) -> None:
+        """``step``'s reduce-scatter or all-gather over the TP group for the pass at hand. The compute stream waits
+        for it, except for a backward reduce-scatter of an input gradient, which overlaps the weight-gradient GEMM
+        as the TP all-reduce does."""
+        group = self._plan.tensor_group
+        if len(group) < 2:
+            return
+        reduce = step.scatter != backward
+        kind = workload_pb2.REDUCE_SCATTER if reduce else workload_pb2.ALL_GATHER
+        label = "reduce-scatter" if reduce else "all-gather"
+        size = step.elements * operators.dtype_bytes(self._plan.dtype)
+        input_grad = self._input_grad if backward and reduce else None
+        after = self._ready if input_grad is None else [input_grad]
+        node = self._add(f"{prefix} tp {label}", workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size,
+                         group=group, pg_name="tp")
+        self._ready = [node] if input_grad is None else [*self._ready, node]
+
+    def _all_to_all(self, step: AllToAll, prefix: str) -> None:
+        """``step``'s all-to-all over the expert-parallel group; the compute stream waits for it."""
+        group = self._plan.expert_group
+        if len(group) > 1:
+            size = step.elements * operators.dtype_bytes(self._plan.dtype)
+            self._ready = [self._add(f"{prefix} {step.name} all-to-all", workload_pb2.COMM_COLL_NODE, self._ready,
+                                     comm_type=workload_pb2.ALL_TO_ALL, comm_bytes=size, group=group, pg_name="ep")]
+
+    def _pointwise(self, step: Pointwise, inputs: int) -> compute_pb2.OperatorDesc:
+        return operators.elementwise(
+            step.shape, dtype=self._plan.dtype, flops_per_element=step.flops_per_element, inputs=inputs, name=step.name
+        )
+
+    def _compute(self, name: str, op: compute_pb2.OperatorDesc, deps: list[int]) -> int:
+        node = self._add(name, workload_pb2.COMP_NODE, deps, op=op)
+        self._ready = [node]
+        return node
+
+    def _all_reduce(self, name: str, deps: list[int]) -> int:
+        return self._add(
+            name, workload_pb2.COMM_COLL_NODE, deps, comm_type=workload_pb2.ALL_REDUCE,
+            comm_bytes=self._plan.tensor_bytes, group=self._plan.tensor_group, pg_name="tp",
+        )
+
+    def _receive(self, step: Pass) -> None:
+        """Wait for ``step``'s input: the previous chunk's activation (forward) or the next one's gradient."""
+        neighbour = self._plan.neighbour(step.chunk, -1 if step.direction == "forward" else 1)
+        if neighbour is not None:
+            peer, sender_chunk = neighbour
+            tag = message_tag(step.direction, sender_chunk, step.micro_batch, len(self._plan.chunks))
+            name = f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction}"
+            self._ready = [
+                self._add(name, workload_pb2.COMM_RECV_NODE, self._ready, peer=peer, tag=tag,
+                          comm_bytes=self._plan.boundary_bytes, pg_name="pp")
+            ]
+            if self._plan.gather_boundary and len(self._plan.tensor_group) > 1:
+                self._ready = [
+                    self._add(f"{name} tp all-gather", workload_pb2.COMM_COLL_NODE, self._ready,
+                              comm_type=workload_pb2.ALL_GATHER, comm_bytes=self._plan.tensor_bytes,
+                              group=self._plan.tensor_group, pg_name="pp")
+                ]
+
+    def _send(self, step: Pass) -> None:
+        """Pass ``step``'s output on; sends are asynchronous: the compute stream goes on while it travels."""
+        neighbour = self._plan.neighbour(step.chunk, 1 if step.direction == "forward" else -1)
+        if neighbour is not None:
+            tag = message_tag(step.direction, step.chunk, step.micro_batch, len(self._plan.chunks))
+            name = f"mb{step.micro_batch} chunk{step.chunk} send {step.direction}"
+            self._add(name, workload_pb2.COMM_SEND_NODE, self._ready, peer=neighbour[0], tag=tag,
+                      comm_bytes=self._plan.boundary_bytes, pg_name="pp")
+
+    def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, deps: list[int], **fields: object) -> int:
+        node_id = len(self._graph.nodes)
+        self._graph.nodes.add(id=node_id, name=name, type=kind, data_deps=deps, **fields)
+        return node_id

@@ -1,0 +1,239 @@
+"""A decoder-only transformer (GPT-style by default; LLaMA-style and mixtures of experts by option) trained with
+Megatron-LM's 3D parallelism: tensor (TP, optionally with sequence parallelism), pipeline (PP) and data (DP,
+optionally with ZeRO and expert parallelism carved out of it).
+
+One iteration per NPU, built from hyperparameters and a parallelism plan:
+
+- Ranks: by default TP innermost, then PP, then DP: ``npu = tp_rank + tp * (pp_rank + pp * dp_rank)``, so on a
+  topology whose dimensions are ``[tp, pp, dp]`` a TP group is one line of dimension 0 (contiguous ids) and a DP
+  group one line of dimension 2 (ids ``tp * pp`` apart); ``parallelism.order`` names another nesting
+  (:mod:`stratasim.workload_layer.transformer.rank_layout`).
+- Each pipeline stage holds ``layers / pp`` layers, as ``virtual_stages`` (``v``) model chunks of
+  ``layers / (pp v)`` consecutive layers: chunk ``c`` of stage ``p`` is the model's chunk ``c pp + p``. The first
+  chunk of the first stage also holds the (vocabulary-parallel) embedding, the last chunk of the last stage the
+  final layernorm, the LM head GEMM and the loss.
+- A GPT layer on a TP rank (``t = micro_batch * seq_len`` tokens, ``d = hidden / heads``): layernorm, QKV GEMM
+  ``[t, h] x [h, 3h/tp]``, attention scores and context as GEMMs batched over ``micro_batch * heads / tp``
+  (``[s, d] x [d, s]`` and ``[s, s] x [s, d]``) with a softmax between, output projection
+  ``[t, h/tp] x [h/tp, h]``, TP all-reduce, residual + layernorm, MLP ``[t, h] x [h, ffn/tp]``, GeLU,
+  ``[t, ffn/tp] x [ffn/tp, h]``, TP all-reduce, residual. The backward pass runs each GEMM as input- and
+  weight-gradient GEMMs (2x the forward FLOPs) and all-reduces the input gradient before each column-parallel
+  GEMM over the TP group; TP all-reduces carry ``t * hidden`` elements. Grouped-query attention, SwiGLU,
+  LLaMA's options, mixture-of-experts layers, sequence parallelism and selective recomputation change the layer
+  as :mod:`stratasim.workload_layer.transformer.blocks` describes; the EP groups as :mod:`stratasim.workload_layer.transformer.moe` does.
+- Between chunks, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
+  to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B or
+  interleaved 1F1B schedule (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`). Full recomputation
+  re-runs each layer's forward pass (with its all-reduces) before its backward pass.
+- The stage's gradients (its parameters per TP rank, in ``precision``) are all-reduced over the DP group: by
+  default in one bucket after the last backward pass; with ``dp_bucket`` in buckets of whole blocks of at least
+  that many bytes, walking the blocks in backward order, each issued as soon as the last micro-batch's backward
+  pass has produced it, overlapping the rest of the backward pass. Expert gradients go over the DP ranks holding
+  the same experts. With ZeRO stages 1 and 2 each bucket is reduce-scattered and the updated parameters
+  all-gathered; with stage 3 each block's parameters are all-gathered (one block ahead) before its forward and
+  backward passes and its gradients reduce-scattered after each backward pass (Rajbhandari et al., SC'20).
+- Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp`` and ``ep``. Each graph carries
+  the stage's resident memory (weights, gradients, optimizer states) and its nodes allocate and free the layers'
+  activations along the timeline (:mod:`stratasim.workload_layer.transformer.memory`).
+
+Not modelled: the vocabulary-parallel cross-entropy's small all-reduces, the embedding-gradient all-reduce between
+the first and last stages, the layernorm-gradient all-reduce over TP with sequence parallelism, dropout and the
+optimizer step. Pointwise FLOP counts per element are estimates (layernorm 8, softmax 5, GeLU 8, residual 1);
+GEMM FLOPs are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from stratasim.kernel import operators
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.grid import Grid
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.graph_sequence import GraphSequence
+from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
+from stratasim.workload_layer.transformer.moe import expert_groups
+from stratasim.workload_layer.transformer.memory import StageMemory, layer_activations, stage_memory
+from stratasim.workload_layer.transformer.blocks import (
+    Parameters,
+    embedding_parameters,
+    embedding_steps,
+    head_parameters,
+    head_steps,
+    iteration_gemm_flops,
+    layer_parameters,
+    layer_steps,
+)
+from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
+from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
+from stratasim.workload_layer.transformer.config import ModelConfig, ParallelismConfig, TransformerConfig
+from stratasim.workload_layer.transformer.steps import Block
+
+__all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
+
+
+class TransformerWorkload:
+    """Builds one training iteration's graph per NPU; see the module docstring for what is modelled."""
+
+    name = "transformer"
+    fills_topology = True
+    Config = TransformerConfig
+
+    def __init__(self, config: TransformerConfig) -> None:
+        self.config = config
+        self._dtype = operators.parse_dtype(config.precision)
+        self._chunks: dict[int, tuple[tuple[Block, ...], ...]] = {}  # by pipeline stage
+        self._memory: dict[int, StageMemory] = {}  # by pipeline stage
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per iteration: ``global_batch / (micro_batch * dp)``."""
+        plan = self.config.parallelism
+        return plan.batch // (plan.micro_batch * plan.dp)
+
+    def npus_required(self) -> int:
+        plan = self.config.parallelism
+        return plan.tp * plan.pp * plan.dp
+
+    def samples_per_iteration(self) -> int:
+        """Samples (sequences) one iteration trains on: the global batch."""
+        return self.config.parallelism.batch
+
+    def model_flops_per_iteration(self) -> int:
+        """The GEMM FLOPs one iteration's graphs run, summed over every NPU (closed form:
+        :func:`stratasim.workload_layer.transformer.blocks.iteration_gemm_flops`); pointwise operators are not counted.
+
+        For a GPT layer (``ffn = 4h``, one key-value head per head) that is Megatron-LM's count (Narayanan et
+        al., "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21, eq. 3), with
+        ``B`` the global batch: without recomputation ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))``, which is also
+        Korthikanti et al.'s model FLOPs (2022, eq. 7), the numerator of MFU; with full recomputation, as eq. 3 is
+        written, ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` (the layers' terms times 4/3; the LM head is not
+        recomputed). With selective recomputation the graphs run the attention core's forward GEMMs once more,
+        ``4 B s^2 h`` per layer, so the count is ``72 B s l h^2 (1 + 2s/(9h) + V/(12 l h))``: hardware FLOPs of
+        what is run (Korthikanti et al.'s eq. 8 writes ``s/(3h)`` for this overhead); the model FLOPs of MFU are the
+        count without recomputation. Grouped-query attention, SwiGLU and mixtures of experts change the GEMMs and so
+        the count; a mixture of experts counts its capacity's token slots (padding included) and, without sequence
+        parallelism, the router on every TP rank. The LM head uses the vocabulary padded to a multiple of tp.
+        """
+        return iteration_gemm_flops(self.config)
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        required = self.npus_required()
+        if npus != required:
+            raise WorkloadError(f"workload: the transformer's plan needs exactly tp * pp * dp = {required} NPUs, got {npus}")
+        plan = self.config.parallelism
+        stages = [self._stage_chunks(stage) for stage in range(plan.pp)]
+        return GraphSequence(npus, lambda npu: build_graph(self._plan(npu, stages)))
+
+    def representatives(self, grid: Grid) -> tuple[int, ...] | None:
+        """Every TP and DP rank of a pipeline stage runs the graph of the stage's rank 0 (TP 0, DP 0), moved
+        along the topology — when the topology's coordinates keep the groups and peers aligned."""
+        plan = self.config.parallelism
+        stages = [((),) * plan.virtual_stages for _ in range(plan.pp)]  # partners do not depend on the blocks
+        return translated_representatives(
+            grid, self.npus_required(), lambda npu: plan.layout.npu({"tp": 0, "pp": plan.layout.rank(npu, "pp"), "dp": 0}),
+            lambda npu: self._partners(self._plan(npu, stages)),
+        )
+
+    @staticmethod
+    def _partners(stage: StagePlan) -> Partners:
+        """Everyone ``stage``'s NPU talks to, by role: its TP and DP groups and its pipeline neighbours."""
+        return (
+            stage.tensor_group,
+            stage.data_group,
+            stage.expert_group,
+            stage.expert_data_group,
+            () if stage.previous_stage is None else (stage.previous_stage,),
+            () if stage.next_stage is None else (stage.next_stage,),
+        )
+
+    def _plan(self, npu: int, stages: Sequence[tuple[tuple[Block, ...], ...]]) -> StagePlan:
+        plan, model = self.config.parallelism, self.config.model
+        tp, pp, layout = plan.tp, plan.pp, plan.layout
+        pp_rank = layout.rank(npu, "pp")
+        activation = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(self._dtype)
+        memory = self.stage_memory(pp_rank)
+        replicas = layout.group(npu, "dp")
+        dp_rank = layout.rank(npu, "dp")
+        ep_ranks, expert_data_ranks = expert_groups(dp_rank, plan.dp, plan.ep) if model.experts else ((), ())
+        return StagePlan(
+            npu=npu,
+            pipeline=layout.group(npu, "pp"),
+            chunks=stages[pp_rank],
+            order=pipeline_order(plan.schedule, pp_rank, pp, self.micro_batches, plan.virtual_stages),
+            tensor_group=layout.group(npu, "tp"),
+            data_group=replicas,
+            boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
+            gather_boundary=plan.scatter_gather and not plan.sequence_parallel,
+            tensor_bytes=activation,
+            bucket_bytes=plan.dp_bucket,
+            resident_bytes={"weights": memory.weights_bytes, "gradients": memory.gradients_bytes,
+                            "optimizer": memory.optimizer_bytes},
+            dtype=self._dtype,
+            expert_group=tuple(replicas[d] for d in ep_ranks),
+            expert_data_group=tuple(replicas[d] for d in expert_data_ranks),
+            zero=plan.zero,
+        )
+
+    def stage_parameters(self, stage: int) -> int:
+        """Parameters one TP rank of pipeline ``stage`` holds (and reduces the gradients of over DP): its blocks'
+        (:mod:`stratasim.workload_layer.transformer.blocks` counts them), dense and expert."""
+        return self._stage_parameter_kinds(stage).total
+
+    def _stage_parameter_kinds(self, stage: int) -> Parameters:
+        """The dense and expert parameters one TP rank of pipeline ``stage`` holds."""
+        blocks = (block for chunk in self._stage_chunks(stage) for block in chunk)
+        return sum((Parameters(block.parameters, block.expert_parameters) for block in blocks), Parameters())
+
+    def stage_memory(self, stage: int) -> StageMemory:
+        """Peak memory of an NPU of pipeline ``stage`` by kind (weights, gradients, Adam states, activations);
+        formulas in :mod:`stratasim.workload_layer.transformer.memory`."""
+        known = self._memory.get(stage)
+        if known is None:
+            parameters = self._stage_parameter_kinds(stage)
+            known = stage_memory(self.config, stage, parameters.dense, self.micro_batches, parameters.expert)
+            self._memory[stage] = known
+        return known
+
+    def memory_per_npu_bytes(self) -> list[int]:
+        """Peak memory in bytes of each NPU (index = NPU id): weights + gradients + mixed-precision Adam states
+        (12 bytes per parameter) + the activations of the micro-batches in flight on its pipeline stage; every TP
+        and DP rank of a stage holds the same. See :mod:`stratasim.workload_layer.transformer.memory`."""
+        plan = self.config.parallelism
+        per_stage = [self.stage_memory(stage).total_bytes for stage in range(plan.pp)]
+        return [per_stage[plan.layout.rank(npu, "pp")] for npu in range(self.npus_required())]
+
+    def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
+        """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage``
+        (built once per stage: every TP and DP rank of the stage shares them)."""
+        known = self._chunks.get(stage)
+        if known is None:
+            plan = self.config.parallelism
+            known = tuple(self._chunk_blocks(chunk * plan.pp + stage) for chunk in range(plan.virtual_stages))
+            self._chunks[stage] = known
+        return known
+
+    def _chunk_blocks(self, chunk: int) -> tuple[Block, ...]:
+        """The blocks of the model's ``chunk`` (of ``pp * virtual_stages``): its layers, after the embedding in
+        the first chunk and before the head in the last."""
+        model, plan = self.config.model, self.config.parallelism
+        blocks: list[Block] = []
+        if chunk == 0:
+            embeddings = embedding_parameters(model, plan.tp)
+            blocks.append(Block("embedding", embedding_steps(self.config), parameters=embeddings))
+        blocks += [self._layer(index) for index in self.config.chunk_layers(chunk)]
+        if chunk == plan.pp * plan.virtual_stages - 1:
+            blocks.append(Block("head", head_steps(self.config), parameters=head_parameters(model, plan.tp, plan.pp)))
+        return tuple(blocks)
+
+    def _layer(self, index: int) -> Block:
+        """Layer ``index`` on a TP rank: its steps, activation memory and parameters
+        (:mod:`stratasim.workload_layer.transformer.blocks`, :mod:`stratasim.workload_layer.transformer.memory`)."""
+        model, plan = self.config.model, self.config.parallelism
+        activations = layer_activations(self.config, model.moe_layer(index))
+        parameters = layer_parameters(model, index, plan.tp, plan.ep)
+        return Block(
+            f"layer{index}", layer_steps(self.config, index), recompute=plan.recompute == "full",
+            kept_bytes=activations.kept_bytes,
+            recomputed_bytes=activations.recomputed_bytes if plan.recompute == "full" else 0,
+            parameters=parameters.dense, expert_parameters=parameters.expert,
+        )
