@@ -49,7 +49,7 @@ def run(case: Study) -> tuple[int, int, float, int, float, int]:
     """(analytical time, flit-level time, wall seconds, flit-hops, mean and p99 packet latency) of one study."""
     source, npus = prepare_workload(case)
     graphs = source.graphs(npus)
-    topology, options = case.topology_proto(), case.system_options()
+    topology, options = case.topology_proto(), case.system
     analytical = system_layer.simulate(graphs, AnalyticalNetwork(), topology, options).total_time_ps
     network = FlitLevelNetwork()
     started = time.perf_counter()

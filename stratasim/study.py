@@ -14,7 +14,7 @@ from typing import Any, cast
 import system_layer
 from stratasim import registry
 from stratasim.compute_setup import open_compute
-from stratasim.config import ComputeSection, NetworkSection, Study
+from stratasim.config import Study, StudyCompute, StudyNetwork
 from stratasim.contracts import (
     ComputeBackend,
     MemoryModel,
@@ -50,7 +50,7 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
     return source, available if required is None else required
 
 
-def _check_device(compute: ComputeBackend, section: ComputeSection) -> None:
+def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
     devices = compute.devices()
     if section.device not in devices:
         raise BackendError(
@@ -66,7 +66,7 @@ def check_study(study: Study) -> int:
     """
     source, npus = prepare_workload(study)
     system_layer.validate(
-        source.graphs(npus), study.topology_proto(), study.system_options(), _representatives(source, study)
+        source.graphs(npus), study.topology_proto(), study.system, _representatives(source, study)
     )
     section = study.compute
     if section is not None and section.endpoint is None and not section.spawn:
@@ -76,9 +76,9 @@ def check_study(study: Study) -> int:
     return npus
 
 
-def _open(layer: str, section: NetworkSection | ComputeSection, stack: ExitStack) -> tuple[Any, str]:
+def _open(layer: str, section: StudyNetwork | StudyCompute, stack: ExitStack) -> tuple[Any, str]:
     """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds."""
-    if isinstance(section, ComputeSection):
+    if isinstance(section, StudyCompute):
         return open_compute(section, stack)
     name = section.backend_name
     if section.endpoint is None and not section.spawn:
@@ -115,12 +115,13 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
             graphs,
             cast(NetworkBackend, network),
             study.topology_proto(),
-            study.system_options(record_trace=record_trace),
+            study.system,
             compute=compute,
             device=device,
             calibration=None if study.compute is None or study.compute.calibration is None
             else study.compute.calibration.proto(),
             representatives=_representatives(source, study),
+            record_trace=record_trace,
         )
         wall_seconds = time.perf_counter() - started
     warnings = _check_memory(study, result)
