@@ -131,6 +131,12 @@ def test_each_problem_names_its_path(changes: dict[str, Any], path: str, fragmen
     assert fragment in found[path]
 
 
+def test_the_system_section_is_the_system_layers_options() -> None:
+    # So a new system option (a field of SystemOptions) is a study key, with its suggestions, from then on.
+    found = problems(study(system={"splitz": 4}))
+    assert found["system.splitz"] == f"unknown key; did you mean 'splits'? expected one of {', '.join(SystemOptions.model_fields)}"
+
+
 def test_topology_entries_are_named_by_index() -> None:
     topology = copy.deepcopy(GOOD["network"]["topology"])
     topology[1].update(bandwidth="0GB/s", latency="fast", kind="torus", extra=1)
