@@ -17,8 +17,8 @@ import argparse
 import time
 from typing import Any
 
+from stratasim import system_layer
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.system_layer import simulate
 from stratasim.network_layer.flit_level import FlitLevelNetwork
 from stratasim.config.study_file import Study, parse_study
 from stratasim.study.run import prepare_workload
@@ -49,11 +49,11 @@ def run(case: Study) -> tuple[int, int, float, int, float, int]:
     """(analytical time, flit-level time, wall seconds, flit-hops, mean and p99 packet latency) of one study."""
     source, npus = prepare_workload(case)
     graphs = source.graphs(npus)
-    topology, options = case.topology_proto(), case.system_options()
-    analytical = simulate(graphs, AnalyticalNetwork(), topology, options).total_time_ps
+    topology, options = case.topology_proto(), case.system
+    analytical = system_layer.simulate(graphs, AnalyticalNetwork(), topology, options).total_time_ps
     network = FlitLevelNetwork()
     started = time.perf_counter()
-    flit = simulate(graphs, network, topology, options).total_time_ps
+    flit = system_layer.simulate(graphs, network, topology, options).total_time_ps
     wall = time.perf_counter() - started
     latency = network.packet_latency
     return analytical, flit, wall, network.flit_hops, latency.mean_ps, latency.percentile_ps(99)

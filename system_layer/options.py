@@ -1,14 +1,29 @@
-"""The system layer's policies: collective algorithms, chunking, scheduling and endpoint costs."""
+"""The ``system:`` section of a study, which is also what the engine reads: collective algorithms, chunking,
+scheduling and endpoint costs. Each key is defined here once, with its default; the study schema composes it.
+
+A new system option is a field of :class:`SystemOptions` (with its default and its docstring line) and the
+engine code that reads it; the study file, ``--set`` and ``stratasim check`` know it from then on.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, StrictInt, field_validator
+
+from stratasim.kernel import units
+from stratasim.kernel.collective_types import COLLECTIVE_TYPES
+from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs
+from stratasim.kernel.grid import Grid
 
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
 # Algorithms a dimension can run, by the name a study uses.
 ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree")
+
+_EVERY_OTHER = "*"  # the key of the algorithms of every collective a mapping does not name
 
 
 class Scheduling(str, Enum):
@@ -25,40 +40,102 @@ class Preset(str, Enum):
     ASTRA_COMPAT = "astra_compat"
 
 
-@dataclass(frozen=True)
-class SystemOptions:
-    """How collectives run.
+def _algorithm_list(value: object, where: str) -> tuple[str, ...]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not names or not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{where}expected an algorithm name or a non-empty list of names, one per dimension")
+    unknown = [name for name in names if name not in ALGORITHMS]
+    if unknown:
+        raise ValueError(f"{where}unknown algorithm {unknown[0]!r}; available: {', '.join(ALGORITHMS)}")
+    return tuple(names)
 
-    ``algorithms`` maps a collective name (``all_reduce``...) to one algorithm per topology dimension; the key
-    ``"*"`` is the fallback for collectives not named. ``splits`` chunks per collective; at most
-    ``active_chunks`` chunks run at once in each phase; ``endpoint_delay_ps`` is paid by an NPU each time a
-    message arrives before it acts on it. With ``local_mem_bandwidth`` (bytes/s, an integer) an NPU also
-    spends reading two operands and writing the result of every byte it reduces; without it reduction is free.
-    ``local_bw_aware`` runs a multi-dimensional all-reduce in the enhanced order (reduce-scatter up the
-    dimensions, all-gather down) instead of an all-reduce per dimension; ``preset`` picks the semantics.
-    ``aggregate`` lets the engine simulate NPUs that are equivalent by symmetry once (same results).
-    ``queues_per_dim`` logical scheduling queues serve each dimension (odd ones run rings the other way);
-    ``logical_dims``, when given, is the logical grid collectives run on instead of the physical topology.
-    ``reduce_on_compute`` prices reductions on the compute layer (an element-wise add of ``reduction_dtype``
-    elements) instead of from ``local_mem_bandwidth``.
+
+def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
+    """One name, a list per dimension, or {collective: name or list} → {collective or "*": names per dim}."""
+    if not isinstance(value, Mapping):
+        return {_EVERY_OTHER: _algorithm_list(value, "")}
+    result: dict[str, tuple[str, ...]] = {}
+    for collective, names in value.items():
+        if collective != _EVERY_OTHER and collective not in COLLECTIVE_TYPES:
+            raise ValueError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVE_TYPES)}")
+        result[collective] = _algorithm_list(names, f"{collective}: ")
+    return result
+
+
+def _ring_everywhere() -> dict[str, tuple[str, ...]]:
+    return {_EVERY_OTHER: ("ring",)}
+
+
+def _whole_bandwidth(value: object) -> int:
+    """A bandwidth as people write it (``200GB/s``; a bare number means GB/s), in whole bytes/s."""
+    try:
+        return round(units.parse_bandwidth(value))
+    except units.UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth)]
+
+
+class SystemOptions(Section):
+    """``system:`` — how collectives are split, scheduled and run on each dimension.
+
+    ``algorithm``: one name, a list (one per topology dimension; a short list repeats its last entry), or a
+    mapping from collective (``all_reduce``...; ``*`` for the others) to a name or a list. ``splits`` chunks
+    per collective; at most ``active_chunks`` chunks run at once in each phase, LIFO or FIFO
+    (``scheduling``); ``endpoint_delay`` (ps) is paid by an NPU each time a message arrives before it acts on
+    it. ``preset: astra_compat`` follows ASTRA-sim 2.x's semantics. With ``local_mem_bw`` (bytes/s) an NPU
+    also spends reading two operands and writing the result of every byte it reduces; without it reduction is
+    free. ``collective_optimization: local_bw_aware`` runs a multi-dimensional all-reduce in the enhanced order
+    (reduce-scatter up the dimensions, all-gather down) instead of an all-reduce per dimension. ``aggregate``
+    lets the engine simulate NPUs that are equivalent by symmetry once (same results). ``queues_per_dim``
+    logical scheduling queues serve each dimension (odd ones run rings the other way). ``reduction: compute``
+    prices reductions on the compute layer (an element-wise add of ``reduction_dtype`` elements) instead of
+    from ``local_mem_bw``. ``logical_topology``, when given, is the grid collectives run on instead of the
+    physical one. ``memory_capacity`` (bytes, else the device's) bounds each NPU's peak memory; above it the
+    run fails, or warns with ``over_capacity: warn``.
     """
 
-    algorithms: dict[str, tuple[str, ...]] = field(default_factory=lambda: {"*": ("ring",)})
-    splits: int = 1
-    active_chunks: int = 1
+    algorithm: dict[str, tuple[str, ...]] = Field(default_factory=_ring_everywhere)
+    splits: StrictInt = Field(1, ge=1)
+    active_chunks: StrictInt = Field(1, ge=1)
     scheduling: Scheduling = Scheduling.LIFO
-    endpoint_delay_ps: int = 0
-    local_mem_bandwidth: int | None = None
-    local_bw_aware: bool = False
+    endpoint_delay: TimePs = 0
     preset: Preset = Preset.DEFAULT
+    local_mem_bw: WholeBandwidth | None = None
+    collective_optimization: Literal["baseline", "local_bw_aware"] = "baseline"
     aggregate: bool = True
-    queues_per_dim: int = 1
-    reduce_on_compute: bool = False
-    reduction_dtype: str = "bf16"
-    logical_dims: tuple[int, ...] | None = None
-    record_trace: bool = False
+    queues_per_dim: StrictInt = Field(1, ge=1)
+    reduction: Literal["memory", "compute"] = "memory"
+    reduction_dtype: DTypeName = "bf16"
+    logical_topology: tuple[StrictInt, ...] | None = Field(None, min_length=1)
+    memory_capacity: Bytes | None = None
+    over_capacity: Literal["error", "warn"] = "error"
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _normalise(cls, value: object) -> dict[str, tuple[str, ...]]:
+        return _normalise_algorithms(value)
 
     def algorithm_for(self, collective: str, dimension: int) -> str:
         """The algorithm ``collective`` runs on ``dimension``; a short list repeats its last entry."""
-        names = self.algorithms.get(collective) or self.algorithms.get("*") or ("ring",)
+        names = self.algorithm.get(collective) or self.algorithm.get(_EVERY_OTHER) or ("ring",)
         return names[min(dimension, len(names) - 1)]
+
+    def grid_problems(self, physical: Grid) -> list[tuple[str, str]]:
+        """What does not fit the ``physical`` grid of the network, as ``(key, message)`` pairs: the logical
+        grid must hold as many NPUs, and no collective may name more algorithms than there are dimensions."""
+        problems = []
+        dims = len(physical.sizes)
+        if self.logical_topology is not None:
+            logical = Grid(self.logical_topology)
+            dims = len(logical.sizes)
+            if logical.npus != physical.npus:
+                problems.append((
+                    "logical_topology",
+                    f"{list(self.logical_topology)} holds {logical.npus} NPUs but network.topology has {physical.npus}",
+                ))  # fmt: skip
+        longest = max(len(names) for names in self.algorithm.values())
+        if longest > dims:
+            problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
+        return problems

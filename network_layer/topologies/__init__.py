@@ -4,32 +4,47 @@ A topology message with its ``fabric`` set names the family and its parameters; 
 a :class:`~stratasim.network_layer.link_graph.LinkGraph` both backends route on, in-process or behind a server alike.
 :func:`topology_of` wraps a family's message into a topology whose dimensions are the family's layout for
 collectives: a torus's own dimensions, ASTRA-sim's hierarchical alltoall's two, one flat dimension otherwise.
+
+Each module also holds the study sections of the ``network.topology`` kinds it reads (``SECTIONS``, each a
+:class:`~stratasim.network_layer.topologies.base.FabricSection` whose ``kind`` names them). A new topology kind is one
+module here, listed once in ``_MODULES``: its ``SECTIONS`` and, when it brings a fabric family of its own
+(a ``Topology.fabric`` message of the network contract), its ``FABRIC`` name, ``check``, ``layout`` and
+``build``; a kind built on an existing family (``mesh``, ``hierarchical_torus``) needs only its section.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import Any, get_args
 
 from stratasim.network_layer.link_graph import LinkGraph
-from stratasim.network_layer.topologies import dgx1, dragonfly, fat_tree, graph, hierarchical, nvswitch, torus
+from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
 from stratasim.network_layer.topologies.graph import from_networkx
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
-__all__ = ["build", "check", "from_networkx", "topology_of"]
+__all__ = ["SECTIONS", "FabricSection", "build", "check", "from_networkx", "topology_of"]
 
-_FAMILIES: MappingProxyType[str, ModuleType] = MappingProxyType({
-    "torus": torus,
-    "fat_tree": fat_tree,
-    "dragonfly": dragonfly,
-    "dgx1": dgx1,
-    "nvswitch": nvswitch,
-    "hierarchical_alltoall": hierarchical,
-    "graph": graph,
-})
+_MODULES: tuple[ModuleType, ...] = tuple(
+    import_module(f"{__name__}.{name}")
+    for name in ("torus", "fat_tree", "dragonfly", "dgx1", "nvswitch", "hierarchical", "graph")
+)
+"""The topology modules, in the order their kinds are listed to users."""
+
+_FAMILIES: MappingProxyType[str, ModuleType] = MappingProxyType(
+    {module.FABRIC: module for module in _MODULES if hasattr(module, "FABRIC")}
+)
 """Each ``Topology.fabric`` field, and the module of its family."""
+
+SECTIONS: MappingProxyType[str, type[FabricSection]] = MappingProxyType({
+    kind: section
+    for module in _MODULES
+    for section in module.SECTIONS
+    for kind in get_args(section.model_fields["kind"].annotation)
+})  # fmt: skip
+"""Each ``network.topology`` kind a study may name, and its section."""
 
 
 def _family(topology: network_pb2.Topology) -> tuple[str, ModuleType, Any]:
@@ -49,8 +64,7 @@ def check(topology: network_pb2.Topology) -> None:
 def topology_of(field: str, spec: Any) -> network_pb2.Topology:
     """The topology of the family ``field`` (a ``Topology.fabric`` name) with parameters ``spec``, its
     dimensions the family's layout for collectives (set its delay quantum and forwarding as needed)."""
-    sizes = _FAMILIES[field].layout(spec)
-    return network_pb2.Topology(dimensions=[network_pb2.Dimension(size=size) for size in sizes], **{field: spec})
+    return fabric_topology(field, spec, _FAMILIES[field].layout)
 
 
 def build(topology: network_pb2.Topology) -> LinkGraph:

@@ -17,11 +17,32 @@ There are no switches.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.network_layer.topologies.base import FabricSection, LinkSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
-__all__ = ["check", "build", "layout", "nvlinks"]
+__all__ = ["FABRIC", "SECTIONS", "Dgx1Section", "check", "build", "layout", "nvlinks"]
+
+FABRIC = "dgx1"
+"""The ``Topology.fabric`` field this module checks, lays out and builds."""
+
+
+class Dgx1Section(LinkSection, FabricSection):
+    """``kind: dgx1``: DGX-1's hybrid cube-mesh of 8 GPUs; ``bandwidth`` and ``latency`` of one NVLink."""
+
+    kind: Literal["dgx1"]
+    generation: Literal["p100", "v100"] = "v100"
+
+    def topology(self) -> network_pb2.Topology:
+        generation = network_pb2.Dgx1Fabric.Generation.Value(self.generation.upper())
+        return fabric_topology(FABRIC, network_pb2.Dgx1Fabric(generation=generation, nvlink=self.link()), layout)
+
+
+SECTIONS = (Dgx1Section,)
+"""The study's ``network.topology`` kinds this module reads."""
 
 _PAIRS = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (4, 5), (4, 6), (4, 7), (5, 6), (5, 7), (6, 7),
           (0, 4), (1, 5), (2, 6), (3, 7))  # fmt: skip

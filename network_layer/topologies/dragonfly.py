@@ -18,11 +18,43 @@ minimal route exists. Routers are non-blocking, output-queued crossbars: message
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, StrictInt
+
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.network_layer.topologies.base import FabricSection, LinkSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
-__all__ = ["check", "build", "layout"]
+__all__ = ["FABRIC", "SECTIONS", "DragonflySection", "check", "build", "layout"]
+
+FABRIC = "dragonfly"
+"""The ``Topology.fabric`` field this module checks, lays out and builds."""
+
+
+class DragonflySection(FabricSection):
+    """``kind: dragonfly``: groups of fully connected routers joined by global links."""
+
+    kind: Literal["dragonfly"]
+    groups: StrictInt = Field(ge=1)
+    routers_per_group: StrictInt = Field(ge=1)
+    hosts_per_router: StrictInt = Field(ge=1)
+    global_links_per_router: StrictInt = Field(ge=0)
+    host_link: LinkSection
+    local_link: LinkSection
+    global_link: LinkSection
+
+    def topology(self) -> network_pb2.Topology:
+        return fabric_topology(FABRIC, network_pb2.DragonflyFabric(
+            groups=self.groups, routers_per_group=self.routers_per_group, hosts_per_router=self.hosts_per_router,
+            global_links_per_router=self.global_links_per_router, host_link=self.host_link.link(),
+            local_link=self.local_link.link(), global_link=self.global_link.link(),
+        ), layout)  # fmt: skip
+
+
+SECTIONS = (DragonflySection,)
+"""The study's ``network.topology`` kinds this module reads."""
 
 
 def check(spec: network_pb2.DragonflyFabric) -> None:

@@ -15,11 +15,33 @@ crossbars: messages contend only for links.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, StrictInt
+
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.network_layer.topologies.base import FabricSection, LinkSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
-__all__ = ["check", "build", "layout"]
+__all__ = ["FABRIC", "SECTIONS", "FatTreeSection", "check", "build", "layout"]
+
+FABRIC = "fat_tree"
+"""The ``Topology.fabric`` field this module checks, lays out and builds."""
+
+
+class FatTreeSection(LinkSection, FabricSection):
+    """``kind: fat_tree``: a k-ary fat-tree of k^3/4 NPUs; every link alike."""
+
+    kind: Literal["fat_tree"]
+    k: StrictInt = Field(ge=2)
+
+    def topology(self) -> network_pb2.Topology:
+        return fabric_topology(FABRIC, network_pb2.FatTreeFabric(k=self.k, link=self.link()), layout)
+
+
+SECTIONS = (FatTreeSection,)
+"""The study's ``network.topology`` kinds this module reads."""
 
 
 def check(spec: network_pb2.FatTreeFabric) -> None:

@@ -5,18 +5,125 @@ messages contend only for links). NPUs forward traffic that is not theirs, as ch
 accelerator graph do. Routes are least-latency paths with stated tie-breaking
 (:class:`stratasim.network_layer.routing.ShortestPaths`). The study file's ``kind: graph`` and :func:`from_networkx`
 both produce the :class:`~stratasim.v1.network_pb2.GraphFabric` read here.
+
+In a study (as DEAP describes accelerator graphs) a graph lists ``chips`` (the NPUs, in NPU id order) and
+optionally ``switches``, each with an ``id`` and ``links``; a link names the node it goes ``to`` and has a
+``bandwidth`` (else the graph's) and a ``latency``, or a ``distance`` whose latency is
+``distance x latency_per_distance`` (signal propagation: about 5ns per metre of cable), else the graph's
+``latency``. A link is a cable used both ways; listing it again from its other end is allowed if the two
+agree. With ``directed: true`` every listed link goes one way only.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field
 
 from stratasim.network_layer.link_graph import Link, LinkGraph, link_speed
+from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.schema import Bandwidth, Section, TimePs
 from stratasim.kernel.units import parse_bandwidth, parse_time_ps
 from stratasim.v1 import network_pb2
 
-__all__ = ["check", "build", "layout", "from_networkx"]
+__all__ = ["FABRIC", "SECTIONS", "GraphSection", "check", "build", "layout", "from_networkx"]
+
+FABRIC = "graph"
+"""The ``Topology.fabric`` field this module checks, lays out and builds."""
+
+
+def _name(value: object) -> object:
+    """Chip ids may be written as numbers; they are names all the same."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+NodeName = Annotated[str, BeforeValidator(_name)]
+
+
+class GraphLinkSection(Section):
+    """One link of a graph node: ``to`` another node, with its own speed or the graph's."""
+
+    to: NodeName
+    bandwidth: Bandwidth | None = None
+    latency: TimePs | None = None
+    distance: float | None = Field(None, ge=0)
+
+
+class NodeSection(Section):
+    """A chip (NPU) or switch of a graph and the links it lists."""
+
+    id: NodeName
+    links: list[GraphLinkSection] = []
+
+
+class GraphSection(FabricSection):
+    """``kind: graph``: chips and switches with links (see the module docstring); ``file`` is read by the study
+    loader, relative to the study file, as if its keys were written in place."""
+
+    kind: Literal["graph"]
+    file: str | None = None
+    chips: list[NodeSection] = Field(min_length=1)
+    switches: list[NodeSection] = []
+    bandwidth: Bandwidth | None = None
+    latency: TimePs | None = None
+    latency_per_distance: TimePs | None = None
+    directed: bool = False
+
+    def topology(self) -> network_pb2.Topology:
+        """The graph as the network contract's message; :class:`TopologyError` naming the entry at fault."""
+        nodes = [(f"chips[{i}]", node) for i, node in enumerate(self.chips)]
+        nodes += [(f"switches[{i}]", node) for i, node in enumerate(self.switches)]
+        index: dict[str, int] = {}
+        for number, (where, node) in enumerate(nodes):
+            if node.id in index:
+                raise TopologyError(f"{where}.id: {node.id!r} is also {nodes[index[node.id]][0]}'s id")
+            index[node.id] = number
+        fabric = network_pb2.GraphFabric(node=[node.id for _, node in nodes], npus=len(self.chips))
+        listed: dict[tuple[int, int], tuple[str, network_pb2.LinkSpec]] = {}
+        for number, (where, node) in enumerate(nodes):
+            for j, link in enumerate(node.links):
+                at = f"{where}.links[{j}]"
+                if link.to not in index:
+                    raise TopologyError(f"{at}.to: unknown chip or switch {link.to!r}")
+                target = index[link.to]
+                if target == number:
+                    raise TopologyError(f"{at}.to: a link from {node.id!r} to itself")
+                spec = self._speed(link, at)
+                key = (number, target) if self.directed else (min(number, target), max(number, target))
+                if key in listed:
+                    first, first_spec = listed[key]
+                    if self.directed or first_spec != spec:
+                        raise TopologyError(f"{at}: the link from {node.id!r} to {link.to!r} is also at {first}"
+                                            f"{'' if self.directed else ' with another bandwidth or latency'}")
+                    continue
+                listed[key] = (at, spec)
+                fabric.link.add(src=number, dst=target, spec=spec)
+                if not self.directed:
+                    fabric.link.add(src=target, dst=number, spec=spec)
+        return fabric_topology(FABRIC, fabric, layout)
+
+    def _speed(self, link: GraphLinkSection, at: str) -> network_pb2.LinkSpec:
+        bandwidth = link.bandwidth if link.bandwidth is not None else self.bandwidth
+        if bandwidth is None:
+            raise TopologyError(f"{at}.bandwidth: required (the graph gives no bandwidth for every link)")
+        if link.latency is not None and link.distance is not None:
+            raise TopologyError(f"{at}: give a latency or a distance, not both")
+        if link.distance is not None:
+            if self.latency_per_distance is None:
+                raise TopologyError(f"{at}.distance: needs the graph's latency_per_distance")
+            latency = round(link.distance * self.latency_per_distance)
+        elif link.latency is not None:
+            latency = link.latency
+        elif self.latency is not None:
+            latency = self.latency
+        else:
+            raise TopologyError(f"{at}.latency: required (or a distance; the graph gives no latency for every link)")
+        return network_pb2.LinkSpec(bandwidth_bytes_per_s=bandwidth, latency_ps=latency)
+
+
+SECTIONS = (GraphSection,)
+"""The study's ``network.topology`` kinds this module reads."""
 
 
 def check(spec: network_pb2.GraphFabric) -> None:

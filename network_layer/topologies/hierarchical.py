@@ -14,12 +14,45 @@ contend only for links. (The hierarchical torus of the paper's Fig. 3a is a 3-D
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, StrictInt
+
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
 from stratasim.network_layer.routing import ring_step
+from stratasim.network_layer.topologies.base import FabricSection, LevelSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
-__all__ = ["check", "build", "layout"]
+__all__ = ["FABRIC", "SECTIONS", "HierarchicalAlltoallSection", "check", "build", "layout"]
+
+FABRIC = "hierarchical_alltoall"
+"""The ``Topology.fabric`` field this module checks, lays out and builds."""
+
+
+class AlltoallLevelSection(LevelSection):
+    """The alltoall level of a hierarchical alltoall: ``size`` packages, joined by ``switches`` switches."""
+
+    switches: StrictInt = Field(1, ge=1)
+
+
+class HierarchicalAlltoallSection(FabricSection):
+    """``kind: hierarchical_alltoall``: rings of ``local.size`` NPUs in ``alltoall.size`` packages."""
+
+    kind: Literal["hierarchical_alltoall"]
+    local: LevelSection
+    alltoall: AlltoallLevelSection
+
+    def topology(self) -> network_pb2.Topology:
+        return fabric_topology(FABRIC, network_pb2.HierarchicalAlltoallFabric(
+            local_size=self.local.size, packages=self.alltoall.size, switches=self.alltoall.switches,
+            local_link=self.local.link(), global_link=self.alltoall.link(),
+        ), layout)  # fmt: skip
+
+
+
+SECTIONS = (HierarchicalAlltoallSection,)
+"""The study's ``network.topology`` kinds this module reads."""
 
 
 def check(spec: network_pb2.HierarchicalAlltoallFabric) -> None:

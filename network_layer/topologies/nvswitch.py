@@ -13,11 +13,41 @@ non-blocking, output-queued crossbars: messages contend only for links.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, StrictInt
+
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
+from stratasim.network_layer.topologies.base import FabricSection, LinkSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
-__all__ = ["check", "build", "layout"]
+__all__ = ["FABRIC", "SECTIONS", "NvSwitchSection", "check", "build", "layout"]
+
+FABRIC = "nvswitch"
+"""The ``Topology.fabric`` field this module checks, lays out and builds."""
+
+
+class NvSwitchSection(LinkSection, FabricSection):
+    """``kind: nvswitch``: boards of GPUs, each GPU linked (``bandwidth``, ``latency``) to every switch plane."""
+
+    kind: Literal["nvswitch"]
+    gpus_per_board: StrictInt = Field(ge=1)
+    planes: StrictInt = Field(ge=1)
+    boards: StrictInt = Field(1, ge=1)
+    trunk_link: LinkSection | None = None
+
+    def topology(self) -> network_pb2.Topology:
+        fabric = network_pb2.NvSwitchFabric(
+            gpus_per_board=self.gpus_per_board, planes=self.planes, boards=self.boards, gpu_link=self.link()
+        )
+        if self.trunk_link is not None:
+            fabric.trunk_link.CopyFrom(self.trunk_link.link())
+        return fabric_topology(FABRIC, fabric, layout)
+
+
+SECTIONS = (NvSwitchSection,)
+"""The study's ``network.topology`` kinds this module reads."""
 
 
 def check(spec: network_pb2.NvSwitchFabric) -> None:

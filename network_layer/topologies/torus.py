@@ -9,13 +9,50 @@ link speed. There are no switches.
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field, StrictInt
+
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
 from stratasim.network_layer.routing import DimensionOrder
+from stratasim.network_layer.topologies.base import FabricSection, LevelSection, LinkSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
-__all__ = ["check", "build", "layout"]
+__all__ = ["FABRIC", "SECTIONS", "TorusSection", "HierarchicalTorusSection", "check", "build", "layout"]
+
+FABRIC = "torus"
+"""The ``Topology.fabric`` field this module checks, lays out and builds."""
+
+
+class TorusSection(LinkSection, FabricSection):
+    """``kind: torus`` or ``mesh``: ``shape`` NPUs per dimension, dimension 0 innermost; every link alike."""
+
+    kind: Literal["torus", "mesh"]
+    shape: list[Annotated[StrictInt, Field(ge=2)]] = Field(min_length=1)
+
+    def topology(self) -> network_pb2.Topology:
+        fabric = network_pb2.TorusFabric(shape=self.shape, link=[self.link()], mesh=self.kind == "mesh")
+        return fabric_topology(FABRIC, fabric, layout)
+
+
+class HierarchicalTorusSection(FabricSection):
+    """``kind: hierarchical_torus``: ASTRA-sim's local x horizontal x vertical torus, each with its own links."""
+
+    kind: Literal["hierarchical_torus"]
+    local: LevelSection
+    horizontal: LevelSection
+    vertical: LevelSection
+
+    def topology(self) -> network_pb2.Topology:
+        levels = (self.local, self.horizontal, self.vertical)
+        shape, links = [level.size for level in levels], [level.link() for level in levels]
+        return fabric_topology(FABRIC, network_pb2.TorusFabric(shape=shape, link=links), layout)
+
+
+SECTIONS = (TorusSection, HierarchicalTorusSection)
+"""The study's ``network.topology`` kinds this module reads."""
 
 
 def check(spec: network_pb2.TorusFabric) -> None:

@@ -3,9 +3,12 @@
 Every problem in a file is collected and raised together as one :class:`~stratasim.kernel.errors.ConfigError`
 whose entries name the dotted path of the key (``network.topology[1].bandwidth``) and what is expected.
 The ``workload`` section is validated by the ``Config`` model of the workload class registered under its
-``kind``, so a new workload kind brings its own keys without touching this module. ``network.topology`` is a
-list of dimensions or a fabric (:mod:`stratasim.topology_sections`); a graph fabric's ``file`` is read as if
-its keys were written in place, relative to the study file.
+``kind``, so a new workload kind brings its own keys without touching this module. The other sections are
+owned by their layers and composed here: ``system`` is :class:`stratasim.system_layer.options.SystemOptions`,
+``network`` :class:`stratasim.network_layer.sections.NetworkSection` (its topology kinds in
+:mod:`stratasim.network_layer.topologies`), ``compute`` :class:`stratasim.compute_layer.sections.ComputeSection`. This module
+adds what wires them: where a layer runs (in-process, ``spawn`` or ``endpoint``), the checks across sections,
+and a graph fabric's ``file``, read as if its keys were written in place, relative to the study file.
 """
 
 from __future__ import annotations
@@ -14,46 +17,33 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    Field,
-    StrictInt,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, model_validator
 
-from stratasim.network_layer import topologies
+from stratasim.compute_layer.sections import ComputeSection
+from stratasim.network_layer.sections import NetworkSection
 from stratasim.config import strict_yaml
 from stratasim.kernel import registry
-from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.config.problems import unknown_key, validated_section
 from stratasim.kernel.contracts import WorkloadSource
 from stratasim.kernel.errors import BackendError, ConfigError, TopologyError
 from stratasim.config.overrides import apply_overrides
-from stratasim.kernel.schema import Bandwidth, Bytes, DTypeName, Section, TimePs
+from stratasim.kernel.schema import Section
 from stratasim.kernel.grid import Grid
-from stratasim.topology_sections import DimensionSection, FlitSection, TopologySection
-from stratasim.v1 import compute_pb2, network_pb2
-from stratasim.system_layer.options import ALGORITHMS, Preset, Scheduling, SystemOptions
+from stratasim.v1 import network_pb2
+from stratasim.system_layer.options import Preset, SystemOptions
 
 __all__ = [
-    "COLLECTIVES",
     "Study",
     "WorkloadSpec",
-    "SystemSection",
-    "DimensionSection",
-    "NetworkSection",
-    "ComputeSection",
+    "StudyNetwork",
+    "StudyCompute",
     "check_endpoint",
     "load_study",
     "parse_study",
 ]
-
-COLLECTIVES = tuple(COLLECTIVE_TYPES)
 
 # ASTRA-sim truncates every network time to whole nanoseconds; its preset asks the network to do the same.
 _ASTRA_QUANTUM_PS = 1000
@@ -61,12 +51,6 @@ _ASTRA_QUANTUM_PS = 1000
 _TOP_LEVEL = ("name", "workload", "system", "network", "compute")
 
 _ENDPOINT = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})$")
-_KINDS = {
-    "ring": network_pb2.Dimension.RING,
-    "fully_connected": network_pb2.Dimension.FULLY_CONNECTED,
-    "switch": network_pb2.Dimension.SWITCH,
-}
-
 
 def check_endpoint(text: str, *, allow_any_port: bool = False) -> str:
     """Return ``text`` if it reads as ``HOST:PORT``; port 0 (pick a free one) only with ``allow_any_port``."""
@@ -77,65 +61,13 @@ def check_endpoint(text: str, *, allow_any_port: bool = False) -> str:
     return text.strip()
 
 
-def _algorithm_list(value: object, where: str) -> tuple[str, ...]:
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
-        raise ValueError(f"{where}expected an algorithm name or a non-empty list of names, one per dimension")
-    unknown = [name for name in names if name not in ALGORITHMS]
-    if unknown:
-        raise ValueError(f"{where}unknown algorithm {unknown[0]!r}; available: {', '.join(ALGORITHMS)}")
-    return tuple(names)
-
-
-def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
-    """One name, a list per dimension, or {collective: name or list} → {collective or "*": names per dim}."""
-    if not isinstance(value, Mapping):
-        return {"*": _algorithm_list(value, "")}
-    result: dict[str, tuple[str, ...]] = {}
-    for collective, names in value.items():
-        if collective not in COLLECTIVES:
-            raise ValueError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVES)}")
-        result[collective] = _algorithm_list(names, f"{collective}: ")
-    return result
-
-
-def _ring_everywhere() -> dict[str, tuple[str, ...]]:
-    return {"*": ("ring",)}
-
-
-class SystemSection(Section):
-    """``system:`` — how collectives are split, scheduled and run on each dimension."""
-
-    algorithm: dict[str, tuple[str, ...]] = Field(default_factory=_ring_everywhere)
-    splits: StrictInt = Field(1, ge=1)
-    active_chunks: StrictInt = Field(1, ge=1)
-    scheduling: Scheduling = Scheduling.LIFO
-    endpoint_delay: TimePs = 0
-    preset: Literal["default", "astra_compat"] = "default"
-    local_mem_bw: Bandwidth | None = None
-    collective_optimization: Literal["baseline", "local_bw_aware"] = "baseline"
-    aggregate: bool = True
-    queues_per_dim: StrictInt = Field(1, ge=1)
-    reduction: Literal["memory", "compute"] = "memory"
-    reduction_dtype: DTypeName = "bf16"
-    logical_topology: list[StrictInt] | None = Field(None, min_length=1)
-    memory_capacity: Bytes | None = None
-    over_capacity: Literal["error", "warn"] = "error"
-
-    @field_validator("algorithm", mode="before")
-    @classmethod
-    def _normalise(cls, value: object) -> dict[str, tuple[str, ...]]:
-        return _normalise_algorithms(value)
-
-
-
 Endpoint = Annotated[str, AfterValidator(check_endpoint)]
 
 
 class _Placement(Section):
-    """Where a layer runs: in-process (default), in a spawned local server, or at a remote ``endpoint``."""
+    """Where a layer runs: in-process (default), in a server spawned for the run (``spawn``), or at a remote
+    ``endpoint``. This is the composition root's to decide for every layer, so it is composed here."""
 
-    backend: str
     spawn: bool = False
     endpoint: Endpoint | None = None
 
@@ -146,85 +78,19 @@ class _Placement(Section):
         return self
 
 
-class NetworkSection(_Placement):
-    """``network:`` — the backend and the topology: one dimension per entry, innermost first, or a fabric.
-    When some dimension names its own ``backend``, the study runs the ``mixed`` network, the others staying
-    on ``backend``."""
-
-    backend: str = "analytical"
-    topology: TopologySection
-    flit: FlitSection | None = None
-
-    @property
-    def mixes_fidelity(self) -> bool:
-        """Whether some dimension names a backend of its own."""
-        return isinstance(self.topology, list) and any(dim.backend is not None for dim in self.topology)
-
-    @property
-    def backend_name(self) -> str:
-        """The backend the study opens: ``mixed`` when dimensions name their own, else ``backend``."""
-        return "mixed" if self.mixes_fidelity else self.backend
+class StudyNetwork(_Placement, NetworkSection):
+    """``network:`` — the network layer's section, and where its backend runs."""
 
 
-class CalibrationSection(Section):
-    """``compute.calibration``: what was measured of the device against its datasheet — the share of peak
-    throughput (``compute_efficiency``) and memory bandwidth (``memory_efficiency``) operators achieve, and a
-    fixed cost per operator (``launch_overhead``); an absent key keeps the device's own value.
-    ``size_efficiency: true`` makes small operators lose efficiency to tile and wave quantisation."""
-
-    compute_efficiency: float | None = Field(None, gt=0, le=1)
-    memory_efficiency: float | None = Field(None, gt=0, le=1)
-    launch_overhead: TimePs | None = None
-    size_efficiency: bool = False
-
-    def proto(self) -> compute_pb2.Calibration:
-        """The calibration as the compute contract's message (0: keep the device's value)."""
-        return compute_pb2.Calibration(
-            compute_efficiency=self.compute_efficiency or 0.0,
-            memory_efficiency=self.memory_efficiency or 0.0,
-            launch_overhead_ps=self.launch_overhead or 0,
-            size_efficiency=self.size_efficiency,
-        )
-
-
-class ComputeSection(_Placement):
-    """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
-
-    ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
-    kinds it does not name, defaults to ``backend``); each runs in-process, or spawned with ``spawn``.
-    ``profile`` is the table of measured times the ``profile`` backend reads, relative to the study file.
-    """
-
-    backend: str = "roofline"
-    device: str
-    calibration: CalibrationSection | None = None
-    per_kind: dict[str, str] | None = None
-    profile: str | None = None
-
-    @field_validator("per_kind")
-    @classmethod
-    def _known_kinds(cls, routes: dict[str, str] | None) -> dict[str, str] | None:
-        from stratasim.compute_layer.per_kind import KIND_NAMES  # the composition root may know the compute layer
-
-        unknown = [kind for kind in routes or {} if kind != "*" and kind not in KIND_NAMES]
-        if unknown:
-            raise ValueError(f"unknown operator kind(s) {', '.join(unknown)}; expected {', '.join(KIND_NAMES)} or *")
-        return routes
+class StudyCompute(_Placement, ComputeSection):
+    """``compute:`` — the compute layer's section, and where its backends run (``per_kind``: each in-process or
+    spawned; ``profile`` relative to the study file)."""
 
     @model_validator(mode="after")
-    def _profile_used(self) -> ComputeSection:
+    def _routes_placed(self) -> StudyCompute:
         if self.per_kind is not None and self.endpoint is not None:
             raise ValueError("per_kind runs its backends in-process or spawned; it cannot use one endpoint")
-        uses_profile = "profile" in self.routes().values()
-        if uses_profile and self.profile is None:
-            raise ValueError("the profile backend needs 'profile: FILE', a table of measured kernel times")
-        if self.profile is not None and not uses_profile:
-            raise ValueError("'profile' is read by the profile backend only, which this section does not use")
         return self
-
-    def routes(self) -> dict[str, str]:
-        """The backend for each operator kind (``*``: every other kind)."""
-        return {"*": self.backend, **(self.per_kind or {})}
 
 
 @dataclass(frozen=True)
@@ -247,9 +113,9 @@ class Study:
     name: str
     source: str
     workload: WorkloadSpec
-    system: SystemSection
-    network: NetworkSection
-    compute: ComputeSection | None
+    system: SystemOptions
+    network: StudyNetwork
+    compute: StudyCompute | None
 
     @property
     def npus(self) -> int:
@@ -262,44 +128,12 @@ class Study:
         return Grid.of(self.topology_proto())
 
     def topology_proto(self) -> network_pb2.Topology:
-        """The topology as the network contract's message."""
-        topology = self.network.topology
-        if isinstance(topology, list):
-            mixed = self.network.mixes_fidelity
-            result = network_pb2.Topology(dimensions=[
-                network_pb2.Dimension(
-                    kind=_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth, latency_ps=dim.latency,
-                    backend=(dim.backend or self.network.backend) if mixed else "",
-                )
-                for dim in topology
-            ])  # fmt: skip
-        else:
-            result = topology.topology()
-        if self.network.flit is not None:
-            result.flit.CopyFrom(self.network.flit.proto())
-        result.delay_quantum_ps = _ASTRA_QUANTUM_PS if self.system.preset == "astra_compat" else 0
-        result.store_and_forward = self.system.preset == "astra_compat"
+        """The topology as the network contract's message, with the system preset's network semantics."""
+        result = self.network.topology_message()
+        astra = self.system.preset is Preset.ASTRA_COMPAT
+        result.delay_quantum_ps = _ASTRA_QUANTUM_PS if astra else 0
+        result.store_and_forward = astra
         return result
-
-    def system_options(self, *, record_trace: bool = False) -> SystemOptions:
-        """The system section as the system layer's options."""
-        system = self.system
-        return SystemOptions(
-            algorithms=dict(system.algorithm),
-            splits=system.splits,
-            active_chunks=system.active_chunks,
-            scheduling=system.scheduling,
-            endpoint_delay_ps=system.endpoint_delay,
-            local_mem_bandwidth=None if system.local_mem_bw is None else round(system.local_mem_bw),
-            local_bw_aware=system.collective_optimization == "local_bw_aware",
-            preset=Preset(system.preset),
-            aggregate=system.aggregate,
-            queues_per_dim=system.queues_per_dim,
-            reduce_on_compute=system.reduction == "compute",
-            reduction_dtype=system.reduction_dtype,
-            logical_dims=None if system.logical_topology is None else tuple(system.logical_topology),
-            record_trace=record_trace,
-        )
 
 
 def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | None:
@@ -321,31 +155,21 @@ def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | N
     return None if config is None else WorkloadSpec(kind, config)
 
 
-def _check_backend(layer: str, section: _Placement | None, problems: list[tuple[str, str]]) -> None:
+def _check_backend(layer: str, section: StudyNetwork | StudyCompute | None, problems: list[tuple[str, str]]) -> None:
     """An in-process or spawned backend must be installed here; a remote one only on its server."""
     if section is None or section.endpoint is not None:
         return
     known = registry.available(layer)
-    names = [(f"{layer}.backend", section.backend)]
-    if isinstance(section, ComputeSection):
+    if isinstance(section, StudyNetwork):
+        names = [(f"network.{key}", name) for key, name in section.backends().items()]
+    else:
+        names = [(f"{layer}.backend", section.backend)]
         names += [(f"compute.per_kind.{kind}", name) for kind, name in (section.per_kind or {}).items()]
-    if isinstance(section, NetworkSection) and section.mixes_fidelity:
-        assert isinstance(section.topology, list)
-        names += [(f"network.topology.{i}.backend", dim.backend) for i, dim in enumerate(section.topology)
-                  if dim.backend is not None]  # fmt: skip
     for where, name in names:
         if name == "mixed" and where != f"{layer}.backend":
             problems.append((where, "a dimension names the backend that carries it, not 'mixed'"))
         elif name not in known:
             problems.append((where, f"no {layer} backend named {name!r}; available: {', '.join(known) or 'none'}"))
-
-
-def _network_backends(network: NetworkSection) -> set[str]:
-    """Every network backend the study names: the section's and each dimension's."""
-    names = {network.backend}
-    if isinstance(network.topology, list):
-        names |= {dim.backend for dim in network.topology if dim.backend is not None}
-    return names
 
 
 def parse_study(data: Mapping[str, Any], source: str) -> Study:
@@ -358,22 +182,22 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if not isinstance(name, str) or not name.strip():
         problems.append(("name", f"expected a non-empty string, got {name!r}"))
     workload = _workload(data.get("workload"), problems)
-    system = validated_section(SystemSection, data.get("system") or {}, "system", problems)
+    system = validated_section(SystemOptions, data.get("system") or {}, "system", problems)
     if "network" not in data:
         problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))
     network_data, readable = _with_graph_file(data.get("network"), source, problems)
-    network = validated_section(NetworkSection, network_data, "network", problems) if "network" in data and readable else None
+    network = validated_section(StudyNetwork, network_data, "network", problems) if "network" in data and readable else None
     has_compute = data.get("compute") is not None
-    compute = validated_section(ComputeSection, data.get("compute"), "compute", problems) if has_compute else None
+    compute = validated_section(StudyCompute, data.get("compute"), "compute", problems) if has_compute else None
     if compute is not None and compute.profile is not None:  # a path is relative to the study file
         compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
     _check_backend("network", network, problems)
-    if network is not None and network.flit is not None and "flit_level" not in _network_backends(network):
-        problems.append(("network.flit", "only the flit_level backend reads it; no dimension or backend names flit_level"))
+    if network is not None:
+        problems.extend((f"network.{key}", message) for key, message in network.problems())
     _check_backend("compute", compute, problems)
     grid = None if network is None else _grid(network, problems)
     if system is not None and grid is not None:
-        _check_dimensions(system, grid, problems)
+        problems.extend((f"system.{key}", message) for key, message in system.grid_problems(grid))
     if system is not None and system.reduction == "compute" and compute is None and not has_compute:
         problems.append(("system.reduction", "'compute' prices reductions on the compute layer: add a compute section"))
     if problems or workload is None or network is None:
@@ -405,34 +229,13 @@ def _with_graph_file(network: object, source: str, problems: list[tuple[str, str
     return {**network, "topology": {**topology, **included}}, True
 
 
-def _grid(network: NetworkSection, problems: list[tuple[str, str]]) -> Grid | None:
+def _grid(network: StudyNetwork, problems: list[tuple[str, str]]) -> Grid | None:
     """The dimensions collectives run on, or None (and a problem) when the fabric is impossible."""
-    topology = network.topology
-    if isinstance(topology, list):
-        return Grid(tuple(dim.size for dim in topology))
     try:
-        message = topology.topology()
-        topologies.check(message)
+        return network.grid()
     except TopologyError as exc:
         problems.append(("network.topology", str(exc)))
         return None
-    return Grid.of(message)
-
-
-def _check_dimensions(system: SystemSection, physical: Grid, problems: list[tuple[str, str]]) -> None:
-    """Per-dimension algorithms must fit the dimensions collectives run on, the logical grid the physical one."""
-    dims = len(physical.sizes)
-    if system.logical_topology is not None:
-        logical = Grid(tuple(system.logical_topology))
-        dims = len(logical.sizes)
-        if logical.npus != physical.npus:
-            problems.append((
-                "system.logical_topology",
-                f"{system.logical_topology} holds {logical.npus} NPUs but network.topology has {physical.npus}",
-            ))  # fmt: skip
-    longest = max(len(names) for names in system.algorithm.values())
-    if longest > dims:
-        problems.append(("system.algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
 
 
 def _read_yaml(path: Path) -> object:

@@ -12,12 +12,11 @@ import sys
 from contextlib import ExitStack
 
 from stratasim.kernel import registry
-from stratasim.config.study_file import ComputeSection
+from stratasim.compute_layer.sections import PROFILE_BACKEND
+from stratasim.config.study_file import StudyCompute
 from stratasim.kernel.contracts import ComputeBackend
 
 __all__ = ["build_compute", "open_compute", "serve_command"]
-
-PROFILE_BACKEND = "profile"
 
 
 def build_compute(name: str, profile: str | None = None) -> ComputeBackend:
@@ -33,7 +32,7 @@ def serve_command(name: str, profile: str | None) -> list[str]:
     return argv + (["--profile", profile] if name == PROFILE_BACKEND and profile is not None else [])
 
 
-def _open_one(name: str, section: ComputeSection, stack: ExitStack) -> tuple[ComputeBackend, str]:
+def _open_one(name: str, section: StudyCompute, stack: ExitStack) -> tuple[ComputeBackend, str]:
     if section.endpoint is None and not section.spawn:
         backend = build_compute(name, section.profile)
         stack.callback(backend.close)
@@ -49,7 +48,7 @@ def _open_one(name: str, section: ComputeSection, stack: ExitStack) -> tuple[Com
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
 
-def open_compute(section: ComputeSection, stack: ExitStack) -> tuple[ComputeBackend, str]:
+def open_compute(section: StudyCompute, stack: ExitStack) -> tuple[ComputeBackend, str]:
     """The backend ``section`` names and a label saying where it runs; closed (servers stopped) with ``stack``."""
     if section.per_kind is None:
         return _open_one(section.backend, section, stack)

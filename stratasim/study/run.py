@@ -11,10 +11,10 @@ import time
 from contextlib import ExitStack
 from typing import Any, cast
 
-from stratasim.system_layer import SimulationResult, simulate, validate
+from stratasim import system_layer
 from stratasim.kernel import registry
 from stratasim.study.compute_setup import open_compute
-from stratasim.config.study_file import ComputeSection, NetworkSection, Study
+from stratasim.config.study_file import Study, StudyCompute, StudyNetwork
 from stratasim.kernel.contracts import (
     ComputeBackend,
     MemoryModel,
@@ -50,7 +50,7 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
     return source, available if required is None else required
 
 
-def _check_device(compute: ComputeBackend, section: ComputeSection) -> None:
+def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
     devices = compute.devices()
     if section.device not in devices:
         raise BackendError(
@@ -65,8 +65,8 @@ def check_study(study: Study) -> int:
     Returns the number of NPUs the study would simulate. Remote and spawned backends are not contacted.
     """
     source, npus = prepare_workload(study)
-    validate(
-        source.graphs(npus), study.topology_proto(), study.system_options(), _representatives(source, study)
+    system_layer.validate(
+        source.graphs(npus), study.topology_proto(), study.system, _representatives(source, study)
     )
     section = study.compute
     if section is not None and section.endpoint is None and not section.spawn:
@@ -76,9 +76,9 @@ def check_study(study: Study) -> int:
     return npus
 
 
-def _open(layer: str, section: NetworkSection | ComputeSection, stack: ExitStack) -> tuple[Any, str]:
+def _open(layer: str, section: StudyNetwork | StudyCompute, stack: ExitStack) -> tuple[Any, str]:
     """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds."""
-    if isinstance(section, ComputeSection):
+    if isinstance(section, StudyCompute):
         return open_compute(section, stack)
     name = section.backend_name
     if section.endpoint is None and not section.spawn:
@@ -111,16 +111,17 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
             _check_device(compute, study.compute)
             device = study.compute.device
         started = time.perf_counter()
-        result = simulate(
+        result = system_layer.simulate(
             graphs,
             cast(NetworkBackend, network),
             study.topology_proto(),
-            study.system_options(record_trace=record_trace),
+            study.system,
             compute=compute,
             device=device,
             calibration=None if study.compute is None or study.compute.calibration is None
             else study.compute.calibration.proto(),
             representatives=_representatives(source, study),
+            record_trace=record_trace,
         )
         wall_seconds = time.perf_counter() - started
     warnings = _check_memory(study, result)
@@ -154,7 +155,7 @@ def memory_capacity(study: Study) -> int | None:
     return None if preset is None else preset.memory_capacity
 
 
-def _check_memory(study: Study, result: SimulationResult) -> tuple[str, ...]:
+def _check_memory(study: Study, result: system_layer.SimulationResult) -> tuple[str, ...]:
     """Fail (or warn, with ``system.over_capacity: warn``) when an NPU's peak memory exceeds its capacity."""
     capacity = memory_capacity(study)
     if capacity is None:
@@ -175,7 +176,7 @@ def _check_memory(study: Study, result: SimulationResult) -> tuple[str, ...]:
     return (f"over capacity: {message}",)
 
 
-def _training_figures(source: WorkloadSource, result: SimulationResult) -> dict[str, Any] | None:
+def _training_figures(source: WorkloadSource, result: system_layer.SimulationResult) -> dict[str, Any] | None:
     """Throughput of a training workload's iteration (samples per second, model TFLOPS per NPU) and, when
     the workload models it, the peak memory of each NPU."""
     if not isinstance(source, TrainingWorkload) or result.total_time_ps <= 0:
@@ -194,7 +195,7 @@ def _training_figures(source: WorkloadSource, result: SimulationResult) -> dict[
     return figures
 
 
-def _pipeline_bubble(result: SimulationResult) -> float | None:
+def _pipeline_bubble(result: system_layer.SimulationResult) -> float | None:
     """The mean share of the iteration an NPU spends neither computing nor waiting on a collective: waiting
     on pipeline neighbours (``pp`` or ``p2p`` transfers) or done early. None when nothing went point to point."""
     total = result.total_time_ps

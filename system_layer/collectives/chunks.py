@@ -47,7 +47,7 @@ def layout(kind: str, size: int, group_size: int, phases: tuple[PhaseLines, ...]
     astra = options.preset is Preset.ASTRA_COMPAT
     buffer = astra_compat.buffer_bytes(kind, size, group_size) if astra else size
     sequences = [
-        phase_sequence(kind, chunk, phases, local_bw_aware=options.local_bw_aware)
+        phase_sequence(kind, chunk, phases, local_bw_aware=options.collective_optimization == "local_bw_aware")
         for chunk in split_bytes(buffer, options.splits)
     ]
 

@@ -187,9 +187,9 @@ class NpuExecutor:
 
     def _memory_transfer(self, index: int, size: int) -> None:
         """A load or store of ``size`` bytes between the NPU and its local memory: the transfers queue on one
-        channel of ``local_mem_bandwidth`` bytes/s (free when the study sets none), beside the compute stream."""
+        channel of ``local_mem_bw`` bytes/s (free when the study sets none), beside the compute stream."""
         coordinator = self._context.coordinator
-        bandwidth = self._context.options.local_mem_bandwidth
+        bandwidth = self._context.options.local_mem_bw
         duration = -(-size * 10**12 // bandwidth) if bandwidth else 0
         start = max(coordinator.now, self._memory_channel_free)
         self._memory_channel_free = start + duration

@@ -35,14 +35,16 @@ def simulate(
     device: str = "",
     calibration: compute_pb2.Calibration | None = None,
     representatives: Sequence[int] | None = None,
+    record_trace: bool = False,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
-    prices operators on ``device`` (with ``calibration``, when given).
+    prices operators on ``device`` (with ``calibration``, when given); ``record_trace`` keeps every node's and
+    link's busy spans for a trace.
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise every NPU is.
     """
-    info = network.configure(_recording_links(topology) if options.record_trace else topology)
+    info = network.configure(_recording_links(topology) if record_trace else topology)
     npus = len(graphs)
     physical = _physical_grid(topology, npus)
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
@@ -52,15 +54,17 @@ def simulate(
     durations = dict(pricing.durations)
     energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
     plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
-    if not options.record_trace:  # a trace shows every node; the times are the same either way
+    if not record_trace:  # a trace shows every node; the times are the same either way
         for key, plan in list(plans.items()):
             fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
             plans[key] = fused
             durations[id(fused)] = fused_durations
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
-    coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay_ps, direct=direct)
+    coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
-    context = SchedulerContext(coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None)
+    context = SchedulerContext(
+        coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, record_trace=record_trace
+    )
     table = CollectiveTable(grid, options, npus)
     executors: dict[int, NpuExecutor] = {}
     for npu in simulated:
@@ -209,9 +213,9 @@ def _prepare(
 
 def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
     """The grid collectives run on: the physical topology's, or the logical one the options name."""
-    if options.logical_dims is None:
+    if options.logical_topology is None:
         return physical
-    logical = Grid(options.logical_dims)
+    logical = Grid(options.logical_topology)
     if logical.npus != physical.npus:
         raise WorkloadError(
             f"system.logical_topology: {list(logical.sizes)} holds {logical.npus} NPUs but the physical topology "

@@ -39,6 +39,7 @@ class SchedulerContext:
         *,
         stand_ins: tuple[int, ...] | None = None,
         replay_phases: bool = False,
+        record_trace: bool = False,
     ) -> None:
         self.coordinator = coordinator
         self.options = options
@@ -49,8 +50,8 @@ class SchedulerContext:
         # and bytes sent; kept only when message delays do not depend on traffic (None otherwise).
         self.phase_replays: dict[tuple[object, ...], tuple[object, int, int]] | None = {} if replay_phases else None
         self.reduced_sizes: dict[int, tuple[int, ...]] = {}  # the sizes a replayed phase reduces, by id(steps)
-        self.spans: list[TraceSpan] | None = [] if options.record_trace else None
-        self.counters: list[CounterSample] | None = [] if options.record_trace else None
+        self.spans: list[TraceSpan] | None = [] if record_trace else None
+        self.counters: list[CounterSample] | None = [] if record_trace else None
 
 
 class NpuScheduler:
@@ -156,9 +157,9 @@ class NpuScheduler:
         Under ASTRA-sim's semantics a phase ends one endpoint delay after its last step.
         """
         options = self.context.options
-        if run.collective.astra and options.endpoint_delay_ps:
+        if run.collective.astra and options.endpoint_delay:
             coordinator = self.context.coordinator
-            coordinator.schedule(coordinator.now + options.endpoint_delay_ps, self._leave_phase, run)
+            coordinator.schedule(coordinator.now + options.endpoint_delay, self._leave_phase, run)
         else:
             self._leave_phase(run)
 

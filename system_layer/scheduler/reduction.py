@@ -28,15 +28,15 @@ class ReductionCost:
         device: str,
         calibration: compute_pb2.Calibration | None = None,
     ) -> None:
-        if options.reduce_on_compute and compute is None:
+        if options.reduction == "compute" and compute is None:
             raise WorkloadError("system.reduction: 'compute' needs a compute section to price the reductions")
         self._options = options
-        self._compute = compute if options.reduce_on_compute else None
+        self._compute = compute if options.reduction == "compute" else None
         self._device = device
         self._calibration = calibration
         self._priced: dict[int, int] = {}
         self._operators: dict[int, tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost]] = {}
-        self.costs = bool(self._compute is not None or options.local_mem_bandwidth)
+        self.costs = bool(self._compute is not None or options.local_mem_bw)
         """False when every reduction is free, so the hot path can skip asking."""
         self.priced = self._compute is not None
         """True when the compute layer prices reductions, so they are operators with an energy."""
@@ -44,7 +44,7 @@ class ReductionCost:
     def __call__(self, size: int) -> int:
         if self._compute is not None:
             return self._priced[size] if size in self._priced else self._price(size)
-        bandwidth = self._options.local_mem_bandwidth
+        bandwidth = self._options.local_mem_bw
         if not bandwidth:
             return 0
         if self._options.preset is Preset.ASTRA_COMPAT:

@@ -41,7 +41,7 @@ def aggregation_blocker(
         return f"the {info.backend or 'network'} backend's delays depend on traffic"
     if len(graphs) != info.npus:
         return "the workload does not use every NPU of the topology"
-    if options.logical_dims is not None:
+    if options.logical_topology is not None:
         return "collectives run on a logical topology whose symmetries the physical one may not share"
     first = graphs[0]
     signature = first.SerializeToString(deterministic=True)
@@ -60,7 +60,7 @@ def aggregation_blocker(
             return f"collective node {node.id} runs on a sub-group"
         if node.comm_type in (workload_pb2.BROADCAST, workload_pb2.REDUCE):
             return f"collective node {node.id} has a root, which sets NPUs apart"
-    unusual = sorted({name for names in options.algorithms.values() for name in names} - SYMMETRIC_ALGORITHMS)
+    unusual = sorted({name for names in options.algorithm.values() for name in names} - SYMMETRIC_ALGORITHMS)
     if unusual:
         return f"algorithm {unusual[0]} treats positions differently"
     return None
@@ -93,9 +93,9 @@ def _common_blocker(npus: int, info: network_pb2.NetworkInfo, options: SystemOpt
         return f"the {info.backend or 'network'} backend's delays depend on traffic"
     if npus != info.npus:
         return "the workload does not use every NPU of the topology"
-    if options.logical_dims is not None:
+    if options.logical_topology is not None:
         return "collectives run on a logical topology whose symmetries the physical one may not share"
-    unusual = sorted({name for names in options.algorithms.values() for name in names} - SYMMETRIC_ALGORITHMS)
+    unusual = sorted({name for names in options.algorithm.values() for name in names} - SYMMETRIC_ALGORITHMS)
     if unusual:
         return f"algorithm {unusual[0]} treats positions differently"
     return None

@@ -13,7 +13,7 @@ import yaml
 from stratasim.config.study_file import Study, load_study, parse_study
 from stratasim.kernel.errors import ConfigError
 from stratasim.v1 import network_pb2
-from stratasim.system_layer.options import Scheduling
+from stratasim.system_layer.options import Scheduling, SystemOptions
 
 GOOD: dict[str, Any] = {
     "name": "tiny",
@@ -54,9 +54,10 @@ def test_good_study_is_typed_and_converted() -> None:
     topology = s.topology_proto()
     assert [d.kind for d in topology.dimensions] == [network_pb2.Dimension.RING, network_pb2.Dimension.SWITCH]
     assert topology.dimensions[0].bandwidth_bytes_per_s == 50e9 and topology.dimensions[1].latency_ps == 10**6
-    options = s.system_options(record_trace=True)
-    assert options.algorithms == {"*": ("ring",)} and options.splits == 4 and options.endpoint_delay_ps == 10_000
-    assert options.scheduling is Scheduling.LIFO and options.record_trace
+    options = s.system  # the system layer's own options, no copy
+    assert isinstance(options, SystemOptions)
+    assert options.algorithm == {"*": ("ring",)} and options.splits == 4 and options.endpoint_delay == 10_000
+    assert options.scheduling is Scheduling.LIFO and options.algorithm_for("all_reduce", 1) == "ring"
     assert s.compute is not None and s.compute.backend == "roofline" and s.network.backend == "analytical"
 
 
@@ -65,8 +66,8 @@ def test_defaults_and_name_from_file_stem() -> None:
     del data["name"], data["system"], data["compute"]
     s = parse_study(data, "dir/my_study.yaml")
     assert s.name == "my_study" and s.compute is None
-    options = s.system_options()
-    assert (options.splits, options.active_chunks, options.endpoint_delay_ps) == (1, 1, 0)
+    options = s.system
+    assert (options.splits, options.active_chunks, options.endpoint_delay) == (1, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +82,7 @@ def test_defaults_and_name_from_file_stem() -> None:
     ],
 )
 def test_algorithm_forms_are_normalised(algorithm: object, expected: dict[str, tuple[str, ...]]) -> None:
-    assert parse_study(study(system={"algorithm": algorithm}), "s").system_options().algorithms == expected
+    assert parse_study(study(system={"algorithm": algorithm}), "s").system.algorithm == expected
 
 
 def test_sections_are_frozen() -> None:
@@ -128,6 +129,12 @@ def test_each_problem_names_its_path(changes: dict[str, Any], path: str, fragmen
     found = problems(study(**changes))
     assert path in found, found
     assert fragment in found[path]
+
+
+def test_the_system_section_is_the_system_layers_options() -> None:
+    # So a new system option (a field of SystemOptions) is a study key, with its suggestions, from then on.
+    found = problems(study(system={"splitz": 4}))
+    assert found["system.splitz"] == f"unknown key; did you mean 'splits'? expected one of {', '.join(SystemOptions.model_fields)}"
 
 
 def test_topology_entries_are_named_by_index() -> None:

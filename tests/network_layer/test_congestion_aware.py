@@ -76,7 +76,7 @@ def test_all_to_all_is_slower_than_the_analytical_estimate_under_contention() ->
     # A direct all-to-all over a ring: the far messages share links with the near ones.
     topo = topology((RING, 8, B, ALPHA))
     graphs = [collective_graph("all_to_all", 1 << 20)] * 8
-    options = SystemOptions(algorithms={"*": ("direct",)})
+    options = SystemOptions(algorithm={"*": ("direct",)})
     fast = simulate(graphs, AnalyticalNetwork(), topo, options).total_time_ps
     slow = simulate(graphs, CongestionAwareNetwork(), topo, options).total_time_ps
     assert slow > fast

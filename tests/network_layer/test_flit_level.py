@@ -190,7 +190,7 @@ def test_an_all_to_all_is_slower_at_each_finer_level(name: str) -> None:
     topo = ALIGNED[name]
     npus = math.prod(dim.size for dim in topo.dimensions)
     graphs = [collective_graph("all_to_all", 1 << 16)] * npus
-    options = SystemOptions(algorithms={"*": ("direct",)})
+    options = SystemOptions(algorithm={"*": ("direct",)})
     times = [simulate(graphs, net, topo, options).total_time_ps
              for net in (AnalyticalNetwork(), CongestionAwareNetwork(), FlitLevelNetwork())]  # fmt: skip
     assert times[0] < times[1] <= times[2]

@@ -35,14 +35,16 @@ def collective_graph(collective: str, size: int, repeat: int = 1) -> workload_pb
 
 
 def run_collective(
-    topo: network_pb2.Topology, collective: str, size: int, npus: int | None = None, **options: object
+    topo: network_pb2.Topology, collective: str, size: int, npus: int | None = None, *, record_trace: bool = False,
+    **options: object,
 ) -> SimulationResult:
     count = npus
     if count is None:
         count = 1
         for dim in topo.dimensions:
             count *= dim.size
-    return simulate([collective_graph(collective, size)] * count, AnalyticalNetwork(), topo, SystemOptions(**options))
+    return simulate([collective_graph(collective, size)] * count, AnalyticalNetwork(), topo, SystemOptions(**options),
+                    record_trace=record_trace)  # fmt: skip
 
 
 def ser(size: int, bandwidth: int) -> int:

@@ -35,7 +35,7 @@ def run(
     algorithm: str, collective: str, n: int, size: int, kind: int = RING, latency: int = 500_000, aggregate: bool = True
 ) -> SimulationResult:
     topo = topology((kind, n, B, latency))
-    return run_collective(topo, collective, size, algorithms={"*": (algorithm,)}, aggregate=aggregate)
+    return run_collective(topo, collective, size, algorithm={"*": (algorithm,)}, aggregate=aggregate)
 
 
 @FAST
@@ -108,7 +108,7 @@ def test_disjoint_sub_groups_of_a_ring_take_the_same_time(case: tuple[str, str, 
         groups, shift = [list(range(0, 2 * n, 2)), list(range(1, 2 * n, 2))], 1
     else:
         groups, shift = [list(range(n)), list(range(n, 2 * n))], n
-    options = SystemOptions(algorithms={"*": (algorithm,)})
+    options = SystemOptions(algorithm={"*": (algorithm,)})
     topo = topology((RING, 2 * n, B, 500_000))
     result = simulate(grouped(collective, size, groups), AnalyticalNetwork(), topo, options)
     first, second = result.collectives

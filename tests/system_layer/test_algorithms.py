@@ -8,6 +8,7 @@ One chunk and no endpoint delay.
 
 from __future__ import annotations
 
+import pydantic
 import pytest
 
 from stratasim.kernel.errors import WorkloadError
@@ -23,7 +24,7 @@ NEIGHBOURS = [(RING, ALPHA), (FC, ALPHA), (SWITCH, 2 * ALPHA)]
 
 
 def time_of(kind: int, n: int, collective: str, algorithm: str, size: int = S) -> int:
-    result = run_collective(topology((kind, n, B, ALPHA)), collective, size, algorithms={"*": (algorithm,)})
+    result = run_collective(topology((kind, n, B, ALPHA)), collective, size, algorithm={"*": (algorithm,)})
     return result.total_time_ps
 
 
@@ -127,7 +128,7 @@ def test_double_binary_tree_is_nccls_tree_and_its_shift() -> None:
 def test_mixed_algorithms_per_dimension_add_up() -> None:
     # Halving-doubling on dim 0 then a double binary tree on dim 1, each a full all-reduce of S.
     topo = topology((FC, 4, B, ALPHA), (FC, 4, B, ALPHA))
-    result = run_collective(topo, "all_reduce", S, algorithms={"*": ("halving_doubling", "double_binary_tree")})
+    result = run_collective(topo, "all_reduce", S, algorithm={"*": ("halving_doubling", "double_binary_tree")})
     assert result.total_time_ps == 2 * sum(hd_halves(FC, 4)) + 2 * 2 * (ALPHA + ser(S // 2, B))
 
 
@@ -153,8 +154,11 @@ def test_double_binary_tree_is_all_reduce_only(collective: str) -> None:
 
 
 def test_an_unknown_algorithm_fails() -> None:
-    with pytest.raises(WorkloadError, match="algorithm 'tree' is not supported; expected one of ring, direct"):
+    # The options refuse it before anything runs; the planner refuses it too, for any other caller.
+    with pytest.raises(pydantic.ValidationError, match="unknown algorithm 'tree'; available: ring, direct"):
         time_of(FC, 8, "all_reduce", "tree")
+    with pytest.raises(WorkloadError, match="algorithm 'tree' is not supported; expected one of ring, direct"):
+        plan_phase("all_reduce", "tree", 0, 8, S)
 
 
 def test_the_study_names_match_the_registry() -> None:

@@ -42,14 +42,14 @@ def test_direct_all_reduce_is_two_rounds(kind: int, hop_latency: int) -> None:
     # Reduce-scatter round then all-gather round, each sending m to every peer at once:
     # 2 * (hops * alpha + ser(m)), with 1 hop through a fully connected fabric and 2 through a switch.
     n, size = 8, 1 << 20
-    result = run_collective(topology((kind, n, B, ALPHA)), "all_reduce", size, algorithms={"*": ("direct",)})
+    result = run_collective(topology((kind, n, B, ALPHA)), "all_reduce", size, algorithm={"*": ("direct",)})
     assert result.total_time_ps == 2 * (hop_latency + ser(size // n, B))
 
 
 @pytest.mark.parametrize(("kind", "hop_latency"), [(FC, ALPHA), (SWITCH, 2 * ALPHA)])
 def test_direct_all_to_all_is_one_round(kind: int, hop_latency: int) -> None:
     n, size = 16, 1 << 20
-    result = run_collective(topology((kind, n, B, ALPHA)), "all_to_all", size, algorithms={"*": ("direct",)})
+    result = run_collective(topology((kind, n, B, ALPHA)), "all_to_all", size, algorithm={"*": ("direct",)})
     assert result.total_time_ps == hop_latency + ser(size // n, B)
 
 
@@ -88,7 +88,7 @@ def test_two_dimensional_all_gather_grows_data_per_phase() -> None:
 
 def test_endpoint_delay_is_paid_once_per_received_step() -> None:
     n, size, delay = 8, 1 << 20, 10_000
-    result = run_collective(topology((RING, n, B, ALPHA)), "all_reduce", size, endpoint_delay_ps=delay)
+    result = run_collective(topology((RING, n, B, ALPHA)), "all_reduce", size, endpoint_delay=f"{delay}ps")
     assert result.total_time_ps == 2 * (n - 1) * (ALPHA + ser(size // n, B) + delay)
 
 
@@ -96,5 +96,5 @@ def test_per_dimension_algorithms() -> None:
     # Ring on dim 0 and direct on dim 1.
     n0, n1, size = 4, 4, 1 << 20
     topo = topology((RING, n0, B, ALPHA), (FC, n1, B, ALPHA))
-    result = run_collective(topo, "all_reduce", size, algorithms={"*": ("ring", "direct")})
+    result = run_collective(topo, "all_reduce", size, algorithm={"*": ("ring", "direct")})
     assert result.total_time_ps == 2 * (n0 - 1) * (ALPHA + ser(size // n0, B)) + 2 * (ALPHA + ser(size // n1, B))

@@ -13,7 +13,7 @@ def test_enhanced_order_closed_form_on_two_dimensions() -> None:
     n0, n1, size = 4, 8, 1 << 20
     b1, a1 = 10 * 10**9, 2_000_000
     topo = topology((RING, n0, B, ALPHA), (RING, n1, b1, a1))
-    result = run_collective(topo, "all_reduce", size, local_bw_aware=True)
+    result = run_collective(topo, "all_reduce", size, collective_optimization="local_bw_aware")
     rs_or_ag = (n0 - 1) * (ALPHA + ser(size // n0, B))
     expected = 2 * rs_or_ag + 2 * (n1 - 1) * (a1 + ser(size // (n0 * n1), b1))
     assert result.total_time_ps == expected
@@ -28,7 +28,7 @@ def test_enhanced_order_cuts_traffic_on_the_outer_dimensions() -> None:
     size = 1 << 22
     topo = topology((RING, 4, 8 * B, ALPHA), (RING, 4, B, ALPHA), (RING, 4, B, ALPHA))
     baseline = run_collective(topo, "all_reduce", size)
-    enhanced = run_collective(topo, "all_reduce", size, local_bw_aware=True)
+    enhanced = run_collective(topo, "all_reduce", size, collective_optimization="local_bw_aware")
     per_dim = 3 * size // 2
     assert dict(baseline.per_npu[0].bytes_sent_per_dim) == {0: per_dim, 1: per_dim, 2: per_dim}
     assert dict(enhanced.per_npu[0].bytes_sent_per_dim) == {0: per_dim, 1: per_dim // 4, 2: per_dim // 16}

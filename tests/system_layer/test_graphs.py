@@ -80,8 +80,8 @@ def test_results_are_identical_run_to_run() -> None:
         comp(2, 12_345, deps=(1,)),
         dict(id=3, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_TO_ALL, comm_bytes=7777),
     )
-    first = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3, record_trace=True))
-    second = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3, record_trace=True))
+    first = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3), record_trace=True)
+    second = simulate([coll] * 4, AnalyticalNetwork(), TOPO, SystemOptions(splits=3), record_trace=True)
     assert first == second
 
 
@@ -96,7 +96,7 @@ def test_memory_nodes_queue_on_the_local_memory_channel_and_metadata_is_free() -
     g.nodes.add(id=3, type=workload_pb2.MEM_STORE_NODE, comm_bytes=2000, data_deps=[1])  # queues behind the load
     g.nodes.add(id=4, type=workload_pb2.COMP_NODE, duration_ps=500, data_deps=[2])
     topo = topology((RING, 2, 10**9, 1000))
-    options = SystemOptions(local_mem_bandwidth=10**12)  # 1 byte/ps
+    options = SystemOptions(local_mem_bw="1TB/s")  # 1 byte/ps
     result = simulate([g, g], AnalyticalNetwork(), topo, options)
     assert result.total_time_ps == 6000  # load 0-4000, store 4000-6000, compute 4000-4500
     free = simulate([g, g], AnalyticalNetwork(), topo, SystemOptions())

@@ -29,7 +29,7 @@ def test_a_logical_two_dimensional_grid_on_a_physical_switch() -> None:
     size = 1 << 20
     topo = topology((SWITCH, 16, B, ALPHA))
     graphs = [collective_graph("all_reduce", size)] * 16
-    result = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(logical_dims=(4, 4)))
+    result = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(logical_topology=(4, 4)))
     assert result.total_time_ps == 2 * 2 * 3 * (2 * ALPHA + ser(size // 4, B))
     assert result.collectives[0].phase_dims == (0, 1)
     assert result.simulated_npus == 16  # no aggregation on a logical topology
@@ -38,4 +38,4 @@ def test_a_logical_two_dimensional_grid_on_a_physical_switch() -> None:
 def test_a_logical_topology_must_hold_every_npu() -> None:
     topo = topology((SWITCH, 16, B, ALPHA))
     with pytest.raises(WorkloadError, match=r"logical_topology: \[4, 8\] holds 32 NPUs but the physical topology has 16"):
-        simulate([collective_graph("all_reduce", 1024)] * 16, AnalyticalNetwork(), topo, SystemOptions(logical_dims=(4, 8)))
+        simulate([collective_graph("all_reduce", 1024)] * 16, AnalyticalNetwork(), topo, SystemOptions(logical_topology=(4, 8)))

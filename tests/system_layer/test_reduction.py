@@ -18,14 +18,14 @@ STEP = ALPHA + ser(S // N, B)
 def test_ring_reduce_scatter_pays_a_reduction_per_step_from_memory_bandwidth() -> None:
     bandwidth = 2 * 10**12  # 2 TB/s: reducing m bytes costs ceil(3 m * 1e12 / bandwidth) ps
     result = simulate([collective_graph("reduce_scatter", S)] * N, AnalyticalNetwork(), TOPO,
-                      SystemOptions(local_mem_bandwidth=bandwidth))  # fmt: skip
+                      SystemOptions(local_mem_bw=f"{bandwidth}B/s"))  # fmt: skip
     assert result.total_time_ps == (N - 1) * (STEP + -(-3 * (S // N) * 10**12 // bandwidth))
 
 
 def test_the_compute_layer_prices_reductions_as_element_wise_adds() -> None:
     # An H100 adds two bf16 inputs into one output: 3 * m bytes at 3.35 TB/s (memory bound), per the roofline.
     compute = RooflineCompute()
-    options = SystemOptions(reduce_on_compute=True, reduction_dtype="bf16")
+    options = SystemOptions(reduction="compute", reduction_dtype="bf16")
     result = simulate([collective_graph("reduce_scatter", S)] * N, AnalyticalNetwork(), TOPO, options,
                       compute=compute, device="h100")  # fmt: skip
     from stratasim.kernel import operators
@@ -39,4 +39,4 @@ def test_the_compute_layer_prices_reductions_as_element_wise_adds() -> None:
 
 def test_reductions_on_the_compute_layer_need_one() -> None:
     with pytest.raises(WorkloadError, match="system.reduction: 'compute' needs a compute section"):
-        simulate([collective_graph("all_reduce", S)] * N, AnalyticalNetwork(), TOPO, SystemOptions(reduce_on_compute=True))
+        simulate([collective_graph("all_reduce", S)] * N, AnalyticalNetwork(), TOPO, SystemOptions(reduction="compute"))

@@ -39,13 +39,13 @@ def test_ring_is_a_chain_of_n_minus_1_hops(collective: str, root: int) -> None:
 @pytest.mark.parametrize("collective", ["broadcast", "reduce"])
 @pytest.mark.parametrize(("kind", "hops"), [(FC, 1), (SWITCH, 2)])
 def test_direct_is_one_round(collective: str, kind: int, hops: int) -> None:
-    result = run(collective, [(kind, 8, B, ALPHA)], 8, 5, algorithms={"*": ("direct",)})
+    result = run(collective, [(kind, 8, B, ALPHA)], 8, 5, algorithm={"*": ("direct",)})
     assert result.total_time_ps == hops * ALPHA + ser(S, B)
 
 
 def test_a_reduce_pays_the_root_s_reductions() -> None:
     bandwidth = 10**11  # 100 GB/s of local memory: reducing S costs ceil(3 S / bandwidth)
-    result = run("reduce", [(FC, 4, B, ALPHA)], 4, algorithms={"*": ("direct",)}, local_mem_bandwidth=bandwidth)
+    result = run("reduce", [(FC, 4, B, ALPHA)], 4, algorithm={"*": ("direct",)}, local_mem_bw=f"{bandwidth}B/s")
     assert result.total_time_ps == ALPHA + ser(S, B) + -(-3 * 3 * S * 10**12 // bandwidth)
 
 
@@ -80,4 +80,4 @@ def test_a_root_outside_the_group_is_named() -> None:
 @pytest.mark.parametrize("algorithm", ["halving_doubling", "double_binary_tree", "ring_bidirectional"])
 def test_algorithms_without_a_rooted_plan_are_refused(algorithm: str) -> None:
     with pytest.raises(WorkloadError, match=f"{algorithm} supports .* only, not broadcast"):
-        run("broadcast", [(RING, 4, B, ALPHA)], 4, algorithms={"*": (algorithm,)})
+        run("broadcast", [(RING, 4, B, ALPHA)], 4, algorithm={"*": (algorithm,)})

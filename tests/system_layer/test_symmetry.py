@@ -19,10 +19,12 @@ from stratasim.workload_layer.training_loop import TrainingLoopWorkload
 B, ALPHA = 50 * 10**9, 500_000
 
 
-def both(graphs: list, topo: network_pb2.Topology, **options: object) -> tuple[SimulationResult, SimulationResult]:
+def both(
+    graphs: list, topo: network_pb2.Topology, *, record_trace: bool = False, **options: object
+) -> tuple[SimulationResult, SimulationResult]:
     """The same study simulated with aggregation and with every NPU."""
-    on = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(**options))
-    off = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=False, **options))
+    on = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(**options), record_trace=record_trace)
+    off = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=False, **options), record_trace=record_trace)
     return on, off
 
 
@@ -39,10 +41,10 @@ def assert_identical(on: SimulationResult, off: SimulationResult) -> None:
         ([(RING, 4, B, ALPHA), (SWITCH, 4, B // 2, 2 * ALPHA)], "all_reduce", {"splits": 4, "record_trace": True}),
         ([(FC, 4, B, ALPHA), (RING, 2, B, ALPHA), (RING, 3, B, ALPHA)], "reduce_scatter", {"splits": 3}),
         ([(RING, 4, B, ALPHA), (RING, 4, B, ALPHA)], "all_gather", {"active_chunks": 2, "splits": 4}),
-        ([(SWITCH, 8, B, ALPHA)], "all_to_all", {"algorithms": {"*": ("direct",)}, "endpoint_delay_ps": 10_000}),
+        ([(SWITCH, 8, B, ALPHA)], "all_to_all", {"algorithm": {"*": ("direct",)}, "endpoint_delay": "10ns"}),
         ([(RING, 4, 8 * B, ALPHA), (RING, 4, B, ALPHA), (RING, 4, B, ALPHA)], "all_reduce",
-         {"local_bw_aware": True, "splits": 2, "local_mem_bandwidth": 10**12}),
-        ([(RING, 8, B, ALPHA)], "all_to_all", {"preset": Preset.ASTRA_COMPAT, "splits": 4, "endpoint_delay_ps": 10_000}),
+         {"collective_optimization": "local_bw_aware", "splits": 2, "local_mem_bw": "1TB/s"}),
+        ([(RING, 8, B, ALPHA)], "all_to_all", {"preset": Preset.ASTRA_COMPAT, "splits": 4, "endpoint_delay": "10ns"}),
     ],
 )  # fmt: skip
 def test_aggregated_collectives_match_the_full_simulation(dims: list, collective: str, options: dict) -> None:
@@ -79,8 +81,8 @@ def test_aggregation_is_exact_for_random_symmetric_studies(
     npus = 1
     for n in sizes:
         npus *= n
-    on, off = both([collective_graph(collective, size)] * npus, topo, algorithms={"*": (algorithm,)},
-                   splits=splits, active_chunks=active, endpoint_delay_ps=delay)  # fmt: skip
+    on, off = both([collective_graph(collective, size)] * npus, topo, algorithm={"*": (algorithm,)},
+                   splits=splits, active_chunks=active, endpoint_delay=f"{delay}ps")  # fmt: skip
     assert_identical(on, off)
 
 

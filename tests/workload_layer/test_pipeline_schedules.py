@@ -327,9 +327,10 @@ def test_buckets_overlap_the_backward_pass() -> None:
             workload.graphs(4),
             AnalyticalNetwork(),
             topology((RING, 2, 1e11, 1000), (RING, 2, 1e11, 1000)),
-            SystemOptions(record_trace=True),
+            SystemOptions(),
             compute=RooflineCompute(),
             device="h100",
+            record_trace=True,
         )
         spans = [s for s in result.spans if s.npu == 0]
         first_reduce = min(s.start_ps for s in spans if s.track == "comm" and s.name.startswith("all_reduce"))

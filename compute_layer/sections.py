@@ -1,0 +1,72 @@
+"""``compute:`` — the compute layer's study section: the backend, the device, its calibration and the routing
+of operator kinds to backends. Each key is defined here once, with its default; the study schema composes it."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from stratasim.compute_layer.per_kind import KIND_NAMES
+from stratasim.kernel.schema import Section, TimePs
+from stratasim.v1 import compute_pb2
+
+__all__ = ["CalibrationSection", "ComputeSection"]
+
+PROFILE_BACKEND = "profile"
+"""The backend that reads the ``profile`` table."""
+
+
+class CalibrationSection(Section):
+    """``compute.calibration``: what was measured of the device against its datasheet — the share of peak
+    throughput (``compute_efficiency``) and memory bandwidth (``memory_efficiency``) operators achieve, and a
+    fixed cost per operator (``launch_overhead``); an absent key keeps the device's own value.
+    ``size_efficiency: true`` makes small operators lose efficiency to tile and wave quantisation."""
+
+    compute_efficiency: float | None = Field(None, gt=0, le=1)
+    memory_efficiency: float | None = Field(None, gt=0, le=1)
+    launch_overhead: TimePs | None = None
+    size_efficiency: bool = False
+
+    def proto(self) -> compute_pb2.Calibration:
+        """The calibration as the compute contract's message (0: keep the device's value)."""
+        return compute_pb2.Calibration(
+            compute_efficiency=self.compute_efficiency or 0.0,
+            memory_efficiency=self.memory_efficiency or 0.0,
+            launch_overhead_ps=self.launch_overhead or 0,
+            size_efficiency=self.size_efficiency,
+        )
+
+
+class ComputeSection(Section):
+    """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
+
+    ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
+    kinds it does not name, defaults to ``backend``). ``profile`` is the table of measured times the
+    ``profile`` backend reads.
+    """
+
+    backend: str = "roofline"
+    device: str
+    calibration: CalibrationSection | None = None
+    per_kind: dict[str, str] | None = None
+    profile: str | None = None
+
+    @field_validator("per_kind")
+    @classmethod
+    def _known_kinds(cls, routes: dict[str, str] | None) -> dict[str, str] | None:
+        unknown = [kind for kind in routes or {} if kind != "*" and kind not in KIND_NAMES]
+        if unknown:
+            raise ValueError(f"unknown operator kind(s) {', '.join(unknown)}; expected {', '.join(KIND_NAMES)} or *")
+        return routes
+
+    @model_validator(mode="after")
+    def _profile_used(self) -> ComputeSection:
+        uses_profile = PROFILE_BACKEND in self.routes().values()
+        if uses_profile and self.profile is None:
+            raise ValueError("the profile backend needs 'profile: FILE', a table of measured kernel times")
+        if self.profile is not None and not uses_profile:
+            raise ValueError("'profile' is read by the profile backend only, which this section does not use")
+        return self
+
+    def routes(self) -> dict[str, str]:
+        """The backend for each operator kind (``*``: every other kind)."""
+        return {"*": self.backend, **(self.per_kind or {})}

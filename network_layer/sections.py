@@ -1,0 +1,164 @@
+"""``network:`` — the network layer's study section: the backend, the topology and the flit-level routers.
+
+``network.topology`` is a list of dimensions, or a mapping whose ``kind`` names a fabric. The list (innermost
+dimension first) is ASTRA-sim 2.x's multi-dimensional composition of ring, fully_connected and switch
+dimensions. A mapping describes a fabric the network layer routes on link by link; each kind's keys are
+defined next to the code that builds it, in :mod:`stratasim.network_layer.topologies` (bandwidths are per link and
+direction, latencies per link traversal)::
+
+    {kind: torus, shape: [4, 4], bandwidth: 50GB/s, latency: 500ns}          # or kind: mesh
+    {kind: hierarchical_torus, local: {size: 2, bandwidth: 500GB/s, latency: 100ns},
+     horizontal: {size: 4, ...}, vertical: {size: 4, ...}}                   # ASTRA-sim Fig. 3a
+    {kind: fat_tree, k: 4, bandwidth: 50GB/s, latency: 500ns}
+    {kind: dragonfly, groups: 9, routers_per_group: 4, hosts_per_router: 2, global_links_per_router: 2,
+     host_link: {bandwidth: ..., latency: ...}, local_link: {...}, global_link: {...}}
+    {kind: dgx1, generation: v100, bandwidth: 25GB/s, latency: 700ns}       # bandwidth of one NVLink
+    {kind: nvswitch, gpus_per_board: 8, planes: 6, boards: 2, bandwidth: 25GB/s, latency: 700ns,
+     trunk_link: {bandwidth: 200GB/s, latency: 700ns}}                       # DGX-2
+    {kind: hierarchical_alltoall, local: {size: 2, bandwidth: ..., latency: ...},
+     alltoall: {size: 3, switches: 2, bandwidth: ..., latency: ...}}         # ASTRA-sim Fig. 3b
+    {kind: graph, file: chips.yaml}                                          # or the file's keys inline
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+
+from annotated_types import MinLen
+from pydantic import Discriminator, Field, StrictInt, Tag
+
+from stratasim.network_layer import topologies
+from stratasim.network_layer.topologies import FabricSection
+from stratasim.kernel.schema import Bandwidth, Bytes, Section, TimePs
+from stratasim.kernel.grid import Grid
+from stratasim.v1 import network_pb2
+
+__all__ = ["DimensionSection", "FlitSection", "NetworkSection", "TopologySection"]
+
+_DIMENSION_KINDS = {
+    "ring": network_pb2.Dimension.RING,
+    "fully_connected": network_pb2.Dimension.FULLY_CONNECTED,
+    "switch": network_pb2.Dimension.SWITCH,
+}
+
+
+class DimensionSection(Section):
+    """One ``network.topology`` entry: a dimension of ``size`` NPUs; bandwidth in bytes/s, latency in ps;
+    ``backend`` carries this dimension's traffic with another network backend than ``network.backend``
+    (fidelity mixed per dimension: :mod:`stratasim.network_layer.mixed`)."""
+
+    kind: Literal["ring", "fully_connected", "switch"]
+    size: StrictInt = Field(ge=1)
+    bandwidth: Bandwidth
+    latency: TimePs
+    backend: str | None = None
+
+
+def _form(value: Any) -> str | None:
+    """The union member for ``value``: the list of dimensions, a fabric by its kind, or None (an error)."""
+    if isinstance(value, Mapping):
+        kind = value.get("kind")
+        return kind if isinstance(kind, str) and kind in topologies.SECTIONS else None
+    return "dimensions"
+
+
+if TYPE_CHECKING:
+    TopologySection = list[DimensionSection] | FabricSection
+else:
+    TopologySection = Annotated[
+        Union[(
+            Annotated[list[DimensionSection], MinLen(1), Tag("dimensions")],
+            *(Annotated[section, Tag(kind)] for kind, section in topologies.SECTIONS.items()),
+        )],
+        Discriminator(
+            _form,
+            custom_error_type="topology_form",
+            custom_error_message="expected a list of dimensions or a mapping whose kind is one of "
+            + ", ".join(topologies.SECTIONS),
+        ),
+    ]  # fmt: skip
+"""``network.topology``: the tag pydantic puts in error locations ("dimensions", the kind) is not a key."""
+
+
+class FlitSection(Section):
+    """``network.flit``: the flit-level backend's routers (:class:`stratasim.network_layer.flit_level.FlitParameters`
+    documents each key); an absent key keeps the backend's default."""
+
+    flit_bytes: Bytes | None = Field(None, gt=0)
+    packet_flits: StrictInt | None = Field(None, ge=1)
+    header_bytes: Bytes | None = Field(None, ge=0)
+    vcs: StrictInt | None = Field(None, ge=1)
+    buffer_flits: StrictInt | None = Field(None, ge=0)
+    pipeline_cycles: StrictInt | None = Field(None, ge=0)
+    cycle: TimePs | None = Field(None, gt=0)
+
+    def proto(self) -> network_pb2.FlitParameters:
+        """The section as the network contract's message (unset keys stay unset)."""
+        given = {key: value for key, value in self.model_dump().items() if value is not None}
+        if "cycle" in given:
+            given["cycle_ps"] = given.pop("cycle")
+        return network_pb2.FlitParameters(**given)
+
+
+class NetworkSection(Section):
+    """``network:`` — the backend and the topology: one dimension per entry, innermost first, or a fabric.
+    When some dimension names its own ``backend``, the study runs the ``mixed`` network, the others staying
+    on ``backend``; ``flit`` tunes the flit-level backend's routers."""
+
+    backend: str = "analytical"
+    topology: TopologySection
+    flit: FlitSection | None = None
+
+    @property
+    def mixes_fidelity(self) -> bool:
+        """Whether some dimension names a backend of its own."""
+        return isinstance(self.topology, list) and any(dim.backend is not None for dim in self.topology)
+
+    @property
+    def backend_name(self) -> str:
+        """The backend the study opens: ``mixed`` when dimensions name their own, else ``backend``."""
+        return "mixed" if self.mixes_fidelity else self.backend
+
+    def backends(self) -> dict[str, str]:
+        """Every backend the section names, by its key (``backend``, ``topology.<i>.backend``)."""
+        names = {"backend": self.backend}
+        if isinstance(self.topology, list):
+            names |= {f"topology.{i}.backend": dim.backend for i, dim in enumerate(self.topology)
+                      if dim.backend is not None}  # fmt: skip
+        return names
+
+    def topology_message(self) -> network_pb2.Topology:
+        """The topology (and flit parameters) as the network contract's message; :class:`TopologyError` if a
+        fabric's entries are inconsistent."""
+        topology = self.topology
+        if isinstance(topology, list):
+            mixed = self.mixes_fidelity
+            result = network_pb2.Topology(dimensions=[
+                network_pb2.Dimension(
+                    kind=_DIMENSION_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth,
+                    latency_ps=dim.latency, backend=(dim.backend or self.backend) if mixed else "",
+                )
+                for dim in topology
+            ])  # fmt: skip
+        else:
+            result = topology.topology()
+        if self.flit is not None:
+            result.flit.CopyFrom(self.flit.proto())
+        return result
+
+    def grid(self) -> Grid:
+        """The dimensions collectives run on; :class:`TopologyError` naming the key at fault when the fabric is
+        impossible."""
+        if isinstance(self.topology, list):
+            return Grid(tuple(dim.size for dim in self.topology))
+        message = self.topology.topology()
+        topologies.check(message)
+        return Grid.of(message)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """What is inconsistent across keys, as ``(key, message)`` pairs."""
+        if self.flit is not None and "flit_level" not in self.backends().values():
+            return [("flit", "only the flit_level backend reads it; no dimension or backend names flit_level")]
+        return []
+
