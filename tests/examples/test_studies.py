@@ -4,7 +4,8 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
 - quickstart: the baseline all-reduce runs a full ring all-reduce per dimension and the 4 chunks pipeline, so
   the switch (2 x 3 x (2 us + ser(256 MiB) at 25 GB/s) = 64.4 ms) plus one chunk on the ring of 8 (9.4 ms).
 - training_loop: two passes of ~19.5 TFLOP of GEMMs at the H100's 989 TFLOP/s, ~39.4 ms, and the exposed tail.
-- transformer: Megatron's count 72 B s l h^2 (1 + s/6h + V/16lh) = 5.85e14 FLOP over 32 NPUs at 263 TFLOP/s.
+- transformer: Megatron's count 72 B s l h^2 (1 + s/6h + V/16lh) = 5.85e14 FLOP over 32 NPUs at the reported
+  263 TFLOP/s is 69.5 ms.
 - inference: decode reads the 6.74 GB of weights per GPU (TP 2) at 3.35 TB/s, ~2.0 ms a token against a TPOT of
   2.43 ms; 348.118 ms is what benchmarks/README.md records.
 - resnet50: 0.79 TFLOP per GPU (3 x 8.2 GFLOP x 32 images), 2.5 ms at the A100's 312 TFLOP/s, but most layers
@@ -16,9 +17,9 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
 - palm_congestion: the busiest mesh link carries 7.5 x 4 MiB at 256 GB/s, 122.9 us
   (tests/network_layer/test_palm_congestion.py derives the load).
 - gpt3_175b (a short form: 16 micro-batches per pipeline instead of 192, the whole 96-layer model; the full
-  iteration takes ~26 s and 1.3 GB to simulate, and the full file is validated by ``stratasim check``): 1/12 of
-  the full iteration's FLOPs, 3.7e14 per GPU, ~2.5 s at ~150 TFLOP/s, stretched by the 1F1B bubble of
-  (p - 1) / m = 15/16 to ~4.7 s.
+  iteration, 30.495 s in benchmarks/README.md, takes ~26 s and 1.3 GB to simulate, so the full file is only
+  validated, by ``stratasim check``): 1/12 of the full iteration's FLOPs, 3.7e14 per GPU, ~2.5 s at
+  ~150 TFLOP/s, stretched by the 1F1B bubble of (p - 1) / m = 15/16 to ~4.7 s.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
