@@ -1,6 +1,6 @@
 """The ``astra_compat`` preset reproduces what ASTRA-sim 2.x printed for its own inputs, to the nanosecond.
 
-The expected figures are the ones recorded in ``shared/reference/astra-sim-inputs/README.md`` (congestion-
+The expected figures are the ones recorded in ``tests/data/astra-sim-inputs/README.md`` (congestion-
 unaware analytical backend, microbenchmark traces of one collective of ``comm_size`` bytes). Each study
 here is what the ASTRA-sim importer writes for the named network and system files.
 """

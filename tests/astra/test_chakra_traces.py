@@ -1,10 +1,9 @@
 """ASTRA-sim's own Chakra traces, replayed with the ASTRA-sim preset on the imported configs, give the
-numbers ASTRA-sim printed (``shared/reference/astra-sim-inputs/README.md``): microbenchmarks, and the
+numbers ASTRA-sim printed (``tests/data/astra-sim-inputs/README.md``): microbenchmarks, and the
 end-to-end ResNet-50 and DLRM workloads converted from ASTRA-sim's text format (total, compute, exposed)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,14 +12,13 @@ from stratasim.config.study_file import parse_study
 from stratasim.importers.astra import import_astra
 from stratasim.report.report import Report
 from stratasim.study.run import run_study
-
-INPUTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs"
-pytestmark = pytest.mark.skipif(not INPUTS.is_dir(), reason=f"ASTRA-sim reference inputs not found at {INPUTS}")
+from tests.data import ASTRA_INPUTS
 
 
 def replay(prefix: str) -> Report:
-    study: dict[str, Any] = import_astra(INPUTS / "network/Ring_8npus.yml", INPUTS / "system/Ring_4chunks.json")
-    study["workload"] = {"kind": "chakra", "path": str(INPUTS / "workload" / prefix)}
+    network, system = ASTRA_INPUTS / "network/Ring_8npus.yml", ASTRA_INPUTS / "system/Ring_4chunks.json"
+    study: dict[str, Any] = import_astra(network, system)
+    study["workload"] = {"kind": "chakra", "path": str(ASTRA_INPUTS / "workload" / prefix)}
     return run_study(parse_study(study, "replay"))
 
 

@@ -137,7 +137,6 @@ def test_keyboard_interrupt_exits_130(
 
 @pytest.mark.parametrize("example", ["quickstart.yaml", "training_loop.yaml"])
 def test_examples_run(capsys: pytest.CaptureFixture[str], example: str) -> None:
-    pytest.importorskip("stratasim.workload_layer.training_loop")
     code, out, err = run(capsys, "run", str(ROOT / "examples" / example), "--json")
     assert code == 0, err
     report = json.loads(out)
@@ -145,7 +144,6 @@ def test_examples_run(capsys: pytest.CaptureFixture[str], example: str) -> None:
 
 
 def test_python_dash_m_checks_the_quickstart() -> None:
-    pytest.importorskip("stratasim.workload_layer.collective")
     done = subprocess.run(
         [sys.executable, "-m", "stratasim", "check", str(ROOT / "examples" / "quickstart.yaml")],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
@@ -155,7 +153,6 @@ def test_python_dash_m_checks_the_quickstart() -> None:
 
 
 def test_spawned_layers_give_the_in_process_result() -> None:
-    pytest.importorskip("stratasim.workload_layer.collective")
     quickstart = ROOT / "examples" / "quickstart.yaml"
     local = run_study(load_study(quickstart)).to_dict()
     remote = run_study(load_study(quickstart, ["network.spawn=true", "compute.spawn=true"])).to_dict()

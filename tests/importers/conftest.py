@@ -1,7 +1,6 @@
 """Fixtures for the importer tests: the ASTRA-sim reference inputs, and small input files written on the fly.
 
-The reference inputs live in ``shared/reference/astra-sim-inputs`` beside the repository clone (as in CI), found
-from this file's location so the tests do not depend on the working directory.
+The reference inputs live in the repository, in ``tests/data/astra-sim-inputs`` (see its README).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-INPUTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs"
+from tests.data import ASTRA_INPUTS
 
 RING_8 = "topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
 RING_4CHUNKS: dict[str, Any] = {
@@ -33,10 +32,8 @@ RING_4CHUNKS: dict[str, Any] = {
 
 @pytest.fixture
 def inputs() -> Path:
-    """The ASTRA-sim reference inputs folder; the test is skipped when it is not there."""
-    if not INPUTS.is_dir():
-        pytest.skip(f"ASTRA-sim reference inputs not found at {INPUTS} (shared/ must sit beside the repository)")
-    return INPUTS
+    """The ASTRA-sim reference inputs folder."""
+    return ASTRA_INPUTS
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The ASTRA-sim reference input pairs and the study each must import as: (network, system) paths under
-``shared/reference/astra-sim-inputs`` → (``network.topology``, ``system`` section)."""
+``tests/data/astra-sim-inputs`` → (``network.topology``, ``system`` section)."""
 
 from __future__ import annotations
 

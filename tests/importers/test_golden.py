@@ -1,5 +1,5 @@
 """Imported reference pairs, run with the ``astra_compat`` preset, give the cycles ASTRA-sim printed for them
-(``shared/reference/astra-sim-inputs/README.md``, congestion-unaware, one collective of 1 MiB)."""
+(``tests/data/astra-sim-inputs/README.md``, congestion-unaware, one collective of 1 MiB)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 
+import networkx as nx
 import pytest
 from tests.network_layer.fabrics import (
     build,
@@ -123,7 +124,6 @@ def test_graph_routes_take_least_latency_then_fewest_links_then_lowest_ids() -> 
 
 
 def test_a_networkx_graph_becomes_a_topology() -> None:
-    nx = pytest.importorskip("networkx")
     g = nx.Graph()
     g.add_nodes_from(["c0", "c1", "c2"])
     g.add_node("sw", switch=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -141,10 +140,6 @@ def test_serve_stops_cleanly_on_a_signal(sig: signal.Signals) -> None:
         process.wait()
 
 
-needs_cli = pytest.mark.skipif(not importlib.util.find_spec("stratasim.cli.commands"), reason="stratasim.cli.commands not there yet")
-
-
-@needs_cli
 @pytest.mark.parametrize("name", registry.available("network"))
 def test_spawn_runs_the_real_serve_command_for_network(name: str) -> None:
     local = registry.load("network", name)()
@@ -160,7 +155,6 @@ def test_spawn_runs_the_real_serve_command_for_network(name: str) -> None:
             network.close()
 
 
-@needs_cli
 @pytest.mark.parametrize("name", registry.available("compute"))
 def test_spawn_runs_the_real_serve_command_for_compute(name: str) -> None:
     # The profile backend reads a table; the contract suite's serves here too (``--profile FILE``).

@@ -13,13 +13,12 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.importers.astra import import_astra
 from stratasim.study.run import run_study
 from stratasim.v1 import workload_pb2
+from tests.data import ASTRA_INPUTS
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload, build_graph, read_astra_text
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph
 from stratasim.workload_layer.traces.convert import astra_text_to, read_graphs
 
-INPUTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs"
-TEXTS = INPUTS / "workload" / "text_workloads"
-needs_inputs = pytest.mark.skipif(not INPUTS.is_dir(), reason="shared ASTRA-sim reference inputs are absent")
+TEXTS = ASTRA_INPUTS / "workload" / "text_workloads"
 
 LINE = "conv1 -1 13003 NONE 0 12864 NONE 0 32291 ALLREDUCE 37632 3229"
 
@@ -35,12 +34,11 @@ def _canonical(graph: workload_pb2.ExecutionGraph) -> list[tuple[Any, ...]]:
 
 
 def _run(text: str) -> Any:
-    study = import_astra(INPUTS / "network" / "Ring_8npus.yml", INPUTS / "system" / "Ring_4chunks.json")
+    study = import_astra(ASTRA_INPUTS / "network" / "Ring_8npus.yml", ASTRA_INPUTS / "system" / "Ring_4chunks.json")
     study["workload"] = {"kind": "astra_text", "path": str(TEXTS / f"{text}.txt"), "npus": 8}
     return run_study(parse_study(study, "x"))
 
 
-@needs_inputs
 @pytest.mark.parametrize(
     ("text", "converted", "counts"),
     [
@@ -51,14 +49,13 @@ def _run(text: str) -> Any:
 def test_graphs_equal_the_converted_traces(text: str, converted: str, counts: dict[int, int]) -> None:
     model = read_astra_text(TEXTS / f"{text}.txt")
     for rank in range(8):
-        trace = read_trace(INPUTS / "workload" / "e2e_text_converted" / converted / f"{text}.{rank}.et")[1]
+        trace = read_trace(ASTRA_INPUTS / "workload" / "e2e_text_converted" / converted / f"{text}.{rank}.et")[1]
         ours = build_graph(model, rank)
         assert ours.npu == rank
         assert _canonical(ours) == _canonical(to_graph(trace, rank, 8))
     assert {kind: sum(node.type == kind for node in ours.nodes) for kind in counts} == counts
 
 
-@needs_inputs
 def test_resnet_reproduces_astra_sim() -> None:
     report = _run("Resnet50_DataParallel")
     assert report.total_time_ps == 1082479776 * 1000
@@ -66,14 +63,12 @@ def test_resnet_reproduces_astra_sim() -> None:
     assert report.exposed_comm_ns == 29776
 
 
-@needs_inputs
 def test_dlrm_reproduces_astra_sim() -> None:
     report = _run("DLRM_HybridParallel")
     assert report.total_time_ns == 51378000
     assert report.exposed_comm_ns == 0
 
 
-@needs_inputs
 @pytest.mark.parametrize(("text", "nodes"), [("MLP_HybridParallel_Data_Model", 35), ("MLP_ModelParallel", 29)])
 def test_mlp_workloads_parse_and_run(text: str, nodes: int) -> None:
     model = read_astra_text(TEXTS / f"{text}.txt")
@@ -159,7 +154,6 @@ def test_missing_file_is_an_error(tmp_path: Path) -> None:
         AstraTextWorkload(AstraTextConfig(path=str(tmp_path / "nope.txt"), npus=2)).graphs(2)
 
 
-@needs_inputs
 def test_cli_converts_text_to_the_converted_chakra_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "dlrm"
     assert (
@@ -167,7 +161,7 @@ def test_cli_converts_text_to_the_converted_chakra_trace(tmp_path: Path, capsys:
         == 0
     )
     assert "wrote 8 files" in capsys.readouterr().out
-    reference = INPUTS / "workload" / "e2e_text_converted" / "DLRM_HybridParallel_8npus" / "DLRM_HybridParallel"
+    reference = ASTRA_INPUTS / "workload" / "e2e_text_converted" / "DLRM_HybridParallel_8npus" / "DLRM_HybridParallel"
     for rank in range(8):
         ours = to_graph(read_trace(f"{out}.{rank}.et")[1], rank, 8)
         assert _canonical(ours) == _canonical(to_graph(read_trace(f"{reference}.{rank}.et")[1], rank, 8))

@@ -13,13 +13,13 @@ from stratasim.chakra import et_def_pb2 as et
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import workload_pb2
 from stratasim.system_layer import SystemOptions, simulate
+from tests.data import ASTRA_INPUTS
 from tests.system_layer.helpers import RING, topology
 from stratasim.workload_layer.traces.chakra import ChakraWorkload, read_trace, to_graph, trace_files, write_trace
 from stratasim.workload_layer.traces.convert import chakra_to_stratasim, from_graph, read_graphs, stratasim_to_chakra
 from stratasim.workload_layer.collective import CollectiveWorkload
 
-WORKLOADS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs" / "workload"
-needs_traces = pytest.mark.skipif(not WORKLOADS.is_dir(), reason=f"reference traces not found at {WORKLOADS}")
+WORKLOADS = ASTRA_INPUTS / "workload"
 
 MICRO = {
     "all_reduce": workload_pb2.ALL_REDUCE,
@@ -38,7 +38,6 @@ def coll(node_id: int = 0, **attrs: int) -> et.Node:
     return node
 
 
-@needs_traces
 def test_every_reference_trace_decodes() -> None:
     files = sorted(WORKLOADS.rglob("*.et"))
     assert len(files) == 56
@@ -47,7 +46,6 @@ def test_every_reference_trace_decodes() -> None:
         assert nodes, path
 
 
-@needs_traces
 def test_resnet_has_the_readme_node_counts() -> None:
     for path in trace_files(WORKLOADS / RESNET):
         _, nodes = read_trace(path)
@@ -55,7 +53,6 @@ def test_resnet_has_the_readme_node_counts() -> None:
         assert Counter(node.type for node in nodes) == {et.COMP_NODE: 161, et.COMM_COLL_NODE: 54}
 
 
-@needs_traces
 @pytest.mark.parametrize("name", sorted(MICRO))
 def test_microbenchmarks_map_to_one_collective(name: str) -> None:
     workload = ChakraWorkload(
@@ -70,7 +67,6 @@ def test_microbenchmarks_map_to_one_collective(name: str) -> None:
         assert node.comm_type == MICRO[name] and node.comm_bytes == 1048576
 
 
-@needs_traces
 def test_custom_collective_maps_sends_and_receives_to_ring_neighbours() -> None:
     graphs = ChakraWorkload(ChakraWorkload.Config(path=str(WORKLOADS / CUSTOM), npus=8)).graphs(8)
     for npu, graph in enumerate(graphs):
@@ -84,7 +80,6 @@ def test_custom_collective_maps_sends_and_receives_to_ring_neighbours() -> None:
         assert comps and all(n.duration_ps == 7 * 10**6 for n in comps)
 
 
-@needs_traces
 def test_traces_simulate_like_their_native_equivalents() -> None:
     ring = topology((RING, 8, 50 * 10**9, 500_000))
     chakra = ChakraWorkload(
@@ -98,7 +93,6 @@ def test_traces_simulate_like_their_native_equivalents() -> None:
     assert 1082450000 * 1000 <= total <= 1082479776 * 1000  # ASTRA-sim: compute 1082450000 ns, wall 1082479776 ns
 
 
-@needs_traces
 def test_resnet_keeps_dependencies_and_durations() -> None:
     path = trace_files(WORKLOADS / RESNET)[0]
     _, nodes = read_trace(path)
@@ -107,7 +101,6 @@ def test_resnet_keeps_dependencies_and_durations() -> None:
     assert graph.nodes[0].duration_ps == nodes[0].duration_micros * 10**6 == 13003 * 10**6
 
 
-@needs_traces
 def test_convert_round_trips_through_stratasim_files(tmp_path: Path) -> None:
     for prefix in (DLRM, CUSTOM):
         chakra_to_stratasim(WORKLOADS / prefix, tmp_path / "ir")

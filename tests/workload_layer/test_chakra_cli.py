@@ -9,10 +9,10 @@ import pytest
 
 from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
+from tests.data import ASTRA_INPUTS
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph, trace_files, write_trace
 
-WORKLOADS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "astra-sim-inputs" / "workload"
-needs_traces = pytest.mark.skipif(not WORKLOADS.is_dir(), reason=f"reference traces not found at {WORKLOADS}")
+WORKLOADS = ASTRA_INPUTS / "workload"
 RESNET = WORKLOADS / "e2e_text_converted" / "Resnet50_DataParallel_8npus" / "Resnet50_DataParallel"
 CUSTOM = WORKLOADS / "custom_collective_ring_allreduce_8npus_1MB" / "custom_allreduce"
 
@@ -27,7 +27,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return run_cli(capsys, "trace", *argv)
 
 
-@needs_traces
 def test_inspect_a_prefix(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "inspect", str(RESNET))
     assert code == 0 and not err
@@ -35,14 +34,12 @@ def test_inspect_a_prefix(capsys: pytest.CaptureFixture[str]) -> None:
     assert "compute: " in out
 
 
-@needs_traces
 def test_inspect_one_file(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "inspect", f"{CUSTOM}.3.et")
     assert code == 0
     assert "ranks: 1" in out and "COMM_SEND_NODE: 14" in out and "point-to-point sends: 1835008 bytes" in out
 
 
-@needs_traces
 def test_convert_there_and_back(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run(capsys, "convert", str(CUSTOM), str(tmp_path / "ir"), "--to", "stratasim")
     assert code == 0 and "wrote 8 files" in out and (tmp_path / "ir.7.pb").is_file()

@@ -1,0 +1,90 @@
+"""Every study in ``examples/`` runs and gives its headline figures (simulated time is exact, to the picosecond).
+
+Each figure was checked against a hand estimate before it was stored (ser(x) = x / bandwidth):
+- quickstart: the baseline all-reduce runs a full ring all-reduce per dimension and the 4 chunks pipeline, so
+  the switch (2 x 3 x (2 us + ser(256 MiB) at 25 GB/s) = 64.4 ms) plus one chunk on the ring of 8 (9.4 ms).
+- training_loop: two passes of ~19.5 TFLOP of GEMMs at the H100's 989 TFLOP/s, ~39.4 ms, and the exposed tail.
+- transformer: Megatron's count 72 B s l h^2 (1 + s/6h + V/16lh) = 5.85e14 FLOP over 32 NPUs at the reported
+  263 TFLOP/s is 69.5 ms.
+- inference: decode reads the 6.74 GB of weights per GPU (TP 2) at 3.35 TB/s, ~2.0 ms a token against a TPOT of
+  2.43 ms; 348.118 ms is what benchmarks/README.md records.
+- resnet50: 0.79 TFLOP per GPU (3 x 8.2 GFLOP x 32 images), 2.5 ms at the A100's 312 TFLOP/s, but most layers
+  are memory-bound: 12.2 GB of operator traffic at 2.04 TB/s is ~6 ms; the gradient all-reduces (51 MB, ~1.8 ms
+  on the ring) hide under the backward pass.
+- torus_allreduce: a ring all-reduce per dimension of 4, 2 x 3 x ser(16 MiB) = 2.01 ms each, 4 chunks
+  pipelined: 2.01 ms + 2.01 ms / 4.
+- fat_tree_alltoall: each NPU sends 15 x 1 MiB through its own 50 GB/s link: 0.315 ms and the hops.
+- palm_congestion: the busiest mesh link carries 7.5 x 4 MiB at 256 GB/s, 122.9 us
+  (tests/network_layer/test_palm_congestion.py derives the load).
+- gpt3_175b (a short form: 16 micro-batches per pipeline instead of 192, the whole 96-layer model; the full
+  iteration, 30.495 s in benchmarks/README.md, takes ~26 s and 1.3 GB to simulate, so the full file is only
+  validated, by ``stratasim check``): 1/12 of the full iteration's FLOPs, 3.7e14 per GPU, ~2.5 s at
+  ~150 TFLOP/s, stretched by the 1F1B bubble of (p - 1) / m = 15/16 to ~4.7 s.
+
+The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
+own; ``test_every_example_has_a_test`` keeps that true for any example added later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stratasim import cli
+from stratasim.config.study_file import load_study
+from stratasim.report.report import Report
+from stratasim.study.run import run_study
+from tests.examples.test_megatron import EXAMPLES as MEGATRON, PUBLISHED_TFLOPS
+from tests.examples.test_paper_findings import SCRIPT as ASTRA_FINDINGS
+from tests.network_layer.test_palm_congestion import SCRIPT as PALM_CONGESTION
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+# Overrides (``--set`` style) that make a slow example's short form.
+SHORT_FORMS = {"gpt3_175b.yaml": ["workload.parallelism.global_batch=128"]}
+
+# Headline figures by example: total_time_ps, and what the report adds for training or serving.
+HEADLINES: dict[str, dict[str, int | float]] = {
+    "quickstart.yaml": {"total_time_ps": 73_875_130_400},
+    "training_loop.yaml": {"total_time_ps": 39_701_905_958},
+    "transformer.yaml": {"total_time_ps": 70_678_794_768, "tflops_per_npu": 263.2444198764948},
+    "inference.yaml": {"total_time_ps": 348_118_406_357, "ttft_ns": 39_484_817.766, "tpot_ns": 2_430_185.736937008},
+    "resnet50.yaml": {"total_time_ps": 6_543_362_335},
+    "torus_allreduce.yaml": {"total_time_ps": 2_531_582_400},
+    "fat_tree_alltoall.yaml": {"total_time_ps": 320_572_800},
+    "palm_congestion.yaml": {"total_time_ps": 122_980_000},
+    "gpt3_175b.yaml": {"total_time_ps": 4_679_391_706_744, "tflops_per_npu": 78.45116688178365},
+}
+
+
+def headline_figures(report: Report, names: set[str]) -> dict[str, int | float]:
+    """The named figures of a report: its total time and its training or serving summary's fields."""
+    figures = {"total_time_ps": report.total_time_ps, **(report.training or {}), **(report.serving or {})}
+    return {name: figures[name] for name in names}
+
+
+@pytest.mark.parametrize("example", sorted(HEADLINES))
+def test_example_gives_its_headline_figures(example: str) -> None:
+    report = run_study(load_study(EXAMPLES / example, SHORT_FORMS.get(example, [])))
+    expected = HEADLINES[example]
+    figures = headline_figures(report, set(expected))
+    assert figures["total_time_ps"] == expected["total_time_ps"]
+    # The derived figures are floats computed from the exact times.
+    assert figures == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("example", sorted(SHORT_FORMS))
+def test_a_slow_example_validates_in_full(capsys: pytest.CaptureFixture[str], example: str) -> None:
+    assert cli.main(["check", str(EXAMPLES / example)]) == 0
+    assert capsys.readouterr().out.startswith("OK: ")
+
+
+def test_every_example_has_a_test() -> None:
+    tested = {EXAMPLES / name for name in HEADLINES}
+    tested |= {MEGATRON / f"gpt_{row}.yaml" for row in PUBLISHED_TFLOPS}
+    tested |= {ASTRA_FINDINGS, PALM_CONGESTION}
+    examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
+    untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
+    assert not untested, f"examples no test runs: {untested}; give each a headline figure in HEADLINES here"
+    assert tested <= examples, f"tests name examples that are gone: {sorted(map(str, tested - examples))}"
