@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 @runtime_checkable
