@@ -13,9 +13,9 @@ import threading
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
-from adapters._tool import Conv, Gemm, ToolFailure, layer_of
+from adapters._tool import ToolFailure, layer_of
 from compute_layer.requests import Rejected, label
-from stratasim.operators import signature
+from stratasim.operators import ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ToolBackend"]
@@ -62,7 +62,7 @@ class ToolBackend(Generic[Device]):
         """The imported simulator; :class:`Rejected` naming the extra to install if it cannot be used."""
         raise NotImplementedError
 
-    def _price(self, tool: Any, layer: Gemm | Conv, device: Device, op: compute_pb2.OperatorDesc,
+    def _price(self, tool: Any, layer: GemmShape | ConvShape, device: Device, op: compute_pb2.OperatorDesc,
                index: int) -> compute_pb2.OperatorCost:  # fmt: skip
         """Run ``tool`` on ``layer`` (``op`` is ``ops[index]``); may raise :class:`Rejected` or :class:`ToolFailure`."""
         raise NotImplementedError

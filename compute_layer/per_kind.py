@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from stratasim.contracts import ComputeBackend
+from stratasim.operators import kind_of
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["KIND_NAMES", "PerKindCompute", "kind_name"]
@@ -59,7 +60,7 @@ class PerKindCompute:
         parts: dict[int, list[int]] = {}  # backend id -> positions of the ops it prices
         chosen: dict[int, tuple[str, ComputeBackend]] = {}
         for index, op in enumerate(request.ops):
-            route = kind_name(op.kind)
+            route = kind_name(kind_of(op))
             backend = self._routes.get(route) or self._routes["*"]
             parts.setdefault(id(backend), []).append(index)
             chosen[id(backend)] = (route if route in self._routes else "*", backend)

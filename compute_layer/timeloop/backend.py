@@ -1,7 +1,7 @@
 """The ``timeloop`` compute backend: each operator priced by the best mapping the mapper finds.
 
-GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``, so attention's batched products too), convolutions
-(``shape = [N, K, C, P, Q, R, S, stride]``) and element-wise operators are read from the wire.
+GEMMs (batched too, so attention's products), convolutions and element-wise operators are read from the wire
+by :func:`~compute_layer.requests.checked_shape`.
 
     duration_ps = ceil(cycles · 10^12 / clock_hz)
 
@@ -13,7 +13,6 @@ the cycles and ``MEMORY`` when a level's bandwidth does.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from math import prod
 
 from compute_layer.requests import Rejected, checked_shape, element_bytes, label
 from compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
@@ -22,7 +21,7 @@ from compute_layer.timeloop.mapper import OBJECTIVES, search
 from compute_layer.timeloop.mapping import MappingError
 from compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
 from stratasim.errors import BackendError
-from stratasim.operators import signature
+from stratasim.operators import ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["TimeloopCompute", "problem_of"]
@@ -32,13 +31,11 @@ _INT64_MAX = 2**63 - 1
 def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
     """The loop nest of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it has none."""
     shape = checked_shape(op, index, "timeloop")
-    if op.kind == compute_pb2.GEMM:
-        batch, m, k, n = shape
-        return gemm(m, k, n, batch=batch)
-    if op.kind == compute_pb2.CONV:
-        n, k, c, p, q, r, s, stride = shape
-        return conv2d(n, k, c, p, q, r, s, stride=stride)
-    elements = prod(shape)
+    if isinstance(shape, GemmShape):
+        return gemm(shape.m, shape.k, shape.n, batch=shape.batch)
+    if isinstance(shape, ConvShape):
+        return conv2d(shape.n, shape.k, shape.c, shape.p, shape.q, shape.r, shape.s, stride=shape.stride)
+    elements = shape.elements
     size = element_bytes(op, index)
     inputs = max(0, op.bytes // (elements * size) - 1) if op.bytes else 1
     points = elements * max(1, inputs)
