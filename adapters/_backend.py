@@ -14,7 +14,7 @@ from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
 from adapters._tool import ToolFailure, layer_of
-from compute_layer.requests import Rejected, label
+from compute_layer.requests import Rejected, described, label, unknown_capacity
 from stratasim.operators import ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
@@ -49,6 +49,15 @@ class ToolBackend(Generic[Device]):
         except Rejected as rejected:
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each device's facts: its memory capacity is unknown, the simulator modelling on-chip buffers only."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            self._device(name)
+            return unknown_capacity(name, f"{self.tool} models an accelerator's on-chip buffers, not its memory")
+
+        return described(request, facts)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

@@ -29,6 +29,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from compute_layer.profile_table import KIND_DIMS, Key, Measurement, ProfileTable, load_profile
+from compute_layer.requests import described, unknown_capacity
 from stratasim.errors import BackendError
 from stratasim.operators import GemmShape, ShapeError, dtype_name, kind_name, kind_of, shape_of, signature
 from stratasim.v1 import common_pb2, compute_pb2
@@ -81,6 +82,17 @@ class ProfileCompute:
                     return _error(exc.code, f"{label}: {exc}", f"ops[{index}]")
             costs.append(cost)
         return compute_pb2.EstimateResponse(costs=costs)
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each measured device's facts: its memory capacity is unknown, a profile holding kernel times only."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            if name.strip().lower() not in self.devices():
+                measured = ", ".join(self._table.device_names)
+                raise BackendError(f"unknown device {name!r}; the profile {self._table.source} measured {measured}")
+            return unknown_capacity(name, f"the profile {self._table.source} measures kernel times, not memory")
+
+        return described(request, facts)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

@@ -1,6 +1,6 @@
 """Reading a request's operators, for every compute backend: the wire error an unusable operator earns, the
 label messages call it by, and its shape (decoded by :func:`stratasim.operators.shape_of`) checked against the
-kinds the backend prices.
+kinds the backend prices; and answering a request for device facts (:func:`described`).
 
 A backend raises :class:`Rejected` while pricing and returns ``rejected.error`` in its ``EstimateResponse``, so a
 bad operator is one clear error naming ``ops[i]`` and the field, never an exception on the wire.
@@ -8,12 +8,13 @@ bad operator is one clear error naming ``ops[i]`` and the field, never an except
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
+from stratasim.errors import BackendError
 from stratasim.operators import OperatorKind, Shape, ShapeError, dtype_bytes, kind_name, kind_of, shape_of
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["Rejected", "label", "checked_shape", "element_bytes"]
+__all__ = ["Rejected", "label", "checked_shape", "element_bytes", "described", "unknown_capacity"]
 
 _KINDS: tuple[OperatorKind, ...] = (compute_pb2.GEMM, compute_pb2.CONV, compute_pb2.ELEMENTWISE)
 
@@ -61,3 +62,22 @@ def element_bytes(op: compute_pb2.OperatorDesc, index: int) -> int:
         return dtype_bytes(op.dtype)
     except ValueError as exc:
         raise Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label(op, index)}: {exc}", f"ops[{index}].dtype") from None
+
+
+def described(
+    request: compute_pb2.DescribeRequest, facts: Callable[[str], compute_pb2.DeviceFacts]
+) -> compute_pb2.DescribeResponse:
+    """``facts(name)`` for every device of ``request``; a device ``facts`` refuses (raising :class:`Rejected`,
+    ``BackendError`` or ``ValueError``, as device look-ups do) is the response's error."""
+    try:
+        return compute_pb2.DescribeResponse(devices=[facts(name) for name in request.devices])
+    except Rejected as rejected:
+        return compute_pb2.DescribeResponse(error=rejected.error)
+    except (BackendError, ValueError) as exc:
+        error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="devices")
+        return compute_pb2.DescribeResponse(error=error)
+
+
+def unknown_capacity(device: str, reason: str) -> compute_pb2.DeviceFacts:
+    """Facts of a device whose memory capacity the backend does not model, saying why."""
+    return compute_pb2.DeviceFacts(device=device, memory_capacity_unknown=reason)

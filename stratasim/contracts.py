@@ -86,6 +86,11 @@ class ComputeBackend(Protocol):
         """Price every operator of the request; unknown devices or operators come back as ``error``."""
         ...
 
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """What the engine needs to know of each device (its memory capacity, or why it is unknown); an unknown
+        device comes back as ``error``."""
+        ...
+
     def close(self) -> None:
         """Release resources; the backend is not used afterwards."""
         ...

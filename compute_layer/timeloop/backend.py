@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from compute_layer.requests import Rejected, checked_shape, element_bytes, label
+from compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
 from compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
 from compute_layer.timeloop.analysis import Evaluation
 from compute_layer.timeloop.mapper import OBJECTIVES, search
@@ -95,6 +95,15 @@ class TimeloopCompute:
             raise BackendError(rejected.error.message) from None
         acc = accelerator(device, self._table)
         return search(problem, acc, self._objective, samples=self._samples, seed=self._seed)
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each accelerator's facts: its memory capacity is unknown, its outermost level being unbounded."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            outermost = accelerator(name, self._table).levels[-1].name
+            return unknown_capacity(name, f"the timeloop model's outermost storage level ({outermost!r}) is unbounded")
+
+        return described(request, facts)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

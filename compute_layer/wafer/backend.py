@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from compute_layer.requests import Rejected, checked_shape, element_bytes, label
+from compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
 from compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
 from compute_layer.wafer.model import Plan, plan
 from compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
@@ -81,6 +81,16 @@ class WaferCompute:
             return _plan(0, op, wafer(device, self._table))
         except Rejected as rejected:
             raise BackendError(rejected.error.message) from None
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each wafer's facts: its memory capacity is unknown, PALM modelling the edge DRAM's bandwidth only (its
+        SRAM holds tiles of operators, not what an NPU keeps)."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            wafer(name, self._table)
+            return unknown_capacity(name, "the wafer model gives edge DRAM a bandwidth, not a capacity")
+
+        return described(request, facts)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

@@ -381,3 +381,80 @@ class EstimateResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EstimateResponse: _TypeAlias = EstimateResponse  # noqa: Y015
+
+@_typing.final
+class DeviceFacts(_message.Message):
+    """What the engine needs to know about a device, as the compute backend models it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_FIELD_NUMBER: _builtins.int
+    MEMORY_CAPACITY_BYTES_FIELD_NUMBER: _builtins.int
+    MEMORY_CAPACITY_UNKNOWN_FIELD_NUMBER: _builtins.int
+    device: _builtins.str
+    memory_capacity_bytes: _builtins.int
+    """Bytes of memory one NPU of this device holds (its HBM or DRAM), absent when the backend does not model it."""
+    memory_capacity_unknown: _builtins.str
+    """When memory_capacity_bytes is absent: why, in words a report can show, e.g. "the profile measured times only"."""
+    def __init__(
+        self,
+        *,
+        device: _builtins.str = ...,
+        memory_capacity_bytes: _builtins.int | None = ...,
+        memory_capacity_unknown: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "memory_capacity_bytes", b"memory_capacity_bytes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "device", b"device", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_capacity_unknown", b"memory_capacity_unknown"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__memory_capacity_bytes: _TypeAlias = _typing.Literal["memory_capacity_bytes"]  # noqa: Y015
+    _WhichOneofArgType__memory_capacity_bytes: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_capacity_bytes) -> _WhichOneofReturnType__memory_capacity_bytes | None: ...
+
+Global___DeviceFacts: _TypeAlias = DeviceFacts  # noqa: Y015
+
+@_typing.final
+class DescribeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        devices: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeRequest: _TypeAlias = DescribeRequest  # noqa: Y015
+
+@_typing.final
+class DescribeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceFacts]:
+        """devices[i] describes request.devices[i]; empty when error is set (e.g. an unknown device)."""
+
+    @_builtins.property
+    def error(self) -> _common_pb2.Error: ...
+    def __init__(
+        self,
+        *,
+        devices: _abc.Iterable[Global___DeviceFacts] | None = ...,
+        error: _common_pb2.Error | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "error", b"error"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeResponse: _TypeAlias = DescribeResponse  # noqa: Y015

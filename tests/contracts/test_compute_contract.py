@@ -69,6 +69,20 @@ def test_empty_request_gives_no_costs(compute: ComputeBackend) -> None:
     assert not response.HasField("error") and not response.costs
 
 
+def test_every_device_has_facts_stating_its_memory_capacity_or_why_not(compute: ComputeBackend) -> None:
+    devices = compute.devices()
+    response = compute.describe(compute_pb2.DescribeRequest(devices=devices))
+    assert not response.HasField("error"), response.error.message
+    assert [facts.device for facts in response.devices] == devices
+    for facts in response.devices:
+        if facts.HasField("memory_capacity_bytes"):
+            assert facts.memory_capacity_bytes > 0 and not facts.memory_capacity_unknown
+        else:
+            assert facts.memory_capacity_unknown  # never a silent "unknown"
+    unknown = compute.describe(compute_pb2.DescribeRequest(devices=[devices[0], "no-such-device"]))
+    assert unknown.HasField("error") and "no-such-device" in unknown.error.message and not unknown.devices
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_in_process_and_remote_results_are_identical(name: str, open_backend: Callable[..., Any]) -> None:
     local, remote = (open_backend("compute", name, mode) for mode in MODES)
@@ -77,3 +91,5 @@ def test_in_process_and_remote_results_are_identical(name: str, open_backend: Ca
     for device in [*local.devices(), "no-such-device"]:
         request = compute_pb2.EstimateRequest(device=device, ops=ops())
         assert remote.estimate(request) == local.estimate(request)
+        described = compute_pb2.DescribeRequest(devices=[device])
+        assert remote.describe(described) == local.describe(described)
