@@ -13,9 +13,9 @@ import threading
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
-from stratasim.adapters._tool import Conv, Gemm, ToolFailure, layer_of
-from stratasim.compute_layer.requests import Rejected, label
-from stratasim.kernel.operators import signature
+from stratasim.adapters._tool import ToolFailure, layer_of
+from stratasim.compute_layer.requests import Rejected, described, label, unknown_capacity
+from stratasim.kernel.operators import ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ToolBackend"]
@@ -50,6 +50,15 @@ class ToolBackend(Generic[Device]):
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
 
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each device's facts: its memory capacity is unknown, the simulator modelling on-chip buffers only."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            self._device(name)
+            return unknown_capacity(name, f"{self.tool} models an accelerator's on-chip buffers, not its memory")
+
+        return described(request, facts)
+
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""
         self._cache.clear()
@@ -62,7 +71,7 @@ class ToolBackend(Generic[Device]):
         """The imported simulator; :class:`Rejected` naming the extra to install if it cannot be used."""
         raise NotImplementedError
 
-    def _price(self, tool: Any, layer: Gemm | Conv, device: Device, op: compute_pb2.OperatorDesc,
+    def _price(self, tool: Any, layer: GemmShape | ConvShape, device: Device, op: compute_pb2.OperatorDesc,
                index: int) -> compute_pb2.OperatorCost:  # fmt: skip
         """Run ``tool`` on ``layer`` (``op`` is ``ops[index]``); may raise :class:`Rejected` or :class:`ToolFailure`."""
         raise NotImplementedError

@@ -13,60 +13,24 @@ import logging
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from types import ModuleType
 
 from stratasim.compute_layer.requests import Rejected, checked_shape
+from stratasim.kernel.operators import ConvShape, GemmShape
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["ToolFailure", "Gemm", "Conv", "load", "contained", "layer_of"]
+__all__ = ["ToolFailure", "load", "contained", "layer_of"]
 
 
 class ToolFailure(Exception):
     """The simulator itself failed; the message names what it raised and the last thing it printed."""
 
 
-@dataclass(frozen=True)
-class Gemm:
-    """``batch`` independent ``m x k`` by ``k x n`` products."""
-
-    m: int
-    k: int
-    n: int
-    batch: int = 1
-
-
-@dataclass(frozen=True)
-class Conv:
-    """``n`` images of ``c`` channels convolved with ``k`` ``r x s`` filters into ``p x q`` outputs, unpadded."""
-
-    n: int
-    k: int
-    c: int
-    p: int
-    q: int
-    r: int
-    s: int
-    stride: int = 1
-
-    @property
-    def height(self) -> int:
-        """Input rows, (P - 1)·stride + R."""
-        return (self.p - 1) * self.stride + self.r
-
-    @property
-    def width(self) -> int:
-        """Input columns, (Q - 1)·stride + S."""
-        return (self.q - 1) * self.stride + self.s
-
-
-def layer_of(op: compute_pb2.OperatorDesc, index: int, backend: str) -> Gemm | Conv:
+def layer_of(op: compute_pb2.OperatorDesc, index: int, backend: str) -> GemmShape | ConvShape:
     """The GEMM or convolution ``op`` describes; :class:`Rejected` for other kinds or malformed shapes."""
     shape = checked_shape(op, index, backend, kinds=(compute_pb2.GEMM, compute_pb2.CONV))
-    if op.kind == compute_pb2.GEMM:
-        batch, m, k, n = shape
-        return Gemm(m, k, n, batch)
-    return Conv(*shape)
+    assert isinstance(shape, GemmShape | ConvShape)  # the only kinds asked for
+    return shape
 
 
 def load(module: str, backend: str, tool: str, extra: str) -> ModuleType:

@@ -34,10 +34,11 @@ from pathlib import Path
 from types import ModuleType
 
 from stratasim.adapters._backend import ToolBackend
-from stratasim.adapters._tool import Conv, Gemm, ToolFailure, contained, load
+from stratasim.adapters._tool import ToolFailure, contained, load
 from stratasim.compute_layer.requests import Rejected, element_bytes, label
 from stratasim.compute_layer.timeloop.problem import conv2d, gemm
 from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
+from stratasim.kernel.operators import ConvShape, GemmShape
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ScaleSimCompute", "SystolicArray", "CONFIG"]
@@ -129,8 +130,8 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             raise Rejected(common_pb2.Error.FAILED_PRECONDITION, message, "backend")
         return tool
 
-    def _price(self, tool: ModuleType, layer: Gemm | Conv, device: SystolicArray, op: compute_pb2.OperatorDesc,
-               index: int) -> compute_pb2.OperatorCost:  # fmt: skip
+    def _price(self, tool: ModuleType, layer: GemmShape | ConvShape, device: SystolicArray,
+               op: compute_pb2.OperatorDesc, index: int) -> compute_pb2.OperatorCost:  # fmt: skip
         self._check_size(layer, device, op, index)
         size = element_bytes(op, index)
         header, row, batch, is_gemm = _topology(layer)
@@ -158,8 +159,10 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             bound=compute_pb2.MEMORY if stalls else compute_pb2.COMPUTE,
         )  # fmt: skip
 
-    def _check_size(self, layer: Gemm | Conv, device: SystolicArray, op: compute_pb2.OperatorDesc, index: int) -> None:
-        if isinstance(layer, Gemm):
+    def _check_size(
+        self, layer: GemmShape | ConvShape, device: SystolicArray, op: compute_pb2.OperatorDesc, index: int
+    ) -> None:
+        if isinstance(layer, GemmShape):
             problem = gemm(layer.m, layer.k, layer.n)
         else:
             problem = conv2d(layer.n, layer.k, layer.c, layer.p, layer.q, layer.r, layer.s, stride=layer.stride)
@@ -174,9 +177,9 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
 
 
-def _topology(layer: Gemm | Conv) -> tuple[str, str, int, bool]:
+def _topology(layer: GemmShape | ConvShape) -> tuple[str, str, int, bool]:
     """(header, row, batch multiplier, whether it is a GEMM topology) of SCALE-Sim's one-layer topology file."""
-    if isinstance(layer, Gemm):
+    if isinstance(layer, GemmShape):
         return "Layer, M, N, K", f"layer, {layer.m}, {layer.n}, {layer.k}", layer.batch, True
     if layer.n > 1:
         m, k = layer.n * layer.p * layer.q, layer.c * layer.r * layer.s

@@ -34,7 +34,8 @@ from types import ModuleType
 from typing import Any
 
 from stratasim.adapters._backend import ToolBackend
-from stratasim.adapters._tool import Conv, Gemm, ToolFailure, contained, load
+from stratasim.adapters._tool import ToolFailure, contained, load
+from stratasim.kernel.operators import ConvShape, GemmShape
 from stratasim.v1 import compute_pb2
 
 __all__ = ["ZigZagCompute", "EXAMPLES", "workload"]
@@ -53,9 +54,9 @@ EXAMPLES: dict[str, tuple[str, str]] = {
 _PRECISION = {"I": 8, "W": 8, "O": 16, "O_final": 8}
 
 
-def workload(layer: Gemm | Conv) -> list[dict[str, Any]]:
+def workload(layer: GemmShape | ConvShape) -> list[dict[str, Any]]:
     """ZigZag's one-layer workload (its yaml format, as data) of ``layer``; a GEMM's batch is left out."""
-    if isinstance(layer, Gemm):
+    if isinstance(layer, GemmShape):
         node: dict[str, Any] = {
             "operator_type": "Gemm",
             "equation": "O[d][k]+=I[d][c]*W[c][k]",
@@ -94,7 +95,7 @@ class ZigZagCompute(ToolBackend[str]):
     def _load(self) -> ModuleType:
         return load("zigzag.api", self.name, self.tool, self.extra)
 
-    def _price(self, tool: ModuleType, layer: Gemm | Conv, device: str, op: compute_pb2.OperatorDesc,
+    def _price(self, tool: ModuleType, layer: GemmShape | ConvShape, device: str, op: compute_pb2.OperatorDesc,
                index: int) -> compute_pb2.OperatorCost:  # fmt: skip
         hardware, mapping = EXAMPLES[device]
         inputs = Path(str(tool.__file__)).parent / "inputs"  # zigzag/api.py -> zigzag/inputs
@@ -104,7 +105,7 @@ class ZigZagCompute(ToolBackend[str]):
                 dump_folder=tmp, loma_show_progress_bar=False,
             )  # fmt: skip
             compute = _compute_cycles(cmes)
-        batch = layer.batch if isinstance(layer, Gemm) else 1
+        batch = layer.batch if isinstance(layer, GemmShape) else 1
         return compute_pb2.OperatorCost(
             duration_ps=batch * round(latency) * _PS_PER_CYCLE,
             energy_pj=batch * float(energy),

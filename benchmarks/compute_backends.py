@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         study.write_text(GPT3_LAYER, encoding="utf-8")
         ops = layer_operators(str(study))
     names = args.backend or [name for name in DEVICES if _available(name)]
-    gemms = [op for op in ops if op.kind == compute_pb2.GEMM]
+    gemms = [op for op in ops if operators.kind_of(op) == compute_pb2.GEMM]
     rows = [measure(name, gemms if name in GEMM_ONLY else ops) for name in names]
     print(json.dumps(rows, indent=2) if args.json else format_table(rows))
     return 0

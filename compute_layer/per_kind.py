@@ -6,14 +6,17 @@ its backend as one batch (in the order the operators came), and the costs are pu
 error from any part is the request's error, naming the backend it came from. The parts may be in-process
 backends or gRPC clients alike, so a split run gives the same numbers in-process and spawned.
 
-It takes built backends and is not in the registry: the study (``compute.per_kind``) builds it.
+It takes built backends and is not in the registry: the study (``compute.per_kind``) builds it. Its device
+facts are the routed backends' together: the least memory capacity any of them knows, since one NPU must hold
+its memory whichever model prices its operators.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from stratasim.kernel.contracts import ComputeBackend
+from stratasim.kernel.operators import kind_of
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["KIND_NAMES", "PerKindCompute", "kind_name"]
@@ -59,7 +62,7 @@ class PerKindCompute:
         parts: dict[int, list[int]] = {}  # backend id -> positions of the ops it prices
         chosen: dict[int, tuple[str, ComputeBackend]] = {}
         for index, op in enumerate(request.ops):
-            route = kind_name(op.kind)
+            route = kind_name(kind_of(op))
             backend = self._routes.get(route) or self._routes["*"]
             parts.setdefault(id(backend), []).append(index)
             chosen[id(backend)] = (route if route in self._routes else "*", backend)
@@ -76,10 +79,37 @@ class PerKindCompute:
                 costs[position] = cost
         return compute_pb2.EstimateResponse(costs=[cost for cost in costs if cost is not None])
 
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each device's facts from every routed backend: the least memory capacity any of them knows, else
+        unknown with every backend's reason; an error from any of them is the response's, naming it."""
+        answers: list[tuple[str, Sequence[compute_pb2.DeviceFacts]]] = []
+        for backend in self._backends:
+            response = backend.describe(request)
+            if response.HasField("error"):
+                error = common_pb2.Error()
+                error.CopyFrom(response.error)
+                error.message = f"{backend.name}: {error.message}"
+                return compute_pb2.DescribeResponse(error=error)
+            answers.append((backend.name, response.devices))
+        merged = [_merged(name, answers, index) for index, name in enumerate(request.devices)]
+        return compute_pb2.DescribeResponse(devices=merged)
+
     def close(self) -> None:
         """Close every routed backend."""
         for backend in self._backends:
             backend.close()
+
+
+def _merged(
+    device: str, answers: Sequence[tuple[str, Sequence[compute_pb2.DeviceFacts]]], index: int
+) -> compute_pb2.DeviceFacts:
+    """One device's facts from each backend's answer (``facts[index]``): the least known capacity, else why not."""
+    ours = [(name, facts[index]) for name, facts in answers]
+    known = [fact.memory_capacity_bytes for _, fact in ours if fact.HasField("memory_capacity_bytes")]
+    if known:
+        return compute_pb2.DeviceFacts(device=device, memory_capacity_bytes=min(known))
+    reasons = "; ".join(f"{name}: {fact.memory_capacity_unknown}" for name, fact in ours)
+    return compute_pb2.DeviceFacts(device=device, memory_capacity_unknown=reasons)
 
 
 def _renumbered(error: common_pb2.Error, backend: str, positions: list[int]) -> compute_pb2.EstimateResponse:

@@ -29,8 +29,9 @@ from fractions import Fraction
 from pathlib import Path
 
 from stratasim.compute_layer.profile_table import KIND_DIMS, Key, Measurement, ProfileTable, load_profile
+from stratasim.compute_layer.requests import described, unknown_capacity
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import dtype_name, signature
+from stratasim.kernel.operators import GemmShape, ShapeError, dtype_name, kind_name, kind_of, shape_of, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ProfileCompute"]
@@ -82,22 +83,33 @@ class ProfileCompute:
             costs.append(cost)
         return compute_pb2.EstimateResponse(costs=costs)
 
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each measured device's facts: its memory capacity is unknown, a profile holding kernel times only."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            if name.strip().lower() not in self.devices():
+                measured = ", ".join(self._table.device_names)
+                raise BackendError(f"unknown device {name!r}; the profile {self._table.source} measured {measured}")
+            return unknown_capacity(name, f"the profile {self._table.source} measures kernel times, not memory")
+
+        return described(request, facts)
+
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""
         self._cache.clear()
 
     def _price(self, device: str, op: compute_pb2.OperatorDesc) -> compute_pb2.OperatorCost:
-        kind_name = compute_pb2.OperatorKind.Name(op.kind).lower() if op.kind in KIND_DIMS else f"kind #{op.kind}"
-        what = f"{kind_name} {dtype_name(op.dtype)} on {device!r}"
-        if op.kind not in KIND_DIMS:
+        kind = kind_of(op)
+        what = f"{kind_name(kind)} {dtype_name(op.dtype)} on {device!r}"
+        if kind not in KIND_DIMS:
             raise _OutOfProfile(f"a profile cannot price {what}", common_pb2.Error.UNSUPPORTED)
-        key: Key = (device, op.kind, op.dtype)
+        key: Key = (device, kind, op.dtype)
         points = self._table.points.get(key)
         if points is None:
             measured = ", ".join(self._table.available(device)) or "nothing"
             raise _OutOfProfile(f"the profile {self._table.source} has no {what}; it measured {measured} there")
         dims = _dims_of(op)
-        names = KIND_DIMS[op.kind]
+        names = KIND_DIMS[kind]
         shape = ", ".join(f"{name}={value}" for name, value in zip(names, dims))
         time_ps, energy = _interpolate(points, dims, names, f"{what} with {shape}")
         duration = int(time_ps + Fraction(1, 2)) if time_ps >= 0 else 0  # round half up
@@ -119,17 +131,14 @@ def _error(code: common_pb2.Error.Code.ValueType, message: str, where: str) -> c
 
 
 def _dims_of(op: compute_pb2.OperatorDesc) -> tuple[int, ...]:
-    """The operator's dims in :data:`KIND_DIMS` order."""
-    shape = list(op.shape)
-    if op.kind == compute_pb2.GEMM:
-        batch, m, k, n = shape if len(shape) == 4 else [1, *shape] if len(shape) == 3 else [0, 0, 0, 0]
-        if not m:
-            raise _OutOfProfile(f"a gemm's shape is [M, K, N] or [B, M, K, N], got {shape}")
-        return batch, m, k, n
-    elements = 1
-    for dim in shape:
-        elements *= dim
-    return (elements,)
+    """The operator's dims in :data:`KIND_DIMS` order (a gemm or an element-wise operator's)."""
+    try:
+        shape = shape_of(op)
+    except ShapeError as exc:
+        raise _OutOfProfile(str(exc)) from None
+    if isinstance(shape, GemmShape):
+        return shape.batch, shape.m, shape.k, shape.n
+    return shape.dims()
 
 
 def _interpolate(

@@ -1,5 +1,6 @@
 """Reading a request's operators, for every compute backend: the wire error an unusable operator earns, the
-label messages call it by, and its shape checked against its kind.
+label messages call it by, and its shape (decoded by :func:`stratasim.kernel.operators.shape_of`) checked against the
+kinds the backend prices; and answering a request for device facts (:func:`described`).
 
 A backend raises :class:`Rejected` while pricing and returns ``rejected.error`` in its ``EstimateResponse``, so a
 bad operator is one clear error naming ``ops[i]`` and the field, never an exception on the wire.
@@ -7,20 +8,15 @@ bad operator is one clear error naming ``ops[i]`` and the field, never an except
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from types import MappingProxyType
+from collections.abc import Callable, Collection
 
-from stratasim.kernel.operators import dtype_bytes
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import OperatorKind, Shape, ShapeError, dtype_bytes, kind_name, kind_of, shape_of
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["Rejected", "label", "checked_shape", "element_bytes"]
+__all__ = ["Rejected", "label", "checked_shape", "element_bytes", "described", "unknown_capacity"]
 
-# Per kind: the shape lengths accepted (empty: any) and how a message describes them.
-_SHAPES: Mapping[int, tuple[tuple[int, ...], str]] = MappingProxyType({
-    compute_pb2.GEMM: ((3, 4), "[M, K, N] or [B, M, K, N]"),
-    compute_pb2.CONV: ((7, 8), "[N, K, C, P, Q, R, S] or [N, K, C, P, Q, R, S, stride]"),
-    compute_pb2.ELEMENTWISE: ((), "positive dimensions"),
-})  # fmt: skip
+_KINDS: tuple[OperatorKind, ...] = (compute_pb2.GEMM, compute_pb2.CONV, compute_pb2.ELEMENTWISE)
 
 
 class Rejected(Exception):
@@ -36,36 +32,28 @@ def label(op: compute_pb2.OperatorDesc, index: int) -> str:
     return f"ops[{index}]" + (f" ({op.name!r})" if op.name else "")
 
 
-def _kind_name(kind: int) -> str:
-    known = compute_pb2.OperatorKind.values()
-    return compute_pb2.OperatorKind.Name(compute_pb2.OperatorKind.ValueType(kind)) if kind in known else f"#{kind}"
-
-
 def checked_shape(
-    op: compute_pb2.OperatorDesc, index: int, backend: str, kinds: Collection[int] = tuple(_SHAPES)
-) -> list[int]:
-    """``op``'s shape, its optional entries filled in (a GEMM's batch first, a convolution's stride last).
+    op: compute_pb2.OperatorDesc, index: int, backend: str, kinds: Collection[OperatorKind] = _KINDS
+) -> Shape:
+    """``op``'s shape, its optional sizes filled in (a GEMM's batch, a convolution's stride).
 
     Raises :class:`Rejected`: UNSUPPORTED when ``backend`` does not price ``op``'s kind (``kinds``), and
-    INVALID_ARGUMENT when the shape has the wrong length for its kind or a size that is not positive.
+    INVALID_ARGUMENT when a size is not positive.
     """
-    if op.kind not in kinds or op.kind not in _SHAPES:
-        names = [_kind_name(kind) for kind in kinds]
+    kind = kind_of(op)
+    if kind not in kinds:
+        names = [kind_name(known).upper() for known in kinds]
         prices = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-        message = f"{label(op, index)}: the {backend} backend cannot cost operator kind {_kind_name(op.kind)}; it " \
-                  f"prices {prices}" + ("" if set(kinds) >= set(_SHAPES) else " (route others to another backend: "
-                                        "compute.per_kind)")  # fmt: skip
-        raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].kind")
-    shape = list(op.shape)
-    lengths, expected = _SHAPES[op.kind]
-    if not shape or min(shape) <= 0 or (lengths and len(shape) not in lengths):
-        message = f"{label(op, index)}: shape {shape} is not {expected} of positive sizes"
-        raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}].shape")
-    if op.kind == compute_pb2.GEMM and len(shape) == 3:
-        return [1, *shape]
-    if op.kind == compute_pb2.CONV and len(shape) == 7:
-        return [*shape, 1]
-    return shape
+        what = f"operator kind {kind_name(kind).upper()}" + (" (no shape)" if kind not in _KINDS else "")
+        message = f"{label(op, index)}: the {backend} backend cannot cost {what}; it prices {prices}" + (
+            "" if set(kinds) >= set(_KINDS) else " (route others to another backend: compute.per_kind)"
+        )
+        raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].shape")
+    try:
+        return shape_of(op)
+    except ShapeError as exc:
+        where = f"ops[{index}].{exc.field}"
+        raise Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label(op, index)}: {exc}", where) from None
 
 
 def element_bytes(op: compute_pb2.OperatorDesc, index: int) -> int:
@@ -74,3 +62,22 @@ def element_bytes(op: compute_pb2.OperatorDesc, index: int) -> int:
         return dtype_bytes(op.dtype)
     except ValueError as exc:
         raise Rejected(common_pb2.Error.INVALID_ARGUMENT, f"{label(op, index)}: {exc}", f"ops[{index}].dtype") from None
+
+
+def described(
+    request: compute_pb2.DescribeRequest, facts: Callable[[str], compute_pb2.DeviceFacts]
+) -> compute_pb2.DescribeResponse:
+    """``facts(name)`` for every device of ``request``; a device ``facts`` refuses (raising :class:`Rejected`,
+    ``BackendError`` or ``ValueError``, as device look-ups do) is the response's error."""
+    try:
+        return compute_pb2.DescribeResponse(devices=[facts(name) for name in request.devices])
+    except Rejected as rejected:
+        return compute_pb2.DescribeResponse(error=rejected.error)
+    except (BackendError, ValueError) as exc:
+        error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="devices")
+        return compute_pb2.DescribeResponse(error=error)
+
+
+def unknown_capacity(device: str, reason: str) -> compute_pb2.DeviceFacts:
+    """Facts of a device whose memory capacity the backend does not model, saying why."""
+    return compute_pb2.DeviceFacts(device=device, memory_capacity_unknown=reason)

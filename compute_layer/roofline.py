@@ -25,7 +25,7 @@ from fractions import Fraction
 
 from stratasim.compute_layer.devices import PRESETS, Device, calibrated, catalog, device
 from stratasim.compute_layer.efficiency import size_efficiency
-from stratasim.compute_layer.requests import Rejected, label
+from stratasim.compute_layer.requests import Rejected, described, label
 from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import dtype_name, signature
@@ -76,6 +76,15 @@ class RooflineCompute:
         except Rejected as rejected:
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each device's memory capacity (its HBM, from the datasheet); an unknown device is the error."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            found = device(name, self._devices)
+            return compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=found.memory_capacity)
+
+        return described(request, facts)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

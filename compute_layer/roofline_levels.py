@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from math import isqrt
 
 from stratasim.compute_layer.devices import Device
-from stratasim.kernel.operators import dtype_bytes
+from stratasim.kernel.operators import ConvShape, GemmShape, ShapeError, dtype_bytes, shape_of
 from stratasim.v1 import compute_pb2
 
 __all__ = ["GemmView", "gemm_view", "tiled_elements", "dram_bytes", "sram_bytes"]
@@ -63,19 +63,19 @@ class GemmView:
 
 
 def gemm_view(op: compute_pb2.OperatorDesc) -> GemmView | None:
-    """``op`` as matrix products: a GEMM as given, a CONV as its implicit GEMM; ``None`` for anything else."""
-    shape = list(op.shape)
-    if not shape or min(shape) <= 0:
+    """``op`` as matrix products: a GEMM as given, a CONV as its implicit GEMM; ``None`` for anything else (a
+    shapeless operator is priced by its totals alone)."""
+    try:
+        shape = shape_of(op)
+    except ShapeError:
         return None
-    if op.kind == compute_pb2.GEMM and len(shape) in (3, 4):
-        batch, m, k, n = shape if len(shape) == 4 else [1, *shape]
-        return GemmView(batch, m, k, n, m * k, k * n, m * n)
-    if op.kind == compute_pb2.CONV and len(shape) == 8:
-        images, filters, channels, p, q, r, s, stride = shape
-        height, width = (p - 1) * stride + r, (q - 1) * stride + s
-        pixels, window = images * p * q, channels * r * s
-        return GemmView(1, pixels, window, filters, images * channels * height * width, filters * window,
-                        pixels * filters)  # fmt: skip
+    if isinstance(shape, GemmShape):
+        m, k, n = shape.m, shape.k, shape.n
+        return GemmView(shape.batch, m, k, n, m * k, k * n, m * n)
+    if isinstance(shape, ConvShape):
+        pixels, window = shape.n * shape.p * shape.q, shape.c * shape.r * shape.s
+        return GemmView(1, pixels, window, shape.k, shape.n * shape.c * shape.height * shape.width, shape.k * window,
+                        pixels * shape.k)  # fmt: skip
     return None
 
 

@@ -1,7 +1,7 @@
 """The ``timeloop`` compute backend: each operator priced by the best mapping the mapper finds.
 
-GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``, so attention's batched products too), convolutions
-(``shape = [N, K, C, P, Q, R, S, stride]``) and element-wise operators are read from the wire.
+GEMMs (batched too, so attention's products), convolutions and element-wise operators are read from the wire
+by :func:`~stratasim.compute_layer.requests.checked_shape`.
 
     duration_ps = ceil(cycles · 10^12 / clock_hz)
 
@@ -13,16 +13,15 @@ the cycles and ``MEMORY`` when a level's bandwidth does.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from math import prod
 
-from stratasim.compute_layer.requests import Rejected, checked_shape, element_bytes, label
+from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
 from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
 from stratasim.compute_layer.timeloop.analysis import Evaluation
 from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, search
 from stratasim.compute_layer.timeloop.mapping import MappingError
 from stratasim.compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import signature
+from stratasim.kernel.operators import ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["TimeloopCompute", "problem_of"]
@@ -32,13 +31,11 @@ _INT64_MAX = 2**63 - 1
 def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
     """The loop nest of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it has none."""
     shape = checked_shape(op, index, "timeloop")
-    if op.kind == compute_pb2.GEMM:
-        batch, m, k, n = shape
-        return gemm(m, k, n, batch=batch)
-    if op.kind == compute_pb2.CONV:
-        n, k, c, p, q, r, s, stride = shape
-        return conv2d(n, k, c, p, q, r, s, stride=stride)
-    elements = prod(shape)
+    if isinstance(shape, GemmShape):
+        return gemm(shape.m, shape.k, shape.n, batch=shape.batch)
+    if isinstance(shape, ConvShape):
+        return conv2d(shape.n, shape.k, shape.c, shape.p, shape.q, shape.r, shape.s, stride=shape.stride)
+    elements = shape.elements
     size = element_bytes(op, index)
     inputs = max(0, op.bytes // (elements * size) - 1) if op.bytes else 1
     points = elements * max(1, inputs)
@@ -98,6 +95,15 @@ class TimeloopCompute:
             raise BackendError(rejected.error.message) from None
         acc = accelerator(device, self._table)
         return search(problem, acc, self._objective, samples=self._samples, seed=self._seed)
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each accelerator's facts: its memory capacity is unknown, its outermost level being unbounded."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            outermost = accelerator(name, self._table).levels[-1].name
+            return unknown_capacity(name, f"the timeloop model's outermost storage level ({outermost!r}) is unbounded")
+
+        return described(request, facts)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

@@ -1,7 +1,7 @@
 """The ``wafer`` compute backend: operators on PALM-style tiled / wafer-scale accelerators.
 
-GEMMs (``shape = [M, K, N]`` or ``[B, M, K, N]``), convolutions (``[N, K, C, P, Q, R, S]`` with an optional
-``stride``) and element-wise operators (``shape`` = dims, with ``flops`` and ``bytes`` filled) are priced by
+GEMMs (batched too), convolutions and element-wise operators (their element count, with ``flops`` and ``bytes``
+filled), as :func:`~stratasim.compute_layer.requests.checked_shape` decodes them, are priced by
 :func:`~stratasim.compute_layer.wafer.model.plan`: the fastest split over the wafer's cores, PALM's SRAM strategy for
 each core's share, and the DRAM traffic through the contended edge channels and NoC.
 
@@ -15,14 +15,13 @@ does. PALM has no energy model; ``energy_pj`` is the FLOPs and the bytes of ever
 from __future__ import annotations
 
 from collections.abc import Iterable
-from math import prod
 
-from stratasim.compute_layer.requests import Rejected, checked_shape, element_bytes, label
+from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
 from stratasim.compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
 from stratasim.compute_layer.wafer.model import Plan, plan
 from stratasim.compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import dtype_name, signature
+from stratasim.kernel.operators import ConvShape, GemmShape, dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["WaferCompute", "shape_of"]
@@ -34,13 +33,11 @@ def shape_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Shape:
     """What the splitter needs of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it is unusable."""
     shape = checked_shape(op, index, "wafer")
     element = element_bytes(op, index)
-    if op.kind == compute_pb2.GEMM:
-        batch, m, k, n = shape
-        return Gemm(batch, m, k, n, element)
-    if op.kind == compute_pb2.CONV:
-        n, k, c, p, q, r, s, stride = shape
-        return Conv(n, k, c, p, q, r, s, stride, element)
-    return Elementwise(prod(shape), op.flops, op.bytes, element)
+    if isinstance(shape, GemmShape):
+        return Gemm(shape.batch, shape.m, shape.k, shape.n, element)
+    if isinstance(shape, ConvShape):
+        return Conv(shape.n, shape.k, shape.c, shape.p, shape.q, shape.r, shape.s, shape.stride, element)
+    return Elementwise(shape.elements, op.flops, op.bytes, element)
 
 
 class WaferCompute:
@@ -84,6 +81,16 @@ class WaferCompute:
             return _plan(0, op, wafer(device, self._table))
         except Rejected as rejected:
             raise BackendError(rejected.error.message) from None
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each wafer's facts: its memory capacity is unknown, PALM modelling the edge DRAM's bandwidth only (its
+        SRAM holds tiles of operators, not what an NPU keeps)."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            wafer(name, self._table)
+            return unknown_capacity(name, "the wafer model gives edge DRAM a bandwidth, not a capacity")
+
+        return described(request, facts)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

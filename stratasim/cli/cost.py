@@ -102,8 +102,8 @@ def price(
 
 
 def _describe(op: compute_pb2.OperatorDesc) -> str:
-    kind = compute_pb2.OperatorKind.Name(op.kind).lower()
-    return f"{kind} {list(op.shape)} {operators.dtype_name(op.dtype)}: {op.flops:,} FLOPs, {format_bytes(op.bytes)}"
+    kind, shape = operators.kind_name(operators.kind_of(op)), operators.shape_of(op)
+    return f"{kind} {list(shape.dims())} {operators.dtype_name(op.dtype)}: {op.flops:,} FLOPs, {format_bytes(op.bytes)}"
 
 
 def to_dict(op: compute_pb2.OperatorDesc, device: str, results: Sequence[BackendCost]) -> dict[str, Any]:
@@ -124,8 +124,8 @@ def to_dict(op: compute_pb2.OperatorDesc, device: str, results: Sequence[Backend
             "traffic": {entry.level: entry.bytes for entry in cost.traffic},
         })  # fmt: skip
     operator = {
-        "kind": compute_pb2.OperatorKind.Name(op.kind).lower(),
-        "shape": list(op.shape),
+        "kind": operators.kind_name(operators.kind_of(op)),
+        "shape": list(operators.shape_of(op).dims()),
         "dtype": operators.dtype_name(op.dtype),
         "flops": op.flops,
         "bytes": op.bytes,

@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 @runtime_checkable
@@ -84,6 +84,11 @@ class ComputeBackend(Protocol):
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of the request; unknown devices or operators come back as ``error``."""
+        ...
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """What the engine needs to know of each device (its memory capacity, or why it is unknown); an unknown
+        device comes back as ``error``."""
         ...
 
     def close(self) -> None:

@@ -3,24 +3,48 @@
 A builder returns a :class:`~stratasim.v1.compute_pb2.OperatorDesc` whose ``flops`` (floating-point or
 integer operations, a multiply-add counting as two) and ``bytes`` (the least main-memory traffic: every input
 read once and every output written once) are already computed, so a backend that only understands totals
-(roofline) never needs to know the operator kind. Richer backends read ``kind`` and ``shape`` instead.
-A new operator kind is added by declaring it in ``proto/stratasim/v1/compute.proto`` and writing a builder
-here that fills the same two totals.
+(roofline) never needs to know the operator kind. Richer backends read the shape, through the one decoder
+:func:`shape_of`: the case of the descriptor's ``shape`` oneof is the kind, and its fields are named sizes.
+A new operator kind is added by declaring its shape message in ``proto/stratasim/v1/compute.proto``, writing a
+builder here that fills the same two totals and teaching :func:`shape_of` to read it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from math import prod
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import ClassVar, TypeAlias
 
 from stratasim.v1 import compute_pb2
 
-__all__ = ["DType", "DTYPES", "dtype_bytes", "dtype_name", "parse_dtype", "gemm", "conv2d", "elementwise", "signature"]
+__all__ = [
+    "DType",
+    "DTYPES",
+    "dtype_bytes",
+    "dtype_name",
+    "parse_dtype",
+    "gemm",
+    "conv2d",
+    "elementwise",
+    "signature",
+    "OperatorKind",
+    "kind_of",
+    "kind_name",
+    "GemmShape",
+    "ConvShape",
+    "ElementwiseShape",
+    "Shape",
+    "ShapeError",
+    "shape_of",
+]
 
 DType: TypeAlias = compute_pb2.DType.ValueType
 """A value of the ``stratasim.v1.DType`` enum, e.g. ``compute_pb2.BF16``."""
+
+OperatorKind: TypeAlias = compute_pb2.OperatorKind.ValueType
+"""A value of the ``stratasim.v1.OperatorKind`` enum, e.g. ``compute_pb2.GEMM``."""
 
 # Storage size of one element in bytes; TF32 values live in 32-bit registers and memory.
 _DTYPE_BYTES: MappingProxyType[DType, int] = MappingProxyType(
@@ -83,12 +107,17 @@ def _non_negative(argument: str, value: int) -> int:
 
 
 def _describe(
-    kind: compute_pb2.OperatorKind.ValueType, shape: list[int], dtype: DType, flops: int, size: int, name: str
+    field: str, sizes: dict[str, int], dtype: DType, flops: int, size: int, name: str
 ) -> compute_pb2.OperatorDesc:
+    """A descriptor whose ``shape`` is its ``field`` case with ``sizes`` (a zero size is left unset)."""
     if flops > _UINT64_MAX or size > _UINT64_MAX:
-        label = name or compute_pb2.OperatorKind.Name(kind).lower()
-        raise ValueError(f"operator {label!r} is too large: {flops} FLOPs and {size} bytes must fit in 64 bits")
-    return compute_pb2.OperatorDesc(kind=kind, shape=shape, dtype=dtype, flops=flops, bytes=size, name=name)
+        raise ValueError(f"operator {name or field!r} is too large: {flops} FLOPs and {size} bytes must fit in 64 bits")
+    op = compute_pb2.OperatorDesc(dtype=dtype, flops=flops, bytes=size, name=name)
+    shape = getattr(op, field)
+    shape.SetInParent()
+    for key, value in sizes.items():
+        setattr(shape, key, value)
+    return op
 
 
 def gemm(
@@ -97,16 +126,15 @@ def gemm(
     """A (batched) matrix product ``[B, M, K] x [B, K, N] -> [B, M, N]``.
 
     FLOPs = 2·B·M·K·N (one multiply and one add per term); bytes = B·(M·K + K·N + M·N)·element size, reading
-    both inputs and writing the output once. ``shape`` is ``[M, K, N]``, with a leading ``B`` only when
-    ``batch`` is not 1, so equal operators have equal signatures.
+    both inputs and writing the output once. ``batch`` is left unset when it is 1, so equal operators have
+    equal signatures.
     """
     for argument, value in (("m", m), ("k", k), ("n", n), ("batch", batch)):
         _positive(argument, value)
     size = dtype_bytes(dtype)
-    shape = [m, k, n] if batch == 1 else [batch, m, k, n]
     flops = 2 * batch * m * k * n
     traffic = batch * (m * k + k * n + m * n) * size
-    return _describe(compute_pb2.GEMM, shape, dtype, flops, traffic, name)
+    return _describe("gemm", {"m": m, "k": k, "n": n, "batch": 0 if batch == 1 else batch}, dtype, flops, traffic, name)
 
 
 def conv2d(
@@ -124,7 +152,8 @@ def conv2d(
     """A 2-D convolution of ``N`` ``C``-channel images with ``K`` ``R x S`` filters into ``P x Q`` outputs.
 
     FLOPs = 2·N·K·C·P·Q·R·S; bytes = (N·C·H·W + K·C·R·S + N·K·P·Q)·element size with the unpadded input
-    H = (P - 1)·stride + R rows and W = (Q - 1)·stride + S columns. ``shape`` is ``[N, K, C, P, Q, R, S, stride]``.
+    H = (P - 1)·stride + R rows and W = (Q - 1)·stride + S columns. ``stride`` is left unset when it is 1, so
+    equal operators have equal signatures.
     """
     sizes = (("n", n), ("k", k), ("c", c), ("p", p), ("q", q), ("r", r), ("s", s), ("stride", stride))
     for argument, value in sizes:
@@ -132,7 +161,8 @@ def conv2d(
     height, width = (p - 1) * stride + r, (q - 1) * stride + s
     flops = 2 * n * k * c * p * q * r * s
     traffic = (n * c * height * width + k * c * r * s + n * k * p * q) * dtype_bytes(dtype)
-    return _describe(compute_pb2.CONV, [value for _, value in sizes], dtype, flops, traffic, name)
+    shape = dict(sizes) | {"stride": 0 if stride == 1 else stride}
+    return _describe("conv", shape, dtype, flops, traffic, name)
 
 
 def elementwise(
@@ -145,7 +175,8 @@ def elementwise(
     """An operator producing one output element per element of ``shape`` from ``inputs`` same-shaped tensors.
 
     FLOPs = elements·``flops_per_element``; bytes = elements·(``inputs`` + 1)·element size (each input read
-    once, the output written once). ``inputs=0`` describes a fill; ``flops_per_element=0`` a copy.
+    once, the output written once). ``inputs=0`` describes a fill; ``flops_per_element=0`` a copy. The wire
+    carries the element count, all that prices the operator.
     """
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not shape:
         raise ValueError(f"shape must be a non-empty sequence of positive integers, got {shape!r}")
@@ -154,11 +185,131 @@ def elementwise(
     _non_negative("inputs", inputs)
     size = dtype_bytes(dtype)
     elements = prod(dims)
-    return _describe(
-        compute_pb2.ELEMENTWISE, dims, dtype, elements * flops_per_element, elements * (inputs + 1) * size, name
-    )
+    flops = elements * flops_per_element
+    return _describe("elementwise", {"elements": elements}, dtype, flops, elements * (inputs + 1) * size, name)
 
 
 def signature(op: compute_pb2.OperatorDesc) -> bytes:
     """A deterministic serialization of ``op``, equal for equal operators: the key compute results are cached by."""
     return op.SerializeToString(deterministic=True)
+
+
+# The case of the descriptor's ``shape`` oneof for each kind.
+_KINDS: MappingProxyType[str, OperatorKind] = MappingProxyType(
+    {"gemm": compute_pb2.GEMM, "conv": compute_pb2.CONV, "elementwise": compute_pb2.ELEMENTWISE}
+)
+
+
+def kind_of(op: compute_pb2.OperatorDesc) -> OperatorKind:
+    """``op``'s kind: which shape it carries (``OPERATOR_KIND_UNSPECIFIED`` when none, e.g. a bare FLOP count)."""
+    case = op.WhichOneof("shape")
+    return compute_pb2.OPERATOR_KIND_UNSPECIFIED if case is None else _KINDS[case]
+
+
+def kind_name(kind: OperatorKind) -> str:
+    """The lower-case name of a kind for messages and tables (``"gemm"``); never raises, even for unknown values."""
+    if kind in compute_pb2.OperatorKind.values():
+        return compute_pb2.OperatorKind.Name(kind).lower()
+    return f"kind #{kind}"
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """``batch`` matrix products ``[m, k] x [k, n] -> [m, n]``."""
+
+    kind: ClassVar[OperatorKind] = compute_pb2.GEMM
+    batch: int
+    m: int
+    k: int
+    n: int
+
+    def dims(self) -> tuple[int, ...]:
+        """``(M, K, N)``, with a leading batch when it is not 1: how tables print it."""
+        return (self.m, self.k, self.n) if self.batch == 1 else (self.batch, self.m, self.k, self.n)
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """``n`` images of ``c`` channels convolved with ``k`` ``r x s`` filters into ``p x q`` outputs, unpadded."""
+
+    kind: ClassVar[OperatorKind] = compute_pb2.CONV
+    n: int
+    k: int
+    c: int
+    p: int
+    q: int
+    r: int
+    s: int
+    stride: int
+
+    @property
+    def height(self) -> int:
+        """Input rows, (P - 1)·stride + R."""
+        return (self.p - 1) * self.stride + self.r
+
+    @property
+    def width(self) -> int:
+        """Input columns, (Q - 1)·stride + S."""
+        return (self.q - 1) * self.stride + self.s
+
+    def dims(self) -> tuple[int, ...]:
+        """``(N, K, C, P, Q, R, S, stride)``: how tables print it."""
+        return (self.n, self.k, self.c, self.p, self.q, self.r, self.s, self.stride)
+
+
+@dataclass(frozen=True)
+class ElementwiseShape:
+    """An operator producing one output element per input element, ``elements`` of them."""
+
+    kind: ClassVar[OperatorKind] = compute_pb2.ELEMENTWISE
+    elements: int
+
+    def dims(self) -> tuple[int, ...]:
+        """``(elements,)``: how tables print it."""
+        return (self.elements,)
+
+
+Shape: TypeAlias = GemmShape | ConvShape | ElementwiseShape
+"""An operator's sizes as :func:`shape_of` decodes them, optional fields filled in."""
+
+
+class ShapeError(ValueError):
+    """An operator whose shape cannot be read; ``field`` names where, relative to the descriptor (``gemm.k``)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _sizes(
+    message: compute_pb2.GemmShape | compute_pb2.ConvShape | compute_pb2.ElementwiseShape,
+    field: str,
+    names: str,
+    **defaults: int,
+) -> list[int]:
+    """The named fields of ``message``, an unset optional one (``defaults``) replaced by its value."""
+    sizes = []
+    for name in names.split():
+        value = getattr(message, name) or defaults.get(name, 0)
+        if value <= 0:
+            raise ShapeError(f"{field}.{name} must be a positive size, got {value}", f"{field}.{name}")
+        sizes.append(value)
+    return sizes
+
+
+def shape_of(op: compute_pb2.OperatorDesc) -> Shape:
+    """``op``'s shape with its optional fields filled in (a GEMM's batch and a convolution's stride: 1).
+
+    Raises :class:`ShapeError` when ``op`` carries no shape or a size that is not positive. Every reader of
+    operator shapes (compute backends, adapters, reports) goes through here.
+    """
+    case = op.WhichOneof("shape")
+    if case == "gemm":
+        batch, m, k, n = _sizes(op.gemm, case, "batch m k n", batch=1)
+        return GemmShape(batch, m, k, n)
+    if case == "conv":
+        return ConvShape(*_sizes(op.conv, case, "n k c p q r s stride", stride=1))
+    if case == "elementwise":
+        (elements,) = _sizes(op.elementwise, case, "elements")
+        return ElementwiseShape(elements)
+    raise ShapeError("the operator carries no shape (gemm, conv or elementwise)", "shape")

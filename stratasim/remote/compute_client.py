@@ -59,6 +59,13 @@ class ComputeClient:
             _wire.raise_error(response.error, _LAYER, self._endpoint)
         return response
 
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """The remote backend's facts of each device, in one call."""
+        response: compute_pb2.DescribeResponse = self._call(self._stub.Describe, request)
+        if response.HasField("error") and _wire.was_raised(response.error):
+            _wire.raise_error(response.error, _LAYER, self._endpoint)
+        return response
+
     def close(self) -> None:
         """Close the channel; safe to call more than once."""
         self._closed = True

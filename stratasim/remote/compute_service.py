@@ -55,6 +55,16 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
         except Exception as exc:
             return compute_pb2.EstimateResponse(error=_wire.error_from_exception(exc))
 
+    def Describe(  # noqa: N802 - the name is fixed by the generated servicer
+        self, request: compute_pb2.DescribeRequest, context: grpc.ServicerContext
+    ) -> compute_pb2.DescribeResponse:
+        """The backend's device facts; an exception of the backend comes back as the response's structured error."""
+        try:
+            with self._lock:
+                return self._instance.describe(request)
+        except Exception as exc:
+            return compute_pb2.DescribeResponse(error=_wire.error_from_exception(exc))
+
     def close(self) -> None:
         """Close the backend once the server has stopped."""
         self._instance.close()

@@ -27,6 +27,7 @@ from stratasim.kernel.contracts import (
 from stratasim.kernel.errors import BackendError, SimulationError, WorkloadError
 from stratasim.report.report import Report
 from stratasim.kernel.units import format_bytes, format_time_ps
+from stratasim.v1 import compute_pb2
 
 __all__ = ["prepare_workload", "check_study", "run_study"]
 
@@ -106,10 +107,12 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
         network, backends["network"] = _open("network", study.network, stack)
         compute: ComputeBackend | None = None
         device = ""
+        facts = None
         if study.compute is not None:
             compute, backends["compute"] = _open("compute", study.compute, stack)
             _check_device(compute, study.compute)
             device = study.compute.device
+            facts = _device_facts(compute, study.compute)
         started = time.perf_counter()
         result = system_layer.simulate(
             graphs,
@@ -124,7 +127,7 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
             record_trace=record_trace,
         )
         wall_seconds = time.perf_counter() - started
-    warnings = _check_memory(study, result)
+    warnings = _check_memory(study, result, facts)
     serving = None
     if isinstance(source, ServingWorkload):
         serving = source.serving_figures(result.milestones, result.total_time_ps)
@@ -142,23 +145,35 @@ def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | 
     return None if representatives is None else tuple(representatives)
 
 
-def memory_capacity(study: Study) -> int | None:
-    """Bytes each NPU may hold: ``system.memory_capacity``, else the roofline preset device's, else unknown."""
+def _device_facts(compute: ComputeBackend, section: StudyCompute) -> compute_pb2.DeviceFacts:
+    """What the compute backend says of the study's device (asked once, before the run)."""
+    response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device]))
+    if response.HasField("error"):
+        raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
+    return response.devices[0]
+
+
+def memory_capacity(study: Study, facts: compute_pb2.DeviceFacts | None) -> tuple[int | None, str]:
+    """Bytes each NPU may hold — ``system.memory_capacity``, else the compute backend's answer for the device
+    (``facts``) — and, when neither says, None with why not."""
     if study.system.memory_capacity is not None:
-        return int(study.system.memory_capacity)
-    section = study.compute
-    if section is None or section.backend != "roofline":
-        return None
-    from stratasim.compute_layer.devices import PRESETS  # the composition root may know the in-process catalogue
-
-    preset = PRESETS.get(section.device)
-    return None if preset is None else preset.memory_capacity
+        return int(study.system.memory_capacity), ""
+    if facts is None:
+        return None, "the study has no compute section to say the device's memory capacity"
+    if facts.HasField("memory_capacity_bytes"):
+        return facts.memory_capacity_bytes, ""
+    return None, f"the compute backend does not know {facts.device!r}'s capacity ({facts.memory_capacity_unknown})"
 
 
-def _check_memory(study: Study, result: system_layer.SimulationResult) -> tuple[str, ...]:
-    """Fail (or warn, with ``system.over_capacity: warn``) when an NPU's peak memory exceeds its capacity."""
-    capacity = memory_capacity(study)
+def _check_memory(
+    study: Study, result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None
+) -> tuple[str, ...]:
+    """Fail (or warn, with ``system.over_capacity: warn``) when an NPU's peak memory exceeds its capacity; warn
+    that memory went unchecked when the workload holds memory but no capacity is known."""
+    capacity, unknown = memory_capacity(study, facts)
     if capacity is None:
+        if any(npu.peak_memory_bytes for npu in result.per_npu):
+            return (f"memory not checked: {unknown}; set system.memory_capacity to check it",)
         return ()
     over = [npu for npu in result.per_npu if npu.peak_memory_bytes > capacity]
     if not over:

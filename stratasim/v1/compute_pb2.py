@@ -25,31 +25,43 @@ _sym_db = _symbol_database.Default()
 from stratasim.v1 import common_pb2 as stratasim_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astratasim/v1/compute.proto\x12\x0cstratasim.v1\x1a\x19stratasim/v1/common.proto\"\x97\x01\n\x0cOperatorDesc\x12(\n\x04kind\x18\x01 \x01(\x0e\x32\x1a.stratasim.v1.OperatorKind\x12\r\n\x05shape\x18\x02 \x03(\x04\x12\"\n\x05\x64type\x18\x03 \x01(\x0e\x32\x13.stratasim.v1.DType\x12\r\n\x05\x66lops\x18\x04 \x01(\x04\x12\r\n\x05\x62ytes\x18\x05 \x01(\x04\x12\x0c\n\x04name\x18\x06 \x01(\t\"-\n\rMemoryTraffic\x12\r\n\x05level\x18\x01 \x01(\t\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\"\x88\x01\n\x0cOperatorCost\x12\x13\n\x0b\x64uration_ps\x18\x01 \x01(\x03\x12\x11\n\tenergy_pj\x18\x02 \x01(\x01\x12,\n\x07traffic\x18\x03 \x03(\x0b\x32\x1b.stratasim.v1.MemoryTraffic\x12\"\n\x05\x62ound\x18\x04 \x01(\x0e\x32\x13.stratasim.v1.Bound\"y\n\x0b\x43\x61libration\x12\x1a\n\x12\x63ompute_efficiency\x18\x01 \x01(\x01\x12\x19\n\x11memory_efficiency\x18\x02 \x01(\x01\x12\x1a\n\x12launch_overhead_ps\x18\x03 \x01(\x03\x12\x17\n\x0fsize_efficiency\x18\x04 \x01(\x08\"z\n\x0f\x45stimateRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\'\n\x03ops\x18\x02 \x03(\x0b\x32\x1a.stratasim.v1.OperatorDesc\x12.\n\x0b\x63\x61libration\x18\x03 \x01(\x0b\x32\x19.stratasim.v1.Calibration\"a\n\x10\x45stimateResponse\x12)\n\x05\x63osts\x18\x01 \x03(\x0b\x32\x1a.stratasim.v1.OperatorCost\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.stratasim.v1.Error*c\n\x05\x44Type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x08\n\x04\x46P32\x10\x01\x12\x08\n\x04\x46P16\x10\x02\x12\x08\n\x04\x42\x46\x31\x36\x10\x03\x12\x07\n\x03\x46P8\x10\x04\x12\x08\n\x04INT8\x10\x05\x12\x08\n\x04\x46P64\x10\x06\x12\x08\n\x04TF32\x10\x07*R\n\x0cOperatorKind\x12\x1d\n\x19OPERATOR_KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04GEMM\x10\x01\x12\x0f\n\x0b\x45LEMENTWISE\x10\x02\x12\x08\n\x04\x43ONV\x10\x03*N\n\x05\x42ound\x12\x15\n\x11\x42OUND_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x43OMPUTE\x10\x01\x12\n\n\x06MEMORY\x10\x02\x12\x0b\n\x07NETWORK\x10\x03\x12\x08\n\x04SRAM\x10\x04\x32\x96\x01\n\x0e\x43omputeService\x12\x39\n\x05Hello\x12\x17.stratasim.v1.Handshake\x1a\x17.stratasim.v1.Handshake\x12I\n\x08\x45stimate\x12\x1d.stratasim.v1.EstimateRequest\x1a\x1e.stratasim.v1.EstimateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astratasim/v1/compute.proto\x12\x0cstratasim.v1\x1a\x19stratasim/v1/common.proto\";\n\tGemmShape\x12\t\n\x01m\x18\x01 \x01(\x04\x12\t\n\x01k\x18\x02 \x01(\x04\x12\t\n\x01n\x18\x03 \x01(\x04\x12\r\n\x05\x62\x61tch\x18\x04 \x01(\x04\"h\n\tConvShape\x12\t\n\x01n\x18\x01 \x01(\x04\x12\t\n\x01k\x18\x02 \x01(\x04\x12\t\n\x01\x63\x18\x03 \x01(\x04\x12\t\n\x01p\x18\x04 \x01(\x04\x12\t\n\x01q\x18\x05 \x01(\x04\x12\t\n\x01r\x18\x06 \x01(\x04\x12\t\n\x01s\x18\x07 \x01(\x04\x12\x0e\n\x06stride\x18\x08 \x01(\x04\"$\n\x10\x45lementwiseShape\x12\x10\n\x08\x65lements\x18\x01 \x01(\x04\"\x82\x02\n\x0cOperatorDesc\x12\'\n\x04gemm\x18\x07 \x01(\x0b\x32\x17.stratasim.v1.GemmShapeH\x00\x12\'\n\x04\x63onv\x18\x08 \x01(\x0b\x32\x17.stratasim.v1.ConvShapeH\x00\x12\x35\n\x0b\x65lementwise\x18\t \x01(\x0b\x32\x1e.stratasim.v1.ElementwiseShapeH\x00\x12\"\n\x05\x64type\x18\x03 \x01(\x0e\x32\x13.stratasim.v1.DType\x12\r\n\x05\x66lops\x18\x04 \x01(\x04\x12\r\n\x05\x62ytes\x18\x05 \x01(\x04\x12\x0c\n\x04name\x18\x06 \x01(\tB\x07\n\x05shapeJ\x04\x08\x01\x10\x02J\x04\x08\x02\x10\x03R\x04kind\"-\n\rMemoryTraffic\x12\r\n\x05level\x18\x01 \x01(\t\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\"\x88\x01\n\x0cOperatorCost\x12\x13\n\x0b\x64uration_ps\x18\x01 \x01(\x03\x12\x11\n\tenergy_pj\x18\x02 \x01(\x01\x12,\n\x07traffic\x18\x03 \x03(\x0b\x32\x1b.stratasim.v1.MemoryTraffic\x12\"\n\x05\x62ound\x18\x04 \x01(\x0e\x32\x13.stratasim.v1.Bound\"y\n\x0b\x43\x61libration\x12\x1a\n\x12\x63ompute_efficiency\x18\x01 \x01(\x01\x12\x19\n\x11memory_efficiency\x18\x02 \x01(\x01\x12\x1a\n\x12launch_overhead_ps\x18\x03 \x01(\x03\x12\x17\n\x0fsize_efficiency\x18\x04 \x01(\x08\"z\n\x0f\x45stimateRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\'\n\x03ops\x18\x02 \x03(\x0b\x32\x1a.stratasim.v1.OperatorDesc\x12.\n\x0b\x63\x61libration\x18\x03 \x01(\x0b\x32\x19.stratasim.v1.Calibration\"a\n\x10\x45stimateResponse\x12)\n\x05\x63osts\x18\x01 \x03(\x0b\x32\x1a.stratasim.v1.OperatorCost\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.stratasim.v1.Error\"|\n\x0b\x44\x65viceFacts\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\"\n\x15memory_capacity_bytes\x18\x02 \x01(\x04H\x00\x88\x01\x01\x12\x1f\n\x17memory_capacity_unknown\x18\x03 \x01(\tB\x18\n\x16_memory_capacity_bytes\"\"\n\x0f\x44\x65scribeRequest\x12\x0f\n\x07\x64\x65vices\x18\x01 \x03(\t\"b\n\x10\x44\x65scribeResponse\x12*\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x19.stratasim.v1.DeviceFacts\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.stratasim.v1.Error*c\n\x05\x44Type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x08\n\x04\x46P32\x10\x01\x12\x08\n\x04\x46P16\x10\x02\x12\x08\n\x04\x42\x46\x31\x36\x10\x03\x12\x07\n\x03\x46P8\x10\x04\x12\x08\n\x04INT8\x10\x05\x12\x08\n\x04\x46P64\x10\x06\x12\x08\n\x04TF32\x10\x07*R\n\x0cOperatorKind\x12\x1d\n\x19OPERATOR_KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04GEMM\x10\x01\x12\x0f\n\x0b\x45LEMENTWISE\x10\x02\x12\x08\n\x04\x43ONV\x10\x03*N\n\x05\x42ound\x12\x15\n\x11\x42OUND_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x43OMPUTE\x10\x01\x12\n\n\x06MEMORY\x10\x02\x12\x0b\n\x07NETWORK\x10\x03\x12\x08\n\x04SRAM\x10\x04\x32\xe1\x01\n\x0e\x43omputeService\x12\x39\n\x05Hello\x12\x17.stratasim.v1.Handshake\x1a\x17.stratasim.v1.Handshake\x12I\n\x08\x45stimate\x12\x1d.stratasim.v1.EstimateRequest\x1a\x1e.stratasim.v1.EstimateResponse\x12I\n\x08\x44\x65scribe\x12\x1d.stratasim.v1.DescribeRequest\x1a\x1e.stratasim.v1.DescribeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'stratasim.v1.compute_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DTYPE']._serialized_start=757
-  _globals['_DTYPE']._serialized_end=856
-  _globals['_OPERATORKIND']._serialized_start=858
-  _globals['_OPERATORKIND']._serialized_end=940
-  _globals['_BOUND']._serialized_start=942
-  _globals['_BOUND']._serialized_end=1020
-  _globals['_OPERATORDESC']._serialized_start=72
-  _globals['_OPERATORDESC']._serialized_end=223
-  _globals['_MEMORYTRAFFIC']._serialized_start=225
-  _globals['_MEMORYTRAFFIC']._serialized_end=270
-  _globals['_OPERATORCOST']._serialized_start=273
-  _globals['_OPERATORCOST']._serialized_end=409
-  _globals['_CALIBRATION']._serialized_start=411
-  _globals['_CALIBRATION']._serialized_end=532
-  _globals['_ESTIMATEREQUEST']._serialized_start=534
-  _globals['_ESTIMATEREQUEST']._serialized_end=656
-  _globals['_ESTIMATERESPONSE']._serialized_start=658
-  _globals['_ESTIMATERESPONSE']._serialized_end=755
-  _globals['_COMPUTESERVICE']._serialized_start=1023
-  _globals['_COMPUTESERVICE']._serialized_end=1173
+  _globals['_DTYPE']._serialized_start=1331
+  _globals['_DTYPE']._serialized_end=1430
+  _globals['_OPERATORKIND']._serialized_start=1432
+  _globals['_OPERATORKIND']._serialized_end=1514
+  _globals['_BOUND']._serialized_start=1516
+  _globals['_BOUND']._serialized_end=1594
+  _globals['_GEMMSHAPE']._serialized_start=71
+  _globals['_GEMMSHAPE']._serialized_end=130
+  _globals['_CONVSHAPE']._serialized_start=132
+  _globals['_CONVSHAPE']._serialized_end=236
+  _globals['_ELEMENTWISESHAPE']._serialized_start=238
+  _globals['_ELEMENTWISESHAPE']._serialized_end=274
+  _globals['_OPERATORDESC']._serialized_start=277
+  _globals['_OPERATORDESC']._serialized_end=535
+  _globals['_MEMORYTRAFFIC']._serialized_start=537
+  _globals['_MEMORYTRAFFIC']._serialized_end=582
+  _globals['_OPERATORCOST']._serialized_start=585
+  _globals['_OPERATORCOST']._serialized_end=721
+  _globals['_CALIBRATION']._serialized_start=723
+  _globals['_CALIBRATION']._serialized_end=844
+  _globals['_ESTIMATEREQUEST']._serialized_start=846
+  _globals['_ESTIMATEREQUEST']._serialized_end=968
+  _globals['_ESTIMATERESPONSE']._serialized_start=970
+  _globals['_ESTIMATERESPONSE']._serialized_end=1067
+  _globals['_DEVICEFACTS']._serialized_start=1069
+  _globals['_DEVICEFACTS']._serialized_end=1193
+  _globals['_DESCRIBEREQUEST']._serialized_start=1195
+  _globals['_DESCRIBEREQUEST']._serialized_end=1229
+  _globals['_DESCRIBERESPONSE']._serialized_start=1231
+  _globals['_DESCRIBERESPONSE']._serialized_end=1329
+  _globals['_COMPUTESERVICE']._serialized_start=1597
+  _globals['_COMPUTESERVICE']._serialized_end=1822
 # @@protoc_insertion_point(module_scope)

@@ -55,25 +55,18 @@ class _OperatorKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Operator
     DESCRIPTOR: _descriptor.EnumDescriptor
     OPERATOR_KIND_UNSPECIFIED: _OperatorKind.ValueType  # 0
     GEMM: _OperatorKind.ValueType  # 1
-    """shape = [M, K, N] (times an optional leading batch B: [B, M, K, N])."""
     ELEMENTWISE: _OperatorKind.ValueType  # 2
-    """shape = the tensor's dimensions; one output element per input element."""
     CONV: _OperatorKind.ValueType  # 3
-    """A 2-D convolution, shape = [N, K, C, P, Q, R, S, stride]: batch, output channels, input channels, output
-    rows and columns, filter rows and columns, and the stride (unpadded input rows = (P - 1) * stride + R).
-    """
 
-class OperatorKind(_OperatorKind, metaclass=_OperatorKindEnumTypeWrapper): ...
+class OperatorKind(_OperatorKind, metaclass=_OperatorKindEnumTypeWrapper):
+    """The kinds of operator, for naming them (routes, profile tables, reports); an operator's kind on the wire is
+    which of OperatorDesc's shapes it sets.
+    """
 
 OPERATOR_KIND_UNSPECIFIED: OperatorKind.ValueType  # 0
 GEMM: OperatorKind.ValueType  # 1
-"""shape = [M, K, N] (times an optional leading batch B: [B, M, K, N])."""
 ELEMENTWISE: OperatorKind.ValueType  # 2
-"""shape = the tensor's dimensions; one output element per input element."""
 CONV: OperatorKind.ValueType  # 3
-"""A 2-D convolution, shape = [N, K, C, P, Q, R, S, stride]: batch, output channels, input channels, output
-rows and columns, filter rows and columns, and the stride (unpadded input rows = (P - 1) * stride + R).
-"""
 Global___OperatorKind: _TypeAlias = OperatorKind  # noqa: Y015
 
 class _Bound:
@@ -103,42 +96,147 @@ SRAM: Bound.ValueType  # 4
 Global___Bound: _TypeAlias = Bound  # noqa: Y015
 
 @_typing.final
-class OperatorDesc(_message.Message):
-    """An operator to price. FLOPs and bytes are filled in by whoever builds the descriptor, so a backend that
-    understands only totals (roofline) needs no knowledge of the kind; richer backends read kind and shape.
+class GemmShape(_message.Message):
+    """A matrix product [M, K] x [K, N] -> [M, N], or `batch` of them (attention's batched products)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    M_FIELD_NUMBER: _builtins.int
+    K_FIELD_NUMBER: _builtins.int
+    N_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    m: _builtins.int
+    k: _builtins.int
+    n: _builtins.int
+    batch: _builtins.int
+    """Products in the batch; 0 (unset) is one product, as builders write it, so equal operators serialize equally."""
+    def __init__(
+        self,
+        *,
+        m: _builtins.int = ...,
+        k: _builtins.int = ...,
+        n: _builtins.int = ...,
+        batch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "k", b"k", "m", b"m", "n", b"n"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GemmShape: _TypeAlias = GemmShape  # noqa: Y015
+
+@_typing.final
+class ConvShape(_message.Message):
+    """A 2-D convolution of `n` images of `c` channels with `k` filters of `r` x `s` into `p` x `q` outputs, unpadded:
+    input rows = (p - 1) * stride + r, columns = (q - 1) * stride + s.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    KIND_FIELD_NUMBER: _builtins.int
-    SHAPE_FIELD_NUMBER: _builtins.int
+    N_FIELD_NUMBER: _builtins.int
+    K_FIELD_NUMBER: _builtins.int
+    C_FIELD_NUMBER: _builtins.int
+    P_FIELD_NUMBER: _builtins.int
+    Q_FIELD_NUMBER: _builtins.int
+    R_FIELD_NUMBER: _builtins.int
+    S_FIELD_NUMBER: _builtins.int
+    STRIDE_FIELD_NUMBER: _builtins.int
+    n: _builtins.int
+    k: _builtins.int
+    c: _builtins.int
+    p: _builtins.int
+    q: _builtins.int
+    r: _builtins.int
+    s: _builtins.int
+    stride: _builtins.int
+    """0 (unset) is a stride of 1, as builders write it."""
+    def __init__(
+        self,
+        *,
+        n: _builtins.int = ...,
+        k: _builtins.int = ...,
+        c: _builtins.int = ...,
+        p: _builtins.int = ...,
+        q: _builtins.int = ...,
+        r: _builtins.int = ...,
+        s: _builtins.int = ...,
+        stride: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["c", b"c", "k", b"k", "n", b"n", "p", b"p", "q", b"q", "r", b"r", "s", b"s", "stride", b"stride"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConvShape: _TypeAlias = ConvShape  # noqa: Y015
+
+@_typing.final
+class ElementwiseShape(_message.Message):
+    """An operator producing one output element per input element."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ELEMENTS_FIELD_NUMBER: _builtins.int
+    elements: _builtins.int
+    def __init__(
+        self,
+        *,
+        elements: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["elements", b"elements"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ElementwiseShape: _TypeAlias = ElementwiseShape  # noqa: Y015
+
+@_typing.final
+class OperatorDesc(_message.Message):
+    """An operator to price. FLOPs and bytes are filled in by whoever builds the descriptor, so a backend that
+    understands only totals (roofline) needs no knowledge of the kind; richer backends read the shape, whose
+    case is the operator's kind (stratasim/kernel/operators.py decodes it for every backend).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GEMM_FIELD_NUMBER: _builtins.int
+    CONV_FIELD_NUMBER: _builtins.int
+    ELEMENTWISE_FIELD_NUMBER: _builtins.int
     DTYPE_FIELD_NUMBER: _builtins.int
     FLOPS_FIELD_NUMBER: _builtins.int
     BYTES_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
-    kind: Global___OperatorKind.ValueType
     dtype: Global___DType.ValueType
     flops: _builtins.int
     bytes: _builtins.int
     """Bytes the operator must read and write from main memory at least once."""
     name: _builtins.str
     @_builtins.property
-    def shape(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def gemm(self) -> Global___GemmShape: ...
+    @_builtins.property
+    def conv(self) -> Global___ConvShape: ...
+    @_builtins.property
+    def elementwise(self) -> Global___ElementwiseShape: ...
     def __init__(
         self,
         *,
-        kind: Global___OperatorKind.ValueType = ...,
-        shape: _abc.Iterable[_builtins.int] | None = ...,
+        gemm: Global___GemmShape | None = ...,
+        conv: Global___ConvShape | None = ...,
+        elementwise: Global___ElementwiseShape | None = ...,
         dtype: Global___DType.ValueType = ...,
         flops: _builtins.int = ...,
         bytes: _builtins.int = ...,
         name: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conv", b"conv", "elementwise", b"elementwise", "gemm", b"gemm", "shape", b"shape"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "dtype", b"dtype", "flops", b"flops", "kind", b"kind", "name", b"name", "shape", b"shape"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "conv", b"conv", "dtype", b"dtype", "elementwise", b"elementwise", "flops", b"flops", "gemm", b"gemm", "name", b"name", "shape", b"shape"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_shape: _TypeAlias = _typing.Literal["gemm", "conv", "elementwise"]  # noqa: Y015
+    _WhichOneofArgType_shape: _TypeAlias = _typing.Literal["shape", b"shape"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_shape) -> _WhichOneofReturnType_shape | None: ...
 
 Global___OperatorDesc: _TypeAlias = OperatorDesc  # noqa: Y015
 
@@ -283,3 +381,80 @@ class EstimateResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EstimateResponse: _TypeAlias = EstimateResponse  # noqa: Y015
+
+@_typing.final
+class DeviceFacts(_message.Message):
+    """What the engine needs to know about a device, as the compute backend models it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_FIELD_NUMBER: _builtins.int
+    MEMORY_CAPACITY_BYTES_FIELD_NUMBER: _builtins.int
+    MEMORY_CAPACITY_UNKNOWN_FIELD_NUMBER: _builtins.int
+    device: _builtins.str
+    memory_capacity_bytes: _builtins.int
+    """Bytes of memory one NPU of this device holds (its HBM or DRAM), absent when the backend does not model it."""
+    memory_capacity_unknown: _builtins.str
+    """When memory_capacity_bytes is absent: why, in words a report can show, e.g. "the profile measured times only"."""
+    def __init__(
+        self,
+        *,
+        device: _builtins.str = ...,
+        memory_capacity_bytes: _builtins.int | None = ...,
+        memory_capacity_unknown: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "memory_capacity_bytes", b"memory_capacity_bytes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "device", b"device", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_capacity_unknown", b"memory_capacity_unknown"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__memory_capacity_bytes: _TypeAlias = _typing.Literal["memory_capacity_bytes"]  # noqa: Y015
+    _WhichOneofArgType__memory_capacity_bytes: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_capacity_bytes) -> _WhichOneofReturnType__memory_capacity_bytes | None: ...
+
+Global___DeviceFacts: _TypeAlias = DeviceFacts  # noqa: Y015
+
+@_typing.final
+class DescribeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        devices: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeRequest: _TypeAlias = DescribeRequest  # noqa: Y015
+
+@_typing.final
+class DescribeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceFacts]:
+        """devices[i] describes request.devices[i]; empty when error is set (e.g. an unknown device)."""
+
+    @_builtins.property
+    def error(self) -> _common_pb2.Error: ...
+    def __init__(
+        self,
+        *,
+        devices: _abc.Iterable[Global___DeviceFacts] | None = ...,
+        error: _common_pb2.Error | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "error", b"error"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeResponse: _TypeAlias = DescribeResponse  # noqa: Y015

@@ -45,6 +45,11 @@ class ComputeServiceStub:
                 request_serializer=stratasim_dot_v1_dot_compute__pb2.EstimateRequest.SerializeToString,
                 response_deserializer=stratasim_dot_v1_dot_compute__pb2.EstimateResponse.FromString,
                 _registered_method=True)
+        self.Describe = channel.unary_unary(
+                '/stratasim.v1.ComputeService/Describe',
+                request_serializer=stratasim_dot_v1_dot_compute__pb2.DescribeRequest.SerializeToString,
+                response_deserializer=stratasim_dot_v1_dot_compute__pb2.DescribeResponse.FromString,
+                _registered_method=True)
 
 
 class ComputeServiceServicer:
@@ -62,6 +67,12 @@ class ComputeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Describe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ComputeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -74,6 +85,11 @@ def add_ComputeServiceServicer_to_server(servicer, server):
                     servicer.Estimate,
                     request_deserializer=stratasim_dot_v1_dot_compute__pb2.EstimateRequest.FromString,
                     response_serializer=stratasim_dot_v1_dot_compute__pb2.EstimateResponse.SerializeToString,
+            ),
+            'Describe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Describe,
+                    request_deserializer=stratasim_dot_v1_dot_compute__pb2.DescribeRequest.FromString,
+                    response_serializer=stratasim_dot_v1_dot_compute__pb2.DescribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -130,6 +146,33 @@ class ComputeService:
             '/stratasim.v1.ComputeService/Estimate',
             stratasim_dot_v1_dot_compute__pb2.EstimateRequest.SerializeToString,
             stratasim_dot_v1_dot_compute__pb2.EstimateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Describe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/stratasim.v1.ComputeService/Describe',
+            stratasim_dot_v1_dot_compute__pb2.DescribeRequest.SerializeToString,
+            stratasim_dot_v1_dot_compute__pb2.DescribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

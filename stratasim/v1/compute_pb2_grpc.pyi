@@ -34,12 +34,14 @@ class ComputeServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ComputeServiceAsyncStub: ...
     Hello: _grpc.UnaryUnaryMultiCallable[_common_pb2.Handshake, _common_pb2.Handshake]
     Estimate: _grpc.UnaryUnaryMultiCallable[_compute_pb2.EstimateRequest, _compute_pb2.EstimateResponse]
+    Describe: _grpc.UnaryUnaryMultiCallable[_compute_pb2.DescribeRequest, _compute_pb2.DescribeResponse]
 
 @_typing.type_check_only
 class ComputeServiceAsyncStub(ComputeServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Hello: _aio.UnaryUnaryMultiCallable[_common_pb2.Handshake, _common_pb2.Handshake]  # type: ignore[assignment]
     Estimate: _aio.UnaryUnaryMultiCallable[_compute_pb2.EstimateRequest, _compute_pb2.EstimateResponse]  # type: ignore[assignment]
+    Describe: _aio.UnaryUnaryMultiCallable[_compute_pb2.DescribeRequest, _compute_pb2.DescribeResponse]  # type: ignore[assignment]
 
 class ComputeServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -55,5 +57,12 @@ class ComputeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _compute_pb2.EstimateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compute_pb2.EstimateResponse, _abc.Awaitable[_compute_pb2.EstimateResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def Describe(
+        self,
+        request: _compute_pb2.DescribeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compute_pb2.DescribeResponse, _abc.Awaitable[_compute_pb2.DescribeResponse]]: ...
 
 def add_ComputeServiceServicer_to_server(servicer: ComputeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

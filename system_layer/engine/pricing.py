@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, WorkloadError
-from stratasim.kernel.operators import dtype_name
+from stratasim.kernel.operators import ShapeError, dtype_name, kind_name, kind_of, shape_of
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.v1.compute_pb2 import OperatorCost, OperatorDesc
 from stratasim.system_layer.engine.graph_plan import GraphPlan
@@ -54,8 +54,8 @@ def _row(op: compute_pb2.OperatorDesc, names: list[str], cost: compute_pb2.Opera
     bound = compute_pb2.Bound.Name(cost.bound).lower() if cost.bound in compute_pb2.Bound.values() else ""
     return OperatorStats(
         names=tuple(names),
-        kind=compute_pb2.OperatorKind.Name(op.kind).lower() if op.kind in compute_pb2.OperatorKind.values() else "",
-        shape=tuple(op.shape),
+        kind="" if kind_of(op) == compute_pb2.OPERATOR_KIND_UNSPECIFIED else kind_name(kind_of(op)),
+        shape=_dims(op),
         dtype=dtype_name(op.dtype),
         flops=op.flops,
         bytes=op.bytes,
@@ -65,6 +65,14 @@ def _row(op: compute_pb2.OperatorDesc, names: list[str], cost: compute_pb2.Opera
         bound="" if bound == "bound_unspecified" else bound,
         traffic=tuple((t.level, t.bytes) for t in cost.traffic),
     )
+
+
+def _dims(op: compute_pb2.OperatorDesc) -> tuple[int, ...]:
+    """The sizes a table shows for ``op`` (see ``Shape.dims``); none for an operator priced by its totals alone."""
+    try:
+        return shape_of(op).dims()
+    except ShapeError:
+        return ()
 
 
 def _signature(op: compute_pb2.OperatorDesc) -> bytes:

@@ -150,7 +150,7 @@ def test_operators_the_adapters_cannot_take(backend: type[ComputeBackend]) -> No
     error = _error(backend(), device, operators.elementwise([1024]))
     assert error.code == common_pb2.Error.UNSUPPORTED
     assert "cannot cost operator kind ELEMENTWISE; it prices GEMM and CONV (route others" in error.message
-    bad = compute_pb2.OperatorDesc(kind=compute_pb2.GEMM, shape=[4, 0, 4])
-    assert _error(backend(), device, bad).where == "ops[0].shape"
+    bad = compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=0, n=4))
+    assert _error(backend(), device, bad).where == "ops[0].gemm.k"
     calibration = compute_pb2.Calibration(compute_efficiency=0.5)
     assert _error(backend(), device, GEMM, calibration=calibration).where == "calibration"

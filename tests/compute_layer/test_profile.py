@@ -96,7 +96,7 @@ def test_unknown_device_dtype_and_kind(backend: ProfileCompute) -> None:
     assert "unknown device 'a100'" in _error(backend, operators.gemm(1024, 1024, 1024), device="a100").message
     message = _error(backend, operators.gemm(1024, 1024, 1024, compute_pb2.FP32)).message
     assert "no gemm fp32 on 'h100'" in message and "elementwise bf16, gemm bf16" in message
-    unknown = compute_pb2.OperatorDesc(kind=compute_pb2.OPERATOR_KIND_UNSPECIFIED, dtype=compute_pb2.BF16)
+    unknown = compute_pb2.OperatorDesc(dtype=compute_pb2.BF16)
     assert _error(backend, unknown).code == common_pb2.Error.UNSUPPORTED
 
 

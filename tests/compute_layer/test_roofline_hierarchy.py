@@ -114,7 +114,7 @@ def test_conv_is_seen_as_its_implicit_gemm() -> None:
 
 
 def test_malformed_shapes_fall_back_to_the_minimum_traffic() -> None:
-    odd = compute_pb2.OperatorDesc(kind=compute_pb2.GEMM, shape=[4, 4], dtype=compute_pb2.BF16, flops=10, bytes=7)
+    odd = compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4), dtype=compute_pb2.BF16, flops=10, bytes=7)
     assert gemm_view(odd) is None
     assert _traffic(_cost(_toy(sram=Sram(capacity=2)), odd)) == {"dram": 7, "sram": 7}
 

@@ -82,21 +82,21 @@ def test_energy_objective_never_spends_more_energy() -> None:
 
 
 def test_unsupported_operator_kind_names_the_operator() -> None:
-    ops = [operators.gemm(8, 8, 8), compute_pb2.OperatorDesc(kind=compute_pb2.OPERATOR_KIND_UNSPECIFIED, name="conv1")]
+    ops = [operators.gemm(8, 8, 8), compute_pb2.OperatorDesc(name="conv1")]
     response = _estimate(TimeloopCompute(), "gemmini", *ops)
     assert not response.costs
-    assert response.error.code == common_pb2.Error.UNSUPPORTED and response.error.where == "ops[1].kind"
+    assert response.error.code == common_pb2.Error.UNSUPPORTED and response.error.where == "ops[1].shape"
     assert "ops[1] ('conv1')" in response.error.message and "OPERATOR_KIND_UNSPECIFIED" in response.error.message
 
 
 @pytest.mark.parametrize(
     ("op", "where", "text"),
     [
-        (compute_pb2.OperatorDesc(kind=compute_pb2.GEMM, shape=[4, 4], dtype=compute_pb2.BF16), "ops[0].shape",
-         "shape [4, 4] is not [M, K, N] or [B, M, K, N]"),
-        (compute_pb2.OperatorDesc(kind=compute_pb2.CONV, shape=[1, 2, 3], dtype=compute_pb2.BF16), "ops[0].shape",
-         "shape [1, 2, 3] is not [N, K, C, P, Q, R, S] or [N, K, C, P, Q, R, S, stride]"),
-        (compute_pb2.OperatorDesc(kind=compute_pb2.ELEMENTWISE, shape=[4], bytes=8), "ops[0].dtype",
+        (compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4), dtype=compute_pb2.BF16), "ops[0].gemm.n",
+         "gemm.n must be a positive size, got 0"),
+        (compute_pb2.OperatorDesc(conv=compute_pb2.ConvShape(n=1, k=2, c=3), dtype=compute_pb2.BF16), "ops[0].conv.p",
+         "conv.p must be a positive size, got 0"),
+        (compute_pb2.OperatorDesc(elementwise=compute_pb2.ElementwiseShape(elements=4), bytes=8), "ops[0].dtype",
          "dtype_unspecified has no element size"),
     ],
 )  # fmt: skip

@@ -107,7 +107,7 @@ def test_best_plan_explains_the_cost() -> None:
     best = WaferCompute().best_plan("palm-wafer", operators.gemm(4096, 4096, 4096))
     assert best.degrees == (("b", 1), ("m", 35), ("n", 9)) and best.allocation.strategy.value == "activation_stream"
     with pytest.raises(BackendError, match="cannot cost operator kind OPERATOR_KIND_UNSPECIFIED"):
-        WaferCompute().best_plan("palm-wafer", compute_pb2.OperatorDesc(shape=[1]))
+        WaferCompute().best_plan("palm-wafer", compute_pb2.OperatorDesc())
 
 
 def _error(response: compute_pb2.EstimateResponse) -> common_pb2.Error:
@@ -127,13 +127,13 @@ def test_unknown_and_malformed_devices_are_errors_on_the_wire() -> None:
 def test_operators_the_backend_cannot_cost_are_errors_naming_them() -> None:
     good = operators.gemm(8, 8, 8)
     cases = [
-        (compute_pb2.OperatorDesc(shape=[4], name="mystery"), common_pb2.Error.UNSUPPORTED, "ops[1].kind",
-         "ops[1] ('mystery'): the wafer backend cannot cost operator kind OPERATOR_KIND_UNSPECIFIED"),
-        (compute_pb2.OperatorDesc(kind=compute_pb2.GEMM, shape=[4, 4], dtype=FP16), common_pb2.Error.INVALID_ARGUMENT,
-         "ops[1].shape", "ops[1]: shape [4, 4] is not [M, K, N] or [B, M, K, N] of positive sizes"),
+        (compute_pb2.OperatorDesc(name="mystery"), common_pb2.Error.UNSUPPORTED, "ops[1].shape",
+         "ops[1] ('mystery'): the wafer backend cannot cost operator kind OPERATOR_KIND_UNSPECIFIED (no shape)"),
+        (compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4), dtype=FP16), common_pb2.Error.INVALID_ARGUMENT,
+         "ops[1].gemm.n", "ops[1]: gemm.n must be a positive size, got 0"),
         (operators.gemm(8, 8, 8, dtype=compute_pb2.FP32), common_pb2.Error.UNSUPPORTED, "ops[1].dtype",
          "ops[1]: wafer 'palm-wafer' cannot compute in fp32; it supports fp16, bf16"),
-        (compute_pb2.OperatorDesc(kind=compute_pb2.GEMM, shape=[4, 4, 4]), common_pb2.Error.INVALID_ARGUMENT,
+        (compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4, n=4)), common_pb2.Error.INVALID_ARGUMENT,
          "ops[1].dtype", "ops[1]: dtype_unspecified has no element size"),
     ]  # fmt: skip
     for op, code, where, message in cases:
@@ -144,7 +144,8 @@ def test_operators_the_backend_cannot_cost_are_errors_naming_them() -> None:
 
 def test_a_duration_beyond_64_bits_and_a_calibration_are_refused() -> None:
     one = Wafer("one", (1, 1), (1, 1), ((FP16, 10**12),), 10, 10**9, 10**9)
-    huge = compute_pb2.OperatorDesc(kind=compute_pb2.ELEMENTWISE, shape=[1], dtype=FP16, flops=2**64 - 1, bytes=4)
+    huge = compute_pb2.OperatorDesc(elementwise=compute_pb2.ElementwiseShape(elements=1), dtype=FP16, flops=2**64 - 1,
+                                    bytes=4)  # fmt: skip
     error = _error(_estimate(WaferCompute([one]), "one", huge))
     assert (error.code, error.where) == (common_pb2.Error.INVALID_ARGUMENT, "ops[0]")
     assert "more than a 64-bit duration" in error.message

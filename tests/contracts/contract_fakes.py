@@ -132,6 +132,19 @@ class FakeCompute:
             )
         return response
 
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """``fake-npu`` holds 16 GiB; ``fake-edge`` does not say."""
+        unknown = [name for name in request.devices if name not in self._DEVICES]
+        if unknown:
+            message = f"unknown device {unknown[0]!r}"
+            error = common_pb2.Error(code=common_pb2.Error.Code.INVALID_ARGUMENT, message=message, where="devices")
+            return compute_pb2.DescribeResponse(error=error)
+        return compute_pb2.DescribeResponse(devices=[
+            compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=16 << 30) if name == "fake-npu"
+            else compute_pb2.DeviceFacts(device=name, memory_capacity_unknown="an edge device's memory is not modelled")
+            for name in request.devices
+        ])  # fmt: skip
+
     def close(self) -> None:
         pass
 

@@ -12,7 +12,7 @@ import pytest
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.kernel.errors import BackendError, RemoteError, TopologyError, WorkloadError
 from stratasim.remote import ComputeClient, NetworkClient, spawn
-from stratasim.v1 import common_pb2, compute_pb2, network_pb2, network_pb2_grpc
+from stratasim.v1 import common_pb2, compute_pb2, compute_pb2_grpc, network_pb2, network_pb2_grpc
 from tests.contracts.contract_fakes import FakeCompute, FakeNetwork, served
 from tests.remote.helpers import free_port, serve_command, stub_server
 
@@ -78,6 +78,25 @@ def test_client_checks_the_version_the_server_answers_with() -> None:
     with stub_server(lambda s: network_pb2_grpc.add_NetworkServiceServicer_to_server(_OldNetwork(), s)) as ep:
         with pytest.raises(RemoteError, match=f"client speaks {PROTOCOL_VERSION}, server speaks {OTHER_VERSION}"):
             NetworkClient(ep, backend="fake", timeout_s=5)
+
+
+def test_protocol_version_3_refuses_a_version_2_peer_either_way(compute_endpoint: str) -> None:
+    # Version 3 carries typed operator shapes where version 2 had a positional list: the two cannot talk.
+    assert PROTOCOL_VERSION == 3
+    with grpc.insecure_channel(compute_endpoint) as channel:
+        hello = common_pb2.Handshake(protocol_version=2, layer="compute", backend="fake")
+        with pytest.raises(grpc.RpcError) as refused:
+            compute_pb2_grpc.ComputeServiceStub(channel).Hello(hello, timeout=5)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
+    assert "client speaks 2, server speaks 3" in refused.value.details()  # type: ignore[attr-defined]
+
+    class _Version2(compute_pb2_grpc.ComputeServiceServicer):
+        def Hello(self, request: common_pb2.Handshake, context: object) -> common_pb2.Handshake:  # noqa: N802
+            return common_pb2.Handshake(protocol_version=2, layer="compute", backend="fake")
+
+    with stub_server(lambda s: compute_pb2_grpc.add_ComputeServiceServicer_to_server(_Version2(), s)) as ep:
+        with pytest.raises(RemoteError, match=f"compute layer at {ep}: .*client speaks 3, server speaks 2"):
+            ComputeClient(ep, backend="fake", timeout_s=5)
 
 
 def test_wrong_backend_name_is_refused(network_endpoint: str, compute_endpoint: str) -> None:

@@ -166,7 +166,7 @@ def test_spawn_runs_the_real_serve_command_for_compute(name: str) -> None:
         compute = ComputeClient(endpoint, backend=name, timeout_s=10)
         try:
             assert compute.devices() == local.devices()
-            op = compute_pb2.OperatorDesc(kind=compute_pb2.GEMM, dtype=compute_pb2.BF16, flops=1 << 30, bytes=1 << 20)
+            op = compute_pb2.OperatorDesc(dtype=compute_pb2.BF16, flops=1 << 30, bytes=1 << 20)
             request = compute_pb2.EstimateRequest(device=local.devices()[0], ops=[op])
             assert compute.estimate(request) == local.estimate(request)
         finally:

@@ -7,17 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import SimulationError
 from stratasim.study.run import memory_capacity, run_study
+from stratasim.v1 import compute_pb2
 from tests.cli.test_transformer_plans import stratasim
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
 
 
 def test_capacity_defaults_to_the_roofline_preset_and_can_be_set() -> None:
-    assert memory_capacity(load_study(EXAMPLE)) == 80 * 2**30  # h100
-    assert memory_capacity(load_study(EXAMPLE, ["system.memory_capacity=2GiB"])) == 2 * 2**30
+    (h100,) = RooflineCompute().describe(compute_pb2.DescribeRequest(devices=["h100"])).devices
+    assert memory_capacity(load_study(EXAMPLE), h100) == (80 * 2**30, "")  # h100
+    assert memory_capacity(load_study(EXAMPLE, ["system.memory_capacity=2GiB"]), h100) == (2 * 2**30, "")
 
 
 def test_over_capacity_fails_naming_the_npu_time_and_breakdown() -> None:

@@ -16,6 +16,7 @@ from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel import registry
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.operators import shape_of
 from stratasim.kernel.grid import Grid
 from stratasim.study.run import check_study
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -186,7 +187,7 @@ def test_kv_cache_grows_as_it_is_written() -> None:
     # Decode step k reads a KV cache of 8 + k positions: the score GEMM's bytes grow by one key (and one score)
     # per head and request each step, and include the whole cache read.
     scores = [n.op for n in nodes(graph, "layer0 attention scores")]
-    assert [op.shape[-1] for op in scores] == [8, 9, 10, 11, 12]
+    assert [shape_of(op).dims()[-1] for op in scores] == [8, 9, 10, 11, 12]
     assert [b.bytes - a.bytes for a, b in zip(scores[1:], scores[2:])] == [4 * 2 * (16 + 1) * 2] * 3
     assert all(op.bytes > 4 * 2 * (8 + k) * 16 * 2 for k, op in enumerate(scores))
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.operators import shape_of
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
@@ -26,7 +27,7 @@ def run(graphs: Sequence[workload_pb2.ExecutionGraph]) -> SimulationResult:
 
 
 def forward_gemm_flops(layers: Sequence[object]) -> int:
-    return sum(op.flops for layer in layers for op in layer.forward if op.kind == compute_pb2.GEMM)  # type: ignore[attr-defined]
+    return sum(op.flops for layer in layers for op in layer.forward if op.HasField("gemm"))  # type: ignore[attr-defined]
 
 
 def node_types(graph: workload_pb2.ExecutionGraph) -> Counter[tuple[int, int]]:
@@ -59,7 +60,7 @@ def test_mlp_counts_are_exact() -> None:
     assert [node.comm_bytes for node in reduces] == [2 * (i * o + o) for i, o in reversed(pairs)]
     assert len(graph.nodes) == 4 * len(pairs)
     op = graph.nodes[0].op
-    assert list(op.shape) == [batch, 1024, 4096] and op.bytes == (batch * 1024 + 1024 * 4096 + batch * 4096) * 2
+    assert list(shape_of(op).dims()) == [batch, 1024, 4096] and op.bytes == (batch * 1024 + 1024 * 4096 + batch * 4096) * 2
 
 
 def test_mlp_all_reduces_overlap_the_backward_pass() -> None:
@@ -84,7 +85,7 @@ def test_resnet50_matches_the_published_counts() -> None:
 def test_resnet50_convs_are_implicit_gemms() -> None:
     workload = ResNet50Workload(ResNet50Config(batch=2))
     stem = workload.layers()[0]
-    assert list(stem.forward[0].shape) == [2 * 112 * 112, 3 * 7 * 7, 64]
+    assert list(shape_of(stem.forward[0]).dims()) == [2 * 112 * 112, 3 * 7 * 7, 64]
     graph = workload.graphs(1)[0]
     counts = node_types(graph)
     assert counts[(workload_pb2.COMM_COLL_NODE, workload_pb2.ALL_REDUCE)] == 54  # 53 convs + fc
@@ -104,7 +105,7 @@ def test_dlrm_shards_tables_and_exchanges_embeddings() -> None:
     embedding = next(layer for layer in workload.layers() if layer.name == "embedding")
     assert embedding.params == 2 * 10_000 * 64 and not embedding.data_parallel
     top_in = next(node.op for node in graph.nodes if node.name == "top0 fwd")
-    assert list(top_in.shape) == [32, 64 + 9 * 8 // 2, 512]
+    assert list(shape_of(top_in).dims()) == [32, 64 + 9 * 8 // 2, 512]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from stratasim.kernel.operators import shape_of
 from stratasim.v1 import workload_pb2
 from tests.workload_layer.transformer_helpers import GPT, LLAMA_2_7B, all_graphs, build, collectives, gemm_flops, run
 from stratasim.workload_layer.transformer.moe import expert_capacity, expert_groups, routing
@@ -62,7 +63,7 @@ def test_all_to_all_dispatch_and_combine_bytes() -> None:
         (workload_pb2.ALL_TO_ALL, 4 * 80 * H * 2, (0, 1), "ep")}
     assert len(collectives(graph, "all-to-all")) == 4 * 4  # 4 layers, dispatch and combine, both passes
     experts = next(n for n in graph.nodes if n.name == "mb0 layer0 fwd expert up")
-    assert list(experts.op.shape) == [2, 2 * 80, H, F]  # 2 local experts of ep C = 160 tokens each
+    assert list(shape_of(experts.op).dims()) == [2, 2 * 80, H, F]  # 2 local experts of ep C = 160 tokens each
 
 
 def test_sequence_parallel_moe_routes_shards_and_gathers_the_dispatched_tokens_over_tp() -> None:
@@ -76,8 +77,8 @@ def test_sequence_parallel_moe_routes_shards_and_gathers_the_dispatched_tokens_o
         ("tp reduce-scatter", 2 * slots * H * 2), ("moe combine all-to-all", slots * H * 2),
     ]
     nodes = {n.name: n for n in graph.nodes}
-    assert list(nodes["mb0 layer0 fwd router"].op.shape) == [64, H, 4]
-    assert list(nodes["mb0 layer0 fwd expert up"].op.shape) == [2, 2 * 2 * 40, H, F // 2]
+    assert list(shape_of(nodes["mb0 layer0 fwd router"].op).dims()) == [64, H, 4]
+    assert list(shape_of(nodes["mb0 layer0 fwd expert up"].op).dims()) == [2, 2 * 2 * 40, H, F // 2]
 
 
 def test_moe_every_other_layer() -> None:

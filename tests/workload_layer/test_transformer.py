@@ -12,7 +12,7 @@ from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel import registry
 from stratasim.kernel.errors import WorkloadError
-from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.v1 import workload_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
 from tests.workload_layer.transformer_helpers import messages
@@ -28,7 +28,7 @@ def transformer(model: dict[str, object] | None = None, **plan: object) -> Trans
 
 
 def gemm_flops(graph: workload_pb2.ExecutionGraph) -> int:
-    return sum(n.op.flops for n in graph.nodes if n.type == workload_pb2.COMP_NODE and n.op.kind == compute_pb2.GEMM)
+    return sum(n.op.flops for n in graph.nodes if n.type == workload_pb2.COMP_NODE and n.op.HasField("gemm"))
 
 
 def kinds(graph: workload_pb2.ExecutionGraph) -> Counter[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from stratasim.kernel.operators import shape_of
 from stratasim.v1 import workload_pb2
 from tests.workload_layer.transformer_helpers import (
     GPT,
@@ -50,7 +51,7 @@ def test_grouped_query_attention_narrows_the_qkv_gemm_and_its_parameters() -> No
     # 8 heads of 32 share 2 key-value heads: QKV is (8 + 2 * 2) * 32 = 384 wide, 192 per TP rank of 2.
     workload = build(GQA, tp=2)
     qkv = [n for n in all_graphs(workload)[0].nodes if n.name == "mb0 layer0 fwd qkv"]
-    assert [list(n.op.shape) for n in qkv] == [[128, 256, 192]]
+    assert [list(shape_of(n.op).dims()) for n in qkv] == [[128, 256, 192]]
     # Per TP rank: QKV 256 * 192 + bias 192, projection 128 * 256 + bias 256, SwiGLU up 256 * 512 + bias 512,
     # down 256 * 256 + bias 256, two layernorms 4 * 256.
     layer = 256 * 192 + 192 + 128 * 256 + 256 + 256 * 512 + 512 + 256 * 256 + 256 + 4 * 256
@@ -118,7 +119,7 @@ def test_sequence_parallelism_turns_each_all_reduce_into_a_reduce_scatter_and_an
     assert len(collectives(graphs[0], "layer1")) == 2 * len(collectives(plain, "layer1")) == 2 * 2 * 2 * 2
     # Norms and residuals run on the rank's sequence shard; pipeline messages carry the shard.
     norm = next(n for n in graphs[0].nodes if n.name == "mb0 layer1 fwd layernorm")
-    assert list(norm.op.shape) == [S // 2, H]
+    assert shape_of(norm.op).dims() == (S // 2 * H,)  # an element-wise operator travels as its element count
     sends = {n.comm_bytes for n in graphs[0].nodes if n.type == workload_pb2.COMM_SEND_NODE}
     assert sends == {full // 2}
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.v1 import workload_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from tests.system_layer.helpers import RING, topology
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
@@ -33,7 +33,7 @@ def all_graphs(workload: TransformerWorkload) -> list[workload_pb2.ExecutionGrap
 def gemm_flops(graphs: Iterable[workload_pb2.ExecutionGraph]) -> int:
     """The GEMM FLOPs of ``graphs``."""
     return sum(n.op.flops for g in graphs for n in g.nodes
-               if n.type == workload_pb2.COMP_NODE and n.op.kind == compute_pb2.GEMM)
+               if n.type == workload_pb2.COMP_NODE and n.op.HasField("gemm"))
 
 
 def collectives(graph: workload_pb2.ExecutionGraph, fragment: str = "") -> list[workload_pb2.Node]:
