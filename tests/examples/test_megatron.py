@@ -36,4 +36,4 @@ def test_row_reproduces_megatron_within_ten_percent(row: str) -> None:
     assert abs(tflops / PUBLISHED_TFLOPS[row] - 1) < 0.10, f"{row}: {tflops:.1f} TFLOP/s"
     assert abs(sequences / PUBLISHED_SEQUENCES[row] - 1) < 0.10, f"{row}: {sequences:.2f} sequences/s"
     # One representative per pipeline stage stood for every TP and DP rank.
-    assert report.simulated_npus == PIPELINE_STAGES[row]
+    assert report.result.simulated_npus == PIPELINE_STAGES[row]

@@ -75,14 +75,14 @@ def test_a_study_mixes_fidelity_in_process_and_remote_alike() -> None:
     same = {"wall_seconds": 0.0, "backends": {}, "events_processed": 0}
     assert replace(local, **same) == replace(remote, **same)
     plain = run_study(load_study(study))
-    assert local.total_time_ps >= plain.total_time_ps and local.links  # the ring's links are counted
+    assert local.total_time_ps >= plain.total_time_ps and local.result.links  # the ring's links are counted
 
 
 def test_collectives_on_mixed_analytical_dimensions_match_the_analytical_network() -> None:
     graphs = [collective_graph("all_reduce", 1 << 24)] * 16
     plain = simulate(graphs, AnalyticalNetwork(), mixed_topology(), SystemOptions(splits=2))
     mixed = simulate(graphs, MixedNetwork(), mixed_topology("analytical", "analytical"), SystemOptions(splits=2))
-    assert mixed.total_time_ps == plain.total_time_ps and mixed.per_npu == plain.per_npu
+    assert mixed.total_time_ps == plain.total_time_ps and mixed.result.per_npu == plain.result.per_npu
 
 
 def test_bad_mixes_are_named() -> None:
