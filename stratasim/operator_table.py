@@ -1,9 +1,10 @@
 """The report's operator table: every distinct priced operator with its bound, time and energy.
 
-In the JSON each row has ``names`` (the first few names the workload gave it), ``kind``, ``shape``, ``dtype``, ``flops``, ``bytes``, ``count`` (runs over
-all NPUs), ``duration_ps`` and ``duration_ns`` (one run), ``energy_pj`` (one run), ``bound`` (``compute``,
-``memory``... as the backend said), ``traffic`` (``{level: bytes}`` of one run) and ``total_ns`` (count times
-duration). The text shows the operators that take the most time in all.
+In the JSON each row has ``names`` (the first few names the workload gave it), ``kind``, ``shape``, ``dtype``,
+``flops``, ``bytes``, ``count`` (runs over all NPUs), ``duration_ps`` and ``duration_ns`` (one run), ``energy_pj``
+(one run), ``bound`` (``compute``, ``memory``... as the backend said), ``traffic`` (``{level: bytes}`` of one run)
+and ``total_ns`` (count times duration). The text shows the operators that take the most time in all. Both read
+the engine's :class:`~system_layer.result.OperatorStats` as it is.
 """
 
 from __future__ import annotations

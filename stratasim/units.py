@@ -12,8 +12,10 @@ from fractions import Fraction
 
 from stratasim.errors import UnitError
 
-__all__ = ["parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps", "format_energy_pj",
-           "ps_to_ns", "ps_to_us", "power_w"]
+__all__ = [
+    "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps", "format_energy_pj",
+    "ps_to_ns", "ps_to_us", "power_w",
+]  # fmt: skip
 
 _NUMBER = r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
 _PATTERN = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-z/]*)\s*$")

@@ -49,7 +49,8 @@ def report(**kwargs: int) -> Report:
 
 def test_headline_numbers_come_from_the_last_npu_to_finish() -> None:
     r = report()
-    assert (r.total_time_ps, r.total_time_ns, r.result.npus, r.result.events_processed) == (12_500_000, 12_500.0, 4, 1234)
+    assert (r.total_time_ps, r.total_time_ns) == (12_500_000, 12_500.0)
+    assert (r.result.npus, r.result.events_processed) == (4, 1234)
     assert r.critical_npu == 1 and r.compute_time_ns == 2000.0 and r.exposed_comm_ns == 10_500.0
 
 
