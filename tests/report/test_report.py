@@ -165,3 +165,18 @@ def test_link_counters_become_utilisation_rows() -> None:
     assert "busiest links (of 2 that carried traffic)" in text
     assert text.index("dim 0: 1->2") < text.index("dim 0: 0->1") and "100.0%" in text
     assert "links" not in Report("tiny", result(), 0.25, {}).to_dict()
+
+
+def test_packet_latency_comes_only_from_networks_that_count_packets() -> None:
+    from dataclasses import replace
+
+    from system_layer.result import LinkStats, PacketLatencyStats
+
+    # 4 packets taking 10 ns in all: a mean of 2.5 ns; every *_ns value is ps / 1000.
+    latency = PacketLatencyStats(packets=4, total_ps=10_000, min_ps=2_000, p50_ps=2_500, p99_ps=3_000, max_ps=3_000)
+    links = (LinkStats("dim 0: 0->1", 6_250_000, 1 << 20, 4),)
+    r = Report("tiny", replace(result(), links=links, packet_latency=latency), 0.25, {})
+    assert r.to_dict()["packet_latency"] == {"packets": 4, "mean_ns": 2.5, "min_ns": 2.0, "p50_ns": 2.5,
+                                             "p99_ns": 3.0, "max_ns": 3.0}  # fmt: skip
+    assert "packet latency over 4 packets: mean 2.5 ns, p50 2.5 ns, p99 3 ns, max 3 ns" in r.to_text()
+    assert "packet_latency" not in report().to_dict() and "packet latency" not in report().to_text()
