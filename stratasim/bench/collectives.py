@@ -96,8 +96,8 @@ def _child(case_json: str) -> None:
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({
         "wall_seconds": report.wall_seconds,
-        "events": report.events_processed,
-        "total_time_ps": report.total_time_ps,
+        "events": report.result.events_processed,
+        "total_time_ps": report.result.total_time_ps,
         "peak_bytes": peak_kib * 1024,
     }))
 

@@ -32,12 +32,12 @@ def _child(path: str) -> None:
         return
     total = time.perf_counter() - started
     print(json.dumps({
-        "npus": report.npus,
-        "simulated_npus": report.simulated_npus,
-        "total_time_ps": report.total_time_ps,
+        "npus": report.result.npus,
+        "simulated_npus": report.result.simulated_npus,
+        "total_time_ps": report.result.total_time_ps,
         "wall_seconds": total,
         "simulation_seconds": report.wall_seconds,
-        "events": report.events_processed,
+        "events": report.result.events_processed,
         "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }))  # fmt: skip
 

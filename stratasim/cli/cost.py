@@ -14,7 +14,7 @@ from typing import Any
 from stratasim.kernel import operators
 from stratasim.study.compute_setup import build_compute
 from stratasim.kernel.errors import BackendError, ConfigError
-from stratasim.kernel.units import format_bytes, format_time_ps
+from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.v1 import compute_pb2
 
 __all__ = ["KINDS", "BackendCost", "operator_from", "price", "to_dict", "to_text"]
@@ -118,7 +118,7 @@ def to_dict(op: compute_pb2.OperatorDesc, device: str, results: Sequence[Backend
         rows.append({
             "backend": result.backend,
             "duration_ps": cost.duration_ps,
-            "duration_ns": cost.duration_ps / 1000,
+            "duration_ns": ps_to_ns(cost.duration_ps),
             "energy_pj": cost.energy_pj,
             "bound": compute_pb2.Bound.Name(cost.bound).lower() if cost.bound else "unknown",
             "traffic": {entry.level: entry.bytes for entry in cost.traffic},

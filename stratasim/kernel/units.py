@@ -12,7 +12,10 @@ from fractions import Fraction
 
 from stratasim.kernel.errors import UnitError
 
-__all__ = ["parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps", "format_energy_pj"]
+__all__ = [
+    "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps", "format_energy_pj",
+    "ps_to_ns", "ps_to_us", "power_w",
+]  # fmt: skip
 
 _NUMBER = r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
 _PATTERN = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-z/]*)\s*$")
@@ -114,6 +117,22 @@ def format_time_ps(ps: int) -> str:
         if abs(ps) >= scale:
             return f"{ps / scale:.6g} {unit}"
     return f"{ps} ps"
+
+
+def ps_to_ns(ps: float) -> float:
+    """Picoseconds as nanoseconds, the unit of every ``*_ns`` figure a report gives (the engine keeps integer ps)."""
+    return ps / 1000
+
+
+def ps_to_us(ps: float) -> float:
+    """Picoseconds as microseconds, the unit of a Chrome trace's timestamps."""
+    return ps / 1_000_000
+
+
+def power_w(energy_pj: float, time_ps: int) -> float:
+    """Mean power in watts of ``energy_pj`` picojoules spent over ``time_ps`` picoseconds (1 pJ/ps is 1 W); 0 over
+    no time."""
+    return energy_pj / time_ps if time_ps > 0 else 0.0
 
 
 def format_energy_pj(pj: float) -> str:

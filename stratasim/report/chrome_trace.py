@@ -17,11 +17,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from stratasim.kernel.units import ps_to_us
 from stratasim.system_layer.result import CounterSample, LinkBusy, TraceSpan
 
 __all__ = ["chrome_trace"]
-
-_PS_PER_US = 1_000_000
 
 
 def _track_order(track: str) -> tuple[bool, list[int | str]]:
@@ -56,13 +55,13 @@ def chrome_trace(
             "cat": span.track,
             "pid": span.npu,
             "tid": tids[span.track],
-            "ts": span.start_ps / _PS_PER_US,
-            "dur": (span.end_ps - span.start_ps) / _PS_PER_US,
+            "ts": ps_to_us(span.start_ps),
+            "dur": ps_to_us(span.end_ps - span.start_ps),
         }
         for span in spans
     )
     events.extend(
-        {"ph": "C", "name": sample.name, "pid": sample.npu, "ts": sample.time_ps / _PS_PER_US,
+        {"ph": "C", "name": sample.name, "pid": sample.npu, "ts": ps_to_us(sample.time_ps),
          "args": {"bytes": sample.value}}
         for sample in counters
     )  # fmt: skip
@@ -78,7 +77,7 @@ def chrome_trace(
 def _link_samples(links: list[LinkBusy], pid: int) -> list[dict[str, Any]]:
     """Each link's counter: 1 from the start of each busy stretch, 0 from its end."""
     return [
-        {"ph": "C", "name": link.link, "pid": pid, "ts": time_ps / _PS_PER_US, "args": {"busy": value}}
+        {"ph": "C", "name": link.link, "pid": pid, "ts": ps_to_us(time_ps), "args": {"busy": value}}
         for link in links
         for span in link.spans
         for time_ps, value in zip(span, (1, 0))

@@ -26,7 +26,7 @@ from stratasim.kernel.contracts import (
 )
 from stratasim.kernel.errors import BackendError, SimulationError, WorkloadError
 from stratasim.report.report import Report
-from stratasim.kernel.units import format_bytes, format_time_ps
+from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.v1 import compute_pb2
 
 __all__ = ["prepare_workload", "check_study", "run_study"]
@@ -131,7 +131,7 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
     serving = None
     if isinstance(source, ServingWorkload):
         serving = source.serving_figures(result.milestones, result.total_time_ps)
-    return Report.from_result(
+    return Report(
         study.name, result, wall_seconds, backends, _training_figures(source, result), serving=serving,
         warnings=warnings,
     )
@@ -198,7 +198,7 @@ def _training_figures(source: WorkloadSource, result: system_layer.SimulationRes
         return None
     seconds = result.total_time_ps / 1e12
     figures: dict[str, Any] = {
-        "iteration_time_ns": result.total_time_ps / 1000,
+        "iteration_time_ns": ps_to_ns(result.total_time_ps),
         "samples_per_second": source.samples_per_iteration() / seconds,
         "tflops_per_npu": source.model_flops_per_iteration() / seconds / result.npus / 1e12,
     }

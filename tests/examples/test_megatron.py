@@ -42,4 +42,4 @@ def test_row_reproduces_megatron_within_ten_percent(row: str) -> None:
     assert abs(sequences / PUBLISHED_SEQUENCES[row] - 1) < 0.10, f"{row}: {sequences:.2f} sequences/s"
     assert report.total_time_ps == ITERATION_PS[row]
     # One representative per pipeline stage stood for every TP and DP rank.
-    assert report.simulated_npus == PIPELINE_STAGES[row]
+    assert report.result.simulated_npus == PIPELINE_STAGES[row]

@@ -3,7 +3,17 @@ from __future__ import annotations
 import pytest
 
 from stratasim.kernel.errors import UnitError
-from stratasim.kernel.units import format_bytes, format_time_ps, parse_bandwidth, parse_bytes, parse_flops, parse_time_ps
+from stratasim.kernel.units import (
+    format_bytes,
+    format_time_ps,
+    parse_bandwidth,
+    parse_bytes,
+    parse_flops,
+    parse_time_ps,
+    power_w,
+    ps_to_ns,
+    ps_to_us,
+)
 
 
 @pytest.mark.parametrize(
@@ -62,3 +72,11 @@ def test_formatting_for_people() -> None:
     assert format_bytes(100) == "100 B"
     assert format_time_ps(12_500_000) == "12.5 us"
     assert format_time_ps(3) == "3 ps"
+
+
+def test_reported_units_come_from_picoseconds_and_picojoules() -> None:
+    # ns = ps / 10^3 and us = ps / 10^6, exactly as float division gives them; W = pJ / ps.
+    assert (ps_to_ns(12_500_000), ps_to_ns(1), ps_to_ns(2.5)) == (12_500.0, 0.001, 0.0025)
+    assert (ps_to_us(12_500_000), ps_to_us(500_000)) == (12.5, 0.5)
+    assert power_w(3e12, 10**12) == 3.0  # 3 J over 1 s
+    assert power_w(5.0, 0) == 0.0  # no time, no power

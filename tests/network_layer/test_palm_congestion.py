@@ -95,7 +95,7 @@ def test_the_gap_is_bounded_by_the_busiest_link(palm: ModuleType, tasks: int) ->
     size = 4 << 20
     reports = {backend: palm.run_stack(tasks, "4MiB", backend) for backend in palm.BACKENDS}
     load = BUSIEST_LINK_LOAD[tasks]
-    assert max(link.bytes for link in reports["congestion_aware"].links) == load * size
+    assert max(link.bytes for link in reports["congestion_aware"].result.links) == load * size
     analytical, congested = (reports[backend].total_time_ps for backend in palm.BACKENDS)
     assert analytical <= 12 * (ser(size // 4) + 3 * LATENCY_PS)
     assert congested >= load * ser(size)

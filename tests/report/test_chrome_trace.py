@@ -52,10 +52,11 @@ def test_memory_is_a_counter_track_peaking_at_the_reported_peak() -> None:
 
     example = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
     report = run_study(load_study(example), record_trace=True)
-    trace = chrome_trace(report.spans, report.counters)
+    result = report.result
+    trace = chrome_trace(result.spans, result.counters)
     samples = [e for e in trace["traceEvents"] if e["ph"] == "C"]
-    assert {e["name"] for e in samples} == {"memory"} and {e["pid"] for e in samples} == set(range(report.npus))
-    for npu in report.per_npu:
+    assert {e["name"] for e in samples} == {"memory"} and {e["pid"] for e in samples} == set(range(result.npus))
+    for npu in result.per_npu:
         held = [e["args"]["bytes"] for e in samples if e["pid"] == npu.npu]
         assert max(held) == npu.peak_memory_bytes
-        assert held[-1] == sum(size for kind, size in npu.memory_at_peak.items() if kind != "working")
+        assert held[-1] == sum(size for kind, size in npu.memory_at_peak if kind != "working")

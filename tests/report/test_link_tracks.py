@@ -61,11 +61,11 @@ def test_no_network_tracks_from_a_network_without_links(capsys: pytest.CaptureFi
 
 def test_busy_stretches_are_recorded_only_with_a_trace() -> None:
     study = load_study(*STUDIES["mesh"])
-    plain = run_study(study)
+    plain = run_study(study).result
     assert plain.links and not plain.link_busy
-    traced = run_study(study, record_trace=True)
+    traced = run_study(study, record_trace=True).result
     assert traced.total_time_ps == plain.total_time_ps and traced.links == plain.links
-    assert {busy.link for busy in traced.link_busy} == {link.link for link in traced.links if link.busy_ns > 0}
+    assert {busy.link for busy in traced.link_busy} == {link.link for link in traced.links if link.busy_ps > 0}
 
 
 def test_the_network_process_follows_every_npu() -> None:
@@ -84,6 +84,6 @@ def test_a_spawned_network_records_the_same_stretches(case: str) -> None:
     local = run_study(load_study(path, overrides), record_trace=True)
     remote = run_study(load_study(path, [*overrides, "network.spawn=true"]), record_trace=True)
     assert remote.backends["network"].endswith("(spawned)")
-    assert remote.link_busy == local.link_busy and remote.links == local.links
-    assert remote.packet_latency == local.packet_latency
-    assert (local.packet_latency is None) == (case == "mesh")
+    assert remote.result.link_busy == local.result.link_busy and remote.result.links == local.result.links
+    assert remote.result.packet_latency == local.result.packet_latency
+    assert (local.result.packet_latency.packets == 0) == (case == "mesh")

@@ -50,15 +50,16 @@ def test_peak_memory_matches_the_analytic_model_and_the_bubble_adds_up() -> None
     report = run_study(load_study(EXAMPLE))
     assert report.training is not None
     analytic = report.training["memory_per_npu_bytes"]
-    assert [npu.peak_memory_bytes for npu in report.per_npu] == analytic
+    per_npu = report.result.per_npu
+    assert [npu.peak_memory_bytes for npu in per_npu] == analytic
     total_ps = report.total_time_ps
     idle = [
-        total_ps - round(npu.compute_ns * 1000)
-        - sum(round(ns * 1000) for kind, ns in npu.exposed_comm_ns_by_kind.items() if kind not in ("pp", "p2p"))
-        for npu in report.per_npu
+        total_ps - npu.compute_ps
+        - sum(ps for kind, ps in npu.exposed_comm_ps_by_kind if kind not in ("pp", "p2p"))
+        for npu in per_npu
     ]
     assert report.training["pipeline_bubble_fraction"] == pytest.approx(sum(idle) / len(idle) / total_ps, rel=1e-6)
     assert 0 < report.training["pipeline_bubble_fraction"] < 0.5
-    for npu in report.per_npu:
-        assert sum(npu.exposed_comm_ns_by_kind.values()) == pytest.approx(npu.exposed_comm_ns)
-        assert set(npu.exposed_comm_ns_by_kind) <= {"tp", "dp", "pp"}
+    for npu in per_npu:
+        assert sum(ps for _, ps in npu.exposed_comm_ps_by_kind) == npu.exposed_comm_ps
+        assert {kind for kind, _ in npu.exposed_comm_ps_by_kind} <= {"tp", "dp", "pp"}

@@ -44,12 +44,13 @@ def result(npus: int = 4, collectives: int = 1) -> SimulationResult:
 
 
 def report(**kwargs: int) -> Report:
-    return Report.from_result("tiny", result(**kwargs), 0.25, {"network": "analytical (in-process)"})
+    return Report("tiny", result(**kwargs), 0.25, {"network": "analytical (in-process)"})
 
 
 def test_headline_numbers_come_from_the_last_npu_to_finish() -> None:
     r = report()
-    assert (r.total_time_ps, r.total_time_ns, r.npus, r.events_processed) == (12_500_000, 12_500.0, 4, 1234)
+    assert (r.total_time_ps, r.total_time_ns) == (12_500_000, 12_500.0)
+    assert (r.result.npus, r.result.events_processed) == (4, 1234)
     assert r.critical_npu == 1 and r.compute_time_ns == 2000.0 and r.exposed_comm_ns == 10_500.0
 
 
@@ -105,7 +106,7 @@ def test_write_failure_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_empty_result() -> None:
-    r = Report.from_result("empty", SimulationResult(0, 0, (), (), (), 0), 0.0, {})
+    r = Report("empty", SimulationResult(0, 0, (), (), (), 0), 0.0, {})
     assert r.compute_time_ns == 0.0 and "collectives: none" in r.to_text()
 
 
@@ -123,7 +124,7 @@ def test_a_training_workload_adds_throughput_at_top_level() -> None:
     # 12.5 us for 64 samples and 8e15 FLOPs on 4 NPUs.
     assert figures == pytest.approx({"iteration_time_ns": 12_500.0, "samples_per_second": 64 / 12.5e-6,
                                      "tflops_per_npu": 8e15 / 12.5e-6 / 4 / 1e12})  # fmt: skip
-    r = Report.from_result("tiny", result(), 0.25, {}, figures)
+    r = Report("tiny", result(), 0.25, {}, figures)
     data = r.to_dict()
     assert data["samples_per_second"] == figures["samples_per_second"] and "training" not in data
     assert "samples/s" in r.to_text()
@@ -145,7 +146,7 @@ def test_a_memory_model_adds_the_peak_per_npu() -> None:
 
     figures = _training_figures(Iteration(), result())  # type: ignore[arg-type]
     assert figures is not None and figures["memory_per_npu_bytes"] == [3 << 30, 5 << 30, 4 << 30, 1 << 30]
-    r = Report.from_result("tiny", result(), 0.25, {}, figures)
+    r = Report("tiny", result(), 0.25, {}, figures)
     assert r.to_dict()["memory_per_npu_bytes"][1] == 5 << 30
     assert "up to 5 GiB per NPU (NPU 1)" in r.to_text()
 
@@ -156,11 +157,26 @@ def test_link_counters_become_utilisation_rows() -> None:
     from stratasim.system_layer.result import LinkStats
 
     links = (LinkStats("dim 0: 0->1", 6_250_000, 1 << 20, 4), LinkStats("dim 0: 1->2", 12_500_000, 2 << 20, 8))
-    r = Report.from_result("tiny", replace(result(), links=links), 0.25, {})
+    r = Report("tiny", replace(result(), links=links), 0.25, {})
     data = r.to_dict()
     assert data["links"][1] == {"link": "dim 0: 1->2", "busy_ns": 12_500.0, "bytes": 2 << 20, "messages": 8,
                                 "utilisation": 1.0}  # fmt: skip
     text = r.to_text()
     assert "busiest links (of 2 that carried traffic)" in text
     assert text.index("dim 0: 1->2") < text.index("dim 0: 0->1") and "100.0%" in text
-    assert "links" not in Report.from_result("tiny", result(), 0.25, {}).to_dict()
+    assert "links" not in Report("tiny", result(), 0.25, {}).to_dict()
+
+
+def test_packet_latency_comes_only_from_networks_that_count_packets() -> None:
+    from dataclasses import replace
+
+    from stratasim.system_layer.result import LinkStats, PacketLatencyStats
+
+    # 4 packets taking 10 ns in all: a mean of 2.5 ns; every *_ns value is ps / 1000.
+    latency = PacketLatencyStats(packets=4, total_ps=10_000, min_ps=2_000, p50_ps=2_500, p99_ps=3_000, max_ps=3_000)
+    links = (LinkStats("dim 0: 0->1", 6_250_000, 1 << 20, 4),)
+    r = Report("tiny", replace(result(), links=links, packet_latency=latency), 0.25, {})
+    assert r.to_dict()["packet_latency"] == {"packets": 4, "mean_ns": 2.5, "min_ns": 2.0, "p50_ns": 2.5,
+                                             "p99_ns": 3.0, "max_ns": 3.0}  # fmt: skip
+    assert "packet latency over 4 packets: mean 2.5 ns, p50 2.5 ns, p99 3 ns, max 3 ns" in r.to_text()
+    assert "packet_latency" not in report().to_dict() and "packet latency" not in report().to_text()

@@ -1,0 +1,124 @@
+"""A report as JSON-ready data: the engine's result, its picoseconds shown as nanoseconds.
+
+The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns``, ``compute_time_ns``,
+``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
+``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
+``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); from networks that model links
+``links``, and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
+``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``). Every ``*_ns`` value is the engine's integer picoseconds
+divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from stratasim.report.operator_table import operator_row
+from stratasim.kernel.units import ps_to_ns
+from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats
+
+if TYPE_CHECKING:
+    from stratasim.report.report import Report
+
+__all__ = ["report_dict"]
+
+
+def _ns(values: Iterable[int]) -> list[float]:
+    return [ps_to_ns(ps) for ps in values]
+
+
+def _collective_row(stats: CollectiveStats) -> dict[str, Any]:
+    """One collective; per-phase delays are means over the group's chunks (see ``CollectiveStats``)."""
+    return {
+        "id": stats.collective_id,
+        "type": stats.type,
+        "bytes": stats.bytes,
+        "group_size": stats.group_size,
+        "start_ns": ps_to_ns(stats.start_ps),
+        "end_ns": ps_to_ns(stats.end_ps),
+        "queue_delay_ns_per_phase": _ns(stats.queue_delay_ps_per_phase),
+        "network_delay_ns_per_phase": _ns(stats.network_delay_ps_per_phase),
+        "phase_dims": list(stats.phase_dims),
+        "phase_collectives": list(stats.phase_collectives),
+        "queue_delay_ns_per_chunk": [_ns(chunk) for chunk in stats.queue_delay_ps_per_chunk],
+        "network_delay_ns_per_chunk": [_ns(chunk) for chunk in stats.network_delay_ps_per_chunk],
+    }
+
+
+def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
+    """One NPU: when it finished, its busy compute and communication time, communication left exposed (and
+    split by what it waited on: a communicator name such as ``tp``/``dp``/``pp``, else ``collective``/``p2p``),
+    the collective bytes it sent along each dimension (key ``"flat"``: phases over groups that are not a
+    product of dimensions), the most memory it held, when, and of what, and its compute energy and power."""
+    return {
+        "npu": stats.npu,
+        "finish_ns": ps_to_ns(stats.finish_ps),
+        "compute_ns": ps_to_ns(stats.compute_ps),
+        "comm_ns": ps_to_ns(stats.comm_ps),
+        "exposed_comm_ns": ps_to_ns(stats.exposed_comm_ps),
+        "bytes_sent_per_dim": {("flat" if dim < 0 else str(dim)): size for dim, size in stats.bytes_sent_per_dim},
+        "exposed_comm_ns_by_kind": {kind: ps_to_ns(ps) for kind, ps in stats.exposed_comm_ps_by_kind},
+        "peak_memory_bytes": stats.peak_memory_bytes,
+        "peak_memory_ns": ps_to_ns(stats.peak_memory_ps),
+        "memory_at_peak": dict(stats.memory_at_peak),
+        "compute_energy_pj": stats.compute_energy_pj,
+        "compute_power_w": report.power_w(stats.compute_energy_pj),
+    }
+
+
+def _link_row(stats: LinkStats, report: Report) -> dict[str, Any]:
+    """One link of a network that models links: its busy time, what it carried, and the share of the run it
+    spent transmitting."""
+    return {
+        "link": stats.link,
+        "busy_ns": ps_to_ns(stats.busy_ps),
+        "bytes": stats.bytes,
+        "messages": stats.messages,
+        "utilisation": report.utilisation(stats),
+    }
+
+
+def _packet_latency_row(stats: PacketLatencyStats) -> dict[str, Any]:
+    """How long packets took, from a message being sent to a packet's last flit arriving."""
+    return {
+        "packets": stats.packets,
+        "mean_ns": ps_to_ns(stats.mean_ps),
+        "min_ns": ps_to_ns(stats.min_ps),
+        "p50_ns": ps_to_ns(stats.p50_ps),
+        "p99_ns": ps_to_ns(stats.p99_ps),
+        "max_ns": ps_to_ns(stats.max_ps),
+    }
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """The whole report; a training workload's figures join the top level, the trace spans are left out."""
+    result = report.result
+    energy = report.compute_energy_pj
+    data: dict[str, Any] = {
+        "name": report.name,
+        "total_time_ps": result.total_time_ps,
+        "total_time_ns": report.total_time_ns,
+        "compute_time_ns": report.compute_time_ns,
+        "exposed_comm_ns": report.exposed_comm_ns,
+        "critical_npu": report.critical_npu,
+        "npus": result.npus,
+        "wall_seconds": report.wall_seconds,
+        "events_processed": result.events_processed,
+        "backends": dict(report.backends),
+        "simulated_npus": result.simulated_npus,
+        "compute_energy_pj": energy,
+        "compute_power_w": report.power_w(energy),
+        **(report.training or {}),
+        "collectives": [_collective_row(stats) for stats in result.collectives],
+        "per_npu": [_npu_row(stats, report) for stats in result.per_npu],
+        "operators": [operator_row(stats) for stats in result.operators],
+    }
+    if result.links:
+        data["links"] = [_link_row(stats, report) for stats in result.links]
+    if result.packet_latency.packets:
+        data["packet_latency"] = _packet_latency_row(result.packet_latency)
+    if report.serving:
+        data["serving"] = dict(report.serving)
+    data["warnings"] = list(report.warnings)
+    return data
