@@ -18,10 +18,10 @@ import sys
 import time
 from typing import Any
 
-from stratasim.kernel import operators
-from stratasim.study.compute_setup import build_compute
 from stratasim.config.study_file import load_study
+from stratasim.kernel import operators
 from stratasim.kernel.errors import StrataSimError
+from stratasim.study.compute_setup import build_compute
 from stratasim.study.run import prepare_workload
 from stratasim.v1 import compute_pb2, workload_pb2
 

@@ -18,11 +18,11 @@ import time
 from typing import Any
 
 from stratasim import system_layer
+from stratasim.config.study_file import Study, parse_study
+from stratasim.kernel.units import format_time_ps
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.network_layer.flit_level import FlitLevelNetwork
-from stratasim.config.study_file import Study, parse_study
 from stratasim.study.run import prepare_workload
-from stratasim.kernel.units import format_time_ps
 
 LINK = {"bandwidth": "50GB/s", "latency": "500ns"}
 CASES: list[tuple[str, dict[str, Any], str, str, str]] = [

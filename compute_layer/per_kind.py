@@ -22,7 +22,7 @@ from stratasim.v1 import common_pb2, compute_pb2
 __all__ = ["KIND_NAMES", "PerKindCompute", "kind_name"]
 
 KIND_NAMES: tuple[str, ...] = tuple(
-    name.lower() for name in compute_pb2.OperatorKind.keys() if name != "OPERATOR_KIND_UNSPECIFIED"
+    name.lower() for name in compute_pb2.OperatorKind.keys() if name != "OPERATOR_KIND_UNSPECIFIED"  # noqa: SIM118
 )
 """The operator kinds a route may name (``gemm``, ``conv``, ``elementwise``), besides ``*`` for every other kind."""
 

@@ -27,10 +27,10 @@ from typing import NoReturn
 
 import numpy as np
 
-from stratasim.network_layer import topologies
-from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
+from stratasim.network_layer import topologies
+from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.v1 import network_pb2
 
 __all__ = ["AnalyticalNetwork"]

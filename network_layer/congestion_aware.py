@@ -38,11 +38,11 @@ from fractions import Fraction
 from itertools import repeat
 from typing import cast
 
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.network_layer import topologies
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.windows import window_result
-from stratasim.kernel.errors import BackendError
-from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.v1 import network_pb2
 
 __all__ = ["CongestionAwareNetwork"]

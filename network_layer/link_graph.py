@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-from stratasim.network_layer.routing import ShortestPaths
 from stratasim.kernel.errors import TopologyError
+from stratasim.network_layer.routing import ShortestPaths
 from stratasim.v1 import network_pb2
 
 __all__ = ["Link", "LinkGraph", "Router", "duplex", "link_speed"]

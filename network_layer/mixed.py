@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import NetworkBackend
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
+from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.v1 import network_pb2
 
 __all__ = ["MixedNetwork"]

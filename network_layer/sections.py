@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from annotated_types import MinLen
 from pydantic import Discriminator, Field, StrictInt, Tag
 
+from stratasim.kernel.grid import Grid
+from stratasim.kernel.schema import Bandwidth, Bytes, Section, TimePs
 from stratasim.network_layer import topologies
 from stratasim.network_layer.topologies import FabricSection
-from stratasim.kernel.schema import Bandwidth, Bytes, Section, TimePs
-from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
 __all__ = ["DimensionSection", "FlitSection", "NetworkSection", "TopologySection"]

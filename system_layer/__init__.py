@@ -4,9 +4,9 @@ It runs per-NPU execution graphs against a network federate and a compute servic
 implementation: both come in through :mod:`stratasim.kernel.contracts`.
 """
 
+from stratasim.system_layer.engine.simulation import simulate, validate
 from stratasim.system_layer.options import ALGORITHMS, Scheduling, SystemOptions
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
-from stratasim.system_layer.engine.simulation import simulate, validate
 
 __all__ = [
     "ALGORITHMS",

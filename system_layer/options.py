@@ -8,15 +8,15 @@ engine code that reads it; the study file, ``--set`` and ``stratasim check`` kno
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, StrictInt, field_validator
 
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
-from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs
 from stratasim.kernel.grid import Grid
+from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs
 
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
@@ -26,14 +26,14 @@ ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "doubl
 _EVERY_OTHER = "*"  # the key of the algorithms of every collective a mapping does not name
 
 
-class Scheduling(str, Enum):
+class Scheduling(StrEnum):
     """Which collective's chunks the dispatcher issues first when several are ready."""
 
     LIFO = "lifo"
     FIFO = "fifo"
 
 
-class Preset(str, Enum):
+class Preset(StrEnum):
     """Whose semantics the system layer follows: StrataSim's own, or ASTRA-sim 2.x's analytical ones."""
 
     DEFAULT = "default"

@@ -7,7 +7,15 @@ DRAM channels and the NoC links leading to them (:mod:`.contention`); :mod:`.mod
 :mod:`.backend` is the ComputeBackend. ``docs/palm-wafer.md`` gives the equations and their sources.
 """
 
-from stratasim.compute_layer.wafer.accelerator import HOROWITZ_45NM, PALM_WAFER, PRESETS, Wafer, WaferEnergy, palm_wafer, wafer
+from stratasim.compute_layer.wafer.accelerator import (
+    HOROWITZ_45NM,
+    PALM_WAFER,
+    PRESETS,
+    Wafer,
+    WaferEnergy,
+    palm_wafer,
+    wafer,
+)
 from stratasim.compute_layer.wafer.backend import WaferCompute
 from stratasim.compute_layer.wafer.contention import EdgeLoad, edge_load
 from stratasim.compute_layer.wafer.model import Plan, evaluate, plan

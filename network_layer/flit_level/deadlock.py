@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
-from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid
+from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.v1 import network_pb2
 
 __all__ = ["VcClasses", "OneClass", "Dateline", "AfterGlobal", "HopIndex", "for_dimensions", "for_fabric", "vc_ranges"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from stratasim.kernel.grid import Grid
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex
 from stratasim.network_layer.routing import ring_step
-from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
 __all__ = ["DimensionFabric"]

@@ -43,6 +43,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from stratasim.kernel.errors import BackendError, SimulationError
+from stratasim.kernel.grid import validate_topology
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level import deadlock
 from stratasim.network_layer.flit_level.dimensions import DimensionFabric
@@ -53,8 +55,6 @@ from stratasim.network_layer.flit_level.router import OutputPort, Route
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.network_layer.windows import window_result
-from stratasim.kernel.errors import BackendError, SimulationError
-from stratasim.kernel.grid import validate_topology
 from stratasim.v1 import network_pb2
 
 __all__ = ["FlitLevelNetwork"]

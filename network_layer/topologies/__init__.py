@@ -18,11 +18,11 @@ from importlib import import_module
 from types import MappingProxyType, ModuleType
 from typing import Any, get_args
 
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.grid import Grid
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
 from stratasim.network_layer.topologies.graph import from_networkx
-from stratasim.kernel.errors import TopologyError
-from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
 __all__ = ["SECTIONS", "FabricSection", "build", "check", "from_networkx", "topology_of"]

@@ -20,11 +20,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
-from stratasim.network_layer.link_graph import Link, LinkGraph, link_speed
-from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.schema import Bandwidth, Section, TimePs
 from stratasim.kernel.units import parse_bandwidth, parse_time_ps
+from stratasim.network_layer.link_graph import Link, LinkGraph, link_speed
+from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
 from stratasim.v1 import network_pb2
 
 __all__ = ["FABRIC", "SECTIONS", "GraphSection", "check", "build", "layout", "from_networkx"]

@@ -18,10 +18,10 @@ from typing import Literal
 
 from pydantic import Field, StrictInt
 
+from stratasim.kernel.errors import TopologyError
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
 from stratasim.network_layer.routing import ring_step
 from stratasim.network_layer.topologies.base import FabricSection, LevelSection, fabric_topology
-from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
 __all__ = ["FABRIC", "SECTIONS", "HierarchicalAlltoallSection", "check", "build", "layout"]

@@ -17,9 +17,9 @@ from typing import Literal
 
 from pydantic import Field, StrictInt
 
+from stratasim.kernel.errors import TopologyError
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
 from stratasim.network_layer.topologies.base import FabricSection, LinkSection, fabric_topology
-from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
 __all__ = ["FABRIC", "SECTIONS", "NvSwitchSection", "check", "build", "layout"]

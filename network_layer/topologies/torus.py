@@ -13,11 +13,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt
 
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.grid import Grid
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
 from stratasim.network_layer.routing import DimensionOrder
 from stratasim.network_layer.topologies.base import FabricSection, LevelSection, LinkSection, fabric_topology
-from stratasim.kernel.errors import TopologyError
-from stratasim.kernel.grid import Grid
 from stratasim.v1 import network_pb2
 
 __all__ = ["FABRIC", "SECTIONS", "TorusSection", "HierarchicalTorusSection", "check", "build", "layout"]

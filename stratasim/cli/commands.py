@@ -180,8 +180,8 @@ def _add_bench(subparsers: _Subparsers) -> None:
 
 
 def _import_astra(args: argparse.Namespace) -> int:
-    from stratasim.kernel.errors import ConfigError
     from stratasim.importers import astra
+    from stratasim.kernel.errors import ConfigError
 
     imported = astra.read_astra(
         args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stratasim.kernel import operators
-from stratasim.study.compute_setup import build_compute
 from stratasim.kernel.errors import BackendError, ConfigError
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
+from stratasim.study.compute_setup import build_compute
 from stratasim.v1 import compute_pb2
 
 __all__ = ["KINDS", "BackendCost", "operator_from", "price", "to_dict", "to_text"]

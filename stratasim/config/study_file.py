@@ -23,17 +23,17 @@ import yaml
 from pydantic import AfterValidator, BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
-from stratasim.network_layer.sections import NetworkSection
 from stratasim.config import strict_yaml
-from stratasim.kernel import registry
+from stratasim.config.overrides import apply_overrides
 from stratasim.config.problems import unknown_key, validated_section
+from stratasim.kernel import registry
 from stratasim.kernel.contracts import WorkloadSource
 from stratasim.kernel.errors import BackendError, ConfigError, TopologyError
-from stratasim.config.overrides import apply_overrides
-from stratasim.kernel.schema import Section
 from stratasim.kernel.grid import Grid
-from stratasim.v1 import network_pb2
+from stratasim.kernel.schema import Section
+from stratasim.network_layer.sections import NetworkSection
 from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.v1 import network_pb2
 
 __all__ = [
     "Study",

@@ -23,7 +23,6 @@ import yaml
 
 from stratasim.config import strict_yaml
 from stratasim.config.study_file import parse_study
-from stratasim.kernel.errors import ConfigError
 from stratasim.importers._astra_system import (
     Problems,
     SystemImport,
@@ -32,6 +31,7 @@ from stratasim.importers._astra_system import (
     read_system,
     unknown_key,
 )
+from stratasim.kernel.errors import ConfigError
 
 __all__ = ["AstraImport", "DEFAULT_COLLECTIVE", "DEFAULT_SIZE", "import_astra", "read_astra", "to_yaml"]
 
@@ -114,9 +114,13 @@ def _npus(value: object) -> int:
 
 def _measure(what: str, *, zero_ok: bool) -> Callable[[object], float]:
     def parse(value: object) -> float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            if value > 0 or (zero_ok and value == 0):
-                return value
+        if (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and (value > 0 or (zero_ok and value == 0))
+        ):
+            return value
         raise ValueError(f"expected {what}, got {value!r}")
 
     return parse

@@ -11,11 +11,11 @@ divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from stratasim.report.operator_table import operator_row
 from stratasim.kernel.units import ps_to_ns
+from stratasim.report.operator_table import operator_row
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats
 
 if TYPE_CHECKING:
@@ -119,6 +119,16 @@ def report_dict(report: Report) -> dict[str, Any]:
     if result.packet_latency.packets:
         data["packet_latency"] = _packet_latency_row(result.packet_latency)
     if report.serving:
-        data["serving"] = dict(report.serving)
+        data["serving"] = _serving_row(report.serving)
     data["warnings"] = list(report.warnings)
     return data
+
+
+def _serving_row(figures: Mapping[str, float]) -> dict[str, float]:
+    """A serving workload's figures with its times (``*_ps``) given in ns (``*_ns``), in the same order."""
+    row = {}
+    for key, value in figures.items():
+        if key.endswith("_ps"):
+            key, value = key.removesuffix("_ps") + "_ns", ps_to_ns(value)
+        row[key] = value
+    return row

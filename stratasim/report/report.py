@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stratasim.report.chrome_trace import chrome_trace
 from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.units import power_w, ps_to_ns
+from stratasim.report.chrome_trace import chrome_trace
 from stratasim.report.json_report import report_dict
 from stratasim.report.text_report import report_text
-from stratasim.kernel.units import power_w, ps_to_ns
 from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
 
 __all__ = ["Report"]
@@ -36,7 +36,7 @@ class Report:
     ``backends`` maps a layer to a label such as ``analytical (in-process)``; ``training`` holds a training
     workload's ``iteration_time_ns``, ``samples_per_second`` and ``tflops_per_npu`` and, if modelled,
     ``memory_per_npu_bytes`` and ``pipeline_bubble_fraction`` (added to the JSON at top level); ``serving`` an
-    inference workload's ``ttft_ns``, ``tpot_ns`` and ``tokens_per_second`` (JSON key ``serving``); ``warnings``
+    inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``); ``warnings``
     what the user should know (over capacity...). The result's trace spans, counters and link busy stretches
     (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
     """

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stratasim.report.operator_table import operator_lines
 from stratasim.kernel.units import format_bytes, format_energy_pj, format_time_ps
+from stratasim.report.operator_table import operator_lines
 
 if TYPE_CHECKING:
     from stratasim.report.report import Report
@@ -90,7 +90,7 @@ def _serving_lines(report: Report) -> list[str]:
     if not serving:
         return []
     return [
-        f"  serving          TTFT {_time(serving['ttft_ns'] * 1000)}, TPOT {_time(serving['tpot_ns'] * 1000)}, "
+        f"  serving          TTFT {_time(serving['ttft_ps'])}, TPOT {_time(serving['tpot_ps'])}, "
         f"{serving['tokens_per_second']:,.1f} tokens/s"
     ]
 

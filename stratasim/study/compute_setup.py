@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from contextlib import ExitStack
 
-from stratasim.kernel import registry
 from stratasim.compute_layer.sections import PROFILE_BACKEND
 from stratasim.config.study_file import StudyCompute
+from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
 
 __all__ = ["build_compute", "open_compute", "serve_command"]

@@ -12,9 +12,8 @@ from contextlib import ExitStack
 from typing import Any, cast
 
 from stratasim import system_layer
-from stratasim.kernel import registry
-from stratasim.study.compute_setup import open_compute
 from stratasim.config.study_file import Study, StudyCompute, StudyNetwork
+from stratasim.kernel import registry
 from stratasim.kernel.contracts import (
     ComputeBackend,
     MemoryModel,
@@ -25,8 +24,9 @@ from stratasim.kernel.contracts import (
     WorkloadSource,
 )
 from stratasim.kernel.errors import BackendError, SimulationError, WorkloadError
-from stratasim.report.report import Report
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
+from stratasim.report.report import Report
+from stratasim.study.compute_setup import open_compute
 from stratasim.v1 import compute_pb2
 
 __all__ = ["prepare_workload", "check_study", "run_study"]

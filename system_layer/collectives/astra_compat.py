@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 from stratasim.system_layer.collectives.algorithms import PhasePlan
 from stratasim.system_layer.collectives.steps import Step, lockstep
@@ -57,7 +57,7 @@ def adapt(plan: PhasePlan) -> PhasePlan:
 
 
 def _direct_once(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
-    @lru_cache(maxsize=None)  # one plan per position, as the default planners keep theirs
+    @cache  # one plan per position, as the default planners keep theirs
     def steps(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
         return tuple(replace(s, reduce_bytes=s.bytes) if s.reduces else s for s in plan.steps_for(position))
 
@@ -65,7 +65,7 @@ def _direct_once(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
 
 
 def _halving_doubling(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
-    @lru_cache(maxsize=None)  # one plan per position, as the default planners keep theirs
+    @cache  # one plan per position, as the default planners keep theirs
     def steps(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
         default = plan.steps_for(position)
         halving = n.bit_length() - 1

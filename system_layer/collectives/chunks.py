@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from stratasim.system_layer.collectives import astra_compat
 from stratasim.system_layer.collectives.algorithms import PhasePlan, Step, plan_phase
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
-from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
+from stratasim.system_layer.options import Preset, SystemOptions
 
 if TYPE_CHECKING:
     from stratasim.system_layer.engine.coordinator import Coordinator

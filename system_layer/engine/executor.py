@@ -15,13 +15,13 @@ from collections import deque
 from stratasim.kernel.collective_types import COLLECTIVE_NAMES
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
-from stratasim.v1 import workload_pb2
 from stratasim.system_layer.collectives.chunks import Collective, Layout, layout
-from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.collectives.groups import phases_of
+from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.system_layer.result import CounterSample, TraceSpan
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+from stratasim.v1 import workload_pb2
 
 __all__ = ["CollectiveTable", "NpuExecutor"]
 

@@ -10,8 +10,8 @@ allocates only starts a run and one that frees (or is a milestone) only ends one
 
 from __future__ import annotations
 
-from stratasim.v1 import workload_pb2
 from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.v1 import workload_pb2
 
 __all__ = ["fuse_compute_runs"]
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, WorkloadError
 from stratasim.kernel.operators import ShapeError, dtype_name, kind_name, kind_of, shape_of
-from stratasim.v1 import compute_pb2, workload_pb2
-from stratasim.v1.compute_pb2 import OperatorCost, OperatorDesc
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.result import OperatorStats
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.v1.compute_pb2 import OperatorCost, OperatorDesc
 
 __all__ = ["Pricing", "price_plans"]
 

@@ -9,18 +9,25 @@ from dataclasses import replace
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.grid import Grid
-from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 from stratasim.system_layer.collectives.chunks import Collective
 from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
 from stratasim.system_layer.engine.fusion import fuse_compute_runs
 from stratasim.system_layer.engine.graph_plan import GraphPlan, plan_graph
-from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.engine.pricing import price_plans
-from stratasim.system_layer.result import CollectiveStats, LinkBusy, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
-from stratasim.system_layer.scheduler.reduction import ReductionCost
+from stratasim.system_layer.options import SystemOptions
+from stratasim.system_layer.result import (
+    CollectiveStats,
+    LinkBusy,
+    LinkStats,
+    NpuStats,
+    PacketLatencyStats,
+    SimulationResult,
+)
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.symmetry.stand_ins import stand_ins
+from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
 __all__ = ["simulate", "validate"]
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 from stratasim.system_layer.collectives.chunks import ChunkRun, Collective
 from stratasim.system_layer.collectives.groups import FLAT
 from stratasim.system_layer.options import Scheduling, SystemOptions
-from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.result import CounterSample, TraceSpan
+from stratasim.system_layer.scheduler.reduction import ReductionCost
 
 if TYPE_CHECKING:
-    from stratasim.system_layer.engine.coordinator import Coordinator
     from stratasim.system_layer.collectives.steps import Step
+    from stratasim.system_layer.engine.coordinator import Coordinator
 
 __all__ = ["NpuScheduler", "SchedulerContext"]
 

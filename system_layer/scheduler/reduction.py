@@ -11,9 +11,9 @@ from __future__ import annotations
 from stratasim.kernel import operators
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, WorkloadError
-from stratasim.v1 import compute_pb2
 from stratasim.system_layer.collectives import astra_compat
 from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.v1 import compute_pb2
 
 __all__ = ["ReductionCost"]
 

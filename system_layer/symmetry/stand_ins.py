@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stratasim.kernel.grid import Grid
-from stratasim.v1 import network_pb2, workload_pb2
 from stratasim.system_layer.collectives.groups import FLAT, phases_of
 from stratasim.system_layer.options import SystemOptions
+from stratasim.v1 import network_pb2, workload_pb2
 
 __all__ = ["SYMMETRIC_ALGORITHMS", "aggregation_blocker", "stand_ins"]
 

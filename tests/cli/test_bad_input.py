@@ -128,8 +128,8 @@ def test_splits_must_be_positive() -> None:
 
 def test_a_group_naming_npus_outside_the_topology() -> None:
     from stratasim.kernel.errors import WorkloadError
-    from stratasim.v1 import network_pb2, workload_pb2
     from stratasim.system_layer import SystemOptions, validate
+    from stratasim.v1 import network_pb2, workload_pb2
 
     graph = workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(
         id=3, name="tp", type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, group=[0, 9])])

@@ -10,8 +10,8 @@ import pytest
 from stratasim.compute_layer.per_kind import PerKindCompute
 from stratasim.compute_layer.profile import ProfileCompute
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.kernel import operators
 from stratasim.config.study_file import load_study
+from stratasim.kernel import operators
 from stratasim.kernel.errors import ConfigError
 from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from stratasim.compute_layer.devices import PRESETS
-from stratasim.report import roofline_plot
 from stratasim.kernel.errors import StrataSimError
+from stratasim.report import roofline_plot
 from stratasim.report.roofline_plot import Ceiling, RooflinePoint, Slope, roofline_chart
 from stratasim.v1 import compute_pb2
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import replace
 
@@ -11,10 +12,10 @@ from hypothesis import strategies as st
 
 from stratasim.compute_layer.timeloop import (
     Accelerator,
-    accelerator,
     Mapping,
     MappingError,
     StorageLevel,
+    accelerator,
     conv2d,
     evaluate,
     gemm,
@@ -61,10 +62,8 @@ def _brute_force(problem, acc):  # type: ignore[no-untyped-def]
             for order1 in itertools.permutations(levels[1]):
                 for order2 in itertools.permutations(levels[2]):
                     mapping = Mapping((levels[0], order1, order2), rows, cols)
-                    try:
+                    with contextlib.suppress(MappingError):
                         results.append(evaluate(problem, acc, mapping))
-                    except MappingError:
-                        pass
     return results
 
 

@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import pytest
 
+from stratasim import cli
 from stratasim.compute_layer.wafer import PRESETS, Wafer, WaferCompute, WaferEnergy
 from stratasim.compute_layer.wafer import backend as wafer_backend
-from stratasim import cli
 from stratasim.kernel import operators, registry
-from stratasim.study.compute_setup import build_compute
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError
+from stratasim.study.compute_setup import build_compute
 from stratasim.v1 import common_pb2, compute_pb2
 
 FP16 = compute_pb2.FP16

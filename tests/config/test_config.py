@@ -12,8 +12,8 @@ import yaml
 
 from stratasim.config.study_file import Study, load_study, parse_study
 from stratasim.kernel.errors import ConfigError
-from stratasim.v1 import network_pb2
 from stratasim.system_layer.options import Scheduling, SystemOptions
+from stratasim.v1 import network_pb2
 
 GOOD: dict[str, Any] = {
     "name": "tiny",

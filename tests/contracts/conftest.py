@@ -7,10 +7,10 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from tests.contracts.contract_fakes import factories, served
 
 from stratasim.kernel import registry
 from stratasim.remote import ComputeClient, NetworkClient
+from tests.contracts.contract_fakes import factories, served
 
 _CLIENTS: dict[str, Callable[..., Any]] = {"network": NetworkClient, "compute": ComputeClient}
 

@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 from stratasim.kernel import registry
-from stratasim.remote import serve
 from stratasim.kernel.grid import validate_topology
+from stratasim.remote import serve
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2
 
 __all__ = [

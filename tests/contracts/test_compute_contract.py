@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.contracts.contract_fakes import backend_names
 
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import compute_pb2
+from tests.contracts.contract_fakes import backend_names
 
 NAMES = backend_names("compute")
 MODES = ("in-process", "remote")

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.contracts.contract_fakes import backend_names
 
 from stratasim.kernel.contracts import NetworkBackend
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
+from tests.contracts.contract_fakes import backend_names
 
 NAMES = backend_names("network")
 MODES = ("in-process", "remote")

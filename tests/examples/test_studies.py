@@ -35,7 +35,8 @@ from stratasim import cli
 from stratasim.config.study_file import load_study
 from stratasim.report.report import Report
 from stratasim.study.run import run_study
-from tests.examples.test_megatron import EXAMPLES as MEGATRON, PUBLISHED_TFLOPS
+from tests.examples.test_megatron import EXAMPLES as MEGATRON
+from tests.examples.test_megatron import PUBLISHED_TFLOPS
 from tests.examples.test_paper_findings import SCRIPT as ASTRA_FINDINGS
 from tests.network_layer.test_palm_congestion import SCRIPT as PALM_CONGESTION
 
@@ -59,8 +60,9 @@ HEADLINES: dict[str, dict[str, int | float]] = {
 
 
 def headline_figures(report: Report, names: set[str]) -> dict[str, int | float]:
-    """The named figures of a report: its total time and its training or serving summary's fields."""
-    figures = {"total_time_ps": report.total_time_ps, **(report.training or {}), **(report.serving or {})}
+    """The named figures of a report: its total time and its training or serving fields as the JSON gives them."""
+    serving = report.to_dict().get("serving", {})
+    figures = {"total_time_ps": report.total_time_ps, **(report.training or {}), **serving}
     return {name: figures[name] for name in names}
 
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from stratasim.config.study_file import parse_study
-from stratasim.kernel.errors import ConfigError
 from stratasim.importers.astra import import_astra, read_astra, to_yaml
+from stratasim.kernel.errors import ConfigError
 from tests.importers.conftest import RING_8
 from tests.importers.reference_pairs import REFERENCE, dim
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel import registry
 from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import network_pb2
 
 

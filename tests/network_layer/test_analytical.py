@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.errors import BackendError
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.v1 import network_pb2
 
 RING = network_pb2.Dimension.RING

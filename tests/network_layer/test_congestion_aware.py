@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
-from stratasim.v1 import network_pb2, workload_pb2
 from stratasim.system_layer import SystemOptions, simulate
+from stratasim.v1 import network_pb2, workload_pb2
 from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, ser, topology
 
 B, ALPHA = 50 * 10**9, 500_000

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.network_layer.fabrics import dgx1, dragonfly, fat_tree, graph, link, nvswitch, torus
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim import cli
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.errors import ConfigError, TopologyError
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.v1 import network_pb2 as pb
+from tests.network_layer.fabrics import dgx1, dragonfly, fat_tree, graph, link, nvswitch, torus
 
 
 def _one_way() -> pb.Topology:

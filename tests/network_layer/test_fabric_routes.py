@@ -7,6 +7,9 @@ import time
 
 import networkx as nx
 import pytest
+
+from stratasim.network_layer.topologies import from_networkx
+from stratasim.v1 import network_pb2 as pb
 from tests.network_layer.fabrics import (
     build,
     dgx1,
@@ -20,9 +23,6 @@ from tests.network_layer.fabrics import (
     path,
     torus,
 )
-
-from stratasim.network_layer.topologies import from_networkx
-from stratasim.v1 import network_pb2 as pb
 
 
 def test_a_torus_corrects_dimension_0_first_and_goes_the_shorter_way_round() -> None:

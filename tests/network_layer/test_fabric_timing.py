@@ -12,6 +12,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
+from stratasim.system_layer import SystemOptions, simulate
+from stratasim.v1 import network_pb2 as pb
 from tests.network_layer.fabrics import (
     ALPHA,
     B,
@@ -26,11 +31,6 @@ from tests.network_layer.fabrics import (
     torus,
 )
 from tests.system_layer.helpers import collective_graph, ser
-
-from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
-from stratasim.v1 import network_pb2 as pb
-from stratasim.system_layer import SystemOptions, simulate
 
 FABRICS = {
     "torus": torus(3, 4, links=(link(100e9, 200_000), link(B, ALPHA))),

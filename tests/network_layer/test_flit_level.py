@@ -23,17 +23,17 @@ import random
 from fractions import Fraction
 
 import pytest
-from tests.network_layer.fabrics import dgx1, dragonfly, fat_tree, graph, link, torus
-from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, ser, topology
 
+from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.network_layer import topologies
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.network_layer.flit_level import FlitLevelNetwork, FlitParameters, deadlock
 from stratasim.network_layer.flit_level.packets import packet_flits, packet_payloads
-from stratasim.kernel.errors import BackendError, SimulationError
-from stratasim.v1 import network_pb2 as pb
 from stratasim.system_layer import SystemOptions, simulate
+from stratasim.v1 import network_pb2 as pb
+from tests.network_layer.fabrics import dgx1, dragonfly, fat_tree, graph, link, torus
+from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, ser, topology
 
 DEFAULT = FlitParameters()
 W, P = DEFAULT.flit_bytes, DEFAULT.pipeline_ps  # 64 B, 4 cycles of 1 ns

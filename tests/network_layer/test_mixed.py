@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.network_layer.mixed import MixedNetwork
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import ConfigError, TopologyError
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.mixed import MixedNetwork
 from stratasim.study.run import run_study
-from stratasim.v1 import network_pb2
 from stratasim.system_layer import SystemOptions, simulate
+from stratasim.v1 import network_pb2
 from tests.system_layer.helpers import RING, SWITCH, collective_graph, topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -7,15 +7,15 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.network_layer.fabrics import link, torus
-from tests.network_layer.test_flit_level import ALPHA, APART, B, DEFAULT, K, P, batch, flits, transit
-from tests.system_layer.helpers import RING, SWITCH, topology
 
 from stratasim.network_layer.flit_level import FlitLevelNetwork
 from stratasim.network_layer.flit_level.packets import packet_payloads
 from stratasim.network_layer.mixed import MixedNetwork
 from stratasim.network_layer.packet_latency import PacketLatency, bucket_high, bucket_of
 from stratasim.v1 import network_pb2 as pb
+from tests.network_layer.fabrics import link, torus
+from tests.network_layer.test_flit_level import ALPHA, APART, DEFAULT, B, K, P, batch, flits, transit
+from tests.system_layer.helpers import RING, SWITCH, topology
 
 
 def test_buckets_cover_every_latency_in_order_within_a_32nd() -> None:

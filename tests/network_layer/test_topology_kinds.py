@@ -20,10 +20,10 @@ import pytest
 from pydantic import Field, StrictInt, ValidationError
 
 import stratasim.network_layer.sections
+from stratasim.config.study_file import StudyNetwork
 from stratasim.network_layer import topologies
 from stratasim.network_layer.topologies import graph
 from stratasim.network_layer.topologies.base import FabricSection, LinkSection, fabric_topology
-from stratasim.config.study_file import StudyNetwork
 from stratasim.v1 import network_pb2
 
 

@@ -99,9 +99,8 @@ def test_spawn_yields_a_working_endpoint_and_stops_the_child(tmp_path: Path) -> 
 def test_spawn_reports_a_child_that_exits_early() -> None:
     command = [sys.executable, "-c", "import sys; print('Traceback...', file=sys.stderr); "
                "print('ValueError: no such device', file=sys.stderr); sys.exit(3)"]  # fmt: skip
-    with pytest.raises(RemoteError) as raised:
-        with spawn("compute", "roofline", command=command):
-            pytest.fail("spawn must not yield")
+    with pytest.raises(RemoteError) as raised, spawn("compute", "roofline", command=command):
+        pytest.fail("spawn must not yield")
     assert str(raised.value) == (
         "compute layer server (roofline) exited with code 3 before listening: Traceback... | ValueError: no such device"
     )
@@ -121,9 +120,8 @@ def test_spawn_gives_up_on_a_silent_child_and_stops_it(tmp_path: Path) -> None:
 def test_spawn_stops_the_child_when_the_body_fails(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     prelude = f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
-    with pytest.raises(KeyError):
-        with spawn("compute", "fake", command=serve_command("compute", "fake", prelude)):
-            raise KeyError("body failed")
+    with pytest.raises(KeyError), spawn("compute", "fake", command=serve_command("compute", "fake", prelude)):
+        raise KeyError("body failed")
     assert _gone(int(pid_file.read_text()))
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from stratasim.compute_layer.per_kind import PerKindCompute
-from stratasim.kernel import registry
 from stratasim.config.study_file import load_study
+from stratasim.kernel import registry
 from stratasim.kernel.errors import SimulationError
 from stratasim.study.run import memory_capacity, run_study
 from stratasim.v1 import compute_pb2

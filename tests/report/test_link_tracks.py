@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from stratasim import cli
-from stratasim.report.chrome_trace import chrome_trace
 from stratasim.config.study_file import load_study
+from stratasim.report.chrome_trace import chrome_trace
 from stratasim.study.run import run_study
 from stratasim.system_layer.result import LinkBusy, TraceSpan
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.kernel import operators
 from stratasim.config.study_file import load_study
+from stratasim.kernel import operators
 from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2
 from tests.compute_layer.profile_helpers import register_ops_workload

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
-from stratasim.v1 import network_pb2, workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.v1 import network_pb2, workload_pb2
 
 RING = network_pb2.Dimension.RING
 FC = network_pb2.Dimension.FULLY_CONNECTED

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.v1 import workload_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.system_layer.collectives.algorithms import _PLANNERS, ROOTED, _binary_tree, plan_phase
+from stratasim.v1 import workload_pb2
 from tests.system_layer.helpers import COLLECTIVES, FC, RING, run_collective, topology
 
 B = 50 * 10**9
@@ -24,10 +24,7 @@ FAST = settings(max_examples=50, deadline=None)
 def cases(draw: st.DrawFn) -> tuple[str, str, int, int]:
     """(algorithm, collective, n, S) with S a multiple of 2n, so that no share is rounded."""
     algorithm, collective = draw(st.sampled_from(SUPPORTED))
-    if _PLANNERS[algorithm].power_of_two:
-        n = 1 << draw(st.integers(1, 4))
-    else:
-        n = draw(st.integers(2, 16))
+    n = 1 << draw(st.integers(1, 4)) if _PLANNERS[algorithm].power_of_two else draw(st.integers(2, 16))
     return algorithm, collective, n, 2 * n * draw(st.integers(1, 4096))
 
 

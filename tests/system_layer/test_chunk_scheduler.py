@@ -40,8 +40,8 @@ def test_chunks_pipeline_across_dimensions() -> None:
 
 def test_lifo_serves_the_newest_collective_first_and_fifo_the_oldest() -> None:
     from stratasim.network_layer.analytical import AnalyticalNetwork
-    from stratasim.v1 import workload_pb2
     from stratasim.system_layer import SystemOptions, simulate
+    from stratasim.v1 import workload_pb2
 
     # Three independent all-reduces issued at time 0, one after another: the first starts at once, then the
     # policy picks among the two still waiting.

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from stratasim.config.study_file import load_study
 from stratasim.study.run import run_study
-from stratasim.v1 import workload_pb2
 from stratasim.system_layer.engine.fusion import fuse_compute_runs
 from stratasim.system_layer.engine.graph_plan import plan_graph
+from stratasim.v1 import workload_pb2
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.errors import SimulationError, WorkloadError
-from stratasim.v1 import workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
+from stratasim.v1 import workload_pb2
 from tests.system_layer.helpers import RING, topology
 
 TOPO = topology((RING, 4, 50e9, 1000))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.grid import Grid
-from stratasim.v1 import workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
 from stratasim.system_layer.collectives.groups import FLAT, phases_of
+from stratasim.v1 import workload_pb2
 from tests.system_layer.helpers import FC, RING, ser, topology
 
 B, ALPHA = 50 * 10**9, 500_000

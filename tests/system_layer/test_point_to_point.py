@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.errors import WorkloadError
-from stratasim.v1 import workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
+from stratasim.v1 import workload_pb2
 from tests.system_layer.helpers import RING, ser, topology
 
 B, ALPHA, S = 50 * 10**9, 500_000, 1 << 20

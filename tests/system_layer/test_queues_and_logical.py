@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.errors import WorkloadError
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import RING, SWITCH, collective_graph, run_collective, ser, topology
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.errors import WorkloadError
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
 from tests.system_layer.helpers import RING, collective_graph, ser, topology
 

@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.grid import Grid
-from stratasim.v1 import network_pb2, workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.system_layer.symmetry.stand_ins import stand_ins
-from tests.system_layer.helpers import RING, SWITCH, topology
+from stratasim.v1 import network_pb2, workload_pb2
 from stratasim.workload_layer.rank_symmetry import translated_representatives
+from tests.system_layer.helpers import RING, SWITCH, topology
 
 B, ALPHA = 50 * 10**9, 500_000
 TP, PP, DP = 2, 2, 2

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.v1 import network_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.system_layer.options import Preset
 from stratasim.system_layer.symmetry.stand_ins import aggregation_blocker
-from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, topology
+from stratasim.v1 import network_pb2
 from stratasim.workload_layer.training_loop import TrainingLoopWorkload
+from tests.system_layer.helpers import FC, RING, SWITCH, collective_graph, topology
 
 B, ALPHA = 50 * 10**9, 500_000
 

@@ -9,14 +9,14 @@ import pytest
 
 from stratasim.cli.commands import main
 from stratasim.config.study_file import parse_study
-from stratasim.kernel.errors import WorkloadError
 from stratasim.importers.astra import import_astra
+from stratasim.kernel.errors import WorkloadError
 from stratasim.study.run import run_study
 from stratasim.v1 import workload_pb2
-from tests.data import ASTRA_INPUTS
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload, build_graph, read_astra_text
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph
 from stratasim.workload_layer.traces.convert import astra_text_to, read_graphs
+from tests.data import ASTRA_INPUTS
 
 TEXTS = ASTRA_INPUTS / "workload" / "text_workloads"
 

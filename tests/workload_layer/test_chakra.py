@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.chakra import et_def_pb2 as et
 from stratasim.kernel.errors import WorkloadError
-from stratasim.v1 import workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
-from tests.data import ASTRA_INPUTS
-from tests.system_layer.helpers import RING, topology
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.collective import CollectiveWorkload
 from stratasim.workload_layer.traces.chakra import ChakraWorkload, read_trace, to_graph, trace_files, write_trace
 from stratasim.workload_layer.traces.convert import chakra_to_stratasim, from_graph, read_graphs, stratasim_to_chakra
-from stratasim.workload_layer.collective import CollectiveWorkload
+from tests.data import ASTRA_INPUTS
+from tests.system_layer.helpers import RING, topology
 
 WORKLOADS = ASTRA_INPUTS / "workload"
 

@@ -9,8 +9,8 @@ import pytest
 
 from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
-from tests.data import ASTRA_INPUTS
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph, trace_files, write_trace
+from tests.data import ASTRA_INPUTS
 
 WORKLOADS = ASTRA_INPUTS / "workload"
 RESNET = WORKLOADS / "e2e_text_converted" / "Resnet50_DataParallel_8npus" / "Resnet50_DataParallel"

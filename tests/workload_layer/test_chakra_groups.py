@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
 from stratasim.kernel.errors import WorkloadError
-from stratasim.v1 import workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
-from tests.system_layer.helpers import SWITCH, topology
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.collective import CollectiveWorkload
 from stratasim.workload_layer.traces.chakra import ChakraWorkload, read_chakra_graphs, to_graph, write_trace
 from stratasim.workload_layer.traces.comm_groups import read_comm_groups
 from stratasim.workload_layer.traces.convert import (
@@ -26,7 +26,7 @@ from stratasim.workload_layer.traces.convert import (
     stratasim_to_chakra,
     write_graphs,
 )
-from stratasim.workload_layer.collective import CollectiveWorkload
+from tests.system_layer.helpers import SWITCH, topology
 
 PG_INIT = "[pytorch|profiler|execution_trace|process_group:init]"
 

@@ -12,18 +12,18 @@ from pydantic import ValidationError
 
 from stratasim.compute_layer.devices import PRESETS, Device
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.kernel import registry
 from stratasim.config.study_file import load_study
+from stratasim.kernel import registry
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.operators import shape_of
 from stratasim.kernel.grid import Grid
+from stratasim.kernel.operators import shape_of
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.study.run import check_study
-from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
-from tests.system_layer.helpers import RING, topology
+from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.inference.batch_graph import message_tag, milestone_name
 from stratasim.workload_layer.inference.workload import TransformerInferenceWorkload
+from tests.system_layer.helpers import RING, topology
 
 LLAMA = dict(bias=False, norm="rmsnorm", position_embedding="rope", tie_embeddings=False)
 """LLaMA's options: no biases, RMSNorm, rotary positions, untied embeddings."""
@@ -318,8 +318,8 @@ def test_closed_form_on_a_pure_bandwidth_device() -> None:
     assert result.total_time_ps == 2 * prefill + step_1 + step_2
     figures = workload.serving_figures(result.milestones, result.total_time_ps)
     assert figures == {
-        "ttft_ns": 2 * prefill / 1e3,
-        "tpot_ns": (step_1 + step_2) / 2 / 1e3,
+        "ttft_ps": 2 * prefill,
+        "tpot_ps": (step_1 + step_2) / 2,
         "tokens_per_second": pytest.approx(3 / (result.total_time_ps * 1e-12), rel=1e-12),
         "batch": 1.0,
         "prompt_len": 4.0,
@@ -342,7 +342,7 @@ def test_a_pipeline_runs_without_deadlock() -> None:
     result = run(workload)
     assert result.npus == 4 and set(result.milestones) == {"first token", "token 2", "token 3", "token 4"}
     figures = workload.serving_figures(result.milestones, result.total_time_ps)
-    assert 0 < figures["ttft_ns"] * 1e3 < result.total_time_ps and figures["tpot_ns"] > 0
+    assert 0 < figures["ttft_ps"] < result.total_time_ps and figures["tpot_ps"] > 0
     assert figures["tokens_per_second"] == pytest.approx(4 * 4 / (result.total_time_ps * 1e-12))
 
 
@@ -364,7 +364,7 @@ def test_batch_one_decode_is_bound_by_reading_the_weights() -> None:
     weights = workload.graphs(1)[0].resident_bytes["weights"]
     assert weights == pytest.approx(2 * 6.74e9, rel=0.01)
     result = run(workload)
-    tpot_s = workload.serving_figures(result.milestones, result.total_time_ps)["tpot_ns"] * 1e-9
+    tpot_s = workload.serving_figures(result.milestones, result.total_time_ps)["tpot_ps"] * 1e-12
     assert tpot_s == pytest.approx(weights / PRESETS["h100"].memory_bandwidth, rel=0.03)
     decode_attention = nodes(workload.graphs(1)[0], "decode 1 layer0 attention scores")[0].op
     cost = RooflineCompute().estimate(compute_pb2.EstimateRequest(device="h100", ops=[decode_attention])).costs[0]
@@ -373,7 +373,7 @@ def test_batch_one_decode_is_bound_by_reading_the_weights() -> None:
 
 def test_figures_need_the_milestones() -> None:
     workload = inference(serving={"generate": 1})
-    assert workload.serving_figures({"first token": 5000}, 8000)["tpot_ns"] == 0
+    assert workload.serving_figures({"first token": 5000}, 8000)["tpot_ps"] == 0
     with pytest.raises(WorkloadError, match="no 'token 3' milestone"):
         inference().serving_figures({"first token": 5000}, 8000)
 

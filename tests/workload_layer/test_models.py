@@ -9,13 +9,20 @@ import pytest
 from pydantic import ValidationError
 
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.operators import shape_of
-from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.models.classic import (
+    DlrmConfig,
+    DlrmWorkload,
+    MlpConfig,
+    MlpWorkload,
+    ResNet50Config,
+    ResNet50Workload,
+)
 from tests.system_layer.helpers import RING, topology
-from stratasim.workload_layer.models.classic import DlrmConfig, DlrmWorkload, MlpConfig, MlpWorkload, ResNet50Config, ResNet50Workload
 
 WIDTHS = [1024, 4096, 4096, 1000]
 DLRM = dict(bottom_mlp=[13, 512, 256, 64], top_mlp=[512, 256, 1], tables=8, rows=10_000, dim=64, batch=32, dp=4)

@@ -8,10 +8,10 @@ from pydantic import ValidationError
 
 from stratasim.kernel.operators import shape_of
 from stratasim.v1 import workload_pb2
-from tests.workload_layer.transformer_helpers import GPT, LLAMA_2_7B, all_graphs, build, collectives, gemm_flops, run
-from stratasim.workload_layer.transformer.moe import expert_capacity, expert_groups, routing
-from stratasim.workload_layer.transformer.memory import layer_activations
 from stratasim.workload_layer.transformer.blocks import model_parameters
+from stratasim.workload_layer.transformer.memory import layer_activations
+from stratasim.workload_layer.transformer.moe import expert_capacity, expert_groups, routing
+from tests.workload_layer.transformer_helpers import GPT, LLAMA_2_7B, all_graphs, build, collectives, gemm_flops, run
 
 MOE = {**GPT, "experts": 4, "top_k": 2, "capacity_factor": 1.25}
 MIXTRAL = {**LLAMA_2_7B, "seq_len": 32768, "ffn": 14336, "kv_heads": 8, "experts": 8, "top_k": 2}

@@ -12,13 +12,13 @@ from pydantic import ValidationError
 
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.v1 import workload_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
-from tests.system_layer.helpers import RING, topology
-from tests.workload_layer.transformer_helpers import messages
-from stratasim.workload_layer.transformer.workload import TransformerWorkload
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.memory import layer_activations, micro_batches_in_flight
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, pipeline_order
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
+from tests.system_layer.helpers import RING, topology
+from tests.workload_layer.transformer_helpers import messages
 
 SMALL = dict(layers=12, hidden=64, heads=4, seq_len=16, vocab=100)
 MODEL = dict(layers=8, hidden=256, heads=4, seq_len=128, vocab=1000)

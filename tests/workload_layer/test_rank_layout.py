@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.system_layer import SystemOptions, simulate
 from stratasim.kernel.grid import Grid
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.system_layer import SystemOptions, simulate
 from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.transformer.rank_layout import RankLayout
 from tests.system_layer.helpers import RING, SWITCH, topology
 from tests.workload_layer.transformer_helpers import GPT, all_graphs, build
-from stratasim.workload_layer.transformer.rank_layout import RankLayout
 
 
 def test_layout_numbers_npus_innermost_axis_first() -> None:

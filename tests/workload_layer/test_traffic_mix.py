@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim import cli
-from stratasim.v1 import workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
-from tests.system_layer.helpers import RING, ser, topology
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traffic_mix import TrafficMixWorkload
+from tests.system_layer.helpers import RING, ser, topology
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "palm_congestion.yaml")
 

@@ -9,15 +9,15 @@ import pytest
 from pydantic import ValidationError
 
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.kernel import registry
 from stratasim.kernel.errors import WorkloadError
-from stratasim.v1 import workload_pb2
+from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
 from tests.system_layer.helpers import RING, topology
 from tests.workload_layer.transformer_helpers import messages
-from stratasim.workload_layer.transformer.workload import TransformerWorkload
-from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
 
 MODEL = dict(layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
 L, H, A, S, V = 4, 256, 4, 128, 1000

@@ -8,6 +8,8 @@ from pydantic import ValidationError
 
 from stratasim.kernel.operators import shape_of
 from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.transformer.blocks import model_parameters
+from stratasim.workload_layer.transformer.memory import layer_activation_bytes, layer_activations
 from tests.workload_layer.transformer_helpers import (
     GPT,
     LLAMA_2_7B,
@@ -18,8 +20,6 @@ from tests.workload_layer.transformer_helpers import (
     kinds,
     run,
 )
-from stratasim.workload_layer.transformer.memory import layer_activation_bytes, layer_activations
-from stratasim.workload_layer.transformer.blocks import model_parameters
 
 LLAMA_2_70B = {**LLAMA_2_7B, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn": 28672}
 GQA = {**GPT, "heads": 8, "kv_heads": 2, "activation": "swiglu", "ffn": 512}

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from stratasim.workload_layer.transformer.workload import TransformerWorkload
 from stratasim.workload_layer.transformer.memory import layer_activation_bytes, micro_batches_in_flight
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
 
 TINY = dict(layers=2, hidden=8, heads=2, seq_len=4, vocab=10)
 SMALL = dict(layers=4, hidden=8, heads=2, seq_len=4, vocab=10)

@@ -6,11 +6,11 @@ import pytest
 from pydantic import ValidationError
 
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.v1 import workload_pb2
 from stratasim.system_layer import SystemOptions, simulate
-from tests.system_layer.helpers import RING, ser, topology
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.collective import CollectiveWorkload
 from stratasim.workload_layer.training_loop import TrainingLoopWorkload
+from tests.system_layer.helpers import RING, ser, topology
 
 B, ALPHA, N = 50 * 10**9, 500_000, 8
 TOPO = topology((RING, N, B, ALPHA))

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.v1 import workload_pb2
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
-from tests.system_layer.helpers import RING, topology
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
+from tests.system_layer.helpers import RING, topology
 
 GPT = dict(layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
 """A small GPT: L = 4, h = 256, a = 4, s = 128, V = 1000."""

@@ -52,8 +52,8 @@ from pydantic import Field, model_validator
 
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.schema import DTypeName, Section
 from stratasim.kernel.grid import Grid
+from stratasim.kernel.schema import DTypeName, Section
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.inference.batch_graph import (
@@ -66,8 +66,8 @@ from stratasim.workload_layer.inference.batch_graph import (
     milestone_name,
 )
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
-from stratasim.workload_layer.transformer.config import ModelConfig
 from stratasim.workload_layer.transformer.blocks import embedding_parameters, head_parameters, layer_parameters
+from stratasim.workload_layer.transformer.config import ModelConfig
 
 __all__ = ["TransformerInferenceWorkload", "TransformerInferenceConfig", "ServingConfig", "InferenceParallelism"]
 
@@ -174,7 +174,8 @@ class TransformerInferenceWorkload:
     def serving_figures(self, milestones: Mapping[str, int], total_time_ps: int) -> dict[str, float]:
         """TTFT (when every request has its first token), TPOT (mean time per later token), tokens per second.
 
-        ``ttft_ns`` is the ``"first token"`` milestone; ``tpot_ns = (end - ttft) / (generate - 1)`` with ``end``
+        Times are in picoseconds, as the engine keeps them (the report converts them). ``ttft_ps`` is the
+        ``"first token"`` milestone; ``tpot_ps = (end - ttft) / (generate - 1)`` with ``end``
         the last token's milestone (0 when ``generate`` is 1); ``tokens_per_second = batch * generate /
         total_time`` (0 for an empty run).
         """
@@ -187,8 +188,8 @@ class TransformerInferenceWorkload:
         tpot_ps = (end_ps - ttft_ps) / (serving.generate - 1) if serving.generate > 1 else 0.0
         tokens = serving.batch * serving.generate
         return {
-            "ttft_ns": ttft_ps / 1e3,
-            "tpot_ns": tpot_ps / 1e3,
+            "ttft_ps": float(ttft_ps),
+            "tpot_ps": tpot_ps,
             "tokens_per_second": tokens * 1e12 / total_time_ps if total_time_ps else 0.0,
             "batch": float(serving.batch),
             "prompt_len": float(serving.prompt_len),

@@ -46,8 +46,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stratasim.workload_layer.transformer.moe import layer_routing
+from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
 from stratasim.workload_layer.transformer.memory import attention_core_bytes
+from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Gemm,
@@ -57,8 +58,6 @@ from stratasim.workload_layer.transformer.steps import (
     Step,
     TensorParallelSum,
 )
-from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
-
 
 __all__ = [
     "Parameters",

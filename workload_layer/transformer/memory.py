@@ -66,9 +66,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stratasim.kernel import operators
-from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.config import TransformerConfig
-
+from stratasim.workload_layer.transformer.moe import layer_routing
 
 __all__ = ["StageMemory", "ActivationTerms", "LayerActivations", "OPTIMIZER_BYTES_PER_PARAMETER",
            "layer_activation_bytes", "layer_terms", "layer_activations", "attention_core_bytes",

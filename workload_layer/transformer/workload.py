@@ -45,14 +45,13 @@ GEMM FLOPs are exact.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
-from stratasim.workload_layer.transformer.moe import expert_groups
-from stratasim.workload_layer.transformer.memory import StageMemory, layer_activations, stage_memory
 from stratasim.workload_layer.transformer.blocks import (
     Parameters,
     embedding_parameters,
@@ -63,10 +62,12 @@ from stratasim.workload_layer.transformer.blocks import (
     layer_parameters,
     layer_steps,
 )
-from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
-from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
 from stratasim.workload_layer.transformer.config import ModelConfig, ParallelismConfig, TransformerConfig
+from stratasim.workload_layer.transformer.memory import StageMemory, layer_activations, stage_memory
+from stratasim.workload_layer.transformer.moe import expert_groups
+from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
 from stratasim.workload_layer.transformer.steps import Block
+from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 
