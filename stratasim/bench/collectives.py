@@ -16,6 +16,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -117,8 +118,9 @@ def run_case(case: BenchCase, timeout_s: float, memory_bytes: int | None = None)
 
 
 def run_child(module: str, argument: str, timeout_s: float, memory_bytes: int | None = None) -> dict[str, Any]:
-    """Run ``python -m module argument`` and read the JSON figures it prints last, or ``{"error": ...}`` on
-    timeout or failure (the last line it wrote).
+    """Run ``python -m module argument`` and read the JSON figures it prints last, adding ``process_seconds`` (the
+    child's whole life: interpreter start-up and imports included), or ``{"error": ...}`` on timeout or failure (the
+    last line it wrote).
 
     The child runs in its own session so that, on timeout, it and any server it spawned are killed together;
     ``memory_bytes`` caps each of their address spaces, so a case that would exhaust the machine fails alone
@@ -126,6 +128,7 @@ def run_child(module: str, argument: str, timeout_s: float, memory_bytes: int | 
     """
     command = [sys.executable, "-m", module, argument]
     limit = None if memory_bytes is None else functools.partial(_limit_memory, memory_bytes)
+    started = time.perf_counter()
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=limit
     ) as child:
@@ -134,11 +137,12 @@ def run_child(module: str, argument: str, timeout_s: float, memory_bytes: int | 
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.communicate()
-            return {"error": f"timeout after {timeout_s:g} s"}
+            return {"error": f"timeout after {timeout_s:g} s", "process_seconds": time.perf_counter() - started}
+    elapsed = time.perf_counter() - started
     if child.returncode != 0:
-        return {"error": _why_failed(child.returncode, err or out, memory_bytes)}
+        return {"error": _why_failed(child.returncode, err or out, memory_bytes), "process_seconds": elapsed}
     figures: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return figures
+    return {**figures, "process_seconds": elapsed}
 
 
 def _limit_memory(memory_bytes: int) -> None:

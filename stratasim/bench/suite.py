@@ -162,13 +162,14 @@ def evaluate(case: SuiteCase, figures: dict[str, Any], measured: dict[str, dict[
         base = measured.get(case.baseline, {"error": "not run"})
         row.update(peer=case.baseline, peer_wall_s=base.get("wall_seconds"), peer_peak_mb=_mb(base.get("peak_bytes")))
     if "error" in figures:
-        return {**row, "error": figures["error"]}
+        return {**row, "error": figures["error"], "process_s": figures.get("process_seconds")}
     wall, peak_mb = figures["wall_seconds"], figures["peak_bytes"] / 1e6
     if row["peer_wall_s"]:
         row["ratio"] = wall / row["peer_wall_s"]
     if case.target is not None:
         row["met"] = case.target.met(wall, peak_mb, row["ratio"])
-    return {**row, "wall_s": wall, "peak_mb": peak_mb, "total_time_ps": figures["total_time_ps"]}
+    return {**row, "wall_s": wall, "process_s": figures.get("process_seconds"), "peak_mb": peak_mb,
+            "total_time_ps": figures["total_time_ps"]}  # fmt: skip
 
 
 def _mb(peak_bytes: int | None) -> float | None:
@@ -186,10 +187,16 @@ def run_suite(
     for index, case in enumerate(cases, 1):
         figures = measured[case.name] = measure_case(case, timeout_s, memory_bytes)
         rows.append(evaluate(case, figures, measured))
-        done = (f"failed: {figures['error']}" if "error" in figures
-                else f"{figures['wall_seconds']:.2f} s, {figures['peak_bytes'] / 1e6:.0f} MB")  # fmt: skip
+        done = _failure(rows[-1]) if "error" in figures else f"{rows[-1]['wall_s']:.2f} s, {rows[-1]['peak_mb']:.0f} MB"
         progress(f"[{index}/{len(cases)}] {case.name}: {done}")
     return rows
+
+
+def _failure(row: dict[str, Any]) -> str:
+    """Why a case failed and, unless its message says it (a timeout), after how long."""
+    seconds = row["process_s"]
+    after = "" if seconds is None or "after" in row["error"] else f" (after {seconds:.0f} s)"
+    return f"failed: {row['error']}{after}"
 
 
 def _number(value: float | None, form: str) -> str:
@@ -197,20 +204,24 @@ def _number(value: float | None, form: str) -> str:
 
 
 def format_suite_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The suite as a table: StrataSim's simulated time, wall s and peak MB, the peer's, the ratio, the target."""
-    header = (f"{'case':<28} {'simulated':>12} {'wall s':>8} {'peak MB':>8}  {'peer':<28} {'peer s':>7} "
-              f"{'peer MB':>8} {'ratio':>7}  {'target':<16} met")  # fmt: skip
+    """The suite as a table: StrataSim's simulated time, wall s (what ``stratasim bench`` times: the simulation of
+    a collective case, loading, building and simulating a study), proc s (the child process's whole life,
+    interpreter start-up and imports included) and peak MB, the peer's figures, the ratio of wall times, the
+    target."""
+    header = (f"{'case':<28} {'simulated':>12} {'wall s':>8} {'proc s':>7} {'peak MB':>8}  {'peer':<28} "
+              f"{'peer s':>7} {'peer MB':>8} {'ratio':>7}  {'target':<16} met")  # fmt: skip
     lines = [header, "-" * len(header)]
     for row in rows:
         peer = (f"{row['peer'] or '—':<28} {_number(row['peer_wall_s'], '.2f'):>7} "
                 f"{_number(row['peer_peak_mb'], '.0f'):>8}")  # fmt: skip
         if "error" in row:
-            lines.append(f"{row['case']:<28} failed: {row['error']}  (peer: {' '.join(peer.split())})")
+            lines.append(f"{row['case']:<28} {_failure(row)}  (peer: {' '.join(peer.split())})")
             continue
         met = {True: "met", False: "not met", None: "—" if row["target"] is None else "unknown"}[row["met"]]
+        ratio = "—" if row["ratio"] is None else f"{row['ratio']:.2f}x"
         lines.append(
             f"{row['case']:<28} {format_time_ps(row['total_time_ps']):>12} {row['wall_s']:>8.2f} "
-            f"{row['peak_mb']:>8.0f}  {peer} {_number(row['ratio'], '.2f') + ('x' if row['ratio'] else ''):>7}  "
+            f"{_number(row['process_s'], '.2f'):>7} {row['peak_mb']:>8.0f}  {peer} {ratio:>7}  "
             f"{row['target'] or '—':<16} {met}"
         )
     return "\n".join(lines)

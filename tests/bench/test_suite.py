@@ -92,22 +92,22 @@ def test_rows_show_the_peer_the_ratio_and_whether_the_target_is_met() -> None:
         SuiteCase("plain", TINY),
     ]
     figures = {"fast": _figures(1.0, 60), "slow": _figures(3.0, 50), "spawned": _figures(2.0, 70),
-               "broken": {"error": "out of memory (limit 8 GiB)"}, "after-broken": _figures(1.0, 10),
+               "broken": {"error": "out of memory (limit 8 GiB)", "process_seconds": 41.6}, "after-broken": _figures(1.0, 10),
                "plain": _figures(0.5, 40)}  # fmt: skip
     lines: list[str] = []
     rows = run_suite(cases, 600, 8 << 30, lines.append, _fake(figures))
-    assert lines[0] == "[1/6] fast: 1.00 s, 60 MB" and lines[3] == "[4/6] broken: failed: out of memory (limit 8 GiB)"
+    assert lines[0] == "[1/6] fast: 1.00 s, 60 MB" and lines[3] == "[4/6] broken: failed: out of memory (limit 8 GiB) (after 42 s)"
     assert [(row["ratio"], row["met"]) for row in rows] == [
         (0.25, True), (3.0, False), (2.0, False), (None, None), (None, None), (None, None)
     ]
     table = format_suite_table(rows).splitlines()
-    assert table[0].split() == ["case", "simulated", "wall", "s", "peak", "MB", "peer", "peer", "s", "peer", "MB",
+    assert table[0].split() == ["case", "simulated", "wall", "s", "proc", "s", "peak", "MB", "peer", "peer", "s", "peer", "MB",
                                 "ratio", "target", "met"]  # fmt: skip
-    assert table[2].split() == ["fast", "37.588", "ms", "1.00", "60", "ASTRA-sim", "4.00", "100", "0.25x",
+    assert table[2].split() == ["fast", "37.588", "ms", "1.00", "—", "60", "ASTRA-sim", "4.00", "100", "0.25x",
                                 "≤", "0.5x,", "≤", "100", "MB", "met"]  # fmt: skip
     assert table[3].split()[-6:] == ["3.00x", "≤", "2.8", "s", "not", "met"]
-    assert table[4].split()[5:9] == ["fast", "1.00", "60", "2.00x"]
-    assert table[5] == "broken                       failed: out of memory (limit 8 GiB)  (peer: ASTRA-sim 1.00 —)"
+    assert table[4].split()[6:10] == ["fast", "1.00", "60", "2.00x"]
+    assert table[5] == "broken                       failed: out of memory (limit 8 GiB) (after 42 s)  (peer: ASTRA-sim 1.00 —)"
     assert table[6].split()[-7:] == ["broken", "—", "—", "—", "≤", "2x", "unknown"]
     assert table[7].split()[-5:] == ["—", "—", "—", "—", "—"]
 
@@ -116,6 +116,7 @@ def test_a_tiny_case_runs_in_a_child_process_and_lands_in_the_table() -> None:
     case = SuiteCase("tiny", TINY, Peer("ASTRA-sim", 100.0), target=Target(ratio=0.5))
     rows = run_suite([case], 60, 8 << 30, lambda line: None)
     assert rows[0]["total_time_ps"] == 43_700_160 and rows[0]["met"] is True
+    assert rows[0]["process_s"] > rows[0]["wall_s"] > 0
     assert format_suite_table(rows).splitlines()[2].split()[:3] == ["tiny", "43.7002", "us"]
 
 
@@ -128,8 +129,10 @@ def test_a_missing_study_file_fails_its_row_only() -> None:
 
 def test_a_child_over_its_memory_limit_or_its_time_fails_alone() -> None:
     # ``python -m timeit STATEMENT`` stands for a case: one allocating 2 GiB, one sleeping.
-    assert run_child("timeit", "bytearray(1 << 31)", 60, 512 << 20) == {"error": "out of memory (limit 512 MiB)"}
-    assert run_child("timeit", "import time; time.sleep(30)", 0.5) == {"error": "timeout after 0.5 s"}
+    over = run_child("timeit", "bytearray(1 << 31)", 60, 512 << 20)
+    assert over["error"] == "out of memory (limit 512 MiB)" and over.keys() == {"error", "process_seconds"}
+    slow = run_child("timeit", "import time; time.sleep(30)", 0.5)
+    assert slow["error"] == "timeout after 0.5 s" and 0.5 <= slow["process_seconds"] < 30
 
 
 def test_spawned_cases_spawn_network_and_compute() -> None:
