@@ -169,7 +169,7 @@ def evaluate(case: SuiteCase, figures: dict[str, Any], measured: dict[str, dict[
     if case.target is not None:
         row["met"] = case.target.met(wall, peak_mb, row["ratio"])
     return {**row, "wall_s": wall, "process_s": figures.get("process_seconds"), "peak_mb": peak_mb,
-            "total_time_ps": figures["total_time_ps"]}  # fmt: skip
+            "total_time_ps": figures["total_time_ps"], "events": figures.get("events")}  # fmt: skip
 
 
 def _mb(peak_bytes: int | None) -> float | None:
@@ -209,7 +209,7 @@ def format_suite_table(rows: Sequence[dict[str, Any]]) -> str:
     interpreter start-up and imports included) and peak MB, the peer's figures, the ratio of wall times, the
     target."""
     header = (f"{'case':<28} {'simulated':>12} {'wall s':>8} {'proc s':>7} {'peak MB':>8}  {'peer':<28} "
-              f"{'peer s':>7} {'peer MB':>8} {'ratio':>7}  {'target':<16} met")  # fmt: skip
+              f"{'peer s':>7} {'peer MB':>8} {'ratio':>7}  {'target':<18} met")  # fmt: skip
     lines = [header, "-" * len(header)]
     for row in rows:
         peer = (f"{row['peer'] or '—':<28} {_number(row['peer_wall_s'], '.2f'):>7} "
@@ -222,6 +222,6 @@ def format_suite_table(rows: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"{row['case']:<28} {format_time_ps(row['total_time_ps']):>12} {row['wall_s']:>8.2f} "
             f"{_number(row['process_s'], '.2f'):>7} {row['peak_mb']:>8.0f}  {peer} {ratio:>7}  "
-            f"{row['target'] or '—':<16} {met}"
+            f"{row['target'] or '—':<18} {met}"
         )
     return "\n".join(lines)
