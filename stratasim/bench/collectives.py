@@ -9,13 +9,18 @@ layers in other processes (``remote``), the peak memory is that of the engine's 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.units import format_bytes, format_time_ps, parse_bytes
 
@@ -40,14 +45,16 @@ class BenchCase:
     algorithm: str = "ring"
     bandwidth: str = "50GB/s"
     latency: str = "500ns"
+    spawn_compute: bool = False
 
     @property
     def npus(self) -> int:
         return Grid(self.shape).npus
 
     def study(self) -> dict[str, Any]:
-        """The study file this case runs, as a mapping."""
-        return {
+        """The study file this case runs, as a mapping (with ``spawn_compute``, a compute layer in its own process
+        too: a collective prices no operator, so that costs the server's start-up and handshake only)."""
+        study: dict[str, Any] = {
             "name": f"bench {self.collective} {'x'.join(map(str, self.shape))}",
             "workload": {"kind": "collective", "collective": self.collective, "size": self.size},
             "system": {"algorithm": self.algorithm, "splits": self.splits, "aggregate": self.aggregate},
@@ -60,6 +67,9 @@ class BenchCase:
                 ],
             },
         }
+        if self.spawn_compute:
+            study["compute"] = {"backend": "roofline", "device": "h100", "spawn": True}
+        return study
 
 
 def shape_of(npus: int, dims: int) -> tuple[int, ...]:
@@ -102,24 +112,53 @@ def _child(case_json: str) -> None:
     }))
 
 
-def run_case(case: BenchCase, timeout_s: float) -> dict[str, Any]:
+def run_case(case: BenchCase, timeout_s: float, memory_bytes: int | None = None) -> dict[str, Any]:
     """Run ``case`` in a child process; the figures, or ``{"error": ...}`` on timeout or failure."""
-    return run_child("stratasim.bench.collectives", json.dumps(asdict(case)), timeout_s)
+    return run_child("stratasim.bench.collectives", json.dumps(asdict(case)), timeout_s, memory_bytes)
 
 
-def run_child(module: str, argument: str, timeout_s: float) -> dict[str, Any]:
-    """Run ``python -m module argument`` and read the JSON figures it prints last, or ``{"error": ...}`` on
-    timeout or failure (the last line it wrote)."""
+def run_child(module: str, argument: str, timeout_s: float, memory_bytes: int | None = None) -> dict[str, Any]:
+    """Run ``python -m module argument`` and read the JSON figures it prints last, adding ``process_seconds`` (the
+    child's whole life: interpreter start-up and imports included), or ``{"error": ...}`` on timeout or failure (the
+    last line it wrote).
+
+    The child runs in its own session so that, on timeout, it and any server it spawned are killed together;
+    ``memory_bytes`` caps each of their address spaces, so a case that would exhaust the machine fails alone
+    (Python raises ``MemoryError``) instead of drawing the OS's out-of-memory killer onto other processes.
+    """
     command = [sys.executable, "-m", module, argument]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout_s:g} s"}
-    if done.returncode != 0:
-        lines = (done.stderr.strip() or done.stdout.strip() or "failed").splitlines()
-        return {"error": lines[-1]}
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    limit = None if memory_bytes is None else functools.partial(_limit_memory, memory_bytes)
+    started = time.perf_counter()
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=limit
+    ) as child:
+        try:
+            out, err = child.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return {"error": f"timeout after {timeout_s:g} s", "process_seconds": time.perf_counter() - started}
+    elapsed = time.perf_counter() - started
+    if child.returncode != 0:
+        return {"error": _why_failed(child.returncode, err or out, memory_bytes), "process_seconds": elapsed}
+    figures: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return {**figures, "process_seconds": elapsed}
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    """In the child, before it starts Python: cap its address space at ``memory_bytes``."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def _why_failed(returncode: int, output: str, memory_bytes: int | None) -> str:
+    """One line saying why a child failed: the signal that killed it, running out of its memory limit, or the last
+    line it wrote (an exception's message)."""
+    lines = output.strip().splitlines() or ["failed"]
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    if memory_bytes is not None and any("MemoryError" in line for line in lines[-3:]):
+        return f"out of memory (limit {format_bytes(memory_bytes)})"
+    return lines[-1]
 
 
 def format_table(rows: list[tuple[BenchCase, dict[str, Any]]]) -> str:
@@ -160,17 +199,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kind", default="ring", choices=("ring", "fully_connected", "switch"), help="every dimension's kind"
     )
     parser.add_argument("--algorithm", default="ring", help="collective algorithm (default %(default)s)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case (default %(default)s)")
+    parser.add_argument("--timeout", type=float, help="seconds per case (default 900; 600 with --suite)")
+    parser.add_argument(
+        "--memory-limit", type=_size, default=8 << 30, metavar="SIZE",
+        help="address space each case may use, e.g. 8GiB (default); a case over it fails alone",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     parser.add_argument(
         "--study", nargs="+", metavar="FILE", help="time these study files instead of the collective cases"
     )
+    parser.add_argument(
+        "--suite", action="store_true",
+        help="run the cases of issue 12's speed table next to the peers' published figures (stratasim.bench.suite)",
+    )
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="with --suite: run only these cases")
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a size such as 8GiB: {exc}") from None
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run every case the arguments name, printing each row as it completes."""
+    if args.only and not args.suite:
+        raise StrataSimError("--only selects cases of --suite; add --suite")
+    if args.suite and args.study:
+        raise StrataSimError("--suite and --study are separate benchmarks; give one of them")
+    if args.suite:
+        return _run_suite(args.only or [], args.timeout or 600.0, args.memory_limit, as_json=args.json)
+    timeout = args.timeout or 900.0
     if args.study:
-        return _run_studies(args.study, args.timeout, as_json=args.json)
+        return _run_studies(args.study, timeout, args.memory_limit, as_json=args.json)
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     unknown = set(modes) - {"in-process", "remote"}
     if unknown:
@@ -179,7 +241,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     network = (args.backend, args.kind, args.algorithm)
     chosen = cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate, network)
     for case in chosen:
-        rows.append((case, run_case(case, args.timeout)))
+        rows.append((case, run_case(case, timeout, args.memory_limit)))
         if not args.json:
             print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)
     if args.json:
@@ -187,12 +249,21 @@ def run_from_args(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_studies(paths: list[str], timeout_s: float, *, as_json: bool) -> int:
+def _run_suite(names: list[str], timeout_s: float, memory_bytes: int, *, as_json: bool) -> int:
+    from stratasim.bench.suite import SUITE, format_suite_table, run_suite, select
+
+    chosen = select(SUITE, names)
+    rows = run_suite(chosen, timeout_s, memory_bytes, lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps(rows, indent=2) if as_json else format_suite_table(rows))
+    return 0
+
+
+def _run_studies(paths: list[str], timeout_s: float, memory_bytes: int, *, as_json: bool) -> int:
     from stratasim.bench.studies import format_study_table, run_study_file
 
     rows: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
-        rows.append((path, run_study_file(path, timeout_s)))
+        rows.append((path, run_study_file(path, timeout_s, memory_bytes=memory_bytes)))
         if not as_json:
             table = format_study_table(rows[-1:]).splitlines()
             print("\n".join(table if len(rows) == 1 else table[-1:]), flush=True)

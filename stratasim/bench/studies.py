@@ -1,8 +1,9 @@
 """``stratasim bench --study FILE...``: wall time and peak memory of whole studies (a Megatron iteration, say).
 
-Each study runs in a fresh child process (``python -m stratasim.bench.studies FILE``) so its peak resident memory
-is its own. The table gives the wall time of the whole run (building the workload's graphs included) and of
-the simulation alone, how many NPUs were simulated one by one, and the events processed.
+Each study runs in a fresh child process (``python -m stratasim.bench.studies RUN_JSON``: the file, its ``--set``
+overrides, and whether to write its outputs as ``stratasim run --out`` does) so its peak resident memory is its own.
+The table gives the wall time of the whole run (building the workload's graphs included, and writing the outputs
+when asked) and of the simulation alone, how many NPUs were simulated one by one, and the events processed.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 import resource
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from stratasim.kernel.units import format_bytes, format_time_ps
@@ -18,15 +21,19 @@ from stratasim.kernel.units import format_bytes, format_time_ps
 __all__ = ["run_study_file", "format_study_table"]
 
 
-def _child(path: str) -> None:
+def _child(run_json: str) -> None:
     """Body of the child process: run one study file and print its figures as JSON."""
     from stratasim.config.study_file import load_study
     from stratasim.kernel.errors import StrataSimError
     from stratasim.study.run import run_study
 
+    run = json.loads(run_json)
     started = time.perf_counter()
     try:
-        report = run_study(load_study(path))
+        report = run_study(load_study(run["path"], run["overrides"]), record_trace=run["out"])
+        if run["out"]:  # written where nobody keeps it: the cost of writing is what is measured
+            with tempfile.TemporaryDirectory(prefix="stratasim-bench-") as out:
+                report.write(out)
     except StrataSimError as exc:
         print(json.dumps({"error": " ".join(line.strip() for line in str(exc).splitlines())}))
         return
@@ -42,11 +49,15 @@ def _child(path: str) -> None:
     }))  # fmt: skip
 
 
-def run_study_file(path: str, timeout_s: float) -> dict[str, Any]:
-    """Run the study at ``path`` in a child process; its figures, or ``{"error": ...}``."""
+def run_study_file(
+    path: str, timeout_s: float, overrides: Sequence[str] = (), *, out: bool = False, memory_bytes: int | None = None
+) -> dict[str, Any]:
+    """Run the study at ``path`` (with ``--set`` ``overrides``; writing its report and Chrome trace if ``out``) in
+    a child process limited to ``timeout_s`` and ``memory_bytes``; its figures, or ``{"error": ...}``."""
     from stratasim.bench.collectives import run_child
 
-    return run_child("stratasim.bench.studies", path, timeout_s)
+    run = json.dumps({"path": path, "overrides": list(overrides), "out": out})
+    return run_child("stratasim.bench.studies", run, timeout_s, memory_bytes)
 
 
 def format_study_table(rows: list[tuple[str, dict[str, Any]]]) -> str:

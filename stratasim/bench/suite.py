@@ -1,0 +1,227 @@
+"""``stratasim bench --suite``: the cases of issue 12's speed table, each timed in a fresh child process and shown
+next to its peer's published figure, the ratio and the issue's target.
+
+The cases are data (:data:`SUITE`): how each runs — a study file with ``--set`` overrides (timed by
+:mod:`stratasim.bench.studies`) or a collective :class:`~stratasim.bench.collectives.BenchCase` — and what it is
+compared with: a peer simulator's wall time and memory as measured on this machine class (issue 12), or another
+case of the suite (spawned against in-process, ``--out`` against the plain run). Each child runs under a time and an
+address-space limit, so a case that fails, overruns or runs out of memory shows ``failed: <why>`` in its row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from stratasim.bench.collectives import BenchCase, run_case
+from stratasim.bench.studies import run_study_file
+from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.units import format_time_ps
+
+__all__ = ["StudyRun", "Peer", "Target", "SuiteCase", "SUITE", "select", "run_suite", "evaluate", "format_suite_table"]
+
+ISSUE_12 = "measured on this machine class, issue 12"
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """A study file (relative to the repository) run with ``--set`` ``overrides``, and with ``--out`` if ``out``."""
+
+    path: str
+    overrides: tuple[str, ...] = ()
+    out: bool = False
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another simulator's figures for the same case: wall time in seconds, peak memory in MB (10^6 bytes) if
+    published."""
+
+    name: str
+    wall_s: float
+    peak_mb: float | None = None
+    source: str = ISSUE_12
+
+
+@dataclass(frozen=True)
+class Target:
+    """What issue 12 asks of a case: wall time at most ``ratio`` times the peer's, at most ``wall_s`` seconds, peak
+    memory at most ``peak_mb`` MB; ``None`` bounds nothing."""
+
+    ratio: float | None = None
+    wall_s: float | None = None
+    peak_mb: float | None = None
+
+    def describe(self) -> str:
+        """The bounds as the issue writes them, e.g. ``≤ 0.5x, ≤ 5400 MB``."""
+        parts = [f"≤ {self.ratio:g}x" if self.ratio is not None else "",
+                 f"≤ {self.wall_s:g} s" if self.wall_s is not None else "",
+                 f"≤ {self.peak_mb:g} MB" if self.peak_mb is not None else ""]  # fmt: skip
+        return ", ".join(part for part in parts if part)
+
+    def met(self, wall_s: float, peak_mb: float, ratio: float | None) -> bool | None:
+        """Whether every bound holds; ``None`` when a ratio is asked for but unknown (its peer failed)."""
+        if self.ratio is not None and ratio is None:
+            return None
+        return (
+            (self.ratio is None or (ratio is not None and ratio <= self.ratio))
+            and (self.wall_s is None or wall_s <= self.wall_s)
+            and (self.peak_mb is None or peak_mb <= self.peak_mb)
+        )
+
+
+@dataclass(frozen=True)
+class SuiteCase:
+    """One row of the suite: its ``name``, how it runs, and what it is compared with — a published ``peer`` or the
+    suite case named ``baseline`` (measured in the same suite run) — and the issue's ``target``, if any."""
+
+    name: str
+    run: StudyRun | BenchCase
+    peer: Peer | None = None
+    baseline: str | None = None
+    target: Target | None = None
+
+
+def _collective(collective: str, shape: tuple[int, ...], **options: Any) -> BenchCase:
+    """A 1 GiB collective, one chunk, 50 GB/s and 500 ns per dimension, every NPU simulated."""
+    return BenchCase(collective, 1 << 30, shape, remote=False, aggregate=False, **options)
+
+
+_RING_1024 = _collective("all_reduce", (1024,))
+_ANALYTICAL = Target(ratio=0.5)  # every-NPU analytical cases: at most half ASTRA-sim's time
+_CONGESTION = Target(ratio=0.7)  # congestion-aware cases: at most 0.7 of ASTRA-sim's
+
+#: Issue 12's table, row by row; a case compared with a ``baseline`` comes after it.
+SUITE: tuple[SuiteCase, ...] = (
+    SuiteCase("gpt3-175b", StudyRun("examples/gpt3_175b.yaml"), target=Target(wall_s=2, peak_mb=300)),
+    SuiteCase("megatron-76b", StudyRun("examples/megatron/gpt_76b.yaml"), Peer("PALM", 2.4, 132), target=Target(wall_s=2.8)),
+    SuiteCase("megatron-530b", StudyRun("examples/megatron/gpt_530b.yaml"), Peer("PALM", 2.8, 177),
+              target=Target(wall_s=2.8)),
+    SuiteCase("ring-allreduce-1024", _RING_1024, Peer("ASTRA-sim", 3.4), target=_ANALYTICAL),
+    SuiteCase("ring-allreduce-4096", _collective("all_reduce", (4096,)), Peer("ASTRA-sim", 73, 5400),
+              target=Target(ratio=0.5, peak_mb=5400)),
+    SuiteCase("direct-alltoall-switch-1024", _collective("all_to_all", (1024,), kind="switch", algorithm="direct"),
+              Peer("ASTRA-sim", 6.0), target=_ANALYTICAL),
+    SuiteCase("allreduce-16x16x16", _collective("all_reduce", (16, 16, 16)), Peer("ASTRA-sim", 1.6), target=_ANALYTICAL),
+    SuiteCase("allreduce-32x32x16", _collective("all_reduce", (32, 32, 16)), Peer("ASTRA-sim", 24.1),
+              target=_ANALYTICAL),
+    SuiteCase("ca-ring-allreduce-1024", _collective("all_reduce", (1024,), backend="congestion_aware"),
+              Peer("ASTRA-sim congestion-aware", 4.3), target=_CONGESTION),
+    SuiteCase("ca-switch-alltoall-1024",
+              _collective("all_to_all", (1024,), backend="congestion_aware", kind="switch", algorithm="direct"),
+              Peer("ASTRA-sim congestion-aware", 9.8), target=_CONGESTION),
+    SuiteCase("ring-allreduce-1024-spawned", BenchCase(**{**asdict(_RING_1024), "remote": True, "spawn_compute": True}),
+              baseline="ring-allreduce-1024", target=Target(ratio=1.5)),
+    SuiteCase("transformer", StudyRun("examples/transformer.yaml")),
+    SuiteCase("transformer-spawned", StudyRun("examples/transformer.yaml", ("network.spawn=true", "compute.spawn=true")),
+              baseline="transformer", target=Target(ratio=2)),
+    SuiteCase("gpt3-175b-out", StudyRun("examples/gpt3_175b.yaml", out=True), baseline="gpt3-175b",
+              target=Target(ratio=2, peak_mb=1000)),
+)  # fmt: skip
+
+
+def select(cases: Sequence[SuiteCase], names: Sequence[str]) -> list[SuiteCase]:
+    """The cases named (all if none), in suite order, with the baselines they are compared with; an unknown name
+    is an error listing the known ones."""
+    known = {case.name: case for case in cases}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise StrataSimError(f"--only: unknown case(s) {', '.join(unknown)}; expected some of {', '.join(known)}")
+    wanted = set(names or known)
+    wanted |= {baseline for name in wanted if (baseline := known[name].baseline) is not None}
+    return [case for case in cases if case.name in wanted]
+
+
+def path_of(run: StudyRun) -> Path:
+    """The study file of ``run``, found from the repository this package was installed from."""
+    return _ROOT / run.path
+
+
+def measure(case: SuiteCase, timeout_s: float, memory_bytes: int) -> dict[str, Any]:
+    """Run ``case`` in a fresh child process under the limits; its figures, or ``{"error": ...}``."""
+    if isinstance(case.run, BenchCase):
+        return run_case(case.run, timeout_s, memory_bytes)
+    path = path_of(case.run)
+    if not path.is_file():
+        return {"error": f"{case.run.path} not found (the suite runs from a checkout of the repository)"}
+    return run_study_file(str(path), timeout_s, case.run.overrides, out=case.run.out, memory_bytes=memory_bytes)
+
+
+def evaluate(case: SuiteCase, figures: dict[str, Any], measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One row: the case's figures next to its peer's (published, or its baseline's as ``measured`` in this run),
+    the ratio of wall times (ours / peer) and whether the target is met."""
+    row: dict[str, Any] = {"case": case.name, "peer": None, "peer_wall_s": None, "peer_peak_mb": None,
+                           "ratio": None, "target": case.target.describe() if case.target else None, "met": None}  # fmt: skip
+    if case.peer is not None:
+        row.update(peer=case.peer.name, peer_wall_s=case.peer.wall_s, peer_peak_mb=case.peer.peak_mb,
+                   peer_source=case.peer.source)  # fmt: skip
+    elif case.baseline is not None:
+        base = measured.get(case.baseline, {"error": "not run"})
+        row.update(peer=case.baseline, peer_wall_s=base.get("wall_seconds"), peer_peak_mb=_mb(base.get("peak_bytes")))
+    if "error" in figures:
+        return {**row, "error": figures["error"], "process_s": figures.get("process_seconds")}
+    wall, peak_mb = figures["wall_seconds"], figures["peak_bytes"] / 1e6
+    if row["peer_wall_s"]:
+        row["ratio"] = wall / row["peer_wall_s"]
+    if case.target is not None:
+        row["met"] = case.target.met(wall, peak_mb, row["ratio"])
+    return {**row, "wall_s": wall, "process_s": figures.get("process_seconds"), "peak_mb": peak_mb,
+            "total_time_ps": figures["total_time_ps"], "events": figures.get("events")}  # fmt: skip
+
+
+def _mb(peak_bytes: int | None) -> float | None:
+    return None if peak_bytes is None else peak_bytes / 1e6
+
+
+def run_suite(
+    cases: Sequence[SuiteCase], timeout_s: float, memory_bytes: int, progress: Callable[[str], None],
+    measure_case: Callable[[SuiteCase, float, int], dict[str, Any]] = measure,
+) -> list[dict[str, Any]]:
+    """Measure every case one after another (``measure_case``, a fresh child process each by default), calling
+    ``progress`` with a line as each finishes; the rows, as :func:`evaluate` gives them."""
+    measured: dict[str, dict[str, Any]] = {}
+    rows = []
+    for index, case in enumerate(cases, 1):
+        figures = measured[case.name] = measure_case(case, timeout_s, memory_bytes)
+        rows.append(evaluate(case, figures, measured))
+        done = _failure(rows[-1]) if "error" in figures else f"{rows[-1]['wall_s']:.2f} s, {rows[-1]['peak_mb']:.0f} MB"
+        progress(f"[{index}/{len(cases)}] {case.name}: {done}")
+    return rows
+
+
+def _failure(row: dict[str, Any]) -> str:
+    """Why a case failed and, unless its message says it (a timeout), after how long."""
+    seconds = row["process_s"]
+    after = "" if seconds is None or "after" in row["error"] else f" (after {seconds:.0f} s)"
+    return f"failed: {row['error']}{after}"
+
+
+def _number(value: float | None, form: str) -> str:
+    return "—" if value is None else format(value, form)
+
+
+def format_suite_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The suite as a table: StrataSim's simulated time, wall s (what ``stratasim bench`` times: the simulation of
+    a collective case, loading, building and simulating a study), proc s (the child process's whole life,
+    interpreter start-up and imports included) and peak MB, the peer's figures, the ratio of wall times, the
+    target."""
+    header = (f"{'case':<28} {'simulated':>12} {'wall s':>8} {'proc s':>7} {'peak MB':>8}  {'peer':<28} "
+              f"{'peer s':>7} {'peer MB':>8} {'ratio':>7}  {'target':<18} met")  # fmt: skip
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        peer = (f"{row['peer'] or '—':<28} {_number(row['peer_wall_s'], '.2f'):>7} "
+                f"{_number(row['peer_peak_mb'], '.0f'):>8}")  # fmt: skip
+        if "error" in row:
+            lines.append(f"{row['case']:<28} {_failure(row)}  (peer: {' '.join(peer.split())})")
+            continue
+        met = {True: "met", False: "not met", None: "—" if row["target"] is None else "unknown"}[row["met"]]
+        ratio = "—" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        lines.append(
+            f"{row['case']:<28} {format_time_ps(row['total_time_ps']):>12} {row['wall_s']:>8.2f} "
+            f"{_number(row['process_s'], '.2f'):>7} {row['peak_mb']:>8.0f}  {peer} {ratio:>7}  "
+            f"{row['target'] or '—':<18} {met}"
+        )
+    return "\n".join(lines)
