@@ -53,20 +53,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="only these NPUs, e.g. 0-7,64 (an NPU simulated for others shows when any is listed)")
     group.add_argument("--trace-window", type=_window, metavar="START:END",
                        help="only spans overlapping this stretch of simulated time, e.g. 0:5ms or 2ms:")
-    group.add_argument("--trace-detail", choices=[*(d.value for d in TraceDetail), NO_TRACE], default="nodes",
-                       help="nodes: every node's span (default); collectives: one span per collective; "
+    group.add_argument("--trace-detail", choices=[*(d.value for d in TraceDetail), NO_TRACE],
+                       help="nodes: every node's span (the default); collectives: one span per collective; "
                        "none: no trace.json, the report only")  # fmt: skip
 
 
 def selection(args: argparse.Namespace) -> TraceSelection | None:
     """What to record for ``--out``: None when nothing is traced (no ``--out``, or ``--trace-detail none``).
     Selecting without a trace to select from is an error."""
-    chosen = [f"--{name.replace('_', '-')}" for name in ("trace_npus", "trace_window") if getattr(args, name) is not None]
-    if chosen and args.out is None:
-        raise StrataSimError(f"{' and '.join(chosen)} select what --out DIR traces; give --out DIR too")
-    if chosen and args.trace_detail == NO_TRACE:
-        raise StrataSimError(f"{' and '.join(chosen)} select from a trace, but --trace-detail none writes none")
+    narrowing = [option for option, value in (("--trace-npus", args.trace_npus), ("--trace-window", args.trace_window))
+                 if value is not None]  # fmt: skip
+    given = narrowing + (["--trace-detail"] if args.trace_detail is not None else [])
+    if given and args.out is None:
+        raise StrataSimError(f"{' and '.join(given)} select what --out DIR traces; give --out DIR too")
+    if narrowing and args.trace_detail == NO_TRACE:
+        raise StrataSimError(f"{' and '.join(narrowing)} select from a trace, but --trace-detail none writes none")
     if args.out is None or args.trace_detail == NO_TRACE:
         return None
     start_ps, end_ps = args.trace_window or (0, None)
-    return TraceSelection(args.trace_npus, start_ps, end_ps, TraceDetail(args.trace_detail))
+    return TraceSelection(args.trace_npus, start_ps, end_ps, TraceDetail(args.trace_detail or TraceDetail.NODES))

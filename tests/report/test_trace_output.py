@@ -180,7 +180,11 @@ def test_bad_selections_are_one_clear_error(
     assert not (tmp_path / "trace.json").exists()
 
 
-def test_a_selection_needs_out(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["run", str(QUICKSTART), "--trace-npus", "0", "--trace-window", ":1ms"]) == 2
-    err = capsys.readouterr().err
-    assert err == "error: --trace-npus and --trace-window select what --out DIR traces; give --out DIR too\n"
+@pytest.mark.parametrize(
+    ("args", "options"),
+    [(["--trace-npus", "0", "--trace-window", ":1ms"], "--trace-npus and --trace-window"),
+     (["--trace-detail", "collectives"], "--trace-detail")],
+)  # fmt: skip
+def test_a_selection_needs_out(capsys: pytest.CaptureFixture[str], args: list[str], options: str) -> None:
+    assert cli.main(["run", str(QUICKSTART), *args]) == 2
+    assert capsys.readouterr().err == f"error: {options} select what --out DIR traces; give --out DIR too\n"
