@@ -63,15 +63,18 @@ def simulate(
     durations = dict(pricing.durations)
     energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
     plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
-    if selection is None or selection.detail is not TraceDetail.NODES:  # node spans need every node; same times
-        for key, plan in list(plans.items()):
+    traced = [] if selection is None else _traced(simulated, stand_in, selection)
+    # Node spans need every node of the NPUs traced; fusing the others' compute runs gives the same times.
+    unfused = {id(graphs[npu]) for npu in traced} if selection and selection.detail is TraceDetail.NODES else set()
+    for key, plan in list(plans.items()):
+        if key not in unfused:
             fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
             plans[key] = fused
             durations[id(fused)] = fused_durations
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
-    recorder = None if selection is None else TraceRecorder(selection, _traced(simulated, stand_in, selection))
+    recorder = None if selection is None else TraceRecorder(selection, traced)
     context = SchedulerContext(
         coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, trace=recorder
     )
