@@ -1,8 +1,9 @@
 """What a run records for its trace: which part (:class:`TraceSelection`) and how, compactly (:class:`SpanLog`).
 
 A whole-model run busies millions of nodes; one :class:`~stratasim.system_layer.result.TraceSpan` object per busy
-span would cost a few hundred bytes each. :class:`SpanLog` keeps spans column by column in machine integers, the
-tracks and names once each, and hands out ``TraceSpan`` objects only when read. Only the NPUs the engine simulated
+span would cost a few hundred bytes each. :class:`SpanLog` keeps spans column by column in machine integers, each
+track once and the names as UTF-8 in one buffer (about 70 bytes a span), and hands out ``TraceSpan`` objects only
+when read. Only the NPUs the engine simulated
 are recorded: an NPU standing in for others by symmetry is recorded once, and
 :attr:`~stratasim.system_layer.result.SimulationResult.stand_ins` says whom it stands for.
 """
