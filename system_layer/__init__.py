@@ -7,6 +7,7 @@ implementation: both come in through :mod:`stratasim.kernel.contracts`.
 from stratasim.system_layer.engine.simulation import simulate, validate
 from stratasim.system_layer.options import ALGORITHMS, Scheduling, SystemOptions
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
+from stratasim.system_layer.trace import TraceDetail, TraceSelection
 
 __all__ = [
     "ALGORITHMS",
@@ -17,6 +18,8 @@ __all__ = [
     "NpuStats",
     "SimulationResult",
     "TraceSpan",
+    "TraceDetail",
+    "TraceSelection",
     "simulate",
     "validate",
 ]

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stratasim.system_layer.trace import SpanLog
 
 __all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "PacketLatencyStats", "OperatorStats", "SimulationResult"]
 
@@ -143,13 +147,17 @@ class SimulationResult:
     (recorded with the trace only) sample each NPU's memory whenever it changes; ``link_busy`` (likewise, from
     networks that model links) says when each link was transmitting; ``packet_latency`` how long packets took
     (from networks that packetise); ``operators`` lists every distinct priced operator (see
-    :class:`OperatorStats`)."""
+    :class:`OperatorStats`).
+
+    ``spans`` and ``counters`` (recorded with the trace only, see :mod:`stratasim.system_layer.trace`) are of the
+    simulated NPUs alone: ``stand_ins[npu]`` is the NPU whose timeline ``npu`` lived when NPUs equivalent by
+    symmetry were simulated once (empty when every NPU was simulated); :meth:`stands_for` inverts it."""
 
     total_time_ps: int
     npus: int
     collectives: tuple[CollectiveStats, ...]
     per_npu: tuple[NpuStats, ...]
-    spans: tuple[TraceSpan, ...]
+    spans: tuple[TraceSpan, ...] | SpanLog
     events_processed: int
     simulated_npus: int = 0
     links: tuple[LinkStats, ...] = ()
@@ -158,3 +166,13 @@ class SimulationResult:
     link_busy: tuple[LinkBusy, ...] = ()
     operators: tuple[OperatorStats, ...] = ()
     packet_latency: PacketLatencyStats = PacketLatencyStats()
+    stand_ins: tuple[int, ...] = ()
+
+    def stands_for(self) -> dict[int, tuple[int, ...]]:
+        """Each simulated NPU and the NPUs (itself included, in order) whose timeline it is."""
+        if not self.stand_ins:
+            return {npu: (npu,) for npu in range(self.npus)}
+        lived: dict[int, list[int]] = {}
+        for npu, representative in enumerate(self.stand_ins):
+            lived.setdefault(representative, []).append(npu)
+        return {npu: tuple(npus) for npu, npus in lived.items()}

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TypeAlias
 
 from stratasim import __version__
+from stratasim.cli import trace_options
 from stratasim.config.study_file import check_endpoint, load_study
 from stratasim.kernel.errors import StrataSimError
 from stratasim.study.run import check_study, run_study
@@ -45,8 +46,9 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
-    report = run_study(study, record_trace=args.out is not None)
-    written = report.write(args.out) if args.out is not None else ()
+    selected = trace_options.selection(args)
+    report = run_study(study, record_trace=selected or False)
+    written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -62,6 +64,7 @@ def _add_run(subparsers: _Subparsers) -> None:
     _add_set(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else) on stdout")
     parser.add_argument("--out", metavar="DIR", help="write report.json and a Chrome trace, trace.json, into DIR")
+    trace_options.add_arguments(parser)
     parser.set_defaults(handler=_run)
 
 

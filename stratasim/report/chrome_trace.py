@@ -1,26 +1,36 @@
-"""Busy spans as a Chrome / Perfetto trace (the JSON "Trace Event Format"), one process per NPU.
+"""Busy spans as a Chrome / Perfetto trace (the JSON "Trace Event Format"), one process per simulated NPU.
 
-Each NPU is a process (``pid`` = NPU id) and each track a thread named by a ``thread_name`` metadata event:
-``compute`` first, then the communication tracks (``comm phase 0``, ``comm phase 1``...) in natural order.
-Spans are complete events (``"ph": "X"``) whose ``ts`` and ``dur`` are microseconds, as the format requires;
-picoseconds divide exactly enough into floats for any trace a viewer can open. Counter samples (an NPU's
-memory) are counter events (``"ph": "C"``), drawn as a graph above the NPU's tracks.
+Each NPU the engine simulated is a process (``pid`` = NPU id). When NPUs equivalent by symmetry were simulated
+once, a process stands for several NPUs: its name says how many (``NPU 0 (stands for 64 NPUs)``) and its
+``process_labels`` metadata, like the ``stands_for`` argument of its ``process_name``, lists them as ranges
+(``0-7,64-71``). Each track is a thread named by a ``thread_name`` metadata event: ``compute`` first, then the
+communication tracks (``comm``, ``comm phase 0 (dim 0)``...) in natural order. Spans are complete events
+(``"ph": "X"``) whose ``ts`` and ``dur`` are microseconds, as the format requires; picoseconds divide exactly
+enough into floats for any trace a viewer can open. Counter samples (an NPU's memory) are counter events
+(``"ph": "C"``) in time order, drawn as a graph above the NPU's tracks.
 
 When links were recorded, a last process, ``network`` (``pid`` one past the last NPU's), has one counter per
 link, named after it, whose ``busy`` value is 1 while the link transmits and 0 otherwise: a 1 at the start of
 each busy stretch, a 0 at its end.
+
+:func:`write_chrome_trace` streams the events to a file one by one, in memory that does not grow with the trace;
+:func:`chrome_trace` gives the same events as a document, for small traces.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any
 
 from stratasim.kernel.units import ps_to_us
 from stratasim.system_layer.result import CounterSample, LinkBusy, TraceSpan
+from stratasim.system_layer.trace import SpanLog
 
-__all__ = ["chrome_trace"]
+__all__ = ["chrome_trace", "write_chrome_trace", "npu_ranges"]
+
+_Spans = Sequence[TraceSpan] | SpanLog
 
 
 def _track_order(track: str) -> tuple[bool, list[int | str]]:
@@ -29,56 +39,106 @@ def _track_order(track: str) -> tuple[bool, list[int | str]]:
     return track != "compute", parts
 
 
-def _metadata(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
+def _metadata(name: str, pid: int, tid: int, args: dict[str, Any]) -> str:
+    return json.dumps({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}, separators=(",", ":"))
+
+
+def npu_ranges(npus: Iterable[int]) -> str:
+    """NPU ids as sorted ranges: ``0-7,64``."""
+    ranges: list[list[int]] = []
+    for npu in sorted(npus):
+        if ranges and npu == ranges[-1][1] + 1:
+            ranges[-1][1] = npu
+        else:
+            ranges.append([npu, npu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def _processes(npus: Iterable[int], stands_for: Mapping[int, tuple[int, ...]] | None) -> Iterator[str]:
+    """Each NPU's name and sort index, saying which NPUs it stands for when it stands for others."""
+    for npu in sorted(npus):
+        lived = stands_for.get(npu, (npu,)) if stands_for is not None else (npu,)
+        if lived == (npu,):
+            yield _metadata("process_name", npu, 0, {"name": f"NPU {npu}"})
+        else:
+            ranges = npu_ranges(lived)
+            yield _metadata("process_name", npu, 0, {"name": f"NPU {npu} (stands for {len(lived)} NPUs)",
+                                                     "stands_for": ranges})  # fmt: skip
+            yield _metadata("process_labels", npu, 0, {"labels": f"stands for NPUs {ranges}"})
+        yield _metadata("process_sort_index", npu, 0, {"sort_index": npu})
+
+
+def _columns(spans: _Spans) -> Iterator[tuple[int, str, str, int, int]]:
+    if isinstance(spans, SpanLog):
+        yield from spans.rows()
+    else:
+        for span in spans:
+            yield span.npu, span.track, span.name, span.start_ps, span.end_ps
+
+
+def trace_events(
+    spans: _Spans,
+    counters: Iterable[CounterSample] = (),
+    links: Iterable[LinkBusy] = (),
+    npus: int = 0,
+    stands_for: Mapping[int, tuple[int, ...]] | None = None,
+) -> Iterator[str]:
+    """Each event of the trace as JSON text: metadata, then spans, then counters, then the network's links.
+    ``spans`` is read twice (for the tracks, then the events) and never copied."""
+    pairs = {(npu, track) for npu, track, *_ in _columns(spans)}
+    counters = list(counters)
+    tids = {track: index + 1 for index, track in enumerate(sorted({t for _, t in pairs}, key=_track_order))}
+    yield from _processes({npu for npu, _ in pairs}, stands_for)
+    for npu, track in sorted(pairs, key=lambda p: (p[0], tids[p[1]])):
+        yield _metadata("thread_name", npu, tids[track], {"name": track})
+        yield _metadata("thread_sort_index", npu, tids[track], {"sort_index": tids[track]})
+    categories = {track: f'"cat":{json.dumps(track)},"tid":{tid}' for track, tid in tids.items()}
+    for npu, track, name, start, end in _columns(spans):
+        yield (f'{{"ph":"X","name":{json.dumps(name)},{categories[track]},"pid":{npu},'
+               f'"ts":{ps_to_us(start)!r},"dur":{ps_to_us(end - start)!r}}}')  # fmt: skip
+    for sample in counters:
+        yield json.dumps({"ph": "C", "name": sample.name, "pid": sample.npu, "ts": ps_to_us(sample.time_ps),
+                          "args": {"bytes": sample.value}}, separators=(",", ":"))  # fmt: skip
+    recorded = list(links)
+    if recorded:
+        known = [npu for npu, _ in pairs] + [sample.npu for sample in counters]
+        network = max(npus, 1 + max(known, default=-1))
+        yield _metadata("process_name", network, 0, {"name": "network"})
+        yield _metadata("process_sort_index", network, 0, {"sort_index": network})
+        for link in recorded:
+            for span in link.spans:
+                for time_ps, value in zip(span, (1, 0)):
+                    yield json.dumps({"ph": "C", "name": link.link, "pid": network, "ts": ps_to_us(time_ps),
+                                      "args": {"busy": value}}, separators=(",", ":"))  # fmt: skip
 
 
 def chrome_trace(
-    spans: Iterable[TraceSpan], counters: Iterable[CounterSample] = (), links: Iterable[LinkBusy] = (), npus: int = 0
+    spans: _Spans,
+    counters: Iterable[CounterSample] = (),
+    links: Iterable[LinkBusy] = (),
+    npus: int = 0,
+    stands_for: Mapping[int, tuple[int, ...]] | None = None,
 ) -> dict[str, Any]:
     """The trace document for ``spans``, ``counters`` and the ``links`` of a run on ``npus`` NPUs (at least those
-    the spans and counters name): ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
-    spans, counters = list(spans), list(counters)
-    tracks = sorted({span.track for span in spans}, key=_track_order)
-    tids = {track: index + 1 for index, track in enumerate(tracks)}
-    events: list[dict[str, Any]] = []
-    for npu in sorted({span.npu for span in spans}):
-        events.append(_metadata("process_name", npu, 0, {"name": f"NPU {npu}"}))
-        events.append(_metadata("process_sort_index", npu, 0, {"sort_index": npu}))
-    for npu, track in sorted({(span.npu, span.track) for span in spans}, key=lambda p: (p[0], tids[p[1]])):
-        events.append(_metadata("thread_name", npu, tids[track], {"name": track}))
-        events.append(_metadata("thread_sort_index", npu, tids[track], {"sort_index": tids[track]}))
-    events.extend(
-        {
-            "ph": "X",
-            "name": span.name,
-            "cat": span.track,
-            "pid": span.npu,
-            "tid": tids[span.track],
-            "ts": ps_to_us(span.start_ps),
-            "dur": ps_to_us(span.end_ps - span.start_ps),
-        }
-        for span in spans
-    )
-    events.extend(
-        {"ph": "C", "name": sample.name, "pid": sample.npu, "ts": ps_to_us(sample.time_ps),
-         "args": {"bytes": sample.value}}
-        for sample in counters
-    )  # fmt: skip
-    recorded = list(links)
-    if recorded:
-        network = max(npus, 1 + max([span.npu for span in spans] + [sample.npu for sample in counters], default=-1))
-        events.append(_metadata("process_name", network, 0, {"name": "network"}))
-        events.append(_metadata("process_sort_index", network, 0, {"sort_index": network}))
-        events.extend(_link_samples(recorded, network))
-    return {"traceEvents": events, "displayTimeUnit": "ns"}
+    the spans and counters name), ``stands_for`` saying which NPUs each simulated NPU stands for:
+    ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
+    return {"traceEvents": [json.loads(e) for e in trace_events(spans, counters, links, npus, stands_for)],
+            "displayTimeUnit": "ns"}  # fmt: skip
 
 
-def _link_samples(links: list[LinkBusy], pid: int) -> list[dict[str, Any]]:
-    """Each link's counter: 1 from the start of each busy stretch, 0 from its end."""
-    return [
-        {"ph": "C", "name": link.link, "pid": pid, "ts": ps_to_us(time_ps), "args": {"busy": value}}
-        for link in links
-        for span in link.spans
-        for time_ps, value in zip(span, (1, 0))
-    ]
+def write_chrome_trace(
+    file: IO[str],
+    spans: _Spans,
+    counters: Iterable[CounterSample] = (),
+    links: Iterable[LinkBusy] = (),
+    npus: int = 0,
+    stands_for: Mapping[int, tuple[int, ...]] | None = None,
+) -> None:
+    """Write the document :func:`chrome_trace` builds to ``file``, one event at a time."""
+    file.write('{"displayTimeUnit":"ns","traceEvents":[')
+    separator = "\n"
+    for event in trace_events(spans, counters, links, npus, stands_for):
+        file.write(separator)
+        file.write(event)
+        separator = ",\n"
+    file.write("\n]}\n")

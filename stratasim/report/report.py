@@ -20,7 +20,7 @@ from typing import Any
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import power_w, ps_to_ns
-from stratasim.report.chrome_trace import chrome_trace
+from stratasim.report.chrome_trace import write_chrome_trace
 from stratasim.report.json_report import report_dict
 from stratasim.report.text_report import report_text
 from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
@@ -104,17 +104,20 @@ class Report:
         """A readable summary: headline numbers, the collectives (at most 20 rows) and the NPUs."""
         return report_text(self)
 
-    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
-        """Write ``report.json`` and ``trace.json`` (the Chrome trace of the result's spans, counters and link
-        busy stretches) into ``out_dir``."""
+    def write(self, out_dir: str | Path, *, trace: bool = True) -> tuple[Path, ...]:
+        """Write ``report.json`` and, with ``trace``, ``trace.json`` (the Chrome trace of the result's spans,
+        counters and link busy stretches, streamed event by event) into ``out_dir``; the paths written."""
         out = Path(out_dir)
         report_path, trace_path = out / "report.json", out / "trace.json"
         result = self.result
         try:
             out.mkdir(parents=True, exist_ok=True)
             report_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-            trace = chrome_trace(result.spans, result.counters, result.link_busy, result.npus)
-            trace_path.write_text(json.dumps(trace, separators=(",", ":")), encoding="utf-8")
+            if not trace:
+                return (report_path,)
+            with trace_path.open("w", encoding="utf-8", buffering=1 << 20) as file:
+                write_chrome_trace(file, result.spans, result.counters, result.link_busy, result.npus,
+                                   result.stands_for())  # fmt: skip
         except OSError as exc:
             raise StrataSimError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
         return report_path, trace_path

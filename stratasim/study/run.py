@@ -23,10 +23,11 @@ from stratasim.kernel.contracts import (
     TrainingWorkload,
     WorkloadSource,
 )
-from stratasim.kernel.errors import BackendError, SimulationError, WorkloadError
+from stratasim.kernel.errors import BackendError, SimulationError, StrataSimError, WorkloadError
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
 from stratasim.study.compute_setup import open_compute
+from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
 
 __all__ = ["prepare_workload", "check_study", "run_study"]
@@ -95,12 +96,14 @@ def _open(layer: str, section: StudyNetwork | StudyCompute, stack: ExitStack) ->
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
 
-def run_study(study: Study, *, record_trace: bool = False) -> Report:
-    """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace.
+def run_study(study: Study, *, record_trace: bool | TraceSelection = False) -> Report:
+    """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
+    (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects).
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     source, npus = prepare_workload(study)
+    _check_selection(record_trace, npus)
     graphs = source.graphs(npus)
     backends: dict[str, str] = {}
     with ExitStack() as stack:
@@ -135,6 +138,17 @@ def run_study(study: Study, *, record_trace: bool = False) -> Report:
         study.name, result, wall_seconds, backends, _training_figures(source, result), serving=serving,
         warnings=warnings,
     )
+
+
+def _check_selection(record_trace: bool | TraceSelection, npus: int) -> None:
+    """A trace selection names NPUs of this study only."""
+    if isinstance(record_trace, TraceSelection) and record_trace.npus:
+        outside = sorted(npu for npu in record_trace.npus if npu >= npus)
+        if outside:
+            raise StrataSimError(
+                f"--trace-npus names NPU {outside[0]}{' and others' if len(outside) > 1 else ''}, but the study has "
+                f"{npus} NPUs (0-{npus - 1})"
+            )
 
 
 def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | None:

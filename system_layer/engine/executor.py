@@ -19,7 +19,6 @@ from stratasim.system_layer.collectives.chunks import Collective, Layout, layout
 from stratasim.system_layer.collectives.groups import phases_of
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import Preset, SystemOptions
-from stratasim.system_layer.result import CounterSample, TraceSpan
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.v1 import workload_pb2
 
@@ -230,10 +229,10 @@ class NpuExecutor:
             self._allocate(allocation)
         duration = self._durations[index]
         self.compute_ps += duration
-        if self._context.spans is not None:
+        trace = self._context.trace
+        if trace is not None and trace.nodes:
             node = self.plan.nodes[index]
-            name = node.name or f"node {node.id}"
-            self._context.spans.append(TraceSpan(self.npu, "compute", name, coordinator.now, coordinator.now + duration))
+            trace.span(self.npu, "compute", node.name or f"node {node.id}", coordinator.now, coordinator.now + duration)
         coordinator.schedule(coordinator.now + duration, self._compute_done, index)
 
     def _compute_done(self, index: int) -> None:
@@ -269,10 +268,10 @@ class NpuExecutor:
 
     def _sample_memory(self) -> None:
         """Record what the NPU holds now, for the trace's memory counter."""
-        counters = self._context.counters
-        if counters is not None:
+        trace = self._context.trace
+        if trace is not None:
             held = self._memory + sum(size for _, size in self.plan.resident)
-            counters.append(CounterSample(self.npu, "memory", self._context.coordinator.now, held))
+            trace.counter(self.npu, "memory", self._context.coordinator.now, held)
 
     def _charge_idle(self, cause: int) -> None:
         """The compute stream, idle since ``_idle_since``, has work again (or the graph is done) because

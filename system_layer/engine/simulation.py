@@ -27,6 +27,7 @@ from stratasim.system_layer.result import (
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.symmetry.stand_ins import stand_ins
+from stratasim.system_layer.trace import TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
 __all__ = ["simulate", "validate"]
@@ -42,16 +43,17 @@ def simulate(
     device: str = "",
     calibration: compute_pb2.Calibration | None = None,
     representatives: Sequence[int] | None = None,
-    record_trace: bool = False,
+    record_trace: bool | TraceSelection = False,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
-    prices operators on ``device`` (with ``calibration``, when given); ``record_trace`` keeps every node's and
-    link's busy spans for a trace.
+    prices operators on ``device`` (with ``calibration``, when given); ``record_trace`` keeps the busy spans of
+    nodes and links for a trace: all of them (True) or those a :class:`TraceSelection` selects.
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise every NPU is.
     """
-    info = network.configure(_recording_links(topology) if record_trace else topology)
+    selection = TraceSelection() if record_trace is True else record_trace or None
+    info = network.configure(_recording_links(topology) if selection else topology)
     npus = len(graphs)
     physical = _physical_grid(topology, npus)
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
@@ -61,16 +63,20 @@ def simulate(
     durations = dict(pricing.durations)
     energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
     plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
-    if not record_trace:  # a trace shows every node; the times are the same either way
-        for key, plan in list(plans.items()):
+    traced = [] if selection is None else _traced(simulated, stand_in, selection)
+    # Node spans need every node of the NPUs traced; fusing the others' compute runs gives the same times.
+    unfused = {id(graphs[npu]) for npu in traced} if selection and selection.detail is TraceDetail.NODES else set()
+    for key, plan in list(plans.items()):
+        if key not in unfused:
             fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
             plans[key] = fused
             durations[id(fused)] = fused_durations
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
+    recorder = None if selection is None else TraceRecorder(selection, traced)
     context = SchedulerContext(
-        coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, record_trace=record_trace
+        coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, trace=recorder
     )
     table = CollectiveTable(grid, options, npus)
     executors: dict[int, NpuExecutor] = {}
@@ -94,17 +100,10 @@ def simulate(
         npu: _npu_stats(ex, context.schedulers[npu], energy_of[npu] + reduction_energy[npu])
         for npu, ex in executors.items()
     }
-    spans = list(context.spans or ())
-    counters = list(context.counters or ())
     if stand_in is None:
         per_npu = [stats[npu] for npu in range(npus)]
     else:  # every NPU lived its representative's timeline
         per_npu = [replace(stats[stand_in[npu]], npu=npu) for npu in range(npus)]
-        lived: dict[int, list[int]] = {}
-        for npu, representative in enumerate(stand_in):
-            lived.setdefault(representative, []).append(npu)
-        spans = [replace(span, npu=npu) for span in spans for npu in lived[span.npu]]
-        counters = [replace(sample, npu=npu) for sample in counters for npu in lived[sample.npu]]
     milestones: dict[str, int] = {}
     for executor in executors.values():
         for name, time_ps in executor.milestones.items():
@@ -116,9 +115,7 @@ def simulate(
             link_counters.link, link_counters.busy_ps, link_counters.bytes, link_counters.messages
         )
     )
-    link_busy = tuple(
-        LinkBusy(busy.link, tuple(zip(busy.start_ps, busy.end_ps))) for busy in link_counters.busy
-    )
+    link_busy = _link_busy(link_counters, selection) if selection else ()
     latency = link_counters.packet_latency
     packet_latency = PacketLatencyStats(
         latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
@@ -128,16 +125,32 @@ def simulate(
         npus=npus,
         collectives=tuple(_collective_stats(c) for c in table.all),
         per_npu=tuple(per_npu),
-        spans=tuple(sorted(spans, key=lambda s: (s.npu, s.start_ps, s.end_ps, s.track, s.name))),
+        spans=recorder.spans.sort() if recorder else (),
         events_processed=coordinator.queue.processed + coordinator.messages,
         simulated_npus=len(simulated),
         links=links,
         milestones=milestones,
-        counters=tuple(sorted(counters, key=lambda c: (c.npu, c.time_ps))),
+        counters=tuple(recorder.samples()) if recorder else (),
         link_busy=link_busy,
         packet_latency=packet_latency,
         operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
+        stand_ins=stand_in or (),
     )
+
+
+def _link_busy(counters: network_pb2.LinkCounters, selection: TraceSelection) -> tuple[LinkBusy, ...]:
+    """When each link was transmitting, within the selection's window (links idle throughout left out)."""
+    busy = ((link.link, [s for s in zip(link.start_ps, link.end_ps) if selection.overlaps(*s)]) for link in counters.busy)
+    return tuple(LinkBusy(link, tuple(stretches)) for link, stretches in busy if stretches)
+
+
+def _traced(simulated: list[int], stand_in: tuple[int, ...] | None, selection: TraceSelection) -> list[int]:
+    """The simulated NPUs whose timelines the selection shows: selected, or standing for a selected NPU."""
+    if selection.npus is None:
+        return simulated
+    if stand_in is None:
+        return [npu for npu in simulated if npu in selection.npus]
+    return sorted({stand_in[npu] for npu in selection.npus if npu < len(stand_in)})
 
 
 def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from stratasim.system_layer.collectives.chunks import ChunkRun, Collective
 from stratasim.system_layer.collectives.groups import FLAT
 from stratasim.system_layer.options import Scheduling, SystemOptions
-from stratasim.system_layer.result import CounterSample, TraceSpan
 from stratasim.system_layer.scheduler.reduction import ReductionCost
+from stratasim.system_layer.trace import TraceRecorder
 
 if TYPE_CHECKING:
     from stratasim.system_layer.collectives.steps import Step
@@ -39,7 +39,7 @@ class SchedulerContext:
         *,
         stand_ins: tuple[int, ...] | None = None,
         replay_phases: bool = False,
-        record_trace: bool = False,
+        trace: TraceRecorder | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.options = options
@@ -50,8 +50,7 @@ class SchedulerContext:
         # and bytes sent; kept only when message delays do not depend on traffic (None otherwise).
         self.phase_replays: dict[tuple[object, ...], tuple[object, int, int]] | None = {} if replay_phases else None
         self.reduced_sizes: dict[int, tuple[int, ...]] = {}  # the sizes a replayed phase reduces, by id(steps)
-        self.spans: list[TraceSpan] | None = [] if record_trace else None
-        self.counters: list[CounterSample] | None = [] if record_trace else None
+        self.trace = trace  # None: no trace is recorded
 
 
 class NpuScheduler:
@@ -171,11 +170,10 @@ class NpuScheduler:
         if run.sent:
             self.bytes_sent[dim] = self.bytes_sent.get(dim, 0) + run.sent
         collective.phase_runs[run.index][run.phase] += 1
-        if self.context.spans is not None:
-            self.context.spans.append(
-                TraceSpan(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
-                          f"{collective.kind} #{collective.id} chunk {run.index}", run.started_ps, now)
-            )
+        trace = self.context.trace
+        if trace is not None and trace.nodes:
+            trace.span(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
+                       f"{collective.kind} #{collective.id} chunk {run.index}", run.started_ps, now)
         queue = (dim, run.lane)
         self._active[queue] -= 1
         if run.phase + 1 < len(run.plans):
@@ -197,10 +195,9 @@ class NpuScheduler:
         self.in_flight -= 1
         if self.in_flight == 0:
             self.comm_ps += now - self._comm_since
-        if self.context.spans is not None:
-            self.context.spans.append(
-                TraceSpan(self.npu, "comm", f"{collective.kind} #{collective.id}", self._issued_ps.pop(collective.id), now)
-            )
+        if self.context.trace is not None:
+            self.context.trace.span(self.npu, "comm", f"{collective.kind} #{collective.id}",
+                                    self._issued_ps.pop(collective.id), now)  # fmt: skip
         else:
             del self._issued_ps[collective.id]
         self._on_done.pop(collective.id)()

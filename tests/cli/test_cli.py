@@ -100,7 +100,9 @@ def test_run_out_writes_report_and_trace(capsys: pytest.CaptureFixture[str], stu
     assert code == 0 and json.loads(out) == json.loads((out_dir / "report.json").read_text())
     trace = json.loads((out_dir / "trace.json").read_text())
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
-    assert {e["pid"] for e in complete} == set(range(8))
+    processes = {e["pid"]: e["args"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert {e["pid"] for e in complete} == set(processes) == {0}  # equivalent NPUs: NPU 0 was simulated for all 8
+    assert processes[0] == {"name": "NPU 0 (stands for 8 NPUs)", "stands_for": "0-7"}
     assert {"compute"} < {e["cat"] for e in complete}
     assert all(e["dur"] >= 0 for e in complete)
 

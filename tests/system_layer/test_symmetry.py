@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer import SimulationResult, SystemOptions, TraceSpan, simulate
 from stratasim.system_layer.options import Preset
 from stratasim.system_layer.symmetry.stand_ins import aggregation_blocker
 from stratasim.v1 import network_pb2
@@ -30,8 +30,17 @@ def both(
 
 def assert_identical(on: SimulationResult, off: SimulationResult) -> None:
     assert on.simulated_npus == 1 and off.simulated_npus == off.npus
-    same = dict(events_processed=0, simulated_npus=0)
-    assert replace(on, **same) == replace(off, **same)
+    assert len(on.stand_ins) == on.npus and not off.stand_ins
+    lived = on.stands_for()  # every NPU lived its stand-in's timeline: its spans and counters, copied to each
+
+    def key(span: TraceSpan) -> tuple[int, int, int, str, str]:
+        return span.npu, span.start_ps, span.end_ps, span.track, span.name
+
+    spans = sorted((replace(s, npu=npu) for s in on.spans for npu in lived[s.npu]), key=key)
+    counters = sorted((replace(c, npu=npu) for c in on.counters for npu in lived[c.npu]), key=lambda c: (c.npu, c.time_ps))
+    assert spans == sorted(off.spans, key=key)
+    same = dict(events_processed=0, simulated_npus=0, stand_ins=(), spans=())
+    assert replace(on, counters=tuple(counters), **same) == replace(off, **same)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,149 @@
+"""What a run records for its trace: which part (:class:`TraceSelection`) and how, compactly (:class:`SpanLog`).
+
+A whole-model run busies millions of nodes; one :class:`~stratasim.system_layer.result.TraceSpan` object per busy
+span would cost a few hundred bytes each. :class:`SpanLog` keeps spans column by column in machine integers, each
+track once and the names as UTF-8 in one buffer (about 70 bytes a span), and hands out ``TraceSpan`` objects only
+when read. Only the NPUs the engine simulated
+are recorded: an NPU standing in for others by symmetry is recorded once, and
+:attr:`~stratasim.system_layer.result.SimulationResult.stand_ins` says whom it stands for.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from stratasim.system_layer.result import CounterSample, TraceSpan
+
+__all__ = ["TraceDetail", "TraceSelection", "SpanLog", "TraceRecorder"]
+
+
+class TraceDetail(StrEnum):
+    """How much of a run a trace shows: every node's span (``nodes``: compute, collectives and their phases,
+    memory counters) or the collectives only (``collectives``: one span per collective issued by an NPU)."""
+
+    NODES = "nodes"
+    COLLECTIVES = "collectives"
+
+
+@dataclass(frozen=True)
+class TraceSelection:
+    """The part of a run to record: the NPUs in ``npus`` (None: all), spans overlapping ``[start_ps, end_ps]``
+    (``end_ps`` None: to the end), at ``detail``. A simulated NPU is recorded when it, or any NPU it stands for
+    by symmetry, is selected."""
+
+    npus: frozenset[int] | None = None
+    start_ps: int = 0
+    end_ps: int | None = None
+    detail: TraceDetail = TraceDetail.NODES
+
+    def overlaps(self, start_ps: int, end_ps: int) -> bool:
+        """Whether a span from ``start_ps`` to ``end_ps`` shows in the window (touching its edges counts)."""
+        return end_ps >= self.start_ps and (self.end_ps is None or start_ps <= self.end_ps)
+
+
+class SpanLog:
+    """Busy spans stored column by column, names as UTF-8 in one buffer (a whole-model run gives nearly every span
+    a name of its own); reads as a sequence of :class:`TraceSpan` in recording order, or after :meth:`sorted` by
+    NPU, start, end and track. Two logs are equal when they hold the same spans in the same order; a log also
+    equals a tuple of the same ``TraceSpan`` objects."""
+
+    def __init__(self) -> None:
+        self.npu = array("i")
+        self.track = array("i")  # index into tracks
+        self.start_ps = array("q")
+        self.end_ps = array("q")
+        self.name_at = array("q")  # where the name starts in text
+        self.name_length = array("i")
+        self.text = bytearray()
+        self.tracks: list[str] = []
+        self._track_ids: dict[str, int] = {}
+
+    def append(self, npu: int, track: str, name: str, start_ps: int, end_ps: int) -> None:
+        """Record one span."""
+        self.npu.append(npu)
+        track_id = self._track_ids.get(track)
+        if track_id is None:
+            track_id = self._track_ids[track] = len(self.tracks)
+            self.tracks.append(track)
+        self.track.append(track_id)
+        self.start_ps.append(start_ps)
+        self.end_ps.append(end_ps)
+        encoded = name.encode()
+        self.name_at.append(len(self.text))
+        self.name_length.append(len(encoded))
+        self.text += encoded
+
+    def rows(self) -> Iterator[tuple[int, str, str, int, int]]:
+        """Each span as ``(npu, track, name, start_ps, end_ps)``, without building ``TraceSpan`` objects."""
+        tracks, text = self.tracks, self.text
+        columns = zip(self.npu, self.track, self.name_at, self.name_length, self.start_ps, self.end_ps)
+        for npu, track, at, length, start, end in columns:
+            yield npu, tracks[track], text[at : at + length].decode(), start, end
+
+    def __len__(self) -> int:
+        return len(self.npu)
+
+    def __iter__(self) -> Iterator[TraceSpan]:
+        return (TraceSpan(*row) for row in self.rows())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SpanLog | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable while recording
+
+    def __repr__(self) -> str:
+        return f"SpanLog({len(self)} spans)"
+
+    def sort(self) -> SpanLog:
+        """Order the spans by NPU, start, end and track (tracks compared as text), ties in recording order, one
+        column at a time (so sorting holds one extra column at most); the log itself."""
+        ranks = np.empty(len(self.tracks), dtype=np.int64)
+        ranks[sorted(range(len(self.tracks)), key=self.tracks.__getitem__)] = np.arange(len(self.tracks))
+        keys = [np.frombuffer(column, dtype=column.typecode) for column in (self.end_ps, self.start_ps, self.npu)]
+        order = np.lexsort((ranks[np.frombuffer(self.track, dtype=self.track.typecode)], *keys))
+        del keys
+        for name in ("npu", "track", "start_ps", "end_ps", "name_at", "name_length"):
+            column: array[int] = getattr(self, name)
+            ordered = array(column.typecode, np.frombuffer(column, dtype=column.typecode)[order].tobytes())
+            setattr(self, name, ordered)
+        return self
+
+
+class TraceRecorder:
+    """Keeps the spans and memory samples a :class:`TraceSelection` asks for, of the simulated NPUs in ``npus``."""
+
+    def __init__(self, selection: TraceSelection, npus: Iterable[int]) -> None:
+        self.selection = selection
+        self.nodes = selection.detail is TraceDetail.NODES
+        self.npus = frozenset(npus)
+        self.spans = SpanLog()
+        self.counters: list[CounterSample] = []
+        self._before: dict[tuple[int, str], int] = {}  # the last value of each counter before the window opened
+
+    def span(self, npu: int, track: str, name: str, start_ps: int, end_ps: int) -> None:
+        """Record a busy span of ``npu`` if the selection keeps it."""
+        if npu in self.npus and self.selection.overlaps(start_ps, end_ps):
+            self.spans.append(npu, track, name, start_ps, end_ps)
+
+    def counter(self, npu: int, name: str, time_ps: int, value: int) -> None:
+        """Record a counter sample (node detail only); one taken before the window opens is kept as the value
+        the counter has when it does."""
+        selection = self.selection
+        if not self.nodes or npu not in self.npus or (selection.end_ps is not None and time_ps > selection.end_ps):
+            return
+        if time_ps < selection.start_ps:
+            self._before[(npu, name)] = value
+        else:
+            self.counters.append(CounterSample(npu, name, time_ps, value))
+
+    def samples(self) -> list[CounterSample]:
+        """The counter samples kept, each counter's value at the window's start first, sorted by NPU and time."""
+        opening = [CounterSample(npu, name, self.selection.start_ps, value) for (npu, name), value in self._before.items()]
+        return sorted(opening + self.counters, key=lambda c: (c.npu, c.time_ps))
