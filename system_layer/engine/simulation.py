@@ -123,7 +123,7 @@ def simulate(
     packet_latency = PacketLatencyStats(
         latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
     )
-    return SimulationResult(
+    result = SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
         npus=npus,
         collectives=tuple(_collective_stats(c) for c in table.all),
@@ -138,6 +138,19 @@ def simulate(
         packet_latency=packet_latency,
         operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
     )
+    _release(executors, context, table)
+    return result
+
+
+def _release(executors: dict[int, NpuExecutor], context: SchedulerContext, table: CollectiveTable) -> None:
+    """Break the engine's reference cycles (executors know their peers, schedulers their context, chunk runs
+    their collective) once the results are out, so reference counting frees a finished simulation at once
+    rather than leaving millions of objects to a pass of the cyclic garbage collector."""
+    for executor in executors.values():
+        executor.peers = {}
+    context.schedulers.clear()
+    for collective in table.all:
+        collective.release()
 
 
 def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
