@@ -248,15 +248,23 @@ def _mean(total: int, count: int) -> int:
     return total // count if count else 0
 
 
+def _column_sums(rows: list[list[int]], columns: int) -> list[int]:
+    """The sum of each of ``columns`` columns of ``rows`` (zeros when there are no rows)."""
+    return [sum(column) for column in zip(*rows)] if rows else [0] * columns
+
+
 def _collective_stats(collective: Collective) -> CollectiveStats:
-    phases = range(len(collective.phases))
+    """A collective's delays as means over the NPUs and chunks that ran each phase (one per collective issued:
+    a whole model's iteration has a hundred thousand, so the sums go column by column)."""
     runs = collective.phase_runs
+    phases = len(collective.phases)
+    runs_per_phase = _column_sums(runs, phases)
 
     def per_phase(sums: list[list[int]]) -> tuple[int, ...]:
-        return tuple(_mean(sum(c[p] for c in sums), sum(c[p] for c in runs)) for p in phases)
+        return tuple(map(_mean, _column_sums(sums, phases), runs_per_phase))
 
     def per_chunk(sums: list[list[int]]) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(_mean(total, count) for total, count in zip(c, n)) for c, n in zip(sums, runs))
+        return tuple(tuple(map(_mean, c, n)) for c, n in zip(sums, runs))
 
     return CollectiveStats(
         collective_id=collective.id,
