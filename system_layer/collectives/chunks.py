@@ -130,6 +130,16 @@ class Collective:
         return runs
 
 
+    def release(self) -> None:
+        """Let go of the chunk runs once the simulation is over: runs and their collective refer to each other
+        (and a run to itself, when it mirrors its own messages), so otherwise only Python's cyclic garbage
+        collector would free them."""
+        for runs in self.runs.values():
+            for run in runs:
+                run.release()
+        self.runs.clear()
+
+
 class ChunkRun:
     """One chunk of a collective on one NPU, moving through its phases step by step.
 
@@ -164,6 +174,11 @@ class ChunkRun:
         self._only_peer: tuple[int, Callable[[int], None]] | None = None
         self._phase_key = 0
         self._replay_key: tuple[object, ...] | None = None
+
+    def release(self) -> None:
+        """Drop the references to peers (itself among them) kept for the phase; see :meth:`Collective.release`."""
+        self._peers.clear()
+        self._only_peer = None
 
     def start_phase(self) -> None:
         """Begin the current phase: send its first step, then consume any messages already waiting."""

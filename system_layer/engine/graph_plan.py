@@ -44,15 +44,15 @@ def _label(npu: int, node: workload_pb2.Node) -> str:
 
 
 def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> GraphPlan:
-    """Index ``graph`` and check it: unique ids, known dependencies, supported types, groups, no cycle."""
+    """Index ``graph`` and check it: unique ids, known dependencies, supported types, groups, no cycle.
+
+    This reads every node of every simulated graph once (a million for a large model), so the loop keeps to
+    one look-up per field and treats the common case, a node with one dependency, on its own.
+    """
     nodes = tuple(graph.nodes)
-    position: dict[int, int] = {}
-    for index, node in enumerate(nodes):
-        if node.id in position:
-            raise WorkloadError(f"{_label(npu, node)}: the id {node.id} is used twice")
-        position[node.id] = index
+    position = _positions(nodes, npu)
     dependents: list[list[int]] = [[] for _ in nodes]
-    dependencies: list[list[int]] = []
+    dependencies: list[tuple[int, ...]] = []
     allocations: dict[int, int] = {}
     releases: dict[int, int] = {}
     milestones: list[int] = []
@@ -60,37 +60,66 @@ def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> Graph
     for index, node in enumerate(nodes):
         if node.type != compute or node.duration_ps < 0:
             _check_node(node, npu, npus)
-        deps = node.data_deps if not node.ctrl_deps else {*node.data_deps, *node.ctrl_deps}
-        if len(deps) > 1 and not node.ctrl_deps:
-            deps = set(deps)
-        positions = []
-        for dep in deps:
-            found = position.get(dep)
+        ctrl = node.ctrl_deps
+        deps = node.data_deps
+        if len(deps) == 1 and not ctrl:
+            found = position.get(deps[0])
             if found is None:
-                raise WorkloadError(f"{_label(npu, node)}: depends on node {dep}, which is not in the graph")
+                raise WorkloadError(f"{_label(npu, node)}: depends on node {deps[0]}, which is not in the graph")
             dependents[found].append(index)
-            positions.append(found)
-        dependencies.append(positions)
+            dependencies.append((found,))
+        elif deps or ctrl:
+            dependencies.append(_link({*deps, *ctrl}, index, node, npu, position, dependents))
+        else:
+            dependencies.append(())
         memory = node.memory_bytes
-        if memory > 0:
-            allocations[index] = memory
-        elif memory < 0:
-            releases[index] = -memory
+        if memory:
+            if memory > 0:
+                allocations[index] = memory
+            else:
+                releases[index] = -memory
         if node.milestone:
             milestones.append(index)
-    indegree = [len(d) for d in dependencies]
+    indegree = list(map(len, dependencies))
     order = _topological_order(graph, npu, dependents, indegree)
     return GraphPlan(
         nodes,
-        tuple(tuple(d) for d in dependents),
+        tuple(map(tuple, dependents)),
         tuple(indegree),
         allocations=allocations,
         releases=releases,
         milestones=frozenset(milestones),
         resident=tuple(sorted(graph.resident_bytes.items())),
-        dependencies=tuple(tuple(d) for d in dependencies),
+        dependencies=tuple(dependencies),
         order=order,
     )
+
+
+def _link(
+    deps: set[int], index: int, node: workload_pb2.Node, npu: int, position: dict[int, int],
+    dependents: list[list[int]],
+) -> tuple[int, ...]:
+    """The positions of node ``index``'s dependencies ``deps`` (ids), recording it as each one's dependent."""
+    positions = []
+    for dep in deps:
+        found = position.get(dep)
+        if found is None:
+            raise WorkloadError(f"{_label(npu, node)}: depends on node {dep}, which is not in the graph")
+        dependents[found].append(index)
+        positions.append(found)
+    return tuple(positions)
+
+
+def _positions(nodes: tuple[workload_pb2.Node, ...], npu: int) -> dict[int, int]:
+    """Each node's position by id; an id used twice is an error naming the second node that uses it."""
+    position = {node.id: index for index, node in enumerate(nodes)}
+    if len(position) != len(nodes):
+        seen: set[int] = set()
+        for node in nodes:
+            if node.id in seen:
+                raise WorkloadError(f"{_label(npu, node)}: the id {node.id} is used twice")
+            seen.add(node.id)
+    return position
 
 
 def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:
@@ -104,8 +133,8 @@ def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:
     ):
         raise WorkloadError(f"{_label(npu, node)}: peer NPU {node.peer} must be another of the {npus} NPUs")
     if node.type == workload_pb2.COMM_COLL_NODE and node.group:
-        outside = [member for member in node.group if member >= npus]
-        if outside:
+        if max(node.group) >= npus:
+            outside = [member for member in node.group if member >= npus]
             raise WorkloadError(f"{_label(npu, node)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
         if npu not in node.group:
             raise WorkloadError(f"{_label(npu, node)}: NPU {npu} is not a member of its own collective's group")

@@ -104,13 +104,17 @@ def price_plans(
                 raise WorkloadError(
                     f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
                 )
-            written = node.op.SerializeToString(deterministic=True)
+            op = node.op
+            written = op.SerializeToString(deterministic=True)
             key = signatures.get(written)
             if key is None:
-                key = signatures[written] = _signature(node.op)
-            names = unique.setdefault(key, (node.op, []))[1]
-            if len(names) < _MAX_NAMES and (node.op.name or node.name) not in names:
-                names.append(node.op.name or node.name)
+                key = signatures[written] = _signature(op)
+            known = unique.get(key)
+            if known is None:
+                known = unique[key] = (op, [])
+            names = known[1]
+            if len(names) < _MAX_NAMES and (op.name or node.name) not in names:
+                names.append(op.name or node.name)
             plan_keys.append(key)
     costs: dict[bytes, compute_pb2.OperatorCost] = {}
     if unique and compute is not None:
@@ -119,16 +123,16 @@ def price_plans(
         if response.HasField("error"):
             raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
         costs = dict(zip(unique, response.costs))
+    duration_of = {key: cost.duration_ps for key, cost in costs.items()}
+    energy_of = {key: cost.energy_pj for key, cost in costs.items()}
     durations = {
         id(plan): tuple(
-            node.duration_ps if key is None else costs[key].duration_ps for node, key in zip(plan.nodes, keys[id(plan)])
+            node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keys[id(plan)])
         )
         for plan in plans
     }
     # Summed in node order, so the total is the same float every run.
-    energies = {
-        id(plan): sum((costs[key].energy_pj for key in keys[id(plan)] if key is not None), 0.0) for plan in plans
-    }
+    energies = {id(plan): sum((energy_of[key] for key in keys[id(plan)] if key is not None), 0.0) for plan in plans}
     counts = {id(plan): Counter(key for key in keys[id(plan)] if key is not None) for plan in plans}
     ops = {key: (op, names, costs[key]) for key, (op, names) in unique.items()}
     return Pricing(durations, energies, counts, ops)

@@ -120,7 +120,7 @@ def simulate(
     packet_latency = PacketLatencyStats(
         latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
     )
-    return SimulationResult(
+    result = SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
         npus=npus,
         collectives=tuple(_collective_stats(c) for c in table.all),
@@ -136,6 +136,19 @@ def simulate(
         operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
         stand_ins=stand_in or (),
     )
+    _release(executors, context, table)
+    return result
+
+
+def _release(executors: dict[int, NpuExecutor], context: SchedulerContext, table: CollectiveTable) -> None:
+    """Break the engine's reference cycles (executors know their peers, schedulers their context, chunk runs
+    their collective) once the results are out, so reference counting frees a finished simulation at once
+    rather than leaving millions of objects to a pass of the cyclic garbage collector."""
+    for executor in executors.values():
+        executor.peers = {}
+    context.schedulers.clear()
+    for collective in table.all:
+        collective.release()
 
 
 def _link_busy(counters: network_pb2.LinkCounters, selection: TraceSelection) -> tuple[LinkBusy, ...]:
@@ -248,15 +261,23 @@ def _mean(total: int, count: int) -> int:
     return total // count if count else 0
 
 
+def _column_sums(rows: list[list[int]], columns: int) -> list[int]:
+    """The sum of each of ``columns`` columns of ``rows`` (zeros when there are no rows)."""
+    return [sum(column) for column in zip(*rows)] if rows else [0] * columns
+
+
 def _collective_stats(collective: Collective) -> CollectiveStats:
-    phases = range(len(collective.phases))
+    """A collective's delays as means over the NPUs and chunks that ran each phase (one per collective issued:
+    a whole model's iteration has a hundred thousand, so the sums go column by column)."""
     runs = collective.phase_runs
+    phases = len(collective.phases)
+    runs_per_phase = _column_sums(runs, phases)
 
     def per_phase(sums: list[list[int]]) -> tuple[int, ...]:
-        return tuple(_mean(sum(c[p] for c in sums), sum(c[p] for c in runs)) for p in phases)
+        return tuple(map(_mean, _column_sums(sums, phases), runs_per_phase))
 
     def per_chunk(sums: list[list[int]]) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(_mean(total, count) for total, count in zip(c, n)) for c, n in zip(sums, runs))
+        return tuple(tuple(map(_mean, c, n)) for c, n in zip(sums, runs))
 
     return CollectiveStats(
         collective_id=collective.id,

@@ -111,7 +111,7 @@ class _Emitter:
         self._expert_bucket = 0
         self._last_on: dict[tuple[int, ...], int] = {}
         self._prefetch_after: list[int] = []
-        self._operators: dict[tuple[Gemm | Pointwise, str], compute_pb2.OperatorDesc] = {}
+        self._operators: dict[tuple[Gemm | Pointwise, str], bytes] = {}
 
     def build(self) -> workload_pb2.ExecutionGraph:
         for step in self._plan.order:
@@ -269,19 +269,19 @@ class _Emitter:
         self._input_grad = self._compute(f"{name} dgrad", self._operator(step, "dgrad"), self._ready)
         self._compute(f"{name} wgrad", self._operator(step, "wgrad"), [self._input_grad])
 
-    def _operator(self, step: Gemm | Pointwise, role: str) -> compute_pb2.OperatorDesc:
+    def _operator(self, step: Gemm | Pointwise, role: str) -> bytes:
         """The operator ``step`` runs in ``role`` (forward, backward, dgrad or wgrad), described once and reused
-        by every micro-batch."""
+        by every micro-batch: serialized, as parsing it into a node is cheaper than copying a message in."""
         known = self._operators.get((step, role))
         if known is None:
             dtype = self._plan.dtype
             if isinstance(step, Pointwise):
-                known = self._pointwise(step, step.inputs + (role == "backward"))
+                desc = self._pointwise(step, step.inputs + (role == "backward"))
             else:
                 m, k, n = {"forward": (step.m, step.k, step.n), "dgrad": (step.m, step.n, step.k),
                            "wgrad": (step.k, step.m, step.n)}[role]  # fmt: skip
-                known = operators.gemm(m, k, n, dtype=dtype, batch=step.batch, name=step.name)
-            self._operators[(step, role)] = known
+                desc = operators.gemm(m, k, n, dtype=dtype, batch=step.batch, name=step.name)
+            known = self._operators[(step, role)] = desc.SerializeToString()
         return known
 
     def _recompute(self, step: Recompute, prefix: str) -> None:
@@ -325,8 +325,10 @@ class _Emitter:
             step.shape, dtype=self._plan.dtype, flops_per_element=step.flops_per_element, inputs=inputs, name=step.name
         )
 
-    def _compute(self, name: str, op: compute_pb2.OperatorDesc, deps: list[int]) -> int:
-        node = self._add(name, workload_pb2.COMP_NODE, deps, op=op)
+    def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
+        """A compute node running the serialized operator ``op`` after ``deps``; the stream waits for it next."""
+        node = len(self._graph.nodes)
+        self._graph.nodes.add(id=node, name=name, type=workload_pb2.COMP_NODE, data_deps=deps).op.MergeFromString(op)
         self._ready = [node]
         return node
 
