@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from stratasim.system_layer.trace import SpanLog
@@ -11,14 +11,14 @@ if TYPE_CHECKING:
 __all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "PacketLatencyStats", "OperatorStats", "SimulationResult"]
 
 
-@dataclass(frozen=True)
-class CollectiveStats:
+class CollectiveStats(NamedTuple):
     """One collective across its group: when it started and ended, and where its chunks spent time per phase.
 
     Phase p ran ``phase_collectives[p]`` along dimension ``phase_dims[p]`` (-1: a flat phase over a group that
     is not a product of dimensions). ``queue_delay_ps_per_phase[p]`` is the mean time a chunk waited in phase
     p's queue before running; ``network_delay_ps_per_phase[p]`` the mean time a chunk took to run phase p
     (means over NPUs and chunks); the ``_per_chunk`` tables give the same per chunk (means over NPUs).
+    A named tuple: a whole model's iteration reports hundreds of thousands.
     """
 
     collective_id: int

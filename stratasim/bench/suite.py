@@ -100,6 +100,7 @@ SUITE: tuple[SuiteCase, ...] = (
     SuiteCase("megatron-76b", StudyRun("examples/megatron/gpt_76b.yaml"), Peer("PALM", 2.4, 132), target=Target(wall_s=2.8)),
     SuiteCase("megatron-530b", StudyRun("examples/megatron/gpt_530b.yaml"), Peer("PALM", 2.8, 177),
               target=Target(wall_s=2.8)),
+    SuiteCase("megatron-1t", StudyRun("examples/megatron/gpt_1t.yaml"), target=Target(wall_s=4)),
     SuiteCase("ring-allreduce-1024", _RING_1024, Peer("ASTRA-sim", 3.4), target=_ANALYTICAL),
     SuiteCase("ring-allreduce-4096", _collective("all_reduce", (4096,)), Peer("ASTRA-sim", 73, 5400),
               target=Target(ratio=0.5, peak_mb=5400)),

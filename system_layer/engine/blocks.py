@@ -29,6 +29,8 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = ()) -> GraphPlan:
         return plan
     block_type = workload_pb2.BLOCK_NODE
     inlined = [node.type == block_type and index not in keep for index, node in enumerate(plan.nodes)]
+    if not any(inlined):
+        return plan
     base: list[int] = []  # each node's first position in the new plan
     nodes: list[workload_pb2.Node] = []
     scopes: list[str] = []

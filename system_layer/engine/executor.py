@@ -10,7 +10,7 @@ requires. Memory loads and stores queue on the NPU's local-memory channel; metad
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 
 from stratasim.kernel.collective_types import COLLECTIVE_NAMES
 from stratasim.kernel.errors import WorkloadError
@@ -50,7 +50,7 @@ class CollectiveTable:
         self.all: list[Collective] = []
         # Collectives run inside blocks run whole (:mod:`stratasim.system_layer.engine.macros`): their statistics
         # from the block's first run, with the start time, NPU and issue number of this run.
-        self.replayed: list[tuple[int, int, int, CollectiveStats, int]] = []  # start, NPU, issue, stats, shift
+        self.replayed: list[tuple[int, int, int, BlockRun]] = []  # start, NPU, issue number of its first, the run
 
     def _layout(self, kind: str, size: int, group: tuple[int, ...]) -> Layout:
         """The layout every ``kind`` collective of ``size`` bytes over ``group`` shares, worked out once."""
@@ -118,7 +118,8 @@ class CollectiveTable:
         NPU's issues (the same order however many collectives ran inside blocks run whole)."""
         rows: list[tuple[int, int, int, Collective | CollectiveStats, int]]
         rows = [(c.start_ps or 0, *c.first_issue, c, 0) for c in self.all]
-        rows += self.replayed
+        rows += [(start + stats.start_ps, npu, first + i, stats, start)
+                 for start, npu, first, run in self.replayed for i, stats in enumerate(run.collectives)]  # fmt: skip
         rows.sort(key=lambda row: row[:3])
         for number, row in enumerate(rows):
             if isinstance(row[3], Collective):
@@ -130,13 +131,9 @@ class CollectiveTable:
 
 
 def _shifted(stats: CollectiveStats, number: int, shift: int) -> CollectiveStats:
-    """``stats`` of a collective run in a block, as collective ``number`` of a run of the block ``shift`` ps later
-    (built field by field: a large model replays hundreds of thousands)."""
-    return CollectiveStats(
-        number, stats.type, stats.bytes, stats.group_size, stats.start_ps + shift, stats.end_ps + shift,
-        stats.queue_delay_ps_per_phase, stats.network_delay_ps_per_phase, stats.phase_dims, stats.phase_collectives,
-        stats.queue_delay_ps_per_chunk, stats.network_delay_ps_per_chunk,
-    )
+    """``stats`` of a collective run in a block, as collective ``number`` of a run of the block ``shift`` ps later."""
+    return CollectiveStats(number, stats.type, stats.bytes, stats.group_size, stats.start_ps + shift,
+                           stats.end_ps + shift, *stats[6:])
 
 
 class NpuExecutor:
@@ -177,6 +174,7 @@ class NpuExecutor:
         self._memory_channel_free = 0  # when the local-memory channel is next free (MEM_LOAD/STORE nodes)
         self.issued = 0  # collectives issued so far
         self.runs: dict[int, BlockRun] = {}  # block nodes run whole, by position (set before starting)
+        self._runs_done: list[int] = []  # the id of each block run finished, for settle_blocks
 
     @property
     def done(self) -> bool:
@@ -292,32 +290,40 @@ class NpuExecutor:
             self.peak_memory_ps = self._context.coordinator.now + run.peak[1]
 
     def _block_done(self, index: int) -> None:
-        """A block run whole is done: account what its nodes did, leave the compute stream as they left it
-        (idle since its last compute, if that ended before it) and complete the block node."""
+        """A block run whole is done: leave the compute stream as its nodes left it (idle since its last
+        compute, if that ended before it), and complete the block node. What only adds up (idle time, bytes,
+        collectives) is accounted once the simulation is over (:meth:`settle_blocks`)."""
         run = self.runs[index]
-        now = self._context.coordinator.now
-        start = now - run.duration_ps
-        exposed = self.exposed_ps
-        for label, amount in run.exposed:
-            exposed[label] = exposed.get(label, 0) + amount
+        start = self._context.coordinator.now - run.duration_ps
         self._memory += run.memory_delta
-        scheduler = self._scheduler
-        scheduler.comm_ps += run.comm_ps
-        for dim, size in run.bytes_sent:
-            scheduler.bytes_sent[dim] = scheduler.bytes_sent.get(dim, 0) + size
-        scheduler.reductions.update(run.reductions)
-        for group, count in run.issued:
+        for group, count in run.issued:  # later collectives on these groups are matched by their number
             self._issued[group] = self._issued.get(group, 0) + count
-        replayed = self._table.replayed
-        for number, stats in enumerate(run.collectives, self.issued):
-            replayed.append((start + stats.start_ps, self.npu, number, stats, start))
+        self._table.replayed.append((start, self.npu, self.issued, run))
+        self._runs_done.append(id(run))
         self.issued += len(run.collectives)
-        scope = self.plan.name(index)
-        for name, time_ps in run.milestones:
-            self.milestones[f"{scope} {name}"] = start + time_ps
+        if run.milestones:
+            scope = self.plan.name(index)
+            for name, time_ps in run.milestones:
+                self.milestones[f"{scope} {name}"] = start + time_ps
         self._computing = False
         self._idle_since = start + run.idle_from_ps
         self._complete(index)
+
+    def settle_blocks(self) -> None:
+        """Add what the blocks run whole did to this NPU's totals: idle time by cause, time with collectives
+        in flight, bytes sent and reductions, once per run."""
+        scheduler = self._scheduler
+        runs = {id(run): run for run in self.runs.values()}
+        for key, times in Counter(self._runs_done).items():
+            run = runs[key]
+            for label, amount in run.exposed:
+                self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount * times
+            scheduler.comm_ps += run.comm_ps * times
+            for dim, size in run.bytes_sent:
+                scheduler.bytes_sent[dim] = scheduler.bytes_sent.get(dim, 0) + size * times
+            for size, count in run.reductions.items():
+                scheduler.reductions[size] += count * times
+        self._runs_done = []
 
     def _complete(self, index: int) -> None:
         plan = self.plan

@@ -151,9 +151,11 @@ def price_plans(
 def _with_blocks(plan: GraphPlan, own: Mapping[int, Counter[bytes]]) -> Counter[bytes]:
     """The operators ``plan`` runs: its own, and its blocks' once per block node that runs them."""
     total = Counter(own[id(plan)])
-    for node in plan.nodes:
-        if node.type == workload_pb2.BLOCK_NODE:
-            total.update(own[id(plan.blocks[node.block])])
+    if plan.blocks:
+        block_type = workload_pb2.BLOCK_NODE
+        for block, runs in Counter(node.block for node in plan.nodes if node.type == block_type).items():
+            for key, count in own[id(plan.blocks[block])].items():
+                total[key] += count * runs
     return total
 
 

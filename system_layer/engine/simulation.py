@@ -105,6 +105,8 @@ def simulate(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
             "but nothing can happen (a collective some group members never issue?)"
         )
+    for executor in executors.values():
+        executor.settle_blocks()
     reduction_energy = {npu: _reduction_energy(scheduler, reduction) for npu, scheduler in context.schedulers.items()}
     stats = {
         npu: _npu_stats(ex, context.schedulers[npu], energy_of[npu] + reduction_energy[npu])

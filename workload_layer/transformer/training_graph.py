@@ -107,6 +107,9 @@ class _Emitter:
         self._graph = workload_pb2.ExecutionGraph(npu=plan.npu, resident_bytes=plan.resident_bytes)
         self._nodes = self._graph.nodes  # where nodes go: the graph's own list, or the block being built
         self._blocks: dict[tuple[object, ...], int] = {}  # what a pass of a block runs -> its GraphBlock's index
+        self._block_of: dict[tuple[object, ...], int] = {}  # the same by block object, spared hashing its steps
+        self._runs_something: list[bool] = []  # per GraphBlock, whether it holds any node
+        self._neighbours: dict[tuple[int, int], tuple[int, int] | None] = {}
         self._ready: list[int] = []
         self._input_grad: int | None = None
         self._last_backward = {step.chunk: step for step in plan.order if step.direction == "backward"}
@@ -173,9 +176,12 @@ class _Emitter:
         """Run ``step``'s pass of ``block`` as a BLOCK_NODE named ``mb<micro-batch> <block>``. ``emit`` writes the
         pass's nodes once per distinct ``key`` (what decides them: identical layers share it), into a GraphBlock
         that every later pass with that key runs again; node names there lack the prefix the block node carries."""
-        index = self._blocks.get(key)
+        by_identity = (id(block), *key[:1], *key[-1:])  # the block object, the pass and whether it gathers
+        index = self._block_of.get(by_identity)
         if index is None:
-            index = self._blocks[key] = len(self._graph.blocks)
+            index = self._block_of[by_identity] = self._blocks.get(key, len(self._graph.blocks))
+        if index == len(self._graph.blocks):
+            self._blocks[key] = index
             graph_block = self._graph.blocks.add(name=f"{block.name} {step.direction}")
             outer_ready, self._ready = self._ready, []
             self._nodes, self._input_grad = graph_block.nodes, None
@@ -183,7 +189,8 @@ class _Emitter:
             sinks = set(range(len(graph_block.nodes))) - {d for node in graph_block.nodes for d in node.data_deps}
             assert sinks == set(self._ready), "a pass must end in the nodes that nothing in it waits for"
             self._nodes, self._ready, self._input_grad = self._graph.nodes, outer_ready, None
-        if self._graph.blocks[index].nodes:  # a pass with nothing to run leaves no trace
+            self._runs_something.append(bool(graph_block.nodes))
+        if self._runs_something[index]:  # a pass with nothing to run leaves no trace
             name = f"mb{step.micro_batch} {block.name}"
             self._ready = [self._add(name, workload_pb2.BLOCK_NODE, self._ready, block=index)]
 
@@ -382,7 +389,7 @@ class _Emitter:
         """Wait for ``step``'s input: the previous chunk's activation (forward) or the next one's gradient; say
         whether the pass's first block must all-gather it over the TP group first (Megatron-LM's scatter/gather:
         inside the block, which then runs whole; before ZeRO-3's parameter gathers, outside)."""
-        neighbour = self._plan.neighbour(step.chunk, -1 if step.direction == "forward" else 1)
+        neighbour = self._neighbour(step.chunk, -1 if step.direction == "forward" else 1)
         if neighbour is None:
             return False
         peer, sender_chunk = neighbour
@@ -407,9 +414,16 @@ class _Emitter:
                           group=self._plan.tensor_group, pg_name="pp")
             ]
 
+    def _neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
+        """:meth:`StagePlan.neighbour`, worked out once per chunk and direction."""
+        key = (chunk, offset)
+        if key not in self._neighbours:
+            self._neighbours[key] = self._plan.neighbour(chunk, offset)
+        return self._neighbours[key]
+
     def _send(self, step: Pass) -> None:
         """Pass ``step``'s output on; sends are asynchronous: the compute stream goes on while it travels."""
-        neighbour = self._plan.neighbour(step.chunk, 1 if step.direction == "forward" else -1)
+        neighbour = self._neighbour(step.chunk, 1 if step.direction == "forward" else -1)
         if neighbour is not None:
             tag = message_tag(step.direction, step.chunk, step.micro_batch, len(self._plan.chunks))
             name = f"mb{step.micro_batch} chunk{step.chunk} send {step.direction}"
