@@ -120,20 +120,16 @@ class CollectiveTable:
         rows = [(c.start_ps or 0, *c.first_issue, c, 0) for c in self.all]
         rows += [(start + stats.start_ps, npu, first + i, stats, start)
                  for start, npu, first, run in self.replayed for i, stats in enumerate(run.collectives)]  # fmt: skip
-        rows.sort(key=lambda row: row[:3])
-        for number, row in enumerate(rows):
-            if isinstance(row[3], Collective):
-                row[3].number = number
-        return [
-            collective_stats(item, number) if isinstance(item, Collective) else _shifted(item, number, shift)
-            for number, (*_, item, shift) in enumerate(rows)
-        ]
-
-
-def _shifted(stats: CollectiveStats, number: int, shift: int) -> CollectiveStats:
-    """``stats`` of a collective run in a block, as collective ``number`` of a run of the block ``shift`` ps later."""
-    return CollectiveStats(number, stats.type, stats.bytes, stats.group_size, stats.start_ps + shift,
-                           stats.end_ps + shift, *stats[6:])
+        rows.sort()  # (start, NPU, issue number) is unique: the sort never compares further
+        made: list[CollectiveStats] = []
+        make = CollectiveStats._make
+        for number, (_, _, _, item, shift) in enumerate(rows):
+            if isinstance(item, Collective):
+                item.number = number
+                made.append(collective_stats(item, number))
+            else:  # a collective of a block run whole: its first run's statistics, ``shift`` ps later
+                made.append(make((number, *item[1:4], item.start_ps + shift, item.end_ps + shift, *item[6:])))
+        return made
 
 
 class NpuExecutor:

@@ -6,7 +6,6 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.graph_blocks import check_blocks
 from stratasim.v1 import workload_pb2
 
 __all__ = ["GraphPlan", "plan_graph", "SUPPORTED_NODE_TYPES"]
@@ -58,20 +57,21 @@ def _label(npu: int, node: workload_pb2.Node, where: str = "") -> str:
 def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> GraphPlan:
     """Index ``graph`` and its blocks and check them: unique ids, known dependencies, supported types, groups,
     blocks that exist and hold no block, no cycle."""
+    resident = tuple(sorted(graph.resident_bytes.items()))
+    plan = _plan_nodes(tuple(graph.nodes), npu, npus, blocks=len(graph.blocks), resident=resident)
     if not graph.blocks:
-        return _plan_nodes(tuple(graph.nodes), npu, npus, resident=tuple(sorted(graph.resident_bytes.items())))
-    check_blocks(graph, npu)
+        return plan
     blocks = tuple(_plan_nodes(tuple(block.nodes), npu, npus, where=f" block {index}")
                    for index, block in enumerate(graph.blocks))  # fmt: skip
-    plan = _plan_nodes(tuple(graph.nodes), npu, npus, resident=tuple(sorted(graph.resident_bytes.items())))
     return replace(plan, blocks=blocks)
 
 
 def _plan_nodes(
-    nodes: tuple[workload_pb2.Node, ...], npu: int, npus: int, *, where: str = "",
+    nodes: tuple[workload_pb2.Node, ...], npu: int, npus: int, *, where: str = "", blocks: int = -1,
     resident: tuple[tuple[str, int], ...] = (),
 ) -> GraphPlan:
-    """Index and check one list of nodes (a graph's or a block's, ``where`` naming the block in errors).
+    """Index and check one list of nodes (a graph's, whose BLOCK_NODEs may run its ``blocks`` blocks, or a block's,
+    ``where`` naming it in errors).
 
     This reads every node of every simulated graph once (a million for a large model), so the loop keeps to
     one look-up per field and treats the common case, a node with one dependency, on its own.
@@ -85,7 +85,7 @@ def _plan_nodes(
     compute = workload_pb2.COMP_NODE
     for index, node in enumerate(nodes):
         if node.type != compute or node.duration_ps < 0:
-            _check_node(node, npu, npus, where)
+            _check_node(node, npu, npus, where, blocks)
         ctrl = node.ctrl_deps
         deps = node.data_deps
         if len(deps) == 1 and not ctrl:
@@ -156,25 +156,40 @@ def _positions(nodes: tuple[workload_pb2.Node, ...], npu: int, where: str) -> di
     return position
 
 
-def _check_node(node: workload_pb2.Node, npu: int, npus: int, where: str) -> None:
-    if node.type not in SUPPORTED_NODE_TYPES:
-        kind = workload_pb2.NodeType.Name(node.type) if node.type in workload_pb2.NodeType.values() else node.type
+def _check_node(node: workload_pb2.Node, npu: int, npus: int, where: str, blocks: int) -> None:
+    """A node's own fields: a supported type, peers and groups among the ``npus`` NPUs, a block among the graph's
+    ``blocks`` (-1: inside a block, which runs none)."""
+    kind = node.type
+    if kind == workload_pb2.BLOCK_NODE:
+        if blocks < 0:
+            raise WorkloadError(f"{_label(npu, node, where)}: a block cannot run a block")
+        if node.block >= blocks:
+            raise WorkloadError(f"{_label(npu, node, where)}: runs block {node.block}, but the graph has {blocks} blocks")
+        if node.memory_bytes or node.milestone:
+            raise WorkloadError(
+                f"{_label(npu, node, where)}: a BLOCK_NODE allocates no memory and is no milestone; set memory_bytes "
+                "and milestone on its block's nodes"
+            )
+    elif kind == workload_pb2.COMM_SEND_NODE or kind == workload_pb2.COMM_RECV_NODE:
+        peer = node.peer
+        if peer >= npus or peer == npu:
+            raise WorkloadError(f"{_label(npu, node, where)}: peer NPU {peer} must be another of the {npus} NPUs")
+    elif kind == workload_pb2.COMM_COLL_NODE:
+        group = node.group
+        if group and max(group) >= npus:
+            outside = [member for member in group if member >= npus]
+            raise WorkloadError(f"{_label(npu, node, where)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
+        if group and npu not in group:
+            raise WorkloadError(f"{_label(npu, node, where)}: NPU {npu} is not a member of its own collective's group")
+    elif kind == workload_pb2.COMP_NODE:
+        if node.duration_ps < 0:
+            raise WorkloadError(f"{_label(npu, node, where)}: negative duration {node.duration_ps} ps")
+    elif kind not in SUPPORTED_NODE_TYPES:
+        name = workload_pb2.NodeType.Name(kind) if kind in workload_pb2.NodeType.values() else kind
         raise WorkloadError(
-            f"{_label(npu, node, where)}: node type {kind} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, "
+            f"{_label(npu, node, where)}: node type {name} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, "
             "MEM_LOAD, MEM_STORE, METADATA, BLOCK)"
         )
-    if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE) and (
-        node.peer >= npus or node.peer == npu
-    ):
-        raise WorkloadError(f"{_label(npu, node, where)}: peer NPU {node.peer} must be another of the {npus} NPUs")
-    if node.type == workload_pb2.COMM_COLL_NODE and node.group:
-        if max(node.group) >= npus:
-            outside = [member for member in node.group if member >= npus]
-            raise WorkloadError(f"{_label(npu, node, where)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
-        if npu not in node.group:
-            raise WorkloadError(f"{_label(npu, node, where)}: NPU {npu} is not a member of its own collective's group")
-    if node.type == workload_pb2.COMP_NODE and node.duration_ps < 0:
-        raise WorkloadError(f"{_label(npu, node, where)}: negative duration {node.duration_ps} ps")
 
 
 def _topological_order(

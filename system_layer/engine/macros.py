@@ -12,10 +12,9 @@ time by cause, memory peak, collective statistics — as a single event. That ho
   fused anyway, :mod:`stratasim.system_layer.engine.fusion`) and some compute, and every member of each of
   its collectives' groups is simulated by this very NPU (symmetric ranks stood in for: see
   :mod:`stratasim.system_layer.symmetry.stand_ins`), so no other NPU's progress enters;
-- in the graph, every compute node, every collective and every node that allocates or frees memory (when the
-  block does) comes before the block node or after it: nothing shares the compute stream, the chunk scheduler
-  or the memory count with it while it runs (checked conservatively — a block it cannot prove alone runs node
-  by node, inlined, with the same results).
+- in the graph, every compute node, every collective and every node that allocates or frees memory comes
+  before the block node or after it: nothing shares the compute stream, the chunk scheduler or the memory count
+  with it while it runs (a block it cannot prove alone runs node by node, inlined, with the same results).
 
 What the engine reports is then identical to running every node; the tests compare both on many plans.
 """
@@ -57,15 +56,11 @@ def runnable_whole(plan: GraphPlan, npu: int, stands_in: Callable[[int], int], n
     computes = [node.type == workload_pb2.COMP_NODE or b >= 0 for node, b in zip(nodes, block_of)]
     if not compute_is_one_chain(plan.order, computes, plan.dependencies):
         return frozenset()
-    schedules = [node.type == workload_pb2.COMM_COLL_NODE or (b >= 0 and has_collective[b])
-                 for node, b in zip(nodes, block_of)]  # fmt: skip
-    holds = [i in plan.allocations or i in plan.releases or (b >= 0 and has_memory[b]) for i, b in enumerate(block_of)]
-    scheduled_alone = _ordered_with_all(plan, schedules)
-    held_alone = _ordered_with_all(plan, holds)
-    return frozenset(
-        i for i, b in enumerate(block_of)
-        if b >= 0 and alone[b] and has_collective[b] and scheduled_alone[i] and (not holds[i] or held_alone[i])
-    )  # fmt: skip
+    # What a block must not overlap: collectives (the scheduler) and memory changes (the count), both at once.
+    touches = [node.type == workload_pb2.COMM_COLL_NODE or i in plan.allocations or i in plan.releases
+               or (b >= 0 and (has_collective[b] or has_memory[b])) for i, (node, b) in enumerate(zip(nodes, block_of))]
+    apart = _ordered_with_all(plan, touches)
+    return frozenset(i for i, b in enumerate(block_of) if b >= 0 and alone[b] and has_collective[b] and apart[i])
 
 
 def _self_contained(block: GraphPlan, npu: int, stands_in: Callable[[int], int], npus: int) -> bool:
