@@ -189,8 +189,15 @@ class ChunkRun:
             self._steps = () if root is None else plan.steps_for((position - root) % len(line))
         else:
             self._steps = plan.steps_for(position)
-        self._peers = {}
         direction = -1 if self.lane % 2 else 1
+        self._phase_key = self.phase << 32
+        self.sent = 0
+        self.step = -1
+        self.started_ps = self.coordinator.now
+        batches = self.scheduler.context.line_batches
+        if batches is not None and batches.join(self, plan, line, position, direction):
+            return
+        self._peers = {}
         for offset in self.collective.offsets(self._steps):
             peer = line[(position + direction * offset) % len(line)]
             stand_in = self.scheduler.stand_in(peer)
@@ -199,10 +206,6 @@ class ChunkRun:
         # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
         only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
         self._only_peer = (only[0], only[1].receive) if only is not None else None
-        self._phase_key = self.phase << 32
-        self.sent = 0
-        self.step = -1
-        self.started_ps = self.coordinator.now
         replays = self.scheduler.context.phase_replays
         if replays is not None and all(target.npu == self.npu for _, target in self._peers.values()):
             key = (id(self._steps), direction, line, position, self.npu)
@@ -223,6 +226,10 @@ class ChunkRun:
         self.coordinator.schedule(self.coordinator.now + duration_ps, self._replayed)
 
     def _replayed(self, _: object = None) -> None:
+        self.scheduler.phase_done(self)
+
+    def batched_done(self, _: object = None) -> None:
+        """The end of a phase worked out with its whole line (see :mod:`stratasim.system_layer.engine.line_batches`)."""
         self.scheduler.phase_done(self)
 
     def receive(self, key: int) -> None:
