@@ -189,14 +189,15 @@ class CongestionAwareNetwork:
         first, last = min(times), max(times)
         if first <= self._horizon:
             self._refuse(ids, srcs, dsts, times)
-        cached = list(map(self._routes.get, zip(srcs, dsts, sizes)))
+        keys = list(zip(srcs, dsts, sizes))
+        cached = list(map(self._routes.get, keys))
         if all(cached):  # every route seen before, so every message valid: the common case, checked in one pass
             routes = cast("list[tuple[_Hop, ...]]", cached)
         else:
             npus = self._grid.npus
             if max(srcs) >= npus or max(dsts) >= npus or any(map(int.__eq__, srcs, dsts)):
                 self._refuse(ids, srcs, dsts, times)
-            routes = self._routes_of(list(zip(srcs, dsts, sizes)))
+            routes = self._routes_of(keys, cached)
         if first == last:  # all sent at once (a collective's step): one list
             _at(self._events, self._times, first).extend(zip(ids, routes, repeat(0), repeat(first + self._lookahead),
                                                              times))  # fmt: skip
@@ -205,19 +206,26 @@ class CongestionAwareNetwork:
             for crossing in zip(ids, routes, repeat(0), earliest, times):
                 _at(self._events, self._times, crossing[4]).append(crossing)
 
-    def _routes_of(self, keys: list[tuple[int, int, int]]) -> list[tuple[_Hop, ...]]:
-        """The route of each (source, destination, size), from the cache or built (the cache stays bounded)."""
+    def _routes_of(
+        self, keys: list[tuple[int, int, int]], cached: list[tuple[_Hop, ...] | None]
+    ) -> list[tuple[_Hop, ...]]:
+        """The route of each (source, destination, size), ``cached`` or built (the cache stays bounded: a batch
+        that would overflow it empties it first; routes already found stay valid, their links' state being kept)."""
         routes = self._routes
-        missing = set(keys).difference(routes)
-        if missing:
-            if len(routes) + len(missing) > _ROUTE_CACHE:
-                routes.clear()
-                self._hops.clear()
-                missing = set(keys)
-            for key in missing:
-                specs = self._build_route(*key)
-                routes[key] = tuple(self._hop(spec, i == len(specs) - 1) for i, spec in enumerate(specs))
-        return list(map(routes.__getitem__, keys))
+        if len(routes) + cached.count(None) > _ROUTE_CACHE:
+            routes.clear()
+            self._hops.clear()
+        route = self._route
+        return [found if found is not None else route(key) for found, key in zip(cached, keys)]
+
+    def _route(self, key: tuple[int, int, int]) -> tuple[_Hop, ...]:
+        """The route of one (source, destination, size), built and cached on first sight."""
+        found = self._routes.get(key)
+        if found is None:
+            specs = self._build_route(*key)
+            last = len(specs) - 1
+            found = self._routes[key] = tuple(self._hop(spec, i == last) for i, spec in enumerate(specs))
+        return found
 
     def _refuse(self, ids: list[int], srcs: list[int], dsts: list[int], times: list[int]) -> None:
         """Raise the error of the first message of a batch that cannot be sent."""

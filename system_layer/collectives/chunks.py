@@ -197,12 +197,16 @@ class ChunkRun:
         batches = self.scheduler.context.line_batches
         if batches is not None and batches.join(self, plan, line, position, direction):
             return
-        self._peers = {}
-        for offset in self.collective.offsets(self._steps):
-            peer = line[(position + direction * offset) % len(line)]
-            stand_in = self.scheduler.stand_in(peer)
-            runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
-            self._peers[offset] = (peer, runs[self.index])
+        self._peers = peers = {}
+        context = self.scheduler.context
+        stand_ins, schedulers, known, index, n = context.stand_ins, context.schedulers, self.collective.runs, self.index, len(line)
+        for offset in self.collective.offsets(self._steps):  # a direct phase has n-1 peers: kept to look-ups
+            peer = line[(position + direction * offset) % n]
+            stand_in = peer if stand_ins is None else stand_ins[peer]
+            runs = known.get(stand_in)
+            if runs is None:
+                runs = self.collective.chunk_runs(stand_in, schedulers[stand_in])
+            peers[offset] = (peer, runs[index])
         # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
         only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
         self._only_peer = (only[0], only[1].receive) if only is not None else None
