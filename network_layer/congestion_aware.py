@@ -93,7 +93,8 @@ class CongestionAwareNetwork:
         self._busy: dict[LinkKey, tuple[list[int], list[int]]] | None = None  # link -> (starts, ends), if recorded
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
-        self._hops: dict[tuple[LinkKey, int, int, int, bool, bool], _Hop] = {}  # shared by the routes
+        self._hops: dict[tuple[_HopSpec, bool], _Hop] = {}  # shared by the routes
+        self._costs: dict[tuple[int, int], tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]] = {}
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         if topology.WhichOneof("fabric") is not None:
@@ -111,6 +112,7 @@ class CongestionAwareNetwork:
         self._busy = {} if topology.record_link_busy else None
         self._routes.clear()
         self._hops.clear()
+        self._costs.clear()
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
         self._lookahead = max(1, least)
@@ -125,37 +127,45 @@ class CongestionAwareNetwork:
             return self._fabric_route(self._fabric, src, dst, size)
         hops: list[_HopSpec] = []
         here = src
-        store_and_forward = self._topology.store_and_forward
-        for d, (kind, dim_size, bandwidth, dim_latency, stride) in enumerate(self._dims):
+        for d, (kind, dim_size, _, _, stride) in enumerate(self._dims):
             own, goal = (here // stride) % dim_size, (dst // stride) % dim_size
             if own == goal:
                 continue
-            ser = -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
-            hold = self._floor(ser) if store_and_forward else ser
-            latency = self._floor(dim_latency + ser) if store_and_forward else dim_latency
+            costs = self._costs.get((d, size))
+            if costs is None:
+                costs = self._costs[(d, size)] = self._crossing_costs(d, size)
+            middle, end = costs
             target = here + (goal - own) * stride
             if kind == _RING:
                 forward = (goal - own) % dim_size
                 step = 1 if forward <= dim_size - forward else -1
-                path = []
                 position = own
-                while position != goal:
+                while True:
                     following = (position + step) % dim_size
-                    path.append((d, here + (position - own) * stride, here + (following - own) * stride))
+                    link = (d, here + (position - own) * stride, here + (following - own) * stride)
+                    if following == goal:
+                        hops.append((link, *end))
+                        break
+                    hops.append((link, *middle))
                     position = following
             elif kind == _SWITCH:
-                path = [(d, here, -1), (d, -1, target)]
+                hops.append(((d, here, -1), *middle))
+                hops.append(((d, -1, target), *end))
             else:
-                path = [(d, here, target)]
-            for i, link in enumerate(path):
-                if store_and_forward:  # latency + serialisation on every link (already rounded)
-                    hops.append((link, hold, size, latency, True))
-                elif i == len(path) - 1:  # the whole body must be across before the next dimension
-                    hops.append((link, hold, size, latency + hold, True))
-                else:  # cut-through: the head moves on after one latency
-                    hops.append((link, hold, size, latency, False))
+                hops.append(((d, here, target), *end))
             here = target
         return hops
+
+    def _crossing_costs(self, d: int, size: int) -> tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]:
+        """What crossing a link of dimension ``d`` costs a message of ``size`` bytes, as the fields of a
+        :data:`_HopSpec` after the link: inside the dimension, and on its last link (the whole body must be across
+        before the next dimension)."""
+        _, _, bandwidth, dim_latency, _ = self._dims[d]
+        ser = -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
+        if self._topology.store_and_forward:  # latency + serialisation on every link (already rounded)
+            sf = (self._floor(ser), size, self._floor(dim_latency + ser), True)
+            return sf, sf
+        return (ser, size, dim_latency, False), (ser, size, dim_latency + ser, True)
 
     def _fabric_route(self, fabric: LinkGraph, src: int, dst: int, size: int) -> list[_HopSpec]:
         """The hops of a fabric route: cut-through, or store-and-forward rounded per link as on dimensions."""
@@ -171,14 +181,11 @@ class CongestionAwareNetwork:
     def _hop(self, spec: _HopSpec, last: bool) -> _Hop:
         """The hop ``spec`` describes, holding its link's state so that crossing it needs no look-up; one object
         for every route that crosses the link alike (all-to-all builds a route per pair, and routes share links)."""
-        key = (*spec, last)
-        hop = self._hops.get(key)
-        if hop is None:
-            link, hold, size, onward, store = spec
-            state = self._links.get(link)
-            if state is None:
-                state = self._links[link] = [0, 0, 0, 0]
-            hop = self._hops[key] = (state, hold, size, onward, store, link, last)
+        link, hold, size, onward, store = spec
+        state = self._links.get(link)
+        if state is None:
+            state = self._links[link] = [0, 0, 0, 0]
+        hop = self._hops[(spec, last)] = (state, hold, size, onward, store, link, last)
         return hop
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
@@ -219,13 +226,17 @@ class CongestionAwareNetwork:
         return [found if found is not None else route(key) for found, key in zip(cached, keys)]
 
     def _route(self, key: tuple[int, int, int]) -> tuple[_Hop, ...]:
-        """The route of one (source, destination, size), built and cached on first sight."""
-        found = self._routes.get(key)
-        if found is None:
-            specs = self._build_route(*key)
-            last = len(specs) - 1
-            found = self._routes[key] = tuple(self._hop(spec, i == last) for i, spec in enumerate(specs))
-        return found
+        """The route of one (source, destination, size), built and cached (a batch building it twice builds
+        the same hops: they are shared by every route crossing a link alike)."""
+        specs = self._build_route(*key)
+        known = self._hops
+        last = len(specs) - 1
+        hops = []
+        for i, spec in enumerate(specs):
+            hop = known.get((spec, i == last))
+            hops.append(hop if hop is not None else self._hop(spec, i == last))
+        route = self._routes[key] = tuple(hops)
+        return route
 
     def _refuse(self, ids: list[int], srcs: list[int], dsts: list[int], times: list[int]) -> None:
         """Raise the error of the first message of a batch that cannot be sent."""

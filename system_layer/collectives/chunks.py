@@ -95,15 +95,23 @@ class Collective:
         self.network_delay_sum = [[0] * len(self.phases) for _ in range(chunks)]
         self.phase_runs = [[0] * len(self.phases) for _ in range(chunks)]
         self.runs: dict[int, list[ChunkRun]] = {}
-        self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...]]] = {}
+        self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...], int]] = {}
 
     def offsets(self, steps: tuple[Step, ...]) -> tuple[int, ...]:
         """Every peer offset ``steps`` send to, worked out once per plan rather than once per NPU (a ring plan
         is shared by all positions and has 2(n-1) steps)."""
+        return self._summary(steps)[1]
+
+    def sent_bytes(self, steps: tuple[Step, ...]) -> int:
+        """The bytes ``steps`` send in all, worked out once per plan as :meth:`offsets` are."""
+        return self._summary(steps)[2]
+
+    def _summary(self, steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], tuple[int, ...], int]:
         known = self._offsets.get(id(steps))
         if known is None or known[0] is not steps:
-            known = self._offsets[id(steps)] = (steps, tuple(sorted({o for step in steps for o in step.offsets})))
-        return known[1]
+            offsets = tuple(sorted({o for step in steps for o in step.offsets}))
+            known = self._offsets[id(steps)] = (steps, offsets, sum(step.bytes * len(step.offsets) for step in steps))
+        return known
 
     def root_position(self, phase: int, npu: int) -> int | None:
         """For a broadcast or reduce: the root's position in ``npu``'s line in ``phase``, or None when the
@@ -148,7 +156,7 @@ class ChunkRun:
     """
 
     __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
-                 "arrived", "enqueued_ps", "started_ps", "sent", "_peers", "_steps", "_only_peer", "_phase_key",
+                 "arrived", "enqueued_ps", "started_ps", "sent", "_costly", "_peers", "_steps", "_only_peer", "_phase_key",
                  "_replay_key")
 
     def __init__(
@@ -168,7 +176,8 @@ class ChunkRun:
         self.arrived: dict[int, int] = {}
         self.enqueued_ps = 0
         self.started_ps = 0
-        self.sent = 0  # bytes sent in the current phase
+        self.sent = 0  # bytes the current phase sends
+        self._costly = scheduler.reductions_cost  # whether reducing received data may take time
         self._peers: dict[int, tuple[int, ChunkRun]] = {}
         self._steps: tuple[Step, ...] = ()
         self._only_peer: tuple[int, Callable[[int], None]] | None = None
@@ -191,7 +200,7 @@ class ChunkRun:
             self._steps = plan.steps_for(position)
         direction = -1 if self.lane % 2 else 1
         self._phase_key = self.phase << 32
-        self.sent = 0
+        self.sent = self.collective.sent_bytes(self._steps)
         self.step = -1
         self.started_ps = self.coordinator.now
         batches = self.scheduler.context.line_batches
@@ -249,14 +258,13 @@ class ChunkRun:
             return
         if count > step.need:
             arrived[key] = count - step.need
-        if step.reduces and self._reduce_later(step):
+        if step.reduces and self._costly and self._reduce_later(step):
             return
         self._next_step()
 
     def _reduce_later(self, step: Step) -> bool:
-        """If reducing the step's data takes time, carry on once it is done and say so."""
-        if not self.scheduler.reductions_cost:
-            return False
+        """If reducing the step's data takes time, carry on once it is done and say so (only asked when
+        reductions may cost anything: ``_costly``)."""
         reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
         if not reduction_ps:
             return False
@@ -282,7 +290,6 @@ class ChunkRun:
             step = steps[self.step]
             key = self.key = self._phase_key | step.wait
             if step.offsets:
-                self.sent += step.bytes * len(step.offsets)
                 only = self._only_peer
                 if only is not None:  # the common case (rings), kept free of calls
                     self.coordinator.send(self.npu, only[0], step.bytes, only[1], self._phase_key | step.tag)
@@ -296,7 +303,7 @@ class ChunkRun:
                 return
             if count > need:
                 arrived[key] = count - need
-            if step.reduces and self._reduce_later(step):
+            if step.reduces and self._costly and self._reduce_later(step):
                 return
 
     def _send_to_peers(self, step: Step) -> None:
