@@ -206,13 +206,15 @@ class ChunkRun:
         batches = self.scheduler.context.line_batches
         if batches is not None and batches.join(self, plan, line, position, direction):
             return
-        self._peers = peers = {}
+        peers: dict[int, tuple[int, ChunkRun]] = {}
+        self._peers = peers
         context = self.scheduler.context
-        stand_ins, schedulers, known, index, n = context.stand_ins, context.schedulers, self.collective.runs, self.index, len(line)
+        stand_ins, schedulers, index, n = context.stand_ins, context.schedulers, self.index, len(line)
+        made = self.collective.runs
         for offset in self.collective.offsets(self._steps):  # a direct phase has n-1 peers: kept to look-ups
             peer = line[(position + direction * offset) % n]
             stand_in = peer if stand_ins is None else stand_ins[peer]
-            runs = known.get(stand_in)
+            runs = made.get(stand_in)
             if runs is None:
                 runs = self.collective.chunk_runs(stand_in, schedulers[stand_in])
             peers[offset] = (peer, runs[index])

@@ -98,7 +98,8 @@ class LineBatches:
         self._network = network
         self._reduction = reduction
         self._schedules: dict[tuple[int, int, int], tuple[PhasePlan, _Schedule | None]] = {}
-        self._joining: dict[tuple[int, int, int, int], list[ChunkRun | None]] = {}
+        # Lines some members have joined: the members by position, and how many are still to come
+        self._joining: dict[tuple[int, int, int, int], tuple[list[ChunkRun | None], list[int]]] = {}
         self._ready: dict[int, tuple[_Schedule, list[tuple[tuple[int, ...], list[ChunkRun]]]]] = {}
 
     def join(self, run: ChunkRun, plan: PhasePlan, line: tuple[int, ...], position: int, direction: int) -> bool:
@@ -110,11 +111,13 @@ class LineBatches:
         if schedule is None:
             return False
         key = (run.collective.id, run.index, run.phase, line[0])
-        members = self._joining.get(key)
-        if members is None:
-            members = self._joining[key] = [None] * len(line)
+        joining = self._joining.get(key)
+        if joining is None:
+            joining = self._joining[key] = ([None] * len(line), [len(line)])
+        members, missing = joining
         members[position] = run
-        if any(member is None for member in members):
+        missing[0] -= 1
+        if missing[0]:
             return True
         del self._joining[key]
         ready = self._ready.get(id(schedule))
@@ -182,7 +185,7 @@ def _lay_out(plan: PhasePlan, n: int, direction: int, reduction: ReductionCost) 
     first = plan.steps_for(0)
     per_position = [first] + [plan.steps_for(p) for p in range(1, n)]
     shared = all(steps is first or steps == first for steps in per_position)
-    if not first or any(len(steps) != len(first) for steps in per_position):
+    if not first or (not shared and any(len(steps) != len(first) for steps in per_position)):
         return None
     if not shared and n > _MAX_POSITION_DEPENDENT:
         return None
@@ -223,8 +226,13 @@ def _lay_out(plan: PhasePlan, n: int, direction: int, reduction: ReductionCost) 
         exchanges=tuple(exchanges),
         reduction_ps=tuple(reductions),
         steps=tuple(per_position),
-        sent=tuple(sum(step.bytes * len(step.offsets) for step in steps) for steps in per_position),
+        sent=(_sent(first),) * n if shared else tuple(map(_sent, per_position)),
     )
+
+
+def _sent(steps: tuple[Step, ...]) -> int:
+    """The bytes ``steps`` send in all."""
+    return sum(step.bytes * len(step.offsets) for step in steps)
 
 
 def _exchange(column: list[Step], k: int, n: int, direction: int) -> _Exchange | None:
