@@ -94,7 +94,7 @@ class CongestionAwareNetwork:
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
         self._hops: dict[tuple[_HopSpec, bool], _Hop] = {}  # shared by the routes
-        self._costs: dict[tuple[int, int], tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]] = {}
+        self._tables: dict[tuple[int, int], _DimensionHops] = {}  # the hops of (dimension, size), by link
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         if topology.WhichOneof("fabric") is not None:
@@ -112,7 +112,7 @@ class CongestionAwareNetwork:
         self._busy = {} if topology.record_link_busy else None
         self._routes.clear()
         self._hops.clear()
-        self._costs.clear()
+        self._tables.clear()
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
         self._lookahead = max(1, least)
@@ -122,19 +122,19 @@ class CongestionAwareNetwork:
         quantum = self._topology.delay_quantum_ps
         return ps - ps % quantum if quantum > 0 else ps
 
-    def _build_route(self, src: int, dst: int, size: int) -> list[_HopSpec]:
-        if self._fabric is not None:
-            return self._fabric_route(self._fabric, src, dst, size)
-        hops: list[_HopSpec] = []
+    def _grid_route(self, src: int, dst: int, size: int) -> tuple[_Hop, ...]:
+        """The hops of a message from ``src`` to ``dst`` on the dimensions, dimension 0 first."""
+        hops: list[_Hop] = []
         here = src
+        tables = self._tables
+        table = None
         for d, (kind, dim_size, _, _, stride) in enumerate(self._dims):
             own, goal = (here // stride) % dim_size, (dst // stride) % dim_size
             if own == goal:
                 continue
-            costs = self._costs.get((d, size))
-            if costs is None:
-                costs = self._costs[(d, size)] = self._crossing_costs(d, size)
-            middle, end = costs
+            table = tables.get((d, size))
+            if table is None:
+                table = tables[(d, size)] = _DimensionHops(self._links, *self._crossing_costs(d, size))
             target = here + (goal - own) * stride
             if kind == _RING:
                 forward = (goal - own) % dim_size
@@ -144,17 +144,19 @@ class CongestionAwareNetwork:
                     following = (position + step) % dim_size
                     link = (d, here + (position - own) * stride, here + (following - own) * stride)
                     if following == goal:
-                        hops.append((link, *end))
+                        hops.append(table.end(link))
                         break
-                    hops.append((link, *middle))
+                    hops.append(table.middle(link))
                     position = following
             elif kind == _SWITCH:
-                hops.append(((d, here, -1), *middle))
-                hops.append(((d, -1, target), *end))
+                hops.append(table.middle((d, here, -1)))
+                hops.append(table.end((d, -1, target)))
             else:
-                hops.append(((d, here, target), *end))
+                hops.append(table.end((d, here, target)))
             here = target
-        return hops
+        assert table is not None  # source and destination differ
+        hops[-1] = table.last(hops[-1][5])
+        return tuple(hops)
 
     def _crossing_costs(self, d: int, size: int) -> tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]:
         """What crossing a link of dimension ``d`` costs a message of ``size`` bytes, as the fields of a
@@ -228,7 +230,10 @@ class CongestionAwareNetwork:
     def _route(self, key: tuple[int, int, int]) -> tuple[_Hop, ...]:
         """The route of one (source, destination, size), built and cached (a batch building it twice builds
         the same hops: they are shared by every route crossing a link alike)."""
-        specs = self._build_route(*key)
+        if self._fabric is None:
+            route = self._routes[key] = self._grid_route(*key)
+            return route
+        specs = self._fabric_route(self._fabric, *key)
         known = self._hops
         last = len(specs) - 1
         hops = []
@@ -327,7 +332,43 @@ class CongestionAwareNetwork:
         self._links.clear()
         self._routes.clear()
         self._hops.clear()
+        self._tables.clear()
         self._busy = None
+
+
+class _DimensionHops:
+    """The hops of one dimension for one message size, by link, made on first use and shared by every route:
+    inside the dimension, on its last link, and on its last link when that ends the route."""
+
+    __slots__ = ("_links", "_middle", "_end", "_by_role")
+
+    def __init__(
+        self, links: dict[LinkKey, list[int]], middle: tuple[int, int, int, bool], end: tuple[int, int, int, bool]
+    ) -> None:
+        self._links = links
+        self._middle = middle
+        self._end = end
+        self._by_role: tuple[dict[LinkKey, _Hop], dict[LinkKey, _Hop], dict[LinkKey, _Hop]] = ({}, {}, {})
+
+    def middle(self, link: LinkKey) -> _Hop:
+        hop = self._by_role[0].get(link)
+        return hop if hop is not None else self._make(0, link)
+
+    def end(self, link: LinkKey) -> _Hop:
+        hop = self._by_role[1].get(link)
+        return hop if hop is not None else self._make(1, link)
+
+    def last(self, link: LinkKey) -> _Hop:
+        hop = self._by_role[2].get(link)
+        return hop if hop is not None else self._make(2, link)
+
+    def _make(self, role: int, link: LinkKey) -> _Hop:
+        state = self._links.get(link)
+        if state is None:
+            state = self._links[link] = [0, 0, 0, 0]
+        hold, size, onward, store = self._middle if role == 0 else self._end
+        hop = self._by_role[role][link] = (state, hold, size, onward, store, link, role == 2)
+        return hop
 
 
 def _record(busy: dict[LinkKey, tuple[list[int], list[int]]], link: LinkKey, start: int, end: int) -> None:
