@@ -156,8 +156,8 @@ class ChunkRun:
     """
 
     __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
-                 "arrived", "enqueued_ps", "started_ps", "sent", "_costly", "_peers", "_steps", "_only_peer", "_phase_key",
-                 "_replay_key")
+                 "arrived", "enqueued_ps", "started_ps", "sent", "_costly", "_where", "_steps", "_only_peer",
+                 "_phase_key", "_replay_key")
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
@@ -178,15 +178,14 @@ class ChunkRun:
         self.started_ps = 0
         self.sent = 0  # bytes the current phase sends
         self._costly = scheduler.reductions_cost  # whether reducing received data may take time
-        self._peers: dict[int, tuple[int, ChunkRun]] = {}
+        self._where: tuple[tuple[int, ...], int, int] = ((), 0, 1)  # the phase's line, position in it, direction
         self._steps: tuple[Step, ...] = ()
         self._only_peer: tuple[int, Callable[[int], None]] | None = None
         self._phase_key = 0
         self._replay_key: tuple[object, ...] | None = None
 
     def release(self) -> None:
-        """Drop the references to peers (itself among them) kept for the phase; see :meth:`Collective.release`."""
-        self._peers.clear()
+        """Drop the reference to a peer (perhaps itself) kept for the phase; see :meth:`Collective.release`."""
         self._only_peer = None
 
     def start_phase(self) -> None:
@@ -206,23 +205,13 @@ class ChunkRun:
         batches = self.scheduler.context.line_batches
         if batches is not None and batches.join(self, plan, line, position, direction):
             return
-        peers: dict[int, tuple[int, ChunkRun]] = {}
-        self._peers = peers
-        context = self.scheduler.context
-        stand_ins, schedulers, index, n = context.stand_ins, context.schedulers, self.index, len(line)
-        made = self.collective.runs
-        for offset in self.collective.offsets(self._steps):  # a direct phase has n-1 peers: kept to look-ups
-            peer = line[(position + direction * offset) % n]
-            stand_in = peer if stand_ins is None else stand_ins[peer]
-            runs = made.get(stand_in)
-            if runs is None:
-                runs = self.collective.chunk_runs(stand_in, schedulers[stand_in])
-            peers[offset] = (peer, runs[index])
-        # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
-        only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
+        self._where = (line, position, direction)
+        offsets = self.collective.offsets(self._steps)
+        # Ring-like phases talk to one peer only: spare the hot path finding it step after step.
+        only = self._peer(offsets[0]) if len(offsets) == 1 else None
         self._only_peer = (only[0], only[1].receive) if only is not None else None
         replays = self.scheduler.context.phase_replays
-        if replays is not None and all(target.npu == self.npu for _, target in self._peers.values()):
+        if replays is not None and all(self._peer(offset)[1].npu == self.npu for offset in offsets):
             key = (id(self._steps), direction, line, position, self.npu)
             known = replays.get(key)
             if known is not None and known[0] is self._steps:
@@ -308,10 +297,30 @@ class ChunkRun:
             if step.reduces and self._costly and self._reduce_later(step):
                 return
 
+    def _peer(self, offset: int) -> tuple[int, ChunkRun]:
+        """The NPU at ``offset`` along the phase's line and the run its messages go to (its stand-in's)."""
+        line, position, direction = self._where
+        peer = line[(position + direction * offset) % len(line)]
+        stand_ins = self.scheduler.context.stand_ins
+        stand_in = peer if stand_ins is None else stand_ins[peer]
+        runs = self.collective.runs.get(stand_in)
+        if runs is None:
+            runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
+        return peer, runs[self.index]
+
     def _send_to_peers(self, step: Step) -> None:
+        """Send ``step`` to each of its peers, found as it goes (a direct phase has n-1 of them: keeping them all
+        for the phase would hold a million pairs on 1024 NPUs)."""
         tag = self._phase_key | step.tag
         send = self.coordinator.send
-        peers = self._peers
+        line, position, direction = self._where
+        n = len(line)
+        stand_ins = self.scheduler.context.stand_ins
+        made = self.collective.runs
         for offset in step.offsets:
-            peer, target = peers[offset]
-            send(self.npu, peer, step.bytes, target.receive, tag)
+            peer = line[(position + direction * offset) % n]
+            stand_in = peer if stand_ins is None else stand_ins[peer]
+            runs = made.get(stand_in)
+            if runs is None:
+                runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
+            send(self.npu, peer, step.bytes, runs[self.index].receive, tag)
