@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class _Schedule:
     exchange_of_step: tuple[int, ...]
     exchanges: tuple[_Exchange, ...]
     reduction_ps: tuple[int | np.ndarray, ...]
-    steps: tuple[tuple[object, ...], ...]
+    steps: tuple[tuple[Step, ...], ...]
     sent: tuple[int, ...]
 
 
@@ -125,7 +125,7 @@ class LineBatches:
             self._coordinator.schedule(self._coordinator.now, self._evaluate)
         if ready is None:
             ready = self._ready[id(schedule)] = (schedule, [])
-        ready[1].append((line, members))  # type: ignore[arg-type]  # complete: no None left
+        ready[1].append((line, cast("list[ChunkRun]", members)))  # complete: no None left
         return True
 
     def _schedule(self, plan: PhasePlan, n: int, direction: int) -> _Schedule | None:
@@ -167,7 +167,7 @@ class LineBatches:
                 run.sent = schedule.sent[position]
                 run.step = steps
                 run.key = -1
-                run.scheduler.replayed_reductions(schedule.steps[position])  # type: ignore[arg-type]
+                run.scheduler.replayed_reductions(schedule.steps[position])
                 coordinator.schedule(end, run.batched_done)
 
     def _transits(self, npus: np.ndarray, exchange: _Exchange, receivers: np.ndarray) -> np.ndarray:
