@@ -77,8 +77,19 @@ def _studies(draw: st.DrawFn) -> tuple[list, network_pb2.Topology, SystemOptions
     npus = 1
     for n in _lines(topo):
         npus *= n
-    graph = collective_graph(collective, draw(st.integers(1, 1 << 24)), repeat=draw(st.integers(1, 3)))
+    graph = _chain(collective, draw(st.integers(1, 1 << 24)), draw(st.lists(st.integers(0, 10**7), max_size=3)))
     return [graph] * npus, topo, options
+
+
+def _chain(collective: str, size: int, computes: list[int]) -> workload_pb2.ExecutionGraph:
+    """A collective, then for each of ``computes`` a compute node of that many ps and the collective again."""
+    graph = collective_graph(collective, size)
+    for duration in computes:
+        last = graph.nodes[-1].id
+        graph.nodes.add(id=last + 1, type=workload_pb2.COMP_NODE, duration_ps=duration, ctrl_deps=[last])
+        graph.nodes.add(id=last + 2, type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVES[collective],
+                        comm_bytes=size, ctrl_deps=[last + 1])  # fmt: skip
+    return graph
 
 
 @settings(max_examples=60, deadline=None)
