@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.system_layer.engine import simulation
@@ -35,12 +36,15 @@ class _Windowed:
         self.close = self._network.close
 
 
-def _run(graphs: list, topo: network_pb2.Topology, options: SystemOptions, *, batched: bool) -> SimulationResult:
+def _run(
+    graphs: list, topo: network_pb2.Topology, options: SystemOptions, *, batched: bool,
+    compute: RooflineCompute | None = None,
+) -> SimulationResult:
     """Simulate every NPU, with phases batched by line where allowed (``batched``) or message by message."""
     if batched:
-        return simulate(graphs, AnalyticalNetwork(), topo, options)
+        return simulate(graphs, AnalyticalNetwork(), topo, options, compute=compute, device="h100")
     with mock.patch.object(simulation, "batchable", return_value=False):
-        return simulate(graphs, AnalyticalNetwork(), topo, options)
+        return simulate(graphs, AnalyticalNetwork(), topo, options, compute=compute, device="h100")
 
 
 def _same(batched: SimulationResult, messages: SimulationResult) -> None:
@@ -105,6 +109,18 @@ def test_batched_lines_match_the_windowed_engine() -> None:
     options = SystemOptions(aggregate=False, endpoint_delay=10_000, local_mem_bw=10**12)
     graphs = [collective_graph("all_reduce", 1 << 20, repeat=2)] * 32
     _same(simulate(graphs, AnalyticalNetwork(), topo, options), simulate(graphs, _Windowed(), topo, options))
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "direct", "halving_doubling"])
+def test_reductions_priced_by_the_compute_layer_are_counted_alike(algorithm: str) -> None:
+    """Priced reductions are operators of the report, with their runs and energy: a batch counts them too."""
+    topo = topology((RING, 4, 50 * 10**9, 500_000), (SWITCH, 2, 25 * 10**9, 1_000_000))
+    options = SystemOptions(aggregate=False, reduction="compute", algorithm={"*": (algorithm,)})
+    graphs = [collective_graph("all_reduce", 1 << 22, repeat=2)] * 8
+    batched = _run(graphs, topo, options, batched=True, compute=RooflineCompute())
+    messages = _run(graphs, topo, options, batched=False, compute=RooflineCompute())
+    assert batched.operators and batched.total_time_ps > 0
+    _same(batched, messages)
 
 
 def _counting_batches() -> tuple[mock._patch, list[int]]:
