@@ -13,12 +13,13 @@ instead of one Python event per message. The engine then only schedules each NPU
 
 The result is the message-by-message one to the picosecond only where nothing else can interleave, so
 :func:`batchable` allows it for a whole simulation only when each NPU does one thing at a time: every graph is
-a chain (at most one node in progress), without point-to-point messages, every collective on one communicator
-group and cut into one chunk. Then each NPU's phase is all that happens on it until the phase ends, and no
-member of a line can finish a phase before the last member has started it (every member's end depends on every
-member's start: checked once per plan, so the members waiting for the last one lose nothing by waiting); and
-equal-time events of different NPUs touch nothing whose order shows (collectives are numbered per group in
-issue order, which a single group fixes).
+a chain (at most one node in progress) of compute, memory, metadata and collective nodes (no point-to-point
+messages, nor any kind it does not know), every collective on one communicator group and cut into one chunk.
+Then each NPU's phase is all that happens on it until the phase ends, and no member of a line can finish a
+phase before the last member has started it (every member's end depends on every member's start: checked once
+per plan, so the members waiting for the last one lose nothing by waiting); and equal-time events of different
+NPUs touch nothing whose order shows (collectives are numbered per group in issue order, which a single group
+fixes).
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ if TYPE_CHECKING:
 __all__ = ["LineBatches", "batchable"]
 
 _MAX_POSITION_DEPENDENT = 4096  # a plan whose steps differ by position is checked with an n x n matrix
-_P2P = (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)
+# The node kinds whose effect on an NPU is known to stay on it (anything else, point-to-point messages included,
+# forbids batching)
+_LOCAL = frozenset({workload_pb2.COMP_NODE, workload_pb2.METADATA_NODE, workload_pb2.MEM_LOAD_NODE,
+                    workload_pb2.MEM_STORE_NODE, workload_pb2.COMM_COLL_NODE})  # fmt: skip
 
 
 def batchable(plans: Iterable[GraphPlan], options: SystemOptions) -> bool:
@@ -56,7 +60,7 @@ def batchable(plans: Iterable[GraphPlan], options: SystemOptions) -> bool:
         if sum(1 for count in plan.indegree if count == 0) > 1 or any(len(d) > 1 for d in plan.dependents):
             return False
         for node in plan.nodes:
-            if node.type in _P2P:
+            if node.type not in _LOCAL:
                 return False
             if node.type == workload_pb2.COMM_COLL_NODE:
                 groups.add(tuple(sorted(node.group)))
