@@ -21,6 +21,7 @@ from typing import Any
 from stratasim.config.study_file import load_study
 from stratasim.kernel import operators
 from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.graph_blocks import unrolled
 from stratasim.study.compute_setup import build_compute
 from stratasim.study.run import prepare_workload
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -47,7 +48,7 @@ GEMM_ONLY = {"scalesim", "zigzag"}
 def layer_operators(path: str) -> list[compute_pb2.OperatorDesc]:
     """The priced operators of NPU 0 running one GPT-3 175B layer, in graph order."""
     source, npus = prepare_workload(load_study(path))
-    graph = source.graphs(npus)[0]
+    graph = unrolled(source.graphs(npus)[0])  # every pass's operators, as the simulation runs them
     return [node.op for node in graph.nodes if node.type == workload_pb2.COMP_NODE and node.HasField("op")]
 
 

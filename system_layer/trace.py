@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 import numpy as np
 
@@ -78,6 +79,13 @@ class SpanLog:
         self.name_length.append(len(encoded))
         self.text += encoded
 
+    def rename(self, index: int, name: str) -> None:
+        """Give span ``index`` (in recording order) the name ``name``."""
+        encoded = name.encode()
+        self.name_at[index] = len(self.text)
+        self.name_length[index] = len(encoded)
+        self.text += encoded
+
     def rows(self) -> Iterator[tuple[int, str, str, int, int]]:
         """Each span as ``(npu, track, name, start_ps, end_ps)``, without building ``TraceSpan`` objects."""
         tracks, text = self.tracks, self.text
@@ -116,6 +124,13 @@ class SpanLog:
         return self
 
 
+class Numbered(Protocol):
+    """A collective as its spans name it: its kind, and its number in the result (set after the run)."""
+
+    kind: str
+    number: int
+
+
 class TraceRecorder:
     """Keeps the spans and memory samples a :class:`TraceSelection` asks for, of the simulated NPUs in ``npus``."""
 
@@ -126,11 +141,25 @@ class TraceRecorder:
         self.spans = SpanLog()
         self.counters: list[CounterSample] = []
         self._before: dict[tuple[int, str], int] = {}  # the last value of each counter before the window opened
+        self._numbered: list[tuple[int, Numbered, str]] = []  # spans named after a collective's number, once known
 
     def span(self, npu: int, track: str, name: str, start_ps: int, end_ps: int) -> None:
         """Record a busy span of ``npu`` if the selection keeps it."""
         if npu in self.npus and self.selection.overlaps(start_ps, end_ps):
             self.spans.append(npu, track, name, start_ps, end_ps)
+
+    def collective_span(self, npu: int, track: str, collective: Numbered, suffix: str, start_ps: int, end_ps: int) -> None:
+        """Record a busy span of ``collective``, named ``<kind> #<number><suffix>`` once the collectives are numbered
+        (:meth:`name_collectives`): in the order they started, as the result lists them."""
+        if npu in self.npus and self.selection.overlaps(start_ps, end_ps):
+            self._numbered.append((len(self.spans), collective, suffix))
+            self.spans.append(npu, track, "", start_ps, end_ps)
+
+    def name_collectives(self) -> None:
+        """Name the collectives' spans, now that each collective has its ``number``."""
+        for index, collective, suffix in self._numbered:
+            self.spans.rename(index, f"{collective.kind} #{collective.number}{suffix}")
+        self._numbered = []
 
     def counter(self, npu: int, name: str, time_ps: int, value: int) -> None:
         """Record a counter sample (node detail only); one taken before the window opens is kept as the value

@@ -38,6 +38,8 @@ class _NodeTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NodeType.Val
     COMM_SEND_NODE: _NodeType.ValueType  # 5
     COMM_RECV_NODE: _NodeType.ValueType  # 6
     COMM_COLL_NODE: _NodeType.ValueType  # 7
+    BLOCK_NODE: _NodeType.ValueType  # 64
+    """StrataSim's own, not Chakra's: one run of the sub-graph `graph.blocks[block]` (see GraphBlock)."""
 
 class NodeType(_NodeType, metaclass=_NodeTypeEnumTypeWrapper): ...
 
@@ -49,6 +51,8 @@ COMP_NODE: NodeType.ValueType  # 4
 COMM_SEND_NODE: NodeType.ValueType  # 5
 COMM_RECV_NODE: NodeType.ValueType  # 6
 COMM_COLL_NODE: NodeType.ValueType  # 7
+BLOCK_NODE: NodeType.ValueType  # 64
+"""StrataSim's own, not Chakra's: one run of the sub-graph `graph.blocks[block]` (see GraphBlock)."""
 Global___NodeType: _TypeAlias = NodeType  # noqa: Y015
 
 class _CollectiveType:
@@ -102,6 +106,7 @@ class Node(_message.Message):
     PG_NAME_FIELD_NUMBER: _builtins.int
     MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     MILESTONE_FIELD_NUMBER: _builtins.int
+    BLOCK_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     name: _builtins.str
     type: Global___NodeType.ValueType
@@ -125,6 +130,8 @@ class Node(_message.Message):
     """
     milestone: _builtins.bool
     """Record when this node finishes, under its name, in the simulation result (e.g. "first token")."""
+    block: _builtins.int
+    """BLOCK_NODE: the index of the block it runs in the graph's `blocks`."""
     @_builtins.property
     def ctrl_deps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Nodes that must finish first without passing data (Chakra ctrl_deps) and with data (data_deps)."""
@@ -158,16 +165,46 @@ class Node(_message.Message):
         pg_name: _builtins.str = ...,
         memory_bytes: _builtins.int = ...,
         milestone: _builtins.bool = ...,
+        block: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "op", b"op", "root", b"root"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "comm_bytes", b"comm_bytes", "comm_type", b"comm_type", "ctrl_deps", b"ctrl_deps", "data_deps", b"data_deps", "duration_ps", b"duration_ps", "group", b"group", "id", b"id", "memory_bytes", b"memory_bytes", "milestone", b"milestone", "name", b"name", "op", b"op", "peer", b"peer", "pg_name", b"pg_name", "root", b"root", "tag", b"tag", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "block", b"block", "comm_bytes", b"comm_bytes", "comm_type", b"comm_type", "ctrl_deps", b"ctrl_deps", "data_deps", b"data_deps", "duration_ps", b"duration_ps", "group", b"group", "id", b"id", "memory_bytes", b"memory_bytes", "milestone", b"milestone", "name", b"name", "op", b"op", "peer", b"peer", "pg_name", b"pg_name", "root", b"root", "tag", b"tag", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__root: _TypeAlias = _typing.Literal["root"]  # noqa: Y015
     _WhichOneofArgType__root: _TypeAlias = _typing.Literal["_root", b"_root"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__root) -> _WhichOneofReturnType__root | None: ...
 
 Global___Node: _TypeAlias = Node  # noqa: Y015
+
+@_typing.final
+class GraphBlock(_message.Message):
+    """A sub-graph a graph runs by reference, wherever a BLOCK_NODE names it: a layer's forward pass, say, built and
+    priced once however many micro-batches run it. Running a BLOCK_NODE is running its block's nodes in its place:
+    nodes without dependencies in the block start once the BLOCK_NODE's dependencies are done, and the BLOCK_NODE is
+    done when all of them are. Node ids are the block's own; a block holds no BLOCK_NODE.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Node]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        nodes: _abc.Iterable[Global___Node] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "nodes", b"nodes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphBlock: _TypeAlias = GraphBlock  # noqa: Y015
 
 @_typing.final
 class ExecutionGraph(_message.Message):
@@ -196,6 +233,7 @@ class ExecutionGraph(_message.Message):
     NPU_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     RESIDENT_BYTES_FIELD_NUMBER: _builtins.int
+    BLOCKS_FIELD_NUMBER: _builtins.int
     npu: _builtins.int
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Node]: ...
@@ -203,16 +241,21 @@ class ExecutionGraph(_message.Message):
     def resident_bytes(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Memory held for the whole run by kind (e.g. "weights", "gradients", "optimizer"), in bytes."""
 
+    @_builtins.property
+    def blocks(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphBlock]:
+        """The sub-graphs its BLOCK_NODEs run."""
+
     def __init__(
         self,
         *,
         npu: _builtins.int = ...,
         nodes: _abc.Iterable[Global___Node] | None = ...,
         resident_bytes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        blocks: _abc.Iterable[Global___GraphBlock] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "npu", b"npu", "resident_bytes", b"resident_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "nodes", b"nodes", "npu", b"npu", "resident_bytes", b"resident_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -85,6 +85,8 @@ class Collective:
         self.group = group
         self.start_ps: int | None = None
         self.end_ps = 0
+        self.first_issue = (0, 0)  # the NPU that issued it first and how many it had issued before (see CollectiveTable)
+        self.number = collective_id  # its place in the result, in the order collectives started (set after the run)
         self.astra = options.preset is Preset.ASTRA_COMPAT
         self.phases = shape.phases
         self.chunk_plans = shape.chunk_plans

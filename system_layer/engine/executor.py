@@ -17,8 +17,11 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.chunks import Collective, Layout, layout
 from stratasim.system_layer.collectives.groups import phases_of
+from stratasim.system_layer.engine.block_run import BlockRun
+from stratasim.system_layer.engine.collective_stats import collective_stats
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.system_layer.result import CollectiveStats
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.v1 import workload_pb2
 
@@ -45,6 +48,9 @@ class CollectiveTable:
         self._open: dict[tuple[tuple[int, ...], int], Collective] = {}
         self._layouts: dict[tuple[str, int, tuple[int, ...]], Layout] = {}
         self.all: list[Collective] = []
+        # Collectives run inside blocks run whole (:mod:`stratasim.system_layer.engine.macros`): their statistics
+        # from the block's first run, with the start time, NPU and issue number of this run.
+        self.replayed: list[tuple[int, int, int, CollectiveStats, int]] = []  # start, NPU, issue, stats, shift
 
     def _layout(self, kind: str, size: int, group: tuple[int, ...]) -> Layout:
         """The layout every ``kind`` collective of ``size`` bytes over ``group`` shares, worked out once."""
@@ -74,8 +80,10 @@ class CollectiveTable:
             except WorkloadError as exc:
                 raise WorkloadError(f"node {node.id} ({node.name or kind}): {exc}") from None
 
-    def join(self, npu: int, node: workload_pb2.Node, index: int) -> Collective:
-        """The collective ``node`` is the ``index``-th issued on its group, creating it on first sight."""
+    def join(self, npu: int, node: workload_pb2.Node, index: int, issued: int, now: int) -> Collective:
+        """The collective ``node`` is the ``index``-th issued on its group, creating it on first sight; ``npu``
+        issues it at ``now`` after ``issued`` collectives of its own (which number collectives in a fixed order:
+        see :meth:`ordered`)."""
         group = tuple(sorted(node.group)) if node.group else self._everyone
         kind = COLLECTIVE_NAMES.get(node.comm_type)
         if kind is None:
@@ -87,6 +95,7 @@ class CollectiveTable:
         if collective is None:
             shape = self._layout(kind, node.comm_bytes, group)
             collective = Collective(len(self.all), kind, node.comm_bytes, group, shape, self._options, root)
+            collective.first_issue = (npu, issued)
             self._open[key] = collective
             self.all.append(collective)
         elif collective.root != root:
@@ -99,7 +108,35 @@ class CollectiveTable:
                 f"NPU {npu} node {node.id}: collective #{index} on its group is {kind} of {node.comm_bytes} B here "
                 f"but {collective.kind} of {collective.bytes} B on another NPU"
             )
+        elif collective.start_ps == now and (npu, issued) < collective.first_issue:
+            collective.first_issue = (npu, issued)  # of the NPUs issuing it first, the lowest numbers it
         return collective
+
+    def ordered(self) -> list[CollectiveStats]:
+        """Every collective's statistics, numbered in the order they started (each collective's ``number`` set
+        to it); collectives starting together in the order of the lowest NPU issuing them first, then of that
+        NPU's issues (the same order however many collectives ran inside blocks run whole)."""
+        rows: list[tuple[int, int, int, Collective | CollectiveStats, int]]
+        rows = [(c.start_ps or 0, *c.first_issue, c, 0) for c in self.all]
+        rows += self.replayed
+        rows.sort(key=lambda row: row[:3])
+        for number, row in enumerate(rows):
+            if isinstance(row[3], Collective):
+                row[3].number = number
+        return [
+            collective_stats(item, number) if isinstance(item, Collective) else _shifted(item, number, shift)
+            for number, (*_, item, shift) in enumerate(rows)
+        ]
+
+
+def _shifted(stats: CollectiveStats, number: int, shift: int) -> CollectiveStats:
+    """``stats`` of a collective run in a block, as collective ``number`` of a run of the block ``shift`` ps later
+    (built field by field: a large model replays hundreds of thousands)."""
+    return CollectiveStats(
+        number, stats.type, stats.bytes, stats.group_size, stats.start_ps + shift, stats.end_ps + shift,
+        stats.queue_delay_ps_per_phase, stats.network_delay_ps_per_phase, stats.phase_dims, stats.phase_collectives,
+        stats.queue_delay_ps_per_chunk, stats.network_delay_ps_per_chunk,
+    )
 
 
 class NpuExecutor:
@@ -138,6 +175,8 @@ class NpuExecutor:
         self.peak_memory_ps = 0
         self.milestones: dict[str, int] = {}
         self._memory_channel_free = 0  # when the local-memory channel is next free (MEM_LOAD/STORE nodes)
+        self.issued = 0  # collectives issued so far
+        self.runs: dict[int, BlockRun] = {}  # block nodes run whole, by position (set before starting)
 
     @property
     def done(self) -> bool:
@@ -152,7 +191,7 @@ class NpuExecutor:
     def _ready(self, index: int, cause: int = -1) -> None:
         """``index`` has no dependency left; ``cause`` is the node whose completion made it so (-1: none)."""
         node = self.plan.nodes[index]
-        if node.type == workload_pb2.COMP_NODE:
+        if node.type == workload_pb2.COMP_NODE or node.type == workload_pb2.BLOCK_NODE:  # a block run whole computes
             self._compute_queue.append(index)
             if not self._computing:
                 self._charge_idle(cause)
@@ -181,7 +220,8 @@ class NpuExecutor:
         group = tuple(sorted(node.group))
         issued = self._issued.get(group, 0)
         self._issued[group] = issued + 1
-        collective = self._table.join(self.npu, node, issued)
+        collective = self._table.join(self.npu, node, issued, self.issued, self._context.coordinator.now)
+        self.issued += 1
         self._scheduler.issue(collective, lambda: self._complete(index))
 
     def _memory_transfer(self, index: int, size: int) -> None:
@@ -227,17 +267,57 @@ class NpuExecutor:
         allocation = self.plan.allocations.get(index)
         if allocation:
             self._allocate(allocation)
+        run = self.runs.get(index) if self.runs else None
+        if run is not None:
+            self._start_block(run)
+            coordinator.schedule(coordinator.now + run.duration_ps, self._block_done, index)
+            return
         duration = self._durations[index]
         self.compute_ps += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:
-            node = self.plan.nodes[index]
-            trace.span(self.npu, "compute", node.name or f"node {node.id}", coordinator.now, coordinator.now + duration)
+            trace.span(self.npu, "compute", self.plan.name(index), coordinator.now, coordinator.now + duration)
         coordinator.schedule(coordinator.now + duration, self._compute_done, index)
 
     def _compute_done(self, index: int) -> None:
         self._complete(index)
         self._next_compute()
+
+    def _start_block(self, run: BlockRun) -> None:
+        """A block run whole starts: its compute time and its memory peak, had it run node by node (nothing
+        else on this NPU computes, communicates or allocates while it runs)."""
+        self.compute_ps += run.compute_ps
+        if run.peak is not None and self._memory + run.peak[0] > self.peak_memory:
+            self.peak_memory = self._memory + run.peak[0]
+            self.peak_memory_ps = self._context.coordinator.now + run.peak[1]
+
+    def _block_done(self, index: int) -> None:
+        """A block run whole is done: account what its nodes did, leave the compute stream as they left it
+        (idle since its last compute, if that ended before it) and complete the block node."""
+        run = self.runs[index]
+        now = self._context.coordinator.now
+        start = now - run.duration_ps
+        exposed = self.exposed_ps
+        for label, amount in run.exposed:
+            exposed[label] = exposed.get(label, 0) + amount
+        self._memory += run.memory_delta
+        scheduler = self._scheduler
+        scheduler.comm_ps += run.comm_ps
+        for dim, size in run.bytes_sent:
+            scheduler.bytes_sent[dim] = scheduler.bytes_sent.get(dim, 0) + size
+        scheduler.reductions.update(run.reductions)
+        for group, count in run.issued:
+            self._issued[group] = self._issued.get(group, 0) + count
+        replayed = self._table.replayed
+        for number, stats in enumerate(run.collectives, self.issued):
+            replayed.append((start + stats.start_ps, self.npu, number, stats, start))
+        self.issued += len(run.collectives)
+        scope = self.plan.name(index)
+        for name, time_ps in run.milestones:
+            self.milestones[f"{scope} {name}"] = start + time_ps
+        self._computing = False
+        self._idle_since = start + run.idle_from_ps
+        self._complete(index)
 
     def _complete(self, index: int) -> None:
         plan = self.plan
@@ -246,8 +326,7 @@ class NpuExecutor:
             self._memory -= released
             self._sample_memory()
         if index in plan.milestones:
-            node = plan.nodes[index]
-            self.milestones[node.name or f"node {node.id}"] = self._context.coordinator.now
+            self.milestones[plan.name(index)] = self._context.coordinator.now
         self._left -= 1
         if self._left == 0:
             self.finish_ps = self._context.coordinator.now
@@ -277,16 +356,25 @@ class NpuExecutor:
         """The compute stream, idle since ``_idle_since``, has work again (or the graph is done) because
         ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
         nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn)."""
-        end = self._context.coordinator.now
-        idle_since = self._idle_since
+        for label, amount in self.idle_charges(cause, self._context.coordinator.now, self._idle_since):
+            self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount
+
+    def idle_charges(self, cause: int, end: int, idle_since: int) -> list[tuple[str, int]]:
+        """What :meth:`_charge_idle` charges for the idle time from ``idle_since`` to ``end``, by label, in order
+        (zero-length waits included: they name what was waited on); a block run whole charges as its nodes did."""
+        charges: list[tuple[str, int]] = []
         while end > idle_since:
+            run = self.runs.get(cause) if self.runs else None
+            if run is not None:
+                charges += run.tail
+                break
             wait = self._waits.get(cause)
             start = idle_since if wait is None else max(wait[0], idle_since)
-            label = self._label(cause) if wait is not None else "other"
-            self.exposed_ps[label] = self.exposed_ps.get(label, 0) + end - start
+            charges.append((self._label(cause) if wait is not None else "other", end - start))
             if wait is None:
-                return
+                break
             end, cause = start, wait[1]
+        return charges
 
     def _label(self, index: int) -> str:
         """What a wait on node ``index`` counts as: its communicator's name, else ``p2p`` or ``collective``."""

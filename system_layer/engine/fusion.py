@@ -13,7 +13,7 @@ from __future__ import annotations
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.v1 import workload_pb2
 
-__all__ = ["fuse_compute_runs"]
+__all__ = ["fuse_compute_runs", "compute_is_one_chain"]
 
 
 def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[GraphPlan, tuple[int, ...]]:
@@ -23,7 +23,7 @@ def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[Grap
     kind = workload_pb2.COMP_NODE
     compute = [node.type == kind for node in nodes]
     dependencies = plan.dependencies
-    if not _compute_is_one_chain(plan.order, compute, dependencies):
+    if not compute_is_one_chain(plan.order, compute, dependencies):
         return plan, durations
     head = list(range(len(nodes)))  # the first node of the run each node belongs to
     last = list(range(len(nodes)))  # per run head, the run's last node so far
@@ -41,7 +41,7 @@ def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[Grap
     return _rebuild(plan, durations, head, last)
 
 
-def _compute_is_one_chain(
+def compute_is_one_chain(
     order: tuple[int, ...], compute: list[bool], dependencies: tuple[tuple[int, ...], ...]
 ) -> bool:
     """Whether, in the topological ``order``, every compute node depends (directly or not) on the compute node
@@ -87,5 +87,7 @@ def _rebuild(
         releases={position[head[i]]: size for i, size in plan.releases.items()},
         milestones=frozenset(position[head[i]] for i in plan.milestones),
         resident=plan.resident,
+        blocks=plan.blocks,
+        scopes=tuple(plan.scopes[last[old]] for old in kept) if plan.scopes else (),
     )
     return fused, tuple(total)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.graph_blocks import check_blocks
 from stratasim.v1 import workload_pb2
 
 __all__ = ["GraphPlan", "plan_graph", "SUPPORTED_NODE_TYPES"]
 
 SUPPORTED_NODE_TYPES = (
     workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE,
-    workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE, workload_pb2.METADATA_NODE,
+    workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE, workload_pb2.METADATA_NODE, workload_pb2.BLOCK_NODE,
 )  # fmt: skip
 
 
@@ -24,7 +25,9 @@ class GraphPlan:
     dictionary look-up only: ``allocations`` (bytes a node takes when it starts), ``releases`` (bytes it gives
     back when it finishes), ``milestones`` (nodes whose finish time is recorded) and ``resident`` (memory held
     throughout, by kind); ``dependencies`` are each node's by position and ``order`` a topological order of
-    the positions.
+    the positions. ``blocks`` are the plans of the graph's blocks (:mod:`stratasim.system_layer.engine.blocks`
+    runs them); ``scopes``, when set, the name of the block node each node runs for ("" for none), which
+    prefixes its own name in traces and milestones.
     """
 
     nodes: tuple[workload_pb2.Node, ...]
@@ -36,21 +39,44 @@ class GraphPlan:
     resident: tuple[tuple[str, int], ...] = ()
     dependencies: tuple[tuple[int, ...], ...] = ()
     order: tuple[int, ...] = ()
+    blocks: tuple[GraphPlan, ...] = ()
+    scopes: tuple[str, ...] = ()
+
+    def name(self, index: int) -> str:
+        """Node ``index``'s full name: its block node's name, if any, then its own (else its id)."""
+        node = self.nodes[index]
+        own = node.name or f"node {node.id}"
+        scope = self.scopes[index] if self.scopes else ""
+        return f"{scope} {own}" if scope else own
 
 
-def _label(npu: int, node: workload_pb2.Node) -> str:
+def _label(npu: int, node: workload_pb2.Node, where: str = "") -> str:
     name = f" ({node.name!r})" if node.name else ""
-    return f"NPU {npu} node {node.id}{name}"
+    return f"NPU {npu}{where} node {node.id}{name}"
 
 
 def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> GraphPlan:
-    """Index ``graph`` and check it: unique ids, known dependencies, supported types, groups, no cycle.
+    """Index ``graph`` and its blocks and check them: unique ids, known dependencies, supported types, groups,
+    blocks that exist and hold no block, no cycle."""
+    if not graph.blocks:
+        return _plan_nodes(tuple(graph.nodes), npu, npus, resident=tuple(sorted(graph.resident_bytes.items())))
+    check_blocks(graph, npu)
+    blocks = tuple(_plan_nodes(tuple(block.nodes), npu, npus, where=f" block {index}")
+                   for index, block in enumerate(graph.blocks))  # fmt: skip
+    plan = _plan_nodes(tuple(graph.nodes), npu, npus, resident=tuple(sorted(graph.resident_bytes.items())))
+    return replace(plan, blocks=blocks)
+
+
+def _plan_nodes(
+    nodes: tuple[workload_pb2.Node, ...], npu: int, npus: int, *, where: str = "",
+    resident: tuple[tuple[str, int], ...] = (),
+) -> GraphPlan:
+    """Index and check one list of nodes (a graph's or a block's, ``where`` naming the block in errors).
 
     This reads every node of every simulated graph once (a million for a large model), so the loop keeps to
     one look-up per field and treats the common case, a node with one dependency, on its own.
     """
-    nodes = tuple(graph.nodes)
-    position = _positions(nodes, npu)
+    position = _positions(nodes, npu, where)
     dependents: list[list[int]] = [[] for _ in nodes]
     dependencies: list[tuple[int, ...]] = []
     allocations: dict[int, int] = {}
@@ -59,17 +85,19 @@ def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> Graph
     compute = workload_pb2.COMP_NODE
     for index, node in enumerate(nodes):
         if node.type != compute or node.duration_ps < 0:
-            _check_node(node, npu, npus)
+            _check_node(node, npu, npus, where)
         ctrl = node.ctrl_deps
         deps = node.data_deps
         if len(deps) == 1 and not ctrl:
             found = position.get(deps[0])
             if found is None:
-                raise WorkloadError(f"{_label(npu, node)}: depends on node {deps[0]}, which is not in the graph")
+                raise WorkloadError(
+                    f"{_label(npu, node, where)}: depends on node {deps[0]}, which is not in the {_container(where)}"
+                )
             dependents[found].append(index)
             dependencies.append((found,))
         elif deps or ctrl:
-            dependencies.append(_link({*deps, *ctrl}, index, node, npu, position, dependents))
+            dependencies.append(_link({*deps, *ctrl}, index, node, (npu, where), position, dependents))
         else:
             dependencies.append(())
         memory = node.memory_bytes
@@ -81,7 +109,7 @@ def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> Graph
         if node.milestone:
             milestones.append(index)
     indegree = list(map(len, dependencies))
-    order = _topological_order(graph, npu, dependents, indegree)
+    order = _topological_order(nodes, npu, where, dependents, indegree)
     return GraphPlan(
         nodes,
         tuple(map(tuple, dependents)),
@@ -89,61 +117,68 @@ def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> Graph
         allocations=allocations,
         releases=releases,
         milestones=frozenset(milestones),
-        resident=tuple(sorted(graph.resident_bytes.items())),
+        resident=resident,
         dependencies=tuple(dependencies),
         order=order,
     )
 
 
+def _container(where: str) -> str:
+    return "block" if where else "graph"
+
+
 def _link(
-    deps: set[int], index: int, node: workload_pb2.Node, npu: int, position: dict[int, int],
+    deps: set[int], index: int, node: workload_pb2.Node, at: tuple[int, str], position: dict[int, int],
     dependents: list[list[int]],
 ) -> tuple[int, ...]:
-    """The positions of node ``index``'s dependencies ``deps`` (ids), recording it as each one's dependent."""
+    """The positions of node ``index``'s dependencies ``deps`` (ids), recording it as each one's dependent;
+    ``at`` is the NPU and the block (for errors)."""
     positions = []
     for dep in deps:
         found = position.get(dep)
         if found is None:
-            raise WorkloadError(f"{_label(npu, node)}: depends on node {dep}, which is not in the graph")
+            raise WorkloadError(f"{_label(*at[:1], node, at[1])}: depends on node {dep}, which is not in the "
+                                f"{_container(at[1])}")
         dependents[found].append(index)
         positions.append(found)
     return tuple(positions)
 
 
-def _positions(nodes: tuple[workload_pb2.Node, ...], npu: int) -> dict[int, int]:
+def _positions(nodes: tuple[workload_pb2.Node, ...], npu: int, where: str) -> dict[int, int]:
     """Each node's position by id; an id used twice is an error naming the second node that uses it."""
     position = {node.id: index for index, node in enumerate(nodes)}
     if len(position) != len(nodes):
         seen: set[int] = set()
         for node in nodes:
             if node.id in seen:
-                raise WorkloadError(f"{_label(npu, node)}: the id {node.id} is used twice")
+                raise WorkloadError(f"{_label(npu, node, where)}: the id {node.id} is used twice")
             seen.add(node.id)
     return position
 
 
-def _check_node(node: workload_pb2.Node, npu: int, npus: int) -> None:
+def _check_node(node: workload_pb2.Node, npu: int, npus: int, where: str) -> None:
     if node.type not in SUPPORTED_NODE_TYPES:
         kind = workload_pb2.NodeType.Name(node.type) if node.type in workload_pb2.NodeType.values() else node.type
         raise WorkloadError(
-            f"{_label(npu, node)}: node type {kind} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, MEM_LOAD, MEM_STORE, METADATA)"
+            f"{_label(npu, node, where)}: node type {kind} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, "
+            "MEM_LOAD, MEM_STORE, METADATA, BLOCK)"
         )
     if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE) and (
         node.peer >= npus or node.peer == npu
     ):
-        raise WorkloadError(f"{_label(npu, node)}: peer NPU {node.peer} must be another of the {npus} NPUs")
+        raise WorkloadError(f"{_label(npu, node, where)}: peer NPU {node.peer} must be another of the {npus} NPUs")
     if node.type == workload_pb2.COMM_COLL_NODE and node.group:
         if max(node.group) >= npus:
             outside = [member for member in node.group if member >= npus]
-            raise WorkloadError(f"{_label(npu, node)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
+            raise WorkloadError(f"{_label(npu, node, where)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
         if npu not in node.group:
-            raise WorkloadError(f"{_label(npu, node)}: NPU {npu} is not a member of its own collective's group")
+            raise WorkloadError(f"{_label(npu, node, where)}: NPU {npu} is not a member of its own collective's group")
     if node.type == workload_pb2.COMP_NODE and node.duration_ps < 0:
-        raise WorkloadError(f"{_label(npu, node)}: negative duration {node.duration_ps} ps")
+        raise WorkloadError(f"{_label(npu, node, where)}: negative duration {node.duration_ps} ps")
 
 
 def _topological_order(
-    graph: workload_pb2.ExecutionGraph, npu: int, dependents: list[list[int]], indegree: list[int]
+    nodes: tuple[workload_pb2.Node, ...], npu: int, where: str, dependents: list[list[int]], indegree: list[int]
 ) -> tuple[int, ...]:
     """The positions in an order where every node comes after its dependencies; a cycle is an error naming it."""
     remaining = list(indegree)
@@ -157,24 +192,24 @@ def _topological_order(
             if remaining[dependent] == 0:
                 ready.append(dependent)
     if len(order) != len(remaining):
-        cycle = _cycle(graph, remaining)
+        cycle = _cycle(nodes, remaining)
         names = " -> ".join(f"{node.id}" + (f" ({node.name!r})" if node.name else "") for node in cycle)
         raise WorkloadError(
-            f"{_label(npu, cycle[0])}: is part of a dependency cycle: {names} -> {cycle[0].id}"
+            f"{_label(npu, cycle[0], where)}: is part of a dependency cycle: {names} -> {cycle[0].id}"
         )
     return tuple(order)
 
 
-def _cycle(graph: workload_pb2.ExecutionGraph, remaining: list[int]) -> list[workload_pb2.Node]:
+def _cycle(nodes: tuple[workload_pb2.Node, ...], remaining: list[int]) -> list[workload_pb2.Node]:
     """The nodes of one dependency cycle, each depending on the next: walk back from an unfinished node through
     unfinished dependencies until a node repeats; the walk from its first visit on is the cycle."""
-    position = {node.id: index for index, node in enumerate(graph.nodes)}
+    position = {node.id: index for index, node in enumerate(nodes)}
     index = next(i for i, count in enumerate(remaining) if count > 0)
     walk: list[int] = []
     seen: dict[int, int] = {}
     while index not in seen:
         seen[index] = len(walk)
         walk.append(index)
-        node = graph.nodes[index]
+        node = nodes[index]
         index = next(position[d] for d in (*node.data_deps, *node.ctrl_deps) if remaining[position[d]] > 0)
-    return [graph.nodes[i] for i in walk[seen[index]:]]
+    return [nodes[i] for i in walk[seen[index]:]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, WorkloadError
@@ -89,16 +90,24 @@ def price_plans(
     device: str,
     calibration: compute_pb2.Calibration | None,
 ) -> Pricing:
-    """Price every operator node of ``plans`` on ``device``; a node to price without a backend is an error."""
+    """Price every operator node of ``plans`` and of their blocks on ``device``; a node to price without a
+    backend is an error. A plan's counts and energy include its block nodes' blocks, once per block node."""
     unique: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str]]] = {}
     signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
     keys: dict[int, list[bytes | None]] = {}
-    for plan in plans:
+    every: dict[int, GraphPlan] = {}
+
+    def visit(plan: GraphPlan, scope: str = "") -> None:
+        """Key every node of ``plan``, and of each block at its first block node: operators are named in the
+        order the unrolled graph runs them."""
+        every[id(plan)] = plan
         plan_keys: list[bytes | None] = []
         keys[id(plan)] = plan_keys
-        for node in plan.nodes:
+        for index, node in enumerate(plan.nodes):
             if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
                 plan_keys.append(None)
+                if node.type == workload_pb2.BLOCK_NODE and id(plan.blocks[node.block]) not in every:
+                    visit(plan.blocks[node.block], plan.name(index))
                 continue
             if compute is None:
                 raise WorkloadError(
@@ -113,9 +122,13 @@ def price_plans(
             if known is None:
                 known = unique[key] = (op, [])
             names = known[1]
-            if len(names) < _MAX_NAMES and (op.name or node.name) not in names:
-                names.append(op.name or node.name)
+            name = op.name or (f"{scope} {plan.name(index)}" if scope else plan.name(index))
+            if len(names) < _MAX_NAMES and name not in names:
+                names.append(name)
             plan_keys.append(key)
+
+    for plan in plans:
+        visit(plan)
     costs: dict[bytes, compute_pb2.OperatorCost] = {}
     if unique and compute is not None:
         request = compute_pb2.EstimateRequest(device=device, ops=[op for op, _ in unique.values()], calibration=calibration)
@@ -124,15 +137,27 @@ def price_plans(
             raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
         costs = dict(zip(unique, response.costs))
     duration_of = {key: cost.duration_ps for key, cost in costs.items()}
-    energy_of = {key: cost.energy_pj for key, cost in costs.items()}
     durations = {
-        id(plan): tuple(
-            node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keys[id(plan)])
-        )
-        for plan in plans
+        plan_id: tuple(node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keys[plan_id]))
+        for plan_id, plan in every.items()
     }
-    # Summed in node order, so the total is the same float every run.
-    energies = {id(plan): sum((energy_of[key] for key in keys[id(plan)] if key is not None), 0.0) for plan in plans}
-    counts = {id(plan): Counter(key for key in keys[id(plan)] if key is not None) for plan in plans}
+    own = {plan_id: Counter(key for key in plan_keys if key is not None) for plan_id, plan_keys in keys.items()}
+    counts = {id(plan): _with_blocks(plan, own) for plan in plans}
+    energies = {plan_id: _energy(plan_counts, costs) for plan_id, plan_counts in counts.items()}
     ops = {key: (op, names, costs[key]) for key, (op, names) in unique.items()}
     return Pricing(durations, energies, counts, ops)
+
+
+def _with_blocks(plan: GraphPlan, own: Mapping[int, Counter[bytes]]) -> Counter[bytes]:
+    """The operators ``plan`` runs: its own, and its blocks' once per block node that runs them."""
+    total = Counter(own[id(plan)])
+    for node in plan.nodes:
+        if node.type == workload_pb2.BLOCK_NODE:
+            total.update(own[id(plan.blocks[node.block])])
+    return total
+
+
+def _energy(counts: Counter[bytes], costs: Mapping[bytes, compute_pb2.OperatorCost]) -> float:
+    """Picojoules of ``counts`` runs of each operator, summed exactly (then rounded once), so the total is the
+    same float however the graph groups its nodes into blocks."""
+    return float(sum((Fraction(costs[key].energy_pj) * count for key, count in counts.items()), Fraction(0)))

@@ -9,16 +9,17 @@ from dataclasses import replace
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.grid import Grid
-from stratasim.system_layer.collectives.chunks import Collective
+from stratasim.system_layer.engine.block_run import BlockRun
+from stratasim.system_layer.engine.blocks import inline_blocks
 from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
 from stratasim.system_layer.engine.fusion import fuse_compute_runs
 from stratasim.system_layer.engine.graph_plan import GraphPlan, plan_graph
 from stratasim.system_layer.engine.line_batches import LineBatches, batchable
+from stratasim.system_layer.engine.macros import BlockRecorder, runnable_whole
 from stratasim.system_layer.engine.pricing import price_plans
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.result import (
-    CollectiveStats,
     LinkBusy,
     LinkStats,
     NpuStats,
@@ -60,11 +61,16 @@ def simulate(
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
+    direct = network if info.stateless and isinstance(network, DirectNetwork) else None
+    traced = [] if selection is None else _traced(simulated, stand_in, selection)
+    whole = _blocks_run_whole(plans, graphs, simulated, stand_in, direct is not None, set(traced))
+    compact = dict(plans)
+    for key, plan in compact.items():
+        plans[key] = inline_blocks(plan, keep=whole.get(key, ()))
     pricing = price_plans(list(plans.values()), compute, device, calibration)
     durations = dict(pricing.durations)
     energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
     plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
-    traced = [] if selection is None else _traced(simulated, stand_in, selection)
     # Node spans need every node of the NPUs traced; fusing the others' compute runs gives the same times.
     unfused = {id(graphs[npu]) for npu in traced} if selection and selection.detail is TraceDetail.NODES else set()
     for key, plan in list(plans.items()):
@@ -72,7 +78,6 @@ def simulate(
             fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
             plans[key] = fused
             durations[id(fused)] = fused_durations
-    direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
     recorder = None if selection is None else TraceRecorder(selection, traced)
@@ -82,11 +87,16 @@ def simulate(
         line_batches=LineBatches(coordinator, direct, reduction) if direct is not None and batches else None,
     )
     table = CollectiveTable(grid, options, npus)
+    blocks = None if direct is None or not whole else BlockRecorder(
+        network, direct, info.lookahead_ps, options, reduction, grid, npus, stand_in
+    )  # fmt: skip
     executors: dict[int, NpuExecutor] = {}
     for npu in simulated:
         context.schedulers[npu] = NpuScheduler(npu, context)
         plan = plans[id(graphs[npu])]
         executors[npu] = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
+        if blocks is not None and id(graphs[npu]) in whole:
+            executors[npu].runs = _block_runs(blocks, npu, plan, durations)
         coordinator.schedule(0, executors[npu].start)
     for executor in executors.values():
         executor.peers = executors
@@ -111,6 +121,9 @@ def simulate(
     for executor in executors.values():
         for name, time_ps in executor.milestones.items():
             milestones[name] = max(time_ps, milestones.get(name, time_ps))
+    collectives = tuple(table.ordered())
+    if recorder:
+        recorder.name_collectives()
     link_counters = network.counters()
     links = tuple(
         LinkStats(name, busy, size, messages)
@@ -126,7 +139,7 @@ def simulate(
     result = SimulationResult(
         total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
         npus=npus,
-        collectives=tuple(_collective_stats(c) for c in table.all),
+        collectives=collectives,
         per_npu=tuple(per_npu),
         spans=recorder.spans.sort() if recorder else (),
         events_processed=coordinator.queue.processed + coordinator.messages,
@@ -141,6 +154,43 @@ def simulate(
     )
     _release(executors, context, table)
     return result
+
+
+def _blocks_run_whole(
+    plans: dict[int, GraphPlan], graphs: Sequence[workload_pb2.ExecutionGraph], simulated: list[int],
+    stand_in: tuple[int, ...] | None, direct: bool, traced: set[int],
+) -> dict[int, frozenset[int]]:
+    """By plan, the positions of the block nodes its NPU runs whole (:mod:`stratasim.system_layer.engine.macros`):
+    on a network pricing messages on the spot, for a graph one simulated NPU runs and whose timeline is not
+    traced."""
+    if not direct:
+        return {}
+    owners = Counter(id(graphs[npu]) for npu in simulated)
+    stands_in = (lambda member: member) if stand_in is None else stand_in.__getitem__
+    whole = {}
+    for npu in simulated:
+        key = id(graphs[npu])
+        if owners[key] == 1 and npu not in traced:
+            positions = runnable_whole(plans[key], npu, stands_in, len(graphs))
+            if positions:
+                whole[key] = positions
+    return whole
+
+
+def _block_runs(
+    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: dict[int, tuple[int, ...]]
+) -> dict[int, BlockRun]:
+    """What each block node left in ``plan`` does when run whole, recorded once per block."""
+    recorded: dict[int, BlockRun] = {}
+    runs = {}
+    for index, node in enumerate(plan.nodes):
+        if node.type == workload_pb2.BLOCK_NODE:
+            run = recorded.get(node.block)
+            if run is None:
+                block = plan.blocks[node.block]
+                run = recorded[node.block] = blocks.record(npu, block, durations[id(block)])
+            runs[index] = run
+    return runs
 
 
 def _release(executors: dict[int, NpuExecutor], context: SchedulerContext, table: CollectiveTable) -> None:
@@ -243,7 +293,8 @@ def _prepare(
             plans[id(graph)] = plan_graph(graph, npu, npus)
     grid = _logical_grid(physical, options)
     table = CollectiveTable(grid, options, npus)
-    table.preflight([node for plan in plans.values() for node in plan.nodes if node.type == workload_pb2.COMM_COLL_NODE])
+    table.preflight([node for plan in plans.values() for part in (plan, *plan.blocks) for node in part.nodes
+                     if node.type == workload_pb2.COMM_COLL_NODE])  # fmt: skip
     return plans, grid
 
 
@@ -258,41 +309,3 @@ def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
             f"has {physical.npus}"
         )
     return logical
-
-
-def _mean(total: int, count: int) -> int:
-    return total // count if count else 0
-
-
-def _column_sums(rows: list[list[int]], columns: int) -> list[int]:
-    """The sum of each of ``columns`` columns of ``rows`` (zeros when there are no rows)."""
-    return [sum(column) for column in zip(*rows)] if rows else [0] * columns
-
-
-def _collective_stats(collective: Collective) -> CollectiveStats:
-    """A collective's delays as means over the NPUs and chunks that ran each phase (one per collective issued:
-    a whole model's iteration has a hundred thousand, so the sums go column by column)."""
-    runs = collective.phase_runs
-    phases = len(collective.phases)
-    runs_per_phase = _column_sums(runs, phases)
-
-    def per_phase(sums: list[list[int]]) -> tuple[int, ...]:
-        return tuple(map(_mean, _column_sums(sums, phases), runs_per_phase))
-
-    def per_chunk(sums: list[list[int]]) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(map(_mean, c, n)) for c, n in zip(sums, runs))
-
-    return CollectiveStats(
-        collective_id=collective.id,
-        type=collective.kind,
-        bytes=collective.bytes,
-        group_size=len(collective.group),
-        start_ps=collective.start_ps or 0,
-        end_ps=collective.end_ps,
-        queue_delay_ps_per_phase=per_phase(collective.queue_delay_sum),
-        network_delay_ps_per_phase=per_phase(collective.network_delay_sum),
-        phase_dims=tuple(lines.dim for lines in collective.phases),
-        phase_collectives=collective.phase_collectives,
-        queue_delay_ps_per_chunk=per_chunk(collective.queue_delay_sum),
-        network_delay_ps_per_chunk=per_chunk(collective.network_delay_sum),
-    )

@@ -175,8 +175,8 @@ class NpuScheduler:
         collective.phase_runs[run.index][run.phase] += 1
         trace = self.context.trace
         if trace is not None and trace.nodes:
-            trace.span(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
-                       f"{collective.kind} #{collective.id} chunk {run.index}", run.started_ps, now)
+            trace.collective_span(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
+                                  collective, f" chunk {run.index}", run.started_ps, now)
         queue = (dim, run.lane)
         self._active[queue] -= 1
         if run.phase + 1 < len(run.plans):
@@ -199,7 +199,7 @@ class NpuScheduler:
         if self.in_flight == 0:
             self.comm_ps += now - self._comm_since
         if self.context.trace is not None:
-            self.context.trace.span(self.npu, "comm", f"{collective.kind} #{collective.id}",
+            self.context.trace.collective_span(self.npu, "comm", collective, "",
                                     self._issued_ps.pop(collective.id), now)  # fmt: skip
         else:
             del self._issued_ps[collective.id]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from stratasim.kernel.graph_blocks import every_node
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.groups import FLAT, phases_of
 from stratasim.system_layer.options import SystemOptions
@@ -51,7 +52,7 @@ def aggregation_blocker(
             seen.add(id(graph))
             if graph.SerializeToString(deterministic=True) != signature:
                 return "NPUs run different graphs"
-    for node in first.nodes:
+    for node in every_node(first):
         if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
             return f"node {node.id} is a point-to-point transfer"
         if node.type != workload_pb2.COMM_COLL_NODE:
@@ -108,7 +109,7 @@ def _representative_blocker(
         return "the declared representatives are not a mapping of NPUs onto NPUs that stand for themselves"
     checked: set[tuple[int, ...]] = set()
     for npu in sorted(set(stand_in)):
-        for node in graphs[npu].nodes:
+        for node in every_node(graphs[npu]):
             if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
                 if stand_in[node.peer] != node.peer:
                     return f"NPU {npu} node {node.id} talks to NPU {node.peer}, which is not a representative"

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stratasim.system_layer.engine.simulation import _collective_stats
+from stratasim.system_layer.engine.collective_stats import collective_stats
 
 
 @st.composite
@@ -33,7 +33,7 @@ def _mean(total: int, count: int) -> int:
 
 @given(collectives())
 def test_delays_are_means_over_the_runs(collective: Any) -> None:
-    stats = _collective_stats(collective)
+    stats = collective_stats(collective, collective.id)
     runs, phases = collective.phase_runs, range(len(collective.phases))
     for sums, per_phase, per_chunk in (
         (collective.queue_delay_sum, stats.queue_delay_ps_per_phase, stats.queue_delay_ps_per_chunk),

@@ -18,7 +18,7 @@ from stratasim.workload_layer.transformer.memory import layer_activations, micro
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, pipeline_order
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
 from tests.system_layer.helpers import RING, topology
-from tests.workload_layer.transformer_helpers import messages
+from tests.workload_layer.transformer_helpers import messages, unrolled_graphs
 
 SMALL = dict(layers=12, hidden=64, heads=4, seq_len=16, vocab=100)
 MODEL = dict(layers=8, hidden=256, heads=4, seq_len=128, vocab=1000)
@@ -128,7 +128,7 @@ def test_interleaved_sends_and_receives_match(pp: int, v: int) -> None:
     workload = transformer(
         dict(SMALL, layers=pp * v * 2), tp=2, pp=pp, global_batch=2 * pp, schedule="interleaved", virtual_stages=v
     )
-    graphs = workload.graphs(2 * pp)
+    graphs = unrolled_graphs(workload.graphs(2 * pp))
     sends = messages(graphs, workload_pb2.COMM_SEND_NODE)
     assert sends == messages(graphs, workload_pb2.COMM_RECV_NODE)
     # Every (sender, receiver, tag) once: tp ranks x chunk boundaries x micro-batches x directions.
@@ -141,9 +141,9 @@ def test_interleaved_sends_and_receives_match(pp: int, v: int) -> None:
 
 def test_embedding_and_head_sit_on_the_ends_of_the_model() -> None:
     # pp = 2, v = 2, 8 layers: stage 0 holds the model's chunks 0 and 2, stage 1 chunks 1 and 3.
-    graphs = transformer(dict(SMALL, layers=8), pp=2, global_batch=2, schedule="interleaved", virtual_stages=2).graphs(
+    graphs = unrolled_graphs(transformer(dict(SMALL, layers=8), pp=2, global_batch=2, schedule="interleaved", virtual_stages=2).graphs(
         2
-    )
+    ))
     layers = [{n.name.split()[1] for n in g.nodes if n.type == workload_pb2.COMP_NODE} for g in graphs]
     assert layers == [
         {"embedding", "layer0", "layer1", "layer4", "layer5"},
@@ -156,7 +156,7 @@ def test_embedding_and_head_sit_on_the_ends_of_the_model() -> None:
 
 def test_interleaving_keeps_the_flops() -> None:
     def gemm_flops(workload: TransformerWorkload) -> int:
-        return sum(n.op.flops for g in workload.graphs(4) for n in g.nodes if n.type == workload_pb2.COMP_NODE)
+        return sum(n.op.flops for g in unrolled_graphs(workload.graphs(4)) for n in g.nodes if n.type == workload_pb2.COMP_NODE)
 
     one = transformer(pp=4, global_batch=8)
     three = transformer(pp=4, global_batch=8, schedule="interleaved", virtual_stages=3)
@@ -190,7 +190,7 @@ def fixed_durations(
 def iteration(workload: TransformerWorkload, forward_ps: int, backward_ps: int) -> SimulationResult:
     """Simulate ``workload`` (TP = DP = 1) with fixed layer durations over a free ring (see below)."""
     pp = workload.config.parallelism.pp
-    graphs = fixed_durations(workload.graphs(pp), forward_ps, backward_ps)
+    graphs = fixed_durations(unrolled_graphs(workload.graphs(pp)), forward_ps, backward_ps)
     return simulate(graphs, AnalyticalNetwork(), topology((RING, pp, 1e30, 0)), SystemOptions())
 
 
@@ -261,7 +261,7 @@ def test_activation_memory_along_the_graph_peaks_at_the_formula(
     workload = transformer(
         dict(MODEL, layers=8), tp=2, pp=pp, global_batch=m, schedule=schedule, virtual_stages=v, recompute=recompute
     )
-    graphs = workload.graphs(2 * pp)
+    graphs = unrolled_graphs(workload.graphs(2 * pp))
     layer = layer_activations(workload.config)
     chunk_layers = 8 // (pp * v)
     for stage in range(pp):
@@ -287,7 +287,7 @@ def test_in_flight_formula_matches_the_order(schedule: str, stages: int, groups:
 
 def test_graphs_carry_the_resident_memory() -> None:
     workload = transformer(MODEL, tp=2, pp=2, dp=2, global_batch=4)
-    for graph in workload.graphs(8):
+    for graph in unrolled_graphs(workload.graphs(8)):
         memory = workload.stage_memory(graph.npu // 2 % 2)
         assert dict(graph.resident_bytes) == {
             "weights": memory.weights_bytes,
@@ -309,7 +309,7 @@ def test_buckets_conserve_the_gradient_bytes(bucket: object, stage0: int, stage1
     # (0.51 MB); a layer's gradients are 1.58 MB. Buckets fill in backward order: with 1 byte, one per block;
     # "1MB": stage 1's head and layer 7 share one; "3MB": two layers per bucket (stage 1: head + 7 + 6, 5 + 4).
     workload = transformer(MODEL, pp=2, dp=2, global_batch=4, dp_bucket=bucket)
-    graphs = workload.graphs(4)
+    graphs = unrolled_graphs(workload.graphs(4))
     for stage, buckets in ((0, stage0), (1, stage1)):
         reduces = dp_all_reduces(graphs[stage])
         assert len(reduces) == buckets
@@ -324,7 +324,7 @@ def test_buckets_overlap_the_backward_pass() -> None:
         """(first DP all-reduce start, last compute end) on NPU 0 and the iteration time."""
         workload = transformer(MODEL, pp=2, dp=2, global_batch=8, dp_bucket=bucket)
         result = simulate(
-            workload.graphs(4),
+            unrolled_graphs(workload.graphs(4)),
             AnalyticalNetwork(),
             topology((RING, 2, 1e11, 1000), (RING, 2, 1e11, 1000)),
             SystemOptions(),
@@ -344,7 +344,7 @@ def test_buckets_overlap_the_backward_pass() -> None:
 
 
 def test_communicators_are_named() -> None:
-    graph = transformer(MODEL, tp=2, pp=2, dp=2, global_batch=4).graphs(8)[0]
+    graph = unrolled_graphs(transformer(MODEL, tp=2, pp=2, dp=2, global_batch=4).graphs(8))[0]
     names = Counter((n.type, n.pg_name) for n in graph.nodes if n.type != workload_pb2.COMP_NODE)
     assert set(names) == {
         (workload_pb2.COMM_COLL_NODE, "tp"),

@@ -17,7 +17,7 @@ from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
 from tests.system_layer.helpers import RING, topology
-from tests.workload_layer.transformer_helpers import messages
+from tests.workload_layer.transformer_helpers import messages, unrolled_graphs
 
 MODEL = dict(layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
 L, H, A, S, V = 4, 256, 4, 128, 1000
@@ -39,7 +39,7 @@ def run(workload: TransformerWorkload, bandwidth: int = 100 * 10**9, latency_ps:
     """Simulate on rings [tp, pp, dp] of ``bandwidth`` bytes/s and ``latency_ps`` per hop, priced on an H100."""
     plan = workload.config.parallelism
     dims = [(RING, size, bandwidth, latency_ps) for size in (plan.tp, plan.pp, plan.dp)]
-    graphs = workload.graphs(workload.npus_required())
+    graphs = unrolled_graphs(workload.graphs(workload.npus_required()))
     return simulate(graphs, AnalyticalNetwork(), topology(*dims), SystemOptions(), compute=RooflineCompute(),
                     device="h100")
 
@@ -52,7 +52,7 @@ def layer_forward_flops(tokens: int, tp: int) -> int:
 
 def test_node_counts_and_flops_per_npu_match_hand_counts() -> None:
     workload = transformer(tp=2, pp=2, dp=2, global_batch=4)  # m = 2 micro-batches of 1 sequence
-    graphs = workload.graphs(8)
+    graphs = unrolled_graphs(workload.graphs(8))
     assert workload.micro_batches == 2 and len(graphs) == 8
     # Per micro-batch and layer: 6 GEMMs + 5 pointwise forward, 12 GEMMs + 5 pointwise backward, 2 + 2 TP
     # all-reduces. Stage 0 adds the embedding (1 + 1 compute, 1 all-reduce); stage 1 the head (3 + 4 compute,
@@ -71,7 +71,7 @@ def test_node_counts_and_flops_per_npu_match_hand_counts() -> None:
 @pytest.mark.parametrize("recompute", ["none", "full"])
 def test_all_gemm_flops_are_three_or_four_forward_passes(recompute: str) -> None:
     workload = transformer(tp=2, pp=2, dp=2, micro_batch=2, global_batch=8, recompute=recompute)
-    total = sum(gemm_flops(g) for g in workload.graphs(8))
+    total = sum(gemm_flops(g) for g in unrolled_graphs(workload.graphs(8)))
     tokens = 8 * S
     passes = 4 if recompute == "full" else 3
     # The LM head is not recomputed (as in Narayanan et al.'s formula).
@@ -91,7 +91,7 @@ def test_model_flops_follow_narayanan_et_al(recompute: str, formula: object) -> 
 
 
 def test_groups_tp_contiguous_dp_strided_pp_neighbours() -> None:
-    graphs = transformer(tp=2, pp=2, dp=2, global_batch=2).graphs(8)
+    graphs = unrolled_graphs(transformer(tp=2, pp=2, dp=2, global_batch=2).graphs(8))
     npu = 5  # tp_rank 1, pp_rank 0, dp_rank 1
     groups = {tuple(n.group) for n in graphs[npu].nodes if n.type == workload_pb2.COMM_COLL_NODE}
     assert groups == {(4, 5), (1, 5)}
@@ -103,7 +103,7 @@ def test_groups_tp_contiguous_dp_strided_pp_neighbours() -> None:
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_every_send_has_one_matching_receive(schedule: str) -> None:
-    graphs = transformer(tp=2, pp=4, dp=1, global_batch=8, schedule=schedule).graphs(8)
+    graphs = unrolled_graphs(transformer(tp=2, pp=4, dp=1, global_batch=8, schedule=schedule).graphs(8))
     sends = messages(graphs, workload_pb2.COMM_SEND_NODE)
     assert sends == messages(graphs, workload_pb2.COMM_RECV_NODE)
     assert set(sends.values()) == {1} and len(sends) == 2 * 3 * 8 * 2  # tp ranks, boundaries, micro-batches, ways
@@ -175,7 +175,7 @@ def test_bad_precision_and_wrong_npu_count() -> None:
     with pytest.raises(ValidationError, match="precision"):
         TransformerWorkload.Config.model_validate({"model": MODEL, "precision": "fp4"})
     with pytest.raises(WorkloadError, match="needs exactly tp \\* pp \\* dp = 4 NPUs"):
-        transformer(tp=2, pp=2).graphs(8)
+        unrolled_graphs(transformer(tp=2, pp=2).graphs(8))
 
 
 def test_registered_through_the_registry() -> None:

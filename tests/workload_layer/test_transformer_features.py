@@ -269,7 +269,7 @@ def test_scatter_gather_sends_shares_and_gathers_them_over_tp() -> None:
     stage1 = all_graphs(split)[2]
     receives = [n for n in stage1.nodes if n.type == workload_pb2.COMM_RECV_NODE]
     assert receives and {n.comm_bytes for n in receives} == {activation // 2}
-    gathers = collectives(stage1, "recv forward tp all-gather")
+    gathers = collectives(stage1, "fwd recv tp all-gather")  # in the first layer of each forward pass
     assert len(gathers) == len([n for n in receives if "forward" in n.name])
     assert {(n.comm_bytes, tuple(n.group), n.pg_name) for n in gathers} == {(activation, (2, 3), "pp")}
     # Each gather follows its receive directly, and the plain plan has none.

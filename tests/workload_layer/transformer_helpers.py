@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.kernel.graph_blocks import unrolled
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.v1 import workload_pb2
@@ -26,8 +27,13 @@ def build(model: Mapping[str, object], **plan: object) -> TransformerWorkload:
 
 
 def all_graphs(workload: TransformerWorkload) -> list[workload_pb2.ExecutionGraph]:
-    """Every NPU's graph, index = NPU id."""
-    return list(workload.graphs(workload.npus_required()))
+    """Every NPU's graph unrolled (its blocks inlined, node for node), index = NPU id."""
+    return unrolled_graphs(workload.graphs(workload.npus_required()))
+
+
+def unrolled_graphs(graphs: Iterable[workload_pb2.ExecutionGraph]) -> list[workload_pb2.ExecutionGraph]:
+    """``graphs`` with their blocks inlined: the plain node lists the tests read."""
+    return [unrolled(graph) for graph in graphs]
 
 
 def gemm_flops(graphs: Iterable[workload_pb2.ExecutionGraph]) -> int:

@@ -28,6 +28,7 @@ from google.protobuf.message import DecodeError
 
 from stratasim.chakra import et_def_pb2
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.graph_blocks import unrolled
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.astra_text import build_graph, read_astra_text
 from stratasim.workload_layer.traces.chakra import (
@@ -199,8 +200,14 @@ def chakra_to_stratasim(source: str | Path, target: str | Path) -> list[Path]:
 
 
 def stratasim_to_chakra(source: str | Path, target: str | Path) -> list[Path]:
-    """Convert StrataSim trace files ``<source>.<rank>.pb`` to ``<target>.<rank>.et``; return the files written."""
+    """Convert StrataSim trace files ``<source>.<rank>.pb`` to ``<target>.<rank>.et`` (blocks unrolled: Chakra has
+    none); return the files written."""
     graphs = read_graphs(source)
+    for rank, graph in enumerate(graphs):
+        try:
+            graphs[rank] = unrolled(graph)
+        except WorkloadError as exc:
+            raise WorkloadError(f"{source}.{rank}.pb: {exc}") from None
     return _write_chakra(target, graphs, [f"{source}.{rank}.pb" for rank in range(len(graphs))])
 
 
@@ -250,9 +257,9 @@ class TraceSummary:
     compute_ps: int = 0
 
     def add(self, graph: workload_pb2.ExecutionGraph) -> None:
-        """Count the nodes of one more rank."""
+        """Count the nodes one more rank runs (a block's once per block node running it)."""
         self.ranks += 1
-        for node in graph.nodes:
+        for node in unrolled(graph).nodes:
             self.nodes[workload_pb2.NodeType.Name(node.type)] += 1
             if node.type == workload_pb2.COMP_NODE:
                 self.compute_ps += node.duration_ps

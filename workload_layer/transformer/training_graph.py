@@ -18,8 +18,9 @@ way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -104,6 +105,8 @@ class _Emitter:
     def __init__(self, plan: StagePlan) -> None:
         self._plan = plan
         self._graph = workload_pb2.ExecutionGraph(npu=plan.npu, resident_bytes=plan.resident_bytes)
+        self._nodes = self._graph.nodes  # where nodes go: the graph's own list, or the block being built
+        self._blocks: dict[tuple[object, ...], int] = {}  # what a pass of a block runs -> its GraphBlock's index
         self._ready: list[int] = []
         self._input_grad: int | None = None
         self._last_backward = {step.chunk: step for step in plan.order if step.direction == "backward"}
@@ -123,35 +126,72 @@ class _Emitter:
         return self._graph
 
     def _forward(self, step: Pass) -> None:
-        self._receive(step)
+        gather = self._receive(step)
         for block in self._plan.chunks[step.chunk]:
             self._gather_parameters(block, f"mb{step.micro_batch} {block.name} fwd")
-            first = len(self._graph.nodes)
-            self._run_forward(block, f"mb{step.micro_batch} {block.name} fwd")
-            self._allocate(first, block.kept_bytes)
+            key = ("forward", block.steps, block.kept_bytes, gather)
+            self._run_block(step, block, key, partial(self._emit_forward, block, gather))
+            gather = False
+        self._gather_input(gather, f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction} tp all-gather")
         self._send(step)
 
+    def _emit_forward(self, block: Block, gather: bool) -> None:
+        """A forward pass of ``block`` (after gathering its input, if ``gather``), which holds its activations
+        from its first node on."""
+        self._gather_input(gather, "fwd recv tp all-gather")
+        first = len(self._nodes)
+        self._run_forward(block, "fwd")
+        self._allocate(first, block.kept_bytes)
+
     def _backward(self, step: Pass) -> None:
-        self._receive(step)
+        gather = self._receive(step)
         for block in reversed(self._plan.chunks[step.chunk]):
             self._gather_parameters(block, f"mb{step.micro_batch} {block.name} bwd")
-            held = block.kept_bytes
-            if block.recompute:
-                first = len(self._graph.nodes)
-                self._run_forward(block, f"mb{step.micro_batch} {block.name} recompute")
-                self._allocate(first, block.recomputed_bytes)
-                held += block.recomputed_bytes
-            self._run_backward(block, f"mb{step.micro_batch} {block.name} bwd")
-            self._graph.nodes[-1].memory_bytes -= held
+            key = ("backward", block.steps, block.kept_bytes, block.recompute, block.recomputed_bytes, gather)
+            self._run_block(step, block, key, partial(self._emit_backward, block, gather))
+            gather = False
             self._scatter_gradients(block, f"mb{step.micro_batch} {block.name} bwd")
             if step == self._last_backward[step.chunk]:
                 self._gradients_ready(block)
+        self._gather_input(gather, f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction} tp all-gather")
         self._send(step)
 
+    def _emit_backward(self, block: Block, gather: bool) -> None:
+        """A backward pass of ``block`` (after gathering its output gradient, if ``gather``; its forward again
+        first under full recomputation), freeing what the forward passes left it at its last node."""
+        self._gather_input(gather, "bwd recv tp all-gather")
+        held = block.kept_bytes
+        if block.recompute:
+            first = len(self._nodes)
+            self._run_forward(block, "recompute")
+            self._allocate(first, block.recomputed_bytes)
+            held += block.recomputed_bytes
+        self._run_backward(block, "bwd")
+        self._nodes[-1].memory_bytes -= held
+
+    def _run_block(self, step: Pass, block: Block, key: tuple[object, ...], emit: Callable[[], None]) -> None:
+        """Run ``step``'s pass of ``block`` as a BLOCK_NODE named ``mb<micro-batch> <block>``. ``emit`` writes the
+        pass's nodes once per distinct ``key`` (what decides them: identical layers share it), into a GraphBlock
+        that every later pass with that key runs again; node names there lack the prefix the block node carries."""
+        index = self._blocks.get(key)
+        if index is None:
+            index = self._blocks[key] = len(self._graph.blocks)
+            graph_block = self._graph.blocks.add(name=f"{block.name} {step.direction}")
+            outer_ready, self._ready = self._ready, []
+            self._nodes, self._input_grad = graph_block.nodes, None
+            emit()
+            sinks = set(range(len(graph_block.nodes))) - {d for node in graph_block.nodes for d in node.data_deps}
+            assert sinks == set(self._ready), "a pass must end in the nodes that nothing in it waits for"
+            self._nodes, self._ready, self._input_grad = self._graph.nodes, outer_ready, None
+        if self._graph.blocks[index].nodes:  # a pass with nothing to run leaves no trace
+            name = f"mb{step.micro_batch} {block.name}"
+            self._ready = [self._add(name, workload_pb2.BLOCK_NODE, self._ready, block=index)]
+
     def _allocate(self, first: int, size: int) -> None:
-        """Make the node at index ``first`` (a block's first, when it emitted any) allocate ``size`` bytes."""
-        if first < len(self._graph.nodes):
-            self._graph.nodes[first].memory_bytes += size
+        """Make the node at index ``first`` of the list being built (a pass's first, when it emitted any)
+        allocate ``size`` bytes."""
+        if first < len(self._nodes):
+            self._nodes[first].memory_bytes += size
 
     def _gradients_ready(self, block: Block) -> None:
         """Add ``block``'s weight gradients, final after its last backward pass, to the open DP bucket and
@@ -287,13 +327,13 @@ class _Emitter:
     def _recompute(self, step: Recompute, prefix: str) -> None:
         """Selective recomputation: ``step``'s forward operators again, then their backward operators; the
         recomputed activations are held from the first recomputed operator to the last backward one."""
-        first = len(self._graph.nodes)
+        first = len(self._nodes)
         for inner in step.steps:
             self._compute_forward(inner, f"{prefix} recompute")
         self._allocate(first, step.held_bytes)
         for inner in reversed(step.steps):
             self._compute_backward(inner, prefix)
-        self._graph.nodes[-1].memory_bytes -= step.held_bytes
+        self._nodes[-1].memory_bytes -= step.held_bytes
 
     def _sequence_parallel(self, step: SequenceParallelSum, prefix: str, backward: bool) -> None:
         """``step``'s reduce-scatter or all-gather over the TP group for the pass at hand. The compute stream waits
@@ -327,8 +367,8 @@ class _Emitter:
 
     def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
         """A compute node running the serialized operator ``op`` after ``deps``; the stream waits for it next."""
-        node = len(self._graph.nodes)
-        self._graph.nodes.add(id=node, name=name, type=workload_pb2.COMP_NODE, data_deps=deps).op.MergeFromString(op)
+        node = len(self._nodes)
+        self._nodes.add(id=node, name=name, type=workload_pb2.COMP_NODE, data_deps=deps).op.MergeFromString(op)
         self._ready = [node]
         return node
 
@@ -338,23 +378,34 @@ class _Emitter:
             comm_bytes=self._plan.tensor_bytes, group=self._plan.tensor_group, pg_name="tp",
         )
 
-    def _receive(self, step: Pass) -> None:
-        """Wait for ``step``'s input: the previous chunk's activation (forward) or the next one's gradient."""
+    def _receive(self, step: Pass) -> bool:
+        """Wait for ``step``'s input: the previous chunk's activation (forward) or the next one's gradient; say
+        whether the pass's first block must all-gather it over the TP group first (Megatron-LM's scatter/gather:
+        inside the block, which then runs whole; before ZeRO-3's parameter gathers, outside)."""
         neighbour = self._plan.neighbour(step.chunk, -1 if step.direction == "forward" else 1)
-        if neighbour is not None:
-            peer, sender_chunk = neighbour
-            tag = message_tag(step.direction, sender_chunk, step.micro_batch, len(self._plan.chunks))
-            name = f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction}"
+        if neighbour is None:
+            return False
+        peer, sender_chunk = neighbour
+        tag = message_tag(step.direction, sender_chunk, step.micro_batch, len(self._plan.chunks))
+        name = f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction}"
+        self._ready = [
+            self._add(name, workload_pb2.COMM_RECV_NODE, self._ready, peer=peer, tag=tag,
+                      comm_bytes=self._plan.boundary_bytes, pg_name="pp")
+        ]
+        gather = self._plan.gather_boundary and len(self._plan.tensor_group) > 1
+        if gather and self._plan.zero == 3:
+            self._gather_input(True, f"{name} tp all-gather")
+            return False
+        return gather
+
+    def _gather_input(self, gather: bool, name: str) -> None:
+        """All-gather a received boundary tensor over the TP group, if ``gather``; the stream waits for it."""
+        if gather:
             self._ready = [
-                self._add(name, workload_pb2.COMM_RECV_NODE, self._ready, peer=peer, tag=tag,
-                          comm_bytes=self._plan.boundary_bytes, pg_name="pp")
+                self._add(name, workload_pb2.COMM_COLL_NODE, self._ready,
+                          comm_type=workload_pb2.ALL_GATHER, comm_bytes=self._plan.tensor_bytes,
+                          group=self._plan.tensor_group, pg_name="pp")
             ]
-            if self._plan.gather_boundary and len(self._plan.tensor_group) > 1:
-                self._ready = [
-                    self._add(f"{name} tp all-gather", workload_pb2.COMM_COLL_NODE, self._ready,
-                              comm_type=workload_pb2.ALL_GATHER, comm_bytes=self._plan.tensor_bytes,
-                              group=self._plan.tensor_group, pg_name="pp")
-                ]
 
     def _send(self, step: Pass) -> None:
         """Pass ``step``'s output on; sends are asynchronous: the compute stream goes on while it travels."""
@@ -366,6 +417,6 @@ class _Emitter:
                       comm_bytes=self._plan.boundary_bytes, pg_name="pp")
 
     def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, deps: list[int], **fields: object) -> int:
-        node_id = len(self._graph.nodes)
-        self._graph.nodes.add(id=node_id, name=name, type=kind, data_deps=deps, **fields)
+        node_id = len(self._nodes)
+        self._nodes.add(id=node_id, name=name, type=kind, data_deps=deps, **fields)
         return node_id

@@ -1,0 +1,39 @@
+"""What one run of a block does, measured from its start: how an executor replays a block it runs whole."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from stratasim.system_layer.result import CollectiveStats
+
+__all__ = ["BlockRun"]
+
+
+@dataclass(frozen=True)
+class BlockRun:
+    """A block's run on one NPU, every time relative to its start (see :mod:`stratasim.system_layer.engine.macros`).
+
+    ``duration_ps`` until its last node is done; ``compute_ps`` of it computing; ``idle_from_ps`` when its
+    compute stream last ran dry (``duration_ps`` if it computed to the end); ``exposed`` the idle time charged
+    inside it by what was waited on, and ``tail`` what the idle walk charges when it comes back into the block
+    from its end (from ``idle_from_ps`` to the end); ``peak`` the most memory it held above what the NPU held
+    when it started, and when (None: never above), ``memory_delta`` what it holds at its end. The scheduler's
+    side: ``comm_ps`` with a collective in flight, ``bytes_sent`` by dimension, ``reductions`` by size and
+    ``issued`` collectives by group; ``collectives`` their statistics in issue order, ``milestones`` its
+    milestone nodes' names and finish times.
+    """
+
+    duration_ps: int
+    compute_ps: int
+    idle_from_ps: int
+    exposed: tuple[tuple[str, int], ...]
+    tail: tuple[tuple[str, int], ...]
+    peak: tuple[int, int] | None
+    memory_delta: int
+    comm_ps: int
+    bytes_sent: tuple[tuple[int, int], ...]
+    reductions: Counter[int]
+    issued: tuple[tuple[tuple[int, ...], int], ...]
+    collectives: tuple[CollectiveStats, ...]
+    milestones: tuple[tuple[str, int], ...]

@@ -1,0 +1,191 @@
+"""Blocks run whole: a block node whose run nothing else on its NPU can touch runs as one event.
+
+A training step's graph runs the same few passes (a layer forward, a layer backward) hundreds of times, and
+each pass is dozens of operators and tensor-parallel collectives. When a pass, once started, cannot be
+affected by anything else, its run is the same every time: it is simulated once, node by node, on its own
+(:class:`BlockRecorder`), and every later run of it replays that record — same duration, compute time, idle
+time by cause, memory peak, collective statistics — as a single event. That holds for a block node when
+
+- the network prices each message on the spot and the same whatever else is in flight (a stateless
+  :class:`~stratasim.kernel.contracts.DirectNetwork`), and its NPU's timeline is not being traced;
+- its block holds compute and collective nodes only (a collective at least: runs of compute alone are
+  fused anyway, :mod:`stratasim.system_layer.engine.fusion`) and some compute, and every member of each of
+  its collectives' groups is simulated by this very NPU (symmetric ranks stood in for: see
+  :mod:`stratasim.system_layer.symmetry.stand_ins`), so no other NPU's progress enters;
+- in the graph, every compute node, every collective and every node that allocates or frees memory (when the
+  block does) comes before the block node or after it: nothing shares the compute stream, the chunk scheduler
+  or the memory count with it while it runs (checked conservatively — a block it cannot prove alone runs node
+  by node, inlined, with the same results).
+
+What the engine reports is then identical to running every node; the tests compare both on many plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
+from stratasim.kernel.grid import Grid
+from stratasim.system_layer.engine.block_run import BlockRun
+from stratasim.system_layer.engine.collective_stats import collective_stats
+from stratasim.system_layer.engine.coordinator import Coordinator
+from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
+from stratasim.system_layer.engine.fusion import compute_is_one_chain
+from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.options import SystemOptions
+from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+from stratasim.system_layer.scheduler.reduction import ReductionCost
+from stratasim.v1 import workload_pb2
+
+__all__ = ["runnable_whole", "BlockRecorder"]
+
+_BLOCK_CONTENT = frozenset({workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE})
+
+
+def runnable_whole(plan: GraphPlan, npu: int, stands_in: Callable[[int], int], npus: int) -> frozenset[int]:
+    """The positions of ``plan``'s block nodes that ``npu`` may run whole (see the module docstring);
+    ``stands_in(m)`` is the NPU simulated in NPU ``m``'s place."""
+    if not plan.blocks:
+        return frozenset()
+    alone = [_self_contained(block, npu, stands_in, npus) for block in plan.blocks]
+    if not any(alone):
+        return frozenset()
+    nodes = plan.nodes
+    block_of = [node.block if node.type == workload_pb2.BLOCK_NODE else -1 for node in nodes]
+    has_collective = [any(n.type == workload_pb2.COMM_COLL_NODE for n in block.nodes) for block in plan.blocks]
+    has_memory = [bool(block.allocations or block.releases) for block in plan.blocks]
+    computes = [node.type == workload_pb2.COMP_NODE or b >= 0 for node, b in zip(nodes, block_of)]
+    if not compute_is_one_chain(plan.order, computes, plan.dependencies):
+        return frozenset()
+    schedules = [node.type == workload_pb2.COMM_COLL_NODE or (b >= 0 and has_collective[b])
+                 for node, b in zip(nodes, block_of)]  # fmt: skip
+    holds = [i in plan.allocations or i in plan.releases or (b >= 0 and has_memory[b]) for i, b in enumerate(block_of)]
+    scheduled_alone = _ordered_with_all(plan, schedules)
+    held_alone = _ordered_with_all(plan, holds)
+    return frozenset(
+        i for i, b in enumerate(block_of)
+        if b >= 0 and alone[b] and has_collective[b] and scheduled_alone[i] and (not holds[i] or held_alone[i])
+    )  # fmt: skip
+
+
+def _self_contained(block: GraphPlan, npu: int, stands_in: Callable[[int], int], npus: int) -> bool:
+    """Whether ``block`` holds only compute and collectives, some compute, and talks only to NPUs that ``npu``
+    stands in for."""
+    if not any(node.type == workload_pb2.COMP_NODE for node in block.nodes):
+        return False
+    for node in block.nodes:
+        if node.type not in _BLOCK_CONTENT:
+            return False
+        if node.type == workload_pb2.COMM_COLL_NODE:
+            group = node.group or range(npus)
+            if any(stands_in(member) != npu for member in group):
+                return False
+    return True
+
+
+def _ordered_with_all(plan: GraphPlan, marked: Sequence[bool]) -> list[bool]:
+    """For each marked node, whether every other marked node is its ancestor or its descendant: the marked
+    nodes each node is reached from (and reaches) are kept as bit sets along the topological order."""
+    order = plan.order
+    before = _reached(order, marked, plan.dependencies)
+    after = _reached(order[::-1], marked, plan.dependents)
+    count = sum(map(bool, marked))
+    return [bool(m) and before[i].bit_count() + after[i].bit_count() == count - 1 for i, m in enumerate(marked)]
+
+
+def _reached(order: Sequence[int], marked: Sequence[bool], behind: Sequence[Sequence[int]]) -> list[int]:
+    """Per node, the set (bits by rank in ``order``) of marked nodes behind it through ``behind`` (its
+    dependencies, or walking backwards its dependents), itself excluded."""
+    through = [0] * len(marked)  # the same, itself included
+    reached = [0] * len(marked)
+    rank = 0
+    for index in order:
+        bits = 0
+        for other in behind[index]:
+            bits |= through[other]
+        reached[index] = bits
+        if marked[index]:
+            bits |= 1 << rank
+            rank += 1
+        through[index] = bits
+    return reached
+
+
+class BlockRecorder:
+    """Runs blocks on their own, once each, to record what a run of them does (:class:`BlockRun`)."""
+
+    def __init__(
+        self,
+        network: NetworkBackend,
+        direct: DirectNetwork,
+        lookahead_ps: int,
+        options: SystemOptions,
+        reduction: ReductionCost,
+        grid: Grid,
+        npus: int,
+        stand_ins: tuple[int, ...] | None,
+    ) -> None:
+        self._network = network
+        self._direct = direct
+        self._lookahead = lookahead_ps
+        self._options = options
+        self._reduction = reduction
+        self._grid = grid
+        self._npus = npus
+        self._stand_ins = stand_ins
+
+    def record(self, npu: int, block: GraphPlan, durations: tuple[int, ...]) -> BlockRun:
+        """Simulate one run of ``block`` on ``npu`` from time 0, alone, and say what it did."""
+        coordinator = Coordinator(self._network, self._lookahead, self._options.endpoint_delay, direct=self._direct)
+        context = SchedulerContext(coordinator, self._options, self._reduction, stand_ins=self._stand_ins,
+                                   replay_phases=True)  # fmt: skip
+        scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
+        table = CollectiveTable(self._grid, self._options, self._npus)
+        executor = _Alone(npu, block, durations, scheduler, table, context)
+        coordinator.schedule(0, executor.start)
+        coordinator.run()
+        end = executor.finish_ps
+        run = BlockRun(
+            duration_ps=end,
+            compute_ps=executor.compute_ps,
+            idle_from_ps=executor.idle_since,
+            exposed=tuple(executor.exposed_ps.items()),
+            tail=tuple(executor.idle_charges(executor.last, end, executor.idle_since)),
+            peak=(executor.peak_memory, executor.peak_memory_ps) if executor.peak_memory > 0 else None,
+            memory_delta=executor.memory,
+            comm_ps=scheduler.comm_ps,
+            bytes_sent=tuple(sorted(scheduler.bytes_sent.items())),
+            reductions=scheduler.reductions,
+            issued=tuple(executor.issued_by_group.items()),
+            collectives=tuple(collective_stats(collective, 0) for collective in table.all),
+            milestones=tuple(executor.milestones.items()),
+        )
+        context.schedulers.clear()
+        for collective in table.all:
+            collective.release()
+        return run
+
+
+class _Alone(NpuExecutor):
+    """An executor running one block alone, which leaves the idle time at its end uncharged: the run that
+    replays the block charges it (``BlockRun.tail``) only if the idle walk comes back into the block."""
+
+    last = -1  # the node whose completion ended the block
+
+    @property
+    def idle_since(self) -> int:
+        return self._idle_since
+
+    @property
+    def memory(self) -> int:
+        return self._memory
+
+    @property
+    def issued_by_group(self) -> dict[tuple[int, ...], int]:
+        return self._issued
+
+    def _charge_idle(self, cause: int) -> None:
+        if self.done:
+            self.last = cause
+        else:
+            super()._charge_idle(cause)
