@@ -33,7 +33,7 @@ class PhaseLines:
     dim_size: int = 1
     members: tuple[int, ...] = ()
     _lines: dict[int, tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)
-    """Each line by its first NPU's id, built on first use (every member of a line asks for it)."""
+    """Each line by the NPU at coordinate 0 of its dimension, built on first use (every member asks for it)."""
 
     @property
     def size(self) -> int:
