@@ -201,6 +201,13 @@ class AnalyticalNetwork:
             delay -= delay % self._quantum
         return max(delay, self._lookahead)
 
+    def transits_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """:meth:`transit_ps` of many messages at once (``src[i]`` to ``dst[i]``, ``sizes[i]`` bytes)."""
+        delays = self.delays_ps(src, dst, sizes)
+        if self._quantum:
+            delays -= delays % self._quantum
+        return np.maximum(delays, self._lookahead)
+
     def _reject(self, msg_id: int, src: int, dst: int) -> NoReturn:
         raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {self._npus} NPUs")
 

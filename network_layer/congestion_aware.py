@@ -93,7 +93,8 @@ class CongestionAwareNetwork:
         self._busy: dict[LinkKey, tuple[list[int], list[int]]] | None = None  # link -> (starts, ends), if recorded
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
-        self._hops: dict[tuple[LinkKey, int, int, int, bool, bool], _Hop] = {}  # shared by the routes
+        self._hops: dict[tuple[_HopSpec, bool], _Hop] = {}  # shared by the routes
+        self._tables: dict[tuple[int, int], _DimensionHops] = {}  # the hops of (dimension, size), by link
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         if topology.WhichOneof("fabric") is not None:
@@ -111,6 +112,7 @@ class CongestionAwareNetwork:
         self._busy = {} if topology.record_link_busy else None
         self._routes.clear()
         self._hops.clear()
+        self._tables.clear()
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
         self._lookahead = max(1, least)
@@ -120,42 +122,52 @@ class CongestionAwareNetwork:
         quantum = self._topology.delay_quantum_ps
         return ps - ps % quantum if quantum > 0 else ps
 
-    def _build_route(self, src: int, dst: int, size: int) -> list[_HopSpec]:
-        if self._fabric is not None:
-            return self._fabric_route(self._fabric, src, dst, size)
-        hops: list[_HopSpec] = []
+    def _grid_route(self, src: int, dst: int, size: int) -> tuple[_Hop, ...]:
+        """The hops of a message from ``src`` to ``dst`` on the dimensions, dimension 0 first."""
+        hops: list[_Hop] = []
         here = src
-        store_and_forward = self._topology.store_and_forward
-        for d, (kind, dim_size, bandwidth, dim_latency, stride) in enumerate(self._dims):
+        tables = self._tables
+        table = None
+        for d, (kind, dim_size, _, _, stride) in enumerate(self._dims):
             own, goal = (here // stride) % dim_size, (dst // stride) % dim_size
             if own == goal:
                 continue
-            ser = -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
-            hold = self._floor(ser) if store_and_forward else ser
-            latency = self._floor(dim_latency + ser) if store_and_forward else dim_latency
+            table = tables.get((d, size))
+            if table is None:
+                table = tables[(d, size)] = _DimensionHops(self._links, *self._crossing_costs(d, size))
             target = here + (goal - own) * stride
             if kind == _RING:
                 forward = (goal - own) % dim_size
                 step = 1 if forward <= dim_size - forward else -1
-                path = []
                 position = own
-                while position != goal:
+                while True:
                     following = (position + step) % dim_size
-                    path.append((d, here + (position - own) * stride, here + (following - own) * stride))
+                    link = (d, here + (position - own) * stride, here + (following - own) * stride)
+                    if following == goal:
+                        hops.append(table.end(link))
+                        break
+                    hops.append(table.middle(link))
                     position = following
             elif kind == _SWITCH:
-                path = [(d, here, -1), (d, -1, target)]
+                hops.append(table.middle((d, here, -1)))
+                hops.append(table.end((d, -1, target)))
             else:
-                path = [(d, here, target)]
-            for i, link in enumerate(path):
-                if store_and_forward:  # latency + serialisation on every link (already rounded)
-                    hops.append((link, hold, size, latency, True))
-                elif i == len(path) - 1:  # the whole body must be across before the next dimension
-                    hops.append((link, hold, size, latency + hold, True))
-                else:  # cut-through: the head moves on after one latency
-                    hops.append((link, hold, size, latency, False))
+                hops.append(table.end((d, here, target)))
             here = target
-        return hops
+        assert table is not None  # source and destination differ
+        hops[-1] = table.last(hops[-1][5])
+        return tuple(hops)
+
+    def _crossing_costs(self, d: int, size: int) -> tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]:
+        """What crossing a link of dimension ``d`` costs a message of ``size`` bytes, as the fields of a
+        :data:`_HopSpec` after the link: inside the dimension, and on its last link (the whole body must be across
+        before the next dimension)."""
+        _, _, bandwidth, dim_latency, _ = self._dims[d]
+        ser = -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
+        if self._topology.store_and_forward:  # latency + serialisation on every link (already rounded)
+            sf = (self._floor(ser), size, self._floor(dim_latency + ser), True)
+            return sf, sf
+        return (ser, size, dim_latency, False), (ser, size, dim_latency + ser, True)
 
     def _fabric_route(self, fabric: LinkGraph, src: int, dst: int, size: int) -> list[_HopSpec]:
         """The hops of a fabric route: cut-through, or store-and-forward rounded per link as on dimensions."""
@@ -171,14 +183,11 @@ class CongestionAwareNetwork:
     def _hop(self, spec: _HopSpec, last: bool) -> _Hop:
         """The hop ``spec`` describes, holding its link's state so that crossing it needs no look-up; one object
         for every route that crosses the link alike (all-to-all builds a route per pair, and routes share links)."""
-        key = (*spec, last)
-        hop = self._hops.get(key)
-        if hop is None:
-            link, hold, size, onward, store = spec
-            state = self._links.get(link)
-            if state is None:
-                state = self._links[link] = [0, 0, 0, 0]
-            hop = self._hops[key] = (state, hold, size, onward, store, link, last)
+        link, hold, size, onward, store = spec
+        state = self._links.get(link)
+        if state is None:
+            state = self._links[link] = [0, 0, 0, 0]
+        hop = self._hops[(spec, last)] = (state, hold, size, onward, store, link, last)
         return hop
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
@@ -189,14 +198,15 @@ class CongestionAwareNetwork:
         first, last = min(times), max(times)
         if first <= self._horizon:
             self._refuse(ids, srcs, dsts, times)
-        cached = list(map(self._routes.get, zip(srcs, dsts, sizes)))
+        keys = list(zip(srcs, dsts, sizes))
+        cached = list(map(self._routes.get, keys))
         if all(cached):  # every route seen before, so every message valid: the common case, checked in one pass
             routes = cast("list[tuple[_Hop, ...]]", cached)
         else:
             npus = self._grid.npus
             if max(srcs) >= npus or max(dsts) >= npus or any(map(int.__eq__, srcs, dsts)):
                 self._refuse(ids, srcs, dsts, times)
-            routes = self._routes_of(list(zip(srcs, dsts, sizes)))
+            routes = self._routes_of(keys, cached)
         if first == last:  # all sent at once (a collective's step): one list
             _at(self._events, self._times, first).extend(zip(ids, routes, repeat(0), repeat(first + self._lookahead),
                                                              times))  # fmt: skip
@@ -205,19 +215,33 @@ class CongestionAwareNetwork:
             for crossing in zip(ids, routes, repeat(0), earliest, times):
                 _at(self._events, self._times, crossing[4]).append(crossing)
 
-    def _routes_of(self, keys: list[tuple[int, int, int]]) -> list[tuple[_Hop, ...]]:
-        """The route of each (source, destination, size), from the cache or built (the cache stays bounded)."""
+    def _routes_of(
+        self, keys: list[tuple[int, int, int]], cached: list[tuple[_Hop, ...] | None]
+    ) -> list[tuple[_Hop, ...]]:
+        """The route of each (source, destination, size), ``cached`` or built (the cache stays bounded: a batch
+        that would overflow it empties it first; routes already found stay valid, their links' state being kept)."""
         routes = self._routes
-        missing = set(keys).difference(routes)
-        if missing:
-            if len(routes) + len(missing) > _ROUTE_CACHE:
-                routes.clear()
-                self._hops.clear()
-                missing = set(keys)
-            for key in missing:
-                specs = self._build_route(*key)
-                routes[key] = tuple(self._hop(spec, i == len(specs) - 1) for i, spec in enumerate(specs))
-        return list(map(routes.__getitem__, keys))
+        if len(routes) + cached.count(None) > _ROUTE_CACHE:
+            routes.clear()
+            self._hops.clear()
+        route = self._route
+        return [found if found is not None else route(key) for found, key in zip(cached, keys)]
+
+    def _route(self, key: tuple[int, int, int]) -> tuple[_Hop, ...]:
+        """The route of one (source, destination, size), built and cached (a batch building it twice builds
+        the same hops: they are shared by every route crossing a link alike)."""
+        if self._fabric is None:
+            route = self._routes[key] = self._grid_route(*key)
+            return route
+        specs = self._fabric_route(self._fabric, *key)
+        known = self._hops
+        last = len(specs) - 1
+        hops = []
+        for i, spec in enumerate(specs):
+            hop = known.get((spec, i == last))
+            hops.append(hop if hop is not None else self._hop(spec, i == last))
+        route = self._routes[key] = tuple(hops)
+        return route
 
     def _refuse(self, ids: list[int], srcs: list[int], dsts: list[int], times: list[int]) -> None:
         """Raise the error of the first message of a batch that cannot be sent."""
@@ -308,7 +332,43 @@ class CongestionAwareNetwork:
         self._links.clear()
         self._routes.clear()
         self._hops.clear()
+        self._tables.clear()
         self._busy = None
+
+
+class _DimensionHops:
+    """The hops of one dimension for one message size, by link, made on first use and shared by every route:
+    inside the dimension, on its last link, and on its last link when that ends the route."""
+
+    __slots__ = ("_links", "_middle", "_end", "_by_role")
+
+    def __init__(
+        self, links: dict[LinkKey, list[int]], middle: tuple[int, int, int, bool], end: tuple[int, int, int, bool]
+    ) -> None:
+        self._links = links
+        self._middle = middle
+        self._end = end
+        self._by_role: tuple[dict[LinkKey, _Hop], dict[LinkKey, _Hop], dict[LinkKey, _Hop]] = ({}, {}, {})
+
+    def middle(self, link: LinkKey) -> _Hop:
+        hop = self._by_role[0].get(link)
+        return hop if hop is not None else self._make(0, link)
+
+    def end(self, link: LinkKey) -> _Hop:
+        hop = self._by_role[1].get(link)
+        return hop if hop is not None else self._make(1, link)
+
+    def last(self, link: LinkKey) -> _Hop:
+        hop = self._by_role[2].get(link)
+        return hop if hop is not None else self._make(2, link)
+
+    def _make(self, role: int, link: LinkKey) -> _Hop:
+        state = self._links.get(link)
+        if state is None:
+            state = self._links[link] = [0, 0, 0, 0]
+        hold, size, onward, store = self._middle if role == 0 else self._end
+        hop = self._by_role[role][link] = (state, hold, size, onward, store, link, role == 2)
+        return hop
 
 
 def _record(busy: dict[LinkKey, tuple[list[int], list[int]]], link: LinkKey, start: int, end: int) -> None:

@@ -8,10 +8,13 @@ under the layer's entry-point group (see :mod:`stratasim.kernel.registry`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from stratasim.kernel.grid import Grid
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -69,6 +72,10 @@ class DirectNetwork(Protocol):
 
     def transit_ps(self, src: int, dst: int, size: int) -> int:
         """Picoseconds from sending ``size`` bytes at ``src`` to their arrival at ``dst``."""
+        ...
+
+    def transits_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """:meth:`transit_ps` of many messages at once, as int64: ``sizes[i]`` bytes from ``src[i]`` to ``dst[i]``."""
         ...
 
 

@@ -97,15 +97,23 @@ class Collective:
         self.network_delay_sum = [[0] * len(self.phases) for _ in range(chunks)]
         self.phase_runs = [[0] * len(self.phases) for _ in range(chunks)]
         self.runs: dict[int, list[ChunkRun]] = {}
-        self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...]]] = {}
+        self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...], int]] = {}
 
     def offsets(self, steps: tuple[Step, ...]) -> tuple[int, ...]:
         """Every peer offset ``steps`` send to, worked out once per plan rather than once per NPU (a ring plan
         is shared by all positions and has 2(n-1) steps)."""
+        return self._summary(steps)[1]
+
+    def sent_bytes(self, steps: tuple[Step, ...]) -> int:
+        """The bytes ``steps`` send in all, worked out once per plan as :meth:`offsets` are."""
+        return self._summary(steps)[2]
+
+    def _summary(self, steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], tuple[int, ...], int]:
         known = self._offsets.get(id(steps))
         if known is None or known[0] is not steps:
-            known = self._offsets[id(steps)] = (steps, tuple(sorted({o for step in steps for o in step.offsets})))
-        return known[1]
+            offsets = tuple(sorted({o for step in steps for o in step.offsets}))
+            known = self._offsets[id(steps)] = (steps, offsets, sum(step.bytes * len(step.offsets) for step in steps))
+        return known
 
     def root_position(self, phase: int, npu: int) -> int | None:
         """For a broadcast or reduce: the root's position in ``npu``'s line in ``phase``, or None when the
@@ -150,8 +158,8 @@ class ChunkRun:
     """
 
     __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
-                 "arrived", "enqueued_ps", "started_ps", "sent", "_peers", "_steps", "_only_peer", "_phase_key",
-                 "_replay_key")
+                 "arrived", "enqueued_ps", "started_ps", "sent", "_costly", "_where", "_steps", "_only_peer",
+                 "_phase_key", "_replay_key")
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
@@ -170,16 +178,16 @@ class ChunkRun:
         self.arrived: dict[int, int] = {}
         self.enqueued_ps = 0
         self.started_ps = 0
-        self.sent = 0  # bytes sent in the current phase
-        self._peers: dict[int, tuple[int, ChunkRun]] = {}
+        self.sent = 0  # bytes the current phase sends
+        self._costly = scheduler.reductions_cost  # whether reducing received data may take time
+        self._where: tuple[tuple[int, ...], int, int] = ((), 0, 1)  # the phase's line, position in it, direction
         self._steps: tuple[Step, ...] = ()
         self._only_peer: tuple[int, Callable[[int], None]] | None = None
         self._phase_key = 0
         self._replay_key: tuple[object, ...] | None = None
 
     def release(self) -> None:
-        """Drop the references to peers (itself among them) kept for the phase; see :meth:`Collective.release`."""
-        self._peers.clear()
+        """Drop the reference to a peer (perhaps itself) kept for the phase; see :meth:`Collective.release`."""
         self._only_peer = None
 
     def start_phase(self) -> None:
@@ -191,22 +199,21 @@ class ChunkRun:
             self._steps = () if root is None else plan.steps_for((position - root) % len(line))
         else:
             self._steps = plan.steps_for(position)
-        self._peers = {}
         direction = -1 if self.lane % 2 else 1
-        for offset in self.collective.offsets(self._steps):
-            peer = line[(position + direction * offset) % len(line)]
-            stand_in = self.scheduler.stand_in(peer)
-            runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
-            self._peers[offset] = (peer, runs[self.index])
-        # Ring-like phases talk to one peer only: spare the hot path its dictionary look-up.
-        only = next(iter(self._peers.values())) if len(self._peers) == 1 else None
-        self._only_peer = (only[0], only[1].receive) if only is not None else None
         self._phase_key = self.phase << 32
-        self.sent = 0
+        self.sent = self.collective.sent_bytes(self._steps)
         self.step = -1
         self.started_ps = self.coordinator.now
+        batches = self.scheduler.context.line_batches
+        if batches is not None and batches.join(self, plan, line, position, direction):
+            return
+        self._where = (line, position, direction)
+        offsets = self.collective.offsets(self._steps)
+        # Ring-like phases talk to one peer only: spare the hot path finding it step after step.
+        only = self._peer(offsets[0]) if len(offsets) == 1 else None
+        self._only_peer = (only[0], only[1].receive) if only is not None else None
         replays = self.scheduler.context.phase_replays
-        if replays is not None and all(target.npu == self.npu for _, target in self._peers.values()):
+        if replays is not None and all(self._peer(offset)[1].npu == self.npu for offset in offsets):
             key = (id(self._steps), direction, line, position, self.npu)
             known = replays.get(key)
             if known is not None and known[0] is self._steps:
@@ -227,6 +234,10 @@ class ChunkRun:
     def _replayed(self, _: object = None) -> None:
         self.scheduler.phase_done(self)
 
+    def batched_done(self, _: object = None) -> None:
+        """The end of a phase worked out with its whole line (see :mod:`stratasim.system_layer.engine.line_batches`)."""
+        self.scheduler.phase_done(self)
+
     def receive(self, key: int) -> None:
         """A message tagged ``key`` has arrived and passed this NPU's endpoint."""
         arrived = self.arrived
@@ -240,14 +251,13 @@ class ChunkRun:
             return
         if count > step.need:
             arrived[key] = count - step.need
-        if step.reduces and self._reduce_later(step):
+        if step.reduces and self._costly and self._reduce_later(step):
             return
         self._next_step()
 
     def _reduce_later(self, step: Step) -> bool:
-        """If reducing the step's data takes time, carry on once it is done and say so."""
-        if not self.scheduler.reductions_cost:
-            return False
+        """If reducing the step's data takes time, carry on once it is done and say so (only asked when
+        reductions may cost anything: ``_costly``)."""
         reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
         if not reduction_ps:
             return False
@@ -273,7 +283,6 @@ class ChunkRun:
             step = steps[self.step]
             key = self.key = self._phase_key | step.wait
             if step.offsets:
-                self.sent += step.bytes * len(step.offsets)
                 only = self._only_peer
                 if only is not None:  # the common case (rings), kept free of calls
                     self.coordinator.send(self.npu, only[0], step.bytes, only[1], self._phase_key | step.tag)
@@ -287,13 +296,33 @@ class ChunkRun:
                 return
             if count > need:
                 arrived[key] = count - need
-            if step.reduces and self._reduce_later(step):
+            if step.reduces and self._costly and self._reduce_later(step):
                 return
 
+    def _peer(self, offset: int) -> tuple[int, ChunkRun]:
+        """The NPU at ``offset`` along the phase's line and the run its messages go to (its stand-in's)."""
+        line, position, direction = self._where
+        peer = line[(position + direction * offset) % len(line)]
+        stand_ins = self.scheduler.context.stand_ins
+        stand_in = peer if stand_ins is None else stand_ins[peer]
+        runs = self.collective.runs.get(stand_in)
+        if runs is None:
+            runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
+        return peer, runs[self.index]
+
     def _send_to_peers(self, step: Step) -> None:
+        """Send ``step`` to each of its peers, found as it goes (a direct phase has n-1 of them: keeping them all
+        for the phase would hold a million pairs on 1024 NPUs)."""
         tag = self._phase_key | step.tag
         send = self.coordinator.send
-        peers = self._peers
+        line, position, direction = self._where
+        n = len(line)
+        stand_ins = self.scheduler.context.stand_ins
+        made = self.collective.runs
         for offset in step.offsets:
-            peer, target = peers[offset]
-            send(self.npu, peer, step.bytes, target.receive, tag)
+            peer = line[(position + direction * offset) % n]
+            stand_in = peer if stand_ins is None else stand_ins[peer]
+            runs = made.get(stand_in)
+            if runs is None:
+                runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
+            send(self.npu, peer, step.bytes, runs[self.index].receive, tag)

@@ -8,7 +8,7 @@ flat phase over all its members in NPU order, its messages routed by the network
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stratasim.kernel.grid import Grid
 
@@ -32,6 +32,8 @@ class PhaseLines:
     stride: int = 1
     dim_size: int = 1
     members: tuple[int, ...] = ()
+    _lines: dict[int, tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)
+    """Each line by the NPU at coordinate 0 of its dimension, built on first use (every member asks for it)."""
 
     @property
     def size(self) -> int:
@@ -48,7 +50,10 @@ class PhaseLines:
             return self.members, self.members.index(npu)
         own = (npu // self.stride) % self.dim_size
         base = npu - own * self.stride
-        return tuple(base + c * self.stride for c in self.coords), self.coords.index(own)
+        line = self._lines.get(base)
+        if line is None:
+            line = self._lines[base] = tuple(base + c * self.stride for c in self.coords)
+        return line, self.coords.index(own)
 
 
 def phases_of(group: tuple[int, ...], grid: Grid) -> tuple[PhaseLines, ...]:

@@ -54,6 +54,11 @@ class Coordinator:
     def now(self) -> int:
         return self.queue.now
 
+    @property
+    def endpoint_delay_ps(self) -> int:
+        """What a receiving endpoint spends on each message before acting on it."""
+        return self._endpoint_delay
+
     def schedule(self, time_ps: int, callback: Callback, arg: Any = None) -> None:
         self.queue.schedule(time_ps, callback, arg)
 

@@ -15,6 +15,7 @@ from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
 from stratasim.system_layer.engine.fusion import fuse_compute_runs
 from stratasim.system_layer.engine.graph_plan import GraphPlan, plan_graph
+from stratasim.system_layer.engine.line_batches import LineBatches, batchable
 from stratasim.system_layer.engine.macros import BlockRecorder, runnable_whole
 from stratasim.system_layer.engine.pricing import price_plans
 from stratasim.system_layer.options import SystemOptions
@@ -80,8 +81,10 @@ def simulate(
     coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay, direct=direct)
     reduction = ReductionCost(options, compute, device, calibration)
     recorder = None if selection is None else TraceRecorder(selection, traced)
+    batches = direct is not None and stand_in is None and recorder is None and batchable(plans.values(), options)
     context = SchedulerContext(
-        coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, trace=recorder
+        coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, trace=recorder,
+        line_batches=LineBatches(coordinator, direct, reduction) if direct is not None and batches else None,
     )
     table = CollectiveTable(grid, options, npus)
     blocks = None if direct is None or not whole else BlockRecorder(

@@ -24,6 +24,7 @@ from stratasim.system_layer.trace import TraceRecorder
 if TYPE_CHECKING:
     from stratasim.system_layer.collectives.steps import Step
     from stratasim.system_layer.engine.coordinator import Coordinator
+    from stratasim.system_layer.engine.line_batches import LineBatches
 
 __all__ = ["NpuScheduler", "SchedulerContext"]
 
@@ -40,6 +41,7 @@ class SchedulerContext:
         stand_ins: tuple[int, ...] | None = None,
         replay_phases: bool = False,
         trace: TraceRecorder | None = None,
+        line_batches: LineBatches | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.options = options
@@ -51,6 +53,7 @@ class SchedulerContext:
         self.phase_replays: dict[tuple[object, ...], tuple[object, int, int]] | None = {} if replay_phases else None
         self.reduced_sizes: dict[int, tuple[int, ...]] = {}  # the sizes a replayed phase reduces, by id(steps)
         self.trace = trace  # None: no trace is recorded
+        self.line_batches = line_batches  # None: every phase runs message by message
 
 
 class NpuScheduler:
