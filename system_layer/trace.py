@@ -155,6 +155,10 @@ class TraceRecorder:
             self._numbered.append((len(self.spans), collective, suffix))
             self.spans.append(npu, track, "", start_ps, end_ps)
 
+    def collective_spans(self) -> list[tuple[int, Numbered, str]]:
+        """The spans named after a collective so far: (span index in recording order, collective, suffix)."""
+        return list(self._numbered)
+
     def name_collectives(self) -> None:
         """Name the collectives' spans, now that each collective has its ``number``."""
         for index, collective, suffix in self._numbered:

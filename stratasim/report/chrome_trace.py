@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
+import numpy as np
+
 from stratasim.kernel.units import ps_to_us
 from stratasim.system_layer.result import CounterSample, LinkBusy, TraceSpan
 from stratasim.system_layer.trace import SpanLog
@@ -68,12 +70,32 @@ def _processes(npus: Iterable[int], stands_for: Mapping[int, tuple[int, ...]] | 
         yield _metadata("process_sort_index", npu, 0, {"sort_index": npu})
 
 
+_PLAIN = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but the quote and the backslash: JSON as it is
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a JSON string, as ``json.dumps`` writes it (a million span names: the common case, plain
+    text, skips the encoder)."""
+    return f'"{text}"' if _PLAIN.fullmatch(text) else json.dumps(text)
+
+
 def _columns(spans: _Spans) -> Iterator[tuple[int, str, str, int, int]]:
     if isinstance(spans, SpanLog):
         yield from spans.rows()
     else:
         for span in spans:
             yield span.npu, span.track, span.name, span.start_ps, span.end_ps
+
+
+def _tracks(spans: _Spans) -> set[tuple[int, str]]:
+    """The (NPU, track) pairs the spans occupy (from a span log's columns without reading its names)."""
+    if not isinstance(spans, SpanLog):
+        return {(npu, track) for npu, track, *_ in _columns(spans)}
+    width = max(len(spans.tracks), 1)
+    npus = np.frombuffer(spans.npu, dtype=np.int32).astype(np.int64)
+    tracks = np.frombuffer(spans.track, dtype=np.int32).astype(np.int64)
+    pairs = np.unique(npus * width + tracks)
+    return {(int(pair) // width, spans.tracks[int(pair) % width]) for pair in pairs}
 
 
 def trace_events(
@@ -85,7 +107,7 @@ def trace_events(
 ) -> Iterator[str]:
     """Each event of the trace as JSON text: metadata, then spans, then counters, then the network's links.
     ``spans`` is read twice (for the tracks, then the events) and never copied."""
-    pairs = {(npu, track) for npu, track, *_ in _columns(spans)}
+    pairs = _tracks(spans)
     counters = list(counters)
     tids = {track: index + 1 for index, track in enumerate(sorted({t for _, t in pairs}, key=_track_order))}
     yield from _processes({npu for npu, _ in pairs}, stands_for)
@@ -94,7 +116,7 @@ def trace_events(
         yield _metadata("thread_sort_index", npu, tids[track], {"sort_index": tids[track]})
     categories = {track: f'"cat":{json.dumps(track)},"tid":{tid}' for track, tid in tids.items()}
     for npu, track, name, start, end in _columns(spans):
-        yield (f'{{"ph":"X","name":{json.dumps(name)},{categories[track]},"pid":{npu},'
+        yield (f'{{"ph":"X","name":{_quoted(name)},{categories[track]},"pid":{npu},'
                f'"ts":{ps_to_us(start)!r},"dur":{ps_to_us(end - start)!r}}}')  # fmt: skip
     for sample in counters:
         yield json.dumps({"ph": "C", "name": sample.name, "pid": sample.npu, "ts": ps_to_us(sample.time_ps),

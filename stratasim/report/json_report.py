@@ -11,8 +11,9 @@ divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from stratasim.kernel.units import ps_to_ns
 from stratasim.report.operator_table import operator_row
@@ -21,29 +22,66 @@ from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, 
 if TYPE_CHECKING:
     from stratasim.report.report import Report
 
-__all__ = ["report_dict"]
+__all__ = ["report_dict", "write_json"]
+
+
+def write_json(file: IO[str], data: Mapping[str, Any]) -> None:
+    """Write ``data`` as JSON: a key per line, a list's items (the collectives, the NPUs) one per line, each
+    value on one line — readable, and written by the JSON module's C encoder, which an indented dump bypasses
+    (a whole model's report holds a hundred thousand collectives)."""
+    file.write("{")
+    separator = "\n"
+    for key, value in data.items():
+        file.write(f"{separator}  {json.dumps(key)}: ")
+        if isinstance(value, list) and value:
+            file.write("[\n    ")
+            file.write(",\n    ".join(map(json.dumps, value)))
+            file.write("\n  ]")
+        else:
+            file.write(json.dumps(value))
+        separator = ",\n"
+    file.write("\n}\n")
 
 
 def _ns(values: Iterable[int]) -> list[float]:
     return [ps_to_ns(ps) for ps in values]
 
 
-def _collective_row(stats: CollectiveStats) -> dict[str, Any]:
-    """One collective; per-phase delays are means over the group's chunks (see ``CollectiveStats``)."""
-    return {
-        "id": stats.collective_id,
-        "type": stats.type,
-        "bytes": stats.bytes,
-        "group_size": stats.group_size,
-        "start_ns": ps_to_ns(stats.start_ps),
-        "end_ns": ps_to_ns(stats.end_ps),
-        "queue_delay_ns_per_phase": _ns(stats.queue_delay_ps_per_phase),
-        "network_delay_ns_per_phase": _ns(stats.network_delay_ps_per_phase),
-        "phase_dims": list(stats.phase_dims),
-        "phase_collectives": list(stats.phase_collectives),
-        "queue_delay_ns_per_chunk": [_ns(chunk) for chunk in stats.queue_delay_ps_per_chunk],
-        "network_delay_ns_per_chunk": [_ns(chunk) for chunk in stats.network_delay_ps_per_chunk],
-    }
+def _collective_rows(collectives: Iterable[CollectiveStats]) -> list[dict[str, Any]]:
+    """One row per collective; per-phase delays are means over the group's chunks (see ``CollectiveStats``).
+    The delay tables repeat from collective to collective (a layer's all-reduce), so each distinct one is
+    converted once and its list shared by the rows."""
+    lists: dict[tuple[Any, ...], Any] = {}
+
+    def ns(values: tuple[int, ...]) -> list[float]:
+        known = lists.get(values)
+        if known is None:
+            known = lists[values] = _ns(values)
+        return known  # type: ignore[no-any-return]
+
+    def table(rows: tuple[tuple[int, ...], ...]) -> list[list[float]]:
+        known = lists.get(rows)
+        if known is None:
+            known = lists[rows] = [ns(row) for row in rows]
+        return known  # type: ignore[no-any-return]
+
+    return [
+        {
+            "id": stats.collective_id,
+            "type": stats.type,
+            "bytes": stats.bytes,
+            "group_size": stats.group_size,
+            "start_ns": ps_to_ns(stats.start_ps),
+            "end_ns": ps_to_ns(stats.end_ps),
+            "queue_delay_ns_per_phase": ns(stats.queue_delay_ps_per_phase),
+            "network_delay_ns_per_phase": ns(stats.network_delay_ps_per_phase),
+            "phase_dims": list(stats.phase_dims),
+            "phase_collectives": list(stats.phase_collectives),
+            "queue_delay_ns_per_chunk": table(stats.queue_delay_ps_per_chunk),
+            "network_delay_ns_per_chunk": table(stats.network_delay_ps_per_chunk),
+        }
+        for stats in collectives
+    ]
 
 
 def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
@@ -110,7 +148,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "compute_energy_pj": energy,
         "compute_power_w": report.power_w(energy),
         **(report.training or {}),
-        "collectives": [_collective_row(stats) for stats in result.collectives],
+        "collectives": _collective_rows(result.collectives),
         "per_npu": [_npu_row(stats, report) for stats in result.per_npu],
         "operators": [operator_row(stats) for stats in result.operators],
     }

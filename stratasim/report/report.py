@@ -13,7 +13,6 @@ power of the compute, per NPU or of all NPUs together (1 pJ per ps is 1 W). Both
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import power_w, ps_to_ns
 from stratasim.report.chrome_trace import write_chrome_trace
-from stratasim.report.json_report import report_dict
+from stratasim.report.json_report import report_dict, write_json
 from stratasim.report.text_report import report_text
 from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
 
@@ -112,7 +111,8 @@ class Report:
         result = self.result
         try:
             out.mkdir(parents=True, exist_ok=True)
-            report_path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+            with report_path.open("w", encoding="utf-8", buffering=1 << 20) as file:
+                write_json(file, self.to_dict())
             if not trace:
                 return (report_path,)
             with trace_path.open("w", encoding="utf-8", buffering=1 << 20) as file:

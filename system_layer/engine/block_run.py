@@ -7,7 +7,18 @@ from dataclasses import dataclass
 
 from stratasim.system_layer.result import CollectiveStats
 
-__all__ = ["BlockRun"]
+__all__ = ["BlockRun", "BlockTrace"]
+
+
+@dataclass(frozen=True)
+class BlockTrace:
+    """What a block's run shows in a trace, relative to its start: ``spans`` as (track, name, start, end,
+    collective, suffix) — ``collective`` the index in ``BlockRun.collectives`` of the collective a span is named
+    after (its name then ``<kind> #<number><suffix>``), else -1 and a node's own name, which the block node's
+    name prefixes — and ``memory`` samples as (time, bytes held above what the NPU held when it started)."""
+
+    spans: tuple[tuple[str, str, int, int, int, str], ...]
+    memory: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -21,7 +32,7 @@ class BlockRun:
     when it started, and when (None: never above), ``memory_delta`` what it holds at its end. The scheduler's
     side: ``comm_ps`` with a collective in flight, ``bytes_sent`` by dimension, ``reductions`` by size and
     ``issued`` collectives by group; ``collectives`` their statistics in issue order, ``milestones`` its
-    milestone nodes' names and finish times.
+    milestone nodes' names and finish times; ``trace`` what a trace shows of it, when it was recorded for one.
     """
 
     duration_ps: int
@@ -37,3 +48,4 @@ class BlockRun:
     issued: tuple[tuple[tuple[int, ...], int], ...]
     collectives: tuple[CollectiveStats, ...]
     milestones: tuple[tuple[str, int], ...]
+    trace: BlockTrace | None = None

@@ -17,7 +17,7 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.chunks import Collective, Layout, layout
 from stratasim.system_layer.collectives.groups import phases_of
-from stratasim.system_layer.engine.block_run import BlockRun
+from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_stats import collective_stats
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import Preset, SystemOptions
@@ -51,6 +51,7 @@ class CollectiveTable:
         # Collectives run inside blocks run whole (:mod:`stratasim.system_layer.engine.macros`): their statistics
         # from the block's first run, with the start time, NPU and issue number of this run.
         self.replayed: list[tuple[int, int, int, BlockRun]] = []  # start, NPU, issue number of its first, the run
+        self._named: dict[tuple[int, int], _Named] = {}  # replayed collectives a trace names, by NPU and issue number
 
     def _layout(self, kind: str, size: int, group: tuple[int, ...]) -> Layout:
         """The layout every ``kind`` collective of ``size`` bytes over ``group`` shares, worked out once."""
@@ -112,6 +113,12 @@ class CollectiveTable:
             collective.first_issue = (npu, issued)  # of the NPUs issuing it first, the lowest numbers it
         return collective
 
+    def named(self, npu: int, issued: int, kind: str) -> _Named:
+        """A name for the ``issued``-th collective ``npu`` issued, run in a block run whole, for a trace's spans:
+        its number is set when the collectives are numbered."""
+        name = self._named[(npu, issued)] = _Named(kind)
+        return name
+
     def ordered(self) -> list[CollectiveStats]:
         """Every collective's statistics, numbered in the order they started (each collective's ``number`` set
         to it); collectives starting together in the order of the lowest NPU issuing them first, then of that
@@ -123,13 +130,27 @@ class CollectiveTable:
         rows.sort()  # (start, NPU, issue number) is unique: the sort never compares further
         made: list[CollectiveStats] = []
         make = CollectiveStats._make
-        for number, (_, _, _, item, shift) in enumerate(rows):
+        named = self._named
+        for number, (_, npu, issued, item, shift) in enumerate(rows):
             if isinstance(item, Collective):
                 item.number = number
                 made.append(collective_stats(item, number))
-            else:  # a collective of a block run whole: its first run's statistics, ``shift`` ps later
-                made.append(make((number, *item[1:4], item.start_ps + shift, item.end_ps + shift, *item[6:])))
+                continue
+            # A collective of a block run whole: its first run's statistics, ``shift`` ps later.
+            if named and (name := named.get((npu, issued))) is not None:
+                name.number = number
+            made.append(make((number, *item[1:4], item.start_ps + shift, item.end_ps + shift, *item[6:])))
         return made
+
+
+class _Named:
+    """A collective run in a block run whole, as the trace names it: its kind and its number once known."""
+
+    __slots__ = ("kind", "number")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.number = -1
 
 
 class NpuExecutor:
@@ -291,6 +312,8 @@ class NpuExecutor:
         collectives) is accounted once the simulation is over (:meth:`settle_blocks`)."""
         run = self.runs[index]
         start = self._context.coordinator.now - run.duration_ps
+        if run.trace is not None and self._context.trace is not None:
+            self._trace_block(run, run.trace, start, self.plan.name(index))
         self._memory += run.memory_delta
         for group, count in run.issued:  # later collectives on these groups are matched by their number
             self._issued[group] = self._issued.get(group, 0) + count
@@ -304,6 +327,20 @@ class NpuExecutor:
         self._computing = False
         self._idle_since = start + run.idle_from_ps
         self._complete(index)
+
+    def _trace_block(self, run: BlockRun, block: BlockTrace, start: int, scope: str) -> None:
+        """Record a block run's spans and memory samples as its nodes would have, ``start`` ps in."""
+        trace = self._context.trace
+        assert trace is not None
+        named = [self._table.named(self.npu, self.issued + i, stats.type) for i, stats in enumerate(run.collectives)]
+        for track, name, begin, end, collective, suffix in block.spans:
+            if collective < 0:
+                trace.span(self.npu, track, f"{scope} {name}", start + begin, start + end)
+            else:
+                trace.collective_span(self.npu, track, named[collective], suffix, start + begin, start + end)
+        held = self._memory + sum(size for _, size in self.plan.resident)
+        for time_ps, value in block.memory:
+            trace.counter(self.npu, "memory", start + time_ps, held + value)
 
     def settle_blocks(self) -> None:
         """Add what the blocks run whole did to this NPU's totals: idle time by cause, time with collectives

@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.grid import Grid
-from stratasim.system_layer.engine.block_run import BlockRun
+from stratasim.system_layer.collectives.chunks import Collective
+from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_stats import collective_stats
 from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
@@ -34,6 +35,7 @@ from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.system_layer.scheduler.reduction import ReductionCost
+from stratasim.system_layer.trace import TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import workload_pb2
 
 __all__ = ["runnable_whole", "BlockRecorder"]
@@ -119,8 +121,10 @@ class BlockRecorder:
         grid: Grid,
         npus: int,
         stand_ins: tuple[int, ...] | None,
+        detail: TraceDetail | None = None,
     ) -> None:
         self._network = network
+        self._detail = detail
         self._direct = direct
         self._lookahead = lookahead_ps
         self._options = options
@@ -129,11 +133,13 @@ class BlockRecorder:
         self._npus = npus
         self._stand_ins = stand_ins
 
-    def record(self, npu: int, block: GraphPlan, durations: tuple[int, ...]) -> BlockRun:
-        """Simulate one run of ``block`` on ``npu`` from time 0, alone, and say what it did."""
+    def record(self, npu: int, block: GraphPlan, durations: tuple[int, ...], traced: bool = False) -> BlockRun:
+        """Simulate one run of ``block`` on ``npu`` from time 0, alone, and say what it did (and, if ``traced``,
+        what the trace shows of it at the recorder's detail)."""
         coordinator = Coordinator(self._network, self._lookahead, self._options.endpoint_delay, direct=self._direct)
+        trace = TraceRecorder(TraceSelection(detail=self._detail), [npu]) if traced and self._detail else None
         context = SchedulerContext(coordinator, self._options, self._reduction, stand_ins=self._stand_ins,
-                                   replay_phases=True)  # fmt: skip
+                                   replay_phases=True, trace=trace)  # fmt: skip
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
         table = CollectiveTable(self._grid, self._options, self._npus)
         executor = _Alone(npu, block, durations, scheduler, table, context)
@@ -154,11 +160,23 @@ class BlockRecorder:
             issued=tuple(executor.issued_by_group.items()),
             collectives=tuple(collective_stats(collective, 0) for collective in table.all),
             milestones=tuple(executor.milestones.items()),
+            trace=None if trace is None else _block_trace(trace, table.all),
         )
         context.schedulers.clear()
         for collective in table.all:
             collective.release()
         return run
+
+
+def _block_trace(trace: TraceRecorder, collectives: list[Collective]) -> BlockTrace:
+    """What ``trace`` recorded of a block's run, its collective spans pointing at the block's collectives."""
+    numbered = {index: (collectives.index(collective), suffix)  # type: ignore[arg-type]
+                for index, collective, suffix in trace.collective_spans()}  # fmt: skip
+    spans = tuple(
+        (track, name, start, end, *numbered.get(index, (-1, "")))
+        for index, (_, track, name, start, end) in enumerate(trace.spans.rows())
+    )
+    return BlockTrace(spans, tuple((sample.time_ps, sample.value) for sample in trace.counters))
 
 
 class _Alone(NpuExecutor):

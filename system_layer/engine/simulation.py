@@ -63,7 +63,7 @@ def simulate(
     plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
-    whole = _blocks_run_whole(plans, graphs, simulated, stand_in, direct is not None, set(traced))
+    whole = _blocks_run_whole(plans, graphs, simulated, stand_in, direct is not None)
     compact = dict(plans)
     for key, plan in compact.items():
         plans[key] = inline_blocks(plan, keep=whole.get(key, ()))
@@ -88,7 +88,7 @@ def simulate(
     )
     table = CollectiveTable(grid, options, npus)
     blocks = None if direct is None or not whole else BlockRecorder(
-        network, direct, info.lookahead_ps, options, reduction, grid, npus, stand_in
+        network, direct, info.lookahead_ps, options, reduction, grid, npus, stand_in, selection.detail if selection else None
     )  # fmt: skip
     executors: dict[int, NpuExecutor] = {}
     for npu in simulated:
@@ -96,7 +96,7 @@ def simulate(
         plan = plans[id(graphs[npu])]
         executors[npu] = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
         if blocks is not None and id(graphs[npu]) in whole:
-            executors[npu].runs = _block_runs(blocks, npu, plan, durations)
+            executors[npu].runs = _block_runs(blocks, npu, plan, durations, npu in traced)
         coordinator.schedule(0, executors[npu].start)
     for executor in executors.values():
         executor.peers = executors
@@ -160,11 +160,10 @@ def simulate(
 
 def _blocks_run_whole(
     plans: dict[int, GraphPlan], graphs: Sequence[workload_pb2.ExecutionGraph], simulated: list[int],
-    stand_in: tuple[int, ...] | None, direct: bool, traced: set[int],
+    stand_in: tuple[int, ...] | None, direct: bool,
 ) -> dict[int, frozenset[int]]:
     """By plan, the positions of the block nodes its NPU runs whole (:mod:`stratasim.system_layer.engine.macros`):
-    on a network pricing messages on the spot, for a graph one simulated NPU runs and whose timeline is not
-    traced."""
+    on a network pricing messages on the spot, for a graph one simulated NPU runs."""
     if not direct:
         return {}
     owners = Counter(id(graphs[npu]) for npu in simulated)
@@ -172,7 +171,7 @@ def _blocks_run_whole(
     whole = {}
     for npu in simulated:
         key = id(graphs[npu])
-        if owners[key] == 1 and npu not in traced:
+        if owners[key] == 1:
             positions = runnable_whole(plans[key], npu, stands_in, len(graphs))
             if positions:
                 whole[key] = positions
@@ -180,9 +179,10 @@ def _blocks_run_whole(
 
 
 def _block_runs(
-    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: dict[int, tuple[int, ...]]
+    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: dict[int, tuple[int, ...]], traced: bool
 ) -> dict[int, BlockRun]:
-    """What each block node left in ``plan`` does when run whole, recorded once per block."""
+    """What each block node left in ``plan`` does when run whole (and shows in the trace, if ``traced``),
+    recorded once per block."""
     recorded: dict[int, BlockRun] = {}
     runs = {}
     for index, node in enumerate(plan.nodes):
@@ -190,7 +190,7 @@ def _block_runs(
             run = recorded.get(node.block)
             if run is None:
                 block = plan.blocks[node.block]
-                run = recorded[node.block] = blocks.record(npu, block, durations[id(block)])
+                run = recorded[node.block] = blocks.record(npu, block, durations[id(block)], traced)
             runs[index] = run
     return runs
 

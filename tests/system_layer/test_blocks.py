@@ -19,6 +19,7 @@ from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.system_layer.engine.graph_plan import plan_graph
 from stratasim.system_layer.engine.macros import runnable_whole
+from stratasim.system_layer.trace import TraceDetail, TraceSelection
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.chakra import read_chakra_graphs
 from stratasim.workload_layer.traces.convert import stratasim_to_chakra, summarize, write_graphs
@@ -32,13 +33,17 @@ def _workload(model: dict, plan: dict) -> TransformerWorkload:
     return TransformerWorkload(TransformerWorkload.Config.model_validate({"model": model, "parallelism": plan}))
 
 
-def _simulate(workload: TransformerWorkload, graphs: list, aggregate: bool, **options: object) -> SimulationResult:
+def _simulate(
+    workload: TransformerWorkload, graphs: list, aggregate: bool, record_trace: bool | TraceSelection = False,
+    **options: object,
+) -> SimulationResult:
     plan = workload.config.parallelism
     topo = topology((SWITCH, plan.tp, 200 * 10**9, 500_000), (RING, plan.pp, 50 * 10**9, 1_000_000),
                     (SWITCH, plan.dp, 25 * 10**9, 2_000_000))  # fmt: skip
     representatives = workload.representatives(Grid.of(topo)) if aggregate else None
     return simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=aggregate, **options),
-                    compute=RooflineCompute(), device="h100", representatives=representatives)  # fmt: skip
+                    compute=RooflineCompute(), device="h100", representatives=representatives,
+                    record_trace=record_trace)  # fmt: skip
 
 
 def _same(blocked: SimulationResult, plain: SimulationResult) -> None:
@@ -46,10 +51,12 @@ def _same(blocked: SimulationResult, plain: SimulationResult) -> None:
     assert replace(blocked, events_processed=0) == replace(plain, events_processed=0)
 
 
-def _compare(workload: TransformerWorkload, aggregate: bool, **options: object) -> tuple[SimulationResult, SimulationResult]:
+def _compare(
+    workload: TransformerWorkload, aggregate: bool, record_trace: bool | TraceSelection = False, **options: object
+) -> tuple[SimulationResult, SimulationResult]:
     graphs = list(workload.graphs(workload.npus_required()))
-    blocked = _simulate(workload, graphs, aggregate, **options)
-    plain = _simulate(workload, [unrolled(graph) for graph in graphs], aggregate, **options)
+    blocked = _simulate(workload, graphs, aggregate, record_trace, **options)
+    plain = _simulate(workload, [unrolled(graph) for graph in graphs], aggregate, record_trace, **options)
     _same(blocked, plain)
     return blocked, plain
 
@@ -95,6 +102,18 @@ def test_passes_run_whole_in_one_event_each() -> None:
     blocked, plain = _compare(workload, aggregate=True)
     assert blocked.simulated_npus == 2
     assert blocked.events_processed * 3 < plain.events_processed
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [True, TraceSelection(detail=TraceDetail.COLLECTIVES),
+     TraceSelection(npus=frozenset({3}), start_ps=30_000_000, end_ps=90_000_000)],
+)  # fmt: skip
+def test_blocks_run_whole_trace_as_their_nodes(selection: bool | TraceSelection) -> None:
+    """A traced block run whole shows the spans, collective names and memory samples of its nodes."""
+    workload = _workload(MODEL, dict(tp=2, pp=2, dp=2, global_batch=8, recompute="selective"))
+    blocked, plain = _compare(workload, aggregate=True, record_trace=selection)
+    assert len(blocked.spans) > 0 and blocked.events_processed * 3 < plain.events_processed
 
 
 def test_every_npu_simulated_inlines_the_blocks() -> None:
