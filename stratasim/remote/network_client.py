@@ -2,7 +2,10 @@
 
 One bidirectional ``Session`` stream carries the whole simulation. ``inject`` only buffers (batches are merged
 column by column) and the buffered sends travel with the next ``advance``, so a time window costs exactly one
-round trip however many messages it holds.
+round trip however many messages it holds. With ``deliver_ahead``, a stateless network whose server can price
+messages on the spot is asked instead for the transit times of the buffered sends (one ``transit`` round trip,
+packed columns) and ``advance`` hands back every one of their arrivals at once, later ones included: the engine
+then pays one round trip per batch of sends rather than one per time window, and none while nothing is sent.
 """
 
 from __future__ import annotations
@@ -10,14 +13,18 @@ from __future__ import annotations
 import queue
 
 import grpc
+import numpy as np
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
+from stratasim.remote.network_service import TRANSIT_CAPABILITY
 from stratasim.v1 import network_pb2, network_pb2_grpc
 
 __all__ = ["NetworkClient"]
 
 _LAYER = "network"
+_INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
+_KEPT_TRANSITS = 1 << 20  # transit times kept at most (a few tens of MB)
 
 
 class NetworkClient:
@@ -28,12 +35,23 @@ class NetworkClient:
     raises :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. Errors the backend raises
     (e.g. :class:`~stratasim.kernel.errors.TopologyError`) come back as the same class with the same message; those
     of ``inject`` surface at the following ``advance``, which is when the sends reach the backend.
+
+    ``deliver_ahead``: when the configured network is stateless and the server announces the ``transit`` capability,
+    ``advance`` returns the arrivals of every message injected so far, also those after ``until_ps`` (each once,
+    ``has_next`` false), as the engine accepts (:class:`~stratasim.kernel.contracts.NetworkBackend`); the times are
+    those the windows would give.
     """
 
     name: str
 
     def __init__(
-        self, endpoint: str, *, backend: str, timeout_s: float = 30.0, connect_timeout_s: float = 5.0
+        self,
+        endpoint: str,
+        *,
+        backend: str,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        deliver_ahead: bool = False,
     ) -> None:
         self._endpoint = endpoint
         self._timeout_s = timeout_s
@@ -54,10 +72,18 @@ class NetworkClient:
             raise
         self._connected = True
         self.name = reply.handshake.backend
+        self._can_transit = deliver_ahead and TRANSIT_CAPABILITY in reply.handshake.capabilities
+        self._ahead = False  # set by configure: advance answers from transit times
+        self._lookahead = 1
+        self._window_end = 0
+        self._transits: dict[tuple[int, int, int], int] = {}  # stateless: transit ps by (src, dst, bytes)
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         """Build the remote network; its TopologyError is re-raised here unchanged."""
-        return self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
+        info = self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
+        self._ahead = self._can_transit and info.stateless
+        self._lookahead = max(1, info.lookahead_ps)
+        return info
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         """Buffer ``sends`` until the next ``advance`` (the columnar fields are extended, not copied per message)."""
@@ -65,10 +91,53 @@ class NetworkClient:
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         """Ship the buffered sends and run to ``until_ps`` (negative: the next window) in one round trip."""
+        if self._ahead:
+            return self._advance_ahead(until_ps)
         request = self._pending
         request.advance.until_ps = until_ps
         self._pending = network_pb2.NetworkRequest()
         return self._exchange(request, "advanced").advanced
+
+    def _advance_ahead(self, until_ps: int) -> network_pb2.AdvanceResult:
+        """Every arrival of the buffered sends at once, in (time, id) order; the window ends at ``until_ps`` or,
+        asked for the next one, where it would.
+
+        A stateless network's transit time depends on the message's source, destination and size alone, so the
+        answers are kept: only kinds of message not seen before cost a ``transit`` round trip (none for most
+        steps of a collective, whose every step sends what the first did).
+        """
+        sends = self._pending.advance.sends
+        self._pending = network_pb2.NetworkRequest()
+        result = network_pb2.AdvanceResult()
+        if sends.id:
+            keys = list(zip(sends.src, sends.dst, sends.bytes))
+            known = self._transits
+            transits = list(map(known.get, keys))
+            if None in transits:
+                self._ask_transits([key for key, transit in zip(keys, transits) if transit is None])
+                transits = [known[key] for key in keys]
+            arrival = np.array(sends.send_time_ps, dtype=np.int64) + np.array(transits, dtype=np.int64)
+            ids = np.array(sends.id, dtype=np.int64)
+            order = np.lexsort((ids, arrival))
+            result.deliveries.id.extend(ids[order].tolist())
+            result.deliveries.time_ps.extend(arrival[order].tolist())
+            if until_ps < 0:
+                until_ps = int(arrival[order[0]]) + self._lookahead - 1
+        self._window_end = result.window_end_ps = max(until_ps, self._window_end)
+        return result
+
+    def _ask_transits(self, keys: list[tuple[int, int, int]]) -> None:
+        """One ``transit`` round trip for the (source, destination, size) ``keys`` (each once), kept."""
+        unique = list(dict.fromkeys(keys))
+        src, dst, sizes = (np.array(column, dtype=_INT64).tobytes() for column in zip(*unique))
+        request = network_pb2.NetworkRequest(transit=network_pb2.TransitRequest(src=src, dst=dst, bytes=sizes))
+        transits = np.frombuffer(self._exchange(request, "transited").transited.transit_ps, _INT64)
+        if len(transits) != len(unique):
+            raise self._broken(f"{_LAYER} layer at {self._endpoint} broke the protocol: {len(transits)} transit "
+                               f"times for {len(unique)} messages")  # fmt: skip
+        if len(self._transits) + len(unique) > _KEPT_TRANSITS:
+            self._transits.clear()
+        self._transits.update(zip(unique, transits.tolist()))
 
     def counters(self) -> network_pb2.LinkCounters:
         """The remote network's link counters, in one round trip."""

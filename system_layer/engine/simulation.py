@@ -76,7 +76,7 @@ def simulate(
     reduction = ReductionCost(options, compute, device, calibration)
     recorder = None if selection is None else TraceRecorder(selection, traced)
     context = SchedulerContext(
-        coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, trace=recorder
+        coordinator, options, reduction, stand_ins=stand_in, replay_phases=info.stateless, trace=recorder
     )
     table = CollectiveTable(grid, options, npus)
     executors: dict[int, NpuExecutor] = {}
