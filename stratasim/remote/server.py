@@ -155,6 +155,12 @@ class Spawned:
             self._endpoint = self._await()
         return self._endpoint
 
+    def terminate(self) -> None:
+        """Ask the child to stop now, without waiting: servers stopped together exit together (:func:`start` still
+        waits for this one, and kills it if it lingers)."""
+        if self._process.poll() is None:
+            self._process.terminate()
+
     def _await(self) -> str:
         """Poll the child's stdout for ``listening on HOST:PORT`` until it appears, the child exits, or time is up."""
         while True:

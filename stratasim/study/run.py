@@ -11,7 +11,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from stratasim import system_layer
 from stratasim.config.study_file import Study, StudyCompute, StudyNetwork
@@ -31,6 +31,9 @@ from stratasim.report.report import Report
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
+
+if TYPE_CHECKING:
+    from stratasim.remote import Spawned
 
 __all__ = ["prepare_workload", "check_study", "run_study"]
 
@@ -99,8 +102,16 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Call
         return {}
     from stratasim import remote  # gRPC is only needed for layers in other processes
 
-    return {(layer, name): stack.enter_context(remote.start(layer, name, options=options)).endpoint
-            for layer, name, options in wanted}  # fmt: skip
+    servers = {(layer, name): stack.enter_context(remote.start(layer, name, options=options))
+               for layer, name, options in wanted}  # fmt: skip
+    stack.callback(_terminate, list(servers.values()))  # all at once, then each start() waits for its own
+    return {key: server.endpoint for key, server in servers.items()}
+
+
+def _terminate(servers: list[Spawned]) -> None:
+    """Ask every spawned server to stop, without waiting for any."""
+    for server in servers:
+        server.terminate()
 
 
 def _open(
