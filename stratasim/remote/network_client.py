@@ -11,6 +11,7 @@ then pays one round trip per batch of sends rather than one per time window, and
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 
 import grpc
 import numpy as np
@@ -24,7 +25,8 @@ __all__ = ["NetworkClient"]
 
 _LAYER = "network"
 _INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
-_KEPT_TRANSITS = 1 << 20  # transit times kept at most (a few tens of MB)
+_KEPT_KINDS = 1 << 20  # transit times kept at most, by kind of message (a few tens of MB)
+_KEPT_BATCH_BYTES = 64 << 20  # whole batches kept at most (their columns and transit times)
 
 
 class NetworkClient:
@@ -76,7 +78,7 @@ class NetworkClient:
         self._ahead = False  # set by configure: advance answers from transit times
         self._lookahead = 1
         self._window_end = 0
-        self._transits: dict[tuple[int, int, int], int] = {}  # stateless: transit ps by (src, dst, bytes)
+        self._transits = _Transits(self._ask_transits)
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         """Build the remote network; its TopologyError is re-raised here unchanged."""
@@ -100,24 +102,15 @@ class NetworkClient:
 
     def _advance_ahead(self, until_ps: int) -> network_pb2.AdvanceResult:
         """Every arrival of the buffered sends at once, in (time, id) order; the window ends at ``until_ps`` or,
-        asked for the next one, where it would.
-
-        A stateless network's transit time depends on the message's source, destination and size alone, so the
-        answers are kept: only kinds of message not seen before cost a ``transit`` round trip (none for most
-        steps of a collective, whose every step sends what the first did).
+        asked for the next one, where it would. Round trips only for kinds of message never seen (:class:`_Transits`).
         """
         sends = self._pending.advance.sends
         self._pending = network_pb2.NetworkRequest()
         result = network_pb2.AdvanceResult()
         if sends.id:
-            keys = list(zip(sends.src, sends.dst, sends.bytes))
-            known = self._transits
-            transits = list(map(known.get, keys))
-            if None in transits:
-                self._ask_transits([key for key, transit in zip(keys, transits) if transit is None])
-                transits = [known[key] for key in keys]
-            arrival = np.array(sends.send_time_ps, dtype=np.int64) + np.array(transits, dtype=np.int64)
-            ids = np.array(sends.id, dtype=np.int64)
+            src, dst, sizes, sent, ids = (np.array(column, dtype=np.int64) for column in
+                                          (sends.src, sends.dst, sends.bytes, sends.send_time_ps, sends.id))  # fmt: skip
+            arrival = sent + self._transits.of(src, dst, sizes)
             order = np.lexsort((ids, arrival))
             result.deliveries.id.extend(ids[order].tolist())
             result.deliveries.time_ps.extend(arrival[order].tolist())
@@ -126,18 +119,16 @@ class NetworkClient:
         self._window_end = result.window_end_ps = max(until_ps, self._window_end)
         return result
 
-    def _ask_transits(self, keys: list[tuple[int, int, int]]) -> None:
-        """One ``transit`` round trip for the (source, destination, size) ``keys`` (each once), kept."""
-        unique = list(dict.fromkeys(keys))
-        src, dst, sizes = (np.array(column, dtype=_INT64).tobytes() for column in zip(*unique))
-        request = network_pb2.NetworkRequest(transit=network_pb2.TransitRequest(src=src, dst=dst, bytes=sizes))
+    def _ask_transits(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """One ``transit`` round trip: the transit time of each message described by the columns."""
+        request = network_pb2.NetworkRequest(transit=network_pb2.TransitRequest(
+            src=src.astype(_INT64).tobytes(), dst=dst.astype(_INT64).tobytes(), bytes=sizes.astype(_INT64).tobytes()
+        ))  # fmt: skip
         transits = np.frombuffer(self._exchange(request, "transited").transited.transit_ps, _INT64)
-        if len(transits) != len(unique):
+        if len(transits) != len(src):
             raise self._broken(f"{_LAYER} layer at {self._endpoint} broke the protocol: {len(transits)} transit "
-                               f"times for {len(unique)} messages")  # fmt: skip
-        if len(self._transits) + len(unique) > _KEPT_TRANSITS:
-            self._transits.clear()
-        self._transits.update(zip(unique, transits.tolist()))
+                               f"times for {len(src)} messages")  # fmt: skip
+        return transits.astype(np.int64)
 
     def counters(self) -> network_pb2.LinkCounters:
         """The remote network's link counters, in one round trip."""
@@ -187,3 +178,42 @@ class NetworkClient:
         """Remember that the session is unusable and why."""
         self._failure = message
         return RemoteError(message)
+
+
+class _Transits:
+    """A stateless network's transit times, kept: its delays depend on a message's source, destination and size
+    alone, so only a kind of message never seen costs a round trip (one for all of a batch's). A batch whose columns
+    equal an earlier one's (each step of a collective sends what the step before did) is answered whole, with no
+    work per message."""
+
+    def __init__(self, ask: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> None:
+        self._ask = ask
+        self._by_kind: dict[tuple[int, int, int], int] = {}
+        self._by_batch: dict[bytes, np.ndarray] = {}
+        self._batch_bytes = 0
+
+    def of(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The transit time of each message (int64 columns in, one int64 array out)."""
+        batch = b"".join(column.tobytes() for column in (src, dst, sizes))
+        known = self._by_batch.get(batch)
+        if known is None:
+            known = self._by_kinds(src.tolist(), dst.tolist(), sizes.tolist())
+            self._batch_bytes += len(batch) + known.nbytes
+            if self._batch_bytes > _KEPT_BATCH_BYTES:
+                self._by_batch.clear()
+                self._batch_bytes = len(batch) + known.nbytes
+            self._by_batch[batch] = known
+        return known
+
+    def _by_kinds(self, src: list[int], dst: list[int], sizes: list[int]) -> np.ndarray:
+        kinds = list(zip(src, dst, sizes))
+        by_kind = self._by_kind
+        transits = list(map(by_kind.get, kinds))
+        if None in transits:
+            unseen = list(dict.fromkeys(kind for kind, transit in zip(kinds, transits) if transit is None))
+            asked = self._ask(*(np.array(column, dtype=np.int64) for column in zip(*unseen)))
+            if len(by_kind) + len(unseen) > _KEPT_KINDS:
+                by_kind.clear()
+            by_kind.update(zip(unseen, asked.tolist()))
+            transits = [by_kind[kind] for kind in kinds]
+        return np.array(transits, dtype=np.int64)
