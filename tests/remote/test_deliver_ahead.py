@@ -172,3 +172,22 @@ def test_transit_is_refused_by_a_network_that_cannot_price_on_the_spot() -> None
         answer = _transit(endpoint, "fake", request)
     assert answer.WhichOneof("kind") == "error"
     assert "cannot price messages on the spot" in answer.error.message
+
+
+def test_a_batch_sent_again_arrives_as_it_did_shifted_by_the_send_time(analytical_endpoint: str) -> None:
+    local = AnalyticalNetwork()
+    local.configure(topology())
+    client = NetworkClient(analytical_endpoint, backend="analytical", deliver_ahead=True)
+    try:
+        client.configure(topology())
+        results = []
+        for step, start_ps in enumerate((0, 50_000_000, 90_000_000)):  # the same columns each step, later ids
+            batch = sends(12, 1_000 * (step + 1), start_ps)
+            expected = [(sent + local.transit_ps(s, d, b), i) for i, s, d, b, sent in
+                        zip(batch.id, batch.src, batch.dst, batch.bytes, batch.send_time_ps)]  # fmt: skip
+            client.inject(batch)
+            result = client.advance(-1)
+            results.append(list(zip(result.deliveries.time_ps, result.deliveries.id)) == sorted(expected))
+    finally:
+        client.close()
+    assert results == [True, True, True]
