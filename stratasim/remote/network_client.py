@@ -26,7 +26,7 @@ __all__ = ["NetworkClient"]
 _LAYER = "network"
 _INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
 _KEPT_KINDS = 1 << 20  # transit times kept at most, by kind of message (a few tens of MB)
-_KEPT_BATCH_BYTES = 64 << 20  # whole batches kept at most (their columns and transit times)
+_KEPT_BATCH_BYTES = 64 << 20  # whole batches kept at most (their sorted columns and transit times)
 
 
 class NetworkClient:
@@ -108,9 +108,8 @@ class NetworkClient:
         self._pending = network_pb2.NetworkRequest()
         result = network_pb2.AdvanceResult()
         if sends.id:
-            src, dst, sizes, sent, ids = (np.array(column, dtype=np.int64) for column in
-                                          (sends.src, sends.dst, sends.bytes, sends.send_time_ps, sends.id))  # fmt: skip
-            arrival = sent + self._transits.of(src, dst, sizes)
+            arrival = np.array(sends.send_time_ps, dtype=np.int64) + self._transits.of(sends)
+            ids = np.array(sends.id, dtype=np.int64)
             order = np.lexsort((ids, arrival))
             result.deliveries.id.extend(ids[order].tolist())
             result.deliveries.time_ps.extend(arrival[order].tolist())
@@ -182,9 +181,9 @@ class NetworkClient:
 
 class _Transits:
     """A stateless network's transit times, kept: its delays depend on a message's source, destination and size
-    alone, so only a kind of message never seen costs a round trip (one for all of a batch's). A batch whose columns
-    equal an earlier one's (each step of a collective sends what the step before did) is answered whole, with no
-    work per message."""
+    alone, so only a kind of message never seen costs a round trip (one for all of a batch's). A batch holding the
+    same messages as an earlier one, in any order (each step of a collective sends what the step before did), is
+    answered whole from its sorted columns, with no work per message."""
 
     def __init__(self, ask: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> None:
         self._ask = ask
@@ -192,20 +191,26 @@ class _Transits:
         self._by_batch: dict[bytes, np.ndarray] = {}
         self._batch_bytes = 0
 
-    def of(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        """The transit time of each message (int64 columns in, one int64 array out)."""
-        batch = b"".join(column.tobytes() for column in (src, dst, sizes))
+    def of(self, sends: network_pb2.SendBatch) -> np.ndarray:
+        """The transit time of each message of ``sends``, in its order."""
+        src, dst, sizes = (np.array(column, dtype=np.int64) for column in (sends.src, sends.dst, sends.bytes))
+        order = np.lexsort((sizes, dst, src))
+        columns = np.stack((src[order], dst[order], sizes[order]))
+        batch = columns.tobytes()
         known = self._by_batch.get(batch)
         if known is None:
-            known = self._by_kinds(src.tolist(), dst.tolist(), sizes.tolist())
+            known = self._by_kinds(*columns.tolist())
             self._batch_bytes += len(batch) + known.nbytes
             if self._batch_bytes > _KEPT_BATCH_BYTES:
                 self._by_batch.clear()
                 self._batch_bytes = len(batch) + known.nbytes
             self._by_batch[batch] = known
-        return known
+        transits = np.empty_like(known)
+        transits[order] = known
+        return transits
 
     def _by_kinds(self, src: list[int], dst: list[int], sizes: list[int]) -> np.ndarray:
+        """Message by message from the kinds known, asking once for those never seen."""
         kinds = list(zip(src, dst, sizes))
         by_kind = self._by_kind
         transits = list(map(by_kind.get, kinds))
