@@ -3,9 +3,9 @@
 One bidirectional ``Session`` stream carries the whole simulation. ``inject`` only buffers (batches are merged
 column by column) and the buffered sends travel with the next ``advance``, so a time window costs exactly one
 round trip however many messages it holds. With ``deliver_ahead``, a stateless network whose server can price
-messages on the spot is asked instead for the transit times of the buffered sends (one ``transit`` round trip,
-packed columns) and ``advance`` hands back every one of their arrivals at once, later ones included: the engine
-then pays one round trip per batch of sends rather than one per time window, and none while nothing is sent.
+messages on the spot is asked instead for the transit times of the kinds of message it has not priced yet (one
+``transit`` round trip per batch, packed columns) and ``advance`` hands back every arrival of the buffered sends at
+once, later ones included: the engine then pays a round trip only when it sends something new, not per window.
 """
 
 from __future__ import annotations
