@@ -29,7 +29,6 @@ import numpy as np
 
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
-from stratasim.network_layer import topologies
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.v1 import network_pb2
 
@@ -89,6 +88,8 @@ class AnalyticalNetwork:
         self._cache.clear()
         self._quantum = max(0, topology.delay_quantum_ps)
         if topology.WhichOneof("fabric") is not None:
+            from stratasim.network_layer import topologies  # the fabrics' builders, only for a fabric
+
             self._fabric = topologies.build(topology)
             self._dims = []
             self._npus = self._fabric.npus
@@ -202,8 +203,17 @@ class AnalyticalNetwork:
         return max(delay, self._lookahead)
 
     def transits_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        """:meth:`transit_ps` of many messages at once (``src[i]`` to ``dst[i]``, ``sizes[i]`` bytes)."""
-        delays = self.delays_ps(src, dst, sizes)
+        """:meth:`transit_ps` of many messages at once (int64 arrays, element i describing message i): how the
+        engine prices a phase's messages together, and a server a remote engine's batch of sends, in one call."""
+        bad = (src < 0) | (src >= self._npus) | (dst < 0) | (dst >= self._npus) | (src == dst)
+        if bad.any():
+            i = int(np.argmax(bad))
+            self._reject(i, int(src[i]), int(dst[i]))
+        if len(src) < _SMALL_BATCH:
+            scalar = (self.delay_ps(int(s), int(d), int(b)) for s, d, b in zip(src, dst, sizes))
+            delays = np.fromiter(scalar, dtype=np.int64, count=len(src))
+        else:
+            delays = self.delays_ps(src, dst, sizes)
         if self._quantum:
             delays -= delays % self._quantum
         return np.maximum(delays, self._lookahead)

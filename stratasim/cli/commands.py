@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import TypeAlias
 
 from stratasim import __version__
-from stratasim.cli import trace_options
-from stratasim.config.study_file import check_endpoint, load_study
+from stratasim.cli import serve, trace_options
+from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import StrataSimError
 from stratasim.report.json_report import write_json
 from stratasim.study.run import check_study, run_study
@@ -83,36 +83,10 @@ def _add_check(subparsers: _Subparsers) -> None:
     parser.set_defaults(handler=_check)
 
 
-def _listen(text: str) -> str:
-    try:
-        return check_endpoint(text, allow_any_port=True)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from stratasim import remote  # gRPC is only needed when serving
-    from stratasim.study.compute_setup import PROFILE_BACKEND, build_compute
-
-    if args.profile is not None and (args.layer, args.backend) != ("compute", PROFILE_BACKEND):
-        raise StrataSimError("--profile is read by the profile compute backend only")
-    factories = None
-    if args.profile is not None:
-        build_compute(args.backend, args.profile).close()  # a bad table fails here, before listening
-        factories = {args.backend: lambda: build_compute(args.backend, args.profile)}
-    remote.serve(args.layer, args.backend, args.listen, factories=factories)
-    return EXIT_OK
-
-
 def _add_serve(subparsers: _Subparsers) -> None:
     parser = subparsers.add_parser("serve", help="serve one layer's backend over gRPC")
-    parser.add_argument("layer", choices=("network", "compute"), help="the layer to serve")
-    parser.add_argument("--backend", required=True, metavar="NAME", help="the backend to serve, by registered name")
-    parser.add_argument(
-        "--listen", type=_listen, default="127.0.0.1:50051", metavar="HOST:PORT", help="default: %(default)s"
-    )
-    parser.add_argument("--profile", metavar="FILE", help="the table of measured times (profile backend only)")
-    parser.set_defaults(handler=_serve)
+    serve.add_arguments(parser)
+    parser.set_defaults(handler=serve.handle)
 
 
 def _cost(args: argparse.Namespace) -> int:

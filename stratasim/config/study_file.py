@@ -13,7 +13,6 @@ and a graph fabric's ``file``, read as if its keys were written in place, relati
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from stratasim.config.overrides import apply_overrides
 from stratasim.config.problems import unknown_key, validated_section
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import WorkloadSource
+from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import BackendError, ConfigError, TopologyError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.schema import Section
@@ -49,17 +49,6 @@ __all__ = [
 _ASTRA_QUANTUM_PS = 1000
 
 _TOP_LEVEL = ("name", "workload", "system", "network", "compute")
-
-_ENDPOINT = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})$")
-
-def check_endpoint(text: str, *, allow_any_port: bool = False) -> str:
-    """Return ``text`` if it reads as ``HOST:PORT``; port 0 (pick a free one) only with ``allow_any_port``."""
-    match = _ENDPOINT.match(text.strip())
-    lowest = 0 if allow_any_port else 1
-    if match is None or not lowest <= int(match[1]) <= 65535:
-        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:50051, got {text!r}")
-    return text.strip()
-
 
 Endpoint = Annotated[str, AfterValidator(check_endpoint)]
 

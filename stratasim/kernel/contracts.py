@@ -52,7 +52,11 @@ class NetworkBackend(Protocol):
         ...
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
-        """Run up to and including ``until_ps``; return deliveries in (time, id) order and the next event time."""
+        """Run up to and including ``until_ps``; return deliveries in (time, id) order and the next event time.
+
+        The engine also accepts deliveries after ``until_ps`` that are already certain, each reported once (a
+        remote client of a stateless network answers so: see :class:`~stratasim.remote.NetworkClient`).
+        """
         ...
 
     def counters(self) -> network_pb2.LinkCounters:
@@ -68,14 +72,17 @@ class NetworkBackend(Protocol):
 class DirectNetwork(Protocol):
     """An in-process network whose delays do not depend on traffic (``NetworkInfo.stateless``) and can price a
     message on the spot. The engine then schedules each arrival as it sends, with no time windows; the times
-    are those ``inject``/``advance`` would give, so results equal a windowed (or remote) run's."""
+    are those ``inject``/``advance`` would give, so results equal a windowed (or remote) run's. Served remotely,
+    such a network prices each batch of the engine's sends in one round trip (``TransitRequest``)."""
 
     def transit_ps(self, src: int, dst: int, size: int) -> int:
         """Picoseconds from sending ``size`` bytes at ``src`` to their arrival at ``dst``."""
         ...
 
     def transits_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        """:meth:`transit_ps` of many messages at once, as int64: ``sizes[i]`` bytes from ``src[i]`` to ``dst[i]``."""
+        """:meth:`transit_ps` of many messages at once (int64 arrays, element i describing message i), as a server
+        answers a remote engine's ``TransitRequest``; raises BackendError for a source or destination outside the
+        network."""
         ...
 
 

@@ -2,7 +2,8 @@
 
 :class:`NetworkClient` and :class:`ComputeClient` implement the same Protocols as in-process backends
 (:mod:`stratasim.kernel.contracts`), so the engine cannot tell them apart; :func:`serve` runs a registered backend
-behind the matching gRPC service and :func:`spawn` runs ``stratasim serve`` as a child process. Every failure
+behind the matching gRPC service and :func:`spawn` runs ``stratasim serve`` as a child process (:func:`start`
+without waiting for it to listen). Every failure
 of the wire (unreachable peer, handshake mismatch, peer gone, deadline) raises
 :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint; errors a backend raises come back as
 the same class with the same message.
@@ -10,6 +11,6 @@ the same class with the same message.
 
 from stratasim.remote.compute_client import ComputeClient
 from stratasim.remote.network_client import NetworkClient
-from stratasim.remote.server import serve, spawn
+from stratasim.remote.server import Spawned, serve, spawn, start
 
-__all__ = ["ComputeClient", "NetworkClient", "serve", "spawn"]
+__all__ = ["ComputeClient", "NetworkClient", "Spawned", "serve", "spawn", "start"]

@@ -2,22 +2,31 @@
 
 One bidirectional ``Session`` stream carries the whole simulation. ``inject`` only buffers (batches are merged
 column by column) and the buffered sends travel with the next ``advance``, so a time window costs exactly one
-round trip however many messages it holds.
+round trip however many messages it holds. With ``deliver_ahead``, a stateless network whose server can price
+messages on the spot is asked instead for the transit times of the kinds of message it has not priced yet (one
+``transit`` round trip per batch, packed columns) and ``advance`` hands back every arrival of the buffered sends at
+once, later ones included: the engine then pays a round trip only when it sends something new, not per window.
 """
 
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 
 import grpc
+import numpy as np
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
+from stratasim.remote.network_service import TRANSIT_CAPABILITY
 from stratasim.v1 import network_pb2, network_pb2_grpc
 
 __all__ = ["NetworkClient"]
 
 _LAYER = "network"
+_INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
+_KEPT_KINDS = 1 << 20  # transit times kept at most, by kind of message (a few tens of MB)
+_KEPT_BATCH_BYTES = 64 << 20  # whole batches kept at most (their sorted columns and transit times)
 
 
 class NetworkClient:
@@ -28,12 +37,23 @@ class NetworkClient:
     raises :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. Errors the backend raises
     (e.g. :class:`~stratasim.kernel.errors.TopologyError`) come back as the same class with the same message; those
     of ``inject`` surface at the following ``advance``, which is when the sends reach the backend.
+
+    ``deliver_ahead``: when the configured network is stateless and the server announces the ``transit`` capability,
+    ``advance`` returns the arrivals of every message injected so far, also those after ``until_ps`` (each once,
+    ``has_next`` false), as the engine accepts (:class:`~stratasim.kernel.contracts.NetworkBackend`); the times are
+    those the windows would give.
     """
 
     name: str
 
     def __init__(
-        self, endpoint: str, *, backend: str, timeout_s: float = 30.0, connect_timeout_s: float = 5.0
+        self,
+        endpoint: str,
+        *,
+        backend: str,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        deliver_ahead: bool = False,
     ) -> None:
         self._endpoint = endpoint
         self._timeout_s = timeout_s
@@ -54,10 +74,18 @@ class NetworkClient:
             raise
         self._connected = True
         self.name = reply.handshake.backend
+        self._can_transit = deliver_ahead and TRANSIT_CAPABILITY in reply.handshake.capabilities
+        self._ahead = False  # set by configure: advance answers from transit times
+        self._lookahead = 1
+        self._window_end = 0
+        self._transits = _Transits(self._ask_transits)
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         """Build the remote network; its TopologyError is re-raised here unchanged."""
-        return self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
+        info = self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
+        self._ahead = self._can_transit and info.stateless
+        self._lookahead = max(1, info.lookahead_ps)
+        return info
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         """Buffer ``sends`` until the next ``advance`` (the columnar fields are extended, not copied per message)."""
@@ -65,10 +93,41 @@ class NetworkClient:
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         """Ship the buffered sends and run to ``until_ps`` (negative: the next window) in one round trip."""
+        if self._ahead:
+            return self._advance_ahead(until_ps)
         request = self._pending
         request.advance.until_ps = until_ps
         self._pending = network_pb2.NetworkRequest()
         return self._exchange(request, "advanced").advanced
+
+    def _advance_ahead(self, until_ps: int) -> network_pb2.AdvanceResult:
+        """Every arrival of the buffered sends at once, in (time, id) order; the window ends at ``until_ps`` or,
+        asked for the next one, where it would. Round trips only for kinds of message never seen (:class:`_Transits`).
+        """
+        sends = self._pending.advance.sends
+        self._pending = network_pb2.NetworkRequest()
+        result = network_pb2.AdvanceResult()
+        if sends.id:
+            arrival = np.array(sends.send_time_ps, dtype=np.int64) + self._transits.of(sends)
+            ids = np.array(sends.id, dtype=np.int64)
+            order = np.lexsort((ids, arrival))
+            result.deliveries.id.extend(ids[order].tolist())
+            result.deliveries.time_ps.extend(arrival[order].tolist())
+            if until_ps < 0:
+                until_ps = int(arrival[order[0]]) + self._lookahead - 1
+        self._window_end = result.window_end_ps = max(until_ps, self._window_end)
+        return result
+
+    def _ask_transits(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """One ``transit`` round trip: the transit time of each message described by the columns."""
+        request = network_pb2.NetworkRequest(transit=network_pb2.TransitRequest(
+            src=src.astype(_INT64).tobytes(), dst=dst.astype(_INT64).tobytes(), bytes=sizes.astype(_INT64).tobytes()
+        ))  # fmt: skip
+        transits = np.frombuffer(self._exchange(request, "transited").transited.transit_ps, _INT64)
+        if len(transits) != len(src):
+            raise self._broken(f"{_LAYER} layer at {self._endpoint} broke the protocol: {len(transits)} transit "
+                               f"times for {len(src)} messages")  # fmt: skip
+        return transits.astype(np.int64)
 
     def counters(self) -> network_pb2.LinkCounters:
         """The remote network's link counters, in one round trip."""
@@ -118,3 +177,48 @@ class NetworkClient:
         """Remember that the session is unusable and why."""
         self._failure = message
         return RemoteError(message)
+
+
+class _Transits:
+    """A stateless network's transit times, kept: its delays depend on a message's source, destination and size
+    alone, so only a kind of message never seen costs a round trip (one for all of a batch's). A batch holding the
+    same messages as an earlier one, in any order (each step of a collective sends what the step before did), is
+    answered whole from its sorted columns, with no work per message."""
+
+    def __init__(self, ask: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> None:
+        self._ask = ask
+        self._by_kind: dict[tuple[int, int, int], int] = {}
+        self._by_batch: dict[bytes, np.ndarray] = {}
+        self._batch_bytes = 0
+
+    def of(self, sends: network_pb2.SendBatch) -> np.ndarray:
+        """The transit time of each message of ``sends``, in its order."""
+        src, dst, sizes = (np.array(column, dtype=np.int64) for column in (sends.src, sends.dst, sends.bytes))
+        order = np.lexsort((sizes, dst, src))
+        columns = np.stack((src[order], dst[order], sizes[order]))
+        batch = columns.tobytes()
+        known = self._by_batch.get(batch)
+        if known is None:
+            known = self._by_kinds(*columns.tolist())
+            self._batch_bytes += len(batch) + known.nbytes
+            if self._batch_bytes > _KEPT_BATCH_BYTES:
+                self._by_batch.clear()
+                self._batch_bytes = len(batch) + known.nbytes
+            self._by_batch[batch] = known
+        transits = np.empty_like(known)
+        transits[order] = known
+        return transits
+
+    def _by_kinds(self, src: list[int], dst: list[int], sizes: list[int]) -> np.ndarray:
+        """Message by message from the kinds known, asking once for those never seen."""
+        kinds = list(zip(src, dst, sizes))
+        by_kind = self._by_kind
+        transits = list(map(by_kind.get, kinds))
+        if None in transits:
+            unseen = list(dict.fromkeys(kind for kind, transit in zip(kinds, transits) if transit is None))
+            asked = self._ask(*(np.array(column, dtype=np.int64) for column in zip(*unseen)))
+            if len(by_kind) + len(unseen) > _KEPT_KINDS:
+                by_kind.clear()
+            by_kind.update(zip(unseen, asked.tolist()))
+            transits = [by_kind[kind] for kind in kinds]
+        return np.array(transits, dtype=np.int64)

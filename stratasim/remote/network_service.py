@@ -3,6 +3,10 @@
 One ``Session`` stream is one simulation: the client's handshake, then ``configure`` and one ``advance`` per
 time window (carrying the window's sends). Each session gets a fresh backend from the factory, so one server
 serves any number of sequential (or concurrent) runs, and closes it when the stream ends.
+
+A backend that prices messages on the spot (:class:`~stratasim.kernel.contracts.DirectNetwork`) is announced with
+the handshake capability :data:`TRANSIT_CAPABILITY`; once configured stateless, it answers ``transit`` requests:
+the transit time of every message of a batch, packed columns in and out, as an in-process engine would ask.
 """
 
 from __future__ import annotations
@@ -10,14 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import grpc
+import numpy as np
 
-from stratasim.kernel.contracts import NetworkBackend
+from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
+from stratasim.kernel.errors import BackendError
 from stratasim.remote import _wire
 from stratasim.v1 import common_pb2, network_pb2, network_pb2_grpc
 
-__all__ = ["NetworkServicer"]
+__all__ = ["TRANSIT_CAPABILITY", "NetworkServicer"]
 
+TRANSIT_CAPABILITY = "transit"
 _LAYER = "network"
+_INT64 = np.dtype("<i8")  # the packed columns of TransitRequest and TransitResult
+_Code = common_pb2.Error.Code
 
 
 class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
@@ -45,10 +54,11 @@ class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
         except Exception as exc:  # the backend's own failure goes back to the client, not into grpc's logs
             yield network_pb2.NetworkResponse(error=_wire.error_from_exception(exc))
             return
+        session = _Session(backend)
         try:
-            yield network_pb2.NetworkResponse(handshake=_wire.hello(_LAYER, self._backend))
+            yield network_pb2.NetworkResponse(handshake=_wire.hello(_LAYER, self._backend, session.capabilities))
             for request in request_iterator:
-                yield _answer(backend, request)
+                yield session.answer(request)
         finally:
             backend.close()
 
@@ -62,23 +72,50 @@ def _hello_problem(request: network_pb2.NetworkRequest, backend: str) -> common_
     return _wire.check_hello(request.handshake, _LAYER, backend)
 
 
-def _answer(backend: NetworkBackend, request: network_pb2.NetworkRequest) -> network_pb2.NetworkResponse:
-    """Run one request against the backend; its exceptions become a structured error response."""
-    kind = request.WhichOneof("kind")
-    try:
-        if kind == "advance":
-            advance = request.advance
-            if advance.sends.id:
-                backend.inject(advance.sends)
-            return network_pb2.NetworkResponse(advanced=backend.advance(advance.until_ps))
-        if kind == "configure":
-            return network_pb2.NetworkResponse(configured=backend.configure(request.configure))
-        if kind == "counters":
-            return network_pb2.NetworkResponse(counters=backend.counters())
-    except Exception as exc:
-        return network_pb2.NetworkResponse(error=_wire.error_from_exception(exc))
-    return network_pb2.NetworkResponse(
-        error=common_pb2.Error(
-            code=common_pb2.Error.Code.FAILED_PRECONDITION, message=f"unexpected {kind or 'empty'} request mid-session"
+class _Session:
+    """One session's backend, and whether it may answer ``transit`` requests (a stateless direct network)."""
+
+    def __init__(self, backend: NetworkBackend) -> None:
+        self._backend = backend
+        self._direct = backend if isinstance(backend, DirectNetwork) else None
+        self._stateless = False
+        self.capabilities = [TRANSIT_CAPABILITY] if self._direct is not None else []
+
+    def answer(self, request: network_pb2.NetworkRequest) -> network_pb2.NetworkResponse:
+        """Run one request against the backend; its exceptions become a structured error response."""
+        backend = self._backend
+        kind = request.WhichOneof("kind")
+        try:
+            if kind == "advance":
+                advance = request.advance
+                if advance.sends.id:
+                    backend.inject(advance.sends)
+                return network_pb2.NetworkResponse(advanced=backend.advance(advance.until_ps))
+            if kind == "transit":
+                return network_pb2.NetworkResponse(transited=self._transit(request.transit))
+            if kind == "configure":
+                info = backend.configure(request.configure)
+                self._stateless = info.stateless
+                return network_pb2.NetworkResponse(configured=info)
+            if kind == "counters":
+                return network_pb2.NetworkResponse(counters=backend.counters())
+        except Exception as exc:
+            return network_pb2.NetworkResponse(error=_wire.error_from_exception(exc))
+        return network_pb2.NetworkResponse(
+            error=common_pb2.Error(
+                code=_Code.FAILED_PRECONDITION, message=f"unexpected {kind or 'empty'} request mid-session"
+            )
         )
-    )
+
+    def _transit(self, request: network_pb2.TransitRequest) -> network_pb2.TransitResult:
+        """Every message's transit time, from the packed columns of the request."""
+        if self._direct is None or not self._stateless:
+            raise BackendError(
+                "transit asked of a network that cannot price messages on the spot (it is not stateless)"
+            )
+        columns = [request.src, request.dst, request.bytes]
+        if any(len(column) % _INT64.itemsize for column in columns) or len({len(column) for column in columns}) != 1:
+            raise BackendError("transit: src, dst and bytes must be packed int64 columns of one length")
+        src, dst, sizes = (np.frombuffer(column, dtype=_INT64) for column in columns)
+        transits = self._direct.transits_ps(src, dst, sizes)
+        return network_pb2.TransitResult(transit_ps=np.asarray(transits, dtype=_INT64).tobytes())

@@ -8,7 +8,7 @@ backend named is opened once (in-process or spawned, as the section says) and wr
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 
 from stratasim.compute_layer.sections import PROFILE_BACKEND
@@ -16,7 +16,7 @@ from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
 
-__all__ = ["build_compute", "open_compute", "serve_command"]
+__all__ = ["backend_names", "build_compute", "open_compute", "serve_options"]
 
 
 def build_compute(name: str, profile: str | None = None) -> ComputeBackend:
@@ -26,13 +26,20 @@ def build_compute(name: str, profile: str | None = None) -> ComputeBackend:
     return backend
 
 
-def serve_command(name: str, profile: str | None) -> list[str]:
-    """The command line of a local server for compute backend ``name`` on a free port."""
-    argv = [sys.executable, "-m", "stratasim", "serve", "compute", "--backend", name, "--listen", "127.0.0.1:0"]
-    return argv + (["--profile", profile] if name == PROFILE_BACKEND and profile is not None else [])
+def serve_options(name: str, profile: str | None) -> list[str]:
+    """What ``stratasim serve compute --backend name`` needs besides: the table of a ``profile`` backend."""
+    return ["--profile", profile] if name == PROFILE_BACKEND and profile is not None else []
 
 
-def _open_one(name: str, section: StudyCompute, stack: ExitStack) -> tuple[ComputeBackend, str]:
+def backend_names(section: StudyCompute) -> list[str]:
+    """Every distinct compute backend ``section`` opens, in a fixed order: its one backend, or those ``per_kind``
+    routes to."""
+    return [section.backend] if section.per_kind is None else list(dict.fromkeys(section.routes().values()))
+
+
+def _open_one(
+    name: str, section: StudyCompute, stack: ExitStack, started: Mapping[str, Callable[[], str]]
+) -> tuple[ComputeBackend, str]:
     if section.endpoint is None and not section.spawn:
         backend = build_compute(name, section.profile)
         stack.callback(backend.close)
@@ -41,22 +48,28 @@ def _open_one(name: str, section: StudyCompute, stack: ExitStack) -> tuple[Compu
 
     if section.endpoint is not None:
         endpoint = section.endpoint
+    elif name in started:
+        endpoint = started[name]()
     else:
-        endpoint = stack.enter_context(remote.spawn("compute", name, command=serve_command(name, section.profile)))
+        endpoint = stack.enter_context(remote.spawn("compute", name, options=serve_options(name, section.profile)))
     client = remote.ComputeClient(endpoint, backend=name)
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
 
-def open_compute(section: StudyCompute, stack: ExitStack) -> tuple[ComputeBackend, str]:
-    """The backend ``section`` names and a label saying where it runs; closed (servers stopped) with ``stack``."""
+def open_compute(
+    section: StudyCompute, stack: ExitStack, started: Mapping[str, Callable[[], str]] | None = None
+) -> tuple[ComputeBackend, str]:
+    """The backend ``section`` names and a label saying where it runs; closed (servers stopped) with ``stack``.
+
+    ``started``: the endpoint (waited for when called) of each backend whose server is already starting, by name.
+    """
+    started = started or {}
     if section.per_kind is None:
-        return _open_one(section.backend, section, stack)
+        return _open_one(section.backend, section, stack, started)
     from stratasim.compute_layer.per_kind import PerKindCompute
 
     routes = section.routes()
-    opened: dict[str, tuple[ComputeBackend, str]] = {}
-    for name in dict.fromkeys(routes.values()):  # each distinct backend once, in a fixed order
-        opened[name] = _open_one(name, section, stack)
+    opened = {name: _open_one(name, section, stack, started) for name in backend_names(section)}
     label = ", ".join(f"{kind}: {opened[name][1]}" for kind, name in sorted(routes.items()))
     return PerKindCompute({kind: opened[name][0] for kind, name in routes.items()}), f"per kind ({label})"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from stratasim import system_layer
 from stratasim.config.study_file import Study, StudyCompute, StudyNetwork
@@ -28,9 +28,12 @@ from stratasim.kernel.contracts import (
 from stratasim.kernel.errors import BackendError, SimulationError, StrataSimError, WorkloadError
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
-from stratasim.study.compute_setup import open_compute
+from stratasim.study.compute_setup import backend_names, open_compute, serve_options
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
+
+if TYPE_CHECKING:
+    from stratasim.remote import Spawned
 
 __all__ = ["prepare_workload", "check_study", "run_study"]
 
@@ -85,10 +88,43 @@ def _check_study(study: Study) -> int:
     return npus
 
 
-def _open(layer: str, section: StudyNetwork | StudyCompute, stack: ExitStack) -> tuple[Any, str]:
-    """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds."""
+def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Callable[[], str]]:
+    """Start every server the study spawns, all at once and before its workload is built, so that their start-up
+    overlaps building it: the endpoint of each (waited for when called) by layer and backend. They are stopped when
+    ``stack`` unwinds."""
+    wanted: list[tuple[str, str, list[str]]] = []
+    if study.network.spawn:
+        wanted.append(("network", study.network.backend_name, []))
+    if study.compute is not None and study.compute.spawn:
+        section = study.compute
+        wanted += [("compute", name, serve_options(name, section.profile)) for name in backend_names(section)]
+    if not wanted:
+        return {}
+    from stratasim import remote  # gRPC is only needed for layers in other processes
+
+    servers = {(layer, name): stack.enter_context(remote.start(layer, name, options=options))
+               for layer, name, options in wanted}  # fmt: skip
+    stack.callback(_terminate, list(servers.values()))  # all at once, then each start() waits for its own
+    return {key: server.endpoint for key, server in servers.items()}
+
+
+def _terminate(servers: list[Spawned]) -> None:
+    """Ask every spawned server to stop, without waiting for any."""
+    for server in servers:
+        server.terminate()
+
+
+def _open(
+    layer: str,
+    section: StudyNetwork | StudyCompute,
+    stack: ExitStack,
+    started: Mapping[tuple[str, str], Callable[[], str]],
+) -> tuple[Any, str]:
+    """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds; ``started``
+    holds the servers :func:`_start_servers` started."""
     if isinstance(section, StudyCompute):
-        return open_compute(section, stack)
+        return open_compute(section, stack, {name: endpoint for (kind, name), endpoint in started.items()
+                                             if kind == "compute"})  # fmt: skip
     name = section.backend_name
     if section.endpoint is None and not section.spawn:
         backend = registry.load(layer, name)()
@@ -96,9 +132,9 @@ def _open(layer: str, section: StudyNetwork | StudyCompute, stack: ExitStack) ->
         return backend, f"{name} (in-process)"
     from stratasim import remote  # gRPC is only needed for layers in other processes
 
-    endpoint = section.endpoint or stack.enter_context(remote.spawn(layer, name))
-    client_class = remote.NetworkClient if layer == "network" else remote.ComputeClient
-    client = client_class(endpoint, backend=name)
+    spawned = started.get((layer, name))
+    endpoint = section.endpoint or (spawned() if spawned else stack.enter_context(remote.spawn(layer, name)))
+    client = remote.NetworkClient(endpoint, backend=name, deliver_ahead=True)
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
@@ -136,17 +172,18 @@ def run_study(study: Study, *, record_trace: bool | TraceSelection = False) -> R
 
 
 def _run_study(study: Study, record_trace: bool | TraceSelection) -> Report:
-    source, npus = prepare_workload(study)
-    _check_selection(record_trace, npus)
-    graphs = source.graphs(npus)
     backends: dict[str, str] = {}
     with ExitStack() as stack:
-        network, backends["network"] = _open("network", study.network, stack)
+        servers = _start_servers(study, stack)
+        source, npus = prepare_workload(study)
+        _check_selection(record_trace, npus)
+        graphs = source.graphs(npus)
+        network, backends["network"] = _open("network", study.network, stack, servers)
         compute: ComputeBackend | None = None
         device = ""
         facts = None
         if study.compute is not None:
-            compute, backends["compute"] = _open("compute", study.compute, stack)
+            compute, backends["compute"] = _open("compute", study.compute, stack, servers)
             _check_device(compute, study.compute)
             device = study.compute.device
             facts = _device_facts(compute, study.compute)

@@ -793,6 +793,59 @@ class CountersRequest(_message.Message):
 Global___CountersRequest: _TypeAlias = CountersRequest  # noqa: Y015
 
 @_typing.final
+class TransitRequest(_message.Message):
+    """Asks a network whose delays do not depend on traffic (NetworkInfo.stateless) how long each of a batch of
+    messages takes from being sent to arriving, all at once: what an engine in the same process would ask message by
+    message on the spot. The network's state does not change. Served only by a server whose handshake lists the
+    capability "transit". Columns are packed little-endian int64 arrays, element i describing message i, so neither
+    side builds an object per message.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SRC_FIELD_NUMBER: _builtins.int
+    DST_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    src: _builtins.bytes
+    dst: _builtins.bytes
+    bytes: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        src: _builtins.bytes = ...,
+        dst: _builtins.bytes = ...,
+        bytes: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "dst", b"dst", "src", b"src"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TransitRequest: _TypeAlias = TransitRequest  # noqa: Y015
+
+@_typing.final
+class TransitResult(_message.Message):
+    """The answer to a TransitRequest: transit_ps holds one little-endian int64 per message, in the request's order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSIT_PS_FIELD_NUMBER: _builtins.int
+    transit_ps: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        transit_ps: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["transit_ps", b"transit_ps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TransitResult: _TypeAlias = TransitResult  # noqa: Y015
+
+@_typing.final
 class NetworkRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -800,6 +853,7 @@ class NetworkRequest(_message.Message):
     CONFIGURE_FIELD_NUMBER: _builtins.int
     ADVANCE_FIELD_NUMBER: _builtins.int
     COUNTERS_FIELD_NUMBER: _builtins.int
+    TRANSIT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def handshake(self) -> _common_pb2.Handshake: ...
     @_builtins.property
@@ -808,6 +862,8 @@ class NetworkRequest(_message.Message):
     def advance(self) -> Global___AdvanceRequest: ...
     @_builtins.property
     def counters(self) -> Global___CountersRequest: ...
+    @_builtins.property
+    def transit(self) -> Global___TransitRequest: ...
     def __init__(
         self,
         *,
@@ -815,12 +871,13 @@ class NetworkRequest(_message.Message):
         configure: Global___Topology | None = ...,
         advance: Global___AdvanceRequest | None = ...,
         counters: Global___CountersRequest | None = ...,
+        transit: Global___TransitRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind", "transit", b"transit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind", "transit", b"transit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configure", "advance", "counters"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configure", "advance", "counters", "transit"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -835,6 +892,7 @@ class NetworkResponse(_message.Message):
     ADVANCED_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     COUNTERS_FIELD_NUMBER: _builtins.int
+    TRANSITED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def handshake(self) -> _common_pb2.Handshake: ...
     @_builtins.property
@@ -845,6 +903,8 @@ class NetworkResponse(_message.Message):
     def error(self) -> _common_pb2.Error: ...
     @_builtins.property
     def counters(self) -> Global___LinkCounters: ...
+    @_builtins.property
+    def transited(self) -> Global___TransitResult: ...
     def __init__(
         self,
         *,
@@ -853,12 +913,13 @@ class NetworkResponse(_message.Message):
         advanced: Global___AdvanceResult | None = ...,
         error: _common_pb2.Error | None = ...,
         counters: Global___LinkCounters | None = ...,
+        transited: Global___TransitResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind", "transited", b"transited"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind", "transited", b"transited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configured", "advanced", "error", "counters"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configured", "advanced", "error", "counters", "transited"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

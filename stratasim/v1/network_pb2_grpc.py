@@ -45,7 +45,8 @@ class NetworkServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Session(self, request_iterator, context):
-        """One session per simulation: handshake, configure, then one advance per time window.
+        """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
+        network, one transit per batch of sends).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

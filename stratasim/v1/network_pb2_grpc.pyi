@@ -37,13 +37,17 @@ class NetworkServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> NetworkServiceAsyncStub: ...
     Session: _grpc.StreamStreamMultiCallable[_network_pb2.NetworkRequest, _network_pb2.NetworkResponse]
-    """One session per simulation: handshake, configure, then one advance per time window."""
+    """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
+    network, one transit per batch of sends).
+    """
 
 @_typing.type_check_only
 class NetworkServiceAsyncStub(NetworkServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Session: _aio.StreamStreamMultiCallable[_network_pb2.NetworkRequest, _network_pb2.NetworkResponse]  # type: ignore[assignment]
-    """One session per simulation: handshake, configure, then one advance per time window."""
+    """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
+    network, one transit per batch of sends).
+    """
 
 class NetworkServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -52,6 +56,8 @@ class NetworkServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_network_pb2.NetworkRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_network_pb2.NetworkResponse], _abc.AsyncIterator[_network_pb2.NetworkResponse]]:
-        """One session per simulation: handshake, configure, then one advance per time window."""
+        """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
+        network, one transit per batch of sends).
+        """
 
 def add_NetworkServiceServicer_to_server(servicer: NetworkServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

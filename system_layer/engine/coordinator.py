@@ -5,7 +5,9 @@ the next window is as wide as the network's lookahead (its least possible messag
 land inside the window that produced it, so the engine never processes an event before the network has
 promised that nothing earlier will arrive. When the engine has nothing to do before the next delivery it
 asks the network for its next window directly, so one round trip covers each step of the simulation; when
-the network has nothing in flight the engine runs ahead without asking until an event sends a message. An
+the network has nothing in flight the engine runs ahead without asking until an event sends a message. A network
+may deliver messages after the window it was asked for when their arrivals are already certain (a remote
+stateless network answers so): they are scheduled like any other and nothing is left in flight. An
 in-process network that prices messages on the spot (:class:`~stratasim.kernel.contracts.DirectNetwork`) needs no
 windows at all: each arrival is scheduled as its message is sent.
 """
@@ -123,8 +125,11 @@ class Coordinator:
         network_next: int | None = None
         while True:
             if network_next is None and not self._outbox:
-                # Nothing in flight: no delivery can interleave, so run ahead until somebody sends.
+                # Nothing in flight: no delivery can interleave, so run ahead until somebody sends, and on up to
+                # where that first message could land, batching every send before then into one window.
                 queue.run_until_busy(self._outbox)
+                if self._outbox:
+                    queue.run_until(self._outbox[0][3] + lookahead - 1)
             engine_next = queue.peek()
             earliest_arrival = self._outbox[0][3] + lookahead if self._outbox else None
             if engine_next is None and network_next is None and earliest_arrival is None:

@@ -83,7 +83,7 @@ def simulate(
     recorder = None if selection is None else TraceRecorder(selection, traced)
     batches = direct is not None and stand_in is None and recorder is None and batchable(plans.values(), options)
     context = SchedulerContext(
-        coordinator, options, reduction, stand_ins=stand_in, replay_phases=direct is not None, trace=recorder,
+        coordinator, options, reduction, stand_ins=stand_in, replay_phases=info.stateless, trace=recorder,
         line_batches=LineBatches(coordinator, direct, reduction) if direct is not None and batches else None,
     )
     table = CollectiveTable(grid, options, npus)

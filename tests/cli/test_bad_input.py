@@ -69,9 +69,11 @@ def test_endpoint_of_another_protocol_version() -> None:
 
 
 def test_server_killed_mid_run() -> None:
-    # A 512-NPU ring all-reduce in 32 chunks takes several seconds of windows; the server dies early on.
+    # A 512-NPU ring all-reduce in 32 chunks takes several seconds of windows; the server dies early on. (The
+    # network is congestion-aware: an analytical one, stateless, would have priced every kind of message the run
+    # sends within its first steps, and not be asked again.)
     server = subprocess.Popen(
-        [sys.executable, "-m", "stratasim", "serve", "network", "--backend", "analytical", "--listen",
+        [sys.executable, "-m", "stratasim", "serve", "network", "--backend", "congestion_aware", "--listen",
          f"127.0.0.1:{free_port()}"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
@@ -80,6 +82,7 @@ def test_server_killed_mid_run() -> None:
         endpoint = server.stdout.readline().split()[-1]
         run = subprocess.Popen(
             [sys.executable, "-m", "stratasim", "run", QUICKSTART, "--set", f"network.endpoint={endpoint}",
+             "--set", "network.backend=congestion_aware",
              "--set", "network.topology=[{kind: ring, size: 512, bandwidth: 50GB/s, latency: 500ns}]",
              "--set", "system.splits=32"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
@@ -143,3 +146,28 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
     done = subprocess.run(f"{sys.executable} -m stratasim run examples/quickstart.yaml | true", shell=True,
                           capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_the_serve_entry_of_spawned_servers_loads_only_what_serving_needs() -> None:
+    # What spawn runs (python -m stratasim.cli.serve) must not pay for study files or the engine.
+    code = ("import sys; import stratasim.cli.serve; "
+            "print(sorted(m for m in sys.modules if m.startswith(('stratasim.config', 'stratasim.system_layer', "
+            "'stratasim.study', 'stratasim.remote', 'grpc'))))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("network", "--backend", "analytical", "--listen", "nowhere"), "or unix:PATH, got 'nowhere'"),
+        (("network", "--backend", "analytical", "--profile", "times.csv"), "--profile is read by the profile"),
+        (("network", "--backend", "warp", "--listen", "127.0.0.1:0"), "no network backend named 'warp'"),
+    ],
+    ids=["listen", "profile", "backend"],
+)
+def test_the_serve_entry_of_spawned_servers_refuses_bad_input(args: tuple[str, ...], fragment: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "stratasim.cli.serve", *args], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr and fragment in done.stderr

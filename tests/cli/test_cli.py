@@ -118,7 +118,7 @@ def test_remote_failure_is_one_message(
 ) -> None:
     from stratasim import remote
 
-    def unreachable(endpoint: str, *, backend: str, timeout_s: float = 30.0) -> None:
+    def unreachable(endpoint: str, *, backend: str, timeout_s: float = 30.0, deliver_ahead: bool = False) -> None:
         raise RemoteError(f"network layer at {endpoint} is unreachable")
 
     monkeypatch.setattr(remote, "NetworkClient", unreachable)
@@ -154,11 +154,37 @@ def test_python_dash_m_checks_the_quickstart() -> None:
     assert done.stdout.startswith("OK: quickstart — 32 NPUs, workload collective, network analytical")
 
 
+def test_a_spawned_transformer_gives_the_in_process_result() -> None:
+    # Stand-ins replay their mirrored phases, pipeline transfers cross the network, and each batch of sends is
+    # priced by the server in one transit: every simulated figure agrees with the in-process run.
+    example = ROOT / "examples" / "transformer.yaml"
+    local = run_study(load_study(example)).to_dict()
+    remote = run_study(load_study(example, ["network.spawn=true", "compute.spawn=true"])).to_dict()
+    for report in (local, remote):
+        del report["wall_seconds"], report["backends"], report["events_processed"]
+    assert local == remote
+
+
+def test_serve_listens_on_a_unix_domain_socket(tmp_path: Path) -> None:
+    from stratasim.remote import NetworkClient, spawn
+
+    socket = tmp_path / "network.sock"
+    command = [sys.executable, "-m", "stratasim", "serve", "network", "--backend", "analytical", "--listen",
+               f"unix:{socket}"]  # fmt: skip
+    with spawn("network", "analytical", command=command) as endpoint:
+        assert endpoint == f"unix:{socket}"
+        client = NetworkClient(endpoint, backend="analytical", timeout_s=10)
+        try:
+            assert client.configure(load_study(ROOT / "examples" / "quickstart.yaml").topology_proto()).npus == 32
+        finally:
+            client.close()
+
+
 def test_spawned_layers_give_the_in_process_result() -> None:
     quickstart = ROOT / "examples" / "quickstart.yaml"
     local = run_study(load_study(quickstart)).to_dict()
     remote = run_study(load_study(quickstart, ["network.spawn=true", "compute.spawn=true"])).to_dict()
-    assert remote["backends"]["network"].startswith("analytical @ 127.0.0.1:")
+    assert remote["backends"]["network"].startswith("analytical @ unix:")  # a spawned server's Unix-domain socket
     assert remote["backends"]["compute"].endswith("(spawned)")
     for report in (local, remote):
         # In-process the analytical network prices each message as it is sent (no time windows), so the

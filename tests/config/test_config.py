@@ -121,6 +121,7 @@ def test_sections_are_frozen() -> None:
         ({"network": {"topology": []}}, "network.topology", "at least 1 item"),
         ({"network": {"spawn": True, "endpoint": "127.0.0.1:5000"}}, "network", "mutually exclusive"),
         ({"network": {"endpoint": "localhost"}}, "network.endpoint", "HOST:PORT"),
+        ({"network": {"endpoint": "unix:"}}, "network.endpoint", "or unix:PATH"),
         ({"compute": {"device": None}}, "compute.device", "required"),
         ({"name": ""}, "name", "non-empty string"),
     ],
@@ -129,6 +130,11 @@ def test_each_problem_names_its_path(changes: dict[str, Any], path: str, fragmen
     found = problems(study(**changes))
     assert path in found, found
     assert fragment in found[path]
+
+
+def test_an_endpoint_may_be_a_unix_domain_socket() -> None:
+    parsed = parse_study(study(network={"endpoint": " unix:/tmp/stratasim/network.sock"}), "study.yaml")
+    assert parsed.network.endpoint == "unix:/tmp/stratasim/network.sock"
 
 
 def test_the_system_section_is_the_system_layers_options() -> None:

@@ -15,7 +15,7 @@ import pytest
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import NetworkBackend
 from stratasim.kernel.errors import BackendError, RemoteError
-from stratasim.remote import ComputeClient, NetworkClient, serve, spawn
+from stratasim.remote import ComputeClient, NetworkClient, serve, spawn, start
 from stratasim.v1 import compute_pb2, network_pb2
 from tests.contracts.contract_fakes import FakeNetwork, factories, served
 from tests.remote.helpers import serve_command
@@ -96,6 +96,29 @@ def test_spawn_yields_a_working_endpoint_and_stops_the_child(tmp_path: Path) -> 
     assert remote == _drain(local)
 
 
+def test_start_hands_back_a_server_whose_endpoint_waits_for_it_to_listen(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    prelude = f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+    with start("network", "fake", command=serve_command("network", "fake", prelude)) as server:
+        endpoint = server.endpoint()
+        assert server.endpoint() == endpoint  # asked again: no second wait
+        network = NetworkClient(endpoint, backend="fake", timeout_s=5)
+        try:
+            assert network.configure(TOPOLOGY).npus == 8
+        finally:
+            network.close()
+        pid = int(pid_file.read_text())
+    assert _gone(pid)
+
+
+def test_spawned_servers_of_a_study_listen_on_unix_domain_sockets() -> None:
+    with spawn("network", "analytical") as endpoint:
+        assert endpoint.startswith("unix:") and endpoint.endswith("/network.sock")
+        socket = endpoint.removeprefix("unix:")
+        assert os.path.exists(socket)
+    assert not os.path.exists(socket)  # the private directory goes with the server
+
+
 def test_spawn_reports_a_child_that_exits_early() -> None:
     command = [sys.executable, "-c", "import sys; print('Traceback...', file=sys.stderr); "
                "print('ValueError: no such device', file=sys.stderr); sys.exit(3)"]  # fmt: skip
@@ -156,11 +179,11 @@ def test_spawn_runs_the_real_serve_command_for_network(name: str) -> None:
 @pytest.mark.parametrize("name", registry.available("compute"))
 def test_spawn_runs_the_real_serve_command_for_compute(name: str) -> None:
     # The profile backend reads a table; the contract suite's serves here too (``--profile FILE``).
-    from stratasim.study.compute_setup import build_compute, serve_command
+    from stratasim.study.compute_setup import build_compute, serve_options
 
     table = str(Path(__file__).parents[1] / "contracts" / "contract_profile.csv") if name == "profile" else None
     local = build_compute(name, table)
-    with spawn("compute", name, command=serve_command(name, table)) as endpoint:
+    with spawn("compute", name, options=serve_options(name, table)) as endpoint:
         compute = ComputeClient(endpoint, backend=name, timeout_s=10)
         try:
             assert compute.devices() == local.devices()
