@@ -11,7 +11,7 @@ are recorded: an NPU standing in for others by symmetry is recorded once, and
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -20,7 +20,7 @@ import numpy as np
 
 from stratasim.system_layer.result import CounterSample, TraceSpan
 
-__all__ = ["TraceDetail", "TraceSelection", "SpanLog", "TraceRecorder"]
+__all__ = ["TraceDetail", "TraceSelection", "SpanLog", "TraceRecorder", "BlockSpans"]
 
 
 class TraceDetail(StrEnum):
@@ -79,6 +79,27 @@ class SpanLog:
         self.name_length.append(len(encoded))
         self.text += encoded
 
+    def track_id(self, track: str) -> int:
+        """The index of ``track`` in ``tracks``, adding it if new."""
+        track_id = self._track_ids.get(track)
+        if track_id is None:
+            track_id = self._track_ids[track] = len(self.tracks)
+            self.tracks.append(track)
+        return track_id
+
+    def extend(self, npu: int, tracks: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: Sequence[bytes]) -> None:
+        """Record many spans of ``npu`` at once: track ids, start and end times (int64 arrays) and UTF-8 names."""
+        count = len(starts)
+        self.npu.frombytes(np.full(count, npu, dtype=np.int32).tobytes())
+        self.track.frombytes(tracks.astype(np.int32).tobytes())
+        self.start_ps.frombytes(starts.astype(np.int64).tobytes())
+        self.end_ps.frombytes(ends.astype(np.int64).tobytes())
+        lengths = np.fromiter(map(len, names), dtype=np.int64, count=count)
+        offsets = len(self.text) + np.concatenate(([0], np.cumsum(lengths)[:-1])) if count else lengths
+        self.name_at.frombytes(offsets.astype(np.int64).tobytes())
+        self.name_length.frombytes(lengths.astype(np.int32).tobytes())
+        self.text += b"".join(names)
+
     def rename(self, index: int, name: str) -> None:
         """Give span ``index`` (in recording order) the name ``name``."""
         encoded = name.encode()
@@ -124,6 +145,21 @@ class SpanLog:
         return self
 
 
+@dataclass(frozen=True)
+class BlockSpans:
+    """A block run's spans relative to its start, as columns: ``tracks`` the distinct tracks and ``track_of`` each
+    span's index in them, ``starts``/``ends`` (int64), ``names`` (UTF-8, a node's own name), ``collective`` the
+    index of the collective a span is named after (-1: a node's span) and ``suffixes`` what follows its number."""
+
+    tracks: tuple[str, ...]
+    track_of: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    names: tuple[bytes, ...]
+    collective: tuple[int, ...]
+    suffixes: tuple[str, ...]
+
+
 class Numbered(Protocol):
     """A collective as its spans name it: its kind, and its number in the result (set after the run)."""
 
@@ -154,6 +190,30 @@ class TraceRecorder:
         if npu in self.npus and self.selection.overlaps(start_ps, end_ps):
             self._numbered.append((len(self.spans), collective, suffix))
             self.spans.append(npu, track, "", start_ps, end_ps)
+
+    def block_spans(
+        self, npu: int, block: BlockSpans, start_ps: int, scope: str, collectives: Sequence[Numbered]
+    ) -> None:
+        """Record the spans of a block run ``start_ps`` in, if the selection keeps them: a node's named after the
+        block node (``scope``) and itself, a collective's after ``collectives[i]`` once it is numbered."""
+        if npu not in self.npus:
+            return
+        starts, ends = block.starts + start_ps, block.ends + start_ps
+        keep = ends >= self.selection.start_ps
+        if self.selection.end_ps is not None:
+            keep &= starts <= self.selection.end_ps
+        chosen = np.flatnonzero(keep)
+        if not len(chosen):
+            return
+        spans = self.spans
+        first = len(spans)
+        prefix = scope.encode() + b" " if scope else b""
+        names = [b"" if block.collective[i] >= 0 else prefix + block.names[i] for i in chosen.tolist()]
+        tracks = np.array([spans.track_id(track) for track in block.tracks], dtype=np.int32)[block.track_of[chosen]]
+        spans.extend(npu, tracks, starts[chosen], ends[chosen], names)
+        for at, i in enumerate(chosen.tolist()):
+            if block.collective[i] >= 0:
+                self._numbered.append((first + at, collectives[block.collective[i]], block.suffixes[i]))
 
     def collective_spans(self) -> list[tuple[int, Numbered, str]]:
         """The spans named after a collective so far: (span index in recording order, collective, suffix)."""

@@ -6,18 +6,18 @@ from collections import Counter
 from dataclasses import dataclass
 
 from stratasim.system_layer.result import CollectiveStats
+from stratasim.system_layer.trace import BlockSpans
 
 __all__ = ["BlockRun", "BlockTrace"]
 
 
 @dataclass(frozen=True)
 class BlockTrace:
-    """What a block's run shows in a trace, relative to its start: ``spans`` as (track, name, start, end,
-    collective, suffix) — ``collective`` the index in ``BlockRun.collectives`` of the collective a span is named
-    after (its name then ``<kind> #<number><suffix>``), else -1 and a node's own name, which the block node's
-    name prefixes — and ``memory`` samples as (time, bytes held above what the NPU held when it started)."""
+    """What a block's run shows in a trace, relative to its start: its ``spans`` (a span named after a collective
+    points at ``BlockRun.collectives``; a node's span is named after the block node and the node) and ``memory``
+    samples as (time, bytes held above what the NPU held when it started)."""
 
-    spans: tuple[tuple[str, str, int, int, int, str], ...]
+    spans: BlockSpans
     memory: tuple[tuple[int, int], ...]
 
 

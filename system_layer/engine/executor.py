@@ -333,11 +333,7 @@ class NpuExecutor:
         trace = self._context.trace
         assert trace is not None
         named = [self._table.named(self.npu, self.issued + i, stats.type) for i, stats in enumerate(run.collectives)]
-        for track, name, begin, end, collective, suffix in block.spans:
-            if collective < 0:
-                trace.span(self.npu, track, f"{scope} {name}", start + begin, start + end)
-            else:
-                trace.collective_span(self.npu, track, named[collective], suffix, start + begin, start + end)
+        trace.block_spans(self.npu, block.spans, start, scope, named)
         held = self._memory + sum(size for _, size in self.plan.resident)
         for time_ps, value in block.memory:
             trace.counter(self.npu, "memory", start + time_ps, held + value)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.chunks import Collective
@@ -35,7 +37,7 @@ from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.system_layer.scheduler.reduction import ReductionCost
-from stratasim.system_layer.trace import TraceDetail, TraceRecorder, TraceSelection
+from stratasim.system_layer.trace import BlockSpans, TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import workload_pb2
 
 __all__ = ["runnable_whole", "BlockRecorder"]
@@ -172,9 +174,16 @@ def _block_trace(trace: TraceRecorder, collectives: list[Collective]) -> BlockTr
     """What ``trace`` recorded of a block's run, its collective spans pointing at the block's collectives."""
     numbered = {index: (collectives.index(collective), suffix)  # type: ignore[arg-type]
                 for index, collective, suffix in trace.collective_spans()}  # fmt: skip
-    spans = tuple(
-        (track, name, start, end, *numbered.get(index, (-1, "")))
-        for index, (_, track, name, start, end) in enumerate(trace.spans.rows())
+    rows = list(trace.spans.rows())
+    tracks = tuple(dict.fromkeys(track for _, track, *_ in rows))
+    spans = BlockSpans(
+        tracks=tracks,
+        track_of=np.array([tracks.index(track) for _, track, *_ in rows], dtype=np.int64),
+        starts=np.array([start for *_, start, _ in rows], dtype=np.int64),
+        ends=np.array([end for *_, end in rows], dtype=np.int64),
+        names=tuple(name.encode() for _, _, name, _, _ in rows),
+        collective=tuple(numbered.get(index, (-1, ""))[0] for index in range(len(rows))),
+        suffixes=tuple(numbered.get(index, (-1, ""))[1] for index in range(len(rows))),
     )
     return BlockTrace(spans, tuple((sample.time_ps, sample.value) for sample in trace.counters))
 
