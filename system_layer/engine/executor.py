@@ -27,6 +27,8 @@ from stratasim.v1 import workload_pb2
 
 __all__ = ["CollectiveTable", "NpuExecutor"]
 
+_COMPUTE, _BLOCK, _RECEIVE = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE, workload_pb2.COMM_RECV_NODE
+
 
 
 def _root(node: workload_pb2.Node, group: tuple[int, ...], npu: int) -> int:
@@ -206,7 +208,8 @@ class NpuExecutor:
     def _ready(self, index: int, cause: int = -1) -> None:
         """``index`` has no dependency left; ``cause`` is the node whose completion made it so (-1: none)."""
         node = self.plan.nodes[index]
-        if node.type == workload_pb2.COMP_NODE or node.type == workload_pb2.BLOCK_NODE:  # a block run whole computes
+        kind = node.type
+        if kind in (_COMPUTE, _BLOCK):  # a block run whole computes
             self._compute_queue.append(index)
             if not self._computing:
                 self._charge_idle(cause)
@@ -216,21 +219,21 @@ class NpuExecutor:
         allocation = self.plan.allocations.get(index)
         if allocation:
             self._allocate(allocation)
-        if node.type == workload_pb2.METADATA_NODE:  # a record of the trace, not work
+        if kind == _RECEIVE:
+            self._receive(index, (node.peer, node.tag))
+            return
+        if kind == workload_pb2.METADATA_NODE:  # a record of the trace, not work
             self._complete(index)
             return
-        if node.type in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
+        if kind in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
             self._memory_transfer(index, node.comm_bytes)
             return
-        if node.type == workload_pb2.COMM_SEND_NODE:
+        if kind == workload_pb2.COMM_SEND_NODE:
             # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
             endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
             self._context.coordinator.send(
                 self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag), endpoint_delay=endpoint_delay
             )
-            return
-        if node.type == workload_pb2.COMM_RECV_NODE:
-            self._receive(index, (node.peer, node.tag))
             return
         group = tuple(sorted(node.group))
         issued = self._issued.get(group, 0)
