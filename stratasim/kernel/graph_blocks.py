@@ -12,7 +12,10 @@ from collections.abc import Iterator
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import workload_pb2
 
-__all__ = ["every_node", "check_blocks", "unrolled"]
+__all__ = ["every_node", "check_blocks", "unrolled", "MAX_UNROLLED_NODES"]
+
+MAX_UNROLLED_NODES = 10_000_000
+"""The most nodes :func:`unrolled` writes: a few bytes of graph can name a block a million times."""
 
 
 def every_node(graph: workload_pb2.ExecutionGraph) -> Iterator[workload_pb2.Node]:
@@ -54,6 +57,13 @@ def unrolled(graph: workload_pb2.ExecutionGraph) -> workload_pb2.ExecutionGraph:
     if not graph.blocks:
         return graph
     check_blocks(graph, graph.npu)
+    sizes = [len(block.nodes) for block in graph.blocks]
+    total = sum(sizes[node.block] if node.type == workload_pb2.BLOCK_NODE else 1 for node in graph.nodes)
+    if total > MAX_UNROLLED_NODES:
+        raise WorkloadError(
+            f"NPU {graph.npu}: its graph's blocks unroll to {total:,} nodes, more than the {MAX_UNROLLED_NODES:,} "
+            "an unrolled graph may hold"
+        )
     flat = workload_pb2.ExecutionGraph(npu=graph.npu, resident_bytes=graph.resident_bytes)
     next_id = max((node.id for node in graph.nodes), default=-1) + 1
     sinks: dict[int, list[int]] = {}  # a BLOCK_NODE's id -> the new ids of its block's last nodes

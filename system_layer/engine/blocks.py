@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from stratasim.kernel.errors import WorkloadError
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.v1 import workload_pb2
 
-__all__ = ["inline_blocks", "sinks"]
+__all__ = ["inline_blocks", "sinks", "MAX_INLINED_NODES"]
+
+MAX_INLINED_NODES = 10_000_000
+"""The most nodes one NPU's plan may hold once its blocks are inlined: a few bytes of graph can name a block
+a million times, and each inlined node costs the engine some hundred bytes."""
 
 
 def sinks(plan: GraphPlan) -> tuple[int, ...]:
@@ -21,16 +26,23 @@ def sinks(plan: GraphPlan) -> tuple[int, ...]:
     return tuple(index for index, dependents in enumerate(plan.dependents) if not dependents)
 
 
-def inline_blocks(plan: GraphPlan, keep: Collection[int] = ()) -> GraphPlan:
-    """``plan`` with every block node but those at the positions in ``keep`` replaced by its block's nodes: a
-    block's first nodes wait for what the block node waited for, and what waited for the block node waits for
-    the block's last nodes."""
+def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> GraphPlan:
+    """``plan`` (of NPU ``npu``) with every block node but those at the positions in ``keep`` replaced by its
+    block's nodes: a block's first nodes wait for what the block node waited for, and what waited for the block
+    node waits for the block's last nodes. A plan that would grow past :data:`MAX_INLINED_NODES` is an error."""
     if not plan.blocks:
         return plan
     block_type = workload_pb2.BLOCK_NODE
     inlined = [node.type == block_type and index not in keep for index, node in enumerate(plan.nodes)]
     if not any(inlined):
         return plan
+    size = len(plan.nodes) + sum(len(plan.blocks[node.block].nodes) - 1
+                                 for node, inline in zip(plan.nodes, inlined) if inline)  # fmt: skip
+    if size > MAX_INLINED_NODES:
+        raise WorkloadError(
+            f"NPU {npu}: its graph's blocks unroll to {size:,} nodes, more than the {MAX_INLINED_NODES:,} one NPU may "
+            "simulate node by node (blocks run whole only when nothing else can touch them: see docs/system-layer.md)"
+        )
     base: list[int] = []  # each node's first position in the new plan
     nodes: list[workload_pb2.Node] = []
     scopes: list[str] = []

@@ -64,9 +64,9 @@ def simulate(
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
     whole = _blocks_run_whole(plans, graphs, simulated, stand_in, direct is not None)
-    compact = dict(plans)
-    for key, plan in compact.items():
-        plans[key] = inline_blocks(plan, keep=whole.get(key, ()))
+    owner = {id(graphs[npu]): npu for npu in simulated}
+    for key, plan in list(plans.items()):
+        plans[key] = inline_blocks(plan, keep=whole.get(key, ()), npu=owner[key])
     pricing = price_plans(list(plans.values()), compute, device, calibration)
     durations = dict(pricing.durations)
     energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}

@@ -247,3 +247,15 @@ def test_a_bad_block_in_a_trace_file_is_one_error_line(tmp_path: Path, capsys: p
     assert main(["trace", "convert", str(tmp_path / "ir"), str(tmp_path / "et"), "--to", "chakra"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {tmp_path / 'ir'}.0.pb: NPU 0 node 0: runs block 3, but the graph has 1 blocks"]
+
+
+def test_a_block_named_too_often_to_unroll_is_one_error_not_gigabytes() -> None:
+    """A few kilobytes of graph naming a thousand-node block 20,000 times: refused before it is inlined."""
+    chain = tuple({"id": i, "type": COMP, "duration_ps": 1, "data_deps": [i - 1] if i else []} for i in range(1000))
+    graph = _graph(*({"id": i, "type": BLOCK, "block": 0, "data_deps": [i - 1] if i else []} for i in range(20_000)),
+                   blocks=(chain,))  # fmt: skip
+    message = "NPU 0: its graph's blocks unroll to 20,000,000 nodes, more than the 10,000,000"
+    with pytest.raises(WorkloadError, match=message):
+        simulate([graph, graph], AnalyticalNetwork(), topology((RING, 2, 10**9, 1000)), SystemOptions())
+    with pytest.raises(WorkloadError, match=message):
+        unrolled(graph)
