@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -155,7 +156,7 @@ class SimulationResult:
 
     total_time_ps: int
     npus: int
-    collectives: tuple[CollectiveStats, ...]
+    collectives: Sequence[CollectiveStats]
     per_npu: tuple[NpuStats, ...]
     spans: tuple[TraceSpan, ...] | SpanLog
     events_processed: int

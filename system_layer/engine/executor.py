@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+import numpy as np
+
 from stratasim.kernel.collective_types import COLLECTIVE_NAMES
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
+from stratasim.system_layer.collective_log import CollectiveLog
 from stratasim.system_layer.collectives.chunks import Collective, Layout, layout
 from stratasim.system_layer.collectives.groups import phases_of
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_stats import collective_stats
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import Preset, SystemOptions
-from stratasim.system_layer.result import CollectiveStats
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.v1 import workload_pb2
 
@@ -121,28 +123,34 @@ class CollectiveTable:
         name = self._named[(npu, issued)] = _Named(kind)
         return name
 
-    def ordered(self) -> list[CollectiveStats]:
+    def ordered(self) -> CollectiveLog:
         """Every collective's statistics, numbered in the order they started (each collective's ``number`` set
-        to it); collectives starting together in the order of the lowest NPU issuing them first, then of that
-        NPU's issues (the same order however many collectives ran inside blocks run whole)."""
-        rows: list[tuple[int, int, int, Collective | CollectiveStats, int]]
-        rows = [(c.start_ps or 0, *c.first_issue, c, 0) for c in self.all]
-        rows += [(start + stats.start_ps, npu, first + i, stats, start)
-                 for start, npu, first, run in self.replayed for i, stats in enumerate(run.collectives)]  # fmt: skip
-        rows.sort()  # (start, NPU, issue number) is unique: the sort never compares further
-        made: list[CollectiveStats] = []
-        make = CollectiveStats._make
-        named = self._named
-        for number, (_, npu, issued, item, shift) in enumerate(rows):
-            if isinstance(item, Collective):
-                item.number = number
-                made.append(collective_stats(item, number))
-                continue
-            # A collective of a block run whole: its first run's statistics, ``shift`` ps later.
-            if named and (name := named.get((npu, issued))) is not None:
-                name.number = number
-            made.append(make((number, *item[1:4], item.start_ps + shift, item.end_ps + shift, *item[6:])))
-        return made
+        to it, and that of each one a trace names); collectives starting together in the order of the lowest NPU
+        issuing them first, then of that NPU's issues (the same order however many collectives ran inside blocks
+        run whole)."""
+        direct = [(collective_stats(c, 0), *c.first_issue) for c in self.all]
+        runs: dict[int, list[tuple[int, int, int]]] = {}
+        templates: dict[int, BlockRun] = {}
+        for start, npu, first, run in self.replayed:
+            if run.collectives:
+                runs.setdefault(id(run), []).append((start, npu, first))
+                templates[id(run)] = run
+        replays = []
+        for key, instances in runs.items():
+            columns = np.array(instances, dtype=np.int64)
+            replays.append((templates[key].collectives, columns[:, 0], columns[:, 1], columns[:, 2]))
+        log = CollectiveLog(direct, replays)
+        numbers = log.numbers()
+        for place, collective in enumerate(self.all):
+            collective.number = int(numbers[place])
+        if self._named:
+            for replay, instances in enumerate(runs.values()):
+                for number, (_, npu, first) in enumerate(instances):
+                    for which in range(len(replays[replay][0])):
+                        name = self._named.get((npu, first + which))
+                        if name is not None:
+                            name.number = int(numbers[log.place(replay, number, which)])
+        return log
 
 
 class _Named:

@@ -123,7 +123,7 @@ def simulate(
     for executor in executors.values():
         for name, time_ps in executor.milestones.items():
             milestones[name] = max(time_ps, milestones.get(name, time_ps))
-    collectives = tuple(table.ordered())
+    collectives = table.ordered()
     if recorder:
         recorder.name_collectives()
     link_counters = network.counters()

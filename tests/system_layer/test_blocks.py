@@ -102,6 +102,12 @@ def test_passes_run_whole_in_one_event_each() -> None:
     blocked, plain = _compare(workload, aggregate=True)
     assert blocked.simulated_npus == 2
     assert blocked.events_processed * 3 < plain.events_processed
+    # The collectives, made as they are read, read alike by index, slice and iteration, numbered in order.
+    listed = list(blocked.collectives)
+    assert [c.collective_id for c in listed] == list(range(len(listed))) and len(listed) > 100
+    assert [blocked.collectives[i] for i in range(-3, 3)] == listed[-3:] + listed[:3]
+    assert blocked.collectives[40:60] == listed[40:60] and blocked.collectives == tuple(listed)
+    assert [c.start_ps for c in listed] == sorted(c.start_ps for c in listed)
 
 
 @pytest.mark.parametrize(
