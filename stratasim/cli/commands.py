@@ -22,7 +22,7 @@ from stratasim import __version__
 from stratasim.cli import serve, trace_options
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import StrataSimError
-from stratasim.report.json_report import write_json
+from stratasim.report.json_report import write_report
 from stratasim.study.run import check_study, run_study
 
 __all__ = ["main", "build_parser"]
@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     report = run_study(study, record_trace=selected or False)
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.json:
-        write_json(sys.stdout, report.to_dict())
+        write_report(sys.stdout, report)
     else:
         print(report.to_text())
         if written:

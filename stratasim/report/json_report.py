@@ -12,7 +12,7 @@ divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from stratasim.kernel.units import ps_to_ns
@@ -22,7 +22,7 @@ from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, 
 if TYPE_CHECKING:
     from stratasim.report.report import Report
 
-__all__ = ["report_dict", "write_json"]
+__all__ = ["report_dict", "write_json", "write_report"]
 
 
 def write_json(file: IO[str], data: Mapping[str, Any]) -> None:
@@ -33,14 +33,24 @@ def write_json(file: IO[str], data: Mapping[str, Any]) -> None:
     separator = "\n"
     for key, value in data.items():
         file.write(f"{separator}  {json.dumps(key)}: ")
-        if isinstance(value, list) and value:
-            file.write("[\n    ")
-            file.write(",\n    ".join(map(json.dumps, value)))
-            file.write("\n  ]")
+        if isinstance(value, Encoded):
+            _write_items(file, value.items)
+        elif isinstance(value, list):
+            _write_items(file, map(json.dumps, value))
         else:
             file.write(json.dumps(value))
         separator = ",\n"
     file.write("\n}\n")
+
+
+def _write_items(file: IO[str], items: Iterable[str]) -> None:
+    """A list, one JSON item per line (``[]`` when empty)."""
+    separator = "[\n    "
+    for item in items:
+        file.write(separator)
+        file.write(item)
+        separator = ",\n    "
+    file.write("[]" if separator.startswith("[") else "\n  ]")
 
 
 def _ns(values: Iterable[int]) -> list[float]:
@@ -131,6 +141,40 @@ def _packet_latency_row(stats: PacketLatencyStats) -> dict[str, Any]:
 
 def report_dict(report: Report) -> dict[str, Any]:
     """The whole report; a training workload's figures join the top level, the trace spans are left out."""
+    return _report_data(report, _collective_rows(report.result.collectives))
+
+
+def write_report(file: IO[str], report: Report) -> None:
+    """Write the report as :func:`write_json` writes :func:`report_dict`'s data, the same text, without building
+    a row per collective (their JSON is made line by line from each distinct collective's, shifted in time)."""
+    write_json(file, _report_data(report, Encoded(_collective_lines(report.result.collectives))))
+
+
+class Encoded:
+    """A list whose items are given as JSON text already (see :func:`write_json`)."""
+
+    def __init__(self, items: Iterable[str]) -> None:
+        self.items = items
+
+
+def _collective_lines(collectives: Iterable[CollectiveStats]) -> Iterator[str]:
+    """Each collective's row as ``json.dumps`` writes it: the fields a collective shares with others like it
+    (kind, size, group, delay tables) encoded once, its number and times per collective."""
+    known: dict[tuple[Any, ...], tuple[str, str]] = {}
+    for stats in collectives:
+        key = (*stats[1:4], *stats[6:])
+        parts = known.get(key)
+        if parts is None:
+            row = _collective_rows([stats])[0]
+            head = json.dumps({name: row[name] for name in ("type", "bytes", "group_size")})[1:-1]
+            tail = json.dumps({name: value for name, value in row.items()
+                               if name not in ("id", "type", "bytes", "group_size", "start_ns", "end_ns")})[1:-1]
+            parts = known[key] = head, tail
+        yield (f'{{"id": {stats.collective_id}, {parts[0]}, "start_ns": {ps_to_ns(stats.start_ps)!r}, '
+               f'"end_ns": {ps_to_ns(stats.end_ps)!r}, {parts[1]}}}')
+
+
+def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) -> dict[str, Any]:
     result = report.result
     energy = report.compute_energy_pj
     data: dict[str, Any] = {
@@ -148,7 +192,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "compute_energy_pj": energy,
         "compute_power_w": report.power_w(energy),
         **(report.training or {}),
-        "collectives": _collective_rows(result.collectives),
+        "collectives": collectives,
         "per_npu": [_npu_row(stats, report) for stats in result.per_npu],
         "operators": [operator_row(stats) for stats in result.operators],
     }

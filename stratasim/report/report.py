@@ -20,7 +20,7 @@ from typing import Any
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import power_w, ps_to_ns
 from stratasim.report.chrome_trace import write_chrome_trace
-from stratasim.report.json_report import report_dict, write_json
+from stratasim.report.json_report import report_dict, write_report
 from stratasim.report.text_report import report_text
 from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
 
@@ -112,7 +112,7 @@ class Report:
         try:
             out.mkdir(parents=True, exist_ok=True)
             with report_path.open("w", encoding="utf-8", buffering=1 << 20) as file:
-                write_json(file, self.to_dict())
+                write_report(file, self)
             if not trace:
                 return (report_path,)
             with trace_path.open("w", encoding="utf-8", buffering=1 << 20) as file:

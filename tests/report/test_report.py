@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
+from stratasim.config import load_study
 from stratasim.kernel.errors import StrataSimError
+from stratasim.report.json_report import write_json, write_report
 from stratasim.report.report import Report
+from stratasim.study import run_study
 from stratasim.system_layer.result import CollectiveStats, NpuStats, SimulationResult, TraceSpan
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 CONTRACT = {
     "total_time_ps", "total_time_ns", "compute_time_ns", "exposed_comm_ns", "npus", "collectives", "per_npu",
@@ -180,3 +186,15 @@ def test_packet_latency_comes_only_from_networks_that_count_packets() -> None:
                                              "p99_ns": 3.0, "max_ns": 3.0}  # fmt: skip
     assert "packet latency over 4 packets: mean 2.5 ns, p50 2.5 ns, p99 3 ns, max 3 ns" in r.to_text()
     assert "packet_latency" not in report().to_dict() and "packet latency" not in report().to_text()
+
+
+@pytest.mark.parametrize("example", ["quickstart.yaml", "transformer.yaml", "megatron/gpt_39b.yaml"])
+def test_the_written_report_is_the_report_dict_as_json(example: str) -> None:
+    """``report.json`` (collective rows encoded from each distinct collective's) reads as ``to_dict()``, and is
+    the very text of writing that dict."""
+    report = run_study(load_study(EXAMPLES / example))
+    fast, plain = io.StringIO(), io.StringIO()
+    write_report(fast, report)
+    write_json(plain, report.to_dict())
+    assert fast.getvalue() == plain.getvalue()
+    assert json.loads(fast.getvalue()) == json.loads(json.dumps(report.to_dict()))
