@@ -14,6 +14,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
+from itertools import accumulate
 from typing import Protocol
 
 import numpy as np
@@ -87,17 +89,18 @@ class SpanLog:
             self.tracks.append(track)
         return track_id
 
-    def extend(self, npu: int, tracks: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: Sequence[bytes]) -> None:
-        """Record many spans of ``npu`` at once: track ids, start and end times (int64 arrays) and UTF-8 names."""
-        count = len(starts)
-        self.npu.frombytes(np.full(count, npu, dtype=np.int32).tobytes())
-        self.track.frombytes(tracks.astype(np.int32).tobytes())
-        self.start_ps.frombytes(starts.astype(np.int64).tobytes())
-        self.end_ps.frombytes(ends.astype(np.int64).tobytes())
-        lengths = np.fromiter(map(len, names), dtype=np.int64, count=count)
-        offsets = len(self.text) + np.concatenate(([0], np.cumsum(lengths)[:-1])) if count else lengths
-        self.name_at.frombytes(offsets.astype(np.int64).tobytes())
-        self.name_length.frombytes(lengths.astype(np.int32).tobytes())
+    def extend(self, npu: int, tracks: Sequence[int], starts: Sequence[int], ends: Sequence[int],
+               names: Sequence[bytes]) -> None:  # fmt: skip
+        """Record many spans of ``npu`` at once: their track ids, start and end times and UTF-8 names."""
+        if not names:
+            return
+        self.npu.extend([npu] * len(starts))
+        self.track.extend(tracks)
+        self.start_ps.extend(starts)
+        self.end_ps.extend(ends)
+        lengths = list(map(len, names))
+        self.name_at.extend(accumulate(lengths[:-1], initial=len(self.text)))
+        self.name_length.extend(lengths)
         self.text += b"".join(names)
 
     def rename(self, index: int, name: str) -> None:
@@ -147,17 +150,25 @@ class SpanLog:
 
 @dataclass(frozen=True)
 class BlockSpans:
-    """A block run's spans relative to its start, as columns: ``tracks`` the distinct tracks and ``track_of`` each
-    span's index in them, ``starts``/``ends`` (int64), ``names`` (UTF-8, a node's own name), ``collective`` the
-    index of the collective a span is named after (-1: a node's span) and ``suffixes`` what follows its number."""
+    """A block run's spans relative to its start, by column: ``tracks`` the distinct tracks and ``track_of`` each
+    span's index in them, ``starts`` and ``ends``, ``names`` (UTF-8, a node's own name), ``collective`` the index
+    of the collective a span is named after (-1: a node's span) and ``suffixes`` what follows its number."""
 
     tracks: tuple[str, ...]
-    track_of: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
+    track_of: tuple[int, ...]
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
     names: tuple[bytes, ...]
     collective: tuple[int, ...]
     suffixes: tuple[str, ...]
+
+    @cached_property
+    def earliest_end(self) -> int:
+        return min(self.ends)
+
+    @cached_property
+    def latest_start(self) -> int:
+        return max(self.starts)
 
 
 class Numbered(Protocol):
@@ -196,22 +207,25 @@ class TraceRecorder:
     ) -> None:
         """Record the spans of a block run ``start_ps`` in, if the selection keeps them: a node's named after the
         block node (``scope``) and itself, a collective's after ``collectives[i]`` once it is numbered."""
-        if npu not in self.npus:
+        if npu not in self.npus or not block.starts:
             return
-        starts, ends = block.starts + start_ps, block.ends + start_ps
-        keep = ends >= self.selection.start_ps
-        if self.selection.end_ps is not None:
-            keep &= starts <= self.selection.end_ps
-        chosen = np.flatnonzero(keep)
-        if not len(chosen):
-            return
-        spans = self.spans
+        selection, spans = self.selection, self.spans
+        chosen: Sequence[int] = range(len(block.starts))
+        if block.earliest_end + start_ps < selection.start_ps or (
+            selection.end_ps is not None and block.latest_start + start_ps > selection.end_ps
+        ):  # the window cuts the block: keep the spans it overlaps
+            chosen = [i for i in chosen if selection.overlaps(block.starts[i] + start_ps, block.ends[i] + start_ps)]
         first = len(spans)
         prefix = scope.encode() + b" " if scope else b""
-        names = [b"" if block.collective[i] >= 0 else prefix + block.names[i] for i in chosen.tolist()]
-        tracks = np.array([spans.track_id(track) for track in block.tracks], dtype=np.int32)[block.track_of[chosen]]
-        spans.extend(npu, tracks, starts[chosen], ends[chosen], names)
-        for at, i in enumerate(chosen.tolist()):
+        ids = [spans.track_id(track) for track in block.tracks]
+        spans.extend(
+            npu,
+            [ids[block.track_of[i]] for i in chosen],
+            [block.starts[i] + start_ps for i in chosen],
+            [block.ends[i] + start_ps for i in chosen],
+            [b"" if block.collective[i] >= 0 else prefix + block.names[i] for i in chosen],
+        )
+        for at, i in enumerate(chosen):
             if block.collective[i] >= 0:
                 self._numbered.append((first + at, collectives[block.collective[i]], block.suffixes[i]))
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.chunks import Collective
@@ -178,9 +176,9 @@ def _block_trace(trace: TraceRecorder, collectives: list[Collective]) -> BlockTr
     tracks = tuple(dict.fromkeys(track for _, track, *_ in rows))
     spans = BlockSpans(
         tracks=tracks,
-        track_of=np.array([tracks.index(track) for _, track, *_ in rows], dtype=np.int64),
-        starts=np.array([start for *_, start, _ in rows], dtype=np.int64),
-        ends=np.array([end for *_, end in rows], dtype=np.int64),
+        track_of=tuple(tracks.index(track) for _, track, *_ in rows),
+        starts=tuple(start for *_, start, _ in rows),
+        ends=tuple(end for *_, end in rows),
         names=tuple(name.encode() for _, _, name, _, _ in rows),
         collective=tuple(numbered.get(index, (-1, ""))[0] for index in range(len(rows))),
         suffixes=tuple(numbered.get(index, (-1, ""))[1] for index in range(len(rows))),
