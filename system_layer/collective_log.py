@@ -73,20 +73,14 @@ class CollectiveLog(Sequence[CollectiveStats]):
         return self._make(number, int(self._order[number]))
 
     def __iter__(self) -> Iterator[CollectiveStats]:
-        make = CollectiveStats._make
-        direct, replays, bases = self._direct, self._replays, self._bases
-        parts = np.searchsorted(bases, self._order, side="right")
+        parts = np.searchsorted(self._bases, self._order, side="right")
         for number, (flat, part) in enumerate(zip(self._order.tolist(), parts.tolist())):
-            if part == 0:
-                yield make((number, *direct[flat][1:]))
-                continue
-            collectives, run_starts, _, _ = replays[part - 1]
-            run, which = divmod(flat - int(bases[part - 1]), len(collectives))
-            stats, shift = collectives[which], int(run_starts[run])
-            yield make((number, *stats[1:4], stats.start_ps + shift, stats.end_ps + shift, *stats[6:]))
+            yield self._make(number, flat, part)
 
-    def _make(self, number: int, flat: int) -> CollectiveStats:
-        part = int(np.searchsorted(self._bases, flat, side="right"))
+    def _make(self, number: int, flat: int, part: int | None = None) -> CollectiveStats:
+        """Collective ``number``, at place ``flat`` in the parts (in part ``part``, found if not given)."""
+        if part is None:
+            part = int(np.searchsorted(self._bases, flat, side="right"))
         if part == 0:
             return CollectiveStats._make((number, *self._direct[flat][1:]))
         collectives, run_starts, _, _ = self._replays[part - 1]

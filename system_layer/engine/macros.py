@@ -22,6 +22,7 @@ What the engine reports is then identical to running every node; the tests compa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.grid import Grid
@@ -108,40 +109,31 @@ def _reached(order: Sequence[int], marked: Sequence[bool], behind: Sequence[Sequ
     return reached
 
 
+@dataclass(frozen=True)
 class BlockRecorder:
-    """Runs blocks on their own, once each, to record what a run of them does (:class:`BlockRun`)."""
+    """Runs blocks on their own, once each, to record what a run of them does (:class:`BlockRun`): on the
+    study's stateless ``network`` (``direct``: the same, pricing messages on the spot), with its system options,
+    reduction cost, collective grid, stand-ins and, for traced NPUs, the trace's ``detail``."""
 
-    def __init__(
-        self,
-        network: NetworkBackend,
-        direct: DirectNetwork,
-        lookahead_ps: int,
-        options: SystemOptions,
-        reduction: ReductionCost,
-        grid: Grid,
-        npus: int,
-        stand_ins: tuple[int, ...] | None,
-        detail: TraceDetail | None = None,
-    ) -> None:
-        self._network = network
-        self._detail = detail
-        self._direct = direct
-        self._lookahead = lookahead_ps
-        self._options = options
-        self._reduction = reduction
-        self._grid = grid
-        self._npus = npus
-        self._stand_ins = stand_ins
+    network: NetworkBackend
+    direct: DirectNetwork
+    lookahead_ps: int
+    options: SystemOptions
+    reduction: ReductionCost
+    grid: Grid
+    npus: int
+    stand_ins: tuple[int, ...] | None
+    detail: TraceDetail | None = None
 
     def record(self, npu: int, block: GraphPlan, durations: tuple[int, ...], traced: bool = False) -> BlockRun:
         """Simulate one run of ``block`` on ``npu`` from time 0, alone, and say what it did (and, if ``traced``,
         what the trace shows of it at the recorder's detail)."""
-        coordinator = Coordinator(self._network, self._lookahead, self._options.endpoint_delay, direct=self._direct)
-        trace = TraceRecorder(TraceSelection(detail=self._detail), [npu]) if traced and self._detail else None
-        context = SchedulerContext(coordinator, self._options, self._reduction, stand_ins=self._stand_ins,
+        coordinator = Coordinator(self.network, self.lookahead_ps, self.options.endpoint_delay, direct=self.direct)
+        trace = TraceRecorder(TraceSelection(detail=self.detail), [npu]) if traced and self.detail else None
+        context = SchedulerContext(coordinator, self.options, self.reduction, stand_ins=self.stand_ins,
                                    replay_phases=True, trace=trace)  # fmt: skip
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
-        table = CollectiveTable(self._grid, self._options, self._npus)
+        table = CollectiveTable(self.grid, self.options, self.npus)
         executor = _Alone(npu, block, durations, scheduler, table, context)
         coordinator.schedule(0, executor.start)
         coordinator.run()
