@@ -213,6 +213,7 @@ class CongestionAwareNetwork:
             if max(srcs) >= npus or max(dsts) >= npus or any(map(int.__eq__, srcs, dsts)):
                 self._refuse(ids, srcs, dsts, times)
             routes = self._routes_of(keys, cached)
+        del keys, cached  # before the crossings are made (an all-to-all's batch holds a million)
         if first == last:  # all sent at once (a collective's step): one list
             _at(self._events, self._times, first).extend(zip(ids, routes, repeat(0), repeat(first + self._lookahead),
                                                              times))  # fmt: skip

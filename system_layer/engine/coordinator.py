@@ -102,6 +102,7 @@ class Coordinator:
         src, dst, sizes, times, callbacks, args = zip(*outbox)
         self._handlers.update(zip(ids, zip(callbacks, args)))
         self._outbox = []
+        del outbox  # the window's messages are columns now: free them before the network works (all-to-all: 1M)
         if self._columnar is not None:
             self._columnar.inject_columns(ids, src, dst, sizes, times)
             return
