@@ -412,8 +412,12 @@ def _at(events: dict[int, list[_Event]], times: list[int], time_ps: int) -> list
 
 
 def _into_heap(heap: list[tuple[int, int]], items: list[tuple[int, int]]) -> None:
-    """Add ``items`` to ``heap``: pushed one by one when few, else appended and the whole heapified (cheaper)."""
-    if len(items) < len(heap):
+    """Add ``items`` to ``heap``: pushed one by one when few, else appended and the whole heapified (cheaper); to
+    an empty heap, sorted (a sorted list is a heap, and a collective step's arrivals come nearly in order)."""
+    if not heap:
+        items.sort()
+        heap += items
+    elif len(items) < len(heap):
         for item in items:
             heapq.heappush(heap, item)
     else:
