@@ -226,7 +226,9 @@ class CongestionAwareNetwork:
         self, keys: list[tuple[int, int, int]], cached: list[tuple[_Hop, ...] | None]
     ) -> list[tuple[_Hop, ...]]:
         """The route of each (source, destination, size), ``cached`` or built (the cache stays bounded: a batch
-        that would overflow it empties it first; routes already found stay valid, their links' state being kept)."""
+        that would overflow it empties it first, routes already found staying valid, their links' state being kept;
+        a batch with more new routes than the cache holds builds them without keeping them — an all-to-all sends
+        each pair's route once)."""
         routes = self._routes
         missing = cached.count(None)
         if len(routes) + missing > _ROUTE_CACHE:

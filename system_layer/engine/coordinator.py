@@ -178,7 +178,6 @@ class Coordinator:
         for start, end in zip(bounds, bounds[1:]):
             self.queue.schedule(int(times[start]) + delay, _run_batch, [pop(i) for i in ids[start:end]])
 
-
     def _deliver_due(self, due: list[tuple[int, int]]) -> None:
         """:meth:`_deliver` of a columnar network's (time, id) deliveries, in that order."""
         self.messages += len(due)

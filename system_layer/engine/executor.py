@@ -33,7 +33,7 @@ class _Group(tuple[int, ...]):
 
     Python recomputes a tuple's hash on every look-up, and on every-NPU runs each of thousands of NPUs looks its
     group up (a 16384-member group per NPU costs seconds); interned once per distinct group
-    (:meth:`CollectiveTable.groups_of`), every look-up then finds the very object and compares nothing further.
+    (:meth:`CollectiveTable.group`), every look-up then finds the very object and compares nothing further.
     It equals, and hashes as, the plain tuple of the same members."""
 
     _hash: int
