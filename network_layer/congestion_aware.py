@@ -34,6 +34,7 @@ for a trace: a crossing holds its link from its start to its end, back-to-back c
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from fractions import Fraction
 from itertools import repeat
 from typing import cast
@@ -42,13 +43,13 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.network_layer import topologies
 from stratasim.network_layer.link_graph import LinkGraph
-from stratasim.network_layer.windows import window_result
+from stratasim.network_layer.windows import due_arrivals, window_result
 from stratasim.v1 import network_pb2
 
 __all__ = ["CongestionAwareNetwork"]
 
 _PS_PER_S = 10**12
-_ROUTE_CACHE = 1 << 20
+_ROUTE_CACHE = 1 << 16
 _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
 
@@ -192,7 +193,12 @@ class CongestionAwareNetwork:
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         # Slices, the quickest way to lists of the columns
-        ids, srcs, dsts, sizes, times = sends.id[:], sends.src[:], sends.dst[:], sends.bytes[:], sends.send_time_ps[:]
+        self.inject_columns(sends.id[:], sends.src[:], sends.dst[:], sends.bytes[:], sends.send_time_ps[:])
+
+    def inject_columns(
+        self, ids: Sequence[int], srcs: Sequence[int], dsts: Sequence[int], sizes: Sequence[int], times: Sequence[int]
+    ) -> None:
+        """:meth:`inject` of the messages the columns describe (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
         if not ids:
             return
         first, last = min(times), max(times)
@@ -207,6 +213,7 @@ class CongestionAwareNetwork:
             if max(srcs) >= npus or max(dsts) >= npus or any(map(int.__eq__, srcs, dsts)):
                 self._refuse(ids, srcs, dsts, times)
             routes = self._routes_of(keys, cached)
+        del keys, cached  # before the crossings are made (an all-to-all's batch holds a million)
         if first == last:  # all sent at once (a collective's step): one list
             _at(self._events, self._times, first).extend(zip(ids, routes, repeat(0), repeat(first + self._lookahead),
                                                              times))  # fmt: skip
@@ -219,20 +226,27 @@ class CongestionAwareNetwork:
         self, keys: list[tuple[int, int, int]], cached: list[tuple[_Hop, ...] | None]
     ) -> list[tuple[_Hop, ...]]:
         """The route of each (source, destination, size), ``cached`` or built (the cache stays bounded: a batch
-        that would overflow it empties it first; routes already found stay valid, their links' state being kept)."""
+        that would overflow it empties it first, routes already found staying valid, their links' state being kept;
+        a batch with more new routes than the cache holds builds them without keeping them — an all-to-all sends
+        each pair's route once)."""
         routes = self._routes
-        if len(routes) + cached.count(None) > _ROUTE_CACHE:
+        missing = cached.count(None)
+        if len(routes) + missing > _ROUTE_CACHE:
             routes.clear()
             self._hops.clear()
-        route = self._route
+        route = self._route if missing <= _ROUTE_CACHE else self._route_unkept
         return [found if found is not None else route(key) for found, key in zip(cached, keys)]
 
     def _route(self, key: tuple[int, int, int]) -> tuple[_Hop, ...]:
         """The route of one (source, destination, size), built and cached (a batch building it twice builds
         the same hops: they are shared by every route crossing a link alike)."""
+        route = self._routes[key] = self._route_unkept(key)
+        return route
+
+    def _route_unkept(self, key: tuple[int, int, int]) -> tuple[_Hop, ...]:
+        """The route of one (source, destination, size), built and not cached."""
         if self._fabric is None:
-            route = self._routes[key] = self._grid_route(*key)
-            return route
+            return self._grid_route(*key)
         specs = self._fabric_route(self._fabric, *key)
         known = self._hops
         last = len(specs) - 1
@@ -240,10 +254,9 @@ class CongestionAwareNetwork:
         for i, spec in enumerate(specs):
             hop = known.get((spec, i == last))
             hops.append(hop if hop is not None else self._hop(spec, i == last))
-        route = self._routes[key] = tuple(hops)
-        return route
+        return tuple(hops)
 
-    def _refuse(self, ids: list[int], srcs: list[int], dsts: list[int], times: list[int]) -> None:
+    def _refuse(self, ids: Sequence[int], srcs: Sequence[int], dsts: Sequence[int], times: Sequence[int]) -> None:
         """Raise the error of the first message of a batch that cannot be sent."""
         npus = self._grid.npus
         for msg_id, src, dst, sent in zip(ids, srcs, dsts, times):
@@ -298,11 +311,21 @@ class CongestionAwareNetwork:
         return min(candidates, default=None)
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        return window_result(self._deliveries, self._advance_to(until_ps), self._next_arrival)
+
+    def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:
+        """:meth:`advance`, its deliveries as (time, id) (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
+        until_ps = self._advance_to(until_ps)
+        return due_arrivals(self._deliveries, until_ps), until_ps, self._next_arrival()
+
+    def _advance_to(self, until_ps: int) -> int:
+        """Settle every crossing the window up to ``until_ps`` decides (the next event's window when negative);
+        the window's end."""
         if until_ps < 0:
             first = self._next_arrival()
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         self._settle(until_ps - self._lookahead)
-        return window_result(self._deliveries, until_ps, self._next_arrival)
+        return until_ps
 
     def counters(self) -> network_pb2.LinkCounters:
         """Busy time, bytes and messages of every link that carried anything, in link order; when recorded, when
@@ -391,8 +414,12 @@ def _at(events: dict[int, list[_Event]], times: list[int], time_ps: int) -> list
 
 
 def _into_heap(heap: list[tuple[int, int]], items: list[tuple[int, int]]) -> None:
-    """Add ``items`` to ``heap``: pushed one by one when few, else appended and the whole heapified (cheaper)."""
-    if len(items) < len(heap):
+    """Add ``items`` to ``heap``: pushed one by one when few, else appended and the whole heapified (cheaper); to
+    an empty heap, sorted (a sorted list is a heap, and a collective step's arrivals come nearly in order)."""
+    if not heap:
+        items.sort()
+        heap += items
+    elif len(items) < len(heap):
         for item in items:
             heapq.heappush(heap, item)
     else:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from stratasim.v1 import network_pb2
 
-__all__ = ["window_result"]
+__all__ = ["window_result", "due_arrivals"]
 
 _SCAN = 1 << 14
 """Most arrivals scanned to see whether all are due: beyond, popping only the due ones costs less."""
@@ -19,6 +19,18 @@ def window_result(
     """The result of advancing to ``until_ps``: every (time, message id) of the heap ``arrivals`` due by then,
     taken out in (time, id) order, and the next event the network knows of once they are gone (``following()``)."""
     result = network_pb2.AdvanceResult(window_end_ps=until_ps)
+    due = due_arrivals(arrivals, until_ps)
+    result.deliveries.id.extend([msg_id for _, msg_id in due])
+    result.deliveries.time_ps.extend([time_ps for time_ps, _ in due])
+    next_event = following()
+    if next_event is not None:
+        result.has_next = True
+        result.next_event_ps = next_event
+    return result
+
+
+def due_arrivals(arrivals: list[tuple[int, int]], until_ps: int) -> list[tuple[int, int]]:
+    """Every (time, message id) of the heap ``arrivals`` due by ``until_ps``, taken out in (time, id) order."""
     due: list[tuple[int, int]] = []
     if arrivals and arrivals[0][0] <= until_ps:
         if len(arrivals) <= _SCAN and max(arrivals)[0] <= until_ps:  # all due (a collective's step): one sort
@@ -27,10 +39,4 @@ def window_result(
         else:
             while arrivals and arrivals[0][0] <= until_ps:
                 due.append(heapq.heappop(arrivals))
-    result.deliveries.id.extend([msg_id for _, msg_id in due])
-    result.deliveries.time_ps.extend([time_ps for time_ps, _ in due])
-    next_event = following()
-    if next_event is not None:
-        result.has_next = True
-        result.next_event_ps = next_event
-    return result
+    return due

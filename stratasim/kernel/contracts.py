@@ -20,6 +20,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "NetworkBackend",
     "DirectNetwork",
+    "ColumnarNetwork",
     "ComputeBackend",
     "WorkloadSource",
     "SymmetricWorkload",
@@ -83,6 +84,24 @@ class DirectNetwork(Protocol):
         """:meth:`transit_ps` of many messages at once (int64 arrays, element i describing message i), as a server
         answers a remote engine's ``TransitRequest``; raises BackendError for a source or destination outside the
         network."""
+        ...
+
+
+@runtime_checkable
+class ColumnarNetwork(Protocol):
+    """An in-process network that also takes a window's sends, and gives its deliveries, as plain Python columns:
+    ``inject`` and ``advance`` without building and reading protobuf messages, which on every-NPU runs costs as
+    much as deciding the messages. Results are those of ``inject``/``advance``, which remote sessions use."""
+
+    def inject_columns(
+        self, ids: Sequence[int], src: Sequence[int], dst: Sequence[int], sizes: Sequence[int], send_time_ps: Sequence[int]
+    ) -> None:
+        """``inject`` of the messages whose fields are the columns' elements (element i describing message i)."""
+        ...
+
+    def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:
+        """``advance``: the deliveries as (arrival time, message id) in that order, the window's end, and the time
+        of the network's next event (None when it has none)."""
         ...
 
 

@@ -159,7 +159,7 @@ class ChunkRun:
 
     __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
                  "arrived", "enqueued_ps", "started_ps", "sent", "_costly", "_where", "_steps", "_only_peer",
-                 "_phase_key", "_replay_key")
+                 "_phase_key", "_replay_key", "on_message")
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
@@ -185,10 +185,14 @@ class ChunkRun:
         self._only_peer: tuple[int, Callable[[int], None]] | None = None
         self._phase_key = 0
         self._replay_key: tuple[object, ...] | None = None
+        # Its receive, bound once: messages keep it until they arrive, and a direct phase sends n-1 per step
+        self.on_message: Callable[[int], None] = self.receive
 
     def release(self) -> None:
-        """Drop the reference to a peer (perhaps itself) kept for the phase; see :meth:`Collective.release`."""
+        """Drop the references to a peer (perhaps itself) kept for the phase and to itself (:attr:`on_message`);
+        see :meth:`Collective.release`."""
         self._only_peer = None
+        del self.on_message
 
     def start_phase(self) -> None:
         """Begin the current phase: send its first step, then consume any messages already waiting."""
@@ -211,7 +215,7 @@ class ChunkRun:
         offsets = self.collective.offsets(self._steps)
         # Ring-like phases talk to one peer only: spare the hot path finding it step after step.
         only = self._peer(offsets[0]) if len(offsets) == 1 else None
-        self._only_peer = (only[0], only[1].receive) if only is not None else None
+        self._only_peer = (only[0], only[1].on_message) if only is not None else None
         replays = self.scheduler.context.phase_replays
         if replays is not None and all(self._peer(offset)[1].npu == self.npu for offset in offsets):
             key = (id(self._steps), direction, line, position, self.npu)
@@ -325,4 +329,4 @@ class ChunkRun:
             runs = made.get(stand_in)
             if runs is None:
                 runs = self.collective.chunk_runs(stand_in, self.scheduler.peer_scheduler(stand_in))
-            send(self.npu, peer, step.bytes, runs[self.index].receive, tag)
+            send(self.npu, peer, step.bytes, runs[self.index].on_message, tag)

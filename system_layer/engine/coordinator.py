@@ -9,16 +9,19 @@ the network has nothing in flight the engine runs ahead without asking until an 
 may deliver messages after the window it was asked for when their arrivals are already certain (a remote
 stateless network answers so): they are scheduled like any other and nothing is left in flight. An
 in-process network that prices messages on the spot (:class:`~stratasim.kernel.contracts.DirectNetwork`) needs no
-windows at all: each arrival is scheduled as its message is sent.
+windows at all: each arrival is scheduled as its message is sent; one that takes and gives plain columns
+(:class:`~stratasim.kernel.contracts.ColumnarNetwork`) is spared the protobuf messages of the windows.
 """
 
 from __future__ import annotations
 
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
+from stratasim.kernel.contracts import ColumnarNetwork, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import RemoteError
 from stratasim.kernel.events import Callback, EventQueue
 from stratasim.kernel.units import format_time_ps
@@ -44,6 +47,7 @@ class Coordinator:
         self._endpoint_delay = endpoint_delay_ps
         self._network = network
         self._direct = direct
+        self._columnar = network if isinstance(network, ColumnarNetwork) else None
         self._landing: dict[int, list[tuple[Callback, Any]]] = {}  # direct mode: arrival time -> messages
         self._lookahead = max(1, lookahead_ps)
         self._handlers: dict[int, tuple[Callback, Any]] = {}
@@ -97,13 +101,17 @@ class Coordinator:
         self._next_id = first + len(outbox)
         src, dst, sizes, times, callbacks, args = zip(*outbox)
         self._handlers.update(zip(ids, zip(callbacks, args)))
+        self._outbox = []
+        del outbox  # the window's messages are columns now: free them before the network works (all-to-all: 1M)
+        if self._columnar is not None:
+            self._columnar.inject_columns(ids, src, dst, sizes, times)
+            return
         batch = network_pb2.SendBatch()
         batch.id.extend(ids)
         batch.src.extend(src)
         batch.dst.extend(dst)
         batch.bytes.extend(sizes)
         batch.send_time_ps.extend(times)
-        self._outbox = []
         self._network.inject(batch)
 
     def run(self) -> None:
@@ -136,13 +144,20 @@ class Coordinator:
                 return
             self._flush()
             if engine_next is None:
-                result = self._network.advance(NEXT_WINDOW)
+                until = NEXT_WINDOW
             else:
                 start = min(t for t in (engine_next, network_next, earliest_arrival) if t is not None)
-                result = self._network.advance(start + lookahead - 1)
-            self._deliver(result.deliveries)
-            network_next = result.next_event_ps if result.has_next else None
-            queue.run_until(result.window_end_ps)
+                until = start + lookahead - 1
+            if self._columnar is not None:
+                due, window_end, network_next = self._columnar.advance_columns(until)
+                if due:
+                    self._deliver_due(due)
+            else:
+                result = self._network.advance(until)
+                self._deliver(result.deliveries)
+                network_next = result.next_event_ps if result.has_next else None
+                window_end = result.window_end_ps
+            queue.run_until(window_end)
 
     def _deliver(self, deliveries: network_pb2.DeliveryBatch) -> None:
         """Schedule the handlers of a window's deliveries: one event per distinct arrival time, in id order."""
@@ -163,6 +178,20 @@ class Coordinator:
         for start, end in zip(bounds, bounds[1:]):
             self.queue.schedule(int(times[start]) + delay, _run_batch, [pop(i) for i in ids[start:end]])
 
+    def _deliver_due(self, due: list[tuple[int, int]]) -> None:
+        """:meth:`_deliver` of a columnar network's (time, id) deliveries, in that order."""
+        self.messages += len(due)
+        if self._prompt:
+            self._deliver_mixed([msg_id for _, msg_id in due], [time_ps for time_ps, _ in due])
+            return
+        pop = self._handlers.pop
+        delay = self._endpoint_delay
+        schedule = self.queue.schedule
+        if due[0][0] == due[-1][0]:  # all at one time (a collective's step): one event
+            schedule(due[0][0] + delay, _run_batch, [pop(msg_id) for _, msg_id in due])
+            return
+        for time_ps, group in groupby(due, key=itemgetter(0)):
+            schedule(time_ps + delay, _run_batch, [pop(msg_id) for _, msg_id in group])
 
     def _deliver_mixed(self, ids: list[int], times: list[int]) -> None:
         """The slow path, for windows that may hold messages skipping the endpoint delay."""

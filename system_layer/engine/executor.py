@@ -32,6 +32,24 @@ __all__ = ["CollectiveTable", "NpuExecutor"]
 _COMPUTE, _BLOCK, _RECEIVE = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE, workload_pb2.COMM_RECV_NODE
 
 
+class _Group(tuple[int, ...]):
+    """A communicator group's sorted members that hashes in constant time: the tuple's hash, worked out once.
+
+    Python recomputes a tuple's hash on every look-up, and on every-NPU runs each of thousands of NPUs looks its
+    group up (a 16384-member group per NPU costs seconds); interned once per distinct group
+    (:meth:`CollectiveTable.group`), every look-up then finds the very object and compares nothing further.
+    It equals, and hashes as, the plain tuple of the same members."""
+
+    _hash: int
+
+    def __new__(cls, members: list[int]) -> _Group:
+        group = super().__new__(cls, members)
+        group._hash = tuple.__hash__(group)
+        return group
+
+    def __hash__(self) -> int:
+        return self._hash
+
 
 def _root(node: workload_pb2.Node, group: tuple[int, ...], npu: int) -> int:
     """The root of a broadcast or reduce: the node's, else the group's lowest NPU; it must be in the group."""
@@ -48,14 +66,30 @@ class CollectiveTable:
     def __init__(self, grid: Grid, options: SystemOptions, npus: int) -> None:
         self._grid = grid
         self._options = options
-        self._everyone = tuple(range(npus))
+        self._everyone = _Group(list(range(npus)))
         self._open: dict[tuple[tuple[int, ...], int], Collective] = {}
+        self._interned: dict[tuple[int, ...], _Group] = {self._everyone: self._everyone}
+        self._plan_groups: dict[int, tuple[GraphPlan, list[_Group | None]]] = {}
         self._layouts: dict[tuple[str, int, tuple[int, ...]], Layout] = {}
         self.all: list[Collective] = []
         # Collectives run inside blocks run whole (:mod:`stratasim.system_layer.engine.macros`): their statistics
         # from the block's first run, with the start time, NPU and issue number of this run.
         self.replayed: list[tuple[int, int, int, BlockRun]] = []  # start, NPU, issue number of its first, the run
         self._named: dict[tuple[int, int], _Named] = {}  # replayed collectives a trace names, by NPU and issue number
+
+    def groups_of(self, plan: GraphPlan) -> list[_Group | None]:
+        """Per node of ``plan``, its group once :meth:`group` has been asked for it (None before), shared by every
+        NPU running ``plan`` so that a group is sorted once per plan, not once per NPU."""
+        known = self._plan_groups.get(id(plan))
+        if known is None or known[0] is not plan:
+            known = self._plan_groups[id(plan)] = (plan, [None] * len(plan.nodes))
+        return known[1]
+
+    def group(self, node: workload_pb2.Node) -> _Group:
+        """``node``'s group, its members sorted (empty when the node names none), interned: one object per
+        distinct group, hashing in constant time (:class:`_Group`)."""
+        members = _Group(sorted(node.group))
+        return self._interned.setdefault(members, members)
 
     def _layout(self, kind: str, size: int, group: tuple[int, ...]) -> Layout:
         """The layout every ``kind`` collective of ``size`` bytes over ``group`` shares, worked out once."""
@@ -85,11 +119,13 @@ class CollectiveTable:
             except WorkloadError as exc:
                 raise WorkloadError(f"node {node.id} ({node.name or kind}): {exc}") from None
 
-    def join(self, npu: int, node: workload_pb2.Node, index: int, issued: int, now: int) -> Collective:
-        """The collective ``node`` is the ``index``-th issued on its group, creating it on first sight; ``npu``
-        issues it at ``now`` after ``issued`` collectives of its own (which number collectives in a fixed order:
-        see :meth:`ordered`)."""
-        group = tuple(sorted(node.group)) if node.group else self._everyone
+    def join(
+        self, npu: int, node: workload_pb2.Node, members: tuple[int, ...], index: int, issued: int, now: int
+    ) -> Collective:
+        """The collective ``node`` (whose group is ``members``, as :meth:`group` gives it) is the ``index``-th
+        issued on its group, creating it on first sight; ``npu`` issues it at ``now`` after ``issued`` collectives
+        of its own (which number collectives in a fixed order: see :meth:`ordered`)."""
+        group = members if members else self._everyone
         kind = COLLECTIVE_NAMES.get(node.comm_type)
         if kind is None:
             name = workload_pb2.CollectiveType.Name(node.comm_type)
@@ -185,6 +221,7 @@ class NpuExecutor:
         self._compute_queue: deque[int] = deque()
         self._computing = False
         self._issued: dict[tuple[int, ...], int] = {}
+        self._groups = table.groups_of(plan)  # each collective node's group, once any NPU of the plan asked
         self._left = len(plan.nodes)
         self.peers: dict[int, NpuExecutor] = {}  # every simulated NPU's executor, for point-to-point messages
         self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
@@ -243,10 +280,12 @@ class NpuExecutor:
                 self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag), endpoint_delay=endpoint_delay
             )
             return
-        group = tuple(sorted(node.group))
+        group = self._groups[index]
+        if group is None:
+            group = self._groups[index] = self._table.group(node)
         issued = self._issued.get(group, 0)
         self._issued[group] = issued + 1
-        collective = self._table.join(self.npu, node, issued, self.issued, self._context.coordinator.now)
+        collective = self._table.join(self.npu, node, group, issued, self.issued, self._context.coordinator.now)
         self.issued += 1
         self._scheduler.issue(collective, lambda: self._complete(index))
 

@@ -101,3 +101,17 @@ def test_memory_nodes_queue_on_the_local_memory_channel_and_metadata_is_free() -
     assert result.total_time_ps == 6000  # load 0-4000, store 4000-6000, compute 4000-4500
     free = simulate([g, g], AnalyticalNetwork(), topo, SystemOptions())
     assert free.total_time_ps == 500
+
+
+def test_groups_are_interned_once_and_equal_their_members() -> None:
+    """A node's group is its sorted members, one object per distinct group, equal to and hashing as the plain
+    tuple (so tables keyed by groups behave as before); an empty group stays empty."""
+    from stratasim.kernel.grid import Grid
+    from stratasim.system_layer.engine.executor import CollectiveTable
+
+    table = CollectiveTable(Grid((4,)), SystemOptions(), 4)
+    first = table.group(workload_pb2.Node(group=[3, 1, 2]))
+    again = table.group(workload_pb2.Node(group=[2, 3, 1]))
+    assert first is again and first == (1, 2, 3) and hash(first) == hash((1, 2, 3))
+    assert table.group(workload_pb2.Node(group=[0, 1, 2, 3])) == (0, 1, 2, 3)
+    assert table.group(workload_pb2.Node()) == ()
