@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import numpy as np
@@ -21,7 +22,7 @@ from stratasim.remote import _wire
 from stratasim.remote.network_service import TRANSIT_CAPABILITY
 from stratasim.v1 import network_pb2, network_pb2_grpc
 
-__all__ = ["NetworkClient"]
+__all__ = ["DirectNetworkClient", "NetworkClient", "open_network"]
 
 _LAYER = "network"
 _INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
@@ -129,6 +130,11 @@ class NetworkClient:
                                f"times for {len(src)} messages")  # fmt: skip
         return transits.astype(np.int64)
 
+    @property
+    def prices_on_the_spot(self) -> bool:
+        """Whether the server announced the ``transit`` capability and ``deliver_ahead`` was asked for."""
+        return self._can_transit
+
     def counters(self) -> network_pb2.LinkCounters:
         """The remote network's link counters, in one round trip."""
         request = network_pb2.NetworkRequest(counters=network_pb2.CountersRequest())
@@ -179,6 +185,62 @@ class NetworkClient:
         return RemoteError(message)
 
 
+class DirectNetworkClient:
+    """A :class:`NetworkClient` whose server prices messages on the spot (handshake capability ``transit``), as a
+    :class:`~stratasim.kernel.contracts.DirectNetwork` too.
+
+    When the network it configures is stateless, the engine then runs exactly as with that network in-process —
+    arrivals scheduled as messages are sent, lock-step phases a line of NPUs at a time, repeated blocks run whole —
+    and the server is asked only for the transit times of kinds of message never seen (one round trip per batch,
+    :class:`_Transits`), so a spawned network costs about what an in-process one does. The times are the same: the
+    server's backend computes them. A stateful network is run by windows, as :class:`NetworkClient` runs it.
+    """
+
+    name: str
+
+    def __init__(self, client: NetworkClient) -> None:
+        self._client = client
+        self.name = client.name
+        self._transits = client._transits  # the answers kept are shared with the client's deliver-ahead windows
+        self._known = self._transits.known
+
+    def transit_ps(self, src: int, dst: int, size: int) -> int:
+        """Picoseconds from sending ``size`` bytes at ``src`` to their arrival at ``dst``: kept, or asked for."""
+        known = self._known.get((src, dst, size))
+        return self._transits.one(src, dst, size) if known is None else known
+
+    def transits_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """:meth:`transit_ps` of many messages (int64 columns), asking at most once, for the kinds never seen."""
+        return self._transits.columns(src, dst, sizes)
+
+    def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        """See :meth:`NetworkClient.configure`."""
+        return self._client.configure(topology)
+
+    def inject(self, sends: network_pb2.SendBatch) -> None:
+        """See :meth:`NetworkClient.inject`."""
+        self._client.inject(sends)
+
+    def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        """See :meth:`NetworkClient.advance`."""
+        return self._client.advance(until_ps)
+
+    def counters(self) -> network_pb2.LinkCounters:
+        """See :meth:`NetworkClient.counters`."""
+        return self._client.counters()
+
+    def close(self) -> None:
+        """See :meth:`NetworkClient.close`."""
+        self._client.close()
+
+
+def open_network(endpoint: str, *, backend: str, **options: Any) -> NetworkClient | DirectNetworkClient:
+    """A session with the network ``backend`` served at ``endpoint`` (``options`` as :class:`NetworkClient` takes
+    them, ``deliver_ahead`` on): a :class:`DirectNetworkClient` when the server prices messages on the spot."""
+    client = NetworkClient(endpoint, backend=backend, **{"deliver_ahead": True, **options})
+    return DirectNetworkClient(client) if client.prices_on_the_spot else client
+
+
 class _Transits:
     """A stateless network's transit times, kept: its delays depend on a message's source, destination and size
     alone, so only a kind of message never seen costs a round trip (one for all of a batch's). A batch holding the
@@ -187,13 +249,23 @@ class _Transits:
 
     def __init__(self, ask: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> None:
         self._ask = ask
-        self._by_kind: dict[tuple[int, int, int], int] = {}
+        self.known: dict[tuple[int, int, int], int] = {}  # cleared, never replaced: a reference stays valid
         self._by_batch: dict[bytes, np.ndarray] = {}
         self._batch_bytes = 0
 
     def of(self, sends: network_pb2.SendBatch) -> np.ndarray:
         """The transit time of each message of ``sends``, in its order."""
-        src, dst, sizes = (np.array(column, dtype=np.int64) for column in (sends.src, sends.dst, sends.bytes))
+        return self.columns(*(np.array(column, dtype=np.int64) for column in (sends.src, sends.dst, sends.bytes)))
+
+    def one(self, src: int, dst: int, size: int) -> int:
+        """The transit time of one message (a round trip only if its kind was never seen)."""
+        known = self.known.get((src, dst, size))
+        if known is None:
+            known = int(self._by_kinds([src], [dst], [size])[0])
+        return known
+
+    def columns(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The transit time of each message the int64 columns describe, in their order."""
         order = np.lexsort((sizes, dst, src))
         columns = np.stack((src[order], dst[order], sizes[order]))
         batch = columns.tobytes()
@@ -212,7 +284,7 @@ class _Transits:
     def _by_kinds(self, src: list[int], dst: list[int], sizes: list[int]) -> np.ndarray:
         """Message by message from the kinds known, asking once for those never seen."""
         kinds = list(zip(src, dst, sizes))
-        by_kind = self._by_kind
+        by_kind = self.known
         transits = list(map(by_kind.get, kinds))
         if None in transits:
             unseen = list(dict.fromkeys(kind for kind, transit in zip(kinds, transits) if transit is None))

@@ -100,7 +100,7 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Call
         wanted += [("compute", name, serve_options(name, section.profile)) for name in backend_names(section)]
     if not wanted:
         return {}
-    from stratasim import remote  # gRPC is only needed for layers in other processes
+    from stratasim import remote  # starting servers imports no gRPC: they boot while the engine imports it
 
     servers = {(layer, name): stack.enter_context(remote.start(layer, name, options=options))
                for layer, name, options in wanted}  # fmt: skip
@@ -134,7 +134,7 @@ def _open(
 
     spawned = started.get((layer, name))
     endpoint = section.endpoint or (spawned() if spawned else stack.enter_context(remote.spawn(layer, name)))
-    client = remote.NetworkClient(endpoint, backend=name, deliver_ahead=True)
+    client = remote.open_network(endpoint, backend=name)
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
