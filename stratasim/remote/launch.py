@@ -96,19 +96,26 @@ def start(
     timeout_s: float = 20.0,
     command: Sequence[str] | None = None,
     options: Sequence[str] = (),
+    also: tuple[str, str] | None = None,
 ) -> Iterator[Spawned]:
     """Start the server :func:`spawn` runs, without waiting for it: a run starts all its servers at once, then builds
-    its workload while they start up, and asks each for its endpoint when it needs it. Stopped on exit."""
+    its workload while they start up, and asks each for its endpoint when it needs it. Stopped on exit.
+
+    ``also``: the other layer and its backend, served by the same child on the same endpoint (``--also``): one
+    interpreter, one import of gRPC and one socket for a run that spawns both its network and its compute layer.
+    """
+    layers, backends = (layer, backend) if also is None else (f"{layer}+{also[0]}", f"{backend}, {also[1]}")
     with tempfile.TemporaryDirectory(prefix="stratasim-") as sockets, tempfile.TemporaryFile() as out, \
             tempfile.TemporaryFile() as err:  # fmt: skip
-        socket = os.path.join(sockets, f"{layer}.sock")
+        socket = os.path.join(sockets, f"{layers}.sock")
         listen = f"{_UNIX}{socket}" if len(socket) < _SOCKET_PATH_MAX else "127.0.0.1:0"
         argv = list(command) if command is not None else [
             sys.executable, "-m", "stratasim.cli.serve", layer, "--backend", backend, "--listen", listen, *options,
+            *([] if also is None else ["--also", f"{also[0]}:{also[1]}"]),
         ]  # fmt: skip
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         try:
-            yield Spawned(process, out, err, f"{layer} layer server ({backend})", timeout_s)
+            yield Spawned(process, out, err, f"{layers.replace('+', ' and ')} layer server ({backends})", timeout_s)
         finally:
             _stop(process)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -37,43 +37,62 @@ def serve(
     ready: Callable[[str], None] | None = None,
     factories: Mapping[str, Callable[[], Any]] | None = None,
     stop: threading.Event | None = None,
+    also: Sequence[tuple[str, str]] = (),
 ) -> None:
-    """Serve ``layer`` with the registered ``backend`` on ``listen`` (``127.0.0.1:0`` picks a free port).
+    """Serve ``layer`` with the registered ``backend`` on ``listen`` (``127.0.0.1:0`` picks a free port), and each
+    ``(layer, backend)`` of ``also`` on the same endpoint: one process and one socket for a run's network and
+    compute layers, each layer at most once.
 
     Once listening, prints ``listening on HOST:PORT`` (flushed) and calls ``ready(endpoint)``; then blocks until
     ``stop`` is set or, when no ``stop`` is given, until SIGTERM or SIGINT (main thread only). ``factories``
     adds ``{name: factory}`` backends ahead of the entry points (tests, embedders). Every network session gets
     a fresh backend; a compute backend is built once and shared by all clients.
     """
-    factory = registry.load(layer, backend, extra=factories)
+    served = [(layer, backend), *also]
+    layers = [name for name, _ in served]
+    if len(set(layers)) < len(layers):
+        raise BackendError(f"one server serves each layer once; asked for {', '.join(layers)}")
     if stop is None and threading.current_thread() is not threading.main_thread():
         raise ValueError("serve() outside the main thread needs a stop event")
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix=f"stratasim-{layer}"),
+        futures.ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix=f"stratasim-{'-'.join(layers)}"),
         options=_wire.CHANNEL_OPTIONS,
         maximum_concurrent_rpcs=_WORKERS,
     )
-    compute: ComputeServicer | None = None
+    computes: list[ComputeServicer] = []
+    try:
+        for name, chosen in served:
+            computes += _add_service(server, name, chosen, factories)
+        # Handlers go in before the endpoint is announced: a signal sent as soon as it is must stop us cleanly.
+        with _stopped_by_signals() if stop is None else nullcontext(stop) as stopping:
+            try:
+                endpoint = _listen(server, "/".join(layers), listen)
+                server.start()
+                print(f"listening on {endpoint}", flush=True)
+                if ready is not None:
+                    ready(endpoint)
+                stopping.wait()
+            finally:
+                server.stop(grace=_STOP_GRACE_S).wait()
+    finally:
+        for compute in computes:
+            compute.close()
+
+
+def _add_service(
+    server: grpc.Server, layer: str, backend: str, factories: Mapping[str, Callable[[], Any]] | None
+) -> list[ComputeServicer]:
+    """Put ``layer``'s service with the registered ``backend`` on ``server``; the compute servicer (to be closed
+    after), if that is what it was."""
+    if layer not in ("network", "compute"):
+        raise BackendError(f"the {layer} layer has no gRPC service; serve network or compute")
+    factory = registry.load(layer, backend, extra=factories)
     if layer == "network":
         network_pb2_grpc.add_NetworkServiceServicer_to_server(NetworkServicer(backend, factory), server)
-    elif layer == "compute":
-        compute = ComputeServicer(backend, factory())
-        compute_pb2_grpc.add_ComputeServiceServicer_to_server(compute, server)
-    else:
-        raise BackendError(f"the {layer} layer has no gRPC service; serve network or compute")
-    # Handlers go in before the endpoint is announced: a signal sent as soon as it is must stop us cleanly.
-    with _stopped_by_signals() if stop is None else nullcontext(stop) as stopping:
-        try:
-            endpoint = _listen(server, layer, listen)
-            server.start()
-            print(f"listening on {endpoint}", flush=True)
-            if ready is not None:
-                ready(endpoint)
-            stopping.wait()
-        finally:
-            server.stop(grace=_STOP_GRACE_S).wait()
-            if compute is not None:
-                compute.close()
+        return []
+    compute = ComputeServicer(backend, factory())
+    compute_pb2_grpc.add_ComputeServiceServicer_to_server(compute, server)
+    return [compute]
 
 
 def _listen(server: grpc.Server, layer: str, listen: str) -> str:
