@@ -1,7 +1,8 @@
-"""Starting a layer's server as a child process: ``python -m stratasim.cli.serve``, on a Unix-domain socket.
+"""Starting a layer's server as a child process, on a Unix-domain socket: forked from this process when that is safe
+(:mod:`stratasim.remote.forked`), else ``python -m stratasim.cli.serve``.
 
-Nothing here imports gRPC, so a run can start its servers before it pays for that import itself (about 50 ms):
-the servers boot while the engine imports and builds.
+Nothing here imports gRPC, so a run can start its servers before it pays for that import itself (about 50 ms), and
+fork them while that is still safe: the servers boot while the engine imports and builds.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from typing import IO
 
 from stratasim.kernel.errors import RemoteError
+from stratasim.remote.forked import ForkedServer, can_fork, fork_server
 
 __all__ = ["Spawned", "spawn", "start"]
 
@@ -25,6 +27,7 @@ _POLL_S = 0.005
 _LISTENING = re.compile(rb"^listening on (\S+)\s*$", re.MULTILINE)
 _UNIX = "unix:"
 _SOCKET_PATH_MAX = 100  # a Unix-domain socket's path must fit in sockaddr_un (108 bytes on Linux)
+_Child = subprocess.Popen[bytes] | ForkedServer
 
 
 @contextmanager
@@ -52,7 +55,7 @@ def spawn(
 class Spawned:
     """A server child process started by :func:`start`; :meth:`endpoint` waits for it to listen."""
 
-    def __init__(self, process: subprocess.Popen[bytes], out: IO[bytes], err: IO[bytes], who: str,
+    def __init__(self, process: _Child, out: IO[bytes], err: IO[bytes], who: str,
                  timeout_s: float) -> None:  # fmt: skip
         self._process = process
         self._out = out
@@ -109,11 +112,14 @@ def start(
             tempfile.TemporaryFile() as err:  # fmt: skip
         socket = os.path.join(sockets, f"{layers}.sock")
         listen = f"{_UNIX}{socket}" if len(socket) < _SOCKET_PATH_MAX else "127.0.0.1:0"
-        argv = list(command) if command is not None else [
-            sys.executable, "-m", "stratasim.cli.serve", layer, "--backend", backend, "--listen", listen, *options,
-            *([] if also is None else ["--also", f"{also[0]}:{also[1]}"]),
-        ]  # fmt: skip
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        arguments = [layer, "--backend", backend, "--listen", listen, *options,
+                     *([] if also is None else ["--also", f"{also[0]}:{also[1]}"])]  # fmt: skip
+        process: _Child
+        if command is None and can_fork():
+            process = fork_server(arguments, out, err)
+        else:
+            argv = list(command) if command is not None else [sys.executable, "-m", "stratasim.cli.serve", *arguments]
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         try:
             yield Spawned(process, out, err, f"{layers.replace('+', ' and ')} layer server ({backends})", timeout_s)
         finally:
@@ -133,7 +139,7 @@ def _tail(err: IO[bytes], lines: int = 5) -> str:
     return f": {' | '.join(kept)}" if kept else " (nothing on stderr)"
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _stop(process: _Child) -> None:
     """Terminate the child, and kill it if it does not exit soon."""
     if process.poll() is None:
         process.terminate()
