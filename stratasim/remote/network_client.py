@@ -2,10 +2,10 @@
 
 One bidirectional ``Session`` stream carries the whole simulation. ``inject`` only buffers (batches are merged
 column by column) and the buffered sends travel with the next ``advance``, so a time window costs exactly one
-round trip however many messages it holds. With ``deliver_ahead``, a stateless network whose server can price
-messages on the spot is asked instead for the transit times of the kinds of message it has not priced yet (one
-``transit`` round trip per batch, packed columns) and ``advance`` hands back every arrival of the buffered sends at
-once, later ones included: the engine then pays a round trip only when it sends something new, not per window.
+round trip however many messages it holds. A server whose network prices messages on the spot is used through a
+:class:`DirectNetworkClient` instead (:func:`open_network` picks): the engine then runs as with the network
+in-process, with no windows, and asks for the transit times of the kinds of message not priced yet (one
+``transit`` round trip per batch, packed columns).
 """
 
 from __future__ import annotations
@@ -38,11 +38,6 @@ class NetworkClient:
     raises :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. Errors the backend raises
     (e.g. :class:`~stratasim.kernel.errors.TopologyError`) come back as the same class with the same message; those
     of ``inject`` surface at the following ``advance``, which is when the sends reach the backend.
-
-    ``deliver_ahead``: when the configured network is stateless and the server announces the ``transit`` capability,
-    ``advance`` returns the arrivals of every message injected so far, also those after ``until_ps`` (each once,
-    ``has_next`` false), as the engine accepts (:class:`~stratasim.kernel.contracts.NetworkBackend`); the times are
-    those the windows would give.
     """
 
     name: str
@@ -54,7 +49,6 @@ class NetworkClient:
         backend: str,
         timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
-        deliver_ahead: bool = False,
     ) -> None:
         self._endpoint = endpoint
         self._timeout_s = timeout_s
@@ -75,18 +69,11 @@ class NetworkClient:
             raise
         self._connected = True
         self.name = reply.handshake.backend
-        self._can_transit = deliver_ahead and TRANSIT_CAPABILITY in reply.handshake.capabilities
-        self._ahead = False  # set by configure: advance answers from transit times
-        self._lookahead = 1
-        self._window_end = 0
-        self._transits = _Transits(self._ask_transits)
+        self._can_transit = TRANSIT_CAPABILITY in reply.handshake.capabilities
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         """Build the remote network; its TopologyError is re-raised here unchanged."""
-        info = self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
-        self._ahead = self._can_transit and info.stateless
-        self._lookahead = max(1, info.lookahead_ps)
-        return info
+        return self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         """Buffer ``sends`` until the next ``advance`` (the columnar fields are extended, not copied per message)."""
@@ -94,30 +81,10 @@ class NetworkClient:
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         """Ship the buffered sends and run to ``until_ps`` (negative: the next window) in one round trip."""
-        if self._ahead:
-            return self._advance_ahead(until_ps)
         request = self._pending
         request.advance.until_ps = until_ps
         self._pending = network_pb2.NetworkRequest()
         return self._exchange(request, "advanced").advanced
-
-    def _advance_ahead(self, until_ps: int) -> network_pb2.AdvanceResult:
-        """Every arrival of the buffered sends at once, in (time, id) order; the window ends at ``until_ps`` or,
-        asked for the next one, where it would. Round trips only for kinds of message never seen (:class:`_Transits`).
-        """
-        sends = self._pending.advance.sends
-        self._pending = network_pb2.NetworkRequest()
-        result = network_pb2.AdvanceResult()
-        if sends.id:
-            arrival = np.array(sends.send_time_ps, dtype=np.int64) + self._transits.of(sends)
-            ids = np.array(sends.id, dtype=np.int64)
-            order = np.lexsort((ids, arrival))
-            result.deliveries.id.extend(ids[order].tolist())
-            result.deliveries.time_ps.extend(arrival[order].tolist())
-            if until_ps < 0:
-                until_ps = int(arrival[order[0]]) + self._lookahead - 1
-        self._window_end = result.window_end_ps = max(until_ps, self._window_end)
-        return result
 
     def _ask_transits(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """One ``transit`` round trip: the transit time of each message described by the columns."""
@@ -132,7 +99,8 @@ class NetworkClient:
 
     @property
     def prices_on_the_spot(self) -> bool:
-        """Whether the server announced the ``transit`` capability and ``deliver_ahead`` was asked for."""
+        """Whether the server announced the ``transit`` capability: its network answers transit requests once
+        configured stateless."""
         return self._can_transit
 
     def counters(self) -> network_pb2.LinkCounters:
@@ -201,7 +169,7 @@ class DirectNetworkClient:
     def __init__(self, client: NetworkClient) -> None:
         self._client = client
         self.name = client.name
-        self._transits = client._transits  # the answers kept are shared with the client's deliver-ahead windows
+        self._transits = _Transits(client._ask_transits)
         self._known = self._transits.known
 
     def transit_ps(self, src: int, dst: int, size: int) -> int:
@@ -236,8 +204,8 @@ class DirectNetworkClient:
 
 def open_network(endpoint: str, *, backend: str, **options: Any) -> NetworkClient | DirectNetworkClient:
     """A session with the network ``backend`` served at ``endpoint`` (``options`` as :class:`NetworkClient` takes
-    them, ``deliver_ahead`` on): a :class:`DirectNetworkClient` when the server prices messages on the spot."""
-    client = NetworkClient(endpoint, backend=backend, **{"deliver_ahead": True, **options})
+    them): a :class:`DirectNetworkClient` when the server prices messages on the spot."""
+    client = NetworkClient(endpoint, backend=backend, **options)
     return DirectNetworkClient(client) if client.prices_on_the_spot else client
 
 
@@ -252,10 +220,6 @@ class _Transits:
         self.known: dict[tuple[int, int, int], int] = {}  # cleared, never replaced: a reference stays valid
         self._by_batch: dict[bytes, np.ndarray] = {}
         self._batch_bytes = 0
-
-    def of(self, sends: network_pb2.SendBatch) -> np.ndarray:
-        """The transit time of each message of ``sends``, in its order."""
-        return self.columns(*(np.array(column, dtype=np.int64) for column in (sends.src, sends.dst, sends.bytes)))
 
     def one(self, src: int, dst: int, size: int) -> int:
         """The transit time of one message (a round trip only if its kind was never seen)."""
