@@ -95,7 +95,7 @@ def _serve_in_child(argv: Sequence[str], out: IO[bytes], err: IO[bytes]) -> NoRe
         code = serve.main(argv)
     except SystemExit as exc:  # argparse's exit for bad arguments
         code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # noqa: BLE001 - reported on stderr, where the parent reads why the server ended
+    except BaseException:  # reported on stderr, where the parent reads why the server ended
         traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
