@@ -104,11 +104,11 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Call
     from stratasim import remote  # starting servers imports no gRPC: they boot while the engine imports it
 
     servers: dict[tuple[str, str], Spawned] = {}
-    if len(wanted) > 1 and wanted[0][0] == "network":
-        (_, network, _), (_, compute, options) = wanted[0], wanted.pop(1)
+    if len(wanted) > 1 and wanted[0][0] == "network":  # the network and the first compute backend: one server
+        (_, network, _), (_, compute, options) = wanted[:2]
         both = stack.enter_context(remote.start("network", network, options=options, also=("compute", compute)))
         servers = {("network", network): both, ("compute", compute): both}
-        wanted.pop(0)
+        wanted = wanted[2:]
     for layer, name, options in wanted:
         servers[layer, name] = stack.enter_context(remote.start(layer, name, options=options))
     # All asked to stop at once, then each start() waits for its own.
