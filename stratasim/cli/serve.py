@@ -8,6 +8,7 @@ more, so a server :func:`~stratasim.remote.spawn` starts listens in a fraction o
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,8 @@ from stratasim.kernel.errors import StrataSimError
 
 __all__ = ["add_arguments", "handle", "main"]
 
+_LAYERS = ("network", "compute")
+
 
 def _listen(text: str) -> str:
     try:
@@ -25,30 +28,47 @@ def _listen(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _also(text: str) -> tuple[str, str]:
+    layer, colon, backend = text.partition(":")
+    if layer not in _LAYERS or not colon or not backend:
+        raise argparse.ArgumentTypeError(f"expected LAYER:BACKEND with LAYER one of {', '.join(_LAYERS)} "
+                                         f"(e.g. compute:roofline), got {text!r}")  # fmt: skip
+    return layer, backend
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``stratasim serve``."""
-    parser.add_argument("layer", choices=("network", "compute"), help="the layer to serve")
+    parser.add_argument("layer", choices=_LAYERS, help="the layer to serve")
     parser.add_argument("--backend", required=True, metavar="NAME", help="the backend to serve, by registered name")
     parser.add_argument(
         "--listen", type=_listen, default="127.0.0.1:50051", metavar="ENDPOINT",
         help="HOST:PORT (port 0: a free one) or unix:PATH; default: %(default)s",
     )  # fmt: skip
+    parser.add_argument(
+        "--also", type=_also, metavar="LAYER:BACKEND",
+        help="serve the other layer too, on the same endpoint (one process for a run's network and compute)",
+    )  # fmt: skip
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times (profile backend only)")
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM or SIGINT; a bad ``--profile`` table fails before listening."""
+    """Serve until SIGTERM or SIGINT (with ``--also``, both layers on one endpoint); a bad ``--profile`` table
+    fails before listening."""
     from stratasim import remote  # gRPC is only needed when serving
 
+    also = [] if args.also is None else [args.also]
+    if also and also[0][0] == args.layer:
+        raise StrataSimError(f"--also: {args.layer} is served already; name the other layer")
+    backends = dict([(args.layer, args.backend), *also])
     factories: dict[str, Any] | None = None
     if args.profile is not None:
         from stratasim.study.compute_setup import PROFILE_BACKEND, build_compute
 
-        if (args.layer, args.backend) != ("compute", PROFILE_BACKEND):
+        if backends.get("compute") != PROFILE_BACKEND:
             raise StrataSimError("--profile is read by the profile compute backend only")
-        build_compute(args.backend, args.profile).close()  # a bad table fails here, before listening
-        factories = {args.backend: lambda: build_compute(args.backend, args.profile)}
-    remote.serve(args.layer, args.backend, args.listen, factories=factories)
+        build_compute(PROFILE_BACKEND, args.profile).close()  # a bad table fails here, before listening
+        factories = {PROFILE_BACKEND: lambda: build_compute(PROFILE_BACKEND, args.profile)}
+    remote.serve(args.layer, args.backend, args.listen, factories=factories, also=also)
     return 0
 
 
@@ -65,4 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # The backends are closed and the server stopped by now: exit without the interpreter's teardown (gRPC's
+    # threads, numpy), some tens of milliseconds a run spawning this server would otherwise wait for.
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -2,16 +2,17 @@
 
 One bidirectional ``Session`` stream carries the whole simulation. ``inject`` only buffers (batches are merged
 column by column) and the buffered sends travel with the next ``advance``, so a time window costs exactly one
-round trip however many messages it holds. With ``deliver_ahead``, a stateless network whose server can price
-messages on the spot is asked instead for the transit times of the kinds of message it has not priced yet (one
-``transit`` round trip per batch, packed columns) and ``advance`` hands back every arrival of the buffered sends at
-once, later ones included: the engine then pays a round trip only when it sends something new, not per window.
+round trip however many messages it holds. A server whose network prices messages on the spot is used through a
+:class:`DirectNetworkClient` instead (:func:`open_network` picks): the engine then runs as with the network
+in-process, with no windows, and asks for the transit times of the kinds of message not priced yet (one
+``transit`` round trip per batch, packed columns).
 """
 
 from __future__ import annotations
 
 import queue
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import numpy as np
@@ -21,7 +22,7 @@ from stratasim.remote import _wire
 from stratasim.remote.network_service import TRANSIT_CAPABILITY
 from stratasim.v1 import network_pb2, network_pb2_grpc
 
-__all__ = ["NetworkClient"]
+__all__ = ["DirectNetworkClient", "NetworkClient", "open_network"]
 
 _LAYER = "network"
 _INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
@@ -37,11 +38,6 @@ class NetworkClient:
     raises :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. Errors the backend raises
     (e.g. :class:`~stratasim.kernel.errors.TopologyError`) come back as the same class with the same message; those
     of ``inject`` surface at the following ``advance``, which is when the sends reach the backend.
-
-    ``deliver_ahead``: when the configured network is stateless and the server announces the ``transit`` capability,
-    ``advance`` returns the arrivals of every message injected so far, also those after ``until_ps`` (each once,
-    ``has_next`` false), as the engine accepts (:class:`~stratasim.kernel.contracts.NetworkBackend`); the times are
-    those the windows would give.
     """
 
     name: str
@@ -53,7 +49,6 @@ class NetworkClient:
         backend: str,
         timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
-        deliver_ahead: bool = False,
     ) -> None:
         self._endpoint = endpoint
         self._timeout_s = timeout_s
@@ -74,18 +69,11 @@ class NetworkClient:
             raise
         self._connected = True
         self.name = reply.handshake.backend
-        self._can_transit = deliver_ahead and TRANSIT_CAPABILITY in reply.handshake.capabilities
-        self._ahead = False  # set by configure: advance answers from transit times
-        self._lookahead = 1
-        self._window_end = 0
-        self._transits = _Transits(self._ask_transits)
+        self._can_transit = TRANSIT_CAPABILITY in reply.handshake.capabilities
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         """Build the remote network; its TopologyError is re-raised here unchanged."""
-        info = self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
-        self._ahead = self._can_transit and info.stateless
-        self._lookahead = max(1, info.lookahead_ps)
-        return info
+        return self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         """Buffer ``sends`` until the next ``advance`` (the columnar fields are extended, not copied per message)."""
@@ -93,30 +81,10 @@ class NetworkClient:
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         """Ship the buffered sends and run to ``until_ps`` (negative: the next window) in one round trip."""
-        if self._ahead:
-            return self._advance_ahead(until_ps)
         request = self._pending
         request.advance.until_ps = until_ps
         self._pending = network_pb2.NetworkRequest()
         return self._exchange(request, "advanced").advanced
-
-    def _advance_ahead(self, until_ps: int) -> network_pb2.AdvanceResult:
-        """Every arrival of the buffered sends at once, in (time, id) order; the window ends at ``until_ps`` or,
-        asked for the next one, where it would. Round trips only for kinds of message never seen (:class:`_Transits`).
-        """
-        sends = self._pending.advance.sends
-        self._pending = network_pb2.NetworkRequest()
-        result = network_pb2.AdvanceResult()
-        if sends.id:
-            arrival = np.array(sends.send_time_ps, dtype=np.int64) + self._transits.of(sends)
-            ids = np.array(sends.id, dtype=np.int64)
-            order = np.lexsort((ids, arrival))
-            result.deliveries.id.extend(ids[order].tolist())
-            result.deliveries.time_ps.extend(arrival[order].tolist())
-            if until_ps < 0:
-                until_ps = int(arrival[order[0]]) + self._lookahead - 1
-        self._window_end = result.window_end_ps = max(until_ps, self._window_end)
-        return result
 
     def _ask_transits(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """One ``transit`` round trip: the transit time of each message described by the columns."""
@@ -128,6 +96,12 @@ class NetworkClient:
             raise self._broken(f"{_LAYER} layer at {self._endpoint} broke the protocol: {len(transits)} transit "
                                f"times for {len(src)} messages")  # fmt: skip
         return transits.astype(np.int64)
+
+    @property
+    def prices_on_the_spot(self) -> bool:
+        """Whether the server announced the ``transit`` capability: its network answers transit requests once
+        configured stateless."""
+        return self._can_transit
 
     def counters(self) -> network_pb2.LinkCounters:
         """The remote network's link counters, in one round trip."""
@@ -179,6 +153,62 @@ class NetworkClient:
         return RemoteError(message)
 
 
+class DirectNetworkClient:
+    """A :class:`NetworkClient` whose server prices messages on the spot (handshake capability ``transit``), as a
+    :class:`~stratasim.kernel.contracts.DirectNetwork` too.
+
+    When the network it configures is stateless, the engine then runs exactly as with that network in-process —
+    arrivals scheduled as messages are sent, lock-step phases a line of NPUs at a time, repeated blocks run whole —
+    and the server is asked only for the transit times of kinds of message never seen (one round trip per batch,
+    :class:`_Transits`), so a spawned network costs about what an in-process one does. The times are the same: the
+    server's backend computes them. A stateful network is run by windows, as :class:`NetworkClient` runs it.
+    """
+
+    name: str
+
+    def __init__(self, client: NetworkClient) -> None:
+        self._client = client
+        self.name = client.name
+        self._transits = _Transits(client._ask_transits)
+        self._known = self._transits.known
+
+    def transit_ps(self, src: int, dst: int, size: int) -> int:
+        """Picoseconds from sending ``size`` bytes at ``src`` to their arrival at ``dst``: kept, or asked for."""
+        known = self._known.get((src, dst, size))
+        return self._transits.one(src, dst, size) if known is None else known
+
+    def transits_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """:meth:`transit_ps` of many messages (int64 columns), asking at most once, for the kinds never seen."""
+        return self._transits.columns(src, dst, sizes)
+
+    def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        """See :meth:`NetworkClient.configure`."""
+        return self._client.configure(topology)
+
+    def inject(self, sends: network_pb2.SendBatch) -> None:
+        """See :meth:`NetworkClient.inject`."""
+        self._client.inject(sends)
+
+    def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
+        """See :meth:`NetworkClient.advance`."""
+        return self._client.advance(until_ps)
+
+    def counters(self) -> network_pb2.LinkCounters:
+        """See :meth:`NetworkClient.counters`."""
+        return self._client.counters()
+
+    def close(self) -> None:
+        """See :meth:`NetworkClient.close`."""
+        self._client.close()
+
+
+def open_network(endpoint: str, *, backend: str, **options: Any) -> NetworkClient | DirectNetworkClient:
+    """A session with the network ``backend`` served at ``endpoint`` (``options`` as :class:`NetworkClient` takes
+    them): a :class:`DirectNetworkClient` when the server prices messages on the spot."""
+    client = NetworkClient(endpoint, backend=backend, **options)
+    return DirectNetworkClient(client) if client.prices_on_the_spot else client
+
+
 class _Transits:
     """A stateless network's transit times, kept: its delays depend on a message's source, destination and size
     alone, so only a kind of message never seen costs a round trip (one for all of a batch's). A batch holding the
@@ -187,13 +217,19 @@ class _Transits:
 
     def __init__(self, ask: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> None:
         self._ask = ask
-        self._by_kind: dict[tuple[int, int, int], int] = {}
+        self.known: dict[tuple[int, int, int], int] = {}  # cleared, never replaced: a reference stays valid
         self._by_batch: dict[bytes, np.ndarray] = {}
         self._batch_bytes = 0
 
-    def of(self, sends: network_pb2.SendBatch) -> np.ndarray:
-        """The transit time of each message of ``sends``, in its order."""
-        src, dst, sizes = (np.array(column, dtype=np.int64) for column in (sends.src, sends.dst, sends.bytes))
+    def one(self, src: int, dst: int, size: int) -> int:
+        """The transit time of one message (a round trip only if its kind was never seen)."""
+        known = self.known.get((src, dst, size))
+        if known is None:
+            known = int(self._by_kinds([src], [dst], [size])[0])
+        return known
+
+    def columns(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The transit time of each message the int64 columns describe, in their order."""
         order = np.lexsort((sizes, dst, src))
         columns = np.stack((src[order], dst[order], sizes[order]))
         batch = columns.tobytes()
@@ -212,7 +248,7 @@ class _Transits:
     def _by_kinds(self, src: list[int], dst: list[int], sizes: list[int]) -> np.ndarray:
         """Message by message from the kinds known, asking once for those never seen."""
         kinds = list(zip(src, dst, sizes))
-        by_kind = self._by_kind
+        by_kind = self.known
         transits = list(map(by_kind.get, kinds))
         if None in transits:
             unseen = list(dict.fromkeys(kind for kind, transit in zip(kinds, transits) if transit is None))

@@ -46,13 +46,14 @@ def _open_one(
         return backend, f"{name} (in-process)"
     from stratasim import remote  # gRPC is only needed for layers in other processes
 
+    connect = remote.ComputeClient  # imports gRPC while a spawned server is still starting, not after
     if section.endpoint is not None:
         endpoint = section.endpoint
     elif name in started:
         endpoint = started[name]()
     else:
         endpoint = stack.enter_context(remote.spawn("compute", name, options=serve_options(name, section.profile)))
-    client = remote.ComputeClient(endpoint, backend=name)
+    client = connect(endpoint, backend=name)
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 

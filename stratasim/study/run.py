@@ -90,8 +90,9 @@ def _check_study(study: Study) -> int:
 
 def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Callable[[], str]]:
     """Start every server the study spawns, all at once and before its workload is built, so that their start-up
-    overlaps building it: the endpoint of each (waited for when called) by layer and backend. They are stopped when
-    ``stack`` unwinds."""
+    overlaps building it: the endpoint of each (waited for when called) by layer and backend. A spawned network
+    and the (first) spawned compute backend share one server: one interpreter and one import of gRPC to wait for,
+    not two competing for the cores. They are stopped when ``stack`` unwinds."""
     wanted: list[tuple[str, str, list[str]]] = []
     if study.network.spawn:
         wanted.append(("network", study.network.backend_name, []))
@@ -100,11 +101,18 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Call
         wanted += [("compute", name, serve_options(name, section.profile)) for name in backend_names(section)]
     if not wanted:
         return {}
-    from stratasim import remote  # gRPC is only needed for layers in other processes
+    from stratasim import remote  # starting servers imports no gRPC: they boot while the engine imports it
 
-    servers = {(layer, name): stack.enter_context(remote.start(layer, name, options=options))
-               for layer, name, options in wanted}  # fmt: skip
-    stack.callback(_terminate, list(servers.values()))  # all at once, then each start() waits for its own
+    servers: dict[tuple[str, str], Spawned] = {}
+    if len(wanted) > 1 and wanted[0][0] == "network":  # the network and the first compute backend: one server
+        (_, network, _), (_, compute, options) = wanted[:2]
+        both = stack.enter_context(remote.start("network", network, options=options, also=("compute", compute)))
+        servers = {("network", network): both, ("compute", compute): both}
+        wanted = wanted[2:]
+    for layer, name, options in wanted:
+        servers[layer, name] = stack.enter_context(remote.start(layer, name, options=options))
+    # All asked to stop at once, then each start() waits for its own.
+    stack.callback(_terminate, list({id(server): server for server in servers.values()}.values()))
     return {key: server.endpoint for key, server in servers.items()}
 
 
@@ -132,9 +140,10 @@ def _open(
         return backend, f"{name} (in-process)"
     from stratasim import remote  # gRPC is only needed for layers in other processes
 
+    connect = remote.open_network  # imports gRPC while a spawned server is still starting, not after
     spawned = started.get((layer, name))
     endpoint = section.endpoint or (spawned() if spawned else stack.enter_context(remote.spawn(layer, name)))
-    client = remote.NetworkClient(endpoint, backend=name, deliver_ahead=True)
+    client = connect(endpoint, backend=name)
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 

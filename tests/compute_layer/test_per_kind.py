@@ -100,6 +100,21 @@ def test_spawned_backends_give_identical_results(study_path: Path) -> None:
     assert _run(study_path, spawn=True) == _run(study_path, spawn=False)
 
 
+def test_with_the_network_spawned_too_one_server_serves_it_and_a_compute_backend(study_path: Path) -> None:
+    # Two compute backends and the network: the network shares its server with the first compute backend (and
+    # the profile backend gets its table wherever it is served); the other compute backend has its own.
+    study_path.write_text(STUDY.format(spawn="true"), encoding="utf-8")
+    report = run_study(load_study(str(study_path), ["network.spawn=true"]))
+    network = report.backends["network"].split(" @ ")[1]
+    compute = report.backends["compute"]
+    assert network.endswith("/network+compute.sock (spawned)") and compute.count(network) == 1
+    assert compute.count("/compute.sock (spawned)") == 1
+    data = report.to_dict()
+    for volatile in ("wall_seconds", "backends"):
+        data.pop(volatile)
+    assert data == _run(study_path, spawn=False)
+
+
 @pytest.mark.parametrize(
     ("compute", "where", "expected"),
     [

@@ -192,3 +192,56 @@ def test_spawn_runs_the_real_serve_command_for_compute(name: str) -> None:
             assert compute.estimate(request) == local.estimate(request)
         finally:
             compute.close()
+
+
+def test_one_server_serves_the_network_and_the_compute_layer() -> None:
+    # What a run that spawns both layers starts: one child, one endpoint, each layer's own handshake.
+    with start("network", "analytical", also=("compute", "roofline")) as server:
+        endpoint = server.endpoint()
+        assert endpoint.endswith("/network+compute.sock")
+        network = NetworkClient(endpoint, backend="analytical", timeout_s=10)
+        compute = ComputeClient(endpoint, backend="roofline", timeout_s=10)
+        try:
+            assert network.configure(TOPOLOGY).npus == 8 and "h100" in compute.devices()
+        finally:
+            network.close()
+            compute.close()
+
+
+def test_serve_refuses_a_layer_twice() -> None:
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(BackendError, match="serves each layer once; asked for network, network"):
+        serve("network", "fake", "127.0.0.1:0", factories=factories("network"), stop=stop,
+              also=[("network", "fake")])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--also", "compute"], "argument --also: expected LAYER:BACKEND with LAYER one of network, compute"),
+        (["--also", "workload:fake"], "argument --also: expected LAYER:BACKEND"),
+        (["--also", "network:analytical"], "error: --also: network is served already; name the other layer"),
+        (["--also", "compute:nope"], "error: no compute backend named 'nope'"),
+        (["--also", "compute:roofline", "--profile", "t.csv"], "error: --profile is read by the profile compute"),
+    ],
+    ids=["no-backend", "no-service", "twice", "unknown-backend", "profile-elsewhere"],
+)
+def test_a_bad_also_is_one_clear_error(arguments: list[str], message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim.cli.serve", "network", "--backend", "analytical", "--listen",
+         "127.0.0.1:0", *arguments],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert message in done.stderr and done.stderr.count("error:") == 1
+
+
+def test_a_run_spawning_both_layers_starts_one_server() -> None:
+    from stratasim.config.study_file import load_study
+    from stratasim.study.run import run_study
+
+    quickstart = Path(__file__).parents[2] / "examples" / "quickstart.yaml"
+    report = run_study(load_study(quickstart, ["network.spawn=true", "compute.spawn=true"]))
+    network, compute = (report.backends[layer].split(" @ ")[1] for layer in ("network", "compute"))
+    assert network == compute and network.endswith("/network+compute.sock (spawned)")

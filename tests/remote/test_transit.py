@@ -1,5 +1,5 @@
-"""A stateless network served remotely prices a batch of sends in one ``transit`` round trip, and a client with
-``deliver_ahead`` hands the engine every arrival at once: the same (time, id) pairs the windows give."""
+"""A stateless network served remotely prices a batch of sends in one ``transit`` round trip, with the times it gives
+in-process; a network that cannot is run by windows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from stratasim.kernel.contracts import NetworkBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.network_layer.analytical import AnalyticalNetwork
-from stratasim.remote import NetworkClient
+from stratasim.remote import DirectNetworkClient, NetworkClient, open_network
 from stratasim.remote.network_service import TRANSIT_CAPABILITY
 from stratasim.v1 import network_pb2
 from tests.contracts.contract_fakes import factories, served
@@ -24,10 +24,6 @@ def analytical_endpoint() -> Iterator[str]:
         yield endpoint
 
 
-def _pairs(results: list[network_pb2.AdvanceResult]) -> list[tuple[int, int]]:
-    return sorted((t, i) for r in results for t, i in zip(r.deliveries.time_ps, r.deliveries.id))
-
-
 def _windows(network: NetworkBackend, batch: network_pb2.SendBatch) -> list[network_pb2.AdvanceResult]:
     """Inject ``batch`` and advance window by window until nothing is pending."""
     network.inject(batch)
@@ -37,66 +33,14 @@ def _windows(network: NetworkBackend, batch: network_pb2.SendBatch) -> list[netw
     return results
 
 
-def test_one_advance_returns_every_arrival_the_windows_would_give(analytical_endpoint: str) -> None:
-    local = AnalyticalNetwork()
-    info = local.configure(topology())
-    expected = _pairs(_windows(local, sends(40, 1_000, 0)))
-    client = NetworkClient(analytical_endpoint, backend="analytical", deliver_ahead=True)
-    try:
-        assert client.configure(topology()) == info
-        client.inject(sends(40, 1_000, 0))
-        result = client.advance(info.lookahead_ps - 1)
-    finally:
-        client.close()
-    got = list(zip(result.deliveries.time_ps, result.deliveries.id))
-    assert got == expected  # all of them, later ones included, in (time, id) order
-    assert not result.has_next and result.window_end_ps == info.lookahead_ps - 1
-
-
-def test_asked_for_the_next_window_it_ends_a_lookahead_after_the_first_arrival(analytical_endpoint: str) -> None:
-    client = NetworkClient(analytical_endpoint, backend="analytical", deliver_ahead=True)
-    try:
-        lookahead = client.configure(topology()).lookahead_ps
-        client.inject(sends(8, 0, 0))
-        result = client.advance(-1)
-        assert result.window_end_ps == result.deliveries.time_ps[0] + lookahead - 1
-        assert client.advance(-1) == network_pb2.AdvanceResult(window_end_ps=result.window_end_ps)  # nothing sent
-    finally:
-        client.close()
-
-
-def test_a_message_kind_seen_before_costs_no_round_trip(
-    analytical_endpoint: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    client = NetworkClient(analytical_endpoint, backend="analytical", deliver_ahead=True)
-    asked: list[str] = []
-    exchange = client._exchange
-
-    def counted(request: network_pb2.NetworkRequest, expected: str) -> network_pb2.NetworkResponse:
-        asked.append(expected)
-        return exchange(request, expected)
-
-    monkeypatch.setattr(client, "_exchange", counted)
-    try:
-        client.configure(topology())
-        batch = network_pb2.SendBatch(id=[1, 2], src=[0, 0], dst=[5, 5], bytes=[64, 64], send_time_ps=[0, 0])
-        client.inject(batch)
-        first = client.advance(-1)
-        client.inject(network_pb2.SendBatch(id=[3], src=[0], dst=[5], bytes=[64], send_time_ps=[10_000_000]))
-        second = client.advance(-1)
-    finally:
-        client.close()
-    assert asked == ["configured", "transited"]  # one transit for the one kind, asked once
-    assert second.deliveries.time_ps[0] - 10_000_000 == first.deliveries.time_ps[0]
-
-
 def test_a_network_that_cannot_price_on_the_spot_keeps_the_windows() -> None:
     with served("network", "fake", factories("network")) as endpoint:
         local = factories("network")["fake"]()
         local.configure(topology())
         expected = _windows(local, sends(20, 0, 0))
-        client = NetworkClient(endpoint, backend="fake", deliver_ahead=True)
+        client = open_network(endpoint, backend="fake")
         try:
+            assert type(client) is NetworkClient
             client.configure(topology())
             assert _windows(client, sends(20, 0, 0)) == expected
         finally:
@@ -174,20 +118,30 @@ def test_transit_is_refused_by_a_network_that_cannot_price_on_the_spot() -> None
     assert "cannot price messages on the spot" in answer.error.message
 
 
-def test_a_batch_sent_again_arrives_as_it_did_shifted_by_the_send_time(analytical_endpoint: str) -> None:
+def test_a_batch_asked_again_in_any_order_is_answered_without_a_round_trip(
+    analytical_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     local = AnalyticalNetwork()
     local.configure(topology())
-    client = NetworkClient(analytical_endpoint, backend="analytical", deliver_ahead=True)
+    client = open_network(analytical_endpoint, backend="analytical")
+    assert isinstance(client, DirectNetworkClient)
+    asked: list[str] = []
+    exchange = client._client._exchange
+
+    def counted(request: network_pb2.NetworkRequest, expected: str) -> network_pb2.NetworkResponse:
+        asked.append(expected)
+        return exchange(request, expected)
+
+    monkeypatch.setattr(client._client, "_exchange", counted)
+    batch = sends(12, 1_000, 0)
+    src, dst, size = (np.array(column, dtype=np.int64) for column in (batch.src, batch.dst, batch.bytes))
+    expected = [local.transit_ps(s, d, b) for s, d, b in zip(batch.src, batch.dst, batch.bytes)]
     try:
         client.configure(topology())
-        results = []
-        for step, start_ps in enumerate((0, 50_000_000, 90_000_000)):  # the same columns each step, later ids
-            batch = sends(12, 1_000 * (step + 1), start_ps)
-            expected = [(sent + local.transit_ps(s, d, b), i) for i, s, d, b, sent in
-                        zip(batch.id, batch.src, batch.dst, batch.bytes, batch.send_time_ps)]  # fmt: skip
-            client.inject(batch)
-            result = client.advance(-1)
-            results.append(list(zip(result.deliveries.time_ps, result.deliveries.id)) == sorted(expected))
+        first = client.transits_ps(src, dst, size).tolist()
+        order = np.arange(len(src))[::-1]
+        again = client.transits_ps(src[order], dst[order], size[order]).tolist()
     finally:
         client.close()
-    assert results == [True, True, True]
+    assert first == expected and again == [expected[i] for i in order]
+    assert asked == ["configured", "transited"]

@@ -1,0 +1,103 @@
+"""A layer's server forked from the engine's process, when that is safe: no interpreter to start, nothing to import
+again that the engine has imported already (numpy, the kernel, the wire messages — some 0.1 s of a fresh server's
+0.2 s start-up); the child imports gRPC and the backends it serves, serves, and exits.
+
+Forking is safe only before gRPC is first imported here (its core starts threads that a child cannot inherit) and
+while this process runs no other Python thread; :func:`can_fork` says whether both hold, on Linux. Otherwise
+:func:`~stratasim.remote.launch.start` runs ``python -m stratasim.cli.serve`` as before: the two give the same server.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from typing import IO, NoReturn
+
+__all__ = ["ForkedServer", "can_fork", "fork_server"]
+
+_POLL_S = 0.005
+
+
+def can_fork() -> bool:
+    """Whether a server may be forked from this process now (Linux, gRPC not imported, one Python thread)."""
+    return sys.platform == "linux" and "grpc" not in sys.modules and threading.active_count() == 1
+
+
+class ForkedServer:
+    """The forked child, seen through the part of :class:`subprocess.Popen` a started server needs."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The child's exit code once it has exited (reaping it), else None."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child to exit, at most ``timeout`` seconds (then raise ``subprocess.TimeoutExpired``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"server process {self.pid}", timeout or 0.0)
+            time.sleep(_POLL_S)
+        return code
+
+    def terminate(self) -> None:
+        """SIGTERM: the server stops cleanly."""
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL, for a child that lingers."""
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+
+def fork_server(argv: Sequence[str], out: IO[bytes], err: IO[bytes]) -> ForkedServer:
+    """Fork a child running ``stratasim serve`` with ``argv`` (its arguments after ``serve``), its stdout and stderr
+    going to ``out`` and ``err``; :func:`can_fork` must hold."""
+    pid = os.fork()
+    if pid == 0:
+        _serve_in_child(argv, out, err)
+    return ForkedServer(pid)
+
+
+def _serve_in_child(argv: Sequence[str], out: IO[bytes], err: IO[bytes]) -> NoReturn:
+    """The child's whole life: serve as ``python -m stratasim.cli.serve`` would, then exit at once — never returning
+    into the code of the run that forked it, nor running its clean-up."""
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        # Fresh streams: the parent's may hold output it has not flushed yet, which is its own to write.
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the child
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        gc.freeze()  # what the parent built stays shared, untouched by the collector
+        gc.enable()  # the run may have forked with it paused
+        from stratasim.cli import serve
+
+        code = serve.main(argv)
+    except SystemExit as exc:  # argparse's exit for bad arguments
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # reported on stderr, where the parent reads why the server ended
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
