@@ -82,9 +82,10 @@ def _plan_nodes(
     allocations: dict[int, int] = {}
     releases: dict[int, int] = {}
     milestones: list[int] = []
-    compute = workload_pb2.COMP_NODE
+    compute, block = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE
     for index, node in enumerate(nodes):
-        if node.type != compute or node.duration_ps < 0:
+        kind = node.type
+        if kind != compute or node.duration_ps < 0:
             _check_node(node, npu, npus, where, blocks)
         ctrl = node.ctrl_deps
         deps = node.data_deps
@@ -100,6 +101,8 @@ def _plan_nodes(
             dependencies.append(_link({*deps, *ctrl}, index, node, (npu, where), position, dependents))
         else:
             dependencies.append(())
+        if kind == block:  # checked: no memory, no milestone
+            continue
         memory = node.memory_bytes
         if memory:
             if memory > 0:
