@@ -26,6 +26,7 @@ __all__ = ["serve"]
 # (RESOURCE_EXHAUSTED) instead of queueing behind sessions that may last hours.
 _WORKERS = 16
 _STOP_GRACE_S = 1.0
+_SIGNAL_POLL_S = 0.02
 _UNIX = "unix:"
 
 
@@ -71,7 +72,9 @@ def serve(
                 print(f"listening on {endpoint}", flush=True)
                 if ready is not None:
                     ready(endpoint)
-                stopping.wait()
+                # Wake now and then, so a stopping signal's Python handler runs promptly whatever thread caught it.
+                while not stopping.wait(_SIGNAL_POLL_S):
+                    pass
             finally:
                 server.stop(grace=_STOP_GRACE_S).wait()
     finally:
