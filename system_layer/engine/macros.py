@@ -29,8 +29,9 @@ from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.chunks import Collective
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_stats import collective_stats
+from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.coordinator import Coordinator
-from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
+from stratasim.system_layer.engine.executor import NpuExecutor
 from stratasim.system_layer.engine.fusion import compute_is_one_chain
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import SystemOptions

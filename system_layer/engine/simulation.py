@@ -11,8 +11,9 @@ from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.engine.block_run import BlockRun
 from stratasim.system_layer.engine.blocks import inline_blocks
+from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.coordinator import Coordinator
-from stratasim.system_layer.engine.executor import CollectiveTable, NpuExecutor
+from stratasim.system_layer.engine.executor import NpuExecutor
 from stratasim.system_layer.engine.fusion import fuse_compute_runs
 from stratasim.system_layer.engine.graph_plan import GraphPlan, plan_graph
 from stratasim.system_layer.engine.line_batches import LineBatches, batchable

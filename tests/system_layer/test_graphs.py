@@ -107,7 +107,7 @@ def test_groups_are_interned_once_and_equal_their_members() -> None:
     """A node's group is its sorted members, one object per distinct group, equal to and hashing as the plain
     tuple (so tables keyed by groups behave as before); an empty group stays empty."""
     from stratasim.kernel.grid import Grid
-    from stratasim.system_layer.engine.executor import CollectiveTable
+    from stratasim.system_layer.engine.collective_table import CollectiveTable
 
     table = CollectiveTable(Grid((4,)), SystemOptions(), 4)
     first = table.group(workload_pb2.Node(group=[3, 1, 2]))
