@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.config.study_file import load_study
 from stratasim.kernel import registry
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.graph_blocks import unrolled
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.operators import shape_of
 from stratasim.network_layer.analytical import AnalyticalNetwork
@@ -166,20 +168,20 @@ def test_wrong_npu_count_and_registry() -> None:
 
 
 def test_prefill_then_decode_steps_in_order() -> None:
-    graph = inference(serving={"generate": 4}).graphs(1)[0]
+    graph = unrolled(inference(serving={"generate": 4}).graphs(1)[0])
     phases = [re.match(r"mb0 (prefill|decode \d+) ", n.name) for n in graph.nodes if not n.milestone]
     assert list(dict.fromkeys(match[1] for match in phases if match)) == ["prefill", "decode 1", "decode 2", "decode 3"]
     assert all(phases)
     # Per pass: embedding (1 compute), 4 layers of 12 compute nodes, the head (3 compute); no TP collectives.
     assert Counter(n.type for n in graph.nodes) == {workload_pb2.COMP_NODE: 4 * (1 + 4 * 12 + 3)}
     assert [n.name for n in graph.nodes if n.milestone] == ["first token", "token 2", "token 3", "token 4"]
-    assert all(len(n.data_deps) == 1 and n.data_deps[0] == n.id - 1 for n in graph.nodes[1:])
+    assert all(list(n.data_deps) == [before.id] for before, n in zip(graph.nodes, graph.nodes[1:]))  # one chain
 
 
 def test_kv_cache_grows_as_it_is_written() -> None:
     # b = 4 requests, h = 64, heads 4 -> d = 16, tp 2 -> 2 heads per rank; bf16.
     workload = inference(serving={"generate": 5}, parallelism={"tp": 2})
-    graph = workload.graphs(2)[0]
+    graph = unrolled(workload.graphs(2)[0])
     appends = nodes(graph, "kv append")
     per_token = 2 * 2 * 16 * 2  # K and V, heads per rank, head size, bytes
     assert [n.memory_bytes for n in appends] == [4 * 8 * per_token] * 4 + [4 * per_token] * 16
@@ -195,7 +197,7 @@ def test_kv_cache_grows_as_it_is_written() -> None:
 def test_tp_all_reduces_carry_the_micro_batch_tokens() -> None:
     workload = inference(serving={"batch": 4, "micro_batches": 2, "generate": 2}, parallelism={"tp": 2, "pp": 2})
     for npu in (0, 2):
-        graph = workload.graphs(4)[npu]
+        graph = unrolled(workload.graphs(4)[npu])
         reduces = [
             n for n in graph.nodes if n.comm_type == workload_pb2.ALL_REDUCE and n.type == workload_pb2.COMM_COLL_NODE
         ]
@@ -366,7 +368,7 @@ def test_batch_one_decode_is_bound_by_reading_the_weights() -> None:
     result = run(workload)
     tpot_s = workload.serving_figures(result.milestones, result.total_time_ps)["tpot_ps"] * 1e-12
     assert tpot_s == pytest.approx(weights / PRESETS["h100"].memory_bandwidth, rel=0.03)
-    decode_attention = nodes(workload.graphs(1)[0], "decode 1 layer0 attention scores")[0].op
+    decode_attention = nodes(unrolled(workload.graphs(1)[0]), "decode 1 layer0 attention scores")[0].op
     cost = RooflineCompute().estimate(compute_pb2.EstimateRequest(device="h100", ops=[decode_attention])).costs[0]
     assert cost.bound == compute_pb2.MEMORY
 
@@ -386,3 +388,26 @@ def test_the_example_checks() -> None:
 def test_a_mixture_of_experts_is_refused_for_serving() -> None:
     with pytest.raises(ValidationError, match="serving a mixture of experts is not modelled yet"):
         inference({**MODEL, "experts": 4, "top_k": 2})
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "micro_batches", "trace"),
+    [({"tp": 1, "pp": 1}, 1, False), ({"tp": 2, "pp": 1}, 2, True), ({"tp": 2, "pp": 2}, 2, False),
+     ({"tp": 1, "pp": 2}, 4, True), ({"tp": 2, "pp": 2}, 1, True)],
+)  # fmt: skip
+def test_layers_run_as_blocks_exactly_as_unrolled(parallelism: dict[str, int], micro_batches: int, trace: bool) -> None:
+    """The pass's layers are one graph block run by a block node per layer: the simulation, its milestones,
+    memory and trace included, equals the unrolled graph's, whether the blocks run whole or not."""
+    workload = inference(serving={"micro_batches": micro_batches, "generate": 4}, parallelism=parallelism)
+    graphs = list(workload.graphs(workload.npus_required()))
+    assert all(graph.blocks for graph in graphs)
+    plan = workload.config.parallelism
+    topo = topology(*[(RING, size, 100 * 10**9, 1_000_000) for size in (plan.tp, plan.pp)])
+    for aggregate in (True, False):
+        representatives = workload.representatives(Grid.of(topo)) if aggregate else None
+        blocked, plain = (
+            simulate(some, AnalyticalNetwork(), topo, SystemOptions(aggregate=aggregate), compute=RooflineCompute(),
+                     device="h100", representatives=representatives, record_trace=trace)
+            for some in (graphs, [unrolled(graph) for graph in graphs])
+        )  # fmt: skip
+        assert replace(blocked, events_processed=0) == replace(plain, events_processed=0)

@@ -24,6 +24,7 @@ from stratasim.v1 import compute_pb2, workload_pb2
 __all__ = [
     "Compute",
     "TensorParallelCollective",
+    "Layer",
     "Step",
     "Pass",
     "ServingPlan",
@@ -54,8 +55,17 @@ class TensorParallelCollective:
     comm_bytes: int
 
 
-Step: TypeAlias = Compute | TensorParallelCollective
-"""One operation of a pass."""
+@dataclass(frozen=True)
+class Layer:
+    """A layer's operations in a pass, named within the layer: emitted once as a graph block and run by a block
+    node named after the layer, so the identical layers of a pass (the same ``steps`` object) share one block."""
+
+    name: str
+    steps: tuple[Compute | TensorParallelCollective, ...]
+
+
+Step: TypeAlias = Compute | TensorParallelCollective | Layer
+"""One operation of a pass, or one of its layers."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,9 @@ class _Emitter:
     def __init__(self, plan: ServingPlan) -> None:
         self._plan = plan
         self._graph = workload_pb2.ExecutionGraph(npu=plan.npu)
+        self._nodes = self._graph.nodes  # where nodes go: the graph's own list, or the block being written
+        self._blocks: dict[int, int] = {}  # id of a layer's steps -> its graph block
+        self._runs_something: list[bool] = []  # per graph block, whether it holds any node
         self._ready: list[int] = []
 
     def build(self) -> workload_pb2.ExecutionGraph:
@@ -136,18 +149,39 @@ class _Emitter:
         return self._graph
 
     def _run(self, work: Pass, prefix: str) -> None:
-        group = self._plan.tensor_group
         for step in work.steps:
-            name = f"{prefix} {step.name}"
-            if isinstance(step, Compute):
-                self._ready = [self._add(name, workload_pb2.COMP_NODE, op=step.op, memory_bytes=step.memory_bytes)]
-            elif len(group) > 1:
-                self._ready = [
-                    self._add(
-                        name, workload_pb2.COMM_COLL_NODE, comm_type=step.kind, comm_bytes=step.comm_bytes,
-                        group=group, pg_name="tp",
-                    )
-                ]
+            if isinstance(step, Layer):
+                self._layer(step, f"{prefix} {step.name}")
+            else:
+                self._operation(step, f"{prefix} {step.name}")
+
+    def _operation(self, step: Compute | TensorParallelCollective, name: str) -> None:
+        """One operation on the compute chain (a TP collective only when the group has more than one NPU)."""
+        group = self._plan.tensor_group
+        if isinstance(step, Compute):
+            self._ready = [self._add(name, workload_pb2.COMP_NODE, op=step.op, memory_bytes=step.memory_bytes)]
+        elif len(group) > 1:
+            self._ready = [
+                self._add(
+                    name, workload_pb2.COMM_COLL_NODE, comm_type=step.kind, comm_bytes=step.comm_bytes,
+                    group=group, pg_name="tp",
+                )
+            ]
+
+    def _layer(self, layer: Layer, name: str) -> None:
+        """Run ``layer`` as a block node named ``name``, its operations written into a graph block the first time
+        its steps are seen (see :mod:`stratasim.kernel.graph_blocks`)."""
+        index = self._blocks.get(id(layer.steps))
+        if index is None:
+            index = self._blocks[id(layer.steps)] = len(self._graph.blocks)
+            block = self._graph.blocks.add(name=layer.name)
+            outer, self._nodes, self._ready = self._ready, block.nodes, []
+            for step in layer.steps:
+                self._operation(step, step.name)
+            self._nodes, self._ready = self._graph.nodes, outer
+            self._runs_something.append(bool(block.nodes))
+        if self._runs_something[index]:  # a layer with nothing to run leaves no trace
+            self._ready = [self._add(name, workload_pb2.BLOCK_NODE, block=index)]
 
     def _mark_milestone(self, name: str) -> None:
         """Rename the node that just produced a token of every request to ``name`` and record its finish."""
@@ -173,6 +207,6 @@ class _Emitter:
                       pg_name="pp")
 
     def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, **fields: object) -> int:
-        node_id = len(self._graph.nodes)
-        self._graph.nodes.add(id=node_id, name=name, type=kind, data_deps=self._ready, **fields)
+        node_id = len(self._nodes)
+        self._nodes.add(id=node_id, name=name, type=kind, data_deps=self._ready, **fields)
         return node_id

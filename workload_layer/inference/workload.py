@@ -58,6 +58,7 @@ from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.inference.batch_graph import (
     Compute,
+    Layer,
     Pass,
     ServingPlan,
     Step,
@@ -266,36 +267,37 @@ class TransformerInferenceWorkload:
                 Compute("embedding", self._pointwise("embedding", (tokens, model.hidden), flops=0)),
                 self._all_reduce("embedding tp all-reduce", tokens),
             ]
-        for layer in range(stage * per_stage, (stage + 1) * per_stage):
-            steps += self._layer(f"layer{layer}", queries, context)
+        layer_steps = self._layer(queries, context)  # one object for the pass's identical layers: one graph block
+        steps += [Layer(f"layer{layer}", layer_steps) for layer in range(stage * per_stage, (stage + 1) * per_stage)]
         if stage == plan.pp - 1:
             steps += self._head()
         return Pass(tuple(steps), tokens * model.hidden * self._element)
 
-    def _layer(self, name: str, queries: int, context: int) -> list[Step]:
+    def _layer(self, queries: int, context: int) -> tuple[Compute | TensorParallelCollective, ...]:
+        """A layer's operations for ``queries`` new tokens per request attending to ``context``, named within it."""
         model, tp = self.config.model, self.config.parallelism.tp
         h, d, b = model.hidden, model.hidden // model.heads, self._requests()
         a, g, f = model.heads // tp, model.kv_head_count // tp, model.ffn_size // tp
         r, t = a // g, b * queries
         up = 2 * f if model.activation == "swiglu" else f
         kv_elements = 2 * t * g * d
-        return [
-            Compute(f"{name} layernorm", self._pointwise("layernorm", (t, h), flops=8)),
-            Compute(f"{name} qkv", self._gemm("qkv", t, h, (a + 2 * g) * d)),
-            Compute(f"{name} kv append", self._pointwise("kv append", (2, t, g * d), flops=0),
+        return (
+            Compute("layernorm", self._pointwise("layernorm", (t, h), flops=8)),
+            Compute("qkv", self._gemm("qkv", t, h, (a + 2 * g) * d)),
+            Compute("kv append", self._pointwise("kv append", (2, t, g * d), flops=0),
                     memory_bytes=kv_elements * self._element),
-            Compute(f"{name} attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
-            Compute(f"{name} softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
-            Compute(f"{name} attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
-            Compute(f"{name} attention projection", self._gemm("attention projection", t, a * d, h)),
-            self._all_reduce(f"{name} attention tp all-reduce", t),
-            Compute(f"{name} residual layernorm", self._pointwise("residual layernorm", (t, h), flops=9, inputs=2)),
-            Compute(f"{name} mlp up", self._gemm("mlp up", t, h, up)),
-            Compute(f"{name} activation", self._activation(t, f)),
-            Compute(f"{name} mlp down", self._gemm("mlp down", t, f, h)),
-            self._all_reduce(f"{name} mlp tp all-reduce", t),
-            Compute(f"{name} residual", self._pointwise("residual", (t, h), flops=1, inputs=2)),
-        ]
+            Compute("attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
+            Compute("softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
+            Compute("attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
+            Compute("attention projection", self._gemm("attention projection", t, a * d, h)),
+            self._all_reduce("attention tp all-reduce", t),
+            Compute("residual layernorm", self._pointwise("residual layernorm", (t, h), flops=9, inputs=2)),
+            Compute("mlp up", self._gemm("mlp up", t, h, up)),
+            Compute("activation", self._activation(t, f)),
+            Compute("mlp down", self._gemm("mlp down", t, f, h)),
+            self._all_reduce("mlp tp all-reduce", t),
+            Compute("residual", self._pointwise("residual", (t, h), flops=1, inputs=2)),
+        )
 
     def _head(self) -> list[Step]:
         """Final layernorm, LM head over each request's last position, logits all-gather and the sampler."""
