@@ -1,0 +1,97 @@
+"""The results store: one SQLite file, a row per trial, each committed as soon as the trial ends.
+
+A trial is known by its parameters (canonical JSON): re-running a sweep on the same store skips the trials
+already finished (done or failed) and runs the rest, so a sweep killed at any moment — even ``kill -9`` — loses
+nothing it finished. A store holds one sweep: opening it for another is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stratasim.kernel.errors import StrataSimError
+
+__all__ = ["TrialRecord", "ResultStore", "trial_key"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweep (id INTEGER PRIMARY KEY CHECK (id = 1), definition TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (
+    number INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    params TEXT NOT NULL,
+    status TEXT NOT NULL,
+    metrics TEXT,
+    error TEXT,
+    wall_seconds REAL
+);
+"""
+
+
+def trial_key(params: dict[str, Any]) -> str:
+    """A trial's identity: its parameters as canonical JSON."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One finished trial: its number (order in the sweep), parameters, ``done`` or ``failed``, the report's
+    numeric metrics (done) or the error (failed), and how long it took."""
+
+    number: int
+    params: dict[str, Any]
+    status: str
+    metrics: dict[str, float]
+    error: str
+    wall_seconds: float
+
+
+class ResultStore:
+    """A sweep's trials in the SQLite file ``path``, created if missing."""
+
+    def __init__(self, path: str | Path, definition: str) -> None:
+        self.path = Path(path)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=5.0)
+            self._db.executescript(_SCHEMA)
+            row = self._db.execute("SELECT definition FROM sweep WHERE id = 1").fetchone()
+            if row is None:
+                with self._db:
+                    self._db.execute("INSERT INTO sweep (id, definition) VALUES (1, ?)", (definition,))
+            elif row[0] != definition:
+                raise StrataSimError(
+                    f"{self.path}: this results store holds another sweep; give another --db or delete it"
+                )
+        except sqlite3.Error as exc:
+            raise StrataSimError(f"{self.path}: cannot use it as a results store: {exc}") from None
+
+    def finished(self) -> dict[str, TrialRecord]:
+        """The trials finished so far, by key."""
+        rows = self._query("SELECT number, key, params, status, metrics, error, wall_seconds FROM trials")
+        return {key: TrialRecord(number, json.loads(params), status, json.loads(metrics or "{}"), error or "", wall)
+                for number, key, params, status, metrics, error, wall in rows}  # fmt: skip
+
+    def record(self, record: TrialRecord) -> None:
+        """Keep one finished trial, committed at once."""
+        try:
+            with self._db:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO trials (number, key, params, status, metrics, error, wall_seconds) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (record.number, trial_key(record.params), json.dumps(record.params), record.status,
+                     json.dumps(record.metrics), record.error, record.wall_seconds),
+                )  # fmt: skip
+        except sqlite3.Error as exc:
+            raise StrataSimError(f"{self.path}: cannot record trial {record.number}: {exc}") from None
+
+    def _query(self, sql: str) -> list[tuple[Any, ...]]:
+        try:
+            return self._db.execute(sql).fetchall()
+        except sqlite3.Error as exc:
+            raise StrataSimError(f"{self.path}: cannot read the results store: {exc}") from None
+
+    def close(self) -> None:
+        self._db.close()

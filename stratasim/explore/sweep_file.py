@@ -1,0 +1,188 @@
+"""A sweep file: a base study, the study keys to vary and over what, the objectives, the constraints, the search.
+
+    base: quickstart.yaml                # a study file (relative to the sweep file), or an inline study: `study:`
+    space:                               # dotted study keys, as --set names them
+      system.splits: [1, 2, 4]           # a list: these values
+      network.topology.0.bandwidth: {low: 25GB/s, high: 400GB/s, log: true, count: 4}   # a range
+    objectives: [{metric: total_time_ns, goal: min}]
+    constraints: [{metric: exposed_comm_ns, max: 1e6}]
+    search: {method: grid}               # grid | random (with trials and seed)
+
+A range's bounds are numbers or quantities with a unit (``25GB/s``), both with the same unit; its values are
+written back with that unit for the study's schema to read. Every problem is reported at once, by dotted path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, field_validator, model_validator
+
+from stratasim.config.overrides import parse_key
+from stratasim.config.problems import validated_section
+from stratasim.config.strict_yaml import load as load_yaml
+from stratasim.kernel.errors import ConfigError
+from stratasim.kernel.schema import Section
+
+__all__ = ["Range", "Objective", "Constraint", "Search", "Sweep", "load_sweep", "split_quantity"]
+
+_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
+
+
+def split_quantity(value: object) -> tuple[float, str]:
+    """``25GB/s`` as ``(25.0, "GB/s")``, a bare number as ``(number, "")``; ValueError for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number or a quantity such as 25GB/s, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value), ""
+    match = _QUANTITY.match(str(value))
+    if match is None:
+        raise ValueError(f"expected a number or a quantity such as 25GB/s, got {value!r}")
+    return float(match[1]), (match[2] or "").strip()
+
+
+class Range(Section):
+    """Values between ``low`` and ``high`` (inclusive; log-spaced with ``log``); a grid takes ``count`` of them,
+    evenly spaced, a random search draws them. Whole numbers without a unit give integers."""
+
+    low: int | float | str
+    high: int | float | str
+    log: bool = False
+    count: int | None = Field(default=None, ge=2)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Range:
+        low, unit = split_quantity(self.low)
+        high, high_unit = split_quantity(self.high)
+        if unit != high_unit:
+            raise ValueError(f"low and high must have the same unit, got {unit or 'none'!r} and {high_unit or 'none'!r}")
+        if low > high:
+            raise ValueError(f"low ({self.low}) is above high ({self.high})")
+        if self.log and low <= 0:
+            raise ValueError("a log range needs positive bounds")
+        return self
+
+    @property
+    def integer(self) -> bool:
+        """Whether the range holds whole numbers: both bounds are integers written without a unit."""
+        return all(isinstance(bound, int) and not isinstance(bound, bool) for bound in (self.low, self.high))
+
+    def bounds(self) -> tuple[float, float, str]:
+        """Low, high and the unit they share."""
+        low, unit = split_quantity(self.low)
+        return low, split_quantity(self.high)[0], unit
+
+
+class Objective(Section):
+    """A report metric (a numeric field of ``report.json``, dotted for nested ones) to minimise or maximise."""
+
+    metric: str
+    goal: Literal["min", "max"] = "min"
+
+
+class Constraint(Section):
+    """A report metric a trial must keep within ``min`` and/or ``max`` to count (it is still stored)."""
+
+    metric: str
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> Constraint:
+        if self.min is None and self.max is None:
+            raise ValueError("give min, max or both")
+        return self
+
+
+class Search(Section):
+    """How trials are chosen: every combination (``grid``, at most ``trials`` of them if given) or ``trials``
+    points drawn at random with ``seed`` (the same seed, the same trials)."""
+
+    method: Literal["grid", "random"] = "grid"
+    trials: int | None = Field(default=None, ge=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _random_needs_trials(self) -> Search:
+        if self.method == "random" and self.trials is None:
+            raise ValueError("random search needs trials: how many points to draw")
+        return self
+
+
+class SweepSection(Section):
+    """The sweep file's keys (see the module docstring)."""
+
+    base: str | None = None
+    study: dict[str, Any] | None = None
+    space: dict[str, list[Any] | Range]
+    objectives: list[Objective] = Field(default_factory=lambda: [Objective(metric="total_time_ns")])
+    constraints: list[Constraint] = Field(default_factory=list)
+    search: Search = Field(default_factory=Search)
+
+    @field_validator("space")
+    @classmethod
+    def _space(cls, space: dict[str, list[Any] | Range]) -> dict[str, list[Any] | Range]:
+        if not space:
+            raise ValueError("an empty space: name at least one study key to vary")
+        for key, values in space.items():
+            try:
+                parse_key(key)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+            if isinstance(values, list) and not values:
+                raise ValueError(f"{key}: an empty list of values")
+        return space
+
+    @model_validator(mode="after")
+    def _one_base(self) -> SweepSection:
+        if (self.base is None) == (self.study is None):
+            raise ValueError("give the base study as a file (base: FILE) or inline (study: {...}), one of them")
+        if any(isinstance(values, Range) and values.count is None for values in self.space.values()) and (
+            self.search.method == "grid"
+        ):
+            raise ValueError("a grid over a range needs its count: how many values to take")
+        return self
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep: where it came from, the base study's raw mapping and its source, and the sections."""
+
+    source: str
+    base: Mapping[str, Any]
+    base_source: str
+    section: SweepSection
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and validate a sweep file; one :class:`ConfigError` lists every problem by dotted path."""
+    path = Path(path)
+    data = _read(path, str(path), "")
+    if not isinstance(data, Mapping):
+        raise ConfigError(str(path), [("", "expected a mapping with base (or study), space, objectives, search")])
+    problems: list[tuple[str, str]] = []
+    section = validated_section(SweepSection, data, "", problems)
+    if problems or section is None:
+        raise ConfigError(str(path), problems)
+    if section.study is not None:
+        return Sweep(str(path), section.study, str(path), section)
+    base_path = path.parent / str(section.base)
+    base = _read(base_path, str(path), "base")
+    if not isinstance(base, Mapping):
+        raise ConfigError(str(path), [("base", f"{base_path} is not a study (a mapping)")])
+    return Sweep(str(path), base, str(base_path), section)
+
+
+def _read(path: Path, source: str, key: str) -> Any:
+    """The YAML in ``path``; a problem of ``source`` at ``key`` if it cannot be read or parsed."""
+    try:
+        return load_yaml(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(source, [(key, f"cannot read {path}: {exc.strerror or exc}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, [(key, f"{path} is not valid YAML: {str(exc).splitlines()[0]}")]) from None

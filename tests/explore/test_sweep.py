@@ -1,0 +1,192 @@
+"""Sweep files: validation by dotted path, the trials they expand to, running them into a store that resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stratasim.cli import main
+from stratasim.explore import ResultStore, expand, load_sweep, run_sweep
+from stratasim.kernel.errors import ConfigError, StrataSimError
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+
+
+def _sweep(tmp_path: Path, body: str, name: str = "sweep.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(f"base: {QUICKSTART}\n{body}", encoding="utf-8")
+    return path
+
+
+GRID = """
+space:
+  system.splits: [1, 4]
+  system.algorithm: [ring, direct]
+  network.topology.0.bandwidth: {low: 25GB/s, high: 400GB/s, log: true, count: 3}
+objectives: [{metric: total_time_ns, goal: min}]
+"""
+
+
+def test_a_grid_is_every_combination_the_last_key_fastest(tmp_path: Path) -> None:
+    trials = expand(load_sweep(_sweep(tmp_path, GRID)))
+    assert len(trials) == 12
+    assert [t["network.topology.0.bandwidth"] for t in trials[:3]] == ["25GB/s", "100GB/s", "400GB/s"]
+    assert trials[3] == {"system.splits": 1, "system.algorithm": "direct", "network.topology.0.bandwidth": "25GB/s"}
+
+
+def test_a_random_search_is_its_seed(tmp_path: Path) -> None:
+    body = """
+space:
+  system.splits: {low: 1, high: 16}
+  network.topology.0.bandwidth: {low: 25GB/s, high: 400GB/s}
+search: {method: random, trials: 7, seed: 3}
+"""
+    first, again = (expand(load_sweep(_sweep(tmp_path, body))) for _ in range(2))
+    assert first == again and len(first) == 7 and len({json.dumps(t, sort_keys=True) for t in first}) == 7
+    assert all(isinstance(t["system.splits"], int) and 1 <= t["system.splits"] <= 16 for t in first)
+    assert all(25 <= float(t["network.topology.0.bandwidth"].removesuffix("GB/s")) <= 400 for t in first)
+    other = expand(load_sweep(_sweep(tmp_path, body.replace("seed: 3", "seed: 4"))))
+    assert other != first
+
+
+def test_trials_run_into_the_store_and_a_second_run_resumes(tmp_path: Path) -> None:
+    sweep = load_sweep(_sweep(tmp_path, GRID))
+    store = ResultStore(tmp_path / "s.db", sweep.section.model_dump_json())
+    outcome = run_sweep(sweep, store)
+    assert outcome.ran == 12 and all(r.status == "done" for r in outcome.trials)
+    best = min(outcome.trials, key=lambda r: r.metrics["total_time_ns"])
+    assert outcome.pareto == [best] and best.params["network.topology.0.bandwidth"] == "400GB/s"
+    again = run_sweep(sweep, store)
+    assert again.ran == 0 and again.trials == outcome.trials
+
+
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    body = "space:\n  system.algorithm: [halving_doubling, ring]\n  network.topology.0.size: [6, 8]\n"
+    sweep = load_sweep(_sweep(tmp_path, body))
+    outcome = run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()))
+    statuses = [(r.params["system.algorithm"], r.params["network.topology.0.size"], r.status) for r in outcome.trials]
+    assert statuses == [("halving_doubling", 6, "failed"), ("halving_doubling", 8, "done"), ("ring", 6, "done"),
+                        ("ring", 8, "done")]  # fmt: skip
+    assert "halving" in outcome.trials[0].error
+
+
+def test_two_objectives_give_a_pareto_front_within_the_constraints(tmp_path: Path) -> None:
+    body = """
+space:
+  system.splits: [1, 2, 4, 8]
+  system.algorithm: [ring, direct]
+objectives: [{metric: total_time_ns, goal: min}, {metric: events_processed, goal: min}]
+constraints: [{metric: total_time_ns, max: 6.0e7}]
+"""
+    sweep = load_sweep(_sweep(tmp_path, body))
+    outcome = run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()))
+    front = outcome.pareto
+    assert front and all(r.metrics["total_time_ns"] <= 6.0e7 for r in front)
+    for record in front:  # nothing feasible beats a front member on both objectives
+        assert not any(o.metrics["total_time_ns"] < record.metrics["total_time_ns"]
+                       and o.metrics["events_processed"] < record.metrics["events_processed"]
+                       for o in outcome.trials if o.metrics.get("total_time_ns", 1e99) <= 6.0e7)  # fmt: skip
+
+
+def test_the_command_prints_json_trials_and_front(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep(tmp_path, GRID)
+    assert main(["sweep", str(path), "--db", str(tmp_path / "x.db"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert len(printed["trials"]) == 12 and printed["pareto"] == [11]
+    assert set(printed["trials"][0]) == {"number", "params", "status", "metrics", "error"}
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("space: {}\n", "space: an empty space"),
+        ("space:\n  system.bogus: [1, 2]\n", "space.system.bogus: unknown key"),
+        ("space:\n  system.splits: []\n", "system.splits: an empty list of values"),
+        ("space:\n  system.splits: {low: 8, high: 2, count: 2}\n", "low (8) is above high (2)"),
+        ("space:\n  network.topology.0.bandwidth: {low: 1GB/s, high: 5us, count: 2}\n", "the same unit"),
+        ("space:\n  system.splits: {low: 1, high: 8}\n", "a grid over a range needs its count"),
+        ("space:\n  system.splits: [1]\nsearch: {method: random}\n", "random search needs trials"),
+        ("space:\n  system.splits: [1]\nsearch: {method: annealing}\n", "search.method"),
+        ("space:\n  system.splits: [1]\nobjective: []\n", "objective: unknown key"),
+    ],
+)  # fmt: skip
+def test_a_bad_sweep_is_one_error_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, problem: str
+) -> None:
+    path = _sweep(tmp_path, body)
+    assert main(["sweep", str(path), "--db", str(tmp_path / "x.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and problem in err and "Traceback" not in err
+
+
+def test_a_metric_the_report_lacks_stops_the_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep(tmp_path, "space:\n  system.splits: [1, 2]\nobjectives: [{metric: latency_of_everything}]\n")
+    assert main(["sweep", str(path), "--db", str(tmp_path / "x.db")]) == 2
+    assert "the report has no number 'latency_of_everything'" in capsys.readouterr().err
+
+
+def test_a_corrupt_or_foreign_store_is_one_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep(tmp_path, GRID)
+    (tmp_path / "junk.db").write_bytes(b"this is not a database" * 100)
+    assert main(["sweep", str(path), "--db", str(tmp_path / "junk.db")]) == 2
+    assert "cannot use it as a results store" in capsys.readouterr().err
+    assert main(["sweep", str(path), "--db", str(tmp_path / "s.db"), "--json"]) == 0
+    other = _sweep(tmp_path, GRID.replace("[1, 4]", "[1, 2]"), "other.yaml")
+    capsys.readouterr()
+    assert main(["sweep", str(other), "--db", str(tmp_path / "s.db")]) == 2
+    assert "holds another sweep" in capsys.readouterr().err
+
+
+def test_a_sweep_killed_mid_run_resumes_with_each_trial_once(tmp_path: Path) -> None:
+    """SIGKILL while trials run, then the same command again: every trial is in the store exactly once, with the
+    metrics of an uninterrupted run."""
+    body = "space:\n  system.splits: [1, 2, 4, 8, 16, 32]\n  network.topology.0.bandwidth: [25GB/s, 50GB/s, 100GB/s, 200GB/s]\n"
+    path = _sweep(tmp_path, body)
+    killed_db, whole_db = tmp_path / "killed.db", tmp_path / "whole.db"
+    command = [sys.executable, "-m", "stratasim", "sweep", str(path), "--json"]
+    child = subprocess.Popen([*command, "--db", str(killed_db)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and child.poll() is None:
+        if killed_db.exists() and _count(killed_db) >= 3:
+            break
+        time.sleep(0.02)
+    if child.poll() is None:
+        os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert _count(killed_db) < 24  # it was stopped part way
+    subprocess.run([*command, "--db", str(killed_db)], check=True, capture_output=True, timeout=120)
+    subprocess.run([*command, "--db", str(whole_db)], check=True, capture_output=True, timeout=120)
+    assert _rows(killed_db) == _rows(whole_db) and len(_rows(whole_db)) == 24
+
+
+def _count(db: Path) -> int:
+    try:
+        with sqlite3.connect(db) as connection:
+            return int(connection.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def _rows(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT number, key, status, metrics FROM trials ORDER BY number").fetchall()
+    return [(number, key, status, {k: v for k, v in json.loads(metrics).items() if k != "wall_seconds"})
+            for number, key, status, metrics in rows]  # fmt: skip
+
+
+def test_load_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_sweep(tmp_path / "missing.yaml")
+    (tmp_path / "bad.yaml").write_text("base: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_sweep(tmp_path / "bad.yaml")
+    with pytest.raises(StrataSimError):
+        load_sweep(_sweep(tmp_path, "space:\n  system.splits: [1]\n").with_name("nothing.yaml"))
