@@ -25,14 +25,15 @@ def add_sweep(subparsers: _Subparsers) -> None:
     parser = subparsers.add_parser("sweep", help="run the trials of a sweep file into a results store")
     parser.add_argument("sweep", metavar="FILE", help="the sweep file (YAML): base study, space, objectives, search")
     parser.add_argument("--db", metavar="PATH",
-                        help="the results store (SQLite; default FILE's name with .db): re-running resumes")  # fmt: skip
+                        help="the results store (SQLite; default: FILE's name with .db, in the current folder): "
+                             "re-running resumes")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print every trial and the Pareto front as JSON")
     parser.set_defaults(handler=_sweep)
 
 
 def _sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
-    db = Path(args.db) if args.db else Path(args.sweep).with_suffix(".db")
+    db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
     store = ResultStore(db, sweep.section.model_dump_json())
     try:
         outcome = run_sweep(sweep, store, None if args.json else _progress)

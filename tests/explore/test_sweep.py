@@ -190,3 +190,23 @@ def test_load_errors_name_the_file(tmp_path: Path) -> None:
         load_sweep(tmp_path / "bad.yaml")
     with pytest.raises(StrataSimError):
         load_sweep(_sweep(tmp_path, "space:\n  system.splits: [1]\n").with_name("nothing.yaml"))
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "explore" / "collectives.yaml"
+
+
+def test_the_torus_example_finds_the_bidirectional_ring_with_most_chunks(tmp_path: Path) -> None:
+    """examples/explore/collectives.yaml: with links shared, the bidirectional ring (both directions of every
+    link) with the most chunks (pipelining the two dimensions) at full bandwidth is fastest, and every algorithm
+    gains from bandwidth and chunks."""
+    sweep = load_sweep(EXAMPLE)
+    outcome = run_sweep(sweep, ResultStore(tmp_path / "e.db", sweep.section.model_dump_json()))
+    assert len(outcome.trials) == 36 and all(r.status == "done" for r in outcome.trials)
+    (best,) = outcome.pareto
+    assert best.params == {"system.algorithm": "ring_bidirectional", "system.splits": 16,
+                           "network.topology.1.bandwidth": "100GB/s"}  # fmt: skip
+    assert best.metrics["total_time_ps"] == 10_101_443_520
+    time = {tuple(r.params.values()): r.metrics["total_time_ps"] for r in outcome.trials}
+    for algorithm in ("ring", "ring_bidirectional", "direct", "halving_doubling"):
+        assert time[(algorithm, 16, "100GB/s")] <= time[(algorithm, 1, "100GB/s")]
+        assert time[(algorithm, 16, "100GB/s")] < time[(algorithm, 16, "25GB/s")]
