@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,8 @@ def add_sweep(subparsers: _Subparsers) -> None:
                         help="the results store (SQLite; default: FILE's name with .db, in the current folder): "
                              "re-running resumes")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print every trial and the Pareto front as JSON")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="local worker processes running trials (default: the machine's cores)")  # fmt: skip
     parser.set_defaults(handler=_sweep)
 
 
@@ -36,7 +39,7 @@ def _sweep(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
     store = ResultStore(db, sweep.section.model_dump_json())
     try:
-        outcome = run_sweep(sweep, store, None if args.json else _progress)
+        outcome = run_sweep(sweep, store, None if args.json else _progress, workers=args.workers)
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))

@@ -8,8 +8,10 @@ the report does not have, stops with one error before (or at its first finished 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,25 +78,43 @@ def _check_space(sweep: Sweep, first: Mapping[str, Any]) -> None:
         raise ConfigError(sweep.source, [(f"space.{where.removeprefix('--set ')}", why) for where, why in problems])
 
 
-def run_sweep(sweep: Sweep, store: ResultStore, progress: Callable[[TrialRecord], None] | None = None) -> SweepOutcome:
-    """Run every trial of ``sweep`` not already finished in ``store``, one after the other, each kept at once."""
+def run_sweep(
+    sweep: Sweep, store: ResultStore, progress: Callable[[TrialRecord], None] | None = None, workers: int = 1
+) -> SweepOutcome:
+    """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends: one after
+    the other, or on ``workers`` local processes (the same results, kept in the order they finish)."""
+    if workers < 1:
+        raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
     trials = expand(sweep)
     if trials:
         _check_space(sweep, trials[0])
     finished = store.finished()
-    ran = 0
     wanted = [*(o.metric for o in sweep.section.objectives), *(c.metric for c in sweep.section.constraints)]
-    for number, params in enumerate(trials):
-        if trial_key(params) in finished:
-            continue
-        record = _run_trial(sweep, number, params, wanted)
+    todo = [(number, params) for number, params in enumerate(trials) if trial_key(params) not in finished]
+
+    def keep(record: TrialRecord) -> None:
         store.record(record)
-        finished[trial_key(params)] = record
-        ran += 1
+        finished[trial_key(record.params)] = record
         if progress is not None:
             progress(record)
+
+    if workers == 1 or len(todo) < 2:
+        for number, params in todo:
+            keep(_run_trial(sweep, number, params, wanted))
+    else:
+        # Fresh interpreters (spawn): a worker forked from a run that imported gRPC would inherit its threads.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
+            running = [pool.submit(_run_trial, sweep, number, params, wanted) for number, params in todo]
+            try:
+                for future in as_completed(running):
+                    keep(future.result())
+            except BaseException:
+                for future in running:
+                    future.cancel()
+                raise
     records = [finished[trial_key(params)] for params in trials]
-    return SweepOutcome(records, ran, pareto(sweep, records))
+    return SweepOutcome(records, len(todo), pareto(sweep, records))
 
 
 def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: list[str]) -> TrialRecord:

@@ -210,3 +210,14 @@ def test_the_torus_example_finds_the_bidirectional_ring_with_most_chunks(tmp_pat
     for algorithm in ("ring", "ring_bidirectional", "direct", "halving_doubling"):
         assert time[(algorithm, 16, "100GB/s")] <= time[(algorithm, 1, "100GB/s")]
         assert time[(algorithm, 16, "100GB/s")] < time[(algorithm, 16, "25GB/s")]
+
+
+def test_worker_processes_keep_the_same_trials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trials run on two worker processes give the store one process gives, trial for trial."""
+    path = _sweep(tmp_path, GRID)
+    for workers, db in (("1", "one.db"), ("2", "two.db")):
+        assert main(["sweep", str(path), "--db", str(tmp_path / db), "--workers", workers, "--json"]) == 0
+    assert _rows(tmp_path / "one.db") == _rows(tmp_path / "two.db") and len(_rows(tmp_path / "one.db")) == 12
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--db", str(tmp_path / "x.db"), "--workers", "0"]) == 2
+    assert "--workers: expected at least 1 worker process, got 0" in capsys.readouterr().err
