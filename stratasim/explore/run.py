@@ -19,6 +19,7 @@ import yaml
 
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.study_file import parse_study
+from stratasim.explore.model_search import model_search
 from stratasim.explore.space import expand
 from stratasim.explore.store import ResultStore, TrialRecord, trial_key
 from stratasim.explore.sweep_file import Sweep
@@ -85,18 +86,31 @@ def run_sweep(
     the other, or on ``workers`` local processes (the same results, kept in the order they finish)."""
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
-    trials = expand(sweep)
-    if trials:
-        _check_space(sweep, trials[0])
     finished = store.finished()
     wanted = [*(o.metric for o in sweep.section.objectives), *(c.metric for c in sweep.section.constraints)]
-    todo = [(number, params) for number, params in enumerate(trials) if trial_key(params) not in finished]
 
     def keep(record: TrialRecord) -> None:
         store.record(record)
         finished[trial_key(record.params)] = record
         if progress is not None:
             progress(record)
+
+    if sweep.section.search.method in ("tpe", "nsga2"):  # each trial learns from the ones before: in turn
+        _check_space(sweep, {key: values[0] if isinstance(values, list) else values.low
+                             for key, values in sweep.section.space.items()})  # fmt: skip
+        before = len(finished)
+
+        def run_one(number: int, params: dict[str, Any]) -> TrialRecord:
+            record = _run_trial(sweep, number, params, wanted)
+            keep(record)
+            return record
+
+        records = model_search(sweep, list(finished.values()), run_one)
+        return SweepOutcome(records, len(records) - before, pareto(sweep, records))
+    trials = expand(sweep)
+    if trials:
+        _check_space(sweep, trials[0])
+    todo = [(number, params) for number, params in enumerate(trials) if trial_key(params) not in finished]
 
     if workers == 1 or len(todo) < 2:
         for number, params in todo:

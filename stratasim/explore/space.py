@@ -9,7 +9,7 @@ from typing import Any
 
 from stratasim.explore.sweep_file import Range, Sweep
 
-__all__ = ["expand", "range_values", "draw"]
+__all__ = ["expand", "range_values", "draw", "written"]
 
 
 def range_values(values: Range) -> list[Any]:
@@ -20,7 +20,7 @@ def range_values(values: Range) -> list[Any]:
         points = [math.exp(math.log(low) + (math.log(high) - math.log(low)) * i / (count - 1)) for i in range(count)]
     else:
         points = [low + (high - low) * i / (count - 1) for i in range(count)]
-    return list(dict.fromkeys(_written(point, values, unit) for point in points))
+    return list(dict.fromkeys(written(point, values, unit) for point in points))
 
 
 def draw(values: list[Any] | Range, rng: random.Random) -> Any:
@@ -29,10 +29,10 @@ def draw(values: list[Any] | Range, rng: random.Random) -> Any:
         return values[rng.randrange(len(values))]
     low, high, unit = values.bounds()
     point = math.exp(rng.uniform(math.log(low), math.log(high))) if values.log else rng.uniform(low, high)
-    return _written(point, values, unit)
+    return written(point, values, unit)
 
 
-def _written(point: float, values: Range, unit: str) -> Any:
+def written(point: float, values: Range, unit: str) -> Any:
     """A point of a range as the study reads it: an int for an integer range, else a number or ``<number><unit>``."""
     if values.integer:
         return int(round(point))

@@ -6,7 +6,7 @@
       network.topology.0.bandwidth: {low: 25GB/s, high: 400GB/s, log: true, count: 4}   # a range
     objectives: [{metric: total_time_ns, goal: min}]
     constraints: [{metric: exposed_comm_ns, max: 1e6}]
-    search: {method: grid}               # grid | random (with trials and seed)
+    search: {method: grid}               # grid | random | tpe | nsga2 (with trials and seed)
 
 A range's bounds are numbers or quantities with a unit (``25GB/s``), both with the same unit; its values are
 written back with that unit for the study's schema to read. Every problem is reported at once, by dotted path.
@@ -100,17 +100,18 @@ class Constraint(Section):
 
 
 class Search(Section):
-    """How trials are chosen: every combination (``grid``, at most ``trials`` of them if given) or ``trials``
-    points drawn at random with ``seed`` (the same seed, the same trials)."""
+    """How trials are chosen: every combination (``grid``, at most ``trials`` of them if given), ``trials``
+    points drawn at random with ``seed`` (the same seed, the same trials), or ``trials`` chosen one after the
+    other by Optuna's TPE or NSGA-II sampler, seeded (:mod:`stratasim.explore.model_search`)."""
 
-    method: Literal["grid", "random"] = "grid"
+    method: Literal["grid", "random", "tpe", "nsga2"] = "grid"
     trials: int | None = Field(default=None, ge=1)
     seed: int = 0
 
     @model_validator(mode="after")
     def _random_needs_trials(self) -> Search:
-        if self.method == "random" and self.trials is None:
-            raise ValueError("random search needs trials: how many points to draw")
+        if self.method != "grid" and self.trials is None:
+            raise ValueError(f"a {self.method} search needs trials: how many points to try")
         return self
 
 

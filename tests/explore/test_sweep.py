@@ -221,3 +221,51 @@ def test_worker_processes_keep_the_same_trials(tmp_path: Path, capsys: pytest.Ca
     capsys.readouterr()
     assert main(["sweep", str(path), "--db", str(tmp_path / "x.db"), "--workers", "0"]) == 2
     assert "--workers: expected at least 1 worker process, got 0" in capsys.readouterr().err
+
+
+MODEL_SEARCH = """
+space:
+  system.splits: {low: 1, high: 32, log: true}
+  system.algorithm: [ring, direct, halving_doubling]
+  network.topology.0.bandwidth: {low: 25GB/s, high: 400GB/s, log: true}
+objectives: [{metric: total_time_ns, goal: min}]
+search: {method: tpe, trials: 12, seed: 7}
+"""
+
+
+def test_a_tpe_search_is_its_seed_and_resumes(tmp_path: Path) -> None:
+    pytest.importorskip("optuna")
+    sweep = load_sweep(_sweep(tmp_path, MODEL_SEARCH))
+    first, again = (run_sweep(sweep, ResultStore(tmp_path / f"{name}.db", sweep.section.model_dump_json()))
+                    for name in ("a", "b"))  # fmt: skip
+    assert [r.params for r in first.trials] == [r.params for r in again.trials] and len(first.trials) == 12
+    assert all(1 <= r.params["system.splits"] <= 32 for r in first.trials)
+    resumed = run_sweep(sweep, ResultStore(tmp_path / "a.db", sweep.section.model_dump_json()))
+    assert resumed.ran == 0 and resumed.trials == first.trials
+    other = load_sweep(_sweep(tmp_path, MODEL_SEARCH.replace("seed: 7", "seed: 8"), "other.yaml"))
+    assert [r.params for r in run_sweep(other, ResultStore(tmp_path / "c.db", "x")).trials] != [
+        r.params for r in first.trials
+    ]
+
+
+def test_an_nsga2_search_gives_a_pareto_front(tmp_path: Path) -> None:
+    pytest.importorskip("optuna")
+    body = MODEL_SEARCH.replace("method: tpe", "method: nsga2").replace(
+        "objectives: [{metric: total_time_ns, goal: min}]",
+        "objectives: [{metric: total_time_ns, goal: min}, {metric: events_processed, goal: min}]",
+    )
+    sweep = load_sweep(_sweep(tmp_path, body))
+    outcome = run_sweep(sweep, ResultStore(tmp_path / "n.db", sweep.section.model_dump_json()))
+    assert len(outcome.trials) == 12 and outcome.pareto
+    scores = [(r.metrics["total_time_ns"], r.metrics["events_processed"]) for r in outcome.trials]
+    for member in outcome.pareto:
+        mine = (member.metrics["total_time_ns"], member.metrics["events_processed"])
+        assert not any(o[0] <= mine[0] and o[1] <= mine[1] and o != mine for o in scores)
+
+
+def test_a_model_search_without_optuna_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as if it were not installed
+    path = _sweep(tmp_path, MODEL_SEARCH)
+    assert main(["sweep", str(path), "--db", str(tmp_path / "x.db")]) == 2
+    assert "needs Optuna: pip install 'stratasim[explore]'" in capsys.readouterr().err
