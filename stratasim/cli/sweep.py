@@ -31,6 +31,8 @@ def add_sweep(subparsers: _Subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print every trial and the Pareto front as JSON")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="local worker processes running trials (default: the machine's cores)")  # fmt: skip
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help="run the trials on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.5:8786)")  # fmt: skip
     parser.set_defaults(handler=_sweep)
 
 
@@ -39,7 +41,7 @@ def _sweep(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
     store = ResultStore(db, sweep.section.model_dump_json())
     try:
-        outcome = run_sweep(sweep, store, None if args.json else _progress, workers=args.workers)
+        outcome = run_sweep(sweep, store, None if args.json else _progress, workers=args.workers, cluster=args.cluster)
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))

@@ -19,6 +19,7 @@ import yaml
 
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.study_file import parse_study
+from stratasim.explore.cluster import on_cluster
 from stratasim.explore.model_search import model_search
 from stratasim.explore.space import expand
 from stratasim.explore.store import ResultStore, TrialRecord, trial_key
@@ -80,10 +81,15 @@ def _check_space(sweep: Sweep, first: Mapping[str, Any]) -> None:
 
 
 def run_sweep(
-    sweep: Sweep, store: ResultStore, progress: Callable[[TrialRecord], None] | None = None, workers: int = 1
+    sweep: Sweep,
+    store: ResultStore,
+    progress: Callable[[TrialRecord], None] | None = None,
+    workers: int = 1,
+    cluster: str | None = None,
 ) -> SweepOutcome:
     """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends: one after
-    the other, or on ``workers`` local processes (the same results, kept in the order they finish)."""
+    the other, on ``workers`` local processes, or on the Dask scheduler at ``cluster`` (the same results, kept
+    in the order they finish)."""
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
     finished = store.finished()
@@ -112,7 +118,9 @@ def run_sweep(
         _check_space(sweep, trials[0])
     todo = [(number, params) for number, params in enumerate(trials) if trial_key(params) not in finished]
 
-    if workers == 1 or len(todo) < 2:
+    if cluster is not None:
+        on_cluster(cluster, [(sweep, number, params, wanted) for number, params in todo], _run_trial, keep)
+    elif workers == 1 or len(todo) < 2:
         for number, params in todo:
             keep(_run_trial(sweep, number, params, wanted))
     else:

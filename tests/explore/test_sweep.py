@@ -269,3 +269,23 @@ def test_a_model_search_without_optuna_is_one_error(tmp_path: Path, monkeypatch:
     path = _sweep(tmp_path, MODEL_SEARCH)
     assert main(["sweep", str(path), "--db", str(tmp_path / "x.db")]) == 2
     assert "needs Optuna: pip install 'stratasim[explore]'" in capsys.readouterr().err
+
+
+def test_a_dask_cluster_fills_the_same_store_as_local_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same sweep on a real ``distributed.LocalCluster`` of two worker processes and on local processes."""
+    distributed = pytest.importorskip("distributed")
+    path = _sweep(tmp_path, GRID)
+    assert main(["sweep", str(path), "--db", str(tmp_path / "local.db"), "--workers", "2", "--json"]) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        assert main(["sweep", str(path), "--db", str(tmp_path / "dask.db"), "--cluster", cluster.scheduler_address,
+                     "--json"]) == 0  # fmt: skip
+    assert _rows(tmp_path / "local.db") == _rows(tmp_path / "dask.db") and len(_rows(tmp_path / "dask.db")) == 12
+
+
+def test_an_unreachable_cluster_is_one_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("distributed")
+    path = _sweep(tmp_path, GRID)
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--db", str(tmp_path / "x.db"), "--cluster", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --cluster tcp://127.0.0.1:9: cannot reach a Dask scheduler there")
