@@ -60,7 +60,7 @@ def metric(metrics: Mapping[str, Any], name: str) -> float | None:
 
 
 def _numbers(report: Mapping[str, Any]) -> dict[str, float]:
-    """The report's top-level numbers and the objectives' and constraints' (possibly nested) ones."""
+    """The report's top-level numbers (the objectives' and constraints' nested ones are added by name)."""
     return {key: float(value) for key, value in report.items()
             if isinstance(value, int | float) and not isinstance(value, bool)}  # fmt: skip
 

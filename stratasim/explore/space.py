@@ -42,7 +42,8 @@ def written(point: float, values: Range, unit: str) -> Any:
 
 def expand(sweep: Sweep) -> list[dict[str, Any]]:
     """Each trial's parameters, ``{dotted key: value}``, in a fixed order: the grid's combinations (the last key
-    varying fastest), or the random search's draws (repeats dropped)."""
+    varying fastest), or the random search's draws (repeats dropped). Model-based searches choose their trials
+    as they go (:mod:`stratasim.explore.model_search`) and are refused here."""
     space = sweep.section.space
     search = sweep.section.search
     keys = list(space)
@@ -50,6 +51,8 @@ def expand(sweep: Sweep) -> list[dict[str, Any]]:
         axes = [values if isinstance(values, list) else range_values(values) for values in space.values()]
         combos = itertools.islice(itertools.product(*axes), search.trials)  # all, unless trials caps them
         return [dict(zip(keys, combo)) for combo in combos]
+    if search.method != "random":
+        raise ValueError(f"a {search.method} search has no fixed list of trials")
     rng = random.Random(search.seed)
     trials: dict[str, dict[str, Any]] = {}
     assert search.trials is not None  # checked when the sweep was read
