@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -126,7 +128,8 @@ def run_sweep(
     else:
         # Fresh interpreters (spawn): a worker forked from a run that imported gRPC would inherit its threads.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context,
+                                 initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:  # fmt: skip
             running = [pool.submit(_run_trial, sweep, number, params, wanted) for number, params in todo]
             try:
                 for future in as_completed(running):
@@ -137,6 +140,18 @@ def run_sweep(
                 raise
     records = [finished[trial_key(params)] for params in trials]
     return SweepOutcome(records, len(todo), pareto(sweep, records))
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: end when the sweep that started it is gone (killed, say), not live on as an orphan waiting
+    for trials that will never come."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
 def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: list[str]) -> TrialRecord:
