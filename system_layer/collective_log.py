@@ -10,16 +10,39 @@ printing twenty of them makes twenty.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
 from stratasim.system_layer.result import CollectiveStats
 
-__all__ = ["CollectiveLog", "Replays"]
+__all__ = ["CollectiveColumns", "CollectiveLog", "Replays", "columns"]
 
 Replays = tuple[tuple[CollectiveStats, ...], np.ndarray, np.ndarray, np.ndarray]
 """A block's collectives (first run, from its start) and, per run of it, its start, NPU and first issue number."""
+
+
+class CollectiveColumns(NamedTuple):
+    """Every collective by number as the statistics it shares with others (``templates[kind[i]]``: all but its
+    number and times, which are those of the template's first run) and its own ``start_ps`` and ``end_ps``: how a
+    writer goes through hundreds of thousands of collectives without a :class:`CollectiveStats` each."""
+
+    templates: list[CollectiveStats]
+    kind: np.ndarray
+    start_ps: np.ndarray
+    end_ps: np.ndarray
+
+
+def columns(collectives: Sequence[CollectiveStats]) -> CollectiveColumns:
+    """``collectives`` (numbered 0, 1, ... in order) as :class:`CollectiveColumns`; a log's without making each."""
+    if isinstance(collectives, CollectiveLog):
+        return collectives.columns()
+    return CollectiveColumns(
+        list(collectives),
+        np.arange(len(collectives), dtype=np.int64),
+        np.array([stats.start_ps for stats in collectives], dtype=np.int64),
+        np.array([stats.end_ps for stats in collectives], dtype=np.int64),
+    )
 
 
 class CollectiveLog(Sequence[CollectiveStats]):
@@ -54,6 +77,23 @@ class CollectiveLog(Sequence[CollectiveStats]):
     def place(self, replay: int, run: int, which: int) -> int:
         """The place in the parts of collective ``which`` of run ``run`` of ``replays[replay]``."""
         return int(self._bases[replay]) + run * len(self._replays[replay][0]) + which
+
+    def columns(self) -> CollectiveColumns:
+        """The log as :class:`CollectiveColumns`: a block's collectives share its first run's as templates."""
+        direct = self._direct
+        templates = list(direct)
+        kinds = [np.arange(len(direct), dtype=np.int64)]
+        starts = [np.array([stats.start_ps for stats in direct], dtype=np.int64)]
+        ends = [np.array([stats.end_ps for stats in direct], dtype=np.int64)]
+        for collectives, run_starts, _, _ in self._replays:
+            first = len(templates)
+            templates.extend(collectives)
+            kinds.append(np.tile(np.arange(first, len(templates), dtype=np.int64), len(run_starts)))
+            for out, offsets in ((starts, [s.start_ps for s in collectives]), (ends, [s.end_ps for s in collectives])):
+                out.append((run_starts[:, None] + np.array(offsets, dtype=np.int64)[None, :]).ravel())
+        order = self._order
+        return CollectiveColumns(templates, np.concatenate(kinds)[order], np.concatenate(starts)[order],
+                                 np.concatenate(ends)[order])  # fmt: skip
 
     def __len__(self) -> int:
         return len(self._order)

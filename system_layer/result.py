@@ -152,7 +152,9 @@ class SimulationResult:
 
     ``spans`` and ``counters`` (recorded with the trace only, see :mod:`stratasim.system_layer.trace`) are of the
     simulated NPUs alone: ``stand_ins[npu]`` is the NPU whose timeline ``npu`` lived when NPUs equivalent by
-    symmetry were simulated once (empty when every NPU was simulated); :meth:`stands_for` inverts it."""
+    symmetry were simulated once (empty when every NPU was simulated); :meth:`stands_for` inverts it.
+    ``trace_detail`` is the detail they were recorded at (``auto`` resolved; "" without a trace) and
+    ``traced_nodes`` how many nodes the traced NPUs ran, blocks unrolled."""
 
     total_time_ps: int
     npus: int
@@ -168,6 +170,8 @@ class SimulationResult:
     operators: tuple[OperatorStats, ...] = ()
     packet_latency: PacketLatencyStats = PacketLatencyStats()
     stand_ins: tuple[int, ...] = ()
+    trace_detail: str = ""
+    traced_nodes: int = field(default=0, compare=False)  # how much the run did, like the wall time
 
     def stands_for(self) -> dict[int, tuple[int, ...]]:
         """Each simulated NPU and the NPUs (itself included, in order) whose timeline it is."""

@@ -22,15 +22,24 @@ import numpy as np
 
 from stratasim.system_layer.result import CounterSample, TraceSpan
 
-__all__ = ["TraceDetail", "TraceSelection", "SpanLog", "TraceRecorder", "BlockSpans"]
+__all__ = ["AUTO_NODE_LIMIT", "TraceDetail", "TraceSelection", "SpanLog", "TraceRecorder", "BlockSpans"]
 
 
 class TraceDetail(StrEnum):
     """How much of a run a trace shows: every node's span (``nodes``: compute, collectives and their phases,
-    memory counters) or the collectives only (``collectives``: one span per collective issued by an NPU)."""
+    memory counters); the same but one span per run of a block run whole (``blocks``: a layer's pass in a
+    model-built workload, with the memory it holds after); the collectives only (``collectives``: one span per
+    collective issued by an NPU); or ``auto``: ``nodes``, unless the NPUs traced run more than
+    :data:`AUTO_NODE_LIMIT` nodes and some of their blocks run whole, then ``blocks``."""
 
     NODES = "nodes"
+    BLOCKS = "blocks"
     COLLECTIVES = "collectives"
+    AUTO = "auto"
+
+
+# Node spans a trace shows by default (``auto``): about 25 MB of Chrome trace, written in well under a second.
+AUTO_NODE_LIMIT = 200_000
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class TraceSelection:
     npus: frozenset[int] | None = None
     start_ps: int = 0
     end_ps: int | None = None
-    detail: TraceDetail = TraceDetail.NODES
+    detail: TraceDetail = TraceDetail.AUTO
 
     def overlaps(self, start_ps: int, end_ps: int) -> bool:
         """Whether a span from ``start_ps`` to ``end_ps`` shows in the window (touching its edges counts)."""
@@ -163,6 +172,11 @@ class BlockSpans:
     suffixes: tuple[str, ...]
 
     @cached_property
+    def shows_collectives(self) -> bool:
+        """Whether a span is named after a collective (else a run's collectives need no names)."""
+        return any(index >= 0 for index in self.collective)
+
+    @cached_property
     def earliest_end(self) -> int:
         return min(self.ends)
 
@@ -183,7 +197,7 @@ class TraceRecorder:
 
     def __init__(self, selection: TraceSelection, npus: Iterable[int]) -> None:
         self.selection = selection
-        self.nodes = selection.detail is TraceDetail.NODES
+        self.nodes = selection.detail in (TraceDetail.NODES, TraceDetail.BLOCKS)
         self.npus = frozenset(npus)
         self.spans = SpanLog()
         self.counters: list[CounterSample] = []
@@ -206,8 +220,12 @@ class TraceRecorder:
         self, npu: int, block: BlockSpans, start_ps: int, scope: str, collectives: Sequence[Numbered]
     ) -> None:
         """Record the spans of a block run ``start_ps`` in, if the selection keeps them: a node's named after the
-        block node (``scope``) and itself, a collective's after ``collectives[i]`` once it is numbered."""
+        block node (``scope``) and itself, a collective's after ``collectives[i]`` once it is numbered, and a span
+        without a name (the whole run) after the block node."""
         if npu not in self.npus or not block.starts:
+            return
+        if len(block.starts) == 1 and not block.names[0] and block.collective[0] < 0:  # the whole run, at block detail
+            self.span(npu, block.tracks[0], scope, start_ps + block.starts[0], start_ps + block.ends[0])
             return
         selection, spans = self.selection, self.spans
         chosen: Sequence[int] = range(len(block.starts))

@@ -56,6 +56,8 @@ def _run(args: argparse.Namespace) -> int:
         print(report.to_text())
         if written:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
+        if selected is not None and (line := trace_options.note(args, report.result)):
+            print(line)
     return EXIT_OK
 
 

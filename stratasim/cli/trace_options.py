@@ -1,6 +1,6 @@
 """The options of ``stratasim run`` choosing what ``--out`` writes to ``trace.json``, for runs too big to trace
 whole: which NPUs (``--trace-npus 0-7,64``), which stretch of time (``--trace-window 0:5ms``) and how much
-detail (``--trace-detail nodes|collectives|none``). Each bad value is one argparse error naming the option."""
+detail (``--trace-detail nodes|blocks|collectives|auto|none``). Each bad value is one argparse error naming the option."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import argparse
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import parse_time_ps
-from stratasim.system_layer.trace import TraceDetail, TraceSelection
+from stratasim.system_layer.result import SimulationResult
+from stratasim.system_layer.trace import AUTO_NODE_LIMIT, TraceDetail, TraceSelection
 
-__all__ = ["add_arguments", "selection", "NO_TRACE"]
+__all__ = ["add_arguments", "selection", "note", "NO_TRACE"]
 
 NO_TRACE = "none"
 
@@ -54,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trace-window", type=_window, metavar="START:END",
                        help="only spans overlapping this stretch of simulated time, e.g. 0:5ms or 2ms:")
     group.add_argument("--trace-detail", choices=[*(d.value for d in TraceDetail), NO_TRACE],
-                       help="nodes: every node's span (the default); collectives: one span per collective; "
+                       help="nodes: every node's span; blocks: one span per run of a block (a layer's pass in a "
+                       f"model-built workload); collectives: one span per collective; auto (the default): nodes, or "
+                       f"blocks when the NPUs traced run over {AUTO_NODE_LIMIT:,} nodes (nodes with --trace-window); "
                        "none: no trace.json, the report only")  # fmt: skip
 
 
@@ -71,4 +74,13 @@ def selection(args: argparse.Namespace) -> TraceSelection | None:
     if args.out is None or args.trace_detail == NO_TRACE:
         return None
     start_ps, end_ps = args.trace_window or (0, None)
-    return TraceSelection(args.trace_npus, start_ps, end_ps, TraceDetail(args.trace_detail or TraceDetail.NODES))
+    default = TraceDetail.NODES if args.trace_window else TraceDetail.AUTO  # a window is how to ask for detail
+    return TraceSelection(args.trace_npus, start_ps, end_ps, TraceDetail(args.trace_detail or default))
+
+
+def note(args: argparse.Namespace, result: SimulationResult) -> str:
+    """A line saying the trace shows blocks whole because ``auto`` chose to, and how to see every node ("" if not)."""
+    if args.trace_detail is not None or result.trace_detail != TraceDetail.BLOCKS:
+        return ""
+    return (f"trace: one span per block run (a layer's pass): the NPUs traced ran {result.traced_nodes:,} nodes; "
+            "--trace-detail nodes, or a --trace-window, shows each")  # fmt: skip

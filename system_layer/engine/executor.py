@@ -207,8 +207,10 @@ class NpuExecutor:
         """Record a block run's spans and memory samples as its nodes would have, ``start`` ps in."""
         trace = self._context.trace
         assert trace is not None
-        named = [self._table.named(self.npu, self.issued + i, stats.type) for i, stats in enumerate(run.collectives)]
-        trace.block_spans(self.npu, block.spans, start, scope, named)
+        spans = block.spans
+        named = [self._table.named(self.npu, self.issued + i, stats.type)
+                 for i, stats in enumerate(run.collectives)] if spans.shows_collectives else []  # fmt: skip
+        trace.block_spans(self.npu, spans, start, scope, named)
         held = self._memory + sum(size for _, size in self.plan.resident)
         for time_ps, value in block.memory:
             trace.counter(self.npu, "memory", start + time_ps, held + value)

@@ -130,7 +130,8 @@ class BlockRecorder:
         """Simulate one run of ``block`` on ``npu`` from time 0, alone, and say what it did (and, if ``traced``,
         what the trace shows of it at the recorder's detail)."""
         coordinator = Coordinator(self.network, self.lookahead_ps, self.options.endpoint_delay, direct=self.direct)
-        trace = TraceRecorder(TraceSelection(detail=self.detail), [npu]) if traced and self.detail else None
+        inside = self.detail not in (None, TraceDetail.BLOCKS)
+        trace = TraceRecorder(TraceSelection(detail=self.detail), [npu]) if traced and self.detail and inside else None
         context = SchedulerContext(coordinator, self.options, self.reduction, stand_ins=self.stand_ins,
                                    replay_phases=True, trace=trace)  # fmt: skip
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
@@ -153,12 +154,19 @@ class BlockRecorder:
             issued=tuple(executor.issued_by_group.items()),
             collectives=tuple(collective_stats(collective, 0) for collective in table.all),
             milestones=tuple(executor.milestones.items()),
-            trace=None if trace is None else _block_trace(trace, table.all),
+            trace=_block_trace(trace, table.all) if trace is not None else _whole_trace(end, executor.memory) if traced else None,
         )
         context.schedulers.clear()
         for collective in table.all:
             collective.release()
         return run
+
+
+def _whole_trace(duration_ps: int, memory_delta: int) -> BlockTrace:
+    """What a trace at block detail shows of a block's run: one compute span, named after the block node, and
+    the memory it holds once it is done."""
+    spans = BlockSpans(("compute",), (0,), (0,), (duration_ps,), (b"",), (-1,), ("",))
+    return BlockTrace(spans, ((duration_ps, memory_delta),) if memory_delta else ())
 
 
 def _block_trace(trace: TraceRecorder, collectives: list[Collective]) -> BlockTrace:

@@ -30,7 +30,7 @@ from stratasim.system_layer.result import (
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.symmetry.stand_ins import stand_ins
-from stratasim.system_layer.trace import TraceDetail, TraceRecorder, TraceSelection
+from stratasim.system_layer.trace import AUTO_NODE_LIMIT, TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
 __all__ = ["simulate", "validate"]
@@ -65,6 +65,11 @@ def simulate(
     direct = network if info.stateless and isinstance(network, DirectNetwork) else None
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
     whole = _blocks_run_whole(plans, graphs, simulated, stand_in, direct is not None)
+    traced_nodes = sum(_unrolled_size(plans[id(graphs[npu])]) for npu in traced)
+    if selection is not None and selection.detail is TraceDetail.AUTO:
+        blocks_whole = any(whole.get(id(graphs[npu])) for npu in traced)
+        many = blocks_whole and traced_nodes > AUTO_NODE_LIMIT
+        selection = replace(selection, detail=TraceDetail.BLOCKS if many else TraceDetail.NODES)
     owner = {id(graphs[npu]): npu for npu in simulated}
     for key, plan in list(plans.items()):
         plans[key] = inline_blocks(plan, keep=whole.get(key, ()), npu=owner[key])
@@ -73,7 +78,8 @@ def simulate(
     energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
     plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
     # Node spans need every node of the NPUs traced; fusing the others' compute runs gives the same times.
-    unfused = {id(graphs[npu]) for npu in traced} if selection and selection.detail is TraceDetail.NODES else set()
+    by_node = selection is not None and selection.detail in (TraceDetail.NODES, TraceDetail.BLOCKS)
+    unfused = {id(graphs[npu]) for npu in traced} if by_node else set()
     for key, plan in list(plans.items()):
         if key not in unfused:
             fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
@@ -154,6 +160,8 @@ def simulate(
         packet_latency=packet_latency,
         operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
         stand_ins=stand_in or (),
+        trace_detail=selection.detail.value if selection else "",
+        traced_nodes=traced_nodes,
     )
     _release(executors, context, table)
     return result
@@ -177,6 +185,13 @@ def _blocks_run_whole(
             if positions:
                 whole[key] = positions
     return whole
+
+
+def _unrolled_size(plan: GraphPlan) -> int:
+    """How many nodes ``plan`` runs, each block node counted as the nodes of its block."""
+    sizes = [_unrolled_size(block) for block in plan.blocks]
+    block = workload_pb2.BLOCK_NODE
+    return sum(sizes[node.block] if node.type == block else 1 for node in plan.nodes)
 
 
 def _block_runs(

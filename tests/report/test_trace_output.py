@@ -12,6 +12,7 @@ import pytest
 
 from stratasim.cli import commands as cli
 from stratasim.report.chrome_trace import npu_ranges
+from stratasim.system_layer.engine import simulation
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TRANSFORMER = EXAMPLES / "transformer.yaml"  # PP with symmetric TP/DP ranks: one NPU simulated per stage
@@ -135,6 +136,43 @@ def test_collective_detail_has_one_span_per_collective(capsys: pytest.CaptureFix
     assert untracked == [{**e, "tid": 0} for e in full if e["ph"] == "X" and e["cat"] == "comm"]
 
 
+def test_block_detail_has_one_span_per_block_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """At block detail a layer's pass run whole is one span, from its start to its last node's end; every span
+    outside the blocks is as at node detail, every other node detail span falls within a block's."""
+
+    def spans(out: Path, *args: str) -> set[tuple[int, str, str, float, float]]:
+        events = check_structure(run_out(capsys, out, TRANSFORMER, *args)["trace"])
+        return {(e["pid"], e["name"], e["cat"], e["ts"], e["dur"]) for e in events if e["ph"] == "X"}
+
+    nodes, blocks = spans(tmp_path / "n"), spans(tmp_path / "b", "--trace-detail", "blocks")
+    whole = sorted(blocks - nodes)
+    assert whole and len(blocks) * 4 < len(nodes)
+    by_npu: dict[int, list[tuple[float, float]]] = {}
+    for pid, _, _, ts, dur in whole:
+        by_npu.setdefault(pid, []).append((ts, ts + dur))
+    for pid, _, _, ts, dur in nodes - blocks:
+        assert any(start - 1e-6 <= ts and ts + dur <= end + 1e-6 for start, end in by_npu[pid])
+    for pid, _, _, ts, dur in whole[:50]:
+        ends = [t + d for p, _, _, t, d in nodes if p == pid and ts - 1e-6 <= t and t + d <= ts + dur + 1e-6]
+        assert max(ends) == pytest.approx(ts + dur, abs=1e-6)
+
+
+def test_auto_detail_shows_blocks_for_big_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default a trace shows every node, unless the NPUs traced run more nodes than the limit: then blocks
+    whole, saying so; a window asks for nodes again."""
+    small = run_out(capsys, tmp_path / "small", TRANSFORMER)["trace"]
+    assert small == run_out(capsys, tmp_path / "nodes", TRANSFORMER, "--trace-detail", "nodes")["trace"]
+    monkeypatch.setattr(simulation, "AUTO_NODE_LIMIT", 100)
+    assert cli.main(["run", str(TRANSFORMER), "--out", str(tmp_path / "big")]) == 0
+    assert "trace: one span per block run (a layer's pass): the NPUs traced ran" in capsys.readouterr().out
+    blocks = run_out(capsys, tmp_path / "blocks", TRANSFORMER, "--trace-detail", "blocks")["trace"]
+    assert json.loads((tmp_path / "big" / "trace.json").read_text(encoding="utf-8")) == blocks
+    windowed = run_out(capsys, tmp_path / "window", TRANSFORMER, "--trace-window", "0:")["trace"]
+    assert windowed == small
+
+
 def test_no_trace_writes_the_report_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     written = run_out(capsys, tmp_path, TRANSFORMER, "--trace-detail", "none")
     assert set(written) == {"report"} and not (tmp_path / "trace.json").exists()
@@ -144,6 +182,7 @@ def test_selection_moves_no_number(capsys: pytest.CaptureFixture[str], tmp_path:
     runs = [
         run_out(capsys, tmp_path / str(index), TRANSFORMER, *args)["report"]
         for index, args in enumerate([(), ("--trace-detail", "none"), ("--trace-detail", "collectives"),
+                                      ("--trace-detail", "blocks"),
                                       ("--trace-npus", "3", "--trace-window", "1ms:")])  # fmt: skip
     ]
     for report in runs:  # fusing compute runs (no node spans) processes fewer events, nothing else differs

@@ -47,7 +47,7 @@ def test_a_fused_transformer_iteration_reports_what_the_unfused_one_does() -> No
     fused = run_study(study)  # fuses: no trace is recorded
     unfused = run_study(study, record_trace=True)
     assert fused.result.events_processed < unfused.result.events_processed
-    same = {"events_processed": 0, "spans": (), "counters": ()}
+    same = {"events_processed": 0, "spans": (), "counters": (), "trace_detail": ""}
     fused, unfused = (
         replace(report, wall_seconds=0.0, result=replace(report.result, **same)) for report in (fused, unfused)
     )
