@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stratasim.explore.ladder import time_saved
 from stratasim.explore.run import SweepOutcome, feasible, outcome_json, run_sweep
 from stratasim.explore.store import ResultStore, TrialRecord
 from stratasim.explore.sweep_file import Sweep, load_sweep
@@ -57,7 +58,9 @@ def _table(sweep: Sweep, outcome: SweepOutcome, db: Path) -> str:
     """The best trials by the first objective (the Pareto front with several), then a count."""
     objectives = [o.metric for o in sweep.section.objectives]
     failed = sum(r.status == "failed" for r in outcome.trials)
-    lines = [f"{sweep.source}: {len(outcome.trials)} trials ({outcome.ran} run now, {failed} failed), store {db}"]
+    count = f"{len(outcome.levels[0].evaluated)} trials, {len(outcome.trials)} at the last fidelity level" if (
+        outcome.levels) else f"{len(outcome.trials)} trials"  # fmt: skip
+    lines = [f"{sweep.source}: {count} ({outcome.ran} run now, {failed} failed), store {db}"]
     first = sweep.section.objectives[0]
     sign = 1.0 if first.goal == "min" else -1.0
     done = [r for r in outcome.trials if feasible(sweep, r)]
@@ -69,4 +72,30 @@ def _table(sweep: Sweep, outcome: SweepOutcome, db: Path) -> str:
         lines.append(f"  #{record.number:<4} {values}  {record.params}")
     if not best:
         lines.append("  none: no trial finished within the constraints")
+    lines += _ladder(outcome)
     return "\n".join(lines)
+
+
+def _ladder(outcome: SweepOutcome) -> list[str]:
+    """What each fidelity level did and what screening saved (nothing without a ladder)."""
+    if not outcome.levels:
+        return []
+    lines = ["fidelity ladder"]
+    previous = ""
+    for level in outcome.levels:
+        line = f"  {level.name}: {len(level.evaluated)} trials, {level.wall_seconds:.2f} s of trials"
+        if level.tau is not None:
+            line += f"; ranking against {previous}: Kendall tau {level.tau:.2f}"
+        if level.moved_in or level.moved_out:
+            line += (f"; into the top: {', '.join(f'#{n}' for n in level.moved_in or []) or 'none'}, out: "
+                     f"{', '.join(f'#{n}' for n in level.moved_out or []) or 'none'}")  # fmt: skip
+        if level.kept:
+            line += f"; {len(level.kept)} go on"
+        lines.append(line)
+        previous = level.name
+    spent, everything = time_saved(outcome.levels)
+    saved = everything - spent
+    lines.append(f"  screening: {spent:.2f} s of trials against about {everything:.2f} s to run all "
+                 f"{len(outcome.levels[0].evaluated)} at {outcome.levels[-1].name!r} "
+                 f"({'saved' if saved >= 0 else 'lost'} {abs(saved):.2f} s)")  # fmt: skip
+    return lines

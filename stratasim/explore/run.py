@@ -14,7 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import yaml
@@ -22,10 +23,12 @@ import yaml
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.study_file import parse_study
 from stratasim.explore.cluster import on_cluster
+from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_saved
 from stratasim.explore.model_search import model_search
+from stratasim.explore.ranking import feasible, pareto
 from stratasim.explore.space import expand
 from stratasim.explore.store import ResultStore, TrialRecord, trial_key
-from stratasim.explore.sweep_file import Sweep
+from stratasim.explore.sweep_file import Fidelity, Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
 from stratasim.study.run import run_study
 
@@ -34,12 +37,14 @@ __all__ = ["SweepOutcome", "run_sweep", "metric", "feasible", "pareto"]
 
 @dataclass(frozen=True)
 class SweepOutcome:
-    """Every trial of the sweep (in order), how many ran now, and the best ones: ``pareto`` the feasible trials no
-    other feasible trial beats on every objective (one objective: the best)."""
+    """Every trial of the sweep (in order; with a fidelity ladder, those of its last level), how many ran now,
+    and the best ones: ``pareto`` the feasible trials no other feasible trial beats on every objective (one
+    objective: the best); ``levels`` what each level of a ladder did."""
 
     trials: list[TrialRecord]
     ran: int
     pareto: list[TrialRecord]
+    levels: list[LevelOutcome] = field(default_factory=list)
 
 
 def _overrides(params: Mapping[str, Any]) -> list[str]:
@@ -67,19 +72,24 @@ def _numbers(report: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(value, int | float) and not isinstance(value, bool)}  # fmt: skip
 
 
-def _check_space(sweep: Sweep, first: Mapping[str, Any]) -> None:
-    """Stop before running anything if the space names a key the base study does not have."""
-    data, problems = apply_overrides(sweep.base, _overrides(first))
+def _check_space(sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any] | None = None,
+                 where: str = "space") -> None:  # fmt: skip
+    """Stop before running anything if the space (or, with ``fixed``, a fidelity level's ``set`` at ``where``)
+    names a key the base study does not have."""
+    named = fixed if fixed is not None else sweep.section.space
+    data, problems = apply_overrides(sweep.base, _overrides({**first, **(fixed or {})}))
     try:
         parse_study(data, sweep.base_source)
     except ConfigError as exc:
-        unknown = [(f"space.{path}", message) for path, message in exc.problems
+        unknown = [(f"{where}.{path}", message) for path, message in exc.problems
                    if "unknown key" in message and any(path.startswith(key) or key.startswith(path)
-                                                       for key in sweep.section.space)]  # fmt: skip
+                                                       for key in named)]  # fmt: skip
         if unknown:
             raise ConfigError(sweep.source, unknown) from None
+    problems = [(place, why) for place, why in problems
+                if fixed is None or place.removeprefix("--set ").partition("=")[0] in named]  # fmt: skip
     if problems:
-        raise ConfigError(sweep.source, [(f"space.{where.removeprefix('--set ')}", why) for where, why in problems])
+        raise ConfigError(sweep.source, [(f"{where}.{place.removeprefix('--set ')}", why) for place, why in problems])
 
 
 def run_sweep(
@@ -91,21 +101,20 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends: one after
     the other, on ``workers`` local processes, or on the Dask scheduler at ``cluster`` (the same results, kept
-    in the order they finish)."""
+    in the order they finish). With a fidelity ladder, each level runs the trials the level before kept."""
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
-    finished = store.finished()
     wanted = [*(o.metric for o in sweep.section.objectives), *(c.metric for c in sweep.section.constraints)]
 
     def keep(record: TrialRecord) -> None:
         store.record(record)
-        finished[trial_key(record.params)] = record
         if progress is not None:
             progress(record)
 
     if sweep.section.search.method in ("tpe", "nsga2"):  # each trial learns from the ones before: in turn
         _check_space(sweep, {key: values[0] if isinstance(values, list) else values.low
                              for key, values in sweep.section.space.items()})  # fmt: skip
+        finished = store.finished()
         before = len(finished)
 
         def run_one(number: int, params: dict[str, Any]) -> TrialRecord:
@@ -113,24 +122,51 @@ def run_sweep(
             keep(record)
             return record
 
-        records = model_search(sweep, list(finished.values()), run_one)
-        return SweepOutcome(records, len(records) - before, pareto(sweep, records))
+        searched = model_search(sweep, list(finished.values()), run_one)
+        return SweepOutcome(searched, len(searched) - before, pareto(sweep, searched))
     trials = expand(sweep)
     if trials:
         _check_space(sweep, trials[0])
-    todo = [(number, params) for number, params in enumerate(trials) if trial_key(params) not in finished]
+        for index, level in enumerate(sweep.section.fidelity):
+            _check_space(sweep, trials[0], level.set, f"fidelity[{index}].set")
+    levels: list[Fidelity | None] = [*sweep.section.fidelity] or [None]
+    candidates, ran, summaries = list(enumerate(trials)), 0, []
+    records: list[TrialRecord] = []
+    for index, step in enumerate(levels):
+        done = store.finished(index)
+        todo = [(number, params) for number, params in candidates if trial_key(params) not in done]
+        fixed = step.set if step is not None else {}
+        calls = [(sweep, number, params, wanted, fixed, index) for number, params in todo]
+        _execute(calls, partial(_kept_in, keep, done), workers, cluster)
+        ran += len(todo)
+        previous, records = records, [done[trial_key(params)] for _, params in candidates]
+        if step is not None:
+            passed = kept(sweep, step, records) if step.keep is not None else []
+            summaries.append(level_outcome(sweep, step, records, passed, previous if index else None))
+            candidates = [(r.number, r.params) for r in passed]
+    return SweepOutcome(records, ran, pareto(sweep, records), summaries)
 
+
+def _kept_in(keep: Callable[[TrialRecord], None], finished: dict[str, TrialRecord], record: TrialRecord) -> None:
+    keep(record)
+    finished[trial_key(record.params)] = record
+
+
+def _execute(calls: list[tuple[Any, ...]], keep: Callable[[TrialRecord], None], workers: int,
+             cluster: str | None) -> None:  # fmt: skip
+    """Run :func:`_run_trial` on each of ``calls``, handing each record to ``keep`` as it finishes: on the Dask
+    scheduler at ``cluster``, in this process, or on ``workers`` fresh local processes."""
     if cluster is not None:
-        on_cluster(cluster, [(sweep, number, params, wanted) for number, params in todo], _run_trial, keep)
-    elif workers == 1 or len(todo) < 2:
-        for number, params in todo:
-            keep(_run_trial(sweep, number, params, wanted))
+        on_cluster(cluster, calls, _run_trial, keep)
+    elif workers == 1 or len(calls) < 2:
+        for call in calls:
+            keep(_run_trial(*call))
     else:
         # Fresh interpreters (spawn): a worker forked from a run that imported gRPC would inherit its threads.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context,
+        with ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=context,
                                  initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:  # fmt: skip
-            running = [pool.submit(_run_trial, sweep, number, params, wanted) for number, params in todo]
+            running = [pool.submit(_run_trial, *call) for call in calls]
             try:
                 for future in as_completed(running):
                     keep(future.result())
@@ -138,8 +174,6 @@ def run_sweep(
                 for future in running:
                     future.cancel()
                 raise
-    records = [finished[trial_key(params)] for params in trials]
-    return SweepOutcome(records, len(todo), pareto(sweep, records))
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -154,15 +188,17 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
-def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: list[str]) -> TrialRecord:
+def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: list[str],
+               fixed: Mapping[str, Any] | None = None, fidelity: int = 0) -> TrialRecord:  # fmt: skip
+    """Trial ``number``: the base study with ``params`` (and a fidelity level's ``fixed`` keys) set, simulated."""
     started = time.perf_counter()
-    data, problems = apply_overrides(sweep.base, _overrides(params))
+    data, problems = apply_overrides(sweep.base, _overrides({**params, **(fixed or {})}))
     try:
         if problems:
             raise ConfigError(sweep.base_source, problems)
         report = run_study(parse_study(data, sweep.base_source)).to_dict()
     except StrataSimError as exc:
-        return TrialRecord(number, dict(params), "failed", {}, str(exc), time.perf_counter() - started)
+        return TrialRecord(number, dict(params), "failed", {}, str(exc), time.perf_counter() - started, fidelity)
     metrics = _numbers(report)
     for name in wanted:
         value = metric(report, name)
@@ -172,36 +208,18 @@ def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: lis
                 f"e.g. {', '.join(sorted(metrics)[:6])})"
             )
         metrics[name] = value
-    return TrialRecord(number, dict(params), "done", metrics, "", time.perf_counter() - started)
-
-
-def feasible(sweep: Sweep, record: TrialRecord) -> bool:
-    """Whether a trial finished and keeps every constraint."""
-    if record.status != "done":
-        return False
-    for constraint in sweep.section.constraints:
-        value = record.metrics[constraint.metric]
-        if (constraint.min is not None and value < constraint.min) or (constraint.max is not None and value > constraint.max):
-            return False
-    return True
-
-
-def pareto(sweep: Sweep, records: list[TrialRecord]) -> list[TrialRecord]:
-    """The feasible trials no other feasible trial matches or beats on every objective and beats on one, in
-    trial order."""
-    signs = [1.0 if objective.goal == "min" else -1.0 for objective in sweep.section.objectives]
-    names = [objective.metric for objective in sweep.section.objectives]
-    candidates = [r for r in records if feasible(sweep, r)]
-    scores = [[sign * r.metrics[name] for sign, name in zip(signs, names)] for r in candidates]
-
-    def beaten(mine: list[float]) -> bool:
-        return any(all(o <= m for o, m in zip(other, mine)) and other != mine for other in scores)
-
-    return [record for record, score in zip(candidates, scores) if not beaten(score)]
+    return TrialRecord(number, dict(params), "done", metrics, "", time.perf_counter() - started, fidelity)
 
 
 def outcome_json(outcome: SweepOutcome) -> str:
-    """``{"trials": [{"number", "params", "status", "metrics", "error"}...], "pareto": [numbers]}``."""
+    """``{"trials": [{"number", "params", "status", "metrics", "error"}...], "pareto": [numbers]}``; with a
+    fidelity ladder also ``levels`` (what each did, see :class:`LevelOutcome`) and ``screening`` (trial seconds
+    spent, and what running every trial at the last level would have taken)."""
     rows = [{"number": r.number, "params": r.params, "status": r.status, "metrics": r.metrics, "error": r.error}
             for r in outcome.trials]  # fmt: skip
-    return json.dumps({"trials": rows, "pareto": [r.number for r in outcome.pareto]}, indent=1)
+    document: dict[str, Any] = {"trials": rows, "pareto": [r.number for r in outcome.pareto]}
+    if outcome.levels:
+        spent, everything = time_saved(outcome.levels)
+        document["levels"] = [asdict(level) for level in outcome.levels]
+        document["screening"] = {"trial_seconds": spent, "all_at_last_level_seconds": everything}
+    return json.dumps(document, indent=1)

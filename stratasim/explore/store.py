@@ -1,6 +1,6 @@
 """The results store: one SQLite file, a row per trial, each committed as soon as the trial ends.
 
-A trial is known by its parameters (canonical JSON): re-running a sweep on the same store skips the trials
+A trial is known by its parameters (canonical JSON) and its fidelity level: re-running a sweep on the same store skips the trials
 already finished (done or failed) and runs the rest, so a sweep killed at any moment — even ``kill -9`` — loses
 nothing it finished. A store holds one sweep: opening it for another is an error.
 """
@@ -20,13 +20,16 @@ __all__ = ["TrialRecord", "ResultStore", "trial_key"]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweep (id INTEGER PRIMARY KEY CHECK (id = 1), definition TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (
-    number INTEGER PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,
+    number INTEGER NOT NULL,
+    fidelity INTEGER NOT NULL DEFAULT 0,
+    key TEXT NOT NULL,
     params TEXT NOT NULL,
     status TEXT NOT NULL,
     metrics TEXT,
     error TEXT,
-    wall_seconds REAL
+    wall_seconds REAL,
+    PRIMARY KEY (number, fidelity),
+    UNIQUE (key, fidelity)
 );
 """
 
@@ -39,7 +42,8 @@ def trial_key(params: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class TrialRecord:
     """One finished trial: its number (order in the sweep), parameters, ``done`` or ``failed``, the report's
-    numeric metrics (done) or the error (failed), and how long it took."""
+    numeric metrics (done) or the error (failed), how long it took, and the fidelity level it ran at (0, the
+    first, without a ladder)."""
 
     number: int
     params: dict[str, Any]
@@ -47,6 +51,7 @@ class TrialRecord:
     metrics: dict[str, float]
     error: str
     wall_seconds: float
+    fidelity: int = 0
 
 
 class ResultStore:
@@ -57,6 +62,11 @@ class ResultStore:
         try:
             self._db = sqlite3.connect(self.path, timeout=5.0)
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(trials)")}
+            if "fidelity" not in columns:
+                self._db.close()
+                raise StrataSimError(f"{self.path}: written by an earlier StrataSim (no fidelity levels); give another "
+                                     "--db or delete it")  # fmt: skip
             row = self._db.execute("SELECT definition FROM sweep WHERE id = 1").fetchone()
             if row is None:
                 with self._db:
@@ -68,10 +78,12 @@ class ResultStore:
         except sqlite3.Error as exc:
             raise StrataSimError(f"{self.path}: cannot use it as a results store: {exc}") from None
 
-    def finished(self) -> dict[str, TrialRecord]:
-        """The trials finished so far, by key."""
-        rows = self._query("SELECT number, key, params, status, metrics, error, wall_seconds FROM trials")
-        return {key: TrialRecord(number, json.loads(params), status, json.loads(metrics or "{}"), error or "", wall)
+    def finished(self, fidelity: int = 0) -> dict[str, TrialRecord]:
+        """The trials finished so far at fidelity level ``fidelity``, by key."""
+        rows = self._query("SELECT number, key, params, status, metrics, error, wall_seconds FROM trials "
+                           f"WHERE fidelity = {int(fidelity)}")  # fmt: skip
+        return {key: TrialRecord(number, json.loads(params), status, json.loads(metrics or "{}"), error or "", wall,
+                                 fidelity)
                 for number, key, params, status, metrics, error, wall in rows}  # fmt: skip
 
     def record(self, record: TrialRecord) -> None:
@@ -79,10 +91,10 @@ class ResultStore:
         try:
             with self._db:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO trials (number, key, params, status, metrics, error, wall_seconds) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (record.number, trial_key(record.params), json.dumps(record.params), record.status,
-                     json.dumps(record.metrics), record.error, record.wall_seconds),
+                    "INSERT OR REPLACE INTO trials (number, fidelity, key, params, status, metrics, error, "
+                    "wall_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record.number, record.fidelity, trial_key(record.params), json.dumps(record.params),
+                     record.status, json.dumps(record.metrics), record.error, record.wall_seconds),
                 )  # fmt: skip
         except sqlite3.Error as exc:
             raise StrataSimError(f"{self.path}: cannot record trial {record.number}: {exc}") from None

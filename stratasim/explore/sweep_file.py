@@ -7,6 +7,9 @@
     objectives: [{metric: total_time_ns, goal: min}]
     constraints: [{metric: exposed_comm_ns, max: 1e6}]
     search: {method: grid}               # grid | random | tpe | nsga2 (with trials and seed)
+    fidelity:                            # optional: screen cheaply, re-evaluate the best at a higher fidelity
+      - {name: screen, set: {network.backend: analytical}, keep: {fraction: 0.25}}   # or top: N, or pareto: true
+      - {name: detailed, set: {network.backend: congestion_aware}}
 
 A range's bounds are numbers or quantities with a unit (``25GB/s``), both with the same unit; its values are
 written back with that unit for the study's schema to read. Every problem is reported at once, by dotted path.
@@ -29,7 +32,7 @@ from stratasim.config.strict_yaml import load as load_yaml
 from stratasim.kernel.errors import ConfigError
 from stratasim.kernel.schema import Section
 
-__all__ = ["Range", "Objective", "Constraint", "Search", "Sweep", "load_sweep", "split_quantity"]
+__all__ = ["Range", "Objective", "Constraint", "Search", "Fidelity", "Keep", "Sweep", "load_sweep", "split_quantity"]
 
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
 
@@ -115,6 +118,41 @@ class Search(Section):
         return self
 
 
+class Keep(Section):
+    """Which trials of a fidelity level the next level evaluates again: the ``top`` N or the best ``fraction``
+    (at least one) by the first objective, or the ``pareto`` front over all objectives; only feasible trials."""
+
+    top: int | None = Field(default=None, ge=1)
+    fraction: float | None = Field(default=None, gt=0, le=1)
+    pareto: bool = False
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> Keep:
+        if sum((self.top is not None, self.fraction is not None, self.pareto)) != 1:
+            raise ValueError("give one of top: N, fraction: F or pareto: true")
+        return self
+
+
+class Fidelity(Section):
+    """One level of a multi-fidelity ladder: its ``name``, the study keys it sets on top of each trial's values
+    (``set``, dotted as in ``space``: a network backend, a compute model) and which of its trials go on to the
+    next level (``keep``; the last level keeps none)."""
+
+    name: str
+    set: dict[str, Any] = Field(default_factory=dict)
+    keep: Keep | None = None
+
+    @field_validator("set")
+    @classmethod
+    def _keys(cls, values: dict[str, Any]) -> dict[str, Any]:
+        for key in values:
+            try:
+                parse_key(key)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+        return values
+
+
 class SweepSection(Section):
     """The sweep file's keys (see the module docstring)."""
 
@@ -124,6 +162,7 @@ class SweepSection(Section):
     objectives: list[Objective] = Field(default_factory=lambda: [Objective(metric="total_time_ns")])
     constraints: list[Constraint] = Field(default_factory=list)
     search: Search = Field(default_factory=Search)
+    fidelity: list[Fidelity] = Field(default_factory=list)
 
     @field_validator("space")
     @classmethod
@@ -150,6 +189,31 @@ class SweepSection(Section):
         return self
 
 
+def _ladder_problems(section: SweepSection) -> list[tuple[str, str]]:
+    """What is wrong with the fidelity ladder, by dotted path (nothing without one)."""
+    levels = section.fidelity
+    if not levels:
+        return []
+    if len(levels) < 2:
+        return [("fidelity", "a ladder has at least two levels (screen, then re-evaluate)")]
+    problems = []
+    if section.search.method not in ("grid", "random"):
+        problems.append(("fidelity", f"a ladder screens a grid or random search, not {section.search.method}"))
+    for index, level in enumerate(levels):
+        if level.keep is None and index < len(levels) - 1:
+            problems.append((f"fidelity[{index}].keep", "every level but the last says which trials go on "
+                                                       "(top: N, fraction: F or pareto: true)"))  # fmt: skip
+        elif level.keep is not None and index == len(levels) - 1:
+            problems.append((f"fidelity[{index}].keep", "the last level keeps nothing: there is no level after it"))
+        varied = sorted(set(level.set) & set(section.space))
+        if varied:
+            problems.append((f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it"))
+    names = [level.name for level in levels]
+    if len(set(names)) < len(names):
+        problems.append(("fidelity", f"level names must differ, got {', '.join(names)}"))
+    return problems
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A validated sweep: where it came from, the base study's raw mapping and its source, and the sections."""
@@ -168,6 +232,8 @@ def load_sweep(path: str | Path) -> Sweep:
         raise ConfigError(str(path), [("", "expected a mapping with base (or study), space, objectives, search")])
     problems: list[tuple[str, str]] = []
     section = validated_section(SweepSection, data, "", problems)
+    if section is not None:
+        problems += _ladder_problems(section)
     if problems or section is None:
         raise ConfigError(str(path), problems)
     if section.study is not None:
