@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stratasim.cli.sweep_progress import progress_for
 from stratasim.explore.ladder import time_saved
 from stratasim.explore.run import SweepOutcome, feasible, outcome_json, run_sweep
-from stratasim.explore.store import ResultStore, TrialRecord
+from stratasim.explore.store import ResultStore
 from stratasim.explore.sweep_file import Sweep, load_sweep
 
 if TYPE_CHECKING:
@@ -42,16 +42,15 @@ def _sweep(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
     store = ResultStore(db, sweep.section.model_dump_json())
     try:
-        outcome = run_sweep(sweep, store, None if args.json else _progress, workers=args.workers, cluster=args.cluster)
+        if args.json:
+            outcome = run_sweep(sweep, store, workers=args.workers, cluster=args.cluster)
+        else:
+            with progress_for(sweep) as progress:
+                outcome = run_sweep(sweep, store, progress, workers=args.workers, cluster=args.cluster)
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))
     return 0
-
-
-def _progress(record: TrialRecord) -> None:
-    status = "" if record.status == "done" else f"  failed: {record.error.splitlines()[0]}"
-    print(f"trial {record.number}: {record.params} ({record.wall_seconds:.2f} s){status}", file=sys.stderr)
 
 
 def _table(sweep: Sweep, outcome: SweepOutcome, db: Path) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -32,7 +32,7 @@ from stratasim.explore.sweep_file import Fidelity, Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
 from stratasim.study.run import run_study
 
-__all__ = ["SweepOutcome", "run_sweep", "metric", "feasible", "pareto"]
+__all__ = ["SweepOutcome", "SweepProgress", "run_sweep", "metric", "feasible", "pareto"]
 
 
 @dataclass(frozen=True)
@@ -92,10 +92,19 @@ def _check_space(sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any
         raise ConfigError(sweep.source, [(f"{where}.{place.removeprefix('--set ')}", why) for place, why in problems])
 
 
+class SweepProgress(Protocol):
+    """What a sweep says as it goes: a level starting (``name`` "" without a ladder) with ``total`` trials of which
+    ``done`` were in the store already, and each trial as it finishes."""
+
+    def level(self, name: str, total: int, done: int) -> None: ...
+
+    def trial(self, record: TrialRecord) -> None: ...
+
+
 def run_sweep(
     sweep: Sweep,
     store: ResultStore,
-    progress: Callable[[TrialRecord], None] | None = None,
+    progress: SweepProgress | None = None,
     workers: int = 1,
     cluster: str | None = None,
 ) -> SweepOutcome:
@@ -109,13 +118,15 @@ def run_sweep(
     def keep(record: TrialRecord) -> None:
         store.record(record)
         if progress is not None:
-            progress(record)
+            progress.trial(record)
 
     if sweep.section.search.method in ("tpe", "nsga2"):  # each trial learns from the ones before: in turn
         _check_space(sweep, {key: values[0] if isinstance(values, list) else values.low
                              for key, values in sweep.section.space.items()})  # fmt: skip
         finished = store.finished()
         before = len(finished)
+        if progress is not None:
+            progress.level("", sweep.section.search.trials or 0, min(before, sweep.section.search.trials or 0))
 
         def run_one(number: int, params: dict[str, Any]) -> TrialRecord:
             record = _run_trial(sweep, number, params, wanted)
@@ -137,6 +148,8 @@ def run_sweep(
         todo = [(number, params) for number, params in candidates if trial_key(params) not in done]
         fixed = step.set if step is not None else {}
         calls = [(sweep, number, params, wanted, fixed, index) for number, params in todo]
+        if progress is not None:
+            progress.level(step.name if step is not None else "", len(candidates), len(candidates) - len(todo))
         _execute(calls, partial(_kept_in, keep, done), workers, cluster)
         ran += len(todo)
         previous, records = records, [done[trial_key(params)] for _, params in candidates]
