@@ -16,15 +16,15 @@ __all__ = ["draw_plots"]
 
 def draw_plots(results: SweepResults, out: str | Path) -> list[Path]:
     """Draw the charts into the folder ``out`` (created if missing) and return the files written."""
-    try:
-        from matplotlib.figure import Figure  # Figure needs no pyplot global state
-    except ImportError as exc:
-        raise StrataSimError(f"--out: plotting needs matplotlib ({exc}): pip install 'stratasim[explore]'") from None
     folder = Path(out)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StrataSimError(f"--out {folder}: cannot make the folder: {exc.strerror or exc}") from None
+    try:
+        from matplotlib.figure import Figure  # Figure needs no pyplot global state
+    except ImportError as exc:
+        raise StrataSimError(f"--out: plotting needs matplotlib ({exc}): pip install 'stratasim[explore]'") from None
     charts = [_front(results, Figure) if len(results.objectives) == 2 else _by_trial(results, Figure)]
     charts += [_against(results, key, Figure) for key in results.section.space]
     written = []
