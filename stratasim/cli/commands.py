@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TypeAlias
 
 from stratasim import __version__
-from stratasim.cli import serve, sweep, trace_options
+from stratasim.cli import results, serve, sweep, trace_options
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import StrataSimError
 from stratasim.report.json_report import write_report
@@ -230,7 +230,7 @@ def _add_trace(subparsers: _Subparsers) -> None:
 
 
 _SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace,
-                sweep.add_sweep)
+                sweep.add_sweep, results.add_results)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,8 +1,10 @@
-"""Design-space exploration: sweep files, the trials they expand to, a results store that survives crashes."""
+"""Design-space exploration: sweep files, the trials they expand to, a results store that survives crashes, and
+reading it back (:func:`read_results`)."""
 
+from stratasim.explore.results import SweepResults, read_results
 from stratasim.explore.run import SweepOutcome, run_sweep
 from stratasim.explore.space import expand
 from stratasim.explore.store import ResultStore
 from stratasim.explore.sweep_file import Sweep, load_sweep
 
-__all__ = ["Sweep", "load_sweep", "expand", "ResultStore", "run_sweep", "SweepOutcome"]
+__all__ = ["Sweep", "load_sweep", "expand", "ResultStore", "run_sweep", "SweepOutcome", "read_results", "SweepResults"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from stratasim.kernel.errors import StrataSimError
 
-__all__ = ["TrialRecord", "ResultStore", "trial_key"]
+__all__ = ["TrialRecord", "ResultStore", "trial_key", "read_store"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweep (id INTEGER PRIMARY KEY CHECK (id = 1), definition TEXT NOT NULL);
@@ -107,3 +107,33 @@ class ResultStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+def read_store(path: str | Path, lock_wait_seconds: float = 5.0) -> tuple[str, list[TrialRecord]]:
+    """A store's sweep definition and its trials by fidelity level and number, read without changing (or creating) the file; one
+    :class:`StrataSimError` for a missing file, one that is not a results store, a corrupt or a locked one."""
+    path = Path(path)
+    if not path.is_file():
+        raise StrataSimError(f"{path}: no such results store (a file written by stratasim sweep --db)")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=lock_wait_seconds)
+        try:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"sweep", "trials"} <= tables:
+                raise StrataSimError(f"{path}: a SQLite database, but not a results store written by stratasim sweep")
+            row = db.execute("SELECT definition FROM sweep WHERE id = 1").fetchone()
+            rows = db.execute("SELECT number, params, status, metrics, error, wall_seconds, fidelity FROM trials "
+                              "ORDER BY fidelity, number")  # fmt: skip
+            trials = [TrialRecord(number, json.loads(params), status, json.loads(metrics or "{}"), error or "", wall,
+                                  level)
+                      for number, params, status, metrics, error, wall, level in rows]  # fmt: skip
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        why = "it is locked by another process; try again when it is done" if "locked" in str(exc) else str(exc)
+        raise StrataSimError(f"{path}: cannot read it as a results store: {why}") from None
+    except ValueError as exc:  # a params or metrics column that is not JSON
+        raise StrataSimError(f"{path}: a corrupt results store: {exc}") from None
+    if row is None:
+        raise StrataSimError(f"{path}: a results store without its sweep's definition (corrupt)")
+    return str(row[0]), trials

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stratasim.cli import main
-from stratasim.explore import ResultStore, load_sweep, run_sweep
+from stratasim.explore import ResultStore, load_sweep, read_results, run_sweep
 from stratasim.explore.ladder import kendall_tau
 from stratasim.kernel.errors import ConfigError, StrataSimError
 
@@ -46,6 +46,8 @@ def test_the_ladder_picks_the_winner_of_the_full_high_fidelity_sweep(
     assert document["screening"]["trial_seconds"] > 0 and document["pareto"] == [r.number for r in outcome.pareto]
     with sqlite3.connect(tmp_path / "ladder.db") as db:
         assert db.execute("SELECT fidelity, COUNT(*) FROM trials GROUP BY fidelity").fetchall() == [(0, 36), (1, 9)]
+    read = read_results(tmp_path / "ladder.db")  # a ladder's answer is its last level's
+    assert [r.number for r in read.trials] == shared.evaluated and read.pareto == outcome.pareto
 
 
 LADDER = """
