@@ -299,3 +299,10 @@ def test_an_unreachable_cluster_is_one_error(tmp_path: Path, capsys: pytest.Capt
     assert main(["sweep", str(path), "--db", str(tmp_path / "x.db"), "--cluster", "tcp://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --cluster tcp://127.0.0.1:9: cannot reach a Dask scheduler there")
+
+
+def test_the_benchmark_sweep_has_500_points() -> None:
+    """benchmarks/sweeps.py times this one: it must stay 500 valid points."""
+    sweep = load_sweep(Path(__file__).resolve().parents[2] / "benchmarks" / "sweeps" / "collectives500.yaml")
+    trials = expand(sweep)
+    assert len(trials) == 500 and len({json.dumps(t, sort_keys=True) for t in trials}) == 500
