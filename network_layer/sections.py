@@ -29,7 +29,7 @@ from annotated_types import MinLen
 from pydantic import Discriminator, Field, StrictInt, Tag
 
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bandwidth, Bytes, Section, TimePs
+from stratasim.kernel.schema import Bandwidth, Bytes, EnergyPerBit, Section, TimePs
 from stratasim.network_layer import topologies
 from stratasim.network_layer.topologies import FabricSection
 from stratasim.v1 import network_pb2
@@ -46,13 +46,16 @@ _DIMENSION_KINDS = {
 class DimensionSection(Section):
     """One ``network.topology`` entry: a dimension of ``size`` NPUs; bandwidth in bytes/s, latency in ps;
     ``backend`` carries this dimension's traffic with another network backend than ``network.backend``
-    (fidelity mixed per dimension: :mod:`stratasim.network_layer.mixed`)."""
+    (fidelity mixed per dimension: :mod:`stratasim.network_layer.mixed`); ``energy_per_bit`` what a bit an NPU
+    sends on the dimension costs end to end, in pJ (the link's, and a switch's ports; default
+    ``network.energy_per_bit``)."""
 
     kind: Literal["ring", "fully_connected", "switch"]
     size: StrictInt = Field(ge=1)
     bandwidth: Bandwidth
     latency: TimePs
     backend: str | None = None
+    energy_per_bit: EnergyPerBit | None = None
 
 
 def _form(value: Any) -> str | None:
@@ -104,11 +107,23 @@ class FlitSection(Section):
 class NetworkSection(Section):
     """``network:`` — the backend and the topology: one dimension per entry, innermost first, or a fabric.
     When some dimension names its own ``backend``, the study runs the ``mixed`` network, the others staying
-    on ``backend``; ``flit`` tunes the flit-level backend's routers."""
+    on ``backend``; ``flit`` tunes the flit-level backend's routers; ``energy_per_bit`` (pJ per bit an NPU sends,
+    end to end) prices the network's energy on every dimension that does not give its own."""
 
     backend: str = "analytical"
     topology: TopologySection
     flit: FlitSection | None = None
+    energy_per_bit: EnergyPerBit | None = None
+
+    def energy_per_bit_pj(self, dims: int) -> tuple[float, ...] | None:
+        """Picojoules per bit an NPU sends on each of ``dims`` dimensions (a dimension's own figure, else
+        ``energy_per_bit``); None when no figure is given at all (the network's energy is then not reported).
+        A dimension with no figure of its own or by default costs nothing."""
+        own = [dim.energy_per_bit for dim in self.topology] if isinstance(self.topology, list) else [None] * dims
+        if self.energy_per_bit is None and all(value is None for value in own):
+            return None
+        default = self.energy_per_bit or 0.0
+        return tuple(default if value is None else value for value in own)
 
     @property
     def mixes_fidelity(self) -> bool:

@@ -39,7 +39,9 @@ class CollectiveStats(NamedTuple):
 @dataclass(frozen=True)
 class NpuStats:
     """One NPU's timeline: ``exposed_comm_ps`` is its time not computing before it finished;
-    ``bytes_sent_per_dim`` maps a dimension (-1: flat phases) to the collective bytes it sent along it.
+    ``bytes_sent_per_dim`` maps a dimension (-1: flat phases) to the collective bytes it sent along it, and
+    ``p2p_bytes_per_dim`` to the point-to-point bytes it sent across it (a message counts on each dimension
+    its two ends differ in).
 
     ``exposed_comm_ps_by_kind`` splits the exposed time by what ended each wait: the communicator name
     (``pg_name``) of the node the compute stream waited on, else ``p2p``, ``collective`` or ``other``; the parts
@@ -60,6 +62,7 @@ class NpuStats:
     peak_memory_ps: int = 0
     memory_at_peak: tuple[tuple[str, int], ...] = ()
     compute_energy_pj: float = 0.0
+    p2p_bytes_per_dim: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

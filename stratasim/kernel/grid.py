@@ -50,6 +50,10 @@ class Grid:
         """The NPU at ``coords`` (one coordinate per dimension)."""
         return sum(c * self.stride(dim) for dim, c in enumerate(coords))
 
+    def dims_between(self, a: int, b: int) -> tuple[int, ...]:
+        """The dimensions along which NPUs ``a`` and ``b`` differ: those a message between them crosses."""
+        return tuple(dim for dim in range(len(self.sizes)) if self.coordinate(a, dim) != self.coordinate(b, dim))
+
     def line(self, npu: int, dim: int) -> tuple[int, ...]:
         """The NPUs that share every coordinate with ``npu`` except along ``dim``, in coordinate order."""
         stride = self.stride(dim)

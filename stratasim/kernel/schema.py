@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 from stratasim.kernel import operators, units
 
-__all__ = ["Section", "Bytes", "TimePs", "Bandwidth", "Flops", "DTypeName"]
+__all__ = ["Section", "Bytes", "TimePs", "Bandwidth", "EnergyPerBit", "Flops", "DTypeName"]
 
 
 def _wrap(parse: Any) -> BeforeValidator:
@@ -39,6 +39,9 @@ TimePs = Annotated[int, _wrap(units.parse_time_ps)]
 
 Bandwidth = Annotated[float, _wrap(units.parse_bandwidth)]
 """A bandwidth in bytes per second (accepts ``50GB/s``, ``400Gbps``, a bare number of GB/s)."""
+
+EnergyPerBit = Annotated[float, _wrap(units.parse_energy_per_bit_pj)]
+"""An energy per bit moved in picojoules (accepts ``1.3pJ/bit``, ``500fJ/bit``, a bare number of pJ/bit)."""
 
 Flops = Annotated[float, _wrap(units.parse_flops)]
 """A throughput in FLOP/s (accepts ``989TFLOPS``, a bare number of TFLOPS)."""

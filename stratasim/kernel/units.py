@@ -13,7 +13,7 @@ from fractions import Fraction
 from stratasim.kernel.errors import UnitError
 
 __all__ = [
-    "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "format_bytes", "format_time_ps", "format_energy_pj",
+    "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "parse_energy_per_bit_pj", "format_bytes", "format_time_ps", "format_energy_pj",
     "ps_to_ns", "ps_to_us", "power_w",
 ]  # fmt: skip
 
@@ -25,6 +25,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _PREFIXES: dict[str, int] = {**_DECIMAL, **_BINARY}
 
 _TIME_PS = {"ps": 1, "ns": 10**3, "us": 10**6, "ms": 10**9, "s": 10**12}
+_ENERGY_PJ = {"fJ": Fraction(1, 1000), "pJ": Fraction(1), "nJ": Fraction(1000)}
 
 
 def _split(text: object, what: str, example: str) -> tuple[Fraction, str]:
@@ -89,6 +90,18 @@ def parse_bandwidth(text: object) -> float:
     if bandwidth <= 0:
         raise UnitError(f"a bandwidth must be positive: {text!r}")
     return float(bandwidth)
+
+
+def parse_energy_per_bit_pj(text: object) -> float:
+    """Read an energy per bit (``1.3pJ/bit``, ``500fJ/b``; a bare number means pJ/bit) as picojoules per bit."""
+    value, unit = _split(text, "an energy per bit", "1.3pJ/bit")
+    energy, _, per = unit.partition("/")
+    scale = _ENERGY_PJ.get(energy) if unit else Fraction(1)
+    if scale is None or (unit and per not in ("bit", "b")):
+        raise UnitError(f"unknown energy per bit unit {unit!r} in {text!r}; use pJ/bit, fJ/bit or nJ/bit")
+    if value < 0:
+        raise UnitError(f"an energy per bit cannot be negative: {text!r}")
+    return float(value * scale)
 
 
 def parse_flops(text: object) -> float:

@@ -5,7 +5,8 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
 ``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); from networks that model links
 ``links``, and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
-``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``). Every ``*_ns`` value is the engine's integer picoseconds
+``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
+``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together). Every ``*_ns`` value is the engine's integer picoseconds
 divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 """
 
@@ -101,7 +102,7 @@ def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
     """One NPU: when it finished, its busy compute and communication time, communication left exposed (and
     split by what it waited on: a communicator name such as ``tp``/``dp``/``pp``, else ``collective``/``p2p``),
     the collective bytes it sent along each dimension (key ``"flat"``: phases over groups that are not a
-    product of dimensions), the most memory it held, when, and of what, and its compute energy and power."""
+    product of dimensions) and the point-to-point bytes it sent across each, the most memory it held, when, and of what, and its compute energy and power."""
     return {
         "npu": stats.npu,
         "finish_ns": ps_to_ns(stats.finish_ps),
@@ -109,6 +110,7 @@ def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
         "comm_ns": ps_to_ns(stats.comm_ps),
         "exposed_comm_ns": ps_to_ns(stats.exposed_comm_ps),
         "bytes_sent_per_dim": {("flat" if dim < 0 else str(dim)): size for dim, size in stats.bytes_sent_per_dim},
+        "p2p_bytes_per_dim": {str(dim): size for dim, size in stats.p2p_bytes_per_dim},
         "exposed_comm_ns_by_kind": {kind: ps_to_ns(ps) for kind, ps in stats.exposed_comm_ps_by_kind},
         "peak_memory_bytes": stats.peak_memory_bytes,
         "peak_memory_ns": ps_to_ns(stats.peak_memory_ps),
@@ -188,6 +190,15 @@ def _ns_column(times_ps: np.ndarray) -> list[float]:
     return (times_ps / 1000).tolist()
 
 
+def _network_energy(report: Report, compute_pj: float) -> dict[str, float]:
+    """The network's energy and power, and compute and network together, when the study prices bits."""
+    network = report.network_energy_pj
+    if network is None:
+        return {}
+    return {"network_energy_pj": network, "network_power_w": report.power_w(network),
+            "energy_pj": compute_pj + network, "power_w": report.power_w(compute_pj + network)}  # fmt: skip
+
+
 def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) -> dict[str, Any]:
     result = report.result
     energy = report.compute_energy_pj
@@ -205,6 +216,7 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
         "simulated_npus": result.simulated_npus,
         "compute_energy_pj": energy,
         "compute_power_w": report.power_w(energy),
+        **_network_energy(report, energy),
         **(report.training or {}),
         "collectives": collectives,
         "per_npu": [_npu_row(stats, report) for stats in result.per_npu],

@@ -9,6 +9,8 @@ the result as it is, converting units with :func:`~stratasim.kernel.units.ps_to_
 Energy is what the compute backend says its operators take: ``compute_energy_pj`` (picojoules) per NPU and
 summed over the study, and ``compute_power_w`` (watts), that energy over the study's total time — the mean
 power of the compute, per NPU or of all NPUs together (1 pJ per ps is 1 W). Both are 0 without priced operators.
+When the study gives the network an energy per bit, ``network_energy_pj`` prices the bits the NPUs sent, and
+``energy_pj`` and ``power_w`` are compute and network together: a training study's energy per iteration.
 """
 
 from __future__ import annotations
@@ -47,6 +49,26 @@ class Report:
     training: dict[str, Any] | None = None
     serving: dict[str, float] | None = None
     warnings: tuple[str, ...] = ()
+    network_energy_per_bit_pj: tuple[float, ...] | None = None
+
+    @property
+    def network_energy_pj(self) -> float | None:
+        """The energy of every bit the NPUs sent (None when the study prices no bit): collective bytes along
+        each dimension and point-to-point bytes across each, at the dimension's pJ per bit; a flat phase's
+        (dimension -1, all dimensions at once) at the dearest dimension's."""
+        prices = self.network_energy_per_bit_pj
+        if prices is None:
+            return None
+        flat = max(prices, default=0.0)
+        bits = [0] * len(prices)
+        flat_bits = 0
+        for npu in self.result.per_npu:
+            for dim, size in (*npu.bytes_sent_per_dim, *npu.p2p_bytes_per_dim):
+                if 0 <= dim < len(bits):
+                    bits[dim] += 8 * size
+                else:
+                    flat_bits += 8 * size
+        return sum(price * count for price, count in zip(prices, bits)) + flat * flat_bits
 
     @property
     def critical(self) -> NpuStats | None:

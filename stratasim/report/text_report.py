@@ -106,12 +106,17 @@ def _memory_line(report: Report) -> list[str]:
 
 def _energy_line(report: Report) -> list[str]:
     energy = report.compute_energy_pj
-    if not energy:
-        return []
-    top = max(report.result.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
-    return [f"  compute energy   {format_energy_pj(energy)} in all, {report.power_w(energy):,.1f} W mean "
-            f"(NPU {top.npu} the most: {format_energy_pj(top.compute_energy_pj)}, "
-            f"{report.power_w(top.compute_energy_pj):,.1f} W)"]  # fmt: skip
+    lines = []
+    if energy:
+        top = max(report.result.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
+        lines.append(f"  compute energy   {format_energy_pj(energy)} in all, {report.power_w(energy):,.1f} W mean "
+                     f"(NPU {top.npu} the most: {format_energy_pj(top.compute_energy_pj)}, "
+                     f"{report.power_w(top.compute_energy_pj):,.1f} W)")  # fmt: skip
+    network = report.network_energy_pj
+    if network is not None:
+        lines.append(f"  network energy   {format_energy_pj(network)}, {report.power_w(network):,.1f} W mean; with "
+                     f"compute {format_energy_pj(energy + network)}, {report.power_w(energy + network):,.1f} W")  # fmt: skip
+    return lines
 
 
 def _collective_table(report: Report) -> list[str]:

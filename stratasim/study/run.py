@@ -216,6 +216,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection) -> Report:
         serving = source.serving_figures(result.milestones, result.total_time_ps)
     return Report(
         study.name, result, wall_seconds, backends, _training_figures(source, result), serving=serving,
+        network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
         warnings=warnings,
     )
 

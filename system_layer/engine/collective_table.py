@@ -69,6 +69,11 @@ class CollectiveTable:
         self.replayed: list[tuple[int, int, int, BlockRun]] = []  # start, NPU, issue number of its first, the run
         self._named: dict[tuple[int, int], Named] = {}  # replayed collectives a trace names, by NPU and issue number
 
+    @property
+    def grid(self) -> Grid:
+        """The topology's grid the collectives are laid out on."""
+        return self._grid
+
     def groups_of(self, plan: GraphPlan) -> list[Group | None]:
         """Per node of ``plan``, its group once :meth:`group` has been asked for it (None before), shared by every
         NPU running ``plan`` so that a group is sorted once per plan, not once per NPU."""

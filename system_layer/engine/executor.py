@@ -49,6 +49,7 @@ class NpuExecutor:
         self._groups = table.groups_of(plan)  # each collective node's group, once any NPU of the plan asked
         self._left = len(plan.nodes)
         self.peers: dict[int, NpuExecutor] = {}  # every simulated NPU's executor, for point-to-point messages
+        self.p2p_bytes: dict[int, int] = {}  # point-to-point bytes sent, counted on every dimension they cross
         self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
         self._receiving: dict[tuple[int, int], deque[int]] = {}  # (source, tag) -> receive nodes waiting
         self.compute_ps = 0
@@ -99,6 +100,8 @@ class NpuExecutor:
             self._memory_transfer(index, node.comm_bytes)
             return
         if kind == workload_pb2.COMM_SEND_NODE:
+            for dim in self._table.grid.dims_between(self.npu, node.peer):
+                self.p2p_bytes[dim] = self.p2p_bytes.get(dim, 0) + node.comm_bytes
             # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
             endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
             self._context.coordinator.send(

@@ -16,6 +16,7 @@ from stratasim.kernel.errors import ConfigError, StrataSimError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "explore"
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+EXAMPLE = EXAMPLES / "collectives_ladder.yaml"
 
 
 def test_the_ladder_picks_the_winner_of_the_full_high_fidelity_sweep(
@@ -23,7 +24,7 @@ def test_the_ladder_picks_the_winner_of_the_full_high_fidelity_sweep(
 ) -> None:
     """examples/explore/collectives_ladder.yaml screens 36 points on the analytical network and re-evaluates the
     best quarter congestion-aware: the same best configuration, to the picosecond, as all 36 congestion-aware."""
-    ladder = load_sweep(EXAMPLES / "collectives_ladder.yaml")
+    ladder = load_sweep(EXAMPLE)
     outcome = run_sweep(ladder, ResultStore(tmp_path / "ladder.db", ladder.section.model_dump_json()), workers=2)
     full = load_sweep(EXAMPLES / "collectives.yaml")
     everything = run_sweep(full, ResultStore(tmp_path / "full.db", full.section.model_dump_json()), workers=2)
@@ -36,11 +37,11 @@ def test_the_ladder_picks_the_winner_of_the_full_high_fidelity_sweep(
     assert all(r.metrics["total_time_ps"] == high[r.number] for r in outcome.trials)  # level 1 is the full sweep's
     assert shared.tau is not None and -1 <= shared.tau <= 1 and not shared.kept
     # The command line says how the ranking moved and what screening saved, and resumes without running again.
-    assert main(["sweep", str(EXAMPLES / "collectives_ladder.yaml"), "--db", str(tmp_path / "ladder.db")]) == 0
+    assert main(["sweep", str(EXAMPLE), "--db", str(tmp_path / "ladder.db")]) == 0
     out = capsys.readouterr().out
     assert "36 trials, 9 at the last fidelity level (0 run now" in out
     assert "shared links: 9 trials" in out and "Kendall tau" in out and "to run all 36 at 'shared links'" in out
-    assert main(["sweep", str(EXAMPLES / "collectives_ladder.yaml"), "--db", str(tmp_path / "ladder.db"), "--json"]) == 0
+    assert main(["sweep", str(EXAMPLE), "--db", str(tmp_path / "ladder.db"), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert [level["name"] for level in document["levels"]] == ["screen", "shared links"]
     assert document["screening"]["trial_seconds"] > 0 and document["pareto"] == [r.number for r in outcome.pareto]

@@ -74,7 +74,7 @@ def test_to_dict_is_json_with_every_contract_field() -> None:
     }  # fmt: skip
     assert data["per_npu"][0] == {
         "npu": 0, "finish_ns": 10000.0, "compute_ns": 1000.0, "comm_ns": 9000.0, "exposed_comm_ns": 9000.0,
-        "bytes_sent_per_dim": {"0": 3 << 20, "1": 1 << 20}, "exposed_comm_ns_by_kind": {},
+        "bytes_sent_per_dim": {"0": 3 << 20, "1": 1 << 20}, "p2p_bytes_per_dim": {}, "exposed_comm_ns_by_kind": {},
         "peak_memory_bytes": 0, "peak_memory_ns": 0.0, "memory_at_peak": {},
         "compute_energy_pj": 0.0, "compute_power_w": 0.0,
     }  # fmt: skip
