@@ -287,7 +287,7 @@ def _check_memory(
 
 
 def _training_figures(
-    source: WorkloadSource, result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None
+    source: WorkloadSource, result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None = None
 ) -> dict[str, Any] | None:
     """Throughput of a training workload's iteration (samples per second, model TFLOPS per NPU); when the
     workload models it, the peak memory of each NPU; and when the device's hourly rate is known (``facts``), what
