@@ -2,10 +2,12 @@
 
 A device is described by its dense peak throughput per dtype, its main-memory bandwidth and capacity, an
 optional on-chip memory level (:class:`Sram`), how its compute units tile a matrix product (:class:`Tiling`),
-two efficiency factors, a fixed per-operator launch overhead and its power. Presets use efficiency 1.0, no
-launch overhead and no size-dependent efficiency: they are the datasheet roofline, and calibrating them is a
-separate concern. Other devices are described by constructing a :class:`Device` and handing a
-:func:`catalog` of them to a backend.
+two efficiency factors, a fixed per-operator launch overhead, its power and what it costs. Presets use
+efficiency 1.0, no launch overhead and no size-dependent efficiency: they are the datasheet roofline, and
+calibrating them is a separate concern. A figure the maker does not publish is left out (``None``) and the
+preset's ``source`` says so. Other devices are described in a study (:mod:`stratasim.compute_layer.device_section`),
+travel to a backend as a ``RooflineDevice`` message (:mod:`stratasim.compute_layer.device_wire`), or are
+constructed as a :class:`Device` and handed to a backend in a :func:`catalog`.
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ class Device:
     ``peak_flops`` maps each supported dtype to its dense (no structured sparsity) peak; a dtype it omits is
     unsupported. ``compute_efficiency`` and ``memory_efficiency`` (0 < e <= 1) scale the peaks to what an
     operator achieves; ``launch_overhead_ps`` is added once per operator. ``tdp_w`` is the board power in
-    watts and ``source`` cites the public datasheet the numbers come from.
+    watts (``None``: not published, so energy is not modelled) and ``source`` cites the public datasheet the
+    numbers come from. ``price_usd`` (to buy one) and ``usd_per_hour`` (to rent one) are in US dollars, ``None``
+    when unknown.
 
     ``sram`` is the on-chip level of the hierarchical roofline (``None``: main memory only, the flat roofline);
     ``tiling`` describes the compute units (``None``: operands stream once from the nearest memory).
@@ -83,7 +87,7 @@ class Device:
     peak_flops: Mapping[DType, float] = field(hash=False)
     memory_bandwidth: float
     memory_capacity: int
-    tdp_w: float
+    tdp_w: float | None
     source: str
     compute_efficiency: float = 1.0
     memory_efficiency: float = 1.0
@@ -91,6 +95,8 @@ class Device:
     sram: Sram | None = None
     tiling: Tiling | None = None
     size_efficiency: bool = False
+    price_usd: float | None = None
+    usd_per_hour: float | None = None
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -119,8 +125,10 @@ class Device:
                 yield f"{attribute} must be in (0, 1], got {value}"
         if not isinstance(self.launch_overhead_ps, int) or self.launch_overhead_ps < 0:
             yield f"launch_overhead_ps must be a non-negative integer, got {self.launch_overhead_ps!r}"
-        if not self.tdp_w >= 0:
-            yield f"tdp_w cannot be negative, got {self.tdp_w}"
+        for attribute in ("tdp_w", "price_usd", "usd_per_hour"):
+            value = getattr(self, attribute)
+            if value is not None and not value >= 0:
+                yield f"{attribute} cannot be negative, got {value}"
         if self.sram is not None:
             yield from self.sram.problems()
         if self.tiling is not None:
@@ -228,5 +236,86 @@ _TPUV4 = Device(
     "(CMEM bandwidth not published)",
 )
 
-PRESETS: Mapping[str, Device] = catalog([_A100, _H100, _TPUV4])
-"""The preset devices by lower-case name: ``a100``, ``h100``, ``tpuv4``."""
+_H200 = Device(
+    name="h200",
+    # The same GH100 die and clocks as H100 SXM, so the same dense peaks; HBM3e is what changed.
+    peak_flops=dict(_H100.peak_flops),
+    memory_bandwidth=parse_bandwidth("4.8TB/s"),
+    memory_capacity=parse_bytes("141GB"),  # as published; NVIDIA does not say GB or GiB
+    tdp_w=700,
+    sram=_H100.sram,
+    tiling=_H100.tiling,
+    source="NVIDIA H200 Tensor Core GPU (SXM): 141 GB HBM3e at 4.8 TB/s, max TDP 700 W, the GH100 of H100 SXM "
+    "with identical Tensor Core peaks (NVIDIA lists them with sparsity, e.g. FP8 3,958 TFLOPS; dense is half), as "
+    "read at aiwiki.ai/wiki/nvidia_h200 and aiminingco.com/gpu/h200/specs; L2 and tiling as the h100 preset",
+)
+
+_B200 = Device(
+    name="b200",
+    # NVIDIA's HGX B200 table gives each GPU's tensor peaks with 2:4 sparsity; these are half of them.
+    peak_flops={
+        compute_pb2.FP64: parse_flops("37TFLOPS"),  # FP64 and FP64 Tensor Core alike
+        compute_pb2.FP32: parse_flops("75TFLOPS"),
+        compute_pb2.TF32: parse_flops("1.1PFLOPS"),
+        compute_pb2.FP16: parse_flops("2.25PFLOPS"),
+        compute_pb2.BF16: parse_flops("2.25PFLOPS"),
+        compute_pb2.FP8: parse_flops("4.5PFLOPS"),
+        compute_pb2.INT8: parse_flops("4.5POPS"),
+    },
+    memory_bandwidth=parse_bandwidth("7.7TB/s"),
+    memory_capacity=parse_bytes("180GB"),
+    tdp_w=1000,
+    source="NVIDIA HGX B200 technical specifications, individual GPU: FP8 9 PFLOPS, INT8 9 POPS, FP16/BF16 4.5 "
+    "PFLOPS, TF32 2.2 PFLOPS (all with sparsity; dense is half), FP32 75 TFLOPS, FP64 37 TFLOPS, 180 GB HBM3e at "
+    "7.7 TB/s, TDP configurable up to 1,000 W, as reproduced at zdszero.github.io (Hardware); the dense figures "
+    "match glennklockwood.com/garden/processors/B200 (HGX B200 at 1,000 W); L2 bandwidth and tile not published, "
+    "so no SRAM level or tiling",
+)
+
+_MI300X = Device(
+    name="mi300x",
+    peak_flops={
+        compute_pb2.FP32: parse_flops("163.4TFLOPS"),  # matrix
+        compute_pb2.FP16: parse_flops("1307.4TFLOPS"),
+        compute_pb2.BF16: parse_flops("1307.4TFLOPS"),
+        compute_pb2.FP8: parse_flops("2614.9TFLOPS"),
+        compute_pb2.INT8: parse_flops("2614.9TOPS"),
+    },
+    memory_bandwidth=parse_bandwidth("5.3TB/s"),
+    memory_capacity=parse_bytes("192GB"),
+    tdp_w=750,
+    source="AMD ROCm documentation, MI300 hardware table (dense matrix peaks: FP8 2614.9 TFLOPS, FP16/BF16 1307.4 "
+    "TFLOPS, INT8 2614.9 TOPS, FP32 163.4 TFLOPS), as quoted at lzwjava.github.io/rocm-fp8-support-on-mi300x-en; "
+    "192 GB HBM3 at 5.3 TB/s and 750 W from aiwiki.ai/wiki/amd_instinct_mi300x and MLCommons inference v4.1 "
+    "(accelerator 'AMD Instinct MI300X-NPS1-SPX-192GB-750W'); FP64 and TF32 peaks not read, so left out; "
+    "Infinity Cache bandwidth and tile not read, so no SRAM level or tiling",
+)
+
+_TPUV5P = Device(
+    name="tpuv5p",
+    peak_flops={compute_pb2.BF16: parse_flops("459TFLOPS")},
+    memory_bandwidth=parse_bandwidth("2765GB/s"),
+    memory_capacity=parse_bytes("95GB"),
+    tdp_w=None,  # Google publishes no TDP for v5p
+    source="Google Cloud TPU v5p documentation (cloud.google.com/tpu/docs/v5p): peak compute per chip 459 TFLOPS "
+    "bf16, HBM2e 95 GB at 2765 GB/s; int8 peak, TDP, on-chip memory and MXU count per chip not given there, so "
+    "left out (energy is not modelled)",
+)
+
+_GAUDI3 = Device(
+    name="gaudi3",
+    # The matrix engines (MME) compute in bf16 and fp8; other dtypes run on the vector cores, left out.
+    peak_flops={compute_pb2.BF16: parse_flops("1835TFLOPS"), compute_pb2.FP8: parse_flops("1835TFLOPS")},
+    memory_bandwidth=parse_bandwidth("3.67TB/s"),
+    memory_capacity=parse_bytes("128GB"),
+    tdp_w=900,  # the air-cooled OAM; liquid-cooled parts run up to 1,200 W
+    # On-die SRAM (L2 cache): 4 deep-learning cores of 24 MB each, read as MiB like every cache size.
+    sram=Sram(capacity=parse_bytes("96MiB"), bandwidth=parse_bandwidth("12.8TB/s")),
+    source="Kaplan, 'Intel Gaudi 3 AI Accelerator: Architected for Gen AI Training and Inference', Hot Chips 2024 "
+    "(Aug 2024), spec table: BF16 and FP8 matrix 1835 TFLOPS, 128 GB HBM2e at 3.67 TB/s, 96 MB on-die SRAM at 12.8 "
+    "TB/s, 900 W air-cooled OAM; as reproduced at sgpjbg.com/baogao/465025.html; MME tile not read, so no tiling",
+)
+
+PRESETS: Mapping[str, Device] = catalog([_A100, _H100, _TPUV4, _H200, _B200, _MI300X, _TPUV5P, _GAUDI3])
+"""The preset devices by lower-case name: ``a100``, ``h100``, ``tpuv4``, ``h200``, ``b200``, ``mi300x``,
+``tpuv5p``, ``gaudi3``. None carries a price: no public list or on-demand price could be cited for them."""

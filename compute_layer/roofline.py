@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from stratasim.compute_layer.device_wire import device_from_message
 from stratasim.compute_layer.devices import PRESETS, Device, calibrated, catalog, device
 from stratasim.compute_layer.efficiency import size_efficiency
 from stratasim.compute_layer.requests import Rejected, described, label
@@ -42,13 +43,14 @@ class RooflineCompute:
     """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing each operator on the roofline of a device.
 
     ``energy_pj`` is the device's TDP times the duration (1 W · 1 ps = 1 pJ): an upper bound, since a real
-    operator seldom draws full board power. ``traffic`` lists the bytes at ``"dram"`` and, for a device with
+    operator seldom draws full board power (0 for a device whose TDP is not published). ``traffic`` lists the bytes at ``"dram"`` and, for a device with
     an on-chip level, at ``"sram"``. ``bound`` names the level that set the time: ``COMPUTE`` when compute time
     is at least every memory time (so also for an empty operator, which costs only the launch overhead), else
     ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``.
 
-    ``devices`` replaces the preset devices (:data:`~stratasim.compute_layer.devices.PRESETS`) with others. Results are
-    cached per instance by (device, operator signature), so repeated operators are priced once.
+    ``devices`` replaces the preset devices (:data:`~stratasim.compute_layer.devices.PRESETS`) with others; a request
+    carrying a ``roofline_device`` prices on that description instead of looking its name up. Results are cached per
+    instance by (device, operator signature), so repeated operators are priced once.
     """
 
     name = "roofline"
@@ -56,6 +58,7 @@ class RooflineCompute:
     def __init__(self, devices: Iterable[Device] | None = None) -> None:
         self._devices = PRESETS if devices is None else catalog(devices)
         self._cache: dict[tuple[Device, bytes], compute_pb2.OperatorCost] = {}
+        self._described: dict[bytes, Device] = {}
 
     def devices(self) -> list[str]:
         """Names of the devices this instance can price, sorted."""
@@ -63,12 +66,17 @@ class RooflineCompute:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of ``request``; an unknown device or unsupported dtype comes back as ``error``."""
+        where = "device"
         try:
-            dev = device(request.device, self._devices)
+            if request.HasField("roofline_device"):
+                where = "roofline_device"
+                dev = self._device(request.device, request.roofline_device)
+            else:
+                dev = self._device(request.device, None)
             if request.HasField("calibration"):
+                where = "calibration"
                 dev = calibrated(dev, request.calibration)
         except (BackendError, ValueError) as exc:
-            where = "calibration" if isinstance(exc, ValueError) else "device"
             error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
             return compute_pb2.EstimateResponse(error=error)
         try:
@@ -80,15 +88,35 @@ class RooflineCompute:
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
         """Each device's memory capacity (its HBM, from the datasheet); an unknown device is the error."""
 
+        given = {message.name: message for message in request.roofline_devices}
+
         def facts(name: str) -> compute_pb2.DeviceFacts:
-            found = device(name, self._devices)
-            return compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=found.memory_capacity)
+            found = self._device(name, given.get(name))
+            result = compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=found.memory_capacity)
+            if found.price_usd is not None:
+                result.price_usd = found.price_usd
+            if found.usd_per_hour is not None:
+                result.usd_per_hour = found.usd_per_hour
+            return result
 
         return described(request, facts)
+
+    def _device(self, name: str, description: compute_pb2.RooflineDevice | None) -> Device:
+        """The device ``description`` gives (built once per distinct description), else the preset ``name``."""
+        if description is None:
+            return device(name, self._devices)
+        if description.name != name:
+            raise ValueError(f"the device described is named {description.name!r}, not {name!r}")
+        key = description.SerializeToString(deterministic=True)
+        found = self._described.get(key)
+        if found is None:
+            found = self._described[key] = device_from_message(description)
+        return found
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""
         self._cache.clear()
+        self._described.clear()
 
     def _cached(self, index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
         key = (dev, signature(op))
@@ -157,7 +185,7 @@ def _price(index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2
         raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
     return compute_pb2.OperatorCost(
         duration_ps=duration_ps,
-        energy_pj=dev.tdp_w * duration_ps,
+        energy_pj=(dev.tdp_w or 0) * duration_ps,
         traffic=[compute_pb2.MemoryTraffic(level=level, bytes=size) for level, size in times.traffic],
         bound=times.bound,
     )

@@ -3,8 +3,12 @@ of operator kinds to backends. Each key is defined here once, with its default; 
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from typing import Annotated
 
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+
+from stratasim.compute_layer.device_section import DeviceSection
+from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.kernel.schema import Section, TimePs
 from stratasim.v1 import compute_pb2
@@ -13,6 +17,26 @@ __all__ = ["CalibrationSection", "ComputeSection"]
 
 PROFILE_BACKEND = "profile"
 """The backend that reads the ``profile`` table."""
+
+DESCRIBING_BACKEND = "roofline"
+"""The backend that prices on a device described in the study (``compute.device`` as a mapping)."""
+
+
+def _device_form(value: object) -> str | None:
+    """Which form ``compute.device`` takes: a preset's name or a described device (None: neither)."""
+    if isinstance(value, str):
+        return "name"
+    return "described" if isinstance(value, (dict, DeviceSection)) else None
+
+
+DeviceKey = Annotated[
+    Annotated[str, Tag("name")] | Annotated[DeviceSection, Tag("described")],
+    Discriminator(
+        _device_form,
+        custom_error_type="device_form",
+        custom_error_message="expected a device name (h100) or a mapping describing one ({preset: h100, ...})",
+    ),
+]
 
 
 class CalibrationSection(Section):
@@ -39,13 +63,14 @@ class CalibrationSection(Section):
 class ComputeSection(Section):
     """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
 
+    ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one.
     ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
     kinds it does not name, defaults to ``backend``). ``profile`` is the table of measured times the
     ``profile`` backend reads.
     """
 
     backend: str = "roofline"
-    device: str
+    device: DeviceKey
     calibration: CalibrationSection | None = None
     per_kind: dict[str, str] | None = None
     profile: str | None = None
@@ -66,6 +91,24 @@ class ComputeSection(Section):
         if self.profile is not None and not uses_profile:
             raise ValueError("'profile' is read by the profile backend only, which this section does not use")
         return self
+
+    @model_validator(mode="after")
+    def _described_for_roofline(self) -> ComputeSection:
+        others = sorted(set(self.routes().values()) - {DESCRIBING_BACKEND})
+        if isinstance(self.device, DeviceSection) and others:
+            raise ValueError(
+                f"a described device (compute.device as a mapping) is priced by the {DESCRIBING_BACKEND} backend; "
+                f"{', '.join(others)} takes a preset's name"
+            )
+        return self
+
+    def device_name(self) -> str:
+        """The device's name: the preset named, or the described device's."""
+        return self.device if isinstance(self.device, str) else self.device.device().name
+
+    def device_description(self) -> compute_pb2.RooflineDevice | None:
+        """The described device as the compute contract's message; None when ``device`` names a preset."""
+        return None if isinstance(self.device, str) else device_message(self.device.device())
 
     def routes(self) -> dict[str, str]:
         """The backend for each operator kind (``*``: every other kind)."""

@@ -8,7 +8,8 @@ owned by their layers and composed here: ``system`` is :class:`stratasim.system_
 ``network`` :class:`stratasim.network_layer.sections.NetworkSection` (its topology kinds in
 :mod:`stratasim.network_layer.topologies`), ``compute`` :class:`stratasim.compute_layer.sections.ComputeSection`. This module
 adds what wires them: where a layer runs (in-process, ``spawn`` or ``endpoint``), the checks across sections,
-and a graph fabric's ``file``, read as if its keys were written in place, relative to the study file.
+and the files a section includes, relative to the study file: a graph fabric's ``file``, read as if its keys
+were written in place, and a described device's ``compute.device.file``, whose keys the study's may override.
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     network_data, readable = _with_graph_file(data.get("network"), source, problems)
     network = validated_section(StudyNetwork, network_data, "network", problems) if "network" in data and readable else None
     has_compute = data.get("compute") is not None
-    compute = validated_section(StudyCompute, data.get("compute"), "compute", problems) if has_compute else None
+    compute_data, readable = _with_device_file(data.get("compute"), source, problems)
+    compute = validated_section(StudyCompute, compute_data, "compute", problems) if has_compute and readable else None
     if compute is not None and compute.profile is not None:  # a path is relative to the study file
         compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
     _check_backend("network", network, problems)
@@ -216,6 +218,30 @@ def _with_graph_file(network: object, source: str, problems: list[tuple[str, str
         problems.append(("network.topology.file", f"{path} and the study both give {', '.join(clash)}"))
         return network, False
     return {**network, "topology": {**topology, **included}}, True
+
+
+def _with_device_file(compute: object, source: str, problems: list[tuple[str, str]]) -> tuple[object, bool]:
+    """``compute`` with its described device's ``file`` (relative to the study file) read in, the study's own keys
+    beside ``file`` overriding the file's one by one, and whether that went well (if not, a problem says why)."""
+    if not isinstance(compute, Mapping):
+        return compute, True
+    described = compute.get("device")
+    if not isinstance(described, Mapping) or "file" not in described:
+        return compute, True
+    if not isinstance(described["file"], str):
+        problems.append(("compute.device.file", f"expected the path of a YAML file, got {described['file']!r}"))
+        return compute, False
+    path = Path(source).parent / described["file"]
+    try:
+        included = _read_yaml(path)
+    except ConfigError as exc:
+        problems.extend(("compute.device.file", f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
+        return compute, False
+    if not isinstance(included, Mapping) or "file" in included:
+        problems.append(("compute.device.file", f"{path}: expected a mapping describing a device (preset, peak, ...)"))
+        return compute, False
+    own = {key: value for key, value in described.items() if key != "file"}
+    return {**compute, "device": {**included, **own}}, True
 
 
 def _grid(network: StudyNetwork, problems: list[tuple[str, str]]) -> Grid | None:

@@ -9,7 +9,7 @@ import grpc
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
-from stratasim.remote.compute_service import DEVICE_CAPABILITY
+from stratasim.remote.compute_service import DEVICE_CAPABILITY, ROOFLINE_DEVICE_CAPABILITY
 from stratasim.v1 import compute_pb2, compute_pb2_grpc
 
 __all__ = ["ComputeClient"]
@@ -25,7 +25,8 @@ class ComputeClient:
     a detailed backend, a mapper or an external simulator, may take minutes on a large batch); failures of the
     peer raise :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
     (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
-    re-raised here as the same class with the same message.
+    re-raised here as the same class with the same message. A request carrying a described device
+    (``roofline_device``) is refused with a RemoteError, unsent, by a server that does not say it reads them.
     """
 
     name: str
@@ -47,6 +48,7 @@ class ComputeClient:
             raise
         self.name = reply.backend
         self._devices = [c[len(DEVICE_CAPABILITY) :] for c in reply.capabilities if c.startswith(DEVICE_CAPABILITY)]
+        self._reads_devices = ROOFLINE_DEVICE_CAPABILITY in reply.capabilities
 
     def devices(self) -> list[str]:
         """The devices the remote backend can price, as announced in its handshake."""
@@ -54,6 +56,8 @@ class ComputeClient:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of the request in one call."""
+        if request.HasField("roofline_device"):
+            self._check_reads_devices()
         response: compute_pb2.EstimateResponse = self._call(self._stub.Estimate, request)
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint)
@@ -61,10 +65,19 @@ class ComputeClient:
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
         """The remote backend's facts of each device, in one call."""
+        if request.roofline_devices:
+            self._check_reads_devices()
         response: compute_pb2.DescribeResponse = self._call(self._stub.Describe, request)
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint)
         return response
+
+    def _check_reads_devices(self) -> None:
+        if not self._reads_devices:
+            raise RemoteError(
+                f"{_LAYER} layer at {self._endpoint}: the server predates described devices (compute.device as a "
+                "mapping) and would price on a preset instead; upgrade it, or name one of its devices"
+            )
 
     def close(self) -> None:
         """Close the channel; safe to call more than once."""

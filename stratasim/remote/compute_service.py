@@ -2,7 +2,9 @@
 
 The proto has no RPC listing devices, so ``Hello`` answers with one capability ``device:<name>`` per device
 the backend can price (:data:`DEVICE_CAPABILITY` is the prefix); :class:`~stratasim.remote.ComputeClient`
-reads them back for ``devices()``. A handshake the server cannot honour (protocol version, layer or backend)
+reads them back for ``devices()``. It also says :data:`ROOFLINE_DEVICE_CAPABILITY`: this server hands a request's
+``roofline_device`` to its backend (a server from before described devices would ignore it and price on a
+preset of the same name, so clients send one only to servers that say so). A handshake the server cannot honour (protocol version, layer or backend)
 fails with status FAILED_PRECONDITION and a message saying why.
 """
 
@@ -16,9 +18,10 @@ from stratasim.kernel.contracts import ComputeBackend
 from stratasim.remote import _wire
 from stratasim.v1 import common_pb2, compute_pb2, compute_pb2_grpc
 
-__all__ = ["DEVICE_CAPABILITY", "ComputeServicer"]
+__all__ = ["DEVICE_CAPABILITY", "ROOFLINE_DEVICE_CAPABILITY", "ComputeServicer"]
 
 DEVICE_CAPABILITY = "device:"
+ROOFLINE_DEVICE_CAPABILITY = "roofline-device"
 _LAYER = "compute"
 
 
@@ -43,7 +46,8 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem.message)
         with self._lock:
             devices = self._instance.devices()
-        return _wire.hello(_LAYER, self._backend, [DEVICE_CAPABILITY + device for device in devices])
+        capabilities = [ROOFLINE_DEVICE_CAPABILITY, *(DEVICE_CAPABILITY + device for device in devices)]
+        return _wire.hello(_LAYER, self._backend, capabilities)
 
     def Estimate(  # noqa: N802 - the name is fixed by the generated servicer
         self, request: compute_pb2.EstimateRequest, context: grpc.ServicerContext

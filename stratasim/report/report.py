@@ -36,7 +36,8 @@ class Report:
 
     ``backends`` maps a layer to a label such as ``analytical (in-process)``; ``training`` holds a training
     workload's ``iteration_time_ns``, ``samples_per_second`` and ``tflops_per_npu`` and, if modelled,
-    ``memory_per_npu_bytes`` and ``pipeline_bubble_fraction`` (added to the JSON at top level); ``serving`` an
+    ``memory_per_npu_bytes``, ``pipeline_bubble_fraction`` and ``cost_usd_per_iteration`` (added to the JSON at
+    top level); ``serving`` an
     inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``); ``warnings``
     what the user should know (over capacity...). The result's trace spans, counters and link busy stretches
     (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.

@@ -214,7 +214,7 @@ def _op_point(spec: str, dev: Device, dtype: str, calibration: compute_pb2.Calib
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``stratasim roofline``."""
-    parser.add_argument("--device", required=True, help="a roofline preset device (a100, h100, tpuv4)")
+    parser.add_argument("--device", required=True, help="a roofline preset device (a100, h100, h200, b200, mi300x, tpuv4, tpuv5p, gaudi3)")
     parser.add_argument("--from-report", dest="report", metavar="REPORT", help="plot the operators of a report.json")
     parser.add_argument(
         "--op",

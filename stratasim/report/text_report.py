@@ -81,6 +81,9 @@ def _training_lines(report: Report) -> list[str]:
     memory = training.get("memory_per_npu_bytes")
     if memory:
         lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")
+    cost = training.get("cost_usd_per_iteration")
+    if cost is not None:
+        lines.append(f"  cost             ${cost:,.6g} per iteration (every NPU rented at the device's hourly rate)")
     return lines
 
 

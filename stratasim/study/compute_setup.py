@@ -3,7 +3,8 @@
 Factories are called without arguments, except the ``profile`` backend's, which is handed the section's table
 (``profile=FILE``); spawned servers get the same as ``--profile FILE``. With ``per_kind`` every distinct
 backend named is opened once (in-process or spawned, as the section says) and wrapped in a
-:class:`~stratasim.compute_layer.per_kind.PerKindCompute`.
+:class:`~stratasim.compute_layer.per_kind.PerKindCompute`. A device the section describes (``compute.device`` as a
+mapping) travels with every request about it (:class:`DescribedDevice`), wherever the backend runs.
 """
 
 from __future__ import annotations
@@ -15,8 +16,45 @@ from stratasim.compute_layer.sections import PROFILE_BACKEND
 from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
+from stratasim.v1 import compute_pb2
 
-__all__ = ["backend_names", "build_compute", "open_compute", "serve_options"]
+__all__ = ["DescribedDevice", "backend_names", "build_compute", "open_compute", "serve_options"]
+
+
+class DescribedDevice:
+    """``backend`` with ``description`` attached to every estimate and describe request naming that device, so
+    the backend prices on the study's own device rather than looking its name up among its presets."""
+
+    def __init__(self, backend: ComputeBackend, description: compute_pb2.RooflineDevice) -> None:
+        self._backend = backend
+        self._description = description
+        self.name = backend.name
+
+    def devices(self) -> list[str]:
+        """The backend's presets and the described device."""
+        return sorted({*self._backend.devices(), self._description.name})
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price ``request``, on the described device when it names it."""
+        if request.device == self._description.name and not request.HasField("roofline_device"):
+            described = compute_pb2.EstimateRequest()
+            described.CopyFrom(request)
+            described.roofline_device.CopyFrom(self._description)
+            request = described
+        return self._backend.estimate(request)
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """The backend's facts of each device, the described one among them."""
+        if self._description.name in request.devices:
+            described = compute_pb2.DescribeRequest()
+            described.CopyFrom(request)
+            described.roofline_devices.append(self._description)
+            request = described
+        return self._backend.describe(request)
+
+    def close(self) -> None:
+        """Close the backend."""
+        self._backend.close()
 
 
 def build_compute(name: str, profile: str | None = None) -> ComputeBackend:
@@ -66,11 +104,15 @@ def open_compute(
     ``started``: the endpoint (waited for when called) of each backend whose server is already starting, by name.
     """
     started = started or {}
+    description = section.device_description()
     if section.per_kind is None:
-        return _open_one(section.backend, section, stack, started)
+        backend, label = _open_one(section.backend, section, stack, started)
+        return (backend, label) if description is None else (DescribedDevice(backend, description), label)
     from stratasim.compute_layer.per_kind import PerKindCompute
 
     routes = section.routes()
     opened = {name: _open_one(name, section, stack, started) for name in backend_names(section)}
     label = ", ".join(f"{kind}: {opened[name][1]}" for kind, name in sorted(routes.items()))
-    return PerKindCompute({kind: opened[name][0] for kind, name in routes.items()}), f"per kind ({label})"
+    backends = {name: backend if description is None else DescribedDevice(backend, description)
+                for name, (backend, _) in opened.items()}  # fmt: skip
+    return PerKindCompute({kind: backends[name] for kind, name in routes.items()}), f"per kind ({label})"

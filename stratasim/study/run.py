@@ -11,6 +11,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
 
 from stratasim import system_layer
@@ -59,9 +60,9 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
 
 def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
     devices = compute.devices()
-    if section.device not in devices:
+    if section.device_name() not in devices:
         raise BackendError(
-            f"compute.device: {section.backend} has no device {section.device!r}; available: {', '.join(devices)}"
+            f"compute.device: {section.backend} has no device {section.device_name()!r}; available: {', '.join(devices)}"
         )
 
 
@@ -194,7 +195,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection) -> Report:
         if study.compute is not None:
             compute, backends["compute"] = _open("compute", study.compute, stack, servers)
             _check_device(compute, study.compute)
-            device = study.compute.device
+            device = study.compute.device_name()
             facts = _device_facts(compute, study.compute)
         started = time.perf_counter()
         result = system_layer.simulate(
@@ -215,7 +216,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection) -> Report:
     if isinstance(source, ServingWorkload):
         serving = source.serving_figures(result.milestones, result.total_time_ps)
     return Report(
-        study.name, result, wall_seconds, backends, _training_figures(source, result), serving=serving,
+        study.name, result, wall_seconds, backends, _training_figures(source, result, facts), serving=serving,
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
         warnings=warnings,
     )
@@ -242,7 +243,7 @@ def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | 
 
 def _device_facts(compute: ComputeBackend, section: StudyCompute) -> compute_pb2.DeviceFacts:
     """What the compute backend says of the study's device (asked once, before the run)."""
-    response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device]))
+    response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device_name()]))
     if response.HasField("error"):
         raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
     return response.devices[0]
@@ -286,9 +287,12 @@ def _check_memory(
     return (f"over capacity: {message}",)
 
 
-def _training_figures(source: WorkloadSource, result: system_layer.SimulationResult) -> dict[str, Any] | None:
-    """Throughput of a training workload's iteration (samples per second, model TFLOPS per NPU) and, when
-    the workload models it, the peak memory of each NPU."""
+def _training_figures(
+    source: WorkloadSource, result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None = None
+) -> dict[str, Any] | None:
+    """Throughput of a training workload's iteration (samples per second, model TFLOPS per NPU); when the
+    workload models it, the peak memory of each NPU; and when the device's hourly rate is known (``facts``), what
+    an iteration costs on rented devices: ``cost_usd_per_iteration`` = NPUs x iteration time x USD per hour."""
     if not isinstance(source, TrainingWorkload) or result.total_time_ps <= 0:
         return None
     seconds = result.total_time_ps / 1e12
@@ -302,6 +306,10 @@ def _training_figures(source: WorkloadSource, result: system_layer.SimulationRes
     bubble = _pipeline_bubble(result)
     if bubble is not None:
         figures["pipeline_bubble_fraction"] = bubble
+    if facts is not None and facts.HasField("usd_per_hour"):
+        # Exact until the one rounding to float: NPU-picoseconds x dollars per hour / picoseconds per hour.
+        npu_ps = Fraction(result.npus * result.total_time_ps)
+        figures["cost_usd_per_iteration"] = float(npu_ps * Fraction(facts.usd_per_hour) / (3600 * 10**12))
     return figures
 
 

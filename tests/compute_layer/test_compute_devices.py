@@ -25,7 +25,7 @@ def _device(**overrides: object) -> Device:
 
 
 def test_preset_names() -> None:
-    assert sorted(PRESETS) == ["a100", "h100", "tpuv4"]
+    assert sorted(PRESETS) == ["a100", "b200", "gaudi3", "h100", "h200", "mi300x", "tpuv4", "tpuv5p"]
 
 
 def test_a100_datasheet_numbers() -> None:
@@ -76,7 +76,7 @@ def test_lookup_is_case_insensitive(name: str) -> None:
 
 
 def test_unknown_device_lists_known_ones() -> None:
-    with pytest.raises(BackendError, match=r"unknown device 'v100'; known devices: a100, h100, tpuv4"):
+    with pytest.raises(BackendError, match=r"unknown device 'v100'; known devices: a100, b200, gaudi3, h100, h200, mi300x, tpuv4, tpuv5p"):
         device("v100")
 
 

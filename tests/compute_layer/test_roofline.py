@@ -46,7 +46,7 @@ def test_is_a_compute_backend_registered_as_roofline() -> None:
     assert isinstance(backend, ComputeBackend)
     assert backend.name == "roofline"
     assert registry.load("compute", "roofline") is RooflineCompute
-    assert backend.devices() == ["a100", "h100", "tpuv4"]
+    assert backend.devices() == ["a100", "b200", "gaudi3", "h100", "h200", "mi300x", "tpuv4", "tpuv5p"]
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_unknown_device_is_an_invalid_argument() -> None:
     assert response.error.code == common_pb2.Error.INVALID_ARGUMENT
     assert response.error.where == "device"
     assert "'v100'" in response.error.message
-    assert "a100, h100, tpuv4" in response.error.message
+    assert "a100, b200, gaudi3, h100, h200, mi300x, tpuv4, tpuv5p" in response.error.message
     assert len(response.costs) == 0
 
 

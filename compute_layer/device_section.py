@@ -1,0 +1,154 @@
+"""``compute.device`` as a mapping: a roofline device described in the study rather than named.
+
+Either a ``preset`` that the other keys override one by one (``peak`` dtype by dtype, ``sram`` and ``tiling`` key
+by key), or a complete description without one (``name``, ``peak``, ``memory_bandwidth``, ``memory_capacity``
+required)::
+
+    device: {preset: h100, memory_bandwidth: 4TB/s, peak: {bf16: 1000TFLOPS}, usd_per_hour: 2.5}
+    device: {name: mychip, peak: {bf16: 400TFLOPS}, memory_bandwidth: 2TB/s, memory_capacity: 64GiB, tdp: 500W}
+
+(``file: chip.yaml``, a file holding such a mapping, is read by the study file before this schema sees it.)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import parse_dtype
+from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section
+
+__all__ = ["DeviceSection", "SramSection", "TilingSection"]
+
+_WATTS = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>kW|W)?\s*$")
+
+
+def _watts(value: object) -> object:
+    """``700W``, ``1.2kW`` or a bare number of watts, as watts; anything else is left for the float check."""
+    if isinstance(value, str):
+        match = _WATTS.match(value)
+        if match is None:
+            raise ValueError(f"cannot read {value!r} as a power; write it like '700W' or '1.2kW'")
+        return float(match["num"]) * (1000 if match["unit"] == "kW" else 1)
+    return value
+
+
+Watts = Annotated[float, BeforeValidator(_watts), Field(ge=0)]
+"""A power in watts (accepts ``700W``, ``1.2kW``, a bare number of watts)."""
+
+Usd = Annotated[float, Field(ge=0)]
+
+
+class SramSection(Section):
+    """``compute.device.sram``: the on-chip level — ``capacity`` and, when known, ``bandwidth``."""
+
+    capacity: Annotated[Bytes, Field(gt=0)] | None = None
+    bandwidth: Bandwidth | None = None
+
+
+class TilingSection(Section):
+    """``compute.device.tiling``: the output tile each compute unit works on and how many units run at once."""
+
+    tile_m: int | None = Field(None, gt=0)
+    tile_n: int | None = Field(None, gt=0)
+    tile_k: int | None = Field(None, gt=0)
+    units: int | None = Field(None, gt=0)
+
+
+class DeviceSection(Section):
+    """``compute.device`` described: a ``preset`` overridden key by key, or a whole device.
+
+    ``peak`` maps dtypes (``bf16``...) to dense peak throughputs; ``tdp`` is board power (``700W``);
+    ``price_usd`` buys one device and ``usd_per_hour`` rents one, in US dollars.
+    """
+
+    preset: str | None = None
+    name: str | None = Field(None, min_length=1)
+    peak: dict[str, Flops] | None = None
+    memory_bandwidth: Bandwidth | None = None
+    memory_capacity: Annotated[Bytes, Field(gt=0)] | None = None
+    sram: SramSection | None = None
+    tiling: TilingSection | None = None
+    tdp: Watts | None = None
+    price_usd: Usd | None = None
+    usd_per_hour: Usd | None = None
+    source: str | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, name: str | None) -> str | None:
+        if name is not None:
+            try:
+                device(name)
+            except BackendError:
+                raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(sorted(PRESETS))}") from None
+        return name
+
+    @field_validator("peak")
+    @classmethod
+    def _known_dtypes(cls, peak: dict[str, float] | None) -> dict[str, float] | None:
+        for name in peak or {}:
+            parse_dtype(name)  # ValueError naming the dtypes there are
+        return peak
+
+    @model_validator(mode="after")
+    def _complete(self) -> DeviceSection:
+        if self.preset is None:
+            missing = [key for key in ("name", "peak", "memory_bandwidth", "memory_capacity") if getattr(self, key) is None]
+            if missing:
+                raise ValueError(f"a device without a preset needs {', '.join(missing)} (or start from 'preset: NAME')")
+        self.device()  # a sram or tiling a description leaves incomplete is reported here
+        return self
+
+    def device(self) -> Device:
+        """The device described: the preset with this section's keys in place of its own, or this section alone."""
+        base = None if self.preset is None else PRESETS[self.preset.strip().lower()]
+        peak = {**(base.peak_flops if base else {}), **{parse_dtype(k): v for k, v in (self.peak or {}).items()}}
+        overridden = sorted(key for key in type(self).model_fields if key not in ("preset", "source") and key in self.model_fields_set)
+        if self.source is not None:
+            source = self.source
+        elif base is not None:
+            source = f"{base.source}; the study overrides {', '.join(overridden)}" if overridden else base.source
+        else:
+            source = "described in the study"
+        return Device(
+            name=self.name or (base.name if base else ""),
+            peak_flops=peak,
+            memory_bandwidth=_pick(self.memory_bandwidth, base and base.memory_bandwidth),
+            memory_capacity=_pick(self.memory_capacity, base and base.memory_capacity),
+            tdp_w=self.tdp if self.tdp is not None else (base.tdp_w if base else None),
+            source=source,
+            sram=_sram(self.sram, base.sram if base else None),
+            tiling=_tiling(self.tiling, base.tiling if base else None),
+            price_usd=self.price_usd if self.price_usd is not None else (base.price_usd if base else None),
+            usd_per_hour=self.usd_per_hour if self.usd_per_hour is not None else (base.usd_per_hour if base else None),
+        )
+
+
+def _pick(value: Any, fallback: Any) -> Any:
+    return value if value is not None else fallback
+
+
+def _sram(section: SramSection | None, base: Sram | None) -> Sram | None:
+    """The preset's level with the section's keys in place; a new level needs its capacity."""
+    if section is None:
+        return base
+    capacity = _pick(section.capacity, base.capacity if base else None)
+    if capacity is None:
+        raise ValueError("sram.capacity: required for an on-chip level the preset does not have")
+    return Sram(capacity=capacity, bandwidth=_pick(section.bandwidth, base.bandwidth if base else None))
+
+
+def _tiling(section: TilingSection | None, base: Tiling | None) -> Tiling | None:
+    """The preset's tiling with the section's keys in place; a new tiling needs tile_m, tile_n and units."""
+    if section is None:
+        return base
+    values = {key: _pick(getattr(section, key), getattr(base, key) if base else None) for key in ("tile_m", "tile_n", "units")}
+    missing = [key for key, value in values.items() if value is None]
+    if missing:
+        raise ValueError(f"tiling needs {', '.join(missing)} (the preset has no tiling to start from)")
+    return Tiling(tile_k=_pick(section.tile_k, base.tile_k if base else 1), **values)
