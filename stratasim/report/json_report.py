@@ -228,6 +228,8 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
         data["packet_latency"] = _packet_latency_row(result.packet_latency)
     if report.serving:
         data["serving"] = _serving_row(report.serving)
+        if report.energy_per_token_pj is not None:
+            data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
     data["warnings"] = list(report.warnings)
     return data
 

@@ -53,6 +53,15 @@ class Report:
     network_energy_per_bit_pj: tuple[float, ...] | None = None
 
     @property
+    def energy_per_token_pj(self) -> float | None:
+        """A serving study's energy (compute, and network when priced) per generated token; None otherwise."""
+        rate = (self.serving or {}).get("tokens_per_second", 0.0)
+        if not rate or self.result.total_time_ps <= 0:
+            return None
+        tokens = rate * self.result.total_time_ps / 1e12
+        return (self.compute_energy_pj + (self.network_energy_pj or 0.0)) / tokens
+
+    @property
     def network_energy_pj(self) -> float | None:
         """The energy of every bit the NPUs sent (None when the study prices no bit): collective bytes along
         each dimension and point-to-point bytes across each, at the dimension's pJ per bit; a flat phase's

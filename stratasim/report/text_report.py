@@ -92,10 +92,15 @@ def _serving_lines(report: Report) -> list[str]:
     serving = report.serving
     if not serving:
         return []
-    return [
-        f"  serving          TTFT {_time(serving['ttft_ps'])}, TPOT {_time(serving['tpot_ps'])}, "
-        f"{serving['tokens_per_second']:,.1f} tokens/s"
-    ]
+    line = (f"  serving          TTFT {_time(serving['ttft_ps'])}, TPOT {_time(serving['tpot_ps'])}, "
+            f"{serving['tokens_per_second']:,.1f} tokens/s")  # fmt: skip
+    energy = report.energy_per_token_pj
+    if energy:
+        line += f", {format_energy_pj(energy)} per token"
+    cost = serving.get("cost_usd_per_million_tokens")
+    if cost is not None:
+        line += f", ${cost:,.4g} per million tokens"
+    return [line]
 
 
 def _memory_line(report: Report) -> list[str]:

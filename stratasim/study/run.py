@@ -214,7 +214,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection) -> Report:
     warnings = _check_memory(study, result, facts)
     serving = None
     if isinstance(source, ServingWorkload):
-        serving = source.serving_figures(result.milestones, result.total_time_ps)
+        serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), result, facts)
     return Report(
         study.name, result, wall_seconds, backends, _training_figures(source, result, facts), serving=serving,
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
@@ -311,6 +311,16 @@ def _training_figures(
         npu_ps = Fraction(result.npus * result.total_time_ps)
         figures["cost_usd_per_iteration"] = float(npu_ps * Fraction(facts.usd_per_hour) / (3600 * 10**12))
     return figures
+
+
+def _priced(serving: dict[str, float], result: system_layer.SimulationResult,
+            facts: compute_pb2.DeviceFacts | None) -> dict[str, float]:  # fmt: skip
+    """A serving workload's figures and, when the device's hourly rate is known, what a million generated tokens
+    cost on rented devices: NPUs x USD per hour / tokens per hour x 10^6."""
+    rate = serving.get("tokens_per_second", 0.0)
+    if facts is None or not facts.HasField("usd_per_hour") or rate <= 0:
+        return serving
+    return {**serving, "cost_usd_per_million_tokens": result.npus * facts.usd_per_hour / 3600 / rate * 1e6}
 
 
 def _pipeline_bubble(result: system_layer.SimulationResult) -> float | None:
