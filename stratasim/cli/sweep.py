@@ -41,11 +41,16 @@ def _sweep(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
     store = ResultStore(db, sweep.section.model_dump_json())
     try:
-        outcome = run_sweep(sweep, store, None if args.json else _progress, workers=args.workers, cluster=args.cluster)
+        outcome = run_sweep(sweep, store, None if args.json else _progress, workers=args.workers, cluster=args.cluster,
+                            notes=None if args.json else _note)
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))
     return 0
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _progress(record: TrialRecord) -> None:
@@ -58,6 +63,7 @@ def _table(sweep: Sweep, outcome: SweepOutcome, db: Path) -> str:
     objectives = [o.metric for o in sweep.section.objectives]
     failed = sum(r.status == "failed" for r in outcome.trials)
     lines = [f"{sweep.source}: {len(outcome.trials)} trials ({outcome.ran} run now, {failed} failed), store {db}"]
+    lines += outcome.notes
     first = sweep.section.objectives[0]
     sign = 1.0 if first.goal == "min" else -1.0
     done = [r for r in outcome.trials if feasible(sweep, r)]

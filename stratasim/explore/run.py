@@ -23,7 +23,7 @@ from stratasim.config.overrides import apply_overrides
 from stratasim.config.study_file import parse_study
 from stratasim.explore.cluster import on_cluster
 from stratasim.explore.model_search import model_search
-from stratasim.explore.space import expand
+from stratasim.explore.space import expand, resolve
 from stratasim.explore.store import ResultStore, TrialRecord, trial_key
 from stratasim.explore.sweep_file import Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
@@ -35,11 +35,13 @@ __all__ = ["SweepOutcome", "run_sweep", "metric", "feasible", "pareto"]
 @dataclass(frozen=True)
 class SweepOutcome:
     """Every trial of the sweep (in order), how many ran now, and the best ones: ``pareto`` the feasible trials no
-    other feasible trial beats on every objective (one objective: the best)."""
+    other feasible trial beats on every objective (one objective: the best); ``notes``: what the space's
+    generators gave and skipped, a line each."""
 
     trials: list[TrialRecord]
     ran: int
     pareto: list[TrialRecord]
+    notes: tuple[str, ...] = ()
 
 
 def _overrides(params: Mapping[str, Any]) -> list[str]:
@@ -68,14 +70,15 @@ def _numbers(report: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _check_space(sweep: Sweep, first: Mapping[str, Any]) -> None:
-    """Stop before running anything if the space names a key the base study does not have."""
+    """Stop before running anything if the space names a key the base study does not have (``first``: a
+    trial's parameters)."""
     data, problems = apply_overrides(sweep.base, _overrides(first))
     try:
         parse_study(data, sweep.base_source)
     except ConfigError as exc:
         unknown = [(f"space.{path}", message) for path, message in exc.problems
                    if "unknown key" in message and any(path.startswith(key) or key.startswith(path)
-                                                       for key in sweep.section.space)]  # fmt: skip
+                                                       for key in first)]  # fmt: skip
         if unknown:
             raise ConfigError(sweep.source, unknown) from None
     if problems:
@@ -88,12 +91,17 @@ def run_sweep(
     progress: Callable[[TrialRecord], None] | None = None,
     workers: int = 1,
     cluster: str | None = None,
+    notes: Callable[[str], None] | None = None,
 ) -> SweepOutcome:
     """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends: one after
     the other, on ``workers`` local processes, or on the Dask scheduler at ``cluster`` (the same results, kept
-    in the order they finish)."""
+    in the order they finish). ``notes`` hears, before any trial runs, what each generator gave and skipped."""
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
+    space = resolve(sweep)
+    if notes is not None:
+        for line in space.notes():
+            notes(line)
     finished = store.finished()
     wanted = [*(o.metric for o in sweep.section.objectives), *(c.metric for c in sweep.section.constraints)]
 
@@ -104,8 +112,8 @@ def run_sweep(
             progress(record)
 
     if sweep.section.search.method in ("tpe", "nsga2"):  # each trial learns from the ones before: in turn
-        _check_space(sweep, {key: values[0] if isinstance(values, list) else values.low
-                             for key, values in sweep.section.space.items()})  # fmt: skip
+        _check_space(sweep, space.params({key: values[0] if isinstance(values, list) else values.low
+                                          for key, values in space.axes.items()}))  # fmt: skip
         before = len(finished)
 
         def run_one(number: int, params: dict[str, Any]) -> TrialRecord:
@@ -113,9 +121,9 @@ def run_sweep(
             keep(record)
             return record
 
-        records = model_search(sweep, list(finished.values()), run_one)
-        return SweepOutcome(records, len(records) - before, pareto(sweep, records))
-    trials = expand(sweep)
+        records = model_search(sweep, space, list(finished.values()), run_one)
+        return SweepOutcome(records, len(records) - before, pareto(sweep, records), tuple(space.notes()))
+    trials = expand(sweep, space)
     if trials:
         _check_space(sweep, trials[0])
     todo = [(number, params) for number, params in enumerate(trials) if trial_key(params) not in finished]
@@ -139,7 +147,7 @@ def run_sweep(
                     future.cancel()
                 raise
     records = [finished[trial_key(params)] for params in trials]
-    return SweepOutcome(records, len(todo), pareto(sweep, records))
+    return SweepOutcome(records, len(todo), pareto(sweep, records), tuple(space.notes()))
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -201,7 +209,8 @@ def pareto(sweep: Sweep, records: list[TrialRecord]) -> list[TrialRecord]:
 
 
 def outcome_json(outcome: SweepOutcome) -> str:
-    """``{"trials": [{"number", "params", "status", "metrics", "error"}...], "pareto": [numbers]}``."""
+    """``{"trials": [{"number", "params", "status", "metrics", "error"}...], "pareto": [numbers], "notes": [...]}``."""
     rows = [{"number": r.number, "params": r.params, "status": r.status, "metrics": r.metrics, "error": r.error}
             for r in outcome.trials]  # fmt: skip
-    return json.dumps({"trials": rows, "pareto": [r.number for r in outcome.pareto]}, indent=1)
+    return json.dumps({"trials": rows, "pareto": [r.number for r in outcome.pareto], "notes": list(outcome.notes)},
+                      indent=1)
