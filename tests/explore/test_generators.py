@@ -14,7 +14,8 @@ from stratasim.kernel.errors import ConfigError
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+QUICKSTART = EXAMPLES / "quickstart.yaml"
 TINY = """
 name: tiny
 workload:
@@ -233,3 +234,14 @@ def test_a_parallelism_generator_needs_a_transformer(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="kind: transformer, not collective") as caught:
         resolve(load_sweep(path))
     assert caught.value.problems == [("space.plan.generator", caught.value.problems[0][1])]
+
+
+def test_the_gpt3_example_holds_the_plans_its_doc_ranks() -> None:
+    """docs/explore-gpt3-plans.md ranks these 80 plans; Megatron-LM's published one is among them."""
+    generated = resolve(load_sweep(EXAMPLES / "explore" / "gpt3_plans.yaml")).generated["plan"]
+    assert len(generated.points) == 80
+    assert generated.skipped == {"do not fit in 80 GiB": 64,
+                                 "model.layers must be divisible by parallelism.pp * parallelism.virtual_stages": 24}
+    published = {"tp": 8, "pp": 16, "dp": 8, "schedule": "1f1b", "virtual_stages": 1, "micro_batch": 1,
+                 "recompute": "full", "zero": 0, "sequence_parallel": False}
+    assert {PLAN + key: value for key, value in published.items()} in generated.points
