@@ -131,9 +131,12 @@ class ParallelismGenerator(Generator):
             if "sequence_parallel" not in self.keep:
                 axes["sequence_parallel"] = [on for on in self.sequence_parallel or [False, True] if tp > 1 or not on]
             for values in itertools.product(*axes.values()):
-                plan = dict(zip(axes, values))
-                if "schedule" in plan:
-                    plan["schedule"], plan["virtual_stages"] = plan["schedule"]
+                plan: dict[str, Any] = {}
+                for key, value in zip(axes, values):
+                    if key == "schedule":
+                        plan["schedule"], plan["virtual_stages"] = value
+                    else:
+                        plan[key] = value
                 yield plan
 
     @staticmethod

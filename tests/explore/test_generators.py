@@ -85,6 +85,15 @@ def test_every_valid_plan_and_only_those(tmp_path: Path) -> None:
     assert not any("fit" in why for why in generated.skipped)  # the tiny model fits an H100 whatever the plan
 
 
+def test_a_mixture_of_experts_varies_ep_within_dp(tmp_path: Path) -> None:
+    moe = TINY.replace("vocab: 128}", "vocab: 128, experts: 4}")
+    space = "  plan: {generator: parallelism, tp: [1], zero: [0], recompute: [none], schedule: [1f1b], micro_batch: [1]}\n"
+    points = resolve(load_sweep(_sweep(tmp_path, space, moe))).generated["plan"].points
+    pairs = sorted((p[PLAN + "pp"], p[PLAN + "dp"], p[PLAN + "ep"]) for p in points)
+    # dp = 8 / pp; ep divides dp and the 4 experts; pp divides the 4 layers
+    assert pairs == [(1, 8, 1), (1, 8, 2), (1, 8, 4), (2, 4, 1), (2, 4, 2), (2, 4, 4), (4, 2, 1), (4, 2, 2)]
+
+
 def test_plans_that_do_not_fit_are_pruned_and_counted(tmp_path: Path) -> None:
     everything = resolve(load_sweep(_sweep(tmp_path, NARROW))).generated["plan"].points
     base = TransformerConfig.model_validate(
