@@ -1,4 +1,5 @@
-"""Design-space exploration: sweep files, the trials they expand to, a results store that survives crashes."""
+"""Design-space exploration: sweep files, their named generators (every parallelism plan, topology shapes), the
+trials they expand to, a results store that survives crashes."""
 
 from stratasim.explore.run import SweepOutcome, run_sweep
 from stratasim.explore.space import expand
