@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,11 +47,16 @@ def _sweep(args: argparse.Namespace) -> int:
             outcome = run_sweep(sweep, store, workers=args.workers, cluster=args.cluster)
         else:
             with progress_for(sweep) as progress:
-                outcome = run_sweep(sweep, store, progress, workers=args.workers, cluster=args.cluster)
+                outcome = run_sweep(sweep, store, progress, workers=args.workers, cluster=args.cluster,
+                                    notes=_note)
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))
     return 0
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _table(sweep: Sweep, outcome: SweepOutcome, db: Path) -> str:
@@ -60,6 +66,7 @@ def _table(sweep: Sweep, outcome: SweepOutcome, db: Path) -> str:
     count = f"{len(outcome.levels[0].evaluated)} trials, {len(outcome.trials)} at the last fidelity level" if (
         outcome.levels) else f"{len(outcome.trials)} trials"  # fmt: skip
     lines = [f"{sweep.source}: {count} ({outcome.ran} run now, {failed} failed), store {db}"]
+    lines += outcome.notes
     first = sweep.section.objectives[0]
     sign = 1.0 if first.goal == "min" else -1.0
     done = [r for r in outcome.trials if feasible(sweep, r)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from typing import Any, get_args
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, Tag, ValidationError
 
@@ -22,6 +22,8 @@ def _path(loc: Sequence[int | str]) -> str:
 
 def _tagged(annotation: Any, tag: str) -> Any:
     """The member of a tagged union ``annotation`` whose tag is ``tag``, or None."""
+    if get_origin(annotation) is Annotated:  # a union with its discriminator, as a dict's values are
+        annotation = get_args(annotation)[0]
     for member in get_args(annotation):
         if any(isinstance(meta, Tag) and meta.tag == tag for meta in getattr(member, "__metadata__", ())):
             return get_args(member)[0]
@@ -30,12 +32,16 @@ def _tagged(annotation: Any, tag: str) -> Any:
 
 def _walk(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[list[int | str], list[str]]:
     """``loc`` without the tags pydantic adds for tagged unions (they are not keys), and the keys allowed where
-    it points (for suggestions), following nested sections, lists and tagged unions."""
+    it points (for suggestions), following nested sections, lists, mappings and tagged unions."""
     path: list[int | str] = []
     current: Any = model
     for part in loc:
         if isinstance(part, int):
             path.append(part)
+            continue
+        if get_origin(current) is dict:  # a key of a mapping, then its value's type
+            path.append(part)
+            current = get_args(current)[1]
             continue
         member = _tagged(current, part)
         if member is not None:

@@ -1,5 +1,6 @@
-"""Design-space exploration: sweep files, the trials they expand to, a results store that survives crashes, and
-reading it back (:func:`read_results`)."""
+"""Design-space exploration: sweep files, their named generators (every parallelism plan, topology shapes), the
+trials they expand to, fidelity ladders, a results store that survives crashes, and reading it back
+(:func:`read_results`)."""
 
 from stratasim.explore.results import SweepResults, read_results
 from stratasim.explore.run import SweepOutcome, run_sweep

@@ -2,8 +2,8 @@
 
 Each trial is asked of Optuna's sampler, run, and its objectives told back, so the next one learns from it; the
 sampler is seeded, so the same sweep gives the same trials. A list of values is a categorical choice (by index:
-values may be lists or mappings), a range a float or integer distribution (log-spaced with ``log``), written
-back with its unit. Resuming a store tells the sampler its finished trials first; it then carries on from them
+values may be lists or mappings; a generator's points likewise), a range a float or integer distribution
+(log-spaced with ``log``), written back with its unit. Resuming a store tells the sampler its finished trials first; it then carries on from them
 (not necessarily with the trials an uninterrupted run would have drawn). Optuna is the ``explore`` extra.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stratasim.explore.space import written
+from stratasim.explore.space import Space, written
 from stratasim.explore.store import TrialRecord
 from stratasim.explore.sweep_file import Range, Sweep, split_quantity
 from stratasim.kernel.errors import StrataSimError
@@ -22,11 +22,13 @@ __all__ = ["model_search"]
 
 def model_search(
     sweep: Sweep,
+    space: Space,
     finished: list[TrialRecord],
     run: Callable[[int, dict[str, Any]], TrialRecord],
 ) -> list[TrialRecord]:
-    """Run the sweep's remaining trials (``search.trials`` in all) with Optuna, after telling it ``finished``;
-    ``run(number, params)`` runs and keeps one trial. Returns every trial, in order."""
+    """Run the sweep's remaining trials (``search.trials`` in all) with Optuna over ``space`` (the sweep's,
+    resolved), after telling it ``finished``; ``run(number, params)`` runs and keeps one trial. Returns every
+    trial, in order."""
     try:
         import optuna
     except ImportError:
@@ -44,14 +46,14 @@ def model_search(
     study = optuna.create_study(
         directions=["minimize" if o.goal == "min" else "maximize" for o in objectives], sampler=sampler
     )
-    distributions = {key: _distribution(optuna, values) for key, values in sweep.section.space.items()}
+    distributions = {key: _distribution(optuna, values) for key, values in space.axes.items()}
     trials = sorted(finished, key=lambda record: record.number)
     for record in trials:
-        study.add_trial(_told(optuna, sweep, record, distributions))
+        study.add_trial(_told(optuna, sweep, space, record, distributions))
     assert search.trials is not None  # checked when the sweep was read
     for number in range(len(trials), search.trials):
         asked = study.ask(distributions)
-        params = {key: _value(sweep.section.space[key], asked.params[key]) for key in sweep.section.space}
+        params = space.params({key: _value(values, asked.params[key]) for key, values in space.axes.items()})
         record = run(number, params)
         if record.status == "done":
             study.tell(asked, [record.metrics[o.metric] for o in objectives])
@@ -78,13 +80,20 @@ def _value(values: list[Any] | Range, drawn: Any) -> Any:
     return written(float(drawn), values, values.bounds()[2])
 
 
-def _told(optuna: Any, sweep: Sweep, record: TrialRecord, distributions: dict[str, Any]) -> Any:
+def _told(optuna: Any, sweep: Sweep, space: Space, record: TrialRecord, distributions: dict[str, Any]) -> Any:
     """A finished trial of the store, as Optuna takes it (its parameters in Optuna's terms)."""
-    params = {key: _raw(sweep.section.space[key], record.params[key]) for key in sweep.section.space}
+    params = {key: _raw(values, _entry(space, key, record.params)) for key, values in space.axes.items()}
     if record.status == "done":
         values = [record.metrics[o.metric] for o in sweep.section.objectives]
         return optuna.trial.create_trial(params=params, distributions=distributions, values=values)
     return optuna.trial.create_trial(params=params, distributions=distributions, state=optuna.trial.TrialState.FAIL)
+
+
+def _entry(space: Space, key: str, params: dict[str, Any]) -> Any:
+    """The value a trial's ``params`` took for the space's entry ``key``: a generator's is its point's keys."""
+    if key in space.generated:
+        return {name: params[name] for name in space.generated[key].points[0]}
+    return params[key]
 
 
 def _raw(values: list[Any] | Range, value: Any) -> Any:

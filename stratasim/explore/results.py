@@ -122,9 +122,17 @@ class SweepResults:
         return outcome_json(SweepOutcome(self.trials, 0, self.pareto))
 
     def parameters(self) -> list[ParameterSummary]:
-        """Each parameter's values (or bins of a range) with the first objective's best and median there, the
-        parameters whose medians spread widest first."""
-        summaries = [self._parameter(key, space) for key, space in self.section.space.items()]
+        """Each parameter's values (or bins of a range; a generator's keys by the values its trials took) with the
+        first objective's best and median there, the parameters whose medians spread widest first."""
+        axes: dict[str, list[Any] | Range] = {key: space for key, space in self.section.space.items()
+                                              if isinstance(space, list | Range)}  # fmt: skip
+        for record in self.trials:  # a generator's keys: the values its trials took, in order of appearance
+            for key, value in record.params.items():
+                if key not in self.section.space:
+                    seen = axes.setdefault(key, [])
+                    if isinstance(seen, list) and value not in seen:
+                        seen.append(value)
+        summaries = [self._parameter(key, space) for key, space in axes.items()]
         return sorted(summaries, key=lambda s: -s.spread)
 
     def _parameter(self, key: str, space: list[Any] | Range) -> ParameterSummary:

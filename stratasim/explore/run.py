@@ -26,7 +26,7 @@ from stratasim.explore.cluster import on_cluster
 from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_saved
 from stratasim.explore.model_search import model_search
 from stratasim.explore.ranking import feasible, pareto
-from stratasim.explore.space import expand
+from stratasim.explore.space import expand, resolve
 from stratasim.explore.store import ResultStore, TrialRecord, trial_key
 from stratasim.explore.sweep_file import Fidelity, Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
@@ -39,12 +39,14 @@ __all__ = ["SweepOutcome", "SweepProgress", "run_sweep", "metric", "feasible", "
 class SweepOutcome:
     """Every trial of the sweep (in order; with a fidelity ladder, those of its last level), how many ran now,
     and the best ones: ``pareto`` the feasible trials no other feasible trial beats on every objective (one
-    objective: the best); ``levels`` what each level of a ladder did."""
+    objective: the best); ``levels`` what each level of a ladder did; ``notes`` what the space's generators gave
+    and skipped, a line each."""
 
     trials: list[TrialRecord]
     ran: int
     pareto: list[TrialRecord]
     levels: list[LevelOutcome] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
 
 def _overrides(params: Mapping[str, Any]) -> list[str]:
@@ -74,9 +76,9 @@ def _numbers(report: Mapping[str, Any]) -> dict[str, float]:
 
 def _check_space(sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any] | None = None,
                  where: str = "space") -> None:  # fmt: skip
-    """Stop before running anything if the space (or, with ``fixed``, a fidelity level's ``set`` at ``where``)
-    names a key the base study does not have."""
-    named = fixed if fixed is not None else sweep.section.space
+    """Stop before running anything if the space (``first``: a trial's parameters) or, with ``fixed``, a
+    fidelity level's ``set`` at ``where``, names a key the base study does not have."""
+    named = fixed if fixed is not None else first
     data, problems = apply_overrides(sweep.base, _overrides({**first, **(fixed or {})}))
     try:
         parse_study(data, sweep.base_source)
@@ -107,12 +109,18 @@ def run_sweep(
     progress: SweepProgress | None = None,
     workers: int = 1,
     cluster: str | None = None,
+    notes: Callable[[str], None] | None = None,
 ) -> SweepOutcome:
     """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends: one after
     the other, on ``workers`` local processes, or on the Dask scheduler at ``cluster`` (the same results, kept
-    in the order they finish). With a fidelity ladder, each level runs the trials the level before kept."""
+    in the order they finish). With a fidelity ladder, each level runs the trials the level before kept.
+    ``notes`` hears, before any trial runs, what each generator gave and skipped."""
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
+    space = resolve(sweep)
+    if notes is not None:
+        for line in space.notes():
+            notes(line)
     wanted = [*(o.metric for o in sweep.section.objectives), *(c.metric for c in sweep.section.constraints)]
 
     def keep(record: TrialRecord) -> None:
@@ -121,8 +129,8 @@ def run_sweep(
             progress.trial(record)
 
     if sweep.section.search.method in ("tpe", "nsga2"):  # each trial learns from the ones before: in turn
-        _check_space(sweep, {key: values[0] if isinstance(values, list) else values.low
-                             for key, values in sweep.section.space.items()})  # fmt: skip
+        _check_space(sweep, space.params({key: values[0] if isinstance(values, list) else values.low
+                                          for key, values in space.axes.items()}))  # fmt: skip
         finished = store.finished()
         before = len(finished)
         if progress is not None:
@@ -133,12 +141,16 @@ def run_sweep(
             keep(record)
             return record
 
-        searched = model_search(sweep, list(finished.values()), run_one)
-        return SweepOutcome(searched, len(searched) - before, pareto(sweep, searched))
-    trials = expand(sweep)
+        searched = model_search(sweep, space, list(finished.values()), run_one)
+        return SweepOutcome(searched, len(searched) - before, pareto(sweep, searched), notes=tuple(space.notes()))
+    trials = expand(sweep, space)
     if trials:
         _check_space(sweep, trials[0])
         for index, level in enumerate(sweep.section.fidelity):
+            varied = sorted(set(level.set) & set(trials[0]))
+            if varied:
+                raise ConfigError(sweep.source, [(f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the "
+                                                  "space; a level may not set it")])  # fmt: skip
             _check_space(sweep, trials[0], level.set, f"fidelity[{index}].set")
     levels: list[Fidelity | None] = [*sweep.section.fidelity] or [None]
     candidates, ran, summaries = list(enumerate(trials)), 0, []
@@ -157,7 +169,7 @@ def run_sweep(
             passed = kept(sweep, step, records) if step.keep is not None else []
             summaries.append(level_outcome(sweep, step, records, passed, previous if index else None))
             candidates = [(r.number, r.params) for r in passed]
-    return SweepOutcome(records, ran, pareto(sweep, records), summaries)
+    return SweepOutcome(records, ran, pareto(sweep, records), summaries, tuple(space.notes()))
 
 
 def _kept_in(keep: Callable[[TrialRecord], None], finished: dict[str, TrialRecord], record: TrialRecord) -> None:
@@ -225,12 +237,14 @@ def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: lis
 
 
 def outcome_json(outcome: SweepOutcome) -> str:
-    """``{"trials": [{"number", "params", "status", "metrics", "error"}...], "pareto": [numbers]}``; with a
+    """``{"trials": [{"number", "params", "status", "metrics", "error"}...], "pareto": [numbers], "notes":
+    [lines]}``; with a
     fidelity ladder also ``levels`` (what each did, see :class:`LevelOutcome`) and ``screening`` (trial seconds
     spent, and what running every trial at the last level would have taken)."""
     rows = [{"number": r.number, "params": r.params, "status": r.status, "metrics": r.metrics, "error": r.error}
             for r in outcome.trials]  # fmt: skip
-    document: dict[str, Any] = {"trials": rows, "pareto": [r.number for r in outcome.pareto]}
+    document: dict[str, Any] = {"trials": rows, "pareto": [r.number for r in outcome.pareto],
+                                "notes": list(outcome.notes)}  # fmt: skip
     if outcome.levels:
         spent, everything = time_saved(outcome.levels)
         document["levels"] = [asdict(level) for level in outcome.levels]

@@ -1,15 +1,74 @@
-"""The trials a sweep's space expands to: every combination (grid) or points drawn with a seed (random)."""
+"""The trials a sweep's space expands to: every combination (grid) or points drawn with a seed (random).
+
+Generator entries are expanded first, against the base study (:func:`resolve`): each becomes a list of points,
+one axis like a list of values, whose point's keys a trial's parameters carry in its place.
+"""
 
 from __future__ import annotations
 
 import itertools
 import math
 import random
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
 
+from stratasim.config.study_file import parse_study
+from stratasim.explore.generators import Generated, Generator, GeneratorError
 from stratasim.explore.sweep_file import Range, Sweep
+from stratasim.kernel.errors import ConfigError
 
-__all__ = ["expand", "range_values", "draw", "written"]
+__all__ = ["Space", "resolve", "expand", "range_values", "draw", "written"]
+
+
+@dataclass(frozen=True)
+class Space:
+    """A sweep's space with its generators expanded: ``axes`` by entry name (a generator's as its list of
+    points) and what each generator produced."""
+
+    axes: dict[str, list[Any] | Range]
+    generated: dict[str, Generated]
+
+    def params(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A trial's parameters from one value per entry: a generator's point contributes its keys."""
+        params: dict[str, Any] = {}
+        for name, value in values.items():
+            if name in self.generated:
+                params.update(value)
+            else:
+                params[name] = value
+        return params
+
+    def notes(self) -> list[str]:
+        """A line per generator: how many points it gave and what it skipped, by reason."""
+        return [generated.summary(name) for name, generated in self.generated.items()]
+
+
+def resolve(sweep: Sweep) -> Space:
+    """Expand the sweep's generator entries against its base study; one :class:`ConfigError` naming the entry
+    (and option) if one cannot apply, gives nothing, or sets a key another entry sets."""
+    space = sweep.section.space
+    entries = {name: entry for name, entry in space.items() if isinstance(entry, Generator)}
+    generated: dict[str, Generated] = {}
+    if entries:
+        study = parse_study(sweep.base, sweep.base_source)
+        for name, entry in entries.items():
+            try:
+                generated[name] = entry.generate(study)
+            except GeneratorError as exc:
+                raise ConfigError(sweep.source, [(f"space.{name}.{exc.option}", str(exc))]) from None
+            if not generated[name].points:
+                raise ConfigError(sweep.source, [(f"space.{name}", f"nothing to try: {generated[name].describe()}")])
+    setters: dict[str, str] = {}
+    for name in space:
+        keys = {key for point in generated[name].points for key in point} if name in generated else {name}
+        for key in sorted(keys):
+            if key in setters:
+                raise ConfigError(sweep.source, [(f"space.{name}", f"sets {key}, which space.{setters[key]} sets too")])
+            setters[key] = name
+    axes = {name: generated[name].points if name in generated else cast(list[Any] | Range, entry)
+            for name, entry in space.items()}  # fmt: skip
+    return Space(axes, generated)
 
 
 def range_values(values: Range) -> list[Any]:
@@ -40,24 +99,25 @@ def written(point: float, values: Range, unit: str) -> Any:
     return f"{number:g}{unit}" if unit else number
 
 
-def expand(sweep: Sweep) -> list[dict[str, Any]]:
-    """Each trial's parameters, ``{dotted key: value}``, in a fixed order: the grid's combinations (the last key
-    varying fastest), or the random search's draws (repeats dropped). Model-based searches choose their trials
-    as they go (:mod:`stratasim.explore.model_search`) and are refused here."""
-    space = sweep.section.space
+def expand(sweep: Sweep, space: Space | None = None) -> list[dict[str, Any]]:
+    """Each trial's parameters, ``{dotted key: value}``, in a fixed order: the grid's combinations (the last
+    entry varying fastest), or the random search's draws (repeats dropped). ``space``: the sweep's, resolved
+    (:func:`resolve`), if it already is. Model-based searches choose their trials as they go
+    (:mod:`stratasim.explore.model_search`) and are refused here."""
+    space = space or resolve(sweep)
     search = sweep.section.search
-    keys = list(space)
+    keys = list(space.axes)
     if search.method == "grid":
-        axes = [values if isinstance(values, list) else range_values(values) for values in space.values()]
+        axes = [values if isinstance(values, list) else range_values(values) for values in space.axes.values()]
         combos = itertools.islice(itertools.product(*axes), search.trials)  # all, unless trials caps them
-        return [dict(zip(keys, combo)) for combo in combos]
+        return [space.params(dict(zip(keys, combo))) for combo in combos]
     if search.method != "random":
         raise ValueError(f"a {search.method} search has no fixed list of trials")
     rng = random.Random(search.seed)
     trials: dict[str, dict[str, Any]] = {}
     assert search.trials is not None  # checked when the sweep was read
     for _ in range(search.trials * 20):  # a small space may hold fewer distinct points than asked for
-        params = {key: draw(values, rng) for key, values in space.items()}
+        params = space.params({key: draw(values, rng) for key, values in space.axes.items()})
         trials.setdefault(repr(sorted(params.items())), params)
         if len(trials) == search.trials:
             break

@@ -4,6 +4,7 @@
     space:                               # dotted study keys, as --set names them
       system.splits: [1, 2, 4]           # a list: these values
       network.topology.0.bandwidth: {low: 25GB/s, high: 400GB/s, log: true, count: 4}   # a range
+      plan: {generator: parallelism, tp: [1, 2, 4, 8]}     # a named generator (stratasim.explore.generators)
     objectives: [{metric: total_time_ns, goal: min}]
     constraints: [{metric: exposed_comm_ns, max: 1e6}]
     search: {method: grid}               # grid | random | tpe | nsga2 (with trials and seed)
@@ -21,18 +22,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from stratasim.config.overrides import parse_key
 from stratasim.config.problems import validated_section
 from stratasim.config.strict_yaml import load as load_yaml
+from stratasim.explore.generators import Generator
+from stratasim.explore.plans import ParallelismGenerator
+from stratasim.explore.shapes import TopologyGenerator
 from stratasim.kernel.errors import ConfigError
 from stratasim.kernel.schema import Section
 
-__all__ = ["Range", "Objective", "Constraint", "Search", "Fidelity", "Keep", "Sweep", "load_sweep", "split_quantity"]
+__all__ = ["GENERATORS", "Range", "Objective", "Constraint", "Search", "Fidelity", "Keep", "Sweep", "load_sweep",
+           "split_quantity"]
 
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
 
@@ -79,6 +84,46 @@ class Range(Section):
         """Low, high and the unit they share."""
         low, unit = split_quantity(self.low)
         return low, split_quantity(self.high)[0], unit
+
+
+GENERATORS: dict[str, type[Generator]] = {"parallelism": ParallelismGenerator, "topology": TopologyGenerator}
+"""The named generators a space entry may use, by name."""
+
+
+def _entry_form(value: Any) -> str | None:
+    """The kind of a space entry (written, or validated when serialised): a list of values, a range, or a
+    generator by its name (None: none of them)."""
+    if isinstance(value, list):
+        return "values"
+    if isinstance(value, Range):
+        return "range"
+    if isinstance(value, Generator):
+        return value.generator
+    if not isinstance(value, Mapping):
+        return None
+    if "generator" not in value:
+        return "range"
+    return value["generator"] if value["generator"] in GENERATORS else None
+
+
+if TYPE_CHECKING:
+    SpaceEntry = list[Any] | Range | Generator
+else:
+    SpaceEntry = Annotated[
+        Union[(
+            Annotated[list[Any], Tag("values")],
+            Annotated[Range, Tag("range")],
+            *(Annotated[generator, Tag(name)] for name, generator in GENERATORS.items()),
+        )],
+        Discriminator(
+            _entry_form,
+            custom_error_type="space_entry",
+            custom_error_message="expected a list of values, a range {low, high, ...} or a generator "
+            "{generator: NAME, ...} with NAME one of " + ", ".join(GENERATORS),
+        ),
+    ]  # fmt: skip
+"""A ``space`` entry: the tag pydantic puts in error locations ("values", "range", a generator's name) is not a
+key."""
 
 
 class Objective(Section):
@@ -158,7 +203,7 @@ class SweepSection(Section):
 
     base: str | None = None
     study: dict[str, Any] | None = None
-    space: dict[str, list[Any] | Range]
+    space: dict[str, SpaceEntry]
     objectives: list[Objective] = Field(default_factory=lambda: [Objective(metric="total_time_ns")])
     constraints: list[Constraint] = Field(default_factory=list)
     search: Search = Field(default_factory=Search)
@@ -166,10 +211,12 @@ class SweepSection(Section):
 
     @field_validator("space")
     @classmethod
-    def _space(cls, space: dict[str, list[Any] | Range]) -> dict[str, list[Any] | Range]:
+    def _space(cls, space: dict[str, SpaceEntry]) -> dict[str, SpaceEntry]:
         if not space:
             raise ValueError("an empty space: name at least one study key to vary")
         for key, values in space.items():
+            if isinstance(values, Generator):  # its name is a label, not a study key
+                continue
             try:
                 parse_key(key)
             except ValueError as exc:

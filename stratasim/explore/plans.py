@@ -1,0 +1,187 @@
+"""``{generator: parallelism}``: every valid parallelism plan of the base study's transformer for its NPU count.
+
+A plan sets ``workload.parallelism``'s ``tp``, ``pp`` and ``dp`` (``dp = npus / (tp pp)``, the plan filling the
+topology as the transformer requires), ``ep`` for a mixture of experts, ``schedule`` with ``virtual_stages``,
+``micro_batch``, ``recompute``, ``zero`` and ``sequence_parallel``; the global batch and every other key stay the
+base study's. By default each varies over every value that can make sense:
+
+- ``tp`` and ``pp`` every divisor of the NPU count (at most ``max_tp`` / ``max_pp``), ``ep`` every divisor of dp;
+- ``schedule`` gpipe and 1f1b, and with more than one stage interleaved with every ``virtual_stages`` from 2 that
+  divides the stage's layers (the only schedule with ``virtual_stages`` above 1);
+- ``micro_batch`` every divisor of a DP rank's share of the global batch (at most ``max_micro_batch``);
+- ``recompute`` none, selective and full; ``zero`` 0 to 3; ``sequence_parallel`` off and, with ``tp > 1``, on.
+
+A list option (``tp: [1, 2, 4, 8]``, ``schedule: [1f1b]``...) narrows a feature to those values; ``keep:`` names
+features taken from the base study instead. Each combination is then validated by the transformer's own schema
+(heads, key-value heads, FFN and sequence divisible by tp, layers by pp x virtual stages, the global batch by
+micro-batch x dp, ...): one that breaks a rule is skipped under that rule. A valid plan whose peak memory per
+NPU — the builder's own accounting, :meth:`TransformerWorkload.stage_memory` — exceeds ``memory`` (default: the
+base study's ``system.memory_capacity``, else its compute device's capacity) is skipped as not fitting.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
+from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.schema import Bytes
+from stratasim.kernel.units import format_bytes
+from stratasim.study.compute_setup import open_compute
+from stratasim.study.run import memory_capacity
+from stratasim.v1 import compute_pb2
+from stratasim.workload_layer.transformer.config import TransformerConfig
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
+
+if TYPE_CHECKING:
+    from stratasim.config.study_file import Study
+
+__all__ = ["ParallelismGenerator"]
+
+_PLAN = "workload.parallelism."
+Degree = Annotated[int, Field(ge=1)]
+Feature = Literal["ep", "schedule", "micro_batch", "recompute", "zero", "sequence_parallel"]
+
+
+class ParallelismGenerator(Generator):
+    """``generator: parallelism`` and its options (the module docstring says what each narrows)."""
+
+    generator: Literal["parallelism"]
+    tp: list[Degree] | None = Field(default=None, min_length=1)
+    pp: list[Degree] | None = Field(default=None, min_length=1)
+    ep: list[Degree] | None = Field(default=None, min_length=1)
+    max_tp: Degree | None = None
+    max_pp: Degree | None = None
+    schedule: list[Literal["gpipe", "1f1b", "interleaved"]] | None = Field(default=None, min_length=1)
+    virtual_stages: list[Annotated[int, Field(ge=2)]] | None = Field(default=None, min_length=1)
+    micro_batch: list[Degree] | None = Field(default=None, min_length=1)
+    max_micro_batch: Degree | None = None
+    recompute: list[Literal["none", "selective", "full"]] | None = Field(default=None, min_length=1)
+    zero: list[Literal[0, 1, 2, 3]] | None = Field(default=None, min_length=1)
+    sequence_parallel: list[bool] | None = Field(default=None, min_length=1)
+    keep: list[Feature] = Field(default_factory=list)
+    memory: Bytes | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _kept_or_listed(self) -> ParallelismGenerator:
+        both = [name for name in self.keep if getattr(self, name) is not None]
+        if both:
+            raise ValueError(f"keep names {both[0]}, which also lists values: keep it or list them, not both")
+        if self.virtual_stages is not None and "schedule" in self.keep:
+            raise ValueError("virtual_stages go with the interleaved schedule, which keep: [schedule] leaves out")
+        return self
+
+    def generate(self, study: Study) -> Generated:
+        config = study.workload.config
+        if not isinstance(config, TransformerConfig):
+            raise GeneratorError("generator", f"needs a base study whose workload is kind: transformer, not "
+                                              f"{study.workload.kind}")  # fmt: skip
+        if self.ep is not None and config.model.experts == 0:
+            raise GeneratorError("ep", "the base study's model has no experts (model.experts)")
+        limit, unchecked = (self.memory, "") if self.memory is not None else _capacity(study)
+        base = config.model_dump(exclude_unset=True)
+        fixed_batch = {} if "global_batch" in config.parallelism.model_fields_set else {
+            "global_batch": config.parallelism.batch}
+        points: list[dict[str, Any]] = []
+        skipped: Counter[str] = Counter()
+        for plan in self._candidates(config, study.npus):
+            if isinstance(plan, str):
+                skipped[plan] += 1
+                continue
+            try:
+                candidate = TransformerConfig.model_validate(
+                    {**base, "parallelism": {**base.get("parallelism", {}), **fixed_batch, **plan}})
+            except ValidationError as exc:
+                skipped[reason(str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, "))] += 1
+                continue
+            if limit is not None and _peak_bytes(candidate) > limit:
+                skipped[f"do not fit in {format_bytes(limit)}"] += 1
+                continue
+            points.append({_PLAN + key: value for key, value in {**fixed_batch, **plan}.items()})
+        notes = (f"memory not checked: {unchecked}; give the generator memory: SIZE",) if unchecked else ()
+        return Generated(points, skipped, notes, noun="plans")
+
+    def _candidates(self, config: TransformerConfig, npus: int) -> Iterator[dict[str, Any] | str]:
+        """Every combination of the features' values, as the plan's keys, or the reason it is no plan at all."""
+        base, model = config.parallelism, config.model
+        for tp, pp in itertools.product(self._degrees(self.tp, npus, self.max_tp),
+                                        self._degrees(self.pp, npus, self.max_pp)):  # fmt: skip
+            if npus % (tp * pp):
+                yield f"tp * pp does not divide the {npus} NPUs"
+                continue
+            dp = npus // (tp * pp)
+            axes: dict[str, list[Any]] = {"tp": [tp], "pp": [pp], "dp": [dp]}
+            if model.experts and "ep" not in self.keep:
+                axes["ep"] = self.ep or _divisors(dp)
+            if "schedule" not in self.keep:
+                axes["schedule"] = self._schedules(model.layers, pp)
+            if "micro_batch" not in self.keep:
+                axes["micro_batch"] = self.micro_batch or _divisors(base.batch // dp if base.batch % dp == 0 else 1,
+                                                                    self.max_micro_batch)  # fmt: skip
+            if "recompute" not in self.keep:
+                axes["recompute"] = list(self.recompute or ["none", "selective", "full"])
+            if "zero" not in self.keep:
+                axes["zero"] = list(self.zero or [0, 1, 2, 3])
+            if "sequence_parallel" not in self.keep:
+                axes["sequence_parallel"] = [on for on in self.sequence_parallel or [False, True] if tp > 1 or not on]
+            for values in itertools.product(*axes.values()):
+                plan: dict[str, Any] = {}
+                for key, value in zip(axes, values):
+                    if key == "schedule":
+                        plan["schedule"], plan["virtual_stages"] = value
+                    else:
+                        plan[key] = value
+                yield plan
+
+    @staticmethod
+    def _degrees(listed: list[int] | None, npus: int, cap: int | None) -> list[int]:
+        """The listed degrees, else every divisor of ``npus`` up to ``cap``."""
+        return list(listed) if listed is not None else _divisors(npus, cap)
+
+    def _schedules(self, layers: int, pp: int) -> list[tuple[str, int]]:
+        """``(schedule, virtual_stages)`` pairs: gpipe and 1f1b with one chunk per stage; interleaved, with more
+        than one stage, with the listed virtual stages, else every count from 2 dividing the stage's layers."""
+        pairs: list[tuple[str, int]] = []
+        for schedule in self.schedule or ["gpipe", "1f1b", "interleaved"]:
+            if schedule != "interleaved":
+                pairs.append((schedule, 1))
+            elif pp > 1:
+                fitting = [v for v in _divisors(layers // pp) if v > 1] if layers % pp == 0 else [2]
+                pairs += [("interleaved", v) for v in self.virtual_stages or fitting]
+        return pairs
+
+
+def _divisors(n: int, cap: int | None = None) -> list[int]:
+    """Every divisor of ``n``, ascending, at most ``cap``."""
+    return [d for d in range(1, n + 1) if n % d == 0 and (cap is None or d <= cap)]
+
+
+def _peak_bytes(config: TransformerConfig) -> int:
+    """The most any NPU of the plan holds at once, by the builder's own memory accounting."""
+    workload = TransformerWorkload(config)
+    return max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
+
+
+def _capacity(study: Study) -> tuple[int | None, str]:
+    """The bytes each NPU may hold, as the run will check it (``system.memory_capacity``, else what the compute
+    backend says of the device), or None and why not."""
+    if study.system.memory_capacity is not None or study.compute is None:
+        return memory_capacity(study, None)
+    section = study.compute
+    if section.endpoint is not None or section.spawn:
+        return None, "the compute backend runs in another process"
+    try:
+        with ExitStack() as stack:
+            compute, _ = open_compute(section, stack)
+            response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device_name()]))
+    except StrataSimError as exc:
+        return None, str(exc)
+    if response.HasField("error"):
+        return None, response.error.message
+    return memory_capacity(study, response.devices[0])
