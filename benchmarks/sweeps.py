@@ -44,7 +44,7 @@ def main() -> int:
             walls = sorted(wall for wall, _, _ in runs)
             trials, failed = runs[0][1], runs[0][2]
             print(f"{sweep.stem:<28}{workers:>8}{trials:>8}{failed:>8}{f'{walls[0]:.2f}–{walls[-1]:.2f}':>16}"
-                  f"{f'{trials / walls[-1]:.0f}–{trials / walls[0]:.0f}':>16}")  # fmt: skip
+                  f"{f'{trials / walls[-1]:.3g}–{trials / walls[0]:.3g}':>16}")  # fmt: skip
     return 0
 
 
