@@ -37,7 +37,7 @@ from stratasim.kernel.errors import ConfigError
 from stratasim.kernel.schema import Section
 
 __all__ = ["GENERATORS", "Range", "Objective", "Constraint", "Search", "Fidelity", "Keep", "Sweep", "load_sweep",
-           "split_quantity"]
+           "parse_sweep", "split_quantity"]
 
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
 
@@ -274,22 +274,27 @@ class Sweep:
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file; one :class:`ConfigError` lists every problem by dotted path."""
     path = Path(path)
-    data = _read(path, str(path), "")
+    return parse_sweep(_read(path, str(path), ""), str(path), path.parent)
+
+
+def parse_sweep(data: Any, source: str, folder: Path) -> Sweep:
+    """Validate a sweep's contents (``source`` names it in errors; ``base`` is relative to ``folder``); one
+    :class:`ConfigError` lists every problem by dotted path."""
     if not isinstance(data, Mapping):
-        raise ConfigError(str(path), [("", "expected a mapping with base (or study), space, objectives, search")])
+        raise ConfigError(source, [("", "expected a mapping with base (or study), space, objectives, search")])
     problems: list[tuple[str, str]] = []
     section = validated_section(SweepSection, data, "", problems)
     if section is not None:
         problems += _ladder_problems(section)
     if problems or section is None:
-        raise ConfigError(str(path), problems)
+        raise ConfigError(source, problems)
     if section.study is not None:
-        return Sweep(str(path), section.study, str(path), section)
-    base_path = path.parent / str(section.base)
-    base = _read(base_path, str(path), "base")
+        return Sweep(source, section.study, source, section)
+    base_path = folder / str(section.base)
+    base = _read(base_path, source, "base")
     if not isinstance(base, Mapping):
-        raise ConfigError(str(path), [("base", f"{base_path} is not a study (a mapping)")])
-    return Sweep(str(path), base, str(base_path), section)
+        raise ConfigError(source, [("base", f"{base_path} is not a study (a mapping)")])
+    return Sweep(source, base, str(base_path), section)
 
 
 def _read(path: Path, source: str, key: str) -> Any:

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from stratasim import explore
 from stratasim.cli import main
 from stratasim.explore import ResultStore, load_sweep, read_results, run_sweep
 from stratasim.explore import results as results_module
 from stratasim.explore.store import TrialRecord, read_store
-from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.errors import ConfigError, StrataSimError
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 
@@ -260,3 +261,18 @@ def _empty(path: Path) -> Path:
     (path.parent / "sweep.yaml").write_text(TWO_OBJECTIVES, encoding="utf-8")
     ResultStore(path, load_sweep(path.parent / "sweep.yaml").section.model_dump_json()).close()
     return path
+
+
+def test_a_sweep_runs_from_python_and_reads_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stratasim.explore.sweep``: a mapping (base relative to the current folder) or a file, a temporary store
+    or a kept one that resumes; the results as ``read_results`` gives them."""
+    monkeypatch.chdir(QUICKSTART.parent)
+    definition = {"base": QUICKSTART.name, "space": {"system.splits": [1, 4], "system.algorithm": ["ring", "direct"]}}
+    results = explore.sweep(definition)
+    assert len(results.trials) == 4 and all(r.status == "done" for r in results.trials)
+    kept = explore.sweep(definition, tmp_path / "kept.db")
+    assert [(r.params, r.metrics["total_time_ps"]) for r in kept.trials] == [
+        (r.params, r.metrics["total_time_ps"]) for r in results.trials]  # fmt: skip
+    assert explore.read_results(tmp_path / "kept.db").trials == kept.trials
+    with pytest.raises(ConfigError, match="the sweep mapping"):
+        explore.sweep({"base": QUICKSTART.name, "space": {}})
