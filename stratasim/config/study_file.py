@@ -205,13 +205,8 @@ def _with_graph_file(network: object, source: str, problems: list[tuple[str, str
     if not isinstance(topology, Mapping) or topology.get("kind") != "graph" or not isinstance(topology.get("file"), str):
         return network, True
     path = Path(source).parent / topology["file"]
-    try:
-        included = _read_yaml(path)
-    except ConfigError as exc:
-        problems.extend(("network.topology.file", f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
-        return network, False
-    if not isinstance(included, Mapping):
-        problems.append(("network.topology.file", f"{path}: expected a mapping with chips, switches, bandwidth..."))
+    included = _included(path, "network.topology.file", "a mapping with chips, switches, bandwidth...", problems)
+    if included is None:
         return network, False
     clash = sorted(str(key) for key in set(included) & set(topology))
     if clash:
@@ -232,16 +227,27 @@ def _with_device_file(compute: object, source: str, problems: list[tuple[str, st
         problems.append(("compute.device.file", f"expected the path of a YAML file, got {described['file']!r}"))
         return compute, False
     path = Path(source).parent / described["file"]
-    try:
-        included = _read_yaml(path)
-    except ConfigError as exc:
-        problems.extend(("compute.device.file", f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
-        return compute, False
-    if not isinstance(included, Mapping) or "file" in included:
-        problems.append(("compute.device.file", f"{path}: expected a mapping describing a device (preset, peak, ...)"))
+    included = _included(path, "compute.device.file", "a mapping describing a device (preset, peak, ...)", problems)
+    if included is None or "file" in included:
+        if included is not None:
+            problems.append(("compute.device.file", f"{path}: a device file may not name another file"))
         return compute, False
     own = {key: value for key, value in described.items() if key != "file"}
     return {**compute, "device": {**included, **own}}, True
+
+
+def _included(path: Path, key: str, expected: str, problems: list[tuple[str, str]]) -> Mapping[str, Any] | None:
+    """The mapping in the YAML file ``path`` a study names at ``key``; None, and a problem saying why, when it
+    cannot be read or holds something else than ``expected``."""
+    try:
+        included = _read_yaml(path)
+    except ConfigError as exc:
+        problems.extend((key, f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
+        return None
+    if not isinstance(included, Mapping):
+        problems.append((key, f"{path}: expected {expected}"))
+        return None
+    return included
 
 
 def _grid(network: StudyNetwork, problems: list[tuple[str, str]]) -> Grid | None:
