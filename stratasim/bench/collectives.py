@@ -180,13 +180,28 @@ def format_table(rows: list[tuple[BenchCase, dict[str, Any]]]) -> str:
 
 
 def _int_list(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part]
+    """``8,64`` (one argument of a list that may also be given space-separated) as integers."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers such as 8,64 or 8 64, got {text!r}") from None
+
+
+def _words(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _flat(lists: list[list[Any]]) -> list[Any]:
+    """The values of a list option given comma-separated, space-separated or both."""
+    return [value for part in lists for value in part]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--npus", type=_int_list, default=[8, 64, 1024, 4096], help="comma-separated, powers of two")
-    parser.add_argument("--dims", type=_int_list, default=[1, 2, 3], help="topology dimensions, comma-separated")
-    parser.add_argument("--modes", default="in-process,remote", help="in-process and/or remote, comma-separated")
+    parser.add_argument("--npus", type=_int_list, nargs="+", default=[[8, 64, 1024, 4096]],
+                        help="NPU counts, powers of two (8,64 or 8 64)")  # fmt: skip
+    parser.add_argument("--dims", type=_int_list, nargs="+", default=[[1, 2, 3]], help="topology dimensions (1,2 or 1 2)")
+    parser.add_argument("--modes", type=_words, nargs="+", default=[["in-process", "remote"]],
+                        help="in-process and/or remote")  # fmt: skip
     parser.add_argument("--collective", default="all_reduce")
     parser.add_argument("--size", default="1GiB", help="collective size (default %(default)s)")
     parser.add_argument("--splits", type=int, default=1, help="chunks per collective (default %(default)s)")
@@ -233,13 +248,13 @@ def run_from_args(args: argparse.Namespace) -> int:
     timeout = args.timeout or 900.0
     if args.study:
         return _run_studies(args.study, timeout, args.memory_limit, as_json=args.json)
-    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    modes = _flat(args.modes)
     unknown = set(modes) - {"in-process", "remote"}
     if unknown:
         raise SystemExit(f"error: unknown mode(s) {sorted(unknown)}; use in-process and/or remote")
     rows: list[tuple[BenchCase, dict[str, Any]]] = []
     network = (args.backend, args.kind, args.algorithm)
-    chosen = cases(args.npus, args.dims, modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate, network)
+    chosen = cases(_flat(args.npus), _flat(args.dims), modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate, network)
     for case in chosen:
         rows.append((case, run_case(case, timeout, args.memory_limit)))
         if not args.json:

@@ -20,7 +20,7 @@ from typing import TypeAlias
 
 from stratasim import __version__
 from stratasim.cli import results, serve, sweep, trace_options
-from stratasim.config.study_file import load_study
+from stratasim.config.study_file import Study, load_study
 from stratasim.kernel.errors import StrataSimError
 from stratasim.report.json_report import write_report
 from stratasim.study.run import check_study, run_study
@@ -74,8 +74,17 @@ def _add_run(subparsers: _Subparsers) -> None:
 def _check(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
     npus = check_study(study)
-    print(f"OK: {study.name} — {npus} NPUs, workload {study.workload.kind}, network {study.network.backend}")
+    print(f"OK: {study.name} — {npus} NPUs, workload {study.workload.kind}, network {_network_backends(study)}")
     return EXIT_OK
+
+
+def _network_backends(study: Study) -> str:
+    """``analytical``, or for a study mixing backends per dimension ``mixed (dim 0 analytical, dim 1 ...)``."""
+    network = study.network
+    if not network.mixes_fidelity or not isinstance(network.topology, list):
+        return network.backend_name
+    dims = ", ".join(f"dim {i} {dim.backend or network.backend}" for i, dim in enumerate(network.topology))
+    return f"mixed ({dims})"
 
 
 def _add_check(subparsers: _Subparsers) -> None:

@@ -59,8 +59,9 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
 
 
 def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
+    """The backend knows the study's device; names match as every backend looks them up, case-insensitively."""
     devices = compute.devices()
-    if section.device_name() not in devices:
+    if section.device_name().strip().lower() not in {device.lower() for device in devices}:
         raise BackendError(
             f"compute.device: {section.backend} has no device {section.device_name()!r}; available: {', '.join(devices)}"
         )
@@ -280,11 +281,11 @@ def _check_memory(
         f"NPU {worst.npu} needs {format_bytes(worst.peak_memory_bytes)} at {format_time_ps(worst.peak_memory_ps)} "
         f"({parts}) but holds {format_bytes(capacity)}"
         + (f" ({len(over)} NPUs over capacity)" if len(over) > 1 else "")
-        + "; set system.memory_capacity, or system.over_capacity: warn to run anyway"
     )
     if study.system.over_capacity == "error":
-        raise SimulationError(f"out of memory: {message}")
-    return (f"over capacity: {message}",)
+        raise SimulationError(f"out of memory: {message}; set system.memory_capacity, or system.over_capacity: warn "
+                              "to run anyway")  # fmt: skip
+    return (f"over capacity: {message}; the times assume it fits (system.over_capacity: error stops such runs)",)
 
 
 def _training_figures(

@@ -40,6 +40,15 @@ def test_bench_prints_a_row_per_case(capsys: pytest.CaptureFixture[str]) -> None
     assert rows[0].split()[4:6] == rows[1].split()[4:6]
 
 
+def test_list_options_take_spaces_or_commas(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14's defect: ``--npus 8 16`` was refused (it wanted ``8,16``); both forms, and a mix, now work."""
+    code = cli.main(["bench", "--npus", "8", "16,32", "--dims", "1", "--modes", "in-process", "--size", "1MiB"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert code == 0 and [row.split()[:2] for row in rows] == [["8", "8"], ["16", "16"], ["32", "32"]]
+    assert cli.main(["bench", "--npus", "8", "x"]) == 2
+    assert "expected whole numbers such as 8,64 or 8 64, got 'x'" in capsys.readouterr().err
+
+
 def test_bench_can_simulate_every_npu(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["bench", "--npus", "8", "--dims", "2", "--modes", "in-process", "--size", "1MiB", "--no-aggregate"])
     row = capsys.readouterr().out.splitlines()[2].split()

@@ -33,6 +33,22 @@ def test_check_ok(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
     assert out.strip() == "OK: tiny — 8 NPUs, workload fake, network analytical"
 
 
+def test_check_names_each_dimension_s_backend_when_they_mix(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14's defect: ``check`` said ``analytical`` for a study mixing backends per dimension."""
+    code, out, _ = run(capsys, "check", str(ROOT / "examples" / "quickstart.yaml"),
+                       "--set", "network.topology.1.backend=congestion_aware")  # fmt: skip
+    assert code == 0 and out.strip().endswith("network mixed (dim 0 analytical, dim 1 congestion_aware)")
+
+
+def test_device_names_match_in_any_case(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14's defect: ``--device H100`` was taken by ``cost`` and refused by ``run``; every backend looks names
+    up case-insensitively, and so do ``run`` and ``check`` now, with the same times."""
+    study = ROOT / "examples" / "training_loop.yaml"
+    assert run(capsys, "check", str(study), "--set", "compute.device=H100")[0] == 0
+    upper = run_study(load_study(study, ["compute.device=H100"]))
+    assert upper.result == run_study(load_study(study)).result
+
+
 def test_check_reports_every_problem_without_traceback(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
     code, out, err = run(
         capsys, "check", str(study_file), "--set", "network.topology[1].bandwidth=0", "--set", "system.splits=zero"

@@ -37,6 +37,8 @@ def test_over_capacity_can_warn_instead() -> None:
     report = run_study(load_study(EXAMPLE, ["system.memory_capacity=1GiB", "system.over_capacity=warn"]))
     (warning,) = report.warnings
     assert warning.startswith("over capacity: NPU ")
+    assert "over_capacity: warn" not in warning  # it is set already (issue 14's defect): say what it means instead
+    assert "the times assume it fits" in warning
     assert report.to_text().startswith("warning: over capacity")
     assert report.to_dict()["warnings"] == [warning]
 

@@ -51,6 +51,12 @@ def test_convert_there_and_back(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert code == 0 and "COMM_RECV_NODE: 112" in out
 
 
+def test_convert_makes_the_output_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 14's defect: ``trace convert`` into a folder that does not exist yet makes it."""
+    code, out, _ = run(capsys, "convert", str(CUSTOM), str(tmp_path / "new" / "deeper" / "ir"), "--to", "stratasim")
+    assert code == 0 and (tmp_path / "new" / "deeper" / "ir.7.pb").is_file()
+
+
 def test_bad_input_is_one_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run(capsys, "inspect", str(tmp_path / "nothing"))
     assert code == 2 and not out and err.startswith("error: no Chakra") and err.count("\n") == 1
@@ -62,8 +68,8 @@ def test_bad_input_is_one_error(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     code, _, err = run(capsys, "convert", str(tmp_path / "bad"), str(tmp_path / "out"), "--to", "chakra")
     assert code == 2 and "error: no Chakra traces match" in err and ".<rank>.pb" in err
     write_trace(tmp_path / "ok.0.et", et.GlobalMetadata(), [et.Node(id=1, type=et.COMP_NODE)])
-    code, _, err = run(capsys, "convert", str(tmp_path / "ok"), str(tmp_path / "missing" / "x"), "--to", "stratasim")
-    assert code == 2 and "cannot write the trace" in err
+    code, _, err = run(capsys, "convert", str(tmp_path / "ok"), str(tmp_path / "ok.0.et" / "x"), "--to", "stratasim")
+    assert code == 2 and "cannot write the trace" in err  # under a file: no folder can be made there
     assert run(capsys, "convert", "a", "b")[0] == 2  # --to is required
 
 

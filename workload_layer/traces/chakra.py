@@ -120,12 +120,14 @@ def read_records(path: str | Path) -> list[tuple[int, bytes]]:
 
 
 def write_records(path: str | Path, messages: Iterable[Message]) -> None:
-    """Write ``messages`` to ``path`` as length-delimited records; raises :class:`WorkloadError` on I/O failure."""
+    """Write ``messages`` to ``path`` as length-delimited records, making its folder if need be; raises
+    :class:`WorkloadError` on I/O failure."""
     chunks: list[bytes] = []
     for message in messages:
         payload = message.SerializeToString()
         chunks += [_varint(len(payload)), payload]
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(b"".join(chunks))
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
