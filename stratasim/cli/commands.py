@@ -118,9 +118,9 @@ def _cost(args: argparse.Namespace) -> int:
     op = cost.operator_from(args.kind, given, args.dtype)
     results = cost.price(op, args.backend or ["roofline"], args.device, args.profile)
     if args.json:
-        print(json.dumps(cost.to_dict(op, args.device, results), indent=2))
+        print(json.dumps(cost.to_dict(op, results), indent=2))
     else:
-        print(cost.to_text(op, args.device, results))
+        print(cost.to_text(op, results))
     return EXIT_OK
 
 
@@ -140,7 +140,8 @@ def _add_cost(subparsers: _Subparsers) -> None:
     parser.add_argument("--inputs", metavar="I", help="elementwise: input tensors (default 1)")
     parser.add_argument("--dtype", default="bf16", help="default: %(default)s")
     parser.add_argument("--backend", action="append", metavar="NAME", help="repeat to compare (default roofline)")
-    parser.add_argument("--device", required=True, metavar="NAME", help="the device to price on")
+    parser.add_argument("--device", required=True, action="append", metavar="NAME",
+                        help="the device to price on: once for every backend, or once per --backend, in order")  # fmt: skip
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times of the profile backend")
     parser.add_argument("--json", action="store_true", help="print JSON (and nothing else) on stdout")
     parser.set_defaults(handler=_cost)

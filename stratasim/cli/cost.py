@@ -30,11 +30,12 @@ _ALIASES = {"b": "batch", "flops": "flops_per_element"}
 
 @dataclass(frozen=True)
 class BackendCost:
-    """What one backend said of the operator: its cost, or the error it gave."""
+    """What one backend said of the operator on its device: its cost, or the error it gave."""
 
     backend: str
     cost: compute_pb2.OperatorCost | None
     error: str = ""
+    device: str = ""
 
 
 def _integer(kind: str, key: str, text: str) -> int:
@@ -74,28 +75,35 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
 
 
 def price(
-    op: compute_pb2.OperatorDesc, backends: Sequence[str], device: str, profile: str | None = None
+    op: compute_pb2.OperatorDesc, backends: Sequence[str], device: str | Sequence[str], profile: str | None = None
 ) -> list[BackendCost]:
-    """``op`` priced on ``device`` by each backend in turn. An unknown backend, or one that lacks the device
-    for every backend, raises; a backend that cannot price this operator (a profile without the shape) gives a
-    row with its error, so the others are still compared — unless it is the only one, which raises."""
+    """``op`` priced by each backend in turn on ``device`` (one name for all, or one per backend: their device
+    names differ). An unknown backend, or one that lacks its device, raises; a backend that cannot price this
+    operator (a profile without the shape) gives a row with its error, so the others are still compared —
+    unless it is the only one, which raises."""
+    devices = [device] * len(backends) if isinstance(device, str) else list(device)
+    if len(devices) == 1:
+        devices *= len(backends)
+    if len(devices) != len(backends):
+        raise BackendError(f"give one --device for every backend, or one per --backend in order; got {len(devices)} "
+                           f"devices for {len(backends)} backends")  # fmt: skip
     results: list[BackendCost] = []
-    for name in backends:
+    for name, chosen in zip(backends, devices):
         try:
             backend = build_compute(name, profile)
         except ConfigError as exc:  # a malformed profile
             raise BackendError(str(exc)) from None
         try:
             known = backend.devices()
-            if device.strip().lower() not in {name.lower() for name in known}:
-                raise BackendError(f"compute backend {name!r} has no device {device!r}; available: {', '.join(known)}")
-            response = backend.estimate(compute_pb2.EstimateRequest(device=device, ops=[op]))
+            if chosen.strip().lower() not in {known_name.lower() for known_name in known}:
+                raise BackendError(f"compute backend {name!r} has no device {chosen!r}; available: {', '.join(known)}")
+            response = backend.estimate(compute_pb2.EstimateRequest(device=chosen, ops=[op]))
         finally:
             backend.close()
         if response.HasField("error"):
-            results.append(BackendCost(name, None, response.error.message))
+            results.append(BackendCost(name, None, response.error.message, chosen))
         else:
-            results.append(BackendCost(name, response.costs[0]))
+            results.append(BackendCost(name, response.costs[0], device=chosen))
     if len(results) == 1 and results[0].cost is None:
         raise BackendError(f"compute backend {results[0].backend!r}: {results[0].error}")
     return results
@@ -106,17 +114,19 @@ def _describe(op: compute_pb2.OperatorDesc) -> str:
     return f"{kind} {list(shape.dims())} {operators.dtype_name(op.dtype)}: {op.flops:,} FLOPs, {format_bytes(op.bytes)}"
 
 
-def to_dict(op: compute_pb2.OperatorDesc, device: str, results: Sequence[BackendCost]) -> dict[str, Any]:
-    """JSON-ready: the operator, the device and per backend ``duration_ps``, ``duration_ns``, ``energy_pj``,
-    ``bound`` and ``traffic`` (bytes by memory level), or ``error``."""
+def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dict[str, Any]:
+    """JSON-ready: the operator, the device (when every backend priced on the same one) and per backend its
+    ``device``, ``duration_ps``, ``duration_ns``, ``energy_pj``, ``bound`` and ``traffic`` (bytes by memory
+    level), or ``error``."""
     rows: list[dict[str, Any]] = []
     for result in results:
         if result.cost is None:
-            rows.append({"backend": result.backend, "error": result.error})
+            rows.append({"backend": result.backend, "device": result.device, "error": result.error})
             continue
         cost = result.cost
         rows.append({
             "backend": result.backend,
+            "device": result.device,
             "duration_ps": cost.duration_ps,
             "duration_ns": ps_to_ns(cost.duration_ps),
             "energy_pj": cost.energy_pj,
@@ -130,20 +140,27 @@ def to_dict(op: compute_pb2.OperatorDesc, device: str, results: Sequence[Backend
         "flops": op.flops,
         "bytes": op.bytes,
     }
-    return {"operator": operator, "device": device, "costs": rows}
+    devices = {result.device for result in results}
+    return {"operator": operator, **({"device": devices.pop()} if len(devices) == 1 else {}), "costs": rows}
 
 
-def to_text(op: compute_pb2.OperatorDesc, device: str, results: Sequence[BackendCost]) -> str:
-    """A table, one row per backend: duration, bound, energy and traffic per memory level."""
-    data = to_dict(op, device, results)
-    lines = [f"{_describe(op)} on {device}", f"  {'backend':<12}{'duration':>14}{'bound':>10}{'energy':>16}  traffic"]
+def to_text(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> str:
+    """A table, one row per backend: duration, bound, energy and traffic per memory level (and the device, when
+    the backends priced on different ones)."""
+    data = to_dict(op, results)
+    common = data.get("device")
+    head = f"{_describe(op)}" + (f" on {common}" if common else "")
+    column = "" if common else f"{'device':<20}"
+    lines = [head, f"  {'backend':<12}{column}{'duration':>14}{'bound':>10}{'energy':>16}  traffic"]
     for row in data["costs"]:
+        where = "" if common else f"{row['device']:<20}"
         if "error" in row:
-            lines.append(f"  {row['backend']:<12}  cannot price: {row['error']}")
+            lines.append(f"  {row['backend']:<12}{where}  cannot price: {row['error']}")
             continue
         traffic = ", ".join(f"{level} {format_bytes(size)}" for level, size in row["traffic"].items()) or "-"
         energy = f"{row['energy_pj'] / 1e6:,.3f} uJ" if row["energy_pj"] else "-"
         lines.append(
-            f"  {row['backend']:<12}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>16}  {traffic}"
+            f"  {row['backend']:<12}{where}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>16}  "
+            f"{traffic}"
         )
     return "\n".join(lines)

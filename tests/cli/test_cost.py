@@ -142,3 +142,21 @@ def test_run_with_a_malformed_profile_names_the_line(tmp_path: Path) -> None:
     done = _python_stratasim("run", str(study))
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
     assert "times.csv" in done.stderr and "line 2, time: a time cannot be negative" in done.stderr
+
+
+def test_backends_compare_each_on_its_own_device(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14's defect: backends name their devices differently, so one --device could not serve several
+    --backend; one --device per --backend, in order, prices each on its own."""
+    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--backend", "roofline", "--backend", "timeloop",
+                         "--device", "h100", "--device", "systolic-32x32-os", "--json")  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert "device" not in data and [(row["backend"], row["device"]) for row in data["costs"]] == [
+        ("roofline", "h100"), ("timeloop", "systolic-32x32-os")]  # fmt: skip
+    assert data["costs"][0]["duration_ps"] == GEMM_4096_PS and data["costs"][1]["duration_ps"] > GEMM_4096_PS
+    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--backend", "roofline", "--backend", "timeloop",
+                         "--device", "h100", "--device", "systolic-32x32-os")  # fmt: skip
+    assert code == 0 and "device" in out.splitlines()[1] and "systolic-32x32-os" in out
+    code, _, err = _cost(capsys, "gemm", "M=8", "K=8", "N=8", "--backend", "roofline", "--backend", "timeloop",
+                         "--backend", "roofline", "--device", "h100", "--device", "h100")  # fmt: skip
+    assert code == 2 and "got 2 devices for 3 backends" in err
