@@ -5,7 +5,28 @@ This package holds the kernel every layer stands on (:mod:`stratasim.kernel`), t
 (:mod:`stratasim.config`), running it (:mod:`stratasim.study`), its report (:mod:`stratasim.report`), the command
 line (:mod:`stratasim.cli`), benchmarks, importers and remote layers. The layers install beside them as
 ``stratasim.workload_layer``, ``stratasim.system_layer``, ``stratasim.network_layer``, ``stratasim.compute_layer``
-and ``stratasim.adapters``.
+and ``stratasim.adapters``. ``stratasim.run(study, **overrides)`` is the one call a notebook needs
+(``docs/python-api.md``).
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["run", "load_study", "Report", "Study"]
+
+_EXPORTS = {
+    "run": "stratasim.study.entry",
+    "load_study": "stratasim.config.study_file",
+    "Study": "stratasim.config.study_file",
+    "Report": "stratasim.report.report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The notebook API (``stratasim.run``, ``load_study``, ``Study``, ``Report``), imported when first asked for:
+    ``import stratasim`` alone stays as light as a spawned server needs it."""
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'stratasim' has no attribute {name!r}")

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["apply_overrides", "parse_key"]
+__all__ = ["apply_overrides", "as_overrides", "parse_key"]
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]|(\.)")
 
@@ -118,3 +118,11 @@ def apply_overrides(
         except ValueError as exc:
             problems.append((where, str(exc)))
     return result, problems
+
+
+def as_overrides(values: Mapping[str, Any]) -> list[str]:
+    """``{dotted key: value}`` as ``--set KEY=VALUE`` strings, each value written as YAML (so a list stays a list
+    and ``50GB/s`` a string)."""
+    return [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+            for key, value in values.items()]  # fmt: skip
+

@@ -18,9 +18,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-import yaml
-
-from stratasim.config.overrides import apply_overrides
+from stratasim.config.overrides import apply_overrides, as_overrides
 from stratasim.config.study_file import parse_study
 from stratasim.explore.cluster import on_cluster
 from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_saved
@@ -49,12 +47,6 @@ class SweepOutcome:
     notes: tuple[str, ...] = ()
 
 
-def _overrides(params: Mapping[str, Any]) -> list[str]:
-    """A trial's values as ``--set KEY=VALUE`` strings (values written as YAML)."""
-    return [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
-            for key, value in params.items()]  # fmt: skip
-
-
 def metric(metrics: Mapping[str, Any], name: str) -> float | None:
     """A report metric by (dotted) name, or None if the report has no such number."""
     value: Any = metrics
@@ -79,7 +71,7 @@ def _check_space(sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any
     """Stop before running anything if the space (``first``: a trial's parameters) or, with ``fixed``, a
     fidelity level's ``set`` at ``where``, names a key the base study does not have."""
     named = fixed if fixed is not None else first
-    data, problems = apply_overrides(sweep.base, _overrides({**first, **(fixed or {})}))
+    data, problems = apply_overrides(sweep.base, as_overrides({**first, **(fixed or {})}))
     try:
         parse_study(data, sweep.base_source)
     except ConfigError as exc:
@@ -217,7 +209,7 @@ def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: lis
                fixed: Mapping[str, Any] | None = None, fidelity: int = 0) -> TrialRecord:  # fmt: skip
     """Trial ``number``: the base study with ``params`` (and a fidelity level's ``fixed`` keys) set, simulated."""
     started = time.perf_counter()
-    data, problems = apply_overrides(sweep.base, _overrides({**params, **(fixed or {})}))
+    data, problems = apply_overrides(sweep.base, as_overrides({**params, **(fixed or {})}))
     try:
         if problems:
             raise ConfigError(sweep.base_source, problems)

@@ -15,6 +15,7 @@ When the study gives the network an energy per bit, ``network_energy_pj`` prices
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,25 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (lists, not tuples); the trace spans are left out."""
         return report_dict(self)
+
+    def to_json(self) -> str:
+        """The report as ``report.json`` holds it (the text of :meth:`to_dict`, written without building a dict
+        per collective)."""
+        text = io.StringIO()
+        write_report(text, self)
+        return text.getvalue()
+
+    def to_dataframe(self, table: str = "per_npu") -> Any:
+        """One of the report's tables as a pandas DataFrame (``per_npu``, ``collectives``, ``operators`` or
+        ``links``; nested fields become dotted columns). pandas is not a dependency: install it to use this."""
+        tables = ("per_npu", "collectives", "operators", "links")
+        if table not in tables:
+            raise StrataSimError(f"no table {table!r} in a report; expected one of {', '.join(tables)}")
+        try:
+            import pandas
+        except ImportError:
+            raise StrataSimError("Report.to_dataframe needs pandas: pip install pandas") from None
+        return pandas.json_normalize(self.to_dict().get(table, []))
 
     def to_text(self) -> str:
         """A readable summary: headline numbers, the collectives (at most 20 rows) and the NPUs."""

@@ -1,0 +1,58 @@
+"""``stratasim.run`` and the report's notebook methods: the same numbers as the command line, one clear error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import stratasim
+from stratasim.kernel.errors import ConfigError, StrataSimError
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
+
+
+def test_run_takes_a_path_a_mapping_or_a_study_with_the_same_result() -> None:
+    by_path = stratasim.run(QUICKSTART, system__splits=8)
+    assert by_path.result == stratasim.run(str(QUICKSTART), **{"system.splits": 8}).result
+    assert by_path.result == stratasim.run(stratasim.load_study(QUICKSTART, ["system.splits=8"])).result
+    import yaml
+
+    data = yaml.safe_load(QUICKSTART.read_text(encoding="utf-8"))
+    assert by_path.result == stratasim.run(data, system__splits=8).result
+    assert by_path.result != stratasim.run(data).result
+
+
+def test_bad_input_is_one_error_naming_the_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        stratasim.run(QUICKSTART, system__splits=0, network__bogus=1)
+    assert {place for place, _ in caught.value.problems} == {"system.splits", "network.bogus"}
+    with pytest.raises(StrataSimError, match="a Study is validated already"):
+        stratasim.run(stratasim.load_study(QUICKSTART), system__splits=2)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        stratasim.nothing  # noqa: B018 - the lazy exports refuse what they do not have
+
+
+def test_to_json_is_report_json_and_tables_need_pandas() -> None:
+    report = stratasim.run(QUICKSTART)
+    assert json.loads(report.to_json()) == json.loads(json.dumps(report.to_dict()))
+    with pytest.raises(StrataSimError, match="no table 'npus'"):
+        report.to_dataframe("npus")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(StrataSimError, match="pip install pandas"):
+            report.to_dataframe()
+    else:
+        frame = report.to_dataframe()
+        assert list(frame["npu"]) == list(range(32)) and "exposed_comm_ns" in frame.columns
+
+
+def test_import_stratasim_stays_light() -> None:
+    """A spawned server imports the package: the notebook API is imported only when asked for."""
+    code = "import sys, stratasim; print(sorted(m for m in ('numpy', 'stratasim.study', 'grpc') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
