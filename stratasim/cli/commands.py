@@ -20,6 +20,7 @@ from typing import TypeAlias
 
 from stratasim import __version__
 from stratasim.cli import results, serve, sweep, trace_options
+from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
 from stratasim.kernel.errors import StrataSimError
 from stratasim.report.json_report import write_report
@@ -48,7 +49,8 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
     selected = trace_options.selection(args)
-    report = run_study(study, record_trace=selected or False)
+    with RunProgress(quiet=args.quiet) as progress:
+        report = run_study(study, record_trace=selected or False, progress=progress)
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.json:
         write_report(sys.stdout, report)
@@ -66,6 +68,8 @@ def _add_run(subparsers: _Subparsers) -> None:
     parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
     _add_set(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else) on stdout")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress line on stderr (shown on a terminal for runs over a second)")  # fmt: skip
     parser.add_argument("--out", metavar="DIR", help="write report.json and a Chrome trace, trace.json, into DIR")
     trace_options.add_arguments(parser)
     parser.set_defaults(handler=_run)

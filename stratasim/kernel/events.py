@@ -12,9 +12,15 @@ from typing import Any
 
 from stratasim.kernel.errors import SimulationError
 
-__all__ = ["EventQueue", "Callback"]
+__all__ = ["EventQueue", "Callback", "Progress"]
 
 Callback = Callable[[Any], None]
+
+Progress = Callable[[int, int], None]
+"""Told, every few hundred distinct event times (or every window), the simulated time reached in ps and the events
+processed so far: a progress display throttles it by wall time itself."""
+
+_PROGRESS_EVERY = 256  # distinct event times between two calls of a Progress
 
 
 class EventQueue:
@@ -67,10 +73,19 @@ class EventQueue:
             count += 1
         self.processed += count
 
-    def run(self) -> None:
-        """Process events until none are left."""
-        while self._heap:
-            self.run_until(self._heap[0][0])
+    def run(self, progress: Progress | None = None) -> None:
+        """Process events until none are left, telling ``progress`` how far it got now and then."""
+        heap = self._heap
+        if progress is None:
+            while heap:
+                self.run_until(heap[0][0])
+            return
+        steps = 0
+        while heap:
+            self.run_until(heap[0][0])
+            steps += 1
+            if steps % _PROGRESS_EVERY == 0:
+                progress(self.now, self.processed)
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -27,6 +27,7 @@ from stratasim.kernel.contracts import (
     WorkloadSource,
 )
 from stratasim.kernel.errors import BackendError, SimulationError, StrataSimError, WorkloadError
+from stratasim.kernel.events import Progress
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
@@ -172,17 +173,18 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def run_study(study: Study, *, record_trace: bool | TraceSelection = False) -> Report:
+def run_study(study: Study, *, record_trace: bool | TraceSelection = False, progress: Progress | None = None) -> Report:
     """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
-    (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects).
+    (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects); ``progress`` hears
+    now and then how far the simulation got (:data:`~stratasim.kernel.events.Progress`).
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     with _collector_paused():
-        return _run_study(study, record_trace)
+        return _run_study(study, record_trace, progress)
 
 
-def _run_study(study: Study, record_trace: bool | TraceSelection) -> Report:
+def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None) -> Report:
     backends: dict[str, str] = {}
     with ExitStack() as stack:
         servers = _start_servers(study, stack)
@@ -210,6 +212,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection) -> Report:
             else study.compute.calibration.proto(),
             representatives=_representatives(source, study),
             record_trace=record_trace,
+            progress=progress,
         )
         wall_seconds = time.perf_counter() - started
     warnings = _check_memory(study, result, facts)

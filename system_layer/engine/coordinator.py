@@ -23,7 +23,7 @@ import numpy as np
 
 from stratasim.kernel.contracts import ColumnarNetwork, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import RemoteError
-from stratasim.kernel.events import Callback, EventQueue
+from stratasim.kernel.events import Callback, EventQueue, Progress
 from stratasim.kernel.units import format_time_ps
 from stratasim.v1 import network_pb2
 
@@ -114,24 +114,30 @@ class Coordinator:
         batch.send_time_ps.extend(times)
         self._network.inject(batch)
 
-    def run(self) -> None:
-        """Run until neither the engine nor the network has anything left to do.
+    def run(self, progress: Progress | None = None) -> None:
+        """Run until neither the engine nor the network has anything left to do, telling ``progress`` the
+        simulated time reached and the events and messages processed now and then.
 
         A network in another process that fails is reported with the simulated time it failed at.
         """
         if self._direct is not None:
-            self.queue.run()
+            if progress is None:
+                self.queue.run()
+            else:
+                self.queue.run(lambda now, events: progress(now, events + self.messages))
             return
         try:
-            self._run()
+            self._run(progress)
         except RemoteError as exc:
             raise RemoteError(f"{exc} (at simulated time {format_time_ps(self.queue.now)})") from None
 
-    def _run(self) -> None:
+    def _run(self, progress: Progress | None) -> None:
         queue = self.queue
         lookahead = self._lookahead
         network_next: int | None = None
         while True:
+            if progress is not None:
+                progress(queue.now, queue.processed + self.messages)
             if network_next is None and not self._outbox:
                 # Nothing in flight: no delivery can interleave, so run ahead until somebody sends, and on up to
                 # where that first message could land, batching every send before then into one window.

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError, WorkloadError
+from stratasim.kernel.events import Progress
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.engine.block_run import BlockRun
 from stratasim.system_layer.engine.blocks import inline_blocks
@@ -47,10 +48,12 @@ def simulate(
     calibration: compute_pb2.Calibration | None = None,
     representatives: Sequence[int] | None = None,
     record_trace: bool | TraceSelection = False,
+    progress: Progress | None = None,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
     prices operators on ``device`` (with ``calibration``, when given); ``record_trace`` keeps the busy spans of
-    nodes and links for a trace: all of them (True) or those a :class:`TraceSelection` selects.
+    nodes and links for a trace: all of them (True) or those a :class:`TraceSelection` selects; ``progress`` is
+    told now and then how far the event loop got (simulated ps, events and messages processed).
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise every NPU is.
@@ -107,7 +110,7 @@ def simulate(
         coordinator.schedule(0, executors[npu].start)
     for executor in executors.values():
         executor.peers = executors
-    coordinator.run()
+    coordinator.run(progress)
 
     stuck = [ex.npu for ex in executors.values() if not ex.done]
     if stuck:
