@@ -59,8 +59,11 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
 
 
 def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
+    """The study's device is one the backend lists or, failing that, one it describes without an error: the
+    Timeloop-style model prices a ``systolic-<R>x<C>-<dataflow>`` array of any shape but lists only its presets."""
     devices = compute.devices()
-    if section.device_name() not in devices:
+    name = section.device_name()
+    if name not in devices and compute.describe(compute_pb2.DescribeRequest(devices=[name])).HasField("error"):
         raise BackendError(
             f"compute.device: {section.backend} has no device {section.device_name()!r}; available: {', '.join(devices)}"
         )
