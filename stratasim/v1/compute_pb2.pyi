@@ -481,6 +481,168 @@ class RooflineDevice(_message.Message):
 Global___RooflineDevice: _TypeAlias = RooflineDevice  # noqa: Y015
 
 @_typing.final
+class TimeloopStorageLevel(_message.Message):
+    """One storage level of a Timeloop-style accelerator (compute_layer/timeloop/accelerator.py's StorageLevel):
+    capacities in words, bandwidths in words per cycle for the whole level, energies in pJ per word access.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class PartitionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    KEEPS_FIELD_NUMBER: _builtins.int
+    WORDS_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    READ_BANDWIDTH_WORDS_PER_CYCLE_FIELD_NUMBER: _builtins.int
+    WRITE_BANDWIDTH_WORDS_PER_CYCLE_FIELD_NUMBER: _builtins.int
+    READ_PJ_FIELD_NUMBER: _builtins.int
+    WRITE_PJ_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    words: _builtins.int
+    """Bound on the sum of the kept operands' tiles; absent: unbounded."""
+    read_bandwidth_words_per_cycle: _builtins.int
+    """Absent: never the bottleneck."""
+    write_bandwidth_words_per_cycle: _builtins.int
+    read_pj: _builtins.float
+    write_pj: _builtins.float
+    @_builtins.property
+    def keeps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The operands it keeps: "inputs", "weights", "outputs"."""
+
+    @_builtins.property
+    def partitions(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Bounds on single operands (separate input, weight and output buffers), by operand."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        keeps: _abc.Iterable[_builtins.str] | None = ...,
+        words: _builtins.int | None = ...,
+        partitions: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        read_bandwidth_words_per_cycle: _builtins.int | None = ...,
+        write_bandwidth_words_per_cycle: _builtins.int | None = ...,
+        read_pj: _builtins.float = ...,
+        write_pj: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle", "_words", b"_words", "_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle", "read_bandwidth_words_per_cycle", b"read_bandwidth_words_per_cycle", "words", b"words", "write_bandwidth_words_per_cycle", b"write_bandwidth_words_per_cycle"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle", "_words", b"_words", "_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle", "keeps", b"keeps", "name", b"name", "partitions", b"partitions", "read_bandwidth_words_per_cycle", b"read_bandwidth_words_per_cycle", "read_pj", b"read_pj", "words", b"words", "write_bandwidth_words_per_cycle", b"write_bandwidth_words_per_cycle", "write_pj", b"write_pj"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__read_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["read_bandwidth_words_per_cycle"]  # noqa: Y015
+    _WhichOneofArgType__read_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle"]  # noqa: Y015
+    _WhichOneofReturnType__words: _TypeAlias = _typing.Literal["words"]  # noqa: Y015
+    _WhichOneofArgType__words: _TypeAlias = _typing.Literal["_words", b"_words"]  # noqa: Y015
+    _WhichOneofReturnType__write_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["write_bandwidth_words_per_cycle"]  # noqa: Y015
+    _WhichOneofArgType__write_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__read_bandwidth_words_per_cycle) -> _WhichOneofReturnType__read_bandwidth_words_per_cycle | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__words) -> _WhichOneofReturnType__words | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__write_bandwidth_words_per_cycle) -> _WhichOneofReturnType__write_bandwidth_words_per_cycle | None: ...
+
+Global___TimeloopStorageLevel: _TypeAlias = TimeloopStorageLevel  # noqa: Y015
+
+@_typing.final
+class TimeloopUnroll(_message.Message):
+    """The dimensions of one problem kind ("gemm", "conv") allowed on the PE array's rows and columns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    COLS_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    rows: _builtins.str
+    """dimension letters, e.g. "RCK" """
+    cols: _builtins.str
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        rows: _builtins.str = ...,
+        cols: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cols", b"cols", "kind", b"kind", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimeloopUnroll: _TypeAlias = TimeloopUnroll  # noqa: Y015
+
+@_typing.final
+class TimeloopAccelerator(_message.Message):
+    """An accelerator described in full for the Timeloop-style backend (compute_layer/timeloop/accelerator.py's
+    Accelerator): a rows x cols PE array under storage levels, innermost first, the last the unbounded backing
+    store. Servers that understand it say so with the handshake capability "timeloop-accelerator".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    COLS_FIELD_NUMBER: _builtins.int
+    LEVELS_FIELD_NUMBER: _builtins.int
+    CLOCK_HZ_FIELD_NUMBER: _builtins.int
+    MAC_PJ_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    DATAFLOW_FIELD_NUMBER: _builtins.int
+    UNROLLS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    rows: _builtins.int
+    cols: _builtins.int
+    clock_hz: _builtins.int
+    mac_pj: _builtins.float
+    source: _builtins.str
+    dataflow: _builtins.str
+    """"os", "ws" or "is" for a systolic array; empty: not systolic."""
+    @_builtins.property
+    def levels(self) -> _containers.RepeatedCompositeFieldContainer[Global___TimeloopStorageLevel]: ...
+    @_builtins.property
+    def unrolls(self) -> _containers.RepeatedCompositeFieldContainer[Global___TimeloopUnroll]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        rows: _builtins.int = ...,
+        cols: _builtins.int = ...,
+        levels: _abc.Iterable[Global___TimeloopStorageLevel] | None = ...,
+        clock_hz: _builtins.int = ...,
+        mac_pj: _builtins.float = ...,
+        source: _builtins.str = ...,
+        dataflow: _builtins.str = ...,
+        unrolls: _abc.Iterable[Global___TimeloopUnroll] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_hz", b"clock_hz", "cols", b"cols", "dataflow", b"dataflow", "levels", b"levels", "mac_pj", b"mac_pj", "name", b"name", "rows", b"rows", "source", b"source", "unrolls", b"unrolls"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimeloopAccelerator: _TypeAlias = TimeloopAccelerator  # noqa: Y015
+
+@_typing.final
 class EstimateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -488,6 +650,7 @@ class EstimateRequest(_message.Message):
     OPS_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
     ROOFLINE_DEVICE_FIELD_NUMBER: _builtins.int
+    TIMELOOP_ACCELERATOR_FIELD_NUMBER: _builtins.int
     device: _builtins.str
     """The device's name: a preset of the backend, or roofline_device's name."""
     @_builtins.property
@@ -500,6 +663,10 @@ class EstimateRequest(_message.Message):
     def roofline_device(self) -> Global___RooflineDevice:
         """When present, the device described in full (its name is `device`), in place of a preset of that name."""
 
+    @_builtins.property
+    def timeloop_accelerator(self) -> Global___TimeloopAccelerator:
+        """When present, the Timeloop-style accelerator described in full (its name is `device`)."""
+
     def __init__(
         self,
         *,
@@ -507,10 +674,11 @@ class EstimateRequest(_message.Message):
         ops: _abc.Iterable[Global___OperatorDesc] | None = ...,
         calibration: Global___Calibration | None = ...,
         roofline_device: Global___RooflineDevice | None = ...,
+        timeloop_accelerator: Global___TimeloopAccelerator | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "roofline_device", b"roofline_device"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "ops", b"ops", "roofline_device", b"roofline_device"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "ops", b"ops", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -595,21 +763,27 @@ class DescribeRequest(_message.Message):
 
     DEVICES_FIELD_NUMBER: _builtins.int
     ROOFLINE_DEVICES_FIELD_NUMBER: _builtins.int
+    TIMELOOP_ACCELERATORS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def devices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def roofline_devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___RooflineDevice]:
         """Devices described in full: a name of `devices` that one of these carries is that device, not a preset."""
 
+    @_builtins.property
+    def timeloop_accelerators(self) -> _containers.RepeatedCompositeFieldContainer[Global___TimeloopAccelerator]:
+        """Timeloop-style accelerators described in full, likewise."""
+
     def __init__(
         self,
         *,
         devices: _abc.Iterable[_builtins.str] | None = ...,
         roofline_devices: _abc.Iterable[Global___RooflineDevice] | None = ...,
+        timeloop_accelerators: _abc.Iterable[Global___TimeloopAccelerator] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "roofline_devices", b"roofline_devices"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "roofline_devices", b"roofline_devices", "timeloop_accelerators", b"timeloop_accelerators"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
