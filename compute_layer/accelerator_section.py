@@ -60,7 +60,7 @@ class LevelSection(Section):
     def applied(self, level: StorageLevel) -> StorageLevel:
         """``level`` with this section's keys in its own's place (``partitions`` operand by operand)."""
         changes = {key: getattr(self, key) for key in self.model_fields_set if key != "partitions"}
-        partitions = {**level.partitions, **(self.partitions or {})}
+        partitions = {**level.partitions, **{str(operand): words for operand, words in (self.partitions or {}).items()}}
         return dataclasses.replace(level, partitions=partitions, **changes)
 
 
@@ -109,8 +109,8 @@ class AcceleratorSection(Section):
         overridden = sorted(key for key in self.model_fields_set if key not in ("preset", "source"))
         source = self.source or (f"{base.source}; the study overrides {', '.join(overridden)}" if overridden
                                  else base.source)  # fmt: skip
-        levels = tuple(self.levels[level.name].applied(level) if level.name in (self.levels or {}) else level
-                       for level in base.levels)  # fmt: skip
+        changed = self.levels or {}
+        levels = tuple(changed[level.name].applied(level) if level.name in changed else level for level in base.levels)
         return dataclasses.replace(
             base,
             name=self.name or base.name,

@@ -56,16 +56,15 @@ def _level_message(level: StorageLevel) -> compute_pb2.TimeloopStorageLevel:
 
 
 def _level(message: compute_pb2.TimeloopStorageLevel) -> StorageLevel:
-    def optional(field: str) -> int | None:
-        return getattr(message, field) if message.HasField(field) else None
-
+    read = message.read_bandwidth_words_per_cycle if message.HasField("read_bandwidth_words_per_cycle") else None
+    write = message.write_bandwidth_words_per_cycle if message.HasField("write_bandwidth_words_per_cycle") else None
     return StorageLevel(
         name=message.name,
         keeps=frozenset(message.keeps),
-        words=optional("words"),
+        words=message.words if message.HasField("words") else None,
         partitions=dict(message.partitions),
-        read_bandwidth=optional("read_bandwidth_words_per_cycle"),
-        write_bandwidth=optional("write_bandwidth_words_per_cycle"),
+        read_bandwidth=read,
+        write_bandwidth=write,
         read_pj=message.read_pj,
         write_pj=message.write_pj,
     )

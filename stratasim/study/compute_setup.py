@@ -31,9 +31,7 @@ class DescribedDevice:
     ) -> None:
         self._backend = backend
         self._description = description
-        roofline = isinstance(description, compute_pb2.RooflineDevice)
-        self._field = "roofline_device" if roofline else "timeloop_accelerator"
-        self._listed = "roofline_devices" if roofline else "timeloop_accelerators"
+        self._roofline = isinstance(description, compute_pb2.RooflineDevice)
         self.name = backend.name
 
     def devices(self) -> list[str]:
@@ -42,10 +40,12 @@ class DescribedDevice:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price ``request``, on the described device when it names it."""
-        if request.device == self._description.name and not request.HasField(self._field):
+        field = "roofline_device" if self._roofline else "timeloop_accelerator"
+        attached = request.HasField("roofline_device" if self._roofline else "timeloop_accelerator")
+        if request.device == self._description.name and not attached:
             described = compute_pb2.EstimateRequest()
             described.CopyFrom(request)
-            getattr(described, self._field).CopyFrom(self._description)
+            getattr(described, field).CopyFrom(self._description)
             request = described
         return self._backend.estimate(request)
 
@@ -54,7 +54,7 @@ class DescribedDevice:
         if self._description.name in request.devices:
             described = compute_pb2.DescribeRequest()
             described.CopyFrom(request)
-            getattr(described, self._listed).append(self._description)
+            getattr(described, "roofline_devices" if self._roofline else "timeloop_accelerators").append(self._description)
             request = described
         return self._backend.describe(request)
 
