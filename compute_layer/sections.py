@@ -7,9 +7,11 @@ from typing import Annotated
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from stratasim.compute_layer.accelerator_section import AcceleratorSection, describes_accelerator
 from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.per_kind import KIND_NAMES
+from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.kernel.schema import Section, TimePs
 from stratasim.v1 import compute_pb2
 
@@ -21,16 +23,23 @@ PROFILE_BACKEND = "profile"
 DESCRIBING_BACKEND = "roofline"
 """The backend that prices on a device described in the study (``compute.device`` as a mapping)."""
 
+ACCELERATOR_BACKEND = "timeloop"
+"""The backend that prices on a Timeloop-style accelerator described in the study."""
+
 
 def _device_form(value: object) -> str | None:
-    """Which form ``compute.device`` takes: a preset's name or a described device (None: neither)."""
+    """Which form ``compute.device`` takes: a preset's name, a described roofline device or a described
+    Timeloop-style accelerator (None: none of them)."""
     if isinstance(value, str):
         return "name"
+    if isinstance(value, AcceleratorSection) or (isinstance(value, dict) and describes_accelerator(value)):
+        return "accelerator"
     return "described" if isinstance(value, (dict, DeviceSection)) else None
 
 
 DeviceKey = Annotated[
-    Annotated[str, Tag("name")] | Annotated[DeviceSection, Tag("described")],
+    Annotated[str, Tag("name")] | Annotated[DeviceSection, Tag("described")]
+    | Annotated[AcceleratorSection, Tag("accelerator")],
     Discriminator(
         _device_form,
         custom_error_type="device_form",
@@ -63,7 +72,8 @@ class CalibrationSection(Section):
 class ComputeSection(Section):
     """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
 
-    ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one.
+    ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one (for the
+    timeloop backend, an :class:`AcceleratorSection`).
     ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
     kinds it does not name, defaults to ``backend``). ``profile`` is the table of measured times the
     ``profile`` backend reads.
@@ -93,22 +103,32 @@ class ComputeSection(Section):
         return self
 
     @model_validator(mode="after")
-    def _described_for_roofline(self) -> ComputeSection:
-        others = sorted(set(self.routes().values()) - {DESCRIBING_BACKEND})
-        if isinstance(self.device, DeviceSection) and others:
+    def _described_for_its_backend(self) -> ComputeSection:
+        if isinstance(self.device, str):
+            return self
+        backend = DESCRIBING_BACKEND if isinstance(self.device, DeviceSection) else ACCELERATOR_BACKEND
+        others = sorted(set(self.routes().values()) - {backend})
+        if others:
+            what = "a described device" if backend == DESCRIBING_BACKEND else "a described accelerator"
             raise ValueError(
-                f"a described device (compute.device as a mapping) is priced by the {DESCRIBING_BACKEND} backend; "
+                f"{what} (compute.device as a mapping) is priced by the {backend} backend; "
                 f"{', '.join(others)} takes a preset's name"
             )
         return self
 
     def device_name(self) -> str:
         """The device's name: the preset named, or the described device's."""
-        return self.device if isinstance(self.device, str) else self.device.device().name
+        if isinstance(self.device, str):
+            return self.device
+        return self.device.device().name if isinstance(self.device, DeviceSection) else self.device.accelerator().name
 
-    def device_description(self) -> compute_pb2.RooflineDevice | None:
+    def device_description(self) -> compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | None:
         """The described device as the compute contract's message; None when ``device`` names a preset."""
-        return None if isinstance(self.device, str) else device_message(self.device.device())
+        if isinstance(self.device, str):
+            return None
+        if isinstance(self.device, DeviceSection):
+            return device_message(self.device.device())
+        return accelerator_message(self.device.accelerator())
 
     def routes(self) -> dict[str, str]:
         """The backend for each operator kind (``*``: every other kind)."""

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
 from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
+from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message
 from stratasim.compute_layer.timeloop.analysis import Evaluation
 from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, search
 from stratasim.compute_layer.timeloop.mapping import MappingError
@@ -46,7 +47,8 @@ class TimeloopCompute:
     """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing operators by searching mappings (Timeloop-style).
 
     ``accelerators`` replaces the presets (:data:`~stratasim.compute_layer.timeloop.accelerator.PRESETS`, plus any
-    ``systolic-<R>x<C>-<os|ws|is>``). ``objective`` is ``latency`` (default), ``energy`` or ``edp``; ``samples``
+    ``systolic-<R>x<C>-<os|ws|is>``); a request carrying a ``timeloop_accelerator`` prices on that description
+    instead of looking its name up. ``objective`` is ``latency`` (default), ``energy`` or ``edp``; ``samples``
     and ``seed`` drive the random search of large mapping spaces. Results are cached per instance by
     (accelerator, operator signature). A calibration is refused: calibrate the accelerator itself.
     """
@@ -72,10 +74,14 @@ class TimeloopCompute:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of ``request``; an unknown device or operator comes back as ``error``."""
+        where = "timeloop_accelerator" if request.HasField("timeloop_accelerator") else "device"
         try:
-            acc = accelerator(request.device, self._table)
-        except BackendError as exc:
-            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="device")
+            if where == "device":
+                acc = accelerator(request.device, self._table)
+            else:
+                acc = accelerator_from_message(request.timeloop_accelerator)
+        except (BackendError, ValueError) as exc:
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
             return compute_pb2.EstimateResponse(error=error)
         if request.HasField("calibration"):
             message = "the timeloop backend takes no calibration; describe the accelerator's real parameters instead"
@@ -99,8 +105,11 @@ class TimeloopCompute:
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
         """Each accelerator's facts: its memory capacity is unknown, its outermost level being unbounded."""
 
+        given = {message.name: message for message in request.timeloop_accelerators}
+
         def facts(name: str) -> compute_pb2.DeviceFacts:
-            outermost = accelerator(name, self._table).levels[-1].name
+            acc = accelerator_from_message(given[name]) if name in given else accelerator(name, self._table)
+            outermost = acc.levels[-1].name
             return unknown_capacity(name, f"the timeloop model's outermost storage level ({outermost!r}) is unbounded")
 
         return described(request, facts)

@@ -95,7 +95,8 @@ def price(
             raise BackendError(str(exc)) from None
         try:
             known = backend.devices()
-            if chosen.strip().lower() not in {known_name.lower() for known_name in known}:
+            listed = chosen.strip().lower() in {known_name.lower() for known_name in known}
+            if not listed and backend.describe(compute_pb2.DescribeRequest(devices=[chosen])).HasField("error"):
                 raise BackendError(f"compute backend {name!r} has no device {chosen!r}; available: {', '.join(known)}")
             response = backend.estimate(compute_pb2.EstimateRequest(device=chosen, ops=[op]))
         finally:

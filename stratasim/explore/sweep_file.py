@@ -30,6 +30,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from stratasim.config.overrides import parse_key
 from stratasim.config.problems import validated_section
 from stratasim.config.strict_yaml import load as load_yaml
+from stratasim.explore.accelerators import AcceleratorGenerator
 from stratasim.explore.generators import Generator
 from stratasim.explore.plans import ParallelismGenerator
 from stratasim.explore.shapes import TopologyGenerator
@@ -86,7 +87,11 @@ class Range(Section):
         return low, split_quantity(self.high)[0], unit
 
 
-GENERATORS: dict[str, type[Generator]] = {"parallelism": ParallelismGenerator, "topology": TopologyGenerator}
+GENERATORS: dict[str, type[Generator]] = {
+    "parallelism": ParallelismGenerator,
+    "topology": TopologyGenerator,
+    "accelerator": AcceleratorGenerator,
+}
 """The named generators a space entry may use, by name."""
 
 

@@ -9,7 +9,11 @@ import grpc
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
-from stratasim.remote.compute_service import DEVICE_CAPABILITY, ROOFLINE_DEVICE_CAPABILITY
+from stratasim.remote.compute_service import (
+    DEVICE_CAPABILITY,
+    ROOFLINE_DEVICE_CAPABILITY,
+    TIMELOOP_ACCELERATOR_CAPABILITY,
+)
 from stratasim.v1 import compute_pb2, compute_pb2_grpc
 
 __all__ = ["ComputeClient"]
@@ -26,7 +30,8 @@ class ComputeClient:
     peer raise :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
     (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
     re-raised here as the same class with the same message. A request carrying a described device
-    (``roofline_device``) is refused with a RemoteError, unsent, by a server that does not say it reads them.
+    (``roofline_device``, ``timeloop_accelerator``) is refused with a RemoteError, unsent, by a server that does not
+    say it reads that kind.
     """
 
     name: str
@@ -48,7 +53,8 @@ class ComputeClient:
             raise
         self.name = reply.backend
         self._devices = [c[len(DEVICE_CAPABILITY) :] for c in reply.capabilities if c.startswith(DEVICE_CAPABILITY)]
-        self._reads_devices = ROOFLINE_DEVICE_CAPABILITY in reply.capabilities
+        self._reads = {kind for kind in (ROOFLINE_DEVICE_CAPABILITY, TIMELOOP_ACCELERATOR_CAPABILITY)
+                       if kind in reply.capabilities}  # fmt: skip
 
     def devices(self) -> list[str]:
         """The devices the remote backend can price, as announced in its handshake."""
@@ -57,7 +63,9 @@ class ComputeClient:
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of the request in one call."""
         if request.HasField("roofline_device"):
-            self._check_reads_devices()
+            self._check_reads(ROOFLINE_DEVICE_CAPABILITY)
+        if request.HasField("timeloop_accelerator"):
+            self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
         response: compute_pb2.EstimateResponse = self._call(self._stub.Estimate, request)
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint)
@@ -66,14 +74,16 @@ class ComputeClient:
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
         """The remote backend's facts of each device, in one call."""
         if request.roofline_devices:
-            self._check_reads_devices()
+            self._check_reads(ROOFLINE_DEVICE_CAPABILITY)
+        if request.timeloop_accelerators:
+            self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
         response: compute_pb2.DescribeResponse = self._call(self._stub.Describe, request)
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint)
         return response
 
-    def _check_reads_devices(self) -> None:
-        if not self._reads_devices:
+    def _check_reads(self, capability: str) -> None:
+        if capability not in self._reads:
             raise RemoteError(
                 f"{_LAYER} layer at {self._endpoint}: the server predates described devices (compute.device as a "
                 "mapping) and would price on a preset instead; upgrade it, or name one of its devices"

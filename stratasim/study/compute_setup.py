@@ -23,11 +23,15 @@ __all__ = ["DescribedDevice", "backend_names", "build_compute", "open_compute", 
 
 class DescribedDevice:
     """``backend`` with ``description`` attached to every estimate and describe request naming that device, so
-    the backend prices on the study's own device rather than looking its name up among its presets."""
+    the backend prices on the study's own device rather than looking its name up among its presets: a roofline
+    device (``roofline_device``) or a Timeloop-style accelerator (``timeloop_accelerator``)."""
 
-    def __init__(self, backend: ComputeBackend, description: compute_pb2.RooflineDevice) -> None:
+    def __init__(
+        self, backend: ComputeBackend, description: compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator
+    ) -> None:
         self._backend = backend
         self._description = description
+        self._roofline = isinstance(description, compute_pb2.RooflineDevice)
         self.name = backend.name
 
     def devices(self) -> list[str]:
@@ -36,10 +40,12 @@ class DescribedDevice:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price ``request``, on the described device when it names it."""
-        if request.device == self._description.name and not request.HasField("roofline_device"):
+        field = "roofline_device" if self._roofline else "timeloop_accelerator"
+        attached = request.HasField("roofline_device" if self._roofline else "timeloop_accelerator")
+        if request.device == self._description.name and not attached:
             described = compute_pb2.EstimateRequest()
             described.CopyFrom(request)
-            described.roofline_device.CopyFrom(self._description)
+            getattr(described, field).CopyFrom(self._description)
             request = described
         return self._backend.estimate(request)
 
@@ -48,7 +54,7 @@ class DescribedDevice:
         if self._description.name in request.devices:
             described = compute_pb2.DescribeRequest()
             described.CopyFrom(request)
-            described.roofline_devices.append(self._description)
+            getattr(described, "roofline_devices" if self._roofline else "timeloop_accelerators").append(self._description)
             request = described
         return self._backend.describe(request)
 

@@ -60,9 +60,13 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
 
 
 def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
-    """The backend knows the study's device; names match as every backend looks them up, case-insensitively."""
+    """The study's device is one the backend lists (names match case-insensitively, as every backend looks them up)
+    or, failing that, one it describes without an error: the Timeloop-style model prices a
+    ``systolic-<R>x<C>-<dataflow>`` array of any shape but lists only its presets."""
     devices = compute.devices()
-    if section.device_name().strip().lower() not in {device.lower() for device in devices}:
+    name = section.device_name()
+    listed = name.strip().lower() in {device.lower() for device in devices}
+    if not listed and compute.describe(compute_pb2.DescribeRequest(devices=[name])).HasField("error"):
         raise BackendError(
             f"compute.device: {section.backend} has no device {section.device_name()!r}; available: {', '.join(devices)}"
         )

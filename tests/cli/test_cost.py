@@ -160,3 +160,7 @@ def test_backends_compare_each_on_its_own_device(capsys: pytest.CaptureFixture[s
     code, _, err = _cost(capsys, "gemm", "M=8", "K=8", "N=8", "--backend", "roofline", "--backend", "timeloop",
                          "--backend", "roofline", "--device", "h100", "--device", "h100")  # fmt: skip
     assert code == 2 and "got 2 devices for 3 backends" in err
+    # A systolic array of any shape, which the Timeloop-style model prices though it lists only its presets.
+    code, out, _ = _cost(capsys, "gemm", "M=64", "K=64", "N=64", "--backend", "timeloop", "--device", "systolic-48x16-ws")
+    assert code == 0 and "systolic-48x16-ws" in out
+

@@ -1,0 +1,141 @@
+"""``compute.device`` as a mapping for the ``timeloop`` backend: a Timeloop-style accelerator described in the study.
+
+A ``preset`` (one of the model's, or any ``systolic-<R>x<C>-<os|ws|is>``) that the other keys override one by one:
+the PE array (``pe_rows``, ``pe_cols``), the systolic ``dataflow``, the ``clock``, the energy of a MAC and, level by
+level (by the preset's level names), any storage level's capacity, per-operand buffers, bandwidths and energies::
+
+    device: {preset: systolic-32x32-os, pe_rows: 64, levels: {sram: {partitions: {weights: 131072}}}}
+    device: {preset: gemmini, clock: 1GHz, levels: {scratchpad: {words: 524288}, dram: {read_bandwidth: 32}}}
+
+Units are the model's (:mod:`stratasim.compute_layer.timeloop.accelerator`): words, words per cycle for the whole
+level, pJ per word access. The accelerator is built and checked by the model itself, so a combination it refuses
+(a ``dataflow`` on a preset whose unrolling is fixed otherwise, say) is reported with the model's own reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+
+from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel, accelerator
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.schema import Section
+
+__all__ = ["AcceleratorSection", "LevelSection", "describes_accelerator"]
+
+_HERTZ = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[kMG]?Hz)?\s*$")
+_SCALE = {None: 1, "Hz": 1, "kHz": 10**3, "MHz": 10**6, "GHz": 10**9}
+
+
+def _hertz(value: object) -> object:
+    """``700MHz``, ``1.2GHz`` or a bare number of hertz, as whole hertz; anything else is left for the int check."""
+    if isinstance(value, str):
+        match = _HERTZ.match(value)
+        if match is None:
+            raise ValueError(f"cannot read {value!r} as a clock; write it like '700MHz' or '1GHz'")
+        return round(float(match["num"]) * _SCALE[match["unit"]])
+    return value
+
+
+Words = Annotated[int, Field(gt=0)]
+Picojoules = Annotated[float, Field(ge=0)]
+Operand = Literal["inputs", "weights", "outputs"]
+
+
+class LevelSection(Section):
+    """``compute.device.levels.<name>``: what the study changes of one of the preset's storage levels — ``words``
+    (the bound on what it keeps), ``partitions`` (bounds per operand), bandwidths in words per cycle and energies
+    in pJ per word."""
+
+    words: Words | None = None
+    partitions: dict[Operand, Words] | None = None
+    read_bandwidth: Words | None = None
+    write_bandwidth: Words | None = None
+    read_pj: Picojoules | None = None
+    write_pj: Picojoules | None = None
+
+    def applied(self, level: StorageLevel) -> StorageLevel:
+        """``level`` with this section's keys in its own's place (``partitions`` operand by operand)."""
+        changes = {key: getattr(self, key) for key in self.model_fields_set if key != "partitions"}
+        partitions = {**level.partitions, **{str(operand): words for operand, words in (self.partitions or {}).items()}}
+        return dataclasses.replace(level, partitions=partitions, **changes)
+
+
+class AcceleratorSection(Section):
+    """``compute.device`` described for the ``timeloop`` backend: a ``preset`` overridden key by key."""
+
+    preset: str
+    name: str | None = Field(None, min_length=1)
+    pe_rows: Words | None = None
+    pe_cols: Words | None = None
+    dataflow: Literal["os", "ws", "is"] | None = None
+    clock: Annotated[int, BeforeValidator(_hertz), Field(gt=0)] | None = None
+    mac_pj: Picojoules | None = None
+    levels: dict[str, LevelSection] | None = None
+    source: str | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, name: str) -> str:
+        try:
+            accelerator(name)
+        except BackendError as exc:
+            raise ValueError(str(exc)) from None  # it lists the presets
+        return name
+
+    @field_validator("levels")
+    @classmethod
+    def _known_levels(cls, levels: dict[str, LevelSection] | None, info: ValidationInfo) -> dict[str, LevelSection] | None:
+        preset = info.data.get("preset")  # absent when it failed its own check
+        if preset is None or levels is None:
+            return levels
+        names = [level.name for level in accelerator(preset).levels]
+        unknown = sorted(set(levels) - set(names))
+        if unknown:
+            raise ValueError(f"{preset} has no level {unknown[0]!r}; its levels are {', '.join(names)}")
+        return levels
+
+    @model_validator(mode="after")
+    def _buildable(self) -> AcceleratorSection:
+        self.accelerator()  # the model's own checks: a ValueError naming what it refuses
+        return self
+
+    def accelerator(self) -> Accelerator:
+        """The accelerator described: the preset with this section's keys in place of its own."""
+        base = accelerator(self.preset)
+        overridden = sorted(key for key in self.model_fields_set if key not in ("preset", "source"))
+        source = self.source or (f"{base.source}; the study overrides {', '.join(overridden)}" if overridden
+                                 else base.source)  # fmt: skip
+        changed = self.levels or {}
+        levels = tuple(changed[level.name].applied(level) if level.name in changed else level for level in base.levels)
+        return dataclasses.replace(
+            base,
+            name=self.name or base.name,
+            rows=self.pe_rows or base.rows,
+            cols=self.pe_cols or base.cols,
+            dataflow=self.dataflow or base.dataflow,
+            clock_hz=self.clock or base.clock_hz,
+            mac_pj=base.mac_pj if self.mac_pj is None else self.mac_pj,
+            levels=levels,
+            source=source,
+        )
+
+
+
+def describes_accelerator(value: dict[object, object]) -> bool:
+    """Whether a ``compute.device`` mapping describes a Timeloop-style accelerator: it starts from one of the
+    model's presets, or sets a key only an accelerator has."""
+    preset = value.get("preset")
+    if isinstance(preset, str):
+        try:
+            accelerator(preset)
+        except BackendError:
+            return False
+        return True
+    return any(key in _ACCELERATOR_ONLY for key in value)
+
+
+_ACCELERATOR_ONLY = frozenset({"pe_rows", "pe_cols", "dataflow", "clock", "mac_pj", "levels"})

@@ -1,0 +1,138 @@
+"""``{generator: accelerator}``: accelerator configurations of the Timeloop-style model, as DEAP varies Gemmini's.
+
+The base study describes its accelerator (``compute.device: {preset: systolic-32x32-os, ...}``, priced by the
+``timeloop`` backend; :mod:`stratasim.compute_layer.accelerator_section`), and each point sets keys of that
+description, for every combination of
+
+- a PE array shape, ``compute.device.pe_rows`` and ``pe_cols``: every ``rows x cols`` of the ``rows`` and ``cols``
+  lists, or every factorisation of each PE count of ``pes`` (``1x1024`` to ``1024x1``: rows carry another problem
+  dimension than columns, so ``32x64`` and ``64x32`` are distinct); neither keeps the base's array;
+- a ``dataflow`` (``os``, ``ws``, ``is``) when listed;
+- buffer sizes in words, ``buffers: {LEVEL: [...]}`` for a storage level's ``words`` (what it holds of every operand
+  it keeps) and ``{LEVEL.OPERAND: [...]}`` for one operand's buffer (``levels.LEVEL.partitions.OPERAND``), LEVEL
+  being one of the base preset's level names.
+
+An array longer than ``max_aspect`` times its width (either way) is skipped; so is every configuration the model
+refuses (a systolic dataflow on Eyeriss's row-stationary array, say), by the model's own reason, each counted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints, ValidationError, model_validator
+
+from stratasim.compute_layer.accelerator_section import AcceleratorSection
+from stratasim.compute_layer.timeloop.problem import OPERANDS
+from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
+
+if TYPE_CHECKING:
+    from stratasim.config.study_file import Study
+
+__all__ = ["AcceleratorGenerator", "array_shapes"]
+
+_BACKEND = "timeloop"
+_DEVICE = "compute.device."
+Side = Annotated[int, Field(ge=1)]
+BufferKey = Annotated[str, StringConstraints(pattern=r"^[^.\s]+(\.[^.\s]+)?$")]
+
+
+class AcceleratorGenerator(Generator):
+    """``generator: accelerator`` and its options (the module docstring says what each varies)."""
+
+    generator: Literal["accelerator"]
+    rows: list[Side] | None = Field(default=None, min_length=1)
+    cols: list[Side] | None = Field(default=None, min_length=1)
+    pes: list[Side] | None = Field(default=None, min_length=1)
+    dataflow: list[Literal["os", "ws", "is"]] | None = Field(default=None, min_length=1)
+    buffers: dict[BufferKey, Annotated[list[Side], Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    max_aspect: float | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _something_to_vary(self) -> AcceleratorGenerator:
+        if self.pes is not None and (self.rows is not None or self.cols is not None):
+            raise ValueError("give the PE array either as rows and cols lists or as pes (PE counts), not both")
+        if (self.rows is None) != (self.cols is None):
+            raise ValueError(f"rows and cols go together; {'cols' if self.cols is None else 'rows'} is missing")
+        if self.rows is None and self.pes is None and self.dataflow is None and self.buffers is None:
+            raise ValueError("nothing to vary: give rows and cols, pes, dataflow or buffers")
+        return self
+
+    def generate(self, study: Study) -> Generated:
+        base = _base_device(study)
+        axes = [self._shapes(), [{"dataflow": flow} for flow in self.dataflow or []] or [{}],
+                *self._buffer_axes(base)]  # fmt: skip
+        points: list[dict[str, Any]] = []
+        skipped: Counter[str] = Counter()
+        for combination in itertools.product(*axes):
+            keys = {key: value for part in combination for key, value in part.items()}
+            rows, cols = keys.get("pe_rows"), keys.get("pe_cols")
+            if rows and cols and self.max_aspect and max(rows, cols) > self.max_aspect * min(rows, cols):
+                skipped[f"arrays longer than max_aspect ({self.max_aspect:g}) times their width"] += 1
+                continue
+            try:
+                AcceleratorSection.model_validate(_with(base, keys))
+            except ValidationError as exc:
+                skipped[reason(str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, "))] += 1
+                continue
+            points.append({_DEVICE + key: value for key, value in keys.items()})
+        return Generated(points, skipped, noun="accelerators")
+
+    def _shapes(self) -> list[dict[str, Any]]:
+        """The PE array shapes as ``pe_rows`` and ``pe_cols``, each once ([{}]: the base's array)."""
+        if self.pes is not None:
+            shapes = [shape for pes in self.pes for shape in array_shapes(pes)]
+        elif self.rows is not None and self.cols is not None:
+            shapes = [(rows, cols) for rows in self.rows for cols in self.cols]
+        else:
+            return [{}]
+        return [{"pe_rows": rows, "pe_cols": cols} for rows, cols in dict.fromkeys(shapes)]
+
+    def _buffer_axes(self, base: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        """One axis per ``buffers`` entry: the description's key it sets, over its sizes."""
+        levels = [level.name for level in AcceleratorSection.model_validate(base).accelerator().levels]
+        axes = []
+        for key, sizes in (self.buffers or {}).items():
+            level, _, operand = key.partition(".")
+            if level not in levels:
+                raise GeneratorError(f"buffers.{key}", f"the base accelerator has no level {level!r}; its levels are "
+                                                       f"{', '.join(levels)}")  # fmt: skip
+            if operand and operand not in OPERANDS:
+                raise GeneratorError(f"buffers.{key}", f"unknown operand {operand!r}; expected {', '.join(OPERANDS)}")
+            path = f"levels.{level}.partitions.{operand}" if operand else f"levels.{level}.words"
+            axes.append([{path: size} for size in sizes])
+        return axes
+
+
+def _base_device(study: Study) -> dict[str, Any]:
+    """The base study's accelerator description as written; GeneratorError unless it describes one for timeloop."""
+    if study.compute is None:
+        raise GeneratorError("generator", f"needs a base study with a compute section (backend: {_BACKEND})")
+    others = sorted(set(study.compute.routes().values()) - {_BACKEND})
+    if others:
+        raise GeneratorError("generator", f"varies a {_BACKEND} accelerator, so every backend of the base study's "
+                                          f"compute section must be {_BACKEND}, not {', '.join(others)}")  # fmt: skip
+    device = study.compute.device
+    if not isinstance(device, AcceleratorSection):
+        raise GeneratorError("generator", f"varies the keys of compute.device: write the base study's device as a "
+                                          f"mapping, {{preset: {device if isinstance(device, str) else 'NAME'}}}")  # fmt: skip
+    return device.model_dump(exclude_unset=True)
+
+
+def _with(description: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
+    """``description`` with each dotted key of ``keys`` set, nested mappings copied on the way."""
+    result = dict(description)
+    for dotted, value in keys.items():
+        *path, last = dotted.split(".")
+        node = result
+        for part in path:
+            node[part] = node = dict(node.get(part) or {})
+        node[last] = value
+    return result
+
+
+def array_shapes(pes: int) -> list[tuple[int, int]]:
+    """Every ``(rows, cols)`` with ``rows * cols == pes``, rows ascending."""
+    return [(rows, pes // rows) for rows in range(1, pes + 1) if pes % rows == 0]

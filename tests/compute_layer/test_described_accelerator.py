@@ -1,0 +1,159 @@
+"""A Timeloop-style accelerator described in the study (``compute.device`` as a mapping for the timeloop backend):
+built from a preset key by key, carried losslessly on the compute contract, priced as the model prices it, over
+gRPC as in-process, and refused unsent to a server that does not read it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from stratasim.cli import main
+from stratasim.compute_layer.accelerator_section import AcceleratorSection
+from stratasim.compute_layer.timeloop import PRESETS, TimeloopCompute, accelerator, systolic
+from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message, accelerator_message
+from stratasim.kernel import operators
+from stratasim.kernel.errors import RemoteError
+from stratasim.remote import ComputeClient, compute_service
+from stratasim.study.compute_setup import DescribedDevice
+from stratasim.v1 import compute_pb2
+from tests.contracts.contract_fakes import served
+
+GEMM = operators.gemm(512, 256, 512, dtype=compute_pb2.INT8)
+BASE = """
+name: gemm
+workload:
+  kind: training_loop
+  passes: 1
+  dtype: bf16
+  layers: [{name: block, forward: {gemm: [2048, 1024, 2048]}}]
+system: {algorithm: ring}
+network:
+  backend: analytical
+  topology: [{kind: ring, size: 2, bandwidth: 50GB/s, latency: 500ns}]
+compute: {backend: timeloop, device: systolic-32x32-os}
+"""
+
+
+def _described(**keys: object) -> compute_pb2.TimeloopAccelerator:
+    return accelerator_message(AcceleratorSection.model_validate(keys).accelerator())
+
+
+def _priced(backend: object, description: compute_pb2.TimeloopAccelerator) -> compute_pb2.EstimateResponse:
+    described = DescribedDevice(backend, description)  # type: ignore[arg-type]
+    response = described.estimate(compute_pb2.EstimateRequest(device=description.name, ops=[GEMM]))
+    assert not response.HasField("error"), response.error.message
+    return response
+
+
+@pytest.mark.parametrize("name", [*sorted(PRESETS), "systolic-48x16-ws"])
+def test_every_accelerator_crosses_the_wire_unchanged(name: str) -> None:
+    acc = accelerator(name)
+    back = accelerator_from_message(accelerator_message(acc))
+    assert back == acc and dict(back.unrolls) == dict(acc.unrolls)
+    assert [dict(level.partitions) for level in back.levels] == [dict(level.partitions) for level in acc.levels]
+
+
+def test_a_preset_overridden_key_by_key() -> None:
+    section = AcceleratorSection.model_validate({
+        "preset": "gemmini", "pe_rows": 32, "clock": "1GHz", "mac_pj": 0.1,
+        "levels": {"scratchpad": {"words": 524288}, "registers": {"partitions": {"weights": 4}}},
+    })  # fmt: skip
+    acc, base = section.accelerator(), accelerator("gemmini")
+    assert (acc.name, acc.rows, acc.cols, acc.clock_hz, acc.mac_pj) == ("gemmini", 32, 16, 10**9, 0.1)
+    scratchpad = acc.levels[2]
+    assert scratchpad.words == 524288 and scratchpad.read_bandwidth == base.levels[2].read_bandwidth
+    assert dict(acc.levels[0].partitions) == {"inputs": 1, "weights": 4, "outputs": 1}  # operand by operand
+    assert acc.levels[1] == base.levels[1] and acc.levels[3] == base.levels[3]
+    assert acc.source == f"{base.source}; the study overrides clock, levels, mac_pj, pe_rows"
+    assert AcceleratorSection.model_validate({"preset": "gemmini"}).accelerator() == base
+
+
+def test_a_described_array_prices_as_the_model_prices_the_same_array() -> None:
+    """A 32x32 preset grown to 64x16 weight-stationary is the model's systolic(64, 16, "ws"): same cycles, energy."""
+    grown = _described(preset="systolic-32x32-os", pe_rows=64, pe_cols=16, dataflow="ws", name="mine")
+    named = TimeloopCompute().estimate(compute_pb2.EstimateRequest(device="systolic-64x16-ws", ops=[GEMM]))
+    assert _priced(TimeloopCompute(), grown).costs == named.costs
+    # Smaller buffers: the same cycles (SCALE-Sim's, memory assumed fast enough) but more DRAM traffic and energy.
+    small = {"partitions": {"inputs": 256, "weights": 256, "outputs": 256}}
+    (tight,) = _priced(TimeloopCompute(), _described(preset="systolic-64x16-ws", levels={"sram": small})).costs
+    (roomy,) = named.costs
+    assert tight.duration_ps == roomy.duration_ps and tight.energy_pj > roomy.energy_pj
+    dram = {cost.level: cost.bytes for cost in tight.traffic}["dram"]
+    assert dram > {cost.level: cost.bytes for cost in roomy.traffic}["dram"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "problem"),
+    [
+        ({"preset": "tpu-lik"}, "unknown device 'tpu-lik'"),
+        ({"preset": "gemmini", "levels": {"sramm": {"words": 4}}}, "gemmini has no level 'sramm'; its levels are"),
+        ({"preset": "eyeriss-like", "dataflow": "os"}, "give dataflow or unrolls, not both"),
+        ({"preset": "gemmini", "clock": "fast"}, "cannot read 'fast' as a clock"),
+    ],
+)
+def test_what_the_model_refuses_is_a_validation_error(keys: dict[str, object], problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        AcceleratorSection.model_validate(keys)
+
+
+@pytest.mark.parametrize(
+    ("device", "fragment"),
+    [
+        ("{preset: gemmini, levels: {sramm: {words: 4}}}", "compute.device.levels: gemmini has no level 'sramm'"),
+        ("{preset: gemmini, levels: {scratchpad: {words: 0}}}", "compute.device.levels.scratchpad.words: input should"),
+        ("{preset: gemmini, pe_rows: many}", "compute.device.pe_rows: input should be a valid integer"),
+        ("{preset: gemmini, dataflow: rs}", "compute.device.dataflow: input should be 'os', 'ws' or 'is'"),
+        ("{pe_rows: 4}", "compute.device.preset: required"),
+        ("{preset: eyeriss-like, dataflow: os}", "compute.device: accelerator 'eyeriss-like': a systolic dataflow"),
+    ],
+)  # fmt: skip
+def test_bad_descriptions_are_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], device: str, fragment: str
+) -> None:
+    path = tmp_path / "base.yaml"
+    path.write_text(BASE, encoding="utf-8")
+    assert main(["check", str(path), "--set", f"compute.device={device}"]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err and err.count("\n  ") == 1, err
+
+
+def test_a_described_accelerator_is_for_the_timeloop_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "base.yaml"
+    path.write_text(BASE, encoding="utf-8")
+    assert main(["check", str(path), "--set", "compute.device={preset: gemmini}",
+                 "--set", "compute.per_kind={elementwise: roofline}"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "a described accelerator (compute.device as a mapping) is priced by the timeloop backend" in err
+
+
+def test_a_server_prices_the_described_accelerator_as_in_process() -> None:
+    grown = _described(preset="systolic-32x32-os", pe_rows=64, pe_cols=64)
+    with served("compute", "timeloop") as endpoint:
+        remote = DescribedDevice(ComputeClient(endpoint, backend="timeloop", timeout_s=60), grown)
+        try:
+            assert _priced(remote, grown) == _priced(TimeloopCompute(), grown)
+            describe = compute_pb2.DescribeRequest(devices=[grown.name])
+            assert remote.describe(describe) == DescribedDevice(TimeloopCompute(), grown).describe(describe)
+        finally:
+            remote.close()
+    # The description, not the preset of the same name: a 64x64 array is faster than the 32x32 preset.
+    (preset,) = TimeloopCompute().estimate(compute_pb2.EstimateRequest(device=grown.name, ops=[GEMM])).costs
+    assert _priced(TimeloopCompute(), grown).costs[0].duration_ps < preset.duration_ps
+    assert accelerator_from_message(grown) == replace(systolic(64, 64, "os"), name=grown.name, source=grown.source)
+
+
+def test_a_server_that_does_not_read_described_accelerators_is_never_sent_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compute_service, "TIMELOOP_ACCELERATOR_CAPABILITY", "something-else")
+    grown = _described(preset="systolic-32x32-os", pe_rows=64)
+    with served("compute", "timeloop") as endpoint:
+        client = ComputeClient(endpoint, backend="timeloop", timeout_s=60)
+        try:
+            with pytest.raises(RemoteError, match="predates described devices"):
+                DescribedDevice(client, grown).estimate(compute_pb2.EstimateRequest(device=grown.name, ops=[GEMM]))
+            with pytest.raises(RemoteError, match="predates described devices"):
+                DescribedDevice(client, grown).describe(compute_pb2.DescribeRequest(devices=[grown.name]))
+        finally:
+            client.close()
