@@ -33,43 +33,57 @@ def kind_name(kind: compute_pb2.OperatorKind.ValueType) -> str:
 
 
 class PerKindCompute:
-    """Routes each operator to ``routes[its kind name]``, else to ``routes["*"]`` (which must be present).
+    """Routes each operator to ``routes[its kind name]``, else to ``routes["*"]`` (which must be present), priced
+    on ``devices[that kind]`` when the route has a device of its own (backends name their devices differently: a
+    Timeloop-style array for GEMMs beside a roofline GPU), else on the request's.
 
-    ``devices()`` are those every routed backend has. Closing closes every distinct backend once.
+    ``devices()`` are those every routed backend without a device of its own has. Closing closes every distinct
+    backend once.
     """
 
     name = "per_kind"
 
-    def __init__(self, routes: Mapping[str, ComputeBackend]) -> None:
+    def __init__(self, routes: Mapping[str, ComputeBackend], devices: Mapping[str, str] | None = None) -> None:
         if "*" not in routes:
             raise ValueError("per-kind routes need a '*' entry for the kinds they do not name")
         unknown = [kind for kind in routes if kind != "*" and kind not in KIND_NAMES]
         if unknown:
             raise ValueError(f"unknown operator kind(s) {', '.join(unknown)}; expected {', '.join(KIND_NAMES)} or *")
         self._routes = dict(routes)
+        self._devices = dict(devices or {})  # kind -> the device its route prices on, when not the request's
         self._backends = list({id(backend): backend for backend in routes.values()}.values())
 
+    def _pairs(self) -> list[tuple[ComputeBackend, str | None]]:
+        """Each distinct (backend, its own device or None for the request's) the routes use."""
+        pairs = {(id(backend), self._devices.get(kind)): (backend, self._devices.get(kind))
+                 for kind, backend in self._routes.items()}  # fmt: skip
+        return list(pairs.values())
+
     def devices(self) -> list[str]:
-        """The devices every routed backend can price (compared case-insensitively), sorted."""
+        """The devices every backend pricing on the request's device can price (compared case-insensitively),
+        sorted: routes with a device of their own do not narrow it."""
         common: set[str] | None = None
-        for backend in self._backends:
-            names = {device.lower() for device in backend.devices()}
-            common = names if common is None else common & names
+        for backend, own in self._pairs():
+            if own is None:
+                names = {device.lower() for device in backend.devices()}
+                common = names if common is None else common & names
         return sorted(common or ())
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price each kind's operators with its backend, one batch per backend, costs in request order."""
-        parts: dict[int, list[int]] = {}  # backend id -> positions of the ops it prices
-        chosen: dict[int, tuple[str, ComputeBackend]] = {}
+        parts: dict[tuple[int, str], list[int]] = {}  # (backend id, device) -> positions of the ops it prices
+        chosen: dict[tuple[int, str], ComputeBackend] = {}
         for index, op in enumerate(request.ops):
             route = kind_name(kind_of(op))
-            backend = self._routes.get(route) or self._routes["*"]
-            parts.setdefault(id(backend), []).append(index)
-            chosen[id(backend)] = (route if route in self._routes else "*", backend)
+            route = route if route in self._routes else "*"
+            backend = self._routes[route]
+            key = (id(backend), self._devices.get(route, request.device))
+            parts.setdefault(key, []).append(index)
+            chosen[key] = backend
         costs: list[compute_pb2.OperatorCost | None] = [None] * len(request.ops)
         for key, positions in parts.items():
-            route, backend = chosen[key]
-            part = compute_pb2.EstimateRequest(device=request.device, ops=[request.ops[i] for i in positions])
+            backend = chosen[key]
+            part = compute_pb2.EstimateRequest(device=key[1], ops=[request.ops[i] for i in positions])
             if request.HasField("calibration"):
                 part.calibration.CopyFrom(request.calibration)
             response = backend.estimate(part)
@@ -83,8 +97,9 @@ class PerKindCompute:
         """Each device's facts from every routed backend: the least memory capacity any of them knows, else
         unknown with every backend's reason; an error from any of them is the response's, naming it."""
         answers: list[tuple[str, Sequence[compute_pb2.DeviceFacts]]] = []
-        for backend in self._backends:
-            response = backend.describe(request)
+        for backend, own in self._pairs():
+            asked = request if own is None else compute_pb2.DescribeRequest(devices=[own] * len(request.devices))
+            response = backend.describe(asked)
             if response.HasField("error"):
                 error = common_pb2.Error()
                 error.CopyFrom(response.error)

@@ -3,7 +3,7 @@ of operator kinds to backends. Each key is defined here once, with its default; 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
@@ -25,6 +25,12 @@ DESCRIBING_BACKEND = "roofline"
 
 ACCELERATOR_BACKEND = "timeloop"
 """The backend that prices on a Timeloop-style accelerator described in the study."""
+
+MAPPER_BACKEND = "timeloop"
+"""The backend that searches mappings, for the ``objective`` the study names."""
+
+OBJECTIVES = ("latency", "energy", "edp")
+"""What the mapper may minimise: cycles, energy, or their product."""
 
 
 def _device_form(value: object) -> str | None:
@@ -69,25 +75,36 @@ class CalibrationSection(Section):
         )
 
 
+class KindRoute(Section):
+    """A ``per_kind`` route written in full: the ``backend`` pricing that kind of operator and the ``device`` it
+    prices on, in that backend's own names (a route given as a bare backend name prices on ``compute.device``)."""
+
+    backend: str
+    device: str
+
+
 class ComputeSection(Section):
     """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
 
     ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one (for the
     timeloop backend, an :class:`AcceleratorSection`).
     ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
-    kinds it does not name, defaults to ``backend``). ``profile`` is the table of measured times the
-    ``profile`` backend reads.
+    kinds it does not name, defaults to ``backend``); a route may name its own device in its backend's names
+    (``{gemm: {backend: timeloop, device: systolic-32x32-os}}``). ``profile`` is the table of measured times the
+    ``profile`` backend reads; ``objective`` what the timeloop backend's mapper minimises (``latency``, the
+    default, ``energy`` or ``edp``).
     """
 
     backend: str = "roofline"
     device: DeviceKey
     calibration: CalibrationSection | None = None
-    per_kind: dict[str, str] | None = None
+    per_kind: dict[str, str | KindRoute] | None = None
     profile: str | None = None
+    objective: Literal["latency", "energy", "edp"] | None = None
 
     @field_validator("per_kind")
     @classmethod
-    def _known_kinds(cls, routes: dict[str, str] | None) -> dict[str, str] | None:
+    def _known_kinds(cls, routes: dict[str, str | KindRoute] | None) -> dict[str, str | KindRoute] | None:
         unknown = [kind for kind in routes or {} if kind != "*" and kind not in KIND_NAMES]
         if unknown:
             raise ValueError(f"unknown operator kind(s) {', '.join(unknown)}; expected {', '.join(KIND_NAMES)} or *")
@@ -103,11 +120,19 @@ class ComputeSection(Section):
         return self
 
     @model_validator(mode="after")
+    def _objective_for_the_mapper(self) -> ComputeSection:
+        if self.objective is not None and MAPPER_BACKEND not in self.routes().values():
+            raise ValueError(f"'objective' chooses what the {MAPPER_BACKEND} backend's mapper minimises; this section "
+                             f"does not use it")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
     def _described_for_its_backend(self) -> ComputeSection:
         if isinstance(self.device, str):
             return self
         backend = DESCRIBING_BACKEND if isinstance(self.device, DeviceSection) else ACCELERATOR_BACKEND
-        others = sorted(set(self.routes().values()) - {backend})
+        own = self.route_devices()
+        others = sorted({name for kind, name in self.routes().items() if kind not in own} - {backend})
         if others:
             what = "a described device" if backend == DESCRIBING_BACKEND else "a described accelerator"
             raise ValueError(
@@ -132,4 +157,9 @@ class ComputeSection(Section):
 
     def routes(self) -> dict[str, str]:
         """The backend for each operator kind (``*``: every other kind)."""
-        return {"*": self.backend, **(self.per_kind or {})}
+        given = {kind: route if isinstance(route, str) else route.backend for kind, route in (self.per_kind or {}).items()}
+        return {"*": self.backend, **given}
+
+    def route_devices(self) -> dict[str, str]:
+        """The device of each route that names its own (``per_kind: {gemm: {backend: timeloop, device: ...}}``)."""
+        return {kind: route.device for kind, route in (self.per_kind or {}).items() if isinstance(route, KindRoute)}

@@ -75,12 +75,16 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
 
 
 def price(
-    op: compute_pb2.OperatorDesc, backends: Sequence[str], device: str | Sequence[str], profile: str | None = None
+    op: compute_pb2.OperatorDesc,
+    backends: Sequence[str],
+    device: str | Sequence[str],
+    profile: str | None = None,
+    objective: str | None = None,
 ) -> list[BackendCost]:
     """``op`` priced by each backend in turn on ``device`` (one name for all, or one per backend: their device
     names differ). An unknown backend, or one that lacks its device, raises; a backend that cannot price this
     operator (a profile without the shape) gives a row with its error, so the others are still compared —
-    unless it is the only one, which raises."""
+    unless it is the only one, which raises. ``objective`` is what a timeloop backend's mapper minimises."""
     devices = [device] * len(backends) if isinstance(device, str) else list(device)
     if len(devices) == 1:
         devices *= len(backends)
@@ -90,9 +94,11 @@ def price(
     results: list[BackendCost] = []
     for name, chosen in zip(backends, devices):
         try:
-            backend = build_compute(name, profile)
+            backend = build_compute(name, profile, objective)
         except ConfigError as exc:  # a malformed profile
             raise BackendError(str(exc)) from None
+        except ValueError as exc:  # an objective the mapper does not know
+            raise BackendError(f"--objective: {exc}") from None
         try:
             known = backend.devices()
             listed = chosen.strip().lower() in {known_name.lower() for known_name in known}

@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the other layer too, on the same endpoint (one process for a run's network and compute)",
     )  # fmt: skip
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times (profile backend only)")
+    parser.add_argument("--objective", metavar="NAME",
+                        help="what the mapper minimises: latency (default), energy or edp (timeloop backend only)")  # fmt: skip
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -68,6 +70,16 @@ def handle(args: argparse.Namespace) -> int:
             raise StrataSimError("--profile is read by the profile compute backend only")
         build_compute(PROFILE_BACKEND, args.profile).close()  # a bad table fails here, before listening
         factories = {PROFILE_BACKEND: lambda: build_compute(PROFILE_BACKEND, args.profile)}
+    if args.objective is not None:
+        from stratasim.study.compute_setup import MAPPER_BACKEND, build_compute
+
+        if backends.get("compute") != MAPPER_BACKEND:
+            raise StrataSimError(f"--objective chooses what the {MAPPER_BACKEND} compute backend's mapper minimises")
+        try:
+            build_compute(MAPPER_BACKEND, objective=args.objective).close()  # a bad objective fails before listening
+        except ValueError as exc:
+            raise StrataSimError(f"--objective: {exc}") from None
+        factories = {MAPPER_BACKEND: lambda: build_compute(MAPPER_BACKEND, objective=args.objective)}
     remote.serve(args.layer, args.backend, args.listen, factories=factories, also=also)
     return 0
 

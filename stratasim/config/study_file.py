@@ -154,7 +154,9 @@ def _check_backend(layer: str, section: StudyNetwork | StudyCompute | None, prob
         names = [(f"network.{key}", name) for key, name in section.backends().items()]
     else:
         names = [(f"{layer}.backend", section.backend)]
-        names += [(f"compute.per_kind.{kind}", name) for kind, name in (section.per_kind or {}).items()]
+        own = section.route_devices()
+        names += [(f"compute.per_kind.{kind}{'.backend' if kind in own else ''}", name)
+                  for kind, name in section.routes().items() if kind != "*"]  # fmt: skip
     for where, name in names:
         if name == "mixed" and where != f"{layer}.backend":
             problems.append((where, "a dimension names the backend that carries it, not 'mixed'"))

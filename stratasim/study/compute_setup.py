@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 
-from stratasim.compute_layer.sections import PROFILE_BACKEND
+from stratasim.compute_layer.sections import MAPPER_BACKEND, PROFILE_BACKEND
 from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
@@ -63,16 +63,27 @@ class DescribedDevice:
         self._backend.close()
 
 
-def build_compute(name: str, profile: str | None = None) -> ComputeBackend:
-    """The registered compute backend ``name``, in-process; ``profile`` is the table a ``profile`` backend reads."""
+def build_compute(name: str, profile: str | None = None, objective: str | None = None) -> ComputeBackend:
+    """The registered compute backend ``name``, in-process; ``profile`` is the table a ``profile`` backend reads,
+    ``objective`` what the ``timeloop`` backend's mapper minimises (None: its default)."""
     factory = registry.load("compute", name)
-    backend: ComputeBackend = factory(profile=profile) if name == PROFILE_BACKEND else factory()
+    if name == PROFILE_BACKEND:
+        backend: ComputeBackend = factory(profile=profile)
+    elif name == MAPPER_BACKEND and objective is not None:
+        backend = factory(objective=objective)
+    else:
+        backend = factory()
     return backend
 
 
-def serve_options(name: str, profile: str | None) -> list[str]:
-    """What ``stratasim serve compute --backend name`` needs besides: the table of a ``profile`` backend."""
-    return ["--profile", profile] if name == PROFILE_BACKEND and profile is not None else []
+def serve_options(name: str, profile: str | None, objective: str | None = None) -> list[str]:
+    """What ``stratasim serve compute --backend name`` needs besides: the table of a ``profile`` backend, the
+    objective of a ``timeloop`` one."""
+    if name == PROFILE_BACKEND and profile is not None:
+        return ["--profile", profile]
+    if name == MAPPER_BACKEND and objective is not None:
+        return ["--objective", objective]
+    return []
 
 
 def backend_names(section: StudyCompute) -> list[str]:
@@ -85,7 +96,7 @@ def _open_one(
     name: str, section: StudyCompute, stack: ExitStack, started: Mapping[str, Callable[[], str]]
 ) -> tuple[ComputeBackend, str]:
     if section.endpoint is None and not section.spawn:
-        backend = build_compute(name, section.profile)
+        backend = build_compute(name, section.profile, section.objective)
         stack.callback(backend.close)
         return backend, f"{name} (in-process)"
     from stratasim import remote  # gRPC is only needed for layers in other processes
@@ -96,7 +107,7 @@ def _open_one(
     elif name in started:
         endpoint = started[name]()
     else:
-        endpoint = stack.enter_context(remote.spawn("compute", name, options=serve_options(name, section.profile)))
+        endpoint = stack.enter_context(remote.spawn("compute", name, options=serve_options(name, section.profile, section.objective)))
     client = connect(endpoint, backend=name)
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
@@ -118,7 +129,9 @@ def open_compute(
 
     routes = section.routes()
     opened = {name: _open_one(name, section, stack, started) for name in backend_names(section)}
-    label = ", ".join(f"{kind}: {opened[name][1]}" for kind, name in sorted(routes.items()))
     backends = {name: backend if description is None else DescribedDevice(backend, description)
                 for name, (backend, _) in opened.items()}  # fmt: skip
-    return PerKindCompute({kind: backends[name] for kind, name in routes.items()}), f"per kind ({label})"
+    own = section.route_devices()
+    label = ", ".join(f"{kind}: {opened[name][1]}{f' on {own[kind]}' if kind in own else ''}"
+                      for kind, name in sorted(routes.items()))  # fmt: skip
+    return PerKindCompute({kind: backends[name] for kind, name in routes.items()}, own), f"per kind ({label})"

@@ -67,8 +67,14 @@ def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
     name = section.device_name()
     listed = name.strip().lower() in {device.lower() for device in devices}
     if not listed and compute.describe(compute_pb2.DescribeRequest(devices=[name])).HasField("error"):
+        if section.per_kind is None:
+            raise BackendError(f"compute.device: {section.backend} has no device {name!r}; available: {', '.join(devices)}")
+        own = section.route_devices()
+        shared = sorted({backend for kind, backend in section.routes().items() if kind not in own})
         raise BackendError(
-            f"compute.device: {section.backend} has no device {section.device_name()!r}; available: {', '.join(devices)}"
+            f"compute.device: {name!r} is not a device of every backend pricing on it ({', '.join(shared)}; the "
+            f"devices they share: {', '.join(devices) or 'none'}); give a route its own device in its backend's "
+            "names, e.g. per_kind: {gemm: {backend: timeloop, device: systolic-32x32-os}}"
         )
 
 
@@ -105,7 +111,8 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Call
         wanted.append(("network", study.network.backend_name, []))
     if study.compute is not None and study.compute.spawn:
         section = study.compute
-        wanted += [("compute", name, serve_options(name, section.profile)) for name in backend_names(section)]
+        wanted += [("compute", name, serve_options(name, section.profile, section.objective))
+                   for name in backend_names(section)]  # fmt: skip
     if not wanted:
         return {}
     from stratasim import remote  # starting servers imports no gRPC: they boot while the engine imports it

@@ -12,7 +12,7 @@ from stratasim.compute_layer.profile import ProfileCompute
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.config.study_file import load_study
 from stratasim.kernel import operators
-from stratasim.kernel.errors import ConfigError
+from stratasim.kernel.errors import BackendError, ConfigError
 from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2
 from tests.compute_layer.profile_helpers import register_ops_workload, write_table
@@ -133,3 +133,31 @@ def test_bad_compute_sections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
     with pytest.raises(ConfigError) as caught:
         load_study(str(path), [])
     assert any(at == where and expected in what for at, what in caught.value.problems), caught.value.problems
+
+
+TRAINING = Path(__file__).resolve().parents[2] / "examples" / "training_loop.yaml"
+
+
+def test_a_route_prices_on_its_own_device() -> None:
+    """Issue 14's defect: the README's {gemm: timeloop} could not run, as the Timeloop-style model has no h100; a
+    route now names its device in its backend's names, and its GEMMs cost what that device alone gives them."""
+    from stratasim.compute_layer.timeloop.backend import TimeloopCompute
+
+    routed = PerKindCompute({"*": RooflineCompute(), "gemm": TimeloopCompute()}, {"gemm": "systolic-128x128-ws"})
+    request = compute_pb2.EstimateRequest(device="h100", ops=[GEMM, SCALE])
+    costs = routed.estimate(request).costs
+    alone = TimeloopCompute().estimate(compute_pb2.EstimateRequest(device="systolic-128x128-ws", ops=[GEMM])).costs
+    flat = RooflineCompute().estimate(compute_pb2.EstimateRequest(device="h100", ops=[SCALE])).costs
+    assert list(costs) == [alone[0], flat[0]]
+    assert routed.devices() == [d.lower() for d in sorted(RooflineCompute().devices())]  # the route does not narrow
+    study = ["compute.per_kind={gemm: {backend: timeloop, device: systolic-128x128-ws}}"]
+    report = run_study(load_study(TRAINING, study))
+    assert "gemm: timeloop (in-process) on systolic-128x128-ws" in report.backends["compute"]
+    assert report.total_time_ps > run_study(load_study(TRAINING)).total_time_ps  # a 128x128 array is no H100
+
+
+def test_a_shared_device_no_route_knows_says_how_to_give_one() -> None:
+    with pytest.raises(BackendError, match=r"not a device of every backend pricing on it \(roofline, timeloop;"):
+        run_study(load_study(TRAINING, ["compute.per_kind={gemm: timeloop, conv: timeloop}"]))
+    with pytest.raises(ConfigError, match="compute.per_kind.gemm.backend"):
+        load_study(TRAINING, ["compute.per_kind={gemm: {backend: nope, device: x}}"])
