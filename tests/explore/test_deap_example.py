@@ -18,11 +18,16 @@ BERT = EXAMPLES / "deap_topologies.yaml"
 GPT = EXAMPLES / "deap_topologies_gpt.yaml"
 
 
-def _run(tmp_path: Path, example: Path, **shape: Any) -> dict[str, tuple[int, float, float]]:
-    """The example's sweep with ``shape``'s generator options replaced: each trial's topology by name (``torus
-    2x2x2``, ``mesh 2x4``, ``switch 8``, ``random 8 #3``) with its chips, total time and exposed communication, in ms."""
+def _run(tmp_path: Path, example: Path, level: int = 0, **shape: Any) -> dict[str, tuple[int, float, float]]:
+    """The example's sweep with ``shape``'s generator options replaced, at the ladder's first level (analytical)
+    or, with ``level`` 1, every trial at both: each trial's topology by name (``torus 2x2x2``, ``mesh 2x4``,
+    ``switch 8``, ``random 8 #3``) with its chips, total time and exposed communication in ms, at ``level``."""
     sweep_file = yaml.safe_load(example.read_text(encoding="utf-8"))
     sweep_file["space"]["shape"].update(shape)
+    if level:
+        sweep_file["fidelity"][0]["keep"] = {"fraction": 1.0}
+    else:
+        del sweep_file["fidelity"]
     if "random" not in sweep_file["space"]["shape"]["kinds"]:
         del sweep_file["space"]["shape"]["random"]
     tmp_path.mkdir(exist_ok=True)
@@ -31,9 +36,9 @@ def _run(tmp_path: Path, example: Path, **shape: Any) -> dict[str, tuple[int, fl
     sweep = load_sweep(path)
     outcome = run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()), workers=1)
     assert all(r.status == "done" for r in outcome.trials), [r.error for r in outcome.trials if r.error][:1]
-    return {_name(r.params["network.topology"], i): (int(r.metrics["npus"]), r.metrics["total_time_ns"] / 1e6,
-                                                     r.metrics["exposed_comm_ns"] / 1e6)
-            for i, r in enumerate(outcome.trials)}  # fmt: skip
+    return {_name(r.params["network.topology"], r.number):
+            (int(r.metrics["npus"]), r.metrics["total_time_ns"] / 1e6, r.metrics["exposed_comm_ns"] / 1e6)
+            for r in outcome.trials if r.fidelity == level}  # fmt: skip
 
 
 def _name(topology: Any, trial: int) -> str:
@@ -92,3 +97,19 @@ def test_random_topologies_lose_to_the_3d_torus_of_the_most_chips(tmp_path: Path
     for chips in (8, 36):
         tori = [t for name, (n, t, _) in runs.items() if n == chips and name.startswith("torus")]
         assert all(t > min(tori) for name, (n, t, _) in runs.items() if n == chips and name.startswith("random"))
+
+
+def test_with_shared_links_random_topologies_lose_more_and_tori_keep_their_times(tmp_path: Path) -> None:
+    """The ladder's second level (congestion-aware): a torus's ring collectives use each link once, so its time
+    stays to the picosecond; a random graph's multi-hop ring steps share links and it slows down by half or more."""
+    shape = {"chips": [36], "kinds": ["torus", "random"], "dimensions": [3],
+             "random": {"count": 2, "seed": 1, "links_per_chip": 3}}  # fmt: skip
+    screen = _run(tmp_path / "screen", BERT, **shape)
+    shared = _run(tmp_path / "shared", BERT, level=1, **shape)
+    assert screen.keys() == shared.keys() and len(screen) == 5  # 3 3-D tori, 2 random graphs
+    for name, (_, time, _) in shared.items():
+        if name.startswith("torus"):
+            assert time == screen[name][1]
+        else:
+            assert time > 1.5 * screen[name][1]
+    assert min(shared, key=lambda name: shared[name][1]) == "torus 3x3x4"
