@@ -13,6 +13,9 @@ from stratasim.kernel.errors import StrataSimError
 
 __all__ = ["draw_plots"]
 
+_MAX_TICKS = 40  # categories beyond these, or with a longer label, are numbered instead of named
+_MAX_LABEL = 40
+
 
 def draw_plots(results: SweepResults, out: str | Path) -> list[Path]:
     """Draw the charts into the folder ``out`` (created if missing) and return the files written."""
@@ -26,7 +29,7 @@ def draw_plots(results: SweepResults, out: str | Path) -> list[Path]:
     except ImportError as exc:
         raise StrataSimError(f"--out: plotting needs matplotlib ({exc}): pip install 'stratasim[explore]'") from None
     charts = [_front(results, Figure) if len(results.objectives) == 2 else _by_trial(results, Figure)]
-    charts += [_against(results, key, Figure) for key in results.section.space]
+    charts += [_against(results, key, space, Figure) for key, space in results.axes().items()]
     written = []
     for name, figure in charts:
         path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
@@ -68,10 +71,10 @@ def _by_trial(results: SweepResults, figure_type: Any) -> tuple[str, Any]:
     return f"{name}-by-trial", figure
 
 
-def _against(results: SweepResults, key: str, figure_type: Any) -> tuple[str, Any]:
-    """The first objective against one parameter: its values as categories (a list) or a number axis (a range)."""
+def _against(results: SweepResults, key: str, space: list[Any] | Range, figure_type: Any) -> tuple[str, Any]:
+    """The first objective against one parameter: its values as categories (a list) or a number axis (a range).
+    Categories too many or too long to read (a generator's topologies) are numbered in order of appearance."""
     name = results.objectives[0]
-    space = results.section.space[key]
     figure = figure_type(figsize=(7, 5), layout="constrained")
     axes = figure.subplots()
     kept = [r for r in results.trials if results.within_constraints(r)]
@@ -84,8 +87,11 @@ def _against(results: SweepResults, key: str, figure_type: Any) -> tuple[str, An
     else:
         labels = [str(v) for v in space]
         axes.scatter([labels.index(str(v)) for v in values], [r.metrics[name] for r in kept], color="C0")
-        axes.set_xticks(range(len(labels)), labels, rotation=30 if max(map(len, labels)) > 8 else 0)
-        axes.set_xlabel(key)
+        if len(labels) <= _MAX_TICKS and max(map(len, labels)) <= _MAX_LABEL:
+            axes.set_xticks(range(len(labels)), labels, rotation=30 if max(map(len, labels)) > 8 else 0)
+            axes.set_xlabel(key)
+        else:
+            axes.set_xlabel(f"{key}: {len(labels)} values, numbered in order of appearance")
     axes.set(ylabel=_goal(results, 0), title=f"{name} against {key}")
     return f"{name}-vs-{key}", figure
 

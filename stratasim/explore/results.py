@@ -121,18 +121,23 @@ class SweepResults:
         """``{"trials": [...], "pareto": [numbers]}``, as ``stratasim sweep --json`` prints it."""
         return outcome_json(SweepOutcome(self.trials, 0, self.pareto))
 
-    def parameters(self) -> list[ParameterSummary]:
-        """Each parameter's values (or bins of a range; a generator's keys by the values its trials took) with the
-        first objective's best and median there, the parameters whose medians spread widest first."""
+    def axes(self) -> dict[str, list[Any] | Range]:
+        """Each parameter's values: a space key's list or range, and for a generator's keys (a generator's label is
+        no parameter) the values its trials took, in order of appearance."""
         axes: dict[str, list[Any] | Range] = {key: space for key, space in self.section.space.items()
                                               if isinstance(space, list | Range)}  # fmt: skip
-        for record in self.trials:  # a generator's keys: the values its trials took, in order of appearance
+        for record in self.trials:
             for key, value in record.params.items():
                 if key not in self.section.space:
                     seen = axes.setdefault(key, [])
                     if isinstance(seen, list) and value not in seen:
                         seen.append(value)
-        summaries = [self._parameter(key, space) for key, space in axes.items()]
+        return axes
+
+    def parameters(self) -> list[ParameterSummary]:
+        """Each parameter's values (or bins of a range; a generator's keys by the values its trials took) with the
+        first objective's best and median there, the parameters whose medians spread widest first."""
+        summaries = [self._parameter(key, space) for key, space in self.axes().items()]
         return sorted(summaries, key=lambda s: -s.spread)
 
     def _parameter(self, key: str, space: list[Any] | Range) -> ParameterSummary:

@@ -7,7 +7,9 @@ Each point sets ``network.topology`` (the rest of the base study's network stays
   one ring of every chip) — each dimension with its own ``bandwidth`` and ``latency``;
 - ``mesh``: the same shapes as ``{kind: mesh, shape: [...]}`` fabrics routed link by link (one link speed, so
   a per-dimension bandwidth or latency that differs skips them);
-- ``switch``: every chip on one switch (no direct chip-to-chip links, DEAP's "no connection" case);
+- ``switch``: every chip on one switch (no direct chip-to-chip links, DEAP's "no connection" case), at dimension
+  0's speed unless ``switch: {bandwidth, latency}`` gives its own (DEAP's chips without links reach each other
+  through their NICs, slower than a link);
 - ``random``: ``random.count`` connected random graphs of the chips (``kind: graph``), drawn with
   ``random.seed``: a random spanning tree, then random extra links until ``random.links_per_chip`` on average.
 
@@ -15,6 +17,12 @@ Orderings are distinct shapes: ``2x4`` and ``4x2`` are the same torus up to rela
 where consecutive NPU ids sit (a workload's innermost groups, TP for a transformer), and per-dimension speeds
 differ; ``distinct_orders: false`` keeps one of each (sizes ascending, the smallest innermost). A chip count with no
 shape of some dimensionality (13 in 2-D: only DEAP's degenerate 13x1) is counted as skipped.
+
+``fill_dp: true`` makes a chip-count study of the base study's transformer (DEAP's Fig. 10: the same workload on
+more chips): each point also sets ``workload.parallelism.dp`` to fill its chips (``chips / (tp pp)``, the base's
+``tp`` and ``pp``) and ``micro_batch`` so that the global batch and the micro-batches per pipeline stay the base's.
+A chip count the plan cannot fill that way (not a multiple of ``tp pp``, a global batch ``dp`` does not divide, or
+any other rule of the transformer's schema) is skipped under its reason, with all its shapes.
 """
 
 from __future__ import annotations
@@ -23,11 +31,12 @@ import random
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 
-from stratasim.explore.generators import Generated, Generator
+from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
 from stratasim.kernel import units
 from stratasim.kernel.schema import Section
+from stratasim.workload_layer.transformer.config import TransformerConfig
 
 if TYPE_CHECKING:
     from stratasim.config.study_file import Study
@@ -64,6 +73,13 @@ class RandomGraphs(Section):
     links_per_chip: float = Field(default=2.0, ge=1.0)
 
 
+class SwitchSpeed(Section):
+    """``switch:``: the switch's own link speed (each key defaults to dimension 0's)."""
+
+    bandwidth: BandwidthText | None = None
+    latency: LatencyText | None = None
+
+
 class TopologyGenerator(Generator):
     """``generator: topology`` and its options (the module docstring says what each shape is)."""
 
@@ -75,6 +91,8 @@ class TopologyGenerator(Generator):
     latency: Annotated[list[LatencyText], PerDimension, Field(min_length=1)] = ["500ns"]
     distinct_orders: bool = True
     random: RandomGraphs | None = None
+    switch: SwitchSpeed = Field(default_factory=SwitchSpeed)
+    fill_dp: bool = False
 
     @model_validator(mode="after")
     def _random_described(self) -> TopologyGenerator:
@@ -86,13 +104,19 @@ class TopologyGenerator(Generator):
         points: list[dict[str, Any]] = []
         skipped: Counter[str] = Counter()
         for chips in self.chips:
+            shapes: list[dict[str, Any]] = []
             for kind in self.kinds:
                 if kind == "switch":
-                    points.append({"network.topology": [self._dimension("switch", chips, 0)]})
+                    shapes.append({"network.topology": [self._switch(chips)]})
                 elif kind == "random":
-                    points += [{"network.topology": graph} for graph in self._graphs(chips)]
+                    shapes += [{"network.topology": graph} for graph in self._graphs(chips)]
                 else:
-                    self._grids(kind, chips, points, skipped)
+                    self._grids(kind, chips, shapes, skipped)
+            plan = _filled_plan(study, chips) if self.fill_dp else {}
+            if isinstance(plan, str):
+                skipped[plan] += len(shapes)
+            else:
+                points += [{**shape, **plan} for shape in shapes]
         return Generated(points, skipped, noun="topologies")
 
     def _grids(self, kind: str, chips: int, points: list[dict[str, Any]], skipped: Counter[str]) -> None:
@@ -119,6 +143,12 @@ class TopologyGenerator(Generator):
     def _dimension(self, kind: str, size: int, index: int) -> dict[str, Any]:
         bandwidth, latency = self._speed(index)
         return {"kind": kind, "size": size, "bandwidth": bandwidth, "latency": latency}
+
+    def _switch(self, chips: int) -> dict[str, Any]:
+        """One switch of every chip, at ``switch``'s speed where it gives one."""
+        bandwidth, latency = self._speed(0)
+        return {"kind": "switch", "size": chips, "bandwidth": self.switch.bandwidth or bandwidth,
+                "latency": self.switch.latency or latency}  # fmt: skip
 
     def _graphs(self, chips: int) -> list[dict[str, Any]]:
         """``random.count`` connected random graphs of ``chips`` chips, seeded by ``random.seed`` and the count."""
@@ -153,3 +183,26 @@ def factorisations(chips: int, dimensions: int, distinct_orders: bool = True) ->
             shapes += [(first, *rest) for rest in factorisations(chips // first, dimensions - 1, distinct_orders)
                        if distinct_orders or first <= rest[0]]  # fmt: skip
     return shapes
+
+
+def _filled_plan(study: Study, chips: int) -> dict[str, Any] | str:
+    """``fill_dp``'s plan keys for ``chips`` chips (the base transformer's tp and pp, dp filling the chips, the
+    micro-batch keeping the global batch and the micro-batches per pipeline), or why there is none."""
+    config = study.workload.config
+    if not isinstance(config, TransformerConfig):
+        raise GeneratorError("fill_dp", f"needs a base study whose workload is kind: transformer, not "
+                                        f"{study.workload.kind}")  # fmt: skip
+    plan = config.parallelism
+    if chips % (plan.tp * plan.pp):
+        return "chip counts not a multiple of the base plan's tp * pp"
+    dp = chips // (plan.tp * plan.pp)
+    per_pipeline = plan.batch // (plan.micro_batch * plan.dp)
+    if plan.batch % (dp * per_pipeline):
+        return "chip counts whose dp does not divide the global batch into the base's micro-batches per pipeline"
+    keys = {"dp": dp, "micro_batch": plan.batch // (dp * per_pipeline), "global_batch": plan.batch}
+    base = config.model_dump(exclude_unset=True)
+    try:
+        TransformerConfig.model_validate({**base, "parallelism": {**base.get("parallelism", {}), **keys}})
+    except ValidationError as exc:
+        return reason(str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, "))
+    return {f"workload.parallelism.{key}": value for key, value in keys.items()}

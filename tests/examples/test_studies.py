@@ -38,6 +38,8 @@ from stratasim.study.run import run_study
 from tests.examples.test_megatron import EXAMPLES as MEGATRON
 from tests.examples.test_megatron import PUBLISHED_TFLOPS
 from tests.examples.test_paper_findings import SCRIPT as ASTRA_FINDINGS
+from tests.explore.test_deap_example import BERT as DEAP_BERT
+from tests.explore.test_deap_example import GPT as DEAP_GPT
 from tests.explore.test_generators import GPT3_PLANS
 from tests.explore.test_ladder import EXAMPLE as TORUS_LADDER
 from tests.explore.test_sweep import EXAMPLE as TORUS_SWEEP
@@ -88,7 +90,7 @@ def test_a_slow_example_validates_in_full(capsys: pytest.CaptureFixture[str], ex
 def test_every_example_has_a_test() -> None:
     tested = {EXAMPLES / name for name in HEADLINES}
     tested |= {MEGATRON / f"gpt_{row}.yaml" for row in PUBLISHED_TFLOPS}
-    tested |= {ASTRA_FINDINGS, PALM_CONGESTION, TORUS_SWEEP, TORUS_LADDER, GPT3_PLANS}
+    tested |= {ASTRA_FINDINGS, PALM_CONGESTION, TORUS_SWEEP, TORUS_LADDER, GPT3_PLANS, DEAP_BERT, DEAP_GPT}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
     assert not untested, f"examples no test runs: {untested}; give each a headline figure in HEADLINES here"

@@ -167,6 +167,32 @@ def test_random_topologies_are_connected_and_seeded(tmp_path: Path) -> None:
     assert resolve(load_sweep(_sweep(tmp_path, other))).generated["shape"].points != first
 
 
+def test_fill_dp_keeps_the_model_and_batch_on_every_chip_count(tmp_path: Path) -> None:
+    # TINY: dp 8, micro-batch 1, global batch 16, so 2 micro-batches per pipeline: dp x 2 must divide 16
+    space = "  shape: {generator: topology, chips: [2, 3, 4, 6, 8], kinds: [torus], dimensions: [1], fill_dp: true}\n"
+    generated = resolve(load_sweep(_sweep(tmp_path, space))).generated["shape"]
+    plans = {p["network.topology"][0]["size"]: (p[PLAN + "dp"], p[PLAN + "micro_batch"], p[PLAN + "global_batch"])
+             for p in generated.points}  # fmt: skip
+    assert plans == {2: (2, 4, 16), 4: (4, 2, 16), 8: (8, 1, 16)}
+    assert generated.skipped == {"chip counts whose dp does not divide the global batch into the base's "
+                                 "micro-batches per pipeline": 2}  # fmt: skip
+    tp2 = TINY.replace("tp: 1, pp: 1, dp: 8", "tp: 2, pp: 1, dp: 4")
+    generated = resolve(load_sweep(_sweep(tmp_path, space, tp2))).generated["shape"]
+    assert [(p[PLAN + "dp"], p[PLAN + "micro_batch"]) for p in generated.points] == [(1, 4), (2, 2), (4, 1)]  # 4 per pipeline
+    assert generated.skipped["chip counts not a multiple of the base plan's tp * pp"] == 1  # 3; 6 (dp 3) skips too
+    # every point runs on all its chips
+    sweep = load_sweep(_sweep(tmp_path, space))
+    outcome = run_sweep(sweep, ResultStore(tmp_path / "f.db", sweep.section.model_dump_json()), workers=1)
+    assert sorted(r.metrics["npus"] for r in outcome.trials if r.status == "done") == [2, 4, 8]
+
+
+def test_a_switch_may_have_its_own_speed(tmp_path: Path) -> None:
+    space = "  shape: {generator: topology, chips: 4, kinds: [switch, torus], dimensions: [2], switch: {bandwidth: 1GB/s}}\n"
+    points = [p["network.topology"] for p in resolve(load_sweep(_sweep(tmp_path, space))).generated["shape"].points]
+    assert points == [[{"kind": "switch", "size": 4, "bandwidth": "1GB/s", "latency": "500ns"}],
+                      [{"kind": "ring", "size": 2, "bandwidth": "50GB/s", "latency": "500ns"}] * 2]  # fmt: skip
+
+
 def test_generated_trials_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     space = ("  plan: {generator: parallelism, tp: [1, 2], pp: [1, 2], schedule: [1f1b, interleaved], "
              "micro_batch: [1, 2], zero: [0, 1], recompute: [none], sequence_parallel: [false]}\n"
@@ -230,6 +256,8 @@ def test_random_and_tpe_searches_draw_whole_plans(tmp_path: Path) -> None:
         ("  shape: {generator: topology, chips: 8, dimensions: [4]}\n", "space.shape.dimensions[0]: input should be"),
         ("  shape: {generator: topology, chips: 8, kinds: [random]}\n", "space.shape: kinds names random exactly"),
         ("  shape: {generator: topology, chips: 8, random: {count: 0}}\n", "space.shape.random.count: input should"),
+        ("  shape: {generator: topology, chips: 8, switch: {bandwidth: slow}}\n", "space.shape.switch.bandwidth: cannot"),
+        ("  shape: {generator: topology, chips: 8, fill_dp: maybe}\n", "space.shape.fill_dp: input should be"),
         ("  shape: {generator: topology, chips: 8}\n  network.topology: [[]]\n",
          "space.network.topology: sets network.topology, which space.shape sets too"),
     ],
@@ -250,6 +278,15 @@ def test_a_parallelism_generator_needs_a_transformer(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="kind: transformer, not collective") as caught:
         resolve(load_sweep(path))
     assert caught.value.problems == [("space.plan.generator", caught.value.problems[0][1])]
+
+
+def test_fill_dp_needs_a_transformer(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"base: {QUICKSTART}\nspace:\n  shape: {{generator: topology, chips: 8, fill_dp: true}}\n",
+                    encoding="utf-8")  # fmt: skip
+    with pytest.raises(ConfigError, match="kind: transformer, not collective") as caught:
+        resolve(load_sweep(path))
+    assert caught.value.problems[0][0] == "space.shape.fill_dp"
 
 
 def test_the_gpt3_example_holds_the_plans_its_doc_ranks() -> None:

@@ -189,6 +189,18 @@ def test_out_draws_the_front_and_each_parameter(two: Path, ranged: Path, tmp_pat
         assert _png_size(path) == (700, 500) and path.stat().st_size > 10_000
 
 
+def test_out_draws_each_key_a_generator_set(tmp_path: Path) -> None:
+    """A generator's label is no parameter: the charts are of the keys it set, its topologies (long labels)
+    numbered in order of appearance."""
+    pytest.importorskip("matplotlib")
+    db = _store(tmp_path, f"base: {QUICKSTART}\nspace:\n  shape: {{generator: topology, chips: 8}}\n")
+    assert set(read_results(db).axes()) == {"network.topology"}
+    assert len(read_results(db).axes()["network.topology"]) == 9  # 4 tori, 4 meshes, 1 switch
+    assert main(["results", str(db), "--out", str(tmp_path / "charts")]) == 0
+    drawn = sorted(p.name for p in (tmp_path / "charts").glob("*.png"))
+    assert drawn == ["total_time_ns-by-trial.png", "total_time_ns-vs-network.topology.png"]
+
+
 def _locked(db: Path) -> sqlite3.Connection:
     holder = sqlite3.connect(db)
     holder.execute("BEGIN EXCLUSIVE")
