@@ -9,7 +9,9 @@ base study's. By default each varies over every value that can make sense:
 - ``schedule`` gpipe and 1f1b, and with more than one stage interleaved with every ``virtual_stages`` from 2 that
   divides the stage's layers (the only schedule with ``virtual_stages`` above 1);
 - ``micro_batch`` every divisor of a DP rank's share of the global batch (at most ``max_micro_batch``);
-- ``recompute`` none, selective and full; ``zero`` 0 to 3; ``sequence_parallel`` off and, with ``tp > 1``, on.
+- ``recompute`` none, selective and full; ``zero`` 0 to 3; ``sequence_parallel`` off and, with ``tp > 1``, on;
+- ``order`` (how the groups map onto the topology's dimensions, innermost first) only when asked: a list of
+  orders, or ``all`` for the six, else the base study's.
 
 A list option (``tp: [1, 2, 4, 8]``, ``schedule: [1f1b]``...) narrows a feature to those values; ``keep:`` names
 features taken from the base study instead. Each combination is then validated by the transformer's own schema
@@ -27,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
 from stratasim.kernel.errors import StrataSimError
@@ -47,6 +49,8 @@ __all__ = ["ParallelismGenerator"]
 _PLAN = "workload.parallelism."
 Degree = Annotated[int, Field(ge=1)]
 Feature = Literal["ep", "schedule", "micro_batch", "recompute", "zero", "sequence_parallel"]
+Axis = Literal["tp", "pp", "dp"]
+_ORDERS = [list(order) for order in itertools.permutations(("tp", "pp", "dp"))]
 
 
 class ParallelismGenerator(Generator):
@@ -65,6 +69,7 @@ class ParallelismGenerator(Generator):
     recompute: list[Literal["none", "selective", "full"]] | None = Field(default=None, min_length=1)
     zero: list[Literal[0, 1, 2, 3]] | None = Field(default=None, min_length=1)
     sequence_parallel: list[bool] | None = Field(default=None, min_length=1)
+    order: Annotated[list[list[Axis]] | None, BeforeValidator(lambda value: _ORDERS if value == "all" else value)] = None
     keep: list[Feature] = Field(default_factory=list)
     memory: Bytes | None = Field(default=None, gt=0)
 
@@ -75,6 +80,11 @@ class ParallelismGenerator(Generator):
             raise ValueError(f"keep names {both[0]}, which also lists values: keep it or list them, not both")
         if self.virtual_stages is not None and "schedule" in self.keep:
             raise ValueError("virtual_stages go with the interleaved schedule, which keep: [schedule] leaves out")
+        for order in self.order or []:
+            if sorted(order) != ["dp", "pp", "tp"]:
+                raise ValueError(f"an order lists tp, pp and dp once each, innermost first; got {order}")
+        if self.order is not None and not self.order:
+            raise ValueError("order: list at least one order, or all")
         return self
 
     def generate(self, study: Study) -> Generated:
@@ -130,6 +140,8 @@ class ParallelismGenerator(Generator):
                 axes["zero"] = list(self.zero or [0, 1, 2, 3])
             if "sequence_parallel" not in self.keep:
                 axes["sequence_parallel"] = [on for on in self.sequence_parallel or [False, True] if tp > 1 or not on]
+            if self.order is not None:
+                axes["order"] = [list(order) for order in self.order]
             for values in itertools.product(*axes.values()):
                 plan: dict[str, Any] = {}
                 for key, value in zip(axes, values):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -238,6 +239,23 @@ def test_random_and_tpe_searches_draw_whole_plans(tmp_path: Path) -> None:
     assert resumed.ran == 0 and resumed.trials == first.trials
 
 
+def test_orders_map_the_groups_onto_the_dimensions_only_when_asked(tmp_path: Path) -> None:
+    """``order`` multiplies each plan by the orders asked (``all``: the six), and the trials run (issue 13: the
+    mapping of groups onto dimensions is a feature of a plan)."""
+    fixed = "zero: [0], recompute: [none], schedule: [1f1b], micro_batch: [1], sequence_parallel: [false]"
+    plain = resolve(load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}}}\n")))
+    assert len(plain.generated["plan"].points) == 1 and PLAN + "order" not in plain.generated["plan"].points[0]
+    every = resolve(load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}, "
+                                                "order: all}\n")))  # fmt: skip
+    orders = [point[PLAN + "order"] for point in every.generated["plan"].points]
+    assert sorted(map(tuple, orders)) == sorted(itertools.permutations(("tp", "pp", "dp")))
+    sweep = load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}, "
+                                        "order: [[tp, pp, dp], [dp, pp, tp]]}\n"))  # fmt: skip
+    outcome = run_sweep(sweep, ResultStore(tmp_path / "o.db", sweep.section.model_dump_json()))
+    assert [r.params[PLAN + "order"] for r in outcome.trials] == [["tp", "pp", "dp"], ["dp", "pp", "tp"]]
+    assert all(r.status == "done" for r in outcome.trials)
+
+
 @pytest.mark.parametrize(
     ("space", "problem"),
     [
@@ -249,6 +267,8 @@ def test_random_and_tpe_searches_draw_whole_plans(tmp_path: Path) -> None:
         ("  plan: {generator: parallelism, ep: [2]}\n", "space.plan.ep: the base study's model has no experts"),
         ("  plan: {generator: parallelism, memory: 1KiB}\n", "space.plan: nothing to try: 0 plans; skipped"),
         ("  plan: {generator: parallelism, memory: lots}\n", "space.plan.memory: "),
+        ("  plan: {generator: parallelism, order: [[tp, tp, dp]]}\n", "space.plan: an order lists tp, pp and dp once"),
+        ("  plan: {generator: parallelism, order: [[tp, ep, dp]]}\n", "space.plan.order[0][1]: input should be 'tp'"),
         ("  plan: {generator: paralelism}\n", "space.plan: expected a list of values, a range"),
         ("  shape: {generator: topology}\n", "space.shape.chips: required"),
         ("  shape: {generator: topology, chips: [8, 1]}\n", "space.shape.chips[1]: input should be greater"),
