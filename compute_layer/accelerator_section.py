@@ -22,7 +22,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 
 from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel, accelerator
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.schema import Section
+from stratasim.kernel.schema import Section, quantity
 
 __all__ = ["AcceleratorSection", "LevelSection", "describes_accelerator"]
 
@@ -51,11 +51,17 @@ class LevelSection(Section):
     in pJ per word."""
 
     words: Words | None = None
+    """Words the level keeps."""
     partitions: dict[Operand, Words] | None = None
+    """Words the level keeps of each operand (``inputs``, ``weights``, ``outputs``)."""
     read_bandwidth: Words | None = None
+    """Words read per cycle."""
     write_bandwidth: Words | None = None
+    """Words written per cycle."""
     read_pj: Picojoules | None = None
+    """Energy of a word read, in pJ."""
     write_pj: Picojoules | None = None
+    """Energy of a word written, in pJ."""
 
     def applied(self, level: StorageLevel) -> StorageLevel:
         """``level`` with this section's keys in its own's place (``partitions`` operand by operand)."""
@@ -68,14 +74,23 @@ class AcceleratorSection(Section):
     """``compute.device`` described for the ``timeloop`` backend: a ``preset`` overridden key by key."""
 
     preset: str
+    """The accelerator preset the other keys override (``systolic-32x32-os``...)."""
     name: str | None = Field(None, min_length=1)
+    """The accelerator's name in reports."""
     pe_rows: Words | None = None
+    """Rows of the PE array."""
     pe_cols: Words | None = None
+    """Columns of the PE array."""
     dataflow: Literal["os", "ws", "is"] | None = None
-    clock: Annotated[int, BeforeValidator(_hertz), Field(gt=0)] | None = None
+    """What stays in the PEs: outputs (``os``), weights (``ws``) or inputs (``is``)."""
+    clock: Annotated[int, BeforeValidator(_hertz), Field(gt=0), quantity("frequency", "700MHz", "Hz")] | None = None
+    """Clock frequency."""
     mac_pj: Picojoules | None = None
+    """Energy of a multiply-accumulate, in pJ."""
     levels: dict[str, LevelSection] | None = None
+    """Changes to the preset's storage levels, by level name."""
     source: str | None = None
+    """Where the figures come from."""
 
     @field_validator("preset")
     @classmethod

@@ -20,7 +20,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
-from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section
+from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity
 
 __all__ = ["DeviceSection", "SramSection", "TilingSection"]
 
@@ -37,7 +37,7 @@ def _watts(value: object) -> object:
     return value
 
 
-Watts = Annotated[float, BeforeValidator(_watts), Field(ge=0)]
+Watts = Annotated[float, BeforeValidator(_watts), Field(ge=0), quantity("power", "700W", "W")]
 """A power in watts (accepts ``700W``, ``1.2kW``, a bare number of watts)."""
 
 Usd = Annotated[float, Field(ge=0)]
@@ -47,16 +47,22 @@ class SramSection(Section):
     """``compute.device.sram``: the on-chip level — ``capacity`` and, when known, ``bandwidth``."""
 
     capacity: Annotated[Bytes, Field(gt=0)] | None = None
+    """On-chip memory capacity."""
     bandwidth: Bandwidth | None = None
+    """On-chip memory bandwidth, when known."""
 
 
 class TilingSection(Section):
     """``compute.device.tiling``: the output tile each compute unit works on and how many units run at once."""
 
     tile_m: int | None = Field(None, gt=0)
+    """Rows of the output tile each compute unit works on."""
     tile_n: int | None = Field(None, gt=0)
+    """Columns of the output tile each compute unit works on."""
     tile_k: int | None = Field(None, gt=0)
+    """Depth of the reduction step of a tile."""
     units: int | None = Field(None, gt=0)
+    """Compute units running tiles at once."""
 
 
 class DeviceSection(Section):
@@ -67,16 +73,27 @@ class DeviceSection(Section):
     """
 
     preset: str | None = None
+    """The preset the other keys override (none: a whole device is described)."""
     name: str | None = Field(None, min_length=1)
+    """The device's name in reports (required without a preset)."""
     peak: dict[str, Flops] | None = None
+    """Dense peak throughput by data type (``bf16``, ``fp8``...)."""
     memory_bandwidth: Bandwidth | None = None
+    """DRAM (HBM) bandwidth."""
     memory_capacity: Annotated[Bytes, Field(gt=0)] | None = None
+    """DRAM (HBM) capacity."""
     sram: SramSection | None = None
+    """The on-chip memory level."""
     tiling: TilingSection | None = None
+    """How GEMMs are tiled over the compute units."""
     tdp: Watts | None = None
+    """Board power."""
     price_usd: Usd | None = None
+    """Price of one device, in US dollars."""
     usd_per_hour: Usd | None = None
+    """Rent of one device, in US dollars per hour."""
     source: str | None = None
+    """Where the figures come from."""
 
     @field_validator("preset")
     @classmethod

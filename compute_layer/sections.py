@@ -61,9 +61,13 @@ class CalibrationSection(Section):
     ``size_efficiency: true`` makes small operators lose efficiency to tile and wave quantisation."""
 
     compute_efficiency: float | None = Field(None, gt=0, le=1)
+    """Share of peak throughput operators achieve (default: the device's)."""
     memory_efficiency: float | None = Field(None, gt=0, le=1)
+    """Share of peak memory bandwidth operators achieve (default: the device's)."""
     launch_overhead: TimePs | None = None
+    """Fixed cost of every operator (default: the device's)."""
     size_efficiency: bool = False
+    """Whether small operators lose efficiency to tile and wave quantisation."""
 
     def proto(self) -> compute_pb2.Calibration:
         """The calibration as the compute contract's message (0: keep the device's value)."""
@@ -80,7 +84,9 @@ class KindRoute(Section):
     prices on, in that backend's own names (a route given as a bare backend name prices on ``compute.device``)."""
 
     backend: str
+    """The compute backend pricing this kind of operator, by its registered name."""
     device: str
+    """The device it prices on, in that backend's names (e.g. ``systolic-128x128-ws`` for ``timeloop``)."""
 
 
 class ComputeSection(Section):
@@ -96,11 +102,21 @@ class ComputeSection(Section):
     """
 
     backend: str = "roofline"
+    """Compute backend pricing operators: ``roofline``, ``timeloop``, ``wafer``, ``profile`` or an installed
+    adapter."""
     device: DeviceKey
+    """A preset's name, or a mapping describing a device (roofline) or an accelerator (timeloop)."""
     calibration: CalibrationSection | None = None
+    """Measured efficiencies that scale the device's datasheet figures."""
     per_kind: dict[str, str | KindRoute] | None = None
+    """Backend for each operator kind (``gemm``, ``conv``, ``elementwise``; ``*`` for the rest, default
+    ``backend``): a backend's name, or ``{backend, device}`` to price on a device in that backend's names."""
     profile: str | None = None
+    """The table (CSV or JSON) of measured kernel times the ``profile`` backend reads, relative to the study
+    file."""
     objective: Literal["latency", "energy", "edp"] | None = None
+    """What the ``timeloop`` backend's mapper minimises: cycles (``latency``, the default), ``energy`` or their
+    product (``edp``)."""
 
     @field_validator("per_kind")
     @classmethod

@@ -51,11 +51,17 @@ class DimensionSection(Section):
     ``network.energy_per_bit``)."""
 
     kind: Literal["ring", "fully_connected", "switch"]
+    """The dimension's shape."""
     size: StrictInt = Field(ge=1)
+    """NPUs in the dimension."""
     bandwidth: Bandwidth
+    """Bandwidth of each link, each direction."""
     latency: TimePs
+    """Latency of each link traversal."""
     backend: str | None = None
+    """Network backend carrying this dimension's traffic, instead of ``network.backend``."""
     energy_per_bit: EnergyPerBit | None = None
+    """Energy of each bit an NPU sends on the dimension, end to end (default ``network.energy_per_bit``)."""
 
 
 def _form(value: Any) -> str | None:
@@ -89,12 +95,19 @@ class FlitSection(Section):
     documents each key); an absent key keeps the backend's default."""
 
     flit_bytes: Bytes | None = Field(None, gt=0)
+    """Width of a flit (default: the flit-level backend's)."""
     packet_flits: StrictInt | None = Field(None, ge=1)
+    """Flits per packet, header included."""
     header_bytes: Bytes | None = Field(None, ge=0)
+    """Header bytes each packet carries."""
     vcs: StrictInt | None = Field(None, ge=1)
+    """Virtual channels per input port."""
     buffer_flits: StrictInt | None = Field(None, ge=0)
+    """Buffer depth of each virtual channel, in flits."""
     pipeline_cycles: StrictInt | None = Field(None, ge=0)
+    """Router pipeline depth, in cycles."""
     cycle: TimePs | None = Field(None, gt=0)
+    """Duration of a router cycle."""
 
     def proto(self) -> network_pb2.FlitParameters:
         """The section as the network contract's message (unset keys stay unset)."""
@@ -111,9 +124,14 @@ class NetworkSection(Section):
     end to end) prices the network's energy on every dimension that does not give its own."""
 
     backend: str = "analytical"
+    """Network backend: ``analytical``, ``congestion_aware``, ``flit_level`` or an installed adapter."""
     topology: TopologySection
+    """A list of dimensions, innermost first, or a mapping whose ``kind`` names a fabric."""
     flit: FlitSection | None = None
+    """Router parameters of the flit-level backend."""
     energy_per_bit: EnergyPerBit | None = None
+    """Energy of each bit an NPU sends, end to end, on dimensions without their own (none: network energy not
+    reported)."""
 
     def energy_per_bit_pj(self, dims: int) -> tuple[float, ...] | None:
         """Picojoules per bit an NPU sends on each of ``dims`` dimensions (a dimension's own figure, else

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, StrictInt, field_validator
+from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, field_validator
 
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs
+from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs, quantity
 
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
@@ -74,7 +74,11 @@ def _whole_bandwidth(value: object) -> int:
         raise ValueError(str(exc)) from None
 
 
-WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth)]
+WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth", "200GB/s", "GB/s")]
+
+_NAMES = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+_ALGORITHMS = WithJsonSchema({"anyOf": [*_NAMES["anyOf"], {"type": "object", "additionalProperties": _NAMES}]})
+"""What ``algorithm`` accepts as written: a name, a list of names, or a mapping from collective to either."""
 
 
 class SystemOptions(Section):
@@ -96,21 +100,40 @@ class SystemOptions(Section):
     run fails, or warns with ``over_capacity: warn``.
     """
 
-    algorithm: dict[str, tuple[str, ...]] = Field(default_factory=_ring_everywhere)
+    algorithm: Annotated[dict[str, tuple[str, ...]], _ALGORITHMS] = Field(default_factory=_ring_everywhere)
+    """Collective algorithm: one name, a list per topology dimension (a short list repeats its last entry), or a
+    mapping from collective (``*`` for the others) to either."""
     splits: StrictInt = Field(1, ge=1)
+    """Chunks each collective is split into (ASTRA-sim: preferred-dataset-splits)."""
     active_chunks: StrictInt = Field(1, ge=1)
+    """Chunks in flight at once in each phase (ASTRA-sim: active-chunks-per-dimension)."""
     scheduling: Scheduling = Scheduling.LIFO
+    """Which collective's chunks go first when several are ready: last issued (``lifo``) or first (``fifo``)."""
     endpoint_delay: TimePs = 0
+    """Time an NPU spends on each message it receives before acting on it."""
     preset: Preset = Preset.DEFAULT
+    """Whose semantics to follow: StrataSim's own (``default``) or ASTRA-sim 2.x's (``astra_compat``)."""
     local_mem_bw: WholeBandwidth | None = None
+    """An NPU's local memory bandwidth; reductions then cost reading two operands and writing the result (none:
+    reduction is free)."""
     collective_optimization: Literal["baseline", "local_bw_aware"] = "baseline"
+    """Multi-dimensional all-reduce: one per dimension (``baseline``) or reduce-scatter up the dimensions, all-
+    gather down (``local_bw_aware``)."""
     aggregate: bool = True
+    """Simulate NPUs equivalent by symmetry once (same results, less time)."""
     queues_per_dim: StrictInt = Field(1, ge=1)
+    """Logical scheduling queues serving each dimension (odd ones run rings the other way)."""
     reduction: Literal["memory", "compute"] = "memory"
+    """How reductions are priced: from ``local_mem_bw`` (``memory``) or as element-wise adds on the compute layer
+    (``compute``)."""
     reduction_dtype: DTypeName = "bf16"
+    """Element type of the reductions priced on the compute layer."""
     logical_topology: tuple[StrictInt, ...] | None = Field(None, min_length=1)
+    """NPUs per dimension of the grid collectives run on, instead of the physical topology's."""
     memory_capacity: Bytes | None = None
+    """Memory of each NPU its peak may not exceed (default: the compute device's)."""
     over_capacity: Literal["error", "warn"] = "error"
+    """What a peak above the memory capacity does: fail the run (``error``) or warn (``warn``)."""
 
     @field_validator("algorithm", mode="before")
     @classmethod

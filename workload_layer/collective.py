@@ -21,10 +21,15 @@ class CollectiveConfig(Section):
     root NPU of a broadcast or reduce (default: NPU 0)."""
 
     collective: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce"]
+    """The collective to run."""
     size: Bytes = Field(gt=0)
+    """The whole buffer on each NPU (an all-gather's output, a reduce-scatter's input)."""
     repeat: int = Field(default=1, ge=1)
+    """Times the collective runs, one after the other."""
     npus: int | None = Field(default=None, ge=1)
+    """NPUs taking part (default: every NPU of the topology)."""
     root: int | None = Field(default=None, ge=0)
+    """Root NPU of a broadcast or reduce (default: NPU 0)."""
 
 
 class CollectiveWorkload:

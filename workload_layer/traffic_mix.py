@@ -41,8 +41,11 @@ class TaskConfig(Section):
     (``group``, NPU ids; default every tile)."""
 
     kind: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "dram_read", "dram_write"]
+    """A collective, or a transfer to or from the memory controllers."""
     size: Bytes = Field(gt=0)
+    """Bytes per tile."""
     group: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=2)
+    """Tiles a collective spans, by NPU id (default: every tile)."""
 
     @field_validator("group")
     @classmethod
@@ -64,9 +67,13 @@ class TrafficMixConfig(Section):
     ``memory_controllers`` NPUs standing for DRAM controllers (needed by DRAM transfers)."""
 
     tasks: list[TaskConfig] = Field(min_length=1)
+    """Tasks every tile runs at once."""
     tiles: int | None = Field(default=None, ge=2)
+    """NPUs running the tasks (default: every NPU but the memory controllers)."""
     memory_controllers: int = Field(default=0, ge=0, validate_default=True)
+    """NPUs after the tiles standing for DRAM controllers (needed by DRAM transfers)."""
     repeat: int = Field(default=1, ge=1)
+    """Rounds of the tasks."""
 
     @field_validator("memory_controllers")
     @classmethod

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from stratasim.kernel import operators
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
-from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs
+from stratasim.kernel.schema import QUANTITY_FORMS, Bytes, DTypeName, Section, TimePs
 from stratasim.v1 import workload_pb2
 
 __all__ = ["TrainingLoopWorkload", "TrainingLoopConfig", "LayerConfig", "ComputeSpec", "CommSpec"]
@@ -26,16 +26,30 @@ class GemmSpec(Section):
     """A GEMM of an (m x k) by (k x n) matrix, ``batch`` times."""
 
     m: int = Field(gt=0)
+    """Rows of the left matrix and of the result."""
     k: int = Field(gt=0)
+    """Columns of the left matrix, rows of the right."""
     n: int = Field(gt=0)
+    """Columns of the right matrix and of the result."""
     batch: int = Field(default=1, gt=0)
+    """Independent GEMMs of this shape."""
 
 
 class ElementwiseSpec(Section):
     """An element-wise operator over a tensor of ``shape``."""
 
     shape: list[int] = Field(min_length=1)
+    """The tensor's dimensions."""
     flops_per_element: int = Field(default=1, ge=0)
+    """Floating-point operations per element."""
+
+
+def _shorthand_schema(schema: dict[str, Any]) -> None:
+    """The JSON Schema of :class:`ComputeSpec` as written: also a bare time, and ``gemm`` also ``[m, k, n]``."""
+    del schema["type"]  # properties apply to a mapping only, so the anyOf admits a bare time beside it
+    schema["anyOf"] = [{"type": "object"}, *QUANTITY_FORMS]
+    schema["properties"]["gemm"]["anyOf"].append({"type": "array", "items": {"type": "integer"}, "minItems": 3,
+                                                  "maxItems": 3})  # fmt: skip
 
 
 class ComputeSpec(Section):
@@ -44,9 +58,14 @@ class ComputeSpec(Section):
     A bare time (``120us``) stands for ``{time: 120us}``; ``gemm: [m, k, n]`` for ``gemm: {m:, k:, n:}``.
     """
 
+    model_config = ConfigDict(json_schema_extra=_shorthand_schema)
+
     time: TimePs | None = None
+    """A fixed compute time."""
     gemm: GemmSpec | None = None
+    """A GEMM the compute layer prices: ``{m, k, n, batch}`` or ``[m, k, n]``."""
     elementwise: ElementwiseSpec | None = None
+    """An element-wise operator the compute layer prices."""
 
     @model_validator(mode="before")
     @classmethod
@@ -72,27 +91,41 @@ class CommSpec(Section):
     """A collective over every NPU of the loop, of ``size`` bytes (the whole buffer on each NPU)."""
 
     collective: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
+    """The collective, over every NPU of the loop."""
     size: Bytes = Field(gt=0)
+    """The whole buffer on each NPU."""
 
 
 class LayerConfig(Section):
     name: str
+    """The layer's name in the trace and report."""
     repeat: int = Field(default=1, ge=1)
+    """Consecutive copies of the layer."""
     forward: ComputeSpec | None = None
+    """Compute of the forward pass."""
     input_grad: ComputeSpec | None = None
+    """Compute of the input gradient (backward pass)."""
     weight_grad: ComputeSpec | None = None
+    """Compute of the weight gradient (backward pass)."""
     forward_comm: CommSpec | None = None
+    """Collective after the forward compute (blocking)."""
     input_grad_comm: CommSpec | None = None
+    """Collective after the input-gradient compute (blocking)."""
     weight_grad_comm: CommSpec | None = None
+    """Collective of the weight gradients, overlapping the rest of the backward pass."""
 
 
 class TrainingLoopConfig(Section):
     """``workload:`` keys of ``kind: training_loop``."""
 
     layers: list[LayerConfig] = Field(min_length=1)
+    """The layers, input first."""
     passes: int = Field(default=1, ge=1)
+    """Training iterations."""
     dtype: DTypeName = "bf16"
+    """Data type of the operators."""
     npus: int | None = Field(default=None, ge=1)
+    """NPUs taking part (default: every NPU of the topology)."""
 
 
 

@@ -32,7 +32,9 @@ class LinkSection(Section):
     """A link's bandwidth (bytes/s, each direction) and latency (ps)."""
 
     bandwidth: Bandwidth
+    """Bandwidth of a link, each direction."""
     latency: TimePs
+    """Latency of a link traversal."""
 
     def link(self) -> network_pb2.LinkSpec:
         return network_pb2.LinkSpec(bandwidth_bytes_per_s=self.bandwidth, latency_ps=self.latency)
@@ -42,6 +44,7 @@ class LevelSection(LinkSection):
     """One level of a hierarchical fabric: ``size`` NPUs and the speed of its links."""
 
     size: StrictInt = Field(ge=2)
+    """NPUs (or packages) at this level."""
 
 
 def fabric_topology(field: str, spec: _Spec, layout: Callable[[_Spec], tuple[int, ...]]) -> network_pb2.Topology:

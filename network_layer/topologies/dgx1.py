@@ -34,7 +34,9 @@ class Dgx1Section(LinkSection, FabricSection):
     """``kind: dgx1``: DGX-1's hybrid cube-mesh of 8 GPUs; ``bandwidth`` and ``latency`` of one NVLink."""
 
     kind: Literal["dgx1"]
+    """DGX-1's hybrid cube-mesh of 8 GPUs; ``bandwidth`` and ``latency`` are one NVLink's."""
     generation: Literal["p100", "v100"] = "v100"
+    """Which DGX-1: ``p100`` or ``v100`` (its NVLink count per GPU pair)."""
 
     def topology(self) -> network_pb2.Topology:
         generation = network_pb2.Dgx1Fabric.Generation.Value(self.generation.upper())

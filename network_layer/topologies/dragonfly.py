@@ -37,13 +37,21 @@ class DragonflySection(FabricSection):
     """``kind: dragonfly``: groups of fully connected routers joined by global links."""
 
     kind: Literal["dragonfly"]
+    """Groups of fully connected routers joined by global links, minimal routing."""
     groups: StrictInt = Field(ge=1)
+    """Groups of routers."""
     routers_per_group: StrictInt = Field(ge=1)
+    """Routers in each group."""
     hosts_per_router: StrictInt = Field(ge=1)
+    """NPUs attached to each router."""
     global_links_per_router: StrictInt = Field(ge=0)
+    """Links from each router to other groups."""
     host_link: LinkSection
+    """Links between an NPU and its router."""
     local_link: LinkSection
+    """Links between routers of a group."""
     global_link: LinkSection
+    """Links between groups."""
 
     def topology(self) -> network_pb2.Topology:
         return fabric_topology(FABRIC, network_pb2.DragonflyFabric(

@@ -34,7 +34,9 @@ class FatTreeSection(LinkSection, FabricSection):
     """``kind: fat_tree``: a k-ary fat-tree of k^3/4 NPUs; every link alike."""
 
     kind: Literal["fat_tree"]
+    """A k-ary fat-tree routed up/down."""
     k: StrictInt = Field(ge=2)
+    """Ports per switch (even); the tree holds k^3/4 NPUs."""
 
     def topology(self) -> network_pb2.Topology:
         return fabric_topology(FABRIC, network_pb2.FatTreeFabric(k=self.k, link=self.link()), layout)

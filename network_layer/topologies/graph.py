@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.schema import Bandwidth, Section, TimePs
@@ -38,23 +38,29 @@ def _name(value: object) -> object:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-NodeName = Annotated[str, BeforeValidator(_name)]
+NodeName = Annotated[str, BeforeValidator(_name), WithJsonSchema({"type": ["string", "integer"]})]
 
 
 class GraphLinkSection(Section):
     """One link of a graph node: ``to`` another node, with its own speed or the graph's."""
 
     to: NodeName
+    """The node at the link's other end."""
     bandwidth: Bandwidth | None = None
+    """The link's bandwidth (default: the graph's)."""
     latency: TimePs | None = None
+    """The link's latency (default: the graph's, or ``latency_per_distance`` times ``distance``)."""
     distance: float | None = Field(None, ge=0)
+    """The link's length, priced by ``latency_per_distance``."""
 
 
 class NodeSection(Section):
     """A chip (NPU) or switch of a graph and the links it lists."""
 
     id: NodeName
+    """The node's name (a number is read as a name)."""
     links: list[GraphLinkSection] = []
+    """The node's links to other nodes."""
 
 
 class GraphSection(FabricSection):
@@ -62,13 +68,21 @@ class GraphSection(FabricSection):
     loader, relative to the study file, as if its keys were written in place."""
 
     kind: Literal["graph"]
+    """Chips and switches with links, from YAML (DEAP style)."""
     file: str | None = None
+    """A YAML file (relative to the study file) holding this mapping's keys."""
     chips: list[NodeSection] = Field(min_length=1)
+    """The chips (NPUs), in NPU order."""
     switches: list[NodeSection] = []
+    """The switches."""
     bandwidth: Bandwidth | None = None
+    """Bandwidth of a link that gives none."""
     latency: TimePs | None = None
+    """Latency of a link that gives none (nor a distance)."""
     latency_per_distance: TimePs | None = None
+    """Latency per unit of a link's ``distance``."""
     directed: bool = False
+    """Whether each link goes one way only (default: both ways)."""
 
     def topology(self) -> network_pb2.Topology:
         """The graph as the network contract's message; :class:`TopologyError` naming the entry at fault."""

@@ -34,14 +34,18 @@ class AlltoallLevelSection(LevelSection):
     """The alltoall level of a hierarchical alltoall: ``size`` packages, joined by ``switches`` switches."""
 
     switches: StrictInt = Field(1, ge=1)
+    """Switches joining the packages."""
 
 
 class HierarchicalAlltoallSection(FabricSection):
     """``kind: hierarchical_alltoall``: rings of ``local.size`` NPUs in ``alltoall.size`` packages."""
 
     kind: Literal["hierarchical_alltoall"]
+    """Rings of ``local.size`` NPUs in ``alltoall.size`` packages joined by switches (ASTRA-sim Fig. 3b)."""
     local: LevelSection
+    """The ring inside a package: its size and links."""
     alltoall: AlltoallLevelSection
+    """The packages and the switches joining them."""
 
     def topology(self) -> network_pb2.Topology:
         return fabric_topology(FABRIC, network_pb2.HierarchicalAlltoallFabric(

@@ -32,10 +32,16 @@ class NvSwitchSection(LinkSection, FabricSection):
     """``kind: nvswitch``: boards of GPUs, each GPU linked (``bandwidth``, ``latency``) to every switch plane."""
 
     kind: Literal["nvswitch"]
+    """Boards of GPUs, each GPU linked to every switch plane (DGX-2, HGX); ``bandwidth`` and ``latency`` are a GPU-
+    to-switch link's."""
     gpus_per_board: StrictInt = Field(ge=1)
+    """GPUs on each board."""
     planes: StrictInt = Field(ge=1)
+    """NVSwitch planes on each board."""
     boards: StrictInt = Field(1, ge=1)
+    """Boards, joined plane by plane by trunk links."""
     trunk_link: LinkSection | None = None
+    """Links between the boards' switches (needed with more than one board)."""
 
     def topology(self) -> network_pb2.Topology:
         fabric = network_pb2.NvSwitchFabric(

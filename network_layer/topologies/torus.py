@@ -30,7 +30,9 @@ class TorusSection(LinkSection, FabricSection):
     """``kind: torus`` or ``mesh``: ``shape`` NPUs per dimension, dimension 0 innermost; every link alike."""
 
     kind: Literal["torus", "mesh"]
+    """``torus`` (wrap-around links) or ``mesh``."""
     shape: list[Annotated[StrictInt, Field(ge=2)]] = Field(min_length=1)
+    """NPUs per dimension, dimension 0 innermost."""
 
     def topology(self) -> network_pb2.Topology:
         fabric = network_pb2.TorusFabric(shape=self.shape, link=[self.link()], mesh=self.kind == "mesh")
@@ -41,9 +43,13 @@ class HierarchicalTorusSection(FabricSection):
     """``kind: hierarchical_torus``: ASTRA-sim's local x horizontal x vertical torus, each with its own links."""
 
     kind: Literal["hierarchical_torus"]
+    """ASTRA-sim's local x horizontal x vertical torus."""
     local: LevelSection
+    """The innermost level: its size and links."""
     horizontal: LevelSection
+    """The middle level: its size and links."""
     vertical: LevelSection
+    """The outermost level: its size and links."""
 
     def topology(self) -> network_pb2.Topology:
         levels = (self.local, self.horizontal, self.vertical)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TypeAlias
 
 from stratasim import __version__
-from stratasim.cli import results, serve, sweep, trace_options
+from stratasim.cli import results, schema, serve, sweep, trace_options
 from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
 from stratasim.kernel.errors import StrataSimError
@@ -246,7 +246,7 @@ def _add_trace(subparsers: _Subparsers) -> None:
 
 
 _SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace,
-                sweep.add_sweep, results.add_results)
+                sweep.add_sweep, results.add_results, schema.add_schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

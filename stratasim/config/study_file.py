@@ -59,7 +59,9 @@ class _Placement(Section):
     ``endpoint``. This is the composition root's to decide for every layer, so it is composed here."""
 
     spawn: bool = False
+    """Run this layer's backend in a server started and stopped by the run."""
     endpoint: Endpoint | None = None
+    """Address of a running server for this layer (``HOST:PORT`` or ``unix:PATH``)."""
 
     @model_validator(mode="after")
     def _one_place(self) -> _Placement:

@@ -81,25 +81,35 @@ class ServingConfig(Section):
     first from the prefill), in ``micro_batches`` pipeline micro-batches (default ``parallelism.pp``)."""
 
     batch: int = Field(gt=0)
+    """Requests served together."""
     prompt_len: int = Field(gt=0)
+    """Prompt tokens of each request."""
     generate: int = Field(ge=1)
+    """Tokens each request generates (the first from the prefill)."""
     micro_batches: int | None = Field(default=None, ge=1)
+    """Pipeline micro-batches (default ``parallelism.pp``)."""
 
 
 class InferenceParallelism(Section):
     """``workload.parallelism``: tensor-parallel and pipeline-parallel degrees."""
 
     tp: int = Field(default=1, ge=1)
+    """Tensor-parallel degree."""
     pp: int = Field(default=1, ge=1)
+    """Pipeline-parallel stages."""
 
 
 class TransformerInferenceConfig(Section):
     """``workload:`` keys of ``kind: transformer_inference``."""
 
     model: ModelConfig
+    """The decoder-only transformer."""
     serving: ServingConfig
+    """The requests."""
     parallelism: InferenceParallelism = Field(default_factory=InferenceParallelism)
+    """Tensor- and pipeline-parallel degrees."""
     precision: DTypeName = "bf16"
+    """Data type of weights, activations and KV cache."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TransformerInferenceConfig:

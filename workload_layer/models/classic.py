@@ -68,8 +68,11 @@ class _DataParallelConfig(Section):
     """Keys every model shares: ``batch`` samples per NPU, ``dp`` NPUs, the ``precision`` of all tensors."""
 
     batch: int = Field(gt=0)
+    """Samples per NPU per iteration."""
     dp: int = Field(default=1, ge=1)
+    """Data-parallel NPUs."""
     precision: DTypeName = "bf16"
+    """Data type of all tensors."""
 
 
 
@@ -148,6 +151,7 @@ class MlpConfig(_DataParallelConfig):
     """``workload:`` keys of ``kind: mlp``: ``layers`` are the widths, input first (at least two)."""
 
     layers: list[int] = Field(min_length=2)
+    """Widths of the layers, input first (at least two)."""
 
     @field_validator("layers")
     @classmethod
@@ -176,7 +180,9 @@ class ResNet50Config(_DataParallelConfig):
     """``workload:`` keys of ``kind: resnet50``: square images of side ``image``; ``classes`` outputs."""
 
     image: int = Field(default=224, ge=32)
+    """Side of the square input images, in pixels."""
     classes: int = Field(default=1000, gt=0)
+    """Output classes."""
 
 
 # (bottleneck width, output channels, blocks, stride of the first block) per stage.
@@ -253,11 +259,17 @@ class DlrmConfig(_DataParallelConfig):
     ``dim``; ``top_mlp`` widths exclude its input (the interaction's output)."""
 
     bottom_mlp: list[int] = Field(min_length=2)
+    """Widths of the bottom MLP, from the dense features to ``dim``."""
     top_mlp: list[int] = Field(min_length=1)
+    """Widths of the top MLP after the interaction, to the output."""
     tables: int = Field(gt=0)
+    """Embedding tables."""
     rows: int = Field(gt=0)
+    """Rows of each embedding table."""
     dim: int = Field(gt=0)
+    """Width of an embedding vector."""
     pooling: int = Field(default=1, gt=0)
+    """Lookups pooled per table and sample."""
 
     @field_validator("bottom_mlp", "top_mlp")
     @classmethod

@@ -315,8 +315,11 @@ class AstraTextConfig(Section):
     many NPUs it was written for; ``passes`` is the number of training iterations."""
 
     path: str = Field(min_length=1)
+    """The ASTRA-sim text workload file, relative to the current directory."""
     npus: int = Field(ge=1)
+    """NPUs the file was written for (the file does not say; like the converter's ``--num-npus``)."""
     passes: int = Field(default=1, ge=1)
+    """Training iterations to run."""
 
 
 class AstraTextWorkload:

@@ -336,8 +336,12 @@ class ChakraConfig(Section):
     number of rank files."""
 
     path: str = Field(min_length=1)
+    """Prefix of the trace files ``<path>.<rank>.et``, relative to the current directory."""
     comm_groups: str | None = Field(default=None, min_length=1)
+    """Communicator groups file, ASTRA-sim's ``--comm-group-configuration`` JSON (default ``<path>.json`` if it
+    exists)."""
     npus: int | None = Field(default=None, ge=1)
+    """Ranks expected; must equal the number of rank files."""
 
 
 class ChakraWorkload:

@@ -33,21 +33,37 @@ class ModelConfig(Section):
     """
 
     layers: int = Field(gt=0)
+    """Transformer layers."""
     hidden: int = Field(gt=0)
+    """Hidden size."""
     heads: int = Field(gt=0)
+    """Attention heads."""
     seq_len: int = Field(gt=0)
+    """Sequence length, in tokens."""
     vocab: int = Field(gt=0)
+    """Vocabulary size."""
     ffn: int | None = Field(default=None, gt=0)
+    """Inner size of the MLP and of each expert (default ``4 * hidden``)."""
     kv_heads: int | None = Field(default=None, gt=0)
+    """Key-value heads of grouped-query attention (default ``heads``; 1 is multi-query attention)."""
     activation: Literal["gelu", "swiglu"] = "gelu"
+    """MLP activation: ``gelu``, or ``swiglu``, a gated MLP (LLaMA)."""
     bias: bool = True
+    """Whether linear layers have biases (LLaMA: false)."""
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    """``layernorm``, or ``rmsnorm`` without shift (LLaMA)."""
     position_embedding: Literal["learned", "rope"] = "learned"
+    """``learned`` position embeddings, or ``rope`` (LLaMA) without them."""
     tie_embeddings: bool = True
+    """Whether the LM head shares the word embeddings."""
     experts: int = Field(default=0, ge=0)
+    """Experts of each mixture-of-experts layer (0: a dense model)."""
     top_k: int = Field(default=2, ge=1)
+    """Experts each token is routed to."""
     capacity_factor: float = Field(default=1.0, gt=0)
+    """Most tokens an expert takes, as a multiple of its even share."""
     moe_every: int = Field(default=1, ge=1)
+    """Every how many layers (from layer 0) is a mixture of experts."""
 
     @model_validator(mode="after")
     def _head_size(self) -> ModelConfig:
@@ -111,19 +127,34 @@ class ParallelismConfig(Section):
     are carved out of DP), NPU ids varying fastest along the topology's first dimension."""
 
     tp: int = Field(default=1, ge=1)
+    """Tensor-parallel degree (Megatron TP)."""
     pp: int = Field(default=1, ge=1)
+    """Pipeline-parallel stages."""
     dp: int = Field(default=1, ge=1)
+    """Data-parallel degree."""
     schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    """Pipeline schedule: ``gpipe``, ``1f1b`` or ``interleaved`` 1F1B."""
     virtual_stages: int = Field(default=1, ge=1)
+    """Model chunks per stage of the ``interleaved`` schedule."""
     dp_bucket: Bytes | None = Field(default=None, gt=0)
+    """Size of a DP gradient bucket (default: one bucket)."""
     micro_batch: int = Field(default=1, ge=1)
+    """Samples per micro-batch."""
     global_batch: int | None = Field(default=None, ge=1)
+    """Samples per iteration (default ``micro_batch * dp``: one micro-batch per pipeline)."""
     recompute: Literal["none", "selective", "full"] = "none"
+    """Activation recomputation: ``none``, ``selective`` (the attention core) or ``full`` (whole layers)."""
     zero: Literal[0, 1, 2, 3] = 0
+    """ZeRO stage over the DP group (0 to 3)."""
     sequence_parallel: bool = False
+    """Split the work outside the TP regions along the sequence (needs ``tp > 1``)."""
     ep: int = Field(default=1, ge=1)
+    """Expert-parallel degree, carved out of the DP group."""
     scatter_gather: bool = False
+    """Send each pipeline transfer as ``1/tp`` shares all-gathered over TP by the receiver (Narayanan et al.,
+    SC'21)."""
     order: tuple[Literal["tp", "pp", "dp"], ...] = ("tp", "pp", "dp")
+    """Groups mapped onto the topology's dimensions, innermost first."""
 
     @model_validator(mode="after")
     def _whole_micro_batches(self) -> ParallelismConfig:
@@ -185,8 +216,11 @@ class TransformerConfig(Section):
     """``workload:`` keys of ``kind: transformer``."""
 
     model: ModelConfig
+    """The decoder-only transformer."""
     parallelism: ParallelismConfig = Field(default_factory=ParallelismConfig)
+    """The parallel plan."""
     precision: DTypeName = "bf16"
+    """Data type of weights and activations."""
 
 
     @model_validator(mode="after")
