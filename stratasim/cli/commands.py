@@ -179,8 +179,9 @@ def _import_astra(args: argparse.Namespace) -> int:
     from stratasim.kernel.errors import ConfigError
 
     imported = astra.read_astra(
-        args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name
-    )
+        args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name,
+        backend=args.backend, trace=args.workload,
+    )  # fmt: skip
     text = astra.to_yaml(imported.study, imported.comments)
     if args.output is None:
         sys.stdout.write(text)
@@ -208,6 +209,19 @@ def _add_import(subparsers: _Subparsers) -> None:
     astra.add_argument("--size", metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)")
     astra.add_argument("--npus", type=int, metavar="N", help="NPUs taking part (default: all of the topology)")
     astra.add_argument("--name", help="the study's name (default: the network file's stem)")
+    astra.add_argument(
+        "--backend",
+        default="analytical",
+        metavar="{analytical,congestion_aware}",
+        help="the network backend: analytical for AstraSim_Analytical_Congestion_Unaware (the default), "
+        "congestion_aware for AstraSim_Analytical_Congestion_Aware (the network file does not say)",
+    )
+    astra.add_argument(
+        "--workload",
+        metavar="PREFIX",
+        help="replay the Chakra trace PREFIX.<rank>.et (ASTRA-sim's --workload-configuration; relative to where "
+        "the study runs) instead of one collective",
+    )
     astra.add_argument("-o", "--output", metavar="STUDY.yaml", help="write the study here instead of stdout")
     astra.set_defaults(handler=_import_astra)
 
