@@ -24,6 +24,7 @@ from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
 from stratasim.kernel.errors import StrataSimError
 from stratasim.report.json_report import write_report
+from stratasim.study.export import DEFAULT_MAX_NPUS
 from stratasim.study.run import check_study, run_study
 
 __all__ = ["main", "build_parser"]
@@ -180,8 +181,9 @@ def _import_astra(args: argparse.Namespace) -> int:
     from stratasim.kernel.errors import ConfigError
 
     imported = astra.read_astra(
-        args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name
-    )
+        args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name,
+        backend=args.backend, trace=args.workload,
+    )  # fmt: skip
     text = astra.to_yaml(imported.study, imported.comments)
     if args.output is None:
         sys.stdout.write(text)
@@ -209,6 +211,19 @@ def _add_import(subparsers: _Subparsers) -> None:
     astra.add_argument("--size", metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)")
     astra.add_argument("--npus", type=int, metavar="N", help="NPUs taking part (default: all of the topology)")
     astra.add_argument("--name", help="the study's name (default: the network file's stem)")
+    astra.add_argument(
+        "--backend",
+        default="analytical",
+        metavar="{analytical,congestion_aware}",
+        help="the network backend: analytical for AstraSim_Analytical_Congestion_Unaware (the default), "
+        "congestion_aware for AstraSim_Analytical_Congestion_Aware (the network file does not say)",
+    )
+    astra.add_argument(
+        "--workload",
+        metavar="PREFIX",
+        help="replay the Chakra trace PREFIX.<rank>.et (ASTRA-sim's --workload-configuration; relative to where "
+        "the study runs) instead of one collective",
+    )
     astra.add_argument("-o", "--output", metavar="STUDY.yaml", help="write the study here instead of stdout")
     astra.set_defaults(handler=_import_astra)
 
@@ -228,6 +243,20 @@ def _trace_convert(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _trace_export(args: argparse.Namespace) -> int:
+    from stratasim.study import export
+
+    if args.to not in ("chakra", "stratasim"):
+        raise StrataSimError(f"--to: expected chakra or stratasim, got {args.to!r}")
+    limit = args.max_npus or str(DEFAULT_MAX_NPUS)
+    if not limit.isdigit() or int(limit) < 1:
+        raise StrataSimError(f"--max-npus: expected a whole number of NPUs, at least 1, got {limit!r}")
+    written = export.export_trace(load_study(args.study, args.overrides), args.output, args.to, max_npus=int(limit))
+    print(f"wrote {len(written)} files: {written[0]} ... {written[-1]}" if len(written) > 3
+          else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")  # fmt: skip
+    return EXIT_OK
+
+
 def _add_trace(subparsers: _Subparsers) -> None:
     parser = subparsers.add_parser("trace", help="inspect and convert execution traces (Chakra .et, StrataSim .pb)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -243,6 +272,22 @@ def _add_trace(subparsers: _Subparsers) -> None:
     convert.add_argument("--npus", type=int, help="NPUs to convert an ASTRA-sim text workload for (required for it)")
     convert.add_argument("--passes", type=int, default=1, help="training iterations of a text workload (default 1)")
     convert.set_defaults(handler=_trace_convert)
+    export = actions.add_parser("export", help="write a study's workload as a trace, one file per NPU")
+    export.add_argument("study", metavar="STUDY", help="the study file (YAML)")
+    export.add_argument("output", metavar="OUT", help="the output trace prefix: OUT.<npu>.et or OUT.<npu>.pb")
+    export.add_argument(
+        "--to",
+        required=True,
+        metavar="{chakra,stratasim}",
+        help="Chakra (operators priced into durations) or StrataSim's own format (kept whole)",
+    )
+    export.add_argument(
+        "--max-npus",
+        metavar="N",
+        help=f"refuse workloads on more NPUs than this (default: {DEFAULT_MAX_NPUS}), as every NPU gets a file",
+    )
+    _add_set(export)
+    export.set_defaults(handler=_trace_export)
 
 
 _SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace,

@@ -6,8 +6,13 @@ and states its units exactly: the network's "GB/s" are ASTRA-sim's 2^30 bytes/s,
 file. Every problem of a file is raised at once, as one :class:`~stratasim.kernel.errors.ConfigError` naming the file
 and the key; what each system key becomes is decided in :mod:`stratasim.importers._astra_system`.
 
-ASTRA-sim's workloads are Chakra traces, which are not imported here: the study's workload is the one
+ASTRA-sim's workloads are Chakra traces: given one (``--workload PREFIX``, ASTRA-sim's
+``--workload-configuration``), the study replays it (``kind: chakra``); otherwise its workload is the one
 collective the caller names (by default a 1 MiB all-reduce, which a comment in the output says).
+
+ASTRA-sim's network file does not say which analytical backend it is for: the binary run on it does
+(``AstraSim_Analytical_Congestion_Unaware`` or ``..._Congestion_Aware``), so the caller says it (``--backend``,
+``analytical`` by default) and a comment in the output records the choice.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -31,12 +36,21 @@ from stratasim.importers._astra_system import (
     read_system,
     unknown_key,
 )
-from stratasim.kernel.errors import ConfigError
+from stratasim.kernel.errors import ConfigError, StrataSimError
 
-__all__ = ["AstraImport", "DEFAULT_COLLECTIVE", "DEFAULT_SIZE", "import_astra", "read_astra", "to_yaml"]
+__all__ = [
+    "AstraImport", "BACKENDS", "DEFAULT_COLLECTIVE", "DEFAULT_SIZE", "import_astra", "read_astra", "to_yaml",
+]  # fmt: skip
 
 DEFAULT_COLLECTIVE = "all_reduce"
 DEFAULT_SIZE = "1MiB"
+
+Backend = Literal["analytical", "congestion_aware"]
+BACKENDS: dict[str, str] = {
+    "analytical": "AstraSim_Analytical_Congestion_Unaware",
+    "congestion_aware": "AstraSim_Analytical_Congestion_Aware",
+}
+"""The study's network backend for the inputs of each of ASTRA-sim's analytical binaries."""
 
 _KINDS = {"Ring": "ring", "FullyConnected": "fully_connected", "Switch": "switch"}
 _NETWORK_KEYS = ("topology", "npus_count", "bandwidth", "latency")
@@ -188,14 +202,22 @@ def read_astra(
     size: str | int | None = None,
     npus: int | None = None,
     name: str | None = None,
+    backend: Backend = "analytical",
+    trace: str | None = None,
 ) -> AstraImport:
     """Read an ASTRA-sim network YAML and system JSON; return the study and the comments that explain it.
 
-    ``collective`` and ``size`` (a quantity such as ``"1MiB"``, or bytes) make the workload, on ``npus`` NPUs
-    if given (else all of them); left out, they default to :data:`DEFAULT_COLLECTIVE` and
-    :data:`DEFAULT_SIZE`. ``name`` defaults to the network file's stem. The study is validated before it is
-    returned; every problem raises one :class:`ConfigError`.
+    ``trace``, a Chakra trace prefix (``<trace>.<rank>.et``, relative to where the study will run), makes the
+    workload replay it; otherwise ``collective`` and ``size`` (a quantity such as ``"1MiB"``, or bytes) make the
+    workload, on ``npus`` NPUs if given (else all of them); left out, they default to :data:`DEFAULT_COLLECTIVE`
+    and :data:`DEFAULT_SIZE`. ``backend`` is the network backend (:data:`BACKENDS`). ``name`` defaults to the
+    network file's stem. The study is validated before it is returned; every problem raises one
+    :class:`ConfigError`.
     """
+    if backend not in BACKENDS:
+        raise StrataSimError(f"--backend: expected {' or '.join(BACKENDS)}, got {backend!r}")
+    if trace is not None and (collective, size, npus) != (None, None, None):
+        raise StrataSimError("--workload (a Chakra trace) takes no --collective, --size or --npus: the trace says them")
     network_path, system_path = Path(network_path), Path(system_path)
     network_problems: Problems = []
     system_problems: Problems = []
@@ -209,18 +231,26 @@ def read_astra(
     }
     if npus is not None:
         workload["npus"] = npus
+    if trace is not None:
+        workload = {"kind": "chakra", "path": trace}
     system = SystemImport({}, ())
     if not system_problems:
-        system = read_system(system_data, len(topology) or None, workload["collective"], system_problems)
+        runs = workload.get("collective", "")  # a trace's collectives are not known here: none is required
+        system = read_system(system_data, len(topology) or None, runs, system_problems)
     _raise([(network_path, network_problems), (system_path, system_problems)])
     study = {
         "name": name or network_path.stem,
         "workload": workload,
         "system": system.section,
-        "network": {"backend": "analytical", "topology": topology},
+        "network": {"backend": backend, "topology": topology},
     }
-    comments = [f"imported from ASTRA-sim 2.x inputs {network_path} and {system_path}", *system.comments]
-    assumed = [f"{key} {workload[key]}" for key, given in (("collective", collective), ("size", size)) if given is None]
+    comments = [
+        f"imported from ASTRA-sim 2.x inputs {network_path} and {system_path}",
+        f"network: backend {backend}, for {BACKENDS[backend]} (the network file does not say; choose with --backend)",
+        *system.comments,
+    ]
+    given = (("collective", collective), ("size", size)) if trace is None else ()
+    assumed = [f"{key} {workload[key]}" for key, value in given if value is None]
     if assumed:
         comments.append(
             f"workload: ASTRA-sim's come as Chakra traces, not imported; assumed {' and '.join(assumed)} "
@@ -238,9 +268,13 @@ def import_astra(
     size: str | int | None = None,
     npus: int | None = None,
     name: str | None = None,
+    backend: Backend = "analytical",
+    trace: str | None = None,
 ) -> dict[str, Any]:
     """The study mapping of :func:`read_astra` (same arguments), without its comments."""
-    return read_astra(network_path, system_path, collective=collective, size=size, npus=npus, name=name).study
+    return read_astra(
+        network_path, system_path, collective=collective, size=size, npus=npus, name=name, backend=backend, trace=trace
+    ).study
 
 
 def to_yaml(study: Mapping[str, Any], comments: Sequence[str] = ()) -> str:

@@ -95,3 +95,47 @@ def test_missing_file_and_unwritable_output(capsys: pytest.CaptureFixture[str], 
 def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "import", "astra", "--network", "n.yml")[0] == 2  # --system missing
     assert run(capsys, "import", "astra", "--network", "n", "--system", "s", "--collective", "gather")[0] == 2
+
+
+SWITCH_8 = "harness_generated_configs/1D_Switch8_ring"
+ALL_REDUCE = "workload/microbenchmarks/all_reduce_8npus_1MB/all_reduce"
+
+
+@pytest.mark.parametrize(("options", "backend", "cycles"), [((), "analytical", 92440),
+                                                            (("--backend", "congestion_aware"), "congestion_aware", 126600)])  # fmt: skip
+def test_the_backend_is_kept_and_said(
+    capsys: pytest.CaptureFixture[str], inputs: Path, tmp_path: Path, options: tuple[str, ...], backend: str, cycles: int
+) -> None:
+    """ASTRA-sim's network file does not say which analytical binary it is for: ``--backend`` does (ASTRA-sim's
+    congestion-unaware and -aware figures for a ring all-reduce through a switch of 8, README of the inputs)."""
+    study = tmp_path / "s.yaml"
+    code, _, err = run(
+        capsys, "import", "astra", "--network", str(inputs / SWITCH_8 / "network.yml"),
+        "--system", str(inputs / SWITCH_8 / "system.json"), "--workload", str(inputs / ALL_REDUCE), "-o", str(study),
+        *options,
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    text = study.read_text(encoding="utf-8")
+    assert f"# network: backend {backend}, for AstraSim_Analytical_Congestion_" in text
+    loaded = yaml.safe_load(text)
+    assert loaded["network"]["backend"] == backend
+    assert loaded["workload"] == {"kind": "chakra", "path": str(inputs / ALL_REDUCE)}
+    assert "workload:" not in text.split("\nname:")[0]  # nothing assumed
+    code, out, err = run(capsys, "run", str(study))
+    assert code == 0 and f"({cycles * 1000} ps)" in out
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--backend", "ns3"), "error: --backend: expected analytical or congestion_aware, got 'ns3'\n"),
+        (("--workload", "t", "--size", "1MiB"),
+         "error: --workload (a Chakra trace) takes no --collective, --size or --npus: the trace says them\n"),
+    ],
+)  # fmt: skip
+def test_bad_backend_or_workload_is_one_error(
+    capsys: pytest.CaptureFixture[str], inputs: Path, options: tuple[str, ...], message: str
+) -> None:
+    code, out, err = run(capsys, "import", "astra", "--network", str(inputs / "network/Ring_8npus.yml"),
+                         "--system", str(inputs / "system/Ring_4chunks.json"), *options)  # fmt: skip
+    assert (code, out, err) == (2, "", message)

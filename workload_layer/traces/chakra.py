@@ -29,9 +29,12 @@ PyTorch's default group, every NPU. Any other undefined name, or a group that le
 collective, is an error naming the trace file, the node and the name. A group of every NPU is left empty in the
 IR, its spelling of "everyone".
 
-Chakra has no fields for the IR's memory annotations and milestones, so StrataSim keeps them in the free-form
-attributes Chakra provides (other readers, ASTRA-sim among them, skip unknown attributes): a node's
-``memory_bytes`` (integer) and ``milestone`` (``bool_val``), and the metadata's ``resident_bytes.<kind>``.
+Chakra has no fields for the IR's memory annotations, milestones, roots and sub-microsecond durations, so
+StrataSim keeps them in the free-form attributes Chakra provides (other readers, ASTRA-sim among them, skip
+unknown attributes): a node's ``memory_bytes`` (integer) and ``milestone`` (``bool_val``), a collective's
+``comm_root`` (the root NPU of a broadcast or reduce), a compute node's ``duration_ps`` (the exact duration,
+read instead of ``duration_micros``, which then holds it rounded to whole microseconds for other readers), and
+the metadata's ``resident_bytes.<kind>``.
 
 Attribute values are read from whichever integer variant of ``AttributeProto`` a producer used.
 """
@@ -67,6 +70,8 @@ __all__ = [
     "MEMORY_ATTR",
     "MILESTONE_ATTR",
     "RESIDENT_ATTR",
+    "DURATION_ATTR",
+    "ROOT_ATTR",
 ]
 
 US_TO_PS = 10**6
@@ -77,6 +82,12 @@ MEMORY_ATTR = "memory_bytes"
 
 MILESTONE_ATTR = "milestone"
 """The node attribute (``bool_val``) holding the IR's ``milestone``."""
+
+DURATION_ATTR = "duration_ps"
+"""The node attribute holding a compute node's exact duration in picoseconds (``duration_micros`` rounds it)."""
+
+ROOT_ATTR = "comm_root"
+"""The node attribute holding a broadcast's or reduce's root NPU (the IR's ``root``)."""
 
 RESIDENT_ATTR = "resident_bytes."
 """The prefix of the metadata attributes ``resident_bytes.<kind>`` holding the graph's ``resident_bytes``."""
@@ -273,7 +284,10 @@ def to_graph(
             assert pg_name is None or isinstance(pg_name, str)
             out.pg_name = pg_name or ""
         if node.type == et_def_pb2.COMP_NODE:
-            out.duration_ps = node.duration_micros * US_TO_PS
+            exact = _attr_int(node, DURATION_ATTR, where)
+            if exact is not None and not 0 <= exact < 2**63:
+                raise WorkloadError(f"{where}: attribute {DURATION_ATTR} is out of range ({exact})")
+            out.duration_ps = node.duration_micros * US_TO_PS if exact is None else exact
         elif node.type == et_def_pb2.COMM_COLL_NODE:
             comm_type = _required(node, "comm_type", where)
             if comm_type not in collectives:
@@ -282,6 +296,11 @@ def to_graph(
             out.comm_bytes = _required(node, "comm_size", where)
             if out.pg_name:
                 out.group.extend(communicator_group(out.pg_name, where, npu, npus, definitions))
+            root = _attr_int(node, ROOT_ATTR, where)
+            if root is not None:
+                if not 0 <= root < (2**32 if npus is None else npus):
+                    raise WorkloadError(f"{where}: attribute {ROOT_ATTR} {root} is not an NPU of the {npus or 'trace'}")
+                out.root = root
         elif node.type in (et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
             send = node.type == et_def_pb2.COMM_SEND_NODE
             out.peer = _peer(node, "comm_dst" if send else "comm_src", where, npu, npus)
@@ -294,9 +313,10 @@ def to_graph(
     return graph
 
 
-def trace_files(prefix: str | Path, suffix: str = ".et") -> list[Path]:
+def trace_files(prefix: str | Path, suffix: str = ".et", what: str = "Chakra") -> list[Path]:
     """The files ``<prefix>.<rank><suffix>`` for ranks 0..N-1, relative paths resolved against the current
-    directory; raises :class:`WorkloadError` if none exist or a rank in between is missing."""
+    directory; raises :class:`WorkloadError` if none exist (naming ``what`` traces) or a rank in between is
+    missing."""
     base = Path(prefix).absolute()
     pattern = re.compile(re.escape(base.name) + r"\.(\d+)" + re.escape(suffix))
     ranks: dict[int, Path] = {}
@@ -306,7 +326,7 @@ def trace_files(prefix: str | Path, suffix: str = ".et") -> list[Path]:
             if match and candidate.is_file():
                 ranks[int(match.group(1))] = candidate
     if not ranks:
-        raise WorkloadError(f"no Chakra traces match {prefix}.<rank>{suffix}")
+        raise WorkloadError(f"no {what} traces match {prefix}.<rank>{suffix}")
     missing = next((rank for rank in range(len(ranks)) if rank not in ranks), None)
     if missing is not None:
         raise WorkloadError(

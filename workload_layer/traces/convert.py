@@ -2,9 +2,10 @@
 text workload (:mod:`stratasim.workload_layer.traces.astra_text`) converts to either.
 
 StrataSim's trace format: one file per rank, ``<prefix>.<rank>.pb``, each holding one length-delimited
-``stratasim.v1.ExecutionGraph`` record. Converting back to Chakra (:func:`from_graph`) is exact for everything
-Chakra can express and refuses, naming the node, what it cannot: operator descriptors, roots, and durations that
-are not whole microseconds.
+``stratasim.v1.ExecutionGraph`` record (replayed as ``kind: stratasim_trace``). Converting back to Chakra
+(:func:`from_graph`) is exact for everything Chakra can express and refuses, naming the node, what it cannot:
+operator descriptors (price them first, as ``stratasim trace export`` does) and, unless asked to keep them in
+the ``duration_ps`` attribute, durations that are not whole microseconds.
 
 Communicator groups travel as in ASTRA-sim: each collective carries its ``pg_name`` and the groups go to the
 communicator groups file ``<target>.json`` beside the traces (written when some collective has a name), which
@@ -32,9 +33,11 @@ from stratasim.kernel.graph_blocks import unrolled
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.astra_text import build_graph, read_astra_text
 from stratasim.workload_layer.traces.chakra import (
+    DURATION_ATTR,
     MEMORY_ATTR,
     MILESTONE_ATTR,
     RESIDENT_ATTR,
+    ROOT_ATTR,
     US_TO_PS,
     read_chakra_graphs,
     read_records,
@@ -52,6 +55,7 @@ __all__ = [
     "name_groups",
     "read_graphs",
     "write_graphs",
+    "write_chakra",
     "chakra_to_stratasim",
     "stratasim_to_chakra",
     "astra_text_to",
@@ -70,16 +74,20 @@ def _int_attr(name: str, value: int) -> et_def_pb2.AttributeProto:
 _COMM_NODES = (workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)
 
 
-def from_graph(graph: workload_pb2.ExecutionGraph, source: str = "") -> list[et_def_pb2.Node]:
+def from_graph(
+    graph: workload_pb2.ExecutionGraph, source: str = "", *, exact_durations: bool = False
+) -> list[et_def_pb2.Node]:
     """The Chakra nodes of ``graph``, the inverse of :func:`~stratasim.workload_layer.traces.chakra.to_graph`.
 
     A collective's group is written as its ``pg_name`` only: the groups themselves belong in the communicator
-    groups file (see :func:`name_groups`), so a group without a name is refused here.
+    groups file (see :func:`name_groups`), so a group without a name is refused here. A duration that is not a
+    whole number of microseconds is refused unless ``exact_durations``: then ``duration_micros`` holds it
+    rounded and the ``duration_ps`` attribute exactly (what StrataSim reads back).
     """
     nodes = []
     for node in graph.nodes:
         where = f"{source or f'NPU {graph.npu}'}: node {node.id} ({node.name!r})"
-        lost = [name for name in ("op", "root") if node.HasField(name)]
+        lost = ["op"] if node.HasField("op") else []
         if node.group and not (node.type == workload_pb2.COMM_COLL_NODE and node.pg_name):
             lost.append("group without a pg_name")
         if node.pg_name and node.type not in _COMM_NODES:
@@ -95,11 +103,15 @@ def from_graph(graph: workload_pb2.ExecutionGraph, source: str = "") -> list[et_
         )
         if node.type == workload_pb2.COMP_NODE:
             micros, rest = divmod(node.duration_ps, US_TO_PS)
-            if rest or micros < 0:
+            if micros < 0 or (rest and not exact_durations):
                 raise WorkloadError(f"{where}: duration {node.duration_ps} ps is not a whole number of microseconds")
-            out.duration_micros = micros
+            out.duration_micros = micros + (2 * rest >= US_TO_PS)
+            if rest:
+                out.attr.append(_int_attr(DURATION_ATTR, node.duration_ps))
         elif node.type == workload_pb2.COMM_COLL_NODE:
             out.attr.extend([_int_attr("comm_type", node.comm_type), _int_attr("comm_size", node.comm_bytes)])
+            if node.HasField("root"):
+                out.attr.append(_int_attr(ROOT_ATTR, node.root))
         elif node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
             peer = "comm_dst" if node.type == workload_pb2.COMM_SEND_NODE else "comm_src"
             out.attr.extend([
@@ -208,17 +220,22 @@ def stratasim_to_chakra(source: str | Path, target: str | Path) -> list[Path]:
             graphs[rank] = unrolled(graph)
         except WorkloadError as exc:
             raise WorkloadError(f"{source}.{rank}.pb: {exc}") from None
-    return _write_chakra(target, graphs, [f"{source}.{rank}.pb" for rank in range(len(graphs))])
+    return write_chakra(target, graphs, [f"{source}.{rank}.pb" for rank in range(len(graphs))])
 
 
-def _write_chakra(
-    target: str | Path, graphs: Sequence[workload_pb2.ExecutionGraph], sources: Sequence[str]
+def write_chakra(
+    target: str | Path,
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    sources: Sequence[str],
+    *,
+    exact_durations: bool = False,
 ) -> list[Path]:
-    """Write ``<target>.<rank>.et`` per graph, and ``<target>.json`` if collectives name communicator groups;
-    ``sources[rank]`` names the input of that rank in errors."""
+    """Write ``<target>.<rank>.et`` per graph (without blocks), and ``<target>.json`` if collectives name
+    communicator groups; ``sources[rank]`` names the input of that rank in errors; ``exact_durations`` as
+    :func:`from_graph` takes it."""
     named, groups = name_groups(graphs, sources)
     traces = [
-        (Path(f"{target}.{rank}.et"), graph, from_graph(graph, source))
+        (Path(f"{target}.{rank}.et"), graph, from_graph(graph, source, exact_durations=exact_durations))
         for rank, (graph, source) in enumerate(zip(named, sources, strict=True))
     ]
     for path, graph, nodes in traces:
@@ -242,7 +259,7 @@ def astra_text_to(
     graphs = [build_graph(model, npu, passes) for npu in range(npus)]
     if to == "stratasim":
         return write_graphs(target, graphs)
-    return _write_chakra(target, graphs, [f"{source} (NPU {npu})" for npu in range(npus)])
+    return write_chakra(target, graphs, [f"{source} (NPU {npu})" for npu in range(npus)])
 
 
 @dataclass

@@ -1,0 +1,121 @@
+"""``stratasim trace export``: any study's workload written as a trace, one file per NPU, that replays to the
+same time.
+
+Whole-model workloads let the engine simulate one representative NPU per class of symmetric NPUs; an export
+writes every NPU's own graph, so it is refused beyond ``max_npus`` NPUs (a 1024-NPU GPT-3 would fill a disk).
+
+- ``stratasim``: ``<out>.<npu>.pb`` (``kind: stratasim_trace``) keeps the graphs as built: blocks, operators
+  (priced when replayed, by the replaying study's compute backend), groups and roots.
+- ``chakra``: ``<out>.<npu>.et`` (``kind: chakra``; ASTRA-sim and Chakra's tools) has neither blocks nor
+  operators, so blocks are unrolled and every operator is priced now, by the study's compute backend, into its
+  node's duration: exact picoseconds in the ``duration_ps`` attribute StrataSim reads, whole microseconds in
+  ``duration_micros`` for other readers. Communicator groups go to ``<out>.json``; a name standing for several
+  groups (each tensor-parallel group is ``tp``) gives way to ASTRA-sim's integer names, one per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Literal
+
+from stratasim.config.study_file import Study
+from stratasim.kernel.errors import BackendError, StrataSimError, WorkloadError
+from stratasim.kernel.graph_blocks import every_node, unrolled
+from stratasim.study.compute_setup import open_compute
+from stratasim.study.run import prepare_workload
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.traces.convert import write_chakra, write_graphs
+
+__all__ = ["DEFAULT_MAX_NPUS", "export_trace"]
+
+DEFAULT_MAX_NPUS = 128
+"""The most NPUs an export writes files for unless told otherwise (``--max-npus``)."""
+
+
+def export_trace(
+    study: Study, target: str | Path, to: Literal["chakra", "stratasim"], *, max_npus: int = DEFAULT_MAX_NPUS
+) -> list[Path]:
+    """Write the graph of every NPU of ``study``'s workload as ``<target>.<npu>.pb`` or ``.et`` (and the
+    communicator groups file of a Chakra trace); return the files written. Raises :class:`StrataSimError`
+    when the workload runs on more than ``max_npus`` NPUs."""
+    source, npus = prepare_workload(study)
+    if npus > max_npus:
+        raise StrataSimError(
+            f"{study.name}: the workload runs on {npus} NPUs and an export writes one file per NPU, more than the "
+            f"limit of {max_npus}; raise it with --max-npus {npus} to export them all"
+        )
+    built = source.graphs(npus)
+    graphs = [_numbered(built[npu], npu) for npu in range(npus)]
+    if to == "stratasim":
+        return write_graphs(target, graphs)
+    plain = [unrolled(graph) for graph in _priced(graphs, study)]
+    return write_chakra(target, _distinct_names(plain), [f"NPU {npu}" for npu in range(npus)], exact_durations=True)
+
+
+def _numbered(graph: workload_pb2.ExecutionGraph, npu: int) -> workload_pb2.ExecutionGraph:
+    """``graph`` as NPU ``npu``'s own (workloads share one graph object between NPUs running the same)."""
+    if graph.npu == npu:
+        return graph
+    copy = workload_pb2.ExecutionGraph()
+    copy.CopyFrom(graph)
+    copy.npu = npu
+    return copy
+
+
+def _signature(op: compute_pb2.OperatorDesc) -> bytes:
+    """What determines an operator's cost: everything but its name (as the engine prices operators)."""
+    unnamed = compute_pb2.OperatorDesc()
+    unnamed.CopyFrom(op)
+    unnamed.ClearField("name")
+    return unnamed.SerializeToString(deterministic=True)
+
+
+def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list[workload_pb2.ExecutionGraph]:
+    """Copies of ``graphs`` whose operator nodes (blocks' included) have become fixed durations, each distinct
+    operator priced once, in one request, on the study's device and calibration as the engine prices them."""
+    copies = []
+    for graph in graphs:
+        copy = workload_pb2.ExecutionGraph()
+        copy.CopyFrom(graph)
+        copies.append(copy)
+    operators = [node for graph in copies for node in every_node(graph) if node.HasField("op")]
+    if not operators:
+        return copies
+    section = study.compute
+    if section is None:
+        node = operators[0]
+        raise WorkloadError(
+            f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
+        )
+    unique = {_signature(node.op): node.op for node in operators}
+    calibration = None if section.calibration is None else section.calibration.proto()
+    request = compute_pb2.EstimateRequest(device=section.device_name(), ops=list(unique.values()),
+                                          calibration=calibration)  # fmt: skip
+    with ExitStack() as stack:
+        compute, _ = open_compute(section, stack)
+        response = compute.estimate(request)
+    if response.HasField("error"):
+        raise BackendError(f"compute backend {section.backend!r}: {response.error.message}")
+    duration = {key: cost.duration_ps for key, cost in zip(unique, response.costs, strict=True)}
+    for node in operators:
+        node.duration_ps = duration[_signature(node.op)]
+        node.ClearField("op")
+    return copies
+
+
+def _distinct_names(graphs: list[workload_pb2.ExecutionGraph]) -> list[workload_pb2.ExecutionGraph]:
+    """``graphs`` with the ``pg_name`` of collectives cleared where one name stands for several groups, so that
+    each group gets a name of its own in the communicator groups file (the graphs are changed in place)."""
+    everyone = tuple(range(len(graphs)))
+    seen: dict[str, set[tuple[int, ...]]] = {}
+    collectives = [node for graph in graphs for node in graph.nodes if node.type == workload_pb2.COMM_COLL_NODE]
+    for node in collectives:
+        if node.pg_name:
+            seen.setdefault(node.pg_name, set()).add(tuple(sorted(set(node.group))) or everyone)
+    shared = {name for name, groups in seen.items() if len(groups) > 1}
+    for node in collectives:
+        if node.pg_name in shared:
+            node.pg_name = ""
+    return graphs

@@ -1,0 +1,60 @@
+"""Replaying StrataSim's own trace files, ``<prefix>.<rank>.pb`` (one ``ExecutionGraph`` each, see
+:mod:`stratasim.workload_layer.traces.convert`), as ``workload: {kind: stratasim_trace, path: <prefix>}``.
+
+Unlike a Chakra trace, these keep everything the IR says: operators for the compute layer to price, blocks,
+communicator groups, roots, exact picosecond durations; so a study's workload exported with ``stratasim trace
+export --to stratasim`` replays to the same time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import Field
+
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.schema import Section
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.traces.chakra import trace_files
+from stratasim.workload_layer.traces.convert import read_graphs
+
+__all__ = ["StrataSimTraceConfig", "StrataSimTraceWorkload"]
+
+
+class StrataSimTraceConfig(Section):
+    """``workload:`` keys of ``kind: stratasim_trace``: ``path`` is the trace prefix (files ``<path>.<rank>.pb``,
+    relative to the current directory); ``npus``, when given, must equal the number of rank files."""
+
+    path: str = Field(min_length=1)
+    """Prefix of the trace files ``<path>.<rank>.pb``, relative to the current directory."""
+    npus: int | None = Field(default=None, ge=1)
+    """NPUs the trace must have (a check against the number of rank files; default: however many there are)."""
+
+
+class StrataSimTraceWorkload:
+    """Replays a StrataSim trace: NPU ``i`` runs the graph of ``<path>.<i>.pb``."""
+
+    name = "stratasim_trace"
+    Config = StrataSimTraceConfig
+
+    def __init__(self, config: StrataSimTraceConfig) -> None:
+        self.config = config
+
+    def _files(self) -> list[Path]:
+        files = trace_files(self.config.path, ".pb", "StrataSim")
+        if self.config.npus is not None and self.config.npus != len(files):
+            raise WorkloadError(
+                f"workload.npus is {self.config.npus} but {len(files)} StrataSim traces match {self.config.path}"
+            )
+        return files
+
+    def npus_required(self) -> int:
+        """The number of rank files of the trace."""
+        return len(self._files())
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        ranks = len(self._files())
+        if npus != ranks:
+            raise WorkloadError(f"the StrataSim trace {self.config.path} has {ranks} ranks, not {npus}")
+        return read_graphs(self.config.path)
