@@ -790,7 +790,7 @@ class EstimateRequest(_message.Message):
     TIMELOOP_ACCELERATOR_FIELD_NUMBER: _builtins.int
     WAFER_DEVICE_FIELD_NUMBER: _builtins.int
     device: _builtins.str
-    """The device's name: a preset of the backend, or roofline_device's name."""
+    """The device's name: a preset of the backend, or the name of the device described below."""
     @_builtins.property
     def ops(self) -> _containers.RepeatedCompositeFieldContainer[Global___OperatorDesc]: ...
     @_builtins.property
