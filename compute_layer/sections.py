@@ -12,6 +12,8 @@ from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
+from stratasim.compute_layer.wafer.wafer_wire import wafer_message
+from stratasim.compute_layer.wafer_section import WaferSection, describes_wafer
 from stratasim.kernel.schema import Section, TimePs
 from stratasim.v1 import compute_pb2
 
@@ -26,26 +28,38 @@ DESCRIBING_BACKEND = "roofline"
 ACCELERATOR_BACKEND = "timeloop"
 """The backend that prices on a Timeloop-style accelerator described in the study."""
 
+WAFER_BACKEND = "wafer"
+"""The backend that prices on a tiled / wafer-scale accelerator described in the study."""
+
 MAPPER_BACKEND = "timeloop"
 """The backend that searches mappings, for the ``objective`` the study names."""
+
+_DESCRIBED_BY = {
+    DeviceSection: (DESCRIBING_BACKEND, "a described device"),
+    AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator"),
+    WaferSection: (WAFER_BACKEND, "a described wafer"),
+}
+"""The backend that prices each form of described ``compute.device``, and what to call it in messages."""
 
 OBJECTIVES = ("latency", "energy", "edp")
 """What the mapper may minimise: cycles, energy, or their product."""
 
 
 def _device_form(value: object) -> str | None:
-    """Which form ``compute.device`` takes: a preset's name, a described roofline device or a described
-    Timeloop-style accelerator (None: none of them)."""
+    """Which form ``compute.device`` takes: a preset's name, a described roofline device, a described
+    Timeloop-style accelerator or a described wafer (None: none of them)."""
     if isinstance(value, str):
         return "name"
     if isinstance(value, AcceleratorSection) or (isinstance(value, dict) and describes_accelerator(value)):
         return "accelerator"
+    if isinstance(value, WaferSection) or (isinstance(value, dict) and describes_wafer(value)):
+        return "wafer"
     return "described" if isinstance(value, (dict, DeviceSection)) else None
 
 
 DeviceKey = Annotated[
     Annotated[str, Tag("name")] | Annotated[DeviceSection, Tag("described")]
-    | Annotated[AcceleratorSection, Tag("accelerator")],
+    | Annotated[AcceleratorSection, Tag("accelerator")] | Annotated[WaferSection, Tag("wafer")],
     Discriminator(
         _device_form,
         custom_error_type="device_form",
@@ -93,7 +107,7 @@ class ComputeSection(Section):
     """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
 
     ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one (for the
-    timeloop backend, an :class:`AcceleratorSection`).
+    timeloop backend, an :class:`AcceleratorSection`; for the wafer backend, a :class:`WaferSection`).
     ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
     kinds it does not name, defaults to ``backend``); a route may name its own device in its backend's names
     (``{gemm: {backend: timeloop, device: systolic-32x32-os}}``). ``profile`` is the table of measured times the
@@ -146,11 +160,10 @@ class ComputeSection(Section):
     def _described_for_its_backend(self) -> ComputeSection:
         if isinstance(self.device, str):
             return self
-        backend = DESCRIBING_BACKEND if isinstance(self.device, DeviceSection) else ACCELERATOR_BACKEND
+        backend, what = _DESCRIBED_BY[type(self.device)]
         own = self.route_devices()
         others = sorted({name for kind, name in self.routes().items() if kind not in own} - {backend})
         if others:
-            what = "a described device" if backend == DESCRIBING_BACKEND else "a described accelerator"
             raise ValueError(
                 f"{what} (compute.device as a mapping) is priced by the {backend} backend; "
                 f"{', '.join(others)} takes a preset's name"
@@ -161,14 +174,20 @@ class ComputeSection(Section):
         """The device's name: the preset named, or the described device's."""
         if isinstance(self.device, str):
             return self.device
-        return self.device.device().name if isinstance(self.device, DeviceSection) else self.device.accelerator().name
+        if isinstance(self.device, DeviceSection):
+            return self.device.device().name
+        return self.device.wafer().name if isinstance(self.device, WaferSection) else self.device.accelerator().name
 
-    def device_description(self) -> compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | None:
+    def device_description(
+        self,
+    ) -> compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice | None:
         """The described device as the compute contract's message; None when ``device`` names a preset."""
         if isinstance(self.device, str):
             return None
         if isinstance(self.device, DeviceSection):
             return device_message(self.device.device())
+        if isinstance(self.device, WaferSection):
+            return wafer_message(self.device.wafer())
         return accelerator_message(self.device.accelerator())
 
     def routes(self) -> dict[str, str]:

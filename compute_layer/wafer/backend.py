@@ -20,6 +20,7 @@ from stratasim.compute_layer.requests import Rejected, checked_shape, described,
 from stratasim.compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
 from stratasim.compute_layer.wafer.model import Plan, plan
 from stratasim.compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
+from stratasim.compute_layer.wafer.wafer_wire import wafer_from_message
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import ConvShape, GemmShape, dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
@@ -44,8 +45,9 @@ class WaferCompute:
     """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing operators on tiled / wafer-scale accelerators.
 
     ``wafers`` replaces the presets (:data:`~stratasim.compute_layer.wafer.accelerator.PRESETS`, plus any
-    ``palm-wafer-<X>x<Y>``). Results are cached per instance by (wafer, operator signature). A calibration is
-    refused: describe the wafer's real parameters instead.
+    ``palm-wafer-<X>x<Y>``); a request carrying a ``wafer_device`` prices on that description instead of looking
+    its name up. Results are cached per instance by (wafer, operator signature). A calibration is refused: describe
+    the wafer's real parameters instead.
     """
 
     name = "wafer"
@@ -60,10 +62,14 @@ class WaferCompute:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of ``request``; an unknown device or operator comes back as ``error``."""
+        where = "wafer_device" if request.HasField("wafer_device") else "device"
         try:
-            chosen = wafer(request.device, self._table)
+            if where == "device":
+                chosen = wafer(request.device, self._table)
+            else:
+                chosen = wafer_from_message(request.wafer_device)
         except (BackendError, ValueError) as exc:
-            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="device")
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
             return compute_pb2.EstimateResponse(error=error)
         if request.HasField("calibration"):
             message = "the wafer backend takes no calibration; describe the wafer's real parameters instead"
@@ -84,10 +90,15 @@ class WaferCompute:
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
         """Each wafer's facts: its memory capacity is unknown, PALM modelling the edge DRAM's bandwidth only (its
-        SRAM holds tiles of operators, not what an NPU keeps)."""
+        SRAM holds tiles of operators, not what an NPU keeps); a described wafer is checked like a preset."""
+
+        given = {message.name: message for message in request.wafer_devices}
 
         def facts(name: str) -> compute_pb2.DeviceFacts:
-            wafer(name, self._table)
+            if name in given:
+                wafer_from_message(given[name])
+            else:
+                wafer(name, self._table)
             return unknown_capacity(name, "the wafer model gives edge DRAM a bandwidth, not a capacity")
 
         return described(request, facts)

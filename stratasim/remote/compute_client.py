@@ -13,6 +13,7 @@ from stratasim.remote.compute_service import (
     DEVICE_CAPABILITY,
     ROOFLINE_DEVICE_CAPABILITY,
     TIMELOOP_ACCELERATOR_CAPABILITY,
+    WAFER_DEVICE_CAPABILITY,
 )
 from stratasim.v1 import compute_pb2, compute_pb2_grpc
 
@@ -30,7 +31,7 @@ class ComputeClient:
     peer raise :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
     (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
     re-raised here as the same class with the same message. A request carrying a described device
-    (``roofline_device``, ``timeloop_accelerator``) is refused with a RemoteError, unsent, by a server that does not
+    (``roofline_device``, ``timeloop_accelerator``, ``wafer_device``) is refused with a RemoteError, unsent, by a server that does not
     say it reads that kind.
     """
 
@@ -53,8 +54,8 @@ class ComputeClient:
             raise
         self.name = reply.backend
         self._devices = [c[len(DEVICE_CAPABILITY) :] for c in reply.capabilities if c.startswith(DEVICE_CAPABILITY)]
-        self._reads = {kind for kind in (ROOFLINE_DEVICE_CAPABILITY, TIMELOOP_ACCELERATOR_CAPABILITY)
-                       if kind in reply.capabilities}  # fmt: skip
+        described = (ROOFLINE_DEVICE_CAPABILITY, TIMELOOP_ACCELERATOR_CAPABILITY, WAFER_DEVICE_CAPABILITY)
+        self._reads = {kind for kind in described if kind in reply.capabilities}
 
     def devices(self) -> list[str]:
         """The devices the remote backend can price, as announced in its handshake."""
@@ -66,6 +67,8 @@ class ComputeClient:
             self._check_reads(ROOFLINE_DEVICE_CAPABILITY)
         if request.HasField("timeloop_accelerator"):
             self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
+        if request.HasField("wafer_device"):
+            self._check_reads(WAFER_DEVICE_CAPABILITY)
         response: compute_pb2.EstimateResponse = self._call(self._stub.Estimate, request)
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint)
@@ -77,6 +80,8 @@ class ComputeClient:
             self._check_reads(ROOFLINE_DEVICE_CAPABILITY)
         if request.timeloop_accelerators:
             self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
+        if request.wafer_devices:
+            self._check_reads(WAFER_DEVICE_CAPABILITY)
         response: compute_pb2.DescribeResponse = self._call(self._stub.Describe, request)
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint)

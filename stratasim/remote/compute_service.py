@@ -5,7 +5,8 @@ the backend can price (:data:`DEVICE_CAPABILITY` is the prefix); :class:`~strata
 reads them back for ``devices()``. It also says :data:`ROOFLINE_DEVICE_CAPABILITY`: this server hands a request's
 ``roofline_device`` to its backend (a server from before described devices would ignore it and price on a
 preset of the same name, so clients send one only to servers that say so), and likewise
-:data:`TIMELOOP_ACCELERATOR_CAPABILITY` for ``timeloop_accelerator``. A handshake the server cannot honour (protocol version, layer or backend)
+:data:`TIMELOOP_ACCELERATOR_CAPABILITY` for ``timeloop_accelerator`` and :data:`WAFER_DEVICE_CAPABILITY` for
+``wafer_device``. A handshake the server cannot honour (protocol version, layer or backend)
 fails with status FAILED_PRECONDITION and a message saying why.
 """
 
@@ -19,11 +20,18 @@ from stratasim.kernel.contracts import ComputeBackend
 from stratasim.remote import _wire
 from stratasim.v1 import common_pb2, compute_pb2, compute_pb2_grpc
 
-__all__ = ["DEVICE_CAPABILITY", "ROOFLINE_DEVICE_CAPABILITY", "TIMELOOP_ACCELERATOR_CAPABILITY", "ComputeServicer"]
+__all__ = [
+    "DEVICE_CAPABILITY",
+    "ROOFLINE_DEVICE_CAPABILITY",
+    "TIMELOOP_ACCELERATOR_CAPABILITY",
+    "WAFER_DEVICE_CAPABILITY",
+    "ComputeServicer",
+]
 
 DEVICE_CAPABILITY = "device:"
 ROOFLINE_DEVICE_CAPABILITY = "roofline-device"
 TIMELOOP_ACCELERATOR_CAPABILITY = "timeloop-accelerator"
+WAFER_DEVICE_CAPABILITY = "wafer-device"
 _LAYER = "compute"
 
 
@@ -48,7 +56,7 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem.message)
         with self._lock:
             devices = self._instance.devices()
-        capabilities = [ROOFLINE_DEVICE_CAPABILITY, TIMELOOP_ACCELERATOR_CAPABILITY,
+        capabilities = [ROOFLINE_DEVICE_CAPABILITY, TIMELOOP_ACCELERATOR_CAPABILITY, WAFER_DEVICE_CAPABILITY,
                         *(DEVICE_CAPABILITY + device for device in devices)]  # fmt: skip
         return _wire.hello(_LAYER, self._backend, capabilities)
 

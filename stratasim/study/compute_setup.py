@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
+from typing import Literal
 
 from stratasim.compute_layer.sections import MAPPER_BACKEND, PROFILE_BACKEND
 from stratasim.config.study_file import StudyCompute
@@ -18,20 +19,23 @@ from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import compute_pb2
 
-__all__ = ["DescribedDevice", "backend_names", "build_compute", "open_compute", "serve_options"]
+__all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute", "serve_options"]
+
+
+Description = compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice
+"""A device described in full on the compute contract: a roofline device, a Timeloop-style accelerator, a wafer."""
 
 
 class DescribedDevice:
     """``backend`` with ``description`` attached to every estimate and describe request naming that device, so
     the backend prices on the study's own device rather than looking its name up among its presets: a roofline
-    device (``roofline_device``) or a Timeloop-style accelerator (``timeloop_accelerator``)."""
+    device (``roofline_device``), a Timeloop-style accelerator (``timeloop_accelerator``) or a wafer
+    (``wafer_device``)."""
 
-    def __init__(
-        self, backend: ComputeBackend, description: compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator
-    ) -> None:
+    def __init__(self, backend: ComputeBackend, description: Description) -> None:
         self._backend = backend
         self._description = description
-        self._roofline = isinstance(description, compute_pb2.RooflineDevice)
+        self._fields = _fields(description)
         self.name = backend.name
 
     def devices(self) -> list[str]:
@@ -40,9 +44,8 @@ class DescribedDevice:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price ``request``, on the described device when it names it."""
-        field = "roofline_device" if self._roofline else "timeloop_accelerator"
-        attached = request.HasField("roofline_device" if self._roofline else "timeloop_accelerator")
-        if request.device == self._description.name and not attached:
+        field = self._fields[0]
+        if request.device == self._description.name and not request.HasField(field):
             described = compute_pb2.EstimateRequest()
             described.CopyFrom(request)
             getattr(described, field).CopyFrom(self._description)
@@ -54,13 +57,24 @@ class DescribedDevice:
         if self._description.name in request.devices:
             described = compute_pb2.DescribeRequest()
             described.CopyFrom(request)
-            getattr(described, "roofline_devices" if self._roofline else "timeloop_accelerators").append(self._description)
+            getattr(described, self._fields[1]).append(self._description)
             request = described
         return self._backend.describe(request)
 
     def close(self) -> None:
         """Close the backend."""
         self._backend.close()
+
+
+def _fields(
+    description: Description,
+) -> tuple[Literal["roofline_device", "timeloop_accelerator", "wafer_device"], str]:
+    """The ``EstimateRequest`` field and the ``DescribeRequest`` field that carry ``description``."""
+    if isinstance(description, compute_pb2.RooflineDevice):
+        return "roofline_device", "roofline_devices"
+    if isinstance(description, compute_pb2.TimeloopAccelerator):
+        return "timeloop_accelerator", "timeloop_accelerators"
+    return "wafer_device", "wafer_devices"
 
 
 def build_compute(name: str, profile: str | None = None, objective: str | None = None) -> ComputeBackend:

@@ -643,6 +643,143 @@ class TimeloopAccelerator(_message.Message):
 Global___TimeloopAccelerator: _TypeAlias = TimeloopAccelerator  # noqa: Y015
 
 @_typing.final
+class WaferPeak(_message.Message):
+    """One dtype a wafer's cores compute in and one tile's peak in it, in whole FLOP/s."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DTYPE_FIELD_NUMBER: _builtins.int
+    FLOPS_PER_SECOND_FIELD_NUMBER: _builtins.int
+    dtype: Global___DType.ValueType
+    flops_per_second: _builtins.int
+    def __init__(
+        self,
+        *,
+        dtype: Global___DType.ValueType = ...,
+        flops_per_second: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dtype", b"dtype", "flops_per_second", b"flops_per_second"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaferPeak: _TypeAlias = WaferPeak  # noqa: Y015
+
+@_typing.final
+class WaferMesh(_message.Message):
+    """A mesh's extent: x by y (tiles on the wafer, or cores in a tile)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    X_FIELD_NUMBER: _builtins.int
+    Y_FIELD_NUMBER: _builtins.int
+    x: _builtins.int
+    y: _builtins.int
+    def __init__(
+        self,
+        *,
+        x: _builtins.int = ...,
+        y: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["x", b"x", "y", b"y"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaferMesh: _TypeAlias = WaferMesh  # noqa: Y015
+
+@_typing.final
+class WaferEnergy(_message.Message):
+    """Energy per unit of work on a wafer, in picojoules (compute_layer/wafer/accelerator.py's WaferEnergy)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FLOP_PJ_FIELD_NUMBER: _builtins.int
+    SRAM_BYTE_PJ_FIELD_NUMBER: _builtins.int
+    DRAM_BYTE_PJ_FIELD_NUMBER: _builtins.int
+    NOC_BYTE_HOP_PJ_FIELD_NUMBER: _builtins.int
+    flop_pj: _builtins.float
+    sram_byte_pj: _builtins.float
+    dram_byte_pj: _builtins.float
+    noc_byte_hop_pj: _builtins.float
+    def __init__(
+        self,
+        *,
+        flop_pj: _builtins.float = ...,
+        sram_byte_pj: _builtins.float = ...,
+        dram_byte_pj: _builtins.float = ...,
+        noc_byte_hop_pj: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dram_byte_pj", b"dram_byte_pj", "flop_pj", b"flop_pj", "noc_byte_hop_pj", b"noc_byte_hop_pj", "sram_byte_pj", b"sram_byte_pj"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaferEnergy: _TypeAlias = WaferEnergy  # noqa: Y015
+
+@_typing.final
+class WaferDevice(_message.Message):
+    """A tiled / wafer-scale accelerator described in full for the wafer backend (compute_layer/wafer/accelerator.py's
+    Wafer, PALM's Table VI parameters): peaks, SRAM and DRAM bandwidth are per tile. Servers that understand it say
+    so with the handshake capability "wafer-device".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TILES_FIELD_NUMBER: _builtins.int
+    CORES_FIELD_NUMBER: _builtins.int
+    PEAKS_FIELD_NUMBER: _builtins.int
+    SRAM_BYTES_PER_TILE_FIELD_NUMBER: _builtins.int
+    DRAM_BANDWIDTH_BYTES_PER_S_PER_TILE_FIELD_NUMBER: _builtins.int
+    LINK_BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _builtins.int
+    DRAM_LATENCY_PS_FIELD_NUMBER: _builtins.int
+    LINK_LATENCY_PS_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    ENERGY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    sram_bytes_per_tile: _builtins.int
+    dram_bandwidth_bytes_per_s_per_tile: _builtins.int
+    link_bandwidth_bytes_per_s: _builtins.int
+    """One intra-tile NoC link's bandwidth, each way."""
+    dram_latency_ps: _builtins.int
+    link_latency_ps: _builtins.int
+    source: _builtins.str
+    @_builtins.property
+    def tiles(self) -> Global___WaferMesh: ...
+    @_builtins.property
+    def cores(self) -> Global___WaferMesh: ...
+    @_builtins.property
+    def peaks(self) -> _containers.RepeatedCompositeFieldContainer[Global___WaferPeak]: ...
+    @_builtins.property
+    def energy(self) -> Global___WaferEnergy: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        tiles: Global___WaferMesh | None = ...,
+        cores: Global___WaferMesh | None = ...,
+        peaks: _abc.Iterable[Global___WaferPeak] | None = ...,
+        sram_bytes_per_tile: _builtins.int = ...,
+        dram_bandwidth_bytes_per_s_per_tile: _builtins.int = ...,
+        link_bandwidth_bytes_per_s: _builtins.int = ...,
+        dram_latency_ps: _builtins.int = ...,
+        link_latency_ps: _builtins.int = ...,
+        source: _builtins.str = ...,
+        energy: Global___WaferEnergy | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cores", b"cores", "energy", b"energy", "tiles", b"tiles"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cores", b"cores", "dram_bandwidth_bytes_per_s_per_tile", b"dram_bandwidth_bytes_per_s_per_tile", "dram_latency_ps", b"dram_latency_ps", "energy", b"energy", "link_bandwidth_bytes_per_s", b"link_bandwidth_bytes_per_s", "link_latency_ps", b"link_latency_ps", "name", b"name", "peaks", b"peaks", "source", b"source", "sram_bytes_per_tile", b"sram_bytes_per_tile", "tiles", b"tiles"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaferDevice: _TypeAlias = WaferDevice  # noqa: Y015
+
+@_typing.final
 class EstimateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -651,8 +788,9 @@ class EstimateRequest(_message.Message):
     CALIBRATION_FIELD_NUMBER: _builtins.int
     ROOFLINE_DEVICE_FIELD_NUMBER: _builtins.int
     TIMELOOP_ACCELERATOR_FIELD_NUMBER: _builtins.int
+    WAFER_DEVICE_FIELD_NUMBER: _builtins.int
     device: _builtins.str
-    """The device's name: a preset of the backend, or roofline_device's name."""
+    """The device's name: a preset of the backend, or the name of the device described below."""
     @_builtins.property
     def ops(self) -> _containers.RepeatedCompositeFieldContainer[Global___OperatorDesc]: ...
     @_builtins.property
@@ -667,6 +805,10 @@ class EstimateRequest(_message.Message):
     def timeloop_accelerator(self) -> Global___TimeloopAccelerator:
         """When present, the Timeloop-style accelerator described in full (its name is `device`)."""
 
+    @_builtins.property
+    def wafer_device(self) -> Global___WaferDevice:
+        """When present, the wafer described in full (its name is `device`)."""
+
     def __init__(
         self,
         *,
@@ -675,10 +817,11 @@ class EstimateRequest(_message.Message):
         calibration: Global___Calibration | None = ...,
         roofline_device: Global___RooflineDevice | None = ...,
         timeloop_accelerator: Global___TimeloopAccelerator | None = ...,
+        wafer_device: Global___WaferDevice | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "ops", b"ops", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "ops", b"ops", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -764,6 +907,7 @@ class DescribeRequest(_message.Message):
     DEVICES_FIELD_NUMBER: _builtins.int
     ROOFLINE_DEVICES_FIELD_NUMBER: _builtins.int
     TIMELOOP_ACCELERATORS_FIELD_NUMBER: _builtins.int
+    WAFER_DEVICES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def devices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -774,16 +918,21 @@ class DescribeRequest(_message.Message):
     def timeloop_accelerators(self) -> _containers.RepeatedCompositeFieldContainer[Global___TimeloopAccelerator]:
         """Timeloop-style accelerators described in full, likewise."""
 
+    @_builtins.property
+    def wafer_devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___WaferDevice]:
+        """Wafers described in full, likewise."""
+
     def __init__(
         self,
         *,
         devices: _abc.Iterable[_builtins.str] | None = ...,
         roofline_devices: _abc.Iterable[Global___RooflineDevice] | None = ...,
         timeloop_accelerators: _abc.Iterable[Global___TimeloopAccelerator] | None = ...,
+        wafer_devices: _abc.Iterable[Global___WaferDevice] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "roofline_devices", b"roofline_devices", "timeloop_accelerators", b"timeloop_accelerators"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "roofline_devices", b"roofline_devices", "timeloop_accelerators", b"timeloop_accelerators", "wafer_devices", b"wafer_devices"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,132 @@
+"""``compute.device`` as a mapping for the ``wafer`` backend: a PALM-style tiled / wafer-scale accelerator described
+in the study, its Table-VI parameters as a ``preset`` (``palm-wafer``, or Table VI tiles as ``palm-wafer-<X>x<Y>``)
+that the other keys override one by one::
+
+    device: {preset: palm-wafer, tiles: {x: 10}, dram_bandwidth: 128GB/s, peak: {fp16: 512TFLOPS}}
+    device: {preset: palm-wafer-1x1, cores: {x: 8, y: 8}, sram: 120MiB, link_latency: 2ns, energy: {flop_pj: 0.5}}
+
+As in the model (:mod:`stratasim.compute_layer.wafer.accelerator`), ``peak`` (dtype by dtype), ``sram`` and
+``dram_bandwidth`` are one *tile's*; ``link_bandwidth`` is one intra-tile NoC link's, each way; ``dram_latency`` and
+``link_latency`` are PALM's Response_Time and per-hop Link_Time; ``energy`` (key by key) is in pJ per FLOP, per
+byte of SRAM and DRAM, per byte per NoC hop. The wafer is built and checked by the model itself, so what it refuses
+(an SRAM smaller than one byte per core, say) is reported with the model's own reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from stratasim.compute_layer.wafer.accelerator import Wafer, WaferEnergy, wafer
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import parse_dtype
+from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, TimePs
+
+__all__ = ["EnergySection", "MeshSection", "WaferSection", "describes_wafer"]
+
+Picojoules = Annotated[float, Field(ge=0)]
+
+
+class MeshSection(Section):
+    """``compute.device.tiles`` or ``.cores``: what the study changes of a mesh's extent, ``x`` and ``y``."""
+
+    x: int | None = Field(None, gt=0)
+    y: int | None = Field(None, gt=0)
+
+    def applied(self, mesh: tuple[int, int]) -> tuple[int, int]:
+        """``mesh`` with this section's extents in place of its own."""
+        return (mesh[0] if self.x is None else self.x, mesh[1] if self.y is None else self.y)
+
+
+class EnergySection(Section):
+    """``compute.device.energy``: what the study changes of the wafer's energies, in pJ."""
+
+    flop_pj: Picojoules | None = None
+    sram_byte_pj: Picojoules | None = None
+    dram_byte_pj: Picojoules | None = None
+    noc_byte_hop_pj: Picojoules | None = None
+
+    def applied(self, energy: WaferEnergy) -> WaferEnergy:
+        """``energy`` with this section's keys in place of its own."""
+        return dataclasses.replace(energy, **{key: getattr(self, key) for key in self.model_fields_set})
+
+
+class WaferSection(Section):
+    """``compute.device`` described for the ``wafer`` backend: a ``preset`` overridden key by key."""
+
+    preset: str
+    name: str | None = Field(None, min_length=1)
+    tiles: MeshSection | None = None
+    cores: MeshSection | None = None
+    peak: dict[str, Flops] | None = None
+    sram: Annotated[Bytes, Field(gt=0)] | None = None
+    dram_bandwidth: Bandwidth | None = None
+    link_bandwidth: Bandwidth | None = None
+    dram_latency: Annotated[TimePs, Field(ge=0)] | None = None
+    link_latency: Annotated[TimePs, Field(ge=0)] | None = None
+    energy: EnergySection | None = None
+    source: str | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, name: str) -> str:
+        try:
+            wafer(name)
+        except BackendError as exc:
+            raise ValueError(str(exc)) from None  # it lists the presets
+        return name
+
+    @field_validator("peak")
+    @classmethod
+    def _known_dtypes(cls, peak: dict[str, float] | None) -> dict[str, float] | None:
+        for name in peak or {}:
+            parse_dtype(name)  # ValueError naming the dtypes there are
+        return peak
+
+    @model_validator(mode="after")
+    def _buildable(self) -> WaferSection:
+        self.wafer()  # the model's own checks: a ValueError naming what it refuses
+        return self
+
+    def wafer(self) -> Wafer:
+        """The wafer described: the preset with this section's keys in place of its own."""
+        base = wafer(self.preset)
+        overridden = sorted(key for key in self.model_fields_set if key not in ("preset", "source"))
+        source = self.source or (f"{base.source}; the study overrides {', '.join(overridden)}" if overridden
+                                 else base.source)  # fmt: skip
+        peaks = dict(base.peak_flops)
+        peaks.update({parse_dtype(dtype): round(peak) for dtype, peak in (self.peak or {}).items()})
+        return dataclasses.replace(
+            base,
+            name=self.name or base.name,
+            tiles=base.tiles if self.tiles is None else self.tiles.applied(base.tiles),
+            cores=base.cores if self.cores is None else self.cores.applied(base.cores),
+            peak_flops=tuple(peaks.items()),
+            sram_bytes=base.sram_bytes if self.sram is None else self.sram,
+            dram_bandwidth=base.dram_bandwidth if self.dram_bandwidth is None else round(self.dram_bandwidth),
+            link_bandwidth=base.link_bandwidth if self.link_bandwidth is None else round(self.link_bandwidth),
+            dram_latency_ps=base.dram_latency_ps if self.dram_latency is None else self.dram_latency,
+            link_latency_ps=base.link_latency_ps if self.link_latency is None else self.link_latency,
+            energy=base.energy if self.energy is None else self.energy.applied(base.energy),
+            source=source,
+        )
+
+
+def describes_wafer(value: dict[object, object]) -> bool:
+    """Whether a ``compute.device`` mapping describes a wafer: it starts from one of the model's presets (or a
+    ``palm-wafer-<X>x<Y>`` name, even one the model then refuses), or sets a key only a wafer has."""
+    preset = value.get("preset")
+    if isinstance(preset, str):
+        try:
+            wafer(preset)
+        except BackendError:
+            return False
+        except ValueError:
+            return True
+        return True
+    return any(key in _WAFER_ONLY for key in value)
+
+
+_WAFER_ONLY = frozenset({"tiles", "cores", "dram_bandwidth", "link_bandwidth", "dram_latency", "link_latency", "energy"})
