@@ -33,7 +33,9 @@ class MeshSection(Section):
     """``compute.device.tiles`` or ``.cores``: what the study changes of a mesh's extent, ``x`` and ``y``."""
 
     x: int | None = Field(None, gt=0)
+    """Along x (columns); absent: the preset's."""
     y: int | None = Field(None, gt=0)
+    """Along y (rows); absent: the preset's."""
 
     def applied(self, mesh: tuple[int, int]) -> tuple[int, int]:
         """``mesh`` with this section's extents in place of its own."""
@@ -44,9 +46,13 @@ class EnergySection(Section):
     """``compute.device.energy``: what the study changes of the wafer's energies, in pJ."""
 
     flop_pj: Picojoules | None = None
+    """Energy of one FLOP, in pJ."""
     sram_byte_pj: Picojoules | None = None
+    """Energy of a byte read or written in a core's SRAM, in pJ."""
     dram_byte_pj: Picojoules | None = None
+    """Energy of a byte moved to or from the edge DRAM, in pJ."""
     noc_byte_hop_pj: Picojoules | None = None
+    """Energy of a byte crossing one NoC hop, in pJ."""
 
     def applied(self, energy: WaferEnergy) -> WaferEnergy:
         """``energy`` with this section's keys in place of its own."""
@@ -57,17 +63,29 @@ class WaferSection(Section):
     """``compute.device`` described for the ``wafer`` backend: a ``preset`` overridden key by key."""
 
     preset: str
+    """The wafer to start from: ``palm-wafer`` (PALM's Table VI), ``palm-wafer-1x1`` or ``palm-wafer-<X>x<Y>``."""
     name: str | None = Field(None, min_length=1)
+    """The described wafer's name in reports (default: the preset's)."""
     tiles: MeshSection | None = None
+    """Tiles (dies) on the wafer's mesh, ``{x, y}``."""
     cores: MeshSection | None = None
+    """Cores in each tile's mesh, ``{x, y}``."""
     peak: dict[str, Flops] | None = None
+    """One tile's peak throughput per dtype (``fp16: 512TFLOPS``)."""
     sram: Annotated[Bytes, Field(gt=0)] | None = None
+    """One tile's SRAM, shared evenly by its cores."""
     dram_bandwidth: Bandwidth | None = None
+    """One tile's edge DRAM bandwidth (Table VI's "edge shared DRAM per tile")."""
     link_bandwidth: Bandwidth | None = None
+    """One intra-tile NoC link's bandwidth, each way."""
     dram_latency: Annotated[TimePs, Field(ge=0)] | None = None
+    """DRAM response time (PALM's Response_Time, Eq. 4)."""
     link_latency: Annotated[TimePs, Field(ge=0)] | None = None
+    """Time per NoC hop (PALM's Link_Time, Eq. 2)."""
     energy: EnergySection | None = None
+    """Energy per unit of work, each key on its own (default: the preset's, Horowitz 45 nm)."""
     source: str | None = None
+    """Where the figures come from, for the report."""
 
     @field_validator("preset")
     @classmethod
