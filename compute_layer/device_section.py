@@ -15,15 +15,25 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
 from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity
 
-__all__ = ["DeviceSection", "SramSection", "TilingSection"]
+__all__ = ["DeviceSection", "PeakTable", "SramSection", "TilingSection"]
 
+
+
+def _known_dtypes(peak: dict[str, float]) -> dict[str, float]:
+    for name in peak:
+        parse_dtype(name)  # ValueError naming the dtypes there are
+    return peak
+
+
+PeakTable = Annotated[dict[str, Flops], AfterValidator(_known_dtypes)]
+"""Peak throughput by dtype name (``bf16: 989TFLOPS``), every name one an operator can have."""
 _WATTS = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>kW|W)?\s*$")
 
 
@@ -76,7 +86,7 @@ class DeviceSection(Section):
     """The preset the other keys override (none: a whole device is described)."""
     name: str | None = Field(None, min_length=1)
     """The device's name in reports (required without a preset)."""
-    peak: dict[str, Flops] | None = None
+    peak: PeakTable | None = None
     """Dense peak throughput by data type (``bf16``, ``fp8``...)."""
     memory_bandwidth: Bandwidth | None = None
     """DRAM (HBM) bandwidth."""
@@ -104,13 +114,6 @@ class DeviceSection(Section):
             except BackendError:
                 raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(sorted(PRESETS))}") from None
         return name
-
-    @field_validator("peak")
-    @classmethod
-    def _known_dtypes(cls, peak: dict[str, float] | None) -> dict[str, float] | None:
-        for name in peak or {}:
-            parse_dtype(name)  # ValueError naming the dtypes there are
-        return peak
 
     @model_validator(mode="after")
     def _complete(self) -> DeviceSection:

@@ -19,10 +19,11 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
+from stratasim.compute_layer.device_section import PeakTable
 from stratasim.compute_layer.wafer.accelerator import Wafer, WaferEnergy, wafer
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
-from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, TimePs
+from stratasim.kernel.schema import Bandwidth, Bytes, Section, TimePs
 
 __all__ = ["EnergySection", "MeshSection", "WaferSection", "describes_wafer"]
 
@@ -70,7 +71,7 @@ class WaferSection(Section):
     """Tiles (dies) on the wafer's mesh, ``{x, y}``."""
     cores: MeshSection | None = None
     """Cores in each tile's mesh, ``{x, y}``."""
-    peak: dict[str, Flops] | None = None
+    peak: PeakTable | None = None
     """One tile's peak throughput per dtype (``fp16: 512TFLOPS``)."""
     sram: Annotated[Bytes, Field(gt=0)] | None = None
     """One tile's SRAM, shared evenly by its cores."""
@@ -95,13 +96,6 @@ class WaferSection(Section):
         except BackendError as exc:
             raise ValueError(str(exc)) from None  # it lists the presets
         return name
-
-    @field_validator("peak")
-    @classmethod
-    def _known_dtypes(cls, peak: dict[str, float] | None) -> dict[str, float] | None:
-        for name in peak or {}:
-            parse_dtype(name)  # ValueError naming the dtypes there are
-        return peak
 
     @model_validator(mode="after")
     def _buildable(self) -> WaferSection:
