@@ -9,7 +9,15 @@ and ``stratasim.adapters``. ``stratasim.run(study, **overrides)`` is the one cal
 (``docs/python-api.md``).
 """
 
+import os
 from typing import Any
+
+# Run from a source checkout (the repository's root on sys.path, as ``python`` started there puts it), this folder
+# is ``stratasim`` but the layers are its siblings, which an install maps to ``stratasim.<layer>``: look for them
+# there too. An installed package has no such siblings and is left as it is.
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_CHECKOUT, "system_layer", "__init__.py")):
+    __path__.append(_CHECKOUT)
 
 __version__ = "0.1.0"
 __all__ = ["run", "load_study", "Report", "Study"]

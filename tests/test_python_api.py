@@ -56,3 +56,16 @@ def test_import_stratasim_stays_light() -> None:
     code = "import sys, stratasim; print(sorted(m for m in ('numpy', 'stratasim.study', 'grpc') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_source_checkout_imports_its_layers() -> None:
+    """Python started in the repository's root finds ``stratasim`` there, not the installed copy: the layers, the
+    folder's siblings, must still import as ``stratasim.<layer>`` (a plain ``pip install .`` maps them only in
+    site-packages). Simulated by dropping the editable install's finder."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]; "
+            "import stratasim, stratasim.system_layer as layer; print(layer.__file__); "
+            "print(stratasim.run('examples/quickstart.yaml').total_time_ps)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    where, total = done.stdout.split()
+    assert Path(where) == root / "system_layer" / "__init__.py" and int(total) == stratasim.run(QUICKSTART).total_time_ps
