@@ -19,6 +19,7 @@ class CollectiveStats(NamedTuple):
     is not a product of dimensions). ``queue_delay_ps_per_phase[p]`` is the mean time a chunk waited in phase
     p's queue before running; ``network_delay_ps_per_phase[p]`` the mean time a chunk took to run phase p
     (means over NPUs and chunks); the ``_per_chunk`` tables give the same per chunk (means over NPUs).
+    ``communicator`` names the communicator its nodes issued it on (``tp``, ``dp``...; "" for none).
     A named tuple: a whole model's iteration reports hundreds of thousands.
     """
 
@@ -34,6 +35,7 @@ class CollectiveStats(NamedTuple):
     phase_collectives: tuple[str, ...] = ()
     queue_delay_ps_per_chunk: tuple[tuple[int, ...], ...] = ()
     network_delay_ps_per_chunk: tuple[tuple[int, ...], ...] = ()
+    communicator: str = ""
 
 
 @dataclass(frozen=True)

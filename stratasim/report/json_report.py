@@ -93,6 +93,7 @@ def _collective_rows(collectives: Iterable[CollectiveStats]) -> list[dict[str, A
             "phase_collectives": list(stats.phase_collectives),
             "queue_delay_ns_per_chunk": table(stats.queue_delay_ps_per_chunk),
             "network_delay_ns_per_chunk": table(stats.network_delay_ps_per_chunk),
+            "communicator": stats.communicator,
         }
         for stats in collectives
     ]

@@ -152,7 +152,7 @@ class Report:
         return pandas.json_normalize(self.to_dict().get(table, []))
 
     def to_text(self) -> str:
-        """A readable summary: headline numbers, the collectives (at most 20 rows) and the NPUs."""
+        """A readable summary: headline numbers, the collectives grouped by kind and communicator, the NPUs."""
         return report_text(self)
 
     def write(self, out_dir: str | Path, *, trace: bool = True) -> tuple[Path, ...]:

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from stratasim.kernel.units import format_bytes, format_energy_pj, format_time_ps
 from stratasim.report.operator_table import operator_lines
+from stratasim.system_layer.collective_log import columns
+from stratasim.system_layer.result import CollectiveStats
 
 if TYPE_CHECKING:
     from stratasim.report.report import Report
 
 __all__ = ["report_text"]
 
-_MAX_COLLECTIVE_ROWS = 20
+_MAX_GROUP_ROWS = 20
 _MAX_NPU_ROWS = 16
 _MAX_LINK_ROWS = 8
 
@@ -25,7 +29,8 @@ def _time(ps: float) -> str:
 
 
 def report_text(report: Report) -> str:
-    """Headline figures, the collectives (at most 20 rows), the NPUs, the busiest links and the operators."""
+    """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
+    operators."""
     return "\n".join([*_headline(report), "", *_collective_table(report), "", *_npu_table(report),
                       *_link_table(report), *operator_lines(report.result.operators)])  # fmt: skip
 
@@ -128,22 +133,60 @@ def _energy_line(report: Report) -> list[str]:
 
 
 def _collective_table(report: Report) -> list[str]:
-    collectives = report.result.collectives
-    if not collectives:
+    """The collectives grouped by kind, communicator and the dimensions their phases ran along, most time
+    first: how many, their sizes, mean and summed duration and the mean delays per phase — then a legend."""
+    templates, kinds, starts, ends = columns(report.result.collectives)
+    if not len(kinds):
         return ["collectives: none"]
-    head = f"{'id':>5}  {'type':<14} {'bytes':>10} {'group':>6} {'start':>12} {'end':>12}"
-    lines = ["collectives", f"  {head}  per phase: queue / network"]
-    for c in collectives[:_MAX_COLLECTIVE_ROWS]:
-        phases = ", ".join(
-            f"{_time(q)} / {_time(n)}" for q, n in zip(c.queue_delay_ps_per_phase, c.network_delay_ps_per_phase)
-        )
-        lines.append(
-            f"  {c.collective_id:>5}  {c.type:<14} {format_bytes(c.bytes):>10} {c.group_size:>6} "
-            f"{_time(c.start_ps):>12} {_time(c.end_ps):>12}  {phases}"
-        )
-    if len(collectives) > _MAX_COLLECTIVE_ROWS:
-        lines.append(f"  ... {len(collectives) - _MAX_COLLECTIVE_ROWS} more")
+    counts = np.bincount(kinds, minlength=len(templates))
+    spans = np.bincount(kinds, weights=(ends - starts).astype(np.float64), minlength=len(templates))
+    groups: dict[tuple[str, str, tuple[int, ...]], _Group] = {}
+    for template, (count, span) in enumerate(zip(counts.tolist(), spans.tolist())):
+        if count:
+            stats = templates[template]
+            key = (stats.type, stats.communicator or "-", stats.phase_dims)
+            groups.setdefault(key, _Group()).add(stats, count, span)
+    head = f"{'kind':<16}{'communicator':<14}{'count':>9}{'bytes each':>22}{'mean':>13}{'total':>13}"
+    lines = [f"collectives ({len(kinds):,} in all, grouped; most time first)", f"  {head}  per phase: queue / network"]
+    for (kind, communicator, _), group in sorted(groups.items(), key=lambda item: -item[1].span_ps)[:_MAX_GROUP_ROWS]:
+        phases = ", ".join(f"{_time(q / group.count)} / {_time(n / group.count)}" for q, n in zip(group.queue, group.network))
+        lines.append(f"  {kind:<16}{communicator:<14}{group.count:>9,}{group.sizes():>22}"
+                     f"{_time(group.span_ps / group.count):>13}{_time(group.span_ps):>13}  {phases}")  # fmt: skip
+    if len(groups) > _MAX_GROUP_ROWS:
+        lines.append(f"  ... {len(groups) - _MAX_GROUP_ROWS} more groups in report.json's collectives")
+    lines.append("  mean: start to end of one; per phase, the mean over its chunks of queue: waiting for the phase's "
+                 "turn, network: running it")  # fmt: skip
     return lines
+
+
+class _Group:
+    """Collectives of one kind, communicator and phase layout, summed: count, time, sizes, delays per phase."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.span_ps = 0.0
+        self.smallest: int | None = None
+        self.largest = 0
+        self.queue: list[float] = []
+        self.network: list[float] = []
+
+    def add(self, stats: CollectiveStats, count: int, span_ps: float) -> None:
+        self.count += count
+        self.span_ps += span_ps
+        self.smallest = stats.bytes if self.smallest is None else min(self.smallest, stats.bytes)
+        self.largest = max(self.largest, stats.bytes)
+        phases = len(stats.queue_delay_ps_per_phase)
+        self.queue += [0.0] * (phases - len(self.queue))
+        self.network += [0.0] * (phases - len(self.network))
+        for phase, (queue, network) in enumerate(zip(stats.queue_delay_ps_per_phase, stats.network_delay_ps_per_phase)):
+            self.queue[phase] += queue * count
+            self.network[phase] += network * count
+
+    def sizes(self) -> str:
+        """One size, or the smallest to the largest."""
+        if self.smallest is None or self.smallest == self.largest:
+            return format_bytes(self.largest)
+        return f"{format_bytes(self.smallest)}–{format_bytes(self.largest)}"
 
 
 def _npu_table(report: Report) -> list[str]:

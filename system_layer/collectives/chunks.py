@@ -77,9 +77,11 @@ class Collective:
         shape: Layout,
         options: SystemOptions,
         root: int = 0,
+        communicator: str = "",
     ) -> None:
         self.id = collective_id
         self.root = root
+        self.communicator = communicator  # the issuing node's communicator name (tp, dp...), "" when it has none
         self.kind = kind
         self.bytes = size
         self.group = group

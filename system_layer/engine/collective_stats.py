@@ -44,4 +44,5 @@ def collective_stats(collective: Collective, number: int) -> CollectiveStats:
         phase_collectives=collective.phase_collectives,
         queue_delay_ps_per_chunk=per_chunk(collective.queue_delay_sum),
         network_delay_ps_per_chunk=per_chunk(collective.network_delay_sum),
+        communicator=collective.communicator,
     )

@@ -132,7 +132,8 @@ class CollectiveTable:
         root = _root(node, group, npu)
         if collective is None:
             shape = self._layout(kind, node.comm_bytes, group)
-            collective = Collective(len(self.all), kind, node.comm_bytes, group, shape, self._options, root)
+            collective = Collective(len(self.all), kind, node.comm_bytes, group, shape, self._options, root,
+                                    node.pg_name)  # fmt: skip
             collective.first_issue = (npu, issued)
             self._open[key] = collective
             self.all.append(collective)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,7 @@ def test_to_dict_is_json_with_every_contract_field() -> None:
         "queue_delay_ns_per_phase": [1.5, 2.5], "network_delay_ns_per_phase": [4000.0, 5000.0],
         "phase_dims": [0, 1], "phase_collectives": ["all_reduce", "all_reduce"],
         "queue_delay_ns_per_chunk": [[1.0, 2.0], [2.0, 3.0]],
-        "network_delay_ns_per_chunk": [[4000.0, 5000.0], [4000.0, 5000.0]],
+        "network_delay_ns_per_chunk": [[4000.0, 5000.0], [4000.0, 5000.0]], "communicator": "",
     }  # fmt: skip
     assert data["per_npu"][0] == {
         "npu": 0, "finish_ns": 10000.0, "compute_ns": 1000.0, "comm_ns": 9000.0, "exposed_comm_ns": 9000.0,
@@ -91,9 +92,26 @@ def test_to_text_shows_headline_collectives_and_npus() -> None:
 
 def test_to_text_stays_short_for_many_collectives_and_npus() -> None:
     text = report(npus=4096, collectives=50).to_text()
-    assert "... 30 more" in text
+    assert "collectives (50 in all, grouped; most time first)" in text
     assert "per NPU (4096 NPUs)" in text and "mean" in text
     assert len(text.splitlines()) < 45
+
+
+def test_collectives_are_grouped_by_kind_and_communicator_with_a_legend() -> None:
+    """Issue 14: the text listed the first 20 of 41,220 collectives, its delay column unexplained. Groups now sum
+    every collective: count, sizes, mean and total time, delays per phase averaged over the group's members."""
+    def stats(i: int, kind: str, communicator: str, size: int, span: int, queue: int) -> CollectiveStats:
+        return CollectiveStats(i, kind, size, 8, 1000 * i, 1000 * i + span, (queue,), (span - queue,),
+                               phase_dims=(0,), communicator=communicator)  # fmt: skip
+
+    rows = (stats(0, "all_reduce", "tp", 1 << 20, 3000, 0), stats(1, "all_reduce", "tp", 2 << 20, 5000, 1000),
+            stats(2, "all_gather", "pp", 1 << 20, 1000, 0), stats(3, "all_reduce", "", 1 << 20, 2000, 0))  # fmt: skip
+    text = Report("g", replace(result(), collectives=rows), 0.1, {}).to_text()
+    lines = text[text.index("collectives (4 in all"):].splitlines()
+    assert lines[2].split() == ["all_reduce", "tp", "2", "1", "MiB–2", "MiB", "4", "ns", "8", "ns", "500", "ps", "/",
+                                "3.5", "ns"]  # mean 4 ns, total 8 ns; queue (0 + 1000) / 2, network (3000 + 4000) / 2
+    assert lines[3].split()[:3] == ["all_reduce", "-", "1"] and lines[4].split()[:3] == ["all_gather", "pp", "1"]
+    assert lines[5].startswith("  mean: start to end of one; per phase, the mean over its chunks of queue")
 
 
 def test_write_creates_report_and_chrome_trace(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ def collectives(draw: st.DrawFn) -> Any:
 
     return SimpleNamespace(
         id=1, kind="all_reduce", bytes=64, group=(0, 1), start_ps=None, end_ps=9, phase_collectives=(),
+        communicator="tp",
         phases=[SimpleNamespace(dim=d) for d in range(phases)], phase_runs=table(st.integers(0, 4)),
         queue_delay_sum=table(st.integers(0, 10**9)), network_delay_sum=table(st.integers(0, 10**9)),
     )
@@ -34,6 +35,7 @@ def _mean(total: int, count: int) -> int:
 @given(collectives())
 def test_delays_are_means_over_the_runs(collective: Any) -> None:
     stats = collective_stats(collective, collective.id)
+    assert stats.communicator == "tp"
     runs, phases = collective.phase_runs, range(len(collective.phases))
     for sums, per_phase, per_chunk in (
         (collective.queue_delay_sum, stats.queue_delay_ps_per_phase, stats.queue_delay_ps_per_chunk),
