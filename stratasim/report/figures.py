@@ -137,7 +137,7 @@ def _phase_delays(result: SimulationResult) -> dict[str, tuple[float, float, int
     """Per kind and phase, the mean queue and network delay per chunk (ps, weighted by collectives) and how
     many collectives ran it; computed on each distinct collective once (a model runs hundreds of thousands)."""
     table = columns(result.collectives)
-    counts = np.bincount(table.kind, minlength=len(table.templates)) if len(table.kind) else []
+    counts = np.bincount(table.kind, minlength=len(table.templates)).tolist()
     sums: dict[str, list[float]] = {}
     for stats, count in zip(table.templates, counts):
         for phase, (queue, network) in enumerate(zip(stats.queue_delay_ps_per_phase,
@@ -147,9 +147,9 @@ def _phase_delays(result: SimulationResult) -> dict[str, tuple[float, float, int
             where = "" if dim is None else (" flat" if dim < 0 else f" dim {dim}")
             key = f"{stats.type} ×{stats.group_size} · phase {phase}: {what}{where}".replace(":  ", ": ")
             entry = sums.setdefault(key, [0.0, 0.0, 0])
-            entry[0] += queue * int(count)
-            entry[1] += network * int(count)
-            entry[2] += int(count)
+            entry[0] += queue * count
+            entry[1] += network * count
+            entry[2] += count
     return {key: (q / n, w / n, int(n)) for key, (q, w, n) in sums.items() if n}
 
 
