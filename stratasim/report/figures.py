@@ -1,0 +1,193 @@
+"""The pictures ``stratasim run --out`` draws next to ``report.json``, from the report's own numbers.
+
+``time_breakdown.png``: each NPU's time — compute, communication left exposed split by what it waited on (a
+communicator such as ``tp``/``dp``, else ``collective``/``p2p``) and idle after it finished until the last NPU
+did. NPUs with identical rows share a bar (labelled with their id ranges); when more than :data:`MAX_BARS`
+distinct rows remain, the NPUs are cut into that many runs of consecutive ids, each drawn as its mean.
+``collective_delays.png``: the mean queue and network delay per chunk of each phase, collectives aggregated by
+kind and phase (what the phase ran, along which dimension) and weighted by how many ran.
+``link_utilisation.png`` (networks that model links): how many links were busy what share of the run, and the
+busiest links by name. matplotlib (the ``plot`` extra) draws them with its Agg renderer, without pyplot's global state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from stratasim.kernel.errors import StrataSimError
+from stratasim.system_layer.collective_log import columns
+from stratasim.system_layer.result import NpuStats, SimulationResult
+
+if TYPE_CHECKING:
+    from stratasim.report.report import Report
+
+__all__ = ["PlottingUnavailable", "MAX_BARS", "write_figures"]
+
+MAX_BARS = 48  # bars per picture: beyond these, rows are aggregated (NPUs) or the largest kept (phases, links)
+_INSTALL = "pip install 'stratasim[plot]'"
+
+
+class PlottingUnavailable(StrataSimError):
+    """matplotlib is not installed, so no picture was drawn (the report itself is unaffected)."""
+
+
+def write_figures(report: Report, out_dir: str | Path) -> tuple[Path, ...]:
+    """Draw the report's pictures as PNG files into ``out_dir`` (created if missing); the paths written.
+    Raises :class:`PlottingUnavailable` without matplotlib."""
+    try:
+        from matplotlib.figure import Figure  # Figure needs no pyplot global state; PNGs are drawn by Agg
+    except ImportError:
+        raise PlottingUnavailable(f"the pictures need matplotlib: {_INSTALL}") from None
+    out = Path(out_dir)
+    result = report.result
+    charts = [("time_breakdown", _time_breakdown(report.name, result, Figure))]
+    if len(result.collectives):
+        charts.append(("collective_delays", _collective_delays(report.name, result, Figure)))
+    if result.links:
+        charts.append(("link_utilisation", _link_utilisation(report, Figure)))
+    written = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, figure in charts:
+            path = out / f"{name}.png"
+            figure.savefig(path, dpi=100, format="png")
+            written.append(path)
+    except OSError as exc:
+        raise StrataSimError(f"cannot write the pictures to {out}: {exc.strerror or exc}") from None
+    return tuple(written)
+
+
+def _unit(largest_ns: float) -> tuple[float, str]:
+    """A divisor and its unit name so that ``largest_ns`` reads as a number below a thousand or so."""
+    for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if largest_ns >= scale:
+            return scale, name
+    return 1.0, "ns"
+
+
+def _ranges(ids: Iterable[int]) -> str:
+    """``0-7, 16-23`` for those ids; long lists cut after a few ranges, with how many NPUs in all."""
+    ordered = sorted(ids)
+    runs: list[list[int]] = []
+    for npu in ordered:
+        if runs and runs[-1][1] == npu - 1:
+            runs[-1][1] = npu
+        else:
+            runs.append([npu, npu])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:3])
+    return f"{text}, … ({len(ordered)} NPUs)" if len(runs) > 3 else text
+
+
+def _npu_row(stats: NpuStats, total_ps: int, kinds: Sequence[str]) -> tuple[int, ...]:
+    """Compute, exposed communication per kind (in ``kinds`` order) and idle, in ps."""
+    by_kind = dict(stats.exposed_comm_ps_by_kind)
+    # Exposed time no kind claimed (engines that do not split it) is shown as plain communication.
+    unsplit = stats.exposed_comm_ps - sum(by_kind.values())
+    parts = [by_kind.get(kind, 0) + (unsplit if kind == "collective" else 0) for kind in kinds]
+    return (stats.compute_ps, *parts, max(total_ps - stats.finish_ps, 0))
+
+
+def _npu_bars(result: SimulationResult, kinds: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Bar labels and their rows (ps): NPUs grouped by identical rows, else means of runs of consecutive ids."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for stats in result.per_npu:
+        groups.setdefault(_npu_row(stats, result.total_time_ps, kinds), []).append(stats.npu)
+    if len(groups) <= MAX_BARS:
+        ordered = sorted(groups.items(), key=lambda item: min(item[1]))
+        return [f"NPU {_ranges(ids)}" for _, ids in ordered], np.array([row for row, _ in ordered], dtype=float)
+    stats_by_id = sorted(result.per_npu, key=lambda s: s.npu)
+    rows = np.array([_npu_row(s, result.total_time_ps, kinds) for s in stats_by_id], dtype=float)
+    parts = np.array_split(np.arange(len(stats_by_id)), MAX_BARS)
+    labels = [f"mean of NPU {stats_by_id[p[0]].npu}-{stats_by_id[p[-1]].npu}" for p in parts]
+    return labels, np.array([rows[p].mean(axis=0) for p in parts])
+
+
+def _time_breakdown(title: str, result: SimulationResult, figure_type: Any) -> Any:
+    """Stacked horizontal bars: compute, exposed communication by kind, idle."""
+    kinds = sorted({kind for stats in result.per_npu for kind, _ in stats.exposed_comm_ps_by_kind} | {"collective"})
+    labels, rows = _npu_bars(result, kinds)
+    names = ["compute", *(f"exposed {kind}" for kind in kinds), "idle"]
+    keep = [i for i in range(len(names)) if rows[:, i].any()] or [0]
+    scale, unit = _unit(result.total_time_ps / 1000)
+    figure = figure_type(figsize=(9, 1.5 + 0.3 * len(labels)), layout="constrained")
+    axes = figure.subplots()
+    left = np.zeros(len(labels))
+    colours = {"compute": "C2", "idle": "lightgrey"}
+    for number, i in enumerate(keep):
+        width = rows[:, i] / 1000 / scale
+        axes.barh(labels, width, left=left, label=names[i], color=colours.get(names[i], f"C{(number + 3) % 10}"))
+        left += width
+    axes.invert_yaxis()
+    axes.set(xlabel=f"time ({unit})", title=f"{title}: where each NPU's time went")
+    axes.tick_params(axis="y", labelsize=8)
+    _legend(axes)
+    return figure
+
+
+def _legend(axes: Any) -> None:
+    """The legend right of the bars, where it hides none of them."""
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def _phase_delays(result: SimulationResult) -> dict[str, tuple[float, float, int]]:
+    """Per kind and phase, the mean queue and network delay per chunk (ps, weighted by collectives) and how
+    many collectives ran it; computed on each distinct collective once (a model runs hundreds of thousands)."""
+    table = columns(result.collectives)
+    counts = np.bincount(table.kind, minlength=len(table.templates)).tolist()
+    sums: dict[str, list[float]] = {}
+    for stats, count in zip(table.templates, counts):
+        for phase, (queue, network) in enumerate(zip(stats.queue_delay_ps_per_phase,
+                                                     stats.network_delay_ps_per_phase)):  # fmt: skip
+            what = stats.phase_collectives[phase] if phase < len(stats.phase_collectives) else ""
+            dim = stats.phase_dims[phase] if phase < len(stats.phase_dims) else None
+            where = "" if dim is None else (" flat" if dim < 0 else f" dim {dim}")
+            key = f"{stats.type} ×{stats.group_size} · phase {phase}: {what}{where}".replace(":  ", ": ")
+            entry = sums.setdefault(key, [0.0, 0.0, 0])
+            entry[0] += queue * count
+            entry[1] += network * count
+            entry[2] += count
+    return {key: (q / n, w / n, int(n)) for key, (q, w, n) in sums.items() if n}
+
+
+def _collective_delays(title: str, result: SimulationResult, figure_type: Any) -> Any:
+    """Stacked horizontal bars per kind and phase: mean queue delay, then mean network delay, per chunk."""
+    delays = _phase_delays(result)
+    shown = sorted(delays, key=lambda key: -(delays[key][0] + delays[key][1]))[:MAX_BARS]
+    shown.sort()
+    queue = np.array([delays[key][0] for key in shown]) / 1000
+    network = np.array([delays[key][1] for key in shown]) / 1000
+    scale, unit = _unit(float((queue + network).max(initial=0.0)))
+    figure = figure_type(figsize=(9, 1.5 + 0.3 * len(shown)), layout="constrained")
+    axes = figure.subplots()
+    labels = [f"{key} (n={delays[key][2]})" for key in shown]
+    axes.barh(labels, queue / scale, label="queue delay", color="C1")
+    axes.barh(labels, network / scale, left=queue / scale, label="network delay", color="C0")
+    axes.invert_yaxis()
+    cut = f" (the {MAX_BARS} largest of {len(delays)})" if len(delays) > len(shown) else ""
+    axes.set(xlabel=f"mean per chunk ({unit})", title=f"{title}: collective delay per phase{cut}")
+    axes.tick_params(axis="y", labelsize=8)
+    for y, total in enumerate((queue + network) / scale):  # a short bar beside a long one still reads
+        axes.annotate(f"{total:.3g}", (total, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    _legend(axes)
+    return figure
+
+
+def _link_utilisation(report: Report, figure_type: Any) -> Any:
+    """A histogram of the links' utilisation beside the busiest links by name."""
+    links = report.result.links
+    shares = np.array([report.utilisation(link) for link in links]) * 100
+    figure = figure_type(figsize=(11, 5), layout="constrained")
+    spread, busiest = figure.subplots(1, 2, width_ratios=(1, 1.3))
+    spread.hist(shares, bins=20, range=(0, max(100.0, float(shares.max()))), color="C0")
+    spread.set(xlabel="utilisation (% of the run)", ylabel="links", title=f"{len(links)} links")
+    top = sorted(range(len(links)), key=lambda i: -shares[i])[:20]
+    busiest.barh([links[i].link for i in top], shares[top], color="C3")
+    busiest.invert_yaxis()
+    busiest.tick_params(axis="y", labelsize=7)
+    busiest.set(xlabel="utilisation (% of the run)", title="busiest links")
+    figure.suptitle(f"{report.name}: link utilisation")
+    return figure
