@@ -7,7 +7,8 @@ distinct rows remain, the NPUs are cut into that many runs of consecutive ids, e
 ``collective_delays.png``: the mean queue and network delay per chunk of each phase, collectives aggregated by
 kind and phase (what the phase ran, along which dimension) and weighted by how many ran.
 ``link_utilisation.png`` (networks that model links): how many links were busy what share of the run, and the
-busiest links by name. matplotlib (the ``plot`` extra) draws them with its Agg renderer, without pyplot's global state.
+busiest links by name. ``timeline.png`` (runs that recorded a trace): when the first :data:`TIMELINE_NPUS` NPUs
+the trace shows were computing and communicating, spans closer than a pixel drawn as one. matplotlib (the ``plot`` extra) draws them with its Agg renderer, without pyplot's global state.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ import numpy as np
 from stratasim.kernel.errors import StrataSimError
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import NpuStats, SimulationResult
+from stratasim.system_layer.trace import SpanLog
 
 if TYPE_CHECKING:
     from stratasim.report.report import Report
 
-__all__ = ["PlottingUnavailable", "MAX_BARS", "write_figures"]
+__all__ = ["PlottingUnavailable", "MAX_BARS", "TIMELINE_NPUS", "write_figures", "busy_stretches"]
 
 MAX_BARS = 48  # bars per picture: beyond these, rows are aggregated (NPUs) or the largest kept (phases, links)
 _INSTALL = "pip install 'stratasim[plot]'"
+TIMELINE_NPUS = 8  # NPUs the timeline shows: the first the trace holds (with --trace-npus, those chosen)
+_PIXELS = 1800  # the timeline's resolution: spans closer than total time / this are drawn as one
 
 
 class PlottingUnavailable(StrataSimError):
@@ -49,6 +53,8 @@ def write_figures(report: Report, out_dir: str | Path) -> tuple[Path, ...]:
         charts.append(("collective_delays", _collective_delays(report.name, result, Figure)))
     if result.links:
         charts.append(("link_utilisation", _link_utilisation(report, Figure)))
+    if len(result.spans):
+        charts.append(("timeline", _timeline(report.name, result, Figure)))
     written = []
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -191,3 +197,58 @@ def _link_utilisation(report: Report, figure_type: Any) -> Any:
     busiest.set(xlabel="utilisation (% of the run)", title="busiest links")
     figure.suptitle(f"{report.name}: link utilisation")
     return figure
+
+
+def busy_stretches(starts: np.ndarray, ends: np.ndarray, gap_ps: float) -> list[tuple[int, int]]:
+    """The spans ``[starts[i], ends[i]]`` merged where they overlap or lie less than ``gap_ps`` apart, as
+    ``(start, length)`` pairs in time order: what a timeline can draw at its resolution."""
+    if not len(starts):
+        return []
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    breaks = np.flatnonzero(starts[1:] > reach[:-1] + gap_ps) + 1
+    firsts = np.concatenate(([0], breaks))
+    lasts = np.concatenate((breaks - 1, [len(starts) - 1]))
+    return [(int(starts[a]), int(reach[b] - starts[a])) for a, b in zip(firsts.tolist(), lasts.tolist())]
+
+
+def _span_columns(result: SimulationResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The trace's spans as columns: NPU, whether on the compute track, start and end (ps); a span log's own
+    columns when the result holds one (a whole model traced node by node has a million spans)."""
+    spans = result.spans
+    if isinstance(spans, SpanLog):
+        compute_ids = [i for i, track in enumerate(spans.tracks) if track == "compute"]
+        track = np.frombuffer(spans.track, dtype=np.int32)
+        return (np.frombuffer(spans.npu, dtype=np.int32), np.isin(track, compute_ids),
+                np.frombuffer(spans.start_ps, dtype=np.int64), np.frombuffer(spans.end_ps, dtype=np.int64))  # fmt: skip
+    rows = [(span.npu, span.track == "compute", span.start_ps, span.end_ps) for span in spans]
+    npus, compute, starts, ends = zip(*rows)
+    return np.array(npus), np.array(compute), np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+
+
+def _timeline(title: str, result: SimulationResult, figure_type: Any) -> Any:
+    """Per NPU shown, a compute lane and a communication lane (every other track), busy stretches as bars."""
+    npus, compute, starts, ends = _span_columns(result)
+    shown = sorted(set(npus.tolist()))[:TIMELINE_NPUS]
+    scale, unit = _unit(result.total_time_ps / 1000)
+    gap = result.total_time_ps / _PIXELS
+    figure = figure_type(figsize=(11, 1.2 + 0.55 * len(shown)), layout="constrained")
+    axes = figure.subplots()
+    labels = []
+    for row, npu in enumerate(shown):
+        mine = npus == npu
+        for lane, (name, colour, on) in enumerate((("compute", "C2", compute), ("communication", "C0", ~compute))):
+            chosen = mine & on
+            stretches = busy_stretches(starts[chosen], ends[chosen], gap)
+            y = 2 * row + lane
+            axes.broken_barh([(a / 1000 / scale, n / 1000 / scale) for a, n in stretches], (y - 0.4, 0.8),
+                             color=colour, label=name if row == 0 else None)  # fmt: skip
+            labels.append(f"NPU {npu} {name}")
+    axes.set_yticks(range(len(labels)), labels, fontsize=7)
+    axes.invert_yaxis()
+    more = f" (the first {len(shown)} of {len(set(npus.tolist()))} traced)" if len(set(npus.tolist())) > len(shown) else ""
+    axes.set(xlabel=f"time ({unit})", title=f"{title}: timeline{more}")
+    _legend(axes)
+    return figure
+

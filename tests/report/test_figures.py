@@ -8,10 +8,11 @@ import struct
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stratasim.cli import commands as cli
-from stratasim.report.figures import MAX_BARS, _npu_bars, _phase_delays
+from stratasim.report.figures import MAX_BARS, _npu_bars, _phase_delays, busy_stretches
 from stratasim.system_layer.result import CollectiveStats, NpuStats, SimulationResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +37,9 @@ def run_out(capsys: pytest.CaptureFixture[str], example: str, out: Path, *extra:
 @pytest.mark.parametrize(
     ("example", "pictures"),
     [
-        ("quickstart.yaml", {"time_breakdown", "collective_delays"}),
-        ("transformer.yaml", {"time_breakdown", "collective_delays"}),
-        ("torus_allreduce.yaml", {"time_breakdown", "collective_delays", "link_utilisation"}),
+        ("quickstart.yaml", {"time_breakdown", "collective_delays", "timeline"}),
+        ("transformer.yaml", {"time_breakdown", "collective_delays", "timeline"}),
+        ("torus_allreduce.yaml", {"time_breakdown", "collective_delays", "link_utilisation", "timeline"}),
     ],
 )
 def test_out_draws_valid_pngs_of_a_readable_size(
@@ -109,3 +110,17 @@ def test_without_matplotlib_out_writes_the_json_and_says_what_to_install(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["report.json", "trace.json"]
     notes = [line for line in err.splitlines() if "matplotlib" in line]
     assert notes == ["note: the pictures need matplotlib: pip install 'stratasim[plot]'"]
+
+
+def test_busy_stretches_merge_what_a_pixel_cannot_tell_apart() -> None:
+    starts, ends = np.array([50, 0, 12, 100, 101]), np.array([60, 10, 20, 105, 130])
+    assert busy_stretches(starts, ends, gap_ps=0) == [(0, 10), (12, 8), (50, 10), (100, 30)]
+    assert busy_stretches(starts, ends, gap_ps=2) == [(0, 20), (50, 10), (100, 30)]  # 10 to 12: within 2 ps
+    assert busy_stretches(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 5) == []
+
+
+def test_no_trace_no_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    run_out(capsys, "quickstart.yaml", tmp_path, "--trace-detail", "none")
+    assert {path.stem for path in tmp_path.glob("*.png")} == {"time_breakdown", "collective_delays"}
+
