@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
+from stratasim.compute_layer.device_section import described_source
 from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel, accelerator
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.schema import Section, quantity
@@ -121,9 +122,7 @@ class AcceleratorSection(Section):
     def accelerator(self) -> Accelerator:
         """The accelerator described: the preset with this section's keys in place of its own."""
         base = accelerator(self.preset)
-        overridden = sorted(key for key in self.model_fields_set if key not in ("preset", "source"))
-        source = self.source or (f"{base.source}; the study overrides {', '.join(overridden)}" if overridden
-                                 else base.source)  # fmt: skip
+        source = described_source(self, base.source)
         changed = self.levels or {}
         levels = tuple(changed[level.name].applied(level) if level.name in changed else level for level in base.levels)
         return dataclasses.replace(

@@ -22,7 +22,7 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
 from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity
 
-__all__ = ["DeviceSection", "PeakTable", "SramSection", "TilingSection"]
+__all__ = ["DeviceSection", "PeakTable", "described_source", "SramSection", "TilingSection"]
 
 
 
@@ -34,6 +34,18 @@ def _known_dtypes(peak: dict[str, float]) -> dict[str, float]:
 
 PeakTable = Annotated[dict[str, Flops], AfterValidator(_known_dtypes)]
 """Peak throughput by dtype name (``bf16: 989TFLOPS``), every name one an operator can have."""
+
+
+def described_source(section: Section, base_source: str | None) -> str:
+    """Where a described device's figures come from: the section's own ``source``, else its preset's, naming the
+    keys the study overrode, else "described in the study"."""
+    own: str | None = getattr(section, "source", None)
+    if own is not None:
+        return own
+    if base_source is None:
+        return "described in the study"
+    overridden = sorted(key for key in section.model_fields_set if key not in ("preset", "source"))
+    return f"{base_source}; the study overrides {', '.join(overridden)}" if overridden else base_source
 _WATTS = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>kW|W)?\s*$")
 
 
@@ -128,13 +140,7 @@ class DeviceSection(Section):
         """The device described: the preset with this section's keys in place of its own, or this section alone."""
         base = None if self.preset is None else PRESETS[self.preset.strip().lower()]
         peak = {**(base.peak_flops if base else {}), **{parse_dtype(k): v for k, v in (self.peak or {}).items()}}
-        overridden = sorted(key for key in type(self).model_fields if key not in ("preset", "source") and key in self.model_fields_set)
-        if self.source is not None:
-            source = self.source
-        elif base is not None:
-            source = f"{base.source}; the study overrides {', '.join(overridden)}" if overridden else base.source
-        else:
-            source = "described in the study"
+        source = described_source(self, base.source if base else None)
         return Device(
             name=self.name or (base.name if base else ""),
             peak_flops=peak,

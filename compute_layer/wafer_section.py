@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from stratasim.compute_layer.device_section import PeakTable
+from stratasim.compute_layer.device_section import PeakTable, described_source
 from stratasim.compute_layer.wafer.accelerator import Wafer, WaferEnergy, wafer
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
@@ -105,9 +105,7 @@ class WaferSection(Section):
     def wafer(self) -> Wafer:
         """The wafer described: the preset with this section's keys in place of its own."""
         base = wafer(self.preset)
-        overridden = sorted(key for key in self.model_fields_set if key not in ("preset", "source"))
-        source = self.source or (f"{base.source}; the study overrides {', '.join(overridden)}" if overridden
-                                 else base.source)  # fmt: skip
+        source = described_source(self, base.source)
         peaks = dict(base.peak_flops)
         peaks.update({parse_dtype(dtype): round(peak) for dtype, peak in (self.peak or {}).items()})
         return dataclasses.replace(
