@@ -49,7 +49,7 @@ class NpuExecutor:
         self._groups = table.groups_of(plan)  # each collective node's group, once any NPU of the plan asked
         self._left = len(plan.nodes)
         self.peers: dict[int, NpuExecutor] = {}  # every simulated NPU's executor, for point-to-point messages
-        self.p2p_bytes: dict[int, int] = {}  # point-to-point bytes sent, counted on every dimension they cross
+        self._p2p_sent: dict[int, int] = {}  # point-to-point bytes sent, by peer (dimensions worked out at the end)
         self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
         self._receiving: dict[tuple[int, int], deque[int]] = {}  # (source, tag) -> receive nodes waiting
         self.compute_ps = 0
@@ -100,8 +100,7 @@ class NpuExecutor:
             self._memory_transfer(index, node.comm_bytes)
             return
         if kind == workload_pb2.COMM_SEND_NODE:
-            for dim in self._table.grid.dims_between(self.npu, node.peer):
-                self.p2p_bytes[dim] = self.p2p_bytes.get(dim, 0) + node.comm_bytes
+            self._p2p_sent[node.peer] = self._p2p_sent.get(node.peer, 0) + node.comm_bytes
             # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
             endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
             self._context.coordinator.send(
@@ -116,6 +115,14 @@ class NpuExecutor:
         collective = self._table.join(self.npu, node, group, issued, self.issued, self._context.coordinator.now)
         self.issued += 1
         self._scheduler.issue(collective, lambda: self._complete(index))
+
+    def p2p_bytes_per_dim(self) -> tuple[tuple[int, int], ...]:
+        """The point-to-point bytes this NPU sent, counted on every dimension a message crossed, by dimension."""
+        per_dim: dict[int, int] = {}
+        for peer, size in self._p2p_sent.items():
+            for dim in self._table.grid.dims_between(self.npu, peer):
+                per_dim[dim] = per_dim.get(dim, 0) + size
+        return tuple(sorted(per_dim.items()))
 
     def _memory_transfer(self, index: int, size: int) -> None:
         """A load or store of ``size`` bytes between the NPU and its local memory: the transfers queue on one

@@ -280,7 +280,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float)
         peak_memory_ps=executor.peak_memory_ps,
         memory_at_peak=(*resident, ("working", executor.peak_memory)) if resident or executor.peak_memory else (),
         compute_energy_pj=energy_pj,
-        p2p_bytes_per_dim=tuple(sorted(executor.p2p_bytes.items())),
+        p2p_bytes_per_dim=executor.p2p_bytes_per_dim(),
     )
 
 
