@@ -77,10 +77,9 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
             stride = _integer(kind, "stride", values.get("stride", "1"))
             return operators.conv2d(n, k, c, p, q, r, s, stride, parsed_dtype)
         if kind == "attention":
-            batch, queries, keys, head_dim = (_integer(kind, key, values[key]) for key in ("batch", "queries", "keys",
-                                                                                          "head_dim"))  # fmt: skip
+            sizes = [_integer(kind, key, values[key]) for key in ("batch", "queries", "keys", "head_dim")]
             return operators.attention(
-                batch, queries, keys, head_dim, group=_integer(kind, "group", values.get("group", "1")),
+                *sizes, group=_integer(kind, "group", values.get("group", "1")),
                 causal=_flag(kind, "causal", values.get("causal", "false")),
                 backward=_flag(kind, "backward", values.get("backward", "false")), dtype=parsed_dtype,
             )

@@ -12,6 +12,7 @@ import pytest
 
 from stratasim.adapters.scalesim import ScaleSimCompute
 from stratasim.adapters.zigzag import ZigZagCompute
+from stratasim.cli import cost
 from stratasim.compute_layer.per_kind import PerKindCompute
 from stratasim.compute_layer.profile import ProfileCompute
 from stratasim.compute_layer.roofline import RooflineCompute
@@ -19,6 +20,7 @@ from stratasim.compute_layer.timeloop.backend import TimeloopCompute
 from stratasim.compute_layer.wafer.backend import WaferCompute
 from stratasim.kernel import operators
 from stratasim.kernel.contracts import ComputeBackend
+from stratasim.kernel.errors import BackendError
 from stratasim.v1 import common_pb2, compute_pb2
 from tests.compute_layer.profile_helpers import write_table
 
@@ -84,3 +86,12 @@ def test_a_per_kind_route_sends_attention_to_its_backend(tmp_path: Path) -> None
     assert not response.HasField("error"), response.error.message
     assert response.costs[1] == _cost(roofline, "h100", CAUSAL)
     assert response.costs[0] == _cost(profile, "h100", gemm)
+
+
+def test_cost_builds_an_attention_from_what_the_user_wrote() -> None:
+    given = {"batch": "2", "queries": "256", "keys": "256", "head_dim": "64", "causal": "true"}
+    assert cost.operator_from("attention", given, "bf16") == operators.attention(2, 256, 256, 64, causal=True)
+    with pytest.raises(BackendError, match="attention causal='maybe': expected true or false"):
+        cost.operator_from("attention", {**given, "causal": "maybe"}, "bf16")
+    with pytest.raises(BackendError, match="attention: missing head_dim"):
+        cost.operator_from("attention", {key: given[key] for key in ("batch", "queries", "keys")}, "bf16")
