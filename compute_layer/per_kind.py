@@ -24,7 +24,7 @@ __all__ = ["KIND_NAMES", "PerKindCompute", "kind_name"]
 KIND_NAMES: tuple[str, ...] = tuple(
     name.lower() for name in compute_pb2.OperatorKind.keys() if name != "OPERATOR_KIND_UNSPECIFIED"  # noqa: SIM118
 )
-"""The operator kinds a route may name (``gemm``, ``conv``, ``elementwise``), besides ``*`` for every other kind."""
+"""The operator kinds a route may name (``gemm``, ``conv``, ``elementwise``, ``attention``), besides ``*`` for every other kind."""
 
 
 def kind_name(kind: compute_pb2.OperatorKind.ValueType) -> str:

@@ -102,7 +102,9 @@ class ProfileCompute:
         kind = kind_of(op)
         what = f"{kind_name(kind)} {dtype_name(op.dtype)} on {device!r}"
         if kind not in KIND_DIMS:
-            raise _OutOfProfile(f"a profile cannot price {what}", common_pb2.Error.UNSUPPORTED)
+            measures = " and ".join(kind_name(known) for known in KIND_DIMS)
+            message = f"a profile cannot price {what}; it measures {measures} (route others: compute.per_kind)"
+            raise _OutOfProfile(message, common_pb2.Error.UNSUPPORTED)
         key: Key = (device, kind, op.dtype)
         points = self._table.points.get(key)
         if points is None:

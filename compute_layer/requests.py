@@ -16,7 +16,7 @@ from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["Rejected", "label", "checked_shape", "element_bytes", "described", "unknown_capacity"]
 
-_KINDS: tuple[OperatorKind, ...] = (compute_pb2.GEMM, compute_pb2.CONV, compute_pb2.ELEMENTWISE)
+_KINDS: tuple[OperatorKind, ...] = (compute_pb2.GEMM, compute_pb2.CONV, compute_pb2.ELEMENTWISE, compute_pb2.ATTENTION)
 
 
 class Rejected(Exception):
@@ -35,7 +35,7 @@ def label(op: compute_pb2.OperatorDesc, index: int) -> str:
 def checked_shape(
     op: compute_pb2.OperatorDesc, index: int, backend: str, kinds: Collection[OperatorKind] = _KINDS
 ) -> Shape:
-    """``op``'s shape, its optional sizes filled in (a GEMM's batch, a convolution's stride).
+    """``op``'s shape, its optional sizes filled in (a GEMM's batch, a convolution's stride, an attention's group).
 
     Raises :class:`Rejected`: UNSUPPORTED when ``backend`` does not price ``op``'s kind (``kinds``), and
     INVALID_ARGUMENT when a size is not positive.

@@ -29,7 +29,9 @@ The on-chip level's own traffic is what the compute units read from it: each uni
 times, B ``ceil(M/tile_m)`` times and C written once — and never less than the DRAM traffic, which passes
 through the on-chip memory on its way. A convolution is its implicit GEMM (M = N·P·Q, K = C·R·S, N = K filters)
 with A standing for the input image (``N·C·H·W``: the overlap of its windows is fetched once per pass).
-Element-wise operators and kinds without a shape move their minimum traffic at every level.
+Element-wise operators, fused attention (whose kernel keeps its score blocks on chip: its HBM traffic is its
+minimum, Q, K, V, O and row statistics, and it has no tile or wave quantisation here, its FLOPs and bytes being
+priced as they are) and kinds without a shape move their minimum traffic at every level.
 
 The third level of DFModel's roofline, the inter-chip network, is not priced here: in StrataSim the
 collectives an operator's sharding implies are separate events that the network layer simulates, so an

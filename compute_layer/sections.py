@@ -123,7 +123,7 @@ class ComputeSection(Section):
     calibration: CalibrationSection | None = None
     """Measured efficiencies that scale the device's datasheet figures."""
     per_kind: dict[str, str | KindRoute] | None = None
-    """Backend for each operator kind (``gemm``, ``conv``, ``elementwise``; ``*`` for the rest, default
+    """Backend for each operator kind (``gemm``, ``conv``, ``elementwise``, ``attention``; ``*`` for the rest, default
     ``backend``): a backend's name, or ``{backend, device}`` to price on a device in that backend's names."""
     profile: str | None = None
     """The table (CSV or JSON) of measured kernel times the ``profile`` backend reads, relative to the study

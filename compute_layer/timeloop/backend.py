@@ -1,7 +1,8 @@
 """The ``timeloop`` compute backend: each operator priced by the best mapping the mapper finds.
 
-GEMMs (batched too, so attention's products), convolutions and element-wise operators are read from the wire
-by :func:`~stratasim.compute_layer.requests.checked_shape`.
+GEMMs (batched too), convolutions and element-wise operators are read from the wire by
+:func:`~stratasim.compute_layer.requests.checked_shape`; fused attention is priced as the batched GEMMs its kernel
+runs, scaled by its causal share (:mod:`stratasim.compute_layer.fused_attention`).
 
     duration_ps = ceil(cycles · 10^12 / clock_hz)
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stratasim.compute_layer.fused_attention import priced_as_products
 from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
 from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message
@@ -22,7 +24,7 @@ from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, search
 from stratasim.compute_layer.timeloop.mapping import MappingError
 from stratasim.compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import ConvShape, GemmShape, signature
+from stratasim.kernel.operators import AttentionShape, ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["TimeloopCompute", "problem_of"]
@@ -30,8 +32,12 @@ __all__ = ["TimeloopCompute", "problem_of"]
 _PS_PER_SECOND = 10**12
 _INT64_MAX = 2**63 - 1
 def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
-    """The loop nest of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it has none."""
+    """The loop nest of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it has none (a fused
+    attention is several: see :func:`~stratasim.compute_layer.fused_attention.priced_as_products`)."""
     shape = checked_shape(op, index, "timeloop")
+    if isinstance(shape, AttentionShape):
+        message = f"{label(op, index)}: a fused attention runs several products, not one loop nest"
+        raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].shape")
     if isinstance(shape, GemmShape):
         return gemm(shape.m, shape.k, shape.n, batch=shape.batch)
     if isinstance(shape, ConvShape):
@@ -122,7 +128,12 @@ class TimeloopCompute:
         key = (acc, signature(op))
         cost = self._cache.get(key)
         if cost is None:
-            cost = self._cache[key] = self._price(index, op, acc)
+            shape = checked_shape(op, index, "timeloop")
+            if isinstance(shape, AttentionShape):
+                cost = priced_as_products(op, shape, lambda product: self._cached(index, product, acc))
+            else:
+                cost = self._price(index, op, acc)
+            self._cache[key] = cost
         return cost
 
     def _price(self, index: int, op: compute_pb2.OperatorDesc, acc: Accelerator) -> compute_pb2.OperatorCost:

@@ -3,7 +3,8 @@
 GEMMs (batched too), convolutions and element-wise operators (their element count, with ``flops`` and ``bytes``
 filled), as :func:`~stratasim.compute_layer.requests.checked_shape` decodes them, are priced by
 :func:`~stratasim.compute_layer.wafer.model.plan`: the fastest split over the wafer's cores, PALM's SRAM strategy for
-each core's share, and the DRAM traffic through the contended edge channels and NoC.
+each core's share, and the DRAM traffic through the contended edge channels and NoC. Fused attention is priced as
+the batched GEMMs its kernel runs, scaled by its causal share (:mod:`stratasim.compute_layer.fused_attention`).
 
 ``traffic`` lists ``"dram"`` (every used core's Algorithm 1 bytes), ``"noc"`` (those bytes times the mesh hops
 they travel to the edge) and ``"sram"`` (each core's operands read or written once: a lower bound). ``bound`` is
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stratasim.compute_layer.fused_attention import priced_as_products
 from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
 from stratasim.compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
 from stratasim.compute_layer.wafer.model import Plan, plan
 from stratasim.compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
 from stratasim.compute_layer.wafer.wafer_wire import wafer_from_message
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import ConvShape, GemmShape, dtype_name, signature
+from stratasim.kernel.operators import AttentionShape, ConvShape, GemmShape, dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["WaferCompute", "shape_of"]
@@ -31,9 +33,13 @@ _INT64_MAX = 2**63 - 1
 
 
 def shape_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Shape:
-    """What the splitter needs of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it is unusable."""
+    """What the splitter needs of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it is unusable
+    (a fused attention is several operators: see :func:`~stratasim.compute_layer.fused_attention.priced_as_products`)."""
     shape = checked_shape(op, index, "wafer")
     element = element_bytes(op, index)
+    if isinstance(shape, AttentionShape):
+        message = f"{label(op, index)}: a fused attention runs several products, not one split"
+        raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].shape")
     if isinstance(shape, GemmShape):
         return Gemm(shape.batch, shape.m, shape.k, shape.n, element)
     if isinstance(shape, ConvShape):
@@ -111,7 +117,12 @@ class WaferCompute:
         key = (chosen, signature(op))
         cost = self._cache.get(key)
         if cost is None:
-            cost = self._cache[key] = _cost(index, op, chosen)
+            shape = checked_shape(op, index, "wafer")
+            if isinstance(shape, AttentionShape):
+                cost = priced_as_products(op, shape, lambda product: self._cached(index, product, chosen))
+            else:
+                cost = _cost(index, op, chosen)
+            self._cache[key] = cost
         return cost
 
 

@@ -143,11 +143,13 @@ def _add_cost(subparsers: _Subparsers) -> None:
         "cost", help="one operator's cost from one or more compute backends",
         description="e.g. stratasim cost gemm M=4096 K=4096 N=4096 --backend roofline --backend profile "
         "--profile times.csv --device h100; stratasim cost conv N=1 K=64 C=3 P=112 Q=112 R=7 S=7 stride=2 --device "
-        "h100; stratasim cost elementwise shape=4096x4096 --device h100",
+        "h100; stratasim cost elementwise shape=4096x4096 --device h100; stratasim cost attention batch=32 queries=4096 "
+        "keys=4096 head_dim=128 causal=true --device h100",
     )  # fmt: skip
-    parser.add_argument("kind", choices=("gemm", "conv", "elementwise"), help="the operator kind")
+    parser.add_argument("kind", choices=("gemm", "conv", "elementwise", "attention"), help="the operator kind")
     parser.add_argument("dims", nargs="*", metavar="KEY=VALUE", help="gemm: M= K= N= [B=]; conv: N= K= C= P= Q= R= "
-                        "S= [stride=]; elementwise: shape=AxB [flops=] [inputs=]")  # fmt: skip
+                        "S= [stride=]; elementwise: shape=AxB [flops=] [inputs=]; attention: batch= queries= keys= "
+                        "head_dim= [group=] [causal=true] [backward=true]")  # fmt: skip
     for key in ("m", "k", "n", "batch", "shape"):
         parser.add_argument(f"--{key}", metavar=key.upper(), help=f"same as {key.upper()}=")
     parser.add_argument("--flops-per-element", dest="flops_per_element", metavar="F", help="elementwise: FLOPs each")

@@ -24,6 +24,8 @@ KINDS: Mapping[str, Mapping[str, bool]] = {
     "gemm": {"m": True, "k": True, "n": True, "batch": False},
     "conv": {key: key != "stride" for key in ("n", "k", "c", "p", "q", "r", "s", "stride")},
     "elementwise": {"shape": True, "flops_per_element": False, "inputs": False},
+    "attention": {"batch": True, "queries": True, "keys": True, "head_dim": True, "group": False, "causal": False,
+                  "backward": False},
 }
 _ALIASES = {"b": "batch", "flops": "flops_per_element"}
 
@@ -43,6 +45,14 @@ def _integer(kind: str, key: str, text: str) -> int:
         return int(text)
     except ValueError:
         raise BackendError(f"{kind} {key}={text!r}: expected an integer") from None
+
+
+def _flag(kind: str, key: str, text: str) -> bool:
+    if text.strip().lower() in {"true", "1", "yes"}:
+        return True
+    if text.strip().lower() in {"false", "0", "no"}:
+        return False
+    raise BackendError(f"{kind} {key}={text!r}: expected true or false")
 
 
 def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb2.OperatorDesc:
@@ -66,6 +76,13 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
             n, k, c, p, q, r, s = (_integer(kind, key, values[key]) for key in "nkcpqrs")
             stride = _integer(kind, "stride", values.get("stride", "1"))
             return operators.conv2d(n, k, c, p, q, r, s, stride, parsed_dtype)
+        if kind == "attention":
+            sizes = [_integer(kind, key, values[key]) for key in ("batch", "queries", "keys", "head_dim")]
+            return operators.attention(
+                *sizes, group=_integer(kind, "group", values.get("group", "1")),
+                causal=_flag(kind, "causal", values.get("causal", "false")),
+                backward=_flag(kind, "backward", values.get("backward", "false")), dtype=parsed_dtype,
+            )
         shape = [_integer(kind, "shape", part) for part in values["shape"].lower().replace(",", "x").split("x")]
         flops = _integer(kind, "flops_per_element", values.get("flops_per_element", "1"))
         inputs = _integer(kind, "inputs", values.get("inputs", "1"))

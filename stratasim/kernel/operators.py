@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from math import prod
 from types import MappingProxyType
 from typing import ClassVar, TypeAlias
@@ -28,6 +29,8 @@ __all__ = [
     "gemm",
     "conv2d",
     "elementwise",
+    "attention",
+    "ATTENTION_BLOCK",
     "signature",
     "OperatorKind",
     "kind_of",
@@ -35,6 +38,7 @@ __all__ = [
     "GemmShape",
     "ConvShape",
     "ElementwiseShape",
+    "AttentionShape",
     "Shape",
     "ShapeError",
     "shape_of",
@@ -189,6 +193,63 @@ def elementwise(
     return _describe("elementwise", {"elements": elements}, dtype, flops, elements * (inputs + 1) * size, name)
 
 
+ATTENTION_BLOCK = 128
+"""The query and key block size of the fused attention kernel (FlashAttention-2's 128 x 128 tiles for head sizes up
+to 128): a causal kernel skips exactly the key blocks wholly above the diagonal, and computes the rest whole."""
+
+_SOFTMAX_FLOPS = 5
+"""FLOPs per computed score of the on-chip softmax (scale, running max, subtract, exp, running sum) forward, and of
+its gradient backward (P recomputed from the row statistics, dS = P (dP - D) scaled): the unfused softmax's count."""
+
+_STATS_BYTES = 4
+"""One fp32 row statistic (the log-sum-exp of a query's scores) per query, written forward and read backward."""
+
+
+def attention(
+    batch: int,
+    queries: int,
+    keys: int,
+    head_dim: int,
+    *,
+    causal: bool = False,
+    backward: bool = False,
+    group: int = 1,
+    dtype: DType = compute_pb2.BF16,
+    name: str = "",
+) -> compute_pb2.OperatorDesc:
+    """Fused attention (FlashAttention, Dao et al. 2022; FlashAttention-2, Dao 2023) over ``batch`` query heads,
+    ``queries`` queries each against ``keys`` keys of size ``head_dim``; ``group`` query heads share each key-value
+    head (grouped-query attention), so there are ``batch / group`` of those.
+
+    With ``n`` the scores computed (:attr:`AttentionShape.scores`: ``batch · queries · keys``, or causally only the
+    :data:`ATTENTION_BLOCK`-square blocks not wholly above the diagonal), FLOPs = ``n (4 head_dim + 5)`` forward
+    (Q·Kᵀ and P·V, the online softmax) and ``n (10 head_dim + 5) + 2 batch queries head_dim`` backward (S recomputed,
+    dV, dP, dQ and dK, the softmax's gradient, and D = rowsum(dO ∘ O)). Bytes are main-memory traffic, the score
+    matrix never among them: Q, K, V read and O and the fp32 row statistics written forward; Q, K, V, O, dO and
+    the statistics read and dQ, dK, dV written backward.
+    """
+    for argument, value in (("batch", batch), ("queries", queries), ("keys", keys), ("head_dim", head_dim),
+                            ("group", group)):  # fmt: skip
+        _positive(argument, value)
+    if batch % group:
+        raise ValueError(f"batch ({batch}) must be divisible by group ({group}): whole key-value heads")
+    if causal and queries > keys:
+        raise ValueError(f"a causal attention needs queries ({queries}) at most keys ({keys}): queries end the keys")
+    shape = AttentionShape(batch, queries, keys, head_dim, group, causal, backward)
+    size = dtype_bytes(dtype)
+    q_side, kv_side = batch * queries * head_dim * size, batch // group * keys * head_dim * size
+    stats = batch * queries * _STATS_BYTES
+    if backward:
+        flops = shape.scores * (10 * head_dim + _SOFTMAX_FLOPS) + 2 * batch * queries * head_dim
+        traffic = 3 * q_side + 2 * kv_side + stats + q_side + 2 * kv_side  # Q, O, dO, K, V, stats in; dQ, dK, dV out
+    else:
+        flops = shape.scores * (4 * head_dim + _SOFTMAX_FLOPS)
+        traffic = q_side + 2 * kv_side + q_side + stats  # Q, K, V in; O and stats out
+    sizes = {"batch": batch, "queries": queries, "keys": keys, "head_dim": head_dim, "group": 0 if group == 1 else group,
+             "causal": causal, "backward": backward}  # fmt: skip
+    return _describe("attention", sizes, dtype, flops, traffic, name)
+
+
 def signature(op: compute_pb2.OperatorDesc) -> bytes:
     """A deterministic serialization of ``op``, equal for equal operators: the key compute results are cached by."""
     return op.SerializeToString(deterministic=True)
@@ -196,7 +257,8 @@ def signature(op: compute_pb2.OperatorDesc) -> bytes:
 
 # The case of the descriptor's ``shape`` oneof for each kind.
 _KINDS: MappingProxyType[str, OperatorKind] = MappingProxyType(
-    {"gemm": compute_pb2.GEMM, "conv": compute_pb2.CONV, "elementwise": compute_pb2.ELEMENTWISE}
+    {"gemm": compute_pb2.GEMM, "conv": compute_pb2.CONV, "elementwise": compute_pb2.ELEMENTWISE,
+     "attention": compute_pb2.ATTENTION}
 )
 
 
@@ -269,7 +331,55 @@ class ElementwiseShape:
         return (self.elements,)
 
 
-Shape: TypeAlias = GemmShape | ConvShape | ElementwiseShape
+@dataclass(frozen=True)
+class AttentionShape:
+    """Fused attention over ``batch`` query heads of ``queries`` queries against ``keys`` keys of ``head_dim``,
+    ``group`` query heads per key-value head; ``causal`` aligns the queries to the end of the keys (a prefill with
+    a cache, a decode step); ``backward`` is the gradient pass."""
+
+    kind: ClassVar[OperatorKind] = compute_pb2.ATTENTION
+    batch: int
+    queries: int
+    keys: int
+    head_dim: int
+    group: int
+    causal: bool
+    backward: bool
+
+    @property
+    def scores(self) -> int:
+        """Scores the kernel computes: every one, or causally the whole :data:`ATTENTION_BLOCK`-square blocks (edge
+        blocks cut to the matrix) holding any score on or below the diagonal, as FlashAttention-2 skips the rest."""
+        if not self.causal:
+            return self.batch * self.queries * self.keys
+        block, offset, computed = ATTENTION_BLOCK, self.keys - self.queries, 0
+        for start in range(0, self.queries, block):
+            end = min(start + block, self.queries)
+            seen = offset + end  # keys the block's last query sees
+            computed += (end - start) * min(self.keys, -(-seen // block) * block)
+        return self.batch * computed
+
+    @property
+    def causal_share(self) -> Fraction:
+        """The share of the full ``queries x keys`` products the kernel runs: 1 unless causal."""
+        return Fraction(self.scores, self.batch * self.queries * self.keys)
+
+    def products(self) -> tuple[GemmShape, ...]:
+        """The batched matrix products the kernel runs over the full score matrix (scale their cost by
+        :attr:`causal_share`): Q·Kᵀ and P·V forward; S = Q·Kᵀ again, dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K and
+        dK = dSᵀ·Q backward."""
+        b, q, k, d = self.batch, self.queries, self.keys, self.head_dim
+        scores, context = GemmShape(b, q, d, k), GemmShape(b, q, k, d)
+        if not self.backward:
+            return scores, context
+        return scores, GemmShape(b, k, q, d), GemmShape(b, q, d, k), context, GemmShape(b, k, q, d)
+
+    def dims(self) -> tuple[int, ...]:
+        """``(batch, queries, keys, head_dim)``: how tables print it."""
+        return (self.batch, self.queries, self.keys, self.head_dim)
+
+
+Shape: TypeAlias = GemmShape | ConvShape | ElementwiseShape | AttentionShape
 """An operator's sizes as :func:`shape_of` decodes them, optional fields filled in."""
 
 
@@ -282,7 +392,7 @@ class ShapeError(ValueError):
 
 
 def _sizes(
-    message: compute_pb2.GemmShape | compute_pb2.ConvShape | compute_pb2.ElementwiseShape,
+    message: compute_pb2.GemmShape | compute_pb2.ConvShape | compute_pb2.ElementwiseShape | compute_pb2.AttentionShape,
     field: str,
     names: str,
     **defaults: int,
@@ -312,4 +422,13 @@ def shape_of(op: compute_pb2.OperatorDesc) -> Shape:
     if case == "elementwise":
         (elements,) = _sizes(op.elementwise, case, "elements")
         return ElementwiseShape(elements)
-    raise ShapeError("the operator carries no shape (gemm, conv or elementwise)", "shape")
+    if case == "attention":
+        message = op.attention
+        batch, queries, keys, head_dim, group = _sizes(message, case, "batch queries keys head_dim group", group=1)
+        if batch % group:
+            raise ShapeError(f"attention.batch ({batch}) must be divisible by attention.group ({group})", "attention.group")
+        if message.causal and queries > keys:
+            raise ShapeError(f"a causal attention needs attention.queries ({queries}) at most attention.keys ({keys})",
+                             "attention.queries")
+        return AttentionShape(batch, queries, keys, head_dim, group, message.causal, message.backward)
+    raise ShapeError("the operator carries no shape (gemm, conv, elementwise or attention)", "shape")

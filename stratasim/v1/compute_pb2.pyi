@@ -59,6 +59,8 @@ class _OperatorKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Operator
     GEMM: _OperatorKind.ValueType  # 1
     ELEMENTWISE: _OperatorKind.ValueType  # 2
     CONV: _OperatorKind.ValueType  # 3
+    ATTENTION: _OperatorKind.ValueType  # 4
+    """Fused attention (FlashAttention-style): softmax(Q K^T) V without the score matrix in main memory."""
 
 class OperatorKind(_OperatorKind, metaclass=_OperatorKindEnumTypeWrapper):
     """The kinds of operator, for naming them (routes, profile tables, reports); an operator's kind on the wire is
@@ -69,6 +71,8 @@ OPERATOR_KIND_UNSPECIFIED: OperatorKind.ValueType  # 0
 GEMM: OperatorKind.ValueType  # 1
 ELEMENTWISE: OperatorKind.ValueType  # 2
 CONV: OperatorKind.ValueType  # 3
+ATTENTION: OperatorKind.ValueType  # 4
+"""Fused attention (FlashAttention-style): softmax(Q K^T) V without the score matrix in main memory."""
 Global___OperatorKind: _TypeAlias = OperatorKind  # noqa: Y015
 
 class _Bound:
@@ -195,6 +199,52 @@ class ElementwiseShape(_message.Message):
 Global___ElementwiseShape: _TypeAlias = ElementwiseShape  # noqa: Y015
 
 @_typing.final
+class AttentionShape(_message.Message):
+    """Fused attention (FlashAttention-style) over `batch` query heads: each of `queries` queries against `keys` keys of
+    `head_dim`, the score matrix kept on chip (stratasim/kernel/operators.py: attention() counts its FLOPs and bytes).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BATCH_FIELD_NUMBER: _builtins.int
+    QUERIES_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
+    HEAD_DIM_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    CAUSAL_FIELD_NUMBER: _builtins.int
+    BACKWARD_FIELD_NUMBER: _builtins.int
+    batch: _builtins.int
+    queries: _builtins.int
+    keys: _builtins.int
+    head_dim: _builtins.int
+    group: _builtins.int
+    """Query heads sharing one key-value head (grouped-query attention); 0 (unset) is 1."""
+    causal: _builtins.bool
+    """Causal: query i (aligned to the end of the keys) sees keys up to keys - queries + i; the kernel skips the
+    key blocks wholly above the diagonal.
+    """
+    backward: _builtins.bool
+    """The backward pass (dQ, dK, dV from dO), rather than the forward."""
+    def __init__(
+        self,
+        *,
+        batch: _builtins.int = ...,
+        queries: _builtins.int = ...,
+        keys: _builtins.int = ...,
+        head_dim: _builtins.int = ...,
+        group: _builtins.int = ...,
+        causal: _builtins.bool = ...,
+        backward: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backward", b"backward", "batch", b"batch", "causal", b"causal", "group", b"group", "head_dim", b"head_dim", "keys", b"keys", "queries", b"queries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AttentionShape: _TypeAlias = AttentionShape  # noqa: Y015
+
+@_typing.final
 class OperatorDesc(_message.Message):
     """An operator to price. FLOPs and bytes are filled in by whoever builds the descriptor, so a backend that
     understands only totals (roofline) needs no knowledge of the kind; richer backends read the shape, whose
@@ -206,6 +256,7 @@ class OperatorDesc(_message.Message):
     GEMM_FIELD_NUMBER: _builtins.int
     CONV_FIELD_NUMBER: _builtins.int
     ELEMENTWISE_FIELD_NUMBER: _builtins.int
+    ATTENTION_FIELD_NUMBER: _builtins.int
     DTYPE_FIELD_NUMBER: _builtins.int
     FLOPS_FIELD_NUMBER: _builtins.int
     BYTES_FIELD_NUMBER: _builtins.int
@@ -221,22 +272,25 @@ class OperatorDesc(_message.Message):
     def conv(self) -> Global___ConvShape: ...
     @_builtins.property
     def elementwise(self) -> Global___ElementwiseShape: ...
+    @_builtins.property
+    def attention(self) -> Global___AttentionShape: ...
     def __init__(
         self,
         *,
         gemm: Global___GemmShape | None = ...,
         conv: Global___ConvShape | None = ...,
         elementwise: Global___ElementwiseShape | None = ...,
+        attention: Global___AttentionShape | None = ...,
         dtype: Global___DType.ValueType = ...,
         flops: _builtins.int = ...,
         bytes: _builtins.int = ...,
         name: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["conv", b"conv", "elementwise", b"elementwise", "gemm", b"gemm", "shape", b"shape"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["attention", b"attention", "conv", b"conv", "elementwise", b"elementwise", "gemm", b"gemm", "shape", b"shape"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "conv", b"conv", "dtype", b"dtype", "elementwise", b"elementwise", "flops", b"flops", "gemm", b"gemm", "name", b"name", "shape", b"shape"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attention", b"attention", "bytes", b"bytes", "conv", b"conv", "dtype", b"dtype", "elementwise", b"elementwise", "flops", b"flops", "gemm", b"gemm", "name", b"name", "shape", b"shape"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_shape: _TypeAlias = _typing.Literal["gemm", "conv", "elementwise"]  # noqa: Y015
+    _WhichOneofReturnType_shape: _TypeAlias = _typing.Literal["gemm", "conv", "elementwise", "attention"]  # noqa: Y015
     _WhichOneofArgType_shape: _TypeAlias = _typing.Literal["shape", b"shape"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_shape) -> _WhichOneofReturnType_shape | None: ...
 

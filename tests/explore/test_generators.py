@@ -310,11 +310,13 @@ def test_fill_dp_needs_a_transformer(tmp_path: Path) -> None:
 
 
 def test_the_gpt3_example_holds_the_plans_its_doc_ranks() -> None:
-    """docs/explore-gpt3-plans.md ranks these 80 plans (the whole sweep takes about 70 s, so only its first and
-    Megatron-LM's published plan run here): the winner 21.63 s an iteration, the published plan 30.50 s."""
+    """docs/explore-gpt3-plans.md ranks these plans (the whole sweep takes about 70 s, so only its first and
+    Megatron-LM's published plan run here). With fused attention, the default since issue 14, 81 plans fit (the
+    row statistics in place of the score matrix let one more in; unfused: 80) and the two run in 20.77 s and
+    29.68 s an iteration (unfused: 21.63 s and 30.50 s, the doc's table)."""
     generated = resolve(load_sweep(GPT3_PLANS)).generated["plan"]
-    assert len(generated.points) == 80
-    assert generated.skipped == {"do not fit in 80 GiB": 64,
+    assert len(generated.points) == 81
+    assert generated.skipped == {"do not fit in 80 GiB": 63,
                                  "model.layers must be divisible by parallelism.pp * parallelism.virtual_stages": 24}
     published = {"tp": 8, "pp": 16, "dp": 8, "schedule": "1f1b", "virtual_stages": 1, "micro_batch": 1,
                  "recompute": "full", "zero": 0, "sequence_parallel": False}
@@ -325,4 +327,4 @@ def test_the_gpt3_example_holds_the_plans_its_doc_ranks() -> None:
     for name, plan in (("published", published), ("winner", winner)):
         overrides = [f"{PLAN}{key}={str(value).lower()}" for key, value in plan.items()]
         seconds[name] = run_study(load_study(EXAMPLES / "gpt3_175b.yaml", overrides)).to_dict()["total_time_ns"] / 1e9
-    assert seconds == {"published": pytest.approx(30.495, abs=5e-4), "winner": pytest.approx(21.631, abs=5e-4)}
+    assert seconds == {"published": pytest.approx(29.679, abs=5e-4), "winner": pytest.approx(20.772, abs=5e-4)}

@@ -66,10 +66,10 @@ def test_cost_per_iteration_is_npus_times_time_times_the_hourly_rate() -> None:
     report = run_study(load_study(TRANSFORMER, ["compute.device={preset: h100, usd_per_hour: 3.6}"]))
     data = report.to_dict()
     npus, total_ps = data["npus"], data["total_time_ps"]
-    assert (npus, total_ps) == (32, 70678794768)
-    # 32 NPUs x 70,678,794,768 ps x $3.6/h / (3.6 x 10^15 ps/h) = $0.002261721432576, exactly.
-    assert data["cost_usd_per_iteration"] == float(Fraction(32 * 70678794768, 10**15)) == 0.002261721432576
-    assert "cost             $0.00226172 per iteration" in report.to_text()
+    assert (npus, total_ps) == (32, 59721579924)
+    # 32 NPUs x 59,721,579,924 ps x $3.6/h / (3.6 x 10^15 ps/h) = $0.001911090557568, exactly.
+    assert data["cost_usd_per_iteration"] == float(Fraction(32 * 59721579924, 10**15)) == 0.001911090557568
+    assert "cost             $0.00191109 per iteration" in report.to_text()
     assert "cost_usd_per_iteration" not in run_study(load_study(TRANSFORMER)).to_dict()  # no rate, no cost
 
 

@@ -24,7 +24,9 @@ L, H, A, S, V = 4, 256, 4, 128, 1000
 
 
 def transformer(model: dict[str, object] | None = None, **plan: object) -> TransformerWorkload:
-    return TransformerWorkload(TransformerWorkload.Config.model_validate({"model": model or MODEL, "parallelism": plan}))
+    """The unfused attention core these hand counts are of (its scores and context GEMMs)."""
+    config = {"model": model or MODEL, "parallelism": plan, "attention": "unfused"}
+    return TransformerWorkload(TransformerWorkload.Config.model_validate(config))
 
 
 def gemm_flops(graph: workload_pb2.ExecutionGraph) -> int:

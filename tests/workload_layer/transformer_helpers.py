@@ -21,9 +21,11 @@ LLAMA_2_7B = dict(layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000, f
 """LLaMA-2 7B (Touvron et al. 2023): untied embeddings, no biases, RMSNorm, rotary positions, SwiGLU."""
 
 
-def build(model: Mapping[str, object], **plan: object) -> TransformerWorkload:
-    """The transformer workload of ``model`` under the plan ``plan``."""
-    return TransformerWorkload(TransformerWorkload.Config.model_validate({"model": model, "parallelism": plan}))
+def build(model: Mapping[str, object], attention: str = "unfused", **plan: object) -> TransformerWorkload:
+    """The transformer workload of ``model`` under the plan ``plan``, its attention core ``attention`` (these tests
+    count the unfused core's GEMMs and Korthikanti et al.'s activations unless told)."""
+    config = {"model": model, "parallelism": plan, "attention": attention}
+    return TransformerWorkload(TransformerWorkload.Config.model_validate(config))
 
 
 def all_graphs(workload: TransformerWorkload) -> list[workload_pb2.ExecutionGraph]:

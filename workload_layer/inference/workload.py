@@ -18,16 +18,19 @@ has that token) are in :mod:`stratasim.workload_layer.inference.batch_graph`, th
   ``f = ffn / tp``:
 
   layernorm; QKV GEMM ``[t, h] x [h, (a + 2g) d]``; KV-cache append (a copy of ``2 t g d`` elements, which the
-  node allocates); attention scores ``[r q, d] x [d, c]`` and context ``[r q, c] x [c, d]``, both batched over
+  node allocates); the attention core (fused by default, below; unfused:) attention scores ``[r q, d] x [d, c]`` and context ``[r q, c] x [c, d]``, both batched over
   ``b g`` (the ``r`` query heads sharing a key-value head are stacked, so each key and value is read once: these
   GEMMs' bytes include the KV cache read, ``2 b g c d`` elements, and are what make decode memory-bound), with a
   softmax over ``b a q c`` elements between; output projection ``[t, a d] x [a d, h]``; TP all-reduce of
   ``t h`` elements; residual + layernorm; MLP ``[t, h] x [h, f]``, GeLU, ``[t, f] x [f, h]`` (with SwiGLU the
   first GEMM is ``[t, h] x [h, 2f]``, gate and up fused, and the activation reads both halves); TP all-reduce of
   ``t h`` elements; residual.
-- Causal masking in the prefill: the score and context GEMMs are counted over the full ``c x c`` square, as an
-  unfused kernel (and the training workload, and Megatron-LM's FLOP formula) computes it; a causal FlashAttention
-  kernel skips about half of those FLOPs and never writes the scores, so prefill attention is an upper bound.
+- ``attention: fused`` (default) runs the attention core, scores, softmax and context, as one causal
+  FlashAttention kernel over the ``b a`` query heads of the rank (:func:`stratasim.kernel.operators.attention`,
+  ``r`` query heads per key-value head), the queries at the end of the ``c`` keys: in the prefill it skips the key
+  blocks above the diagonal, in a decode step its one query sees the whole cache; it reads the KV cache once and
+  never writes the scores. ``attention: unfused`` runs the GEMMs and softmax above, counted over the full
+  ``q x c`` rectangle as an unfused kernel computes it.
 - First stage: an embedding lookup (a copy of ``t h`` elements) and its vocabulary-parallel TP all-reduce.
   Last stage: a final layernorm, the LM head ``[b, h] x [h, V/tp]`` over each request's last position only (the
   vocabulary padded to a multiple of tp), a TP all-gather of the logits (``b V`` elements) and a sampler
@@ -68,7 +71,7 @@ from stratasim.workload_layer.inference.batch_graph import (
 )
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
 from stratasim.workload_layer.transformer.blocks import embedding_parameters, head_parameters, layer_parameters
-from stratasim.workload_layer.transformer.config import ModelConfig
+from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
 __all__ = ["TransformerInferenceWorkload", "TransformerInferenceConfig", "ServingConfig", "InferenceParallelism"]
 
@@ -110,6 +113,9 @@ class TransformerInferenceConfig(Section):
     """Tensor- and pipeline-parallel degrees."""
     precision: DTypeName = "bf16"
     """Data type of weights, activations and KV cache."""
+    attention: AttentionKernel = "fused"
+    """The attention core: ``fused``, one causal FlashAttention kernel per layer and pass (prefill and decode) that
+    never writes the scores, as serving frameworks run it, or ``unfused``, scores GEMM, softmax and context GEMM."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TransformerInferenceConfig:
@@ -288,7 +294,7 @@ class TransformerInferenceWorkload:
         model, tp = self.config.model, self.config.parallelism.tp
         h, d, b = model.hidden, model.hidden // model.heads, self._requests()
         a, g, f = model.heads // tp, model.kv_head_count // tp, model.ffn_size // tp
-        r, t = a // g, b * queries
+        t = b * queries
         up = 2 * f if model.activation == "swiglu" else f
         kv_elements = 2 * t * g * d
         return (
@@ -296,9 +302,7 @@ class TransformerInferenceWorkload:
             Compute("qkv", self._gemm("qkv", t, h, (a + 2 * g) * d)),
             Compute("kv append", self._pointwise("kv append", (2, t, g * d), flops=0),
                     memory_bytes=kv_elements * self._element),
-            Compute("attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
-            Compute("softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
-            Compute("attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
+            *self._attention_core(queries, context),
             Compute("attention projection", self._gemm("attention projection", t, a * d, h)),
             self._all_reduce("attention tp all-reduce", t),
             Compute("residual layernorm", self._pointwise("residual layernorm", (t, h), flops=9, inputs=2)),
@@ -307,6 +311,22 @@ class TransformerInferenceWorkload:
             Compute("mlp down", self._gemm("mlp down", t, f, h)),
             self._all_reduce("mlp tp all-reduce", t),
             Compute("residual", self._pointwise("residual", (t, h), flops=1, inputs=2)),
+        )
+
+    def _attention_core(self, queries: int, context: int) -> tuple[Compute, ...]:
+        """Scores, softmax and context of ``queries`` new tokens per request against ``context`` keys: one fused
+        causal kernel, or (unfused) two GEMMs batched over the key-value heads, each stacking its query heads."""
+        model, tp, b = self.config.model, self.config.parallelism.tp, self._requests()
+        d, a, g = model.head_size, model.heads // tp, model.kv_head_count // tp
+        r = a // g
+        if self.config.attention == "fused":
+            fused = operators.attention(b * a, queries, context, d, causal=True, group=r, dtype=self._dtype,
+                                        name="attention")  # fmt: skip
+            return (Compute("attention", fused),)
+        return (
+            Compute("attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
+            Compute("softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
+            Compute("attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
         )
 
     def _head(self) -> list[Step]:

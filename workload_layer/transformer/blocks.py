@@ -8,8 +8,11 @@ heads, ``d = h / a``, ``f`` the MLP's inner size and ``t`` the TP degree:
 - attention: norm; QKV GEMM ``[T, h] x [h, (a + 2g) d / t]``, grouped-query attention sharing each of the ``g``
   key-value heads among ``a / g`` query heads (Megatron-core splits the ``g`` groups over TP, so ``t`` must
   divide ``g``; ``g = 1`` is multi-query attention); with rotary position embeddings, a rotation of the rank's
-  queries and keys; the attention core per query head, scores ``[s, d] x [d, s]`` and context
-  ``[s, s] x [s, d]`` batched over ``micro_batch * a / t`` with a softmax between; the output projection
+  queries and keys; the attention core over the ``micro_batch * a / t`` query heads: with ``attention: fused``
+  (default) one causal FlashAttention kernel forward and one backward (:func:`stratasim.kernel.operators.attention`:
+  no score matrix in memory, the key blocks above the diagonal skipped), with ``attention: unfused`` scores
+  ``[s, d] x [d, s]`` and context ``[s, s] x [s, d]`` batched over them with a softmax between, the full square
+  counted; the output projection
   ``[T, h/t] x [h/t, h]``; residual and the second norm;
 - MLP: ``[T, h] x [h, f/t]``, GeLU, ``[T, f/t] x [f/t, h]``, residual. Gated (``activation: swiglu``, as in
   LLaMA): the up projection is ``2f/t`` wide (gate and up), SwiGLU reads both halves; three weight matrices;
@@ -28,8 +31,9 @@ heads, ``d = h / a``, ``f`` the MLP's inner size and ``t`` the TP degree:
   block, around the expert GEMMs, as in Megatron-core's all-to-all token dispatcher: each rank routes its own
   ``T / t`` tokens. Megatron-LM's extra all-gather of a column-parallel GEMM's input in the backward pass (to save
   memory) is not modelled;
-- selective recomputation wraps the attention core in :class:`Recompute`; full recomputation re-runs the whole
-  layer (``Block.recompute``).
+- selective recomputation wraps the unfused attention core in :class:`Recompute` (the fused kernel keeps only its
+  row statistics and recomputes the scores in its own backward pass, so selective recomputation leaves it as it
+  is); full recomputation re-runs the whole layer (``Block.recompute``).
 
 Parameters on a TP rank: GEMM weights and column-parallel biases split over TP; row-parallel biases, norms
 (layernorm: scale and shift; rmsnorm: scale only) and the router replicated over TP; ``bias: false`` (LLaMA) has
@@ -51,6 +55,7 @@ from stratasim.workload_layer.transformer.memory import attention_core_bytes
 from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
+    Attention,
     Gemm,
     Pointwise,
     Recompute,
@@ -176,18 +181,23 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     s, h, tp, d = model.seq_len, model.hidden, plan.tp, model.head_size
     tokens, local, heads = plan.micro_batch * s, _local_tokens(config), plan.micro_batch * model.heads // tp
     enter, leave = _tp_region(config, tokens * h)
-    core: tuple[Gemm | Pointwise, ...] = (
-        Gemm("attention scores", s, d, s, batch=heads),
-        Pointwise("softmax", (heads, s, s), flops_per_element=5),
-        Gemm("attention context", s, s, d, batch=heads),
-    )
+    if config.attention == "fused":
+        fused = Attention("attention", heads, s, d, group=model.heads // model.kv_head_count)
+        core: tuple[Step, ...] = (fused,)  # selective recomputation finds nothing kept to drop
+    else:
+        unfused = (
+            Gemm("attention scores", s, d, s, batch=heads),
+            Pointwise("softmax", (heads, s, s), flops_per_element=5),
+            Gemm("attention context", s, s, d, batch=heads),
+        )
+        core = (Recompute(unfused, attention_core_bytes(config)),) if plan.recompute == "selective" else unfused
     rotary = Pointwise("rotary embedding", (tokens, (model.heads + model.kv_head_count) * d // tp), flops_per_element=3)
     return (
         Pointwise(model.norm, (local, h), flops_per_element=8),
         enter,
         Gemm("qkv", tokens, h, model.qkv_width // tp),
         *((rotary,) if model.position_embedding == "rope" else ()),
-        *((Recompute(core, attention_core_bytes(config)),) if plan.recompute == "selective" else core),
+        *core,
         Gemm("attention projection", tokens, h // tp, h),
         leave,
         Pointwise(f"residual {model.norm}", (local, h), flops_per_element=9, inputs=2),
@@ -268,8 +278,11 @@ def iteration_gemm_flops(config: TransformerConfig) -> int:
     ``4 b s^2 h`` (attention core), ``2 T h^2`` (projection) and ``2 T h (u + f)`` (MLP, ``u`` the up projection's
     width, ``f`` or ``2f``), or for an MoE layer ``2 T_r h E t`` (the router, on every TP rank) and
     ``2 E C g h (u + f)`` (the experts' ``E C g`` token slots, :mod:`stratasim.workload_layer.transformer.moe`). Backward passes double
-    them; full recomputation runs the layers forward once more, selective recomputation the attention core; the
-    LM head adds ``3 * 2 T h V'`` (``V'`` the padded vocabulary). Times ``micro_batches * dp``.
+    them; full recomputation runs the layers forward once more, selective recomputation the unfused attention
+    core; the LM head adds ``3 * 2 T h V'`` (``V'`` the padded vocabulary). Times ``micro_batches * dp``. A fused
+    attention core is counted as the unfused one, ``4 b s^2 h`` forward (the full square, as Megatron-LM counts it,
+    though the causal kernel skips the blocks above the diagonal) and twice that backward (not the scores its
+    backward kernel recomputes), and selective recomputation adds nothing to it.
     """
     model, plan = config.model, config.parallelism
     h, s, b = model.hidden, model.seq_len, plan.micro_batch
@@ -285,7 +298,7 @@ def iteration_gemm_flops(config: TransformerConfig) -> int:
         moe = router + 2 * r.local_experts * r.expert_tokens * h * (model.mlp_up_width + model.ffn_size)
     layers = model.layers * attention + (model.layers - moe_layers) * mlp + moe_layers * moe
     passes = 4 if plan.recompute == "full" else 3
-    recomputed_core = model.layers * core if plan.recompute == "selective" else 0
+    recomputed_core = model.layers * core if plan.recompute == "selective" and config.attention == "unfused" else 0
     head = 3 * 2 * tokens * h * -(-model.vocab // plan.tp) * plan.tp
     micro_batches = plan.batch // (plan.micro_batch * plan.dp)
     return micro_batches * plan.dp * (passes * layers + recomputed_core + head)

@@ -13,7 +13,10 @@ from pydantic import Field, model_validator
 from stratasim.kernel.schema import Bytes, DTypeName, Section
 from stratasim.workload_layer.transformer.rank_layout import RankLayout
 
-__all__ = ["ModelConfig", "ParallelismConfig", "TransformerConfig"]
+__all__ = ["ModelConfig", "ParallelismConfig", "TransformerConfig", "AttentionKernel"]
+
+AttentionKernel = Literal["fused", "unfused"]
+"""How a decoder's attention core runs: one fused kernel (FlashAttention) or scores, softmax and context apart."""
 
 
 _MOE_KEYS = ("top_k", "capacity_factor", "moe_every")
@@ -143,7 +146,8 @@ class ParallelismConfig(Section):
     global_batch: int | None = Field(default=None, ge=1)
     """Samples per iteration (default ``micro_batch * dp``: one micro-batch per pipeline)."""
     recompute: Literal["none", "selective", "full"] = "none"
-    """Activation recomputation: ``none``, ``selective`` (the attention core) or ``full`` (whole layers)."""
+    """Activation recomputation: ``none``, ``selective`` (the attention core; with ``attention: fused`` it keeps
+    nothing of the core to drop, so it recomputes nothing) or ``full`` (whole layers)."""
     zero: Literal[0, 1, 2, 3] = 0
     """ZeRO stage over the DP group (0 to 3)."""
     sequence_parallel: bool = False
@@ -221,7 +225,10 @@ class TransformerConfig(Section):
     """The parallel plan."""
     precision: DTypeName = "bf16"
     """Data type of weights and activations."""
-
+    attention: AttentionKernel = "fused"
+    """The attention core: ``fused``, one causal FlashAttention kernel per pass that never writes the score matrix
+    to memory (what Megatron-core, NeMo and PyTorch use today), or ``unfused``, scores GEMM, softmax and context
+    GEMM apart (Megatron-LM as of SC'21)."""
 
     @model_validator(mode="after")
     def _divisible(self) -> TransformerConfig:

@@ -40,6 +40,11 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     runs: ``2 s b h * L_c * n_p + A``;
   - with selective recomputation the attention core's ``5 a s^2 b / t`` is not kept but recomputed, for one layer
     at a time, while its backward pass runs: ``(A - 5 a s^2 b / t) * L_c * n_p + 5 a s^2 b / t``;
+  - with ``attention: fused`` (FlashAttention, the default) the attention core keeps no score matrix, softmax
+    output or dropout mask, only the fp32 log-sum-exp of each query's scores: ``4 a s b / t`` bytes in place of
+    ``5 a s^2 b / t``, whatever the recomputation (selective recomputation then has nothing to drop: it is
+    recomputation ``none``, and Korthikanti et al.'s table 2 row for it, ``s b h (10 + 24/t)``, is the fused
+    figure without the statistics);
   - with layers of both kinds (dense and MoE), the chunk of the stage keeping the most, times ``n_p``, plus the
     largest recomputed part;
   - ``n_p`` follows from the order of :func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`, ``W`` warm-up
@@ -129,7 +134,7 @@ def layer_terms(config: TransformerConfig, moe: bool) -> ActivationTerms:
     model, plan = config.model, config.parallelism
     sb, h = model.seq_len * plan.micro_batch, model.hidden
     inner = model.mlp_up_width + model.ffn_size
-    attention = 5 * model.heads * model.seq_len * sb
+    attention = 5 * model.heads * model.seq_len * sb if config.attention == "unfused" else 4 * model.heads * sb
     split = 4 * sb * h + 4 * sb * model.kv_head_count * model.head_size
     if not moe:
         return ActivationTerms(replicated=10 * sb * h, split=split + 2 * sb * inner, attention=attention)
@@ -142,8 +147,8 @@ def layer_terms(config: TransformerConfig, moe: bool) -> ActivationTerms:
 
 
 def attention_core_bytes(config: TransformerConfig) -> int:
-    """The attention core's activations of one layer and micro-batch on a TP rank, ``5 a s^2 b / t``: what
-    selective recomputation drops and recomputes."""
+    """The attention core's activations of one layer and micro-batch on a TP rank: ``5 a s^2 b / t`` unfused, what
+    selective recomputation drops and recomputes; ``4 a s b / t`` fused, the row statistics it keeps."""
     plan = config.parallelism
     return layer_terms(config, moe=False).attention // plan.tp
 
@@ -161,7 +166,8 @@ class LayerActivations:
 def layer_activations(config: TransformerConfig, moe: bool = False) -> LayerActivations:
     """A layer's (an MoE layer's if ``moe``) ``A`` all kept without recomputation; with full recomputation, its
     input ``2 s b h`` (split along the sequence with sequence parallelism) kept and ``A`` recomputed; with
-    selective recomputation, all but the attention core's part kept and that part recomputed."""
+    selective recomputation of an unfused attention core, all but the core's part kept and that part recomputed
+    (a fused core keeps only its row statistics, which selective recomputation keeps too: nothing is recomputed)."""
     model, plan = config.model, config.parallelism
     terms = layer_terms(config, moe)
     full = terms.on_rank(plan.tp, plan.sequence_parallel)
@@ -169,7 +175,7 @@ def layer_activations(config: TransformerConfig, moe: bool = False) -> LayerActi
         layer_input = 2 * model.seq_len * plan.micro_batch * model.hidden
         kept = layer_input // plan.tp if plan.sequence_parallel else layer_input
         return LayerActivations(kept_bytes=kept, recomputed_bytes=full)
-    if plan.recompute == "selective":
+    if plan.recompute == "selective" and config.attention == "unfused":
         kept = terms.on_rank(plan.tp, plan.sequence_parallel, keep_attention=False)
         return LayerActivations(kept_bytes=kept, recomputed_bytes=full - kept)
     return LayerActivations(kept_bytes=full, recomputed_bytes=0)

@@ -12,6 +12,7 @@ from typing import TypeAlias
 __all__ = [
     "Gemm",
     "Pointwise",
+    "Attention",
     "TensorParallelSum",
     "SequenceParallelSum",
     "AllToAll",
@@ -47,6 +48,22 @@ class Pointwise:
     shape: tuple[int, ...]
     flops_per_element: int
     inputs: int = 1
+
+
+@dataclass(frozen=True)
+class Attention:
+    """The attention core as one fused, causal kernel (FlashAttention) over ``batch`` query heads, each of ``seq``
+    queries and keys of ``head_dim``, ``group`` query heads per key-value head.
+
+    Its backward pass is one fused backward kernel, recomputing the scores on chip from the row statistics the
+    forward pass kept: there is nothing left for selective recomputation to drop.
+    """
+
+    name: str
+    batch: int
+    seq: int
+    head_dim: int
+    group: int = 1
 
 
 @dataclass(frozen=True)
@@ -96,7 +113,7 @@ class Recompute:
     held_bytes: int = 0
 
 
-Step: TypeAlias = Gemm | Pointwise | TensorParallelSum | SequenceParallelSum | AllToAll | Recompute
+Step: TypeAlias = Gemm | Pointwise | Attention | TensorParallelSum | SequenceParallelSum | AllToAll | Recompute
 """One operation of a block's forward pass."""
 
 

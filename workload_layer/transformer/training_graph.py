@@ -27,6 +27,7 @@ from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
+    Attention,
     Block,
     Gemm,
     Pointwise,
@@ -117,7 +118,7 @@ class _Emitter:
         self._expert_bucket = 0
         self._last_on: dict[tuple[int, ...], int] = {}
         self._prefetch_after: list[int] = []
-        self._operators: dict[tuple[Gemm | Pointwise, str], bytes] = {}
+        self._operators: dict[tuple[Gemm | Pointwise | Attention, str], bytes] = {}
 
     def build(self) -> workload_pb2.ExecutionGraph:
         for step in self._plan.order:
@@ -275,7 +276,7 @@ class _Emitter:
 
     def _run_forward(self, block: Block, prefix: str) -> None:
         for step in block.steps:
-            if isinstance(step, (Gemm, Pointwise)):
+            if isinstance(step, (Gemm, Pointwise, Attention)):
                 self._compute_forward(step, prefix)
             elif isinstance(step, Recompute):
                 for inner in step.steps:
@@ -289,7 +290,7 @@ class _Emitter:
 
     def _run_backward(self, block: Block, prefix: str) -> None:
         for step in reversed(block.steps):
-            if isinstance(step, (Gemm, Pointwise)):
+            if isinstance(step, (Gemm, Pointwise, Attention)):
                 self._compute_backward(step, prefix)
             elif isinstance(step, Recompute):
                 self._recompute(step, prefix)
@@ -302,21 +303,21 @@ class _Emitter:
                 after = self._ready if self._input_grad is None else [self._input_grad]
                 self._ready = [*self._ready, self._all_reduce(f"{prefix} tp all-reduce", after)]
 
-    def _compute_forward(self, step: Gemm | Pointwise, prefix: str) -> None:
+    def _compute_forward(self, step: Gemm | Pointwise | Attention, prefix: str) -> None:
         """``step``'s forward operator, after whatever the compute stream waits for."""
         self._compute(f"{prefix} {step.name}", self._operator(step, "forward"), self._ready)
 
-    def _compute_backward(self, step: Gemm | Pointwise, prefix: str) -> None:
+    def _compute_backward(self, step: Gemm | Pointwise | Attention, prefix: str) -> None:
         """``step``'s backward operators: a GEMM's input- then weight-gradient GEMMs, a pointwise operator once
-        more reading the output gradient."""
-        if isinstance(step, Pointwise):
+        more reading the output gradient, a fused attention's backward kernel."""
+        if isinstance(step, (Pointwise, Attention)):
             self._compute(f"{prefix} {step.name}", self._operator(step, "backward"), self._ready)
             return
         name = f"{prefix} {step.name}"
         self._input_grad = self._compute(f"{name} dgrad", self._operator(step, "dgrad"), self._ready)
         self._compute(f"{name} wgrad", self._operator(step, "wgrad"), [self._input_grad])
 
-    def _operator(self, step: Gemm | Pointwise, role: str) -> bytes:
+    def _operator(self, step: Gemm | Pointwise | Attention, role: str) -> bytes:
         """The operator ``step`` runs in ``role`` (forward, backward, dgrad or wgrad), described once and reused
         by every micro-batch: serialized, as parsing it into a node is cheaper than copying a message in."""
         known = self._operators.get((step, role))
@@ -324,6 +325,9 @@ class _Emitter:
             dtype = self._plan.dtype
             if isinstance(step, Pointwise):
                 desc = self._pointwise(step, step.inputs + (role == "backward"))
+            elif isinstance(step, Attention):
+                desc = operators.attention(step.batch, step.seq, step.seq, step.head_dim, causal=True,
+                                           backward=role == "backward", group=step.group, dtype=dtype, name=step.name)
             else:
                 m, k, n = {"forward": (step.m, step.k, step.n), "dgrad": (step.m, step.n, step.k),
                            "wgrad": (step.k, step.m, step.n)}[role]  # fmt: skip

@@ -13,8 +13,9 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   chunk of the first stage also holds the (vocabulary-parallel) embedding, the last chunk of the last stage the
   final layernorm, the LM head GEMM and the loss.
 - A GPT layer on a TP rank (``t = micro_batch * seq_len`` tokens, ``d = hidden / heads``): layernorm, QKV GEMM
-  ``[t, h] x [h, 3h/tp]``, attention scores and context as GEMMs batched over ``micro_batch * heads / tp``
-  (``[s, d] x [d, s]`` and ``[s, s] x [s, d]``) with a softmax between, output projection
+  ``[t, h] x [h, 3h/tp]``, the attention core over ``micro_batch * heads / tp`` query heads (one causal
+  FlashAttention kernel by default; with ``attention: unfused`` scores and context as batched GEMMs
+  ``[s, d] x [d, s]`` and ``[s, s] x [s, d]`` with a softmax between), output projection
   ``[t, h/tp] x [h/tp, h]``, TP all-reduce, residual + layernorm, MLP ``[t, h] x [h, ffn/tp]``, GeLU,
   ``[t, ffn/tp] x [ffn/tp, h]``, TP all-reduce, residual. The backward pass runs each GEMM as input- and
   weight-gradient GEMMs (2x the forward FLOPs) and all-reduces the input gradient before each column-parallel
@@ -114,6 +115,8 @@ class TransformerWorkload:
         count without recomputation. Grouped-query attention, SwiGLU and mixtures of experts change the GEMMs and so
         the count; a mixture of experts counts its capacity's token slots (padding included) and, without sequence
         parallelism, the router on every TP rank. The LM head uses the vocabulary padded to a multiple of tp.
+        A fused attention core counts as the unfused GEMMs would (the full square, as Megatron-LM's formula does,
+        although the kernel skips the blocks above the diagonal) and is never recomputed selectively.
         """
         return iteration_gemm_flops(self.config)
 
