@@ -56,7 +56,7 @@ class BenchCase:
         too: a collective prices no operator, so that costs the server's start-up and handshake only)."""
         study: dict[str, Any] = {
             "name": f"bench {self.collective} {'x'.join(map(str, self.shape))}",
-            "workload": {"kind": "collective", "collective": self.collective, "size": self.size},
+            "workload": {"kind": "collective", "collective": self.collective, "size": f"{self.size}B"},
             "system": {"algorithm": self.algorithm, "splits": self.splits, "aggregate": self.aggregate},
             "network": {
                 "backend": self.backend,
