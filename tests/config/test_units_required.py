@@ -186,3 +186,15 @@ def test_a_dumped_quantity_is_its_base_unit_written_out() -> None:
         "kind": "switch", "size": 4, "bandwidth": "25000000000.0B/s", "latency": "1000000ps", "backend": None,
         "energy_per_bit": None}  # fmt: skip
     assert study.system.model_dump()["endpoint_delay"] == "10000ps"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bench", "--size", "1048576"],
+     ["import", "astra", "--network", "n.yml", "--system", "s.json", "--size", "1048576"]],
+)  # fmt: skip
+def test_a_size_option_without_its_unit_is_named(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "argument --size: " in err and "1048576 has no unit; write 1048576B if you meant that" in err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].endswith("or e.g. 64MiB or 1GB")
