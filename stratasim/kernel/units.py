@@ -4,7 +4,7 @@ Decimal prefixes are powers of ten and binary prefixes (``Ki``, ``Mi``, ``Gi``..
 ``GB/s`` is 10^9 bytes/s and ``GiB/s`` is 2^30 bytes/s. Times become integer picoseconds (rounded to the
 nearest ps), sizes integer bytes, bandwidths bytes per second and throughputs FLOP per second. A quantity must
 carry its unit: a bare number (``100000000000``) is an error suggesting one, never read in a default unit; keys
-whose name carries the unit (``..._ns``, ``tdp_w``) are plain numbers and never come here.
+whose name carries the unit (``flit_bytes``, ``usd_per_hour``) are plain numbers and never come here.
 """
 
 from __future__ import annotations
