@@ -23,20 +23,26 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from stratasim.compute_layer.device_section import described_source
 from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel, accelerator
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.schema import Section, quantity
+from stratasim.kernel.schema import Section, quantity, written
+from stratasim.kernel.units import no_unit
 
 __all__ = ["AcceleratorSection", "LevelSection", "describes_accelerator"]
 
 _HERTZ = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[kMG]?Hz)?\s*$")
-_SCALE = {None: 1, "Hz": 1, "kHz": 10**3, "MHz": 10**6, "GHz": 10**9}
+_SCALE = {"Hz": 1, "kHz": 10**3, "MHz": 10**6, "GHz": 10**9}
 
 
 def _hertz(value: object) -> object:
-    """``700MHz``, ``1.2GHz`` or a bare number of hertz, as whole hertz; anything else is left for the int check."""
+    """``700MHz`` or ``1.2GHz`` as whole hertz; a bare number is refused, suggesting a unit; anything else is left
+    for the int check."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(no_unit(value, "700MHz or 1GHz", "Hz"))
     if isinstance(value, str):
         match = _HERTZ.match(value)
         if match is None:
             raise ValueError(f"cannot read {value!r} as a clock; write it like '700MHz' or '1GHz'")
+        if match["unit"] is None:
+            raise ValueError(no_unit(value, "700MHz or 1GHz", "Hz"))
         return round(float(match["num"]) * _SCALE[match["unit"]])
     return value
 
@@ -84,7 +90,7 @@ class AcceleratorSection(Section):
     """Columns of the PE array."""
     dataflow: Literal["os", "ws", "is"] | None = None
     """What stays in the PEs: outputs (``os``), weights (``ws``) or inputs (``is``)."""
-    clock: Annotated[int, BeforeValidator(_hertz), Field(gt=0), quantity("frequency", "700MHz", "Hz")] | None = None
+    clock: Annotated[int, BeforeValidator(_hertz), Field(gt=0), quantity("frequency", "700MHz"), written("Hz")] | None = None
     """Clock frequency."""
     mac_pj: Picojoules | None = None
     """Energy of a multiply-accumulate, in pJ."""

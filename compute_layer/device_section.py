@@ -20,7 +20,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
-from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity
+from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity, written
+from stratasim.kernel.units import no_unit
 
 __all__ = ["DeviceSection", "PeakTable", "described_source", "SramSection", "TilingSection"]
 
@@ -50,17 +51,22 @@ _WATTS = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<uni
 
 
 def _watts(value: object) -> object:
-    """``700W``, ``1.2kW`` or a bare number of watts, as watts; anything else is left for the float check."""
+    """``700W`` or ``1.2kW`` as watts; a bare number is refused, suggesting a unit; anything else is left for the
+    float check."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(no_unit(value, "700W or 1.2kW", "W"))
     if isinstance(value, str):
         match = _WATTS.match(value)
         if match is None:
             raise ValueError(f"cannot read {value!r} as a power; write it like '700W' or '1.2kW'")
+        if match["unit"] is None:
+            raise ValueError(no_unit(value, "700W or 1.2kW", "W"))
         return float(match["num"]) * (1000 if match["unit"] == "kW" else 1)
     return value
 
 
-Watts = Annotated[float, BeforeValidator(_watts), Field(ge=0), quantity("power", "700W", "W")]
-"""A power in watts (accepts ``700W``, ``1.2kW``, a bare number of watts)."""
+Watts = Annotated[float, BeforeValidator(_watts), Field(ge=0), quantity("power", "700W"), written("W")]
+"""A power in watts (accepts ``700W``, ``1.2kW``)."""
 
 Usd = Annotated[float, Field(ge=0)]
 

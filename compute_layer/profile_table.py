@@ -6,7 +6,7 @@ A row measures one operator on one device::
 
 ``kind`` is ``gemm`` (dims ``m``, ``k``, ``n`` and an optional ``batch``, default 1) or ``elementwise`` (dim
 ``elements``: the product of the tensor's shape). ``time`` is written with its unit (``12.5us``, ``800ns``; a
-bare number means ns, as everywhere in StrataSim); ``energy_pj`` is optional, in picojoules. A CSV file has
+bare number is an error, as everywhere in StrataSim); ``energy_pj`` is optional, in picojoules. A CSV file has
 these as its header (cells of dims another kind uses stay empty); a JSON file is a list of such objects, or
 ``{"rows": [...]}``. Unknown columns or keys, missing ones, unreadable or negative values and two rows for the
 same point are errors naming the line (CSV) or ``rows[i]`` (JSON) and the column.

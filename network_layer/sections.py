@@ -29,7 +29,7 @@ from annotated_types import MinLen
 from pydantic import Discriminator, Field, StrictInt, Tag
 
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bandwidth, Bytes, EnergyPerBit, Section, TimePs
+from stratasim.kernel.schema import Bandwidth, ByteCount, EnergyPerBit, Section, TimePs
 from stratasim.network_layer import topologies
 from stratasim.network_layer.topologies import FabricSection
 from stratasim.v1 import network_pb2
@@ -65,9 +65,10 @@ class DimensionSection(Section):
 
 
 def _form(value: Any) -> str | None:
-    """The union member for ``value``: the list of dimensions, a fabric by its kind, or None (an error)."""
-    if isinstance(value, Mapping):
-        kind = value.get("kind")
+    """The union member for ``value`` (as written, or validated when dumped): the list of dimensions, a fabric by
+    its kind, or None (an error)."""
+    if isinstance(value, Mapping | Section):
+        kind = value.get("kind") if isinstance(value, Mapping) else getattr(value, "kind", None)
         return kind if isinstance(kind, str) and kind in topologies.SECTIONS else None
     return "dimensions"
 
@@ -94,11 +95,11 @@ class FlitSection(Section):
     """``network.flit``: the flit-level backend's routers (:class:`stratasim.network_layer.flit_level.FlitParameters`
     documents each key); an absent key keeps the backend's default."""
 
-    flit_bytes: Bytes | None = Field(None, gt=0)
+    flit_bytes: ByteCount | None = Field(None, gt=0)
     """Width of a flit (default: the flit-level backend's)."""
     packet_flits: StrictInt | None = Field(None, ge=1)
     """Flits per packet, header included."""
-    header_bytes: Bytes | None = Field(None, ge=0)
+    header_bytes: ByteCount | None = Field(None, ge=0)
     """Header bytes each packet carries."""
     vcs: StrictInt | None = Field(None, ge=1)
     """Virtual channels per input port."""
@@ -111,7 +112,7 @@ class FlitSection(Section):
 
     def proto(self) -> network_pb2.FlitParameters:
         """The section as the network contract's message (unset keys stay unset)."""
-        given = {key: value for key, value in self.model_dump().items() if value is not None}
+        given = {key: getattr(self, key) for key in type(self).model_fields if getattr(self, key) is not None}
         if "cycle" in given:
             given["cycle_ps"] = given.pop("cycle")
         return network_pb2.FlitParameters(**given)

@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, field_va
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs, quantity
+from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs, quantity, written
 
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
@@ -67,14 +67,14 @@ def _ring_everywhere() -> dict[str, tuple[str, ...]]:
 
 
 def _whole_bandwidth(value: object) -> int:
-    """A bandwidth as people write it (``200GB/s``; a bare number means GB/s), in whole bytes/s."""
+    """A bandwidth as people write it (``200GB/s``), in whole bytes/s."""
     try:
         return round(units.parse_bandwidth(value))
     except units.UnitError as exc:
         raise ValueError(str(exc)) from None
 
 
-WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth", "200GB/s", "GB/s")]
+WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth", "200GB/s"), written("B/s")]
 
 _NAMES = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
 _ALGORITHMS = WithJsonSchema({"anyOf": [*_NAMES["anyOf"], {"type": "object", "additionalProperties": _NAMES}]})
@@ -109,7 +109,7 @@ class SystemOptions(Section):
     """Chunks in flight at once in each phase (ASTRA-sim: active-chunks-per-dimension)."""
     scheduling: Scheduling = Scheduling.LIFO
     """Which collective's chunks go first when several are ready: last issued (``lifo``) or first (``fifo``)."""
-    endpoint_delay: TimePs = 0
+    endpoint_delay: TimePs = Field(0, json_schema_extra={"default": "0ns"})
     """Time an NPU spends on each message it receives before acting on it."""
     preset: Preset = Preset.DEFAULT
     """Whose semantics to follow: StrataSim's own (``default``) or ASTRA-sim 2.x's (``astra_compat``)."""

@@ -41,7 +41,7 @@ def test_every_example_study_validates(validator: Any, path: Path) -> None:
 QUICKSTART = {
     "workload": {"kind": "collective", "collective": "all_reduce", "size": "1GiB"},
     "system": {"algorithm": ["ring", "direct"], "splits": 4, "endpoint_delay": "10ns"},
-    "network": {"topology": [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": 500}]},
+    "network": {"topology": [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "500ns"}]},
     "compute": {"backend": "roofline", "device": {"preset": "h100", "tdp": "700W"}},
 }
 
@@ -66,6 +66,10 @@ def test_the_base_study_is_valid(validator: Any) -> None:
         ("workload.kind", "no_such_kind"),
         ("workload.seq_len", 2048),  # a key of another kind
         ("workload.size", "a lot"),  # not a quantity
+        ("workload.size", 1073741824),  # a bare number: no unit
+        ("workload.size", "1073741824"),
+        ("network.topology.0.latency", 0),
+        ("compute.device.tdp", 700),
         ("system.splits", 0),
         ("system.scheduling", "random"),
         ("network.topology.0.kind", "hypercube"),

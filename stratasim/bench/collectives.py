@@ -56,7 +56,7 @@ class BenchCase:
         too: a collective prices no operator, so that costs the server's start-up and handshake only)."""
         study: dict[str, Any] = {
             "name": f"bench {self.collective} {'x'.join(map(str, self.shape))}",
-            "workload": {"kind": "collective", "collective": self.collective, "size": self.size},
+            "workload": {"kind": "collective", "collective": self.collective, "size": f"{self.size}B"},
             "system": {"algorithm": self.algorithm, "splits": self.splits, "aggregate": self.aggregate},
             "network": {
                 "backend": self.backend,
@@ -203,7 +203,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", type=_words, nargs="+", default=[["in-process", "remote"]],
                         help="in-process and/or remote")  # fmt: skip
     parser.add_argument("--collective", default="all_reduce")
-    parser.add_argument("--size", default="1GiB", help="collective size (default %(default)s)")
+    parser.add_argument("--size", type=_size, default="1GiB", help="collective size (default %(default)s)")
     parser.add_argument("--splits", type=int, default=1, help="chunks per collective (default %(default)s)")
     parser.add_argument(
         "--aggregate", action=argparse.BooleanOptionalAction, default=True,
@@ -254,7 +254,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: unknown mode(s) {sorted(unknown)}; use in-process and/or remote")
     rows: list[tuple[BenchCase, dict[str, Any]]] = []
     network = (args.backend, args.kind, args.algorithm)
-    chosen = cases(_flat(args.npus), _flat(args.dims), modes, args.collective, parse_bytes(args.size), args.splits, args.aggregate, network)
+    chosen = cases(_flat(args.npus), _flat(args.dims), modes, args.collective, args.size, args.splits, args.aggregate, network)
     for case in chosen:
         rows.append((case, run_case(case, timeout, args.memory_limit)))
         if not args.json:

@@ -23,6 +23,7 @@ from stratasim.cli import results, schema, serve, sweep, trace_options
 from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
 from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.units import parse_bytes
 from stratasim.report.figures import PlottingUnavailable, write_figures
 from stratasim.report.json_report import write_report
 from stratasim.study.export import DEFAULT_MAX_NPUS
@@ -208,6 +209,15 @@ def _import_astra(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _size_text(text: str) -> str:
+    """``--size`` as written, once it reads as a size with its unit (the study keeps the text)."""
+    try:
+        parse_bytes(text)
+    except StrataSimError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _add_import(subparsers: _Subparsers) -> None:
     parser = subparsers.add_parser("import", help="write a study from another simulator's input files")
     formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
@@ -219,7 +229,7 @@ def _add_import(subparsers: _Subparsers) -> None:
         choices=("all_reduce", "all_gather", "reduce_scatter", "all_to_all"),
         help="the workload's collective (default: all_reduce)",
     )
-    astra.add_argument("--size", metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)")
+    astra.add_argument("--size", type=_size_text, metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)")
     astra.add_argument("--npus", type=int, metavar="N", help="NPUs taking part (default: all of the topology)")
     astra.add_argument("--name", help="the study's name (default: the network file's stem)")
     astra.add_argument(

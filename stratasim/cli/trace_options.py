@@ -33,12 +33,13 @@ def _npus(text: str) -> frozenset[int]:
 
 
 def _window(text: str) -> tuple[int, int | None]:
-    """``START:END`` (times with units; either may be left out) as picoseconds, END None when left out."""
+    """``START:END`` (times with units; either may be left out, and START may be ``0``, the start of the run) as
+    picoseconds, END None when left out."""
     start, colon, end = text.partition(":")
     if not colon:
         raise argparse.ArgumentTypeError(f"expected START:END such as 0:5ms or 2ms:, got {text!r}")
     try:
-        start_ps = parse_time_ps(start) if start.strip() else 0
+        start_ps = parse_time_ps(start) if start.strip() not in ("", "0") else 0
         end_ps = parse_time_ps(end) if end.strip() else None
     except StrataSimError as exc:
         raise argparse.ArgumentTypeError(f"{exc} (expected START:END such as 0:5ms)") from None

@@ -3,8 +3,8 @@
 Editors use it to complete and check study files (the YAML language server reads it from a
 ``# yaml-language-server: $schema=...`` comment); docs/study-keys.md is generated from it
 (:mod:`stratasim.config.key_reference`). The ``workload`` section is one ``if``/``then`` per registered kind, each
-kind's keys those of its ``Config`` model. The schema says what a file may hold as written: quantities as numbers or
-strings with units, shorthands, and the ``file`` a graph fabric or a described device reads its keys from. The
+kind's keys those of its ``Config`` model. The schema says what a file may hold as written: quantities as strings
+with their unit, shorthands, and the ``file`` a graph fabric or a described device reads its keys from. The
 checks across sections (NPUs against the topology, backends installed, ...) remain :func:`parse_study`'s.
 """
 

@@ -2,7 +2,8 @@
 
 A trial whose study is invalid or whose simulation fails is recorded as failed with its error and the sweep goes
 on; a sweep whose space names a key the study does not have, or whose objectives or constraints name a metric
-the report does not have, stops with one error before (or at its first finished trial).
+the report does not have, or that gives a quantity without its unit (``bandwidth: 100``, in the space or a fidelity
+level's ``set``), stops with one error before (or at its first finished trial).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from stratasim.config.overrides import apply_overrides, as_overrides
+from stratasim.config.overrides import apply_overrides, as_overrides, parse_key
 from stratasim.config.study_file import parse_study
 from stratasim.explore.cluster import on_cluster
 from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_saved
 from stratasim.explore.model_search import model_search
 from stratasim.explore.ranking import feasible, pareto
-from stratasim.explore.space import expand, resolve
+from stratasim.explore.space import Space, expand, range_values, resolve
 from stratasim.explore.store import ResultStore, TrialRecord, trial_key
 from stratasim.explore.sweep_file import Fidelity, Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
@@ -86,6 +87,32 @@ def _check_space(sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any
         raise ConfigError(sweep.source, [(f"{where}.{place.removeprefix('--set ')}", why) for place, why in problems])
 
 
+def _check_units(sweep: Sweep, space: Space) -> None:
+    """Stop before running anything if a value of the space or of a fidelity level's ``set`` is a number where the
+    study wants a quantity with its unit, naming the entry: each distinct value is tried alone on the base study."""
+    tried: dict[str, list[Any]] = {
+        f"space.{key}": values if isinstance(values, list) else range_values(values)
+        for key, values in space.axes.items() if key not in space.generated
+    }  # fmt: skip
+    tried |= {f"fidelity[{index}].set.{key}": [value] for index, level in enumerate(sweep.section.fidelity)
+              for key, value in level.set.items()}  # fmt: skip
+    problems: list[tuple[str, str]] = []
+    for where, values in tried.items():
+        key = where.split(".", 1)[1].removeprefix("set.")
+        for value in {repr(value): value for value in values}.values():
+            data, _ = apply_overrides(sweep.base, as_overrides({key: value}))
+            try:
+                parse_study(data, sweep.base_source)
+            except ConfigError as exc:
+                bare = [(where, message) for path, message in exc.problems
+                        if "has no unit" in message and parse_key(path)[: len(parse_key(key))] == parse_key(key)]
+                if bare:
+                    problems.append(bare[0])  # one line per entry: its first value without a unit
+                    break
+    if problems:
+        raise ConfigError(sweep.source, problems)
+
+
 class SweepProgress(Protocol):
     """What a sweep says as it goes: a level starting (``name`` "" without a ladder) with ``total`` trials of which
     ``done`` were in the store already, and each trial as it finishes."""
@@ -110,6 +137,7 @@ def run_sweep(
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
     space = resolve(sweep)
+    _check_units(sweep, space)
     if notes is not None:
         for line in space.notes():
             notes(line)

@@ -45,7 +45,7 @@ __all__ = ["TopologyGenerator", "factorisations"]
 
 
 def _checked(parse: Any) -> AfterValidator:
-    def check(value: str | float) -> str | float:
+    def check(value: str | int | float) -> str | int | float:
         try:
             parse(value)
         except units.UnitError as exc:
@@ -60,8 +60,8 @@ def _listed(value: Any) -> Any:
     return value if isinstance(value, list) else [value]
 
 
-BandwidthText = Annotated[str | float, _checked(units.parse_bandwidth)]
-LatencyText = Annotated[str | float, _checked(units.parse_time_ps)]
+BandwidthText = Annotated[str | int | float, _checked(units.parse_bandwidth)]
+LatencyText = Annotated[str | int | float, _checked(units.parse_time_ps)]
 PerDimension = BeforeValidator(_listed)
 
 

@@ -227,7 +227,7 @@ def read_astra(
     workload: dict[str, Any] = {
         "kind": "collective",
         "collective": DEFAULT_COLLECTIVE if collective is None else collective,
-        "size": DEFAULT_SIZE if size is None else size,
+        "size": DEFAULT_SIZE if size is None else f"{size}B" if isinstance(size, int) else size,
     }
     if npus is not None:
         workload["npus"] = npus

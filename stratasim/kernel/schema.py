@@ -2,19 +2,21 @@
 
 Every section of a study is a :class:`Section`: unknown keys are errors and the result is immutable, and each
 field's meaning is the one-line docstring under it (it becomes the field's description in the JSON Schema and in
-docs/study-keys.md). Quantity fields accept what people write (``50GB/s``, ``500ns``) and hold plain numbers in
-base units; their JSON Schema (:func:`quantity`) accepts a number or a string with a unit.
+docs/study-keys.md). Quantity fields accept what people write (``50GB/s``, ``500ns``; a bare number is an error
+naming the key and suggesting a unit) and hold plain numbers in base units; their JSON Schema (:func:`quantity`) is a
+string with a unit. A section dumps a quantity as its base unit written out (``500000ps``), so a dumped section
+validates back to itself.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
 
 from stratasim.kernel import operators, units
 
-__all__ = ["Section", "Bytes", "TimePs", "Bandwidth", "EnergyPerBit", "Flops", "DTypeName", "quantity", "QUANTITY_KEY", "QUANTITY_FORMS"]
+__all__ = ["Section", "Bytes", "TimePs", "Bandwidth", "EnergyPerBit", "Flops", "ByteCount", "DTypeName", "quantity", "written", "QUANTITY_KEY", "QUANTITY_FORMS"]
 
 
 def _wrap(parse: Any) -> BeforeValidator:
@@ -31,16 +33,19 @@ QUANTITY_KEY = "x-quantity"
 """The JSON Schema keyword (an extension, ignored by validators) saying what a quantity field holds and its units."""
 
 
-QUANTITY_FORMS = ({"type": "number"}, {"type": "string", "pattern": r"^\s*[-+.0-9eE]+\s*[A-Za-z/]*\s*$"})
-"""The JSON Schemas of a quantity as written: a bare number, or a string of a number and a unit."""
+QUANTITY_FORMS = ({"type": "string", "pattern": r"^\s*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*[A-Za-zµ/]+\s*$"},)
+"""The JSON Schemas of a quantity as written: a string of a number and its unit."""
 
 
-def quantity(what: str, example: str, bare: str) -> WithJsonSchema:
-    """The JSON Schema of a quantity written as a number (meaning ``bare``) or a string with a unit (``example``)."""
-    return WithJsonSchema({
-        "anyOf": [dict(form) for form in QUANTITY_FORMS],
-        QUANTITY_KEY: f"{what}, e.g. {example} (a bare number: {bare})",
-    })  # fmt: skip
+def quantity(what: str, example: str) -> WithJsonSchema:
+    """The JSON Schema of a quantity written as a string with a unit (``example``)."""
+    return WithJsonSchema({**QUANTITY_FORMS[0], QUANTITY_KEY: f"{what}, e.g. {example}"})
+
+
+def written(unit: str) -> PlainSerializer:
+    """Dump a quantity held in base units as a string with that ``unit`` (``500000ps``): exact, and read back the
+    same by its field, where a bare number would be refused."""
+    return PlainSerializer(lambda value: f"{value!r}{unit}", return_type=str)
 
 
 class Section(BaseModel):
@@ -49,21 +54,35 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, use_attribute_docstrings=True)
 
 
-Bytes = Annotated[int, _wrap(units.parse_bytes), quantity("size", "64MiB", "bytes")]
-"""A size in bytes (accepts ``64MiB``, ``1GB``, a bare number of bytes)."""
+Bytes = Annotated[int, _wrap(units.parse_bytes), quantity("size", "64MiB"), written("B")]
+"""A size in bytes (accepts ``64MiB``, ``1GB``, ``512B``)."""
 
-TimePs = Annotated[int, _wrap(units.parse_time_ps), quantity("time", "500ns", "ns")]
-"""A duration in picoseconds (accepts ``500ns``, ``1.5us``, a bare number of nanoseconds)."""
+TimePs = Annotated[int, _wrap(units.parse_time_ps), quantity("time", "500ns"), written("ps")]
+"""A duration in picoseconds (accepts ``500ns``, ``1.5us``)."""
 
-Bandwidth = Annotated[float, _wrap(units.parse_bandwidth), quantity("bandwidth", "50GB/s", "GB/s")]
-"""A bandwidth in bytes per second (accepts ``50GB/s``, ``400Gbps``, a bare number of GB/s)."""
+Bandwidth = Annotated[float, _wrap(units.parse_bandwidth), quantity("bandwidth", "50GB/s"), written("B/s")]
+"""A bandwidth in bytes per second (accepts ``50GB/s``, ``400Gbps``)."""
 
-EnergyPerBit = Annotated[float, _wrap(units.parse_energy_per_bit_pj), quantity("energy per bit", "1.3pJ/bit", "pJ/bit")]
-"""An energy per bit moved in picojoules (accepts ``1.3pJ/bit``, ``500fJ/bit``, a bare number of pJ/bit)."""
+EnergyPerBit = Annotated[
+    float, _wrap(units.parse_energy_per_bit_pj), quantity("energy per bit", "1.3pJ/bit"), written("pJ/bit")
+]
+"""An energy per bit moved in picojoules (accepts ``1.3pJ/bit``, ``500fJ/bit``)."""
 
-Flops = Annotated[float, _wrap(units.parse_flops), quantity("throughput", "989TFLOPS", "TFLOPS")]
-"""A throughput in FLOP/s (accepts ``989TFLOPS``, a bare number of TFLOPS)."""
+Flops = Annotated[float, _wrap(units.parse_flops), quantity("throughput", "989TFLOPS"), written("FLOPS")]
+"""A throughput in FLOP/s (accepts ``989TFLOPS``, ``312TFLOP/s``)."""
 
+
+def _byte_count(value: object) -> object:
+    """A whole number as it is (the key's name says bytes), anything else read as a size with its unit."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else units.parse_bytes(value)
+
+
+ByteCount = Annotated[
+    int,
+    _wrap(_byte_count),
+    WithJsonSchema({"anyOf": [{"type": "integer"}, *QUANTITY_FORMS], QUANTITY_KEY: "bytes, e.g. 64 or 64B"}),
+]
+"""A size under a key whose name says bytes (``flit_bytes``): a plain number of bytes, or a size with its unit."""
 
 def _known_dtype(value: str) -> str:
     operators.parse_dtype(value)

@@ -2,7 +2,9 @@
 
 Decimal prefixes are powers of ten and binary prefixes (``Ki``, ``Mi``, ``Gi``...) powers of two, so
 ``GB/s`` is 10^9 bytes/s and ``GiB/s`` is 2^30 bytes/s. Times become integer picoseconds (rounded to the
-nearest ps), sizes integer bytes, bandwidths bytes per second and throughputs FLOP per second.
+nearest ps), sizes integer bytes, bandwidths bytes per second and throughputs FLOP per second. A quantity must
+carry its unit: a bare number (``100000000000``) is an error suggesting one, never read in a default unit; keys
+whose name carries the unit (``flit_bytes``, ``usd_per_hour``) are plain numbers and never come here.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from fractions import Fraction
 from stratasim.kernel.errors import UnitError
 
 __all__ = [
-    "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "parse_energy_per_bit_pj", "format_bytes", "format_time_ps", "format_energy_pj",
+    "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "parse_energy_per_bit_pj", "no_unit", "format_bytes", "format_time_ps", "format_energy_pj",
     "ps_to_ns", "ps_to_us", "power_w",
 ]  # fmt: skip
 
@@ -28,17 +30,26 @@ _TIME_PS = {"ps": 1, "ns": 10**3, "us": 10**6, "ms": 10**9, "s": 10**12}
 _ENERGY_PJ = {"fJ": Fraction(1, 1000), "pJ": Fraction(1), "nJ": Fraction(1000)}
 
 
-def _split(text: object, what: str, example: str) -> tuple[Fraction, str]:
-    if isinstance(text, bool):
-        raise UnitError(f"expected {what} such as {example!r}, got {text!r}")
-    if isinstance(text, (int, float)):
-        return Fraction(text), ""
-    if not isinstance(text, str):
-        raise UnitError(f"expected {what} such as {example!r}, got {text!r}")
-    match = _PATTERN.match(text.replace("µ", "u"))
-    if not match:
-        raise UnitError(f"cannot read {text!r} as {what}; write it like {example!r}")
+def _split(text: object, what: str, examples: str, meant: str) -> tuple[Fraction, str]:
+    """The number and the unit of ``text``; UnitError if it is not a number followed by a unit (``examples``
+    suggests some; a bare number is told what ``meant`` would make of it)."""
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+        raise UnitError(f"expected {what} such as {examples}, got {text!r}")
+    match = _PATTERN.match(text.replace("µ", "u")) if isinstance(text, str) else None
+    if isinstance(text, str) and not match:
+        raise UnitError(f"cannot read {text!r} as {what}; write it like {examples}")
+    if match is None or not match["unit"]:
+        raise UnitError(no_unit(text, examples, meant))
     return Fraction(match["num"]), match["unit"]
+
+
+def no_unit(value: object, examples: str, meant: str = "") -> str:
+    """The message for a quantity written without its unit: ``value`` with ``meant`` (the unit a bare number used to
+    mean, if any) and ``examples`` with a unit."""
+    number = str(value).strip()
+    if meant and number.lstrip("+-0.eE") not in ("", "0") and f"{number}{meant}" not in examples.split(" or "):
+        return f"{number} has no unit; write {number}{meant} if you meant that, or e.g. {examples}"
+    return f"{number} has no unit; write it with one, e.g. {examples}"
 
 
 def _prefixed(unit: str, suffixes: tuple[str, ...]) -> int | None:
@@ -52,9 +63,9 @@ def _prefixed(unit: str, suffixes: tuple[str, ...]) -> int | None:
 
 
 def parse_time_ps(text: object) -> int:
-    """Read a duration (``500ns``, ``1.5us``, ``2ms``; a bare number means ns) as integer picoseconds."""
-    value, unit = _split(text, "a time", "500ns")
-    scale = _TIME_PS.get(unit) if unit else _TIME_PS["ns"]
+    """Read a duration (``500ns``, ``1.5us``, ``2ms``) as integer picoseconds."""
+    value, unit = _split(text, "a time", "500ns or 1.5us", "ns")
+    scale = _TIME_PS.get(unit)
     if scale is None:
         raise UnitError(f"unknown time unit {unit!r} in {text!r}; use ps, ns, us, ms or s")
     ps = value * scale
@@ -64,9 +75,9 @@ def parse_time_ps(text: object) -> int:
 
 
 def parse_bytes(text: object) -> int:
-    """Read a size (``64MiB``, ``1GB``, ``512B``; a bare number means bytes) as an integer number of bytes."""
-    value, unit = _split(text, "a size", "64MiB")
-    scale = _prefixed(unit, ("B",)) if unit else 1
+    """Read a size (``64MiB``, ``1GB``, ``512B``) as an integer number of bytes."""
+    value, unit = _split(text, "a size", "64MiB or 1GB", "B")
+    scale = _prefixed(unit, ("B",))
     if scale is None:
         raise UnitError(f"unknown size unit {unit!r} in {text!r}; use B, KB, MB, GB, KiB, MiB, GiB...")
     size = value * scale
@@ -76,11 +87,9 @@ def parse_bytes(text: object) -> int:
 
 
 def parse_bandwidth(text: object) -> float:
-    """Read a bandwidth (``50GB/s``, ``400Gbps``, ``25GiB/s``; a bare number means GB/s) as bytes per second."""
-    value, unit = _split(text, "a bandwidth", "50GB/s")
-    if not unit:
-        scale = Fraction(10**9)
-    elif (bytes_scale := _prefixed(unit, ("B/s", "Bps"))) is not None:
+    """Read a bandwidth (``50GB/s``, ``400Gbps``, ``25GiB/s``) as bytes per second."""
+    value, unit = _split(text, "a bandwidth", "100GB/s or 400Gbps", "GB/s")
+    if (bytes_scale := _prefixed(unit, ("B/s", "Bps"))) is not None:
         scale = Fraction(bytes_scale)
     elif (bits_scale := _prefixed(unit, ("b/s", "bps", "bit/s"))) is not None:
         scale = Fraction(bits_scale, 8)
@@ -93,11 +102,11 @@ def parse_bandwidth(text: object) -> float:
 
 
 def parse_energy_per_bit_pj(text: object) -> float:
-    """Read an energy per bit (``1.3pJ/bit``, ``500fJ/b``; a bare number means pJ/bit) as picojoules per bit."""
-    value, unit = _split(text, "an energy per bit", "1.3pJ/bit")
+    """Read an energy per bit (``1.3pJ/bit``, ``500fJ/b``) as picojoules per bit."""
+    value, unit = _split(text, "an energy per bit", "1.3pJ/bit or 500fJ/bit", "pJ/bit")
     energy, _, per = unit.partition("/")
-    scale = _ENERGY_PJ.get(energy) if unit else Fraction(1)
-    if scale is None or (unit and per not in ("bit", "b")):
+    scale = _ENERGY_PJ.get(energy)
+    if scale is None or per not in ("bit", "b"):
         raise UnitError(f"unknown energy per bit unit {unit!r} in {text!r}; use pJ/bit, fJ/bit or nJ/bit")
     if value < 0:
         raise UnitError(f"an energy per bit cannot be negative: {text!r}")
@@ -105,9 +114,9 @@ def parse_energy_per_bit_pj(text: object) -> float:
 
 
 def parse_flops(text: object) -> float:
-    """Read a compute throughput (``989TFLOPS``, ``312TFLOP/s``; a bare number means TFLOPS) as FLOP/s."""
-    value, unit = _split(text, "a throughput", "989TFLOPS")
-    scale = _prefixed(unit, ("FLOPS", "FLOP/s", "flops", "flop/s", "OPS", "OP/s")) if unit else 10**12
+    """Read a compute throughput (``989TFLOPS``, ``312TFLOP/s``) as FLOP/s."""
+    value, unit = _split(text, "a throughput", "989TFLOPS or 312TFLOP/s", "TFLOPS")
+    scale = _prefixed(unit, ("FLOPS", "FLOP/s", "flops", "flop/s", "OPS", "OP/s"))
     if scale is None:
         raise UnitError(f"unknown throughput unit {unit!r} in {text!r}; use TFLOPS, GFLOPS, TOPS...")
     flops = value * scale

@@ -24,7 +24,7 @@ def astra_study(
     """A study with ASTRA-sim's semantics: dims as (topology, npus_count, bandwidth GB/s, latency ns)."""
     return {
         "name": "astra",
-        "workload": {"kind": "collective", "collective": collective, "size": size},
+        "workload": {"kind": "collective", "collective": collective, "size": f"{size}B"},
         "system": {"preset": "astra_compat", "collective_optimization": "local_bw_aware", "scheduling": "lifo",
                    "algorithm": algorithm, **system},
         "network": {"topology": [

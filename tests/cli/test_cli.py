@@ -51,7 +51,7 @@ def test_device_names_match_in_any_case(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_check_reports_every_problem_without_traceback(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
     code, out, err = run(
-        capsys, "check", str(study_file), "--set", "network.topology[1].bandwidth=0", "--set", "system.splits=zero"
+        capsys, "check", str(study_file), "--set", "network.topology[1].bandwidth=0GB/s", "--set", "system.splits=zero"
     )
     assert code == 2 and out == ""
     assert err.startswith(f"error: {study_file}: 2 problems")

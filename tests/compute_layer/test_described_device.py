@@ -64,7 +64,7 @@ def test_a_complete_description_is_the_preset_it_copies() -> None:
     written = {
         "name": "h100",
         "peak": {operators.dtype_name(dtype): f"{int(peak)}FLOPS" for dtype, peak in H100.peak_flops.items()},
-        "memory_bandwidth": "3.35TB/s", "memory_capacity": "80GiB", "tdp": 700,
+        "memory_bandwidth": "3.35TB/s", "memory_capacity": "80GiB", "tdp": "700W",
         "sram": {"capacity": "50MiB", "bandwidth": "9369.6GB/s"},
         "tiling": {"tile_m": 256, "tile_n": 256, "tile_k": 64, "units": 66},
         "source": H100.source,
@@ -109,11 +109,11 @@ def test_a_described_device_the_backend_cannot_build_is_an_error_naming_it() -> 
     ({"preset": "h100", "memory_bandwidth": "-1TB/s"}, ("memory_bandwidth",), "a bandwidth must be positive"),
     ({"preset": "h100", "memory_bandwidth": "4TB"}, ("memory_bandwidth",), "unknown bandwidth unit 'TB'"),
     ({"preset": "v100"}, ("preset",), "unknown preset 'v100'; expected one of a100, b200"),
-    ({"preset": "h100", "peak": {"bf17": 10}}, ("peak",), "unknown dtype 'bf17'"),
+    ({"preset": "h100", "peak": {"bf17": "10TFLOPS"}}, ("peak",), "unknown dtype 'bf17'"),
     ({"preset": "h100", "peak": {"bf16": "10TB/s"}}, ("peak", "bf16"), "unknown throughput unit"),
-    ({"preset": "h100", "memory_capacity": 0}, ("memory_capacity",), "greater than 0"),
+    ({"preset": "h100", "memory_capacity": "0B"}, ("memory_capacity",), "greater than 0"),
     ({"preset": "h100", "tdp": "hot"}, ("tdp",), "cannot read 'hot' as a power"),
-    ({"name": "mychip", "peak": {"bf16": 100}}, (), "needs memory_bandwidth, memory_capacity"),
+    ({"name": "mychip", "peak": {"bf16": "100TFLOPS"}}, (), "needs memory_bandwidth, memory_capacity"),
     ({"preset": "tpuv5p", "tiling": {"tile_m": 128}}, (), "tiling needs tile_n, units"),
 ])  # fmt: skip
 def test_bad_descriptions_name_the_key(written: dict[str, object], where: tuple[str, ...], fragment: str) -> None:

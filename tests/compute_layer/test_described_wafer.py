@@ -73,7 +73,7 @@ def test_a_message_without_energy_takes_the_models_default_and_a_bad_one_the_mod
 
 def test_a_preset_overridden_key_by_key() -> None:
     section = WaferSection.model_validate({
-        "preset": "palm-wafer", "tiles": {"x": 10}, "cores": {"y": 2}, "peak": {"fp16": "512TFLOPS", "fp8": 1024},
+        "preset": "palm-wafer", "tiles": {"x": 10}, "cores": {"y": 2}, "peak": {"fp16": "512TFLOPS", "fp8": "1024TFLOPS"},
         "sram": "30MiB", "dram_bandwidth": "128GB/s", "link_bandwidth": "2TB/s", "dram_latency": "100ns",
         "link_latency": "2ns", "energy": {"dram_byte_pj": 20}, "name": "mine",
     })  # fmt: skip
@@ -146,8 +146,8 @@ def test_a_large_memory_bound_gemm_gains_from_more_tiles_and_loses_with_less_ban
     ("keys", "problem"),
     [
         ({"preset": "palm-wafr"}, "unknown device 'palm-wafr'"),
-        ({"preset": "palm-wafer", "sram": 15}, "sram_bytes 15 gives its 16 cores no byte each"),
-        ({"preset": "palm-wafer", "peak": {"fp17": 1}}, "unknown dtype 'fp17'"),
+        ({"preset": "palm-wafer", "sram": "15B"}, "sram_bytes 15 gives its 16 cores no byte each"),
+        ({"preset": "palm-wafer", "peak": {"fp17": "1TFLOPS"}}, "unknown dtype 'fp17'"),
         ({"preset": "palm-wafer", "energy": {"flop_pj": -1}}, "greater than or equal to 0"),
     ],
 )
@@ -165,9 +165,9 @@ def test_what_the_model_refuses_is_a_validation_error(keys: dict[str, object], p
         ("{preset: palm-wafer, dram_bandwidth: 4TB}", "compute.device.dram_bandwidth: unknown bandwidth unit 'TB'"),
         ("{preset: palm-wafer, link_bandwidth: -1GB/s}", "compute.device.link_bandwidth: a bandwidth must be positive"),
         ("{preset: palm-wafer, dram_latency: soon}", "compute.device.dram_latency: cannot read 'soon' as a time"),
-        ("{preset: palm-wafer, peak: {fp16: 0}}", "compute.device.peak.fp16: a throughput must be positive: 0"),
+        ("{preset: palm-wafer, peak: {fp16: 0TFLOPS}}", "compute.device.peak.fp16: a throughput must be positive: '0TFLOPS'"),
         ("{preset: palm-wafer, energy: {flop: 1}}", "compute.device.energy.flop: unknown key"),
-        ("{preset: palm-wafer, sram: 15}", "compute.device: wafer 'palm-wafer': sram_bytes 15 gives its 16 cores"),
+        ("{preset: palm-wafer, sram: 15B}", "compute.device: wafer 'palm-wafer': sram_bytes 15 gives its 16 cores"),
         ("{preset: palm-wafer-0x4}", "compute.device.preset: wafer 'palm-wafer-0x4': tiles must be two positive"),
         ("{tiles: {x: 2}}", "compute.device.preset: required"),
     ],

@@ -102,7 +102,7 @@ def test_unknown_device_dtype_and_kind(backend: ProfileCompute) -> None:
 
 def test_json_tables_and_case_insensitive_devices(tmp_path: Path) -> None:
     text = '{"rows": [{"device": "H100", "kind": "gemm", "dtype": "bf16", "m": 64, "k": 64, "n": 64, "time": "2us"},' \
-           ' {"device": "H100", "kind": "gemm", "dtype": "bf16", "m": 128, "k": 64, "n": 64, "time": 6000}]}'
+           ' {"device": "H100", "kind": "gemm", "dtype": "bf16", "m": 128, "k": 64, "n": 64, "time": "6000ns"}]}'
     backend = ProfileCompute(profile=write_table(tmp_path, text, "times.json"))
     assert backend.devices() == ["h100"]
     (cost,) = _costs(backend, operators.gemm(96, 64, 64), device="H100")

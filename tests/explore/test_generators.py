@@ -110,13 +110,13 @@ def test_plans_that_do_not_fit_are_pruned_and_counted(tmp_path: Path) -> None:
     peaks = sorted(peak(point) for point in everything)
     limit = peaks[len(peaks) // 2]
     fitting = sum(p <= limit for p in peaks)
-    narrowed = NARROW.replace("}", f", memory: {limit}}}")
+    narrowed = NARROW.replace("}", f", memory: {limit}B}}")
     generated = resolve(load_sweep(_sweep(tmp_path, narrowed))).generated["plan"]
     assert len(generated.points) == fitting and 0 < fitting < len(everything)
     (why,) = [why for why in generated.skipped if "fit" in why]
     assert generated.skipped[why] == len(everything) - fitting and why.startswith("do not fit in ")
     # without the option, the base study's system.memory_capacity is the limit
-    capped = TINY.replace("system: {algorithm: ring}", f"system: {{algorithm: ring, memory_capacity: {limit}}}")
+    capped = TINY.replace("system: {algorithm: ring}", f"system: {{algorithm: ring, memory_capacity: {limit}B}}")
     assert resolve(load_sweep(_sweep(tmp_path, NARROW, capped))).generated["plan"].points == generated.points
 
 

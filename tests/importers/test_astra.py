@@ -93,6 +93,8 @@ def test_workload_options_and_name(files: Files) -> None:
     assert imported.study["name"] == "mine"
     assert imported.study["workload"] == {"kind": "collective", "collective": "all_gather", "size": "64MiB", "npus": 4}
     assert not any(line.startswith("workload:") for line in imported.comments)
+    in_bytes = read_astra(*files(), collective="all_gather", size=1048576)  # a Python int: bytes, written so
+    assert in_bytes.study["workload"]["size"] == "1048576B"
 
 
 def test_default_workload_is_said_in_a_comment(files: Files) -> None:

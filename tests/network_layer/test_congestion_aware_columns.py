@@ -93,7 +93,7 @@ def _run(study: dict, network: object) -> SimulationResult:
         npus *= dim.size
     graphs = [_graph(npu, npus, study["collectives"], study["sends"]) for npu in range(npus)]
     options = SystemOptions(algorithm=study["algorithm"], splits=study["splits"], active_chunks=study["active_chunks"],
-                            endpoint_delay=study["endpoint_delay"], aggregate=False)  # fmt: skip
+                            endpoint_delay=f"{study['endpoint_delay']}ns", aggregate=False)  # fmt: skip
     return simulate(graphs, network, topo, options)  # type: ignore[arg-type]
 
 

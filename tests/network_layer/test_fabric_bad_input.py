@@ -114,7 +114,7 @@ STUDY_CASES: dict[str, tuple[Any, str, str]] = {
                      "the graph is disconnected: 'a' and 'c' cannot reach each other"),
     "unknown chip": ({"kind": "graph", "chips": [{"id": 0, "links": [{"to": 1}]}, {"id": 1, "links": [{"to": 7}]}],
                       **LINK}, "network.topology", "chips[1].links[0].to: unknown chip or switch '7'"),
-    "zero bandwidth": ({"kind": "graph", "chips": [{"id": "a", "links": [{"to": "b", "bandwidth": 0}]}, {"id": "b"}],
+    "zero bandwidth": ({"kind": "graph", "chips": [{"id": "a", "links": [{"to": "b", "bandwidth": "0GB/s"}]}, {"id": "b"}],
                         "latency": "1us"}, "network.topology.chips[0].links[0].bandwidth", "must be positive"),
     "unroutable": ({"kind": "graph", "directed": True, "chips": [
                     {"id": "a", "links": [{"to": "b"}]}, {"id": "b", "links": [{"to": "a"}, {"to": "c"}]}, {"id": "c"}],

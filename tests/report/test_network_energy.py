@@ -45,9 +45,9 @@ def test_each_dimension_at_its_own_price_the_network_default_elsewhere(tmp_path:
     """The quickstart's two dimensions priced apart add up to the two priced together, and a dimension without
     a figure of its own takes ``network.energy_per_bit``."""
     quickstart = EXAMPLES / "quickstart.yaml"
-    first = run_study(load_study(quickstart, ["network.topology.0.energy_per_bit=2"]))
-    second = run_study(load_study(quickstart, ["network.topology.1.energy_per_bit=10"]))
-    both = run_study(load_study(quickstart, ["network.energy_per_bit=10", "network.topology.0.energy_per_bit=2"]))
+    first = run_study(load_study(quickstart, ["network.topology.0.energy_per_bit=2pJ/bit"]))
+    second = run_study(load_study(quickstart, ["network.topology.1.energy_per_bit=10pJ/bit"]))
+    both = run_study(load_study(quickstart, ["network.energy_per_bit=10pJ/bit", "network.topology.0.energy_per_bit=2pJ/bit"]))
     assert first.network_energy_pj and second.network_energy_pj
     assert both.network_energy_pj == pytest.approx(first.network_energy_pj + second.network_energy_pj, rel=1e-12)
     sent = [sum(size for npu in first.result.per_npu for d, size in npu.bytes_sent_per_dim if d == dim) for dim in (0, 1)]
@@ -64,12 +64,12 @@ def test_point_to_point_bytes_count_on_the_dimensions_they_cross() -> None:
     assert Grid((2, 3, 4)).dims_between(5, 5) == ()
 
 
-@pytest.mark.parametrize(("text", "pj"), [("1.3pJ/bit", 1.3), ("500fJ/bit", 0.5), ("2nJ/b", 2000.0), (4, 4.0), ("0", 0.0)])
+@pytest.mark.parametrize(("text", "pj"), [("1.3pJ/bit", 1.3), ("500fJ/bit", 0.5), ("2nJ/b", 2000.0), ("4pJ/bit", 4.0), ("0pJ/bit", 0.0)])
 def test_energy_per_bit_units(text: object, pj: float) -> None:
     assert parse_energy_per_bit_pj(text) == pytest.approx(pj)
 
 
-@pytest.mark.parametrize("text", ["-1pJ/bit", "5W", "3pJ", "pJ/bit", True])
+@pytest.mark.parametrize("text", ["-1pJ/bit", "5W", "3pJ", "pJ/bit", True, 4, "0"])
 def test_bad_energy_per_bit_units(text: object) -> None:
     with pytest.raises(UnitError):
         parse_energy_per_bit_pj(text)

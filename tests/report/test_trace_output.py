@@ -205,6 +205,8 @@ def test_ranges() -> None:
         (["--trace-window", "5ms"], "argument --trace-window: expected START:END such as 0:5ms or 2ms:, got '5ms'"),
         (["--trace-window", "5ms:1ms"], "argument --trace-window: the window '5ms:1ms' ends before it starts"),
         (["--trace-window", "0:5parsecs"], "argument --trace-window: unknown time unit 'parsecs'"),
+        (["--trace-window", "1:5ms"], "argument --trace-window: 1 has no unit; write 1ns if you meant that"),
+        (["--trace-window", "0:5"], "argument --trace-window: 5 has no unit; write 5ns if you meant that"),
         (["--trace-detail", "all"], "argument --trace-detail: invalid choice: 'all'"),
         (["--trace-npus", "0", "--trace-detail", "none"],
          "--trace-npus select from a trace, but --trace-detail none writes none"),

@@ -71,8 +71,8 @@ def _studies(draw: st.DrawFn) -> tuple[list, network_pb2.Topology, SystemOptions
         algorithm={"*": (algorithm,)},
         aggregate=False,
         queues_per_dim=draw(st.sampled_from((1, 2))),
-        endpoint_delay=draw(st.sampled_from((0, 10_000, 7))),
-        local_mem_bw=draw(st.sampled_from((None, 10**12, 3 * 10**11 + 7))),
+        endpoint_delay=draw(st.sampled_from(("0ns", "10000ns", "7ns"))),
+        local_mem_bw=draw(st.sampled_from((None, f"{10**12}GB/s", f"{3 * 10**11 + 7}GB/s"))),
         scheduling=draw(st.sampled_from(("lifo", "fifo"))),
         collective_optimization="baseline" if algorithm == "double_binary_tree" else draw(
             st.sampled_from(("baseline", "local_bw_aware"))),
@@ -106,7 +106,7 @@ def test_batched_lines_match_messages(study: tuple[list, network_pb2.Topology, S
 def test_batched_lines_match_the_windowed_engine() -> None:
     """The windowed engine (a network in another process works this way) sends every message too."""
     topo = topology((RING, 8, 50 * 10**9, 500_000), (SWITCH, 4, 25 * 10**9, 1_000_000))
-    options = SystemOptions(aggregate=False, endpoint_delay=10_000, local_mem_bw=10**12)
+    options = SystemOptions(aggregate=False, endpoint_delay="10000ns", local_mem_bw=f"{10**12}GB/s")
     graphs = [collective_graph("all_reduce", 1 << 20, repeat=2)] * 32
     _same(simulate(graphs, AnalyticalNetwork(), topo, options), simulate(graphs, _Windowed(), topo, options))
 

@@ -85,7 +85,7 @@ def test_traces_simulate_like_their_native_equivalents() -> None:
     chakra = ChakraWorkload(
         ChakraWorkload.Config(path=str(WORKLOADS / "microbenchmarks/all_reduce_8npus_1MB/all_reduce"))
     )
-    native = CollectiveWorkload(CollectiveWorkload.Config(collective="all_reduce", size=1048576))
+    native = CollectiveWorkload(CollectiveWorkload.Config(collective="all_reduce", size="1048576B"))
     times = [simulate(w.graphs(8), AnalyticalNetwork(), ring, SystemOptions()).total_time_ps for w in (chakra, native)]
     assert times[0] == times[1]
     resnet = ChakraWorkload(ChakraWorkload.Config(path=str(WORKLOADS / RESNET))).graphs(8)

@@ -108,7 +108,7 @@ def test_two_groups_take_the_time_of_their_size(tmp_path: Path) -> None:
     # one over all 8.
     ranks = [[coll(1, "lo" if npu < 4 else "hi")] for npu in range(8)]
     prefix = trace(tmp_path, ranks, {"lo": [0, 1, 2, 3], "hi": [4, 5, 6, 7]})
-    native = CollectiveWorkload(CollectiveWorkload.Config(collective="all_reduce", size=1 << 20))
+    native = CollectiveWorkload(CollectiveWorkload.Config(collective="all_reduce", size="1MiB"))
 
     def total(graphs: Sequence[workload_pb2.ExecutionGraph], size: int) -> int:
         switch = topology((SWITCH, size, 50 * 10**9, 500_000))

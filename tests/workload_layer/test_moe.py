@@ -133,7 +133,7 @@ def test_moe_layer_activations_by_hand() -> None:
     dict(dp=4, ep=2, global_batch=8),
     dict(tp=2, pp=2, dp=2, ep=2, sequence_parallel=True, recompute="selective", global_batch=8),
     dict(dp=4, ep=2, zero=3, global_batch=8),
-    dict(dp=4, ep=4, zero=2, dp_bucket=2_000_000, global_batch=4),
+    dict(dp=4, ep=4, zero=2, dp_bucket="2000000B", global_batch=4),
 ])
 def test_moe_plans_simulate_to_completion(plan: dict[str, object]) -> None:
     workload = build({**MOE, "moe_every": 2}, **plan)

@@ -114,7 +114,7 @@ def test_bad_orders_and_plans_are_refused() -> None:
                                                              r"parallelism.pp \(4\)"),
         (dict(pp=4, virtual_stages=2, global_batch=4, schedule="interleaved"),
          r"model.layers \(12\) must be divisible by parallelism.pp \* parallelism.virtual_stages \(8\)"),
-        (dict(dp_bucket=0), "dp_bucket"),
+        (dict(dp_bucket="0B"), "dp_bucket"),
         (dict(virtual_stages=0), "virtual_stages"),
     ]  # fmt: skip
     for plan, message in bad:
@@ -302,7 +302,7 @@ def dp_all_reduces(graph: workload_pb2.ExecutionGraph) -> list[workload_pb2.Node
 
 
 @pytest.mark.parametrize(("bucket", "stage0", "stage1"), [
-    (None, 1, 1), ("100GB", 1, 1), ("1MB", 5, 4), (1, 5, 5), ("3MB", 3, 2),
+    (None, 1, 1), ("100GB", 1, 1), ("1MB", 5, 4), ("1B", 5, 5), ("3MB", 3, 2),
 ])  # fmt: skip
 def test_buckets_conserve_the_gradient_bytes(bucket: object, stage0: int, stage1: int) -> None:
     # Stage 0 holds the embedding (0.58 MB of bf16 gradients) and layers 0-3, stage 1 layers 4-7 and the head

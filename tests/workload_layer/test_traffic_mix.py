@@ -46,8 +46,8 @@ def test_tiles_talk_to_the_controller_of_their_column() -> None:
 
 
 def test_rounds_follow_each_other_and_groups_are_kept() -> None:
-    workload = mix(repeat=2, tasks=[{"kind": "all_to_all", "size": 1024, "group": [2, 0]},
-                                    {"kind": "all_reduce", "size": 1024}])  # fmt: skip
+    workload = mix(repeat=2, tasks=[{"kind": "all_to_all", "size": "1024B", "group": [2, 0]},
+                                    {"kind": "all_reduce", "size": "1024B"}])  # fmt: skip
     graphs = workload.graphs(4)
     assert workload.npus_required() is None
     first, second = graphs[0].nodes[:2], graphs[0].nodes[2:]
@@ -60,8 +60,8 @@ def test_tasks_overlap_on_the_analytical_network() -> None:
     # A read and a write of S on a 3-NPU ring (two tiles, controller 2): each transfer is one hop, and the
     # read and the write of a tile overlap, so everything ends after one message time.
     size, bandwidth, latency = 1 << 20, 50 * 10**9, 500_000
-    workload = mix(memory_controllers=1, tasks=[{"kind": "dram_read", "size": size},
-                                                {"kind": "dram_write", "size": size}])  # fmt: skip
+    workload = mix(memory_controllers=1, tasks=[{"kind": "dram_read", "size": f"{size}B"},
+                                                {"kind": "dram_write", "size": f"{size}B"}])  # fmt: skip
     result = simulate(workload.graphs(3), AnalyticalNetwork(), topology((RING, 3, bandwidth, latency)), SystemOptions())
     assert result.total_time_ps == latency + ser(size, bandwidth)
 
@@ -83,7 +83,7 @@ def test_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
         (("workload.tasks.0.group=[0, 17]",), ["workload.tasks[0].group: NPU 17 is not a tile; the tiles are NPUs 0..15"]),
         (("workload.tiles=null", "workload.memory_controllers=19"),
          ["workload.memory_controllers: 19 controllers on 20 NPUs leave 1 for tiles"]),
-        (("workload.tasks.0.group=[3, 3]", "workload.tasks.1.kind=dram_copy", "workload.tasks.4.size=0"),
+        (("workload.tasks.0.group=[3, 3]", "workload.tasks.1.kind=dram_copy", "workload.tasks.4.size=0B"),
          ["workload.tasks[0].group: lists NPU 3 more than once", "workload.tasks[1].kind: input should be",
           "workload.tasks[4].size: input should be greater than 0"]),
         (("workload.tasks=[]",), ["workload.tasks: list should have at least 1 item"]),

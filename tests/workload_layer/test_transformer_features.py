@@ -218,7 +218,7 @@ def test_zero_3_gathers_each_block_before_its_passes_and_scatters_its_gradients(
     (GQA, dict(tp=2, pp=2, global_batch=4)),
     (GPT, dict(tp=2, pp=2, dp=2, sequence_parallel=True, recompute="selective", global_batch=8)),
     (GPT, dict(tp=2, dp=2, sequence_parallel=True, recompute="full", zero=1, global_batch=4)),
-    (GPT, dict(pp=2, dp=2, zero=2, dp_bucket=1_000_000, global_batch=4)),
+    (GPT, dict(pp=2, dp=2, zero=2, dp_bucket="1000000B", global_batch=4)),
     (GPT, dict(tp=2, pp=2, dp=2, zero=3, global_batch=8)),
 ])
 def test_every_new_plan_simulates_to_completion(model: dict[str, object], plan: dict[str, object]) -> None:

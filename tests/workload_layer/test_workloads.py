@@ -37,7 +37,7 @@ def test_weight_gradient_all_reduce_overlaps_the_input_gradient() -> None:
     f, w, i = 100_000_000, 50_000_000, 400_000_000
     size = 1 << 20
     workload = loop(layers=[dict(name="l0", forward=f"{f}ps", weight_grad=f"{w}ps", input_grad=f"{i}ps",
-                                 weight_grad_comm=dict(collective="all_reduce", size=size))])
+                                 weight_grad_comm=dict(collective="all_reduce", size=f"{size}B"))])
     result = simulate(workload.graphs(N), AnalyticalNetwork(), TOPO, SystemOptions())
     assert result.total_time_ps == f + w + max(i, ring_all_reduce_ps(size))
     assert result.per_npu[0].compute_ps == f + w + i
@@ -48,7 +48,7 @@ def test_next_pass_forward_waits_for_the_weight_update() -> None:
     f, w, i = 1_000_000, 1_000_000, 1_000_000
     size = 1 << 20
     workload = loop(passes=2, layers=[dict(name="l0", forward=f"{f}ps", weight_grad=f"{w}ps", input_grad=f"{i}ps",
-                                           weight_grad_comm=dict(collective="all_reduce", size=size))])
+                                           weight_grad_comm=dict(collective="all_reduce", size=f"{size}B"))])
     result = simulate(workload.graphs(N), AnalyticalNetwork(), TOPO, SystemOptions())
     one = f + w + max(i, ring_all_reduce_ps(size))
     assert result.total_time_ps == 2 * one
@@ -57,7 +57,7 @@ def test_next_pass_forward_waits_for_the_weight_update() -> None:
 def test_blocking_input_gradient_communication_delays_the_next_layer() -> None:
     size = 1 << 20
     layer = dict(name="l", repeat=2, forward="1us", input_grad="1us", weight_grad="1us",
-                 input_grad_comm=dict(collective="all_gather", size=size))
+                 input_grad_comm=dict(collective="all_gather", size=f"{size}B"))
     result = simulate(loop(layers=[layer]).graphs(N), AnalyticalNetwork(), TOPO, SystemOptions())
     all_gather = (N - 1) * (ALPHA + ser(size // N, B))
     assert result.total_time_ps == 6_000_000 + 2 * all_gather
@@ -78,8 +78,8 @@ def test_operators_become_compute_nodes_with_descriptors() -> None:
         dict(name="x", forward=dict(time="1us", gemm=[1, 2, 3])),
         dict(name="x", forward=dict(gemm=[1, 2])),
         dict(name="x", forward="1 fortnight"),
-        dict(name="x", weight_grad_comm=dict(collective="all_reduce", size=0)),
-        dict(name="x", weight_grad_comm=dict(collective="gossip", size=10)),
+        dict(name="x", weight_grad_comm=dict(collective="all_reduce", size="0B")),
+        dict(name="x", weight_grad_comm=dict(collective="gossip", size="10B")),
     ],
 )
 def test_bad_layers_are_rejected(layer: dict) -> None:
