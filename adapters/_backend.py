@@ -14,7 +14,7 @@ from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
 from stratasim.adapters._tool import ToolFailure, layer_of
-from stratasim.compute_layer.requests import Rejected, described, label, unknown_capacity
+from stratasim.compute_layer.requests import Rejected, adjusts, described, label, unknown_capacity
 from stratasim.kernel.operators import ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
@@ -42,7 +42,7 @@ class ToolBackend(Generic[Device]):
         """Price every operator of ``request``; anything that goes wrong comes back as ``error``."""
         try:
             device = self._device(request.device)
-            if request.HasField("calibration"):
+            if adjusts(request):
                 message = f"the {self.name} backend takes no calibration; {self.tool} models the device as it is"
                 raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, "calibration")
             costs = [self._cached(index, op, device) for index, op in enumerate(request.ops)]

@@ -158,7 +158,18 @@ class DeviceSection(Section):
             tiling=_tiling(self.tiling, base.tiling if base else None),
             price_usd=self.price_usd if self.price_usd is not None else (base.price_usd if base else None),
             usd_per_hour=self.usd_per_hour if self.usd_per_hour is not None else (base.usd_per_hour if base else None),
+            **(_efficiency_model(base) if base else {}),
         )
+
+
+def _efficiency_model(base: Device) -> dict[str, Any]:
+    """The preset's fitted efficiency model, which a device described from it keeps: its compute units and
+    software are the preset's, whatever else the study changes."""
+    return {
+        "compute_efficiency": base.compute_efficiency, "memory_efficiency": base.memory_efficiency,
+        "launch_overhead_ps": base.launch_overhead_ps, "size_efficiency": base.size_efficiency,
+        "calibration_source": base.calibration_source and f"{base.calibration_source} (the {base.name} preset's model)",
+    }  # fmt: skip
 
 
 def _pick(value: Any, fallback: Any) -> Any:

@@ -20,6 +20,7 @@ def device_message(dev: Device) -> compute_pb2.RooflineDevice:
         compute_efficiency=dev.compute_efficiency,
         memory_efficiency=dev.memory_efficiency,
         launch_overhead_ps=dev.launch_overhead_ps,
+        calibration_source=dev.calibration_source,
         size_efficiency=dev.size_efficiency,
     )
     if dev.sram is not None:
@@ -59,6 +60,7 @@ def device_from_message(message: compute_pb2.RooflineDevice) -> Device:
         compute_efficiency=message.compute_efficiency or 1.0,
         memory_efficiency=message.memory_efficiency or 1.0,
         launch_overhead_ps=message.launch_overhead_ps,
+        calibration_source=message.calibration_source,
         sram=sram,
         tiling=tiling,
         size_efficiency=message.size_efficiency,

@@ -2,10 +2,11 @@
 
 A device is described by its dense peak throughput per dtype, its main-memory bandwidth and capacity, an
 optional on-chip memory level (:class:`Sram`), how its compute units tile a matrix product (:class:`Tiling`),
-two efficiency factors, a fixed per-operator launch overhead, its power and what it costs. Presets use
-efficiency 1.0, no launch overhead and no size-dependent efficiency: they are the datasheet roofline, and
-calibrating them is a separate concern. A figure the maker does not publish is left out (``None``) and the
-preset's ``source`` says so. Other devices are described in a study (:mod:`stratasim.compute_layer.device_section`),
+two efficiency factors, a fixed per-operator launch overhead, its power and what it costs. A preset's peaks and
+memories are its datasheet's; its efficiencies are a model fitted once to published training throughput
+(``calibration_source`` cites the measurements; docs/calibration.md shows the fit), with size-dependent efficiency
+on, and :func:`datasheet` strips them to the bare roofline. A figure the maker does not publish is left out
+(``None``) and the preset's ``source`` says so. Other devices are described in a study (:mod:`stratasim.compute_layer.device_section`),
 travel to a backend as a ``RooflineDevice`` message (:mod:`stratasim.compute_layer.device_wire`), or are
 constructed as a :class:`Device` and handed to a backend in a :func:`catalog`.
 """
@@ -21,7 +22,7 @@ from stratasim.kernel.operators import DTYPES, DType, dtype_name
 from stratasim.kernel.units import parse_bandwidth, parse_bytes, parse_flops
 from stratasim.v1 import compute_pb2
 
-__all__ = ["Device", "Sram", "Tiling", "calibrated", "catalog", "device", "PRESETS"]
+__all__ = ["Device", "Sram", "Tiling", "calibrated", "catalog", "datasheet", "device", "efficiency_statement", "PRESETS"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,9 @@ class Device:
     ``sram`` is the on-chip level of the hierarchical roofline (``None``: main memory only, the flat roofline);
     ``tiling`` describes the compute units (``None``: operands stream once from the nearest memory).
     ``size_efficiency`` scales compute efficiency by the share of the tiles' work that is useful
-    (:func:`stratasim.compute_layer.efficiency.size_efficiency`); it needs ``tiling``.
+    (:func:`stratasim.compute_layer.efficiency.size_efficiency`); it needs ``tiling``. ``calibration_source`` says
+    where the efficiencies and launch overhead come from (``fitted to`` the measurements); empty, they are not
+    calibrated.
     """
 
     name: str
@@ -97,6 +100,7 @@ class Device:
     size_efficiency: bool = False
     price_usd: float | None = None
     usd_per_hour: float | None = None
+    calibration_source: str = ""
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -141,15 +145,40 @@ class Device:
         return [dtype_name(dtype) for dtype in self.peak_flops]
 
 
+def datasheet(dev: Device) -> Device:
+    """``dev`` as its datasheet has it: full efficiency, no launch overhead, no size dependence, not calibrated."""
+    return replace(dev, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead_ps=0, size_efficiency=False,
+                   calibration_source="")  # fmt: skip
+
+
 def calibrated(dev: Device, calibration: compute_pb2.Calibration) -> Device:
-    """``dev`` with the calibration's non-zero fields in place of its own (ValueError if out of range)."""
+    """``dev`` (its :func:`datasheet` form when the calibration says ``datasheet``) with the calibration's non-zero
+    fields in place of its own (ValueError if out of range)."""
+    base = datasheet(dev) if calibration.datasheet else dev
+    fields = (calibration.compute_efficiency, calibration.memory_efficiency, calibration.launch_overhead_ps,
+              calibration.size_efficiency)  # fmt: skip
+    source = base.calibration_source
+    if any(fields):
+        source = "set by the request's calibration" + (f", over a model {source}" if source else "")
     return replace(
-        dev,
-        compute_efficiency=calibration.compute_efficiency or dev.compute_efficiency,
-        memory_efficiency=calibration.memory_efficiency or dev.memory_efficiency,
-        launch_overhead_ps=calibration.launch_overhead_ps or dev.launch_overhead_ps,
-        size_efficiency=calibration.size_efficiency or dev.size_efficiency,
+        base,
+        compute_efficiency=calibration.compute_efficiency or base.compute_efficiency,
+        memory_efficiency=calibration.memory_efficiency or base.memory_efficiency,
+        launch_overhead_ps=calibration.launch_overhead_ps or base.launch_overhead_ps,
+        size_efficiency=calibration.size_efficiency or base.size_efficiency,
+        calibration_source=source,
     )
+
+
+def efficiency_statement(dev: Device) -> str:
+    """The efficiency model ``dev`` is priced with, and what it was fitted to, in words; empty when it has none."""
+    if not dev.calibration_source:
+        return ""
+    parts = [f"compute {dev.compute_efficiency:.3g} of peak" + (" x tile and wave quantization" if dev.size_efficiency
+             else ""), f"memory {dev.memory_efficiency:.3g} of bandwidth"]  # fmt: skip
+    if dev.launch_overhead_ps:
+        parts.append(f"{dev.launch_overhead_ps / 1000:g} ns per operator")
+    return f"{', '.join(parts)}; {dev.calibration_source}"
 
 
 def catalog(devices: Iterable[Device]) -> Mapping[str, Device]:
@@ -190,6 +219,19 @@ _A100 = Device(
     source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM column: dense Tensor Core peaks, "
     "HBM2e 2,039 GB/s, max TDP 400 W; NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs, "
     "40 MB (40,960 KB) L2 cache, L2 read bandwidth 5,120 bytes/clk at 1,410 MHz = 7.22 TB/s",
+    compute_efficiency=0.585,
+    memory_efficiency=0.834,
+    size_efficiency=True,
+    calibration_source="fitted to Megatron-LM's training throughput on DGX A100s (Narayanan et al., SC'21, table "
+    "1, and PALM's table IV: GPTs of 18B to 1T parameters at 135-163 TFLOP/s per GPU; compute efficiency with tile "
+    "and wave quantization, largest error 7.1 %) and Azure's measured HBM triad of 1.70 TB/s on ND A100 v4 "
+    "(Azure/AI-benchmarking-guide; memory efficiency)",
+)
+
+_H100_FIT = (
+    "fitted to MosaicML's MPT-7B, 13B and 30B pre-training on one HGX H100 node in bf16 (llm-foundry benchmarks: "
+    "85,144, 38,336 and 16,022 tokens/s; compute efficiency with tile and wave quantization, largest error 8.6 %) "
+    "and Azure's measured HBM triad of 2.97 TB/s on ND H100 v5 (Azure/AI-benchmarking-guide; memory efficiency)"
 )
 
 _H100 = Device(
@@ -216,6 +258,10 @@ _H100 = Device(
     source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 dense peaks, 132 SMs, "
     "50 MB (51,200 KB) L2 cache; NVIDIA H100 datasheet, SXM: HBM3 3.35 TB/s, 80GB, max TDP 700 W; "
     "L2 bandwidth 9.37 TB/s estimated (A100's 5,120 bytes/clk at 1,830 MHz), not published",
+    compute_efficiency=0.502,
+    memory_efficiency=0.887,
+    size_efficiency=True,
+    calibration_source=_H100_FIT,
 )
 
 _TPUV4 = Device(
@@ -248,6 +294,11 @@ _H200 = Device(
     source="NVIDIA H200 Tensor Core GPU (SXM): 141 GB HBM3e at 4.8 TB/s, max TDP 700 W, the GH100 of H100 SXM "
     "with identical Tensor Core peaks (NVIDIA lists them with sparsity, e.g. FP8 3,958 TFLOPS; dense is half), as "
     "read at aiwiki.ai/wiki/nvidia_h200 and aiminingco.com/gpu/h200/specs; L2 and tiling as the h100 preset",
+    # No published H200 training run to fit: the same compute units, clocks and software as H100's.
+    compute_efficiency=_H100.compute_efficiency,
+    memory_efficiency=_H100.memory_efficiency,
+    size_efficiency=True,
+    calibration_source=f"the h100 preset's model, the same GH100 compute ({_H100_FIT})",
 )
 
 _B200 = Device(

@@ -16,7 +16,10 @@ So the share of the hardware's time that does useful work is::
 
 which is 1 for an operator that fills whole waves of whole tiles, falls towards ``1 / (units·tile_m·tile_n)``
 for a tiny one, and tends to 1 as the operator grows (the padding and the idle part of the last wave become a
-vanishing share). A convolution is its implicit GEMM (M = N·P·Q output pixels, N = K filters, K = C·R·S).
+vanishing share). A GEMM library does not use one tile for every problem: it picks, per problem, the tile that
+wastes least (cuBLAS's heuristics), down to the tensor core's 16-row instruction for a matrix-vector product.
+So the share is the best over the device's tile, its transpose and their halvings down to 16 a side, a unit
+computing smaller tiles at the same rate per output element (it runs several side by side). A convolution is its implicit GEMM (M = N·P·Q output pixels, N = K filters, K = C·R·S).
 Other operators (element-wise, or a kind without a shape) are left at 1: they are priced by their memory
 traffic. The roofline multiplies the device's ``compute_efficiency`` by this share.
 """
@@ -36,13 +39,41 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+_SMALLEST_SIDE = 16
+"""The least tile side a GEMM library uses: a tensor core's matrix instruction is 16 rows (m16n8k16)."""
+
+
+def _halvings(side: int) -> set[int]:
+    """``side`` and its halves down to :data:`_SMALLEST_SIDE` (``side`` itself when it is smaller)."""
+    sides = {side}
+    while side % 2 == 0 and side // 2 >= _SMALLEST_SIDE:
+        side //= 2
+        sides.add(side)
+    return sides
+
+
+def _tile_shapes(tiling: Tiling) -> list[tuple[int, int]]:
+    """The output tiles a GEMM library chooses among: the device's tile, its transpose, and each halved along
+    one or both sides down to 16 (a unit then runs the smaller tiles side by side: same throughput, finer waves
+    and less padding, as a library's small-M kernels do for a decode step's matrix-vector products)."""
+    sides_m, sides_n = _halvings(tiling.tile_m), _halvings(tiling.tile_n)
+    area = tiling.tile_m * tiling.tile_n
+    shapes = {(m, n) for m in sides_m for n in sides_n if area % (m * n) == 0}
+    return sorted(shapes | {(n, m) for m, n in shapes if area % (m * n) == 0})
+
+
 def size_efficiency(op: compute_pb2.OperatorDesc, tiling: Tiling) -> Fraction:
-    """The useful share (0, 1] of the work ``tiling``'s units do for ``op``: tile and wave quantization."""
+    """The useful share (0, 1] of the work ``tiling``'s units do for ``op``: tile and wave quantization, under
+    the best of the tile shapes a GEMM library picks from (as cuBLAS's heuristics choose per problem). A unit
+    computes tiles smaller than the device's at the same rate per output element, so with ``tiles`` spread
+    round-robin it is busy for ``ceil(tiles / units)`` of them."""
     view = gemm_view(op)
     if view is None:
         return Fraction(1)
-    row_tiles, col_tiles = _ceil_div(view.m, tiling.tile_m), _ceil_div(view.n, tiling.tile_n)
-    waves = _ceil_div(view.batch * row_tiles * col_tiles, tiling.units)
     padded_k = _ceil_div(view.k, tiling.tile_k) * tiling.tile_k
-    done = waves * tiling.units * tiling.tile_m * tiling.tile_n * padded_k
-    return Fraction(view.batch * view.m * view.n * view.k, done)
+    best = Fraction(0)
+    for tile_m, tile_n in _tile_shapes(tiling):
+        tiles = view.batch * _ceil_div(view.m, tile_m) * _ceil_div(view.n, tile_n)
+        done = _ceil_div(tiles, tiling.units) * tiling.units * tile_m * tile_n * padded_k
+        best = max(best, Fraction(view.batch * view.m * view.n * view.k, done))
+    return best

@@ -118,13 +118,18 @@ class PerKindCompute:
 def _merged(
     device: str, answers: Sequence[tuple[str, Sequence[compute_pb2.DeviceFacts]]], index: int
 ) -> compute_pb2.DeviceFacts:
-    """One device's facts from each backend's answer (``facts[index]``): the least known capacity, else why not."""
+    """One device's facts from each backend's answer (``facts[index]``): the least known capacity, else why not;
+    the backends' efficiency models, each named when they differ (one not calibrated leaves the whole empty)."""
     ours = [(name, facts[index]) for name, facts in answers]
+    statements = {fact.calibration for _, fact in ours}
+    calibration = "" if "" in statements else "; ".join(f"{name}: {fact.calibration}" for name, fact in ours)
+    if len(statements) == 1:
+        calibration = statements.pop()
     known = [fact.memory_capacity_bytes for _, fact in ours if fact.HasField("memory_capacity_bytes")]
     if known:
-        return compute_pb2.DeviceFacts(device=device, memory_capacity_bytes=min(known))
+        return compute_pb2.DeviceFacts(device=device, memory_capacity_bytes=min(known), calibration=calibration)
     reasons = "; ".join(f"{name}: {fact.memory_capacity_unknown}" for name, fact in ours)
-    return compute_pb2.DeviceFacts(device=device, memory_capacity_unknown=reasons)
+    return compute_pb2.DeviceFacts(device=device, memory_capacity_unknown=reasons, calibration=calibration)
 
 
 def _renumbered(error: common_pb2.Error, backend: str, positions: list[int]) -> compute_pb2.EstimateResponse:

@@ -84,13 +84,16 @@ class ProfileCompute:
         return compute_pb2.EstimateResponse(costs=costs)
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
-        """Each measured device's facts: its memory capacity is unknown, a profile holding kernel times only."""
+        """Each measured device's facts: its memory capacity is unknown, a profile holding kernel times only; its
+        times are measurements, so the device is calibrated by construction."""
 
         def facts(name: str) -> compute_pb2.DeviceFacts:
             if name.strip().lower() not in self.devices():
                 measured = ", ".join(self._table.device_names)
                 raise BackendError(f"unknown device {name!r}; the profile {self._table.source} measured {measured}")
-            return unknown_capacity(name, f"the profile {self._table.source} measures kernel times, not memory")
+            facts = unknown_capacity(name, f"the profile {self._table.source} measures kernel times, not memory")
+            facts.calibration = f"measured kernel times ({self._table.source})"
+            return facts
 
         return described(request, facts)
 

@@ -14,7 +14,7 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import OperatorKind, Shape, ShapeError, dtype_bytes, kind_name, kind_of, shape_of
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["Rejected", "label", "checked_shape", "element_bytes", "described", "unknown_capacity"]
+__all__ = ["Rejected", "label", "checked_shape", "element_bytes", "described", "unknown_capacity", "adjusts"]
 
 _KINDS: tuple[OperatorKind, ...] = (compute_pb2.GEMM, compute_pb2.CONV, compute_pb2.ELEMENTWISE, compute_pb2.ATTENTION)
 
@@ -25,6 +25,15 @@ class Rejected(Exception):
     def __init__(self, code: common_pb2.Error.Code.ValueType, message: str, where: str) -> None:
         super().__init__(message)
         self.error = common_pb2.Error(code=code, message=message, where=where)
+
+
+def adjusts(request: compute_pb2.EstimateRequest) -> bool:
+    """Whether ``request`` carries a calibration that changes a figure: one saying only ``datasheet`` asks for the
+    device as it is, which a backend without efficiency models prices anyway."""
+    calibration = request.calibration
+    return request.HasField("calibration") and any((
+        calibration.compute_efficiency, calibration.memory_efficiency, calibration.launch_overhead_ps,
+        calibration.size_efficiency))  # fmt: skip
 
 
 def label(op: compute_pb2.OperatorDesc, index: int) -> str:

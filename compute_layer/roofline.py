@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from stratasim.compute_layer.device_wire import device_from_message
-from stratasim.compute_layer.devices import PRESETS, Device, calibrated, catalog, device
+from stratasim.compute_layer.devices import PRESETS, Device, calibrated, catalog, device, efficiency_statement
 from stratasim.compute_layer.efficiency import size_efficiency
 from stratasim.compute_layer.requests import Rejected, described, label
 from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
@@ -86,13 +86,15 @@ class RooflineCompute:
         return compute_pb2.EstimateResponse(costs=costs)
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
-        """Each device's memory capacity (its HBM, from the datasheet); an unknown device is the error."""
+        """Each device's memory capacity (its HBM, from the datasheet) and efficiency model; an unknown device is
+        the error."""
 
         given = {message.name: message for message in request.roofline_devices}
 
         def facts(name: str) -> compute_pb2.DeviceFacts:
             found = self._device(name, given.get(name))
-            result = compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=found.memory_capacity)
+            result = compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=found.memory_capacity,
+                                             calibration=efficiency_statement(found))  # fmt: skip
             if found.price_usd is not None:
                 result.price_usd = found.price_usd
             if found.usd_per_hour is not None:

@@ -69,27 +69,37 @@ DeviceKey = Annotated[
 
 
 class CalibrationSection(Section):
-    """``compute.calibration``: what was measured of the device against its datasheet — the share of peak
-    throughput (``compute_efficiency``) and memory bandwidth (``memory_efficiency``) operators achieve, and a
-    fixed cost per operator (``launch_overhead``); an absent key keeps the device's own value.
-    ``size_efficiency: true`` makes small operators lose efficiency to tile and wave quantisation."""
+    """``compute.calibration``: what was measured of the device — the share of peak throughput
+    (``compute_efficiency``) and memory bandwidth (``memory_efficiency``) operators achieve, and a fixed cost per
+    operator (``launch_overhead``) — over the device's own efficiency model (a preset's fit to published
+    measurements) or, with ``basis: datasheet``, over its bare datasheet figures; an absent key keeps the basis's
+    value. ``size_efficiency: true`` makes small operators lose efficiency to tile and wave quantisation."""
 
+    basis: Literal["fit", "datasheet"] = "fit"
+    """What the other keys adjust: the device's fitted efficiency model (``fit``; a device without one has its
+    datasheet figures) or its datasheet figures (``datasheet``: full efficiency, no launch overhead)."""
     compute_efficiency: float | None = Field(None, gt=0, le=1)
-    """Share of peak throughput operators achieve (default: the device's)."""
+    """Share of peak throughput operators achieve (default: the basis's)."""
     memory_efficiency: float | None = Field(None, gt=0, le=1)
-    """Share of peak memory bandwidth operators achieve (default: the device's)."""
+    """Share of peak memory bandwidth operators achieve (default: the basis's)."""
     launch_overhead: TimePs | None = None
-    """Fixed cost of every operator (default: the device's)."""
+    """Fixed cost of every operator (default: the basis's)."""
     size_efficiency: bool = False
-    """Whether small operators lose efficiency to tile and wave quantisation."""
+    """Whether small operators lose efficiency to tile and wave quantisation (default: the basis's)."""
+
+    def adjusts(self) -> bool:
+        """Whether a key changes a figure of the basis (``basis`` alone only chooses it)."""
+        return bool(self.model_fields_set - {"basis"}) and any(
+            (self.compute_efficiency, self.memory_efficiency, self.launch_overhead, self.size_efficiency))
 
     def proto(self) -> compute_pb2.Calibration:
-        """The calibration as the compute contract's message (0: keep the device's value)."""
+        """The calibration as the compute contract's message (0: keep the basis's value)."""
         return compute_pb2.Calibration(
             compute_efficiency=self.compute_efficiency or 0.0,
             memory_efficiency=self.memory_efficiency or 0.0,
             launch_overhead_ps=self.launch_overhead or 0,
             size_efficiency=self.size_efficiency,
+            datasheet=self.basis == "datasheet",
         )
 
 
@@ -121,7 +131,8 @@ class ComputeSection(Section):
     device: DeviceKey
     """A preset's name, or a mapping describing a device (roofline) or an accelerator (timeloop)."""
     calibration: CalibrationSection | None = None
-    """Measured efficiencies that scale the device's datasheet figures."""
+    """Measured efficiencies over the device's own efficiency model (a preset's is fitted to published
+    measurements), or over its datasheet figures (``basis: datasheet``)."""
     per_kind: dict[str, str | KindRoute] | None = None
     """Backend for each operator kind (``gemm``, ``conv``, ``elementwise``, ``attention``; ``*`` for the rest, default
     ``backend``): a backend's name, or ``{backend, device}`` to price on a device in that backend's names."""

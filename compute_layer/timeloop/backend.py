@@ -16,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stratasim.compute_layer.fused_attention import priced_as_products
-from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
+from stratasim.compute_layer.requests import (
+    Rejected,
+    adjusts,
+    checked_shape,
+    described,
+    element_bytes,
+    label,
+    unknown_capacity,
+)
 from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message
 from stratasim.compute_layer.timeloop.analysis import Evaluation
@@ -56,7 +64,7 @@ class TimeloopCompute:
     ``systolic-<R>x<C>-<os|ws|is>``); a request carrying a ``timeloop_accelerator`` prices on that description
     instead of looking its name up. ``objective`` is ``latency`` (default), ``energy`` or ``edp``; ``samples``
     and ``seed`` drive the random search of large mapping spaces. Results are cached per instance by
-    (accelerator, operator signature). A calibration is refused: calibrate the accelerator itself.
+    (accelerator, operator signature). A calibration changing a figure is refused: calibrate the accelerator itself.
     """
 
     name = "timeloop"
@@ -89,7 +97,7 @@ class TimeloopCompute:
         except (BackendError, ValueError) as exc:
             error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
             return compute_pb2.EstimateResponse(error=error)
-        if request.HasField("calibration"):
+        if adjusts(request):
             message = "the timeloop backend takes no calibration; describe the accelerator's real parameters instead"
             error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=message, where="calibration")
             return compute_pb2.EstimateResponse(error=error)

@@ -18,7 +18,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stratasim.compute_layer.fused_attention import priced_as_products
-from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label, unknown_capacity
+from stratasim.compute_layer.requests import (
+    Rejected,
+    adjusts,
+    checked_shape,
+    described,
+    element_bytes,
+    label,
+    unknown_capacity,
+)
 from stratasim.compute_layer.wafer.accelerator import PRESETS, Wafer, catalog, wafer
 from stratasim.compute_layer.wafer.model import Plan, plan
 from stratasim.compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
@@ -52,7 +60,7 @@ class WaferCompute:
 
     ``wafers`` replaces the presets (:data:`~stratasim.compute_layer.wafer.accelerator.PRESETS`, plus any
     ``palm-wafer-<X>x<Y>``); a request carrying a ``wafer_device`` prices on that description instead of looking
-    its name up. Results are cached per instance by (wafer, operator signature). A calibration is refused: describe
+    its name up. Results are cached per instance by (wafer, operator signature). A calibration changing a figure is refused: describe
     the wafer's real parameters instead.
     """
 
@@ -77,7 +85,7 @@ class WaferCompute:
         except (BackendError, ValueError) as exc:
             error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
             return compute_pb2.EstimateResponse(error=error)
-        if request.HasField("calibration"):
+        if adjusts(request):
             message = "the wafer backend takes no calibration; describe the wafer's real parameters instead"
             error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=message, where="calibration")
             return compute_pb2.EstimateResponse(error=error)

@@ -131,7 +131,8 @@ def _cost(args: argparse.Namespace) -> int:
                 raise StrataSimError(f"{key} is given twice, as {given[key]} and {value}")
             given[key] = value
     op = cost.operator_from(args.kind, given, args.dtype)
-    results = cost.price(op, args.backend or ["roofline"], args.device, args.profile, args.objective)
+    results = cost.price(op, args.backend or ["roofline"], args.device, args.profile, args.objective,
+                         datasheet=args.datasheet)
     if args.json:
         print(json.dumps(cost.to_dict(op, results), indent=2))
     else:
@@ -162,6 +163,8 @@ def _add_cost(subparsers: _Subparsers) -> None:
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times of the profile backend")
     parser.add_argument("--objective", metavar="NAME",
                         help="what the timeloop backend's mapper minimises: latency (default), energy or edp")  # fmt: skip
+    parser.add_argument("--datasheet", action="store_true",
+                        help="price on the device's datasheet figures, not the efficiency model fitted to measurements")
     parser.add_argument("--json", action="store_true", help="print JSON (and nothing else) on stdout")
     parser.set_defaults(handler=_cost)
 

@@ -38,6 +38,7 @@ class BackendCost:
     cost: compute_pb2.OperatorCost | None
     error: str = ""
     device: str = ""
+    calibration: str = ""
 
 
 def _integer(kind: str, key: str, text: str) -> int:
@@ -97,11 +98,15 @@ def price(
     device: str | Sequence[str],
     profile: str | None = None,
     objective: str | None = None,
+    *,
+    datasheet: bool = False,
 ) -> list[BackendCost]:
     """``op`` priced by each backend in turn on ``device`` (one name for all, or one per backend: their device
     names differ). An unknown backend, or one that lacks its device, raises; a backend that cannot price this
     operator (a profile without the shape) gives a row with its error, so the others are still compared —
-    unless it is the only one, which raises. ``objective`` is what a timeloop backend's mapper minimises."""
+    unless it is the only one, which raises. ``objective`` is what a timeloop backend's mapper minimises;
+    ``datasheet`` prices on the device's datasheet figures instead of its fitted efficiency model. Each row says
+    which efficiency model priced it (empty: none, the datasheet's or the architecture model's figures)."""
     devices = [device] * len(backends) if isinstance(device, str) else list(device)
     if len(devices) == 1:
         devices *= len(backends)
@@ -118,16 +123,18 @@ def price(
             raise BackendError(f"--objective: {exc}") from None
         try:
             known = backend.devices()
-            listed = chosen.strip().lower() in {known_name.lower() for known_name in known}
-            if not listed and backend.describe(compute_pb2.DescribeRequest(devices=[chosen])).HasField("error"):
+            facts = backend.describe(compute_pb2.DescribeRequest(devices=[chosen]))
+            if facts.HasField("error"):
                 raise BackendError(f"compute backend {name!r} has no device {chosen!r}; available: {', '.join(known)}")
-            response = backend.estimate(compute_pb2.EstimateRequest(device=chosen, ops=[op]))
+            calibration = compute_pb2.Calibration(datasheet=True) if datasheet else None
+            response = backend.estimate(compute_pb2.EstimateRequest(device=chosen, ops=[op], calibration=calibration))
         finally:
             backend.close()
+        model = "" if datasheet else facts.devices[0].calibration
         if response.HasField("error"):
-            results.append(BackendCost(name, None, response.error.message, chosen))
+            results.append(BackendCost(name, None, response.error.message, chosen, model))
         else:
-            results.append(BackendCost(name, response.costs[0], device=chosen))
+            results.append(BackendCost(name, response.costs[0], device=chosen, calibration=model))
     if len(results) == 1 and results[0].cost is None:
         raise BackendError(f"compute backend {results[0].backend!r}: {results[0].error}")
     return results
@@ -140,7 +147,7 @@ def _describe(op: compute_pb2.OperatorDesc) -> str:
 
 def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dict[str, Any]:
     """JSON-ready: the operator, the device (when every backend priced on the same one) and per backend its
-    ``device``, ``duration_ps``, ``duration_ns``, ``energy_pj``, ``bound`` and ``traffic`` (bytes by memory
+    ``device``, ``calibration`` (the efficiency model, empty when none), ``duration_ps``, ``duration_ns``, ``energy_pj``, ``bound`` and ``traffic`` (bytes by memory
     level), or ``error``."""
     rows: list[dict[str, Any]] = []
     for result in results:
@@ -151,6 +158,7 @@ def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dic
         rows.append({
             "backend": result.backend,
             "device": result.device,
+            "calibration": result.calibration,
             "duration_ps": cost.duration_ps,
             "duration_ns": ps_to_ns(cost.duration_ps),
             "energy_pj": cost.energy_pj,
@@ -187,4 +195,8 @@ def to_text(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> str
             f"  {row['backend']:<12}{where}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>16}  "
             f"{traffic}"
         )
+    for row in data["costs"]:
+        if "error" not in row:
+            model = row["calibration"] or "none: the datasheet's (or the architecture model's) figures"
+            lines.append(f"  {row['backend']} calibration: {model}")
     return "\n".join(lines)

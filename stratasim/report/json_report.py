@@ -232,6 +232,8 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
         if report.energy_per_token_pj is not None:
             data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
     data["warnings"] = list(report.warnings)
+    if report.calibration:
+        data["calibration"] = report.calibration
     return data
 
 

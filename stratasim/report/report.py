@@ -40,7 +40,8 @@ class Report:
     ``memory_per_npu_bytes``, ``pipeline_bubble_fraction`` and ``cost_usd_per_iteration`` (added to the JSON at
     top level); ``serving`` an
     inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``); ``warnings``
-    what the user should know (over capacity...). The result's trace spans, counters and link busy stretches
+    what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
+    priced with and where it comes from (empty without a compute section). The result's trace spans, counters and link busy stretches
     (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
     """
 
@@ -52,6 +53,7 @@ class Report:
     serving: dict[str, float] | None = None
     warnings: tuple[str, ...] = ()
     network_energy_per_bit_pj: tuple[float, ...] | None = None
+    calibration: str = ""
 
     @property
     def energy_per_token_pj(self) -> float | None:

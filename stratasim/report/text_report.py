@@ -52,6 +52,7 @@ def _headline(report: Report) -> list[str]:
         f"  simulated in     {report.wall_seconds:.3f} s wall, {result.events_processed:,} events"
         + (f", {result.simulated_npus} NPUs standing for all" if 0 < result.simulated_npus < result.npus else ""),
         f"  backends         {where}",
+        *([f"  calibration      {report.calibration}"] if report.calibration else []),
     ]
 
 

@@ -226,14 +226,15 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
             progress=progress,
         )
         wall_seconds = time.perf_counter() - started
-    warnings = _check_memory(study, result, facts)
+    calibration, uncalibrated = calibration_statement(study.compute, facts)
+    warnings = (*uncalibrated, *_check_memory(study, result, facts))
     serving = None
     if isinstance(source, ServingWorkload):
         serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), result, facts)
     return Report(
         study.name, result, wall_seconds, backends, _training_figures(source, result, facts), serving=serving,
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
-        warnings=warnings,
+        warnings=warnings, calibration=calibration,
     )
 
 
@@ -262,6 +263,27 @@ def _device_facts(compute: ComputeBackend, section: StudyCompute) -> compute_pb2
     if response.HasField("error"):
         raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
     return response.devices[0]
+
+
+def calibration_statement(
+    section: StudyCompute | None, facts: compute_pb2.DeviceFacts | None
+) -> tuple[str, tuple[str, ...]]:
+    """The report's line on the efficiency model the device is priced with and where it comes from, and a
+    warning when nothing calibrates it against measurements (neither the backend's model nor the study's own
+    ``compute.calibration``): its times are then the datasheet's or the architecture model's, optimistic."""
+    if section is None or facts is None:
+        return "", ()
+    own = section.calibration
+    basis = "datasheet figures" if own is not None and own.basis == "datasheet" else facts.calibration
+    if own is not None and own.adjusts():
+        keys = ", ".join(sorted(own.model_fields_set - {"basis"}))
+        return f"the study's compute.calibration ({keys}) over {basis or 'datasheet figures'}", ()
+    if basis:
+        return basis, ()
+    warning = (f"device {facts.device!r} runs uncalibrated: the {section.backend} backend has no efficiency model "
+               "fitted to measurements for it, so its times are the datasheet's (or the architecture model's) and "
+               "likely optimistic; give compute.calibration from a measurement")  # fmt: skip
+    return "none (datasheet figures)", (warning,)
 
 
 def memory_capacity(study: Study, facts: compute_pb2.DeviceFacts | None) -> tuple[int | None, str]:

@@ -351,7 +351,8 @@ Global___OperatorCost: _TypeAlias = OperatorCost  # noqa: Y015
 @_typing.final
 class Calibration(_message.Message):
     """What a study measured of a device against its datasheet: the share of peak throughput and memory bandwidth
-    an operator achieves, and a fixed cost per operator. A zero field keeps the device's own value.
+    an operator achieves, and a fixed cost per operator. A zero field keeps the device's own value: a preset's
+    efficiency model fitted to published measurements, or a described device's own figures.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -360,12 +361,17 @@ class Calibration(_message.Message):
     MEMORY_EFFICIENCY_FIELD_NUMBER: _builtins.int
     LAUNCH_OVERHEAD_PS_FIELD_NUMBER: _builtins.int
     SIZE_EFFICIENCY_FIELD_NUMBER: _builtins.int
+    DATASHEET_FIELD_NUMBER: _builtins.int
     compute_efficiency: _builtins.float
     memory_efficiency: _builtins.float
     launch_overhead_ps: _builtins.int
     size_efficiency: _builtins.bool
     """When true, compute efficiency also falls with tile and wave quantisation of small operators (roofline:
     see compute_layer/efficiency.py); false keeps the device's own setting.
+    """
+    datasheet: _builtins.bool
+    """When true, start from the device's datasheet figures (efficiency 1, no launch overhead, no size dependence)
+    instead of its fitted efficiency model; the fields above, when set, still apply.
     """
     def __init__(
         self,
@@ -374,10 +380,11 @@ class Calibration(_message.Message):
         memory_efficiency: _builtins.float = ...,
         launch_overhead_ps: _builtins.int = ...,
         size_efficiency: _builtins.bool = ...,
+        datasheet: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_efficiency", b"memory_efficiency", "size_efficiency", b"size_efficiency"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute_efficiency", b"compute_efficiency", "datasheet", b"datasheet", "launch_overhead_ps", b"launch_overhead_ps", "memory_efficiency", b"memory_efficiency", "size_efficiency", b"size_efficiency"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -463,6 +470,7 @@ class RooflineDevice(_message.Message):
     SIZE_EFFICIENCY_FIELD_NUMBER: _builtins.int
     PRICE_USD_FIELD_NUMBER: _builtins.int
     USD_PER_HOUR_FIELD_NUMBER: _builtins.int
+    CALIBRATION_SOURCE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     memory_bandwidth_bytes_per_s: _builtins.float
     memory_capacity_bytes: _builtins.int
@@ -480,6 +488,10 @@ class RooflineDevice(_message.Message):
     price_usd: _builtins.float
     """What one device costs to buy, and to rent for an hour, in US dollars; absent when unknown."""
     usd_per_hour: _builtins.float
+    calibration_source: _builtins.str
+    """Where compute_efficiency, memory_efficiency, launch_overhead_ps and size_efficiency come from (the
+    measurements they were fitted to); empty: they are not calibrated (the datasheet's figures).
+    """
     @_builtins.property
     def peaks(self) -> _containers.RepeatedCompositeFieldContainer[Global___PeakThroughput]:
         """Every dtype the device computes in; a dtype absent is unsupported."""
@@ -506,10 +518,11 @@ class RooflineDevice(_message.Message):
         size_efficiency: _builtins.bool = ...,
         price_usd: _builtins.float | None = ...,
         usd_per_hour: _builtins.float | None = ...,
+        calibration_source: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd", "_sram_bandwidth_bytes_per_s", b"_sram_bandwidth_bytes_per_s", "_sram_capacity_bytes", b"_sram_capacity_bytes", "_tdp_w", b"_tdp_w", "_usd_per_hour", b"_usd_per_hour", "price_usd", b"price_usd", "sram_bandwidth_bytes_per_s", b"sram_bandwidth_bytes_per_s", "sram_capacity_bytes", b"sram_capacity_bytes", "tdp_w", b"tdp_w", "tiling", b"tiling", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd", "_sram_bandwidth_bytes_per_s", b"_sram_bandwidth_bytes_per_s", "_sram_capacity_bytes", b"_sram_capacity_bytes", "_tdp_w", b"_tdp_w", "_usd_per_hour", b"_usd_per_hour", "compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_bandwidth_bytes_per_s", b"memory_bandwidth_bytes_per_s", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_efficiency", b"memory_efficiency", "name", b"name", "peaks", b"peaks", "price_usd", b"price_usd", "size_efficiency", b"size_efficiency", "source", b"source", "sram_bandwidth_bytes_per_s", b"sram_bandwidth_bytes_per_s", "sram_capacity_bytes", b"sram_capacity_bytes", "tdp_w", b"tdp_w", "tiling", b"tiling", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd", "_sram_bandwidth_bytes_per_s", b"_sram_bandwidth_bytes_per_s", "_sram_capacity_bytes", b"_sram_capacity_bytes", "_tdp_w", b"_tdp_w", "_usd_per_hour", b"_usd_per_hour", "calibration_source", b"calibration_source", "compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_bandwidth_bytes_per_s", b"memory_bandwidth_bytes_per_s", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_efficiency", b"memory_efficiency", "name", b"name", "peaks", b"peaks", "price_usd", b"price_usd", "size_efficiency", b"size_efficiency", "source", b"source", "sram_bandwidth_bytes_per_s", b"sram_bandwidth_bytes_per_s", "sram_capacity_bytes", b"sram_capacity_bytes", "tdp_w", b"tdp_w", "tiling", b"tiling", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__price_usd: _TypeAlias = _typing.Literal["price_usd"]  # noqa: Y015
     _WhichOneofArgType__price_usd: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd"]  # noqa: Y015
@@ -918,6 +931,7 @@ class DeviceFacts(_message.Message):
     MEMORY_CAPACITY_UNKNOWN_FIELD_NUMBER: _builtins.int
     PRICE_USD_FIELD_NUMBER: _builtins.int
     USD_PER_HOUR_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
     device: _builtins.str
     memory_capacity_bytes: _builtins.int
     """Bytes of memory one NPU of this device holds (its HBM or DRAM), absent when the backend does not model it."""
@@ -926,6 +940,11 @@ class DeviceFacts(_message.Message):
     price_usd: _builtins.float
     """What one device costs to buy, and to rent for an hour (US dollars), when the backend knows."""
     usd_per_hour: _builtins.float
+    calibration: _builtins.str
+    """The efficiency model the backend prices this device with and the measurements it was fitted to, in words a
+    report can show; empty when the device is not calibrated against measurements (its datasheet or
+    architecture figures as they are).
+    """
     def __init__(
         self,
         *,
@@ -934,10 +953,11 @@ class DeviceFacts(_message.Message):
         memory_capacity_unknown: _builtins.str = ...,
         price_usd: _builtins.float | None = ...,
         usd_per_hour: _builtins.float | None = ...,
+        calibration: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "_price_usd", b"_price_usd", "_usd_per_hour", b"_usd_per_hour", "memory_capacity_bytes", b"memory_capacity_bytes", "price_usd", b"price_usd", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "_price_usd", b"_price_usd", "_usd_per_hour", b"_usd_per_hour", "device", b"device", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_capacity_unknown", b"memory_capacity_unknown", "price_usd", b"price_usd", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "_price_usd", b"_price_usd", "_usd_per_hour", b"_usd_per_hour", "calibration", b"calibration", "device", b"device", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_capacity_unknown", b"memory_capacity_unknown", "price_usd", b"price_usd", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__memory_capacity_bytes: _TypeAlias = _typing.Literal["memory_capacity_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_capacity_bytes: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes"]  # noqa: Y015

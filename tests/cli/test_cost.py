@@ -27,9 +27,10 @@ def _cost(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
 
 def test_json_pins_the_roofline_numbers(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cost(capsys, "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "bf16",
-                         "--backend", "roofline", "--device", "h100", "--json")  # fmt: skip
+                         "--backend", "roofline", "--device", "h100", "--datasheet", "--json")  # fmt: skip
     assert code == 0
     data = json.loads(out)
+    assert data["costs"][0]["calibration"] == ""
     assert data["operator"] == {"kind": "gemm", "shape": [4096, 4096, 4096], "dtype": "bf16",
                                 "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 2}  # fmt: skip
     (row,) = data["costs"]
@@ -148,7 +149,7 @@ def test_backends_compare_each_on_its_own_device(capsys: pytest.CaptureFixture[s
     """Issue 14's defect: backends name their devices differently, so one --device could not serve several
     --backend; one --device per --backend, in order, prices each on its own."""
     code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--backend", "roofline", "--backend", "timeloop",
-                         "--device", "h100", "--device", "systolic-32x32-os", "--json")  # fmt: skip
+                         "--device", "h100", "--device", "systolic-32x32-os", "--json", "--datasheet")  # fmt: skip
     assert code == 0
     data = json.loads(out)
     assert "device" not in data and [(row["backend"], row["device"]) for row in data["costs"]] == [
@@ -164,3 +165,19 @@ def test_backends_compare_each_on_its_own_device(capsys: pytest.CaptureFixture[s
     code, out, _ = _cost(capsys, "gemm", "M=64", "K=64", "N=64", "--backend", "timeloop", "--device", "systolic-48x16-ws")
     assert code == 0 and "systolic-48x16-ws" in out
 
+
+
+def test_presets_price_with_their_fitted_model_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14: a preset's default is its efficiency model fitted to measurements, named in every output."""
+    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--device", "h100", "--json")
+    assert code == 0
+    (row,) = json.loads(out)["costs"]
+    # 4096 x 4096 in 16 x 16 tiles is 65,536 of them, as near whole waves on 66 SMs as makes no difference:
+    # 65,536 / 65,538 of the work is useful, at 0.502 of peak.
+    assert abs(row["duration_ps"] * 0.502 * 65536 / 65538 - GEMM_4096_PS) < 2
+    assert row["calibration"].startswith("compute 0.502 of peak") and "MosaicML" in row["calibration"]
+    code, out, _ = _cost(capsys, "gemm", "M=64", "K=64", "N=64", "--device", "h100", "--device", "eyeriss-like",
+                         "--backend", "roofline", "--backend", "timeloop")  # fmt: skip
+    assert code == 0
+    assert "roofline calibration: compute 0.502" in out
+    assert "timeloop calibration: none: the datasheet's (or the architecture model's) figures" in out

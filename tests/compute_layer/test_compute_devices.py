@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
+from stratasim.compute_layer.devices import PRESETS, Device, catalog, datasheet, device
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import compute_pb2
 
@@ -64,10 +64,12 @@ def test_tpuv4_numbers_and_supported_dtypes() -> None:
     assert tpu.tdp_w == 192
 
 
-def test_presets_are_roofline_defaults_and_cite_sources() -> None:
+def test_presets_cite_sources_and_their_datasheet_form_is_the_bare_roofline() -> None:
     for dev in PRESETS.values():
-        assert (dev.compute_efficiency, dev.memory_efficiency, dev.launch_overhead_ps) == (1.0, 1.0, 0)
+        bare = datasheet(dev)
+        assert (bare.compute_efficiency, bare.memory_efficiency, bare.launch_overhead_ps) == (1.0, 1.0, 0)
         assert dev.source
+        assert (dev.compute_efficiency < 1) == bool(dev.calibration_source)
 
 
 @pytest.mark.parametrize("name", ["h100", "H100", " h100 "])

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.device_wire import device_from_message, device_message
-from stratasim.compute_layer.devices import PRESETS, Device
+from stratasim.compute_layer.devices import PRESETS, Device, datasheet
 from stratasim.compute_layer.roofline import RooflineCompute, level_times
 from stratasim.kernel import operators
 from stratasim.kernel.units import parse_bandwidth, parse_bytes
@@ -69,7 +69,10 @@ def test_a_complete_description_is_the_preset_it_copies() -> None:
         "tiling": {"tile_m": 256, "tile_n": 256, "tile_k": 64, "units": 66},
         "source": H100.source,
     }  # fmt: skip
-    assert DeviceSection.model_validate(written).device() == H100
+    # Without ``preset:`` nothing says the description is an H100, so it has the datasheet's figures.
+    assert DeviceSection.model_validate(written).device() == datasheet(H100)
+    assert DeviceSection.model_validate({**written, "preset": "h100"}).device().calibration_source.endswith(
+        "(the h100 preset's model)")
 
 
 def test_halving_memory_bandwidth_doubles_a_memory_bound_operator_exactly() -> None:

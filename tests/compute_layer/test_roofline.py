@@ -10,11 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stratasim.compute_layer.devices import PRESETS, Device
+from stratasim.compute_layer.devices import PRESETS as FITTED
+from stratasim.compute_layer.devices import Device, datasheet
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel import operators, registry
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import common_pb2, compute_pb2
+
+# The datasheet roofline: these tests check the roofline's arithmetic; the presets' fitted efficiency models are
+# tested in tests/report/test_calibration_line.py.
+PRESETS = {name: datasheet(dev) for name, dev in FITTED.items()}
 
 # 4096³ BF16 GEMM: F = 2·4096³ = 137438953472 FLOPs, B = 3·4096²·2 = 100663296 bytes.
 SQUARE = operators.gemm(4096, 4096, 4096)
@@ -23,7 +28,7 @@ SQUARE = operators.gemm(4096, 4096, 4096)
 def _estimate(
     device: str, *ops: compute_pb2.OperatorDesc, backend: RooflineCompute | None = None
 ) -> list[compute_pb2.OperatorCost]:
-    response = (backend or RooflineCompute()).estimate(compute_pb2.EstimateRequest(device=device, ops=ops))
+    response = (backend or RooflineCompute(PRESETS.values())).estimate(compute_pb2.EstimateRequest(device=device, ops=ops))
     assert not response.HasField("error"), response.error.message
     return list(response.costs)
 
@@ -42,7 +47,7 @@ def _toy(**overrides: object) -> Device:
 
 
 def test_is_a_compute_backend_registered_as_roofline() -> None:
-    backend = RooflineCompute()
+    backend = RooflineCompute(PRESETS.values())
     assert isinstance(backend, ComputeBackend)
     assert backend.name == "roofline"
     assert registry.load("compute", "roofline") is RooflineCompute
@@ -129,7 +134,7 @@ def test_costs_follow_op_order_and_device_name_is_case_insensitive() -> None:
 
 
 def test_unknown_device_is_an_invalid_argument() -> None:
-    response = RooflineCompute().estimate(compute_pb2.EstimateRequest(device="v100", ops=[SQUARE]))
+    response = RooflineCompute(PRESETS.values()).estimate(compute_pb2.EstimateRequest(device="v100", ops=[SQUARE]))
     assert response.error.code == common_pb2.Error.INVALID_ARGUMENT
     assert response.error.where == "device"
     assert "'v100'" in response.error.message
@@ -139,7 +144,7 @@ def test_unknown_device_is_an_invalid_argument() -> None:
 
 def test_unsupported_dtype_names_the_op_and_dtype() -> None:
     ops = [SQUARE, operators.gemm(8, 8, 8, dtype=compute_pb2.FP32, name="head")]
-    response = RooflineCompute().estimate(compute_pb2.EstimateRequest(device="tpuv4", ops=ops))
+    response = RooflineCompute(PRESETS.values()).estimate(compute_pb2.EstimateRequest(device="tpuv4", ops=ops))
     assert response.error.code == common_pb2.Error.UNSUPPORTED
     assert response.error.where == "ops[1].dtype"
     assert response.error.message == "ops[1] ('head'): device 'tpuv4' cannot compute in fp32; it supports bf16, int8"
@@ -147,7 +152,7 @@ def test_unsupported_dtype_names_the_op_and_dtype() -> None:
 
 
 def test_unspecified_dtype_is_rejected() -> None:
-    response = RooflineCompute().estimate(compute_pb2.EstimateRequest(device="h100", ops=[compute_pb2.OperatorDesc()]))
+    response = RooflineCompute(PRESETS.values()).estimate(compute_pb2.EstimateRequest(device="h100", ops=[compute_pb2.OperatorDesc()]))
     assert response.error.where == "ops[0].dtype"
     assert "dtype_unspecified" in response.error.message
 
@@ -211,5 +216,5 @@ def test_out_of_range_calibration_is_an_error_naming_it() -> None:
     request = compute_pb2.EstimateRequest(
         device="a100", ops=[SQUARE], calibration=compute_pb2.Calibration(compute_efficiency=1.5)
     )
-    response = RooflineCompute().estimate(request)
+    response = RooflineCompute(PRESETS.values()).estimate(request)
     assert response.error.where == "calibration" and "compute_efficiency" in response.error.message

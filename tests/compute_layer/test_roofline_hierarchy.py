@@ -10,12 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling
+from stratasim.compute_layer.devices import PRESETS as FITTED
+from stratasim.compute_layer.devices import Device, Sram, Tiling, datasheet
 from stratasim.compute_layer.efficiency import size_efficiency
 from stratasim.compute_layer.roofline import RooflineCompute, level_times
 from stratasim.compute_layer.roofline_levels import GemmView, gemm_view, tiled_elements
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
+
+# The datasheet roofline: these tests check the roofline's arithmetic; the presets' fitted efficiency models are
+# tested in tests/report/test_calibration_line.py.
+PRESETS = {name: datasheet(dev) for name, dev in FITTED.items()}
 
 # 8³ BF16 GEMM: F = 1024 FLOPs, minimum traffic 3·64 elements = 384 bytes.
 SMALL = operators.gemm(8, 8, 8)
@@ -163,10 +168,12 @@ def test_whole_waves_of_whole_tiles_are_fully_efficient() -> None:
 
 
 def test_tile_and_wave_quantization_on_hand_cases() -> None:
-    # 129 rows take 2 row tiles: 2 tiles in one wave of 4 units: 129·128·64 / (1·4·128·128·64).
-    assert size_efficiency(operators.gemm(129, 64, 128), TILES) == Fraction(129, 512)
-    # 5 tiles need 2 waves: 5 / 8 of the units' time is useful.
-    assert size_efficiency(operators.gemm(128 * 5, 64, 128), TILES) == Fraction(5, 8)
+    # 129 rows pad to 144 in 16-row tiles; 16 x 32 tiles make 9 x 4 = 36 of them, 9 per unit: 129 / 144.
+    assert size_efficiency(operators.gemm(129, 64, 128), TILES) == Fraction(129, 144)
+    # One 16 x 16 tile, the least there is, keeps one of the 4 units busy: a quarter of their time is useful.
+    assert size_efficiency(operators.gemm(16, 64, 16), TILES) == Fraction(1, 4)
+    # 640 rows are 5 tiles of 128 (two waves on 4 units, 5/8 useful) but 20 of 32 rows: 5 per unit, no idle unit.
+    assert size_efficiency(operators.gemm(128 * 5, 64, 128), TILES) == 1
     # K = 65 costs two slices of 64.
     assert size_efficiency(operators.gemm(256, 65, 256), TILES) == Fraction(65, 128)
     # Batches are tiles too: 4 batches of one tile fill one wave.
@@ -178,17 +185,21 @@ def test_tile_and_wave_quantization_on_hand_cases() -> None:
 def test_small_operators_run_far_below_peak_and_large_ones_approach_it() -> None:
     h100 = PRESETS["h100"].tiling
     assert h100 is not None
-    assert size_efficiency(operators.gemm(64, 64, 64), h100) < Fraction(1, 1000)
+    # 64 x 64 is 16 tiles of 16 x 16 for 66 SMs: 50 stay idle.
+    assert size_efficiency(operators.gemm(64, 64, 64), h100) == Fraction(16, 66)
+    # A decode step's matrix-vector product pads its one row to the tensor core's 16.
+    assert size_efficiency(operators.gemm(1, 4096, 4096), h100) <= Fraction(1, 16)
     assert size_efficiency(operators.gemm(16384, 16384, 16384), h100) > Fraction(95, 100)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(min_value=1, max_value=64))
 def test_efficiency_tends_to_one_as_the_operator_grows(waves: int) -> None:
-    # One ragged tile more than `waves` full waves: the idle share of the last wave shrinks as 1/waves.
+    # One ragged row more than `waves` full waves of 128 x 128 tiles: the best tiles lose only the padding of
+    # that row to 16, a share that shrinks as 1/waves.
     rows = 128 * 4 * waves + 1
     share = size_efficiency(operators.gemm(rows, 64, 128), TILES)
-    assert Fraction(rows, 128 * 4 * (waves + 1)) == share
+    assert share == Fraction(rows, rows + 15)
     assert share >= Fraction(waves, waves + 1) - Fraction(1, 1000)
 
 
@@ -196,8 +207,8 @@ def test_size_efficiency_slows_small_operators_when_on() -> None:
     dev = _toy(peak_flops={compute_pb2.BF16: 10**12}, tiling=TILES)
     op = operators.gemm(129, 64, 128)  # 2·129·64·128 = 2113536 FLOPs: 2113536 ps at full efficiency
     assert _cost(dev, op).duration_ps == 2_113_536
-    assert _cost(replace(dev, size_efficiency=True), op).duration_ps == 2_113_536 * 512 // 129
-    assert level_times(op, replace(dev, size_efficiency=True)).size_efficiency == Fraction(129, 512)
+    assert _cost(replace(dev, size_efficiency=True), op).duration_ps == 2_113_536 * 144 // 129
+    assert level_times(op, replace(dev, size_efficiency=True)).size_efficiency == Fraction(129, 144)
 
 
 def test_a_calibration_switches_size_efficiency_on() -> None:
@@ -205,12 +216,13 @@ def test_a_calibration_switches_size_efficiency_on() -> None:
     op = operators.gemm(129, 64, 128)
     calibration = compute_pb2.Calibration(size_efficiency=True)
     request = compute_pb2.EstimateRequest(device="toy", ops=[op], calibration=calibration)
-    assert RooflineCompute([dev]).estimate(request).costs[0].duration_ps == 2_113_536 * 512 // 129
+    assert RooflineCompute([dev]).estimate(request).costs[0].duration_ps == 2_113_536 * 144 // 129
     untiled = RooflineCompute([_toy()]).estimate(request)
     assert untiled.error.where == "calibration" and "size_efficiency needs a tiling" in untiled.error.message
 
 
-def test_presets_keep_size_efficiency_off() -> None:
+def test_only_presets_fitted_with_it_turn_size_efficiency_on() -> None:
+    assert {name for name, dev in FITTED.items() if dev.size_efficiency} == {"a100", "h100", "h200"}
     assert not any(dev.size_efficiency for dev in PRESETS.values())
 
 

@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.devices import PRESETS as FITTED
+from stratasim.compute_layer.devices import datasheet
 from stratasim.kernel.errors import StrataSimError
 from stratasim.report import roofline_plot
 from stratasim.report.roofline_plot import Ceiling, RooflinePoint, Slope, roofline_chart
 from stratasim.v1 import compute_pb2
+
+# The datasheet roofline: these tests check the roofline's arithmetic; the presets' fitted efficiency models are
+# tested in tests/report/test_calibration_line.py.
+PRESETS = {name: datasheet(dev) for name, dev in FITTED.items()}
 
 # 4096³ BF16 GEMM on an H100: 137438953472 FLOPs in 138911415 ps, 100663296 DRAM and 1107296256 SRAM bytes.
 SQUARE = RooflinePoint("square", 2 * 4096**3, 3 * 4096**2 * 2, 138_911_415,

@@ -34,11 +34,25 @@ def _numbers(report: Any) -> dict[str, Any]:
     return dict(data)
 
 
+def _figures(report: Any) -> dict[str, Any]:
+    """The report's numbers alone: without its calibration line and warnings either."""
+    data = _numbers(report)
+    for key in ("calibration", "warnings"):
+        data.pop(key, None)
+    return data
+
+
 @pytest.mark.parametrize("study", [TRANSFORMER, TRAINING_LOOP])
 def test_a_described_device_gives_the_report_of_the_preset(study: Path) -> None:
-    preset = _numbers(run_study(load_study(study, ["compute.device=h100"])))
-    for device in ("{preset: h100}", H100_IN_FULL):
-        assert _numbers(run_study(load_study(study, [f"compute.device={device}"]))) == preset
+    preset = run_study(load_study(study, ["compute.device=h100"]))
+    described = run_study(load_study(study, ["compute.device={preset: h100}"]))
+    assert _figures(described) == _figures(preset) and described.warnings == preset.warnings
+    assert described.calibration == f"{preset.calibration} (the h100 preset's model)"
+    # Written out without ``preset:``, the chip is not the h100 and has no fitted model: its datasheet figures.
+    in_full = run_study(load_study(study, [f"compute.device={H100_IN_FULL}"]))
+    assert _figures(in_full) == _figures(run_study(load_study(study, ["compute.device=h100",
+                                                                      "compute.calibration={basis: datasheet}"])))
+    assert any("'h100' runs uncalibrated" in warning for warning in in_full.warnings)
 
 
 def test_a_spawned_compute_server_prices_the_described_device_as_in_process() -> None:
@@ -57,7 +71,8 @@ def test_a_device_file_relative_to_the_study_with_keys_the_study_overrides(tmp_p
     study.write_text(TRANSFORMER.read_text().replace("device: h100", "device: {file: chips/mychip.yaml}"))
     assert "{file: chips/mychip.yaml}" in study.read_text()
     from_file = run_study(load_study(study))
-    assert _numbers(from_file) == _numbers(run_study(load_study(TRANSFORMER)))
+    datasheet = run_study(load_study(TRANSFORMER, ["compute.calibration={basis: datasheet}"]))
+    assert _figures(from_file) == _figures(datasheet)
     halved = run_study(load_study(study, ["compute.device.memory_bandwidth=1.675TB/s"]))
     assert halved.total_time_ps > from_file.total_time_ps
 
@@ -66,10 +81,10 @@ def test_cost_per_iteration_is_npus_times_time_times_the_hourly_rate() -> None:
     report = run_study(load_study(TRANSFORMER, ["compute.device={preset: h100, usd_per_hour: 3.6}"]))
     data = report.to_dict()
     npus, total_ps = data["npus"], data["total_time_ps"]
-    assert (npus, total_ps) == (32, 59721579924)
-    # 32 NPUs x 59,721,579,924 ps x $3.6/h / (3.6 x 10^15 ps/h) = $0.001911090557568, exactly.
-    assert data["cost_usd_per_iteration"] == float(Fraction(32 * 59721579924, 10**15)) == 0.001911090557568
-    assert "cost             $0.00191109 per iteration" in report.to_text()
+    assert (npus, total_ps) == (32, 78554789375)
+    # 32 NPUs x 78,554,789,375 ps x $3.6/h / (3.6 x 10^15 ps/h) = $0.002513753260, exactly.
+    assert data["cost_usd_per_iteration"] == float(Fraction(32 * 78554789375, 10**15)) == 0.002513753260
+    assert "cost             $0.00251375 per iteration" in report.to_text()
     assert "cost_usd_per_iteration" not in run_study(load_study(TRANSFORMER)).to_dict()  # no rate, no cost
 
 

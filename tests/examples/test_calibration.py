@@ -1,0 +1,53 @@
+"""The device presets' efficiency models reproduce the published runs they were fitted to
+(``tools/fit_efficiency.py``, ``docs/calibration.md``), and a run they were not fitted to, LLaMA-2-70B on 64
+H100s, lands in the range published for such runs with the calibration's source in its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CALIBRATION = EXAMPLES / "calibration"
+LLAMA = EXAMPLES / "llama2_70b_h100.yaml"
+
+# MosaicML llm-foundry benchmarks, "H100 80GB BF16", sequence 2048: tokens/s over 2048 tokens per sequence.
+PUBLISHED_SEQUENCES = {"7b": 85144 / 2048, "13b": 38336 / 2048, "30b": 16022 / 2048, "70b": 66523 / 2048}
+FITTED = ("7b", "13b", "30b")
+# The simulated MPT-70B iteration on 64 GPUs, to the picosecond: 24 % fewer sequences per second than measured.
+MPT_70B_PS = 83_191_727_450_208
+
+
+@pytest.mark.parametrize("size", FITTED)
+def test_the_h100_model_reproduces_the_runs_it_was_fitted_to(size: str) -> None:
+    report = run_study(load_study(CALIBRATION / f"mpt_{size}_h100.yaml"))
+    assert report.training is not None
+    rate = report.training["samples_per_second"]
+    assert abs(rate / PUBLISHED_SEQUENCES[size] - 1) < 0.09, f"MPT-{size}: {rate:.2f} sequences/s"
+    assert "MosaicML" in report.calibration and not report.warnings
+
+
+def test_mpt_70b_on_eight_nodes_shows_the_exposed_fsdp_gathers() -> None:
+    """Not fitted: across eight nodes each layer's 1.5 GiB parameter all-gather crosses InfiniBand, and the
+    simulated ZeRO-3 run leaves much of it exposed where PyTorch's FSDP prefetch hides it, so the simulated run
+    is slower than MosaicML measured. The gap is the network schedule's, not the device's."""
+    report = run_study(load_study(CALIBRATION / "mpt_70b_h100.yaml"))
+    assert report.training is not None
+    rate = report.training["samples_per_second"]
+    assert 0.7 < rate / PUBLISHED_SEQUENCES["70b"] < 0.85
+    assert report.total_time_ps == MPT_70B_PS
+
+
+def test_llama2_70b_on_64_h100s_is_in_the_published_range() -> None:
+    """Published bf16 H100 training of 70B-class models: 36-48 % MFU of 989 TFLOP/s (MosaicML's MPT-70B on 32
+    and 64 GPUs, 36.2 % and 42.6 %; Megatron-LM's README, 41 % to 47-48 % for GPTs of 2B to 462B)."""
+    report = run_study(load_study(LLAMA))
+    assert report.training is not None
+    tflops = report.training["tflops_per_npu"]
+    assert 0.36 * 989.4 <= tflops <= 0.48 * 989.4, f"{tflops:.1f} TFLOP/s per GPU"
+    assert "fitted to MosaicML's MPT-7B, 13B and 30B" in report.calibration
+    assert f"calibration      {report.calibration}" in report.to_text()

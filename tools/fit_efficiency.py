@@ -1,0 +1,104 @@
+"""Fit a device preset's compute efficiency once to published training throughput, and show the fit.
+
+    python tools/fit_efficiency.py a100
+
+Each reference is a study of a published training run and a throughput its authors measured: model TFLOP/s per
+GPU as the study's report counts them (Megatron-LM's formula), or sequences per second. The
+study is run on the device's datasheet figures with size-dependent efficiency (tile and wave quantization) on or off,
+the memory efficiency and launch overhead given, and one compute efficiency for every reference; the fit is the
+compute efficiency that makes the largest over-estimate equal the largest under-estimate (the minimax relative
+error: each study's throughput rises with the efficiency, so a bisection finds it). The result goes into the
+preset in compute_layer/devices.py by hand, with the references cited; tests/examples/test_calibration.py checks
+the preset still reproduces them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import stratasim
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A study of a published run and what was measured on it: ``value`` of the report's training figure
+    ``metric`` (``tflops_per_npu`` or ``samples_per_second``)."""
+
+    study: Path
+    value: float
+    metric: str = "tflops_per_npu"
+
+
+_MEGATRON = ROOT / "examples" / "megatron"
+_CALIBRATION = ROOT / "examples" / "calibration"
+REFERENCES: dict[str, tuple[Reference, ...]] = {
+    # Narayanan et al., SC'21, table 1 (Megatron-LM weak scaling on DGX A100s).
+    "a100": tuple(Reference(_MEGATRON / f"gpt_{row}.yaml", tflops) for row, tflops in (
+        ("18b", 135), ("39b", 138), ("76b", 140), ("145b", 148), ("310b", 155), ("530b", 163), ("1t", 163)))
+    # PALM's table IV, "published seq/s" column, for the same rows (it has no 1T row).
+    + tuple(Reference(_MEGATRON / f"gpt_{row}.yaml", rate, "samples_per_second") for row, rate in (
+        ("18b", 116.415), ("39b", 111.565), ("76b", 115.898), ("145b", 95.720), ("310b", 58.738),
+        ("530b", 47.440))),
+    # MosaicML llm-foundry benchmarks, "H100 80GB BF16", sequence 2048: tokens/s of MPT-7B, 13B and 30B on one
+    # HGX node, in sequences per second (within a node the network is NVLink's, which the model knows well).
+    "h100": tuple(Reference(_CALIBRATION / f"mpt_{size}_h100.yaml", tokens / 2048, "samples_per_second")
+                  for size, tokens in (("7b", 85144), ("13b", 38336), ("30b", 16022))),
+}  # fmt: skip
+
+
+# Each device's measured memory efficiency (the default of --memory-efficiency).
+MEMORY_EFFICIENCY = {"a100": 0.834, "h100": 0.887}
+
+
+def errors(references: Sequence[Reference], efficiency: float, memory: float, launch: str, sized: bool) -> list[float]:
+    """Each reference's relative error (simulated / published - 1) at compute ``efficiency``."""
+    calibration = {"basis": "datasheet", "compute_efficiency": efficiency, "memory_efficiency": memory,
+                   "launch_overhead": launch, "size_efficiency": sized}  # fmt: skip
+    figures: dict[Path, dict[str, float]] = {}
+    for study in dict.fromkeys(reference.study for reference in references):
+        report = stratasim.run(study, **{"compute.calibration": calibration})
+        assert report.training is not None, f"{study} is not a training study"
+        figures[study] = report.training
+    return [figures[reference.study][reference.metric] / reference.value - 1 for reference in references]
+
+
+def fit(references: Sequence[Reference], memory: float, launch: str, sized: bool, low: float = 0.3,
+        high: float = 1.0, tolerance: float = 5e-4) -> float:
+    """The compute efficiency whose largest over- and under-estimates balance, to ``tolerance``."""
+    while high - low > tolerance:
+        middle = (low + high) / 2
+        found = errors(references, middle, memory, launch, sized)
+        if max(found) + min(found) > 0:
+            high = middle
+        else:
+            low = middle
+    return round((low + high) / 2, 3)
+
+
+def main() -> None:
+    """Fit the device named on the command line and print each reference's error at the fit."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("device", choices=sorted(REFERENCES))
+    parser.add_argument("--memory-efficiency", type=float, help="default: the device's measured one")
+    parser.add_argument("--launch-overhead", default="0ns")
+    parser.add_argument("--size-efficiency", dest="sized", action=argparse.BooleanOptionalAction, default=True,
+                        help="with tile and wave quantization (the default) or without")
+    args = parser.parse_args()
+    args.memory_efficiency = args.memory_efficiency or MEMORY_EFFICIENCY[args.device]
+    references = REFERENCES[args.device]
+    efficiency = fit(references, args.memory_efficiency, args.launch_overhead, args.sized)
+    sized = "size-dependent" if args.sized else "not size-dependent"
+    print(f"{args.device}: compute_efficiency {efficiency} (memory {args.memory_efficiency}, {sized})")
+    found = errors(references, efficiency, args.memory_efficiency, args.launch_overhead, args.sized)
+    for reference, error in zip(references, found):
+        print(f"  {reference.study.relative_to(ROOT)}: published {reference.metric} {reference.value:.2f}, "
+              f"error {error:+.1%}")
+
+
+if __name__ == "__main__":
+    main()
