@@ -159,7 +159,9 @@ class SimulationResult:
     simulated NPUs alone: ``stand_ins[npu]`` is the NPU whose timeline ``npu`` lived when NPUs equivalent by
     symmetry were simulated once (empty when every NPU was simulated); :meth:`stands_for` inverts it.
     ``trace_detail`` is the detail they were recorded at (``auto`` resolved; "" without a trace) and
-    ``traced_nodes`` how many nodes the traced NPUs ran, blocks unrolled."""
+    ``traced_nodes`` how many nodes the traced NPUs ran, blocks unrolled. ``stopped_at_ps`` is the simulated time
+    a run was stopped at before it finished (``None``: it ran to the end), ``stopped_because`` why; every figure
+    then covers the run up to that time, and the ``unfinished_collectives`` in flight end at it."""
 
     total_time_ps: int
     npus: int
@@ -177,6 +179,9 @@ class SimulationResult:
     stand_ins: tuple[int, ...] = ()
     trace_detail: str = ""
     traced_nodes: int = field(default=0, compare=False)  # how much the run did, like the wall time
+    stopped_at_ps: int | None = None
+    stopped_because: str = ""
+    unfinished_collectives: int = 0
 
     def stands_for(self) -> dict[int, tuple[int, ...]]:
         """Each simulated NPU and the NPUs (itself included, in order) whose timeline it is."""

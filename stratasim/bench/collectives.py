@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sized
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -255,36 +257,61 @@ def run_from_args(args: argparse.Namespace) -> int:
     rows: list[tuple[BenchCase, dict[str, Any]]] = []
     network = (args.backend, args.kind, args.algorithm)
     chosen = cases(_flat(args.npus), _flat(args.dims), modes, args.collective, args.size, args.splits, args.aggregate, network)
-    for case in chosen:
-        rows.append((case, run_case(case, timeout, args.memory_limit)))
-        if not args.json:
-            print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)
+    with _kept(rows, len(chosen)) as outcome:
+        for case in chosen:
+            rows.append((case, run_case(case, timeout, args.memory_limit)))
+            if not args.json:
+                print(format_table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else format_table(rows), flush=True)
     if args.json:
         print(json.dumps([{**asdict(case), **fig} for case, fig in rows], indent=2))
-    return 0
+    return outcome.code
+
+
+class _Outcome:
+    """The exit code of a benchmark loop: 0, or 130 when Ctrl-C (or SIGTERM) stopped it before the last case."""
+
+    code = 0
+
+
+@contextmanager
+def _kept(rows: Sized, total: int) -> Iterator[_Outcome]:
+    """Stop the loop inside on Ctrl-C or SIGTERM and go on to print the ``rows`` finished so far, saying how many
+    of ``total`` they are: an interrupted benchmark keeps what it measured."""
+    outcome = _Outcome()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield outcome
+    except KeyboardInterrupt:
+        outcome.code = 130
+        print(f"interrupted: {len(rows)} of {total} cases finished; printing those", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_suite(names: list[str], timeout_s: float, memory_bytes: int, *, as_json: bool) -> int:
     from stratasim.bench.suite import SUITE, format_suite_table, run_suite, select
 
     chosen = select(SUITE, names)
-    rows = run_suite(chosen, timeout_s, memory_bytes, lambda line: print(line, file=sys.stderr, flush=True))
+    rows: list[dict[str, Any]] = []
+    with _kept(rows, len(chosen)) as outcome:
+        run_suite(chosen, timeout_s, memory_bytes, lambda line: print(line, file=sys.stderr, flush=True), rows=rows)
     print(json.dumps(rows, indent=2) if as_json else format_suite_table(rows))
-    return 0
+    return outcome.code
 
 
 def _run_studies(paths: list[str], timeout_s: float, memory_bytes: int, *, as_json: bool) -> int:
     from stratasim.bench.studies import format_study_table, run_study_file
 
     rows: list[tuple[str, dict[str, Any]]] = []
-    for path in paths:
-        rows.append((path, run_study_file(path, timeout_s, memory_bytes=memory_bytes)))
-        if not as_json:
-            table = format_study_table(rows[-1:]).splitlines()
-            print("\n".join(table if len(rows) == 1 else table[-1:]), flush=True)
+    with _kept(rows, len(paths)) as outcome:
+        for path in paths:
+            rows.append((path, run_study_file(path, timeout_s, memory_bytes=memory_bytes)))
+            if not as_json:
+                table = format_study_table(rows[-1:]).splitlines()
+                print("\n".join(table if len(rows) == 1 else table[-1:]), flush=True)
     if as_json:
         print(json.dumps([{"study": path, **fig} for path, fig in rows], indent=2))
-    return 0
+    return outcome.code
 
 
 if __name__ == "__main__":

@@ -179,12 +179,14 @@ def _mb(peak_bytes: int | None) -> float | None:
 
 def run_suite(
     cases: Sequence[SuiteCase], timeout_s: float, memory_bytes: int, progress: Callable[[str], None],
-    measure_case: Callable[[SuiteCase, float, int], dict[str, Any]] = measure,
+    measure_case: Callable[[SuiteCase, float, int], dict[str, Any]] = measure, *,
+    rows: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every case one after another (``measure_case``, a fresh child process each by default), calling
-    ``progress`` with a line as each finishes; the rows, as :func:`evaluate` gives them."""
+    ``progress`` with a line as each finishes; the rows, as :func:`evaluate` gives them, appended to ``rows`` when
+    given (so an interrupted suite keeps those it finished)."""
     measured: dict[str, dict[str, Any]] = {}
-    rows = []
+    rows = [] if rows is None else rows
     for index, case in enumerate(cases, 1):
         figures = measured[case.name] = measure_case(case, timeout_s, memory_bytes)
         rows.append(evaluate(case, figures, measured))

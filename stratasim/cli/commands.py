@@ -20,6 +20,7 @@ from typing import TypeAlias
 
 from stratasim import __version__
 from stratasim.cli import results, schema, serve, sweep, trace_options
+from stratasim.cli.interrupts import stoppable
 from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
 from stratasim.kernel.errors import StrataSimError
@@ -52,7 +53,7 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
     selected = trace_options.selection(args)
-    with RunProgress(quiet=args.quiet) as progress:
+    with RunProgress(quiet=args.quiet) as shown, stoppable(shown) as progress:
         report = run_study(study, record_trace=selected or False, progress=progress)
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.out is not None and args.pictures:
@@ -68,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
         if selected is not None and (line := trace_options.note(args, report.result)):
             print(line)
-    return EXIT_OK
+    return EXIT_OK if report.result.stopped_at_ps is None else EXIT_INTERRUPTED
 
 
 def _add_run(subparsers: _Subparsers) -> None:

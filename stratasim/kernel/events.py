@@ -12,13 +12,23 @@ from typing import Any
 
 from stratasim.kernel.errors import SimulationError
 
-__all__ = ["EventQueue", "Callback", "Progress"]
+__all__ = ["EventQueue", "Callback", "Progress", "RunStopped"]
 
 Callback = Callable[[Any], None]
 
 Progress = Callable[[int, int], None]
 """Told, every few hundred distinct event times (or every window), the simulated time reached in ps and the events
-processed so far: a progress display throttles it by wall time itself."""
+processed so far: a progress display throttles it by wall time itself. It may raise :class:`RunStopped` to end the
+run there."""
+
+
+class RunStopped(Exception):
+    """Raised by a :data:`Progress` to stop a run where it is (Ctrl-C): the engine reports what it simulated so far,
+    marked incomplete, instead of losing it."""
+
+    def __init__(self, reason: str = "interrupted") -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 _PROGRESS_EVERY = 256  # distinct event times between two calls of a Progress
 

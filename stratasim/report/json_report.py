@@ -232,6 +232,9 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
         if report.energy_per_token_pj is not None:
             data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
     data["warnings"] = list(report.warnings)
+    if report.result.stopped_at_ps is not None:
+        data["incomplete"] = {"stopped_at_ps": report.result.stopped_at_ps, "reason": report.result.stopped_because,
+                              "unfinished_collectives": report.result.unfinished_collectives}  # they end at the stop
     if report.calibration:
         data["calibration"] = report.calibration
     return data

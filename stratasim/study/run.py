@@ -227,15 +227,26 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
         )
         wall_seconds = time.perf_counter() - started
     calibration, uncalibrated = calibration_statement(study.compute, facts)
-    warnings = (*uncalibrated, *_check_memory(study, result, facts))
+    warnings = (*_stopped(result), *uncalibrated, *_check_memory(study, result, facts))
     serving = None
-    if isinstance(source, ServingWorkload):
-        serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), result, facts)
+    training = None
+    if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
+        training = _training_figures(source, result, facts)
+        if isinstance(source, ServingWorkload):
+            serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), result, facts)
     return Report(
-        study.name, result, wall_seconds, backends, _training_figures(source, result, facts), serving=serving,
+        study.name, result, wall_seconds, backends, training, serving=serving,
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
         warnings=warnings, calibration=calibration,
     )
+
+
+def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:
+    """The warning a run stopped before its end carries first: when, and that its figures cover only that far."""
+    if result.stopped_at_ps is None:
+        return ()
+    return (f"incomplete: the run was {result.stopped_because} at simulated time "
+            f"{format_time_ps(result.stopped_at_ps)}; every figure covers the run up to then",)  # fmt: skip
 
 
 def _check_selection(record_trace: bool | TraceSelection, npus: int) -> None:

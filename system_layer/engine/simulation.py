@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError, WorkloadError
-from stratasim.kernel.events import Progress
+from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.engine.block_run import BlockRun
 from stratasim.system_layer.engine.blocks import inline_blocks
@@ -110,10 +110,21 @@ def simulate(
         coordinator.schedule(0, executors[npu].start)
     for executor in executors.values():
         executor.peers = executors
-    coordinator.run(progress)
-
+    stopped: RunStopped | None = None
+    unfinished = 0
+    try:
+        coordinator.run(progress)
+    except RunStopped as exc:
+        stopped = exc
+        for executor in executors.values():
+            if not executor.done:
+                executor.finish_ps = coordinator.now
+        for collective in table.all:  # in flight when stopped: they ran until then
+            if collective.start_ps is not None and not collective.end_ps:
+                collective.end_ps = coordinator.now
+                unfinished += 1
     stuck = [ex.npu for ex in executors.values() if not ex.done]
-    if stuck:
+    if stuck and stopped is None:
         raise SimulationError(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
             "but nothing can happen (a collective some group members never issue?)"
@@ -165,6 +176,9 @@ def simulate(
         stand_ins=stand_in or (),
         trace_detail=selection.detail.value if selection else "",
         traced_nodes=traced_nodes,
+        stopped_at_ps=None if stopped is None else coordinator.now,
+        stopped_because="" if stopped is None else stopped.reason,
+        unfinished_collectives=unfinished,
     )
     _release(executors, context, table)
     return result

@@ -1,0 +1,131 @@
+"""Ctrl-C or SIGTERM during a run keeps what was simulated (issue 15): the engine stops at its next progress check,
+and the report, ``--out``'s report.json and trace.json say how far it got, marked incomplete; a benchmark keeps its
+finished rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratasim.bench import collectives as bench
+from stratasim.cli.interrupts import stoppable
+from stratasim.config.study_file import load_study, parse_study
+from stratasim.kernel.events import RunStopped
+from stratasim.study.run import run_study
+
+# Every NPU of a 4096-NPU torus simulated one by one: about a minute on the project machine, so a signal after a few
+# seconds always lands mid-run.
+SLOW = """name: slow
+workload: {kind: collective, collective: all_reduce, size: 1GiB}
+system: {algorithm: ring, aggregate: false, splits: 64}
+network:
+  backend: analytical
+  topology:
+    - {kind: ring, size: 64, bandwidth: 50GB/s, latency: 500ns}
+    - {kind: ring, size: 64, bandwidth: 25GB/s, latency: 1us}
+"""
+SMALL = {
+    "name": "small",
+    "workload": {"kind": "collective", "collective": "all_reduce", "size": "64MiB"},
+    "system": {"algorithm": "ring", "aggregate": False, "splits": 64},
+    "network": {"backend": "analytical", "topology": [
+        {"kind": "ring", "size": 16, "bandwidth": "50GB/s", "latency": "500ns"},
+        {"kind": "ring", "size": 8, "bandwidth": "25GB/s", "latency": "1us"}]},
+}  # fmt: skip
+
+
+def _stop_after(calls: int) -> Any:
+    """A progress that stops the run at its ``calls``-th call."""
+    seen = []
+
+    def progress(now_ps: int, events: int) -> None:
+        seen.append(now_ps)
+        if len(seen) == calls:
+            raise RunStopped("interrupted (SIGINT)")
+
+    return progress
+
+
+def test_a_stopped_run_reports_how_far_it_got() -> None:
+    study = parse_study(SMALL, "test")
+    whole = run_study(study)
+    stopped = run_study(study, record_trace=True, progress=_stop_after(5))
+    result = stopped.result
+    assert result.stopped_at_ps is not None and 0 < result.stopped_at_ps < whole.total_time_ps
+    assert result.total_time_ps == result.stopped_at_ps and result.unfinished_collectives == 1
+    assert stopped.warnings[0].startswith("incomplete: the run was interrupted (SIGINT) at simulated time ")
+    data = stopped.to_dict()
+    assert data["incomplete"] == {"stopped_at_ps": result.stopped_at_ps, "reason": "interrupted (SIGINT)",
+                                  "unfinished_collectives": 1}  # fmt: skip
+    (collective,) = data["collectives"]
+    assert collective["end_ns"] * 1000 == pytest.approx(result.stopped_at_ps)  # in flight: it ran until the stop
+    assert stopped.to_text().startswith("warning: incomplete")
+    assert "incomplete" not in whole.to_dict()
+
+
+def test_a_stopped_training_run_gives_no_throughput() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
+    stopped = run_study(load_study(example, ["system.aggregate=false"]), progress=_stop_after(3))
+    assert stopped.result.stopped_at_ps is not None
+    assert stopped.training is None  # samples per second of half an iteration would mislead
+
+
+def test_the_second_signal_abandons_the_run() -> None:
+    shown: list[int] = []
+    with stoppable(lambda now, events: shown.append(now)) as progress:
+        progress(1, 1)
+        os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(RunStopped, match="interrupted"):
+            progress(2, 2)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert shown == [1]
+    # Outside the context the usual handler is back.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_leaves_a_valid_partial_report_and_trace(tmp_path: Path, sent: signal.Signals) -> None:
+    study = tmp_path / "slow.yaml"
+    study.write_text(SLOW, encoding="utf-8")
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stratasim", "run", str(study), "--quiet", "--out", str(out), "--no-pictures"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(3)
+    process.send_signal(sent)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "stopping: reporting what was simulated so far" in stderr
+    reason = "interrupted (SIGINT)" if sent == signal.SIGINT else "terminated (SIGTERM)"
+    assert stdout.startswith(f"warning: incomplete: the run was {reason} at simulated time ")
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert report["incomplete"]["reason"] == reason and report["total_time_ps"] == report["incomplete"]["stopped_at_ps"]
+    trace = json.loads((out / "trace.json").read_text(encoding="utf-8"))
+    assert trace["traceEvents"] and all("ph" in event for event in trace["traceEvents"])
+
+
+def test_an_interrupted_benchmark_prints_the_rows_it_finished(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    figures = iter([{"wall_s": 1.0}])
+
+    def run_study_file(path: str, timeout_s: float, memory_bytes: int) -> dict[str, Any]:
+        try:
+            return next(figures)
+        except StopIteration:
+            raise KeyboardInterrupt from None
+
+    monkeypatch.setattr("stratasim.bench.studies.run_study_file", run_study_file)
+    code = bench._run_studies(["a.yaml", "b.yaml", "c.yaml"], 10.0, 1 << 30, as_json=True)
+    out, err = capsys.readouterr()
+    assert code == 130 and "interrupted: 1 of 3 cases finished" in err
+    assert json.loads(out) == [{"study": "a.yaml", "wall_s": 1.0}]
