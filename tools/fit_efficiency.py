@@ -48,11 +48,14 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
     # HGX node, in sequences per second (within a node the network is NVLink's, which the model knows well).
     "h100": tuple(Reference(_CALIBRATION / f"mpt_{size}_h100.yaml", tokens / 2048, "samples_per_second")
                   for size, tokens in (("7b", 85144), ("13b", 38336), ("30b", 16022))),
+    # MaxText's 22B model on a v4-128 slice: 156 TFLOP/s per chip under MaxText's FLOP count, 35.10 sequences/s
+    # (examples/calibration/maxtext_22b_tpuv4.yaml derives it).
+    "tpuv4": (Reference(_CALIBRATION / "maxtext_22b_tpuv4.yaml", 35.10, "samples_per_second"),),
 }  # fmt: skip
 
 
 # Each device's measured memory efficiency (the default of --memory-efficiency).
-MEMORY_EFFICIENCY = {"a100": 0.834, "h100": 0.887}
+MEMORY_EFFICIENCY = {"a100": 0.834, "h100": 0.887, "tpuv4": 1.0}  # tpuv4: no published measurement
 
 
 def errors(references: Sequence[Reference], efficiency: float, memory: float, launch: str, sized: bool) -> list[float]:

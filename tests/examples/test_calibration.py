@@ -18,6 +18,8 @@ LLAMA = EXAMPLES / "llama2_70b_h100.yaml"
 # MosaicML llm-foundry benchmarks, "H100 80GB BF16", sequence 2048: tokens/s over 2048 tokens per sequence.
 PUBLISHED_SEQUENCES = {"7b": 85144 / 2048, "13b": 38336 / 2048, "30b": 16022 / 2048, "70b": 66523 / 2048}
 FITTED = ("7b", "13b", "30b")
+# MaxText's 22B on a v4-128 slice: 156 TFLOP/s per chip under MaxText's count, 35.10 sequences/s.
+MAXTEXT_22B = CALIBRATION / "maxtext_22b_tpuv4.yaml"
 # The simulated MPT-70B iteration on 64 GPUs, to the picosecond: 24 % fewer sequences per second than measured.
 MPT_70B_PS = 83_191_727_450_208
 
@@ -51,3 +53,11 @@ def test_llama2_70b_on_64_h100s_is_in_the_published_range() -> None:
     assert 0.36 * 989.4 <= tflops <= 0.48 * 989.4, f"{tflops:.1f} TFLOP/s per GPU"
     assert "fitted to MosaicML's MPT-7B, 13B and 30B" in report.calibration
     assert f"calibration      {report.calibration}" in report.to_text()
+
+
+def test_the_tpuv4_model_reproduces_maxtext() -> None:
+    report = run_study(load_study(MAXTEXT_22B))
+    assert report.training is not None
+    rate = report.training["samples_per_second"]
+    assert abs(rate / 35.10 - 1) < 0.01, f"{rate:.2f} sequences/s"
+    assert "MaxText" in report.calibration and not report.warnings

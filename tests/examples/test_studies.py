@@ -36,7 +36,7 @@ from stratasim import cli
 from stratasim.config.study_file import load_study
 from stratasim.report.report import Report
 from stratasim.study.run import run_study
-from tests.examples.test_calibration import CALIBRATION, LLAMA, PUBLISHED_SEQUENCES
+from tests.examples.test_calibration import CALIBRATION, LLAMA, MAXTEXT_22B, PUBLISHED_SEQUENCES
 from tests.examples.test_megatron import EXAMPLES as MEGATRON
 from tests.examples.test_megatron import PUBLISHED_TFLOPS
 from tests.examples.test_paper_findings import SCRIPT as ASTRA_FINDINGS
@@ -95,7 +95,8 @@ def test_a_slow_example_validates_in_full(capsys: pytest.CaptureFixture[str], ex
 def test_every_example_has_a_test() -> None:
     tested = {EXAMPLES / name for name in HEADLINES}
     tested |= {MEGATRON / f"gpt_{row}.yaml" for row in PUBLISHED_TFLOPS}
-    tested |= {ASTRA_FINDINGS, PALM_CONGESTION, TORUS_SWEEP, TORUS_LADDER, GPT3_PLANS, DEAP_BERT, DEAP_GPT, LLAMA}
+    tested |= {ASTRA_FINDINGS, PALM_CONGESTION, TORUS_SWEEP, TORUS_LADDER, GPT3_PLANS, DEAP_BERT, DEAP_GPT, LLAMA,
+               MAXTEXT_22B}
     tested |= {CALIBRATION / f"mpt_{size}_h100.yaml" for size in PUBLISHED_SEQUENCES}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
