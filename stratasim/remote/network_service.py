@@ -19,6 +19,7 @@ import numpy as np
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.remote import _wire
+from stratasim.remote.limits import Limits, SessionSlots, check_topology
 from stratasim.v1 import common_pb2, network_pb2, network_pb2_grpc
 
 __all__ = ["TRANSIT_CAPABILITY", "NetworkServicer"]
@@ -30,18 +31,37 @@ _Code = common_pb2.Error.Code
 
 
 class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
-    """Serves the backend registered as ``backend``; ``factory()`` builds one instance per session."""
+    """Serves the backend registered as ``backend``; ``factory()`` builds one instance per session, within
+    ``limits``: at most ``max_sessions`` at once, each ended after ``idle_timeout_s`` without a request, each
+    topology checked for size before the backend sees it."""
 
-    def __init__(self, backend: str, factory: Callable[[], NetworkBackend]) -> None:
+    def __init__(self, backend: str, factory: Callable[[], NetworkBackend], limits: Limits | None = None) -> None:
         self._backend = backend
         self._factory = factory
+        self._limits = limits or Limits()
+        self._slots = SessionSlots(self._limits.max_sessions)
 
     def Session(  # noqa: N802 - the name is fixed by the generated servicer
         self,
         request_iterator: Iterator[network_pb2.NetworkRequest],
         context: grpc.ServicerContext,
     ) -> Iterator[network_pb2.NetworkResponse]:
-        """Handshake first; then answer every configure or advance with exactly one response."""
+        """Handshake first; then answer every configure or advance with exactly one response. A session beyond the
+        limit is refused (RESOURCE_EXHAUSTED); one idle for longer than the idle timeout is cancelled."""
+        if not self._slots.take():
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"server busy: all {self._slots.limit} sessions are in use (its --max-sessions); "
+                          "try again later")  # fmt: skip
+        idle = _wire.Watchdog(self._limits.idle_timeout_s, context.cancel)
+        try:
+            yield from self._session(_watched(request_iterator, idle))
+        finally:
+            idle.stop()
+            self._slots.give_back()
+
+    def _session(
+        self, request_iterator: Iterator[network_pb2.NetworkRequest]
+    ) -> Iterator[network_pb2.NetworkResponse]:
         first = next(request_iterator, None)
         if first is None:
             return
@@ -54,13 +74,26 @@ class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
         except Exception as exc:  # the backend's own failure goes back to the client, not into grpc's logs
             yield network_pb2.NetworkResponse(error=_wire.error_from_exception(exc))
             return
-        session = _Session(backend)
+        session = _Session(backend, self._limits)
         try:
             yield network_pb2.NetworkResponse(handshake=_wire.hello(_LAYER, self._backend, session.capabilities))
             for request in request_iterator:
                 yield session.answer(request)
         finally:
             backend.close()
+
+
+def _watched(requests: Iterator[network_pb2.NetworkRequest], idle: _wire.Watchdog) -> Iterator[network_pb2.NetworkRequest]:
+    """``requests``, with ``idle`` armed while waiting for each (the session is cancelled if none comes in time)."""
+    while True:
+        idle.arm()
+        try:
+            request = next(requests, None)
+        finally:
+            idle.disarm()
+        if request is None:
+            return
+        yield request
 
 
 def _hello_problem(request: network_pb2.NetworkRequest, backend: str) -> common_pb2.Error | None:
@@ -75,8 +108,9 @@ def _hello_problem(request: network_pb2.NetworkRequest, backend: str) -> common_
 class _Session:
     """One session's backend, and whether it may answer ``transit`` requests (a stateless direct network)."""
 
-    def __init__(self, backend: NetworkBackend) -> None:
+    def __init__(self, backend: NetworkBackend, limits: Limits) -> None:
         self._backend = backend
+        self._limits = limits
         self._direct = backend if isinstance(backend, DirectNetwork) else None
         self._stateless = False
         self.capabilities = [TRANSIT_CAPABILITY] if self._direct is not None else []
@@ -94,6 +128,7 @@ class _Session:
             if kind == "transit":
                 return network_pb2.NetworkResponse(transited=self._transit(request.transit))
             if kind == "configure":
+                check_topology(request.configure, self._limits)
                 info = backend.configure(request.configure)
                 self._stateless = info.stateless
                 return network_pb2.NetworkResponse(configured=info)
