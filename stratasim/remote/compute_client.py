@@ -9,13 +9,13 @@ import grpc
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
-from stratasim.remote.security import ClientSecurity
 from stratasim.remote.compute_service import (
     DEVICE_CAPABILITY,
     ROOFLINE_DEVICE_CAPABILITY,
     TIMELOOP_ACCELERATOR_CAPABILITY,
     WAFER_DEVICE_CAPABILITY,
 )
+from stratasim.remote.security import ClientSecurity
 from stratasim.v1 import compute_pb2, compute_pb2_grpc
 
 __all__ = ["ComputeClient"]

@@ -33,8 +33,9 @@ class Limits:
     """A network session whose client sends nothing for this long is ended, freeing its place."""
     max_npus: int = 1 << 20
     """NPUs a configured topology may have."""
-    max_links: int = 1 << 24
-    """Links (and switches) a configured topology may have."""
+    max_links: int = 1 << 21
+    """Links (and switches) a configured topology may have: building a fabric costs some 3 us and 250 bytes a
+    link, so the default bounds a configure to a few seconds and some 600 MB."""
     max_request_bytes: int = 512 * 1024 * 1024
     """Bytes one request may carry (a window's sends, a batch of operators)."""
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
-from stratasim.remote.security import ClientSecurity
 from stratasim.remote.network_service import TRANSIT_CAPABILITY
+from stratasim.remote.security import ClientSecurity
 from stratasim.v1 import network_pb2, network_pb2_grpc
 
 __all__ = ["DirectNetworkClient", "NetworkClient", "open_network"]

@@ -21,7 +21,9 @@ import grpc
 
 from stratasim.kernel.errors import RemoteError
 
-__all__ = ["TOKEN_ENV", "ClientSecurity", "ServerSecurity", "exposure_warning", "read_secret"]
+__all__ = [
+    "TOKEN_ENV", "ClientSecurity", "ServerSecurity", "exposure_warning", "read_secret", "token_from", "warn_if_exposed",
+]  # fmt: skip
 
 TOKEN_ENV = "STRATASIM_TOKEN"
 _HEADER = "authorization"

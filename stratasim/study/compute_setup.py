@@ -17,6 +17,7 @@ from stratasim.compute_layer.sections import MAPPER_BACKEND, PROFILE_BACKEND
 from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
+from stratasim.study.client_options import client_options
 from stratasim.v1 import compute_pb2
 
 __all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute", "serve_options"]
@@ -122,7 +123,7 @@ def _open_one(
         endpoint = started[name]()
     else:
         endpoint = stack.enter_context(remote.spawn("compute", name, options=serve_options(name, section.profile, section.objective)))
-    client = connect(endpoint, backend=name)
+    client = connect(endpoint, backend=name, **client_options(section, "compute"))
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 

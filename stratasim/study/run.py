@@ -30,6 +30,7 @@ from stratasim.kernel.errors import BackendError, SimulationError, StrataSimErro
 from stratasim.kernel.events import Progress
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
+from stratasim.study.client_options import client_options
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
@@ -157,7 +158,7 @@ def _open(
     connect = remote.open_network  # imports gRPC while a spawned server is still starting, not after
     spawned = started.get((layer, name))
     endpoint = section.endpoint or (spawned() if spawned else stack.enter_context(remote.spawn(layer, name)))
-    client = connect(endpoint, backend=name)
+    client = connect(endpoint, backend=name, **client_options(section, layer))
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
