@@ -145,7 +145,7 @@ def handle(args: argparse.Namespace) -> int:
 def _security(args: argparse.Namespace) -> Any:
     """The server's TLS material and token from the options (and STRATASIM_TOKEN), every file read now: a missing
     one fails before listening, naming its option."""
-    from stratasim.remote.security import TOKEN_ENV, ServerSecurity, read_secret, token_from
+    from stratasim.remote.security import TOKEN_ENV, ServerSecurity, read_pem, token_from
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise StrataSimError("--tls-cert and --tls-key go together: give both for TLS, or neither")
@@ -155,9 +155,9 @@ def _security(args: argparse.Namespace) -> Any:
     token = token_from(args.token_file, env, what_file="--token-file", what_env="the server's token")
     return ServerSecurity(
         token=token,
-        certificate=None if args.tls_cert is None else read_secret(args.tls_cert, "--tls-cert"),
-        private_key=None if args.tls_key is None else read_secret(args.tls_key, "--tls-key"),
-        client_ca=None if args.tls_client_ca is None else read_secret(args.tls_client_ca, "--tls-client-ca"),
+        certificate=None if args.tls_cert is None else read_pem(args.tls_cert, "--tls-cert"),
+        private_key=None if args.tls_key is None else read_pem(args.tls_key, "--tls-key", key=True),
+        client_ca=None if args.tls_client_ca is None else read_pem(args.tls_client_ca, "--tls-client-ca"),
     )
 
 

@@ -22,7 +22,8 @@ import grpc
 from stratasim.kernel.errors import RemoteError
 
 __all__ = [
-    "TOKEN_ENV", "ClientSecurity", "ServerSecurity", "exposure_warning", "read_secret", "token_from", "warn_if_exposed",
+    "TOKEN_ENV", "ClientSecurity", "ServerSecurity", "exposure_warning", "read_pem", "read_secret", "token_from",
+    "warn_if_exposed",
 ]  # fmt: skip
 
 TOKEN_ENV = "STRATASIM_TOKEN"
@@ -39,6 +40,16 @@ def read_secret(path: str, what: str) -> bytes:
         raise RemoteError(f"{what}: cannot read {path!r}: {exc.strerror or exc}") from None
     if not data.strip():
         raise RemoteError(f"{what}: {path!r} is empty")
+    return data
+
+
+def read_pem(path: str, what: str, *, key: bool = False) -> bytes:
+    """The PEM certificate(s) (or, ``key``, private key) in ``path``; a RemoteError naming ``what`` if it holds none."""
+    data = read_secret(path, what)
+    marker = b"PRIVATE KEY-----" if key else b"-----BEGIN CERTIFICATE-----"
+    if marker not in data:
+        raise RemoteError(f"{what}: {path!r} holds no PEM {'private key' if key else 'certificate'} "
+                          f"(expected a block starting {marker.decode().strip('-') if key else marker.decode()})")
     return data
 
 

@@ -128,7 +128,8 @@ def _listen(server: grpc.Server, layer: str, listen: str, security: ServerSecuri
     except RuntimeError:
         port = 0
     if not host or not port:
-        raise RemoteError(f"{layer} layer cannot listen on {listen!r} (expected a free HOST:PORT or unix:PATH)")
+        tls = "; or the TLS certificate and key do not belong together" if security.tls else ""
+        raise RemoteError(f"{layer} layer cannot listen on {listen!r} (expected a free HOST:PORT or unix:PATH{tls})")
     return listen if unix else f"{host}:{port}"
 
 

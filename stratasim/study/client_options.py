@@ -17,7 +17,7 @@ def client_options(section: Placement, layer: str) -> dict[str, Any]:
     """The keyword arguments of the ``layer`` client (:class:`~stratasim.remote.NetworkClient`,
     :class:`~stratasim.remote.ComputeClient`) that ``section`` sets; an unreadable file or unset variable raises
     RemoteError naming its key."""
-    from stratasim.remote.security import ClientSecurity, read_secret, token_from
+    from stratasim.remote.security import ClientSecurity, read_pem, token_from
 
     options: dict[str, Any] = {}
     if section.timeout is not None:
@@ -27,6 +27,6 @@ def client_options(section: Placement, layer: str) -> dict[str, Any]:
     if section.endpoint is not None and (section.tls_ca or section.token_file or section.token_env):
         token = token_from(section.token_file, section.token_env,
                            what_file=f"{layer}.token_file", what_env=f"{layer}.token_env")  # fmt: skip
-        root = None if section.tls_ca is None else read_secret(section.tls_ca, f"{layer}.tls_ca")
+        root = None if section.tls_ca is None else read_pem(section.tls_ca, f"{layer}.tls_ca")
         options["security"] = ClientSecurity(root_certificate=root, token=token)
     return options

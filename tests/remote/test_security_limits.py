@@ -254,3 +254,63 @@ def test_bad_remote_keys_name_the_key(placed: dict[str, Any], key: str, expected
     with pytest.raises(ConfigError) as raised:
         run(_study(placed, {}))
     assert key in str(raised.value) and expected in str(raised.value)
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    (["--token-file", "missing"], "error: --token-file: cannot read 'missing'"),
+    (["--token-file", "empty"], "error: --token-file: 'empty' is empty"),
+    (["--tls-cert", "server.pem"], "error: --tls-cert and --tls-key go together"),
+    (["--tls-client-ca", "server.pem"], "error: --tls-client-ca asks clients for certificates over TLS"),
+    (["--tls-cert", "token", "--tls-key", "token"], "error: --tls-cert: 'token' holds no PEM certificate"),
+    (["--tls-cert", "server.pem", "--tls-key", "server.pem"], "error: --tls-key: 'server.pem' holds no PEM private key"),
+])  # fmt: skip
+def test_bad_serve_security_options_fail_before_listening(
+    options: list[str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], pki: dict[str, Path],
+) -> None:  # fmt: skip
+    from stratasim.cli.serve import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").write_text("\n")
+    (tmp_path / "token").write_text(TOKEN)
+    (tmp_path / "server.pem").write_bytes(pki["cert"].read_bytes())
+    assert main(["network", "--backend", "fake", "--listen", "127.0.0.1:0", *options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(expected) and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    (["--idle-timeout", "5"], "argument --idle-timeout: expected a time with its unit"),
+    (["--idle-timeout", "0s"], "argument --idle-timeout: expected a positive time"),
+    (["--max-sessions", "0"], "argument --max-sessions: expected a whole number of at least 1"),
+    (["--max-npus", "many"], "argument --max-npus: expected a whole number"),
+    (["--max-request-bytes", "10B"], "argument --max-request-bytes: expected between 1KiB and 2GiB"),
+    (["--max-request-bytes", "64"], "argument --max-request-bytes: expected a size with its unit"),
+])  # fmt: skip
+def test_bad_serve_limit_options_name_the_option(
+    options: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stratasim.cli.serve import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["network", "--backend", "fake", *options])
+    assert exited.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_the_server_token_comes_from_its_file_or_the_environment(
+    pki: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from stratasim.cli.serve import _security, add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    monkeypatch.delenv("STRATASIM_TOKEN", raising=False)
+    assert _security(parser.parse_args(["network", "--backend", "fake"])).token is None
+    monkeypatch.setenv("STRATASIM_TOKEN", "from-env")
+    assert _security(parser.parse_args(["network", "--backend", "fake"])).token == "from-env"
+    chosen = _security(parser.parse_args(["network", "--backend", "fake", "--token-file", str(pki["token"]),
+                                          "--tls-cert", str(pki["cert"]), "--tls-key", str(pki["key"])]))  # fmt: skip
+    assert chosen.token == TOKEN and chosen.tls
