@@ -20,13 +20,13 @@ from typing import Any, TextIO
 import grpc
 
 from stratasim.kernel.errors import RemoteError
+from stratasim.remote.launch import TOKEN_ENV
 
 __all__ = [
     "TOKEN_ENV", "ClientSecurity", "ServerSecurity", "exposure_warning", "read_pem", "read_secret", "token_from",
     "warn_if_exposed",
 ]  # fmt: skip
 
-TOKEN_ENV = "STRATASIM_TOKEN"
 _HEADER = "authorization"
 _SCHEME = "Bearer "
 _LOOPBACK_NAMES = ("localhost",)

@@ -13,10 +13,10 @@ __all__ = ["client_options"]
 _PS_PER_S = 1e12
 
 
-def client_options(section: Placement, layer: str) -> dict[str, Any]:
+def client_options(section: Placement, layer: str, spawned_token: str | None = None) -> dict[str, Any]:
     """The keyword arguments of the ``layer`` client (:class:`~stratasim.remote.NetworkClient`,
-    :class:`~stratasim.remote.ComputeClient`) that ``section`` sets; an unreadable file or unset variable raises
-    RemoteError naming its key."""
+    :class:`~stratasim.remote.ComputeClient`) that ``section`` sets, with ``spawned_token`` the token of a server
+    the run spawned; an unreadable file or unset variable raises RemoteError naming its key."""
     from stratasim.remote.security import ClientSecurity, read_pem, token_from
 
     options: dict[str, Any] = {}
@@ -29,4 +29,6 @@ def client_options(section: Placement, layer: str) -> dict[str, Any]:
                            what_file=f"{layer}.token_file", what_env=f"{layer}.token_env")  # fmt: skip
         root = None if section.tls_ca is None else read_pem(section.tls_ca, f"{layer}.tls_ca")
         options["security"] = ClientSecurity(root_certificate=root, token=token)
+    elif spawned_token is not None:
+        options["security"] = ClientSecurity(token=spawned_token)
     return options

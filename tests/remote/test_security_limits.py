@@ -314,3 +314,23 @@ def test_the_server_token_comes_from_its_file_or_the_environment(
     chosen = _security(parser.parse_args(["network", "--backend", "fake", "--token-file", str(pki["token"]),
                                           "--tls-cert", str(pki["cert"]), "--tls-key", str(pki["key"])]))  # fmt: skip
     assert chosen.token == TOKEN and chosen.tls
+
+
+def test_a_spawned_server_asks_for_its_random_token() -> None:
+    from stratasim.remote import new_token, start
+
+    token = new_token()
+    assert len(token) >= 40 and token != new_token()
+    with start("network", "analytical", token=token) as server:
+        endpoint = server.endpoint()
+        assert server.token == token
+        with pytest.raises(RemoteError, match="refused the client: unauthenticated: no bearer token"):
+            NetworkClient(endpoint, backend="analytical")
+        network = NetworkClient(endpoint, backend="analytical", security=ClientSecurity(token=token))
+        assert network.configure(SMALL).npus == 8
+        network.close()
+
+
+def test_a_spawned_run_matches_in_process() -> None:
+    study = _study({"spawn": True, "timeout": "10s"}, {"spawn": True})
+    assert run(study).total_time_ps == run(_study({}, {})).total_time_ps
