@@ -335,3 +335,25 @@ def test_a_spawned_server_asks_for_its_random_token() -> None:
 def test_a_spawned_run_matches_in_process() -> None:
     study = _study({"spawn": True, "timeout": "10s"}, {"spawn": True})
     assert run(study).total_time_ps == run(_study({}, {})).total_time_ps
+
+
+def test_a_network_pricing_on_the_spot_that_hangs_names_the_call_and_the_simulated_time() -> None:
+    from stratasim.kernel import registry
+
+    release = threading.Event()
+    analytical = registry.load("network", "analytical")
+
+    class Hanging(analytical):  # type: ignore[misc, valid-type]
+        def transits_ps(self, *columns: Any) -> Any:
+            release.wait()
+            return super().transits_ps(*columns)
+
+    try:
+        with secured("network", "analytical", extra={"analytical": Hanging}) as endpoint:
+            started = time.monotonic()
+            with pytest.raises(RemoteError, match=r"did not answer within 0.3 s \(deadline exceeded\) "
+                               r"\(stage: call transit\) \(at simulated time"):  # fmt: skip
+                run(_study({"endpoint": endpoint, "timeout": "300ms"}, {}))
+            assert time.monotonic() - started < 3
+    finally:
+        release.set()
