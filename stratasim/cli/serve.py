@@ -11,11 +11,14 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratasim.kernel import units
 from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import StrataSimError, UnitError
+
+if TYPE_CHECKING:
+    from stratasim.remote.security import ServerSecurity
 
 __all__ = ["add_arguments", "handle", "main"]
 
@@ -142,7 +145,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _security(args: argparse.Namespace) -> Any:
+def _security(args: argparse.Namespace) -> ServerSecurity:
     """The server's TLS material and token from the options (and STRATASIM_TOKEN), every file read now: a missing
     one fails before listening, naming its option."""
     from stratasim.remote.security import TOKEN_ENV, ServerSecurity, read_pem, token_from
