@@ -95,9 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every call must carry this file's token (default: $STRATASIM_TOKEN when set)")  # fmt: skip
     limits = parser.add_argument_group("limits", "what one server grants its clients")
     limits.add_argument("--max-sessions", type=_positive, default=16, metavar="N",
-                        help="network sessions at once; one more is refused (default: %(default)s)")  # fmt: skip
-    limits.add_argument("--idle-timeout", type=_seconds, default=600.0, metavar="TIME",
-                        help="end a network session idle this long, e.g. 300s (default: 600s)")  # fmt: skip
+                        help="network sessions at once; one more is refused unless one is idle (default: %(default)s)")  # fmt: skip
+    limits.add_argument("--idle-timeout", type=_seconds, default=300.0, metavar="TIME",
+                        help="a network session idle this long gives its place to a new client when the server is "
+                        "full, e.g. 60s (default: 300s)")  # fmt: skip
     limits.add_argument("--max-npus", type=_positive, default=1 << 20, metavar="N",
                         help="NPUs a configured topology may have (default: %(default)s)")  # fmt: skip
     limits.add_argument("--max-links", type=_positive, default=1 << 21, metavar="N",

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import network_pb2
 
-__all__ = ["Limits", "SessionSlots", "check_topology", "topology_size"]
+__all__ = ["Limits", "SessionSlots", "Ticket", "check_topology", "topology_size"]
 
 _RING = network_pb2.Dimension.RING
 _FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
@@ -28,9 +30,9 @@ class Limits:
     workstation."""
 
     max_sessions: int = 16
-    """Network sessions open at once; one more is refused at once, saying so."""
-    idle_timeout_s: float = 600.0
-    """A network session whose client sends nothing for this long is ended, freeing its place."""
+    """Network sessions open at once; one more is refused at once, saying so, unless one is idle (below)."""
+    idle_timeout_s: float = 300.0
+    """A network session whose client has sent nothing for this long is ended when a new client needs its place."""
     max_npus: int = 1 << 20
     """NPUs a configured topology may have."""
     max_links: int = 1 << 21
@@ -98,27 +100,55 @@ def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
 
 
 class SessionSlots:
-    """Counts the sessions open at once against the limit; thread-safe."""
+    """The sessions open at once, at most ``limit``; thread-safe.
 
-    def __init__(self, limit: int) -> None:
+    A session idle (waiting for its client's next request) for longer than ``idle_timeout_s`` loses its place to a
+    new client when every place is taken: abandoned or stuck clients cannot lock others out, while a live run whose
+    engine computes for a long while between requests keeps its session as long as nobody needs the place.
+    """
+
+    def __init__(self, limit: int, idle_timeout_s: float) -> None:
         self._limit = limit
-        self._open = 0
+        self._idle_timeout_s = idle_timeout_s
+        self._open: set[Ticket] = set()
         self._lock = threading.Lock()
 
-    def take(self) -> bool:
-        """Take a place, if one is free."""
+    def take(self, cancel: Callable[[], object]) -> Ticket | None:
+        """A place for a new session (``cancel`` ends it if it is evicted), evicting the session idle longest beyond
+        the timeout if none is free; None when every session is busy or idle for less than the timeout."""
+        victim = None
         with self._lock:
-            if self._open >= self._limit:
-                return False
-            self._open += 1
-            return True
+            if len(self._open) >= self._limit:
+                now = time.monotonic()
+                stale = [t for t in self._open if t.idle_since is not None and now - t.idle_since > self._idle_timeout_s]
+                if not stale:
+                    return None
+                victim = min(stale, key=lambda t: t.idle_since or now)
+                self._open.discard(victim)
+            ticket = Ticket(cancel)
+            self._open.add(ticket)
+        if victim is not None:
+            victim.cancel()
+        return ticket
 
-    def give_back(self) -> None:
-        """Free a place taken."""
+    def give_back(self, ticket: Ticket) -> None:
+        """Free the place ``ticket`` holds (nothing if it was evicted)."""
         with self._lock:
-            self._open -= 1
+            self._open.discard(ticket)
 
     @property
     def limit(self) -> int:
         """The most sessions open at once."""
         return self._limit
+
+
+class Ticket:
+    """One session's place: since when it waits for its client (None while the server works for it)."""
+
+    def __init__(self, cancel: Callable[[], object]) -> None:
+        self.idle_since: float | None = time.monotonic()
+        self._cancel = cancel
+
+    def cancel(self) -> None:
+        """End the session (its place is already given to another)."""
+        self._cancel()

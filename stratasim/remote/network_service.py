@@ -11,6 +11,7 @@ the transit time of every message of a batch, packed columns in and out, as an i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -19,7 +20,7 @@ import numpy as np
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.remote import _wire
-from stratasim.remote.limits import Limits, SessionSlots, check_topology
+from stratasim.remote.limits import Limits, SessionSlots, Ticket, check_topology
 from stratasim.v1 import common_pb2, network_pb2, network_pb2_grpc
 
 __all__ = ["TRANSIT_CAPABILITY", "NetworkServicer"]
@@ -32,14 +33,14 @@ _Code = common_pb2.Error.Code
 
 class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
     """Serves the backend registered as ``backend``; ``factory()`` builds one instance per session, within
-    ``limits``: at most ``max_sessions`` at once, each ended after ``idle_timeout_s`` without a request, each
-    topology checked for size before the backend sees it."""
+    ``limits``: at most ``max_sessions`` at once (one idle for longer than ``idle_timeout_s`` gives its place to a
+    new client), each topology checked for size before the backend sees it."""
 
     def __init__(self, backend: str, factory: Callable[[], NetworkBackend], limits: Limits | None = None) -> None:
         self._backend = backend
         self._factory = factory
         self._limits = limits or Limits()
-        self._slots = SessionSlots(self._limits.max_sessions)
+        self._slots = SessionSlots(self._limits.max_sessions, self._limits.idle_timeout_s)
 
     def Session(  # noqa: N802 - the name is fixed by the generated servicer
         self,
@@ -47,17 +48,19 @@ class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
         context: grpc.ServicerContext,
     ) -> Iterator[network_pb2.NetworkResponse]:
         """Handshake first; then answer every configure or advance with exactly one response. A session beyond the
-        limit is refused (RESOURCE_EXHAUSTED); one idle for longer than the idle timeout is cancelled."""
-        if not self._slots.take():
+        limit is refused (RESOURCE_EXHAUSTED) unless a session idle for longer than the idle timeout gives it its
+        place (that session is cancelled)."""
+        ticket = self._slots.take(context.cancel)
+        if ticket is None:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"server busy: all {self._slots.limit} sessions are in use (its --max-sessions); "
+                          f"server busy: all {self._slots.limit} sessions are in use and none has been idle for "
+                          f"{self._limits.idle_timeout_s:g} s (its --max-sessions, --idle-timeout); "
                           "try again later")  # fmt: skip
-        idle = _wire.Watchdog(self._limits.idle_timeout_s, context.cancel)
+            return
         try:
-            yield from self._session(_watched(request_iterator, idle))
+            yield from self._session(_watched(request_iterator, ticket))
         finally:
-            idle.stop()
-            self._slots.give_back()
+            self._slots.give_back(ticket)
 
     def _session(
         self, request_iterator: Iterator[network_pb2.NetworkRequest]
@@ -83,14 +86,12 @@ class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
             backend.close()
 
 
-def _watched(requests: Iterator[network_pb2.NetworkRequest], idle: _wire.Watchdog) -> Iterator[network_pb2.NetworkRequest]:
-    """``requests``, with ``idle`` armed while waiting for each (the session is cancelled if none comes in time)."""
+def _watched(requests: Iterator[network_pb2.NetworkRequest], ticket: Ticket) -> Iterator[network_pb2.NetworkRequest]:
+    """``requests``, the ``ticket`` saying since when the session waits for each (idle), none while it is answered."""
     while True:
-        idle.arm()
-        try:
-            request = next(requests, None)
-        finally:
-            idle.disarm()
+        ticket.idle_since = time.monotonic()
+        request = next(requests, None)
+        ticket.idle_since = None
         if request is None:
             return
         yield request

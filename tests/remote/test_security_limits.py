@@ -152,16 +152,42 @@ def test_an_idle_client_is_evicted_and_others_get_through() -> None:
     with secured("network", "fake", limits=limits, extra=factories("network")) as endpoint:
         idle = NetworkClient(endpoint, backend="fake", timeout_s=2)
         try:
-            with pytest.raises(RemoteError, match=r"server busy: all 1 sessions are in use .*\(stage: handshake\)"):
+            with pytest.raises(RemoteError, match=r"server busy: all 1 sessions are in use and none has been idle for "
+                               r"0.3 s .*\(stage: handshake\)"):  # fmt: skip
                 NetworkClient(endpoint, backend="fake", timeout_s=2)
-            time.sleep(0.8)
-            other = NetworkClient(endpoint, backend="fake", timeout_s=2)
-            assert other.configure(SMALL).npus == 8
-            other.close()
+            time.sleep(0.5)
+            for _ in range(3):  # each in turn, the last one's session idle (closed) or gone
+                other = NetworkClient(endpoint, backend="fake", timeout_s=2)
+                assert other.configure(SMALL).npus == 8
+                other.close()
             with pytest.raises(RemoteError, match=r"went away \(stage: call configure\)"):
                 idle.configure(SMALL)
         finally:
             idle.close()
+
+
+def test_an_idle_session_keeps_its_place_while_nobody_needs_it() -> None:
+    limits = Limits(max_sessions=2, idle_timeout_s=0.2)
+    with secured("network", "fake", limits=limits, extra=factories("network")) as endpoint:
+        slow = NetworkClient(endpoint, backend="fake", timeout_s=2)  # a run whose engine computes for a while
+        try:
+            time.sleep(0.4)
+            assert slow.configure(SMALL).npus == 8
+        finally:
+            slow.close()
+
+
+def test_a_busy_session_is_never_evicted() -> None:
+    from stratasim.remote.limits import SessionSlots
+
+    cancelled: list[str] = []
+    slots = SessionSlots(1, idle_timeout_s=0.0)
+    working = slots.take(lambda: cancelled.append("working"))
+    assert working is not None
+    working.idle_since = None  # the server is answering its request
+    assert slots.take(lambda: cancelled.append("new")) is None and cancelled == []
+    working.idle_since = time.monotonic() - 1
+    assert slots.take(lambda: cancelled.append("new")) is not None and cancelled == ["working"]
 
 
 @pytest.mark.parametrize("topology", [
