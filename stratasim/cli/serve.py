@@ -11,14 +11,19 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from stratasim.kernel import units
 from stratasim.kernel.endpoints import check_endpoint
-from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.errors import StrataSimError, UnitError
+
+if TYPE_CHECKING:
+    from stratasim.remote.security import ServerSecurity
 
 __all__ = ["add_arguments", "handle", "main"]
 
 _LAYERS = ("network", "compute")
+_MAX_REQUEST_BYTES = 2**31 - 1  # what gRPC can receive at all
 
 
 def _listen(text: str) -> str:
@@ -26,6 +31,36 @@ def _listen(text: str) -> str:
         return check_endpoint(text, allow_any_port=True)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = units.parse_time_ps(text) / 1e12
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(f"expected a time with its unit, e.g. 600s or 500ms: {exc}") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive time, got {text!r}")
+    return seconds
+
+
+def _bytes(text: str) -> int:
+    try:
+        size = units.parse_bytes(text)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(f"expected a size with its unit, e.g. 256MiB: {exc}") from None
+    if not 1024 <= size <= _MAX_REQUEST_BYTES:
+        raise argparse.ArgumentTypeError(f"expected between 1KiB and 2GiB, got {text!r}")
+    return size
 
 
 def _also(text: str) -> tuple[str, str]:
@@ -48,6 +83,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--also", type=_also, metavar="LAYER:BACKEND",
         help="serve the other layer too, on the same endpoint (one process for a run's network and compute)",
     )  # fmt: skip
+    secure = parser.add_argument_group(
+        "security", "TLS and a bearer token (never on the command line, where ps shows it: from a file or the "
+        "STRATASIM_TOKEN environment variable); listening beyond loopback without both warns"
+    )
+    secure.add_argument("--tls-cert", metavar="PEM", help="the server's certificate chain (TLS with --tls-key)")
+    secure.add_argument("--tls-key", metavar="PEM", help="the server's private key")
+    secure.add_argument("--tls-client-ca", metavar="PEM",
+                        help="require client certificates signed by this CA (mutual TLS)")  # fmt: skip
+    secure.add_argument("--token-file", metavar="FILE",
+                        help="every call must carry this file's token (default: $STRATASIM_TOKEN when set)")  # fmt: skip
+    limits = parser.add_argument_group("limits", "what one server grants its clients")
+    limits.add_argument("--max-sessions", type=_positive, default=16, metavar="N",
+                        help="network sessions at once; one more is refused unless one is idle (default: %(default)s)")  # fmt: skip
+    limits.add_argument("--idle-timeout", type=_seconds, default=300.0, metavar="TIME",
+                        help="a network session idle this long gives its place to a new client when the server is "
+                        "full, e.g. 60s (default: 300s)")  # fmt: skip
+    limits.add_argument("--max-npus", type=_positive, default=1 << 20, metavar="N",
+                        help="NPUs a configured topology may have (default: %(default)s)")  # fmt: skip
+    limits.add_argument("--max-links", type=_positive, default=1 << 21, metavar="N",
+                        help="links and switches a configured topology may have (default: %(default)s)")  # fmt: skip
+    limits.add_argument("--max-request-bytes", type=_bytes, default=512 << 20, metavar="SIZE",
+                        help="bytes one request may carry, e.g. 256MiB (default: 512MiB)")  # fmt: skip
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times (profile backend only)")
     parser.add_argument("--objective", metavar="NAME",
                         help="what the mapper minimises: latency (default), energy or edp (timeloop backend only)")  # fmt: skip
@@ -80,8 +137,32 @@ def handle(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise StrataSimError(f"--objective: {exc}") from None
         factories = {MAPPER_BACKEND: lambda: build_compute(MAPPER_BACKEND, objective=args.objective)}
-    remote.serve(args.layer, args.backend, args.listen, factories=factories, also=also)
+    from stratasim.remote.limits import Limits
+
+    limits = Limits(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout, max_npus=args.max_npus,
+                    max_links=args.max_links, max_request_bytes=args.max_request_bytes)  # fmt: skip
+    remote.serve(args.layer, args.backend, args.listen, factories=factories, also=also,
+                 security=_security(args), limits=limits)  # fmt: skip
     return 0
+
+
+def _security(args: argparse.Namespace) -> ServerSecurity:
+    """The server's TLS material and token from the options (and STRATASIM_TOKEN), every file read now: a missing
+    one fails before listening, naming its option."""
+    from stratasim.remote.security import TOKEN_ENV, ServerSecurity, read_pem, token_from
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise StrataSimError("--tls-cert and --tls-key go together: give both for TLS, or neither")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise StrataSimError("--tls-client-ca asks clients for certificates over TLS: give --tls-cert and --tls-key")
+    env = TOKEN_ENV if args.token_file is None and TOKEN_ENV in os.environ else None
+    token = token_from(args.token_file, env, what_file="--token-file", what_env="the server's token")
+    return ServerSecurity(
+        token=token,
+        certificate=None if args.tls_cert is None else read_pem(args.tls_cert, "--tls-cert"),
+        private_key=None if args.tls_key is None else read_pem(args.tls_key, "--tls-key", key=True),
+        client_ca=None if args.tls_client_ca is None else read_pem(args.tls_client_ca, "--tls-client-ca"),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,21 +17,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, model_validator
+from pydantic import BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
 from stratasim.config import strict_yaml
 from stratasim.config.overrides import apply_overrides
+from stratasim.config.placement import Placement, file_problems, resolve_files
 from stratasim.config.problems import unknown_key, validated_section
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import WorkloadSource
 from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import BackendError, ConfigError, TopologyError
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Section
 from stratasim.network_layer.sections import NetworkSection
 from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.v1 import network_pb2
@@ -51,30 +51,12 @@ _ASTRA_QUANTUM_PS = 1000
 
 _TOP_LEVEL = ("name", "workload", "system", "network", "compute")
 
-Endpoint = Annotated[str, AfterValidator(check_endpoint)]
 
-
-class _Placement(Section):
-    """Where a layer runs: in-process (default), in a server spawned for the run (``spawn``), or at a remote
-    ``endpoint``. This is the composition root's to decide for every layer, so it is composed here."""
-
-    spawn: bool = False
-    """Run this layer's backend in a server started and stopped by the run."""
-    endpoint: Endpoint | None = None
-    """Address of a running server for this layer (``HOST:PORT`` or ``unix:PATH``)."""
-
-    @model_validator(mode="after")
-    def _one_place(self) -> _Placement:
-        if self.spawn and self.endpoint is not None:
-            raise ValueError("spawn and endpoint are mutually exclusive; set one of them")
-        return self
-
-
-class StudyNetwork(_Placement, NetworkSection):
+class StudyNetwork(Placement, NetworkSection):
     """``network:`` — the network layer's section, and where its backend runs."""
 
 
-class StudyCompute(_Placement, ComputeSection):
+class StudyCompute(Placement, ComputeSection):
     """``compute:`` — the compute layer's section, and where its backends run (``per_kind``: each in-process or
     spawned; ``profile`` relative to the study file)."""
 
@@ -186,6 +168,12 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     compute = validated_section(StudyCompute, compute_data, "compute", problems) if has_compute and readable else None
     if compute is not None and compute.profile is not None:  # a path is relative to the study file
         compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
+    if network is not None:
+        network = resolve_files(network, source)
+        problems.extend(file_problems(network, "network"))
+    if compute is not None:
+        compute = resolve_files(compute, source)
+        problems.extend(file_problems(compute, "compute"))
     _check_backend("network", network, problems)
     if network is not None:
         problems.extend((f"network.{key}", message) for key, message in network.problems())

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stratasim.remote.compute_client import ComputeClient
-    from stratasim.remote.launch import Spawned, spawn, start
+    from stratasim.remote.launch import Spawned, new_token, spawn, start
     from stratasim.remote.network_client import DirectNetworkClient, NetworkClient, open_network
     from stratasim.remote.server import serve
 
 __all__ = [
-    "ComputeClient", "DirectNetworkClient", "NetworkClient", "Spawned", "open_network", "serve", "spawn", "start",
+    "ComputeClient", "DirectNetworkClient", "NetworkClient", "Spawned", "new_token", "open_network", "serve", "spawn",
+    "start",
 ]  # fmt: skip
 
 _HOMES = {
@@ -35,6 +36,7 @@ _HOMES = {
     "open_network": "network_client",
     "serve": "server",
     "Spawned": "launch",
+    "new_token": "launch",
     "spawn": "launch",
     "start": "launch",
 }

@@ -19,12 +19,14 @@ import grpc
 from stratasim.kernel import errors
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.kernel.errors import BackendError, RemoteError, StrataSimError
+from stratasim.remote.security import ClientSecurity
 from stratasim.v1 import common_pb2
 
 __all__ = [
     "CHANNEL_OPTIONS",
     "Watchdog",
     "check_hello",
+    "channel_options",
     "check_reply",
     "deadline_error",
     "error_from_exception",
@@ -32,6 +34,7 @@ __all__ = [
     "open_channel",
     "raise_error",
     "rpc_error",
+    "staged",
     "unreachable_error",
     "was_raised",
 ]
@@ -45,22 +48,34 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
 )
 
 _Code = common_pb2.Error.Code
+
+
+def channel_options(*, receive_bytes: int = _MAX_MESSAGE_BYTES) -> tuple[tuple[str, int], ...]:
+    """:data:`CHANNEL_OPTIONS` with another limit on the bytes of one message received (a server's requests)."""
+    kept = tuple(option for option in CHANNEL_OPTIONS if option[0] != "grpc.max_receive_message_length")
+    return (*kept, ("grpc.max_receive_message_length", receive_bytes))
 _log = logging.getLogger(__name__)
 
 
-def open_channel(endpoint: str) -> grpc.Channel:
-    """A loopback channel with the message limits both sides agree on.
+def open_channel(endpoint: str, security: ClientSecurity | None = None) -> grpc.Channel:
+    """A channel with the message limits both sides agree on; TLS when ``security`` has a root certificate.
 
     Clients make their first call (the handshake) with ``wait_for_ready``, so an endpoint that is not up yet
     gets the whole deadline to appear; :func:`unreachable_error` is what a handshake that never came becomes.
     (``grpc.channel_ready_future`` would do the same but leaves a poller that makes ``close`` block ~0.2 s.)
     """
-    return grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+    return (security or ClientSecurity()).channel(endpoint, CHANNEL_OPTIONS)
+
+
+def staged(message: str, stage: str) -> str:
+    """``message`` naming the stage that failed: ``connect``, ``handshake`` or ``call <what>``."""
+    return f"{message} (stage: {stage})"
 
 
 def unreachable_error(layer: str, endpoint: str, timeout_s: float) -> RemoteError:
     """The RemoteError for a peer that did not complete the handshake within the deadline."""
-    return RemoteError(f"{layer} layer at {endpoint} is unreachable (no handshake within {timeout_s:g} s)")
+    return RemoteError(staged(f"{layer} layer at {endpoint} is unreachable (no handshake within {timeout_s:g} s)",
+                              "connect"))  # fmt: skip
 
 
 def hello(layer: str, backend: str, capabilities: tuple[str, ...] | list[str] = ()) -> common_pb2.Handshake:
@@ -93,15 +108,15 @@ def check_hello(request: common_pb2.Handshake, layer: str, backend: str) -> comm
 def check_reply(reply: common_pb2.Handshake, layer: str, backend: str, endpoint: str) -> None:
     """Client side: raise RemoteError unless the server's handshake matches what the client asked for."""
     if reply.protocol_version != PROTOCOL_VERSION:
-        raise RemoteError(
+        raise RemoteError(staged(
             f"{layer} layer at {endpoint}: protocol version mismatch: client speaks {PROTOCOL_VERSION}, "
-            f"server speaks {reply.protocol_version}"
-        )
+            f"server speaks {reply.protocol_version}", "handshake"
+        ))  # fmt: skip
     if reply.layer != layer or reply.backend != backend:
-        raise RemoteError(
+        raise RemoteError(staged(
             f"{layer} layer at {endpoint}: server runs {reply.layer!r} backend {reply.backend!r}, "
-            f"client asked for {layer!r} backend {backend!r}"
-        )
+            f"client asked for {layer!r} backend {backend!r}", "handshake"
+        ))  # fmt: skip
 
 
 def error_from_exception(exc: Exception) -> common_pb2.Error:
@@ -118,8 +133,9 @@ def was_raised(error: common_pb2.Error) -> bool:
     return bool(error.raised)
 
 
-def raise_error(error: common_pb2.Error, layer: str, endpoint: str) -> None:
-    """Client side: raise the exception ``error`` stands for (a StrataSim error keeps its class and message)."""
+def raise_error(error: common_pb2.Error, layer: str, endpoint: str, stage: str) -> None:
+    """Client side: raise the exception ``error`` stands for (a StrataSim error keeps its class and message, as
+    in-process; the wire's own errors name the ``stage``)."""
     name = error.raised
     cls = getattr(errors, name, None) if name in errors.__all__ else None
     if isinstance(cls, type) and issubclass(cls, StrataSimError):
@@ -129,30 +145,36 @@ def raise_error(error: common_pb2.Error, layer: str, endpoint: str) -> None:
             exc = BackendError(error.message)
         raise exc
     if error.code in (_Code.VERSION_MISMATCH, _Code.UNSUPPORTED):
-        raise RemoteError(f"{layer} layer at {endpoint}: {error.message}")
+        raise RemoteError(staged(f"{layer} layer at {endpoint}: {error.message}", stage))
     where = f" ({error.where})" if error.where and not name else ""
-    raise BackendError(f"{layer} layer at {endpoint} failed: {_Code.Name(error.code)}: {error.message}{where}")
+    raise BackendError(staged(f"{layer} layer at {endpoint} failed: {_Code.Name(error.code)}: {error.message}{where}",
+                              stage))  # fmt: skip
 
 
-def rpc_error(exc: grpc.RpcError, layer: str, endpoint: str, timeout_s: float) -> RemoteError:
-    """Client side: the one-line RemoteError for a failed call (``exc`` is a grpc.Call as well)."""
+def rpc_error(exc: grpc.RpcError, layer: str, endpoint: str, timeout_s: float, stage: str) -> RemoteError:
+    """Client side: the one-line RemoteError for a failed call (``exc`` is a grpc.Call as well) at ``stage``."""
     code = exc.code() if isinstance(exc, grpc.Call) else None
     details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    who = f"{layer} layer at {endpoint}"
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-        return RemoteError(f"{layer} layer at {endpoint} went away")
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return deadline_error(layer, endpoint, timeout_s)
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return RemoteError(f"{layer} layer at {endpoint}: the server does not implement the {layer} service")
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return RemoteError(f"{layer} layer at {endpoint}: {details}")
-    name = code.name if code is not None else "UNKNOWN"
-    return RemoteError(f"{layer} layer at {endpoint} failed: {name}: {details}")
+        message = f"{who} went away"
+    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return deadline_error(layer, endpoint, timeout_s, stage)
+    elif code == grpc.StatusCode.UNIMPLEMENTED:
+        message = f"{who}: the server does not implement the {layer} service"
+    elif code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED):
+        message = f"{who}: {details}"
+    elif code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        message = f"{who} refused the client: {details}"
+    else:
+        message = f"{who} failed: {code.name if code is not None else 'UNKNOWN'}: {details}"
+    return RemoteError(staged(message, stage))
 
 
-def deadline_error(layer: str, endpoint: str, timeout_s: float) -> RemoteError:
+def deadline_error(layer: str, endpoint: str, timeout_s: float, stage: str) -> RemoteError:
     """The RemoteError for a peer that did not answer in time."""
-    return RemoteError(f"{layer} layer at {endpoint} did not answer within {timeout_s:g} s (deadline exceeded)")
+    return RemoteError(staged(f"{layer} layer at {endpoint} did not answer within {timeout_s:g} s (deadline exceeded)",
+                              stage))  # fmt: skip
 
 
 class Watchdog:

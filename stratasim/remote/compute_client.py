@@ -15,6 +15,7 @@ from stratasim.remote.compute_service import (
     TIMELOOP_ACCELERATOR_CAPABILITY,
     WAFER_DEVICE_CAPABILITY,
 )
+from stratasim.remote.security import ClientSecurity
 from stratasim.v1 import compute_pb2, compute_pb2_grpc
 
 __all__ = ["ComputeClient"]
@@ -28,7 +29,8 @@ class ComputeClient:
 
     Connecting is bounded by ``connect_timeout_s`` and every later call by ``timeout_s`` (ten minutes by default:
     a detailed backend, a mapper or an external simulator, may take minutes on a large batch); failures of the
-    peer raise :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. An error the backend *returns*
+    peer raise :class:`~stratasim.kernel.errors.RemoteError` naming the layer, the endpoint and the stage (connect,
+    handshake, or the call); ``security``: the server's TLS root certificate and token. An error the backend *returns*
     (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
     re-raised here as the same class with the same message. A request carrying a described device
     (``roofline_device``, ``timeloop_accelerator``, ``wafer_device``) is refused with a RemoteError, unsent, by a server that does not
@@ -38,16 +40,24 @@ class ComputeClient:
     name: str
 
     def __init__(
-        self, endpoint: str, *, backend: str, timeout_s: float = 600.0, connect_timeout_s: float = 5.0
+        self,
+        endpoint: str,
+        *,
+        backend: str,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 5.0,
+        security: ClientSecurity | None = None,
     ) -> None:
+        security = security or ClientSecurity()
+        self._metadata = security.metadata()
         self._endpoint = endpoint
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._closed = False
-        self._channel = _wire.open_channel(endpoint)
+        self._channel = _wire.open_channel(endpoint, security)
         self._stub = compute_pb2_grpc.ComputeServiceStub(self._channel)
         try:
-            reply = self._call(self._stub.Hello, _wire.hello(_LAYER, backend), connecting=True)
+            reply = self._call(self._stub.Hello, _wire.hello(_LAYER, backend), "handshake", connecting=True)
             _wire.check_reply(reply, _LAYER, backend, endpoint)
         except BaseException:
             self._channel.close()
@@ -69,9 +79,9 @@ class ComputeClient:
             self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
         if request.HasField("wafer_device"):
             self._check_reads(WAFER_DEVICE_CAPABILITY)
-        response: compute_pb2.EstimateResponse = self._call(self._stub.Estimate, request)
+        response: compute_pb2.EstimateResponse = self._call(self._stub.Estimate, request, "call estimate")
         if response.HasField("error") and _wire.was_raised(response.error):
-            _wire.raise_error(response.error, _LAYER, self._endpoint)
+            _wire.raise_error(response.error, _LAYER, self._endpoint, "call estimate")
         return response
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
@@ -82,9 +92,9 @@ class ComputeClient:
             self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
         if request.wafer_devices:
             self._check_reads(WAFER_DEVICE_CAPABILITY)
-        response: compute_pb2.DescribeResponse = self._call(self._stub.Describe, request)
+        response: compute_pb2.DescribeResponse = self._call(self._stub.Describe, request, "call describe")
         if response.HasField("error") and _wire.was_raised(response.error):
-            _wire.raise_error(response.error, _LAYER, self._endpoint)
+            _wire.raise_error(response.error, _LAYER, self._endpoint, "call describe")
         return response
 
     def _check_reads(self, capability: str) -> None:
@@ -99,8 +109,10 @@ class ComputeClient:
         self._closed = True
         self._channel.close()
 
-    def _call(self, method: Callable[..., _Response], request: object, *, connecting: bool = False) -> _Response:
-        """One unary call under the deadline, with every grpc failure turned into a RemoteError.
+    def _call(
+        self, method: Callable[..., _Response], request: object, stage: str, *, connecting: bool = False
+    ) -> _Response:
+        """One unary call under the deadline, with every grpc failure turned into a RemoteError naming ``stage``.
 
         ``connecting``: the handshake, which waits for the server to come up and, failing that, calls it unreachable.
         """
@@ -108,8 +120,8 @@ class ComputeClient:
             raise RemoteError(f"{_LAYER} layer at {self._endpoint}: client is closed")
         try:
             timeout = self._connect_timeout_s if connecting else self._timeout_s
-            return method(request, timeout=timeout, wait_for_ready=connecting)
+            return method(request, timeout=timeout, wait_for_ready=connecting, metadata=self._metadata)
         except grpc.RpcError as exc:
             if connecting and isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise _wire.unreachable_error(_LAYER, self._endpoint, self._connect_timeout_s) from None
-            raise _wire.rpc_error(exc, _LAYER, self._endpoint, self._timeout_s) from None
+            raise _wire.rpc_error(exc, _LAYER, self._endpoint, self._timeout_s, stage) from None

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, NoReturn
 
 __all__ = ["ForkedServer", "can_fork", "fork_server"]
@@ -71,13 +71,14 @@ class ForkedServer:
             os.kill(self.pid, sig)
 
 
-def fork_server(argv: Sequence[str], out: IO[bytes], err: IO[bytes]) -> ForkedServer:
-    """Fork a child running ``stratasim serve`` with ``argv`` (its arguments after ``serve``), its stdout and stderr
-    going to ``out`` and ``err``; :func:`can_fork` must hold."""
+def fork_server(argv: Sequence[str], out: IO[bytes], err: IO[bytes], env: Mapping[str, str] | None = None) -> ForkedServer:
+    """Fork a child running ``stratasim serve`` with ``argv`` (its arguments after ``serve``) and ``env`` added to its
+    environment, its stdout and stderr going to ``out`` and ``err``; :func:`can_fork` must hold."""
     for module in _IMPORTED_AHEAD:
         importlib.import_module(module)
     pid = os.fork()
     if pid == 0:
+        os.environ.update(env or {})
         _serve_in_child(argv, out, err)
     return ForkedServer(pid)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,10 @@ from typing import IO
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote.forked import ForkedServer, can_fork, fork_server
 
-__all__ = ["Spawned", "spawn", "start"]
+__all__ = ["TOKEN_ENV", "Spawned", "new_token", "spawn", "start"]
+
+TOKEN_ENV = "STRATASIM_TOKEN"
+"""The environment variable a server reads its bearer token from (without ``--token-file``)."""
 
 _KILL_AFTER_S = 5.0
 _POLL_S = 0.005
@@ -28,6 +32,11 @@ _LISTENING = re.compile(rb"^listening on (\S+)\s*$", re.MULTILINE)
 _UNIX = "unix:"
 _SOCKET_PATH_MAX = 100  # a Unix-domain socket's path must fit in sockaddr_un (108 bytes on Linux)
 _Child = subprocess.Popen[bytes] | ForkedServer
+
+
+def new_token() -> str:
+    """A random bearer token for a spawned server and its clients (256 bits)."""
+    return secrets.token_urlsafe(32)
 
 
 @contextmanager
@@ -38,6 +47,7 @@ def spawn(
     timeout_s: float = 20.0,
     command: Sequence[str] | None = None,
     options: Sequence[str] = (),
+    token: str | None = None,
 ) -> Iterator[str]:
     """Run ``stratasim serve layer --backend backend [options]`` in a child process and yield its endpoint.
 
@@ -46,9 +56,10 @@ def spawn(
     costs about half what it does over loopback TCP. Waits at most ``timeout_s`` for the child's ``listening on``
     line; if it exits or stays silent, raises RemoteError with the tail of its stderr. On exit the child is
     terminated (killed if it lingers). ``command`` replaces the default command line (tests; servers started
-    another way). :func:`start` does the same without waiting, for starting several servers at once.
+    another way). :func:`start` does the same without waiting, for starting several servers at once. ``token``:
+    the bearer token the server asks of every call (handed over in its environment, never on its command line).
     """
-    with start(layer, backend, timeout_s=timeout_s, command=command, options=options) as server:
+    with start(layer, backend, timeout_s=timeout_s, command=command, options=options, token=token) as server:
         yield server.endpoint()
 
 
@@ -56,7 +67,9 @@ class Spawned:
     """A server child process started by :func:`start`; :meth:`endpoint` waits for it to listen."""
 
     def __init__(self, process: _Child, out: IO[bytes], err: IO[bytes], who: str,
-                 timeout_s: float) -> None:  # fmt: skip
+                 timeout_s: float, token: str | None = None) -> None:  # fmt: skip
+        self.token = token
+        """The bearer token the server asks of every call, if any."""
         self._process = process
         self._out = out
         self._err = err
@@ -100,13 +113,16 @@ def start(
     command: Sequence[str] | None = None,
     options: Sequence[str] = (),
     also: tuple[str, str] | None = None,
+    token: str | None = None,
 ) -> Iterator[Spawned]:
     """Start the server :func:`spawn` runs, without waiting for it: a run starts all its servers at once, then builds
     its workload while they start up, and asks each for its endpoint when it needs it. Stopped on exit.
 
     ``also``: the other layer and its backend, served by the same child on the same endpoint (``--also``): one
     interpreter, one import of gRPC and one socket for a run that spawns both its network and its compute layer.
+    ``token``: as :func:`spawn` takes it (:func:`new_token` makes one).
     """
+    env = {} if token is None else {TOKEN_ENV: token}
     layers, backends = (layer, backend) if also is None else (f"{layer}+{also[0]}", f"{backend}, {also[1]}")
     with tempfile.TemporaryDirectory(prefix="stratasim-") as sockets, tempfile.TemporaryFile() as out, \
             tempfile.TemporaryFile() as err:  # fmt: skip
@@ -116,12 +132,13 @@ def start(
                      *([] if also is None else ["--also", f"{also[0]}:{also[1]}"])]  # fmt: skip
         process: _Child
         if command is None and can_fork():
-            process = fork_server(arguments, out, err)
+            process = fork_server(arguments, out, err, env)
         else:
             argv = list(command) if command is not None else [sys.executable, "-m", "stratasim.cli.serve", *arguments]
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, **env})
         try:
-            yield Spawned(process, out, err, f"{layers.replace('+', ' and ')} layer server ({backends})", timeout_s)
+            who = f"{layers.replace('+', ' and ')} layer server ({backends})"
+            yield Spawned(process, out, err, who, timeout_s, token)
         finally:
             _stop(process)
 

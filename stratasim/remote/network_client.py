@@ -20,6 +20,7 @@ import numpy as np
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
 from stratasim.remote.network_service import TRANSIT_CAPABILITY
+from stratasim.remote.security import ClientSecurity
 from stratasim.v1 import network_pb2, network_pb2_grpc
 
 __all__ = ["DirectNetworkClient", "NetworkClient", "open_network"]
@@ -28,14 +29,15 @@ _LAYER = "network"
 _INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
 _KEPT_KINDS = 1 << 20  # transit times kept at most, by kind of message (a few tens of MB)
 _KEPT_BATCH_BYTES = 64 << 20  # whole batches kept at most (their sorted columns and transit times)
+_CALLS = {"configured": "configure", "advanced": "advance", "transited": "transit"}  # response -> call
 
 
 class NetworkClient:
     """Runs the network backend named ``backend`` served at ``endpoint`` (``HOST:PORT``).
 
     Connecting and the handshake are bounded by ``connect_timeout_s``, every later answer by ``timeout_s``; any
-    failure of the peer
-    raises :class:`~stratasim.kernel.errors.RemoteError` naming the layer and the endpoint. Errors the backend raises
+    failure of the peer raises :class:`~stratasim.kernel.errors.RemoteError` naming the layer, the endpoint and the
+    stage (connect, handshake, or the call). ``security``: the server's TLS root certificate and token. Errors the backend raises
     (e.g. :class:`~stratasim.kernel.errors.TopologyError`) come back as the same class with the same message; those
     of ``inject`` surface at the following ``advance``, which is when the sends reach the backend.
     """
@@ -49,17 +51,19 @@ class NetworkClient:
         backend: str,
         timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
+        security: ClientSecurity | None = None,
     ) -> None:
+        security = security or ClientSecurity()
         self._endpoint = endpoint
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._failure: str | None = None
         self._connected = False
         self._pending = network_pb2.NetworkRequest()
-        self._channel = _wire.open_channel(endpoint)
+        self._channel = _wire.open_channel(endpoint, security)
         self._requests: queue.SimpleQueue[network_pb2.NetworkRequest | None] = queue.SimpleQueue()
         stub = network_pb2_grpc.NetworkServiceStub(self._channel)
-        self._call = stub.Session(iter(self._requests.get, None), wait_for_ready=True)
+        self._call = stub.Session(iter(self._requests.get, None), wait_for_ready=True, metadata=security.metadata())
         self._watchdog = _wire.Watchdog(timeout_s, self._call.cancel)
         try:
             reply = self._exchange(network_pb2.NetworkRequest(handshake=_wire.hello(_LAYER, backend)), "handshake")
@@ -125,27 +129,32 @@ class NetworkClient:
         try:
             response: network_pb2.NetworkResponse = next(self._call)
         except grpc.RpcError as exc:
-            raise self._fail(exc) from None
+            raise self._fail(exc, expected) from None
         except StopIteration:
-            raise self._fail(None) from None
+            raise self._fail(None, expected) from None
         finally:
             self._watchdog.disarm()
         kind = response.WhichOneof("kind")
         if kind == expected:
             return response
         if kind == "error":
-            _wire.raise_error(response.error, _LAYER, self._endpoint)
+            _wire.raise_error(response.error, _LAYER, self._endpoint, self._stage(expected))
         raise self._broken(f"{_LAYER} layer at {self._endpoint} broke the protocol: sent {kind} for {expected}")
 
-    def _fail(self, exc: grpc.RpcError | None) -> RemoteError:
+    def _stage(self, expected: str) -> str:
+        """The stage an exchange expecting ``expected`` is: the handshake, or a call (``call advance``, ...)."""
+        return "handshake" if not self._connected else f"call {_CALLS.get(expected, expected)}"
+
+    def _fail(self, exc: grpc.RpcError | None, expected: str) -> RemoteError:
         """The error for a stream that ended; every later call fails the same way, at once."""
+        stage = self._stage(expected)
         if self._watchdog.fired:
             if self._connected:
-                return self._broken(str(_wire.deadline_error(_LAYER, self._endpoint, self._timeout_s)))
+                return self._broken(str(_wire.deadline_error(_LAYER, self._endpoint, self._timeout_s, stage)))
             return self._broken(str(_wire.unreachable_error(_LAYER, self._endpoint, self._connect_timeout_s)))
         if exc is None:
-            return self._broken(f"{_LAYER} layer at {self._endpoint} went away")
-        return self._broken(str(_wire.rpc_error(exc, _LAYER, self._endpoint, self._timeout_s)))
+            return self._broken(_wire.staged(f"{_LAYER} layer at {self._endpoint} went away", stage))
+        return self._broken(str(_wire.rpc_error(exc, _LAYER, self._endpoint, self._timeout_s, stage)))
 
     def _broken(self, message: str) -> RemoteError:
         """Remember that the session is unusable and why."""

@@ -11,6 +11,7 @@ the transit time of every message of a batch, packed columns in and out, as an i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -19,6 +20,7 @@ import numpy as np
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.remote import _wire
+from stratasim.remote.limits import Limits, SessionSlots, Ticket, check_topology
 from stratasim.v1 import common_pb2, network_pb2, network_pb2_grpc
 
 __all__ = ["TRANSIT_CAPABILITY", "NetworkServicer"]
@@ -30,18 +32,39 @@ _Code = common_pb2.Error.Code
 
 
 class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
-    """Serves the backend registered as ``backend``; ``factory()`` builds one instance per session."""
+    """Serves the backend registered as ``backend``; ``factory()`` builds one instance per session, within
+    ``limits``: at most ``max_sessions`` at once (one idle for longer than ``idle_timeout_s`` gives its place to a
+    new client), each topology checked for size before the backend sees it."""
 
-    def __init__(self, backend: str, factory: Callable[[], NetworkBackend]) -> None:
+    def __init__(self, backend: str, factory: Callable[[], NetworkBackend], limits: Limits | None = None) -> None:
         self._backend = backend
         self._factory = factory
+        self._limits = limits or Limits()
+        self._slots = SessionSlots(self._limits.max_sessions, self._limits.idle_timeout_s)
 
     def Session(  # noqa: N802 - the name is fixed by the generated servicer
         self,
         request_iterator: Iterator[network_pb2.NetworkRequest],
         context: grpc.ServicerContext,
     ) -> Iterator[network_pb2.NetworkResponse]:
-        """Handshake first; then answer every configure or advance with exactly one response."""
+        """Handshake first; then answer every configure or advance with exactly one response. A session beyond the
+        limit is refused (RESOURCE_EXHAUSTED) unless a session idle for longer than the idle timeout gives it its
+        place (that session is cancelled)."""
+        ticket = self._slots.take(context.cancel)
+        if ticket is None:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"server busy: all {self._slots.limit} sessions are in use and none has been idle for "
+                          f"{self._limits.idle_timeout_s:g} s (its --max-sessions, --idle-timeout); "
+                          "try again later")  # fmt: skip
+            return
+        try:
+            yield from self._session(_watched(request_iterator, ticket))
+        finally:
+            self._slots.give_back(ticket)
+
+    def _session(
+        self, request_iterator: Iterator[network_pb2.NetworkRequest]
+    ) -> Iterator[network_pb2.NetworkResponse]:
         first = next(request_iterator, None)
         if first is None:
             return
@@ -54,13 +77,24 @@ class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
         except Exception as exc:  # the backend's own failure goes back to the client, not into grpc's logs
             yield network_pb2.NetworkResponse(error=_wire.error_from_exception(exc))
             return
-        session = _Session(backend)
+        session = _Session(backend, self._limits)
         try:
             yield network_pb2.NetworkResponse(handshake=_wire.hello(_LAYER, self._backend, session.capabilities))
             for request in request_iterator:
                 yield session.answer(request)
         finally:
             backend.close()
+
+
+def _watched(requests: Iterator[network_pb2.NetworkRequest], ticket: Ticket) -> Iterator[network_pb2.NetworkRequest]:
+    """``requests``, the ``ticket`` saying since when the session waits for each (idle), none while it is answered."""
+    while True:
+        ticket.idle_since = time.monotonic()
+        request = next(requests, None)
+        ticket.idle_since = None
+        if request is None:
+            return
+        yield request
 
 
 def _hello_problem(request: network_pb2.NetworkRequest, backend: str) -> common_pb2.Error | None:
@@ -75,8 +109,9 @@ def _hello_problem(request: network_pb2.NetworkRequest, backend: str) -> common_
 class _Session:
     """One session's backend, and whether it may answer ``transit`` requests (a stateless direct network)."""
 
-    def __init__(self, backend: NetworkBackend) -> None:
+    def __init__(self, backend: NetworkBackend, limits: Limits) -> None:
         self._backend = backend
+        self._limits = limits
         self._direct = backend if isinstance(backend, DirectNetwork) else None
         self._stateless = False
         self.capabilities = [TRANSIT_CAPABILITY] if self._direct is not None else []
@@ -94,6 +129,7 @@ class _Session:
             if kind == "transit":
                 return network_pb2.NetworkResponse(transited=self._transit(request.transit))
             if kind == "configure":
+                check_topology(request.configure, self._limits)
                 info = backend.configure(request.configure)
                 self._stateless = info.stateless
                 return network_pb2.NetworkResponse(configured=info)

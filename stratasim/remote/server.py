@@ -17,14 +17,17 @@ from stratasim.kernel import registry
 from stratasim.kernel.errors import BackendError, RemoteError
 from stratasim.remote import _wire
 from stratasim.remote.compute_service import ComputeServicer
+from stratasim.remote.limits import Limits
 from stratasim.remote.network_service import NetworkServicer
+from stratasim.remote.security import ServerSecurity, warn_if_exposed
 from stratasim.v1 import compute_pb2_grpc, network_pb2_grpc
 
 __all__ = ["serve"]
 
-# A network session holds a worker thread for its whole run; beyond this many, calls fail at once
-# (RESOURCE_EXHAUSTED) instead of queueing behind sessions that may last hours.
-_WORKERS = 16
+# A network session holds a worker thread for its whole run (at most Limits.max_sessions of them); these few more
+# answer compute calls and refuse sessions beyond the limit, at once, instead of queueing them behind sessions that
+# may last hours.
+_SPARE_WORKERS = 4
 _STOP_GRACE_S = 1.0
 _SIGNAL_POLL_S = 0.02
 _UNIX = "unix:"
@@ -39,6 +42,8 @@ def serve(
     factories: Mapping[str, Callable[[], Any]] | None = None,
     stop: threading.Event | None = None,
     also: Sequence[tuple[str, str]] = (),
+    security: ServerSecurity | None = None,
+    limits: Limits | None = None,
 ) -> None:
     """Serve ``layer`` with the registered ``backend`` on ``listen`` (``127.0.0.1:0`` picks a free port), and each
     ``(layer, backend)`` of ``also`` on the same endpoint: one process and one socket for a run's network and
@@ -48,26 +53,34 @@ def serve(
     ``stop`` is set or, when no ``stop`` is given, until SIGTERM or SIGINT (main thread only). ``factories``
     adds ``{name: factory}`` backends ahead of the entry points (tests, embedders). Every network session gets
     a fresh backend; a compute backend is built once and shared by all clients.
+
+    ``security``: TLS and the token every call must carry; a server listening beyond loopback without both warns
+    on stderr. ``limits``: sessions at once, idle timeout, topology and request sizes (:class:`Limits`).
     """
+    security = security or ServerSecurity()
+    limits = limits or Limits()
     served = [(layer, backend), *also]
     layers = [name for name, _ in served]
     if len(set(layers)) < len(layers):
         raise BackendError(f"one server serves each layer once; asked for {', '.join(layers)}")
     if stop is None and threading.current_thread() is not threading.main_thread():
         raise ValueError("serve() outside the main thread needs a stop event")
+    workers = limits.max_sessions + _SPARE_WORKERS
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix=f"stratasim-{'-'.join(layers)}"),
-        options=_wire.CHANNEL_OPTIONS,
-        maximum_concurrent_rpcs=_WORKERS,
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"stratasim-{'-'.join(layers)}"),
+        options=_wire.channel_options(receive_bytes=limits.max_request_bytes),
+        maximum_concurrent_rpcs=workers,
+        interceptors=security.interceptors(),
     )
     computes: list[ComputeServicer] = []
     try:
         for name, chosen in served:
-            computes += _add_service(server, name, chosen, factories)
+            computes += _add_service(server, name, chosen, factories, limits)
         # Handlers go in before the endpoint is announced: a signal sent as soon as it is must stop us cleanly.
         with _stopped_by_signals() if stop is None else nullcontext(stop) as stopping:
             try:
-                endpoint = _listen(server, "/".join(layers), listen)
+                endpoint = _listen(server, "/".join(layers), listen, security)
+                warn_if_exposed(endpoint, security)
                 server.start()
                 print(f"listening on {endpoint}", flush=True)
                 if ready is not None:
@@ -83,7 +96,11 @@ def serve(
 
 
 def _add_service(
-    server: grpc.Server, layer: str, backend: str, factories: Mapping[str, Callable[[], Any]] | None
+    server: grpc.Server,
+    layer: str,
+    backend: str,
+    factories: Mapping[str, Callable[[], Any]] | None,
+    limits: Limits,
 ) -> list[ComputeServicer]:
     """Put ``layer``'s service with the registered ``backend`` on ``server``; the compute servicer (to be closed
     after), if that is what it was."""
@@ -91,24 +108,28 @@ def _add_service(
         raise BackendError(f"the {layer} layer has no gRPC service; serve network or compute")
     factory = registry.load(layer, backend, extra=factories)
     if layer == "network":
-        network_pb2_grpc.add_NetworkServiceServicer_to_server(NetworkServicer(backend, factory), server)
+        network_pb2_grpc.add_NetworkServiceServicer_to_server(NetworkServicer(backend, factory, limits), server)
         return []
     compute = ComputeServicer(backend, factory())
     compute_pb2_grpc.add_ComputeServiceServicer_to_server(compute, server)
     return [compute]
 
 
-def _listen(server: grpc.Server, layer: str, listen: str) -> str:
-    """Bind ``listen`` (``HOST:PORT`` or ``unix:PATH``) and return the endpoint clients should use (the real port
-    when 0 was asked for)."""
+def _listen(server: grpc.Server, layer: str, listen: str, security: ServerSecurity) -> str:
+    """Bind ``listen`` (``HOST:PORT`` or ``unix:PATH``; with TLS when ``security`` has it) and return the endpoint
+    clients should use (the real port when 0 was asked for)."""
     unix = listen.startswith(_UNIX)
     host = listen.rpartition(":")[0]
     try:
-        port = server.add_insecure_port(listen)
+        if security.tls:
+            port = server.add_secure_port(listen, security.credentials())
+        else:
+            port = server.add_insecure_port(listen)
     except RuntimeError:
         port = 0
     if not host or not port:
-        raise RemoteError(f"{layer} layer cannot listen on {listen!r} (expected a free HOST:PORT or unix:PATH)")
+        tls = "; or the TLS certificate and key do not belong together" if security.tls else ""
+        raise RemoteError(f"{layer} layer cannot listen on {listen!r} (expected a free HOST:PORT or unix:PATH{tls})")
     return listen if unix else f"{host}:{port}"
 
 

@@ -9,15 +9,19 @@ mapping) travels with every request about it (:class:`DescribedDevice`), whereve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import ExitStack
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from stratasim.compute_layer.sections import MAPPER_BACKEND, PROFILE_BACKEND
 from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
+from stratasim.study.client_options import client_options
 from stratasim.v1 import compute_pb2
+
+if TYPE_CHECKING:
+    from stratasim.remote import Spawned
 
 __all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute", "serve_options"]
 
@@ -107,7 +111,7 @@ def backend_names(section: StudyCompute) -> list[str]:
 
 
 def _open_one(
-    name: str, section: StudyCompute, stack: ExitStack, started: Mapping[str, Callable[[], str]]
+    name: str, section: StudyCompute, stack: ExitStack, started: Mapping[str, Spawned]
 ) -> tuple[ComputeBackend, str]:
     if section.endpoint is None and not section.spawn:
         backend = build_compute(name, section.profile, section.objective)
@@ -116,23 +120,26 @@ def _open_one(
     from stratasim import remote  # gRPC is only needed for layers in other processes
 
     connect = remote.ComputeClient  # imports gRPC while a spawned server is still starting, not after
+    token = None
     if section.endpoint is not None:
         endpoint = section.endpoint
     elif name in started:
-        endpoint = started[name]()
+        endpoint, token = started[name].endpoint(), started[name].token
     else:
-        endpoint = stack.enter_context(remote.spawn("compute", name, options=serve_options(name, section.profile, section.objective)))
-    client = connect(endpoint, backend=name)
+        token = remote.new_token()
+        options = serve_options(name, section.profile, section.objective)
+        endpoint = stack.enter_context(remote.spawn("compute", name, options=options, token=token))
+    client = connect(endpoint, backend=name, **client_options(section, "compute", token))
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 
 
 def open_compute(
-    section: StudyCompute, stack: ExitStack, started: Mapping[str, Callable[[], str]] | None = None
+    section: StudyCompute, stack: ExitStack, started: Mapping[str, Spawned] | None = None
 ) -> tuple[ComputeBackend, str]:
     """The backend ``section`` names and a label saying where it runs; closed (servers stopped) with ``stack``.
 
-    ``started``: the endpoint (waited for when called) of each backend whose server is already starting, by name.
+    ``started``: the server of each backend that is already starting (its endpoint waited for when asked), by name.
     """
     started = started or {}
     description = section.device_description()

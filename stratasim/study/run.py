@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
@@ -30,6 +30,7 @@ from stratasim.kernel.errors import BackendError, SimulationError, StrataSimErro
 from stratasim.kernel.events import Progress
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
+from stratasim.study.client_options import client_options
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
@@ -101,11 +102,12 @@ def _check_study(study: Study) -> int:
     return npus
 
 
-def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Callable[[], str]]:
+def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Spawned]:
     """Start every server the study spawns, all at once and before its workload is built, so that their start-up
     overlaps building it: the endpoint of each (waited for when called) by layer and backend. A spawned network
     and the (first) spawned compute backend share one server: one interpreter and one import of gRPC to wait for,
-    not two competing for the cores. They are stopped when ``stack`` unwinds."""
+    not two competing for the cores. Each asks its clients for a random token. They are stopped when ``stack``
+    unwinds."""
     wanted: list[tuple[str, str, list[str]]] = []
     if study.network.spawn:
         wanted.append(("network", study.network.backend_name, []))
@@ -120,14 +122,15 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Call
     servers: dict[tuple[str, str], Spawned] = {}
     if len(wanted) > 1 and wanted[0][0] == "network":  # the network and the first compute backend: one server
         (_, network, _), (_, compute, options) = wanted[:2]
-        both = stack.enter_context(remote.start("network", network, options=options, also=("compute", compute)))
+        both = stack.enter_context(remote.start("network", network, options=options, also=("compute", compute),
+                                                token=remote.new_token()))  # fmt: skip
         servers = {("network", network): both, ("compute", compute): both}
         wanted = wanted[2:]
     for layer, name, options in wanted:
-        servers[layer, name] = stack.enter_context(remote.start(layer, name, options=options))
+        servers[layer, name] = stack.enter_context(remote.start(layer, name, options=options, token=remote.new_token()))
     # All asked to stop at once, then each start() waits for its own.
     stack.callback(_terminate, list({id(server): server for server in servers.values()}.values()))
-    return {key: server.endpoint for key, server in servers.items()}
+    return servers
 
 
 def _terminate(servers: list[Spawned]) -> None:
@@ -140,12 +143,12 @@ def _open(
     layer: str,
     section: StudyNetwork | StudyCompute,
     stack: ExitStack,
-    started: Mapping[tuple[str, str], Callable[[], str]],
+    started: Mapping[tuple[str, str], Spawned],
 ) -> tuple[Any, str]:
     """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds; ``started``
     holds the servers :func:`_start_servers` started."""
     if isinstance(section, StudyCompute):
-        return open_compute(section, stack, {name: endpoint for (kind, name), endpoint in started.items()
+        return open_compute(section, stack, {name: server for (kind, name), server in started.items()
                                              if kind == "compute"})  # fmt: skip
     name = section.backend_name
     if section.endpoint is None and not section.spawn:
@@ -156,8 +159,10 @@ def _open(
 
     connect = remote.open_network  # imports gRPC while a spawned server is still starting, not after
     spawned = started.get((layer, name))
-    endpoint = section.endpoint or (spawned() if spawned else stack.enter_context(remote.spawn(layer, name)))
-    client = connect(endpoint, backend=name)
+    token = None if section.endpoint else spawned.token if spawned else remote.new_token()
+    endpoint = section.endpoint or (spawned.endpoint() if spawned else
+                                    stack.enter_context(remote.spawn(layer, name, token=token)))  # fmt: skip
+    client = connect(endpoint, backend=name, **client_options(section, layer, token))
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
 

@@ -120,14 +120,13 @@ class Coordinator:
 
         A network in another process that fails is reported with the simulated time it failed at.
         """
-        if self._direct is not None:
-            if progress is None:
+        try:
+            if self._direct is None:
+                self._run(progress)
+            elif progress is None:
                 self.queue.run()
             else:
                 self.queue.run(lambda now, events: progress(now, events + self.messages))
-            return
-        try:
-            self._run(progress)
         except RemoteError as exc:
             raise RemoteError(f"{exc} (at simulated time {format_time_ps(self.queue.now)})") from None
 

@@ -234,7 +234,7 @@ def test_a_server_killed_mid_session_is_reported_at_once() -> None:
             network.configure(TOPOLOGY)
             network.advance(100)
             started = time.monotonic()
-            with pytest.raises(RemoteError, match=f"^network layer at {endpoint} went away$"):
+            with pytest.raises(RemoteError, match=rf"^network layer at {endpoint} went away \(stage: call advance\)$"):
                 network.advance(200)  # the server SIGKILLs itself here
             with pytest.raises(RemoteError, match="went away"):
                 network.advance(300)

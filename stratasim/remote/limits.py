@@ -1,0 +1,154 @@
+"""What one server grants its clients: how many sessions at once, how long one may sit idle, how large a topology a
+session may configure and how large one request may be.
+
+A topology's size is worked out from its message alone, before any backend builds it: a ~100-byte ``configure``
+naming a ring of 10^8 NPUs (or a fat-tree of k = 10^4, an NVSwitch node of 10^8 planes) would otherwise have the
+backend build hundreds of millions of links — tens of seconds of CPU and gigabytes — before anything refused it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stratasim.kernel.errors import BackendError
+from stratasim.v1 import network_pb2
+
+__all__ = ["Limits", "SessionSlots", "Ticket", "check_topology", "topology_size"]
+
+_RING = network_pb2.Dimension.RING
+_FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A server's limits (``stratasim serve --max-sessions``, ``--idle-timeout``, ``--max-npus``, ``--max-links``,
+    ``--max-request-bytes``); the defaults serve every study of the repository and refuse what would exhaust a
+    workstation."""
+
+    max_sessions: int = 16
+    """Network sessions open at once; one more is refused at once, saying so, unless one is idle (below)."""
+    idle_timeout_s: float = 300.0
+    """A network session whose client has sent nothing for this long is ended when a new client needs its place."""
+    max_npus: int = 1 << 20
+    """NPUs a configured topology may have."""
+    max_links: int = 1 << 21
+    """Links (and switches) a configured topology may have: building a fabric costs some 3 us and 250 bytes a
+    link, so the default bounds a configure to a few seconds and some 600 MB."""
+    max_request_bytes: int = 512 * 1024 * 1024
+    """Bytes one request may carry (a window's sends, a batch of operators)."""
+
+
+def _dims_size(dimensions: list[network_pb2.Dimension]) -> tuple[int, int]:
+    """NPUs and links of a list of dimensions: rings link each NPU twice, a fully connected dimension links every
+    pair, a switch adds one switch per line and two links per NPU."""
+    npus = math.prod(dim.size for dim in dimensions) if dimensions else 0
+    links = 0
+    for dim in dimensions:
+        if dim.kind == _FULLY_CONNECTED:
+            links += npus * max(dim.size - 1, 0)
+        elif dim.kind == _RING:
+            links += 2 * npus
+        else:
+            links += 2 * npus + npus // max(dim.size, 1)
+    return npus, links
+
+
+def topology_size(topology: network_pb2.Topology) -> tuple[int, int]:
+    """The NPUs and the links (switches counted with them) ``topology`` describes, from its fields alone: an upper
+    bound of what a backend would build, in a few integer operations whatever the numbers."""
+    dims_npus, dims_links = _dims_size(list(topology.dimensions))
+    fabric = topology.WhichOneof("fabric")
+    if fabric is None:
+        return dims_npus, dims_links
+    spec = getattr(topology, fabric)
+    if fabric == "torus":
+        npus = math.prod(spec.shape) if spec.shape else 0
+        return max(npus, dims_npus), 2 * npus * len(spec.shape)
+    if fabric == "fat_tree":
+        k = spec.k
+        return max(k**3 // 4, dims_npus), 2 * (k**3 // 4 + k * k * k // 2) + 5 * k * k // 4
+    if fabric == "dragonfly":
+        routers = spec.groups * spec.routers_per_group
+        npus = routers * spec.hosts_per_router
+        links = 2 * npus + routers * (spec.routers_per_group + spec.global_links_per_router) + routers
+        return max(npus, dims_npus), links
+    if fabric == "nvswitch":
+        npus = spec.gpus_per_board * spec.boards
+        switches = spec.planes * spec.boards
+        return max(npus, dims_npus), 2 * npus * spec.planes + switches * (spec.boards + 1)
+    if fabric == "hierarchical_alltoall":
+        npus = spec.local_size * spec.packages
+        return max(npus, dims_npus), 2 * npus * (spec.switches + 1) + spec.switches
+    if fabric == "graph":
+        return max(len(spec.node), dims_npus), len(spec.link) + len(spec.node)
+    return dims_npus, dims_links  # dgx1: eight GPUs, whatever its fields
+
+
+def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
+    """Raise BackendError, before any work, if ``topology`` is larger than ``limits`` allow."""
+    npus, links = topology_size(topology)
+    if npus > limits.max_npus:
+        raise BackendError(f"topology: {npus:,} NPUs exceed this server's limit of {limits.max_npus:,} "
+                           "(its --max-npus); refused before building anything")  # fmt: skip
+    if links > limits.max_links:
+        raise BackendError(f"topology: some {links:,} links and switches exceed this server's limit of "
+                           f"{limits.max_links:,} (its --max-links); refused before building anything")  # fmt: skip
+
+
+class SessionSlots:
+    """The sessions open at once, at most ``limit``; thread-safe.
+
+    A session idle (waiting for its client's next request) for longer than ``idle_timeout_s`` loses its place to a
+    new client when every place is taken: abandoned or stuck clients cannot lock others out, while a live run whose
+    engine computes for a long while between requests keeps its session as long as nobody needs the place.
+    """
+
+    def __init__(self, limit: int, idle_timeout_s: float) -> None:
+        self._limit = limit
+        self._idle_timeout_s = idle_timeout_s
+        self._open: set[Ticket] = set()
+        self._lock = threading.Lock()
+
+    def take(self, cancel: Callable[[], object]) -> Ticket | None:
+        """A place for a new session (``cancel`` ends it if it is evicted), evicting the session idle longest beyond
+        the timeout if none is free; None when every session is busy or idle for less than the timeout."""
+        victim = None
+        with self._lock:
+            if len(self._open) >= self._limit:
+                now = time.monotonic()
+                stale = [t for t in self._open if t.idle_since is not None and now - t.idle_since > self._idle_timeout_s]
+                if not stale:
+                    return None
+                victim = min(stale, key=lambda t: t.idle_since or now)
+                self._open.discard(victim)
+            ticket = Ticket(cancel)
+            self._open.add(ticket)
+        if victim is not None:
+            victim.cancel()
+        return ticket
+
+    def give_back(self, ticket: Ticket) -> None:
+        """Free the place ``ticket`` holds (nothing if it was evicted)."""
+        with self._lock:
+            self._open.discard(ticket)
+
+    @property
+    def limit(self) -> int:
+        """The most sessions open at once."""
+        return self._limit
+
+
+class Ticket:
+    """One session's place: since when it waits for its client (None while the server works for it)."""
+
+    def __init__(self, cancel: Callable[[], object]) -> None:
+        self.idle_since: float | None = time.monotonic()
+        self._cancel = cancel
+
+    def cancel(self) -> None:
+        """End the session (its place is already given to another)."""
+        self._cancel()
