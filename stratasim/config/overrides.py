@@ -15,6 +15,9 @@ from typing import Any
 
 import yaml
 
+from stratasim.kernel.errors import InputError
+from stratasim.kernel.safe_load import parse_yaml
+
 __all__ = ["apply_overrides", "as_overrides", "parse_key"]
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]|(\.)")
@@ -108,10 +111,12 @@ def apply_overrides(
             continue
         try:
             parts = parse_key(key.strip())
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except (ValueError, yaml.YAMLError) as exc:
-            message = str(exc).splitlines()[0] if isinstance(exc, ValueError) else f"cannot read value {raw!r} as YAML"
-            problems.append((where, message))
+            value = parse_yaml(raw, where) if raw.strip() else raw
+        except InputError as exc:
+            problems.append((where, f"cannot read value {raw!r:.60} as YAML: {exc.what}"))
+            continue
+        except ValueError as exc:
+            problems.append((where, str(exc).splitlines()[0]))
             continue
         try:
             _set(result, parts, value)
