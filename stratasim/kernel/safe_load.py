@@ -64,8 +64,8 @@ _BINARY_SNIFF = 1 << 20  # bytes searched for a NUL in a binary reader's input: 
 
 
 def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
-    """The bytes of ``path`` (a ``what``, e.g. "trace"), refusing more than ``limit`` bytes, a missing or
-    unreadable file and a character device."""
+    """The bytes of ``path`` (a ``what``, e.g. "trace"; "file" says a missing one is "no such file"), refusing
+    more than ``limit`` bytes, a missing or unreadable file and a device."""
     try:
         info = os.stat(path)
         if stat.S_ISDIR(info.st_mode):
@@ -77,7 +77,8 @@ def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
         with open(path, "rb") as file:
             data = file.read(limit + 1)  # a pipe says nothing of its size: read no further than the limit
     except FileNotFoundError:
-        raise InputError(str(path), "", "no such file") from None
+        raise InputError(str(path), "", "no such file" if what == "file" else f"cannot read the {what}: no such file") \
+            from None
     except OSError as exc:
         raise InputError(str(path), "", f"cannot read the {what}: {exc.strerror or exc}") from None
     if len(data) > limit:
