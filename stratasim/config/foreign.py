@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Included", "redact"]
 
@@ -25,7 +26,7 @@ class Included:
 
     prefix: str
     path: str
-    data: Mapping[object, object]
+    data: Mapping[Any, Any]
     own: frozenset[str]
 
 

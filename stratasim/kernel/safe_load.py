@@ -106,8 +106,9 @@ def decode(data: bytes, source: str, what: str) -> str:
 def parse_yaml(text: str, source: str) -> Any:
     """The one YAML document in ``text``, built only after its nesting, aliases and their expansion were checked;
     duplicate keys are errors. Raises :class:`InputError` naming ``source`` and the line and column."""
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # reading the whole text here: a control character is refused at once
         node = loader.get_single_node()
         if node is None:
             return None
@@ -115,14 +116,20 @@ def parse_yaml(text: str, source: str) -> Any:
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise InputError(source, _where(mark), f"invalid YAML: {exc.problem or exc.context}") from None
+        said = f"{exc.context}, {exc.problem}" if exc.context and (exc.problem or "").startswith("but") else \
+            exc.problem or exc.context
+        raise InputError(source, _where(mark), f"invalid YAML: {said}") from None
+    except yaml.reader.ReaderError as exc:  # a control character: said by its code, never echoed
+        where = f"line {text.count(chr(10), 0, exc.position) + 1}"
+        raise InputError(source, where, f"invalid YAML: character #x{exc.character:04x} is not allowed") from None
     except yaml.YAMLError as exc:
         raise InputError(source, "", f"invalid YAML: {exc}") from None
     except (ValueError, OverflowError, TypeError, RecursionError, MemoryError) as exc:
         # PyYAML's constructors: a date like 2024-02-30, an integer of more digits than Python converts, ...
         raise InputError(source, "", f"invalid YAML value: {_first_clause(exc)}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def parse_json(text: str, source: str, unique_keys: bool = False) -> Any:
@@ -227,22 +234,28 @@ class _Loader(yaml.SafeLoader):
         self._depth = 0
         self._aliases = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 raise yaml.composer.ComposerError(
                     None, None, f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark
                 )
-            return super().compose_node(parent, index)  # type: ignore[no-untyped-call,no-any-return]
+            return super().compose_node(parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 mark = self.peek_event().start_mark
                 raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
-            return super().compose_node(parent, index)  # type: ignore[no-untyped-call,no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def fetch_flow_collection_start(self, TokenClass: type) -> None:  # noqa: N803 - PyYAML's name
+        # Refused by the scanner too: it looks up to 1024 characters ahead, slowly, on a line of brackets.
+        if self.flow_level >= MAX_DEPTH:
+            raise yaml.scanner.ScannerError(None, None, f"nested deeper than {MAX_DEPTH} levels", self.get_mark())
+        super().fetch_flow_collection_start(TokenClass)  # type: ignore[misc]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
