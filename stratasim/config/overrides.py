@@ -104,7 +104,8 @@ def apply_overrides(
     result: dict[str, Any] = copy.deepcopy(dict(data))
     problems: list[tuple[str, str]] = []
     for text in overrides:
-        where = f"--set {text}"
+        shown = text if text.isprintable() else repr(text)[1:-1]  # a control character would break the line
+        where = f"--set {shown:.80}"  # a long value is said by its start
         key, sep, raw = text.partition("=")
         if not sep:
             problems.append((where, "expected KEY=VALUE, e.g. system.splits=4"))
@@ -113,7 +114,7 @@ def apply_overrides(
             parts = parse_key(key.strip())
             value = parse_yaml(raw, where) if raw.strip() else raw
         except InputError as exc:
-            problems.append((where, f"cannot read value {raw!r:.60} as YAML: {exc.what}"))
+            problems.append((where, f"cannot read value {raw[:60]!r} as YAML: {exc.what}"))
             continue
         except ValueError as exc:
             problems.append((where, str(exc).splitlines()[0]))

@@ -319,4 +319,4 @@ def _where(mark: yaml.Mark | None) -> str:
 
 
 def _size(count: int) -> str:
-    return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count} bytes"
+    return f"{count >> 20} MiB" if count and count % (1 << 20) == 0 else f"{count:,} bytes"
