@@ -22,12 +22,13 @@ _GOT = re.compile(r",? got .*$", re.DOTALL)
 @dataclass(frozen=True)
 class Included:
     """A mapping read from ``path`` into the study at the dotted ``prefix``, the study's own keys beside it
-    (``own``) overriding the file's."""
+    (``own``) overriding the file's; ``outside`` when the file is not in the study's folder (or below it)."""
 
     prefix: str
     path: str
     data: Mapping[Any, Any]
     own: frozenset[str]
+    outside: bool
 
 
 def redact(problems: Sequence[tuple[str, str]], included: Sequence[Included]) -> list[tuple[str, str]]:
@@ -42,6 +43,8 @@ def redact(problems: Sequence[tuple[str, str]], included: Sequence[Included]) ->
 
 
 def _from_file(where: str, included: Included) -> bool:
+    if where == included.prefix:  # a check of the whole section (a graph's links) names chips: said for the
+        return included.outside   # study's own files, not for one outside its folder
     if not where.startswith(included.prefix + "."):
         return False
     top = re.split(r"[.\[]", where[len(included.prefix) + 1 :], maxsplit=1)[0]

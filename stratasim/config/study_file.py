@@ -220,7 +220,8 @@ def _with_graph_file(
     if clash:
         problems.append(("network.topology.file", f"{path} and the study both give {', '.join(clash)}"))
         return network, False
-    included_files.append(Included("network.topology", str(path), included, frozenset(map(str, topology))))
+    included_files.append(Included("network.topology", str(path), included, frozenset(map(str, topology)),
+                                   _outside(path, source)))
     return {**network, "topology": {**topology, **included}}, True
 
 
@@ -244,8 +245,14 @@ def _with_device_file(
             problems.append(("compute.device.file", f"{path}: a device file may not name another file"))
         return compute, False
     own = {key: value for key, value in described.items() if key != "file"}
-    included_files.append(Included("compute.device", str(path), included, frozenset(map(str, own))))
+    included_files.append(Included("compute.device", str(path), included, frozenset(map(str, own)),
+                                   _outside(path, source)))
     return {**compute, "device": {**included, **own}}, True
+
+
+def _outside(path: Path, source: str) -> bool:
+    """Whether ``path`` lies outside the folder of the study ``source`` (links and ``..`` resolved)."""
+    return not path.resolve().is_relative_to(Path(source).parent.resolve())
 
 
 _DUPLICATE = re.compile(r"duplicate key .*")
