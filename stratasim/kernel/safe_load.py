@@ -124,9 +124,11 @@ def parse_yaml(text: str, source: str) -> Any:
         raise InputError(source, where, f"invalid YAML: character #x{exc.character:04x} is not allowed") from None
     except yaml.YAMLError as exc:
         raise InputError(source, "", f"invalid YAML: {exc}") from None
-    except (ValueError, OverflowError, TypeError, RecursionError, MemoryError) as exc:
-        # PyYAML's constructors: a date like 2024-02-30, an integer of more digits than Python converts, ...
+    except (ValueError, OverflowError) as exc:  # a date like 2024-02-30, an integer of 5,000 digits, !!int 0x
         raise InputError(source, "", f"invalid YAML value: {_first_clause(exc)}") from None
+    except (TypeError, AttributeError, KeyError, IndexError, RecursionError):  # PyYAML's own, on a misplaced tag
+        raise InputError(source, "", "invalid YAML value: a tag (!!timestamp, !!bool, !!set, !!map...) on a value "
+                                     "it cannot build") from None
     finally:
         if loader is not None:
             loader.dispose()
