@@ -151,7 +151,8 @@ def parse_json(text: str, source: str, unique_keys: bool = False) -> Any:
         raise InputError(source, "", f"invalid JSON value: {_first_clause(exc)}") from None
 
 
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+# A string (possessive, and an unterminated one runs to the end: linear on any text) or a bracket.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]++|\\.?)*+"?|[\[\]{}]', re.DOTALL)
 
 
 def check_depth_json(text: str, source: str) -> None:

@@ -140,6 +140,9 @@ def test_every_yaml_failure_is_an_input_error(text: str, what: str) -> None:
         ("9" * 5_000, "invalid JSON value: Exceeds the limit"),
         ('{"a": 1,}', "invalid JSON: Expecting property name"),
         ('"\\ud800"x', "invalid JSON: Extra data"),
+        ('"' + '\\"' * 1_000_000, "invalid JSON: Unterminated string"),  # the depth scan stays linear
+        ('"\\' * 1_000_000, "invalid JSON: Unterminated string"),
+        ('"' * 1_000_001, "invalid JSON: Extra data"),
     ],
 )
 def test_every_json_failure_is_an_input_error(text: str, what: str) -> None:
