@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -169,13 +169,8 @@ def test_csv_failures_name_the_line() -> None:
     assert csv_rows("a,b\n\n1,2\n", "t.csv") == [(1, ["a", "b"]), (2, []), (3, ["1", "2"])]
 
 
-@pytest.fixture
-def files(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-
-
-def test_files_above_the_limit_are_refused_without_reading_them(files: Path) -> None:
-    huge = files / "huge.yaml"
+def test_files_above_the_limit_are_refused_without_reading_them(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.yaml"
     with open(huge, "wb") as file:  # sparse: 1 GiB on disk costs nothing
         file.truncate(1 << 30)
     error = bounded(lambda: read_text(huge, 8 << 20, "study"))
@@ -192,28 +187,28 @@ def test_files_above_the_limit_are_refused_without_reading_them(files: Path) -> 
         (b"\xc3", "the study is not UTF-8 text (invalid byte at offset 0)"),
     ],
 )
-def test_binary_and_non_utf8_files_are_refused_without_echo(files: Path, content: bytes, what: str) -> None:
-    (files / "s.yaml").write_bytes(content)
-    error = bounded(lambda: read_text(files / "s.yaml", 1 << 20, "study"))
+def test_binary_and_non_utf8_files_are_refused_without_echo(tmp_path: Path, content: bytes, what: str) -> None:
+    (tmp_path / "s.yaml").write_bytes(content)
+    error = bounded(lambda: read_text(tmp_path / "s.yaml", 1 << 20, "study"))
     assert error.what == what
 
 
-def test_a_utf8_byte_order_mark_is_dropped(files: Path) -> None:
-    (files / "s.yaml").write_bytes(b"\xef\xbb\xbfname: x\n")
-    assert parse_yaml(read_text(files / "s.yaml", 1 << 20, "study"), "s.yaml") == {"name": "x"}
+def test_a_utf8_byte_order_mark_is_dropped(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_bytes(b"\xef\xbb\xbfname: x\n")
+    assert parse_yaml(read_text(tmp_path / "s.yaml", 1 << 20, "study"), "s.yaml") == {"name": "x"}
 
 
-def test_devices_folders_and_missing_files(files: Path) -> None:
+def test_devices_folders_and_missing_files(tmp_path: Path) -> None:
     assert bounded(lambda: read_bytes("/dev/zero", 1 << 20, "trace")).what == \
         "cannot read the trace: it is a device, not a file"
-    assert bounded(lambda: read_bytes(files, 1 << 20, "trace")).what == "cannot read the trace: it is a folder"
-    assert bounded(lambda: read_bytes(files / "nope", 1, "trace")).what == "cannot read the trace: no such file"
-    assert bounded(lambda: read_bytes(files / "nope", 1, "file")).what == "no such file"
+    assert bounded(lambda: read_bytes(tmp_path, 1 << 20, "trace")).what == "cannot read the trace: it is a folder"
+    assert bounded(lambda: read_bytes(tmp_path / "nope", 1, "trace")).what == "cannot read the trace: no such file"
+    assert bounded(lambda: read_bytes(tmp_path / "nope", 1, "file")).what == "no such file"
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
-def test_a_pipe_is_read_no_further_than_the_limit(files: Path) -> None:
-    fifo = files / "pipe"
+def test_a_pipe_is_read_no_further_than_the_limit(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     pid = os.fork()
     if pid == 0:  # the writer: more than the limit, then it is killed when the reader stops
