@@ -9,21 +9,21 @@ A row measures one operator on one device::
 bare number is an error, as everywhere in StrataSim); ``energy_pj`` is optional, in picojoules. A CSV file has
 these as its header (cells of dims another kind uses stay empty); a JSON file is a list of such objects, or
 ``{"rows": [...]}``. Unknown columns or keys, missing ones, unreadable or negative values and two rows for the
-same point are errors naming the line (CSV) or ``rows[i]`` (JSON) and the column.
+same point are errors naming the line (CSV) or ``rows[i]`` (JSON) and the column, never echoing the file's cells or
+unknown column names (a study may name any file as its profile).
 """
 
 from __future__ import annotations
 
-import csv
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
 
-from stratasim.kernel.errors import ConfigError, UnitError
+from stratasim.kernel.errors import ConfigError, InputError, UnitError
 from stratasim.kernel.operators import DType, dtype_name, parse_dtype
+from stratasim.kernel.safe_load import TABLE_BYTES, csv_rows, parse_json, read_text
 from stratasim.kernel.units import parse_time_ps
 from stratasim.v1 import compute_pb2
 
@@ -74,12 +74,14 @@ def load_profile(path: str | Path) -> ProfileTable:
     """Read the CSV (``.csv``) or JSON (any other suffix) profile at ``path``; raise one :class:`ConfigError`
     listing every problem."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(source, [("", f"cannot read the profile: {getattr(exc, 'strerror', None) or exc}")]) from None
     problems: list[tuple[str, str]] = []
-    rows = _csv_rows(text, problems) if Path(path).suffix.lower() == ".csv" else _json_rows(text, problems)
+    try:
+        text = read_text(path, TABLE_BYTES, "profile")
+        csv_file = Path(path).suffix.lower() == ".csv"
+        rows = _csv_rows(text, source, problems) if csv_file else _json_rows(text, source, problems)
+    except InputError as exc:
+        what = exc.what if exc.what.startswith(("cannot read", "the profile")) else f"cannot read the profile: {exc.what}"
+        raise ConfigError(source, [(exc.where, what)]) from None
     points: dict[Key, dict[tuple[int, ...], Measurement]] = {}
     names: dict[str, str] = {}
     for where, row in rows:
@@ -101,48 +103,53 @@ def load_profile(path: str | Path) -> ProfileTable:
     return ProfileTable(source, MappingProxyType(frozen), tuple(sorted(names.values(), key=str.lower)))
 
 
-def _csv_rows(text: str, problems: list[tuple[str, str]]) -> Iterator[tuple[str, Mapping[str, object]]]:
-    reader = csv.reader(text.splitlines())
-    header = next(reader, None)
-    if header is None:
+def _csv_rows(text: str, source: str, problems: list[tuple[str, str]]) -> list[tuple[str, Mapping[str, object]]]:
+    lines = csv_rows(text, source)
+    if not lines:
         problems.append(("line 1", f"expected a header naming the columns {', '.join(_COLUMNS)}"))
-        return
-    columns = [column.strip().lower() for column in header]
+        return []
+    columns = [column.strip().lower() for column in lines[0][1]]
     if not _known_columns("line 1", columns, problems):
-        return
-    for row in reader:
-        where = f"line {reader.line_num}"
+        return []
+    rows: list[tuple[str, Mapping[str, object]]] = []
+    for number, row in lines[1:]:
+        where = f"line {number}"
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(columns):
             problems.append((where, f"has {len(row)} cells but the header names {len(columns)} columns"))
             continue
-        yield where, {column: cell.strip() for column, cell in zip(columns, row) if cell.strip()}
+        rows.append((where, {column: cell.strip() for column, cell in zip(columns, row) if cell.strip()}))
+    return rows
 
 
-def _json_rows(text: str, problems: list[tuple[str, str]]) -> Iterator[tuple[str, Mapping[str, object]]]:
+def _json_rows(text: str, source: str, problems: list[tuple[str, str]]) -> list[tuple[str, Mapping[str, object]]]:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        problems.append((f"line {exc.lineno}", f"not valid JSON: {exc.msg}"))
-        return
+        data = parse_json(text, source)
+    except InputError as exc:
+        if not exc.what.startswith("invalid JSON: "):
+            raise
+        problems.append((exc.where.split(",")[0], f"not valid JSON: {exc.what.removeprefix('invalid JSON: ')}"))
+        return []
     if isinstance(data, Mapping) and set(data) == {"rows"}:
         data = data["rows"]
     if not isinstance(data, list):
         problems.append(("", 'expected a JSON list of measurements, or {"rows": [...]}'))
-        return
+        return []
+    rows: list[tuple[str, Mapping[str, object]]] = []
     for index, row in enumerate(data):
         where = f"rows[{index}]"
         if not isinstance(row, Mapping):
-            problems.append((where, f"expected an object with keys {', '.join(_REQUIRED)}..., got {row!r}"))
+            problems.append((where, f"expected an object with keys {', '.join(_REQUIRED)}..."))
         elif _known_columns(where, [str(key).lower() for key in row], problems):
-            yield where, {str(key).lower(): value for key, value in row.items() if value is not None}
+            rows.append((where, {str(key).lower(): value for key, value in row.items() if value is not None}))
+    return rows
 
 
 def _known_columns(where: str, columns: list[str], problems: list[tuple[str, str]]) -> bool:
     unknown = [column for column in columns if column not in _COLUMNS]
-    if unknown:
-        problems.append((where, f"unknown column(s) {', '.join(unknown)}; a profile has {', '.join(_COLUMNS)}"))
+    if unknown:  # not named: the file may be anyone's (a study can name any path)
+        problems.append((where, f"{len(unknown)} unknown column(s); a profile has {', '.join(_COLUMNS)}"))
     missing = [column for column in _REQUIRED if column not in columns]
     if missing:
         problems.append((where, f"missing column(s) {', '.join(missing)}"))
@@ -156,19 +163,19 @@ def _parse_row(
     before = len(problems)
     device = row.get("device")
     if not isinstance(device, str) or not device.strip():
-        problems.append((f"{where}, device", f"expected a device name, got {device!r}"))
+        problems.append((f"{where}, device", "expected a device name"))
     kind = _KINDS.get(str(row.get("kind", "")).strip().lower())
     if kind is None:
-        problems.append((f"{where}, kind", f"expected one of {', '.join(_KINDS)}, got {row.get('kind')!r}"))
+        problems.append((f"{where}, kind", f"expected one of {', '.join(_KINDS)}"))
     try:
         dtype = parse_dtype(row.get("dtype"))
     except ValueError as exc:
-        problems.append((f"{where}, dtype", str(exc)))
+        problems.append((f"{where}, dtype", _hidden(str(exc), row.get("dtype"))))
     dims = _dims(where, row, kind, problems) if kind is not None else ()
     try:
         time_ps = parse_time_ps(row.get("time"))
     except UnitError as exc:
-        problems.append((f"{where}, time", str(exc)))
+        problems.append((f"{where}, time", _hidden(str(exc), row.get("time"))))
     energy = _energy(where, row.get("energy_pj"), problems)
     if len(problems) > before or kind is None or not isinstance(device, str):
         return None
@@ -188,10 +195,15 @@ def _dims(
         raw = row.get(name, _OPTIONAL_DIMS.get(name))
         value = _positive_int(raw)
         if value is None:
-            problems.append((f"{where}, {name}", f"a {kind_name} row needs {name}, a positive integer; got {raw!r}"))
+            problems.append((f"{where}, {name}", f"a {kind_name} row needs {name}, a positive integer"))
             value = 0
         values.append(value)
     return tuple(values)
+
+
+def _hidden(message: str, raw: object) -> str:
+    """``message`` without the cell's text it quotes: a profile may be anyone's file."""
+    return message.replace(repr(raw), "its value").replace(repr(str(raw).strip()), "its value")
 
 
 def _positive_int(raw: object) -> int | None:
@@ -210,9 +222,9 @@ def _energy(where: str, raw: object, problems: list[tuple[str, str]]) -> Fractio
             raise ValueError
         value = Fraction(raw.strip()) if isinstance(raw, str) else Fraction(raw)
     except (ValueError, TypeError, ZeroDivisionError, OverflowError):
-        problems.append((f"{where}, energy_pj", f"expected a number of picojoules, got {raw!r}"))
+        problems.append((f"{where}, energy_pj", "expected a number of picojoules"))
         return None
     if value < 0:
-        problems.append((f"{where}, energy_pj", f"energy cannot be negative, got {raw!r}"))
+        problems.append((f"{where}, energy_pj", "energy cannot be negative"))
         return None
     return value

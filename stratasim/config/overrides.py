@@ -15,6 +15,9 @@ from typing import Any
 
 import yaml
 
+from stratasim.kernel.errors import InputError
+from stratasim.kernel.safe_load import parse_yaml
+
 __all__ = ["apply_overrides", "as_overrides", "parse_key"]
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]|(\.)")
@@ -101,17 +104,20 @@ def apply_overrides(
     result: dict[str, Any] = copy.deepcopy(dict(data))
     problems: list[tuple[str, str]] = []
     for text in overrides:
-        where = f"--set {text}"
+        shown = text if text.isprintable() else repr(text)[1:-1]  # a control character would break the line
+        where = f"--set {shown:.80}"  # a long value is said by its start
         key, sep, raw = text.partition("=")
         if not sep:
             problems.append((where, "expected KEY=VALUE, e.g. system.splits=4"))
             continue
         try:
             parts = parse_key(key.strip())
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except (ValueError, yaml.YAMLError) as exc:
-            message = str(exc).splitlines()[0] if isinstance(exc, ValueError) else f"cannot read value {raw!r} as YAML"
-            problems.append((where, message))
+            value = parse_yaml(raw, where) if raw.strip() else raw
+        except InputError as exc:
+            problems.append((where, f"cannot read value {raw[:60]!r} as YAML: {exc.what}"))
+            continue
+        except ValueError as exc:
+            problems.append((where, str(exc).splitlines()[0]))
             continue
         try:
             _set(result, parts, value)

@@ -14,24 +14,25 @@ were written in place, and a described device's ``compute.device.file``, whose k
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
-from stratasim.config import strict_yaml
+from stratasim.config.foreign import Included, redact
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.placement import Placement, file_problems, resolve_files
 from stratasim.config.problems import unknown_key, validated_section
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import WorkloadSource
 from stratasim.kernel.endpoints import check_endpoint
-from stratasim.kernel.errors import BackendError, ConfigError, TopologyError
+from stratasim.kernel.errors import BackendError, ConfigError, InputError, TopologyError
 from stratasim.kernel.grid import Grid
+from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
 from stratasim.network_layer.sections import NetworkSection
 from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.v1 import network_pb2
@@ -161,10 +162,11 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     system = validated_section(SystemOptions, data.get("system") or {}, "system", problems)
     if "network" not in data:
         problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))
-    network_data, readable = _with_graph_file(data.get("network"), source, problems)
+    included: list[Included] = []
+    network_data, readable = _with_graph_file(data.get("network"), source, problems, included)
     network = validated_section(StudyNetwork, network_data, "network", problems) if "network" in data and readable else None
     has_compute = data.get("compute") is not None
-    compute_data, readable = _with_device_file(data.get("compute"), source, problems)
+    compute_data, readable = _with_device_file(data.get("compute"), source, problems, included)
     compute = validated_section(StudyCompute, compute_data, "compute", problems) if has_compute and readable else None
     if compute is not None and compute.profile is not None:  # a path is relative to the study file
         compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
@@ -184,11 +186,13 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if system is not None and system.reduction == "compute" and compute is None and not has_compute:
         problems.append(("system.reduction", "'compute' prices reductions on the compute layer: add a compute section"))
     if problems or workload is None or network is None:
-        raise ConfigError(source, problems)
+        raise ConfigError(source, redact(problems, included))
     return Study(name, source, workload, system, network, compute)
 
 
-def _with_graph_file(network: object, source: str, problems: list[tuple[str, str]]) -> tuple[object, bool]:
+def _with_graph_file(
+    network: object, source: str, problems: list[tuple[str, str]], included_files: list[Included]
+) -> tuple[object, bool]:
     """``network`` with its graph topology's ``file`` (relative to the study file) read into the topology, and
     whether that went well (if not, a problem says why and the section is not worth validating)."""
     if not isinstance(network, Mapping):
@@ -204,10 +208,14 @@ def _with_graph_file(network: object, source: str, problems: list[tuple[str, str
     if clash:
         problems.append(("network.topology.file", f"{path} and the study both give {', '.join(clash)}"))
         return network, False
+    included_files.append(Included("network.topology", str(path), included, frozenset(map(str, topology)),
+                                   _outside(path, source)))
     return {**network, "topology": {**topology, **included}}, True
 
 
-def _with_device_file(compute: object, source: str, problems: list[tuple[str, str]]) -> tuple[object, bool]:
+def _with_device_file(
+    compute: object, source: str, problems: list[tuple[str, str]], included_files: list[Included]
+) -> tuple[object, bool]:
     """``compute`` with its described device's ``file`` (relative to the study file) read in, the study's own keys
     beside ``file`` overriding the file's one by one, and whether that went well (if not, a problem says why)."""
     if not isinstance(compute, Mapping):
@@ -225,7 +233,17 @@ def _with_device_file(compute: object, source: str, problems: list[tuple[str, st
             problems.append(("compute.device.file", f"{path}: a device file may not name another file"))
         return compute, False
     own = {key: value for key, value in described.items() if key != "file"}
+    included_files.append(Included("compute.device", str(path), included, frozenset(map(str, own)),
+                                   _outside(path, source)))
     return {**compute, "device": {**included, **own}}, True
+
+
+def _outside(path: Path, source: str) -> bool:
+    """Whether ``path`` lies outside the folder of the study ``source`` (links and ``..`` resolved)."""
+    return not path.resolve().is_relative_to(Path(source).parent.resolve())
+
+
+_DUPLICATE = re.compile(r"duplicate key .*")
 
 
 def _included(path: Path, key: str, expected: str, problems: list[tuple[str, str]]) -> Mapping[str, Any] | None:
@@ -234,7 +252,8 @@ def _included(path: Path, key: str, expected: str, problems: list[tuple[str, str
     try:
         included = _read_yaml(path)
     except ConfigError as exc:
-        problems.extend((key, f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
+        problems.extend((key, f"{path}{f' {at}' if at else ''}: {_DUPLICATE.sub('duplicate key', what)}")
+                        for at, what in exc.problems)  # the key written twice is the file's, not shown
         return None
     if not isinstance(included, Mapping):
         problems.append((key, f"{path}: expected {expected}"))
@@ -253,19 +272,9 @@ def _grid(network: StudyNetwork, problems: list[tuple[str, str]]) -> Grid | None
 
 def _read_yaml(path: Path) -> object:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), [("", "no such file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), [("", f"cannot read the file: {exc}")]) from None
-    try:
-        return strict_yaml.load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(str(path), [(where, f"invalid YAML: {exc.problem or exc.context}")]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), [("", f"invalid YAML: {exc}")]) from None
+        return parse_yaml(read_text(path, CONFIG_BYTES, "file"), str(path))
+    except InputError as exc:
+        raise ConfigError(str(path), [(exc.where, exc.what)]) from None
 
 
 def load_study(path: str | Path, overrides: Sequence[str] = ()) -> Study:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.errors import InputError, StrataSimError
+from stratasim.kernel.safe_load import parse_json
 
 __all__ = ["TrialRecord", "ResultStore", "trial_key", "read_store"]
 
@@ -82,8 +83,8 @@ class ResultStore:
         """The trials finished so far at fidelity level ``fidelity``, by key."""
         rows = self._query("SELECT number, key, params, status, metrics, error, wall_seconds FROM trials "
                            f"WHERE fidelity = {int(fidelity)}")  # fmt: skip
-        return {key: TrialRecord(number, json.loads(params), status, json.loads(metrics or "{}"), error or "", wall,
-                                 fidelity)
+        return {key: TrialRecord(number, _json(params, self.path), status, _json(metrics or "{}", self.path),
+                                 error or "", wall, fidelity)
                 for number, key, params, status, metrics, error, wall in rows}  # fmt: skip
 
     def record(self, record: TrialRecord) -> None:
@@ -109,6 +110,12 @@ class ResultStore:
         self._db.close()
 
 
+def _json(text: object, path: str | Path) -> Any:
+    """A params or metrics column, parsed with the caps of :mod:`stratasim.kernel.safe_load` (a store may be
+    anyone's file)."""
+    return parse_json(text if isinstance(text, str) else repr(text), str(path))
+
+
 def read_store(path: str | Path, lock_wait_seconds: float = 5.0) -> tuple[str, list[TrialRecord]]:
     """A store's sweep definition and its trials by fidelity level and number, read without changing (or creating) the file; one
     :class:`StrataSimError` for a missing file, one that is not a results store, a corrupt or a locked one."""
@@ -124,16 +131,16 @@ def read_store(path: str | Path, lock_wait_seconds: float = 5.0) -> tuple[str, l
             row = db.execute("SELECT definition FROM sweep WHERE id = 1").fetchone()
             rows = db.execute("SELECT number, params, status, metrics, error, wall_seconds, fidelity FROM trials "
                               "ORDER BY fidelity, number")  # fmt: skip
-            trials = [TrialRecord(number, json.loads(params), status, json.loads(metrics or "{}"), error or "", wall,
-                                  level)
+            trials = [TrialRecord(number, _json(params, path), status, _json(metrics or "{}", path), error or "",
+                                  wall, level)
                       for number, params, status, metrics, error, wall, level in rows]  # fmt: skip
         finally:
             db.close()
     except sqlite3.Error as exc:
         why = "it is locked by another process; try again when it is done" if "locked" in str(exc) else str(exc)
         raise StrataSimError(f"{path}: cannot read it as a results store: {why}") from None
-    except ValueError as exc:  # a params or metrics column that is not JSON
-        raise StrataSimError(f"{path}: a corrupt results store: {exc}") from None
+    except InputError as exc:  # a params or metrics column that is not JSON
+        raise StrataSimError(f"{path}: a corrupt results store: {exc.what}") from None
     if row is None:
         raise StrataSimError(f"{path}: a results store without its sweep's definition (corrupt)")
     return str(row[0]), trials

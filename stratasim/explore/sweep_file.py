@@ -24,17 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from stratasim.config.overrides import parse_key
 from stratasim.config.problems import validated_section
-from stratasim.config.strict_yaml import load as load_yaml
 from stratasim.explore.accelerators import AcceleratorGenerator
 from stratasim.explore.generators import Generator
 from stratasim.explore.plans import ParallelismGenerator
 from stratasim.explore.shapes import TopologyGenerator
-from stratasim.kernel.errors import ConfigError
+from stratasim.kernel.errors import ConfigError, InputError
+from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
 from stratasim.kernel.schema import Section
 
 __all__ = ["GENERATORS", "Range", "Objective", "Constraint", "Search", "Fidelity", "Keep", "Sweep", "load_sweep",
@@ -305,8 +304,9 @@ def parse_sweep(data: Any, source: str, folder: Path) -> Sweep:
 def _read(path: Path, source: str, key: str) -> Any:
     """The YAML in ``path``; a problem of ``source`` at ``key`` if it cannot be read or parsed."""
     try:
-        return load_yaml(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(source, [(key, f"cannot read {path}: {exc.strerror or exc}")]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, [(key, f"{path} is not valid YAML: {str(exc).splitlines()[0]}")]) from None
+        return parse_yaml(read_text(path, CONFIG_BYTES, "file"), str(path))
+    except InputError as exc:
+        at = f" ({exc.where})" if exc.where else ""
+        said = f"{path} is not valid YAML{at}: {exc.what.removeprefix('invalid YAML: ')}" if "YAML" in exc.what \
+            else f"cannot read {path}{at}: {exc.what}"
+        raise ConfigError(source, [(key, said)]) from None

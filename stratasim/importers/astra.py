@@ -17,7 +17,6 @@ ASTRA-sim's network file does not say which analytical backend it is for: the bi
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from typing import Any, Literal
 
 import yaml
 
-from stratasim.config import strict_yaml
 from stratasim.config.study_file import parse_study
 from stratasim.importers._astra_system import (
     Problems,
@@ -36,7 +34,8 @@ from stratasim.importers._astra_system import (
     read_system,
     unknown_key,
 )
-from stratasim.kernel.errors import ConfigError, StrataSimError
+from stratasim.kernel.errors import ConfigError, InputError, StrataSimError
+from stratasim.kernel.safe_load import CONFIG_BYTES, parse_json, parse_yaml, read_text
 
 __all__ = [
     "AstraImport", "BACKENDS", "DEFAULT_COLLECTIVE", "DEFAULT_SIZE", "import_astra", "read_astra", "to_yaml",
@@ -65,53 +64,30 @@ class AstraImport:
     comments: tuple[str, ...]
 
 
-class _DuplicateKey(ValueError):
-    """A JSON object names a key twice (``json`` would silently keep the last)."""
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
-
-
 def _read(path: Path, problems: Problems) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        problems.append(("", "no such file"))
-    except UnicodeDecodeError:
-        problems.append(("", "not a UTF-8 text file"))
-    except OSError as exc:
-        problems.append(("", f"cannot read the file: {exc.strerror or exc}"))
-    return None
+        return read_text(path, CONFIG_BYTES, "file")
+    except InputError as exc:
+        problems.append((exc.where, exc.what))
+        return None
 
 
 def _load_yaml(path: Path, problems: Problems) -> object:
     text = _read(path, problems)
     try:
-        return None if text is None else strict_yaml.load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problems.append((where, f"invalid YAML: {exc.problem or exc.context}"))
-    except yaml.YAMLError as exc:
-        problems.append(("", f"invalid YAML: {exc}"))
-    return None
+        return None if text is None else parse_yaml(text, str(path))
+    except InputError as exc:
+        problems.append((exc.where, exc.what))
+        return None
 
 
 def _load_json(path: Path, problems: Problems) -> object:
     text = _read(path, problems)
     try:
-        return None if text is None else json.loads(text, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as exc:
-        problems.append((f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}"))
-    except _DuplicateKey as exc:
-        problems.append((str(exc), "duplicate key"))
-    return None
+        return None if text is None else parse_json(text, str(path), unique_keys=True)
+    except InputError as exc:
+        problems.append((exc.where, exc.what))
+        return None
 
 
 def _kind(value: object) -> str:

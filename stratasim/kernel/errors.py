@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "StrataSimError",
     "ConfigError",
+    "InputError",
     "UnitError",
     "WorkloadError",
     "TopologyError",
@@ -27,6 +28,15 @@ class ConfigError(StrataSimError):
         lines = [f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"]
         lines += [f"  {path or '<top>'}: {message}" for path, message in problems]
         super().__init__("\n".join(lines))
+
+
+class InputError(StrataSimError):
+    """A file could not be read or parsed (too big, binary, not UTF-8, malformed, nested too deep, an alias bomb);
+    ``source`` is the file, ``where`` its line and column when known, ``what`` the defect."""
+
+    def __init__(self, source: str, where: str, what: str) -> None:
+        self.source, self.where, self.what = source, where, what
+        super().__init__(f"{source}: {f'{where}: ' if where else ''}{what}")
 
 
 class UnitError(StrataSimError, ValueError):

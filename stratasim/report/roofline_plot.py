@@ -13,7 +13,6 @@ traffic at several levels gets a marker per level at the same height, as in DFMo
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,9 @@ from typing import Any
 # The composition root may know the compute layer: the plot is of the roofline backend's devices.
 from stratasim.compute_layer.devices import Device, calibrated, device
 from stratasim.compute_layer.roofline import RooflineCompute
-from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.errors import InputError, StrataSimError
 from stratasim.kernel.operators import dtype_name
+from stratasim.kernel.safe_load import TABLE_BYTES, parse_json, read_text
 from stratasim.v1 import compute_pb2
 
 __all__ = [
@@ -183,9 +183,9 @@ def points_from_report(path: str | Path) -> list[RooflinePoint]:
     """The operators of a ``report.json`` written by ``stratasim run --out`` (its ``operators`` list)."""
     source = str(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise StrataSimError(f"cannot read the report {source}: {exc}") from None
+        data = parse_json(read_text(path, TABLE_BYTES, "report"), source)
+    except InputError as exc:
+        raise StrataSimError(f"cannot read the report {exc}") from None
     rows = data.get("operators") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise StrataSimError(f"{source} has no 'operators' list; write it with a StrataSim that reports operators")

@@ -113,7 +113,7 @@ def test_json_tables_and_case_insensitive_devices(tmp_path: Path) -> None:
     ("text", "name", "expected"),
     [
         ("device,kind,dtype,m,k,n\nh100,gemm,bf16,1,1,1\n", "t.csv", "line 1: missing column(s) time"),
-        ("device,kind,dtype,m,k,n,time,colour\n", "t.csv", "line 1: unknown column(s) colour"),
+        ("device,kind,dtype,m,k,n,time,colour\n", "t.csv", "line 1: 1 unknown column(s); a profile has device"),
         ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,-5us\n", "t.csv", "line 2, time: a time cannot be negative"),
         ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,5 parsecs\n", "t.csv", "line 2, time: unknown time unit"),
         ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1\n", "t.csv", "line 2: has 5 cells"),

@@ -142,14 +142,14 @@ def test_bad_groups_name_the_trace_file_node_and_pg_name(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("{", r"groups\.json: not valid JSON: .* \(line 1, column 2\)"),
-        ("[[0, 1]]", r"groups\.json: expected a JSON object mapping communicator names \(pg_name\) .* found list"),
-        ('{"1": "0,1"}', r"groups\.json: group '1' must be a list of NPU ids \(integers from 0\), found '0,1'"),
-        ('{"1": [0, -1]}', r"groups\.json: group '1' must be a list of NPU ids"),
-        ('{"1": [0, true]}', r"groups\.json: group '1' must be a list of NPU ids"),
-        ('{"1": []}', r"groups\.json: group '1' is empty"),
-        ('{"1": [0, 1, 0]}', r"groups\.json: group '1' names NPU 0 twice"),
-        ('{"1": [0], "1": [1]}', r"groups\.json: group '1' is defined twice"),
+        ("{", r"groups\.json: line 1, column 2: invalid JSON: .*"),
+        ("[[0, 1]]", r"groups\.json: expected a JSON object mapping communicator names \(pg_name\) .* found a list"),
+        ('{"1": "0,1"}', r"groups\.json: group #1 must be a list of NPU ids \(integers from 0\), found a string$"),
+        ('{"0": [0], "1": [0, -1]}', r"groups\.json: group #2 must be a list of NPU ids .* a negative integer$"),
+        ('{"1": [0, true]}', r"groups\.json: group #1 must be a list of NPU ids .* found a list holding a boolean$"),
+        ('{"1": []}', r"groups\.json: group #1 is empty"),
+        ('{"1": [0, 1, 0]}', r"groups\.json: group #1 names an NPU twice"),
+        ('{"1": [0], "1": [1]}', r"groups\.json: a group is defined twice"),
     ],
 )
 def test_bad_groups_files_are_one_error_naming_the_file(tmp_path: Path, text: str, message: str) -> None:

@@ -45,7 +45,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.errors import InputError, WorkloadError
+from stratasim.kernel.safe_load import TABLE_BYTES, read_text
 from stratasim.kernel.schema import Section
 from stratasim.v1 import workload_pb2
 
@@ -163,10 +164,9 @@ def read_astra_text(path: str | Path) -> AstraTextModel:
     defect (unreadable file, unknown parallelism kind, bad field count or number, unknown collective, a layer
     count that does not match the layer lines, a DLRM split that does not fit the layers)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise WorkloadError(f"{path}: cannot read the ASTRA-sim text workload: {reason}") from None
+        text = read_text(path, TABLE_BYTES, "ASTRA-sim text workload")
+    except InputError as exc:
+        raise WorkloadError(str(exc)) from None
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()

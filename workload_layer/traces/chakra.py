@@ -51,7 +51,8 @@ from pydantic import Field
 
 from stratasim.chakra import et_def_pb2
 from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
-from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.errors import InputError, WorkloadError
+from stratasim.kernel.safe_load import TRACE_BYTES, read_bytes
 from stratasim.kernel.schema import Section
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.comm_groups import CommGroups, communicator_group, read_comm_groups, trace_groups
@@ -104,9 +105,9 @@ def read_records(path: str | Path) -> list[tuple[int, bytes]]:
     Raises :class:`WorkloadError` if the file cannot be read or ends inside a length prefix or a record.
     """
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read the trace: {exc.strerror or exc}") from None
+        data = read_bytes(path, TRACE_BYTES, "trace")
+    except InputError as exc:
+        raise WorkloadError(str(exc)) from None
     records: list[tuple[int, bytes]] = []
     position = 0
     while position < len(data):

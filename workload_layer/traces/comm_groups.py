@@ -15,7 +15,8 @@ from pathlib import Path
 
 from stratasim.chakra import et_def_pb2
 from stratasim.chakra.et_def_pb2 import Node
-from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.errors import InputError, WorkloadError
+from stratasim.kernel.safe_load import CONFIG_BYTES, check_depth, parse_json, read_text
 
 __all__ = ["CommGroups", "read_comm_groups", "write_comm_groups", "trace_groups", "communicator_group"]
 
@@ -36,47 +37,46 @@ class CommGroups:
 
 
 def _members(value: object, where: str, name: str, allow_empty: bool) -> tuple[int, ...]:
-    """The NPU ids of group ``name``, sorted, from a JSON list; raises :class:`WorkloadError` prefixed ``where``
-    unless it is a list of distinct non-negative integers (non-empty unless ``allow_empty``)."""
+    """The NPU ids of group ``name`` (a quoted pg_name or, for a file that may not be the user's, its position),
+    sorted, from a JSON list; raises :class:`WorkloadError` prefixed ``where`` unless it is a list of distinct
+    non-negative integers (non-empty unless ``allow_empty``). What was found is said by its type, never echoed."""
     if not isinstance(value, list) or not all(type(npu) is int and npu >= 0 for npu in value):
-        raise WorkloadError(f"{where}: group {name!r} must be a list of NPU ids (integers from 0), found {value!r:.60}")
+        found = f"a list holding {_kind(next(n for n in value if type(n) is not int or n < 0))}" \
+            if isinstance(value, list) else _kind(value)
+        raise WorkloadError(f"{where}: group {name} must be a list of NPU ids (integers from 0), found {found}")
     if not value and not allow_empty:
-        raise WorkloadError(f"{where}: group {name!r} is empty")
+        raise WorkloadError(f"{where}: group {name} is empty")
     members = tuple(sorted(set(value)))
     if len(members) != len(value):
-        twice = next(npu for npu in members if value.count(npu) > 1)
-        raise WorkloadError(f"{where}: group {name!r} names NPU {twice} twice")
+        raise WorkloadError(f"{where}: group {name} names an NPU twice")
     return members
+
+
+def _kind(value: object) -> str:
+    """What ``value`` is, without its contents: "a string", "a negative integer", ..."""
+    if type(value) is int:
+        return "a negative integer"
+    return {bool: "a boolean", str: "a string", float: "a number with a fraction", dict: "an object",
+            list: "a list", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def read_comm_groups(path: str | Path) -> CommGroups:
     """The communicator groups file ASTRA-sim takes as ``--comm-group-configuration``: a JSON object mapping each
-    ``pg_name`` to a non-empty list of NPU ids. Raises :class:`WorkloadError` naming the file and the defect."""
-
-    def unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        data: dict[str, object] = {}
-        for name, value in pairs:
-            if name in data:
-                raise WorkloadError(f"{path}: group {name!r} is defined twice")
-            data[name] = value
-        return data
-
+    ``pg_name`` to a non-empty list of NPU ids. Raises :class:`WorkloadError` naming the file and the defect; the
+    file may be anyone's, so its groups are named by position and nothing it holds is echoed."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read the communicator groups: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise WorkloadError(f"{path}: the communicator groups file is not UTF-8 text") from None
-    try:
-        data = json.loads(text, object_pairs_hook=unique)
-    except json.JSONDecodeError as exc:
-        raise WorkloadError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        data = parse_json(read_text(path, CONFIG_BYTES, "communicator groups file"), str(path), unique_keys=True)
+    except InputError as exc:
+        if exc.what == "duplicate key":
+            raise WorkloadError(f"{path}: a group is defined twice") from None
+        raise WorkloadError(str(exc)) from None
     if not isinstance(data, dict):
         raise WorkloadError(
             f"{path}: expected a JSON object mapping communicator names (pg_name) to lists of NPU ids, "
-            f"found {type(data).__name__}"
+            f"found {_kind(data)}"
         )
-    return CommGroups({name: _members(value, str(path), name, False) for name, value in data.items()}, str(path))
+    return CommGroups({name: _members(value, str(path), f"#{index}", False)
+                       for index, (name, value) in enumerate(data.items(), start=1)}, str(path))
 
 
 def write_comm_groups(path: str | Path, groups: Mapping[str, Sequence[int]]) -> None:
@@ -95,22 +95,29 @@ def _pg_records(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
     is accepted too)."""
     problem = f"{where}: cannot read its process groups"
     try:
-        records = json.loads(text)
-    except json.JSONDecodeError:
+        records = parse_json(text, problem)
+    except InputError as exc:
+        if "nested deeper" in exc.what:
+            raise WorkloadError(str(exc)) from None
         try:
             records = ast.literal_eval(text)
+            check_depth(records, problem)
+        except InputError as deep:
+            raise WorkloadError(str(deep)) from None
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise WorkloadError(f"{problem}: inputs.values is neither JSON nor a list of strings") from None
     if isinstance(records, list) and len(records) == 1 and isinstance(records[0], str):
         try:
-            records = json.loads(records[0])
-        except json.JSONDecodeError as exc:
-            raise WorkloadError(f"{problem}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+            records = parse_json(records[0], problem)
+        except InputError as exc:
+            raise WorkloadError(f"{problem}: not valid JSON: {exc.what.removeprefix('invalid JSON: ')}"
+                                f"{f' ({exc.where})' if exc.where else ''}") from None
     if not isinstance(records, list) or not all(
         isinstance(record, dict) and isinstance(record.get("pg_name"), str) for record in records
     ):
         raise WorkloadError(f"{problem}: expected a list of records with pg_name and ranks")
-    return [(record["pg_name"], _members(record.get("ranks"), problem, record["pg_name"], True)) for record in records]
+    return [(record["pg_name"], _members(record.get("ranks"), problem, repr(record["pg_name"]), True))
+            for record in records]
 
 
 def trace_groups(nodes: Sequence[Node], source: str) -> CommGroups | None:
