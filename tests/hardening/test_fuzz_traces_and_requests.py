@@ -1,0 +1,129 @@
+"""Fuzzing the readers the parser fuzz tests leave out (issue 15, item 6): Chakra traces, profile tables, sweep files
+and the compute contract's requests a server accepts. Whatever the bytes, only StrataSim's own errors escape — or,
+for a request, an error in the response.
+
+CI runs each with a small fixed budget (derandomized); ``pytest -m fuzz`` runs ``STRATASIM_FUZZ_EXAMPLES`` each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stratasim.compute_layer.profile_table import load_profile
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.compute_layer.timeloop.backend import TimeloopCompute
+from stratasim.explore.sweep_file import load_sweep
+from stratasim.kernel import operators
+from stratasim.kernel.errors import StrataSimError
+from stratasim.v1 import compute_pb2
+from stratasim.workload_layer.traces.chakra import read_chakra_graphs
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAKRA = sorted((ROOT / "tests" / "data" / "astra-sim-inputs" / "workload" / "e2e_text_converted").rglob("*.0.et"))[0]
+SWEEP = (ROOT / "examples" / "explore" / "collectives.yaml").read_text(encoding="utf-8")
+
+CI = settings(max_examples=150, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                     HealthCheck.function_scoped_fixture])  # fmt: skip
+LONG = settings(max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "5000")), deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                       HealthCheck.function_scoped_fixture])  # fmt: skip
+
+MUTATIONS = st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=12)
+CSV_BITS = st.sampled_from([
+    "device,kind,dtype,m,k,n,elements,time,energy_pj\n", "h100,", "gemm,", "elementwise,", "bf16,", "fp99,", "64,",
+    "0,", "-1,", ",", "1us,", "1e400s,", "nan,", "5\n", "1e40\n", "\n", '"', "\x00", "é", "9" * 40, "x",
+])  # fmt: skip
+SWEEP_EDITS = st.sampled_from([
+    ("1GiB", "1e400GiB"), ("1GiB", "-1GiB"), ("space:", "space: 7\nx:"), ("trials", "tria1s"), ("ring", "{}"),
+    ("size", "size: [[[[[]]]]]\n  zz"), ("minimize", "maximize"), ("algorithm", "algorithm: {a: *b}\n  q"),
+    ("\n", "\n\t"), ("50GB/s", "0GB/s"), ("2", "99999999999999999999"), ("name", "&a name"),
+])  # fmt: skip
+
+
+def expect_only_our_errors(action: Callable[[], object]) -> None:
+    with contextlib.suppress(StrataSimError):
+        action()
+
+
+def _mutated(data: bytes, mutations: list[tuple[int, int]]) -> bytes:
+    buffer = bytearray(data)
+    for place, value in mutations:
+        if buffer:
+            buffer[place % len(buffer)] = value
+    return bytes(buffer)
+
+
+def _chakra_case(tmp_path: Path, mutations: list[tuple[int, int]], cut: int) -> None:
+    data = _mutated(CHAKRA.read_bytes(), mutations)
+    trace = tmp_path / "fuzz.0.et"
+    trace.write_bytes(data[: max(1, len(data) - cut)])
+    expect_only_our_errors(lambda: read_chakra_graphs(tmp_path / "fuzz"))
+
+
+def _profile_case(tmp_path: Path, text: str) -> None:
+    table = tmp_path / "times.csv"
+    table.write_text(text, encoding="utf-8", errors="surrogatepass")
+    expect_only_our_errors(lambda: load_profile(table))
+
+
+def _sweep_case(tmp_path: Path, edits: list[tuple[str, str]]) -> None:
+    text = SWEEP
+    for old, new in edits:
+        text = text.replace(old, new, 1)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(text, encoding="utf-8")
+    expect_only_our_errors(lambda: load_sweep(sweep))
+
+
+def _request_case(mutations: list[tuple[int, int]], backend: object) -> None:
+    ops = [operators.gemm(64, 64, 64, compute_pb2.BF16), operators.elementwise([1024], compute_pb2.BF16)]
+    data = compute_pb2.EstimateRequest(device="h100", ops=ops).SerializeToString()
+    request = compute_pb2.EstimateRequest()
+    try:
+        request.ParseFromString(_mutated(data, mutations))
+    except Exception:  # the wire refuses it before any backend sees it
+        return
+    response = backend.estimate(request)  # type: ignore[attr-defined]
+    assert response.HasField("error") or len(response.costs) == len(request.ops)
+
+
+@CI
+@given(mutations=MUTATIONS, cut=st.integers(min_value=0, max_value=64))
+def test_chakra_traces(tmp_path: Path, mutations: list[tuple[int, int]], cut: int) -> None:
+    _chakra_case(tmp_path, mutations, cut)
+
+
+@CI
+@given(text=st.lists(st.one_of(CSV_BITS, st.text(max_size=6)), max_size=40).map("".join))
+def test_profile_tables(tmp_path: Path, text: str) -> None:
+    _profile_case(tmp_path, text)
+
+
+@CI
+@given(edits=st.lists(SWEEP_EDITS, max_size=4))
+def test_sweep_files(tmp_path: Path, edits: list[tuple[str, str]]) -> None:
+    _sweep_case(tmp_path, edits)
+
+
+@CI
+@given(mutations=MUTATIONS)
+def test_compute_requests(mutations: list[tuple[int, int]]) -> None:
+    _request_case(mutations, RooflineCompute())
+    _request_case(mutations, TimeloopCompute())
+
+
+@pytest.mark.fuzz
+@LONG
+@given(mutations=MUTATIONS, cut=st.integers(min_value=0, max_value=64), text=st.text(max_size=200))
+def test_long_budget(tmp_path: Path, mutations: list[tuple[int, int]], cut: int, text: str) -> None:
+    _chakra_case(tmp_path, mutations, cut)
+    _profile_case(tmp_path, text)
+    _request_case(mutations, RooflineCompute())
