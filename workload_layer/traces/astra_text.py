@@ -108,13 +108,19 @@ def _fail(path: str | Path, line: int, message: str) -> WorkloadError:
     return WorkloadError(f"{path}:{line}: {message}")
 
 
+_LARGEST = (2**63 - 1) // CYCLE_TO_PS
+"""The largest number a text workload may give: its cycles, as picoseconds, still fit the wire's int64."""
+
+
 def _integer(path: str | Path, line: int, what: str, text: str, minimum: int | None = 0) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise _fail(path, line, f"{what} must be an integer, got {text!r}") from None
+        raise _fail(path, line, f"{what} must be an integer, got {text[:40]!r}") from None
     if minimum is not None and value < minimum:
         raise _fail(path, line, f"{what} must be at least {minimum}, got {value}")
+    if abs(value) > _LARGEST:
+        raise _fail(path, line, f"{what} must be at most {_LARGEST} (cycles as int64 picoseconds), got {text[:40]}")
     return value
 
 

@@ -223,8 +223,8 @@ def _required(node: Node, name: str, where: str) -> int:
     value = _attr_int(node, name, where)
     if value is None:
         raise WorkloadError(f"{where}: {et_def_pb2.NodeType.Name(node.type)} without the attribute {name}")
-    if value < 0:
-        raise WorkloadError(f"{where}: attribute {name} is negative ({value})")
+    if not 0 <= value < 2**63:
+        raise WorkloadError(f"{where}: attribute {name} is {'negative' if value < 0 else 'beyond int64'} ({value})")
     return value
 
 
@@ -287,6 +287,8 @@ def to_graph(
             exact = _attr_int(node, DURATION_ATTR, where)
             if exact is not None and not 0 <= exact < 2**63:
                 raise WorkloadError(f"{where}: attribute {DURATION_ATTR} is out of range ({exact})")
+            if exact is None and node.duration_micros * US_TO_PS >= 2**63:
+                raise WorkloadError(f"{where}: duration_micros {node.duration_micros} does not fit int64 picoseconds")
             out.duration_ps = node.duration_micros * US_TO_PS if exact is None else exact
         elif node.type == et_def_pb2.COMM_COLL_NODE:
             comm_type = _required(node, "comm_type", where)
