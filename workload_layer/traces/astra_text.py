@@ -47,6 +47,7 @@ from pydantic import Field
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.schema import Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 
 __all__ = [
@@ -340,6 +341,16 @@ class AstraTextWorkload:
     def npus_required(self) -> int:
         """The configured ``npus``."""
         return self.config.npus
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """One graph shared by every NPU: per pass, a few nodes for each layer line of the file (its size bounds
+        them)."""
+        try:
+            size = Path(self.config.path).stat().st_size
+        except OSError:  # reading it says what is wrong
+            size = 0
+        nodes = (size // 4 + 1) * self.config.passes
+        return WorkEstimate(1, nodes, nodes, 0, f"workload.passes and the layers of {self.config.path}")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         model = read_astra_text(self.config.path)

@@ -53,6 +53,7 @@ from stratasim.chakra import et_def_pb2
 from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.schema import Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.comm_groups import CommGroups, communicator_group, read_comm_groups, trace_groups
 
@@ -315,6 +316,19 @@ def to_graph(
     return graph
 
 
+_BYTES_PER_NODE = 4
+"""Fewer bytes than any serialised node takes (an id, a type and a record length at least): a file's size over it
+bounds the nodes it holds."""
+
+
+def files_estimate(files: Sequence[Path], drivers: str) -> WorkEstimate:
+    """What replaying ``files`` (one per rank) builds, bounded by their sizes without reading them; messages are
+    unknown until read (``largest_message`` 0)."""
+    largest = max((file.stat().st_size for file in files), default=0)
+    nodes = largest // _BYTES_PER_NODE + 1
+    return WorkEstimate(len(files), nodes, nodes, 0, drivers)
+
+
 def trace_files(prefix: str | Path, suffix: str = ".et", what: str = "Chakra") -> list[Path]:
     """The files ``<prefix>.<rank><suffix>`` for ranks 0..N-1, relative paths resolved against the current
     directory; raises :class:`WorkloadError` if none exist (naming ``what`` traces) or a rank in between is
@@ -386,6 +400,10 @@ class ChakraWorkload:
     def npus_required(self) -> int:
         """The number of rank files of the trace."""
         return len(self._files())
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """A graph per rank file, bounded by the files' sizes."""
+        return files_estimate(self._files(), f"the trace {self.config.path}")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         ranks = len(self._files())
