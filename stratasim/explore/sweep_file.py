@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 import yaml
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import parse_key
 from stratasim.config.problems import validated_section
 from stratasim.config.strict_yaml import load as load_yaml
@@ -287,7 +288,9 @@ def parse_sweep(data: Any, source: str, folder: Path) -> Sweep:
     :class:`ConfigError` lists every problem by dotted path."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, [("", "expected a mapping with base (or study), space, objectives, search")])
-    problems: list[tuple[str, str]] = []
+    problems = unfit_numbers(data)
+    if problems:  # no key reads a number that fits nothing
+        raise ConfigError(source, problems)
     section = validated_section(SweepSection, data, "", problems)
     if section is not None:
         problems += _ladder_problems(section)
