@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 
 import stratasim
+from stratasim.bench.collectives import BenchCase
+from stratasim.bench.suite import SUITE, SuiteCase
 from stratasim.config.study_file import load_study, parse_study
 from stratasim.explore import ResultStore, run_sweep
 from stratasim.explore.sweep_file import parse_sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
-from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, estimate_study
+from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget, estimate_study
 from stratasim.study.run import check_study, prepare_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,3 +228,11 @@ def test_a_sweep_number_that_fits_nothing_is_refused(tmp_path: Path, value: floa
         parse_sweep(data, "bad.yaml", tmp_path)
     assert caught.value.problems == [("space.system.splits.high", caught.value.problems[0][1])]
     assert fragment in caught.value.problems[0][1]
+
+
+@pytest.mark.parametrize("case", SUITE, ids=lambda case: case.name)
+def test_every_benchmark_case_fits_the_default_budget(case: SuiteCase) -> None:
+    run = case.run
+    study = parse_study(run.study(), "<bench>") if isinstance(run, BenchCase) else load_study(ROOT / run.path, run.overrides)
+    source, npus = prepare_workload(study)
+    assert check_budget(study, source, npus, DEFAULT_BUDGET).memory <= DEFAULT_BUDGET.max_memory
