@@ -24,7 +24,7 @@ from types import MappingProxyType
 from stratasim.kernel.errors import ConfigError, InputError, UnitError
 from stratasim.kernel.operators import DType, dtype_name, parse_dtype
 from stratasim.kernel.safe_load import TABLE_BYTES, csv_rows, parse_json, read_text
-from stratasim.kernel.units import parse_time_ps
+from stratasim.kernel.units import check_band, parse_time_ps
 from stratasim.v1 import compute_pb2
 
 __all__ = ["KIND_DIMS", "Measurement", "ProfileTable", "load_profile"]
@@ -174,6 +174,7 @@ def _parse_row(
     dims = _dims(where, row, kind, problems) if kind is not None else ()
     try:
         time_ps = parse_time_ps(row.get("time"))
+        check_band(Fraction(time_ps), "time", row.get("time"), Fraction(3600 * 10**12), "at most 1 h")
     except UnitError as exc:
         problems.append((f"{where}, time", _hidden(str(exc), row.get("time"))))
     energy = _energy(where, row.get("energy_pj"), problems)
@@ -211,7 +212,7 @@ def _positive_int(raw: object) -> int | None:
         return None
     if isinstance(raw, str) and raw.strip().isdigit():
         raw = int(raw)
-    return raw if isinstance(raw, int) and raw > 0 else None
+    return raw if isinstance(raw, int) and 0 < raw < 2**63 else None
 
 
 def _energy(where: str, raw: object, problems: list[tuple[str, str]]) -> Fraction | None:
@@ -226,5 +227,8 @@ def _energy(where: str, raw: object, problems: list[tuple[str, str]]) -> Fractio
         return None
     if value < 0:
         problems.append((f"{where}, energy_pj", "energy cannot be negative"))
+        return None
+    if value > 10**15:  # a kJ per kernel is no measurement
+        problems.append((f"{where}, energy_pj", f"expected at most 10^15 picojoules (1 kJ), got {raw!r}"))
         return None
     return value

@@ -14,7 +14,7 @@ from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
 from stratasim.compute_layer.wafer_section import WaferSection, describes_wafer
-from stratasim.kernel.schema import Section, TimePs
+from stratasim.kernel.schema import Latency, Section
 from stratasim.v1 import compute_pb2
 
 __all__ = ["CalibrationSection", "ComputeSection"]
@@ -82,7 +82,7 @@ class CalibrationSection(Section):
     """Share of peak throughput operators achieve (default: the basis's)."""
     memory_efficiency: float | None = Field(None, gt=0, le=1)
     """Share of peak memory bandwidth operators achieve (default: the basis's)."""
-    launch_overhead: TimePs | None = None
+    launch_overhead: Latency | None = None
     """Fixed cost of every operator (default: the basis's)."""
     size_efficiency: bool = False
     """Whether small operators lose efficiency to tile and wave quantisation (default: the basis's)."""

@@ -23,7 +23,7 @@ from stratasim.compute_layer.device_section import PeakTable, described_source
 from stratasim.compute_layer.wafer.accelerator import Wafer, WaferEnergy, wafer
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
-from stratasim.kernel.schema import Bandwidth, Bytes, Section, TimePs
+from stratasim.kernel.schema import Bandwidth, Bytes, Latency, Section
 
 __all__ = ["EnergySection", "MeshSection", "WaferSection", "describes_wafer"]
 
@@ -79,9 +79,9 @@ class WaferSection(Section):
     """One tile's edge DRAM bandwidth (Table VI's "edge shared DRAM per tile")."""
     link_bandwidth: Bandwidth | None = None
     """One intra-tile NoC link's bandwidth, each way."""
-    dram_latency: Annotated[TimePs, Field(ge=0)] | None = None
+    dram_latency: Annotated[Latency, Field(ge=0)] | None = None
     """DRAM response time (PALM's Response_Time, Eq. 4)."""
-    link_latency: Annotated[TimePs, Field(ge=0)] | None = None
+    link_latency: Annotated[Latency, Field(ge=0)] | None = None
     """Time per NoC hop (PALM's Link_Time, Eq. 2)."""
     energy: EnergySection | None = None
     """Energy per unit of work, each key on its own (default: the preset's, Horowitz 45 nm)."""

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from annotated_types import MinLen
 from pydantic import Discriminator, Field, StrictInt, Tag
 
+from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bandwidth, ByteCount, EnergyPerBit, Section, TimePs
+from stratasim.kernel.schema import Bandwidth, ByteCount, EnergyPerBit, Latency, Section
 from stratasim.network_layer import topologies
 from stratasim.network_layer.topologies import FabricSection
 from stratasim.v1 import network_pb2
@@ -56,7 +57,7 @@ class DimensionSection(Section):
     """NPUs in the dimension."""
     bandwidth: Bandwidth
     """Bandwidth of each link, each direction."""
-    latency: TimePs
+    latency: Latency
     """Latency of each link traversal."""
     backend: str | None = None
     """Network backend carrying this dimension's traffic, instead of ``network.backend``."""
@@ -107,7 +108,7 @@ class FlitSection(Section):
     """Buffer depth of each virtual channel, in flits."""
     pipeline_cycles: StrictInt | None = Field(None, ge=0)
     """Router pipeline depth, in cycles."""
-    cycle: TimePs | None = Field(None, gt=0)
+    cycle: Latency | None = Field(None, gt=0)
     """Duration of a router cycle."""
 
     def proto(self) -> network_pb2.FlitParameters:
@@ -165,6 +166,12 @@ class NetworkSection(Section):
     def topology_message(self) -> network_pb2.Topology:
         """The topology (and flit parameters) as the network contract's message; :class:`TopologyError` if a
         fabric's entries are inconsistent."""
+        try:
+            return self._topology_message()
+        except ValueError as exc:  # protobuf refuses a count beyond its uint32 field
+            raise TopologyError(f"a count does not fit the wire's 32-bit field (at most {2**32 - 1}): {exc}") from None
+
+    def _topology_message(self) -> network_pb2.Topology:
         topology = self.topology
         if isinstance(topology, list):
             mixed = self.mixes_fidelity
@@ -183,12 +190,16 @@ class NetworkSection(Section):
 
     def grid(self) -> Grid:
         """The dimensions collectives run on; :class:`TopologyError` naming the key at fault when the fabric is
-        impossible."""
+        impossible or holds more NPUs than the wire's 32-bit NPU ids number."""
+        message = self.topology_message()
         if isinstance(self.topology, list):
-            return Grid(tuple(dim.size for dim in self.topology))
-        message = self.topology.topology()
-        topologies.check(message)
-        return Grid.of(message)
+            grid = Grid(tuple(dim.size for dim in self.topology))
+        else:
+            topologies.check(message)
+            grid = Grid.of(message)
+        if grid.npus > 2**32 - 1:
+            raise TopologyError(f"{grid.npus:,} NPUs: NPU ids travel as 32-bit numbers, at most {2**32 - 1:,} NPUs")
+        return grid
 
     def problems(self) -> list[tuple[str, str]]:
         """What is inconsistent across keys, as ``(key, message)`` pairs."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from fractions import Fraction
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, field_validator
@@ -16,7 +17,7 @@ from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, field_va
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs, quantity, written
+from stratasim.kernel.schema import Bytes, DTypeName, Latency, Section, quantity, written
 
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
@@ -54,6 +55,9 @@ def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
     """One name, a list per dimension, or {collective: name or list} → {collective or "*": names per dim}."""
     if not isinstance(value, Mapping):
         return {_EVERY_OTHER: _algorithm_list(value, "")}
+    if not value:
+        raise ValueError("an empty mapping names no algorithm; write a name, a list per dimension or e.g. "
+                         "{all_reduce: ring, '*': direct}")
     result: dict[str, tuple[str, ...]] = {}
     for collective, names in value.items():
         if collective != _EVERY_OTHER and collective not in COLLECTIVE_TYPES:
@@ -67,14 +71,15 @@ def _ring_everywhere() -> dict[str, tuple[str, ...]]:
 
 
 def _whole_bandwidth(value: object) -> int:
-    """A bandwidth as people write it (``200GB/s``), in whole bytes/s."""
+    """A bandwidth as people write it (``200GB/s``), in whole bytes/s, up to 10^21 B/s: an NPU's local memory
+    that fast makes reductions all but free, which studies use to take them out of the picture."""
     try:
-        return round(units.parse_bandwidth(value))
+        return round(units.parse_bandwidth(value, Fraction(10**21), "1kB/s to 10^21 B/s"))
     except units.UnitError as exc:
         raise ValueError(str(exc)) from None
 
 
-WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth", "200GB/s"), written("B/s")]
+WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth from 1kB/s to 10^21 B/s", "200GB/s"), written("B/s")]
 
 _NAMES = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
 _ALGORITHMS = WithJsonSchema({"anyOf": [*_NAMES["anyOf"], {"type": "object", "additionalProperties": _NAMES}]})
@@ -109,7 +114,7 @@ class SystemOptions(Section):
     """Chunks in flight at once in each phase (ASTRA-sim: active-chunks-per-dimension)."""
     scheduling: Scheduling = Scheduling.LIFO
     """Which collective's chunks go first when several are ready: last issued (``lifo``) or first (``fifo``)."""
-    endpoint_delay: TimePs = Field(0, json_schema_extra={"default": "0ns"})
+    endpoint_delay: Latency = Field(0, json_schema_extra={"default": "0ns"})
     """Time an NPU spends on each message it receives before acting on it."""
     preset: Preset = Preset.DEFAULT
     """Whose semantics to follow: StrataSim's own (``default``) or ASTRA-sim 2.x's (``astra_compat``)."""

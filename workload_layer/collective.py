@@ -10,6 +10,7 @@ from pydantic import Field
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.schema import Bytes, Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 
 __all__ = ["CollectiveWorkload"]
@@ -43,6 +44,11 @@ class CollectiveWorkload:
 
     def npus_required(self) -> int | None:
         return self.config.npus
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """One graph shared by every NPU: ``repeat`` collectives of ``size``."""
+        repeat = self.config.repeat
+        return WorkEstimate(1, repeat, repeat, self.config.size, "workload.repeat")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         if self.config.root is not None and self.config.root >= npus:

@@ -29,6 +29,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.schema import Bytes, Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 
 __all__ = ["TrafficMixWorkload", "TrafficMixConfig", "TaskConfig"]
@@ -100,6 +101,15 @@ class TrafficMixWorkload:
     def npus_required(self) -> int | None:
         tiles = self.config.tiles
         return None if tiles is None else tiles + self.config.memory_controllers
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """A graph per NPU: each round, a tile's tasks, or a memory controller's answers to the DRAM transfers of
+        every tile it serves."""
+        controllers = self.config.memory_controllers
+        served = -(-npus // controllers) if controllers else 1
+        nodes = self.config.repeat * len(self.config.tasks) * max(served, 1) * 2
+        largest = max(task.size for task in self.config.tasks)
+        return WorkEstimate(npus, nodes, nodes, largest, "workload.repeat and workload.tasks")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         tiles = self._tiles(npus)

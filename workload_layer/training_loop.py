@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 from stratasim.kernel import operators
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.schema import QUANTITY_FORMS, Bytes, DTypeName, Section, TimePs
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 
 __all__ = ["TrainingLoopWorkload", "TrainingLoopConfig", "LayerConfig", "ComputeSpec", "CommSpec"]
@@ -140,6 +141,15 @@ class TrainingLoopWorkload:
 
     def npus_required(self) -> int | None:
         return self.config.npus
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """One graph shared by every NPU: per pass and repeated layer, three computations and three
+        communications at most."""
+        layers = sum(layer.repeat for layer in self.config.layers) * self.config.passes
+        largest = max((spec.size for layer in self.config.layers for spec in
+                       (layer.forward_comm, layer.weight_grad_comm, layer.input_grad_comm) if spec is not None),
+                      default=0)  # fmt: skip
+        return WorkEstimate(1, 6 * layers, 3 * layers, largest, "workload.passes and workload.layers[].repeat")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         return [_GraphBuilder(self.config).build()] * npus

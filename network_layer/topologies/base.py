@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field, StrictInt
 
-from stratasim.kernel.schema import Bandwidth, Section, TimePs
+from stratasim.kernel.schema import Bandwidth, Latency, Section
 from stratasim.v1 import network_pb2
 
 __all__ = ["FabricSection", "LevelSection", "LinkSection", "fabric_topology"]
@@ -33,7 +33,7 @@ class LinkSection(Section):
 
     bandwidth: Bandwidth
     """Bandwidth of a link, each direction."""
-    latency: TimePs
+    latency: Latency
     """Latency of a link traversal."""
 
     def link(self) -> network_pb2.LinkSpec:

@@ -16,13 +16,14 @@ agree. With ``directed: true`` every listed link goes one way only.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from stratasim.kernel.errors import TopologyError
-from stratasim.kernel.schema import Bandwidth, Section, TimePs
-from stratasim.kernel.units import parse_bandwidth, parse_time_ps
+from stratasim.kernel.schema import Bandwidth, Latency, Section
+from stratasim.kernel.units import check_band, parse_bandwidth, parse_time_ps
 from stratasim.network_layer.link_graph import Link, LinkGraph, link_speed
 from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
 from stratasim.v1 import network_pb2
@@ -48,7 +49,7 @@ class GraphLinkSection(Section):
     """The node at the link's other end."""
     bandwidth: Bandwidth | None = None
     """The link's bandwidth (default: the graph's)."""
-    latency: TimePs | None = None
+    latency: Latency | None = None
     """The link's latency (default: the graph's, or ``latency_per_distance`` times ``distance``)."""
     distance: float | None = Field(None, ge=0)
     """The link's length, priced by ``latency_per_distance``."""
@@ -77,9 +78,9 @@ class GraphSection(FabricSection):
     """The switches."""
     bandwidth: Bandwidth | None = None
     """Bandwidth of a link that gives none."""
-    latency: TimePs | None = None
+    latency: Latency | None = None
     """Latency of a link that gives none (nor a distance)."""
-    latency_per_distance: TimePs | None = None
+    latency_per_distance: Latency | None = None
     """Latency per unit of a link's ``distance``."""
     directed: bool = False
     """Whether each link goes one way only (default: both ways)."""
@@ -210,6 +211,8 @@ def _edge_speed(data: dict[str, Any], where: str, per_distance: int | None) -> n
             latency = round(float(data["distance"]) * per_distance)
         else:
             raise TopologyError(f"{where}: needs 'latency', or 'distance' and latency_per_distance_ps")
-    except (TypeError, ValueError) as exc:  # a UnitError is a ValueError
+        check_band(Fraction(bandwidth), "bandwidth", data["bandwidth"])
+        check_band(Fraction(latency), "time", latency, Fraction(10**12), "at most 1 s")
+    except (TypeError, ValueError, OverflowError) as exc:  # a UnitError is a ValueError; Fraction(inf) overflows
         raise TopologyError(f"{where}: {exc}") from None
     return network_pb2.LinkSpec(bandwidth_bytes_per_s=bandwidth, latency_ps=latency)

@@ -20,11 +20,14 @@ import time
 from collections.abc import Iterator, Sized
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.units import format_bytes, format_time_ps, parse_bytes
+
+if TYPE_CHECKING:
+    from stratasim.study.budget import Budget
 
 __all__ = [
     "BenchCase", "shape_of", "cases", "run_case", "run_child", "format_table", "add_arguments", "run_from_args"
@@ -230,6 +233,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the cases of issue 12's speed table next to the peers' published figures (stratasim.bench.suite)",
     )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="with --suite: run only these cases")
+    from stratasim.cli import budget_options  # the study machinery, only when the command line is built
+
+    budget_options.add_arguments(parser, "a --study")
 
 
 def _size(text: str) -> int:
@@ -249,7 +255,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         return _run_suite(args.only or [], args.timeout or 600.0, args.memory_limit, as_json=args.json)
     timeout = args.timeout or 900.0
     if args.study:
-        return _run_studies(args.study, timeout, args.memory_limit, as_json=args.json)
+        from stratasim.cli import budget_options
+
+        return _run_studies(args.study, timeout, args.memory_limit, budget_options.budget(args), as_json=args.json)
     modes = _flat(args.modes)
     unknown = set(modes) - {"in-process", "remote"}
     if unknown:
@@ -299,13 +307,13 @@ def _run_suite(names: list[str], timeout_s: float, memory_bytes: int, *, as_json
     return outcome.code
 
 
-def _run_studies(paths: list[str], timeout_s: float, memory_bytes: int, *, as_json: bool) -> int:
+def _run_studies(paths: list[str], timeout_s: float, memory_bytes: int, budget: Budget, *, as_json: bool) -> int:
     from stratasim.bench.studies import format_study_table, run_study_file
 
     rows: list[tuple[str, dict[str, Any]]] = []
     with _kept(rows, len(paths)) as outcome:
         for path in paths:
-            rows.append((path, run_study_file(path, timeout_s, memory_bytes=memory_bytes)))
+            rows.append((path, run_study_file(path, timeout_s, memory_bytes=memory_bytes, budget=budget)))
             if not as_json:
                 table = format_study_table(rows[-1:]).splitlines()
                 print("\n".join(table if len(rows) == 1 else table[-1:]), flush=True)

@@ -14,9 +14,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratasim.kernel.units import format_bytes, format_time_ps
+
+if TYPE_CHECKING:
+    from stratasim.study.budget import Budget
 
 __all__ = ["run_study_file", "format_study_table"]
 
@@ -25,12 +28,14 @@ def _child(run_json: str) -> None:
     """Body of the child process: run one study file and print its figures as JSON."""
     from stratasim.config.study_file import load_study
     from stratasim.kernel.errors import StrataSimError
+    from stratasim.study.budget import Budget
     from stratasim.study.run import run_study
 
     run = json.loads(run_json)
     started = time.perf_counter()
     try:
-        report = run_study(load_study(run["path"], run["overrides"]), record_trace=run["out"])
+        budget = Budget(run["max_memory"], run["max_events"])
+        report = run_study(load_study(run["path"], run["overrides"]), record_trace=run["out"], budget=budget)
         if run["out"]:  # written where nobody keeps it: the cost of writing is what is measured
             with tempfile.TemporaryDirectory(prefix="stratasim-bench-") as out:
                 report.write(out)
@@ -50,13 +55,24 @@ def _child(run_json: str) -> None:
 
 
 def run_study_file(
-    path: str, timeout_s: float, overrides: Sequence[str] = (), *, out: bool = False, memory_bytes: int | None = None
+    path: str,
+    timeout_s: float,
+    overrides: Sequence[str] = (),
+    *,
+    out: bool = False,
+    memory_bytes: int | None = None,
+    budget: Budget | None = None,
 ) -> dict[str, Any]:
     """Run the study at ``path`` (with ``--set`` ``overrides``; writing its report and Chrome trace if ``out``) in
-    a child process limited to ``timeout_s`` and ``memory_bytes``; its figures, or ``{"error": ...}``."""
+    a child process limited to ``timeout_s`` and ``memory_bytes``, and refused beforehand when estimated beyond
+    ``budget`` (default: the default budget); its figures, or ``{"error": ...}``."""
     from stratasim.bench.collectives import run_child
+    from stratasim.study.budget import DEFAULT_BUDGET
 
-    run = json.dumps({"path": path, "overrides": list(overrides), "out": out})
+    budget = budget or DEFAULT_BUDGET
+
+    run = json.dumps({"path": path, "overrides": list(overrides), "out": out, "max_memory": budget.max_memory,
+                      "max_events": budget.max_events})  # fmt: skip
     return run_child("stratasim.bench.studies", run, timeout_s, memory_bytes)
 
 

@@ -16,10 +16,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TypeAlias
 
 from stratasim import __version__
-from stratasim.cli import results, schema, serve, sweep, trace_options
+from stratasim.cli import budget_options, results, schema, serve, sweep, trace_options
 from stratasim.cli.interrupts import stoppable
 from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
@@ -27,6 +28,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import parse_bytes
 from stratasim.report.figures import PlottingUnavailable, write_figures
 from stratasim.report.json_report import write_report
+from stratasim.study.budget import check_conversion
 from stratasim.study.export import DEFAULT_MAX_NPUS
 from stratasim.study.run import check_study, run_study
 
@@ -54,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
     selected = trace_options.selection(args)
     with RunProgress(quiet=args.quiet) as shown, stoppable(shown) as progress:
-        report = run_study(study, record_trace=selected or False, progress=progress)
+        report = run_study(study, record_trace=selected or False, progress=progress, budget=budget_options.budget(args))
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.out is not None and args.pictures:
         try:
@@ -84,12 +86,13 @@ def _add_run(subparsers: _Subparsers) -> None:
                         help="no progress line on stderr (shown on a terminal for runs over a second)")  # fmt: skip
     parser.add_argument("--out", metavar="DIR", help="write report.json, a Chrome trace (trace.json) and, with matplotlib, PNG pictures into DIR")
     trace_options.add_arguments(parser)
+    budget_options.add_arguments(parser)
     parser.set_defaults(handler=_run)
 
 
 def _check(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
-    npus = check_study(study)
+    npus = check_study(study, budget_options.budget(args))
     print(f"OK: {study.name} — {npus} NPUs, workload {study.workload.kind}, network {_network_backends(study)}")
     return EXIT_OK
 
@@ -107,6 +110,7 @@ def _add_check(subparsers: _Subparsers) -> None:
     parser = subparsers.add_parser("check", help="validate a study and explain every problem")
     parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
     _add_set(parser)
+    budget_options.add_arguments(parser)
     parser.set_defaults(handler=_check)
 
 
@@ -263,6 +267,8 @@ def _trace_inspect(args: argparse.Namespace) -> int:
 def _trace_convert(args: argparse.Namespace) -> int:
     from stratasim.workload_layer.traces import convert as chakra_convert
 
+    if args.npus is not None and Path(args.input).is_file():
+        check_conversion(args.input, args.npus, args.passes, budget_options.budget(args))
     written = chakra_convert.convert(args.input, args.output, args.to, npus=args.npus, passes=args.passes)
     print(f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")
     return EXIT_OK
@@ -276,7 +282,8 @@ def _trace_export(args: argparse.Namespace) -> int:
     limit = args.max_npus or str(DEFAULT_MAX_NPUS)
     if not limit.isdigit() or int(limit) < 1:
         raise StrataSimError(f"--max-npus: expected a whole number of NPUs, at least 1, got {limit!r}")
-    written = export.export_trace(load_study(args.study, args.overrides), args.output, args.to, max_npus=int(limit))
+    written = export.export_trace(load_study(args.study, args.overrides), args.output, args.to, max_npus=int(limit),
+                                  budget=budget_options.budget(args))  # fmt: skip
     print(f"wrote {len(written)} files: {written[0]} ... {written[-1]}" if len(written) > 3
           else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")  # fmt: skip
     return EXIT_OK
@@ -296,6 +303,7 @@ def _add_trace(subparsers: _Subparsers) -> None:
     )
     convert.add_argument("--npus", type=int, help="NPUs to convert an ASTRA-sim text workload for (required for it)")
     convert.add_argument("--passes", type=int, default=1, help="training iterations of a text workload (default 1)")
+    budget_options.add_arguments(convert, "the conversion")
     convert.set_defaults(handler=_trace_convert)
     export = actions.add_parser("export", help="write a study's workload as a trace, one file per NPU")
     export.add_argument("study", metavar="STUDY", help="the study file (YAML)")
@@ -312,6 +320,7 @@ def _add_trace(subparsers: _Subparsers) -> None:
         help=f"refuse workloads on more NPUs than this (default: {DEFAULT_MAX_NPUS}), as every NPU gets a file",
     )
     _add_set(export)
+    budget_options.add_arguments(export, "the export")
     export.set_defaults(handler=_trace_export)
 
 

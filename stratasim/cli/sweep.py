@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stratasim.cli import budget_options
 from stratasim.cli.sweep_progress import progress_for
 from stratasim.explore.ladder import time_saved
 from stratasim.explore.run import SweepOutcome, feasible, outcome_json, run_sweep
@@ -35,19 +36,21 @@ def add_sweep(subparsers: _Subparsers) -> None:
                         help="local worker processes running trials (default: the machine's cores)")  # fmt: skip
     parser.add_argument("--cluster", metavar="ADDRESS",
                         help="run the trials on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.5:8786)")  # fmt: skip
+    budget_options.add_arguments(parser, "the sweep's list of trials, or a trial,")
     parser.set_defaults(handler=_sweep)
 
 
 def _sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
+    budget = budget_options.budget(args)
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
     store = ResultStore(db, sweep.section.model_dump_json())
     try:
         if args.json:
-            outcome = run_sweep(sweep, store, workers=args.workers, cluster=args.cluster)
+            outcome = run_sweep(sweep, store, workers=args.workers, cluster=args.cluster, budget=budget)
         else:
             with progress_for(sweep) as progress:
-                outcome = run_sweep(sweep, store, progress, workers=args.workers, cluster=args.cluster,
+                outcome = run_sweep(sweep, store, progress, workers=args.workers, cluster=args.cluster, budget=budget,
                                     notes=_note)
     finally:
         store.close()

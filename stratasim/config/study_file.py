@@ -24,6 +24,7 @@ from pydantic import BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
 from stratasim.config.foreign import Included, redact
+from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.placement import Placement, file_problems, resolve_files
 from stratasim.config.problems import unknown_key, validated_section
@@ -151,7 +152,9 @@ def _check_backend(layer: str, section: StudyNetwork | StudyCompute | None, prob
 
 def parse_study(data: Mapping[str, Any], source: str) -> Study:
     """Validate a study mapping; raise one :class:`ConfigError` listing every problem."""
-    problems: list[tuple[str, str]] = []
+    problems = unfit_numbers(data)
+    if problems:  # no section reads a number that fits nothing
+        raise ConfigError(source, problems)
     for key in data:
         if key not in _TOP_LEVEL:
             problems.append((str(key), unknown_key(str(key), _TOP_LEVEL)))

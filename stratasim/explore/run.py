@@ -25,10 +25,11 @@ from stratasim.explore.cluster import on_cluster
 from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_saved
 from stratasim.explore.model_search import model_search
 from stratasim.explore.ranking import feasible, pareto
-from stratasim.explore.space import Space, expand, range_values, resolve
+from stratasim.explore.space import Space, check_points, expand, range_values, resolve
 from stratasim.explore.store import ResultStore, TrialRecord, trial_key
 from stratasim.explore.sweep_file import Fidelity, Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
+from stratasim.study.budget import DEFAULT_BUDGET, Budget
 from stratasim.study.run import run_study
 
 __all__ = ["SweepOutcome", "SweepProgress", "run_sweep", "metric", "feasible", "pareto"]
@@ -129,14 +130,17 @@ def run_sweep(
     workers: int = 1,
     cluster: str | None = None,
     notes: Callable[[str], None] | None = None,
+    budget: Budget = DEFAULT_BUDGET,
 ) -> SweepOutcome:
     """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends: one after
     the other, on ``workers`` local processes, or on the Dask scheduler at ``cluster`` (the same results, kept
     in the order they finish). With a fidelity ladder, each level runs the trials the level before kept.
-    ``notes`` hears, before any trial runs, what each generator gave and skipped."""
+    ``notes`` hears, before any trial runs, what each generator gave and skipped. ``budget`` bounds each trial
+    and the sweep's list of trials (refused before it is enumerated when it would not fit)."""
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
     space = resolve(sweep)
+    check_points(sweep, space, budget)
     _check_units(sweep, space)
     if notes is not None:
         for line in space.notes():
@@ -157,7 +161,7 @@ def run_sweep(
             progress.level("", sweep.section.search.trials or 0, min(before, sweep.section.search.trials or 0))
 
         def run_one(number: int, params: dict[str, Any]) -> TrialRecord:
-            record = _run_trial(sweep, number, params, wanted)
+            record = _run_trial(sweep, number, params, wanted, budget=budget)
             keep(record)
             return record
 
@@ -179,7 +183,7 @@ def run_sweep(
         done = store.finished(index)
         todo = [(number, params) for number, params in candidates if trial_key(params) not in done]
         fixed = step.set if step is not None else {}
-        calls = [(sweep, number, params, wanted, fixed, index) for number, params in todo]
+        calls = [(sweep, number, params, wanted, fixed, index, budget) for number, params in todo]
         if progress is not None:
             progress.level(step.name if step is not None else "", len(candidates), len(candidates) - len(todo))
         _execute(calls, partial(_kept_in, keep, done), workers, cluster)
@@ -234,14 +238,16 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: list[str],
-               fixed: Mapping[str, Any] | None = None, fidelity: int = 0) -> TrialRecord:  # fmt: skip
-    """Trial ``number``: the base study with ``params`` (and a fidelity level's ``fixed`` keys) set, simulated."""
+               fixed: Mapping[str, Any] | None = None, fidelity: int = 0,
+               budget: Budget = DEFAULT_BUDGET) -> TrialRecord:  # fmt: skip
+    """Trial ``number``: the base study with ``params`` (and a fidelity level's ``fixed`` keys) set, simulated
+    within ``budget``."""
     started = time.perf_counter()
     data, problems = apply_overrides(sweep.base, as_overrides({**params, **(fixed or {})}))
     try:
         if problems:
             raise ConfigError(sweep.base_source, problems)
-        report = run_study(parse_study(data, sweep.base_source)).to_dict()
+        report = run_study(parse_study(data, sweep.base_source), budget=budget).to_dict()
     except StrataSimError as exc:
         return TrialRecord(number, dict(params), "failed", {}, str(exc), time.perf_counter() - started, fidelity)
     metrics = _numbers(report)

@@ -17,8 +17,9 @@ from stratasim.config.study_file import parse_study
 from stratasim.explore.generators import Generated, Generator, GeneratorError
 from stratasim.explore.sweep_file import Range, Sweep
 from stratasim.kernel.errors import ConfigError
+from stratasim.study.budget import Budget, refuse_over
 
-__all__ = ["Space", "resolve", "expand", "range_values", "draw", "written"]
+__all__ = ["Space", "resolve", "check_points", "expand", "range_values", "draw", "written"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,24 @@ def written(point: float, values: Range, unit: str) -> Any:
         return int(round(point))
     number = float(f"{point:.6g}")
     return f"{number:g}{unit}" if unit else number
+
+
+_TRIAL_BYTES = 2048
+"""Memory a trial of a sweep takes before it runs (its parameters, its record), at most."""
+
+
+def check_points(sweep: Sweep, space: Space, budget: Budget) -> None:
+    """Refuse a sweep whose list of trials would not fit ``budget``'s memory, before :func:`expand` lists them: a
+    grid's size is the product of its axes' lengths (capped by ``search.trials``), a search's its ``trials``."""
+    search = sweep.section.search
+    if search.method == "grid":
+        points = math.prod(len(values) if isinstance(values, list) else (values.count or 2)
+                           for values in space.axes.values())
+        points = min(points, search.trials) if search.trials is not None else points
+    else:
+        points = search.trials or 0
+    reduce = "the space's values or ranges' counts (or search.trials)"
+    refuse_over(f"{sweep.source}: {points:,} trials", points * _TRIAL_BYTES, 0, budget, reduce)
 
 
 def expand(sweep: Sweep, space: Space | None = None) -> list[dict[str, Any]]:

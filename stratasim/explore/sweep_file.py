@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import parse_key
 from stratasim.config.problems import validated_section
 from stratasim.explore.accelerators import AcceleratorGenerator
@@ -286,7 +287,9 @@ def parse_sweep(data: Any, source: str, folder: Path) -> Sweep:
     :class:`ConfigError` lists every problem by dotted path."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, [("", "expected a mapping with base (or study), space, objectives, search")])
-    problems: list[tuple[str, str]] = []
+    problems = unfit_numbers(data)
+    if problems:  # no key reads a number that fits nothing
+        raise ConfigError(source, problems)
     section = validated_section(SweepSection, data, "", problems)
     if section is not None:
         problems += _ladder_problems(section)

@@ -10,13 +10,14 @@ validates back to itself.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
 
 from stratasim.kernel import operators, units
 
-__all__ = ["Section", "Bytes", "TimePs", "Bandwidth", "EnergyPerBit", "Flops", "ByteCount", "DTypeName", "quantity", "written", "QUANTITY_KEY", "QUANTITY_FORMS"]
+__all__ = ["Section", "Bytes", "TimePs", "Latency", "Bandwidth", "EnergyPerBit", "Flops", "ByteCount", "DTypeName", "quantity", "written", "QUANTITY_KEY", "QUANTITY_FORMS"]
 
 
 def _wrap(parse: Any) -> BeforeValidator:
@@ -54,27 +55,46 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, use_attribute_docstrings=True)
 
 
-Bytes = Annotated[int, _wrap(units.parse_bytes), quantity("size", "64MiB"), written("B")]
+Bytes = Annotated[int, _wrap(units.parse_bytes), quantity("size at most 1 PiB", "64MiB"), written("B")]
 """A size in bytes (accepts ``64MiB``, ``1GB``, ``512B``)."""
 
-TimePs = Annotated[int, _wrap(units.parse_time_ps), quantity("time", "500ns"), written("ps")]
-"""A duration in picoseconds (accepts ``500ns``, ``1.5us``)."""
+def _bounded_time(high_ps: int, said: str) -> Any:
+    """Read a time, refusing one above ``high_ps`` (said as ``said``)."""
 
-Bandwidth = Annotated[float, _wrap(units.parse_bandwidth), quantity("bandwidth", "50GB/s"), written("B/s")]
+    def parse(value: object) -> int:
+        ps = units.parse_time_ps(value)
+        units.check_band(Fraction(ps), "time", value, Fraction(high_ps), said)
+        return ps
+
+    return parse
+
+
+TimePs = Annotated[int, _wrap(_bounded_time(3600 * 10**12, "at most 1 h")), quantity("time at most 1 h", "500ns"), written("ps")]
+"""A duration in picoseconds (accepts ``500ns``, ``1.5us``), at most an hour: a study's durations are a node's
+compute time or a delay, and an hour of either is a typo."""
+
+Latency = Annotated[int, _wrap(_bounded_time(10**12, "at most 1 s")), quantity("time at most 1 s", "500ns"), written("ps")]
+"""A latency or per-message delay in picoseconds (accepts ``500ns``, ``1us``), at most a second: no link, switch or
+endpoint of a machine a collective runs on takes longer."""
+
+Bandwidth = Annotated[float, _wrap(units.parse_bandwidth), quantity("bandwidth from 1kB/s to 100PB/s", "50GB/s"), written("B/s")]
 """A bandwidth in bytes per second (accepts ``50GB/s``, ``400Gbps``)."""
 
 EnergyPerBit = Annotated[
-    float, _wrap(units.parse_energy_per_bit_pj), quantity("energy per bit", "1.3pJ/bit"), written("pJ/bit")
+    float, _wrap(units.parse_energy_per_bit_pj), quantity("energy per bit at most 10nJ/bit", "1.3pJ/bit"), written("pJ/bit")
 ]
 """An energy per bit moved in picojoules (accepts ``1.3pJ/bit``, ``500fJ/bit``)."""
 
-Flops = Annotated[float, _wrap(units.parse_flops), quantity("throughput", "989TFLOPS"), written("FLOPS")]
+Flops = Annotated[float, _wrap(units.parse_flops), quantity("throughput from 1MFLOPS to 10^21 FLOPS", "989TFLOPS"), written("FLOPS")]
 """A throughput in FLOP/s (accepts ``989TFLOPS``, ``312TFLOP/s``)."""
 
 
 def _byte_count(value: object) -> object:
     """A whole number as it is (the key's name says bytes), anything else read as a size with its unit."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else units.parse_bytes(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        units.check_band(Fraction(value), "size", value)
+        return value
+    return units.parse_bytes(value)
 
 
 ByteCount = Annotated[

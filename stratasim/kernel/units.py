@@ -5,6 +5,10 @@ Decimal prefixes are powers of ten and binary prefixes (``Ki``, ``Mi``, ``Gi``..
 nearest ps), sizes integer bytes, bandwidths bytes per second and throughputs FLOP per second. A quantity must
 carry its unit: a bare number (``100000000000``) is an error suggesting one, never read in a default unit; keys
 whose name carries the unit (``flit_bytes``, ``usd_per_hour``) are plain numbers and never come here.
+
+Every quantity must also fit: times and sizes the wire's int64 picoseconds and bytes, and each kind within a
+physically plausible band (:data:`BANDS`) outside which it is an error — a bandwidth of 10^-30 B/s is a typo, not
+a run of 10^39 s. Schema fields may narrow a band further (a latency is at most a second).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from stratasim.kernel.errors import UnitError
 
 __all__ = [
     "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "parse_energy_per_bit_pj", "no_unit", "format_bytes", "format_time_ps", "format_energy_pj",
-    "ps_to_ns", "ps_to_us", "power_w",
+    "ps_to_ns", "ps_to_us", "power_w", "INT64_MAX", "BANDS", "check_band",
 ]  # fmt: skip
 
 _NUMBER = r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
@@ -28,6 +32,27 @@ _PREFIXES: dict[str, int] = {**_DECIMAL, **_BINARY}
 
 _TIME_PS = {"ps": 1, "ns": 10**3, "us": 10**6, "ms": 10**9, "s": 10**12}
 _ENERGY_PJ = {"fJ": Fraction(1, 1000), "pJ": Fraction(1), "nJ": Fraction(1000)}
+
+INT64_MAX = 2**63 - 1
+"""The largest picosecond time or byte count the wire (int64 fields) and the engine's arrays hold."""
+
+BANDS: dict[str, tuple[Fraction, Fraction, str]] = {
+    "time": (Fraction(0), Fraction(INT64_MAX), "the wire's int64 picoseconds (about 106 days)"),
+    "size": (Fraction(0), Fraction(2**50), "at most 1 PiB"),
+    "bandwidth": (Fraction(10**3), Fraction(10**17), "1kB/s to 100PB/s"),
+    "throughput": (Fraction(10**6), Fraction(10**21), "1MFLOPS to 10^21 FLOPS"),
+    "energy per bit": (Fraction(0), Fraction(10**4), "at most 10nJ/bit"),
+}
+"""Per kind of quantity, in base units (ps, B, B/s, FLOP/s, pJ/bit), the inclusive band a value must lie in and
+the band as a reader would say it: outside it a value is an error, never read."""
+
+
+def check_band(value: Fraction, what: str, text: object, high: Fraction | None = None, said: str = "") -> None:
+    """Raise :class:`UnitError` unless ``value`` (base units) lies in the band of ``what`` (:data:`BANDS`), or at
+    most ``high`` (said as ``said``) when a caller moves its top; ``text`` is what was written."""
+    low, band_high, band_said = BANDS[what]
+    if not low <= value <= (band_high if high is None else high):
+        raise UnitError(f"{text!r} is outside the plausible range of a {what}: {said or band_said}")
 
 
 def _split(text: object, what: str, examples: str, meant: str) -> tuple[Fraction, str]:
@@ -71,6 +96,7 @@ def parse_time_ps(text: object) -> int:
     ps = value * scale
     if ps < 0:
         raise UnitError(f"a time cannot be negative: {text!r}")
+    check_band(ps, "time", text)
     return round(ps)
 
 
@@ -83,11 +109,13 @@ def parse_bytes(text: object) -> int:
     size = value * scale
     if size < 0 or size.denominator != 1:
         raise UnitError(f"a size must be a whole, non-negative number of bytes: {text!r}")
+    check_band(size, "size", text)
     return int(size)
 
 
-def parse_bandwidth(text: object) -> float:
-    """Read a bandwidth (``50GB/s``, ``400Gbps``, ``25GiB/s``) as bytes per second."""
+def parse_bandwidth(text: object, high: Fraction | None = None, said: str = "") -> float:
+    """Read a bandwidth (``50GB/s``, ``400Gbps``, ``25GiB/s``) as bytes per second, within the band of
+    :data:`BANDS` or up to ``high`` (said as ``said``) when a caller widens it."""
     value, unit = _split(text, "a bandwidth", "100GB/s or 400Gbps", "GB/s")
     if (bytes_scale := _prefixed(unit, ("B/s", "Bps"))) is not None:
         scale = Fraction(bytes_scale)
@@ -98,6 +126,7 @@ def parse_bandwidth(text: object) -> float:
     bandwidth = value * scale
     if bandwidth <= 0:
         raise UnitError(f"a bandwidth must be positive: {text!r}")
+    check_band(bandwidth, "bandwidth", text, high, said)
     return float(bandwidth)
 
 
@@ -110,6 +139,7 @@ def parse_energy_per_bit_pj(text: object) -> float:
         raise UnitError(f"unknown energy per bit unit {unit!r} in {text!r}; use pJ/bit, fJ/bit or nJ/bit")
     if value < 0:
         raise UnitError(f"an energy per bit cannot be negative: {text!r}")
+    check_band(value * scale, "energy per bit", text)
     return float(value * scale)
 
 
@@ -122,6 +152,7 @@ def parse_flops(text: object) -> float:
     flops = value * scale
     if flops <= 0:
         raise UnitError(f"a throughput must be positive: {text!r}")
+    check_band(flops, "throughput", text)
     return float(flops)
 
 

@@ -23,6 +23,7 @@ from typing import Literal
 from stratasim.config.study_file import Study
 from stratasim.kernel.errors import BackendError, StrataSimError, WorkloadError
 from stratasim.kernel.graph_blocks import every_node, unrolled
+from stratasim.study.budget import DEFAULT_BUDGET, NODE_BYTES, Budget, check_budget, refuse_over
 from stratasim.study.compute_setup import open_compute
 from stratasim.study.run import prepare_workload
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -35,17 +36,27 @@ DEFAULT_MAX_NPUS = 128
 
 
 def export_trace(
-    study: Study, target: str | Path, to: Literal["chakra", "stratasim"], *, max_npus: int = DEFAULT_MAX_NPUS
+    study: Study,
+    target: str | Path,
+    to: Literal["chakra", "stratasim"],
+    *,
+    max_npus: int = DEFAULT_MAX_NPUS,
+    budget: Budget = DEFAULT_BUDGET,
 ) -> list[Path]:
     """Write the graph of every NPU of ``study``'s workload as ``<target>.<npu>.pb`` or ``.et`` (and the
     communicator groups file of a Chakra trace); return the files written. Raises :class:`StrataSimError`
-    when the workload runs on more than ``max_npus`` NPUs."""
+    when the workload runs on more than ``max_npus`` NPUs, or would hold more than ``budget`` allows: every
+    NPU's graph is built, not only those a run simulates."""
     source, npus = prepare_workload(study)
     if npus > max_npus:
         raise StrataSimError(
             f"{study.name}: the workload runs on {npus} NPUs and an export writes one file per NPU, more than the "
             f"limit of {max_npus}; raise it with --max-npus {npus} to export them all"
         )
+    estimate = check_budget(study, source, npus, budget)
+    every = npus * estimate.work.nodes
+    refuse_over(f"{study.source}: exporting {npus:,} NPUs' graphs ({every:.3g} nodes)", every * NODE_BYTES, every,
+                budget, estimate.work.drivers)  # fmt: skip
     built = source.graphs(npus)
     graphs = [_numbered(built[npu], npu) for npu in range(npus)]
     if to == "stratasim":

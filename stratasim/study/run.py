@@ -30,6 +30,7 @@ from stratasim.kernel.errors import BackendError, SimulationError, StrataSimErro
 from stratasim.kernel.events import Progress
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
+from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget
 from stratasim.study.client_options import client_options
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
 from stratasim.system_layer.trace import TraceSelection
@@ -79,18 +80,20 @@ def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
         )
 
 
-def check_study(study: Study) -> int:
-    """Every check short of simulating: the workload builds and fits, its graphs and collectives can run on the
-    topology with the chosen algorithms, an in-process compute device exists.
+def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
+    """Every check short of simulating: the study fits ``budget`` (estimated, before building anything), the
+    workload builds and fits, its graphs and collectives can run on the topology with the chosen algorithms, an
+    in-process compute device exists.
 
     Returns the number of NPUs the study would simulate. Remote and spawned backends are not contacted.
     """
     with _collector_paused():
-        return _check_study(study)
+        return _check_study(study, budget)
 
 
-def _check_study(study: Study) -> int:
+def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
+    check_budget(study, source, npus, budget)
     system_layer.validate(
         source.graphs(npus), study.topology_proto(), study.system, _representatives(source, study)
     )
@@ -189,22 +192,30 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def run_study(study: Study, *, record_trace: bool | TraceSelection = False, progress: Progress | None = None) -> Report:
+def run_study(
+    study: Study,
+    *,
+    record_trace: bool | TraceSelection = False,
+    progress: Progress | None = None,
+    budget: Budget = DEFAULT_BUDGET,
+) -> Report:
     """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
     (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects); ``progress`` hears
-    now and then how far the simulation got (:data:`~stratasim.kernel.events.Progress`).
+    now and then how far the simulation got (:data:`~stratasim.kernel.events.Progress`). A study estimated to
+    exceed ``budget`` is refused before anything is built (:class:`~stratasim.study.budget.BudgetError`).
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     with _collector_paused():
-        return _run_study(study, record_trace, progress)
+        return _run_study(study, record_trace, progress, budget)
 
 
-def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None) -> Report:
+def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None, budget: Budget) -> Report:
     backends: dict[str, str] = {}
+    source, npus = prepare_workload(study)
+    check_budget(study, source, npus, budget)  # before a server starts or a graph is built
     with ExitStack() as stack:
         servers = _start_servers(study, stack)
-        source, npus = prepare_workload(study)
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)
         network, backends["network"] = _open("network", study.network, stack, servers)

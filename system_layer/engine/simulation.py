@@ -147,6 +147,7 @@ def simulate(
     collectives = table.ordered()
     if recorder:
         recorder.name_collectives()
+    _check_time_fits(coordinator.now)
     link_counters = network.counters()
     links = tuple(
         LinkStats(name, busy, size, messages)
@@ -345,3 +346,12 @@ def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
             f"has {physical.npus}"
         )
     return logical
+
+
+def _check_time_fits(now_ps: int) -> None:
+    """Refuse a run whose simulated time went beyond the int64 picoseconds the wire and the report hold."""
+    if now_ps > 2**63 - 1:
+        raise SimulationError(
+            f"the run reached {now_ps / 1e12:.3g} s, beyond the int64 picoseconds (about 106 days) a report holds; "
+            "check the study's sizes and bandwidths (network.topology, workload)"
+        )

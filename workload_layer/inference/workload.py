@@ -57,6 +57,7 @@ from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.schema import DTypeName, Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.inference.batch_graph import (
@@ -172,6 +173,16 @@ class TransformerInferenceWorkload:
     def npus_required(self) -> int:
         plan = self.config.parallelism
         return plan.tp * plan.pp
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """A graph per NPU: for the prefill and every generated token, each micro-batch passes the stage's
+        layers, a few nodes each; the largest message is the prefill's activation all-reduce."""
+        serving, model, plan = self.config.serving, self.config.model, self.config.parallelism
+        layers = -(-model.layers // plan.pp)
+        nodes = (serving.generate + 1) * self.config.micro_batches * (4 * layers + 16) + 64
+        largest = serving.batch * serving.prompt_len * model.hidden * 4
+        return WorkEstimate(npus, nodes, nodes, largest,
+                            "workload.serving.generate, workload.serving.micro_batches and workload.model.layers")
 
     def representatives(self, grid: Grid) -> tuple[int, ...] | None:
         """TP rank 0 of each NPU's stage: the TP ranks of a stage run its graph moved along the TP group — when

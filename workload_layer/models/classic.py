@@ -42,6 +42,7 @@ from pydantic import Field, field_validator, model_validator
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.schema import DTypeName, Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import compute_pb2, workload_pb2
 
 __all__ = ["MlpWorkload", "MlpConfig", "ResNet50Workload", "ResNet50Config", "DlrmWorkload", "DlrmConfig"]
@@ -95,6 +96,13 @@ class _DataParallelWorkload:
     def parameters(self) -> int:
         """Trainable parameters held by one NPU (its embedding shard included)."""
         return sum(layer.params for layer in self.layers())
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """One graph shared by every NPU: a layer's forward, backward and gradient operators and its all-reduce
+        (eight nodes per layer bound it)."""
+        layers = self.layers()
+        largest = max((layer.params for layer in layers), default=0) * operators.dtype_bytes(self.dtype)
+        return WorkEstimate(1, 8 * len(layers) + 8, 2 * len(layers) + 2, largest, "the workload's layers")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         if npus != self.config.dp:

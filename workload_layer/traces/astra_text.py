@@ -48,6 +48,7 @@ from pydantic import Field
 from stratasim.kernel.errors import InputError, WorkloadError
 from stratasim.kernel.safe_load import TABLE_BYTES, read_text
 from stratasim.kernel.schema import Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 
 __all__ = [
@@ -109,13 +110,19 @@ def _fail(path: str | Path, line: int, message: str) -> WorkloadError:
     return WorkloadError(f"{path}:{line}: {message}")
 
 
+_LARGEST = (2**63 - 1) // CYCLE_TO_PS
+"""The largest number a text workload may give: its cycles, as picoseconds, still fit the wire's int64."""
+
+
 def _integer(path: str | Path, line: int, what: str, text: str, minimum: int | None = 0) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise _fail(path, line, f"{what} must be an integer, got {text!r}") from None
+        raise _fail(path, line, f"{what} must be an integer, got {text[:40]!r}") from None
     if minimum is not None and value < minimum:
         raise _fail(path, line, f"{what} must be at least {minimum}, got {value}")
+    if abs(value) > _LARGEST:
+        raise _fail(path, line, f"{what} must be at most {_LARGEST} (cycles as int64 picoseconds), got {text[:40]}")
     return value
 
 
@@ -334,6 +341,16 @@ class AstraTextWorkload:
     def npus_required(self) -> int:
         """The configured ``npus``."""
         return self.config.npus
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """One graph shared by every NPU: per pass, a few nodes for each layer line of the file (its size bounds
+        them)."""
+        try:
+            size = Path(self.config.path).stat().st_size
+        except OSError:  # reading it says what is wrong
+            size = 0
+        nodes = (size // 4 + 1) * self.config.passes
+        return WorkEstimate(1, nodes, nodes, 0, f"workload.passes and the layers of {self.config.path}")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         model = read_astra_text(self.config.path)

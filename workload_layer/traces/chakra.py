@@ -54,6 +54,7 @@ from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
 from stratasim.kernel.errors import InputError, WorkloadError
 from stratasim.kernel.safe_load import TRACE_BYTES, read_bytes
 from stratasim.kernel.schema import Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.comm_groups import CommGroups, communicator_group, read_comm_groups, trace_groups
 
@@ -224,8 +225,8 @@ def _required(node: Node, name: str, where: str) -> int:
     value = _attr_int(node, name, where)
     if value is None:
         raise WorkloadError(f"{where}: {et_def_pb2.NodeType.Name(node.type)} without the attribute {name}")
-    if value < 0:
-        raise WorkloadError(f"{where}: attribute {name} is negative ({value})")
+    if not 0 <= value < 2**63:
+        raise WorkloadError(f"{where}: attribute {name} is {'negative' if value < 0 else 'beyond int64'} ({value})")
     return value
 
 
@@ -288,6 +289,8 @@ def to_graph(
             exact = _attr_int(node, DURATION_ATTR, where)
             if exact is not None and not 0 <= exact < 2**63:
                 raise WorkloadError(f"{where}: attribute {DURATION_ATTR} is out of range ({exact})")
+            if exact is None and node.duration_micros * US_TO_PS >= 2**63:
+                raise WorkloadError(f"{where}: duration_micros {node.duration_micros} does not fit int64 picoseconds")
             out.duration_ps = node.duration_micros * US_TO_PS if exact is None else exact
         elif node.type == et_def_pb2.COMM_COLL_NODE:
             comm_type = _required(node, "comm_type", where)
@@ -312,6 +315,19 @@ def to_graph(
         elif node.type == et_def_pb2.INVALID_NODE:
             raise WorkloadError(f"{where}: type INVALID_NODE")
     return graph
+
+
+_BYTES_PER_NODE = 4
+"""Fewer bytes than any serialised node takes (an id, a type and a record length at least): a file's size over it
+bounds the nodes it holds."""
+
+
+def files_estimate(files: Sequence[Path], drivers: str) -> WorkEstimate:
+    """What replaying ``files`` (one per rank) builds, bounded by their sizes without reading them; messages are
+    unknown until read (``largest_message`` 0)."""
+    largest = max((file.stat().st_size for file in files), default=0)
+    nodes = largest // _BYTES_PER_NODE + 1
+    return WorkEstimate(len(files), nodes, nodes, 0, drivers)
 
 
 def trace_files(prefix: str | Path, suffix: str = ".et", what: str = "Chakra") -> list[Path]:
@@ -385,6 +401,10 @@ class ChakraWorkload:
     def npus_required(self) -> int:
         """The number of rank files of the trace."""
         return len(self._files())
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """A graph per rank file, bounded by the files' sizes."""
+        return files_estimate(self._files(), f"the trace {self.config.path}")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         ranks = len(self._files())

@@ -15,8 +15,9 @@ from pydantic import Field
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.schema import Section
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.traces.chakra import trace_files
+from stratasim.workload_layer.traces.chakra import files_estimate, trace_files
 from stratasim.workload_layer.traces.convert import read_graphs
 
 __all__ = ["StrataSimTraceConfig", "StrataSimTraceWorkload"]
@@ -52,6 +53,10 @@ class StrataSimTraceWorkload:
     def npus_required(self) -> int:
         """The number of rank files of the trace."""
         return len(self._files())
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """A graph per rank file, bounded by the files' sizes."""
+        return files_estimate(self._files(), f"the trace {self.config.path}")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         ranks = len(self._files())

@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
+from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
@@ -95,6 +96,20 @@ class TransformerWorkload:
     def npus_required(self) -> int:
         plan = self.config.parallelism
         return plan.tp * plan.pp * plan.dp
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """A graph per NPU (stage representatives share none): every micro-batch passes each of the stage's
+        chunks forward and backward, a dozen nodes per chunk (blocks, transfers) and a few per layer of it (ZeRO-3's
+        gathers add more); the largest message is an activation's TP all-reduce or a DP gradient bucket (a layer's
+        gradients, 12 h^2 parameters in fp32, when unbucketed)."""
+        plan, model = self.config.parallelism, self.config.model
+        layers_per_chunk = -(-model.layers // (plan.pp * plan.virtual_stages))
+        per_chunk = 12 + (6 if plan.zero == 3 else 2) * layers_per_chunk
+        nodes = (max(self.micro_batches, 1) + 1) * plan.virtual_stages * per_chunk + 64
+        activation = plan.micro_batch * model.seq_len * model.hidden * 4
+        bucket = plan.dp_bucket or 12 * model.hidden**2 * 4
+        return WorkEstimate(npus, nodes, nodes, max(activation, bucket),
+                            "workload.model.layers and workload.parallelism.global_batch (micro-batches)")  # fmt: skip
 
     def samples_per_iteration(self) -> int:
         """Samples (sequences) one iteration trains on: the global batch."""

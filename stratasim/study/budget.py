@@ -1,0 +1,182 @@
+"""The run's budget: what a study would build and simulate, estimated from the study before anything is built,
+and refused with a message naming what to reduce when it exceeds the memory or the events allowed.
+
+The estimate is a cheap cost model, conservative (above what runs take: the examples' real peaks are a half to
+a third of it) but not so far above that it refuses the studies people run — GPT-3 175B on 1024 GPUs, Megatron's
+1T-parameter plan. Each workload says what it would build (:class:`~stratasim.kernel.work.WorkEstimate`); this
+module prices that against the topology and the system options. The budget comes from the caller — ``--max-memory``
+and ``--max-events`` on the command line, ``max_memory=`` and ``max_events=`` in Python — never from the study, so a
+study file cannot raise its own limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stratasim.config.study_file import Study
+from stratasim.kernel.contracts import SymmetricWorkload, WorkloadSource
+from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.units import format_bytes
+from stratasim.kernel.work import EstimableWorkload, WorkEstimate
+from stratasim.system_layer.symmetry.stand_ins import SYMMETRIC_ALGORITHMS
+from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
+
+__all__ = ["Budget", "DEFAULT_BUDGET", "BudgetError", "Estimate", "check_budget", "check_conversion", "estimate_study", "NODE_BYTES", "refuse_over"]
+
+DEFAULT_MAX_MEMORY = 4 * 2**30
+"""Bytes a run may use by default: a fair share of a laptop or of one CI runner of this machine class."""
+
+DEFAULT_MAX_EVENTS = 10**9
+"""Engine events a run may process by default: an hour or so at the engine's pace; the estimate is an upper one."""
+
+_NPU_BYTES = 4096  # per NPU of the topology: its stats, report row, stand-in entry (measured: about 1.6 KiB)
+NODE_BYTES = 2048
+"""Memory per graph node built and simulated (measured: about 1.5 KiB, its message and the engine's plan)."""
+_PACKET_BYTES = 256  # per flit-level packet of a message in flight
+
+
+class BudgetError(StrataSimError):
+    """A study (or a command's request) would need more memory or events than the run's budget allows."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run may use: ``max_memory`` bytes and ``max_events`` engine events, both estimated beforehand."""
+
+    max_memory: int = DEFAULT_MAX_MEMORY
+    max_events: int = DEFAULT_MAX_EVENTS
+
+    @staticmethod
+    def of(max_memory: int | None = None, max_events: int | None = None) -> Budget:
+        """The default budget with whichever of ``max_memory`` and ``max_events`` is given; each must be positive."""
+        for name, value in (("max_memory", max_memory), ("max_events", max_events)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise StrataSimError(f"{name} must be a positive whole number, got {value!r}")
+        return Budget(max_memory or DEFAULT_MAX_MEMORY, max_events or DEFAULT_MAX_EVENTS)
+
+
+DEFAULT_BUDGET = Budget()
+"""The budget of a run that names none (frozen: shared safely)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a study would take: ``npus`` NPUs of which ``simulated`` are simulated, ``nodes`` graph nodes in all,
+    ``events`` engine events, and memory in three parts — per NPU, for the graphs (``graph_memory``) and for
+    flit-level packets in flight (``packet_memory``); ``work`` is the workload's own estimate."""
+
+    npus: int
+    simulated: int
+    nodes: int
+    events: int
+    npu_memory: int
+    graph_memory: int
+    packet_memory: int
+    work: WorkEstimate
+
+    @property
+    def memory(self) -> int:
+        """Bytes the run would use in all."""
+        return self.npu_memory + self.graph_memory + self.packet_memory
+
+
+def _steps(sizes: tuple[int, ...]) -> int:
+    """Messages one chunk of a collective over every dimension sends per NPU at most (a ring all-reduce's 2(n-1)
+    per dimension)."""
+    return sum(2 * (size - 1) for size in sizes) or 1
+
+
+def _flits(study: Study, message: int) -> tuple[int, int]:
+    """Packets a message of ``message`` bytes is cut into on a flit-level network and flits per packet; (0, 0)
+    on any other network."""
+    if not message or "flit_level" not in study.network.backends().values():
+        return 0, 0
+    flit = study.network.flit
+    flit_bytes = (flit.flit_bytes if flit is not None else None) or 64
+    packet_flits = (flit.packet_flits if flit is not None else None) or 5
+    return -(-message // (flit_bytes * packet_flits)), packet_flits
+
+
+def _aggregated(study: Study) -> bool:
+    """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``)."""
+    system = study.system
+    algorithms = {name for names in system.algorithm.values() for name in names}
+    return (system.aggregate and study.network.backend_name == "analytical" and system.logical_topology is None
+            and algorithms <= SYMMETRIC_ALGORITHMS)  # fmt: skip
+
+
+def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: int | None = None) -> Estimate:
+    """The :class:`Estimate` of running ``source`` (``study``'s workload) on ``npus`` NPUs, without building it.
+
+    NPUs are simulated one by one unless the engine may aggregate them (analytical network, symmetric
+    algorithms), and then one per representative a symmetric workload names — asked of the workload unless
+    ``simulated`` says how many (asking costs time in the NPUs and micro-batches); a workload that gives no
+    estimate counts as one node per NPU."""
+    grid = study.grid
+    work = source.estimate(npus) if isinstance(source, EstimableWorkload) else WorkEstimate(npus, 1, 1, 0, "the workload")
+    aggregated = _aggregated(study)
+    if simulated is None:
+        simulated = npus
+        if aggregated and isinstance(source, SymmetricWorkload):
+            representatives = source.representatives(grid)
+            simulated = npus if representatives is None else len(set(representatives))
+    per_chunk = len(grid.sizes) if aggregated else _steps(grid.sizes)  # aggregated phases run a line at a time
+    splits = study.system.splits
+    packets, flits = _flits(study, work.largest_message // splits)
+    events = simulated * (work.nodes + work.communications * splits * per_chunk * max(packets * flits * 2, 1))
+    in_flight = study.system.active_chunks * len(grid.sizes) * simulated
+    built = max(min(work.graphs, simulated), simulated) if work.graphs > 1 else simulated  # lazy: simulated only
+    return Estimate(npus, simulated, simulated * work.nodes, events, npus * _NPU_BYTES,
+                    built * work.nodes * NODE_BYTES, in_flight * packets * _PACKET_BYTES, work)  # fmt: skip
+
+
+def refuse_over(what: str, memory: int, events: int, budget: Budget, reduce: str) -> None:
+    """Raise :class:`BudgetError` when ``what`` needs more ``memory`` or ``events`` than ``budget``; the message
+    says to reduce ``reduce`` or how to raise the budget."""
+    if memory > budget.max_memory:
+        raise BudgetError(
+            f"{what} would need about {format_bytes(memory)} of memory, over the budget of "
+            f"{format_bytes(budget.max_memory)}: reduce {reduce}, or raise the budget with --max-memory (e.g. "
+            f"--max-memory {format_bytes(_round_up(memory)).replace(' ', '')}; in Python, max_memory=)"
+        )
+    if events > budget.max_events:
+        raise BudgetError(
+            f"{what} would process about {events:.2g} events, over the budget of {budget.max_events:.2g}: reduce "
+            f"{reduce}, or raise the budget with --max-events (in Python, max_events=)"
+        )
+
+
+def _round_up(size: int) -> int:
+    """``size`` rounded up to a power of two, a budget to suggest."""
+    return 1 << max(size - 1, 1).bit_length()
+
+
+def check_budget(study: Study, source: WorkloadSource, npus: int, budget: Budget) -> Estimate:
+    """The study's :class:`Estimate`, or :class:`BudgetError` naming what to reduce when it exceeds ``budget``.
+
+    Checked in order of cost, so that each check runs only once the previous ones bound what it walks: the NPUs,
+    the graphs of one simulated NPU, then the NPUs the engine would simulate (asking a symmetric workload for its
+    representatives walks every NPU), the packets in flight and the events."""
+    refuse_over(f"{study.source}: {npus:,} NPUs", npus * _NPU_BYTES, 0, budget, "network.topology's sizes")
+    one = estimate_study(study, source, npus, simulated=1)
+    what = f"{study.source}: {one.work.nodes:.3g} graph nodes per simulated NPU"
+    refuse_over(what, one.npu_memory + one.graph_memory, 0, budget, one.work.drivers)
+    estimate = estimate_study(study, source, npus)
+    what = f"{study.source}: {estimate.nodes:.3g} graph nodes on {estimate.simulated:,} simulated NPUs (of {npus:,})"
+    refuse_over(what, estimate.npu_memory + estimate.graph_memory, 0, budget, one.work.drivers)
+    refuse_over(f"{study.source}: the flit-level packets in flight", estimate.memory, 0, budget,
+                "the collectives' sizes, or raise system.splits or network.flit's packet_flits")  # fmt: skip
+    refuse_over(f"{study.source}: the simulation", 0, estimate.events, budget,
+                f"system.splits, the topology's sizes or {one.work.drivers}")  # fmt: skip
+    return estimate
+
+
+def check_conversion(path: str, npus: int, passes: int, budget: Budget) -> None:
+    """Refuse converting the ASTRA-sim text workload ``path`` for ``npus`` NPUs and ``passes`` iterations when
+    its graphs, all held at once, would exceed ``budget`` (memory; each node written counts as an event)."""
+    if npus < 1 or passes < 1:
+        return  # the conversion says what is wrong
+    work = AstraTextWorkload(AstraTextConfig(path=path, npus=npus, passes=passes)).estimate(npus)
+    nodes = npus * work.nodes
+    refuse_over(f"{path}: converting for {npus:,} NPUs ({nodes:.3g} nodes)", nodes * NODE_BYTES, nodes, budget,
+                "--npus or --passes")  # fmt: skip

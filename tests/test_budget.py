@@ -1,0 +1,238 @@
+"""Budgets before building: a study estimated beyond ``--max-memory`` or ``--max-events`` is refused before
+anything is built — fast, in little memory, with a message naming what to reduce and how to raise the budget —
+while every example and benchmark study fits the default budget and each workload's estimate stays above what it
+really builds."""
+
+from __future__ import annotations
+
+import copy
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stratasim
+from stratasim.bench.collectives import BenchCase
+from stratasim.bench.suite import SUITE, SuiteCase
+from stratasim.config.study_file import load_study, parse_study
+from stratasim.explore import ResultStore, run_sweep
+from stratasim.explore.sweep_file import parse_sweep
+from stratasim.kernel.errors import ConfigError, StrataSimError
+from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget, estimate_study
+from stratasim.study.run import check_study, prepare_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+STUDIES = sorted(EXAMPLES.glob("*.yaml")) + sorted(EXAMPLES.glob("*/*.yaml"))
+EVERY_STUDY = [path for path in STUDIES if path.parent.name != "explore"]
+
+QUICKSTART: dict[str, Any] = {
+    "name": "budget",
+    "workload": {"kind": "collective", "collective": "all_reduce", "size": "1GiB"},
+    "system": {"algorithm": "ring", "splits": 4},
+    "network": {"topology": [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "500ns"},
+                             {"kind": "switch", "size": 4, "bandwidth": "25GB/s", "latency": "1us"}]},
+}  # fmt: skip
+
+GPT3 = load_study(EXAMPLES / "gpt3_175b.yaml")
+
+
+def _study(**changes: Any) -> dict[str, Any]:
+    """:data:`QUICKSTART` with ``section__key=value`` changes (``dim1__size`` for a dimension's key)."""
+    data = copy.deepcopy(QUICKSTART)
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        if section.startswith("dim"):
+            data["network"]["topology"][int(section[3:])][key] = value
+        else:
+            data[section][key] = value
+    return data
+
+
+def _refused(data: dict[str, Any], *fragments: str, budget: Budget = DEFAULT_BUDGET) -> None:
+    """Checking ``data`` is refused within a second, its message holding ``fragments``."""
+    started = time.monotonic()
+    with pytest.raises(BudgetError) as caught:
+        check_study(parse_study(data, "huge.yaml"), budget)
+    assert time.monotonic() - started < 2
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("size", [125_000_000, 10**9 // 4, 2**28])
+def test_billions_of_npus_are_refused_before_anything_is_enumerated(size: int) -> None:
+    _refused(_study(dim1__size=size), "NPUs would need about", "reduce network.topology's sizes", "--max-memory")
+
+
+@pytest.mark.parametrize("splits", [10**12, 10**9, 2**40])
+def test_huge_splits_are_refused_for_their_events(splits: int) -> None:
+    _refused(_study(system__splits=splits), "events, over the budget of 1e+09", "system.splits", "--max-events")
+
+
+@pytest.mark.parametrize("repeat", [10**9, 10**8, 2**40])
+def test_huge_repeats_are_refused_for_their_nodes(repeat: int) -> None:
+    _refused(_study(workload__repeat=repeat), "graph nodes", "reduce workload.repeat", "--max-memory")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        ["workload.model.layers=1000000", "workload.parallelism.pp=1", "workload.parallelism.dp=128"],
+        ["workload.model.layers=9600000"],  # 600,000 layers a stage
+        ["workload.parallelism.global_batch=1000000000000"],  # micro-batches
+        ["workload.parallelism.global_batch=80000000"],
+    ],
+)
+def test_huge_transformers_are_refused_before_building(changes: list[str]) -> None:
+    started = time.monotonic()
+    with pytest.raises(BudgetError, match=r"reduce workload\.model\.layers and workload\.parallelism\.global_batch"):
+        check_study(load_study(EXAMPLES / "gpt3_175b.yaml", changes))
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("size", ["1PiB", "100TiB", "10TiB"])
+def test_flit_level_packets_of_huge_messages_are_refused(size: str) -> None:
+    data = _study(workload__size=size)
+    data["network"]["backend"] = "flit_level"
+    _refused(data, "flit-level packets in flight", "network.flit's packet_flits")
+
+
+@pytest.mark.parametrize("size", [1024, 4096, 8192])
+def test_every_npu_on_shared_links_is_priced_by_its_messages(size: int) -> None:
+    data = _study(dim1__size=size, system__splits=64)
+    data["network"]["backend"] = "congestion_aware"
+    _refused(data, "events", "system.splits, the topology's sizes")
+
+
+def test_a_raised_budget_lets_a_study_through_and_a_lowered_one_refuses() -> None:
+    data = _study(workload__repeat=10**6)
+    _refused(data, "graph nodes")
+    assert check_study(parse_study(data, "big.yaml"), Budget.of(max_memory=64 * 2**30)) == 32
+    _refused(_study(), "events", budget=Budget.of(max_events=10))
+    _refused(_study(), "memory", budget=Budget.of(max_memory=1024))
+
+
+def test_the_python_api_takes_the_budget() -> None:
+    with pytest.raises(BudgetError, match="max_events="):
+        stratasim.run(_study(), max_events=10)
+    with pytest.raises(BudgetError, match="max_memory="):
+        stratasim.run(_study(), max_memory="1KiB")
+    assert stratasim.run(_study(), max_memory="1GiB").total_time_ps > 0
+    with pytest.raises(StrataSimError, match="max_events must be a positive whole number"):
+        stratasim.run(_study(), max_events=-5)
+
+
+@pytest.mark.parametrize("path", EVERY_STUDY, ids=lambda path: str(path.relative_to(EXAMPLES)))
+def test_every_example_fits_the_default_budget(path: Path) -> None:
+    study = load_study(path)
+    source, npus = prepare_workload(study)
+    estimate = estimate_study(study, source, npus)
+    assert estimate.memory <= DEFAULT_BUDGET.max_memory and estimate.events <= DEFAULT_BUDGET.max_events
+
+
+@pytest.mark.parametrize("path", [p for p in EVERY_STUDY if "megatron" not in p.parts or "gpt_18b" in p.name],
+                         ids=lambda path: str(path.relative_to(EXAMPLES)))  # fmt: skip
+def test_the_estimate_is_above_what_is_built(path: Path) -> None:
+    study = load_study(path)
+    source, npus = prepare_workload(study)
+    estimate = estimate_study(study, source, npus)
+    graphs = source.graphs(npus)
+    built = max(len(graphs[npu].nodes) for npu in range(min(npus, 64)))
+    assert estimate.work.nodes >= built
+
+
+def test_the_gpt3_estimate_is_conservative_but_not_wild() -> None:
+    source, npus = prepare_workload(GPT3)
+    estimate = estimate_study(GPT3, source, npus)
+    report = stratasim.run(GPT3)
+    assert estimate.simulated == report.result.simulated_npus == 16
+    assert report.result.events_processed <= estimate.events <= 20 * report.result.events_processed
+
+
+def _within_1gib() -> None:
+    """In a child before it runs: at most 1 GiB of address space, so a check that built what it counts dies."""
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
+@pytest.mark.parametrize("sizes", [("125000000",), ("30000", "30000"), ("1073741823",)])
+def test_check_answers_a_billion_npus_fast_in_little_memory(sizes: tuple[str, ...]) -> None:
+    settings = [arg for index, size in enumerate(sizes) for arg in ("--set", f"network.topology.{index}.size={size}")]
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "stratasim", "check", "examples/quickstart.yaml", *settings],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, preexec_fn=_within_1gib)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: ")
+    assert "NPUs would need about" in done.stderr and time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["run", "examples/quickstart.yaml", "--set", "workload.repeat=1000000000"], "reduce workload.repeat"),
+        (["run", "examples/quickstart.yaml", "--max-events", "100"], "over the budget of 1e+02"),
+        (["check", "examples/quickstart.yaml", "--max-memory", "16KiB"], "over the budget of 16 KiB"),
+        (["run", "examples/quickstart.yaml", "--max-memory", "lots"], "--max-memory: cannot read 'lots' as a size"),
+        (["run", "examples/quickstart.yaml", "--max-events", "1.5"], "--max-events: expected a whole number"),
+        (["trace", "export", "examples/quickstart.yaml", "out/q", "--to", "stratasim", "--max-memory", "64KiB"],
+         "over the budget of 64 KiB"),
+        (["bench", "--study", "examples/quickstart.yaml", "--max-events", "10", "--json"], "over the budget of 10:"),
+    ],
+)
+def test_the_command_line_sets_and_reports_the_budget(args: list[str], fragment: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)  # fmt: skip
+    assert "Traceback" not in done.stderr and fragment in done.stderr + done.stdout
+    assert done.returncode == (0 if args[0] == "bench" else 2)
+
+
+@pytest.mark.parametrize("npus", [10**9, 10**7, 2**31])
+def test_converting_a_text_workload_for_too_many_npus_is_refused(tmp_path: Path, npus: int) -> None:
+    text = ROOT / "tests" / "data" / "astra-sim-inputs" / "workload" / "text_workloads" / "Resnet50_DataParallel.txt"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "stratasim", "trace", "convert", str(text), str(tmp_path / "t"),
+                           "--to", "stratasim", "--npus", str(npus)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"converting for {npus:,} NPUs" in done.stderr and "reduce --npus or --passes" in done.stderr
+    assert time.monotonic() - started < 10 and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        {"system.splits": {"low": 1, "high": 64, "count": 10**9}},
+        {"system.splits": list(range(1, 1001)), "system.active_chunks": list(range(1, 1001)),
+         "network.topology.0.latency": {"low": "1ns", "high": "1000ns", "count": 10**4}},
+    ],
+)  # fmt: skip
+def test_a_sweep_of_a_billion_points_is_refused_before_listing_them(tmp_path: Path, space: dict[str, Any]) -> None:
+    sweep = parse_sweep({"study": QUICKSTART, "space": space, "objectives": [{"metric": "total_time_ns", "goal": "min"}]},
+                        "huge.yaml", tmp_path)  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    with pytest.raises(BudgetError, match=r"trials would need about .* reduce the space's values"):
+        run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()))
+    assert time.monotonic() - started < 2
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024
+
+
+@pytest.mark.parametrize(("value", "fragment"), [(float("inf"), "inf is not a finite number"),
+                                                 (float("nan"), "nan is not a finite number"),
+                                                 (2**70, "does not fit a 64-bit integer")])  # fmt: skip
+def test_a_sweep_number_that_fits_nothing_is_refused(tmp_path: Path, value: float, fragment: str) -> None:
+    data = {"study": QUICKSTART, "space": {"system.splits": {"low": 1, "high": value, "count": 3}},
+            "objectives": [{"metric": "total_time_ns", "goal": "min"}]}  # fmt: skip
+    with pytest.raises(ConfigError) as caught:
+        parse_sweep(data, "bad.yaml", tmp_path)
+    assert caught.value.problems == [("space.system.splits.high", caught.value.problems[0][1])]
+    assert fragment in caught.value.problems[0][1]
+
+
+@pytest.mark.parametrize("case", SUITE, ids=lambda case: case.name)
+def test_every_benchmark_case_fits_the_default_budget(case: SuiteCase) -> None:
+    run = case.run
+    study = parse_study(run.study(), "<bench>") if isinstance(run, BenchCase) else load_study(ROOT / run.path, run.overrides)
+    source, npus = prepare_workload(study)
+    assert check_budget(study, source, npus, DEFAULT_BUDGET).memory <= DEFAULT_BUDGET.max_memory
