@@ -23,8 +23,10 @@ from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTex
 
 __all__ = ["Budget", "DEFAULT_BUDGET", "BudgetError", "Estimate", "check_budget", "check_conversion", "estimate_study", "NODE_BYTES", "refuse_over"]
 
-DEFAULT_MAX_MEMORY = 4 * 2**30
-"""Bytes a run may use by default: a fair share of a laptop or of one CI runner of this machine class."""
+DEFAULT_MAX_MEMORY = 2 * 2**30
+"""Bytes a run's estimate may reach by default. The estimate is two to three times what runs take, so a run within
+it stays under about 1 GB (issue 15), while Megatron's 1T-parameter plan, the largest example (1.9 GiB estimated,
+0.65 GB used), still fits."""
 
 DEFAULT_MAX_EVENTS = 10**9
 """Engine events a run may process by default: an hour or so at the engine's pace; the estimate is an upper one."""

@@ -30,7 +30,7 @@ def run(
     arguments with ``__`` for a dot (``system__splits=8``) or unpacked from a dict (``**{"system.splits": 8}``);
     values are Python values (``[2, 4]``, ``"50GB/s"``). A mapping's relative paths are read from the current
     folder. ``max_memory`` (bytes, or a size such as ``"16GiB"``) and ``max_events`` raise or lower the run's
-    budget (default 4 GiB and 10^9 events, estimated before anything is built). Bad input raises one
+    budget (default 2 GiB and 10^9 events, estimated before anything is built). Bad input raises one
     :class:`~stratasim.kernel.errors.StrataSimError` naming every problem."""
     memory = parse_bytes(max_memory) if isinstance(max_memory, str) else max_memory
     budget = Budget.of(memory, max_events)

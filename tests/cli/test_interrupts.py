@@ -19,6 +19,7 @@ from stratasim.bench import collectives as bench
 from stratasim.cli.interrupts import stoppable
 from stratasim.config.study_file import load_study, parse_study
 from stratasim.kernel.events import RunStopped
+from stratasim.study.budget import DEFAULT_BUDGET, Budget
 from stratasim.study.run import run_study
 
 # Every NPU of a 4096-NPU torus simulated one by one: about a minute on the project machine, so a signal after a few
@@ -118,14 +119,14 @@ def test_an_interrupted_benchmark_prints_the_rows_it_finished(monkeypatch: pytes
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     figures = iter([{"wall_s": 1.0}])
 
-    def run_study_file(path: str, timeout_s: float, memory_bytes: int) -> dict[str, Any]:
+    def run_study_file(path: str, timeout_s: float, memory_bytes: int, budget: Budget) -> dict[str, Any]:
         try:
             return next(figures)
         except StopIteration:
             raise KeyboardInterrupt from None
 
     monkeypatch.setattr("stratasim.bench.studies.run_study_file", run_study_file)
-    code = bench._run_studies(["a.yaml", "b.yaml", "c.yaml"], 10.0, 1 << 30, as_json=True)
+    code = bench._run_studies(["a.yaml", "b.yaml", "c.yaml"], 10.0, 1 << 30, DEFAULT_BUDGET, as_json=True)
     out, err = capsys.readouterr()
     assert code == 130 and "interrupted: 1 of 3 cases finished" in err
     assert json.loads(out) == [{"study": "a.yaml", "wall_s": 1.0}]
