@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from stratasim.cli.arg_types import positive_int
 from stratasim.explore.results import ParameterSummary, SweepResults, read_results
 from stratasim.explore.store import TrialRecord
 
@@ -19,7 +20,7 @@ def add_results(subparsers: _Subparsers) -> None:
     """The ``results`` subcommand."""
     parser = subparsers.add_parser("results", help="the best trials, Pareto front and per-parameter summary of a sweep")
     parser.add_argument("db", metavar="DB", help="a results store written by stratasim sweep (--db)")
-    parser.add_argument("--top", type=_positive, default=10, metavar="N", help="best trials to list (default 10)")
+    parser.add_argument("--top", type=positive_int("a whole number of trials"), default=10, metavar="N", help="best trials to list (default 10)")
     parser.add_argument("--csv", metavar="FILE", help="write every trial to FILE: a column per parameter and metric")
     parser.add_argument("--json", action="store_true",
                         help="print every trial and the Pareto front as JSON (as stratasim sweep --json does)")  # fmt: skip
@@ -28,14 +29,6 @@ def add_results(subparsers: _Subparsers) -> None:
     parser.set_defaults(handler=_results)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of trials, at least 1, got {text!r}")
-    return value
 
 
 def _results(args: argparse.Namespace) -> int:

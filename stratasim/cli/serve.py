@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from stratasim.cli.arg_types import positive_int
 from stratasim.kernel import units
 from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import StrataSimError, UnitError
@@ -33,14 +34,6 @@ def _listen(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -94,14 +87,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     secure.add_argument("--token-file", metavar="FILE",
                         help="every call must carry this file's token (default: $STRATASIM_TOKEN when set)")  # fmt: skip
     limits = parser.add_argument_group("limits", "what one server grants its clients")
-    limits.add_argument("--max-sessions", type=_positive, default=16, metavar="N",
+    limits.add_argument("--max-sessions", type=positive_int("a whole number"), default=16, metavar="N",
                         help="network sessions at once; one more is refused unless one is idle (default: %(default)s)")  # fmt: skip
     limits.add_argument("--idle-timeout", type=_seconds, default=300.0, metavar="TIME",
                         help="a network session idle this long gives its place to a new client when the server is "
                         "full, e.g. 60s (default: 300s)")  # fmt: skip
-    limits.add_argument("--max-npus", type=_positive, default=1 << 20, metavar="N",
+    limits.add_argument("--max-npus", type=positive_int("a whole number"), default=1 << 20, metavar="N",
                         help="NPUs a configured topology may have (default: %(default)s)")  # fmt: skip
-    limits.add_argument("--max-links", type=_positive, default=1 << 21, metavar="N",
+    limits.add_argument("--max-links", type=positive_int("a whole number"), default=1 << 21, metavar="N",
                         help="links and switches a configured topology may have (default: %(default)s)")  # fmt: skip
     limits.add_argument("--max-request-bytes", type=_bytes, default=512 << 20, metavar="SIZE",
                         help="bytes one request may carry, e.g. 256MiB (default: 512MiB)")  # fmt: skip

@@ -169,14 +169,18 @@ def backend_names(layer: str) -> list[str]:
 
 
 @contextmanager
-def served(layer: str, backend: str, factories: Mapping[str, Callable[[], Any]] | None = None) -> Iterator[str]:
-    """Run ``serve`` in a background thread on a free loopback port; yield its endpoint; stop it on exit."""
+def served(
+    layer: str, backend: str, factories: Mapping[str, Callable[[], Any]] | None = None, *,
+    listen: str = "127.0.0.1:0", **options: Any,
+) -> Iterator[str]:
+    """Run ``serve`` (with ``options``: security, limits, also...) in a background thread on ``listen``, a free
+    loopback port by default; yield its endpoint; stop it on exit."""
     stop = threading.Event()
     started: queue.SimpleQueue[str | BaseException] = queue.SimpleQueue()
 
     def run() -> None:
         try:
-            serve(layer, backend, "127.0.0.1:0", ready=started.put, factories=factories, stop=stop)
+            serve(layer, backend, listen, ready=started.put, factories=factories, stop=stop, **options)
         except BaseException as exc:  # handed to the waiting test instead of dying silently in the thread
             started.put(exc)
 

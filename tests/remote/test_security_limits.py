@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import datetime
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +14,11 @@ import pytest
 
 from stratasim import run
 from stratasim.kernel.errors import BackendError, ConfigError, RemoteError
-from stratasim.remote import ComputeClient, NetworkClient, serve
+from stratasim.remote import ComputeClient, NetworkClient
 from stratasim.remote.limits import Limits, topology_size
 from stratasim.remote.security import ClientSecurity, ServerSecurity, exposure_warning
 from stratasim.v1 import compute_pb2, network_pb2
-from tests.contracts.contract_fakes import factories
+from tests.contracts.contract_fakes import factories, served
 from tests.remote.test_remote_errors import _HangingNetwork
 
 TOKEN = "s3cret-token-for-tests"
@@ -30,7 +29,6 @@ SMALL = network_pb2.Topology(dimensions=[
 ])  # fmt: skip
 
 
-@contextmanager
 def secured(
     layer: str,
     backend: str,
@@ -40,28 +38,9 @@ def secured(
     extra: dict[str, Callable[[], Any]] | None = None,
     also: tuple[tuple[str, str], ...] = (),
     listen: str = "127.0.0.1:0",
-) -> Iterator[str]:
+) -> AbstractContextManager[str]:
     """``serve`` in a background thread with ``security`` and ``limits``; yields its endpoint."""
-    stop = threading.Event()
-    started: queue.SimpleQueue[str | BaseException] = queue.SimpleQueue()
-
-    def serving() -> None:
-        try:
-            serve(layer, backend, listen, ready=started.put, factories=extra, stop=stop, also=also,
-                  security=security, limits=limits)  # fmt: skip
-        except BaseException as exc:
-            started.put(exc)
-
-    thread = threading.Thread(target=serving, daemon=True)
-    thread.start()
-    endpoint = started.get(timeout=10)
-    if isinstance(endpoint, BaseException):
-        raise endpoint
-    try:
-        yield endpoint
-    finally:
-        stop.set()
-        thread.join(timeout=10)
+    return served(layer, backend, extra, listen=listen, security=security, limits=limits, also=also)
 
 
 @pytest.fixture(scope="module")
@@ -309,7 +288,7 @@ def test_bad_serve_security_options_fail_before_listening(
 @pytest.mark.parametrize(("options", "expected"), [
     (["--idle-timeout", "5"], "argument --idle-timeout: expected a time with its unit"),
     (["--idle-timeout", "0s"], "argument --idle-timeout: expected a positive time"),
-    (["--max-sessions", "0"], "argument --max-sessions: expected a whole number of at least 1"),
+    (["--max-sessions", "0"], "argument --max-sessions: expected a whole number, at least 1"),
     (["--max-npus", "many"], "argument --max-npus: expected a whole number"),
     (["--max-request-bytes", "10B"], "argument --max-request-bytes: expected between 1KiB and 2GiB"),
     (["--max-request-bytes", "64"], "argument --max-request-bytes: expected a size with its unit"),
