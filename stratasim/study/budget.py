@@ -11,7 +11,7 @@ study file cannot raise its own limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import SymmetricWorkload, WorkloadSource
@@ -65,7 +65,8 @@ DEFAULT_BUDGET = Budget()
 class Estimate:
     """What a study would take: ``npus`` NPUs of which ``simulated`` are simulated, ``nodes`` graph nodes in all,
     ``events`` engine events, and memory in three parts — per NPU, for the graphs (``graph_memory``) and for
-    flit-level packets in flight (``packet_memory``); ``work`` is the workload's own estimate."""
+    flit-level packets in flight (``packet_memory``); ``work`` is the workload's own estimate; ``representatives``
+    the NPUs a symmetric workload named when the estimate asked it (so the run need not ask again), else None."""
 
     npus: int
     simulated: int
@@ -75,6 +76,7 @@ class Estimate:
     graph_memory: int
     packet_memory: int
     work: WorkEstimate
+    representatives: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def memory(self) -> int:
@@ -117,11 +119,13 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
     grid = study.grid
     work = source.estimate(npus) if isinstance(source, EstimableWorkload) else WorkEstimate(npus, 1, 1, 0, "the workload")
     aggregated = _aggregated(study)
+    named: tuple[int, ...] | None = None
     if simulated is None:
         simulated = npus
         if aggregated and isinstance(source, SymmetricWorkload):
             representatives = source.representatives(grid)
-            simulated = npus if representatives is None else len(set(representatives))
+            named = None if representatives is None else tuple(representatives)
+            simulated = npus if named is None else len(set(named))
     per_chunk = len(grid.sizes) if aggregated else _steps(grid.sizes)  # aggregated phases run a line at a time
     splits = study.system.splits
     packets, flits = _flits(study, work.largest_message // splits)
@@ -129,7 +133,7 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
     in_flight = study.system.active_chunks * len(grid.sizes) * simulated
     built = max(min(work.graphs, simulated), simulated) if work.graphs > 1 else simulated  # lazy: simulated only
     return Estimate(npus, simulated, simulated * work.nodes, events, npus * _NPU_BYTES,
-                    built * work.nodes * NODE_BYTES, in_flight * packets * _PACKET_BYTES, work)  # fmt: skip
+                    built * work.nodes * NODE_BYTES, in_flight * packets * _PACKET_BYTES, work, named)  # fmt: skip
 
 
 def refuse_over(what: str, memory: int, events: int, budget: Budget, reduce: str) -> None:

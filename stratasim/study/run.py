@@ -93,10 +93,9 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
-    check_budget(study, source, npus, budget)
-    system_layer.validate(
-        source.graphs(npus), study.topology_proto(), study.system, _representatives(source, study)
-    )
+    estimate = check_budget(study, source, npus, budget)
+    representatives = estimate.representatives or _representatives(source, study)
+    system_layer.validate(source.graphs(npus), study.topology_proto(), study.system, representatives)
     section = study.compute
     if section is not None and section.endpoint is None and not section.spawn:
         with ExitStack() as stack:
@@ -213,7 +212,8 @@ def run_study(
 def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None, budget: Budget) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
-    check_budget(study, source, npus, budget)  # before a server starts or a graph is built
+    estimate = check_budget(study, source, npus, budget)  # before a server starts or a graph is built
+    representatives = estimate.representatives or _representatives(source, study)  # asked once: it walks every NPU
     with ExitStack() as stack:
         servers = _start_servers(study, stack)
         _check_selection(record_trace, npus)
@@ -237,7 +237,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
             device=device,
             calibration=None if study.compute is None or study.compute.calibration is None
             else study.compute.calibration.proto(),
-            representatives=_representatives(source, study),
+            representatives=representatives,
             record_trace=record_trace,
             progress=progress,
         )
