@@ -236,3 +236,27 @@ def test_every_benchmark_case_fits_the_default_budget(case: SuiteCase) -> None:
     study = parse_study(run.study(), "<bench>") if isinstance(run, BenchCase) else load_study(ROOT / run.path, run.overrides)
     source, npus = prepare_workload(study)
     assert check_budget(study, source, npus, DEFAULT_BUDGET).memory <= DEFAULT_BUDGET.max_memory
+
+
+_LINK = {"bandwidth": "50GB/s", "latency": "1us"}
+FABRICS = [
+    {"kind": "nvswitch", "gpus_per_board": 8, "planes": 3_000_000, **_LINK},
+    {"kind": "dragonfly", "groups": 4, "routers_per_group": 5000, "hosts_per_router": 1, "global_links_per_router": 1,
+     "host_link": _LINK, "local_link": _LINK, "global_link": _LINK},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["congestion_aware", "flit_level"])
+@pytest.mark.parametrize("fabric", FABRICS, ids=lambda fabric: fabric["kind"])
+def test_fabrics_with_too_many_links_are_refused_before_building(backend: str, fabric: dict[str, Any]) -> None:
+    """A few hundred bytes of fabric can ask a link-level network for tens of millions of links (it died of
+    MemoryError after 20 s under a 3 GB limit): counted from the fields, they are refused first."""
+    data = {"name": "fabric", "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
+            "network": {"backend": backend, "topology": fabric}}  # fmt: skip
+    _refused(data, "links and switches of the", f"{backend} network", "network.topology's sizes")
+
+
+def test_a_fabric_within_the_budget_still_runs() -> None:
+    data = {"name": "fabric", "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
+            "network": {"backend": "congestion_aware", "topology": {**FABRICS[0], "planes": 6}}}  # fmt: skip
+    assert check_study(parse_study(data, "small.yaml"), DEFAULT_BUDGET) == 8

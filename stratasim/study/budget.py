@@ -18,6 +18,7 @@ from stratasim.kernel.contracts import SymmetricWorkload, WorkloadSource
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_bytes
 from stratasim.kernel.work import EstimableWorkload, WorkEstimate
+from stratasim.remote.limits import topology_size
 from stratasim.system_layer.symmetry.stand_ins import SYMMETRIC_ALGORITHMS
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
 
@@ -35,6 +36,7 @@ _NPU_BYTES = 4096  # per NPU of the topology: its stats, report row, stand-in en
 NODE_BYTES = 2048
 """Memory per graph node built and simulated (measured: about 1.5 KiB, its message and the engine's plan)."""
 _PACKET_BYTES = 256  # per flit-level packet of a message in flight
+_LINK_BYTES = 256  # per link or switch a link-level network builds (measured: about 120 bytes)
 
 
 class BudgetError(StrataSimError):
@@ -161,9 +163,14 @@ def check_budget(study: Study, source: WorkloadSource, npus: int, budget: Budget
     """The study's :class:`Estimate`, or :class:`BudgetError` naming what to reduce when it exceeds ``budget``.
 
     Checked in order of cost, so that each check runs only once the previous ones bound what it walks: the NPUs,
+    the links and switches a link-level network would build (counted from the topology's fields),
     the graphs of one simulated NPU, then the NPUs the engine would simulate (asking a symmetric workload for its
     representatives walks every NPU), the packets in flight and the events."""
     refuse_over(f"{study.source}: {npus:,} NPUs", npus * _NPU_BYTES, 0, budget, "network.topology's sizes")
+    if study.network.backend_name != "analytical":  # the others build every link and switch of a fabric
+        links = topology_size(study.topology_proto())[1]
+        refuse_over(f"{study.source}: {links:,} links and switches of the {study.network.backend_name} network",
+                    links * _LINK_BYTES, 0, budget, "network.topology's sizes (planes, k, groups, routers, shape)")  # fmt: skip
     one = estimate_study(study, source, npus, simulated=1)
     what = f"{study.source}: {one.work.nodes:.3g} graph nodes per simulated NPU"
     refuse_over(what, one.npu_memory + one.graph_memory, 0, budget, one.work.drivers)
