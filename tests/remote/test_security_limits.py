@@ -134,8 +134,8 @@ def test_an_idle_client_is_evicted_and_others_get_through() -> None:
             with pytest.raises(RemoteError, match=r"server busy: all 1 sessions are in use and none has been idle for "
                                r"0.3 s .*\(stage: handshake\)"):  # fmt: skip
                 NetworkClient(endpoint, backend="fake", timeout_s=2)
-            time.sleep(0.5)
             for _ in range(3):  # each in turn, the last one's session idle (closed) or gone
+                time.sleep(0.5)  # past the idle timeout: a closed session the server has not yet let go is idle
                 other = NetworkClient(endpoint, backend="fake", timeout_s=2)
                 assert other.configure(SMALL).npus == 8
                 other.close()
