@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
@@ -68,6 +69,7 @@ __all__ = [
     "read_chakra_graphs",
     "to_graph",
     "trace_files",
+    "RankFileTrace",
     "US_TO_PS",
     "MEMORY_ATTR",
     "MILESTONE_ATTR",
@@ -381,21 +383,27 @@ class ChakraConfig(Section):
     """Ranks expected; must equal the number of rank files."""
 
 
-class ChakraWorkload:
-    """Replays a Chakra trace: NPU ``i`` runs the nodes of ``<path>.<i>.et``."""
+class RankFiles(Protocol):
+    """What a trace of one file per rank says of its files: their prefix, and how many ranks it expects."""
 
-    name = "chakra"
-    Config = ChakraConfig
+    path: str
+    npus: int | None
 
-    def __init__(self, config: ChakraConfig) -> None:
-        self.config = config
+
+class RankFileTrace:
+    """A workload replayed from one file per rank, ``<path>.<rank><suffix>``: the files, the NPUs they need, an
+    estimate bounded by their sizes, and the check that a study runs them on as many NPUs as there are files."""
+
+    def __init__(self, files: RankFiles, suffix: str, what: str) -> None:
+        self._rank_files = files
+        self._suffix = suffix
+        self._what = what
 
     def _files(self) -> list[Path]:
-        files = trace_files(self.config.path)
-        if self.config.npus is not None and self.config.npus != len(files):
-            raise WorkloadError(
-                f"workload.npus is {self.config.npus} but {len(files)} Chakra traces match {self.config.path}"
-            )
+        config = self._rank_files
+        files = trace_files(config.path, self._suffix, self._what)
+        if config.npus is not None and config.npus != len(files):
+            raise WorkloadError(f"workload.npus is {config.npus} but {len(files)} {self._what} traces match {config.path}")
         return files
 
     def npus_required(self) -> int:
@@ -404,10 +412,24 @@ class ChakraWorkload:
 
     def estimate(self, npus: int) -> WorkEstimate:
         """A graph per rank file, bounded by the files' sizes."""
-        return files_estimate(self._files(), f"the trace {self.config.path}")
+        return files_estimate(self._files(), f"the trace {self._rank_files.path}")
 
-    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+    def _check_ranks(self, npus: int) -> None:
         ranks = len(self._files())
         if npus != ranks:
-            raise WorkloadError(f"the Chakra trace {self.config.path} has {ranks} ranks, not {npus}")
+            raise WorkloadError(f"the {self._what} trace {self._rank_files.path} has {ranks} ranks, not {npus}")
+
+
+class ChakraWorkload(RankFileTrace):
+    """Replays a Chakra trace: NPU ``i`` runs the nodes of ``<path>.<i>.et``."""
+
+    name = "chakra"
+    Config = ChakraConfig
+
+    def __init__(self, config: ChakraConfig) -> None:
+        super().__init__(config, ".et", "Chakra")
+        self.config = config
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        self._check_ranks(npus)
         return read_chakra_graphs(self.config.path, self.config.comm_groups)

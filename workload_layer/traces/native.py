@@ -9,15 +9,12 @@ export --to stratasim`` replays to the same time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from pydantic import Field
 
-from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.schema import Section
-from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.traces.chakra import files_estimate, trace_files
+from stratasim.workload_layer.traces.chakra import RankFileTrace
 from stratasim.workload_layer.traces.convert import read_graphs
 
 __all__ = ["StrataSimTraceConfig", "StrataSimTraceWorkload"]
@@ -33,33 +30,16 @@ class StrataSimTraceConfig(Section):
     """NPUs the trace must have (a check against the number of rank files; default: however many there are)."""
 
 
-class StrataSimTraceWorkload:
+class StrataSimTraceWorkload(RankFileTrace):
     """Replays a StrataSim trace: NPU ``i`` runs the graph of ``<path>.<i>.pb``."""
 
     name = "stratasim_trace"
     Config = StrataSimTraceConfig
 
     def __init__(self, config: StrataSimTraceConfig) -> None:
+        super().__init__(config, ".pb", "StrataSim")
         self.config = config
 
-    def _files(self) -> list[Path]:
-        files = trace_files(self.config.path, ".pb", "StrataSim")
-        if self.config.npus is not None and self.config.npus != len(files):
-            raise WorkloadError(
-                f"workload.npus is {self.config.npus} but {len(files)} StrataSim traces match {self.config.path}"
-            )
-        return files
-
-    def npus_required(self) -> int:
-        """The number of rank files of the trace."""
-        return len(self._files())
-
-    def estimate(self, npus: int) -> WorkEstimate:
-        """A graph per rank file, bounded by the files' sizes."""
-        return files_estimate(self._files(), f"the trace {self.config.path}")
-
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
-        ranks = len(self._files())
-        if npus != ranks:
-            raise WorkloadError(f"the StrataSim trace {self.config.path} has {ranks} ranks, not {npus}")
+        self._check_ranks(npus)
         return read_graphs(self.config.path)
