@@ -7,7 +7,8 @@ Tests and embedders may also pass extra ``{name: factory}`` pairs, which take pr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from importlib.metadata import entry_points
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from stratasim.kernel.errors import BackendError
@@ -23,9 +24,17 @@ def _group(layer: str) -> str:
     return f"stratasim.{layer}"
 
 
+@cache
+def _registered(group: str) -> tuple[EntryPoint, ...]:
+    """The entry points of ``group``, read once per process: reading them scans every installed distribution
+    (milliseconds each time), and what is installed does not change while a run lasts. A server forked from a
+    run inherits what the run read (a study's backends are checked by name when it is loaded)."""
+    return tuple(entry_points(group=group))
+
+
 def available(layer: str, extra: Mapping[str, Callable[..., Any]] | None = None) -> list[str]:
     """Names of every backend registered for ``layer``, sorted."""
-    names = {ep.name for ep in entry_points(group=_group(layer))}
+    names = {ep.name for ep in _registered(_group(layer))}
     return sorted(names | set(extra or {}))
 
 
@@ -34,7 +43,7 @@ def load(layer: str, name: str, extra: Mapping[str, Callable[..., Any]] | None =
     group = _group(layer)
     if extra and name in extra:
         return extra[name]
-    matches = [ep for ep in entry_points(group=group) if ep.name == name]
+    matches = [ep for ep in _registered(group) if ep.name == name]
     if not matches:
         known = ", ".join(available(layer, extra)) or "none"
         raise BackendError(f"no {layer} backend named {name!r}; available: {known}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from typing import IO, NoReturn
 
 __all__ = ["ForkedServer", "can_fork", "fork_server"]
 
-_POLL_S = 0.005
+_POLL_S = 0.001
 # What importing gRPC imports from the standard library, none of it starting a thread: imported before forking, once
 # for both processes, as the engine imports gRPC right after anyway (asyncio alone is some 15 ms of the child's boot).
 _IMPORTED_AHEAD = ("asyncio", "concurrent.futures", "logging", "ssl", "importlib.metadata")
@@ -53,10 +54,24 @@ class ForkedServer:
         """Wait for the child to exit, at most ``timeout`` seconds (then raise ``subprocess.TimeoutExpired``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while (code := self.poll()) is None:
-            if deadline is not None and time.monotonic() > deadline:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(f"server process {self.pid}", timeout or 0.0)
-            time.sleep(_POLL_S)
+            self._sleep_until_exit(left)
         return code
+
+    def _sleep_until_exit(self, at_most: float | None) -> None:
+        """Sleep until the child exits (woken by a pidfd the moment it does, where Linux has them) or ``at_most``
+        seconds pass; a short nap where there is no pidfd."""
+        try:
+            handle = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # Python or kernel without pidfds
+            time.sleep(_POLL_S if at_most is None else min(_POLL_S, at_most))
+            return
+        try:
+            select.select([handle], [], [], at_most)
+        finally:
+            os.close(handle)
 
     def terminate(self) -> None:
         """SIGTERM: the server stops cleanly."""

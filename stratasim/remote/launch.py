@@ -27,7 +27,7 @@ TOKEN_ENV = "STRATASIM_TOKEN"
 """The environment variable a server reads its bearer token from (without ``--token-file``)."""
 
 _KILL_AFTER_S = 5.0
-_POLL_S = 0.005
+_POLL_S = 0.001  # how often a starting server's stdout is read for its endpoint: a millisecond's wait at most
 _LISTENING = re.compile(rb"^listening on (\S+)\s*$", re.MULTILINE)
 _UNIX = "unix:"
 _SOCKET_PATH_MAX = 100  # a Unix-domain socket's path must fit in sockaddr_un (108 bytes on Linux)

@@ -211,11 +211,11 @@ def run_study(
 
 def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None, budget: Budget) -> Report:
     backends: dict[str, str] = {}
-    source, npus = prepare_workload(study)
-    estimate = check_budget(study, source, npus, budget)  # before a server starts or a graph is built
-    representatives = estimate.representatives or _representatives(source, study)  # asked once: it walks every NPU
     with ExitStack() as stack:
-        servers = _start_servers(study, stack)
+        servers = _start_servers(study, stack)  # first: they boot while the workload is prepared and built
+        source, npus = prepare_workload(study)
+        estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
+        representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)
         network, backends["network"] = _open("network", study.network, stack, servers)
