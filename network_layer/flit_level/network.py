@@ -60,6 +60,10 @@ from stratasim.v1 import network_pb2
 __all__ = ["FlitLevelNetwork"]
 
 _ROUTE_CACHE = 1 << 16
+MAX_PACKETS = 1 << 24
+"""Packets a flit-level network holds at once by default: each is a few hundred bytes of Python objects while it is
+in the network, so this bounds a session to some 4 GiB whatever the sizes it is sent (a study's own budget,
+:mod:`stratasim.study.budget`, refuses such a run before it starts; this protects a server from its clients)."""
 
 
 class FlitLevelNetwork:
@@ -68,8 +72,11 @@ class FlitLevelNetwork:
 
     name = "flit_level"
 
-    def __init__(self, parameters: FlitParameters | None = None) -> None:
+    def __init__(self, parameters: FlitParameters | None = None, max_packets: int = MAX_PACKETS) -> None:
         self.parameters = parameters if parameters is not None else FlitParameters()
+        self.max_packets = max_packets
+        self._packets: dict[int, int] = {}  # message id → its packets, while it is in the network
+        self._held = 0
         self._engine = FlitEngine(self.parameters)
         self._ports: dict[tuple[int, int], OutputPort] = {}
         self._paths: Callable[[int, int], Sequence[Sequence[int]]] = lambda src, dst: []
@@ -114,6 +121,8 @@ class FlitLevelNetwork:
         self._routes.clear()
         self._horizon = -1
         self._in_flight = 0
+        self._packets.clear()
+        self._held = 0
         return network_pb2.NetworkInfo(npus=self._npus, lookahead_ps=self._lookahead, backend=self.name)
 
     def _build_ports(self, graph: LinkGraph) -> dict[tuple[int, int], OutputPort]:
@@ -158,9 +167,24 @@ class FlitLevelNetwork:
                 )
             if sent <= self._horizon:
                 raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
+            self._hold(msg_id, size)
             message = Message(msg_id, sent, packet_payloads(size, self.parameters), self._route(src, dst))
             self._engine.start(message, sent)
             self._in_flight += 1
+
+    def _hold(self, msg_id: int, size: int) -> None:
+        """Count the packets of a message about to enter the network, refusing one that would take the network
+        past :attr:`max_packets` (checked before a single packet is made)."""
+        packets = max(1, -(-size // self.parameters.payload_bytes))
+        if self._held + packets > self.max_packets:
+            raise BackendError(
+                f"message {msg_id}: {size} bytes make {packets:,} packets of {self.parameters.payload_bytes} bytes, "
+                f"and the flit-level network holds at most {self.max_packets:,} packets at once ({self._held:,} in "
+                "it already); send fewer bytes, larger packets (flit_bytes, packet_flits), or use the "
+                "congestion-aware network for messages this large"
+            )
+        self._packets[msg_id] = self._packets.get(msg_id, 0) + packets
+        self._held += packets
 
     def _next_arrival(self) -> int | None:
         deliveries = self._engine.deliveries
@@ -179,6 +203,8 @@ class FlitLevelNetwork:
         self._horizon = max(self._horizon, horizon)
         result = window_result(self._engine.deliveries, until_ps, self._next_arrival)
         self._in_flight -= len(result.deliveries.id)
+        for msg_id in result.deliveries.id:
+            self._held -= self._packets.pop(msg_id, 0)
         if not result.has_next and self._in_flight:
             raise SimulationError(
                 f"flit_level: deadlock by {until_ps} ps: {self._in_flight} messages are in the network but no "

@@ -291,3 +291,23 @@ def test_a_torus_needs_two_virtual_channels_and_a_graph_one_per_hop() -> None:
     network.configure(ANY_SPEED["graph"])
     with pytest.raises(BackendError, match="from a to c crosses 3 links"):
         network.inject(pb.SendBatch(id=[1], src=[0], dst=[2], bytes=[1], send_time_ps=[0]))
+
+
+def test_a_message_too_large_to_hold_is_refused_before_any_packet_is_made() -> None:
+    network = FlitLevelNetwork(max_packets=100)
+    network.configure(topology((RING, 4, B, ALPHA)))
+    payload = network.parameters.payload_bytes
+    network.inject(batch([(0, 1, 60 * payload)], [1]))
+    with pytest.raises(BackendError, match=rf"message 1: {41 * payload} bytes make 41 packets .* holds at most 100 "
+                       r"packets at once \(60 in it already\)"):  # fmt: skip
+        network.inject(batch([(1, 2, 41 * payload)], [1], first_id=1))
+    network.advance(10**12)  # the first is delivered: its packets leave the count
+    network.inject(batch([(1, 2, 100 * payload)], [10**12 + 1], first_id=2))
+    assert list(network.advance(10**13).deliveries.id) == [2]
+
+
+def test_a_terabyte_message_is_refused_at_once() -> None:
+    network = FlitLevelNetwork()
+    network.configure(topology((RING, 4, B, ALPHA)))
+    with pytest.raises(BackendError, match=r"10{12} bytes make 3,205,128,206 packets of 312 bytes"):
+        network.inject(batch([(0, 1, 10**12)], [1]))

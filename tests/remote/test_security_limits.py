@@ -202,6 +202,21 @@ def test_a_configure_bomb_is_refused_fast_before_any_work(topology: network_pb2.
             network.close()
 
 
+def test_a_send_of_a_terabyte_to_a_flit_level_server_is_refused_without_exhausting_it() -> None:
+    with secured("network", "flit_level") as endpoint:
+        network = NetworkClient(endpoint, backend="flit_level", timeout_s=5)
+        try:
+            network.configure(SMALL)
+            network.inject(network_pb2.SendBatch(id=[7], src=[0], dst=[1], bytes=[10**12], send_time_ps=[1]))
+            started = time.monotonic()
+            with pytest.raises(BackendError, match=r"message 7: 1000000000000 bytes make [\d,]+ packets .* holds at "
+                               "most"):  # fmt: skip
+                network.advance(-1)
+            assert time.monotonic() - started < 1
+        finally:
+            network.close()
+
+
 def test_topology_size_counts_what_backends_build() -> None:
     assert topology_size(SMALL) == (8, 16)
     fat = network_pb2.Topology(fat_tree=network_pb2.FatTreeFabric(k=4))
