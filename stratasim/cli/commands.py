@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from stratasim import __version__
-from stratasim.cli import budget_options, results, schema, serve, sweep, trace_options
+from stratasim.cli import budget_options, results, schema, serve, sweep, trace_options, validate
 from stratasim.cli.arg_types import positive_int
 from stratasim.cli.interrupts import stoppable
 from stratasim.cli.run_progress import RunProgress
@@ -353,7 +353,7 @@ def _add_trace(subparsers: _Subparsers) -> None:
 
 
 _SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace,
-                sweep.add_sweep, results.add_results, schema.add_schema)
+                sweep.add_sweep, results.add_results, schema.add_schema, validate.add_validate)
 
 
 def build_parser() -> argparse.ArgumentParser:
