@@ -27,7 +27,7 @@ def add_validate(subparsers: _Subparsers) -> None:
         description="Runs the cases shipped in stratasim/validate/cases.yaml and prints expected, got, error and "
         "tolerance for each figure. The default is the short form (a few seconds); --full runs every row.",
     )  # fmt: skip
-    parser.add_argument("--full", action="store_true", help="every row (some minutes), not only the short form")
+    parser.add_argument("--full", action="store_true", help="every row (about half a minute), not only the short form")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON (and nothing else) on stdout")
     parser.set_defaults(handler=_validate)
 

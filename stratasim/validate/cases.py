@@ -13,6 +13,7 @@ from typing import Any
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
+from stratasim.validate.formula import evaluate, variables
 
 __all__ = ["HOME", "DATA", "Check", "Case", "Suite", "load_cases", "case"]
 
@@ -22,7 +23,7 @@ HOME = Path(__file__).resolve().parent
 DATA = HOME / "data"
 """The input files the cases run (copies of the repository's examples and reference inputs)."""
 
-_KINDS = ("study", "astra", "scalesim")
+_KINDS = ("study", "astra", "closed_form", "scalesim")
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,14 @@ def _check(metric: str, spec: Any, where: str) -> Check:
     return Check(metric, spec["expected"], tolerance=float(spec["tolerance"]))
 
 
+def _checks(row: Mapping[str, Any], where: str) -> tuple[Check, ...]:
+    """A row's checks: as written, or for a closed form its total time against the formula worked out."""
+    if "formula" in row:
+        names = variables(row["topology"], row["size"], row.get("endpoint_delay", "0ns"))
+        return (Check("total_time_ps", evaluate(row["formula"], names, f"{where}.formula"), tolerance=0),)
+    return tuple(_check(metric, check, f"{where}.checks") for metric, check in row["checks"].items())
+
+
 def _scalesim_cases(name: str, spec: Mapping[str, Any]) -> tuple[Case, ...]:
     """One case per SCALE-Sim device and layer of the reference file the suite names."""
     reference = parse_yaml(read_text(DATA / spec["reference"], CONFIG_BYTES, "SCALE-Sim reference"), spec["reference"])
@@ -115,9 +124,7 @@ def load_cases(path: Path = HOME / "cases.yaml") -> tuple[Suite, ...]:
         else:
             cases = tuple(
                 Case(name, row["name"], {key: value for key, value in row.items() if key not in ("name", "checks", "short")},
-                     tuple(_check(metric, check, f"{where}.rows[{index}].checks")
-                           for metric, check in row["checks"].items()),
-                     bool(row.get("short", False)))
+                     _checks(row, f"{where}.rows[{index}]"), bool(row.get("short", False)))
                 for index, row in enumerate(spec["rows"])
             )  # fmt: skip
         suites.append(Suite(name, spec["kind"], spec["title"], " ".join(str(spec.get("note", "")).split()), cases))

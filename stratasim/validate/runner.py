@@ -59,6 +59,14 @@ def _astra(inputs: Mapping[str, Any]) -> dict[str, float]:
     return {"cycles": run_study(parse_study(study, "validate")).total_time_ps / _PS_PER_CYCLE}
 
 
+def _closed_form(inputs: Mapping[str, Any]) -> dict[str, float]:
+    system = {"splits": 1, "endpoint_delay": inputs.get("endpoint_delay", "0ns"), "algorithm": inputs.get("algorithm", "ring")}
+    study = {"name": "closed-form", "system": system,
+             "workload": {"kind": "collective", "collective": inputs["collective"], "size": inputs["size"]},
+             "network": {"backend": "analytical", "topology": inputs["topology"]}}  # fmt: skip
+    return {"total_time_ps": run_study(parse_study(study, "validate")).total_time_ps}
+
+
 def _scalesim(inputs: Mapping[str, Any]) -> dict[str, float]:
     args = {key: value for key, value in inputs.items() if key not in ("device", "layer", "kind")}
     build = operators.gemm if inputs["kind"] == "gemm" else operators.conv2d
@@ -70,7 +78,7 @@ def _scalesim(inputs: Mapping[str, Any]) -> dict[str, float]:
 
 
 _RUNNERS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {
-    "study": _study, "astra": _astra, "scalesim": _scalesim,
+    "study": _study, "astra": _astra, "closed_form": _closed_form, "scalesim": _scalesim,
 }  # fmt: skip
 
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from stratasim import cli
+from stratasim.kernel.errors import StrataSimError
 from stratasim.validate import cases as validate_cases
 from stratasim.validate import load_cases, validate
 from stratasim.validate.cases import DATA, HOME, Check
+from stratasim.validate.formula import evaluate, variables
 from tools.sync_validate_data import ROOT, copies
 
 
@@ -31,7 +33,7 @@ def test_the_short_form_passes(capsys: pytest.CaptureFixture[str]) -> None:
     lines = out.splitlines()
     assert lines[0].split() == ["row", "expected", "got", "error", "tolerance", "result"]
     suites = {line.split(" / ")[0] for line in lines[1:] if " / " in line}
-    assert suites == {"megatron", "calibration", "astra_sim", "scalesim"}
+    assert suites == {"megatron", "calibration", "astra_sim", "closed_forms", "scalesim"}
     assert "megatron / gpt_18b / total_time_ps" in out and lines[-1] == f"{len(lines) - 3} of {len(lines) - 3} rows pass"
 
 
@@ -62,7 +64,7 @@ def test_a_moved_number_fails_naming_its_row(capsys: pytest.CaptureFixture[str],
     assert code == 1
     failed = [line for line in out.splitlines() if " / " in line and "FAIL" in line]
     assert len(failed) == 1 and failed[0].startswith("megatron / gpt_18b / total_time_ps")
-    assert "9,002,306,918,881  9,002,306,918,880  -1.1e-11 %" in failed[0] and out.endswith("21 of 22 rows pass, 1 FAIL\n")
+    assert "9,002,306,918,881  9,002,306,918,880  -1.1e-11 %" in failed[0] and out.endswith(" rows pass, 1 FAIL\n")
     assert err == "error: 1 row failed: megatron / gpt_18b / total_time_ps\n"
 
 
@@ -71,6 +73,20 @@ def test_an_exact_figure_fails_by_one() -> None:
     assert exact.passes(64440) and not exact.passes(64441) and exact.allowed == "exact"
     banded = Check("samples_per_second", 10.0, band=(0.7, 0.85))
     assert banded.passes(8.0) and not banded.passes(9.0) and banded.allowed == "x0.7-0.85"
+
+
+def test_a_formula_is_worked_out_exactly_or_refused() -> None:
+    names = variables([{"kind": "ring", "size": 3, "bandwidth": "50GB/s", "latency": "500ns"}], "1MiB", "10ns")
+    assert (names["n"], names["n0"], names["alpha"], names["B"], names["S"], names["delay"]) == (3, 3, 500_000, 5 * 10**10,
+                                                                                              2**20, 10_000)  # fmt: skip
+    # ceil(2^20 / 3) = 349526 bytes take ceil(349526e12 / 5e10) = 6990520 ps.
+    assert evaluate("2 * (n - 1) * (alpha + ser(ceil(S / n), B))", names, "here") == 4 * (500_000 + 6_990_520)
+    with pytest.raises(StrataSimError, match="here: the formula may not use .__import__"):
+        evaluate("__import__('os')", names, "here")
+    with pytest.raises(StrataSimError, match="here: the formula gives 1048576/3, not a whole number of picoseconds"):
+        evaluate("S / n", names, "here")
+    with pytest.raises(StrataSimError, match="here: the formula may not use 'm'"):
+        evaluate("2 * m", names, "here")
 
 
 def test_a_failed_run_is_a_failed_row(monkeypatch: pytest.MonkeyPatch) -> None:
