@@ -18,16 +18,18 @@ from stratasim.workload_layer.traces.chakra import read_trace, write_trace
 from tests.workload_layer.transformer_helpers import GPT
 
 
-def study(dp: int, workload: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A study on tp 2 x pp 2 x ``dp`` NPUs, two micro-batches per replica (weak scaling: the batch grows with DP)."""
+def study(dp: int, workload: dict[str, Any] | None = None, order: tuple[str, ...] = ("tp", "pp", "dp")) -> dict[str, Any]:
+    """A study on tp 2 x pp 2 x ``dp`` NPUs, two micro-batches per replica (weak scaling: the batch grows with DP),
+    the groups mapped onto the topology's dimensions in ``order``."""
     plan = {"tp": 2, "pp": 2, "dp": dp, "schedule": "1f1b", "micro_batch": 1, "global_batch": 2 * dp,
-            "dp_bucket": "4MiB"}  # fmt: skip
+            "dp_bucket": "4MiB", "order": list(order)}  # fmt: skip
+    sizes = {"tp": 2, "pp": 2, "dp": dp}
+    speeds = [("300GB/s", "500ns"), ("100GB/s", "1us"), ("50GB/s", "2us")]
     return {"name": "rescale", "system": {"algorithm": "ring", "splits": 2},
             "workload": workload or {"kind": "transformer", "model": GPT, "parallelism": plan},
             "network": {"backend": "analytical", "topology": [
-                {"kind": "ring", "size": 2, "bandwidth": "300GB/s", "latency": "500ns"},
-                {"kind": "ring", "size": 2, "bandwidth": "100GB/s", "latency": "1us"},
-                {"kind": "switch", "size": dp, "bandwidth": "50GB/s", "latency": "2us"}]},
+                {"kind": "ring" if i < 2 else "switch", "size": sizes[axis], "bandwidth": bandwidth, "latency": latency}
+                for i, (axis, (bandwidth, latency)) in enumerate(zip(order, speeds))]},
             "compute": {"backend": "roofline", "device": "h100"}}  # fmt: skip
 
 
@@ -48,16 +50,16 @@ def replayed(data: dict[str, Any], prefix: Path) -> int:
     return run_study(parse_study({**data, "workload": {"kind": "chakra", "path": str(prefix)}}, "replay")).total_time_ps
 
 
-@pytest.mark.parametrize("dp", [1, 4])
+@pytest.mark.parametrize(("dp", "order"), [(1, ("tp", "pp", "dp")), (4, ("tp", "pp", "dp")), (3, ("dp", "tp", "pp"))])
 def test_a_rescaled_transformer_replays_to_the_time_built_directly(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, dp: int
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, dp: int, order: tuple[str, ...]
 ) -> None:
-    prefix = export(capsys, tmp_path, study(2))
+    prefix = export(capsys, tmp_path, study(2, order=order))
     code, out, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", str(4 * dp),
                              "--dp", str(dp))  # fmt: skip
     assert (code, err) == (0, "") and f"wrote {4 * dp + 1} files" in out
-    direct = run_study(parse_study(study(dp), "direct")).total_time_ps
-    assert replayed(study(dp), tmp_path / "r") == direct
+    direct = run_study(parse_study(study(dp, order=order), "direct")).total_time_ps
+    assert replayed(study(dp, order=order), tmp_path / "r") == direct
 
 
 def test_a_purely_data_parallel_trace_needs_no_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -114,5 +116,12 @@ def test_missing_ranks_and_missing_plans_are_refused(capsys: pytest.CaptureFixtu
         _, nodes = read_trace(f"{prefix}.{rank}.et")
         write_trace(f"{prefix}.{rank}.et", GlobalMetadata(version="0.0.4"), nodes)
     code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
-    assert code == 2 and err.startswith(f"error: {prefix}.0.et: the trace records no parallel plan")
-    assert "is not purely data-parallel" in err and err.count("\n") == 1
+    assert code == 2 and err.startswith(f"error: {prefix}.0.et: node ")
+    assert "the trace records no parallel plan" in err and "and this node is not" in err and err.count("\n") == 1
+
+
+def test_an_all_to_all_is_not_data_parallel(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    collective = {"kind": "collective", "collective": "all_to_all", "size": "8MiB"}
+    prefix = export(capsys, tmp_path, study(2, collective))
+    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
+    assert code == 2 and err.startswith(f"error: {prefix}.0.et: node 0 (") and "purely data-parallel" in err

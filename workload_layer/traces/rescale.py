@@ -5,8 +5,8 @@ What a trace says of its plan: ``stratasim trace export`` of a transformer study
 rank's ``GlobalMetadata`` as ``stratasim.parallelism.<axis>`` attributes (``tp``, ``pp``, ``dp``, ``ep``,
 ``zero``, and ``order``, the axes innermost first, as ``workload.parallelism.order``), from which each rank's
 place in every group follows (:class:`~stratasim.workload_layer.transformer.rank_layout.RankLayout`). A trace
-without them is read as pure data parallelism when it is one (every collective over every NPU, no
-point-to-point transfer: what the training loop, MLP, ResNet-50 and DLRM export), and refused otherwise.
+without them is read as pure data parallelism when it is one (every collective an all-reduce over every NPU, no
+point-to-point transfer: what the training loop, MLP and ResNet-50 export), and refused otherwise.
 
 What is scaled: DP is replicated. New rank ``r'`` runs the graph of the recorded rank with the same TP and PP
 ranks (and the DP rank ``r' mod dp``): its compute durations and every size stay as recorded — a DP replica's work
@@ -89,10 +89,16 @@ def _recorded_plan(metadata: GlobalMetadata, source: str) -> Plan | None:
     return Plan(**degrees, order=order)
 
 
-def _pure_data_parallel(graphs: Sequence[workload_pb2.ExecutionGraph]) -> bool:
-    """Whether every collective runs over every NPU and nothing is sent point to point."""
-    return all(not node.group and node.type not in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)
-               for graph in graphs for node in graph.nodes)  # fmt: skip
+def _not_data_parallel(graphs: Sequence[workload_pb2.ExecutionGraph], files: Sequence[Path]) -> str:
+    """Where ``graphs`` are not purely data-parallel ("" if they are): a point-to-point transfer, or a collective
+    other than an all-reduce over every NPU (an all-to-all, say, exchanges model shards whose sizes depend on N)."""
+    for graph, file in zip(graphs, files, strict=True):
+        for node in graph.nodes:
+            if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE) or (
+                node.type == workload_pb2.COMM_COLL_NODE and (node.group or node.comm_type != workload_pb2.ALL_REDUCE)
+            ):
+                return f"{file}: node {node.id} ({node.name!r})"
+    return ""
 
 
 def _read(prefix: str | Path) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
@@ -106,11 +112,12 @@ def _read(prefix: str | Path) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
         graphs.append(to_graph(nodes, rank, len(files), str(file), groups=groups, metadata=metadata))
         plans.append(_recorded_plan(metadata, str(file)))
     if all(plan is None for plan in plans):
-        if not _pure_data_parallel(graphs):
+        where = _not_data_parallel(graphs, files)
+        if where:
             raise WorkloadError(
-                f"{files[0]}: the trace records no parallel plan (metadata attributes {PLAN_ATTR}tp, pp, dp, ...: "
-                "stratasim trace export of a transformer study writes them) and is not purely data-parallel, so "
-                "which of its groups are DP cannot be told"
+                f"{where}: the trace records no parallel plan (metadata attributes {PLAN_ATTR}tp, pp, dp, ...: "
+                "stratasim trace export of a transformer study writes them), so it is rescaled only when purely "
+                "data-parallel — all-reduces over every NPU, nothing sent point to point — and this node is not"
             )
         return graphs, Plan(tp=1, pp=1, dp=len(files))
     plan = plans[0]
