@@ -33,6 +33,7 @@ def add_validate(subparsers: _Subparsers) -> None:
 
 
 def _number(value: float | None) -> str:
+    """A figure as the table shows it: whole numbers with thousands separators, others to four digits."""
     if value is None:
         return "-"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"

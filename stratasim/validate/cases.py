@@ -80,11 +80,15 @@ class Suite:
 
 
 def _check(metric: str, spec: Any, where: str) -> Check:
+    """The check of ``metric`` written as ``spec``."""
     if not isinstance(spec, dict) or not isinstance(spec.get("expected"), int | float) or not spec["expected"]:
         raise StrataSimError(f"{where}.{metric}: expected a mapping with a non-zero number `expected`")
     if "band" in spec:
-        low, high = spec["band"]
-        return Check(metric, spec["expected"], band=(float(low), float(high)))
+        band = spec["band"]
+        if not (isinstance(band, list) and len(band) == 2 and all(isinstance(x, int | float) for x in band)
+                and 0 <= band[0] <= band[1]):  # fmt: skip
+            raise StrataSimError(f"{where}.{metric}.band: expected [LOW, HIGH], ratios with 0 <= LOW <= HIGH")
+        return Check(metric, spec["expected"], band=(float(band[0]), float(band[1])))
     if not isinstance(spec.get("tolerance"), int | float) or spec["tolerance"] < 0:
         raise StrataSimError(f"{where}.{metric}: expected a `tolerance` from 0 or a `band`")
     return Check(metric, spec["expected"], tolerance=float(spec["tolerance"]))

@@ -62,6 +62,7 @@ class Plan:
 
     @property
     def npus(self) -> int:
+        """The ranks the plan fills."""
         return self.tp * self.pp * self.dp
 
 
