@@ -18,9 +18,17 @@ HOME = ROOT / "stratasim" / "validate"
 
 
 def copies() -> dict[str, str]:
-    """Each file under ``data/`` with the repository file it copies."""
+    """Each file under ``data/`` with the repository file it copies (a folder listed stands for its files)."""
     listed: dict[str, str] = yaml.safe_load((HOME / "cases.yaml").read_text(encoding="utf-8"))["copies"]
-    return listed
+    files = {}
+    for copy, original in listed.items():
+        folder = ROOT / original
+        if folder.is_dir():
+            files.update({f"{copy}/{path.relative_to(folder)}": str(path.relative_to(ROOT))
+                          for path in sorted(folder.rglob("*")) if path.is_file()})  # fmt: skip
+        else:
+            files[copy] = original
+    return files
 
 
 def main() -> None:

@@ -81,8 +81,10 @@ class Suite:
 
 def _check(metric: str, spec: Any, where: str) -> Check:
     """The check of ``metric`` written as ``spec``."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("expected"), int | float) or not spec["expected"]:
-        raise StrataSimError(f"{where}.{metric}: expected a mapping with a non-zero number `expected`")
+    if not isinstance(spec, dict) or not isinstance(spec.get("expected"), int | float):
+        raise StrataSimError(f"{where}.{metric}: expected a mapping with a number `expected`")
+    if spec["expected"] == 0 and spec.get("tolerance") != 0:
+        raise StrataSimError(f"{where}.{metric}: an expected 0 can only be checked exactly (tolerance: 0)")
     if "band" in spec:
         band = spec["band"]
         if not (isinstance(band, list) and len(band) == 2 and all(isinstance(x, int | float) for x in band)

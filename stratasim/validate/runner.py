@@ -38,8 +38,10 @@ class Row:
 
     @property
     def error(self) -> float | None:
-        """``got / expected - 1``, None when nothing came out."""
-        return None if self.got is None else self.got / self.expected - 1
+        """``got / expected - 1``, None when nothing came out (or something did where 0 was expected)."""
+        if self.got is None or (self.expected == 0 and self.got != 0):
+            return None
+        return 0.0 if self.expected == 0 else self.got / self.expected - 1
 
     @property
     def label(self) -> str:
@@ -54,11 +56,16 @@ def _study(inputs: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _astra(inputs: Mapping[str, Any]) -> dict[str, float]:
-    """ASTRA-sim's network and system files imported and run on one collective, in ASTRA-sim's cycles."""
+    """ASTRA-sim's network and system files imported and run on one collective, or replaying one of its Chakra
+    traces: the time in ASTRA-sim's cycles, and the compute and exposed communication."""
     base = DATA / "astra-sim-inputs"
-    study = import_astra(base / inputs["network"], base / inputs["system"], collective=inputs["collective"],
-                         size=inputs["size"])  # fmt: skip
-    return {"cycles": run_study(parse_study(study, "validate")).total_time_ps / _PS_PER_CYCLE}
+    study = import_astra(base / inputs["network"], base / inputs["system"], collective=inputs.get("collective"),
+                         size=inputs.get("size"))  # fmt: skip
+    if "workload" in inputs:
+        study["workload"] = {"kind": "chakra", "path": str(base / inputs["workload"])}
+    report = run_study(parse_study(study, "validate"))
+    return {"cycles": report.total_time_ps / _PS_PER_CYCLE, "compute_time_ns": report.compute_time_ns,
+            "exposed_comm_ns": report.exposed_comm_ns}  # fmt: skip
 
 
 def _closed_form(inputs: Mapping[str, Any]) -> dict[str, float]:

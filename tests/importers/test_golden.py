@@ -13,7 +13,8 @@ from stratasim.importers.astra import import_astra
 from stratasim.study.run import run_study
 from stratasim.validate import load_cases
 
-CASES = next(suite for suite in load_cases() if suite.name == "astra_sim").cases
+CASES = [case for case in next(suite for suite in load_cases() if suite.name == "astra_sim").cases
+         if "workload" not in case.inputs]  # fmt: skip
 CYCLES = [(case.inputs["network"], case.inputs["system"], case.inputs["collective"], case.checks[0].expected)
           for case in CASES]  # fmt: skip
 
