@@ -294,7 +294,7 @@ def _trace_rescale(args: argparse.Namespace) -> int:
     from stratasim.workload_layer.traces.rescale import rescale
 
     degrees = {"tp": args.tp, "pp": args.pp, "dp": args.dp}
-    written = rescale(args.input, args.output, args.npus, degrees)
+    written = rescale(args.input, args.output, args.npus, degrees, max_npus=args.max_npus)
     print(f"wrote {len(written)} files: {written[0]} ... {written[-1]}" if len(written) > 3
           else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")  # fmt: skip
     return EXIT_OK
@@ -313,6 +313,8 @@ def _add_rescale(actions: _Subparsers) -> None:
     for axis in ("dp", "tp", "pp"):
         rescale.add_argument(f"--{axis}", type=positive_int("a degree"), metavar="N",
                              help=f"the {axis.upper()} degree wanted (checked against --npus and the trace)")  # fmt: skip
+    rescale.add_argument("--max-npus", type=positive_int("a rank count"), default=DEFAULT_MAX_NPUS, metavar="N",
+                         help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file")  # fmt: skip
     rescale.set_defaults(handler=_trace_rescale)
 
 

@@ -98,6 +98,17 @@ def test_a_plan_the_ranks_cannot_fill_is_refused(
     assert not list(tmp_path.glob("r.*"))
 
 
+def test_too_many_ranks_and_stale_rank_files_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    prefix = export(capsys, tmp_path, study(2))
+    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "400000000")
+    assert (code, err) == (2, "error: --npus 400000000: a rescaled trace has a file per rank, more than the limit of "
+                              "128; raise it with --max-npus 400000000\n")  # fmt: skip
+    # Rescaling a trace onto itself, to fewer ranks, would leave ranks 4..7 to be read with the new ones.
+    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(prefix), "--npus", "4")
+    assert (code, err) == (2, f"error: {prefix}.4.et exists: the rescaled trace has ranks 0..3, and a replay would "
+                              "read it as one more; remove the old trace or write elsewhere\n")  # fmt: skip
+
+
 def test_zero_cannot_change_dp(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = study(2)
     data["workload"]["parallelism"]["zero"] = 1

@@ -192,9 +192,20 @@ def _rescaled(graph: workload_pb2.ExecutionGraph, old: Plan, new: Plan, npu: int
     return copy
 
 
-def rescale(source: str | Path, target: str | Path, npus: int, degrees: Mapping[str, int | None]) -> list[Path]:
+def rescale(
+    source: str | Path, target: str | Path, npus: int, degrees: Mapping[str, int | None], *, max_npus: int
+) -> list[Path]:
     """Write the Chakra trace ``<source>.<rank>.et`` rescaled to ``npus`` ranks as ``<target>.<rank>.et`` (and
-    its communicator groups file); return the files written. ``degrees`` as :func:`target_plan` takes them."""
+    its communicator groups file); return the files written. ``degrees`` as :func:`target_plan` takes them; more
+    than ``max_npus`` ranks (a file each) are refused, as is a target holding a rank file beyond the new ranks,
+    which a replay would read as one of them."""
+    if npus > max_npus:
+        raise WorkloadError(f"--npus {npus}: a rescaled trace has a file per rank, more than the limit of {max_npus}; "
+                            f"raise it with --max-npus {npus}")  # fmt: skip
+    stale = Path(f"{target}.{npus}.et")
+    if stale.exists():
+        raise WorkloadError(f"{stale} exists: the rescaled trace has ranks 0..{npus - 1}, and a replay would read it "
+                            "as one more; remove the old trace or write elsewhere")  # fmt: skip
     graphs, old = _read(source)
     first = f"{source}.0.et"
     new = target_plan(old, npus, degrees, first)
