@@ -109,6 +109,22 @@ def test_too_many_ranks_and_stale_rank_files_are_refused(capsys: pytest.CaptureF
                               "read it as one more; remove the old trace or write elsewhere\n")  # fmt: skip
 
 
+def test_one_replica_has_no_gradient_all_reduce_to_replicate(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    prefix = export(capsys, tmp_path, study(1))
+    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")
+    assert (code, err) == (2, f"error: --npus 8: the trace ({prefix}.0.et) was recorded with dp 1, so it holds no "
+                              "gradient all-reduce to replicate; record it with at least 2 data-parallel replicas\n")
+    collective = {"kind": "collective", "collective": "all_reduce", "size": "8MiB"}
+    single = {**study(1, collective), "network": {"backend": "analytical", "topology": [
+        {"kind": "ring", "size": 1, "bandwidth": "100GB/s", "latency": "1us"}]}}  # fmt: skip
+    (tmp_path / "single").mkdir()
+    prefix = export(capsys, tmp_path / "single", single)
+    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")
+    assert code == 2 and f"({prefix}.0.et) was recorded with dp 1" in err
+
+
 def test_zero_cannot_change_dp(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = study(2)
     data["workload"]["parallelism"]["zero"] = 1

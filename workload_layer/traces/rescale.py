@@ -19,7 +19,8 @@ What cannot be scaled: TP and PP. A trace's operators are priced durations, not 
 does not take ``tp/tp'`` of the time: tile and wave quantisation and the efficiency model bend it), and a new
 PP degree moves layers between stages and reorders the pipeline schedule; both are refused with a message
 saying to export the study again with the new plan. ZeRO (which shards resident memory over DP) and expert
-parallelism (groups carved out of DP) are refused too for a change of DP.
+parallelism (groups carved out of DP) are refused too for a change of DP, and so is growing a trace recorded
+with one replica: it has no gradient all-reduce to replicate.
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ def target_plan(recorded: Plan, npus: int, degrees: Mapping[str, int | None], so
     if degrees.get("dp") is not None and degrees["dp"] != dp:
         raise WorkloadError(f"--dp {degrees['dp']}: with tp {recorded.tp} and pp {recorded.pp}, --npus {npus} "
                             f"makes dp {dp}")  # fmt: skip
+    if recorded.dp == 1 and dp > 1:
+        raise WorkloadError(f"--npus {npus}: the trace ({source}) was recorded with dp 1, so it holds no gradient "
+                            "all-reduce to replicate; record it with at least 2 data-parallel replicas")  # fmt: skip
     if dp != recorded.dp and (recorded.zero or recorded.ep > 1):
         what = f"ZeRO stage {recorded.zero} shards memory" if recorded.zero else f"ep {recorded.ep} carves groups"
         raise WorkloadError(f"--npus {npus}: the trace ({source}) was recorded with {what} over DP, which a change "
