@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from stratasim.validate import Row, load_cases, validate
+from stratasim.validate import Row, Suite, load_cases, validate
 
 if TYPE_CHECKING:
     from stratasim.cli.commands import _Subparsers
@@ -46,8 +47,8 @@ def _error(value: float | None) -> str:
     return f"{100 * value:+.2f} %" if value == 0 or abs(value) >= 1e-4 else f"{100 * value:+.1e} %"
 
 
-def to_text(rows: list[Row]) -> str:
-    """The rows as a table, one line each, suite by suite."""
+def to_text(rows: list[Row], suites: Sequence[Suite] = ()) -> str:
+    """The rows as a table, one line each, suite by suite, then what each suite of ``suites`` reproduces."""
     head = ("row", "expected", "got", "error", "tolerance", "")
     lines = [(row.label, _number(row.expected), _number(row.got),
               _error(row.error), row.tolerance,
@@ -56,19 +57,22 @@ def to_text(rows: list[Row]) -> str:
     text = [f"{head[0]:<{widths[0]}}  " + "  ".join(f"{h:>{w}}" for h, w in zip(head[1:5], widths[1:])) + "  result"]
     text += [f"{line[0]:<{widths[0]}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(line[1:5], widths[1:]))
              + f"  {line[5]}" for line in lines]  # fmt: skip
+    shown = {row.suite for row in rows}
+    text += ["", *(f"{suite.name}: {suite.title}" for suite in suites if suite.name in shown)]
     failed = sum(not row.passed for row in rows)
     text.append(f"\n{len(rows) - failed} of {len(rows)} rows pass" + (f", {failed} FAIL" if failed else ""))
     return "\n".join(text)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    rows = validate(load_cases(), full=args.full)
+    suites = load_cases()
+    rows = validate(suites, full=args.full)
     if args.json:
         print(json.dumps([{"suite": row.suite, "case": row.case, "metric": row.metric, "expected": row.expected,
                            "got": row.got, "error": row.error, "tolerance": row.tolerance, "passed": row.passed,
                            **({"problem": row.problem} if row.problem else {})} for row in rows], indent=2))  # fmt: skip
     else:
-        print(to_text(rows))
+        print(to_text(rows, suites))
     failed = [row for row in rows if not row.passed]
     if failed:
         print(f"error: {len(failed)} row{'s' * (len(failed) > 1)} failed: {'; '.join(row.label for row in failed)}",
