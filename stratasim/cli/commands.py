@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TypeAlias
 
 from stratasim import __version__
-from stratasim.cli import budget_options, results, schema, serve, sweep, trace_options
+from stratasim.cli import budget_options, results, schema, serve, sweep, trace_options, validate
+from stratasim.cli.arg_types import positive_int
 from stratasim.cli.interrupts import stoppable
 from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
@@ -289,6 +290,34 @@ def _trace_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _trace_rescale(args: argparse.Namespace) -> int:
+    from stratasim.workload_layer.traces.rescale import rescale
+
+    degrees = {"tp": args.tp, "pp": args.pp, "dp": args.dp}
+    written = rescale(args.input, args.output, args.npus, degrees, max_npus=args.max_npus)
+    print(f"wrote {len(written)} files: {written[0]} ... {written[-1]}" if len(written) > 3
+          else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")  # fmt: skip
+    return EXIT_OK
+
+
+def _add_rescale(actions: _Subparsers) -> None:
+    rescale = actions.add_parser(
+        "rescale", help="rescale a Chakra trace to another rank count by changing its data-parallel degree",
+        description="Replicates the trace's DP replicas (compute and sizes kept, groups and peers renumbered); "
+        "TP and PP cannot be re-sharded from priced durations. The plan comes from the metadata stratasim trace "
+        "export writes for a transformer, or the trace must be purely data-parallel.",
+    )  # fmt: skip
+    rescale.add_argument("input", metavar="IN", help="the input Chakra trace prefix (IN.<rank>.et, IN.json)")
+    rescale.add_argument("output", metavar="OUT", help="the output trace prefix")
+    rescale.add_argument("--npus", type=positive_int("a rank count"), required=True, metavar="M", help="the rank count to rescale to")
+    for axis in ("dp", "tp", "pp"):
+        rescale.add_argument(f"--{axis}", type=positive_int("a degree"), metavar="N",
+                             help=f"the {axis.upper()} degree wanted (checked against --npus and the trace)")  # fmt: skip
+    rescale.add_argument("--max-npus", type=positive_int("a rank count"), default=DEFAULT_MAX_NPUS, metavar="N",
+                         help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file")  # fmt: skip
+    rescale.set_defaults(handler=_trace_rescale)
+
+
 def _add_trace(subparsers: _Subparsers) -> None:
     parser = subparsers.add_parser("trace", help="inspect and convert execution traces (Chakra .et, StrataSim .pb)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -322,10 +351,11 @@ def _add_trace(subparsers: _Subparsers) -> None:
     _add_set(export)
     budget_options.add_arguments(export, "the export")
     export.set_defaults(handler=_trace_export)
+    _add_rescale(actions)
 
 
 _SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace,
-                sweep.add_sweep, results.add_results, schema.add_schema)
+                sweep.add_sweep, results.add_results, schema.add_schema, validate.add_validate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,9 @@ writes every NPU's own graph, so it is refused beyond ``max_npus`` NPUs (a 1024-
   operators, so blocks are unrolled and every operator is priced now, by the study's compute backend, into its
   node's duration: exact picoseconds in the ``duration_ps`` attribute StrataSim reads, whole microseconds in
   ``duration_micros`` for other readers. Communicator groups go to ``<out>.json``; a name standing for several
-  groups (each tensor-parallel group is ``tp``) gives way to ASTRA-sim's integer names, one per group.
+  groups (each tensor-parallel group is ``tp``) gives way to ASTRA-sim's integer names, one per group. A
+  transformer's plan goes into every rank's metadata (``stratasim.parallelism.*``), so that ``stratasim trace
+  rescale`` can tell its groups apart.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
+from stratasim.chakra.et_def_pb2 import AttributeProto
 from stratasim.config.study_file import Study
 from stratasim.kernel.errors import BackendError, StrataSimError, WorkloadError
 from stratasim.kernel.graph_blocks import every_node, unrolled
@@ -28,6 +31,8 @@ from stratasim.study.compute_setup import open_compute
 from stratasim.study.run import prepare_workload
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.convert import write_chakra, write_graphs
+from stratasim.workload_layer.traces.rescale import Plan, plan_attributes
+from stratasim.workload_layer.transformer.config import TransformerConfig
 
 __all__ = ["DEFAULT_MAX_NPUS", "export_trace"]
 
@@ -62,7 +67,17 @@ def export_trace(
     if to == "stratasim":
         return write_graphs(target, graphs)
     plain = [unrolled(graph) for graph in _priced(graphs, study)]
-    return write_chakra(target, _distinct_names(plain), [f"NPU {npu}" for npu in range(npus)], exact_durations=True)
+    return write_chakra(target, _distinct_names(plain), [f"NPU {npu}" for npu in range(npus)], exact_durations=True,
+                        metadata=_plan(study))  # fmt: skip
+
+
+def _plan(study: Study) -> list[AttributeProto]:
+    """The metadata attributes recording a transformer study's parallel plan (none for other workloads)."""
+    config = study.workload.config
+    if not isinstance(config, TransformerConfig):
+        return []
+    plan = config.parallelism
+    return plan_attributes(Plan(plan.tp, plan.pp, plan.dp, plan.ep, plan.zero, plan.order))
 
 
 def _numbered(graph: workload_pb2.ExecutionGraph, npu: int) -> workload_pb2.ExecutionGraph:

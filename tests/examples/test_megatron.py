@@ -5,7 +5,8 @@ a100 preset's efficiency model, which was fitted to these rows (``examples/megat
 10 % of Megatron-LM's published figure and the sequences/s within 10 % of what that figure implies under
 Megatron's FLOP count; the iteration time itself is pinned to the picosecond (benchmarks/README.md records
 the 18B and 530B rows' 9.00231 s and 57.1410 s). The three largest rows take the longest (a few seconds each)
-and are marked ``slow``.
+and are marked ``slow``. The figures are those ``stratasim validate`` checks (``stratasim/validate/cases.yaml``,
+suite ``megatron``): one source for both.
 """
 
 from __future__ import annotations
@@ -16,21 +17,26 @@ import pytest
 
 from stratasim.config.study_file import load_study
 from stratasim.study.run import run_study
+from stratasim.validate.cases import case
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "megatron"
 
+ROWS = ("18b", "39b", "76b", "145b", "310b", "530b", "1t")
+
+
+def expected(row: str, metric: str) -> float:
+    return case("megatron", f"gpt_{row}").check(metric).expected
+
+
 # Megatron-LM's table 1: achieved teraFLOP/s per GPU, counted with full recomputation (their eq. 3).
-PUBLISHED_TFLOPS = {"18b": 135, "39b": 138, "76b": 140, "145b": 148, "310b": 155, "530b": 163, "1t": 163}
+PUBLISHED_TFLOPS = {row: expected(row, "tflops_per_npu") for row in ROWS}
 # PALM's table IV, "published seq/s" column.
 # PALM has no 1T row: its figure is what Megatron's 163 TFLOP/s implies under their eq. 3 (3072 GPUs, 3072 seq.).
-PUBLISHED_SEQUENCES = {"18b": 116.415, "39b": 111.565, "76b": 115.898, "145b": 95.720, "310b": 58.738,
-                       "530b": 47.440, "1t": 29.932}  # fmt: skip
+PUBLISHED_SEQUENCES = {row: expected(row, "samples_per_second") for row in ROWS}
 PIPELINE_STAGES = {"18b": 1, "39b": 2, "76b": 4, "145b": 8, "310b": 16, "530b": 35, "1t": 64}
 SLOW = {"310b", "530b", "1t"}
 # The simulated iteration, to the picosecond; the TFLOP/s and sequences/s checked above follow from it.
-ITERATION_PS = {"18b": 9_002_306_918_880, "39b": 13_546_475_988_546, "76b": 14_991_444_202_644,
-                "145b": 24_297_769_561_461, "310b": 38_181_191_087_705, "530b": 57_141_020_869_172,
-                "1t": 109_666_681_504_594}  # fmt: skip
+ITERATION_PS = {row: expected(row, "total_time_ps") for row in ROWS}
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """Imported reference pairs, run with the ``astra_compat`` preset, give the cycles ASTRA-sim printed for them
-(``tests/data/astra-sim-inputs/README.md``, congestion-unaware, one collective of 1 MiB)."""
+(``tests/data/astra-sim-inputs/README.md``, congestion-unaware, one collective of 1 MiB). The cycles are those
+``stratasim validate`` checks (``stratasim/validate/cases.yaml``, suite ``astra_sim``): one source for both."""
 
 from __future__ import annotations
 
@@ -10,30 +11,16 @@ import pytest
 from stratasim.config.study_file import parse_study
 from stratasim.importers.astra import import_astra
 from stratasim.study.run import run_study
+from stratasim.validate import load_cases
 
-HARNESS = "harness_generated_configs"
-CYCLES = [
-    ("network/Ring_8npus.yml", "system/Ring_4chunks.json", "all_reduce", 64440),
-    ("network/Ring_8npus.yml", "system/Ring_4chunks.json", "all_gather", 151016),
-    ("network/Ring_8npus.yml", "system/Ring_4chunks.json", "reduce_scatter", 33080),
-    ("network/Ring_8npus.yml", "system/Ring_4chunks.json", "all_to_all", 125480),
-    ("network/tpu_v3_32_2dtorus.yml", "system/tpu_v3_32_2dtorus.json", "all_reduce", 104596),
-    ("regression_rt_template/network_cfg.yml", "regression_rt_template/system_cfg.json", "all_reduce", 117780),
-    (f"{HARNESS}/1D_Switch8_ring/network.yml", f"{HARNESS}/1D_Switch8_ring/system.json", "all_reduce", 92440),
-    (f"{HARNESS}/2D_Ring4xRing4_ring/network.yml", f"{HARNESS}/2D_Ring4xRing4_ring/system.json", "all_reduce", 43040),
-    (
-        f"{HARNESS}/2D_Ring8xSwitch4_ring/network.yml",
-        f"{HARNESS}/2D_Ring8xSwitch4_ring/system.json",
-        "all_reduce",
-        56216,
-    ),
-    (
-        f"{HARNESS}/3D_FC4xRing4xSwitch4_mixed/network.yml",
-        f"{HARNESS}/3D_FC4xRing4xSwitch4_mixed/system.json",
-        "all_reduce",
-        38794,
-    ),
-]
+CASES = [case for case in next(suite for suite in load_cases() if suite.name == "astra_sim").cases
+         if "workload" not in case.inputs]  # fmt: skip
+CYCLES = [(case.inputs["network"], case.inputs["system"], case.inputs["collective"], case.checks[0].expected)
+          for case in CASES]  # fmt: skip
+
+
+def test_the_reference_figures_are_all_there() -> None:
+    assert len(CYCLES) == 10 and all(case.checks[0].tolerance == 0 for case in CASES)
 
 
 @pytest.mark.parametrize(("network", "system_file", "collective", "cycles"), CYCLES)

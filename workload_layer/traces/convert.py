@@ -129,13 +129,15 @@ def from_graph(
     return nodes
 
 
-def _metadata(graph: workload_pb2.ExecutionGraph) -> et_def_pb2.GlobalMetadata:
-    """The metadata record of a converted trace: the version, and the graph's resident memory by kind."""
+def _metadata(
+    graph: workload_pb2.ExecutionGraph, extra: Sequence[et_def_pb2.AttributeProto]
+) -> et_def_pb2.GlobalMetadata:
+    """The metadata record of a converted trace: the version, the graph's resident memory by kind and ``extra``."""
     resident = [
         et_def_pb2.AttributeProto(name=RESIDENT_ATTR + kind, uint64_val=size)
         for kind, size in sorted(graph.resident_bytes.items())
     ]
-    return et_def_pb2.GlobalMetadata(version=CHAKRA_VERSION, attr=resident)
+    return et_def_pb2.GlobalMetadata(version=CHAKRA_VERSION, attr=[*resident, *extra])
 
 
 def name_groups(
@@ -229,17 +231,18 @@ def write_chakra(
     sources: Sequence[str],
     *,
     exact_durations: bool = False,
+    metadata: Sequence[et_def_pb2.AttributeProto] = (),
 ) -> list[Path]:
     """Write ``<target>.<rank>.et`` per graph (without blocks), and ``<target>.json`` if collectives name
     communicator groups; ``sources[rank]`` names the input of that rank in errors; ``exact_durations`` as
-    :func:`from_graph` takes it."""
+    :func:`from_graph` takes it; ``metadata`` are attributes for every rank's metadata record (the plan)."""
     named, groups = name_groups(graphs, sources)
     traces = [
         (Path(f"{target}.{rank}.et"), graph, from_graph(graph, source, exact_durations=exact_durations))
         for rank, (graph, source) in enumerate(zip(named, sources, strict=True))
     ]
     for path, graph, nodes in traces:
-        write_trace(path, _metadata(graph), nodes)
+        write_trace(path, _metadata(graph, metadata), nodes)
     written = [path for path, _, _ in traces]
     if groups:
         written.append(Path(f"{target}.json"))
