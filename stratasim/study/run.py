@@ -35,6 +35,7 @@ from stratasim.study.client_options import client_options
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
+from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 if TYPE_CHECKING:
     from stratasim.remote import Spawned
@@ -93,6 +94,11 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
+    if isinstance(source, ServingRequestsWorkload):
+        from stratasim.study import serving  # it stands on this module's helpers
+
+        serving.check_serving(study, source, budget)
+        return npus
     estimate = check_budget(study, source, npus, budget)
     representatives = estimate.representatives or _representatives(source, study)
     system_layer.validate(source.graphs(npus), study.topology_proto(), study.system, representatives)
@@ -212,6 +218,10 @@ def run_study(
 def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None, budget: Budget) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
+    if isinstance(source, ServingRequestsWorkload):
+        from stratasim.study import serving  # it stands on this module's helpers
+
+        return serving.run_serving(study, source, npus, budget)
     estimate = check_budget(study, source, npus, budget)  # before a server starts or a graph is built
     representatives = estimate.representatives or _representatives(source, study)  # asked once: it walks every NPU
     with ExitStack() as stack:
