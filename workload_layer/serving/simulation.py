@@ -24,7 +24,8 @@ __all__ = ["PoolRun", "Sample", "simulate_pool"]
 
 @dataclass(frozen=True)
 class Sample:
-    """A replica's state as an iteration starts: when (ps), sequences batched, running, queued, KV blocks used."""
+    """A replica's state as an iteration starts or as it falls idle: when (ps), sequences batched, running,
+    queued, KV blocks used."""
 
     time_ps: int
     replica: int
@@ -76,7 +77,8 @@ def simulate_pool(
         for index in sorted(touched - set(running)):
             replica = replicas[index]
             batch = replica.next_batch(now)
-            if not batch:
+            if not batch:  # idle: the samples say so until its next iteration
+                run.samples.append(Sample(now, index, 0, len(replica.running), len(replica.waiting), replica.cache.used))
                 continue
             shape = replica.shape(batch, bucket)
             price = prices.get(shape)
