@@ -95,9 +95,9 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
     if isinstance(source, ServingRequestsWorkload):
-        from stratasim.study import serving  # it stands on this module's helpers
+        from stratasim.study.serving import check_serving  # it stands on this module's helpers
 
-        serving.check_serving(study, source, budget)
+        check_serving(study, source, budget)
         return npus
     estimate = check_budget(study, source, npus, budget)
     representatives = estimate.representatives or _representatives(source, study)
@@ -219,9 +219,9 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
     if isinstance(source, ServingRequestsWorkload):
-        from stratasim.study import serving  # it stands on this module's helpers
+        from stratasim.study.serving import run_serving  # it stands on this module's helpers
 
-        return serving.run_serving(study, source, npus, budget)
+        return run_serving(study, source, npus, budget)
     estimate = check_budget(study, source, npus, budget)  # before a server starts or a graph is built
     representatives = estimate.representatives or _representatives(source, study)  # asked once: it walks every NPU
     with ExitStack() as stack:

@@ -66,7 +66,7 @@ class BackendPricer:
             for times, step in stage:
                 if isinstance(step, Compute):
                     total += times * self._operators[_key(step.op)]
-                elif self._tp > 1:
+                elif isinstance(step, TensorParallelCollective) and self._tp > 1:
                     total += times * self._collective(step)
         return total + (self._pp - 1) * self._transfer(work.boundary_bytes)
 

@@ -25,7 +25,7 @@ __all__ = [
 ]  # fmt: skip
 
 _RATE = re.compile(r"^\s*(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*/\s*(?P<unit>[a-z]+)\s*$")
-_PER_SECOND = {"s": 1, "min": Fraction(1, 60), "h": Fraction(1, 3600), "ms": 1000}
+_PER_SECOND: dict[str, Fraction] = {"s": Fraction(1), "min": Fraction(1, 60), "h": Fraction(1, 3600), "ms": Fraction(1000)}
 
 
 def parse_rate(value: object) -> float:
