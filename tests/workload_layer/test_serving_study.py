@@ -153,6 +153,15 @@ def test_a_prompt_beyond_the_context_and_a_rate_of_zero_are_refused(
     assert code != 0 and "workload.requests.arrival.rate" in err and "must be positive" in err
 
 
+def test_millions_of_long_requests_are_refused_by_the_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = study()
+    data["workload"]["requests"] |= {"count": 10_000_000, "output": {"distribution": "fixed", "value": 2000}}
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(data))
+    assert cli.main(["check", str(path)]) != 0
+    assert "reduce workload.requests.count" in capsys.readouterr().err
+
+
 def test_check_validates_a_serving_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "study.yaml"
     path.write_text(json.dumps(study()))
