@@ -31,6 +31,8 @@ def _time(ps: float) -> str:
 def report_text(report: Report) -> str:
     """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
     operators."""
+    if not report.result.per_npu and report.serving_timeline is not None:  # a request-level serving study
+        return "\n".join(_headline(report))
     return "\n".join([*_headline(report), "", *_collective_table(report), "", *_npu_table(report),
                       *_link_table(report), *operator_lines(report.result.operators)])  # fmt: skip
 
@@ -43,8 +45,9 @@ def _headline(report: Report) -> list[str]:
         *(f"warning: {warning}" for warning in report.warnings),
         f"{report.name}: {result.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
         f"  total time       {_time(result.total_time_ps)}  ({result.total_time_ps} ps)",
-        f"  compute time     {_compute_time(report)}  (NPU {report.critical_npu}, the last to finish)",
-        f"  exposed comm     {_exposed_comm(report)}",
+        *([] if not result.per_npu and report.serving_timeline is not None else [
+            f"  compute time     {_compute_time(report)}  (NPU {report.critical_npu}, the last to finish)",
+            f"  exposed comm     {_exposed_comm(report)}"]),
         *_training_lines(report),
         *_serving_lines(report),
         *_memory_line(report),

@@ -162,6 +162,16 @@ def test_millions_of_long_requests_are_refused_by_the_budget(tmp_path: Path, cap
     assert "reduce workload.requests.count" in capsys.readouterr().err
 
 
+def test_out_draws_the_serving_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(study()))
+    assert cli.main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert "TTFT             mean" in capsys.readouterr().out
+    assert (tmp_path / "out" / "serving_timeline.png").stat().st_size > 0
+    assert "serving_timeline" in json.loads((tmp_path / "out" / "report.json").read_text())
+
+
 def test_check_validates_a_serving_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "study.yaml"
     path.write_text(json.dumps(study()))
