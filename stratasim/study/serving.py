@@ -4,7 +4,8 @@ The workload (:mod:`stratasim.workload_layer.serving`) simulates requests, batch
 knowing any backend; this module injects its iteration pricer (:class:`BackendPricer`): the compute backend
 prices each operator of an iteration on the study's device, and the system layer, on the study's network,
 prices each TP collective of it on replica 0's TP group (NPUs ``0 .. tp - 1``) and each pipeline transfer
-(NPU 0 to NPU ``tp``), each distinct operator and message priced once. An iteration's time is the sum of its
+(NPU 0 to NPU ``tp``), each distinct operator and message priced once (a collective at its size rounded up to
+1/32 of a power of two, :func:`quantised`). An iteration's time is the sum of its
 stages' operators and collectives, one after another as a rank runs them, plus the transfers between stages
 (a batch crosses the pipeline before the next starts: iterations of a replica do not overlap).
 """
@@ -33,7 +34,7 @@ from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.simulation import simulate_pool
 from stratasim.workload_layer.serving.workload import KvBudget, ServingRequestsWorkload
 
-__all__ = ["BackendPricer", "run_serving", "check_serving"]
+__all__ = ["BackendPricer", "run_serving", "check_serving", "quantised"]
 
 _REQUEST_BYTES = 2048
 """Memory per request simulated (its request, sequence and metric rows), for the budget."""
@@ -68,7 +69,7 @@ class BackendPricer:
                     total += times * self._operators[_key(step.op)]
                 elif isinstance(step, TensorParallelCollective) and self._tp > 1:
                     total += times * self._collective(step)
-        return total + (self._pp - 1) * self._transfer(work.boundary_bytes)
+        return total + ((self._pp - 1) * self._transfer(work.boundary_bytes) if self._pp > 1 else 0)
 
     def _price_operators(self, ops: list[compute_pb2.OperatorDesc]) -> None:
         """Ask the compute backend, in one request, for the operators not priced yet."""
@@ -84,13 +85,14 @@ class BackendPricer:
 
     def _collective(self, step: TensorParallelCollective) -> int:
         """A TP collective on replica 0's group, simulated alone by the system layer."""
-        key = ("collective", int(step.kind), step.comm_bytes)
+        size = quantised(step.comm_bytes)
+        key = ("collective", int(step.kind), size)
         if key not in self._messages:
             group = range(self._tp)
             graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in group]
             for graph in graphs:
                 graph.nodes.add(id=0, name=step.name, type=workload_pb2.COMM_COLL_NODE, comm_type=step.kind,
-                                comm_bytes=step.comm_bytes, group=group, pg_name="tp")  # fmt: skip
+                                comm_bytes=size, group=group, pg_name="tp")  # fmt: skip
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -114,6 +116,13 @@ class BackendPricer:
     def distinct(self) -> tuple[int, int]:
         """Operators and messages priced so far."""
         return len(self._operators), len(self._messages)
+
+
+def quantised(size: int) -> int:
+    """``size`` rounded up to a multiple of 1/32 of the power of two at or below it (at most 3.1 % more), so
+    that the TP collectives of a long run, whose sizes follow every token count, share a few hundred prices."""
+    step = max((1 << (size.bit_length() - 1)) // 32, 1) if size > 0 else 1
+    return -(-size // step) * step
 
 
 def _key(op: compute_pb2.OperatorDesc) -> bytes:

@@ -16,7 +16,7 @@ from stratasim.config.study_file import parse_study
 from stratasim.kernel import registry
 from stratasim.study.compute_setup import open_compute
 from stratasim.study.run import prepare_workload, run_study
-from stratasim.study.serving import BackendPricer
+from stratasim.study.serving import BackendPricer, quantised
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.trace_file import read_trace
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
@@ -65,6 +65,12 @@ def test_at_very_low_load_ttft_and_tpot_are_the_backends_prices() -> None:
     assert serving["slo_attainment"] == (1.0 if prefill <= 50 * 10**9 else 0.0)
     data = report.to_dict()
     assert data["serving"]["ttft_p99_ns"] == prefill / 1000 and data["serving_timeline"]["time_ns"]
+
+
+def test_collective_sizes_are_quantised_by_at_most_a_32nd() -> None:
+    sizes = [1, 33, 16_385, 700 * 4096, 8191 * 16384, 3 * 2**40 + 1]
+    assert all(size <= quantised(size) <= size * (1 + 1 / 32) for size in sizes)
+    assert quantised(2**20) == 2**20 and quantised(2**20 + 1) == 2**20 + 2**15
 
 
 def test_decode_is_memory_bound_on_the_weights() -> None:
