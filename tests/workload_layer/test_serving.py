@@ -131,7 +131,10 @@ def test_the_round_robin_router_takes_replicas_in_turn() -> None:
         ({"requests": {**poisson("0/s", 1, 8, 8)}}, "a request rate must be positive"),
         ({"requests": {**poisson("-3/s", 1, 8, 8)}}, "a request rate must be positive"),
         ({"requests": {**poisson("20", 1, 8, 8)}}, "20 has no unit; write it with one, e.g. 20/s"),
-        ({"pools": [{"parallelism": {"tp": 3}}]}, "workload.model.heads (16) must be divisible"),
+        ({"pools": [{"parallelism": {"tp": 3}}]}, "workload.model.heads (16) must be divisible by workload.pools.0.parallelism.tp (3)"),
+        ({"pools": [{"parallelism": {"pp": 3}}]}, "workload.model.layers (4) must be divisible by workload.pools.0.parallelism.pp (3)"),
+        ({"pools": [{"scheduler": {"chunked_prefill": False, "token_budget": 4096}}]}, "scheduler.token_budget (4096) must hold"),
+        ({"pools": [{}, {}]}, "workload.pools: one pool is modelled so far"),
     ],
 )
 def test_bad_serving_input_says_what_is_wrong(change: dict[str, Any], message: str) -> None:

@@ -183,3 +183,34 @@ def test_check_validates_a_serving_study(tmp_path: Path, capsys: pytest.CaptureF
     path.write_text(json.dumps(study()))
     assert cli.main(["check", str(path)]) == 0
     assert capsys.readouterr().out.startswith("OK: ")
+
+
+def test_a_mixture_of_experts_holds_every_expert_and_decodes_slower() -> None:
+    """Eight experts of the dense model's MLP, top-2: the weights grow by seven MLPs per layer (8 x 7 x 3 x 2048
+    x 5632 / 2 TP ranks x 2 bytes = 969 MB), and a decode step, bound by reading them (a batch of one touches two
+    experts but the batched expert GEMM reads all eight), takes longer than the dense model's."""
+    dense = run_study(parse_study(study(), "serving.yaml")).serving
+    data = study()
+    data["workload"]["model"] |= {"experts": 8, "top_k": 2}
+    moe = run_study(parse_study(data, "serving.yaml")).serving
+    assert dense is not None and moe is not None
+    extra = 8 * 7 * 3 * 2048 * 5632 // 2 * 2 + 8 * 2048 * 8 // 2 * 2  # seven more MLPs, and the routers
+    assert moe["weights_bytes_per_npu"] - dense["weights_bytes_per_npu"] == pytest.approx(extra, rel=0.01)
+    assert moe["tpot_mean_ps"] > dense["tpot_mean_ps"] * 1.5
+
+
+def test_a_sweep_varies_replicas_and_rate_against_a_p99_ttft_slo(tmp_path: Path) -> None:
+    """Serving composes with design-space sweeps: more replicas at a high rate bring p99 TTFT under the SLO."""
+    from stratasim.explore import sweep
+
+    base = study()
+    base["workload"]["requests"] |= {"count": 200, "arrival": {"process": "poisson", "rate": "3000/s"}}
+    outcome = sweep({
+        "study": base,
+        "space": {"workload.pools.0.replicas": [1, 2]},
+        "objectives": [{"metric": "serving.ttft_p99_ns", "goal": "min"}],
+        "constraints": [{"metric": "serving.requests_per_second", "min": 1}],
+        "search": {"method": "grid"},
+    }, workers=1)  # fmt: skip
+    ttft = {trial.params["workload.pools.0.replicas"]: trial.metrics["serving.ttft_p99_ns"] for trial in outcome.trials}
+    assert ttft[2] < ttft[1]

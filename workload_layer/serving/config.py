@@ -293,12 +293,15 @@ class ServingWorkloadConfig(Section):
             yield "workload.pools: one pool is modelled so far (several, and disaggregated pools, are to come)"
         for index, pool in enumerate(self.pools):
             plan, where = pool.parallelism, f"workload.pools.{index}"
-            checks = [("model.heads", model.heads, plan.tp), ("model.kv_heads", model.kv_head_count, plan.tp),
-                      ("model.ffn", model.ffn_size, plan.tp)]  # fmt: skip
-            checks += [("model.layers", model.layers, plan.pp)]
-            for name, value, by in checks:
+            checks = [("model.heads", model.heads, "tp", plan.tp), ("model.kv_heads", model.kv_head_count, "tp", plan.tp),
+                      ("model.ffn", model.ffn_size, "tp", plan.tp), ("model.layers", model.layers, "pp", plan.pp)]  # fmt: skip
+            for name, value, axis, by in checks:
                 if value % by:
-                    yield f"workload.{name} ({value}) must be divisible by {where}.parallelism.tp/pp ({by})"
+                    yield f"workload.{name} ({value}) must be divisible by {where}.parallelism.{axis} ({by})"
+            scheduler = pool.scheduler
+            if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
+                yield (f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
+                       f"workload.model.seq_len ({model.seq_len}) tokens without chunked_prefill, as vLLM asks")  # fmt: skip
         if requests.prompt is not None and requests.output is not None:
             longest = requests.prompt.largest + requests.output.largest
             if longest > model.seq_len:
