@@ -108,27 +108,29 @@ class ReplicaScheduler:
         for sequence, tokens in batch.chunks:
             sequence.prefilled += tokens
             self.outstanding_tokens -= tokens
-            if sequence.decoding:
+            if sequence.decoding:  # the prompt is cached: this iteration sampled a token
                 sequence.cached = sequence.prefill_target
-                done += self._generated(sequence, now_ps)
-        for sequence in batch.decodes:
+                sequence.generated += 1
+                self.outstanding_tokens -= 1
+                if sequence.first_token_ps < 0:
+                    sequence.first_token_ps = now_ps
+                if sequence.generated == sequence.request.output_tokens:
+                    done.append(self._finish(sequence, now_ps))
+        self.outstanding_tokens -= len(batch.decodes)
+        for sequence in batch.decodes:  # the hot loop of a long run: kept to the bare updates
             sequence.cached += 1
-            done += self._generated(sequence, now_ps)
+            sequence.generated += 1
+            if sequence.generated == sequence.request.output_tokens:
+                done.append(self._finish(sequence, now_ps))
         return done
 
-    def _generated(self, sequence: Sequence, now_ps: int) -> list[Sequence]:
-        """``sequence`` produced a token at ``now_ps``; it is returned if that was its last."""
-        sequence.generated += 1
-        self.outstanding_tokens -= 1
-        if sequence.first_token_ps < 0:
-            sequence.first_token_ps = now_ps
-        if sequence.generated < sequence.request.output_tokens:
-            return []
+    def _finish(self, sequence: Sequence, now_ps: int) -> Sequence:
+        """``sequence`` produced its last token at ``now_ps``: its blocks go back, it leaves the running ones."""
         sequence.finish_ps = now_ps
         self.cache.give_back(sequence.blocks)
         sequence.blocks = 0
         self.running.remove(sequence)
-        return [sequence]
+        return sequence
 
     def _chunked(self, now_ps: int) -> Batch:
         batch = Batch()
@@ -145,15 +147,16 @@ class ReplicaScheduler:
     def _decodes(self, batch: Batch, budget: int) -> int:
         """Add up to ``budget`` running decodes to ``batch``, in admission order, taking the blocks their new
         tokens need (preempting the latest admitted when none is free); the decodes added."""
+        running, decodes, block_size = self.running, batch.decodes, self.cache.block_size
         index = 0
-        while index < len(self.running) and len(batch.decodes) < budget:
-            sequence = self.running[index]
-            if sequence.decoding and not self._grow(sequence):
-                break  # it was preempted itself, and every sequence after it
-            if sequence.decoding:
-                batch.decodes.append(sequence)
+        while index < len(running) and len(decodes) < budget:
+            sequence = running[index]
+            if sequence.prefilled == sequence.prefill_target:  # decoding
+                if sequence.cached >= sequence.blocks * block_size and not self._grow(sequence):
+                    break  # it was preempted itself, and every sequence after it
+                decodes.append(sequence)
             index += 1
-        return len(batch.decodes)
+        return len(decodes)
 
     def _grow(self, sequence: Sequence) -> bool:
         """Blocks for ``sequence``'s next token, preempting from the last admitted until there are; False if
