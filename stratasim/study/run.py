@@ -221,7 +221,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
     if isinstance(source, ServingRequestsWorkload):
         from stratasim.study.serving import run_serving  # it stands on this module's helpers
 
-        return run_serving(study, source, npus, budget)
+        return run_serving(study, source, npus, budget, record_trace=bool(record_trace))
     estimate = check_budget(study, source, npus, budget)  # before a server starts or a graph is built
     representatives = estimate.representatives or _representatives(source, study)  # asked once: it walks every NPU
     with ExitStack() as stack:

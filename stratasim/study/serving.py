@@ -24,14 +24,14 @@ from stratasim.kernel.units import format_bytes
 from stratasim.report.report import Report
 from stratasim.study.budget import Budget, refuse_over
 from stratasim.study.run import _check_device, _device_facts, _open, calibration_statement, memory_capacity
-from stratasim.system_layer.result import SimulationResult
+from stratasim.system_layer.result import CounterSample, SimulationResult
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.inference.batch_graph import Compute, TensorParallelCollective
 from stratasim.workload_layer.serving.iteration import IterationShape
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.requests import Request
-from stratasim.workload_layer.serving.simulation import simulate_pool
+from stratasim.workload_layer.serving.simulation import Sample, simulate_pool
 from stratasim.workload_layer.serving.workload import KvBudget, ServingRequestsWorkload
 
 __all__ = ["BackendPricer", "run_serving", "check_serving", "quantised"]
@@ -179,8 +179,17 @@ def kv_blocks(study: Study, workload: ServingRequestsWorkload, facts: compute_pb
     return kv
 
 
-def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budget: Budget) -> Report:
-    """Simulate a serving study and report it (module docstring)."""
+def _counters(samples: list[Sample], npus_per_replica: int) -> tuple[CounterSample, ...]:
+    """Each sample's batch size, queue length and KV blocks in use, on its replica's first NPU."""
+    return tuple(CounterSample(sample.replica * npus_per_replica, name, sample.time_ps, value) for sample in samples
+                 for name, value in (("batch size", sample.batch), ("queue length", sample.queued),
+                                     ("KV blocks used", sample.kv_blocks_used)))  # fmt: skip
+
+
+def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budget: Budget,
+                record_trace: bool = False) -> Report:  # fmt: skip
+    """Simulate a serving study and report it (module docstring); with ``record_trace`` its result carries each
+    replica's batch size, queue length and KV blocks in use as counters of the replica's first NPU."""
     requests = check_serving(study, workload, budget)
     backends: dict[str, str] = {}
     section = study.compute
@@ -202,7 +211,8 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
                 "messages_priced": float(messages)}  # fmt: skip
     end = max((sequence.finish_ps for sequence in run.sequences), default=0)
     result = SimulationResult(total_time_ps=end, npus=npus, collectives=(), per_npu=(), spans=(),
-                              events_processed=run.iterations)  # fmt: skip
+                              events_processed=run.iterations,
+                              counters=_counters(run.samples, npus // workload.pool.replicas) if record_trace else ())
     calibration, uncalibrated = calibration_statement(section, facts)
     return Report(study.name, result, wall_seconds, backends, serving=figures, serving_timeline=serving_timeline(run),
                   warnings=uncalibrated, calibration=calibration)  # fmt: skip

@@ -168,14 +168,19 @@ def test_millions_of_long_requests_are_refused_by_the_budget(tmp_path: Path, cap
     assert "reduce workload.requests.count" in capsys.readouterr().err
 
 
-def test_out_draws_the_serving_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_out_draws_the_serving_timeline_and_traces_counters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
+    data = study()
+    data["workload"]["pools"][0]["router"] = "round_robin"  # both replicas serve (the least loaded would be 0 each time)
     path = tmp_path / "study.yaml"
-    path.write_text(json.dumps(study()))
+    path.write_text(json.dumps(data))
     assert cli.main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
     assert "TTFT             mean" in capsys.readouterr().out
     assert (tmp_path / "out" / "serving_timeline.png").stat().st_size > 0
     assert "serving_timeline" in json.loads((tmp_path / "out" / "report.json").read_text())
+    events = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
+    counters = {(event["pid"], event["name"]) for event in events if event["ph"] == "C"}
+    assert counters == {(npu, name) for npu in (0, 2) for name in ("batch size", "queue length", "KV blocks used")}
 
 
 def test_check_validates_a_serving_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
