@@ -12,6 +12,7 @@ from stratasim.workload_layer.serving.config import RequestsConfig, SchedulerCon
 from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
+from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
 from stratasim.workload_layer.serving.simulation import simulate_pool
 
 MS = 10**9  # picoseconds
@@ -72,6 +73,26 @@ def test_a_kv_cache_too_small_forces_preemptions_which_are_counted() -> None:
     assert tight["preemptions"] > 0
     assert tight["requests"] == roomy["requests"] == 300  # every request still finishes
     assert tight["e2e_mean_ps"] > roomy["e2e_mean_ps"]
+    assert tight["kv_peak_fraction"] <= 1.0
+
+
+def test_a_preempted_sequence_recomputes_and_the_outstanding_tokens_balance() -> None:
+    """Two requests of 16 prompt and 40 output tokens (4 blocks of 16 each by the end) in a cache of 5 blocks:
+    both fit at first (one block each, then two), but when both need a third only one is left, and the younger
+    is preempted; it prefills its prompt and generated tokens again once the older is done. Every token counted
+    outstanding is worked off by the end."""
+    cfg = config(poisson("1/s", 1, 16, 40), block_size=16)
+    replica = ReplicaScheduler(cfg.pools[0].scheduler, 5)
+    for index in range(2):
+        replica.enqueue(Request(index, 0, 16, 40))
+    assert replica.outstanding_tokens == 2 * (16 + 40)
+    finished, now = [], 0
+    while len(finished) < 2:
+        batch = replica.next_batch(now)
+        now += 1
+        finished += replica.finish_iteration(batch, now)
+    assert replica.preemptions >= 1 and replica.outstanding_tokens == 0 and replica.cache.used == 0
+    assert all(sequence.generated == 40 for sequence in finished)
 
 
 def test_chunked_prefill_lowers_p99_tpot_under_a_long_prompt_burst() -> None:

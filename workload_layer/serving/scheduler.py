@@ -175,9 +175,10 @@ class ReplicaScheduler:
         prefill its prompt and generated tokens again."""
         self.running.remove(sequence)
         self.cache.give_back(sequence.blocks)
-        self.outstanding_tokens += sequence.prefilled
+        before = sequence.remaining_tokens
         sequence.blocks = sequence.prefilled = sequence.cached = 0
         sequence.prefill_target = sequence.request.prompt_tokens + sequence.generated
+        self.outstanding_tokens += sequence.remaining_tokens - before
         sequence.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(sequence)
