@@ -13,7 +13,7 @@ from stratasim.workload_layer.serving.iteration import IterationShape, iteration
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import simulate_pool
+from stratasim.workload_layer.serving.simulation import route, simulate_pool
 
 MS = 10**9  # picoseconds
 
@@ -143,6 +143,21 @@ def test_the_round_robin_router_takes_replicas_in_turn() -> None:
     requests = synthetic_requests(cfg.requests)
     pool_run = simulate_pool(requests, cfg.pools[0], 10_000, linear_pricer, cfg.bucket)
     assert {sample.replica for sample in pool_run.samples} == {0, 1, 2, 3}
+
+
+def test_the_kv_aware_router_avoids_a_full_cache_the_token_count_misses() -> None:
+    """Replica 0 decodes a 3,000-token prompt's last 2 tokens (188 blocks held, 2 tokens outstanding); replica 1
+    a 16-token prompt with 500 tokens to go (2 blocks, 500 outstanding). Counting tokens sends the next request to
+    replica 0; counting KV blocks, to replica 1."""
+    cfg = config(poisson("1/s", 1, 16, 4))
+    replicas = [ReplicaScheduler(cfg.pools[0].scheduler, 1000) for _ in range(2)]
+    for replica, (prompt, output) in zip(replicas, ((3000, 3), (16, 501))):
+        replica.enqueue(Request(0, 0, prompt, output))
+        replica.finish_iteration(replica.next_batch(0), 1)  # prefilled, first token out
+    assert [replica.kv_load() for replica in replicas] == [188, 1]
+    assert route("least_outstanding_tokens", replicas, 7) == 0
+    assert route("least_kv_load", replicas, 7) == 1
+    assert route("round_robin", replicas, 7) == 1
 
 
 @pytest.mark.parametrize(

@@ -245,9 +245,9 @@ class PoolConfig(Section):
     """Each replica's plan."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     """Each replica's batching and KV cache."""
-    router: Literal["round_robin", "least_outstanding_tokens"] = "least_outstanding_tokens"
-    """How an arriving request picks a replica: in turn, or the one with the fewest prompt and output tokens still
-    to process."""
+    router: Literal["round_robin", "least_outstanding_tokens", "least_kv_load"] = "least_outstanding_tokens"
+    """How an arriving request picks a replica: in turn, the one with the fewest prompt and output tokens still to
+    process, or the one whose KV cache is least committed (blocks in use and those its queue will take)."""
 
 
 class SloConfig(Section):

@@ -84,6 +84,11 @@ class ReplicaScheduler:
         self.waiting.append(sequence)
         self.outstanding_tokens += sequence.remaining_tokens
 
+    def kv_load(self) -> int:
+        """KV blocks in use and those the queued sequences' prompts will take when admitted."""
+        block_size = self.cache.block_size
+        return self.cache.used + sum(blocks_for(sequence.prefill_target, block_size) for sequence in self.waiting)
+
     def next_batch(self, now_ps: int) -> Batch:
         """The sequences the next iteration runs (empty when there is nothing to run), blocks taken."""
         if self.config.chunked_prefill:

@@ -19,7 +19,7 @@ from stratasim.workload_layer.serving.iteration import IterationPricer, Iteratio
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 
-__all__ = ["PoolRun", "Sample", "simulate_pool"]
+__all__ = ["PoolRun", "Sample", "simulate_pool", "route"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def simulate_pool(
         now = min(requests[arrival].arrival_ps if arrival < total else ends[0][0], ends[0][0] if ends else 1 << 62)
         touched = set()
         while arrival < total and requests[arrival].arrival_ps == now:
-            target = _route(pool.router, replicas, arrival)
+            target = route(pool.router, replicas, arrival)
             replicas[target].enqueue(requests[arrival])
             sequences.append(replicas[target].waiting[-1])
             touched.add(target)
@@ -97,9 +97,12 @@ def simulate_pool(
     return run
 
 
-def _route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:
-    """The replica the ``arrival``-th request goes to: in turn, or the one with the fewest tokens outstanding
-    (the lowest index on ties)."""
+def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:
+    """The replica the ``arrival``-th request goes to (the lowest index on ties): in turn (``round_robin``), the
+    one with the fewest prompt and output tokens outstanding (``least_outstanding_tokens``), or the one whose KV
+    cache is least committed (``least_kv_load``): blocks in use plus those its queued prompts will take."""
     if router == "round_robin":
         return arrival % len(replicas)
+    if router == "least_kv_load":
+        return min(range(len(replicas)), key=lambda index: (replicas[index].kv_load(), index))
     return min(range(len(replicas)), key=lambda index: (replicas[index].outstanding_tokens, index))
