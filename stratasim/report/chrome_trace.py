@@ -6,7 +6,8 @@ once, a process stands for several NPUs: its name says how many (``NPU 0 (stands
 (``0-7,64-71``). Each track is a thread named by a ``thread_name`` metadata event: ``compute`` first, then the
 communication tracks (``comm``, ``comm phase 0 (dim 0)``...) in natural order. Spans are complete events
 (``"ph": "X"``) whose ``ts`` and ``dur`` are microseconds, as the format requires; picoseconds divide exactly
-enough into floats for any trace a viewer can open. Counter samples (an NPU's memory) are counter events
+enough into floats for any trace a viewer can open. Counter samples (an NPU's memory, in ``bytes``; a serving
+replica's batch size, queue length and KV blocks in use on its first NPU, as a ``value``) are counter events
 (``"ph": "C"``) in time order, drawn as a graph above the NPU's tracks.
 
 When links were recorded, a last process, ``network`` (``pid`` one past the last NPU's), has one counter per
@@ -134,7 +135,8 @@ def _event_batches(
     else:
         yield [_span_event(name, categories[track], npu, start, end) for npu, track, name, start, end in _columns(spans)]
     yield [json.dumps({"ph": "C", "name": sample.name, "pid": sample.npu, "ts": ps_to_us(sample.time_ps),
-                       "args": {"bytes": sample.value}}, separators=(",", ":")) for sample in counters]  # fmt: skip
+                       "args": {"bytes" if sample.name == "memory" else "value": sample.value}},
+                      separators=(",", ":")) for sample in counters]  # fmt: skip
     recorded = list(links)
     if recorded:
         known = [npu for npu, _ in pairs] + [sample.npu for sample in counters]

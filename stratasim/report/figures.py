@@ -48,7 +48,9 @@ def write_figures(report: Report, out_dir: str | Path) -> tuple[Path, ...]:
         raise PlottingUnavailable(f"the pictures need matplotlib: {_INSTALL}") from None
     out = Path(out_dir)
     result = report.result
-    charts = [("time_breakdown", _time_breakdown(report.name, result, Figure))]
+    charts = [("time_breakdown", _time_breakdown(report.name, result, Figure))] if result.per_npu else []
+    if report.serving_timeline:
+        charts.append(("serving_timeline", _serving_timeline(report.name, report.serving_timeline, Figure)))
     if len(result.collectives):
         charts.append(("collective_delays", _collective_delays(report.name, result, Figure)))
     if result.links:
@@ -65,6 +67,20 @@ def write_figures(report: Report, out_dir: str | Path) -> tuple[Path, ...]:
     except OSError as exc:
         raise StrataSimError(f"cannot write the pictures to {out}: {exc.strerror or exc}") from None
     return tuple(written)
+
+
+def _serving_timeline(title: str, timeline: dict[str, list[float]], figure_type: Any) -> Any:
+    """A serving study's batch size, queue length and KV blocks in use over time, summed over replicas."""
+    figure = figure_type(figsize=(9, 6.5), layout="constrained")
+    seconds = np.array(timeline["time_ns"]) / 1e9
+    rows = (("batch_size", "sequences batched"), ("queue_length", "requests queued"), ("kv_blocks_used", "KV blocks used"))
+    axes = figure.subplots(len(rows), 1, sharex=True)
+    for axis, (key, label) in zip(axes, rows):
+        axis.step(seconds, timeline[key], where="post")
+        axis.set_ylabel(label)
+    axes[0].set_title(f"{title}: serving over time (all replicas)")
+    axes[-1].set_xlabel("simulated time (s)")
+    return figure
 
 
 def _unit(largest_ns: float) -> tuple[float, str]:

@@ -231,6 +231,8 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
         data["serving"] = _serving_row(report.serving)
         if report.energy_per_token_pj is not None:
             data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
+    if report.serving_timeline:
+        data["serving_timeline"] = report.serving_timeline
     data["warnings"] = list(report.warnings)
     if report.result.stopped_at_ps is not None:
         data["incomplete"] = {"stopped_at_ps": report.result.stopped_at_ps, "reason": report.result.stopped_because,

@@ -39,7 +39,9 @@ class Report:
     workload's ``iteration_time_ns``, ``samples_per_second`` and ``tflops_per_npu`` and, if modelled,
     ``memory_per_npu_bytes``, ``pipeline_bubble_fraction`` and ``cost_usd_per_iteration`` (added to the JSON at
     top level); ``serving`` an
-    inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``); ``warnings``
+    inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``), or a request-level serving study's
+    percentiles, throughput and goodput (``ttft_p99_ps``...) and its ``serving_timeline`` (batch size, queue
+    length and KV blocks over time); ``warnings``
     what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
     priced with and where it comes from (empty without a compute section). The result's trace spans, counters and link busy stretches
     (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
@@ -51,6 +53,7 @@ class Report:
     backends: dict[str, str]
     training: dict[str, Any] | None = None
     serving: dict[str, float] | None = None
+    serving_timeline: dict[str, list[float]] | None = None
     warnings: tuple[str, ...] = ()
     network_energy_per_bit_pj: tuple[float, ...] | None = None
     calibration: str = ""

@@ -31,6 +31,8 @@ def _time(ps: float) -> str:
 def report_text(report: Report) -> str:
     """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
     operators."""
+    if not report.result.per_npu and report.serving_timeline is not None:  # a request-level serving study
+        return "\n".join(_headline(report))
     return "\n".join([*_headline(report), "", *_collective_table(report), "", *_npu_table(report),
                       *_link_table(report), *operator_lines(report.result.operators)])  # fmt: skip
 
@@ -43,8 +45,9 @@ def _headline(report: Report) -> list[str]:
         *(f"warning: {warning}" for warning in report.warnings),
         f"{report.name}: {result.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
         f"  total time       {_time(result.total_time_ps)}  ({result.total_time_ps} ps)",
-        f"  compute time     {_compute_time(report)}  (NPU {report.critical_npu}, the last to finish)",
-        f"  exposed comm     {_exposed_comm(report)}",
+        *([] if not result.per_npu and report.serving_timeline is not None else [
+            f"  compute time     {_compute_time(report)}  (NPU {report.critical_npu}, the last to finish)",
+            f"  exposed comm     {_exposed_comm(report)}"]),
         *_training_lines(report),
         *_serving_lines(report),
         *_memory_line(report),
@@ -98,6 +101,8 @@ def _serving_lines(report: Report) -> list[str]:
     serving = report.serving
     if not serving:
         return []
+    if "ttft_p99_ps" in serving:
+        return _request_lines(serving)
     line = (f"  serving          TTFT {_time(serving['ttft_ps'])}, TPOT {_time(serving['tpot_ps'])}, "
             f"{serving['tokens_per_second']:,.1f} tokens/s")  # fmt: skip
     energy = report.energy_per_token_pj
@@ -107,6 +112,28 @@ def _serving_lines(report: Report) -> list[str]:
     if cost is not None:
         line += f", ${cost:,.4g} per million tokens"
     return [line]
+
+
+def _request_lines(serving: dict[str, float]) -> list[str]:
+    """A request-level serving study's percentiles, throughput, goodput and KV cache."""
+    def spread(name: str) -> str:
+        return ", ".join(f"{stat} {_time(serving[f'{name}_{stat}_ps'])}" for stat in ("mean", "p50", "p90", "p99"))
+
+    return [
+        f"  TTFT             {spread('ttft')}",
+        f"  TPOT             {spread('tpot')}",
+        f"  end to end       {spread('e2e')}",
+        f"  queueing         {spread('queueing')}",
+        f"  throughput       {serving['requests_per_second']:,.2f} requests/s, {serving['tokens_per_second']:,.1f} "
+        f"tokens/s; goodput {serving['goodput_requests_per_second']:,.2f} requests/s "
+        f"({serving['slo_attainment']:.1%} within the SLOs)",
+        f"  batches          mean {serving['batch_size_mean']:,.1f} sequences (peak {serving['batch_size_peak']:,.0f}), "
+        f"queue mean {serving['queue_length_mean']:,.1f} (peak {serving['queue_length_peak']:,.0f}), "
+        f"{serving['preemptions']:,.0f} preemptions",
+        f"  KV cache         {format_bytes(int(serving['kv_capacity_bytes_per_npu']))} per NPU, "
+        f"{serving['kv_blocks_per_replica']:,.0f} blocks per replica, peak use {serving['kv_peak_fraction']:.1%}",
+        f"  iterations       {serving['iterations']:,.0f}, {serving['shapes_priced']:,.0f} distinct shapes priced",
+    ]
 
 
 def _memory_line(report: Report) -> list[str]:

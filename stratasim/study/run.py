@@ -35,6 +35,7 @@ from stratasim.study.client_options import client_options
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
+from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 if TYPE_CHECKING:
     from stratasim.remote import Spawned
@@ -93,6 +94,11 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
+    if isinstance(source, ServingRequestsWorkload):
+        from stratasim.study.serving import check_serving  # it stands on this module's helpers
+
+        check_serving(study, source, budget)
+        return npus
     estimate = check_budget(study, source, npus, budget)
     representatives = estimate.representatives or _representatives(source, study)
     system_layer.validate(source.graphs(npus), study.topology_proto(), study.system, representatives)
@@ -211,9 +217,13 @@ def run_study(
 
 def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None, budget: Budget) -> Report:
     backends: dict[str, str] = {}
+    source, npus = prepare_workload(study)
+    if isinstance(source, ServingRequestsWorkload):
+        from stratasim.study.serving import run_serving  # it stands on this module's helpers
+
+        return run_serving(study, source, npus, budget, record_trace=bool(record_trace))
     with ExitStack() as stack:
-        servers = _start_servers(study, stack)  # first: they boot while the workload is prepared and built
-        source, npus = prepare_workload(study)
+        servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)

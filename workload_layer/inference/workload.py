@@ -58,7 +58,7 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.schema import DTypeName, Section
 from stratasim.kernel.work import WorkEstimate
-from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.inference.batch_graph import (
     Compute,
@@ -70,11 +70,13 @@ from stratasim.workload_layer.inference.batch_graph import (
     build_serving_graph,
     milestone_name,
 )
+from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
 from stratasim.workload_layer.transformer.blocks import embedding_parameters, head_parameters, layer_parameters
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
-__all__ = ["TransformerInferenceWorkload", "TransformerInferenceConfig", "ServingConfig", "InferenceParallelism"]
+__all__ = ["TransformerInferenceWorkload", "TransformerInferenceConfig", "ServingConfig", "InferenceParallelism",
+           "stage_parameters"]
 
 TOKEN_BYTES = 4
 """Bytes of one generated token id sent back through the pipeline (an int32)."""
@@ -158,6 +160,19 @@ class TransformerInferenceConfig(Section):
         return self.serving.micro_batches or self.parallelism.pp
 
 
+def stage_parameters(model: ModelConfig, tp: int, pp: int, stage: int) -> int:
+    """Parameters one TP rank of pipeline ``stage`` holds serving ``model`` (every expert, with no expert
+    parallelism): its layers, the embeddings on the first stage, the final norm and LM head on the last."""
+    per_stage = model.layers // pp
+    layers = range(stage * per_stage, (stage + 1) * per_stage)
+    total = sum(layer_parameters(model, index, tp, 1).total for index in layers)
+    if stage == 0:
+        total += embedding_parameters(model, tp)
+    if stage == pp - 1:
+        total += head_parameters(model, tp, pp)
+    return total
+
+
 class TransformerInferenceWorkload:
     """Builds one NPU graph per TP and PP rank serving one batch; see the module docstring for what is modelled."""
 
@@ -167,8 +182,9 @@ class TransformerInferenceWorkload:
 
     def __init__(self, config: TransformerInferenceConfig) -> None:
         self.config = config
-        self._dtype = operators.parse_dtype(config.precision)
-        self._element = operators.dtype_bytes(self._dtype)
+        self._operators = DecoderOperators(config.model, config.parallelism.tp, operators.parse_dtype(config.precision),
+                                           config.attention)
+        self._element = self._operators.element_bytes
 
     def npus_required(self) -> int:
         plan = self.config.parallelism
@@ -229,15 +245,8 @@ class TransformerInferenceWorkload:
         (:mod:`stratasim.workload_layer.transformer.blocks`: the model's options — biases, norms, position embeddings,
         tied embeddings — included): its layers, the embeddings on the first stage, the final norm and LM head
         on the last."""
-        model, plan = self.config.model, self.config.parallelism
-        per_stage = model.layers // plan.pp
-        layers = range(stage * per_stage, (stage + 1) * per_stage)
-        total = sum(layer_parameters(model, index, plan.tp, 1).total for index in layers)
-        if stage == 0:
-            total += embedding_parameters(model, plan.tp)
-        if stage == plan.pp - 1:
-            total += head_parameters(model, plan.tp, plan.pp)
-        return total
+        plan = self.config.parallelism
+        return stage_parameters(self.config.model, plan.tp, plan.pp, stage)
 
     def _graph(self, npu: int, stages: Sequence[tuple[Pass, ...]]) -> workload_pb2.ExecutionGraph:
         graph = build_serving_graph(self._plan(npu, stages[self._stage(npu)]))
@@ -290,83 +299,14 @@ class TransformerInferenceWorkload:
         tokens = self._requests() * queries
         steps: list[Step] = []
         if stage == 0:
-            steps += [
-                Compute("embedding", self._pointwise("embedding", (tokens, model.hidden), flops=0)),
-                self._all_reduce("embedding tp all-reduce", tokens),
-            ]
+            steps += self._operators.embedding(tokens)
         layer_steps = self._layer(queries, context)  # one object for the pass's identical layers: one graph block
         steps += [Layer(f"layer{layer}", layer_steps) for layer in range(stage * per_stage, (stage + 1) * per_stage)]
         if stage == plan.pp - 1:
-            steps += self._head()
+            steps += self._operators.head(self._requests())
         return Pass(tuple(steps), tokens * model.hidden * self._element)
 
     def _layer(self, queries: int, context: int) -> tuple[Compute | TensorParallelCollective, ...]:
         """A layer's operations for ``queries`` new tokens per request attending to ``context``, named within it."""
-        model, tp = self.config.model, self.config.parallelism.tp
-        h, d, b = model.hidden, model.hidden // model.heads, self._requests()
-        a, g, f = model.heads // tp, model.kv_head_count // tp, model.ffn_size // tp
-        t = b * queries
-        up = 2 * f if model.activation == "swiglu" else f
-        kv_elements = 2 * t * g * d
-        return (
-            Compute("layernorm", self._pointwise("layernorm", (t, h), flops=8)),
-            Compute("qkv", self._gemm("qkv", t, h, (a + 2 * g) * d)),
-            Compute("kv append", self._pointwise("kv append", (2, t, g * d), flops=0),
-                    memory_bytes=kv_elements * self._element),
-            *self._attention_core(queries, context),
-            Compute("attention projection", self._gemm("attention projection", t, a * d, h)),
-            self._all_reduce("attention tp all-reduce", t),
-            Compute("residual layernorm", self._pointwise("residual layernorm", (t, h), flops=9, inputs=2)),
-            Compute("mlp up", self._gemm("mlp up", t, h, up)),
-            Compute("activation", self._activation(t, f)),
-            Compute("mlp down", self._gemm("mlp down", t, f, h)),
-            self._all_reduce("mlp tp all-reduce", t),
-            Compute("residual", self._pointwise("residual", (t, h), flops=1, inputs=2)),
-        )
-
-    def _attention_core(self, queries: int, context: int) -> tuple[Compute, ...]:
-        """Scores, softmax and context of ``queries`` new tokens per request against ``context`` keys: one fused
-        causal kernel, or (unfused) two GEMMs batched over the key-value heads, each stacking its query heads."""
-        model, tp, b = self.config.model, self.config.parallelism.tp, self._requests()
-        d, a, g = model.head_size, model.heads // tp, model.kv_head_count // tp
-        r = a // g
-        if self.config.attention == "fused":
-            fused = operators.attention(b * a, queries, context, d, causal=True, group=r, dtype=self._dtype,
-                                        name="attention")  # fmt: skip
-            return (Compute("attention", fused),)
-        return (
-            Compute("attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
-            Compute("softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
-            Compute("attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
-        )
-
-    def _head(self) -> list[Step]:
-        """Final layernorm, LM head over each request's last position, logits all-gather and the sampler."""
-        model, tp, b = self.config.model, self.config.parallelism.tp, self._requests()
-        vocab_shard = -(-model.vocab // tp)
-        return [
-            Compute("final layernorm", self._pointwise("final layernorm", (b, model.hidden), flops=8)),
-            Compute("lm head", self._gemm("lm head", b, model.hidden, vocab_shard)),
-            TensorParallelCollective("logits tp all-gather", workload_pb2.ALL_GATHER,
-                                     b * vocab_shard * tp * self._element),
-            Compute("sample", self._pointwise("sample", (b, vocab_shard * tp), flops=5)),
-        ]
-
-    def _activation(self, tokens: int, width: int) -> compute_pb2.OperatorDesc:
-        """GeLU of the up projection, or SwiGLU: SiLU of the gate half times the up half."""
-        if self.config.model.activation == "swiglu":
-            return self._pointwise("swiglu", (tokens, width), flops=5, inputs=2)
-        return self._pointwise("gelu", (tokens, width), flops=8)
-
-    def _all_reduce(self, name: str, tokens: int) -> TensorParallelCollective:
-        """A TP all-reduce of ``tokens`` hidden vectors."""
-        size = tokens * self.config.model.hidden * self._element
-        return TensorParallelCollective(name, workload_pb2.ALL_REDUCE, size)
-
-    def _gemm(self, name: str, m: int, k: int, n: int, batch: int = 1) -> compute_pb2.OperatorDesc:
-        return operators.gemm(m, k, n, dtype=self._dtype, batch=batch, name=name)
-
-    def _pointwise(
-        self, name: str, shape: tuple[int, ...], flops: int, inputs: int = 1
-    ) -> compute_pb2.OperatorDesc:
-        return operators.elementwise(shape, dtype=self._dtype, flops_per_element=flops, inputs=inputs, name=name)
+        b = self._requests()
+        return self._operators.layer(b * queries, self._operators.attention_core(b, queries, context))

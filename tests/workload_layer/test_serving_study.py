@@ -1,0 +1,221 @@
+"""Serving studies end to end: iterations priced by the roofline and the analytical network through the study's
+composition root, request traces, and bad input refused with one clear message."""
+
+from __future__ import annotations
+
+import copy
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratasim import cli
+from stratasim.config.study_file import parse_study
+from stratasim.kernel import registry
+from stratasim.study.compute_setup import open_compute
+from stratasim.study.run import prepare_workload, run_study
+from stratasim.study.serving import BackendPricer, quantised
+from stratasim.workload_layer.serving.iteration import iteration_shape
+from stratasim.workload_layer.serving.trace_file import read_trace
+from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+
+STUDY: dict[str, Any] = {
+    "name": "serving",
+    "workload": {
+        "kind": "serving",
+        "model": {"layers": 8, "hidden": 2048, "heads": 16, "kv_heads": 4, "seq_len": 4096, "vocab": 32000,
+                  "activation": "swiglu", "ffn": 5632},
+        "pools": [{"replicas": 2, "parallelism": {"tp": 2}, "scheduler": {"max_batch": 32, "token_budget": 1024}}],
+        "requests": {"count": 30, "seed": 2, "arrival": {"process": "fixed", "rate": "1/s"},
+                     "prompt": {"distribution": "fixed", "value": 700}, "output": {"distribution": "fixed", "value": 5}},
+        "slo": {"ttft": "50ms", "tpot": "5ms"},
+    },
+    "system": {"algorithm": "ring"},
+    "network": {"topology": [{"kind": "switch", "size": 4, "bandwidth": "300GB/s", "latency": "1us"}]},
+    "compute": {"backend": "roofline", "device": "h100"},
+}  # fmt: skip
+
+
+def study(**workload: Any) -> dict[str, Any]:
+    data = copy.deepcopy(STUDY)
+    data["workload"] |= workload
+    return data
+
+
+def test_at_very_low_load_ttft_and_tpot_are_the_backends_prices() -> None:
+    """One request at a time: TTFT is the priced 700-token prefill (one chunk within the 1,024-token budget), TPOT
+    the mean of the four priced decode steps; the TP collectives are priced by the system layer."""
+    parsed = parse_study(study(), "serving.yaml")
+    report = run_study(parsed)
+    serving = report.serving
+    assert serving is not None
+    source, _ = prepare_workload(parsed)
+    assert isinstance(source, ServingRequestsWorkload)
+    with ExitStack() as stack:
+        compute, _ = open_compute(parsed.compute, stack)  # type: ignore[arg-type]
+        pricer = BackendPricer(source, parsed, compute, registry.load("network", "analytical")())
+        prefill = pricer(iteration_shape([(700, 700)], [], 1, 64))
+        decodes = [pricer(iteration_shape([], [700 + k], 1, 64)) for k in range(1, 5)]
+        collectives = pricer.distinct[1]
+    assert serving["ttft_p99_ps"] == serving["ttft_mean_ps"] == prefill
+    assert serving["tpot_mean_ps"] == pytest.approx(sum(decodes) / 4, rel=1e-15)
+    assert collectives >= 2  # the all-reduce of 700 and of 1 token, and the logits' all-gather
+    assert serving["slo_attainment"] == (1.0 if prefill <= 50 * 10**9 else 0.0)
+    data = report.to_dict()
+    assert data["serving"]["ttft_p99_ns"] == prefill / 1000 and data["serving_timeline"]["time_ns"]
+
+
+def test_collective_sizes_are_quantised_by_at_most_a_32nd() -> None:
+    sizes = [1, 33, 16_385, 700 * 4096, 8191 * 16384, 3 * 2**40 + 1]
+    assert all(size <= quantised(size) <= size * (1 + 1 / 32) for size in sizes)
+    assert quantised(2**20) == 2**20 and quantised(2**20 + 1) == 2**20 + 2**15
+
+
+def test_decode_is_memory_bound_on_the_weights() -> None:
+    """A decode step of one sequence reads every weight once. Per layer 2048 x 3072 (QKV with 4 of 16 KV heads)
+    + 2048^2 (projection) + 3 x 2048 x 5632 (SwiGLU MLP) = 45.1 M parameters, 361 M for 8 layers, with 65.5 M of
+    word and 8.4 M of position embeddings: ~435 M, ~443 MB per GPU in bf16 over TP 2. At the fitted H100's 0.887 x
+    3.35 TB/s that is 149 us; the step adds 17 TP collectives (16 all-reduces, the logits' all-gather) of a few
+    microseconds each on a 1 us switch, so TPOT lies between the datasheet's read time and that plus 10 us each."""
+    report = run_study(parse_study(study(), "serving.yaml"))
+    assert report.serving is not None
+    weights = report.serving["weights_bytes_per_npu"]
+    assert 430e6 < weights < 460e6
+    read_ps = weights / (0.887 * 3.35e12) * 1e12
+    assert weights / 3.35e12 * 1e12 < report.serving["tpot_mean_ps"] < read_ps + 17 * 10e6
+
+
+def test_a_trace_replays_in_azure_and_plain_formats(tmp_path: Path) -> None:
+    azure = tmp_path / "azure.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6000000,300,4\n"
+                     "2023-11-16 18:15:46.1000000,200,3\n2023-11-16 18:15:47.1,100,2\n")  # fmt: skip
+    requests = read_trace(azure)
+    assert [(r.arrival_ps, r.prompt_tokens, r.output_tokens) for r in requests] == [
+        (0, 200, 3), (500_000_000_000, 300, 4), (1_000_000_000_000, 100, 2)]  # fmt: skip
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"arrival_ms": 5, "prompt_tokens": 10, "output_tokens": 2}\n\n'
+                     '{"arrival_ms": 1.5, "prompt_tokens": 20, "output_tokens": 1}\n')  # fmt: skip
+    assert [(r.arrival_ps, r.prompt_tokens) for r in read_trace(plain)] == [(1_500_000_000, 20), (5_000_000_000, 10)]
+    data = study(requests={"trace": {"path": str(azure)}})
+    report = run_study(parse_study(data, "serving.yaml"))
+    assert report.serving is not None and report.serving["requests"] == 3
+
+
+def run_cli(tmp_path: Path, data: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(data))
+    code = cli.main(["run", str(path)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("arrival_s,prompt_tokens,output_tokens\n0,10,2\n0.5,ten,2\n", "trace.csv: line 3: prompt_tokens must be a whole number"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,10,2\n1,10\n", "trace.csv: line 3: expected 3 columns"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 25:00:00,10,2\n", "trace.csv: line 2: TIMESTAMP is not a valid"),
+        ("when,tokens\n1,2\n", "trace.csv: line 2: expected the columns TIMESTAMP"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,4000,200\n", "request 0 (in arrival order) has 4000 prompt and 200 output"),
+    ],
+)
+def test_a_malformed_trace_is_one_message_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: str, message: str
+) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(rows)
+    code, err = run_cli(tmp_path, study(requests={"trace": {"path": str(trace)}}), capsys)
+    assert code != 0 and message in err
+
+
+def test_a_kv_cache_that_cannot_hold_one_request_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = study()
+    data["workload"]["pools"][0]["scheduler"]["kv_capacity"] = "1MiB"
+    code, err = run_cli(tmp_path, data, capsys)
+    assert code != 0
+    assert "workload.pools.0.scheduler: the KV cache cannot hold one request" in err and "needs 45 " in err
+
+
+def test_weights_beyond_the_device_leave_no_kv_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = study()
+    data["system"]["memory_capacity"] = "100MiB"
+    code, err = run_cli(tmp_path, data, capsys)
+    assert code != 0 and "less weights" in err and "cannot hold one request" in err
+
+
+def test_a_prompt_beyond_the_context_and_a_rate_of_zero_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = study()
+    long["workload"]["requests"]["prompt"] = {"distribution": "uniform", "low": 10, "high": 4095}
+    code, err = run_cli(tmp_path, long, capsys)
+    assert code != 0 and "exceed workload.model.seq_len (4096)" in err
+    still = study()
+    still["workload"]["requests"]["arrival"]["rate"] = "0/s"
+    code, err = run_cli(tmp_path, still, capsys)
+    assert code != 0 and "workload.requests.arrival.rate" in err and "must be positive" in err
+
+
+def test_millions_of_long_requests_are_refused_by_the_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = study()
+    data["workload"]["requests"] |= {"count": 10_000_000, "output": {"distribution": "fixed", "value": 2000}}
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(data))
+    assert cli.main(["check", str(path)]) != 0
+    assert "reduce workload.requests.count" in capsys.readouterr().err
+
+
+def test_out_draws_the_serving_timeline_and_traces_counters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    data = study()
+    data["workload"]["pools"][0]["router"] = "round_robin"  # both replicas serve (the least loaded would be 0 each time)
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(data))
+    assert cli.main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert "TTFT             mean" in capsys.readouterr().out
+    assert (tmp_path / "out" / "serving_timeline.png").stat().st_size > 0
+    assert "serving_timeline" in json.loads((tmp_path / "out" / "report.json").read_text())
+    events = json.loads((tmp_path / "out" / "trace.json").read_text())["traceEvents"]
+    counters = {(event["pid"], event["name"]) for event in events if event["ph"] == "C"}
+    assert counters == {(npu, name) for npu in (0, 2) for name in ("batch size", "queue length", "KV blocks used")}
+
+
+def test_check_validates_a_serving_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(study()))
+    assert cli.main(["check", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("OK: ")
+
+
+def test_a_mixture_of_experts_holds_every_expert_and_decodes_slower() -> None:
+    """Eight experts of the dense model's MLP, top-2: the weights grow by seven MLPs per layer (8 x 7 x 3 x 2048
+    x 5632 / 2 TP ranks x 2 bytes = 969 MB), and a decode step, bound by reading them (a batch of one touches two
+    experts but the batched expert GEMM reads all eight), takes longer than the dense model's."""
+    dense = run_study(parse_study(study(), "serving.yaml")).serving
+    data = study()
+    data["workload"]["model"] |= {"experts": 8, "top_k": 2}
+    moe = run_study(parse_study(data, "serving.yaml")).serving
+    assert dense is not None and moe is not None
+    extra = 8 * 7 * 3 * 2048 * 5632 // 2 * 2 + 8 * 2048 * 8 // 2 * 2  # seven more MLPs, and the routers
+    assert moe["weights_bytes_per_npu"] - dense["weights_bytes_per_npu"] == pytest.approx(extra, rel=0.01)
+    assert moe["tpot_mean_ps"] > dense["tpot_mean_ps"] * 1.5
+
+
+def test_a_sweep_varies_replicas_and_rate_against_a_p99_ttft_slo(tmp_path: Path) -> None:
+    """Serving composes with design-space sweeps: more replicas at a high rate bring p99 TTFT under the SLO."""
+    from stratasim.explore import sweep
+
+    base = study()
+    base["workload"]["requests"] |= {"count": 200, "arrival": {"process": "poisson", "rate": "3000/s"}}
+    outcome = sweep({
+        "study": base,
+        "space": {"workload.pools.0.replicas": [1, 2]},
+        "objectives": [{"metric": "serving.ttft_p99_ns", "goal": "min"}],
+        "constraints": [{"metric": "serving.requests_per_second", "min": 1}],
+        "search": {"method": "grid"},
+    }, workers=1)  # fmt: skip
+    ttft = {trial.params["workload.pools.0.replicas"]: trial.metrics["serving.ttft_p99_ns"] for trial in outcome.trials}
+    assert ttft[2] < ttft[1]

@@ -1,0 +1,144 @@
+"""The operators of a decoder's layer, embedding and head on one TP rank, for any batch of new tokens.
+
+Shared by the batch inference workload (:mod:`stratasim.workload_layer.inference.workload`, whose module docstring
+states each operator's shape and FLOPs) and the request-level serving workload
+(:mod:`stratasim.workload_layer.serving`), which prices iterations mixing prefill chunks and decode steps: the
+GEMMs, norms and TP collectives run over every new token of the iteration at once, the attention core once per
+group of sequences sharing a shape (:meth:`DecoderOperators.attention_core`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from stratasim.kernel import operators
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.inference.batch_graph import Compute, Step, TensorParallelCollective
+from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
+
+__all__ = ["DecoderOperators"]
+
+
+@dataclass(frozen=True)
+class DecoderOperators:
+    """Builds the operators of ``model`` on one rank of a ``tp``-way tensor-parallel group, in ``dtype``."""
+
+    model: ModelConfig
+    tp: int
+    dtype: compute_pb2.DType.ValueType
+    attention: AttentionKernel = "fused"
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes of one element of ``dtype``."""
+        return operators.dtype_bytes(self.dtype)
+
+    def layer(
+        self, tokens: int, core: tuple[Compute, ...], feed_forward: tuple[Compute, ...] | None = None
+    ) -> tuple[Compute | TensorParallelCollective, ...]:
+        """A layer's operations over ``tokens`` new tokens with the attention ``core`` (:meth:`attention_core`)
+        and the dense MLP, or ``feed_forward`` in its place (:meth:`moe`), named within the layer."""
+        model, tp = self.model, self.tp
+        h, d = model.hidden, model.head_size
+        a, g = model.heads // tp, model.kv_head_count // tp
+        kv_elements = 2 * tokens * g * d
+        mlp = self._mlp(tokens) if feed_forward is None else feed_forward
+        return (
+            Compute("layernorm", self._pointwise("layernorm", (tokens, h), flops=8)),
+            Compute("qkv", self._gemm("qkv", tokens, h, (a + 2 * g) * d)),
+            Compute("kv append", self._pointwise("kv append", (2, tokens, g * d), flops=0),
+                    memory_bytes=kv_elements * self.element_bytes),
+            *core,
+            Compute("attention projection", self._gemm("attention projection", tokens, a * d, h)),
+            self.all_reduce("attention tp all-reduce", tokens),
+            Compute("residual layernorm", self._pointwise("residual layernorm", (tokens, h), flops=9, inputs=2)),
+            *mlp,
+            self.all_reduce("mlp tp all-reduce", tokens),
+            Compute("residual", self._pointwise("residual", (tokens, h), flops=1, inputs=2)),
+        )
+
+    def _mlp(self, tokens: int) -> tuple[Compute, ...]:
+        """The dense MLP: up (gate and up when gated), activation, down."""
+        model, f = self.model, self.model.ffn_size // self.tp
+        up = 2 * f if model.activation == "swiglu" else f
+        return (
+            Compute("mlp up", self._gemm("mlp up", tokens, model.hidden, up)),
+            Compute("activation", self._activation(tokens, f)),
+            Compute("mlp down", self._gemm("mlp down", tokens, f, model.hidden)),
+        )
+
+    def moe(self, tokens: int) -> tuple[Compute, ...]:
+        """A mixture of experts in place of the MLP, every expert on this rank split over TP (no expert
+        parallelism): the router GEMM and its softmax, then each expert's MLP on its even share of the routed
+        tokens, ``ceil(top_k tokens / experts)`` (no capacity drops: a server routes every token), as GEMMs
+        batched over the experts, and the weighted sum of each token's ``top_k`` outputs."""
+        model, f = self.model, self.model.ffn_size // self.tp
+        experts, h = model.experts, model.hidden
+        share = ceil(model.top_k * tokens / experts)
+        up = 2 * f if model.activation == "swiglu" else f
+        return (
+            Compute("router", self._gemm("router", tokens, h, experts)),
+            Compute("router softmax", self._pointwise("router softmax", (tokens, experts), flops=5)),
+            Compute("expert up", self._gemm("expert up", share, h, up, batch=experts)),
+            Compute("expert activation", self._activation(share * experts, f)),
+            Compute("expert down", self._gemm("expert down", share, f, h, batch=experts)),
+            Compute("expert combine", self._pointwise("expert combine", (tokens, h), flops=2 * model.top_k,
+                                                      inputs=model.top_k)),  # fmt: skip
+        )
+
+    def attention_core(self, requests: int, queries: int, context: int) -> tuple[Compute, ...]:
+        """Scores, softmax and context of ``requests`` requests, each with ``queries`` new tokens attending to
+        ``context`` keys (the new ones last): one fused causal kernel, or (unfused) two GEMMs batched over the
+        key-value heads, each stacking its query heads, with the softmax between."""
+        model, tp, b = self.model, self.tp, requests
+        d, a, g = model.head_size, model.heads // tp, model.kv_head_count // tp
+        r = a // g
+        if self.attention == "fused":
+            fused = operators.attention(b * a, queries, context, d, causal=True, group=r, dtype=self.dtype,
+                                        name="attention")  # fmt: skip
+            return (Compute("attention", fused),)
+        return (
+            Compute("attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
+            Compute("softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
+            Compute("attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
+        )
+
+    def embedding(self, tokens: int) -> list[Step]:
+        """The embedding lookup of ``tokens`` tokens and its vocabulary-parallel TP all-reduce."""
+        return [
+            Compute("embedding", self._pointwise("embedding", (tokens, self.model.hidden), flops=0)),
+            self.all_reduce("embedding tp all-reduce", tokens),
+        ]
+
+    def head(self, sequences: int) -> list[Step]:
+        """Final layernorm, LM head over the last position of ``sequences`` sequences, logits all-gather and the
+        sampler."""
+        model, tp, b = self.model, self.tp, sequences
+        vocab_shard = -(-model.vocab // tp)
+        return [
+            Compute("final layernorm", self._pointwise("final layernorm", (b, model.hidden), flops=8)),
+            Compute("lm head", self._gemm("lm head", b, model.hidden, vocab_shard)),
+            TensorParallelCollective("logits tp all-gather", workload_pb2.ALL_GATHER,
+                                     b * vocab_shard * tp * self.element_bytes),
+            Compute("sample", self._pointwise("sample", (b, vocab_shard * tp), flops=5)),
+        ]
+
+    def all_reduce(self, name: str, tokens: int) -> TensorParallelCollective:
+        """A TP all-reduce of ``tokens`` hidden vectors."""
+        size = tokens * self.model.hidden * self.element_bytes
+        return TensorParallelCollective(name, workload_pb2.ALL_REDUCE, size)
+
+    def _activation(self, tokens: int, width: int) -> compute_pb2.OperatorDesc:
+        """GeLU of the up projection, or SwiGLU: SiLU of the gate half times the up half."""
+        if self.model.activation == "swiglu":
+            return self._pointwise("swiglu", (tokens, width), flops=5, inputs=2)
+        return self._pointwise("gelu", (tokens, width), flops=8)
+
+    def _gemm(self, name: str, m: int, k: int, n: int, batch: int = 1) -> compute_pb2.OperatorDesc:
+        return operators.gemm(m, k, n, dtype=self.dtype, batch=batch, name=name)
+
+    def _pointwise(
+        self, name: str, shape: tuple[int, ...], flops: int, inputs: int = 1
+    ) -> compute_pb2.OperatorDesc:
+        return operators.elementwise(shape, dtype=self.dtype, flops_per_element=flops, inputs=inputs, name=name)

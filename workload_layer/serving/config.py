@@ -1,0 +1,310 @@
+"""``workload:`` of ``kind: serving``: the model, the replica pools and the requests, validated.
+
+A study names the model as the transformer builder does (:class:`~stratasim.workload_layer.transformer.config.ModelConfig`,
+mixtures of experts included), one pool of identical replicas (``pools``, a list, so that several pools and
+disaggregated prefill and decode pools fit in later) each with its TP/PP plan and scheduler, the requests
+(a seeded arrival process with length distributions, or a trace file) and the SLOs goodput is measured against.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from stratasim.kernel import units
+from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs, quantity, written
+from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
+
+__all__ = [
+    "ServingWorkloadConfig", "PoolConfig", "SchedulerConfig", "PoolParallelism", "RequestsConfig", "ArrivalConfig",
+    "TraceConfig", "LengthDistribution", "SloConfig", "parse_rate",
+]  # fmt: skip
+
+_RATE = re.compile(r"^\s*(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*/\s*(?P<unit>[a-z]+)\s*$")
+_PER_SECOND: dict[str, Fraction] = {"s": Fraction(1), "min": Fraction(1, 60), "h": Fraction(1, 3600), "ms": Fraction(1000)}
+
+
+def parse_rate(value: object) -> float:
+    """Read a request rate (``20/s``, ``1200/min``, ``0.5/ms``) as requests per second; positive, at most 10^6/s."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a rate such as 20/s or 1200/min, got {value!r}")
+    match = _RATE.match(value) if isinstance(value, str) else None
+    if match is None:
+        if isinstance(value, (int, float)) or re.fullmatch(r"\s*[-+0-9.eE]+\s*", value):
+            raise ValueError(units.no_unit(value, "20/s or 1200/min", "/s"))
+        raise ValueError(f"cannot read {value!r} as a rate; write it like 20/s or 1200/min")
+    scale = _PER_SECOND.get(match["unit"])
+    if scale is None:
+        raise ValueError(f"unknown rate unit /{match['unit']} in {value!r}; use /s, /ms, /min or /h")
+    rate = Fraction(match["num"]) * scale
+    if rate <= 0:
+        raise ValueError(f"a request rate must be positive: {value!r}")
+    if rate > 10**6:
+        raise ValueError(f"{value!r} is outside the plausible range of a request rate: at most 10^6/s")
+    return float(rate)
+
+
+Rate = Annotated[float, BeforeValidator(parse_rate), quantity("request rate, positive", "20/s"), written("/s")]
+"""Requests per second (accepts ``20/s``, ``1200/min``)."""
+
+
+class FixedLength(Section):
+    """Every request has ``value`` tokens."""
+
+    distribution: Literal["fixed"]
+    """``fixed``."""
+    value: int = Field(gt=0)
+    """Tokens."""
+
+    @property
+    def largest(self) -> int:
+        """The most tokens a request can have."""
+        return self.value
+
+
+class UniformLength(Section):
+    """Tokens uniform over the integers ``low .. high``."""
+
+    distribution: Literal["uniform"]
+    """``uniform``."""
+    low: int = Field(gt=0)
+    """Fewest tokens."""
+    high: int = Field(gt=0)
+    """Most tokens."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformLength:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must be at most high ({self.high})")
+        return self
+
+    @property
+    def largest(self) -> int:
+        """The most tokens a request can have."""
+        return self.high
+
+
+class LognormalLength(Section):
+    """Tokens ``round(median * exp(sigma * Z))`` for a standard normal ``Z``, kept within ``[1, max]`` (a real
+    server's prompts are bounded by its context, so the tail is cut, not redrawn)."""
+
+    distribution: Literal["lognormal"]
+    """``lognormal``."""
+    median: float = Field(gt=0)
+    """The median, in tokens."""
+    sigma: float = Field(ge=0, le=10)
+    """Standard deviation of the tokens' natural logarithm."""
+    max: int = Field(gt=0)
+    """Most tokens: larger draws become ``max``."""
+
+    @property
+    def largest(self) -> int:
+        """The most tokens a request can have."""
+        return self.max
+
+
+class EmpiricalLength(Section):
+    """An empirical CDF: ``points`` are ``[tokens, cumulative probability]`` pairs, both increasing, the last at
+    probability 1; a draw interpolates linearly between them (inverse-CDF sampling) and rounds up."""
+
+    distribution: Literal["empirical"]
+    """``empirical``."""
+    points: tuple[tuple[int, float], ...] = Field(min_length=1)
+    """``[tokens, cumulative probability]`` pairs, increasing, ending at probability 1."""
+
+    @model_validator(mode="after")
+    def _a_cdf(self) -> EmpiricalLength:
+        tokens = [point[0] for point in self.points]
+        cdf = [point[1] for point in self.points]
+        if tokens[0] < 1:
+            raise ValueError(f"points: tokens must be at least 1, got {tokens[0]}")
+        if any(b <= a for a, b in zip(tokens, tokens[1:])) or any(b <= a for a, b in zip(cdf, cdf[1:])):
+            raise ValueError("points: tokens and cumulative probabilities must both increase strictly")
+        if not 0 <= cdf[0] <= 1 or cdf[-1] != 1:
+            raise ValueError(f"points: cumulative probabilities lie in [0, 1] and the last is 1, got {cdf[-1]}")
+        return self
+
+    @property
+    def largest(self) -> int:
+        """The most tokens a request can have."""
+        return self.points[-1][0]
+
+
+LengthDistribution = Annotated[
+    FixedLength | UniformLength | LognormalLength | EmpiricalLength, Field(discriminator="distribution")
+]
+"""A token-count distribution: ``fixed``, ``uniform``, ``lognormal`` or ``empirical``."""
+
+
+class ArrivalConfig(Section):
+    """``requests.arrival``: ``poisson`` (exponential gaps), ``gamma`` (gamma gaps of coefficient of variation
+    ``cv``: above 1 burstier than Poisson, 1 Poisson, below 1 smoother) or ``fixed`` (one every ``1 / rate``),
+    all at ``rate`` on average."""
+
+    process: Literal["poisson", "gamma", "fixed"]
+    """``poisson``, ``gamma`` or ``fixed``."""
+    rate: Rate
+    """Mean arrival rate (``20/s``)."""
+    cv: float | None = Field(default=None, gt=0, le=100)
+    """``gamma`` only: the coefficient of variation of the gaps between arrivals (burstiness)."""
+
+    @model_validator(mode="after")
+    def _cv(self) -> ArrivalConfig:
+        if (self.process == "gamma") != (self.cv is not None):
+            raise ValueError("cv is required by process: gamma and applies to it only")
+        return self
+
+
+class TraceConfig(Section):
+    """``requests.trace``: requests replayed from a CSV or JSONL file (relative to the folder the study runs
+    from): Azure's public LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``, arrival times from
+    the first timestamp) or a plain one (``arrival_s`` or ``arrival_ms``, ``prompt_tokens``, ``output_tokens``),
+    recognised by their header (a JSONL line's keys)."""
+
+    path: str = Field(min_length=1)
+    """The trace file."""
+    limit: int | None = Field(default=None, gt=0)
+    """Replay only the first ``limit`` requests."""
+
+
+class RequestsConfig(Section):
+    """``workload.requests``: ``count`` requests from ``arrival`` with ``prompt`` and ``output`` lengths drawn
+    with ``seed``, or those of ``trace``."""
+
+    count: int | None = Field(default=None, gt=0, le=10_000_000)
+    """Requests to generate."""
+    seed: int = Field(default=0, ge=0)
+    """Seed of the arrival and length draws: the same seed, the same requests."""
+    arrival: ArrivalConfig | None = None
+    """The arrival process."""
+    prompt: LengthDistribution | None = None
+    """Prompt tokens of a request."""
+    output: LengthDistribution | None = None
+    """Tokens a request generates (the first from the prefill)."""
+    trace: TraceConfig | None = None
+    """A request-trace file instead of the keys above."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RequestsConfig:
+        synthetic = {"count": self.count, "arrival": self.arrival, "prompt": self.prompt, "output": self.output}
+        if self.trace is not None:
+            given = [key for key, value in synthetic.items() if value is not None]
+            if given:
+                raise ValueError(f"give either trace or {', '.join(synthetic)}, not both (found {given[0]})")
+        else:
+            missing = [key for key, value in synthetic.items() if value is None]
+            if missing:
+                raise ValueError(f"{missing[0]} is required (or give a trace)")
+        return self
+
+
+class PoolParallelism(Section):
+    """``parallelism`` of a pool: each replica's tensor- and pipeline-parallel degrees."""
+
+    tp: int = Field(default=1, ge=1)
+    """Tensor-parallel degree."""
+    pp: int = Field(default=1, ge=1)
+    """Pipeline-parallel stages."""
+
+
+class SchedulerConfig(Section):
+    """``scheduler`` of a pool: iteration-level (continuous) batching as in Orca and vLLM. Each iteration runs at
+    most ``max_batch`` sequences and ``token_budget`` new tokens; with ``chunked_prefill`` (Sarathi-Serve,
+    vLLM's default since v1) decodes go first and prompts fill the rest of the budget in chunks, without it an
+    iteration runs either whole prompts or decodes, prompts first (vLLM v0). The KV cache is paged in blocks of
+    ``block_size`` tokens; ``kv_capacity`` is each NPU's room for it (default: the device's memory less the
+    weights and one layer's activations at the token budget)."""
+
+    max_batch: int = Field(default=256, ge=1, le=1 << 20)
+    """Most sequences in one iteration."""
+    token_budget: int = Field(default=8192, ge=1, le=1 << 24)
+    """Most new tokens (prompt tokens and decodes) in one iteration."""
+    chunked_prefill: bool = True
+    """Split prompts into chunks that share iterations with decodes (Sarathi-Serve)."""
+    block_size: int = Field(default=16, ge=1, le=1 << 16)
+    """Tokens per KV-cache block (vLLM: 16)."""
+    kv_capacity: Bytes | None = Field(default=None, gt=0)
+    """Bytes of KV cache each NPU holds (default: device memory less weights and activations)."""
+    preemption: Literal["recompute"] = "recompute"
+    """What a preempted sequence loses: ``recompute``, its KV cache, rebuilt by a new prefill when it resumes."""
+
+
+class PoolConfig(Section):
+    """One pool of ``replicas`` identical model replicas on the study's compute device, each on ``tp * pp``
+    consecutive NPUs, requests spread across them by ``router``."""
+
+    name: str = Field(default="pool", min_length=1, max_length=64)
+    """The pool's name in the report."""
+    replicas: int = Field(default=1, ge=1, le=1 << 16)
+    """Replicas in the pool."""
+    parallelism: PoolParallelism = Field(default_factory=PoolParallelism)
+    """Each replica's plan."""
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    """Each replica's batching and KV cache."""
+    router: Literal["round_robin", "least_outstanding_tokens", "least_kv_load"] = "least_outstanding_tokens"
+    """How an arriving request picks a replica: in turn, the one with the fewest prompt and output tokens still to
+    process, or the one whose KV cache is least committed (blocks in use and those its queue will take)."""
+
+
+class SloConfig(Section):
+    """``workload.slo``: a request meets its SLO when its time to first token and its time per output token are
+    both within these (either may be left out)."""
+
+    ttft: TimePs | None = None
+    """Most time to the first token."""
+    tpot: TimePs | None = None
+    """Most mean time per output token after the first."""
+
+
+class ServingWorkloadConfig(Section):
+    """``workload:`` keys of ``kind: serving``."""
+
+    model: ModelConfig
+    """The decoder-only transformer (a mixture of experts too)."""
+    pools: tuple[PoolConfig, ...] = Field(min_length=1)
+    """The replica pools (one today)."""
+    requests: RequestsConfig
+    """The requests."""
+    slo: SloConfig = Field(default_factory=SloConfig)
+    """Goodput's SLOs."""
+    precision: DTypeName = "bf16"
+    """Data type of weights, activations and KV cache."""
+    attention: AttentionKernel = "fused"
+    """The attention core: ``fused`` (FlashAttention, as serving frameworks run it) or ``unfused``."""
+    bucket: int = Field(default=64, ge=1, le=1 << 16)
+    """Pricing granularity in tokens: an iteration's prompt chunks, their contexts and the mean decode context
+    are rounded up to a multiple of it before pricing, so iterations of nearly the same shape share one price."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServingWorkloadConfig:
+        problems = list(self._problems())
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _problems(self) -> Iterator[str]:
+        """Every way the model, the pools and the requests do not fit together, one message each."""
+        model, requests = self.model, self.requests
+        if len(self.pools) > 1:
+            yield "workload.pools: one pool is modelled so far (several, and disaggregated pools, are to come)"
+        for index, pool in enumerate(self.pools):
+            plan, where = pool.parallelism, f"workload.pools.{index}"
+            checks = [("model.heads", model.heads, "tp", plan.tp), ("model.kv_heads", model.kv_head_count, "tp", plan.tp),
+                      ("model.ffn", model.ffn_size, "tp", plan.tp), ("model.layers", model.layers, "pp", plan.pp)]  # fmt: skip
+            for name, value, axis, by in checks:
+                if value % by:
+                    yield f"workload.{name} ({value}) must be divisible by {where}.parallelism.{axis} ({by})"
+            scheduler = pool.scheduler
+            if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
+                yield (f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
+                       f"workload.model.seq_len ({model.seq_len}) tokens without chunked_prefill, as vLLM asks")  # fmt: skip
+        if requests.prompt is not None and requests.output is not None:
+            longest = requests.prompt.largest + requests.output.largest
+            if longest > model.seq_len:
+                yield (f"workload.requests: a prompt of up to {requests.prompt.largest} tokens and an output of up to "
+                       f"{requests.output.largest} exceed workload.model.seq_len ({model.seq_len}), the model's "
+                       "context")  # fmt: skip

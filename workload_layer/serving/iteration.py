@@ -1,0 +1,96 @@
+"""One iteration of a replica: its shape (what the scheduler batched), the "price this iteration" contract the
+request-level simulation asks, and the operators the shape runs.
+
+The simulation (:mod:`stratasim.workload_layer.serving.simulation`) is pure: it never prices anything itself but
+calls an :class:`IterationPricer` the composition root injects (:mod:`stratasim.study.serving` wires it to the
+compute backend and, for the TP collectives, to the system and network layers), and caches its answers by
+shape. Shapes are bucketed so that a long run asks for few distinct ones: prompt chunks and their contexts, and
+the decodes' mean context, are rounded up to a multiple of the study's ``bucket`` tokens when above it (a decode
+step's attention reads every cached key once, so its cost follows the summed context: ``n`` decodes at their
+mean context cost what they cost apart, to the rounding).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Protocol
+
+from stratasim.workload_layer.inference.batch_graph import Compute, Step
+from stratasim.workload_layer.inference.layer_operators import DecoderOperators
+
+__all__ = ["IterationShape", "IterationPricer", "IterationWork", "iteration_shape", "iteration_work", "round_up"]
+
+
+@dataclass(frozen=True, order=True)
+class IterationShape:
+    """What one iteration runs: ``chunks`` of prompts as ``(new tokens, context after them)`` pairs, sorted;
+    ``decodes`` sequences decoding one token each at mean context ``decode_context`` (after the new token);
+    ``samples`` sequences producing a token (every decode, and each chunk that ends its prompt)."""
+
+    chunks: tuple[tuple[int, int], ...]
+    decodes: int
+    decode_context: int
+    samples: int
+
+    @property
+    def tokens(self) -> int:
+        """New tokens the iteration runs through the model."""
+        return sum(tokens for tokens, _ in self.chunks) + self.decodes
+
+
+class IterationPricer(Protocol):
+    """Prices one iteration of a replica: how long it takes, in picoseconds, from its shape."""
+
+    def __call__(self, shape: IterationShape) -> int: ...
+
+
+@dataclass(frozen=True)
+class IterationWork:
+    """The operators of an iteration on one TP rank of each pipeline stage, as ``(times, step)`` pairs (a step
+    run ``times`` times: once per layer of its kind), and the activation each stage hands the next."""
+
+    stages: tuple[tuple[tuple[int, Step], ...], ...]
+    boundary_bytes: int
+
+
+def round_up(tokens: int, bucket: int) -> int:
+    """``tokens``, or above ``bucket`` the next multiple of it."""
+    return tokens if tokens <= bucket else -(-tokens // bucket) * bucket
+
+
+def iteration_shape(chunks: list[tuple[int, int]], decode_contexts: list[int], samples: int, bucket: int) -> IterationShape:
+    """The bucketed shape of an iteration running prompt ``chunks`` (new tokens, context after) and decodes at
+    ``decode_contexts`` (context after each one's new token)."""
+    rounded = tuple(sorted((round_up(tokens, bucket), round_up(context, bucket)) for tokens, context in chunks))
+    decodes = len(decode_contexts)
+    mean = -(-sum(decode_contexts) // decodes) if decodes else 0
+    return IterationShape(rounded, decodes, round_up(mean, bucket), samples)
+
+
+def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape) -> IterationWork:
+    """The operators ``shape`` runs on each of ``pp`` stages: the embedding on the first, every layer (dense or a
+    mixture of experts) with one attention core per group of identical chunks and one for the decodes, the head
+    over the ``samples`` sequences on the last."""
+    model, tokens = operators.model, shape.tokens
+    core: tuple[Compute, ...] = ()
+    for (new, context), count in sorted(Counter(shape.chunks).items()):
+        core += operators.attention_core(count, new, context)
+    if shape.decodes:
+        core += operators.attention_core(shape.decodes, 1, shape.decode_context)
+    per_stage = model.layers // pp
+    stages = []
+    for stage in range(pp):
+        layers = range(stage * per_stage, (stage + 1) * per_stage)
+        moe = sum(model.moe_layer(index) for index in layers)
+        steps: list[tuple[int, Step]] = []
+        if stage == 0:
+            steps += [(1, step) for step in operators.embedding(tokens)]
+        if moe:
+            steps += [(moe, step) for step in operators.layer(tokens, core, operators.moe(tokens))]
+        if per_stage - moe:
+            steps += [(per_stage - moe, step) for step in operators.layer(tokens, core)]
+        if stage == pp - 1 and shape.samples:
+            steps += [(1, step) for step in operators.head(shape.samples)]
+        stages.append(tuple(steps))
+    return IterationWork(tuple(stages), tokens * model.hidden * operators.element_bytes)

@@ -1,0 +1,208 @@
+"""One replica's iteration-level scheduler (Orca's continuous batching, vLLM's scheduler) over a paged KV cache.
+
+A sequence is a request on this replica. It waits (FCFS) until admitted: admission needs a free place among
+``max_batch`` running sequences and free KV blocks for its whole prompt (the admission control of vLLM, which
+never admits a prompt it cannot hold). Then its prompt is prefilled — in chunks with ``chunked_prefill`` — and
+the iteration that ends the prompt samples its first token; every later iteration decodes one token, appending
+the previous one's key and value and taking a new block when the last is full. An iteration batches:
+
+- with ``chunked_prefill`` (Sarathi-Serve): every running decode first, then the running prompts' next chunks,
+  then newly admitted prompts, each chunk as large as the ``token_budget`` left allows;
+- without it (vLLM v0): whole prompts alone while any can be admitted within the budget, else every decode.
+
+When a decode needs a block and none is free, the most recently admitted running sequence is preempted (as vLLM,
+possibly the one asking): it gives its blocks back, returns to the head of the queue and will prefill its prompt
+and the tokens it generated again (``recompute``), keeping what it already generated. ``preemptions`` counts them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from stratasim.workload_layer.serving.config import SchedulerConfig
+from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
+from stratasim.workload_layer.serving.kv_cache import KvCache, blocks_for
+from stratasim.workload_layer.serving.requests import Request
+
+__all__ = ["Sequence", "Batch", "ReplicaScheduler"]
+
+
+@dataclass(eq=False)
+class Sequence:
+    """A request's state on its replica: ``prefilled`` tokens of its current prefill of ``prefill_target``
+    (its prompt, plus what it generated before a preemption), ``cached`` tokens whose keys and values the cache
+    holds, ``generated`` tokens so far, the ``blocks`` it holds, and its times (ps; -1 until known)."""
+
+    request: Request
+    prefill_target: int
+    prefilled: int = 0
+    cached: int = 0
+    generated: int = 0
+    blocks: int = 0
+    scheduled_ps: int = -1
+    first_token_ps: int = -1
+    finish_ps: int = -1
+    preemptions: int = 0
+
+    @property
+    def decoding(self) -> bool:
+        """Whether its prompt is in the cache and it generates one token per iteration."""
+        return self.prefilled == self.prefill_target
+
+    @property
+    def remaining_tokens(self) -> int:
+        """Prompt tokens left to prefill and tokens left to generate: the work the router weighs."""
+        return self.prefill_target - self.prefilled + self.request.output_tokens - self.generated
+
+
+@dataclass
+class Batch:
+    """An iteration's work: ``chunks`` as ``(sequence, new tokens)`` and the ``decodes``."""
+
+    chunks: list[tuple[Sequence, int]] = field(default_factory=list)
+    decodes: list[Sequence] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.chunks or self.decodes)
+
+
+class ReplicaScheduler:
+    """The queue, the running sequences and the KV cache of one replica; see the module docstring."""
+
+    def __init__(self, config: SchedulerConfig, kv_blocks: int) -> None:
+        self.config = config
+        self.cache = KvCache(kv_blocks, config.block_size)
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.preemptions = 0
+        self.outstanding_tokens = 0
+
+    def enqueue(self, request: Request) -> None:
+        """A request routed here joins the queue."""
+        sequence = Sequence(request, request.prompt_tokens)
+        self.waiting.append(sequence)
+        self.outstanding_tokens += sequence.remaining_tokens
+
+    def kv_load(self) -> int:
+        """KV blocks in use and those the queued sequences' prompts will take when admitted."""
+        block_size = self.cache.block_size
+        return self.cache.used + sum(blocks_for(sequence.prefill_target, block_size) for sequence in self.waiting)
+
+    def next_batch(self, now_ps: int) -> Batch:
+        """The sequences the next iteration runs (empty when there is nothing to run), blocks taken."""
+        if self.config.chunked_prefill:
+            return self._chunked(now_ps)
+        batch = Batch()
+        self._admit(batch, self.config.token_budget, now_ps, whole=True)
+        if not batch:
+            self._decodes(batch, len(self.running))
+        return batch
+
+    def shape(self, batch: Batch, bucket: int) -> IterationShape:
+        """``batch`` as the pricer sees it, bucketed by ``bucket`` tokens."""
+        chunks = [(tokens, sequence.prefilled + tokens) for sequence, tokens in batch.chunks]
+        ending = sum(sequence.prefilled + tokens == sequence.prefill_target for sequence, tokens in batch.chunks)
+        contexts = [sequence.cached + 1 for sequence in batch.decodes]
+        return iteration_shape(chunks, contexts, len(batch.decodes) + ending, bucket)
+
+    def finish_iteration(self, batch: Batch, now_ps: int) -> list[Sequence]:
+        """Advance every sequence ``batch`` ran to ``now_ps``, the end of its iteration; the sequences that
+        finished (their blocks given back)."""
+        done = []
+        for sequence, tokens in batch.chunks:
+            sequence.prefilled += tokens
+            self.outstanding_tokens -= tokens
+            if sequence.decoding:  # the prompt is cached: this iteration sampled a token
+                sequence.cached = sequence.prefill_target
+                sequence.generated += 1
+                self.outstanding_tokens -= 1
+                if sequence.first_token_ps < 0:
+                    sequence.first_token_ps = now_ps
+                if sequence.generated == sequence.request.output_tokens:
+                    done.append(self._finish(sequence, now_ps))
+        self.outstanding_tokens -= len(batch.decodes)
+        for sequence in batch.decodes:  # the hot loop of a long run: kept to the bare updates
+            sequence.cached += 1
+            sequence.generated += 1
+            if sequence.generated == sequence.request.output_tokens:
+                done.append(self._finish(sequence, now_ps))
+        return done
+
+    def _finish(self, sequence: Sequence, now_ps: int) -> Sequence:
+        """``sequence`` produced its last token at ``now_ps``: its blocks go back, it leaves the running ones."""
+        sequence.finish_ps = now_ps
+        self.cache.give_back(sequence.blocks)
+        sequence.blocks = 0
+        self.running.remove(sequence)
+        return sequence
+
+    def _chunked(self, now_ps: int) -> Batch:
+        batch = Batch()
+        budget = self.config.token_budget
+        budget -= self._decodes(batch, budget)
+        for sequence in self.running:
+            if budget and not sequence.decoding:
+                tokens = min(sequence.prefill_target - sequence.prefilled, budget)
+                batch.chunks.append((sequence, tokens))
+                budget -= tokens
+        self._admit(batch, budget, now_ps, whole=False)
+        return batch
+
+    def _decodes(self, batch: Batch, budget: int) -> int:
+        """Add up to ``budget`` running decodes to ``batch``, in admission order, taking the blocks their new
+        tokens need (preempting the latest admitted when none is free); the decodes added."""
+        running, decodes, block_size = self.running, batch.decodes, self.cache.block_size
+        index = 0
+        while index < len(running) and len(decodes) < budget:
+            sequence = running[index]
+            if sequence.prefilled == sequence.prefill_target:  # decoding
+                if sequence.cached >= sequence.blocks * block_size and not self._grow(sequence):
+                    break  # it was preempted itself, and every sequence after it
+                decodes.append(sequence)
+            index += 1
+        return len(decodes)
+
+    def _grow(self, sequence: Sequence) -> bool:
+        """Blocks for ``sequence``'s next token, preempting from the last admitted until there are; False if
+        ``sequence`` itself had to go."""
+        needed = blocks_for(sequence.cached + 1, self.cache.block_size) - sequence.blocks
+        while needed > 0 and not self.cache.take(needed):
+            victim = self.running[-1]
+            self._preempt(victim)
+            if victim is sequence:
+                return False
+        sequence.blocks += max(needed, 0)
+        return True
+
+    def _preempt(self, sequence: Sequence) -> None:
+        """Recompute preemption: ``sequence`` gives its blocks back and waits at the head of the queue to
+        prefill its prompt and generated tokens again."""
+        self.running.remove(sequence)
+        self.cache.give_back(sequence.blocks)
+        before = sequence.remaining_tokens
+        sequence.blocks = sequence.prefilled = sequence.cached = 0
+        sequence.prefill_target = sequence.request.prompt_tokens + sequence.generated
+        self.outstanding_tokens += sequence.remaining_tokens - before
+        sequence.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(sequence)
+
+    def _admit(self, batch: Batch, budget: int, now_ps: int, whole: bool) -> None:
+        """Admit queued sequences in order while there is room among the running ones, blocks for their whole
+        prompt and token budget (all of the prompt if ``whole``, else a first chunk)."""
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
+            sequence = self.waiting[0]
+            if whole and sequence.prefill_target > budget:
+                break
+            blocks = blocks_for(sequence.prefill_target, self.cache.block_size)
+            if not self.cache.take(blocks):
+                break
+            self.waiting.popleft()
+            sequence.blocks = blocks
+            if sequence.scheduled_ps < 0:
+                sequence.scheduled_ps = now_ps
+            self.running.append(sequence)
+            tokens = min(sequence.prefill_target, budget)
+            batch.chunks.append((sequence, tokens))
+            budget -= tokens

@@ -1,0 +1,114 @@
+"""``kind: serving``: LLM requests served at the request level by a pool of model replicas.
+
+Unlike the other workloads it builds no execution graph: the composition root (:mod:`stratasim.study.serving`)
+hands it an iteration pricer and it runs the request-level simulation (:func:`simulate_pool`). What it knows is
+the model's: the operators of an iteration (:func:`~stratasim.workload_layer.serving.iteration.iteration_work`),
+and each NPU's memory for the KV cache, in bytes:
+
+- weights: the parameters the largest stage's TP rank holds (:func:`~stratasim.workload_layer.inference.workload.stage_parameters`,
+  every expert of a mixture, there being no expert parallelism yet) in ``precision``;
+- activations: one layer's forward activations for ``token_budget`` tokens on a TP rank, by the training
+  memory accounting (Korthikanti et al.'s terms, :func:`~stratasim.workload_layer.transformer.memory.layer_terms`,
+  fused attention keeping only its row statistics): a server frees a layer's activations before the next, so
+  one layer at the largest iteration bounds them;
+- the KV cache: the rest, ``capacity - weights - activations`` (or ``scheduler.kv_capacity``), in blocks of
+  ``block_size`` tokens each taking ``2 (layers / pp) (kv_heads / tp) head_size`` elements per token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stratasim.kernel import operators
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.work import WorkEstimate
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.inference.layer_operators import DecoderOperators
+from stratasim.workload_layer.inference.workload import stage_parameters
+from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.iteration import IterationShape, IterationWork, iteration_work
+from stratasim.workload_layer.serving.requests import Request, synthetic_requests
+from stratasim.workload_layer.serving.trace_file import read_trace
+from stratasim.workload_layer.transformer.config import ParallelismConfig, TransformerConfig
+from stratasim.workload_layer.transformer.memory import layer_terms
+
+__all__ = ["ServingRequestsWorkload", "KvBudget"]
+
+
+class KvBudget:
+    """One NPU's memory for a pool: ``weights``, ``activations`` and what is left for the KV cache (bytes), and
+    the blocks that makes."""
+
+    def __init__(self, capacity: int, weights: int, activations: int, kv_bytes: int, block_bytes: int) -> None:
+        self.capacity, self.weights, self.activations = capacity, weights, activations
+        self.kv_bytes = kv_bytes
+        self.blocks = max(kv_bytes // block_bytes, 0)
+
+
+class ServingRequestsWorkload:
+    """Requests served by replica pools; see the module docstring."""
+
+    name = "serving"
+    Config = ServingWorkloadConfig
+
+    def __init__(self, config: ServingWorkloadConfig) -> None:
+        self.config = config
+        self.pool = config.pools[0]
+        self._dtype = operators.parse_dtype(config.precision)
+        self.operators = DecoderOperators(config.model, self.pool.parallelism.tp, self._dtype, config.attention)
+
+    def npus_required(self) -> int:
+        return sum(pool.replicas * pool.parallelism.tp * pool.parallelism.pp for pool in self.config.pools)
+
+    def estimate(self, npus: int) -> WorkEstimate:
+        """No graphs are built: one small graph per distinct collective priced."""
+        return WorkEstimate(1, 4, 1, 0, "workload.requests.count")
+
+    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
+        raise WorkloadError("workload: kind serving runs requests at the request level and has no execution graphs "
+                            "to export or replay")  # fmt: skip
+
+    def requests(self) -> tuple[Request, ...]:
+        """The requests, drawn or read, each checked against the model's context."""
+        config = self.config.requests
+        if config.trace is None:
+            return synthetic_requests(config)
+        requests = read_trace(config.trace.path, config.trace.limit)
+        context = self.config.model.seq_len
+        for request in requests:
+            if request.prompt_tokens + request.output_tokens > context:
+                raise WorkloadError(
+                    f"{config.trace.path}: request {request.index} (in arrival order) has {request.prompt_tokens} prompt "
+                    f"and {request.output_tokens} output tokens, beyond workload.model.seq_len ({context}), the "
+                    "model's context"
+                )
+        return requests
+
+    def work(self, shape: IterationShape) -> IterationWork:
+        """The operators an iteration of ``shape`` runs on each stage of a replica."""
+        return iteration_work(self.operators, self.pool.parallelism.pp, shape)
+
+    def kv_budget(self, capacity: int) -> KvBudget:
+        """The memory of an NPU of ``capacity`` bytes (or of ``scheduler.kv_capacity``) and its KV blocks."""
+        pool, model = self.pool, self.config.model
+        plan, scheduler = pool.parallelism, pool.scheduler
+        element = operators.dtype_bytes(self._dtype)
+        weights = max(stage_parameters(model, plan.tp, plan.pp, stage) for stage in range(plan.pp)) * element
+        activations = self._activation_bytes()
+        kv = scheduler.kv_capacity if scheduler.kv_capacity is not None else capacity - weights - activations
+        per_token = 2 * (model.layers // plan.pp) * (model.kv_head_count // plan.tp) * model.head_size * element
+        return KvBudget(capacity, weights, activations, kv, per_token * scheduler.block_size)
+
+    def largest_request(self, requests: Sequence[Request]) -> int:
+        """The most tokens one request ever holds in the cache (its prompt and output)."""
+        return max((request.prompt_tokens + request.output_tokens for request in requests), default=0)
+
+    def _activation_bytes(self) -> int:
+        """One layer's forward activations at the token budget on a TP rank (module docstring)."""
+        pool, model = self.pool, self.config.model
+        tokens = pool.scheduler.token_budget
+        plan = ParallelismConfig(tp=pool.parallelism.tp)
+        config = TransformerConfig(model=model.model_copy(update={"seq_len": tokens}), parallelism=plan,
+                                   precision=self.config.precision, attention=self.config.attention)  # fmt: skip
+        moe = any(model.moe_layer(index) for index in range(model.layers))
+        return max(layer_terms(config, moe=flag).on_rank(plan.tp, False) for flag in {False, moe})
