@@ -40,7 +40,10 @@ from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 if TYPE_CHECKING:
     from stratasim.remote import Spawned
 
-__all__ = ["prepare_workload", "check_study", "run_study"]
+__all__ = [
+    "calibration_statement", "check_device", "check_study", "device_facts", "memory_capacity", "open_backend",
+    "prepare_workload", "run_study",
+]  # fmt: skip
 
 
 def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
@@ -62,7 +65,7 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
     return source, available if required is None else required
 
 
-def _check_device(compute: ComputeBackend, section: StudyCompute) -> None:
+def check_device(compute: ComputeBackend, section: StudyCompute) -> None:
     """The study's device is one the backend lists (names match case-insensitively, as every backend looks them up)
     or, failing that, one it describes without an error: the Timeloop-style model prices a
     ``systolic-<R>x<C>-<dataflow>`` array of any shape but lists only its presets."""
@@ -106,7 +109,7 @@ def _check_study(study: Study, budget: Budget) -> int:
     if section is not None and section.endpoint is None and not section.spawn:
         with ExitStack() as stack:
             compute, _ = open_compute(section, stack)
-            _check_device(compute, section)
+            check_device(compute, section)
     return npus
 
 
@@ -147,7 +150,7 @@ def _terminate(servers: list[Spawned]) -> None:
         server.terminate()
 
 
-def _open(
+def open_backend(
     layer: str,
     section: StudyNetwork | StudyCompute,
     stack: ExitStack,
@@ -228,15 +231,15 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)
-        network, backends["network"] = _open("network", study.network, stack, servers)
+        network, backends["network"] = open_backend("network", study.network, stack, servers)
         compute: ComputeBackend | None = None
         device = ""
         facts = None
         if study.compute is not None:
-            compute, backends["compute"] = _open("compute", study.compute, stack, servers)
-            _check_device(compute, study.compute)
+            compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
+            check_device(compute, study.compute)
             device = study.compute.device_name()
-            facts = _device_facts(compute, study.compute)
+            facts = device_facts(compute, study.compute)
         started = time.perf_counter()
         result = system_layer.simulate(
             graphs,
@@ -294,7 +297,7 @@ def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | 
     return None if representatives is None else tuple(representatives)
 
 
-def _device_facts(compute: ComputeBackend, section: StudyCompute) -> compute_pb2.DeviceFacts:
+def device_facts(compute: ComputeBackend, section: StudyCompute) -> compute_pb2.DeviceFacts:
     """What the compute backend says of the study's device (asked once, before the run)."""
     response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device_name()]))
     if response.HasField("error"):

@@ -23,7 +23,7 @@ from stratasim.kernel.errors import BackendError, WorkloadError
 from stratasim.kernel.units import format_bytes
 from stratasim.report.report import Report
 from stratasim.study.budget import Budget, refuse_over
-from stratasim.study.run import _check_device, _device_facts, _open, calibration_statement, memory_capacity
+from stratasim.study.run import calibration_statement, check_device, device_facts, memory_capacity, open_backend
 from stratasim.system_layer.result import CounterSample, SimulationResult
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.inference.batch_graph import Compute, TensorParallelCollective
@@ -195,10 +195,10 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
     section = study.compute
     assert section is not None
     with ExitStack() as stack:
-        network, backends["network"] = _open("network", study.network, stack, {})
-        compute, backends["compute"] = _open("compute", section, stack, {})
-        _check_device(compute, section)
-        facts = _device_facts(compute, section)
+        network, backends["network"] = open_backend("network", study.network, stack, {})
+        compute, backends["compute"] = open_backend("compute", section, stack, {})
+        check_device(compute, section)
+        facts = device_facts(compute, section)
         kv = kv_blocks(study, workload, facts, requests)
         pricer = BackendPricer(workload, study, compute, cast(NetworkBackend, network))
         started = time.perf_counter()
