@@ -46,12 +46,12 @@ def buffer_bytes(collective: str, size: int, group_size: int) -> int:
 
 def adapt(plan: PhasePlan) -> PhasePlan:
     """``plan`` with ASTRA-sim's variant of its algorithm, where it has one."""
-    if (plan.collective, plan.algorithm) == ("all_to_all", "ring"):
+    if (plan.collective, plan.base) == ("all_to_all", "ring"):
         steps = ring_all_to_all(plan.size, plan.data_bytes)
         return replace(plan, _planner=lambda *_: steps)
-    if plan.algorithm == "direct":
+    if plan.base == "direct":
         return replace(plan, _planner=_direct_once(plan))
-    if plan.algorithm == "halving_doubling" and plan.collective in ("all_reduce", "reduce_scatter"):
+    if plan.base == "halving_doubling" and plan.collective in ("all_reduce", "reduce_scatter"):
         return replace(plan, _planner=_halving_doubling(plan))
     return plan
 

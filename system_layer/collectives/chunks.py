@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stratasim.system_layer.collectives import astra_compat
-from stratasim.system_layer.collectives.algorithms import PhasePlan, Step, plan_phase
+from stratasim.system_layer.collectives.algorithms import FLATTENED, PhasePlan, Step, plan_phase, split_name
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
 from stratasim.system_layer.options import Preset, SystemOptions
@@ -41,11 +41,13 @@ class Layout:
     phase_collectives: tuple[str, ...]
 
 
-def layout(kind: str, size: int, group_size: int, phases: tuple[PhaseLines, ...], options: SystemOptions) -> Layout:
-    """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group_size`` NPUs laid out as
-    ``phases``, chunked and planned as ``options`` say."""
+def layout(kind: str, size: int, group: tuple[int, ...], phases: tuple[PhaseLines, ...], options: SystemOptions) -> Layout:
+    """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group`` laid out as ``phases``,
+    chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group."""
     astra = options.preset is Preset.ASTRA_COMPAT
-    buffer = astra_compat.buffer_bytes(kind, size, group_size) if astra else size
+    if phases and split_name(options.algorithm_for(kind, 0))[0] in FLATTENED:
+        phases = (PhaseLines(FLAT, members=group),)
+    buffer = astra_compat.buffer_bytes(kind, size, len(group)) if astra else size
     sequences = [
         phase_sequence(kind, chunk, phases, local_bw_aware=options.collective_optimization == "local_bw_aware")
         for chunk in split_bytes(buffer, options.splits)
