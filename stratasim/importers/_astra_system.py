@@ -9,6 +9,8 @@ its shipped examples still carry. Each one is
   undefined (no ``scheduling-policy``, no ``preferred-dataset-splits``...);
 * listed in the "ignored ASTRA-sim keys" comment when set to a value that matters elsewhere but that the study
   does not use (``roofline-enabled: 1`` prices compute nodes, and an imported collective workload has none);
+* a problem when it asks for what neither tool computes: ASTRA-sim 1.0's Themis-style ``intra-`` and
+  ``inter-dimension-scheduling`` policies, which 2.x no longer reads (it runs FIFO and ascending);
 * type-checked and otherwise dropped when ASTRA-sim itself makes no use of it here (``L``, ``o``, ``g``, ``G`` and
   ``local-reduction-delay`` only drive the memory-bus model of ``model-shared-bus: 1``).
 
@@ -66,11 +68,28 @@ _REQUIRED = {  # key → what it takes, and why ASTRA-sim's behaviour without it
     "local-mem-bw": "GB/s; ASTRA-sim charges every reduction 3 × bytes / local-mem-bw, 0 by default",
 }
 _INERT = ("L", "o", "g", "G", "local-reduction-delay", "peak-perf", "local-mem-trace-filename")
-_UNREAD = {"boost-mode": 0, "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"}
+_UNREAD = {"boost-mode": 0}
+# Themis-style scheduling (ASTRA-sim 1.0's text configs read these, Sys::post_process_inputs). ASTRA-sim 2.x
+# (518bd51) reads neither key: its Sys constructor sets FIFO and Ascending and Sys::initialize_sys never changes
+# them, so the other policies' branches in Sys::generate_collective and Sys::ask_for_schedule never run. The value
+# both run is accepted; any other asks for what neither computes, which would be a silent wrong answer.
+_SCHEDULERS = {
+    "intra-dimension-scheduling": ("FIFO", {
+        "RG": "ASTRA-sim 1.0's RG order (alternating reduce-scatter and all-gather chunks in a dimension's queue)",
+        "smallestFirst": "ASTRA-sim 1.0's smallest-chunk-first order within a dimension's queue",
+        "lessRemainingPhaseFirst": "ASTRA-sim 1.0's order by fewest phases left within a dimension's queue",
+    }),
+    "inter-dimension-scheduling": ("ascending", {
+        "roundRobin": "ASTRA-sim 1.0's round-robin rotation of each chunk's first dimension",
+        "offlineGreedy": "Themis's offline greedy dimension order (ASTRA-sim 1.0's OfflineGreedy.cc)",
+        "offlineGreedyFlex": "Themis's offline greedy order with flexible chunk sizes (OfflineGreedy.cc)",
+        "themis": "Themis's offline greedy dimension order (ASTRA-sim 1.0 calls it offlineGreedy)",
+    }),
+}  # fmt: skip
 KNOWN_KEYS = (
     "scheduling-policy", "collective-optimization", "preferred-dataset-splits", "active-chunks-per-dimension",
     "endpoint-delay", "local-mem-bw", *(f"{prefix}-implementation" for prefix in _COLLECTIVES), *_CUSTOM,
-    *_UNSUPPORTED, "roofline-enabled", "trace-enabled", *_INERT, *_UNREAD,
+    *_UNSUPPORTED, "roofline-enabled", "trace-enabled", *_INERT, *_UNREAD, *_SCHEDULERS,
 )  # fmt: skip
 
 
@@ -284,6 +303,13 @@ def _ignored(data: Mapping[str, Any], problems: Problems) -> list[str]:
     for key, default in _UNREAD.items():
         if key in data and data[key] != default:
             ignored.append(f"{key}: {data[key]!r} (ASTRA-sim 2.x does not read it)")
+    for key, (runs, known) in _SCHEDULERS.items():
+        if key in data and data[key] != runs:
+            asked = known.get(data[key]) if isinstance(data[key], str) else None
+            what = f"it asks for {asked}, which" if asked else f"{data[key]!r} is not a policy ASTRA-sim knows; any"
+            problems.append((key, f"{what} StrataSim does not model, and ASTRA-sim 2.x does not read this key: it "
+                             f"runs {runs!r} whatever it says. Set it to {runs!r} (or remove it) to import what "
+                             "ASTRA-sim 2.x computes"))  # fmt: skip
     return ignored
 
 

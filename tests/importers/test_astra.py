@@ -289,3 +289,26 @@ def test_files_given_the_wrong_way_round(files: Files) -> None:
     with pytest.raises(ConfigError) as caught:
         import_astra(system_file, network)
     assert "not an ASTRA-sim network file" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("inter-dimension-scheduling", "offlineGreedy", "Themis's offline greedy dimension order"),
+        ("inter-dimension-scheduling", "themis", "Themis's offline greedy dimension order"),
+        ("inter-dimension-scheduling", "roundRobin", "round-robin rotation"),
+        ("intra-dimension-scheduling", "smallestFirst", "smallest-chunk-first"),
+        ("intra-dimension-scheduling", "SCF", "'SCF' is not a policy ASTRA-sim knows"),
+    ],
+)
+def test_themis_scheduling_is_refused_naming_what_is_missing(files: Files, key: str, value: str, said: str) -> None:
+    # ASTRA-sim 2.x never reads these keys (Sys::initialize_sys), so it runs FIFO / ascending whatever they say.
+    problem = problems_of(files, **{key.replace("-", "_"): value})[key]
+    assert said in problem and "StrataSim does not model" in problem and "ASTRA-sim 2.x does not read" in problem
+
+
+@pytest.mark.parametrize(("key", "value"), [("inter-dimension-scheduling", "ascending"),
+                                            ("intra-dimension-scheduling", "FIFO")])
+def test_the_scheduling_astra_sim_runs_is_accepted(files: Files, key: str, value: str) -> None:
+    imported = read_astra(*files(**{key.replace("-", "_"): value}))
+    parse_study(imported.study, "imported")
