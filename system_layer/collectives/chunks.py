@@ -48,8 +48,9 @@ def layout(kind: str, size: int, group: tuple[int, ...], phases: tuple[PhaseLine
     if phases and split_name(options.algorithm_for(kind, 0))[0] in FLATTENED:
         phases = (PhaseLines(FLAT, members=group),)
     buffer = astra_compat.buffer_bytes(kind, size, len(group)) if astra else size
+    walked = astra_compat.phase_lines(kind, phases) if astra else phases
     sequences = [
-        phase_sequence(kind, chunk, phases, local_bw_aware=options.collective_optimization == "local_bw_aware")
+        phase_sequence(kind, chunk, walked, local_bw_aware=options.collective_optimization == "local_bw_aware")
         for chunk in split_bytes(buffer, options.splits)
     ]
 
