@@ -13,7 +13,9 @@ study converted from its inputs reproduces its numbers:
   after each exchange but the last, each time the size of the next message;
 - halving-doubling pairs its largest message with its nearest partner: the halving starts 1 position away
   and doubles the distance, the doubling starts n/2 away and halves it (ours starts the halving n/2 away);
-- a multi-dimensional all-gather runs its dimensions from the outermost inwards (:func:`phase_lines`).
+- a multi-dimensional all-gather runs its dimensions from the outermost inwards (:func:`phase_lines`);
+- a double binary tree sends each chunk whole over every edge of one tree, the chunks taking ASTRA-sim's two
+  trees in turn (ours splits every chunk in halves over NCCL's two trees; see :mod:`.astra_tree`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 
+from stratasim.system_layer.collectives import astra_tree
 from stratasim.system_layer.collectives.algorithms import PhasePlan
 from stratasim.system_layer.collectives.groups import PhaseLines
 from stratasim.system_layer.collectives.steps import Step, lockstep
@@ -48,8 +51,11 @@ def buffer_bytes(collective: str, size: int, group_size: int) -> int:
     return size * group_size if collective == "all_gather" else size
 
 
-def adapt(plan: PhasePlan) -> PhasePlan:
-    """``plan`` with ASTRA-sim's variant of its algorithm, where it has one."""
+def adapt(plan: PhasePlan, chunk: int = 0) -> PhasePlan:
+    """``plan`` (for chunk number ``chunk`` of its collective) with ASTRA-sim's variant of its algorithm, where it
+    has one."""
+    if plan.base == "double_binary_tree":
+        return replace(plan, _planner=astra_tree.planner(plan.size, chunk))
     if (plan.collective, plan.base) == ("all_to_all", "ring"):
         steps = ring_all_to_all(plan.size, plan.data_bytes)
         return replace(plan, _planner=lambda *_: steps)

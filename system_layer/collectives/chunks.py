@@ -54,16 +54,16 @@ def layout(kind: str, size: int, group: tuple[int, ...], phases: tuple[PhaseLine
         for chunk in split_bytes(buffer, options.splits)
     ]
 
-    def plan(spec: PhaseSpec) -> PhasePlan:
+    def plan(spec: PhaseSpec, chunk: int) -> PhasePlan:
         dim = spec.lines.dim
         # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
         algorithm = options.algorithm_for(kind, max(dim, 0))
         planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
-        return astra_compat.adapt(planned) if astra else planned
+        return astra_compat.adapt(planned, chunk) if astra else planned
 
     return Layout(
         phases=tuple(spec.lines for spec in sequences[0]),
-        chunk_plans=tuple(tuple(plan(spec) for spec in sequence) for sequence in sequences),
+        chunk_plans=tuple(tuple(plan(spec, chunk) for spec in sequence) for chunk, sequence in enumerate(sequences)),
         phase_collectives=tuple(spec.collective for spec in sequences[0]),
     )
 

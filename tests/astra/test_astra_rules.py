@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from stratasim.kernel.errors import WorkloadError
 from stratasim.system_layer.collectives import astra_compat
 from stratasim.system_layer.collectives.algorithms import plan_phase
+from stratasim.system_layer.collectives.astra_tree import _tree
 from tests.astra.test_astra_compat import astra_study, simulated_ns
 
 MB = 1 << 20
@@ -73,3 +75,36 @@ def test_all_gather_walks_the_dimensions_outermost_first() -> None:
     # exchanges the input, floor(2 x 1000 + S/beta_1); then the ring gathers 2 MiB messages in 3 steps.
     study = astra_study([("Ring", 4, 200.0, 100.0), ("Switch", 2, 50.0, 1000.0)], "all_gather", MB, **FREE)
     assert simulated_ns(study) == hop_ns(MB, 50, 1000, hops=2) + 3 * hop_ns(2 * MB, 200, 100) == 51126
+
+
+# --- double binary tree: the whole chunk over every edge of one tree (DoubleBinaryTreeAllReduce.cc) ------------
+
+
+@pytest.mark.parametrize(("kind", "n", "hops"), [("FullyConnected", 8, [1, 1, 1]), ("FullyConnected", 4, [1, 1]),
+                                                 ("Switch", 8, [2, 2, 2]), ("Ring", 8, [1, 2, 4])])
+def test_double_binary_tree_sends_the_whole_chunk_up_and_down_one_tree(kind: str, n: int, hops: list[int]) -> None:
+    # k = log2 n levels, chunk D = 1 MiB, epsilon = 10 ns, R = 3 floor(D / 1600 GB/s). Up a leaf-to-root path
+    # of edges e_i = floor(hops_i L + D/beta) and back down it; 2k arrivals each pay epsilon and the phase one more;
+    # every inner node reduces on the way up and again on the way down, the root once: (2k - 1) R.
+    # RootMax's tree on a ring of 8: 0 -> 1 -> 3 -> 7, edges 1, 2 and 4 positions long.
+    k = len(hops)
+    study = astra_study([(kind, n, 50.0, 500.0)], "all_reduce", MB, algorithm="double_binary_tree", splits=1,
+                        active_chunks=1, endpoint_delay="10ns", local_mem_bw="1600GB/s")  # fmt: skip
+    reduction = 3 * (MB * 10**9 // (1600 * 10**9))
+    expected = 2 * sum(hop_ns(MB, 50, 500, h) for h in hops) + (2 * k + 1) * 10 + (2 * k - 1) * reduction
+    assert simulated_ns(study) == expected
+
+
+def test_chunks_take_root_max_and_root_min_in_turn() -> None:
+    # In-order numbering: RootMax's root is the last position, RootMin's the first, leaves every other one.
+    assert _tree(8, False) == ((1, 3, 1, 7, 5, 3, 5, -1), ((), (0, 2), (), (1, 5), (), (4, 6), (), (3,)))
+    assert _tree(8, True) == ((-1, 2, 4, 2, 0, 6, 4, 6), ((4,), (), (1, 3), (), (2, 6), (), (5, 7), ()))
+    plan = plan_phase("all_reduce", "double_binary_tree", 0, 8, 8000)
+    first, second = astra_compat.adapt(plan, 0), astra_compat.adapt(plan, 1)
+    assert [s.offsets for s in first.steps_for(7)] == [(), (-4,)] and len(second.steps_for(7)) == 1
+    assert all(step.bytes == 8000 for p in range(8) for step in first.steps_for(p))
+
+
+def test_double_binary_tree_needs_a_power_of_two_under_astra_compat() -> None:
+    with pytest.raises(WorkloadError, match="astra_compat needs a power of two NPUs per line, not 6"):
+        astra_compat.adapt(plan_phase("all_reduce", "double_binary_tree", 0, 6, 8000))
