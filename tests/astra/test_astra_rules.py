@@ -108,3 +108,18 @@ def test_chunks_take_root_max_and_root_min_in_turn() -> None:
 def test_double_binary_tree_needs_a_power_of_two_under_astra_compat() -> None:
     with pytest.raises(WorkloadError, match="astra_compat needs a power of two NPUs per line, not 6"):
         astra_compat.adapt(plan_phase("all_reduce", "double_binary_tree", 0, 6, 8000))
+
+
+# --- chunk order: dimension 0 serves its new chunks before those coming back (Sys::insert_stream) -------------
+
+
+def test_dimension_0_serves_new_chunks_before_returning_ones() -> None:
+    # Enhanced all-reduce (RS dim 0, AR dim 1, AG dim 0) of 3 chunks of D = 1 MiB on a slow switch of 2 (50 GiB/s,
+    # 1000 ns) inside a fast one (400 GiB/s, 100 ns). Each dim-0 phase is one exchange of D/2, a = floor(2000 +
+    # D/2/beta_0); the dim-1 all-reduce is b = 2 floor(200 + D/4/beta_1) < a. ASTRA-sim queues all three chunks
+    # on dim 0 at once and a chunk back from dim 1 waits behind them: RS, RS, RS, AG, AG, AG back to back, 6a.
+    # (Letting returning chunks go first would run the last chunk's AR after everything else: 6a + b.)
+    a = hop_ns(MB // 2, 50, 1000, hops=2)
+    study = astra_study([("Switch", 2, 50.0, 1000.0), ("Switch", 2, 400.0, 100.0)], "all_reduce", 3 * MB,
+                        **{**FREE, "splits": 3})  # fmt: skip
+    assert simulated_ns(study) == 6 * a == 70590
