@@ -10,9 +10,12 @@ i + 1, so 3 -> 4 and 7 -> 0 change both coordinates. One chunk and no endpoint d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pydantic
 import pytest
 
+from stratasim.cli import main
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.algorithms import plan_phase
@@ -149,3 +152,45 @@ def test_a_flattened_algorithm_named_for_a_collective_it_cannot_run_is_refused()
 def test_a_window_on_an_algorithm_other_than_direct_is_unknown() -> None:
     with pytest.raises(pydantic.ValidationError, match="unknown algorithm 'ring:3'.*direct:N and one_direct:N"):
         SystemOptions(algorithm="ring:3")
+
+
+STUDY = """name: t
+workload: {kind: collective, collective: COLL, size: 1MiB}
+system: {algorithm: ALGORITHM}
+network:
+  topology:
+    - {kind: ring, size: 8, bandwidth: 50GB/s, latency: 500ns}
+    - {kind: switch, size: 2, bandwidth: 25GB/s, latency: 1us}
+"""
+
+
+@pytest.mark.parametrize(
+    ("collective", "algorithm", "said"),
+    [
+        ("all_reduce", "direct:0", "system.algorithm: direct:0: the window N of direct:N must be a whole number ≥ 1"),
+        ("all_reduce", "[ring, direct:4]", "system.algorithm: direct:4 for every collective: a window of 4 peers"),
+        ("all_reduce", "[one_ring, ring]", "system.algorithm: one_ring runs over all dimensions at once"),
+        ("all_to_all", "{all_to_all: one_halving_doubling}",
+         "system.algorithm: all_to_all: one_halving_doubling supports all_reduce, reduce_scatter, all_gather only"),
+    ],
+)
+def test_bad_algorithms_are_one_clear_error_from_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], collective: str, algorithm: str, said: str
+) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.replace("COLL", collective).replace("ALGORITHM", algorithm), encoding="utf-8")
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and str(path) in err and "Traceback" not in err
+
+
+def test_a_flattened_algorithm_for_every_collective_is_refused_at_the_node_it_cannot_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Named for every collective, it may serve the all-reduces of a workload: the node it cannot run is refused.
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.replace("COLL", "all_to_all").replace("ALGORITHM", "one_halving_doubling"), encoding="utf-8")
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: node 0 (all_to_all 0): one_halving_doubling supports all_reduce, reduce_scatter, all_gather " \
+                  "only, not all_to_all\n"
