@@ -64,13 +64,15 @@ def _algorithm_list(value: object, where: str) -> tuple[str, ...]:
 
 
 def _runs(collective: str, names: tuple[str, ...], where: str) -> None:
-    """Refuse a flattened algorithm named for a collective it cannot run (``one_halving_doubling`` for all_to_all)."""
-    name = names[0]
-    if collective in COLLECTIVES and split_name(name)[0] in FLATTENED:
-        try:
-            plan_phase(collective, name, -1, 2, 1)
-        except WorkloadError as exc:
-            raise ValueError(f"{where}{exc}") from None
+    """Refuse a flattened or windowed algorithm named for a collective it cannot run (``one_halving_doubling`` for
+    all_to_all, ``direct:2`` for broadcast)."""
+    for given in names:
+        name, window = split_name(given)
+        if collective in COLLECTIVES and (name in FLATTENED or window is not None):
+            try:
+                plan_phase(collective, given, -1, 2, 1)
+            except WorkloadError as exc:
+                raise ValueError(f"{where}{exc}") from None
 
 
 def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:

@@ -69,7 +69,7 @@ _REQUIRED = {  # key → what it takes, and why ASTRA-sim's behaviour without it
 }
 _INERT = ("L", "o", "g", "G", "local-reduction-delay", "peak-perf", "local-mem-trace-filename")
 _UNREAD = {"boost-mode": 0}
-# Themis-style scheduling (ASTRA-sim 1.0's text configs read these, Sys::post_process_inputs). ASTRA-sim 2.x
+# Themis-style scheduling (ASTRA-sim 1.0's text configs set these, Sys::parse_var). ASTRA-sim 2.x
 # (518bd51) reads neither key: its Sys constructor sets FIFO and Ascending and Sys::initialize_sys never changes
 # them, so the other policies' branches in Sys::generate_collective and Sys::ask_for_schedule never run. The value
 # both run is accepted; any other asks for what neither computes, which would be a silent wrong answer.

@@ -149,6 +149,11 @@ def test_a_flattened_algorithm_named_for_a_collective_it_cannot_run_is_refused()
         SystemOptions(algorithm={"all_to_all": "one_halving_doubling"})
 
 
+def test_a_window_named_for_a_rooted_collective_is_refused() -> None:
+    with pytest.raises(pydantic.ValidationError, match="broadcast: direct:2 supports all_reduce, reduce_scatter"):
+        SystemOptions(algorithm={"broadcast": "direct:2"})
+
+
 def test_a_window_on_an_algorithm_other_than_direct_is_unknown() -> None:
     with pytest.raises(pydantic.ValidationError, match="unknown algorithm 'ring:3'.*direct:N and one_direct:N"):
         SystemOptions(algorithm="ring:3")
