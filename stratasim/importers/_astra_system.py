@@ -47,6 +47,7 @@ _ALGORITHMS = {
     "oneHalvingDoubling": "one_halving_doubling",
 }
 _FLAT = ("oneRing", "oneDirect", "oneHalvingDoubling")
+_NO_ALL_TO_ALL = ("halvingDoubling", "oneHalvingDoubling")  # HalvingDoubling.cc's constructor: no All_to_All case
 # directN / oneDirectN: CollectiveImplLookup.cc, generate_collective_impl_from_input, reads N after the name.
 _WINDOWED = re.compile(r"(direct|oneDirect)([0-9]+)")
 _SCHEDULING = {"LIFO": "lifo", "FIFO": "fifo"}
@@ -260,6 +261,9 @@ def _algorithms(
                 mapped.append(_algorithm(value, width))
             except ValueError as exc:
                 problems.append((f"{key}[{index}]", str(exc)))
+        if name == collective == "all_to_all" and any(value in _NO_ALL_TO_ALL for value in names):
+            problems.append((key, "ASTRA-sim's HalvingDoubling has no all-to-all (its constructor exits on one); give "
+                             "ring, direct, directN or their one* forms"))  # fmt: skip
         if flat is not None:
             if dims is not None and len(names) > dims:
                 problems.append((key, f"{len(names)} algorithms for {dims} dimension(s); ASTRA-sim takes at most one "

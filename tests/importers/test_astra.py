@@ -226,9 +226,11 @@ def test_a_window_outside_1_to_the_dimension_is_refused(files: Files, names: lis
     assert "N is the number of peers in flight" in said and most in said
 
 
-def test_a_flattened_algorithm_for_a_collective_it_cannot_run_is_refused(files: Files) -> None:
-    with pytest.raises(ConfigError, match="one_halving_doubling supports all_reduce, reduce_scatter, all_gather only"):
-        import_astra(*files(network=RING_2X4, all_to_all_implementation=["oneHalvingDoubling"]), collective="all_to_all")
+@pytest.mark.parametrize("names", [["oneHalvingDoubling"], ["ring", "halvingDoubling"]])
+def test_halving_doubling_for_an_all_to_all_workload_is_refused_at_its_key(files: Files, names: list[str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        import_astra(*files(network=RING_2X4, all_to_all_implementation=names), collective="all_to_all")
+    assert "HalvingDoubling has no all-to-all" in dict(caught.value.problems)["all-to-all-implementation"]
 
 
 def test_unknown_algorithm_suggests_one(files: Files) -> None:
