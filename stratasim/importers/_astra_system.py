@@ -187,6 +187,10 @@ def _get(
 
 def _algorithm(name: object, width: int | None) -> str:
     """The study's name for ASTRA-sim's algorithm ``name`` run over ``width`` NPUs (None: not known)."""
+    if name == "doubleBinaryTree" and width is not None and width & (width - 1):
+        # BinaryTree.cc numbers 2^floor(log2 n) nodes in order: the other NPUs of the line belong to no tree.
+        raise ValueError(f"doubleBinaryTree needs a power of two NPUs, not {width}: ASTRA-sim's BinaryTree leaves "
+                         "the others out of its trees")  # fmt: skip
     if isinstance(name, str) and name in _ALGORITHMS:
         return _ALGORITHMS[name]
     windowed = _WINDOWED.fullmatch(name) if isinstance(name, str) else None

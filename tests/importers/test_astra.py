@@ -314,3 +314,10 @@ def test_themis_scheduling_is_refused_naming_what_is_missing(files: Files, key: 
 def test_the_scheduling_astra_sim_runs_is_accepted(files: Files, key: str, value: str) -> None:
     imported = read_astra(*files(**{key.replace("-", "_"): value}))
     parse_study(imported.study, "imported")
+
+
+def test_a_double_binary_tree_on_a_line_that_is_not_a_power_of_two_is_refused(files: Files) -> None:
+    network = "topology: [Ring, Switch]\nnpus_count: [6, 4]\nbandwidth: [50, 50]\nlatency: [500, 500]\n"
+    problems = problems_of(files, network=network, all_reduce_implementation=["doubleBinaryTree", "doubleBinaryTree"])
+    assert "needs a power of two NPUs, not 6" in problems["all-reduce-implementation[0]"]
+    assert "all-reduce-implementation[1]" not in problems
