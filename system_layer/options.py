@@ -7,6 +7,7 @@ engine code that reads it; the study file, ``--set`` and ``stratasim check`` kno
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from enum import StrEnum
 from fractions import Fraction
@@ -16,13 +17,16 @@ from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, field_va
 
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
+from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.schema import Bytes, DTypeName, Latency, Section, quantity, written
+from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
 
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
 
-# Algorithms a dimension can run, by the name a study uses.
-ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree")
+# Algorithms a dimension can run, by the name a study uses, then those run once over the whole group flattened
+# (see stratasim.system_layer.collectives.algorithms); ``direct:N`` and ``one_direct:N`` add a window of N peers.
+ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree", *FLATTENED)
 
 _EVERY_OTHER = "*"  # the key of the algorithms of every collective a mapping does not name
 
@@ -45,10 +49,30 @@ def _algorithm_list(value: object, where: str) -> tuple[str, ...]:
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, (list, tuple)) or not names or not all(isinstance(name, str) for name in names):
         raise ValueError(f"{where}expected an algorithm name or a non-empty list of names, one per dimension")
-    unknown = [name for name in names if name not in ALGORITHMS]
-    if unknown:
-        raise ValueError(f"{where}unknown algorithm {unknown[0]!r}; available: {', '.join(ALGORITHMS)}")
+    for name in names:
+        base, window = split_name(name)
+        if base not in ALGORITHMS:
+            raise ValueError(f"{where}unknown algorithm {name!r}; available: {', '.join(ALGORITHMS)}, or direct:N "
+                             "and one_direct:N for at most N peers in flight")  # fmt: skip
+        if window is not None and window < 1:
+            raise ValueError(f"{where}{name}: the window N of {base}:N must be a whole number ≥ 1 (peers in flight)")
+    flat = [name for name in names if split_name(name)[0] in FLATTENED]
+    if flat and len(names) > 1:
+        raise ValueError(f"{where}{flat[0]} runs over all dimensions at once, flattened into one; give it alone "
+                         f"(e.g. algorithm: {flat[0]}), not in a list of per-dimension algorithms")  # fmt: skip
     return tuple(names)
+
+
+def _runs(collective: str, names: tuple[str, ...], where: str) -> None:
+    """Refuse a flattened or windowed algorithm named for a collective it cannot run (``one_halving_doubling`` for
+    all_to_all, ``direct:2`` for broadcast)."""
+    for given in names:
+        name, window = split_name(given)
+        if collective in COLLECTIVES and (name in FLATTENED or window is not None):
+            try:
+                plan_phase(collective, given, -1, 2, 1)
+            except WorkloadError as exc:
+                raise ValueError(f"{where}{exc}") from None
 
 
 def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
@@ -63,6 +87,7 @@ def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
         if collective != _EVERY_OTHER and collective not in COLLECTIVE_TYPES:
             raise ValueError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVE_TYPES)}")
         result[collective] = _algorithm_list(names, f"{collective}: ")
+        _runs(collective, result[collective], f"{collective}: ")
     return result
 
 
@@ -107,7 +132,8 @@ class SystemOptions(Section):
 
     algorithm: Annotated[dict[str, tuple[str, ...]], _ALGORITHMS] = Field(default_factory=_ring_everywhere)
     """Collective algorithm: one name, a list per topology dimension (a short list repeats its last entry), or a
-    mapping from collective (``*`` for the others) to either."""
+    mapping from collective (``*`` for the others) to either. ``direct:N`` keeps at most N peers in flight;
+    ``one_ring``, ``one_direct`` and ``one_halving_doubling`` run over all dimensions flattened into one."""
     splits: StrictInt = Field(1, ge=1)
     """Chunks each collective is split into (ASTRA-sim: preferred-dataset-splits)."""
     active_chunks: StrictInt = Field(1, ge=1)
@@ -155,9 +181,10 @@ class SystemOptions(Section):
         grid must hold as many NPUs, and no collective may name more algorithms than there are dimensions."""
         problems = []
         dims = len(physical.sizes)
+        logical_sizes: tuple[int, ...] = ()
         if self.logical_topology is not None:
             logical = Grid(self.logical_topology)
-            dims = len(logical.sizes)
+            dims, logical_sizes = len(logical.sizes), logical.sizes
             if logical.npus != physical.npus:
                 problems.append((
                     "logical_topology",
@@ -166,4 +193,21 @@ class SystemOptions(Section):
         longest = max(len(names) for names in self.algorithm.values())
         if longest > dims:
             problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
+        problems.extend(("algorithm", message) for message in self._window_problems(logical_sizes or physical.sizes))
+        return problems
+
+    def _window_problems(self, sizes: tuple[int, ...]) -> list[str]:
+        """Windows wider than the dimension they run on (the whole grid for ``one_direct:N``)."""
+        problems = []
+        for collective, names in self.algorithm.items():
+            for dim, name in enumerate(names):
+                base, window = split_name(name)
+                if window is None:
+                    continue
+                width = math.prod(sizes) if base in FLATTENED else sizes[min(dim, len(sizes) - 1)]
+                where = "the whole topology" if base in FLATTENED else f"dimension {dim}"
+                if window > width:
+                    said = "every collective" if collective == _EVERY_OTHER else collective
+                    problems.append(f"{name} for {said}: a window of {window} peers is more than {where} holds "
+                                    f"({width} NPUs); give N from 1 to {width}")  # fmt: skip
         return problems

@@ -108,6 +108,14 @@ def test_every_npu_on_shared_links_is_priced_by_its_messages(size: int) -> None:
     _refused(data, "events", "system.splits, the topology's sizes")
 
 
+def test_a_flattened_algorithm_is_priced_by_its_one_long_line() -> None:
+    # 8 x 512 NPUs, 64 chunks: a ring per dimension sends 2(7 + 511) messages a chunk, within the budget;
+    # one_ring runs 2(4096 - 1) a chunk over the whole topology: 4096 x 64 x 8190, over 10^9 events.
+    fits = _study(dim1__size=512, system__splits=64, system__aggregate=False)
+    check_study(parse_study(fits, "fits.yaml"))
+    _refused({**fits, "system": {**fits["system"], "algorithm": "one_ring"}}, "events, over the budget of 1e+09")
+
+
 def test_a_raised_budget_lets_a_study_through_and_a_lowered_one_refuses() -> None:
     data = _study(workload__repeat=10**6)
     _refused(data, "graph nodes")

@@ -9,6 +9,8 @@ its shipped examples still carry. Each one is
   undefined (no ``scheduling-policy``, no ``preferred-dataset-splits``...);
 * listed in the "ignored ASTRA-sim keys" comment when set to a value that matters elsewhere but that the study
   does not use (``roofline-enabled: 1`` prices compute nodes, and an imported collective workload has none);
+* a problem when it asks for what neither tool computes: ASTRA-sim 1.0's Themis-style ``intra-`` and
+  ``inter-dimension-scheduling`` policies, which 2.x no longer reads (it runs FIFO and ascending);
 * type-checked and otherwise dropped when ASTRA-sim itself makes no use of it here (``L``, ``o``, ``g``, ``G`` and
   ``local-reduction-delay`` only drive the memory-bus model of ``model-shared-bus: 1``).
 
@@ -40,11 +42,16 @@ _ALGORITHMS = {
     "direct": "direct",
     "halvingDoubling": "halving_doubling",
     "doubleBinaryTree": "double_binary_tree",
+    "oneRing": "one_ring",
+    "oneDirect": "one_direct",
+    "oneHalvingDoubling": "one_halving_doubling",
 }
+_FLAT = ("oneRing", "oneDirect", "oneHalvingDoubling")
+_NO_ALL_TO_ALL = ("halvingDoubling", "oneHalvingDoubling")  # HalvingDoubling.cc's constructor: no All_to_All case
+# directN / oneDirectN: CollectiveImplLookup.cc, generate_collective_impl_from_input, reads N after the name.
+_WINDOWED = re.compile(r"(direct|oneDirect)([0-9]+)")
 _SCHEDULING = {"LIFO": "lifo", "FIFO": "fifo"}
 _OPTIMIZATION = {"baseline": "baseline", "localBWAware": "local_bw_aware"}
-# Names ASTRA-sim accepts that StrataSim does not run yet: the flat "one*" variants and a windowed directN.
-_NOT_YET = re.compile(r"oneRing|oneHalvingDoubling|oneDirect[0-9]*|direct[0-9]+")
 _CUSTOM = (*(f"{prefix}-implementation-custom" for prefix in _COLLECTIVES), "per-node-custom-implementation")
 _UNSUPPORTED = {  # flag → why it cannot be imported when on (ASTRA-sim tests model-shared-bus == 1, others != 0)
     "track-local-mem": "ASTRA-sim then tracks local memory use from each node's inputs and outputs; with traces "
@@ -62,11 +69,28 @@ _REQUIRED = {  # key → what it takes, and why ASTRA-sim's behaviour without it
     "local-mem-bw": "GB/s; ASTRA-sim charges every reduction 3 × bytes / local-mem-bw, 0 by default",
 }
 _INERT = ("L", "o", "g", "G", "local-reduction-delay", "peak-perf", "local-mem-trace-filename")
-_UNREAD = {"boost-mode": 0, "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"}
+_UNREAD = {"boost-mode": 0}
+# Themis-style scheduling (ASTRA-sim 1.0's text configs set these, Sys::parse_var). ASTRA-sim 2.x
+# (518bd51) reads neither key: its Sys constructor sets FIFO and Ascending and Sys::initialize_sys never changes
+# them, so the other policies' branches in Sys::generate_collective and Sys::ask_for_schedule never run. The value
+# both run is accepted; any other asks for what neither computes, which would be a silent wrong answer.
+_SCHEDULERS = {
+    "intra-dimension-scheduling": ("FIFO", {
+        "RG": "ASTRA-sim 1.0's RG order (alternating reduce-scatter and all-gather chunks in a dimension's queue)",
+        "smallestFirst": "ASTRA-sim 1.0's smallest-chunk-first order within a dimension's queue",
+        "lessRemainingPhaseFirst": "ASTRA-sim 1.0's order by fewest phases left within a dimension's queue",
+    }),
+    "inter-dimension-scheduling": ("ascending", {
+        "roundRobin": "ASTRA-sim 1.0's round-robin rotation of each chunk's first dimension",
+        "offlineGreedy": "Themis's offline greedy dimension order (ASTRA-sim 1.0's OfflineGreedy.cc)",
+        "offlineGreedyFlex": "Themis's offline greedy order with flexible chunk sizes (OfflineGreedy.cc)",
+        "themis": "Themis's offline greedy dimension order (ASTRA-sim 1.0 calls it offlineGreedy)",
+    }),
+}  # fmt: skip
 KNOWN_KEYS = (
     "scheduling-policy", "collective-optimization", "preferred-dataset-splits", "active-chunks-per-dimension",
     "endpoint-delay", "local-mem-bw", *(f"{prefix}-implementation" for prefix in _COLLECTIVES), *_CUSTOM,
-    *_UNSUPPORTED, "roofline-enabled", "trace-enabled", *_INERT, *_UNREAD,
+    *_UNSUPPORTED, "roofline-enabled", "trace-enabled", *_INERT, *_UNREAD, *_SCHEDULERS,
 )  # fmt: skip
 
 
@@ -161,18 +185,57 @@ def _get(
         return None
 
 
-def _algorithm(name: object) -> str:
+def _algorithm(name: object, width: int | None) -> str:
+    """The study's name for ASTRA-sim's algorithm ``name`` run over ``width`` NPUs (None: not known)."""
+    if name == "doubleBinaryTree" and width is not None and width & (width - 1):
+        # BinaryTree.cc numbers 2^floor(log2 n) nodes in order: the other NPUs of the line belong to no tree.
+        raise ValueError(f"doubleBinaryTree needs a power of two NPUs, not {width}: ASTRA-sim's BinaryTree leaves "
+                         "the others out of its trees")  # fmt: skip
     if isinstance(name, str) and name in _ALGORITHMS:
         return _ALGORITHMS[name]
-    if isinstance(name, str) and _NOT_YET.fullmatch(name):
-        raise ValueError(f"{name!r} is not supported yet; use one of {', '.join(_ALGORITHMS)}")
+    windowed = _WINDOWED.fullmatch(name) if isinstance(name, str) else None
+    if windowed:
+        window = int(windowed[2])
+        # AllToAll.cc (the constructor) keeps min(N, peers) messages in flight: 0 sends nothing, and a window
+        # wider than the NPUs there are says something the user did not get.
+        if window < 1 or (width is not None and window > width):
+            most = "" if width is None else f" up to {width}"
+            raise ValueError(f"{name!r}: N is the number of peers in flight; give {windowed[1]}N with N from 1{most}")
+        return f"{_ALGORITHMS[windowed[1]]}:{window}"
     close = difflib.get_close_matches(str(name), list(_ALGORITHMS), n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise ValueError(f"unknown algorithm {name!r}; {hint}expected one of {', '.join(_ALGORITHMS)}")
+    raise ValueError(f"unknown algorithm {name!r}; {hint}expected one of {', '.join(_ALGORITHMS)}, directN, oneDirectN")
+
+
+def _width(sizes: tuple[int, ...] | None, dim: int | None) -> int | None:
+    """NPUs of dimension ``dim`` (None: all of them flattened into one), or None when the network is not known."""
+    if not sizes:
+        return None
+    return math.prod(sizes) if dim is None else sizes[min(dim, len(sizes) - 1)]
+
+
+def _flattened(key: str, names: list[object], problems: Problems, comments: list[str]) -> list[object] | None:
+    """The list a ``one*`` algorithm leaves of ``names``, or None when it has none.
+
+    ASTRA-sim's GeneralComplexTopology (its constructor) stops at the first ``one*`` entry: it runs that
+    algorithm over every NPU as one logical dimension and drops the entries after it. Entries before it would
+    run per dimension and then the flat one over all NPUs again; StrataSim runs a flattened algorithm alone.
+    """
+    first = next((i for i, name in enumerate(names) if isinstance(name, str) and name.startswith(_FLAT)), None)
+    if first is None:
+        return None
+    if first > 0:
+        problems.append((f"{key}[{first}]", f"{names[first]!r} after per-dimension algorithms: ASTRA-sim would run "
+                         f"{names[0]!r} on dimension 0 and then {names[first]!r} over all NPUs again; give "
+                         f"{names[first]!r} alone (one logical dimension) or one algorithm per dimension"))  # fmt: skip
+        return []
+    if any(name != names[0] for name in names[1:]):
+        comments.append(f"{key}: ASTRA-sim runs {names[0]!r} over all NPUs and ignores the entries after it")
+    return names[:1]
 
 
 def _algorithms(
-    data: Mapping[str, Any], dims: int | None, collective: str, problems: Problems, comments: list[str]
+    data: Mapping[str, Any], sizes: tuple[int, ...] | None, collective: str, problems: Problems, comments: list[str]
 ) -> dict[str, list[str]]:
     """``*-implementation`` lists → {collective: algorithms per dimension}.
 
@@ -193,12 +256,24 @@ def _algorithms(
         if not isinstance(names, list) or not names:
             problems.append((key, f"expected a non-empty list of algorithm names, one per dimension, got {names!r}"))
             continue
+        dims = None if sizes is None else len(sizes)
+        flat = _flattened(key, names, problems, comments)
         mapped = []
-        for index, value in enumerate(names):
+        for index, value in enumerate(names if flat is None else flat):
+            width = _width(sizes, None if flat is not None else index)
             try:
-                mapped.append(_algorithm(value))
+                mapped.append(_algorithm(value, width))
             except ValueError as exc:
                 problems.append((f"{key}[{index}]", str(exc)))
+        if name == collective == "all_to_all" and any(value in _NO_ALL_TO_ALL for value in names):
+            problems.append((key, "ASTRA-sim's HalvingDoubling has no all-to-all (its constructor exits on one); give "
+                             "ring, direct, directN or their one* forms"))  # fmt: skip
+        if flat is not None:
+            if dims is not None and len(names) > dims:
+                problems.append((key, f"{len(names)} algorithms for {dims} dimension(s); ASTRA-sim takes at most one "
+                                 "per dimension"))  # fmt: skip
+            algorithm[name] = mapped
+            continue
         if dims is not None and len(names) > dims:
             said = f"{len(names)} algorithms for {dims} dimension(s)"
             problems.append((key, f"{said}; ASTRA-sim takes at most one per dimension"))
@@ -236,12 +311,19 @@ def _ignored(data: Mapping[str, Any], problems: Problems) -> list[str]:
     for key, default in _UNREAD.items():
         if key in data and data[key] != default:
             ignored.append(f"{key}: {data[key]!r} (ASTRA-sim 2.x does not read it)")
+    for key, (runs, known) in _SCHEDULERS.items():
+        if key in data and data[key] != runs:
+            asked = known.get(data[key]) if isinstance(data[key], str) else None
+            what = f"it asks for {asked}, which" if asked else f"{data[key]!r} is not a policy ASTRA-sim knows; any"
+            problems.append((key, f"{what} StrataSim does not model, and ASTRA-sim 2.x does not read this key: it "
+                             f"runs {runs!r} whatever it says. Set it to {runs!r} (or remove it) to import what "
+                             "ASTRA-sim 2.x computes"))  # fmt: skip
     return ignored
 
 
-def read_system(data: object, dims: int | None, collective: str, problems: Problems) -> SystemImport:
-    """Translate a parsed system JSON for a network of ``dims`` dimensions (None if unknown) and a workload of
-    ``collective``; append every problem to ``problems``."""
+def read_system(data: object, sizes: tuple[int, ...] | None, collective: str, problems: Problems) -> SystemImport:
+    """Translate a parsed system JSON for a network of ``sizes`` NPUs per dimension (None if unknown) and a
+    workload of ``collective``; append every problem to ``problems``."""
     if not isinstance(data, Mapping) or not any(key in data for key in KNOWN_KEYS):
         said = f"not an ASTRA-sim system file: expected keys such as {', '.join(_REQUIRED)}; found {describe(data)}"
         problems.append(("", said))
@@ -255,7 +337,7 @@ def read_system(data: object, dims: int | None, collective: str, problems: Probl
     local_mem_bw = _get(data, "local-mem-bw", _positive("GB/s"), problems)
     section = {
         "preset": "astra_compat",
-        "algorithm": _algorithms(data, dims, collective, problems, comments),
+        "algorithm": _algorithms(data, sizes, collective, problems, comments),
         "splits": _get(data, "preferred-dataset-splits", _whole(1), problems),
         "active_chunks": _get(data, "active-chunks-per-dimension", _whole(1), problems, default=1),
         "scheduling": _get(data, "scheduling-policy", _choice(_SCHEDULING, "EXPLICIT"), problems),

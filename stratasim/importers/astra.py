@@ -212,7 +212,8 @@ def read_astra(
     system = SystemImport({}, ())
     if not system_problems:
         runs = workload.get("collective", "")  # a trace's collectives are not known here: none is required
-        system = read_system(system_data, len(topology) or None, runs, system_problems)
+        sizes = tuple(entry["size"] for entry in topology) or None
+        system = read_system(system_data, sizes, runs, system_problems)
     _raise([(network_path, network_problems), (system_path, system_problems)])
     study = {
         "name": name or network_path.stem,

@@ -11,6 +11,7 @@ study file cannot raise its own limit.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from stratasim.config.study_file import Study
@@ -19,6 +20,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_bytes
 from stratasim.kernel.work import EstimableWorkload, WorkEstimate
 from stratasim.remote.limits import topology_size
+from stratasim.system_layer.collectives.algorithms import FLATTENED, split_name
 from stratasim.system_layer.symmetry.stand_ins import SYMMETRIC_ALGORITHMS
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
 
@@ -86,9 +88,11 @@ class Estimate:
         return self.npu_memory + self.graph_memory + self.packet_memory
 
 
-def _steps(sizes: tuple[int, ...]) -> int:
+def _steps(sizes: tuple[int, ...], flattened: bool) -> int:
     """Messages one chunk of a collective over every dimension sends per NPU at most (a ring all-reduce's 2(n-1)
-    per dimension)."""
+    per dimension; 2(N-1) over all N NPUs when an algorithm runs on them flattened into one line)."""
+    if flattened:
+        return 2 * (math.prod(sizes) - 1) or 1
     return sum(2 * (size - 1) for size in sizes) or 1
 
 
@@ -128,7 +132,8 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
             representatives = source.representatives(grid)
             named = None if representatives is None else tuple(representatives)
             simulated = npus if named is None else len(set(named))
-    per_chunk = len(grid.sizes) if aggregated else _steps(grid.sizes)  # aggregated phases run a line at a time
+    flattened = any(split_name(name)[0] in FLATTENED for names in study.system.algorithm.values() for name in names)
+    per_chunk = len(grid.sizes) if aggregated else _steps(grid.sizes, flattened)  # aggregated: a line at a time
     splits = study.system.splits
     packets, flits = _flits(study, work.largest_message // splits)
     events = simulated * (work.nodes + work.communications * splits * per_chunk * max(packets * flits * 2, 1))

@@ -26,6 +26,13 @@ of a message and ser(x) the serialisation of x bytes:
   all-gather by recursive doubling, the same exchanges in reverse order. All-reduce takes the sum over k of
   2(alpha_k + ser(S/2^k)); reduce-scatter and all-gather one half each. Lines must hold a power of two NPUs;
   there is no all-to-all.
+- ``direct:N`` (ASTRA-sim's ``directN``): direct with at most N messages in flight per NPU. An NPU sends to
+  its peers in order (+1, +2, ...), N at once, and each message it receives lets it send the next, so a
+  round takes about ceil((n-1)/N) times a direct round. N of n-1 or more is plain direct.
+- ``one_ring``, ``one_direct`` (and ``one_direct:N``), ``one_halving_doubling`` (ASTRA-sim's ``oneRing``...):
+  the algorithm run once over all the group's NPUs, flattened into one line in NPU order, instead of once per
+  dimension (the layout of :mod:`stratasim.system_layer.collectives.chunks` gives them one flat phase); the
+  network routes each message, so a ring neighbour across a dimension's edge costs what that route costs.
 - ``double_binary_tree`` (NCCL's, all-reduce only, not pipelined): two binary trees over the line, the second
   the first shifted by one position, so that every leaf of one is an inner node of the other. Each tree
   reduces half the buffer up to its root and then broadcasts it back down, a whole half-buffer per message.
@@ -43,17 +50,35 @@ ones once per (collective, n, data_bytes), others once per position.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.system_layer.collectives.rooted import ROOTED, direct_rooted, ring_rooted
 from stratasim.system_layer.collectives.steps import Step, lockstep, share_bytes
 
-__all__ = ["Step", "PhasePlan", "plan_phase", "lockstep", "COLLECTIVES", "ROOTED"]
+__all__ = ["Step", "PhasePlan", "plan_phase", "lockstep", "COLLECTIVES", "ROOTED", "FLATTENED", "split_name", "base_name"]
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", *ROOTED)
+
+FLATTENED = {"one_ring": "ring", "one_direct": "direct", "one_halving_doubling": "halving_doubling"}
+"""The algorithms run once over the whole group flattened into one line, by the per-dimension one they run."""
+
+_WINDOW = re.compile(r"(direct|one_direct):(-?[0-9]+)")
+
+
+def split_name(algorithm: str) -> tuple[str, int | None]:
+    """``direct:4`` → (``direct``, 4): an algorithm's registered name and its window (None when it has none)."""
+    windowed = _WINDOW.fullmatch(algorithm)
+    return (windowed[1], int(windowed[2])) if windowed else (algorithm, None)
+
+
+def base_name(algorithm: str) -> str:
+    """The per-dimension algorithm ``algorithm`` runs: ``one_direct:4`` → ``direct``."""
+    name = split_name(algorithm)[0]
+    return FLATTENED.get(name, name)
 
 
 Planner = Callable[[str, int, int, int], tuple[Step, ...]]
@@ -73,6 +98,11 @@ class PhasePlan:
     def steps_for(self, position: int) -> tuple[Step, ...]:
         """The steps of the NPU at ``position`` of its line (for broadcast and reduce: counted from the root)."""
         return self._planner(self.collective, self.size, self.data_bytes, position)
+
+    @property
+    def base(self) -> str:
+        """The per-dimension algorithm this phase runs, without window or flattening (``direct`` for ``one_direct:4``)."""
+        return base_name(self.algorithm)
 
     @property
     def rooted(self) -> bool:
@@ -100,6 +130,28 @@ def _direct(collective: str, n: int, data_bytes: int, position: int) -> tuple[St
     if collective == "all_reduce":
         return lockstep([Step(everyone, share, n - 1, reduces=True), Step(everyone, share, n - 1)])
     return lockstep([Step(everyone, share, n - 1, reduces=collective == "reduce_scatter")])
+
+
+@lru_cache(maxsize=4096)
+def _windowed_direct(window: int, collective: str, n: int, data_bytes: int) -> tuple[Step, ...]:
+    share = share_bytes(data_bytes, n)
+    rounds = [True, False] if collective == "all_reduce" else [collective == "reduce_scatter"]
+    steps: list[Step] = []
+    for tag, reduces in enumerate(rounds):
+        # Step k sends to peer +k; from the window's last on, each waits for one message (from any peer of the
+        # round: one tag) before the next goes out, and the round ends waiting for the window's last messages.
+        for k in range(1, n):
+            need = 1 if k >= window else 0
+            steps.append(Step((k,), share, need, tag=tag, wait=tag, reduces=reduces and need > 0))
+        if window > 1:
+            steps.append(Step((), share, window - 1, tag=tag, wait=tag, reduces=reduces))
+    return tuple(steps)
+
+
+def _windowed(window: int, collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
+    if window >= n - 1:  # every peer fits in the window: plain direct
+        return _direct(collective, n, data_bytes, 0)
+    return _windowed_direct(window, collective, n, data_bytes)
 
 
 @lru_cache(maxsize=4096)
@@ -211,6 +263,7 @@ _PLANNERS: dict[str, _Algorithm] = {
     "halving_doubling": _Algorithm(_halving_doubling, COLLECTIVES[:3], power_of_two=True),
     "double_binary_tree": _Algorithm(_double_binary_tree, ("all_reduce",)),
 }
+_PLANNERS.update({flat: _PLANNERS[base] for flat, base in FLATTENED.items()})
 
 
 def plan_phase(collective: str, algorithm: str, dim: int, size: int, data_bytes: int) -> PhasePlan:
@@ -221,11 +274,15 @@ def plan_phase(collective: str, algorithm: str, dim: int, size: int, data_bytes:
     """
     if collective not in COLLECTIVES:
         raise WorkloadError(f"collective {collective!r} is not supported; expected one of {', '.join(COLLECTIVES)}")
-    entry = _PLANNERS.get(algorithm)
+    name, window = split_name(algorithm)
+    entry = _PLANNERS.get(name)
     if entry is None:
         raise WorkloadError(f"algorithm {algorithm!r} is not supported; expected one of {', '.join(_PLANNERS)}")
-    if collective not in entry.collectives:
-        raise WorkloadError(f"{algorithm} supports {', '.join(entry.collectives)} only, not {collective}")
+    supported = entry.collectives if window is None else COLLECTIVES[:4]
+    if collective not in supported:
+        raise WorkloadError(f"{algorithm} supports {', '.join(supported)} only, not {collective}")
+    if window is not None and window < 1:
+        raise WorkloadError(f"{algorithm}: the window must be at least 1 message in flight, not {window}")
     if entry.power_of_two and size & (size - 1):
         where = f"dimension {dim}" if dim >= 0 else "a flat group"
         raise WorkloadError(
@@ -233,5 +290,7 @@ def plan_phase(collective: str, algorithm: str, dim: int, size: int, data_bytes:
             f"but {where} has lines of {size} NPUs"
         )
     planner = entry.rooted if collective in ROOTED else entry.planner
+    if window is not None:
+        planner = partial(_windowed, window)
     assert planner is not None  # entry.collectives lists ROOTED only for algorithms with a rooted planner
     return PhasePlan(dim, size, algorithm, collective, data_bytes, planner)

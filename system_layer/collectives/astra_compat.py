@@ -10,7 +10,12 @@ study converted from its inputs reproduces its numbers:
 - a ring all-to-all is N(N-1)/2 relay steps of one share each, not N-1 steps of shrinking batches;
 - a direct step reduces the messages it received in parallel: one reduction of one message's size;
 - halving-doubling charges no reduction for the first message it sends: its reduce-scatter half reduces
-  after each exchange but the last, each time the size of the next message.
+  after each exchange but the last, each time the size of the next message;
+- halving-doubling pairs its largest message with its nearest partner: the halving starts 1 position away
+  and doubles the distance, the doubling starts n/2 away and halves it (ours starts the halving n/2 away);
+- a multi-dimensional all-gather runs its dimensions from the outermost inwards (:func:`phase_lines`);
+- a double binary tree sends each chunk whole over every edge of one tree, the chunks taking ASTRA-sim's two
+  trees in turn (ours splits every chunk in halves over NCCL's two trees; see :mod:`.astra_tree`).
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 
+from stratasim.system_layer.collectives import astra_tree
 from stratasim.system_layer.collectives.algorithms import PhasePlan
+from stratasim.system_layer.collectives.groups import PhaseLines
 from stratasim.system_layer.collectives.steps import Step, lockstep
 
-__all__ = ["NS_PS", "reduction_ps", "ring_all_to_all", "buffer_bytes", "adapt"]
+__all__ = ["NS_PS", "reduction_ps", "ring_all_to_all", "buffer_bytes", "adapt", "phase_lines"]
 
 NS_PS = 1000
 """ASTRA-sim's time unit, the nanosecond, in picoseconds."""
@@ -44,16 +51,28 @@ def buffer_bytes(collective: str, size: int, group_size: int) -> int:
     return size * group_size if collective == "all_gather" else size
 
 
-def adapt(plan: PhasePlan) -> PhasePlan:
-    """``plan`` with ASTRA-sim's variant of its algorithm, where it has one."""
-    if (plan.collective, plan.algorithm) == ("all_to_all", "ring"):
+def adapt(plan: PhasePlan, chunk: int = 0) -> PhasePlan:
+    """``plan`` (for chunk number ``chunk`` of its collective) with ASTRA-sim's variant of its algorithm, where it
+    has one."""
+    if plan.base == "double_binary_tree":
+        return replace(plan, _planner=astra_tree.planner(plan.size, chunk))
+    if (plan.collective, plan.base) == ("all_to_all", "ring"):
         steps = ring_all_to_all(plan.size, plan.data_bytes)
         return replace(plan, _planner=lambda *_: steps)
-    if plan.algorithm == "direct":
+    if plan.base == "direct":
         return replace(plan, _planner=_direct_once(plan))
-    if plan.algorithm == "halving_doubling" and plan.collective in ("all_reduce", "reduce_scatter"):
+    if plan.base == "halving_doubling":
         return replace(plan, _planner=_halving_doubling(plan))
     return plan
+
+
+def phase_lines(collective: str, lines: tuple[PhaseLines, ...]) -> tuple[PhaseLines, ...]:
+    """The dimensions a chunk of ``collective`` walks, in ASTRA-sim's order.
+
+    Sys::generate_collective (astra-sim/system/Sys.cc) reverses its ``dim_mapper`` for an All_Gather: the
+    all-gather starts on the outermost dimension, each later phase gathering the grown buffer on an inner one.
+    """
+    return tuple(reversed(lines)) if collective == "all_gather" else lines
 
 
 def _direct_once(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
@@ -67,7 +86,14 @@ def _direct_once(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
 def _halving_doubling(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
     @cache  # one plan per position, as the default planners keep theirs
     def steps(collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
-        default = plan.steps_for(position)
+        # HalvingDoubling.cc: reduce-scatter and all-reduce start with rank_offset 1 and data/2, doubling the
+        # offset as the message halves; all-gather starts with rank_offset n/2 and the smallest message. The
+        # partner is position XOR offset (specify_direction). Ours runs the distances the other way round, so the
+        # exchange at distance d becomes the one at distance n / 2d, its message unchanged.
+        default = [replace(step, offsets=_partner(position, n // (2 * abs(step.offsets[0]))))
+                   for step in plan.steps_for(position)]  # fmt: skip
+        if collective == "all_gather":
+            return tuple(default)
         halving = n.bit_length() - 1
         adapted = []
         for index, step in enumerate(default):
@@ -80,3 +106,8 @@ def _halving_doubling(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
         return tuple(adapted)
 
     return steps
+
+
+def _partner(position: int, distance: int) -> tuple[int]:
+    """The offset of ``position``'s halving-doubling partner ``distance`` away: position XOR distance."""
+    return ((position ^ distance) - position,)

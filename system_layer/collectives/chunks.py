@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stratasim.system_layer.collectives import astra_compat
-from stratasim.system_layer.collectives.algorithms import PhasePlan, Step, plan_phase
+from stratasim.system_layer.collectives.algorithms import FLATTENED, PhasePlan, Step, plan_phase, split_name
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
 from stratasim.system_layer.options import Preset, SystemOptions
@@ -41,26 +41,29 @@ class Layout:
     phase_collectives: tuple[str, ...]
 
 
-def layout(kind: str, size: int, group_size: int, phases: tuple[PhaseLines, ...], options: SystemOptions) -> Layout:
-    """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group_size`` NPUs laid out as
-    ``phases``, chunked and planned as ``options`` say."""
+def layout(kind: str, size: int, group: tuple[int, ...], phases: tuple[PhaseLines, ...], options: SystemOptions) -> Layout:
+    """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group`` laid out as ``phases``,
+    chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group."""
     astra = options.preset is Preset.ASTRA_COMPAT
-    buffer = astra_compat.buffer_bytes(kind, size, group_size) if astra else size
+    if phases and split_name(options.algorithm_for(kind, 0))[0] in FLATTENED:
+        phases = (PhaseLines(FLAT, members=group),)
+    buffer = astra_compat.buffer_bytes(kind, size, len(group)) if astra else size
+    walked = astra_compat.phase_lines(kind, phases) if astra else phases
     sequences = [
-        phase_sequence(kind, chunk, phases, local_bw_aware=options.collective_optimization == "local_bw_aware")
+        phase_sequence(kind, chunk, walked, local_bw_aware=options.collective_optimization == "local_bw_aware")
         for chunk in split_bytes(buffer, options.splits)
     ]
 
-    def plan(spec: PhaseSpec) -> PhasePlan:
+    def plan(spec: PhaseSpec, chunk: int) -> PhasePlan:
         dim = spec.lines.dim
         # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
         algorithm = options.algorithm_for(kind, max(dim, 0))
         planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
-        return astra_compat.adapt(planned) if astra else planned
+        return astra_compat.adapt(planned, chunk) if astra else planned
 
     return Layout(
         phases=tuple(spec.lines for spec in sequences[0]),
-        chunk_plans=tuple(tuple(plan(spec) for spec in sequence) for sequence in sequences),
+        chunk_plans=tuple(tuple(plan(spec, chunk) for spec in sequence) for chunk, sequence in enumerate(sequences)),
         phase_collectives=tuple(spec.collective for spec in sequences[0]),
     )
 

@@ -93,7 +93,7 @@ class CollectiveTable:
         key = (kind, size, group)
         known = self._layouts.get(key)
         if known is None:
-            known = self._layouts[key] = layout(kind, size, len(group), phases_of(group, self._grid), self._options)
+            known = self._layouts[key] = layout(kind, size, group, phases_of(group, self._grid), self._options)
         return known
 
     def preflight(self, nodes: list[workload_pb2.Node]) -> None:

@@ -7,6 +7,13 @@ queues (ASTRA-sim's LSQs, one per independent ring direction): chunk i uses queu
 in every dimension, and in an odd-numbered queue its ring runs the other way round. Each queue runs at most
 ``active_chunks`` chunks at once; a chunk that finishes a phase joins the queue of its next phase, so chunks
 pipeline across dimensions.
+
+Under ``preset: astra_compat`` the dispatcher follows ASTRA-sim 2.x instead (astra-sim 518bd51): its scheduler
+unit admits every ready chunk into its first queue at once (Sys's ``active_first_phase`` and ``max_running`` are
+10^8), and ``Sys::insert_stream`` places a chunk entering a queue behind every waiting chunk of equal or higher
+priority (``Sys::get_priority``: a counter that rises with each collective under LIFO and falls under FIFO). So a
+chunk coming back to dimension 0 for a later phase waits behind the new chunks already queued there: dimension 0
+is kept busy with new chunks first.
 """
 
 from __future__ import annotations
@@ -68,6 +75,8 @@ class NpuScheduler:
         self._chunks_left: dict[int, int] = {}
         self._on_done: dict[int, Callable[[], None]] = {}
         self._issued_ps: dict[int, int] = {}
+        self._priority: dict[int, int] = {}  # ASTRA-sim's priority of each collective in flight (astra_compat)
+        self._issued = 0
         self.in_flight = 0
         self.comm_ps = 0
         self.reductions: Counter[int] = Counter()  # priced reductions run, by size in bytes
@@ -119,6 +128,8 @@ class NpuScheduler:
         self._chunks_left[collective.id] = len(runs)
         self._on_done[collective.id] = on_done
         self._issued_ps[collective.id] = now
+        self._issued += 1
+        self._priority[collective.id] = self._issued if self.context.options.scheduling is Scheduling.LIFO else -self._issued
         for run in runs:
             run.enqueued_ps = now
         self._ready.append(deque(runs))
@@ -131,7 +142,7 @@ class NpuScheduler:
             chunks = self._ready[-1] if lifo else self._ready[0]
             run = chunks[0]
             queue = (run.plans[0].dim, run.lane)
-            if self._active.get(queue, 0) + len(self._waiting.get(queue, ())) >= limit:
+            if not run.collective.astra and self._active.get(queue, 0) + len(self._waiting.get(queue, ())) >= limit:
                 return
             chunks.popleft()
             if not chunks:
@@ -140,7 +151,14 @@ class NpuScheduler:
             self._enter(run, queue)
 
     def _enter(self, run: ChunkRun, queue: tuple[int, int]) -> None:
-        self._waiting.setdefault(queue, deque()).append(run)
+        waiting = self._waiting.setdefault(queue, deque())
+        if run.collective.astra and waiting:  # Sys::insert_stream: behind every chunk of equal or higher priority
+            priority = self._priority[run.collective.id]
+            ahead = self._priority
+            place = next((i for i, other in enumerate(waiting) if ahead[other.collective.id] < priority), len(waiting))
+            waiting.insert(place, run)
+        else:
+            waiting.append(run)
         self._start_waiting(queue)
 
     def _start_waiting(self, queue: tuple[int, int]) -> None:
@@ -194,6 +212,7 @@ class NpuScheduler:
         if left:
             return
         del self._chunks_left[collective.id]
+        del self._priority[collective.id]
         collective.end_ps = max(collective.end_ps, now)
         self.in_flight -= 1
         if self.in_flight == 0:

@@ -186,10 +186,51 @@ def test_unknown_topology_kind(files: Files) -> None:
     assert "'Torus'" in problems["topology[0]"]
 
 
-@pytest.mark.parametrize("name", ["oneRing", "oneDirect", "oneHalvingDoubling", "direct4"])
-def test_algorithms_not_supported_yet(files: Files, name: str) -> None:
-    problems = problems_of(files, all_reduce_implementation=[name])
-    assert problems["all-reduce-implementation[0]"].startswith(f"{name!r} is not supported yet")
+RING_2X4 = "topology: [Ring, Switch]\nnpus_count: [2, 4]\nbandwidth: [50, 50]\nlatency: [500, 500]\n"
+
+
+@pytest.mark.parametrize(
+    ("names", "algorithm"),
+    [
+        (["oneRing"], ["one_ring"]),
+        (["oneRing", "oneRing"], ["one_ring"]),
+        (["oneDirect"], ["one_direct"]),
+        (["oneDirect4"], ["one_direct:4"]),
+        (["oneHalvingDoubling", "oneHalvingDoubling"], ["one_halving_doubling"]),
+        (["direct1", "direct4"], ["direct:1", "direct:4"]),
+        (["direct2", "ring"], ["direct:2", "ring"]),
+    ],
+)
+def test_flattened_and_windowed_algorithms_import(files: Files, names: list[str], algorithm: list[str]) -> None:
+    imported = read_astra(*files(network=RING_2X4, all_reduce_implementation=names))
+    assert imported.study["system"]["algorithm"]["all_reduce"] == algorithm
+    parse_study(imported.study, "imported")
+
+
+def test_a_flattened_algorithm_drops_the_entries_after_it_as_astra_sim_does(files: Files) -> None:
+    imported = read_astra(*files(network=RING_2X4, all_reduce_implementation=["oneRing", "ring"]))
+    assert imported.study["system"]["algorithm"]["all_reduce"] == ["one_ring"]
+    assert any("ignores the entries after it" in line for line in imported.comments)
+
+
+def test_a_flattened_algorithm_after_a_per_dimension_one_is_refused(files: Files) -> None:
+    problems = problems_of(files, network=RING_2X4, all_reduce_implementation=["ring", "oneRing"])
+    assert "'oneRing' after per-dimension algorithms" in problems["all-reduce-implementation[1]"]
+
+
+@pytest.mark.parametrize(("names", "index", "most"), [(["direct0"], 0, "up to 2"), (["direct2", "direct5"], 1, "up to 4"),
+                                                      (["oneDirect9"], 0, "up to 8"), (["oneDirect0"], 0, "up to 8")])
+def test_a_window_outside_1_to_the_dimension_is_refused(files: Files, names: list[str], index: int, most: str) -> None:
+    problems = problems_of(files, network=RING_2X4, all_reduce_implementation=names)
+    said = problems[f"all-reduce-implementation[{index}]"]
+    assert "N is the number of peers in flight" in said and most in said
+
+
+@pytest.mark.parametrize("names", [["oneHalvingDoubling"], ["ring", "halvingDoubling"]])
+def test_halving_doubling_for_an_all_to_all_workload_is_refused_at_its_key(files: Files, names: list[str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        import_astra(*files(network=RING_2X4, all_to_all_implementation=names), collective="all_to_all")
+    assert "HalvingDoubling has no all-to-all" in dict(caught.value.problems)["all-to-all-implementation"]
 
 
 def test_unknown_algorithm_suggests_one(files: Files) -> None:
@@ -250,3 +291,33 @@ def test_files_given_the_wrong_way_round(files: Files) -> None:
     with pytest.raises(ConfigError) as caught:
         import_astra(system_file, network)
     assert "not an ASTRA-sim network file" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("inter-dimension-scheduling", "offlineGreedy", "Themis's offline greedy dimension order"),
+        ("inter-dimension-scheduling", "themis", "Themis's offline greedy dimension order"),
+        ("inter-dimension-scheduling", "roundRobin", "round-robin rotation"),
+        ("intra-dimension-scheduling", "smallestFirst", "smallest-chunk-first"),
+        ("intra-dimension-scheduling", "SCF", "'SCF' is not a policy ASTRA-sim knows"),
+    ],
+)
+def test_themis_scheduling_is_refused_naming_what_is_missing(files: Files, key: str, value: str, said: str) -> None:
+    # ASTRA-sim 2.x never reads these keys (Sys::initialize_sys), so it runs FIFO / ascending whatever they say.
+    problem = problems_of(files, **{key.replace("-", "_"): value})[key]
+    assert said in problem and "StrataSim does not model" in problem and "ASTRA-sim 2.x does not read" in problem
+
+
+@pytest.mark.parametrize(("key", "value"), [("inter-dimension-scheduling", "ascending"),
+                                            ("intra-dimension-scheduling", "FIFO")])
+def test_the_scheduling_astra_sim_runs_is_accepted(files: Files, key: str, value: str) -> None:
+    imported = read_astra(*files(**{key.replace("-", "_"): value}))
+    parse_study(imported.study, "imported")
+
+
+def test_a_double_binary_tree_on_a_line_that_is_not_a_power_of_two_is_refused(files: Files) -> None:
+    network = "topology: [Ring, Switch]\nnpus_count: [6, 4]\nbandwidth: [50, 50]\nlatency: [500, 500]\n"
+    problems = problems_of(files, network=network, all_reduce_implementation=["doubleBinaryTree", "doubleBinaryTree"])
+    assert "needs a power of two NPUs, not 6" in problems["all-reduce-implementation[0]"]
+    assert "all-reduce-implementation[1]" not in problems

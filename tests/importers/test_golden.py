@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,4 +29,19 @@ def test_imported_study_gives_astra_sims_cycles(
     inputs: Path, network: str, system_file: str, collective: str, cycles: int
 ) -> None:
     study = import_astra(inputs / network, inputs / system_file, collective=collective, size="1MiB")
+    assert run_study(parse_study(study, "imported")).total_time_ps == cycles * 1000
+
+
+@pytest.mark.parametrize(("flat", "collective", "cycles"), [("oneRing", "all_reduce", 64440),
+                                                            ("oneRing", "all_to_all", 125480)])
+def test_a_flattened_algorithm_on_one_dimension_gives_its_twins_cycles(
+    inputs: Path, tmp_path: Path, flat: str, collective: str, cycles: int
+) -> None:
+    # On one dimension ASTRA-sim's oneRing builds the very ring ring does (GeneralComplexTopology's constructor:
+    # a RingTopology over every NPU, offset 1), so Ring_4chunks with it gives the reference's cycles.
+    system = json.loads((inputs / "system/Ring_4chunks.json").read_text())
+    key = collective.replace("_", "-") + "-implementation"
+    (tmp_path / "sys.json").write_text(json.dumps({**system, key: [flat]}), encoding="utf-8")
+    study = import_astra(inputs / "network/Ring_8npus.yml", tmp_path / "sys.json", collective=collective, size="1MiB")
+    assert study["system"]["algorithm"][collective] == ["one_ring"]
     assert run_study(parse_study(study, "imported")).total_time_ps == cycles * 1000

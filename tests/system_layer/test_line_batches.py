@@ -67,6 +67,9 @@ def _studies(draw: st.DrawFn) -> tuple[list, network_pb2.Topology, SystemOptions
         collective = "all_reduce"
     if algorithm == "halving_doubling" and (collective == "all_to_all" or any(n & (n - 1) for n in _lines(topo))):
         algorithm = "ring"
+    preset = draw(st.sampled_from((Preset.DEFAULT, Preset.ASTRA_COMPAT)))
+    if algorithm == "double_binary_tree" and preset is Preset.ASTRA_COMPAT and any(n & (n - 1) for n in _lines(topo)):
+        algorithm = "ring"  # ASTRA-sim's trees number a power of two NPUs only
     options = SystemOptions(
         algorithm={"*": (algorithm,)},
         aggregate=False,
@@ -76,7 +79,7 @@ def _studies(draw: st.DrawFn) -> tuple[list, network_pb2.Topology, SystemOptions
         scheduling=draw(st.sampled_from(("lifo", "fifo"))),
         collective_optimization="baseline" if algorithm == "double_binary_tree" else draw(
             st.sampled_from(("baseline", "local_bw_aware"))),
-        preset=draw(st.sampled_from((Preset.DEFAULT, Preset.ASTRA_COMPAT))),
+        preset=preset,
     )
     npus = 1
     for n in _lines(topo):
