@@ -8,6 +8,9 @@ dimensions); in each dimension where source and destination differ it pays
 - fully connected: one latency plus one serialisation;
 - switch: two latencies (up to the switch and down) plus one serialisation (cut-through).
 
+With the topology's ``first_dimension_only`` (ASTRA-sim 2.x's rule, set by ``system.preset: astra_compat``) a message
+pays only the first dimension where its ends differ, as if it travelled there alone.
+
 Serialisation of ``b`` bytes at ``B`` bytes/s is ``ceil(b * 1e12 / B)`` ps, computed exactly; with a
 ``delay_quantum_ps`` in the topology each delay is then rounded down to a multiple of it. A message
 takes at least 1 ps (an empty message over zero-latency links would otherwise arrive as it is sent).
@@ -79,6 +82,7 @@ class AnalyticalNetwork:
         self._npus = 0
         self._lookahead = 1
         self._quantum = 0
+        self._first_only = False
         self._cache: dict[tuple[int, int, int], int] = {}
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []
         self._few: list[tuple[int, int]] = []  # a heap of (arrival, id) of messages from small batches
@@ -87,6 +91,7 @@ class AnalyticalNetwork:
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         self._cache.clear()
         self._quantum = max(0, topology.delay_quantum_ps)
+        self._first_only = topology.first_dimension_only
         if topology.WhichOneof("fabric") is not None:
             from stratasim.network_layer import topologies  # the fabrics' builders, only for a fabric
 
@@ -116,12 +121,16 @@ class AnalyticalNetwork:
             return np.fromiter(delays, dtype=np.int64, count=len(src))
         total = np.zeros(len(src), dtype=np.int64)
         unique_sizes, size_index = np.unique(sizes, return_inverse=True)
+        priced = np.zeros(len(src), dtype=bool)  # messages priced already, with first_dimension_only
         for dim in self._dims:
             if dim.size == 1:
                 continue
             src_coord = (src // dim.stride) % dim.size
             dst_coord = (dst // dim.stride) % dim.size
             moves = src_coord != dst_coord
+            if self._first_only:
+                moves &= ~priced
+                priced |= moves
             if not moves.any():
                 continue
             if dim.kind == _RING:
@@ -154,6 +163,8 @@ class AnalyticalNetwork:
             else:
                 hops = 2 if dim.kind == _SWITCH else 1
             total += hops * dim.latency_ps + dim.serialisation_ps(size)
+            if self._first_only:
+                break
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
         self._cache[key] = total

@@ -109,6 +109,7 @@ class Study:
         astra = self.system.preset is Preset.ASTRA_COMPAT
         result.delay_quantum_ps = _ASTRA_QUANTUM_PS if astra else 0
         result.store_and_forward = astra
+        result.first_dimension_only = astra
         return result
 
 

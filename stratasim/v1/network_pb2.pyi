@@ -89,6 +89,7 @@ class Topology(_message.Message):
     STORE_AND_FORWARD_FIELD_NUMBER: _builtins.int
     RECORD_LINK_BUSY_FIELD_NUMBER: _builtins.int
     FLIT_FIELD_NUMBER: _builtins.int
+    FIRST_DIMENSION_ONLY_FIELD_NUMBER: _builtins.int
     TORUS_FIELD_NUMBER: _builtins.int
     FAT_TREE_FIELD_NUMBER: _builtins.int
     DRAGONFLY_FIELD_NUMBER: _builtins.int
@@ -109,6 +110,11 @@ class Topology(_message.Message):
     record_link_busy: _builtins.bool
     """Networks that model links also record when each link was busy (LinkCounters.busy), for a trace of the run.
     Off by default: the record grows with the traffic.
+    """
+    first_dimension_only: _builtins.bool
+    """ASTRA-sim 2.x's congestion-unaware rule for a message whose ends differ in several dimensions (a flattened
+    one_* algorithm's, a point-to-point send): it is priced in the first such dimension only, as if it travelled
+    there alone. False (default): it pays every dimension it crosses. Read by the analytical network.
     """
     @_builtins.property
     def dimensions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Dimension]:
@@ -142,6 +148,7 @@ class Topology(_message.Message):
         store_and_forward: _builtins.bool = ...,
         record_link_busy: _builtins.bool = ...,
         flit: Global___FlitParameters | None = ...,
+        first_dimension_only: _builtins.bool = ...,
         torus: Global___TorusFabric | None = ...,
         fat_tree: Global___FatTreeFabric | None = ...,
         dragonfly: Global___DragonflyFabric | None = ...,
@@ -152,7 +159,7 @@ class Topology(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dgx1", b"dgx1", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "torus", b"torus"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "first_dimension_only", b"first_dimension_only", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_fabric: _TypeAlias = _typing.Literal["torus", "fat_tree", "dragonfly", "dgx1", "nvswitch", "hierarchical_alltoall", "graph"]  # noqa: Y015
     _WhichOneofArgType_fabric: _TypeAlias = _typing.Literal["fabric", b"fabric"]  # noqa: Y015

@@ -45,3 +45,18 @@ def test_a_flattened_algorithm_on_one_dimension_gives_its_twins_cycles(
     study = import_astra(inputs / "network/Ring_8npus.yml", tmp_path / "sys.json", collective=collective, size="1MiB")
     assert study["system"]["algorithm"][collective] == ["one_ring"]
     assert run_study(parse_study(study, "imported")).total_time_ps == cycles * 1000
+
+
+def test_a_flattened_ring_over_two_dimensions_pays_each_message_in_its_first_dimension(
+    inputs: Path, tmp_path: Path
+) -> None:
+    # ASTRA-sim 2.x's congestion-unaware network prices a message in the first dimension where its ends differ.
+    # Neighbours in NPU order always differ in dimension 0 (3 -> 4 is 3 -> 0 there: one hop of its ring of 4), so
+    # oneRing on 4 x 2 costs what Ring_8npus does, whatever the second dimension's links.
+    (tmp_path / "net.yml").write_text("topology: [ Ring, Ring ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50.0, 5.0 ]\n"
+                                      "latency: [ 500.0, 9000.0 ]\n", encoding="utf-8")  # fmt: skip
+    system = json.loads((inputs / "system/Ring_4chunks.json").read_text())
+    (tmp_path / "sys.json").write_text(json.dumps({**system, "all-reduce-implementation": ["oneRing"]}),
+                                       encoding="utf-8")  # fmt: skip
+    study = import_astra(tmp_path / "net.yml", tmp_path / "sys.json", collective="all_reduce", size="1MiB")
+    assert run_study(parse_study(study, "imported")).total_time_ps == 64440 * 1000

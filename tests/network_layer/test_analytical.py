@@ -102,3 +102,17 @@ def test_the_scalar_and_vectorised_delays_agree() -> None:
     sizes = rng.integers(0, 1 << 20, 500)
     vectorised = net.delays_ps(src, dst, sizes).tolist()
     assert vectorised == [net.delay_ps(int(s), int(d), int(b)) for s, d, b in zip(src, dst, sizes)]
+
+
+def test_with_first_dimension_only_a_message_pays_the_first_dimension_its_ends_differ_in() -> None:
+    import numpy as np
+
+    dims = [network_pb2.Dimension(kind=RING, size=4, bandwidth_bytes_per_s=1e9, latency_ps=100),
+            network_pb2.Dimension(kind=SWITCH, size=2, bandwidth_bytes_per_s=2e9, latency_ps=1000)]  # fmt: skip
+    net = AnalyticalNetwork()
+    net.configure(network_pb2.Topology(dimensions=dims, first_dimension_only=True))
+    # NPU 1 = (1, 0) to 6 = (2, 1): the ring hop only (ASTRA-sim 2.x); 0 -> 4 = (0, 1) differs in the switch alone.
+    assert deliver(net, (1, 6, 1000, 0), (0, 4, 1000, 0)) == [(1, 2000 + 500_000), (0, 100 + 10**6)]
+    src, dst, sizes = np.array([1, 0, 3]), np.array([6, 4, 5]), np.array([1000, 1000, 7])
+    assert net.delays_ps(src, dst, sizes).tolist() == [net.delay_ps(int(s), int(d), int(b))
+                                                       for s, d, b in zip(src, dst, sizes)]  # fmt: skip
