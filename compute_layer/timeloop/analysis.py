@@ -12,6 +12,9 @@ At the innermost level keeping it, every MAC reads an input and a weight and upd
     compute cycles = temporal iterations x ops per point    (SCALE-Sim's formula on a systolic array)
     level cycles   = max(ceil(reads / read bandwidth), ceil(writes / write bandwidth))
     cycles         = max(compute cycles, every level's cycles)       (transfers overlap compute)
+
+On a systolic array with ``dram_bandwidth`` (SCALE-Sim's user bandwidth) the outermost level's cycles are instead
+SCALE-Sim's timeline of fill, compute, stalls and drain (:mod:`~stratasim.compute_layer.timeloop.scalesim_memory`).
     energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access
 
 Simplifications, as in first-order Timeloop: a convolution's input tile is refetched whole (halo included)
@@ -27,6 +30,7 @@ from stratasim.compute_layer.timeloop.accelerator import Accelerator
 from stratasim.compute_layer.timeloop.mapping import Loop, Mapping, check, tile
 from stratasim.compute_layer.timeloop.problem import Problem
 from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
+from stratasim.compute_layer.timeloop.scalesim_memory import user_bandwidth_cycles
 
 __all__ = ["LevelAccesses", "Evaluation", "evaluate"]
 
@@ -70,10 +74,18 @@ def _refills(problem: Problem, mapping: Mapping, operand: str, level: int) -> in
     return count
 
 
-def _compute_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> int:
+def _compute_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> tuple[int, int]:
+    """(compute cycles, cycles with SCALE-Sim's DRAM ports' stalls, fill and drain: the same without them)."""
     if acc.dataflow is not None and acc.spatial_dims(problem.kind) is not None:
-        return scalesim_cycles(problem, acc.rows, acc.cols, acc.dataflow)
-    return mapping.temporal_steps() * problem.ops_per_point
+        compute = scalesim_cycles(problem, acc.rows, acc.cols, acc.dataflow)
+        if acc.dram_bandwidth is None:
+            return compute, compute
+        sram = acc.levels[1].partitions
+        words = (sram["inputs"], sram["weights"], sram["outputs"])
+        timeline = user_bandwidth_cycles(problem, acc.rows, acc.cols, acc.dataflow, words, acc.dram_bandwidth)
+        return compute, timeline.total
+    steps = mapping.temporal_steps() * problem.ops_per_point
+    return steps, steps
 
 
 def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool = False) -> Evaluation:
@@ -114,7 +126,10 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
             if bandwidth is not None:
                 cycles = max(cycles, _ceil_div(count, bandwidth * instances))
         accesses.append(LevelAccesses(level.name, reads[index], writes[index], cycles))
-    compute = _compute_cycles(problem, acc, mapping)
+    compute, streamed = _compute_cycles(problem, acc, mapping)
+    if streamed > compute:  # SCALE-Sim's DRAM ports: the outermost level is what the array waits for
+        last = accesses[-1]
+        accesses[-1] = LevelAccesses(last.name, last.reads, last.writes, max(last.cycles, streamed))
     slowest = max(accesses, key=lambda a: a.cycles)
     bound = slowest.name if slowest.cycles > compute else "compute"
     energy = macs * acc.mac_pj + sum(

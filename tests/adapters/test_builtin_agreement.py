@@ -3,6 +3,11 @@
 SCALE-Sim: within 5 % on every stored layer, array and dataflow (in fact within one cycle: SCALE-Sim reports
 the zero-based index of the last cycle).
 
+SCALE-Sim's user-bandwidth mode (DRAM ports of 4 words per cycle, 32x32 arrays): exact to two cycles on the
+layers whose operands stay in the first half of their SRAMs (the timeline is then load, compute, drain), within
+a factor of 2.5 on the rest, where SCALE-Sim 3.0.0's read buffer refetches more than its fold order needs and its
+ofmap port drains two halves at once (adapters/README.md has the table and the causes).
+
 ZigZag, TPU-like example, against the ``zigzag-tpu-like`` preset (its hardware in the built-in's terms): within
 30 %. The two models differ in two ways that pull in opposite directions. ZigZag loads the first tiles from
 DRAM before computing (``data_onloading_cycle``, here the whole input through the 64-bit port) and adds that
@@ -53,6 +58,24 @@ def test_builtin_systolic_cycles_agree_with_scalesim(device: str) -> None:
         rows.append((name, expected, built_in, (built_in - expected) / expected))
     table = "\n".join(f"{n:<32} scalesim {e:>7} built-in {b:>7} {err:+.2%}" for n, e, b, err in rows)
     assert all(abs(err) <= SCALESIM_TOLERANCE for *_, err in rows), table
+
+
+# Layers whose ifmap, filter and ofmap all stay within the first half of their 64 kB SRAMs on every dataflow.
+RESIDENT = ("gemm-64x64x64", "resnet-3x3-16to16-14x14", "resnet-1x1-64to64-14x14")
+
+
+@pytest.mark.parametrize("device", sorted(reference()["scalesim"]["user_cycles"]))
+def test_builtin_user_bandwidth_cycles_agree_with_scalesim(device: str) -> None:
+    backend = TimeloopCompute()
+    rows = []
+    for name, expected in reference()["scalesim"]["user_cycles"][device].items():
+        built_in = _cycles(backend, device, op_of(name, SCALESIM_LAYERS[name]))
+        rows.append((name, expected, built_in, built_in / expected))
+    table = "\n".join(f"{n:<32} scalesim {e:>7} built-in {b:>7} {r:.3f}" for n, e, b, r in rows)
+    assert all(abs(b - e) <= 2 for n, e, b, _ in rows if n in RESIDENT), table
+    assert all(1 / 2.5 <= ratio <= 2.5 for *_, ratio in rows), table
+    calc = reference()["scalesim"]["cycles"][device.rsplit("-", 1)[0]]
+    assert all(e > calc[n] for n, e, *_ in rows), "a bounded bandwidth adds load, drain and stall cycles"
 
 
 def test_builtin_zigzag_tpu_like_agrees_with_zigzag() -> None:
