@@ -104,7 +104,8 @@ class Accelerator:
     (words per cycle) is SCALE-Sim's user bandwidth: each of the ``levels[1]`` partitions (SCALE-Sim's ifmap, filter
     and ofmap SRAMs, double-buffered) reaches DRAM through its own port that fast, and the array stalls when they
     fall behind (:mod:`stratasim.compute_layer.timeloop.scalesim_memory`); None keeps SCALE-Sim's CALC mode, memory
-    never stalling.
+    never stalling. ``onload`` names operands whose tile at the outermost on-chip level keeping them is loaded from
+    the backing store before compute starts (ZigZag's data onloading), adding its transfer to the cycles.
     """
 
     name: str
@@ -117,9 +118,11 @@ class Accelerator:
     dataflow: str | None = None
     unrolls: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict, hash=False)
     dram_bandwidth: int | None = None
+    onload: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
+        object.__setattr__(self, "onload", frozenset(self.onload))
         object.__setattr__(self, "unrolls", MappingProxyType(dict(self.unrolls)))
         problems = list(self._problems())
         if problems:
@@ -143,6 +146,9 @@ class Accelerator:
         if self.mac_pj < 0:
             yield "mac_pj cannot be negative"
         yield from self._dram_port_problems()
+        unknown = sorted(self.onload - set(OPERANDS))
+        if unknown:
+            yield f"onload names unknown operands {unknown}; operands are {', '.join(OPERANDS)}"
 
     def _dram_port_problems(self) -> Iterator[str]:
         bandwidth = self.dram_bandwidth
@@ -245,7 +251,8 @@ _TPU_LIKE = Accelerator(
 )
 
 # ZigZag's TPU-like example (zigzag-dse 3.9.1, inputs/hardware/tpu_like.yaml): per-access energies are its own,
-# per 8-bit word (its SRAM and DRAM costs are per 64-bit access).
+# per 8-bit word: its SRAM's cost is per 2048-bit access (the port's bandwidth_max), its DRAM's per 64-bit access.
+# ZigZag loads the input's first tile (here all of it) before computing: onload.
 _ZIGZAG_TPU_LIKE = Accelerator(
     name="zigzag-tpu-like",
     rows=32,
@@ -255,13 +262,14 @@ _ZIGZAG_TPU_LIKE = Accelerator(
         _registers(1, 128, 1, 0.095),
         # sram_2MB of inputs and outputs, up to 2048 bits (256 words) per cycle each way.
         StorageLevel("sram", frozenset({"inputs", "outputs"}), words=2 * 2**20, read_bandwidth=256,
-                     write_bandwidth=256, read_pj=416.16 / 8, write_pj=378.4 / 8),
+                     write_bandwidth=256, read_pj=416.16 / 256, write_pj=378.4 / 256),
         # DRAM behind a 64-bit port (8 words per cycle); weights go from it straight to the PEs.
         StorageLevel("dram", _ALL, read_bandwidth=8, write_bandwidth=8, read_pj=700 / 8, write_pj=750 / 8),
     ),  # fmt: skip
     clock_hz=10**9,
     mac_pj=0.04,
     dataflow="ws",
+    onload=frozenset({"inputs"}),
     source="ZigZag (zigzag-dse 3.9.1) TPU-like example: 32x32 weight-stationary 8-bit MACs (0.04 pJ), 128 B weight "
     "and 2 B output registers per PE, 2 MiB input/output SRAM at 2048 bits/cycle, 64-bit DRAM port; ZigZag counts "
     "cycles and names no clock, 1 GHz is assumed",

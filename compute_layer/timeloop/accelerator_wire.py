@@ -24,6 +24,7 @@ def accelerator_message(acc: Accelerator) -> compute_pb2.TimeloopAccelerator:
         unrolls=[compute_pb2.TimeloopUnroll(kind=kind, rows="".join(sorted(rows)), cols="".join(sorted(cols)))
                  for kind, (rows, cols) in sorted(acc.unrolls.items())],  # fmt: skip
         dram_bandwidth_words_per_cycle=acc.dram_bandwidth,
+        onload=sorted(acc.onload),
     )
 
 
@@ -42,6 +43,7 @@ def accelerator_from_message(message: compute_pb2.TimeloopAccelerator) -> Accele
         dram_bandwidth=(
             message.dram_bandwidth_words_per_cycle if message.HasField("dram_bandwidth_words_per_cycle") else None
         ),
+        onload=frozenset(message.onload),
     )
 
 

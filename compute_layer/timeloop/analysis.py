@@ -15,6 +15,8 @@ At the innermost level keeping it, every MAC reads an input and a weight and upd
 
 On a systolic array with ``dram_bandwidth`` (SCALE-Sim's user bandwidth) the outermost level's cycles are instead
 SCALE-Sim's timeline of fill, compute, stalls and drain (:mod:`~stratasim.compute_layer.timeloop.scalesim_memory`).
+Operands in an accelerator's ``onload`` (ZigZag's data onloading) load their outermost on-chip tile from the backing
+store before compute starts: those cycles come first, overlapped with nothing.
     energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access
 
 Simplifications, as in first-order Timeloop: a convolution's input tile is refetched whole (halo included)
@@ -88,6 +90,17 @@ def _compute_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> tup
     return steps, steps
 
 
+def _onload_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> int:
+    """Cycles to load the ``onload`` operands' tiles at their outermost on-chip level before compute starts."""
+    store = acc.levels[-1]
+    words = 0
+    for operand in acc.onload & set(problem.operands):
+        chain = [i for i, level in enumerate(acc.levels[:-1]) if operand in level.keeps]
+        if chain:
+            words += problem.footprint(operand, tile(problem, mapping, chain[-1], True))
+    return 0 if store.read_bandwidth is None else _ceil_div(words, store.read_bandwidth)
+
+
 def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool = False) -> Evaluation:
     """Access counts, cycles and energy of ``mapping``; raises MappingError if it is invalid (unless the
     caller has ``checked`` it already)."""
@@ -132,12 +145,13 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
         accesses[-1] = LevelAccesses(last.name, last.reads, last.writes, max(last.cycles, streamed))
     slowest = max(accesses, key=lambda a: a.cycles)
     bound = slowest.name if slowest.cycles > compute else "compute"
+    onload = _onload_cycles(problem, acc, mapping)
     energy = macs * acc.mac_pj + sum(
         r * level.read_pj + w * level.write_pj for r, w, level in zip(reads, writes, acc.levels)
     )
     return Evaluation(
         mapping=mapping,
-        cycles=max(compute, slowest.cycles),
+        cycles=onload + max(compute, slowest.cycles),
         compute_cycles=compute,
         energy_pj=energy,
         macs=macs,
