@@ -12,12 +12,12 @@ At the innermost level keeping it, every MAC reads an input and a weight and upd
     compute cycles = temporal iterations x ops per point    (SCALE-Sim's formula on a systolic array)
     level cycles   = max(ceil(reads / read bandwidth), ceil(writes / write bandwidth))
     cycles         = max(compute cycles, every level's cycles)       (transfers overlap compute)
+    energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access
 
 On a systolic array with ``dram_bandwidth`` (SCALE-Sim's user bandwidth) the outermost level's cycles are instead
 SCALE-Sim's timeline of fill, compute, stalls and drain (:mod:`~stratasim.compute_layer.timeloop.scalesim_memory`).
 Operands in an accelerator's ``onload`` (ZigZag's data onloading) load their outermost on-chip tile from the backing
 store before compute starts: those cycles come first, overlapped with nothing.
-    energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access
 
 Simplifications, as in first-order Timeloop: a convolution's input tile is refetched whole (halo included)
 on every refill; a padded last tile moves padded words; accesses that bypass the PE registers are counted

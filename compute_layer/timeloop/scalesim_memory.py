@@ -67,20 +67,19 @@ def _read_stall(words: int, sram: int, bandwidth: int, compute: int) -> tuple[in
     return fill, max(0, *lateness)
 
 
-def _write_stall(words: int, sram: int, bandwidth: int, compute: int) -> tuple[int, int]:
-    """(stall, tail) of the ofmap SRAM draining ``words`` outputs written evenly over ``compute`` cycles."""
+def _write_stall(words: int, sram: int, bandwidth: int, compute: int) -> tuple[int, int, int]:
+    """(stall, end of the drains during compute, cycles to drain what is left) of the ofmap SRAM taking ``words``
+    outputs written evenly over ``compute`` cycles."""
     active = _ceil_div(sram, 2)
     half = sram - active
     if words <= active or half == 0:
-        return 0, _ceil_div(words, bandwidth)
+        return 0, 0, _ceil_div(words, bandwidth)
     start = compute * active // words  # the first drain begins once more than half the SRAM is full
     drains = (words - active - 1) // half + 1
     port_end = start + drains * _ceil_div(half, bandwidth)
     # Writes beyond the SRAM's capacity wait for drains: the last of them for all but one SRAM's worth.
     stall = max(0, start + _ceil_div(max(0, words - sram), bandwidth) - compute)
-    left = words - drains * half
-    tail = max(_ceil_div(left, bandwidth), port_end + _ceil_div(left, bandwidth) - compute - stall)
-    return stall, tail
+    return stall, port_end, _ceil_div(words - drains * half, bandwidth)
 
 
 def user_bandwidth_cycles(
@@ -114,7 +113,8 @@ def user_bandwidth_cycles(
         fill, stall = _read_stall(stream * passes, sram, bandwidth, compute)
         fills.append(fill)
         stalls.append(stall)
-    write_stall, tail = _write_stall(writes, ofmap_sram, bandwidth, compute)
+    write_stall, port_end, left = _write_stall(writes, ofmap_sram, bandwidth, compute)
     stall = max(*stalls, write_stall)
-    tail = max(0, tail - (stall - write_stall))  # a read stall lets the port drain meanwhile
+    # What is left drains after the last output, once the port has finished the drains before it.
+    tail = max(left, port_end + left - compute - stall)
     return MemoryTimeline(batch * max(fills), batch * compute, batch * stall, batch * tail)

@@ -50,6 +50,15 @@ def test_a_stream_faster_than_its_port_stalls_the_array() -> None:
     assert (timeline.fill, timeline.compute, timeline.stall) == (512, 2544, 1358)
 
 
+def test_outputs_drain_after_a_read_stall_when_no_drain_had_started() -> None:
+    # 32x32 WS, GEMM 16x512x128 at 4 words/cycle: the filter (512 · 4 column folds · 32 = 65536 words) loads its
+    # first half (8192 cycles) and streams the second, arriving at 8192 where compute (110 · 64 folds = 7040
+    # cycles) needs it at 3520: 4672 cycles of stall. The 16 row folds' 16 · 128 partial sums (32768 words) fill
+    # no more than half the ofmap SRAM, so no drain starts during compute: all of it drains after, 8192 cycles.
+    timeline = user_bandwidth_cycles(gemm(16, 512, 128), 32, 32, "ws", SRAM, 4)
+    assert timeline == MemoryTimeline(fill=8192, compute=7040, stall=4672, tail=8192)
+
+
 def test_a_wide_enough_port_leaves_only_the_fill_and_the_drain() -> None:
     calc = _cycles("systolic-32x32-ws", operators.gemm(128, 256, 64))
     user = _cycles("systolic-32x32-ws-bw100000", operators.gemm(128, 256, 64))
