@@ -164,7 +164,8 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             access = _report_row(root / "out" / _RUN / "DETAILED_ACCESS_REPORT.csv")
         # Total Cycles (incl. prefetch), Total Cycles, Stall Cycles
         cycles = int(float(compute[2 if device.bandwidth is None else 1]))
-        stalls = int(float(compute[3]))
+        # Memory bound when the array stalled, or (user bandwidth) loading and draining added cycles.
+        memory = int(float(compute[3])) > 0 or cycles > int(float(compute[2]))
         sram = sum(int(float(access[i])) for i in (3, 6, 9))
         dram = sum(int(float(access[i])) for i in (12, 15, 18))
         return compute_pb2.OperatorCost(
@@ -172,7 +173,7 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             energy_pj=0.0,
             traffic=[compute_pb2.MemoryTraffic(level="sram", bytes=batch * sram * size),
                      compute_pb2.MemoryTraffic(level="dram", bytes=batch * dram * size)],
-            bound=compute_pb2.MEMORY if stalls else compute_pb2.COMPUTE,
+            bound=compute_pb2.MEMORY if memory else compute_pb2.COMPUTE,
         )  # fmt: skip
 
     def _check_size(

@@ -35,6 +35,7 @@ def test_the_adapter_runs_scalesims_user_bandwidth_mode(device: str) -> None:
     stored = reference()["scalesim"]["user_cycles"][device]
     costs = _costs(ScaleSimCompute(), device, *(op_of(name, SCALESIM_LAYERS[name]) for name in stored))
     assert {name: cost.duration_ps // 1000 for name, cost in zip(stored, costs)} == stored
+    assert all(cost.bound == compute_pb2.MEMORY for cost in costs)  # loading and draining take time
 
 
 def test_batches_run_once_and_images_become_scalesims_gemm() -> None:
