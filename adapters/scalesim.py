@@ -3,7 +3,10 @@
 
 Devices are ``systolic-<R>x<C>-<os|ws|is>``: an R x C array with SCALE-Sim's example configuration
 (``configs/scale.cfg``: 64 kB ifmap, filter and ofmap SRAMs, 1-byte words), its bandwidth computed
-(``InterfaceBandwidth = CALC``, so no stalls), as the ``timeloop`` backend's presets of the same names.
+(``InterfaceBandwidth = CALC``, so no stalls), as the ``timeloop`` backend's presets of the same names; with
+``-bw<B>`` (``systolic-32x32-ws-bw10``) SCALE-Sim's user-bandwidth mode instead (``InterfaceBandwidth = USER``):
+each SRAM reaches DRAM through a port of B words per cycle (3.0.0 reads the ifmap and filter ports' bandwidth from
+``IfmapSRAMBankBandwidth`` and ``FilterSRAMBankBandwidth``, the ofmap's from ``Bandwidth``: all three are B).
 
 Operators become one-layer topologies written, with the config, into a temporary directory:
 
@@ -14,7 +17,9 @@ Operators become one-layer topologies written, with the config, into a temporary
   would lower it to, as SCALE-Sim has no batch.
 
 ``duration_ps`` is the report's ``Total Cycles`` (compute cycles plus stalls, after the first prefetch) at
-1 GHz: SCALE-Sim counts cycles and has no clock. SCALE-Sim reports no energy (``energy_pj`` is 0); traffic is
+1 GHz: SCALE-Sim counts cycles and has no clock. In user-bandwidth mode it is ``Total Cycles (incl. prefetch)``,
+from the first DRAM read to the last DRAM write: with memory bounded, loading the first tiles and draining the
+last outputs take time too. SCALE-Sim reports no energy (``energy_pj`` is 0); traffic is
 the SRAM and DRAM accesses of its detailed report, in words times the operator's element size.
 
 Quirks handled: SCALE-Sim 3.0.0 breaks under numpy 2.4 (refused with the pin to install); a layer whose name
@@ -45,7 +50,7 @@ __all__ = ["ScaleSimCompute", "SystolicArray", "CONFIG"]
 
 _PS_PER_CYCLE = 1000  # 1 GHz
 _RUN = "stratasim"
-_NAME = re.compile(r"systolic-(\d+)x(\d+)-(os|ws|is)")
+_NAME = re.compile(r"systolic-(\d+)x(\d+)-(os|ws|is)(?:-bw(\d+))?")
 _LISTED = [f"systolic-{n}x{n}-{d}" for n in (32, 128) for d in ("os", "ws", "is")]
 
 CONFIG = """\
@@ -53,7 +58,7 @@ CONFIG = """\
 run_name = {run}
 
 [run_presets]
-InterfaceBandwidth = CALC
+InterfaceBandwidth = {mode}
 UseRamulatorTrace = False
 
 [architecture_presets]
@@ -68,31 +73,41 @@ OfmapOffset = 20000000
 Dataflow = {dataflow}
 ReadRequestBuffer = 32
 WriteRequestBuffer = 32
-Bandwidth = 10
+Bandwidth = {bandwidth}
 
 [layout]
 IfmapCustomLayout = False
-IfmapSRAMBankBandwidth = 10
-IfmapSRAMBankNum = 10
+IfmapSRAMBankBandwidth = {bandwidth}
+IfmapSRAMBankNum = {banks}
 IfmapSRAMBankPort = 2
 FilterCustomLayout = False
-FilterSRAMBankBandwidth = 10
-FilterSRAMBankNum = 10
+FilterSRAMBankBandwidth = {bandwidth}
+FilterSRAMBankNum = {banks}
 FilterSRAMBankPort = 2
 
 [sparsity]
 SparsitySupport = false
 """
-"""SCALE-Sim's example configuration with the array's size and dataflow left to fill in."""
+"""SCALE-Sim's example configuration with the array's size, dataflow and bandwidth mode left to fill in."""
 
 
 @dataclass(frozen=True)
 class SystolicArray:
-    """A ``rows x cols`` array with a dataflow (os, ws or is)."""
+    """A ``rows x cols`` array with a dataflow (os, ws or is) and, in user-bandwidth mode, each SRAM's DRAM port's
+    words per cycle (None: SCALE-Sim computes the bandwidth, memory never stalls)."""
 
     rows: int
     cols: int
     dataflow: str
+    bandwidth: int | None = None
+
+    def config(self) -> str:
+        """SCALE-Sim's configuration file of this array."""
+        if self.bandwidth is None:  # the example configuration's own figures
+            settings = {"mode": "CALC", "bandwidth": 10, "banks": 10}
+        else:  # one bank, so that the bank bandwidth is the port's (3.0.0 asserts it divides)
+            settings = {"mode": "USER", "bandwidth": self.bandwidth, "banks": 1}
+        return CONFIG.format(run=_RUN, rows=self.rows, cols=self.cols, dataflow=self.dataflow, **settings)
 
 
 class ScaleSimCompute(ToolBackend[SystolicArray]):
@@ -114,9 +129,9 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
 
     def _device(self, name: str) -> SystolicArray:
         match = _NAME.fullmatch(name.strip().lower())
-        if match is None or int(match[1]) == 0 or int(match[2]) == 0:
-            raise self._unknown_device(name, "systolic-<R>x<C>-<os|ws|is>")
-        return SystolicArray(int(match[1]), int(match[2]), match[3])
+        if match is None or int(match[1]) == 0 or int(match[2]) == 0 or match[4] == "0":
+            raise self._unknown_device(name, "systolic-<R>x<C>-<os|ws|is>[-bw<B>]")
+        return SystolicArray(int(match[1]), int(match[2]), match[3], None if match[4] is None else int(match[4]))
 
     def _load(self) -> ModuleType:
         tool = load("scalesim.scale_sim", self.name, self.tool, self.extra)
@@ -137,8 +152,7 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
         header, row, batch, is_gemm = _topology(layer)
         with tempfile.TemporaryDirectory(prefix="stratasim-scalesim-") as tmp:
             root = Path(tmp)
-            (root / "scale.cfg").write_text(CONFIG.format(run=_RUN, rows=device.rows, cols=device.cols,
-                                                          dataflow=device.dataflow))  # fmt: skip
+            (root / "scale.cfg").write_text(device.config())
             (root / "topology.csv").write_text(f"{header},\n{row},\n")
             (root / "layout.csv").write_text("Layer name,\n")  # custom layouts are off: no rows needed
             with contained("scalesim"):
@@ -148,7 +162,10 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
                 sim.run_scale(top_path=str(root / "out"))
             compute = _report_row(root / "out" / _RUN / "COMPUTE_REPORT.csv")
             access = _report_row(root / "out" / _RUN / "DETAILED_ACCESS_REPORT.csv")
-        cycles, stalls = int(float(compute[2])), int(float(compute[3]))
+        # Total Cycles (incl. prefetch), Total Cycles, Stall Cycles
+        cycles = int(float(compute[2 if device.bandwidth is None else 1]))
+        # Memory bound when the array stalled, or (user bandwidth) loading and draining added cycles.
+        memory = int(float(compute[3])) > 0 or cycles > int(float(compute[2]))
         sram = sum(int(float(access[i])) for i in (3, 6, 9))
         dram = sum(int(float(access[i])) for i in (12, 15, 18))
         return compute_pb2.OperatorCost(
@@ -156,7 +173,7 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             energy_pj=0.0,
             traffic=[compute_pb2.MemoryTraffic(level="sram", bytes=batch * sram * size),
                      compute_pb2.MemoryTraffic(level="dram", bytes=batch * dram * size)],
-            bound=compute_pb2.MEMORY if stalls else compute_pb2.COMPUTE,
+            bound=compute_pb2.MEMORY if memory else compute_pb2.COMPUTE,
         )  # fmt: skip
 
     def _check_size(

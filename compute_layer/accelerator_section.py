@@ -6,6 +6,7 @@ level (by the preset's level names), any storage level's capacity, per-operand b
 
     device: {preset: systolic-32x32-os, pe_rows: 64, levels: {sram: {partitions: {weights: 131072}}}}
     device: {preset: gemmini, clock: 1GHz, levels: {scratchpad: {words: 524288}, dram: {read_bandwidth: 32}}}
+    device: {preset: systolic-32x32-ws, dram_words_per_cycle: 10}     # SCALE-Sim's USER bandwidth mode
 
 Units are the model's (:mod:`stratasim.compute_layer.timeloop.accelerator`): words, words per cycle for the whole
 level, pJ per word access. The accelerator is built and checked by the model itself, so a combination it refuses
@@ -94,6 +95,9 @@ class AcceleratorSection(Section):
     """Clock frequency."""
     mac_pj: Picojoules | None = None
     """Energy of a multiply-accumulate, in pJ."""
+    dram_words_per_cycle: Words | None = None
+    """SCALE-Sim's user bandwidth (its ``Bandwidth``): words per cycle of each SRAM's own DRAM port, so that memory
+    stalls appear (systolic-* presets only; unset: memory never stalls)."""
     levels: dict[str, LevelSection] | None = None
     """Changes to the preset's storage levels, by level name."""
     source: str | None = None
@@ -139,6 +143,7 @@ class AcceleratorSection(Section):
             dataflow=self.dataflow or base.dataflow,
             clock_hz=self.clock or base.clock_hz,
             mac_pj=base.mac_pj if self.mac_pj is None else self.mac_pj,
+            dram_bandwidth=self.dram_words_per_cycle or base.dram_bandwidth,
             levels=levels,
             source=source,
         )
@@ -158,4 +163,4 @@ def describes_accelerator(value: dict[object, object]) -> bool:
     return any(key in _ACCELERATOR_ONLY for key in value)
 
 
-_ACCELERATOR_ONLY = frozenset({"pe_rows", "pe_cols", "dataflow", "clock", "mac_pj", "levels"})
+_ACCELERATOR_ONLY = frozenset({"pe_rows", "pe_cols", "dataflow", "clock", "mac_pj", "levels", "dram_words_per_cycle"})

@@ -100,7 +100,12 @@ class Accelerator:
     then unroll only the dimensions that dataflow puts on rows and columns, and their compute cycles are
     SCALE-Sim's (see :mod:`stratasim.compute_layer.timeloop.scalesim`). ``unrolls`` constrains the mapping of a
     non-systolic array the same way: per problem kind, the dimensions allowed on (rows, cols) — Eyeriss's row
-    stationary, say (kinds it omits unroll anything). ``mac_pj`` is the energy of one MAC.
+    stationary, say (kinds it omits unroll anything). ``mac_pj`` is the energy of one MAC. ``dram_bandwidth``
+    (words per cycle) is SCALE-Sim's user bandwidth: each of the ``levels[1]`` partitions (SCALE-Sim's ifmap, filter
+    and ofmap SRAMs, double-buffered) reaches DRAM through its own port that fast, and the array stalls when they
+    fall behind (:mod:`stratasim.compute_layer.timeloop.scalesim_memory`); None keeps SCALE-Sim's CALC mode, memory
+    never stalling. ``onload`` names operands whose tile at the outermost on-chip level keeping them is loaded from
+    the backing store before compute starts (ZigZag's data onloading), adding its transfer to the cycles.
     """
 
     name: str
@@ -112,9 +117,12 @@ class Accelerator:
     source: str
     dataflow: str | None = None
     unrolls: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict, hash=False)
+    dram_bandwidth: int | None = None
+    onload: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
+        object.__setattr__(self, "onload", frozenset(self.onload))
         object.__setattr__(self, "unrolls", MappingProxyType(dict(self.unrolls)))
         problems = list(self._problems())
         if problems:
@@ -137,6 +145,22 @@ class Accelerator:
             yield "a systolic dataflow fixes the unrolling itself: give dataflow or unrolls, not both"
         if self.mac_pj < 0:
             yield "mac_pj cannot be negative"
+        yield from self._dram_port_problems()
+        unknown = sorted(self.onload - set(OPERANDS))
+        if unknown:
+            yield f"onload names unknown operands {unknown}; operands are {', '.join(OPERANDS)}"
+
+    def _dram_port_problems(self) -> Iterator[str]:
+        bandwidth = self.dram_bandwidth
+        if bandwidth is None:
+            return
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, int) or bandwidth <= 0:
+            yield f"dram_bandwidth must be a positive integer (words per cycle), got {bandwidth!r}"
+        elif self.dataflow is None or len(self.levels) < 2 or set(self.levels[1].partitions) != set(OPERANDS):
+            yield (
+                "dram_bandwidth models SCALE-Sim's ifmap, filter and ofmap SRAMs: it needs a systolic dataflow and "
+                "a second level with a partition for each of inputs, weights and outputs (the systolic-* presets)"
+            )
 
     @property
     def pes(self) -> int:
@@ -156,7 +180,7 @@ def catalog(accelerators: Iterable[Accelerator]) -> Mapping[str, Accelerator]:
 
 
 _ALL = frozenset(OPERANDS)
-_SYSTOLIC_NAME = re.compile(r"systolic-(\d+)x(\d+)-(os|ws|is)")
+_SYSTOLIC_NAME = re.compile(r"systolic-(\d+)x(\d+)-(os|ws|is)(?:-bw(\d+))?")
 # Per-byte energies (pJ) from Horowitz ISSCC 2014, 45 nm.
 _SRAM_32KB_PJ_PER_BYTE = 20 / 8
 _SRAM_1MB_PJ_PER_BYTE = 100 / 8
@@ -174,25 +198,28 @@ def _dram(bytes_per_word: int, bandwidth: int | None) -> StorageLevel:
     return StorageLevel("dram", _ALL, read_bandwidth=bandwidth, write_bandwidth=bandwidth, read_pj=pj, write_pj=pj)
 
 
-def systolic(rows: int, cols: int, dataflow: str) -> Accelerator:
-    """A SCALE-Sim-like systolic array ``systolic-<rows>x<cols>-<dataflow>``.
+def systolic(rows: int, cols: int, dataflow: str, dram_bandwidth: int | None = None) -> Accelerator:
+    """A SCALE-Sim-like systolic array ``systolic-<rows>x<cols>-<dataflow>[-bw<dram_bandwidth>]``.
 
     Set up as SCALE-Sim's example configuration (``configs/scale.cfg``): 64 kB input, weight and output SRAMs
-    of 1-byte words, one MAC per PE per cycle. SCALE-Sim reports compute cycles with the memory assumed fast
-    enough, so SRAM and DRAM bandwidths are unbounded here; SCALE-Sim has no clock, 1 GHz is assumed.
+    of 1-byte words, one MAC per PE per cycle. Without ``dram_bandwidth`` memory never stalls (SCALE-Sim's CALC
+    mode, its compute cycles); with it each SRAM's DRAM port moves that many words per cycle (its USER mode).
+    SCALE-Sim has no clock, 1 GHz is assumed.
     """
+    suffix = "" if dram_bandwidth is None else f"-bw{dram_bandwidth}"
     sram_pj = _SRAM_32KB_PJ_PER_BYTE  # Horowitz's 32 KB figure, the nearest to a 64 kB SRAM.
     sram = StorageLevel(
         "sram", _ALL, partitions={o: 64 * 1024 for o in OPERANDS}, read_pj=sram_pj, write_pj=sram_pj
     )
     return Accelerator(
-        name=f"systolic-{rows}x{cols}-{dataflow}",
+        name=f"systolic-{rows}x{cols}-{dataflow}{suffix}",
         rows=rows,
         cols=cols,
         levels=(_registers(1, 1, 1, _INT8_MAC_PJ), sram, _dram(1, None)),
         clock_hz=10**9,
         mac_pj=_INT8_MAC_PJ,
         dataflow=dataflow,
+        dram_bandwidth=dram_bandwidth,
         source="SCALE-Sim (Samajdar et al., ISPASS 2020) example configuration: 64 kB ifmap/filter/ofmap SRAMs, "
         "1-byte words; energies Horowitz ISSCC 2014 (45 nm); 1 GHz assumed",
     )
@@ -224,7 +251,8 @@ _TPU_LIKE = Accelerator(
 )
 
 # ZigZag's TPU-like example (zigzag-dse 3.9.1, inputs/hardware/tpu_like.yaml): per-access energies are its own,
-# per 8-bit word (its SRAM and DRAM costs are per 64-bit access).
+# per 8-bit word: its SRAM's cost is per 2048-bit access (the port's bandwidth_max), its DRAM's per 64-bit access.
+# ZigZag loads the input's first tile (here all of it) before computing: onload.
 _ZIGZAG_TPU_LIKE = Accelerator(
     name="zigzag-tpu-like",
     rows=32,
@@ -234,13 +262,14 @@ _ZIGZAG_TPU_LIKE = Accelerator(
         _registers(1, 128, 1, 0.095),
         # sram_2MB of inputs and outputs, up to 2048 bits (256 words) per cycle each way.
         StorageLevel("sram", frozenset({"inputs", "outputs"}), words=2 * 2**20, read_bandwidth=256,
-                     write_bandwidth=256, read_pj=416.16 / 8, write_pj=378.4 / 8),
+                     write_bandwidth=256, read_pj=416.16 / 256, write_pj=378.4 / 256),
         # DRAM behind a 64-bit port (8 words per cycle); weights go from it straight to the PEs.
         StorageLevel("dram", _ALL, read_bandwidth=8, write_bandwidth=8, read_pj=700 / 8, write_pj=750 / 8),
     ),  # fmt: skip
     clock_hz=10**9,
     mac_pj=0.04,
     dataflow="ws",
+    onload=frozenset({"inputs"}),
     source="ZigZag (zigzag-dse 3.9.1) TPU-like example: 32x32 weight-stationary 8-bit MACs (0.04 pJ), 128 B weight "
     "and 2 B output registers per PE, 2 MiB input/output SRAM at 2048 bits/cycle, 64-bit DRAM port; ZigZag counts "
     "cycles and names no clock, 1 GHz is assumed",
@@ -303,7 +332,8 @@ PRESETS: Mapping[str, Accelerator] = catalog([_TPU_LIKE, _ZIGZAG_TPU_LIKE, _EYER
 
 
 def accelerator(name: str, accelerators: Mapping[str, Accelerator] | None = None) -> Accelerator:
-    """The accelerator called ``name`` (case-insensitive), or a ``systolic-<R>x<C>-<os|ws|is>`` array.
+    """The accelerator called ``name`` (case-insensitive), or a ``systolic-<R>x<C>-<os|ws|is>`` array (with
+    ``-bw<B>``: DRAM ports of B words per cycle, SCALE-Sim's user bandwidth).
 
     Raises :class:`~stratasim.kernel.errors.BackendError` listing the known names when there is none.
     """
@@ -312,6 +342,6 @@ def accelerator(name: str, accelerators: Mapping[str, Accelerator] | None = None
     if found is not None:
         return found
     match = _SYSTOLIC_NAME.fullmatch(name.strip().lower())
-    if match and accelerators is None and int(match[1]) > 0 and int(match[2]) > 0:
-        return systolic(int(match[1]), int(match[2]), match[3])
-    raise unknown_device(name, table, "systolic-<R>x<C>-<os|ws|is>")
+    if match and accelerators is None and int(match[1]) > 0 and int(match[2]) > 0 and match[4] != "0":
+        return systolic(int(match[1]), int(match[2]), match[3], None if match[4] is None else int(match[4]))
+    raise unknown_device(name, table, "systolic-<R>x<C>-<os|ws|is>[-bw<B>]")

@@ -23,6 +23,8 @@ def accelerator_message(acc: Accelerator) -> compute_pb2.TimeloopAccelerator:
         dataflow=acc.dataflow or "",
         unrolls=[compute_pb2.TimeloopUnroll(kind=kind, rows="".join(sorted(rows)), cols="".join(sorted(cols)))
                  for kind, (rows, cols) in sorted(acc.unrolls.items())],  # fmt: skip
+        dram_bandwidth_words_per_cycle=acc.dram_bandwidth,
+        onload=sorted(acc.onload),
     )
 
 
@@ -38,6 +40,10 @@ def accelerator_from_message(message: compute_pb2.TimeloopAccelerator) -> Accele
         source=message.source,
         dataflow=message.dataflow or None,
         unrolls={unroll.kind: (frozenset(unroll.rows), frozenset(unroll.cols)) for unroll in message.unrolls},
+        dram_bandwidth=(
+            message.dram_bandwidth_words_per_cycle if message.HasField("dram_bandwidth_words_per_cycle") else None
+        ),
+        onload=frozenset(message.onload),
     )
 
 

@@ -14,6 +14,11 @@ At the innermost level keeping it, every MAC reads an input and a weight and upd
     cycles         = max(compute cycles, every level's cycles)       (transfers overlap compute)
     energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access
 
+On a systolic array with ``dram_bandwidth`` (SCALE-Sim's user bandwidth) the outermost level's cycles are instead
+SCALE-Sim's timeline of fill, compute, stalls and drain (:mod:`~stratasim.compute_layer.timeloop.scalesim_memory`).
+Operands in an accelerator's ``onload`` (ZigZag's data onloading) load their outermost on-chip tile from the backing
+store before compute starts: those cycles come first, overlapped with nothing.
+
 Simplifications, as in first-order Timeloop: a convolution's input tile is refetched whole (halo included)
 on every refill; a padded last tile moves padded words; accesses that bypass the PE registers are counted
 once per MAC (no multicast credit).
@@ -27,6 +32,7 @@ from stratasim.compute_layer.timeloop.accelerator import Accelerator
 from stratasim.compute_layer.timeloop.mapping import Loop, Mapping, check, tile
 from stratasim.compute_layer.timeloop.problem import Problem
 from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
+from stratasim.compute_layer.timeloop.scalesim_memory import user_bandwidth_cycles
 
 __all__ = ["LevelAccesses", "Evaluation", "evaluate"]
 
@@ -70,10 +76,29 @@ def _refills(problem: Problem, mapping: Mapping, operand: str, level: int) -> in
     return count
 
 
-def _compute_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> int:
+def _compute_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> tuple[int, int]:
+    """(compute cycles, cycles with SCALE-Sim's DRAM ports' stalls, fill and drain: the same without them)."""
     if acc.dataflow is not None and acc.spatial_dims(problem.kind) is not None:
-        return scalesim_cycles(problem, acc.rows, acc.cols, acc.dataflow)
-    return mapping.temporal_steps() * problem.ops_per_point
+        compute = scalesim_cycles(problem, acc.rows, acc.cols, acc.dataflow)
+        if acc.dram_bandwidth is None:
+            return compute, compute
+        sram = acc.levels[1].partitions
+        words = (sram["inputs"], sram["weights"], sram["outputs"])
+        timeline = user_bandwidth_cycles(problem, acc.rows, acc.cols, acc.dataflow, words, acc.dram_bandwidth)
+        return compute, timeline.total
+    steps = mapping.temporal_steps() * problem.ops_per_point
+    return steps, steps
+
+
+def _onload_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> int:
+    """Cycles to load the ``onload`` operands' tiles at their outermost on-chip level before compute starts."""
+    store = acc.levels[-1]
+    words = 0
+    for operand in acc.onload & set(problem.operands):
+        chain = [i for i, level in enumerate(acc.levels[:-1]) if operand in level.keeps]
+        if chain:
+            words += problem.footprint(operand, tile(problem, mapping, chain[-1], True))
+    return 0 if store.read_bandwidth is None else _ceil_div(words, store.read_bandwidth)
 
 
 def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool = False) -> Evaluation:
@@ -114,15 +139,19 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
             if bandwidth is not None:
                 cycles = max(cycles, _ceil_div(count, bandwidth * instances))
         accesses.append(LevelAccesses(level.name, reads[index], writes[index], cycles))
-    compute = _compute_cycles(problem, acc, mapping)
+    compute, streamed = _compute_cycles(problem, acc, mapping)
+    if streamed > compute:  # SCALE-Sim's DRAM ports: the outermost level is what the array waits for
+        last = accesses[-1]
+        accesses[-1] = LevelAccesses(last.name, last.reads, last.writes, max(last.cycles, streamed))
     slowest = max(accesses, key=lambda a: a.cycles)
     bound = slowest.name if slowest.cycles > compute else "compute"
+    onload = _onload_cycles(problem, acc, mapping)
     energy = macs * acc.mac_pj + sum(
         r * level.read_pj + w * level.write_pj for r, w, level in zip(reads, writes, acc.levels)
     )
     return Evaluation(
         mapping=mapping,
-        cycles=max(compute, slowest.cycles),
+        cycles=onload + max(compute, slowest.cycles),
         compute_cycles=compute,
         energy_pj=energy,
         macs=macs,

@@ -676,6 +676,8 @@ class TimeloopAccelerator(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     DATAFLOW_FIELD_NUMBER: _builtins.int
     UNROLLS_FIELD_NUMBER: _builtins.int
+    DRAM_BANDWIDTH_WORDS_PER_CYCLE_FIELD_NUMBER: _builtins.int
+    ONLOAD_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     rows: _builtins.int
     cols: _builtins.int
@@ -684,10 +686,20 @@ class TimeloopAccelerator(_message.Message):
     source: _builtins.str
     dataflow: _builtins.str
     """"os", "ws" or "is" for a systolic array; empty: not systolic."""
+    dram_bandwidth_words_per_cycle: _builtins.int
+    """SCALE-Sim's user bandwidth: words per cycle of each of the three SRAMs' own DRAM port; absent: memory never
+    stalls (SCALE-Sim's CALC mode).
+    """
     @_builtins.property
     def levels(self) -> _containers.RepeatedCompositeFieldContainer[Global___TimeloopStorageLevel]: ...
     @_builtins.property
     def unrolls(self) -> _containers.RepeatedCompositeFieldContainer[Global___TimeloopUnroll]: ...
+    @_builtins.property
+    def onload(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Operands ("inputs", "weights", "outputs") whose first tile is loaded from the backing store before compute
+        starts (ZigZag's data onloading), not overlapped with it.
+        """
+
     def __init__(
         self,
         *,
@@ -700,12 +712,16 @@ class TimeloopAccelerator(_message.Message):
         source: _builtins.str = ...,
         dataflow: _builtins.str = ...,
         unrolls: _abc.Iterable[Global___TimeloopUnroll] | None = ...,
+        dram_bandwidth_words_per_cycle: _builtins.int | None = ...,
+        onload: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dram_bandwidth_words_per_cycle", b"_dram_bandwidth_words_per_cycle", "dram_bandwidth_words_per_cycle", b"dram_bandwidth_words_per_cycle"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_hz", b"clock_hz", "cols", b"cols", "dataflow", b"dataflow", "levels", b"levels", "mac_pj", b"mac_pj", "name", b"name", "rows", b"rows", "source", b"source", "unrolls", b"unrolls"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dram_bandwidth_words_per_cycle", b"_dram_bandwidth_words_per_cycle", "clock_hz", b"clock_hz", "cols", b"cols", "dataflow", b"dataflow", "dram_bandwidth_words_per_cycle", b"dram_bandwidth_words_per_cycle", "levels", b"levels", "mac_pj", b"mac_pj", "name", b"name", "onload", b"onload", "rows", b"rows", "source", b"source", "unrolls", b"unrolls"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__dram_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["dram_bandwidth_words_per_cycle"]  # noqa: Y015
+    _WhichOneofArgType__dram_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["_dram_bandwidth_words_per_cycle", b"_dram_bandwidth_words_per_cycle"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__dram_bandwidth_words_per_cycle) -> _WhichOneofReturnType__dram_bandwidth_words_per_cycle | None: ...
 
 Global___TimeloopAccelerator: _TypeAlias = TimeloopAccelerator  # noqa: Y015
 

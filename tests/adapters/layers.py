@@ -1,7 +1,7 @@
 """The layers the adapters are checked on, and the stored results of SCALE-Sim and ZigZag on them.
 
 SCALE-Sim: 4 GEMMs and 4 convolutions (scaled-down ResNet and AlexNet layers, a few seconds each) on 32x32 and
-128x128 arrays in every dataflow. ZigZag: GEMMs and ResNet convolutions on its TPU-like example. The results
+128x128 arrays in every dataflow, and on 32x32 arrays in user-bandwidth mode (4 words per cycle per DRAM port). ZigZag: GEMMs and ResNet convolutions on its TPU-like example. The results
 live in ``reference_cycles.json``, written by ``python -m tests.adapters.regenerate``.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
 
-__all__ = ["REFERENCE", "SCALESIM_LAYERS", "SCALESIM_DEVICES", "ZIGZAG_LAYERS", "ZIGZAG_DEVICE", "op_of", "reference"]
+__all__ = ["REFERENCE", "SCALESIM_LAYERS", "SCALESIM_DEVICES", "SCALESIM_USER_DEVICES", "ZIGZAG_LAYERS", "ZIGZAG_DEVICE", "op_of", "reference"]
 
 REFERENCE = Path(__file__).with_name("reference_cycles.json")
 
@@ -33,6 +33,8 @@ SCALESIM_LAYERS: dict[str, tuple[str, dict[str, int]]] = {
     "alexnet-5x5-24to32-9x9": ("conv", {"n": 1, "k": 32, "c": 24, "p": 9, "q": 9, "r": 5, "s": 5}),
 }
 SCALESIM_DEVICES = [f"systolic-{n}x{n}-{d}" for n in (32, 128) for d in ("os", "ws", "is")]
+# SCALE-Sim's user-bandwidth mode: DRAM ports of 4 words per cycle per SRAM.
+SCALESIM_USER_DEVICES = [f"systolic-32x32-{d}-bw4" for d in ("os", "ws", "is")]
 
 ZIGZAG_DEVICE = "tpu-like"
 ZIGZAG_LAYERS: dict[str, tuple[str, dict[str, int]]] = {

@@ -13,7 +13,15 @@ from stratasim.adapters.scalesim import ScaleSimCompute
 from stratasim.adapters.zigzag import ZigZagCompute
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.v1 import compute_pb2
-from tests.adapters.layers import REFERENCE, SCALESIM_DEVICES, SCALESIM_LAYERS, ZIGZAG_DEVICE, ZIGZAG_LAYERS, op_of
+from tests.adapters.layers import (
+    REFERENCE,
+    SCALESIM_DEVICES,
+    SCALESIM_LAYERS,
+    SCALESIM_USER_DEVICES,
+    ZIGZAG_DEVICE,
+    ZIGZAG_LAYERS,
+    op_of,
+)
 
 
 def _cost(backend: ComputeBackend, device: str, op: compute_pb2.OperatorDesc) -> compute_pb2.OperatorCost:
@@ -33,13 +41,21 @@ def measure() -> dict[str, Any]:
         }
         for device in SCALESIM_DEVICES
     }
+    user = {
+        device: {
+            name: _cost(scalesim, device, op_of(name, layer)).duration_ps // 1000
+            for name, layer in SCALESIM_LAYERS.items()
+        }
+        for device in SCALESIM_USER_DEVICES
+    }
     latency: dict[str, dict[str, float]] = {}
     for name, layer in ZIGZAG_LAYERS.items():
         cost = _cost(zigzag, ZIGZAG_DEVICE, op_of(name, layer))
         latency[name] = {"latency_cycles": cost.duration_ps // 1000, "energy_pj": cost.energy_pj}
     return {
         "scalesim": {"version": version("scalesim"), "numpy": version("numpy"), "clock_hz": 10**9,
-                     "report": "COMPUTE_REPORT.csv, Total Cycles", "cycles": cycles},
+                     "report": "COMPUTE_REPORT.csv, Total Cycles", "cycles": cycles,
+                     "user_report": "COMPUTE_REPORT.csv, Total Cycles (incl. prefetch)", "user_cycles": user},
         "zigzag": {"version": version("zigzag-dse"), "device": ZIGZAG_DEVICE, "clock_hz": 10**9,
                    "result": "latency_total2 (cycles), energy_total (pJ)", "layers": latency},
     }  # fmt: skip

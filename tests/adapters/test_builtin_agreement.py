@@ -3,22 +3,27 @@
 SCALE-Sim: within 5 % on every stored layer, array and dataflow (in fact within one cycle: SCALE-Sim reports
 the zero-based index of the last cycle).
 
+SCALE-Sim's user-bandwidth mode (DRAM ports of 4 words per cycle, 32x32 arrays): exact to two cycles on the
+layers whose operands stay in the first half of their SRAMs (the timeline is then load, compute, drain), within
+a factor of 2.5 on the rest, where SCALE-Sim 3.0.0's read buffer refetches more than its fold order needs and its
+ofmap port drains two halves at once (adapters/README.md has the table and the causes).
+
 ZigZag, TPU-like example, against the ``zigzag-tpu-like`` preset (its hardware in the built-in's terms): within
-30 %. The two models differ in two ways that pull in opposite directions. ZigZag loads the first tiles from
-DRAM before computing (``data_onloading_cycle``, here the whole input through the 64-bit port) and adds that
-to the latency, where the built-in overlaps every transfer with compute and takes the maximum: the built-in is
-lower by up to that load (−28 % on the 1x1 convolution, whose 800 kB of input take 100k cycles to load,
-−24 % on the 64³ GEMM). SCALE-Sim's compute model, which the built-in follows on systolic arrays, fills and
-drains the array on every fold (2R + C − 2 cycles), which ZigZag charges once: the built-in is higher by
-up to that (+1.4 % on the 512x768x768 GEMM). Layers whose load is small against their compute agree within
-1 %.
+30 % on cycles (in fact −21 % to +8 %). The preset loads the input's SRAM tile before computing, as ZigZag's
+``data_onloading_cycle`` does, but ZigZag loads only the first tile its own mapping needs; SCALE-Sim's compute
+model, which the built-in follows on systolic arrays, fills and drains the array on every fold, which ZigZag
+charges once. Energy is not yet checked: the built-in is 1.1–2.8x ZigZag's (adapters/README.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from stratasim.compute_layer.timeloop import TimeloopCompute
+from stratasim.compute_layer.timeloop import PRESETS, TimeloopCompute
+from stratasim.compute_layer.timeloop.backend import problem_of
+from stratasim.compute_layer.timeloop.mapping import tile
 from stratasim.v1 import compute_pb2
 from tests.adapters.layers import SCALESIM_LAYERS, ZIGZAG_LAYERS, op_of, reference
 
@@ -55,6 +60,24 @@ def test_builtin_systolic_cycles_agree_with_scalesim(device: str) -> None:
     assert all(abs(err) <= SCALESIM_TOLERANCE for *_, err in rows), table
 
 
+# Layers whose ifmap, filter and ofmap all stay within the first half of their 64 kB SRAMs on every dataflow.
+RESIDENT = ("gemm-64x64x64", "resnet-3x3-16to16-14x14", "resnet-1x1-64to64-14x14")
+
+
+@pytest.mark.parametrize("device", sorted(reference()["scalesim"]["user_cycles"]))
+def test_builtin_user_bandwidth_cycles_agree_with_scalesim(device: str) -> None:
+    backend = TimeloopCompute()
+    rows = []
+    for name, expected in reference()["scalesim"]["user_cycles"][device].items():
+        built_in = _cycles(backend, device, op_of(name, SCALESIM_LAYERS[name]))
+        rows.append((name, expected, built_in, built_in / expected))
+    table = "\n".join(f"{n:<32} scalesim {e:>7} built-in {b:>7} {r:.3f}" for n, e, b, r in rows)
+    assert all(abs(b - e) <= 2 for n, e, b, _ in rows if n in RESIDENT), table
+    assert all(1 / 2.5 <= ratio <= 2.5 for *_, ratio in rows), table
+    calc = reference()["scalesim"]["cycles"][device.rsplit("-", 1)[0]]
+    assert all(e > calc[n] for n, e, *_ in rows), "a bounded bandwidth adds load, drain and stall cycles"
+
+
 def test_builtin_zigzag_tpu_like_agrees_with_zigzag() -> None:
     backend = TimeloopCompute()
     rows = []
@@ -64,3 +87,17 @@ def test_builtin_zigzag_tpu_like_agrees_with_zigzag() -> None:
         rows.append((name, expected, built_in, (built_in - expected) / expected))
     table = "\n".join(f"{n:<32} zigzag {e:>7} built-in {b:>7} {err:+.2%}" for n, e, b, err in rows)
     assert all(abs(err) <= ZIGZAG_TOLERANCE for *_, err in rows), table
+
+
+def test_the_zigzag_preset_loads_the_input_first_and_prices_sram_words_at_its_2048_bit_access() -> None:
+    preset = PRESETS[ZIGZAG_PRESET]
+    sram = preset.levels[1]
+    assert (sram.read_pj * 256, sram.write_pj * 256) == pytest.approx((416.16, 378.4))  # pJ per 2048-bit access
+    overlapped = TimeloopCompute([replace(preset, onload=frozenset())])
+    loaded = TimeloopCompute([preset])
+    op = op_of("gemm-64x64x64", ZIGZAG_LAYERS["gemm-64x64x64"])
+    # Before compute, the input's tile in the SRAM (the mapping's) comes through the 8-word DRAM port.
+    best = loaded.best_mapping(ZIGZAG_PRESET, op)
+    words = problem_of(op).footprint("inputs", tile(problem_of(op), best.mapping, 1, True))
+    assert 0 < words <= 64 * 64
+    assert _cycles(loaded, ZIGZAG_PRESET, op) - _cycles(overlapped, ZIGZAG_PRESET, op) == -(-words // 8)

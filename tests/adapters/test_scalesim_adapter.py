@@ -30,6 +30,14 @@ def test_the_adapter_reproduces_the_stored_cycles(device: str) -> None:
     assert all([t.level for t in cost.traffic] == ["sram", "dram"] for cost in costs)
 
 
+@pytest.mark.parametrize("device", sorted(reference()["scalesim"]["user_cycles"]))
+def test_the_adapter_runs_scalesims_user_bandwidth_mode(device: str) -> None:
+    stored = reference()["scalesim"]["user_cycles"][device]
+    costs = _costs(ScaleSimCompute(), device, *(op_of(name, SCALESIM_LAYERS[name]) for name in stored))
+    assert {name: cost.duration_ps // 1000 for name, cost in zip(stored, costs)} == stored
+    assert all(cost.bound == compute_pb2.MEMORY for cost in costs)  # loading and draining take time
+
+
 def test_batches_run_once_and_images_become_scalesims_gemm() -> None:
     backend = ScaleSimCompute()
     single, batched = _costs(
