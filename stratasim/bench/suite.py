@@ -94,7 +94,7 @@ _RING_1024 = _collective("all_reduce", (1024,))
 _ANALYTICAL = Target(ratio=0.5)  # every-NPU analytical cases: at most half ASTRA-sim's time
 _CONGESTION = Target(ratio=0.7)  # congestion-aware cases: at most 0.7 of ASTRA-sim's
 
-#: Issue 12's table, row by row; a case compared with a ``baseline`` comes after it.
+#: Issue 12's table, row by row, and issue 17's serving benchmark; a case compared with a ``baseline`` comes after it.
 SUITE: tuple[SuiteCase, ...] = (
     SuiteCase("gpt3-175b", StudyRun("examples/gpt3_175b.yaml"), target=Target(wall_s=2, peak_mb=300)),
     SuiteCase("megatron-76b", StudyRun("examples/megatron/gpt_76b.yaml"), Peer("PALM", 2.4, 132), target=Target(wall_s=2.8)),
@@ -121,6 +121,10 @@ SUITE: tuple[SuiteCase, ...] = (
               baseline="transformer", target=Target(ratio=2)),
     SuiteCase("gpt3-175b-out", StudyRun("examples/gpt3_175b.yaml", out=True), baseline="gpt3-175b",
               target=Target(ratio=2, peak_mb=1000)),
+    # Issue 17's serving benchmark: 10,000 requests on 8 replicas in under 30 s.
+    SuiteCase("serving-10k-requests", StudyRun("examples/serving/llama3_70b_h100_tp8.yaml", (
+        "workload.requests.count=10000", "workload.pools.0.replicas=8", "network.topology.1.size=8",
+        "workload.requests.arrival.rate=80/s")), target=Target(wall_s=30)),
 )  # fmt: skip
 
 
