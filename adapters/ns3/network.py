@@ -32,9 +32,10 @@ given to ns-3 as ``round(8 B)`` bit/s). ``tests/adapters/test_ns3_network.py`` c
 a 2-D ring x switch for several sizes, and ``docs/ns3-backend.md`` spells the argument out.
 
 Running ns-3. ns-3 keeps one simulator per process and aborts the process on its own fatal errors, so each
-configured network runs in a worker process of its own (:mod:`._worker`), started on the first message in a
-temporary directory removed on ``close``; importing ns-3 through cppyy and compiling the network takes about
-10 s there (measured: ``docs/ns3-backend.md``). The worker runs ns-3 up to ``until - lookahead`` on each
+configured network runs in a worker process of its own (:mod:`._worker`), started by ``configure`` in a
+temporary directory removed on ``close``; importing ns-3 through cppyy and compiling the network takes 10-20 s
+there (measured: ``docs/ns3-backend.md``), while the engine builds its graphs: the first ``advance`` waits for
+what is left. The worker runs ns-3 up to ``until - lookahead`` on each
 ``advance(until)``: no later send can be earlier, and a delivery by ``until`` is known by then, being decided
 when its last packet starts on its last link, at least ``lookahead`` (the least such link latency plus one
 header-only packet's serialisation) before it arrives.
@@ -73,7 +74,8 @@ WIRE_HEADER = HEADER + 2
 WINDOW = 16
 """Packets of one message its sender keeps queued at its link."""
 MAX_PACKETS = 1 << 20
-"""Packets per message (4 GiB): ns-3 runs some 10^6 packet-hops a second, so beyond a message takes minutes."""
+"""Packets per message (4 GiB): ns-3 moves some 3 x 10^5 packets over a link a second, so beyond, one message
+takes minutes."""
 MAX_NODES = 1 << 16
 MAX_LINKS = 1 << 16
 """Nodes and links ns-3 builds, each a C++ object graph of a few kB: beyond, building alone takes minutes."""
@@ -91,7 +93,6 @@ class Ns3Network:
     name = "ns3"
 
     def __init__(self) -> None:
-        self._config: tuple[Any, ...] | None = None
         self._npus = 0
         self._lookahead = 1
         self._horizon = -1
@@ -99,13 +100,15 @@ class Ns3Network:
         self._deliveries: list[tuple[int, int]] = []  # a heap of (time, id) decided, not yet delivered
         self._next_ps: int | None = None  # the worker's next event
         self._worker: subprocess.Popen[bytes] | None = None
+        self._configuring = False  # the worker's answer to configure is still to be read
         self._directory: Path | None = None
         self.packets = 0
         """Packets the worker has sent so far."""
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
-        """Check ``topology`` can be built in ns-3 and that ns-3 is installed; ns-3 itself starts on the first
-        message."""
+        """Check ``topology`` can be built in ns-3 and that ns-3 is installed, then start ns-3 building it (the
+        first ``advance`` waits for it)."""
+        self.close()
         if topology.WhichOneof("fabric") is not None:
             raise TopologyError(
                 f"topology.{topology.WhichOneof('fabric')}: the ns3 backend builds Ring, FullyConnected and Switch "
@@ -125,11 +128,12 @@ class Ns3Network:
         sizes = [int(dim.size) for dim in topology.dimensions]
         rates = [max(1, round(dim.bandwidth_bytes_per_s * 8)) for dim in topology.dimensions]
         latencies = [int(dim.latency_ps) for dim in topology.dimensions]
-        self._config = ("configure", kinds, sizes, rates, latencies, MTU, HEADER, WINDOW)
         least = [lat + WIRE_HEADER * 8 * _PS_PER_S // rate - 1 for lat, rate, size in zip(latencies, rates, sizes)
                  if size > 1]  # fmt: skip
         self._npus = grid.npus
         self._lookahead = max(1, min(least, default=1))
+        self._horizon, self._next_ps, self._sends, self._deliveries = -1, None, [], []
+        self._start(("configure", kinds, sizes, rates, latencies, MTU, HEADER, WINDOW))
         return network_pb2.NetworkInfo(npus=grid.npus, lookahead_ps=self._lookahead, backend=self.name)
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
@@ -157,7 +161,7 @@ class Ns3Network:
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         horizon = until_ps - self._lookahead
         if horizon > self._horizon:
-            if self._sends or self._next_ps is not None:
+            if self._sends or self._next_ps is not None or self._configuring:
                 self._run(horizon)
             self._horizon = horizon
         result = network_pb2.AdvanceResult(window_end_ps=until_ps)
@@ -176,10 +180,13 @@ class Ns3Network:
         return network_pb2.LinkCounters()
 
     def close(self) -> None:
-        """Stop the worker and remove its directory."""
-        worker, self._worker = self._worker, None
+        """Stop the worker (at once if it is still starting: nothing of it is wanted) and remove its directory."""
+        worker, starting = self._worker, self._configuring
+        self._worker, self._configuring = None, False
         if worker is not None:
             try:
+                if starting:
+                    raise OSError("still starting")
                 self._send(worker, ("close",))
                 worker.wait(_STOP_SECONDS)
             except (OSError, subprocess.TimeoutExpired):
@@ -208,28 +215,36 @@ class Ns3Network:
         self._next_ps = next_ps if next_ps >= 0 else None
 
     def _ask(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
-        worker = self._worker or self._start()
+        """Send ``request`` to the worker and wait for its answer (and first for its answer to configure)."""
+        worker = self._worker
+        if worker is None:
+            raise BackendError("ns3 network: configure the network first")
         try:
             self._send(worker, request)
-            assert worker.stdout is not None
-            answer: tuple[Any, ...] = pickle.load(worker.stdout)
+            if self._configuring:
+                self._answer(worker)
+                self._configuring = False
+            return self._answer(worker)
         except (OSError, EOFError, pickle.UnpicklingError):
             self._failed("ns-3 stopped")
+
+    def _answer(self, worker: subprocess.Popen[bytes]) -> tuple[Any, ...]:
+        assert worker.stdout is not None
+        answer: tuple[Any, ...] = pickle.load(worker.stdout)
         if answer[0] != "ok":
             self._failed(f"ns-3 failed: {answer[1]}")
         return answer
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        """Start the worker in a new temporary directory and build the network there."""
-        assert self._config is not None, "configure first"
+    def _start(self, configure: tuple[Any, ...]) -> None:
+        """Start the worker in a new temporary directory and have it build the network there."""
         self._directory = Path(tempfile.mkdtemp(prefix="stratasim-ns3-"))
         with open(self._directory / "ns3.log", "wb") as log:
             self._worker = subprocess.Popen(
                 [sys.executable, "-m", "stratasim.adapters.ns3._worker"], cwd=self._directory,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             )  # fmt: skip
-        self._ask(self._config)
-        return self._worker
+        self._send(self._worker, configure)
+        self._configuring = True
 
     @staticmethod
     def _send(worker: subprocess.Popen[bytes], request: tuple[Any, ...]) -> None:
