@@ -77,6 +77,21 @@ class PacketNet {
 
     uint64_t PacketsSent() const { return m_packetsSent; }
 
+    // What each directed link carried, flattened: (dimension, from node, to node, busy ps, payload bytes, messages)
+    // for every link that carried anything. Nodes from the NPU count on are switches.
+    std::vector<int64_t> Counters() const {
+        std::vector<int64_t> out;
+        for (uint32_t node = 0; node < m_ports.size(); ++node) {
+            for (const Port& port : m_ports[node]) {
+                if (port.messages == 0) { continue; }
+                int64_t row[6] = {static_cast<int64_t>(port.dim), node, port.peer, port.busyPs,
+                                  static_cast<int64_t>(port.bytes), static_cast<int64_t>(port.messages)};
+                out.insert(out.end(), row, row + 6);
+            }
+        }
+        return out;
+    }
+
     void Close() { Simulator::Destroy(); }
 
   private:
@@ -98,11 +113,15 @@ class PacketNet {
         uint32_t peer;  // node at the other end
         int64_t delayPs;
         DataRate rate;
+        size_t dim;
+        int64_t busyPs = 0;
+        uint64_t bytes = 0;     // payload, headers not included
+        uint64_t messages = 0;  // messages whose first packet crossed
     };
 
     uint32_t Coord(uint32_t npu, size_t d) const { return (npu / m_strides[d]) % m_sizes[d]; }
 
-    uint32_t Link(uint32_t a, uint32_t b, uint64_t bps, int64_t latencyPs) {
+    void Link(size_t d, uint32_t a, uint32_t b, uint64_t bps, int64_t latencyPs) {
         PointToPointHelper helper;
         helper.SetDeviceAttribute("DataRate", DataRateValue(DataRate(bps)));
         helper.SetDeviceAttribute("Mtu", UintegerValue(m_mtu + m_header));
@@ -116,7 +135,7 @@ class PacketNet {
             Ptr<PointToPointNetDevice> dev = DynamicCast<PointToPointNetDevice>(pair.Get(i));
             uint32_t node = ends[i];
             uint32_t portIndex = m_ports[node].size();
-            m_ports[node].push_back(Port{dev, ends[1 - i], latencyPs, DataRate(bps)});
+            m_ports[node].push_back(Port{dev, ends[1 - i], latencyPs, DataRate(bps), d});
             dev->SetReceiveCallback(MakeBoundCallback(&PacketNet::Received, this, node));
             dev->TraceConnectWithoutContext(
                 "PhyTxBegin", MakeBoundCallback(&PacketNet::TxBegin, this, node, portIndex));
@@ -126,7 +145,6 @@ class PacketNet {
             }
         }
         ++m_links;
-        return m_ports[a].size() - 1;
     }
 
     // Ports of dimension d: ring [+1, -1]; fully connected one per coordinate (its own slot unused); switch [up].
@@ -139,15 +157,15 @@ class PacketNet {
             uint32_t c = Coord(n, d), line = n - c * stride;
             if (m_kinds[d] == 1) {  // ring: link to the next NPU, once per pair (a ring of 2 has one link)
                 if (size == 2 && c == 1) { continue; }
-                Link(n, line + ((c + 1) % size) * stride, bps, latencyPs);
+                Link(d, n, line + ((c + 1) % size) * stride, bps, latencyPs);
             } else if (m_kinds[d] == 2) {
-                for (uint32_t o = c + 1; o < size; ++o) { Link(n, line + o * stride, bps, latencyPs); }
+                for (uint32_t o = c + 1; o < size; ++o) { Link(d, n, line + o * stride, bps, latencyPs); }
             } else if (c == 0) {  // switch: a node per line, linked to each NPU of the line
                 Ptr<Node> sw = CreateObject<Node>();
                 uint32_t id = m_ports.size();
                 m_ports.push_back({});
                 m_nodes.Add(sw);
-                for (uint32_t o = 0; o < size; ++o) { Link(line + o * stride, id, bps, latencyPs); }
+                for (uint32_t o = 0; o < size; ++o) { Link(d, line + o * stride, id, bps, latencyPs); }
             }
         }
     }
@@ -195,7 +213,7 @@ class PacketNet {
         Message& m = m_messages[index];
         uint32_t payload = m.injected + 1 == m.packets ? m.lastPayload : m_mtu;
         Ptr<Packet> packet = Create<Packet>(payload + m_header);
-        m_packetOf[packet->GetUid()] = index;
+        m_packetOf[packet->GetUid()] = {index, m.injected};
         ++m.injected;
         ++m_packetsSent;
         uint32_t from = m.waypoints[m.leg];
@@ -213,12 +231,15 @@ class PacketNet {
     }
 
     void OnTxBegin(uint32_t node, uint32_t portIndex, Ptr<const Packet> packet) {
-        const Port& port = m_ports[node][portIndex];
+        Port& port = m_ports[node][portIndex];
         int64_t now = Simulator::Now().GetPicoSeconds();
         int64_t tx = port.rate.CalculateBytesTxTime(packet->GetSize()).GetPicoSeconds();
+        auto [index, seq] = m_packetOf.at(packet->GetUid());
+        port.busyPs += tx;
+        port.bytes += packet->GetSize() - 2 - m_header;  // less the PPP and transport headers
+        port.messages += seq == 0 ? 1 : 0;
         m_pending.push(now + tx);                  // the link frees
         m_pending.push(now + tx + port.delayPs);   // the packet arrives
-        uint64_t index = m_packetOf.at(packet->GetUid());
         Message& m = m_messages[index];
         if (node == m.waypoints[m.leg] && m.injected < m.packets) {
             Inject(index);  // a packet left the source's window: the next one takes its place
@@ -236,7 +257,7 @@ class PacketNet {
 
     bool OnReceive(uint32_t node, Ptr<const Packet> packet) {
         auto found = m_packetOf.find(packet->GetUid());
-        uint64_t index = found->second;
+        uint64_t index = found->second.first;
         Message& m = m_messages[index];
         if (node != m.waypoints[m.leg + 1]) {
             Forward(node, packet->Copy(), m);
@@ -262,7 +283,7 @@ class PacketNet {
     std::vector<std::vector<uint32_t>> m_dimBase;
     std::unordered_map<uint64_t, Message> m_messages;
     uint64_t m_nextMessage = 0;
-    std::unordered_map<uint64_t, uint64_t> m_packetOf;
+    std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> m_packetOf;  // uid: (message, index in it)
     std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> m_pending;
     std::vector<int64_t> m_deliveries;
     uint64_t m_packetsSent = 0;

@@ -8,7 +8,8 @@ process of its own: several sessions of one server never share a simulator, and 
 Requests and answers (tuples):
 ``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window)`` → ``("ok", lookahead_ps, links)``;
 ``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps, packets)``
-(``next_ps`` -1 when the network is idle); ``("close",)`` ends the process. A failure answers ``("error", text)``.
+(``next_ps`` -1 when the network is idle); ``("counters",)`` → ``("ok", [dim, from, to, busy_ps, bytes, messages,
+...])``, a row per directed link that carried anything; ``("close",)`` ends the process. A failure answers ``("error", text)``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
 def _serve(requests: BinaryIO, answers: BinaryIO) -> None:
     from ns import ns  # seconds: cppyy parses ns-3's headers
 
-    net = None
+    net: Any = None  # the C++ network, once configured
     while True:
         request = pickle.load(requests)
         try:
@@ -56,6 +57,8 @@ def _serve(requests: BinaryIO, answers: BinaryIO) -> None:
             if request[0] == "configure":
                 net = _network(ns, request)
                 answer: tuple[Any, ...] = ("ok", int(net.LookaheadPs()), int(net.Links()))
+            elif request[0] == "counters":
+                answer = ("ok", list(net.Counters()))
             else:
                 answer = _advance(net, request)
         except Exception as exc:  # cppyy turns C++ exceptions into Python ones; the parent gets the text

@@ -44,7 +44,7 @@ Limits, checked before ns-3 starts: Ring/FullyConnected/Switch dimensions only (
 is the other backends' job), up to ``MAX_NODES`` ns-3 nodes and ``MAX_LINKS`` links, and messages up to
 ``MAX_PACKETS`` packets (4 GiB) each. The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe
 how coarser networks round and forward whole messages; ns-3 keeps exact picoseconds and forwards packets, so
-both are ignored. Link counters are not reported.
+both are ignored. Link counters give each link's busy time, payload bytes and messages, not when it was busy.
 """
 
 from __future__ import annotations
@@ -176,8 +176,23 @@ class Ns3Network:
         return result
 
     def counters(self) -> network_pb2.LinkCounters:
-        """None: this backend does not report link counters."""
-        return network_pb2.LinkCounters()
+        """Per directed link that carried anything, in (dimension, from, to) order: busy time (its packets'
+        serialisation, headers included), payload bytes and messages; named as the congestion-aware network
+        names them (``dim 1: 5->switch``). Busy stretches and packet latencies are not recorded."""
+        result = network_pb2.LinkCounters()
+        if self._worker is None:
+            return result
+        flat = self._ask(("counters",))[1]
+        rows = sorted(zip(*(flat[i::6] for i in range(6))))
+        for dim, source, target, busy, size, messages in rows:
+            result.link.append(f"dim {dim}: {self._node(source)}->{self._node(target)}")
+            result.busy_ps.append(busy)
+            result.bytes.append(size)
+            result.messages.append(messages)
+        return result
+
+    def _node(self, node: int) -> str:
+        return "switch" if node >= self._npus else str(node)
 
     def close(self) -> None:
         """Stop the worker (at once if it is still starting: nothing of it is wanted) and remove its directory."""

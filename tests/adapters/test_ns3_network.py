@@ -36,7 +36,7 @@ def _dim(kind: int, size: int, gbps: float, latency_ns: int) -> network_pb2.Dime
 
 
 def _needs_ns3() -> None:
-    pytest.importorskip("ns", reason="ns-3 is not installed: pip install 'stratasim[ns3]'")
+    pytest.importorskip("ns3", reason="ns-3 is not installed: pip install 'stratasim[ns3]'")
 
 
 def _formula_ps(size: int, legs: list[tuple[int, float, int]]) -> tuple[Fraction, int]:
@@ -122,13 +122,19 @@ def _study(backend: str, **network: object) -> dict[str, object]:
 @pytest.mark.adapters
 def test_a_study_runs_on_ns3_in_process_and_served_alike() -> None:
     """A ring all-reduce sends each chunk to the next NPU over links no other message uses at the time: ns-3's
-    total is the analytical one plus headers and no queueing; served (``spawn: true``) it is the same to the ps."""
+    total is the analytical one plus headers and no queueing; served (``spawn: true``) it is the same to the ps;
+    its links carried what the congestion-aware network's carry, the same messages routed the same way."""
     _needs_ns3()
     analytical = stratasim.run(_study("analytical")).total_time_ps
+    links = stratasim.run(_study("congestion_aware")).to_dict()["links"]
     local = stratasim.run(_study("ns3"))
     served = stratasim.run(_study("ns3", spawn=True))
     assert local.total_time_ps == served.total_time_ps
     assert analytical < local.total_time_ps < analytical * (1 + WIRE_HEADER / MTU + 0.005)
+    carried = [(row["link"], row["bytes"], row["messages"]) for row in local.to_dict()["links"]]
+    assert carried == [(row["link"], row["bytes"], row["messages"]) for row in links] and len(carried) == 4
+    busy = {row["link"]: row["busy_ns"] for row in local.to_dict()["links"]}
+    assert all(busy[row["link"]] > row["busy_ns"] for row in links)  # headers, 62 B a packet
 
 
 def test_a_fabric_is_refused_before_ns3_starts() -> None:
@@ -179,3 +185,18 @@ def test_bad_input_is_one_clear_message(
     assert main(["run", str(path), "--set", override]) != 0
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err, err
+
+
+def test_ns3_stopping_midway_is_one_clear_error() -> None:
+    """ns-3 aborts its process on its own fatal errors: the network says so, and cleans up, rather than hang."""
+    _needs_ns3()
+    network = Ns3Network()
+    network.configure(network_pb2.Topology(dimensions=[_dim(RING, 4, 50, 500)]))
+    worker = network._worker
+    assert worker is not None
+    worker.kill()
+    worker.wait()
+    network.inject(network_pb2.SendBatch(id=[0], src=[0], dst=[1], bytes=[100], send_time_ps=[0]))
+    with pytest.raises(BackendError, match=r"^ns3 network: ns-3 stopped"):
+        network.advance(-1)
+    assert network._worker is None and network._directory is None
