@@ -68,14 +68,13 @@ class PacketNet {
     // Time of the next event the network holds, or -1 when it holds none.
     int64_t NextEventPs() const { return m_pending.empty() ? -1 : m_pending.top(); }
 
-    // Deliveries decided since the last call, as (time ps, message id) pairs flattened.
+    // Deliveries decided since the last call, as (time ps, message id) pairs flattened (ids as int64: two's
+    // complement beyond 2^63).
     std::vector<int64_t> TakeDeliveries() {
         std::vector<int64_t> out;
         out.swap(m_deliveries);
         return out;
     }
-
-    uint64_t PacketsSent() const { return m_packetsSent; }
 
     // What each directed link carried, flattened: (dimension, from node, to node, busy ps, payload bytes, messages)
     // for every link that carried anything. Nodes from the NPU count on are switches.
@@ -215,7 +214,6 @@ class PacketNet {
         Ptr<Packet> packet = Create<Packet>(payload + m_header);
         m_packetOf[packet->GetUid()] = {index, m.injected};
         ++m.injected;
-        ++m_packetsSent;
         uint32_t from = m.waypoints[m.leg];
         Forward(from, packet, m);
     }
@@ -286,7 +284,6 @@ class PacketNet {
     std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> m_packetOf;  // uid: (message, index in it)
     std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> m_pending;
     std::vector<int64_t> m_deliveries;
-    uint64_t m_packetsSent = 0;
 };
 
 }  // namespace stratasim_ns3

@@ -7,7 +7,7 @@ process of its own: several sessions of one server never share a simulator, and 
 
 Requests and answers (tuples):
 ``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window)`` → ``("ok", lookahead_ps, links)``;
-``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps, packets)``
+``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps)``
 (``next_ps`` -1 when the network is idle); ``("counters",)`` → ``("ok", [dim, from, to, busy_ps, bytes, messages,
 ...])``, a row per directed link that carried anything; ``("close",)`` ends the process. A failure answers ``("error", text)``.
 """
@@ -42,7 +42,7 @@ def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
     for msg_id, src, dst, size, sent in zip(ids, srcs, dsts, sizes, times):
         net.Send(msg_id, src, dst, size, sent)
     net.RunUntil(horizon)
-    return ("ok", list(net.TakeDeliveries()), int(net.NextEventPs()), int(net.PacketsSent()))
+    return ("ok", list(net.TakeDeliveries()), int(net.NextEventPs()))
 
 
 def _serve(requests: BinaryIO, answers: BinaryIO) -> None:

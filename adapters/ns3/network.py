@@ -102,8 +102,6 @@ class Ns3Network:
         self._worker: subprocess.Popen[bytes] | None = None
         self._configuring = False  # the worker's answer to configure is still to be read
         self._directory: Path | None = None
-        self.packets = 0
-        """Packets the worker has sent so far."""
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         """Check ``topology`` can be built in ns-3 and that ns-3 is installed, then start ns-3 building it (the
@@ -224,9 +222,9 @@ class Ns3Network:
         sends, self._sends = self._sends, []
         columns = [list(column) for column in zip(*sends)] if sends else [[], [], [], [], []]
         answer = self._ask(("advance", *columns, horizon))
-        _, flat, next_ps, self.packets = answer
+        _, flat, next_ps = answer
         for time_ps, msg_id in zip(flat[::2], flat[1::2]):
-            heapq.heappush(self._deliveries, (time_ps, msg_id))
+            heapq.heappush(self._deliveries, (time_ps, msg_id % (1 << 64)))  # ids came as int64
         self._next_ps = next_ps if next_ps >= 0 else None
 
     def _ask(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
