@@ -1,21 +1,25 @@
-"""The ns-3 side of the ns3 backend, run as ``python -m stratasim.adapters.ns3._worker`` in its own process and
-temporary directory: it imports ns-3 (through cppyy), compiles ``_packet_net.cpp`` and answers the parent's
-requests, one pickled tuple per line of the protocol below, over the pipes it was started with.
+"""The ns-3 side of the ns3 backend, run as ``python -m stratasim.adapters.ns3._worker DIRECTORY`` in its own
+process, in that temporary directory, which it removes when it ends (on ``close`` or when its parent is gone): it
+imports ns-3 (through cppyy), compiles ``_packet_net.cpp`` and answers the parent's requests, one pickled tuple
+each, over the pipes it was started with.
 
 ns-3 keeps one simulator per process and stops the process on its own fatal errors, so each network gets a
 process of its own: several sessions of one server never share a simulator, and a crash is reported, not shared.
 
 Requests and answers (tuples):
-``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window)`` → ``("ok", lookahead_ps, links)``;
+``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window)`` → ``("ok", lookahead_ps, links)``
+(the least delay of a message as ns-3 computes it, and the links built);
 ``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps)``
 (``next_ps`` -1 when the network is idle); ``("counters",)`` → ``("ok", [dim, from, to, busy_ps, bytes, messages,
-...])``, a row per directed link that carried anything; ``("close",)`` ends the process. A failure answers ``("error", text)``.
+...])``, a row per directed link that carried anything; ``("close",)`` ends the process. A failure answers
+``("error", text)``.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -68,12 +72,19 @@ def _serve(requests: BinaryIO, answers: BinaryIO) -> None:
 
 
 def main() -> None:
-    """Serve the parent over the standard streams; what ns-3 and cppyy print goes to standard error."""
+    """Serve the parent over the standard streams; what ns-3 and cppyy print goes to standard error. The directory
+    named on the command line, if any, is removed at the end."""
     requests = os.fdopen(os.dup(0), "rb")
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # keep C++ output off the protocol's stream
     sys.stdout = sys.stderr
-    _serve(requests, answers)
+    try:
+        _serve(requests, answers)
+    except (EOFError, BrokenPipeError):
+        pass  # the parent is gone
+    finally:
+        if len(sys.argv) > 1:
+            shutil.rmtree(sys.argv[1], ignore_errors=True)
 
 
 if __name__ == "__main__":

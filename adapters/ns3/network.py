@@ -56,6 +56,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -102,6 +103,8 @@ class Ns3Network:
         self._worker: subprocess.Popen[bytes] | None = None
         self._configuring = False  # the worker's answer to configure is still to be read
         self._directory: Path | None = None
+        # Stops the worker and removes its directory if close never comes.
+        self._cleanup: weakref.finalize[[subprocess.Popen[bytes], Path], Ns3Network] | None = None
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         """Check ``topology`` can be built in ns-3 and that ns-3 is installed, then start ns-3 building it (the
@@ -194,20 +197,17 @@ class Ns3Network:
 
     def close(self) -> None:
         """Stop the worker (at once if it is still starting: nothing of it is wanted) and remove its directory."""
-        worker, starting = self._worker, self._configuring
-        self._worker, self._configuring = None, False
-        if worker is not None:
+        worker, starting, cleanup = self._worker, self._configuring, self._cleanup
+        self._worker, self._configuring, self._cleanup = None, False, None
+        if worker is not None and not starting:
             try:
-                if starting:
-                    raise OSError("still starting")
                 self._send(worker, ("close",))
                 worker.wait(_STOP_SECONDS)
             except (OSError, subprocess.TimeoutExpired):
-                worker.kill()
-                worker.wait()
-        if self._directory is not None:
-            shutil.rmtree(self._directory, ignore_errors=True)
-            self._directory = None
+                pass
+        if cleanup is not None:
+            cleanup()  # kills a worker still running, removes the directory
+        self._directory = None
 
     def _next_arrival(self) -> int | None:
         """The earliest time a delivery can be: one decided, or a lookahead after the network's next event."""
@@ -235,8 +235,10 @@ class Ns3Network:
         try:
             self._send(worker, request)
             if self._configuring:
-                self._answer(worker)
+                least = self._answer(worker)[1]
                 self._configuring = False
+                if least < self._lookahead:  # the window protocol would deliver late: never ship that
+                    self._failed(f"the lookahead of {self._lookahead} ps exceeds ns-3's least delay of {least} ps")
             return self._answer(worker)
         except (OSError, EOFError, pickle.UnpicklingError):
             self._failed("ns-3 stopped")
@@ -253,9 +255,10 @@ class Ns3Network:
         self._directory = Path(tempfile.mkdtemp(prefix="stratasim-ns3-"))
         with open(self._directory / "ns3.log", "wb") as log:
             self._worker = subprocess.Popen(
-                [sys.executable, "-m", "stratasim.adapters.ns3._worker"], cwd=self._directory,
+                [sys.executable, "-m", "stratasim.adapters.ns3._worker", str(self._directory)], cwd=self._directory,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             )  # fmt: skip
+        self._cleanup = weakref.finalize(self, _stop, self._worker, self._directory)
         self._send(self._worker, configure)
         self._configuring = True
 
@@ -274,6 +277,15 @@ class Ns3Network:
             said = f" (its last output: {last[-1][:300]!r})" if last else ""
         self.close()
         raise BackendError(f"ns3 network: {what}{said}")
+
+
+def _stop(worker: subprocess.Popen[bytes], directory: Path) -> None:
+    """Kill ``worker`` unless it has exited and remove ``directory``: on close, or when a network is dropped or
+    the process exits without closing it (a served session cut short, say)."""
+    if worker.poll() is None:
+        worker.kill()
+        worker.wait()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _census(dimensions: Any, npus: int) -> tuple[int, int]:
