@@ -1,0 +1,91 @@
+"""The ns-3 side of the ns3 backend, run as ``python -m stratasim.adapters.ns3._worker DIRECTORY`` in its own
+process, in that temporary directory, which it removes when it ends (on ``close`` or when its parent is gone): it
+imports ns-3 (through cppyy), compiles ``_packet_net.cpp`` and answers the parent's requests, one pickled tuple
+each, over the pipes it was started with.
+
+ns-3 keeps one simulator per process and stops the process on its own fatal errors, so each network gets a
+process of its own: several sessions of one server never share a simulator, and a crash is reported, not shared.
+
+Requests and answers (tuples):
+``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window)`` → ``("ok", lookahead_ps, links)``
+(the least delay of a message as ns-3 computes it, and the links built);
+``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps)``
+(``next_ps`` -1 when the network is idle); ``("counters",)`` → ``("ok", [dim, from, to, busy_ps, bytes, messages,
+...])``, a row per directed link that carried anything; ``("close",)`` ends the process. A failure answers
+``("error", text)``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = ["main"]
+
+
+def _network(ns: Any, request: tuple[Any, ...]) -> Any:
+    """Build the C++ network ``request`` describes (ns-3's time resolution set to picoseconds first)."""
+    import cppyy
+
+    cppyy.cppdef((Path(__file__).with_name("_packet_net.cpp")).read_text(encoding="utf-8"))
+    ns.Time.SetResolution(ns.Time.PS)
+    _, kinds, sizes, rates, latencies, mtu, header, window = request
+    vector = cppyy.gbl.std.vector
+    return cppyy.gbl.stratasim_ns3.PacketNet(
+        vector["int"](kinds), vector["uint32_t"](sizes), vector["uint64_t"](rates), vector["int64_t"](latencies),
+        mtu, header, window,
+    )  # fmt: skip
+
+
+def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
+    _, ids, srcs, dsts, sizes, times, horizon = request
+    for msg_id, src, dst, size, sent in zip(ids, srcs, dsts, sizes, times):
+        net.Send(msg_id, src, dst, size, sent)
+    net.RunUntil(horizon)
+    return ("ok", list(net.TakeDeliveries()), int(net.NextEventPs()))
+
+
+def _serve(requests: BinaryIO, answers: BinaryIO) -> None:
+    from ns import ns  # seconds: cppyy parses ns-3's headers
+
+    net: Any = None  # the C++ network, once configured
+    while True:
+        request = pickle.load(requests)
+        try:
+            if request[0] == "close":
+                return
+            if request[0] == "configure":
+                net = _network(ns, request)
+                answer: tuple[Any, ...] = ("ok", int(net.LookaheadPs()), int(net.Links()))
+            elif request[0] == "counters":
+                answer = ("ok", list(net.Counters()))
+            else:
+                answer = _advance(net, request)
+        except Exception as exc:  # cppyy turns C++ exceptions into Python ones; the parent gets the text
+            answer = ("error", f"{type(exc).__name__}: {exc}")
+        pickle.dump(answer, answers)
+        answers.flush()
+
+
+def main() -> None:
+    """Serve the parent over the standard streams; what ns-3 and cppyy print goes to standard error. The directory
+    named on the command line, if any, is removed at the end."""
+    requests = os.fdopen(os.dup(0), "rb")
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # keep C++ output off the protocol's stream
+    sys.stdout = sys.stderr
+    try:
+        _serve(requests, answers)
+    except (EOFError, BrokenPipeError):
+        pass  # the parent is gone
+    finally:
+        if len(sys.argv) > 1:
+            shutil.rmtree(sys.argv[1], ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
