@@ -270,3 +270,10 @@ def test_a_fabric_within_the_budget_still_runs() -> None:
     data = {"name": "fabric", "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
             "network": {"backend": "congestion_aware", "topology": {**FABRICS[0], "planes": 6}}}  # fmt: skip
     assert check_study(parse_study(data, "small.yaml"), DEFAULT_BUDGET) == 8
+
+
+def test_ns3_packets_of_huge_messages_are_refused_for_their_events() -> None:
+    data = _study(workload__size="100TiB")
+    check_study(parse_study(data, "analytical.yaml"))  # one event per message: nothing to refuse
+    data["network"]["backend"] = "ns3"
+    _refused(data, "the simulation", "system.splits")

@@ -38,6 +38,7 @@ _NPU_BYTES = 4096  # per NPU of the topology: its stats, report row, stand-in en
 NODE_BYTES = 2048
 """Memory per graph node built and simulated (measured: about 1.5 KiB, its message and the engine's plan)."""
 _PACKET_BYTES = 256  # per flit-level packet of a message in flight
+_NS3_PAYLOAD_BYTES = 4096  # adapters.ns3's packets: RoCE's largest MTU
 _LINK_BYTES = 256  # per link or switch a link-level network builds (measured: about 120 bytes)
 
 
@@ -107,6 +108,13 @@ def _flits(study: Study, message: int) -> tuple[int, int]:
     return -(-message // (flit_bytes * packet_flits)), packet_flits
 
 
+def _ns3_packets(study: Study, message: int) -> int:
+    """Packets of 4096 bytes (RoCE's largest MTU, as adapters.ns3 cuts them) a message of ``message`` bytes is on
+    ns-3, each an event of its simulation per link; 0 on any other network (its packets live in ns-3's process, so
+    only the time they take is counted here)."""
+    return -(-message // _NS3_PAYLOAD_BYTES) if "ns3" in study.network.backends().values() else 0
+
+
 def _aggregated(study: Study) -> bool:
     """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``)."""
     system = study.system
@@ -136,7 +144,8 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
     per_chunk = len(grid.sizes) if aggregated else _steps(grid.sizes, flattened)  # aggregated: a line at a time
     splits = study.system.splits
     packets, flits = _flits(study, work.largest_message // splits)
-    events = simulated * (work.nodes + work.communications * splits * per_chunk * max(packets * flits * 2, 1))
+    per_message = max(packets * flits * 2, _ns3_packets(study, work.largest_message // splits), 1)
+    events = simulated * (work.nodes + work.communications * splits * per_chunk * per_message)
     in_flight = study.system.active_chunks * len(grid.sizes) * simulated
     built = max(min(work.graphs, simulated), simulated) if work.graphs > 1 else simulated  # lazy: simulated only
     return Estimate(npus, simulated, simulated * work.nodes, events, npus * _NPU_BYTES,
