@@ -98,6 +98,21 @@ def test_the_bandwidth_needs_scalesims_three_srams() -> None:
         AcceleratorSection.model_validate({"preset": "gemmini", "dram_words_per_cycle": 8})
 
 
+def _gemm_study(folder: Path) -> Path:
+    """One 256x128x256 GEMM on the 32x32 weight-stationary systolic preset, written to ``folder``."""
+    study = folder / "base.yaml"
+    study.write_text(
+        "name: gemm\n"
+        "workload: {kind: training_loop, passes: 1, dtype: bf16,"
+        " layers: [{name: block, forward: {gemm: [256, 128, 256]}}]}\n"
+        "system: {algorithm: ring}\n"
+        "network: {backend: analytical, topology: [{kind: ring, size: 2, bandwidth: 50GB/s, latency: 500ns}]}\n"
+        "compute: {backend: timeloop, device: systolic-32x32-ws}\n",
+        encoding="utf-8",
+    )
+    return study
+
+
 @pytest.mark.parametrize(
     ("device", "fragment"),
     [
@@ -109,32 +124,14 @@ def test_the_bandwidth_needs_scalesims_three_srams() -> None:
 def test_bad_bandwidths_are_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], device: str, fragment: str
 ) -> None:
-    study = tmp_path / "base.yaml"
-    study.write_text(
-        "name: gemm\n"
-        "workload: {kind: training_loop, passes: 1, dtype: bf16,"
-        " layers: [{name: block, forward: {gemm: [256, 128, 256]}}]}\n"
-        "system: {algorithm: ring}\n"
-        "network: {backend: analytical, topology: [{kind: ring, size: 2, bandwidth: 50GB/s, latency: 500ns}]}\n"
-        "compute: {backend: timeloop, device: systolic-32x32-ws}\n",
-        encoding="utf-8",
-    )
+    study = _gemm_study(tmp_path)
     assert main(["check", str(study), "--set", f"compute.device={device}"]) == 2
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err, err
 
 
 def test_a_study_runs_with_the_bandwidth_and_takes_longer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    study = tmp_path / "base.yaml"
-    study.write_text(
-        "name: gemm\n"
-        "workload: {kind: training_loop, passes: 1, dtype: bf16,"
-        " layers: [{name: block, forward: {gemm: [256, 128, 256]}}]}\n"
-        "system: {algorithm: ring}\n"
-        "network: {backend: analytical, topology: [{kind: ring, size: 2, bandwidth: 50GB/s, latency: 500ns}]}\n"
-        "compute: {backend: timeloop, device: systolic-32x32-ws}\n",
-        encoding="utf-8",
-    )
+    study = _gemm_study(tmp_path)
     assert main(["run", str(study), "--json"]) == 0
     fast = json.loads(capsys.readouterr().out)["compute_time_ns"]
     device = "compute.device={preset: systolic-32x32-ws, dram_words_per_cycle: 2}"
