@@ -223,9 +223,9 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
         network = NetworkSessions(cast(NetworkBackend, opened_network), study,
                                   lambda own: cast(NetworkBackend, open_backend("network", study.network, own, {})[0]))
         opened: dict[str, tuple[ComputeBackend, compute_pb2.DeviceFacts]] = {}
-        setups, pricers, budgets = [], [], []
+        setups, pricers, budgets, pool_facts = [], [], [], []
         for index, section in enumerate(sections):
-            key = section.device_name()
+            key = section.device if isinstance(section.device, str) else section.device.model_dump_json()
             if key not in opened:
                 compute, label = open_backend("compute", section, stack, {})
                 backends.setdefault("compute", label)
@@ -237,6 +237,7 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
                     raise BackendError(str(exc).replace("compute.device", f"workload.pools[{index}].device", 1)) from None
                 opened[key] = compute, device_facts(compute, section)
             compute, facts = opened[key]
+            pool_facts.append(facts)
             budgets.append(kv_blocks(study, workload, facts, requests, index))
             pricers.append(BackendPricer(workload, study, compute, network, index, section))
             setups.append(PoolSetup(workload.config.pools[index], budgets[-1].blocks, pricers[-1]))
@@ -258,6 +259,9 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
     result = SimulationResult(total_time_ps=end, npus=npus, collectives=(), per_npu=(), spans=(),
                               events_processed=run.iterations,
                               counters=_counters(run.samples, firsts) if record_trace else ())  # fmt: skip
-    calibration, uncalibrated = calibration_statement(sections[0], opened[sections[0].device_name()][1])
+    said = {section.device_name(): calibration_statement(section, facts)
+            for section, facts in zip(sections, pool_facts, strict=True)}  # each device the pools run on, once
+    calibration = "; ".join(f"{device}: {text}" if len(said) > 1 else text for device, (text, _) in said.items())
+    uncalibrated = tuple(warning for _, warnings in said.values() for warning in warnings)
     return Report(study.name, result, wall_seconds, backends, serving=figures, serving_timeline=serving_timeline(run),
                   warnings=uncalibrated, calibration=calibration)  # fmt: skip

@@ -246,12 +246,16 @@ def test_a_kv_cache_moves_between_pools_over_the_network() -> None:
 
 
 def test_a_pool_on_its_own_device_is_priced_on_it() -> None:
-    """Decoding on A100s (2.0 TB/s of HBM against the H100's 3.35) reads the weights more slowly: TPOT grows."""
+    """Decoding on A100s (2.0 TB/s of HBM against the H100's 3.35), or on an H100 described with 2 TB/s, reads the
+    weights more slowly: TPOT grows, the prefill pool's TTFT does not move."""
     h100 = run_study(parse_study(disaggregated_study(), "serving.yaml")).serving
     a100 = run_study(parse_study(disaggregated_study(device="a100"), "serving.yaml")).serving
     assert h100 is not None and a100 is not None
     assert a100["ttft_mean_ps"] == h100["ttft_mean_ps"] and a100["tpot_mean_ps"] > h100["tpot_mean_ps"] * 1.3
     assert a100["kv_capacity_bytes_per_npu.decode"] == h100["kv_capacity_bytes_per_npu.decode"]  # both hold 80 GB
+    slower = run_study(parse_study(disaggregated_study(device={"preset": "h100", "memory_bandwidth": "2TB/s"}),
+                                   "serving.yaml")).serving  # a described device named like the preset, priced apart
+    assert slower is not None and slower["tpot_mean_ps"] > h100["tpot_mean_ps"] * 1.3
 
 
 @pytest.mark.parametrize(
