@@ -243,6 +243,7 @@ def test_a_kv_cache_moves_between_pools_over_the_network() -> None:
     assert move_ps < split["kv_transfer_mean_ps"] < move_ps * 1.05 + 10**7
     assert split["ttft_mean_ps"] == colocated["ttft_mean_ps"]
     assert split["tpot_mean_ps"] == pytest.approx(colocated["tpot_mean_ps"] + split["kv_transfer_mean_ps"] / 4, rel=1e-9)
+    assert "KV transfers     30 prefill to decode: mean " in run_study(parse_study(disaggregated_study(), "s.yaml")).to_text()
 
 
 def test_a_pool_on_its_own_device_is_priced_on_it() -> None:
