@@ -61,8 +61,8 @@ class KvTransferPricer(Protocol):
 @dataclass
 class PoolRun:
     """What a run produced: every request's sequence (in arrival order), the per-iteration samples, the
-    iterations run and the distinct shapes priced, preemptions, each replica's KV blocks (``kv_blocks``: the first
-    pool's) and peak use, and each handed-off sequence's KV transfer time (ps)."""
+    iterations run and the distinct shapes priced, preemptions, the first pool's KV blocks per replica
+    (``kv_blocks``), each replica's blocks and peak use, and each handed-off sequence's KV transfer time (ps)."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -71,6 +71,7 @@ class PoolRun:
     preemptions: int = 0
     kv_blocks: int = 0
     kv_peak_blocks: list[int] = field(default_factory=list)
+    kv_replica_blocks: list[int] = field(default_factory=list)
     transfers_ps: list[int] = field(default_factory=list)
 
 
@@ -146,6 +147,7 @@ def simulate_pools(
     run.shapes_priced = len(prices)
     run.preemptions = sum(replica.preemptions for replica in replicas)
     run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
+    run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
     return run
 
 
