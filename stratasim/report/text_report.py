@@ -119,6 +119,8 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
     def spread(name: str) -> str:
         return ", ".join(f"{stat} {_time(serving[f'{name}_{stat}_ps'])}" for stat in ("mean", "p50", "p90", "p99"))
 
+    moves = ([f"  KV transfers     {serving['kv_transfers']:,.0f} prefill to decode: {spread('kv_transfer')} (in TPOT)"]
+             if "kv_transfers" in serving else [])  # fmt: skip
     return [
         f"  TTFT             {spread('ttft')}",
         f"  TPOT             {spread('tpot')}",
@@ -133,6 +135,7 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
         f"  KV cache         {format_bytes(int(serving['kv_capacity_bytes_per_npu']))} per NPU, "
         f"{serving['kv_blocks_per_replica']:,.0f} blocks per replica, peak use {serving['kv_peak_fraction']:.1%}",
         f"  iterations       {serving['iterations']:,.0f}, {serving['shapes_priced']:,.0f} distinct shapes priced",
+        *moves,
     ]
 
 

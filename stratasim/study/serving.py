@@ -1,11 +1,13 @@
 """Running a ``kind: serving`` study: the request-level simulation, its iterations priced by the study's layers.
 
 The workload (:mod:`stratasim.workload_layer.serving`) simulates requests, batching and the KV cache without
-knowing any backend; this module injects its iteration pricer (:class:`BackendPricer`): the compute backend
-prices each operator of an iteration on the study's device, and the system layer, on the study's network,
-prices each TP collective of it on replica 0's TP group (NPUs ``0 .. tp - 1``) and each pipeline transfer
-(NPU 0 to NPU ``tp``), each distinct operator and message priced once (a collective at its size rounded up to
-1/32 of a power of two, :func:`quantised`). An iteration's time is the sum of its
+knowing any backend; this module injects its iteration pricers (:class:`BackendPricer`, one per pool): the
+compute backend prices each operator of an iteration on the pool's device (its own ``device``, else the study's),
+and the system layer, on the study's network, prices each TP collective of it on the pool's first replica's TP
+group (its first ``tp`` NPUs, pools placed on disjoint NPU ranges in order) and each pipeline transfer (its
+first NPU to the one ``tp`` further), each distinct operator and message priced once (a collective at its size
+rounded up to 1/32 of a power of two, :func:`quantised`). Disaggregated pools' KV moves are priced by
+:class:`~stratasim.study.kv_transfer.NetworkKvTransfer`. An iteration's time is the sum of its
 stages' operators and collectives, one after another as a rank runs them, plus the transfers between stages
 (a batch crosses the pipeline before the next starts: iterations of a replica do not overlap).
 """
@@ -16,13 +18,16 @@ import time
 from contextlib import ExitStack
 from typing import cast
 
-from stratasim import system_layer
-from stratasim.config.study_file import Study
+from stratasim.compute_layer.sections import ComputeSection
+from stratasim.config.problems import validated_section
+from stratasim.config.study_file import Study, StudyCompute
 from stratasim.kernel.contracts import ComputeBackend, NetworkBackend
-from stratasim.kernel.errors import BackendError, WorkloadError
+from stratasim.kernel.errors import BackendError, ConfigError, WorkloadError
 from stratasim.kernel.units import format_bytes
 from stratasim.report.report import Report
 from stratasim.study.budget import Budget, refuse_over
+from stratasim.study.kv_transfer import NetworkKvTransfer, quantised, replica_npus
+from stratasim.study.network_sessions import NetworkSessions
 from stratasim.study.run import calibration_statement, check_device, device_facts, memory_capacity, open_backend
 from stratasim.system_layer.result import CounterSample, SimulationResult
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -31,35 +36,39 @@ from stratasim.workload_layer.serving.iteration import IterationShape
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.requests import Request
-from stratasim.workload_layer.serving.simulation import Sample, simulate_pool
+from stratasim.workload_layer.serving.simulation import PoolSetup, Sample, simulate_pools
 from stratasim.workload_layer.serving.workload import KvBudget, ServingRequestsWorkload
 
-__all__ = ["BackendPricer", "run_serving", "check_serving", "quantised"]
+__all__ = ["BackendPricer", "run_serving", "check_serving", "pool_sections", "quantised"]
 
 _REQUEST_BYTES = 2048
 """Memory per request simulated (its request, sequence and metric rows), for the budget."""
 
 
 class BackendPricer:
-    """Prices iterations of ``workload`` with ``compute`` (operators, on ``device``) and the system layer over
-    ``network`` (TP collectives and pipeline transfers); caches every operator and message it priced."""
+    """Prices iterations of pool ``pool`` of ``workload`` with ``compute`` (operators, on ``section``'s device,
+    default the study's) and the system layer over ``network`` (TP collectives and pipeline transfers); caches
+    every operator and message it priced."""
 
     def __init__(self, workload: ServingRequestsWorkload, study: Study, compute: ComputeBackend,
-                 network: NetworkBackend) -> None:  # fmt: skip
-        self._workload, self._study = workload, study
-        self._compute, self._network = compute, network
-        section = study.compute
+                 network: NetworkBackend | NetworkSessions, pool: int = 0,
+                 section: StudyCompute | None = None) -> None:  # fmt: skip
+        self._workload, self._study, self._pool = workload, study, pool
+        self._compute = compute
+        self._network = network if isinstance(network, NetworkSessions) else NetworkSessions(network, study)
+        section = section or study.compute
         assert section is not None
         self._device = section.device_name()
         self._calibration = None if section.calibration is None else section.calibration.proto()
         self._operators: dict[bytes, int] = {}
         self._messages: dict[tuple[str, int, int], int] = {}
-        plan = workload.pool.parallelism
+        plan = workload.config.pools[pool].parallelism
         self._tp, self._pp = plan.tp, plan.pp
+        self._first = workload.first_npus()[pool]
 
     def __call__(self, shape: IterationShape) -> int:
         """Picoseconds one iteration of ``shape`` takes (module docstring)."""
-        work = self._workload.work(shape)
+        work = self._workload.work(shape, self._pool)
         steps = [step for stage in work.stages for _, step in stage]
         self._price_operators([step.op for step in steps if isinstance(step, Compute)])
         total = 0
@@ -84,45 +93,39 @@ class BackendPricer:
             self._operators[key] = cost.duration_ps
 
     def _collective(self, step: TensorParallelCollective) -> int:
-        """A TP collective on replica 0's group, simulated alone by the system layer."""
+        """A TP collective on the first replica's group, simulated alone by the system layer."""
         size = quantised(step.comm_bytes)
         key = ("collective", int(step.kind), size)
         if key not in self._messages:
-            group = range(self._tp)
-            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in group]
-            for graph in graphs:
+            group = range(self._first, self._first + self._tp)
+            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(group.stop)]
+            for graph in graphs[group.start:]:
                 graph.nodes.add(id=0, name=step.name, type=workload_pb2.COMM_COLL_NODE, comm_type=step.kind,
                                 comm_bytes=size, group=group, pg_name="tp")  # fmt: skip
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
     def _transfer(self, size: int) -> int:
-        """A stage's activation from NPU 0 to NPU ``tp`` (the next stage's same TP rank), simulated alone."""
+        """A stage's activation from the pool's first NPU to the one ``tp`` further (the next stage's same TP
+        rank), simulated alone."""
         key = ("transfer", 0, size)
         if key not in self._messages:
-            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(self._tp + 1)]
-            graphs[0].nodes.add(id=0, name="activation", type=workload_pb2.COMM_SEND_NODE, peer=self._tp, tag=0,
-                                comm_bytes=size, pg_name="pp")  # fmt: skip
-            graphs[-1].nodes.add(id=0, name="activation", type=workload_pb2.COMM_RECV_NODE, peer=0, tag=0,
-                                 comm_bytes=size, pg_name="pp")  # fmt: skip
+            first, last = self._first, self._first + self._tp
+            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(last + 1)]
+            graphs[first].nodes.add(id=0, name="activation", type=workload_pb2.COMM_SEND_NODE, peer=last, tag=0,
+                                    comm_bytes=size, pg_name="pp")  # fmt: skip
+            graphs[last].nodes.add(id=0, name="activation", type=workload_pb2.COMM_RECV_NODE, peer=first, tag=0,
+                                   comm_bytes=size, pg_name="pp")  # fmt: skip
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
     def _simulate(self, graphs: list[workload_pb2.ExecutionGraph]) -> int:
-        study = self._study
-        return system_layer.simulate(graphs, self._network, study.topology_proto(), study.system).total_time_ps
+        return self._network.simulate(graphs).total_time_ps
 
     @property
     def distinct(self) -> tuple[int, int]:
         """Operators and messages priced so far."""
         return len(self._operators), len(self._messages)
-
-
-def quantised(size: int) -> int:
-    """``size`` rounded up to a multiple of 1/32 of the power of two at or below it (at most 3.1 % more), so
-    that the TP collectives of a long run, whose sizes follow every token count, share a few hundred prices."""
-    step = max((1 << (size.bit_length() - 1)) // 32, 1) if size > 0 else 1
-    return -(-size // step) * step
 
 
 def _key(op: compute_pb2.OperatorDesc) -> bytes:
@@ -134,10 +137,11 @@ def _key(op: compute_pb2.OperatorDesc) -> bytes:
 
 
 def check_serving(study: Study, workload: ServingRequestsWorkload, budget: Budget) -> tuple[Request, ...]:
-    """Every check of a serving study short of simulating: a compute section, the budget, the requests (a
-    trace read and checked), the NPUs; returns the requests."""
+    """Every check of a serving study short of simulating: a compute section, the pools' devices, the budget, the
+    requests (a trace read and checked), the NPUs; returns the requests."""
     if study.compute is None:
         raise WorkloadError("workload: kind serving prices its iterations on a compute device: add a compute section")
+    pool_sections(study, workload)
     count = workload.config.requests.count
     if count is not None:
         _refuse_over_budget(study, workload, count, budget)
@@ -145,6 +149,26 @@ def check_serving(study: Study, workload: ServingRequestsWorkload, budget: Budge
     if count is None:
         _refuse_over_budget(study, workload, len(requests), budget)
     return requests
+
+
+def pool_sections(study: Study, workload: ServingRequestsWorkload) -> list[StudyCompute]:
+    """Each pool's compute section: the study's, with the pool's own ``device`` (validated as ``compute.device``
+    is, priced by the same backend) when it names one; a :class:`ConfigError` naming every bad one."""
+    section = study.compute
+    assert section is not None
+    sections: list[StudyCompute] = []
+    problems: list[tuple[str, str]] = []
+    for index, pool in enumerate(workload.config.pools):
+        if pool.device is None:
+            sections.append(section)
+            continue
+        fields = {name: getattr(section, name) for name in ComputeSection.model_fields} | {"device": pool.device}
+        own = validated_section(ComputeSection, fields, f"workload.pools[{index}]", problems)
+        if own is not None:
+            sections.append(section.model_copy(update={"device": own.device}))
+    if problems:
+        raise ConfigError(study.source, problems)
+    return sections
 
 
 def _refuse_over_budget(study: Study, workload: ServingRequestsWorkload, count: int, budget: Budget) -> None:
@@ -156,16 +180,17 @@ def _refuse_over_budget(study: Study, workload: ServingRequestsWorkload, count: 
 
 
 def kv_blocks(study: Study, workload: ServingRequestsWorkload, facts: compute_pb2.DeviceFacts,
-              requests: tuple[Request, ...]) -> KvBudget:  # fmt: skip
-    """The KV budget of a replica's NPU; a :class:`WorkloadError` when it cannot hold the largest request."""
-    scheduler = workload.pool.scheduler
+              requests: tuple[Request, ...], pool: int = 0) -> KvBudget:  # fmt: skip
+    """The KV budget of an NPU of pool ``pool``; a :class:`WorkloadError` when it cannot hold the largest request
+    (the largest prompt, on a prefill pool)."""
+    scheduler = workload.config.pools[pool].scheduler
     capacity, unknown = memory_capacity(study, facts)
-    where = "workload.pools.0.scheduler"
+    where = f"workload.pools.{pool}.scheduler"
     if capacity is None and scheduler.kv_capacity is None:
         raise WorkloadError(f"{where}.kv_capacity: the KV cache's size is unknown ({unknown}); give it, or "
                             "system.memory_capacity")  # fmt: skip
-    kv = workload.kv_budget(capacity or 0)
-    largest = workload.largest_request(requests)
+    kv = workload.kv_budget(capacity or 0, pool)
+    largest = workload.largest_request(requests, pool)
     needed = blocks_for(largest, scheduler.block_size)
     if kv.blocks < needed:
         said = (f"{where}.kv_capacity ({format_bytes(kv.kv_bytes)})" if scheduler.kv_capacity is not None else
@@ -179,9 +204,9 @@ def kv_blocks(study: Study, workload: ServingRequestsWorkload, facts: compute_pb
     return kv
 
 
-def _counters(samples: list[Sample], npus_per_replica: int) -> tuple[CounterSample, ...]:
-    """Each sample's batch size, queue length and KV blocks in use, on its replica's first NPU."""
-    return tuple(CounterSample(sample.replica * npus_per_replica, name, sample.time_ps, value) for sample in samples
+def _counters(samples: list[Sample], firsts: list[int]) -> tuple[CounterSample, ...]:
+    """Each sample's batch size, queue length and KV blocks in use, on its replica's first NPU (``firsts``)."""
+    return tuple(CounterSample(firsts[sample.replica], name, sample.time_ps, value) for sample in samples
                  for name, value in (("batch size", sample.batch), ("queue length", sample.queued),
                                      ("KV blocks used", sample.kv_blocks_used)))  # fmt: skip
 
@@ -192,27 +217,51 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
     replica's batch size, queue length and KV blocks in use as counters of the replica's first NPU."""
     requests = check_serving(study, workload, budget)
     backends: dict[str, str] = {}
-    section = study.compute
-    assert section is not None
+    sections = pool_sections(study, workload)
     with ExitStack() as stack:
-        network, backends["network"] = open_backend("network", study.network, stack, {})
-        compute, backends["compute"] = open_backend("compute", section, stack, {})
-        check_device(compute, section)
-        facts = device_facts(compute, section)
-        kv = kv_blocks(study, workload, facts, requests)
-        pricer = BackendPricer(workload, study, compute, cast(NetworkBackend, network))
+        opened_network, backends["network"] = open_backend("network", study.network, stack, {})
+        network = NetworkSessions(cast(NetworkBackend, opened_network), study,
+                                  lambda own: cast(NetworkBackend, open_backend("network", study.network, own, {})[0]))
+        opened: dict[str, tuple[ComputeBackend, compute_pb2.DeviceFacts]] = {}
+        setups, pricers, budgets, pool_facts = [], [], [], []
+        for index, section in enumerate(sections):
+            key = section.device if isinstance(section.device, str) else section.device.model_dump_json()
+            if key not in opened:
+                compute, label = open_backend("compute", section, stack, {})
+                backends.setdefault("compute", label)
+                try:
+                    check_device(compute, section)
+                except BackendError as exc:  # the device a pool names is that pool's key
+                    if section is study.compute:
+                        raise
+                    raise BackendError(str(exc).replace("compute.device", f"workload.pools[{index}].device", 1)) from None
+                opened[key] = compute, device_facts(compute, section)
+            compute, facts = opened[key]
+            pool_facts.append(facts)
+            budgets.append(kv_blocks(study, workload, facts, requests, index))
+            pricers.append(BackendPricer(workload, study, compute, network, index, section))
+            setups.append(PoolSetup(workload.config.pools[index], budgets[-1].blocks, pricers[-1]))
+        transfer = NetworkKvTransfer(workload, network)
         started = time.perf_counter()
-        run = simulate_pool(requests, workload.pool, kv.blocks, pricer, workload.config.bucket)
+        run = simulate_pools(requests, setups, workload.config.bucket, transfer)
         wall_seconds = time.perf_counter() - started
-    figures = serving_metrics(run, workload.config.slo, workload.pool.replicas)
-    operators, messages = pricer.distinct
+    figures = serving_metrics(run, workload.config.slo, sum(pool.replicas for pool in workload.config.pools))
+    kv = budgets[0]
     figures |= {"kv_capacity_bytes_per_npu": float(kv.kv_bytes), "weights_bytes_per_npu": float(kv.weights),
-                "activations_bytes_per_npu": float(kv.activations), "operators_priced": float(operators),
-                "messages_priced": float(messages)}  # fmt: skip
+                "activations_bytes_per_npu": float(kv.activations),
+                "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
+                "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct)}  # fmt: skip
+    if len(sections) > 1:
+        for pool, budget_of in zip(workload.config.pools, budgets, strict=True):
+            figures[f"kv_capacity_bytes_per_npu.{pool.name}"] = float(budget_of.kv_bytes)
     end = max((sequence.finish_ps for sequence in run.sequences), default=0)
+    firsts = [npus.start for npus in replica_npus(workload)]
     result = SimulationResult(total_time_ps=end, npus=npus, collectives=(), per_npu=(), spans=(),
                               events_processed=run.iterations,
-                              counters=_counters(run.samples, npus // workload.pool.replicas) if record_trace else ())
-    calibration, uncalibrated = calibration_statement(section, facts)
+                              counters=_counters(run.samples, firsts) if record_trace else ())  # fmt: skip
+    said = {section.device_name(): calibration_statement(section, facts)
+            for section, facts in zip(sections, pool_facts, strict=True)}  # each device the pools run on, once
+    calibration = "; ".join(f"{device}: {text}" if len(said) > 1 else text for device, (text, _) in said.items())
+    uncalibrated = tuple(warning for _, warnings in said.values() for warning in warnings)
     return Report(study.name, result, wall_seconds, backends, serving=figures, serving_timeline=serving_timeline(run),
                   warnings=uncalibrated, calibration=calibration)  # fmt: skip

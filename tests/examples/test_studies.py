@@ -27,6 +27,16 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   ~500 TFLOP/s, plus its attention: p99 TTFT 0.37 s. A decode step reads the 17.6 GB of weights per GPU at
   0.887 x 3.35 TB/s, ~5.9 ms, plus 160 all-reduces of a few tens of microseconds each; p99 TPOT 52 ms at batches
   of ~90 sequences per replica mixing prefill chunks in.
+- serving/llama3_70b_h100_disaggregated (400 requests of the 2,000, at 20/s): arrivals take ~20 s and the longest
+  outputs (2,048 tokens at ~12 ms a step, ~25 s) end at 34.5 s. A KV move is 320 KiB a token over eight 50 GB/s
+  links: the mean prompt (1,024 e^0.32 = 1,410 tokens) moves in 1.16 ms, moves started together (one prefill
+  iteration's hand-offs to one decode replica) take longer: mean 1.46 ms. p99 TPOT 12.3 ms: the 5.9 ms weight read
+  and 160 all-reduces at ~100 sequences, with no prompt chunk mixed in; p99 TTFT 0.59 s, the longest prompt's
+  0.22 s and queueing behind others on two prefill replicas.
+- serving/mixtral_8x7b_h100_tp2 (400 requests of the 2,000, at 20/s): ~20 s of arrivals, the longest output 2,048
+  tokens at ~20 ms, 42.6 s in all. A decode step reads 46.7 GB of weights per GPU (every expert, TP 2) at 0.887 x
+  3.35 TB/s, 15.7 ms: p99 TPOT 23 ms; the longest prompt is 6144 x 2 x 12.9e9 active parameters / 2 = 7.9e13 FLOP
+  per GPU, ~0.16 s at ~500 TFLOP/s, plus attention: p99 TTFT 0.19 s.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
@@ -57,7 +67,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # Overrides (``--set`` style) that make a slow example's short form.
 SHORT_FORMS = {"gpt3_175b.yaml": ["workload.parallelism.global_batch=128"],
-               "serving/llama3_70b_h100_tp8.yaml": ["workload.requests.count=400"]}
+               "serving/llama3_70b_h100_tp8.yaml": ["workload.requests.count=400"],
+               "serving/llama3_70b_h100_disaggregated.yaml": ["workload.requests.count=400"],
+               "serving/mixtral_8x7b_h100_tp2.yaml": ["workload.requests.count=400"]}
 
 # Headline figures by example: total_time_ps, and what the report adds for training or serving.
 HEADLINES: dict[str, dict[str, int | float]] = {
@@ -75,6 +87,12 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     "gpt3_175b.yaml": {"total_time_ps": 4_554_165_163_630, "tflops_per_npu": 80.60835004903505},
     "serving/llama3_70b_h100_tp8.yaml": {"total_time_ps": 29_389_569_226_476, "ttft_p99_ns": 373_145_200.09735,
                                          "tpot_p99_ns": 51_895_536.91083218},
+    "serving/llama3_70b_h100_disaggregated.yaml": {"total_time_ps": 34_525_181_980_895,
+                                                   "ttft_p99_ns": 589_968_533.2247299,
+                                                   "tpot_p99_ns": 12_347_920.692983646,
+                                                   "kv_transfer_mean_ns": 1_461_949.9008},
+    "serving/mixtral_8x7b_h100_tp2.yaml": {"total_time_ps": 42_649_526_890_829, "ttft_p99_ns": 193_006_998.01743,
+                                           "tpot_p99_ns": 23_203_722.01943243},
 }
 
 

@@ -13,7 +13,7 @@ from stratasim.workload_layer.serving.iteration import IterationShape, iteration
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import route, simulate_pool
+from stratasim.workload_layer.serving.simulation import PoolSetup, route, simulate_pool, simulate_pools
 
 MS = 10**9  # picoseconds
 
@@ -170,7 +170,12 @@ def test_the_kv_aware_router_avoids_a_full_cache_the_token_count_misses() -> Non
         ({"pools": [{"parallelism": {"tp": 3}}]}, "workload.model.heads (16) must be divisible by workload.pools.0.parallelism.tp (3)"),
         ({"pools": [{"parallelism": {"pp": 3}}]}, "workload.model.layers (4) must be divisible by workload.pools.0.parallelism.pp (3)"),
         ({"pools": [{"scheduler": {"chunked_prefill": False, "token_budget": 4096}}]}, "scheduler.token_budget (4096) must hold"),
-        ({"pools": [{}, {}]}, "workload.pools: one pool is modelled so far"),
+        ({"pools": [{"role": "prefill"}]}, "workload.pools: prefill pools need a decode pool to hand their requests to"),
+        ({"pools": [{"role": "decode"}]}, "workload.pools: decode pools need a prefill pool to receive requests from"),
+        ({"pools": [{}, {"role": "decode"}]}, "role both (a replica runs whole requests) cannot mix with prefill"),
+        ({"pools": [{"role": "prefill", "router": "round_robin"}, {"role": "decode"}, {"role": "prefill"}]},
+         "the prefill pools route across all their replicas with one router, but name least_outstanding_tokens and round_robin"),
+        ({"pools": [{"role": "mixed"}]}, "role"),
     ],
 )
 def test_bad_serving_input_says_what_is_wrong(change: dict[str, Any], message: str) -> None:
@@ -181,3 +186,59 @@ def test_bad_serving_input_says_what_is_wrong(change: dict[str, Any], message: s
 
 def test_rates_read_with_their_units() -> None:
     assert parse_rate("1200/min") == 20.0 and parse_rate("0.5/ms") == 500.0 and parse_rate("2 / s") == 2.0
+
+
+def disaggregated(requests: dict[str, Any], prefill: int = 1, decode: int = 1) -> ServingWorkloadConfig:
+    """The small model with ``prefill`` prefill replicas and ``decode`` decode replicas."""
+    pools = [{"name": "prefill", "role": "prefill", "replicas": prefill}, {"name": "decode", "role": "decode", "replicas": decode}]
+    return ServingWorkloadConfig.model_validate({"model": MODEL, "pools": pools, "requests": requests, "bucket": 16})
+
+
+TRANSFER_PS = 3 * MS
+
+
+def fixed_transfer(source: int, moves: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """Every KV move takes 3 ms."""
+    return tuple(TRANSFER_PS for _ in moves)
+
+
+def run_pools(cfg: ServingWorkloadConfig, kv_blocks: int = 100_000) -> dict[str, float]:
+    setups = [PoolSetup(pool, kv_blocks, linear_pricer) for pool in cfg.pools]
+    pool_run = simulate_pools(synthetic_requests(cfg.requests), setups, cfg.bucket, fixed_transfer)
+    return serving_metrics(pool_run, cfg.slo, sum(pool.replicas for pool in cfg.pools))
+
+
+def test_disaggregated_ttft_is_the_prefill_and_the_kv_move_shows_in_tpot() -> None:
+    """One request at a time on a prefill and a decode replica: TTFT is the lone prefill's price (the first token
+    is sampled on the prefill replica), and the 3 ms KV move delays the second token, so TPOT over the 7 later
+    tokens is (3 ms + the 7 decode steps' prices) / 7, exactly."""
+    cfg = disaggregated({**poisson("0.1/s", 10, 512, 8), "arrival": {"process": "fixed", "rate": "0.1/s"}})
+    figures = run_pools(cfg)
+    prefill = linear_pricer(iteration_shape([(512, 512)], [], 1, 16))
+    decodes = [linear_pricer(iteration_shape([], [512 + k], 1, 16)) for k in range(1, 8)]
+    assert figures["ttft_p99_ps"] == figures["ttft_mean_ps"] == prefill
+    assert figures["tpot_mean_ps"] == pytest.approx((TRANSFER_PS + sum(decodes)) / 7, rel=1e-15)
+    assert figures["kv_transfers"] == 10 and figures["kv_transfer_p99_ps"] == TRANSFER_PS
+
+
+def test_disaggregation_keeps_decodes_out_of_the_prompts_ttft() -> None:
+    """At load, a colocated replica's iterations carry every running decode beside the prompts (each decode adds
+    its token and its context read to the price), so prompts wait behind them; a prefill replica runs prompts
+    alone. The same prompts on as many replicas either way (two colocated, or two prefill replicas handing off to a
+    decode replica): the prefill pool's TTFT, mean and p99, is at most the colocated pool's."""
+    requests = poisson("30/s", 400, 1024, 128, seed=3)
+    colocated = run(config(requests, replicas=2))
+    split = run_pools(disaggregated(requests, prefill=2, decode=1))
+    assert split["ttft_p99_ps"] <= colocated["ttft_p99_ps"] and split["ttft_mean_ps"] <= colocated["ttft_mean_ps"]
+    assert split["kv_transfers"] == 400
+
+
+def test_a_decode_replica_short_of_blocks_queues_what_arrives_and_preempts_by_recompute() -> None:
+    """The decode replica's cache holds 40 blocks of 16 tokens: prompts of 300 tokens (19 blocks) arriving
+    together cannot all be admitted, so some wait for blocks and others are preempted as contexts grow; every
+    request still finishes with all its tokens."""
+    cfg = disaggregated({**poisson("1000/s", 12, 300, 40), "seed": 1})
+    setups = [PoolSetup(cfg.pools[0], 1000, linear_pricer), PoolSetup(cfg.pools[1], 40, linear_pricer)]
+    pool_run = simulate_pools(synthetic_requests(cfg.requests), setups, cfg.bucket, fixed_transfer)
+    assert all(s.generated == 40 and s.finish_ps > 0 and s.blocks == 0 for s in pool_run.sequences)
+    assert pool_run.preemptions > 0 and max(pool_run.kv_peak_blocks[1:]) <= 40

@@ -1,9 +1,10 @@
 """``workload:`` of ``kind: serving``: the model, the replica pools and the requests, validated.
 
 A study names the model as the transformer builder does (:class:`~stratasim.workload_layer.transformer.config.ModelConfig`,
-mixtures of experts included), one pool of identical replicas (``pools``, a list, so that several pools and
-disaggregated prefill and decode pools fit in later) each with its TP/PP plan and scheduler, the requests
-(a seeded arrival process with length distributions, or a trace file) and the SLOs goodput is measured against.
+mixtures of experts included), pools of identical replicas (``pools``) each with its TP/PP plan, scheduler, role
+(``both``, or ``prefill`` and ``decode`` pools for disaggregated serving) and optionally its own device, the
+requests (a seeded arrival process with length distributions, or a trace file) and the SLOs goodput is measured
+against.
 """
 
 from __future__ import annotations
@@ -233,9 +234,22 @@ class SchedulerConfig(Section):
     """What a preempted sequence loses: ``recompute``, its KV cache, rebuilt by a new prefill when it resumes."""
 
 
+def _device_value(value: object) -> object:
+    """A pool's ``device`` is a name or a mapping; the composition root validates it as ``compute.device``."""
+    if not isinstance(value, (str, dict)) or (isinstance(value, str) and not value.strip()):
+        raise ValueError("expected a device name (h100) or a mapping describing one ({preset: h100, ...})")
+    return value
+
+
+PoolRole = Literal["both", "prefill", "decode"]
+"""What a pool's replicas run: whole requests (``both``), or only prompts (``prefill``) or only decodes
+(``decode``) of disaggregated serving (DistServe, Splitwise), the KV cache moving between them."""
+
+
 class PoolConfig(Section):
-    """One pool of ``replicas`` identical model replicas on the study's compute device, each on ``tp * pp``
-    consecutive NPUs, requests spread across them by ``router``."""
+    """One pool of ``replicas`` identical model replicas, each on ``tp * pp`` consecutive NPUs (pools on disjoint
+    ranges, in order), on the study's compute device or its own ``device``, requests spread across the replicas
+    of the pools of its role by ``router``."""
 
     name: str = Field(default="pool", min_length=1, max_length=64)
     """The pool's name in the report."""
@@ -248,6 +262,12 @@ class PoolConfig(Section):
     router: Literal["round_robin", "least_outstanding_tokens", "least_kv_load"] = "least_outstanding_tokens"
     """How an arriving request picks a replica: in turn, the one with the fewest prompt and output tokens still to
     process, or the one whose KV cache is least committed (blocks in use and those its queue will take)."""
+    role: PoolRole = "both"
+    """``both`` (prefill and decode on one replica), ``prefill`` (prompts and the first token, then the KV cache
+    moves to a decode replica over the network) or ``decode``."""
+    device: Annotated[str | dict[str, object], BeforeValidator(_device_value)] | None = None
+    """This pool's device, as ``compute.device`` takes it (a preset's name or a mapping describing one), priced by
+    the study's compute backend; default ``compute.device``."""
 
 
 class SloConfig(Section):
@@ -265,8 +285,8 @@ class ServingWorkloadConfig(Section):
 
     model: ModelConfig
     """The decoder-only transformer (a mixture of experts too)."""
-    pools: tuple[PoolConfig, ...] = Field(min_length=1)
-    """The replica pools (one today)."""
+    pools: tuple[PoolConfig, ...] = Field(min_length=1, max_length=64)
+    """The replica pools: ``both`` pools, or ``prefill`` and ``decode`` pools (disaggregated)."""
     requests: RequestsConfig
     """The requests."""
     slo: SloConfig = Field(default_factory=SloConfig)
@@ -289,8 +309,7 @@ class ServingWorkloadConfig(Section):
     def _problems(self) -> Iterator[str]:
         """Every way the model, the pools and the requests do not fit together, one message each."""
         model, requests = self.model, self.requests
-        if len(self.pools) > 1:
-            yield "workload.pools: one pool is modelled so far (several, and disaggregated pools, are to come)"
+        yield from self._role_problems()
         for index, pool in enumerate(self.pools):
             plan, where = pool.parallelism, f"workload.pools.{index}"
             checks = [("model.heads", model.heads, "tp", plan.tp), ("model.kv_heads", model.kv_head_count, "tp", plan.tp),
@@ -308,3 +327,20 @@ class ServingWorkloadConfig(Section):
                 yield (f"workload.requests: a prompt of up to {requests.prompt.largest} tokens and an output of up to "
                        f"{requests.output.largest} exceed workload.model.seq_len ({model.seq_len}), the model's "
                        "context")  # fmt: skip
+
+    def _role_problems(self) -> Iterator[str]:
+        """Pools' roles must pair (a prefill pool needs a decode pool and the reverse; ``both`` stands alone) and
+        pools of one role share a router."""
+        roles = {pool.role for pool in self.pools}
+        if "both" in roles and len(roles) > 1:
+            yield ("workload.pools: role both (a replica runs whole requests) cannot mix with prefill and decode "
+                   "pools; make every pool's role both, or split them into prefill and decode pools")  # fmt: skip
+        elif roles & {"prefill", "decode"} and len(roles) == 1:
+            role, other = ("prefill", "decode") if "prefill" in roles else ("decode", "prefill")
+            yield (f"workload.pools: {role} pools need a {other} pool to hand their requests to"
+                   if role == "prefill" else f"workload.pools: {role} pools need a {other} pool to receive requests from")
+        for role in sorted(roles):
+            routers = {pool.router for pool in self.pools if pool.role == role}
+            if len(routers) > 1:
+                yield (f"workload.pools: the {role} pools route across all their replicas with one router, but name "
+                       f"{' and '.join(sorted(routers))}; give them the same router")  # fmt: skip

@@ -6,8 +6,13 @@ Per request, with ``a`` its arrival, ``s`` when it was first scheduled, ``f`` it
 percentiles). Throughput is over the span from the first arrival to the last finish: requests/s, output
 tokens/s; goodput the requests/s meeting every SLO given (TTFT and TPOT within their bounds), and
 ``slo_attainment`` their share. Over time, sampled as each iteration starts (summed over replicas, then
-time-weighted): mean and peak batch size, queue length and KV-cache use; the timeline at most
-:data:`TIMELINE_POINTS` evenly spaced instants of the same.
+time-weighted): mean and peak batch size, queue length and KV-cache use (``kv_peak_fraction``: the fullest
+replica's peak, as a share of its own cache); the timeline at most :data:`TIMELINE_POINTS` evenly spaced instants
+of the same.
+
+Disaggregated, the first token comes from the prefill replica, so TTFT ends there and excludes the KV cache's
+move to the decode replica; the move (``kv_transfer_*``, its distribution over the requests handed off) shows in
+the time to the second token, hence in TPOT, as in DistServe and Splitwise.
 """
 
 from __future__ import annotations
@@ -56,8 +61,12 @@ def serving_metrics(run: PoolRun, slo: SloConfig, replicas: int) -> dict[str, fl
         "iterations": float(run.iterations),
         "shapes_priced": float(run.shapes_priced),
         "kv_blocks_per_replica": float(run.kv_blocks),
-        "kv_peak_fraction": max(run.kv_peak_blocks, default=0) / run.kv_blocks if run.kv_blocks else 0.0,
+        "kv_peak_fraction": max((peak / blocks for peak, blocks in zip(run.kv_peak_blocks, run.kv_replica_blocks)
+                                 if blocks), default=0.0),  # fmt: skip
     }
+    if run.transfers_ps:
+        figures |= _distribution("kv_transfer", np.array(run.transfers_ps, dtype=np.int64))
+        figures["kv_transfers"] = float(len(run.transfers_ps))
     for name, series in _series(run).items():
         figures[f"{name}_mean"] = _time_weighted(series[0], series[1], span_ps, int(arrival.min(initial=0)))
         figures[f"{name}_peak"] = float(series[1].max(initial=0))

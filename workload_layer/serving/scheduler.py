@@ -13,6 +13,12 @@ the previous one's key and value and taking a new block when the last is full. A
 When a decode needs a block and none is free, the most recently admitted running sequence is preempted (as vLLM,
 possibly the one asking): it gives its blocks back, returns to the head of the queue and will prefill its prompt
 and the tokens it generated again (``recompute``), keeping what it already generated. ``preemptions`` counts them.
+
+Disaggregated serving: a ``prefill`` replica hands each sequence off as its prompt ends and its first token is
+sampled (``handed_off``), keeping its blocks until the KV cache has moved (:meth:`ReplicaScheduler.release`); a
+``decode`` replica receives it (:meth:`ReplicaScheduler.receive`) decoding, its prompt's keys and values cached,
+and admits it ahead of any prompt once blocks for them are free. A sequence preempted on a decode replica is
+recomputed there.
 """
 
 from __future__ import annotations
@@ -70,13 +76,31 @@ class Batch:
 class ReplicaScheduler:
     """The queue, the running sequences and the KV cache of one replica; see the module docstring."""
 
-    def __init__(self, config: SchedulerConfig, kv_blocks: int) -> None:
+    def __init__(self, config: SchedulerConfig, kv_blocks: int, hands_off: bool = False) -> None:
         self.config = config
         self.cache = KvCache(kv_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0
         self.outstanding_tokens = 0
+        self.hands_off = hands_off
+        self.handed_off: list[Sequence] = []
+        self.incoming_blocks = 0
+
+    def expect(self, sequence: Sequence) -> None:
+        """A prefilled ``sequence`` is on its way here (its KV cache moving): the router counts it already."""
+        self.outstanding_tokens += sequence.request.output_tokens - sequence.generated
+        self.incoming_blocks += blocks_for(sequence.cached, self.cache.block_size)
+
+    def receive(self, sequence: Sequence) -> None:
+        """``sequence``'s KV cache arrived (after :meth:`expect`): it queues to decode here, holding no blocks yet."""
+        self.incoming_blocks -= blocks_for(sequence.cached, self.cache.block_size)
+        self.waiting.append(sequence)
+
+    def release(self, sequence: Sequence) -> None:
+        """``sequence``, handed off, has moved its KV cache away: its blocks here are free."""
+        self.cache.give_back(sequence.blocks)
+        sequence.blocks = 0
 
     def enqueue(self, request: Request) -> None:
         """A request routed here joins the queue."""
@@ -87,10 +111,12 @@ class ReplicaScheduler:
     def kv_load(self) -> int:
         """KV blocks in use and those the queued sequences' prompts will take when admitted."""
         block_size = self.cache.block_size
-        return self.cache.used + sum(blocks_for(sequence.prefill_target, block_size) for sequence in self.waiting)
+        queued = sum(blocks_for(sequence.prefill_target, block_size) for sequence in self.waiting)
+        return self.cache.used + queued + self.incoming_blocks
 
     def next_batch(self, now_ps: int) -> Batch:
         """The sequences the next iteration runs (empty when there is nothing to run), blocks taken."""
+        self._admit_received()
         if self.config.chunked_prefill:
             return self._chunked(now_ps)
         batch = Batch()
@@ -121,6 +147,8 @@ class ReplicaScheduler:
                     sequence.first_token_ps = now_ps
                 if sequence.generated == sequence.request.output_tokens:
                     done.append(self._finish(sequence, now_ps))
+                elif self.hands_off:
+                    self._hand_off(sequence)
         self.outstanding_tokens -= len(batch.decodes)
         for sequence in batch.decodes:  # the hot loop of a long run: kept to the bare updates
             sequence.cached += 1
@@ -136,6 +164,27 @@ class ReplicaScheduler:
         sequence.blocks = 0
         self.running.remove(sequence)
         return sequence
+
+    def _hand_off(self, sequence: Sequence) -> None:
+        """A prefill replica's ``sequence`` has its first token: it leaves for a decode replica, its blocks held
+        until its KV cache has moved (:meth:`release`)."""
+        self.running.remove(sequence)
+        self.outstanding_tokens -= sequence.request.output_tokens - sequence.generated
+        self.handed_off.append(sequence)
+
+    def _admit_received(self) -> None:
+        """Admit the received (decoding) sequences at the head of the queue while places and blocks for their
+        cached tokens are free: they decode in this iteration."""
+        while self.waiting and len(self.running) < self.config.max_batch:
+            sequence = self.waiting[0]
+            if not sequence.decoding:
+                return
+            blocks = blocks_for(sequence.cached, self.cache.block_size)
+            if not self.cache.take(blocks):
+                return
+            self.waiting.popleft()
+            sequence.blocks = blocks
+            self.running.append(sequence)
 
     def _chunked(self, now_ps: int) -> Batch:
         batch = Batch()
@@ -193,8 +242,8 @@ class ReplicaScheduler:
         prompt and token budget (all of the prompt if ``whole``, else a first chunk)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
             sequence = self.waiting[0]
-            if whole and sequence.prefill_target > budget:
-                break
+            if sequence.decoding or (whole and sequence.prefill_target > budget):
+                break  # a received sequence waiting for blocks, or a prompt beyond the budget
             blocks = blocks_for(sequence.prefill_target, self.cache.block_size)
             if not self.cache.take(blocks):
                 break

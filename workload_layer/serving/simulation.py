@@ -1,10 +1,16 @@
-"""The request-level simulation of one pool: requests arrive, a router hands each to a replica, every replica
-runs iteration after iteration while it has work, each iteration as long as the injected pricer says.
+"""The request-level simulation of a study's pools: requests arrive, a router hands each to a replica, every
+replica runs iteration after iteration while it has work, each iteration as long as its pool's injected pricer says.
+
+Replicas are numbered across the pools in order. Requests go to the replicas of the ``both`` pools or, disaggregated,
+of the ``prefill`` pools; a prefill replica hands each request off as its first token is sampled, a router picks a
+replica of the ``decode`` pools, and the request's KV cache moves there (all of one iteration's hand-offs start
+together, priced by the injected :class:`KvTransferPricer`, per destination replica) before it decodes there.
 
 Events happen at integer picoseconds. At one instant, arrivals are routed first, then the iterations ending then
-are finished, then every idle replica with work starts its next iteration — so a request arriving as an
-iteration ends joins the next one. Iteration prices are cached by shape (:class:`IterationShape`), so the pricer
-is asked once per distinct bucketed shape. The run ends when the last request finishes.
+are finished (hand-offs starting their transfers), then the transfers ending then deliver, then every idle replica
+with work starts its next iteration — so a request arriving as an iteration ends joins the next one. Iteration
+prices are cached by pool and shape (:class:`IterationShape`), so a pricer is asked once per distinct bucketed
+shape. The run ends when the last request finishes.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import PoolConfig
@@ -19,7 +26,7 @@ from stratasim.workload_layer.serving.iteration import IterationPricer, Iteratio
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 
-__all__ = ["PoolRun", "Sample", "simulate_pool", "route"]
+__all__ = ["PoolRun", "PoolSetup", "KvTransferPricer", "Sample", "simulate_pool", "simulate_pools", "route"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +42,27 @@ class Sample:
     kv_blocks_used: int
 
 
+@dataclass(frozen=True)
+class PoolSetup:
+    """A pool as the simulation runs it: its configuration, each replica's KV blocks and its iteration pricer."""
+
+    pool: PoolConfig
+    kv_blocks: int
+    pricer: IterationPricer
+
+
+class KvTransferPricer(Protocol):
+    """Prices KV-cache moves started together from replica ``source``: picoseconds until each ``(destination
+    replica, tokens)`` move has arrived."""
+
+    def __call__(self, source: int, moves: tuple[tuple[int, int], ...]) -> tuple[int, ...]: ...
+
+
 @dataclass
 class PoolRun:
-    """What a pool's run produced: every request's sequence (in arrival order), the per-iteration samples, the
-    iterations run and the distinct shapes priced, preemptions and each replica's KV blocks and peak use."""
+    """What a run produced: every request's sequence (in arrival order), the per-iteration samples, the
+    iterations run and the distinct shapes priced, preemptions, the first pool's KV blocks per replica
+    (``kv_blocks``), each replica's blocks and peak use, and each handed-off sequence's KV transfer time (ps)."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -47,6 +71,8 @@ class PoolRun:
     preemptions: int = 0
     kv_blocks: int = 0
     kv_peak_blocks: list[int] = field(default_factory=list)
+    kv_replica_blocks: list[int] = field(default_factory=list)
+    transfers_ps: list[int] = field(default_factory=list)
 
 
 def simulate_pool(
@@ -54,26 +80,53 @@ def simulate_pool(
 ) -> PoolRun:
     """Serve ``requests`` on ``pool``'s replicas, each with ``kv_blocks`` KV blocks, iterations priced by
     ``pricer`` (cached by shape, bucketed by ``bucket`` tokens)."""
-    replicas = [ReplicaScheduler(pool.scheduler, kv_blocks) for _ in range(pool.replicas)]
-    prices: dict[IterationShape, int] = {}
+    return simulate_pools(requests, [PoolSetup(pool, kv_blocks, pricer)], bucket)
+
+
+def simulate_pools(
+    requests: Seq[Request], pools: Seq[PoolSetup], bucket: int, transfer: KvTransferPricer | None = None
+) -> PoolRun:
+    """Serve ``requests`` on ``pools`` (module docstring), KV moves priced by ``transfer`` (needed by prefill
+    pools)."""
+    owner = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
+    replicas = [ReplicaScheduler(pools[index].pool.scheduler, pools[index].kv_blocks, pools[index].pool.role == "prefill")
+                for index in owner]  # fmt: skip
+    entry = [replica for replica, index in enumerate(owner) if pools[index].pool.role != "decode"]
+    decode = [replica for replica, index in enumerate(owner) if pools[index].pool.role == "decode"]
+    if decode and transfer is None:
+        raise WorkloadError("disaggregated pools need a KV transfer pricer")
+    prices: dict[tuple[int, IterationShape], int] = {}
     running: dict[int, Batch] = {}
     ends: list[tuple[int, int]] = []  # (end time, replica) of the iterations running
+    moving: list[tuple[int, int, int, int, list[Sequence]]] = []  # (arrival, order, source, destination, sequences)
     sequences: list[Sequence] = []
-    run = PoolRun(sequences, kv_blocks=kv_blocks)
+    run = PoolRun(sequences, kv_blocks=pools[0].kv_blocks)
     arrival, total = 0, len(requests)
-    while arrival < total or ends:
-        now = min(requests[arrival].arrival_ps if arrival < total else ends[0][0], ends[0][0] if ends else 1 << 62)
+    while arrival < total or ends or moving:
+        now = min(requests[arrival].arrival_ps if arrival < total else 1 << 62, ends[0][0] if ends else 1 << 62,
+                  moving[0][0] if moving else 1 << 62)  # fmt: skip
         touched = set()
         while arrival < total and requests[arrival].arrival_ps == now:
-            target = route(pool.router, replicas, arrival)
+            target = entry[route(pools[owner[entry[0]]].pool.router, [replicas[i] for i in entry], arrival)]
             replicas[target].enqueue(requests[arrival])
             sequences.append(replicas[target].waiting[-1])
             touched.add(target)
             arrival += 1
         while ends and ends[0][0] == now:
             _, index = heapq.heappop(ends)
-            replicas[index].finish_iteration(running.pop(index), now)
+            replica = replicas[index]
+            replica.finish_iteration(running.pop(index), now)
             touched.add(index)
+            if replica.handed_off:
+                assert transfer is not None
+                _start_moves(index, replica, replicas, decode, pools[owner[decode[0]]].pool.router, transfer, now,
+                             moving, run)  # fmt: skip
+        while moving and moving[0][0] == now:
+            _, _, source, destination, moved = heapq.heappop(moving)
+            for sequence in moved:
+                replicas[source].release(sequence)
+                replicas[destination].receive(sequence)
+            touched |= {source, destination}
         for index in sorted(touched - set(running)):
             replica = replicas[index]
             batch = replica.next_batch(now)
@@ -81,9 +134,9 @@ def simulate_pool(
                 run.samples.append(Sample(now, index, 0, len(replica.running), len(replica.waiting), replica.cache.used))
                 continue
             shape = replica.shape(batch, bucket)
-            price = prices.get(shape)
+            price = prices.get((owner[index], shape))
             if price is None:
-                price = prices[shape] = pricer(shape)
+                price = prices[owner[index], shape] = pools[owner[index]].pricer(shape)
                 if price <= 0:
                     raise WorkloadError(f"the iteration pricer gave {price} ps for {shape}; an iteration takes time")
             running[index] = batch
@@ -94,7 +147,27 @@ def simulate_pool(
     run.shapes_priced = len(prices)
     run.preemptions = sum(replica.preemptions for replica in replicas)
     run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
+    run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
     return run
+
+
+def _start_moves(source: int, replica: ReplicaScheduler, replicas: list[ReplicaScheduler], decode: list[int],
+                 router: str, transfer: KvTransferPricer, now: int,
+                 moving: list[tuple[int, int, int, int, list[Sequence]]], run: PoolRun) -> None:  # fmt: skip
+    """Route the sequences ``replica`` (number ``source``) handed off to decode replicas and start their KV moves,
+    one per destination, all at ``now``."""
+    groups: dict[int, list[Sequence]] = {}
+    for sequence in replica.handed_off:
+        destination = decode[route(router, [replicas[i] for i in decode], sequence.request.index)]
+        replicas[destination].expect(sequence)
+        groups.setdefault(destination, []).append(sequence)
+    replica.handed_off.clear()
+    moves = tuple((destination, sum(sequence.cached for sequence in moved)) for destination, moved in groups.items())
+    for (destination, moved), took in zip(groups.items(), transfer(source, moves), strict=True):
+        if took < 0:
+            raise WorkloadError(f"the KV transfer pricer gave {took} ps from replica {source} to {destination}")
+        heapq.heappush(moving, (now + took, len(run.transfers_ps), source, destination, moved))
+        run.transfers_ps.extend([took] * len(moved))
 
 
 def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:

@@ -13,6 +13,10 @@ and each NPU's memory for the KV cache, in bytes:
   one layer at the largest iteration bounds them;
 - the KV cache: the rest, ``capacity - weights - activations`` (or ``scheduler.kv_capacity``), in blocks of
   ``block_size`` tokens each taking ``2 (layers / pp) (kv_heads / tp) head_size`` elements per token.
+
+Each pool has its own plan, so its own operators and budget (``pool``: its index in ``workload.pools``). A
+disaggregated request's KV cache moves whole: ``2 layers kv_heads head_size`` elements per cached token, split
+evenly over the ``tp * pp`` NPUs of a replica (:meth:`ServingRequestsWorkload.kv_bytes_per_token`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 from stratasim.workload_layer.inference.workload import stage_parameters
-from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadConfig
 from stratasim.workload_layer.serving.iteration import IterationShape, IterationWork, iteration_work
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.trace_file import read_trace
@@ -53,9 +57,23 @@ class ServingRequestsWorkload:
 
     def __init__(self, config: ServingWorkloadConfig) -> None:
         self.config = config
-        self.pool = config.pools[0]
         self._dtype = operators.parse_dtype(config.precision)
-        self.operators = DecoderOperators(config.model, self.pool.parallelism.tp, self._dtype, config.attention)
+        self._operators = [DecoderOperators(config.model, pool.parallelism.tp, self._dtype, config.attention)
+                           for pool in config.pools]  # fmt: skip
+
+    def first_npus(self) -> list[int]:
+        """The first NPU of each pool, pools placed on consecutive disjoint ranges in order."""
+        firsts, npu = [], 0
+        for pool in self.config.pools:
+            firsts.append(npu)
+            npu += pool.replicas * pool.parallelism.tp * pool.parallelism.pp
+        return firsts
+
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of one cached token's keys and values over a whole replica: ``2 layers kv_heads head_size``
+        elements (the same for every plan; each NPU holds ``1 / (tp pp)`` of it)."""
+        model = self.config.model
+        return 2 * model.layers * model.kv_head_count * model.head_size * operators.dtype_bytes(self._dtype)
 
     def npus_required(self) -> int:
         return sum(pool.replicas * pool.parallelism.tp * pool.parallelism.pp for pool in self.config.pools)
@@ -84,28 +102,32 @@ class ServingRequestsWorkload:
                 )
         return requests
 
-    def work(self, shape: IterationShape) -> IterationWork:
-        """The operators an iteration of ``shape`` runs on each stage of a replica."""
-        return iteration_work(self.operators, self.pool.parallelism.pp, shape)
+    def work(self, shape: IterationShape, pool: int = 0) -> IterationWork:
+        """The operators an iteration of ``shape`` runs on each stage of a replica of pool ``pool``."""
+        return iteration_work(self._operators[pool], self.config.pools[pool].parallelism.pp, shape)
 
-    def kv_budget(self, capacity: int) -> KvBudget:
-        """The memory of an NPU of ``capacity`` bytes (or of ``scheduler.kv_capacity``) and its KV blocks."""
-        pool, model = self.pool, self.config.model
-        plan, scheduler = pool.parallelism, pool.scheduler
+    def kv_budget(self, capacity: int, pool: int = 0) -> KvBudget:
+        """The memory of an NPU of ``capacity`` bytes (or of ``scheduler.kv_capacity``) of pool ``pool`` and its KV
+        blocks."""
+        model, config = self.config.model, self.config.pools[pool]
+        plan, scheduler = config.parallelism, config.scheduler
         element = operators.dtype_bytes(self._dtype)
         weights = max(stage_parameters(model, plan.tp, plan.pp, stage) for stage in range(plan.pp)) * element
-        activations = self._activation_bytes()
+        activations = self._activation_bytes(config)
         kv = scheduler.kv_capacity if scheduler.kv_capacity is not None else capacity - weights - activations
         per_token = 2 * (model.layers // plan.pp) * (model.kv_head_count // plan.tp) * model.head_size * element
         return KvBudget(capacity, weights, activations, kv, per_token * scheduler.block_size)
 
-    def largest_request(self, requests: Sequence[Request]) -> int:
-        """The most tokens one request ever holds in the cache (its prompt and output)."""
-        return max((request.prompt_tokens + request.output_tokens for request in requests), default=0)
+    def largest_request(self, requests: Sequence[Request], pool: int = 0) -> int:
+        """The most tokens one request ever holds in the cache of pool ``pool``: its prompt and output, or on a
+        prefill pool its prompt alone."""
+        prefill = self.config.pools[pool].role == "prefill"
+        return max((request.prompt_tokens + (0 if prefill else request.output_tokens) for request in requests),
+                   default=0)  # fmt: skip
 
-    def _activation_bytes(self) -> int:
+    def _activation_bytes(self, pool: PoolConfig) -> int:
         """One layer's forward activations at the token budget on a TP rank (module docstring)."""
-        pool, model = self.pool, self.config.model
+        model = self.config.model
         tokens = pool.scheduler.token_budget
         plan = ParallelismConfig(tp=pool.parallelism.tp)
         config = TransformerConfig(model=model.model_copy(update={"seq_len": tokens}), parallelism=plan,
