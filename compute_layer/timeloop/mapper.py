@@ -1,13 +1,16 @@
 """The mapper: search the valid mappings of a problem on an accelerator for the best latency, energy or EDP.
 
 Spatial choices put at most one dimension on the array's rows and one on its columns (a systolic dataflow
-restricts which), with factors that divide the dimension or fill the axis (padding the last tile). Temporal
+restricts which, and keeps only the unrollings using the most PEs), with factors that divide the dimension or fill
+the axis (padding the last tile). Temporal
 factors at every level but the outermost divide what is left of the dimension; the outermost level takes
 the rest. Loop order matters only above the PE-local level and only among loops with factors above 1.
 
 Spaces of at most ``exhaustive_limit`` valid mappings are searched exhaustively, pruning a branch as soon
 as an inner level overflows (tiles only grow outwards). Larger ones are sampled with a seeded
-``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels). The mapping that unrolls
+``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels), after candidates keeping every
+temporal loop at the outermost on-chip level (each operand read from the backing store once, when it fits), which
+random dealing rarely finds. The mapping that unrolls
 nothing and keeps every loop at the outermost level is always a candidate: it has the smallest tiles, so a
 search comes back empty only when nothing fits. Ties keep the first mapping found, so results are
 deterministic for a given seed.
@@ -57,8 +60,17 @@ def _axis_choices(problem: Problem, dims: frozenset[str] | None, size: int) -> l
     return choices
 
 
+def _unrolled(choice: tuple[tuple[Loop, ...], tuple[Loop, ...]]) -> int:
+    return prod(f for _, f in (*choice[0], *choice[1]))
+
+
 def spatial_choices(problem: Problem, acc: Accelerator) -> list[tuple[tuple[Loop, ...], tuple[Loop, ...]]]:
-    """Every (rows, cols) unrolling the mapper considers."""
+    """Every (rows, cols) unrolling the mapper considers.
+
+    On a systolic array only the unrollings using the most PEs: its cycles are SCALE-Sim's, which spread the
+    dataflow's dimensions over the whole array, and a mapping using part of it would price the energy of a
+    schedule other than the one timed (ZigZag's TPU-like example likewise unrolls 32 x 32).
+    """
     allowed = acc.spatial_dims(problem.kind)
     rows = _axis_choices(problem, None if allowed is None else allowed[0], acc.rows)
     cols = _axis_choices(problem, None if allowed is None else allowed[1], acc.cols)
@@ -67,6 +79,9 @@ def spatial_choices(problem: Problem, acc: Accelerator) -> list[tuple[tuple[Loop
         if r and c and r[0][0] == c[0][0] and r[0][1] * c[0][1] > problem.size(r[0][0]) * 2:
             continue  # the same dimension on both axes, unrolled far beyond its size
         pairs.append((r, c))
+    if acc.dataflow is not None and allowed is not None:
+        most = max(map(_unrolled, pairs))
+        pairs = [pair for pair in pairs if _unrolled(pair) == most]
     return pairs
 
 
@@ -151,7 +166,7 @@ def _primes(n: int) -> tuple[int, ...]:
 def _sample(problem: Problem, acc: Accelerator, rng: random.Random) -> Mapping:
     """A random mapping: a spatial choice biased to high PE use, each prime factor of what is left of a
     dimension placed at a random level (pushed outwards where it overflows), random loop orders."""
-    choices = sorted(spatial_choices(problem, acc), key=lambda rc: -prod(f for _, f in (*rc[0], *rc[1])))
+    choices = sorted(spatial_choices(problem, acc), key=lambda rc: -_unrolled(rc))
     rows, cols = choices[int(len(choices) * rng.random() ** 3)]
     depth = len(acc.levels)
     factors = [dict.fromkeys(problem.names, 1) for _ in range(depth)]
@@ -180,11 +195,24 @@ def _sample(problem: Problem, acc: Accelerator, rng: random.Random) -> Mapping:
 def _fallback(problem: Problem, acc: Accelerator) -> list[Mapping]:
     """Two candidates with every temporal loop at the outermost level: no spatial unrolling (the smallest
     tiles, so valid whenever any mapping is) and the largest spatial unrolling."""
-    rows, cols = max(spatial_choices(problem, acc), key=lambda rc: prod(f for _, f in (*rc[0], *rc[1])))
+    rows, cols = max(spatial_choices(problem, acc), key=_unrolled)
     inner = ((),) * (len(acc.levels) - 1)
     unrolled = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
     serial = tuple((d, problem.size(d)) for d in problem.names if problem.size(d) > 1)
     return [Mapping(inner + (serial,)), Mapping(inner + (unrolled,), rows, cols)]
+
+
+def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int) -> list[Mapping]:
+    """Candidates keeping every temporal loop at the outermost on-chip level, so that each operand crosses the
+    backing store once when that level holds the whole problem: per spatial choice, up to ``orders`` loop orders."""
+    inner, outer = ((),) * (len(acc.levels) - 2), ((),)
+    found = []
+    for rows, cols in spatial_choices(problem, acc):
+        loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
+        every = list(itertools.permutations(loops))
+        chosen = every if len(every) <= orders else rng.sample(every, orders)
+        found += [Mapping((*inner, order, *outer), rows, cols) for order in chosen]
+    return found
 
 
 def _exhaustive(problem: Problem, acc: Accelerator, limit: int) -> list[Mapping] | None:
@@ -220,7 +248,7 @@ def search(
     else:
         rng = random.Random(seed)
         samples_of = (_sample(problem, acc, rng) for _ in range(samples))
-        candidates = itertools.chain(_fallback(problem, acc), samples_of)
+        candidates = itertools.chain(_fallback(problem, acc), _on_chip(problem, acc, rng, samples), samples_of)
         checked = False
     for mapping in candidates:
         try:

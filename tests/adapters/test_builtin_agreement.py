@@ -101,3 +101,14 @@ def test_the_zigzag_preset_loads_the_input_first_and_prices_sram_words_at_its_20
     words = problem_of(op).footprint("inputs", tile(problem_of(op), best.mapping, 1, True))
     assert 0 < words <= 64 * 64
     assert _cycles(loaded, ZIGZAG_PRESET, op) - _cycles(overlapped, ZIGZAG_PRESET, op) == -(-words // 8)
+
+
+@pytest.mark.parametrize("name", sorted(ZIGZAG_LAYERS))
+def test_the_zigzag_preset_unrolls_the_whole_array_as_zigzag_does(name: str) -> None:
+    # ZigZag's TPU-like mapping file spreads K (our GEMM's N) over one axis and C (our K) over the other, 32 each;
+    # the built-in's cycles on a systolic array assume the same, so its energy must price that unrolling.
+    op = op_of(name, ZIGZAG_LAYERS[name])
+    mapping = TimeloopCompute().best_mapping(ZIGZAG_PRESET, op).mapping
+    reduction = "K" if ZIGZAG_LAYERS[name][0] == "gemm" else "C"
+    filters = "N" if ZIGZAG_LAYERS[name][0] == "gemm" else "K"
+    assert (mapping.rows, mapping.cols) == (((reduction, 32),), ((filters, 32),))
