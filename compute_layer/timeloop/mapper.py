@@ -204,14 +204,21 @@ def _fallback(problem: Problem, acc: Accelerator) -> list[Mapping]:
 
 def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int) -> list[Mapping]:
     """Candidates keeping every temporal loop at the outermost on-chip level, so that each operand crosses the
-    backing store once when that level holds the whole problem: per spatial choice, up to ``orders`` loop orders."""
-    inner, outer = ((),) * (len(acc.levels) - 2), ((),)
+    backing store once when that level holds the whole problem, and the same with the outermost loop split by each
+    of its divisors into the backing store (a smaller first tile, streamed): per spatial choice, up to ``orders``
+    loop orders. Random dealing of factors to levels rarely finds them."""
+    inner = ((),) * (len(acc.levels) - 2)
     found = []
     for rows, cols in spatial_choices(problem, acc):
         loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
         every = list(itertools.permutations(loops))
-        chosen = every if len(every) <= orders else rng.sample(every, orders)
-        found += [Mapping((*inner, order, *outer), rows, cols) for order in chosen]
+        for order in every if len(every) <= orders else rng.sample(every, orders):
+            found.append(Mapping((*inner, order, ()), rows, cols))
+            if order:
+                (dim, n), rest = order[0], order[1:]
+                for f in _divisors(n)[1:]:
+                    kept = ((dim, n // f), *rest) if f < n else rest
+                    found.append(Mapping((*inner, kept, ((dim, f),)), rows, cols))
     return found
 
 

@@ -227,3 +227,16 @@ def test_a_systolic_array_is_mapped_over_all_its_pes_where_the_layer_fills_it() 
     for (m, k, n), used in (((256, 512, 256), 32 * 32), ((64, 20, 96), 20 * 32)):
         best = search(gemm(m, k, n), acc)
         assert prod(f for _, f in (*best.mapping.rows, *best.mapping.cols)) == used
+
+
+def test_an_operand_bypassing_the_pe_registers_is_read_once_per_word_the_array_shares() -> None:
+    # Inputs have no PE register (ZigZag's I1 on its TPU-like example): each input word read from the buffer is
+    # multicast along N, the columns' dimension, which does not index inputs. GEMM 8x4x6 on a 4x2 array, K on rows
+    # (4) and N on columns (2): 192 MACs, so 192 / 2 = 96 buffer reads; the buffer, holding all 32 inputs, is
+    # written each once from DRAM. Before, a bypassing operand was read once per MAC: 192.
+    regs = StorageLevel("regs", frozenset({"weights", "outputs"}), partitions={"weights": 1, "outputs": 1})
+    buf = StorageLevel("buffer", frozenset({"inputs"}))
+    acc = Accelerator("bypass", 4, 2, (regs, buf, StorageLevel("dram", ALL)), clock_hz=10**9, mac_pj=0.0, source="t")
+    mapping = Mapping(((), (("N", 3), ("M", 8)), ()), rows=(("K", 4),), cols=(("N", 2),))
+    buffer = evaluate(gemm(8, 4, 6), acc, mapping).levels[1]
+    assert (buffer.reads, buffer.writes) == (96, 32)
