@@ -202,23 +202,40 @@ def _fallback(problem: Problem, acc: Accelerator) -> list[Mapping]:
     return [Mapping(inner + (serial,)), Mapping(inner + (unrolled,), rows, cols)]
 
 
+def _filled(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], top: tuple[Loop, ...],
+            rows: tuple[Loop, ...], cols: tuple[Loop, ...]) -> Mapping:  # fmt: skip
+    """``order`` (outermost first) over the on-chip levels, filled from the PE's upwards with whole innermost loops
+    while each level holds them (ZigZag's and Timeloop's bottom-up allocation), the rest at the outermost on-chip
+    level; ``top`` at the backing store."""
+    depth = len(acc.levels)
+    levels: list[tuple[Loop, ...]] = [()] * (depth - 2) + [order, top]
+    for level in range(depth - 2):
+        while levels[depth - 2]:
+            loop, rest = levels[depth - 2][-1], levels[depth - 2][:-1]
+            trial = [*levels]
+            trial[level], trial[depth - 2] = (loop, *levels[level]), rest
+            if not _fits(problem, acc, Mapping(tuple(trial), rows, cols), level):
+                break
+            levels = trial
+    return Mapping(tuple(levels), rows, cols)
+
+
 def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int) -> list[Mapping]:
-    """Candidates keeping every temporal loop at the outermost on-chip level, so that each operand crosses the
-    backing store once when that level holds the whole problem, and the same with the outermost loop split by each
+    """Candidates keeping every temporal loop on chip, filled bottom-up (:func:`_filled`), so that each operand crosses
+    the backing store once when the chip holds the whole problem, and the same with the outermost loop split by each
     of its divisors into the backing store (a smaller first tile, streamed): per spatial choice, up to ``orders``
     loop orders. Random dealing of factors to levels rarely finds them."""
-    inner = ((),) * (len(acc.levels) - 2)
     found = []
     for rows, cols in spatial_choices(problem, acc):
         loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
         every = list(itertools.permutations(loops))
         for order in every if len(every) <= orders else rng.sample(every, orders):
-            found.append(Mapping((*inner, order, ()), rows, cols))
+            found.append(_filled(problem, acc, order, (), rows, cols))
             if order:
                 (dim, n), rest = order[0], order[1:]
                 for f in _divisors(n)[1:]:
                     kept = ((dim, n // f), *rest) if f < n else rest
-                    found.append(Mapping((*inner, kept, ((dim, f),)), rows, cols))
+                    found.append(_filled(problem, acc, kept, ((dim, f),), rows, cols))
     return found
 
 
