@@ -163,10 +163,11 @@ def _primes(n: int) -> tuple[int, ...]:
     return tuple(factors + ([n] if n > 1 else []))
 
 
-def _sample(problem: Problem, acc: Accelerator, rng: random.Random) -> Mapping:
+def _sample(
+    problem: Problem, acc: Accelerator, rng: random.Random, choices: list[tuple[tuple[Loop, ...], tuple[Loop, ...]]]
+) -> Mapping:
     """A random mapping: a spatial choice biased to high PE use, each prime factor of what is left of a
     dimension placed at a random level (pushed outwards where it overflows), random loop orders."""
-    choices = sorted(spatial_choices(problem, acc), key=lambda rc: -_unrolled(rc))
     rows, cols = choices[int(len(choices) * rng.random() ** 3)]
     depth = len(acc.levels)
     factors = [dict.fromkeys(problem.names, 1) for _ in range(depth)]
@@ -224,9 +225,11 @@ def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int
     """Candidates keeping every temporal loop on chip, filled bottom-up (:func:`_filled`), so that each operand crosses
     the backing store once when the chip holds the whole problem, and the same with the outermost loop split by each
     of its divisors into the backing store (a smaller first tile, streamed): per spatial choice, up to ``orders``
-    loop orders. Random dealing of factors to levels rarely finds them."""
+    loop orders, on the spatial choices using the most PEs. Random dealing of factors to levels rarely finds them."""
+    choices = spatial_choices(problem, acc)
+    most = max(map(_unrolled, choices))
     found = []
-    for rows, cols in spatial_choices(problem, acc):
+    for rows, cols in (choice for choice in choices if _unrolled(choice) == most):
         loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
         every = list(itertools.permutations(loops))
         for order in every if len(every) <= orders else rng.sample(every, orders):
@@ -271,8 +274,11 @@ def search(
         checked = True
     else:
         rng = random.Random(seed)
-        samples_of = (_sample(problem, acc, rng) for _ in range(samples))
-        candidates = itertools.chain(_fallback(problem, acc), _on_chip(problem, acc, rng, samples), samples_of)
+        choices = sorted(spatial_choices(problem, acc), key=lambda rc: -_unrolled(rc))  # most PEs first
+        samples_of = (_sample(problem, acc, rng, choices) for _ in range(samples))
+        # The on-chip candidates draw from a generator of their own: the random samples stay those of ``seed``.
+        on_chip = _on_chip(problem, acc, random.Random(seed), samples)
+        candidates = itertools.chain(_fallback(problem, acc), on_chip, samples_of)
         checked = False
     for mapping in candidates:
         try:
