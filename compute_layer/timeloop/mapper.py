@@ -1,19 +1,19 @@
 """The mapper: search the valid mappings of a problem on an accelerator for the best latency, energy or EDP.
 
 Spatial choices put at most one dimension on the array's rows and one on its columns (a systolic dataflow
-restricts which, and keeps only the unrollings using the most PEs), with factors that divide the dimension or fill
-the axis (padding the last tile). Temporal
-factors at every level but the outermost divide what is left of the dimension; the outermost level takes
-the rest. Loop order matters only above the PE-local level and only among loops with factors above 1.
+restricts which, and keeps only the unrollings using the most PEs), with factors that divide the dimension or
+fill the axis (padding the last tile). Temporal factors at every level but the outermost divide what is left of
+the dimension; the outermost level takes the rest. Loop order matters only above the PE-local level and only
+among loops with factors above 1.
 
 Spaces of at most ``exhaustive_limit`` valid mappings are searched exhaustively, pruning a branch as soon
 as an inner level overflows (tiles only grow outwards). Larger ones are sampled with a seeded
-``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels), after candidates keeping every
-temporal loop at the outermost on-chip level (each operand read from the backing store once, when it fits), which
-random dealing rarely finds. The mapping that unrolls
-nothing and keeps every loop at the outermost level is always a candidate: it has the smallest tiles, so a
-search comes back empty only when nothing fits. Ties keep the first mapping found, so results are
-deterministic for a given seed.
+``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels), after candidates that keep
+every loop on chip in each loop order, filled bottom-up into the levels (each operand crossing the backing store
+once when the chip holds it), or stream the outermost loop from the backing store: random dealing rarely finds
+them. The mapping that unrolls nothing and keeps every loop at the outermost level is always a candidate: it has
+the smallest tiles, so a search comes back empty only when nothing fits. Ties keep the first mapping found, so
+results are deterministic for a given seed.
 """
 
 from __future__ import annotations
