@@ -258,8 +258,10 @@ _ZIGZAG_TPU_LIKE = Accelerator(
     rows=32,
     cols=32,
     levels=(
-        # rf_128B holds 128 8-bit weights per PE; rf_2B one 16-bit partial sum.
-        _registers(1, 128, 1, 0.095),
+        # rf_128B holds 128 8-bit weights per PE; rf_2B one 16-bit partial sum; inputs have no PE register (ZigZag's
+        # I1 is served from the SRAM), each read multicast along the array.
+        StorageLevel("registers", frozenset({"weights", "outputs"}), partitions={"weights": 128, "outputs": 1},
+                     read_pj=0.095, write_pj=0.095),
         # sram_2MB of inputs and outputs, up to 2048 bits (256 words) per cycle each way.
         StorageLevel("sram", frozenset({"inputs", "outputs"}), words=2 * 2**20, read_bandwidth=256,
                      write_bandwidth=256, read_pj=416.16 / 256, write_pj=378.4 / 256),
@@ -271,8 +273,8 @@ _ZIGZAG_TPU_LIKE = Accelerator(
     dataflow="ws",
     onload=frozenset({"inputs"}),
     source="ZigZag (zigzag-dse 3.9.1) TPU-like example: 32x32 weight-stationary 8-bit MACs (0.04 pJ), 128 B weight "
-    "and 2 B output registers per PE, 2 MiB input/output SRAM at 2048 bits/cycle, 64-bit DRAM port; ZigZag counts "
-    "cycles and names no clock, 1 GHz is assumed",
+    "and 2 B output registers per PE (inputs go from the SRAM to the array), 2 MiB input/output SRAM at 2048 "
+    "bits/cycle, 64-bit DRAM port; ZigZag counts cycles and names no clock, 1 GHz is assumed",
 )
 
 # Row stationary (Chen et al. ISCA 2016, section V): a PE set is filter rows (R) down by output rows (P)

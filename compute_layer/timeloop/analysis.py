@@ -20,13 +20,15 @@ Operands in an accelerator's ``onload`` (ZigZag's data onloading) load their out
 store before compute starts: those cycles come first, overlapped with nothing.
 
 Simplifications, as in first-order Timeloop: a convolution's input tile is refetched whole (halo included)
-on every refill; a padded last tile moves padded words; accesses that bypass the PE registers are counted
-once per MAC (no multicast credit).
+on every refill; a padded last tile moves padded words. An operand that bypasses the PE registers is read (an
+output updated) at its innermost level once per MAC over the PEs sharing each word: one read multicast to the PEs
+along the dimensions that do not index it, one update for the partial sums reduced across them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from stratasim.compute_layer.timeloop.accelerator import Accelerator
 from stratasim.compute_layer.timeloop.mapping import Loop, Mapping, check, tile
@@ -76,6 +78,12 @@ def _refills(problem: Problem, mapping: Mapping, operand: str, level: int) -> in
     return count
 
 
+def _fanout(problem: Problem, mapping: Mapping, operand: str) -> int:
+    """PEs sharing each word of ``operand`` in a step: the spatial factors of the dimensions not indexing it (a
+    word read from a shared level is multicast to them; a partial sum is reduced across them)."""
+    return prod(f for d, f in (*mapping.rows, *mapping.cols) if d not in problem.relevant[operand])
+
+
 def _compute_cycles(problem: Problem, acc: Accelerator, mapping: Mapping) -> tuple[int, int]:
     """(compute cycles, cycles with SCALE-Sim's DRAM ports' stalls, fill and drain: the same without them)."""
     if acc.dataflow is not None and acc.spatial_dims(problem.kind) is not None:
@@ -112,12 +120,13 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
     top = tile(problem, mapping, depth - 1, True)
     for operand in problem.operands:
         chain = [i for i, level in enumerate(acc.levels) if operand in level.keeps]
+        touches = macs if chain[0] == 0 else macs // _fanout(problem, mapping, operand)
         if operand == "outputs":
-            writes[chain[0]] += macs
+            writes[chain[0]] += touches
             # An element-wise output is written once per point; a MAC's is read, updated and written back.
-            reads[chain[0]] += macs if problem.kind != "elementwise" else 0
+            reads[chain[0]] += touches if problem.kind != "elementwise" else 0
         else:
-            reads[chain[0]] += macs
+            reads[chain[0]] += touches
         for child, parent in zip(chain, chain[1:]):
             moved = problem.footprint(operand, tile(problem, mapping, child, True)) * _refills(
                 problem, mapping, operand, child

@@ -1,16 +1,19 @@
 """The mapper: search the valid mappings of a problem on an accelerator for the best latency, energy or EDP.
 
 Spatial choices put at most one dimension on the array's rows and one on its columns (a systolic dataflow
-restricts which), with factors that divide the dimension or fill the axis (padding the last tile). Temporal
-factors at every level but the outermost divide what is left of the dimension; the outermost level takes
-the rest. Loop order matters only above the PE-local level and only among loops with factors above 1.
+restricts which, and keeps only the unrollings using the most PEs), with factors that divide the dimension or
+fill the axis (padding the last tile). Temporal factors at every level but the outermost divide what is left of
+the dimension; the outermost level takes the rest. Loop order matters only above the PE-local level and only
+among loops with factors above 1.
 
 Spaces of at most ``exhaustive_limit`` valid mappings are searched exhaustively, pruning a branch as soon
 as an inner level overflows (tiles only grow outwards). Larger ones are sampled with a seeded
-``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels). The mapping that unrolls
-nothing and keeps every loop at the outermost level is always a candidate: it has the smallest tiles, so a
-search comes back empty only when nothing fits. Ties keep the first mapping found, so results are
-deterministic for a given seed.
+``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels), after candidates that keep
+every loop on chip in each loop order, filled bottom-up into the levels (each operand crossing the backing store
+once when the chip holds it), or stream the outermost loop from the backing store: random dealing rarely finds
+them. The mapping that unrolls nothing and keeps every loop at the outermost level is always a candidate: it has
+the smallest tiles, so a search comes back empty only when nothing fits. Ties keep the first mapping found, so
+results are deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -57,8 +60,17 @@ def _axis_choices(problem: Problem, dims: frozenset[str] | None, size: int) -> l
     return choices
 
 
+def _unrolled(choice: tuple[tuple[Loop, ...], tuple[Loop, ...]]) -> int:
+    return prod(f for _, f in (*choice[0], *choice[1]))
+
+
 def spatial_choices(problem: Problem, acc: Accelerator) -> list[tuple[tuple[Loop, ...], tuple[Loop, ...]]]:
-    """Every (rows, cols) unrolling the mapper considers."""
+    """Every (rows, cols) unrolling the mapper considers.
+
+    On a systolic array only the unrollings using the most PEs: its cycles are SCALE-Sim's, which spread the
+    dataflow's dimensions over the whole array, and a mapping using part of it would price the energy of a
+    schedule other than the one timed (ZigZag's TPU-like example likewise unrolls 32 x 32).
+    """
     allowed = acc.spatial_dims(problem.kind)
     rows = _axis_choices(problem, None if allowed is None else allowed[0], acc.rows)
     cols = _axis_choices(problem, None if allowed is None else allowed[1], acc.cols)
@@ -67,6 +79,9 @@ def spatial_choices(problem: Problem, acc: Accelerator) -> list[tuple[tuple[Loop
         if r and c and r[0][0] == c[0][0] and r[0][1] * c[0][1] > problem.size(r[0][0]) * 2:
             continue  # the same dimension on both axes, unrolled far beyond its size
         pairs.append((r, c))
+    if acc.dataflow is not None and allowed is not None:
+        most = max(map(_unrolled, pairs))
+        pairs = [pair for pair in pairs if _unrolled(pair) == most]
     return pairs
 
 
@@ -148,10 +163,11 @@ def _primes(n: int) -> tuple[int, ...]:
     return tuple(factors + ([n] if n > 1 else []))
 
 
-def _sample(problem: Problem, acc: Accelerator, rng: random.Random) -> Mapping:
+def _sample(
+    problem: Problem, acc: Accelerator, rng: random.Random, choices: list[tuple[tuple[Loop, ...], tuple[Loop, ...]]]
+) -> Mapping:
     """A random mapping: a spatial choice biased to high PE use, each prime factor of what is left of a
     dimension placed at a random level (pushed outwards where it overflows), random loop orders."""
-    choices = sorted(spatial_choices(problem, acc), key=lambda rc: -prod(f for _, f in (*rc[0], *rc[1])))
     rows, cols = choices[int(len(choices) * rng.random() ** 3)]
     depth = len(acc.levels)
     factors = [dict.fromkeys(problem.names, 1) for _ in range(depth)]
@@ -180,11 +196,50 @@ def _sample(problem: Problem, acc: Accelerator, rng: random.Random) -> Mapping:
 def _fallback(problem: Problem, acc: Accelerator) -> list[Mapping]:
     """Two candidates with every temporal loop at the outermost level: no spatial unrolling (the smallest
     tiles, so valid whenever any mapping is) and the largest spatial unrolling."""
-    rows, cols = max(spatial_choices(problem, acc), key=lambda rc: prod(f for _, f in (*rc[0], *rc[1])))
+    rows, cols = max(spatial_choices(problem, acc), key=_unrolled)
     inner = ((),) * (len(acc.levels) - 1)
     unrolled = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
     serial = tuple((d, problem.size(d)) for d in problem.names if problem.size(d) > 1)
     return [Mapping(inner + (serial,)), Mapping(inner + (unrolled,), rows, cols)]
+
+
+def _filled(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], top: tuple[Loop, ...],
+            rows: tuple[Loop, ...], cols: tuple[Loop, ...]) -> Mapping:  # fmt: skip
+    """``order`` (outermost first) over the on-chip levels, filled from the PE's upwards with whole innermost loops
+    while each level holds them (ZigZag's and Timeloop's bottom-up allocation), the rest at the outermost on-chip
+    level; ``top`` at the backing store."""
+    depth = len(acc.levels)
+    levels: list[tuple[Loop, ...]] = [()] * (depth - 2) + [order, top]
+    for level in range(depth - 2):
+        while levels[depth - 2]:
+            loop, rest = levels[depth - 2][-1], levels[depth - 2][:-1]
+            trial = [*levels]
+            trial[level], trial[depth - 2] = (loop, *levels[level]), rest
+            if not _fits(problem, acc, Mapping(tuple(trial), rows, cols), level):
+                break
+            levels = trial
+    return Mapping(tuple(levels), rows, cols)
+
+
+def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int) -> list[Mapping]:
+    """Candidates keeping every temporal loop on chip, filled bottom-up (:func:`_filled`), so that each operand crosses
+    the backing store once when the chip holds the whole problem, and the same with the outermost loop split by each
+    of its divisors into the backing store (a smaller first tile, streamed): per spatial choice, up to ``orders``
+    loop orders, on the spatial choices using the most PEs. Random dealing of factors to levels rarely finds them."""
+    choices = spatial_choices(problem, acc)
+    most = max(map(_unrolled, choices))
+    found = []
+    for rows, cols in (choice for choice in choices if _unrolled(choice) == most):
+        loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
+        every = list(itertools.permutations(loops))
+        for order in every if len(every) <= orders else rng.sample(every, orders):
+            found.append(_filled(problem, acc, order, (), rows, cols))
+            if order:
+                (dim, n), rest = order[0], order[1:]
+                for f in _divisors(n)[1:]:
+                    kept = ((dim, n // f), *rest) if f < n else rest
+                    found.append(_filled(problem, acc, kept, ((dim, f),), rows, cols))
+    return found
 
 
 def _exhaustive(problem: Problem, acc: Accelerator, limit: int) -> list[Mapping] | None:
@@ -219,8 +274,11 @@ def search(
         checked = True
     else:
         rng = random.Random(seed)
-        samples_of = (_sample(problem, acc, rng) for _ in range(samples))
-        candidates = itertools.chain(_fallback(problem, acc), samples_of)
+        choices = sorted(spatial_choices(problem, acc), key=lambda rc: -_unrolled(rc))  # most PEs first
+        samples_of = (_sample(problem, acc, rng, choices) for _ in range(samples))
+        # The on-chip candidates draw from a generator of their own: the random samples stay those of ``seed``.
+        on_chip = _on_chip(problem, acc, random.Random(seed), samples)
+        candidates = itertools.chain(_fallback(problem, acc), on_chip, samples_of)
         checked = False
     for mapping in candidates:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from dataclasses import replace
+from math import prod
 
 import pytest
 from hypothesis import given, settings
@@ -217,3 +218,25 @@ def test_search_is_deterministic_for_a_seed_and_rejects_unknown_objectives() -> 
     assert search(problem, acc, samples=50, seed=7, exhaustive_limit=0) == first
     with pytest.raises(ValueError, match="unknown objective 'speed'"):
         search(problem, acc, "speed")
+
+
+def test_a_systolic_array_is_mapped_over_all_its_pes_where_the_layer_fills_it() -> None:
+    # SCALE-Sim's cycles spread the dataflow's dimensions over the whole array; a partial unrolling would price
+    # the energy of a schedule other than the one timed. K = 20 fills only 20 of the 32 rows, so 20 x 32 is the most.
+    acc = accelerator("systolic-32x32-ws")
+    for (m, k, n), used in (((256, 512, 256), 32 * 32), ((64, 20, 96), 20 * 32)):
+        best = search(gemm(m, k, n), acc)
+        assert prod(f for _, f in (*best.mapping.rows, *best.mapping.cols)) == used
+
+
+def test_an_operand_bypassing_the_pe_registers_is_read_once_per_word_the_array_shares() -> None:
+    # Inputs have no PE register (ZigZag's I1 on its TPU-like example): each input word read from the buffer is
+    # multicast along N, the columns' dimension, which does not index inputs. GEMM 8x4x6 on a 4x2 array, K on rows
+    # (4) and N on columns (2): 192 MACs, so 192 / 2 = 96 buffer reads; the buffer, holding all 32 inputs, is
+    # written each once from DRAM. Before, a bypassing operand was read once per MAC: 192.
+    regs = StorageLevel("regs", frozenset({"weights", "outputs"}), partitions={"weights": 1, "outputs": 1})
+    buf = StorageLevel("buffer", frozenset({"inputs"}))
+    acc = Accelerator("bypass", 4, 2, (regs, buf, StorageLevel("dram", ALL)), clock_hz=10**9, mac_pj=0.0, source="t")
+    mapping = Mapping(((), (("N", 3), ("M", 8)), ()), rows=(("K", 4),), cols=(("N", 2),))
+    buffer = evaluate(gemm(8, 4, 6), acc, mapping).levels[1]
+    assert (buffer.reads, buffer.writes) == (96, 32)
