@@ -320,3 +320,16 @@ def test_the_throughput_ceiling_at_saturation_is_the_batch_roofline() -> None:
     roofline = 32 / (step_ps / 1e12)
     assert serving["batch_size_peak"] == 32
     assert roofline * 0.95 < serving["tokens_per_second"] < roofline * 1.01
+
+
+def test_the_serving_sweep_example_finds_the_replicas_that_hold_the_slo_at_each_rate() -> None:
+    """examples/explore/serving_replicas.yaml: at 60/s two replicas miss the 2 s p99 TTFT SLO and eight hold it."""
+    from stratasim.explore import sweep
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "explore" / "serving_replicas.yaml"
+    outcome = sweep(example, workers=1)
+    ttft = {(trial.params["workload.pools.0.replicas"], trial.params["workload.requests.arrival.rate"]):
+            trial.metrics["serving.ttft_p99_ns"] for trial in outcome.trials}  # fmt: skip
+    assert len(ttft) == 12
+    assert ttft[2, "60/s"] > 2e9 > ttft[8, "60/s"]
+    assert all(ttft[8, rate] <= ttft[2, rate] for rate in ("20/s", "40/s", "60/s"))
