@@ -62,6 +62,7 @@ from tests.explore.test_generators import GPT3_PLANS
 from tests.explore.test_ladder import EXAMPLE as TORUS_LADDER
 from tests.explore.test_sweep import EXAMPLE as TORUS_SWEEP
 from tests.network_layer.test_palm_congestion import SCRIPT as PALM_CONGESTION
+from tests.workload_layer.test_serving_study import SERVING_SWEEP
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -123,7 +124,7 @@ def test_every_example_has_a_test() -> None:
     tested = {EXAMPLES / name for name in HEADLINES}
     tested |= {MEGATRON / f"gpt_{row}.yaml" for row in PUBLISHED_TFLOPS}
     tested |= {ASTRA_FINDINGS, PALM_CONGESTION, TORUS_SWEEP, TORUS_LADDER, GPT3_PLANS, DEAP_BERT, DEAP_GPT, LLAMA,
-               MAXTEXT_22B}
+               MAXTEXT_22B, SERVING_SWEEP}
     tested |= {CALIBRATION / f"mpt_{size}_h100.yaml" for size in PUBLISHED_SEQUENCES}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)

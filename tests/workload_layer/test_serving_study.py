@@ -37,6 +37,8 @@ STUDY: dict[str, Any] = {
     "compute": {"backend": "roofline", "device": "h100"},
 }  # fmt: skip
 
+SERVING_SWEEP = Path(__file__).resolve().parents[2] / "examples" / "explore" / "serving_replicas.yaml"
+
 
 def study(**workload: Any) -> dict[str, Any]:
     data = copy.deepcopy(STUDY)
@@ -326,8 +328,7 @@ def test_the_serving_sweep_example_finds_the_replicas_that_hold_the_slo_at_each_
     """examples/explore/serving_replicas.yaml: at 60/s two replicas miss the 2 s p99 TTFT SLO and eight hold it."""
     from stratasim.explore import sweep
 
-    example = Path(__file__).resolve().parents[2] / "examples" / "explore" / "serving_replicas.yaml"
-    outcome = sweep(example, workers=1)
+    outcome = sweep(SERVING_SWEEP, workers=1)
     ttft = {(trial.params["workload.pools.0.replicas"], trial.params["workload.requests.arrival.rate"]):
             trial.metrics["serving.ttft_p99_ns"] for trial in outcome.trials}  # fmt: skip
     assert len(ttft) == 12
