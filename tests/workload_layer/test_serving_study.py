@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,16 @@ STUDY: dict[str, Any] = {
 SERVING_SWEEP = Path(__file__).resolve().parents[2] / "examples" / "explore" / "serving_replicas.yaml"
 
 
+@contextmanager
+def _pricer(parsed: Any) -> Iterator[BackendPricer]:
+    """The pricer a serving run of ``parsed`` uses: its compute backend (closed after) and the analytical network."""
+    source, _ = prepare_workload(parsed)
+    assert isinstance(source, ServingRequestsWorkload)
+    with ExitStack() as stack:
+        compute, _ = open_compute(parsed.compute, stack)
+        yield BackendPricer(source, parsed, compute, registry.load("network", "analytical")())
+
+
 def study(**workload: Any) -> dict[str, Any]:
     data = copy.deepcopy(STUDY)
     data["workload"] |= workload
@@ -53,11 +64,7 @@ def test_at_very_low_load_ttft_and_tpot_are_the_backends_prices() -> None:
     report = run_study(parsed)
     serving = report.serving
     assert serving is not None
-    source, _ = prepare_workload(parsed)
-    assert isinstance(source, ServingRequestsWorkload)
-    with ExitStack() as stack:
-        compute, _ = open_compute(parsed.compute, stack)  # type: ignore[arg-type]
-        pricer = BackendPricer(source, parsed, compute, registry.load("network", "analytical")())
+    with _pricer(parsed) as pricer:
         prefill = pricer(iteration_shape([(700, 700)], [], 1, 64))
         decodes = [pricer(iteration_shape([], [700 + k], 1, 64)) for k in range(1, 5)]
         collectives = pricer.distinct[1]
@@ -313,11 +320,7 @@ def test_the_throughput_ceiling_at_saturation_is_the_batch_roofline() -> None:
     parsed = parse_study(data, "serving.yaml")
     serving = run_study(parsed).serving
     assert serving is not None
-    source, _ = prepare_workload(parsed)
-    assert isinstance(source, ServingRequestsWorkload)
-    with ExitStack() as stack:
-        compute, _ = open_compute(parsed.compute, stack)  # type: ignore[arg-type]
-        pricer = BackendPricer(source, parsed, compute, registry.load("network", "analytical")())
+    with _pricer(parsed) as pricer:
         step_ps = pricer(iteration_shape([], [64 + 256] * 32, 32, 1))
     roofline = 32 / (step_ps / 1e12)
     assert serving["batch_size_peak"] == 32
