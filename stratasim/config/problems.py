@@ -68,7 +68,10 @@ def unknown_key(key: str, allowed: Sequence[str]) -> str:
 def _problems(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[tuple[str, str]]:
     """Pydantic's errors as ``(dotted.path, short message)`` pairs under ``prefix``."""
     problems = []
-    for error in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    for error in errors:
+        if _echo_of_an_item(error, errors):
+            continue
         path, _ = _walk(model, error["loc"])
         loc = (prefix, *path)
         kind, message = error["type"], error["msg"]
@@ -82,6 +85,15 @@ def _problems(exc: ValidationError, model: type[BaseModel], prefix: str) -> list
                 message += f", got {error['input']!r}"
         problems.append((_path(loc), message[:1].lower() + message[1:]))
     return problems
+
+
+def _echo_of_an_item(error: Any, errors: Sequence[Any]) -> bool:
+    """Whether ``error`` is a list's "too short after validation" that only repeats an error of one of its items
+    (pydantic counts the items left once a bad one is dropped): the item's own error says what is wrong."""
+    loc = tuple(error["loc"])
+    return error["type"] == "too_short" and "after validation" in error["msg"] and any(
+        len(other["loc"]) > len(loc) and tuple(other["loc"][: len(loc)]) == loc for other in errors
+    )
 
 
 def validated_section(model: type[BaseModel], data: object, prefix: str, problems: list[tuple[str, str]]) -> Any:

@@ -119,6 +119,8 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
     def spread(name: str) -> str:
         return ", ".join(f"{stat} {_time(serving[f'{name}_{stat}_ps'])}" for stat in ("mean", "p50", "p90", "p99"))
 
+    swapped = (f" ({serving['swap_outs']:,.0f} swapped to host memory, {_time(serving['swap_time_ps'])} of copies)"
+               if serving.get("swap_outs") else "")  # fmt: skip
     moves = ([f"  KV transfers     {serving['kv_transfers']:,.0f} prefill to decode: {spread('kv_transfer')} (in TPOT)"]
              if "kv_transfers" in serving else [])  # fmt: skip
     return [
@@ -131,7 +133,7 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
         f"({serving['slo_attainment']:.1%} within the SLOs)",
         f"  batches          mean {serving['batch_size_mean']:,.1f} sequences (peak {serving['batch_size_peak']:,.0f}), "
         f"queue mean {serving['queue_length_mean']:,.1f} (peak {serving['queue_length_peak']:,.0f}), "
-        f"{serving['preemptions']:,.0f} preemptions",
+        f"{serving['preemptions']:,.0f} preemptions{swapped}",
         f"  KV cache         {format_bytes(int(serving['kv_capacity_bytes_per_npu']))} per NPU, "
         f"{serving['kv_blocks_per_replica']:,.0f} blocks per replica, peak use {serving['kv_peak_fraction']:.1%}",
         f"  iterations       {serving['iterations']:,.0f}, {serving['shapes_priced']:,.0f} distinct shapes priced",

@@ -240,7 +240,8 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
             pool_facts.append(facts)
             budgets.append(kv_blocks(study, workload, facts, requests, index))
             pricers.append(BackendPricer(workload, study, compute, network, index, section))
-            setups.append(PoolSetup(workload.config.pools[index], budgets[-1].blocks, pricers[-1]))
+            setups.append(PoolSetup(workload.config.pools[index], budgets[-1].blocks, pricers[-1],
+                                    workload.host_swap(index)))  # fmt: skip
         transfer = NetworkKvTransfer(workload, network)
         started = time.perf_counter()
         run = simulate_pools(requests, setups, workload.config.bucket, transfer)

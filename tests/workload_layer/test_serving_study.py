@@ -337,3 +337,24 @@ def test_the_serving_sweep_example_finds_the_replicas_that_hold_the_slo_at_each_
     assert len(ttft) == 12
     assert ttft[2, "60/s"] > 2e9 > ttft[8, "60/s"]
     assert all(ttft[8, rate] <= ttft[2, rate] for rate in ("20/s", "40/s", "60/s"))
+
+
+def test_swap_preemption_runs_from_a_study_and_reports_its_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Thirty 700-token prompts at once into 100 blocks (16 tokens, 128 KiB each on an NPU): two run at a time
+    and, growing to 900 tokens, one is swapped out over the 32 GB/s host link (4.096 us a block) and back."""
+    data = study(requests={**STUDY["workload"]["requests"], "arrival": {"process": "fixed", "rate": "1000/s"},
+                           "output": {"distribution": "fixed", "value": 200}})  # fmt: skip
+    data["workload"]["pools"][0]["scheduler"] |= {"kv_capacity": "12.5MiB", "preemption": "swap",
+                                                  "swap_bandwidth": "32GB/s"}  # fmt: skip
+    serving = run_study(parse_study(data, "serving.yaml")).serving
+    assert serving["swap_outs"] == serving["preemptions"] > 0
+    assert serving["swap_time_ps"] > 0 and serving["swap_time_ps"] % (2 * 4_096_000) == 0
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(data))
+    assert cli.main(["run", str(path)]) == 0
+    assert "swapped to host memory" in capsys.readouterr().out
+    del data["workload"]["pools"][0]["scheduler"]["swap_bandwidth"]
+    code, err = run_cli(tmp_path, data, capsys)
+    assert code != 0 and "1 problem\n  workload.pools[0].scheduler: preemption: swap needs swap_bandwidth" in err, err

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from stratasim.kernel import units
-from stratasim.kernel.schema import Bytes, DTypeName, Section, TimePs, quantity, written
+from stratasim.kernel.schema import Bandwidth, Bytes, DTypeName, Section, TimePs, quantity, written
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
 __all__ = [
@@ -230,8 +230,21 @@ class SchedulerConfig(Section):
     """Tokens per KV-cache block (vLLM: 16)."""
     kv_capacity: Bytes | None = Field(default=None, gt=0)
     """Bytes of KV cache each NPU holds (default: device memory less weights and activations)."""
-    preemption: Literal["recompute"] = "recompute"
-    """What a preempted sequence loses: ``recompute``, its KV cache, rebuilt by a new prefill when it resumes."""
+    preemption: Literal["recompute", "swap"] = "recompute"
+    """What becomes of a preempted sequence's KV cache: ``recompute`` drops it, rebuilt by a new prefill when the
+    sequence resumes; ``swap`` copies it to host memory and back (vLLM v0's two modes)."""
+    swap_space: Bytes = Field(default=4 * 2**30, gt=0)
+    """``preemption: swap``: host memory each NPU keeps for swapped KV blocks (vLLM's ``--swap-space``, 4 GiB)."""
+    swap_bandwidth: Bandwidth | None = None
+    """``preemption: swap``, required: each NPU's host link, each way (PCIe 5.0 x16: 64GB/s, before efficiency)."""
+
+    @model_validator(mode="after")
+    def _swap(self) -> SchedulerConfig:
+        if self.preemption == "swap" and self.swap_bandwidth is None:
+            raise ValueError("preemption: swap needs swap_bandwidth, each NPU's host link (e.g. 64GB/s for PCIe 5.0 x16)")
+        if self.preemption != "swap" and (self.swap_bandwidth is not None or "swap_space" in self.model_fields_set):
+            raise ValueError("swap_space and swap_bandwidth apply to preemption: swap only")
+        return self
 
 
 def _device_value(value: object) -> object:

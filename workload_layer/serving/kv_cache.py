@@ -4,7 +4,9 @@ preempted."""
 
 from __future__ import annotations
 
-__all__ = ["KvCache", "blocks_for"]
+from dataclasses import dataclass
+
+__all__ = ["KvCache", "HostSwap", "blocks_for"]
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -37,3 +39,13 @@ class KvCache:
     def give_back(self, count: int) -> None:
         """Return ``count`` blocks a sequence held."""
         self.used -= count
+
+
+@dataclass(frozen=True)
+class HostSwap:
+    """Host memory a replica swaps preempted sequences' KV blocks to (vLLM's ``--swap-space``): ``blocks`` blocks
+    of room, each moving either way in ``block_ps`` picoseconds (every NPU copies its share of a block over its own
+    host link at once, so a block takes its per-NPU bytes over one link's bandwidth)."""
+
+    blocks: int
+    block_ps: int

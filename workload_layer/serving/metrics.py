@@ -58,6 +58,8 @@ def serving_metrics(run: PoolRun, slo: SloConfig, replicas: int) -> dict[str, fl
         "goodput_requests_per_second": float(good.sum()) / seconds,
         "slo_attainment": float(good.mean()) if len(sequences) else 0.0,
         "preemptions": float(run.preemptions),
+        "swap_outs": float(run.swap_outs),
+        "swap_time_ps": float(run.swap_ps),
         "iterations": float(run.iterations),
         "shapes_priced": float(run.shapes_priced),
         "kv_blocks_per_replica": float(run.kv_blocks),

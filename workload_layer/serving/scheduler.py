@@ -11,8 +11,15 @@ the previous one's key and value and taking a new block when the last is full. A
 - without it (vLLM v0): whole prompts alone while any can be admitted within the budget, else every decode.
 
 When a decode needs a block and none is free, the most recently admitted running sequence is preempted (as vLLM,
-possibly the one asking): it gives its blocks back, returns to the head of the queue and will prefill its prompt
-and the tokens it generated again (``recompute``), keeping what it already generated. ``preemptions`` counts them.
+possibly the one asking) and gives its blocks back. With ``preemption: recompute`` it returns to the head of the
+queue and will prefill its prompt and the tokens it generated again, keeping what it already generated. With
+``preemption: swap`` (vLLM v0's ``PreemptionMode.SWAP``) its cached keys and values are copied to the replica's
+host memory (:class:`HostSwap`) and it waits in a swapped queue, oldest first; while any is swapped no new prompt
+is admitted, and when no sequence was preempted in an iteration, swapped sequences are copied back as blocks allow
+and continue where they stopped in that same iteration (vLLM v0's ``_schedule_swapped``). Copies in either
+direction happen before the iteration's model runs, adding ``block_ps`` per block to it (:attr:`Batch.swap_ps`);
+a victim the host memory cannot hold is recomputed instead (vLLM aborts the request). ``preemptions`` counts
+both kinds, ``swap_outs`` the swapped ones.
 
 Disaggregated serving: a ``prefill`` replica hands each sequence off as its prompt ends and its first token is
 sampled (``handed_off``), keeping its blocks until the KV cache has moved (:meth:`ReplicaScheduler.release`); a
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field
 
 from stratasim.workload_layer.serving.config import SchedulerConfig
 from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
-from stratasim.workload_layer.serving.kv_cache import KvCache, blocks_for
+from stratasim.workload_layer.serving.kv_cache import HostSwap, KvCache, blocks_for
 from stratasim.workload_layer.serving.requests import Request
 
 __all__ = ["Sequence", "Batch", "ReplicaScheduler"]
@@ -50,6 +57,12 @@ class Sequence:
     first_token_ps: int = -1
     finish_ps: int = -1
     preemptions: int = 0
+    swapped_blocks: int = 0
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens whose keys and values exist: the cached ones, or while prefilling those prefilled so far."""
+        return self.cached if self.decoding else self.prefilled
 
     @property
     def decoding(self) -> bool:
@@ -64,10 +77,12 @@ class Sequence:
 
 @dataclass
 class Batch:
-    """An iteration's work: ``chunks`` as ``(sequence, new tokens)`` and the ``decodes``."""
+    """An iteration's work: ``chunks`` as ``(sequence, new tokens)``, the ``decodes``, and the picoseconds of KV
+    copies to and from host memory it waits for (``swap_ps``)."""
 
     chunks: list[tuple[Sequence, int]] = field(default_factory=list)
     decodes: list[Sequence] = field(default_factory=list)
+    swap_ps: int = 0
 
     def __bool__(self) -> bool:
         return bool(self.chunks or self.decodes)
@@ -76,12 +91,18 @@ class Batch:
 class ReplicaScheduler:
     """The queue, the running sequences and the KV cache of one replica; see the module docstring."""
 
-    def __init__(self, config: SchedulerConfig, kv_blocks: int, hands_off: bool = False) -> None:
+    def __init__(self, config: SchedulerConfig, kv_blocks: int, hands_off: bool = False,
+                 swap: HostSwap | None = None) -> None:  # fmt: skip
         self.config = config
         self.cache = KvCache(kv_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self.swapped: deque[Sequence] = deque()
+        self.swap = swap if config.preemption == "swap" else None
+        self.host_used = 0
         self.preemptions = 0
+        self.swap_outs = 0
+        self._batch = Batch()
         self.outstanding_tokens = 0
         self.hands_off = hands_off
         self.handed_off: list[Sequence] = []
@@ -112,17 +133,22 @@ class ReplicaScheduler:
         """KV blocks in use and those the queued sequences' prompts will take when admitted."""
         block_size = self.cache.block_size
         queued = sum(blocks_for(sequence.prefill_target, block_size) for sequence in self.waiting)
-        return self.cache.used + queued + self.incoming_blocks
+        return self.cache.used + queued + self.incoming_blocks + self.host_used
 
     def next_batch(self, now_ps: int) -> Batch:
         """The sequences the next iteration runs (empty when there is nothing to run), blocks taken."""
+        self._batch = batch = Batch()
         self._admit_received()
         if self.config.chunked_prefill:
-            return self._chunked(now_ps)
-        batch = Batch()
-        self._admit(batch, self.config.token_budget, now_ps, whole=True)
+            self._chunked(batch, now_ps)
+            return batch
+        preempted = self.preemptions
+        if not self.swapped:
+            self._admit(batch, self.config.token_budget, now_ps, whole=True)
         if not batch:
             self._decodes(batch, len(self.running))
+            if self.preemptions == preempted:
+                self._swap_in(batch, self.config.token_budget - len(batch.decodes))
         return batch
 
     def shape(self, batch: Batch, bucket: int) -> IterationShape:
@@ -186,17 +212,44 @@ class ReplicaScheduler:
             sequence.blocks = blocks
             self.running.append(sequence)
 
-    def _chunked(self, now_ps: int) -> Batch:
-        batch = Batch()
+    def _chunked(self, batch: Batch, now_ps: int) -> None:
         budget = self.config.token_budget
+        preempted = self.preemptions
         budget -= self._decodes(batch, budget)
         for sequence in self.running:
             if budget and not sequence.decoding:
                 tokens = min(sequence.prefill_target - sequence.prefilled, budget)
                 batch.chunks.append((sequence, tokens))
                 budget -= tokens
-        self._admit(batch, budget, now_ps, whole=False)
-        return batch
+        if self.preemptions == preempted:
+            budget = self._swap_in(batch, budget)
+        if not self.swapped:
+            self._admit(batch, budget, now_ps, whole=False)
+
+    def _swap_in(self, batch: Batch, budget: int) -> int:
+        """Copy swapped sequences back, oldest first, while places, blocks and ``budget`` allow, each joining
+        ``batch`` where it stopped (a decode, or its prompt's next chunk); the budget left."""
+        swap, block_size = self.swap, self.cache.block_size
+        while self.swapped and budget > 0 and len(self.running) < self.config.max_batch:
+            assert swap is not None
+            sequence = self.swapped[0]
+            tokens = sequence.cached + 1 if sequence.decoding else sequence.prefill_target
+            blocks = blocks_for(tokens, block_size)
+            if not self.cache.take(blocks):
+                break
+            self.swapped.popleft()
+            self.host_used -= sequence.swapped_blocks
+            batch.swap_ps += sequence.swapped_blocks * swap.block_ps
+            sequence.swapped_blocks, sequence.blocks = 0, blocks
+            self.running.append(sequence)
+            if sequence.decoding:
+                batch.decodes.append(sequence)
+                budget -= 1
+            else:
+                tokens = min(sequence.prefill_target - sequence.prefilled, budget)
+                batch.chunks.append((sequence, tokens))
+                budget -= tokens
+        return budget
 
     def _decodes(self, batch: Batch, budget: int) -> int:
         """Add up to ``budget`` running decodes to ``batch``, in admission order, taking the blocks their new
@@ -225,16 +278,24 @@ class ReplicaScheduler:
         return True
 
     def _preempt(self, sequence: Sequence) -> None:
-        """Recompute preemption: ``sequence`` gives its blocks back and waits at the head of the queue to
-        prefill its prompt and generated tokens again."""
+        """``sequence`` gives its blocks back: swapped to host memory when it has room (module docstring), else
+        recomputed, waiting at the head of the queue to prefill its prompt and generated tokens again."""
         self.running.remove(sequence)
         self.cache.give_back(sequence.blocks)
+        sequence.preemptions += 1
+        self.preemptions += 1
+        moved = blocks_for(sequence.kv_tokens, self.cache.block_size)
+        if self.swap is not None and self.host_used + moved <= self.swap.blocks:
+            self.host_used += moved
+            self._batch.swap_ps += moved * self.swap.block_ps
+            sequence.swapped_blocks, sequence.blocks = moved, 0
+            self.swap_outs += 1
+            self.swapped.append(sequence)
+            return
         before = sequence.remaining_tokens
         sequence.blocks = sequence.prefilled = sequence.cached = 0
         sequence.prefill_target = sequence.request.prompt_tokens + sequence.generated
         self.outstanding_tokens += sequence.remaining_tokens - before
-        sequence.preemptions += 1
-        self.preemptions += 1
         self.waiting.appendleft(sequence)
 
     def _admit(self, batch: Batch, budget: int, now_ps: int, whole: bool) -> None:

@@ -23,6 +23,7 @@ from typing import Protocol
 from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import PoolConfig
 from stratasim.workload_layer.serving.iteration import IterationPricer, IterationShape
+from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 
@@ -44,11 +45,13 @@ class Sample:
 
 @dataclass(frozen=True)
 class PoolSetup:
-    """A pool as the simulation runs it: its configuration, each replica's KV blocks and its iteration pricer."""
+    """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer and,
+    with ``preemption: swap``, each replica's host memory for swapped KV blocks."""
 
     pool: PoolConfig
     kv_blocks: int
     pricer: IterationPricer
+    swap: HostSwap | None = None
 
 
 class KvTransferPricer(Protocol):
@@ -61,7 +64,8 @@ class KvTransferPricer(Protocol):
 @dataclass
 class PoolRun:
     """What a run produced: every request's sequence (in arrival order), the per-iteration samples, the
-    iterations run and the distinct shapes priced, preemptions, the first pool's KV blocks per replica
+    iterations run and the distinct shapes priced, preemptions (``swap_outs`` of them swapped to host memory, for
+    ``swap_ps`` of copies either way), the first pool's KV blocks per replica
     (``kv_blocks``), each replica's blocks and peak use, and each handed-off sequence's KV transfer time (ps)."""
 
     sequences: list[Sequence]
@@ -69,6 +73,8 @@ class PoolRun:
     iterations: int = 0
     shapes_priced: int = 0
     preemptions: int = 0
+    swap_outs: int = 0
+    swap_ps: int = 0
     kv_blocks: int = 0
     kv_peak_blocks: list[int] = field(default_factory=list)
     kv_replica_blocks: list[int] = field(default_factory=list)
@@ -89,8 +95,8 @@ def simulate_pools(
     """Serve ``requests`` on ``pools`` (module docstring), KV moves priced by ``transfer`` (needed by prefill
     pools)."""
     owner = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
-    replicas = [ReplicaScheduler(pools[index].pool.scheduler, pools[index].kv_blocks, pools[index].pool.role == "prefill")
-                for index in owner]  # fmt: skip
+    replicas = [ReplicaScheduler(pools[index].pool.scheduler, pools[index].kv_blocks, pools[index].pool.role == "prefill",
+                                 pools[index].swap) for index in owner]  # fmt: skip
     entry = [replica for replica, index in enumerate(owner) if pools[index].pool.role != "decode"]
     decode = [replica for replica, index in enumerate(owner) if pools[index].pool.role == "decode"]
     if decode and transfer is None:
@@ -140,12 +146,14 @@ def simulate_pools(
                 if price <= 0:
                     raise WorkloadError(f"the iteration pricer gave {price} ps for {shape}; an iteration takes time")
             running[index] = batch
-            heapq.heappush(ends, (now + price, index))
+            run.swap_ps += batch.swap_ps
+            heapq.heappush(ends, (now + price + batch.swap_ps, index))
             run.iterations += 1
             run.samples.append(Sample(now, index, len(batch.chunks) + len(batch.decodes), len(replica.running),
                                       len(replica.waiting), replica.cache.used))  # fmt: skip
     run.shapes_priced = len(prices)
     run.preemptions = sum(replica.preemptions for replica in replicas)
+    run.swap_outs = sum(replica.swap_outs for replica in replicas)
     run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
     run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
     return run

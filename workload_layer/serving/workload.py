@@ -22,6 +22,7 @@ evenly over the ``tp * pp`` NPUs of a replica (:meth:`ServingRequestsWorkload.kv
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import ceil
 
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
@@ -31,6 +32,7 @@ from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 from stratasim.workload_layer.inference.workload import stage_parameters
 from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadConfig
 from stratasim.workload_layer.serving.iteration import IterationShape, IterationWork, iteration_work
+from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.trace_file import read_trace
 from stratasim.workload_layer.transformer.config import ParallelismConfig, TransformerConfig
@@ -46,6 +48,7 @@ class KvBudget:
     def __init__(self, capacity: int, weights: int, activations: int, kv_bytes: int, block_bytes: int) -> None:
         self.capacity, self.weights, self.activations = capacity, weights, activations
         self.kv_bytes = kv_bytes
+        self.block_bytes = block_bytes
         self.blocks = max(kv_bytes // block_bytes, 0)
 
 
@@ -117,6 +120,17 @@ class ServingRequestsWorkload:
         kv = scheduler.kv_capacity if scheduler.kv_capacity is not None else capacity - weights - activations
         per_token = 2 * (model.layers // plan.pp) * (model.kv_head_count // plan.tp) * model.head_size * element
         return KvBudget(capacity, weights, activations, kv, per_token * scheduler.block_size)
+
+    def host_swap(self, pool: int = 0) -> HostSwap | None:
+        """With ``preemption: swap``, pool ``pool``'s host memory in KV blocks (``swap_space`` over a block's bytes on
+        one NPU) and the picoseconds one block takes over one NPU's host link, every NPU copying its share at
+        once; None otherwise."""
+        scheduler = self.config.pools[pool].scheduler
+        if scheduler.preemption != "swap":
+            return None
+        assert scheduler.swap_bandwidth is not None
+        block_bytes = self.kv_budget(0, pool).block_bytes
+        return HostSwap(scheduler.swap_space // block_bytes, ceil(block_bytes * 10**12 / scheduler.swap_bandwidth))
 
     def largest_request(self, requests: Sequence[Request], pool: int = 0) -> int:
         """The most tokens one request ever holds in the cache of pool ``pool``: its prompt and output, or on a
