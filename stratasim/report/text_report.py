@@ -121,6 +121,8 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
 
     swapped = (f" ({serving['swap_outs']:,.0f} swapped to host memory, {_time(serving['swap_time_ps'])} of copies)"
                if serving.get("swap_outs") else "")  # fmt: skip
+    speculative = ([f"  speculative      {serving['speculative_tokens_per_step']:,.2f} tokens a decode step"]
+                   if "speculative_tokens_per_step" in serving else [])  # fmt: skip
     moves = ([f"  KV transfers     {serving['kv_transfers']:,.0f} prefill to decode: {spread('kv_transfer')} (in TPOT)"]
              if "kv_transfers" in serving else [])  # fmt: skip
     return [
@@ -137,6 +139,7 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
         f"  KV cache         {format_bytes(int(serving['kv_capacity_bytes_per_npu']))} per NPU, "
         f"{serving['kv_blocks_per_replica']:,.0f} blocks per replica, peak use {serving['kv_peak_fraction']:.1%}",
         f"  iterations       {serving['iterations']:,.0f}, {serving['shapes_priced']:,.0f} distinct shapes priced",
+        *speculative,
         *moves,
     ]
 

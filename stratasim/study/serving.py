@@ -68,17 +68,20 @@ class BackendPricer:
 
     def __call__(self, shape: IterationShape) -> int:
         """Picoseconds one iteration of ``shape`` takes (module docstring)."""
-        work = self._workload.work(shape, self._pool)
-        steps = [step for stage in work.stages for _, step in stage]
+        works = self._workload.works(shape, self._pool)
+        steps = [step for _, work in works for stage in work.stages for _, step in stage]
         self._price_operators([step.op for step in steps if isinstance(step, Compute)])
         total = 0
-        for stage in work.stages:
-            for times, step in stage:
-                if isinstance(step, Compute):
-                    total += times * self._operators[_key(step.op)]
-                elif isinstance(step, TensorParallelCollective) and self._tp > 1:
-                    total += times * self._collective(step)
-        return total + ((self._pp - 1) * self._transfer(work.boundary_bytes) if self._pp > 1 else 0)
+        for repeats, work in works:
+            for stage in work.stages:
+                for times, step in stage:
+                    if isinstance(step, Compute):
+                        total += repeats * times * self._operators[_key(step.op)]
+                    elif isinstance(step, TensorParallelCollective) and work.tp > 1:
+                        total += repeats * times * self._collective(step, work.tp)
+            if self._pp > 1:
+                total += repeats * (self._pp - 1) * self._transfer(work.boundary_bytes)
+        return total
 
     def _price_operators(self, ops: list[compute_pb2.OperatorDesc]) -> None:
         """Ask the compute backend, in one request, for the operators not priced yet."""
@@ -92,12 +95,12 @@ class BackendPricer:
         for key, cost in zip(new, response.costs, strict=True):
             self._operators[key] = cost.duration_ps
 
-    def _collective(self, step: TensorParallelCollective) -> int:
-        """A TP collective on the first replica's group, simulated alone by the system layer."""
+    def _collective(self, step: TensorParallelCollective, tp: int) -> int:
+        """A collective over the first ``tp`` NPUs of the first replica, simulated alone by the system layer."""
         size = quantised(step.comm_bytes)
-        key = ("collective", int(step.kind), size)
+        key = ("collective", int(step.kind), size) if tp == self._tp else (f"collective over {tp}", int(step.kind), size)
         if key not in self._messages:
-            group = range(self._first, self._first + self._tp)
+            group = range(self._first, self._first + tp)
             graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(group.stop)]
             for graph in graphs[group.start:]:
                 graph.nodes.add(id=0, name=step.name, type=workload_pb2.COMM_COLL_NODE, comm_type=step.kind,
@@ -241,7 +244,7 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
             budgets.append(kv_blocks(study, workload, facts, requests, index))
             pricers.append(BackendPricer(workload, study, compute, network, index, section))
             setups.append(PoolSetup(workload.config.pools[index], budgets[-1].blocks, pricers[-1],
-                                    workload.host_swap(index)))  # fmt: skip
+                                    workload.host_swap(index), workload.speculation(index)))  # fmt: skip
         transfer = NetworkKvTransfer(workload, network)
         started = time.perf_counter()
         run = simulate_pools(requests, setups, workload.config.bucket, transfer)

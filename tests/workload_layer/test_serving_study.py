@@ -358,3 +358,29 @@ def test_swap_preemption_runs_from_a_study_and_reports_its_copies(
     del data["workload"]["pools"][0]["scheduler"]["swap_bandwidth"]
     code, err = run_cli(tmp_path, data, capsys)
     assert code != 0 and "1 problem\n  workload.pools[0].scheduler: preemption: swap needs swap_bandwidth" in err, err
+
+
+def speculative_study(acceptance: float, **pool: Any) -> dict[str, Any]:
+    """STUDY's requests, 40 output tokens each, with a 1-layer draft proposing 4 tokens a step."""
+    data = study(requests={**STUDY["workload"]["requests"], "output": {"distribution": "fixed", "value": 41}})
+    draft = {"layers": 1, "hidden": 512, "heads": 8, "kv_heads": 2, "seq_len": 4096, "vocab": 32000}
+    data["workload"]["pools"][0] |= {"speculative": {"draft": draft, "tokens": 4, "acceptance": acceptance}, **pool}
+    return data
+
+
+def test_speculation_prices_the_drafts_passes_and_the_verification_and_pays_off_when_accepted() -> None:
+    """Every proposal accepted: 40 tokens come in 8 steps, each the priced draft passes and the 5-token verification
+    (memory-bound, so barely dearer than a 1-token step): TPOT is 8 steps' price over 40. None accepted: 40 such
+    steps, dearer than plain decoding's."""
+    plain = study(requests={**STUDY["workload"]["requests"], "output": {"distribution": "fixed", "value": 41}})
+    base = run_study(parse_study(plain, "serving.yaml")).serving
+    sure = run_study(parse_study(speculative_study(1.0), "serving.yaml")).serving
+    never = run_study(parse_study(speculative_study(0.0), "serving.yaml")).serving
+    assert base is not None and sure is not None and never is not None
+    parsed = parse_study(speculative_study(1.0), "serving.yaml")
+    with _pricer(parsed) as pricer:
+        steps = [pricer(iteration_shape([], [700 + 5 * k + 5], 1, 64, queries=5)) for k in range(8)]
+    assert sure["tpot_mean_ps"] == pytest.approx(sum(steps) / 40, rel=1e-15)
+    assert sure["speculative_tokens_per_step"] == 5 and never["speculative_tokens_per_step"] == 1
+    assert sure["tpot_mean_ps"] < 0.35 * base["tpot_mean_ps"] < never["tpot_mean_ps"] * 0.35
+    assert sure["weights_bytes_per_npu"] > base["weights_bytes_per_npu"]

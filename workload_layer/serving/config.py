@@ -18,6 +18,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from stratasim.kernel import units
 from stratasim.kernel.schema import Bandwidth, Bytes, DTypeName, Section, TimePs, quantity, written
+from stratasim.workload_layer.serving.speculative import SpeculativeConfig
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
 __all__ = [
@@ -281,6 +282,8 @@ class PoolConfig(Section):
     device: Annotated[str | dict[str, object], BeforeValidator(_device_value)] | None = None
     """This pool's device, as ``compute.device`` takes it (a preset's name or a mapping describing one), priced by
     the study's compute backend; default ``compute.device``."""
+    speculative: SpeculativeConfig | None = None
+    """Speculative decoding with a draft model (:mod:`stratasim.workload_layer.serving.speculative`)."""
 
 
 class SloConfig(Section):
@@ -330,6 +333,8 @@ class ServingWorkloadConfig(Section):
             for name, value, axis, by in checks:
                 if value % by:
                     yield f"workload.{name} ({value}) must be divisible by {where}.parallelism.{axis} ({by})"
+            if pool.speculative is not None:
+                yield from _speculative_problems(model, pool, where)
             scheduler = pool.scheduler
             if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
                 yield (f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
@@ -357,3 +362,23 @@ class ServingWorkloadConfig(Section):
             if len(routers) > 1:
                 yield (f"workload.pools: the {role} pools route across all their replicas with one router, but name "
                        f"{' and '.join(sorted(routers))}; give them the same router")  # fmt: skip
+
+
+def _speculative_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterator[str]:
+    """How a pool's speculative decoding does not fit its model and plan, one message each."""
+    speculative, plan = pool.speculative, pool.parallelism
+    assert speculative is not None
+    draft, tp, key = speculative.draft, speculative.tp or plan.tp, f"{where}.speculative"
+    if pool.role != "both":
+        yield (f"{key}: speculative decoding runs on pools of role both (on a disaggregated decode pool the draft's "
+               "own KV cache would have to move too, which is not modelled)")  # fmt: skip
+    if plan.pp > 1:
+        yield f"{key}: speculative decoding needs parallelism.pp 1 (vLLM does not pipeline it), got {plan.pp}"
+    if draft.vocab != model.vocab:
+        yield f"{key}.draft.vocab ({draft.vocab}) must be the target's workload.model.vocab ({model.vocab})"
+    if tp not in (1, plan.tp):
+        yield f"{key}.tp ({tp}) must be 1 or the pool's parallelism.tp ({plan.tp})"
+    else:
+        for name, value in (("heads", draft.heads), ("kv_heads", draft.kv_head_count), ("ffn", draft.ffn_size)):
+            if value % tp:
+                yield f"{key}.draft.{name} ({value}) must be divisible by the draft's tp ({tp})"

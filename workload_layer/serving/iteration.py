@@ -25,18 +25,20 @@ __all__ = ["IterationShape", "IterationPricer", "IterationWork", "iteration_shap
 @dataclass(frozen=True, order=True)
 class IterationShape:
     """What one iteration runs: ``chunks`` of prompts as ``(new tokens, context after them)`` pairs, sorted;
-    ``decodes`` sequences decoding one token each at mean context ``decode_context`` (after the new token);
-    ``samples`` sequences producing a token (every decode, and each chunk that ends its prompt)."""
+    ``decodes`` sequences decoding ``queries`` tokens each (1, or with speculative decoding the ``k + 1`` the target
+    verifies) at mean context ``decode_context`` (after them); ``samples`` sequences producing a token (every
+    decode, and each chunk that ends its prompt)."""
 
     chunks: tuple[tuple[int, int], ...]
     decodes: int
     decode_context: int
     samples: int
+    queries: int = 1
 
     @property
     def tokens(self) -> int:
         """New tokens the iteration runs through the model."""
-        return sum(tokens for tokens, _ in self.chunks) + self.decodes
+        return sum(tokens for tokens, _ in self.chunks) + self.decodes * self.queries
 
 
 class IterationPricer(Protocol):
@@ -48,10 +50,12 @@ class IterationPricer(Protocol):
 @dataclass(frozen=True)
 class IterationWork:
     """The operators of an iteration on one TP rank of each pipeline stage, as ``(times, step)`` pairs (a step
-    run ``times`` times: once per layer of its kind), and the activation each stage hands the next."""
+    run ``times`` times: once per layer of its kind), the activation each stage hands the next, and the TP degree
+    its collectives span."""
 
     stages: tuple[tuple[tuple[int, Step], ...], ...]
     boundary_bytes: int
+    tp: int = 1
 
 
 def round_up(tokens: int, bucket: int) -> int:
@@ -59,25 +63,26 @@ def round_up(tokens: int, bucket: int) -> int:
     return tokens if tokens <= bucket else -(-tokens // bucket) * bucket
 
 
-def iteration_shape(chunks: list[tuple[int, int]], decode_contexts: list[int], samples: int, bucket: int) -> IterationShape:
-    """The bucketed shape of an iteration running prompt ``chunks`` (new tokens, context after) and decodes at
-    ``decode_contexts`` (context after each one's new token)."""
+def iteration_shape(chunks: list[tuple[int, int]], decode_contexts: list[int], samples: int, bucket: int,
+                    queries: int = 1) -> IterationShape:  # fmt: skip
+    """The bucketed shape of an iteration running prompt ``chunks`` (new tokens, context after) and decodes of
+    ``queries`` tokens at ``decode_contexts`` (context after each one's new tokens)."""
     rounded = tuple(sorted((round_up(tokens, bucket), round_up(context, bucket)) for tokens, context in chunks))
     decodes = len(decode_contexts)
     mean = -(-sum(decode_contexts) // decodes) if decodes else 0
-    return IterationShape(rounded, decodes, round_up(mean, bucket), samples)
+    return IterationShape(rounded, decodes, round_up(mean, bucket), samples, queries if decodes else 1)
 
 
 def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape) -> IterationWork:
     """The operators ``shape`` runs on each of ``pp`` stages: the embedding on the first, every layer (dense or a
     mixture of experts) with one attention core per group of identical chunks and one for the decodes, the head
-    over the ``samples`` sequences on the last."""
+    over the ``samples`` sequences on the last (every position a decode verifies, under speculative decoding)."""
     model, tokens = operators.model, shape.tokens
     core: tuple[Compute, ...] = ()
     for (new, context), count in sorted(Counter(shape.chunks).items()):
         core += operators.attention_core(count, new, context)
     if shape.decodes:
-        core += operators.attention_core(shape.decodes, 1, shape.decode_context)
+        core += operators.attention_core(shape.decodes, shape.queries, shape.decode_context)
     per_stage = model.layers // pp
     stages = []
     for stage in range(pp):
@@ -91,6 +96,6 @@ def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape) 
         if per_stage - moe:
             steps += [(per_stage - moe, step) for step in operators.layer(tokens, core)]
         if stage == pp - 1 and shape.samples:
-            steps += [(1, step) for step in operators.head(shape.samples)]
+            steps += [(1, step) for step in operators.head(shape.samples + shape.decodes * (shape.queries - 1))]
         stages.append(tuple(steps))
-    return IterationWork(tuple(stages), tokens * model.hidden * operators.element_bytes)
+    return IterationWork(tuple(stages), tokens * model.hidden * operators.element_bytes, operators.tp)

@@ -66,6 +66,8 @@ def serving_metrics(run: PoolRun, slo: SloConfig, replicas: int) -> dict[str, fl
         "kv_peak_fraction": max((peak / blocks for peak, blocks in zip(run.kv_peak_blocks, run.kv_replica_blocks)
                                  if blocks), default=0.0),  # fmt: skip
     }
+    if run.speculative_steps:
+        figures["speculative_tokens_per_step"] = run.speculative_tokens / run.speculative_steps
     if run.transfers_ps:
         figures |= _distribution("kv_transfer", np.array(run.transfers_ps, dtype=np.int64))
         figures["kv_transfers"] = float(len(run.transfers_ps))

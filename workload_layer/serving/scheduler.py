@@ -21,6 +21,10 @@ direction happen before the iteration's model runs, adding ``block_ps`` per bloc
 a victim the host memory cannot hold is recomputed instead (vLLM aborts the request). ``preemptions`` counts
 both kinds, ``swap_outs`` the swapped ones.
 
+With speculative decoding (:class:`Speculation`) a decode step runs ``k + 1`` tokens through the target and
+yields the accepted proposals and one more, as drawn (at most the tokens the request has left); a decoding
+sequence keeps blocks for its ``k`` lookahead tokens (no more than it will ever hold).
+
 Disaggregated serving: a ``prefill`` replica hands each sequence off as its prompt ends and its first token is
 sampled (``handed_off``), keeping its blocks until the KV cache has moved (:meth:`ReplicaScheduler.release`); a
 ``decode`` replica receives it (:meth:`ReplicaScheduler.receive`) decoding, its prompt's keys and values cached,
@@ -37,6 +41,7 @@ from stratasim.workload_layer.serving.config import SchedulerConfig
 from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
 from stratasim.workload_layer.serving.kv_cache import HostSwap, KvCache, blocks_for
 from stratasim.workload_layer.serving.requests import Request
+from stratasim.workload_layer.serving.speculative import Speculation
 
 __all__ = ["Sequence", "Batch", "ReplicaScheduler"]
 
@@ -92,8 +97,12 @@ class ReplicaScheduler:
     """The queue, the running sequences and the KV cache of one replica; see the module docstring."""
 
     def __init__(self, config: SchedulerConfig, kv_blocks: int, hands_off: bool = False,
-                 swap: HostSwap | None = None) -> None:  # fmt: skip
+                 swap: HostSwap | None = None, speculation: Speculation | None = None, replica: int = 0) -> None:  # fmt: skip
         self.config = config
+        self.lookahead = 0 if speculation is None else speculation.tokens
+        self._draw = None if speculation is None else speculation.sampler(replica)
+        self.speculative_steps = 0
+        self.speculative_tokens = 0
         self.cache = KvCache(kv_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -146,17 +155,18 @@ class ReplicaScheduler:
         if not self.swapped:
             self._admit(batch, self.config.token_budget, now_ps, whole=True)
         if not batch:
-            self._decodes(batch, len(self.running))
+            used = self._decodes(batch, len(self.running) * (1 + self.lookahead))
             if self.preemptions == preempted:
-                self._swap_in(batch, self.config.token_budget - len(batch.decodes))
+                self._swap_in(batch, self.config.token_budget - used)
         return batch
 
     def shape(self, batch: Batch, bucket: int) -> IterationShape:
         """``batch`` as the pricer sees it, bucketed by ``bucket`` tokens."""
         chunks = [(tokens, sequence.prefilled + tokens) for sequence, tokens in batch.chunks]
         ending = sum(sequence.prefilled + tokens == sequence.prefill_target for sequence, tokens in batch.chunks)
-        contexts = [sequence.cached + 1 for sequence in batch.decodes]
-        return iteration_shape(chunks, contexts, len(batch.decodes) + ending, bucket)
+        queries = 1 + self.lookahead
+        contexts = [sequence.cached + queries for sequence in batch.decodes]
+        return iteration_shape(chunks, contexts, len(batch.decodes) + ending, bucket, queries)
 
     def finish_iteration(self, batch: Batch, now_ps: int) -> list[Sequence]:
         """Advance every sequence ``batch`` ran to ``now_ps``, the end of its iteration; the sequences that
@@ -175,6 +185,9 @@ class ReplicaScheduler:
                     done.append(self._finish(sequence, now_ps))
                 elif self.hands_off:
                     self._hand_off(sequence)
+        if self._draw is not None:
+            done += self._speculated(batch.decodes, now_ps)
+            return done
         self.outstanding_tokens -= len(batch.decodes)
         for sequence in batch.decodes:  # the hot loop of a long run: kept to the bare updates
             sequence.cached += 1
@@ -182,6 +195,28 @@ class ReplicaScheduler:
             if sequence.generated == sequence.request.output_tokens:
                 done.append(self._finish(sequence, now_ps))
         return done
+
+    def _speculated(self, decodes: list[Sequence], now_ps: int) -> list[Sequence]:
+        """Advance ``decodes`` by a speculative step each: the accepted proposals drawn and the target's token, at
+        most what each has left; the sequences that finished."""
+        assert self._draw is not None
+        done = []
+        for sequence, accepted in zip(decodes, self._draw(len(decodes)), strict=True):
+            gained = min(accepted + 1, sequence.request.output_tokens - sequence.generated)
+            sequence.cached += gained
+            sequence.generated += gained
+            self.outstanding_tokens -= gained
+            self.speculative_tokens += gained
+            if sequence.generated == sequence.request.output_tokens:
+                done.append(self._finish(sequence, now_ps))
+        self.speculative_steps += len(decodes)
+        return done
+
+    def _step_tokens(self, sequence: Sequence) -> int:
+        """Tokens a decoding ``sequence`` needs cache room for in its next step: its context and new token, and
+        its lookahead up to the tokens it has left."""
+        left = sequence.request.output_tokens - sequence.generated - 1
+        return sequence.cached + 1 + min(self.lookahead, max(left, 0))
 
     def _finish(self, sequence: Sequence, now_ps: int) -> Sequence:
         """``sequence`` produced its last token at ``now_ps``: its blocks go back, it leaves the running ones."""
@@ -233,9 +268,9 @@ class ReplicaScheduler:
         while self.swapped and budget > 0 and len(self.running) < self.config.max_batch:
             assert swap is not None
             sequence = self.swapped[0]
-            tokens = sequence.cached + 1 if sequence.decoding else sequence.prefill_target
+            tokens = self._step_tokens(sequence) if sequence.decoding else sequence.prefill_target
             blocks = blocks_for(tokens, block_size)
-            if not self.cache.take(blocks):
+            if (sequence.decoding and budget < 1 + self.lookahead) or not self.cache.take(blocks):
                 break
             self.swapped.popleft()
             self.host_used -= sequence.swapped_blocks
@@ -244,7 +279,7 @@ class ReplicaScheduler:
             self.running.append(sequence)
             if sequence.decoding:
                 batch.decodes.append(sequence)
-                budget -= 1
+                budget -= 1 + self.lookahead
             else:
                 tokens = min(sequence.prefill_target - sequence.prefilled, budget)
                 batch.chunks.append((sequence, tokens))
@@ -252,23 +287,26 @@ class ReplicaScheduler:
         return budget
 
     def _decodes(self, batch: Batch, budget: int) -> int:
-        """Add up to ``budget`` running decodes to ``batch``, in admission order, taking the blocks their new
-        tokens need (preempting the latest admitted when none is free); the decodes added."""
-        running, decodes, block_size = self.running, batch.decodes, self.cache.block_size
+        """Add running decodes to ``batch`` within ``budget`` tokens (each runs ``1 + lookahead``), in admission
+        order, taking the blocks their new tokens need (preempting the latest admitted when none is free); the
+        tokens they take."""
+        running, decodes, block_size, lookahead = self.running, batch.decodes, self.cache.block_size, self.lookahead
+        limit = budget // (1 + lookahead)
         index = 0
-        while index < len(running) and len(decodes) < budget:
+        while index < len(running) and len(decodes) < limit:
             sequence = running[index]
             if sequence.prefilled == sequence.prefill_target:  # decoding
-                if sequence.cached >= sequence.blocks * block_size and not self._grow(sequence):
+                tokens = self._step_tokens(sequence) if lookahead else sequence.cached + 1
+                if tokens > sequence.blocks * block_size and not self._grow(sequence, tokens):
                     break  # it was preempted itself, and every sequence after it
                 decodes.append(sequence)
             index += 1
-        return len(decodes)
+        return len(decodes) * (1 + lookahead)
 
-    def _grow(self, sequence: Sequence) -> bool:
-        """Blocks for ``sequence``'s next token, preempting from the last admitted until there are; False if
-        ``sequence`` itself had to go."""
-        needed = blocks_for(sequence.cached + 1, self.cache.block_size) - sequence.blocks
+    def _grow(self, sequence: Sequence, tokens: int) -> bool:
+        """Blocks for ``tokens`` of ``sequence`` (its next step's), preempting from the last admitted until there
+        are; False if ``sequence`` itself had to go."""
+        needed = blocks_for(tokens, self.cache.block_size) - sequence.blocks
         while needed > 0 and not self.cache.take(needed):
             victim = self.running[-1]
             self._preempt(victim)

@@ -26,6 +26,7 @@ from stratasim.workload_layer.serving.iteration import IterationPricer, Iteratio
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
+from stratasim.workload_layer.serving.speculative import Speculation
 
 __all__ = ["PoolRun", "PoolSetup", "KvTransferPricer", "Sample", "simulate_pool", "simulate_pools", "route"]
 
@@ -45,13 +46,14 @@ class Sample:
 
 @dataclass(frozen=True)
 class PoolSetup:
-    """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer and,
-    with ``preemption: swap``, each replica's host memory for swapped KV blocks."""
+    """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer, with
+    ``preemption: swap`` each replica's host memory for swapped KV blocks, and its speculative decoding."""
 
     pool: PoolConfig
     kv_blocks: int
     pricer: IterationPricer
     swap: HostSwap | None = None
+    speculation: Speculation | None = None
 
 
 class KvTransferPricer(Protocol):
@@ -65,7 +67,7 @@ class KvTransferPricer(Protocol):
 class PoolRun:
     """What a run produced: every request's sequence (in arrival order), the per-iteration samples, the
     iterations run and the distinct shapes priced, preemptions (``swap_outs`` of them swapped to host memory, for
-    ``swap_ps`` of copies either way), the first pool's KV blocks per replica
+    ``swap_ps`` of copies either way), the decode steps and tokens of speculative decoding, the first pool's KV blocks per replica
     (``kv_blocks``), each replica's blocks and peak use, and each handed-off sequence's KV transfer time (ps)."""
 
     sequences: list[Sequence]
@@ -75,6 +77,8 @@ class PoolRun:
     preemptions: int = 0
     swap_outs: int = 0
     swap_ps: int = 0
+    speculative_steps: int = 0
+    speculative_tokens: int = 0
     kv_blocks: int = 0
     kv_peak_blocks: list[int] = field(default_factory=list)
     kv_replica_blocks: list[int] = field(default_factory=list)
@@ -96,7 +100,8 @@ def simulate_pools(
     pools)."""
     owner = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
     replicas = [ReplicaScheduler(pools[index].pool.scheduler, pools[index].kv_blocks, pools[index].pool.role == "prefill",
-                                 pools[index].swap) for index in owner]  # fmt: skip
+                                 pools[index].swap, pools[index].speculation, replica)
+                for replica, index in enumerate(owner)]  # fmt: skip
     entry = [replica for replica, index in enumerate(owner) if pools[index].pool.role != "decode"]
     decode = [replica for replica, index in enumerate(owner) if pools[index].pool.role == "decode"]
     if decode and transfer is None:
@@ -154,6 +159,8 @@ def simulate_pools(
     run.shapes_priced = len(prices)
     run.preemptions = sum(replica.preemptions for replica in replicas)
     run.swap_outs = sum(replica.swap_outs for replica in replicas)
+    run.speculative_steps = sum(replica.speculative_steps for replica in replicas)
+    run.speculative_tokens = sum(replica.speculative_tokens for replica in replicas)
     run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
     run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
     return run

@@ -14,6 +14,11 @@ and each NPU's memory for the KV cache, in bytes:
 - the KV cache: the rest, ``capacity - weights - activations`` (or ``scheduler.kv_capacity``), in blocks of
   ``block_size`` tokens each taking ``2 (layers / pp) (kv_heads / tp) head_size`` elements per token.
 
+With speculative decoding (:mod:`stratasim.workload_layer.serving.speculative`) the NPU also holds the draft's
+weights (on each of the draft's ``tp`` NPUs, the first of a replica's being the fullest) and, in every block, the
+draft's keys and values beside the target's, as vLLM sizes its blocks for both; an iteration is the draft's
+passes and the target's (:meth:`ServingRequestsWorkload.works`).
+
 Each pool has its own plan, so its own operators and budget (``pool``: its index in ``workload.pools``). A
 disaggregated request's KV cache moves whole: ``2 layers kv_heads head_size`` elements per cached token, split
 evenly over the ``tp * pp`` NPUs of a replica (:meth:`ServingRequestsWorkload.kv_bytes_per_token`).
@@ -22,6 +27,7 @@ evenly over the ``tp * pp`` NPUs of a replica (:meth:`ServingRequestsWorkload.kv
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from math import ceil
 
 from stratasim.kernel import operators
@@ -34,6 +40,7 @@ from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadC
 from stratasim.workload_layer.serving.iteration import IterationShape, IterationWork, iteration_work
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
+from stratasim.workload_layer.serving.speculative import Speculation
 from stratasim.workload_layer.serving.trace_file import read_trace
 from stratasim.workload_layer.transformer.config import ParallelismConfig, TransformerConfig
 from stratasim.workload_layer.transformer.memory import layer_terms
@@ -63,6 +70,9 @@ class ServingRequestsWorkload:
         self._dtype = operators.parse_dtype(config.precision)
         self._operators = [DecoderOperators(config.model, pool.parallelism.tp, self._dtype, config.attention)
                            for pool in config.pools]  # fmt: skip
+        self._drafts = [None if pool.speculative is None else
+                        DecoderOperators(pool.speculative.draft, pool.speculative.tp or pool.parallelism.tp, self._dtype,
+                                         config.attention) for pool in config.pools]  # fmt: skip
 
     def first_npus(self) -> list[int]:
         """The first NPU of each pool, pools placed on consecutive disjoint ranges in order."""
@@ -109,6 +119,29 @@ class ServingRequestsWorkload:
         """The operators an iteration of ``shape`` runs on each stage of a replica of pool ``pool``."""
         return iteration_work(self._operators[pool], self.config.pools[pool].parallelism.pp, shape)
 
+    def works(self, shape: IterationShape, pool: int = 0) -> tuple[tuple[int, IterationWork], ...]:
+        """Everything an iteration of ``shape`` runs on a replica of pool ``pool``, as ``(times, work)`` pairs run
+        one after another: the target's pass, and with speculative decoding first the draft's (its pass over the
+        prompt chunks and one token per decode, then ``k - 1`` passes over the decodes, all at the shape's
+        context)."""
+        target = (1, self.work(shape, pool))
+        draft, pp = self._drafts[pool], self.config.pools[pool].parallelism.pp
+        if draft is None:
+            return (target,)
+        first = replace(shape, queries=1)
+        works = [(1, iteration_work(draft, pp, first))]
+        if shape.decodes and shape.queries > 2:
+            decodes = IterationShape((), shape.decodes, shape.decode_context, shape.decodes)
+            works.append((shape.queries - 2, iteration_work(draft, pp, decodes)))
+        return (*works, target)
+
+    def speculation(self, pool: int = 0) -> Speculation | None:
+        """Pool ``pool``'s speculative decoding as its schedulers draw it (seeded by ``requests.seed``), or None."""
+        speculative = self.config.pools[pool].speculative
+        if speculative is None:
+            return None
+        return Speculation(speculative.tokens, speculative.chances(), self.config.requests.seed)
+
     def kv_budget(self, capacity: int, pool: int = 0) -> KvBudget:
         """The memory of an NPU of ``capacity`` bytes (or of ``scheduler.kv_capacity``) of pool ``pool`` and its KV
         blocks."""
@@ -117,8 +150,12 @@ class ServingRequestsWorkload:
         element = operators.dtype_bytes(self._dtype)
         weights = max(stage_parameters(model, plan.tp, plan.pp, stage) for stage in range(plan.pp)) * element
         activations = self._activation_bytes(config)
-        kv = scheduler.kv_capacity if scheduler.kv_capacity is not None else capacity - weights - activations
         per_token = 2 * (model.layers // plan.pp) * (model.kv_head_count // plan.tp) * model.head_size * element
+        if config.speculative is not None:
+            draft, tp = config.speculative.draft, config.speculative.tp or plan.tp
+            weights += stage_parameters(draft, tp, 1, 0) * element
+            per_token += 2 * draft.layers * (draft.kv_head_count // tp) * draft.head_size * element
+        kv = scheduler.kv_capacity if scheduler.kv_capacity is not None else capacity - weights - activations
         return KvBudget(capacity, weights, activations, kv, per_token * scheduler.block_size)
 
     def host_swap(self, pool: int = 0) -> HostSwap | None:
