@@ -7,9 +7,10 @@ and the system layer, on the study's network, prices each TP collective of it on
 group (its first ``tp`` NPUs, pools placed on disjoint NPU ranges in order) and each pipeline transfer (its
 first NPU to the one ``tp`` further), each distinct operator and message priced once (a collective at its size
 rounded up to 1/32 of a power of two, :func:`quantised`). Disaggregated pools' KV moves are priced by
-:class:`~stratasim.study.kv_transfer.NetworkKvTransfer`. An iteration's time is the sum of its
-stages' operators and collectives, one after another as a rank runs them, plus the transfers between stages
-(a batch crosses the pipeline before the next starts: iterations of a replica do not overlap).
+:class:`~stratasim.study.kv_transfer.NetworkKvTransfer`. A stage's part of an iteration is the sum of its
+operators and collectives, one after another as a rank runs them, plus the transfer of the activation into it;
+the simulation pipelines a replica's batches through its stages
+(:mod:`stratasim.workload_layer.serving.simulation`).
 """
 
 from __future__ import annotations
@@ -66,22 +67,23 @@ class BackendPricer:
         self._tp, self._pp = plan.tp, plan.pp
         self._first = workload.first_npus()[pool]
 
-    def __call__(self, shape: IterationShape) -> int:
-        """Picoseconds one iteration of ``shape`` takes (module docstring)."""
+    def __call__(self, shape: IterationShape) -> int | tuple[int, ...]:
+        """Picoseconds one iteration of ``shape`` takes, or with pipeline stages each stage's part, the transfer
+        of the activation into it included (module docstring)."""
         works = self._workload.works(shape, self._pool)
         steps = [step for _, work in works for stage in work.stages for _, step in stage]
         self._price_operators([step.op for step in steps if isinstance(step, Compute)])
-        total = 0
+        stages = [0] * self._pp
         for repeats, work in works:
-            for stage in work.stages:
+            for index, stage in enumerate(work.stages):
                 for times, step in stage:
                     if isinstance(step, Compute):
-                        total += repeats * times * self._operators[_key(step.op)]
+                        stages[index] += repeats * times * self._operators[_key(step.op)]
                     elif isinstance(step, TensorParallelCollective) and work.tp > 1:
-                        total += repeats * times * self._collective(step, work.tp)
-            if self._pp > 1:
-                total += repeats * (self._pp - 1) * self._transfer(work.boundary_bytes)
-        return total
+                        stages[index] += repeats * times * self._collective(step, work.tp)
+                if index:
+                    stages[index] += repeats * self._transfer(work.boundary_bytes)
+        return stages[0] if self._pp == 1 else tuple(stages)
 
     def _price_operators(self, ops: list[compute_pb2.OperatorDesc]) -> None:
         """Ask the compute backend, in one request, for the operators not priced yet."""
@@ -195,23 +197,32 @@ def kv_blocks(study: Study, workload: ServingRequestsWorkload, facts: compute_pb
     kv = workload.kv_budget(capacity or 0, pool)
     largest = workload.largest_request(requests, pool)
     needed = blocks_for(largest, scheduler.block_size)
-    if kv.blocks < needed:
+    pp = workload.config.pools[pool].parallelism.pp
+    if kv.blocks // pp < needed:
         said = (f"{where}.kv_capacity ({format_bytes(kv.kv_bytes)})" if scheduler.kv_capacity is not None else
                 f"each NPU's {format_bytes(kv.capacity)} less weights {format_bytes(kv.weights)} and activations "
                 f"{format_bytes(max(kv.activations, 0))} leave {format_bytes(max(kv.kv_bytes, 0))}")  # fmt: skip
+        shared = f", each of the {pp} batches in flight on the pipeline holding {kv.blocks // pp}" if pp > 1 else ""
         raise WorkloadError(
             f"{where}: the KV cache cannot hold one request: {said}, {max(kv.blocks, 0)} blocks of "
-            f"{scheduler.block_size} tokens, but the largest request needs {needed} ({largest} tokens); give more "
-            "memory, more TP or PP, or shorter requests"
+            f"{scheduler.block_size} tokens{shared}, but the largest request needs {needed} ({largest} tokens); give "
+            "more memory, more TP or PP, or shorter requests"
         )
     return kv
 
 
-def _counters(samples: list[Sample], firsts: list[int]) -> tuple[CounterSample, ...]:
-    """Each sample's batch size, queue length and KV blocks in use, on its replica's first NPU (``firsts``)."""
-    return tuple(CounterSample(firsts[sample.replica], name, sample.time_ps, value) for sample in samples
-                 for name, value in (("batch size", sample.batch), ("queue length", sample.queued),
-                                     ("KV blocks used", sample.kv_blocks_used)))  # fmt: skip
+def _counters(samples: list[Sample], firsts: list[int], replicas: list[int]) -> tuple[CounterSample, ...]:
+    """Batch size, queue length and KV blocks in use of each replica (summed over its engines, ``replicas`` giving
+    each engine's) as each sample changes them, on the replica's first NPU (``firsts``)."""
+    state: dict[int, tuple[int, int, int]] = {}
+    counters = []
+    for sample in samples:
+        state[sample.engine] = (sample.batch, sample.queued, sample.kv_blocks_used)
+        replica = replicas[sample.engine]
+        totals = [sum(values) for values in zip(*(state[engine] for engine in state if replicas[engine] == replica))]
+        counters += [CounterSample(firsts[replica], name, sample.time_ps, value)
+                     for name, value in zip(("batch size", "queue length", "KV blocks used"), totals)]  # fmt: skip
+    return tuple(counters)
 
 
 def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budget: Budget,
@@ -262,7 +273,7 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
     firsts = [npus.start for npus in replica_npus(workload)]
     result = SimulationResult(total_time_ps=end, npus=npus, collectives=(), per_npu=(), spans=(),
                               events_processed=run.iterations,
-                              counters=_counters(run.samples, firsts) if record_trace else ())  # fmt: skip
+                              counters=_counters(run.samples, firsts, run.engine_replicas) if record_trace else ())  # fmt: skip
     said = {section.device_name(): calibration_statement(section, facts)
             for section, facts in zip(sections, pool_facts, strict=True)}  # each device the pools run on, once
     calibration = "; ".join(f"{device}: {text}" if len(said) > 1 else text for device, (text, _) in said.items())

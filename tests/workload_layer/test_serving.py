@@ -142,7 +142,7 @@ def test_the_round_robin_router_takes_replicas_in_turn() -> None:
     cfg = config(poisson("1000/s", 40, 64, 4), router="round_robin", replicas=4)
     requests = synthetic_requests(cfg.requests)
     pool_run = simulate_pool(requests, cfg.pools[0], 10_000, linear_pricer, cfg.bucket)
-    assert {sample.replica for sample in pool_run.samples} == {0, 1, 2, 3}
+    assert {sample.engine for sample in pool_run.samples} == {0, 1, 2, 3}
 
 
 def test_the_kv_aware_router_avoids_a_full_cache_the_token_count_misses() -> None:

@@ -384,3 +384,22 @@ def test_speculation_prices_the_drafts_passes_and_the_verification_and_pays_off_
     assert sure["speculative_tokens_per_step"] == 5 and never["speculative_tokens_per_step"] == 1
     assert sure["tpot_mean_ps"] < 0.35 * base["tpot_mean_ps"] < never["tpot_mean_ps"] * 0.35
     assert sure["weights_bytes_per_npu"] > base["weights_bytes_per_npu"]
+
+
+def test_a_pipelined_replica_prices_each_stage_and_a_lone_request_crosses_them_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One TP-2 x PP-2 replica: the pricer gives each stage's part (the second's including the activation's
+    transfer from the first), and one request at a time sees their sum as TTFT."""
+    data = study(pools=[{"replicas": 1, "parallelism": {"tp": 2, "pp": 2},
+                         "scheduler": {"max_batch": 32, "token_budget": 1024}}])  # fmt: skip
+    parsed = parse_study(data, "serving.yaml")
+    serving = run_study(parsed).serving
+    assert serving is not None
+    with _pricer(parsed) as pricer:
+        stages = pricer(iteration_shape([(700, 700)], [], 1, 64))
+    assert isinstance(stages, tuple) and len(stages) == 2 and min(stages) > 0
+    assert serving["ttft_mean_ps"] == serving["ttft_p99_ps"] == sum(stages)
+    data["workload"]["pools"][0]["scheduler"]["kv_capacity"] = "5MiB"  # 80 blocks of 64 KiB: 40 a batch, 45 needed
+    code, err = run_cli(tmp_path, data, capsys)
+    assert code != 0 and "each of the 2 batches in flight on the pipeline holding" in err, err

@@ -42,9 +42,10 @@ class IterationShape:
 
 
 class IterationPricer(Protocol):
-    """Prices one iteration of a replica: how long it takes, in picoseconds, from its shape."""
+    """Prices one iteration of a replica from its shape: how long it takes, in picoseconds, or on a replica of
+    several pipeline stages how long each stage takes (their sum the whole iteration's time)."""
 
-    def __call__(self, shape: IterationShape) -> int: ...
+    def __call__(self, shape: IterationShape) -> int | tuple[int, ...]: ...
 
 
 @dataclass(frozen=True)

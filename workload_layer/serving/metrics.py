@@ -94,12 +94,12 @@ def serving_timeline(run: PoolRun, points: int = TIMELINE_POINTS) -> dict[str, l
 
 def _series(run: PoolRun) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each sampled quantity, summed over replicas, as a step function: change times and values after them."""
-    replicas = 1 + max((sample.replica for sample in run.samples), default=0)
+    engines = 1 + max((sample.engine for sample in run.samples), default=0)
     names = ("batch_size", "running", "queue_length", "kv_blocks_used")
-    current = np.zeros((replicas, len(names)), dtype=np.int64)
+    current = np.zeros((engines, len(names)), dtype=np.int64)
     times, values = [], []
     for sample in run.samples:
-        current[sample.replica] = (sample.batch, sample.running, sample.queued, sample.kv_blocks_used)
+        current[sample.engine] = (sample.batch, sample.running, sample.queued, sample.kv_blocks_used)
         times.append(sample.time_ps)
         values.append(current.sum(axis=0))
     stacked = np.array(values, dtype=np.int64).reshape(-1, len(names))

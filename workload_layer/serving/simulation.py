@@ -6,6 +6,11 @@ of the ``prefill`` pools; a prefill replica hands each request off as its first 
 replica of the ``decode`` pools, and the request's KV cache moves there (all of one iteration's hand-offs start
 together, priced by the injected :class:`KvTransferPricer`, per destination replica) before it decodes there.
 
+A replica of ``pp`` pipeline stages runs ``pp`` schedulers (engines: vLLM v0's virtual engines), each with
+``1 / pp`` of its KV blocks, routed to as replicas are, so that ``pp`` batches are in flight: an iteration goes
+through the stages in order, each stage taking it once it has finished the batches ahead of it (the pricer gives
+each stage's time). Without pipeline parallelism an engine is its replica.
+
 Events happen at integer picoseconds. At one instant, arrivals are routed first, then the iterations ending then
 are finished (hand-offs starting their transfers), then the transfers ending then deliver, then every idle replica
 with work starts its next iteration — so a request arriving as an iteration ends joins the next one. Iteration
@@ -16,6 +21,7 @@ shape. The run ends when the last request finishes.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -33,11 +39,12 @@ __all__ = ["PoolRun", "PoolSetup", "KvTransferPricer", "Sample", "simulate_pool"
 
 @dataclass(frozen=True)
 class Sample:
-    """A replica's state as an iteration starts or as it falls idle: when (ps), sequences batched, running,
-    queued, KV blocks used."""
+    """An engine's state as an iteration starts or as it falls idle: when (ps), which engine (a replica, without
+    pipeline parallelism; :attr:`PoolRun.engine_replicas` says whose), sequences batched, running, queued, KV
+    blocks used."""
 
     time_ps: int
-    replica: int
+    engine: int
     batch: int
     running: int
     queued: int
@@ -67,8 +74,9 @@ class KvTransferPricer(Protocol):
 class PoolRun:
     """What a run produced: every request's sequence (in arrival order), the per-iteration samples, the
     iterations run and the distinct shapes priced, preemptions (``swap_outs`` of them swapped to host memory, for
-    ``swap_ps`` of copies either way), the decode steps and tokens of speculative decoding, the first pool's KV blocks per replica
-    (``kv_blocks``), each replica's blocks and peak use, and each handed-off sequence's KV transfer time (ps)."""
+    ``swap_ps`` of copies either way), the decode steps and tokens of speculative decoding, the first pool's KV
+    blocks per replica (``kv_blocks``), each engine's blocks and peak use, each handed-off sequence's KV transfer
+    time (ps), and the replica of each engine."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -83,6 +91,7 @@ class PoolRun:
     kv_peak_blocks: list[int] = field(default_factory=list)
     kv_replica_blocks: list[int] = field(default_factory=list)
     transfers_ps: list[int] = field(default_factory=list)
+    engine_replicas: list[int] = field(default_factory=list)
 
 
 def simulate_pool(
@@ -98,17 +107,17 @@ def simulate_pools(
 ) -> PoolRun:
     """Serve ``requests`` on ``pools`` (module docstring), KV moves priced by ``transfer`` (needed by prefill
     pools)."""
-    owner = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
-    replicas = [ReplicaScheduler(pools[index].pool.scheduler, pools[index].kv_blocks, pools[index].pool.role == "prefill",
-                                 pools[index].swap, pools[index].speculation, replica)
-                for replica, index in enumerate(owner)]  # fmt: skip
-    entry = [replica for replica, index in enumerate(owner) if pools[index].pool.role != "decode"]
-    decode = [replica for replica, index in enumerate(owner) if pools[index].pool.role == "decode"]
+    layout = _EngineLayout(pools)
+    owner, physical = layout.pool, layout.replica
+    replicas = [_engine(pools[index], engine, physical[engine]) for engine, index in enumerate(owner)]
+    entry = layout.routed(lambda role: role != "decode")
+    decode = layout.routed(lambda role: role == "decode")
     if decode and transfer is None:
         raise WorkloadError("disaggregated pools need a KV transfer pricer")
-    prices: dict[tuple[int, IterationShape], int] = {}
+    prices: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
+    stages_free = [[0] * pools[index].pool.parallelism.pp for index in layout.replica_pool]
     running: dict[int, Batch] = {}
-    ends: list[tuple[int, int]] = []  # (end time, replica) of the iterations running
+    ends: list[tuple[int, int]] = []  # (end time, engine) of the iterations running
     moving: list[tuple[int, int, int, int, list[Sequence]]] = []  # (arrival, order, source, destination, sequences)
     sequences: list[Sequence] = []
     run = PoolRun(sequences, kv_blocks=pools[0].kv_blocks)
@@ -131,7 +140,7 @@ def simulate_pools(
             if replica.handed_off:
                 assert transfer is not None
                 _start_moves(index, replica, replicas, decode, pools[owner[decode[0]]].pool.router, transfer, now,
-                             moving, run)  # fmt: skip
+                             moving, run, physical)  # fmt: skip
         while moving and moving[0][0] == now:
             _, _, source, destination, moved = heapq.heappop(moving)
             for sequence in moved:
@@ -147,12 +156,10 @@ def simulate_pools(
             shape = replica.shape(batch, bucket)
             price = prices.get((owner[index], shape))
             if price is None:
-                price = prices[owner[index], shape] = pools[owner[index]].pricer(shape)
-                if price <= 0:
-                    raise WorkloadError(f"the iteration pricer gave {price} ps for {shape}; an iteration takes time")
+                price = prices[owner[index], shape] = _stage_prices(pools[owner[index]], shape)
             running[index] = batch
             run.swap_ps += batch.swap_ps
-            heapq.heappush(ends, (now + price + batch.swap_ps, index))
+            heapq.heappush(ends, (_through_stages(now, price, batch.swap_ps, stages_free[physical[index]]), index))
             run.iterations += 1
             run.samples.append(Sample(now, index, len(batch.chunks) + len(batch.decodes), len(replica.running),
                                       len(replica.waiting), replica.cache.used))  # fmt: skip
@@ -163,24 +170,81 @@ def simulate_pools(
     run.speculative_tokens = sum(replica.speculative_tokens for replica in replicas)
     run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
     run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
+    run.engine_replicas = physical
     return run
+
+
+class _EngineLayout:
+    """The schedulers of ``pools``: each replica of ``pp`` stages runs ``pp`` of them (vLLM v0's virtual engines),
+    numbered replica by replica; ``pool`` and ``replica`` give each one's pool and (global) replica."""
+
+    def __init__(self, pools: Seq[PoolSetup]) -> None:
+        self.replica_pool = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
+        self.pool: list[int] = []
+        self.replica: list[int] = []
+        self.virtual: list[int] = []
+        self._roles = [setup.pool.role for setup in pools]
+        for replica, index in enumerate(self.replica_pool):
+            for virtual in range(pools[index].pool.parallelism.pp):
+                self.pool.append(index)
+                self.replica.append(replica)
+                self.virtual.append(virtual)
+
+    def routed(self, role: Callable[[str], bool]) -> list[int]:
+        """The engines of the pools whose role passes ``role``, in the order a router sees them: each replica's
+        first engine, replica by replica, then each one's second..."""
+        engines = [engine for engine, index in enumerate(self.pool) if role(self._roles[index])]
+        return sorted(engines, key=lambda engine: (self.virtual[engine], engine))
+
+
+def _engine(setup: PoolSetup, engine: int, replica: int) -> ReplicaScheduler:
+    """A scheduler of ``setup``'s pool on ``replica``: its share of the replica's KV blocks and host memory (each of
+    the ``pp`` engines gets ``1 / pp``, as vLLM v0's scheduler divides them)."""
+    pp = setup.pool.parallelism.pp
+    swap = None if setup.swap is None else HostSwap(setup.swap.blocks // pp, setup.swap.block_ps)
+    return ReplicaScheduler(setup.pool.scheduler, setup.kv_blocks // pp, setup.pool.role == "prefill", swap,
+                            setup.speculation, engine)  # fmt: skip
+
+
+def _stage_prices(setup: PoolSetup, shape: IterationShape) -> tuple[int, ...]:
+    """Each pipeline stage's time for ``shape`` from ``setup``'s pricer (one figure for the whole iteration on a
+    single stage), checked."""
+    price = setup.pricer(shape)
+    stages = price if isinstance(price, tuple) else (price,)
+    if len(stages) != setup.pool.parallelism.pp or min(stages) <= 0:
+        raise WorkloadError(f"the iteration pricer gave {price} ps for {shape}; an iteration takes time on each of "
+                            f"its {setup.pool.parallelism.pp} stages")  # fmt: skip
+    return stages
+
+
+def _through_stages(start: int, stages: tuple[int, ...], swap_ps: int, free: list[int]) -> int:
+    """When an iteration starting at ``start`` leaves the last stage: each stage takes it once it is free of the
+    batches ahead (``free``, updated) and the previous stage has handed it over, copying its swapped KV blocks
+    (``swap_ps``) before its own part."""
+    at = start
+    for stage, took in enumerate(stages):
+        at = max(at, free[stage]) + swap_ps + took
+        free[stage] = at
+    return at
 
 
 def _start_moves(source: int, replica: ReplicaScheduler, replicas: list[ReplicaScheduler], decode: list[int],
                  router: str, transfer: KvTransferPricer, now: int,
-                 moving: list[tuple[int, int, int, int, list[Sequence]]], run: PoolRun) -> None:  # fmt: skip
-    """Route the sequences ``replica`` (number ``source``) handed off to decode replicas and start their KV moves,
-    one per destination, all at ``now``."""
+                 moving: list[tuple[int, int, int, int, list[Sequence]]], run: PoolRun, physical: list[int]) -> None:  # fmt: skip
+    """Route the sequences engine ``source`` (``replica``) handed off to decode engines and start their KV moves,
+    one per destination, all at ``now``, priced between the engines' replicas (``physical``)."""
     groups: dict[int, list[Sequence]] = {}
     for sequence in replica.handed_off:
         destination = decode[route(router, [replicas[i] for i in decode], sequence.request.index)]
         replicas[destination].expect(sequence)
         groups.setdefault(destination, []).append(sequence)
     replica.handed_off.clear()
-    moves = tuple((destination, sum(sequence.cached for sequence in moved)) for destination, moved in groups.items())
-    for (destination, moved), took in zip(groups.items(), transfer(source, moves), strict=True):
+    moves = tuple((physical[destination], sum(sequence.cached for sequence in moved))
+                  for destination, moved in groups.items())  # fmt: skip
+    for (destination, moved), took in zip(groups.items(), transfer(physical[source], moves), strict=True):
         if took < 0:
-            raise WorkloadError(f"the KV transfer pricer gave {took} ps from replica {source} to {destination}")
+            raise WorkloadError(f"the KV transfer pricer gave {took} ps from replica {physical[source]} to "
+                                f"{physical[destination]}")  # fmt: skip
         heapq.heappush(moving, (now + took, len(run.transfers_ps), source, destination, moved))
         run.transfers_ps.extend([took] * len(moved))
 
