@@ -156,8 +156,11 @@ def rpc_error(exc: grpc.RpcError, layer: str, endpoint: str, timeout_s: float, s
     code = exc.code() if isinstance(exc, grpc.Call) else None
     details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
     who = f"{layer} layer at {endpoint}"
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+    if code == grpc.StatusCode.UNAVAILABLE:
         message = f"{who} went away"
+    elif code == grpc.StatusCode.CANCELLED:  # the server's doing: this client cancels only through the Watchdog
+        message = (f"{who} ended the session: it is stopping, or it evicted this session for sitting idle longer "
+                   "than its --idle-timeout while another client needed the place")  # fmt: skip
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return deadline_error(layer, endpoint, timeout_s, stage)
     elif code == grpc.StatusCode.UNIMPLEMENTED:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import network_pb2
 
-__all__ = ["Limits", "SessionSlots", "Ticket", "check_topology", "topology_size"]
+__all__ = ["CLOSE_GRACE_S", "Limits", "SessionSlots", "Ticket", "check_topology", "topology_size"]
 
 _RING = network_pb2.Dimension.RING
 _FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
@@ -99,6 +99,10 @@ def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
                            f"{limits.max_links:,} (its --max-links); refused before building anything")  # fmt: skip
 
 
+CLOSE_GRACE_S = 0.25
+"""How long a new session waits for a place before it is refused or takes an idle session's."""
+
+
 class SessionSlots:
     """The sessions open at once, at most ``limit``; thread-safe.
 
@@ -111,13 +115,16 @@ class SessionSlots:
         self._limit = limit
         self._idle_timeout_s = idle_timeout_s
         self._open: set[Ticket] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
 
     def take(self, cancel: Callable[[], object]) -> Ticket | None:
-        """A place for a new session (``cancel`` ends it if it is evicted), evicting the session idle longest beyond
-        the timeout if none is free; None when every session is busy or idle for less than the timeout."""
+        """A place for a new session (``cancel`` ends it if it is evicted): a free one, waiting up to
+        :data:`CLOSE_GRACE_S` for one (a client that has just closed its session frees its place a moment later,
+        when its server thread sees the stream end), else the place of the session idle longest beyond the
+        timeout; None when every session is busy or idle for less than the timeout."""
         victim = None
         with self._lock:
+            self._lock.wait_for(lambda: len(self._open) < self._limit, timeout=CLOSE_GRACE_S)
             if len(self._open) >= self._limit:
                 now = time.monotonic()
                 stale = [t for t in self._open if t.idle_since is not None and now - t.idle_since > self._idle_timeout_s]
@@ -135,6 +142,7 @@ class SessionSlots:
         """Free the place ``ticket`` holds (nothing if it was evicted)."""
         with self._lock:
             self._open.discard(ticket)
+            self._lock.notify()
 
     @property
     def limit(self) -> int:

@@ -15,7 +15,7 @@ import pytest
 from stratasim import run
 from stratasim.kernel.errors import BackendError, ConfigError, RemoteError
 from stratasim.remote import ComputeClient, NetworkClient
-from stratasim.remote.limits import Limits, topology_size
+from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots, topology_size
 from stratasim.remote.security import ClientSecurity, ServerSecurity, exposure_warning
 from stratasim.v1 import compute_pb2, network_pb2
 from tests.contracts.contract_fakes import factories, served
@@ -139,10 +139,29 @@ def test_an_idle_client_is_evicted_and_others_get_through() -> None:
                 other = NetworkClient(endpoint, backend="fake", timeout_s=2)
                 assert other.configure(SMALL).npus == 8
                 other.close()
-            with pytest.raises(RemoteError, match=r"went away \(stage: call configure\)"):
+            with pytest.raises(RemoteError, match=r"ended the session: it is stopping, or it evicted this session for "
+                               r"sitting idle longer than its --idle-timeout .*\(stage: call configure\)"):  # fmt: skip
                 idle.configure(SMALL)
         finally:
             idle.close()
+
+
+def test_a_place_freed_a_moment_later_is_waited_for_not_refused() -> None:
+    """A client that closes its session and opens another at once: the server frees the old place only when its
+    thread sees the stream end. A new session waits up to CLOSE_GRACE_S for it rather than being refused; with no
+    place freed and none idle past the timeout it is refused after that grace."""
+    slots = SessionSlots(1, idle_timeout_s=60)
+    old = slots.take(lambda: None)
+    assert old is not None
+    old.idle_since = None  # busy: not evictable
+    threading.Timer(0.05, slots.give_back, (old,)).start()
+    started = time.monotonic()
+    new = slots.take(lambda: None)
+    assert new is not None and time.monotonic() - started < CLOSE_GRACE_S
+    new.idle_since = None
+    started = time.monotonic()
+    assert slots.take(lambda: None) is None
+    assert time.monotonic() - started >= CLOSE_GRACE_S * 0.9
 
 
 def test_an_idle_session_keeps_its_place_while_nobody_needs_it() -> None:
