@@ -108,7 +108,7 @@ def study(tmp_path: Path, ranks: int, nodes: list[et.Node]) -> Path:
         ),
         (2, [node(1), node(2, 9)], "node 2 ('n2'): depends on node 9, which is not in the graph"),
         (8, [node(1)], "workload needs 8 NPUs but the topology has 4"),
-        (2, [node(1, pg_name="tp")], "t.0.et: node 1 ('n1'): pg_name 'tp' is not defined: no communicator groups"),
+        (2, [node(1, pg_name="tp")], "t.0.et: node 1: pg_name 'tp' is not defined: no communicator groups"),
     ],
 )
 def test_bad_traces_in_a_study_are_one_error(

@@ -122,12 +122,12 @@ def test_two_groups_take_the_time_of_their_size(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("groups", "message"),
     [
-        ({"1": [0, 1]}, r"t\.2\.et: node 1 \('ar1'\): pg_name '2' is not defined by .*t\.json"),
-        (None, r"t\.0\.et: node 1 \('ar1'\): pg_name '1' is not defined: no communicator groups file was found"),
-        ({"1": [0, 1], "2": [2, 4]}, r"t\.2\.et: node 1 .*pg_name '2' \(.*t\.json\) names NPU 4, but the trace has 4"),
+        ({"1": [0, 1]}, r"t\.2\.et: node 1: pg_name '2' is not defined by .*t\.json"),
+        (None, r"t\.0\.et: node 1: pg_name '1' is not defined: no communicator groups file was found"),
+        ({"1": [0, 1], "2": [2, 4]}, r"t\.2\.et: node 1.*pg_name '2' \(.*t\.json\) names NPU 4, but the trace has 4"),
         (
             {"1": [0, 2], "2": [2, 3]},
-            r"t\.1\.et: node 1 .*pg_name '1' is the group \[0, 2\] \(.*t\.json\), which does not contain NPU 1",
+            r"t\.1\.et: node 1.*pg_name '1' is the group \[0, 2\] \(.*t\.json\), which does not contain NPU 1",
         ),
     ],
 )
@@ -175,14 +175,14 @@ def test_missing_groups_file_is_an_error(tmp_path: Path) -> None:
 )
 def test_bad_process_group_records_name_the_node(values: str, message: str) -> None:
     node = et.Node(id=4, name=PG_INIT, type=et.METADATA_NODE, inputs=et.IOInfo(values=values))
-    with pytest.raises(WorkloadError, match=f"x.0.et: node 4 .*: cannot read its process groups: .*{message}"):
+    with pytest.raises(WorkloadError, match=f"x.0.et: node 4.*: cannot read its process groups: .*{message}"):
         to_graph([node], 0, 2, "x.0.et")
 
 
 def test_pg_name_must_be_a_string() -> None:
     node = coll(3)
     node.attr.append(et.AttributeProto(name="pg_name", int64_val=1))
-    with pytest.raises(WorkloadError, match="node 3 .*attribute pg_name is int64_val, expected string_val"):
+    with pytest.raises(WorkloadError, match="node 3.*attribute pg_name is int64_val, expected string_val"):
         to_graph([node], 0, 2)
 
 
@@ -244,7 +244,7 @@ def test_unnamed_groups_get_unused_integer_names(tmp_path: Path) -> None:
 
 def test_one_name_for_two_groups_is_refused() -> None:
     graphs = [workload_pb2.ExecutionGraph(npu=npu, nodes=[collective(7, [npu], "tp")]) for npu in range(2)]
-    message = r"b\.pb: node 7 \('c7'\): pg_name 'tp' is the group \[1\] here but \[0\] at a\.pb: node 7"
+    message = r"b\.pb: node 7: pg_name 'tp' is the group \[1\] here but \[0\] at a\.pb: node 7"
     with pytest.raises(WorkloadError, match=message):
         name_groups(graphs, ["a.pb", "b.pb"])
 
@@ -257,9 +257,18 @@ def test_no_groups_file_without_named_groups(tmp_path: Path) -> None:
     assert read_chakra_graphs(tmp_path / "et") == everyone
 
 
+def test_a_bad_node_is_named_by_its_id_without_echoing_the_traces_text() -> None:
+    """The trace is not the study's own file: its node names stay out of the message (issue 15, no echo)."""
+    node = et.Node(id=2, name="private text of the trace", type=et.COMP_NODE,
+                   attr=[et.AttributeProto(name="milestone", int32_val=1)])  # fmt: skip
+    with pytest.raises(WorkloadError) as raised:
+        to_graph([node], 0, 1, "x.0.et")
+    assert str(raised.value).startswith("x.0.et: node 2: attribute milestone") and "private" not in str(raised.value)
+
+
 def test_bad_memory_annotations_are_errors() -> None:
     node = et.Node(id=2, type=et.COMP_NODE, attr=[et.AttributeProto(name="milestone", int32_val=1)])
-    with pytest.raises(WorkloadError, match="node 2 .*attribute milestone is int32_val, expected bool_val"):
+    with pytest.raises(WorkloadError, match="node 2.*attribute milestone is int32_val, expected bool_val"):
         to_graph([node], 0, 1)
     metadata = et.GlobalMetadata(attr=[et.AttributeProto(name="resident_bytes.weights", string_val="1GB")])
     with pytest.raises(WorkloadError, match="x: metadata attribute resident_bytes.weights must be a non-negative"):
@@ -285,4 +294,4 @@ def test_cli_round_trip_and_bad_groups(capsys: pytest.CaptureFixture[str], tmp_p
     ):
         code, out, err = run(capsys, "trace", *argv)
         assert code == 2 and not out and err.count("\n") == 1 and "Traceback" not in err
-        assert err.startswith("error: ") and "et.0.et: node 2 ('c2'): pg_name 'dp' is not defined by" in err
+        assert err.startswith("error: ") and "et.0.et: node 2: pg_name 'dp' is not defined by" in err

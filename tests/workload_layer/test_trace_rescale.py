@@ -151,4 +151,4 @@ def test_an_all_to_all_is_not_data_parallel(capsys: pytest.CaptureFixture[str], 
     collective = {"kind": "collective", "collective": "all_to_all", "size": "8MiB"}
     prefix = export(capsys, tmp_path, study(2, collective))
     code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
-    assert code == 2 and err.startswith(f"error: {prefix}.0.et: node 0 (") and "purely data-parallel" in err
+    assert code == 2 and err.startswith(f"error: {prefix}.0.et: node 0:") and "purely data-parallel" in err

@@ -192,7 +192,7 @@ def read_trace(path: str | Path) -> tuple[GlobalMetadata, list[Node]]:
         if node.id in seen:
             raise WorkloadError(f"{path}: node id {node.id} is used twice (second at byte {offset})")
         if node.type not in known_types:
-            raise WorkloadError(f"{path}: node {node.id} ({node.name!r}) has unknown type value {node.type}")
+            raise WorkloadError(f"{path}: node {node.id} has unknown type value {node.type}")
         seen.add(node.id)
         nodes.append(node)
     return metadata, nodes
@@ -274,7 +274,7 @@ def to_graph(
     definitions = [found for found in (trace_groups(nodes, label), groups) if found is not None]
     collectives = set(workload_pb2.CollectiveType.values())
     for node in nodes:
-        where = f"{label}: node {node.id} ({node.name!r})"
+        where = f"{label}: node {node.id}"
         out = graph.nodes.add(
             id=node.id, name=node.name, type=node.type, ctrl_deps=node.ctrl_deps, data_deps=node.data_deps
         )

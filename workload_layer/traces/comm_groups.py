@@ -128,7 +128,7 @@ def trace_groups(nodes: Sequence[Node], source: str) -> CommGroups | None:
     for node in nodes:
         if node.type == et_def_pb2.METADATA_NODE and _PG_INIT in node.name and node.inputs.values:
             found = True
-            groups.update(_pg_records(node.inputs.values, f"{source}: node {node.id} ({node.name!r})"))
+            groups.update(_pg_records(node.inputs.values, f"{source}: node {node.id}"))
     return CommGroups(groups, "the trace's process_group:init records") if found else None
 
 

@@ -86,7 +86,7 @@ def from_graph(
     """
     nodes = []
     for node in graph.nodes:
-        where = f"{source or f'NPU {graph.npu}'}: node {node.id} ({node.name!r})"
+        where = f"{source or f'NPU {graph.npu}'}: node {node.id}"
         lost = ["op"] if node.HasField("op") else []
         if node.group and not (node.type == workload_pb2.COMM_COLL_NODE and node.pg_name):
             lost.append("group without a pg_name")
@@ -171,7 +171,7 @@ def name_groups(
                 node.pg_name = generated[members]
             if not node.pg_name:
                 continue
-            where = f"{source}: node {node.id} ({node.name!r})"
+            where = f"{source}: node {node.id}"
             first, first_where = groups.setdefault(node.pg_name, (members, where))
             if first != members:
                 raise WorkloadError(

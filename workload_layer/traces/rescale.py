@@ -99,7 +99,7 @@ def _not_data_parallel(graphs: Sequence[workload_pb2.ExecutionGraph], files: Seq
             if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE) or (
                 node.type == workload_pb2.COMM_COLL_NODE and (node.group or node.comm_type != workload_pb2.ALL_REDUCE)
             ):
-                return f"{file}: node {node.id} ({node.name!r})"
+                return f"{file}: node {node.id}"
     return ""
 
 
@@ -180,7 +180,7 @@ def _rescaled(graph: workload_pb2.ExecutionGraph, old: Plan, new: Plan, npu: int
     copy.npu = npu
     everyone = tuple(range(new.npus))
     for node in copy.nodes:
-        where = f"{source}: node {node.id} ({node.name!r})"
+        where = f"{source}: node {node.id}"
         if node.type == workload_pb2.COMM_COLL_NODE:
             members = new.layout.group(npu, _axis(old.layout, old.npus, graph.npu, node.group, where))
             node.ClearField("group")
