@@ -210,7 +210,7 @@ _AWS_BLOCKS = (
     "AWS, 'Amazon EC2 Capacity Blocks for ML Pricing' (aws.amazon.com/ec2/capacityblocks/pricing/), the reservation "
     "rates in force until the update scheduled for 1 January 2025, read 2026-11-27 from a stored copy of the page"
 )
-_NO_PURCHASE_PRICE = "no purchase price published by the maker, so price_usd is left out and the hourly rate is the basis"
+_NO_PURCHASE_PRICE = "no purchase price read in the maker's own publications, so price_usd is left out: the rate is the basis"
 
 _A100 = Device(
     name="a100",
@@ -299,8 +299,8 @@ _TPUV4 = Device(
     "Optically Reconfigurable Supercomputer for Machine Learning', ISCA 2023: 275 TFLOPS bf16/int8, HBM2 32 GiB "
     "at 1200 GB/s, measured min/mean/max power 90/170/192 W, two TensorCores of four 128x128 MXUs, 128 MiB CMEM "
     "(CMEM bandwidth not published); no price: Google's Cloud TPU pricing page (cloud.google.com/tpu/pricing) lists "
-    "per-chip-hour rates, but the stored copies read end before its v4 table, so usd_per_hour is left out (Google "
-    "sells no TPU, so there is no purchase price)",
+    "per-chip-hour rates, but the stored copies read end before its v4 table, so usd_per_hour is left out; no "
+    "purchase price read either",
     compute_efficiency=0.833,
     size_efficiency=True,
     calibration_source="fitted to MaxText's 22B model pre-trained on a v4-128 slice (MaxText/configs/v4/README.md: "
@@ -370,8 +370,8 @@ _MI300X = Device(
     "TFLOPS, INT8 2614.9 TOPS, FP32 163.4 TFLOPS), as quoted at lzwjava.github.io/rocm-fp8-support-on-mi300x-en; "
     "192 GB HBM3 at 5.3 TB/s and 750 W from aiwiki.ai/wiki/amd_instinct_mi300x and MLCommons inference v4.1 "
     "(accelerator 'AMD Instinct MI300X-NPS1-SPX-192GB-750W'); FP64 and TF32 peaks not read, so left out; "
-    "Infinity Cache bandwidth and tile not read, so no SRAM level or tiling; no price: AMD publishes no purchase "
-    "price and no first-party hourly rate (Azure ND MI300X v5) was readable in a stored page, so usd_per_hour and "
+    "Infinity Cache bandwidth and tile not read, so no SRAM level or tiling; no price: no AMD purchase price was "
+    "read and no first-party hourly rate (Azure ND MI300X v5) was readable in a stored page, so usd_per_hour and "
     "price_usd are left out",
 )
 
@@ -384,8 +384,7 @@ _TPUV5P = Device(
     source="Google Cloud TPU v5p documentation (cloud.google.com/tpu/docs/v5p): peak compute per chip 459 TFLOPS "
     "bf16, HBM2e 95 GB at 2765 GB/s; int8 peak, TDP, on-chip memory and MXU count per chip not given there, so "
     "left out (energy is not modelled); no price: the stored copies of Google's Cloud TPU pricing page "
-    "(cloud.google.com/tpu/pricing) predate v5p, so usd_per_hour is left out (Google sells no TPU, so there is no "
-    "purchase price)",
+    "(cloud.google.com/tpu/pricing) predate v5p, so usd_per_hour is left out; no purchase price read either",
 )
 
 _GAUDI3 = Device(
