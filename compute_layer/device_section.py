@@ -119,7 +119,7 @@ class DeviceSection(Section):
     price_usd: Usd | None = None
     """Price of one device, in US dollars."""
     usd_per_hour: Usd | None = None
-    """Rent of one device, in US dollars per hour."""
+    """Rent of one device, in US dollars per hour (default: the preset's dated cloud rate, where it has one)."""
     source: str | None = None
     """Where the figures come from."""
 

@@ -76,7 +76,8 @@ class Device:
     operator achieves; ``launch_overhead_ps`` is added once per operator. ``tdp_w`` is the board power in
     watts (``None``: not published, so energy is not modelled) and ``source`` cites the public datasheet the
     numbers come from. ``price_usd`` (to buy one) and ``usd_per_hour`` (to rent one) are in US dollars, ``None``
-    when unknown.
+    when unknown; a preset's rate is a dated snapshot of a cloud provider's published price (``source`` says
+    which), which a study overrides (``compute.device: {preset: h100, usd_per_hour: 2.5}``).
 
     ``sram`` is the on-chip level of the hierarchical roofline (``None``: main memory only, the flat roofline);
     ``tiling`` describes the compute units (``None``: operands stream once from the nearest memory).
@@ -199,6 +200,18 @@ def device(name: str, devices: Mapping[str, Device] | None = None) -> Device:
     return found
 
 
+# Rental rates: AWS's own published price per accelerator-hour, one provider and one purchase option for every
+# preset that has one. AWS's on-demand list (aws.amazon.com/ec2/pricing/on-demand/) could not be read in a stored
+# copy, so the rates are those of EC2 Capacity Blocks for ML, whose pricing page states an "effective accelerator
+# hourly rate" (the instance's hourly rate over its 8 GPUs) for US regions. Those reservation rates follow supply and
+# demand (the page read was to change on 1 January 2025): a snapshot, overridable per study
+# (compute.device.usd_per_hour).
+_AWS_BLOCKS = (
+    "AWS, 'Amazon EC2 Capacity Blocks for ML Pricing' (aws.amazon.com/ec2/capacityblocks/pricing/), the reservation "
+    "rates in force until the update scheduled for 1 January 2025, read 2026-11-27 from a stored copy of the page"
+)
+_NO_PURCHASE_PRICE = "no purchase price read in the maker's own publications, so price_usd is left out: the rate is the basis"
+
 _A100 = Device(
     name="a100",
     peak_flops={
@@ -218,7 +231,10 @@ _A100 = Device(
     tiling=Tiling(tile_m=128, tile_n=256, units=108, tile_k=64),
     source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM column: dense Tensor Core peaks, "
     "HBM2e 2,039 GB/s, max TDP 400 W; NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs, "
-    "40 MB (40,960 KB) L2 cache, L2 read bandwidth 5,120 bytes/clk at 1,410 MHz = 7.22 TB/s",
+    "40 MB (40,960 KB) L2 cache, L2 read bandwidth 5,120 bytes/clk at 1,410 MHz = 7.22 TB/s; rent $1.844 per "
+    "GPU-hour: p4d.24xlarge (8 x A100, 320 GB HBM2 in all, so the 40 GB part: the table lists no 80 GB instance), "
+    f"$14.75 per instance-hour in US East (Ohio) and US West (Oregon), {_AWS_BLOCKS}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=1.844,
     compute_efficiency=0.585,
     memory_efficiency=0.834,
     size_efficiency=True,
@@ -257,7 +273,10 @@ _H100 = Device(
     tiling=Tiling(tile_m=256, tile_n=256, units=66, tile_k=64),
     source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 dense peaks, 132 SMs, "
     "50 MB (51,200 KB) L2 cache; NVIDIA H100 datasheet, SXM: HBM3 3.35 TB/s, 80GB, max TDP 700 W; "
-    "L2 bandwidth 9.37 TB/s estimated (A100's 5,120 bytes/clk at 1,830 MHz), not published",
+    "L2 bandwidth 9.37 TB/s estimated (A100's 5,120 bytes/clk at 1,830 MHz), not published; rent $4.916 per "
+    "GPU-hour: p5.48xlarge (8 x H100, 640 GB HBM3), $39.33 per instance-hour in US East (N. Virginia) and US East "
+    f"(Ohio), {_AWS_BLOCKS}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=4.916,
     compute_efficiency=0.502,
     memory_efficiency=0.887,
     size_efficiency=True,
@@ -279,7 +298,9 @@ _TPUV4 = Device(
     source="Google Cloud TPU v4 documentation (cloud.google.com/tpu/docs/v4) and Jouppi et al., 'TPU v4: An "
     "Optically Reconfigurable Supercomputer for Machine Learning', ISCA 2023: 275 TFLOPS bf16/int8, HBM2 32 GiB "
     "at 1200 GB/s, measured min/mean/max power 90/170/192 W, two TensorCores of four 128x128 MXUs, 128 MiB CMEM "
-    "(CMEM bandwidth not published)",
+    "(CMEM bandwidth not published); no price: Google's Cloud TPU pricing page (cloud.google.com/tpu/pricing) lists "
+    "per-chip-hour rates, but the stored copies read end before its v4 table, so usd_per_hour is left out; no "
+    "purchase price read either",
     compute_efficiency=0.833,
     size_efficiency=True,
     calibration_source="fitted to MaxText's 22B model pre-trained on a v4-128 slice (MaxText/configs/v4/README.md: "
@@ -298,7 +319,10 @@ _H200 = Device(
     tiling=_H100.tiling,
     source="NVIDIA H200 Tensor Core GPU (SXM): 141 GB HBM3e at 4.8 TB/s, max TDP 700 W, the GH100 of H100 SXM "
     "with identical Tensor Core peaks (NVIDIA lists them with sparsity, e.g. FP8 3,958 TFLOPS; dense is half), as "
-    "read at aiwiki.ai/wiki/nvidia_h200 and aiminingco.com/gpu/h200/specs; L2 and tiling as the h100 preset",
+    "read at aiwiki.ai/wiki/nvidia_h200 and aiminingco.com/gpu/h200/specs; L2 and tiling as the h100 preset; rent "
+    "$5.408 per GPU-hour: the table's 8 x H200 instance (1,128 GB HBM3), $43.26 per instance-hour in US East (Ohio), "
+    f"{_AWS_BLOCKS}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=5.408,
     # No published H200 training run to fit: the same compute units, clocks and software as H100's.
     compute_efficiency=_H100.compute_efficiency,
     memory_efficiency=_H100.memory_efficiency,
@@ -325,7 +349,9 @@ _B200 = Device(
     "PFLOPS, TF32 2.2 PFLOPS (all with sparsity; dense is half), FP32 75 TFLOPS, FP64 37 TFLOPS, 180 GB HBM3e at "
     "7.7 TB/s, TDP configurable up to 1,000 W, as reproduced at zdszero.github.io (Hardware); the dense figures "
     "match glennklockwood.com/garden/processors/B200 (HGX B200 at 1,000 W); L2 bandwidth and tile not published, "
-    "so no SRAM level or tiling",
+    "so no SRAM level or tiling; no price: the AWS Capacity Blocks table read (see the h100 preset) has no B200 "
+    "instance and no first-party B200 rate (AWS P6-B200, Google A4, Azure) was readable in a stored page, so "
+    "usd_per_hour and price_usd are left out",
 )
 
 _MI300X = Device(
@@ -344,7 +370,9 @@ _MI300X = Device(
     "TFLOPS, INT8 2614.9 TOPS, FP32 163.4 TFLOPS), as quoted at lzwjava.github.io/rocm-fp8-support-on-mi300x-en; "
     "192 GB HBM3 at 5.3 TB/s and 750 W from aiwiki.ai/wiki/amd_instinct_mi300x and MLCommons inference v4.1 "
     "(accelerator 'AMD Instinct MI300X-NPS1-SPX-192GB-750W'); FP64 and TF32 peaks not read, so left out; "
-    "Infinity Cache bandwidth and tile not read, so no SRAM level or tiling",
+    "Infinity Cache bandwidth and tile not read, so no SRAM level or tiling; no price: no AMD purchase price was "
+    "read and no first-party hourly rate (Azure ND MI300X v5) was readable in a stored page, so usd_per_hour and "
+    "price_usd are left out",
 )
 
 _TPUV5P = Device(
@@ -355,7 +383,8 @@ _TPUV5P = Device(
     tdp_w=None,  # Google publishes no TDP for v5p
     source="Google Cloud TPU v5p documentation (cloud.google.com/tpu/docs/v5p): peak compute per chip 459 TFLOPS "
     "bf16, HBM2e 95 GB at 2765 GB/s; int8 peak, TDP, on-chip memory and MXU count per chip not given there, so "
-    "left out (energy is not modelled)",
+    "left out (energy is not modelled); no price: the stored copies of Google's Cloud TPU pricing page "
+    "(cloud.google.com/tpu/pricing) predate v5p, so usd_per_hour is left out; no purchase price read either",
 )
 
 _GAUDI3 = Device(
@@ -369,9 +398,14 @@ _GAUDI3 = Device(
     sram=Sram(capacity=parse_bytes("96MiB"), bandwidth=parse_bandwidth("12.8TB/s")),
     source="Kaplan, 'Intel Gaudi 3 AI Accelerator: Architected for Gen AI Training and Inference', Hot Chips 2024 "
     "(Aug 2024), spec table: BF16 and FP8 matrix 1835 TFLOPS, 128 GB HBM2e at 3.67 TB/s, 96 MB on-die SRAM at 12.8 "
-    "TB/s, 900 W air-cooled OAM; as reproduced at sgpjbg.com/baogao/465025.html; MME tile not read, so no tiling",
+    "TB/s, 900 W air-cooled OAM; as reproduced at sgpjbg.com/baogao/465025.html; MME tile not read, so no tiling; "
+    "no price: Intel's Computex 2024 list price for a kit of eight Gaudi 3 on a baseboard was read only as reported "
+    "by others, not in Intel's own release, and no first-party hourly rate (IBM Cloud, Intel Tiber AI Cloud) was "
+    "readable in a stored page, so price_usd and usd_per_hour are left out",
 )
 
 PRESETS: Mapping[str, Device] = catalog([_A100, _H100, _TPUV4, _H200, _B200, _MI300X, _TPUV5P, _GAUDI3])
 """The preset devices by lower-case name: ``a100``, ``h100``, ``tpuv4``, ``h200``, ``b200``, ``mi300x``,
-``tpuv5p``, ``gaudi3``. None carries a price: no public list or on-demand price could be cited for them."""
+``tpuv5p``, ``gaudi3``. ``a100``, ``h100`` and ``h200`` carry an hourly rate (``usd_per_hour``, per device) read
+from AWS's own pricing page, a dated snapshot that their ``source`` cites; the others carry none (their ``source``
+says why), and none carries a purchase price (``price_usd``): none was read in a maker's own publication."""
