@@ -27,8 +27,10 @@ class ModelConfig(Section):
     """``workload.model``: a decoder-only transformer, GPT-style by default (:mod:`stratasim.workload_layer.transformer.blocks`
     says what each key changes).
 
-    ``ffn`` is the MLP's (and each expert's) inner size (default ``4 * hidden``); ``kv_heads`` the key-value heads
-    of grouped-query attention (default ``heads``; 1 is multi-query attention); ``activation: swiglu`` a gated MLP
+    ``ffn`` is the MLP's (and each expert's) inner size (default ``4 * hidden``); ``head_dim`` one head's size
+    (default ``hidden / heads``; MaxText's and Gemma's models set it, so the heads' total width ``heads * head_dim``
+    need not be ``hidden``); ``kv_heads`` the key-value heads of grouped-query attention (default ``heads``; 1 is
+    multi-query attention); ``activation: swiglu`` a gated MLP
     (LLaMA); ``bias: false`` drops linear biases, ``norm: rmsnorm`` has no shift and ``position_embedding: rope``
     no learned position embeddings (all three LLaMA); ``tie_embeddings`` shares the word embeddings with the LM
     head. ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
@@ -47,6 +49,8 @@ class ModelConfig(Section):
     """Vocabulary size."""
     ffn: int | None = Field(default=None, gt=0)
     """Inner size of the MLP and of each expert (default ``4 * hidden``)."""
+    head_dim: int | None = Field(default=None, gt=0)
+    """One attention head's size (default ``hidden / heads``); ``heads * head_dim`` may differ from ``hidden``."""
     kv_heads: int | None = Field(default=None, gt=0)
     """Key-value heads of grouped-query attention (default ``heads``; 1 is multi-query attention)."""
     activation: Literal["gelu", "swiglu"] = "gelu"
@@ -70,7 +74,7 @@ class ModelConfig(Section):
 
     @model_validator(mode="after")
     def _head_size(self) -> ModelConfig:
-        if self.hidden % self.heads:
+        if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})")
         if self.heads % self.kv_head_count:
             raise ValueError(f"model.heads ({self.heads}) must be divisible by model.kv_heads ({self.kv_head_count})")
@@ -98,8 +102,14 @@ class ModelConfig(Section):
 
     @property
     def head_size(self) -> int:
-        """One head's size, ``hidden / heads``."""
-        return self.hidden // self.heads
+        """One head's size: ``head_dim``, else ``hidden / heads``."""
+        return self.hidden // self.heads if self.head_dim is None else self.head_dim
+
+    @property
+    def attention_width(self) -> int:
+        """The query heads' total width, ``heads * head_size`` (``hidden`` unless ``head_dim`` says otherwise): the
+        attention projection's input."""
+        return self.heads * self.head_size
 
     @property
     def qkv_width(self) -> int:
