@@ -74,6 +74,7 @@ PLANS = [
     ({**GPT, "vocab": 999}, dict(tp=2, zero=3, dp=2, global_batch=4)),
     ({**GPT, "position_embedding": "rope", "norm": "rmsnorm", "bias": False}, dict(tp=2, zero=1, dp=2)),
     ({**GPT, "heads": 6, "head_dim": 32}, dict(tp=2, recompute="full", global_batch=2)),
+    ({**GPT, "parallel_block": True}, dict(tp=2, pp=2, sequence_parallel=True, global_batch=4)),
 ]
 
 
@@ -107,6 +108,20 @@ def test_head_dim_sets_the_heads_width_apart_from_hidden() -> None:
     assert build(model, global_batch=1).model_flops_per_iteration() == s * (3 * L * per_token + 6 * h * V)
     with pytest.raises(ValidationError, match=r"model.hidden \(256\) must be divisible by model.heads \(6\)"):
         build({**GPT, "heads": 6})
+
+
+def test_a_parallel_block_has_one_norm_and_one_tp_operator_each_way() -> None:
+    # PaLM's layer: attention and MLP read one norm's output inside one TP region, their sum joins the residual.
+    parallel, sequential = build({**GPT, "parallel_block": True}, tp=2), build(GPT, tp=2)
+    graph = all_graphs(parallel)[0]
+    assert kinds(collectives(graph, "mb0 layer1 fwd")) == ["ALL_REDUCE"]
+    assert kinds(collectives(graph, "mb0 layer1 bwd")) == ["ALL_REDUCE"]
+    assert len(collectives(all_graphs(sequential)[0], "mb0 layer1 fwd")) == 2
+    # The same GEMMs, one layernorm (scale and shift, h each) fewer per layer.
+    assert parallel.model_flops_per_iteration() == sequential.model_flops_per_iteration()
+    assert model_parameters(sequential.config.model) - model_parameters(parallel.config.model) == L * 2 * H
+    with pytest.raises(ValidationError, match="model.parallel_block applies to dense models only"):
+        build({**GPT, "parallel_block": True, "experts": 4})
 
 
 def test_selective_recomputation_reruns_the_attention_core_only() -> None:

@@ -31,6 +31,8 @@ heads, ``d = h / a`` (or ``head_dim``), ``f`` the MLP's inner size and ``t`` the
   block, around the expert GEMMs, as in Megatron-core's all-to-all token dispatcher: each rank routes its own
   ``T / t`` tokens. Megatron-LM's extra all-gather of a column-parallel GEMM's input in the backward pass (to save
   memory) is not modelled;
+- a parallel block (``parallel_block``, PaLM's and GPT-J's layer) runs the attention and the MLP from one norm's
+  output inside one TP region: one TP operator each way per layer, and the residual adds both outputs;
 - selective recomputation wraps the unfused attention core in :class:`Recompute` (the fused kernel keeps only its
   row statistics and recomputes the scores in its own backward pass, so selective recomputation leaves it as it
   is); full recomputation re-runs the whole layer (``Block.recompute``).
@@ -112,9 +114,9 @@ def _norm_parameters(model: ModelConfig) -> int:
 
 
 def layer_parameters(model: ModelConfig, index: int, tp: int, ep: int) -> Parameters:
-    """Parameters of layer ``index`` on a TP rank: attention and two norms, and either the MLP or the router
-    (dense, replicated over TP) and the rank's ``experts / ep`` experts."""
-    dense = _attention_parameters(model, tp) + 2 * _norm_parameters(model)
+    """Parameters of layer ``index`` on a TP rank: attention and two norms (one in a parallel block), and either
+    the MLP or the router (dense, replicated over TP) and the rank's ``experts / ep`` experts."""
+    dense = _attention_parameters(model, tp) + (1 if model.parallel_block else 2) * _norm_parameters(model)
     if not model.moe_layer(index):
         return Parameters(dense=dense + _mlp_parameters(model, tp))
     return Parameters(dense=dense + model.hidden * model.experts,
@@ -170,9 +172,24 @@ def _activation(model: ModelConfig, shape: tuple[int, ...]) -> Pointwise:
 
 
 def layer_steps(config: TransformerConfig, index: int) -> tuple[Step, ...]:
-    """The forward steps of layer ``index`` on a TP rank: attention, then the MLP or the mixture of experts."""
+    """The forward steps of layer ``index`` on a TP rank: attention, then the MLP or the mixture of experts; or
+    the parallel block."""
+    if config.model.parallel_block:
+        return _parallel_steps(config)
     feed_forward = _moe_steps(config) if config.model.moe_layer(index) else _mlp_steps(config)
     return (*_attention_steps(config), *feed_forward)
+
+
+def _parallel_steps(config: TransformerConfig) -> tuple[Step, ...]:
+    """PaLM's parallel block: one norm, the attention and the MLP GEMMs inside one TP region (so one TP operator
+    each way), then the residual adding both outputs. The graph is a chain, so the two branches run one after the
+    other, as they do on one device."""
+    attention = _attention_steps(config)
+    norm, enter, *inner, projection, _leave, _residual_norm = attention
+    _enter, up, activation, down, leave, _residual = _mlp_steps(config)
+    model = config.model
+    residual = Pointwise("residual", (_local_tokens(config), model.hidden), flops_per_element=2, inputs=3)
+    return (norm, enter, *inner, projection, up, activation, down, leave, residual)
 
 
 def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:

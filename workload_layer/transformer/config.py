@@ -33,7 +33,9 @@ class ModelConfig(Section):
     multi-query attention); ``activation: swiglu`` a gated MLP
     (LLaMA); ``bias: false`` drops linear biases, ``norm: rmsnorm`` has no shift and ``position_embedding: rope``
     no learned position embeddings (all three LLaMA); ``tie_embeddings`` shares the word embeddings with the LM
-    head. ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
+    head; ``parallel_block`` is PaLM's and GPT-J's layer, attention and MLP both reading one norm's output and
+    their sum added to the residual (one TP all-reduce each way per layer, not two; dense models only).
+    ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
     token routed to ``top_k`` of them, an expert taking at most ``capacity_factor`` times its even share.
     """
 
@@ -63,6 +65,8 @@ class ModelConfig(Section):
     """``learned`` position embeddings, or ``rope`` (LLaMA) without them."""
     tie_embeddings: bool = True
     """Whether the LM head shares the word embeddings."""
+    parallel_block: bool = False
+    """PaLM's parallel layer: attention and MLP read one norm's output and their sum joins the residual."""
     experts: int = Field(default=0, ge=0)
     """Experts of each mixture-of-experts layer (0: a dense model)."""
     top_k: int = Field(default=2, ge=1)
@@ -86,6 +90,8 @@ class ModelConfig(Section):
             stray = [key for key in _MOE_KEYS if key in self.model_fields_set]
             if stray:
                 raise ValueError(f"model.{stray[0]} applies to a mixture of experts only: set model.experts too")
+        elif self.parallel_block:
+            raise ValueError("model.parallel_block applies to dense models only: leave it out with model.experts")
         elif self.top_k > self.experts:
             raise ValueError(f"model.top_k ({self.top_k}) must be at most model.experts ({self.experts})")
         return self
