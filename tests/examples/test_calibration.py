@@ -66,3 +66,19 @@ def test_the_tpuv4_model_reproduces_maxtext() -> None:
     assert abs(rate / MAXTEXT_SEQUENCES - 1) < 0.01, f"{rate:.2f} sequences/s"
     assert "MaxText" in report.calibration and not report.warnings
 
+
+
+# MaxText's v5p configurations (December 2023): 32B and 64B on a v5p-128, 128B on a v5p-256, in sequences/s under
+# MaxText's FLOP count of the time, as stratasim validate checks them.
+MAXTEXT_V5P = ("32b", "64b", "128b")
+
+
+@pytest.mark.parametrize("size", MAXTEXT_V5P)
+def test_the_tpuv5p_model_reproduces_maxtext(size: str) -> None:
+    name = f"maxtext_{size}_tpuv5p"
+    report = run_study(load_study(CALIBRATION / f"{name}.yaml"))
+    assert report.training is not None
+    rate, published = report.training["samples_per_second"], case("calibration", name).check("samples_per_second")
+    assert abs(rate / published.expected - 1) < published.tolerance, f"MaxText {size}: {rate:.3f} sequences/s"
+    assert "MaxText's 32B and 64B" in report.calibration
+    assert not [w for w in report.warnings if "uncalibrated" in w]  # the studies keep MaxText's memory over capacity
