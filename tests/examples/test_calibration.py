@@ -59,6 +59,16 @@ def test_llama2_70b_on_64_h100s_is_in_the_published_range() -> None:
     assert f"calibration      {report.calibration}" in report.to_text()
 
 
+def test_nvidias_llama_3_1_8b_on_one_h100_node_runs_faster_than_the_h100_model() -> None:
+    """Not fitted: NVIDIA's DGX Cloud recipe (NeMo 24.09, bf16, 8 H100s) ran Llama 3.1 8B at 81,222 tokens/s, 59 %
+    MFU, well above the MosaicML runs of 2023 the h100 model is fitted to; the preset comes out 8-15 % slower."""
+    report = run_study(load_study(CALIBRATION / "llama31_8b_h100.yaml"))
+    assert report.training is not None
+    published = case("calibration", "llama31_8b_h100").check("samples_per_second")
+    low, high = published.band
+    assert low <= report.training["samples_per_second"] / published.expected <= high
+
+
 def test_the_tpuv4_model_reproduces_maxtext() -> None:
     report = run_study(load_study(MAXTEXT_22B))
     assert report.training is not None
