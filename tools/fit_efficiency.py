@@ -51,11 +51,16 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
     # MaxText's 22B model on a v4-128 slice: 156 TFLOP/s per chip under MaxText's FLOP count, 35.10 sequences/s
     # (examples/calibration/maxtext_22b_tpuv4.yaml derives it).
     "tpuv4": (Reference(_CALIBRATION / "maxtext_22b_tpuv4.yaml", 35.10, "samples_per_second"),),
+    # MaxText's 32B and 64B models on one v5p-128 slice and its 128B on a v5p-256 (MaxText/configs/v5p/README.md of
+    # 2023-12-15): 328, 323 and 315 TFLOP/s per chip under MaxText's FLOP count of the time, 51.635, 25.553 and
+    # 24.984 sequences/s (the studies derive them).
+    "tpuv5p": tuple(Reference(_CALIBRATION / f"maxtext_{size}_tpuv5p.yaml", rate, "samples_per_second")
+                    for size, rate in (("32b", 51.635), ("64b", 25.553), ("128b", 24.984))),
 }  # fmt: skip
 
 
 # Each device's measured memory efficiency (the default of --memory-efficiency).
-MEMORY_EFFICIENCY = {"a100": 0.834, "h100": 0.887, "tpuv4": 1.0}  # tpuv4: no published measurement
+MEMORY_EFFICIENCY = {"a100": 0.834, "h100": 0.887, "tpuv4": 1.0, "tpuv5p": 1.0}  # TPUs: no published measurement
 
 
 def errors(references: Sequence[Reference], efficiency: float, memory: float, launch: str, sized: bool) -> list[float]:

@@ -122,7 +122,7 @@ def test_a_described_device_the_backend_cannot_build_is_an_error_naming_it() -> 
     ({"preset": "h100", "memory_capacity": "0B"}, ("memory_capacity",), "greater than 0"),
     ({"preset": "h100", "tdp": "hot"}, ("tdp",), "cannot read 'hot' as a power"),
     ({"name": "mychip", "peak": {"bf16": "100TFLOPS"}}, (), "needs memory_bandwidth, memory_capacity"),
-    ({"preset": "tpuv5p", "tiling": {"tile_m": 128}}, (), "tiling needs tile_n, units"),
+    ({"preset": "b200", "tiling": {"tile_m": 128}}, (), "tiling needs tile_n, units"),
 ])  # fmt: skip
 def test_bad_descriptions_name_the_key(written: dict[str, object], where: tuple[str, ...], fragment: str) -> None:
     with pytest.raises(ValidationError) as raised:

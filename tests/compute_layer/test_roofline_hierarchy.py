@@ -222,7 +222,7 @@ def test_a_calibration_switches_size_efficiency_on() -> None:
 
 
 def test_only_presets_fitted_with_it_turn_size_efficiency_on() -> None:
-    assert {name for name, dev in FITTED.items() if dev.size_efficiency} == {"a100", "h100", "h200", "tpuv4"}
+    assert {name for name, dev in FITTED.items() if dev.size_efficiency} == {"a100", "h100", "h200", "tpuv4", "tpuv5p"}
     assert not any(dev.size_efficiency for dev in PRESETS.values())
 
 

@@ -59,6 +59,16 @@ def test_llama2_70b_on_64_h100s_is_in_the_published_range() -> None:
     assert f"calibration      {report.calibration}" in report.to_text()
 
 
+def test_nvidias_llama_3_1_8b_on_one_h100_node_runs_faster_than_the_h100_model() -> None:
+    """Not fitted: NVIDIA's DGX Cloud recipe (NeMo 24.09, bf16, 8 H100s) ran Llama 3.1 8B at 81,222 tokens/s, 59 %
+    MFU, well above the MosaicML runs of 2023 the h100 model is fitted to; the preset comes out 8-15 % slower."""
+    report = run_study(load_study(CALIBRATION / "llama31_8b_h100.yaml"))
+    assert report.training is not None
+    published = case("calibration", "llama31_8b_h100").check("samples_per_second")
+    low, high = published.band
+    assert low <= report.training["samples_per_second"] / published.expected <= high
+
+
 def test_the_tpuv4_model_reproduces_maxtext() -> None:
     report = run_study(load_study(MAXTEXT_22B))
     assert report.training is not None
@@ -66,3 +76,19 @@ def test_the_tpuv4_model_reproduces_maxtext() -> None:
     assert abs(rate / MAXTEXT_SEQUENCES - 1) < 0.01, f"{rate:.2f} sequences/s"
     assert "MaxText" in report.calibration and not report.warnings
 
+
+
+# MaxText's v5p configurations (December 2023): 32B and 64B on a v5p-128, 128B on a v5p-256, in sequences/s under
+# MaxText's FLOP count of the time, as stratasim validate checks them.
+MAXTEXT_V5P = ("32b", "64b", "128b")
+
+
+@pytest.mark.parametrize("size", MAXTEXT_V5P)
+def test_the_tpuv5p_model_reproduces_maxtext(size: str) -> None:
+    name = f"maxtext_{size}_tpuv5p"
+    report = run_study(load_study(CALIBRATION / f"{name}.yaml"))
+    assert report.training is not None
+    rate, published = report.training["samples_per_second"], case("calibration", name).check("samples_per_second")
+    assert abs(rate / published.expected - 1) < published.tolerance, f"MaxText {size}: {rate:.3f} sequences/s"
+    assert "MaxText's 32B and 64B" in report.calibration
+    assert not [w for w in report.warnings if "uncalibrated" in w]  # the studies keep MaxText's memory over capacity

@@ -210,6 +210,18 @@ def test_tp_all_reduces_carry_the_micro_batch_tokens() -> None:
     assert len(gathers) == 2 * 2 and {n.comm_bytes for n in gathers} == {2 * 100 * 2}
 
 
+def test_a_parallel_block_all_reduces_once_per_layer() -> None:
+    def all_reduces(model: dict[str, object]) -> int:
+        graph = unrolled(inference(model, parallelism={"tp": 2}).graphs(2)[0])
+        return sum(n.comm_type == workload_pb2.ALL_REDUCE and n.type == workload_pb2.COMM_COLL_NODE for n in graph.nodes)
+
+    # Prefill and two decode passes of 4 layers: two all-reduces a layer, or one in PaLM's parallel block, and
+    # the embedding's vocabulary-parallel one per pass.
+    passes, layers = 3, 4
+    assert all_reduces(MODEL) == passes * (2 * layers + 1)
+    assert all_reduces({**MODEL, "parallel_block": True}) == passes * (layers + 1)
+
+
 def test_resident_weights_match_a_hand_count() -> None:
     # Per layer and TP rank (h = 64, tp 2): QKV 64 * 96 + projection 32 * 64 + MLP 2 * 64 * 128 + layernorms
     # 128 = 6144 + 2048 + 16384 + 128 = 24704; two layers per stage. Vocabulary shard 50 * 64 = 3200 on the first

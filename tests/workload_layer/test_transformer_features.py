@@ -73,6 +73,8 @@ PLANS = [
     (GPT, dict(tp=2, recompute="full", sequence_parallel=True, global_batch=2)),
     ({**GPT, "vocab": 999}, dict(tp=2, zero=3, dp=2, global_batch=4)),
     ({**GPT, "position_embedding": "rope", "norm": "rmsnorm", "bias": False}, dict(tp=2, zero=1, dp=2)),
+    ({**GPT, "heads": 6, "head_dim": 32}, dict(tp=2, recompute="full", global_batch=2)),
+    ({**GPT, "parallel_block": True}, dict(tp=2, pp=2, sequence_parallel=True, global_batch=4)),
 ]
 
 
@@ -88,6 +90,38 @@ def test_gqa_and_swiglu_flops_by_hand() -> None:
     h, f, s, tokens = 256, 512, 128, 4 * 128
     layer = 2 * h * (8 + 4) * 32 + 4 * s * h + 2 * h * h + 2 * h * 3 * f
     assert build(GQA, dp=2, global_batch=4).model_flops_per_iteration() == tokens * (3 * L * layer + 6 * h * V)
+
+
+def test_head_dim_sets_the_heads_width_apart_from_hidden() -> None:
+    # MaxText's scaled models: 6 heads of 32 (192 wide) on h = 256, so hidden need not divide by heads. QKV is
+    # [T, 256] x [256, 3 * 192 / 2] on a TP rank of 2, the projection [T, 96] x [96, 256].
+    model = {**GPT, "heads": 6, "head_dim": 32, "bias": False, "norm": "rmsnorm"}
+    workload = build(model, tp=2)
+    shapes = {n.name.split(" fwd ")[1]: list(shape_of(n.op).dims()) for n in all_graphs(workload)[0].nodes
+              if n.name.startswith("mb0 layer0 fwd ") and n.name.endswith(("qkv", "projection"))}  # fmt: skip
+    assert shapes == {"qkv": [128, 256, 288], "attention projection": [128, 96, 256]}
+    h, width, f, s = 256, 192, 1024, 128
+    layer = 3 * h * width + width * h + 2 * h * f + 2 * h
+    assert model_parameters(workload.config.model) == L * layer + V * h + S * h + h
+    # Per token and layer, forward: QKV 2 h 3 a d, attention core 4 s a d, projection 2 a d h, MLP 4 h f.
+    per_token = 2 * h * 3 * width + 4 * s * width + 2 * width * h + 4 * h * f
+    assert build(model, global_batch=1).model_flops_per_iteration() == s * (3 * L * per_token + 6 * h * V)
+    with pytest.raises(ValidationError, match=r"model.hidden \(256\) must be divisible by model.heads \(6\)"):
+        build({**GPT, "heads": 6})
+
+
+def test_a_parallel_block_has_one_norm_and_one_tp_operator_each_way() -> None:
+    # PaLM's layer: attention and MLP read one norm's output inside one TP region, their sum joins the residual.
+    parallel, sequential = build({**GPT, "parallel_block": True}, tp=2), build(GPT, tp=2)
+    graph = all_graphs(parallel)[0]
+    assert kinds(collectives(graph, "mb0 layer1 fwd")) == ["ALL_REDUCE"]
+    assert kinds(collectives(graph, "mb0 layer1 bwd")) == ["ALL_REDUCE"]
+    assert len(collectives(all_graphs(sequential)[0], "mb0 layer1 fwd")) == 2
+    # The same GEMMs, one layernorm (scale and shift, h each) fewer per layer.
+    assert parallel.model_flops_per_iteration() == sequential.model_flops_per_iteration()
+    assert model_parameters(sequential.config.model) - model_parameters(parallel.config.model) == L * 2 * H
+    with pytest.raises(ValidationError, match="model.parallel_block applies to dense models only"):
+        build({**GPT, "parallel_block": True, "experts": 4})
 
 
 def test_selective_recomputation_reruns_the_attention_core_only() -> None:

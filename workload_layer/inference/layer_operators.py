@@ -38,19 +38,26 @@ class DecoderOperators:
         self, tokens: int, core: tuple[Compute, ...], feed_forward: tuple[Compute, ...] | None = None
     ) -> tuple[Compute | TensorParallelCollective, ...]:
         """A layer's operations over ``tokens`` new tokens with the attention ``core`` (:meth:`attention_core`)
-        and the dense MLP, or ``feed_forward`` in its place (:meth:`moe`), named within the layer."""
+        and the dense MLP, or ``feed_forward`` in its place (:meth:`moe`), named within the layer; a parallel
+        block (``model.parallel_block``) has one norm and one TP all-reduce."""
         model, tp = self.model, self.tp
         h, d = model.hidden, model.head_size
         a, g = model.heads // tp, model.kv_head_count // tp
         kv_elements = 2 * tokens * g * d
         mlp = self._mlp(tokens) if feed_forward is None else feed_forward
-        return (
+        attention = (
             Compute("layernorm", self._pointwise("layernorm", (tokens, h), flops=8)),
             Compute("qkv", self._gemm("qkv", tokens, h, (a + 2 * g) * d)),
             Compute("kv append", self._pointwise("kv append", (2, tokens, g * d), flops=0),
                     memory_bytes=kv_elements * self.element_bytes),
             *core,
             Compute("attention projection", self._gemm("attention projection", tokens, a * d, h)),
+        )
+        if model.parallel_block:  # PaLM's: one norm, attention and MLP summed under one all-reduce
+            return (*attention, *mlp, self.all_reduce("tp all-reduce", tokens),
+                    Compute("residual", self._pointwise("residual", (tokens, h), flops=2, inputs=3)))
+        return (
+            *attention,
             self.all_reduce("attention tp all-reduce", tokens),
             Compute("residual layernorm", self._pointwise("residual layernorm", (tokens, h), flops=9, inputs=2)),
             *mlp,

@@ -3,7 +3,7 @@ the head, their parameters, and the GEMM FLOPs of a training iteration, for ever
 :mod:`stratasim.workload_layer.transformer.workload`.
 
 A layer on a TP rank, with ``T = micro_batch * seq_len`` tokens, ``h`` hidden, ``a`` heads, ``g`` key-value
-heads, ``d = h / a``, ``f`` the MLP's inner size and ``t`` the TP degree:
+heads, ``d = h / a`` (or ``head_dim``), ``f`` the MLP's inner size and ``t`` the TP degree:
 
 - attention: norm; QKV GEMM ``[T, h] x [h, (a + 2g) d / t]``, grouped-query attention sharing each of the ``g``
   key-value heads among ``a / g`` query heads (Megatron-core splits the ``g`` groups over TP, so ``t`` must
@@ -13,7 +13,7 @@ heads, ``d = h / a``, ``f`` the MLP's inner size and ``t`` the TP degree:
   no score matrix in memory, the key blocks above the diagonal skipped), with ``attention: unfused`` scores
   ``[s, d] x [d, s]`` and context ``[s, s] x [s, d]`` batched over them with a softmax between, the full square
   counted; the output projection
-  ``[T, h/t] x [h/t, h]``; residual and the second norm;
+  ``[T, a d/t] x [a d/t, h]`` (``a d = h`` unless ``head_dim`` says otherwise); residual and the second norm;
 - MLP: ``[T, h] x [h, f/t]``, GeLU, ``[T, f/t] x [f/t, h]``, residual. Gated (``activation: swiglu``, as in
   LLaMA): the up projection is ``2f/t`` wide (gate and up), SwiGLU reads both halves; three weight matrices;
 - a mixture-of-experts layer (layers ``0, k, 2k...`` for ``moe_every = k``, Megatron-core's ``moe_layer_freq``)
@@ -31,6 +31,8 @@ heads, ``d = h / a``, ``f`` the MLP's inner size and ``t`` the TP degree:
   block, around the expert GEMMs, as in Megatron-core's all-to-all token dispatcher: each rank routes its own
   ``T / t`` tokens. Megatron-LM's extra all-gather of a column-parallel GEMM's input in the backward pass (to save
   memory) is not modelled;
+- a parallel block (``parallel_block``, PaLM's and GPT-J's layer) runs the attention and the MLP from one norm's
+  output inside one TP region: one TP operator each way per layer, and the residual adds both outputs;
 - selective recomputation wraps the unfused attention core in :class:`Recompute` (the fused kernel keeps only its
   row statistics and recomputes the scores in its own backward pass, so selective recomputation leaves it as it
   is); full recomputation re-runs the whole layer (``Block.recompute``).
@@ -97,7 +99,7 @@ class Parameters:
 def _attention_parameters(model: ModelConfig, tp: int) -> int:
     """QKV (column-parallel, bias split) and output projection (row-parallel, bias replicated) on a TP rank."""
     h, width = model.hidden, model.qkv_width
-    return (h * width + h * h) // tp + (width // tp + h if model.bias else 0)
+    return (h * width + model.attention_width * h) // tp + (width // tp + h if model.bias else 0)
 
 
 def _mlp_parameters(model: ModelConfig, tp: int) -> int:
@@ -112,9 +114,9 @@ def _norm_parameters(model: ModelConfig) -> int:
 
 
 def layer_parameters(model: ModelConfig, index: int, tp: int, ep: int) -> Parameters:
-    """Parameters of layer ``index`` on a TP rank: attention and two norms, and either the MLP or the router
-    (dense, replicated over TP) and the rank's ``experts / ep`` experts."""
-    dense = _attention_parameters(model, tp) + 2 * _norm_parameters(model)
+    """Parameters of layer ``index`` on a TP rank: attention and two norms (one in a parallel block), and either
+    the MLP or the router (dense, replicated over TP) and the rank's ``experts / ep`` experts."""
+    dense = _attention_parameters(model, tp) + (1 if model.parallel_block else 2) * _norm_parameters(model)
     if not model.moe_layer(index):
         return Parameters(dense=dense + _mlp_parameters(model, tp))
     return Parameters(dense=dense + model.hidden * model.experts,
@@ -170,9 +172,24 @@ def _activation(model: ModelConfig, shape: tuple[int, ...]) -> Pointwise:
 
 
 def layer_steps(config: TransformerConfig, index: int) -> tuple[Step, ...]:
-    """The forward steps of layer ``index`` on a TP rank: attention, then the MLP or the mixture of experts."""
+    """The forward steps of layer ``index`` on a TP rank: attention, then the MLP or the mixture of experts; or
+    the parallel block."""
+    if config.model.parallel_block:
+        return _parallel_steps(config)
     feed_forward = _moe_steps(config) if config.model.moe_layer(index) else _mlp_steps(config)
     return (*_attention_steps(config), *feed_forward)
+
+
+def _parallel_steps(config: TransformerConfig) -> tuple[Step, ...]:
+    """PaLM's parallel block: one norm, the attention and the MLP GEMMs inside one TP region (so one TP operator
+    each way), then the residual adding both outputs. The graph is a chain, so the two branches run one after the
+    other, as they do on one device."""
+    attention = _attention_steps(config)
+    norm, enter, *inner, projection, _leave, _residual_norm = attention
+    _enter, up, activation, down, leave, _residual = _mlp_steps(config)
+    model = config.model
+    residual = Pointwise("residual", (_local_tokens(config), model.hidden), flops_per_element=2, inputs=3)
+    return (norm, enter, *inner, projection, up, activation, down, leave, residual)
 
 
 def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
@@ -198,7 +215,7 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
         Gemm("qkv", tokens, h, model.qkv_width // tp),
         *((rotary,) if model.position_embedding == "rope" else ()),
         *core,
-        Gemm("attention projection", tokens, h // tp, h),
+        Gemm("attention projection", tokens, model.attention_width // tp, h),
         leave,
         Pointwise(f"residual {model.norm}", (local, h), flops_per_element=9, inputs=2),
     )
@@ -275,20 +292,21 @@ def iteration_gemm_flops(config: TransformerConfig) -> int:
     :meth:`stratasim.workload_layer.transformer.workload.TransformerWorkload.model_flops_per_iteration` for what that includes).
 
     Per micro-batch of ``T`` tokens and model replica, a layer's forward GEMMs take ``2 T h (a + 2g) d`` (QKV),
-    ``4 b s^2 h`` (attention core), ``2 T h^2`` (projection) and ``2 T h (u + f)`` (MLP, ``u`` the up projection's
-    width, ``f`` or ``2f``), or for an MoE layer ``2 T_r h E t`` (the router, on every TP rank) and
+    ``4 b s^2 a d`` (attention core), ``2 T a d h`` (projection; ``a d`` is ``h`` unless ``head_dim`` says
+    otherwise) and ``2 T h (u + f)`` (MLP, ``u`` the up projection's width, ``f`` or ``2f``), or for an MoE layer ``2 T_r h E t`` (the router, on every TP rank) and
     ``2 E C g h (u + f)`` (the experts' ``E C g`` token slots, :mod:`stratasim.workload_layer.transformer.moe`). Backward passes double
     them; full recomputation runs the layers forward once more, selective recomputation the unfused attention
     core; the LM head adds ``3 * 2 T h V'`` (``V'`` the padded vocabulary). Times ``micro_batches * dp``. A fused
-    attention core is counted as the unfused one, ``4 b s^2 h`` forward (the full square, as Megatron-LM counts it,
+    attention core is counted as the unfused one, ``4 b s^2 a d`` forward (the full square, as Megatron-LM counts it,
     though the causal kernel skips the blocks above the diagonal) and twice that backward (not the scores its
     backward kernel recomputes), and selective recomputation adds nothing to it.
     """
     model, plan = config.model, config.parallelism
     h, s, b = model.hidden, model.seq_len, plan.micro_batch
     tokens = b * s
-    core = 4 * b * s * s * h
-    attention = 2 * tokens * h * model.qkv_width + core + 2 * tokens * h * h
+    width = model.attention_width
+    core = 4 * b * s * s * width
+    attention = 2 * tokens * h * model.qkv_width + core + 2 * tokens * width * h
     mlp = 2 * tokens * h * (model.mlp_up_width + model.ffn_size)
     moe_layers = sum(model.moe_layer(i) for i in range(model.layers))
     moe = 0

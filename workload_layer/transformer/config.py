@@ -27,11 +27,15 @@ class ModelConfig(Section):
     """``workload.model``: a decoder-only transformer, GPT-style by default (:mod:`stratasim.workload_layer.transformer.blocks`
     says what each key changes).
 
-    ``ffn`` is the MLP's (and each expert's) inner size (default ``4 * hidden``); ``kv_heads`` the key-value heads
-    of grouped-query attention (default ``heads``; 1 is multi-query attention); ``activation: swiglu`` a gated MLP
+    ``ffn`` is the MLP's (and each expert's) inner size (default ``4 * hidden``); ``head_dim`` one head's size
+    (default ``hidden / heads``; MaxText's and Gemma's models set it, so the heads' total width ``heads * head_dim``
+    need not be ``hidden``); ``kv_heads`` the key-value heads of grouped-query attention (default ``heads``; 1 is
+    multi-query attention); ``activation: swiglu`` a gated MLP
     (LLaMA); ``bias: false`` drops linear biases, ``norm: rmsnorm`` has no shift and ``position_embedding: rope``
     no learned position embeddings (all three LLaMA); ``tie_embeddings`` shares the word embeddings with the LM
-    head. ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
+    head; ``parallel_block`` is PaLM's and GPT-J's layer, attention and MLP both reading one norm's output and
+    their sum added to the residual (one TP all-reduce each way per layer, not two; dense models only).
+    ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
     token routed to ``top_k`` of them, an expert taking at most ``capacity_factor`` times its even share.
     """
 
@@ -47,6 +51,8 @@ class ModelConfig(Section):
     """Vocabulary size."""
     ffn: int | None = Field(default=None, gt=0)
     """Inner size of the MLP and of each expert (default ``4 * hidden``)."""
+    head_dim: int | None = Field(default=None, gt=0)
+    """One attention head's size (default ``hidden / heads``); ``heads * head_dim`` may differ from ``hidden``."""
     kv_heads: int | None = Field(default=None, gt=0)
     """Key-value heads of grouped-query attention (default ``heads``; 1 is multi-query attention)."""
     activation: Literal["gelu", "swiglu"] = "gelu"
@@ -59,6 +65,8 @@ class ModelConfig(Section):
     """``learned`` position embeddings, or ``rope`` (LLaMA) without them."""
     tie_embeddings: bool = True
     """Whether the LM head shares the word embeddings."""
+    parallel_block: bool = False
+    """PaLM's parallel layer: attention and MLP read one norm's output and their sum joins the residual."""
     experts: int = Field(default=0, ge=0)
     """Experts of each mixture-of-experts layer (0: a dense model)."""
     top_k: int = Field(default=2, ge=1)
@@ -70,7 +78,7 @@ class ModelConfig(Section):
 
     @model_validator(mode="after")
     def _head_size(self) -> ModelConfig:
-        if self.hidden % self.heads:
+        if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})")
         if self.heads % self.kv_head_count:
             raise ValueError(f"model.heads ({self.heads}) must be divisible by model.kv_heads ({self.kv_head_count})")
@@ -82,6 +90,8 @@ class ModelConfig(Section):
             stray = [key for key in _MOE_KEYS if key in self.model_fields_set]
             if stray:
                 raise ValueError(f"model.{stray[0]} applies to a mixture of experts only: set model.experts too")
+        elif self.parallel_block:
+            raise ValueError("model.parallel_block applies to dense models only: leave it out with model.experts")
         elif self.top_k > self.experts:
             raise ValueError(f"model.top_k ({self.top_k}) must be at most model.experts ({self.experts})")
         return self
@@ -98,8 +108,14 @@ class ModelConfig(Section):
 
     @property
     def head_size(self) -> int:
-        """One head's size, ``hidden / heads``."""
-        return self.hidden // self.heads
+        """One head's size: ``head_dim``, else ``hidden / heads``."""
+        return self.hidden // self.heads if self.head_dim is None else self.head_dim
+
+    @property
+    def attention_width(self) -> int:
+        """The query heads' total width, ``heads * head_size`` (``hidden`` unless ``head_dim`` says otherwise): the
+        attention projection's input."""
+        return self.heads * self.head_size
 
     @property
     def qkv_width(self) -> int:

@@ -135,7 +135,7 @@ def layer_terms(config: TransformerConfig, moe: bool) -> ActivationTerms:
     sb, h = model.seq_len * plan.micro_batch, model.hidden
     inner = model.mlp_up_width + model.ffn_size
     attention = 5 * model.heads * model.seq_len * sb if config.attention == "unfused" else 4 * model.heads * sb
-    split = 4 * sb * h + 4 * sb * model.kv_head_count * model.head_size
+    split = 4 * sb * model.attention_width + 4 * sb * model.kv_head_count * model.head_size
     if not moe:
         return ActivationTerms(replicated=10 * sb * h, split=split + 2 * sb * inner, attention=attention)
     r = layer_routing(config)
