@@ -205,12 +205,17 @@ class RequestsConfig(Section):
 
 
 class PoolParallelism(Section):
-    """``parallelism`` of a pool: each replica's tensor- and pipeline-parallel degrees."""
+    """``parallelism`` of a pool: each replica's tensor- and pipeline-parallel degrees, and how many replicas
+    share their experts (``ep``: vLLM's data-parallel attention with expert parallelism)."""
 
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel degree."""
     pp: int = Field(default=1, ge=1)
     """Pipeline-parallel stages."""
+    ep: int = Field(default=1, ge=1, le=1 << 10)
+    """Expert-parallel degree: ``ep`` consecutive replicas form a group, each holding ``experts / ep`` of every
+    mixture-of-experts layer's experts (each split over its ``tp`` NPUs) and its own requests and KV cache; a
+    group steps in lock-step, its tokens exchanged by all-to-alls (:mod:`stratasim.workload_layer.serving.workload`)."""
 
 
 class SchedulerConfig(Section):
@@ -335,6 +340,8 @@ class ServingWorkloadConfig(Section):
                     yield f"workload.{name} ({value}) must be divisible by {where}.parallelism.{axis} ({by})"
             if pool.speculative is not None:
                 yield from _speculative_problems(model, pool, where)
+            if plan.ep > 1:
+                yield from _expert_problems(model, pool, where)
             scheduler = pool.scheduler
             if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
                 yield (f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
@@ -362,6 +369,22 @@ class ServingWorkloadConfig(Section):
             if len(routers) > 1:
                 yield (f"workload.pools: the {role} pools route across all their replicas with one router, but name "
                        f"{' and '.join(sorted(routers))}; give them the same router")  # fmt: skip
+
+
+def _expert_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterator[str]:
+    """How a pool's expert parallelism does not fit its model and plan, one message each."""
+    plan, key = pool.parallelism, f"{where}.parallelism.ep"
+    if model.experts == 0:
+        yield f"{key} ({plan.ep}) needs a mixture of experts, but workload.model is dense (model.experts is 0)"
+    elif model.experts % plan.ep:
+        yield f"workload.model.experts ({model.experts}) must be divisible by {key} ({plan.ep})"
+    if pool.replicas % plan.ep:
+        yield (f"{key} ({plan.ep}) must divide {where}.replicas ({pool.replicas}): every ep replicas form one "
+               "expert-parallel group")  # fmt: skip
+    if plan.pp > 1:
+        yield f"{key} ({plan.ep}) needs parallelism.pp 1 (pipelined expert-parallel groups are not modelled), got {plan.pp}"
+    if pool.speculative is not None:
+        yield f"{key} ({plan.ep}): speculative decoding on an expert-parallel pool is not modelled; remove one of them"
 
 
 def _speculative_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterator[str]:
