@@ -213,9 +213,7 @@ class PoolParallelism(Section):
     pp: int = Field(default=1, ge=1)
     """Pipeline-parallel stages."""
     ep: int = Field(default=1, ge=1, le=1 << 10)
-    """Expert-parallel degree: ``ep`` consecutive replicas form a group, each holding ``experts / ep`` of every
-    mixture-of-experts layer's experts (each split over its ``tp`` NPUs) and its own requests and KV cache; a
-    group steps in lock-step, its tokens exchanged by all-to-alls (:mod:`stratasim.workload_layer.serving.workload`)."""
+    """Expert-parallel degree: each ``ep`` consecutive replicas share the experts, ``experts / ep`` a replica."""
 
 
 class SchedulerConfig(Section):
