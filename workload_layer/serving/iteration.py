@@ -143,6 +143,7 @@ def expert_work(operators: DecoderOperators, ep: int, group_tokens: int, member_
     model = operators.model
     layers = sum(model.moe_layer(index) for index in range(model.layers))
     size = member_tokens * model.top_k * model.hidden * operators.element_bytes
-    steps = (ExpertAllToAll("moe dispatch all-to-all", size), *operators.experts(group_tokens, model.experts // ep),
-             ExpertAllToAll("moe combine all-to-all", size))  # fmt: skip
+    steps: tuple[Compute | ExpertAllToAll, ...] = (
+        ExpertAllToAll("moe dispatch all-to-all", size), *operators.experts(group_tokens, model.experts // ep),
+        ExpertAllToAll("moe combine all-to-all", size))  # fmt: skip
     return ExpertWork(tuple((layers, step) for step in steps), ep)

@@ -124,6 +124,7 @@ def simulate_pools(
     if decode and transfer is None:
         raise WorkloadError("disaggregated pools need a KV transfer pricer")
     prices = _Prices(pools, bucket)
+    shapes, groups = prices.shapes, layout.group
     stages_free = [[0] * pools[index].pool.parallelism.pp for index in layout.replica_pool]
     running: dict[int, Batch] = {}
     ends: list[tuple[int, int]] = []  # (end time, engine) of the iterations running
@@ -157,8 +158,8 @@ def simulate_pools(
                 replicas[destination].receive(sequence)
             touched |= {source, destination}
         for index in sorted(touched - set(running)):
-            group = layout.group[index]
-            if len(group) > 1:
+            group = groups[index]
+            if group is not None:
                 if index == min(group & touched):  # the group starts once, with its first member touched
                     _start_group(sorted(group), replicas, now, prices, owner[index], running, ends, run)
                 continue
@@ -167,7 +168,8 @@ def simulate_pools(
             if not batch:  # idle: the samples say so until its next iteration
                 run.samples.append(Sample(now, index, 0, len(replica.running), len(replica.waiting), replica.cache.used))
                 continue
-            price = prices.stages(owner[index], replica.shape(batch, bucket))
+            shape = replica.shape(batch, bucket)
+            price = shapes.get((owner[index], shape)) or prices.stages(owner[index], shape)
             running[index] = batch
             run.swap_ps += batch.swap_ps
             heapq.heappush(ends, (_through_stages(now, price, batch.swap_ps, stages_free[physical[index]]), index))
@@ -188,14 +190,14 @@ def simulate_pools(
 class _EngineLayout:
     """The schedulers of ``pools``: each replica of ``pp`` stages runs ``pp`` of them (vLLM v0's virtual engines),
     numbered replica by replica; ``pool`` and ``replica`` give each one's pool and (global) replica, ``group`` the
-    engines of its expert-parallel group (itself alone without expert parallelism)."""
+    engines of its expert-parallel group (None without expert parallelism)."""
 
     def __init__(self, pools: Seq[PoolSetup]) -> None:
         self.replica_pool = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
         self.pool: list[int] = []
         self.replica: list[int] = []
         self.virtual: list[int] = []
-        self.group: list[frozenset[int]] = []
+        self.group: list[frozenset[int] | None] = []
         self._roles = [setup.pool.role for setup in pools]
         for replica, index in enumerate(self.replica_pool):
             for virtual in range(pools[index].pool.parallelism.pp):
@@ -208,7 +210,7 @@ class _EngineLayout:
         for engine, index in enumerate(self.pool):  # an expert-parallel pool has one engine a replica (pp 1)
             ep, first = pools[index].pool.parallelism.ep, firsts[index]
             start = first + (engine - first) // ep * ep
-            self.group.append(frozenset(range(start, start + ep)))
+            self.group.append(frozenset(range(start, start + ep)) if ep > 1 else None)
 
     def routed(self, role: Callable[[str], bool]) -> list[int]:
         """The engines of the pools whose role passes ``role``, in the order a router sees them: each replica's
