@@ -9,8 +9,8 @@ first NPU to the one ``tp`` further), each distinct operator and message priced 
 rounded up to 1/32 of a power of two, :func:`quantised`). An expert-parallel pool's expert parts
 (:meth:`BackendPricer.experts`) are its local experts' operators and, for each mixture-of-experts layer, the
 dispatch and combine all-to-alls, run by the system layer on the pool's first group: ``tp`` all-to-alls at once,
-the ``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. Disaggregated pools' KV moves are priced by
-:class:`~stratasim.study.kv_transfer.NetworkKvTransfer`. A stage's part of an iteration is the sum of its
+the ``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. Disaggregated pools' KV
+moves are priced by :class:`~stratasim.study.kv_transfer.NetworkKvTransfer`. A stage's part of an iteration is the sum of its
 operators and collectives, one after another as a rank runs them, plus the transfer of the activation into it;
 the simulation pipelines a replica's batches through its stages
 (:mod:`stratasim.workload_layer.serving.simulation`).

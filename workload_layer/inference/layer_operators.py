@@ -68,16 +68,16 @@ class DecoderOperators:
             Compute("mlp down", self._gemm("mlp down", tokens, f, model.hidden)),
         )
 
-    def moe(self, tokens: int, experts: bool = True) -> tuple[Compute, ...]:
+    def moe(self, tokens: int, with_experts: bool = True) -> tuple[Compute, ...]:
         """A mixture of experts in place of the MLP: the router GEMM and its softmax, then the experts
         (:meth:`experts`: every expert on this rank, split over TP, on the ``tokens`` routed here), and the weighted
-        sum of each token's ``top_k`` outputs. With ``experts`` false the experts are left out: under expert
+        sum of each token's ``top_k`` outputs. Without ``with_experts`` the experts are left out: under expert
         parallelism they run on the tokens of a whole group (:mod:`stratasim.workload_layer.serving.workload`)."""
         model, h = self.model, self.model.hidden
         return (
             Compute("router", self._gemm("router", tokens, h, model.experts)),
             Compute("router softmax", self._pointwise("router softmax", (tokens, model.experts), flops=5)),
-            *(self.experts(tokens, model.experts) if experts else ()),
+            *(self.experts(tokens, model.experts) if with_experts else ()),
             Compute("expert combine", self._pointwise("expert combine", (tokens, h), flops=2 * model.top_k,
                                                       inputs=model.top_k)),  # fmt: skip
         )

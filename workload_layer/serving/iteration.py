@@ -106,9 +106,10 @@ def iteration_shape(chunks: list[tuple[int, int]], decode_contexts: list[int], s
     return IterationShape(rounded, decodes, round_up(mean, bucket), samples, queries if decodes else 1)
 
 
-def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape, experts: bool = True) -> IterationWork:
+def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape,
+                   with_experts: bool = True) -> IterationWork:  # fmt: skip
     """The operators ``shape`` runs on each of ``pp`` stages: the embedding on the first, every layer (dense or a
-    mixture of experts, without its experts unless ``experts``) with one attention core per group of identical
+    mixture of experts, its experts left out without ``with_experts``) with one attention core per group of identical
     chunks and one for the decodes, the head over the ``samples`` sequences on the last (every position a decode
     verifies, under speculative decoding)."""
     model, tokens = operators.model, shape.tokens
@@ -126,7 +127,7 @@ def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape, 
         if stage == 0:
             steps += [(1, step) for step in operators.embedding(tokens)]
         if moe:
-            steps += [(moe, step) for step in operators.layer(tokens, core, operators.moe(tokens, experts))]
+            steps += [(moe, step) for step in operators.layer(tokens, core, operators.moe(tokens, with_experts))]
         if per_stage - moe:
             steps += [(per_stage - moe, step) for step in operators.layer(tokens, core)]
         if stage == pp - 1 and shape.samples:

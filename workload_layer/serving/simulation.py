@@ -263,19 +263,19 @@ def _start_group(group: list[int], replicas: list[ReplicaScheduler], now: int, p
     """Start an iteration of the idle expert-parallel ``group`` (engines of pool ``pool``) at ``now`` if any member
     has work, every member ending with the slowest (module docstring); else sample it idle."""
     batches = [replicas[engine].next_batch(now) for engine in group]
-    if any(batches):
-        shapes = [replicas[engine].shape(batch, prices.bucket) if batch else None
-                  for engine, batch in zip(group, batches)]  # fmt: skip
-        own = [batch.swap_ps + prices.stages(pool, shape)[0] for batch, shape in zip(batches, shapes) if shape]
-        tokens = [shape.tokens for shape in shapes if shape]
-        end = now + max(own) + prices.expert_part(pool, sum(tokens), max(tokens))
-    for engine, batch in zip(group, batches):
-        replica = replicas[engine]
-        if any(batches):
+    busy = [(engine, batch) for engine, batch in zip(group, batches) if batch]
+    if busy:
+        shapes = [replicas[engine].shape(batch, prices.bucket) for engine, batch in busy]
+        own = max(batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes))
+        tokens = [shape.tokens for shape in shapes]
+        end = now + own + prices.expert_part(pool, sum(tokens), max(tokens))
+        for engine, batch in zip(group, batches):
             running[engine] = batch
             heapq.heappush(ends, (end, engine))
-            run.iterations += bool(batch)
             run.swap_ps += batch.swap_ps
+        run.iterations += len(busy)
+    for engine, batch in zip(group, batches):
+        replica = replicas[engine]
         run.samples.append(Sample(now, engine, len(batch.chunks) + len(batch.decodes), len(replica.running),
                                   len(replica.waiting), replica.cache.used))  # fmt: skip
 

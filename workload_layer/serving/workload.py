@@ -134,7 +134,7 @@ class ServingRequestsWorkload:
         """The operators an iteration of ``shape`` runs on each stage of a replica of pool ``pool`` (under expert
         parallelism, all but the experts: :meth:`expert_work`)."""
         plan = self.config.pools[pool].parallelism
-        return iteration_work(self._operators[pool], plan.pp, shape, experts=plan.ep == 1)
+        return iteration_work(self._operators[pool], plan.pp, shape, with_experts=plan.ep == 1)
 
     def expert_work(self, group_tokens: int, member_tokens: int, pool: int = 0) -> ExpertWork:
         """The expert part of an iteration of an expert-parallel group of pool ``pool`` running ``group_tokens``
