@@ -1,10 +1,10 @@
 """``workload:`` of ``kind: serving``: the model, the replica pools and the requests, validated.
 
 A study names the model as the transformer builder does (:class:`~stratasim.workload_layer.transformer.config.ModelConfig`,
-mixtures of experts included), pools of identical replicas (``pools``) each with its TP/PP plan, scheduler, role
-(``both``, or ``prefill`` and ``decode`` pools for disaggregated serving) and optionally its own device, the
-requests (a seeded arrival process with length distributions, or a trace file) and the SLOs goodput is measured
-against.
+mixtures of experts included), pools of identical replicas (``pools``) each with its TP/PP plan (and ``ep``: the
+replicas sharing a mixture's experts), scheduler, role (``both``, or ``prefill`` and ``decode`` pools for
+disaggregated serving) and optionally its own device, the requests (a seeded arrival process with length
+distributions, or a trace file) and the SLOs goodput is measured against.
 """
 
 from __future__ import annotations
