@@ -234,7 +234,7 @@ def kv_blocks(study: Study, workload: ServingRequestsWorkload, facts: compute_pb
         raise WorkloadError(
             f"{where}: the KV cache cannot hold one request: {said}, {max(kv.blocks, 0)} blocks of "
             f"{scheduler.block_size} tokens{shared}, but the largest request needs {needed} ({largest} tokens); give "
-            "more memory, more TP or PP, or shorter requests"
+            f"more memory, more {'TP, PP or EP' if workload.config.model.experts else 'TP or PP'}, or shorter requests"
         )
     return kv
 
