@@ -6,8 +6,11 @@ compute backend prices each operator of an iteration on the pool's device (its o
 and the system layer, on the study's network, prices each TP collective of it on the pool's first replica's TP
 group (its first ``tp`` NPUs, pools placed on disjoint NPU ranges in order) and each pipeline transfer (its
 first NPU to the one ``tp`` further), each distinct operator and message priced once (a collective at its size
-rounded up to 1/32 of a power of two, :func:`quantised`). Disaggregated pools' KV moves are priced by
-:class:`~stratasim.study.kv_transfer.NetworkKvTransfer`. A stage's part of an iteration is the sum of its
+rounded up to 1/32 of a power of two, :func:`quantised`). An expert-parallel pool's expert parts
+(:meth:`BackendPricer.experts`) are its local experts' operators and, for each mixture-of-experts layer, the
+dispatch and combine all-to-alls, run by the system layer on the pool's first group: ``tp`` all-to-alls at once,
+the ``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. Disaggregated pools' KV
+moves are priced by :class:`~stratasim.study.kv_transfer.NetworkKvTransfer`. A stage's part of an iteration is the sum of its
 operators and collectives, one after another as a rank runs them, plus the transfer of the activation into it;
 the simulation pipelines a replica's batches through its stages
 (:mod:`stratasim.workload_layer.serving.simulation`).
@@ -33,7 +36,7 @@ from stratasim.study.run import calibration_statement, check_device, device_fact
 from stratasim.system_layer.result import CounterSample, SimulationResult
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.inference.batch_graph import Compute, TensorParallelCollective
-from stratasim.workload_layer.serving.iteration import IterationShape
+from stratasim.workload_layer.serving.iteration import ExpertAllToAll, IterationShape
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.requests import Request
@@ -64,7 +67,7 @@ class BackendPricer:
         self._operators: dict[bytes, int] = {}
         self._messages: dict[tuple[str, int, int], int] = {}
         plan = workload.config.pools[pool].parallelism
-        self._tp, self._pp = plan.tp, plan.pp
+        self._tp, self._pp, self._ep = plan.tp, plan.pp, plan.ep
         self._first = workload.first_npus()[pool]
 
     def __call__(self, shape: IterationShape) -> int | tuple[int, ...]:
@@ -84,6 +87,15 @@ class BackendPricer:
                 if index:
                     stages[index] += repeats * self._transfer(work.boundary_bytes)
         return stages[0] if self._pp == 1 else tuple(stages)
+
+    def experts(self, group_tokens: int, member_tokens: int) -> int:
+        """Picoseconds of the expert part of an iteration of an expert-parallel group running ``group_tokens``
+        new tokens, ``member_tokens`` on its busiest member (module docstring): an
+        :class:`~stratasim.workload_layer.serving.iteration.ExpertPricer`."""
+        work = self._workload.expert_work(group_tokens, member_tokens, self._pool)
+        self._price_operators([step.op for _, step in work.steps if isinstance(step, Compute)])
+        return sum(times * (self._operators[_key(step.op)] if isinstance(step, Compute) else self._all_to_all(step))
+                   for times, step in work.steps)  # fmt: skip
 
     def _price_operators(self, ops: list[compute_pb2.OperatorDesc]) -> None:
         """Ask the compute backend, in one request, for the operators not priced yet."""
@@ -107,6 +119,22 @@ class BackendPricer:
             for graph in graphs[group.start:]:
                 graph.nodes.add(id=0, name=step.name, type=workload_pb2.COMM_COLL_NODE, comm_type=step.kind,
                                 comm_bytes=size, group=group, pg_name="tp")  # fmt: skip
+            self._messages[key] = self._simulate(graphs)
+        return self._messages[key]
+
+    def _all_to_all(self, step: ExpertAllToAll) -> int:
+        """The ``tp`` all-to-alls of the pool's first expert-parallel group, each among the same TP rank of its
+        ``ep`` replicas, simulated together."""
+        size = quantised(step.comm_bytes)
+        key = ("all-to-all", int(workload_pb2.ALL_TO_ALL), size)
+        if key not in self._messages:
+            width = self._tp * self._pp
+            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(self._first + self._ep * width)]
+            for rank in range(self._tp):
+                group = [self._first + member * width + rank for member in range(self._ep)]
+                for npu in group:
+                    graphs[npu].nodes.add(id=0, name=step.name, type=workload_pb2.COMM_COLL_NODE,
+                                          comm_type=workload_pb2.ALL_TO_ALL, comm_bytes=size, group=group, pg_name="ep")  # fmt: skip
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -206,7 +234,7 @@ def kv_blocks(study: Study, workload: ServingRequestsWorkload, facts: compute_pb
         raise WorkloadError(
             f"{where}: the KV cache cannot hold one request: {said}, {max(kv.blocks, 0)} blocks of "
             f"{scheduler.block_size} tokens{shared}, but the largest request needs {needed} ({largest} tokens); give "
-            "more memory, more TP or PP, or shorter requests"
+            f"more memory, more {'TP, PP or EP' if workload.config.model.experts else 'TP or PP'}, or shorter requests"
         )
     return kv
 
@@ -254,8 +282,9 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
             pool_facts.append(facts)
             budgets.append(kv_blocks(study, workload, facts, requests, index))
             pricers.append(BackendPricer(workload, study, compute, network, index, section))
+            experts = pricers[-1].experts if workload.config.pools[index].parallelism.ep > 1 else None
             setups.append(PoolSetup(workload.config.pools[index], budgets[-1].blocks, pricers[-1],
-                                    workload.host_swap(index), workload.speculation(index)))  # fmt: skip
+                                    workload.host_swap(index), workload.speculation(index), experts))  # fmt: skip
         transfer = NetworkKvTransfer(workload, network)
         started = time.perf_counter()
         run = simulate_pools(requests, setups, workload.config.bucket, transfer)

@@ -37,6 +37,13 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   tokens at ~20 ms, 42.6 s in all. A decode step reads 46.7 GB of weights per GPU (every expert, TP 2) at 0.887 x
   3.35 TB/s, 15.7 ms: p99 TPOT 23 ms; the longest prompt is 6144 x 2 x 12.9e9 active parameters / 2 = 7.9e13 FLOP
   per GPU, ~0.16 s at ~500 TFLOP/s, plus attention: p99 TTFT 0.19 s.
+- serving/mixtral_8x7b_h100_ep8 (400 requests of the 2,000, at 20/s): the same model as eight TP-1 replicas in one
+  EP-8 group, a GPU holding one expert a layer: 7.24 B parameters, 14.5 GB, so a decode step reads ~4.9 ms of
+  weights plus the busiest member's chunk and 64 all-to-alls of 16 KiB a token: mean TPOT 8.7 ms, p99 12.9 ms. The
+  longest prompt (6,144 tokens) is 2 x 1.6e9 x 6144 = 2.0e13 FLOP of its own part on its GPU and, routed evenly,
+  1,536 tokens through each GPU's 32 experts, 2 x 5.6e9 x 1536 = 1.7e13 FLOP: ~75 ms at ~500 TFLOP/s, plus
+  attention, 64 all-to-alls of 7/8 x 100 MB at 450 GB/s (~14 ms) and queueing: p99 TTFT 0.14 s; 26.7 s in all (the
+  longest outputs at ~9 ms a step, ~19 s after the last arrival).
 - serving/llama3_70b_h100_speculative (400 requests of the 2,000, at 20/s): the 70B replicas of the TP-8 example
   with an 8B draft proposing 4 tokens at acceptance 0.7: a step yields 2.76 tokens against the expected
   (1 - 0.7^5) / 0.3 = 2.77. A step is the draft's 4 passes (2 GB of weights a GPU each, ~0.7 ms, plus 64
@@ -76,6 +83,7 @@ SHORT_FORMS = {"gpt3_175b.yaml": ["workload.parallelism.global_batch=128"],
                "serving/llama3_70b_h100_tp8.yaml": ["workload.requests.count=400"],
                "serving/llama3_70b_h100_disaggregated.yaml": ["workload.requests.count=400"],
                "serving/mixtral_8x7b_h100_tp2.yaml": ["workload.requests.count=400"],
+               "serving/mixtral_8x7b_h100_ep8.yaml": ["workload.requests.count=400"],
                "serving/llama3_70b_h100_speculative.yaml": ["workload.requests.count=400"]}
 
 # Headline figures by example: total_time_ps, and what the report adds for training or serving.
@@ -100,6 +108,9 @@ HEADLINES: dict[str, dict[str, int | float]] = {
                                                    "kv_transfer_mean_ns": 1_461_949.9008},
     "serving/mixtral_8x7b_h100_tp2.yaml": {"total_time_ps": 42_649_526_890_829, "ttft_p99_ns": 193_006_998.01743,
                                            "tpot_p99_ns": 23_203_722.01943243},
+    "serving/mixtral_8x7b_h100_ep8.yaml": {"total_time_ps": 26_692_137_934_025, "ttft_p99_ns": 142_988_573.5859399,
+                                           "tpot_p99_ns": 12_872_234.933956264, "tpot_mean_ns": 8_709_728.989850136,
+                                           "weights_bytes_per_npu": 14_485_561_344.0},
     "serving/llama3_70b_h100_speculative.yaml": {"total_time_ps": 30_807_713_777_498, "ttft_p99_ns": 381_092_632.4663199,
                                                  "tpot_mean_ns": 13_520_739.954440245,
                                                  "speculative_tokens_per_step": 2.7558505513328337},

@@ -75,23 +75,31 @@ class DecoderOperators:
             Compute("mlp down", self._gemm("mlp down", tokens, f, model.hidden)),
         )
 
-    def moe(self, tokens: int) -> tuple[Compute, ...]:
-        """A mixture of experts in place of the MLP, every expert on this rank split over TP (no expert
-        parallelism): the router GEMM and its softmax, then each expert's MLP on its even share of the routed
-        tokens, ``ceil(top_k tokens / experts)`` (no capacity drops: a server routes every token), as GEMMs
-        batched over the experts, and the weighted sum of each token's ``top_k`` outputs."""
-        model, f = self.model, self.model.ffn_size // self.tp
-        experts, h = model.experts, model.hidden
-        share = ceil(model.top_k * tokens / experts)
-        up = 2 * f if model.activation == "swiglu" else f
+    def moe(self, tokens: int, with_experts: bool = True) -> tuple[Compute, ...]:
+        """A mixture of experts in place of the MLP: the router GEMM and its softmax, then the experts
+        (:meth:`experts`: every expert on this rank, split over TP, on the ``tokens`` routed here), and the weighted
+        sum of each token's ``top_k`` outputs. Without ``with_experts`` the experts are left out: under expert
+        parallelism they run on the tokens of a whole group (:mod:`stratasim.workload_layer.serving.workload`)."""
+        model, h = self.model, self.model.hidden
         return (
-            Compute("router", self._gemm("router", tokens, h, experts)),
-            Compute("router softmax", self._pointwise("router softmax", (tokens, experts), flops=5)),
-            Compute("expert up", self._gemm("expert up", share, h, up, batch=experts)),
-            Compute("expert activation", self._activation(share * experts, f)),
-            Compute("expert down", self._gemm("expert down", share, f, h, batch=experts)),
+            Compute("router", self._gemm("router", tokens, h, model.experts)),
+            Compute("router softmax", self._pointwise("router softmax", (tokens, model.experts), flops=5)),
+            *(self.experts(tokens, model.experts) if with_experts else ()),
             Compute("expert combine", self._pointwise("expert combine", (tokens, h), flops=2 * model.top_k,
                                                       inputs=model.top_k)),  # fmt: skip
+        )
+
+    def experts(self, tokens: int, local: int) -> tuple[Compute, ...]:
+        """The MLPs of ``local`` experts on this rank, each split over TP, when ``tokens`` tokens are routed over
+        all the model's experts: each takes its even share, ``ceil(top_k tokens / experts)`` (no capacity drops: a
+        server routes every token), as GEMMs batched over the local experts."""
+        model, f = self.model, self.model.ffn_size // self.tp
+        share = ceil(model.top_k * tokens / model.experts)
+        up = 2 * f if model.activation == "swiglu" else f
+        return (
+            Compute("expert up", self._gemm("expert up", share, model.hidden, up, batch=local)),
+            Compute("expert activation", self._activation(share * local, f)),
+            Compute("expert down", self._gemm("expert down", share, f, model.hidden, batch=local)),
         )
 
     def attention_core(self, requests: int, queries: int, context: int) -> tuple[Compute, ...]:

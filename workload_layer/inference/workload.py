@@ -160,12 +160,13 @@ class TransformerInferenceConfig(Section):
         return self.serving.micro_batches or self.parallelism.pp
 
 
-def stage_parameters(model: ModelConfig, tp: int, pp: int, stage: int) -> int:
-    """Parameters one TP rank of pipeline ``stage`` holds serving ``model`` (every expert, with no expert
-    parallelism): its layers, the embeddings on the first stage, the final norm and LM head on the last."""
+def stage_parameters(model: ModelConfig, tp: int, pp: int, stage: int, ep: int = 1) -> int:
+    """Parameters one TP rank of pipeline ``stage`` holds serving ``model`` (``experts / ep`` of each mixture's
+    experts: every one without expert parallelism): its layers, the embeddings on the first stage, the final norm
+    and LM head on the last."""
     per_stage = model.layers // pp
     layers = range(stage * per_stage, (stage + 1) * per_stage)
-    total = sum(layer_parameters(model, index, tp, 1).total for index in layers)
+    total = sum(layer_parameters(model, index, tp, ep).total for index in layers)
     if stage == 0:
         total += embedding_parameters(model, tp)
     if stage == pp - 1:

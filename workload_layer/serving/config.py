@@ -1,10 +1,10 @@
 """``workload:`` of ``kind: serving``: the model, the replica pools and the requests, validated.
 
 A study names the model as the transformer builder does (:class:`~stratasim.workload_layer.transformer.config.ModelConfig`,
-mixtures of experts included), pools of identical replicas (``pools``) each with its TP/PP plan, scheduler, role
-(``both``, or ``prefill`` and ``decode`` pools for disaggregated serving) and optionally its own device, the
-requests (a seeded arrival process with length distributions, or a trace file) and the SLOs goodput is measured
-against.
+mixtures of experts included), pools of identical replicas (``pools``) each with its TP/PP plan (and ``ep``: the
+replicas sharing a mixture's experts), scheduler, role (``both``, or ``prefill`` and ``decode`` pools for
+disaggregated serving) and optionally its own device, the requests (a seeded arrival process with length
+distributions, or a trace file) and the SLOs goodput is measured against.
 """
 
 from __future__ import annotations
@@ -205,12 +205,15 @@ class RequestsConfig(Section):
 
 
 class PoolParallelism(Section):
-    """``parallelism`` of a pool: each replica's tensor- and pipeline-parallel degrees."""
+    """``parallelism`` of a pool: each replica's tensor- and pipeline-parallel degrees, and how many replicas
+    share their experts (``ep``: vLLM's data-parallel attention with expert parallelism)."""
 
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel degree."""
     pp: int = Field(default=1, ge=1)
     """Pipeline-parallel stages."""
+    ep: int = Field(default=1, ge=1, le=1 << 10)
+    """Expert-parallel degree: each ``ep`` consecutive replicas share the experts, ``experts / ep`` a replica."""
 
 
 class SchedulerConfig(Section):
@@ -335,6 +338,8 @@ class ServingWorkloadConfig(Section):
                     yield f"workload.{name} ({value}) must be divisible by {where}.parallelism.{axis} ({by})"
             if pool.speculative is not None:
                 yield from _speculative_problems(model, pool, where)
+            if plan.ep > 1:
+                yield from _expert_problems(model, pool, where)
             scheduler = pool.scheduler
             if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
                 yield (f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
@@ -362,6 +367,22 @@ class ServingWorkloadConfig(Section):
             if len(routers) > 1:
                 yield (f"workload.pools: the {role} pools route across all their replicas with one router, but name "
                        f"{' and '.join(sorted(routers))}; give them the same router")  # fmt: skip
+
+
+def _expert_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterator[str]:
+    """How a pool's expert parallelism does not fit its model and plan, one message each."""
+    plan, key = pool.parallelism, f"{where}.parallelism.ep"
+    if model.experts == 0:
+        yield f"{key} ({plan.ep}) needs a mixture of experts, but workload.model is dense (model.experts is 0)"
+    elif model.experts % plan.ep:
+        yield f"workload.model.experts ({model.experts}) must be divisible by {key} ({plan.ep})"
+    if pool.replicas % plan.ep:
+        yield (f"{key} ({plan.ep}) must divide {where}.replicas ({pool.replicas}): every ep replicas form one "
+               "expert-parallel group")  # fmt: skip
+    if plan.pp > 1:
+        yield f"{key} ({plan.ep}) needs parallelism.pp 1 (pipelined expert-parallel groups are not modelled), got {plan.pp}"
+    if pool.speculative is not None:
+        yield f"{key} ({plan.ep}): speculative decoding on an expert-parallel pool is not modelled; remove one of them"
 
 
 def _speculative_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterator[str]:

@@ -8,6 +8,10 @@ shape. Shapes are bucketed so that a long run asks for few distinct ones: prompt
 the decodes' mean context, are rounded up to a multiple of the study's ``bucket`` tokens when above it (a decode
 step's attention reads every cached key once, so its cost follows the summed context: ``n`` decodes at their
 mean context cost what they cost apart, to the rounding).
+
+Under expert parallelism an iteration has two parts: a replica's own (:func:`iteration_work` without the experts,
+priced by its :class:`IterationPricer`) and its group's (:func:`expert_work`: the local experts on the group's
+tokens and the all-to-alls, priced by an :class:`ExpertPricer`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from typing import Protocol
 from stratasim.workload_layer.inference.batch_graph import Compute, Step
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 
-__all__ = ["IterationShape", "IterationPricer", "IterationWork", "iteration_shape", "iteration_work", "round_up"]
+__all__ = [
+    "IterationShape", "IterationPricer", "IterationWork", "iteration_shape", "iteration_work", "round_up",
+    "ExpertPricer", "ExpertWork", "ExpertAllToAll", "expert_work",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, order=True)
@@ -48,6 +55,31 @@ class IterationPricer(Protocol):
     def __call__(self, shape: IterationShape) -> int | tuple[int, ...]: ...
 
 
+class ExpertPricer(Protocol):
+    """Prices the expert part of an iteration of an expert-parallel group: picoseconds for the group's
+    ``group_tokens`` new tokens, its largest member running ``member_tokens`` of them."""
+
+    def __call__(self, group_tokens: int, member_tokens: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class ExpertAllToAll:
+    """A token dispatch or combine all-to-all among the corresponding NPUs of an expert-parallel group's members,
+    ``comm_bytes`` the buffer each sends from (``1 / ep`` of it stays home)."""
+
+    name: str
+    comm_bytes: int
+
+
+@dataclass(frozen=True)
+class ExpertWork:
+    """The expert part of an iteration on one NPU of each member of an ``ep``-way group, as ``(times, step)``
+    pairs: the local experts' operators and the all-to-alls, ``times`` the mixture-of-experts layers."""
+
+    steps: tuple[tuple[int, Compute | ExpertAllToAll], ...]
+    ep: int
+
+
 @dataclass(frozen=True)
 class IterationWork:
     """The operators of an iteration on one TP rank of each pipeline stage, as ``(times, step)`` pairs (a step
@@ -74,10 +106,12 @@ def iteration_shape(chunks: list[tuple[int, int]], decode_contexts: list[int], s
     return IterationShape(rounded, decodes, round_up(mean, bucket), samples, queries if decodes else 1)
 
 
-def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape) -> IterationWork:
+def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape,
+                   with_experts: bool = True) -> IterationWork:  # fmt: skip
     """The operators ``shape`` runs on each of ``pp`` stages: the embedding on the first, every layer (dense or a
-    mixture of experts) with one attention core per group of identical chunks and one for the decodes, the head
-    over the ``samples`` sequences on the last (every position a decode verifies, under speculative decoding)."""
+    mixture of experts, its experts left out without ``with_experts``) with one attention core per group of identical
+    chunks and one for the decodes, the head over the ``samples`` sequences on the last (every position a decode
+    verifies, under speculative decoding)."""
     model, tokens = operators.model, shape.tokens
     core: tuple[Compute, ...] = ()
     for (new, context), count in sorted(Counter(shape.chunks).items()):
@@ -93,10 +127,24 @@ def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape) 
         if stage == 0:
             steps += [(1, step) for step in operators.embedding(tokens)]
         if moe:
-            steps += [(moe, step) for step in operators.layer(tokens, core, operators.moe(tokens))]
+            steps += [(moe, step) for step in operators.layer(tokens, core, operators.moe(tokens, with_experts))]
         if per_stage - moe:
             steps += [(per_stage - moe, step) for step in operators.layer(tokens, core)]
         if stage == pp - 1 and shape.samples:
             steps += [(1, step) for step in operators.head(shape.samples + shape.decodes * (shape.queries - 1))]
         stages.append(tuple(steps))
     return IterationWork(tuple(stages), tokens * model.hidden * operators.element_bytes, operators.tp)
+
+
+def expert_work(operators: DecoderOperators, ep: int, group_tokens: int, member_tokens: int) -> ExpertWork:
+    """The expert part of an iteration of an ``ep``-way group (:class:`ExpertWork`), for every mixture-of-experts
+    layer: each member's ``experts / ep`` experts on the group's ``group_tokens`` tokens, between the dispatch and
+    the combine all-to-all, each member sending ``top_k`` hidden vectors per token of its own, the largest
+    ``member_tokens`` (the slowest sender bounds an all-to-all)."""
+    model = operators.model
+    layers = sum(model.moe_layer(index) for index in range(model.layers))
+    size = member_tokens * model.top_k * model.hidden * operators.element_bytes
+    steps: tuple[Compute | ExpertAllToAll, ...] = (
+        ExpertAllToAll("moe dispatch all-to-all", size), *operators.experts(group_tokens, model.experts // ep),
+        ExpertAllToAll("moe combine all-to-all", size))  # fmt: skip
+    return ExpertWork(tuple((layers, step) for step in steps), ep)

@@ -11,6 +11,13 @@ A replica of ``pp`` pipeline stages runs ``pp`` schedulers (engines: vLLM v0's v
 through the stages in order, each stage taking it once it has finished the batches ahead of it (the pricer gives
 each stage's time). Without pipeline parallelism an engine is its replica.
 
+The ``ep`` replicas of an expert-parallel group (``parallelism.ep``) step in lock-step, as vLLM's data-parallel
+engines do for their mixture-of-experts layers: they start an iteration together once all are idle and any has
+work (a member with nothing runs an empty batch, still joining the all-to-alls), and the iteration lasts the
+longest member's own part (its pricer's price, swap copies included) plus the group's expert part (the pool's
+:class:`~stratasim.workload_layer.serving.iteration.ExpertPricer` at the group's tokens and its busiest member's,
+each bucketed), so all end together.
+
 Events happen at integer picoseconds. At one instant, arrivals are routed first, then the iterations ending then
 are finished (hand-offs starting their transfers), then the transfers ending then deliver, then every idle replica
 with work starts its next iteration — so a request arriving as an iteration ends joins the next one. Iteration
@@ -28,7 +35,7 @@ from typing import Protocol
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import PoolConfig
-from stratasim.workload_layer.serving.iteration import IterationPricer, IterationShape
+from stratasim.workload_layer.serving.iteration import ExpertPricer, IterationPricer, IterationShape, round_up
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
@@ -54,13 +61,15 @@ class Sample:
 @dataclass(frozen=True)
 class PoolSetup:
     """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer, with
-    ``preemption: swap`` each replica's host memory for swapped KV blocks, and its speculative decoding."""
+    ``preemption: swap`` each replica's host memory for swapped KV blocks, its speculative decoding, and with
+    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest)."""
 
     pool: PoolConfig
     kv_blocks: int
     pricer: IterationPricer
     swap: HostSwap | None = None
     speculation: Speculation | None = None
+    experts: ExpertPricer | None = None
 
 
 class KvTransferPricer(Protocol):
@@ -114,7 +123,8 @@ def simulate_pools(
     decode = layout.routed(lambda role: role == "decode")
     if decode and transfer is None:
         raise WorkloadError("disaggregated pools need a KV transfer pricer")
-    prices: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
+    prices = _Prices(pools, bucket)
+    shapes, groups = prices.shapes, layout.group
     stages_free = [[0] * pools[index].pool.parallelism.pp for index in layout.replica_pool]
     running: dict[int, Batch] = {}
     ends: list[tuple[int, int]] = []  # (end time, engine) of the iterations running
@@ -148,22 +158,25 @@ def simulate_pools(
                 replicas[destination].receive(sequence)
             touched |= {source, destination}
         for index in sorted(touched - set(running)):
+            group = groups[index]
+            if group is not None:
+                if index == min(group & touched):  # the group starts once, with its first member touched
+                    _start_group(sorted(group), replicas, now, prices, owner[index], running, ends, run)
+                continue
             replica = replicas[index]
             batch = replica.next_batch(now)
             if not batch:  # idle: the samples say so until its next iteration
                 run.samples.append(Sample(now, index, 0, len(replica.running), len(replica.waiting), replica.cache.used))
                 continue
             shape = replica.shape(batch, bucket)
-            price = prices.get((owner[index], shape))
-            if price is None:
-                price = prices[owner[index], shape] = _stage_prices(pools[owner[index]], shape)
+            price = shapes.get((owner[index], shape)) or prices.stages(owner[index], shape)
             running[index] = batch
             run.swap_ps += batch.swap_ps
             heapq.heappush(ends, (_through_stages(now, price, batch.swap_ps, stages_free[physical[index]]), index))
             run.iterations += 1
             run.samples.append(Sample(now, index, len(batch.chunks) + len(batch.decodes), len(replica.running),
                                       len(replica.waiting), replica.cache.used))  # fmt: skip
-    run.shapes_priced = len(prices)
+    run.shapes_priced = len(prices.shapes) + len(prices.experts)
     run.preemptions = sum(replica.preemptions for replica in replicas)
     run.swap_outs = sum(replica.swap_outs for replica in replicas)
     run.speculative_steps = sum(replica.speculative_steps for replica in replicas)
@@ -176,19 +189,28 @@ def simulate_pools(
 
 class _EngineLayout:
     """The schedulers of ``pools``: each replica of ``pp`` stages runs ``pp`` of them (vLLM v0's virtual engines),
-    numbered replica by replica; ``pool`` and ``replica`` give each one's pool and (global) replica."""
+    numbered replica by replica; ``pool`` and ``replica`` give each one's pool and (global) replica, ``group`` the
+    engines of its expert-parallel group (None without expert parallelism)."""
 
     def __init__(self, pools: Seq[PoolSetup]) -> None:
         self.replica_pool = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
         self.pool: list[int] = []
         self.replica: list[int] = []
         self.virtual: list[int] = []
+        self.group: list[frozenset[int] | None] = []
         self._roles = [setup.pool.role for setup in pools]
         for replica, index in enumerate(self.replica_pool):
             for virtual in range(pools[index].pool.parallelism.pp):
                 self.pool.append(index)
                 self.replica.append(replica)
                 self.virtual.append(virtual)
+        firsts: dict[int, int] = {}
+        for engine, index in enumerate(self.pool):
+            firsts.setdefault(index, engine)
+        for engine, index in enumerate(self.pool):  # an expert-parallel pool has one engine a replica (pp 1)
+            ep, first = pools[index].pool.parallelism.ep, firsts[index]
+            start = first + (engine - first) // ep * ep
+            self.group.append(frozenset(range(start, start + ep)) if ep > 1 else None)
 
     def routed(self, role: Callable[[str], bool]) -> list[int]:
         """The engines of the pools whose role passes ``role``, in the order a router sees them: each replica's
@@ -204,6 +226,58 @@ def _engine(setup: PoolSetup, engine: int, replica: int) -> ReplicaScheduler:
     swap = None if setup.swap is None else HostSwap(setup.swap.blocks // pp, setup.swap.block_ps)
     return ReplicaScheduler(setup.pool.scheduler, setup.kv_blocks // pp, setup.pool.role == "prefill", swap,
                             setup.speculation, engine)  # fmt: skip
+
+
+class _Prices:
+    """The pricers' answers, asked once each: iterations by pool and shape (:attr:`shapes`), expert parts by pool
+    and bucketed group and member tokens (:attr:`experts`)."""
+
+    def __init__(self, pools: Seq[PoolSetup], bucket: int) -> None:
+        self._pools, self.bucket = pools, bucket
+        self.shapes: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
+        self.experts: dict[tuple[int, int, int], int] = {}
+
+    def stages(self, pool: int, shape: IterationShape) -> tuple[int, ...]:
+        """Each stage's time for ``shape`` on pool ``pool``."""
+        price = self.shapes.get((pool, shape))
+        if price is None:
+            price = self.shapes[pool, shape] = _stage_prices(self._pools[pool], shape)
+        return price
+
+    def expert_part(self, pool: int, group_tokens: int, member_tokens: int) -> int:
+        """The expert part of an iteration of a group of pool ``pool``, its tokens bucketed."""
+        key = (pool, round_up(group_tokens, self.bucket), round_up(member_tokens, self.bucket))
+        price = self.experts.get(key)
+        if price is None:
+            pricer = self._pools[pool].experts
+            if pricer is None:
+                raise WorkloadError(f"pool {self._pools[pool].pool.name!r} is expert-parallel but has no expert pricer")
+            price = self.experts[key] = pricer(key[1], key[2])
+            if price <= 0:
+                raise WorkloadError(f"the expert pricer gave {price} ps for {key[1]} tokens; an iteration takes time")
+        return price
+
+
+def _start_group(group: list[int], replicas: list[ReplicaScheduler], now: int, prices: _Prices, pool: int,
+                 running: dict[int, Batch], ends: list[tuple[int, int]], run: PoolRun) -> None:  # fmt: skip
+    """Start an iteration of the idle expert-parallel ``group`` (engines of pool ``pool``) at ``now`` if any member
+    has work, every member ending with the slowest (module docstring); else sample it idle."""
+    batches = [replicas[engine].next_batch(now) for engine in group]
+    busy = [(engine, batch) for engine, batch in zip(group, batches) if batch]
+    if busy:
+        shapes = [replicas[engine].shape(batch, prices.bucket) for engine, batch in busy]
+        own = max(batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes))
+        tokens = [shape.tokens for shape in shapes]
+        end = now + own + prices.expert_part(pool, sum(tokens), max(tokens))
+        for engine, batch in zip(group, batches):
+            running[engine] = batch
+            heapq.heappush(ends, (end, engine))
+            run.swap_ps += batch.swap_ps
+        run.iterations += len(busy)
+    for engine, batch in zip(group, batches):
+        replica = replicas[engine]
+        run.samples.append(Sample(now, engine, len(batch.chunks) + len(batch.decodes), len(replica.running),
+                                  len(replica.waiting), replica.cache.used))  # fmt: skip
 
 
 def _stage_prices(setup: PoolSetup, shape: IterationShape) -> tuple[int, ...]:

@@ -5,8 +5,8 @@ hands it an iteration pricer and it runs the request-level simulation (:func:`si
 the model's: the operators of an iteration (:func:`~stratasim.workload_layer.serving.iteration.iteration_work`),
 and each NPU's memory for the KV cache, in bytes:
 
-- weights: the parameters the largest stage's TP rank holds (:func:`~stratasim.workload_layer.inference.workload.stage_parameters`,
-  every expert of a mixture, there being no expert parallelism yet) in ``precision``;
+- weights: the parameters the largest stage's TP rank holds (:func:`~stratasim.workload_layer.inference.workload.stage_parameters`:
+  the dense part over ``tp``, and ``experts / ep`` of each mixture's experts, each over ``tp``) in ``precision``;
 - activations: one layer's forward activations for ``token_budget`` tokens on a TP rank, by the training
   memory accounting (Korthikanti et al.'s terms, :func:`~stratasim.workload_layer.transformer.memory.layer_terms`,
   fused attention keeping only its row statistics): a server frees a layer's activations before the next, so
@@ -18,6 +18,15 @@ With speculative decoding (:mod:`stratasim.workload_layer.serving.speculative`) 
 weights (on each of the draft's ``tp`` NPUs, the first of a replica's being the fullest) and, in every block, the
 draft's keys and values beside the target's, as vLLM sizes its blocks for both; an iteration is the draft's
 passes and the target's (:meth:`ServingRequestsWorkload.works`).
+
+Expert parallelism (``parallelism.ep``, vLLM's data-parallel attention with expert parallelism): ``ep``
+consecutive replicas of a pool form a group, member ``i`` holding experts ``[i E / ep, (i + 1) E / ep)`` of every
+mixture-of-experts layer, each split over the replica's ``tp`` NPUs, while each member keeps its own scheduler, KV
+cache and requests. A group steps in lock-step (:mod:`stratasim.workload_layer.serving.simulation`): an iteration
+is each member's own part (:meth:`ServingRequestsWorkload.works`: attention, router, TP collectives, embedding and
+head on its own tokens, no experts) and the group's expert part (:meth:`ServingRequestsWorkload.expert_work`: the
+local experts on the group's tokens routed evenly, ``ceil(top_k tokens / E)`` each, between a dispatch and a
+combine all-to-all per layer).
 
 Each pool has its own plan, so its own operators and budget (``pool``: its index in ``workload.pools``). A
 disaggregated request's KV cache moves whole: ``2 layers kv_heads head_size`` elements per cached token, split
@@ -37,7 +46,13 @@ from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 from stratasim.workload_layer.inference.workload import stage_parameters
 from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadConfig
-from stratasim.workload_layer.serving.iteration import IterationShape, IterationWork, iteration_work
+from stratasim.workload_layer.serving.iteration import (
+    ExpertWork,
+    IterationShape,
+    IterationWork,
+    expert_work,
+    iteration_work,
+)
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.speculative import Speculation
@@ -116,8 +131,15 @@ class ServingRequestsWorkload:
         return requests
 
     def work(self, shape: IterationShape, pool: int = 0) -> IterationWork:
-        """The operators an iteration of ``shape`` runs on each stage of a replica of pool ``pool``."""
-        return iteration_work(self._operators[pool], self.config.pools[pool].parallelism.pp, shape)
+        """The operators an iteration of ``shape`` runs on each stage of a replica of pool ``pool`` (under expert
+        parallelism, all but the experts: :meth:`expert_work`)."""
+        plan = self.config.pools[pool].parallelism
+        return iteration_work(self._operators[pool], plan.pp, shape, with_experts=plan.ep == 1)
+
+    def expert_work(self, group_tokens: int, member_tokens: int, pool: int = 0) -> ExpertWork:
+        """The expert part of an iteration of an expert-parallel group of pool ``pool`` running ``group_tokens``
+        new tokens, ``member_tokens`` on its busiest member (module docstring)."""
+        return expert_work(self._operators[pool], self.config.pools[pool].parallelism.ep, group_tokens, member_tokens)
 
     def works(self, shape: IterationShape, pool: int = 0) -> tuple[tuple[int, IterationWork], ...]:
         """Everything an iteration of ``shape`` runs on a replica of pool ``pool``, as ``(times, work)`` pairs run
@@ -148,7 +170,7 @@ class ServingRequestsWorkload:
         model, config = self.config.model, self.config.pools[pool]
         plan, scheduler = config.parallelism, config.scheduler
         element = operators.dtype_bytes(self._dtype)
-        weights = max(stage_parameters(model, plan.tp, plan.pp, stage) for stage in range(plan.pp)) * element
+        weights = max(stage_parameters(model, plan.tp, plan.pp, stage, plan.ep) for stage in range(plan.pp)) * element
         activations = self._activation_bytes(config)
         per_token = 2 * (model.layers // plan.pp) * (model.kv_head_count // plan.tp) * model.head_size * element
         if config.speculative is not None:
