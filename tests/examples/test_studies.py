@@ -64,7 +64,14 @@ from stratasim import cli
 from stratasim.config.study_file import load_study
 from stratasim.report.report import Report
 from stratasim.study.run import run_study
-from tests.examples.test_calibration import CALIBRATION, LLAMA, MAXTEXT_22B, PUBLISHED_SEQUENCES
+from tests.examples.test_calibration import (
+    CALIBRATION,
+    LLAMA,
+    LLAMA31_8B,
+    MAXTEXT_22B,
+    MAXTEXT_V5P,
+    PUBLISHED_SEQUENCES,
+)
 from tests.examples.test_megatron import EXAMPLES as MEGATRON
 from tests.examples.test_megatron import PUBLISHED_TFLOPS
 from tests.examples.test_paper_findings import SCRIPT as ASTRA_FINDINGS
@@ -146,6 +153,7 @@ def test_every_example_has_a_test() -> None:
     tested |= {ASTRA_FINDINGS, PALM_CONGESTION, TORUS_SWEEP, TORUS_LADDER, GPT3_PLANS, DEAP_BERT, DEAP_GPT, LLAMA,
                MAXTEXT_22B, SERVING_SWEEP}
     tested |= {CALIBRATION / f"mpt_{size}_h100.yaml" for size in PUBLISHED_SEQUENCES}
+    tested |= {CALIBRATION / f"maxtext_{size}_tpuv5p.yaml" for size in MAXTEXT_V5P} | {LLAMA31_8B}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
     assert not untested, f"examples no test runs: {untested}; give each a headline figure in HEADLINES here"
