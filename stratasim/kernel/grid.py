@@ -7,23 +7,32 @@ peers are in each phase of a collective).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
-__all__ = ["Grid", "validate_topology"]
+__all__ = ["BlockGrid", "Grid", "block_grid", "validate_topology"]
 
 
 @dataclass(frozen=True)
 class Grid:
-    """The shape of a multi-dimensional topology: ``sizes[d]`` NPUs along dimension d."""
+    """The shape of a multi-dimensional topology: ``sizes[d]`` NPUs along dimension d; along the dimensions in
+    ``permutable`` every permutation of positions is a symmetry of the network (every pair of positions priced
+    alike, as a switch), not only the translations (see :func:`block_grid`)."""
 
     sizes: tuple[int, ...]
+    permutable: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, topology: network_pb2.Topology) -> Grid:
-        return cls(tuple(dim.size for dim in topology.dimensions))
+        """The topology's dimensions; switch and fully-connected ones are permutable, unless a fabric lays the
+        links out (its dimensions only give sizes)."""
+        alike = (network_pb2.Dimension.SWITCH, network_pb2.Dimension.FULLY_CONNECTED)
+        fabric = topology.WhichOneof("fabric") is not None
+        permutable = frozenset(d for d, dim in enumerate(topology.dimensions) if dim.kind in alike and not fabric)
+        return cls(tuple(dim.size for dim in topology.dimensions), permutable)
 
     @property
     def npus(self) -> int:
@@ -59,6 +68,64 @@ class Grid:
         stride = self.stride(dim)
         base = npu - self.coordinate(npu, dim) * stride
         return tuple(base + i * stride for i in range(self.sizes[dim]))
+
+
+@dataclass(frozen=True)
+class BlockGrid:
+    """A grid whose permutable dimensions are cut into nested blocks, each level of blocks a dimension of its own.
+
+    Position ``p`` of a dimension cut into blocks of ``b`` is (block ``p // b``, offset ``p % b``); the translations
+    of ``grid`` move blocks and offsets cyclically and independently, (q, r) -> (q + dq, r + dr), which on a
+    permutable dimension are symmetries of the network. NPU ids are the same in both grids.
+    """
+
+    grid: Grid
+    dims: tuple[int, ...]
+    """The physical dimension each dimension of ``grid`` is a level of."""
+
+
+def block_grid(grid: Grid, groups: Iterable[Sequence[int]]) -> BlockGrid | str:
+    """``grid`` with each permutable dimension cut where ``groups`` need it, or why it cannot be.
+
+    Along a permutable dimension of ``n`` positions, a group holding ``k`` of them, ``s`` apart, starting at
+    ``a`` (an aligned block when ``s`` is 1, one offset in every block when ``s * k`` is ``n``) cuts it into
+    blocks of ``s`` and of ``s * k``: it is then one whole level of blocks, which the block translations between
+    its members rotate. The cuts of all groups must nest (each block size dividing the next).
+    """
+    members = [tuple(group) for group in groups if len(group) > 1]
+    sizes: list[int] = []
+    dims: list[int] = []
+    for dim, size in enumerate(grid.sizes):
+        cuts = {1, size}
+        if dim in grid.permutable:
+            for group in members:
+                spots = sorted({grid.coordinate(npu, dim) for npu in group})
+                cut = _cuts(spots, size)
+                if cut is None:
+                    return f"group positions {spots} along dimension {dim} are not evenly spaced within one block"
+                cuts.update(cut)
+        ordered = sorted(cuts)
+        for inner, outer in zip(ordered, ordered[1:]):
+            if outer % inner:
+                return f"groups cut dimension {dim} into blocks of {inner} and of {outer} positions, which do not nest"
+            sizes.append(outer // inner)
+            dims.append(dim)
+        if size == 1:
+            sizes.append(1)
+            dims.append(dim)
+    return BlockGrid(Grid(tuple(sizes)), tuple(dims))
+
+
+def _cuts(spots: list[int], size: int) -> tuple[int, ...] | None:
+    """The block sizes that make ``spots`` (sorted positions along a dimension of ``size``) one level of blocks."""
+    count = len(spots)
+    if count in (1, size):
+        return ()
+    step = spots[1] - spots[0]
+    span = step * count
+    if any(b - a != step for a, b in zip(spots, spots[1:])) or size % span or spots[0] // span != spots[-1] // span:
+        return None
+    return (step, span)
 
 
 def validate_topology(topology: network_pb2.Topology) -> None:

@@ -1,0 +1,181 @@
+"""On a switch dimension every permutation of positions is a symmetry, so TP groups smaller than the node (and the
+DP groups through them) are simulated one representative per pipeline stage, with every NPU's exact figures; on
+a ring dimension only translations are, and such plans still simulate every NPU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.grid import BlockGrid, Grid, block_grid
+from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.network_layer.mixed import MixedNetwork
+from stratasim.system_layer import SimulationResult, SystemOptions, simulate
+from stratasim.system_layer.symmetry.stand_ins import stand_ins
+from stratasim.v1 import network_pb2, workload_pb2
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
+from tests.system_layer.helpers import RING, SWITCH, topology
+
+FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
+MODEL = dict(layers=4, hidden=256, heads=8, seq_len=128, vocab=1000)
+NODE = (SWITCH, 8, 300 * 10**9, 500_000)
+"""Two nodes of 8 behind a second switch: 16 NPUs, the node cut by TP below 8."""
+TWO_NODES = topology(NODE, (SWITCH, 2, 25 * 10**9, 2_000_000))
+
+
+def _workload(**plan: object) -> TransformerWorkload:
+    config = {"model": MODEL, "parallelism": {"schedule": "1f1b", **plan}}
+    return TransformerWorkload(TransformerWorkload.Config.model_validate(config))
+
+
+def _run(workload: TransformerWorkload, topo: network_pb2.Topology, aggregate: bool) -> SimulationResult:
+    graphs = workload.graphs(workload.npus_required())
+    representatives = workload.representatives(Grid.of(topo)) if aggregate else None
+    return simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=aggregate), compute=RooflineCompute(),
+                    device="a100", representatives=representatives)  # fmt: skip
+
+
+def _same(on: SimulationResult, off: SimulationResult) -> None:
+    """Every figure to the picosecond: total time, each NPU's (stage's) finish, compute, exposed comm, memory."""
+    assert on.total_time_ps == off.total_time_ps
+    assert on.per_npu == off.per_npu
+    assert on.milestones == off.milestones
+    everyone = {(c.type, c.bytes, c.start_ps, c.end_ps) for c in off.collectives}
+    assert {(c.type, c.bytes, c.start_ps, c.end_ps) for c in on.collectives} <= everyone
+
+
+@pytest.mark.parametrize(
+    ("tp", "pp", "dp"),
+    [(2, 2, 4), (4, 2, 2), (2, 4, 2), (1, 2, 8), (4, 4, 1), (8, 2, 1)],
+)
+def test_tp_below_the_node_simulates_one_npu_per_stage_exactly(tp: int, pp: int, dp: int) -> None:
+    workload = _workload(tp=tp, pp=pp, dp=dp, global_batch=2 * dp)
+    on, off = _run(workload, TWO_NODES, True), _run(workload, TWO_NODES, False)
+    assert on.simulated_npus == pp and off.simulated_npus == 16
+    _same(on, off)
+
+
+def test_an_order_putting_dp_innermost_is_aggregated_too() -> None:
+    # DP 2 innermost, then TP 4 (offsets 0 and 4... of the blocks of 2), then PP 2 across the nodes.
+    workload = _workload(tp=4, pp=2, dp=2, global_batch=4, order=["dp", "tp", "pp"])
+    on, off = _run(workload, TWO_NODES, True), _run(workload, TWO_NODES, False)
+    assert on.simulated_npus == 2
+    _same(on, off)
+
+
+def test_a_fully_connected_node_is_permutable_too() -> None:
+    topo = topology((FULLY_CONNECTED, 4, 100 * 10**9, 700_000), (SWITCH, 4, 25 * 10**9, 2_000_000))
+    workload = _workload(tp=2, pp=2, dp=4, global_batch=4)
+    on, off = _run(workload, topo, True), _run(workload, topo, False)
+    assert on.simulated_npus == 2
+    _same(on, off)
+
+
+def test_a_ring_node_keeps_translations_only_and_simulates_every_npu() -> None:
+    topo = topology((RING, 8, 300 * 10**9, 500_000), (SWITCH, 2, 25 * 10**9, 2_000_000))
+    workload = _workload(tp=2, pp=2, dp=4, global_batch=4)
+    assert AnalyticalNetwork().configure(topo).permutable_dimensions == [1]
+    graphs = workload.graphs(16)
+    assert workload.representatives(Grid.of(topo)) is None  # the study's grid does not cut a ring either
+    declared = workload.representatives(Grid.of(TWO_NODES))  # what it declares when the node is a switch
+    assert declared is not None
+    mapping, why = stand_ins(graphs, AnalyticalNetwork().configure(topo), SystemOptions(), Grid.of(topo), declared)
+    assert mapping is None and why is not None and "carry it onto itself" in why
+    on = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(), compute=RooflineCompute(), device="a100",
+                  representatives=declared)  # fmt: skip
+    off = _run(workload, topo, False)
+    assert on.simulated_npus == 16
+    assert replace(on, events_processed=0) == replace(off, events_processed=0)
+
+
+def test_a_fabric_is_never_permutable() -> None:
+    topo = topology(NODE, (SWITCH, 2, 25 * 10**9, 2_000_000))
+    topo.torus.shape[:] = [8, 2]
+    topo.torus.link.add(bandwidth_bytes_per_s=10**11, latency_ps=1000)
+    assert Grid.of(topo).permutable == frozenset()
+    assert not AnalyticalNetwork().configure(topo).permutable_dimensions
+
+
+def test_a_mixed_network_keeps_the_permutable_dimensions_of_its_analytical_legs() -> None:
+    topo = topology((RING, 4, 10**11, 1000), (SWITCH, 4, 10**11, 1000), (FULLY_CONNECTED, 2, 10**11, 1000))
+    assert list(MixedNetwork().configure(topo).permutable_dimensions) == [1, 2]
+
+
+def test_a_group_spanning_blocks_and_their_positions_is_refused_with_its_reason() -> None:
+    # NPU 0 issues an all-reduce over its node (8) and over its pair {0, 1}: the pair cuts the node into blocks
+    # of 2, which the whole node spans at two levels: moving blocks and offsets would not rotate its ring.
+    graph = workload_pb2.ExecutionGraph()
+    graph.nodes.add(id=0, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20,
+                    group=list(range(8)))  # fmt: skip
+    graph.nodes.add(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20,
+                    group=[0, 1], data_deps=[0])  # fmt: skip
+    topo = topology(NODE)
+    mapping, why = stand_ins([graph] * 8, AnalyticalNetwork().configure(topo), SystemOptions(), Grid.of(topo), (0,) * 8)
+    assert mapping is None
+    assert why == ("NPU 0 collective node 0: along dimension 0 it spans blocks and positions within them, which moving "
+                   "blocks and offsets does not rotate")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("groups", "expected"),
+    [
+        ([(0, 1), tuple(range(0, 32, 2))], BlockGrid(Grid((2, 4, 4, 32)), (0, 0, 1, 1))),  # TP 2, DP 16: GPT-3's
+        ([tuple(range(8))], BlockGrid(Grid((8, 128)), (0, 1))),  # TP 8: the node whole, nothing cut
+        ([(0, 2)], BlockGrid(Grid((2, 2, 2, 128)), (0, 0, 0, 1))),  # a middle level: blocks of 2 within blocks of 4
+        ([(1, 5)], BlockGrid(Grid((4, 2, 128)), (0, 0, 1))),  # one offset in each block of 4
+        ([(1, 2)], "group positions [1, 2] along dimension 0 are not evenly spaced within one block"),
+        ([(0, 1, 2)], "group positions [0, 1, 2] along dimension 0 are not evenly spaced within one block"),
+    ],
+)
+def test_groups_cut_permutable_dimensions_into_nested_blocks(groups: list, expected: BlockGrid | str) -> None:
+    assert block_grid(Grid((8, 128), frozenset({0, 1})), groups) == expected
+
+
+def test_cuts_that_do_not_nest_are_refused() -> None:
+    assert block_grid(Grid((12,), frozenset({0})), [(0, 1, 2, 3), tuple(range(6))]) == (
+        "groups cut dimension 0 into blocks of 4 and of 6 positions, which do not nest"
+    )
+
+
+def test_a_dimension_that_is_not_permutable_is_never_cut() -> None:
+    assert block_grid(Grid((8, 2), frozenset({1})), [(0, 1)]) == BlockGrid(Grid((8, 2)), (0, 1))
+
+
+plans = st.fixed_dictionaries(
+    {
+        "tp": st.sampled_from([1, 2, 4]),
+        "pp": st.sampled_from([1, 2, 4]),
+        "schedule": st.sampled_from(["gpipe", "1f1b", "interleaved"]),
+        "recompute": st.sampled_from(["none", "selective", "full"]),
+        "zero": st.sampled_from([0, 1, 3]),
+        "sequence_parallel": st.booleans(),
+        "scatter_gather": st.booleans(),
+        "order": st.sampled_from([None, ["dp", "tp", "pp"], ["tp", "pp", "dp"]]),
+    }
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=plans, node=st.sampled_from([4, 8]))
+def test_aggregated_plans_match_every_npu(plan: dict, node: int) -> None:
+    """Any plan on nodes of ``node`` behind a switch, 16 NPUs: aggregated or not, the same figures."""
+    plan = {key: value for key, value in plan.items() if value is not None}
+    plan["dp"] = 16 // (plan["tp"] * plan["pp"])
+    plan["global_batch"] = 2 * plan["dp"]
+    if plan["schedule"] == "interleaved":
+        plan["virtual_stages"] = 2
+    topo = topology((SWITCH, node, 300 * 10**9, 500_000), (SWITCH, 16 // node, 25 * 10**9, 2_000_000))
+    try:
+        workload = _workload(**plan)
+    except (ValidationError, WorkloadError):
+        assume(False)
+        raise
+    on, off = _run(workload, topo, True), _run(workload, topo, False)
+    assert on.simulated_npus == plan["pp"]
+    _same(on, off)
