@@ -27,6 +27,7 @@ MODEL = dict(layers=4, hidden=256, heads=8, seq_len=128, vocab=1000)
 NODE = (SWITCH, 8, 300 * 10**9, 500_000)
 """Two nodes of 8 behind a second switch: 16 NPUs, the node cut by TP below 8."""
 TWO_NODES = topology(NODE, (SWITCH, 2, 25 * 10**9, 2_000_000))
+FULLY_CONNECTED_NODES = topology((FULLY_CONNECTED, 4, 100 * 10**9, 700_000), (SWITCH, 4, 25 * 10**9, 2_000_000))
 
 
 def _workload(**plan: object) -> TransformerWorkload:
@@ -51,29 +52,21 @@ def _same(on: SimulationResult, off: SimulationResult) -> None:
 
 
 @pytest.mark.parametrize(
-    ("tp", "pp", "dp"),
-    [(2, 2, 4), (4, 2, 2), (2, 4, 2), (1, 2, 8), (4, 4, 1), (8, 2, 1)],
+    ("plan", "topo"),
+    [
+        *(
+            (dict(tp=tp, pp=pp, dp=dp), TWO_NODES)
+            for tp, pp, dp in [(2, 2, 4), (4, 2, 2), (2, 4, 2), (1, 2, 8), (4, 4, 1), (8, 2, 1)]
+        ),
+        # DP innermost: the TP group is every other position of a node, the DP group a block of 2.
+        (dict(tp=4, pp=2, dp=2, order=["dp", "tp", "pp"]), TWO_NODES),
+        (dict(tp=2, pp=2, dp=4), FULLY_CONNECTED_NODES),
+    ],
 )
-def test_tp_below_the_node_simulates_one_npu_per_stage_exactly(tp: int, pp: int, dp: int) -> None:
-    workload = _workload(tp=tp, pp=pp, dp=dp, global_batch=2 * dp)
-    on, off = _run(workload, TWO_NODES, True), _run(workload, TWO_NODES, False)
-    assert on.simulated_npus == pp and off.simulated_npus == 16
-    _same(on, off)
-
-
-def test_an_order_putting_dp_innermost_is_aggregated_too() -> None:
-    # DP 2 innermost, then TP 4 (offsets 0 and 4... of the blocks of 2), then PP 2 across the nodes.
-    workload = _workload(tp=4, pp=2, dp=2, global_batch=4, order=["dp", "tp", "pp"])
-    on, off = _run(workload, TWO_NODES, True), _run(workload, TWO_NODES, False)
-    assert on.simulated_npus == 2
-    _same(on, off)
-
-
-def test_a_fully_connected_node_is_permutable_too() -> None:
-    topo = topology((FULLY_CONNECTED, 4, 100 * 10**9, 700_000), (SWITCH, 4, 25 * 10**9, 2_000_000))
-    workload = _workload(tp=2, pp=2, dp=4, global_batch=4)
+def test_tp_below_the_node_simulates_one_npu_per_stage_exactly(plan: dict, topo: network_pb2.Topology) -> None:
+    workload = _workload(**plan, global_batch=2 * plan["dp"])
     on, off = _run(workload, topo, True), _run(workload, topo, False)
-    assert on.simulated_npus == 2
+    assert on.simulated_npus == plan["pp"] and off.simulated_npus == 16
     _same(on, off)
 
 
