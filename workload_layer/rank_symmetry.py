@@ -7,9 +7,10 @@ part of that claim that depends on the topology — every group and peer an NPU 
 translated — and returns the mapping only when it holds.
 
 Along a permutable dimension (a switch: every permutation of positions is a symmetry) the translations are
-those of the grid cut into the blocks the representatives' groups need (:func:`stratasim.kernel.grid.block_grid`,
-the cuts the engine makes too): a TP group of 2 inside a node of 8 is then one block, the DP group the same
-offset in every block, and moving blocks and offsets carries each onto itself.
+those of the grid cut into the blocks the groups need that hold NPUs other than representatives
+(:func:`stratasim.kernel.grid.block_grid`, the cuts the engine makes too): a TP group of 2 inside a node of 8 is
+then one block, the DP group the same offset in every block, and moving blocks and offsets carries each onto
+itself.
 """
 
 from __future__ import annotations
@@ -34,10 +35,8 @@ def translated_representatives(
         return None
     mapping = tuple(representative(npu) for npu in range(npus))
     reference = {rep: partners(rep) for rep in sorted(set(mapping))}
-    blocks = block_grid(grid, (role for roles in reference.values() for role in roles))
-    if isinstance(blocks, str):
-        return None
-    grid = blocks.grid
+    mirrored = (role for roles in reference.values() for role in roles if any(mapping[m] != m for m in role))
+    grid = block_grid(grid, mirrored).grid
     coords = [grid.coords(npu) for npu in range(npus)]
     for npu, rep in enumerate(mapping):
         if rep == npu:

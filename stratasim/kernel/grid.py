@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
@@ -82,50 +82,59 @@ class BlockGrid:
     grid: Grid
     dims: tuple[int, ...]
     """The physical dimension each dimension of ``grid`` is a level of."""
+    whole: dict[int, str] = field(default_factory=dict)
+    """Permutable dimensions left whole (translations only), each with the reason the groups could not cut it."""
 
 
-def block_grid(grid: Grid, groups: Iterable[Sequence[int]]) -> BlockGrid | str:
-    """``grid`` with each permutable dimension cut where ``groups`` need it, or why it cannot be.
+def block_grid(grid: Grid, groups: Iterable[Sequence[int]]) -> BlockGrid:
+    """``grid`` with each permutable dimension cut into the blocks ``groups`` need.
 
-    Along a permutable dimension of ``n`` positions, a group holding ``k`` of them, ``s`` apart, starting at
-    ``a`` (an aligned block when ``s`` is 1, one offset in every block when ``s * k`` is ``n``) cuts it into
-    blocks of ``s`` and of ``s * k``: it is then one whole level of blocks, which the block translations between
-    its members rotate. The cuts of all groups must nest (each block size dividing the next).
+    Along a permutable dimension of ``n`` positions, a group holding ``k`` of them, ``s`` apart (an aligned block
+    when ``s`` is 1, one offset in every block when ``s * k`` is ``n``) cuts it into blocks of ``s`` and of
+    ``s * k``: it is then one whole level of blocks, which the translations between its members rotate, as a ring
+    or halving-doubling over the group expects. A dimension stays whole (its plain translations, the symmetries
+    of any dimension) when a group is not such a level: not evenly spaced within one block, cuts that do not nest
+    (each block size dividing the next), a group spanning more than one level (a whole node next to pairs in it).
     """
     members = [tuple(group) for group in groups if len(group) > 1]
     sizes: list[int] = []
     dims: list[int] = []
+    whole: dict[int, str] = {}
     for dim, size in enumerate(grid.sizes):
-        cuts = {1, size}
-        if dim in grid.permutable:
-            for group in members:
-                spots = sorted({grid.coordinate(npu, dim) for npu in group})
-                cut = _cuts(spots, size)
-                if cut is None:
-                    return f"group positions {spots} along dimension {dim} are not evenly spaced within one block"
-                cuts.update(cut)
-        ordered = sorted(cuts)
-        for inner, outer in zip(ordered, ordered[1:]):
-            if outer % inner:
-                return f"groups cut dimension {dim} into blocks of {inner} and of {outer} positions, which do not nest"
-            sizes.append(outer // inner)
-            dims.append(dim)
-        if size == 1:
-            sizes.append(1)
-            dims.append(dim)
-    return BlockGrid(Grid(tuple(sizes)), tuple(dims))
+        levels: tuple[int, ...] = (size,)
+        if dim in grid.permutable and size > 1:
+            spots = [sorted({grid.coordinate(npu, dim) for npu in group}) for group in members]
+            cut = _levels(spots, size)
+            if isinstance(cut, str):
+                whole[dim] = cut
+            else:
+                levels = cut
+        sizes += levels
+        dims += [dim] * len(levels)
+    return BlockGrid(Grid(tuple(sizes)), tuple(dims), whole)
 
 
-def _cuts(spots: list[int], size: int) -> tuple[int, ...] | None:
-    """The block sizes that make ``spots`` (sorted positions along a dimension of ``size``) one level of blocks."""
-    count = len(spots)
-    if count in (1, size):
-        return ()
-    step = spots[1] - spots[0]
-    span = step * count
-    if any(b - a != step for a, b in zip(spots, spots[1:])) or size % span or spots[0] // span != spots[-1] // span:
-        return None
-    return (step, span)
+def _levels(groups: list[list[int]], size: int) -> tuple[int, ...] | str:
+    """The sizes of the levels of blocks that make each of ``groups`` (its sorted positions along a dimension of
+    ``size``) one whole level, innermost first; or why there are none."""
+    spans: list[tuple[int, int, int]] = []
+    for spots in groups:
+        count = len(spots)
+        if count == 1:
+            continue
+        step = spots[1] - spots[0]
+        span = step * count
+        if any(b - a != step for a, b in zip(spots, spots[1:])) or size % span or spots[0] // span != spots[-1] // span:
+            return f"positions {spots} are not evenly spaced within one block"
+        spans.append((step, span, count))
+    cuts = sorted({1, size, *(c for step, span, _ in spans for c in (step, span))})
+    for inner, outer in zip(cuts, cuts[1:]):
+        if outer % inner:
+            return f"blocks of {inner} and of {outer} positions do not nest"
+    for step, span, count in spans:
+        if cuts.index(span) != cuts.index(step) + 1:
+            return f"a group of {count} positions {step} apart spans more than one level of the blocks others cut"
+    return tuple(outer // inner for inner, outer in zip(cuts, cuts[1:]))
 
 
 def validate_topology(topology: network_pb2.Topology) -> None:

@@ -17,11 +17,12 @@ messages go between representatives as they are.
 
 Along a dimension the network prices as every pair alike (``NetworkInfo.permutable_dimensions``: a switch, a
 fully-connected dimension; not a ring) every permutation of positions is a symmetry, so more groups qualify. The
-dimension is cut into the nested blocks the representatives' groups need (:func:`stratasim.kernel.grid.block_grid`:
-a TP group of 2 in a node of 8 is a block of 2, the DP group through it the same offset in each of 4 blocks), and
-the translations are those of blocks and offsets, (q, r) -> (q + dq, r + dr): each group must then run along one
-level of blocks per dimension, which those translations rotate as a ring or halving-doubling expects. The
-workload declares its representatives against the same cuts (:mod:`stratasim.workload_layer.rank_symmetry`).
+dimension is cut into the nested blocks the mirrored groups need (:func:`stratasim.kernel.grid.block_grid`: a TP
+group of 2 in a node of 8 is a block of 2, the DP group through it the same offset in each of 4 blocks), each
+group one level of blocks, and the translations are those of blocks and offsets, (q, r) -> (q + dq, r + dr),
+which rotate each group as a ring or halving-doubling expects. When the groups cannot cut a dimension so, it
+stays whole, with its plain translations. The workload declares its representatives against the same cuts
+(:mod:`stratasim.workload_layer.rank_symmetry`).
 """
 
 from __future__ import annotations
@@ -127,9 +128,7 @@ def _representative_blocker(
                     return f"NPU {npu} collective node {node.id} has a root, which sets NPUs apart"
                 group = tuple(sorted(node.group)) if node.group else tuple(range(len(graphs)))
                 issued.setdefault(group, (npu, node.id))
-    blocks = block_grid(grid, issued)
-    if isinstance(blocks, str):
-        return f"the symmetries of the permutable dimensions do not fit the groups: {blocks}"
+    blocks = block_grid(grid, (group for group in issued if any(stand_in[m] != m for m in group)))
     for group, (npu, node_id) in issued.items():
         problem = _group_problem(group, npu, stand_in, grid, blocks)
         if problem:
@@ -149,17 +148,13 @@ def _group_problem(
     if any(lines.dim == FLAT for lines in phases_of(group, grid)):
         return "its group is not laid out along the topology's dimensions"
     cut = blocks.grid
-    varying = [level for level in range(len(cut.sizes)) if len({cut.coordinate(m, level) for m in group}) > 1]
-    spanned = [blocks.dims[level] for level in varying]
-    doubled = sorted({dim for dim in spanned if spanned.count(dim) > 1})
-    if doubled:
-        return (f"along dimension {doubled[0]} it spans blocks and positions within them, which moving blocks and "
-                "offsets does not rotate")  # fmt: skip
     members = set(group)
     origin = cut.coords(npu)
     for member in group:
         shift = [c - o for c, o in zip(cut.coords(member), origin)]
         moved = {cut.npu_at([(c + d) % size for c, d, size in zip(cut.coords(q), shift, cut.sizes)]) for q in group}
         if moved != members:
-            return "the translations between its members do not carry it onto itself"
+            whole = [f"; dimension {dim} is not cut into blocks: {why}" for dim, why in sorted(blocks.whole.items())
+                     if len({grid.coordinate(m, dim) for m in group}) > 1]  # fmt: skip
+            return "the translations between its members do not carry it onto itself" + "".join(whole)
     return None

@@ -100,9 +100,10 @@ def test_a_mixed_network_keeps_the_permutable_dimensions_of_its_analytical_legs(
     assert list(MixedNetwork().configure(topo).permutable_dimensions) == [1, 2]
 
 
-def test_a_group_spanning_blocks_and_their_positions_is_refused_with_its_reason() -> None:
-    # NPU 0 issues an all-reduce over its node (8) and over its pair {0, 1}: the pair cuts the node into blocks
-    # of 2, which the whole node spans at two levels: moving blocks and offsets would not rotate its ring.
+def test_a_group_spanning_blocks_and_their_positions_leaves_the_dimension_whole_and_says_why() -> None:
+    # NPU 0 issues an all-reduce over its node (8) and one over its pair {0, 1}: the pair would cut the node into
+    # blocks of 2, which the whole node spans at two levels (moving blocks and offsets would not rotate its ring),
+    # so the node keeps its plain translations, which do not carry the pair onto itself.
     graph = workload_pb2.ExecutionGraph()
     graph.nodes.add(id=0, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20,
                     group=list(range(8)))  # fmt: skip
@@ -111,8 +112,28 @@ def test_a_group_spanning_blocks_and_their_positions_is_refused_with_its_reason(
     topo = topology(NODE)
     mapping, why = stand_ins([graph] * 8, AnalyticalNetwork().configure(topo), SystemOptions(), Grid.of(topo), (0,) * 8)
     assert mapping is None
-    assert why == ("NPU 0 collective node 0: along dimension 0 it spans blocks and positions within them, which moving "
-                   "blocks and offsets does not rotate")  # fmt: skip
+    assert why == ("NPU 0 collective node 1: the translations between its members do not carry it onto itself; "
+                   "dimension 0 is not cut into blocks: a group of 8 positions 1 apart spans more than one level of "
+                   "the blocks others cut")  # fmt: skip
+
+
+def test_a_group_simulated_in_person_cuts_nothing() -> None:
+    # NPU 0 stands in for 1 (their pair is mirrored); 2, 3 and 4 stand for themselves, so their group of three,
+    # which no blocks of the node make one level, does not keep the pair from cutting the node.
+    def graph(group: list[int]) -> workload_pb2.ExecutionGraph:
+        made = workload_pb2.ExecutionGraph()
+        made.nodes.add(id=0, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20,
+                       group=group)  # fmt: skip
+        return made
+
+    graphs = [graph([0, 1])] * 2 + [graph([2, 3, 4])] * 3 + [graph([5, 6, 7])] * 3
+    declared = (0, 0, 2, 3, 4, 5, 6, 7)
+    topo = topology(NODE)
+    found, why = stand_ins(graphs, AnalyticalNetwork().configure(topo), SystemOptions(), Grid.of(topo), declared)
+    assert (found, why) == (declared, None)
+    on = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(), representatives=declared)
+    off = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=False))
+    assert on.simulated_npus == 7 and (on.total_time_ps, on.per_npu) == (off.total_time_ps, off.per_npu)
 
 
 @pytest.mark.parametrize(
@@ -122,18 +143,19 @@ def test_a_group_spanning_blocks_and_their_positions_is_refused_with_its_reason(
         ([tuple(range(8))], BlockGrid(Grid((8, 128)), (0, 1))),  # TP 8: the node whole, nothing cut
         ([(0, 2)], BlockGrid(Grid((2, 2, 2, 128)), (0, 0, 0, 1))),  # a middle level: blocks of 2 within blocks of 4
         ([(1, 5)], BlockGrid(Grid((4, 2, 128)), (0, 0, 1))),  # one offset in each block of 4
-        ([(1, 2)], "group positions [1, 2] along dimension 0 are not evenly spaced within one block"),
-        ([(0, 1, 2)], "group positions [0, 1, 2] along dimension 0 are not evenly spaced within one block"),
+        ([(1, 2)], BlockGrid(Grid((8, 128)), (0, 1), {0: "positions [1, 2] are not evenly spaced within one block"})),
+        ([tuple(range(8)), (0, 4)], BlockGrid(Grid((8, 128)), (0, 1), {
+            0: "a group of 8 positions 1 apart spans more than one level of the blocks others cut"})),
     ],
 )
-def test_groups_cut_permutable_dimensions_into_nested_blocks(groups: list, expected: BlockGrid | str) -> None:
+def test_groups_cut_permutable_dimensions_into_nested_blocks(groups: list, expected: BlockGrid) -> None:
     assert block_grid(Grid((8, 128), frozenset({0, 1})), groups) == expected
 
 
-def test_cuts_that_do_not_nest_are_refused() -> None:
-    assert block_grid(Grid((12,), frozenset({0})), [(0, 1, 2, 3), tuple(range(6))]) == (
-        "groups cut dimension 0 into blocks of 4 and of 6 positions, which do not nest"
-    )
+def test_cuts_that_do_not_nest_leave_the_dimension_whole() -> None:
+    assert block_grid(Grid((12,), frozenset({0})), [(0, 4, 8), (0, 6)]).whole == {
+        0: "blocks of 4 and of 6 positions do not nest"
+    }
 
 
 def test_a_dimension_that_is_not_permutable_is_never_cut() -> None:
