@@ -19,7 +19,8 @@ On a fabric (a torus, fat-tree, graph... see :mod:`stratasim.network_layer.topol
 pays the sum of the route's link latencies plus one serialisation at the route's slowest link (cut-through:
 its head moves on after each link's latency while its body streams behind at the bottleneck's rate). Its
 delays are then translation-invariant (``stateless``, letting the engine simulate equivalent NPUs once) only
-on fabrics that say so, such as tori.
+on fabrics that say so, such as tori. Without a fabric, a switch or fully-connected dimension prices every pair of
+its positions alike, so any permutation of them is a symmetry too (``NetworkInfo.permutable_dimensions``).
 """
 
 from __future__ import annotations
@@ -110,8 +111,11 @@ class AnalyticalNetwork:
             least -= least % self._quantum
         self._lookahead = max(1, least)
         stateless = self._fabric is None or self._fabric.symmetric
+        # A switch or fully-connected dimension prices every pair of its positions alike (a ring does not).
+        permutable = [i for i, dim in enumerate(self._dims) if dim.kind != _RING]
         return network_pb2.NetworkInfo(
-            npus=self._npus, lookahead_ps=self._lookahead, backend=self.name, stateless=stateless
+            npus=self._npus, lookahead_ps=self._lookahead, backend=self.name, stateless=stateless,
+            permutable_dimensions=permutable,
         )
 
     def delays_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:

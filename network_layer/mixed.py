@@ -66,16 +66,17 @@ class MixedNetwork:
         plain.CopyFrom(topology)
         for dim in plain.dimensions:
             dim.ClearField("backend")
-        infos = []
+        infos: dict[str, network_pb2.NetworkInfo] = {}
         for name in dict.fromkeys(names):
             backend = self._backends[name] = self._load(name)
-            infos.append(backend.configure(plain))
+            infos[name] = backend.configure(plain)
         self._dim_backend = names
         self._grid = Grid.of(topology)
-        self._lookahead = max(1, min(info.lookahead_ps for info in infos))
+        self._lookahead = max(1, min(info.lookahead_ps for info in infos.values()))
         return network_pb2.NetworkInfo(
             npus=self._grid.npus, lookahead_ps=self._lookahead, backend=self.name,
-            stateless=all(info.stateless for info in infos),
+            stateless=all(info.stateless for info in infos.values()),
+            permutable_dimensions=[d for d, name in enumerate(names) if d in infos[name].permutable_dimensions],
         )
 
     def _route(self, src: int, dst: int) -> tuple[tuple[str, int], ...]:

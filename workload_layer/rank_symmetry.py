@@ -5,13 +5,19 @@ run the same program on different coordinates. The claim the engine needs is tha
 representative's graph moved by the grid translation from the representative to ``x``; this module checks the
 part of that claim that depends on the topology — every group and peer an NPU talks to is its representative's,
 translated — and returns the mapping only when it holds.
+
+Along a permutable dimension (a switch: every permutation of positions is a symmetry) the translations are
+those of the grid cut into the blocks the groups need that hold NPUs other than representatives
+(:func:`stratasim.kernel.grid.block_grid`, the cuts the engine makes too): a TP group of 2 inside a node of 8 is
+then one block, the DP group the same offset in every block, and moving blocks and offsets carries each onto
+itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from stratasim.kernel.grid import Grid
+from stratasim.kernel.grid import Grid, block_grid
 
 __all__ = ["Partners", "translated_representatives"]
 
@@ -27,15 +33,15 @@ def translated_representatives(
     not its representative's moved by the translation between them) or the workload does not fill the grid."""
     if grid.npus != npus:
         return None
-    coords = [grid.coords(npu) for npu in range(npus)]
     mapping = tuple(representative(npu) for npu in range(npus))
-    reference: dict[int, Partners] = {}
+    reference = {rep: partners(rep) for rep in sorted(set(mapping))}
+    mirrored = (role for roles in reference.values() for role in roles if any(mapping[m] != m for m in role))
+    grid = block_grid(grid, mirrored).grid
+    coords = [grid.coords(npu) for npu in range(npus)]
     for npu, rep in enumerate(mapping):
         if rep == npu:
             continue
-        own = reference.get(rep)
-        if own is None:
-            own = reference[rep] = partners(rep)
+        own = reference[rep]
         shift = [(c - r) for c, r in zip(coords[npu], coords[rep])]
         moved = [frozenset(_translate(grid, coords[m], shift) for m in role) for role in own]
         if moved != [frozenset(role) for role in partners(npu)]:

@@ -159,9 +159,12 @@ class SymmetricWorkload(Protocol):
         if none), or None when the topology breaks the workload's symmetry.
 
         The claim: NPU ``x`` runs the graph of ``r = representatives[x]`` with every NPU id translated by the
-        grid offset from ``r`` to ``x``. The engine checks what it can (each collective group holds one
-        representative and is carried onto itself by those translations; point-to-point peers are
-        representatives) and then reads ``graphs(npus)[r]`` for representatives only.
+        grid offset from ``r`` to ``x`` — on a grid whose permutable dimensions (``grid.permutable``) are cut into
+        the blocks that the representatives' groups holding other NPUs need (:func:`~stratasim.kernel.grid.block_grid`;
+        the engine cuts by the groups of the graphs' collectives, so these should be the same). The engine checks
+        what it can (each collective group holds one representative and is carried onto itself by those
+        translations; point-to-point peers are representatives) and then reads ``graphs(npus)[r]`` for
+        representatives only.
         """
         ...
 

@@ -492,6 +492,7 @@ class NetworkInfo(_message.Message):
     LOOKAHEAD_PS_FIELD_NUMBER: _builtins.int
     BACKEND_FIELD_NUMBER: _builtins.int
     STATELESS_FIELD_NUMBER: _builtins.int
+    PERMUTABLE_DIMENSIONS_FIELD_NUMBER: _builtins.int
     npus: _builtins.int
     lookahead_ps: _builtins.int
     """The least delay any message can have, picoseconds (at least 1): the width of a safe time window."""
@@ -500,6 +501,14 @@ class NetworkInfo(_message.Message):
     """True when a message's delay depends only on its source, destination and size, never on other traffic:
     then NPUs that are equivalent by symmetry may be simulated once for all.
     """
+    @_builtins.property
+    def permutable_dimensions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Dimensions (indices into the topology's) along which a message's delay depends only on whether its ends'
+        positions differ, never on which they are (a switch or fully-connected dimension of the analytical network,
+        every pair alike): every permutation of such a dimension's positions is then a symmetry of the network, not
+        only its translations. Read only when stateless.
+        """
+
     def __init__(
         self,
         *,
@@ -507,10 +516,11 @@ class NetworkInfo(_message.Message):
         lookahead_ps: _builtins.int = ...,
         backend: _builtins.str = ...,
         stateless: _builtins.bool = ...,
+        permutable_dimensions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "lookahead_ps", b"lookahead_ps", "npus", b"npus", "stateless", b"stateless"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "lookahead_ps", b"lookahead_ps", "npus", b"npus", "permutable_dimensions", b"permutable_dimensions", "stateless", b"stateless"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,6 +14,15 @@ which is exact when every member of the group stands in for the sender, the grou
 dimension (no flat phase, whose member order translations need not respect) and the translations to its
 members carry the group onto itself (a whole line, or evenly spaced positions of a ring). Point-to-point
 messages go between representatives as they are.
+
+Along a dimension the network prices as every pair alike (``NetworkInfo.permutable_dimensions``: a switch, a
+fully-connected dimension; not a ring) every permutation of positions is a symmetry, so more groups qualify. The
+dimension is cut into the nested blocks the mirrored groups need (:func:`stratasim.kernel.grid.block_grid`: a TP
+group of 2 in a node of 8 is a block of 2, the DP group through it the same offset in each of 4 blocks), each
+group one level of blocks, and the translations are those of blocks and offsets, (q, r) -> (q + dq, r + dr),
+which rotate each group as a ring or halving-doubling expects. When the groups cannot cut a dimension so, it
+stays whole, with its plain translations. The workload declares its representatives against the same cuts
+(:mod:`stratasim.workload_layer.rank_symmetry`).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stratasim.kernel.graph_blocks import every_node
-from stratasim.kernel.grid import Grid
+from stratasim.kernel.grid import BlockGrid, Grid, block_grid
 from stratasim.system_layer.collectives.groups import FLAT, phases_of
 from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2, workload_pb2
@@ -80,6 +89,7 @@ def stand_ins(
     with them, only the representatives' graphs are read, and the checks in the module docstring apply.
     """
     npus = len(graphs)
+    grid = Grid(grid.sizes, frozenset(info.permutable_dimensions))  # the network says which ones price pairs alike
     if representatives is None:
         blocker = aggregation_blocker(graphs, info, options)
         return ((0,) * npus, None) if blocker is None else (None, blocker)
@@ -107,7 +117,7 @@ def _representative_blocker(
 ) -> str | None:
     if len(stand_in) != len(graphs) or any(not 0 <= r < len(graphs) or stand_in[r] != r for r in stand_in):
         return "the declared representatives are not a mapping of NPUs onto NPUs that stand for themselves"
-    checked: set[tuple[int, ...]] = set()
+    issued: dict[tuple[int, ...], tuple[int, int]] = {}  # each group, by the first representative and node issuing it
     for npu in sorted(set(stand_in)):
         for node in every_node(graphs[npu]):
             if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
@@ -117,15 +127,18 @@ def _representative_blocker(
                 if node.comm_type in (workload_pb2.BROADCAST, workload_pb2.REDUCE):
                     return f"NPU {npu} collective node {node.id} has a root, which sets NPUs apart"
                 group = tuple(sorted(node.group)) if node.group else tuple(range(len(graphs)))
-                if group not in checked:
-                    problem = _group_problem(group, npu, stand_in, grid)
-                    if problem:
-                        return f"NPU {npu} collective node {node.id}: {problem}"
-                    checked.add(group)
+                issued.setdefault(group, (npu, node.id))
+    blocks = block_grid(grid, (group for group in issued if any(stand_in[m] != m for m in group)))
+    for group, (npu, node_id) in issued.items():
+        problem = _group_problem(group, npu, stand_in, grid, blocks)
+        if problem:
+            return f"NPU {npu} collective node {node_id}: {problem}"
     return None
 
 
-def _group_problem(group: tuple[int, ...], npu: int, stand_in: tuple[int, ...], grid: Grid) -> str | None:
+def _group_problem(
+    group: tuple[int, ...], npu: int, stand_in: tuple[int, ...], grid: Grid, blocks: BlockGrid
+) -> str | None:
     """Why the mirror trick would be inexact on ``group`` issued by representative ``npu``, or None (also when
     every member is simulated in person)."""
     if all(stand_in[member] == member for member in group):
@@ -134,11 +147,14 @@ def _group_problem(group: tuple[int, ...], npu: int, stand_in: tuple[int, ...], 
         return "its group holds NPUs that another representative stands in for"
     if any(lines.dim == FLAT for lines in phases_of(group, grid)):
         return "its group is not laid out along the topology's dimensions"
+    cut = blocks.grid
     members = set(group)
-    origin = grid.coords(npu)
+    origin = cut.coords(npu)
     for member in group:
-        shift = [c - o for c, o in zip(grid.coords(member), origin)]
-        moved = {grid.npu_at([(c + d) % size for c, d, size in zip(grid.coords(q), shift, grid.sizes)]) for q in group}
+        shift = [c - o for c, o in zip(cut.coords(member), origin)]
+        moved = {cut.npu_at([(c + d) % size for c, d, size in zip(cut.coords(q), shift, cut.sizes)]) for q in group}
         if moved != members:
-            return "the translations between its members do not carry it onto itself"
+            whole = [f"; dimension {dim} is not cut into blocks: {why}" for dim, why in sorted(blocks.whole.items())
+                     if len({grid.coordinate(m, dim) for m in group}) > 1]  # fmt: skip
+            return "the translations between its members do not carry it onto itself" + "".join(whole)
     return None
