@@ -314,11 +314,12 @@ def search(
     key = OBJECTIVES[objective]
     best: Evaluation | None = None
     every = None if acc.zigzag_compat else _exhaustive(problem, acc, exhaustive_limit)
+    candidates: Iterator[Mapping]
     if acc.zigzag_compat:  # ZigZag's mapper: bottom-up allocations only
         candidates = itertools.chain(_loma(problem, acc, random.Random(seed), max(samples, 720)), _fallback(problem, acc))
         checked = False
     elif every is not None:
-        candidates: Iterator[Mapping] = iter(every)
+        candidates = iter(every)
         checked = True
     else:
         rng = random.Random(seed)
