@@ -227,20 +227,28 @@ def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int
     the backing store once when the chip holds the whole problem, and the same with the outermost loop split by each
     of its divisors into the backing store (a smaller first tile, streamed): per spatial choice, up to ``orders``
     loop orders, on the spatial choices using the most PEs. Random dealing of factors to levels rarely finds them."""
+    found = []
+    for order, rows, cols in _loop_orders(problem, acc, rng, orders):
+        found.append(_filled(problem, acc, order, (), rows, cols))
+        if order:
+            (dim, n), rest = order[0], order[1:]
+            for f in _divisors(n)[1:]:
+                kept = ((dim, n // f), *rest) if f < n else rest
+                found.append(_filled(problem, acc, kept, ((dim, f),), rows, cols))
+    return found
+
+
+def _loop_orders(problem: Problem, acc: Accelerator, rng: random.Random,
+                 orders: int) -> Iterator[tuple[tuple[Loop, ...], tuple[Loop, ...], tuple[Loop, ...]]]:  # fmt: skip
+    """(loop order, rows, cols): per spatial choice using the most PEs, every order of the temporal loops left (at most
+    ``orders`` of them, sampled)."""
     choices = spatial_choices(problem, acc)
     most = max(map(_unrolled, choices))
-    found = []
     for rows, cols in (choice for choice in choices if _unrolled(choice) == most):
         loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
         every = list(itertools.permutations(loops))
         for order in every if len(every) <= orders else rng.sample(every, orders):
-            found.append(_filled(problem, acc, order, (), rows, cols))
-            if order:
-                (dim, n), rest = order[0], order[1:]
-                for f in _divisors(n)[1:]:
-                    kept = ((dim, n // f), *rest) if f < n else rest
-                    found.append(_filled(problem, acc, kept, ((dim, f),), rows, cols))
-    return found
+            yield order, rows, cols
 
 
 def _bottom_up(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], rows: tuple[Loop, ...],
@@ -276,15 +284,7 @@ def _bottom_up(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], rows
 def _loma(problem: Problem, acc: Accelerator, rng: random.Random, orders: int) -> list[Mapping]:
     """ZigZag's candidates: every loop order (at most ``orders`` of them, sampled), allocated bottom-up
     (:func:`_bottom_up`), on the spatial choices using the most PEs."""
-    choices = spatial_choices(problem, acc)
-    most = max(map(_unrolled, choices))
-    found = []
-    for rows, cols in (choice for choice in choices if _unrolled(choice) == most):
-        loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
-        every = list(itertools.permutations(loops))
-        for order in every if len(every) <= orders else rng.sample(every, orders):
-            found.append(_bottom_up(problem, acc, order, rows, cols))
-    return found
+    return [_bottom_up(problem, acc, order, rows, cols) for order, rows, cols in _loop_orders(problem, acc, rng, orders)]
 
 
 def _exhaustive(problem: Problem, acc: Accelerator, limit: int) -> list[Mapping] | None:
