@@ -10,9 +10,13 @@ Inputs and weights move down (read at ``p``, written at ``c``); outputs move up 
 At the innermost level keeping it, every MAC reads an input and a weight and updates an output.
 
     compute cycles = temporal iterations x ops per point    (SCALE-Sim's formula on a systolic array)
-    level cycles   = max(ceil(reads / read bandwidth), ceil(writes / write bandwidth))
+    level cycles   = max(ceil(reads / read bandwidth), ceil(writes / write bandwidth),
+                         ceil((reads + writes) / shared bandwidth))       (a shared port: one for both)
     cycles         = max(compute cycles, every level's cycles)       (transfers overlap compute)
-    energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access
+    energy (pJ)    = MACs x MAC energy + sum of accesses x energy per access (the operand's own price where the
+                     level gives one)
+
+An accelerator costed as ZigZag (``zigzag_compat``) takes ZigZag's latency instead (:func:`_zigzag`).
 
 On a systolic array with ``dram_bandwidth`` (SCALE-Sim's user bandwidth) the outermost level's cycles are instead
 SCALE-Sim's timeline of fill, compute, stalls and drain (:mod:`~stratasim.compute_layer.timeloop.scalesim_memory`).
