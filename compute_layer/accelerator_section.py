@@ -7,6 +7,8 @@ level (by the preset's level names), any storage level's capacity, per-operand b
     device: {preset: systolic-32x32-os, pe_rows: 64, levels: {sram: {partitions: {weights: 131072}}}}
     device: {preset: gemmini, clock: 1GHz, levels: {scratchpad: {words: 524288}, dram: {read_bandwidth: 32}}}
     device: {preset: systolic-32x32-ws, dram_words_per_cycle: 10}     # SCALE-Sim's USER bandwidth mode
+    device: {preset: zigzag-tpu-like, zigzag_compat: false}            # the model's own schedule
+    device: {preset: gemmini, levels: {dram: {shared_bandwidth: 16}, accumulator: {operand_read_pj: {outputs: 5}}}}
 
 Units are the model's (:mod:`stratasim.compute_layer.timeloop.accelerator`): words, words per cycle for the whole
 level, pJ per word access. The accelerator is built and checked by the model itself, so a combination it refuses
@@ -70,12 +72,21 @@ class LevelSection(Section):
     """Energy of a word read, in pJ."""
     write_pj: Picojoules | None = None
     """Energy of a word written, in pJ."""
+    shared_bandwidth: Words | None = None
+    """Words read and written per cycle together, through one read-write port."""
+    operand_read_pj: dict[Operand, Picojoules] | None = None
+    """Energy of a word read, in pJ, for the operands priced apart from ``read_pj``."""
+    operand_write_pj: dict[Operand, Picojoules] | None = None
+    """Energy of a word written, in pJ, for the operands priced apart from ``write_pj``."""
 
     def applied(self, level: StorageLevel) -> StorageLevel:
-        """``level`` with this section's keys in its own's place (``partitions`` operand by operand)."""
-        changes = {key: getattr(self, key) for key in self.model_fields_set if key != "partitions"}
-        partitions = {**level.partitions, **{str(operand): words for operand, words in (self.partitions or {}).items()}}
-        return dataclasses.replace(level, partitions=partitions, **changes)
+        """``level`` with this section's keys in its own's place (``partitions`` and per-operand prices operand by
+        operand)."""
+        by_operand = ("partitions", "operand_read_pj", "operand_write_pj")
+        changes = {key: getattr(self, key) for key in self.model_fields_set if key not in by_operand}
+        for key in by_operand:
+            changes[key] = {**getattr(level, key), **{str(o): v for o, v in (getattr(self, key) or {}).items()}}
+        return dataclasses.replace(level, **changes)
 
 
 class AcceleratorSection(Section):
@@ -98,6 +109,9 @@ class AcceleratorSection(Section):
     dram_words_per_cycle: Words | None = None
     """SCALE-Sim's user bandwidth (its ``Bandwidth``): words per cycle of each SRAM's own DRAM port, so that memory
     stalls appear (systolic-* presets only; unset: memory never stalls)."""
+    zigzag_compat: bool | None = None
+    """Cost ZigZag's schedule rather than the model's own: loops allocated bottom-up as its LOMA mapper does, one
+    systolic fill and drain per operator, one-time transfers before or after compute unless DRAM is idle enough."""
     levels: dict[str, LevelSection] | None = None
     """Changes to the preset's storage levels, by level name."""
     source: str | None = None
@@ -144,6 +158,7 @@ class AcceleratorSection(Section):
             clock_hz=self.clock or base.clock_hz,
             mac_pj=base.mac_pj if self.mac_pj is None else self.mac_pj,
             dram_bandwidth=self.dram_words_per_cycle or base.dram_bandwidth,
+            zigzag_compat=base.zigzag_compat if self.zigzag_compat is None else self.zigzag_compat,
             levels=levels,
             source=source,
         )

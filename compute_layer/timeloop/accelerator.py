@@ -53,7 +53,9 @@ class StorageLevel:
 
     ``words`` bounds the sum of the kept operands' tiles (None: unbounded); ``partitions`` bounds single
     operands (SCALE-Sim's separate input, weight and output SRAMs). ``read_bandwidth`` and
-    ``write_bandwidth`` are words per cycle for the whole level (None: never the bottleneck).
+    ``write_bandwidth`` are words per cycle for the whole level (None: never the bottleneck); ``shared_bandwidth``
+    bounds reads and writes together, one port for both (None: separate ports). ``operand_read_pj`` and
+    ``operand_write_pj`` price one operand's accesses where they differ from ``read_pj`` / ``write_pj``.
     """
 
     name: str
@@ -64,10 +66,15 @@ class StorageLevel:
     write_bandwidth: int | None = None
     read_pj: float = 0.0
     write_pj: float = 0.0
+    operand_read_pj: Mapping[str, float] = field(default_factory=dict, hash=False)
+    operand_write_pj: Mapping[str, float] = field(default_factory=dict, hash=False)
+    shared_bandwidth: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keeps", frozenset(self.keeps))
         object.__setattr__(self, "partitions", MappingProxyType(dict(self.partitions)))
+        object.__setattr__(self, "operand_read_pj", MappingProxyType(dict(self.operand_read_pj)))
+        object.__setattr__(self, "operand_write_pj", MappingProxyType(dict(self.operand_write_pj)))
         problems = list(self._problems())
         if problems:
             raise ValueError(f"storage level {self.name!r}: {'; '.join(problems)}")
@@ -75,16 +82,27 @@ class StorageLevel:
     def _problems(self) -> Iterator[str]:
         if not self.name:
             yield "name must not be empty"
-        unknown = sorted((self.keeps | set(self.partitions)) - set(OPERANDS))
+        named = self.keeps | set(self.partitions) | set(self.operand_read_pj) | set(self.operand_write_pj)
+        unknown = sorted(named - set(OPERANDS))
         if unknown:
             yield f"unknown operands {unknown}; operands are {', '.join(OPERANDS)}"
         counts = [("words", self.words), *self.partitions.items()]
         counts += [("read_bandwidth", self.read_bandwidth), ("write_bandwidth", self.write_bandwidth)]
+        counts += [("shared_bandwidth", self.shared_bandwidth)]
         for label, value in counts:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 yield f"{label} must be a positive integer or None, got {value!r}"
-        if self.read_pj < 0 or self.write_pj < 0:
+        prices = [self.read_pj, self.write_pj, *self.operand_read_pj.values(), *self.operand_write_pj.values()]
+        if any(pj < 0 for pj in prices):
             yield "energies cannot be negative"
+
+    def read_price(self, operand: str) -> float:
+        """pJ per word of ``operand`` read."""
+        return self.operand_read_pj.get(operand, self.read_pj)
+
+    def write_price(self, operand: str) -> float:
+        """pJ per word of ``operand`` written."""
+        return self.operand_write_pj.get(operand, self.write_pj)
 
     def capacity(self, operand: str) -> int | None:
         """The most words of ``operand`` this level can hold alone (None: unbounded)."""
@@ -106,6 +124,10 @@ class Accelerator:
     fall behind (:mod:`stratasim.compute_layer.timeloop.scalesim_memory`); None keeps SCALE-Sim's CALC mode, memory
     never stalling. ``onload`` names operands whose tile at the outermost on-chip level keeping them is loaded from
     the backing store before compute starts (ZigZag's data onloading), adding its transfer to the cycles.
+    ``zigzag_compat`` costs ZigZag's schedule instead of the model's own (see
+    :mod:`stratasim.compute_layer.timeloop.analysis`): loops allocated bottom-up until each level is full (its LOMA
+    mapper), one fill and drain of a systolic array per operator, transfers made once loaded before compute or
+    written after it unless the backing store's port has idle cycles during compute to take them.
     """
 
     name: str
@@ -119,6 +141,7 @@ class Accelerator:
     unrolls: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict, hash=False)
     dram_bandwidth: int | None = None
     onload: frozenset[str] = frozenset()
+    zigzag_compat: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
@@ -250,9 +273,12 @@ _TPU_LIKE = Accelerator(
     "energies Horowitz ISSCC 2014 (45 nm)",
 )
 
-# ZigZag's TPU-like example (zigzag-dse 3.9.1, inputs/hardware/tpu_like.yaml): per-access energies are its own,
-# per 8-bit word: its SRAM's cost is per 2048-bit access (the port's bandwidth_max), its DRAM's per 64-bit access.
-# ZigZag loads the input's first tile (here all of it) before computing: onload.
+# ZigZag's TPU-like example (zigzag-dse 3.9.1, zigzag/inputs/hardware/tpu_like.yaml), priced per 8-bit word from its
+# own per-access costs: rf_128B (weights, I2) r_cost = w_cost = 0.095 pJ per 8-bit access; rf_2B (a 16-bit partial
+# sum, O) 0.021 pJ per 16-bit access; sram_2MB (I1 and O) 416.16 pJ read / 378.4 pJ write per access of up to
+# bandwidth_max 2048 bits (256 words); dram r_cost 700 / w_cost 750 pJ per access of its one 64-bit read_write port
+# (rw_port_1: 8 words per cycle, reads and writes together). Costed as ZigZag does (zigzag_compat): its mapping file
+# unrolls K and C 32 x 32, its LOMA mapper fills the SRAM with the whole input, loaded first.
 _ZIGZAG_TPU_LIKE = Accelerator(
     name="zigzag-tpu-like",
     rows=32,
@@ -261,20 +287,25 @@ _ZIGZAG_TPU_LIKE = Accelerator(
         # rf_128B holds 128 8-bit weights per PE; rf_2B one 16-bit partial sum; inputs have no PE register (ZigZag's
         # I1 is served from the SRAM), each read multicast along the array.
         StorageLevel("registers", frozenset({"weights", "outputs"}), partitions={"weights": 128, "outputs": 1},
-                     read_pj=0.095, write_pj=0.095),
+                     read_pj=0.095, write_pj=0.095, operand_read_pj={"outputs": 0.021},
+                     operand_write_pj={"outputs": 0.021}),
         # sram_2MB of inputs and outputs, up to 2048 bits (256 words) per cycle each way.
         StorageLevel("sram", frozenset({"inputs", "outputs"}), words=2 * 2**20, read_bandwidth=256,
                      write_bandwidth=256, read_pj=416.16 / 256, write_pj=378.4 / 256),
-        # DRAM behind a 64-bit port (8 words per cycle); weights go from it straight to the PEs.
-        StorageLevel("dram", _ALL, read_bandwidth=8, write_bandwidth=8, read_pj=700 / 8, write_pj=750 / 8),
+        # DRAM behind one 64-bit read-write port (8 words per cycle both ways together); weights go from it straight to
+        # the PEs.
+        StorageLevel("dram", _ALL, read_bandwidth=8, write_bandwidth=8, shared_bandwidth=8, read_pj=700 / 8,
+                     write_pj=750 / 8),
     ),  # fmt: skip
     clock_hz=10**9,
     mac_pj=0.04,
     dataflow="ws",
-    onload=frozenset({"inputs"}),
-    source="ZigZag (zigzag-dse 3.9.1) TPU-like example: 32x32 weight-stationary 8-bit MACs (0.04 pJ), 128 B weight "
-    "and 2 B output registers per PE (inputs go from the SRAM to the array), 2 MiB input/output SRAM at 2048 "
-    "bits/cycle, 64-bit DRAM port; ZigZag counts cycles and names no clock, 1 GHz is assumed",
+    onload=frozenset({"inputs", "weights"}),
+    zigzag_compat=True,
+    source="ZigZag (zigzag-dse 3.9.1) TPU-like example, inputs/hardware/tpu_like.yaml: 32x32 weight-stationary 8-bit "
+    "MACs (0.04 pJ), 128 B weight (0.095 pJ) and 2 B output (0.021 pJ) registers per PE (inputs go from the SRAM "
+    "to the array), 2 MiB input/output SRAM at 2048 bits/cycle, one 64-bit read-write DRAM port; costed as ZigZag "
+    "does (zigzag_compat); ZigZag counts cycles and names no clock, 1 GHz is assumed",
 )
 
 # Row stationary (Chen et al. ISCA 2016, section V): a PE set is filter rows (R) down by output rows (P)

@@ -25,6 +25,7 @@ def accelerator_message(acc: Accelerator) -> compute_pb2.TimeloopAccelerator:
                  for kind, (rows, cols) in sorted(acc.unrolls.items())],  # fmt: skip
         dram_bandwidth_words_per_cycle=acc.dram_bandwidth,
         onload=sorted(acc.onload),
+        zigzag_compat=acc.zigzag_compat,
     )
 
 
@@ -44,13 +45,15 @@ def accelerator_from_message(message: compute_pb2.TimeloopAccelerator) -> Accele
             message.dram_bandwidth_words_per_cycle if message.HasField("dram_bandwidth_words_per_cycle") else None
         ),
         onload=frozenset(message.onload),
+        zigzag_compat=message.zigzag_compat,
     )
 
 
 def _level_message(level: StorageLevel) -> compute_pb2.TimeloopStorageLevel:
     message = compute_pb2.TimeloopStorageLevel(
         name=level.name, keeps=sorted(level.keeps), partitions=dict(level.partitions),
-        read_pj=level.read_pj, write_pj=level.write_pj,
+        read_pj=level.read_pj, write_pj=level.write_pj, operand_read_pj=dict(level.operand_read_pj),
+        operand_write_pj=dict(level.operand_write_pj),
     )  # fmt: skip
     if level.words is not None:
         message.words = level.words
@@ -58,6 +61,8 @@ def _level_message(level: StorageLevel) -> compute_pb2.TimeloopStorageLevel:
         message.read_bandwidth_words_per_cycle = level.read_bandwidth
     if level.write_bandwidth is not None:
         message.write_bandwidth_words_per_cycle = level.write_bandwidth
+    if level.shared_bandwidth is not None:
+        message.shared_bandwidth_words_per_cycle = level.shared_bandwidth
     return message
 
 
@@ -73,4 +78,9 @@ def _level(message: compute_pb2.TimeloopStorageLevel) -> StorageLevel:
         write_bandwidth=write,
         read_pj=message.read_pj,
         write_pj=message.write_pj,
+        operand_read_pj=dict(message.operand_read_pj),
+        operand_write_pj=dict(message.operand_write_pj),
+        shared_bandwidth=(
+            message.shared_bandwidth_words_per_cycle if message.HasField("shared_bandwidth_words_per_cycle") else None
+        ),
     )

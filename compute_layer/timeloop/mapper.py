@@ -11,7 +11,8 @@ as an inner level overflows (tiles only grow outwards). Larger ones are sampled 
 ``random.Random`` (Timeloop's random mapper: prime factors dealt to random levels), after candidates that keep
 every loop on chip in each loop order, filled bottom-up into the levels (each operand crossing the backing store
 once when the chip holds it), or stream the outermost loop from the backing store: random dealing rarely finds
-them. The mapping that unrolls nothing and keeps every loop at the outermost level is always a candidate: it has
+them. On an accelerator costed as ZigZag (``zigzag_compat``) the candidates are ZigZag's instead: each loop order
+allocated bottom-up, as its LOMA mapper does. The mapping that unrolls nothing and keeps every loop at the outermost level is always a candidate: it has
 the smallest tiles, so a search comes back empty only when nothing fits. Ties keep the first mapping found, so
 results are deterministic for a given seed.
 """
@@ -226,20 +227,64 @@ def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int
     the backing store once when the chip holds the whole problem, and the same with the outermost loop split by each
     of its divisors into the backing store (a smaller first tile, streamed): per spatial choice, up to ``orders``
     loop orders, on the spatial choices using the most PEs. Random dealing of factors to levels rarely finds them."""
+    found = []
+    for order, rows, cols in _loop_orders(problem, acc, rng, orders):
+        found.append(_filled(problem, acc, order, (), rows, cols))
+        if order:
+            (dim, n), rest = order[0], order[1:]
+            for f in _divisors(n)[1:]:
+                kept = ((dim, n // f), *rest) if f < n else rest
+                found.append(_filled(problem, acc, kept, ((dim, f),), rows, cols))
+    return found
+
+
+def _loop_orders(problem: Problem, acc: Accelerator, rng: random.Random,
+                 orders: int) -> Iterator[tuple[tuple[Loop, ...], tuple[Loop, ...], tuple[Loop, ...]]]:  # fmt: skip
+    """(loop order, rows, cols): per spatial choice using the most PEs, every order of the temporal loops left (at most
+    ``orders`` of them, sampled)."""
     choices = spatial_choices(problem, acc)
     most = max(map(_unrolled, choices))
-    found = []
     for rows, cols in (choice for choice in choices if _unrolled(choice) == most):
         loops = tuple((d, n) for d, n in _remaining(problem, rows, cols).items() if n > 1)
         every = list(itertools.permutations(loops))
         for order in every if len(every) <= orders else rng.sample(every, orders):
-            found.append(_filled(problem, acc, order, (), rows, cols))
-            if order:
-                (dim, n), rest = order[0], order[1:]
-                for f in _divisors(n)[1:]:
-                    kept = ((dim, n // f), *rest) if f < n else rest
-                    found.append(_filled(problem, acc, kept, ((dim, f),), rows, cols))
-    return found
+            yield order, rows, cols
+
+
+def _bottom_up(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], rows: tuple[Loop, ...],
+               cols: tuple[Loop, ...]) -> Mapping:  # fmt: skip
+    """``order`` (outermost first) allocated from the PE's level upwards as ZigZag's LOMA does: each level takes the
+    innermost loops left while its tiles fit, a loop that does not fit whole split by its largest divisor that does;
+    what no on-chip level holds goes to the backing store."""
+    depth = len(acc.levels)
+    left = list(order)
+    levels: list[tuple[Loop, ...]] = [()] * depth
+    for level in range(depth - 1):
+        while left:
+            dim, n = left[-1]
+            fitting = None
+            for f in reversed(_divisors(n)[1:]):
+                trial = [*levels]
+                trial[level] = ((dim, f), *levels[level])
+                if _fits(problem, acc, Mapping(tuple(trial), rows, cols), level):
+                    fitting = f
+                    break
+            if fitting is None:
+                break
+            levels[level] = ((dim, fitting), *levels[level])
+            if fitting == n:
+                left.pop()
+            else:
+                left[-1] = (dim, n // fitting)
+                break
+    levels[depth - 1] = tuple(left)
+    return Mapping(tuple(levels), rows, cols)
+
+
+def _loma(problem: Problem, acc: Accelerator, rng: random.Random, orders: int) -> list[Mapping]:
+    """ZigZag's candidates: every loop order (at most ``orders`` of them, sampled), allocated bottom-up
+    (:func:`_bottom_up`), on the spatial choices using the most PEs."""
+    return [_bottom_up(problem, acc, order, rows, cols) for order, rows, cols in _loop_orders(problem, acc, rng, orders)]
 
 
 def _exhaustive(problem: Problem, acc: Accelerator, limit: int) -> list[Mapping] | None:
@@ -268,9 +313,13 @@ def search(
         raise ValueError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
     key = OBJECTIVES[objective]
     best: Evaluation | None = None
-    every = _exhaustive(problem, acc, exhaustive_limit)
-    if every is not None:
-        candidates: Iterator[Mapping] = iter(every)
+    every = None if acc.zigzag_compat else _exhaustive(problem, acc, exhaustive_limit)
+    candidates: Iterator[Mapping]
+    if acc.zigzag_compat:  # ZigZag's mapper: bottom-up allocations only
+        candidates = itertools.chain(_loma(problem, acc, random.Random(seed), max(samples, 720)), _fallback(problem, acc))
+        checked = False
+    elif every is not None:
+        candidates = iter(every)
         checked = True
     else:
         rng = random.Random(seed)

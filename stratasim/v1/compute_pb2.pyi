@@ -575,6 +575,46 @@ class TimeloopStorageLevel(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class OperandReadPjEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class OperandWritePjEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NAME_FIELD_NUMBER: _builtins.int
     KEEPS_FIELD_NUMBER: _builtins.int
     WORDS_FIELD_NUMBER: _builtins.int
@@ -583,6 +623,9 @@ class TimeloopStorageLevel(_message.Message):
     WRITE_BANDWIDTH_WORDS_PER_CYCLE_FIELD_NUMBER: _builtins.int
     READ_PJ_FIELD_NUMBER: _builtins.int
     WRITE_PJ_FIELD_NUMBER: _builtins.int
+    OPERAND_READ_PJ_FIELD_NUMBER: _builtins.int
+    OPERAND_WRITE_PJ_FIELD_NUMBER: _builtins.int
+    SHARED_BANDWIDTH_WORDS_PER_CYCLE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     words: _builtins.int
     """Bound on the sum of the kept operands' tiles; absent: unbounded."""
@@ -591,6 +634,10 @@ class TimeloopStorageLevel(_message.Message):
     write_bandwidth_words_per_cycle: _builtins.int
     read_pj: _builtins.float
     write_pj: _builtins.float
+    shared_bandwidth_words_per_cycle: _builtins.int
+    """One port for reads and writes together: words per cycle both ways combined (ZigZag's read-write DRAM port);
+    absent: reads and writes have their own ports (the bandwidths above).
+    """
     @_builtins.property
     def keeps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The operands it keeps: "inputs", "weights", "outputs"."""
@@ -599,6 +646,14 @@ class TimeloopStorageLevel(_message.Message):
     def partitions(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Bounds on single operands (separate input, weight and output buffers), by operand."""
 
+    @_builtins.property
+    def operand_read_pj(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """Energies of one operand's word accesses where they differ from read_pj / write_pj, by operand (ZigZag's
+        TPU-like PE holds weights in a 128-byte register file and a partial sum in a 2-byte one, priced apart).
+        """
+
+    @_builtins.property
+    def operand_write_pj(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]: ...
     def __init__(
         self,
         *,
@@ -610,19 +665,26 @@ class TimeloopStorageLevel(_message.Message):
         write_bandwidth_words_per_cycle: _builtins.int | None = ...,
         read_pj: _builtins.float = ...,
         write_pj: _builtins.float = ...,
+        operand_read_pj: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        operand_write_pj: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        shared_bandwidth_words_per_cycle: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle", "_words", b"_words", "_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle", "read_bandwidth_words_per_cycle", b"read_bandwidth_words_per_cycle", "words", b"words", "write_bandwidth_words_per_cycle", b"write_bandwidth_words_per_cycle"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle", "_shared_bandwidth_words_per_cycle", b"_shared_bandwidth_words_per_cycle", "_words", b"_words", "_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle", "read_bandwidth_words_per_cycle", b"read_bandwidth_words_per_cycle", "shared_bandwidth_words_per_cycle", b"shared_bandwidth_words_per_cycle", "words", b"words", "write_bandwidth_words_per_cycle", b"write_bandwidth_words_per_cycle"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle", "_words", b"_words", "_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle", "keeps", b"keeps", "name", b"name", "partitions", b"partitions", "read_bandwidth_words_per_cycle", b"read_bandwidth_words_per_cycle", "read_pj", b"read_pj", "words", b"words", "write_bandwidth_words_per_cycle", b"write_bandwidth_words_per_cycle", "write_pj", b"write_pj"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle", "_shared_bandwidth_words_per_cycle", b"_shared_bandwidth_words_per_cycle", "_words", b"_words", "_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle", "keeps", b"keeps", "name", b"name", "operand_read_pj", b"operand_read_pj", "operand_write_pj", b"operand_write_pj", "partitions", b"partitions", "read_bandwidth_words_per_cycle", b"read_bandwidth_words_per_cycle", "read_pj", b"read_pj", "shared_bandwidth_words_per_cycle", b"shared_bandwidth_words_per_cycle", "words", b"words", "write_bandwidth_words_per_cycle", b"write_bandwidth_words_per_cycle", "write_pj", b"write_pj"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__read_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["read_bandwidth_words_per_cycle"]  # noqa: Y015
     _WhichOneofArgType__read_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["_read_bandwidth_words_per_cycle", b"_read_bandwidth_words_per_cycle"]  # noqa: Y015
+    _WhichOneofReturnType__shared_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["shared_bandwidth_words_per_cycle"]  # noqa: Y015
+    _WhichOneofArgType__shared_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["_shared_bandwidth_words_per_cycle", b"_shared_bandwidth_words_per_cycle"]  # noqa: Y015
     _WhichOneofReturnType__words: _TypeAlias = _typing.Literal["words"]  # noqa: Y015
     _WhichOneofArgType__words: _TypeAlias = _typing.Literal["_words", b"_words"]  # noqa: Y015
     _WhichOneofReturnType__write_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["write_bandwidth_words_per_cycle"]  # noqa: Y015
     _WhichOneofArgType__write_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["_write_bandwidth_words_per_cycle", b"_write_bandwidth_words_per_cycle"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__read_bandwidth_words_per_cycle) -> _WhichOneofReturnType__read_bandwidth_words_per_cycle | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__shared_bandwidth_words_per_cycle) -> _WhichOneofReturnType__shared_bandwidth_words_per_cycle | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__words) -> _WhichOneofReturnType__words | None: ...
     @_typing.overload
@@ -678,6 +740,7 @@ class TimeloopAccelerator(_message.Message):
     UNROLLS_FIELD_NUMBER: _builtins.int
     DRAM_BANDWIDTH_WORDS_PER_CYCLE_FIELD_NUMBER: _builtins.int
     ONLOAD_FIELD_NUMBER: _builtins.int
+    ZIGZAG_COMPAT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     rows: _builtins.int
     cols: _builtins.int
@@ -689,6 +752,11 @@ class TimeloopAccelerator(_message.Message):
     dram_bandwidth_words_per_cycle: _builtins.int
     """SCALE-Sim's user bandwidth: words per cycle of each of the three SRAMs' own DRAM port; absent: memory never
     stalls (SCALE-Sim's CALC mode).
+    """
+    zigzag_compat: _builtins.bool
+    """ZigZag's schedule (zigzag-dse 3.9.1) in place of the model's own: loops allocated bottom-up until each level is
+    full (its LOMA mapper), compute cycles without a fill and drain per fold, the transfers made once loaded before
+    compute or written after it unless the backing store's port is idle enough during compute, as ZigZag costs them.
     """
     @_builtins.property
     def levels(self) -> _containers.RepeatedCompositeFieldContainer[Global___TimeloopStorageLevel]: ...
@@ -714,10 +782,11 @@ class TimeloopAccelerator(_message.Message):
         unrolls: _abc.Iterable[Global___TimeloopUnroll] | None = ...,
         dram_bandwidth_words_per_cycle: _builtins.int | None = ...,
         onload: _abc.Iterable[_builtins.str] | None = ...,
+        zigzag_compat: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_dram_bandwidth_words_per_cycle", b"_dram_bandwidth_words_per_cycle", "dram_bandwidth_words_per_cycle", b"dram_bandwidth_words_per_cycle"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dram_bandwidth_words_per_cycle", b"_dram_bandwidth_words_per_cycle", "clock_hz", b"clock_hz", "cols", b"cols", "dataflow", b"dataflow", "dram_bandwidth_words_per_cycle", b"dram_bandwidth_words_per_cycle", "levels", b"levels", "mac_pj", b"mac_pj", "name", b"name", "onload", b"onload", "rows", b"rows", "source", b"source", "unrolls", b"unrolls"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dram_bandwidth_words_per_cycle", b"_dram_bandwidth_words_per_cycle", "clock_hz", b"clock_hz", "cols", b"cols", "dataflow", b"dataflow", "dram_bandwidth_words_per_cycle", b"dram_bandwidth_words_per_cycle", "levels", b"levels", "mac_pj", b"mac_pj", "name", b"name", "onload", b"onload", "rows", b"rows", "source", b"source", "unrolls", b"unrolls", "zigzag_compat", b"zigzag_compat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dram_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["dram_bandwidth_words_per_cycle"]  # noqa: Y015
     _WhichOneofArgType__dram_bandwidth_words_per_cycle: _TypeAlias = _typing.Literal["_dram_bandwidth_words_per_cycle", b"_dram_bandwidth_words_per_cycle"]  # noqa: Y015

@@ -54,6 +54,35 @@ def test_every_accelerator_crosses_the_wire_unchanged(name: str) -> None:
     back = accelerator_from_message(accelerator_message(acc))
     assert back == acc and dict(back.unrolls) == dict(acc.unrolls)
     assert [dict(level.partitions) for level in back.levels] == [dict(level.partitions) for level in acc.levels]
+    for key in ("operand_read_pj", "operand_write_pj", "shared_bandwidth"):
+        assert [getattr(level, key) for level in back.levels] == [getattr(level, key) for level in acc.levels]
+    assert back.zigzag_compat == acc.zigzag_compat
+
+
+def test_per_operand_prices_a_shared_port_and_zigzag_compat_are_study_keys() -> None:
+    section = AcceleratorSection.model_validate({
+        "preset": "zigzag-tpu-like", "zigzag_compat": False,
+        "levels": {"dram": {"shared_bandwidth": 16}, "registers": {"operand_read_pj": {"weights": 0.2}}},
+    })  # fmt: skip
+    acc = section.accelerator()
+    assert not acc.zigzag_compat and acc.levels[-1].shared_bandwidth == 16
+    # One operand's price changes; the preset's other per-operand prices stay.
+    assert dict(acc.levels[0].operand_read_pj) == {"outputs": 0.021, "weights": 0.2}
+    assert accelerator_from_message(accelerator_message(acc)) == acc
+    with pytest.raises(ValidationError, match="operand_read_pj"):
+        AcceleratorSection.model_validate({"preset": "gemmini", "levels": {"dram": {"operand_read_pj": {"psums": 1}}}})
+
+
+def test_a_shared_port_bounds_reads_and_writes_together() -> None:
+    base = accelerator("gemmini")
+    dram = base.levels[-1]
+    shared = replace(base, name="shared", levels=(*base.levels[:-1], replace(dram, shared_bandwidth=dram.read_bandwidth)))
+    backend = TimeloopCompute([base, shared])
+    op = operators.gemm(4096, 64, 4096, dtype=compute_pb2.INT8)
+    split, together = (backend.best_mapping(name, op) for name in ("gemmini", "shared"))
+    assert split.mapping == together.mapping  # compute-bound either way
+    one, two = together.levels[-1], split.levels[-1]
+    assert one.cycles == -(-(one.reads + one.writes) // 16) > two.cycles == -(-max(two.reads, two.writes) // 16)
 
 
 def test_a_preset_overridden_key_by_key() -> None:
