@@ -34,7 +34,7 @@ from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import BackendError, ConfigError, InputError, TopologyError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.plausible import unusual_values
-from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
+from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.network_layer.sections import NetworkSection
 from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.v1 import network_pb2
@@ -283,7 +283,7 @@ def _grid(network: StudyNetwork, problems: list[tuple[str, str]]) -> Grid | None
 
 def _read_yaml(path: Path) -> object:
     try:
-        return parse_yaml(read_text(path, CONFIG_BYTES, "file"), str(path))
+        return parse_yaml(read_text(path, YAML_BYTES, "file"), str(path))
     except InputError as exc:
         raise ConfigError(str(path), [(exc.where, exc.what)]) from None
 
