@@ -122,17 +122,17 @@ def parse_yaml(text: str, source: str) -> Any:
     if len(text) > YAML_BYTES:
         raise InputError(source, "", f"the YAML is above the limit of {_size(YAML_BYTES)} (a study is a few kB; bulk "
                                      "data belongs in trace, CSV or JSON files)")
-    loader: _Loader | _FastLoader | None = None
+    loader: Any = None
     try:
-        if _FastLoader is None:
-            loader = _Loader(text)  # reading the whole text here: a control character is refused at once
-        else:
+        if _LIBYAML:
             aliases = _check_events(text, source)  # before libyaml composes, recursing in C
             loader = _FastLoader(text)
+        else:
+            loader = _Loader(text)  # reading the whole text here: a control character is refused at once
         node = loader.get_single_node()
         if node is None:
             return None
-        if (aliases if isinstance(loader, _FastLoader) else loader.aliases):  # without, nothing expands
+        if aliases if _LIBYAML else loader.aliases:  # without aliases, nothing expands
             _check_graph(node, source)
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
@@ -270,19 +270,21 @@ class _UniqueKeys(yaml.constructor.SafeConstructor):
         return super().construct_mapping(node, deep=deep)
 
 
-if getattr(yaml, "__with_libyaml__", False):
+try:
+    from yaml._yaml import CParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _LIBYAML = False
+else:
+    _LIBYAML = True
 
-    class _FastLoader(yaml.cyaml.CParser, _UniqueKeys, yaml.resolver.Resolver):  # type: ignore[misc]
+    class _FastLoader(CParser, _UniqueKeys, yaml.resolver.Resolver):  # type: ignore[misc]
         """libyaml's parser and composer with the safe constructor refusing duplicate keys; composing recurses in C,
         so :func:`_check_events` bounds the nesting first."""
 
         def __init__(self, stream: str) -> None:
-            yaml.cyaml.CParser.__init__(self, stream)
+            CParser.__init__(self, stream)
             _UniqueKeys.__init__(self)
             yaml.resolver.Resolver.__init__(self)
-
-else:  # pragma: no cover - PyYAML built without libyaml
-    _FastLoader = None  # type: ignore[assignment,misc]
 
 
 def _check_events(text: str, source: str) -> int:
@@ -290,7 +292,7 @@ def _check_events(text: str, source: str) -> int:
     collections nest deeper than :data:`MAX_DEPTH` or aliases are more than :data:`MAX_ALIASES`."""
     depth = 0
     aliases = 0
-    parser = yaml.cyaml.CParser(text)
+    parser = CParser(text)
     try:
         while (event := parser.get_event()) is not None:
             kind = type(event)
@@ -393,7 +395,7 @@ def _first_clause(exc: BaseException) -> str:
     return str(exc).split(";")[0][:120] or type(exc).__name__
 
 
-def _where(mark: yaml.Mark | None) -> str:
+def _where(mark: yaml.Mark | yaml._yaml.Mark | None) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
 
 

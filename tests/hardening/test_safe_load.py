@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from stratasim.config.study_file import load_study
+from stratasim.kernel import safe_load
 from stratasim.kernel.errors import ConfigError, InputError
 from stratasim.kernel.safe_load import (
     MAX_ALIASES,
@@ -255,3 +256,22 @@ def test_a_pipe_is_read_no_further_than_the_limit(tmp_path: Path) -> None:
         assert time.monotonic() - started < 1
     finally:
         os.waitpid(pid, 0)
+
+
+def test_without_libyaml_the_pure_python_loader_gives_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "a: &x [1, {b: 2.5}]\nc: *x\nd: 2024-01-02\n"
+    expected = parse_yaml(text, "s.yaml")
+    refusals = [parse_or_error(body) for body in (*BOMBS.values(), *DEEP_YAML.values(), "a: 1\na: 2")]
+    monkeypatch.setattr(safe_load, "_LIBYAML", False)
+    assert parse_yaml(text, "s.yaml") == expected
+    assert [parse_or_error(body) for body in (*BOMBS.values(), *DEEP_YAML.values(), "a: 1\na: 2")] == refusals
+
+
+def parse_or_error(text: str) -> str:
+    """What parsing ``text`` says, in short: the kind of refusal, or "ok"."""
+    try:
+        parse_yaml(text, "s.yaml")
+    except InputError as exc:
+        return next((said for said in ("aliases", "alias refers", "nested deeper", "duplicate key") if said in exc.what),
+                    exc.what)
+    return "ok"
