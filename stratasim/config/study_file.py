@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
-from stratasim.config.foreign import Included, redact
+from stratasim.config.foreign import Included, from_included, redact
 from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.placement import Placement, file_problems, resolve_files
@@ -195,8 +195,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if problems or workload is None or network is None:
         raise ConfigError(source, redact(problems, included))
     sections = {"workload": workload.config, "system": system, "network": network, "compute": compute}
-    unusual = [found for prefix, section in sections.items() if section is not None
-               for found in unusual_values(section, prefix)]  # fmt: skip
+    unusual = [found for prefix, section in sections.items() if section is not None  # an included file's values
+               for found in unusual_values(section, prefix, lambda where: from_included(where, included) is not None)]  # fmt: skip
     warnings = tuple(f"{where}: {message}" for where, message in redact(unusual, included))
     return Study(name, source, workload, system, network, compute, warnings)
 

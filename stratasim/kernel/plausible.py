@@ -10,7 +10,7 @@ dotted key, naming the value and the band; it keeps nothing between calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -51,12 +51,13 @@ class Usual:
     low: float
     high: float
 
-    def warning(self, value: float) -> str | None:
-        """What is unusual about ``value``, or None when it lies in the band."""
+    def warning(self, value: float, shown: bool = True) -> str | None:
+        """What is unusual about ``value`` (written out unless not ``shown``), or None when it lies in the band."""
         if self.low <= value <= self.high:
             return None
         side = "below" if value < self.low else "above"
-        return f"{said(value, self.kind)} is {side} the usual range of {self.what} ({self.band()}); check the unit"
+        written = said(value, self.kind) if shown else "its value"
+        return f"{written} is {side} the usual range of {self.what} ({self.band()}); check the unit"
 
     def band(self) -> str:
         """The band as a reader says it: ``100MB/s to 10TB/s``, or ``up to 100us`` when it starts at zero."""
@@ -77,29 +78,31 @@ def _bands(annotation: Any) -> Iterator[Usual]:
             yield meta
 
 
-def unusual_values(section: BaseModel, prefix: str) -> list[tuple[str, str]]:
+def unusual_values(section: BaseModel, prefix: str, hidden: Callable[[str], bool] = lambda _: False) -> list[tuple[str, str]]:
     """A ``(dotted.key, warning)`` pair for each quantity in the validated ``section`` (at the dotted ``prefix``),
-    its sub-sections, lists and mappings, that lies outside its field's usual band."""
+    its sub-sections, lists and mappings, that lies outside its field's usual band; the value is not written out
+    where ``hidden(dotted.key)`` (read from a file the study includes, whose contents are not echoed)."""
     found: list[tuple[str, str]] = []
     stack: list[tuple[str, BaseModel]] = [(prefix, section)]
     while stack:
         where, model = stack.pop()
         for name, field in type(model).model_fields.items():
             bands = [meta for meta in field.metadata if isinstance(meta, Usual)] + list(_bands(field.annotation))
-            _check(getattr(model, name), f"{where}.{name}", bands[-1] if bands else None, found, stack)
+            _check(getattr(model, name), f"{where}.{name}", bands[-1] if bands else None, hidden, found, stack)
     return sorted(found)
 
 
 def _check(
-    value: object, where: str, band: Usual | None, found: list[tuple[str, str]], stack: list[tuple[str, BaseModel]]
+    value: object, where: str, band: Usual | None, hidden: Callable[[str], bool], found: list[tuple[str, str]],
+    stack: list[tuple[str, BaseModel]],
 ) -> None:
     if isinstance(value, BaseModel):
         stack.append((where, value))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _check(item, f"{where}[{index}]", band, found, stack)
+            _check(item, f"{where}[{index}]", band, hidden, found, stack)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            _check(item, f"{where}.{key}", band, found, stack)
+            _check(item, f"{where}.{key}", band, hidden, found, stack)
     elif band is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
-        found.extend((where, warning) for warning in (band.warning(value),) if warning is not None)
+        found.extend((where, warning) for warning in (band.warning(value, not hidden(where)),) if warning is not None)

@@ -112,3 +112,14 @@ def test_no_example_sweep_base_is_warned_of(path: Path) -> None:
 def test_no_astra_reference_input_is_warned_of(network: str, system: str) -> None:
     imported = read_astra(str(ASTRA / network), str(ASTRA / system))
     assert parse_study(imported.study, "imported.yaml").warnings == ()
+
+
+def test_a_value_read_from_an_included_file_is_named_by_its_key_not_shown(tmp_path: Path) -> None:
+    chips = [{"id": i, "links": [{"to": (i + 1) % 4, "distance": 1}, {"to": (i + 3) % 4, "distance": 1}]}
+             for i in range(4)]  # fmt: skip
+    (tmp_path / "ring.yaml").write_text(yaml.safe_dump({"chips": chips, "bandwidth": "5MB/s",
+                                                        "latency_per_distance": "5ns"}))  # fmt: skip
+    study = _study(network={"backend": "congestion_aware", "topology": {"kind": "graph", "file": "ring.yaml"}})
+    (warning,) = parse_study(study, str(tmp_path / "study.yaml")).warnings
+    assert warning == (f"network.topology.bandwidth: its value is below the usual range of a network link (1GB/s to "
+                       f"10TB/s); check the unit (read from {tmp_path / 'ring.yaml'}; its contents are not shown)")
