@@ -249,8 +249,8 @@ class NpuExecutor:
         released = plan.releases.get(index)
         if released:
             self._memory -= released
-            if self._memory < 0 and plan.foreign_names:  # a trace's nonsense (StrataSim's own graphs may free
-                self._freed_unallocated(index, released)  # ahead of a fused run's allocation: not checked)
+            if self._memory < 0 and plan.foreign_names:  # a trace's nonsense; StrataSim's own aggregated graphs
+                self._freed_unallocated(index, released)  # may dip below zero for a moment: not checked
             self._sample_memory()
         if index in plan.milestones:
             self.milestones[plan.name(index)] = self._context.coordinator.now
