@@ -20,7 +20,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import parse_dtype
-from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity, written
+from stratasim.kernel.plausible import Usual
+from stratasim.kernel.schema import Bandwidth, Bytes, Flops, MemoryBandwidth, MemoryCapacity, Section, quantity, written
 from stratasim.kernel.units import no_unit
 
 __all__ = ["DeviceSection", "PeakTable", "described_source", "SramSection", "TilingSection"]
@@ -33,7 +34,7 @@ def _known_dtypes(peak: dict[str, float]) -> dict[str, float]:
     return peak
 
 
-PeakTable = Annotated[dict[str, Flops], AfterValidator(_known_dtypes)]
+PeakTable = Annotated[dict[str, Annotated[Flops, Usual("throughput", "a device's peak", 10**9, 10**18)]], AfterValidator(_known_dtypes)]
 """Peak throughput by dtype name (``bf16: 989TFLOPS``), every name one an operator can have."""
 
 
@@ -74,9 +75,9 @@ Usd = Annotated[float, Field(ge=0)]
 class SramSection(Section):
     """``compute.device.sram``: the on-chip level — ``capacity`` and, when known, ``bandwidth``."""
 
-    capacity: Annotated[Bytes, Field(gt=0)] | None = None
+    capacity: Annotated[Bytes, Usual("size", "an on-chip SRAM", 2**16, 2**32), Field(gt=0)] | None = None
     """On-chip memory capacity."""
-    bandwidth: Bandwidth | None = None
+    bandwidth: Annotated[Bandwidth, Usual("bandwidth", "an on-chip SRAM", 10**11, 10**16)] | None = None
     """On-chip memory bandwidth, when known."""
 
 
@@ -106,9 +107,9 @@ class DeviceSection(Section):
     """The device's name in reports (required without a preset)."""
     peak: PeakTable | None = None
     """Dense peak throughput by data type (``bf16``, ``fp8``...)."""
-    memory_bandwidth: Bandwidth | None = None
+    memory_bandwidth: MemoryBandwidth | None = None
     """DRAM (HBM) bandwidth."""
-    memory_capacity: Annotated[Bytes, Field(gt=0)] | None = None
+    memory_capacity: Annotated[MemoryCapacity, Field(gt=0)] | None = None
     """DRAM (HBM) capacity."""
     sram: SramSection | None = None
     """The on-chip memory level."""

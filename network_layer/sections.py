@@ -30,7 +30,8 @@ from pydantic import Discriminator, Field, StrictInt, Tag
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bandwidth, ByteCount, EnergyPerBit, Latency, Section
+from stratasim.kernel.plausible import Usual
+from stratasim.kernel.schema import ByteCount, EnergyPerBit, Latency, LinkBandwidth, Section
 from stratasim.network_layer import topologies
 from stratasim.network_layer.topologies import FabricSection
 from stratasim.v1 import network_pb2
@@ -55,7 +56,7 @@ class DimensionSection(Section):
     """The dimension's shape."""
     size: StrictInt = Field(ge=1)
     """NPUs in the dimension."""
-    bandwidth: Bandwidth
+    bandwidth: LinkBandwidth
     """Bandwidth of each link, each direction."""
     latency: Latency
     """Latency of each link traversal."""
@@ -96,11 +97,11 @@ class FlitSection(Section):
     """``network.flit``: the flit-level backend's routers (:class:`stratasim.network_layer.flit_level.FlitParameters`
     documents each key); an absent key keeps the backend's default."""
 
-    flit_bytes: ByteCount | None = Field(None, gt=0)
+    flit_bytes: Annotated[ByteCount, Usual("size", "a flit", 1, 4096)] | None = Field(None, gt=0)
     """Width of a flit (default: the flit-level backend's)."""
     packet_flits: StrictInt | None = Field(None, ge=1)
     """Flits per packet, header included."""
-    header_bytes: ByteCount | None = Field(None, ge=0)
+    header_bytes: Annotated[ByteCount, Usual("size", "a packet header", 0, 4096)] | None = Field(None, ge=0)
     """Header bytes each packet carries."""
     vcs: StrictInt | None = Field(None, ge=1)
     """Virtual channels per input port."""

@@ -19,7 +19,8 @@ from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.schema import Bytes, DTypeName, Latency, Section, quantity, written
+from stratasim.kernel.plausible import Usual
+from stratasim.kernel.schema import DTypeName, Latency, MemoryCapacity, Section, quantity, written
 from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
 
 __all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
@@ -104,7 +105,8 @@ def _whole_bandwidth(value: object) -> int:
         raise ValueError(str(exc)) from None
 
 
-WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth from 1kB/s to 10^21 B/s", "200GB/s"), written("B/s")]
+WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth from 1kB/s to 10^21 B/s", "200GB/s"), written("B/s"),
+                         Usual("bandwidth", "an NPU's local memory", 10**9, 10**21)]
 
 _NAMES = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
 _ALGORITHMS = WithJsonSchema({"anyOf": [*_NAMES["anyOf"], {"type": "object", "additionalProperties": _NAMES}]})
@@ -161,7 +163,7 @@ class SystemOptions(Section):
     """Element type of the reductions priced on the compute layer."""
     logical_topology: tuple[StrictInt, ...] | None = Field(None, min_length=1)
     """NPUs per dimension of the grid collectives run on, instead of the physical topology's."""
-    memory_capacity: Bytes | None = None
+    memory_capacity: MemoryCapacity | None = None
     """Memory of each NPU its peak may not exceed (default: the compute device's)."""
     over_capacity: Literal["error", "warn"] = "error"
     """What a peak above the memory capacity does: fail the run (``error``) or warn (``warn``)."""

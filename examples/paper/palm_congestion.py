@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stratasim.config.study_file import parse_study
-from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
+from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.report.report import Report
 from stratasim.study.run import run_study
 
@@ -25,7 +25,7 @@ BACKENDS = ("analytical", "congestion_aware")
 
 def run_tasks(tasks: list[dict[str, Any]], backend: str) -> Report:
     """The example with its tasks replaced by ``tasks`` (``{kind:, size:}`` mappings), on the network ``backend``."""
-    study: dict[str, Any] = parse_yaml(read_text(EXAMPLE, CONFIG_BYTES, "study"), str(EXAMPLE))
+    study: dict[str, Any] = parse_yaml(read_text(EXAMPLE, YAML_BYTES, "study"), str(EXAMPLE))
     study["workload"]["tasks"] = tasks
     study["network"]["backend"] = backend
     return run_study(parse_study(study, str(EXAMPLE)))
@@ -33,7 +33,7 @@ def run_tasks(tasks: list[dict[str, Any]], backend: str) -> Report:
 
 def run_stack(tasks: int, size: str, backend: str) -> Report:
     """The example's first ``tasks`` tasks, each of ``size``, on the network ``backend``."""
-    study: dict[str, Any] = parse_yaml(read_text(EXAMPLE, CONFIG_BYTES, "study"), str(EXAMPLE))
+    study: dict[str, Any] = parse_yaml(read_text(EXAMPLE, YAML_BYTES, "study"), str(EXAMPLE))
     return run_tasks([dict(task, size=size) for task in study["workload"]["tasks"][:tasks]], backend)
 
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field, StrictInt
 
-from stratasim.kernel.schema import Bandwidth, Latency, Section
+from stratasim.kernel.schema import Latency, LinkBandwidth, Section
 from stratasim.v1 import network_pb2
 
 __all__ = ["FabricSection", "LevelSection", "LinkSection", "fabric_topology"]
@@ -31,7 +31,7 @@ class FabricSection(Section):
 class LinkSection(Section):
     """A link's bandwidth (bytes/s, each direction) and latency (ps)."""
 
-    bandwidth: Bandwidth
+    bandwidth: LinkBandwidth
     """Bandwidth of a link, each direction."""
     latency: Latency
     """Latency of a link traversal."""

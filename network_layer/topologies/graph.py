@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from stratasim.kernel.errors import TopologyError
-from stratasim.kernel.schema import Bandwidth, Latency, Section
+from stratasim.kernel.schema import Latency, LinkBandwidth, Section
 from stratasim.kernel.units import check_band, parse_bandwidth, parse_time_ps
 from stratasim.network_layer.link_graph import Link, LinkGraph, link_speed
 from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
@@ -47,7 +47,7 @@ class GraphLinkSection(Section):
 
     to: NodeName
     """The node at the link's other end."""
-    bandwidth: Bandwidth | None = None
+    bandwidth: LinkBandwidth | None = None
     """The link's bandwidth (default: the graph's)."""
     latency: Latency | None = None
     """The link's latency (default: the graph's, or ``latency_per_distance`` times ``distance``)."""
@@ -76,7 +76,7 @@ class GraphSection(FabricSection):
     """The chips (NPUs), in NPU order."""
     switches: list[NodeSection] = []
     """The switches."""
-    bandwidth: Bandwidth | None = None
+    bandwidth: LinkBandwidth | None = None
     """Bandwidth of a link that gives none."""
     latency: Latency | None = None
     """Latency of a link that gives none (nor a distance)."""

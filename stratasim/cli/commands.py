@@ -94,6 +94,8 @@ def _add_run(subparsers: _Subparsers) -> None:
 def _check(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
     npus = check_study(study, budget_options.budget(args))
+    for warning in study.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"OK: {study.name} — {npus} NPUs, workload {study.workload.kind}, network {_network_backends(study)}")
     return EXIT_OK
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Included", "redact"]
+__all__ = ["Included", "from_included", "redact"]
 
 _LONG = 8
 _GOT = re.compile(r",? got .*$", re.DOTALL)
@@ -35,11 +35,16 @@ def redact(problems: Sequence[tuple[str, str]], included: Sequence[Included]) ->
     """``problems`` with those about keys read from an included file said without the file's keys and values."""
     result: list[tuple[str, str]] = []
     for where, message in problems:
-        source = next((inc for inc in included if _from_file(where, inc)), None)
+        source = from_included(where, included)
         problem = (where, message) if source is None else _redacted(where, message, source)
         if problem not in result:  # two unknown keys read the same once their names are not shown
             result.append(problem)
     return result
+
+
+def from_included(where: str, included: Sequence[Included]) -> Included | None:
+    """The included file the key at ``where`` was read from, if any (a study's own key beside it is its own)."""
+    return next((inc for inc in included if _from_file(where, inc)), None)
 
 
 def _from_file(where: str, included: Included) -> bool:

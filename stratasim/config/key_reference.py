@@ -14,6 +14,7 @@ from typing import Any
 
 from stratasim.config.json_schema import study_schema
 from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.plausible import USUAL_KEY
 from stratasim.kernel.schema import QUANTITY_KEY
 
 __all__ = ["markdown", "undocumented"]
@@ -23,7 +24,8 @@ _HEADER = """# Study keys
 Every key a study file may hold, generated from the schema the study is validated with (`python -m
 stratasim.config.key_reference > docs/study-keys.md`; a test keeps this page current). `stratasim schema` prints the
 same schema as JSON Schema for editors. A quantity is a number with a unit (`50GB/s`, `500ns`, `64MiB`); `[]` in a
-key stands for any entry of a list, `<name>` for any key of a mapping.
+key stands for any entry of a list, `<name>` for any key of a mapping. "Usually" gives a quantity's soft band
+(README, "Units"): outside it the study runs with a warning naming the key, as a slip of a prefix is likelier.
 """
 
 Table = tuple[str, list[tuple[str, dict[str, Any], bool]]]
@@ -109,6 +111,7 @@ def _allowed(node: dict[str, Any], defs: dict[str, Any]) -> str:
         said += [f"{sign} {branch[key]}" for key, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"),
                  ("maximum", "≤"), ("exclusiveMaximum", "<")) if key in branch]  # fmt: skip
         said += [f"at least {branch['minItems']} entries"] if branch.get("minItems", 0) > 1 else []
+        said += [f"usually {branch[USUAL_KEY]}"] if USUAL_KEY in branch else []
     return "; ".join(dict.fromkeys(said))
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, TypeVar
 from pydantic import AfterValidator, model_validator
 
 from stratasim.kernel.endpoints import check_endpoint
+from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import Section, TimePs
 
 __all__ = ["Endpoint", "Placement", "file_problems", "resolve_files"]
@@ -37,7 +38,7 @@ def _deadline(ps: int) -> int:
     return ps
 
 
-Deadline = Annotated[TimePs, AfterValidator(_deadline)]
+Deadline = Annotated[TimePs, AfterValidator(_deadline), Usual("time", "a deadline", 10**9, 3600 * 10**12)]
 
 
 class Placement(Section):

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
-from stratasim.config.foreign import Included, redact
+from stratasim.config.foreign import Included, from_included, redact
 from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.placement import Placement, file_problems, resolve_files
@@ -33,7 +33,8 @@ from stratasim.kernel.contracts import WorkloadSource
 from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import BackendError, ConfigError, InputError, TopologyError
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
+from stratasim.kernel.plausible import unusual_values
+from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.network_layer.sections import NetworkSection
 from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.v1 import network_pb2
@@ -84,7 +85,8 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class Study:
-    """One validated study; ``source`` is the file (or label) it came from."""
+    """One validated study; ``source`` is the file (or label) it came from; ``warnings`` name each value outside
+    its key's usual band (:mod:`stratasim.kernel.plausible`): the study runs, its report repeats them."""
 
     name: str
     source: str
@@ -92,6 +94,7 @@ class Study:
     system: SystemOptions
     network: StudyNetwork
     compute: StudyCompute | None
+    warnings: tuple[str, ...] = ()
 
     @property
     def npus(self) -> int:
@@ -191,7 +194,11 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
         problems.append(("system.reduction", "'compute' prices reductions on the compute layer: add a compute section"))
     if problems or workload is None or network is None:
         raise ConfigError(source, redact(problems, included))
-    return Study(name, source, workload, system, network, compute)
+    sections = {"workload": workload.config, "system": system, "network": network, "compute": compute}
+    unusual = [found for prefix, section in sections.items() if section is not None  # an included file's values
+               for found in unusual_values(section, prefix, lambda where: from_included(where, included) is not None)]  # fmt: skip
+    warnings = tuple(f"{where}: {message}" for where, message in redact(unusual, included))
+    return Study(name, source, workload, system, network, compute, warnings)
 
 
 def _with_graph_file(
@@ -276,7 +283,7 @@ def _grid(network: StudyNetwork, problems: list[tuple[str, str]]) -> Grid | None
 
 def _read_yaml(path: Path) -> object:
     try:
-        return parse_yaml(read_text(path, CONFIG_BYTES, "file"), str(path))
+        return parse_yaml(read_text(path, YAML_BYTES, "file"), str(path))
     except InputError as exc:
         raise ConfigError(str(path), [(exc.where, exc.what)]) from None
 

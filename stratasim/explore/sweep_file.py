@@ -34,7 +34,7 @@ from stratasim.explore.generators import Generator
 from stratasim.explore.plans import ParallelismGenerator
 from stratasim.explore.shapes import TopologyGenerator
 from stratasim.kernel.errors import ConfigError, InputError
-from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
+from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.kernel.schema import Section
 
 __all__ = ["GENERATORS", "Range", "Objective", "Constraint", "Search", "Fidelity", "Keep", "Sweep", "load_sweep",
@@ -307,7 +307,7 @@ def parse_sweep(data: Any, source: str, folder: Path) -> Sweep:
 def _read(path: Path, source: str, key: str) -> Any:
     """The YAML in ``path``; a problem of ``source`` at ``key`` if it cannot be read or parsed."""
     try:
-        return parse_yaml(read_text(path, CONFIG_BYTES, "file"), str(path))
+        return parse_yaml(read_text(path, YAML_BYTES, "file"), str(path))
     except InputError as exc:
         at = f" ({exc.where})" if exc.where else ""
         said = f"{path} is not valid YAML{at}: {exc.what.removeprefix('invalid YAML: ')}" if "YAML" in exc.what \

@@ -35,7 +35,7 @@ from stratasim.importers._astra_system import (
     unknown_key,
 )
 from stratasim.kernel.errors import ConfigError, InputError, StrataSimError
-from stratasim.kernel.safe_load import CONFIG_BYTES, parse_json, parse_yaml, read_text
+from stratasim.kernel.safe_load import CONFIG_BYTES, YAML_BYTES, parse_json, parse_yaml, read_text
 
 __all__ = [
     "AstraImport", "BACKENDS", "DEFAULT_COLLECTIVE", "DEFAULT_SIZE", "import_astra", "read_astra", "to_yaml",
@@ -64,16 +64,16 @@ class AstraImport:
     comments: tuple[str, ...]
 
 
-def _read(path: Path, problems: Problems) -> str | None:
+def _read(path: Path, problems: Problems, limit: int = CONFIG_BYTES) -> str | None:
     try:
-        return read_text(path, CONFIG_BYTES, "file")
+        return read_text(path, limit, "file")
     except InputError as exc:
         problems.append((exc.where, exc.what))
         return None
 
 
 def _load_yaml(path: Path, problems: Problems) -> object:
-    text = _read(path, problems)
+    text = _read(path, problems, YAML_BYTES)
     try:
         return None if text is None else parse_yaml(text, str(path))
     except InputError as exc:

@@ -7,12 +7,12 @@ Chakra export, a check of every node) reads it through here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import workload_pb2
 
-__all__ = ["every_node", "check_blocks", "unrolled", "MAX_UNROLLED_NODES"]
+__all__ = ["every_node", "check_blocks", "unrolled", "foreign", "node_named", "unpriced", "MAX_UNROLLED_NODES"]
 
 MAX_UNROLLED_NODES = 10_000_000
 """The most nodes :func:`unrolled` writes: a few bytes of graph can name a block a million times."""
@@ -34,21 +34,37 @@ def check_blocks(graph: workload_pb2.ExecutionGraph, npu: int) -> None:
             continue
         if node.block >= count:
             raise WorkloadError(
-                f"NPU {npu} node {node.id}{_named(node)}: runs block {node.block}, but the graph has {count} blocks"
+                f"NPU {npu} node {node.id}{node_named(node, graph.foreign_names)}: runs block {node.block}, but the graph has {count} blocks"
             )
         if node.memory_bytes or node.milestone:
             raise WorkloadError(
-                f"NPU {npu} node {node.id}{_named(node)}: a BLOCK_NODE allocates no memory and is no milestone; "
+                f"NPU {npu} node {node.id}{node_named(node, graph.foreign_names)}: a BLOCK_NODE allocates no memory and is no milestone; "
                 "set memory_bytes and milestone on its block's nodes"
             )
     for index, block in enumerate(graph.blocks):
         for node in block.nodes:
             if node.type == workload_pb2.BLOCK_NODE:
-                raise WorkloadError(f"NPU {npu} block {index} node {node.id}{_named(node)}: a block cannot run a block")
+                raise WorkloadError(f"NPU {npu} block {index} node {node.id}{node_named(node, graph.foreign_names)}: a block cannot run a block")
 
 
-def _named(node: workload_pb2.Node) -> str:
-    return f" ({node.name!r})" if node.name else ""
+def foreign(graphs: Sequence[workload_pb2.ExecutionGraph]) -> list[workload_pb2.ExecutionGraph]:
+    """``graphs`` marked as holding names from a file the study does not own (``foreign_names``): what a workload
+    replaying a trace hands the engine, so that no message quotes the trace's text."""
+    for graph in graphs:
+        graph.foreign_names = True
+    return list(graphs)
+
+
+def node_named(node: workload_pb2.Node, foreign_names: bool) -> str:
+    """What follows a node's id in a message: `` ('its name')`` for a node of a graph StrataSim built, nothing for
+    one whose names came from a trace (its graph's ``foreign_names``): a trace's text is not echoed."""
+    return f" ({node.name!r})" if node.name and not foreign_names else ""
+
+
+def unpriced(node: workload_pb2.Node, foreign_names: bool) -> WorkloadError:
+    """The error for an operator node (``op`` set) in a study without a compute section to price it."""
+    return WorkloadError(f"node {node.id}{node_named(node, foreign_names)} is an operator to price, but the study "
+                         "has no compute section")
 
 
 def unrolled(graph: workload_pb2.ExecutionGraph) -> workload_pb2.ExecutionGraph:
@@ -64,7 +80,8 @@ def unrolled(graph: workload_pb2.ExecutionGraph) -> workload_pb2.ExecutionGraph:
             f"NPU {graph.npu}: its graph's blocks unroll to {total:,} nodes, more than the {MAX_UNROLLED_NODES:,} "
             "an unrolled graph may hold"
         )
-    flat = workload_pb2.ExecutionGraph(npu=graph.npu, resident_bytes=graph.resident_bytes)
+    flat = workload_pb2.ExecutionGraph(npu=graph.npu, resident_bytes=graph.resident_bytes,
+                                       foreign_names=graph.foreign_names)
     next_id = max((node.id for node in graph.nodes), default=-1) + 1
     sinks: dict[int, list[int]] = {}  # a BLOCK_NODE's id -> the new ids of its block's last nodes
     for node in graph.nodes:

@@ -3,14 +3,18 @@
 Each reader caps what a file of a few hundred bytes could otherwise turn into gigabytes or a crash, and turns
 every parser exception into one :class:`InputError` naming the file and, when known, the line and column:
 
-- size: :data:`CONFIG_BYTES` for studies, includes, sweeps and ASTRA-sim configs, :data:`TABLE_BYTES` for
-  profile tables and text workloads, :data:`TRACE_BYTES` for one rank's trace; a character device (``/dev/zero``)
-  is refused and a pipe is read no further than the cap;
+- size: :data:`YAML_BYTES` for any YAML (studies, includes, sweeps, ASTRA-sim network files), :data:`CONFIG_BYTES`
+  for JSON configs (ASTRA-sim system and comm-group files), :data:`TABLE_BYTES` for profile tables and text
+  workloads, :data:`TRACE_BYTES` for one rank's trace; a character device (``/dev/zero``) is refused and a pipe is
+  read no further than the cap;
 - text: a NUL byte means a binary file, and anything but UTF-8 is refused with the offset of the first bad byte;
 - nesting: :data:`MAX_DEPTH` levels of YAML or JSON, counted without recursion (YAML while composing, JSON by a
   scan before parsing), so 10,000 levels give an error, never a ``RecursionError``;
 - YAML aliases: at most :data:`MAX_ALIASES`, adding at most :data:`MAX_ALIAS_NODES` nodes once expanded and no
   cycle, checked on the composed node graph before any Python object is built (an anchor bomb never expands);
+- YAML speed: libyaml's C parser when PyYAML has it (five times PyYAML's pure-Python one), its events scanned for
+  nesting and aliases before it composes (it recurses in C), and the node graph walked for aliases' expansion only
+  when there are aliases;
 - YAML duplicate keys are errors (PyYAML would keep the last); so are JSON's when asked, and JSON's ``NaN``,
   ``Infinity`` and numbers beyond a double.
 """
@@ -37,6 +41,7 @@ __all__ = [
     "MAX_DEPTH",
     "TABLE_BYTES",
     "TRACE_BYTES",
+    "YAML_BYTES",
     "check_depth",
     "csv_rows",
     "parse_json",
@@ -46,8 +51,15 @@ __all__ = [
 ]
 
 CONFIG_BYTES = 8 << 20
-"""Largest study, included YAML, sweep file, ASTRA-sim system/network/comm-group file (8 MiB; today's largest
-are a few kB, a graph fabric of 50,000 links some 2 MiB)."""
+"""Largest JSON config: ASTRA-sim system or comm-group file (8 MiB; a comm-group file of thousands of ranks is a
+few MiB, and JSON parses in C at some 100 MiB/s)."""
+YAML_BYTES = 256 << 10
+"""Largest YAML file: study, included device or graph fabric, sweep, ASTRA-sim network file (256 KiB). A study is a
+few kB (the largest example 2.3 kB, the largest YAML shipped 18 kB) and bulk data lives in trace, CSV and JSON
+files. YAML costs some microseconds of CPU per node even with libyaml (node objects, tag resolution, Python values),
+so this cap bounds the worst file (a flow list of one-digit numbers, 131,000 nodes) to about 1 s of CPU and
+100 MB; an 8 MiB cap let a well-formed 6.8 MiB study take 16 s (81 s without libyaml). A hand-written graph
+fabric of 5,000 links fits."""
 TABLE_BYTES = 256 << 20
 """Largest profile table or ASTRA-sim text workload (256 MiB)."""
 TRACE_BYTES = 4 << 30
@@ -104,23 +116,33 @@ def decode(data: bytes, source: str, what: str) -> str:
 
 
 def parse_yaml(text: str, source: str) -> Any:
-    """The one YAML document in ``text``, built only after its nesting, aliases and their expansion were checked;
-    duplicate keys are errors. Raises :class:`InputError` naming ``source`` and the line and column."""
-    loader: _Loader | None = None
+    """The one YAML document in ``text`` (at most :data:`YAML_BYTES`), built only after its nesting, aliases and
+    their expansion were checked; duplicate keys are errors. Raises :class:`InputError` naming ``source`` and the
+    line and column."""
+    if len(text) > YAML_BYTES:
+        raise InputError(source, "", f"the YAML is above the limit of {_size(YAML_BYTES)} (a study is a few kB; bulk "
+                                     "data belongs in trace, CSV or JSON files)")
+    loader: Any = None
     try:
-        loader = _Loader(text)  # reading the whole text here: a control character is refused at once
+        if _LIBYAML:
+            aliases = _check_events(text, source)  # before libyaml composes, recursing in C
+            loader = _FastLoader(text)
+        else:
+            loader = _Loader(text)  # reading the whole text here: a control character is refused at once
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_graph(node, source)
+        if aliases if _LIBYAML else loader.aliases:  # without aliases, nothing expands
+            _check_graph(node, source)
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         said = f"{exc.context}, {exc.problem}" if exc.context and (exc.problem or "").startswith("but") else \
             exc.problem or exc.context
+        said = _LIBYAML_SAYS.get(str(said), str(said).replace("did not find expected", "expected"))
         raise InputError(source, _where(mark), f"invalid YAML: {said}") from None
     except yaml.reader.ReaderError as exc:  # a control character: said by its code, never echoed
-        where = f"line {text.count(chr(10), 0, exc.position) + 1}"
+        where = f"line {text.count(chr(10), 0, exc.position) + 1}"  # libyaml's position counts bytes: near enough
         raise InputError(source, where, f"invalid YAML: character #x{exc.character:04x} is not allowed") from None
     except yaml.YAMLError as exc:
         raise InputError(source, "", f"invalid YAML: {exc}") from None
@@ -132,6 +154,11 @@ def parse_yaml(text: str, source: str) -> Any:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+_LIBYAML_SAYS = {"exceeded maximum nesting depth": f"nested deeper than {MAX_DEPTH} levels"}
+"""libyaml's messages said as PyYAML's pure-Python parser says them (libyaml scans ahead of its events: on a line of
+brackets its own nesting limit may speak before ours)."""
 
 
 def parse_json(text: str, source: str, unique_keys: bool = False) -> Any:
@@ -228,19 +255,81 @@ def _finite_float(text: str) -> float:
     return value
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader composing at most :data:`MAX_DEPTH` levels and :data:`MAX_ALIASES` aliases, and
-    refusing duplicate keys."""
+class _UniqueKeys(yaml.constructor.SafeConstructor):
+    """PyYAML's safe constructor refusing a mapping that names a key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if not isinstance(key, Hashable):
+                continue  # the base class reports unhashable keys
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r:.60}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+try:
+    from yaml._yaml import CParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _LIBYAML = False
+else:
+    _LIBYAML = True
+
+    class _FastLoader(CParser, _UniqueKeys, yaml.resolver.Resolver):  # type: ignore[misc]
+        """libyaml's parser and composer with the safe constructor refusing duplicate keys; composing recurses in C,
+        so :func:`_check_events` bounds the nesting first."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            _UniqueKeys.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+
+def _check_events(text: str, source: str) -> int:
+    """The aliases in ``text``, read from libyaml's events (in C, no Python recursion); :class:`InputError` when
+    collections nest deeper than :data:`MAX_DEPTH` or aliases are more than :data:`MAX_ALIASES`."""
+    depth = 0
+    aliases = 0
+    parser = CParser(text)
+    try:
+        while (event := parser.get_event()) is not None:
+            kind = type(event)
+            if kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise InputError(source, _where(event.start_mark), f"invalid YAML: nested deeper than {MAX_DEPTH} levels")
+            elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+                depth -= 1
+            elif kind is yaml.AliasEvent:
+                aliases += 1
+                if aliases > MAX_ALIASES:
+                    raise InputError(source, _where(event.start_mark), f"invalid YAML: more than {MAX_ALIASES} aliases")
+    finally:
+        parser.dispose()
+    return aliases
+
+
+class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _UniqueKeys,
+              yaml.resolver.Resolver):  # fmt: skip
+    """PyYAML's pure-Python safe loader (when libyaml is missing) composing at most :data:`MAX_DEPTH` levels and
+    :data:`MAX_ALIASES` aliases, and refusing duplicate keys."""
 
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _UniqueKeys.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
         self._depth = 0
-        self._aliases = 0
+        self.aliases = 0
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
                 raise yaml.composer.ComposerError(
                     None, None, f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark
                 )
@@ -259,17 +348,6 @@ class _Loader(yaml.SafeLoader):
         if self.flow_level >= MAX_DEPTH:
             raise yaml.scanner.ScannerError(None, None, f"nested deeper than {MAX_DEPTH} levels", self.get_mark())
         super().fetch_flow_collection_start(TokenClass)  # type: ignore[misc]
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if not isinstance(key, Hashable):
-                continue  # the base class reports unhashable keys
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r:.60}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 def _check_graph(root: yaml.Node, source: str) -> None:
@@ -317,9 +395,11 @@ def _first_clause(exc: BaseException) -> str:
     return str(exc).split(";")[0][:120] or type(exc).__name__
 
 
-def _where(mark: yaml.Mark | None) -> str:
+def _where(mark: yaml.Mark | yaml._yaml.Mark | None) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
 
 
 def _size(count: int) -> str:
-    return f"{count >> 20} MiB" if count and count % (1 << 20) == 0 else f"{count:,} bytes"
+    if count and count % (1 << 20) == 0:
+        return f"{count >> 20} MiB"
+    return f"{count >> 10} KiB" if count and count % (1 << 10) == 0 else f"{count:,} bytes"

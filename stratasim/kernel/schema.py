@@ -16,8 +16,10 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
 
 from stratasim.kernel import operators, units
+from stratasim.kernel.plausible import Usual
 
-__all__ = ["Section", "Bytes", "TimePs", "Latency", "Bandwidth", "EnergyPerBit", "Flops", "ByteCount", "DTypeName", "quantity", "written", "QUANTITY_KEY", "QUANTITY_FORMS"]
+__all__ = ["Section", "Bytes", "TimePs", "Latency", "Bandwidth", "EnergyPerBit", "Flops", "ByteCount", "LinkBandwidth",
+           "MemoryBandwidth", "MemoryCapacity", "DTypeName", "quantity", "written", "QUANTITY_KEY", "QUANTITY_FORMS"]
 
 
 def _wrap(parse: Any) -> BeforeValidator:
@@ -55,7 +57,7 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, use_attribute_docstrings=True)
 
 
-Bytes = Annotated[int, _wrap(units.parse_bytes), quantity("size at most 1 PiB", "64MiB"), written("B")]
+Bytes = Annotated[int, _wrap(units.parse_bytes), quantity("size at most 1 PiB", "64MiB"), written("B"), Usual("size", "a size", 1, 2**40)]
 """A size in bytes (accepts ``64MiB``, ``1GB``, ``512B``)."""
 
 def _bounded_time(high_ps: int, said: str) -> Any:
@@ -69,24 +71,49 @@ def _bounded_time(high_ps: int, said: str) -> Any:
     return parse
 
 
-TimePs = Annotated[int, _wrap(_bounded_time(3600 * 10**12, "at most 1 h")), quantity("time at most 1 h", "500ns"), written("ps")]
+TimePs = Annotated[
+    int, _wrap(_bounded_time(3600 * 10**12, "at most 1 h")), quantity("time at most 1 h", "500ns"), written("ps"),
+    Usual("time", "a duration", 0, 60 * 10**12),
+]
 """A duration in picoseconds (accepts ``500ns``, ``1.5us``), at most an hour: a study's durations are a node's
 compute time or a delay, and an hour of either is a typo."""
 
-Latency = Annotated[int, _wrap(_bounded_time(10**12, "at most 1 s")), quantity("time at most 1 s", "500ns"), written("ps")]
+Latency = Annotated[
+    int, _wrap(_bounded_time(10**12, "at most 1 s")), quantity("time at most 1 s", "500ns"), written("ps"),
+    Usual("time", "a latency", 0, 100 * 10**6),
+]
 """A latency or per-message delay in picoseconds (accepts ``500ns``, ``1us``), at most a second: no link, switch or
 endpoint of a machine a collective runs on takes longer."""
 
-Bandwidth = Annotated[float, _wrap(units.parse_bandwidth), quantity("bandwidth from 1kB/s to 100PB/s", "50GB/s"), written("B/s")]
+Bandwidth = Annotated[
+    float, _wrap(units.parse_bandwidth), quantity("bandwidth from 1kB/s to 100PB/s", "50GB/s"), written("B/s"),
+    Usual("bandwidth", "a bandwidth", 10**6, 10**15),
+]
 """A bandwidth in bytes per second (accepts ``50GB/s``, ``400Gbps``)."""
 
 EnergyPerBit = Annotated[
-    float, _wrap(units.parse_energy_per_bit_pj), quantity("energy per bit at most 10nJ/bit", "1.3pJ/bit"), written("pJ/bit")
+    float, _wrap(units.parse_energy_per_bit_pj), quantity("energy per bit at most 10nJ/bit", "1.3pJ/bit"), written("pJ/bit"),
+    Usual("energy per bit", "an energy per bit", 0.01, 100),
 ]
 """An energy per bit moved in picojoules (accepts ``1.3pJ/bit``, ``500fJ/bit``)."""
 
-Flops = Annotated[float, _wrap(units.parse_flops), quantity("throughput from 1MFLOPS to 10^21 FLOPS", "989TFLOPS"), written("FLOPS")]
+Flops = Annotated[
+    float, _wrap(units.parse_flops), quantity("throughput from 1MFLOPS to 10^21 FLOPS", "989TFLOPS"), written("FLOPS"),
+    Usual("throughput", "a throughput", 10**9, 10**17),
+]
 """A throughput in FLOP/s (accepts ``989TFLOPS``, ``312TFLOP/s``)."""
+
+LinkBandwidth = Annotated[Bandwidth, Usual("bandwidth", "a network link", 10**9, 10**13)]
+"""A network link's bandwidth, usually from 1GB/s (10 Gb Ethernet, the slowest a training cluster uses) to 10TB/s
+(ten times an NVLink 5 port each way, room for a dimension's links together)."""
+
+MemoryBandwidth = Annotated[Bandwidth, Usual("bandwidth", "a device's main memory", 10**10, 10**14)]
+"""A device's main-memory (DRAM, HBM) bandwidth, usually from 10GB/s (one DDR channel) to 100TB/s (more than ten
+times the fastest HBM stacks of today's accelerators)."""
+
+MemoryCapacity = Annotated[Bytes, Usual("size", "a device's main memory", 2**28, 2**42)]
+"""A device's main-memory capacity, usually from 256MiB (an edge accelerator's DRAM) to 4TiB (beyond any
+accelerator's HBM and a host's memory attached to it)."""
 
 
 def _byte_count(value: object) -> object:
@@ -101,6 +128,7 @@ ByteCount = Annotated[
     int,
     _wrap(_byte_count),
     WithJsonSchema({"anyOf": [{"type": "integer"}, *QUANTITY_FORMS], QUANTITY_KEY: "bytes, e.g. 64 or 64B"}),
+    Usual("size", "a size", 1, 2**40),
 ]
 """A size under a key whose name says bytes (``flit_bytes``): a plain number of bytes, or a size with its unit."""
 

@@ -24,8 +24,8 @@ from typing import Literal
 
 from stratasim.chakra.et_def_pb2 import AttributeProto
 from stratasim.config.study_file import Study
-from stratasim.kernel.errors import BackendError, StrataSimError, WorkloadError
-from stratasim.kernel.graph_blocks import every_node, unrolled
+from stratasim.kernel.errors import BackendError, StrataSimError
+from stratasim.kernel.graph_blocks import every_node, unpriced, unrolled
 from stratasim.study.budget import DEFAULT_BUDGET, NODE_BYTES, Budget, check_budget, refuse_over
 from stratasim.study.compute_setup import open_compute
 from stratasim.study.run import prepare_workload
@@ -111,10 +111,7 @@ def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list
         return copies
     section = study.compute
     if section is None:
-        node = operators[0]
-        raise WorkloadError(
-            f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
-        )
+        raise unpriced(operators[0], any(graph.foreign_names for graph in copies))
     unique = {_signature(node.op): node.op for node in operators}
     calibration = None if section.calibration is None else section.calibration.proto()
     request = compute_pb2.EstimateRequest(device=section.device_name(), ops=list(unique.values()),

@@ -256,7 +256,7 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
         )
         wall_seconds = time.perf_counter() - started
     calibration, uncalibrated = calibration_statement(study.compute, facts)
-    warnings = (*_stopped(result), *uncalibrated, *_check_memory(study, result, facts))
+    warnings = (*_stopped(result), *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
     serving = None
     training = None
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless

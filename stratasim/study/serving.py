@@ -308,4 +308,4 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
     calibration = "; ".join(f"{device}: {text}" if len(said) > 1 else text for device, (text, _) in said.items())
     uncalibrated = tuple(warning for _, warnings in said.values() for warning in warnings)
     return Report(study.name, result, wall_seconds, backends, serving=figures, serving_timeline=serving_timeline(run),
-                  warnings=uncalibrated, calibration=calibration)  # fmt: skip
+                  warnings=(*study.warnings, *uncalibrated), calibration=calibration)  # fmt: skip

@@ -234,7 +234,12 @@ class ExecutionGraph(_message.Message):
     NODES_FIELD_NUMBER: _builtins.int
     RESIDENT_BYTES_FIELD_NUMBER: _builtins.int
     BLOCKS_FIELD_NUMBER: _builtins.int
+    FOREIGN_NAMES_FIELD_NUMBER: _builtins.int
     npu: _builtins.int
+    foreign_names: _builtins.bool
+    """Its node names come from a file the study does not own (a trace): messages about its nodes name them by id
+    only, never quoting a name.
+    """
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Node]: ...
     @_builtins.property
@@ -252,10 +257,11 @@ class ExecutionGraph(_message.Message):
         nodes: _abc.Iterable[Global___Node] | None = ...,
         resident_bytes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         blocks: _abc.Iterable[Global___GraphBlock] | None = ...,
+        foreign_names: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "nodes", b"nodes", "npu", b"npu", "resident_bytes", b"resident_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "foreign_names", b"foreign_names", "nodes", b"nodes", "npu", b"npu", "resident_bytes", b"resident_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

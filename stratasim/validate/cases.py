@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stratasim.kernel.errors import StrataSimError
-from stratasim.kernel.safe_load import CONFIG_BYTES, parse_yaml, read_text
+from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.validate.formula import evaluate, variables
 
 __all__ = ["HOME", "DATA", "Check", "Case", "Suite", "load_cases", "case"]
@@ -106,7 +106,7 @@ def _checks(row: Mapping[str, Any], where: str) -> tuple[Check, ...]:
 
 def _scalesim_cases(name: str, spec: Mapping[str, Any]) -> tuple[Case, ...]:
     """One case per SCALE-Sim device and layer of the reference file the suite names."""
-    reference = parse_yaml(read_text(DATA / spec["reference"], CONFIG_BYTES, "SCALE-Sim reference"), spec["reference"])
+    reference = parse_yaml(read_text(DATA / spec["reference"], YAML_BYTES, "SCALE-Sim reference"), spec["reference"])
     cases = []
     for device, cycles in reference["scalesim"]["cycles"].items():
         for layer, expected in cycles.items():
@@ -119,7 +119,7 @@ def _scalesim_cases(name: str, spec: Mapping[str, Any]) -> tuple[Case, ...]:
 def load_cases(path: Path = HOME / "cases.yaml") -> tuple[Suite, ...]:
     """Every suite of ``path`` (by default the shipped ``cases.yaml``); raises :class:`StrataSimError` naming the
     dotted key of a malformed entry."""
-    data = parse_yaml(read_text(path, CONFIG_BYTES, "validation cases"), str(path))
+    data = parse_yaml(read_text(path, YAML_BYTES, "validation cases"), str(path))
     suites = []
     for name, spec in data["suites"].items():
         where = f"{path}: suites.{name}"

@@ -88,6 +88,7 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> 
         resident=plan.resident,
         dependencies=tuple(dependencies),
         order=tuple(order),
+        foreign_names=plan.foreign_names,
         blocks=plan.blocks if keep else (),
         scopes=tuple(scopes),
     )

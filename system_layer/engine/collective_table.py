@@ -96,9 +96,10 @@ class CollectiveTable:
             known = self._layouts[key] = layout(kind, size, group, phases_of(group, self._grid), self._options)
         return known
 
-    def preflight(self, nodes: list[workload_pb2.Node]) -> None:
+    def preflight(self, nodes: list[workload_pb2.Node], foreign_names: bool = False) -> None:
         """Plan every distinct collective once before simulating, so a study whose algorithms cannot run on
-        its groups (say, halving-doubling on lines of 6) fails before it starts, naming the node."""
+        its groups (say, halving-doubling on lines of 6) fails before it starts, naming the node (by its id alone
+        when the names came from a trace: ``foreign_names``)."""
         seen: set[tuple[int, tuple[int, ...]]] = set()
         for node in nodes:
             group = tuple(sorted(node.group)) if node.group else self._everyone
@@ -114,7 +115,8 @@ class CollectiveTable:
                 Collective(-1, kind, max(node.comm_bytes, 1), group, self._layout(kind, max(node.comm_bytes, 1), group),
                            self._options, root)
             except WorkloadError as exc:
-                raise WorkloadError(f"node {node.id} ({node.name or kind}): {exc}") from None
+                named = node.name if node.name and not foreign_names else kind
+                raise WorkloadError(f"node {node.id} ({named}): {exc}") from None
 
     def join(
         self, npu: int, node: workload_pb2.Node, members: tuple[int, ...], index: int, issued: int, now: int

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.graph_blocks import node_named
+from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.graph_plan import GraphPlan
@@ -246,6 +249,8 @@ class NpuExecutor:
         released = plan.releases.get(index)
         if released:
             self._memory -= released
+            if self._memory < 0 and plan.foreign_names:  # a trace's nonsense; StrataSim's own aggregated graphs
+                self._freed_unallocated(index, released)  # may dip below zero for a moment: not checked
             self._sample_memory()
         if index in plan.milestones:
             self.milestones[plan.name(index)] = self._context.coordinator.now
@@ -259,6 +264,15 @@ class NpuExecutor:
             remaining[dependent] -= 1
             if remaining[dependent] == 0:
                 self._ready(dependent, index)
+
+    def _freed_unallocated(self, index: int, released: int) -> None:
+        """Refuse a node freeing more than the graph's nodes hold (memory no node allocated: a trace's nonsense)."""
+        node = self.plan.nodes[index]
+        raise WorkloadError(
+            f"NPU {self.npu} node {node.id}{node_named(node, self.plan.foreign_names)}: frees "
+            f"{format_bytes(released)} (memory_bytes) when the nodes before it hold {format_bytes(self._memory + released)}: "
+            "memory no node allocated"
+        )
 
     def _allocate(self, size: int) -> None:
         self._memory += size

@@ -89,5 +89,6 @@ def _rebuild(
         resident=plan.resident,
         blocks=plan.blocks,
         scopes=tuple(plan.scopes[last[old]] for old in kept) if plan.scopes else (),
+        foreign_names=plan.foreign_names,
     )
     return fused, tuple(total)

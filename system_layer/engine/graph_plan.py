@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.graph_blocks import node_named
 from stratasim.v1 import workload_pb2
 
 __all__ = ["GraphPlan", "plan_graph", "SUPPORTED_NODE_TYPES"]
@@ -40,6 +41,9 @@ class GraphPlan:
     order: tuple[int, ...] = ()
     blocks: tuple[GraphPlan, ...] = ()
     scopes: tuple[str, ...] = ()
+    foreign_names: bool = False
+    """Whether the node names came from a file the study does not own (a trace): messages then name nodes by id
+    only."""
 
     def name(self, index: int) -> str:
         """Node ``index``'s full name: its block node's name, if any, then its own (else its id)."""
@@ -49,34 +53,44 @@ class GraphPlan:
         return f"{scope} {own}" if scope else own
 
 
-def _label(npu: int, node: workload_pb2.Node, where: str = "") -> str:
-    name = f" ({node.name!r})" if node.name else ""
-    return f"NPU {npu}{where} node {node.id}{name}"
+@dataclass(frozen=True)
+class _At:
+    """Where the nodes being planned are, for errors: the NPU, the block (`` block 2``, "" for the graph itself)
+    and whether their names came from a trace (not quoted, :func:`node_named`)."""
+
+    npu: int
+    where: str = ""
+    foreign_names: bool = False
+
+
+def _label(at: _At, node: workload_pb2.Node) -> str:
+    return f"NPU {at.npu}{at.where} node {node.id}{node_named(node, at.foreign_names)}"
 
 
 def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> GraphPlan:
     """Index ``graph`` and its blocks and check them: unique ids, known dependencies, supported types, groups,
     blocks that exist and hold no block, no cycle."""
     resident = tuple(sorted(graph.resident_bytes.items()))
-    plan = _plan_nodes(tuple(graph.nodes), npu, npus, blocks=len(graph.blocks), resident=resident)
+    foreign = graph.foreign_names
+    plan = _plan_nodes(tuple(graph.nodes), _At(npu, "", foreign), npus, blocks=len(graph.blocks), resident=resident)
     if not graph.blocks:
         return plan
-    blocks = tuple(_plan_nodes(tuple(block.nodes), npu, npus, where=f" block {index}")
+    blocks = tuple(_plan_nodes(tuple(block.nodes), _At(npu, f" block {index}", foreign), npus)
                    for index, block in enumerate(graph.blocks))  # fmt: skip
     return replace(plan, blocks=blocks)
 
 
 def _plan_nodes(
-    nodes: tuple[workload_pb2.Node, ...], npu: int, npus: int, *, where: str = "", blocks: int = -1,
+    nodes: tuple[workload_pb2.Node, ...], at: _At, npus: int, *, blocks: int = -1,
     resident: tuple[tuple[str, int], ...] = (),
 ) -> GraphPlan:
     """Index and check one list of nodes (a graph's, whose BLOCK_NODEs may run its ``blocks`` blocks, or a block's,
-    ``where`` naming it in errors).
+    ``at`` placing them in errors).
 
     This reads every node of every simulated graph once (a million for a large model), so the loop keeps to
     one look-up per field and treats the common case, a node with one dependency, on its own.
     """
-    position = _positions(nodes, npu, where)
+    position = _positions(nodes, at)
     dependents: list[list[int]] = [[] for _ in nodes]
     dependencies: list[tuple[int, ...]] = []
     allocations: dict[int, int] = {}
@@ -86,19 +100,19 @@ def _plan_nodes(
     for index, node in enumerate(nodes):
         kind = node.type
         if kind != compute or node.duration_ps < 0:
-            _check_node(node, npu, npus, where, blocks)
+            _check_node(node, at, npus, blocks)
         ctrl = node.ctrl_deps
         deps = node.data_deps
         if len(deps) == 1 and not ctrl:
             found = position.get(deps[0])
             if found is None:
                 raise WorkloadError(
-                    f"{_label(npu, node, where)}: depends on node {deps[0]}, which is not in the {_container(where)}"
+                    f"{_label(at, node)}: depends on node {deps[0]}, which is not in the {_container(at.where)}"
                 )
             dependents[found].append(index)
             dependencies.append((found,))
         elif deps or ctrl:
-            dependencies.append(_link({*deps, *ctrl}, index, node, (npu, where), position, dependents))
+            dependencies.append(_link({*deps, *ctrl}, index, node, at, position, dependents))
         else:
             dependencies.append(())
         if kind == block:  # checked: no memory, no milestone
@@ -112,7 +126,7 @@ def _plan_nodes(
         if node.milestone:
             milestones.append(index)
     indegree = list(map(len, dependencies))
-    order = _topological_order(nodes, npu, where, dependents, indegree)
+    order = _topological_order(nodes, at, dependents, indegree)
     return GraphPlan(
         nodes,
         tuple(map(tuple, dependents)),
@@ -123,6 +137,7 @@ def _plan_nodes(
         resident=resident,
         dependencies=tuple(dependencies),
         order=order,
+        foreign_names=at.foreign_names,
     )
 
 
@@ -131,72 +146,72 @@ def _container(where: str) -> str:
 
 
 def _link(
-    deps: set[int], index: int, node: workload_pb2.Node, at: tuple[int, str], position: dict[int, int],
+    deps: set[int], index: int, node: workload_pb2.Node, at: _At, position: dict[int, int],
     dependents: list[list[int]],
 ) -> tuple[int, ...]:
-    """The positions of node ``index``'s dependencies ``deps`` (ids), recording it as each one's dependent;
-    ``at`` is the NPU and the block (for errors)."""
+    """The positions of node ``index``'s dependencies ``deps`` (ids), recording it as each one's dependent."""
     positions = []
     for dep in deps:
         found = position.get(dep)
         if found is None:
-            raise WorkloadError(f"{_label(*at[:1], node, at[1])}: depends on node {dep}, which is not in the "
-                                f"{_container(at[1])}")
+            raise WorkloadError(f"{_label(at, node)}: depends on node {dep}, which is not in the "
+                                f"{_container(at.where)}")
         dependents[found].append(index)
         positions.append(found)
     return tuple(positions)
 
 
-def _positions(nodes: tuple[workload_pb2.Node, ...], npu: int, where: str) -> dict[int, int]:
+def _positions(nodes: tuple[workload_pb2.Node, ...], at: _At) -> dict[int, int]:
     """Each node's position by id; an id used twice is an error naming the second node that uses it."""
     position = {node.id: index for index, node in enumerate(nodes)}
     if len(position) != len(nodes):
         seen: set[int] = set()
         for node in nodes:
             if node.id in seen:
-                raise WorkloadError(f"{_label(npu, node, where)}: the id {node.id} is used twice")
+                raise WorkloadError(f"{_label(at, node)}: the id {node.id} is used twice")
             seen.add(node.id)
     return position
 
 
-def _check_node(node: workload_pb2.Node, npu: int, npus: int, where: str, blocks: int) -> None:
+def _check_node(node: workload_pb2.Node, at: _At, npus: int, blocks: int) -> None:
     """A node's own fields: a supported type, peers and groups among the ``npus`` NPUs, a block among the graph's
     ``blocks`` (-1: inside a block, which runs none)."""
     kind = node.type
+    npu = at.npu
     if kind == workload_pb2.BLOCK_NODE:
         if blocks < 0:
-            raise WorkloadError(f"{_label(npu, node, where)}: a block cannot run a block")
+            raise WorkloadError(f"{_label(at, node)}: a block cannot run a block")
         if node.block >= blocks:
-            raise WorkloadError(f"{_label(npu, node, where)}: runs block {node.block}, but the graph has {blocks} blocks")
+            raise WorkloadError(f"{_label(at, node)}: runs block {node.block}, but the graph has {blocks} blocks")
         if node.memory_bytes or node.milestone:
             raise WorkloadError(
-                f"{_label(npu, node, where)}: a BLOCK_NODE allocates no memory and is no milestone; set memory_bytes "
+                f"{_label(at, node)}: a BLOCK_NODE allocates no memory and is no milestone; set memory_bytes "
                 "and milestone on its block's nodes"
             )
     elif kind == workload_pb2.COMM_SEND_NODE or kind == workload_pb2.COMM_RECV_NODE:
         peer = node.peer
         if peer >= npus or peer == npu:
-            raise WorkloadError(f"{_label(npu, node, where)}: peer NPU {peer} must be another of the {npus} NPUs")
+            raise WorkloadError(f"{_label(at, node)}: peer NPU {peer} must be another of the {npus} NPUs")
     elif kind == workload_pb2.COMM_COLL_NODE:
         group = node.group
         if group and max(group) >= npus:
             outside = [member for member in group if member >= npus]
-            raise WorkloadError(f"{_label(npu, node, where)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
+            raise WorkloadError(f"{_label(at, node)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
         if group and npu not in group:
-            raise WorkloadError(f"{_label(npu, node, where)}: NPU {npu} is not a member of its own collective's group")
+            raise WorkloadError(f"{_label(at, node)}: NPU {npu} is not a member of its own collective's group")
     elif kind == workload_pb2.COMP_NODE:
         if node.duration_ps < 0:
-            raise WorkloadError(f"{_label(npu, node, where)}: negative duration {node.duration_ps} ps")
+            raise WorkloadError(f"{_label(at, node)}: negative duration {node.duration_ps} ps")
     elif kind not in SUPPORTED_NODE_TYPES:
         name = workload_pb2.NodeType.Name(kind) if kind in workload_pb2.NodeType.values() else kind
         raise WorkloadError(
-            f"{_label(npu, node, where)}: node type {name} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, "
+            f"{_label(at, node)}: node type {name} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, "
             "MEM_LOAD, MEM_STORE, METADATA, BLOCK)"
         )
 
 
 def _topological_order(
-    nodes: tuple[workload_pb2.Node, ...], npu: int, where: str, dependents: list[list[int]], indegree: list[int]
+    nodes: tuple[workload_pb2.Node, ...], at: _At, dependents: list[list[int]], indegree: list[int]
 ) -> tuple[int, ...]:
     """The positions in an order where every node comes after its dependencies; a cycle is an error naming it."""
     remaining = list(indegree)
@@ -211,10 +226,8 @@ def _topological_order(
                 ready.append(dependent)
     if len(order) != len(remaining):
         cycle = _cycle(nodes, remaining)
-        names = " -> ".join(f"{node.id}" + (f" ({node.name!r})" if node.name else "") for node in cycle)
-        raise WorkloadError(
-            f"{_label(npu, cycle[0], where)}: is part of a dependency cycle: {names} -> {cycle[0].id}"
-        )
+        names = " -> ".join(f"{node.id}{node_named(node, at.foreign_names)}" for node in cycle)
+        raise WorkloadError(f"{_label(at, cycle[0])}: is part of a dependency cycle: {names} -> {cycle[0].id}")
     return tuple(order)
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from stratasim.kernel.contracts import ComputeBackend
-from stratasim.kernel.errors import BackendError, WorkloadError
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.graph_blocks import unpriced
 from stratasim.kernel.operators import ShapeError, dtype_name, kind_name, kind_of, shape_of
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.result import OperatorStats
@@ -110,9 +111,7 @@ def price_plans(
                     visit(plan.blocks[node.block], plan.name(index))
                 continue
             if compute is None:
-                raise WorkloadError(
-                    f"node {node.id} ({node.name!r}) is an operator to price, but the study has no compute section"
-                )
+                raise unpriced(node, plan.foreign_names)
             op = node.op
             written = op.SerializeToString(deterministic=True)
             key = signatures.get(written)

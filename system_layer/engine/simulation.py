@@ -331,7 +331,8 @@ def _prepare(
     grid = _logical_grid(physical, options)
     table = CollectiveTable(grid, options, npus)
     table.preflight([node for plan in plans.values() for part in (plan, *plan.blocks) for node in part.nodes
-                     if node.type == workload_pb2.COMM_COLL_NODE])  # fmt: skip
+                     if node.type == workload_pb2.COMM_COLL_NODE],
+                    foreign_names=any(plan.foreign_names for plan in plans.values()))  # fmt: skip
     return plans, grid
 
 

@@ -68,6 +68,13 @@ def test_endpoint_of_another_protocol_version() -> None:
                              f"client speaks {PROTOCOL_VERSION}, server speaks {other}")
 
 
+def _connected(port: int) -> bool:
+    """Whether a TCP connection to the local ``port`` is established (Linux's /proc/net/tcp; elsewhere, after 60 s)."""
+    table = Path("/proc/net/tcp")
+    rows = table.read_text().splitlines()[1:] if table.exists() else []
+    return any(row.split()[3] == "01" and int(row.split()[1].rsplit(":", 1)[1], 16) == port for row in rows)
+
+
 def test_server_killed_mid_run() -> None:
     # A 512-NPU ring all-reduce in 32 chunks takes several seconds of windows; the server dies early on. (The
     # network is congestion-aware: an analytical one, stateless, would have priced every kind of message the run
@@ -87,7 +94,11 @@ def test_server_killed_mid_run() -> None:
              "--set", "system.splits=32"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )  # fmt: skip
-        time.sleep(2.5)
+        port = int(endpoint.rsplit(":", 1)[1])
+        deadline = time.monotonic() + 60  # the run starts (imports, builds its graphs), then connects
+        while not _connected(port) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.1)
+        time.sleep(1.0)  # into its windows
         os.kill(server.pid, signal.SIGKILL)
         started = time.monotonic()
         _, stderr = run.communicate(timeout=30)

@@ -22,7 +22,7 @@ from stratasim.explore.store import read_store
 from stratasim.explore.sweep_file import load_sweep
 from stratasim.importers.astra import import_astra
 from stratasim.kernel.errors import StrataSimError
-from stratasim.kernel.safe_load import CONFIG_BYTES, TABLE_BYTES, TRACE_BYTES
+from stratasim.kernel.safe_load import CONFIG_BYTES, TABLE_BYTES, TRACE_BYTES, YAML_BYTES
 from stratasim.report.roofline_plot import points_from_report
 from stratasim.workload_layer.traces.astra_text import read_astra_text
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph
@@ -103,15 +103,15 @@ class Parser:
 
 
 PARSERS = [
-    Parser("study", ".yaml", "yaml", CONFIG_BYTES, lambda tmp, name: load_study(tmp / name)),
+    Parser("study", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_study(tmp / name)),
     Parser("--set", ".txt", "yaml", 0, lambda tmp, name: load_study(
         ROOT / "examples" / "quickstart.yaml", [f"system.splits={(tmp / name).read_text('utf-8', 'replace')}"])),
-    Parser("device file", ".yaml", "yaml", CONFIG_BYTES, lambda tmp, name: load_study(included(tmp, name))),
-    Parser("graph file", ".yaml", "yaml", CONFIG_BYTES, lambda tmp, name: load_study(graph_study(tmp, name))),
-    Parser("sweep", ".yaml", "yaml", CONFIG_BYTES, lambda tmp, name: load_sweep(tmp / name)),
-    Parser("sweep base", ".yaml", "yaml", CONFIG_BYTES, lambda tmp, name: load_sweep(sweep_base(tmp, name))),
+    Parser("device file", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_study(included(tmp, name))),
+    Parser("graph file", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_study(graph_study(tmp, name))),
+    Parser("sweep", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_sweep(tmp / name)),
+    Parser("sweep base", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_sweep(sweep_base(tmp, name))),
     Parser("ASTRA-sim system", ".json", "json", CONFIG_BYTES, astra_system),
-    Parser("ASTRA-sim network", ".yml", "yaml", CONFIG_BYTES, astra_network),
+    Parser("ASTRA-sim network", ".yml", "yaml", YAML_BYTES, astra_network),
     Parser("ASTRA-sim text workload", ".txt", "text", TABLE_BYTES, lambda tmp, name: read_astra_text(tmp / name)),
     Parser("comm groups", ".json", "json", CONFIG_BYTES, lambda tmp, name: read_comm_groups(tmp / name)),
     Parser("trace process groups", ".json", "json", 0, trace_records),

@@ -1,6 +1,6 @@
 """Fuzzing the readers the parser fuzz tests leave out (issue 15, item 6): Chakra traces, profile tables, sweep files
-and the compute contract's requests a server accepts. Whatever the bytes, only StrataSim's own errors escape — or,
-for a request, an error in the response.
+and the requests a server accepts (the compute contract's, and a network session's). Whatever the bytes, only
+StrataSim's own errors escape — or, for a request, an error in the response made from one (never INTERNAL).
 
 CI runs each with a small fixed budget (derandomized); ``pytest -m fuzz`` runs ``STRATASIM_FUZZ_EXAMPLES`` each.
 """
@@ -20,9 +20,11 @@ from stratasim.compute_layer.profile_table import load_profile
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.compute_layer.timeloop.backend import TimeloopCompute
 from stratasim.explore.sweep_file import load_sweep
-from stratasim.kernel import operators
+from stratasim.kernel import operators, registry
 from stratasim.kernel.errors import StrataSimError
-from stratasim.v1 import compute_pb2
+from stratasim.remote.limits import Limits
+from stratasim.remote.network_service import _Session
+from stratasim.v1 import common_pb2, compute_pb2, network_pb2
 from stratasim.workload_layer.traces.chakra import read_chakra_graphs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +95,7 @@ def _request_case(mutations: list[tuple[int, int]], backend: object) -> None:
         return
     response = backend.estimate(request)  # type: ignore[attr-defined]
     assert response.HasField("error") or len(response.costs) == len(request.ops)
+    assert response.error.code != common_pb2.Error.Code.INTERNAL, response.error.message
 
 
 @CI
@@ -113,6 +116,39 @@ def test_sweep_files(tmp_path: Path, edits: list[tuple[str, str]]) -> None:
     _sweep_case(tmp_path, edits)
 
 
+_RING = network_pb2.Dimension(kind=network_pb2.Dimension.RING, size=4, bandwidth_bytes_per_s=50e9, latency_ps=500_000)
+_SENDS = network_pb2.SendBatch(id=[1, 2], src=[0, 1], dst=[1, 3], bytes=[1024, 4096], send_time_ps=[0, 10])
+NETWORK_REQUESTS = [  # a session's requests after its handshake, as a client sends them
+    network_pb2.NetworkRequest(configure=network_pb2.Topology(dimensions=[_RING, _RING])),
+    network_pb2.NetworkRequest(advance=network_pb2.AdvanceRequest(sends=_SENDS, until_ps=10**6)),
+    network_pb2.NetworkRequest(transit=network_pb2.TransitRequest(src=b"\0" * 8, dst=b"\1" + b"\0" * 7,
+                                                                  bytes=b"\0\4" + b"\0" * 6)),
+    network_pb2.NetworkRequest(counters=network_pb2.CountersRequest()),
+    network_pb2.NetworkRequest(advance=network_pb2.AdvanceRequest(until_ps=10**12)),
+]
+
+
+def _network_case(mutations: list[tuple[int, int]], backend: str) -> None:
+    """A session's requests, each mutated, answered by a network server's session: every failure is an error
+    response from a StrataSim error (INVALID_ARGUMENT), never INTERNAL (an exception of another type)."""
+    session = _Session(registry.load("network", backend)(), Limits())
+    for number, request in enumerate(NETWORK_REQUESTS):
+        parsed = network_pb2.NetworkRequest()
+        try:
+            parsed.ParseFromString(_mutated(request.SerializeToString(), [(p, v) for p, v in mutations if p % 5 == number]))
+        except Exception:  # the wire refuses it before any backend sees it
+            continue
+        response = session.answer(parsed)
+        assert response.error.code != common_pb2.Error.Code.INTERNAL, response.error.message
+
+
+@CI
+@given(mutations=MUTATIONS)
+def test_network_requests(mutations: list[tuple[int, int]]) -> None:
+    for backend in ("analytical", "congestion_aware"):
+        _network_case(mutations, backend)
+
+
 @CI
 @given(mutations=MUTATIONS)
 def test_compute_requests(mutations: list[tuple[int, int]]) -> None:
@@ -127,3 +163,4 @@ def test_long_budget(tmp_path: Path, mutations: list[tuple[int, int]], cut: int,
     _chakra_case(tmp_path, mutations, cut)
     _profile_case(tmp_path, text)
     _request_case(mutations, RooflineCompute())
+    _network_case(mutations, "congestion_aware")

@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from stratasim.chakra import et_def_pb2 as et
 from stratasim.compute_layer.profile_table import load_profile
 from stratasim.config import load_study
 from stratasim.kernel.errors import StrataSimError
+from stratasim.study.run import check_study, run_study
+from stratasim.system_layer.engine.graph_plan import plan_graph
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.traces.chakra import write_trace
 from stratasim.workload_layer.traces.comm_groups import read_comm_groups
+from stratasim.workload_layer.traces.convert import write_graphs
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = (ROOT / "examples" / "quickstart.yaml").read_text(encoding="utf-8")
@@ -124,3 +130,72 @@ def test_comm_group_files_are_not_echoed(tmp_path: Path, text: str) -> None:
     message = error_of(lambda: read_comm_groups(tmp_path / "creds.json"))
     assert_no_echo(message)
     assert "creds.json" in message
+
+
+# A trace's node names are its own text: errors about its nodes name them by id (the graph's ``foreign_names``).
+SECRET = "hunter2_AKIAIOSFODNN7EXAMPLE"
+
+
+def _node(node_id: int, *deps: int, **fields: object) -> workload_pb2.Node:
+    fields.setdefault("type", workload_pb2.COMP_NODE)
+    return workload_pb2.Node(id=node_id, name=f"{SECRET}_{node_id}", data_deps=deps, **fields)  # type: ignore[arg-type]
+
+
+_ALL_REDUCE = {"type": workload_pb2.COMM_COLL_NODE, "comm_type": workload_pb2.ALL_REDUCE, "comm_bytes": 1024}
+TRACE_ERRORS = {  # what the engine refuses, each with what it says by id
+    "dangling dependency": ([_node(1), _node(2, 9)], "node 2: depends on node 9, which is not in the graph"),
+    "cycle": ([_node(1, 3), _node(2, 1), _node(3, 2)], "node 1: is part of a dependency cycle: 1 -> 3 -> 2 -> 1"),
+    "id twice": ([_node(1), _node(1)], "node 1: the id 1 is used twice"),
+    "negative duration": ([_node(1, duration_ps=-5)], "node 1: negative duration -5 ps"),
+    "bad peer": ([_node(1, type=workload_pb2.COMM_SEND_NODE, peer=7, comm_bytes=8)], "node 1: peer NPU 7 must be"),
+    "bad group": ([_node(1, group=[0, 5], **_ALL_REDUCE)], "node 1: group names NPU 5"),
+    "missing block": ([_node(1, type=workload_pb2.BLOCK_NODE, block=3)], "node 1: runs block 3, but the graph has 0"),
+    "operator without compute": ([_node(1, op=compute_pb2.OperatorDesc(name="gemm"))],
+                                 "node 1 is an operator to price, but the study has no compute section"),
+    "collective the algorithm cannot run": ([_node(1, **_ALL_REDUCE)], "node 1 (all_reduce): "),
+}
+
+
+def _trace_study(tmp: Path, nodes: list[workload_pb2.Node], npus: int = 2) -> Path:
+    graphs = [workload_pb2.ExecutionGraph(npu=npu, nodes=nodes) for npu in range(npus)]
+    write_graphs(tmp / "t", graphs)
+    algorithm = "halving_doubling" if npus == 3 else "ring"
+    (tmp / "s.yaml").write_text(
+        f"workload: {{kind: stratasim_trace, path: {tmp / 't'}}}\nsystem: {{algorithm: {algorithm}}}\n"
+        f"network:\n  topology: [{{kind: switch, size: {npus}, bandwidth: 50GB/s, latency: 500ns}}]\n"
+    )
+    return tmp / "s.yaml"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "said", "run"),
+    [(nodes, said, run) for nodes, said in TRACE_ERRORS.values() for run in (False, True)
+     if run or "operator" not in said],  # check prices nothing: an operator without a compute section waits for run
+    ids=[f"{name}-{command}" for name, (_, said) in TRACE_ERRORS.items() for command in ("check", "run")
+         if command == "run" or "operator" not in said],
+)
+def test_a_traces_node_names_are_not_echoed(tmp_path: Path, nodes: list[workload_pb2.Node], said: str,
+                                            run: bool) -> None:
+    npus = 3 if "all_reduce" in said else 2  # halving-doubling cannot run on 3 NPUs
+    study = load_study(_trace_study(tmp_path, nodes, npus))
+    message = error_of(lambda: run_study(study) if run else check_study(study))
+    assert said in message and SECRET not in message, message
+
+
+def test_a_chakra_traces_node_names_are_not_echoed(tmp_path: Path) -> None:
+    nodes = [et.Node(id=1, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[3]),
+             et.Node(id=2, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[1]),
+             et.Node(id=3, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[2, 9])]
+    for rank in range(2):
+        write_trace(tmp_path / f"t.{rank}.et", et.GlobalMetadata(), nodes)
+    (tmp_path / "s.yaml").write_text(
+        f"workload: {{kind: chakra, path: {tmp_path / 't'}}}\n"
+        "network:\n  topology: [{kind: switch, size: 2, bandwidth: 50GB/s, latency: 500ns}]\n"
+    )
+    message = error_of(lambda: check_study(load_study(tmp_path / "s.yaml")))
+    assert "node 3: depends on node 9" in message and SECRET not in message, message
+
+
+def test_our_own_graphs_still_name_their_nodes() -> None:
+    graph = workload_pb2.ExecutionGraph(nodes=[_node(1), _node(2, 9)])
+    assert f"node 2 ('{SECRET}_2'): depends on node 9" in error_of(lambda: plan_graph(graph, 0, 2))

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.kernel.errors import InputError
+from stratasim.config.study_file import load_study
+from stratasim.kernel import safe_load
+from stratasim.kernel.errors import ConfigError, InputError
 from stratasim.kernel.safe_load import (
     MAX_ALIASES,
     MAX_DEPTH,
+    YAML_BYTES,
     check_depth,
     csv_rows,
     parse_json,
@@ -51,8 +54,8 @@ BOMBS = {
 DEEP_YAML = {
     "flow lists": "[" * 10_000 + "]" * 10_000,
     "flow mappings": "{a: " * 10_000 + "1" + "}" * 10_000,
-    "block lists": "".join(" " * i + "-\n" for i in range(2_000)),
-    "block mappings": "".join(" " * i + "a:\n" for i in range(2_000)),
+    "block lists": "".join(" " * i + "-\n" for i in range(700)),  # under the 256 KiB of YAML
+    "block mappings": "".join(" " * i + "a:\n" for i in range(700)),
     "in a key": "? " * 5_000 + "x",
     "mixed": "a: " + "[{b: " * 5_000 + "1" + "}]" * 5_000,
 }
@@ -177,6 +180,35 @@ def test_files_above_the_limit_are_refused_without_reading_them(tmp_path: Path) 
     assert error.what == "the study is 1024 MiB, above the limit of 8 MiB"
 
 
+def test_yaml_at_its_cap_parses_in_about_a_second_of_cpu() -> None:
+    """The most nodes a byte buys (a flow list of one-digit numbers): 131,000 at the cap, about 1 s of CPU with
+    libyaml (timed as CPU, not wall: the machine may be shared) and some 50 MiB."""
+    dense = "a: [" + "1," * ((YAML_BYTES - 8) // 2) + "1]\n"
+    assert len(dense) <= YAML_BYTES
+    started = time.process_time()
+    assert len(parse_yaml(dense, "big.yaml")["a"]) > 130_000
+    assert time.process_time() - started < 3.0
+    tracemalloc.start()
+    try:
+        parse_yaml(dense, "big.yaml")
+        assert tracemalloc.get_traced_memory()[1] < 200 << 20
+    finally:
+        tracemalloc.stop()
+
+
+def test_yaml_above_its_cap_is_refused_saying_where_bulk_data_belongs(tmp_path: Path) -> None:
+    error = bounded(lambda: parse_yaml("# " + "x" * YAML_BYTES, "big.yaml"))
+    assert error.what == ("the YAML is above the limit of 256 KiB (a study is a few kB; bulk data belongs in trace, "
+                          "CSV or JSON files)")
+    study = tmp_path / "big.yaml"
+    study.write_text("name: big\nextra: [" + "1, " * (YAML_BYTES // 3) + "1]\n")
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        load_study(study)
+    assert time.monotonic() - started < 1.0
+    assert caught.value.problems == [("", f"the file is {study.stat().st_size:,} bytes, above the limit of 256 KiB")]
+
+
 @pytest.mark.parametrize(
     ("content", "what"),
     [
@@ -224,3 +256,22 @@ def test_a_pipe_is_read_no_further_than_the_limit(tmp_path: Path) -> None:
         assert time.monotonic() - started < 1
     finally:
         os.waitpid(pid, 0)
+
+
+def test_without_libyaml_the_pure_python_loader_gives_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "a: &x [1, {b: 2.5}]\nc: *x\nd: 2024-01-02\n"
+    expected = parse_yaml(text, "s.yaml")
+    refusals = [parse_or_error(body) for body in (*BOMBS.values(), *DEEP_YAML.values(), "a: 1\na: 2")]
+    monkeypatch.setattr(safe_load, "_LIBYAML", False)
+    assert parse_yaml(text, "s.yaml") == expected
+    assert [parse_or_error(body) for body in (*BOMBS.values(), *DEEP_YAML.values(), "a: 1\na: 2")] == refusals
+
+
+def parse_or_error(text: str) -> str:
+    """What parsing ``text`` says, in short: the kind of refusal, or "ok"."""
+    try:
+        parse_yaml(text, "s.yaml")
+    except InputError as exc:
+        return next((said for said in ("aliases", "alias refers", "nested deeper", "duplicate key") if said in exc.what),
+                    exc.what)
+    return "ok"

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from stratasim.kernel import units
+from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import Bandwidth, Bytes, DTypeName, Section, TimePs, quantity, written
 from stratasim.workload_layer.serving.speculative import SpeculativeConfig
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
@@ -237,9 +238,9 @@ class SchedulerConfig(Section):
     preemption: Literal["recompute", "swap"] = "recompute"
     """What becomes of a preempted sequence's KV cache: ``recompute`` drops it, rebuilt by a new prefill when the
     sequence resumes; ``swap`` copies it to host memory and back (vLLM v0's two modes)."""
-    swap_space: Bytes = Field(default=4 * 2**30, gt=0)
+    swap_space: Annotated[Bytes, Usual("size", "a host's memory", 2**26, 2**44)] = Field(default=4 * 2**30, gt=0)
     """``preemption: swap``: host memory each NPU keeps for swapped KV blocks (vLLM's ``--swap-space``, 4 GiB)."""
-    swap_bandwidth: Bandwidth | None = None
+    swap_bandwidth: Annotated[Bandwidth, Usual("bandwidth", "a host link (PCIe, C2C)", 10**9, 10**12)] | None = None
     """``preemption: swap``, required: each NPU's host link, each way (PCIe 5.0 x16: 64GB/s, before efficiency)."""
 
     @model_validator(mode="after")

@@ -46,6 +46,7 @@ from pathlib import Path
 from pydantic import Field
 
 from stratasim.kernel.errors import InputError, WorkloadError
+from stratasim.kernel.graph_blocks import foreign
 from stratasim.kernel.safe_load import TABLE_BYTES, read_text
 from stratasim.kernel.schema import Section
 from stratasim.kernel.work import WorkEstimate
@@ -354,4 +355,4 @@ class AstraTextWorkload:
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         model = read_astra_text(self.config.path)
-        return [build_graph(model, npu, self.config.passes) for npu in range(npus)]
+        return foreign([build_graph(model, npu, self.config.passes) for npu in range(npus)])  # the file's layer names

@@ -53,6 +53,7 @@ from pydantic import Field
 from stratasim.chakra import et_def_pb2
 from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
 from stratasim.kernel.errors import InputError, WorkloadError
+from stratasim.kernel.graph_blocks import foreign
 from stratasim.kernel.safe_load import TRACE_BYTES, read_bytes
 from stratasim.kernel.schema import Section
 from stratasim.kernel.work import WorkEstimate
@@ -432,4 +433,4 @@ class ChakraWorkload(RankFileTrace):
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         self._check_ranks(npus)
-        return read_chakra_graphs(self.config.path, self.config.comm_groups)
+        return foreign(read_chakra_graphs(self.config.path, self.config.comm_groups))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
+from stratasim.kernel.graph_blocks import foreign
 from stratasim.kernel.schema import Section
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.chakra import RankFileTrace
@@ -42,4 +43,4 @@ class StrataSimTraceWorkload(RankFileTrace):
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         self._check_ranks(npus)
-        return read_graphs(self.config.path)
+        return foreign(read_graphs(self.config.path))
