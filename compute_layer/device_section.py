@@ -18,12 +18,12 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
-from stratasim.kernel.errors import BackendError
+from stratasim.kernel.errors import BackendError, did_you_mean
 from stratasim.kernel.operators import parse_dtype
 from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity, written
 from stratasim.kernel.units import no_unit
 
-__all__ = ["DeviceSection", "PeakTable", "described_source", "SramSection", "TilingSection"]
+__all__ = ["DeviceSection", "PeakTable", "described_source", "names_device_preset", "SramSection", "TilingSection"]
 
 
 
@@ -130,7 +130,8 @@ class DeviceSection(Section):
             try:
                 device(name)
             except BackendError:
-                raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(sorted(PRESETS))}") from None
+                hint = did_you_mean(name.strip().lower(), PRESETS)
+                raise ValueError(f"unknown preset {name!r}; {hint}expected one of {', '.join(sorted(PRESETS))}") from None
         return name
 
     @model_validator(mode="after")
@@ -160,6 +161,12 @@ class DeviceSection(Section):
             usd_per_hour=self.usd_per_hour if self.usd_per_hour is not None else (base.usd_per_hour if base else None),
             **(_efficiency_model(base) if base else {}),
         )
+
+
+def names_device_preset(value: dict[object, object]) -> bool:
+    """Whether a ``compute.device`` mapping starts from one of the roofline's presets."""
+    preset = value.get("preset")
+    return isinstance(preset, str) and preset.strip().lower() in PRESETS
 
 
 def _efficiency_model(base: Device) -> dict[str, Any]:

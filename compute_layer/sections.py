@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from stratasim.compute_layer.accelerator_section import AcceleratorSection, describes_accelerator
-from stratasim.compute_layer.device_section import DeviceSection
+from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
@@ -35,14 +35,43 @@ MAPPER_BACKEND = "timeloop"
 """The backend that searches mappings, for the ``objective`` the study names."""
 
 _DESCRIBED_BY = {
-    DeviceSection: (DESCRIBING_BACKEND, "a described device"),
-    AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator"),
-    WaferSection: (WAFER_BACKEND, "a described wafer"),
+    DeviceSection: (DESCRIBING_BACKEND, "a described device", "described"),
+    AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator", "accelerator"),
+    WaferSection: (WAFER_BACKEND, "a described wafer", "wafer"),
 }
-"""The backend that prices each form of described ``compute.device``, and what to call it in messages."""
+"""The backend that prices each form of described ``compute.device``, what to call it in messages, and its tag."""
 
 OBJECTIVES = ("latency", "energy", "edp")
 """What the mapper may minimise: cycles, energy, or their product."""
+
+
+class _ReadAs(dict[str, object]):
+    """A ``compute.device`` mapping with the form it is read as (``described``, ``accelerator``, ``wafer``...)."""
+
+    def __init__(self, value: dict[str, object], form: str) -> None:
+        super().__init__(value)
+        self.form = form
+
+
+_BACKEND_FORM = {ACCELERATOR_BACKEND: "accelerator", WAFER_BACKEND: "wafer"}
+"""The form a mapping takes when nothing in it but the study's backend says which model it describes."""
+
+
+def _mapping_form(value: dict[object, object], backend: object) -> str:
+    """Which model a ``compute.device`` mapping describes: the one whose preset it names, else the one whose own
+    keys it sets, else the ``backend``'s (so that a misspelt preset is reported among the backend's presets)."""
+    if describes_accelerator(value):
+        return "accelerator"
+    if describes_wafer(value):
+        return "wafer"
+    if names_device_preset(value):
+        return "described"
+    keys = {key: item for key, item in value.items() if key != "preset"}  # a preset no model has: the keys may tell
+    if describes_accelerator(keys):
+        return "accelerator"
+    if describes_wafer(keys):
+        return "wafer"
+    return _BACKEND_FORM.get(str(backend), "described")
 
 
 def _device_form(value: object) -> str | None:
@@ -50,11 +79,12 @@ def _device_form(value: object) -> str | None:
     Timeloop-style accelerator or a described wafer (None: none of them)."""
     if isinstance(value, str):
         return "name"
-    if isinstance(value, AcceleratorSection) or (isinstance(value, dict) and describes_accelerator(value)):
-        return "accelerator"
-    if isinstance(value, WaferSection) or (isinstance(value, dict) and describes_wafer(value)):
-        return "wafer"
-    return "described" if isinstance(value, (dict, DeviceSection)) else None
+    if isinstance(value, _ReadAs):
+        return value.form
+    for section, (_, _, form) in _DESCRIBED_BY.items():
+        if isinstance(value, section):
+            return form
+    return _mapping_form(value, None) if isinstance(value, dict) else None
 
 
 DeviceKey = Annotated[
@@ -143,6 +173,14 @@ class ComputeSection(Section):
     """What the ``timeloop`` backend's mapper minimises: cycles (``latency``, the default), ``energy`` or their
     product (``edp``)."""
 
+    @field_validator("device", mode="before")
+    @classmethod
+    def _read_as(cls, value: object, info: ValidationInfo) -> object:
+        """A mapping tagged with the model it describes, the study's backend deciding when its keys do not."""
+        if isinstance(value, dict) and not isinstance(value, _ReadAs):
+            return _ReadAs(value, _mapping_form(value, info.data.get("backend")))
+        return value
+
     @field_validator("per_kind")
     @classmethod
     def _known_kinds(cls, routes: dict[str, str | KindRoute] | None) -> dict[str, str | KindRoute] | None:
@@ -171,7 +209,7 @@ class ComputeSection(Section):
     def _described_for_its_backend(self) -> ComputeSection:
         if isinstance(self.device, str):
             return self
-        backend, what = _DESCRIBED_BY[type(self.device)]
+        backend, what, _ = _DESCRIBED_BY[type(self.device)]
         own = self.route_devices()
         others = sorted({name for kind, name in self.routes().items() if kind not in own} - {backend})
         if others:

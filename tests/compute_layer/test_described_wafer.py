@@ -236,3 +236,26 @@ def test_a_server_that_does_not_read_described_wafers_is_never_sent_one(monkeypa
 def test_each_models_preset_is_told_apart(backend: str, device: dict[str, object], form: type) -> None:
     section = ComputeSection.model_validate({"backend": backend, "device": device})
     assert isinstance(section.device, form) and section.device_name() == device["preset"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "preset", "fragment"),
+    [
+        ("roofline", "h10", "compute.device.preset: unknown preset 'h10'; did you mean 'h100'? expected one of a100, "),
+        ("timeloop", "gemini", "compute.device.preset: unknown device 'gemini'; did you mean 'gemmini'? known devices: "
+                               "eyeriss-like, gemmini, systolic-128x128-is"),
+        ("wafer", "palm-wafr", "compute.device.preset: unknown device 'palm-wafr'; did you mean 'palm-wafer'? known "
+                               "devices: palm-wafer, palm-wafer-1x1"),
+        ("timeloop", "tpu", "compute.device.preset: unknown device 'tpu'; known devices: eyeriss-like"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_preset_is_reported_among_the_backends_presets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str, preset: str, fragment: str
+) -> None:
+    """A preset no model has says nothing of the model it meant: the study's backend does."""
+    path = tmp_path / "base.yaml"
+    path.write_text(BASE, encoding="utf-8")
+    assert main(["check", str(path), "--set", f"compute.backend={backend}", "--set",
+                 f"compute.device={{preset: {preset}, name: mine}}"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n  ") == 1, err
