@@ -14,9 +14,12 @@ __all__ = ["unknown_key", "validated_section"]
 
 
 def _path(loc: Sequence[int | str]) -> str:
-    """A pydantic location as the dotted path a user writes (``network.topology[1].bandwidth``)."""
+    """A pydantic location as the dotted path a user writes (``network.topology[1].bandwidth``); a mapping's key
+    that is itself wrong is named by the key (pydantic adds ``[key]`` after it)."""
     text = ""
     for part in loc:
+        if part == "[key]":
+            continue
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
 
