@@ -7,13 +7,17 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
-from stratasim.compute_layer.accelerator_section import AcceleratorSection, describes_accelerator
+from stratasim.compute_layer.accelerator_section import (
+    AcceleratorDescription,
+    AcceleratorSection,
+    describes_accelerator,
+)
 from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
-from stratasim.compute_layer.wafer_section import WaferSection, describes_wafer
+from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection, describes_wafer
 from stratasim.kernel.schema import Latency, Section
 from stratasim.v1 import compute_pb2
 
@@ -37,7 +41,9 @@ MAPPER_BACKEND = "timeloop"
 _DESCRIBED_BY = {
     DeviceSection: (DESCRIBING_BACKEND, "a described device", "described"),
     AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator", "accelerator"),
+    AcceleratorDescription: (ACCELERATOR_BACKEND, "a described accelerator", "whole accelerator"),
     WaferSection: (WAFER_BACKEND, "a described wafer", "wafer"),
+    WaferDescription: (WAFER_BACKEND, "a described wafer", "whole wafer"),
 }
 """The backend that prices each form of described ``compute.device``, what to call it in messages, and its tag."""
 
@@ -54,12 +60,20 @@ class _ReadAs(dict[str, object]):
 
 
 _BACKEND_FORM = {ACCELERATOR_BACKEND: "accelerator", WAFER_BACKEND: "wafer"}
+_WHOLE = {"accelerator": "whole accelerator", "wafer": "whole wafer"}
+"""The form of a model's description without a preset."""
 """The form a mapping takes when nothing in it but the study's backend says which model it describes."""
 
 
 def _mapping_form(value: dict[object, object], backend: object) -> str:
     """Which model a ``compute.device`` mapping describes: the one whose preset it names, else the one whose own
-    keys it sets, else the ``backend``'s (so that a misspelt preset is reported among the backend's presets)."""
+    keys it sets, else the ``backend``'s (so that a misspelt preset is reported among the backend's presets); and
+    whether from a preset or whole."""
+    form = _model_of(value, backend)
+    return form if "preset" in value else _WHOLE.get(form, form)
+
+
+def _model_of(value: dict[object, object], backend: object) -> str:
     if describes_accelerator(value):
         return "accelerator"
     if describes_wafer(value):
@@ -89,7 +103,8 @@ def _device_form(value: object) -> str | None:
 
 DeviceKey = Annotated[
     Annotated[str, Tag("name")] | Annotated[DeviceSection, Tag("described")]
-    | Annotated[AcceleratorSection, Tag("accelerator")] | Annotated[WaferSection, Tag("wafer")],
+    | Annotated[AcceleratorSection, Tag("accelerator")] | Annotated[AcceleratorDescription, Tag("whole accelerator")]
+    | Annotated[WaferSection, Tag("wafer")] | Annotated[WaferDescription, Tag("whole wafer")],
     Discriminator(
         _device_form,
         custom_error_type="device_form",
@@ -225,7 +240,9 @@ class ComputeSection(Section):
             return self.device
         if isinstance(self.device, DeviceSection):
             return self.device.device().name
-        return self.device.wafer().name if isinstance(self.device, WaferSection) else self.device.accelerator().name
+        if isinstance(self.device, (WaferSection, WaferDescription)):
+            return self.device.wafer().name
+        return self.device.accelerator().name
 
     def device_description(
         self,
@@ -235,7 +252,7 @@ class ComputeSection(Section):
             return None
         if isinstance(self.device, DeviceSection):
             return device_message(self.device.device())
-        if isinstance(self.device, WaferSection):
+        if isinstance(self.device, (WaferSection, WaferDescription)):
             return wafer_message(self.device.wafer())
         return accelerator_message(self.device.accelerator())
 
