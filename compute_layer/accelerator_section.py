@@ -132,10 +132,21 @@ class UnrollSection(Section):
 
 
 class _AcceleratorKeys(Section):
-    """The keys both forms of a described accelerator read alike."""
+    """The keys of both forms of a described accelerator (a whole one requires some of them); subclasses build the
+    accelerator by overriding :meth:`accelerator`."""
 
+    name: str | None = Field(None, min_length=1)
+    """The accelerator's name in reports."""
+    pe_rows: Words | None = None
+    """Rows of the PE array."""
+    pe_cols: Words | None = None
+    """Columns of the PE array."""
     dataflow: Literal["os", "ws", "is"] | None = None
     """What stays in the PEs of a systolic array: outputs (``os``), weights (``ws``) or inputs (``is``)."""
+    clock: Clock | None = None
+    """Clock frequency."""
+    mac_pj: Picojoules | None = None
+    """Energy of a multiply-accumulate, in pJ."""
     dram_words_per_cycle: Words | None = None
     """SCALE-Sim's user bandwidth (its ``Bandwidth``): words per cycle of each SRAM's own DRAM port, so that memory
     stalls appear (systolic arrays with an input, weight and output partition at their second level only; unset:
@@ -197,16 +208,6 @@ class AcceleratorSection(_AcceleratorKeys):
 
     preset: str
     """The accelerator preset the other keys override (``systolic-32x32-os``...)."""
-    name: str | None = Field(None, min_length=1)
-    """The accelerator's name in reports."""
-    pe_rows: Words | None = None
-    """Rows of the PE array."""
-    pe_cols: Words | None = None
-    """Columns of the PE array."""
-    clock: Clock | None = None
-    """Clock frequency."""
-    mac_pj: Picojoules | None = None
-    """Energy of a multiply-accumulate, in pJ."""
     levels: dict[str, LevelSection] | None = None
     """Changes to the preset's storage levels, by level name."""
 

@@ -162,7 +162,9 @@ class ComputeSection(Section):
     """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
 
     ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one (for the
-    timeloop backend, an :class:`AcceleratorSection`; for the wafer backend, a :class:`WaferSection`).
+    timeloop backend, an :class:`AcceleratorSection` or, whole, an :class:`AcceleratorDescription`; for the wafer
+    backend, a :class:`WaferSection` or a :class:`WaferDescription`); a mapping's preset, else its keys, else
+    ``backend`` says which model it describes.
     ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
     kinds it does not name, defaults to ``backend``); a route may name its own device in its backend's names
     (``{gemm: {backend: timeloop, device: systolic-32x32-os}}``). ``profile`` is the table of measured times the
@@ -174,7 +176,8 @@ class ComputeSection(Section):
     """Compute backend pricing operators: ``roofline``, ``timeloop``, ``wafer``, ``profile`` or an installed
     adapter."""
     device: DeviceKey
-    """A preset's name, or a mapping describing a device (roofline) or an accelerator (timeloop)."""
+    """A preset's name, or a mapping describing a device (roofline), an accelerator (timeloop) or a wafer (wafer),
+    from a preset or whole."""
     calibration: CalibrationSection | None = None
     """Measured efficiencies over the device's own efficiency model (a preset's is fitted to published
     measurements), or over its datasheet figures (``basis: datasheet``)."""

@@ -78,8 +78,23 @@ class EnergySection(Section):
 
 
 class _WaferKeys(Section):
-    """The keys both forms of a described wafer read alike."""
+    """The keys of both forms of a described wafer (a whole one requires some of them); subclasses build the wafer
+    by overriding :meth:`wafer`."""
 
+    name: str | None = Field(None, min_length=1)
+    """The wafer's name in reports (default: the preset's)."""
+    tiles: MeshSection | None = None
+    """Tiles (dies) on the wafer's mesh, ``{x, y}``."""
+    cores: MeshSection | None = None
+    """Cores in each tile's mesh, ``{x, y}``."""
+    peak: PeakTable | None = None
+    """One tile's peak throughput per dtype (``fp16: 512TFLOPS``)."""
+    sram: Annotated[Bytes, Field(gt=0)] | None = None
+    """One tile's SRAM, shared evenly by its cores."""
+    dram_bandwidth: Bandwidth | None = None
+    """One tile's edge DRAM bandwidth (Table VI's "edge shared DRAM per tile")."""
+    link_bandwidth: Bandwidth | None = None
+    """One intra-tile NoC link's bandwidth, each way."""
     dram_latency: Annotated[Latency, Field(ge=0)] | None = None
     """DRAM response time (PALM's Response_Time, Eq. 4)."""
     link_latency: Annotated[Latency, Field(ge=0)] | None = None
@@ -140,20 +155,6 @@ class WaferSection(_WaferKeys):
 
     preset: str
     """The wafer to start from: ``palm-wafer`` (PALM's Table VI), ``palm-wafer-1x1`` or ``palm-wafer-<X>x<Y>``."""
-    name: str | None = Field(None, min_length=1)
-    """The described wafer's name in reports (default: the preset's)."""
-    tiles: MeshSection | None = None
-    """Tiles (dies) on the wafer's mesh, ``{x, y}``."""
-    cores: MeshSection | None = None
-    """Cores in each tile's mesh, ``{x, y}``."""
-    peak: PeakTable | None = None
-    """One tile's peak throughput per dtype (``fp16: 512TFLOPS``)."""
-    sram: Annotated[Bytes, Field(gt=0)] | None = None
-    """One tile's SRAM, shared evenly by its cores."""
-    dram_bandwidth: Bandwidth | None = None
-    """One tile's edge DRAM bandwidth (Table VI's "edge shared DRAM per tile")."""
-    link_bandwidth: Bandwidth | None = None
-    """One intra-tile NoC link's bandwidth, each way."""
 
     @field_validator("preset")
     @classmethod
