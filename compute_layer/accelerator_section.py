@@ -1,7 +1,8 @@
 """``compute.device`` as a mapping for the ``timeloop`` backend: a Timeloop-style accelerator described in the study.
 
 A whole accelerator (:class:`AcceleratorDescription`: ``name``, ``pe_rows``, ``pe_cols``, ``clock``, ``mac_pj`` and
-its storage ``levels`` as a list, innermost first, the last the unbounded backing store), or a ``preset`` (one of the model's, or any ``systolic-<R>x<C>-<os|ws|is>``) that the other keys override one by one:
+its storage ``levels`` as a list, innermost first, the last the unbounded backing store), or a ``preset`` (one of
+the model's, or any ``systolic-<R>x<C>-<os|ws|is>``) that the other keys override one by one:
 the PE array (``pe_rows``, ``pe_cols``), the systolic ``dataflow``, the ``clock``, the energy of a MAC and, level by
 level (by the preset's level names), any storage level's capacity, per-operand buffers, bandwidths and energies::
 
@@ -70,6 +71,7 @@ Picojoules = Annotated[float, Field(ge=0)]
 Operand = Literal["inputs", "weights", "outputs"]
 Clock = Annotated[int, BeforeValidator(_hertz), Field(gt=0), quantity("frequency", "700MHz"), written("Hz")]
 Dims = Annotated[str, Field(pattern=r"^[A-Z]+$")]
+_Unroll = tuple[frozenset[str], frozenset[str]]
 
 
 class LevelSection(Section):
@@ -169,7 +171,8 @@ class _AcceleratorKeys(Section):
         """The accelerator described."""
         raise NotImplementedError
 
-    def _unrolls(self, base: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    def _unrolls(self, base: Mapping[str, _Unroll]) -> dict[str, _Unroll]:
+        """The dimensions each kind unrolls on rows and columns: this section's ``unrolls``, else ``base``."""
         if self.unrolls is None:
             return dict(base)
         return {str(kind): (frozenset(unroll.rows), frozenset(unroll.cols)) for kind, unroll in self.unrolls.items()}

@@ -60,9 +60,10 @@ class _ReadAs(dict[str, object]):
 
 
 _BACKEND_FORM = {ACCELERATOR_BACKEND: "accelerator", WAFER_BACKEND: "wafer"}
+"""The form a mapping takes when nothing in it but the study's backend says which model it describes."""
+
 _WHOLE = {"accelerator": "whole accelerator", "wafer": "whole wafer"}
 """The form of a model's description without a preset."""
-"""The form a mapping takes when nothing in it but the study's backend says which model it describes."""
 
 
 def _mapping_form(value: dict[object, object], backend: object) -> str:
@@ -74,6 +75,7 @@ def _mapping_form(value: dict[object, object], backend: object) -> str:
 
 
 def _model_of(value: dict[object, object], backend: object) -> str:
+    """The model a mapping describes, by its preset, its keys or ``backend``, in that order."""
     if describes_accelerator(value):
         return "accelerator"
     if describes_wafer(value):
