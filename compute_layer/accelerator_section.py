@@ -34,11 +34,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
-from stratasim.compute_layer.device_section import described_source
+from stratasim.compute_layer.device_section import BuiltByItsModel, described_source
 from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel, accelerator
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.schema import Section, quantity, written
@@ -133,9 +133,9 @@ class UnrollSection(Section):
     """Dimensions allowed on the array's columns, as letters."""
 
 
-class _AcceleratorKeys(Section):
+class _AcceleratorKeys(BuiltByItsModel[Accelerator]):
     """The keys of both forms of a described accelerator (a whole one requires some of them); subclasses build the
-    accelerator by overriding :meth:`accelerator`."""
+    accelerator by overriding :meth:`built`."""
 
     name: str | None = Field(None, min_length=1)
     """The accelerator's name in reports."""
@@ -162,14 +162,9 @@ class _AcceleratorKeys(Section):
     source: str | None = None
     """Where the figures come from."""
 
-    @model_validator(mode="after")
-    def _buildable(self) -> Self:
-        self.accelerator()  # the model's own checks: a ValueError naming what it refuses
-        return self
-
     def accelerator(self) -> Accelerator:
         """The accelerator described."""
-        raise NotImplementedError
+        return self.built()
 
     def _unrolls(self, base: Mapping[str, _Unroll]) -> dict[str, _Unroll]:
         """The dimensions each kind unrolls on rows and columns: this section's ``unrolls``, else ``base``."""
@@ -196,7 +191,7 @@ class AcceleratorDescription(_AcceleratorKeys):
     levels: list[StorageLevelSection] = Field(min_length=2)
     """The storage levels, innermost first: the PEs' own (its bounds per PE), then the shared ones, then DRAM."""
 
-    def accelerator(self) -> Accelerator:
+    def built(self) -> Accelerator:
         """The accelerator described."""
         return Accelerator(
             name=self.name, rows=self.pe_rows, cols=self.pe_cols, levels=tuple(level.level() for level in self.levels),
@@ -235,7 +230,7 @@ class AcceleratorSection(_AcceleratorKeys):
             raise ValueError(f"{preset} has no level {unknown[0]!r}; its levels are {', '.join(names)}")
         return levels
 
-    def accelerator(self) -> Accelerator:
+    def built(self) -> Accelerator:
         """The accelerator described: the preset with this section's keys in place of its own."""
         base = accelerator(self.preset)
         source = described_source(self, base.source)

@@ -13,7 +13,7 @@ required)::
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Generic, Self, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
@@ -23,7 +23,10 @@ from stratasim.kernel.operators import parse_dtype
 from stratasim.kernel.schema import Bandwidth, Bytes, Flops, Section, quantity, written
 from stratasim.kernel.units import no_unit
 
-__all__ = ["DeviceSection", "PeakTable", "described_source", "names_device_preset", "SramSection", "TilingSection"]
+__all__ = [
+    "BuiltByItsModel", "DeviceSection", "PeakTable", "described_source", "names_device_preset", "SramSection",
+    "TilingSection",
+]  # fmt: skip
 
 
 
@@ -35,6 +38,22 @@ def _known_dtypes(peak: dict[str, float]) -> dict[str, float]:
 
 PeakTable = Annotated[dict[str, Flops], AfterValidator(_known_dtypes)]
 """Peak throughput by dtype name (``bf16: 989TFLOPS``), every name one an operator can have."""
+
+Built = TypeVar("Built")
+
+
+class BuiltByItsModel(Section, Generic[Built]):
+    """A described device its model builds and checks: validation builds it once, so what the model refuses is a
+    validation error with the model's own reason. Subclasses say how to build it by overriding :meth:`built`."""
+
+    @model_validator(mode="after")
+    def _buildable(self) -> Self:
+        self.built()
+        return self
+
+    def built(self) -> Built:
+        """The device described, as its model builds it (a ValueError naming what the model refuses)."""
+        raise NotImplementedError
 
 
 def described_source(section: Section, base_source: str | None) -> str:

@@ -19,11 +19,11 @@ byte of SRAM and DRAM, per byte per NoC hop. The wafer is built and checked by t
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Self
+from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from stratasim.compute_layer.device_section import PeakTable, described_source
+from stratasim.compute_layer.device_section import BuiltByItsModel, PeakTable, described_source
 from stratasim.compute_layer.wafer.accelerator import HOROWITZ_45NM, Wafer, WaferEnergy, wafer
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import DType, parse_dtype
@@ -77,9 +77,9 @@ class EnergySection(Section):
         return dataclasses.replace(energy, **{key: getattr(self, key) for key in self.model_fields_set})
 
 
-class _WaferKeys(Section):
+class _WaferKeys(BuiltByItsModel[Wafer]):
     """The keys of both forms of a described wafer (a whole one requires some of them); subclasses build the wafer
-    by overriding :meth:`wafer`."""
+    by overriding :meth:`built`."""
 
     name: str | None = Field(None, min_length=1)
     """The wafer's name in reports (default: the preset's)."""
@@ -104,14 +104,9 @@ class _WaferKeys(Section):
     source: str | None = None
     """Where the figures come from, for the report."""
 
-    @model_validator(mode="after")
-    def _buildable(self) -> Self:
-        self.wafer()  # the model's own checks: a ValueError naming what it refuses
-        return self
-
     def wafer(self) -> Wafer:
-        """The wafer described; subclasses build it from their keys."""
-        raise NotImplementedError
+        """The wafer described."""
+        return self.built()
 
 
 def _peaks(base: tuple[tuple[DType, int], ...], peak: dict[str, float] | None) -> tuple[tuple[DType, int], ...]:
@@ -139,7 +134,7 @@ class WaferDescription(_WaferKeys):
     link_bandwidth: Bandwidth
     """One intra-tile NoC link's bandwidth, each way."""
 
-    def wafer(self) -> Wafer:
+    def built(self) -> Wafer:
         """The wafer described."""
         return Wafer(
             name=self.name, tiles=self.tiles.mesh(), cores=self.cores.mesh(), peak_flops=_peaks((), self.peak),
@@ -165,7 +160,7 @@ class WaferSection(_WaferKeys):
             raise ValueError(str(exc)) from None  # it lists the presets
         return name
 
-    def wafer(self) -> Wafer:
+    def built(self) -> Wafer:
         """The wafer described: the preset with this section's keys in place of its own."""
         base = wafer(self.preset)
         source = described_source(self, base.source)
