@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Protocol, TypeVar
 
-from stratasim.kernel.errors import BackendError
+from stratasim.kernel.errors import BackendError, did_you_mean
 
 __all__ = ["Named", "by_name", "find", "unknown_device"]
 
@@ -39,6 +39,8 @@ def find(table: Mapping[str, T], name: str) -> T | None:
 
 
 def unknown_device(name: str, table: Mapping[str, Named], also: str = "") -> BackendError:
-    """The error for a device ``table`` lacks, listing its names and ``also`` (names made on demand)."""
+    """The error for a device ``table`` lacks, suggesting the closest of its names and listing them all and ``also``
+    (names made on demand)."""
     known = ", ".join(sorted(table)) or "none"
-    return BackendError(f"unknown device {name!r}; known devices: {known}" + (f" (and {also})" if also else ""))
+    hint = did_you_mean(name.strip().lower(), table)
+    return BackendError(f"unknown device {name!r}; {hint}known devices: {known}" + (f" (and {also})" if also else ""))

@@ -13,18 +13,21 @@ required)::
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Generic, Self, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
-from stratasim.kernel.errors import BackendError
+from stratasim.kernel.errors import BackendError, did_you_mean
 from stratasim.kernel.operators import parse_dtype
 from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import Bandwidth, Bytes, Flops, MemoryBandwidth, MemoryCapacity, Section, quantity, written
 from stratasim.kernel.units import no_unit
 
-__all__ = ["DeviceSection", "PeakTable", "described_source", "SramSection", "TilingSection"]
+__all__ = [
+    "BuiltByItsModel", "DeviceSection", "PeakTable", "described_source", "names_device_preset", "SramSection",
+    "TilingSection",
+]  # fmt: skip
 
 
 
@@ -36,6 +39,22 @@ def _known_dtypes(peak: dict[str, float]) -> dict[str, float]:
 
 PeakTable = Annotated[dict[str, Annotated[Flops, Usual("throughput", "a device's peak", 10**9, 10**18)]], AfterValidator(_known_dtypes)]
 """Peak throughput by dtype name (``bf16: 989TFLOPS``), every name one an operator can have."""
+
+Built = TypeVar("Built")
+
+
+class BuiltByItsModel(Section, Generic[Built]):
+    """A described device its model builds and checks: validation builds it once, so what the model refuses is a
+    validation error with the model's own reason. Subclasses say how to build it by overriding :meth:`built`."""
+
+    @model_validator(mode="after")
+    def _buildable(self) -> Self:
+        self.built()
+        return self
+
+    def built(self) -> Built:
+        """The device described, as its model builds it (a ValueError naming what the model refuses)."""
+        raise NotImplementedError
 
 
 def described_source(section: Section, base_source: str | None) -> str:
@@ -131,7 +150,8 @@ class DeviceSection(Section):
             try:
                 device(name)
             except BackendError:
-                raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(sorted(PRESETS))}") from None
+                hint = did_you_mean(name.strip().lower(), PRESETS)
+                raise ValueError(f"unknown preset {name!r}; {hint}expected one of {', '.join(sorted(PRESETS))}") from None
         return name
 
     @model_validator(mode="after")
@@ -161,6 +181,12 @@ class DeviceSection(Section):
             usd_per_hour=self.usd_per_hour if self.usd_per_hour is not None else (base.usd_per_hour if base else None),
             **(_efficiency_model(base) if base else {}),
         )
+
+
+def names_device_preset(value: dict[object, object]) -> bool:
+    """Whether a ``compute.device`` mapping starts from one of the roofline's presets."""
+    preset = value.get("preset")
+    return isinstance(preset, str) and preset.strip().lower() in PRESETS
 
 
 def _efficiency_model(base: Device) -> dict[str, Any]:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
-from stratasim.compute_layer.accelerator_section import AcceleratorSection, describes_accelerator
-from stratasim.compute_layer.device_section import DeviceSection
+from stratasim.compute_layer.accelerator_section import (
+    AcceleratorDescription,
+    AcceleratorSection,
+    describes_accelerator,
+)
+from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
-from stratasim.compute_layer.wafer_section import WaferSection, describes_wafer
+from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection, describes_wafer
 from stratasim.kernel.schema import Latency, Section
 from stratasim.v1 import compute_pb2
 
@@ -35,14 +39,55 @@ MAPPER_BACKEND = "timeloop"
 """The backend that searches mappings, for the ``objective`` the study names."""
 
 _DESCRIBED_BY = {
-    DeviceSection: (DESCRIBING_BACKEND, "a described device"),
-    AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator"),
-    WaferSection: (WAFER_BACKEND, "a described wafer"),
+    DeviceSection: (DESCRIBING_BACKEND, "a described device", "described"),
+    AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator", "accelerator"),
+    AcceleratorDescription: (ACCELERATOR_BACKEND, "a described accelerator", "whole accelerator"),
+    WaferSection: (WAFER_BACKEND, "a described wafer", "wafer"),
+    WaferDescription: (WAFER_BACKEND, "a described wafer", "whole wafer"),
 }
-"""The backend that prices each form of described ``compute.device``, and what to call it in messages."""
+"""The backend that prices each form of described ``compute.device``, what to call it in messages, and its tag."""
 
 OBJECTIVES = ("latency", "energy", "edp")
 """What the mapper may minimise: cycles, energy, or their product."""
+
+
+class _ReadAs(dict[str, object]):
+    """A ``compute.device`` mapping with the form it is read as (``described``, ``accelerator``, ``wafer``...)."""
+
+    def __init__(self, value: dict[str, object], form: str) -> None:
+        super().__init__(value)
+        self.form = form
+
+
+_BACKEND_FORM = {ACCELERATOR_BACKEND: "accelerator", WAFER_BACKEND: "wafer"}
+"""The form a mapping takes when nothing in it but the study's backend says which model it describes."""
+
+_WHOLE = {"accelerator": "whole accelerator", "wafer": "whole wafer"}
+"""The form of a model's description without a preset."""
+
+
+def _mapping_form(value: dict[object, object], backend: object) -> str:
+    """Which model a ``compute.device`` mapping describes: the one whose preset it names, else the one whose own
+    keys it sets, else the ``backend``'s (so that a misspelt preset is reported among the backend's presets); and
+    whether from a preset or whole."""
+    form = _model_of(value, backend)
+    return form if "preset" in value else _WHOLE.get(form, form)
+
+
+def _model_of(value: dict[object, object], backend: object) -> str:
+    """The model a mapping describes, by its preset, its keys or ``backend``, in that order."""
+    if describes_accelerator(value):
+        return "accelerator"
+    if describes_wafer(value):
+        return "wafer"
+    if names_device_preset(value):
+        return "described"
+    keys = {key: item for key, item in value.items() if key != "preset"}  # a preset no model has: the keys may tell
+    if describes_accelerator(keys):
+        return "accelerator"
+    if describes_wafer(keys):
+        return "wafer"
+    return _BACKEND_FORM.get(str(backend), "described")
 
 
 def _device_form(value: object) -> str | None:
@@ -50,16 +95,18 @@ def _device_form(value: object) -> str | None:
     Timeloop-style accelerator or a described wafer (None: none of them)."""
     if isinstance(value, str):
         return "name"
-    if isinstance(value, AcceleratorSection) or (isinstance(value, dict) and describes_accelerator(value)):
-        return "accelerator"
-    if isinstance(value, WaferSection) or (isinstance(value, dict) and describes_wafer(value)):
-        return "wafer"
-    return "described" if isinstance(value, (dict, DeviceSection)) else None
+    if isinstance(value, _ReadAs):
+        return value.form
+    for section, (_, _, form) in _DESCRIBED_BY.items():
+        if isinstance(value, section):
+            return form
+    return _mapping_form(value, None) if isinstance(value, dict) else None
 
 
 DeviceKey = Annotated[
     Annotated[str, Tag("name")] | Annotated[DeviceSection, Tag("described")]
-    | Annotated[AcceleratorSection, Tag("accelerator")] | Annotated[WaferSection, Tag("wafer")],
+    | Annotated[AcceleratorSection, Tag("accelerator")] | Annotated[AcceleratorDescription, Tag("whole accelerator")]
+    | Annotated[WaferSection, Tag("wafer")] | Annotated[WaferDescription, Tag("whole wafer")],
     Discriminator(
         _device_form,
         custom_error_type="device_form",
@@ -117,7 +164,9 @@ class ComputeSection(Section):
     """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
 
     ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one (for the
-    timeloop backend, an :class:`AcceleratorSection`; for the wafer backend, a :class:`WaferSection`).
+    timeloop backend, an :class:`AcceleratorSection` or, whole, an :class:`AcceleratorDescription`; for the wafer
+    backend, a :class:`WaferSection` or a :class:`WaferDescription`); a mapping's preset, else its keys, else
+    ``backend`` says which model it describes.
     ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
     kinds it does not name, defaults to ``backend``); a route may name its own device in its backend's names
     (``{gemm: {backend: timeloop, device: systolic-32x32-os}}``). ``profile`` is the table of measured times the
@@ -129,7 +178,8 @@ class ComputeSection(Section):
     """Compute backend pricing operators: ``roofline``, ``timeloop``, ``wafer``, ``profile`` or an installed
     adapter."""
     device: DeviceKey
-    """A preset's name, or a mapping describing a device (roofline) or an accelerator (timeloop)."""
+    """A preset's name, or a mapping describing a device (roofline), an accelerator (timeloop) or a wafer (wafer),
+    from a preset or whole."""
     calibration: CalibrationSection | None = None
     """Measured efficiencies over the device's own efficiency model (a preset's is fitted to published
     measurements), or over its datasheet figures (``basis: datasheet``)."""
@@ -142,6 +192,14 @@ class ComputeSection(Section):
     objective: Literal["latency", "energy", "edp"] | None = None
     """What the ``timeloop`` backend's mapper minimises: cycles (``latency``, the default), ``energy`` or their
     product (``edp``)."""
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _read_as(cls, value: object, info: ValidationInfo) -> object:
+        """A mapping tagged with the model it describes, the study's backend deciding when its keys do not."""
+        if isinstance(value, dict) and not isinstance(value, _ReadAs):
+            return _ReadAs(value, _mapping_form(value, info.data.get("backend")))
+        return value
 
     @field_validator("per_kind")
     @classmethod
@@ -171,7 +229,7 @@ class ComputeSection(Section):
     def _described_for_its_backend(self) -> ComputeSection:
         if isinstance(self.device, str):
             return self
-        backend, what = _DESCRIBED_BY[type(self.device)]
+        backend, what, _ = _DESCRIBED_BY[type(self.device)]
         own = self.route_devices()
         others = sorted({name for kind, name in self.routes().items() if kind not in own} - {backend})
         if others:
@@ -187,7 +245,9 @@ class ComputeSection(Section):
             return self.device
         if isinstance(self.device, DeviceSection):
             return self.device.device().name
-        return self.device.wafer().name if isinstance(self.device, WaferSection) else self.device.accelerator().name
+        if isinstance(self.device, (WaferSection, WaferDescription)):
+            return self.device.wafer().name
+        return self.device.accelerator().name
 
     def device_description(
         self,
@@ -197,7 +257,7 @@ class ComputeSection(Section):
             return None
         if isinstance(self.device, DeviceSection):
             return device_message(self.device.device())
-        if isinstance(self.device, WaferSection):
+        if isinstance(self.device, (WaferSection, WaferDescription)):
             return wafer_message(self.device.wafer())
         return accelerator_message(self.device.accelerator())
 

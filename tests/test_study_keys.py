@@ -83,6 +83,27 @@ def test_bad_studies_are_refused(validator: Any, path: str, value: object) -> No
     assert not validator.is_valid(_with(path, value))
 
 
+WHOLE_ACCELERATOR = {
+    "name": "mine", "pe_rows": 16, "pe_cols": 16, "clock": "1GHz", "mac_pj": 0.2, "unrolls": {"conv": {"rows": "RCK", "cols": "PK"}},
+    "levels": [{"name": "registers", "keeps": ["weights"], "words": 4, "read_pj": 0.2, "write_pj": 0.2},
+               {"name": "dram", "keeps": ["inputs", "weights", "outputs"], "read_pj": 100, "write_pj": 100}],
+}  # fmt: skip
+WHOLE_WAFER = {"name": "w", "tiles": {"x": 2, "y": 2}, "cores": {"x": 4, "y": 4}, "peak": {"fp16": "1TFLOPS"},
+               "sram": "1MiB", "dram_bandwidth": "1TB/s", "link_bandwidth": "1TB/s"}  # fmt: skip
+
+
+@pytest.mark.parametrize("device", [WHOLE_ACCELERATOR, WHOLE_WAFER, {"file": "chip.yaml"},
+                                    {"preset": "palm-wafer", "tiles": {"x": 10}}, {"file": "chip.yaml", "pe_rows": 4}])  # fmt: skip
+def test_whole_and_file_descriptions_are_valid(validator: Any, device: dict[str, object]) -> None:
+    assert validator.is_valid(_with("compute.device", device))
+
+
+@pytest.mark.parametrize("device", [{**WHOLE_ACCELERATOR, "levels": [{"name": "dram", "keeps": ["inputs"]}]},
+                                    {key: value for key, value in WHOLE_WAFER.items() if key != "sram"} | {"tiles": {"x": 2}}])  # fmt: skip
+def test_incomplete_whole_descriptions_are_refused(validator: Any, device: dict[str, object]) -> None:
+    assert not validator.is_valid(_with("compute.device", device))
+
+
 def test_a_study_without_network_is_refused(validator: Any) -> None:
     assert not validator.is_valid({"workload": QUICKSTART["workload"]})
 

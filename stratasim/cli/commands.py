@@ -154,7 +154,8 @@ def _add_cost(subparsers: _Subparsers) -> None:
         description="e.g. stratasim cost gemm M=4096 K=4096 N=4096 --backend roofline --backend profile "
         "--profile times.csv --device h100; stratasim cost conv N=1 K=64 C=3 P=112 Q=112 R=7 S=7 stride=2 --device "
         "h100; stratasim cost elementwise shape=4096x4096 --device h100; stratasim cost attention batch=32 queries=4096 "
-        "keys=4096 head_dim=128 causal=true --device h100",
+        "keys=4096 head_dim=128 causal=true --device h100; stratasim cost gemm M=8192 K=8192 N=8192 --device '{preset: h100, "
+        "memory_bandwidth: 4TB/s}'",
     )  # fmt: skip
     parser.add_argument("kind", choices=("gemm", "conv", "elementwise", "attention"), help="the operator kind")
     parser.add_argument("dims", nargs="*", metavar="KEY=VALUE", help="gemm: M= K= N= [B=]; conv: N= K= C= P= Q= R= "
@@ -166,8 +167,11 @@ def _add_cost(subparsers: _Subparsers) -> None:
     parser.add_argument("--inputs", metavar="I", help="elementwise: input tensors (default 1)")
     parser.add_argument("--dtype", default="bf16", help="default: %(default)s")
     parser.add_argument("--backend", action="append", metavar="NAME", help="repeat to compare (default roofline)")
-    parser.add_argument("--device", required=True, action="append", metavar="NAME",
-                        help="the device to price on: once for every backend, or once per --backend, in order")  # fmt: skip
+    parser.add_argument("--device", required=True, action="append", metavar="DEVICE",
+                        help="the device to price on: once for every backend, or once per --backend, in order; a "
+                        "preset's name (h100) or, as a study's compute.device, a device described in YAML flow text "
+                        "('{preset: h100, memory_bandwidth: 4TB/s}', a whole device, or '{file: chip.yaml}' relative "
+                        "to the working folder)")  # fmt: skip
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times of the profile backend")
     parser.add_argument("--objective", metavar="NAME",
                         help="what the timeloop backend's mapper minimises: latency (default), energy or edp")  # fmt: skip

@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stratasim.config.device_option import device_option
 from stratasim.kernel import operators
+from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, ConfigError
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
-from stratasim.study.compute_setup import build_compute
+from stratasim.study.compute_setup import DescribedDevice, Description, build_compute
 from stratasim.v1 import compute_pb2
 
 __all__ = ["KINDS", "BackendCost", "operator_from", "price", "to_dict", "to_text"]
@@ -101,8 +103,8 @@ def price(
     *,
     datasheet: bool = False,
 ) -> list[BackendCost]:
-    """``op`` priced by each backend in turn on ``device`` (one name for all, or one per backend: their device
-    names differ). An unknown backend, or one that lacks its device, raises; a backend that cannot price this
+    """``op`` priced by each backend in turn on ``device`` (one for all, or one per backend: their device names
+    differ), a preset's name or a device described in YAML flow text as a study's ``compute.device`` is. An unknown backend, or one that lacks its device, raises; a backend that cannot price this
     operator (a profile without the shape) gives a row with its error, so the others are still compared —
     unless it is the only one, which raises. ``objective`` is what a timeloop backend's mapper minimises;
     ``datasheet`` prices on the device's datasheet figures instead of its fitted efficiency model. Each row says
@@ -114,13 +116,16 @@ def price(
         raise BackendError(f"give one --device for every backend, or one per --backend in order; got {len(devices)} "
                            f"devices for {len(backends)} backends")  # fmt: skip
     results: list[BackendCost] = []
-    for name, chosen in zip(backends, devices):
+    for name, text in zip(backends, devices):
+        chosen, description = _device(name, text, profile, objective)
         try:
-            backend = build_compute(name, profile, objective)
+            backend: ComputeBackend = build_compute(name, profile, objective)
         except ConfigError as exc:  # a malformed profile
             raise BackendError(str(exc)) from None
         except ValueError as exc:  # an objective the mapper does not know
             raise BackendError(f"--objective: {exc}") from None
+        if description is not None:
+            backend = DescribedDevice(backend, description)
         try:
             known = backend.devices()
             facts = backend.describe(compute_pb2.DescribeRequest(devices=[chosen]))
@@ -138,6 +143,15 @@ def price(
     if len(results) == 1 and results[0].cost is None:
         raise BackendError(f"compute backend {results[0].backend!r}: {results[0].error}")
     return results
+
+
+def _device(backend: str, text: str, profile: str | None, objective: str | None) -> tuple[str, Description | None]:
+    """``--device TEXT`` for ``backend``: a preset's name, or a device described as a study's ``compute.device`` is
+    (YAML flow text, ``{preset: h100, memory_bandwidth: 4TB/s}`` or ``{file: chip.yaml}``) and its description."""
+    if not text.lstrip().startswith("{"):
+        return text, None
+    section = device_option(text, backend, profile=profile, objective=objective)
+    return section.device_name(), section.device_description()
 
 
 def _describe(op: compute_pb2.OperatorDesc) -> str:

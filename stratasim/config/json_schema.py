@@ -10,13 +10,15 @@ checks across sections (NPUs against the topology, backends installed, ...) rema
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from stratasim.compute_layer.accelerator_section import AcceleratorSection
+from stratasim.compute_layer.accelerator_section import AcceleratorDescription, AcceleratorSection
 from stratasim.compute_layer.device_section import DeviceSection
+from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection
 from stratasim.config.study_file import StudyCompute, StudyNetwork
 from stratasim.kernel import registry
 from stratasim.kernel.errors import BackendError
@@ -47,7 +49,8 @@ def workload_configs() -> dict[str, type[BaseModel]]:
 def study_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a whole study file."""
     configs = workload_configs()
-    included: list[type[BaseModel]] = [GraphSection, AcceleratorSection, DeviceSection]  # may name a file
+    included: list[type[BaseModel]] = [GraphSection, DeviceSection, AcceleratorSection, AcceleratorDescription,
+                                       WaferSection, WaferDescription]  # may name a file
     models: list[type[BaseModel]] = [SystemOptions, StudyNetwork, StudyCompute, *included, *configs.values()]
     mode: JsonSchemaMode = "validation"
     refs, top = models_json_schema([(model, mode) for model in models], ref_template=_REF)
@@ -61,9 +64,12 @@ def study_schema() -> dict[str, Any]:
         body: dict[str, Any] = defs[ref(model)["$ref"].rsplit("/", 1)[1]]
         return body
 
-    _allow_file(named(GraphSection), instead_of="chips")
-    _allow_file(named(AcceleratorSection), instead_of="preset")
-    _allow_file(named(DeviceSection), instead_of=None)
+    _allow_file(named(GraphSection), instead_of=("chips",))
+    _allow_file(named(DeviceSection))
+    for preset_based in (AcceleratorSection, WaferSection):
+        _allow_file(named(preset_based), instead_of=("preset",))
+    for whole in (AcceleratorDescription, WaferDescription):
+        _allow_file(named(whole), instead_of=named(whole).get("required", ()))
     device = named(StudyCompute)["properties"]["device"]  # {preset: h100} is both a device and an accelerator
     device["anyOf"] = device.pop("oneOf")  # to be refined by the keys; parse_study tells them apart
     return {
@@ -104,10 +110,11 @@ def _workload(configs: dict[str, type[BaseModel]], ref: Any, named: Any) -> dict
     }
 
 
-def _allow_file(body: dict[str, Any], instead_of: str | None) -> None:
-    """Let a section's keys come from a ``file`` the study file reads in; the key ``instead_of`` is then required
+def _allow_file(body: dict[str, Any], instead_of: Sequence[str] = ()) -> None:
+    """Let a section's keys come from a ``file`` the study file reads in; the keys ``instead_of`` are then required
     only without one."""
     body["properties"] = {**body["properties"], "file": {"type": "string", "description": _FILE}}
-    if instead_of is not None and instead_of in body.get("required", ()):
-        body["required"] = [key for key in body["required"] if key != instead_of]
-        body["anyOf"] = [{"required": [instead_of]}, {"required": ["file"]}]
+    moved = [key for key in body.get("required", ()) if key in instead_of]
+    if moved:
+        body["required"] = [key for key in body["required"] if key not in moved]
+        body["anyOf"] = [{"required": moved}, {"required": ["file"]}]

@@ -28,7 +28,7 @@ key stands for any entry of a list, `<name>` for any key of a mapping. "Usually"
 (README, "Units"): outside it the study runs with a warning naming the key, as a slip of a prefix is likelier.
 """
 
-Table = tuple[str, list[tuple[str, dict[str, Any], bool]]]
+Table = tuple[str, list[tuple[str, dict[str, Any], bool | str]]]
 """A section's title and its rows: dotted key, property schema, whether required."""
 
 
@@ -61,12 +61,14 @@ def _models(node: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, dict[
 
 def _tables(title: str, prefix: str, model: dict[str, Any], defs: dict[str, Any]) -> Iterator[Table]:
     """The table of ``model``'s keys under ``prefix``, then the tables of the keys that hold several forms."""
-    rows: list[tuple[str, dict[str, Any], bool]] = []
+    rows: list[tuple[str, dict[str, Any], bool | str]] = []
     nested: list[Table] = []
     required = set(model.get("required", ()))
+    unless_file = {key for branch in model.get("anyOf", ()) if branch.get("required") != ["file"]
+                   for key in branch.get("required", ())}  # fmt: skip
     for key, prop in model["properties"].items():
         dotted = f"{prefix}.{key}" if prefix else key
-        rows.append((dotted, prop, key in required))
+        rows.append((dotted, prop, "required (or `file`)" if key in unless_file else key in required))
         models = _models(prop, defs)
         for suffix, sub in models:
             if len(models) == 1:
@@ -115,9 +117,9 @@ def _allowed(node: dict[str, Any], defs: dict[str, Any]) -> str:
     return "; ".join(dict.fromkeys(said))
 
 
-def _default(prop: dict[str, Any], required: bool) -> str:
+def _default(prop: dict[str, Any], required: bool | str) -> str:
     if required:
-        return "required"
+        return required if isinstance(required, str) else "required"
     if "default" not in prop:
         return ""
     return "none" if prop["default"] is None else f"`{json.dumps(prop['default'])}`"

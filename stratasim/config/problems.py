@@ -3,19 +3,23 @@ a "did you mean" suggestion for unknown keys, following nested sections, lists a
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, Tag, ValidationError
 
+from stratasim.kernel.errors import did_you_mean
+
 __all__ = ["unknown_key", "validated_section"]
 
 
 def _path(loc: Sequence[int | str]) -> str:
-    """A pydantic location as the dotted path a user writes (``network.topology[1].bandwidth``)."""
+    """A pydantic location as the dotted path a user writes (``network.topology[1].bandwidth``); a mapping's key
+    that is itself wrong is named by the key (pydantic adds ``[key]`` after it)."""
     text = ""
     for part in loc:
+        if part == "[key]":
+            continue
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
 
@@ -60,9 +64,7 @@ def _walk(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[list[int | 
 
 def unknown_key(key: str, allowed: Sequence[str]) -> str:
     """The message for an unknown ``key``: the closest allowed key as a suggestion, and every allowed one."""
-    close = difflib.get_close_matches(key, allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown key; {hint}expected one of {', '.join(allowed)}" if allowed else "unknown key"
+    return f"unknown key; {did_you_mean(key, allowed)}expected one of {', '.join(allowed)}" if allowed else "unknown key"
 
 
 def _problems(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[tuple[str, str]]:

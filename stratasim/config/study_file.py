@@ -47,6 +47,7 @@ __all__ = [
     "check_endpoint",
     "load_study",
     "parse_study",
+    "with_device_file",
 ]
 
 # ASTRA-sim truncates every network time to whole nanoseconds; its preset asks the network to do the same.
@@ -173,7 +174,7 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     network_data, readable = _with_graph_file(data.get("network"), source, problems, included)
     network = validated_section(StudyNetwork, network_data, "network", problems) if "network" in data and readable else None
     has_compute = data.get("compute") is not None
-    compute_data, readable = _with_device_file(data.get("compute"), source, problems, included)
+    compute_data, readable = with_device_file(data.get("compute"), source, problems, included)
     compute = validated_section(StudyCompute, compute_data, "compute", problems) if has_compute and readable else None
     if compute is not None and compute.profile is not None:  # a path is relative to the study file
         compute = compute.model_copy(update={"profile": str(Path(source).parent / compute.profile)})
@@ -224,7 +225,7 @@ def _with_graph_file(
     return {**network, "topology": {**topology, **included}}, True
 
 
-def _with_device_file(
+def with_device_file(
     compute: object, source: str, problems: list[tuple[str, str]], included_files: list[Included]
 ) -> tuple[object, bool]:
     """``compute`` with its described device's ``file`` (relative to the study file) read in, the study's own keys

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = [
+    "did_you_mean",
     "StrataSimError",
     "ConfigError",
     "InputError",
@@ -61,3 +65,10 @@ class RemoteError(StrataSimError):
 
 class SimulationError(StrataSimError):
     """The simulation reached an impossible state (e.g. a deadlock: work left but no event pending)."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'x'? "`` naming the choice closest to a misspelt ``name``, or ``""`` when none is close: the one
+    way messages suggest a key, a preset or any other name the user meant."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""

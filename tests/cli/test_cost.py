@@ -181,3 +181,74 @@ def test_presets_price_with_their_fitted_model_and_say_so(capsys: pytest.Capture
     assert code == 0
     assert "roofline calibration: compute 0.502" in out
     assert "timeloop calibration: none: the datasheet's (or the architecture model's) figures" in out
+
+
+def test_a_described_device_prices_as_the_study_would(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--device`` takes what ``compute.device`` takes: H100 at half its memory bandwidth doubles a memory-bound
+    operator's time, as the roofline prices the described device."""
+    from stratasim.compute_layer.device_section import DeviceSection
+    from stratasim.compute_layer.device_wire import device_message
+    from stratasim.compute_layer.roofline import RooflineCompute
+    from stratasim.kernel import operators
+    from stratasim.v1 import compute_pb2
+
+    half = "{preset: h100, memory_bandwidth: 1.675TB/s}"
+    code, out, _ = _cost(capsys, "elementwise", "shape=67108864", "--device", half, "--datasheet", "--json")
+    assert code == 0
+    slow = device_message(DeviceSection.model_validate({"preset": "h100", "memory_bandwidth": "1.675TB/s"}).device())
+    request = compute_pb2.EstimateRequest(device="h100", ops=[operators.elementwise([1 << 26], compute_pb2.BF16)],
+                                          roofline_device=slow, calibration=compute_pb2.Calibration(datasheet=True))
+    (expected,) = RooflineCompute().estimate(request).costs
+    (row,) = json.loads(out)["costs"]
+    assert (row["device"], row["duration_ps"], row["bound"]) == ("h100", expected.duration_ps, "memory")
+    _, preset, _ = _cost(capsys, "elementwise", "shape=67108864", "--device", "h100", "--datasheet", "--json")
+    assert json.loads(preset)["costs"][0]["duration_ps"] < row["duration_ps"]
+
+
+def test_a_whole_accelerator_from_a_file_is_the_preset_and_keys_beside_it_override(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from stratasim.compute_layer.timeloop import accelerator
+    from tests.compute_layer.test_described_accelerator import _written
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chip.yaml").write_text(yaml.safe_dump(_written(accelerator("systolic-32x32-ws"))), encoding="utf-8")
+    gemm = ("gemm", "M=256", "K=512", "N=128", "--dtype", "int8", "--backend", "timeloop", "--json")
+    _, named, _ = _cost(capsys, *gemm, "--device", "systolic-32x32-ws")
+    code, from_file, _ = _cost(capsys, *gemm, "--device", "{file: chip.yaml}")
+    assert code == 0 and json.loads(from_file) == json.loads(named)
+    _, wider, _ = _cost(capsys, *gemm, "--device", "{file: chip.yaml, pe_cols: 64, name: wide}")
+    (row,) = json.loads(wider)["costs"]
+    assert row["device"] == "wide" and row["duration_ps"] < json.loads(named)["costs"][0]["duration_ps"]
+
+
+def test_each_backend_takes_its_own_described_device(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--dtype", "fp16", "--backend", "roofline",
+                         "--backend", "wafer", "--device", "{preset: h100, memory_bandwidth: 1TB/s}", "--device",
+                         "{preset: palm-wafer, dram_bandwidth: 128GB/s, name: slow}", "--json")  # fmt: skip
+    assert code == 0
+    assert [(row["backend"], row["device"]) for row in json.loads(out)["costs"]] == [("roofline", "h100"), ("wafer", "slow")]
+
+
+@pytest.mark.parametrize(
+    ("backend", "device", "fragment"),
+    [
+        ("roofline", "{preset: h100, memory_bandwidth: 4TB}", "--device.memory_bandwidth: unknown bandwidth unit 'TB'"),
+        ("roofline", "{preset: h10}", "--device.preset: unknown preset 'h10'; did you mean 'h100'?"),
+        ("timeloop", "{preset: gemini}", "--device.preset: unknown device 'gemini'; did you mean 'gemmini'?"),
+        ("wafer", "{name: w, tiles: {x: 2}}", "--device.tiles.y: required"),
+        ("roofline", "{preset: gemmini}", "--device: a described accelerator (compute.device as a mapping) is priced by "
+                                          "the timeloop backend; roofline takes"),
+        ("roofline", "{file: missing.yaml}", "--device.file: missing.yaml: no such file"),
+        ("roofline", "{preset: h100", "--device: cannot read '{preset: h100' as YAML"),
+    ],
+)  # fmt: skip
+def test_a_bad_described_device_is_an_error_naming_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], backend: str, device: str,
+    fragment: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _cost(capsys, "gemm", "M=64", "K=64", "N=64", "--backend", backend, "--device", device)
+    assert code == 2 and out == "" and fragment in err and "Traceback" not in err, err

@@ -8,11 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from stratasim.cli import main
-from stratasim.compute_layer.accelerator_section import AcceleratorSection
-from stratasim.compute_layer.timeloop import PRESETS, TimeloopCompute, accelerator, systolic
+from stratasim.compute_layer.accelerator_section import AcceleratorDescription, AcceleratorSection
+from stratasim.compute_layer.sections import ComputeSection
+from stratasim.compute_layer.timeloop import PRESETS, Accelerator, TimeloopCompute, accelerator, systolic
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message, accelerator_message
 from stratasim.kernel import operators
 from stratasim.kernel.errors import RemoteError
@@ -38,12 +40,40 @@ compute: {backend: timeloop, device: systolic-32x32-os}
 
 
 def _described(**keys: object) -> compute_pb2.TimeloopAccelerator:
-    return accelerator_message(AcceleratorSection.model_validate(keys).accelerator())
+    form = AcceleratorSection if "preset" in keys else AcceleratorDescription
+    return accelerator_message(form.model_validate(keys).accelerator())
 
 
-def _priced(backend: object, description: compute_pb2.TimeloopAccelerator) -> compute_pb2.EstimateResponse:
+def _written(acc: Accelerator) -> dict[str, object]:
+    """``acc`` as a study describes it whole, field by field."""
+    levels = [
+        {"name": level.name, "keeps": sorted(level.keeps), "partitions": dict(level.partitions),
+         "read_pj": level.read_pj, "write_pj": level.write_pj,
+         **{key: getattr(level, key) for key in ("words", "read_bandwidth", "write_bandwidth", "shared_bandwidth")
+            if getattr(level, key) is not None},
+         **{key: dict(getattr(level, key)) for key in ("operand_read_pj", "operand_write_pj") if getattr(level, key)}}
+        for level in acc.levels
+    ]  # fmt: skip
+    written: dict[str, object] = {
+        "name": acc.name, "pe_rows": acc.rows, "pe_cols": acc.cols, "clock": f"{acc.clock_hz}Hz", "mac_pj": acc.mac_pj,
+        "levels": levels, "source": acc.source, "onload": sorted(acc.onload),
+        "unrolls": {kind: {"rows": "".join(sorted(rows)), "cols": "".join(sorted(cols))}
+                    for kind, (rows, cols) in acc.unrolls.items()},
+    }  # fmt: skip
+    if acc.dataflow is not None:
+        written["dataflow"] = acc.dataflow
+    if acc.dram_bandwidth is not None:
+        written["dram_words_per_cycle"] = acc.dram_bandwidth
+    if acc.zigzag_compat:
+        written["zigzag_compat"] = True
+    return written
+
+
+def _priced(
+    backend: object, description: compute_pb2.TimeloopAccelerator, ops: list[compute_pb2.OperatorDesc] | None = None
+) -> compute_pb2.EstimateResponse:
     described = DescribedDevice(backend, description)  # type: ignore[arg-type]
-    response = described.estimate(compute_pb2.EstimateRequest(device=description.name, ops=[GEMM]))
+    response = described.estimate(compute_pb2.EstimateRequest(device=description.name, ops=ops or [GEMM]))
     assert not response.HasField("error"), response.error.message
     return response
 
@@ -114,6 +144,49 @@ def test_a_described_array_prices_as_the_model_prices_the_same_array() -> None:
     assert dram > {cost.level: cost.bytes for cost in roomy.traffic}["dram"]
 
 
+WHOLE_GEMMINI = """
+name: gemmini
+pe_rows: 16
+pe_cols: 16
+dataflow: ws
+clock: 700MHz
+mac_pj: 0.23
+levels:
+  - {name: registers, keeps: [inputs, weights, outputs], partitions: {inputs: 1, weights: 1, outputs: 1},
+     read_pj: 0.23, write_pj: 0.23}
+  - {name: accumulator, keeps: [outputs], words: 16384, read_bandwidth: 16, write_bandwidth: 16, read_pj: 10,
+     write_pj: 10}
+  - {name: scratchpad, keeps: [inputs, weights], words: 262144, read_bandwidth: 64, write_bandwidth: 64,
+     read_pj: 2.5, write_pj: 2.5}
+  - {name: dram, keeps: [inputs, weights, outputs], read_bandwidth: 16, write_bandwidth: 16, read_pj: 162.5,
+     write_pj: 162.5}
+"""
+
+
+def test_a_whole_accelerator_written_out_is_the_preset() -> None:
+    """Gemmini's datasheet written key by key, without ``preset:``: the model's Gemmini but for its source."""
+    section = ComputeSection.model_validate({"backend": "timeloop", "device": yaml.safe_load(WHOLE_GEMMINI)})
+    assert isinstance(section.device, AcceleratorDescription)
+    gemmini = accelerator("gemmini")
+    assert section.device.accelerator() == replace(gemmini, source="described in the study")
+    assert section.device_name() == "gemmini"
+
+
+OPS = [GEMM, operators.gemm(64, 1000, 96, dtype=compute_pb2.INT8), operators.conv2d(1, 16, 8, 14, 14, 3, 3, 1, compute_pb2.INT8),
+       operators.elementwise([4096], dtype=compute_pb2.INT8)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [*sorted(PRESETS), "systolic-16x8-ws-bw4"])
+def test_a_whole_description_equal_to_a_preset_prices_exactly_as_the_preset(name: str) -> None:
+    """Every field of the preset written out (its unrolls, onloading, DRAM ports too): the same accelerator, so the
+    same cycles, energy and traffic for every operator."""
+    acc = accelerator(name)
+    whole = AcceleratorDescription.model_validate(_written(acc)).accelerator()
+    assert whole == acc and dict(whole.unrolls) == dict(acc.unrolls)
+    named = TimeloopCompute().estimate(compute_pb2.EstimateRequest(device=name, ops=OPS))
+    assert not named.HasField("error") and _priced(TimeloopCompute(), accelerator_message(whole), OPS).costs == named.costs
+
+
 @pytest.mark.parametrize(
     ("keys", "problem"),
     [
@@ -128,6 +201,10 @@ def test_what_the_model_refuses_is_a_validation_error(keys: dict[str, object], p
         AcceleratorSection.model_validate(keys)
 
 
+LEVEL = "{name: registers, keeps: [weights], words: 4, read_pj: 1, write_pj: 1}"
+DRAM = "{name: dram, keeps: [inputs, weights, outputs], read_pj: 100, write_pj: 100}"
+
+
 @pytest.mark.parametrize(
     ("device", "fragment"),
     [
@@ -135,7 +212,16 @@ def test_what_the_model_refuses_is_a_validation_error(keys: dict[str, object], p
         ("{preset: gemmini, levels: {scratchpad: {words: 0}}}", "compute.device.levels.scratchpad.words: input should"),
         ("{preset: gemmini, pe_rows: many}", "compute.device.pe_rows: input should be a valid integer"),
         ("{preset: gemmini, dataflow: rs}", "compute.device.dataflow: input should be 'os', 'ws' or 'is'"),
-        ("{pe_rows: 4}", "compute.device.preset: required"),
+        (f"{{pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}]}}", "compute.device.name: required"),
+        ("{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1}", "compute.device.levels: required"),
+        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {{name: dram, keeps: [inputs, "
+         "weights, outputs], read_pj: 1}]}", "compute.device.levels[1].write_pj: required"),
+        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {LEVEL}]}}",
+         "compute.device: accelerator 'a': the last level 'registers' must keep every operand and be unbounded"),
+        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}], onload: [ins]}}",
+         "compute.device.onload[0]: input should be 'inputs', 'weights' or 'outputs'"),
+        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}], unrolls: {{fc: {{rows: M, cols: N}}}}}}",
+         "compute.device.unrolls.fc: input should be 'gemm' or 'conv', got 'fc'"),
         ("{preset: eyeriss-like, dataflow: os}", "compute.device: accelerator 'eyeriss-like': a systolic dataflow"),
     ],
 )  # fmt: skip
@@ -158,8 +244,11 @@ def test_a_described_accelerator_is_for_the_timeloop_backend(tmp_path: Path, cap
     assert "a described accelerator (compute.device as a mapping) is priced by the timeloop backend" in err
 
 
-def test_a_server_prices_the_described_accelerator_as_in_process() -> None:
+@pytest.mark.parametrize("whole", [False, True], ids=["from-a-preset", "whole"])
+def test_a_server_prices_the_described_accelerator_as_in_process(whole: bool) -> None:
     grown = _described(preset="systolic-32x32-os", pe_rows=64, pe_cols=64)
+    if whole:  # the same array written out in full, without a preset
+        grown = _described(**{**_written(systolic(64, 64, "os")), "name": grown.name, "source": grown.source})
     with served("compute", "timeloop") as endpoint:
         remote = DescribedDevice(ComputeClient(endpoint, backend="timeloop", timeout_s=60), grown)
         try:

@@ -116,7 +116,7 @@ def test_a_described_device_the_backend_cannot_build_is_an_error_naming_it() -> 
     ({"preset": "h100", "bandwith": "1TB/s"}, ("bandwith",), "Extra inputs are not permitted"),
     ({"preset": "h100", "memory_bandwidth": "-1TB/s"}, ("memory_bandwidth",), "a bandwidth must be positive"),
     ({"preset": "h100", "memory_bandwidth": "4TB"}, ("memory_bandwidth",), "unknown bandwidth unit 'TB'"),
-    ({"preset": "v100"}, ("preset",), "unknown preset 'v100'; expected one of a100, b200"),
+    ({"preset": "v100"}, ("preset",), "unknown preset 'v100'; did you mean 'h100'? expected one of a100, b200"),
     ({"preset": "h100", "peak": {"bf17": "10TFLOPS"}}, ("peak",), "unknown dtype 'bf17'"),
     ({"preset": "h100", "peak": {"bf16": "10TB/s"}}, ("peak", "bf16"), "unknown throughput unit"),
     ({"preset": "h100", "memory_capacity": "0B"}, ("memory_capacity",), "greater than 0"),

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -18,7 +19,7 @@ from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.sections import ComputeSection
 from stratasim.compute_layer.wafer import PALM_WAFER, PRESETS, Wafer, WaferCompute, WaferEnergy, palm_wafer
 from stratasim.compute_layer.wafer.wafer_wire import wafer_from_message, wafer_message
-from stratasim.compute_layer.wafer_section import WaferSection
+from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection
 from stratasim.kernel import operators
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote import ComputeClient, compute_service
@@ -46,7 +47,20 @@ ODD = Wafer("odd", (3, 2), (5, 1), ((compute_pb2.FP8, 10**15),), 12345, 7 * 10**
 
 
 def _described(**keys: object) -> compute_pb2.WaferDevice:
-    return wafer_message(WaferSection.model_validate(keys).wafer())
+    form = WaferSection if "preset" in keys else WaferDescription
+    return wafer_message(form.model_validate(keys).wafer())
+
+
+def _written(chip: Wafer) -> dict[str, object]:
+    """``chip`` as a study describes it whole, every Table-VI parameter and energy field by field."""
+    return {
+        "name": chip.name, "tiles": {"x": chip.tiles[0], "y": chip.tiles[1]},
+        "cores": {"x": chip.cores[0], "y": chip.cores[1]},
+        "peak": {operators.dtype_name(dtype): f"{peak}FLOPS" for dtype, peak in chip.peak_flops},
+        "sram": f"{chip.sram_bytes}B", "dram_bandwidth": f"{chip.dram_bandwidth}B/s",
+        "link_bandwidth": f"{chip.link_bandwidth}B/s", "dram_latency": f"{chip.dram_latency_ps}ps",
+        "link_latency": f"{chip.link_latency_ps}ps", "energy": vars(chip.energy), "source": chip.source,
+    }  # fmt: skip
 
 
 def _priced(backend: object, description: compute_pb2.WaferDevice, op: compute_pb2.OperatorDesc = GEMM) -> compute_pb2.OperatorCost:
@@ -98,6 +112,36 @@ def test_the_preset_described_prices_exactly_as_the_preset() -> None:
     grown = _described(preset="palm-wafer", tiles={"x": 10}, name="palm-wafer-10x4")
     assert wafer_from_message(grown) == replace(palm_wafer(10, 4), source=grown.source)
     assert _priced(WaferCompute(), grown) == _estimate("palm-wafer-10x4")
+
+
+WHOLE_PALM = """
+name: palm-wafer
+tiles: {x: 5, y: 4}
+cores: {x: 4, y: 4}
+peak: {fp16: 256TFLOPS, bf16: 256TFLOPS}
+sram: 60MiB
+dram_bandwidth: 256GB/s
+link_bandwidth: 1024GB/s
+"""
+
+
+def test_a_whole_wafer_written_out_is_the_preset() -> None:
+    """Table VI written key by key, without ``preset:``: the model's wafer but for its source (no latencies, and
+    Horowitz's energies, as the preset)."""
+    section = ComputeSection.model_validate({"backend": "wafer", "device": yaml.safe_load(WHOLE_PALM)})
+    assert isinstance(section.device, WaferDescription)
+    assert section.device.wafer() == replace(PALM_WAFER, source="described in the study")
+
+
+@pytest.mark.parametrize("chip", [*PRESETS.values(), palm_wafer(2, 3), ODD], ids=lambda chip: chip.name)
+def test_a_whole_description_equal_to_a_wafer_prices_exactly_as_it(chip: Wafer) -> None:
+    dtype = chip.peak_flops[0][0]
+    ops = [operators.gemm(4096, 4096, 4096, dtype), operators.gemm(128, 4096, 512, dtype=dtype),
+           operators.elementwise([4096, 4096], dtype=dtype)]  # fmt: skip
+    whole = _described(**_written(chip))
+    assert wafer_from_message(whole) == chip
+    named = WaferCompute([chip]).estimate(compute_pb2.EstimateRequest(device=chip.name, ops=ops))
+    assert [_priced(WaferCompute(), whole, op) for op in ops] == list(named.costs)
 
 
 def _estimate(device: str, op: compute_pb2.OperatorDesc = GEMM) -> compute_pb2.OperatorCost:
@@ -156,6 +200,16 @@ def test_what_the_model_refuses_is_a_validation_error(keys: dict[str, object], p
         WaferSection.model_validate(keys)
 
 
+WHOLE = {"name": "w", "tiles": "{x: 2, y: 2}", "cores": "{x: 4, y: 4}", "peak": "{fp16: 1TFLOPS}", "sram": "1MiB",
+         "dram_bandwidth": "1TB/s", "link_bandwidth": "1TB/s"}  # fmt: skip
+
+
+def _whole(**changes: str | None) -> str:
+    """A whole wafer in YAML flow style, with ``changes`` (None: the key left out)."""
+    keys = {key: value for key, value in {**WHOLE, **changes}.items() if value is not None}
+    return "{" + ", ".join(f"{key}: {value}" for key, value in keys.items()) + "}"
+
+
 @pytest.mark.parametrize(
     ("device", "fragment"),
     [
@@ -169,7 +223,11 @@ def test_what_the_model_refuses_is_a_validation_error(keys: dict[str, object], p
         ("{preset: palm-wafer, energy: {flop: 1}}", "compute.device.energy.flop: unknown key"),
         ("{preset: palm-wafer, sram: 15B}", "compute.device: wafer 'palm-wafer': sram_bytes 15 gives its 16 cores"),
         ("{preset: palm-wafer-0x4}", "compute.device.preset: wafer 'palm-wafer-0x4': tiles must be two positive"),
-        ("{tiles: {x: 2}}", "compute.device.preset: required"),
+        (_whole(tiles="{x: 2}"), "compute.device.tiles.y: required"),
+        (_whole(sram=None), "compute.device.sram: required"),
+        (_whole(name=None), "compute.device.name: required"),
+        (_whole(sram="15B"), "compute.device: wafer 'w': sram_bytes 15 gives its 16 cores no byte each"),
+        (_whole(energy="{noc_byte_hop_pj: -1}"), "compute.device.energy.noc_byte_hop_pj: input should be greater"),
     ],
 )  # fmt: skip
 def test_bad_descriptions_are_one_clear_error(
@@ -191,8 +249,11 @@ def test_a_described_wafer_is_for_the_wafer_backend(tmp_path: Path, capsys: pyte
     assert "a described wafer (compute.device as a mapping) is priced by the wafer backend; roofline takes" in err
 
 
-def test_a_server_prices_the_described_wafer_as_in_process() -> None:
+@pytest.mark.parametrize("whole", [False, True], ids=["from-a-preset", "whole"])
+def test_a_server_prices_the_described_wafer_as_in_process(whole: bool) -> None:
     slow = _described(preset="palm-wafer", dram_bandwidth="64GB/s", link_latency="5ns")
+    if whole:  # the same wafer written out in full, without a preset
+        slow = _described(**_written(wafer_from_message(slow)))
     with served("compute", "wafer") as endpoint:
         remote = DescribedDevice(ComputeClient(endpoint, backend="wafer", timeout_s=60), slow)
         try:
@@ -236,3 +297,26 @@ def test_a_server_that_does_not_read_described_wafers_is_never_sent_one(monkeypa
 def test_each_models_preset_is_told_apart(backend: str, device: dict[str, object], form: type) -> None:
     section = ComputeSection.model_validate({"backend": backend, "device": device})
     assert isinstance(section.device, form) and section.device_name() == device["preset"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "preset", "fragment"),
+    [
+        ("roofline", "h10", "compute.device.preset: unknown preset 'h10'; did you mean 'h100'? expected one of a100, "),
+        ("timeloop", "gemini", "compute.device.preset: unknown device 'gemini'; did you mean 'gemmini'? known devices: "
+                               "eyeriss-like, gemmini, systolic-128x128-is"),
+        ("wafer", "palm-wafr", "compute.device.preset: unknown device 'palm-wafr'; did you mean 'palm-wafer'? known "
+                               "devices: palm-wafer, palm-wafer-1x1"),
+        ("timeloop", "tpu", "compute.device.preset: unknown device 'tpu'; known devices: eyeriss-like"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_preset_is_reported_among_the_backends_presets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str, preset: str, fragment: str
+) -> None:
+    """A preset no model has says nothing of the model it meant: the study's backend does."""
+    path = tmp_path / "base.yaml"
+    path.write_text(BASE, encoding="utf-8")
+    assert main(["check", str(path), "--set", f"compute.backend={backend}", "--set",
+                 f"compute.device={{preset: {preset}, name: mine}}"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n  ") == 1, err
