@@ -352,6 +352,15 @@ _B200 = Device(
     "so no SRAM level or tiling; no price: the AWS Capacity Blocks table read (see the h100 preset) has no B200 "
     "instance and no first-party B200 rate (AWS P6-B200, Google A4, Azure) was readable in a stored page, so "
     "usd_per_hour and price_usd are left out",
+    # Fitted to FP8 runs (the GEMMs on the FP8 peak, everything else on bf16's); the one compute efficiency scales
+    # every dtype's peak, bf16's included. No measured HBM bandwidth and no published tile: memory at the datasheet's,
+    # no tile and wave quantization.
+    compute_efficiency=0.401,
+    calibration_source="fitted to NVIDIA's Llama 3 8B pre-training on one DGX B200 in FP8 (Transformer Engine: GEMMs "
+    "in FP8, the rest in bf16; 8 GPUs, micro-batch 2, global batch 128, sequence 8192), the same configuration in "
+    "NeMo 25.02's performance summary (26,006 tokens/s per GPU) and Megatron Bridge 25.11's (30,624); compute "
+    "efficiency without tile and wave quantization (the B200's tile is not published), applied to every dtype's "
+    "peak; largest error 8.2 %; memory efficiency not measured (datasheet bandwidth)",
 )
 
 _MI300X = Device(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import stratasim
+from stratasim.compute_layer.devices import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +49,11 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
     # HGX node, in sequences per second (within a node the network is NVLink's, which the model knows well).
     "h100": tuple(Reference(_CALIBRATION / f"mpt_{size}_h100.yaml", tokens / 2048, "samples_per_second")
                   for size, tokens in (("7b", 85144), ("13b", 38336), ("30b", 16022))),
+    # Llama 3 8B on one DGX B200 in FP8 (GEMMs in fp8, the rest in bf16), the same configuration in NVIDIA's first
+    # and latest published releases: NeMo 25.02's performance summary, 26,006 tokens/s per GPU, and Megatron Bridge
+    # 25.11's (FP8-CS), 30,624; in sequences of 8192 tokens per second over the 8 GPUs.
+    "b200": tuple(Reference(_CALIBRATION / "llama3_8b_b200.yaml", tokens * 8 / 8192, "samples_per_second")
+                  for tokens in (26006, 30624)),
     # MaxText's 22B model on a v4-128 slice: 156 TFLOP/s per chip under MaxText's FLOP count, 35.10 sequences/s
     # (examples/calibration/maxtext_22b_tpuv4.yaml derives it).
     "tpuv4": (Reference(_CALIBRATION / "maxtext_22b_tpuv4.yaml", 35.10, "samples_per_second"),),
@@ -60,7 +66,8 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
 
 
 # Each device's measured memory efficiency (the default of --memory-efficiency).
-MEMORY_EFFICIENCY = {"a100": 0.834, "h100": 0.887, "tpuv4": 1.0, "tpuv5p": 1.0}  # TPUs: no published measurement
+# TPUs and B200: no published measurement.
+MEMORY_EFFICIENCY = {"a100": 0.834, "h100": 0.887, "tpuv4": 1.0, "tpuv5p": 1.0, "b200": 1.0}
 
 
 def errors(references: Sequence[Reference], efficiency: float, memory: float, launch: str, sized: bool) -> list[float]:
@@ -94,9 +101,11 @@ def main() -> None:
     parser.add_argument("device", choices=sorted(REFERENCES))
     parser.add_argument("--memory-efficiency", type=float, help="default: the device's measured one")
     parser.add_argument("--launch-overhead", default="0ns")
-    parser.add_argument("--size-efficiency", dest="sized", action=argparse.BooleanOptionalAction, default=True,
-                        help="with tile and wave quantization (the default) or without")
+    parser.add_argument("--size-efficiency", dest="sized", action=argparse.BooleanOptionalAction,
+                        help="with tile and wave quantization (the default for a device with a tiling) or without")
     args = parser.parse_args()
+    if args.sized is None:  # a device whose tile is not published (b200) has no quantization to apply
+        args.sized = PRESETS[args.device].tiling is not None
     args.memory_efficiency = args.memory_efficiency or MEMORY_EFFICIENCY[args.device]
     references = REFERENCES[args.device]
     efficiency = fit(references, args.memory_efficiency, args.launch_overhead, args.sized)

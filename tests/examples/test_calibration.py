@@ -93,3 +93,47 @@ def test_the_tpuv5p_model_reproduces_maxtext(size: str) -> None:
     assert abs(rate / published.expected - 1) < published.tolerance, f"MaxText {size}: {rate:.3f} sequences/s"
     assert "MaxText's 32B and 64B" in report.calibration
     assert not [w for w in report.warnings if "uncalibrated" in w]  # the studies keep MaxText's memory over capacity
+
+
+# NVIDIA's Llama 3 8B on one DGX B200 in FP8 (GEMMs in fp8, the rest in bf16), the same configuration in NeMo 25.02's
+# performance summary and Megatron Bridge 25.11's, as stratasim validate checks them.
+LLAMA3_8B_B200 = CALIBRATION / "llama3_8b_b200.yaml"
+B200_RELEASES = ("nemo 25.02", "megatron bridge 25.11")
+NEMOTRON4_15B_B200 = CALIBRATION / "nemotron4_15b_b200.yaml"
+H100_FP8 = ("llama3_8b_h100_fp8", "llama2_7b_h100_fp8")
+
+
+def test_the_b200_model_reproduces_nvidias_fp8_runs_it_was_fitted_to() -> None:
+    report = run_study(load_study(LLAMA3_8B_B200))
+    assert report.training is not None
+    rate = report.training["samples_per_second"]
+    for release in B200_RELEASES:
+        published = case("calibration", f"llama3_8b_b200 {release}").check("samples_per_second")
+        assert abs(rate / published.expected - 1) < published.tolerance, f"{release}: {rate:.3f} sequences/s"
+    assert "fitted to NVIDIA's Llama 3 8B" in report.calibration and "FP8" in report.calibration
+    assert not report.warnings
+
+
+def test_nemotron4_15b_on_eight_b200_nodes_shows_the_exposed_data_parallel_gathers() -> None:
+    """Not fitted: across eight nodes the distributed optimizer's gradient reduce-scatter and parameter all-gather
+    (15.6 B parameters in bf16) cross InfiniBand, and the simulated run leaves them exposed where Megatron overlaps
+    them with compute, so it is slower than NeMo 25.02 measured."""
+    report = run_study(load_study(NEMOTRON4_15B_B200))
+    assert report.training is not None
+    published = case("calibration", "nemotron4_15b_b200")
+    low, high = published.check("samples_per_second").band
+    assert low <= report.training["samples_per_second"] / published.check("samples_per_second").expected <= high
+    assert report.total_time_ps == published.check("total_time_ps").expected
+
+
+@pytest.mark.parametrize("name", H100_FP8)
+def test_the_bf16_fitted_h100_model_reproduces_fp8_runs_with_the_gemms_at_the_fp8_peak(name: str) -> None:
+    """The transfer the b200 model relies on, checked on H100: the efficiency fitted to bf16 runs reproduces NVIDIA's
+    FP8 runs within 15 % once the GEMMs are priced at the FP8 peak; priced all in bf16 they come out 35-45 % slow."""
+    published = case("calibration", name).check("samples_per_second")
+    report = run_study(load_study(CALIBRATION / f"{name}.yaml"))
+    assert report.training is not None
+    assert abs(report.training["samples_per_second"] / published.expected - 1) < published.tolerance
+    as_bf16 = run_study(load_study(CALIBRATION / f"{name}.yaml", ["workload.gemm_precision=bf16"]))
+    assert as_bf16.training is not None
+    assert as_bf16.training["samples_per_second"] / published.expected < 0.7

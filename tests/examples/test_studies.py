@@ -66,10 +66,13 @@ from stratasim.report.report import Report
 from stratasim.study.run import run_study
 from tests.examples.test_calibration import (
     CALIBRATION,
+    H100_FP8,
     LLAMA,
+    LLAMA3_8B_B200,
     LLAMA31_8B,
     MAXTEXT_22B,
     MAXTEXT_V5P,
+    NEMOTRON4_15B_B200,
     PUBLISHED_SEQUENCES,
 )
 from tests.examples.test_megatron import EXAMPLES as MEGATRON
@@ -154,6 +157,7 @@ def test_every_example_has_a_test() -> None:
                MAXTEXT_22B, SERVING_SWEEP}
     tested |= {CALIBRATION / f"mpt_{size}_h100.yaml" for size in PUBLISHED_SEQUENCES}
     tested |= {CALIBRATION / f"maxtext_{size}_tpuv5p.yaml" for size in MAXTEXT_V5P} | {LLAMA31_8B}
+    tested |= {LLAMA3_8B_B200, NEMOTRON4_15B_B200} | {CALIBRATION / f"{name}.yaml" for name in H100_FP8}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
     assert not untested, f"examples no test runs: {untested}; give each a headline figure in HEADLINES here"

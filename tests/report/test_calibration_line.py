@@ -35,15 +35,15 @@ def test_a_fitted_preset_names_its_model_and_source() -> None:
 
 
 def test_a_preset_without_a_fit_runs_with_a_warning() -> None:
-    report = _run(**{"compute.device": "b200"})
+    report = _run(**{"compute.device": "mi300x"})
     assert report.calibration == "none (datasheet figures)"
     (warning,) = [w for w in report.warnings if "uncalibrated" in w]
-    assert "'b200'" in warning and "compute.calibration" in warning
+    assert "'mi300x'" in warning and "compute.calibration" in warning
     assert f"warning: {warning}" in report.to_text()
 
 
 def test_the_studys_own_calibration_silences_the_warning_and_is_named() -> None:
-    report = _run(**{"compute.device": "b200", "compute.calibration": {"compute_efficiency": 0.6}})
+    report = _run(**{"compute.device": "mi300x", "compute.calibration": {"compute_efficiency": 0.6}})
     assert report.calibration == "the study's compute.calibration (compute_efficiency) over datasheet figures"
     assert not [w for w in report.warnings if "uncalibrated" in w]
 

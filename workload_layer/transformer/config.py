@@ -241,6 +241,12 @@ class TransformerConfig(Section):
     """The parallel plan."""
     precision: DTypeName = "bf16"
     """Data type of weights and activations."""
+    gemm_precision: DTypeName | None = None
+    """Data type the matrix products (the linear layers' GEMMs, forward and backward) are computed in, priced at
+    that dtype's peak; default: ``precision``. ``fp8`` is Transformer Engine's FP8 training: the GEMMs run on the
+    FP8 tensor cores while weights, activations, gradients, their memory and communication stay in ``precision``
+    (so does the fused attention core: TE runs its products in FP8 only with the recipe's ``fp8_dpa``, off by
+    default in TE's recipe API; so do pointwise operators)."""
     attention: AttentionKernel = "fused"
     """The attention core: ``fused``, one causal FlashAttention kernel per pass that never writes the score matrix
     to memory (what Megatron-core, NeMo and PyTorch use today), or ``unfused``, scores GEMM, softmax and context

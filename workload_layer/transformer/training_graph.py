@@ -52,7 +52,8 @@ class StagePlan:
     the same experts. ``zero`` is the ZeRO stage: from 1, each gradient bucket is reduce-scattered and the updated
     parameters all-gathered instead of all-reduced; at 3, each block's parameters are all-gathered before its
     forward and backward passes and its gradients reduce-scattered after each backward pass instead. Groups of one
-    NPU emit no collective.
+    NPU emit no collective. ``gemm_dtype``, when set, is the dtype every GEMM is priced in (FP8 training: its
+    peak), while its bytes, every other operator and all communication stay in ``dtype``.
     """
 
     npu: int
@@ -70,6 +71,7 @@ class StagePlan:
     expert_data_group: tuple[int, ...] = ()
     zero: int = 0
     gather_boundary: bool = False
+    gemm_dtype: operators.DType | None = None
 
     def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
         """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
@@ -332,6 +334,8 @@ class _Emitter:
                 m, k, n = {"forward": (step.m, step.k, step.n), "dgrad": (step.m, step.n, step.k),
                            "wgrad": (step.k, step.m, step.n)}[role]  # fmt: skip
                 desc = operators.gemm(m, k, n, dtype=dtype, batch=step.batch, name=step.name)
+                if self._plan.gemm_dtype is not None:
+                    desc.dtype = self._plan.gemm_dtype  # priced at its peak; bytes stay the operands' (dtype)
             known = self._operators[(step, role)] = desc.SerializeToString()
         return known
 

@@ -84,6 +84,8 @@ class TransformerWorkload:
     def __init__(self, config: TransformerConfig) -> None:
         self.config = config
         self._dtype = operators.parse_dtype(config.precision)
+        gemm = None if config.gemm_precision is None else operators.parse_dtype(config.gemm_precision)
+        self._gemm_dtype = None if gemm == self._dtype else gemm
         self._chunks: dict[int, tuple[tuple[Block, ...], ...]] = {}  # by pipeline stage
         self._memory: dict[int, StageMemory] = {}  # by pipeline stage
 
@@ -188,6 +190,7 @@ class TransformerWorkload:
             resident_bytes={"weights": memory.weights_bytes, "gradients": memory.gradients_bytes,
                             "optimizer": memory.optimizer_bytes},
             dtype=self._dtype,
+            gemm_dtype=self._gemm_dtype,
             expert_group=tuple(replicas[d] for d in ep_ranks),
             expert_data_group=tuple(replicas[d] for d in expert_data_ranks),
             zero=plan.zero,
