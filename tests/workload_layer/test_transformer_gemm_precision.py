@@ -4,7 +4,11 @@ weights, activations, gradients, their memory and communication stay in ``precis
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
+import pytest
+
+from stratasim import cli
 from stratasim.compute_layer.devices import PRESETS, datasheet
 from stratasim.compute_layer.roofline import level_times
 from stratasim.kernel import operators
@@ -68,3 +72,21 @@ def test_a_compute_bound_fp8_gemm_takes_half_the_bf16_time() -> None:
     # With an SRAM level the tiles' re-reads are counted in fp8 elements (what the tensor cores stream); the
     # operator's own bytes, the floor of its main-memory traffic, stay bf16's.
     assert bf16.bytes <= mixed.traffic[0][1] <= plain.traffic[0][1]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["workload.gemm_precision=fp9"], "workload.gemm_precision: unknown dtype 'fp9'; expected one of"),
+        (["workload.gemm_precision=fp8", "compute.device=a100"], "device 'a100' cannot compute in fp8"),
+    ],
+)
+def test_a_gemm_precision_the_study_cannot_use_is_one_error(
+    capsys: pytest.CaptureFixture[str], overrides: list[str], message: str
+) -> None:
+    """An unknown dtype, or one the device has no peak for, ends the run with one message and exit 2."""
+    study = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
+    argv = ["run", str(study), *(part for key in overrides for part in ("--set", key))]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
