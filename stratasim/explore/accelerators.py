@@ -1,8 +1,9 @@
 """``{generator: accelerator}``: accelerator configurations of the Timeloop-style model, as DEAP varies Gemmini's.
 
-The base study describes its accelerator (``compute.device: {preset: systolic-32x32-os, ...}``, priced by the
-``timeloop`` backend; :mod:`stratasim.compute_layer.accelerator_section`), and each point sets keys of that
-description, for every combination of
+The base study describes its accelerator, from a preset (``compute.device: {preset: systolic-32x32-os, ...}``) or
+whole (``name``, ``pe_rows``, ..., ``levels`` as a list), priced by the ``timeloop`` backend
+(:mod:`stratasim.compute_layer.accelerator_section`), and each point sets keys of that description, for every
+combination of
 
 - a PE array shape, ``compute.device.pe_rows`` and ``pe_cols``: every ``rows x cols`` of the ``rows`` and ``cols``
   lists, or every factorisation of each PE count of ``pes`` (``1x1024`` to ``1024x1``: rows carry another problem
@@ -10,7 +11,8 @@ description, for every combination of
 - a ``dataflow`` (``os``, ``ws``, ``is``) when listed;
 - buffer sizes in words, ``buffers: {LEVEL: [...]}`` for a storage level's ``words`` (what it holds of every operand
   it keeps) and ``{LEVEL.OPERAND: [...]}`` for one operand's buffer (``levels.LEVEL.partitions.OPERAND``), LEVEL
-  being one of the base preset's level names.
+  being one of the base accelerator's level names (a whole description's levels are a list, so its points set
+  ``levels.I.words``, I the level's place in it).
 
 An array longer than ``max_aspect`` times its width (either way) is skipped; so is every configuration the model
 refuses (a systolic dataflow on Eyeriss's row-stationary array, say), by the model's own reason, each counted.
@@ -20,11 +22,11 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, StringConstraints, ValidationError, model_validator
 
-from stratasim.compute_layer.accelerator_section import AcceleratorSection
+from stratasim.compute_layer.accelerator_section import AcceleratorDescription, AcceleratorSection
 from stratasim.compute_layer.timeloop.problem import OPERANDS
 from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
 
@@ -37,6 +39,7 @@ _BACKEND = "timeloop"
 _DEVICE = "compute.device."
 Side = Annotated[int, Field(ge=1)]
 BufferKey = Annotated[str, StringConstraints(pattern=r"^[^.\s]+(\.[^.\s]+)?$")]
+Described: TypeAlias = AcceleratorSection | AcceleratorDescription
 
 
 class AcceleratorGenerator(Generator):
@@ -61,9 +64,9 @@ class AcceleratorGenerator(Generator):
         return self
 
     def generate(self, study: Study) -> Generated:
-        base = _base_device(study)
+        section, base = _base_device(study)
         axes = [self._shapes(), [{"dataflow": flow} for flow in self.dataflow or []] or [{}],
-                *self._buffer_axes(base)]  # fmt: skip
+                *self._buffer_axes(section, base)]  # fmt: skip
         points: list[dict[str, Any]] = []
         skipped: Counter[str] = Counter()
         for combination in itertools.product(*axes):
@@ -73,7 +76,7 @@ class AcceleratorGenerator(Generator):
                 skipped[f"arrays longer than max_aspect ({self.max_aspect:g}) times their width"] += 1
                 continue
             try:
-                AcceleratorSection.model_validate(_with(base, keys))
+                section.model_validate(_with(base, keys))
             except ValidationError as exc:
                 skipped[reason(str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, "))] += 1
                 continue
@@ -90,9 +93,10 @@ class AcceleratorGenerator(Generator):
             return [{}]
         return [{"pe_rows": rows, "pe_cols": cols} for rows, cols in dict.fromkeys(shapes)]
 
-    def _buffer_axes(self, base: dict[str, Any]) -> list[list[dict[str, Any]]]:
-        """One axis per ``buffers`` entry: the description's key it sets, over its sizes."""
-        levels = [level.name for level in AcceleratorSection.model_validate(base).accelerator().levels]
+    def _buffer_axes(self, section: type[Described], base: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        """One axis per ``buffers`` entry: the description's key it sets, over its sizes (a whole description's
+        level by its place in the list)."""
+        levels = [level.name for level in section.model_validate(base).accelerator().levels]
         axes = []
         for key, sizes in (self.buffers or {}).items():
             level, _, operand = key.partition(".")
@@ -101,13 +105,15 @@ class AcceleratorGenerator(Generator):
                                                        f"{', '.join(levels)}")  # fmt: skip
             if operand and operand not in OPERANDS:
                 raise GeneratorError(f"buffers.{key}", f"unknown operand {operand!r}; expected {', '.join(OPERANDS)}")
-            path = f"levels.{level}.partitions.{operand}" if operand else f"levels.{level}.words"
+            place = levels.index(level) if section is AcceleratorDescription else level
+            path = f"levels.{place}.partitions.{operand}" if operand else f"levels.{place}.words"
             axes.append([{path: size} for size in sizes])
         return axes
 
 
-def _base_device(study: Study) -> dict[str, Any]:
-    """The base study's accelerator description as written; GeneratorError unless it describes one for timeloop."""
+def _base_device(study: Study) -> tuple[type[Described], dict[str, Any]]:
+    """The base study's accelerator description, its form and its keys as written; GeneratorError unless it
+    describes one for timeloop."""
     if study.compute is None:
         raise GeneratorError("generator", f"needs a base study with a compute section (backend: {_BACKEND})")
     others = sorted(set(study.compute.routes().values()) - {_BACKEND})
@@ -115,21 +121,24 @@ def _base_device(study: Study) -> dict[str, Any]:
         raise GeneratorError("generator", f"varies a {_BACKEND} accelerator, so every backend of the base study's "
                                           f"compute section must be {_BACKEND}, not {', '.join(others)}")  # fmt: skip
     device = study.compute.device
-    if not isinstance(device, AcceleratorSection):
+    if not isinstance(device, (AcceleratorSection, AcceleratorDescription)):
         raise GeneratorError("generator", f"varies the keys of compute.device: write the base study's device as a "
                                           f"mapping, {{preset: {device if isinstance(device, str) else 'NAME'}}}")  # fmt: skip
-    return device.model_dump(exclude_unset=True)
+    return type(device), device.model_dump(exclude_unset=True)
 
 
 def _with(description: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
-    """``description`` with each dotted key of ``keys`` set, nested mappings copied on the way."""
+    """``description`` with each dotted key of ``keys`` set (a number indexes a list), what is on the way copied."""
     result = dict(description)
     for dotted, value in keys.items():
         *path, last = dotted.split(".")
-        node = result
+        node: Any = result
         for part in path:
-            node[part] = node = dict(node.get(part) or {})
-        node[last] = value
+            key: Any = int(part) if isinstance(node, list) else part
+            child = node[key] if isinstance(node, list) else node.get(part)
+            node[key] = copied = list(child) if isinstance(child, list) else dict(child or {})
+            node = copied
+        node[int(last) if isinstance(node, list) else last] = value
     return result
 
 

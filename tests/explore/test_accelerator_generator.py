@@ -115,6 +115,51 @@ def test_a_bigger_array_is_never_slower_on_a_large_gemm(tmp_path: Path) -> None:
         assert runs[(64, 64, flow, 65536)]["compute_time_ns"] < runs[(16, 16, flow, 65536)]["compute_time_ns"]
 
 
+WHOLE_GEMMINI = """
+  device:
+    name: gemmini
+    pe_rows: 16
+    pe_cols: 16
+    dataflow: ws
+    clock: 700MHz
+    mac_pj: 0.23
+    levels:
+      - {name: registers, keeps: [inputs, weights, outputs], partitions: {inputs: 1, weights: 1, outputs: 1},
+         read_pj: 0.23, write_pj: 0.23}
+      - {name: accumulator, keeps: [outputs], words: 16384, read_bandwidth: 16, write_bandwidth: 16, read_pj: 10,
+         write_pj: 10}
+      - {name: scratchpad, keeps: [inputs, weights], words: 262144, read_bandwidth: 64, write_bandwidth: 64,
+         read_pj: 2.5, write_pj: 2.5}
+      - {name: dram, keeps: [inputs, weights, outputs], read_bandwidth: 16, write_bandwidth: 16, read_pj: 162.5,
+         write_pj: 162.5}
+"""
+
+
+def test_a_whole_base_accelerator_sweeps_as_its_preset(tmp_path: Path) -> None:
+    """Gemmini written out whole, without ``preset:``: its levels are a list, so the points set them by place
+    (``levels.2.words``), and every point prices exactly as the same point on ``{preset: gemmini}``."""
+    space = ("  acc: {generator: accelerator, pes: [256], dataflow: [os, ws], max_aspect: 4,\n"
+             "        buffers: {scratchpad: [65536, 262144], accumulator.outputs: [1024, 16384]}}\n")  # fmt: skip
+    whole = BASE.replace("compute: {backend: timeloop, device: {preset: systolic-32x32-os}}",
+                         "compute:\n  backend: timeloop" + WHOLE_GEMMINI)  # fmt: skip
+    preset = BASE.replace("systolic-32x32-os", "gemmini")
+    metrics = []
+    for name, base in [("whole", whole), ("preset", preset)]:
+        folder = tmp_path / name
+        folder.mkdir()
+        sweep = load_sweep(_sweep(folder, space, base))
+        outcome = run_sweep(sweep, ResultStore(folder / "s.db", sweep.section.model_dump_json()), workers=1)
+        assert all(r.status == "done" for r in outcome.trials), [r.error for r in outcome.trials if r.error][:1]
+        metrics.append([(trial.metrics["compute_time_ns"], trial.metrics["compute_energy_pj"])
+                        for trial in outcome.trials])  # fmt: skip
+        if name == "whole":
+            assert outcome.trials[0].params == {DEVICE + "pe_rows": 8, DEVICE + "pe_cols": 32, DEVICE + "dataflow": "os",
+                                                DEVICE + "levels.2.words": 65536,
+                                                DEVICE + "levels.1.partitions.outputs": 1024}  # fmt: skip
+    assert len(metrics[0]) == 3 * 2 * 2 * 2 and metrics[0] == metrics[1]
+    assert len(set(metrics[0])) > 1  # the keys reach the accelerator
+
+
 @pytest.mark.parametrize(
     ("space", "problem"),
     [
