@@ -66,12 +66,16 @@ from stratasim.report.report import Report
 from stratasim.study.run import run_study
 from tests.examples.test_calibration import (
     CALIBRATION,
+    GAUDI3,
+    GPT_NEOX_20B_GAUDI3,
     H100_FP8,
+    H200_FP8,
     LLAMA,
     LLAMA3_8B_B200,
     LLAMA31_8B,
     MAXTEXT_22B,
     MAXTEXT_V5P,
+    MI300X,
     NEMOTRON4_15B_B200,
     PUBLISHED_SEQUENCES,
 )
@@ -158,6 +162,7 @@ def test_every_example_has_a_test() -> None:
     tested |= {CALIBRATION / f"mpt_{size}_h100.yaml" for size in PUBLISHED_SEQUENCES}
     tested |= {CALIBRATION / f"maxtext_{size}_tpuv5p.yaml" for size in MAXTEXT_V5P} | {LLAMA31_8B}
     tested |= {LLAMA3_8B_B200, NEMOTRON4_15B_B200} | {CALIBRATION / f"{name}.yaml" for name in H100_FP8}
+    tested |= {CALIBRATION / f"{name}.yaml" for name in (MI300X, *GAUDI3, H200_FP8, GPT_NEOX_20B_GAUDI3)}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
     assert not untested, f"examples no test runs: {untested}; give each a headline figure in HEADLINES here"
