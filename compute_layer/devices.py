@@ -200,15 +200,20 @@ def device(name: str, devices: Mapping[str, Device] | None = None) -> Device:
     return found
 
 
-# Rental rates: AWS's own published price per accelerator-hour, one provider and one purchase option for every
-# preset that has one. AWS's on-demand list (aws.amazon.com/ec2/pricing/on-demand/) could not be read in a stored
-# copy, so the rates are those of EC2 Capacity Blocks for ML, whose pricing page states an "effective accelerator
-# hourly rate" (the instance's hourly rate over its 8 GPUs) for US regions. Those reservation rates follow supply and
-# demand (the page read was to change on 1 January 2025): a snapshot, overridable per study
-# (compute.device.usd_per_hour).
-_AWS_BLOCKS = (
-    "AWS, 'Amazon EC2 Capacity Blocks for ML Pricing' (aws.amazon.com/ec2/capacityblocks/pricing/), the reservation "
-    "rates in force until the update scheduled for 1 January 2025, read 2026-11-27 from a stored copy of the page"
+# Rental rates: every rate is an on-demand list price per device-hour, one provider for the GPUs and Google for its
+# TPUs, so presets compare. Oracle Cloud rents every GPU preset (A100 80 GB to B200 and MI300X) as 8-GPU bare-metal
+# shapes priced per GPU-hour, the same in every commercial region; Google prices TPUs per chip-hour. Both lists are
+# read as SkyPilot's catalog records them, built from the providers' own price-list APIs (skypilot-org/
+# skypilot-catalog, catalogs/v8/oci/vms.csv at 0588751 and catalogs/v7/gcp/vms.csv at 017e250: rows of whole
+# shapes and slices, divided here by their devices). List prices are snapshots and above what committed or spot
+# capacity costs: a study's compute.device.usd_per_hour overrides them.
+_OCI = (
+    "pay-as-you-go, Oracle Cloud's public price list (oracle.com/cloud/price-list, read through its price-list API "
+    "as skypilot-org/skypilot-catalog records it: catalogs/v8/oci/vms.csv at commit 0588751)"
+)
+_GCP_TPU = (
+    "on-demand, Google Cloud's price for the chip (its Cloud Billing catalog, as skypilot-org/skypilot-catalog "
+    "records it: catalogs/v7/gcp/vms.csv at commit 017e250; a slice named for its TensorCores has two to a chip)"
 )
 _NO_PURCHASE_PRICE = "no purchase price read in the maker's own publications, so price_usd is left out: the rate is the basis"
 
@@ -231,10 +236,9 @@ _A100 = Device(
     tiling=Tiling(tile_m=128, tile_n=256, units=108, tile_k=64),
     source="NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM column: dense Tensor Core peaks, "
     "HBM2e 2,039 GB/s, max TDP 400 W; NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): 108 SMs, "
-    "40 MB (40,960 KB) L2 cache, L2 read bandwidth 5,120 bytes/clk at 1,410 MHz = 7.22 TB/s; rent $1.844 per "
-    "GPU-hour: p4d.24xlarge (8 x A100, 320 GB HBM2 in all, so the 40 GB part: the table lists no 80 GB instance), "
-    f"$14.75 per instance-hour in US East (Ohio) and US West (Oregon), {_AWS_BLOCKS}; {_NO_PURCHASE_PRICE}",
-    usd_per_hour=1.844,
+    "40 MB (40,960 KB) L2 cache, L2 read bandwidth 5,120 bytes/clk at 1,410 MHz = 7.22 TB/s; rent $4 per GPU-hour: "
+    f"BM.GPU.A100-v2.8 (8 x A100 80 GB) at $32 an hour, {_OCI}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=4.0,
     compute_efficiency=0.585,
     memory_efficiency=0.834,
     size_efficiency=True,
@@ -273,10 +277,9 @@ _H100 = Device(
     tiling=Tiling(tile_m=256, tile_n=256, units=66, tile_k=64),
     source="NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 dense peaks, 132 SMs, "
     "50 MB (51,200 KB) L2 cache; NVIDIA H100 datasheet, SXM: HBM3 3.35 TB/s, 80GB, max TDP 700 W; "
-    "L2 bandwidth 9.37 TB/s estimated (A100's 5,120 bytes/clk at 1,830 MHz), not published; rent $4.916 per "
-    "GPU-hour: p5.48xlarge (8 x H100, 640 GB HBM3), $39.33 per instance-hour in US East (N. Virginia) and US East "
-    f"(Ohio), {_AWS_BLOCKS}; {_NO_PURCHASE_PRICE}",
-    usd_per_hour=4.916,
+    "L2 bandwidth 9.37 TB/s estimated (A100's 5,120 bytes/clk at 1,830 MHz), not published; rent $10 per GPU-hour: "
+    f"BM.GPU.H100.8 (8 x H100) at $80 an hour, {_OCI}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=10.0,
     compute_efficiency=0.502,
     memory_efficiency=0.887,
     size_efficiency=True,
@@ -298,9 +301,9 @@ _TPUV4 = Device(
     source="Google Cloud TPU v4 documentation (cloud.google.com/tpu/docs/v4) and Jouppi et al., 'TPU v4: An "
     "Optically Reconfigurable Supercomputer for Machine Learning', ISCA 2023: 275 TFLOPS bf16/int8, HBM2 32 GiB "
     "at 1200 GB/s, measured min/mean/max power 90/170/192 W, two TensorCores of four 128x128 MXUs, 128 MiB CMEM "
-    "(CMEM bandwidth not published); no price: Google's Cloud TPU pricing page (cloud.google.com/tpu/pricing) lists "
-    "per-chip-hour rates, but the stored copies read end before its v4 table, so usd_per_hour is left out; no "
-    "purchase price read either",
+    "(CMEM bandwidth not published); rent $3.22 per chip-hour: a v4-8 slice (4 chips) at $12.88 an hour in "
+    f"us-central2-b, {_GCP_TPU}; TPUs are not sold, so no purchase price",
+    usd_per_hour=3.22,
     compute_efficiency=0.833,
     size_efficiency=True,
     calibration_source="fitted to MaxText's 22B model pre-trained on a v4-128 slice (MaxText/configs/v4/README.md: "
@@ -320,9 +323,8 @@ _H200 = Device(
     source="NVIDIA H200 Tensor Core GPU (SXM): 141 GB HBM3e at 4.8 TB/s, max TDP 700 W, the GH100 of H100 SXM "
     "with identical Tensor Core peaks (NVIDIA lists them with sparsity, e.g. FP8 3,958 TFLOPS; dense is half), as "
     "read at aiwiki.ai/wiki/nvidia_h200 and aiminingco.com/gpu/h200/specs; L2 and tiling as the h100 preset; rent "
-    "$5.408 per GPU-hour: the table's 8 x H200 instance (1,128 GB HBM3), $43.26 per instance-hour in US East (Ohio), "
-    f"{_AWS_BLOCKS}; {_NO_PURCHASE_PRICE}",
-    usd_per_hour=5.408,
+    f"$10 per GPU-hour: BM.GPU.H200.8 (8 x H200) at $80 an hour, {_OCI}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=10.0,
     # No published H200 training run to fit: the same compute units, clocks and software as H100's.
     compute_efficiency=_H100.compute_efficiency,
     memory_efficiency=_H100.memory_efficiency,
@@ -349,9 +351,9 @@ _B200 = Device(
     "PFLOPS, TF32 2.2 PFLOPS (all with sparsity; dense is half), FP32 75 TFLOPS, FP64 37 TFLOPS, 180 GB HBM3e at "
     "7.7 TB/s, TDP configurable up to 1,000 W, as reproduced at zdszero.github.io (Hardware); the dense figures "
     "match glennklockwood.com/garden/processors/B200 (HGX B200 at 1,000 W); L2 bandwidth and tile not published, "
-    "so no SRAM level or tiling; no price: the AWS Capacity Blocks table read (see the h100 preset) has no B200 "
-    "instance and no first-party B200 rate (AWS P6-B200, Google A4, Azure) was readable in a stored page, so "
-    "usd_per_hour and price_usd are left out",
+    "so no SRAM level or tiling; rent $14 per GPU-hour: BM.GPU.B200.8 (8 x B200) at $112 an hour, "
+    f"{_OCI}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=14.0,
     # Fitted to FP8 runs (the GEMMs on the FP8 peak, everything else on bf16's); the one compute efficiency scales
     # every dtype's peak, bf16's included. No measured HBM bandwidth and no published tile: memory at the datasheet's,
     # no tile and wave quantization.
@@ -379,9 +381,9 @@ _MI300X = Device(
     "TFLOPS, INT8 2614.9 TOPS, FP32 163.4 TFLOPS), as quoted at lzwjava.github.io/rocm-fp8-support-on-mi300x-en; "
     "192 GB HBM3 at 5.3 TB/s and 750 W from aiwiki.ai/wiki/amd_instinct_mi300x and MLCommons inference v4.1 "
     "(accelerator 'AMD Instinct MI300X-NPS1-SPX-192GB-750W'); FP64 and TF32 peaks not read, so left out; "
-    "Infinity Cache bandwidth and tile not read, so no SRAM level or tiling; no price: no AMD purchase price was "
-    "read and no first-party hourly rate (Azure ND MI300X v5) was readable in a stored page, so usd_per_hour and "
-    "price_usd are left out",
+    "Infinity Cache bandwidth and tile not read, so no SRAM level or tiling; rent $6 per GPU-hour: BM.GPU.MI300X.8 "
+    f"(8 x MI300X) at $48 an hour, {_OCI}; {_NO_PURCHASE_PRICE}",
+    usd_per_hour=6.0,
     # One reference, single-node and compute-bound (the network free, it runs 3 % faster). Its tile is not read, so
     # no tile and wave quantization, as for b200.
     compute_efficiency=0.298,
@@ -405,9 +407,10 @@ _TPUV5P = Device(
     source="Google Cloud TPU v5p documentation (cloud.google.com/tpu/docs/v5p): peak compute per chip 459 TFLOPS "
     "bf16, HBM2e 95 GB at 2765 GB/s, two TensorCores per chip of four MXUs each; Cloud TPU system architecture "
     "(cloud.google.com/tpu/docs/system-architecture-tpu-vm): an MXU is 128 x 128 multiply-accumulators; int8 peak, "
-    "TDP and on-chip memory not given there, so left out (energy is not modelled); no price: the stored copies of "
-    "Google's Cloud TPU pricing page (cloud.google.com/tpu/pricing) predate v5p, so usd_per_hour is left out; no "
-    "purchase price read either",
+    "TDP and on-chip memory not given there, so left out (energy is not modelled); rent $4.2 per chip-hour: a "
+    f"v5p-8 slice (4 chips) at $16.8 an hour in us-central1, us-east1 and us-east5, {_GCP_TPU}; TPUs are not sold, "
+    "so no purchase price",
+    usd_per_hour=4.2,
     compute_efficiency=0.831,
     size_efficiency=True,
     calibration_source="fitted to MaxText's 32B and 64B models pre-trained on a v5p-128 slice and its 128B on a "
@@ -429,8 +432,8 @@ _GAUDI3 = Device(
     "(Aug 2024), spec table: BF16 and FP8 matrix 1835 TFLOPS, 128 GB HBM2e at 3.67 TB/s, 96 MB on-die SRAM at 12.8 "
     "TB/s, 900 W air-cooled OAM; as reproduced at sgpjbg.com/baogao/465025.html; MME tile not read, so no tiling; "
     "no price: Intel's Computex 2024 list price for a kit of eight Gaudi 3 on a baseboard was read only as reported "
-    "by others, not in Intel's own release, and no first-party hourly rate (IBM Cloud, Intel Tiber AI Cloud) was "
-    "readable in a stored page, so price_usd and usd_per_hour are left out",
+    "by others, not in Intel's own release, and no hourly rate (IBM Cloud's gx3d Gaudi 3 profile, Intel Tiber AI "
+    "Cloud; Oracle and Google rent none) was readable, so price_usd and usd_per_hour are left out",
     # Fitted to the CI runs whose simulated time the network changes by under 2 %; the MME tile is not read, so no
     # tile and wave quantization.
     compute_efficiency=0.203,
@@ -443,6 +446,6 @@ _GAUDI3 = Device(
 
 PRESETS: Mapping[str, Device] = catalog([_A100, _H100, _TPUV4, _H200, _B200, _MI300X, _TPUV5P, _GAUDI3])
 """The preset devices by lower-case name: ``a100``, ``h100``, ``tpuv4``, ``h200``, ``b200``, ``mi300x``,
-``tpuv5p``, ``gaudi3``. ``a100``, ``h100`` and ``h200`` carry an hourly rate (``usd_per_hour``, per device) read
-from AWS's own pricing page, a dated snapshot that their ``source`` cites; the others carry none (their ``source``
-says why), and none carries a purchase price (``price_usd``): none was read in a maker's own publication."""
+``tpuv5p``, ``gaudi3``. All but ``gaudi3`` carry an hourly rate (``usd_per_hour``, per device), an on-demand list
+price their ``source`` cites (Oracle Cloud's for the GPUs, Google Cloud's for the TPUs); ``gaudi3``'s source says
+why it has none, and none carries a purchase price (``price_usd``): none was read in a maker's own publication."""

@@ -42,10 +42,13 @@ def test_new_presets_carry_their_datasheet_figures() -> None:
     gaudi3 = PRESETS["gaudi3"]
     assert gaudi3.supported_dtypes() == ["bf16", "fp8"] and gaudi3.peak_flops[compute_pb2.FP8] == 1835 * tera
     assert gaudi3.sram is not None and gaudi3.sram.bandwidth == 12.8 * tera
-    # Hourly rates from AWS's Capacity Blocks table (one per GPU), each cited in the source; no purchase prices.
+    # On-demand list rates per device-hour (Oracle Cloud's for the GPUs, Google Cloud's for the TPUs), each cited in
+    # the source; no purchase prices.
     rates = {name: dev.usd_per_hour for name, dev in PRESETS.items() if dev.usd_per_hour is not None}
-    assert rates == {"a100": 1.844, "h100": 4.916, "h200": 5.408}
-    assert all("aws.amazon.com/ec2/capacityblocks/pricing" in PRESETS[name].source for name in rates)
+    assert rates == {"a100": 4.0, "h100": 10.0, "h200": 10.0, "b200": 14.0, "mi300x": 6.0, "tpuv4": 3.22,
+                     "tpuv5p": 4.2}  # fmt: skip
+    assert all("oracle.com/cloud/price-list" in PRESETS[name].source for name in ("a100", "h100", "h200", "b200", "mi300x"))
+    assert all("Google Cloud's price for the chip" in PRESETS[name].source for name in ("tpuv4", "tpuv5p"))
     assert all("no price" in dev.source for name, dev in PRESETS.items() if name not in rates)
     assert all(dev.price_usd is None for dev in PRESETS.values())
 
@@ -71,7 +74,7 @@ def test_a_complete_description_is_the_preset_it_copies() -> None:
         "peak": {operators.dtype_name(dtype): f"{int(peak)}FLOPS" for dtype, peak in H100.peak_flops.items()},
         "memory_bandwidth": "3.35TB/s", "memory_capacity": "80GiB", "tdp": "700W",
         "sram": {"capacity": "50MiB", "bandwidth": "9369.6GB/s"},
-        "tiling": {"tile_m": 256, "tile_n": 256, "tile_k": 64, "units": 66}, "usd_per_hour": 4.916,
+        "tiling": {"tile_m": 256, "tile_n": 256, "tile_k": 64, "units": 66}, "usd_per_hour": 10.0,
         "source": H100.source,
     }  # fmt: skip
     # Without ``preset:`` nothing says the description is an H100, so it has the datasheet's figures.
@@ -97,7 +100,7 @@ def test_describe_answers_for_a_described_device_its_capacity_and_price() -> Non
     dev = replace(H100, name="mychip", memory_capacity=parse_bytes("96GiB"), usd_per_hour=4.0, price_usd=25000.0)
     request = compute_pb2.DescribeRequest(devices=["h100", "mychip"], roofline_devices=[device_message(dev)])
     h100, mine = RooflineCompute().describe(request).devices
-    assert (h100.memory_capacity_bytes, h100.usd_per_hour, h100.HasField("price_usd")) == (80 * 2**30, 4.916, False)
+    assert (h100.memory_capacity_bytes, h100.usd_per_hour, h100.HasField("price_usd")) == (80 * 2**30, 10.0, False)
     assert (mine.memory_capacity_bytes, mine.usd_per_hour, mine.price_usd) == (96 * 2**30, 4.0, 25000.0)
 
 

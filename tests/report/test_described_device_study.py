@@ -22,7 +22,7 @@ H100_IN_FULL = (
     "{name: h100, peak: {fp64: 66.9TFLOPS, fp32: 66.9TFLOPS, tf32: 494.7TFLOPS, fp16: 989.4TFLOPS, "
     "bf16: 989.4TFLOPS, fp8: 1978.9TFLOPS, int8: 1978.9TOPS}, memory_bandwidth: 3.35TB/s, memory_capacity: 80GiB, "
     "tdp: 700W, sram: {capacity: 50MiB, bandwidth: 9369.6GB/s}, tiling: {tile_m: 256, tile_n: 256, tile_k: 64, "
-    "units: 66}, usd_per_hour: 4.916}"
+    "units: 66}, usd_per_hour: 10}"
 )
 
 
@@ -86,17 +86,17 @@ def test_cost_per_iteration_is_npus_times_time_times_the_hourly_rate() -> None:
     # over the preset's.
     assert data["cost_usd_per_iteration"] == float(Fraction(32 * 78554789375, 10**15)) == 0.002513753260
     assert "cost             $0.00251375 per iteration" in report.to_text()
-    assert "cost_usd_per_iteration" not in run_study(load_study(TRANSFORMER, ["compute.device=b200"])).to_dict()
+    assert "cost_usd_per_iteration" not in run_study(load_study(TRANSFORMER, ["compute.device=gaudi3"])).to_dict()
 
 
 def test_the_h100_preset_prices_an_iteration_at_its_published_rate() -> None:
-    # examples/transformer.yaml names the preset alone: its rate, AWS's $4.916 per H100-hour, prices the iteration.
+    # examples/transformer.yaml names the preset alone: its rate, Oracle's $10 per H100-hour, prices the iteration.
     data = run_study(load_study(TRANSFORMER)).to_dict()
     assert (data["npus"], data["total_time_ps"]) == (32, 78554789375)
-    # By hand: 32 x 78.554789375 ms x $4.916 / 3600 s = $0.00343267, to the float's last digits.
-    by_hand = 32 * 78.554789375e-3 * 4.916 / 3600
+    # By hand: 32 x 78.554789375 ms x $10 / 3600 s = $0.00698265, to the float's last digits.
+    by_hand = 32 * 78.554789375e-3 * 10.0 / 3600
     assert data["cost_usd_per_iteration"] == pytest.approx(by_hand, rel=1e-12)
-    assert data["cost_usd_per_iteration"] == pytest.approx(float(Fraction(32 * 78554789375 * 4916, 36 * 10**17)))
+    assert data["cost_usd_per_iteration"] == pytest.approx(float(Fraction(32 * 78554789375 * 10, 36 * 10**14)))
 
 
 def test_a_sweep_varies_a_key_of_the_described_device(tmp_path: Path) -> None:
