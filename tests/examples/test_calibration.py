@@ -156,7 +156,7 @@ def test_the_mi300x_and_gaudi3_models_reproduce_the_runs_they_were_fitted_to(nam
 
 
 def test_the_h100_model_on_h200_memory_reproduces_semianalysis_h200_fp8_run() -> None:
-    """Not fitted: the h200 preset (h100's model) with the GEMMs at the FP8 peak, against the H200 run SemiAnalysis
+    """Not fitted: the h200 preset (h100's compute model) with the GEMMs at the FP8 peak, against the H200 run SemiAnalysis
     reported beside its MI300X one (same harness and model)."""
     report = run_study(load_study(CALIBRATION / f"{H200_FP8}.yaml"))
     assert report.training is not None
