@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stratasim.cli import main
 from stratasim.explore import ResultStore, expand, load_sweep, run_sweep
 from stratasim.explore.accelerators import array_shapes
 from stratasim.explore.space import resolve
 from stratasim.kernel.errors import ConfigError
+from tests.compute_layer.test_described_accelerator import WHOLE_GEMMINI
 
 BASE = """
 name: gemm
@@ -115,33 +117,14 @@ def test_a_bigger_array_is_never_slower_on_a_large_gemm(tmp_path: Path) -> None:
         assert runs[(64, 64, flow, 65536)]["compute_time_ns"] < runs[(16, 16, flow, 65536)]["compute_time_ns"]
 
 
-WHOLE_GEMMINI = """
-  device:
-    name: gemmini
-    pe_rows: 16
-    pe_cols: 16
-    dataflow: ws
-    clock: 700MHz
-    mac_pj: 0.23
-    levels:
-      - {name: registers, keeps: [inputs, weights, outputs], partitions: {inputs: 1, weights: 1, outputs: 1},
-         read_pj: 0.23, write_pj: 0.23}
-      - {name: accumulator, keeps: [outputs], words: 16384, read_bandwidth: 16, write_bandwidth: 16, read_pj: 10,
-         write_pj: 10}
-      - {name: scratchpad, keeps: [inputs, weights], words: 262144, read_bandwidth: 64, write_bandwidth: 64,
-         read_pj: 2.5, write_pj: 2.5}
-      - {name: dram, keeps: [inputs, weights, outputs], read_bandwidth: 16, write_bandwidth: 16, read_pj: 162.5,
-         write_pj: 162.5}
-"""
-
-
 def test_a_whole_base_accelerator_sweeps_as_its_preset(tmp_path: Path) -> None:
     """Gemmini written out whole, without ``preset:``: its levels are a list, so the points set them by place
     (``levels.2.words``), and every point prices exactly as the same point on ``{preset: gemmini}``."""
     space = ("  acc: {generator: accelerator, pes: [256], dataflow: [os, ws], max_aspect: 4,\n"
              "        buffers: {scratchpad: [65536, 262144], accumulator.outputs: [1024, 16384]}}\n")  # fmt: skip
-    whole = BASE.replace("compute: {backend: timeloop, device: {preset: systolic-32x32-os}}",
-                         "compute:\n  backend: timeloop" + WHOLE_GEMMINI)  # fmt: skip
+    study = yaml.safe_load(BASE)
+    study["compute"]["device"] = yaml.safe_load(WHOLE_GEMMINI)
+    whole = yaml.safe_dump(study)
     preset = BASE.replace("systolic-32x32-os", "gemmini")
     metrics = []
     for name, base in [("whole", whole), ("preset", preset)]:
