@@ -7,8 +7,10 @@ equal slices, slice ``k`` going from the source replica's NPU ``k mod n_src`` to
 (the same TP/PP plan on both sides pairs NPU ``i`` with NPU ``i``). The moves one prefill iteration starts
 (bundled per destination replica) are simulated together, so they share links — on the congestion-aware or
 flit-level backends they slow each other where they cross the same ones; each move ends when the last of its
-destination's NPUs has received its slices. Moves started at different instants are priced apart. Each bundle's
-size is rounded up by at most 1/32 (:func:`quantised`) so prices are shared.
+destination's NPUs has received its slices. Moves started at different instants are priced apart; the serving
+simulation queues them at the replicas they share (a move starts once its source has sent and its destinations have
+received the earlier ones), so they do not overlap on a replica's links. Each bundle's size is rounded up by at most
+1/32 (:func:`quantised`) so prices are shared.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
 - serving/llama3_70b_h100_disaggregated (400 requests of the 2,000, at 20/s): arrivals take ~20 s and the longest
   outputs (2,048 tokens at ~12 ms a step, ~25 s) end at 34.5 s. A KV move is 320 KiB a token over eight 50 GB/s
   links: the mean prompt (1,024 e^0.32 = 1,410 tokens) moves in 1.16 ms, moves started together (one prefill
-  iteration's hand-offs to one decode replica) take longer: mean 1.46 ms. p99 TPOT 12.3 ms: the 5.9 ms weight read
+  iteration's hand-offs to one decode replica) take longer, and a move waits while its replicas' links carry
+  earlier ones: mean 1.46 ms. p99 TPOT 12.3 ms: the 5.9 ms weight read
   and 160 all-reduces at ~100 sequences, with no prompt chunk mixed in; p99 TTFT 0.59 s, the longest prompt's
   0.22 s and queueing behind others on two prefill replicas.
 - serving/mixtral_8x7b_h100_tp2 (400 requests of the 2,000, at 20/s): ~20 s of arrivals, the longest output 2,048
@@ -119,7 +120,7 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     "serving/llama3_70b_h100_disaggregated.yaml": {"total_time_ps": 34_525_181_980_895,
                                                    "ttft_p99_ns": 589_968_533.2247299,
                                                    "tpot_p99_ns": 12_347_920.692983646,
-                                                   "kv_transfer_mean_ns": 1_461_949.9008},
+                                                   "kv_transfer_mean_ns": 1_463_682.1534275},
     "serving/mixtral_8x7b_h100_tp2.yaml": {"total_time_ps": 42_649_526_890_829, "ttft_p99_ns": 193_006_998.01743,
                                            "tpot_p99_ns": 23_203_722.01943243},
     "serving/mixtral_8x7b_h100_ep8.yaml": {"total_time_ps": 26_692_137_934_025, "ttft_p99_ns": 142_988_573.5859399,

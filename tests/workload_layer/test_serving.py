@@ -242,3 +242,19 @@ def test_a_decode_replica_short_of_blocks_queues_what_arrives_and_preempts_by_re
     pool_run = simulate_pools(synthetic_requests(cfg.requests), setups, cfg.bucket, fixed_transfer)
     assert all(s.generated == 40 and s.finish_ps > 0 and s.blocks == 0 for s in pool_run.sequences)
     assert pool_run.preemptions > 0 and max(pool_run.kv_peak_blocks[1:]) <= 40
+
+
+def test_kv_moves_overlapping_in_time_queue_at_the_replicas_they_share() -> None:
+    """Two prefill replicas finish a prompt 1 us apart and hand off to one decode replica: its links take one 3 ms
+    move, then the other, so the second arrives 6 ms after the first hand-off, 6 ms less 1 us after its own (its
+    transfer time counts the wait). With a decode replica each, the moves share no replica and both take 3 ms."""
+    requests = {**poisson("1000/s", 2, 512, 4), "arrival": {"process": "fixed", "rate": "1000000/s"}}
+    one = disaggregated(requests, prefill=2, decode=1)
+    setups = [PoolSetup(pool, 100_000, linear_pricer) for pool in one.pools]
+    # Round robin sends the two requests, 1 us apart, to the two prefill replicas: their prompts end 1 us apart.
+    shared = simulate_pools(synthetic_requests(one.requests), setups, one.bucket, fixed_transfer)
+    assert sorted(shared.transfers_ps) == [TRANSFER_PS, 2 * TRANSFER_PS - 10**6]
+    two = disaggregated(requests, prefill=2, decode=2)
+    setups = [PoolSetup(pool, 100_000, linear_pricer) for pool in two.pools]
+    apart = simulate_pools(synthetic_requests(two.requests), setups, two.bucket, fixed_transfer)
+    assert apart.transfers_ps == [TRANSFER_PS, TRANSFER_PS]

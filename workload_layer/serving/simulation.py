@@ -4,7 +4,10 @@ replica runs iteration after iteration while it has work, each iteration as long
 Replicas are numbered across the pools in order. Requests go to the replicas of the ``both`` pools or, disaggregated,
 of the ``prefill`` pools; a prefill replica hands each request off as its first token is sampled, a router picks a
 replica of the ``decode`` pools, and the request's KV cache moves there (all of one iteration's hand-offs start
-together, priced by the injected :class:`KvTransferPricer`, per destination replica) before it decodes there.
+together, priced by the injected :class:`KvTransferPricer`, per destination replica) before it decodes there. A
+replica's links carry one set of moves at a time: moves wait until their source replica has sent its earlier ones
+and each destination has received its earlier ones, so moves overlapping in time queue at the replicas they share
+(as flows sharing a port of a non-blocking fabric finish, the last no sooner than their sizes allow).
 
 A replica of ``pp`` pipeline stages runs ``pp`` schedulers (engines: vLLM v0's virtual engines), each with
 ``1 / pp`` of its KV blocks, routed to as replicas are, so that ``pp`` batches are in flight: an iteration goes
@@ -129,6 +132,7 @@ def simulate_pools(
     running: dict[int, Batch] = {}
     ends: list[tuple[int, int]] = []  # (end time, engine) of the iterations running
     moving: list[tuple[int, int, int, int, list[Sequence]]] = []  # (arrival, order, source, destination, sequences)
+    ports = _Ports()
     sequences: list[Sequence] = []
     run = PoolRun(sequences, kv_blocks=pools[0].kv_blocks)
     arrival, total = 0, len(requests)
@@ -150,7 +154,7 @@ def simulate_pools(
             if replica.handed_off:
                 assert transfer is not None
                 _start_moves(index, replica, replicas, decode, pools[owner[decode[0]]].pool.router, transfer, now,
-                             moving, run, physical)  # fmt: skip
+                             moving, run, physical, ports)  # fmt: skip
         while moving and moving[0][0] == now:
             _, _, source, destination, moved = heapq.heappop(moving)
             for sequence in moved:
@@ -302,11 +306,22 @@ def _through_stages(start: int, stages: tuple[int, ...], swap_ps: int, free: lis
     return at
 
 
+@dataclass
+class _Ports:
+    """When each replica's links are next free to send (``sending``) and to receive (``receiving``) KV moves."""
+
+    sending: dict[int, int] = field(default_factory=dict)
+    receiving: dict[int, int] = field(default_factory=dict)
+
+
 def _start_moves(source: int, replica: ReplicaScheduler, replicas: list[ReplicaScheduler], decode: list[int],
                  router: str, transfer: KvTransferPricer, now: int,
-                 moving: list[tuple[int, int, int, int, list[Sequence]]], run: PoolRun, physical: list[int]) -> None:  # fmt: skip
+                 moving: list[tuple[int, int, int, int, list[Sequence]]], run: PoolRun, physical: list[int],
+                 ports: _Ports) -> None:  # fmt: skip
     """Route the sequences engine ``source`` (``replica``) handed off to decode engines and start their KV moves,
-    one per destination, all at ``now``, priced between the engines' replicas (``physical``)."""
+    one per destination, priced between the engines' replicas (``physical``): together, once the source replica has
+    sent its earlier moves and every destination replica has received its own (``ports``); each sequence's transfer
+    time counts from ``now``, its wait included."""
     groups: dict[int, list[Sequence]] = {}
     for sequence in replica.handed_off:
         destination = decode[route(router, [replicas[i] for i in decode], sequence.request.index)]
@@ -315,12 +330,19 @@ def _start_moves(source: int, replica: ReplicaScheduler, replicas: list[ReplicaS
     replica.handed_off.clear()
     moves = tuple((physical[destination], sum(sequence.cached for sequence in moved))
                   for destination, moved in groups.items())  # fmt: skip
+    start = max(now, ports.sending.get(physical[source], 0),
+                *(ports.receiving.get(to, 0) for to, _ in moves))  # fmt: skip
+    sent = start
     for (destination, moved), took in zip(groups.items(), transfer(physical[source], moves), strict=True):
         if took < 0:
             raise WorkloadError(f"the KV transfer pricer gave {took} ps from replica {physical[source]} to "
                                 f"{physical[destination]}")  # fmt: skip
-        heapq.heappush(moving, (now + took, len(run.transfers_ps), source, destination, moved))
-        run.transfers_ps.extend([took] * len(moved))
+        arrives = start + took
+        ports.receiving[physical[destination]] = arrives
+        sent = max(sent, arrives)
+        heapq.heappush(moving, (arrives, len(run.transfers_ps), source, destination, moved))
+        run.transfers_ps.extend([arrives - now] * len(moved))
+    ports.sending[physical[source]] = sent
 
 
 def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:
