@@ -248,10 +248,9 @@ _A100 = Device(
     "(Azure/AI-benchmarking-guide; memory efficiency)",
 )
 
-_H100_FIT = (
+_H100_COMPUTE_FIT = (
     "fitted to MosaicML's MPT-7B, 13B and 30B pre-training on one HGX H100 node in bf16 (llm-foundry benchmarks: "
-    "85,144, 38,336 and 16,022 tokens/s; compute efficiency with tile and wave quantization, largest error 8.6 %) "
-    "and Azure's measured HBM triad of 2.97 TB/s on ND H100 v5 (Azure/AI-benchmarking-guide; memory efficiency)"
+    "85,144, 38,336 and 16,022 tokens/s; compute efficiency with tile and wave quantization, largest error 8.6 %)"
 )
 
 _H100 = Device(
@@ -283,7 +282,8 @@ _H100 = Device(
     compute_efficiency=0.502,
     memory_efficiency=0.887,
     size_efficiency=True,
-    calibration_source=_H100_FIT,
+    calibration_source=f"{_H100_COMPUTE_FIT} and Azure's measured HBM triad of 2.97 TB/s on ND H100 v5 "
+    "(Azure/AI-benchmarking-guide; memory efficiency)",
 )
 
 _TPUV4 = Device(
@@ -330,9 +330,8 @@ _H200 = Device(
     compute_efficiency=_H100.compute_efficiency,
     memory_efficiency=0.865,
     size_efficiency=True,
-    calibration_source="compute: the h100 preset's model, the same GH100 compute (fitted to MosaicML's MPT-7B, 13B "
-    "and 30B pre-training on one HGX H100 node in bf16; compute efficiency with tile and wave quantization, largest "
-    "error 8.6 %); memory: Azure's measured HBM triad of 4.15 TB/s on ND H200 v5 (Azure/AI-benchmarking-guide)",
+    calibration_source=f"compute: the h100 preset's model, the same GH100 compute, {_H100_COMPUTE_FIT}; memory: "
+    "Azure's measured HBM triad of 4.15 TB/s on ND H200 v5 (Azure/AI-benchmarking-guide)",
 )
 
 _B200 = Device(
