@@ -71,8 +71,9 @@ class ToolBackend(Generic[Device]):
         """The imported simulator; :class:`Rejected` naming the extra to install if it cannot be used."""
         raise NotImplementedError
 
-    def _price(self, tool: Any, layer: GemmShape | ConvShape, device: Device, op: compute_pb2.OperatorDesc,
-               index: int) -> compute_pb2.OperatorCost:  # fmt: skip
+    def _price(
+        self, tool: Any, layer: GemmShape | ConvShape, device: Device, op: compute_pb2.OperatorDesc, index: int
+    ) -> compute_pb2.OperatorCost:
         """Run ``tool`` on ``layer`` (``op`` is ``ops[index]``); may raise :class:`Rejected` or :class:`ToolFailure`."""
         raise NotImplementedError
 

@@ -145,8 +145,14 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             raise Rejected(common_pb2.Error.FAILED_PRECONDITION, message, "backend")
         return tool
 
-    def _price(self, tool: ModuleType, layer: GemmShape | ConvShape, device: SystolicArray,
-               op: compute_pb2.OperatorDesc, index: int) -> compute_pb2.OperatorCost:  # fmt: skip
+    def _price(
+        self,
+        tool: ModuleType,
+        layer: GemmShape | ConvShape,
+        device: SystolicArray,
+        op: compute_pb2.OperatorDesc,
+        index: int,
+    ) -> compute_pb2.OperatorCost:
         self._check_size(layer, device, op, index)
         size = element_bytes(op, index)
         header, row, batch, is_gemm = _topology(layer)
@@ -156,9 +162,14 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
             (root / "topology.csv").write_text(f"{header},\n{row},\n")
             (root / "layout.csv").write_text("Layer name,\n")  # custom layouts are off: no rows needed
             with contained("scalesim"):
-                sim = tool.scalesim(save_disk_space=True, verbose=False, config=str(root / "scale.cfg"),
-                                    topology=str(root / "topology.csv"), layout=str(root / "layout.csv"),
-                                    input_type_gemm=is_gemm)  # fmt: skip
+                sim = tool.scalesim(
+                    save_disk_space=True,
+                    verbose=False,
+                    config=str(root / "scale.cfg"),
+                    topology=str(root / "topology.csv"),
+                    layout=str(root / "layout.csv"),
+                    input_type_gemm=is_gemm,
+                )
                 sim.run_scale(top_path=str(root / "out"))
             compute = _report_row(root / "out" / _RUN / "COMPUTE_REPORT.csv")
             access = _report_row(root / "out" / _RUN / "DETAILED_ACCESS_REPORT.csv")
@@ -171,10 +182,12 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
         return compute_pb2.OperatorCost(
             duration_ps=batch * cycles * _PS_PER_CYCLE,
             energy_pj=0.0,
-            traffic=[compute_pb2.MemoryTraffic(level="sram", bytes=batch * sram * size),
-                     compute_pb2.MemoryTraffic(level="dram", bytes=batch * dram * size)],
+            traffic=[
+                compute_pb2.MemoryTraffic(level="sram", bytes=batch * sram * size),
+                compute_pb2.MemoryTraffic(level="dram", bytes=batch * dram * size),
+            ],
             bound=compute_pb2.MEMORY if memory else compute_pb2.COMPUTE,
-        )  # fmt: skip
+        )
 
     def _check_size(
         self, layer: GemmShape | ConvShape, device: SystolicArray, op: compute_pb2.OperatorDesc, index: int

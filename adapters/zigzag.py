@@ -95,15 +95,19 @@ class ZigZagCompute(ToolBackend[str]):
     def _load(self) -> ModuleType:
         return load("zigzag.api", self.name, self.tool, self.extra)
 
-    def _price(self, tool: ModuleType, layer: GemmShape | ConvShape, device: str, op: compute_pb2.OperatorDesc,
-               index: int) -> compute_pb2.OperatorCost:  # fmt: skip
+    def _price(
+        self, tool: ModuleType, layer: GemmShape | ConvShape, device: str, op: compute_pb2.OperatorDesc, index: int
+    ) -> compute_pb2.OperatorCost:
         hardware, mapping = EXAMPLES[device]
         inputs = Path(str(tool.__file__)).parent / "inputs"  # zigzag/api.py -> zigzag/inputs
         with tempfile.TemporaryDirectory(prefix="stratasim-zigzag-") as tmp, contained("zigzag"):
             energy, latency, cmes = tool.get_hardware_performance_zigzag(
-                workload(layer), str(inputs / "hardware" / hardware), str(inputs / "mapping" / mapping),
-                dump_folder=tmp, loma_show_progress_bar=False,
-            )  # fmt: skip
+                workload(layer),
+                str(inputs / "hardware" / hardware),
+                str(inputs / "mapping" / mapping),
+                dump_folder=tmp,
+                loma_show_progress_bar=False,
+            )
             compute = _compute_cycles(cmes)
         batch = layer.batch if isinstance(layer, GemmShape) else 1
         return compute_pb2.OperatorCost(

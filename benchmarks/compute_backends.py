@@ -39,8 +39,13 @@ network:
 """
 
 # Each backend with the device it prices on; the adapters only when their extras are installed.
-DEVICES = {"roofline": "a100", "timeloop": "tpu-like", "wafer": "palm-wafer", "scalesim": "systolic-128x128-ws",
-           "zigzag": "tpu-like"}  # fmt: skip
+DEVICES = {
+    "roofline": "a100",
+    "timeloop": "tpu-like",
+    "wafer": "palm-wafer",
+    "scalesim": "systolic-128x128-ws",
+    "zigzag": "tpu-like",
+}
 # The adapters' tools model GEMMs and convolutions only: they get the layer's GEMMs.
 GEMM_ONLY = {"scalesim", "zigzag"}
 
@@ -73,16 +78,23 @@ def measure(backend_name: str, ops: list[compute_pb2.OperatorDesc]) -> dict[str,
         backend.close()
     wall = time.perf_counter() - started
     return {
-        "backend": backend_name, "device": device, "operators": len(ops), "distinct": len(seen),
-        "hit_rate": 1 - len(seen) / len(ops), "wall_seconds": wall, "ops_per_second": len(ops) / wall,
+        "backend": backend_name,
+        "device": device,
+        "operators": len(ops),
+        "distinct": len(seen),
+        "hit_rate": 1 - len(seen) / len(ops),
+        "wall_seconds": wall,
+        "ops_per_second": len(ops) / wall,
         "cold_ops_per_second": len(seen) / miss_seconds if miss_seconds else float("inf"),
-    }  # fmt: skip
+    }
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """One row per backend: operators asked, distinct, hit rate, wall seconds, ops/s overall and cold."""
-    header = f"{'backend':<10} {'device':<22} {'ops':>6} {'distinct':>8} {'hit rate':>9} {'wall s':>9} " \
-             f"{'ops/s':>12} {'cold ops/s':>11}"  # fmt: skip
+    header = (
+        f"{'backend':<10} {'device':<22} {'ops':>6} {'distinct':>8} {'hit rate':>9} {'wall s':>9} "
+        f"{'ops/s':>12} {'cold ops/s':>11}"
+    )
     lines = [header, "-" * len(header)]
     for row in rows:
         if "error" in row:

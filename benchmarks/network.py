@@ -25,19 +25,26 @@ from stratasim.kernel.units import format_bytes, format_time_ps
 
 GIB = 1 << 30
 CONGESTION_AWARE: list[tuple[str, BenchCase, float]] = [
-    ("CA ring all-reduce, 1024 NPUs, 1 GiB",
-     BenchCase("all_reduce", GIB, (1024,), False, backend="congestion_aware"), 9.0),
-    ("CA switch all-to-all, 1024 NPUs, 1 GiB",
-     BenchCase("all_to_all", GIB, (1024,), False, backend="congestion_aware", kind="switch", algorithm="direct"),
-     79.0),
-]  # fmt: skip
+    (
+        "CA ring all-reduce, 1024 NPUs, 1 GiB",
+        BenchCase("all_reduce", GIB, (1024,), False, backend="congestion_aware"),
+        9.0,
+    ),
+    (
+        "CA switch all-to-all, 1024 NPUs, 1 GiB",
+        BenchCase("all_to_all", GIB, (1024,), False, backend="congestion_aware", kind="switch", algorithm="direct"),
+        79.0,
+    ),
+]
 """(name, case, ASTRA-sim's congestion-aware wall seconds on this machine class)."""
 FLIT_AIM_S = 30.0
 
 
 def _header() -> list[str]:
-    header = (f"{'case':<44}{'simulated':>13}{'wall s':>9}{'ASTRA-sim s':>13}{'speed-up':>10}{'events':>12}"
-              f"{'peak mem':>11}{'flit-hops':>12}{'flit-hops/s':>13}")  # fmt: skip
+    header = (
+        f"{'case':<44}{'simulated':>13}{'wall s':>9}{'ASTRA-sim s':>13}{'speed-up':>10}{'events':>12}"
+        f"{'peak mem':>11}{'flit-hops':>12}{'flit-hops/s':>13}"
+    )
     return [header, "-" * len(header)]
 
 
@@ -45,16 +52,20 @@ def _ca_row(name: str, figures: dict[str, Any], astra_s: float) -> str:
     if "error" in figures:
         return f"{name:<44}{figures['error']}"
     wall = figures["wall_seconds"]
-    return (f"{name:<44}{format_time_ps(figures['total_time_ps']):>13}{wall:>9.2f}{astra_s:>13.0f}"
-            f"{astra_s / wall:>9.2f}x{figures['events']:>12,}{format_bytes(figures['peak_bytes']):>11}")  # fmt: skip
+    return (
+        f"{name:<44}{format_time_ps(figures['total_time_ps']):>13}{wall:>9.2f}{astra_s:>13.0f}"
+        f"{astra_s / wall:>9.2f}x{figures['events']:>12,}{format_bytes(figures['peak_bytes']):>11}"
+    )
 
 
 def _flit_row() -> str:
     name, topology, collective, algorithm, size = FLIT_CASES[-1]
     _, simulated, wall, hops, _, _ = run(study(topology, collective, algorithm, size))
     label = f"flit-level all-reduce, {name}, {size}"
-    return (f"{label:<44}{format_time_ps(simulated):>13}{wall:>9.2f}{'aim < ' + str(int(FLIT_AIM_S)):>13}"
-            f"{FLIT_AIM_S / wall:>9.2f}x{'':>12}{'':>11}{hops:>12,}{hops / wall:>13,.0f}")  # fmt: skip
+    return (
+        f"{label:<44}{format_time_ps(simulated):>13}{wall:>9.2f}{'aim < ' + str(int(FLIT_AIM_S)):>13}"
+        f"{FLIT_AIM_S / wall:>9.2f}x{'':>12}{'':>11}{hops:>12,}{hops / wall:>13,.0f}"
+    )
 
 
 def main() -> None:

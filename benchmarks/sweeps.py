@@ -22,8 +22,18 @@ DEFAULT = [HERE / "sweeps" / "collectives500.yaml"]
 def timed(sweep: Path, workers: int) -> tuple[float, int, int]:
     """One run of ``stratasim sweep`` on a fresh store: wall seconds, trials run and trials failed."""
     with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, "-m", "stratasim", "sweep", str(sweep), "--db", f"{folder}/s.db", "--json",
-                   "--workers", str(workers)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "stratasim",
+            "sweep",
+            str(sweep),
+            "--db",
+            f"{folder}/s.db",
+            "--json",
+            "--workers",
+            str(workers),
+        ]
         started = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         elapsed = time.perf_counter() - started
@@ -43,8 +53,10 @@ def main() -> int:
             runs = [timed(sweep, workers) for _ in range(args.repeat)]
             walls = sorted(wall for wall, _, _ in runs)
             trials, failed = runs[0][1], runs[0][2]
-            print(f"{sweep.stem:<28}{workers:>8}{trials:>8}{failed:>8}{f'{walls[0]:.2f}–{walls[-1]:.2f}':>16}"
-                  f"{f'{trials / walls[-1]:.3g}–{trials / walls[0]:.3g}':>16}")  # fmt: skip
+            print(
+                f"{sweep.stem:<28}{workers:>8}{trials:>8}{failed:>8}{f'{walls[0]:.2f}–{walls[-1]:.2f}':>16}"
+                f"{f'{trials / walls[-1]:.3g}–{trials / walls[0]:.3g}':>16}"
+            )
     return 0
 
 

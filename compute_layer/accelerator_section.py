@@ -46,8 +46,14 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.schema import Section, quantity, written
 from stratasim.kernel.units import no_unit
 
-__all__ = ["AcceleratorDescription", "AcceleratorSection", "LevelSection", "StorageLevelSection", "UnrollSection",
-           "describes_accelerator"]
+__all__ = [
+    "AcceleratorDescription",
+    "AcceleratorSection",
+    "LevelSection",
+    "StorageLevelSection",
+    "UnrollSection",
+    "describes_accelerator",
+]
 
 _HERTZ = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[kMG]?Hz)?\s*$")
 _SCALE = {"Hz": 1, "kHz": 10**3, "MHz": 10**6, "GHz": 10**9}
@@ -127,13 +133,18 @@ class StorageLevelSection(LevelSection):
     def level(self) -> StorageLevel:
         """The level described."""
         return StorageLevel(
-            name=self.name, keeps=frozenset(self.keeps), words=self.words,
+            name=self.name,
+            keeps=frozenset(self.keeps),
+            words=self.words,
             partitions={str(operand): words for operand, words in (self.partitions or {}).items()},
-            read_bandwidth=self.read_bandwidth, write_bandwidth=self.write_bandwidth, read_pj=self.read_pj,
-            write_pj=self.write_pj, shared_bandwidth=self.shared_bandwidth,
+            read_bandwidth=self.read_bandwidth,
+            write_bandwidth=self.write_bandwidth,
+            read_pj=self.read_pj,
+            write_pj=self.write_pj,
+            shared_bandwidth=self.shared_bandwidth,
             operand_read_pj={str(operand): pj for operand, pj in (self.operand_read_pj or {}).items()},
             operand_write_pj={str(operand): pj for operand, pj in (self.operand_write_pj or {}).items()},
-        )  # fmt: skip
+        )
 
 
 class UnrollSection(Section):
@@ -210,11 +221,19 @@ class AcceleratorDescription(_AcceleratorKeys):
     def built(self) -> Accelerator:
         """The accelerator described."""
         return Accelerator(
-            name=self.name, rows=self.pe_rows, cols=self.pe_cols, levels=tuple(level.level() for level in self.levels),
-            clock_hz=self.clock, mac_pj=self.mac_pj, source=self.source or "described in the study",
-            dataflow=self.dataflow, unrolls=self._unrolls({}), dram_bandwidth=self.dram_words_per_cycle,
-            onload=frozenset(self.onload or ()), zigzag_compat=bool(self.zigzag_compat),
-        )  # fmt: skip
+            name=self.name,
+            rows=self.pe_rows,
+            cols=self.pe_cols,
+            levels=tuple(level.level() for level in self.levels),
+            clock_hz=self.clock,
+            mac_pj=self.mac_pj,
+            source=self.source or "described in the study",
+            dataflow=self.dataflow,
+            unrolls=self._unrolls({}),
+            dram_bandwidth=self.dram_words_per_cycle,
+            onload=frozenset(self.onload or ()),
+            zigzag_compat=bool(self.zigzag_compat),
+        )
 
 
 class AcceleratorSection(_AcceleratorKeys):
@@ -236,7 +255,9 @@ class AcceleratorSection(_AcceleratorKeys):
 
     @field_validator("levels")
     @classmethod
-    def _known_levels(cls, levels: dict[str, LevelSection] | None, info: ValidationInfo) -> dict[str, LevelSection] | None:
+    def _known_levels(
+        cls, levels: dict[str, LevelSection] | None, info: ValidationInfo
+    ) -> dict[str, LevelSection] | None:
         preset = info.data.get("preset")  # absent when it failed its own check
         if preset is None or levels is None:
             return levels
@@ -269,7 +290,6 @@ class AcceleratorSection(_AcceleratorKeys):
         )
 
 
-
 def describes_accelerator(value: dict[object, object]) -> bool:
     """Whether a ``compute.device`` mapping describes a Timeloop-style accelerator: it starts from one of the
     model's presets, or sets a key only an accelerator has."""
@@ -283,5 +303,17 @@ def describes_accelerator(value: dict[object, object]) -> bool:
     return any(key in _ACCELERATOR_ONLY for key in value)
 
 
-_ACCELERATOR_ONLY = frozenset({"pe_rows", "pe_cols", "dataflow", "clock", "mac_pj", "levels", "dram_words_per_cycle",
-                               "unrolls", "onload", "zigzag_compat"})
+_ACCELERATOR_ONLY = frozenset(
+    {
+        "pe_rows",
+        "pe_cols",
+        "dataflow",
+        "clock",
+        "mac_pj",
+        "levels",
+        "dram_words_per_cycle",
+        "unrolls",
+        "onload",
+        "zigzag_compat",
+    }
+)

@@ -25,10 +25,14 @@ from stratasim.kernel.schema import Bandwidth, Bytes, Flops, MemoryBandwidth, Me
 from stratasim.kernel.units import no_unit
 
 __all__ = [
-    "BuiltByItsModel", "DeviceSection", "PeakTable", "described_source", "names_device_preset", "SramSection",
+    "BuiltByItsModel",
+    "DeviceSection",
+    "PeakTable",
+    "described_source",
+    "names_device_preset",
+    "SramSection",
     "TilingSection",
-]  # fmt: skip
-
+]
 
 
 def _known_dtypes(peak: dict[str, float]) -> dict[str, float]:
@@ -37,7 +41,9 @@ def _known_dtypes(peak: dict[str, float]) -> dict[str, float]:
     return peak
 
 
-PeakTable = Annotated[dict[str, Annotated[Flops, Usual("throughput", "a device's peak", 10**9, 10**18)]], AfterValidator(_known_dtypes)]
+PeakTable = Annotated[
+    dict[str, Annotated[Flops, Usual("throughput", "a device's peak", 10**9, 10**18)]], AfterValidator(_known_dtypes)
+]
 """Peak throughput by dtype name (``bf16: 989TFLOPS``), every name one an operator can have."""
 
 Built = TypeVar("Built")
@@ -67,6 +73,8 @@ def described_source(section: Section, base_source: str | None) -> str:
         return "described in the study"
     overridden = sorted(key for key in section.model_fields_set if key not in ("preset", "source"))
     return f"{base_source}; the study overrides {', '.join(overridden)}" if overridden else base_source
+
+
 _WATTS = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>kW|W)?\s*$")
 
 
@@ -151,13 +159,17 @@ class DeviceSection(Section):
                 device(name)
             except BackendError:
                 hint = did_you_mean(name.strip().lower(), PRESETS)
-                raise ValueError(f"unknown preset {name!r}; {hint}expected one of {', '.join(sorted(PRESETS))}") from None
+                raise ValueError(
+                    f"unknown preset {name!r}; {hint}expected one of {', '.join(sorted(PRESETS))}"
+                ) from None
         return name
 
     @model_validator(mode="after")
     def _complete(self) -> DeviceSection:
         if self.preset is None:
-            missing = [key for key in ("name", "peak", "memory_bandwidth", "memory_capacity") if getattr(self, key) is None]
+            missing = [
+                key for key in ("name", "peak", "memory_bandwidth", "memory_capacity") if getattr(self, key) is None
+            ]
             if missing:
                 raise ValueError(f"a device without a preset needs {', '.join(missing)} (or start from 'preset: NAME')")
         self.device()  # a sram or tiling a description leaves incomplete is reported here
@@ -193,10 +205,12 @@ def _efficiency_model(base: Device) -> dict[str, Any]:
     """The preset's fitted efficiency model, which a device described from it keeps: its compute units and
     software are the preset's, whatever else the study changes."""
     return {
-        "compute_efficiency": base.compute_efficiency, "memory_efficiency": base.memory_efficiency,
-        "launch_overhead_ps": base.launch_overhead_ps, "size_efficiency": base.size_efficiency,
+        "compute_efficiency": base.compute_efficiency,
+        "memory_efficiency": base.memory_efficiency,
+        "launch_overhead_ps": base.launch_overhead_ps,
+        "size_efficiency": base.size_efficiency,
         "calibration_source": base.calibration_source and f"{base.calibration_source} (the {base.name} preset's model)",
-    }  # fmt: skip
+    }
 
 
 def _pick(value: Any, fallback: Any) -> Any:
@@ -217,7 +231,9 @@ def _tiling(section: TilingSection | None, base: Tiling | None) -> Tiling | None
     """The preset's tiling with the section's keys in place; a new tiling needs tile_m, tile_n and units."""
     if section is None:
         return base
-    values = {key: _pick(getattr(section, key), getattr(base, key) if base else None) for key in ("tile_m", "tile_n", "units")}
+    values = {
+        key: _pick(getattr(section, key), getattr(base, key) if base else None) for key in ("tile_m", "tile_n", "units")
+    }
     missing = [key for key, value in values.items() if value is None]
     if missing:
         raise ValueError(f"tiling needs {', '.join(missing)} (the preset has no tiling to start from)")

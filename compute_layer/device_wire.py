@@ -13,7 +13,9 @@ def device_message(dev: Device) -> compute_pb2.RooflineDevice:
     """``dev`` as the wire's description of it."""
     message = compute_pb2.RooflineDevice(
         name=dev.name,
-        peaks=[compute_pb2.PeakThroughput(dtype=dtype, flops_per_second=peak) for dtype, peak in dev.peak_flops.items()],
+        peaks=[
+            compute_pb2.PeakThroughput(dtype=dtype, flops_per_second=peak) for dtype, peak in dev.peak_flops.items()
+        ],
         memory_bandwidth_bytes_per_s=dev.memory_bandwidth,
         memory_capacity_bytes=dev.memory_capacity,
         source=dev.source,
@@ -30,7 +32,9 @@ def device_message(dev: Device) -> compute_pb2.RooflineDevice:
     if dev.tiling is not None:
         tiling = dev.tiling
         message.tiling.CopyFrom(
-            compute_pb2.RooflineTiling(tile_m=tiling.tile_m, tile_n=tiling.tile_n, tile_k=tiling.tile_k, units=tiling.units)
+            compute_pb2.RooflineTiling(
+                tile_m=tiling.tile_m, tile_n=tiling.tile_n, tile_k=tiling.tile_k, units=tiling.units
+            )
         )
     for attribute in ("tdp_w", "price_usd", "usd_per_hour"):
         value = getattr(dev, attribute)

@@ -22,7 +22,17 @@ from stratasim.kernel.operators import DTYPES, DType, dtype_name
 from stratasim.kernel.units import parse_bandwidth, parse_bytes, parse_flops
 from stratasim.v1 import compute_pb2
 
-__all__ = ["Device", "Sram", "Tiling", "calibrated", "catalog", "datasheet", "device", "efficiency_statement", "PRESETS"]
+__all__ = [
+    "Device",
+    "Sram",
+    "Tiling",
+    "calibrated",
+    "catalog",
+    "datasheet",
+    "device",
+    "efficiency_statement",
+    "PRESETS",
+]
 
 
 @dataclass(frozen=True)
@@ -148,16 +158,26 @@ class Device:
 
 def datasheet(dev: Device) -> Device:
     """``dev`` as its datasheet has it: full efficiency, no launch overhead, no size dependence, not calibrated."""
-    return replace(dev, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead_ps=0, size_efficiency=False,
-                   calibration_source="")  # fmt: skip
+    return replace(
+        dev,
+        compute_efficiency=1.0,
+        memory_efficiency=1.0,
+        launch_overhead_ps=0,
+        size_efficiency=False,
+        calibration_source="",
+    )
 
 
 def calibrated(dev: Device, calibration: compute_pb2.Calibration) -> Device:
     """``dev`` (its :func:`datasheet` form when the calibration says ``datasheet``) with the calibration's non-zero
     fields in place of its own (ValueError if out of range)."""
     base = datasheet(dev) if calibration.datasheet else dev
-    fields = (calibration.compute_efficiency, calibration.memory_efficiency, calibration.launch_overhead_ps,
-              calibration.size_efficiency)  # fmt: skip
+    fields = (
+        calibration.compute_efficiency,
+        calibration.memory_efficiency,
+        calibration.launch_overhead_ps,
+        calibration.size_efficiency,
+    )
     source = base.calibration_source
     if any(fields):
         source = "set by the request's calibration" + (f", over a model {source}" if source else "")
@@ -175,8 +195,11 @@ def efficiency_statement(dev: Device) -> str:
     """The efficiency model ``dev`` is priced with, and what it was fitted to, in words; empty when it has none."""
     if not dev.calibration_source:
         return ""
-    parts = [f"compute {dev.compute_efficiency:.3g} of peak" + (" x tile and wave quantization" if dev.size_efficiency
-             else ""), f"memory {dev.memory_efficiency:.3g} of bandwidth"]  # fmt: skip
+    parts = [
+        f"compute {dev.compute_efficiency:.3g} of peak"
+        + (" x tile and wave quantization" if dev.size_efficiency else ""),
+        f"memory {dev.memory_efficiency:.3g} of bandwidth",
+    ]
     if dev.launch_overhead_ps:
         parts.append(f"{dev.launch_overhead_ps / 1000:g} ns per operator")
     return f"{', '.join(parts)}; {dev.calibration_source}"
@@ -215,7 +238,9 @@ _GCP_TPU = (
     "on-demand, Google Cloud's price for the chip (its Cloud Billing catalog, as skypilot-org/skypilot-catalog "
     "records it: catalogs/v7/gcp/vms.csv at commit 017e250; a slice named for its TensorCores has two to a chip)"
 )
-_NO_PURCHASE_PRICE = "no purchase price read in the maker's own publications, so price_usd is left out: the rate is the basis"
+_NO_PURCHASE_PRICE = (
+    "no purchase price read in the maker's own publications, so price_usd is left out: the rate is the basis"
+)
 
 _A100 = Device(
     name="a100",

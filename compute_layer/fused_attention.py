@@ -23,12 +23,16 @@ __all__ = ["priced_as_products"]
 
 
 def priced_as_products(
-    op: compute_pb2.OperatorDesc, shape: AttentionShape, price: Callable[[compute_pb2.OperatorDesc], compute_pb2.OperatorCost]
+    op: compute_pb2.OperatorDesc,
+    shape: AttentionShape,
+    price: Callable[[compute_pb2.OperatorDesc], compute_pb2.OperatorCost],
 ) -> compute_pb2.OperatorCost:
     """``op``'s cost as its kernel's products, each priced by ``price`` (a GEMM descriptor in ``op``'s dtype),
     summed and scaled by the causal share: durations rounded up to whole picoseconds and bytes to whole bytes,
     energy scaled exactly; the bound is that of the product taking longest."""
-    costs = [price(operators.gemm(p.m, p.k, p.n, dtype=op.dtype, batch=p.batch, name=op.name)) for p in shape.products()]
+    costs = [
+        price(operators.gemm(p.m, p.k, p.n, dtype=op.dtype, batch=p.batch, name=op.name)) for p in shape.products()
+    ]
     share = shape.causal_share
     traffic: dict[str, int] = {}
     for cost in costs:

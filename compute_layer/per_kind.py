@@ -22,7 +22,9 @@ from stratasim.v1 import common_pb2, compute_pb2
 __all__ = ["KIND_NAMES", "PerKindCompute", "kind_name"]
 
 KIND_NAMES: tuple[str, ...] = tuple(
-    name.lower() for name in compute_pb2.OperatorKind.keys() if name != "OPERATOR_KIND_UNSPECIFIED"  # noqa: SIM118
+    name.lower()
+    for name in compute_pb2.OperatorKind.keys()  # noqa: SIM118 (an enum wrapper, not a dict)
+    if name != "OPERATOR_KIND_UNSPECIFIED"
 )
 """The operator kinds a route may name (``gemm``, ``conv``, ``elementwise``, ``attention``), besides ``*`` for every other kind."""
 
@@ -55,8 +57,10 @@ class PerKindCompute:
 
     def _pairs(self) -> list[tuple[ComputeBackend, str | None]]:
         """Each distinct (backend, its own device or None for the request's) the routes use."""
-        pairs = {(id(backend), self._devices.get(kind)): (backend, self._devices.get(kind))
-                 for kind, backend in self._routes.items()}  # fmt: skip
+        pairs = {
+            (id(backend), self._devices.get(kind)): (backend, self._devices.get(kind))
+            for kind, backend in self._routes.items()
+        }
         return list(pairs.values())
 
     def devices(self) -> list[str]:

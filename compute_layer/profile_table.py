@@ -80,7 +80,9 @@ def load_profile(path: str | Path) -> ProfileTable:
         csv_file = Path(path).suffix.lower() == ".csv"
         rows = _csv_rows(text, source, problems) if csv_file else _json_rows(text, source, problems)
     except InputError as exc:
-        what = exc.what if exc.what.startswith(("cannot read", "the profile")) else f"cannot read the profile: {exc.what}"
+        what = (
+            exc.what if exc.what.startswith(("cannot read", "the profile")) else f"cannot read the profile: {exc.what}"
+        )
         raise ConfigError(source, [(exc.where, what)]) from None
     points: dict[Key, dict[tuple[int, ...], Measurement]] = {}
     names: dict[str, str] = {}

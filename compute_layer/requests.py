@@ -31,9 +31,14 @@ def adjusts(request: compute_pb2.EstimateRequest) -> bool:
     """Whether ``request`` carries a calibration that changes a figure: one saying only ``datasheet`` asks for the
     device as it is, which a backend without efficiency models prices anyway."""
     calibration = request.calibration
-    return request.HasField("calibration") and any((
-        calibration.compute_efficiency, calibration.memory_efficiency, calibration.launch_overhead_ps,
-        calibration.size_efficiency))  # fmt: skip
+    return request.HasField("calibration") and any(
+        (
+            calibration.compute_efficiency,
+            calibration.memory_efficiency,
+            calibration.launch_overhead_ps,
+            calibration.size_efficiency,
+        )
+    )
 
 
 def label(op: compute_pb2.OperatorDesc, index: int) -> str:

@@ -93,8 +93,9 @@ class RooflineCompute:
 
         def facts(name: str) -> compute_pb2.DeviceFacts:
             found = self._device(name, given.get(name))
-            result = compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=found.memory_capacity,
-                                             calibration=efficiency_statement(found))  # fmt: skip
+            result = compute_pb2.DeviceFacts(
+                device=name, memory_capacity_bytes=found.memory_capacity, calibration=efficiency_statement(found)
+            )
             if found.price_usd is not None:
                 result.price_usd = found.price_usd
             if found.usd_per_hour is not None:

@@ -76,8 +76,15 @@ def gemm_view(op: compute_pb2.OperatorDesc) -> GemmView | None:
         return GemmView(shape.batch, m, k, n, m * k, k * n, m * n)
     if isinstance(shape, ConvShape):
         pixels, window = shape.n * shape.p * shape.q, shape.c * shape.r * shape.s
-        return GemmView(1, pixels, window, shape.k, shape.n * shape.c * shape.height * shape.width, shape.k * window,
-                        pixels * shape.k)  # fmt: skip
+        return GemmView(
+            1,
+            pixels,
+            window,
+            shape.k,
+            shape.n * shape.c * shape.height * shape.width,
+            shape.k * window,
+            pixels * shape.k,
+        )
     return None
 
 

@@ -104,9 +104,12 @@ def _device_form(value: object) -> str | None:
 
 
 DeviceKey = Annotated[
-    Annotated[str, Tag("name")] | Annotated[DeviceSection, Tag("described")]
-    | Annotated[AcceleratorSection, Tag("accelerator")] | Annotated[AcceleratorDescription, Tag("whole accelerator")]
-    | Annotated[WaferSection, Tag("wafer")] | Annotated[WaferDescription, Tag("whole wafer")],
+    Annotated[str, Tag("name")]
+    | Annotated[DeviceSection, Tag("described")]
+    | Annotated[AcceleratorSection, Tag("accelerator")]
+    | Annotated[AcceleratorDescription, Tag("whole accelerator")]
+    | Annotated[WaferSection, Tag("wafer")]
+    | Annotated[WaferDescription, Tag("whole wafer")],
     Discriminator(
         _device_form,
         custom_error_type="device_form",
@@ -137,7 +140,8 @@ class CalibrationSection(Section):
     def adjusts(self) -> bool:
         """Whether a key changes a figure of the basis (``basis`` alone only chooses it)."""
         return bool(self.model_fields_set - {"basis"}) and any(
-            (self.compute_efficiency, self.memory_efficiency, self.launch_overhead, self.size_efficiency))
+            (self.compute_efficiency, self.memory_efficiency, self.launch_overhead, self.size_efficiency)
+        )
 
     def proto(self) -> compute_pb2.Calibration:
         """The calibration as the compute contract's message (0: keep the basis's value)."""
@@ -221,8 +225,10 @@ class ComputeSection(Section):
     @model_validator(mode="after")
     def _objective_for_the_mapper(self) -> ComputeSection:
         if self.objective is not None and MAPPER_BACKEND not in self.routes().values():
-            raise ValueError(f"'objective' chooses what the {MAPPER_BACKEND} backend's mapper minimises; this section "
-                             f"does not use it")  # fmt: skip
+            raise ValueError(
+                f"'objective' chooses what the {MAPPER_BACKEND} backend's mapper minimises; this section "
+                f"does not use it"
+            )
         return self
 
     @model_validator(mode="after")
@@ -263,7 +269,9 @@ class ComputeSection(Section):
 
     def routes(self) -> dict[str, str]:
         """The backend for each operator kind (``*``: every other kind)."""
-        given = {kind: route if isinstance(route, str) else route.backend for kind, route in (self.per_kind or {}).items()}
+        given = {
+            kind: route if isinstance(route, str) else route.backend for kind, route in (self.per_kind or {}).items()
+        }
         return {"*": self.backend, **given}
 
     def route_devices(self) -> dict[str, str]:

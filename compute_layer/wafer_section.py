@@ -137,12 +137,18 @@ class WaferDescription(_WaferKeys):
     def built(self) -> Wafer:
         """The wafer described."""
         return Wafer(
-            name=self.name, tiles=self.tiles.mesh(), cores=self.cores.mesh(), peak_flops=_peaks((), self.peak),
-            sram_bytes=self.sram, dram_bandwidth=round(self.dram_bandwidth), link_bandwidth=round(self.link_bandwidth),
-            dram_latency_ps=self.dram_latency or 0, link_latency_ps=self.link_latency or 0,
+            name=self.name,
+            tiles=self.tiles.mesh(),
+            cores=self.cores.mesh(),
+            peak_flops=_peaks((), self.peak),
+            sram_bytes=self.sram,
+            dram_bandwidth=round(self.dram_bandwidth),
+            link_bandwidth=round(self.link_bandwidth),
+            dram_latency_ps=self.dram_latency or 0,
+            link_latency_ps=self.link_latency or 0,
             source=self.source or "described in the study",
             energy=HOROWITZ_45NM if self.energy is None else self.energy.applied(HOROWITZ_45NM),
-        )  # fmt: skip
+        )
 
 
 class WaferSection(_WaferKeys):
@@ -195,4 +201,6 @@ def describes_wafer(value: dict[object, object]) -> bool:
     return any(key in _WAFER_ONLY for key in value)
 
 
-_WAFER_ONLY = frozenset({"tiles", "cores", "dram_bandwidth", "link_bandwidth", "dram_latency", "link_latency", "energy"})
+_WAFER_ONLY = frozenset(
+    {"tiles", "cores", "dram_bandwidth", "link_bandwidth", "dram_latency", "link_latency", "energy"}
+)

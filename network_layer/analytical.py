@@ -114,7 +114,10 @@ class AnalyticalNetwork:
         # A switch or fully-connected dimension prices every pair of its positions alike (a ring does not).
         permutable = [i for i, dim in enumerate(self._dims) if dim.kind != _RING]
         return network_pb2.NetworkInfo(
-            npus=self._npus, lookahead_ps=self._lookahead, backend=self.name, stateless=stateless,
+            npus=self._npus,
+            lookahead_ps=self._lookahead,
+            backend=self.name,
+            stateless=stateless,
             permutable_dimensions=permutable,
         )
 
@@ -234,7 +237,9 @@ class AnalyticalNetwork:
         return np.maximum(delays, self._lookahead)
 
     def _reject(self, msg_id: int, src: int, dst: int) -> NoReturn:
-        raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {self._npus} NPUs")
+        raise BackendError(
+            f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {self._npus} NPUs"
+        )
 
     def _too_late(self, msg_id: int, sent: int) -> NoReturn:
         raise BackendError(f"message {msg_id} sent at {sent} ps could arrive before the network's time {self._now} ps")

@@ -108,8 +108,10 @@ class CongestionAwareNetwork:
             least = min(latencies, default=1)
         self._topology = topology
         self._grid = Grid.of(topology)
-        self._dims = [(dim.kind, dim.size, Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps, self._grid.stride(d))
-                      for d, dim in enumerate(topology.dimensions)]  # fmt: skip
+        self._dims = [
+            (dim.kind, dim.size, Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps, self._grid.stride(d))
+            for d, dim in enumerate(topology.dimensions)
+        ]
         self._busy = {} if topology.record_link_busy else None
         self._routes.clear()
         self._hops.clear()
@@ -215,8 +217,9 @@ class CongestionAwareNetwork:
             routes = self._routes_of(keys, cached)
         del keys, cached  # before the crossings are made (an all-to-all's batch holds a million)
         if first == last:  # all sent at once (a collective's step): one list
-            _at(self._events, self._times, first).extend(zip(ids, routes, repeat(0), repeat(first + self._lookahead),
-                                                             times))  # fmt: skip
+            _at(self._events, self._times, first).extend(
+                zip(ids, routes, repeat(0), repeat(first + self._lookahead), times)
+            )
         else:
             earliest = [sent + self._lookahead for sent in times]
             for crossing in zip(ids, routes, repeat(0), earliest, times):
@@ -261,7 +264,9 @@ class CongestionAwareNetwork:
         npus = self._grid.npus
         for msg_id, src, dst, sent in zip(ids, srcs, dsts, times):
             if src >= npus or dst >= npus or src == dst:
-                raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {npus} NPUs")
+                raise BackendError(
+                    f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {npus} NPUs"
+                )
             if sent <= self._horizon:
                 raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
 

@@ -58,10 +58,14 @@ class MixedNetwork:
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         if topology.WhichOneof("fabric") is not None:
-            raise TopologyError("network.topology: a fabric cannot mix fidelity per dimension; use a list of dimensions")
+            raise TopologyError(
+                "network.topology: a fabric cannot mix fidelity per dimension; use a list of dimensions"
+            )
         names = [dim.backend or "analytical" for dim in topology.dimensions]
         if "mixed" in names:
-            raise TopologyError(f"topology.dimensions[{names.index('mixed')}].backend: a dimension cannot be mixed itself")
+            raise TopologyError(
+                f"topology.dimensions[{names.index('mixed')}].backend: a dimension cannot be mixed itself"
+            )
         plain = network_pb2.Topology()
         plain.CopyFrom(topology)
         for dim in plain.dimensions:
@@ -74,7 +78,9 @@ class MixedNetwork:
         self._grid = Grid.of(topology)
         self._lookahead = max(1, min(info.lookahead_ps for info in infos.values()))
         return network_pb2.NetworkInfo(
-            npus=self._grid.npus, lookahead_ps=self._lookahead, backend=self.name,
+            npus=self._grid.npus,
+            lookahead_ps=self._lookahead,
+            backend=self.name,
             stateless=all(info.stateless for info in infos.values()),
             permutable_dimensions=[d for d, name in enumerate(names) if d in infos[name].permutable_dimensions],
         )
@@ -103,7 +109,12 @@ class MixedNetwork:
         self._send(batches)
 
     def _add_leg(
-        self, batches: dict[str, network_pb2.SendBatch], message: int, src: int, size: int, sent: int,
+        self,
+        batches: dict[str, network_pb2.SendBatch],
+        message: int,
+        src: int,
+        size: int,
+        sent: int,
         legs: tuple[tuple[str, int], ...],
     ) -> None:
         name, stop = legs[0]

@@ -79,10 +79,15 @@ class PacketLatency:
             return network_pb2.PacketLatency()
         buckets = sorted(self.histogram)
         return network_pb2.PacketLatency(
-            packets=self.packets, total_ps=self.total_ps, min_ps=self.least_ps, max_ps=self.most_ps,
-            p50_ps=self.percentile_ps(50), p99_ps=self.percentile_ps(99),
-            bucket=buckets, count=[self.histogram[b] for b in buckets],
-        )  # fmt: skip
+            packets=self.packets,
+            total_ps=self.total_ps,
+            min_ps=self.least_ps,
+            max_ps=self.most_ps,
+            p50_ps=self.percentile_ps(50),
+            p99_ps=self.percentile_ps(99),
+            bucket=buckets,
+            count=[self.histogram[b] for b in buckets],
+        )
 
     def merge(self, other: network_pb2.PacketLatency) -> None:
         """Add the packets of another network's ``other`` to these."""

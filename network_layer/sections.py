@@ -79,17 +79,19 @@ if TYPE_CHECKING:
     TopologySection = list[DimensionSection] | FabricSection
 else:
     TopologySection = Annotated[
-        Union[(
-            Annotated[list[DimensionSection], MinLen(1), Tag("dimensions")],
-            *(Annotated[section, Tag(kind)] for kind, section in topologies.SECTIONS.items()),
-        )],
+        Union[
+            (
+                Annotated[list[DimensionSection], MinLen(1), Tag("dimensions")],
+                *(Annotated[section, Tag(kind)] for kind, section in topologies.SECTIONS.items()),
+            )
+        ],
         Discriminator(
             _form,
             custom_error_type="topology_form",
             custom_error_message="expected a list of dimensions or a mapping whose kind is one of "
             + ", ".join(topologies.SECTIONS),
         ),
-    ]  # fmt: skip
+    ]
 """``network.topology``: the tag pydantic puts in error locations ("dimensions", the kind) is not a key."""
 
 
@@ -160,8 +162,9 @@ class NetworkSection(Section):
         """Every backend the section names, by its key (``backend``, ``topology.<i>.backend``)."""
         names = {"backend": self.backend}
         if isinstance(self.topology, list):
-            names |= {f"topology.{i}.backend": dim.backend for i, dim in enumerate(self.topology)
-                      if dim.backend is not None}  # fmt: skip
+            names |= {
+                f"topology.{i}.backend": dim.backend for i, dim in enumerate(self.topology) if dim.backend is not None
+            }
         return names
 
     def topology_message(self) -> network_pb2.Topology:
@@ -176,13 +179,18 @@ class NetworkSection(Section):
         topology = self.topology
         if isinstance(topology, list):
             mixed = self.mixes_fidelity
-            result = network_pb2.Topology(dimensions=[
-                network_pb2.Dimension(
-                    kind=_DIMENSION_KINDS[dim.kind], size=dim.size, bandwidth_bytes_per_s=dim.bandwidth,
-                    latency_ps=dim.latency, backend=(dim.backend or self.backend) if mixed else "",
-                )
-                for dim in topology
-            ])  # fmt: skip
+            result = network_pb2.Topology(
+                dimensions=[
+                    network_pb2.Dimension(
+                        kind=_DIMENSION_KINDS[dim.kind],
+                        size=dim.size,
+                        bandwidth_bytes_per_s=dim.bandwidth,
+                        latency_ps=dim.latency,
+                        backend=(dim.backend or self.backend) if mixed else "",
+                    )
+                    for dim in topology
+                ]
+            )
         else:
             result = topology.topology()
         if self.flit is not None:
@@ -207,4 +215,3 @@ class NetworkSection(Section):
         if self.flit is not None and "flit_level" not in self.backends().values():
             return [("flit", "only the flit_level backend reads it; no dimension or backend names flit_level")]
         return []
-

@@ -92,8 +92,9 @@ class CollectiveLog(Sequence[CollectiveStats]):
             for out, offsets in ((starts, [s.start_ps for s in collectives]), (ends, [s.end_ps for s in collectives])):
                 out.append((run_starts[:, None] + np.array(offsets, dtype=np.int64)[None, :]).ravel())
         order = self._order
-        return CollectiveColumns(templates, np.concatenate(kinds)[order], np.concatenate(starts)[order],
-                                 np.concatenate(ends)[order])  # fmt: skip
+        return CollectiveColumns(
+            templates, np.concatenate(kinds)[order], np.concatenate(starts)[order], np.concatenate(ends)[order]
+        )
 
     def __len__(self) -> int:
         return len(self._order)

@@ -53,14 +53,18 @@ def _algorithm_list(value: object, where: str) -> tuple[str, ...]:
     for name in names:
         base, window = split_name(name)
         if base not in ALGORITHMS:
-            raise ValueError(f"{where}unknown algorithm {name!r}; available: {', '.join(ALGORITHMS)}, or direct:N "
-                             "and one_direct:N for at most N peers in flight")  # fmt: skip
+            raise ValueError(
+                f"{where}unknown algorithm {name!r}; available: {', '.join(ALGORITHMS)}, or direct:N "
+                "and one_direct:N for at most N peers in flight"
+            )
         if window is not None and window < 1:
             raise ValueError(f"{where}{name}: the window N of {base}:N must be a whole number ≥ 1 (peers in flight)")
     flat = [name for name in names if split_name(name)[0] in FLATTENED]
     if flat and len(names) > 1:
-        raise ValueError(f"{where}{flat[0]} runs over all dimensions at once, flattened into one; give it alone "
-                         f"(e.g. algorithm: {flat[0]}), not in a list of per-dimension algorithms")  # fmt: skip
+        raise ValueError(
+            f"{where}{flat[0]} runs over all dimensions at once, flattened into one; give it alone "
+            f"(e.g. algorithm: {flat[0]}), not in a list of per-dimension algorithms"
+        )
     return tuple(names)
 
 
@@ -81,8 +85,10 @@ def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
     if not isinstance(value, Mapping):
         return {_EVERY_OTHER: _algorithm_list(value, "")}
     if not value:
-        raise ValueError("an empty mapping names no algorithm; write a name, a list per dimension or e.g. "
-                         "{all_reduce: ring, '*': direct}")
+        raise ValueError(
+            "an empty mapping names no algorithm; write a name, a list per dimension or e.g. "
+            "{all_reduce: ring, '*': direct}"
+        )
     result: dict[str, tuple[str, ...]] = {}
     for collective, names in value.items():
         if collective != _EVERY_OTHER and collective not in COLLECTIVE_TYPES:
@@ -105,8 +111,13 @@ def _whole_bandwidth(value: object) -> int:
         raise ValueError(str(exc)) from None
 
 
-WholeBandwidth = Annotated[int, BeforeValidator(_whole_bandwidth), quantity("bandwidth from 1kB/s to 10^21 B/s", "200GB/s"), written("B/s"),
-                         Usual("bandwidth", "an NPU's local memory", 10**9, 10**21)]
+WholeBandwidth = Annotated[
+    int,
+    BeforeValidator(_whole_bandwidth),
+    quantity("bandwidth from 1kB/s to 10^21 B/s", "200GB/s"),
+    written("B/s"),
+    Usual("bandwidth", "an NPU's local memory", 10**9, 10**21),
+]
 
 _NAMES = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
 _ALGORITHMS = WithJsonSchema({"anyOf": [*_NAMES["anyOf"], {"type": "object", "additionalProperties": _NAMES}]})
@@ -188,10 +199,12 @@ class SystemOptions(Section):
             logical = Grid(self.logical_topology)
             dims, logical_sizes = len(logical.sizes), logical.sizes
             if logical.npus != physical.npus:
-                problems.append((
-                    "logical_topology",
-                    f"{list(self.logical_topology)} holds {logical.npus} NPUs but network.topology has {physical.npus}",
-                ))  # fmt: skip
+                problems.append(
+                    (
+                        "logical_topology",
+                        f"{list(self.logical_topology)} holds {logical.npus} NPUs but network.topology has {physical.npus}",
+                    )
+                )
         longest = max(len(names) for names in self.algorithm.values())
         if longest > dims:
             problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
@@ -210,6 +223,8 @@ class SystemOptions(Section):
                 where = "the whole topology" if base in FLATTENED else f"dimension {dim}"
                 if window > width:
                     said = "every collective" if collective == _EVERY_OTHER else collective
-                    problems.append(f"{name} for {said}: a window of {window} peers is more than {where} holds "
-                                    f"({width} NPUs); give N from 1 to {width}")  # fmt: skip
+                    problems.append(
+                        f"{name} for {said}: a window of {window} peers is more than {where} holds "
+                        f"({width} NPUs); give N from 1 to {width}"
+                    )
         return problems

@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from stratasim.system_layer.trace import SpanLog
 
-__all__ = ["CollectiveStats", "NpuStats", "TraceSpan", "CounterSample", "LinkStats", "LinkBusy", "PacketLatencyStats", "OperatorStats", "SimulationResult"]
+__all__ = [
+    "CollectiveStats",
+    "NpuStats",
+    "TraceSpan",
+    "CounterSample",
+    "LinkStats",
+    "LinkBusy",
+    "PacketLatencyStats",
+    "OperatorStats",
+    "SimulationResult",
+]
 
 
 class CollectiveStats(NamedTuple):

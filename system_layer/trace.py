@@ -98,8 +98,9 @@ class SpanLog:
             self.tracks.append(track)
         return track_id
 
-    def extend(self, npu: int, tracks: Sequence[int], starts: Sequence[int], ends: Sequence[int],
-               names: Sequence[bytes]) -> None:  # fmt: skip
+    def extend(
+        self, npu: int, tracks: Sequence[int], starts: Sequence[int], ends: Sequence[int], names: Sequence[bytes]
+    ) -> None:
         """Record many spans of ``npu`` at once: their track ids, start and end times and UTF-8 names."""
         if not names:
             return
@@ -209,7 +210,9 @@ class TraceRecorder:
         if npu in self.npus and self.selection.overlaps(start_ps, end_ps):
             self.spans.append(npu, track, name, start_ps, end_ps)
 
-    def collective_span(self, npu: int, track: str, collective: Numbered, suffix: str, start_ps: int, end_ps: int) -> None:
+    def collective_span(
+        self, npu: int, track: str, collective: Numbered, suffix: str, start_ps: int, end_ps: int
+    ) -> None:
         """Record a busy span of ``collective``, named ``<kind> #<number><suffix>`` once the collectives are numbered
         (:meth:`name_collectives`): in the order they started, as the result lists them."""
         if npu in self.npus and self.selection.overlaps(start_ps, end_ps):
@@ -270,5 +273,7 @@ class TraceRecorder:
 
     def samples(self) -> list[CounterSample]:
         """The counter samples kept, each counter's value at the window's start first, sorted by NPU and time."""
-        opening = [CounterSample(npu, name, self.selection.start_ps, value) for (npu, name), value in self._before.items()]
+        opening = [
+            CounterSample(npu, name, self.selection.start_ps, value) for (npu, name), value in self._before.items()
+        ]
         return sorted(opening + self.counters, key=lambda c: (c.npu, c.time_ps))

@@ -34,9 +34,13 @@ QUICKSTART: dict[str, Any] = {
     "name": "budget",
     "workload": {"kind": "collective", "collective": "all_reduce", "size": "1GiB"},
     "system": {"algorithm": "ring", "splits": 4},
-    "network": {"topology": [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "500ns"},
-                             {"kind": "switch", "size": 4, "bandwidth": "25GB/s", "latency": "1us"}]},
-}  # fmt: skip
+    "network": {
+        "topology": [
+            {"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "500ns"},
+            {"kind": "switch", "size": 4, "bandwidth": "25GB/s", "latency": "1us"},
+        ]
+    },
+}
 
 GPT3 = load_study(EXAMPLES / "gpt3_175b.yaml")
 
@@ -143,9 +147,11 @@ def test_every_example_fits_the_default_budget(path: Path) -> None:
 
 
 # Serving studies build no graphs: their budget counts requests (tests/workload_layer/test_serving_study.py).
-@pytest.mark.parametrize("path", [p for p in EVERY_STUDY if ("megatron" not in p.parts or "gpt_18b" in p.name)
-                                  and "serving" not in p.parts],
-                         ids=lambda path: str(path.relative_to(EXAMPLES)))  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    [p for p in EVERY_STUDY if ("megatron" not in p.parts or "gpt_18b" in p.name) and "serving" not in p.parts],
+    ids=lambda path: str(path.relative_to(EXAMPLES)),
+)
 def test_the_estimate_is_above_what_is_built(path: Path) -> None:
     study = load_study(path)
     source, npus = prepare_workload(study)
@@ -172,8 +178,14 @@ def _within_1gib() -> None:
 def test_check_answers_a_billion_npus_fast_in_little_memory(sizes: tuple[str, ...]) -> None:
     settings = [arg for index, size in enumerate(sizes) for arg in ("--set", f"network.topology.{index}.size={size}")]
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "stratasim", "check", "examples/quickstart.yaml", *settings],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60, preexec_fn=_within_1gib)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim", "check", "examples/quickstart.yaml", *settings],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        preexec_fn=_within_1gib,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: ")
     assert "NPUs would need about" in done.stderr and time.monotonic() - started < 10
 
@@ -186,14 +198,17 @@ def test_check_answers_a_billion_npus_fast_in_little_memory(sizes: tuple[str, ..
         (["check", "examples/quickstart.yaml", "--max-memory", "16KiB"], "over the budget of 16 KiB"),
         (["run", "examples/quickstart.yaml", "--max-memory", "lots"], "--max-memory: cannot read 'lots' as a size"),
         (["run", "examples/quickstart.yaml", "--max-events", "1.5"], "--max-events: expected a whole number"),
-        (["trace", "export", "examples/quickstart.yaml", "out/q", "--to", "stratasim", "--max-memory", "64KiB"],
-         "over the budget of 64 KiB"),
+        (
+            ["trace", "export", "examples/quickstart.yaml", "out/q", "--to", "stratasim", "--max-memory", "64KiB"],
+            "over the budget of 64 KiB",
+        ),
         (["bench", "--study", "examples/quickstart.yaml", "--max-events", "10", "--json"], "over the budget of 10:"),
     ],
 )
 def test_the_command_line_sets_and_reports_the_budget(args: list[str], fragment: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert "Traceback" not in done.stderr and fragment in done.stderr + done.stdout
     assert done.returncode == (0 if args[0] == "bench" else 2)
 
@@ -202,8 +217,24 @@ def test_the_command_line_sets_and_reports_the_budget(args: list[str], fragment:
 def test_converting_a_text_workload_for_too_many_npus_is_refused(tmp_path: Path, npus: int) -> None:
     text = ROOT / "tests" / "data" / "astra-sim-inputs" / "workload" / "text_workloads" / "Resnet50_DataParallel.txt"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "stratasim", "trace", "convert", str(text), str(tmp_path / "t"),
-                           "--to", "stratasim", "--npus", str(npus)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stratasim",
+            "trace",
+            "convert",
+            str(text),
+            str(tmp_path / "t"),
+            "--to",
+            "stratasim",
+            "--npus",
+            str(npus),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"converting for {npus:,} NPUs" in done.stderr and "reduce --npus or --passes" in done.stderr
     assert time.monotonic() - started < 10 and not list(tmp_path.iterdir())
@@ -213,13 +244,19 @@ def test_converting_a_text_workload_for_too_many_npus_is_refused(tmp_path: Path,
     "space",
     [
         {"system.splits": {"low": 1, "high": 64, "count": 10**9}},
-        {"system.splits": list(range(1, 1001)), "system.active_chunks": list(range(1, 1001)),
-         "network.topology.0.latency": {"low": "1ns", "high": "1000ns", "count": 10**4}},
+        {
+            "system.splits": list(range(1, 1001)),
+            "system.active_chunks": list(range(1, 1001)),
+            "network.topology.0.latency": {"low": "1ns", "high": "1000ns", "count": 10**4},
+        },
     ],
-)  # fmt: skip
+)
 def test_a_sweep_of_a_billion_points_is_refused_before_listing_them(tmp_path: Path, space: dict[str, Any]) -> None:
-    sweep = parse_sweep({"study": QUICKSTART, "space": space, "objectives": [{"metric": "total_time_ns", "goal": "min"}]},
-                        "huge.yaml", tmp_path)  # fmt: skip
+    sweep = parse_sweep(
+        {"study": QUICKSTART, "space": space, "objectives": [{"metric": "total_time_ns", "goal": "min"}]},
+        "huge.yaml",
+        tmp_path,
+    )
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
     with pytest.raises(BudgetError, match=r"trials would need about .* reduce the space's values"):
@@ -228,12 +265,20 @@ def test_a_sweep_of_a_billion_points_is_refused_before_listing_them(tmp_path: Pa
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024
 
 
-@pytest.mark.parametrize(("value", "fragment"), [(float("inf"), "inf is not a finite number"),
-                                                 (float("nan"), "nan is not a finite number"),
-                                                 (2**70, "does not fit a 64-bit integer")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        (float("inf"), "inf is not a finite number"),
+        (float("nan"), "nan is not a finite number"),
+        (2**70, "does not fit a 64-bit integer"),
+    ],
+)
 def test_a_sweep_number_that_fits_nothing_is_refused(tmp_path: Path, value: float, fragment: str) -> None:
-    data = {"study": QUICKSTART, "space": {"system.splits": {"low": 1, "high": value, "count": 3}},
-            "objectives": [{"metric": "total_time_ns", "goal": "min"}]}  # fmt: skip
+    data = {
+        "study": QUICKSTART,
+        "space": {"system.splits": {"low": 1, "high": value, "count": 3}},
+        "objectives": [{"metric": "total_time_ns", "goal": "min"}],
+    }
     with pytest.raises(ConfigError) as caught:
         parse_sweep(data, "bad.yaml", tmp_path)
     assert caught.value.problems == [("space.system.splits.high", caught.value.problems[0][1])]
@@ -243,7 +288,11 @@ def test_a_sweep_number_that_fits_nothing_is_refused(tmp_path: Path, value: floa
 @pytest.mark.parametrize("case", SUITE, ids=lambda case: case.name)
 def test_every_benchmark_case_fits_the_default_budget(case: SuiteCase) -> None:
     run = case.run
-    study = parse_study(run.study(), "<bench>") if isinstance(run, BenchCase) else load_study(ROOT / run.path, run.overrides)
+    study = (
+        parse_study(run.study(), "<bench>")
+        if isinstance(run, BenchCase)
+        else load_study(ROOT / run.path, run.overrides)
+    )
     source, npus = prepare_workload(study)
     assert check_budget(study, source, npus, DEFAULT_BUDGET).memory <= DEFAULT_BUDGET.max_memory
 
@@ -251,9 +300,17 @@ def test_every_benchmark_case_fits_the_default_budget(case: SuiteCase) -> None:
 _LINK = {"bandwidth": "50GB/s", "latency": "1us"}
 FABRICS = [
     {"kind": "nvswitch", "gpus_per_board": 8, "planes": 3_000_000, **_LINK},
-    {"kind": "dragonfly", "groups": 4, "routers_per_group": 5000, "hosts_per_router": 1, "global_links_per_router": 1,
-     "host_link": _LINK, "local_link": _LINK, "global_link": _LINK},
-]  # fmt: skip
+    {
+        "kind": "dragonfly",
+        "groups": 4,
+        "routers_per_group": 5000,
+        "hosts_per_router": 1,
+        "global_links_per_router": 1,
+        "host_link": _LINK,
+        "local_link": _LINK,
+        "global_link": _LINK,
+    },
+]
 
 
 @pytest.mark.parametrize("backend", ["congestion_aware", "flit_level"])
@@ -261,14 +318,20 @@ FABRICS = [
 def test_fabrics_with_too_many_links_are_refused_before_building(backend: str, fabric: dict[str, Any]) -> None:
     """A few hundred bytes of fabric can ask a link-level network for tens of millions of links (it died of
     MemoryError after 20 s under a 3 GB limit): counted from the fields, they are refused first."""
-    data = {"name": "fabric", "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
-            "network": {"backend": backend, "topology": fabric}}  # fmt: skip
+    data = {
+        "name": "fabric",
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
+        "network": {"backend": backend, "topology": fabric},
+    }
     _refused(data, "links and switches of the", f"{backend} network", "network.topology's sizes")
 
 
 def test_a_fabric_within_the_budget_still_runs() -> None:
-    data = {"name": "fabric", "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
-            "network": {"backend": "congestion_aware", "topology": {**FABRICS[0], "planes": 6}}}  # fmt: skip
+    data = {
+        "name": "fabric",
+        "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
+        "network": {"backend": "congestion_aware", "topology": {**FABRICS[0], "planes": 6}},
+    }
     assert check_study(parse_study(data, "small.yaml"), DEFAULT_BUDGET) == 8
 
 

@@ -63,9 +63,13 @@ def test_a_source_checkout_imports_its_layers() -> None:
     folder's siblings, must still import as ``stratasim.<layer>`` (a plain ``pip install .`` maps them only in
     site-packages). Simulated by dropping the editable install's finder."""
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]; "
-            "import stratasim, stratasim.system_layer as layer; print(layer.__file__); "
-            "print(stratasim.run('examples/quickstart.yaml').total_time_ps)")  # fmt: skip
+    code = (
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]; "
+        "import stratasim, stratasim.system_layer as layer; print(layer.__file__); "
+        "print(stratasim.run('examples/quickstart.yaml').total_time_ps)"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     where, total = done.stdout.split()
-    assert Path(where) == root / "system_layer" / "__init__.py" and int(total) == stratasim.run(QUICKSTART).total_time_ps
+    assert (
+        Path(where) == root / "system_layer" / "__init__.py" and int(total) == stratasim.run(QUICKSTART).total_time_ps
+    )

@@ -32,6 +32,11 @@ def test_ruff_finds_no_errors() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_code_is_formatted_by_ruff() -> None:
+    done = _run("ruff", "format", "--check", "--no-cache", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 LINT_IMPORTS = [sys.executable, "-c", "from importlinter.cli import lint_imports_command as c; c()", "--no-cache"]
 
 

@@ -84,22 +84,49 @@ def test_bad_studies_are_refused(validator: Any, path: str, value: object) -> No
 
 
 WHOLE_ACCELERATOR = {
-    "name": "mine", "pe_rows": 16, "pe_cols": 16, "clock": "1GHz", "mac_pj": 0.2, "unrolls": {"conv": {"rows": "RCK", "cols": "PK"}},
-    "levels": [{"name": "registers", "keeps": ["weights"], "words": 4, "read_pj": 0.2, "write_pj": 0.2},
-               {"name": "dram", "keeps": ["inputs", "weights", "outputs"], "read_pj": 100, "write_pj": 100}],
-}  # fmt: skip
-WHOLE_WAFER = {"name": "w", "tiles": {"x": 2, "y": 2}, "cores": {"x": 4, "y": 4}, "peak": {"fp16": "1TFLOPS"},
-               "sram": "1MiB", "dram_bandwidth": "1TB/s", "link_bandwidth": "1TB/s"}  # fmt: skip
+    "name": "mine",
+    "pe_rows": 16,
+    "pe_cols": 16,
+    "clock": "1GHz",
+    "mac_pj": 0.2,
+    "unrolls": {"conv": {"rows": "RCK", "cols": "PK"}},
+    "levels": [
+        {"name": "registers", "keeps": ["weights"], "words": 4, "read_pj": 0.2, "write_pj": 0.2},
+        {"name": "dram", "keeps": ["inputs", "weights", "outputs"], "read_pj": 100, "write_pj": 100},
+    ],
+}
+WHOLE_WAFER = {
+    "name": "w",
+    "tiles": {"x": 2, "y": 2},
+    "cores": {"x": 4, "y": 4},
+    "peak": {"fp16": "1TFLOPS"},
+    "sram": "1MiB",
+    "dram_bandwidth": "1TB/s",
+    "link_bandwidth": "1TB/s",
+}
 
 
-@pytest.mark.parametrize("device", [WHOLE_ACCELERATOR, WHOLE_WAFER, {"file": "chip.yaml"},
-                                    {"preset": "palm-wafer", "tiles": {"x": 10}}, {"file": "chip.yaml", "pe_rows": 4}])  # fmt: skip
+@pytest.mark.parametrize(
+    "device",
+    [
+        WHOLE_ACCELERATOR,
+        WHOLE_WAFER,
+        {"file": "chip.yaml"},
+        {"preset": "palm-wafer", "tiles": {"x": 10}},
+        {"file": "chip.yaml", "pe_rows": 4},
+    ],
+)
 def test_whole_and_file_descriptions_are_valid(validator: Any, device: dict[str, object]) -> None:
     assert validator.is_valid(_with("compute.device", device))
 
 
-@pytest.mark.parametrize("device", [{**WHOLE_ACCELERATOR, "levels": [{"name": "dram", "keeps": ["inputs"]}]},
-                                    {key: value for key, value in WHOLE_WAFER.items() if key != "sram"} | {"tiles": {"x": 2}}])  # fmt: skip
+@pytest.mark.parametrize(
+    "device",
+    [
+        {**WHOLE_ACCELERATOR, "levels": [{"name": "dram", "keeps": ["inputs"]}]},
+        {key: value for key, value in WHOLE_WAFER.items() if key != "sram"} | {"tiles": {"x": 2}},
+    ],
+)
 def test_incomplete_whole_descriptions_are_refused(validator: Any, device: dict[str, object]) -> None:
     assert not validator.is_valid(_with("compute.device", device))
 
@@ -120,7 +147,9 @@ def test_a_key_without_a_meaning_is_caught() -> None:
 
 def test_the_key_reference_is_current() -> None:
     committed = (REPO / "docs" / "study-keys.md").read_text(encoding="utf-8")
-    assert committed == markdown(), "docs/study-keys.md is stale: python -m stratasim.config.key_reference > docs/study-keys.md"
+    assert committed == markdown(), (
+        "docs/study-keys.md is stale: python -m stratasim.config.key_reference > docs/study-keys.md"
+    )
 
 
 def test_schema_command_writes_the_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,8 +24,13 @@ def copies() -> dict[str, str]:
     for copy, original in listed.items():
         folder = ROOT / original
         if folder.is_dir():
-            files.update({f"{copy}/{path.relative_to(folder)}": str(path.relative_to(ROOT))
-                          for path in sorted(folder.rglob("*")) if path.is_file()})  # fmt: skip
+            files.update(
+                {
+                    f"{copy}/{path.relative_to(folder)}": str(path.relative_to(ROOT))
+                    for path in sorted(folder.rglob("*"))
+                    if path.is_file()
+                }
+            )
         else:
             files[copy] = original
     return files

@@ -16,7 +16,6 @@ from stratasim.v1 import workload_pb2
 __all__ = ["CollectiveWorkload"]
 
 
-
 class CollectiveConfig(Section):
     """``workload:`` keys of ``kind: collective``; ``size`` is the whole buffer on each NPU; ``root`` is the
     root NPU of a broadcast or reduce (default: NPU 0)."""

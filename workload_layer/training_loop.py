@@ -49,8 +49,9 @@ def _shorthand_schema(schema: dict[str, Any]) -> None:
     """The JSON Schema of :class:`ComputeSpec` as written: also a bare time, and ``gemm`` also ``[m, k, n]``."""
     del schema["type"]  # properties apply to a mapping only, so the anyOf admits a bare time beside it
     schema["anyOf"] = [{"type": "object"}, *QUANTITY_FORMS]
-    schema["properties"]["gemm"]["anyOf"].append({"type": "array", "items": {"type": "integer"}, "minItems": 3,
-                                                  "maxItems": 3})  # fmt: skip
+    schema["properties"]["gemm"]["anyOf"].append(
+        {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 3}
+    )
 
 
 class ComputeSpec(Section):
@@ -129,7 +130,6 @@ class TrainingLoopConfig(Section):
     """NPUs taking part (default: every NPU of the topology)."""
 
 
-
 class TrainingLoopWorkload:
     """Builds the same data-parallel graph for every NPU; collectives span all NPUs of the workload."""
 
@@ -146,9 +146,15 @@ class TrainingLoopWorkload:
         """One graph shared by every NPU: per pass and repeated layer, three computations and three
         communications at most."""
         layers = sum(layer.repeat for layer in self.config.layers) * self.config.passes
-        largest = max((spec.size for layer in self.config.layers for spec in
-                       (layer.forward_comm, layer.weight_grad_comm, layer.input_grad_comm) if spec is not None),
-                      default=0)  # fmt: skip
+        largest = max(
+            (
+                spec.size
+                for layer in self.config.layers
+                for spec in (layer.forward_comm, layer.weight_grad_comm, layer.input_grad_comm)
+                if spec is not None
+            ),
+            default=0,
+        )
         return WorkEstimate(1, 6 * layers, 3 * layers, largest, "workload.passes and workload.layers[].repeat")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
@@ -204,6 +210,9 @@ class _GraphBuilder:
         if spec is None:
             return after
         return self._add(
-            name, [after], type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVE_TYPES[spec.collective],
+            name,
+            [after],
+            type=workload_pb2.COMM_COLL_NODE,
+            comm_type=COLLECTIVE_TYPES[spec.collective],
             comm_bytes=spec.size,
         )

@@ -36,9 +36,14 @@ def _network(ns: Any, request: tuple[Any, ...]) -> Any:
     _, kinds, sizes, rates, latencies, mtu, header, window = request
     vector = cppyy.gbl.std.vector
     return cppyy.gbl.stratasim_ns3.PacketNet(
-        vector["int"](kinds), vector["uint32_t"](sizes), vector["uint64_t"](rates), vector["int64_t"](latencies),
-        mtu, header, window,
-    )  # fmt: skip
+        vector["int"](kinds),
+        vector["uint32_t"](sizes),
+        vector["uint64_t"](rates),
+        vector["int64_t"](latencies),
+        mtu,
+        header,
+        window,
+    )
 
 
 def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -129,8 +129,11 @@ class Ns3Network:
         sizes = [int(dim.size) for dim in topology.dimensions]
         rates = [max(1, round(dim.bandwidth_bytes_per_s * 8)) for dim in topology.dimensions]
         latencies = [int(dim.latency_ps) for dim in topology.dimensions]
-        least = [lat + WIRE_HEADER * 8 * _PS_PER_S // rate - 1 for lat, rate, size in zip(latencies, rates, sizes)
-                 if size > 1]  # fmt: skip
+        least = [
+            lat + WIRE_HEADER * 8 * _PS_PER_S // rate - 1
+            for lat, rate, size in zip(latencies, rates, sizes)
+            if size > 1
+        ]
         self._npus = grid.npus
         self._lookahead = max(1, min(least, default=1))
         self._horizon, self._next_ps, self._sends, self._deliveries = -1, None, [], []
@@ -141,8 +144,9 @@ class Ns3Network:
         """Queue the messages for the worker; refuse one that cannot be sent or is too large for ns-3."""
         for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
             if src >= self._npus or dst >= self._npus or src == dst:
-                raise BackendError(f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of "
-                                   f"{self._npus} NPUs")  # fmt: skip
+                raise BackendError(
+                    f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {self._npus} NPUs"
+                )
             if sent <= self._horizon:
                 raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
             packets = -(-size // MTU)
@@ -255,9 +259,12 @@ class Ns3Network:
         self._directory = Path(tempfile.mkdtemp(prefix="stratasim-ns3-"))
         with open(self._directory / "ns3.log", "wb") as log:
             self._worker = subprocess.Popen(
-                [sys.executable, "-m", "stratasim.adapters.ns3._worker", str(self._directory)], cwd=self._directory,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-            )  # fmt: skip
+                [sys.executable, "-m", "stratasim.adapters.ns3._worker", str(self._directory)],
+                cwd=self._directory,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
         self._cleanup = weakref.finalize(self, _stop, self._worker, self._directory)
         self._send(self._worker, configure)
         self._configuring = True

@@ -231,9 +231,7 @@ def systolic(rows: int, cols: int, dataflow: str, dram_bandwidth: int | None = N
     """
     suffix = "" if dram_bandwidth is None else f"-bw{dram_bandwidth}"
     sram_pj = _SRAM_32KB_PJ_PER_BYTE  # Horowitz's 32 KB figure, the nearest to a 64 kB SRAM.
-    sram = StorageLevel(
-        "sram", _ALL, partitions={o: 64 * 1024 for o in OPERANDS}, read_pj=sram_pj, write_pj=sram_pj
-    )
+    sram = StorageLevel("sram", _ALL, partitions={o: 64 * 1024 for o in OPERANDS}, read_pj=sram_pj, write_pj=sram_pj)
     return Accelerator(
         name=f"systolic-{rows}x{cols}-{dataflow}{suffix}",
         rows=rows,
@@ -255,16 +253,37 @@ _TPU_LIKE = Accelerator(
     levels=(
         _registers(1, 2, 1, _INT8_MAC_PJ),  # weights are double-buffered in each cell
         # 4096 accumulators of 256 x 32 bits: outputs only, written a row of 256 per cycle.
-        StorageLevel("accumulators", frozenset({"outputs"}), words=4096 * 256, read_bandwidth=256,
-                     write_bandwidth=256, read_pj=4 * _SRAM_1MB_PJ_PER_BYTE, write_pj=4 * _SRAM_1MB_PJ_PER_BYTE),
+        StorageLevel(
+            "accumulators",
+            frozenset({"outputs"}),
+            words=4096 * 256,
+            read_bandwidth=256,
+            write_bandwidth=256,
+            read_pj=4 * _SRAM_1MB_PJ_PER_BYTE,
+            write_pj=4 * _SRAM_1MB_PJ_PER_BYTE,
+        ),
         # Weight FIFO, four tiles of 64 KiB deep, fed from DRAM.
-        StorageLevel("weight_fifo", frozenset({"weights"}), words=4 * 64 * 1024, read_bandwidth=256,
-                     write_bandwidth=256, read_pj=_SRAM_32KB_PJ_PER_BYTE, write_pj=_SRAM_32KB_PJ_PER_BYTE),
+        StorageLevel(
+            "weight_fifo",
+            frozenset({"weights"}),
+            words=4 * 64 * 1024,
+            read_bandwidth=256,
+            write_bandwidth=256,
+            read_pj=_SRAM_32KB_PJ_PER_BYTE,
+            write_pj=_SRAM_32KB_PJ_PER_BYTE,
+        ),
         # 24 MiB unified buffer of activations, 256 bytes per cycle each way.
-        StorageLevel("unified_buffer", frozenset({"inputs", "outputs"}), words=24 * 2**20, read_bandwidth=256,
-                     write_bandwidth=256, read_pj=_SRAM_1MB_PJ_PER_BYTE, write_pj=_SRAM_1MB_PJ_PER_BYTE),
+        StorageLevel(
+            "unified_buffer",
+            frozenset({"inputs", "outputs"}),
+            words=24 * 2**20,
+            read_bandwidth=256,
+            write_bandwidth=256,
+            read_pj=_SRAM_1MB_PJ_PER_BYTE,
+            write_pj=_SRAM_1MB_PJ_PER_BYTE,
+        ),
         _dram(1, 30 * 10**9 // (700 * 10**6)),  # 30 GB/s DDR3 at 700 MHz: 42 bytes per cycle
-    ),  # fmt: skip
+    ),
     clock_hz=700 * 10**6,
     mac_pj=_INT8_MAC_PJ,
     dataflow="ws",
@@ -286,17 +305,31 @@ _ZIGZAG_TPU_LIKE = Accelerator(
     levels=(
         # rf_128B holds 128 8-bit weights per PE; rf_2B one 16-bit partial sum; inputs have no PE register (ZigZag's
         # I1 is served from the SRAM), each read multicast along the array.
-        StorageLevel("registers", frozenset({"weights", "outputs"}), partitions={"weights": 128, "outputs": 1},
-                     read_pj=0.095, write_pj=0.095, operand_read_pj={"outputs": 0.021},
-                     operand_write_pj={"outputs": 0.021}),
+        StorageLevel(
+            "registers",
+            frozenset({"weights", "outputs"}),
+            partitions={"weights": 128, "outputs": 1},
+            read_pj=0.095,
+            write_pj=0.095,
+            operand_read_pj={"outputs": 0.021},
+            operand_write_pj={"outputs": 0.021},
+        ),
         # sram_2MB of inputs and outputs, up to 2048 bits (256 words) per cycle each way.
-        StorageLevel("sram", frozenset({"inputs", "outputs"}), words=2 * 2**20, read_bandwidth=256,
-                     write_bandwidth=256, read_pj=416.16 / 256, write_pj=378.4 / 256),
+        StorageLevel(
+            "sram",
+            frozenset({"inputs", "outputs"}),
+            words=2 * 2**20,
+            read_bandwidth=256,
+            write_bandwidth=256,
+            read_pj=416.16 / 256,
+            write_pj=378.4 / 256,
+        ),
         # DRAM behind one 64-bit read-write port (8 words per cycle both ways together); weights go from it straight to
         # the PEs.
-        StorageLevel("dram", _ALL, read_bandwidth=8, write_bandwidth=8, shared_bandwidth=8, read_pj=700 / 8,
-                     write_pj=750 / 8),
-    ),  # fmt: skip
+        StorageLevel(
+            "dram", _ALL, read_bandwidth=8, write_bandwidth=8, shared_bandwidth=8, read_pj=700 / 8, write_pj=750 / 8
+        ),
+    ),
     clock_hz=10**9,
     mac_pj=0.04,
     dataflow="ws",
@@ -324,11 +357,22 @@ _EYERISS_LIKE = Accelerator(
         # Per-PE scratchpads of 16-bit words: 12 ifmap, 224 filter, 24 psum.
         _registers(12, 224, 24, 1 * _EYERISS_UNIT_PJ),
         # The 108 KB global buffer holds ifmaps and psums; filters go from DRAM straight to the PEs.
-        StorageLevel("global_buffer", frozenset({"inputs", "outputs"}), words=108 * 1024 // 2,
-                     read_pj=6 * _EYERISS_UNIT_PJ, write_pj=6 * _EYERISS_UNIT_PJ),
-        StorageLevel("dram", _ALL, read_bandwidth=4, write_bandwidth=4, read_pj=200 * _EYERISS_UNIT_PJ,
-                     write_pj=200 * _EYERISS_UNIT_PJ),  # a 64-bit interface: four 16-bit words per cycle
-    ),  # fmt: skip
+        StorageLevel(
+            "global_buffer",
+            frozenset({"inputs", "outputs"}),
+            words=108 * 1024 // 2,
+            read_pj=6 * _EYERISS_UNIT_PJ,
+            write_pj=6 * _EYERISS_UNIT_PJ,
+        ),
+        StorageLevel(
+            "dram",
+            _ALL,
+            read_bandwidth=4,
+            write_bandwidth=4,
+            read_pj=200 * _EYERISS_UNIT_PJ,
+            write_pj=200 * _EYERISS_UNIT_PJ,
+        ),  # a 64-bit interface: four 16-bit words per cycle
+    ),
     clock_hz=200 * 10**6,
     mac_pj=_EYERISS_UNIT_PJ,
     unrolls=_ROW_STATIONARY,
@@ -344,13 +388,27 @@ _GEMMINI = Accelerator(
     levels=(
         _registers(1, 1, 1, _INT8_MAC_PJ),
         # 64 KiB accumulator of 32-bit words.
-        StorageLevel("accumulator", frozenset({"outputs"}), words=64 * 1024 // 4, read_bandwidth=16,
-                     write_bandwidth=16, read_pj=4 * _SRAM_32KB_PJ_PER_BYTE, write_pj=4 * _SRAM_32KB_PJ_PER_BYTE),
+        StorageLevel(
+            "accumulator",
+            frozenset({"outputs"}),
+            words=64 * 1024 // 4,
+            read_bandwidth=16,
+            write_bandwidth=16,
+            read_pj=4 * _SRAM_32KB_PJ_PER_BYTE,
+            write_pj=4 * _SRAM_32KB_PJ_PER_BYTE,
+        ),
         # 256 KiB scratchpad of 8-bit words for inputs and weights, one 16-word row per bank per cycle.
-        StorageLevel("scratchpad", frozenset({"inputs", "weights"}), words=256 * 1024, read_bandwidth=64,
-                     write_bandwidth=64, read_pj=_SRAM_32KB_PJ_PER_BYTE, write_pj=_SRAM_32KB_PJ_PER_BYTE),
+        StorageLevel(
+            "scratchpad",
+            frozenset({"inputs", "weights"}),
+            words=256 * 1024,
+            read_bandwidth=64,
+            write_bandwidth=64,
+            read_pj=_SRAM_32KB_PJ_PER_BYTE,
+            write_pj=_SRAM_32KB_PJ_PER_BYTE,
+        ),
         _dram(1, 16),  # 128-bit DMA bus
-    ),  # fmt: skip
+    ),
     clock_hz=700 * 10**6,
     mac_pj=_INT8_MAC_PJ,
     dataflow="ws",

@@ -21,8 +21,10 @@ def accelerator_message(acc: Accelerator) -> compute_pb2.TimeloopAccelerator:
         mac_pj=acc.mac_pj,
         source=acc.source,
         dataflow=acc.dataflow or "",
-        unrolls=[compute_pb2.TimeloopUnroll(kind=kind, rows="".join(sorted(rows)), cols="".join(sorted(cols)))
-                 for kind, (rows, cols) in sorted(acc.unrolls.items())],  # fmt: skip
+        unrolls=[
+            compute_pb2.TimeloopUnroll(kind=kind, rows="".join(sorted(rows)), cols="".join(sorted(cols)))
+            for kind, (rows, cols) in sorted(acc.unrolls.items())
+        ],
         dram_bandwidth_words_per_cycle=acc.dram_bandwidth,
         onload=sorted(acc.onload),
         zigzag_compat=acc.zigzag_compat,
@@ -51,10 +53,14 @@ def accelerator_from_message(message: compute_pb2.TimeloopAccelerator) -> Accele
 
 def _level_message(level: StorageLevel) -> compute_pb2.TimeloopStorageLevel:
     message = compute_pb2.TimeloopStorageLevel(
-        name=level.name, keeps=sorted(level.keeps), partitions=dict(level.partitions),
-        read_pj=level.read_pj, write_pj=level.write_pj, operand_read_pj=dict(level.operand_read_pj),
+        name=level.name,
+        keeps=sorted(level.keeps),
+        partitions=dict(level.partitions),
+        read_pj=level.read_pj,
+        write_pj=level.write_pj,
+        operand_read_pj=dict(level.operand_read_pj),
         operand_write_pj=dict(level.operand_write_pj),
-    )  # fmt: skip
+    )
     if level.words is not None:
         message.words = level.words
     if level.read_bandwidth is not None:

@@ -151,9 +151,15 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
         instances = acc.pes if index == 0 else 1
         read, written = sum(reads[index].values()), sum(writes[index].values())
         accesses.append(LevelAccesses(level.name, read, written, _port_cycles(level, read, written, instances)))
-    energy = macs * acc.mac_pj + sum(
-        words * level.read_price(operand) for level, by in zip(acc.levels, reads) for operand, words in by.items()
-    ) + sum(words * level.write_price(operand) for level, by in zip(acc.levels, writes) for operand, words in by.items())
+    energy = (
+        macs * acc.mac_pj
+        + sum(
+            words * level.read_price(operand) for level, by in zip(acc.levels, reads) for operand, words in by.items()
+        )
+        + sum(
+            words * level.write_price(operand) for level, by in zip(acc.levels, writes) for operand, words in by.items()
+        )
+    )
     if acc.zigzag_compat:
         return _zigzag(problem, acc, mapping, accesses, energy, macs)
     compute, streamed = _compute_cycles(problem, acc, mapping)
@@ -177,15 +183,19 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
 def _port_cycles(level: StorageLevel, reads: int, writes: int, instances: int = 1) -> int:
     """Cycles the level's ports need for ``reads`` and ``writes`` words (0 where it has no bound)."""
     cycles = 0
-    for count, bandwidth in ((reads, level.read_bandwidth), (writes, level.write_bandwidth),
-                             (reads + writes, level.shared_bandwidth)):  # fmt: skip
+    for count, bandwidth in (
+        (reads, level.read_bandwidth),
+        (writes, level.write_bandwidth),
+        (reads + writes, level.shared_bandwidth),
+    ):
         if bandwidth is not None:
             cycles = max(cycles, _ceil_div(count, bandwidth * instances))
     return cycles
 
 
-def _own_allocation(problem: Problem, acc: Accelerator, mapping: Mapping, operand: str, child: int,
-                    parent: int) -> Mapping:  # fmt: skip
+def _own_allocation(
+    problem: Problem, acc: Accelerator, mapping: Mapping, operand: str, child: int, parent: int
+) -> Mapping:
     """``mapping`` with ``operand``'s level ``child`` also taking, innermost first, the loops of the levels between it
     and ``parent`` (which do not keep it) while its tile fits there: ZigZag allocates each operand's memories
     bottom-up on their own, so a PE's weight register spans loops that the outputs' register leaves to the SRAM."""
@@ -204,8 +214,9 @@ def _own_allocation(problem: Problem, acc: Accelerator, mapping: Mapping, operan
     return Mapping(tuple(tuple(loops) for loops in levels), mapping.rows, mapping.cols)
 
 
-def _zigzag(problem: Problem, acc: Accelerator, mapping: Mapping, accesses: list[LevelAccesses], energy: float,
-            macs: int) -> Evaluation:  # fmt: skip
+def _zigzag(
+    problem: Problem, acc: Accelerator, mapping: Mapping, accesses: list[LevelAccesses], energy: float, macs: int
+) -> Evaluation:
     """ZigZag's latency (zigzag-dse 3.9.1, ``cost_model.py``: ``calc_overall_latency``, ``calc_loading_single_port*``,
     ``reduce_ordered``) of ``mapping``: ideal temporal cycles, plus the transfers with the backing store made once
     (an operand's tile at its outermost on-chip level moved a single time), less the port's idle cycles during
@@ -233,7 +244,9 @@ def _zigzag(problem: Problem, acc: Accelerator, mapping: Mapping, accesses: list
             least = problem.footprint(operand, tile(problem, mapping, chain[0], chain[0] > 0))
             once.append((operand, _port_cycles(store, words, 0), _port_cycles(store, least, 0)))
         elif operand == "outputs":
-            back = max(0, words * refills - problem.footprint(operand, tile(problem, mapping, len(acc.levels) - 1, True)))
+            back = max(
+                0, words * refills - problem.footprint(operand, tile(problem, mapping, len(acc.levels) - 1, True))
+            )
             periodic_writes, periodic_reads = periodic_writes + words * refills, periodic_reads + back
         else:
             periodic_reads += words * refills
@@ -252,8 +265,11 @@ def _zigzag(problem: Problem, acc: Accelerator, mapping: Mapping, accesses: list
         drain = sum(max(prod(f for _, f in axis) - 1, 0) for axis in (mapping.rows, mapping.cols))
     on_chip = max((a.cycles for a in accesses[:-1]), default=0)
     steady = max(compute, busy, on_chip)
-    bound = "compute" if steady == compute else (store.name if steady == busy else
-                                                 max(accesses[:-1], key=lambda a: a.cycles).name)  # fmt: skip
+    bound = (
+        "compute"
+        if steady == compute
+        else (store.name if steady == busy else max(accesses[:-1], key=lambda a: a.cycles).name)
+    )
     return Evaluation(
         mapping=mapping,
         cycles=onload + steady + offload + drain,

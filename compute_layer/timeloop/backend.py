@@ -39,6 +39,8 @@ __all__ = ["TimeloopCompute", "problem_of"]
 
 _PS_PER_SECOND = 10**12
 _INT64_MAX = 2**63 - 1
+
+
 def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
     """The loop nest of ``op`` (``ops[index]`` of its request); raises ``Rejected`` when it has none (a fused
     attention is several: see :func:`~stratasim.compute_layer.fused_attention.priced_as_products`)."""

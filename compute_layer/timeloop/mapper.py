@@ -204,8 +204,14 @@ def _fallback(problem: Problem, acc: Accelerator) -> list[Mapping]:
     return [Mapping(inner + (serial,)), Mapping(inner + (unrolled,), rows, cols)]
 
 
-def _filled(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], top: tuple[Loop, ...],
-            rows: tuple[Loop, ...], cols: tuple[Loop, ...]) -> Mapping:  # fmt: skip
+def _filled(
+    problem: Problem,
+    acc: Accelerator,
+    order: tuple[Loop, ...],
+    top: tuple[Loop, ...],
+    rows: tuple[Loop, ...],
+    cols: tuple[Loop, ...],
+) -> Mapping:
     """``order`` (outermost first) over the on-chip levels, filled from the PE's upwards with whole innermost loops
     while each level holds them (ZigZag's and Timeloop's bottom-up allocation), the rest at the outermost on-chip
     level; ``top`` at the backing store."""
@@ -238,8 +244,9 @@ def _on_chip(problem: Problem, acc: Accelerator, rng: random.Random, orders: int
     return found
 
 
-def _loop_orders(problem: Problem, acc: Accelerator, rng: random.Random,
-                 orders: int) -> Iterator[tuple[tuple[Loop, ...], tuple[Loop, ...], tuple[Loop, ...]]]:  # fmt: skip
+def _loop_orders(
+    problem: Problem, acc: Accelerator, rng: random.Random, orders: int
+) -> Iterator[tuple[tuple[Loop, ...], tuple[Loop, ...], tuple[Loop, ...]]]:
     """(loop order, rows, cols): per spatial choice using the most PEs, every order of the temporal loops left (at most
     ``orders`` of them, sampled)."""
     choices = spatial_choices(problem, acc)
@@ -251,8 +258,9 @@ def _loop_orders(problem: Problem, acc: Accelerator, rng: random.Random,
             yield order, rows, cols
 
 
-def _bottom_up(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], rows: tuple[Loop, ...],
-               cols: tuple[Loop, ...]) -> Mapping:  # fmt: skip
+def _bottom_up(
+    problem: Problem, acc: Accelerator, order: tuple[Loop, ...], rows: tuple[Loop, ...], cols: tuple[Loop, ...]
+) -> Mapping:
     """``order`` (outermost first) allocated from the PE's level upwards as ZigZag's LOMA does: each level takes the
     innermost loops left while its tiles fit, a loop that does not fit whole split by its largest divisor that does;
     what no on-chip level holds goes to the backing store."""
@@ -284,7 +292,9 @@ def _bottom_up(problem: Problem, acc: Accelerator, order: tuple[Loop, ...], rows
 def _loma(problem: Problem, acc: Accelerator, rng: random.Random, orders: int) -> list[Mapping]:
     """ZigZag's candidates: every loop order (at most ``orders`` of them, sampled), allocated bottom-up
     (:func:`_bottom_up`), on the spatial choices using the most PEs."""
-    return [_bottom_up(problem, acc, order, rows, cols) for order, rows, cols in _loop_orders(problem, acc, rng, orders)]
+    return [
+        _bottom_up(problem, acc, order, rows, cols) for order, rows, cols in _loop_orders(problem, acc, rng, orders)
+    ]
 
 
 def _exhaustive(problem: Problem, acc: Accelerator, limit: int) -> list[Mapping] | None:
@@ -316,7 +326,9 @@ def search(
     every = None if acc.zigzag_compat else _exhaustive(problem, acc, exhaustive_limit)
     candidates: Iterator[Mapping]
     if acc.zigzag_compat:  # ZigZag's mapper: bottom-up allocations only
-        candidates = itertools.chain(_loma(problem, acc, random.Random(seed), max(samples, 720)), _fallback(problem, acc))
+        candidates = itertools.chain(
+            _loma(problem, acc, random.Random(seed), max(samples, 720)), _fallback(problem, acc)
+        )
         checked = False
     elif every is not None:
         candidates = iter(every)

@@ -87,9 +87,7 @@ def gemm(m: int, k: int, n: int, batch: int = 1) -> Problem:
     return Problem("gemm", dims, relevant)
 
 
-def conv2d(
-    n: int, k: int, c: int, p: int, q: int, r: int, s: int, stride: int = 1
-) -> Problem:
+def conv2d(n: int, k: int, c: int, p: int, q: int, r: int, s: int, stride: int = 1) -> Problem:
     """A 2-D convolution producing ``N x K x P x Q`` outputs from ``C``-channel inputs with ``R x S`` filters."""
     relevant = {
         "inputs": frozenset("NCPQRS"),

@@ -72,15 +72,27 @@ class Wafer:
 
     def __post_init__(self) -> None:
         pairs = {"tiles": self.tiles, "cores": self.cores}
-        positive = {"sram_bytes": self.sram_bytes, "dram_bandwidth": self.dram_bandwidth,
-                    "link_bandwidth": self.link_bandwidth}  # fmt: skip
+        positive = {
+            "sram_bytes": self.sram_bytes,
+            "dram_bandwidth": self.dram_bandwidth,
+            "link_bandwidth": self.link_bandwidth,
+        }
         latencies = {"dram_latency_ps": self.dram_latency_ps, "link_latency_ps": self.link_latency_ps}
-        problems = [f"{label} must be two positive integers, got {pair!r}"
-                    for label, pair in pairs.items() if not _positive_pair(pair)]  # fmt: skip
-        problems += [f"{label} must be a positive integer, got {value!r}"
-                     for label, value in positive.items() if not _positive(value)]  # fmt: skip
-        problems += [f"{label} must be a non-negative integer, got {value!r}"
-                     for label, value in latencies.items() if not _positive(value, least=0)]  # fmt: skip
+        problems = [
+            f"{label} must be two positive integers, got {pair!r}"
+            for label, pair in pairs.items()
+            if not _positive_pair(pair)
+        ]
+        problems += [
+            f"{label} must be a positive integer, got {value!r}"
+            for label, value in positive.items()
+            if not _positive(value)
+        ]
+        problems += [
+            f"{label} must be a non-negative integer, got {value!r}"
+            for label, value in latencies.items()
+            if not _positive(value, least=0)
+        ]
         if not self.peak_flops or any(not _positive(peak) for _, peak in self.peak_flops):
             problems.append(f"peak_flops must pair dtypes with positive FLOP/s, got {self.peak_flops!r}")
         if not problems and self.cores_per_tile > self.sram_bytes:

@@ -164,6 +164,10 @@ def _cost(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> compute_pb
         compute_pb2.MemoryTraffic(level="noc", bytes=edge.byte_hops),
     ]
     rates = chosen.energy
-    energy_pj = (op.flops * rates.flop_pj + sram * rates.sram_byte_pj + dram * rates.dram_byte_pj
-                 + edge.byte_hops * rates.noc_byte_hop_pj)  # fmt: skip
+    energy_pj = (
+        op.flops * rates.flop_pj
+        + sram * rates.sram_byte_pj
+        + dram * rates.dram_byte_pj
+        + edge.byte_hops * rates.noc_byte_hop_pj
+    )
     return compute_pb2.OperatorCost(duration_ps=best.duration_ps, energy_pj=energy_pj, traffic=traffic, bound=bound)

@@ -63,8 +63,12 @@ class Gemm:
     def share(self, degrees: Sequence[int]) -> Work:
         """One core's product: its b' x m' x K x n' block."""
         b, m, n = (_ceil(size, degree) for (_, size), degree in zip(self.dims, degrees))
-        return Work(2 * b * m * self.k * n, b * m * self.k * self.element, b * self.k * n * self.element,
-                    b * m * n * self.element)  # fmt: skip
+        return Work(
+            2 * b * m * self.k * n,
+            b * m * self.k * self.element,
+            b * self.k * n * self.element,
+            b * m * n * self.element,
+        )
 
 
 @dataclass(frozen=True)

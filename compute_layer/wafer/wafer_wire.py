@@ -23,9 +23,13 @@ def wafer_message(chip: Wafer) -> compute_pb2.WaferDevice:
         dram_latency_ps=chip.dram_latency_ps,
         link_latency_ps=chip.link_latency_ps,
         source=chip.source,
-        energy=compute_pb2.WaferEnergy(flop_pj=energy.flop_pj, sram_byte_pj=energy.sram_byte_pj,
-                                       dram_byte_pj=energy.dram_byte_pj, noc_byte_hop_pj=energy.noc_byte_hop_pj),
-    )  # fmt: skip
+        energy=compute_pb2.WaferEnergy(
+            flop_pj=energy.flop_pj,
+            sram_byte_pj=energy.sram_byte_pj,
+            dram_byte_pj=energy.dram_byte_pj,
+            noc_byte_hop_pj=energy.noc_byte_hop_pj,
+        ),
+    )
 
 
 def wafer_from_message(message: compute_pb2.WaferDevice) -> Wafer:
@@ -34,8 +38,12 @@ def wafer_from_message(message: compute_pb2.WaferDevice) -> Wafer:
     energy = HOROWITZ_45NM
     if message.HasField("energy"):
         wire = message.energy
-        energy = WaferEnergy(flop_pj=wire.flop_pj, sram_byte_pj=wire.sram_byte_pj, dram_byte_pj=wire.dram_byte_pj,
-                             noc_byte_hop_pj=wire.noc_byte_hop_pj)  # fmt: skip
+        energy = WaferEnergy(
+            flop_pj=wire.flop_pj,
+            sram_byte_pj=wire.sram_byte_pj,
+            dram_byte_pj=wire.dram_byte_pj,
+            noc_byte_hop_pj=wire.noc_byte_hop_pj,
+        )
     return Wafer(
         name=message.name,
         tiles=(message.tiles.x, message.tiles.y),

@@ -63,12 +63,17 @@ def table(name: str, runs: dict[int, list[tuple[str, str, float, float]]]) -> No
         torus, flat, mesh = best(rows, "torus"), best(rows, "torus", 2), best(rows, "mesh")
         randoms = min(r[2] for r in rows if r[0] == "random")
         switch = best(rows, "switch")
-        print(f"| {chips} | {torus[1]}: {torus[2]:.2f} ({torus[3]:.2f}) | {flat[1]}: {flat[2]:.2f} ({flat[3]:.2f}) "
-              f"| {mesh[1]}: {mesh[2]:.2f} | {randoms:.2f} | {switch[2]:.1f} |")  # fmt: skip
+        print(
+            f"| {chips} | {torus[1]}: {torus[2]:.2f} ({torus[3]:.2f}) | {flat[1]}: {flat[2]:.2f} ({flat[3]:.2f}) "
+            f"| {mesh[1]}: {mesh[2]:.2f} | {randoms:.2f} | {switch[2]:.1f} |"
+        )
 
 
-def shared_links(name: str, screen: dict[int, list[tuple[str, str, float, float]]],
-                 shared: dict[int, list[tuple[str, str, float, float]]]) -> None:
+def shared_links(
+    name: str,
+    screen: dict[int, list[tuple[str, str, float, float]]],
+    shared: dict[int, list[tuple[str, str, float, float]]],
+) -> None:
     """The best quarter, analytical against shared links: the best of each kind, and the random graphs' range."""
     print(f"\n{name}: the best quarter with shared links (ms; analytical -> congestion-aware)\n")
     print("| chips | best torus | best mesh | random topologies |")
@@ -86,8 +91,13 @@ def shared_links(name: str, screen: dict[int, list[tuple[str, str, float, float]
 
 
 def eight_chips(all_runs: list[dict[int, list[tuple[str, str, float, float]]]]) -> None:
-    labels = [("switch", "8", "no direct links"), ("torus", "8", "1-D ring"), ("torus", "2x4", "2-D torus 2x4"),
-              ("torus", "2x2x2", "3-D torus 2x2x2"), ("mesh", "2x4", "2-D mesh 2x4")]  # fmt: skip
+    labels = [
+        ("switch", "8", "no direct links"),
+        ("torus", "8", "1-D ring"),
+        ("torus", "2x4", "2-D torus 2x4"),
+        ("torus", "2x2x2", "3-D torus 2x2x2"),
+        ("mesh", "2x4", "2-D mesh 2x4"),
+    ]
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     width = 0.16
     for i, (kind, shape, label) in enumerate(labels):
@@ -117,8 +127,14 @@ def chip_counts(all_runs: list[dict[int, list[tuple[str, str, float, float]]]]) 
             if row == 0:
                 ax.plot(chips, randoms, "^:", label="best random topology")
                 ax.set_yscale("log")
-            ax.plot(degenerate, [f[index] for n, f in zip(chips, flat) if n in degenerate], "x", color="red",
-                    markersize=10, label="degenerate: no 2-D torus")  # fmt: skip
+            ax.plot(
+                degenerate,
+                [f[index] for n, f in zip(chips, flat) if n in degenerate],
+                "x",
+                color="red",
+                markersize=10,
+                label="degenerate: no 2-D torus",
+            )
             ax.set_title(name, fontsize=9)
             ax.grid(alpha=0.3)
         axes[0][column].set_ylabel("iteration time (ms, log)")

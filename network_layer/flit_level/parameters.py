@@ -46,8 +46,15 @@ class FlitParameters:
     cycle_ps: int = 1000
 
     def __post_init__(self) -> None:
-        least = {"flit_bytes": 1, "packet_flits": 1, "header_bytes": 0, "vcs": 1, "buffer_flits": 0,
-                 "pipeline_cycles": 0, "cycle_ps": 1}  # fmt: skip
+        least = {
+            "flit_bytes": 1,
+            "packet_flits": 1,
+            "header_bytes": 0,
+            "vcs": 1,
+            "buffer_flits": 0,
+            "pipeline_cycles": 0,
+            "cycle_ps": 1,
+        }
         for key, low in least.items():
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:

@@ -55,8 +55,27 @@ class OutputPort:
     records link busy stretches, holds them flat, back-to-back slots merged.
     """
 
-    __slots__ = ("src", "dst", "latency_ps", "num", "den", "down", "owner", "initial", "returns", "candidates",
-                 "slot", "scheduled", "scheduled_slot", "token", "flits", "busy_ps", "bytes", "messages", "spans")  # fmt: skip
+    __slots__ = (
+        "src",
+        "dst",
+        "latency_ps",
+        "num",
+        "den",
+        "down",
+        "owner",
+        "initial",
+        "returns",
+        "candidates",
+        "slot",
+        "scheduled",
+        "scheduled_slot",
+        "token",
+        "flits",
+        "busy_ps",
+        "bytes",
+        "messages",
+        "spans",
+    )
 
     def __init__(self, src: int, dst: int, bandwidth: Fraction, latency_ps: int, flit_bytes: int, vcs: int) -> None:
         self.src = src

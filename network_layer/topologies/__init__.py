@@ -38,12 +38,14 @@ _FAMILIES: MappingProxyType[str, ModuleType] = MappingProxyType(
 )
 """Each ``Topology.fabric`` field, and the module of its family."""
 
-SECTIONS: MappingProxyType[str, type[FabricSection]] = MappingProxyType({
-    kind: section
-    for module in _MODULES
-    for section in module.SECTIONS
-    for kind in get_args(section.model_fields["kind"].annotation)
-})  # fmt: skip
+SECTIONS: MappingProxyType[str, type[FabricSection]] = MappingProxyType(
+    {
+        kind: section
+        for module in _MODULES
+        for section in module.SECTIONS
+        for kind in get_args(section.model_fields["kind"].annotation)
+    }
+)
 """Each ``network.topology`` kind a study may name, and its section."""
 
 

@@ -46,8 +46,24 @@ class Dgx1Section(LinkSection, FabricSection):
 SECTIONS = (Dgx1Section,)
 """The study's ``network.topology`` kinds this module reads."""
 
-_PAIRS = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (4, 5), (4, 6), (4, 7), (5, 6), (5, 7), (6, 7),
-          (0, 4), (1, 5), (2, 6), (3, 7))  # fmt: skip
+_PAIRS = (
+    (0, 1),
+    (0, 2),
+    (0, 3),
+    (1, 2),
+    (1, 3),
+    (2, 3),
+    (4, 5),
+    (4, 6),
+    (4, 7),
+    (5, 6),
+    (5, 7),
+    (6, 7),
+    (0, 4),
+    (1, 5),
+    (2, 6),
+    (3, 7),
+)
 _DOUBLED_ON_V100 = frozenset({(0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7)})
 
 _GENERATIONS = (network_pb2.Dgx1Fabric.P100, network_pb2.Dgx1Fabric.V100)

@@ -54,11 +54,19 @@ class DragonflySection(FabricSection):
     """Links between groups."""
 
     def topology(self) -> network_pb2.Topology:
-        return fabric_topology(FABRIC, network_pb2.DragonflyFabric(
-            groups=self.groups, routers_per_group=self.routers_per_group, hosts_per_router=self.hosts_per_router,
-            global_links_per_router=self.global_links_per_router, host_link=self.host_link.link(),
-            local_link=self.local_link.link(), global_link=self.global_link.link(),
-        ), layout)  # fmt: skip
+        return fabric_topology(
+            FABRIC,
+            network_pb2.DragonflyFabric(
+                groups=self.groups,
+                routers_per_group=self.routers_per_group,
+                hosts_per_router=self.hosts_per_router,
+                global_links_per_router=self.global_links_per_router,
+                host_link=self.host_link.link(),
+                local_link=self.local_link.link(),
+                global_link=self.global_link.link(),
+            ),
+            layout,
+        )
 
 
 SECTIONS = (DragonflySection,)

@@ -109,8 +109,10 @@ class GraphSection(FabricSection):
                 if key in listed:
                     first, first_spec = listed[key]
                     if self.directed or first_spec != spec:
-                        raise TopologyError(f"{at}: the link from {node.id!r} to {link.to!r} is also at {first}"
-                                            f"{'' if self.directed else ' with another bandwidth or latency'}")
+                        raise TopologyError(
+                            f"{at}: the link from {node.id!r} to {link.to!r} is also at {first}"
+                            f"{'' if self.directed else ' with another bandwidth or latency'}"
+                        )
                     continue
                 listed[key] = (at, spec)
                 fabric.link.add(src=number, dst=target, spec=spec)

@@ -48,11 +48,17 @@ class HierarchicalAlltoallSection(FabricSection):
     """The packages and the switches joining them."""
 
     def topology(self) -> network_pb2.Topology:
-        return fabric_topology(FABRIC, network_pb2.HierarchicalAlltoallFabric(
-            local_size=self.local.size, packages=self.alltoall.size, switches=self.alltoall.switches,
-            local_link=self.local.link(), global_link=self.alltoall.link(),
-        ), layout)  # fmt: skip
-
+        return fabric_topology(
+            FABRIC,
+            network_pb2.HierarchicalAlltoallFabric(
+                local_size=self.local.size,
+                packages=self.alltoall.size,
+                switches=self.alltoall.switches,
+                local_link=self.local.link(),
+                global_link=self.alltoall.link(),
+            ),
+            layout,
+        )
 
 
 SECTIONS = (HierarchicalAlltoallSection,)

@@ -95,6 +95,10 @@ def build(spec: network_pb2.TorusFabric) -> LinkGraph:
             elif not spec.mesh and size > 2:  # the wrap-around cable closing the ring
                 links += duplex(npu, npu - coordinate * grid.stride(dim), speeds[dim])
     return LinkGraph(
-        grid.npus, grid.npus, links, lambda node: f"npu {node}",
-        router=DimensionOrder(grid, wrap=not spec.mesh), symmetric=not spec.mesh,
-    )  # fmt: skip
+        grid.npus,
+        grid.npus,
+        links,
+        lambda node: f"npu {node}",
+        router=DimensionOrder(grid, wrap=not spec.mesh),
+        symmetric=not spec.mesh,
+    )

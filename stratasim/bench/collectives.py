@@ -29,9 +29,7 @@ from stratasim.kernel.units import format_bytes, format_time_ps, parse_bytes
 if TYPE_CHECKING:
     from stratasim.study.budget import Budget
 
-__all__ = [
-    "BenchCase", "shape_of", "cases", "run_case", "run_child", "format_table", "add_arguments", "run_from_args"
-]
+__all__ = ["BenchCase", "shape_of", "cases", "run_case", "run_child", "format_table", "add_arguments", "run_from_args"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,13 @@ def shape_of(npus: int, dims: int) -> tuple[int, ...]:
 
 
 def cases(
-    npus: list[int], dims: list[int], modes: list[str], collective: str, size: int, splits: int, aggregate: bool,
+    npus: list[int],
+    dims: list[int],
+    modes: list[str],
+    collective: str,
+    size: int,
+    splits: int,
+    aggregate: bool,
     network: tuple[str, str, str] = ("analytical", "ring", "ring"),
 ) -> list[BenchCase]:
     """Every (NPU count, dimensions, mode) case; ``network`` is (backend, dimension kind, algorithm)."""
@@ -109,12 +113,16 @@ def _child(case_json: str) -> None:
     case = BenchCase(**{**data, "shape": tuple(data["shape"])})
     report = run_study(parse_study(case.study(), "<bench>"))
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({
-        "wall_seconds": report.wall_seconds,
-        "events": report.result.events_processed,
-        "total_time_ps": report.result.total_time_ps,
-        "peak_bytes": peak_kib * 1024,
-    }))
+    print(
+        json.dumps(
+            {
+                "wall_seconds": report.wall_seconds,
+                "events": report.result.events_processed,
+                "total_time_ps": report.result.total_time_ps,
+                "peak_bytes": peak_kib * 1024,
+            }
+        )
+    )
 
 
 def run_case(case: BenchCase, timeout_s: float, memory_bytes: int | None = None) -> dict[str, Any]:
@@ -202,16 +210,26 @@ def _flat(lists: list[list[Any]]) -> list[Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--npus", type=_int_list, nargs="+", default=[[8, 64, 1024, 4096]],
-                        help="NPU counts, powers of two (8,64 or 8 64)")  # fmt: skip
-    parser.add_argument("--dims", type=_int_list, nargs="+", default=[[1, 2, 3]], help="topology dimensions (1,2 or 1 2)")
-    parser.add_argument("--modes", type=_words, nargs="+", default=[["in-process", "remote"]],
-                        help="in-process and/or remote")  # fmt: skip
+    parser.add_argument(
+        "--npus",
+        type=_int_list,
+        nargs="+",
+        default=[[8, 64, 1024, 4096]],
+        help="NPU counts, powers of two (8,64 or 8 64)",
+    )
+    parser.add_argument(
+        "--dims", type=_int_list, nargs="+", default=[[1, 2, 3]], help="topology dimensions (1,2 or 1 2)"
+    )
+    parser.add_argument(
+        "--modes", type=_words, nargs="+", default=[["in-process", "remote"]], help="in-process and/or remote"
+    )
     parser.add_argument("--collective", default="all_reduce")
     parser.add_argument("--size", type=_size, default="1GiB", help="collective size (default %(default)s)")
     parser.add_argument("--splits", type=int, default=1, help="chunks per collective (default %(default)s)")
     parser.add_argument(
-        "--aggregate", action=argparse.BooleanOptionalAction, default=True,
+        "--aggregate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="simulate symmetric NPUs once (default); --no-aggregate simulates every NPU",
     )
     parser.add_argument("--backend", default="analytical", help="network backend (default %(default)s)")
@@ -221,7 +239,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algorithm", default="ring", help="collective algorithm (default %(default)s)")
     parser.add_argument("--timeout", type=float, help="seconds per case (default 900; 600 with --suite)")
     parser.add_argument(
-        "--memory-limit", type=_size, default=8 << 30, metavar="SIZE",
+        "--memory-limit",
+        type=_size,
+        default=8 << 30,
+        metavar="SIZE",
         help="address space each case may use, e.g. 8GiB (default); a case over it fails alone",
     )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
@@ -229,7 +250,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--study", nargs="+", metavar="FILE", help="time these study files instead of the collective cases"
     )
     parser.add_argument(
-        "--suite", action="store_true",
+        "--suite",
+        action="store_true",
         help="run the cases of issue 12's speed table next to the peers' published figures (stratasim.bench.suite)",
     )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="with --suite: run only these cases")
@@ -264,7 +286,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: unknown mode(s) {sorted(unknown)}; use in-process and/or remote")
     rows: list[tuple[BenchCase, dict[str, Any]]] = []
     network = (args.backend, args.kind, args.algorithm)
-    chosen = cases(_flat(args.npus), _flat(args.dims), modes, args.collective, args.size, args.splits, args.aggregate, network)
+    chosen = cases(
+        _flat(args.npus), _flat(args.dims), modes, args.collective, args.size, args.splits, args.aggregate, network
+    )
     with _kept(rows, len(chosen)) as outcome:
         for case in chosen:
             rows.append((case, run_case(case, timeout, args.memory_limit)))

@@ -43,15 +43,19 @@ def _child(run_json: str) -> None:
         print(json.dumps({"error": " ".join(line.strip() for line in str(exc).splitlines())}))
         return
     total = time.perf_counter() - started
-    print(json.dumps({
-        "npus": report.result.npus,
-        "simulated_npus": report.result.simulated_npus,
-        "total_time_ps": report.result.total_time_ps,
-        "wall_seconds": total,
-        "simulation_seconds": report.wall_seconds,
-        "events": report.result.events_processed,
-        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "npus": report.result.npus,
+                "simulated_npus": report.result.simulated_npus,
+                "total_time_ps": report.result.total_time_ps,
+                "wall_seconds": total,
+                "simulation_seconds": report.wall_seconds,
+                "events": report.result.events_processed,
+                "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            }
+        )
+    )
 
 
 def run_study_file(
@@ -71,15 +75,24 @@ def run_study_file(
 
     budget = budget or DEFAULT_BUDGET
 
-    run = json.dumps({"path": path, "overrides": list(overrides), "out": out, "max_memory": budget.max_memory,
-                      "max_events": budget.max_events})  # fmt: skip
+    run = json.dumps(
+        {
+            "path": path,
+            "overrides": list(overrides),
+            "out": out,
+            "max_memory": budget.max_memory,
+            "max_events": budget.max_events,
+        }
+    )
     return run_child("stratasim.bench.studies", run, timeout_s, memory_bytes)
 
 
 def format_study_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
     """One row per study: NPUs (simulated one by one), simulated time, wall seconds, events, peak memory."""
-    header = (f"{'study':<36} {'NPUs':>6} {'sim. NPUs':>9} {'simulated':>12} {'wall s':>8} {'engine s':>9} "
-              f"{'events':>12} {'peak mem':>10}")  # fmt: skip
+    header = (
+        f"{'study':<36} {'NPUs':>6} {'sim. NPUs':>9} {'simulated':>12} {'wall s':>8} {'engine s':>9} "
+        f"{'events':>12} {'peak mem':>10}"
+    )
     lines = [header, "-" * len(header)]
     for path, fig in rows:
         if "error" in fig:

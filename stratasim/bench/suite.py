@@ -57,9 +57,11 @@ class Target:
 
     def describe(self) -> str:
         """The bounds as the issue writes them, e.g. ``≤ 0.5x, ≤ 5400 MB``."""
-        parts = [f"≤ {self.ratio:g}x" if self.ratio is not None else "",
-                 f"≤ {self.wall_s:g} s" if self.wall_s is not None else "",
-                 f"≤ {self.peak_mb:g} MB" if self.peak_mb is not None else ""]  # fmt: skip
+        parts = [
+            f"≤ {self.ratio:g}x" if self.ratio is not None else "",
+            f"≤ {self.wall_s:g} s" if self.wall_s is not None else "",
+            f"≤ {self.peak_mb:g} MB" if self.peak_mb is not None else "",
+        ]
         return ", ".join(part for part in parts if part)
 
     def met(self, wall_s: float, peak_mb: float, ratio: float | None) -> bool | None:
@@ -97,35 +99,78 @@ _CONGESTION = Target(ratio=0.7)  # congestion-aware cases: at most 0.7 of ASTRA-
 #: Issue 12's table, row by row, and issue 17's serving benchmark; a case compared with a ``baseline`` comes after it.
 SUITE: tuple[SuiteCase, ...] = (
     SuiteCase("gpt3-175b", StudyRun("examples/gpt3_175b.yaml"), target=Target(wall_s=2, peak_mb=300)),
-    SuiteCase("megatron-76b", StudyRun("examples/megatron/gpt_76b.yaml"), Peer("PALM", 2.4, 132), target=Target(wall_s=2.8)),
-    SuiteCase("megatron-530b", StudyRun("examples/megatron/gpt_530b.yaml"), Peer("PALM", 2.8, 177),
-              target=Target(wall_s=2.8)),
+    SuiteCase(
+        "megatron-76b", StudyRun("examples/megatron/gpt_76b.yaml"), Peer("PALM", 2.4, 132), target=Target(wall_s=2.8)
+    ),
+    SuiteCase(
+        "megatron-530b", StudyRun("examples/megatron/gpt_530b.yaml"), Peer("PALM", 2.8, 177), target=Target(wall_s=2.8)
+    ),
     SuiteCase("megatron-1t", StudyRun("examples/megatron/gpt_1t.yaml"), target=Target(wall_s=4)),
     SuiteCase("ring-allreduce-1024", _RING_1024, Peer("ASTRA-sim", 3.4), target=_ANALYTICAL),
-    SuiteCase("ring-allreduce-4096", _collective("all_reduce", (4096,)), Peer("ASTRA-sim", 73, 5400),
-              target=Target(ratio=0.5, peak_mb=5400)),
-    SuiteCase("direct-alltoall-switch-1024", _collective("all_to_all", (1024,), kind="switch", algorithm="direct"),
-              Peer("ASTRA-sim", 6.0), target=_ANALYTICAL),
-    SuiteCase("allreduce-16x16x16", _collective("all_reduce", (16, 16, 16)), Peer("ASTRA-sim", 1.6), target=_ANALYTICAL),
-    SuiteCase("allreduce-32x32x16", _collective("all_reduce", (32, 32, 16)), Peer("ASTRA-sim", 24.1),
-              target=_ANALYTICAL),
-    SuiteCase("ca-ring-allreduce-1024", _collective("all_reduce", (1024,), backend="congestion_aware"),
-              Peer("ASTRA-sim congestion-aware", 4.3), target=_CONGESTION),
-    SuiteCase("ca-switch-alltoall-1024",
-              _collective("all_to_all", (1024,), backend="congestion_aware", kind="switch", algorithm="direct"),
-              Peer("ASTRA-sim congestion-aware", 9.8), target=_CONGESTION),
-    SuiteCase("ring-allreduce-1024-spawned", BenchCase(**{**asdict(_RING_1024), "remote": True, "spawn_compute": True}),
-              baseline="ring-allreduce-1024", target=Target(ratio=1.5)),
+    SuiteCase(
+        "ring-allreduce-4096",
+        _collective("all_reduce", (4096,)),
+        Peer("ASTRA-sim", 73, 5400),
+        target=Target(ratio=0.5, peak_mb=5400),
+    ),
+    SuiteCase(
+        "direct-alltoall-switch-1024",
+        _collective("all_to_all", (1024,), kind="switch", algorithm="direct"),
+        Peer("ASTRA-sim", 6.0),
+        target=_ANALYTICAL,
+    ),
+    SuiteCase(
+        "allreduce-16x16x16", _collective("all_reduce", (16, 16, 16)), Peer("ASTRA-sim", 1.6), target=_ANALYTICAL
+    ),
+    SuiteCase(
+        "allreduce-32x32x16", _collective("all_reduce", (32, 32, 16)), Peer("ASTRA-sim", 24.1), target=_ANALYTICAL
+    ),
+    SuiteCase(
+        "ca-ring-allreduce-1024",
+        _collective("all_reduce", (1024,), backend="congestion_aware"),
+        Peer("ASTRA-sim congestion-aware", 4.3),
+        target=_CONGESTION,
+    ),
+    SuiteCase(
+        "ca-switch-alltoall-1024",
+        _collective("all_to_all", (1024,), backend="congestion_aware", kind="switch", algorithm="direct"),
+        Peer("ASTRA-sim congestion-aware", 9.8),
+        target=_CONGESTION,
+    ),
+    SuiteCase(
+        "ring-allreduce-1024-spawned",
+        BenchCase(**{**asdict(_RING_1024), "remote": True, "spawn_compute": True}),
+        baseline="ring-allreduce-1024",
+        target=Target(ratio=1.5),
+    ),
     SuiteCase("transformer", StudyRun("examples/transformer.yaml")),
-    SuiteCase("transformer-spawned", StudyRun("examples/transformer.yaml", ("network.spawn=true", "compute.spawn=true")),
-              baseline="transformer", target=Target(ratio=2)),
-    SuiteCase("gpt3-175b-out", StudyRun("examples/gpt3_175b.yaml", out=True), baseline="gpt3-175b",
-              target=Target(ratio=2, peak_mb=1000)),
+    SuiteCase(
+        "transformer-spawned",
+        StudyRun("examples/transformer.yaml", ("network.spawn=true", "compute.spawn=true")),
+        baseline="transformer",
+        target=Target(ratio=2),
+    ),
+    SuiteCase(
+        "gpt3-175b-out",
+        StudyRun("examples/gpt3_175b.yaml", out=True),
+        baseline="gpt3-175b",
+        target=Target(ratio=2, peak_mb=1000),
+    ),
     # Issue 17's serving benchmark: 10,000 requests on 8 replicas in under 30 s.
-    SuiteCase("serving-10k-requests", StudyRun("examples/serving/llama3_70b_h100_tp8.yaml", (
-        "workload.requests.count=10000", "workload.pools.0.replicas=8", "network.topology.1.size=8",
-        "workload.requests.arrival.rate=80/s")), target=Target(wall_s=30)),
-)  # fmt: skip
+    SuiteCase(
+        "serving-10k-requests",
+        StudyRun(
+            "examples/serving/llama3_70b_h100_tp8.yaml",
+            (
+                "workload.requests.count=10000",
+                "workload.pools.0.replicas=8",
+                "network.topology.1.size=8",
+                "workload.requests.arrival.rate=80/s",
+            ),
+        ),
+        target=Target(wall_s=30),
+    ),
+)
 
 
 def select(cases: Sequence[SuiteCase], names: Sequence[str]) -> list[SuiteCase]:
@@ -158,11 +203,22 @@ def measure(case: SuiteCase, timeout_s: float, memory_bytes: int) -> dict[str, A
 def evaluate(case: SuiteCase, figures: dict[str, Any], measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One row: the case's figures next to its peer's (published, or its baseline's as ``measured`` in this run),
     the ratio of wall times (ours / peer) and whether the target is met."""
-    row: dict[str, Any] = {"case": case.name, "peer": None, "peer_wall_s": None, "peer_peak_mb": None,
-                           "ratio": None, "target": case.target.describe() if case.target else None, "met": None}  # fmt: skip
+    row: dict[str, Any] = {
+        "case": case.name,
+        "peer": None,
+        "peer_wall_s": None,
+        "peer_peak_mb": None,
+        "ratio": None,
+        "target": case.target.describe() if case.target else None,
+        "met": None,
+    }
     if case.peer is not None:
-        row.update(peer=case.peer.name, peer_wall_s=case.peer.wall_s, peer_peak_mb=case.peer.peak_mb,
-                   peer_source=case.peer.source)  # fmt: skip
+        row.update(
+            peer=case.peer.name,
+            peer_wall_s=case.peer.wall_s,
+            peer_peak_mb=case.peer.peak_mb,
+            peer_source=case.peer.source,
+        )
     elif case.baseline is not None:
         base = measured.get(case.baseline, {"error": "not run"})
         row.update(peer=case.baseline, peer_wall_s=base.get("wall_seconds"), peer_peak_mb=_mb(base.get("peak_bytes")))
@@ -173,8 +229,14 @@ def evaluate(case: SuiteCase, figures: dict[str, Any], measured: dict[str, dict[
         row["ratio"] = wall / row["peer_wall_s"]
     if case.target is not None:
         row["met"] = case.target.met(wall, peak_mb, row["ratio"])
-    return {**row, "wall_s": wall, "process_s": figures.get("process_seconds"), "peak_mb": peak_mb,
-            "total_time_ps": figures["total_time_ps"], "events": figures.get("events")}  # fmt: skip
+    return {
+        **row,
+        "wall_s": wall,
+        "process_s": figures.get("process_seconds"),
+        "peak_mb": peak_mb,
+        "total_time_ps": figures["total_time_ps"],
+        "events": figures.get("events"),
+    }
 
 
 def _mb(peak_bytes: int | None) -> float | None:
@@ -182,8 +244,12 @@ def _mb(peak_bytes: int | None) -> float | None:
 
 
 def run_suite(
-    cases: Sequence[SuiteCase], timeout_s: float, memory_bytes: int, progress: Callable[[str], None],
-    measure_case: Callable[[SuiteCase, float, int], dict[str, Any]] = measure, *,
+    cases: Sequence[SuiteCase],
+    timeout_s: float,
+    memory_bytes: int,
+    progress: Callable[[str], None],
+    measure_case: Callable[[SuiteCase, float, int], dict[str, Any]] = measure,
+    *,
     rows: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every case one after another (``measure_case``, a fresh child process each by default), calling
@@ -215,12 +281,15 @@ def format_suite_table(rows: Sequence[dict[str, Any]]) -> str:
     a collective case, loading, building and simulating a study), proc s (the child process's whole life,
     interpreter start-up and imports included) and peak MB, the peer's figures, the ratio of wall times, the
     target."""
-    header = (f"{'case':<28} {'simulated':>12} {'wall s':>8} {'proc s':>7} {'peak MB':>8}  {'peer':<28} "
-              f"{'peer s':>7} {'peer MB':>8} {'ratio':>7}  {'target':<18} met")  # fmt: skip
+    header = (
+        f"{'case':<28} {'simulated':>12} {'wall s':>8} {'proc s':>7} {'peak MB':>8}  {'peer':<28} "
+        f"{'peer s':>7} {'peer MB':>8} {'ratio':>7}  {'target':<18} met"
+    )
     lines = [header, "-" * len(header)]
     for row in rows:
-        peer = (f"{row['peer'] or '—':<28} {_number(row['peer_wall_s'], '.2f'):>7} "
-                f"{_number(row['peer_peak_mb'], '.0f'):>8}")  # fmt: skip
+        peer = (
+            f"{row['peer'] or '—':<28} {_number(row['peer_wall_s'], '.2f'):>7} {_number(row['peer_peak_mb'], '.0f'):>8}"
+        )
         if "error" in row:
             lines.append(f"{row['case']:<28} {_failure(row)}  (peer: {' '.join(peer.split())})")
             continue

@@ -37,15 +37,19 @@ def _events(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser, what: str = "the run") -> None:
     """Add ``--max-memory`` and ``--max-events`` to ``parser``; ``what`` says what they bound in the help."""
     parser.add_argument(
-        "--max-memory", type=_memory, metavar="SIZE",
+        "--max-memory",
+        type=_memory,
+        metavar="SIZE",
         help=f"refuse, before building anything, {what} if estimated to need more memory than this "
-             f"(default {format_bytes(DEFAULT_MAX_MEMORY).replace(' ', '')})",
-    )  # fmt: skip
+        f"(default {format_bytes(DEFAULT_MAX_MEMORY).replace(' ', '')})",
+    )
     parser.add_argument(
-        "--max-events", type=_events, metavar="N",
+        "--max-events",
+        type=_events,
+        metavar="N",
         help=f"refuse {what} if estimated to process more engine events (or, converting, nodes) than this "
-             f"(default {DEFAULT_MAX_EVENTS:.0e})",
-    )  # fmt: skip
+        f"(default {DEFAULT_MAX_EVENTS:.0e})",
+    )
 
 
 def budget(args: argparse.Namespace) -> Budget:

@@ -80,12 +80,21 @@ def _add_run(subparsers: _Subparsers) -> None:
     parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
     _add_set(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else) on stdout")
-    parser.add_argument("--pictures", action=argparse.BooleanOptionalAction, default=True,
-                        help="with --out, draw the PNGs too when matplotlib is installed (default; some 0.6 s on a "
-                             "whole GPT-3 iteration)")  # fmt: skip
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress line on stderr (shown on a terminal for runs over a second)")  # fmt: skip
-    parser.add_argument("--out", metavar="DIR", help="write report.json, a Chrome trace (trace.json) and, with matplotlib, PNG pictures into DIR")
+    parser.add_argument(
+        "--pictures",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --out, draw the PNGs too when matplotlib is installed (default; some 0.6 s on a "
+        "whole GPT-3 iteration)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress line on stderr (shown on a terminal for runs over a second)"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write report.json, a Chrome trace (trace.json) and, with matplotlib, PNG pictures into DIR",
+    )
     trace_options.add_arguments(parser)
     budget_options.add_arguments(parser)
     parser.set_defaults(handler=_run)
@@ -139,8 +148,9 @@ def _cost(args: argparse.Namespace) -> int:
                 raise StrataSimError(f"{key} is given twice, as {given[key]} and {value}")
             given[key] = value
     op = cost.operator_from(args.kind, given, args.dtype)
-    results = cost.price(op, args.backend or ["roofline"], args.device, args.profile, args.objective,
-                         datasheet=args.datasheet)
+    results = cost.price(
+        op, args.backend or ["roofline"], args.device, args.profile, args.objective, datasheet=args.datasheet
+    )
     if args.json:
         print(json.dumps(cost.to_dict(op, results), indent=2))
     else:
@@ -150,33 +160,50 @@ def _cost(args: argparse.Namespace) -> int:
 
 def _add_cost(subparsers: _Subparsers) -> None:
     parser = subparsers.add_parser(
-        "cost", help="one operator's cost from one or more compute backends",
+        "cost",
+        help="one operator's cost from one or more compute backends",
         description="e.g. stratasim cost gemm M=4096 K=4096 N=4096 --backend roofline --backend profile "
         "--profile times.csv --device h100; stratasim cost conv N=1 K=64 C=3 P=112 Q=112 R=7 S=7 stride=2 --device "
         "h100; stratasim cost elementwise shape=4096x4096 --device h100; stratasim cost attention batch=32 queries=4096 "
         "keys=4096 head_dim=128 causal=true --device h100; stratasim cost gemm M=8192 K=8192 N=8192 --device '{preset: h100, "
         "memory_bandwidth: 4TB/s}'",
-    )  # fmt: skip
+    )
     parser.add_argument("kind", choices=("gemm", "conv", "elementwise", "attention"), help="the operator kind")
-    parser.add_argument("dims", nargs="*", metavar="KEY=VALUE", help="gemm: M= K= N= [B=]; conv: N= K= C= P= Q= R= "
-                        "S= [stride=]; elementwise: shape=AxB [flops=] [inputs=]; attention: batch= queries= keys= "
-                        "head_dim= [group=] [causal=true] [backward=true]")  # fmt: skip
+    parser.add_argument(
+        "dims",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="gemm: M= K= N= [B=]; conv: N= K= C= P= Q= R= "
+        "S= [stride=]; elementwise: shape=AxB [flops=] [inputs=]; attention: batch= queries= keys= "
+        "head_dim= [group=] [causal=true] [backward=true]",
+    )
     for key in ("m", "k", "n", "batch", "shape"):
         parser.add_argument(f"--{key}", metavar=key.upper(), help=f"same as {key.upper()}=")
     parser.add_argument("--flops-per-element", dest="flops_per_element", metavar="F", help="elementwise: FLOPs each")
     parser.add_argument("--inputs", metavar="I", help="elementwise: input tensors (default 1)")
     parser.add_argument("--dtype", default="bf16", help="default: %(default)s")
     parser.add_argument("--backend", action="append", metavar="NAME", help="repeat to compare (default roofline)")
-    parser.add_argument("--device", required=True, action="append", metavar="DEVICE",
-                        help="the device to price on: once for every backend, or once per --backend, in order; a "
-                        "preset's name (h100) or, as a study's compute.device, a device described in YAML flow text "
-                        "('{preset: h100, memory_bandwidth: 4TB/s}', a whole device, or '{file: chip.yaml}' relative "
-                        "to the working folder)")  # fmt: skip
+    parser.add_argument(
+        "--device",
+        required=True,
+        action="append",
+        metavar="DEVICE",
+        help="the device to price on: once for every backend, or once per --backend, in order; a "
+        "preset's name (h100) or, as a study's compute.device, a device described in YAML flow text "
+        "('{preset: h100, memory_bandwidth: 4TB/s}', a whole device, or '{file: chip.yaml}' relative "
+        "to the working folder)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times of the profile backend")
-    parser.add_argument("--objective", metavar="NAME",
-                        help="what the timeloop backend's mapper minimises: latency (default), energy or edp")  # fmt: skip
-    parser.add_argument("--datasheet", action="store_true",
-                        help="price on the device's datasheet figures, not the efficiency model fitted to measurements")
+    parser.add_argument(
+        "--objective",
+        metavar="NAME",
+        help="what the timeloop backend's mapper minimises: latency (default), energy or edp",
+    )
+    parser.add_argument(
+        "--datasheet",
+        action="store_true",
+        help="price on the device's datasheet figures, not the efficiency model fitted to measurements",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (and nothing else) on stdout")
     parser.set_defaults(handler=_cost)
 
@@ -208,9 +235,15 @@ def _import_astra(args: argparse.Namespace) -> int:
     from stratasim.kernel.errors import ConfigError
 
     imported = astra.read_astra(
-        args.network, args.system, collective=args.collective, size=args.size, npus=args.npus, name=args.name,
-        backend=args.backend, trace=args.workload,
-    )  # fmt: skip
+        args.network,
+        args.system,
+        collective=args.collective,
+        size=args.size,
+        npus=args.npus,
+        name=args.name,
+        backend=args.backend,
+        trace=args.workload,
+    )
     text = astra.to_yaml(imported.study, imported.comments)
     if args.output is None:
         sys.stdout.write(text)
@@ -244,7 +277,9 @@ def _add_import(subparsers: _Subparsers) -> None:
         choices=("all_reduce", "all_gather", "reduce_scatter", "all_to_all"),
         help="the workload's collective (default: all_reduce)",
     )
-    astra.add_argument("--size", type=_size_text, metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)")
+    astra.add_argument(
+        "--size", type=_size_text, metavar="SIZE", help="the collective's size, e.g. 64MiB (default: 1MiB)"
+    )
     astra.add_argument("--npus", type=int, metavar="N", help="NPUs taking part (default: all of the topology)")
     astra.add_argument("--name", help="the study's name (default: the network file's stem)")
     astra.add_argument(
@@ -289,10 +324,18 @@ def _trace_export(args: argparse.Namespace) -> int:
     limit = args.max_npus or str(DEFAULT_MAX_NPUS)
     if not limit.isdigit() or int(limit) < 1:
         raise StrataSimError(f"--max-npus: expected a whole number of NPUs, at least 1, got {limit!r}")
-    written = export.export_trace(load_study(args.study, args.overrides), args.output, args.to, max_npus=int(limit),
-                                  budget=budget_options.budget(args))  # fmt: skip
-    print(f"wrote {len(written)} files: {written[0]} ... {written[-1]}" if len(written) > 3
-          else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")  # fmt: skip
+    written = export.export_trace(
+        load_study(args.study, args.overrides),
+        args.output,
+        args.to,
+        max_npus=int(limit),
+        budget=budget_options.budget(args),
+    )
+    print(
+        f"wrote {len(written)} files: {written[0]} ... {written[-1]}"
+        if len(written) > 3
+        else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}"
+    )
     return EXIT_OK
 
 
@@ -301,26 +344,41 @@ def _trace_rescale(args: argparse.Namespace) -> int:
 
     degrees = {"tp": args.tp, "pp": args.pp, "dp": args.dp}
     written = rescale(args.input, args.output, args.npus, degrees, max_npus=args.max_npus)
-    print(f"wrote {len(written)} files: {written[0]} ... {written[-1]}" if len(written) > 3
-          else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")  # fmt: skip
+    print(
+        f"wrote {len(written)} files: {written[0]} ... {written[-1]}"
+        if len(written) > 3
+        else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}"
+    )
     return EXIT_OK
 
 
 def _add_rescale(actions: _Subparsers) -> None:
     rescale = actions.add_parser(
-        "rescale", help="rescale a Chakra trace to another rank count by changing its data-parallel degree",
+        "rescale",
+        help="rescale a Chakra trace to another rank count by changing its data-parallel degree",
         description="Replicates the trace's DP replicas (compute and sizes kept, groups and peers renumbered); "
         "TP and PP cannot be re-sharded from priced durations. The plan comes from the metadata stratasim trace "
         "export writes for a transformer, or the trace must be purely data-parallel.",
-    )  # fmt: skip
+    )
     rescale.add_argument("input", metavar="IN", help="the input Chakra trace prefix (IN.<rank>.et, IN.json)")
     rescale.add_argument("output", metavar="OUT", help="the output trace prefix")
-    rescale.add_argument("--npus", type=positive_int("a rank count"), required=True, metavar="M", help="the rank count to rescale to")
+    rescale.add_argument(
+        "--npus", type=positive_int("a rank count"), required=True, metavar="M", help="the rank count to rescale to"
+    )
     for axis in ("dp", "tp", "pp"):
-        rescale.add_argument(f"--{axis}", type=positive_int("a degree"), metavar="N",
-                             help=f"the {axis.upper()} degree wanted (checked against --npus and the trace)")  # fmt: skip
-    rescale.add_argument("--max-npus", type=positive_int("a rank count"), default=DEFAULT_MAX_NPUS, metavar="N",
-                         help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file")  # fmt: skip
+        rescale.add_argument(
+            f"--{axis}",
+            type=positive_int("a degree"),
+            metavar="N",
+            help=f"the {axis.upper()} degree wanted (checked against --npus and the trace)",
+        )
+    rescale.add_argument(
+        "--max-npus",
+        type=positive_int("a rank count"),
+        default=DEFAULT_MAX_NPUS,
+        metavar="N",
+        help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file",
+    )
     rescale.set_defaults(handler=_trace_rescale)
 
 
@@ -360,8 +418,20 @@ def _add_trace(subparsers: _Subparsers) -> None:
     _add_rescale(actions)
 
 
-_SUBCOMMANDS = (_add_run, _add_check, _add_serve, _add_cost, _add_roofline, _add_bench, _add_import, _add_trace,
-                sweep.add_sweep, results.add_results, schema.add_schema, validate.add_validate)
+_SUBCOMMANDS = (
+    _add_run,
+    _add_check,
+    _add_serve,
+    _add_cost,
+    _add_roofline,
+    _add_bench,
+    _add_import,
+    _add_trace,
+    sweep.add_sweep,
+    results.add_results,
+    schema.add_schema,
+    validate.add_validate,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,8 +26,15 @@ KINDS: Mapping[str, Mapping[str, bool]] = {
     "gemm": {"m": True, "k": True, "n": True, "batch": False},
     "conv": {key: key != "stride" for key in ("n", "k", "c", "p", "q", "r", "s", "stride")},
     "elementwise": {"shape": True, "flops_per_element": False, "inputs": False},
-    "attention": {"batch": True, "queries": True, "keys": True, "head_dim": True, "group": False, "causal": False,
-                  "backward": False},
+    "attention": {
+        "batch": True,
+        "queries": True,
+        "keys": True,
+        "head_dim": True,
+        "group": False,
+        "causal": False,
+        "backward": False,
+    },
 }
 _ALIASES = {"b": "batch", "flops": "flops_per_element"}
 
@@ -82,9 +89,11 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
         if kind == "attention":
             sizes = [_integer(kind, key, values[key]) for key in ("batch", "queries", "keys", "head_dim")]
             return operators.attention(
-                *sizes, group=_integer(kind, "group", values.get("group", "1")),
+                *sizes,
+                group=_integer(kind, "group", values.get("group", "1")),
                 causal=_flag(kind, "causal", values.get("causal", "false")),
-                backward=_flag(kind, "backward", values.get("backward", "false")), dtype=parsed_dtype,
+                backward=_flag(kind, "backward", values.get("backward", "false")),
+                dtype=parsed_dtype,
             )
         shape = [_integer(kind, "shape", part) for part in values["shape"].lower().replace(",", "x").split("x")]
         flops = _integer(kind, "flops_per_element", values.get("flops_per_element", "1"))
@@ -113,8 +122,10 @@ def price(
     if len(devices) == 1:
         devices *= len(backends)
     if len(devices) != len(backends):
-        raise BackendError(f"give one --device for every backend, or one per --backend in order; got {len(devices)} "
-                           f"devices for {len(backends)} backends")  # fmt: skip
+        raise BackendError(
+            f"give one --device for every backend, or one per --backend in order; got {len(devices)} "
+            f"devices for {len(backends)} backends"
+        )
     results: list[BackendCost] = []
     for name, text in zip(backends, devices):
         chosen, description = _device(name, text, profile, objective)
@@ -169,16 +180,18 @@ def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dic
             rows.append({"backend": result.backend, "device": result.device, "error": result.error})
             continue
         cost = result.cost
-        rows.append({
-            "backend": result.backend,
-            "device": result.device,
-            "calibration": result.calibration,
-            "duration_ps": cost.duration_ps,
-            "duration_ns": ps_to_ns(cost.duration_ps),
-            "energy_pj": cost.energy_pj,
-            "bound": compute_pb2.Bound.Name(cost.bound).lower() if cost.bound else "unknown",
-            "traffic": {entry.level: entry.bytes for entry in cost.traffic},
-        })  # fmt: skip
+        rows.append(
+            {
+                "backend": result.backend,
+                "device": result.device,
+                "calibration": result.calibration,
+                "duration_ps": cost.duration_ps,
+                "duration_ns": ps_to_ns(cost.duration_ps),
+                "energy_pj": cost.energy_pj,
+                "bound": compute_pb2.Bound.Name(cost.bound).lower() if cost.bound else "unknown",
+                "traffic": {entry.level: entry.bytes for entry in cost.traffic},
+            }
+        )
     operator = {
         "kind": operators.kind_name(operators.kind_of(op)),
         "shape": list(operators.shape_of(op).dims()),

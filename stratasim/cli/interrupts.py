@@ -28,8 +28,11 @@ def stoppable(progress: Progress) -> Iterator[Progress]:
         if received:
             raise KeyboardInterrupt
         received.append(_NAMES.get(number, f"stopped (signal {number})"))
-        print("stopping: reporting what was simulated so far (press Ctrl-C again to abandon the run)",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            "stopping: reporting what was simulated so far (press Ctrl-C again to abandon the run)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def checked(now_ps: int, events: int) -> None:
         if received:

@@ -20,15 +20,26 @@ def add_results(subparsers: _Subparsers) -> None:
     """The ``results`` subcommand."""
     parser = subparsers.add_parser("results", help="the best trials, Pareto front and per-parameter summary of a sweep")
     parser.add_argument("db", metavar="DB", help="a results store written by stratasim sweep (--db)")
-    parser.add_argument("--top", type=positive_int("a whole number of trials"), default=10, metavar="N", help="best trials to list (default 10)")
+    parser.add_argument(
+        "--top",
+        type=positive_int("a whole number of trials"),
+        default=10,
+        metavar="N",
+        help="best trials to list (default 10)",
+    )
     parser.add_argument("--csv", metavar="FILE", help="write every trial to FILE: a column per parameter and metric")
-    parser.add_argument("--json", action="store_true",
-                        help="print every trial and the Pareto front as JSON (as stratasim sweep --json does)")  # fmt: skip
-    parser.add_argument("--out", metavar="DIR", help="draw PNG charts into DIR: the Pareto front or the objective "
-                        "by trial, and the first objective against each parameter (needs matplotlib)")  # fmt: skip
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print every trial and the Pareto front as JSON (as stratasim sweep --json does)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="draw PNG charts into DIR: the Pareto front or the objective "
+        "by trial, and the first objective against each parameter (needs matplotlib)",
+    )
     parser.set_defaults(handler=_results)
-
-
 
 
 def _results(args: argparse.Namespace) -> int:
@@ -63,8 +74,10 @@ def to_text(found: SweepResults, top: int) -> str:
     if len(found.objectives) > 1:
         lines += [f"\nPareto front ({len(found.pareto)} trials)", *(_trial(found, r) for r in found.pareto)]
     first = found.section.objectives[0]
-    lines.append(f"\nby parameter: {first.metric} ({first.goal}) over the feasible trials (done, within the "
-                 "constraints), the parameters whose medians differ most first")  # fmt: skip
+    lines.append(
+        f"\nby parameter: {first.metric} ({first.goal}) over the feasible trials (done, within the "
+        "constraints), the parameters whose medians differ most first"
+    )
     for summary in found.parameters():
         lines += _parameter(summary)
     return "\n".join(lines)
@@ -77,8 +90,10 @@ def _trial(found: SweepResults, record: TrialRecord) -> str:
 
 def _parameter(summary: ParameterSummary) -> list[str]:
     width = max(len("value"), *(len(v.label) for v in summary.values))
-    lines = [f"  {summary.key} (medians differ by {summary.spread:.6g})",
-             f"    {'value':<{width}}  {'trials':>6}  {'feasible':>8}  {'best':>12}  {'median':>12}"]  # fmt: skip
+    lines = [
+        f"  {summary.key} (medians differ by {summary.spread:.6g})",
+        f"    {'value':<{width}}  {'trials':>6}  {'feasible':>8}  {'best':>12}  {'median':>12}",
+    ]
     for value in summary.values:
         best = "-" if value.best is None else f"{value.best:.6g}"
         median = "-" if value.median is None else f"{value.median:.6g}"

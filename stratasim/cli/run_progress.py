@@ -45,8 +45,10 @@ class RunProgress:
             self._first = clock, events
         since, before = self._first
         rate = f"{(events - before) / (clock - since):,.0f}/s" if clock > since else "starting"
-        line = Text(f"simulating: {format_time_ps(now_ps)} simulated, {events:,} events ({rate}), "
-                    f"{clock - self._started:.1f} s elapsed")  # fmt: skip
+        line = Text(
+            f"simulating: {format_time_ps(now_ps)} simulated, {events:,} events ({rate}), "
+            f"{clock - self._started:.1f} s elapsed"
+        )
         if self._live is None:
             self._live = Live(line, console=self._console, transient=True, auto_refresh=False)
             self._live.start()
@@ -55,6 +57,8 @@ class RunProgress:
     def __enter__(self) -> RunProgress:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self._live is not None:
             self._live.stop()

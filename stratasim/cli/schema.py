@@ -33,10 +33,11 @@ def _schema(args: argparse.Namespace) -> int:
 def add_schema(subparsers: _Subparsers) -> None:
     """``stratasim schema [--out FILE] [--markdown]``."""
     parser = subparsers.add_parser(
-        "schema", help="print the study file's JSON Schema (for editors) or its key reference",
+        "schema",
+        help="print the study file's JSON Schema (for editors) or its key reference",
         description="Editors complete and check study files against it: write it with --out study.schema.json and "
         "start a study with '# yaml-language-server: $schema=study.schema.json'.",
-    )  # fmt: skip
+    )
     parser.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
     parser.add_argument("--markdown", action="store_true", help="the key reference (docs/study-keys.md) instead")
     parser.set_defaults(handler=_schema)

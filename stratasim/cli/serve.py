@@ -34,8 +34,6 @@ def _listen(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-
-
 def _seconds(text: str) -> float:
     try:
         seconds = units.parse_time_ps(text) / 1e12
@@ -59,8 +57,9 @@ def _bytes(text: str) -> int:
 def _also(text: str) -> tuple[str, str]:
     layer, colon, backend = text.partition(":")
     if layer not in _LAYERS or not colon or not backend:
-        raise argparse.ArgumentTypeError(f"expected LAYER:BACKEND with LAYER one of {', '.join(_LAYERS)} "
-                                         f"(e.g. compute:roofline), got {text!r}")  # fmt: skip
+        raise argparse.ArgumentTypeError(
+            f"expected LAYER:BACKEND with LAYER one of {', '.join(_LAYERS)} (e.g. compute:roofline), got {text!r}"
+        )
     return layer, backend
 
 
@@ -69,38 +68,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("layer", choices=_LAYERS, help="the layer to serve")
     parser.add_argument("--backend", required=True, metavar="NAME", help="the backend to serve, by registered name")
     parser.add_argument(
-        "--listen", type=_listen, default="127.0.0.1:50051", metavar="ENDPOINT",
+        "--listen",
+        type=_listen,
+        default="127.0.0.1:50051",
+        metavar="ENDPOINT",
         help="HOST:PORT (port 0: a free one) or unix:PATH; default: %(default)s",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--also", type=_also, metavar="LAYER:BACKEND",
+        "--also",
+        type=_also,
+        metavar="LAYER:BACKEND",
         help="serve the other layer too, on the same endpoint (one process for a run's network and compute)",
-    )  # fmt: skip
+    )
     secure = parser.add_argument_group(
-        "security", "TLS and a bearer token (never on the command line, where ps shows it: from a file or the "
-        "STRATASIM_TOKEN environment variable); listening beyond loopback without both warns"
+        "security",
+        "TLS and a bearer token (never on the command line, where ps shows it: from a file or the "
+        "STRATASIM_TOKEN environment variable); listening beyond loopback without both warns",
     )
     secure.add_argument("--tls-cert", metavar="PEM", help="the server's certificate chain (TLS with --tls-key)")
     secure.add_argument("--tls-key", metavar="PEM", help="the server's private key")
-    secure.add_argument("--tls-client-ca", metavar="PEM",
-                        help="require client certificates signed by this CA (mutual TLS)")  # fmt: skip
-    secure.add_argument("--token-file", metavar="FILE",
-                        help="every call must carry this file's token (default: $STRATASIM_TOKEN when set)")  # fmt: skip
+    secure.add_argument(
+        "--tls-client-ca", metavar="PEM", help="require client certificates signed by this CA (mutual TLS)"
+    )
+    secure.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="every call must carry this file's token (default: $STRATASIM_TOKEN when set)",
+    )
     limits = parser.add_argument_group("limits", "what one server grants its clients")
-    limits.add_argument("--max-sessions", type=positive_int("a whole number"), default=16, metavar="N",
-                        help="network sessions at once; one more is refused unless one is idle (default: %(default)s)")  # fmt: skip
-    limits.add_argument("--idle-timeout", type=_seconds, default=300.0, metavar="TIME",
-                        help="a network session idle this long gives its place to a new client when the server is "
-                        "full, e.g. 60s (default: 300s)")  # fmt: skip
-    limits.add_argument("--max-npus", type=positive_int("a whole number"), default=1 << 20, metavar="N",
-                        help="NPUs a configured topology may have (default: %(default)s)")  # fmt: skip
-    limits.add_argument("--max-links", type=positive_int("a whole number"), default=1 << 21, metavar="N",
-                        help="links and switches a configured topology may have (default: %(default)s)")  # fmt: skip
-    limits.add_argument("--max-request-bytes", type=_bytes, default=512 << 20, metavar="SIZE",
-                        help="bytes one request may carry, e.g. 256MiB (default: 512MiB)")  # fmt: skip
+    limits.add_argument(
+        "--max-sessions",
+        type=positive_int("a whole number"),
+        default=16,
+        metavar="N",
+        help="network sessions at once; one more is refused unless one is idle (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=300.0,
+        metavar="TIME",
+        help="a network session idle this long gives its place to a new client when the server is "
+        "full, e.g. 60s (default: 300s)",
+    )
+    limits.add_argument(
+        "--max-npus",
+        type=positive_int("a whole number"),
+        default=1 << 20,
+        metavar="N",
+        help="NPUs a configured topology may have (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--max-links",
+        type=positive_int("a whole number"),
+        default=1 << 21,
+        metavar="N",
+        help="links and switches a configured topology may have (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--max-request-bytes",
+        type=_bytes,
+        default=512 << 20,
+        metavar="SIZE",
+        help="bytes one request may carry, e.g. 256MiB (default: 512MiB)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="the table of measured times (profile backend only)")
-    parser.add_argument("--objective", metavar="NAME",
-                        help="what the mapper minimises: latency (default), energy or edp (timeloop backend only)")  # fmt: skip
+    parser.add_argument(
+        "--objective",
+        metavar="NAME",
+        help="what the mapper minimises: latency (default), energy or edp (timeloop backend only)",
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -132,10 +169,16 @@ def handle(args: argparse.Namespace) -> int:
         factories = {MAPPER_BACKEND: lambda: build_compute(MAPPER_BACKEND, objective=args.objective)}
     from stratasim.remote.limits import Limits
 
-    limits = Limits(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout, max_npus=args.max_npus,
-                    max_links=args.max_links, max_request_bytes=args.max_request_bytes)  # fmt: skip
-    remote.serve(args.layer, args.backend, args.listen, factories=factories, also=also,
-                 security=_security(args), limits=limits)  # fmt: skip
+    limits = Limits(
+        max_sessions=args.max_sessions,
+        idle_timeout_s=args.idle_timeout,
+        max_npus=args.max_npus,
+        max_links=args.max_links,
+        max_request_bytes=args.max_request_bytes,
+    )
+    remote.serve(
+        args.layer, args.backend, args.listen, factories=factories, also=also, security=_security(args), limits=limits
+    )
     return 0
 
 

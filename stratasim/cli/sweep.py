@@ -28,14 +28,24 @@ def add_sweep(subparsers: _Subparsers) -> None:
     """The ``sweep`` subcommand."""
     parser = subparsers.add_parser("sweep", help="run the trials of a sweep file into a results store")
     parser.add_argument("sweep", metavar="FILE", help="the sweep file (YAML): base study, space, objectives, search")
-    parser.add_argument("--db", metavar="PATH",
-                        help="the results store (SQLite; default: FILE's name with .db, in the current folder): "
-                             "re-running resumes")  # fmt: skip
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        help="the results store (SQLite; default: FILE's name with .db, in the current folder): re-running resumes",
+    )
     parser.add_argument("--json", action="store_true", help="print every trial and the Pareto front as JSON")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="local worker processes running trials (default: the machine's cores)")  # fmt: skip
-    parser.add_argument("--cluster", metavar="ADDRESS",
-                        help="run the trials on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.5:8786)")  # fmt: skip
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="local worker processes running trials (default: the machine's cores)",
+    )
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run the trials on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.5:8786)",
+    )
     budget_options.add_arguments(parser, "the sweep's list of trials, or a trial,")
     parser.set_defaults(handler=_sweep)
 
@@ -50,8 +60,9 @@ def _sweep(args: argparse.Namespace) -> int:
             outcome = run_sweep(sweep, store, workers=args.workers, cluster=args.cluster, budget=budget)
         else:
             with progress_for(sweep) as progress:
-                outcome = run_sweep(sweep, store, progress, workers=args.workers, cluster=args.cluster, budget=budget,
-                                    notes=_note)
+                outcome = run_sweep(
+                    sweep, store, progress, workers=args.workers, cluster=args.cluster, budget=budget, notes=_note
+                )
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))
@@ -66,8 +77,11 @@ def _table(sweep: Sweep, outcome: SweepOutcome, db: Path) -> str:
     """The best trials by the first objective (the Pareto front with several), then a count."""
     objectives = [o.metric for o in sweep.section.objectives]
     failed = sum(r.status == "failed" for r in outcome.trials)
-    count = f"{len(outcome.levels[0].evaluated)} trials, {len(outcome.trials)} at the last fidelity level" if (
-        outcome.levels) else f"{len(outcome.trials)} trials"  # fmt: skip
+    count = (
+        f"{len(outcome.levels[0].evaluated)} trials, {len(outcome.trials)} at the last fidelity level"
+        if (outcome.levels)
+        else f"{len(outcome.trials)} trials"
+    )
     lines = [f"{sweep.source}: {count} ({outcome.ran} run now, {failed} failed), store {db}"]
     lines += outcome.notes
     first = sweep.section.objectives[0]
@@ -96,15 +110,19 @@ def _ladder(outcome: SweepOutcome) -> list[str]:
         if level.tau is not None:
             line += f"; ranking against {previous}: Kendall tau {level.tau:.2f}"
         if level.moved_in or level.moved_out:
-            line += (f"; into the top: {', '.join(f'#{n}' for n in level.moved_in or []) or 'none'}, out: "
-                     f"{', '.join(f'#{n}' for n in level.moved_out or []) or 'none'}")  # fmt: skip
+            line += (
+                f"; into the top: {', '.join(f'#{n}' for n in level.moved_in or []) or 'none'}, out: "
+                f"{', '.join(f'#{n}' for n in level.moved_out or []) or 'none'}"
+            )
         if level.kept:
             line += f"; {len(level.kept)} go on"
         lines.append(line)
         previous = level.name
     spent, everything = time_saved(outcome.levels)
     saved = everything - spent
-    lines.append(f"  screening: {spent:.2f} s of trials against about {everything:.2f} s to run all "
-                 f"{len(outcome.levels[0].evaluated)} at {outcome.levels[-1].name!r} "
-                 f"({'saved' if saved >= 0 else 'lost'} {abs(saved):.2f} s)")  # fmt: skip
+    lines.append(
+        f"  screening: {spent:.2f} s of trials against about {everything:.2f} s to run all "
+        f"{len(outcome.levels[0].evaluated)} at {outcome.levels[-1].name!r} "
+        f"({'saved' if saved >= 0 else 'lost'} {abs(saved):.2f} s)"
+    )
     return lines

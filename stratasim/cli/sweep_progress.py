@@ -81,9 +81,14 @@ class BarProgress:
     def __init__(self, sweep: Sweep, console: Console) -> None:
         self._best = _Best(sweep)
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-            TimeRemainingColumn(), TextColumn("{task.fields[best]}"), console=console,
-        )  # fmt: skip
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[best]}"),
+            console=console,
+        )
         self._task: TaskID | None = None
         self._started = 0.0
         self._ran = 0
@@ -103,7 +108,9 @@ class BarProgress:
         self._bar.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self._bar.stop()
 
 

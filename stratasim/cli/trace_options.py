@@ -51,22 +51,36 @@ def _window(text: str) -> tuple[int, int | None]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the trace selection options to ``stratasim run``."""
     group = parser.add_argument_group("what --out traces (for huge runs)")
-    group.add_argument("--trace-npus", type=_npus, metavar="IDS",
-                       help="only these NPUs, e.g. 0-7,64 (an NPU simulated for others shows when any is listed)")
-    group.add_argument("--trace-window", type=_window, metavar="START:END",
-                       help="only spans overlapping this stretch of simulated time, e.g. 0:5ms or 2ms:")
-    group.add_argument("--trace-detail", choices=[*(d.value for d in TraceDetail), NO_TRACE],
-                       help="nodes: every node's span; blocks: one span per run of a block (a layer's pass in a "
-                       f"model-built workload); collectives: one span per collective; auto (the default): nodes, or "
-                       f"blocks when the NPUs traced run over {AUTO_NODE_LIMIT:,} nodes (nodes with --trace-window); "
-                       "none: no trace.json, the report only")  # fmt: skip
+    group.add_argument(
+        "--trace-npus",
+        type=_npus,
+        metavar="IDS",
+        help="only these NPUs, e.g. 0-7,64 (an NPU simulated for others shows when any is listed)",
+    )
+    group.add_argument(
+        "--trace-window",
+        type=_window,
+        metavar="START:END",
+        help="only spans overlapping this stretch of simulated time, e.g. 0:5ms or 2ms:",
+    )
+    group.add_argument(
+        "--trace-detail",
+        choices=[*(d.value for d in TraceDetail), NO_TRACE],
+        help="nodes: every node's span; blocks: one span per run of a block (a layer's pass in a "
+        f"model-built workload); collectives: one span per collective; auto (the default): nodes, or "
+        f"blocks when the NPUs traced run over {AUTO_NODE_LIMIT:,} nodes (nodes with --trace-window); "
+        "none: no trace.json, the report only",
+    )
 
 
 def selection(args: argparse.Namespace) -> TraceSelection | None:
     """What to record for ``--out``: None when nothing is traced (no ``--out``, or ``--trace-detail none``).
     Selecting without a trace to select from is an error."""
-    narrowing = [option for option, value in (("--trace-npus", args.trace_npus), ("--trace-window", args.trace_window))
-                 if value is not None]  # fmt: skip
+    narrowing = [
+        option
+        for option, value in (("--trace-npus", args.trace_npus), ("--trace-window", args.trace_window))
+        if value is not None
+    ]
     given = narrowing + (["--trace-detail"] if args.trace_detail is not None else [])
     if given and args.out is None:
         raise StrataSimError(f"{' and '.join(given)} select what --out DIR traces; give --out DIR too")
@@ -83,5 +97,7 @@ def note(args: argparse.Namespace, result: SimulationResult) -> str:
     """A line saying the trace shows blocks whole because ``auto`` chose to, and how to see every node ("" if not)."""
     if args.trace_detail is not None or result.trace_detail != TraceDetail.BLOCKS:
         return ""
-    return (f"trace: one span per block run (a layer's pass): the NPUs traced ran {result.traced_nodes:,} nodes; "
-            "--trace-detail nodes, or a --trace-window, shows each")  # fmt: skip
+    return (
+        f"trace: one span per block run (a layer's pass): the NPUs traced ran {result.traced_nodes:,} nodes; "
+        "--trace-detail nodes, or a --trace-window, shows each"
+    )

@@ -24,10 +24,11 @@ EXIT_FAILED = 1
 def add_validate(subparsers: _Subparsers) -> None:
     """The ``validate`` subcommand."""
     parser = subparsers.add_parser(
-        "validate", help="check published and reference numbers (Megatron-LM, ASTRA-sim, SCALE-Sim, calibration)",
+        "validate",
+        help="check published and reference numbers (Megatron-LM, ASTRA-sim, SCALE-Sim, calibration)",
         description="Runs the cases shipped in stratasim/validate/cases.yaml and prints expected, got, error and "
         "tolerance for each figure. The default is the short form (a few seconds); --full runs every row.",
-    )  # fmt: skip
+    )
     parser.add_argument("--full", action="store_true", help="every row (about half a minute), not only the short form")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON (and nothing else) on stdout")
     parser.set_defaults(handler=_validate)
@@ -50,13 +51,23 @@ def _error(value: float | None) -> str:
 def to_text(rows: list[Row], suites: Sequence[Suite] = ()) -> str:
     """The rows as a table, one line each, suite by suite, then what each suite of ``suites`` reproduces."""
     head = ("row", "expected", "got", "error", "tolerance", "")
-    lines = [(row.label, _number(row.expected), _number(row.got),
-              _error(row.error), row.tolerance,
-              "pass" if row.passed else f"FAIL{f': {row.problem}' if row.problem else ''}") for row in rows]  # fmt: skip
+    lines = [
+        (
+            row.label,
+            _number(row.expected),
+            _number(row.got),
+            _error(row.error),
+            row.tolerance,
+            "pass" if row.passed else f"FAIL{f': {row.problem}' if row.problem else ''}",
+        )
+        for row in rows
+    ]
     widths = [max(len(line[i]) for line in [head, *lines]) for i in range(5)]
     text = [f"{head[0]:<{widths[0]}}  " + "  ".join(f"{h:>{w}}" for h, w in zip(head[1:5], widths[1:])) + "  result"]
-    text += [f"{line[0]:<{widths[0]}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(line[1:5], widths[1:]))
-             + f"  {line[5]}" for line in lines]  # fmt: skip
+    text += [
+        f"{line[0]:<{widths[0]}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(line[1:5], widths[1:])) + f"  {line[5]}"
+        for line in lines
+    ]
     shown = {row.suite for row in rows}
     text += ["", *(f"{suite.name}: {suite.title}" for suite in suites if suite.name in shown)]
     failed = sum(not row.passed for row in rows)
@@ -68,14 +79,32 @@ def _validate(args: argparse.Namespace) -> int:
     suites = load_cases()
     rows = validate(suites, full=args.full)
     if args.json:
-        print(json.dumps([{"suite": row.suite, "case": row.case, "metric": row.metric, "expected": row.expected,
-                           "got": row.got, "error": row.error, "tolerance": row.tolerance, "passed": row.passed,
-                           **({"problem": row.problem} if row.problem else {})} for row in rows], indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                [
+                    {
+                        "suite": row.suite,
+                        "case": row.case,
+                        "metric": row.metric,
+                        "expected": row.expected,
+                        "got": row.got,
+                        "error": row.error,
+                        "tolerance": row.tolerance,
+                        "passed": row.passed,
+                        **({"problem": row.problem} if row.problem else {}),
+                    }
+                    for row in rows
+                ],
+                indent=2,
+            )
+        )
     else:
         print(to_text(rows, suites))
     failed = [row for row in rows if not row.passed]
     if failed:
-        print(f"error: {len(failed)} row{'s' * (len(failed) > 1)} failed: {'; '.join(row.label for row in failed)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: {len(failed)} row{'s' * (len(failed) > 1)} failed: {'; '.join(row.label for row in failed)}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return 0

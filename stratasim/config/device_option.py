@@ -43,4 +43,4 @@ def device_option(
 
 def _named_by(flag: str, path: str) -> str:
     """``compute.device.peak.bf16`` as ``--device.peak.bf16``; the section's own problems as the flag's."""
-    return flag + path[len(_SECTION):] if path.startswith(_SECTION) else flag
+    return flag + path[len(_SECTION) :] if path.startswith(_SECTION) else flag

@@ -49,7 +49,7 @@ def from_included(where: str, included: Sequence[Included]) -> Included | None:
 
 def _from_file(where: str, included: Included) -> bool:
     if where == included.prefix:  # a check of the whole section (a graph's links) names chips: said for the
-        return included.outside   # study's own files, not for one outside its folder
+        return included.outside  # study's own files, not for one outside its folder
     if not where.startswith(included.prefix + "."):
         return False
     top = re.split(r"[.\[]", where[len(included.prefix) + 1 :], maxsplit=1)[0]

@@ -31,8 +31,9 @@ SCHEMA_ID = "https://stratasim.dev/schemas/study.json"
 """The schema's ``$id`` (a name, not a download address: editors are given the file ``stratasim schema`` writes)."""
 
 _REF = "#/$defs/{model}"
-_FILE = ("a YAML file (relative to the study file) holding this mapping's keys; keys written beside it override "
-         "the file's")  # fmt: skip
+_FILE = (
+    "a YAML file (relative to the study file) holding this mapping's keys; keys written beside it override the file's"
+)
 
 
 def workload_configs() -> dict[str, type[BaseModel]]:
@@ -49,8 +50,14 @@ def workload_configs() -> dict[str, type[BaseModel]]:
 def study_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a whole study file."""
     configs = workload_configs()
-    included: list[type[BaseModel]] = [GraphSection, DeviceSection, AcceleratorSection, AcceleratorDescription,
-                                       WaferSection, WaferDescription]  # may name a file
+    included: list[type[BaseModel]] = [
+        GraphSection,
+        DeviceSection,
+        AcceleratorSection,
+        AcceleratorDescription,
+        WaferSection,
+        WaferDescription,
+    ]  # may name a file
     models: list[type[BaseModel]] = [SystemOptions, StudyNetwork, StudyCompute, *included, *configs.values()]
     mode: JsonSchemaMode = "validation"
     refs, top = models_json_schema([(model, mode) for model in models], ref_template=_REF)
@@ -83,12 +90,18 @@ def study_schema() -> dict[str, Any]:
         "properties": {
             "name": {"type": "string", "pattern": r"\S", "description": "The study's name (default: the file's stem)."},
             "workload": _workload(configs, ref, named),
-            "system": {"anyOf": [ref(SystemOptions), {"type": "null"}], "description": named(SystemOptions)["description"]},
+            "system": {
+                "anyOf": [ref(SystemOptions), {"type": "null"}],
+                "description": named(SystemOptions)["description"],
+            },
             "network": ref(StudyNetwork),
-            "compute": {"anyOf": [ref(StudyCompute), {"type": "null"}], "description": named(StudyCompute)["description"]},
+            "compute": {
+                "anyOf": [ref(StudyCompute), {"type": "null"}],
+                "description": named(StudyCompute)["description"],
+            },
         },
         "$defs": defs,
-    }  # fmt: skip
+    }
 
 
 def _workload(configs: dict[str, type[BaseModel]], ref: Any, named: Any) -> dict[str, Any]:

@@ -64,8 +64,12 @@ def _tables(title: str, prefix: str, model: dict[str, Any], defs: dict[str, Any]
     rows: list[tuple[str, dict[str, Any], bool | str]] = []
     nested: list[Table] = []
     required = set(model.get("required", ()))
-    unless_file = {key for branch in model.get("anyOf", ()) if branch.get("required") != ["file"]
-                   for key in branch.get("required", ())}  # fmt: skip
+    unless_file = {
+        key
+        for branch in model.get("anyOf", ())
+        if branch.get("required") != ["file"]
+        for key in branch.get("required", ())
+    }
     for key, prop in model["properties"].items():
         dotted = f"{prefix}.{key}" if prefix else key
         rows.append((dotted, prop, "required (or `file`)" if key in unless_file else key in required))
@@ -102,7 +106,8 @@ def _type(node: dict[str, Any], defs: dict[str, Any]) -> str:
     if "enum" in node or "const" in node:
         return "name" if all(isinstance(v, str) for v in node.get("enum", [node.get("const")])) else "number"
     return {"integer": "integer", "number": "number", "string": "text", "boolean": "true / false"}.get(
-        " / ".join(kind) if isinstance(kind, list) else str(kind), "any")
+        " / ".join(kind) if isinstance(kind, list) else str(kind), "any"
+    )
 
 
 def _allowed(node: dict[str, Any], defs: dict[str, Any]) -> str:
@@ -110,8 +115,11 @@ def _allowed(node: dict[str, Any], defs: dict[str, Any]) -> str:
     for branch in [node, *_branches(node, defs)]:
         values = branch.get("enum") or ([branch["const"]] if "const" in branch else [])
         said += [", ".join(f"`{value}`" for value in values)] if values else []
-        said += [f"{sign} {branch[key]}" for key, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"),
-                 ("maximum", "≤"), ("exclusiveMaximum", "<")) if key in branch]  # fmt: skip
+        said += [
+            f"{sign} {branch[key]}"
+            for key, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+            if key in branch
+        ]
         said += [f"at least {branch['minItems']} entries"] if branch.get("minItems", 0) > 1 else []
         said += [f"usually {branch[USUAL_KEY]}"] if USUAL_KEY in branch else []
     return "; ".join(dict.fromkeys(said))
@@ -156,7 +164,9 @@ def markdown(schema: dict[str, Any] | None = None) -> str:
         for key, prop, required in rows:
             meaning = " ".join(str(prop["description"]).split()).replace("|", "\\|")
             cells = (f"`{key}`", _type(prop, defs), _default(prop, required), _allowed(prop, defs), meaning)
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") if i < 4 else cell for i, cell in enumerate(cells)) + " |")
+            lines.append(
+                "| " + " | ".join(cell.replace("|", "\\|") if i < 4 else cell for i, cell in enumerate(cells)) + " |"
+            )
         lines.append("")
     return "\n".join(lines)
 

@@ -26,8 +26,13 @@ def unfit_numbers(data: object, root: str = "") -> list[tuple[str, str]]:
         elif isinstance(value, bool):
             continue
         elif isinstance(value, int) and not -INT64_MAX - 1 <= value <= INT64_MAX:
-            problems.append((path, f"a whole number of {value.bit_length()} bits does not fit a 64-bit integer; no key "
-                                   "takes a number this large"))
+            problems.append(
+                (
+                    path,
+                    f"a whole number of {value.bit_length()} bits does not fit a 64-bit integer; no key "
+                    "takes a number this large",
+                )
+            )
         elif isinstance(value, float) and not math.isfinite(value):
             problems.append((path, f"{value} is not a finite number; write a finite value with its unit if it has one"))
     return sorted(problems)

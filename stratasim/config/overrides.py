@@ -94,9 +94,7 @@ def _set(data: MutableMapping[str, Any], parts: list[str], value: object) -> Non
             raise ValueError(f"{here} is {_describe(node)}, not a mapping or list")
 
 
-def apply_overrides(
-    data: Mapping[str, Any], overrides: Sequence[str]
-) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """Return a copy of ``data`` with every applicable override set, and the problems with the others.
 
     Problems are ``("--set KEY=VALUE", message)`` pairs, so one report can list them with the schema's own.
@@ -129,6 +127,7 @@ def apply_overrides(
 def as_overrides(values: Mapping[str, Any]) -> list[str]:
     """``{dotted key: value}`` as ``--set KEY=VALUE`` strings, each value written as YAML (so a list stays a list
     and ``50GB/s`` a string)."""
-    return [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
-            for key, value in values.items()]  # fmt: skip
-
+    return [
+        f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+        for key, value in values.items()
+    ]

@@ -67,8 +67,10 @@ class Placement(Section):
             raise ValueError("spawn and endpoint are mutually exclusive; set one of them")
         secured = [key for key in ("tls_ca", "token_file", "token_env") if getattr(self, key) is not None]
         if secured and self.endpoint is None:
-            raise ValueError(f"{', '.join(secured)}: for a server at an endpoint; set endpoint (a spawned server "
-                             "listens on a private socket)")  # fmt: skip
+            raise ValueError(
+                f"{', '.join(secured)}: for a server at an endpoint; set endpoint (a spawned server "
+                "listens on a private socket)"
+            )
         if self.token_file is not None and self.token_env is not None:
             raise ValueError("token_file and token_env are two sources of one token; set one of them")
         return self

@@ -64,7 +64,9 @@ def _walk(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[list[int | 
 
 def unknown_key(key: str, allowed: Sequence[str]) -> str:
     """The message for an unknown ``key``: the closest allowed key as a suggestion, and every allowed one."""
-    return f"unknown key; {did_you_mean(key, allowed)}expected one of {', '.join(allowed)}" if allowed else "unknown key"
+    return (
+        f"unknown key; {did_you_mean(key, allowed)}expected one of {', '.join(allowed)}" if allowed else "unknown key"
+    )
 
 
 def _problems(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[tuple[str, str]]:
@@ -93,8 +95,10 @@ def _echo_of_an_item(error: Any, errors: Sequence[Any]) -> bool:
     """Whether ``error`` is a list's "too short after validation" that only repeats an error of one of its items
     (pydantic counts the items left once a bad one is dropped): the item's own error says what is wrong."""
     loc = tuple(error["loc"])
-    return error["type"] == "too_short" and "after validation" in error["msg"] and any(
-        len(other["loc"]) > len(loc) and tuple(other["loc"][: len(loc)]) == loc for other in errors
+    return (
+        error["type"] == "too_short"
+        and "after validation" in error["msg"]
+        and any(len(other["loc"]) > len(loc) and tuple(other["loc"][: len(loc)]) == loc for other in errors)
     )
 
 

@@ -146,8 +146,11 @@ def _check_backend(layer: str, section: StudyNetwork | StudyCompute | None, prob
     else:
         names = [(f"{layer}.backend", section.backend)]
         own = section.route_devices()
-        names += [(f"compute.per_kind.{kind}{'.backend' if kind in own else ''}", name)
-                  for kind, name in section.routes().items() if kind != "*"]  # fmt: skip
+        names += [
+            (f"compute.per_kind.{kind}{'.backend' if kind in own else ''}", name)
+            for kind, name in section.routes().items()
+            if kind != "*"
+        ]
     for where, name in names:
         if name == "mixed" and where != f"{layer}.backend":
             problems.append((where, "a dimension names the backend that carries it, not 'mixed'"))
@@ -172,7 +175,9 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
         problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))
     included: list[Included] = []
     network_data, readable = _with_graph_file(data.get("network"), source, problems, included)
-    network = validated_section(StudyNetwork, network_data, "network", problems) if "network" in data and readable else None
+    network = (
+        validated_section(StudyNetwork, network_data, "network", problems) if "network" in data and readable else None
+    )
     has_compute = data.get("compute") is not None
     compute_data, readable = with_device_file(data.get("compute"), source, problems, included)
     compute = validated_section(StudyCompute, compute_data, "compute", problems) if has_compute and readable else None
@@ -196,8 +201,12 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if problems or workload is None or network is None:
         raise ConfigError(source, redact(problems, included))
     sections = {"workload": workload.config, "system": system, "network": network, "compute": compute}
-    unusual = [found for prefix, section in sections.items() if section is not None  # an included file's values
-               for found in unusual_values(section, prefix, lambda where: from_included(where, included) is not None)]  # fmt: skip
+    unusual = [
+        found
+        for prefix, section in sections.items()
+        if section is not None  # an included file's values
+        for found in unusual_values(section, prefix, lambda where: from_included(where, included) is not None)
+    ]
     warnings = tuple(f"{where}: {message}" for where, message in redact(unusual, included))
     return Study(name, source, workload, system, network, compute, warnings)
 
@@ -210,7 +219,11 @@ def _with_graph_file(
     if not isinstance(network, Mapping):
         return network, True
     topology = network.get("topology")
-    if not isinstance(topology, Mapping) or topology.get("kind") != "graph" or not isinstance(topology.get("file"), str):
+    if (
+        not isinstance(topology, Mapping)
+        or topology.get("kind") != "graph"
+        or not isinstance(topology.get("file"), str)
+    ):
         return network, True
     path = Path(source).parent / topology["file"]
     included = _included(path, "network.topology.file", "a mapping with chips, switches, bandwidth...", problems)
@@ -220,8 +233,9 @@ def _with_graph_file(
     if clash:
         problems.append(("network.topology.file", f"{path} and the study both give {', '.join(clash)}"))
         return network, False
-    included_files.append(Included("network.topology", str(path), included, frozenset(map(str, topology)),
-                                   _outside(path, source)))
+    included_files.append(
+        Included("network.topology", str(path), included, frozenset(map(str, topology)), _outside(path, source))
+    )
     return {**network, "topology": {**topology, **included}}, True
 
 
@@ -245,8 +259,9 @@ def with_device_file(
             problems.append(("compute.device.file", f"{path}: a device file may not name another file"))
         return compute, False
     own = {key: value for key, value in described.items() if key != "file"}
-    included_files.append(Included("compute.device", str(path), included, frozenset(map(str, own)),
-                                   _outside(path, source)))
+    included_files.append(
+        Included("compute.device", str(path), included, frozenset(map(str, own)), _outside(path, source))
+    )
     return {**compute, "device": {**included, **own}}, True
 
 
@@ -264,8 +279,10 @@ def _included(path: Path, key: str, expected: str, problems: list[tuple[str, str
     try:
         included = _read_yaml(path)
     except ConfigError as exc:
-        problems.extend((key, f"{path}{f' {at}' if at else ''}: {_DUPLICATE.sub('duplicate key', what)}")
-                        for at, what in exc.problems)  # the key written twice is the file's, not shown
+        problems.extend(
+            (key, f"{path}{f' {at}' if at else ''}: {_DUPLICATE.sub('duplicate key', what)}")
+            for at, what in exc.problems
+        )  # the key written twice is the file's, not shown
         return None
     if not isinstance(included, Mapping):
         problems.append((key, f"{path}: expected {expected}"))

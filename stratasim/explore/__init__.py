@@ -9,5 +9,14 @@ from stratasim.explore.space import expand
 from stratasim.explore.store import ResultStore
 from stratasim.explore.sweep_file import Sweep, load_sweep
 
-__all__ = ["Sweep", "load_sweep", "expand", "ResultStore", "run_sweep", "SweepOutcome", "read_results", "SweepResults",
-           "sweep"]
+__all__ = [
+    "Sweep",
+    "load_sweep",
+    "expand",
+    "ResultStore",
+    "run_sweep",
+    "SweepOutcome",
+    "read_results",
+    "SweepResults",
+    "sweep",
+]

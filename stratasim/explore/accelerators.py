@@ -65,8 +65,11 @@ class AcceleratorGenerator(Generator):
 
     def generate(self, study: Study) -> Generated:
         section, base = _base_device(study)
-        axes = [self._shapes(), [{"dataflow": flow} for flow in self.dataflow or []] or [{}],
-                *self._buffer_axes(section, base)]  # fmt: skip
+        axes = [
+            self._shapes(),
+            [{"dataflow": flow} for flow in self.dataflow or []] or [{}],
+            *self._buffer_axes(section, base),
+        ]
         points: list[dict[str, Any]] = []
         skipped: Counter[str] = Counter()
         for combination in itertools.product(*axes):
@@ -101,8 +104,9 @@ class AcceleratorGenerator(Generator):
         for key, sizes in (self.buffers or {}).items():
             level, _, operand = key.partition(".")
             if level not in levels:
-                raise GeneratorError(f"buffers.{key}", f"the base accelerator has no level {level!r}; its levels are "
-                                                       f"{', '.join(levels)}")  # fmt: skip
+                raise GeneratorError(
+                    f"buffers.{key}", f"the base accelerator has no level {level!r}; its levels are {', '.join(levels)}"
+                )
             if operand and operand not in OPERANDS:
                 raise GeneratorError(f"buffers.{key}", f"unknown operand {operand!r}; expected {', '.join(OPERANDS)}")
             place = levels.index(level) if section is AcceleratorDescription else level
@@ -118,12 +122,18 @@ def _base_device(study: Study) -> tuple[type[Described], dict[str, Any]]:
         raise GeneratorError("generator", f"needs a base study with a compute section (backend: {_BACKEND})")
     others = sorted(set(study.compute.routes().values()) - {_BACKEND})
     if others:
-        raise GeneratorError("generator", f"varies a {_BACKEND} accelerator, so every backend of the base study's "
-                                          f"compute section must be {_BACKEND}, not {', '.join(others)}")  # fmt: skip
+        raise GeneratorError(
+            "generator",
+            f"varies a {_BACKEND} accelerator, so every backend of the base study's "
+            f"compute section must be {_BACKEND}, not {', '.join(others)}",
+        )
     device = study.compute.device
     if not isinstance(device, (AcceleratorSection, AcceleratorDescription)):
-        raise GeneratorError("generator", f"varies the keys of compute.device: write the base study's device as a "
-                                          f"mapping, {{preset: {device if isinstance(device, str) else 'NAME'}}}")  # fmt: skip
+        raise GeneratorError(
+            "generator",
+            f"varies the keys of compute.device: write the base study's device as a "
+            f"mapping, {{preset: {device if isinstance(device, str) else 'NAME'}}}",
+        )
     return type(device), device.model_dump(exclude_unset=True)
 
 

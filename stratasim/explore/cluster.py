@@ -16,8 +16,9 @@ __all__ = ["on_cluster"]
 _CONNECT_TIMEOUT = "10s"
 
 
-def on_cluster(address: str, calls: Sequence[tuple[Any, ...]], task: Callable[..., Any],
-               keep: Callable[[Any], None]) -> None:  # fmt: skip
+def on_cluster(
+    address: str, calls: Sequence[tuple[Any, ...]], task: Callable[..., Any], keep: Callable[[Any], None]
+) -> None:
     """Run ``task(*call)`` for each of ``calls`` on the scheduler at ``address``, calling ``keep`` with each result
     as it finishes; an unreachable scheduler is one error naming it."""
     try:

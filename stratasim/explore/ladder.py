@@ -49,11 +49,17 @@ def kept(sweep: Sweep, level: Fidelity, records: Sequence[TrialRecord]) -> list[
     return sorted(chosen, key=lambda r: r.number)
 
 
-def level_outcome(sweep: Sweep, level: Fidelity, records: Sequence[TrialRecord], passed: Sequence[TrialRecord],
-                  before: Sequence[TrialRecord] | None) -> LevelOutcome:  # fmt: skip
+def level_outcome(
+    sweep: Sweep,
+    level: Fidelity,
+    records: Sequence[TrialRecord],
+    passed: Sequence[TrialRecord],
+    before: Sequence[TrialRecord] | None,
+) -> LevelOutcome:
     """Sum up a level: ``records`` it evaluated, ``passed`` on, compared with the level ``before`` (if any)."""
-    outcome = LevelOutcome(level.name, [r.number for r in records], [r.number for r in passed],
-                           sum(r.wall_seconds for r in records))  # fmt: skip
+    outcome = LevelOutcome(
+        level.name, [r.number for r in records], [r.number for r in passed], sum(r.wall_seconds for r in records)
+    )
     if before is None:
         return outcome
     here = {r.number for r in records}
@@ -61,11 +67,14 @@ def level_outcome(sweep: Sweep, level: Fidelity, records: Sequence[TrialRecord],
     now = [r.number for r in ranked(sweep, records)]
     top = min(_TOP, len(now))
     return LevelOutcome(
-        outcome.name, outcome.evaluated, outcome.kept, outcome.wall_seconds,
+        outcome.name,
+        outcome.evaluated,
+        outcome.kept,
+        outcome.wall_seconds,
         tau=kendall_tau([then.index(n) for n in now], list(range(len(now)))) if len(now) > 1 else None,
         moved_in=sorted(set(now[:top]) - set(then[:top])),
         moved_out=sorted(set(then[:top]) - set(now[:top])),
-    )  # fmt: skip
+    )
 
 
 def time_saved(levels: Sequence[LevelOutcome]) -> tuple[float, float]:

@@ -16,8 +16,13 @@ from stratasim.explore.sweep_file import load_sweep, parse_sweep
 __all__ = ["sweep"]
 
 
-def sweep(definition: str | Path | Mapping[str, Any], db: str | Path | None = None, *, workers: int = 1,
-          cluster: str | None = None) -> SweepResults:  # fmt: skip
+def sweep(
+    definition: str | Path | Mapping[str, Any],
+    db: str | Path | None = None,
+    *,
+    workers: int = 1,
+    cluster: str | None = None,
+) -> SweepResults:
     """Run a sweep — a sweep file's path, or its contents as a mapping (``base`` relative to the current folder)
     — into the store ``db`` (resuming what it holds; None: a temporary store, removed afterwards) on ``workers``
     local processes or the Dask scheduler at ``cluster``, and read its results back."""

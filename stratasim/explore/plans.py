@@ -69,7 +69,9 @@ class ParallelismGenerator(Generator):
     recompute: list[Literal["none", "selective", "full"]] | None = Field(default=None, min_length=1)
     zero: list[Literal[0, 1, 2, 3]] | None = Field(default=None, min_length=1)
     sequence_parallel: list[bool] | None = Field(default=None, min_length=1)
-    order: Annotated[list[list[Axis]] | None, BeforeValidator(lambda value: _ORDERS if value == "all" else value)] = None
+    order: Annotated[list[list[Axis]] | None, BeforeValidator(lambda value: _ORDERS if value == "all" else value)] = (
+        None
+    )
     keep: list[Feature] = Field(default_factory=list)
     memory: Bytes | None = Field(default=None, gt=0)
 
@@ -90,14 +92,16 @@ class ParallelismGenerator(Generator):
     def generate(self, study: Study) -> Generated:
         config = study.workload.config
         if not isinstance(config, TransformerConfig):
-            raise GeneratorError("generator", f"needs a base study whose workload is kind: transformer, not "
-                                              f"{study.workload.kind}")  # fmt: skip
+            raise GeneratorError(
+                "generator", f"needs a base study whose workload is kind: transformer, not {study.workload.kind}"
+            )
         if self.ep is not None and config.model.experts == 0:
             raise GeneratorError("ep", "the base study's model has no experts (model.experts)")
         limit, unchecked = (self.memory, "") if self.memory is not None else _capacity(study)
         base = config.model_dump(exclude_unset=True)
-        fixed_batch = {} if "global_batch" in config.parallelism.model_fields_set else {
-            "global_batch": config.parallelism.batch}
+        fixed_batch = (
+            {} if "global_batch" in config.parallelism.model_fields_set else {"global_batch": config.parallelism.batch}
+        )
         points: list[dict[str, Any]] = []
         skipped: Counter[str] = Counter()
         for plan in self._candidates(config, study.npus):
@@ -106,7 +110,8 @@ class ParallelismGenerator(Generator):
                 continue
             try:
                 candidate = TransformerConfig.model_validate(
-                    {**base, "parallelism": {**base.get("parallelism", {}), **fixed_batch, **plan}})
+                    {**base, "parallelism": {**base.get("parallelism", {}), **fixed_batch, **plan}}
+                )
             except ValidationError as exc:
                 skipped[reason(str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, "))] += 1
                 continue
@@ -120,8 +125,9 @@ class ParallelismGenerator(Generator):
     def _candidates(self, config: TransformerConfig, npus: int) -> Iterator[dict[str, Any] | str]:
         """Every combination of the features' values, as the plan's keys, or the reason it is no plan at all."""
         base, model = config.parallelism, config.model
-        for tp, pp in itertools.product(self._degrees(self.tp, npus, self.max_tp),
-                                        self._degrees(self.pp, npus, self.max_pp)):  # fmt: skip
+        for tp, pp in itertools.product(
+            self._degrees(self.tp, npus, self.max_tp), self._degrees(self.pp, npus, self.max_pp)
+        ):
             if npus % (tp * pp):
                 yield f"tp * pp does not divide the {npus} NPUs"
                 continue
@@ -132,8 +138,9 @@ class ParallelismGenerator(Generator):
             if "schedule" not in self.keep:
                 axes["schedule"] = self._schedules(model.layers, pp)
             if "micro_batch" not in self.keep:
-                axes["micro_batch"] = self.micro_batch or _divisors(base.batch // dp if base.batch % dp == 0 else 1,
-                                                                    self.max_micro_batch)  # fmt: skip
+                axes["micro_batch"] = self.micro_batch or _divisors(
+                    base.batch // dp if base.batch % dp == 0 else 1, self.max_micro_batch
+                )
             if "recompute" not in self.keep:
                 axes["recompute"] = list(self.recompute or ["none", "selective", "full"])
             if "zero" not in self.keep:

@@ -51,8 +51,13 @@ def _front(results: SweepResults, figure_type: Any) -> tuple[str, Any]:
     outside = [r for r in results.trials if r.status == "done" and not results.within_constraints(r)]
     axes.scatter([r.metrics[x] for r in kept], [r.metrics[y] for r in kept], color="grey", label="trials")
     if outside:
-        axes.scatter([r.metrics[x] for r in outside], [r.metrics[y] for r in outside], marker="x", color="silver",
-                     label="outside the constraints")  # fmt: skip
+        axes.scatter(
+            [r.metrics[x] for r in outside],
+            [r.metrics[y] for r in outside],
+            marker="x",
+            color="silver",
+            label="outside the constraints",
+        )
     front = sorted(results.pareto, key=lambda r: r.metrics[x])
     axes.plot([r.metrics[x] for r in front], [r.metrics[y] for r in front], "o-", color="C3", label="Pareto front")
     axes.set(xlabel=_goal(results, 0), ylabel=_goal(results, 1), title=f"{results.source}: Pareto front")

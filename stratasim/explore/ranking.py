@@ -17,7 +17,9 @@ def feasible(sweep: Sweep, record: TrialRecord) -> bool:
         return False
     for constraint in sweep.section.constraints:
         value = record.metrics[constraint.metric]
-        if (constraint.min is not None and value < constraint.min) or (constraint.max is not None and value > constraint.max):
+        if (constraint.min is not None and value < constraint.min) or (
+            constraint.max is not None and value > constraint.max
+        ):
             return False
     return True
 
@@ -41,5 +43,7 @@ def ranked(sweep: Sweep, records: Sequence[TrialRecord]) -> list[TrialRecord]:
     trial order."""
     objective = sweep.section.objectives[0]
     sign = 1.0 if objective.goal == "min" else -1.0
-    good = sorted((r for r in records if feasible(sweep, r)), key=lambda r: (sign * r.metrics[objective.metric], r.number))
+    good = sorted(
+        (r for r in records if feasible(sweep, r)), key=lambda r: (sign * r.metrics[objective.metric], r.number)
+    )
     return good + [r for r in records if not feasible(sweep, r)]

@@ -85,18 +85,27 @@ class SweepResults:
     def best(self, top: int) -> list[TrialRecord]:
         """The ``top`` trials within the constraints, by the objectives in turn (each toward its goal)."""
         signs = [1.0 if o.goal == "min" else -1.0 for o in self.section.objectives]
-        ranked = sorted((r for r in self.trials if self.within_constraints(r)),
-                        key=lambda r: [sign * r.metrics[name] for sign, name in zip(signs, self.objectives)])  # fmt: skip
+        ranked = sorted(
+            (r for r in self.trials if self.within_constraints(r)),
+            key=lambda r: [sign * r.metrics[name] for sign, name in zip(signs, self.objectives)],
+        )
         return ranked[:top]
 
     def rows(self) -> list[dict[str, Any]]:
         """One flat row per trial: number, status, each parameter, each metric, error and ``trial_wall_seconds``
         (the trial's own time, set apart from the report's ``wall_seconds``); a list or mapping parameter as JSON."""
         metrics = sorted({name for r in self.trials for name in r.metrics})
-        return [{"number": r.number, "status": r.status,
-                 **{key: _cell(r.params.get(key)) for key in self.section.space},
-                 **{name: r.metrics.get(name) for name in metrics},
-                 "error": r.error, "trial_wall_seconds": r.wall_seconds} for r in self.trials]  # fmt: skip
+        return [
+            {
+                "number": r.number,
+                "status": r.status,
+                **{key: _cell(r.params.get(key)) for key in self.section.space},
+                **{name: r.metrics.get(name) for name in metrics},
+                "error": r.error,
+                "trial_wall_seconds": r.wall_seconds,
+            }
+            for r in self.trials
+        ]
 
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame indexed by trial number (pandas is not a dependency of StrataSim)."""
@@ -124,8 +133,9 @@ class SweepResults:
     def axes(self) -> dict[str, list[Any] | Range]:
         """Each parameter's values: a space key's list or range, and for a generator's keys (a generator's label is
         no parameter) the values its trials took, in order of appearance."""
-        axes: dict[str, list[Any] | Range] = {key: space for key, space in self.section.space.items()
-                                              if isinstance(space, list | Range)}  # fmt: skip
+        axes: dict[str, list[Any] | Range] = {
+            key: space for key, space in self.section.space.items() if isinstance(space, list | Range)
+        }
         for record in self.trials:
             for key, value in record.params.items():
                 if key not in self.section.space:
@@ -147,8 +157,15 @@ class SweepResults:
         values = []
         for label, members in groups:
             scores = [r.metrics[first.metric] for r in members if self.within_constraints(r)]
-            values.append(ValueSummary(label, len(members), len(scores), pick(scores) if scores else None,
-                                       statistics.median(scores) if scores else None))  # fmt: skip
+            values.append(
+                ValueSummary(
+                    label,
+                    len(members),
+                    len(scores),
+                    pick(scores) if scores else None,
+                    statistics.median(scores) if scores else None,
+                )
+            )
         medians = [v.median for v in values if v.median is not None]
         return ParameterSummary(key, values, max(medians) - min(medians) if medians else 0.0)
 
@@ -201,8 +218,11 @@ def _groups(key: str, space: list[Any] | Range, trials: list[TrialRecord]) -> li
         where = (scale(split_quantity(record.params[key])[0]) - scale(low)) / width
         bins[min(max(int(where), 0), _BINS - 1)].append(record)
     close = [")"] * (_BINS - 1) + ["]"]
-    return [(f"[{edges[i]:.4g}, {edges[i + 1]:.4g}{close[i]}{' ' + unit if unit else ''}", bins[i])
-            for i in range(_BINS) if bins[i]]  # fmt: skip
+    return [
+        (f"[{edges[i]:.4g}, {edges[i + 1]:.4g}{close[i]}{' ' + unit if unit else ''}", bins[i])
+        for i in range(_BINS)
+        if bins[i]
+    ]
 
 
 def _label(value: Any) -> str:

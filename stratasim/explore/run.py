@@ -64,12 +64,16 @@ def metric(metrics: Mapping[str, Any], name: str) -> float | None:
 
 def _numbers(report: Mapping[str, Any]) -> dict[str, float]:
     """The report's top-level numbers (the objectives' and constraints' nested ones are added by name)."""
-    return {key: float(value) for key, value in report.items()
-            if isinstance(value, int | float) and not isinstance(value, bool)}  # fmt: skip
+    return {
+        key: float(value)
+        for key, value in report.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
 
 
-def _check_space(sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any] | None = None,
-                 where: str = "space") -> None:  # fmt: skip
+def _check_space(
+    sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any] | None = None, where: str = "space"
+) -> None:
     """Stop before running anything if the space (``first``: a trial's parameters) or, with ``fixed``, a
     fidelity level's ``set`` at ``where``, names a key the base study does not have."""
     named = fixed if fixed is not None else first
@@ -77,13 +81,18 @@ def _check_space(sweep: Sweep, first: Mapping[str, Any], fixed: Mapping[str, Any
     try:
         parse_study(data, sweep.base_source)
     except ConfigError as exc:
-        unknown = [(f"{where}.{path}", message) for path, message in exc.problems
-                   if "unknown key" in message and any(path.startswith(key) or key.startswith(path)
-                                                       for key in named)]  # fmt: skip
+        unknown = [
+            (f"{where}.{path}", message)
+            for path, message in exc.problems
+            if "unknown key" in message and any(path.startswith(key) or key.startswith(path) for key in named)
+        ]
         if unknown:
             raise ConfigError(sweep.source, unknown) from None
-    problems = [(place, why) for place, why in problems
-                if fixed is None or place.removeprefix("--set ").partition("=")[0] in named]  # fmt: skip
+    problems = [
+        (place, why)
+        for place, why in problems
+        if fixed is None or place.removeprefix("--set ").partition("=")[0] in named
+    ]
     if problems:
         raise ConfigError(sweep.source, [(f"{where}.{place.removeprefix('--set ')}", why) for place, why in problems])
 
@@ -93,10 +102,14 @@ def _check_units(sweep: Sweep, space: Space) -> None:
     study wants a quantity with its unit, naming the entry: each distinct value is tried alone on the base study."""
     tried: dict[str, list[Any]] = {
         f"space.{key}": values if isinstance(values, list) else range_values(values)
-        for key, values in space.axes.items() if key not in space.generated
-    }  # fmt: skip
-    tried |= {f"fidelity[{index}].set.{key}": [value] for index, level in enumerate(sweep.section.fidelity)
-              for key, value in level.set.items()}  # fmt: skip
+        for key, values in space.axes.items()
+        if key not in space.generated
+    }
+    tried |= {
+        f"fidelity[{index}].set.{key}": [value]
+        for index, level in enumerate(sweep.section.fidelity)
+        for key, value in level.set.items()
+    }
     problems: list[tuple[str, str]] = []
     for where, values in tried.items():
         key = where.split(".", 1)[1].removeprefix("set.")
@@ -105,8 +118,11 @@ def _check_units(sweep: Sweep, space: Space) -> None:
             try:
                 parse_study(data, sweep.base_source)
             except ConfigError as exc:
-                bare = [(where, message) for path, message in exc.problems
-                        if "has no unit" in message and parse_key(path)[: len(parse_key(key))] == parse_key(key)]
+                bare = [
+                    (where, message)
+                    for path, message in exc.problems
+                    if "has no unit" in message and parse_key(path)[: len(parse_key(key))] == parse_key(key)
+                ]
                 if bare:
                     problems.append(bare[0])  # one line per entry: its first value without a unit
                     break
@@ -153,8 +169,12 @@ def run_sweep(
             progress.trial(record)
 
     if sweep.section.search.method in ("tpe", "nsga2"):  # each trial learns from the ones before: in turn
-        _check_space(sweep, space.params({key: values[0] if isinstance(values, list) else values.low
-                                          for key, values in space.axes.items()}))  # fmt: skip
+        _check_space(
+            sweep,
+            space.params(
+                {key: values[0] if isinstance(values, list) else values.low for key, values in space.axes.items()}
+            ),
+        )
         finished = store.finished()
         before = len(finished)
         if progress is not None:
@@ -173,8 +193,10 @@ def run_sweep(
         for index, level in enumerate(sweep.section.fidelity):
             varied = sorted(set(level.set) & set(trials[0]))
             if varied:
-                raise ConfigError(sweep.source, [(f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the "
-                                                  "space; a level may not set it")])  # fmt: skip
+                raise ConfigError(
+                    sweep.source,
+                    [(f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it")],
+                )
             _check_space(sweep, trials[0], level.set, f"fidelity[{index}].set")
     levels: list[Fidelity | None] = [*sweep.section.fidelity] or [None]
     candidates, ran, summaries = list(enumerate(trials)), 0, []
@@ -201,8 +223,9 @@ def _kept_in(keep: Callable[[TrialRecord], None], finished: dict[str, TrialRecor
     finished[trial_key(record.params)] = record
 
 
-def _execute(calls: list[tuple[Any, ...]], keep: Callable[[TrialRecord], None], workers: int,
-             cluster: str | None) -> None:  # fmt: skip
+def _execute(
+    calls: list[tuple[Any, ...]], keep: Callable[[TrialRecord], None], workers: int, cluster: str | None
+) -> None:
     """Run :func:`_run_trial` on each of ``calls``, handing each record to ``keep`` as it finishes: on the Dask
     scheduler at ``cluster``, in this process, or on ``workers`` fresh local processes."""
     if cluster is not None:
@@ -213,8 +236,12 @@ def _execute(calls: list[tuple[Any, ...]], keep: Callable[[TrialRecord], None], 
     else:
         # Fresh interpreters (spawn): a worker forked from a run that imported gRPC would inherit its threads.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=context,
-                                 initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:  # fmt: skip
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(calls)),
+            mp_context=context,
+            initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        ) as pool:
             running = [pool.submit(_run_trial, *call) for call in calls]
             try:
                 for future in as_completed(running):
@@ -237,9 +264,15 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
-def _run_trial(sweep: Sweep, number: int, params: Mapping[str, Any], wanted: list[str],
-               fixed: Mapping[str, Any] | None = None, fidelity: int = 0,
-               budget: Budget = DEFAULT_BUDGET) -> TrialRecord:  # fmt: skip
+def _run_trial(
+    sweep: Sweep,
+    number: int,
+    params: Mapping[str, Any],
+    wanted: list[str],
+    fixed: Mapping[str, Any] | None = None,
+    fidelity: int = 0,
+    budget: Budget = DEFAULT_BUDGET,
+) -> TrialRecord:
     """Trial ``number``: the base study with ``params`` (and a fidelity level's ``fixed`` keys) set, simulated
     within ``budget``."""
     started = time.perf_counter()
@@ -267,10 +300,15 @@ def outcome_json(outcome: SweepOutcome) -> str:
     [lines]}``; with a
     fidelity ladder also ``levels`` (what each did, see :class:`LevelOutcome`) and ``screening`` (trial seconds
     spent, and what running every trial at the last level would have taken)."""
-    rows = [{"number": r.number, "params": r.params, "status": r.status, "metrics": r.metrics, "error": r.error}
-            for r in outcome.trials]  # fmt: skip
-    document: dict[str, Any] = {"trials": rows, "pareto": [r.number for r in outcome.pareto],
-                                "notes": list(outcome.notes)}  # fmt: skip
+    rows = [
+        {"number": r.number, "params": r.params, "status": r.status, "metrics": r.metrics, "error": r.error}
+        for r in outcome.trials
+    ]
+    document: dict[str, Any] = {
+        "trials": rows,
+        "pareto": [r.number for r in outcome.pareto],
+        "notes": list(outcome.notes),
+    }
     if outcome.levels:
         spent, everything = time_saved(outcome.levels)
         document["levels"] = [asdict(level) for level in outcome.levels]

@@ -127,18 +127,30 @@ class TopologyGenerator(Generator):
                 skipped[f"{dimensions}-D shapes of a chip count with too few factors"] += 1
             for shape in shapes:
                 if kind == "torus":
-                    points.append({"network.topology": [self._dimension("ring", size, i) for i, size in enumerate(shape)]})
+                    points.append(
+                        {"network.topology": [self._dimension("ring", size, i) for i, size in enumerate(shape)]}
+                    )
                 elif len({str(self._speed(i)) for i in range(len(shape))}) > 1:
                     skipped["meshes with a different link speed per dimension (a mesh has one)"] += 1
                 else:
                     bandwidth, latency = self._speed(0)
-                    points.append({"network.topology": {"kind": "mesh", "shape": list(shape), "bandwidth": bandwidth,
-                                                        "latency": latency}})  # fmt: skip
+                    points.append(
+                        {
+                            "network.topology": {
+                                "kind": "mesh",
+                                "shape": list(shape),
+                                "bandwidth": bandwidth,
+                                "latency": latency,
+                            }
+                        }
+                    )
 
     def _speed(self, dimension: int) -> tuple[str | float, str | float]:
         """Dimension ``dimension``'s bandwidth and latency (a short list repeats its last entry)."""
-        return (self.bandwidth[min(dimension, len(self.bandwidth) - 1)],
-                self.latency[min(dimension, len(self.latency) - 1)])  # fmt: skip
+        return (
+            self.bandwidth[min(dimension, len(self.bandwidth) - 1)],
+            self.latency[min(dimension, len(self.latency) - 1)],
+        )
 
     def _dimension(self, kind: str, size: int, index: int) -> dict[str, Any]:
         bandwidth, latency = self._speed(index)
@@ -147,8 +159,12 @@ class TopologyGenerator(Generator):
     def _switch(self, chips: int) -> dict[str, Any]:
         """One switch of every chip, at ``switch``'s speed where it gives one."""
         bandwidth, latency = self._speed(0)
-        return {"kind": "switch", "size": chips, "bandwidth": self.switch.bandwidth or bandwidth,
-                "latency": self.switch.latency or latency}  # fmt: skip
+        return {
+            "kind": "switch",
+            "size": chips,
+            "bandwidth": self.switch.bandwidth or bandwidth,
+            "latency": self.switch.latency or latency,
+        }
 
     def _graphs(self, chips: int) -> list[dict[str, Any]]:
         """``random.count`` connected random graphs of ``chips`` chips, seeded by ``random.seed`` and the count."""
@@ -167,8 +183,14 @@ class TopologyGenerator(Generator):
             chip_links: dict[int, list[dict[str, str]]] = {chip: [] for chip in range(chips)}
             for a, b in sorted(links):
                 chip_links[a].append({"to": str(b)})
-            graphs.append({"kind": "graph", "bandwidth": bandwidth, "latency": latency,
-                           "chips": [{"id": str(chip), "links": chip_links[chip]} for chip in range(chips)]})  # fmt: skip
+            graphs.append(
+                {
+                    "kind": "graph",
+                    "bandwidth": bandwidth,
+                    "latency": latency,
+                    "chips": [{"id": str(chip), "links": chip_links[chip]} for chip in range(chips)],
+                }
+            )
         return graphs
 
 
@@ -180,8 +202,11 @@ def factorisations(chips: int, dimensions: int, distinct_orders: bool = True) ->
     shapes = []
     for first in range(2, chips // 2 + 1):
         if chips % first == 0:
-            shapes += [(first, *rest) for rest in factorisations(chips // first, dimensions - 1, distinct_orders)
-                       if distinct_orders or first <= rest[0]]  # fmt: skip
+            shapes += [
+                (first, *rest)
+                for rest in factorisations(chips // first, dimensions - 1, distinct_orders)
+                if distinct_orders or first <= rest[0]
+            ]
     return shapes
 
 
@@ -190,8 +215,9 @@ def _filled_plan(study: Study, chips: int) -> dict[str, Any] | str:
     micro-batch keeping the global batch and the micro-batches per pipeline), or why there is none."""
     config = study.workload.config
     if not isinstance(config, TransformerConfig):
-        raise GeneratorError("fill_dp", f"needs a base study whose workload is kind: transformer, not "
-                                        f"{study.workload.kind}")  # fmt: skip
+        raise GeneratorError(
+            "fill_dp", f"needs a base study whose workload is kind: transformer, not {study.workload.kind}"
+        )
     plan = config.parallelism
     if chips % (plan.tp * plan.pp):
         return "chip counts not a multiple of the base plan's tp * pp"

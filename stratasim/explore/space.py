@@ -67,8 +67,10 @@ def resolve(sweep: Sweep) -> Space:
             if key in setters:
                 raise ConfigError(sweep.source, [(f"space.{name}", f"sets {key}, which space.{setters[key]} sets too")])
             setters[key] = name
-    axes = {name: generated[name].points if name in generated else cast(list[Any] | Range, entry)
-            for name, entry in space.items()}  # fmt: skip
+    axes = {
+        name: generated[name].points if name in generated else cast(list[Any] | Range, entry)
+        for name, entry in space.items()
+    }
     return Space(axes, generated)
 
 
@@ -109,8 +111,9 @@ def check_points(sweep: Sweep, space: Space, budget: Budget) -> None:
     grid's size is the product of its axes' lengths (capped by ``search.trials``), a search's its ``trials``."""
     search = sweep.section.search
     if search.method == "grid":
-        points = math.prod(len(values) if isinstance(values, list) else (values.count or 2)
-                           for values in space.axes.values())
+        points = math.prod(
+            len(values) if isinstance(values, list) else (values.count or 2) for values in space.axes.values()
+        )
         points = min(points, search.trials) if search.trials is not None else points
     else:
         points = search.trials or 0

@@ -66,8 +66,9 @@ class ResultStore:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(trials)")}
             if "fidelity" not in columns:
                 self._db.close()
-                raise StrataSimError(f"{self.path}: written by an earlier StrataSim (no fidelity levels); give another "
-                                     "--db or delete it")  # fmt: skip
+                raise StrataSimError(
+                    f"{self.path}: written by an earlier StrataSim (no fidelity levels); give another --db or delete it"
+                )
             row = self._db.execute("SELECT definition FROM sweep WHERE id = 1").fetchone()
             if row is None:
                 with self._db:
@@ -81,11 +82,16 @@ class ResultStore:
 
     def finished(self, fidelity: int = 0) -> dict[str, TrialRecord]:
         """The trials finished so far at fidelity level ``fidelity``, by key."""
-        rows = self._query("SELECT number, key, params, status, metrics, error, wall_seconds FROM trials "
-                           f"WHERE fidelity = {int(fidelity)}")  # fmt: skip
-        return {key: TrialRecord(number, _json(params, self.path), status, _json(metrics or "{}", self.path),
-                                 error or "", wall, fidelity)
-                for number, key, params, status, metrics, error, wall in rows}  # fmt: skip
+        rows = self._query(
+            "SELECT number, key, params, status, metrics, error, wall_seconds FROM trials "
+            f"WHERE fidelity = {int(fidelity)}"
+        )
+        return {
+            key: TrialRecord(
+                number, _json(params, self.path), status, _json(metrics or "{}", self.path), error or "", wall, fidelity
+            )
+            for number, key, params, status, metrics, error, wall in rows
+        }
 
     def record(self, record: TrialRecord) -> None:
         """Keep one finished trial, committed at once."""
@@ -94,9 +100,17 @@ class ResultStore:
                 self._db.execute(
                     "INSERT OR REPLACE INTO trials (number, fidelity, key, params, status, metrics, error, "
                     "wall_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (record.number, record.fidelity, trial_key(record.params), json.dumps(record.params),
-                     record.status, json.dumps(record.metrics), record.error, record.wall_seconds),
-                )  # fmt: skip
+                    (
+                        record.number,
+                        record.fidelity,
+                        trial_key(record.params),
+                        json.dumps(record.params),
+                        record.status,
+                        json.dumps(record.metrics),
+                        record.error,
+                        record.wall_seconds,
+                    ),
+                )
         except sqlite3.Error as exc:
             raise StrataSimError(f"{self.path}: cannot record trial {record.number}: {exc}") from None
 
@@ -129,11 +143,14 @@ def read_store(path: str | Path, lock_wait_seconds: float = 5.0) -> tuple[str, l
             if not {"sweep", "trials"} <= tables:
                 raise StrataSimError(f"{path}: a SQLite database, but not a results store written by stratasim sweep")
             row = db.execute("SELECT definition FROM sweep WHERE id = 1").fetchone()
-            rows = db.execute("SELECT number, params, status, metrics, error, wall_seconds, fidelity FROM trials "
-                              "ORDER BY fidelity, number")  # fmt: skip
-            trials = [TrialRecord(number, _json(params, path), status, _json(metrics or "{}", path), error or "",
-                                  wall, level)
-                      for number, params, status, metrics, error, wall, level in rows]  # fmt: skip
+            rows = db.execute(
+                "SELECT number, params, status, metrics, error, wall_seconds, fidelity FROM trials "
+                "ORDER BY fidelity, number"
+            )
+            trials = [
+                TrialRecord(number, _json(params, path), status, _json(metrics or "{}", path), error or "", wall, level)
+                for number, params, status, metrics, error, wall, level in rows
+            ]
         finally:
             db.close()
     except sqlite3.Error as exc:

@@ -37,8 +37,19 @@ from stratasim.kernel.errors import ConfigError, InputError
 from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.kernel.schema import Section
 
-__all__ = ["GENERATORS", "Range", "Objective", "Constraint", "Search", "Fidelity", "Keep", "Sweep", "load_sweep",
-           "parse_sweep", "split_quantity"]
+__all__ = [
+    "GENERATORS",
+    "Range",
+    "Objective",
+    "Constraint",
+    "Search",
+    "Fidelity",
+    "Keep",
+    "Sweep",
+    "load_sweep",
+    "parse_sweep",
+    "split_quantity",
+]
 
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?$")
 
@@ -69,7 +80,9 @@ class Range(Section):
         low, unit = split_quantity(self.low)
         high, high_unit = split_quantity(self.high)
         if unit != high_unit:
-            raise ValueError(f"low and high must have the same unit, got {unit or 'none'!r} and {high_unit or 'none'!r}")
+            raise ValueError(
+                f"low and high must have the same unit, got {unit or 'none'!r} and {high_unit or 'none'!r}"
+            )
         if low > high:
             raise ValueError(f"low ({self.low}) is above high ({self.high})")
         if self.log and low <= 0:
@@ -115,18 +128,20 @@ if TYPE_CHECKING:
     SpaceEntry = list[Any] | Range | Generator
 else:
     SpaceEntry = Annotated[
-        Union[(
-            Annotated[list[Any], Tag("values")],
-            Annotated[Range, Tag("range")],
-            *(Annotated[generator, Tag(name)] for name, generator in GENERATORS.items()),
-        )],
+        Union[
+            (
+                Annotated[list[Any], Tag("values")],
+                Annotated[Range, Tag("range")],
+                *(Annotated[generator, Tag(name)] for name, generator in GENERATORS.items()),
+            )
+        ],
         Discriminator(
             _entry_form,
             custom_error_type="space_entry",
             custom_error_message="expected a list of values, a range {low, high, ...} or a generator "
             "{generator: NAME, ...} with NAME one of " + ", ".join(GENERATORS),
         ),
-    ]  # fmt: skip
+    ]
 """A ``space`` entry: the tag pydantic puts in error locations ("values", "range", a generator's name) is not a
 key."""
 
@@ -253,13 +268,19 @@ def _ladder_problems(section: SweepSection) -> list[tuple[str, str]]:
         problems.append(("fidelity", f"a ladder screens a grid or random search, not {section.search.method}"))
     for index, level in enumerate(levels):
         if level.keep is None and index < len(levels) - 1:
-            problems.append((f"fidelity[{index}].keep", "every level but the last says which trials go on "
-                                                       "(top: N, fraction: F or pareto: true)"))  # fmt: skip
+            problems.append(
+                (
+                    f"fidelity[{index}].keep",
+                    "every level but the last says which trials go on (top: N, fraction: F or pareto: true)",
+                )
+            )
         elif level.keep is not None and index == len(levels) - 1:
             problems.append((f"fidelity[{index}].keep", "the last level keeps nothing: there is no level after it"))
         varied = sorted(set(level.set) & set(section.space))
         if varied:
-            problems.append((f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it"))
+            problems.append(
+                (f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it")
+            )
     names = [level.name for level in levels]
     if len(set(names)) < len(names):
         problems.append(("fidelity", f"level names must differ, got {', '.join(names)}"))
@@ -310,6 +331,9 @@ def _read(path: Path, source: str, key: str) -> Any:
         return parse_yaml(read_text(path, YAML_BYTES, "file"), str(path))
     except InputError as exc:
         at = f" ({exc.where})" if exc.where else ""
-        said = f"{path} is not valid YAML{at}: {exc.what.removeprefix('invalid YAML: ')}" if "YAML" in exc.what \
+        said = (
+            f"{path} is not valid YAML{at}: {exc.what.removeprefix('invalid YAML: ')}"
+            if "YAML" in exc.what
             else f"cannot read {path}{at}: {exc.what}"
+        )
         raise ConfigError(source, [(key, said)]) from None

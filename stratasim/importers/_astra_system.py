@@ -75,23 +75,40 @@ _UNREAD = {"boost-mode": 0}
 # them, so the other policies' branches in Sys::generate_collective and Sys::ask_for_schedule never run. The value
 # both run is accepted; any other asks for what neither computes, which would be a silent wrong answer.
 _SCHEDULERS = {
-    "intra-dimension-scheduling": ("FIFO", {
-        "RG": "ASTRA-sim 1.0's RG order (alternating reduce-scatter and all-gather chunks in a dimension's queue)",
-        "smallestFirst": "ASTRA-sim 1.0's smallest-chunk-first order within a dimension's queue",
-        "lessRemainingPhaseFirst": "ASTRA-sim 1.0's order by fewest phases left within a dimension's queue",
-    }),
-    "inter-dimension-scheduling": ("ascending", {
-        "roundRobin": "ASTRA-sim 1.0's round-robin rotation of each chunk's first dimension",
-        "offlineGreedy": "Themis's offline greedy dimension order (ASTRA-sim 1.0's OfflineGreedy.cc)",
-        "offlineGreedyFlex": "Themis's offline greedy order with flexible chunk sizes (OfflineGreedy.cc)",
-        "themis": "Themis's offline greedy dimension order (ASTRA-sim 1.0 calls it offlineGreedy)",
-    }),
-}  # fmt: skip
+    "intra-dimension-scheduling": (
+        "FIFO",
+        {
+            "RG": "ASTRA-sim 1.0's RG order (alternating reduce-scatter and all-gather chunks in a dimension's queue)",
+            "smallestFirst": "ASTRA-sim 1.0's smallest-chunk-first order within a dimension's queue",
+            "lessRemainingPhaseFirst": "ASTRA-sim 1.0's order by fewest phases left within a dimension's queue",
+        },
+    ),
+    "inter-dimension-scheduling": (
+        "ascending",
+        {
+            "roundRobin": "ASTRA-sim 1.0's round-robin rotation of each chunk's first dimension",
+            "offlineGreedy": "Themis's offline greedy dimension order (ASTRA-sim 1.0's OfflineGreedy.cc)",
+            "offlineGreedyFlex": "Themis's offline greedy order with flexible chunk sizes (OfflineGreedy.cc)",
+            "themis": "Themis's offline greedy dimension order (ASTRA-sim 1.0 calls it offlineGreedy)",
+        },
+    ),
+}
 KNOWN_KEYS = (
-    "scheduling-policy", "collective-optimization", "preferred-dataset-splits", "active-chunks-per-dimension",
-    "endpoint-delay", "local-mem-bw", *(f"{prefix}-implementation" for prefix in _COLLECTIVES), *_CUSTOM,
-    *_UNSUPPORTED, "roofline-enabled", "trace-enabled", *_INERT, *_UNREAD, *_SCHEDULERS,
-)  # fmt: skip
+    "scheduling-policy",
+    "collective-optimization",
+    "preferred-dataset-splits",
+    "active-chunks-per-dimension",
+    "endpoint-delay",
+    "local-mem-bw",
+    *(f"{prefix}-implementation" for prefix in _COLLECTIVES),
+    *_CUSTOM,
+    *_UNSUPPORTED,
+    "roofline-enabled",
+    "trace-enabled",
+    *_INERT,
+    *_UNREAD,
+    *_SCHEDULERS,
+)
 
 
 @dataclass(frozen=True)
@@ -189,8 +206,10 @@ def _algorithm(name: object, width: int | None) -> str:
     """The study's name for ASTRA-sim's algorithm ``name`` run over ``width`` NPUs (None: not known)."""
     if name == "doubleBinaryTree" and width is not None and width & (width - 1):
         # BinaryTree.cc numbers 2^floor(log2 n) nodes in order: the other NPUs of the line belong to no tree.
-        raise ValueError(f"doubleBinaryTree needs a power of two NPUs, not {width}: ASTRA-sim's BinaryTree leaves "
-                         "the others out of its trees")  # fmt: skip
+        raise ValueError(
+            f"doubleBinaryTree needs a power of two NPUs, not {width}: ASTRA-sim's BinaryTree leaves "
+            "the others out of its trees"
+        )
     if isinstance(name, str) and name in _ALGORITHMS:
         return _ALGORITHMS[name]
     windowed = _WINDOWED.fullmatch(name) if isinstance(name, str) else None
@@ -225,9 +244,14 @@ def _flattened(key: str, names: list[object], problems: Problems, comments: list
     if first is None:
         return None
     if first > 0:
-        problems.append((f"{key}[{first}]", f"{names[first]!r} after per-dimension algorithms: ASTRA-sim would run "
-                         f"{names[0]!r} on dimension 0 and then {names[first]!r} over all NPUs again; give "
-                         f"{names[first]!r} alone (one logical dimension) or one algorithm per dimension"))  # fmt: skip
+        problems.append(
+            (
+                f"{key}[{first}]",
+                f"{names[first]!r} after per-dimension algorithms: ASTRA-sim would run "
+                f"{names[0]!r} on dimension 0 and then {names[first]!r} over all NPUs again; give "
+                f"{names[first]!r} alone (one logical dimension) or one algorithm per dimension",
+            )
+        )
         return []
     if any(name != names[0] for name in names[1:]):
         comments.append(f"{key}: ASTRA-sim runs {names[0]!r} over all NPUs and ignores the entries after it")
@@ -266,12 +290,18 @@ def _algorithms(
             except ValueError as exc:
                 problems.append((f"{key}[{index}]", str(exc)))
         if name == collective == "all_to_all" and any(value in _NO_ALL_TO_ALL for value in names):
-            problems.append((key, "ASTRA-sim's HalvingDoubling has no all-to-all (its constructor exits on one); give "
-                             "ring, direct, directN or their one* forms"))  # fmt: skip
+            problems.append(
+                (
+                    key,
+                    "ASTRA-sim's HalvingDoubling has no all-to-all (its constructor exits on one); give "
+                    "ring, direct, directN or their one* forms",
+                )
+            )
         if flat is not None:
             if dims is not None and len(names) > dims:
-                problems.append((key, f"{len(names)} algorithms for {dims} dimension(s); ASTRA-sim takes at most one "
-                                 "per dimension"))  # fmt: skip
+                problems.append(
+                    (key, f"{len(names)} algorithms for {dims} dimension(s); ASTRA-sim takes at most one per dimension")
+                )
             algorithm[name] = mapped
             continue
         if dims is not None and len(names) > dims:
@@ -315,9 +345,14 @@ def _ignored(data: Mapping[str, Any], problems: Problems) -> list[str]:
         if key in data and data[key] != runs:
             asked = known.get(data[key]) if isinstance(data[key], str) else None
             what = f"it asks for {asked}, which" if asked else f"{data[key]!r} is not a policy ASTRA-sim knows; any"
-            problems.append((key, f"{what} StrataSim does not model, and ASTRA-sim 2.x does not read this key: it "
-                             f"runs {runs!r} whatever it says. Set it to {runs!r} (or remove it) to import what "
-                             "ASTRA-sim 2.x computes"))  # fmt: skip
+            problems.append(
+                (
+                    key,
+                    f"{what} StrataSim does not model, and ASTRA-sim 2.x does not read this key: it "
+                    f"runs {runs!r} whatever it says. Set it to {runs!r} (or remove it) to import what "
+                    "ASTRA-sim 2.x computes",
+                )
+            )
     return ignored
 
 
@@ -331,8 +366,11 @@ def read_system(data: object, sizes: tuple[int, ...] | None, collective: str, pr
     problems.extend((str(key), unknown_key(str(key), KNOWN_KEYS)) for key in data if key not in KNOWN_KEYS)
     problems.extend((key, f"required ({why})") for key, why in _REQUIRED.items() if key not in data)
     comments: list[str] = []
-    defaults = [f"{key} {value}" for key, value in (("endpoint-delay", "10 ns"), ("active-chunks-per-dimension", 1))
-                if key not in data]  # fmt: skip
+    defaults = [
+        f"{key} {value}"
+        for key, value in (("endpoint-delay", "10 ns"), ("active-chunks-per-dimension", 1))
+        if key not in data
+    ]
     endpoint_delay = _get(data, "endpoint-delay", _whole(0, " of ns"), problems, default=10)
     local_mem_bw = _get(data, "local-mem-bw", _positive("GB/s"), problems)
     section = {

@@ -38,8 +38,14 @@ from stratasim.kernel.errors import ConfigError, InputError, StrataSimError
 from stratasim.kernel.safe_load import CONFIG_BYTES, YAML_BYTES, parse_json, parse_yaml, read_text
 
 __all__ = [
-    "AstraImport", "BACKENDS", "DEFAULT_COLLECTIVE", "DEFAULT_SIZE", "import_astra", "read_astra", "to_yaml",
-]  # fmt: skip
+    "AstraImport",
+    "BACKENDS",
+    "DEFAULT_COLLECTIVE",
+    "DEFAULT_SIZE",
+    "import_astra",
+    "read_astra",
+    "to_yaml",
+]
 
 DEFAULT_COLLECTIVE = "all_reduce"
 DEFAULT_SIZE = "1MiB"
@@ -165,8 +171,11 @@ def _raise(files: Sequence[tuple[Path, Problems]]) -> None:
         [(path, problems)] = bad
         raise ConfigError(str(path), problems)
     if bad:
-        merged = [(f"{path.name}: {key}" if key else path.name, message) for path, problems in bad
-                  for key, message in problems]  # fmt: skip
+        merged = [
+            (f"{path.name}: {key}" if key else path.name, message)
+            for path, problems in bad
+            for key, message in problems
+        ]
         raise ConfigError(" and ".join(str(path) for path, _ in bad), merged)
 
 

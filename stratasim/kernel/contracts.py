@@ -94,7 +94,12 @@ class ColumnarNetwork(Protocol):
     much as deciding the messages. Results are those of ``inject``/``advance``, which remote sessions use."""
 
     def inject_columns(
-        self, ids: Sequence[int], src: Sequence[int], dst: Sequence[int], sizes: Sequence[int], send_time_ps: Sequence[int]
+        self,
+        ids: Sequence[int],
+        src: Sequence[int],
+        dst: Sequence[int],
+        sizes: Sequence[int],
+        send_time_ps: Sequence[int],
     ) -> None:
         """``inject`` of the messages whose fields are the columns' elements (element i describing message i)."""
         ...

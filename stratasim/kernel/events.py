@@ -30,6 +30,7 @@ class RunStopped(Exception):
         super().__init__(reason)
         self.reason = reason
 
+
 _PROGRESS_EVERY = 256  # distinct event times between two calls of a Progress
 
 

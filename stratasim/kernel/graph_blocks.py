@@ -44,7 +44,9 @@ def check_blocks(graph: workload_pb2.ExecutionGraph, npu: int) -> None:
     for index, block in enumerate(graph.blocks):
         for node in block.nodes:
             if node.type == workload_pb2.BLOCK_NODE:
-                raise WorkloadError(f"NPU {npu} block {index} node {node.id}{node_named(node, graph.foreign_names)}: a block cannot run a block")
+                raise WorkloadError(
+                    f"NPU {npu} block {index} node {node.id}{node_named(node, graph.foreign_names)}: a block cannot run a block"
+                )
 
 
 def foreign(graphs: Sequence[workload_pb2.ExecutionGraph]) -> list[workload_pb2.ExecutionGraph]:
@@ -63,8 +65,9 @@ def node_named(node: workload_pb2.Node, foreign_names: bool) -> str:
 
 def unpriced(node: workload_pb2.Node, foreign_names: bool) -> WorkloadError:
     """The error for an operator node (``op`` set) in a study without a compute section to price it."""
-    return WorkloadError(f"node {node.id}{node_named(node, foreign_names)} is an operator to price, but the study "
-                         "has no compute section")
+    return WorkloadError(
+        f"node {node.id}{node_named(node, foreign_names)} is an operator to price, but the study has no compute section"
+    )
 
 
 def unrolled(graph: workload_pb2.ExecutionGraph) -> workload_pb2.ExecutionGraph:
@@ -80,8 +83,9 @@ def unrolled(graph: workload_pb2.ExecutionGraph) -> workload_pb2.ExecutionGraph:
             f"NPU {graph.npu}: its graph's blocks unroll to {total:,} nodes, more than the {MAX_UNROLLED_NODES:,} "
             "an unrolled graph may hold"
         )
-    flat = workload_pb2.ExecutionGraph(npu=graph.npu, resident_bytes=graph.resident_bytes,
-                                       foreign_names=graph.foreign_names)
+    flat = workload_pb2.ExecutionGraph(
+        npu=graph.npu, resident_bytes=graph.resident_bytes, foreign_names=graph.foreign_names
+    )
     next_id = max((node.id for node in graph.nodes), default=-1) + 1
     sinks: dict[int, list[int]] = {}  # a BLOCK_NODE's id -> the new ids of its block's last nodes
     for node in graph.nodes:

@@ -228,8 +228,13 @@ def attention(
     matrix never among them: Q, K, V read and O and the fp32 row statistics written forward; Q, K, V, O, dO and
     the statistics read and dQ, dK, dV written backward.
     """
-    for argument, value in (("batch", batch), ("queries", queries), ("keys", keys), ("head_dim", head_dim),
-                            ("group", group)):  # fmt: skip
+    for argument, value in (
+        ("batch", batch),
+        ("queries", queries),
+        ("keys", keys),
+        ("head_dim", head_dim),
+        ("group", group),
+    ):
         _positive(argument, value)
     if batch % group:
         raise ValueError(f"batch ({batch}) must be divisible by group ({group}): whole key-value heads")
@@ -245,8 +250,15 @@ def attention(
     else:
         flops = shape.scores * (4 * head_dim + _SOFTMAX_FLOPS)
         traffic = q_side + 2 * kv_side + q_side + stats  # Q, K, V in; O and stats out
-    sizes = {"batch": batch, "queries": queries, "keys": keys, "head_dim": head_dim, "group": 0 if group == 1 else group,
-             "causal": causal, "backward": backward}  # fmt: skip
+    sizes = {
+        "batch": batch,
+        "queries": queries,
+        "keys": keys,
+        "head_dim": head_dim,
+        "group": 0 if group == 1 else group,
+        "causal": causal,
+        "backward": backward,
+    }
     return _describe("attention", sizes, dtype, flops, traffic, name)
 
 
@@ -257,8 +269,12 @@ def signature(op: compute_pb2.OperatorDesc) -> bytes:
 
 # The case of the descriptor's ``shape`` oneof for each kind.
 _KINDS: MappingProxyType[str, OperatorKind] = MappingProxyType(
-    {"gemm": compute_pb2.GEMM, "conv": compute_pb2.CONV, "elementwise": compute_pb2.ELEMENTWISE,
-     "attention": compute_pb2.ATTENTION}
+    {
+        "gemm": compute_pb2.GEMM,
+        "conv": compute_pb2.CONV,
+        "elementwise": compute_pb2.ELEMENTWISE,
+        "attention": compute_pb2.ATTENTION,
+    }
 )
 
 
@@ -426,9 +442,13 @@ def shape_of(op: compute_pb2.OperatorDesc) -> Shape:
         message = op.attention
         batch, queries, keys, head_dim, group = _sizes(message, case, "batch queries keys head_dim group", group=1)
         if batch % group:
-            raise ShapeError(f"attention.batch ({batch}) must be divisible by attention.group ({group})", "attention.group")
+            raise ShapeError(
+                f"attention.batch ({batch}) must be divisible by attention.group ({group})", "attention.group"
+            )
         if message.causal and queries > keys:
-            raise ShapeError(f"a causal attention needs attention.queries ({queries}) at most attention.keys ({keys})",
-                             "attention.queries")
+            raise ShapeError(
+                f"a causal attention needs attention.queries ({queries}) at most attention.keys ({keys})",
+                "attention.queries",
+            )
         return AttentionShape(batch, queries, keys, head_dim, group, message.causal, message.backward)
     raise ShapeError("the operator carries no shape (gemm, conv, elementwise or attention)", "shape")

@@ -78,7 +78,9 @@ def _bands(annotation: Any) -> Iterator[Usual]:
             yield meta
 
 
-def unusual_values(section: BaseModel, prefix: str, hidden: Callable[[str], bool] = lambda _: False) -> list[tuple[str, str]]:
+def unusual_values(
+    section: BaseModel, prefix: str, hidden: Callable[[str], bool] = lambda _: False
+) -> list[tuple[str, str]]:
     """A ``(dotted.key, warning)`` pair for each quantity in the validated ``section`` (at the dotted ``prefix``),
     its sub-sections, lists and mappings, that lies outside its field's usual band; the value is not written out
     where ``hidden(dotted.key)`` (read from a file the study includes, whose contents are not echoed)."""
@@ -93,7 +95,11 @@ def unusual_values(section: BaseModel, prefix: str, hidden: Callable[[str], bool
 
 
 def _check(
-    value: object, where: str, band: Usual | None, hidden: Callable[[str], bool], found: list[tuple[str, str]],
+    value: object,
+    where: str,
+    band: Usual | None,
+    hidden: Callable[[str], bool],
+    found: list[tuple[str, str]],
     stack: list[tuple[str, BaseModel]],
 ) -> None:
     if isinstance(value, BaseModel):

@@ -89,8 +89,9 @@ def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
         with open(path, "rb") as file:
             data = file.read(limit + 1)  # a pipe says nothing of its size: read no further than the limit
     except FileNotFoundError:
-        raise InputError(str(path), "", "no such file" if what == "file" else f"cannot read the {what}: no such file") \
-            from None
+        raise InputError(
+            str(path), "", "no such file" if what == "file" else f"cannot read the {what}: no such file"
+        ) from None
     except OSError as exc:
         raise InputError(str(path), "", f"cannot read the {what}: {exc.strerror or exc}") from None
     if len(data) > limit:
@@ -120,8 +121,12 @@ def parse_yaml(text: str, source: str) -> Any:
     their expansion were checked; duplicate keys are errors. Raises :class:`InputError` naming ``source`` and the
     line and column."""
     if len(text) > YAML_BYTES:
-        raise InputError(source, "", f"the YAML is above the limit of {_size(YAML_BYTES)} (a study is a few kB; bulk "
-                                     "data belongs in trace, CSV or JSON files)")
+        raise InputError(
+            source,
+            "",
+            f"the YAML is above the limit of {_size(YAML_BYTES)} (a study is a few kB; bulk "
+            "data belongs in trace, CSV or JSON files)",
+        )
     loader: Any = None
     try:
         if _LIBYAML:
@@ -137,8 +142,11 @@ def parse_yaml(text: str, source: str) -> Any:
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        said = f"{exc.context}, {exc.problem}" if exc.context and (exc.problem or "").startswith("but") else \
-            exc.problem or exc.context
+        said = (
+            f"{exc.context}, {exc.problem}"
+            if exc.context and (exc.problem or "").startswith("but")
+            else exc.problem or exc.context
+        )
         said = _LIBYAML_SAYS.get(str(said), str(said).replace("did not find expected", "expected"))
         raise InputError(source, _where(mark), f"invalid YAML: {said}") from None
     except yaml.reader.ReaderError as exc:  # a control character: said by its code, never echoed
@@ -149,8 +157,9 @@ def parse_yaml(text: str, source: str) -> Any:
     except (ValueError, OverflowError) as exc:  # a date like 2024-02-30, an integer of 5,000 digits, !!int 0x
         raise InputError(source, "", f"invalid YAML value: {_first_clause(exc)}") from None
     except (TypeError, AttributeError, KeyError, IndexError, RecursionError):  # PyYAML's own, on a misplaced tag
-        raise InputError(source, "", "invalid YAML value: a tag (!!timestamp, !!bool, !!set, !!map...) on a value "
-                                     "it cannot build") from None
+        raise InputError(
+            source, "", "invalid YAML value: a tag (!!timestamp, !!bool, !!set, !!map...) on a value it cannot build"
+        ) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -299,7 +308,9 @@ def _check_events(text: str, source: str) -> int:
             if kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise InputError(source, _where(event.start_mark), f"invalid YAML: nested deeper than {MAX_DEPTH} levels")
+                    raise InputError(
+                        source, _where(event.start_mark), f"invalid YAML: nested deeper than {MAX_DEPTH} levels"
+                    )
             elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
                 depth -= 1
             elif kind is yaml.AliasEvent:
@@ -311,8 +322,14 @@ def _check_events(text: str, source: str) -> int:
     return aliases
 
 
-class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _UniqueKeys,
-              yaml.resolver.Resolver):  # fmt: skip
+class _Loader(
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.composer.Composer,
+    _UniqueKeys,
+    yaml.resolver.Resolver,
+):
     """PyYAML's pure-Python safe loader (when libyaml is missing) composing at most :data:`MAX_DEPTH` levels and
     :data:`MAX_ALIASES` aliases, and refusing duplicate keys."""
 
@@ -369,8 +386,9 @@ def _check_graph(root: yaml.Node, source: str) -> None:
             if depth[key] > MAX_DEPTH:
                 raise InputError(source, _where(node.start_mark), f"aliases nest it deeper than {MAX_DEPTH} levels")
             if size[key] - written > MAX_ALIAS_NODES:
-                raise InputError(source, _where(node.start_mark),
-                                 f"aliases expand it by more than {MAX_ALIAS_NODES:,} nodes")
+                raise InputError(
+                    source, _where(node.start_mark), f"aliases expand it by more than {MAX_ALIAS_NODES:,} nodes"
+                )
             continue
         if key in size:
             continue

@@ -18,8 +18,24 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Pla
 from stratasim.kernel import operators, units
 from stratasim.kernel.plausible import Usual
 
-__all__ = ["Section", "Bytes", "TimePs", "Latency", "Bandwidth", "EnergyPerBit", "Flops", "ByteCount", "LinkBandwidth",
-           "MemoryBandwidth", "MemoryCapacity", "DTypeName", "quantity", "written", "QUANTITY_KEY", "QUANTITY_FORMS"]
+__all__ = [
+    "Section",
+    "Bytes",
+    "TimePs",
+    "Latency",
+    "Bandwidth",
+    "EnergyPerBit",
+    "Flops",
+    "ByteCount",
+    "LinkBandwidth",
+    "MemoryBandwidth",
+    "MemoryCapacity",
+    "DTypeName",
+    "quantity",
+    "written",
+    "QUANTITY_KEY",
+    "QUANTITY_FORMS",
+]
 
 
 def _wrap(parse: Any) -> BeforeValidator:
@@ -36,7 +52,9 @@ QUANTITY_KEY = "x-quantity"
 """The JSON Schema keyword (an extension, ignored by validators) saying what a quantity field holds and its units."""
 
 
-QUANTITY_FORMS = ({"type": "string", "pattern": r"^\s*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*[A-Za-zµ/]+\s*$"},)
+QUANTITY_FORMS = (
+    {"type": "string", "pattern": r"^\s*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*[A-Za-zµ/]+\s*$"},
+)
 """The JSON Schemas of a quantity as written: a string of a number and its unit."""
 
 
@@ -57,8 +75,15 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, use_attribute_docstrings=True)
 
 
-Bytes = Annotated[int, _wrap(units.parse_bytes), quantity("size at most 1 PiB", "64MiB"), written("B"), Usual("size", "a size", 1, 2**40)]
+Bytes = Annotated[
+    int,
+    _wrap(units.parse_bytes),
+    quantity("size at most 1 PiB", "64MiB"),
+    written("B"),
+    Usual("size", "a size", 1, 2**40),
+]
 """A size in bytes (accepts ``64MiB``, ``1GB``, ``512B``)."""
+
 
 def _bounded_time(high_ps: int, said: str) -> Any:
     """Read a time, refusing one above ``high_ps`` (said as ``said``)."""
@@ -72,33 +97,48 @@ def _bounded_time(high_ps: int, said: str) -> Any:
 
 
 TimePs = Annotated[
-    int, _wrap(_bounded_time(3600 * 10**12, "at most 1 h")), quantity("time at most 1 h", "500ns"), written("ps"),
+    int,
+    _wrap(_bounded_time(3600 * 10**12, "at most 1 h")),
+    quantity("time at most 1 h", "500ns"),
+    written("ps"),
     Usual("time", "a duration", 0, 60 * 10**12),
 ]
 """A duration in picoseconds (accepts ``500ns``, ``1.5us``), at most an hour: a study's durations are a node's
 compute time or a delay, and an hour of either is a typo."""
 
 Latency = Annotated[
-    int, _wrap(_bounded_time(10**12, "at most 1 s")), quantity("time at most 1 s", "500ns"), written("ps"),
+    int,
+    _wrap(_bounded_time(10**12, "at most 1 s")),
+    quantity("time at most 1 s", "500ns"),
+    written("ps"),
     Usual("time", "a latency", 0, 100 * 10**6),
 ]
 """A latency or per-message delay in picoseconds (accepts ``500ns``, ``1us``), at most a second: no link, switch or
 endpoint of a machine a collective runs on takes longer."""
 
 Bandwidth = Annotated[
-    float, _wrap(units.parse_bandwidth), quantity("bandwidth from 1kB/s to 100PB/s", "50GB/s"), written("B/s"),
+    float,
+    _wrap(units.parse_bandwidth),
+    quantity("bandwidth from 1kB/s to 100PB/s", "50GB/s"),
+    written("B/s"),
     Usual("bandwidth", "a bandwidth", 10**6, 10**15),
 ]
 """A bandwidth in bytes per second (accepts ``50GB/s``, ``400Gbps``)."""
 
 EnergyPerBit = Annotated[
-    float, _wrap(units.parse_energy_per_bit_pj), quantity("energy per bit at most 10nJ/bit", "1.3pJ/bit"), written("pJ/bit"),
+    float,
+    _wrap(units.parse_energy_per_bit_pj),
+    quantity("energy per bit at most 10nJ/bit", "1.3pJ/bit"),
+    written("pJ/bit"),
     Usual("energy per bit", "an energy per bit", 0.01, 100),
 ]
 """An energy per bit moved in picojoules (accepts ``1.3pJ/bit``, ``500fJ/bit``)."""
 
 Flops = Annotated[
-    float, _wrap(units.parse_flops), quantity("throughput from 1MFLOPS to 10^21 FLOPS", "989TFLOPS"), written("FLOPS"),
+    float,
+    _wrap(units.parse_flops),
+    quantity("throughput from 1MFLOPS to 10^21 FLOPS", "989TFLOPS"),
+    written("FLOPS"),
     Usual("throughput", "a throughput", 10**9, 10**17),
 ]
 """A throughput in FLOP/s (accepts ``989TFLOPS``, ``312TFLOP/s``)."""
@@ -131,6 +171,7 @@ ByteCount = Annotated[
     Usual("size", "a size", 1, 2**40),
 ]
 """A size under a key whose name says bytes (``flit_bytes``): a plain number of bytes, or a size with its unit."""
+
 
 def _known_dtype(value: str) -> str:
     operators.parse_dtype(value)

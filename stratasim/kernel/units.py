@@ -19,9 +19,22 @@ from fractions import Fraction
 from stratasim.kernel.errors import UnitError
 
 __all__ = [
-    "parse_time_ps", "parse_bytes", "parse_bandwidth", "parse_flops", "parse_energy_per_bit_pj", "no_unit", "format_bytes", "format_time_ps", "format_energy_pj",
-    "ps_to_ns", "ps_to_us", "power_w", "INT64_MAX", "BANDS", "check_band",
-]  # fmt: skip
+    "parse_time_ps",
+    "parse_bytes",
+    "parse_bandwidth",
+    "parse_flops",
+    "parse_energy_per_bit_pj",
+    "no_unit",
+    "format_bytes",
+    "format_time_ps",
+    "format_energy_pj",
+    "ps_to_ns",
+    "ps_to_us",
+    "power_w",
+    "INT64_MAX",
+    "BANDS",
+    "check_band",
+]
 
 _NUMBER = r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?))"
 _PATTERN = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-z/]*)\s*$")

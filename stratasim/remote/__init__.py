@@ -25,9 +25,16 @@ if TYPE_CHECKING:
     from stratasim.remote.server import serve
 
 __all__ = [
-    "ComputeClient", "DirectNetworkClient", "NetworkClient", "Spawned", "new_token", "open_network", "serve", "spawn",
+    "ComputeClient",
+    "DirectNetworkClient",
+    "NetworkClient",
+    "Spawned",
+    "new_token",
+    "open_network",
+    "serve",
+    "spawn",
     "start",
-]  # fmt: skip
+]
 
 _HOMES = {
     "ComputeClient": "compute_client",

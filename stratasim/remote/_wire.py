@@ -54,6 +54,8 @@ def channel_options(*, receive_bytes: int = _MAX_MESSAGE_BYTES) -> tuple[tuple[s
     """:data:`CHANNEL_OPTIONS` with another limit on the bytes of one message received (a server's requests)."""
     kept = tuple(option for option in CHANNEL_OPTIONS if option[0] != "grpc.max_receive_message_length")
     return (*kept, ("grpc.max_receive_message_length", receive_bytes))
+
+
 _log = logging.getLogger(__name__)
 
 
@@ -74,8 +76,9 @@ def staged(message: str, stage: str) -> str:
 
 def unreachable_error(layer: str, endpoint: str, timeout_s: float) -> RemoteError:
     """The RemoteError for a peer that did not complete the handshake within the deadline."""
-    return RemoteError(staged(f"{layer} layer at {endpoint} is unreachable (no handshake within {timeout_s:g} s)",
-                              "connect"))  # fmt: skip
+    return RemoteError(
+        staged(f"{layer} layer at {endpoint} is unreachable (no handshake within {timeout_s:g} s)", "connect")
+    )
 
 
 def hello(layer: str, backend: str, capabilities: tuple[str, ...] | list[str] = ()) -> common_pb2.Handshake:
@@ -108,15 +111,21 @@ def check_hello(request: common_pb2.Handshake, layer: str, backend: str) -> comm
 def check_reply(reply: common_pb2.Handshake, layer: str, backend: str, endpoint: str) -> None:
     """Client side: raise RemoteError unless the server's handshake matches what the client asked for."""
     if reply.protocol_version != PROTOCOL_VERSION:
-        raise RemoteError(staged(
-            f"{layer} layer at {endpoint}: protocol version mismatch: client speaks {PROTOCOL_VERSION}, "
-            f"server speaks {reply.protocol_version}", "handshake"
-        ))  # fmt: skip
+        raise RemoteError(
+            staged(
+                f"{layer} layer at {endpoint}: protocol version mismatch: client speaks {PROTOCOL_VERSION}, "
+                f"server speaks {reply.protocol_version}",
+                "handshake",
+            )
+        )
     if reply.layer != layer or reply.backend != backend:
-        raise RemoteError(staged(
-            f"{layer} layer at {endpoint}: server runs {reply.layer!r} backend {reply.backend!r}, "
-            f"client asked for {layer!r} backend {backend!r}", "handshake"
-        ))  # fmt: skip
+        raise RemoteError(
+            staged(
+                f"{layer} layer at {endpoint}: server runs {reply.layer!r} backend {reply.backend!r}, "
+                f"client asked for {layer!r} backend {backend!r}",
+                "handshake",
+            )
+        )
 
 
 def error_from_exception(exc: Exception) -> common_pb2.Error:
@@ -147,8 +156,9 @@ def raise_error(error: common_pb2.Error, layer: str, endpoint: str, stage: str) 
     if error.code in (_Code.VERSION_MISMATCH, _Code.UNSUPPORTED):
         raise RemoteError(staged(f"{layer} layer at {endpoint}: {error.message}", stage))
     where = f" ({error.where})" if error.where and not name else ""
-    raise BackendError(staged(f"{layer} layer at {endpoint} failed: {_Code.Name(error.code)}: {error.message}{where}",
-                              stage))  # fmt: skip
+    raise BackendError(
+        staged(f"{layer} layer at {endpoint} failed: {_Code.Name(error.code)}: {error.message}{where}", stage)
+    )
 
 
 def rpc_error(exc: grpc.RpcError, layer: str, endpoint: str, timeout_s: float, stage: str) -> RemoteError:
@@ -159,8 +169,10 @@ def rpc_error(exc: grpc.RpcError, layer: str, endpoint: str, timeout_s: float, s
     if code == grpc.StatusCode.UNAVAILABLE:
         message = f"{who} went away"
     elif code == grpc.StatusCode.CANCELLED:  # the server's doing: this client cancels only through the Watchdog
-        message = (f"{who} ended the session: it is stopping, or it evicted this session for sitting idle longer "
-                   "than its --idle-timeout while another client needed the place")  # fmt: skip
+        message = (
+            f"{who} ended the session: it is stopping, or it evicted this session for sitting idle longer "
+            "than its --idle-timeout while another client needed the place"
+        )
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return deadline_error(layer, endpoint, timeout_s, stage)
     elif code == grpc.StatusCode.UNIMPLEMENTED:
@@ -176,8 +188,9 @@ def rpc_error(exc: grpc.RpcError, layer: str, endpoint: str, timeout_s: float, s
 
 def deadline_error(layer: str, endpoint: str, timeout_s: float, stage: str) -> RemoteError:
     """The RemoteError for a peer that did not answer in time."""
-    return RemoteError(staged(f"{layer} layer at {endpoint} did not answer within {timeout_s:g} s (deadline exceeded)",
-                              stage))  # fmt: skip
+    return RemoteError(
+        staged(f"{layer} layer at {endpoint} did not answer within {timeout_s:g} s (deadline exceeded)", stage)
+    )
 
 
 class Watchdog:

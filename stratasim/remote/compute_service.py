@@ -56,8 +56,12 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem.message)
         with self._lock:
             devices = self._instance.devices()
-        capabilities = [ROOFLINE_DEVICE_CAPABILITY, TIMELOOP_ACCELERATOR_CAPABILITY, WAFER_DEVICE_CAPABILITY,
-                        *(DEVICE_CAPABILITY + device for device in devices)]  # fmt: skip
+        capabilities = [
+            ROOFLINE_DEVICE_CAPABILITY,
+            TIMELOOP_ACCELERATOR_CAPABILITY,
+            WAFER_DEVICE_CAPABILITY,
+            *(DEVICE_CAPABILITY + device for device in devices),
+        ]
         return _wire.hello(_LAYER, self._backend, capabilities)
 
     def Estimate(  # noqa: N802 - the name is fixed by the generated servicer

@@ -86,7 +86,9 @@ class ForkedServer:
             os.kill(self.pid, sig)
 
 
-def fork_server(argv: Sequence[str], out: IO[bytes], err: IO[bytes], env: Mapping[str, str] | None = None) -> ForkedServer:
+def fork_server(
+    argv: Sequence[str], out: IO[bytes], err: IO[bytes], env: Mapping[str, str] | None = None
+) -> ForkedServer:
     """Fork a child running ``stratasim serve`` with ``argv`` (its arguments after ``serve``) and ``env`` added to its
     environment, its stdout and stderr going to ``out`` and ``err``; :func:`can_fork` must hold."""
     for module in _IMPORTED_AHEAD:

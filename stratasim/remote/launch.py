@@ -66,8 +66,9 @@ def spawn(
 class Spawned:
     """A server child process started by :func:`start`; :meth:`endpoint` waits for it to listen."""
 
-    def __init__(self, process: _Child, out: IO[bytes], err: IO[bytes], who: str,
-                 timeout_s: float, token: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, process: _Child, out: IO[bytes], err: IO[bytes], who: str, timeout_s: float, token: str | None = None
+    ) -> None:
         self.token = token
         """The bearer token the server asks of every call, if any."""
         self._process = process
@@ -124,18 +125,30 @@ def start(
     """
     env = {} if token is None else {TOKEN_ENV: token}
     layers, backends = (layer, backend) if also is None else (f"{layer}+{also[0]}", f"{backend}, {also[1]}")
-    with tempfile.TemporaryDirectory(prefix="stratasim-") as sockets, tempfile.TemporaryFile() as out, \
-            tempfile.TemporaryFile() as err:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="stratasim-") as sockets,
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+    ):
         socket = os.path.join(sockets, f"{layers}.sock")
         listen = f"{_UNIX}{socket}" if len(socket) < _SOCKET_PATH_MAX else "127.0.0.1:0"
-        arguments = [layer, "--backend", backend, "--listen", listen, *options,
-                     *([] if also is None else ["--also", f"{also[0]}:{also[1]}"])]  # fmt: skip
+        arguments = [
+            layer,
+            "--backend",
+            backend,
+            "--listen",
+            listen,
+            *options,
+            *([] if also is None else ["--also", f"{also[0]}:{also[1]}"]),
+        ]
         process: _Child
         if command is None and can_fork():
             process = fork_server(arguments, out, err, env)
         else:
             argv = list(command) if command is not None else [sys.executable, "-m", "stratasim.cli.serve", *arguments]
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, **env})
+            process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, **env}
+            )
         try:
             who = f"{layers.replace('+', ' and ')} layer server ({backends})"
             yield Spawned(process, out, err, who, timeout_s, token)

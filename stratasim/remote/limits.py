@@ -92,11 +92,15 @@ def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
     """Raise BackendError, before any work, if ``topology`` is larger than ``limits`` allow."""
     npus, links = topology_size(topology)
     if npus > limits.max_npus:
-        raise BackendError(f"topology: {npus:,} NPUs exceed this server's limit of {limits.max_npus:,} "
-                           "(its --max-npus); refused before building anything")  # fmt: skip
+        raise BackendError(
+            f"topology: {npus:,} NPUs exceed this server's limit of {limits.max_npus:,} "
+            "(its --max-npus); refused before building anything"
+        )
     if links > limits.max_links:
-        raise BackendError(f"topology: some {links:,} links and switches exceed this server's limit of "
-                           f"{limits.max_links:,} (its --max-links); refused before building anything")  # fmt: skip
+        raise BackendError(
+            f"topology: some {links:,} links and switches exceed this server's limit of "
+            f"{limits.max_links:,} (its --max-links); refused before building anything"
+        )
 
 
 CLOSE_GRACE_S = 0.25
@@ -127,7 +131,9 @@ class SessionSlots:
             self._lock.wait_for(lambda: len(self._open) < self._limit, timeout=CLOSE_GRACE_S)
             if len(self._open) >= self._limit:
                 now = time.monotonic()
-                stale = [t for t in self._open if t.idle_since is not None and now - t.idle_since > self._idle_timeout_s]
+                stale = [
+                    t for t in self._open if t.idle_since is not None and now - t.idle_since > self._idle_timeout_s
+                ]
                 if not stale:
                     return None
                 victim = min(stale, key=lambda t: t.idle_since or now)

@@ -92,13 +92,17 @@ class NetworkClient:
 
     def _ask_transits(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """One ``transit`` round trip: the transit time of each message described by the columns."""
-        request = network_pb2.NetworkRequest(transit=network_pb2.TransitRequest(
-            src=src.astype(_INT64).tobytes(), dst=dst.astype(_INT64).tobytes(), bytes=sizes.astype(_INT64).tobytes()
-        ))  # fmt: skip
+        request = network_pb2.NetworkRequest(
+            transit=network_pb2.TransitRequest(
+                src=src.astype(_INT64).tobytes(), dst=dst.astype(_INT64).tobytes(), bytes=sizes.astype(_INT64).tobytes()
+            )
+        )
         transits = np.frombuffer(self._exchange(request, "transited").transited.transit_ps, _INT64)
         if len(transits) != len(src):
-            raise self._broken(f"{_LAYER} layer at {self._endpoint} broke the protocol: {len(transits)} transit "
-                               f"times for {len(src)} messages")  # fmt: skip
+            raise self._broken(
+                f"{_LAYER} layer at {self._endpoint} broke the protocol: {len(transits)} transit "
+                f"times for {len(src)} messages"
+            )
         return transits.astype(np.int64)
 
     @property

@@ -52,19 +52,19 @@ class NetworkServicer(network_pb2_grpc.NetworkServiceServicer):
         place (that session is cancelled)."""
         ticket = self._slots.take(context.cancel)
         if ticket is None:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"server busy: all {self._slots.limit} sessions are in use and none has been idle for "
-                          f"{self._limits.idle_timeout_s:g} s (its --max-sessions, --idle-timeout); "
-                          "try again later")  # fmt: skip
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"server busy: all {self._slots.limit} sessions are in use and none has been idle for "
+                f"{self._limits.idle_timeout_s:g} s (its --max-sessions, --idle-timeout); "
+                "try again later",
+            )
             return
         try:
             yield from self._session(_watched(request_iterator, ticket))
         finally:
             self._slots.give_back(ticket)
 
-    def _session(
-        self, request_iterator: Iterator[network_pb2.NetworkRequest]
-    ) -> Iterator[network_pb2.NetworkResponse]:
+    def _session(self, request_iterator: Iterator[network_pb2.NetworkRequest]) -> Iterator[network_pb2.NetworkResponse]:
         first = next(request_iterator, None)
         if first is None:
             return

@@ -23,9 +23,15 @@ from stratasim.kernel.errors import RemoteError
 from stratasim.remote.launch import TOKEN_ENV
 
 __all__ = [
-    "TOKEN_ENV", "ClientSecurity", "ServerSecurity", "exposure_warning", "read_pem", "read_secret", "token_from",
+    "TOKEN_ENV",
+    "ClientSecurity",
+    "ServerSecurity",
+    "exposure_warning",
+    "read_pem",
+    "read_secret",
+    "token_from",
     "warn_if_exposed",
-]  # fmt: skip
+]
 
 _HEADER = "authorization"
 _SCHEME = "Bearer "
@@ -48,8 +54,10 @@ def read_pem(path: str, what: str, *, key: bool = False) -> bytes:
     data = read_secret(path, what)
     marker = b"PRIVATE KEY-----" if key else b"-----BEGIN CERTIFICATE-----"
     if marker not in data:
-        raise RemoteError(f"{what}: {path!r} holds no PEM {'private key' if key else 'certificate'} "
-                          f"(expected a block starting {marker.decode().strip('-') if key else marker.decode()})")
+        raise RemoteError(
+            f"{what}: {path!r} holds no PEM {'private key' if key else 'certificate'} "
+            f"(expected a block starting {marker.decode().strip('-') if key else marker.decode()})"
+        )
     return data
 
 
@@ -167,13 +175,16 @@ def exposure_warning(listen: str, security: ServerSecurity) -> str | None:
     """The warning for a server listening beyond loopback without both TLS and a token, or None."""
     if listen.startswith("unix:") or _loopback(listen.rpartition(":")[0]):
         return None
-    missing = [name for name, present in (("TLS", security.tls), ("a token", security.token is not None))
-               if not present]  # fmt: skip
+    missing = [
+        name for name, present in (("TLS", security.tls), ("a token", security.token is not None)) if not present
+    ]
     if not missing:
         return None
-    return (f"WARNING: listening on {listen}, beyond this machine, without {' or '.join(missing)}: anyone who can "
-            "reach it may run work on this server (and read what clients send). Give --tls-cert/--tls-key and "
-            f"--token-file (or {TOKEN_ENV}), or listen on 127.0.0.1 or unix:PATH.")  # fmt: skip
+    return (
+        f"WARNING: listening on {listen}, beyond this machine, without {' or '.join(missing)}: anyone who can "
+        "reach it may run work on this server (and read what clients send). Give --tls-cert/--tls-key and "
+        f"--token-file (or {TOKEN_ENV}), or listen on 127.0.0.1 or unix:PATH."
+    )
 
 
 def warn_if_exposed(listen: str, security: ServerSecurity, stream: TextIO | None = None) -> None:

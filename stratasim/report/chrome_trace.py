@@ -65,14 +65,15 @@ def _processes(npus: Iterable[int], stands_for: Mapping[int, tuple[int, ...]] | 
             yield _metadata("process_name", npu, 0, {"name": f"NPU {npu}"})
         else:
             ranges = npu_ranges(lived)
-            yield _metadata("process_name", npu, 0, {"name": f"NPU {npu} (stands for {len(lived)} NPUs)",
-                                                     "stands_for": ranges})  # fmt: skip
+            yield _metadata(
+                "process_name", npu, 0, {"name": f"NPU {npu} (stands for {len(lived)} NPUs)", "stands_for": ranges}
+            )
             yield _metadata("process_labels", npu, 0, {"labels": f"stands for NPUs {ranges}"})
         yield _metadata("process_sort_index", npu, 0, {"sort_index": npu})
 
 
-_PLAIN = re.compile(r'[ !#-\[\]-~]*')  # printable ASCII but the quote and the backslash: JSON as it is
-_PLAIN_BYTES = re.compile(rb'[ !#-\[\]-~]*')
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII but the quote and the backslash: JSON as it is
+_PLAIN_BYTES = re.compile(rb"[ !#-\[\]-~]*")
 
 
 def _quoted(text: str) -> str:
@@ -133,27 +134,53 @@ def _event_batches(
     if isinstance(spans, SpanLog):
         yield from _span_log_events(spans, categories)
     else:
-        yield [_span_event(name, categories[track], npu, start, end) for npu, track, name, start, end in _columns(spans)]
-    yield [json.dumps({"ph": "C", "name": sample.name, "pid": sample.npu, "ts": ps_to_us(sample.time_ps),
-                       "args": {"bytes" if sample.name == "memory" else "value": sample.value}},
-                      separators=(",", ":")) for sample in counters]  # fmt: skip
+        yield [
+            _span_event(name, categories[track], npu, start, end) for npu, track, name, start, end in _columns(spans)
+        ]
+    yield [
+        json.dumps(
+            {
+                "ph": "C",
+                "name": sample.name,
+                "pid": sample.npu,
+                "ts": ps_to_us(sample.time_ps),
+                "args": {"bytes" if sample.name == "memory" else "value": sample.value},
+            },
+            separators=(",", ":"),
+        )
+        for sample in counters
+    ]
     recorded = list(links)
     if recorded:
         known = [npu for npu, _ in pairs] + [sample.npu for sample in counters]
         network = max(npus, 1 + max(known, default=-1))
-        batch = [_metadata("process_name", network, 0, {"name": "network"}),
-                 _metadata("process_sort_index", network, 0, {"sort_index": network})]  # fmt: skip
+        batch = [
+            _metadata("process_name", network, 0, {"name": "network"}),
+            _metadata("process_sort_index", network, 0, {"sort_index": network}),
+        ]
         for link in recorded:
             for span in link.spans:
                 for time_ps, value in zip(span, (1, 0)):
-                    batch.append(json.dumps({"ph": "C", "name": link.link, "pid": network, "ts": ps_to_us(time_ps),
-                                             "args": {"busy": value}}, separators=(",", ":")))  # fmt: skip
+                    batch.append(
+                        json.dumps(
+                            {
+                                "ph": "C",
+                                "name": link.link,
+                                "pid": network,
+                                "ts": ps_to_us(time_ps),
+                                "args": {"busy": value},
+                            },
+                            separators=(",", ":"),
+                        )
+                    )
         yield batch
 
 
 def _span_event(name: str, category: str, npu: int, start_ps: int, end_ps: int) -> str:
-    return (f'{{"ph":"X","name":{_quoted(name)},{category},"pid":{npu},'
-            f'"ts":{ps_to_us(start_ps)!r},"dur":{ps_to_us(end_ps - start_ps)!r}}}')  # fmt: skip
+    return (
+        f'{{"ph":"X","name":{_quoted(name)},{category},"pid":{npu},'
+        f'"ts":{ps_to_us(start_ps)!r},"dur":{ps_to_us(end_ps - start_ps)!r}}}'
+    )
 
 
 _CHUNK = 1 << 16
@@ -178,8 +205,10 @@ def _span_log_events(spans: SpanLog, categories: Mapping[str, str]) -> Iterator[
         ts = (start[lo:hi] / 1_000_000).tolist()
         dur = ((end[lo:hi] - start[lo:hi]) / 1_000_000).tolist()
         cats = [by_id[t] for t in track[lo:hi].tolist()]
-        yield [f'{{"ph":"X","name":{q},{c},"pid":{p},"ts":{t!r},"dur":{d!r}}}'
-               for q, c, p, t, d in zip(quoted, cats, npu[lo:hi].tolist(), ts, dur)]  # fmt: skip
+        yield [
+            f'{{"ph":"X","name":{q},{c},"pid":{p},"ts":{t!r},"dur":{d!r}}}'
+            for q, c, p, t, d in zip(quoted, cats, npu[lo:hi].tolist(), ts, dur)
+        ]
 
 
 def chrome_trace(
@@ -192,8 +221,10 @@ def chrome_trace(
     """The trace document for ``spans``, ``counters`` and the ``links`` of a run on ``npus`` NPUs (at least those
     the spans and counters name), ``stands_for`` saying which NPUs each simulated NPU stands for:
     ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
-    return {"traceEvents": [json.loads(e) for e in trace_events(spans, counters, links, npus, stands_for)],
-            "displayTimeUnit": "ns"}  # fmt: skip
+    return {
+        "traceEvents": [json.loads(e) for e in trace_events(spans, counters, links, npus, stands_for)],
+        "displayTimeUnit": "ns",
+    }
 
 
 def write_chrome_trace(

@@ -73,7 +73,11 @@ def _serving_timeline(title: str, timeline: dict[str, list[float]], figure_type:
     """A serving study's batch size, queue length and KV blocks in use over time, summed over replicas."""
     figure = figure_type(figsize=(9, 6.5), layout="constrained")
     seconds = np.array(timeline["time_ns"]) / 1e9
-    rows = (("batch_size", "sequences batched"), ("queue_length", "requests queued"), ("kv_blocks_used", "KV blocks used"))
+    rows = (
+        ("batch_size", "sequences batched"),
+        ("queue_length", "requests queued"),
+        ("kv_blocks_used", "KV blocks used"),
+    )
     axes = figure.subplots(len(rows), 1, sharex=True)
     for axis, (key, label) in zip(axes, rows):
         axis.step(seconds, timeline[key], where="post")
@@ -162,8 +166,7 @@ def _phase_delays(result: SimulationResult) -> dict[str, tuple[float, float, int
     counts = np.bincount(table.kind, minlength=len(table.templates)).tolist()
     sums: dict[str, list[float]] = {}
     for stats, count in zip(table.templates, counts):
-        for phase, (queue, network) in enumerate(zip(stats.queue_delay_ps_per_phase,
-                                                     stats.network_delay_ps_per_phase)):  # fmt: skip
+        for phase, (queue, network) in enumerate(zip(stats.queue_delay_ps_per_phase, stats.network_delay_ps_per_phase)):
             what = stats.phase_collectives[phase] if phase < len(stats.phase_collectives) else ""
             dim = stats.phase_dims[phase] if phase < len(stats.phase_dims) else None
             where = "" if dim is None else (" flat" if dim < 0 else f" dim {dim}")
@@ -236,8 +239,12 @@ def _span_columns(result: SimulationResult) -> tuple[np.ndarray, np.ndarray, np.
     if isinstance(spans, SpanLog):
         compute_ids = [i for i, track in enumerate(spans.tracks) if track == "compute"]
         track = np.frombuffer(spans.track, dtype=np.int32)
-        return (np.frombuffer(spans.npu, dtype=np.int32), np.isin(track, compute_ids),
-                np.frombuffer(spans.start_ps, dtype=np.int64), np.frombuffer(spans.end_ps, dtype=np.int64))  # fmt: skip
+        return (
+            np.frombuffer(spans.npu, dtype=np.int32),
+            np.isin(track, compute_ids),
+            np.frombuffer(spans.start_ps, dtype=np.int64),
+            np.frombuffer(spans.end_ps, dtype=np.int64),
+        )
     rows = [(span.npu, span.track == "compute", span.start_ps, span.end_ps) for span in spans]
     npus, compute, starts, ends = zip(*rows)
     return np.array(npus), np.array(compute), np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
@@ -258,13 +265,18 @@ def _timeline(title: str, result: SimulationResult, figure_type: Any) -> Any:
             chosen = mine & on
             stretches = busy_stretches(starts[chosen], ends[chosen], gap)
             y = 2 * row + lane
-            axes.broken_barh([(a / 1000 / scale, n / 1000 / scale) for a, n in stretches], (y - 0.4, 0.8),
-                             color=colour, label=name if row == 0 else None)  # fmt: skip
+            axes.broken_barh(
+                [(a / 1000 / scale, n / 1000 / scale) for a, n in stretches],
+                (y - 0.4, 0.8),
+                color=colour,
+                label=name if row == 0 else None,
+            )
             labels.append(f"NPU {npu} {name}")
     axes.set_yticks(range(len(labels)), labels, fontsize=7)
     axes.invert_yaxis()
-    more = f" (the first {len(shown)} of {len(set(npus.tolist()))} traced)" if len(set(npus.tolist())) > len(shown) else ""
+    more = (
+        f" (the first {len(shown)} of {len(set(npus.tolist()))} traced)" if len(set(npus.tolist())) > len(shown) else ""
+    )
     axes.set(xlabel=f"time ({unit})", title=f"{title}: timeline{more}")
     _legend(axes)
     return figure
-

@@ -174,8 +174,13 @@ def _collective_lines(collectives: Sequence[CollectiveStats]) -> Iterator[str]:
         if key not in known:
             row = _collective_rows([stats])[0]
             head = json.dumps({name: row[name] for name in ("type", "bytes", "group_size")})[1:-1]
-            tail = json.dumps({name: value for name, value in row.items()
-                               if name not in ("id", "type", "bytes", "group_size", "start_ns", "end_ns")})[1:-1]
+            tail = json.dumps(
+                {
+                    name: value
+                    for name, value in row.items()
+                    if name not in ("id", "type", "bytes", "group_size", "start_ns", "end_ns")
+                }
+            )[1:-1]
             known[key] = head, tail
         parts.append(known[key])
     for number, (kind, start, end) in enumerate(zip(kinds.tolist(), _ns_column(starts), _ns_column(ends))):
@@ -196,8 +201,12 @@ def _network_energy(report: Report, compute_pj: float) -> dict[str, float]:
     network = report.network_energy_pj
     if network is None:
         return {}
-    return {"network_energy_pj": network, "network_power_w": report.power_w(network),
-            "energy_pj": compute_pj + network, "power_w": report.power_w(compute_pj + network)}  # fmt: skip
+    return {
+        "network_energy_pj": network,
+        "network_power_w": report.power_w(network),
+        "energy_pj": compute_pj + network,
+        "power_w": report.power_w(compute_pj + network),
+    }
 
 
 def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) -> dict[str, Any]:
@@ -235,8 +244,11 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
         data["serving_timeline"] = report.serving_timeline
     data["warnings"] = list(report.warnings)
     if report.result.stopped_at_ps is not None:
-        data["incomplete"] = {"stopped_at_ps": report.result.stopped_at_ps, "reason": report.result.stopped_because,
-                              "unfinished_collectives": report.result.unfinished_collectives}  # they end at the stop
+        data["incomplete"] = {
+            "stopped_at_ps": report.result.stopped_at_ps,
+            "reason": report.result.stopped_because,
+            "unfinished_collectives": report.result.unfinished_collectives,
+        }  # they end at the stop
     if report.calibration:
         data["calibration"] = report.calibration
     return data

@@ -68,4 +68,3 @@ def operator_lines(rows: tuple[OperatorStats, ...]) -> list[str]:
     if len(rows) > _MAX_ROWS:
         lines.append(f"  ... {len(rows) - _MAX_ROWS} more in report.json")
     return lines
-

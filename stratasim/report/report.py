@@ -173,8 +173,9 @@ class Report:
             if not trace:
                 return (report_path,)
             with trace_path.open("w", encoding="utf-8", buffering=1 << 20) as file:
-                write_chrome_trace(file, result.spans, result.counters, result.link_busy, result.npus,
-                                   result.stands_for())  # fmt: skip
+                write_chrome_trace(
+                    file, result.spans, result.counters, result.link_busy, result.npus, result.stands_for()
+                )
         except OSError as exc:
             raise StrataSimError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
         return report_path, trace_path

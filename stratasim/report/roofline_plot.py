@@ -27,9 +27,17 @@ from stratasim.kernel.safe_load import TABLE_BYTES, parse_json, read_text
 from stratasim.v1 import compute_pb2
 
 __all__ = [
-    "RooflinePoint", "Ceiling", "Slope", "Marker", "RooflineChart", "roofline_chart", "plot_roofline",
-    "points_from_report", "add_arguments", "run_from_args",
-]  # fmt: skip
+    "RooflinePoint",
+    "Ceiling",
+    "Slope",
+    "Marker",
+    "RooflineChart",
+    "roofline_chart",
+    "plot_roofline",
+    "points_from_report",
+    "add_arguments",
+    "run_from_args",
+]
 
 _PS_PER_SECOND = 10**12
 _FORMATS = (".png", ".svg")
@@ -121,28 +129,44 @@ def _figure(chart: RooflineChart, title: str) -> Any:
     low, high = min(intensities + ridges) / 10, max(intensities + ridges) * 10
     figure = Figure(figsize=(8, 5.5), layout="constrained")
     axes = figure.subplots()
-    axes.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte of the level)",
-             ylabel="FLOP/s", title=title)  # fmt: skip
+    axes.set(
+        xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte of the level)", ylabel="FLOP/s", title=title
+    )
     top = chart.ceilings[0].flops_per_s
     for slope in chart.slopes:
         ridge = top / slope.bytes_per_s
-        axes.plot([low, ridge], [low * slope.bytes_per_s, top], linestyle="--",
-                  label=f"{slope.level} {slope.bytes_per_s / 1e12:.3g} TB/s")  # fmt: skip
+        axes.plot(
+            [low, ridge],
+            [low * slope.bytes_per_s, top],
+            linestyle="--",
+            label=f"{slope.level} {slope.bytes_per_s / 1e12:.3g} TB/s",
+        )
     for ceiling in chart.ceilings:
         ridge = ceiling.flops_per_s / max(s.bytes_per_s for s in chart.slopes)
         axes.plot([ridge, high], [ceiling.flops_per_s] * 2, color="black", linewidth=1)
-        axes.annotate(f"{ceiling.label} {ceiling.flops_per_s / 1e12:.4g} TFLOP/s", (high, ceiling.flops_per_s),
-                      ha="right", va="bottom", fontsize=8)  # fmt: skip
+        axes.annotate(
+            f"{ceiling.label} {ceiling.flops_per_s / 1e12:.4g} TFLOP/s",
+            (high, ceiling.flops_per_s),
+            ha="right",
+            va="bottom",
+            fontsize=8,
+        )
     shapes = {"dram": "o", "sram": "^"}
     for level in sorted({m.level for m in chart.markers}):
         chosen = [m for m in chart.markers if m.level == level]
-        axes.scatter([m.intensity for m in chosen], [m.flops_per_s for m in chosen], marker=shapes.get(level, "s"),
-                     label=f"operators ({level} bytes)", zorder=3)  # fmt: skip
+        axes.scatter(
+            [m.intensity for m in chosen],
+            [m.flops_per_s for m in chosen],
+            marker=shapes.get(level, "s"),
+            label=f"operators ({level} bytes)",
+            zorder=3,
+        )
     for name in dict.fromkeys(m.name for m in chart.markers):
         mine = sorted((m for m in chart.markers if m.name == name), key=lambda m: m.intensity)
         axes.plot([m.intensity for m in mine], [m.flops_per_s for m in mine], color="grey", linewidth=0.5)
-        axes.annotate(name, (mine[0].intensity, mine[0].flops_per_s), fontsize=7, xytext=(3, -9),
-                      textcoords="offset points")  # fmt: skip
+        axes.annotate(
+            name, (mine[0].intensity, mine[0].flops_per_s), fontsize=7, xytext=(3, -9), textcoords="offset points"
+        )
     axes.set_xlim(low, high)
     axes.legend(fontsize=8, loc="lower right")
     return figure
@@ -173,8 +197,9 @@ def _point(row: Any, index: int, source: str) -> RooflinePoint:
     names = [names] if isinstance(names, str) else names
     try:
         traffic = {str(level): int(size) for level, size in (row.get("traffic") or {}).items()}
-        return RooflinePoint(", ".join(map(str, names[:2])), int(row["flops"]), int(row["bytes"]),
-                             int(row["duration_ps"]), traffic)  # fmt: skip
+        return RooflinePoint(
+            ", ".join(map(str, names[:2])), int(row["flops"]), int(row["bytes"]), int(row["duration_ps"]), traffic
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StrataSimError(f"{source}: operators[{index}] lacks a number for {exc}") from None
 
@@ -214,7 +239,11 @@ def _op_point(spec: str, dev: Device, dtype: str, calibration: compute_pb2.Calib
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``stratasim roofline``."""
-    parser.add_argument("--device", required=True, help="a roofline preset device (a100, h100, h200, b200, mi300x, tpuv4, tpuv5p, gaudi3)")
+    parser.add_argument(
+        "--device",
+        required=True,
+        help="a roofline preset device (a100, h100, h200, b200, mi300x, tpuv4, tpuv5p, gaudi3)",
+    )
     parser.add_argument("--from-report", dest="report", metavar="REPORT", help="plot the operators of a report.json")
     parser.add_argument(
         "--op",
@@ -232,8 +261,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace) -> int:
     """Plot what the arguments name and print where the plot went; 0 on success."""
     dev = device(args.device)
-    calibration = compute_pb2.Calibration(compute_efficiency=args.compute_efficiency,
-                                          memory_efficiency=args.memory_efficiency)  # fmt: skip
+    calibration = compute_pb2.Calibration(
+        compute_efficiency=args.compute_efficiency, memory_efficiency=args.memory_efficiency
+    )
     try:
         calibrated(dev, calibration)  # checked once, before anything is priced
     except ValueError as exc:

@@ -33,8 +33,17 @@ def report_text(report: Report) -> str:
     operators."""
     if not report.result.per_npu and report.serving_timeline is not None:  # a request-level serving study
         return "\n".join(_headline(report))
-    return "\n".join([*_headline(report), "", *_collective_table(report), "", *_npu_table(report),
-                      *_link_table(report), *operator_lines(report.result.operators)])  # fmt: skip
+    return "\n".join(
+        [
+            *_headline(report),
+            "",
+            *_collective_table(report),
+            "",
+            *_npu_table(report),
+            *_link_table(report),
+            *operator_lines(report.result.operators),
+        ]
+    )
 
 
 def _headline(report: Report) -> list[str]:
@@ -45,9 +54,14 @@ def _headline(report: Report) -> list[str]:
         *(f"warning: {warning}" for warning in report.warnings),
         f"{report.name}: {result.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
         f"  total time       {_time(result.total_time_ps)}  ({result.total_time_ps} ps)",
-        *([] if not result.per_npu and report.serving_timeline is not None else [
-            f"  compute time     {_compute_time(report)}  (NPU {report.critical_npu}, the last to finish)",
-            f"  exposed comm     {_exposed_comm(report)}"]),
+        *(
+            []
+            if not result.per_npu and report.serving_timeline is not None
+            else [
+                f"  compute time     {_compute_time(report)}  (NPU {report.critical_npu}, the last to finish)",
+                f"  exposed comm     {_exposed_comm(report)}",
+            ]
+        ),
         *_training_lines(report),
         *_serving_lines(report),
         *_memory_line(report),
@@ -103,8 +117,10 @@ def _serving_lines(report: Report) -> list[str]:
         return []
     if "ttft_p99_ps" in serving:
         return _request_lines(serving)
-    line = (f"  serving          TTFT {_time(serving['ttft_ps'])}, TPOT {_time(serving['tpot_ps'])}, "
-            f"{serving['tokens_per_second']:,.1f} tokens/s")  # fmt: skip
+    line = (
+        f"  serving          TTFT {_time(serving['ttft_ps'])}, TPOT {_time(serving['tpot_ps'])}, "
+        f"{serving['tokens_per_second']:,.1f} tokens/s"
+    )
     energy = report.energy_per_token_pj
     if energy:
         line += f", {format_energy_pj(energy)} per token"
@@ -116,15 +132,25 @@ def _serving_lines(report: Report) -> list[str]:
 
 def _request_lines(serving: dict[str, float]) -> list[str]:
     """A request-level serving study's percentiles, throughput, goodput and KV cache."""
+
     def spread(name: str) -> str:
         return ", ".join(f"{stat} {_time(serving[f'{name}_{stat}_ps'])}" for stat in ("mean", "p50", "p90", "p99"))
 
-    swapped = (f" ({serving['swap_outs']:,.0f} swapped to host memory, {_time(serving['swap_time_ps'])} of copies)"
-               if serving.get("swap_outs") else "")  # fmt: skip
-    speculative = ([f"  speculative      {serving['speculative_tokens_per_step']:,.2f} tokens a decode step"]
-                   if "speculative_tokens_per_step" in serving else [])  # fmt: skip
-    moves = ([f"  KV transfers     {serving['kv_transfers']:,.0f} prefill to decode: {spread('kv_transfer')} (in TPOT)"]
-             if "kv_transfers" in serving else [])  # fmt: skip
+    swapped = (
+        f" ({serving['swap_outs']:,.0f} swapped to host memory, {_time(serving['swap_time_ps'])} of copies)"
+        if serving.get("swap_outs")
+        else ""
+    )
+    speculative = (
+        [f"  speculative      {serving['speculative_tokens_per_step']:,.2f} tokens a decode step"]
+        if "speculative_tokens_per_step" in serving
+        else []
+    )
+    moves = (
+        [f"  KV transfers     {serving['kv_transfers']:,.0f} prefill to decode: {spread('kv_transfer')} (in TPOT)"]
+        if "kv_transfers" in serving
+        else []
+    )
     return [
         f"  TTFT             {spread('ttft')}",
         f"  TPOT             {spread('tpot')}",
@@ -149,8 +175,10 @@ def _memory_line(report: Report) -> list[str]:
     if peak is None or not peak.peak_memory_bytes:
         return []
     parts = ", ".join(f"{kind} {format_bytes(size)}" for kind, size in peak.memory_at_peak)
-    return [f"  peak memory      {format_bytes(peak.peak_memory_bytes)} (NPU {peak.npu} at "
-            f"{_time(peak.peak_memory_ps)}: {parts})"]  # fmt: skip
+    return [
+        f"  peak memory      {format_bytes(peak.peak_memory_bytes)} (NPU {peak.npu} at "
+        f"{_time(peak.peak_memory_ps)}: {parts})"
+    ]
 
 
 def _energy_line(report: Report) -> list[str]:
@@ -158,13 +186,17 @@ def _energy_line(report: Report) -> list[str]:
     lines = []
     if energy:
         top = max(report.result.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
-        lines.append(f"  compute energy   {format_energy_pj(energy)} in all, {report.power_w(energy):,.1f} W mean "
-                     f"(NPU {top.npu} the most: {format_energy_pj(top.compute_energy_pj)}, "
-                     f"{report.power_w(top.compute_energy_pj):,.1f} W)")  # fmt: skip
+        lines.append(
+            f"  compute energy   {format_energy_pj(energy)} in all, {report.power_w(energy):,.1f} W mean "
+            f"(NPU {top.npu} the most: {format_energy_pj(top.compute_energy_pj)}, "
+            f"{report.power_w(top.compute_energy_pj):,.1f} W)"
+        )
     network = report.network_energy_pj
     if network is not None:
-        lines.append(f"  network energy   {format_energy_pj(network)}, {report.power_w(network):,.1f} W mean; with "
-                     f"compute {format_energy_pj(energy + network)}, {report.power_w(energy + network):,.1f} W")  # fmt: skip
+        lines.append(
+            f"  network energy   {format_energy_pj(network)}, {report.power_w(network):,.1f} W mean; with "
+            f"compute {format_energy_pj(energy + network)}, {report.power_w(energy + network):,.1f} W"
+        )
     return lines
 
 
@@ -185,13 +217,19 @@ def _collective_table(report: Report) -> list[str]:
     head = f"{'kind':<16}{'communicator':<14}{'count':>9}{'bytes each':>22}{'mean':>13}{'total':>13}"
     lines = [f"collectives ({len(kinds):,} in all, grouped; most time first)", f"  {head}  per phase: queue / network"]
     for (kind, communicator, _), group in sorted(groups.items(), key=lambda item: -item[1].span_ps)[:_MAX_GROUP_ROWS]:
-        phases = ", ".join(f"{_time(q / group.count)} / {_time(n / group.count)}" for q, n in zip(group.queue, group.network))
-        lines.append(f"  {kind:<16}{communicator:<14}{group.count:>9,}{group.sizes():>22}"
-                     f"{_time(group.span_ps / group.count):>13}{_time(group.span_ps):>13}  {phases}")  # fmt: skip
+        phases = ", ".join(
+            f"{_time(q / group.count)} / {_time(n / group.count)}" for q, n in zip(group.queue, group.network)
+        )
+        lines.append(
+            f"  {kind:<16}{communicator:<14}{group.count:>9,}{group.sizes():>22}"
+            f"{_time(group.span_ps / group.count):>13}{_time(group.span_ps):>13}  {phases}"
+        )
     if len(groups) > _MAX_GROUP_ROWS:
         lines.append(f"  ... {len(groups) - _MAX_GROUP_ROWS} more groups in report.json's collectives")
-    lines.append("  mean: start to end of one; per phase, the mean over its chunks of queue: waiting for the phase's "
-                 "turn, network: running it")  # fmt: skip
+    lines.append(
+        "  mean: start to end of one; per phase, the mean over its chunks of queue: waiting for the phase's "
+        "turn, network: running it"
+    )
     return lines
 
 
@@ -249,8 +287,11 @@ def _link_table(report: Report) -> list[str]:
     if not links:
         return []
     busiest = sorted(links, key=lambda link: (-report.utilisation(link), link.link))[:_MAX_LINK_ROWS]
-    lines = ["", f"busiest links (of {len(links)} that carried traffic)",
-             f"  {'link':<28}{'busy':>14}{'utilisation':>13}{'bytes':>14}{'messages':>10}"]  # fmt: skip
+    lines = [
+        "",
+        f"busiest links (of {len(links)} that carried traffic)",
+        f"  {'link':<28}{'busy':>14}{'utilisation':>13}{'bytes':>14}{'messages':>10}",
+    ]
     for link in busiest:
         lines.append(
             f"  {link.link:<28}{_time(link.busy_ps):>14}{report.utilisation(link):>12.1%}"

@@ -24,7 +24,17 @@ from stratasim.system_layer.collectives.algorithms import FLATTENED, split_name
 from stratasim.system_layer.symmetry.stand_ins import SYMMETRIC_ALGORITHMS
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
 
-__all__ = ["Budget", "DEFAULT_BUDGET", "BudgetError", "Estimate", "check_budget", "check_conversion", "estimate_study", "NODE_BYTES", "refuse_over"]
+__all__ = [
+    "Budget",
+    "DEFAULT_BUDGET",
+    "BudgetError",
+    "Estimate",
+    "check_budget",
+    "check_conversion",
+    "estimate_study",
+    "NODE_BYTES",
+    "refuse_over",
+]
 
 DEFAULT_MAX_MEMORY = 2 * 2**30
 """Bytes a run's estimate may reach by default. The estimate is two to three times what runs take, so a run within
@@ -119,8 +129,12 @@ def _aggregated(study: Study) -> bool:
     """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``)."""
     system = study.system
     algorithms = {name for names in system.algorithm.values() for name in names}
-    return (system.aggregate and study.network.backend_name == "analytical" and system.logical_topology is None
-            and algorithms <= SYMMETRIC_ALGORITHMS)  # fmt: skip
+    return (
+        system.aggregate
+        and study.network.backend_name == "analytical"
+        and system.logical_topology is None
+        and algorithms <= SYMMETRIC_ALGORITHMS
+    )
 
 
 def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: int | None = None) -> Estimate:
@@ -131,7 +145,9 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
     ``simulated`` says how many (asking costs time in the NPUs and micro-batches); a workload that gives no
     estimate counts as one node per NPU."""
     grid = study.grid
-    work = source.estimate(npus) if isinstance(source, EstimableWorkload) else WorkEstimate(npus, 1, 1, 0, "the workload")
+    work = (
+        source.estimate(npus) if isinstance(source, EstimableWorkload) else WorkEstimate(npus, 1, 1, 0, "the workload")
+    )
     aggregated = _aggregated(study)
     named: tuple[int, ...] | None = None
     if simulated is None:
@@ -148,8 +164,17 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
     events = simulated * (work.nodes + work.communications * splits * per_chunk * per_message)
     in_flight = study.system.active_chunks * len(grid.sizes) * simulated
     built = max(min(work.graphs, simulated), simulated) if work.graphs > 1 else simulated  # lazy: simulated only
-    return Estimate(npus, simulated, simulated * work.nodes, events, npus * _NPU_BYTES,
-                    built * work.nodes * NODE_BYTES, in_flight * packets * _PACKET_BYTES, work, named)  # fmt: skip
+    return Estimate(
+        npus,
+        simulated,
+        simulated * work.nodes,
+        events,
+        npus * _NPU_BYTES,
+        built * work.nodes * NODE_BYTES,
+        in_flight * packets * _PACKET_BYTES,
+        work,
+        named,
+    )
 
 
 def refuse_over(what: str, memory: int, events: int, budget: Budget, reduce: str) -> None:
@@ -183,18 +208,33 @@ def check_budget(study: Study, source: WorkloadSource, npus: int, budget: Budget
     refuse_over(f"{study.source}: {npus:,} NPUs", npus * _NPU_BYTES, 0, budget, "network.topology's sizes")
     if study.network.backend_name != "analytical":  # the others build every link and switch of a fabric
         links = topology_size(study.topology_proto())[1]
-        refuse_over(f"{study.source}: {links:,} links and switches of the {study.network.backend_name} network",
-                    links * _LINK_BYTES, 0, budget, "network.topology's sizes (planes, k, groups, routers, shape)")  # fmt: skip
+        refuse_over(
+            f"{study.source}: {links:,} links and switches of the {study.network.backend_name} network",
+            links * _LINK_BYTES,
+            0,
+            budget,
+            "network.topology's sizes (planes, k, groups, routers, shape)",
+        )
     one = estimate_study(study, source, npus, simulated=1)
     what = f"{study.source}: {one.work.nodes:.3g} graph nodes per simulated NPU"
     refuse_over(what, one.npu_memory + one.graph_memory, 0, budget, one.work.drivers)
     estimate = estimate_study(study, source, npus)
     what = f"{study.source}: {estimate.nodes:.3g} graph nodes on {estimate.simulated:,} simulated NPUs (of {npus:,})"
     refuse_over(what, estimate.npu_memory + estimate.graph_memory, 0, budget, one.work.drivers)
-    refuse_over(f"{study.source}: the flit-level packets in flight", estimate.memory, 0, budget,
-                "the collectives' sizes, or raise system.splits or network.flit's packet_flits")  # fmt: skip
-    refuse_over(f"{study.source}: the simulation", 0, estimate.events, budget,
-                f"system.splits, the topology's sizes or {one.work.drivers}")  # fmt: skip
+    refuse_over(
+        f"{study.source}: the flit-level packets in flight",
+        estimate.memory,
+        0,
+        budget,
+        "the collectives' sizes, or raise system.splits or network.flit's packet_flits",
+    )
+    refuse_over(
+        f"{study.source}: the simulation",
+        0,
+        estimate.events,
+        budget,
+        f"system.splits, the topology's sizes or {one.work.drivers}",
+    )
     return estimate
 
 
@@ -205,5 +245,10 @@ def check_conversion(path: str, npus: int, passes: int, budget: Budget) -> None:
         return  # the conversion says what is wrong
     work = AstraTextWorkload(AstraTextConfig(path=path, npus=npus, passes=passes)).estimate(npus)
     nodes = npus * work.nodes
-    refuse_over(f"{path}: converting for {npus:,} NPUs ({nodes:.3g} nodes)", nodes * NODE_BYTES, nodes, budget,
-                "--npus or --passes")  # fmt: skip
+    refuse_over(
+        f"{path}: converting for {npus:,} NPUs ({nodes:.3g} nodes)",
+        nodes * NODE_BYTES,
+        nodes,
+        budget,
+        "--npus or --passes",
+    )

@@ -25,8 +25,9 @@ def client_options(section: Placement, layer: str, spawned_token: str | None = N
     if section.connect_timeout is not None:
         options["connect_timeout_s"] = section.connect_timeout / _PS_PER_S
     if section.endpoint is not None and (section.tls_ca or section.token_file or section.token_env):
-        token = token_from(section.token_file, section.token_env,
-                           what_file=f"{layer}.token_file", what_env=f"{layer}.token_env")  # fmt: skip
+        token = token_from(
+            section.token_file, section.token_env, what_file=f"{layer}.token_file", what_env=f"{layer}.token_env"
+        )
         root = None if section.tls_ca is None else read_pem(section.tls_ca, f"{layer}.tls_ca")
         options["security"] = ClientSecurity(root_certificate=root, token=token)
     elif spawned_token is not None:

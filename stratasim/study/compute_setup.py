@@ -150,9 +150,12 @@ def open_compute(
 
     routes = section.routes()
     opened = {name: _open_one(name, section, stack, started) for name in backend_names(section)}
-    backends = {name: backend if description is None else DescribedDevice(backend, description)
-                for name, (backend, _) in opened.items()}  # fmt: skip
+    backends = {
+        name: backend if description is None else DescribedDevice(backend, description)
+        for name, (backend, _) in opened.items()
+    }
     own = section.route_devices()
-    label = ", ".join(f"{kind}: {opened[name][1]}{f' on {own[kind]}' if kind in own else ''}"
-                      for kind, name in sorted(routes.items()))  # fmt: skip
+    label = ", ".join(
+        f"{kind}: {opened[name][1]}{f' on {own[kind]}' if kind in own else ''}" for kind, name in sorted(routes.items())
+    )
     return PerKindCompute({kind: backends[name] for kind, name in routes.items()}, own), f"per kind ({label})"

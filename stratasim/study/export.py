@@ -60,15 +60,25 @@ def export_trace(
         )
     estimate = check_budget(study, source, npus, budget)
     every = npus * estimate.work.nodes
-    refuse_over(f"{study.source}: exporting {npus:,} NPUs' graphs ({every:.3g} nodes)", every * NODE_BYTES, every,
-                budget, estimate.work.drivers)  # fmt: skip
+    refuse_over(
+        f"{study.source}: exporting {npus:,} NPUs' graphs ({every:.3g} nodes)",
+        every * NODE_BYTES,
+        every,
+        budget,
+        estimate.work.drivers,
+    )
     built = source.graphs(npus)
     graphs = [_numbered(built[npu], npu) for npu in range(npus)]
     if to == "stratasim":
         return write_graphs(target, graphs)
     plain = [unrolled(graph) for graph in _priced(graphs, study)]
-    return write_chakra(target, _distinct_names(plain), [f"NPU {npu}" for npu in range(npus)], exact_durations=True,
-                        metadata=_plan(study))  # fmt: skip
+    return write_chakra(
+        target,
+        _distinct_names(plain),
+        [f"NPU {npu}" for npu in range(npus)],
+        exact_durations=True,
+        metadata=_plan(study),
+    )
 
 
 def _plan(study: Study) -> list[AttributeProto]:
@@ -114,8 +124,9 @@ def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list
         raise unpriced(operators[0], any(graph.foreign_names for graph in copies))
     unique = {_signature(node.op): node.op for node in operators}
     calibration = None if section.calibration is None else section.calibration.proto()
-    request = compute_pb2.EstimateRequest(device=section.device_name(), ops=list(unique.values()),
-                                          calibration=calibration)  # fmt: skip
+    request = compute_pb2.EstimateRequest(
+        device=section.device_name(), ops=list(unique.values()), calibration=calibration
+    )
     with ExitStack() as stack:
         compute, _ = open_compute(section, stack)
         response = compute.estimate(request)

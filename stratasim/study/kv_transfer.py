@@ -73,12 +73,27 @@ class NetworkKvTransfer:
             for k in range(slices):
                 part = size // slices + (k < size % slices)
                 src, dst = senders[k % len(senders)], receivers[k % len(receivers)]
-                graphs[src].nodes.add(id=len(graphs[src].nodes), name="kv cache", type=workload_pb2.COMM_SEND_NODE,
-                                      peer=dst, tag=tag, comm_bytes=part, pg_name="kv")  # fmt: skip
-                graphs[dst].nodes.add(id=len(graphs[dst].nodes), name="kv cache", type=workload_pb2.COMM_RECV_NODE,
-                                      peer=src, tag=tag, comm_bytes=part, pg_name="kv")  # fmt: skip
+                graphs[src].nodes.add(
+                    id=len(graphs[src].nodes),
+                    name="kv cache",
+                    type=workload_pb2.COMM_SEND_NODE,
+                    peer=dst,
+                    tag=tag,
+                    comm_bytes=part,
+                    pg_name="kv",
+                )
+                graphs[dst].nodes.add(
+                    id=len(graphs[dst].nodes),
+                    name="kv cache",
+                    type=workload_pb2.COMM_RECV_NODE,
+                    peer=src,
+                    tag=tag,
+                    comm_bytes=part,
+                    pg_name="kv",
+                )
                 tag += 1
         result = self._network.simulate(graphs)
         finish = {npu.npu: npu.finish_ps for npu in result.per_npu}
-        return tuple(max(finish.get(npu, result.total_time_ps) for npu in self._npus[destination])
-                     for destination, _ in moves)  # fmt: skip
+        return tuple(
+            max(finish.get(npu, result.total_time_ps) for npu in self._npus[destination]) for destination, _ in moves
+        )

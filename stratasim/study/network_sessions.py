@@ -25,8 +25,9 @@ class NetworkSessions:
     factory is given (the caller vouches it may be reused), else on a backend ``fresh`` opens (closed with the
     stack it is given) for each simulation."""
 
-    def __init__(self, backend: NetworkBackend, study: Study,
-                 fresh: Callable[[ExitStack], NetworkBackend] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, backend: NetworkBackend, study: Study, fresh: Callable[[ExitStack], NetworkBackend] | None = None
+    ) -> None:
         self._backend, self._study = backend, study
         self._topology = study.topology_proto()
         self._fresh = None if fresh is None or backend.configure(self._topology).stateless else fresh

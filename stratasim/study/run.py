@@ -41,9 +41,15 @@ if TYPE_CHECKING:
     from stratasim.remote import Spawned
 
 __all__ = [
-    "calibration_statement", "check_device", "check_study", "device_facts", "memory_capacity", "open_backend",
-    "prepare_workload", "run_study",
-]  # fmt: skip
+    "calibration_statement",
+    "check_device",
+    "check_study",
+    "device_facts",
+    "memory_capacity",
+    "open_backend",
+    "prepare_workload",
+    "run_study",
+]
 
 
 def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
@@ -74,7 +80,9 @@ def check_device(compute: ComputeBackend, section: StudyCompute) -> None:
     listed = name.strip().lower() in {device.lower() for device in devices}
     if not listed and compute.describe(compute_pb2.DescribeRequest(devices=[name])).HasField("error"):
         if section.per_kind is None:
-            raise BackendError(f"compute.device: {section.backend} has no device {name!r}; available: {', '.join(devices)}")
+            raise BackendError(
+                f"compute.device: {section.backend} has no device {name!r}; available: {', '.join(devices)}"
+            )
         own = section.route_devices()
         shared = sorted({backend for kind, backend in section.routes().items() if kind not in own})
         raise BackendError(
@@ -124,8 +132,10 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Spaw
         wanted.append(("network", study.network.backend_name, []))
     if study.compute is not None and study.compute.spawn:
         section = study.compute
-        wanted += [("compute", name, serve_options(name, section.profile, section.objective))
-                   for name in backend_names(section)]  # fmt: skip
+        wanted += [
+            ("compute", name, serve_options(name, section.profile, section.objective))
+            for name in backend_names(section)
+        ]
     if not wanted:
         return {}
     from stratasim import remote  # starting servers imports no gRPC: they boot while the engine imports it
@@ -133,8 +143,9 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Spaw
     servers: dict[tuple[str, str], Spawned] = {}
     if len(wanted) > 1 and wanted[0][0] == "network":  # the network and the first compute backend: one server
         (_, network, _), (_, compute, options) = wanted[:2]
-        both = stack.enter_context(remote.start("network", network, options=options, also=("compute", compute),
-                                                token=remote.new_token()))  # fmt: skip
+        both = stack.enter_context(
+            remote.start("network", network, options=options, also=("compute", compute), token=remote.new_token())
+        )
         servers = {("network", network): both, ("compute", compute): both}
         wanted = wanted[2:]
     for layer, name, options in wanted:
@@ -159,8 +170,9 @@ def open_backend(
     """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds; ``started``
     holds the servers :func:`_start_servers` started."""
     if isinstance(section, StudyCompute):
-        return open_compute(section, stack, {name: server for (kind, name), server in started.items()
-                                             if kind == "compute"})  # fmt: skip
+        return open_compute(
+            section, stack, {name: server for (kind, name), server in started.items() if kind == "compute"}
+        )
     name = section.backend_name
     if section.endpoint is None and not section.spawn:
         backend = registry.load(layer, name)()
@@ -171,8 +183,9 @@ def open_backend(
     connect = remote.open_network  # imports gRPC while a spawned server is still starting, not after
     spawned = started.get((layer, name))
     token = None if section.endpoint else spawned.token if spawned else remote.new_token()
-    endpoint = section.endpoint or (spawned.endpoint() if spawned else
-                                    stack.enter_context(remote.spawn(layer, name, token=token)))  # fmt: skip
+    endpoint = section.endpoint or (
+        spawned.endpoint() if spawned else stack.enter_context(remote.spawn(layer, name, token=token))
+    )
     client = connect(endpoint, backend=name, **client_options(section, layer, token))
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
@@ -248,7 +261,8 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
             study.system,
             compute=compute,
             device=device,
-            calibration=None if study.compute is None or study.compute.calibration is None
+            calibration=None
+            if study.compute is None or study.compute.calibration is None
             else study.compute.calibration.proto(),
             representatives=representatives,
             record_trace=record_trace,
@@ -264,9 +278,15 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
         if isinstance(source, ServingWorkload):
             serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), result, facts)
     return Report(
-        study.name, result, wall_seconds, backends, training, serving=serving,
+        study.name,
+        result,
+        wall_seconds,
+        backends,
+        training,
+        serving=serving,
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
-        warnings=warnings, calibration=calibration,
+        warnings=warnings,
+        calibration=calibration,
     )
 
 
@@ -274,8 +294,10 @@ def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:
     """The warning a run stopped before its end carries first: when, and that its figures cover only that far."""
     if result.stopped_at_ps is None:
         return ()
-    return (f"incomplete: the run was {result.stopped_because} at simulated time "
-            f"{format_time_ps(result.stopped_at_ps)}; every figure covers the run up to then",)  # fmt: skip
+    return (
+        f"incomplete: the run was {result.stopped_because} at simulated time "
+        f"{format_time_ps(result.stopped_at_ps)}; every figure covers the run up to then",
+    )
 
 
 def _check_selection(record_trace: bool | TraceSelection, npus: int) -> None:
@@ -320,9 +342,11 @@ def calibration_statement(
         return f"the study's compute.calibration ({keys}) over {basis or 'datasheet figures'}", ()
     if basis:
         return basis, ()
-    warning = (f"device {facts.device!r} runs uncalibrated: the {section.backend} backend has no efficiency model "
-               "fitted to measurements for it, so its times are the datasheet's (or the architecture model's) and "
-               "likely optimistic; give compute.calibration from a measurement")  # fmt: skip
+    warning = (
+        f"device {facts.device!r} runs uncalibrated: the {section.backend} backend has no efficiency model "
+        "fitted to measurements for it, so its times are the datasheet's (or the architecture model's) and "
+        "likely optimistic; give compute.calibration from a measurement"
+    )
     return "none (datasheet figures)", (warning,)
 
 
@@ -359,8 +383,9 @@ def _check_memory(
         + (f" ({len(over)} NPUs over capacity)" if len(over) > 1 else "")
     )
     if study.system.over_capacity == "error":
-        raise SimulationError(f"out of memory: {message}; set system.memory_capacity, or system.over_capacity: warn "
-                              "to run anyway")  # fmt: skip
+        raise SimulationError(
+            f"out of memory: {message}; set system.memory_capacity, or system.over_capacity: warn to run anyway"
+        )
     return (f"over capacity: {message}; the times assume it fits (system.over_capacity: error stops such runs)",)
 
 
@@ -390,8 +415,9 @@ def _training_figures(
     return figures
 
 
-def _priced(serving: dict[str, float], result: system_layer.SimulationResult,
-            facts: compute_pb2.DeviceFacts | None) -> dict[str, float]:  # fmt: skip
+def _priced(
+    serving: dict[str, float], result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None
+) -> dict[str, float]:
     """A serving workload's figures and, when the device's hourly rate is known, what a million generated tokens
     cost on rented devices: NPUs x USD per hour / tokens per hour x 10^6."""
     rate = serving.get("tokens_per_second", 0.0)

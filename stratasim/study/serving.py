@@ -54,9 +54,15 @@ class BackendPricer:
     default the study's) and the system layer over ``network`` (TP collectives and pipeline transfers); caches
     every operator and message it priced."""
 
-    def __init__(self, workload: ServingRequestsWorkload, study: Study, compute: ComputeBackend,
-                 network: NetworkBackend | NetworkSessions, pool: int = 0,
-                 section: StudyCompute | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        workload: ServingRequestsWorkload,
+        study: Study,
+        compute: ComputeBackend,
+        network: NetworkBackend | NetworkSessions,
+        pool: int = 0,
+        section: StudyCompute | None = None,
+    ) -> None:
         self._workload, self._study, self._pool = workload, study, pool
         self._compute = compute
         self._network = network if isinstance(network, NetworkSessions) else NetworkSessions(network, study)
@@ -94,15 +100,19 @@ class BackendPricer:
         :class:`~stratasim.workload_layer.serving.iteration.ExpertPricer`."""
         work = self._workload.expert_work(group_tokens, member_tokens, self._pool)
         self._price_operators([step.op for _, step in work.steps if isinstance(step, Compute)])
-        return sum(times * (self._operators[_key(step.op)] if isinstance(step, Compute) else self._all_to_all(step))
-                   for times, step in work.steps)  # fmt: skip
+        return sum(
+            times * (self._operators[_key(step.op)] if isinstance(step, Compute) else self._all_to_all(step))
+            for times, step in work.steps
+        )
 
     def _price_operators(self, ops: list[compute_pb2.OperatorDesc]) -> None:
         """Ask the compute backend, in one request, for the operators not priced yet."""
         new = {key: op for op in ops if (key := _key(op)) not in self._operators}
         if not new:
             return
-        request = compute_pb2.EstimateRequest(device=self._device, ops=list(new.values()), calibration=self._calibration)
+        request = compute_pb2.EstimateRequest(
+            device=self._device, ops=list(new.values()), calibration=self._calibration
+        )
         response = self._compute.estimate(request)
         if response.HasField("error"):
             raise BackendError(f"compute backend {self._compute.name!r}: {response.error.message}")
@@ -112,13 +122,22 @@ class BackendPricer:
     def _collective(self, step: TensorParallelCollective, tp: int) -> int:
         """A collective over the first ``tp`` NPUs of the first replica, simulated alone by the system layer."""
         size = quantised(step.comm_bytes)
-        key = ("collective", int(step.kind), size) if tp == self._tp else (f"collective over {tp}", int(step.kind), size)
+        key = (
+            ("collective", int(step.kind), size) if tp == self._tp else (f"collective over {tp}", int(step.kind), size)
+        )
         if key not in self._messages:
             group = range(self._first, self._first + tp)
             graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(group.stop)]
-            for graph in graphs[group.start:]:
-                graph.nodes.add(id=0, name=step.name, type=workload_pb2.COMM_COLL_NODE, comm_type=step.kind,
-                                comm_bytes=size, group=group, pg_name="tp")  # fmt: skip
+            for graph in graphs[group.start :]:
+                graph.nodes.add(
+                    id=0,
+                    name=step.name,
+                    type=workload_pb2.COMM_COLL_NODE,
+                    comm_type=step.kind,
+                    comm_bytes=size,
+                    group=group,
+                    pg_name="tp",
+                )
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -133,8 +152,15 @@ class BackendPricer:
             for rank in range(self._tp):
                 group = [self._first + member * width + rank for member in range(self._ep)]
                 for npu in group:
-                    graphs[npu].nodes.add(id=0, name=step.name, type=workload_pb2.COMM_COLL_NODE,
-                                          comm_type=workload_pb2.ALL_TO_ALL, comm_bytes=size, group=group, pg_name="ep")  # fmt: skip
+                    graphs[npu].nodes.add(
+                        id=0,
+                        name=step.name,
+                        type=workload_pb2.COMM_COLL_NODE,
+                        comm_type=workload_pb2.ALL_TO_ALL,
+                        comm_bytes=size,
+                        group=group,
+                        pg_name="ep",
+                    )
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -145,10 +171,24 @@ class BackendPricer:
         if key not in self._messages:
             first, last = self._first, self._first + self._tp
             graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(last + 1)]
-            graphs[first].nodes.add(id=0, name="activation", type=workload_pb2.COMM_SEND_NODE, peer=last, tag=0,
-                                    comm_bytes=size, pg_name="pp")  # fmt: skip
-            graphs[last].nodes.add(id=0, name="activation", type=workload_pb2.COMM_RECV_NODE, peer=first, tag=0,
-                                   comm_bytes=size, pg_name="pp")  # fmt: skip
+            graphs[first].nodes.add(
+                id=0,
+                name="activation",
+                type=workload_pb2.COMM_SEND_NODE,
+                peer=last,
+                tag=0,
+                comm_bytes=size,
+                pg_name="pp",
+            )
+            graphs[last].nodes.add(
+                id=0,
+                name="activation",
+                type=workload_pb2.COMM_RECV_NODE,
+                peer=first,
+                tag=0,
+                comm_bytes=size,
+                pg_name="pp",
+            )
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -209,27 +249,38 @@ def _refuse_over_budget(study: Study, workload: ServingRequestsWorkload, count: 
     iteration per output token (at most) as events."""
     outputs = workload.config.requests.output
     tokens = count * (outputs.largest if outputs is not None else 1)
-    refuse_over(f"{study.source}: {count:,} requests", count * _REQUEST_BYTES, tokens, budget, "workload.requests.count")
+    refuse_over(
+        f"{study.source}: {count:,} requests", count * _REQUEST_BYTES, tokens, budget, "workload.requests.count"
+    )
 
 
-def kv_blocks(study: Study, workload: ServingRequestsWorkload, facts: compute_pb2.DeviceFacts,
-              requests: tuple[Request, ...], pool: int = 0) -> KvBudget:  # fmt: skip
+def kv_blocks(
+    study: Study,
+    workload: ServingRequestsWorkload,
+    facts: compute_pb2.DeviceFacts,
+    requests: tuple[Request, ...],
+    pool: int = 0,
+) -> KvBudget:
     """The KV budget of an NPU of pool ``pool``; a :class:`WorkloadError` when it cannot hold the largest request
     (the largest prompt, on a prefill pool)."""
     scheduler = workload.config.pools[pool].scheduler
     capacity, unknown = memory_capacity(study, facts)
     where = f"workload.pools.{pool}.scheduler"
     if capacity is None and scheduler.kv_capacity is None:
-        raise WorkloadError(f"{where}.kv_capacity: the KV cache's size is unknown ({unknown}); give it, or "
-                            "system.memory_capacity")  # fmt: skip
+        raise WorkloadError(
+            f"{where}.kv_capacity: the KV cache's size is unknown ({unknown}); give it, or system.memory_capacity"
+        )
     kv = workload.kv_budget(capacity or 0, pool)
     largest = workload.largest_request(requests, pool)
     needed = blocks_for(largest, scheduler.block_size)
     pp = workload.config.pools[pool].parallelism.pp
     if kv.blocks // pp < needed:
-        said = (f"{where}.kv_capacity ({format_bytes(kv.kv_bytes)})" if scheduler.kv_capacity is not None else
-                f"each NPU's {format_bytes(kv.capacity)} less weights {format_bytes(kv.weights)} and activations "
-                f"{format_bytes(max(kv.activations, 0))} leave {format_bytes(max(kv.kv_bytes, 0))}")  # fmt: skip
+        said = (
+            f"{where}.kv_capacity ({format_bytes(kv.kv_bytes)})"
+            if scheduler.kv_capacity is not None
+            else f"each NPU's {format_bytes(kv.capacity)} less weights {format_bytes(kv.weights)} and activations "
+            f"{format_bytes(max(kv.activations, 0))} leave {format_bytes(max(kv.kv_bytes, 0))}"
+        )
         shared = f", each of the {pp} batches in flight on the pipeline holding {kv.blocks // pp}" if pp > 1 else ""
         raise WorkloadError(
             f"{where}: the KV cache cannot hold one request: {said}, {max(kv.blocks, 0)} blocks of "
@@ -248,13 +299,16 @@ def _counters(samples: list[Sample], firsts: list[int], replicas: list[int]) -> 
         state[sample.engine] = (sample.batch, sample.queued, sample.kv_blocks_used)
         replica = replicas[sample.engine]
         totals = [sum(values) for values in zip(*(state[engine] for engine in state if replicas[engine] == replica))]
-        counters += [CounterSample(firsts[replica], name, sample.time_ps, value)
-                     for name, value in zip(("batch size", "queue length", "KV blocks used"), totals)]  # fmt: skip
+        counters += [
+            CounterSample(firsts[replica], name, sample.time_ps, value)
+            for name, value in zip(("batch size", "queue length", "KV blocks used"), totals)
+        ]
     return tuple(counters)
 
 
-def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budget: Budget,
-                record_trace: bool = False) -> Report:  # fmt: skip
+def run_serving(
+    study: Study, workload: ServingRequestsWorkload, npus: int, budget: Budget, record_trace: bool = False
+) -> Report:
     """Simulate a serving study and report it (module docstring); with ``record_trace`` its result carries each
     replica's batch size, queue length and KV blocks in use as counters of the replica's first NPU."""
     requests = check_serving(study, workload, budget)
@@ -262,8 +316,11 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
     sections = pool_sections(study, workload)
     with ExitStack() as stack:
         opened_network, backends["network"] = open_backend("network", study.network, stack, {})
-        network = NetworkSessions(cast(NetworkBackend, opened_network), study,
-                                  lambda own: cast(NetworkBackend, open_backend("network", study.network, own, {})[0]))
+        network = NetworkSessions(
+            cast(NetworkBackend, opened_network),
+            study,
+            lambda own: cast(NetworkBackend, open_backend("network", study.network, own, {})[0]),
+        )
         opened: dict[str, tuple[ComputeBackend, compute_pb2.DeviceFacts]] = {}
         setups, pricers, budgets, pool_facts = [], [], [], []
         for index, section in enumerate(sections):
@@ -276,36 +333,65 @@ def run_serving(study: Study, workload: ServingRequestsWorkload, npus: int, budg
                 except BackendError as exc:  # the device a pool names is that pool's key
                     if section is study.compute:
                         raise
-                    raise BackendError(str(exc).replace("compute.device", f"workload.pools[{index}].device", 1)) from None
+                    raise BackendError(
+                        str(exc).replace("compute.device", f"workload.pools[{index}].device", 1)
+                    ) from None
                 opened[key] = compute, device_facts(compute, section)
             compute, facts = opened[key]
             pool_facts.append(facts)
             budgets.append(kv_blocks(study, workload, facts, requests, index))
             pricers.append(BackendPricer(workload, study, compute, network, index, section))
             experts = pricers[-1].experts if workload.config.pools[index].parallelism.ep > 1 else None
-            setups.append(PoolSetup(workload.config.pools[index], budgets[-1].blocks, pricers[-1],
-                                    workload.host_swap(index), workload.speculation(index), experts))  # fmt: skip
+            setups.append(
+                PoolSetup(
+                    workload.config.pools[index],
+                    budgets[-1].blocks,
+                    pricers[-1],
+                    workload.host_swap(index),
+                    workload.speculation(index),
+                    experts,
+                )
+            )
         transfer = NetworkKvTransfer(workload, network)
         started = time.perf_counter()
         run = simulate_pools(requests, setups, workload.config.bucket, transfer)
         wall_seconds = time.perf_counter() - started
     figures = serving_metrics(run, workload.config.slo, sum(pool.replicas for pool in workload.config.pools))
     kv = budgets[0]
-    figures |= {"kv_capacity_bytes_per_npu": float(kv.kv_bytes), "weights_bytes_per_npu": float(kv.weights),
-                "activations_bytes_per_npu": float(kv.activations),
-                "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
-                "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct)}  # fmt: skip
+    figures |= {
+        "kv_capacity_bytes_per_npu": float(kv.kv_bytes),
+        "weights_bytes_per_npu": float(kv.weights),
+        "activations_bytes_per_npu": float(kv.activations),
+        "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
+        "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct),
+    }
     if len(sections) > 1:
         for pool, budget_of in zip(workload.config.pools, budgets, strict=True):
             figures[f"kv_capacity_bytes_per_npu.{pool.name}"] = float(budget_of.kv_bytes)
     end = max((sequence.finish_ps for sequence in run.sequences), default=0)
     firsts = [npus.start for npus in replica_npus(workload)]
-    result = SimulationResult(total_time_ps=end, npus=npus, collectives=(), per_npu=(), spans=(),
-                              events_processed=run.iterations,
-                              counters=_counters(run.samples, firsts, run.engine_replicas) if record_trace else ())  # fmt: skip
-    said = {section.device_name(): calibration_statement(section, facts)
-            for section, facts in zip(sections, pool_facts, strict=True)}  # each device the pools run on, once
+    result = SimulationResult(
+        total_time_ps=end,
+        npus=npus,
+        collectives=(),
+        per_npu=(),
+        spans=(),
+        events_processed=run.iterations,
+        counters=_counters(run.samples, firsts, run.engine_replicas) if record_trace else (),
+    )
+    said = {
+        section.device_name(): calibration_statement(section, facts)
+        for section, facts in zip(sections, pool_facts, strict=True)
+    }  # each device the pools run on, once
     calibration = "; ".join(f"{device}: {text}" if len(said) > 1 else text for device, (text, _) in said.items())
     uncalibrated = tuple(warning for _, warnings in said.values() for warning in warnings)
-    return Report(study.name, result, wall_seconds, backends, serving=figures, serving_timeline=serving_timeline(run),
-                  warnings=(*study.warnings, *uncalibrated), calibration=calibration)  # fmt: skip
+    return Report(
+        study.name,
+        result,
+        wall_seconds,
+        backends,
+        serving=figures,
+        serving_timeline=serving_timeline(run),
+        warnings=(*study.warnings, *uncalibrated),
+        calibration=calibration,
+    )

@@ -87,8 +87,12 @@ def _check(metric: str, spec: Any, where: str) -> Check:
         raise StrataSimError(f"{where}.{metric}: an expected 0 can only be checked exactly (tolerance: 0)")
     if "band" in spec:
         band = spec["band"]
-        if not (isinstance(band, list) and len(band) == 2 and all(isinstance(x, int | float) for x in band)
-                and 0 <= band[0] <= band[1]):  # fmt: skip
+        if not (
+            isinstance(band, list)
+            and len(band) == 2
+            and all(isinstance(x, int | float) for x in band)
+            and 0 <= band[0] <= band[1]
+        ):
             raise StrataSimError(f"{where}.{metric}.band: expected [LOW, HIGH], ratios with 0 <= LOW <= HIGH")
         return Check(metric, spec["expected"], band=(float(band[0]), float(band[1])))
     if not isinstance(spec.get("tolerance"), int | float) or spec["tolerance"] < 0:
@@ -129,10 +133,15 @@ def load_cases(path: Path = HOME / "cases.yaml") -> tuple[Suite, ...]:
             cases = _scalesim_cases(name, spec)
         else:
             cases = tuple(
-                Case(name, row["name"], {key: value for key, value in row.items() if key not in ("name", "checks", "short")},
-                     _checks(row, f"{where}.rows[{index}]"), bool(row.get("short", False)))
+                Case(
+                    name,
+                    row["name"],
+                    {key: value for key, value in row.items() if key not in ("name", "checks", "short")},
+                    _checks(row, f"{where}.rows[{index}]"),
+                    bool(row.get("short", False)),
+                )
                 for index, row in enumerate(spec["rows"])
-            )  # fmt: skip
+            )
         suites.append(Suite(name, spec["kind"], spec["title"], " ".join(str(spec.get("note", "")).split()), cases))
     return tuple(suites)
 
@@ -143,4 +152,3 @@ def case(suite: str, name: str, suites: tuple[Suite, ...] | None = None) -> Case
         if found.name == suite:
             return next(each for each in found.cases if each.name == name)
     raise KeyError(suite)
-

@@ -20,9 +20,12 @@ from stratasim.kernel.units import parse_bandwidth, parse_bytes, parse_time_ps
 __all__ = ["variables", "evaluate"]
 
 _OPERATORS: dict[type[ast.operator], Callable[[Fraction, Fraction], Fraction]] = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: Fraction(a // b),
-}  # fmt: skip
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: Fraction(a // b),
+}
 
 
 def _ser(size: Fraction, bandwidth: Fraction) -> Fraction:
@@ -36,8 +39,11 @@ def variables(topology: Sequence[Mapping[str, Any]], size: str, delay: str = "0n
     """The names a formula may use for a collective of ``size`` with ``delay`` on ``topology``."""
     found = {"S": Fraction(parse_bytes(size)), "delay": Fraction(parse_time_ps(delay))}
     for index, dim in enumerate(topology):
-        for name, value in (("n", Fraction(dim["size"])), ("B", Fraction(parse_bandwidth(dim["bandwidth"]))),
-                            ("alpha", Fraction(parse_time_ps(dim["latency"])))):  # fmt: skip
+        for name, value in (
+            ("n", Fraction(dim["size"])),
+            ("B", Fraction(parse_bandwidth(dim["bandwidth"]))),
+            ("alpha", Fraction(parse_time_ps(dim["latency"]))),
+        ):
             found[f"{name}{index}"] = value
             if index == 0:
                 found[name] = value
@@ -57,10 +63,16 @@ def evaluate(formula: str, names: Mapping[str, Fraction], where: str) -> int:
             return Fraction(_OPERATORS[type(node.op)](value(node.left), value(node.right)))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -value(node.operand)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
-                and not node.keywords):  # fmt: skip
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _FUNCTIONS
+            and not node.keywords
+        ):
             return Fraction(_FUNCTIONS[node.func.id](*(value(arg) for arg in node.args)))
-        raise StrataSimError(f"{where}: the formula may not use {ast.unparse(node)!r} (see stratasim/validate/formula.py)")
+        raise StrataSimError(
+            f"{where}: the formula may not use {ast.unparse(node)!r} (see stratasim/validate/formula.py)"
+        )
 
     try:
         result = value(ast.parse(formula, mode="eval").body)

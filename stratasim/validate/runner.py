@@ -59,21 +59,32 @@ def _astra(inputs: Mapping[str, Any]) -> dict[str, float]:
     """ASTRA-sim's network and system files imported and run on one collective, or replaying one of its Chakra
     traces: the time in ASTRA-sim's cycles, and the compute and exposed communication."""
     base = DATA / "astra-sim-inputs"
-    study = import_astra(base / inputs["network"], base / inputs["system"], collective=inputs.get("collective"),
-                         size=inputs.get("size"))  # fmt: skip
+    study = import_astra(
+        base / inputs["network"], base / inputs["system"], collective=inputs.get("collective"), size=inputs.get("size")
+    )
     if "workload" in inputs:
         study["workload"] = {"kind": "chakra", "path": str(base / inputs["workload"])}
     report = run_study(parse_study(study, "validate"))
-    return {"cycles": report.total_time_ps / _PS_PER_CYCLE, "compute_time_ns": report.compute_time_ns,
-            "exposed_comm_ns": report.exposed_comm_ns}  # fmt: skip
+    return {
+        "cycles": report.total_time_ps / _PS_PER_CYCLE,
+        "compute_time_ns": report.compute_time_ns,
+        "exposed_comm_ns": report.exposed_comm_ns,
+    }
 
 
 def _closed_form(inputs: Mapping[str, Any]) -> dict[str, float]:
     """One collective on an analytical topology, one chunk: its total time."""
-    system = {"splits": 1, "endpoint_delay": inputs.get("endpoint_delay", "0ns"), "algorithm": inputs.get("algorithm", "ring")}
-    study = {"name": "closed-form", "system": system,
-             "workload": {"kind": "collective", "collective": inputs["collective"], "size": inputs["size"]},
-             "network": {"backend": "analytical", "topology": inputs["topology"]}}  # fmt: skip
+    system = {
+        "splits": 1,
+        "endpoint_delay": inputs.get("endpoint_delay", "0ns"),
+        "algorithm": inputs.get("algorithm", "ring"),
+    }
+    study = {
+        "name": "closed-form",
+        "system": system,
+        "workload": {"kind": "collective", "collective": inputs["collective"], "size": inputs["size"]},
+        "network": {"backend": "analytical", "topology": inputs["topology"]},
+    }
     return {"total_time_ps": run_study(parse_study(study, "validate")).total_time_ps}
 
 
@@ -89,8 +100,11 @@ def _scalesim(inputs: Mapping[str, Any]) -> dict[str, float]:
 
 
 _RUNNERS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {
-    "study": _study, "astra": _astra, "closed_form": _closed_form, "scalesim": _scalesim,
-}  # fmt: skip
+    "study": _study,
+    "astra": _astra,
+    "closed_form": _closed_form,
+    "scalesim": _scalesim,
+}
 
 
 def figures(kind: str, case: Case) -> dict[str, float]:
@@ -112,7 +126,9 @@ def _rows(kind: str, case: Case) -> Iterator[Row]:
         yield Row(case.suite, case.name, check.metric, check.expected, value, check.allowed, passed, problem)
 
 
-def validate(suites: Iterable[Suite], *, full: bool = False, progress: Callable[[Case], None] | None = None) -> list[Row]:
+def validate(
+    suites: Iterable[Suite], *, full: bool = False, progress: Callable[[Case], None] | None = None
+) -> list[Row]:
     """Every row of ``suites``' short cases (every case with ``full``), in order; ``progress`` is told of each
     case as it starts."""
     rows: list[Row] = []

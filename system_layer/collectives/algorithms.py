@@ -59,7 +59,17 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.system_layer.collectives.rooted import ROOTED, direct_rooted, ring_rooted
 from stratasim.system_layer.collectives.steps import Step, lockstep, share_bytes
 
-__all__ = ["Step", "PhasePlan", "plan_phase", "lockstep", "COLLECTIVES", "ROOTED", "FLATTENED", "split_name", "base_name"]
+__all__ = [
+    "Step",
+    "PhasePlan",
+    "plan_phase",
+    "lockstep",
+    "COLLECTIVES",
+    "ROOTED",
+    "FLATTENED",
+    "split_name",
+    "base_name",
+]
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", *ROOTED)
 
@@ -286,8 +296,7 @@ def plan_phase(collective: str, algorithm: str, dim: int, size: int, data_bytes:
     if entry.power_of_two and size & (size - 1):
         where = f"dimension {dim}" if dim >= 0 else "a flat group"
         raise WorkloadError(
-            f"{algorithm} needs a power of two NPUs per line to run {collective}, "
-            f"but {where} has lines of {size} NPUs"
+            f"{algorithm} needs a power of two NPUs per line to run {collective}, but {where} has lines of {size} NPUs"
         )
     planner = entry.rooted if collective in ROOTED else entry.planner
     if window is not None:

@@ -90,8 +90,10 @@ def _halving_doubling(plan: PhasePlan) -> Callable[..., tuple[Step, ...]]:
         # offset as the message halves; all-gather starts with rank_offset n/2 and the smallest message. The
         # partner is position XOR offset (specify_direction). Ours runs the distances the other way round, so the
         # exchange at distance d becomes the one at distance n / 2d, its message unchanged.
-        default = [replace(step, offsets=_partner(position, n // (2 * abs(step.offsets[0]))))
-                   for step in plan.steps_for(position)]  # fmt: skip
+        default = [
+            replace(step, offsets=_partner(position, n // (2 * abs(step.offsets[0]))))
+            for step in plan.steps_for(position)
+        ]
         if collective == "all_gather":
             return tuple(default)
         halving = n.bit_length() - 1

@@ -41,7 +41,9 @@ class Layout:
     phase_collectives: tuple[str, ...]
 
 
-def layout(kind: str, size: int, group: tuple[int, ...], phases: tuple[PhaseLines, ...], options: SystemOptions) -> Layout:
+def layout(
+    kind: str, size: int, group: tuple[int, ...], phases: tuple[PhaseLines, ...], options: SystemOptions
+) -> Layout:
     """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group`` laid out as ``phases``,
     chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group."""
     astra = options.preset is Preset.ASTRA_COMPAT
@@ -90,7 +92,10 @@ class Collective:
         self.group = group
         self.start_ps: int | None = None
         self.end_ps = 0
-        self.first_issue = (0, 0)  # the NPU that issued it first and how many it had issued before (see CollectiveTable)
+        self.first_issue = (
+            0,
+            0,
+        )  # the NPU that issued it first and how many it had issued before (see CollectiveTable)
         self.number = collective_id  # its place in the result, in the order collectives started (set after the run)
         self.astra = options.preset is Preset.ASTRA_COMPAT
         self.phases = shape.phases
@@ -144,7 +149,6 @@ class Collective:
             self.runs[npu] = runs
         return runs
 
-
     def release(self) -> None:
         """Let go of the chunk runs once the simulation is over: runs and their collective refer to each other
         (and a run to itself, when it mirrors its own messages), so otherwise only Python's cyclic garbage
@@ -162,9 +166,29 @@ class ChunkRun:
     when the run is not waiting: not started, reducing, or between phases).
     """
 
-    __slots__ = ("collective", "npu", "index", "lane", "plans", "scheduler", "coordinator", "phase", "step", "key",
-                 "arrived", "enqueued_ps", "started_ps", "sent", "_costly", "_where", "_steps", "_only_peer",
-                 "_phase_key", "_replay_key", "on_message")
+    __slots__ = (
+        "collective",
+        "npu",
+        "index",
+        "lane",
+        "plans",
+        "scheduler",
+        "coordinator",
+        "phase",
+        "step",
+        "key",
+        "arrived",
+        "enqueued_ps",
+        "started_ps",
+        "sent",
+        "_costly",
+        "_where",
+        "_steps",
+        "_only_peer",
+        "_phase_key",
+        "_replay_key",
+        "on_message",
+    )
 
     def __init__(
         self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler

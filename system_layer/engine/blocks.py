@@ -36,8 +36,9 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> 
     inlined = [node.type == block_type and index not in keep for index, node in enumerate(plan.nodes)]
     if not any(inlined):
         return plan
-    size = len(plan.nodes) + sum(len(plan.blocks[node.block].nodes) - 1
-                                 for node, inline in zip(plan.nodes, inlined) if inline)  # fmt: skip
+    size = len(plan.nodes) + sum(
+        len(plan.blocks[node.block].nodes) - 1 for node, inline in zip(plan.nodes, inlined) if inline
+    )
     if size > MAX_INLINED_NODES:
         raise WorkloadError(
             f"NPU {npu}: its graph's blocks unroll to {size:,} nodes, more than the {MAX_INLINED_NODES:,} one NPU may "
@@ -94,7 +95,9 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> 
     )
 
 
-def _annotations(plan: GraphPlan, inlined: list[bool], base: list[int]) -> tuple[dict[int, int], dict[int, int], list[int]]:
+def _annotations(
+    plan: GraphPlan, inlined: list[bool], base: list[int]
+) -> tuple[dict[int, int], dict[int, int], list[int]]:
     """The plan's and its inlined blocks' allocations, releases and milestones at their new positions."""
     allocations = {base[i]: size for i, size in plan.allocations.items()}
     releases = {base[i]: size for i, size in plan.releases.items()}

@@ -112,8 +112,15 @@ class CollectiveTable:
                 raise WorkloadError(f"node {node.id}: collective {name} is not supported yet")
             try:
                 root = _root(node, group, -1)
-                Collective(-1, kind, max(node.comm_bytes, 1), group, self._layout(kind, max(node.comm_bytes, 1), group),
-                           self._options, root)
+                Collective(
+                    -1,
+                    kind,
+                    max(node.comm_bytes, 1),
+                    group,
+                    self._layout(kind, max(node.comm_bytes, 1), group),
+                    self._options,
+                    root,
+                )
             except WorkloadError as exc:
                 named = node.name if node.name and not foreign_names else kind
                 raise WorkloadError(f"node {node.id} ({named}): {exc}") from None
@@ -134,8 +141,9 @@ class CollectiveTable:
         root = _root(node, group, npu)
         if collective is None:
             shape = self._layout(kind, node.comm_bytes, group)
-            collective = Collective(len(self.all), kind, node.comm_bytes, group, shape, self._options, root,
-                                    node.pg_name)  # fmt: skip
+            collective = Collective(
+                len(self.all), kind, node.comm_bytes, group, shape, self._options, root, node.pg_name
+            )
             collective.first_issue = (npu, issued)
             self._open[key] = collective
             self.all.append(collective)

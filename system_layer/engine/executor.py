@@ -221,8 +221,11 @@ class NpuExecutor:
         trace = self._context.trace
         assert trace is not None
         spans = block.spans
-        named = [self._table.named(self.npu, self.issued + i, stats.type)
-                 for i, stats in enumerate(run.collectives)] if spans.shows_collectives else []  # fmt: skip
+        named = (
+            [self._table.named(self.npu, self.issued + i, stats.type) for i, stats in enumerate(run.collectives)]
+            if spans.shows_collectives
+            else []
+        )
         trace.block_spans(self.npu, spans, start, scope, named)
         held = self._memory + sum(size for _, size in self.plan.resident)
         for time_ps, value in block.memory:

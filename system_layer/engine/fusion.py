@@ -32,8 +32,12 @@ def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[Grap
         if not compute[index] or len(deps) != 1 or index in plan.allocations:
             continue
         previous = deps[0]
-        if (compute[previous] and len(plan.dependents[previous]) == 1 and previous not in plan.releases
-                and previous not in plan.milestones):  # fmt: skip
+        if (
+            compute[previous]
+            and len(plan.dependents[previous]) == 1
+            and previous not in plan.releases
+            and previous not in plan.milestones
+        ):
             head[index] = head[previous]
             last[head[index]] = index
     if all(h == i for i, h in enumerate(head)):

@@ -12,9 +12,15 @@ from stratasim.v1 import workload_pb2
 __all__ = ["GraphPlan", "plan_graph", "SUPPORTED_NODE_TYPES"]
 
 SUPPORTED_NODE_TYPES = (
-    workload_pb2.COMP_NODE, workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE,
-    workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE, workload_pb2.METADATA_NODE, workload_pb2.BLOCK_NODE,
-)  # fmt: skip
+    workload_pb2.COMP_NODE,
+    workload_pb2.COMM_COLL_NODE,
+    workload_pb2.COMM_SEND_NODE,
+    workload_pb2.COMM_RECV_NODE,
+    workload_pb2.MEM_LOAD_NODE,
+    workload_pb2.MEM_STORE_NODE,
+    workload_pb2.METADATA_NODE,
+    workload_pb2.BLOCK_NODE,
+)
 
 
 @dataclass(frozen=True)
@@ -75,13 +81,19 @@ def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> Graph
     plan = _plan_nodes(tuple(graph.nodes), _At(npu, "", foreign), npus, blocks=len(graph.blocks), resident=resident)
     if not graph.blocks:
         return plan
-    blocks = tuple(_plan_nodes(tuple(block.nodes), _At(npu, f" block {index}", foreign), npus)
-                   for index, block in enumerate(graph.blocks))  # fmt: skip
+    blocks = tuple(
+        _plan_nodes(tuple(block.nodes), _At(npu, f" block {index}", foreign), npus)
+        for index, block in enumerate(graph.blocks)
+    )
     return replace(plan, blocks=blocks)
 
 
 def _plan_nodes(
-    nodes: tuple[workload_pb2.Node, ...], at: _At, npus: int, *, blocks: int = -1,
+    nodes: tuple[workload_pb2.Node, ...],
+    at: _At,
+    npus: int,
+    *,
+    blocks: int = -1,
     resident: tuple[tuple[str, int], ...] = (),
 ) -> GraphPlan:
     """Index and check one list of nodes (a graph's, whose BLOCK_NODEs may run its ``blocks`` blocks, or a block's,
@@ -146,7 +158,11 @@ def _container(where: str) -> str:
 
 
 def _link(
-    deps: set[int], index: int, node: workload_pb2.Node, at: _At, position: dict[int, int],
+    deps: set[int],
+    index: int,
+    node: workload_pb2.Node,
+    at: _At,
+    position: dict[int, int],
     dependents: list[list[int]],
 ) -> tuple[int, ...]:
     """The positions of node ``index``'s dependencies ``deps`` (ids), recording it as each one's dependent."""
@@ -154,8 +170,9 @@ def _link(
     for dep in deps:
         found = position.get(dep)
         if found is None:
-            raise WorkloadError(f"{_label(at, node)}: depends on node {dep}, which is not in the "
-                                f"{_container(at.where)}")
+            raise WorkloadError(
+                f"{_label(at, node)}: depends on node {dep}, which is not in the {_container(at.where)}"
+            )
         dependents[found].append(index)
         positions.append(found)
     return tuple(positions)
@@ -243,4 +260,4 @@ def _cycle(nodes: tuple[workload_pb2.Node, ...], remaining: list[int]) -> list[w
         walk.append(index)
         node = nodes[index]
         index = next(position[d] for d in (*node.data_deps, *node.ctrl_deps) if remaining[position[d]] > 0)
-    return [nodes[i] for i in walk[seen[index]:]]
+    return [nodes[i] for i in walk[seen[index] :]]

@@ -47,8 +47,15 @@ __all__ = ["LineBatches", "batchable"]
 _MAX_POSITION_DEPENDENT = 4096  # a plan whose steps differ by position is checked with an n x n matrix
 # The node kinds whose effect on an NPU is known to stay on it (anything else, point-to-point messages included,
 # forbids batching)
-_LOCAL = frozenset({workload_pb2.COMP_NODE, workload_pb2.METADATA_NODE, workload_pb2.MEM_LOAD_NODE,
-                    workload_pb2.MEM_STORE_NODE, workload_pb2.COMM_COLL_NODE})  # fmt: skip
+_LOCAL = frozenset(
+    {
+        workload_pb2.COMP_NODE,
+        workload_pb2.METADATA_NODE,
+        workload_pb2.MEM_LOAD_NODE,
+        workload_pb2.MEM_STORE_NODE,
+        workload_pb2.COMM_COLL_NODE,
+    }
+)
 
 
 def batchable(plans: Iterable[GraphPlan], options: SystemOptions) -> bool:
@@ -254,9 +261,7 @@ def _exchange(column: list[Step], k: int, n: int, direction: int) -> _Exchange |
     fan_in = len(senders[0])
     if any(len(heard) != fan_in or step.need != fan_in for heard, step in zip(senders, column)):
         return None
-    return _Exchange(
-        np.array(senders, dtype=np.int64).reshape(-1), np.array(sizes, dtype=np.int64).reshape(-1), fan_in
-    )
+    return _Exchange(np.array(senders, dtype=np.int64).reshape(-1), np.array(sizes, dtype=np.int64).reshape(-1), fan_in)
 
 
 def _complete(exchanges: list[_Exchange], n: int, shared: bool) -> bool:

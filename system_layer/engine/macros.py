@@ -61,8 +61,13 @@ def runnable_whole(plan: GraphPlan, npu: int, stands_in: Callable[[int], int], n
     if not compute_is_one_chain(plan.order, computes, plan.dependencies):
         return frozenset()
     # What a block must not overlap: collectives (the scheduler) and memory changes (the count), both at once.
-    touches = [node.type == workload_pb2.COMM_COLL_NODE or i in plan.allocations or i in plan.releases
-               or (b >= 0 and (has_collective[b] or has_memory[b])) for i, (node, b) in enumerate(zip(nodes, block_of))]
+    touches = [
+        node.type == workload_pb2.COMM_COLL_NODE
+        or i in plan.allocations
+        or i in plan.releases
+        or (b >= 0 and (has_collective[b] or has_memory[b]))
+        for i, (node, b) in enumerate(zip(nodes, block_of))
+    ]
     apart = _ordered_with_all(plan, touches)
     return frozenset(i for i, b in enumerate(block_of) if b >= 0 and alone[b] and has_collective[b] and apart[i])
 
@@ -132,8 +137,9 @@ class BlockRecorder:
         coordinator = Coordinator(self.network, self.lookahead_ps, self.options.endpoint_delay, direct=self.direct)
         inside = self.detail not in (None, TraceDetail.BLOCKS)
         trace = TraceRecorder(TraceSelection(detail=self.detail), [npu]) if traced and self.detail and inside else None
-        context = SchedulerContext(coordinator, self.options, self.reduction, stand_ins=self.stand_ins,
-                                   replay_phases=True, trace=trace)  # fmt: skip
+        context = SchedulerContext(
+            coordinator, self.options, self.reduction, stand_ins=self.stand_ins, replay_phases=True, trace=trace
+        )
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
         table = CollectiveTable(self.grid, self.options, self.npus)
         executor = _Alone(npu, block, durations, scheduler, table, context)
@@ -154,7 +160,11 @@ class BlockRecorder:
             issued=tuple(executor.issued_by_group.items()),
             collectives=tuple(collective_stats(collective, 0) for collective in table.all),
             milestones=tuple(executor.milestones.items()),
-            trace=_block_trace(trace, table.all) if trace is not None else _whole_trace(end, executor.memory) if traced else None,
+            trace=_block_trace(trace, table.all)
+            if trace is not None
+            else _whole_trace(end, executor.memory)
+            if traced
+            else None,
         )
         context.schedulers.clear()
         for collective in table.all:
@@ -171,8 +181,10 @@ def _whole_trace(duration_ps: int, memory_delta: int) -> BlockTrace:
 
 def _block_trace(trace: TraceRecorder, collectives: list[Collective]) -> BlockTrace:
     """What ``trace`` recorded of a block's run, its collective spans pointing at the block's collectives."""
-    numbered = {index: (collectives.index(collective), suffix)  # type: ignore[arg-type]
-                for index, collective, suffix in trace.collective_spans()}  # fmt: skip
+    numbered = {
+        index: (collectives.index(collective), suffix)  # type: ignore[arg-type]
+        for index, collective, suffix in trace.collective_spans()
+    }
     rows = list(trace.spans.rows())
     tracks = tuple(dict.fromkeys(track for _, track, *_ in rows))
     spans = BlockSpans(

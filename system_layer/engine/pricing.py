@@ -130,14 +130,18 @@ def price_plans(
         visit(plan)
     costs: dict[bytes, compute_pb2.OperatorCost] = {}
     if unique and compute is not None:
-        request = compute_pb2.EstimateRequest(device=device, ops=[op for op, _ in unique.values()], calibration=calibration)
+        request = compute_pb2.EstimateRequest(
+            device=device, ops=[op for op, _ in unique.values()], calibration=calibration
+        )
         response = compute.estimate(request)
         if response.HasField("error"):
             raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
         costs = dict(zip(unique, response.costs))
     duration_of = {key: cost.duration_ps for key, cost in costs.items()}
     durations = {
-        plan_id: tuple(node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keys[plan_id]))
+        plan_id: tuple(
+            node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keys[plan_id])
+        )
         for plan_id, plan in every.items()
     }
     own = {plan_id: Counter(key for key in plan_keys if key is not None) for plan_id, plan_keys in keys.items()}

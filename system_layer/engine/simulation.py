@@ -93,13 +93,30 @@ def simulate(
     recorder = None if selection is None else TraceRecorder(selection, traced)
     batches = direct is not None and stand_in is None and recorder is None and batchable(plans.values(), options)
     context = SchedulerContext(
-        coordinator, options, reduction, stand_ins=stand_in, replay_phases=info.stateless, trace=recorder,
+        coordinator,
+        options,
+        reduction,
+        stand_ins=stand_in,
+        replay_phases=info.stateless,
+        trace=recorder,
         line_batches=LineBatches(coordinator, direct, reduction) if direct is not None and batches else None,
     )
     table = CollectiveTable(grid, options, npus)
-    blocks = None if direct is None or not whole else BlockRecorder(
-        network, direct, info.lookahead_ps, options, reduction, grid, npus, stand_in, selection.detail if selection else None
-    )  # fmt: skip
+    blocks = (
+        None
+        if direct is None or not whole
+        else BlockRecorder(
+            network,
+            direct,
+            info.lookahead_ps,
+            options,
+            reduction,
+            grid,
+            npus,
+            stand_in,
+            selection.detail if selection else None,
+        )
+    )
     executors: dict[int, NpuExecutor] = {}
     for npu in simulated:
         context.schedulers[npu] = NpuScheduler(npu, context)
@@ -186,8 +203,11 @@ def simulate(
 
 
 def _blocks_run_whole(
-    plans: dict[int, GraphPlan], graphs: Sequence[workload_pb2.ExecutionGraph], simulated: list[int],
-    stand_in: tuple[int, ...] | None, direct: bool,
+    plans: dict[int, GraphPlan],
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    simulated: list[int],
+    stand_in: tuple[int, ...] | None,
+    direct: bool,
 ) -> dict[int, frozenset[int]]:
     """By plan, the positions of the block nodes its NPU runs whole (:mod:`stratasim.system_layer.engine.macros`):
     on a network pricing messages on the spot, for a graph one simulated NPU runs."""
@@ -242,7 +262,9 @@ def _release(executors: dict[int, NpuExecutor], context: SchedulerContext, table
 
 def _link_busy(counters: network_pb2.LinkCounters, selection: TraceSelection) -> tuple[LinkBusy, ...]:
     """When each link was transmitting, within the selection's window (links idle throughout left out)."""
-    busy = ((link.link, [s for s in zip(link.start_ps, link.end_ps) if selection.overlaps(*s)]) for link in counters.busy)
+    busy = (
+        (link.link, [s for s in zip(link.start_ps, link.end_ps) if selection.overlaps(*s)]) for link in counters.busy
+    )
     return tuple(LinkBusy(link, tuple(stretches)) for link, stretches in busy if stretches)
 
 
@@ -265,8 +287,9 @@ def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
 
 def _reduction_energy(scheduler: NpuScheduler, reduction: ReductionCost) -> float:
     """Picojoules of the priced reductions one NPU's collectives ran, summed by size in a fixed order."""
-    return sum((count * reduction.operator(size)[1].energy_pj for size, count in sorted(scheduler.reductions.items())),
-               0.0)  # fmt: skip
+    return sum(
+        (count * reduction.operator(size)[1].energy_pj for size, count in sorted(scheduler.reductions.items())), 0.0
+    )
 
 
 def _reductions_run(
@@ -330,9 +353,16 @@ def _prepare(
             plans[id(graph)] = plan_graph(graph, npu, npus)
     grid = _logical_grid(physical, options)
     table = CollectiveTable(grid, options, npus)
-    table.preflight([node for plan in plans.values() for part in (plan, *plan.blocks) for node in part.nodes
-                     if node.type == workload_pb2.COMM_COLL_NODE],
-                    foreign_names=any(plan.foreign_names for plan in plans.values()))  # fmt: skip
+    table.preflight(
+        [
+            node
+            for plan in plans.values()
+            for part in (plan, *plan.blocks)
+            for node in part.nodes
+            if node.type == workload_pb2.COMM_COLL_NODE
+        ],
+        foreign_names=any(plan.foreign_names for plan in plans.values()),
+    )
     return plans, grid
 
 

@@ -129,7 +129,9 @@ class NpuScheduler:
         self._on_done[collective.id] = on_done
         self._issued_ps[collective.id] = now
         self._issued += 1
-        self._priority[collective.id] = self._issued if self.context.options.scheduling is Scheduling.LIFO else -self._issued
+        self._priority[collective.id] = (
+            self._issued if self.context.options.scheduling is Scheduling.LIFO else -self._issued
+        )
         for run in runs:
             run.enqueued_ps = now
         self._ready.append(deque(runs))
@@ -193,8 +195,14 @@ class NpuScheduler:
         collective.phase_runs[run.index][run.phase] += 1
         trace = self.context.trace
         if trace is not None and trace.nodes:
-            trace.collective_span(self.npu, f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
-                                  collective, f" chunk {run.index}", run.started_ps, now)
+            trace.collective_span(
+                self.npu,
+                f"comm phase {run.phase} ({'flat' if dim == FLAT else f'dim {dim}'})",
+                collective,
+                f" chunk {run.index}",
+                run.started_ps,
+                now,
+            )
         queue = (dim, run.lane)
         self._active[queue] -= 1
         if run.phase + 1 < len(run.plans):
@@ -218,8 +226,9 @@ class NpuScheduler:
         if self.in_flight == 0:
             self.comm_ps += now - self._comm_since
         if self.context.trace is not None:
-            self.context.trace.collective_span(self.npu, "comm", collective, "",
-                                    self._issued_ps.pop(collective.id), now)  # fmt: skip
+            self.context.trace.collective_span(
+                self.npu, "comm", collective, "", self._issued_ps.pop(collective.id), now
+            )
         else:
             del self._issued_ps[collective.id]
         self._on_done.pop(collective.id)()

@@ -59,7 +59,9 @@ class ReductionCost:
         request = compute_pb2.EstimateRequest(device=self._device, ops=[op], calibration=self._calibration)
         response = self._compute.estimate(request)
         if response.HasField("error"):
-            raise BackendError(f"compute backend {self._compute.name!r} cannot price a reduction: {response.error.message}")
+            raise BackendError(
+                f"compute backend {self._compute.name!r} cannot price a reduction: {response.error.message}"
+            )
         self._operators[size] = (op, response.costs[0])
         self._priced[size] = response.costs[0].duration_ps
         return self._priced[size]

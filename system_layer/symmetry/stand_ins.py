@@ -154,7 +154,10 @@ def _group_problem(
         shift = [c - o for c, o in zip(cut.coords(member), origin)]
         moved = {cut.npu_at([(c + d) % size for c, d, size in zip(cut.coords(q), shift, cut.sizes)]) for q in group}
         if moved != members:
-            whole = [f"; dimension {dim} is not cut into blocks: {why}" for dim, why in sorted(blocks.whole.items())
-                     if len({grid.coordinate(m, dim) for m in group}) > 1]  # fmt: skip
+            whole = [
+                f"; dimension {dim} is not cut into blocks: {why}"
+                for dim, why in sorted(blocks.whole.items())
+                if len({grid.coordinate(m, dim) for m in group}) > 1
+            ]
             return "the translations between its members do not carry it onto itself" + "".join(whole)
     return None

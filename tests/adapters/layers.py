@@ -14,7 +14,16 @@ from typing import Any
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
 
-__all__ = ["REFERENCE", "SCALESIM_LAYERS", "SCALESIM_DEVICES", "SCALESIM_USER_DEVICES", "ZIGZAG_LAYERS", "ZIGZAG_DEVICE", "op_of", "reference"]
+__all__ = [
+    "REFERENCE",
+    "SCALESIM_LAYERS",
+    "SCALESIM_DEVICES",
+    "SCALESIM_USER_DEVICES",
+    "ZIGZAG_LAYERS",
+    "ZIGZAG_DEVICE",
+    "op_of",
+    "reference",
+]
 
 REFERENCE = Path(__file__).with_name("reference_cycles.json")
 

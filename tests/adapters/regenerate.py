@@ -53,12 +53,23 @@ def measure() -> dict[str, Any]:
         cost = _cost(zigzag, ZIGZAG_DEVICE, op_of(name, layer))
         latency[name] = {"latency_cycles": cost.duration_ps // 1000, "energy_pj": cost.energy_pj}
     return {
-        "scalesim": {"version": version("scalesim"), "numpy": version("numpy"), "clock_hz": 10**9,
-                     "report": "COMPUTE_REPORT.csv, Total Cycles", "cycles": cycles,
-                     "user_report": "COMPUTE_REPORT.csv, Total Cycles (incl. prefetch)", "user_cycles": user},
-        "zigzag": {"version": version("zigzag-dse"), "device": ZIGZAG_DEVICE, "clock_hz": 10**9,
-                   "result": "latency_total2 (cycles), energy_total (pJ)", "layers": latency},
-    }  # fmt: skip
+        "scalesim": {
+            "version": version("scalesim"),
+            "numpy": version("numpy"),
+            "clock_hz": 10**9,
+            "report": "COMPUTE_REPORT.csv, Total Cycles",
+            "cycles": cycles,
+            "user_report": "COMPUTE_REPORT.csv, Total Cycles (incl. prefetch)",
+            "user_cycles": user,
+        },
+        "zigzag": {
+            "version": version("zigzag-dse"),
+            "device": ZIGZAG_DEVICE,
+            "clock_hz": 10**9,
+            "result": "latency_total2 (cycles), energy_total (pJ)",
+            "layers": latency,
+        },
+    }
 
 
 if __name__ == "__main__":

@@ -83,8 +83,11 @@ def test_builtin_zigzag_tpu_like_agrees_with_zigzag_on_cycles_and_energy() -> No
         cost = backend.estimate(compute_pb2.EstimateRequest(device=ZIGZAG_PRESET, ops=[op])).costs[0]
         cycles, energy = cost.duration_ps // 1000, cost.energy_pj
         rows.append((name, stored["latency_cycles"], cycles, stored["energy_pj"], energy))
-    table = "\n".join(f"{n:<30} zigzag {c:>7} cycles {e / 1e6:8.2f} uJ built-in {bc:>7} {bc / c - 1:+.2%} "
-                      f"{be / 1e6:8.2f} uJ {be / e - 1:+.2%}" for n, c, bc, e, be in rows)  # fmt: skip
+    table = "\n".join(
+        f"{n:<30} zigzag {c:>7} cycles {e / 1e6:8.2f} uJ built-in {bc:>7} {bc / c - 1:+.2%} "
+        f"{be / 1e6:8.2f} uJ {be / e - 1:+.2%}"
+        for n, c, bc, e, be in rows
+    )
     assert all(abs(bc / c - 1) <= ZIGZAG_TOLERANCE for _, c, bc, _, _ in rows), table
     assert all(abs(be / e - 1) <= ZIGZAG_TOLERANCE for *_, e, be in rows), table
 

@@ -56,8 +56,13 @@ def _formula_ps(size: int, legs: list[tuple[int, float, int]]) -> tuple[Fraction
 def _tolerance_ps(size: int, legs: list[tuple[int, float, int]]) -> int:
     """How far above the analytical network ns-3 may be: headers, one packet time per further link, rounding."""
     packets = max(1, -(-size // MTU))
-    return sum(int(Fraction(10**12) / Fraction(bandwidth) * (packets * WIRE_HEADER + (links - 1) * (MTU + WIRE_HEADER)))
-               + packets + links + 1 for links, bandwidth, _ in legs)  # fmt: skip
+    return sum(
+        int(Fraction(10**12) / Fraction(bandwidth) * (packets * WIRE_HEADER + (links - 1) * (MTU + WIRE_HEADER)))
+        + packets
+        + links
+        + 1
+        for links, bandwidth, _ in legs
+    )
 
 
 def _one_at_a_time(network: Ns3Network, messages: list[tuple[int, int, int]]) -> list[int]:
@@ -77,12 +82,16 @@ def _one_at_a_time(network: Ns3Network, messages: list[tuple[int, int, int]]) ->
 
 CASES = {
     # name: (dimensions, [(src, dst, [(links, bandwidth, latency) per leg])])
-    "ring": ([_dim(RING, 8, 50, 500)],
-             [(0, dst, [(hops, 50e9, 500_000)]) for dst, hops in ((1, 1), (2, 2), (5, 3), (4, 4))]),
+    "ring": (
+        [_dim(RING, 8, 50, 500)],
+        [(0, dst, [(hops, 50e9, 500_000)]) for dst, hops in ((1, 1), (2, 2), (5, 3), (4, 4))],
+    ),
     "switch": ([_dim(SWITCH, 8, 25, 1000)], [(0, 5, [(2, 25e9, 1_000_000)]), (7, 3, [(2, 25e9, 1_000_000)])]),
-    "ring x switch": ([_dim(RING, 4, 50, 500), _dim(SWITCH, 4, 25, 1000)],
-                      [(0, 6, [(2, 50e9, 500_000), (2, 25e9, 1_000_000)]), (1, 13, [(2, 25e9, 1_000_000)])]),
-}  # fmt: skip
+    "ring x switch": (
+        [_dim(RING, 4, 50, 500), _dim(SWITCH, 4, 25, 1000)],
+        [(0, 6, [(2, 50e9, 500_000), (2, 25e9, 1_000_000)]), (1, 13, [(2, 25e9, 1_000_000)])],
+    ),
+}
 
 
 @pytest.mark.adapters
@@ -114,8 +123,11 @@ def _study(backend: str, **network: object) -> dict[str, object]:
         "name": "ns3",
         "workload": {"kind": "collective", "collective": "all_reduce", "size": "4MiB"},
         "system": {"algorithm": "ring", "splits": 2, "active_chunks": 1, "endpoint_delay": "10ns"},
-        "network": {"backend": backend, "topology": [{"kind": "ring", "size": 4, "bandwidth": "50GB/s",
-                                                      "latency": "500ns"}], **network},  # fmt: skip
+        "network": {
+            "backend": backend,
+            "topology": [{"kind": "ring", "size": 4, "bandwidth": "50GB/s", "latency": "500ns"}],
+            **network,
+        },
     }
 
 
@@ -169,11 +181,13 @@ def test_a_message_too_large_for_ns3_is_refused_before_it_runs() -> None:
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
-        ("network.topology={kind: torus, shape: [2, 2], bandwidth: 50GB/s, latency: 500ns}",
-         "topology.torus: the ns3 backend builds Ring, FullyConnected and Switch dimensions only"),
+        (
+            "network.topology={kind: torus, shape: [2, 2], bandwidth: 50GB/s, latency: 500ns}",
+            "topology.torus: the ns3 backend builds Ring, FullyConnected and Switch dimensions only",
+        ),
         ("workload.size=64GiB", "ns-3 packets of 4096 B, over the ns3 backend's 1,048,576 a message (4 GiB)"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_clear_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], override: str, fragment: str
 ) -> None:

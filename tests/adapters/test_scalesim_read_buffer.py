@@ -27,8 +27,14 @@ WORDS, GAP = 1000, 10
 def _served() -> tuple[Any, Any, Any]:
     """(the buffer, request cycles, service cycles) of the stream above."""
     buffer = read_buffer()
-    buffer.set_params(backing_buf_obj=read_port(), total_size_bytes=200, word_size=1, active_buf_frac=0.5,
-                      hit_latency=1, backing_buf_bw=4)  # fmt: skip
+    buffer.set_params(
+        backing_buf_obj=read_port(),
+        total_size_bytes=200,
+        word_size=1,
+        active_buf_frac=0.5,
+        hit_latency=1,
+        backing_buf_bw=4,
+    )
     buffer.set_fetch_matrix(np.arange(WORDS).reshape(-1, 1))
     asked = (np.arange(WORDS) * GAP).reshape(-1, 1)
     return buffer, asked, buffer.service_reads(np.arange(WORDS).reshape(-1, 1), asked)

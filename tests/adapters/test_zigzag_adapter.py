@@ -18,7 +18,9 @@ from tests.adapters.layers import ZIGZAG_DEVICE, ZIGZAG_LAYERS, op_of, reference
 pytestmark = pytest.mark.adapters
 
 
-def _costs(backend: ZigZagCompute | TimeloopCompute, device: str, *ops: compute_pb2.OperatorDesc) -> list[compute_pb2.OperatorCost]:
+def _costs(
+    backend: ZigZagCompute | TimeloopCompute, device: str, *ops: compute_pb2.OperatorDesc
+) -> list[compute_pb2.OperatorCost]:
     response = backend.estimate(compute_pb2.EstimateRequest(device=device, ops=ops))
     assert not response.HasField("error"), response.error.message
     return list(response.costs)

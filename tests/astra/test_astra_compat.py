@@ -25,12 +25,20 @@ def astra_study(
     return {
         "name": "astra",
         "workload": {"kind": "collective", "collective": collective, "size": f"{size}B"},
-        "system": {"preset": "astra_compat", "collective_optimization": "local_bw_aware", "scheduling": "lifo",
-                   "algorithm": algorithm, **system},
-        "network": {"topology": [
-            {"kind": KINDS[kind], "size": n, "bandwidth": f"{bw}GiB/s", "latency": f"{lat}ns"} for kind, n, bw, lat in dims
-        ]},
-    }  # fmt: skip
+        "system": {
+            "preset": "astra_compat",
+            "collective_optimization": "local_bw_aware",
+            "scheduling": "lifo",
+            "algorithm": algorithm,
+            **system,
+        },
+        "network": {
+            "topology": [
+                {"kind": KINDS[kind], "size": n, "bandwidth": f"{bw}GiB/s", "latency": f"{lat}ns"}
+                for kind, n, bw, lat in dims
+            ]
+        },
+    }
 
 
 def simulated_ns(study: dict[str, Any]) -> int:
@@ -45,12 +53,20 @@ MB = 1 << 20
 @pytest.mark.parametrize(
     ("npus", "collective", "cycles"),
     [
-        (8, "all_reduce", 64440), (8, "all_gather", 151016), (8, "reduce_scatter", 33080), (8, "all_to_all", 125480),
-        (4, "all_reduce", 43000), (4, "all_gather", 64744), (4, "reduce_scatter", 22240), (4, "all_to_all", 41560),
-        (16, "all_reduce", 99640), (16, "all_gather", 323560), (16, "reduce_scatter", 50740),
+        (8, "all_reduce", 64440),
+        (8, "all_gather", 151016),
+        (8, "reduce_scatter", 33080),
+        (8, "all_to_all", 125480),
+        (4, "all_reduce", 43000),
+        (4, "all_gather", 64744),
+        (4, "reduce_scatter", 22240),
+        (4, "all_to_all", 41560),
+        (16, "all_reduce", 99640),
+        (16, "all_gather", 323560),
+        (16, "reduce_scatter", 50740),
         (16, "all_to_all", 391240),
     ],
-)  # fmt: skip
+)
 def test_microbenchmarks_on_rings(npus: int, collective: str, cycles: int) -> None:
     study = astra_study([("Ring", npus, 50.0, 500.0)], collective, MB, **RING_4CHUNKS)
     assert simulated_ns(study) == cycles
@@ -81,15 +97,29 @@ def test_multi_dimensional_all_reduce_in_the_local_bandwidth_aware_order(
 
 @pytest.mark.parametrize(("size", "cycles"), [(MB, 104596), (64 * MB, 5434390)])
 def test_tpu_v3_2d_torus(size: int, cycles: int) -> None:
-    study = astra_study([("Ring", 4, 80.0, 1000.0), ("Ring", 8, 80.0, 1000.0)], "all_reduce", size,
-                        splits=1, active_chunks=1, endpoint_delay="1ns", local_mem_bw="50GB/s")  # fmt: skip
+    study = astra_study(
+        [("Ring", 4, 80.0, 1000.0), ("Ring", 8, 80.0, 1000.0)],
+        "all_reduce",
+        size,
+        splits=1,
+        active_chunks=1,
+        endpoint_delay="1ns",
+        local_mem_bw="50GB/s",
+    )
     assert simulated_ns(study) == cycles
 
 
 @pytest.mark.parametrize(("size", "cycles"), [(MB, 54954), (64 * MB, 239734)])
 def test_hgx_h100_32_gpus(size: int, cycles: int) -> None:
-    study = astra_study([("Switch", 8, 400.0, 936.25), ("Ring", 4, 50.0, 1000.0)], "all_reduce", size,
-                        splits=4, active_chunks=2, endpoint_delay="1ns", local_mem_bw="3350GB/s")  # fmt: skip
+    study = astra_study(
+        [("Switch", 8, 400.0, 936.25), ("Ring", 4, 50.0, 1000.0)],
+        "all_reduce",
+        size,
+        splits=4,
+        active_chunks=2,
+        endpoint_delay="1ns",
+        local_mem_bw="3350GB/s",
+    )
     assert simulated_ns(study) == cycles
 
 
@@ -99,11 +129,14 @@ def test_hgx_h100_32_gpus(size: int, cycles: int) -> None:
         # The reference README's congestion-aware runs: a ring through a switch pays both links in full
         # (store-and-forward), and two active chunks of the HGX-H100 study contend for the same links.
         ([("Switch", 8, 50.0, 500.0)], RING_4CHUNKS, 126600),
-        ([("Switch", 8, 400.0, 936.25)],
-         dict(splits=4, active_chunks=2, endpoint_delay="10ns", local_mem_bw="3350GB/s"), 57426),
+        (
+            [("Switch", 8, 400.0, 936.25)],
+            dict(splits=4, active_chunks=2, endpoint_delay="10ns", local_mem_bw="3350GB/s"),
+            57426,
+        ),
         ([("Ring", 8, 50.0, 500.0)], RING_4CHUNKS, 64440),
     ],
-)  # fmt: skip
+)
 def test_congestion_aware_backend(dims: list[tuple[str, int, float, float]], system: dict, cycles: int) -> None:
     study = astra_study(dims, "all_reduce", MB, **system)
     study["network"]["backend"] = "congestion_aware"

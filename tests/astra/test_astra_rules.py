@@ -61,8 +61,10 @@ def test_on_a_congestion_aware_ring_the_nearest_partner_takes_the_half() -> None
 def test_on_a_congestion_unaware_ring_the_pairing_costs_the_same(collective: str) -> None:
     # Each step costs floor(hops L + m/beta) on its own: the same distances and sizes in any pairing add up alike.
     # Reduce-scatter: S/2 and S/4 at 1 and 2 hops either way round.
-    expected = {"reduce_scatter": hop_ns(MB // 2, 50, 500) + hop_ns(MB // 4, 50, 500, hops=2),
-                "all_gather": hop_ns(MB, 50, 500, hops=2) + hop_ns(2 * MB, 50, 500)}  # fmt: skip
+    expected = {
+        "reduce_scatter": hop_ns(MB // 2, 50, 500) + hop_ns(MB // 4, 50, 500, hops=2),
+        "all_gather": hop_ns(MB, 50, 500, hops=2) + hop_ns(2 * MB, 50, 500),
+    }
     expected["all_reduce"] = 2 * expected["reduce_scatter"]
     assert ring4_hd(collective, "analytical") == expected[collective]
 
@@ -80,16 +82,26 @@ def test_all_gather_walks_the_dimensions_outermost_first() -> None:
 # --- double binary tree: the whole chunk over every edge of one tree (DoubleBinaryTreeAllReduce.cc) ------------
 
 
-@pytest.mark.parametrize(("kind", "n", "hops"), [("FullyConnected", 8, [1, 1, 1]), ("FullyConnected", 4, [1, 1]),
-                                                 ("Switch", 8, [2, 2, 2]), ("Ring", 8, [1, 2, 4])])
+@pytest.mark.parametrize(
+    ("kind", "n", "hops"),
+    [("FullyConnected", 8, [1, 1, 1]), ("FullyConnected", 4, [1, 1]), ("Switch", 8, [2, 2, 2]), ("Ring", 8, [1, 2, 4])],
+)
 def test_double_binary_tree_sends_the_whole_chunk_up_and_down_one_tree(kind: str, n: int, hops: list[int]) -> None:
     # k = log2 n levels, chunk D = 1 MiB, epsilon = 10 ns, R = 3 floor(D / 1600 GB/s). Up a leaf-to-root path
     # of edges e_i = floor(hops_i L + D/beta) and back down it; 2k arrivals each pay epsilon and the phase one more;
     # every inner node reduces on the way up and again on the way down, the root once: (2k - 1) R.
     # RootMax's tree on a ring of 8: 0 -> 1 -> 3 -> 7, edges 1, 2 and 4 positions long.
     k = len(hops)
-    study = astra_study([(kind, n, 50.0, 500.0)], "all_reduce", MB, algorithm="double_binary_tree", splits=1,
-                        active_chunks=1, endpoint_delay="10ns", local_mem_bw="1600GB/s")  # fmt: skip
+    study = astra_study(
+        [(kind, n, 50.0, 500.0)],
+        "all_reduce",
+        MB,
+        algorithm="double_binary_tree",
+        splits=1,
+        active_chunks=1,
+        endpoint_delay="10ns",
+        local_mem_bw="1600GB/s",
+    )
     reduction = 3 * (MB * 10**9 // (1600 * 10**9))
     expected = 2 * sum(hop_ns(MB, 50, 500, h) for h in hops) + (2 * k + 1) * 10 + (2 * k - 1) * reduction
     assert simulated_ns(study) == expected
@@ -120,6 +132,7 @@ def test_dimension_0_serves_new_chunks_before_returning_ones() -> None:
     # on dim 0 at once and a chunk back from dim 1 waits behind them: RS, RS, RS, AG, AG, AG back to back, 6a.
     # (Letting returning chunks go first would run the last chunk's AR after everything else: 6a + b.)
     a = hop_ns(MB // 2, 50, 1000, hops=2)
-    study = astra_study([("Switch", 2, 50.0, 1000.0), ("Switch", 2, 400.0, 100.0)], "all_reduce", 3 * MB,
-                        **{**FREE, "splits": 3})  # fmt: skip
+    study = astra_study(
+        [("Switch", 2, 50.0, 1000.0), ("Switch", 2, 400.0, 100.0)], "all_reduce", 3 * MB, **{**FREE, "splits": 3}
+    )
     assert simulated_ns(study) == 6 * a == 70590

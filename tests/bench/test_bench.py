@@ -33,9 +33,11 @@ def test_bench_prints_a_row_per_case(capsys: pytest.CaptureFixture[str]) -> None
     assert out[0].split()[:5] == ["NPUs", "shape", "mode", "agg", "simulated"]
     rows = out[2:]
     assert [row.split()[:4] for row in rows] == [
-        ["8", "8", "in-process", "on"], ["8", "8", "remote", "on"],
-        ["8", "4x2", "in-process", "on"], ["8", "4x2", "remote", "on"],
-    ]  # fmt: skip
+        ["8", "8", "in-process", "on"],
+        ["8", "8", "remote", "on"],
+        ["8", "4x2", "in-process", "on"],
+        ["8", "4x2", "remote", "on"],
+    ]
     # The same study gives the same simulated time in-process and remote.
     assert rows[0].split()[4:6] == rows[1].split()[4:6]
 
@@ -50,7 +52,9 @@ def test_list_options_take_spaces_or_commas(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_bench_can_simulate_every_npu(capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["bench", "--npus", "8", "--dims", "2", "--modes", "in-process", "--size", "1MiB", "--no-aggregate"])
+    code = cli.main(
+        ["bench", "--npus", "8", "--dims", "2", "--modes", "in-process", "--size", "1MiB", "--no-aggregate"]
+    )
     row = capsys.readouterr().out.splitlines()[2].split()
     assert code == 0 and row[:4] == ["8", "4x2", "in-process", "off"]
 
@@ -62,9 +66,27 @@ def test_a_failed_case_is_reported_in_its_row() -> None:
 
 
 def test_bench_can_use_another_network_and_topology_kind(capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["bench", "--npus", "8", "--dims", "1", "--modes", "in-process", "--size", "1MiB",
-                     "--backend", "congestion_aware", "--kind", "switch", "--algorithm", "direct",
-                     "--collective", "all_to_all"])  # fmt: skip
+    code = cli.main(
+        [
+            "bench",
+            "--npus",
+            "8",
+            "--dims",
+            "1",
+            "--modes",
+            "in-process",
+            "--size",
+            "1MiB",
+            "--backend",
+            "congestion_aware",
+            "--kind",
+            "switch",
+            "--algorithm",
+            "direct",
+            "--collective",
+            "all_to_all",
+        ]
+    )
     row = capsys.readouterr().out.splitlines()[2].split()
     assert code == 0 and row[:4] == ["8", "8", "in-process", "on"]
     # Direct all-to-all through a switch: each down-link carries 7 shares of 1 MiB/8 one after another.

@@ -11,8 +11,13 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "compute_backends.
 
 
 def test_roofline_row_counts_the_layer_operators_and_hits() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--backend", "roofline", "--json"], capture_output=True,
-                          text=True, timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--backend", "roofline", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     (row,) = json.loads(done.stdout)
     # Forward, recomputed forward and backward of one layer repeat some operators; the cache serves the repeats.
     assert row["backend"] == "roofline" and row["operators"] > row["distinct"] > 0

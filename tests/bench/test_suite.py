@@ -23,7 +23,7 @@ from stratasim.bench.suite import (
     path_of,
     run_suite,
     select,
-)  # fmt: skip
+)
 from stratasim.config.study_file import load_study, parse_study
 
 TINY = BenchCase("all_reduce", 1 << 20, (8,), remote=False, aggregate=False)
@@ -73,10 +73,12 @@ def test_an_unknown_name_is_one_error_listing_the_names(capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize(
     ("argv", "message"),
-    [(["--only", "gpt3-175b"], "--only selects cases of --suite"),
-     (["--suite", "--study", "x.yaml"], "--suite and --study are separate"),
-     (["--suite", "--memory-limit", "lots"], "--memory-limit: expected a size such as 8GiB")],
-)  # fmt: skip
+    [
+        (["--only", "gpt3-175b"], "--only selects cases of --suite"),
+        (["--suite", "--study", "x.yaml"], "--suite and --study are separate"),
+        (["--suite", "--memory-limit", "lots"], "--memory-limit: expected a size such as 8GiB"),
+    ],
+)
 def test_bad_options_are_one_clear_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", *argv]) == 2
     assert message in capsys.readouterr().err
@@ -91,23 +93,71 @@ def test_rows_show_the_peer_the_ratio_and_whether_the_target_is_met() -> None:
         SuiteCase("after-broken", TINY, baseline="broken", target=Target(ratio=2)),
         SuiteCase("plain", TINY),
     ]
-    figures = {"fast": _figures(1.0, 60), "slow": _figures(3.0, 50), "spawned": _figures(2.0, 70),
-               "broken": {"error": "out of memory (limit 8 GiB)", "process_seconds": 41.6}, "after-broken": _figures(1.0, 10),
-               "plain": _figures(0.5, 40)}  # fmt: skip
+    figures = {
+        "fast": _figures(1.0, 60),
+        "slow": _figures(3.0, 50),
+        "spawned": _figures(2.0, 70),
+        "broken": {"error": "out of memory (limit 8 GiB)", "process_seconds": 41.6},
+        "after-broken": _figures(1.0, 10),
+        "plain": _figures(0.5, 40),
+    }
     lines: list[str] = []
     rows = run_suite(cases, 600, 8 << 30, lines.append, _fake(figures))
-    assert lines[0] == "[1/6] fast: 1.00 s, 60 MB" and lines[3] == "[4/6] broken: failed: out of memory (limit 8 GiB) (after 42 s)"
+    assert (
+        lines[0] == "[1/6] fast: 1.00 s, 60 MB"
+        and lines[3] == "[4/6] broken: failed: out of memory (limit 8 GiB) (after 42 s)"
+    )
     assert [(row["ratio"], row["met"]) for row in rows] == [
-        (0.25, True), (3.0, False), (2.0, False), (None, None), (None, None), (None, None)
+        (0.25, True),
+        (3.0, False),
+        (2.0, False),
+        (None, None),
+        (None, None),
+        (None, None),
     ]
     table = format_suite_table(rows).splitlines()
-    assert table[0].split() == ["case", "simulated", "wall", "s", "proc", "s", "peak", "MB", "peer", "peer", "s", "peer", "MB",
-                                "ratio", "target", "met"]  # fmt: skip
-    assert table[2].split() == ["fast", "37.588", "ms", "1.00", "—", "60", "ASTRA-sim", "4.00", "100", "0.25x",
-                                "≤", "0.5x,", "≤", "100", "MB", "met"]  # fmt: skip
+    assert table[0].split() == [
+        "case",
+        "simulated",
+        "wall",
+        "s",
+        "proc",
+        "s",
+        "peak",
+        "MB",
+        "peer",
+        "peer",
+        "s",
+        "peer",
+        "MB",
+        "ratio",
+        "target",
+        "met",
+    ]
+    assert table[2].split() == [
+        "fast",
+        "37.588",
+        "ms",
+        "1.00",
+        "—",
+        "60",
+        "ASTRA-sim",
+        "4.00",
+        "100",
+        "0.25x",
+        "≤",
+        "0.5x,",
+        "≤",
+        "100",
+        "MB",
+        "met",
+    ]
     assert table[3].split()[-6:] == ["3.00x", "≤", "2.8", "s", "not", "met"]
     assert table[4].split()[6:10] == ["fast", "1.00", "60", "2.00x"]
-    assert table[5] == "broken                       failed: out of memory (limit 8 GiB) (after 42 s)  (peer: ASTRA-sim 1.00 —)"
+    assert (
+        table[5]
+        == "broken                       failed: out of memory (limit 8 GiB) (after 42 s)  (peer: ASTRA-sim 1.00 —)"
+    )
     assert table[6].split()[-7:] == ["broken", "—", "—", "—", "≤", "2x", "unknown"]
     assert table[7].split()[-5:] == ["—", "—", "—", "—", "—"]
 

@@ -61,11 +61,20 @@ def test_unreachable_endpoint() -> None:
 def test_endpoint_of_another_protocol_version() -> None:
     other = PROTOCOL_VERSION + 1
     prelude = f"import stratasim.remote._wire as w; w.PROTOCOL_VERSION = {other}; "
-    command = [sys.executable, "-c", f"{prelude}from stratasim.remote import serve; serve('network', 'analytical', '127.0.0.1:0')"]
+    command = [
+        sys.executable,
+        "-c",
+        f"{prelude}from stratasim.remote import serve; serve('network', 'analytical', '127.0.0.1:0')",
+    ]
     with spawn("network", "analytical", command=command) as endpoint:
         code, stderr, _ = stratasim("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
-    assert_one_clear_message(code, stderr, f"network layer at {endpoint}", "protocol version mismatch",
-                             f"client speaks {PROTOCOL_VERSION}, server speaks {other}")
+    assert_one_clear_message(
+        code,
+        stderr,
+        f"network layer at {endpoint}",
+        "protocol version mismatch",
+        f"client speaks {PROTOCOL_VERSION}, server speaks {other}",
+    )
 
 
 def _connected(port: int) -> bool:
@@ -80,20 +89,45 @@ def test_server_killed_mid_run() -> None:
     # network is congestion-aware: an analytical one, stateless, would have priced every kind of message the run
     # sends within its first steps, and not be asked again.)
     server = subprocess.Popen(
-        [sys.executable, "-m", "stratasim", "serve", "network", "--backend", "congestion_aware", "--listen",
-         f"127.0.0.1:{free_port()}"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "stratasim",
+            "serve",
+            "network",
+            "--backend",
+            "congestion_aware",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert server.stdout is not None
         endpoint = server.stdout.readline().split()[-1]
         run = subprocess.Popen(
-            [sys.executable, "-m", "stratasim", "run", QUICKSTART, "--set", f"network.endpoint={endpoint}",
-             "--set", "network.backend=congestion_aware",
-             "--set", "network.topology=[{kind: ring, size: 512, bandwidth: 50GB/s, latency: 500ns}]",
-             "--set", "system.splits=32"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "stratasim",
+                "run",
+                QUICKSTART,
+                "--set",
+                f"network.endpoint={endpoint}",
+                "--set",
+                "network.backend=congestion_aware",
+                "--set",
+                "network.topology=[{kind: ring, size: 512, bandwidth: 50GB/s, latency: 500ns}]",
+                "--set",
+                "system.splits=32",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
         port = int(endpoint.rsplit(":", 1)[1])
         deadline = time.monotonic() + 60  # the run starts (imports, builds its graphs), then connects
         while not _connected(port) and time.monotonic() < deadline and run.poll() is None:
@@ -145,8 +179,13 @@ def test_a_group_naming_npus_outside_the_topology() -> None:
     from stratasim.system_layer import SystemOptions, validate
     from stratasim.v1 import network_pb2, workload_pb2
 
-    graph = workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(
-        id=3, name="tp", type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, group=[0, 9])])
+    graph = workload_pb2.ExecutionGraph(
+        nodes=[
+            workload_pb2.Node(
+                id=3, name="tp", type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, group=[0, 9]
+            )
+        ]
+    )
     topo = network_pb2.Topology(dimensions=[network_pb2.Dimension(kind=1, size=4, bandwidth_bytes_per_s=1e9)])
     with pytest.raises(WorkloadError, match=r"NPU 0 node 3 \('tp'\): group names NPU 9, but there are only 4 NPUs"):
         validate([graph] * 4, topo, SystemOptions())
@@ -154,16 +193,25 @@ def test_a_group_naming_npus_outside_the_topology() -> None:
 
 def test_a_reader_that_stops_early_is_not_an_error() -> None:
     # `true` exits without reading, long before the report is printed: the write meets a closed pipe.
-    done = subprocess.run(f"{sys.executable} -m stratasim run examples/quickstart.yaml | true", shell=True,
-                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    done = subprocess.run(
+        f"{sys.executable} -m stratasim run examples/quickstart.yaml | true",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0 and done.stderr == ""
 
 
 def test_the_serve_entry_of_spawned_servers_loads_only_what_serving_needs() -> None:
     # What spawn runs (python -m stratasim.cli.serve) must not pay for study files or the engine.
-    code = ("import sys; import stratasim.cli.serve; "
-            "print(sorted(m for m in sys.modules if m.startswith(('stratasim.config', 'stratasim.system_layer', "
-            "'stratasim.study', 'stratasim.remote', 'grpc'))))")  # fmt: skip
+    code = (
+        "import sys; import stratasim.cli.serve; "
+        "print(sorted(m for m in sys.modules if m.startswith(('stratasim.config', 'stratasim.system_layer', "
+        "'stratasim.study', 'stratasim.remote', 'grpc'))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -179,6 +227,7 @@ def test_the_serve_entry_of_spawned_servers_loads_only_what_serving_needs() -> N
     ids=["listen", "profile", "backend"],
 )
 def test_the_serve_entry_of_spawned_servers_refuses_bad_input(args: tuple[str, ...], fragment: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "stratasim.cli.serve", *args], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim.cli.serve", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr and fragment in done.stderr

@@ -16,9 +16,16 @@ from stratasim.study.run import run_study
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
-    "total_time_ps", "total_time_ns", "compute_time_ns", "exposed_comm_ns", "npus", "collectives", "per_npu",
-    "wall_seconds", "events_processed",
-}  # fmt: skip
+    "total_time_ps",
+    "total_time_ns",
+    "compute_time_ns",
+    "exposed_comm_ns",
+    "npus",
+    "collectives",
+    "per_npu",
+    "wall_seconds",
+    "events_processed",
+}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -35,8 +42,13 @@ def test_check_ok(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
 
 def test_check_names_each_dimension_s_backend_when_they_mix(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 14's defect: ``check`` said ``analytical`` for a study mixing backends per dimension."""
-    code, out, _ = run(capsys, "check", str(ROOT / "examples" / "quickstart.yaml"),
-                       "--set", "network.topology.1.backend=congestion_aware")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "check",
+        str(ROOT / "examples" / "quickstart.yaml"),
+        "--set",
+        "network.topology.1.backend=congestion_aware",
+    )
     assert code == 0 and out.strip().endswith("network mixed (dim 0 analytical, dim 1 congestion_aware)")
 
 
@@ -164,8 +176,11 @@ def test_examples_run(capsys: pytest.CaptureFixture[str], example: str) -> None:
 def test_python_dash_m_checks_the_quickstart() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stratasim", "check", str(ROOT / "examples" / "quickstart.yaml")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("OK: quickstart — 32 NPUs, workload collective, network analytical")
 
@@ -185,8 +200,17 @@ def test_serve_listens_on_a_unix_domain_socket(tmp_path: Path) -> None:
     from stratasim.remote import NetworkClient, spawn
 
     socket = tmp_path / "network.sock"
-    command = [sys.executable, "-m", "stratasim", "serve", "network", "--backend", "analytical", "--listen",
-               f"unix:{socket}"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "stratasim",
+        "serve",
+        "network",
+        "--backend",
+        "analytical",
+        "--listen",
+        f"unix:{socket}",
+    ]
     with spawn("network", "analytical", command=command) as endpoint:
         assert endpoint == f"unix:{socket}"
         client = NetworkClient(endpoint, backend="analytical", timeout_s=10)

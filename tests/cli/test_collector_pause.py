@@ -16,8 +16,10 @@ STUDY = {
     "name": "pause",
     "workload": {"kind": "collective", "collective": "all_reduce", "size": "1MiB"},
     "system": {"algorithm": "ring"},
-    "network": {"backend": "analytical", "topology": [{"kind": "ring", "size": 4, "bandwidth": "50GB/s",
-                                                         "latency": "500ns"}]},
+    "network": {
+        "backend": "analytical",
+        "topology": [{"kind": "ring", "size": 4, "bandwidth": "50GB/s", "latency": "500ns"}],
+    },
 }
 
 
@@ -41,9 +43,14 @@ def test_the_collector_is_left_as_it_was(enabled: bool, collector_state: None) -
 
 def test_the_collector_comes_back_after_a_failed_run(collector_state: None) -> None:
     gc.enable()
-    bad = {**STUDY, "workload": {"kind": "transformer", "model": {"layers": 2, "hidden": 64, "heads": 8,
-                                                                  "seq_len": 16, "vocab": 128},
-                                 "parallelism": {"tp": 8, "global_batch": 8}}}
+    bad = {
+        **STUDY,
+        "workload": {
+            "kind": "transformer",
+            "model": {"layers": 2, "hidden": 64, "heads": 8, "seq_len": 16, "vocab": 128},
+            "parallelism": {"tp": 8, "global_batch": 8},
+        },
+    }
     with pytest.raises(WorkloadError, match="NPUs"):
         run_study(parse_study(bad, "<test>"))
     assert gc.isenabled()

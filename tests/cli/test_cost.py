@@ -26,13 +26,34 @@ def _cost(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
 
 
 def test_json_pins_the_roofline_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cost(capsys, "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "bf16",
-                         "--backend", "roofline", "--device", "h100", "--datasheet", "--json")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "gemm",
+        "--m",
+        "4096",
+        "--n",
+        "4096",
+        "--k",
+        "4096",
+        "--dtype",
+        "bf16",
+        "--backend",
+        "roofline",
+        "--device",
+        "h100",
+        "--datasheet",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out)
     assert data["costs"][0]["calibration"] == ""
-    assert data["operator"] == {"kind": "gemm", "shape": [4096, 4096, 4096], "dtype": "bf16",
-                                "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 2}  # fmt: skip
+    assert data["operator"] == {
+        "kind": "gemm",
+        "shape": [4096, 4096, 4096],
+        "dtype": "bf16",
+        "flops": 2 * 4096**3,
+        "bytes": 3 * 4096**2 * 2,
+    }
     (row,) = data["costs"]
     assert row["backend"] == "roofline" and row["duration_ps"] == GEMM_4096_PS and row["bound"] == "compute"
     # On chip, H100's 256x256 tiles re-read A and B 4096/256 = 16 times each and write C once.
@@ -48,8 +69,21 @@ def test_key_value_form_equals_the_flags(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_table_compares_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = str(write_table(tmp_path))
-    code, out, _ = _cost(capsys, "gemm", "M=1536", "K=1024", "N=1024", "--backend", "roofline", "--backend",
-                         "profile", "--profile", table, "--device", "h100")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "gemm",
+        "M=1536",
+        "K=1024",
+        "N=1024",
+        "--backend",
+        "roofline",
+        "--backend",
+        "profile",
+        "--profile",
+        table,
+        "--device",
+        "h100",
+    )
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("gemm [1536, 1024, 1024] bf16") and "on h100" in lines[0]
@@ -66,16 +100,46 @@ def test_elementwise(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_conv_is_priced_by_roofline_and_timeloop(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cost(capsys, "conv", "N=1", "K=32", "C=16", "P=8", "Q=8", "R=3", "S=3", "--dtype", "int8",
-                         "--backend", "timeloop", "--device", "systolic-32x32-os", "--json")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "conv",
+        "N=1",
+        "K=32",
+        "C=16",
+        "P=8",
+        "Q=8",
+        "R=3",
+        "S=3",
+        "--dtype",
+        "int8",
+        "--backend",
+        "timeloop",
+        "--device",
+        "systolic-32x32-os",
+        "--json",
+    )
     (row,) = json.loads(out)["costs"]
     assert code == 0 and row["duration_ps"] == 412_000 and row["bound"] == "compute"
 
 
 def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = str(write_table(tmp_path))
-    code, out, _ = _cost(capsys, "gemm", "M=8192", "K=1024", "N=1024", "--backend", "roofline", "--backend",
-                         "profile", "--profile", table, "--device", "h100", "--json")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "gemm",
+        "M=8192",
+        "K=1024",
+        "N=1024",
+        "--backend",
+        "roofline",
+        "--backend",
+        "profile",
+        "--profile",
+        table,
+        "--device",
+        "h100",
+        "--json",
+    )
     rows = json.loads(out)["costs"]
     assert code == 0 and "duration_ps" in rows[0] and "m=1024..2048" in rows[1]["error"]
 
@@ -83,10 +147,27 @@ def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, caps
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (("gemm", "M=8192", "K=1024", "N=1024", "--backend", "profile", "--profile", "{table}", "--device", "h100"),
-         ("m=8192 is outside the measured range m=1024..2048", "does not extrapolate")),
-        (("gemm", "M=1024", "K=1024", "N=1024", "--backend", "profile", "--profile", "{table}", "--device", "h100",
-          "--dtype", "fp32"), ("has no gemm fp32 on 'h100'",)),
+        (
+            ("gemm", "M=8192", "K=1024", "N=1024", "--backend", "profile", "--profile", "{table}", "--device", "h100"),
+            ("m=8192 is outside the measured range m=1024..2048", "does not extrapolate"),
+        ),
+        (
+            (
+                "gemm",
+                "M=1024",
+                "K=1024",
+                "N=1024",
+                "--backend",
+                "profile",
+                "--profile",
+                "{table}",
+                "--device",
+                "h100",
+                "--dtype",
+                "fp32",
+            ),
+            ("has no gemm fp32 on 'h100'",),
+        ),
         (("gemm", "M=1", "K=1", "N=1", "--backend", "nope", "--device", "h100"), ("no compute backend named 'nope'",)),
         (("gemm", "M=1", "K=1", "N=1", "--device", "v100"), ("has no device 'v100'", "a100, b200")),
         (("gemm", "M=1", "K=1", "--device", "h100"), ("gemm: missing n",)),
@@ -97,21 +178,30 @@ def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, caps
         (("gemm", "M=1", "K=1", "N=1", "--m", "2", "--device", "h100"), ("m is given twice",)),
         (("gemm", "M=1", "K=1", "N=1", "--device", "h100", "--dtype", "fp4"), ("unknown dtype 'fp4'",)),
         (("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--device", "h100"), ("compute.profile: FILE",)),
-        (("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--profile", "{bad}", "--device", "h100"),
-         ("bad.csv", "line 3, time: a time cannot be negative")),
-        (("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--profile", "{short}", "--device", "h100"),
-         ("short.csv", "missing column(s) time")),
+        (
+            ("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--profile", "{bad}", "--device", "h100"),
+            ("bad.csv", "line 3, time: a time cannot be negative"),
+        ),
+        (
+            ("gemm", "M=1", "K=1", "N=1", "--backend", "profile", "--profile", "{short}", "--device", "h100"),
+            ("short.csv", "missing column(s) time"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], fragments: tuple[str, ...]
 ) -> None:
     files = {
         "table": str(write_table(tmp_path)),
-        "bad": str(write_table(tmp_path, "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,1us\n"
-                                         "h100,gemm,bf16,2,1,1,-1us\n", "bad.csv")),
+        "bad": str(
+            write_table(
+                tmp_path,
+                "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,1us\nh100,gemm,bf16,2,1,1,-1us\n",
+                "bad.csv",
+            )
+        ),
         "short": str(write_table(tmp_path, "device,kind,dtype,m,k,n\n", "short.csv")),
-    }  # fmt: skip
+    }
     code, out, err = _cost(capsys, *(arg.format(**files) for arg in args))
     assert code == 2 and out == "" and err.startswith("error: ") and "Traceback" not in err
     for fragment in fragments:
@@ -119,14 +209,16 @@ def test_bad_input_is_one_error_line(
 
 
 def _python_stratasim(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
 
 
 def test_serve_refuses_a_malformed_profile_before_listening(tmp_path: Path) -> None:
     bad = write_table(tmp_path, "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,soon\n")
-    done = _python_stratasim("serve", "compute", "--backend", "profile", "--profile", str(bad), "--listen",
-                             "127.0.0.1:0")  # fmt: skip
+    done = _python_stratasim(
+        "serve", "compute", "--backend", "profile", "--profile", str(bad), "--listen", "127.0.0.1:0"
+    )
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "line 2, time" in done.stderr
     assert "listening" not in done.stdout
 
@@ -148,23 +240,69 @@ def test_run_with_a_malformed_profile_names_the_line(tmp_path: Path) -> None:
 def test_backends_compare_each_on_its_own_device(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 14's defect: backends name their devices differently, so one --device could not serve several
     --backend; one --device per --backend, in order, prices each on its own."""
-    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--backend", "roofline", "--backend", "timeloop",
-                         "--device", "h100", "--device", "systolic-32x32-os", "--json", "--datasheet")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "gemm",
+        "M=4096",
+        "K=4096",
+        "N=4096",
+        "--backend",
+        "roofline",
+        "--backend",
+        "timeloop",
+        "--device",
+        "h100",
+        "--device",
+        "systolic-32x32-os",
+        "--json",
+        "--datasheet",
+    )
     assert code == 0
     data = json.loads(out)
     assert "device" not in data and [(row["backend"], row["device"]) for row in data["costs"]] == [
-        ("roofline", "h100"), ("timeloop", "systolic-32x32-os")]  # fmt: skip
+        ("roofline", "h100"),
+        ("timeloop", "systolic-32x32-os"),
+    ]
     assert data["costs"][0]["duration_ps"] == GEMM_4096_PS and data["costs"][1]["duration_ps"] > GEMM_4096_PS
-    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--backend", "roofline", "--backend", "timeloop",
-                         "--device", "h100", "--device", "systolic-32x32-os")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "gemm",
+        "M=4096",
+        "K=4096",
+        "N=4096",
+        "--backend",
+        "roofline",
+        "--backend",
+        "timeloop",
+        "--device",
+        "h100",
+        "--device",
+        "systolic-32x32-os",
+    )
     assert code == 0 and "device" in out.splitlines()[1] and "systolic-32x32-os" in out
-    code, _, err = _cost(capsys, "gemm", "M=8", "K=8", "N=8", "--backend", "roofline", "--backend", "timeloop",
-                         "--backend", "roofline", "--device", "h100", "--device", "h100")  # fmt: skip
+    code, _, err = _cost(
+        capsys,
+        "gemm",
+        "M=8",
+        "K=8",
+        "N=8",
+        "--backend",
+        "roofline",
+        "--backend",
+        "timeloop",
+        "--backend",
+        "roofline",
+        "--device",
+        "h100",
+        "--device",
+        "h100",
+    )
     assert code == 2 and "got 2 devices for 3 backends" in err
     # A systolic array of any shape, which the Timeloop-style model prices though it lists only its presets.
-    code, out, _ = _cost(capsys, "gemm", "M=64", "K=64", "N=64", "--backend", "timeloop", "--device", "systolic-48x16-ws")
+    code, out, _ = _cost(
+        capsys, "gemm", "M=64", "K=64", "N=64", "--backend", "timeloop", "--device", "systolic-48x16-ws"
+    )
     assert code == 0 and "systolic-48x16-ws" in out
-
 
 
 def test_presets_price_with_their_fitted_model_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
@@ -176,8 +314,21 @@ def test_presets_price_with_their_fitted_model_and_say_so(capsys: pytest.Capture
     # 65,536 / 65,538 of the work is useful, at 0.502 of peak.
     assert abs(row["duration_ps"] * 0.502 * 65536 / 65538 - GEMM_4096_PS) < 2
     assert row["calibration"].startswith("compute 0.502 of peak") and "MosaicML" in row["calibration"]
-    code, out, _ = _cost(capsys, "gemm", "M=64", "K=64", "N=64", "--device", "h100", "--device", "eyeriss-like",
-                         "--backend", "roofline", "--backend", "timeloop")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "gemm",
+        "M=64",
+        "K=64",
+        "N=64",
+        "--device",
+        "h100",
+        "--device",
+        "eyeriss-like",
+        "--backend",
+        "roofline",
+        "--backend",
+        "timeloop",
+    )
     assert code == 0
     assert "roofline calibration: compute 0.502" in out
     assert "timeloop calibration: none: the datasheet's (or the architecture model's) figures" in out
@@ -196,8 +347,12 @@ def test_a_described_device_prices_as_the_study_would(capsys: pytest.CaptureFixt
     code, out, _ = _cost(capsys, "elementwise", "shape=67108864", "--device", half, "--datasheet", "--json")
     assert code == 0
     slow = device_message(DeviceSection.model_validate({"preset": "h100", "memory_bandwidth": "1.675TB/s"}).device())
-    request = compute_pb2.EstimateRequest(device="h100", ops=[operators.elementwise([1 << 26], compute_pb2.BF16)],
-                                          roofline_device=slow, calibration=compute_pb2.Calibration(datasheet=True))
+    request = compute_pb2.EstimateRequest(
+        device="h100",
+        ops=[operators.elementwise([1 << 26], compute_pb2.BF16)],
+        roofline_device=slow,
+        calibration=compute_pb2.Calibration(datasheet=True),
+    )
     (expected,) = RooflineCompute().estimate(request).costs
     (row,) = json.loads(out)["costs"]
     assert (row["device"], row["duration_ps"], row["bound"]) == ("h100", expected.duration_ps, "memory")
@@ -225,11 +380,29 @@ def test_a_whole_accelerator_from_a_file_is_the_preset_and_keys_beside_it_overri
 
 
 def test_each_backend_takes_its_own_described_device(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--dtype", "fp16", "--backend", "roofline",
-                         "--backend", "wafer", "--device", "{preset: h100, memory_bandwidth: 1TB/s}", "--device",
-                         "{preset: palm-wafer, dram_bandwidth: 128GB/s, name: slow}", "--json")  # fmt: skip
+    code, out, _ = _cost(
+        capsys,
+        "gemm",
+        "M=4096",
+        "K=4096",
+        "N=4096",
+        "--dtype",
+        "fp16",
+        "--backend",
+        "roofline",
+        "--backend",
+        "wafer",
+        "--device",
+        "{preset: h100, memory_bandwidth: 1TB/s}",
+        "--device",
+        "{preset: palm-wafer, dram_bandwidth: 128GB/s, name: slow}",
+        "--json",
+    )
     assert code == 0
-    assert [(row["backend"], row["device"]) for row in json.loads(out)["costs"]] == [("roofline", "h100"), ("wafer", "slow")]
+    assert [(row["backend"], row["device"]) for row in json.loads(out)["costs"]] == [
+        ("roofline", "h100"),
+        ("wafer", "slow"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -239,14 +412,22 @@ def test_each_backend_takes_its_own_described_device(capsys: pytest.CaptureFixtu
         ("roofline", "{preset: h10}", "--device.preset: unknown preset 'h10'; did you mean 'h100'?"),
         ("timeloop", "{preset: gemini}", "--device.preset: unknown device 'gemini'; did you mean 'gemmini'?"),
         ("wafer", "{name: w, tiles: {x: 2}}", "--device.tiles.y: required"),
-        ("roofline", "{preset: gemmini}", "--device: a described accelerator (compute.device as a mapping) is priced by "
-                                          "the timeloop backend; roofline takes"),
+        (
+            "roofline",
+            "{preset: gemmini}",
+            "--device: a described accelerator (compute.device as a mapping) is priced by "
+            "the timeloop backend; roofline takes",
+        ),
         ("roofline", "{file: missing.yaml}", "--device.file: missing.yaml: no such file"),
         ("roofline", "{preset: h100", "--device: cannot read '{preset: h100' as YAML"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_described_device_is_an_error_naming_the_flag(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], backend: str, device: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    backend: str,
+    device: str,
     fragment: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)

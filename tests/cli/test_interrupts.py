@@ -37,10 +37,14 @@ SMALL = {
     "name": "small",
     "workload": {"kind": "collective", "collective": "all_reduce", "size": "64MiB"},
     "system": {"algorithm": "ring", "aggregate": False, "splits": 64},
-    "network": {"backend": "analytical", "topology": [
-        {"kind": "ring", "size": 16, "bandwidth": "50GB/s", "latency": "500ns"},
-        {"kind": "ring", "size": 8, "bandwidth": "25GB/s", "latency": "1us"}]},
-}  # fmt: skip
+    "network": {
+        "backend": "analytical",
+        "topology": [
+            {"kind": "ring", "size": 16, "bandwidth": "50GB/s", "latency": "500ns"},
+            {"kind": "ring", "size": 8, "bandwidth": "25GB/s", "latency": "1us"},
+        ],
+    },
+}
 
 
 def _stop_after(calls: int) -> Any:
@@ -64,8 +68,11 @@ def test_a_stopped_run_reports_how_far_it_got() -> None:
     assert result.total_time_ps == result.stopped_at_ps and result.unfinished_collectives == 1
     assert stopped.warnings[0].startswith("incomplete: the run was interrupted (SIGINT) at simulated time ")
     data = stopped.to_dict()
-    assert data["incomplete"] == {"stopped_at_ps": result.stopped_at_ps, "reason": "interrupted (SIGINT)",
-                                  "unfinished_collectives": 1}  # fmt: skip
+    assert data["incomplete"] == {
+        "stopped_at_ps": result.stopped_at_ps,
+        "reason": "interrupted (SIGINT)",
+        "unfinished_collectives": 1,
+    }
     (collective,) = data["collectives"]
     assert collective["end_ns"] * 1000 == pytest.approx(result.stopped_at_ps)  # in flight: it ran until the stop
     assert stopped.to_text().startswith("warning: incomplete")
@@ -101,8 +108,10 @@ def test_a_signal_leaves_a_valid_partial_report_and_trace(tmp_path: Path, sent: 
     out = tmp_path / "out"
     process = subprocess.Popen(
         [sys.executable, "-m", "stratasim", "run", str(study), "--quiet", "--out", str(out), "--no-pictures"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(3)
     process.send_signal(sent)
     stdout, stderr = process.communicate(timeout=120)
@@ -116,8 +125,9 @@ def test_a_signal_leaves_a_valid_partial_report_and_trace(tmp_path: Path, sent: 
     assert trace["traceEvents"] and all("ph" in event for event in trace["traceEvents"])
 
 
-def test_an_interrupted_benchmark_prints_the_rows_it_finished(monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_interrupted_benchmark_prints_the_rows_it_finished(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     figures = iter([{"wall_s": 1.0}])
 
     def run_study_file(path: str, timeout_s: float, memory_bytes: int, budget: Budget) -> dict[str, Any]:

@@ -15,20 +15,26 @@ TRANSFORMER = str(ROOT / "examples" / "transformer.yaml")  # tp 4, pp 2, dp 4 on
 
 def stratasim(*args: str) -> tuple[int, str]:
     """Run ``python -m stratasim ARGS``; return the exit code and stderr."""
-    done = subprocess.run([sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     return done.returncode, done.stderr
 
 
 @pytest.mark.parametrize("command", ["check", "run"])
-@pytest.mark.parametrize(("overrides", "fragments"), [
-    (["workload.parallelism.dp=8"], ["workload needs 64 NPUs but the topology has 32 (network.topology)"]),
-    (["workload.parallelism.dp=2"], ["its plan runs on 16 NPUs but the topology (network.topology) has 32"]),
-    (["workload.parallelism.tp=3"], ["workload:", "model.heads (16) must be divisible by parallelism.tp (3)"]),
-    (["workload.model.kv_heads=2"], ["model.kv_heads (2) must be divisible by parallelism.tp (4)"]),
-    (["workload.model.experts=4", "workload.parallelism.ep=2"],
-     ["workload.parallelism:", "parallelism.ep (2) with parallelism.tp (4) needs parallelism.sequence_parallel"]),
-])
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        (["workload.parallelism.dp=8"], ["workload needs 64 NPUs but the topology has 32 (network.topology)"]),
+        (["workload.parallelism.dp=2"], ["its plan runs on 16 NPUs but the topology (network.topology) has 32"]),
+        (["workload.parallelism.tp=3"], ["workload:", "model.heads (16) must be divisible by parallelism.tp (3)"]),
+        (["workload.model.kv_heads=2"], ["model.kv_heads (2) must be divisible by parallelism.tp (4)"]),
+        (
+            ["workload.model.experts=4", "workload.parallelism.ep=2"],
+            ["workload.parallelism:", "parallelism.ep (2) with parallelism.tp (4) needs parallelism.sequence_parallel"],
+        ),
+    ],
+)
 def test_impossible_plan_gives_one_clear_message(command: str, overrides: list[str], fragments: list[str]) -> None:
     code, stderr = stratasim(command, TRANSFORMER, *(arg for override in overrides for arg in ("--set", override)))
     assert code == 2 and stderr.startswith("error: ") and "Traceback" not in stderr
@@ -37,9 +43,15 @@ def test_impossible_plan_gives_one_clear_message(command: str, overrides: list[s
 
 
 def test_a_plan_with_every_feature_checks() -> None:
-    overrides = ["workload.model.kv_heads=4", "workload.model.activation=swiglu", "workload.model.experts=4",
-                 "workload.model.moe_every=2", "workload.parallelism.ep=2",
-                 "workload.parallelism.sequence_parallel=true", "workload.parallelism.recompute=selective",
-                 "workload.parallelism.zero=1"]
+    overrides = [
+        "workload.model.kv_heads=4",
+        "workload.model.activation=swiglu",
+        "workload.model.experts=4",
+        "workload.model.moe_every=2",
+        "workload.parallelism.ep=2",
+        "workload.parallelism.sequence_parallel=true",
+        "workload.parallelism.recompute=selective",
+        "workload.parallelism.zero=1",
+    ]
     code, stderr = stratasim("check", TRANSFORMER, *(arg for override in overrides for arg in ("--set", override)))
     assert (code, stderr) == (0, "")

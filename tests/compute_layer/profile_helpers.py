@@ -51,9 +51,15 @@ class OpsWorkload:
             workload_pb2.Node(id=1, name="g1", type=workload_pb2.COMP_NODE, op=gemm),
             workload_pb2.Node(id=2, name="g2", type=workload_pb2.COMP_NODE, op=gemm, data_deps=[1]),
             workload_pb2.Node(id=3, name="scale", type=workload_pb2.COMP_NODE, op=scale, data_deps=[2]),
-            workload_pb2.Node(id=4, name="grads", type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE,
-                              comm_bytes=2**20, data_deps=[3]),
-        ]  # fmt: skip
+            workload_pb2.Node(
+                id=4,
+                name="grads",
+                type=workload_pb2.COMM_COLL_NODE,
+                comm_type=workload_pb2.ALL_REDUCE,
+                comm_bytes=2**20,
+                data_deps=[3],
+            ),
+        ]
         return [workload_pb2.ExecutionGraph(nodes=nodes)] * npus
 
 

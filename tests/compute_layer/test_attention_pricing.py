@@ -54,8 +54,10 @@ def test_the_roofline_prices_the_fused_kernels_flops_and_bytes() -> None:
 @pytest.mark.parametrize(("backend", "device"), [(TimeloopCompute, "systolic-32x32-os"), (WaferCompute, "palm-wafer")])
 def test_gemm_backends_price_the_products_scaled_by_the_causal_share(backend: type, device: str) -> None:
     priced = backend()
-    products = [_cost(priced, device, operators.gemm(p.m, p.k, p.n, batch=p.batch))
-                for p in operators.AttentionShape(2, 256, 256, 64, 1, True, False).products()]  # fmt: skip
+    products = [
+        _cost(priced, device, operators.gemm(p.m, p.k, p.n, batch=p.batch))
+        for p in operators.AttentionShape(2, 256, 256, 64, 1, True, False).products()
+    ]
     full, causal = _cost(priced, device, FULL), _cost(priced, device, CAUSAL)
     assert full.duration_ps == sum(cost.duration_ps for cost in products)
     assert causal.duration_ps == ceil(full.duration_ps * Fraction(3, 4))

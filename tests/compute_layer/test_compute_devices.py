@@ -78,7 +78,10 @@ def test_lookup_is_case_insensitive(name: str) -> None:
 
 
 def test_unknown_device_lists_known_ones() -> None:
-    with pytest.raises(BackendError, match=r"unknown device 'v100'; did you mean 'h100'\? known devices: a100, b200, gaudi3, h100, h200, mi300x, tpuv4, tpuv5p"):
+    with pytest.raises(
+        BackendError,
+        match=r"unknown device 'v100'; did you mean 'h100'\? known devices: a100, b200, gaudi3, h100, h200, mi300x, tpuv4, tpuv5p",
+    ):
         device("v100")
 
 

@@ -47,19 +47,37 @@ def _described(**keys: object) -> compute_pb2.TimeloopAccelerator:
 def _written(acc: Accelerator) -> dict[str, object]:
     """``acc`` as a study describes it whole, field by field."""
     levels = [
-        {"name": level.name, "keeps": sorted(level.keeps), "partitions": dict(level.partitions),
-         "read_pj": level.read_pj, "write_pj": level.write_pj,
-         **{key: getattr(level, key) for key in ("words", "read_bandwidth", "write_bandwidth", "shared_bandwidth")
-            if getattr(level, key) is not None},
-         **{key: dict(getattr(level, key)) for key in ("operand_read_pj", "operand_write_pj") if getattr(level, key)}}
+        {
+            "name": level.name,
+            "keeps": sorted(level.keeps),
+            "partitions": dict(level.partitions),
+            "read_pj": level.read_pj,
+            "write_pj": level.write_pj,
+            **{
+                key: getattr(level, key)
+                for key in ("words", "read_bandwidth", "write_bandwidth", "shared_bandwidth")
+                if getattr(level, key) is not None
+            },
+            **{
+                key: dict(getattr(level, key)) for key in ("operand_read_pj", "operand_write_pj") if getattr(level, key)
+            },
+        }
         for level in acc.levels
-    ]  # fmt: skip
+    ]
     written: dict[str, object] = {
-        "name": acc.name, "pe_rows": acc.rows, "pe_cols": acc.cols, "clock": f"{acc.clock_hz}Hz", "mac_pj": acc.mac_pj,
-        "levels": levels, "source": acc.source, "onload": sorted(acc.onload),
-        "unrolls": {kind: {"rows": "".join(sorted(rows)), "cols": "".join(sorted(cols))}
-                    for kind, (rows, cols) in acc.unrolls.items()},
-    }  # fmt: skip
+        "name": acc.name,
+        "pe_rows": acc.rows,
+        "pe_cols": acc.cols,
+        "clock": f"{acc.clock_hz}Hz",
+        "mac_pj": acc.mac_pj,
+        "levels": levels,
+        "source": acc.source,
+        "onload": sorted(acc.onload),
+        "unrolls": {
+            kind: {"rows": "".join(sorted(rows)), "cols": "".join(sorted(cols))}
+            for kind, (rows, cols) in acc.unrolls.items()
+        },
+    }
     if acc.dataflow is not None:
         written["dataflow"] = acc.dataflow
     if acc.dram_bandwidth is not None:
@@ -90,10 +108,13 @@ def test_every_accelerator_crosses_the_wire_unchanged(name: str) -> None:
 
 
 def test_per_operand_prices_a_shared_port_and_zigzag_compat_are_study_keys() -> None:
-    section = AcceleratorSection.model_validate({
-        "preset": "zigzag-tpu-like", "zigzag_compat": False,
-        "levels": {"dram": {"shared_bandwidth": 16}, "registers": {"operand_read_pj": {"weights": 0.2}}},
-    })  # fmt: skip
+    section = AcceleratorSection.model_validate(
+        {
+            "preset": "zigzag-tpu-like",
+            "zigzag_compat": False,
+            "levels": {"dram": {"shared_bandwidth": 16}, "registers": {"operand_read_pj": {"weights": 0.2}}},
+        }
+    )
     acc = section.accelerator()
     assert not acc.zigzag_compat and acc.levels[-1].shared_bandwidth == 16
     # One operand's price changes; the preset's other per-operand prices stay.
@@ -106,7 +127,9 @@ def test_per_operand_prices_a_shared_port_and_zigzag_compat_are_study_keys() -> 
 def test_a_shared_port_bounds_reads_and_writes_together() -> None:
     base = accelerator("gemmini")
     dram = base.levels[-1]
-    shared = replace(base, name="shared", levels=(*base.levels[:-1], replace(dram, shared_bandwidth=dram.read_bandwidth)))
+    shared = replace(
+        base, name="shared", levels=(*base.levels[:-1], replace(dram, shared_bandwidth=dram.read_bandwidth))
+    )
     backend = TimeloopCompute([base, shared])
     op = operators.gemm(4096, 64, 4096, dtype=compute_pb2.INT8)
     split, together = (backend.best_mapping(name, op) for name in ("gemmini", "shared"))
@@ -116,10 +139,15 @@ def test_a_shared_port_bounds_reads_and_writes_together() -> None:
 
 
 def test_a_preset_overridden_key_by_key() -> None:
-    section = AcceleratorSection.model_validate({
-        "preset": "gemmini", "pe_rows": 32, "clock": "1GHz", "mac_pj": 0.1,
-        "levels": {"scratchpad": {"words": 524288}, "registers": {"partitions": {"weights": 4}}},
-    })  # fmt: skip
+    section = AcceleratorSection.model_validate(
+        {
+            "preset": "gemmini",
+            "pe_rows": 32,
+            "clock": "1GHz",
+            "mac_pj": 0.1,
+            "levels": {"scratchpad": {"words": 524288}, "registers": {"partitions": {"weights": 4}}},
+        }
+    )
     acc, base = section.accelerator(), accelerator("gemmini")
     assert (acc.name, acc.rows, acc.cols, acc.clock_hz, acc.mac_pj) == ("gemmini", 32, 16, 10**9, 0.1)
     scratchpad = acc.levels[2]
@@ -172,8 +200,12 @@ def test_a_whole_accelerator_written_out_is_the_preset() -> None:
     assert section.device_name() == "gemmini"
 
 
-OPS = [GEMM, operators.gemm(64, 1000, 96, dtype=compute_pb2.INT8), operators.conv2d(1, 16, 8, 14, 14, 3, 3, 1, compute_pb2.INT8),
-       operators.elementwise([4096], dtype=compute_pb2.INT8)]  # fmt: skip
+OPS = [
+    GEMM,
+    operators.gemm(64, 1000, 96, dtype=compute_pb2.INT8),
+    operators.conv2d(1, 16, 8, 14, 14, 3, 3, 1, compute_pb2.INT8),
+    operators.elementwise([4096], dtype=compute_pb2.INT8),
+]
 
 
 @pytest.mark.parametrize("name", [*sorted(PRESETS), "systolic-16x8-ws-bw4"])
@@ -184,7 +216,9 @@ def test_a_whole_description_equal_to_a_preset_prices_exactly_as_the_preset(name
     whole = AcceleratorDescription.model_validate(_written(acc)).accelerator()
     assert whole == acc and dict(whole.unrolls) == dict(acc.unrolls)
     named = TimeloopCompute().estimate(compute_pb2.EstimateRequest(device=name, ops=OPS))
-    assert not named.HasField("error") and _priced(TimeloopCompute(), accelerator_message(whole), OPS).costs == named.costs
+    assert (
+        not named.HasField("error") and _priced(TimeloopCompute(), accelerator_message(whole), OPS).costs == named.costs
+    )
 
 
 @pytest.mark.parametrize(
@@ -212,19 +246,31 @@ DRAM = "{name: dram, keeps: [inputs, weights, outputs], read_pj: 100, write_pj: 
         ("{preset: gemmini, levels: {scratchpad: {words: 0}}}", "compute.device.levels.scratchpad.words: input should"),
         ("{preset: gemmini, pe_rows: many}", "compute.device.pe_rows: input should be a valid integer"),
         ("{preset: gemmini, dataflow: rs}", "compute.device.dataflow: input should be 'os', 'ws' or 'is'"),
-        (f"{{pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}]}}", "compute.device.name: required"),
+        (
+            f"{{pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}]}}",
+            "compute.device.name: required",
+        ),
         ("{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1}", "compute.device.levels: required"),
-        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {{name: dram, keeps: [inputs, "
-         "weights, outputs], read_pj: 1}]}", "compute.device.levels[1].write_pj: required"),
-        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {LEVEL}]}}",
-         "compute.device: accelerator 'a': the last level 'registers' must keep every operand and be unbounded"),
-        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}], onload: [ins]}}",
-         "compute.device.onload[0]: input should be 'inputs', 'weights' or 'outputs'"),
-        (f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}], unrolls: {{fc: {{rows: M, cols: N}}}}}}",
-         "compute.device.unrolls.fc: input should be 'gemm' or 'conv', got 'fc'"),
+        (
+            f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {{name: dram, keeps: [inputs, "
+            "weights, outputs], read_pj: 1}]}",
+            "compute.device.levels[1].write_pj: required",
+        ),
+        (
+            f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {LEVEL}]}}",
+            "compute.device: accelerator 'a': the last level 'registers' must keep every operand and be unbounded",
+        ),
+        (
+            f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}], onload: [ins]}}",
+            "compute.device.onload[0]: input should be 'inputs', 'weights' or 'outputs'",
+        ),
+        (
+            f"{{name: a, pe_rows: 4, pe_cols: 4, clock: 1GHz, mac_pj: 1, levels: [{LEVEL}, {DRAM}], unrolls: {{fc: {{rows: M, cols: N}}}}}}",
+            "compute.device.unrolls.fc: input should be 'gemm' or 'conv', got 'fc'",
+        ),
         ("{preset: eyeriss-like, dataflow: os}", "compute.device: accelerator 'eyeriss-like': a systolic dataflow"),
     ],
-)  # fmt: skip
+)
 def test_bad_descriptions_are_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], device: str, fragment: str
 ) -> None:
@@ -235,11 +281,24 @@ def test_bad_descriptions_are_one_clear_error(
     assert fragment in err and "Traceback" not in err and err.count("\n  ") == 1, err
 
 
-def test_a_described_accelerator_is_for_the_timeloop_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_described_accelerator_is_for_the_timeloop_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "base.yaml"
     path.write_text(BASE, encoding="utf-8")
-    assert main(["check", str(path), "--set", "compute.device={preset: gemmini}",
-                 "--set", "compute.per_kind={elementwise: roofline}"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "check",
+                str(path),
+                "--set",
+                "compute.device={preset: gemmini}",
+                "--set",
+                "compute.per_kind={elementwise: roofline}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "a described accelerator (compute.device as a mapping) is priced by the timeloop backend" in err
 

@@ -45,9 +45,10 @@ def test_new_presets_carry_their_datasheet_figures() -> None:
     # On-demand list rates per device-hour (Oracle Cloud's for the GPUs, Google Cloud's for the TPUs), each cited in
     # the source; no purchase prices.
     rates = {name: dev.usd_per_hour for name, dev in PRESETS.items() if dev.usd_per_hour is not None}
-    assert rates == {"a100": 4.0, "h100": 10.0, "h200": 10.0, "b200": 14.0, "mi300x": 6.0, "tpuv4": 3.22,
-                     "tpuv5p": 4.2}  # fmt: skip
-    assert all("oracle.com/cloud/price-list" in PRESETS[name].source for name in ("a100", "h100", "h200", "b200", "mi300x"))
+    assert rates == {"a100": 4.0, "h100": 10.0, "h200": 10.0, "b200": 14.0, "mi300x": 6.0, "tpuv4": 3.22, "tpuv5p": 4.2}
+    assert all(
+        "oracle.com/cloud/price-list" in PRESETS[name].source for name in ("a100", "h100", "h200", "b200", "mi300x")
+    )
     assert all("Google Cloud's price for the chip" in PRESETS[name].source for name in ("tpuv4", "tpuv5p"))
     assert all("no price" in dev.source for name, dev in PRESETS.items() if name not in rates)
     assert all(dev.price_usd is None for dev in PRESETS.values())
@@ -55,8 +56,14 @@ def test_new_presets_carry_their_datasheet_figures() -> None:
 
 def test_a_preset_overridden_key_by_key() -> None:
     section = DeviceSection.model_validate(
-        {"preset": "h100", "memory_bandwidth": "4TB/s", "peak": {"bf16": "1000TFLOPS"}, "sram": {"capacity": "60MiB"},
-         "usd_per_hour": 2.5, "tdp": "0.8kW"}
+        {
+            "preset": "h100",
+            "memory_bandwidth": "4TB/s",
+            "peak": {"bf16": "1000TFLOPS"},
+            "sram": {"capacity": "60MiB"},
+            "usd_per_hour": 2.5,
+            "tdp": "0.8kW",
+        }
     )
     dev = section.device()
     assert dev.memory_bandwidth == 4e12 and dev.peak_flops[compute_pb2.BF16] == 1e15
@@ -72,15 +79,21 @@ def test_a_complete_description_is_the_preset_it_copies() -> None:
     written = {
         "name": "h100",
         "peak": {operators.dtype_name(dtype): f"{int(peak)}FLOPS" for dtype, peak in H100.peak_flops.items()},
-        "memory_bandwidth": "3.35TB/s", "memory_capacity": "80GiB", "tdp": "700W",
+        "memory_bandwidth": "3.35TB/s",
+        "memory_capacity": "80GiB",
+        "tdp": "700W",
         "sram": {"capacity": "50MiB", "bandwidth": "9369.6GB/s"},
-        "tiling": {"tile_m": 256, "tile_n": 256, "tile_k": 64, "units": 66}, "usd_per_hour": 10.0,
+        "tiling": {"tile_m": 256, "tile_n": 256, "tile_k": 64, "units": 66},
+        "usd_per_hour": 10.0,
         "source": H100.source,
-    }  # fmt: skip
+    }
     # Without ``preset:`` nothing says the description is an H100, so it has the datasheet's figures.
     assert DeviceSection.model_validate(written).device() == datasheet(H100)
-    assert DeviceSection.model_validate({**written, "preset": "h100"}).device().calibration_source.endswith(
-        "(the h100 preset's model)")
+    assert (
+        DeviceSection.model_validate({**written, "preset": "h100"})
+        .device()
+        .calibration_source.endswith("(the h100 preset's model)")
+    )
 
 
 def test_halving_memory_bandwidth_doubles_a_memory_bound_operator_exactly() -> None:
@@ -115,18 +128,21 @@ def test_a_described_device_the_backend_cannot_build_is_an_error_naming_it() -> 
     assert "named 'h100', not 'a100'" in backend.estimate(other).error.message
 
 
-@pytest.mark.parametrize(("written", "where", "fragment"), [
-    ({"preset": "h100", "bandwith": "1TB/s"}, ("bandwith",), "Extra inputs are not permitted"),
-    ({"preset": "h100", "memory_bandwidth": "-1TB/s"}, ("memory_bandwidth",), "a bandwidth must be positive"),
-    ({"preset": "h100", "memory_bandwidth": "4TB"}, ("memory_bandwidth",), "unknown bandwidth unit 'TB'"),
-    ({"preset": "v100"}, ("preset",), "unknown preset 'v100'; did you mean 'h100'? expected one of a100, b200"),
-    ({"preset": "h100", "peak": {"bf17": "10TFLOPS"}}, ("peak",), "unknown dtype 'bf17'"),
-    ({"preset": "h100", "peak": {"bf16": "10TB/s"}}, ("peak", "bf16"), "unknown throughput unit"),
-    ({"preset": "h100", "memory_capacity": "0B"}, ("memory_capacity",), "greater than 0"),
-    ({"preset": "h100", "tdp": "hot"}, ("tdp",), "cannot read 'hot' as a power"),
-    ({"name": "mychip", "peak": {"bf16": "100TFLOPS"}}, (), "needs memory_bandwidth, memory_capacity"),
-    ({"preset": "b200", "tiling": {"tile_m": 128}}, (), "tiling needs tile_n, units"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("written", "where", "fragment"),
+    [
+        ({"preset": "h100", "bandwith": "1TB/s"}, ("bandwith",), "Extra inputs are not permitted"),
+        ({"preset": "h100", "memory_bandwidth": "-1TB/s"}, ("memory_bandwidth",), "a bandwidth must be positive"),
+        ({"preset": "h100", "memory_bandwidth": "4TB"}, ("memory_bandwidth",), "unknown bandwidth unit 'TB'"),
+        ({"preset": "v100"}, ("preset",), "unknown preset 'v100'; did you mean 'h100'? expected one of a100, b200"),
+        ({"preset": "h100", "peak": {"bf17": "10TFLOPS"}}, ("peak",), "unknown dtype 'bf17'"),
+        ({"preset": "h100", "peak": {"bf16": "10TB/s"}}, ("peak", "bf16"), "unknown throughput unit"),
+        ({"preset": "h100", "memory_capacity": "0B"}, ("memory_capacity",), "greater than 0"),
+        ({"preset": "h100", "tdp": "hot"}, ("tdp",), "cannot read 'hot' as a power"),
+        ({"name": "mychip", "peak": {"bf16": "100TFLOPS"}}, (), "needs memory_bandwidth, memory_capacity"),
+        ({"preset": "b200", "tiling": {"tile_m": 128}}, (), "tiling needs tile_n, units"),
+    ],
+)
 def test_bad_descriptions_name_the_key(written: dict[str, object], where: tuple[str, ...], fragment: str) -> None:
     with pytest.raises(ValidationError) as raised:
         DeviceSection.model_validate(written)
@@ -140,6 +156,8 @@ def test_a_device_without_a_published_tdp_prices_no_energy() -> None:
 
 
 def test_sram_bandwidth_override_keeps_a_flat_device_flat_otherwise() -> None:
-    dev = DeviceSection.model_validate({"preset": "b200", "sram": {"capacity": "126MiB", "bandwidth": "20TB/s"}}).device()
+    dev = DeviceSection.model_validate(
+        {"preset": "b200", "sram": {"capacity": "126MiB", "bandwidth": "20TB/s"}}
+    ).device()
     assert dev.sram is not None and dev.sram.bandwidth == parse_bandwidth("20TB/s") and dev.tiling is None
     assert isinstance(dev, Device)

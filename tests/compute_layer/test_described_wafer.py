@@ -42,8 +42,19 @@ network:
 compute: {backend: wafer, device: palm-wafer}
 """
 # A wafer unlike the presets in every field: latencies, an energy of its own, one dtype, a non-square mesh.
-ODD = Wafer("odd", (3, 2), (5, 1), ((compute_pb2.FP8, 10**15),), 12345, 7 * 10**9, 3 * 10**11, 1500, 250,
-            "made up", WaferEnergy(0.1, 0.2, 0.3, 0.4))  # fmt: skip
+ODD = Wafer(
+    "odd",
+    (3, 2),
+    (5, 1),
+    ((compute_pb2.FP8, 10**15),),
+    12345,
+    7 * 10**9,
+    3 * 10**11,
+    1500,
+    250,
+    "made up",
+    WaferEnergy(0.1, 0.2, 0.3, 0.4),
+)
 
 
 def _described(**keys: object) -> compute_pb2.WaferDevice:
@@ -54,16 +65,23 @@ def _described(**keys: object) -> compute_pb2.WaferDevice:
 def _written(chip: Wafer) -> dict[str, object]:
     """``chip`` as a study describes it whole, every Table-VI parameter and energy field by field."""
     return {
-        "name": chip.name, "tiles": {"x": chip.tiles[0], "y": chip.tiles[1]},
+        "name": chip.name,
+        "tiles": {"x": chip.tiles[0], "y": chip.tiles[1]},
         "cores": {"x": chip.cores[0], "y": chip.cores[1]},
         "peak": {operators.dtype_name(dtype): f"{peak}FLOPS" for dtype, peak in chip.peak_flops},
-        "sram": f"{chip.sram_bytes}B", "dram_bandwidth": f"{chip.dram_bandwidth}B/s",
-        "link_bandwidth": f"{chip.link_bandwidth}B/s", "dram_latency": f"{chip.dram_latency_ps}ps",
-        "link_latency": f"{chip.link_latency_ps}ps", "energy": vars(chip.energy), "source": chip.source,
-    }  # fmt: skip
+        "sram": f"{chip.sram_bytes}B",
+        "dram_bandwidth": f"{chip.dram_bandwidth}B/s",
+        "link_bandwidth": f"{chip.link_bandwidth}B/s",
+        "dram_latency": f"{chip.dram_latency_ps}ps",
+        "link_latency": f"{chip.link_latency_ps}ps",
+        "energy": vars(chip.energy),
+        "source": chip.source,
+    }
 
 
-def _priced(backend: object, description: compute_pb2.WaferDevice, op: compute_pb2.OperatorDesc = GEMM) -> compute_pb2.OperatorCost:
+def _priced(
+    backend: object, description: compute_pb2.WaferDevice, op: compute_pb2.OperatorDesc = GEMM
+) -> compute_pb2.OperatorCost:
     described = DescribedDevice(backend, description)  # type: ignore[arg-type]
     response = described.estimate(compute_pb2.EstimateRequest(device=description.name, ops=[op]))
     assert not response.HasField("error"), response.error.message
@@ -86,20 +104,35 @@ def test_a_message_without_energy_takes_the_models_default_and_a_bad_one_the_mod
 
 
 def test_a_preset_overridden_key_by_key() -> None:
-    section = WaferSection.model_validate({
-        "preset": "palm-wafer", "tiles": {"x": 10}, "cores": {"y": 2}, "peak": {"fp16": "512TFLOPS", "fp8": "1024TFLOPS"},
-        "sram": "30MiB", "dram_bandwidth": "128GB/s", "link_bandwidth": "2TB/s", "dram_latency": "100ns",
-        "link_latency": "2ns", "energy": {"dram_byte_pj": 20}, "name": "mine",
-    })  # fmt: skip
+    section = WaferSection.model_validate(
+        {
+            "preset": "palm-wafer",
+            "tiles": {"x": 10},
+            "cores": {"y": 2},
+            "peak": {"fp16": "512TFLOPS", "fp8": "1024TFLOPS"},
+            "sram": "30MiB",
+            "dram_bandwidth": "128GB/s",
+            "link_bandwidth": "2TB/s",
+            "dram_latency": "100ns",
+            "link_latency": "2ns",
+            "energy": {"dram_byte_pj": 20},
+            "name": "mine",
+        }
+    )
     chip = section.wafer()
     assert (chip.name, chip.tiles, chip.cores) == ("mine", (10, 4), (4, 2))
-    assert dict(chip.peak_flops) == {compute_pb2.FP16: 512 * 10**12, compute_pb2.BF16: 256 * 10**12,
-                                     compute_pb2.FP8: 1024 * 10**12}  # fmt: skip
+    assert dict(chip.peak_flops) == {
+        compute_pb2.FP16: 512 * 10**12,
+        compute_pb2.BF16: 256 * 10**12,
+        compute_pb2.FP8: 1024 * 10**12,
+    }
     assert (chip.sram_bytes, chip.dram_bandwidth, chip.link_bandwidth) == (30 * 2**20, 128 * 10**9, 2 * 10**12)
     assert (chip.dram_latency_ps, chip.link_latency_ps) == (100_000, 2000)
     assert chip.energy == replace(PALM_WAFER.energy, dram_byte_pj=20)
-    assert chip.source == (f"{PALM_WAFER.source}; the study overrides cores, dram_bandwidth, dram_latency, energy, "
-                           "link_bandwidth, link_latency, name, peak, sram, tiles")  # fmt: skip
+    assert chip.source == (
+        f"{PALM_WAFER.source}; the study overrides cores, dram_bandwidth, dram_latency, energy, "
+        "link_bandwidth, link_latency, name, peak, sram, tiles"
+    )
     assert WaferSection.model_validate({"preset": "palm-wafer"}).wafer() == PALM_WAFER
     assert WaferSection.model_validate({"preset": "palm-wafer-3x2"}).wafer() == palm_wafer(3, 2)
 
@@ -136,8 +169,11 @@ def test_a_whole_wafer_written_out_is_the_preset() -> None:
 @pytest.mark.parametrize("chip", [*PRESETS.values(), palm_wafer(2, 3), ODD], ids=lambda chip: chip.name)
 def test_a_whole_description_equal_to_a_wafer_prices_exactly_as_it(chip: Wafer) -> None:
     dtype = chip.peak_flops[0][0]
-    ops = [operators.gemm(4096, 4096, 4096, dtype), operators.gemm(128, 4096, 512, dtype=dtype),
-           operators.elementwise([4096, 4096], dtype=dtype)]  # fmt: skip
+    ops = [
+        operators.gemm(4096, 4096, 4096, dtype),
+        operators.gemm(128, 4096, 512, dtype=dtype),
+        operators.elementwise([4096, 4096], dtype=dtype),
+    ]
     whole = _described(**_written(chip))
     assert wafer_from_message(whole) == chip
     named = WaferCompute([chip]).estimate(compute_pb2.EstimateRequest(device=chip.name, ops=ops))
@@ -200,8 +236,15 @@ def test_what_the_model_refuses_is_a_validation_error(keys: dict[str, object], p
         WaferSection.model_validate(keys)
 
 
-WHOLE = {"name": "w", "tiles": "{x: 2, y: 2}", "cores": "{x: 4, y: 4}", "peak": "{fp16: 1TFLOPS}", "sram": "1MiB",
-         "dram_bandwidth": "1TB/s", "link_bandwidth": "1TB/s"}  # fmt: skip
+WHOLE = {
+    "name": "w",
+    "tiles": "{x: 2, y: 2}",
+    "cores": "{x: 4, y: 4}",
+    "peak": "{fp16: 1TFLOPS}",
+    "sram": "1MiB",
+    "dram_bandwidth": "1TB/s",
+    "link_bandwidth": "1TB/s",
+}
 
 
 def _whole(**changes: str | None) -> str:
@@ -219,7 +262,10 @@ def _whole(**changes: str | None) -> str:
         ("{preset: palm-wafer, dram_bandwidth: 4TB}", "compute.device.dram_bandwidth: unknown bandwidth unit 'TB'"),
         ("{preset: palm-wafer, link_bandwidth: -1GB/s}", "compute.device.link_bandwidth: a bandwidth must be positive"),
         ("{preset: palm-wafer, dram_latency: soon}", "compute.device.dram_latency: cannot read 'soon' as a time"),
-        ("{preset: palm-wafer, peak: {fp16: 0TFLOPS}}", "compute.device.peak.fp16: a throughput must be positive: '0TFLOPS'"),
+        (
+            "{preset: palm-wafer, peak: {fp16: 0TFLOPS}}",
+            "compute.device.peak.fp16: a throughput must be positive: '0TFLOPS'",
+        ),
         ("{preset: palm-wafer, energy: {flop: 1}}", "compute.device.energy.flop: unknown key"),
         ("{preset: palm-wafer, sram: 15B}", "compute.device: wafer 'palm-wafer': sram_bytes 15 gives its 16 cores"),
         ("{preset: palm-wafer-0x4}", "compute.device.preset: wafer 'palm-wafer-0x4': tiles must be two positive"),
@@ -229,7 +275,7 @@ def _whole(**changes: str | None) -> str:
         (_whole(sram="15B"), "compute.device: wafer 'w': sram_bytes 15 gives its 16 cores no byte each"),
         (_whole(energy="{noc_byte_hop_pj: -1}"), "compute.device.energy.noc_byte_hop_pj: input should be greater"),
     ],
-)  # fmt: skip
+)
 def test_bad_descriptions_are_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], device: str, fragment: str
 ) -> None:
@@ -243,8 +289,19 @@ def test_bad_descriptions_are_one_clear_error(
 def test_a_described_wafer_is_for_the_wafer_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "base.yaml"
     path.write_text(BASE, encoding="utf-8")
-    assert main(["check", str(path), "--set", "compute.device={preset: palm-wafer}",
-                 "--set", "compute.per_kind={elementwise: roofline}"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "check",
+                str(path),
+                "--set",
+                "compute.device={preset: palm-wafer}",
+                "--set",
+                "compute.per_kind={elementwise: roofline}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "a described wafer (compute.device as a mapping) is priced by the wafer backend; roofline takes" in err
 
@@ -291,9 +348,12 @@ def test_a_server_that_does_not_read_described_wafers_is_never_sent_one(monkeypa
 
 @pytest.mark.parametrize(
     ("backend", "device", "form"),
-    [("wafer", {"preset": "palm-wafer-2x2"}, WaferSection), ("roofline", {"preset": "h100"}, DeviceSection),
-     ("timeloop", {"preset": "gemmini"}, AcceleratorSection)],
-)  # fmt: skip
+    [
+        ("wafer", {"preset": "palm-wafer-2x2"}, WaferSection),
+        ("roofline", {"preset": "h100"}, DeviceSection),
+        ("timeloop", {"preset": "gemmini"}, AcceleratorSection),
+    ],
+)
 def test_each_models_preset_is_told_apart(backend: str, device: dict[str, object], form: type) -> None:
     section = ComputeSection.model_validate({"backend": backend, "device": device})
     assert isinstance(section.device, form) and section.device_name() == device["preset"]
@@ -303,20 +363,39 @@ def test_each_models_preset_is_told_apart(backend: str, device: dict[str, object
     ("backend", "preset", "fragment"),
     [
         ("roofline", "h10", "compute.device.preset: unknown preset 'h10'; did you mean 'h100'? expected one of a100, "),
-        ("timeloop", "gemini", "compute.device.preset: unknown device 'gemini'; did you mean 'gemmini'? known devices: "
-                               "eyeriss-like, gemmini, systolic-128x128-is"),
-        ("wafer", "palm-wafr", "compute.device.preset: unknown device 'palm-wafr'; did you mean 'palm-wafer'? known "
-                               "devices: palm-wafer, palm-wafer-1x1"),
+        (
+            "timeloop",
+            "gemini",
+            "compute.device.preset: unknown device 'gemini'; did you mean 'gemmini'? known devices: "
+            "eyeriss-like, gemmini, systolic-128x128-is",
+        ),
+        (
+            "wafer",
+            "palm-wafr",
+            "compute.device.preset: unknown device 'palm-wafr'; did you mean 'palm-wafer'? known "
+            "devices: palm-wafer, palm-wafer-1x1",
+        ),
         ("timeloop", "tpu", "compute.device.preset: unknown device 'tpu'; known devices: eyeriss-like"),
     ],
-)  # fmt: skip
+)
 def test_a_misspelt_preset_is_reported_among_the_backends_presets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str, preset: str, fragment: str
 ) -> None:
     """A preset no model has says nothing of the model it meant: the study's backend does."""
     path = tmp_path / "base.yaml"
     path.write_text(BASE, encoding="utf-8")
-    assert main(["check", str(path), "--set", f"compute.backend={backend}", "--set",
-                 f"compute.device={{preset: {preset}, name: mine}}"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "check",
+                str(path),
+                "--set",
+                f"compute.backend={backend}",
+                "--set",
+                f"compute.device={{preset: {preset}, name: mine}}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n  ") == 1, err

@@ -18,8 +18,25 @@ ROUTE = "compute.per_kind={gemm: {backend: timeloop, device: eyeriss-like}}"
 
 
 def _cost(capsys: pytest.CaptureFixture[str], objective: str) -> dict[str, float]:
-    assert main(["cost", "gemm", "M=512", "K=512", "N=512", "--backend", "timeloop", "--device", "eyeriss-like",
-                 "--objective", objective, "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "cost",
+                "gemm",
+                "M=512",
+                "K=512",
+                "N=512",
+                "--backend",
+                "timeloop",
+                "--device",
+                "eyeriss-like",
+                "--objective",
+                objective,
+                "--json",
+            ]
+        )
+        == 0
+    )
     return json.loads(capsys.readouterr().out)["costs"][0]
 
 
@@ -27,8 +44,24 @@ def test_cost_minimises_what_it_is_told(capsys: pytest.CaptureFixture[str]) -> N
     fastest, frugal, edp = (_cost(capsys, objective) for objective in ("latency", "energy", "edp"))
     assert fastest["duration_ps"] < frugal["duration_ps"] and frugal["energy_pj"] < fastest["energy_pj"]
     assert edp["duration_ps"] * edp["energy_pj"] <= min(r["duration_ps"] * r["energy_pj"] for r in (fastest, frugal))
-    assert main(["cost", "gemm", "M=8", "K=8", "N=8", "--backend", "timeloop", "--device", "eyeriss-like",
-                 "--objective", "speed"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "cost",
+                "gemm",
+                "M=8",
+                "K=8",
+                "N=8",
+                "--backend",
+                "timeloop",
+                "--device",
+                "eyeriss-like",
+                "--objective",
+                "speed",
+            ]
+        )
+        == 2
+    )
     assert "--objective: unknown objective 'speed'" in capsys.readouterr().err
 
 

@@ -124,8 +124,9 @@ def test_with_the_network_spawned_too_one_server_serves_it_and_a_compute_backend
         ("{backend: roofline, device: h100, profile: t.csv}", "compute", "read by the profile backend only"),
     ],
 )
-def test_bad_compute_sections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compute: str, where: str,
-                              expected: str) -> None:  # fmt: skip
+def test_bad_compute_sections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compute: str, where: str, expected: str
+) -> None:
     register_ops_workload(monkeypatch)
     path = tmp_path / "bad.yaml"
     head = STUDY.format(spawn="false").split("compute:")[0]

@@ -20,7 +20,9 @@ def backend(tmp_path: Path) -> ProfileCompute:
     return ProfileCompute(profile=write_table(tmp_path))
 
 
-def _costs(backend: ProfileCompute, *ops: compute_pb2.OperatorDesc, device: str = "h100") -> list[compute_pb2.OperatorCost]:
+def _costs(
+    backend: ProfileCompute, *ops: compute_pb2.OperatorDesc, device: str = "h100"
+) -> list[compute_pb2.OperatorCost]:
     response = backend.estimate(compute_pb2.EstimateRequest(device=device, ops=ops))
     assert not response.HasField("error"), response.error.message
     return list(response.costs)
@@ -39,9 +41,13 @@ def test_is_a_registered_compute_backend(backend: ProfileCompute) -> None:
 
 @pytest.mark.parametrize(
     ("m", "k", "time_ps", "energy_pj"),
-    [(1024, 1024, 10_000_000, 1e6), (2048, 1024, 20_000_000, 3e6), (1024, 2048, 30_000_000, 2e6),
-     (2048, 2048, 60_000_000, 8e6)],
-)  # fmt: skip
+    [
+        (1024, 1024, 10_000_000, 1e6),
+        (2048, 1024, 20_000_000, 3e6),
+        (1024, 2048, 30_000_000, 2e6),
+        (2048, 2048, 60_000_000, 8e6),
+    ],
+)
 def test_measured_points_are_exact(backend: ProfileCompute, m: int, k: int, time_ps: int, energy_pj: float) -> None:
     (cost,) = _costs(backend, operators.gemm(m, k, 1024))
     assert cost.duration_ps == time_ps and cost.energy_pj == energy_pj
@@ -101,8 +107,10 @@ def test_unknown_device_dtype_and_kind(backend: ProfileCompute) -> None:
 
 
 def test_json_tables_and_case_insensitive_devices(tmp_path: Path) -> None:
-    text = '{"rows": [{"device": "H100", "kind": "gemm", "dtype": "bf16", "m": 64, "k": 64, "n": 64, "time": "2us"},' \
-           ' {"device": "H100", "kind": "gemm", "dtype": "bf16", "m": 128, "k": 64, "n": 64, "time": "6000ns"}]}'
+    text = (
+        '{"rows": [{"device": "H100", "kind": "gemm", "dtype": "bf16", "m": 64, "k": 64, "n": 64, "time": "2us"},'
+        ' {"device": "H100", "kind": "gemm", "dtype": "bf16", "m": 128, "k": 64, "n": 64, "time": "6000ns"}]}'
+    )
     backend = ProfileCompute(profile=write_table(tmp_path, text, "times.json"))
     assert backend.devices() == ["h100"]
     (cost,) = _costs(backend, operators.gemm(96, 64, 64), device="H100")
@@ -114,23 +122,36 @@ def test_json_tables_and_case_insensitive_devices(tmp_path: Path) -> None:
     [
         ("device,kind,dtype,m,k,n\nh100,gemm,bf16,1,1,1\n", "t.csv", "line 1: missing column(s) time"),
         ("device,kind,dtype,m,k,n,time,colour\n", "t.csv", "line 1: 1 unknown column(s); a profile has device"),
-        ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,-5us\n", "t.csv", "line 2, time: a time cannot be negative"),
+        (
+            "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,-5us\n",
+            "t.csv",
+            "line 2, time: a time cannot be negative",
+        ),
         ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,5 parsecs\n", "t.csv", "line 2, time: unknown time unit"),
         ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1\n", "t.csv", "line 2: has 5 cells"),
         ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,0,1,1us\n", "t.csv", "line 2, k: a gemm row needs k"),
         ("device,kind,dtype,m,k,n,time\nh100,conv,bf16,1,1,1,1us\n", "t.csv", "line 2, kind: expected one of gemm"),
         ("device,kind,dtype,m,k,n,time\nh100,gemm,bf17,1,1,1,1us\n", "t.csv", "line 2, dtype: unknown dtype"),
-        ("device,kind,dtype,m,k,n,time,energy_pj\nh100,gemm,bf16,1,1,1,1us,-3\n", "t.csv",
-         "line 2, energy_pj: energy cannot be negative"),
-        ("device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,1us\nh100,gemm,bf16,1,1,1,2us\n", "t.csv",
-         "line 3: measures the same point as line 2"),
+        (
+            "device,kind,dtype,m,k,n,time,energy_pj\nh100,gemm,bf16,1,1,1,1us,-3\n",
+            "t.csv",
+            "line 2, energy_pj: energy cannot be negative",
+        ),
+        (
+            "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,1us\nh100,gemm,bf16,1,1,1,2us\n",
+            "t.csv",
+            "line 3: measures the same point as line 2",
+        ),
         ("device,kind,dtype,time\n", "t.csv", "holds no measurements"),
         ('[{"device": "h100", "kind": "gemm"', "t.json", "line 1: not valid JSON"),
-        ('[{"device": "h100", "kind": "gemm", "dtype": "bf16", "m": 1, "k": 1, "n": 1}]', "t.json",
-         "rows[0]: missing column(s) time"),
+        (
+            '[{"device": "h100", "kind": "gemm", "dtype": "bf16", "m": 1, "k": 1, "n": 1}]',
+            "t.json",
+            "rows[0]: missing column(s) time",
+        ),
         ('{"measurements": []}', "t.json", "expected a JSON list"),
     ],
-)  # fmt: skip
+)
 def test_malformed_tables_are_named(tmp_path: Path, text: str, name: str, expected: str) -> None:
     with pytest.raises(ConfigError) as caught:
         ProfileCompute(profile=write_table(tmp_path, text, name))

@@ -28,7 +28,9 @@ SQUARE = operators.gemm(4096, 4096, 4096)
 def _estimate(
     device: str, *ops: compute_pb2.OperatorDesc, backend: RooflineCompute | None = None
 ) -> list[compute_pb2.OperatorCost]:
-    response = (backend or RooflineCompute(PRESETS.values())).estimate(compute_pb2.EstimateRequest(device=device, ops=ops))
+    response = (backend or RooflineCompute(PRESETS.values())).estimate(
+        compute_pb2.EstimateRequest(device=device, ops=ops)
+    )
     assert not response.HasField("error"), response.error.message
     return list(response.costs)
 
@@ -152,7 +154,9 @@ def test_unsupported_dtype_names_the_op_and_dtype() -> None:
 
 
 def test_unspecified_dtype_is_rejected() -> None:
-    response = RooflineCompute(PRESETS.values()).estimate(compute_pb2.EstimateRequest(device="h100", ops=[compute_pb2.OperatorDesc()]))
+    response = RooflineCompute(PRESETS.values()).estimate(
+        compute_pb2.EstimateRequest(device="h100", ops=[compute_pb2.OperatorDesc()])
+    )
     assert response.error.where == "ops[0].dtype"
     assert "dtype_unspecified" in response.error.message
 

@@ -21,8 +21,9 @@ from stratasim.v1 import compute_pb2
 PRESETS = {name: datasheet(dev) for name, dev in FITTED.items()}
 
 # 4096³ BF16 GEMM on an H100: 137438953472 FLOPs in 138911415 ps, 100663296 DRAM and 1107296256 SRAM bytes.
-SQUARE = RooflinePoint("square", 2 * 4096**3, 3 * 4096**2 * 2, 138_911_415,
-                       {"dram": 3 * 4096**2 * 2, "sram": 33 * 4096**2 * 2})  # fmt: skip
+SQUARE = RooflinePoint(
+    "square", 2 * 4096**3, 3 * 4096**2 * 2, 138_911_415, {"dram": 3 * 4096**2 * 2, "sram": 33 * 4096**2 * 2}
+)
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -34,9 +35,11 @@ def _args(*argv: str) -> argparse.Namespace:
 def test_ceilings_group_dtypes_by_peak_and_slopes_follow_the_levels() -> None:
     chart = roofline_chart(PRESETS["h100"], [])
     assert chart.ceilings == (
-        Ceiling("fp8/int8", 1978.9e12), Ceiling("fp16/bf16", 989.4e12), Ceiling("tf32", 494.7e12),
+        Ceiling("fp8/int8", 1978.9e12),
+        Ceiling("fp16/bf16", 989.4e12),
+        Ceiling("tf32", 494.7e12),
         Ceiling("fp64/fp32", 66.9e12),
-    )  # fmt: skip
+    )
     assert chart.slopes == (Slope("dram", 3.35e12), Slope("sram", 5120 * 1830e6))
     # TPU v4's CMEM has no published bandwidth: no SRAM slope.
     assert [slope.level for slope in roofline_chart(PRESETS["tpuv4"], []).slopes] == ["dram"]
@@ -65,12 +68,23 @@ def test_one_marker_per_level_at_the_achieved_throughput() -> None:
 
 def test_points_come_from_a_report(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
-    rows = [{"names": ["qkv", "qkv'"], "kind": "gemm", "flops": 10, "bytes": 4, "duration_ps": 3, "count": 2,
-             "traffic": {"dram": 4, "sram": 8}}, {"name": "add", "flops": 1, "bytes": 6, "duration_ps": 2}]  # fmt: skip
+    rows = [
+        {
+            "names": ["qkv", "qkv'"],
+            "kind": "gemm",
+            "flops": 10,
+            "bytes": 4,
+            "duration_ps": 3,
+            "count": 2,
+            "traffic": {"dram": 4, "sram": 8},
+        },
+        {"name": "add", "flops": 1, "bytes": 6, "duration_ps": 2},
+    ]
     path.write_text(json.dumps({"operators": rows}), encoding="utf-8")
     assert roofline_plot.points_from_report(path) == [
-        RooflinePoint("qkv, qkv'", 10, 4, 3, {"dram": 4, "sram": 8}), RooflinePoint("add", 1, 6, 2, {}),
-    ]  # fmt: skip
+        RooflinePoint("qkv, qkv'", 10, 4, 3, {"dram": 4, "sram": 8}),
+        RooflinePoint("add", 1, 6, 2, {}),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -100,22 +114,51 @@ def test_cli_needs_something_to_plot_and_a_known_format(tmp_path: Path) -> None:
     with pytest.raises(StrataSimError, match="expected KIND:KEY=VALUE"):
         roofline_plot.run_from_args(_args("--device", "h100", "--op", "gemm:M8", "-o", str(tmp_path / "r.png")))
     with pytest.raises(StrataSimError, match="cannot compute in fp8"):
-        roofline_plot.run_from_args(_args("--device", "a100", "--op", "gemm:M=8,K=8,N=8,dtype=fp8",
-                                          "-o", str(tmp_path / "r.png")))  # fmt: skip
+        roofline_plot.run_from_args(
+            _args("--device", "a100", "--op", "gemm:M=8,K=8,N=8,dtype=fp8", "-o", str(tmp_path / "r.png"))
+        )
     with pytest.raises(StrataSimError, match=r"calibration: .*compute_efficiency must be in \(0, 1\]"):
-        roofline_plot.run_from_args(_args("--device", "a100", "--op", "gemm:M=8,K=8,N=8", "--compute-efficiency",
-                                          "2", "-o", str(tmp_path / "r.png")))  # fmt: skip
+        roofline_plot.run_from_args(
+            _args(
+                "--device",
+                "a100",
+                "--op",
+                "gemm:M=8,K=8,N=8",
+                "--compute-efficiency",
+                "2",
+                "-o",
+                str(tmp_path / "r.png"),
+            )
+        )
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_plot_is_written_by_extension(tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"operators": [{"names": ["g"], "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 2,
-                                                 "duration_ps": 138_911_415}]}), encoding="utf-8")  # fmt: skip
+    report.write_text(
+        json.dumps(
+            {
+                "operators": [
+                    {"names": ["g"], "flops": 2 * 4096**3, "bytes": 3 * 4096**2 * 2, "duration_ps": 138_911_415}
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     out = tmp_path / "plots" / f"roofline{suffix}"
-    args = _args("--device", "h100", "--from-report", str(report), "--op", "gemm:M=1,K=8192,N=8192",
-                 "--op", "elementwise:shape=1048576", "-o", str(out))  # fmt: skip
+    args = _args(
+        "--device",
+        "h100",
+        "--from-report",
+        str(report),
+        "--op",
+        "gemm:M=1,K=8192,N=8192",
+        "--op",
+        "elementwise:shape=1048576",
+        "-o",
+        str(out),
+    )
     assert roofline_plot.run_from_args(args) == 0
     assert "3 operators on h100" in capsys.readouterr().out
     written = out.read_bytes()

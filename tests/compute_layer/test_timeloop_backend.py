@@ -92,14 +92,23 @@ def test_unsupported_operator_kind_names_the_operator() -> None:
 @pytest.mark.parametrize(
     ("op", "where", "text"),
     [
-        (compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4), dtype=compute_pb2.BF16), "ops[0].gemm.n",
-         "gemm.n must be a positive size, got 0"),
-        (compute_pb2.OperatorDesc(conv=compute_pb2.ConvShape(n=1, k=2, c=3), dtype=compute_pb2.BF16), "ops[0].conv.p",
-         "conv.p must be a positive size, got 0"),
-        (compute_pb2.OperatorDesc(elementwise=compute_pb2.ElementwiseShape(elements=4), bytes=8), "ops[0].dtype",
-         "dtype_unspecified has no element size"),
+        (
+            compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4), dtype=compute_pb2.BF16),
+            "ops[0].gemm.n",
+            "gemm.n must be a positive size, got 0",
+        ),
+        (
+            compute_pb2.OperatorDesc(conv=compute_pb2.ConvShape(n=1, k=2, c=3), dtype=compute_pb2.BF16),
+            "ops[0].conv.p",
+            "conv.p must be a positive size, got 0",
+        ),
+        (
+            compute_pb2.OperatorDesc(elementwise=compute_pb2.ElementwiseShape(elements=4), bytes=8),
+            "ops[0].dtype",
+            "dtype_unspecified has no element size",
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_operators_come_back_as_errors(op: compute_pb2.OperatorDesc, where: str, text: str) -> None:
     response = _estimate(TimeloopCompute(), "gemmini", op)
     assert response.error.where == where and text in response.error.message

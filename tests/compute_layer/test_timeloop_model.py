@@ -33,8 +33,9 @@ def _toy(rows: int = 2, cols: int = 2, buffer: int = 16, bandwidth: int = 2, dra
     """Per-PE registers of 2 words per operand, a shared buffer of ``buffer`` words, DRAM."""
     regs = StorageLevel("regs", ALL, partitions={"inputs": 2, "weights": 2, "outputs": 2}, read_pj=0.1, write_pj=0.1)
     buf = StorageLevel("buffer", ALL, words=buffer, read_bandwidth=4, write_bandwidth=4, read_pj=2.0, write_pj=2.0)
-    dram = StorageLevel("dram", ALL, read_bandwidth=bandwidth, write_bandwidth=bandwidth, read_pj=dram_pj,
-                        write_pj=dram_pj)  # fmt: skip
+    dram = StorageLevel(
+        "dram", ALL, read_bandwidth=bandwidth, write_bandwidth=bandwidth, read_pj=dram_pj, write_pj=dram_pj
+    )
     return Accelerator("toy", rows, cols, (regs, buf, dram), clock_hz=10**9, mac_pj=1.0, source="test")
 
 
@@ -90,7 +91,9 @@ def test_more_buffer_bandwidth_or_pes_never_hurt(shape: tuple[int, int, int], bu
     problem = gemm(*shape)
 
     def best(**toy: int) -> int:
-        return search(problem, _toy(**{"buffer": buffer, "bandwidth": bandwidth, **toy}), exhaustive_limit=EXHAUSTIVE).cycles
+        return search(
+            problem, _toy(**{"buffer": buffer, "bandwidth": bandwidth, **toy}), exhaustive_limit=EXHAUSTIVE
+        ).cycles
 
     base = best()
     assert best(buffer=2 * buffer) <= base
@@ -127,8 +130,11 @@ def test_reuse_analysis_counts_stationary_and_refetched_operands() -> None:
 def test_a_mapping_that_overflows_a_buffer_names_level_and_sizes() -> None:
     acc = _toy(rows=1, cols=1, buffer=8)
     mapping = Mapping(((), (("M", 4), ("K", 4)), ()))
-    with pytest.raises(MappingError, match=r"tiles of 24 words \(inputs 16, weights 4, outputs 4\) do not fit "
-                                           r"level 'buffer' \(8 words\)"):  # fmt: skip
+    with pytest.raises(
+        MappingError,
+        match=r"tiles of 24 words \(inputs 16, weights 4, outputs 4\) do not fit "
+        r"level 'buffer' \(8 words\)",
+    ):
         evaluate(gemm(4, 4, 1), acc, mapping)
     with pytest.raises(MappingError, match=r"inputs tile of 4 words does not fit level 'regs' \(2 words"):
         evaluate(gemm(4, 4, 1), acc, Mapping(((("M", 4),), (), (("K", 4),))))
@@ -161,8 +167,9 @@ def test_eyeriss_maps_row_stationary() -> None:
     # Filter rows, channels or filters down the array; output rows or filters across it.
     assert {d for d, f in best.mapping.rows if f > 1} <= set("RCK") and best.mapping.rows
     assert {d for d, f in best.mapping.cols if f > 1} <= set("PK") and best.mapping.cols
-    wrong = Mapping(((), (), (("N", 1), ("K", 16), ("C", 8), ("P", 12), ("Q", 12), ("R", 3), ("S", 3))),
-                    rows=(("P", 12),))  # fmt: skip
+    wrong = Mapping(
+        ((), (), (("N", 1), ("K", 16), ("C", 8), ("P", 12), ("Q", 12), ("R", 3), ("S", 3))), rows=(("P", 12),)
+    )
     with pytest.raises(MappingError, match=r"'eyeriss-like' unrolls only \['C', 'K', 'R'\] over rows, not \['P'\]"):
         evaluate(layer, eyeriss, wrong)
     with pytest.raises(ValueError, match="give dataflow or unrolls, not both"):

@@ -50,7 +50,7 @@ def test_a_big_gemm_on_palm_wafer_is_exact() -> None:
     assert traffic["dram"] == 315 * 1_074_272 and traffic["noc"] == (315 - 160) * 1_074_272
     assert traffic["sram"] == 315 * (966_656 + 3_735_552 + 107_616)
     # Horowitz's 45 nm rates: 0.75 pJ a FLOP, 12.5 pJ an SRAM byte, 162.5 pJ a DRAM byte, 1 pJ a NoC byte-hop.
-    expected = (2 * 4096**3 * 0.75 + traffic["sram"] * 12.5 + traffic["dram"] * 162.5 + traffic["noc"] * 1.0)
+    expected = 2 * 4096**3 * 0.75 + traffic["sram"] * 12.5 + traffic["dram"] * 162.5 + traffic["noc"] * 1.0
     assert cost.energy_pj == pytest.approx(expected, rel=1e-12)
 
 
@@ -82,8 +82,10 @@ def test_convolutions_and_batched_gemms_are_priced() -> None:
 
 def test_more_tiles_make_the_gemm_faster() -> None:
     op = operators.gemm(4096, 4096, 4096)
-    times = [_estimate(WaferCompute(), device, op).costs[0].duration_ps
-             for device in ("palm-wafer-1x1", "palm-wafer-2x2", "palm-wafer")]  # fmt: skip
+    times = [
+        _estimate(WaferCompute(), device, op).costs[0].duration_ps
+        for device in ("palm-wafer-1x1", "palm-wafer-2x2", "palm-wafer")
+    ]
     assert times[0] > times[1] > times[2]
 
 
@@ -127,15 +129,31 @@ def test_unknown_and_malformed_devices_are_errors_on_the_wire() -> None:
 def test_operators_the_backend_cannot_cost_are_errors_naming_them() -> None:
     good = operators.gemm(8, 8, 8)
     cases = [
-        (compute_pb2.OperatorDesc(name="mystery"), common_pb2.Error.UNSUPPORTED, "ops[1].shape",
-         "ops[1] ('mystery'): the wafer backend cannot cost operator kind OPERATOR_KIND_UNSPECIFIED (no shape)"),
-        (compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4), dtype=FP16), common_pb2.Error.INVALID_ARGUMENT,
-         "ops[1].gemm.n", "ops[1]: gemm.n must be a positive size, got 0"),
-        (operators.gemm(8, 8, 8, dtype=compute_pb2.FP32), common_pb2.Error.UNSUPPORTED, "ops[1].dtype",
-         "ops[1]: wafer 'palm-wafer' cannot compute in fp32; it supports fp16, bf16"),
-        (compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4, n=4)), common_pb2.Error.INVALID_ARGUMENT,
-         "ops[1].dtype", "ops[1]: dtype_unspecified has no element size"),
-    ]  # fmt: skip
+        (
+            compute_pb2.OperatorDesc(name="mystery"),
+            common_pb2.Error.UNSUPPORTED,
+            "ops[1].shape",
+            "ops[1] ('mystery'): the wafer backend cannot cost operator kind OPERATOR_KIND_UNSPECIFIED (no shape)",
+        ),
+        (
+            compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4), dtype=FP16),
+            common_pb2.Error.INVALID_ARGUMENT,
+            "ops[1].gemm.n",
+            "ops[1]: gemm.n must be a positive size, got 0",
+        ),
+        (
+            operators.gemm(8, 8, 8, dtype=compute_pb2.FP32),
+            common_pb2.Error.UNSUPPORTED,
+            "ops[1].dtype",
+            "ops[1]: wafer 'palm-wafer' cannot compute in fp32; it supports fp16, bf16",
+        ),
+        (
+            compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=4, k=4, n=4)),
+            common_pb2.Error.INVALID_ARGUMENT,
+            "ops[1].dtype",
+            "ops[1]: dtype_unspecified has no element size",
+        ),
+    ]
     for op, code, where, message in cases:
         error = _error(_estimate(WaferCompute(), "palm-wafer", good, op))
         assert (error.code, error.where) == (code, where)
@@ -144,13 +162,18 @@ def test_operators_the_backend_cannot_cost_are_errors_naming_them() -> None:
 
 def test_a_duration_beyond_64_bits_and_a_calibration_are_refused() -> None:
     one = Wafer("one", (1, 1), (1, 1), ((FP16, 10**12),), 10, 10**9, 10**9)
-    huge = compute_pb2.OperatorDesc(elementwise=compute_pb2.ElementwiseShape(elements=1), dtype=FP16, flops=2**64 - 1,
-                                    bytes=4)  # fmt: skip
+    huge = compute_pb2.OperatorDesc(
+        elementwise=compute_pb2.ElementwiseShape(elements=1), dtype=FP16, flops=2**64 - 1, bytes=4
+    )
     error = _error(_estimate(WaferCompute([one]), "one", huge))
     assert (error.code, error.where) == (common_pb2.Error.INVALID_ARGUMENT, "ops[0]")
     assert "more than a 64-bit duration" in error.message
-    calibrated = _estimate(WaferCompute(), "palm-wafer", operators.gemm(8, 8, 8),
-                           calibration=compute_pb2.Calibration(compute_efficiency=0.5))  # fmt: skip
+    calibrated = _estimate(
+        WaferCompute(),
+        "palm-wafer",
+        operators.gemm(8, 8, 8),
+        calibration=compute_pb2.Calibration(compute_efficiency=0.5),
+    )
     assert _error(calibrated).where == "calibration"
 
 

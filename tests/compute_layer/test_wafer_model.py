@@ -133,6 +133,8 @@ def test_more_tiles_are_never_slower(mkn: tuple[int, int, int], tiles_x: int, ti
 def test_more_tiles_speed_up_a_big_gemm() -> None:
     peak = PALM_WAFER.core_peak(FP16)
     assert peak is not None
-    times = [plan(palm_wafer(x, y), Gemm(1, 4096, 4096, 4096, 2), peak).duration_ps
-             for x, y in ((1, 1), (2, 1), (2, 2), (4, 2), (5, 4))]  # fmt: skip
+    times = [
+        plan(palm_wafer(x, y), Gemm(1, 4096, 4096, 4096, 2), peak).duration_ps
+        for x, y in ((1, 1), (2, 1), (2, 2), (4, 2), (5, 4))
+    ]
     assert times == sorted(times, reverse=True) and times[-1] < times[0] / 10

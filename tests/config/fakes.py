@@ -33,9 +33,15 @@ class FakeWorkload:
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         nodes = [
             workload_pb2.Node(id=1, name="forward", type=workload_pb2.COMP_NODE, duration_ps=self.config.compute),
-            workload_pb2.Node(id=2, name="grads", type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE,
-                              comm_bytes=self.config.size, data_deps=[1]),
-        ]  # fmt: skip
+            workload_pb2.Node(
+                id=2,
+                name="grads",
+                type=workload_pb2.COMM_COLL_NODE,
+                comm_type=workload_pb2.ALL_REDUCE,
+                comm_bytes=self.config.size,
+                data_deps=[1],
+            ),
+        ]
         return [workload_pb2.ExecutionGraph(nodes=nodes)] * npus
 
 

@@ -140,7 +140,10 @@ def test_an_endpoint_may_be_a_unix_domain_socket() -> None:
 def test_the_system_section_is_the_system_layers_options() -> None:
     # So a new system option (a field of SystemOptions) is a study key, with its suggestions, from then on.
     found = problems(study(system={"splitz": 4}))
-    assert found["system.splitz"] == f"unknown key; did you mean 'splits'? expected one of {', '.join(SystemOptions.model_fields)}"
+    assert (
+        found["system.splitz"]
+        == f"unknown key; did you mean 'splits'? expected one of {', '.join(SystemOptions.model_fields)}"
+    )
 
 
 def test_topology_entries_are_named_by_index() -> None:
@@ -162,9 +165,13 @@ def test_every_problem_is_reported_at_once() -> None:
         parse_study(data, "study.yaml")
     paths = [path for path, _ in info.value.problems]
     assert paths == [
-        "colour", "workload.kind", "system.algorithm", "system.splits",
-        "network.topology[0].bandwidth", "compute.device",
-    ]  # fmt: skip
+        "colour",
+        "workload.kind",
+        "system.algorithm",
+        "system.splits",
+        "network.topology[0].bandwidth",
+        "compute.device",
+    ]
     message = str(info.value)
     assert message.startswith("study.yaml: 6 problems") and "https://" not in message and "Value error" not in message
 
@@ -196,7 +203,7 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_study(path)
     assert str(path) in str(info.value)
-    (where, message), = info.value.problems
+    ((where, message),) = info.value.problems
     assert where.startswith("line ") and "invalid YAML" in message
 
 

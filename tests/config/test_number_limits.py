@@ -99,11 +99,18 @@ def test_a_topology_beyond_the_wire(size: int) -> None:
 
 
 def test_the_cli_names_the_key_without_a_traceback() -> None:
-    for setting, fragment in (("network.topology.0.bandwidth=.inf", "not a finite number"),
-                              ("system.algorithm={}", "names no algorithm"),
-                              ("workload.size=1e30B", "at most 1 PiB")):  # fmt: skip
-        done = subprocess.run([sys.executable, "-m", "stratasim", "run", "examples/quickstart.yaml", "--set", setting],
-                              capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    for setting, fragment in (
+        ("network.topology.0.bandwidth=.inf", "not a finite number"),
+        ("system.algorithm={}", "names no algorithm"),
+        ("workload.size=1e30B", "at most 1 PiB"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "stratasim", "run", "examples/quickstart.yaml", "--set", setting],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr and fragment in done.stderr
 
 
@@ -121,8 +128,10 @@ def test_a_chakra_duration_beyond_int64_picoseconds(micros: int) -> None:
 
 @pytest.mark.parametrize("size", [2**63, 2**64 - 1])
 def test_a_chakra_size_beyond_int64(size: int) -> None:
-    attrs = [et_def_pb2.AttributeProto(name="comm_type", int64_val=workload_pb2.ALL_REDUCE),
-             et_def_pb2.AttributeProto(name="comm_size", uint64_val=size)]  # fmt: skip
+    attrs = [
+        et_def_pb2.AttributeProto(name="comm_type", int64_val=workload_pb2.ALL_REDUCE),
+        et_def_pb2.AttributeProto(name="comm_size", uint64_val=size),
+    ]
     node = _chakra_node(type=et_def_pb2.COMM_COLL_NODE, attr=attrs)
     with pytest.raises(WorkloadError, match="comm_size is beyond int64"):
         to_graph([node], 0, None)
@@ -130,24 +139,30 @@ def test_a_chakra_size_beyond_int64(size: int) -> None:
 
 def _memory_node(node_id: int, memory: int, *deps: int) -> et_def_pb2.Node:
     attrs = [et_def_pb2.AttributeProto(name="memory_bytes", int64_val=memory)]
-    return et_def_pb2.Node(id=node_id, name=f"n{node_id}", type=et_def_pb2.COMP_NODE, duration_micros=1,
-                           data_deps=deps, attr=attrs)  # fmt: skip
+    return et_def_pb2.Node(
+        id=node_id, name=f"n{node_id}", type=et_def_pb2.COMP_NODE, duration_micros=1, data_deps=deps, attr=attrs
+    )
 
 
 @pytest.mark.parametrize(
     ("nodes", "fragment"),
     [
         ([_memory_node(1, -4096)], "node 1: frees 4 KiB (memory_bytes) when the nodes before it hold 0 B"),
-        ([_memory_node(1, 1024), _memory_node(2, -4096, 1)], "node 2: frees 4 KiB (memory_bytes) when the nodes "
-                                                              "before it hold 1 KiB"),
+        (
+            [_memory_node(1, 1024), _memory_node(2, -4096, 1)],
+            "node 2: frees 4 KiB (memory_bytes) when the nodes before it hold 1 KiB",
+        ),
     ],
 )
-def test_a_trace_node_freeing_memory_never_allocated_is_refused(tmp_path: Path, nodes: list[et_def_pb2.Node],
-                                                                fragment: str) -> None:
+def test_a_trace_node_freeing_memory_never_allocated_is_refused(
+    tmp_path: Path, nodes: list[et_def_pb2.Node], fragment: str
+) -> None:
     for rank in range(2):
         write_trace(tmp_path / f"t.{rank}.et", et_def_pb2.GlobalMetadata(), nodes)
-    study = {"workload": {"kind": "chakra", "path": str(tmp_path / "t")},
-             "network": {"topology": [{"kind": "switch", "size": 2, "bandwidth": "50GB/s", "latency": "500ns"}]}}
+    study = {
+        "workload": {"kind": "chakra", "path": str(tmp_path / "t")},
+        "network": {"topology": [{"kind": "switch", "size": 2, "bandwidth": "50GB/s", "latency": "500ns"}]},
+    }
     with pytest.raises(WorkloadError) as caught:
         stratasim.run(study)
     assert fragment in str(caught.value) and "'n" not in str(caught.value)  # by id: a trace's names are not echoed
@@ -190,6 +205,8 @@ def test_a_profile_dimension_beyond_int64(tmp_path: Path) -> None:
 def test_a_run_beyond_int64_picoseconds_is_refused(backend: str) -> None:
     data = copy.deepcopy(STUDY)
     data["workload"]["size"] = "1PiB"
-    data["network"].update(backend=backend, topology=[{"kind": "ring", "size": 4, "bandwidth": "1kB/s", "latency": "1s"}])
+    data["network"].update(
+        backend=backend, topology=[{"kind": "ring", "size": 4, "bandwidth": "1kB/s", "latency": "1s"}]
+    )
     with pytest.raises(SimulationError, match=r"reached .* s, beyond the int64 picoseconds"):
         stratasim.run(data)

@@ -31,7 +31,9 @@ def _study(bandwidth: str = "50GB/s", **sections: Any) -> dict[str, Any]:
     }
 
 
-LINK = "network.topology[0].bandwidth: 5MB/s is below the usual range of a network link (1GB/s to 10TB/s); check the unit"
+LINK = (
+    "network.topology[0].bandwidth: 5MB/s is below the usual range of a network link (1GB/s to 10TB/s); check the unit"
+)
 
 
 def test_a_value_outside_its_band_is_warned_of_by_key_value_and_band() -> None:
@@ -115,11 +117,15 @@ def test_no_astra_reference_input_is_warned_of(network: str, system: str) -> Non
 
 
 def test_a_value_read_from_an_included_file_is_named_by_its_key_not_shown(tmp_path: Path) -> None:
-    chips = [{"id": i, "links": [{"to": (i + 1) % 4, "distance": 1}, {"to": (i + 3) % 4, "distance": 1}]}
-             for i in range(4)]  # fmt: skip
-    (tmp_path / "ring.yaml").write_text(yaml.safe_dump({"chips": chips, "bandwidth": "5MB/s",
-                                                        "latency_per_distance": "5ns"}))  # fmt: skip
+    chips = [
+        {"id": i, "links": [{"to": (i + 1) % 4, "distance": 1}, {"to": (i + 3) % 4, "distance": 1}]} for i in range(4)
+    ]
+    (tmp_path / "ring.yaml").write_text(
+        yaml.safe_dump({"chips": chips, "bandwidth": "5MB/s", "latency_per_distance": "5ns"})
+    )
     study = _study(network={"backend": "congestion_aware", "topology": {"kind": "graph", "file": "ring.yaml"}})
     (warning,) = parse_study(study, str(tmp_path / "study.yaml")).warnings
-    assert warning == (f"network.topology.bandwidth: its value is below the usual range of a network link (1GB/s to "
-                       f"10TB/s); check the unit (read from {tmp_path / 'ring.yaml'}; its contents are not shown)")
+    assert warning == (
+        f"network.topology.bandwidth: its value is below the usual range of a network link (1GB/s to "
+        f"10TB/s); check the unit (read from {tmp_path / 'ring.yaml'}; its contents are not shown)"
+    )

@@ -139,11 +139,16 @@ class FakeCompute:
             message = f"unknown device {unknown[0]!r}"
             error = common_pb2.Error(code=common_pb2.Error.Code.INVALID_ARGUMENT, message=message, where="devices")
             return compute_pb2.DescribeResponse(error=error)
-        return compute_pb2.DescribeResponse(devices=[
-            compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=16 << 30) if name == "fake-npu"
-            else compute_pb2.DeviceFacts(device=name, memory_capacity_unknown="an edge device's memory is not modelled")
-            for name in request.devices
-        ])  # fmt: skip
+        return compute_pb2.DescribeResponse(
+            devices=[
+                compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=16 << 30)
+                if name == "fake-npu"
+                else compute_pb2.DeviceFacts(
+                    device=name, memory_capacity_unknown="an edge device's memory is not modelled"
+                )
+                for name in request.devices
+            ]
+        )
 
     def close(self) -> None:
         pass
@@ -170,8 +175,12 @@ def backend_names(layer: str) -> list[str]:
 
 @contextmanager
 def served(
-    layer: str, backend: str, factories: Mapping[str, Callable[[], Any]] | None = None, *,
-    listen: str = "127.0.0.1:0", **options: Any,
+    layer: str,
+    backend: str,
+    factories: Mapping[str, Callable[[], Any]] | None = None,
+    *,
+    listen: str = "127.0.0.1:0",
+    **options: Any,
 ) -> Iterator[str]:
     """Run ``serve`` (with ``options``: security, limits, also...) in a background thread on ``listen``, a free
     loopback port by default; yield its endpoint; stop it on exit."""

@@ -19,13 +19,22 @@ Op = compute_pb2.OperatorDesc
 def ops() -> list[compute_pb2.OperatorDesc]:
     """A GEMM, an elementwise op, and ops with only FLOPs or only bytes, all in BF16."""
     return [
-        Op(gemm=compute_pb2.GemmShape(m=256, k=512, n=1024), dtype=compute_pb2.BF16, flops=2 * 256 * 512 * 1024,
-           bytes=2 * (256 * 512 + 512 * 1024 + 256 * 1024), name="gemm"),
-        Op(elementwise=compute_pb2.ElementwiseShape(elements=1 << 20), dtype=compute_pb2.BF16, flops=1 << 20,
-           bytes=3 << 21),
+        Op(
+            gemm=compute_pb2.GemmShape(m=256, k=512, n=1024),
+            dtype=compute_pb2.BF16,
+            flops=2 * 256 * 512 * 1024,
+            bytes=2 * (256 * 512 + 512 * 1024 + 256 * 1024),
+            name="gemm",
+        ),
+        Op(
+            elementwise=compute_pb2.ElementwiseShape(elements=1 << 20),
+            dtype=compute_pb2.BF16,
+            flops=1 << 20,
+            bytes=3 << 21,
+        ),
         Op(gemm=compute_pb2.GemmShape(m=8, k=8, n=8), dtype=compute_pb2.BF16, flops=1024),
         Op(elementwise=compute_pb2.ElementwiseShape(elements=64), dtype=compute_pb2.BF16, bytes=128),
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture(params=[(name, mode) for name in NAMES for mode in MODES], ids="-".join)

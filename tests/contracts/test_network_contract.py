@@ -40,8 +40,11 @@ def sends(count: int, first_id: int, start_ps: int) -> network_pb2.SendBatch:
         batch.bytes.append([0, 1, 4096, 1 << 20][i % 4])
         batch.send_time_ps.append(start_ps + (i // 2) * 250_000)  # pairs share a send time
     # Two identical messages but for their ids: they arrive together and must come back in id order.
-    batch.MergeFrom(network_pb2.SendBatch(id=[first_id + 3, first_id + 1], src=[0, 0], dst=[5, 5],
-                                          bytes=[64, 64], send_time_ps=[start_ps, start_ps]))  # fmt: skip
+    batch.MergeFrom(
+        network_pb2.SendBatch(
+            id=[first_id + 3, first_id + 1], src=[0, 0], dst=[5, 5], bytes=[64, 64], send_time_ps=[start_ps, start_ps]
+        )
+    )
     return batch
 
 

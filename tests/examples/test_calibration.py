@@ -18,8 +18,10 @@ LLAMA = EXAMPLES / "llama2_70b_h100.yaml"
 
 # MosaicML llm-foundry benchmarks, "H100 80GB BF16", sequence 2048: tokens/s over 2048 tokens per sequence, as
 # stratasim validate checks them (stratasim/validate/cases.yaml, suite calibration: one source for both).
-PUBLISHED_SEQUENCES = {size: case("calibration", f"mpt_{size}_h100").check("samples_per_second").expected
-                       for size in ("7b", "13b", "30b", "70b")}  # fmt: skip
+PUBLISHED_SEQUENCES = {
+    size: case("calibration", f"mpt_{size}_h100").check("samples_per_second").expected
+    for size in ("7b", "13b", "30b", "70b")
+}
 FITTED = ("7b", "13b", "30b")
 # MaxText's 22B on a v4-128 slice: 156 TFLOP/s per chip under MaxText's count, 35.10 sequences/s.
 MAXTEXT_22B = CALIBRATION / "maxtext_22b_tpuv4.yaml"
@@ -76,7 +78,6 @@ def test_the_tpuv4_model_reproduces_maxtext() -> None:
     rate = report.training["samples_per_second"]
     assert abs(rate / MAXTEXT_SEQUENCES - 1) < 0.01, f"{rate:.2f} sequences/s"
     assert "MaxText" in report.calibration and not report.warnings
-
 
 
 # MaxText's v5p configurations (December 2023): 32B and 64B on a v5p-128, 128B on a v5p-256, in sequences/s under

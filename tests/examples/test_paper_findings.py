@@ -47,7 +47,10 @@ def test_fig9_alltoall_wins_all_to_all_and_the_torus_wins_large_all_reduces(find
         assert row["all_to_all alltoall"] < row["all_to_all torus"]  # the alltoall topology always wins A2A
     small, large = table["64KiB"], table["64MiB"]
     # ... by less and less, relatively, as messages grow
-    assert large["all_to_all torus"] / large["all_to_all alltoall"] < small["all_to_all torus"] / small["all_to_all alltoall"]
+    assert (
+        large["all_to_all torus"] / large["all_to_all alltoall"]
+        < small["all_to_all torus"] / small["all_to_all alltoall"]
+    )
     assert small["all_reduce alltoall"] < small["all_reduce torus"]  # small all-reduces: fewer steps win
     assert large["all_reduce torus"] < large["all_reduce alltoall"]  # large ones: all 8 links, no queueing
     assert table["16MiB"]["all_reduce torus"] < table["16MiB"]["all_reduce alltoall"]

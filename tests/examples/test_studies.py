@@ -94,12 +94,14 @@ from tests.workload_layer.test_serving_study import SERVING_SWEEP
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # Overrides (``--set`` style) that make a slow example's short form.
-SHORT_FORMS = {"gpt3_175b.yaml": ["workload.parallelism.global_batch=128"],
-               "serving/llama3_70b_h100_tp8.yaml": ["workload.requests.count=400"],
-               "serving/llama3_70b_h100_disaggregated.yaml": ["workload.requests.count=400"],
-               "serving/mixtral_8x7b_h100_tp2.yaml": ["workload.requests.count=400"],
-               "serving/mixtral_8x7b_h100_ep8.yaml": ["workload.requests.count=400"],
-               "serving/llama3_70b_h100_speculative.yaml": ["workload.requests.count=400"]}
+SHORT_FORMS = {
+    "gpt3_175b.yaml": ["workload.parallelism.global_batch=128"],
+    "serving/llama3_70b_h100_tp8.yaml": ["workload.requests.count=400"],
+    "serving/llama3_70b_h100_disaggregated.yaml": ["workload.requests.count=400"],
+    "serving/mixtral_8x7b_h100_tp2.yaml": ["workload.requests.count=400"],
+    "serving/mixtral_8x7b_h100_ep8.yaml": ["workload.requests.count=400"],
+    "serving/llama3_70b_h100_speculative.yaml": ["workload.requests.count=400"],
+}
 
 # Headline figures by example: total_time_ps, and what the report adds for training or serving.
 HEADLINES: dict[str, dict[str, int | float]] = {
@@ -115,20 +117,35 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     "palm_congestion.yaml": {"total_time_ps": 122_980_000},
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
     "gpt3_175b.yaml": {"total_time_ps": 4_554_165_163_630, "tflops_per_npu": 80.60835004903505},
-    "serving/llama3_70b_h100_tp8.yaml": {"total_time_ps": 29_389_569_226_476, "ttft_p99_ns": 373_145_200.09735,
-                                         "tpot_p99_ns": 51_895_536.91083218},
-    "serving/llama3_70b_h100_disaggregated.yaml": {"total_time_ps": 34_525_181_980_895,
-                                                   "ttft_p99_ns": 589_968_533.2247299,
-                                                   "tpot_p99_ns": 12_347_920.692983646,
-                                                   "kv_transfer_mean_ns": 1_463_682.1534275},
-    "serving/mixtral_8x7b_h100_tp2.yaml": {"total_time_ps": 42_649_526_890_829, "ttft_p99_ns": 193_006_998.01743,
-                                           "tpot_p99_ns": 23_203_722.01943243},
-    "serving/mixtral_8x7b_h100_ep8.yaml": {"total_time_ps": 26_692_137_934_025, "ttft_p99_ns": 142_988_573.5859399,
-                                           "tpot_p99_ns": 12_872_234.933956264, "tpot_mean_ns": 8_709_728.989850136,
-                                           "weights_bytes_per_npu": 14_485_561_344.0},
-    "serving/llama3_70b_h100_speculative.yaml": {"total_time_ps": 30_807_713_777_498, "ttft_p99_ns": 381_092_632.4663199,
-                                                 "tpot_mean_ns": 13_520_739.954440245,
-                                                 "speculative_tokens_per_step": 2.7558505513328337},
+    "serving/llama3_70b_h100_tp8.yaml": {
+        "total_time_ps": 29_389_569_226_476,
+        "ttft_p99_ns": 373_145_200.09735,
+        "tpot_p99_ns": 51_895_536.91083218,
+    },
+    "serving/llama3_70b_h100_disaggregated.yaml": {
+        "total_time_ps": 34_525_181_980_895,
+        "ttft_p99_ns": 589_968_533.2247299,
+        "tpot_p99_ns": 12_347_920.692983646,
+        "kv_transfer_mean_ns": 1_463_682.1534275,
+    },
+    "serving/mixtral_8x7b_h100_tp2.yaml": {
+        "total_time_ps": 42_649_526_890_829,
+        "ttft_p99_ns": 193_006_998.01743,
+        "tpot_p99_ns": 23_203_722.01943243,
+    },
+    "serving/mixtral_8x7b_h100_ep8.yaml": {
+        "total_time_ps": 26_692_137_934_025,
+        "ttft_p99_ns": 142_988_573.5859399,
+        "tpot_p99_ns": 12_872_234.933956264,
+        "tpot_mean_ns": 8_709_728.989850136,
+        "weights_bytes_per_npu": 14_485_561_344.0,
+    },
+    "serving/llama3_70b_h100_speculative.yaml": {
+        "total_time_ps": 30_807_713_777_498,
+        "ttft_p99_ns": 381_092_632.4663199,
+        "tpot_mean_ns": 13_520_739.954440245,
+        "speculative_tokens_per_step": 2.7558505513328337,
+    },
 }
 
 
@@ -158,8 +175,18 @@ def test_a_slow_example_validates_in_full(capsys: pytest.CaptureFixture[str], ex
 def test_every_example_has_a_test() -> None:
     tested = {EXAMPLES / name for name in HEADLINES}
     tested |= {MEGATRON / f"gpt_{row}.yaml" for row in PUBLISHED_TFLOPS}
-    tested |= {ASTRA_FINDINGS, PALM_CONGESTION, TORUS_SWEEP, TORUS_LADDER, GPT3_PLANS, DEAP_BERT, DEAP_GPT, LLAMA,
-               MAXTEXT_22B, SERVING_SWEEP}
+    tested |= {
+        ASTRA_FINDINGS,
+        PALM_CONGESTION,
+        TORUS_SWEEP,
+        TORUS_LADDER,
+        GPT3_PLANS,
+        DEAP_BERT,
+        DEAP_GPT,
+        LLAMA,
+        MAXTEXT_22B,
+        SERVING_SWEEP,
+    }
     tested |= {CALIBRATION / f"mpt_{size}_h100.yaml" for size in PUBLISHED_SEQUENCES}
     tested |= {CALIBRATION / f"maxtext_{size}_tpuv5p.yaml" for size in MAXTEXT_V5P} | {LLAMA31_8B}
     tested |= {LLAMA3_8B_B200, NEMOTRON4_15B_B200} | {CALIBRATION / f"{name}.yaml" for name in H100_FP8}

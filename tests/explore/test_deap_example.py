@@ -36,9 +36,15 @@ def _run(tmp_path: Path, example: Path, level: int = 0, **shape: Any) -> dict[st
     sweep = load_sweep(path)
     outcome = run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()), workers=1)
     assert all(r.status == "done" for r in outcome.trials), [r.error for r in outcome.trials if r.error][:1]
-    return {_name(r.params["network.topology"], r.number):
-            (int(r.metrics["npus"]), r.metrics["total_time_ns"] / 1e6, r.metrics["exposed_comm_ns"] / 1e6)
-            for r in outcome.trials if r.fidelity == level}  # fmt: skip
+    return {
+        _name(r.params["network.topology"], r.number): (
+            int(r.metrics["npus"]),
+            r.metrics["total_time_ns"] / 1e6,
+            r.metrics["exposed_comm_ns"] / 1e6,
+        )
+        for r in outcome.trials
+        if r.fidelity == level
+    }
 
 
 def _name(topology: Any, trial: int) -> str:
@@ -102,8 +108,12 @@ def test_random_topologies_lose_to_the_3d_torus_of_the_most_chips(tmp_path: Path
 def test_with_shared_links_random_topologies_lose_more_and_tori_keep_their_times(tmp_path: Path) -> None:
     """The ladder's second level (congestion-aware): a torus's ring collectives use each link once, so its time
     stays to the picosecond; a random graph's multi-hop ring steps share links and it slows down by half or more."""
-    shape = {"chips": [36], "kinds": ["torus", "random"], "dimensions": [3],
-             "random": {"count": 2, "seed": 1, "links_per_chip": 3}}  # fmt: skip
+    shape = {
+        "chips": [36],
+        "kinds": ["torus", "random"],
+        "dimensions": [3],
+        "random": {"count": 2, "seed": 1, "links_per_chip": 3},
+    }
     screen = _run(tmp_path / "screen", BERT, **shape)
     shared = _run(tmp_path / "shared", BERT, level=1, **shape)
     assert screen.keys() == shared.keys() and len(screen) == 5  # 3 3-D tori, 2 random graphs

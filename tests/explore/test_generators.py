@@ -88,7 +88,9 @@ def test_every_valid_plan_and_only_those(tmp_path: Path) -> None:
 
 def test_a_mixture_of_experts_varies_ep_within_dp(tmp_path: Path) -> None:
     moe = TINY.replace("vocab: 128}", "vocab: 128, experts: 4}")
-    space = "  plan: {generator: parallelism, tp: [1], zero: [0], recompute: [none], schedule: [1f1b], micro_batch: [1]}\n"
+    space = (
+        "  plan: {generator: parallelism, tp: [1], zero: [0], recompute: [none], schedule: [1f1b], micro_batch: [1]}\n"
+    )
     points = resolve(load_sweep(_sweep(tmp_path, space, moe))).generated["plan"].points
     pairs = sorted((p[PLAN + "pp"], p[PLAN + "dp"], p[PLAN + "ep"]) for p in points)
     # dp = 8 / pp; ep divides dp and the 4 experts; pp divides the 4 layers
@@ -98,12 +100,14 @@ def test_a_mixture_of_experts_varies_ep_within_dp(tmp_path: Path) -> None:
 def test_plans_that_do_not_fit_are_pruned_and_counted(tmp_path: Path) -> None:
     everything = resolve(load_sweep(_sweep(tmp_path, NARROW))).generated["plan"].points
     base = TransformerConfig.model_validate(
-        {"model": {"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 128}})
+        {"model": {"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 128}}
+    )
 
     def peak(point: dict[str, object]) -> int:
         plan = {key.removeprefix(PLAN): value for key, value in point.items()}
-        config = TransformerConfig.model_validate({"model": base.model.model_dump(exclude_unset=True),
-                                                   "parallelism": {**plan, "global_batch": 16}})  # fmt: skip
+        config = TransformerConfig.model_validate(
+            {"model": base.model.model_dump(exclude_unset=True), "parallelism": {**plan, "global_batch": 16}}
+        )
         workload = TransformerWorkload(config)
         return max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
 
@@ -134,16 +138,21 @@ def test_the_topology_shapes_of_8_chips(tmp_path: Path) -> None:
     points = [p["network.topology"] for p in resolve(load_sweep(_sweep(tmp_path, space))).generated["shape"].points]
     tori = [[d["size"] for d in t] for t in points if isinstance(t, list) and t[0]["kind"] == "ring"]
     assert tori == [[8], [2, 4], [4, 2], [2, 2, 2]]
-    assert points[1] == [{"kind": "ring", "size": 2, "bandwidth": "100GB/s", "latency": "500ns"},
-                         {"kind": "ring", "size": 4, "bandwidth": "50GB/s", "latency": "500ns"}]  # fmt: skip
+    assert points[1] == [
+        {"kind": "ring", "size": 2, "bandwidth": "100GB/s", "latency": "500ns"},
+        {"kind": "ring", "size": 4, "bandwidth": "50GB/s", "latency": "500ns"},
+    ]
     assert [t for t in points if isinstance(t, list) and t[0]["kind"] == "switch"] == [
-        [{"kind": "switch", "size": 8, "bandwidth": "100GB/s", "latency": "500ns"}]]
+        [{"kind": "switch", "size": 8, "bandwidth": "100GB/s", "latency": "500ns"}]
+    ]
     generated = resolve(load_sweep(_sweep(tmp_path, space))).generated["shape"]
     assert generated.skipped == {"meshes with a different link speed per dimension (a mesh has one)": 3}
     alike = "  shape: {generator: topology, chips: [8, 13], dimensions: [2, 3], distinct_orders: false}\n"
     generated = resolve(load_sweep(_sweep(tmp_path, alike))).generated["shape"]
-    shapes = [t["shape"] if isinstance(t, dict) else [d["size"] for d in t] for t in
-              (p["network.topology"] for p in generated.points)]  # fmt: skip
+    shapes = [
+        t["shape"] if isinstance(t, dict) else [d["size"] for d in t]
+        for t in (p["network.topology"] for p in generated.points)
+    ]
     assert shapes == [[2, 4], [2, 2, 2], [2, 4], [2, 2, 2], [8], [13]]  # tori, meshes, switches
     assert sum(generated.skipped.values()) == 4  # 13 chips: no 2-D or 3-D torus or mesh
 
@@ -172,14 +181,21 @@ def test_fill_dp_keeps_the_model_and_batch_on_every_chip_count(tmp_path: Path) -
     # TINY: dp 8, micro-batch 1, global batch 16, so 2 micro-batches per pipeline: dp x 2 must divide 16
     space = "  shape: {generator: topology, chips: [2, 3, 4, 6, 8], kinds: [torus], dimensions: [1], fill_dp: true}\n"
     generated = resolve(load_sweep(_sweep(tmp_path, space))).generated["shape"]
-    plans = {p["network.topology"][0]["size"]: (p[PLAN + "dp"], p[PLAN + "micro_batch"], p[PLAN + "global_batch"])
-             for p in generated.points}  # fmt: skip
+    plans = {
+        p["network.topology"][0]["size"]: (p[PLAN + "dp"], p[PLAN + "micro_batch"], p[PLAN + "global_batch"])
+        for p in generated.points
+    }
     assert plans == {2: (2, 4, 16), 4: (4, 2, 16), 8: (8, 1, 16)}
-    assert generated.skipped == {"chip counts whose dp does not divide the global batch into the base's "
-                                 "micro-batches per pipeline": 2}  # fmt: skip
+    assert generated.skipped == {
+        "chip counts whose dp does not divide the global batch into the base's micro-batches per pipeline": 2
+    }
     tp2 = TINY.replace("tp: 1, pp: 1, dp: 8", "tp: 2, pp: 1, dp: 4")
     generated = resolve(load_sweep(_sweep(tmp_path, space, tp2))).generated["shape"]
-    assert [(p[PLAN + "dp"], p[PLAN + "micro_batch"]) for p in generated.points] == [(1, 4), (2, 2), (4, 1)]  # 4 per pipeline
+    assert [(p[PLAN + "dp"], p[PLAN + "micro_batch"]) for p in generated.points] == [
+        (1, 4),
+        (2, 2),
+        (4, 1),
+    ]  # 4 per pipeline
     assert generated.skipped["chip counts not a multiple of the base plan's tp * pp"] == 1  # 3; 6 (dp 3) skips too
     # every point runs on all its chips
     sweep = load_sweep(_sweep(tmp_path, space))
@@ -190,21 +206,37 @@ def test_fill_dp_keeps_the_model_and_batch_on_every_chip_count(tmp_path: Path) -
 def test_a_switch_may_have_its_own_speed(tmp_path: Path) -> None:
     space = "  shape: {generator: topology, chips: 4, kinds: [switch, torus], dimensions: [2], switch: {bandwidth: 1GB/s}}\n"
     points = [p["network.topology"] for p in resolve(load_sweep(_sweep(tmp_path, space))).generated["shape"].points]
-    assert points == [[{"kind": "switch", "size": 4, "bandwidth": "1GB/s", "latency": "500ns"}],
-                      [{"kind": "ring", "size": 2, "bandwidth": "50GB/s", "latency": "500ns"}] * 2]  # fmt: skip
+    assert points == [
+        [{"kind": "switch", "size": 4, "bandwidth": "1GB/s", "latency": "500ns"}],
+        [{"kind": "ring", "size": 2, "bandwidth": "50GB/s", "latency": "500ns"}] * 2,
+    ]
 
 
 def test_generated_trials_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    space = ("  plan: {generator: parallelism, tp: [1, 2], pp: [1, 2], schedule: [1f1b, interleaved], "
-             "micro_batch: [1, 2], zero: [0, 1], recompute: [none], sequence_parallel: [false]}\n"
-             "  system.algorithm: [ring, direct]\n")  # fmt: skip
+    space = (
+        "  plan: {generator: parallelism, tp: [1, 2], pp: [1, 2], schedule: [1f1b, interleaved], "
+        "micro_batch: [1, 2], zero: [0, 1], recompute: [none], sequence_parallel: [false]}\n"
+        "  system.algorithm: [ring, direct]\n"
+    )
     sweep = load_sweep(_sweep(tmp_path, space))
     trials = expand(sweep)
     # (tp, pp) = (1, 1), (2, 1): 1f1b; (1, 2), (2, 2): 1f1b or interleaved with v = 2; each with 2 micro-batch
     # sizes and 2 ZeRO stages: (1 + 1 + 2 + 2) * 2 * 2 = 24 plans, each with 2 algorithms
     assert len(resolve(sweep).generated["plan"].points) == 24 and len(trials) == 48
-    assert set(trials[0]) == {PLAN + key for key in ("tp", "pp", "dp", "schedule", "virtual_stages", "micro_batch",
-                                                     "recompute", "zero", "sequence_parallel")} | {"system.algorithm"}
+    assert set(trials[0]) == {
+        PLAN + key
+        for key in (
+            "tp",
+            "pp",
+            "dp",
+            "schedule",
+            "virtual_stages",
+            "micro_batch",
+            "recompute",
+            "zero",
+            "sequence_parallel",
+        )
+    } | {"system.algorithm"}
     outcome = run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()), workers=1)
     assert all(r.status == "done" for r in outcome.trials), [r.error for r in outcome.trials if r.error][:1]
     assert outcome.notes == (resolve(sweep).generated["plan"].summary("plan"),)
@@ -245,12 +277,17 @@ def test_orders_map_the_groups_onto_the_dimensions_only_when_asked(tmp_path: Pat
     fixed = "zero: [0], recompute: [none], schedule: [1f1b], micro_batch: [1], sequence_parallel: [false]"
     plain = resolve(load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}}}\n")))
     assert len(plain.generated["plan"].points) == 1 and PLAN + "order" not in plain.generated["plan"].points[0]
-    every = resolve(load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}, "
-                                                "order: all}\n")))  # fmt: skip
+    every = resolve(
+        load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}, order: all}}\n"))
+    )
     orders = [point[PLAN + "order"] for point in every.generated["plan"].points]
     assert sorted(map(tuple, orders)) == sorted(itertools.permutations(("tp", "pp", "dp")))
-    sweep = load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}, "
-                                        "order: [[tp, pp, dp], [dp, pp, tp]]}\n"))  # fmt: skip
+    sweep = load_sweep(
+        _sweep(
+            tmp_path,
+            f"  plan: {{generator: parallelism, tp: [2], pp: [2], {fixed}, order: [[tp, pp, dp], [dp, pp, tp]]}}\n",
+        )
+    )
     outcome = run_sweep(sweep, ResultStore(tmp_path / "o.db", sweep.section.model_dump_json()))
     assert [r.params[PLAN + "order"] for r in outcome.trials] == [["tp", "pp", "dp"], ["dp", "pp", "tp"]]
     assert all(r.status == "done" for r in outcome.trials)
@@ -276,12 +313,17 @@ def test_orders_map_the_groups_onto_the_dimensions_only_when_asked(tmp_path: Pat
         ("  shape: {generator: topology, chips: 8, dimensions: [4]}\n", "space.shape.dimensions[0]: input should be"),
         ("  shape: {generator: topology, chips: 8, kinds: [random]}\n", "space.shape: kinds names random exactly"),
         ("  shape: {generator: topology, chips: 8, random: {count: 0}}\n", "space.shape.random.count: input should"),
-        ("  shape: {generator: topology, chips: 8, switch: {bandwidth: slow}}\n", "space.shape.switch.bandwidth: cannot"),
+        (
+            "  shape: {generator: topology, chips: 8, switch: {bandwidth: slow}}\n",
+            "space.shape.switch.bandwidth: cannot",
+        ),
         ("  shape: {generator: topology, chips: 8, fill_dp: maybe}\n", "space.shape.fill_dp: input should be"),
-        ("  shape: {generator: topology, chips: 8}\n  network.topology: [[]]\n",
-         "space.network.topology: sets network.topology, which space.shape sets too"),
+        (
+            "  shape: {generator: topology, chips: 8}\n  network.topology: [[]]\n",
+            "space.network.topology: sets network.topology, which space.shape sets too",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_generator_is_one_error_with_its_dotted_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], space: str, problem: str
 ) -> None:
@@ -302,8 +344,9 @@ def test_a_parallelism_generator_needs_a_transformer(tmp_path: Path) -> None:
 
 def test_fill_dp_needs_a_transformer(tmp_path: Path) -> None:
     path = tmp_path / "sweep.yaml"
-    path.write_text(f"base: {QUICKSTART}\nspace:\n  shape: {{generator: topology, chips: 8, fill_dp: true}}\n",
-                    encoding="utf-8")  # fmt: skip
+    path.write_text(
+        f"base: {QUICKSTART}\nspace:\n  shape: {{generator: topology, chips: 8, fill_dp: true}}\n", encoding="utf-8"
+    )
     with pytest.raises(ConfigError, match="kind: transformer, not collective") as caught:
         resolve(load_sweep(path))
     assert caught.value.problems[0][0] == "space.shape.fill_dp"
@@ -323,11 +366,28 @@ def test_the_gpt3_example_holds_the_plans_its_doc_ranks() -> None:
         "model.layers must be divisible by parallelism.pp * parallelism.virtual_stages": 60,
         "parallelism.global_batch must be divisible by micro_batch * dp": 28,
     }
-    published = {"tp": 8, "pp": 16, "dp": 8, "schedule": "1f1b", "virtual_stages": 1, "micro_batch": 1,
-                 "recompute": "full", "zero": 0, "sequence_parallel": False}
+    published = {
+        "tp": 8,
+        "pp": 16,
+        "dp": 8,
+        "schedule": "1f1b",
+        "virtual_stages": 1,
+        "micro_batch": 1,
+        "recompute": "full",
+        "zero": 0,
+        "sequence_parallel": False,
+    }
     assert {PLAN + key: value for key, value in published.items()} in generated.points
-    winner = {**published, "tp": 4, "pp": 8, "dp": 32, "schedule": "interleaved", "virtual_stages": 4,
-              "recompute": "selective", "zero": 1}
+    winner = {
+        **published,
+        "tp": 4,
+        "pp": 8,
+        "dp": 32,
+        "schedule": "interleaved",
+        "virtual_stages": 4,
+        "recompute": "selective",
+        "zero": 1,
+    }
     assert {PLAN + key: value for key, value in winner.items()} in generated.points
     seconds, simulated = {}, {}
     for name, plan in (("published", published), ("winner", winner)):

@@ -29,7 +29,8 @@ def test_the_ladder_picks_the_winner_of_the_full_high_fidelity_sweep(
     full = load_sweep(EXAMPLES / "collectives.yaml")
     everything = run_sweep(full, ResultStore(tmp_path / "full.db", full.section.model_dump_json()), workers=2)
     assert [(r.params, r.metrics["total_time_ps"]) for r in outcome.pareto] == [
-        (r.params, r.metrics["total_time_ps"]) for r in everything.pareto]  # fmt: skip
+        (r.params, r.metrics["total_time_ps"]) for r in everything.pareto
+    ]
     screen, shared = outcome.levels
     assert len(screen.evaluated) == 36 and len(screen.kept) == 9 and shared.evaluated == screen.kept
     assert {r.fidelity for r in outcome.trials} == {1} and len(outcome.trials) == 9 and outcome.ran == 45
@@ -76,8 +77,9 @@ def test_each_keep_rule_passes_on_what_it_says(tmp_path: Path, keep: str, count:
     if count is not None:  # top 3, or ceil(0.3 * 8) = 3: the three fastest
         assert cheap.kept == sorted(sorted(scores, key=lambda n: (scores[n][0], n))[:count])
     else:  # the Pareto front of the first level over both objectives
-        front = [n for n, s in scores.items()
-                 if not any(o[0] <= s[0] and o[1] <= s[1] and o != s for o in scores.values())]  # fmt: skip
+        front = [
+            n for n, s in scores.items() if not any(o[0] <= s[0] and o[1] <= s[1] and o != s for o in scores.values())
+        ]
         assert cheap.kept == front
 
 
@@ -106,17 +108,25 @@ def test_bad_ladders_name_where(tmp_path: Path, fidelity: str, where: str, expec
     path.write_text(f"base: {QUICKSTART}\nspace:\n  system.splits: [1, 2]\nfidelity: {fidelity}\n", encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
         load_sweep(path)
-    assert any(place == where and expected in message for place, message in caught.value.problems), caught.value.problems
+    assert any(place == where and expected in message for place, message in caught.value.problems), (
+        caught.value.problems
+    )
 
 
 def test_a_ladder_needs_a_grid_or_random_search_and_known_keys(tmp_path: Path) -> None:
     path = tmp_path / "tpe.yaml"
-    path.write_text(f"base: {QUICKSTART}\nspace:\n  system.splits: [1, 2]\nsearch: {{method: tpe, trials: 3}}\n"
-                    "fidelity: [{name: a, keep: {top: 1}}, {name: b}]\n", encoding="utf-8")  # fmt: skip
+    path.write_text(
+        f"base: {QUICKSTART}\nspace:\n  system.splits: [1, 2]\nsearch: {{method: tpe, trials: 3}}\n"
+        "fidelity: [{name: a, keep: {top: 1}}, {name: b}]\n",
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match="a ladder screens a grid or random search"):
         load_sweep(path)
-    path.write_text(f"base: {QUICKSTART}\nspace:\n  system.splits: [1, 2]\n"
-                    "fidelity: [{name: a, keep: {top: 1}}, {name: b, set: {system.bogus: 1}}]\n", encoding="utf-8")  # fmt: skip
+    path.write_text(
+        f"base: {QUICKSTART}\nspace:\n  system.splits: [1, 2]\n"
+        "fidelity: [{name: a, keep: {top: 1}}, {name: b, set: {system.bogus: 1}}]\n",
+        encoding="utf-8",
+    )
     sweep = load_sweep(path)
     with pytest.raises(ConfigError) as caught:
         run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()))
@@ -126,7 +136,9 @@ def test_a_ladder_needs_a_grid_or_random_search_and_known_keys(tmp_path: Path) -
 def test_a_store_from_before_fidelity_levels_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as connection:
-        connection.executescript("CREATE TABLE trials (number INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, "
-                                 "params TEXT, status TEXT, metrics TEXT, error TEXT, wall_seconds REAL);")  # fmt: skip
+        connection.executescript(
+            "CREATE TABLE trials (number INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, "
+            "params TEXT, status TEXT, metrics TEXT, error TEXT, wall_seconds REAL);"
+        )
     with pytest.raises(StrataSimError, match="written by an earlier StrataSim"):
         ResultStore(db, "{}")

@@ -83,8 +83,14 @@ def test_the_counts_best_trial_and_front_are_printed(two: Path, capsys: pytest.C
     best = min(feasible, key=lambda r: (_time(r), r.metrics["events_processed"]))
     listed = out.split("best 1 by total_time_ns (min), events_processed (min)\n")[1].splitlines()[0]
     assert listed.startswith(f"  #{best.number:<4} total_time_ns {_time(best):.6g}, events_processed ")
-    front = [r for r in feasible if not any(_time(o) <= _time(r) and o.metrics["events_processed"]
-                                            <= r.metrics["events_processed"] and o is not r for o in feasible)]  # fmt: skip
+    front = [
+        r
+        for r in feasible
+        if not any(
+            _time(o) <= _time(r) and o.metrics["events_processed"] <= r.metrics["events_processed"] and o is not r
+            for o in feasible
+        )
+    ]
     section = out.split(f"Pareto front ({len(front)} trials)\n")[1].split("\n\n")[0].splitlines()
     assert [int(line.split()[0][1:]) for line in section] == [r.number for r in front]
 
@@ -93,7 +99,10 @@ def test_the_summary_gives_each_values_best_and_median(two: Path) -> None:
     trials = _trials(two)
     summaries = read_results(two).parameters()
     spread = {}
-    for key, values in (("system.algorithm", ["halving_doubling", "ring", "direct"]), ("network.topology.0.size", [6, 8])):
+    for key, values in (
+        ("system.algorithm", ["halving_doubling", "ring", "direct"]),
+        ("network.topology.0.size", [6, 8]),
+    ):
         rows = next(s for s in summaries if s.key == key).values
         assert [row.label for row in rows] == [str(v) for v in values]
         medians = []
@@ -101,8 +110,12 @@ def test_the_summary_gives_each_values_best_and_median(two: Path) -> None:
             mine = [r for r in trials if r.params[key] == value]
             times = sorted(_time(r) for r in mine if r.status == "done" and _time(r) <= 7.35e7)
             middle = (times[(len(times) - 1) // 2] + times[len(times) // 2]) / 2 if times else None
-            assert (row.trials, row.feasible, row.best, row.median) == (len(mine), len(times),
-                                                                         times[0] if times else None, middle)  # fmt: skip
+            assert (row.trials, row.feasible, row.best, row.median) == (
+                len(mine),
+                len(times),
+                times[0] if times else None,
+                middle,
+            )
             medians += [middle] if middle is not None else []
         spread[key] = max(medians) - min(medians)
     assert [(s.key, s.spread) for s in summaries] == sorted(spread.items(), key=lambda item: -item[1])
@@ -119,7 +132,8 @@ def test_a_range_with_many_values_is_summarised_in_four_bins(ranged: Path, capsy
     edges = ["25", "118.8", "212.5", "306.2", "400"]
     labels = {i: f"[{edges[i]}, {edges[i + 1]}{']' if i == 3 else ')'} GB/s" for i in range(4)}
     assert [(v.label, v.trials, v.best, v.median) for v in summary.values] == [
-        (labels[i], len(bins[i]), min(bins[i]), statistics.median(bins[i])) for i in sorted(bins)]  # fmt: skip
+        (labels[i], len(bins[i]), min(bins[i]), statistics.median(bins[i])) for i in sorted(bins)
+    ]
     assert main(["results", str(ranged)]) == 0
     out = capsys.readouterr().out
     assert "best 10 by total_time_ns (min)" in out and "Pareto front" not in out
@@ -132,12 +146,23 @@ def test_csv_has_a_row_per_trial_and_a_column_per_parameter_and_metric(two: Path
         rows = list(csv.DictReader(file))
     trials = _trials(two)
     metrics = sorted({name for r in trials for name in r.metrics})
-    assert list(rows[0]) == ["number", "status", "system.algorithm", "network.topology.0.size", *metrics, "error",
-                             "trial_wall_seconds"]  # fmt: skip
+    assert list(rows[0]) == [
+        "number",
+        "status",
+        "system.algorithm",
+        "network.topology.0.size",
+        *metrics,
+        "error",
+        "trial_wall_seconds",
+    ]
     assert len(rows) == len(trials) == 6
     for row, record in zip(rows, trials):
         assert (int(row["number"]), row["status"], row["system.algorithm"], int(row["network.topology.0.size"])) == (
-            record.number, record.status, record.params["system.algorithm"], record.params["network.topology.0.size"])
+            record.number,
+            record.status,
+            record.params["system.algorithm"],
+            record.params["network.topology.0.size"],
+        )
         assert float(row["trial_wall_seconds"]) == record.wall_seconds and row["error"] == record.error
         assert all((float(row[m]) if row[m] else None) == record.metrics.get(m) for m in metrics)
     assert rows[0]["status"] == "failed" and "halving" in rows[0]["error"] and rows[0]["total_time_ns"] == ""
@@ -181,10 +206,14 @@ def test_out_draws_the_front_and_each_parameter(two: Path, ranged: Path, tmp_pat
     assert main(["results", str(two), "--out", str(tmp_path / "two")]) == 0
     assert main(["results", str(ranged), "--out", str(tmp_path / "range")]) == 0
     drawn = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.png")}
-    assert drawn == {"two/pareto_front.png", "two/total_time_ns-vs-system.algorithm.png",
-                     "two/total_time_ns-vs-network.topology.0.size.png", "range/total_time_ns-by-trial.png",
-                     "range/total_time_ns-vs-system.splits.png",
-                     "range/total_time_ns-vs-network.topology.0.bandwidth.png"}  # fmt: skip
+    assert drawn == {
+        "two/pareto_front.png",
+        "two/total_time_ns-vs-system.algorithm.png",
+        "two/total_time_ns-vs-network.topology.0.size.png",
+        "range/total_time_ns-by-trial.png",
+        "range/total_time_ns-vs-system.splits.png",
+        "range/total_time_ns-vs-network.topology.0.bandwidth.png",
+    }
     for path in tmp_path.rglob("*.png"):
         assert _png_size(path) == (700, 500) and path.stat().st_size > 10_000
 
@@ -216,7 +245,7 @@ def _locked(db: Path) -> sqlite3.Connection:
         (lambda tmp, db: _foreign(tmp / "other.db"), "not a results store written by stratasim sweep"),
         (lambda tmp, db: _empty(tmp / "empty.db"), "holds no trials yet"),
     ],
-)  # fmt: skip
+)
 def test_a_store_that_cannot_be_read_is_one_error(
     two: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], make: object, problem: str
 ) -> None:
@@ -226,8 +255,9 @@ def test_a_store_that_cannot_be_read_is_one_error(
     assert err.startswith(f"error: {db}: ") and problem in err and len(err.splitlines()) == 1
 
 
-def test_a_locked_store_is_one_error(two: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_locked_store_is_one_error(
+    two: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     copy = _write(tmp_path / "copy.db", two.read_bytes())
     monkeypatch.setattr(results_module, "read_store", functools.partial(read_store, lock_wait_seconds=0.1))
     holder = _locked(copy)
@@ -237,8 +267,10 @@ def test_a_locked_store_is_one_error(two: Path, tmp_path: Path, capsys: pytest.C
         holder.rollback()
         holder.close()
     err = capsys.readouterr().err
-    assert err == f"error: {copy}: cannot read it as a results store: it is locked by another process; try again " \
-                  "when it is done\n"  # fmt: skip
+    assert (
+        err == f"error: {copy}: cannot read it as a results store: it is locked by another process; try again "
+        "when it is done\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -284,7 +316,8 @@ def test_a_sweep_runs_from_python_and_reads_back(tmp_path: Path, monkeypatch: py
     assert len(results.trials) == 4 and all(r.status == "done" for r in results.trials)
     kept = explore.sweep(definition, tmp_path / "kept.db")
     assert [(r.params, r.metrics["total_time_ps"]) for r in kept.trials] == [
-        (r.params, r.metrics["total_time_ps"]) for r in results.trials]  # fmt: skip
+        (r.params, r.metrics["total_time_ps"]) for r in results.trials
+    ]
     assert explore.read_results(tmp_path / "kept.db").trials == kept.trials
     with pytest.raises(ConfigError, match="the sweep mapping"):
         explore.sweep({"base": QUICKSTART.name, "space": {}})

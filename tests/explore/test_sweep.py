@@ -71,8 +71,12 @@ def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> No
     sweep = load_sweep(_sweep(tmp_path, body))
     outcome = run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()))
     statuses = [(r.params["system.algorithm"], r.params["network.topology.0.size"], r.status) for r in outcome.trials]
-    assert statuses == [("halving_doubling", 6, "failed"), ("halving_doubling", 8, "done"), ("ring", 6, "done"),
-                        ("ring", 8, "done")]  # fmt: skip
+    assert statuses == [
+        ("halving_doubling", 6, "failed"),
+        ("halving_doubling", 8, "done"),
+        ("ring", 6, "done"),
+        ("ring", 8, "done"),
+    ]
     assert "halving" in outcome.trials[0].error
 
 
@@ -89,9 +93,12 @@ constraints: [{metric: total_time_ns, max: 6.0e7}]
     front = outcome.pareto
     assert front and all(r.metrics["total_time_ns"] <= 6.0e7 for r in front)
     for record in front:  # nothing feasible beats a front member on both objectives
-        assert not any(o.metrics["total_time_ns"] < record.metrics["total_time_ns"]
-                       and o.metrics["events_processed"] < record.metrics["events_processed"]
-                       for o in outcome.trials if o.metrics.get("total_time_ns", 1e99) <= 6.0e7)  # fmt: skip
+        assert not any(
+            o.metrics["total_time_ns"] < record.metrics["total_time_ns"]
+            and o.metrics["events_processed"] < record.metrics["events_processed"]
+            for o in outcome.trials
+            if o.metrics.get("total_time_ns", 1e99) <= 6.0e7
+        )
 
 
 def test_the_command_prints_json_trials_and_front(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,7 +122,7 @@ def test_the_command_prints_json_trials_and_front(tmp_path: Path, capsys: pytest
         ("space:\n  system.splits: [1]\nsearch: {method: annealing}\n", "search.method"),
         ("space:\n  system.splits: [1]\nobjective: []\n", "objective: unknown key"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_sweep_is_one_error_naming_the_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, problem: str
 ) -> None:
@@ -151,8 +158,11 @@ def test_a_sweep_killed_mid_run_resumes_with_each_trial_once(tmp_path: Path) -> 
     path = _sweep(tmp_path, body)
     killed_db, whole_db = tmp_path / "killed.db", tmp_path / "whole.db"
     arguments = ["sweep", str(path), "--json"]
-    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_THREE, *arguments, "--db", str(killed_db)],
-                            capture_output=True, timeout=120)  # fmt: skip
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_THREE, *arguments, "--db", str(killed_db)],
+        capture_output=True,
+        timeout=120,
+    )
     assert killed.returncode == -signal.SIGKILL and _count(killed_db) == 3
     command = [sys.executable, "-m", "stratasim", *arguments]
     subprocess.run([*command, "--db", str(killed_db)], check=True, capture_output=True, timeout=120)
@@ -188,8 +198,10 @@ def _count(db: Path) -> int:
 def _rows(db: Path) -> list[tuple[object, ...]]:
     with sqlite3.connect(db) as connection:
         rows = connection.execute("SELECT number, key, status, metrics FROM trials ORDER BY number").fetchall()
-    return [(number, key, status, {k: v for k, v in json.loads(metrics).items() if k != "wall_seconds"})
-            for number, key, status, metrics in rows]  # fmt: skip
+    return [
+        (number, key, status, {k: v for k, v in json.loads(metrics).items() if k != "wall_seconds"})
+        for number, key, status, metrics in rows
+    ]
 
 
 def test_load_errors_name_the_file(tmp_path: Path) -> None:
@@ -213,8 +225,11 @@ def test_the_torus_example_finds_the_bidirectional_ring_with_most_chunks(tmp_pat
     outcome = run_sweep(sweep, ResultStore(tmp_path / "e.db", sweep.section.model_dump_json()))
     assert len(outcome.trials) == 36 and all(r.status == "done" for r in outcome.trials)
     (best,) = outcome.pareto
-    assert best.params == {"system.algorithm": "ring_bidirectional", "system.splits": 16,
-                           "network.topology.1.bandwidth": "100GB/s"}  # fmt: skip
+    assert best.params == {
+        "system.algorithm": "ring_bidirectional",
+        "system.splits": 16,
+        "network.topology.1.bandwidth": "100GB/s",
+    }
     assert best.metrics["total_time_ps"] == 10_101_443_520
     time = {tuple(r.params.values()): r.metrics["total_time_ps"] for r in outcome.trials}
     for algorithm in ("ring", "ring_bidirectional", "direct", "halving_doubling"):
@@ -246,8 +261,9 @@ search: {method: tpe, trials: 12, seed: 7}
 def test_a_tpe_search_is_its_seed_and_resumes(tmp_path: Path) -> None:
     pytest.importorskip("optuna")
     sweep = load_sweep(_sweep(tmp_path, MODEL_SEARCH))
-    first, again = (run_sweep(sweep, ResultStore(tmp_path / f"{name}.db", sweep.section.model_dump_json()))
-                    for name in ("a", "b"))  # fmt: skip
+    first, again = (
+        run_sweep(sweep, ResultStore(tmp_path / f"{name}.db", sweep.section.model_dump_json())) for name in ("a", "b")
+    )
     assert [r.params for r in first.trials] == [r.params for r in again.trials] and len(first.trials) == 12
     assert all(1 <= r.params["system.splits"] <= 32 for r in first.trials)
     resumed = run_sweep(sweep, ResultStore(tmp_path / "a.db", sweep.section.model_dump_json()))
@@ -273,22 +289,37 @@ def test_an_nsga2_search_gives_a_pareto_front(tmp_path: Path) -> None:
         assert not any(o[0] <= mine[0] and o[1] <= mine[1] and o != mine for o in scores)
 
 
-def test_a_model_search_without_optuna_is_one_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_model_search_without_optuna_is_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "optuna", None)  # as if it were not installed
     path = _sweep(tmp_path, MODEL_SEARCH)
     assert main(["sweep", str(path), "--db", str(tmp_path / "x.db")]) == 2
     assert "needs Optuna: pip install 'stratasim[explore]'" in capsys.readouterr().err
 
 
-def test_a_dask_cluster_fills_the_same_store_as_local_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_dask_cluster_fills_the_same_store_as_local_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The same sweep on a real ``distributed.LocalCluster`` of two worker processes and on local processes."""
     distributed = pytest.importorskip("distributed")
     path = _sweep(tmp_path, GRID)
     assert main(["sweep", str(path), "--db", str(tmp_path / "local.db"), "--workers", "2", "--json"]) == 0
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        assert main(["sweep", str(path), "--db", str(tmp_path / "dask.db"), "--cluster", cluster.scheduler_address,
-                     "--json"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "sweep",
+                    str(path),
+                    "--db",
+                    str(tmp_path / "dask.db"),
+                    "--cluster",
+                    cluster.scheduler_address,
+                    "--json",
+                ]
+            )
+            == 0
+        )
     assert _rows(tmp_path / "local.db") == _rows(tmp_path / "dask.db") and len(_rows(tmp_path / "dask.db")) == 12
 
 

@@ -82,8 +82,10 @@ def results_store(tmp: Path, name: str) -> None:
     db = tmp / "store.db"
     with sqlite3.connect(db) as connection:
         connection.execute("CREATE TABLE sweep (id INTEGER PRIMARY KEY, definition TEXT)")
-        connection.execute("CREATE TABLE trials (number INTEGER, key TEXT, params TEXT, status TEXT, metrics TEXT, "
-                           "error TEXT, wall_seconds REAL, fidelity INTEGER)")
+        connection.execute(
+            "CREATE TABLE trials (number INTEGER, key TEXT, params TEXT, status TEXT, metrics TEXT, "
+            "error TEXT, wall_seconds REAL, fidelity INTEGER)"
+        )
         connection.execute("INSERT INTO sweep VALUES (1, '{}')")
         text = (tmp / name).read_bytes().decode("utf-8", errors="replace")
         connection.execute("INSERT INTO trials VALUES (0, 'k', ?, 'ok', '{}', '', 1.0, 0)", (text,))
@@ -104,8 +106,15 @@ class Parser:
 
 PARSERS = [
     Parser("study", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_study(tmp / name)),
-    Parser("--set", ".txt", "yaml", 0, lambda tmp, name: load_study(
-        ROOT / "examples" / "quickstart.yaml", [f"system.splits={(tmp / name).read_text('utf-8', 'replace')}"])),
+    Parser(
+        "--set",
+        ".txt",
+        "yaml",
+        0,
+        lambda tmp, name: load_study(
+            ROOT / "examples" / "quickstart.yaml", [f"system.splits={(tmp / name).read_text('utf-8', 'replace')}"]
+        ),
+    ),
     Parser("device file", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_study(included(tmp, name))),
     Parser("graph file", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_study(graph_study(tmp, name))),
     Parser("sweep", ".yaml", "yaml", YAML_BYTES, lambda tmp, name: load_sweep(tmp / name)),
@@ -120,8 +129,13 @@ PARSERS = [
     Parser("report", ".json", "json", TABLE_BYTES, lambda tmp, name: points_from_report(tmp / name)),
     Parser("results store", ".json", "json", 0, results_store),
     Parser("Chakra trace", ".0.et", "binary", TRACE_BYTES, lambda tmp, name: read_trace(tmp / name)),
-    Parser("StrataSim trace", ".0.pb", "binary", TRACE_BYTES,
-           lambda tmp, name: read_graphs(tmp / name.removesuffix(".0.pb"))),
+    Parser(
+        "StrataSim trace",
+        ".0.pb",
+        "binary",
+        TRACE_BYTES,
+        lambda tmp, name: read_graphs(tmp / name.removesuffix(".0.pb")),
+    ),
 ]
 
 
@@ -152,12 +166,17 @@ def bad_inputs(parser: Parser) -> dict[str, bytes | int]:
     return cases
 
 
-CASES = [pytest.param(parser, case, content, id=f"{parser.name}-{case}")
-         for parser in PARSERS for case, content in bad_inputs(parser).items()]
+CASES = [
+    pytest.param(parser, case, content, id=f"{parser.name}-{case}")
+    for parser in PARSERS
+    for case, content in bad_inputs(parser).items()
+]
 
 
 @pytest.mark.parametrize(("parser", "case", "content"), CASES)
-def test_bad_input_is_one_error_naming_the_file(tmp_path: Path, parser: Parser, case: str, content: bytes | int) -> None:
+def test_bad_input_is_one_error_naming_the_file(
+    tmp_path: Path, parser: Parser, case: str, content: bytes | int
+) -> None:
     name = f"input{parser.suffix}"
     if isinstance(content, int):
         with open(tmp_path / name, "wb") as file:
@@ -186,20 +205,32 @@ def test_bad_input_is_one_error_naming_the_file(tmp_path: Path, parser: Parser, 
         (["run", "{file}"], BINARY),
         (["check", "{file}"], NOT_UTF8),
         (["sweep", "{file}", "--db", "{db}"], laughs().encode()),
-        (["import", "astra", "--network", str(ASTRA / "network" / "Ring_4npus.yml"), "--system", "{file}"],
-         DEEP_JSON.encode()),
+        (
+            ["import", "astra", "--network", str(ASTRA / "network" / "Ring_4npus.yml"), "--system", "{file}"],
+            DEEP_JSON.encode(),
+        ),
         (["trace", "inspect", "{prefix}"], nested_groups(10_000)),
         (["check", "{study}", "--set", "system.splits=" + "[" * 10_000], b""),
     ],
-    ids=["deep study", "bomb study", "binary study", "non-UTF-8 study", "bomb sweep", "deep ASTRA system",
-         "deep trace", "deep --set"],
+    ids=[
+        "deep study",
+        "bomb study",
+        "binary study",
+        "non-UTF-8 study",
+        "bomb sweep",
+        "deep ASTRA system",
+        "deep trace",
+        "deep --set",
+    ],
 )
 def test_the_cli_says_it_in_one_error_with_exit_2(tmp_path: Path, args: list[str], content: bytes) -> None:
     file = tmp_path / "input.0.et" if "inspect" in args else tmp_path / "input.yaml"
     file.write_bytes(content)
     shutil.copy(ROOT / "examples" / "quickstart.yaml", tmp_path / "q.yaml")
-    argv = [arg.format(file=file, db=tmp_path / "s.db", prefix=tmp_path / "input", study=tmp_path / "q.yaml")
-            for arg in args]
+    argv = [
+        arg.format(file=file, db=tmp_path / "s.db", prefix=tmp_path / "input", study=tmp_path / "q.yaml")
+        for arg in args
+    ]
     done = subprocess.run([sys.executable, "-m", "stratasim", *argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr

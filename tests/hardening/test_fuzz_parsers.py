@@ -27,31 +27,140 @@ from stratasim.workload_layer.traces.comm_groups import read_comm_groups
 ROOT = Path(__file__).resolve().parents[2]
 ASTRA = ROOT / "tests" / "data" / "astra-sim-inputs"
 QUICKSTART = (ROOT / "examples" / "quickstart.yaml").read_text(encoding="utf-8")
-TEXT_WORKLOAD = (ASTRA / "workload" / "Resnet50_DataParallel.txt")
+TEXT_WORKLOAD = ASTRA / "workload" / "Resnet50_DataParallel.txt"
 
-CI = settings(max_examples=200, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-LONG = settings(max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "20000")), deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+CI = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+LONG = settings(
+    max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "20000")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
-YAML_BITS = st.sampled_from([
-    "[", "]", "{", "}", ":", ": ", "- ", "\n", "  ", "&a ", "*a", "<<: ", "!!", "? ", "#", "'", '"', "|", ">", ",",
-    "---", "...", "%YAML 1.1", "!!binary", "!!timestamp ", "2024-02-30", ".inf", ".nan", "1e400", "0x", "0o", "~",
-    "null", "true", "9" * 30, "\t", "\x00", "\x85", "\ufeff", "\ud7ff", "é", "workload", "kind", "size", "1GiB",
-    "system", "network", "topology", "compute", "device", "file", "bandwidth", "50GB/s",
-])  # fmt: skip
+YAML_BITS = st.sampled_from(
+    [
+        "[",
+        "]",
+        "{",
+        "}",
+        ":",
+        ": ",
+        "- ",
+        "\n",
+        "  ",
+        "&a ",
+        "*a",
+        "<<: ",
+        "!!",
+        "? ",
+        "#",
+        "'",
+        '"',
+        "|",
+        ">",
+        ",",
+        "---",
+        "...",
+        "%YAML 1.1",
+        "!!binary",
+        "!!timestamp ",
+        "2024-02-30",
+        ".inf",
+        ".nan",
+        "1e400",
+        "0x",
+        "0o",
+        "~",
+        "null",
+        "true",
+        "9" * 30,
+        "\t",
+        "\x00",
+        "\x85",
+        "\ufeff",
+        "\ud7ff",
+        "é",
+        "workload",
+        "kind",
+        "size",
+        "1GiB",
+        "system",
+        "network",
+        "topology",
+        "compute",
+        "device",
+        "file",
+        "bandwidth",
+        "50GB/s",
+    ]
+)
 YAMLISH = st.lists(st.one_of(YAML_BITS, st.text(max_size=8)), max_size=60).map("".join)
-JSON_BITS = st.sampled_from(['{', '}', '[', ']', ':', ',', '"', '\\', 'NaN', 'Infinity', '-', '1e400', 'true', 'null',
-                             '0', '"1"', '"a"', ' ', '\n', '\\ud800', '9' * 30])
+JSON_BITS = st.sampled_from(
+    [
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        ",",
+        '"',
+        "\\",
+        "NaN",
+        "Infinity",
+        "-",
+        "1e400",
+        "true",
+        "null",
+        "0",
+        '"1"',
+        '"a"',
+        " ",
+        "\n",
+        "\\ud800",
+        "9" * 30,
+    ]
+)
 JSONISH = st.lists(st.one_of(JSON_BITS, st.text(max_size=6)), max_size=60).map("".join)
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12),
-                    st.sampled_from(["50GB/s", "1us", "ring", "h100", "1GiB", "analytical", "all_reduce"]))
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=20)
-TEXT_LINES = st.sampled_from([
-    "DATA", "MODEL", "HYBRID_DLRM", "MICRO", "1", "2", "-1", "99999999999999999999", "1e400", "nan",
-    "conv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 6422528 10", "ALLGATHER", "NONE", "\t", " ", "é", "\x00",
-])
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(["50GB/s", "1us", "ring", "h100", "1GiB", "analytical", "all_reduce"]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=20,
+)
+TEXT_LINES = st.sampled_from(
+    [
+        "DATA",
+        "MODEL",
+        "HYBRID_DLRM",
+        "MICRO",
+        "1",
+        "2",
+        "-1",
+        "99999999999999999999",
+        "1e400",
+        "nan",
+        "conv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 6422528 10",
+        "ALLGATHER",
+        "NONE",
+        "\t",
+        " ",
+        "é",
+        "\x00",
+    ]
+)
 
 
 def expect_only_our_errors(action: Callable[[], object]) -> None:
@@ -107,14 +216,34 @@ def fuzz_loaders(yaml_text: str, json_text: str) -> None:
 
 
 STUDY_SECTIONS = st.sampled_from(["workload", "system", "network", "compute", "name", "extra"])
-STRUCTURED_SYSTEM = st.fixed_dictionaries({}, optional={"splits": VALUES, "active_chunks": VALUES,
-                                                        "scheduling": VALUES, "endpoint_delay": VALUES})
-ASTRA_SYSTEM = st.one_of(JSONISH, st.dictionaries(
-    st.sampled_from(["scheduling-policy", "endpoint-delay", "active-chunks-per-dimension", "preferred-dataset-splits",
-                     "all-reduce-implementation", "collective-optimization", "local-mem-bw", "x"]),
-    VALUES, max_size=6).map(lambda data: yaml.safe_dump(data, default_flow_style=True)))  # flow YAML is JSON-ish
-ASTRA_NETWORK = st.one_of(YAMLISH, st.dictionaries(
-    st.sampled_from(["topology", "npus_count", "bandwidth", "latency", "x"]), VALUES, max_size=5).map(yaml.safe_dump))
+STRUCTURED_SYSTEM = st.fixed_dictionaries(
+    {}, optional={"splits": VALUES, "active_chunks": VALUES, "scheduling": VALUES, "endpoint_delay": VALUES}
+)
+ASTRA_SYSTEM = st.one_of(
+    JSONISH,
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "scheduling-policy",
+                "endpoint-delay",
+                "active-chunks-per-dimension",
+                "preferred-dataset-splits",
+                "all-reduce-implementation",
+                "collective-optimization",
+                "local-mem-bw",
+                "x",
+            ]
+        ),
+        VALUES,
+        max_size=6,
+    ).map(lambda data: yaml.safe_dump(data, default_flow_style=True)),
+)  # flow YAML is JSON-ish
+ASTRA_NETWORK = st.one_of(
+    YAMLISH,
+    st.dictionaries(st.sampled_from(["topology", "npus_count", "bandwidth", "latency", "x"]), VALUES, max_size=5).map(
+        yaml.safe_dump
+    ),
+)
 TEXT_WORKLOADS = st.lists(st.lists(st.one_of(TEXT_LINES, st.text(max_size=6)), max_size=12).map(" ".join), max_size=6)
 
 
@@ -168,8 +297,9 @@ def test_loaders(yaml_text: str, json_text: str) -> None:
 
 @pytest.mark.fuzz
 @LONG
-@given(YAMLISH, STUDY_SECTIONS, st.one_of(VALUES, STRUCTURED_SYSTEM), ASTRA_SYSTEM, ASTRA_NETWORK, TEXT_WORKLOADS,
-       JSONISH)
+@given(
+    YAMLISH, STUDY_SECTIONS, st.one_of(VALUES, STRUCTURED_SYSTEM), ASTRA_SYSTEM, ASTRA_NETWORK, TEXT_WORKLOADS, JSONISH
+)
 def test_long_budget(
     folder: Path, text: str, section: str, value: object, system: str, network: str, lines: list[str], groups: str
 ) -> None:

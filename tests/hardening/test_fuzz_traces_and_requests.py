@@ -31,23 +31,62 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAKRA = sorted((ROOT / "tests" / "data" / "astra-sim-inputs" / "workload" / "e2e_text_converted").rglob("*.0.et"))[0]
 SWEEP = (ROOT / "examples" / "explore" / "collectives.yaml").read_text(encoding="utf-8")
 
-CI = settings(max_examples=150, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                     HealthCheck.function_scoped_fixture])  # fmt: skip
-LONG = settings(max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "5000")), deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                       HealthCheck.function_scoped_fixture])  # fmt: skip
+CI = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture],
+)
+LONG = settings(
+    max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "5000")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture],
+)
 
 MUTATIONS = st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=12)
-CSV_BITS = st.sampled_from([
-    "device,kind,dtype,m,k,n,elements,time,energy_pj\n", "h100,", "gemm,", "elementwise,", "bf16,", "fp99,", "64,",
-    "0,", "-1,", ",", "1us,", "1e400s,", "nan,", "5\n", "1e40\n", "\n", '"', "\x00", "é", "9" * 40, "x",
-])  # fmt: skip
-SWEEP_EDITS = st.sampled_from([
-    ("1GiB", "1e400GiB"), ("1GiB", "-1GiB"), ("space:", "space: 7\nx:"), ("trials", "tria1s"), ("ring", "{}"),
-    ("size", "size: [[[[[]]]]]\n  zz"), ("minimize", "maximize"), ("algorithm", "algorithm: {a: *b}\n  q"),
-    ("\n", "\n\t"), ("50GB/s", "0GB/s"), ("2", "99999999999999999999"), ("name", "&a name"),
-])  # fmt: skip
+CSV_BITS = st.sampled_from(
+    [
+        "device,kind,dtype,m,k,n,elements,time,energy_pj\n",
+        "h100,",
+        "gemm,",
+        "elementwise,",
+        "bf16,",
+        "fp99,",
+        "64,",
+        "0,",
+        "-1,",
+        ",",
+        "1us,",
+        "1e400s,",
+        "nan,",
+        "5\n",
+        "1e40\n",
+        "\n",
+        '"',
+        "\x00",
+        "é",
+        "9" * 40,
+        "x",
+    ]
+)
+SWEEP_EDITS = st.sampled_from(
+    [
+        ("1GiB", "1e400GiB"),
+        ("1GiB", "-1GiB"),
+        ("space:", "space: 7\nx:"),
+        ("trials", "tria1s"),
+        ("ring", "{}"),
+        ("size", "size: [[[[[]]]]]\n  zz"),
+        ("minimize", "maximize"),
+        ("algorithm", "algorithm: {a: *b}\n  q"),
+        ("\n", "\n\t"),
+        ("50GB/s", "0GB/s"),
+        ("2", "99999999999999999999"),
+        ("name", "&a name"),
+    ]
+)
 
 
 def expect_only_our_errors(action: Callable[[], object]) -> None:
@@ -121,8 +160,9 @@ _SENDS = network_pb2.SendBatch(id=[1, 2], src=[0, 1], dst=[1, 3], bytes=[1024, 4
 NETWORK_REQUESTS = [  # a session's requests after its handshake, as a client sends them
     network_pb2.NetworkRequest(configure=network_pb2.Topology(dimensions=[_RING, _RING])),
     network_pb2.NetworkRequest(advance=network_pb2.AdvanceRequest(sends=_SENDS, until_ps=10**6)),
-    network_pb2.NetworkRequest(transit=network_pb2.TransitRequest(src=b"\0" * 8, dst=b"\1" + b"\0" * 7,
-                                                                  bytes=b"\0\4" + b"\0" * 6)),
+    network_pb2.NetworkRequest(
+        transit=network_pb2.TransitRequest(src=b"\0" * 8, dst=b"\1" + b"\0" * 7, bytes=b"\0\4" + b"\0" * 6)
+    ),
     network_pb2.NetworkRequest(counters=network_pb2.CountersRequest()),
     network_pb2.NetworkRequest(advance=network_pb2.AdvanceRequest(until_ps=10**12)),
 ]
@@ -135,7 +175,9 @@ def _network_case(mutations: list[tuple[int, int]], backend: str) -> None:
     for number, request in enumerate(NETWORK_REQUESTS):
         parsed = network_pb2.NetworkRequest()
         try:
-            parsed.ParseFromString(_mutated(request.SerializeToString(), [(p, v) for p, v in mutations if p % 5 == number]))
+            parsed.ParseFromString(
+                _mutated(request.SerializeToString(), [(p, v) for p, v in mutations if p % 5 == number])
+            )
         except Exception:  # the wire refuses it before any backend sees it
             continue
         response = session.answer(parsed)

@@ -39,8 +39,11 @@ def study_with(tmp: Path, section: str) -> Path:
     (tmp / "study").mkdir()
     start = QUICKSTART.index("  topology:")
     end = QUICKSTART.index("compute:")
-    text = QUICKSTART[:start] + "  topology: {kind: graph, file: ../creds.yaml}\n" + QUICKSTART[end:] \
-        if section == "graph" else QUICKSTART.replace("device: h100", "device: {file: ../creds.yaml}")
+    text = (
+        QUICKSTART[:start] + "  topology: {kind: graph, file: ../creds.yaml}\n" + QUICKSTART[end:]
+        if section == "graph"
+        else QUICKSTART.replace("device: h100", "device: {file: ../creds.yaml}")
+    )
     (tmp / "study" / "s.yaml").write_text(text, encoding="utf-8")
     return tmp / "study" / "s.yaml"
 
@@ -150,8 +153,10 @@ TRACE_ERRORS = {  # what the engine refuses, each with what it says by id
     "bad peer": ([_node(1, type=workload_pb2.COMM_SEND_NODE, peer=7, comm_bytes=8)], "node 1: peer NPU 7 must be"),
     "bad group": ([_node(1, group=[0, 5], **_ALL_REDUCE)], "node 1: group names NPU 5"),
     "missing block": ([_node(1, type=workload_pb2.BLOCK_NODE, block=3)], "node 1: runs block 3, but the graph has 0"),
-    "operator without compute": ([_node(1, op=compute_pb2.OperatorDesc(name="gemm"))],
-                                 "node 1 is an operator to price, but the study has no compute section"),
+    "operator without compute": (
+        [_node(1, op=compute_pb2.OperatorDesc(name="gemm"))],
+        "node 1 is an operator to price, but the study has no compute section",
+    ),
     "collective the algorithm cannot run": ([_node(1, **_ALL_REDUCE)], "node 1 (all_reduce): "),
 }
 
@@ -169,13 +174,22 @@ def _trace_study(tmp: Path, nodes: list[workload_pb2.Node], npus: int = 2) -> Pa
 
 @pytest.mark.parametrize(
     ("nodes", "said", "run"),
-    [(nodes, said, run) for nodes, said in TRACE_ERRORS.values() for run in (False, True)
-     if run or "operator" not in said],  # check prices nothing: an operator without a compute section waits for run
-    ids=[f"{name}-{command}" for name, (_, said) in TRACE_ERRORS.items() for command in ("check", "run")
-         if command == "run" or "operator" not in said],
+    [
+        (nodes, said, run)
+        for nodes, said in TRACE_ERRORS.values()
+        for run in (False, True)
+        if run or "operator" not in said
+    ],  # check prices nothing: an operator without a compute section waits for run
+    ids=[
+        f"{name}-{command}"
+        for name, (_, said) in TRACE_ERRORS.items()
+        for command in ("check", "run")
+        if command == "run" or "operator" not in said
+    ],
 )
-def test_a_traces_node_names_are_not_echoed(tmp_path: Path, nodes: list[workload_pb2.Node], said: str,
-                                            run: bool) -> None:
+def test_a_traces_node_names_are_not_echoed(
+    tmp_path: Path, nodes: list[workload_pb2.Node], said: str, run: bool
+) -> None:
     npus = 3 if "all_reduce" in said else 2  # halving-doubling cannot run on 3 NPUs
     study = load_study(_trace_study(tmp_path, nodes, npus))
     message = error_of(lambda: run_study(study) if run else check_study(study))
@@ -183,9 +197,11 @@ def test_a_traces_node_names_are_not_echoed(tmp_path: Path, nodes: list[workload
 
 
 def test_a_chakra_traces_node_names_are_not_echoed(tmp_path: Path) -> None:
-    nodes = [et.Node(id=1, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[3]),
-             et.Node(id=2, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[1]),
-             et.Node(id=3, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[2, 9])]
+    nodes = [
+        et.Node(id=1, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[3]),
+        et.Node(id=2, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[1]),
+        et.Node(id=3, name=SECRET, type=et.COMP_NODE, duration_micros=1, data_deps=[2, 9]),
+    ]
     for rank in range(2):
         write_trace(tmp_path / f"t.{rank}.et", et.GlobalMetadata(), nodes)
     (tmp_path / "s.yaml").write_text(

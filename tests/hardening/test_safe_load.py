@@ -42,9 +42,13 @@ BOMBS = {
     "list bomb": laughs(),
     "mapping bomb": laughs(style="map"),
     "bomb in a section": "workload:\n  kind: collective\n" + "".join(f"  {line}\n" for line in laughs().splitlines()),
-    "merge-key bomb": "a0: &a0 {x: 1, y: 2}\n" + "".join(
+    "merge-key bomb": "a0: &a0 {x: 1, y: 2}\n"
+    + "".join(
         f"a{i}: &a{i} {{k1: *a{i - 1}, k2: *a{i - 1}, k3: *a{i - 1}, k4: *a{i - 1}, k5: *a{i - 1}, k6: *a{i - 1}, "
-        f"k7: *a{i - 1}, k8: *a{i - 1}, k9: *a{i - 1}, k10: *a{i - 1}}}\n" for i in range(1, 9)) + "b: {<<: *a8}\n",
+        f"k7: *a{i - 1}, k8: *a{i - 1}, k9: *a{i - 1}, k10: *a{i - 1}}}\n"
+        for i in range(1, 9)
+    )
+    + "b: {<<: *a8}\n",
     "deep through aliases": "a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 200)),
     "cycle": "a: &a [1, *a]\n",
     "mapping cycle": "a: &a {b: *a}\n",
@@ -111,7 +115,9 @@ def test_the_limits_leave_room_for_real_files() -> None:
     assert parse_yaml(nested, "ok.yaml")["a"] == eval("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))  # noqa: S307
     assert parse_yaml("d: &d {bandwidth: 50GB/s}\ne: [*d, *d]\n", "ok.yaml")["e"] == [{"bandwidth": "50GB/s"}] * 2
     assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, "ok.json") is not None
-    assert parse_json('["[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\""]', "s.json")  # in a string
+    assert parse_json(
+        '["[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\""]', "s.json"
+    )  # in a string
     assert parse_yaml("", "empty.yaml") is None
 
 
@@ -167,7 +173,7 @@ def test_check_depth_walks_parsed_values_without_recursion() -> None:
 
 
 def test_csv_failures_name_the_line() -> None:
-    error = bounded(lambda: csv_rows("a,b\n1,2\n1,\"" + "x" * 200_000 + "\"\n", "t.csv"))
+    error = bounded(lambda: csv_rows('a,b\n1,2\n1,"' + "x" * 200_000 + '"\n', "t.csv"))
     assert (error.where, error.what) == ("line 3", "invalid CSV: field larger than field limit (131072)")
     assert csv_rows("a,b\n\n1,2\n", "t.csv") == [(1, ["a", "b"]), (2, []), (3, ["1", "2"])]
 
@@ -198,8 +204,9 @@ def test_yaml_at_its_cap_parses_in_about_a_second_of_cpu() -> None:
 
 def test_yaml_above_its_cap_is_refused_saying_where_bulk_data_belongs(tmp_path: Path) -> None:
     error = bounded(lambda: parse_yaml("# " + "x" * YAML_BYTES, "big.yaml"))
-    assert error.what == ("the YAML is above the limit of 256 KiB (a study is a few kB; bulk data belongs in trace, "
-                          "CSV or JSON files)")
+    assert error.what == (
+        "the YAML is above the limit of 256 KiB (a study is a few kB; bulk data belongs in trace, CSV or JSON files)"
+    )
     study = tmp_path / "big.yaml"
     study.write_text("name: big\nextra: [" + "1, " * (YAML_BYTES // 3) + "1]\n")
     started = time.monotonic()
@@ -231,8 +238,10 @@ def test_a_utf8_byte_order_mark_is_dropped(tmp_path: Path) -> None:
 
 
 def test_devices_folders_and_missing_files(tmp_path: Path) -> None:
-    assert bounded(lambda: read_bytes("/dev/zero", 1 << 20, "trace")).what == \
-        "cannot read the trace: it is a device, not a file"
+    assert (
+        bounded(lambda: read_bytes("/dev/zero", 1 << 20, "trace")).what
+        == "cannot read the trace: it is a device, not a file"
+    )
     assert bounded(lambda: read_bytes(tmp_path, 1 << 20, "trace")).what == "cannot read the trace: it is a folder"
     assert bounded(lambda: read_bytes(tmp_path / "nope", 1, "trace")).what == "cannot read the trace: no such file"
     assert bounded(lambda: read_bytes(tmp_path / "nope", 1, "file")).what == "no such file"
@@ -272,6 +281,8 @@ def parse_or_error(text: str) -> str:
     try:
         parse_yaml(text, "s.yaml")
     except InputError as exc:
-        return next((said for said in ("aliases", "alias refers", "nested deeper", "duplicate key") if said in exc.what),
-                    exc.what)
+        return next(
+            (said for said in ("aliases", "alias refers", "nested deeper", "duplicate key") if said in exc.what),
+            exc.what,
+        )
     return "ok"

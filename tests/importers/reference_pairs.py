@@ -33,28 +33,47 @@ def rings(count: int) -> dict[str, list[str]]:
 HARNESS = "harness_generated_configs"
 REFERENCE = {  # (network, system) under astra-sim-inputs → (topology, system section)
     ("network/Ring_8npus.yml", "system/Ring_4chunks.json"): (
-        [dim("ring", 8, "50GiB/s", "500ns")], system(RINGS, 4, 1, "10ns", "1600GB/s")),
+        [dim("ring", 8, "50GiB/s", "500ns")],
+        system(RINGS, 4, 1, "10ns", "1600GB/s"),
+    ),
     ("network/Ring_4npus.yml", "system/Ring_4chunks.json"): (
-        [dim("ring", 4, "50GiB/s", "500ns")], system(RINGS, 4, 1, "10ns", "1600GB/s")),
+        [dim("ring", 4, "50GiB/s", "500ns")],
+        system(RINGS, 4, 1, "10ns", "1600GB/s"),
+    ),
     ("network/Ring_16npus.yml", "system/Ring_4chunks.json"): (
-        [dim("ring", 16, "50GiB/s", "500ns")], system(RINGS, 4, 1, "10ns", "1600GB/s")),
+        [dim("ring", 16, "50GiB/s", "500ns")],
+        system(RINGS, 4, 1, "10ns", "1600GB/s"),
+    ),
     ("network/HGX-H100-validated.yml", "system/HGX-H100-validated.json"): (
-        [dim("switch", 8, "400GiB/s", "936.25ns")], system(RINGS, 4, 2, "10ns", "3350GB/s")),
+        [dim("switch", 8, "400GiB/s", "936.25ns")],
+        system(RINGS, 4, 2, "10ns", "3350GB/s"),
+    ),
     ("network/tpu_v3_32_2dtorus.yml", "system/tpu_v3_32_2dtorus.json"): (
         [dim("ring", 4, "80GiB/s", "1000ns"), dim("ring", 8, "80GiB/s", "1000ns")],
-        system(rings(2), 1, 1, "1ns", "50GB/s")),
+        system(rings(2), 1, 1, "1ns", "50GB/s"),
+    ),
     ("regression_rt_template/network_cfg.yml", "regression_rt_template/system_cfg.json"): (
-        [dim("ring", 8, "50GiB/s", "500ns")], system(RINGS, 4, 1, "10ns", "50GB/s")),
+        [dim("ring", 8, "50GiB/s", "500ns")],
+        system(RINGS, 4, 1, "10ns", "50GB/s"),
+    ),
     (f"{HARNESS}/1D_Switch8_ring/network.yml", f"{HARNESS}/1D_Switch8_ring/system.json"): (
-        [dim("switch", 8, "50GiB/s", "500ns")], system(RINGS, 4, 1, "10ns", "1600GB/s")),
+        [dim("switch", 8, "50GiB/s", "500ns")],
+        system(RINGS, 4, 1, "10ns", "1600GB/s"),
+    ),
     (f"{HARNESS}/2D_Ring4xRing4_ring/network.yml", f"{HARNESS}/2D_Ring4xRing4_ring/system.json"): (
         [dim("ring", 4, "50GiB/s", "500ns"), dim("ring", 4, "50GiB/s", "500ns")],
-        system(rings(2), 4, 1, "10ns", "1600GB/s")),
+        system(rings(2), 4, 1, "10ns", "1600GB/s"),
+    ),
     (f"{HARNESS}/2D_Ring8xSwitch4_ring/network.yml", f"{HARNESS}/2D_Ring8xSwitch4_ring/system.json"): (
         [dim("ring", 8, "200GiB/s", "100ns"), dim("switch", 4, "50GiB/s", "1000ns")],
-        system(rings(2), 4, 1, "10ns", "1600GB/s")),
+        system(rings(2), 4, 1, "10ns", "1600GB/s"),
+    ),
     (f"{HARNESS}/3D_FC4xRing4xSwitch4_mixed/network.yml", f"{HARNESS}/3D_FC4xRing4xSwitch4_mixed/system.json"): (
-        [dim("fully_connected", 4, "400GiB/s", "100ns"), dim("ring", 4, "100GiB/s", "500ns"),
-         dim("switch", 4, "50GiB/s", "1000ns")],
-        system({**rings(3), "all_reduce": ["direct", "ring", "halving_doubling"]}, 4, 1, "10ns", "1600GB/s")),
-}  # fmt: skip
+        [
+            dim("fully_connected", 4, "400GiB/s", "100ns"),
+            dim("ring", 4, "100GiB/s", "500ns"),
+            dim("switch", 4, "50GiB/s", "1000ns"),
+        ],
+        system({**rings(3), "all_reduce": ["direct", "ring", "halving_doubling"]}, 4, 1, "10ns", "1600GB/s"),
+    ),
+}

@@ -218,8 +218,15 @@ def test_a_flattened_algorithm_after_a_per_dimension_one_is_refused(files: Files
     assert "'oneRing' after per-dimension algorithms" in problems["all-reduce-implementation[1]"]
 
 
-@pytest.mark.parametrize(("names", "index", "most"), [(["direct0"], 0, "up to 2"), (["direct2", "direct5"], 1, "up to 4"),
-                                                      (["oneDirect9"], 0, "up to 8"), (["oneDirect0"], 0, "up to 8")])
+@pytest.mark.parametrize(
+    ("names", "index", "most"),
+    [
+        (["direct0"], 0, "up to 2"),
+        (["direct2", "direct5"], 1, "up to 4"),
+        (["oneDirect9"], 0, "up to 8"),
+        (["oneDirect0"], 0, "up to 8"),
+    ],
+)
 def test_a_window_outside_1_to_the_dimension_is_refused(files: Files, names: list[str], index: int, most: str) -> None:
     problems = problems_of(files, network=RING_2X4, all_reduce_implementation=names)
     said = problems[f"all-reduce-implementation[{index}]"]
@@ -309,8 +316,9 @@ def test_themis_scheduling_is_refused_naming_what_is_missing(files: Files, key: 
     assert said in problem and "StrataSim does not model" in problem and "ASTRA-sim 2.x does not read" in problem
 
 
-@pytest.mark.parametrize(("key", "value"), [("inter-dimension-scheduling", "ascending"),
-                                            ("intra-dimension-scheduling", "FIFO")])
+@pytest.mark.parametrize(
+    ("key", "value"), [("inter-dimension-scheduling", "ascending"), ("intra-dimension-scheduling", "FIFO")]
+)
 def test_the_scheduling_astra_sim_runs_is_accepted(files: Files, key: str, value: str) -> None:
     imported = read_astra(*files(**{key.replace("-", "_"): value}))
     parse_study(imported.study, "imported")

@@ -30,9 +30,16 @@ def test_import_then_check(
 ) -> None:
     study = tmp_path / "f.yaml"
     code, out, err = run(
-        capsys, "import", "astra", "--network", str(inputs / network), "--system", str(inputs / system_file),
-        "-o", str(study),
-    )  # fmt: skip
+        capsys,
+        "import",
+        "astra",
+        "--network",
+        str(inputs / network),
+        "--system",
+        str(inputs / system_file),
+        "-o",
+        str(study),
+    )
     assert (code, err, out) == (0, "", f"wrote {study}\n")
     code, out, err = run(capsys, "check", str(study))
     assert code == 0, err
@@ -42,9 +49,22 @@ def test_import_then_check(
 def test_prints_yaml_without_output_and_honours_the_options(capsys: pytest.CaptureFixture[str], files: Files) -> None:
     network, system_file = files()
     code, out, err = run(
-        capsys, "import", "astra", "--network", str(network), "--system", str(system_file),
-        "--collective", "reduce_scatter", "--size", "8MiB", "--npus", "4", "--name", "rs",
-    )  # fmt: skip
+        capsys,
+        "import",
+        "astra",
+        "--network",
+        str(network),
+        "--system",
+        str(system_file),
+        "--collective",
+        "reduce_scatter",
+        "--size",
+        "8MiB",
+        "--npus",
+        "4",
+        "--name",
+        "rs",
+    )
     assert (code, err) == (0, "")
     assert out.startswith("# imported from ASTRA-sim 2.x inputs ")
     study = yaml.safe_load(out)
@@ -55,17 +75,25 @@ def test_prints_yaml_without_output_and_honours_the_options(capsys: pytest.Captu
 @pytest.mark.parametrize(
     ("network", "system", "changes", "fragment"),
     [
-        (None, "{\n  \"endpoint-delay\": 10,,\n}", {}, "sys.json: 1 problem\n  line 2, column 24: invalid JSON"),
+        (None, '{\n  "endpoint-delay": 10,,\n}', {}, "sys.json: 1 problem\n  line 2, column 24: invalid JSON"),
         (None, None, {"endpoint-dealy": 10}, "closest known keys: 'endpoint-delay'"),
-        ("topology: [Ring, Ring]\nnpus_count: [4, 4]\nbandwidth: [50]\nlatency: [5, 5]\n", None, {},
-         "need one entry per dimension; got topology 2, npus_count 2, bandwidth 1, latency 2"),
-        (None, None, {"all-reduce-implementation": ["direct0"]},
-         "all-reduce-implementation[0]: 'direct0': N is the number of peers in flight"),
+        (
+            "topology: [Ring, Ring]\nnpus_count: [4, 4]\nbandwidth: [50]\nlatency: [5, 5]\n",
+            None,
+            {},
+            "need one entry per dimension; got topology 2, npus_count 2, bandwidth 1, latency 2",
+        ),
+        (
+            None,
+            None,
+            {"all-reduce-implementation": ["direct0"]},
+            "all-reduce-implementation[0]: 'direct0': N is the number of peers in flight",
+        ),
         (None, None, {"scheduling-policy": "EXPLICIT"}, "scheduling-policy: 'EXPLICIT' is not supported yet"),
         (None, None, {"track-local-mem": 1}, "track-local-mem: set to 1: "),
     ],
     ids=["json-syntax", "unknown-key", "list-lengths", "algorithm", "explicit", "track-local-mem"],
-)  # fmt: skip
+)
 def test_bad_input_is_one_clear_error(
     capsys: pytest.CaptureFixture[str],
     files: Files,
@@ -101,19 +129,35 @@ SWITCH_8 = "harness_generated_configs/1D_Switch8_ring"
 ALL_REDUCE = "workload/microbenchmarks/all_reduce_8npus_1MB/all_reduce"
 
 
-@pytest.mark.parametrize(("options", "backend", "cycles"), [((), "analytical", 92440),
-                                                            (("--backend", "congestion_aware"), "congestion_aware", 126600)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "backend", "cycles"),
+    [((), "analytical", 92440), (("--backend", "congestion_aware"), "congestion_aware", 126600)],
+)
 def test_the_backend_is_kept_and_said(
-    capsys: pytest.CaptureFixture[str], inputs: Path, tmp_path: Path, options: tuple[str, ...], backend: str, cycles: int
+    capsys: pytest.CaptureFixture[str],
+    inputs: Path,
+    tmp_path: Path,
+    options: tuple[str, ...],
+    backend: str,
+    cycles: int,
 ) -> None:
     """ASTRA-sim's network file does not say which analytical binary it is for: ``--backend`` does (ASTRA-sim's
     congestion-unaware and -aware figures for a ring all-reduce through a switch of 8, README of the inputs)."""
     study = tmp_path / "s.yaml"
     code, _, err = run(
-        capsys, "import", "astra", "--network", str(inputs / SWITCH_8 / "network.yml"),
-        "--system", str(inputs / SWITCH_8 / "system.json"), "--workload", str(inputs / ALL_REDUCE), "-o", str(study),
+        capsys,
+        "import",
+        "astra",
+        "--network",
+        str(inputs / SWITCH_8 / "network.yml"),
+        "--system",
+        str(inputs / SWITCH_8 / "system.json"),
+        "--workload",
+        str(inputs / ALL_REDUCE),
+        "-o",
+        str(study),
         *options,
-    )  # fmt: skip
+    )
     assert (code, err) == (0, "")
     text = study.read_text(encoding="utf-8")
     assert f"# network: backend {backend}, for AstraSim_Analytical_Congestion_" in text
@@ -129,13 +173,23 @@ def test_the_backend_is_kept_and_said(
     ("options", "message"),
     [
         (("--backend", "ns3"), "error: --backend: expected analytical or congestion_aware, got 'ns3'\n"),
-        (("--workload", "t", "--size", "1MiB"),
-         "error: --workload (a Chakra trace) takes no --collective, --size or --npus: the trace says them\n"),
+        (
+            ("--workload", "t", "--size", "1MiB"),
+            "error: --workload (a Chakra trace) takes no --collective, --size or --npus: the trace says them\n",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_backend_or_workload_is_one_error(
     capsys: pytest.CaptureFixture[str], inputs: Path, options: tuple[str, ...], message: str
 ) -> None:
-    code, out, err = run(capsys, "import", "astra", "--network", str(inputs / "network/Ring_8npus.yml"),
-                         "--system", str(inputs / "system/Ring_4chunks.json"), *options)  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "import",
+        "astra",
+        "--network",
+        str(inputs / "network/Ring_8npus.yml"),
+        "--system",
+        str(inputs / "system/Ring_4chunks.json"),
+        *options,
+    )
     assert (code, out, err) == (2, "", message)

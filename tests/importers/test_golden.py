@@ -14,10 +14,15 @@ from stratasim.importers.astra import import_astra
 from stratasim.study.run import run_study
 from stratasim.validate import load_cases
 
-CASES = [case for case in next(suite for suite in load_cases() if suite.name == "astra_sim").cases
-         if "workload" not in case.inputs]  # fmt: skip
-CYCLES = [(case.inputs["network"], case.inputs["system"], case.inputs["collective"], case.checks[0].expected)
-          for case in CASES]  # fmt: skip
+CASES = [
+    case
+    for case in next(suite for suite in load_cases() if suite.name == "astra_sim").cases
+    if "workload" not in case.inputs
+]
+CYCLES = [
+    (case.inputs["network"], case.inputs["system"], case.inputs["collective"], case.checks[0].expected)
+    for case in CASES
+]
 
 
 def test_the_reference_figures_are_all_there() -> None:
@@ -32,8 +37,9 @@ def test_imported_study_gives_astra_sims_cycles(
     assert run_study(parse_study(study, "imported")).total_time_ps == cycles * 1000
 
 
-@pytest.mark.parametrize(("flat", "collective", "cycles"), [("oneRing", "all_reduce", 64440),
-                                                            ("oneRing", "all_to_all", 125480)])
+@pytest.mark.parametrize(
+    ("flat", "collective", "cycles"), [("oneRing", "all_reduce", 64440), ("oneRing", "all_to_all", 125480)]
+)
 def test_a_flattened_algorithm_on_one_dimension_gives_its_twins_cycles(
     inputs: Path, tmp_path: Path, flat: str, collective: str, cycles: int
 ) -> None:
@@ -53,10 +59,13 @@ def test_a_flattened_ring_over_two_dimensions_pays_each_message_in_its_first_dim
     # ASTRA-sim 2.x's congestion-unaware network prices a message in the first dimension where its ends differ.
     # Neighbours in NPU order always differ in dimension 0 (3 -> 4 is 3 -> 0 there: one hop of its ring of 4), so
     # oneRing on 4 x 2 costs what Ring_8npus does, whatever the second dimension's links.
-    (tmp_path / "net.yml").write_text("topology: [ Ring, Ring ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50.0, 5.0 ]\n"
-                                      "latency: [ 500.0, 9000.0 ]\n", encoding="utf-8")  # fmt: skip
+    (tmp_path / "net.yml").write_text(
+        "topology: [ Ring, Ring ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50.0, 5.0 ]\nlatency: [ 500.0, 9000.0 ]\n",
+        encoding="utf-8",
+    )
     system = json.loads((inputs / "system/Ring_4chunks.json").read_text())
-    (tmp_path / "sys.json").write_text(json.dumps({**system, "all-reduce-implementation": ["oneRing"]}),
-                                       encoding="utf-8")  # fmt: skip
+    (tmp_path / "sys.json").write_text(
+        json.dumps({**system, "all-reduce-implementation": ["oneRing"]}), encoding="utf-8"
+    )
     study = import_astra(tmp_path / "net.yml", tmp_path / "sys.json", collective="all_reduce", size="1MiB")
     assert run_study(parse_study(study, "imported")).total_time_ps == 64440 * 1000

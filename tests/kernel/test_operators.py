@@ -181,6 +181,7 @@ def test_shape_of_names_the_unusable_field(op: compute_pb2.OperatorDesc, field: 
         operators.shape_of(op)
     assert raised.value.field == field
     assert operators.kind_of(op) == (
-        compute_pb2.OPERATOR_KIND_UNSPECIFIED if field == "shape" else {"g": compute_pb2.GEMM, "c": compute_pb2.CONV,
-                                                                         "e": compute_pb2.ELEMENTWISE}[field[0]]
-    )  # fmt: skip
+        compute_pb2.OPERATOR_KIND_UNSPECIFIED
+        if field == "shape"
+        else {"g": compute_pb2.GEMM, "c": compute_pb2.CONV, "e": compute_pb2.ELEMENTWISE}[field[0]]
+    )

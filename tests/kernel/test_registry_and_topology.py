@@ -19,8 +19,9 @@ def test_extra_factories_take_precedence() -> None:
     assert registry.load("network", "analytical", extra={"analytical": dict}) is dict
 
 
-@pytest.mark.parametrize(("layer", "name", "fragment"), [("network", "garnet", "available: analytical"),
-                                                         ("storage", "x", "unknown layer")])
+@pytest.mark.parametrize(
+    ("layer", "name", "fragment"), [("network", "garnet", "available: analytical"), ("storage", "x", "unknown layer")]
+)
 def test_unknown_backends_and_layers_are_named(layer: str, name: str, fragment: str) -> None:
     with pytest.raises(BackendError, match=fragment):
         registry.load(layer, name)
@@ -46,8 +47,9 @@ def test_grid_coordinates_vary_fastest_in_dimension_zero() -> None:
     ],
 )
 def test_impossible_topologies_are_rejected_with_the_dimension_named(dim: dict, fragment: str) -> None:
-    topology = network_pb2.Topology(dimensions=[network_pb2.Dimension(kind=1, size=2, bandwidth_bytes_per_s=1e9),
-                                                network_pb2.Dimension(**dim)])
+    topology = network_pb2.Topology(
+        dimensions=[network_pb2.Dimension(kind=1, size=2, bandwidth_bytes_per_s=1e9), network_pb2.Dimension(**dim)]
+    )
     with pytest.raises(TopologyError, match=rf"dimensions\[1\]\.{fragment}"):
         validate_topology(topology)
 

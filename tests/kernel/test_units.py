@@ -18,8 +18,17 @@ from stratasim.kernel.units import (
 
 @pytest.mark.parametrize(
     ("text", "ps"),
-    [("500ns", 500_000), ("1.5us", 1_500_000), ("2ms", 2 * 10**9), ("1s", 10**12), ("7ps", 7), ("10ns", 10_000),
-     ("0.25 ns", 250), ("3µs", 3_000_000), ("1e3ns", 10**6)],
+    [
+        ("500ns", 500_000),
+        ("1.5us", 1_500_000),
+        ("2ms", 2 * 10**9),
+        ("1s", 10**12),
+        ("7ps", 7),
+        ("10ns", 10_000),
+        ("0.25 ns", 250),
+        ("3µs", 3_000_000),
+        ("1e3ns", 10**6),
+    ],
 )
 def test_times_become_picoseconds(text: object, ps: int) -> None:
     assert parse_time_ps(text) == ps
@@ -27,8 +36,15 @@ def test_times_become_picoseconds(text: object, ps: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("64MiB", 64 * 2**20), ("1GB", 10**9), ("1GiB", 2**30), ("512B", 512), ("4096B", 4096), ("1.5KiB", 1536),
-     ("2kB", 2000)],
+    [
+        ("64MiB", 64 * 2**20),
+        ("1GB", 10**9),
+        ("1GiB", 2**30),
+        ("512B", 512),
+        ("4096B", 4096),
+        ("1.5KiB", 1536),
+        ("2kB", 2000),
+    ],
 )
 def test_sizes_become_bytes(text: object, size: int) -> None:
     assert parse_bytes(text) == size
@@ -36,7 +52,14 @@ def test_sizes_become_bytes(text: object, size: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "bandwidth"),
-    [("50GB/s", 50e9), ("400Gbps", 50e9), ("25GiB/s", 25 * 2**30), ("100Mb/s", 12.5e6), ("50GB/s", 50e9), ("1TB/s", 1e12)],
+    [
+        ("50GB/s", 50e9),
+        ("400Gbps", 50e9),
+        ("25GiB/s", 25 * 2**30),
+        ("100Mb/s", 12.5e6),
+        ("50GB/s", 50e9),
+        ("1TB/s", 1e12),
+    ],
 )
 def test_bandwidths_become_bytes_per_second(text: object, bandwidth: float) -> None:
     assert parse_bandwidth(text) == bandwidth
@@ -63,7 +86,11 @@ def test_flops() -> None:
         (parse_time_ps, 10, r"^10 has no unit; write 10ns if you meant that, or e\.g\. 500ns or 1\.5us$"),
         (parse_time_ps, "0", r"^0 has no unit; write it with one, e\.g\. 500ns"),
         (parse_bytes, 4096, r"^4096 has no unit; write 4096B if you meant that"),
-        (parse_bandwidth, 1e11, r"^100000000000\.0 has no unit; write 100000000000\.0GB/s if you meant that, or e\.g\. 100GB/s or 400Gbps$"),
+        (
+            parse_bandwidth,
+            1e11,
+            r"^100000000000\.0 has no unit; write 100000000000\.0GB/s if you meant that, or e\.g\. 100GB/s or 400Gbps$",
+        ),
         (parse_flops, 2, r"^2 has no unit; write 2TFLOPS if you meant that"),
     ],
 )

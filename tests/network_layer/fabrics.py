@@ -26,10 +26,18 @@ def dragonfly(
 ) -> pb.Topology:
     """``speeds``: host, local and global links (default: all alike)."""
     host, local, far = speeds or (link(),) * 3
-    return topologies.topology_of("dragonfly", pb.DragonflyFabric(
-        groups=groups, routers_per_group=routers, hosts_per_router=hosts, global_links_per_router=globals_,
-        host_link=host, local_link=local, global_link=far,
-    ))  # fmt: skip
+    return topologies.topology_of(
+        "dragonfly",
+        pb.DragonflyFabric(
+            groups=groups,
+            routers_per_group=routers,
+            hosts_per_router=hosts,
+            global_links_per_router=globals_,
+            host_link=host,
+            local_link=local,
+            global_link=far,
+        ),
+    )
 
 
 def dgx1(generation: int = pb.Dgx1Fabric.V100) -> pb.Topology:
@@ -44,10 +52,16 @@ def nvswitch(gpus: int, planes: int, boards: int = 1, trunk: pb.LinkSpec | None 
 
 
 def hierarchical_alltoall(local: int, packages: int, switches: int) -> pb.Topology:
-    return topologies.topology_of("hierarchical_alltoall", pb.HierarchicalAlltoallFabric(
-        local_size=local, packages=packages, switches=switches, local_link=link(500e9, 100_000),
-        global_link=link(25e9, 1_000_000),
-    ))  # fmt: skip
+    return topologies.topology_of(
+        "hierarchical_alltoall",
+        pb.HierarchicalAlltoallFabric(
+            local_size=local,
+            packages=packages,
+            switches=switches,
+            local_link=link(500e9, 100_000),
+            global_link=link(25e9, 1_000_000),
+        ),
+    )
 
 
 def graph(names: list[str], npus: int, cables: list[tuple[int, int, pb.LinkSpec]]) -> pb.Topology:

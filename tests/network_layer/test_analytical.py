@@ -15,9 +15,13 @@ SWITCH = network_pb2.Dimension.SWITCH
 
 def network(*dims: tuple[int, int, float, int]) -> AnalyticalNetwork:
     net = AnalyticalNetwork()
-    net.configure(network_pb2.Topology(dimensions=[
-        network_pb2.Dimension(kind=k, size=s, bandwidth_bytes_per_s=b, latency_ps=lat) for k, s, b, lat in dims
-    ]))
+    net.configure(
+        network_pb2.Topology(
+            dimensions=[
+                network_pb2.Dimension(kind=k, size=s, bandwidth_bytes_per_s=b, latency_ps=lat) for k, s, b, lat in dims
+            ]
+        )
+    )
     return net
 
 
@@ -59,11 +63,15 @@ def test_messages_cross_dimensions_one_after_another() -> None:
 
 def test_lookahead_is_the_least_possible_delay() -> None:
     net = AnalyticalNetwork()
-    info = net.configure(network_pb2.Topology(dimensions=[
-        network_pb2.Dimension(kind=SWITCH, size=4, bandwidth_bytes_per_s=1e9, latency_ps=300),
-        network_pb2.Dimension(kind=RING, size=1, bandwidth_bytes_per_s=1.0, latency_ps=0),
-        network_pb2.Dimension(kind=FC, size=2, bandwidth_bytes_per_s=1e12, latency_ps=500),
-    ]))
+    info = net.configure(
+        network_pb2.Topology(
+            dimensions=[
+                network_pb2.Dimension(kind=SWITCH, size=4, bandwidth_bytes_per_s=1e9, latency_ps=300),
+                network_pb2.Dimension(kind=RING, size=1, bandwidth_bytes_per_s=1.0, latency_ps=0),
+                network_pb2.Dimension(kind=FC, size=2, bandwidth_bytes_per_s=1e12, latency_ps=500),
+            ]
+        )
+    )
     assert info.npus == 8
     assert info.lookahead_ps == 500  # FC: one hop of 500 ps for an empty message; the size-1 ring never moves.
 
@@ -107,12 +115,15 @@ def test_the_scalar_and_vectorised_delays_agree() -> None:
 def test_with_first_dimension_only_a_message_pays_the_first_dimension_its_ends_differ_in() -> None:
     import numpy as np
 
-    dims = [network_pb2.Dimension(kind=RING, size=4, bandwidth_bytes_per_s=1e9, latency_ps=100),
-            network_pb2.Dimension(kind=SWITCH, size=2, bandwidth_bytes_per_s=2e9, latency_ps=1000)]  # fmt: skip
+    dims = [
+        network_pb2.Dimension(kind=RING, size=4, bandwidth_bytes_per_s=1e9, latency_ps=100),
+        network_pb2.Dimension(kind=SWITCH, size=2, bandwidth_bytes_per_s=2e9, latency_ps=1000),
+    ]
     net = AnalyticalNetwork()
     net.configure(network_pb2.Topology(dimensions=dims, first_dimension_only=True))
     # NPU 1 = (1, 0) to 6 = (2, 1): the ring hop only (ASTRA-sim 2.x); 0 -> 4 = (0, 1) differs in the switch alone.
     assert deliver(net, (1, 6, 1000, 0), (0, 4, 1000, 0)) == [(1, 2000 + 500_000), (0, 100 + 10**6)]
     src, dst, sizes = np.array([1, 0, 3]), np.array([6, 4, 5]), np.array([1000, 1000, 7])
-    assert net.delays_ps(src, dst, sizes).tolist() == [net.delay_ps(int(s), int(d), int(b))
-                                                       for s, d, b in zip(src, dst, sizes)]  # fmt: skip
+    assert net.delays_ps(src, dst, sizes).tolist() == [
+        net.delay_ps(int(s), int(d), int(b)) for s, d, b in zip(src, dst, sizes)
+    ]

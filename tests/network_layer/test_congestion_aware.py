@@ -19,9 +19,12 @@ KINDS = st.sampled_from([RING, FC, SWITCH])
 def deliver(net: CongestionAwareNetwork | AnalyticalNetwork, messages: list[tuple[int, int, int]]) -> list[int]:
     """Send (src, dst, bytes) at time 0; the arrival time of each, in send order."""
     batch = network_pb2.SendBatch(
-        id=list(range(len(messages))), src=[m[0] for m in messages], dst=[m[1] for m in messages],
-        bytes=[m[2] for m in messages], send_time_ps=[0] * len(messages),
-    )  # fmt: skip
+        id=list(range(len(messages))),
+        src=[m[0] for m in messages],
+        dst=[m[1] for m in messages],
+        bytes=[m[2] for m in messages],
+        send_time_ps=[0] * len(messages),
+    )
     net.inject(batch)
     result = net.advance(10**15)
     arrival = dict(zip(result.deliveries.id, result.deliveries.time_ps))
@@ -30,7 +33,9 @@ def deliver(net: CongestionAwareNetwork | AnalyticalNetwork, messages: list[tupl
 
 @settings(max_examples=60, deadline=None)
 @given(
-    dims=st.lists(st.tuples(KINDS, st.integers(2, 6), st.integers(1, 400), st.integers(0, 5000)), min_size=1, max_size=3),
+    dims=st.lists(
+        st.tuples(KINDS, st.integers(2, 6), st.integers(1, 400), st.integers(0, 5000)), min_size=1, max_size=3
+    ),
     data=st.data(),
 )
 def test_a_lone_message_costs_what_the_analytical_network_charges(dims: list, data: st.DataObject) -> None:
@@ -106,13 +111,21 @@ def test_point_to_point_sends_share_links_too() -> None:
     topo = topology((SWITCH, 4, B, ALPHA))
     m = 1 << 16
     send = workload_pb2.COMM_SEND_NODE
-    graphs = [workload_pb2.ExecutionGraph()] + [
-        workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(id=1, type=send, peer=3, comm_bytes=m, tag=n)])
-        for n in (1, 2)
-    ] + [workload_pb2.ExecutionGraph(nodes=[
-        workload_pb2.Node(id=1, type=workload_pb2.COMM_RECV_NODE, peer=1, tag=1),
-        workload_pb2.Node(id=2, type=workload_pb2.COMM_RECV_NODE, peer=2, tag=2),
-    ])]  # fmt: skip
+    graphs = (
+        [workload_pb2.ExecutionGraph()]
+        + [
+            workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(id=1, type=send, peer=3, comm_bytes=m, tag=n)])
+            for n in (1, 2)
+        ]
+        + [
+            workload_pb2.ExecutionGraph(
+                nodes=[
+                    workload_pb2.Node(id=1, type=workload_pb2.COMM_RECV_NODE, peer=1, tag=1),
+                    workload_pb2.Node(id=2, type=workload_pb2.COMM_RECV_NODE, peer=2, tag=2),
+                ]
+            )
+        ]
+    )
     result = simulate(graphs, CongestionAwareNetwork(), topo, SystemOptions())
     assert result.per_npu[3].finish_ps == 2 * ALPHA + 2 * ser(m, B)
 
@@ -139,10 +152,15 @@ def test_a_batch_in_any_order_is_decided_in_send_order_as_if_sent_one_by_one() -
     messages = [(0, 5, 1 << 16, 3), (2, 7, 1000, 0), (1, 5, 1 << 16, 3), (0, 5, 1 << 16, 0), (3, 4, 0, 3)] * 2
     together = CongestionAwareNetwork()
     together.configure(topo)
-    together.inject(network_pb2.SendBatch(
-        id=list(range(len(messages))), src=[m[0] for m in messages], dst=[m[1] for m in messages],
-        bytes=[m[2] for m in messages], send_time_ps=[1 + m[3] for m in messages],
-    ))  # fmt: skip
+    together.inject(
+        network_pb2.SendBatch(
+            id=list(range(len(messages))),
+            src=[m[0] for m in messages],
+            dst=[m[1] for m in messages],
+            bytes=[m[2] for m in messages],
+            send_time_ps=[1 + m[3] for m in messages],
+        )
+    )
     one_by_one = CongestionAwareNetwork()
     one_by_one.configure(topo)
     for i, (src, dst, size, sent) in sorted(enumerate(messages), key=lambda item: (item[1][3], item[0])):
@@ -151,4 +169,6 @@ def test_a_batch_in_any_order_is_decided_in_send_order_as_if_sent_one_by_one() -
     assert results[0] == results[1] and len(results[0].deliveries.id) == len(messages)
     assert together.counters() == one_by_one.counters()
     with pytest.raises(Exception, match="message 7: cannot send from NPU 2 to NPU 2"):
-        together.inject(network_pb2.SendBatch(id=[6, 7], src=[0, 2], dst=[5, 2], bytes=[1, 1], send_time_ps=[10**13] * 2))
+        together.inject(
+            network_pb2.SendBatch(id=[6, 7], src=[0, 2], dst=[5, 2], bytes=[1, 1], send_time_ps=[10**13] * 2)
+        )

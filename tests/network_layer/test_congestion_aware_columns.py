@@ -46,42 +46,74 @@ class _ProtobufOnly:
         self._inner.close()
 
 
-def _graph(npu: int, npus: int, collectives: list[tuple[str, int]], sends: list[tuple[int, int]]) -> workload_pb2.ExecutionGraph:
+def _graph(
+    npu: int, npus: int, collectives: list[tuple[str, int]], sends: list[tuple[int, int]]
+) -> workload_pb2.ExecutionGraph:
     """A chain of collectives, then point-to-point messages: each (offset, bytes) sent to an NPU that many ahead
     (another NPU) and received from the one as many behind, all at once (they contend for links with each other)."""
     graph = workload_pb2.ExecutionGraph()
     for i, (kind, size) in enumerate(collectives):
-        graph.nodes.add(id=i, type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVES[kind], comm_bytes=size,
-                        ctrl_deps=[i - 1] if i else [])  # fmt: skip
+        graph.nodes.add(
+            id=i,
+            type=workload_pb2.COMM_COLL_NODE,
+            comm_type=COLLECTIVES[kind],
+            comm_bytes=size,
+            ctrl_deps=[i - 1] if i else [],
+        )
     last = [len(collectives) - 1] if collectives else []
     for j, (ahead, size) in enumerate(sends):
         offset = ahead % (npus - 1) + 1  # another NPU
         base = len(collectives) + 2 * j
-        graph.nodes.add(id=base, type=workload_pb2.COMM_SEND_NODE, peer=(npu + offset) % npus, comm_bytes=size, tag=j,
-                        ctrl_deps=last)  # fmt: skip
-        graph.nodes.add(id=base + 1, type=workload_pb2.COMM_RECV_NODE, peer=(npu - offset) % npus, comm_bytes=size,
-                        tag=j, ctrl_deps=last)  # fmt: skip
+        graph.nodes.add(
+            id=base,
+            type=workload_pb2.COMM_SEND_NODE,
+            peer=(npu + offset) % npus,
+            comm_bytes=size,
+            tag=j,
+            ctrl_deps=last,
+        )
+        graph.nodes.add(
+            id=base + 1,
+            type=workload_pb2.COMM_RECV_NODE,
+            peer=(npu - offset) % npus,
+            comm_bytes=size,
+            tag=j,
+            ctrl_deps=last,
+        )
     return graph
 
 
 def _compared(result: SimulationResult) -> tuple[object, ...]:
-    return (result.total_time_ps, result.collectives, result.per_npu, result.events_processed, result.links,
-            result.link_busy)  # fmt: skip
+    return (
+        result.total_time_ps,
+        result.collectives,
+        result.per_npu,
+        result.events_processed,
+        result.links,
+        result.link_busy,
+    )
 
 
-STUDIES = st.fixed_dictionaries({
-    "dims": st.lists(st.tuples(KINDS, st.integers(2, 4), st.integers(1, 400), st.integers(1, 5000)), min_size=1,
-                     max_size=2),
-    "collectives": st.lists(st.tuples(st.sampled_from(["all_reduce", "all_to_all", "all_gather", "reduce_scatter"]),
-                                      st.integers(1, 1 << 20)), max_size=3),
-    "sends": st.lists(st.tuples(st.integers(1, 3), st.integers(0, 1 << 18)), max_size=3),
-    "algorithm": st.sampled_from(["ring", "direct"]),
-    "splits": st.integers(1, 3),
-    "active_chunks": st.integers(1, 2),
-    "endpoint_delay": st.integers(0, 20_000),
-    "store_and_forward": st.booleans(),
-    "record_link_busy": st.booleans(),
-})  # fmt: skip
+STUDIES = st.fixed_dictionaries(
+    {
+        "dims": st.lists(
+            st.tuples(KINDS, st.integers(2, 4), st.integers(1, 400), st.integers(1, 5000)), min_size=1, max_size=2
+        ),
+        "collectives": st.lists(
+            st.tuples(
+                st.sampled_from(["all_reduce", "all_to_all", "all_gather", "reduce_scatter"]), st.integers(1, 1 << 20)
+            ),
+            max_size=3,
+        ),
+        "sends": st.lists(st.tuples(st.integers(1, 3), st.integers(0, 1 << 18)), max_size=3),
+        "algorithm": st.sampled_from(["ring", "direct"]),
+        "splits": st.integers(1, 3),
+        "active_chunks": st.integers(1, 2),
+        "endpoint_delay": st.integers(0, 20_000),
+        "store_and_forward": st.booleans(),
+        "record_link_busy": st.booleans(),
+    }
+)
 
 
 def _run(study: dict, network: object) -> SimulationResult:
@@ -92,8 +124,13 @@ def _run(study: dict, network: object) -> SimulationResult:
     for dim in topo.dimensions:
         npus *= dim.size
     graphs = [_graph(npu, npus, study["collectives"], study["sends"]) for npu in range(npus)]
-    options = SystemOptions(algorithm=study["algorithm"], splits=study["splits"], active_chunks=study["active_chunks"],
-                            endpoint_delay=f"{study['endpoint_delay']}ns", aggregate=False)  # fmt: skip
+    options = SystemOptions(
+        algorithm=study["algorithm"],
+        splits=study["splits"],
+        active_chunks=study["active_chunks"],
+        endpoint_delay=f"{study['endpoint_delay']}ns",
+        aggregate=False,
+    )
     return simulate(graphs, network, topo, options)  # type: ignore[arg-type]
 
 

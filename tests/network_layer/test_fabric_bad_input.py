@@ -103,33 +103,74 @@ def study(topology: Any) -> dict[str, Any]:
 LINK = {"bandwidth": "50GB/s", "latency": "500ns"}
 CHIPS = [{"id": "a", "links": [{"to": "b"}]}, {"id": "b"}, {"id": "c", "links": [{"to": "d"}]}, {"id": "d"}]
 STUDY_CASES: dict[str, tuple[Any, str, str]] = {
-    "torus dimension of 1": ({"kind": "torus", "shape": [4, 1], **LINK}, "network.topology.shape[1]",
-                             "greater than or equal to 2"),
-    "odd k": ({"kind": "fat_tree", "k": 5, **LINK}, "network.topology",
-              "k: a k-ary fat-tree needs an even k of at least 2, got 5"),
-    "unknown kind": ({"kind": "hypercube", **LINK}, "network.topology",
-                     "expected a list of dimensions or a mapping whose kind is one of torus, mesh"),
+    "torus dimension of 1": (
+        {"kind": "torus", "shape": [4, 1], **LINK},
+        "network.topology.shape[1]",
+        "greater than or equal to 2",
+    ),
+    "odd k": (
+        {"kind": "fat_tree", "k": 5, **LINK},
+        "network.topology",
+        "k: a k-ary fat-tree needs an even k of at least 2, got 5",
+    ),
+    "unknown kind": (
+        {"kind": "hypercube", **LINK},
+        "network.topology",
+        "expected a list of dimensions or a mapping whose kind is one of torus, mesh",
+    ),
     "misspelt key": ({"kind": "fat_tree", "kk": 4, **LINK}, "network.topology.kk", "did you mean 'k'?"),
-    "disconnected": ({"kind": "graph", "chips": CHIPS, **LINK}, "network.topology",
-                     "the graph is disconnected: 'a' and 'c' cannot reach each other"),
-    "unknown chip": ({"kind": "graph", "chips": [{"id": 0, "links": [{"to": 1}]}, {"id": 1, "links": [{"to": 7}]}],
-                      **LINK}, "network.topology", "chips[1].links[0].to: unknown chip or switch '7'"),
-    "zero bandwidth": ({"kind": "graph", "chips": [{"id": "a", "links": [{"to": "b", "bandwidth": "0GB/s"}]}, {"id": "b"}],
-                        "latency": "1us"}, "network.topology.chips[0].links[0].bandwidth", "must be positive"),
-    "unroutable": ({"kind": "graph", "directed": True, "chips": [
-                    {"id": "a", "links": [{"to": "b"}]}, {"id": "b", "links": [{"to": "a"}, {"to": "c"}]}, {"id": "c"}],
-                    **LINK}, "network.topology", "unroutable: no path from 'c' to 'a'"),
+    "disconnected": (
+        {"kind": "graph", "chips": CHIPS, **LINK},
+        "network.topology",
+        "the graph is disconnected: 'a' and 'c' cannot reach each other",
+    ),
+    "unknown chip": (
+        {"kind": "graph", "chips": [{"id": 0, "links": [{"to": 1}]}, {"id": 1, "links": [{"to": 7}]}], **LINK},
+        "network.topology",
+        "chips[1].links[0].to: unknown chip or switch '7'",
+    ),
+    "zero bandwidth": (
+        {
+            "kind": "graph",
+            "chips": [{"id": "a", "links": [{"to": "b", "bandwidth": "0GB/s"}]}, {"id": "b"}],
+            "latency": "1us",
+        },
+        "network.topology.chips[0].links[0].bandwidth",
+        "must be positive",
+    ),
+    "unroutable": (
+        {
+            "kind": "graph",
+            "directed": True,
+            "chips": [
+                {"id": "a", "links": [{"to": "b"}]},
+                {"id": "b", "links": [{"to": "a"}, {"to": "c"}]},
+                {"id": "c"},
+            ],
+            **LINK,
+        },
+        "network.topology",
+        "unroutable: no path from 'c' to 'a'",
+    ),
     "disagreeing ends": (
-        {"kind": "graph", "chips": [{"id": "a", "links": [{"to": "b"}]},
-                                    {"id": "b", "links": [{"to": "a", "latency": "2us"}]}], **LINK},
-        "network.topology", "chips[1].links[0]: the link from 'b' to 'a' is also at chips[0].links[0]",
+        {
+            "kind": "graph",
+            "chips": [{"id": "a", "links": [{"to": "b"}]}, {"id": "b", "links": [{"to": "a", "latency": "2us"}]}],
+            **LINK,
+        },
+        "network.topology",
+        "chips[1].links[0]: the link from 'b' to 'a' is also at chips[0].links[0]",
     ),
     "distance without a scale": (
-        {"kind": "graph", "chips": [{"id": "a", "links": [{"to": "b", "distance": 2}]}, {"id": "b"}],
-         "bandwidth": "1GB/s"},
-        "network.topology", "chips[0].links[0].distance: needs the graph's latency_per_distance",
+        {
+            "kind": "graph",
+            "chips": [{"id": "a", "links": [{"to": "b", "distance": 2}]}, {"id": "b"}],
+            "bandwidth": "1GB/s",
+        },
+        "network.topology",
+        "chips[0].links[0].distance: needs the graph's latency_per_distance",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(STUDY_CASES))
@@ -170,8 +211,9 @@ def test_the_command_itself_reports_a_disconnected_graph_without_a_traceback(tmp
     (tmp_path / "chips.yaml").write_text(yaml.safe_dump({"chips": CHIPS, **LINK}), encoding="utf-8")
     file = tmp_path / "study.yaml"
     file.write_text(yaml.safe_dump(study({"kind": "graph", "file": "chips.yaml"})), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "stratasim", "run", str(file)], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim", "run", str(file)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: ")
     assert "network.topology: the graph is disconnected: 'a' and 'c' cannot reach each other" in done.stderr

@@ -53,7 +53,13 @@ def test_fat_tree_routes_take_2_4_or_6_links() -> None:
     lengths = sorted(len(links.route(0, dst)) for dst in range(1, 16))
     assert lengths == [2] + [4] * 2 + [6] * 12
     assert named_path(links, 0, 5) == [
-        "npu 0", "edge 0.0", "aggregation 0.1", "core 2", "aggregation 1.1", "edge 1.0", "npu 5"
+        "npu 0",
+        "edge 0.0",
+        "aggregation 0.1",
+        "core 2",
+        "aggregation 1.1",
+        "edge 1.0",
+        "npu 5",
     ]  # up through aggregation 5 % 2 = 1 and its core (5 // 2) % 2 = 0, i.e. core 1 * 2 + 0
 
 
@@ -70,8 +76,9 @@ def test_dragonfly_routes_are_minimal() -> None:
     group = {router: (router - 72) // 4 for router in range(72, 72 + 36)}
     global_cables = {
         frozenset((group[hop.src], group[hop.dst]))
-        for hop in links.links() if hop.src in group and hop.dst in group and group[hop.src] != group[hop.dst]
-    }  # fmt: skip
+        for hop in links.links()
+        if hop.src in group and hop.dst in group and group[hop.src] != group[hop.dst]
+    }
     assert len(global_cables) == 9 * 8 // 2  # every two groups share a global link
     for src, dst in itertools.permutations(range(72), 2):
         between_routers = [hop for hop in links.route(src, dst) if hop.src in group and hop.dst in group]

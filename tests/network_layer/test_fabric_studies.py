@@ -40,15 +40,37 @@ def topology_of(topology: Any, **system: Any) -> pb.Topology:
         ({"kind": "torus", "shape": [4, 4], **LINK}, [4, 4], "torus"),
         ({"kind": "mesh", "shape": [2, 3, 4], **LINK}, [2, 3, 4], "torus"),
         ({"kind": "fat_tree", "k": 4, **LINK}, [16], "fat_tree"),
-        ({"kind": "dragonfly", "groups": 3, "routers_per_group": 2, "hosts_per_router": 2,
-          "global_links_per_router": 1, "host_link": LINK, "local_link": LINK, "global_link": LINK}, [12], "dragonfly"),
+        (
+            {
+                "kind": "dragonfly",
+                "groups": 3,
+                "routers_per_group": 2,
+                "hosts_per_router": 2,
+                "global_links_per_router": 1,
+                "host_link": LINK,
+                "local_link": LINK,
+                "global_link": LINK,
+            },
+            [12],
+            "dragonfly",
+        ),
         ({"kind": "dgx1", **LINK}, [8], "dgx1"),
-        ({"kind": "nvswitch", "gpus_per_board": 8, "planes": 6, "boards": 2, "trunk_link": LINK, **LINK}, [16],
-         "nvswitch"),
-        ({"kind": "hierarchical_alltoall", "local": {"size": 2, **LINK},
-          "alltoall": {"size": 3, "switches": 2, **LINK}}, [2, 3], "hierarchical_alltoall"),
+        (
+            {"kind": "nvswitch", "gpus_per_board": 8, "planes": 6, "boards": 2, "trunk_link": LINK, **LINK},
+            [16],
+            "nvswitch",
+        ),
+        (
+            {
+                "kind": "hierarchical_alltoall",
+                "local": {"size": 2, **LINK},
+                "alltoall": {"size": 3, "switches": 2, **LINK},
+            },
+            [2, 3],
+            "hierarchical_alltoall",
+        ),
     ],
-)  # fmt: skip
+)
 def test_every_kind_becomes_its_fabric_and_layout(topology: dict[str, Any], sizes: list[int], field: str) -> None:
     message = topology_of(topology)
     assert message.WhichOneof("fabric") == field
@@ -65,7 +87,9 @@ def test_a_hierarchical_torus_has_a_speed_per_level() -> None:
     message = topology_of({"kind": "hierarchical_torus", **levels})  # the paper's Fig. 3a: 2 x 2 x 3
     assert list(message.torus.shape) == [2, 2, 3] and not message.torus.mesh
     assert [(s.bandwidth_bytes_per_s, s.latency_ps) for s in message.torus.link] == [
-        (500e9, 100_000), (25e9, 10**6), (25e9, 2 * 10**6)
+        (500e9, 100_000),
+        (25e9, 10**6),
+        (25e9, 2 * 10**6),
     ]
 
 
@@ -86,12 +110,21 @@ def test_a_graph_lists_each_cable_once_or_from_both_ends() -> None:
         {"id": 1, "links": [{"to": 0, "distance": 2}]},  # the same cable, from its other end
         {"id": 2, "links": [{"to": "sw", "bandwidth": "25GB/s", "latency": "1us"}]},
     ]
-    message = topology_of({"kind": "graph", "chips": chips, "switches": [{"id": "sw"}], "bandwidth": "100GB/s",
-                           "latency_per_distance": "5ns"})  # fmt: skip
+    message = topology_of(
+        {
+            "kind": "graph",
+            "chips": chips,
+            "switches": [{"id": "sw"}],
+            "bandwidth": "100GB/s",
+            "latency_per_distance": "5ns",
+        }
+    )
     fabric = message.graph
     assert list(fabric.node) == ["0", "1", "2", "sw"] and fabric.npus == 3
-    cables = {(fabric.node[lk.src], fabric.node[lk.dst]): (lk.spec.bandwidth_bytes_per_s, lk.spec.latency_ps)
-              for lk in fabric.link}  # fmt: skip
+    cables = {
+        (fabric.node[lk.src], fabric.node[lk.dst]): (lk.spec.bandwidth_bytes_per_s, lk.spec.latency_ps)
+        for lk in fabric.link
+    }
     assert len(fabric.link) == 6
     assert cables["0", "1"] == cables["1", "0"] == (100e9, 10_000)  # distance 2 x 5 ns
     assert cables["sw", "2"] == (25e9, 10**6)

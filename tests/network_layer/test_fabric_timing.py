@@ -41,10 +41,11 @@ FABRICS = {
     "nvswitch": nvswitch(4, 3, boards=2, trunk=link(75e9, 900_000)),
     "hierarchical_alltoall": hierarchical_alltoall(3, 3, 2),
     "graph": graph(
-        ["a", "b", "c", "sw"], 3,
+        ["a", "b", "c", "sw"],
+        3,
         [(0, 3, link(B, 0)), (1, 3, link(30e9, 7)), (2, 1, link(3e9, 1_000))],
     ),
-}  # fmt: skip
+}
 SIZES = (0, 1, 4096, 1 << 20)
 APART = 10**10  # ps between sends: far longer than any message takes, so none meets another
 
@@ -57,10 +58,15 @@ def lone_messages(topology: pb.Topology) -> list[tuple[int, int, int]]:
 def transit(network: AnalyticalNetwork | CongestionAwareNetwork, messages: list[tuple[int, int, int]]) -> list[int]:
     """Send each (src, dst, bytes) APART from the last; how long each took."""
     sent = [i * APART for i in range(len(messages))]
-    network.inject(pb.SendBatch(
-        id=list(range(len(messages))), src=[m[0] for m in messages], dst=[m[1] for m in messages],
-        bytes=[m[2] for m in messages], send_time_ps=sent,
-    ))  # fmt: skip
+    network.inject(
+        pb.SendBatch(
+            id=list(range(len(messages))),
+            src=[m[0] for m in messages],
+            dst=[m[1] for m in messages],
+            bytes=[m[2] for m in messages],
+            send_time_ps=sent,
+        )
+    )
     result = network.advance(sent[-1] + APART)
     arrival = dict(zip(result.deliveries.id, result.deliveries.time_ps))
     return [arrival[i] - sent[i] for i in range(len(messages))]
@@ -130,16 +136,26 @@ def test_lookahead_is_the_least_route_latency_or_last_link_latency() -> None:
 
 @pytest.mark.parametrize(
     ("name", "stateless"),
-    [("torus", True), ("hierarchical_alltoall", True), ("mesh", False), ("fat_tree", False), ("dgx1", False),
-     ("graph", False), ("dragonfly", False), ("nvswitch", False)],
-)  # fmt: skip
+    [
+        ("torus", True),
+        ("hierarchical_alltoall", True),
+        ("mesh", False),
+        ("fat_tree", False),
+        ("dgx1", False),
+        ("graph", False),
+        ("dragonfly", False),
+        ("nvswitch", False),
+    ],
+)
 def test_only_translation_invariant_fabrics_are_stateless(name: str, stateless: bool) -> None:
     assert AnalyticalNetwork().configure(FABRICS[name]).stateless is stateless
     assert AnalyticalNetwork().configure(nvswitch(8, 6)).stateless  # one board: every pair alike
 
 
-@pytest.mark.parametrize("topology", [torus(4, 2, links=(link(100e9, 200_000), link(B, ALPHA))),
-                                      hierarchical_alltoall(4, 2, 2), nvswitch(8, 6)])  # fmt: skip
+@pytest.mark.parametrize(
+    "topology",
+    [torus(4, 2, links=(link(100e9, 200_000), link(B, ALPHA))), hierarchical_alltoall(4, 2, 2), nvswitch(8, 6)],
+)
 def test_simulating_one_npu_for_all_is_exact_on_stateless_fabrics(topology: pb.Topology) -> None:
     npus = build(topology).npus
     graphs = [collective_graph("all_reduce", 1 << 20)] * npus
@@ -161,10 +177,12 @@ def test_windows_deliver_in_order_and_never_late(backend: type, name: str) -> No
     npus = build(FABRICS[name]).npus
     pairs = list(itertools.permutations(range(npus), 2))
     batch = pb.SendBatch(
-        id=list(range(len(pairs))), src=[s for s, _ in pairs], dst=[d for _, d in pairs],
+        id=list(range(len(pairs))),
+        src=[s for s, _ in pairs],
+        dst=[d for _, d in pairs],
         bytes=[(i * 7919) % 65536 for i in range(len(pairs))],
         send_time_ps=[(i * 104_729) % 3_000_000 for i in range(len(pairs))],
-    )  # fmt: skip
+    )
     network.inject(batch)
     earliest = {msg: sent + lookahead for msg, sent in zip(batch.id, batch.send_time_ps)}
     until, delivered = -1, {}

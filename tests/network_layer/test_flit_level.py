@@ -49,9 +49,12 @@ def flits(size: int, parameters: FlitParameters = DEFAULT) -> int:
 
 def batch(messages: list[tuple[int, int, int]], sent: list[int], first_id: int = 0) -> pb.SendBatch:
     return pb.SendBatch(
-        id=list(range(first_id, first_id + len(messages))), src=[m[0] for m in messages],
-        dst=[m[1] for m in messages], bytes=[m[2] for m in messages], send_time_ps=sent,
-    )  # fmt: skip
+        id=list(range(first_id, first_id + len(messages))),
+        src=[m[0] for m in messages],
+        dst=[m[1] for m in messages],
+        bytes=[m[2] for m in messages],
+        send_time_ps=sent,
+    )
 
 
 def transit(network: Network, topology: pb.Topology, messages: list[tuple[int, int, int]]) -> list[int]:
@@ -119,7 +122,7 @@ ANY_SPEED = {
     "dragonfly": dragonfly(3, 2, 2, 1, (link(100e9, 100_000), link(50e9, 300_000), link(25e9, ALPHA))),
     "dgx1": dgx1(),
     "graph": graph(["a", "b", "c", "sw"], 3, [(0, 3, link(50e9, 0)), (1, 3, link(30e9, 7)), (2, 1, link(3e9, 1_003))]),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("parameters", [DEFAULT, FlitParameters(16, 8, 16, pipeline_cycles=3, cycle_ps=777)])
@@ -136,8 +139,13 @@ def test_a_lone_message_is_within_one_slot_per_link_of_the_formula(name: str, pa
     ):
         route = fabric.route(src, dst)
         k = [parameters.flit_bytes * 10**12 / Fraction(hop.bandwidth) for hop in route]
-        formula = (sum(hop.latency_ps for hop in route) + (len(route) + 1) * parameters.pipeline_ps
-                   + sum(k) - max(k) + flits(size, parameters) * max(k))  # fmt: skip
+        formula = (
+            sum(hop.latency_ps for hop in route)
+            + (len(route) + 1) * parameters.pipeline_ps
+            + sum(k)
+            - max(k)
+            + flits(size, parameters) * max(k)
+        )
         assert -len(route) < took - formula < sum(math.ceil(flit) + 1 for flit in k), (src, dst, size)
         assert took > base  # never faster than the analytical network
 
@@ -148,16 +156,24 @@ def test_random_speeds_and_parameters_stay_within_one_slot_per_link(seed: int) -
     speeds = tuple(link(rng.uniform(1e9, 400e9), rng.randint(0, 3_000_000)) for _ in range(2))
     topo = torus(rng.randint(3, 5), rng.randint(2, 4), links=speeds)
     parameters = FlitParameters(
-        flit_bytes=rng.choice([8, 16, 32, 64, 100]), packet_flits=rng.randint(2, 9), header_bytes=rng.choice([0, 8]),
-        pipeline_cycles=rng.randint(0, 5), cycle_ps=rng.randint(1, 2000),
-    )  # fmt: skip
+        flit_bytes=rng.choice([8, 16, 32, 64, 100]),
+        packet_flits=rng.randint(2, 9),
+        header_bytes=rng.choice([0, 8]),
+        pipeline_cycles=rng.randint(0, 5),
+        cycle_ps=rng.randint(1, 2000),
+    )
     fabric = topologies.build(topo)
     messages = [(s, d, rng.choice([0, 1, 777, 3000])) for s, d in itertools.permutations(range(fabric.npus), 2)]
     for (src, dst, size), took in zip(messages, transit(FlitLevelNetwork(parameters), topo, messages)):
         route = fabric.route(src, dst)
         k = [parameters.flit_bytes * 10**12 / Fraction(hop.bandwidth) for hop in route]
-        formula = (sum(hop.latency_ps for hop in route) + (len(route) + 1) * parameters.pipeline_ps
-                   + sum(k) - max(k) + flits(size, parameters) * max(k))  # fmt: skip
+        formula = (
+            sum(hop.latency_ps for hop in route)
+            + (len(route) + 1) * parameters.pipeline_ps
+            + sum(k)
+            - max(k)
+            + flits(size, parameters) * max(k)
+        )
         assert -len(route) < took - formula < sum(math.ceil(flit) + 1 for flit in k), (src, dst, size)
 
 
@@ -179,8 +195,12 @@ def test_many_to_one_queues_on_the_last_link() -> None:
     last = 3 * P + 2 * ALPHA + (7 * flits(m) + 1) * K
     assert max(arrivals) == last
     assert min(arrivals) > last - ser(m, B)  # fair sharing: all within one message's time of the end
-    counters = dict(zip(network.counters().link, zip(network.counters().busy_ps, network.counters().bytes,
-                                                     network.counters().messages)))  # fmt: skip
+    counters = dict(
+        zip(
+            network.counters().link,
+            zip(network.counters().busy_ps, network.counters().bytes, network.counters().messages),
+        )
+    )
     assert counters["dim 0: switch->0"] == (7 * flits(m) * K, 7 * m, 7)
     assert counters["dim 0: 3->switch"] == (flits(m) * K, m, 1)
 
@@ -191,8 +211,10 @@ def test_an_all_to_all_is_slower_at_each_finer_level(name: str) -> None:
     npus = math.prod(dim.size for dim in topo.dimensions)
     graphs = [collective_graph("all_to_all", 1 << 16)] * npus
     options = SystemOptions(algorithm={"*": ("direct",)})
-    times = [simulate(graphs, net, topo, options).total_time_ps
-             for net in (AnalyticalNetwork(), CongestionAwareNetwork(), FlitLevelNetwork())]  # fmt: skip
+    times = [
+        simulate(graphs, net, topo, options).total_time_ps
+        for net in (AnalyticalNetwork(), CongestionAwareNetwork(), FlitLevelNetwork())
+    ]
     assert times[0] < times[1] <= times[2]
 
 
@@ -276,9 +298,14 @@ def test_packet_latency_and_flit_hops() -> None:
 
 @pytest.mark.parametrize(
     ("change", "key"),
-    [({"flit_bytes": 0}, "flit_bytes"), ({"vcs": 0}, "vcs"), ({"cycle_ps": 0}, "cycle_ps"),
-     ({"header_bytes": 320}, "header_bytes"), ({"buffer_flits": -1}, "buffer_flits")],
-)  # fmt: skip
+    [
+        ({"flit_bytes": 0}, "flit_bytes"),
+        ({"vcs": 0}, "vcs"),
+        ({"cycle_ps": 0}, "cycle_ps"),
+        ({"header_bytes": 320}, "header_bytes"),
+        ({"buffer_flits": -1}, "buffer_flits"),
+    ],
+)
 def test_impossible_parameters_are_refused(change: dict[str, int], key: str) -> None:
     with pytest.raises(BackendError, match=f"flit_level.{key}"):
         FlitParameters(**change)
@@ -298,8 +325,11 @@ def test_a_message_too_large_to_hold_is_refused_before_any_packet_is_made() -> N
     network.configure(topology((RING, 4, B, ALPHA)))
     payload = network.parameters.payload_bytes
     network.inject(batch([(0, 1, 60 * payload)], [1]))
-    with pytest.raises(BackendError, match=rf"message 1: {41 * payload} bytes make 41 packets .* holds at most 100 "
-                       r"packets at once \(60 in it already\)"):  # fmt: skip
+    with pytest.raises(
+        BackendError,
+        match=rf"message 1: {41 * payload} bytes make 41 packets .* holds at most 100 "
+        r"packets at once \(60 in it already\)",
+    ):
         network.inject(batch([(1, 2, 41 * payload)], [1], first_id=1))
     network.advance(10**12)  # the first is delivered: its packets leave the count
     network.inject(batch([(1, 2, 100 * payload)], [10**12 + 1], first_id=2))

@@ -15,9 +15,11 @@ from stratasim import cli
 LINK = {"bandwidth": "50GB/s", "latency": "500ns"}
 TOPOLOGIES = {
     "torus": {"kind": "torus", "shape": [4, 4], **LINK},
-    "dimensions": [{"kind": "ring", "size": 4, **LINK}, {"kind": "switch", "size": 2, "bandwidth": "25GB/s",
-                                                          "latency": "1us"}],
-}  # fmt: skip
+    "dimensions": [
+        {"kind": "ring", "size": 4, **LINK},
+        {"kind": "switch", "size": 2, "bandwidth": "25GB/s", "latency": "1us"},
+    ],
+}
 
 
 def report(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> dict[str, Any]:
@@ -58,19 +60,30 @@ def test_a_collective_study_gives_the_same_report_in_process_and_spawned(
     assert local == remote  # packet latency included
 
 
-def test_network_flit_sets_the_routers_in_process_and_spawned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_network_flit_sets_the_routers_in_process_and_spawned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     study = {
         "name": "flit parameters",
         "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
-        "network": {"backend": "flit_level", "topology": TOPOLOGIES["torus"],
-                    "flit": {"flit_bytes": "16B", "vcs": 2, "pipeline_cycles": 2, "cycle": "500ps"}},
-    }  # fmt: skip
+        "network": {
+            "backend": "flit_level",
+            "topology": TOPOLOGIES["torus"],
+            "flit": {"flit_bytes": "16B", "vcs": 2, "pipeline_cycles": 2, "cycle": "500ps"},
+        },
+    }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study), encoding="utf-8")
     local = report(path, capsys)
     remote = report(path, capsys, "network.spawn=true")
-    default = report(path, capsys, "network.flit.flit_bytes=64B", "network.flit.vcs=4", "network.flit.pipeline_cycles=4",
-                     "network.flit.cycle=1ns")  # fmt: skip
+    default = report(
+        path,
+        capsys,
+        "network.flit.flit_bytes=64B",
+        "network.flit.vcs=4",
+        "network.flit.pipeline_cycles=4",
+        "network.flit.cycle=1ns",
+    )
     assert local["total_time_ps"] != default["total_time_ps"]
     for result in (local, remote):
         del result["wall_seconds"], result["backends"]
@@ -102,7 +115,9 @@ def test_flit_parameters_without_the_flit_level_backend_are_refused(tmp_path: Pa
         load_study(path)
 
 
-def test_the_text_report_gives_the_packet_latency_under_the_links(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_text_report_gives_the_packet_latency_under_the_links(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     study = {
         "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
         "network": {"backend": "flit_level", "topology": TOPOLOGIES["torus"]},

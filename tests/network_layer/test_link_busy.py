@@ -15,10 +15,15 @@ def run(topo: network_pb2.Topology, messages: list[tuple[int, int, int]]) -> net
     """Send (src, dst, send time) messages of M bytes; run everything; the counters."""
     net = CongestionAwareNetwork()
     net.configure(topo)
-    net.inject(network_pb2.SendBatch(
-        id=list(range(len(messages))), src=[m[0] for m in messages], dst=[m[1] for m in messages],
-        bytes=[M] * len(messages), send_time_ps=[m[2] for m in messages],
-    ))  # fmt: skip
+    net.inject(
+        network_pb2.SendBatch(
+            id=list(range(len(messages))),
+            src=[m[0] for m in messages],
+            dst=[m[1] for m in messages],
+            bytes=[M] * len(messages),
+            send_time_ps=[m[2] for m in messages],
+        )
+    )
     net.advance(10**15)
     return net.counters()
 

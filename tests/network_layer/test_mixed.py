@@ -28,13 +28,18 @@ def mixed_topology(*backends: str) -> network_pb2.Topology:
     return topo
 
 
-def deliveries(network: object, topo: network_pb2.Topology, sends: list[tuple[int, int, int, int]]) -> list[tuple[int, int]]:
+def deliveries(
+    network: object, topo: network_pb2.Topology, sends: list[tuple[int, int, int, int]]
+) -> list[tuple[int, int]]:
     """(id, arrival) of ``sends`` (src, dst, bytes, send time), advancing window by window until all arrived."""
     assert isinstance(network, (MixedNetwork, AnalyticalNetwork))
     network.configure(topo)
     batch = network_pb2.SendBatch(
-        id=list(range(len(sends))), src=[s[0] for s in sends], dst=[s[1] for s in sends],
-        bytes=[s[2] for s in sends], send_time_ps=[s[3] for s in sends],
+        id=list(range(len(sends))),
+        src=[s[0] for s in sends],
+        dst=[s[1] for s in sends],
+        bytes=[s[2] for s in sends],
+        send_time_ps=[s[3] for s in sends],
     )
     network.inject(batch)
     arrived: list[tuple[int, int]] = []

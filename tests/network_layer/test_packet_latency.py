@@ -62,7 +62,10 @@ def test_percentiles_come_from_the_histogram_clamped_to_what_was_seen() -> None:
     latency = PacketLatency()
     for value in range(1000, 2000):
         latency.add(value)
-    assert latency.percentile_ps(50) == bucket_high(bucket_of(1499)) and abs(latency.percentile_ps(50) - 1499) <= 1499 // 32
+    assert (
+        latency.percentile_ps(50) == bucket_high(bucket_of(1499))
+        and abs(latency.percentile_ps(50) - 1499) <= 1499 // 32
+    )
     assert latency.percentile_ps(100) == 1999  # the bucket's end is past what was seen: clamped
     assert PacketLatency().to_proto() == pb.PacketLatency()
     twice = PacketLatency()

@@ -73,5 +73,7 @@ def test_a_new_kind_is_one_module_and_its_registration(monkeypatch: pytest.Monke
     message = network.topology_message()
     assert message.WhichOneof("fabric") == "graph" and len(message.graph.link) == 8
     with pytest.raises(ValidationError) as info:  # its keys are checked like every other kind's
-        sections.NetworkSection.model_validate({"topology": {"kind": "star", "size": 1, "bandwidth": "1GB/s", "latency": "1ns"}})
+        sections.NetworkSection.model_validate(
+            {"topology": {"kind": "star", "size": 1, "bandwidth": "1GB/s", "latency": "1ns"}}
+        )
     assert [error["loc"] for error in info.value.errors()] == [("topology", "star", "size")]

@@ -79,6 +79,8 @@ def test_a_forked_server_that_fails_is_one_clear_error() -> None:
         "except RemoteError as exc: print(json.dumps({'error': str(exc)}))\n"
     )
     error = str(result["error"])
-    assert error.startswith("network and compute layer server (analytical, nope) exited with code 2 before "
-                            "listening: error: no compute backend named 'nope'; available: ")  # fmt: skip
+    assert error.startswith(
+        "network and compute layer server (analytical, nope) exited with code 2 before "
+        "listening: error: no compute backend named 'nope'; available: "
+    )
     assert "Traceback" not in error

@@ -18,9 +18,10 @@ from tests.remote.helpers import free_port, serve_command, stub_server
 
 OTHER_VERSION = PROTOCOL_VERSION + 98
 TOPOLOGY = network_pb2.Topology(
-    dimensions=[network_pb2.Dimension(kind=network_pb2.Dimension.RING, size=4, bandwidth_bytes_per_s=1e9,
-                                      latency_ps=1000)]
-)  # fmt: skip
+    dimensions=[
+        network_pb2.Dimension(kind=network_pb2.Dimension.RING, size=4, bandwidth_bytes_per_s=1e9, latency_ps=1000)
+    ]
+)
 
 
 @pytest.mark.parametrize("client", [NetworkClient, ComputeClient])
@@ -66,9 +67,9 @@ def test_server_answers_version_mismatch_with_a_structured_error(network_endpoin
 class _OldNetwork(network_pb2_grpc.NetworkServiceServicer):
     """A server that skips the version check and answers with a handshake of its own version."""
 
-    def Session(self, request_iterator: Iterator[network_pb2.NetworkRequest], context: object) -> Iterator[
-        network_pb2.NetworkResponse
-    ]:
+    def Session(
+        self, request_iterator: Iterator[network_pb2.NetworkRequest], context: object
+    ) -> Iterator[network_pb2.NetworkResponse]:
         for _request in request_iterator:
             reply = common_pb2.Handshake(protocol_version=OTHER_VERSION, layer="network", backend="fake")
             yield network_pb2.NetworkResponse(handshake=reply)

@@ -7,9 +7,10 @@ from stratasim.v1 import network_pb2
 from tests.contracts.contract_fakes import FakeNetwork, served
 
 TOPOLOGY = network_pb2.Topology(
-    dimensions=[network_pb2.Dimension(kind=network_pb2.Dimension.SWITCH, size=8, bandwidth_bytes_per_s=1e10,
-                                      latency_ps=2000)]
-)  # fmt: skip
+    dimensions=[
+        network_pb2.Dimension(kind=network_pb2.Dimension.SWITCH, size=8, bandwidth_bytes_per_s=1e10, latency_ps=2000)
+    ]
+)
 SENDS = network_pb2.SendBatch(
     id=[3, 1, 2], src=[0, 1, 2], dst=[7, 6, 5], bytes=[100, 1 << 20, 0], send_time_ps=[0, 5, 5]
 )
@@ -68,8 +69,9 @@ def test_windows_larger_than_grpc_default_limits_pass_both_ways() -> None:
     with served("network", "echo", {"echo": Echo}) as endpoint:
         network = NetworkClient(endpoint, backend="echo", timeout_s=10)
         try:
-            network.inject(network_pb2.SendBatch(id=big, src=[0] * count, dst=[1] * count, bytes=[1] * count,
-                                                 send_time_ps=big))  # fmt: skip
+            network.inject(
+                network_pb2.SendBatch(id=big, src=[0] * count, dst=[1] * count, bytes=[1] * count, send_time_ps=big)
+            )
             result = network.advance(2**41)
         finally:
             network.close()

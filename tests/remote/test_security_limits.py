@@ -24,9 +24,11 @@ from tests.remote.test_remote_errors import _HangingNetwork
 TOKEN = "s3cret-token-for-tests"
 _RING = network_pb2.Dimension.RING
 _FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
-SMALL = network_pb2.Topology(dimensions=[
-    network_pb2.Dimension(kind=_RING, size=8, bandwidth_bytes_per_s=50e9, latency_ps=500_000),
-])  # fmt: skip
+SMALL = network_pb2.Topology(
+    dimensions=[
+        network_pb2.Dimension(kind=_RING, size=8, bandwidth_bytes_per_s=50e9, latency_ps=500_000),
+    ]
+)
 
 
 def secured(
@@ -55,18 +57,23 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
     certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
-    )  # fmt: skip
+    )
     folder = tmp_path_factory.mktemp("pki")
     files = {"cert": folder / "server.pem", "key": folder / "server.key", "token": folder / "token"}
     files["cert"].write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    files["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))  # fmt: skip
+    files["key"].write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     files["token"].write_text(TOKEN + "\n")
     return files
 
@@ -78,25 +85,39 @@ def _server_security(pki: dict[str, Path]) -> ServerSecurity:
 def _study(network: dict[str, Any], compute: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": "secured",
-        "workload": {"kind": "training_loop", "layers": [{
-            "name": "block", "forward": {"gemm": [1024, 1024, 1024]}, "weight_grad": {"gemm": [1024, 1024, 1024]},
-            "weight_grad_comm": {"collective": "all_reduce", "size": "8MiB"},
-        }]},
+        "workload": {
+            "kind": "training_loop",
+            "layers": [
+                {
+                    "name": "block",
+                    "forward": {"gemm": [1024, 1024, 1024]},
+                    "weight_grad": {"gemm": [1024, 1024, 1024]},
+                    "weight_grad_comm": {"collective": "all_reduce", "size": "8MiB"},
+                }
+            ],
+        },
         "system": {"algorithm": "ring", "splits": 2},
-        "network": {"backend": "analytical", "topology": [{"kind": "ring", "size": 4, "bandwidth": "50GB/s",
-                                                           "latency": "500ns"}], **network},
+        "network": {
+            "backend": "analytical",
+            "topology": [{"kind": "ring", "size": 4, "bandwidth": "50GB/s", "latency": "500ns"}],
+            **network,
+        },
         "compute": {"backend": "roofline", "device": "h100", **compute},
-    }  # fmt: skip
+    }
 
 
 def test_a_client_without_the_token_is_refused_with_a_clear_message(pki: dict[str, Path]) -> None:
-    with secured("network", "analytical", security=_server_security(pki), also=(("compute", "roofline"),),
-                 listen="localhost:0") as endpoint:  # fmt: skip
+    with secured(
+        "network", "analytical", security=_server_security(pki), also=(("compute", "roofline"),), listen="localhost:0"
+    ) as endpoint:
         root = pki["cert"].read_bytes()
         for token, why in ((None, "no bearer token"), ("wrong", "the bearer token does not match")):
             started = time.monotonic()
-            with pytest.raises(RemoteError, match=rf"^network layer at {endpoint} refused the client: "
-                               rf"unauthenticated: {why} .*\(stage: handshake\)$"):  # fmt: skip
+            with pytest.raises(
+                RemoteError,
+                match=rf"^network layer at {endpoint} refused the client: "
+                rf"unauthenticated: {why} .*\(stage: handshake\)$",
+            ):
                 NetworkClient(endpoint, backend="analytical", security=ClientSecurity(root, token))
             with pytest.raises(RemoteError, match=rf"compute layer at {endpoint} refused the client: .*{why}"):
                 ComputeClient(endpoint, backend="roofline", security=ClientSecurity(root, token))
@@ -107,10 +128,16 @@ def test_a_client_without_the_token_is_refused_with_a_clear_message(pki: dict[st
 
 def test_with_the_token_over_tls_results_are_identical_to_in_process(pki: dict[str, Path]) -> None:
     in_process = run(_study({}, {}))
-    with secured("network", "analytical", security=_server_security(pki), also=(("compute", "roofline"),),
-                 listen="localhost:0") as endpoint:  # fmt: skip
-        placed = {"endpoint": endpoint, "tls_ca": str(pki["cert"]), "token_file": str(pki["token"]),
-                  "timeout": "5s", "connect_timeout": "2s"}  # fmt: skip
+    with secured(
+        "network", "analytical", security=_server_security(pki), also=(("compute", "roofline"),), listen="localhost:0"
+    ) as endpoint:
+        placed = {
+            "endpoint": endpoint,
+            "tls_ca": str(pki["cert"]),
+            "token_file": str(pki["token"]),
+            "timeout": "5s",
+            "connect_timeout": "2s",
+        }
         remote = run(_study(placed, placed))
     assert remote.total_time_ps == in_process.total_time_ps > 0
     assert remote.to_dict()["per_npu"] == in_process.to_dict()["per_npu"]
@@ -131,16 +158,22 @@ def test_an_idle_client_is_evicted_and_others_get_through() -> None:
     with secured("network", "fake", limits=limits, extra=factories("network")) as endpoint:
         idle = NetworkClient(endpoint, backend="fake", timeout_s=2)
         try:
-            with pytest.raises(RemoteError, match=r"server busy: all 1 sessions are in use and none has been idle for "
-                               r"0.3 s .*\(stage: handshake\)"):  # fmt: skip
+            with pytest.raises(
+                RemoteError,
+                match=r"server busy: all 1 sessions are in use and none has been idle for "
+                r"0.3 s .*\(stage: handshake\)",
+            ):
                 NetworkClient(endpoint, backend="fake", timeout_s=2)
             for _ in range(3):  # each in turn, the last one's session idle (closed) or gone
                 time.sleep(0.5)  # past the idle timeout: a closed session the server has not yet let go is idle
                 other = NetworkClient(endpoint, backend="fake", timeout_s=2)
                 assert other.configure(SMALL).npus == 8
                 other.close()
-            with pytest.raises(RemoteError, match=r"ended the session: it is stopping, or it evicted this session for "
-                               r"sitting idle longer than its --idle-timeout .*\(stage: call configure\)"):  # fmt: skip
+            with pytest.raises(
+                RemoteError,
+                match=r"ended the session: it is stopping, or it evicted this session for "
+                r"sitting idle longer than its --idle-timeout .*\(stage: call configure\)",
+            ):
                 idle.configure(SMALL)
         finally:
             idle.close()
@@ -188,32 +221,48 @@ def test_a_busy_session_is_never_evicted() -> None:
     assert slots.take(lambda: cancelled.append("new")) is not None and cancelled == ["working"]
 
 
-@pytest.mark.parametrize("topology", [
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(kind=_RING, size=10**8, bandwidth_bytes_per_s=1e9)]),
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(kind=_FULLY_CONNECTED, size=10**5,
-                                                           bandwidth_bytes_per_s=1e9)]),
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(kind=_RING, size=2**32 - 1, bandwidth_bytes_per_s=1e9)] * 3),
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(size=8)],
-                         nvswitch=network_pb2.NvSwitchFabric(gpus_per_board=8, planes=10**8, boards=1)),
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(size=16)],
-                         fat_tree=network_pb2.FatTreeFabric(k=10**4)),
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(size=8)],
-                         hierarchical_alltoall=network_pb2.HierarchicalAlltoallFabric(local_size=2, packages=4,
-                                                                                      switches=10**8)),
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(size=8)],
-                         dragonfly=network_pb2.DragonflyFabric(groups=2, routers_per_group=10**5, hosts_per_router=1,
-                                                               global_links_per_router=10**4)),
-    network_pb2.Topology(dimensions=[network_pb2.Dimension(size=65536)],
-                         torus=network_pb2.TorusFabric(shape=[65536, 65536])),
-], ids=["ring", "fully-connected", "three-rings", "nvswitch-planes", "fat-tree", "hierarchical", "dragonfly", "torus"])
+@pytest.mark.parametrize(
+    "topology",
+    [
+        network_pb2.Topology(dimensions=[network_pb2.Dimension(kind=_RING, size=10**8, bandwidth_bytes_per_s=1e9)]),
+        network_pb2.Topology(
+            dimensions=[network_pb2.Dimension(kind=_FULLY_CONNECTED, size=10**5, bandwidth_bytes_per_s=1e9)]
+        ),
+        network_pb2.Topology(
+            dimensions=[network_pb2.Dimension(kind=_RING, size=2**32 - 1, bandwidth_bytes_per_s=1e9)] * 3
+        ),
+        network_pb2.Topology(
+            dimensions=[network_pb2.Dimension(size=8)],
+            nvswitch=network_pb2.NvSwitchFabric(gpus_per_board=8, planes=10**8, boards=1),
+        ),
+        network_pb2.Topology(dimensions=[network_pb2.Dimension(size=16)], fat_tree=network_pb2.FatTreeFabric(k=10**4)),
+        network_pb2.Topology(
+            dimensions=[network_pb2.Dimension(size=8)],
+            hierarchical_alltoall=network_pb2.HierarchicalAlltoallFabric(local_size=2, packages=4, switches=10**8),
+        ),
+        network_pb2.Topology(
+            dimensions=[network_pb2.Dimension(size=8)],
+            dragonfly=network_pb2.DragonflyFabric(
+                groups=2, routers_per_group=10**5, hosts_per_router=1, global_links_per_router=10**4
+            ),
+        ),
+        network_pb2.Topology(
+            dimensions=[network_pb2.Dimension(size=65536)], torus=network_pb2.TorusFabric(shape=[65536, 65536])
+        ),
+    ],
+    ids=["ring", "fully-connected", "three-rings", "nvswitch-planes", "fat-tree", "hierarchical", "dragonfly", "torus"],
+)
 def test_a_configure_bomb_is_refused_fast_before_any_work(topology: network_pb2.Topology) -> None:
     assert topology.ByteSize() < 120  # a ~100-byte request
     with secured("network", "congestion_aware") as endpoint:
         network = NetworkClient(endpoint, backend="congestion_aware", timeout_s=5)
         try:
             started = time.monotonic()
-            with pytest.raises(BackendError, match=r"exceed this server's limit of .* \(its --max-(npus|links)\); "
-                               "refused before building anything"):  # fmt: skip
+            with pytest.raises(
+                BackendError,
+                match=r"exceed this server's limit of .* \(its --max-(npus|links)\); "
+                "refused before building anything",
+            ):
                 network.configure(topology)
             assert time.monotonic() - started < 1
             assert network.configure(SMALL).npus == 8  # the session goes on
@@ -228,8 +277,11 @@ def test_a_send_of_a_terabyte_to_a_flit_level_server_is_refused_without_exhausti
             network.configure(SMALL)
             network.inject(network_pb2.SendBatch(id=[7], src=[0], dst=[1], bytes=[10**12], send_time_ps=[1]))
             started = time.monotonic()
-            with pytest.raises(BackendError, match=r"message 7: 1000000000000 bytes make [\d,]+ packets .* holds at "
-                               "most"):  # fmt: skip
+            with pytest.raises(
+                BackendError,
+                match=r"message 7: 1000000000000 bytes make [\d,]+ packets .* holds at "
+                "most",
+            ):
                 network.advance(-1)
             assert time.monotonic() - started < 1
         finally:
@@ -250,8 +302,11 @@ def test_a_study_deadline_names_the_stage_and_the_simulated_time() -> None:
             study = _study({"backend": "hung", "endpoint": endpoint, "timeout": "300ms"}, {})
             study["network"]["topology"] = [{"kind": "ring", "size": 4, "bandwidth": "50GB/s", "latency": "500ns"}]
             started = time.monotonic()
-            with pytest.raises(RemoteError, match=rf"network layer at {endpoint} did not answer within 0.3 s "
-                               r"\(deadline exceeded\) \(stage: call advance\) \(at simulated time"):  # fmt: skip
+            with pytest.raises(
+                RemoteError,
+                match=rf"network layer at {endpoint} did not answer within 0.3 s "
+                r"\(deadline exceeded\) \(stage: call advance\) \(at simulated time",
+            ):
                 run(study)
             assert time.monotonic() - started < 3
     finally:
@@ -275,39 +330,59 @@ def test_an_oversized_request_is_refused() -> None:
         compute = ComputeClient(endpoint, backend="fake", timeout_s=5)
         try:
             request = compute_pb2.EstimateRequest(device="fake-npu" + "x" * 8192)
-            with pytest.raises(RemoteError, match=r"Received message larger than max \(8\d+ vs. 4096\) "
-                               r"\(stage: call estimate\)$"):  # fmt: skip
+            with pytest.raises(
+                RemoteError,
+                match=r"Received message larger than max \(8\d+ vs. 4096\) "
+                r"\(stage: call estimate\)$",
+            ):
                 compute.estimate(request)
         finally:
             compute.close()
 
 
-@pytest.mark.parametrize(("placed", "key", "expected"), [
-    ({"tls_ca": "ca.pem"}, "network", "for a server at an endpoint"),
-    ({"endpoint": "localhost:1", "token_file": "missing-token"}, "network.token_file", "no such file"),
-    ({"endpoint": "localhost:1", "token_env": "not a name"}, "network.token_env", "name of an environment variable"),
-    ({"timeout": 30}, "network.timeout", "unit"),
-    ({"connect_timeout": "0s"}, "network.connect_timeout", "positive time"),
-    ({"endpoint": "localhost:1", "token_file": "t", "token_env": "T"}, "network", "one of them"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("placed", "key", "expected"),
+    [
+        ({"tls_ca": "ca.pem"}, "network", "for a server at an endpoint"),
+        ({"endpoint": "localhost:1", "token_file": "missing-token"}, "network.token_file", "no such file"),
+        (
+            {"endpoint": "localhost:1", "token_env": "not a name"},
+            "network.token_env",
+            "name of an environment variable",
+        ),
+        ({"timeout": 30}, "network.timeout", "unit"),
+        ({"connect_timeout": "0s"}, "network.connect_timeout", "positive time"),
+        ({"endpoint": "localhost:1", "token_file": "t", "token_env": "T"}, "network", "one of them"),
+    ],
+)
 def test_bad_remote_keys_name_the_key(placed: dict[str, Any], key: str, expected: str) -> None:
     with pytest.raises(ConfigError) as raised:
         run(_study(placed, {}))
     assert key in str(raised.value) and expected in str(raised.value)
 
 
-@pytest.mark.parametrize(("options", "expected"), [
-    (["--token-file", "missing"], "error: --token-file: cannot read 'missing'"),
-    (["--token-file", "empty"], "error: --token-file: 'empty' is empty"),
-    (["--tls-cert", "server.pem"], "error: --tls-cert and --tls-key go together"),
-    (["--tls-client-ca", "server.pem"], "error: --tls-client-ca asks clients for certificates over TLS"),
-    (["--tls-cert", "token", "--tls-key", "token"], "error: --tls-cert: 'token' holds no PEM certificate"),
-    (["--tls-cert", "server.pem", "--tls-key", "server.pem"], "error: --tls-key: 'server.pem' holds no PEM private key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--token-file", "missing"], "error: --token-file: cannot read 'missing'"),
+        (["--token-file", "empty"], "error: --token-file: 'empty' is empty"),
+        (["--tls-cert", "server.pem"], "error: --tls-cert and --tls-key go together"),
+        (["--tls-client-ca", "server.pem"], "error: --tls-client-ca asks clients for certificates over TLS"),
+        (["--tls-cert", "token", "--tls-key", "token"], "error: --tls-cert: 'token' holds no PEM certificate"),
+        (
+            ["--tls-cert", "server.pem", "--tls-key", "server.pem"],
+            "error: --tls-key: 'server.pem' holds no PEM private key",
+        ),
+    ],
+)
 def test_bad_serve_security_options_fail_before_listening(
-    options: list[str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], pki: dict[str, Path],
-) -> None:  # fmt: skip
+    options: list[str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    pki: dict[str, Path],
+) -> None:
     from stratasim.cli.serve import main
 
     monkeypatch.chdir(tmp_path)
@@ -319,14 +394,17 @@ def test_bad_serve_security_options_fail_before_listening(
     assert err.startswith(expected) and err.count("\n") == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("options", "expected"), [
-    (["--idle-timeout", "5"], "argument --idle-timeout: expected a time with its unit"),
-    (["--idle-timeout", "0s"], "argument --idle-timeout: expected a positive time"),
-    (["--max-sessions", "0"], "argument --max-sessions: expected a whole number, at least 1"),
-    (["--max-npus", "many"], "argument --max-npus: expected a whole number"),
-    (["--max-request-bytes", "10B"], "argument --max-request-bytes: expected between 1KiB and 2GiB"),
-    (["--max-request-bytes", "64"], "argument --max-request-bytes: expected a size with its unit"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--idle-timeout", "5"], "argument --idle-timeout: expected a time with its unit"),
+        (["--idle-timeout", "0s"], "argument --idle-timeout: expected a positive time"),
+        (["--max-sessions", "0"], "argument --max-sessions: expected a whole number, at least 1"),
+        (["--max-npus", "many"], "argument --max-npus: expected a whole number"),
+        (["--max-request-bytes", "10B"], "argument --max-request-bytes: expected between 1KiB and 2GiB"),
+        (["--max-request-bytes", "64"], "argument --max-request-bytes: expected a size with its unit"),
+    ],
+)
 def test_bad_serve_limit_options_name_the_option(
     options: list[str], expected: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -351,8 +429,21 @@ def test_the_server_token_comes_from_its_file_or_the_environment(
     assert _security(parser.parse_args(["network", "--backend", "fake"])).token is None
     monkeypatch.setenv("STRATASIM_TOKEN", "from-env")
     assert _security(parser.parse_args(["network", "--backend", "fake"])).token == "from-env"
-    chosen = _security(parser.parse_args(["network", "--backend", "fake", "--token-file", str(pki["token"]),
-                                          "--tls-cert", str(pki["cert"]), "--tls-key", str(pki["key"])]))  # fmt: skip
+    chosen = _security(
+        parser.parse_args(
+            [
+                "network",
+                "--backend",
+                "fake",
+                "--token-file",
+                str(pki["token"]),
+                "--tls-cert",
+                str(pki["cert"]),
+                "--tls-key",
+                str(pki["key"]),
+            ]
+        )
+    )
     assert chosen.token == TOKEN and chosen.tls
 
 
@@ -390,8 +481,11 @@ def test_a_network_pricing_on_the_spot_that_hangs_names_the_call_and_the_simulat
     try:
         with secured("network", "analytical", extra={"analytical": Hanging}) as endpoint:
             started = time.monotonic()
-            with pytest.raises(RemoteError, match=r"did not answer within 0.3 s \(deadline exceeded\) "
-                               r"\(stage: call transit\) \(at simulated time"):  # fmt: skip
+            with pytest.raises(
+                RemoteError,
+                match=r"did not answer within 0.3 s \(deadline exceeded\) "
+                r"\(stage: call transit\) \(at simulated time",
+            ):
                 run(_study({"endpoint": endpoint, "timeout": "300ms"}, {}))
             assert time.monotonic() - started < 3
     finally:

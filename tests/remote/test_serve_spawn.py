@@ -21,9 +21,10 @@ from tests.contracts.contract_fakes import FakeNetwork, factories, served
 from tests.remote.helpers import serve_command
 
 TOPOLOGY = network_pb2.Topology(
-    dimensions=[network_pb2.Dimension(kind=network_pb2.Dimension.SWITCH, size=8, bandwidth_bytes_per_s=1e10,
-                                      latency_ps=2000)]
-)  # fmt: skip
+    dimensions=[
+        network_pb2.Dimension(kind=network_pb2.Dimension.SWITCH, size=8, bandwidth_bytes_per_s=1e10, latency_ps=2000)
+    ]
+)
 SENDS = network_pb2.SendBatch(
     id=[3, 1, 2], src=[0, 1, 2], dst=[7, 6, 5], bytes=[100, 1 << 20, 0], send_time_ps=[0, 5, 5]
 )
@@ -120,8 +121,12 @@ def test_spawned_servers_of_a_study_listen_on_unix_domain_sockets() -> None:
 
 
 def test_spawn_reports_a_child_that_exits_early() -> None:
-    command = [sys.executable, "-c", "import sys; print('Traceback...', file=sys.stderr); "
-               "print('ValueError: no such device', file=sys.stderr); sys.exit(3)"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; print('Traceback...', file=sys.stderr); "
+        "print('ValueError: no such device', file=sys.stderr); sys.exit(3)",
+    ]
     with pytest.raises(RemoteError) as raised, spawn("compute", "roofline", command=command):
         pytest.fail("spawn must not yield")
     assert str(raised.value) == (
@@ -216,8 +221,7 @@ def test_serve_refuses_a_layer_twice() -> None:
     stop = threading.Event()
     stop.set()
     with pytest.raises(BackendError, match="serves each layer once; asked for network, network"):
-        serve("network", "fake", "127.0.0.1:0", factories=factories("network"), stop=stop,
-              also=[("network", "fake")])  # fmt: skip
+        serve("network", "fake", "127.0.0.1:0", factories=factories("network"), stop=stop, also=[("network", "fake")])
 
 
 @pytest.mark.parametrize(
@@ -233,10 +237,21 @@ def test_serve_refuses_a_layer_twice() -> None:
 )
 def test_a_bad_also_is_one_clear_error(arguments: list[str], message: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "stratasim.cli.serve", "network", "--backend", "analytical", "--listen",
-         "127.0.0.1:0", *arguments],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "stratasim.cli.serve",
+            "network",
+            "--backend",
+            "analytical",
+            "--listen",
+            "127.0.0.1:0",
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     assert message in done.stderr and done.stderr.count("error:") == 1
 

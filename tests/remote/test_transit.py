@@ -71,9 +71,11 @@ def _transit(endpoint: str, backend: str, request: network_pb2.TransitRequest) -
     channel = _wire.open_channel(endpoint)
     try:
         stub = network_pb2_grpc.NetworkServiceStub(channel)
-        requests = [network_pb2.NetworkRequest(handshake=_wire.hello("network", backend)),
-                    network_pb2.NetworkRequest(configure=topology()),
-                    network_pb2.NetworkRequest(transit=request)]  # fmt: skip
+        requests = [
+            network_pb2.NetworkRequest(handshake=_wire.hello("network", backend)),
+            network_pb2.NetworkRequest(configure=topology()),
+            network_pb2.NetworkRequest(transit=request),
+        ]
         return list(stub.Session(iter(requests), timeout=10))[-1]
     finally:
         channel.close()
@@ -87,8 +89,11 @@ def test_transit_answers_what_transit_ps_gives_message_by_message(analytical_end
     local = AnalyticalNetwork()
     local.configure(topology())
     src, dst, size = (0, 3, 7, 2), (5, 1, 0, 6), (0, 64, 1 << 20, 4096)
-    answer = _transit(analytical_endpoint, "analytical",
-                      network_pb2.TransitRequest(src=_packed(*src), dst=_packed(*dst), bytes=_packed(*size)))  # fmt: skip
+    answer = _transit(
+        analytical_endpoint,
+        "analytical",
+        network_pb2.TransitRequest(src=_packed(*src), dst=_packed(*dst), bytes=_packed(*size)),
+    )
     got = np.frombuffer(answer.transited.transit_ps, dtype="<i8").tolist()
     assert got == [local.transit_ps(s, d, b) for s, d, b in zip(src, dst, size)]
 

@@ -57,8 +57,12 @@ def test_datasheet_basis_is_the_bare_roofline_and_faster_than_the_fit() -> None:
     bare = _run(**{"compute.device": "h100", "compute.calibration": {"basis": "datasheet"}})
     assert bare.calibration == "datasheet figures"
     assert bare.total_time_ps < fitted.total_time_ps
-    explicit = _run(**{"compute.device": "h100", "compute.calibration": {
-        "basis": "datasheet", "compute_efficiency": 1.0, "memory_efficiency": 1.0}})
+    explicit = _run(
+        **{
+            "compute.device": "h100",
+            "compute.calibration": {"basis": "datasheet", "compute_efficiency": 1.0, "memory_efficiency": 1.0},
+        }
+    )
     assert explicit.total_time_ps == bare.total_time_ps
 
 
@@ -72,13 +76,19 @@ def test_adjusting_one_figure_keeps_the_rest_of_the_fit() -> None:
     bare = calibrated(h100, compute_pb2.Calibration(datasheet=True))
     assert bare == datasheet(h100)
     assert (bare.compute_efficiency, bare.memory_efficiency, bare.size_efficiency, bare.calibration_source) == (
-        1.0, 1.0, False, "")
+        1.0,
+        1.0,
+        False,
+        "",
+    )
 
 
 def test_the_roofline_describes_each_presets_model() -> None:
     response = RooflineCompute().describe(compute_pb2.DescribeRequest(devices=["a100", "h200", "mi300x", "gaudi3"]))
     a100, h200, mi300x, gaudi3 = response.devices
-    assert "Narayanan" in a100.calibration and a100.calibration.startswith("compute 0.585 of peak x tile and wave quantization, memory")
+    assert "Narayanan" in a100.calibration and a100.calibration.startswith(
+        "compute 0.585 of peak x tile and wave quantization, memory"
+    )
     assert "the h100 preset's model" in h200.calibration
     assert mi300x.calibration.startswith("compute 0.298 of peak, memory 0.772") and "SemiAnalysis" in mi300x.calibration
     assert gaudi3.calibration.startswith("compute 0.203 of peak, memory 1") and "optimum-habana" in gaudi3.calibration
@@ -102,11 +112,17 @@ def test_backends_without_models_accept_the_datasheet_basis_and_refuse_figures()
     op = gemm(64, 64, 64, compute_pb2.BF16)
     backend = TimeloopCompute()
     plain = backend.estimate(compute_pb2.EstimateRequest(device="eyeriss-like", ops=[op]))
-    basis = backend.estimate(compute_pb2.EstimateRequest(
-        device="eyeriss-like", ops=[op], calibration=compute_pb2.Calibration(datasheet=True)))
+    basis = backend.estimate(
+        compute_pb2.EstimateRequest(
+            device="eyeriss-like", ops=[op], calibration=compute_pb2.Calibration(datasheet=True)
+        )
+    )
     assert basis == plain and not basis.HasField("error")
-    refused = backend.estimate(compute_pb2.EstimateRequest(
-        device="eyeriss-like", ops=[op], calibration=compute_pb2.Calibration(compute_efficiency=0.5)))
+    refused = backend.estimate(
+        compute_pb2.EstimateRequest(
+            device="eyeriss-like", ops=[op], calibration=compute_pb2.Calibration(compute_efficiency=0.5)
+        )
+    )
     assert refused.error.where == "calibration"
 
 

@@ -50,8 +50,9 @@ def test_a_described_device_gives_the_report_of_the_preset(study: Path) -> None:
     assert described.calibration == f"{preset.calibration} (the h100 preset's model)"
     # Written out without ``preset:``, the chip is not the h100 and has no fitted model: its datasheet figures.
     in_full = run_study(load_study(study, [f"compute.device={H100_IN_FULL}"]))
-    assert _figures(in_full) == _figures(run_study(load_study(study, ["compute.device=h100",
-                                                                      "compute.calibration={basis: datasheet}"])))
+    assert _figures(in_full) == _figures(
+        run_study(load_study(study, ["compute.device=h100", "compute.calibration={basis: datasheet}"]))
+    )
     assert any("'h100' runs uncalibrated" in warning for warning in in_full.warnings)
 
 
@@ -112,7 +113,9 @@ def test_a_sweep_varies_a_key_of_the_described_device(tmp_path: Path) -> None:
     for bandwidth, metrics in trials.items():
         alone = run_study(load_study(study, [f"compute.device.memory_bandwidth={bandwidth}"])).to_dict()
         assert (metrics["total_time_ps"], metrics["cost_usd_per_iteration"]) == (
-            alone["total_time_ps"], alone["cost_usd_per_iteration"])  # fmt: skip
+            alone["total_time_ps"],
+            alone["cost_usd_per_iteration"],
+        )
     best = [t["params"] for t in done["trials"] if t["number"] in done["pareto"]]
     assert best == [{"compute.device.memory_bandwidth": "4TB/s"}]
 
@@ -121,27 +124,37 @@ def _cli_json(*args: str) -> Any:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=300, cwd=ROOT, check=True
+    )
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize(("device", "fragment"), [
-    ("{preset: h100, bandwith: 4TB/s}", "compute.device.bandwith: unknown key; did you mean 'memory_bandwidth'?"),
-    ("{preset: h100, memory_bandwidth: -4TB/s}", "compute.device.memory_bandwidth: a bandwidth must be positive"),
-    ("{preset: h999}", "compute.device.preset: unknown preset 'h999'; expected one of a100, b200"),
-    ("{file: nowhere.yaml}", "compute.device.file: examples/nowhere.yaml: no such file"),
-    ("{preset: h100, memory_bandwidth: 4TB}", "compute.device.memory_bandwidth: unknown bandwidth unit 'TB'"),
-    ("{preset: h100, peak: {bf16: fast}}", "compute.device.peak.bf16: cannot read 'fast' as a throughput"),
-    ("{name: mychip}", "compute.device: a device without a preset needs peak, memory_bandwidth, memory_capacity"),
-    ("[h100]", "compute.device: expected a device name (h100) or a mapping describing one"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("device", "fragment"),
+    [
+        ("{preset: h100, bandwith: 4TB/s}", "compute.device.bandwith: unknown key; did you mean 'memory_bandwidth'?"),
+        ("{preset: h100, memory_bandwidth: -4TB/s}", "compute.device.memory_bandwidth: a bandwidth must be positive"),
+        ("{preset: h999}", "compute.device.preset: unknown preset 'h999'; expected one of a100, b200"),
+        ("{file: nowhere.yaml}", "compute.device.file: examples/nowhere.yaml: no such file"),
+        ("{preset: h100, memory_bandwidth: 4TB}", "compute.device.memory_bandwidth: unknown bandwidth unit 'TB'"),
+        ("{preset: h100, peak: {bf16: fast}}", "compute.device.peak.bf16: cannot read 'fast' as a throughput"),
+        ("{name: mychip}", "compute.device: a device without a preset needs peak, memory_bandwidth, memory_capacity"),
+        ("[h100]", "compute.device: expected a device name (h100) or a mapping describing one"),
+    ],
+)
 def test_bad_descriptions_are_one_clear_error(device: str, fragment: str) -> None:
     code, stderr = stratasim("check", "examples/training_loop.yaml", "--set", f"compute.device={device}")
     assert code == 2 and fragment in stderr and "Traceback" not in stderr, stderr
 
 
 def test_a_described_device_is_for_the_roofline_backend() -> None:
-    code, stderr = stratasim("check", "examples/training_loop.yaml", "--set", "compute.device={preset: h100}",
-                             "--set", "compute.per_kind={gemm: timeloop}")  # fmt: skip
+    code, stderr = stratasim(
+        "check",
+        "examples/training_loop.yaml",
+        "--set",
+        "compute.device={preset: h100}",
+        "--set",
+        "compute.per_kind={gemm: timeloop}",
+    )
     assert code == 2 and "priced by the roofline backend; timeloop takes a preset's name" in stderr, stderr

@@ -14,8 +14,10 @@ from stratasim.study.run import run_study
 
 ROOT = Path(__file__).resolve().parents[2]
 # The training loop's GEMMs on PALM's wafer: every one of them bound by the edge DRAM.
-STUDY = (ROOT / "examples" / "training_loop.yaml").read_text().replace(
-    "backend: roofline\n  device: h100", "backend: wafer\n  device: palm-wafer"
+STUDY = (
+    (ROOT / "examples" / "training_loop.yaml")
+    .read_text()
+    .replace("backend: roofline\n  device: h100", "backend: wafer\n  device: palm-wafer")
 )
 
 
@@ -68,8 +70,18 @@ def test_a_sweep_varies_the_dram_bandwidth_of_the_described_wafer(tmp_path: Path
         "base: study.yaml\nspace:\n  compute.device.dram_bandwidth: [128GB/s, 512GB/s]\n"
         "objectives: [{metric: total_time_ns, goal: min}]\nsearch: {method: grid}\n"
     )
-    argv = [sys.executable, "-m", "stratasim", "sweep", str(sweep), "--db", str(tmp_path / "s.db"), "--workers", "1",
-            "--json"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "stratasim",
+        "sweep",
+        str(sweep),
+        "--db",
+        str(tmp_path / "s.db"),
+        "--workers",
+        "1",
+        "--json",
+    ]
     done = json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT, check=True).stdout)
     trials = {t["params"]["compute.device.dram_bandwidth"]: t["metrics"] for t in done["trials"]}
     assert sorted(trials) == ["128GB/s", "512GB/s"]

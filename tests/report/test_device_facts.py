@@ -63,8 +63,10 @@ def test_capacity_comes_from_the_compute_backend_and_can_be_set() -> None:
     assert memory_capacity(load_study(EXAMPLE), facts) == (80 * 2**30, "")
     assert memory_capacity(load_study(EXAMPLE, ["system.memory_capacity=2GiB"]), facts) == (2 * 2**30, "")
     unknown = compute_pb2.DeviceFacts(device="x", memory_capacity_unknown="not modelled")
-    assert memory_capacity(load_study(EXAMPLE), unknown) == (None, "the compute backend does not know 'x''s "
-                                                                   "capacity (not modelled)")  # fmt: skip
+    assert memory_capacity(load_study(EXAMPLE), unknown) == (
+        None,
+        "the compute backend does not know 'x''s capacity (not modelled)",
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)

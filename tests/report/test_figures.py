@@ -74,8 +74,7 @@ def _result(per_npu: list[NpuStats], collectives: list[CollectiveStats] | None =
 
 def test_npus_with_identical_rows_share_a_bar() -> None:
     # Rows are (compute, exposed dp, exposed tp, idle): idle = the last finish (1000 + 300) minus the NPU's own.
-    per_npu = [_npu(i, 1000, (("dp", 100), ("tp", 200))) if i % 2 else _npu(i, 1000, (("dp", 300),))
-               for i in range(8)]  # fmt: skip
+    per_npu = [_npu(i, 1000, (("dp", 100), ("tp", 200))) if i % 2 else _npu(i, 1000, (("dp", 300),)) for i in range(8)]
     labels, rows = _npu_bars(_result(per_npu), ["dp", "tp"])
     assert labels == ["NPU 0, 2, 4, … (4 NPUs)", "NPU 1, 3, 5, … (4 NPUs)"]
     assert rows.tolist() == [[1000, 300, 0, 0], [1000, 100, 200, 0]]
@@ -123,4 +122,3 @@ def test_no_trace_no_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path
     pytest.importorskip("matplotlib")
     run_out(capsys, "quickstart.yaml", tmp_path, "--trace-detail", "none")
     assert {path.stem for path in tmp_path.glob("*.png")} == {"time_breakdown", "collective_delays"}
-

@@ -55,7 +55,9 @@ def test_link_tracks_sum_to_the_reported_busy_time(
 
 
 def test_no_network_tracks_from_a_network_without_links(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    events = run_with_out(capsys, tmp_path, EXAMPLES / "quickstart.yaml", ["workload.size=4MiB"])["trace"]["traceEvents"]
+    events = run_with_out(capsys, tmp_path, EXAMPLES / "quickstart.yaml", ["workload.size=4MiB"])["trace"][
+        "traceEvents"
+    ]
     assert "network" not in {e["args"]["name"] for e in events if e["name"] == "process_name"}
 
 

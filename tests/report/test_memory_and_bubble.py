@@ -56,8 +56,7 @@ def test_peak_memory_matches_the_analytic_model_and_the_bubble_adds_up() -> None
     assert [npu.peak_memory_bytes for npu in per_npu] == analytic
     total_ps = report.total_time_ps
     idle = [
-        total_ps - npu.compute_ps
-        - sum(ps for kind, ps in npu.exposed_comm_ps_by_kind if kind not in ("pp", "p2p"))
+        total_ps - npu.compute_ps - sum(ps for kind, ps in npu.exposed_comm_ps_by_kind if kind not in ("pp", "p2p"))
         for npu in per_npu
     ]
     assert report.training["pipeline_bubble_fraction"] == pytest.approx(sum(idle) / len(idle) / total_ps, rel=1e-6)

@@ -47,10 +47,14 @@ def test_each_dimension_at_its_own_price_the_network_default_elsewhere(tmp_path:
     quickstart = EXAMPLES / "quickstart.yaml"
     first = run_study(load_study(quickstart, ["network.topology.0.energy_per_bit=2pJ/bit"]))
     second = run_study(load_study(quickstart, ["network.topology.1.energy_per_bit=10pJ/bit"]))
-    both = run_study(load_study(quickstart, ["network.energy_per_bit=10pJ/bit", "network.topology.0.energy_per_bit=2pJ/bit"]))
+    both = run_study(
+        load_study(quickstart, ["network.energy_per_bit=10pJ/bit", "network.topology.0.energy_per_bit=2pJ/bit"])
+    )
     assert first.network_energy_pj and second.network_energy_pj
     assert both.network_energy_pj == pytest.approx(first.network_energy_pj + second.network_energy_pj, rel=1e-12)
-    sent = [sum(size for npu in first.result.per_npu for d, size in npu.bytes_sent_per_dim if d == dim) for dim in (0, 1)]
+    sent = [
+        sum(size for npu in first.result.per_npu for d, size in npu.bytes_sent_per_dim if d == dim) for dim in (0, 1)
+    ]
     assert first.network_energy_pj == pytest.approx(8 * 2 * sent[0], rel=1e-12)
     assert second.network_energy_pj == pytest.approx(8 * 10 * sent[1], rel=1e-12)
 
@@ -64,7 +68,9 @@ def test_point_to_point_bytes_count_on_the_dimensions_they_cross() -> None:
     assert Grid((2, 3, 4)).dims_between(5, 5) == ()
 
 
-@pytest.mark.parametrize(("text", "pj"), [("1.3pJ/bit", 1.3), ("500fJ/bit", 0.5), ("2nJ/b", 2000.0), ("4pJ/bit", 4.0), ("0pJ/bit", 0.0)])
+@pytest.mark.parametrize(
+    ("text", "pj"), [("1.3pJ/bit", 1.3), ("500fJ/bit", 0.5), ("2nJ/b", 2000.0), ("4pJ/bit", 4.0), ("0pJ/bit", 0.0)]
+)
 def test_energy_per_bit_units(text: object, pj: float) -> None:
     assert parse_energy_per_bit_pj(text) == pytest.approx(pj)
 
@@ -77,9 +83,11 @@ def test_bad_energy_per_bit_units(text: object) -> None:
 
 @pytest.mark.parametrize(
     ("override", "where"),
-    [("network.energy_per_bit=-1pJ/bit", "network.energy_per_bit"),
-     ("network.topology.0.energy_per_bit=5W", "network.topology[0].energy_per_bit")],
-)  # fmt: skip
+    [
+        ("network.energy_per_bit=-1pJ/bit", "network.energy_per_bit"),
+        ("network.topology.0.energy_per_bit=5W", "network.topology[0].energy_per_bit"),
+    ],
+)
 def test_a_bad_energy_per_bit_names_its_key(override: str, where: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_study(EXAMPLES / "quickstart.yaml", [override])

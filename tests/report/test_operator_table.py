@@ -54,12 +54,20 @@ def test_rows_count_runs_over_all_npus_and_carry_the_backend_cost(
     rows = {row["kind"]: row for row in data["operators"]}
     gemm, scale = _price(operators.gemm(1536, 1024, 1024)), _price(operators.elementwise([2048, 1024]))
     assert rows["gemm"] == {
-        "names": ["g1", "g2"], "kind": "gemm", "shape": [1536, 1024, 1024], "dtype": "bf16",
-        "flops": 2 * 1536 * 1024 * 1024, "bytes": (1536 * 1024 * 2 + 1024 * 1024) * 2, "count": 8,
-        "duration_ps": gemm.duration_ps, "duration_ns": gemm.duration_ps / 1000,
-        "total_ns": 8 * gemm.duration_ps / 1000, "energy_pj": gemm.energy_pj, "bound": "compute",
+        "names": ["g1", "g2"],
+        "kind": "gemm",
+        "shape": [1536, 1024, 1024],
+        "dtype": "bf16",
+        "flops": 2 * 1536 * 1024 * 1024,
+        "bytes": (1536 * 1024 * 2 + 1024 * 1024) * 2,
+        "count": 8,
+        "duration_ps": gemm.duration_ps,
+        "duration_ns": gemm.duration_ps / 1000,
+        "total_ns": 8 * gemm.duration_ps / 1000,
+        "energy_pj": gemm.energy_pj,
+        "bound": "compute",
         "traffic": {t.level: t.bytes for t in gemm.traffic},
-    }  # fmt: skip
+    }
     assert rows["elementwise"]["names"] == ["scale"] and rows["elementwise"]["count"] == 4
     assert rows["elementwise"]["bound"] == "memory" and rows["elementwise"]["duration_ps"] == scale.duration_ps
     # Most total time first, and the study's energy is the rows' energy times their counts.
@@ -72,7 +80,7 @@ def test_text_shows_the_most_expensive_operators(tmp_path: Path, monkeypatch: py
     path = tmp_path / "ops.yaml"
     path.write_text(OPS_STUDY, encoding="utf-8")
     text = run_study(load_study(str(path), [])).to_text()
-    table = text[text.index("operators (2 distinct, most time first)"):].splitlines()
+    table = text[text.index("operators (2 distinct, most time first)") :].splitlines()
     assert table[2].split()[:5] == ["g1", "+1", "gemm", "1536x1024x1024", "8"]
     assert table[3].split()[:4] == ["scale", "elementwise", str(2048 * 1024), "4"]  # elements: the wire
 

@@ -19,9 +19,16 @@ from stratasim.system_layer.result import CollectiveStats, NpuStats, SimulationR
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 CONTRACT = {
-    "total_time_ps", "total_time_ns", "compute_time_ns", "exposed_comm_ns", "npus", "collectives", "per_npu",
-    "wall_seconds", "events_processed",
-}  # fmt: skip
+    "total_time_ps",
+    "total_time_ns",
+    "compute_time_ns",
+    "exposed_comm_ns",
+    "npus",
+    "collectives",
+    "per_npu",
+    "wall_seconds",
+    "events_processed",
+}
 
 
 def result(npus: int = 4, collectives: int = 1) -> SimulationResult:
@@ -34,8 +41,16 @@ def result(npus: int = 4, collectives: int = 1) -> SimulationResult:
     )
     stats = tuple(
         CollectiveStats(
-            i, "all_reduce", 2**30, npus, 1_000_000, 12_500_000, (1500, 2500), (4_000_000, 5_000_000),
-            phase_dims=(0, 1), phase_collectives=("all_reduce", "all_reduce"),
+            i,
+            "all_reduce",
+            2**30,
+            npus,
+            1_000_000,
+            12_500_000,
+            (1500, 2500),
+            (4_000_000, 5_000_000),
+            phase_dims=(0, 1),
+            phase_collectives=("all_reduce", "all_reduce"),
             queue_delay_ps_per_chunk=((1000, 2000), (2000, 3000)),
             network_delay_ps_per_chunk=((4_000_000, 5_000_000), (4_000_000, 5_000_000)),
         )
@@ -67,18 +82,35 @@ def test_to_dict_is_json_with_every_contract_field() -> None:
     assert data["backends"] == {"network": "analytical (in-process)"} and data["wall_seconds"] == 0.25
     (collective,) = data["collectives"]
     assert collective == {
-        "id": 0, "type": "all_reduce", "bytes": 2**30, "group_size": 4, "start_ns": 1000.0, "end_ns": 12500.0,
-        "queue_delay_ns_per_phase": [1.5, 2.5], "network_delay_ns_per_phase": [4000.0, 5000.0],
-        "phase_dims": [0, 1], "phase_collectives": ["all_reduce", "all_reduce"],
+        "id": 0,
+        "type": "all_reduce",
+        "bytes": 2**30,
+        "group_size": 4,
+        "start_ns": 1000.0,
+        "end_ns": 12500.0,
+        "queue_delay_ns_per_phase": [1.5, 2.5],
+        "network_delay_ns_per_phase": [4000.0, 5000.0],
+        "phase_dims": [0, 1],
+        "phase_collectives": ["all_reduce", "all_reduce"],
         "queue_delay_ns_per_chunk": [[1.0, 2.0], [2.0, 3.0]],
-        "network_delay_ns_per_chunk": [[4000.0, 5000.0], [4000.0, 5000.0]], "communicator": "",
-    }  # fmt: skip
+        "network_delay_ns_per_chunk": [[4000.0, 5000.0], [4000.0, 5000.0]],
+        "communicator": "",
+    }
     assert data["per_npu"][0] == {
-        "npu": 0, "finish_ns": 10000.0, "compute_ns": 1000.0, "comm_ns": 9000.0, "exposed_comm_ns": 9000.0,
-        "bytes_sent_per_dim": {"0": 3 << 20, "1": 1 << 20}, "p2p_bytes_per_dim": {}, "exposed_comm_ns_by_kind": {},
-        "peak_memory_bytes": 0, "peak_memory_ns": 0.0, "memory_at_peak": {},
-        "compute_energy_pj": 0.0, "compute_power_w": 0.0,
-    }  # fmt: skip
+        "npu": 0,
+        "finish_ns": 10000.0,
+        "compute_ns": 1000.0,
+        "comm_ns": 9000.0,
+        "exposed_comm_ns": 9000.0,
+        "bytes_sent_per_dim": {"0": 3 << 20, "1": 1 << 20},
+        "p2p_bytes_per_dim": {},
+        "exposed_comm_ns_by_kind": {},
+        "peak_memory_bytes": 0,
+        "peak_memory_ns": 0.0,
+        "memory_at_peak": {},
+        "compute_energy_pj": 0.0,
+        "compute_power_w": 0.0,
+    }
 
 
 def test_to_text_shows_headline_collectives_and_npus() -> None:
@@ -100,16 +132,46 @@ def test_to_text_stays_short_for_many_collectives_and_npus() -> None:
 def test_collectives_are_grouped_by_kind_and_communicator_with_a_legend() -> None:
     """Issue 14: the text listed the first 20 of 41,220 collectives, its delay column unexplained. Groups now sum
     every collective: count, sizes, mean and total time, delays per phase averaged over the group's members."""
-    def stats(i: int, kind: str, communicator: str, size: int, span: int, queue: int) -> CollectiveStats:
-        return CollectiveStats(i, kind, size, 8, 1000 * i, 1000 * i + span, (queue,), (span - queue,),
-                               phase_dims=(0,), communicator=communicator)  # fmt: skip
 
-    rows = (stats(0, "all_reduce", "tp", 1 << 20, 3000, 0), stats(1, "all_reduce", "tp", 2 << 20, 5000, 1000),
-            stats(2, "all_gather", "pp", 1 << 20, 1000, 0), stats(3, "all_reduce", "", 1 << 20, 2000, 0))  # fmt: skip
+    def stats(i: int, kind: str, communicator: str, size: int, span: int, queue: int) -> CollectiveStats:
+        return CollectiveStats(
+            i,
+            kind,
+            size,
+            8,
+            1000 * i,
+            1000 * i + span,
+            (queue,),
+            (span - queue,),
+            phase_dims=(0,),
+            communicator=communicator,
+        )
+
+    rows = (
+        stats(0, "all_reduce", "tp", 1 << 20, 3000, 0),
+        stats(1, "all_reduce", "tp", 2 << 20, 5000, 1000),
+        stats(2, "all_gather", "pp", 1 << 20, 1000, 0),
+        stats(3, "all_reduce", "", 1 << 20, 2000, 0),
+    )
     text = Report("g", replace(result(), collectives=rows), 0.1, {}).to_text()
-    lines = text[text.index("collectives (4 in all"):].splitlines()
-    assert lines[2].split() == ["all_reduce", "tp", "2", "1", "MiB–2", "MiB", "4", "ns", "8", "ns", "500", "ps", "/",
-                                "3.5", "ns"]  # mean 4 ns, total 8 ns; queue (0 + 1000) / 2, network (3000 + 4000) / 2
+    lines = text[text.index("collectives (4 in all") :].splitlines()
+    assert lines[2].split() == [
+        "all_reduce",
+        "tp",
+        "2",
+        "1",
+        "MiB–2",
+        "MiB",
+        "4",
+        "ns",
+        "8",
+        "ns",
+        "500",
+        "ps",
+        "/",
+        "3.5",
+        "ns",
+    ]  # mean 4 ns, total 8 ns; queue (0 + 1000) / 2, network (3000 + 4000) / 2
     assert lines[3].split()[:3] == ["all_reduce", "-", "1"] and lines[4].split()[:3] == ["all_gather", "pp", "1"]
     assert lines[5].startswith("  mean: start to end of one; per phase, the mean over its chunks of queue")
 
@@ -146,8 +208,9 @@ def test_a_training_workload_adds_throughput_at_top_level() -> None:
 
     figures = _training_figures(Iteration(), result())  # type: ignore[arg-type]
     # 12.5 us for 64 samples and 8e15 FLOPs on 4 NPUs.
-    assert figures == pytest.approx({"iteration_time_ns": 12_500.0, "samples_per_second": 64 / 12.5e-6,
-                                     "tflops_per_npu": 8e15 / 12.5e-6 / 4 / 1e12})  # fmt: skip
+    assert figures == pytest.approx(
+        {"iteration_time_ns": 12_500.0, "samples_per_second": 64 / 12.5e-6, "tflops_per_npu": 8e15 / 12.5e-6 / 4 / 1e12}
+    )
     r = Report("tiny", result(), 0.25, {}, figures)
     data = r.to_dict()
     assert data["samples_per_second"] == figures["samples_per_second"] and "training" not in data
@@ -183,8 +246,13 @@ def test_link_counters_become_utilisation_rows() -> None:
     links = (LinkStats("dim 0: 0->1", 6_250_000, 1 << 20, 4), LinkStats("dim 0: 1->2", 12_500_000, 2 << 20, 8))
     r = Report("tiny", replace(result(), links=links), 0.25, {})
     data = r.to_dict()
-    assert data["links"][1] == {"link": "dim 0: 1->2", "busy_ns": 12_500.0, "bytes": 2 << 20, "messages": 8,
-                                "utilisation": 1.0}  # fmt: skip
+    assert data["links"][1] == {
+        "link": "dim 0: 1->2",
+        "busy_ns": 12_500.0,
+        "bytes": 2 << 20,
+        "messages": 8,
+        "utilisation": 1.0,
+    }
     text = r.to_text()
     assert "busiest links (of 2 that carried traffic)" in text
     assert text.index("dim 0: 1->2") < text.index("dim 0: 0->1") and "100.0%" in text
@@ -200,8 +268,14 @@ def test_packet_latency_comes_only_from_networks_that_count_packets() -> None:
     latency = PacketLatencyStats(packets=4, total_ps=10_000, min_ps=2_000, p50_ps=2_500, p99_ps=3_000, max_ps=3_000)
     links = (LinkStats("dim 0: 0->1", 6_250_000, 1 << 20, 4),)
     r = Report("tiny", replace(result(), links=links, packet_latency=latency), 0.25, {})
-    assert r.to_dict()["packet_latency"] == {"packets": 4, "mean_ns": 2.5, "min_ns": 2.0, "p50_ns": 2.5,
-                                             "p99_ns": 3.0, "max_ns": 3.0}  # fmt: skip
+    assert r.to_dict()["packet_latency"] == {
+        "packets": 4,
+        "mean_ns": 2.5,
+        "min_ns": 2.0,
+        "p50_ns": 2.5,
+        "p99_ns": 3.0,
+        "max_ns": 3.0,
+    }
     assert "packet latency over 4 packets: mean 2.5 ns, p50 2.5 ns, p99 3 ns, max 3 ns" in r.to_text()
     assert "packet_latency" not in report().to_dict() and "packet latency" not in report().to_text()
 

@@ -22,11 +22,13 @@ def test_cost_and_energy_per_token() -> None:
     assert serving["energy_per_token_pj"] == pytest.approx(report.compute_energy_pj / tokens, rel=1e-9)
     text = report.to_text()
     assert "per million tokens" in text and "per token" in text
-    priced = run_study(load_study(INFERENCE, ["compute.device={preset: h100, usd_per_hour: 3.6}",
-                                              "network.energy_per_bit=5pJ/bit"]))  # fmt: skip
+    priced = run_study(
+        load_study(INFERENCE, ["compute.device={preset: h100, usd_per_hour: 3.6}", "network.energy_per_bit=5pJ/bit"])
+    )
     network = priced.network_energy_pj
     assert network and priced.to_dict()["serving"]["energy_per_token_pj"] == pytest.approx(
-        (priced.compute_energy_pj + network) / tokens, rel=1e-9)  # fmt: skip
+        (priced.compute_energy_pj + network) / tokens, rel=1e-9
+    )
     unpriced = run_study(load_study(INFERENCE, ["compute.device=gaudi3"])).to_dict()["serving"]
     assert "cost_usd_per_million_tokens" not in unpriced and unpriced["energy_per_token_pj"] > 0
 

@@ -52,8 +52,13 @@ def check_structure(trace: dict[str, Any]) -> list[dict[str, Any]]:
         assert REQUIRED[event["ph"]] <= set(event), event
         assert isinstance(event["pid"], int) and isinstance(event["name"], str)
         if event["ph"] == "M":  # metadata precedes every event of its process and thread
-            assert event["name"] in {"process_name", "process_labels", "process_sort_index", "thread_name",
-                                     "thread_sort_index"}  # fmt: skip
+            assert event["name"] in {
+                "process_name",
+                "process_labels",
+                "process_sort_index",
+                "thread_name",
+                "thread_sort_index",
+            }
             if event["name"] == "process_name":
                 named.add(event["pid"])
             elif event["name"] == "thread_name":
@@ -119,8 +124,9 @@ def test_a_window_keeps_the_spans_overlapping_it(capsys: pytest.CaptureFixture[s
     spans = [e for e in full if e["ph"] == "X"]
     end_us = max(e["ts"] + e["dur"] for e in spans)
     start_us, stop_us = round(end_us / 3), round(2 * end_us / 3)
-    events = check_structure(run_out(capsys, tmp_path / "window", TRANSFORMER,
-                                     "--trace-window", f"{start_us}us:{stop_us}us")["trace"])  # fmt: skip
+    events = check_structure(
+        run_out(capsys, tmp_path / "window", TRANSFORMER, "--trace-window", f"{start_us}us:{stop_us}us")["trace"]
+    )
     windowed = [e for e in events if e["ph"] == "X"]
     assert windowed == [e for e in spans if e["ts"] + e["dur"] >= start_us and e["ts"] <= stop_us]
     assert 0 < len(windowed) < len(spans)
@@ -181,9 +187,15 @@ def test_no_trace_writes_the_report_only(capsys: pytest.CaptureFixture[str], tmp
 def test_selection_moves_no_number(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     runs = [
         run_out(capsys, tmp_path / str(index), TRANSFORMER, *args)["report"]
-        for index, args in enumerate([(), ("--trace-detail", "none"), ("--trace-detail", "collectives"),
-                                      ("--trace-detail", "blocks"),
-                                      ("--trace-npus", "3", "--trace-window", "1ms:")])  # fmt: skip
+        for index, args in enumerate(
+            [
+                (),
+                ("--trace-detail", "none"),
+                ("--trace-detail", "collectives"),
+                ("--trace-detail", "blocks"),
+                ("--trace-npus", "3", "--trace-window", "1ms:"),
+            ]
+        )
     ]
     for report in runs:  # fusing compute runs (no node spans) processes fewer events, nothing else differs
         report.pop("wall_seconds"), report.pop("events_processed")
@@ -208,10 +220,12 @@ def test_ranges() -> None:
         (["--trace-window", "1:5ms"], "argument --trace-window: 1 has no unit; write 1ns if you meant that"),
         (["--trace-window", "0:5"], "argument --trace-window: 5 has no unit; write 5ns if you meant that"),
         (["--trace-detail", "all"], "argument --trace-detail: invalid choice: 'all'"),
-        (["--trace-npus", "0", "--trace-detail", "none"],
-         "--trace-npus select from a trace, but --trace-detail none writes none"),
+        (
+            ["--trace-npus", "0", "--trace-detail", "none"],
+            "--trace-npus select from a trace, but --trace-detail none writes none",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_selections_are_one_clear_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], expected: str
 ) -> None:
@@ -223,9 +237,11 @@ def test_bad_selections_are_one_clear_error(
 
 @pytest.mark.parametrize(
     ("args", "options"),
-    [(["--trace-npus", "0", "--trace-window", ":1ms"], "--trace-npus and --trace-window"),
-     (["--trace-detail", "collectives"], "--trace-detail")],
-)  # fmt: skip
+    [
+        (["--trace-npus", "0", "--trace-window", ":1ms"], "--trace-npus and --trace-window"),
+        (["--trace-detail", "collectives"], "--trace-detail"),
+    ],
+)
 def test_a_selection_needs_out(capsys: pytest.CaptureFixture[str], args: list[str], options: str) -> None:
     assert cli.main(["run", str(QUICKSTART), *args]) == 2
     assert capsys.readouterr().err == f"error: {options} select what --out DIR traces; give --out DIR too\n"

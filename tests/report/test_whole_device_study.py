@@ -18,8 +18,10 @@ from tests.compute_layer.test_described_accelerator import _written as written_a
 from tests.compute_layer.test_described_wafer import _written as written_wafer
 
 ROOT = Path(__file__).resolve().parents[2]
-WAFER_STUDY = (ROOT / "examples" / "training_loop.yaml").read_text().replace(
-    "backend: roofline\n  device: h100", "backend: wafer\n  device: palm-wafer"
+WAFER_STUDY = (
+    (ROOT / "examples" / "training_loop.yaml")
+    .read_text()
+    .replace("backend: roofline\n  device: h100", "backend: wafer\n  device: palm-wafer")
 )
 STUDIES = {
     "timeloop": (TIMELOOP_STUDY, "device: systolic-32x32-os", written_accelerator(accelerator("systolic-32x32-os"))),
@@ -36,7 +38,9 @@ def _numbers(report: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("backend", sorted(STUDIES))
-def test_a_whole_device_file_gives_the_report_of_the_preset_in_process_and_spawned(tmp_path: Path, backend: str) -> None:
+def test_a_whole_device_file_gives_the_report_of_the_preset_in_process_and_spawned(
+    tmp_path: Path, backend: str
+) -> None:
     text, named, whole = STUDIES[backend]
     assert named in text
     (tmp_path / "chip.yaml").write_text(yaml.safe_dump(whole), encoding="utf-8")

@@ -28,14 +28,22 @@ def collective_graph(collective: str, size: int, repeat: int = 1) -> workload_pb
     graph = workload_pb2.ExecutionGraph()
     for i in range(repeat):
         graph.nodes.add(
-            id=i, type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVES[collective], comm_bytes=size,
+            id=i,
+            type=workload_pb2.COMM_COLL_NODE,
+            comm_type=COLLECTIVES[collective],
+            comm_bytes=size,
             ctrl_deps=[i - 1] if i else [],
         )
     return graph
 
 
 def run_collective(
-    topo: network_pb2.Topology, collective: str, size: int, npus: int | None = None, *, record_trace: bool = False,
+    topo: network_pb2.Topology,
+    collective: str,
+    size: int,
+    npus: int | None = None,
+    *,
+    record_trace: bool = False,
     **options: object,
 ) -> SimulationResult:
     count = npus
@@ -43,8 +51,13 @@ def run_collective(
         count = 1
         for dim in topo.dimensions:
             count *= dim.size
-    return simulate([collective_graph(collective, size)] * count, AnalyticalNetwork(), topo, SystemOptions(**options),
-                    record_trace=record_trace)  # fmt: skip
+    return simulate(
+        [collective_graph(collective, size)] * count,
+        AnalyticalNetwork(),
+        topo,
+        SystemOptions(**options),
+        record_trace=record_trace,
+    )
 
 
 def ser(size: int, bandwidth: int) -> int:

@@ -14,9 +14,11 @@ from tests.system_layer.helpers import COLLECTIVES, FC, RING, run_collective, to
 B = 50 * 10**9
 # Collectives without a root (broadcast and reduce set their root apart; tests/system_layer/test_rooted.py).
 SUPPORTED = [
-    (name, collective) for name, entry in _PLANNERS.items() for collective in entry.collectives
+    (name, collective)
+    for name, entry in _PLANNERS.items()
+    for collective in entry.collectives
     if collective not in ROOTED
-]  # fmt: skip
+]
 FAST = settings(max_examples=50, deadline=None)
 
 
@@ -88,10 +90,19 @@ def test_each_npu_sends_the_known_total(case: tuple[str, str, int, int]) -> None
 
 def grouped(collective: str, size: int, groups: list[list[int]]) -> list[workload_pb2.ExecutionGraph]:
     graph_of = [
-        workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(
-            id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVES[collective], comm_bytes=size, group=group)])
+        workload_pb2.ExecutionGraph(
+            nodes=[
+                workload_pb2.Node(
+                    id=1,
+                    type=workload_pb2.COMM_COLL_NODE,
+                    comm_type=COLLECTIVES[collective],
+                    comm_bytes=size,
+                    group=group,
+                )
+            ]
+        )
         for group in groups
-    ]  # fmt: skip
+    ]
     npus = sum(len(group) for group in groups)
     return [next(graph_of[g] for g, group in enumerate(groups) if npu in group) for npu in range(npus)]
 

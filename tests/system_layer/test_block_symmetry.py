@@ -38,8 +38,15 @@ def _workload(**plan: object) -> TransformerWorkload:
 def _run(workload: TransformerWorkload, topo: network_pb2.Topology, aggregate: bool) -> SimulationResult:
     graphs = workload.graphs(workload.npus_required())
     representatives = workload.representatives(Grid.of(topo)) if aggregate else None
-    return simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=aggregate), compute=RooflineCompute(),
-                    device="a100", representatives=representatives)  # fmt: skip
+    return simulate(
+        graphs,
+        AnalyticalNetwork(),
+        topo,
+        SystemOptions(aggregate=aggregate),
+        compute=RooflineCompute(),
+        device="a100",
+        representatives=representatives,
+    )
 
 
 def _same(on: SimulationResult, off: SimulationResult) -> None:
@@ -80,8 +87,15 @@ def test_a_ring_node_keeps_translations_only_and_simulates_every_npu() -> None:
     assert declared is not None
     mapping, why = stand_ins(graphs, AnalyticalNetwork().configure(topo), SystemOptions(), Grid.of(topo), declared)
     assert mapping is None and why is not None and "carry it onto itself" in why
-    on = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(), compute=RooflineCompute(), device="a100",
-                  representatives=declared)  # fmt: skip
+    on = simulate(
+        graphs,
+        AnalyticalNetwork(),
+        topo,
+        SystemOptions(),
+        compute=RooflineCompute(),
+        device="a100",
+        representatives=declared,
+    )
     off = _run(workload, topo, False)
     assert on.simulated_npus == 16
     assert replace(on, events_processed=0) == replace(off, events_processed=0)
@@ -105,16 +119,29 @@ def test_a_group_spanning_blocks_and_their_positions_leaves_the_dimension_whole_
     # blocks of 2, which the whole node spans at two levels (moving blocks and offsets would not rotate its ring),
     # so the node keeps its plain translations, which do not carry the pair onto itself.
     graph = workload_pb2.ExecutionGraph()
-    graph.nodes.add(id=0, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20,
-                    group=list(range(8)))  # fmt: skip
-    graph.nodes.add(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20,
-                    group=[0, 1], data_deps=[0])  # fmt: skip
+    graph.nodes.add(
+        id=0,
+        type=workload_pb2.COMM_COLL_NODE,
+        comm_type=workload_pb2.ALL_REDUCE,
+        comm_bytes=1 << 20,
+        group=list(range(8)),
+    )
+    graph.nodes.add(
+        id=1,
+        type=workload_pb2.COMM_COLL_NODE,
+        comm_type=workload_pb2.ALL_REDUCE,
+        comm_bytes=1 << 20,
+        group=[0, 1],
+        data_deps=[0],
+    )
     topo = topology(NODE)
     mapping, why = stand_ins([graph] * 8, AnalyticalNetwork().configure(topo), SystemOptions(), Grid.of(topo), (0,) * 8)
     assert mapping is None
-    assert why == ("NPU 0 collective node 1: the translations between its members do not carry it onto itself; "
-                   "dimension 0 is not cut into blocks: a group of 8 positions 1 apart spans more than one level of "
-                   "the blocks others cut")  # fmt: skip
+    assert why == (
+        "NPU 0 collective node 1: the translations between its members do not carry it onto itself; "
+        "dimension 0 is not cut into blocks: a group of 8 positions 1 apart spans more than one level of "
+        "the blocks others cut"
+    )
 
 
 def test_a_group_simulated_in_person_cuts_nothing() -> None:
@@ -122,8 +149,9 @@ def test_a_group_simulated_in_person_cuts_nothing() -> None:
     # which no blocks of the node make one level, does not keep the pair from cutting the node.
     def graph(group: list[int]) -> workload_pb2.ExecutionGraph:
         made = workload_pb2.ExecutionGraph()
-        made.nodes.add(id=0, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20,
-                       group=group)  # fmt: skip
+        made.nodes.add(
+            id=0, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20, group=group
+        )
         return made
 
     graphs = [graph([0, 1])] * 2 + [graph([2, 3, 4])] * 3 + [graph([5, 6, 7])] * 3
@@ -144,8 +172,14 @@ def test_a_group_simulated_in_person_cuts_nothing() -> None:
         ([(0, 2)], BlockGrid(Grid((2, 2, 2, 128)), (0, 0, 0, 1))),  # a middle level: blocks of 2 within blocks of 4
         ([(1, 5)], BlockGrid(Grid((4, 2, 128)), (0, 0, 1))),  # one offset in each block of 4
         ([(1, 2)], BlockGrid(Grid((8, 128)), (0, 1), {0: "positions [1, 2] are not evenly spaced within one block"})),
-        ([tuple(range(8)), (0, 4)], BlockGrid(Grid((8, 128)), (0, 1), {
-            0: "a group of 8 positions 1 apart spans more than one level of the blocks others cut"})),
+        (
+            [tuple(range(8)), (0, 4)],
+            BlockGrid(
+                Grid((8, 128)),
+                (0, 1),
+                {0: "a group of 8 positions 1 apart spans more than one level of the blocks others cut"},
+            ),
+        ),
     ],
 )
 def test_groups_cut_permutable_dimensions_into_nested_blocks(groups: list, expected: BlockGrid) -> None:

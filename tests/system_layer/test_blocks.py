@@ -34,16 +34,29 @@ def _workload(model: dict, plan: dict) -> TransformerWorkload:
 
 
 def _simulate(
-    workload: TransformerWorkload, graphs: list, aggregate: bool, record_trace: bool | TraceSelection = False,
+    workload: TransformerWorkload,
+    graphs: list,
+    aggregate: bool,
+    record_trace: bool | TraceSelection = False,
     **options: object,
 ) -> SimulationResult:
     plan = workload.config.parallelism
-    topo = topology((SWITCH, plan.tp, 200 * 10**9, 500_000), (RING, plan.pp, 50 * 10**9, 1_000_000),
-                    (SWITCH, plan.dp, 25 * 10**9, 2_000_000))  # fmt: skip
+    topo = topology(
+        (SWITCH, plan.tp, 200 * 10**9, 500_000),
+        (RING, plan.pp, 50 * 10**9, 1_000_000),
+        (SWITCH, plan.dp, 25 * 10**9, 2_000_000),
+    )
     representatives = workload.representatives(Grid.of(topo)) if aggregate else None
-    return simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=aggregate, **options),
-                    compute=RooflineCompute(), device="h100", representatives=representatives,
-                    record_trace=record_trace)  # fmt: skip
+    return simulate(
+        graphs,
+        AnalyticalNetwork(),
+        topo,
+        SystemOptions(aggregate=aggregate, **options),
+        compute=RooflineCompute(),
+        device="h100",
+        representatives=representatives,
+        record_trace=record_trace,
+    )
 
 
 def _same(blocked: SimulationResult, plain: SimulationResult) -> None:
@@ -112,9 +125,12 @@ def test_passes_run_whole_in_one_event_each() -> None:
 
 @pytest.mark.parametrize(
     "selection",
-    [True, TraceSelection(detail=TraceDetail.COLLECTIVES),
-     TraceSelection(npus=frozenset({3}), start_ps=30_000_000, end_ps=90_000_000)],
-)  # fmt: skip
+    [
+        True,
+        TraceSelection(detail=TraceDetail.COLLECTIVES),
+        TraceSelection(npus=frozenset({3}), start_ps=30_000_000, end_ps=90_000_000),
+    ],
+)
 def test_blocks_run_whole_trace_as_their_nodes(selection: bool | TraceSelection) -> None:
     """A traced block run whole shows the spans, collective names and memory samples of its nodes."""
     workload = _workload(MODEL, dict(tp=2, pp=2, dp=2, global_batch=8, recompute="selective"))
@@ -138,9 +154,11 @@ def _graph(*nodes: dict, blocks: tuple[tuple[dict, ...], ...] = ()) -> workload_
 
 COMP = workload_pb2.COMP_NODE
 BLOCK = workload_pb2.BLOCK_NODE
-PASS = ({"id": 0, "name": "a", "type": COMP, "duration_ps": 5},
-        {"id": 1, "name": "b", "type": COMP, "duration_ps": 7, "data_deps": [0]},
-        {"id": 2, "name": "c", "type": COMP, "duration_ps": 1, "data_deps": [0]})  # fmt: skip
+PASS = (
+    {"id": 0, "name": "a", "type": COMP, "duration_ps": 5},
+    {"id": 1, "name": "b", "type": COMP, "duration_ps": 7, "data_deps": [0]},
+    {"id": 2, "name": "c", "type": COMP, "duration_ps": 1, "data_deps": [0]},
+)
 
 
 def test_unrolled_inlines_each_block_node_in_place() -> None:
@@ -153,9 +171,15 @@ def test_unrolled_inlines_each_block_node_in_place() -> None:
     )
     flat = unrolled(graph)
     assert [(n.id, n.name, list(n.data_deps)) for n in flat.nodes] == [
-        (0, "start", []), (4, "mb0 a", [0]), (5, "mb0 b", [4]), (6, "mb0 c", [4]),
-        (7, "mb1 a", [5, 6]), (8, "mb1 b", [7]), (9, "mb1 c", [7]), (3, "end", [8, 9]),
-    ]  # fmt: skip
+        (0, "start", []),
+        (4, "mb0 a", [0]),
+        (5, "mb0 b", [4]),
+        (6, "mb0 c", [4]),
+        (7, "mb1 a", [5, 6]),
+        (8, "mb1 b", [7]),
+        (9, "mb1 c", [7]),
+        (3, "end", [8, 9]),
+    ]
     # Run by the engine, both are the same timeline.
     topo = topology((RING, 2, 10**9, 1000))
     runs = [simulate([g, g], AnalyticalNetwork(), topo, SystemOptions()) for g in (graph, flat)]
@@ -180,15 +204,23 @@ def test_an_empty_block_passes_its_dependencies_on() -> None:
         (({"id": 0, "type": BLOCK, "block": 2},), (PASS,), "NPU 0 node 0: runs block 2, but the graph has 1 blocks"),
         (({"id": 0, "type": BLOCK, "block": 0, "memory_bytes": 8},), (PASS,), "a BLOCK_NODE allocates no memory"),
         (({"id": 0, "type": BLOCK, "block": 0, "milestone": True},), (PASS,), "is no milestone"),
-        (({"id": 0, "type": BLOCK, "block": 0},), (({"id": 0, "type": BLOCK, "block": 0},),),
-         "NPU 0 block 0 node 0: a block cannot run a block"),
-        (({"id": 0, "type": BLOCK, "block": 0},), (({"id": 0, "type": COMP, "data_deps": [9]},),),
-         "NPU 0 block 0 node 0: depends on node 9, which is not in the block"),
-        (({"id": 0, "type": BLOCK, "block": 0},), (({"id": 0, "type": COMP, "data_deps": [1]},
-                                                    {"id": 1, "type": COMP, "data_deps": [0]}),),
-         "NPU 0 block 0 node 0: is part of a dependency cycle"),
+        (
+            ({"id": 0, "type": BLOCK, "block": 0},),
+            (({"id": 0, "type": BLOCK, "block": 0},),),
+            "NPU 0 block 0 node 0: a block cannot run a block",
+        ),
+        (
+            ({"id": 0, "type": BLOCK, "block": 0},),
+            (({"id": 0, "type": COMP, "data_deps": [9]},),),
+            "NPU 0 block 0 node 0: depends on node 9, which is not in the block",
+        ),
+        (
+            ({"id": 0, "type": BLOCK, "block": 0},),
+            (({"id": 0, "type": COMP, "data_deps": [1]}, {"id": 1, "type": COMP, "data_deps": [0]}),),
+            "NPU 0 block 0 node 0: is part of a dependency cycle",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_blocks_are_one_error_naming_the_node(nodes: tuple, blocks: tuple, message: str) -> None:
     graph = _graph(*nodes, blocks=blocks)
     with pytest.raises(WorkloadError, match=message.replace("(", r"\(")):
@@ -198,12 +230,21 @@ def test_bad_blocks_are_one_error_naming_the_node(nodes: tuple, blocks: tuple, m
 
 
 def _collective(node_id: int, deps: list[int], group: list[int]) -> dict:
-    return {"id": node_id, "type": workload_pb2.COMM_COLL_NODE, "comm_type": workload_pb2.ALL_REDUCE,
-            "comm_bytes": 1 << 20, "group": group, "data_deps": deps}  # fmt: skip
+    return {
+        "id": node_id,
+        "type": workload_pb2.COMM_COLL_NODE,
+        "comm_type": workload_pb2.ALL_REDUCE,
+        "comm_bytes": 1 << 20,
+        "group": group,
+        "data_deps": deps,
+    }
 
 
-LAYER = ({"id": 0, "type": COMP, "duration_ps": 5}, _collective(1, [0], [0, 1]),
-         {"id": 2, "type": COMP, "duration_ps": 5, "data_deps": [1]})  # fmt: skip
+LAYER = (
+    {"id": 0, "type": COMP, "duration_ps": 5},
+    _collective(1, [0], [0, 1]),
+    {"id": 2, "type": COMP, "duration_ps": 5, "data_deps": [1]},
+)
 
 
 def test_a_block_runs_whole_only_alone_on_the_scheduler() -> None:
@@ -240,9 +281,13 @@ def test_trace_files_with_blocks_convert_to_chakra_unrolled(tmp_path: Path) -> N
     stratasim_to_chakra(tmp_path / "ir", tmp_path / "et")
     for back in read_chakra_graphs(tmp_path / "et"):
         assert [(n.name, n.duration_ps) for n in back.nodes] == [
-            ("mb0 a", 1_000_000), ("mb0 b", 1_000_000), ("mb0 c", 1_000_000),
-            ("mb1 a", 1_000_000), ("mb1 b", 1_000_000), ("mb1 c", 1_000_000),
-        ]  # fmt: skip
+            ("mb0 a", 1_000_000),
+            ("mb0 b", 1_000_000),
+            ("mb0 c", 1_000_000),
+            ("mb1 a", 1_000_000),
+            ("mb1 b", 1_000_000),
+            ("mb1 c", 1_000_000),
+        ]
     summary = summarize(tmp_path / "ir")
     assert summary.nodes == {"COMP_NODE": 12} and summary.compute_ps == 12_000_000  # what the ranks run
 
@@ -258,8 +303,10 @@ def test_a_bad_block_in_a_trace_file_is_one_error_line(tmp_path: Path, capsys: p
 def test_a_block_named_too_often_to_unroll_is_one_error_not_gigabytes() -> None:
     """A few kilobytes of graph naming a thousand-node block 20,000 times: refused before it is inlined."""
     chain = tuple({"id": i, "type": COMP, "duration_ps": 1, "data_deps": [i - 1] if i else []} for i in range(1000))
-    graph = _graph(*({"id": i, "type": BLOCK, "block": 0, "data_deps": [i - 1] if i else []} for i in range(20_000)),
-                   blocks=(chain,))  # fmt: skip
+    graph = _graph(
+        *({"id": i, "type": BLOCK, "block": 0, "data_deps": [i - 1] if i else []} for i in range(20_000)),
+        blocks=(chain,),
+    )
     message = "NPU 0: its graph's blocks unroll to 20,000,000 nodes, more than the 10,000,000"
     with pytest.raises(WorkloadError, match=message):
         simulate([graph, graph], AnalyticalNetwork(), topology((RING, 2, 10**9, 1000)), SystemOptions())

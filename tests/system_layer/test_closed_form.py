@@ -18,22 +18,39 @@ from tests.system_layer.helpers import FC, RING, SWITCH, run_collective, ser, to
 B = 50 * 10**9  # 50 GB/s
 ALPHA = 500_000  # 500 ns
 KINDS = {"ring": RING, "fully_connected": FC, "switch": SWITCH}
-CLOSED_FORMS = [case("closed_forms", name) for name in (
-    "ring all_reduce on 2", "ring all_reduce on 3", "ring all_reduce on 8", "ring all_reduce on 16",
-    "ring reduce_scatter on 8", "ring all_gather on 8", "direct all_reduce on fully connected 8",
-    "direct all_reduce on switch 8", "direct all_to_all on fully connected 16", "direct all_to_all on switch 16",
-    "ring all_reduce on switch 4", "ring reduce_scatter on 4x4", "ring all_gather on 4x fully connected 2",
-    "ring all_reduce on 8 with endpoint delay", "ring then direct all_reduce on 4x fully connected 4",
-)]  # fmt: skip
+CLOSED_FORMS = [
+    case("closed_forms", name)
+    for name in (
+        "ring all_reduce on 2",
+        "ring all_reduce on 3",
+        "ring all_reduce on 8",
+        "ring all_reduce on 16",
+        "ring reduce_scatter on 8",
+        "ring all_gather on 8",
+        "direct all_reduce on fully connected 8",
+        "direct all_reduce on switch 8",
+        "direct all_to_all on fully connected 16",
+        "direct all_to_all on switch 16",
+        "ring all_reduce on switch 4",
+        "ring reduce_scatter on 4x4",
+        "ring all_gather on 4x fully connected 2",
+        "ring all_reduce on 8 with endpoint delay",
+        "ring then direct all_reduce on 4x fully connected 4",
+    )
+]
 
 
 @pytest.mark.parametrize("form", CLOSED_FORMS, ids=lambda form: form.name)
 def test_collective_time_is_its_closed_form(form: Case) -> None:
-    dims = [(KINDS[dim["kind"]], dim["size"], int(parse_bandwidth(dim["bandwidth"])), parse_time_ps(dim["latency"]))
-            for dim in form.inputs["topology"]]  # fmt: skip
+    dims = [
+        (KINDS[dim["kind"]], dim["size"], int(parse_bandwidth(dim["bandwidth"])), parse_time_ps(dim["latency"]))
+        for dim in form.inputs["topology"]
+    ]
     algorithm = form.inputs.get("algorithm", "ring")
-    options = {"algorithm": {"*": tuple([algorithm] if isinstance(algorithm, str) else algorithm)},
-               "endpoint_delay": form.inputs.get("endpoint_delay", "0ns")}  # fmt: skip
+    options = {
+        "algorithm": {"*": tuple([algorithm] if isinstance(algorithm, str) else algorithm)},
+        "endpoint_delay": form.inputs.get("endpoint_delay", "0ns"),
+    }
     result = run_collective(topology(*dims), form.inputs["collective"], parse_bytes(form.inputs["size"]), **options)
     assert result.total_time_ps == form.check("total_time_ps").expected
 

@@ -21,10 +21,18 @@ def collectives(draw: st.DrawFn) -> Any:
         return [draw(st.lists(values, min_size=phases, max_size=phases)) for _ in range(chunks)]
 
     return SimpleNamespace(
-        id=1, kind="all_reduce", bytes=64, group=(0, 1), start_ps=None, end_ps=9, phase_collectives=(),
+        id=1,
+        kind="all_reduce",
+        bytes=64,
+        group=(0, 1),
+        start_ps=None,
+        end_ps=9,
+        phase_collectives=(),
         communicator="tp",
-        phases=[SimpleNamespace(dim=d) for d in range(phases)], phase_runs=table(st.integers(0, 4)),
-        queue_delay_sum=table(st.integers(0, 10**9)), network_delay_sum=table(st.integers(0, 10**9)),
+        phases=[SimpleNamespace(dim=d) for d in range(phases)],
+        phase_runs=table(st.integers(0, 4)),
+        queue_delay_sum=table(st.integers(0, 10**9)),
+        network_delay_sum=table(st.integers(0, 10**9)),
     )
 
 

@@ -104,7 +104,11 @@ def test_windowed_direct_other_collectives_are_one_windowed_round(collective: st
 def test_windowed_direct_sends_to_peers_in_order_and_waits_per_arrival() -> None:
     steps = plan_phase("reduce_scatter", "direct:2", 0, 5, 5000).steps_for(3)
     assert [(s.offsets, s.need, s.reduces) for s in steps] == [
-        ((1,), 0, False), ((2,), 1, True), ((3,), 1, True), ((4,), 1, True), ((), 1, True)
+        ((1,), 0, False),
+        ((2,), 1, True),
+        ((3,), 1, True),
+        ((4,), 1, True),
+        ((), 1, True),
     ]
 
 
@@ -175,8 +179,11 @@ network:
         ("all_reduce", "direct:0", "system.algorithm: direct:0: the window N of direct:N must be a whole number ≥ 1"),
         ("all_reduce", "[ring, direct:4]", "system.algorithm: direct:4 for every collective: a window of 4 peers"),
         ("all_reduce", "[one_ring, ring]", "system.algorithm: one_ring runs over all dimensions at once"),
-        ("all_to_all", "{all_to_all: one_halving_doubling}",
-         "system.algorithm: all_to_all: one_halving_doubling supports all_reduce, reduce_scatter, all_gather only"),
+        (
+            "all_to_all",
+            "{all_to_all: one_halving_doubling}",
+            "system.algorithm: all_to_all: one_halving_doubling supports all_reduce, reduce_scatter, all_gather only",
+        ),
     ],
 )
 def test_bad_algorithms_are_one_clear_error_from_check(
@@ -197,5 +204,7 @@ def test_a_flattened_algorithm_for_every_collective_is_refused_at_the_node_it_ca
     path.write_text(STUDY.replace("COLL", "all_to_all").replace("ALGORITHM", "one_halving_doubling"), encoding="utf-8")
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == "error: node 0 (all_to_all 0): one_halving_doubling supports all_reduce, reduce_scatter, all_gather " \
-                  "only, not all_to_all\n"
+    assert (
+        err == "error: node 0 (all_to_all 0): one_halving_doubling supports all_reduce, reduce_scatter, all_gather "
+        "only, not all_to_all\n"
+    )

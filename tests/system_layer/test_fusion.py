@@ -18,8 +18,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def chain(*memory: int, milestone: int = -1) -> workload_pb2.ExecutionGraph:
     graph = workload_pb2.ExecutionGraph()
     for i, size in enumerate(memory):
-        graph.nodes.add(id=i, type=workload_pb2.COMP_NODE, duration_ps=10 * (i + 1), data_deps=[i - 1] if i else [],
-                        memory_bytes=size, milestone=i == milestone, name=f"n{i}")  # fmt: skip
+        graph.nodes.add(
+            id=i,
+            type=workload_pb2.COMP_NODE,
+            duration_ps=10 * (i + 1),
+            data_deps=[i - 1] if i else [],
+            memory_bytes=size,
+            milestone=i == milestone,
+            name=f"n{i}",
+        )
     return graph
 
 
@@ -42,8 +49,10 @@ def test_compute_that_could_run_concurrently_is_left_alone() -> None:
 
 
 def test_a_fused_transformer_iteration_reports_what_the_unfused_one_does() -> None:
-    study = load_study(EXAMPLES / "transformer.yaml", ["workload.parallelism.schedule=interleaved",
-                                                       "workload.parallelism.virtual_stages=3"])
+    study = load_study(
+        EXAMPLES / "transformer.yaml",
+        ["workload.parallelism.schedule=interleaved", "workload.parallelism.virtual_stages=3"],
+    )
     fused = run_study(study)  # fuses: no trace is recorded
     unfused = run_study(study, record_trace=True)
     assert fused.result.events_processed < unfused.result.events_processed

@@ -22,9 +22,13 @@ def graphs(draw: st.DrawFn) -> workload_pb2.ExecutionGraph:
         earlier = st.sampled_from(ids[:index] or [0])
         most = 3 if index else 0
         graph.nodes.add(
-            id=node_id, type=workload_pb2.COMP_NODE, duration_ps=draw(st.integers(0, 9)),
-            data_deps=draw(st.lists(earlier, max_size=most)), ctrl_deps=draw(st.lists(earlier, max_size=most)),
-            memory_bytes=draw(st.integers(-5, 5)), milestone=draw(st.booleans()),
+            id=node_id,
+            type=workload_pb2.COMP_NODE,
+            duration_ps=draw(st.integers(0, 9)),
+            data_deps=draw(st.lists(earlier, max_size=most)),
+            ctrl_deps=draw(st.lists(earlier, max_size=most)),
+            memory_bytes=draw(st.integers(-5, 5)),
+            milestone=draw(st.booleans()),
         )
     return graph
 

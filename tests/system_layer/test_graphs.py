@@ -43,7 +43,10 @@ def test_compute_overlaps_a_collective() -> None:
 @pytest.mark.parametrize(
     ("nodes", "fragment"),
     [
-        ((comp(1, deps=(2,)), comp(2, deps=(1,), name="loop")), r"NPU 0 node \d( \(.*\))?: is part of a dependency cycle: \d.* -> \d.* -> \d"),
+        (
+            (comp(1, deps=(2,)), comp(2, deps=(1,), name="loop")),
+            r"NPU 0 node \d( \(.*\))?: is part of a dependency cycle: \d.* -> \d.* -> \d",
+        ),
         ((comp(1, deps=(9,)),), "NPU 0 node 1: depends on node 9, which is not in the graph"),
         ((comp(1), comp(1)), "the id 1 is used twice"),
         ((dict(id=1, type=workload_pb2.INVALID_NODE),), "node type INVALID_NODE is not supported"),

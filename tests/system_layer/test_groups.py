@@ -37,8 +37,13 @@ def test_a_group_that_is_not_a_product_runs_flat() -> None:
 
 
 def graph(group: list[int], size: int = 1 << 20) -> workload_pb2.ExecutionGraph:
-    return workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(
-        id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=size, group=group)])
+    return workload_pb2.ExecutionGraph(
+        nodes=[
+            workload_pb2.Node(
+                id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=size, group=group
+            )
+        ]
+    )
 
 
 def test_sub_group_collectives_leave_the_other_npus_idle() -> None:
@@ -69,8 +74,17 @@ def test_a_flat_group_routes_across_dimensions() -> None:
     # 0->1 and 1->5 take h, 5->0 crosses both dimensions and takes 2h. Step 0 leaves at 0 and lands at NPU 1
     # and 5 at h, at NPU 0 at 2h; step 1 then lands at 5 at 2h, at 0 at h + 2h and at 1 at 2h + h: 3h in all.
     topo = topology((RING, 4, B, ALPHA), (FC, 2, B, ALPHA))
-    g = workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(
-        id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_GATHER, comm_bytes=3000, group=[0, 1, 5])])
+    g = workload_pb2.ExecutionGraph(
+        nodes=[
+            workload_pb2.Node(
+                id=1,
+                type=workload_pb2.COMM_COLL_NODE,
+                comm_type=workload_pb2.ALL_GATHER,
+                comm_bytes=3000,
+                group=[0, 1, 5],
+            )
+        ]
+    )
     empty = workload_pb2.ExecutionGraph()
     result = simulate([g, g, empty, empty, empty, g], AnalyticalNetwork(), topo, SystemOptions())
     one_hop = ALPHA + ser(1000, B)

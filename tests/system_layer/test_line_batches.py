@@ -37,7 +37,11 @@ class _Windowed:
 
 
 def _run(
-    graphs: list, topo: network_pb2.Topology, options: SystemOptions, *, batched: bool,
+    graphs: list,
+    topo: network_pb2.Topology,
+    options: SystemOptions,
+    *,
+    batched: bool,
     compute: RooflineCompute | None = None,
 ) -> SimulationResult:
     """Simulate every NPU, with phases batched by line where allowed (``batched``) or message by message."""
@@ -57,9 +61,18 @@ def _lines(topo: network_pb2.Topology) -> list[int]:
 
 @st.composite
 def _studies(draw: st.DrawFn) -> tuple[list, network_pb2.Topology, SystemOptions]:
-    dims = draw(st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from((2, 3, 4, 8)),
-                                   st.integers(1, 64).map(lambda g: g * 10**9), st.integers(0, 900_000)),
-                         min_size=1, max_size=3))  # fmt: skip
+    dims = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(KINDS),
+                st.sampled_from((2, 3, 4, 8)),
+                st.integers(1, 64).map(lambda g: g * 10**9),
+                st.integers(0, 900_000),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
     topo = topology(*dims)
     collective = draw(st.sampled_from(("all_reduce", "reduce_scatter", "all_gather", "all_to_all")))
     algorithm = draw(st.sampled_from(ALGORITHMS))
@@ -77,8 +90,9 @@ def _studies(draw: st.DrawFn) -> tuple[list, network_pb2.Topology, SystemOptions
         endpoint_delay=draw(st.sampled_from(("0ns", "10000ns", "7ns"))),
         local_mem_bw=draw(st.sampled_from((None, f"{10**12}GB/s", f"{3 * 10**11 + 7}GB/s"))),
         scheduling=draw(st.sampled_from(("lifo", "fifo"))),
-        collective_optimization="baseline" if algorithm == "double_binary_tree" else draw(
-            st.sampled_from(("baseline", "local_bw_aware"))),
+        collective_optimization="baseline"
+        if algorithm == "double_binary_tree"
+        else draw(st.sampled_from(("baseline", "local_bw_aware"))),
         preset=preset,
     )
     npus = 1
@@ -94,8 +108,13 @@ def _chain(collective: str, size: int, computes: list[int]) -> workload_pb2.Exec
     for duration in computes:
         last = graph.nodes[-1].id
         graph.nodes.add(id=last + 1, type=workload_pb2.COMP_NODE, duration_ps=duration, ctrl_deps=[last])
-        graph.nodes.add(id=last + 2, type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVES[collective],
-                        comm_bytes=size, ctrl_deps=[last + 1])  # fmt: skip
+        graph.nodes.add(
+            id=last + 2,
+            type=workload_pb2.COMM_COLL_NODE,
+            comm_type=COLLECTIVES[collective],
+            comm_bytes=size,
+            ctrl_deps=[last + 1],
+        )
     return graph
 
 
@@ -141,8 +160,10 @@ def test_a_ring_allreduce_runs_as_one_batch_per_phase() -> None:
     topo = topology((RING, 4, 50 * 10**9, 500_000), (RING, 2, 50 * 10**9, 500_000))
     patch, calls = _counting_batches()
     with patch:
-        _same(_run([collective_graph("all_reduce", 1 << 20)] * 8, topo, SystemOptions(aggregate=False), batched=True),
-              _run([collective_graph("all_reduce", 1 << 20)] * 8, topo, SystemOptions(aggregate=False), batched=False))
+        _same(
+            _run([collective_graph("all_reduce", 1 << 20)] * 8, topo, SystemOptions(aggregate=False), batched=True),
+            _run([collective_graph("all_reduce", 1 << 20)] * 8, topo, SystemOptions(aggregate=False), batched=False),
+        )
     assert calls[:2] == [2, 4]  # two lines of 4 in dimension 0, then four lines of 2 in dimension 1
 
 
@@ -153,19 +174,29 @@ def _graph_with(*extra: workload_pb2.Node) -> workload_pb2.ExecutionGraph:
 
 
 _PLAIN = collective_graph("all_reduce", 1 << 20)
-_SUBGROUP = _graph_with(workload_pb2.Node(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=COLLECTIVES["all_reduce"],
-                                          comm_bytes=8, group=[0, 1], ctrl_deps=[0]))  # fmt: skip
+_SUBGROUP = _graph_with(
+    workload_pb2.Node(
+        id=1,
+        type=workload_pb2.COMM_COLL_NODE,
+        comm_type=COLLECTIVES["all_reduce"],
+        comm_bytes=8,
+        group=[0, 1],
+        ctrl_deps=[0],
+    )
+)
 
 
 @pytest.mark.parametrize(
     ("graphs", "options"),
     [
         ([_PLAIN] * 4, SystemOptions(aggregate=False, splits=2)),  # a collective's chunks overlap
-        ([_graph_with(workload_pb2.Node(id=1, type=workload_pb2.COMP_NODE, duration_ps=5))] * 4,  # two roots
-         SystemOptions(aggregate=False)),
+        (
+            [_graph_with(workload_pb2.Node(id=1, type=workload_pb2.COMP_NODE, duration_ps=5))] * 4,  # two roots
+            SystemOptions(aggregate=False),
+        ),
         ([_SUBGROUP] * 2 + [_PLAIN] * 2, SystemOptions(aggregate=False)),  # two groups
     ],
-)  # fmt: skip
+)
 def test_batches_only_where_nothing_can_interleave(graphs: list, options: SystemOptions) -> None:
     topo = topology((RING, 4, 50 * 10**9, 500_000))
     patch, calls = _counting_batches()

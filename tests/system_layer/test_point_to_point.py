@@ -38,7 +38,12 @@ def test_a_pipeline_hands_activations_down_the_ring() -> None:
         stages.append(graph(*nodes))
     result = run(stages)
     assert result.total_time_ps == 4 * work + 3 * HOP
-    assert [npu.finish_ps for npu in result.per_npu] == [work + HOP, 2 * (work + HOP), 3 * (work + HOP), 4 * work + 3 * HOP]
+    assert [npu.finish_ps for npu in result.per_npu] == [
+        work + HOP,
+        2 * (work + HOP),
+        3 * (work + HOP),
+        4 * work + 3 * HOP,
+    ]
 
 
 def test_a_receive_ready_after_its_message_arrived_completes_at_once() -> None:
@@ -53,8 +58,10 @@ def test_a_receive_ready_after_its_message_arrived_completes_at_once() -> None:
 
 def test_messages_are_matched_by_source_and_tag() -> None:
     # NPU 0 sends tags 1 then 2; NPU 1 receives tag 2 first: the tag-1 message cannot satisfy it.
-    sender = graph(dict(id=1, type=SEND, peer=1, comm_bytes=S, tag=1),
-                   dict(id=2, type=SEND, peer=1, comm_bytes=4 * S, tag=2, data_deps=[1]))  # fmt: skip
+    sender = graph(
+        dict(id=1, type=SEND, peer=1, comm_bytes=S, tag=1),
+        dict(id=2, type=SEND, peer=1, comm_bytes=4 * S, tag=2, data_deps=[1]),
+    )
     receiver = graph(dict(id=1, type=RECV, peer=0, tag=2), dict(id=2, type=RECV, peer=0, tag=1, data_deps=[1]))
     empty = graph()
     result = run([sender, receiver, empty, empty])
@@ -67,7 +74,11 @@ def test_a_send_to_itself_or_nowhere_is_named() -> None:
 
 
 def test_point_to_point_studies_are_not_aggregated() -> None:
-    sends = [graph(dict(id=1, type=SEND, peer=(n + 1) % 4, comm_bytes=S, tag=0),
-                   dict(id=2, type=RECV, peer=(n - 1) % 4, tag=0)) for n in range(4)]  # fmt: skip
+    sends = [
+        graph(
+            dict(id=1, type=SEND, peer=(n + 1) % 4, comm_bytes=S, tag=0), dict(id=2, type=RECV, peer=(n - 1) % 4, tag=0)
+        )
+        for n in range(4)
+    ]
     result = run(sends)
     assert result.simulated_npus == 4 and result.total_time_ps == HOP

@@ -37,5 +37,12 @@ def test_a_logical_two_dimensional_grid_on_a_physical_switch() -> None:
 
 def test_a_logical_topology_must_hold_every_npu() -> None:
     topo = topology((SWITCH, 16, B, ALPHA))
-    with pytest.raises(WorkloadError, match=r"logical_topology: \[4, 8\] holds 32 NPUs but the physical topology has 16"):
-        simulate([collective_graph("all_reduce", 1024)] * 16, AnalyticalNetwork(), topo, SystemOptions(logical_topology=(4, 8)))
+    with pytest.raises(
+        WorkloadError, match=r"logical_topology: \[4, 8\] holds 32 NPUs but the physical topology has 16"
+    ):
+        simulate(
+            [collective_graph("all_reduce", 1024)] * 16,
+            AnalyticalNetwork(),
+            topo,
+            SystemOptions(logical_topology=(4, 8)),
+        )

@@ -17,8 +17,12 @@ STEP = ALPHA + ser(S // N, B)
 
 def test_ring_reduce_scatter_pays_a_reduction_per_step_from_memory_bandwidth() -> None:
     bandwidth = 2 * 10**12  # 2 TB/s: reducing m bytes costs ceil(3 m * 1e12 / bandwidth) ps
-    result = simulate([collective_graph("reduce_scatter", S)] * N, AnalyticalNetwork(), TOPO,
-                      SystemOptions(local_mem_bw=f"{bandwidth}B/s"))  # fmt: skip
+    result = simulate(
+        [collective_graph("reduce_scatter", S)] * N,
+        AnalyticalNetwork(),
+        TOPO,
+        SystemOptions(local_mem_bw=f"{bandwidth}B/s"),
+    )
     assert result.total_time_ps == (N - 1) * (STEP + -(-3 * (S // N) * 10**12 // bandwidth))
 
 
@@ -26,8 +30,9 @@ def test_the_compute_layer_prices_reductions_as_element_wise_adds() -> None:
     # An H100 adds two bf16 inputs into one output: 3 * m bytes at 3.35 TB/s (memory bound), per the roofline.
     compute = RooflineCompute()
     options = SystemOptions(reduction="compute", reduction_dtype="bf16")
-    result = simulate([collective_graph("reduce_scatter", S)] * N, AnalyticalNetwork(), TOPO, options,
-                      compute=compute, device="h100")  # fmt: skip
+    result = simulate(
+        [collective_graph("reduce_scatter", S)] * N, AnalyticalNetwork(), TOPO, options, compute=compute, device="h100"
+    )
     from stratasim.kernel import operators
     from stratasim.v1 import compute_pb2
 

@@ -35,16 +35,28 @@ def pipeline_graph(npu: int) -> workload_pb2.ExecutionGraph:
     if s > 0:
         add(type=workload_pb2.COMM_RECV_NODE, peer=npu - TP, tag=0, comm_bytes=1 << 20, pg_name="pp")
     add(type=workload_pb2.COMP_NODE, duration_ps=1_000_000 * (1 + s), memory_bytes=100)
-    add(type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=1 << 20, group=tp_group,
-        pg_name="tp")  # fmt: skip
+    add(
+        type=workload_pb2.COMM_COLL_NODE,
+        comm_type=workload_pb2.ALL_REDUCE,
+        comm_bytes=1 << 20,
+        group=tp_group,
+        pg_name="tp",
+    )
     if s < PP - 1:
         add(type=workload_pb2.COMM_SEND_NODE, peer=npu + TP, tag=0, comm_bytes=1 << 20, pg_name="pp")
         add(type=workload_pb2.COMM_RECV_NODE, peer=npu + TP, tag=1, comm_bytes=1 << 20, pg_name="pp")
     add(type=workload_pb2.COMP_NODE, duration_ps=2_000_000, memory_bytes=-100)
     if s > 0:
         add(type=workload_pb2.COMM_SEND_NODE, peer=npu - TP, tag=1, comm_bytes=1 << 20, pg_name="pp")
-    add(type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=4 << 20, group=dp_group,
-        pg_name="dp", milestone=True, name="step done")  # fmt: skip
+    add(
+        type=workload_pb2.COMM_COLL_NODE,
+        comm_type=workload_pb2.ALL_REDUCE,
+        comm_bytes=4 << 20,
+        group=dp_group,
+        pg_name="dp",
+        milestone=True,
+        name="step done",
+    )
     return graph
 
 

@@ -18,9 +18,18 @@ TYPES = {"broadcast": workload_pb2.BROADCAST, "reduce": workload_pb2.REDUCE}
 
 
 def rooted(collective: str, root: int | None = None, group: list[int] | None = None) -> workload_pb2.ExecutionGraph:
-    return workload_pb2.ExecutionGraph(nodes=[workload_pb2.Node(
-        id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=TYPES[collective], comm_bytes=S, root=root,
-        group=group or [])])  # fmt: skip
+    return workload_pb2.ExecutionGraph(
+        nodes=[
+            workload_pb2.Node(
+                id=1,
+                type=workload_pb2.COMM_COLL_NODE,
+                comm_type=TYPES[collective],
+                comm_bytes=S,
+                root=root,
+                group=group or [],
+            )
+        ]
+    )
 
 
 def run(collective: str, dims: list, npus: int, root: int | None = None, **options: object):

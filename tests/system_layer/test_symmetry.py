@@ -24,7 +24,9 @@ def both(
 ) -> tuple[SimulationResult, SimulationResult]:
     """The same study simulated with aggregation and with every NPU."""
     on = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(**options), record_trace=record_trace)
-    off = simulate(graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=False, **options), record_trace=record_trace)
+    off = simulate(
+        graphs, AnalyticalNetwork(), topo, SystemOptions(aggregate=False, **options), record_trace=record_trace
+    )
     return on, off
 
 
@@ -37,7 +39,9 @@ def assert_identical(on: SimulationResult, off: SimulationResult) -> None:
         return span.npu, span.start_ps, span.end_ps, span.track, span.name
 
     spans = sorted((replace(s, npu=npu) for s in on.spans for npu in lived[s.npu]), key=key)
-    counters = sorted((replace(c, npu=npu) for c in on.counters for npu in lived[c.npu]), key=lambda c: (c.npu, c.time_ps))
+    counters = sorted(
+        (replace(c, npu=npu) for c in on.counters for npu in lived[c.npu]), key=lambda c: (c.npu, c.time_ps)
+    )
     assert spans == sorted(off.spans, key=key)
     same = dict(events_processed=0, simulated_npus=0, stand_ins=(), spans=())
     assert replace(on, counters=tuple(counters), **same) == replace(off, **same)
@@ -51,11 +55,14 @@ def assert_identical(on: SimulationResult, off: SimulationResult) -> None:
         ([(FC, 4, B, ALPHA), (RING, 2, B, ALPHA), (RING, 3, B, ALPHA)], "reduce_scatter", {"splits": 3}),
         ([(RING, 4, B, ALPHA), (RING, 4, B, ALPHA)], "all_gather", {"active_chunks": 2, "splits": 4}),
         ([(SWITCH, 8, B, ALPHA)], "all_to_all", {"algorithm": {"*": ("direct",)}, "endpoint_delay": "10ns"}),
-        ([(RING, 4, 8 * B, ALPHA), (RING, 4, B, ALPHA), (RING, 4, B, ALPHA)], "all_reduce",
-         {"collective_optimization": "local_bw_aware", "splits": 2, "local_mem_bw": "1TB/s"}),
+        (
+            [(RING, 4, 8 * B, ALPHA), (RING, 4, B, ALPHA), (RING, 4, B, ALPHA)],
+            "all_reduce",
+            {"collective_optimization": "local_bw_aware", "splits": 2, "local_mem_bw": "1TB/s"},
+        ),
         ([(RING, 8, B, ALPHA)], "all_to_all", {"preset": Preset.ASTRA_COMPAT, "splits": 4, "endpoint_delay": "10ns"}),
     ],
-)  # fmt: skip
+)
 def test_aggregated_collectives_match_the_full_simulation(dims: list, collective: str, options: dict) -> None:
     topo = topology(*dims)
     npus = 1
@@ -65,8 +72,14 @@ def test_aggregated_collectives_match_the_full_simulation(dims: list, collective
 
 
 def test_aggregated_training_loop_matches_the_full_simulation() -> None:
-    layer = dict(name="l", repeat=3, forward="3us", input_grad="2us", weight_grad="2us",
-                 weight_grad_comm=dict(collective="all_reduce", size="4MiB"))  # fmt: skip
+    layer = dict(
+        name="l",
+        repeat=3,
+        forward="3us",
+        input_grad="2us",
+        weight_grad="2us",
+        weight_grad_comm=dict(collective="all_reduce", size="4MiB"),
+    )
     workload = TrainingLoopWorkload(TrainingLoopWorkload.Config(layers=[layer], passes=2))
     topo = topology((RING, 4, B, ALPHA), (SWITCH, 2, B, ALPHA))
     assert_identical(*both(workload.graphs(8), topo, splits=2))
@@ -90,8 +103,14 @@ def test_aggregation_is_exact_for_random_symmetric_studies(
     npus = 1
     for n in sizes:
         npus *= n
-    on, off = both([collective_graph(collective, size)] * npus, topo, algorithm={"*": (algorithm,)},
-                   splits=splits, active_chunks=active, endpoint_delay=f"{delay}ps")  # fmt: skip
+    on, off = both(
+        [collective_graph(collective, size)] * npus,
+        topo,
+        algorithm={"*": (algorithm,)},
+        splits=splits,
+        active_chunks=active,
+        endpoint_delay=f"{delay}ps",
+    )
     assert_identical(on, off)
 
 

@@ -36,7 +36,10 @@ def test_the_short_form_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert suites == {"megatron", "calibration", "astra_sim", "closed_forms", "scalesim"}
     rows = [line for line in lines if " / " in line]
     assert "megatron / gpt_18b / total_time_ps" in out and lines[-1] == f"{len(rows)} of {len(rows)} rows pass"
-    assert "megatron: Megatron-LM weak scaling, A100 (Narayanan et al., SC'21, table 1 TFLOP/s; PALM table IV seq/s)" in lines
+    assert (
+        "megatron: Megatron-LM weak scaling, A100 (Narayanan et al., SC'21, table 1 TFLOP/s; PALM table IV seq/s)"
+        in lines
+    )
 
 
 def test_json_gives_every_row(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,20 +47,38 @@ def test_json_gives_every_row(capsys: pytest.CaptureFixture[str]) -> None:
     rows = json.loads(out)
     assert code == 0 and all(row["passed"] for row in rows)
     row = next(row for row in rows if row["case"] == "Ring_8npus all_reduce")
-    assert row == {"suite": "astra_sim", "case": "Ring_8npus all_reduce", "metric": "cycles", "expected": 64440,
-                   "got": 64440.0, "error": 0.0, "tolerance": "exact", "passed": True}  # fmt: skip
+    assert row == {
+        "suite": "astra_sim",
+        "case": "Ring_8npus all_reduce",
+        "metric": "cycles",
+        "expected": 64440,
+        "got": 64440.0,
+        "error": 0.0,
+        "tolerance": "exact",
+        "passed": True,
+    }
 
 
-def test_a_moved_number_fails_naming_its_row(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_moved_number_fails_naming_its_row(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     shipped = load_cases()
 
     def moved(path: Path = HOME / "cases.yaml") -> tuple[validate_cases.Suite, ...]:
         suites = []
         for suite in shipped:
-            cases = tuple(replace(case, checks=tuple(replace(check, expected=check.expected + 1)
-                                                     if (case.name, check.metric) == ("gpt_18b", "total_time_ps")
-                                                     else check for check in case.checks))
-                          for case in suite.cases)  # fmt: skip
+            cases = tuple(
+                replace(
+                    case,
+                    checks=tuple(
+                        replace(check, expected=check.expected + 1)
+                        if (case.name, check.metric) == ("gpt_18b", "total_time_ps")
+                        else check
+                        for check in case.checks
+                    ),
+                )
+                for case in suite.cases
+            )
             suites.append(replace(suite, cases=cases))
         return tuple(suites)
 
@@ -79,8 +100,14 @@ def test_an_exact_figure_fails_by_one() -> None:
 
 def test_a_formula_is_worked_out_exactly_or_refused() -> None:
     names = variables([{"kind": "ring", "size": 3, "bandwidth": "50GB/s", "latency": "500ns"}], "1MiB", "10ns")
-    assert (names["n"], names["n0"], names["alpha"], names["B"], names["S"], names["delay"]) == (3, 3, 500_000, 5 * 10**10,
-                                                                                              2**20, 10_000)  # fmt: skip
+    assert (names["n"], names["n0"], names["alpha"], names["B"], names["S"], names["delay"]) == (
+        3,
+        3,
+        500_000,
+        5 * 10**10,
+        2**20,
+        10_000,
+    )
     # ceil(2^20 / 3) = 349526 bytes take ceil(349526e12 / 5e10) = 6990520 ps.
     assert evaluate("2 * (n - 1) * (alpha + ser(ceil(S / n), B))", names, "here") == 4 * (500_000 + 6_990_520)
     with pytest.raises(StrataSimError, match="here: the formula may not use .__import__"):
@@ -119,8 +146,22 @@ def test_the_scalesim_layers_are_the_adapters_tests(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.slow
 def test_the_wheel_ships_the_cases_and_their_inputs(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("stratasim-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {"stratasim/validate/cases.yaml", *(f"stratasim/validate/data/{copy}" for copy in copies())}

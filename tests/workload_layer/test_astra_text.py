@@ -27,10 +27,17 @@ def _canonical(graph: workload_pb2.ExecutionGraph) -> list[tuple[Any, ...]]:
     """The nodes in file order, with dependencies as positions instead of ids."""
     position = {node.id: index for index, node in enumerate(graph.nodes)}
     return [
-        (node.name, node.type, node.duration_ps, node.comm_type, node.comm_bytes,
-         [position[dep] for dep in node.data_deps], [position[dep] for dep in node.ctrl_deps])
+        (
+            node.name,
+            node.type,
+            node.duration_ps,
+            node.comm_type,
+            node.comm_bytes,
+            [position[dep] for dep in node.data_deps],
+            [position[dep] for dep in node.ctrl_deps],
+        )
         for node in graph.nodes
-    ]  # fmt: skip
+    ]
 
 
 def _run(text: str) -> Any:
@@ -42,10 +49,18 @@ def _run(text: str) -> Any:
 @pytest.mark.parametrize(
     ("text", "converted", "counts"),
     [
-        ("Resnet50_DataParallel", "Resnet50_DataParallel_8npus", {workload_pb2.COMP_NODE: 161, workload_pb2.COMM_COLL_NODE: 54}),
-        ("DLRM_HybridParallel", "DLRM_HybridParallel_8npus", {workload_pb2.COMP_NODE: 23, workload_pb2.COMM_COLL_NODE: 9}),
+        (
+            "Resnet50_DataParallel",
+            "Resnet50_DataParallel_8npus",
+            {workload_pb2.COMP_NODE: 161, workload_pb2.COMM_COLL_NODE: 54},
+        ),
+        (
+            "DLRM_HybridParallel",
+            "DLRM_HybridParallel_8npus",
+            {workload_pb2.COMP_NODE: 23, workload_pb2.COMM_COLL_NODE: 9},
+        ),
     ],
-)  # fmt: skip
+)
 def test_graphs_equal_the_converted_traces(text: str, converted: str, counts: dict[int, int]) -> None:
     model = read_astra_text(TEXTS / f"{text}.txt")
     for rank in range(8):
@@ -142,7 +157,7 @@ def test_workload_class_builds_one_graph_per_npu(tmp_path: Path) -> None:
         (("DATA", "1", LINE.replace("3229", "x")), r":3: the update time must be an integer, got 'x'"),
         (("DATA", "1", LINE.replace("ALLREDUCE", "BROADCAST")), r":3: unknown WG collective 'BROADCAST'; expected"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_error_naming_file_and_line(tmp_path: Path, lines: tuple[str, ...], message: str) -> None:
     path = _write(tmp_path, *lines)
     with pytest.raises(WorkloadError, match=str(path) + message):

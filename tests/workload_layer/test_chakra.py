@@ -132,12 +132,16 @@ def test_empty_metadata_record_is_accepted(tmp_path: Path) -> None:
 
 
 def test_attributes_are_read_from_any_integer_variant() -> None:
-    node = et.Node(id=4, type=et.COMM_SEND_NODE, attr=[
-        et.AttributeProto(name="comm_dst", uint32_val=3),
-        et.AttributeProto(name="comm_size", sfixed64_val=64),
-        et.AttributeProto(name="comm_tag", sint32_val=9),
-        et.AttributeProto(name="comm_priority", double_val=1.0),
-    ])  # fmt: skip
+    node = et.Node(
+        id=4,
+        type=et.COMM_SEND_NODE,
+        attr=[
+            et.AttributeProto(name="comm_dst", uint32_val=3),
+            et.AttributeProto(name="comm_size", sfixed64_val=64),
+            et.AttributeProto(name="comm_tag", sint32_val=9),
+            et.AttributeProto(name="comm_priority", double_val=1.0),
+        ],
+    )
     (out,) = to_graph([node], 0, 4).nodes
     assert (out.peer, out.comm_bytes, out.tag) == (3, 64, 9)
 
@@ -198,9 +202,7 @@ def test_collective_without_type_or_size_names_file_and_node(tmp_path: Path, att
     write_trace(tmp_path / "t.0.et", et.GlobalMetadata(), [coll(7, **attrs)])
     workload = ChakraWorkload(ChakraWorkload.Config(path=str(tmp_path / "t")))
     missing = "comm_size" if "comm_type" in attrs else "comm_type"
-    with pytest.raises(
-        WorkloadError, match=f"t.0.et: node 7: COMM_COLL_NODE without the attribute {missing}"
-    ):
+    with pytest.raises(WorkloadError, match=f"t.0.et: node 7: COMM_COLL_NODE without the attribute {missing}"):
         workload.graphs(1)
 
 

@@ -33,10 +33,15 @@ PG_INIT = "[pytorch|profiler|execution_trace|process_group:init]"
 
 def coll(node_id: int, pg_name: str | None = None, size: int = 1 << 20) -> et.Node:
     """An all-reduce of ``size`` bytes, over the communicator ``pg_name`` if given."""
-    node = et.Node(id=node_id, name=f"ar{node_id}", type=et.COMM_COLL_NODE, attr=[
-        et.AttributeProto(name="comm_type", int64_val=et.ALL_REDUCE),
-        et.AttributeProto(name="comm_size", int64_val=size),
-    ])  # fmt: skip
+    node = et.Node(
+        id=node_id,
+        name=f"ar{node_id}",
+        type=et.COMM_COLL_NODE,
+        attr=[
+            et.AttributeProto(name="comm_type", int64_val=et.ALL_REDUCE),
+            et.AttributeProto(name="comm_size", int64_val=size),
+        ],
+    )
     if pg_name is not None:
         node.attr.append(et.AttributeProto(name="pg_name", string_val=pg_name))
     return node
@@ -66,8 +71,11 @@ def test_groups_file_beside_the_trace_sets_group_and_pg_name(tmp_path: Path) -> 
     prefix = trace(tmp_path, halves(), {"1": [1, 0], "2": [2, 3]})
     graphs = ChakraWorkload(ChakraWorkload.Config(path=str(prefix))).graphs(4)
     assert [(list(g.nodes[0].group), g.nodes[0].pg_name) for g in graphs] == [
-        ([0, 1], "1"), ([0, 1], "1"), ([2, 3], "2"), ([2, 3], "2")
-    ]  # fmt: skip
+        ([0, 1], "1"),
+        ([0, 1], "1"),
+        ([2, 3], "2"),
+        ([2, 3], "2"),
+    ]
 
 
 def test_comm_groups_key_names_the_file(tmp_path: Path) -> None:
@@ -94,11 +102,15 @@ def test_process_group_records_in_the_trace(tmp_path: Path) -> None:
 
 
 def test_send_and_receive_keep_their_pg_name() -> None:
-    send = et.Node(id=1, type=et.COMM_SEND_NODE, attr=[
-        et.AttributeProto(name="comm_dst", int32_val=1),
-        et.AttributeProto(name="comm_size", int32_val=64),
-        et.AttributeProto(name="pg_name", string_val="pp"),
-    ])  # fmt: skip
+    send = et.Node(
+        id=1,
+        type=et.COMM_SEND_NODE,
+        attr=[
+            et.AttributeProto(name="comm_dst", int32_val=1),
+            et.AttributeProto(name="comm_size", int32_val=64),
+            et.AttributeProto(name="pg_name", string_val="pp"),
+        ],
+    )
     (out,) = to_graph([send], 0, 2).nodes
     assert (out.peer, out.pg_name, list(out.group)) == (1, "pp", [])
 
@@ -188,9 +200,14 @@ def test_pg_name_must_be_a_string() -> None:
 
 def collective(node_id: int, group: list[int], pg_name: str = "") -> workload_pb2.Node:
     return workload_pb2.Node(
-        id=node_id, name=f"c{node_id}", type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE,
-        comm_bytes=1024, group=group, pg_name=pg_name,
-    )  # fmt: skip
+        id=node_id,
+        name=f"c{node_id}",
+        type=workload_pb2.COMM_COLL_NODE,
+        comm_type=workload_pb2.ALL_REDUCE,
+        comm_bytes=1024,
+        group=group,
+        pg_name=pg_name,
+    )
 
 
 def ir_graphs() -> list[workload_pb2.ExecutionGraph]:
@@ -199,15 +216,30 @@ def ir_graphs() -> list[workload_pb2.ExecutionGraph]:
     for npu in range(4):
         pair = [npu - npu % 2, npu - npu % 2 + 1]
         graph = workload_pb2.ExecutionGraph(npu=npu, resident_bytes={"weights": 1 << 30, "optimizer": 7})
-        graph.nodes.extend([
-            collective(1, pair, "tp" if npu < 2 else "tp2"),
-            collective(2, [], "dp"),
-            collective(3, [npu % 2, npu % 2 + 2], "dp" + str(npu % 2)),
-            workload_pb2.Node(id=4, name="c", type=workload_pb2.COMP_NODE, duration_ps=3 * 10**6, data_deps=[1],
-                              memory_bytes=-4096, milestone=True),
-            workload_pb2.Node(id=5, type=workload_pb2.COMM_SEND_NODE if npu % 2 == 0 else workload_pb2.COMM_RECV_NODE,
-                              peer=npu ^ 1, comm_bytes=64, pg_name="pp", memory_bytes=128),
-        ])  # fmt: skip
+        graph.nodes.extend(
+            [
+                collective(1, pair, "tp" if npu < 2 else "tp2"),
+                collective(2, [], "dp"),
+                collective(3, [npu % 2, npu % 2 + 2], "dp" + str(npu % 2)),
+                workload_pb2.Node(
+                    id=4,
+                    name="c",
+                    type=workload_pb2.COMP_NODE,
+                    duration_ps=3 * 10**6,
+                    data_deps=[1],
+                    memory_bytes=-4096,
+                    milestone=True,
+                ),
+                workload_pb2.Node(
+                    id=5,
+                    type=workload_pb2.COMM_SEND_NODE if npu % 2 == 0 else workload_pb2.COMM_RECV_NODE,
+                    peer=npu ^ 1,
+                    comm_bytes=64,
+                    pg_name="pp",
+                    memory_bytes=128,
+                ),
+            ]
+        )
         graphs.append(graph)
     return graphs
 
@@ -218,8 +250,12 @@ def test_stratasim_to_chakra_and_back_is_identical(tmp_path: Path) -> None:
     written = stratasim_to_chakra(tmp_path / "ir", tmp_path / "et")
     assert written[-1] == tmp_path / "et.json" and len(written) == 5
     assert json.loads((tmp_path / "et.json").read_text()) == {
-        "tp": [0, 1], "dp": [0, 1, 2, 3], "dp0": [0, 2], "dp1": [1, 3], "tp2": [2, 3]
-    }  # fmt: skip
+        "tp": [0, 1],
+        "dp": [0, 1, 2, 3],
+        "dp0": [0, 2],
+        "dp1": [1, 3],
+        "tp2": [2, 3],
+    }
     assert read_chakra_graphs(tmp_path / "et") == graphs
     chakra_to_stratasim(tmp_path / "et", tmp_path / "back")
     stratasim_to_chakra(tmp_path / "back", tmp_path / "again")
@@ -259,8 +295,12 @@ def test_no_groups_file_without_named_groups(tmp_path: Path) -> None:
 
 def test_a_bad_node_is_named_by_its_id_without_echoing_the_traces_text() -> None:
     """The trace is not the study's own file: its node names stay out of the message (issue 15, no echo)."""
-    node = et.Node(id=2, name="private text of the trace", type=et.COMP_NODE,
-                   attr=[et.AttributeProto(name="milestone", int32_val=1)])  # fmt: skip
+    node = et.Node(
+        id=2,
+        name="private text of the trace",
+        type=et.COMP_NODE,
+        attr=[et.AttributeProto(name="milestone", int32_val=1)],
+    )
     with pytest.raises(WorkloadError) as raised:
         to_graph([node], 0, 1, "x.0.et")
     assert str(raised.value).startswith("x.0.et: node 2: attribute milestone") and "private" not in str(raised.value)

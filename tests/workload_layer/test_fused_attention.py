@@ -33,8 +33,9 @@ def test_the_default_is_fused_with_one_kernel_forward_and_one_backward() -> None
     assert len(forward) == len(backward) == GPT["layers"]
     assert not _ops(graph, "attention scores") and not _ops(graph, "softmax")
     shape = operators.shape_of(forward[0].op)
-    assert shape == operators.AttentionShape(batch=4, queries=128, keys=128, head_dim=64, group=1, causal=True,
-                                             backward=False)  # fmt: skip
+    assert shape == operators.AttentionShape(
+        batch=4, queries=128, keys=128, head_dim=64, group=1, causal=True, backward=False
+    )
 
 
 def test_fused_flops_are_the_unfused_gemms_times_the_causal_share_plus_the_softmax() -> None:
@@ -76,18 +77,27 @@ def test_inference_prefill_and_decode_run_the_fused_kernel() -> None:
     data = {"model": model, "serving": {"batch": 2, "prompt_len": 300, "generate": 3}}
     workload = TransformerInferenceWorkload(TransformerInferenceWorkload.Config.model_validate(data))
     graph = unrolled(workload.graphs(1)[0])
-    shapes = [operators.shape_of(n.op) for n in graph.nodes if n.type == workload_pb2.COMP_NODE
-              and n.name.endswith("attention")]  # fmt: skip
+    shapes = [
+        operators.shape_of(n.op)
+        for n in graph.nodes
+        if n.type == workload_pb2.COMP_NODE and n.name.endswith("attention")
+    ]
     batch, group = 2 * 8, 8 // 2
-    assert shapes == [operators.AttentionShape(batch, 300, 300, 64, group, True, False)] * 2 + [
-        operators.AttentionShape(batch, 1, 301, 64, group, True, False)] * 2 + [
-        operators.AttentionShape(batch, 1, 302, 64, group, True, False)] * 2  # fmt: skip
+    assert (
+        shapes
+        == [operators.AttentionShape(batch, 300, 300, 64, group, True, False)] * 2
+        + [operators.AttentionShape(batch, 1, 301, 64, group, True, False)] * 2
+        + [operators.AttentionShape(batch, 1, 302, 64, group, True, False)] * 2
+    )
 
 
 def test_a_bad_attention_is_one_clear_error_naming_the_key() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stratasim", "check", "examples/transformer.yaml", "--set", "workload.attention=bogus"],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "workload.attention" in done.stderr and "fused" in done.stderr and "unfused" in done.stderr

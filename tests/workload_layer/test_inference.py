@@ -213,7 +213,9 @@ def test_tp_all_reduces_carry_the_micro_batch_tokens() -> None:
 def test_a_parallel_block_all_reduces_once_per_layer() -> None:
     def all_reduces(model: dict[str, object]) -> int:
         graph = unrolled(inference(model, parallelism={"tp": 2}).graphs(2)[0])
-        return sum(n.comm_type == workload_pb2.ALL_REDUCE and n.type == workload_pb2.COMM_COLL_NODE for n in graph.nodes)
+        return sum(
+            n.comm_type == workload_pb2.ALL_REDUCE and n.type == workload_pb2.COMM_COLL_NODE for n in graph.nodes
+        )
 
     # Prefill and two decode passes of 4 layers: two all-reduces a layer, or one in PaLM's parallel block, and
     # the embedding's vocabulary-parallel one per pass.
@@ -406,9 +408,14 @@ def test_a_mixture_of_experts_is_refused_for_serving() -> None:
 
 @pytest.mark.parametrize(
     ("parallelism", "micro_batches", "trace"),
-    [({"tp": 1, "pp": 1}, 1, False), ({"tp": 2, "pp": 1}, 2, True), ({"tp": 2, "pp": 2}, 2, False),
-     ({"tp": 1, "pp": 2}, 4, True), ({"tp": 2, "pp": 2}, 1, True)],
-)  # fmt: skip
+    [
+        ({"tp": 1, "pp": 1}, 1, False),
+        ({"tp": 2, "pp": 1}, 2, True),
+        ({"tp": 2, "pp": 2}, 2, False),
+        ({"tp": 1, "pp": 2}, 4, True),
+        ({"tp": 2, "pp": 2}, 1, True),
+    ],
+)
 def test_layers_run_as_blocks_exactly_as_unrolled(parallelism: dict[str, int], micro_batches: int, trace: bool) -> None:
     """The pass's layers are one graph block run by a block node per layer: the simulation, its milestones,
     memory and trace included, equals the unrolled graph's, whether the blocks run whole or not."""
@@ -420,8 +427,16 @@ def test_layers_run_as_blocks_exactly_as_unrolled(parallelism: dict[str, int], m
     for aggregate in (True, False):
         representatives = workload.representatives(Grid.of(topo)) if aggregate else None
         blocked, plain = (
-            simulate(some, AnalyticalNetwork(), topo, SystemOptions(aggregate=aggregate), compute=RooflineCompute(),
-                     device="h100", representatives=representatives, record_trace=trace)
+            simulate(
+                some,
+                AnalyticalNetwork(),
+                topo,
+                SystemOptions(aggregate=aggregate),
+                compute=RooflineCompute(),
+                device="h100",
+                representatives=representatives,
+                record_trace=trace,
+            )
             for some in (graphs, [unrolled(graph) for graph in graphs])
-        )  # fmt: skip
+        )
         assert replace(blocked, events_processed=0) == replace(plain, events_processed=0)

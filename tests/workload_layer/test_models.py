@@ -38,7 +38,9 @@ def forward_gemm_flops(layers: Sequence[object]) -> int:
 
 
 def node_types(graph: workload_pb2.ExecutionGraph) -> Counter[tuple[int, int]]:
-    return Counter((node.type, node.comm_type if node.type == workload_pb2.COMM_COLL_NODE else -1) for node in graph.nodes)
+    return Counter(
+        (node.type, node.comm_type if node.type == workload_pb2.COMM_COLL_NODE else -1) for node in graph.nodes
+    )
 
 
 def forward_compute_ps(graph: workload_pb2.ExecutionGraph) -> int:
@@ -67,7 +69,9 @@ def test_mlp_counts_are_exact() -> None:
     assert [node.comm_bytes for node in reduces] == [2 * (i * o + o) for i, o in reversed(pairs)]
     assert len(graph.nodes) == 4 * len(pairs)
     op = graph.nodes[0].op
-    assert list(shape_of(op).dims()) == [batch, 1024, 4096] and op.bytes == (batch * 1024 + 1024 * 4096 + batch * 4096) * 2
+    assert (
+        list(shape_of(op).dims()) == [batch, 1024, 4096] and op.bytes == (batch * 1024 + 1024 * 4096 + batch * 4096) * 2
+    )
 
 
 def test_mlp_all_reduces_overlap_the_backward_pass() -> None:
@@ -75,7 +79,9 @@ def test_mlp_all_reduces_overlap_the_backward_pass() -> None:
     # No compute node waits for an all-reduce: they overlap the rest of the backward pass.
     reduces = {node.id for node in graph.nodes if node.type == workload_pb2.COMM_COLL_NODE}
     assert not any(set(node.data_deps) & reduces for node in graph.nodes)
-    assert all(len(graph.nodes[r].data_deps) == 1 and "wg" in graph.nodes[graph.nodes[r].data_deps[0]].name for r in reduces)
+    assert all(
+        len(graph.nodes[r].data_deps) == 1 and "wg" in graph.nodes[graph.nodes[r].data_deps[0]].name for r in reduces
+    )
 
 
 def test_resnet50_matches_the_published_counts() -> None:
@@ -104,7 +110,11 @@ def test_dlrm_shards_tables_and_exchanges_embeddings() -> None:
     workload = DlrmWorkload(DlrmConfig(**DLRM))  # type: ignore[arg-type]
     graph = workload.graphs(4)[0]
     counts = node_types(graph)
-    to_all = [node for node in graph.nodes if node.comm_type == workload_pb2.ALL_TO_ALL and node.type == workload_pb2.COMM_COLL_NODE]
+    to_all = [
+        node
+        for node in graph.nodes
+        if node.comm_type == workload_pb2.ALL_TO_ALL and node.type == workload_pb2.COMM_COLL_NODE
+    ]
     assert len(to_all) == 2 and all(node.comm_bytes == 32 * 8 * 64 * 2 for node in to_all)
     assert counts[(workload_pb2.COMM_COLL_NODE, workload_pb2.ALL_REDUCE)] == 3 + 3  # bottom and top MLP layers
     lookup = next(node.op for node in graph.nodes if node.name == "embedding lookup")

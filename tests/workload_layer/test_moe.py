@@ -57,10 +57,13 @@ def test_all_to_all_dispatch_and_combine_bytes() -> None:
     workload = build(MOE, dp=2, ep=2)
     graph = all_graphs(workload)[1]
     layer = collectives(graph, "mb0 layer0 fwd")
-    assert [n.name.removeprefix("mb0 layer0 fwd ") for n in layer] == ["moe dispatch all-to-all",
-                                                                       "moe combine all-to-all"]
+    assert [n.name.removeprefix("mb0 layer0 fwd ") for n in layer] == [
+        "moe dispatch all-to-all",
+        "moe combine all-to-all",
+    ]
     assert {(n.comm_type, n.comm_bytes, tuple(n.group), n.pg_name) for n in collectives(graph, "all-to-all")} == {
-        (workload_pb2.ALL_TO_ALL, 4 * 80 * H * 2, (0, 1), "ep")}
+        (workload_pb2.ALL_TO_ALL, 4 * 80 * H * 2, (0, 1), "ep")
+    }
     assert len(collectives(graph, "all-to-all")) == 4 * 4  # 4 layers, dispatch and combine, both passes
     experts = next(n for n in graph.nodes if n.name == "mb0 layer0 fwd expert up")
     assert list(shape_of(experts.op).dims()) == [2, 2 * 80, H, F]  # 2 local experts of ep C = 160 tokens each
@@ -72,9 +75,12 @@ def test_sequence_parallel_moe_routes_shards_and_gathers_the_dispatched_tokens_o
     names = [(n.name.removeprefix("mb0 layer0 fwd "), n.comm_bytes) for n in collectives(graph, "mb0 layer0 fwd")]
     slots = 4 * 40  # C = ceil(1.25 * 2 * 64 / 4) = 40 per expert for the rank's 64 tokens
     assert names == [
-        ("tp all-gather", S * H * 2), ("tp reduce-scatter", S * H * 2),  # attention
-        ("moe dispatch all-to-all", slots * H * 2), ("tp all-gather", 2 * slots * H * 2),
-        ("tp reduce-scatter", 2 * slots * H * 2), ("moe combine all-to-all", slots * H * 2),
+        ("tp all-gather", S * H * 2),
+        ("tp reduce-scatter", S * H * 2),  # attention
+        ("moe dispatch all-to-all", slots * H * 2),
+        ("tp all-gather", 2 * slots * H * 2),
+        ("tp reduce-scatter", 2 * slots * H * 2),
+        ("moe combine all-to-all", slots * H * 2),
     ]
     nodes = {n.name: n for n in graph.nodes}
     assert list(shape_of(nodes["mb0 layer0 fwd router"].op).dims()) == [64, H, 4]
@@ -85,8 +91,10 @@ def test_moe_every_other_layer() -> None:
     graph = all_graphs(build({**MOE, "moe_every": 2}))[0]
     routers = {n.name for n in graph.nodes if n.name.endswith("fwd router")}
     assert routers == {"mb0 layer0 fwd router", "mb0 layer2 fwd router"}
-    assert {n.name for n in graph.nodes if n.name.endswith("fwd mlp up")} == {"mb0 layer1 fwd mlp up",
-                                                                            "mb0 layer3 fwd mlp up"}
+    assert {n.name for n in graph.nodes if n.name.endswith("fwd mlp up")} == {
+        "mb0 layer1 fwd mlp up",
+        "mb0 layer3 fwd mlp up",
+    }
 
 
 def test_expert_gradients_reduce_over_the_ranks_holding_the_same_experts() -> None:
@@ -97,7 +105,8 @@ def test_expert_gradients_reduce_over_the_ranks_holding_the_same_experts() -> No
     expert_parameters = 4 * 2 * ((2 * H * F) // 2 + F // 2 + H)
     assert [(tuple(n.group), n.comm_bytes) for n in expert] == [((3, 7), 2 * expert_parameters)]
     assert [(tuple(n.group), n.comm_bytes) for n in dense] == [
-        ((1, 3, 5, 7), 2 * (workload.stage_parameters(0) - expert_parameters))]
+        ((1, 3, 5, 7), 2 * (workload.stage_parameters(0) - expert_parameters))
+    ]
     assert {tuple(n.group) for n in collectives(graph, "all-to-all")} == {(1, 3)}
 
 
@@ -108,12 +117,15 @@ def test_zero_shards_expert_states_over_the_expert_data_parallel_group() -> None
     assert workload.stage_memory(0).optimizer_bytes == 12 * (-(-dense // 4) + expert // 2)
 
 
-@pytest.mark.parametrize("plan", [
-    dict(dp=2, ep=2),
-    dict(tp=2, dp=2, ep=2, sequence_parallel=True, recompute="selective"),
-    dict(tp=2, dp=2, global_batch=4),  # ep = 1, no sequence parallelism: the router runs on both TP ranks
-    dict(tp=2, pp=2, dp=4, ep=4, sequence_parallel=True, recompute="full", global_batch=8),
-])
+@pytest.mark.parametrize(
+    "plan",
+    [
+        dict(dp=2, ep=2),
+        dict(tp=2, dp=2, ep=2, sequence_parallel=True, recompute="selective"),
+        dict(tp=2, dp=2, global_batch=4),  # ep = 1, no sequence parallelism: the router runs on both TP ranks
+        dict(tp=2, pp=2, dp=4, ep=4, sequence_parallel=True, recompute="full", global_batch=8),
+    ],
+)
 def test_model_flops_are_the_gemm_flops_the_graphs_run(plan: dict[str, object]) -> None:
     workload = build({**MOE, "moe_every": 2}, **plan)
     assert gemm_flops(all_graphs(workload)) == workload.model_flops_per_iteration()
@@ -129,12 +141,15 @@ def test_moe_layer_activations_by_hand() -> None:
     assert (layer.kept_bytes, layer.recomputed_bytes) == (expected, 0)
 
 
-@pytest.mark.parametrize("plan", [
-    dict(dp=4, ep=2, global_batch=8),
-    dict(tp=2, pp=2, dp=2, ep=2, sequence_parallel=True, recompute="selective", global_batch=8),
-    dict(dp=4, ep=2, zero=3, global_batch=8),
-    dict(dp=4, ep=4, zero=2, dp_bucket="2000000B", global_batch=4),
-])
+@pytest.mark.parametrize(
+    "plan",
+    [
+        dict(dp=4, ep=2, global_batch=8),
+        dict(tp=2, pp=2, dp=2, ep=2, sequence_parallel=True, recompute="selective", global_batch=8),
+        dict(dp=4, ep=2, zero=3, global_batch=8),
+        dict(dp=4, ep=4, zero=2, dp_bucket="2000000B", global_batch=4),
+    ],
+)
 def test_moe_plans_simulate_to_completion(plan: dict[str, object]) -> None:
     workload = build({**MOE, "moe_every": 2}, **plan)
     result = run(workload)
@@ -142,16 +157,22 @@ def test_moe_plans_simulate_to_completion(plan: dict[str, object]) -> None:
     assert all(npu.compute_ps > 0 for npu in result.per_npu)
 
 
-@pytest.mark.parametrize(("model", "plan", "message"), [
-    (dict(experts=6), dict(dp=4, ep=4), "model.experts (6) must be divisible by parallelism.ep (4)"),
-    (dict(experts=4), dict(dp=2, ep=4), "parallelism.dp (2) must be divisible by parallelism.ep (4)"),
-    (dict(experts=4), dict(tp=2, dp=2, ep=2),
-     "parallelism.ep (2) with parallelism.tp (2) needs parallelism.sequence_parallel: true"),
-    ({}, dict(dp=2, ep=2), "parallelism.ep (2) needs a mixture of experts: set model.experts"),
-    (dict(experts=2, top_k=3), {}, "model.top_k (3) must be at most model.experts (2)"),
-    (dict(top_k=1), {}, "model.top_k applies to a mixture of experts only"),
-    (dict(experts=4, capacity_factor=0), {}, "capacity_factor"),
-])
+@pytest.mark.parametrize(
+    ("model", "plan", "message"),
+    [
+        (dict(experts=6), dict(dp=4, ep=4), "model.experts (6) must be divisible by parallelism.ep (4)"),
+        (dict(experts=4), dict(dp=2, ep=4), "parallelism.dp (2) must be divisible by parallelism.ep (4)"),
+        (
+            dict(experts=4),
+            dict(tp=2, dp=2, ep=2),
+            "parallelism.ep (2) with parallelism.tp (2) needs parallelism.sequence_parallel: true",
+        ),
+        ({}, dict(dp=2, ep=2), "parallelism.ep (2) needs a mixture of experts: set model.experts"),
+        (dict(experts=2, top_k=3), {}, "model.top_k (3) must be at most model.experts (2)"),
+        (dict(top_k=1), {}, "model.top_k applies to a mixture of experts only"),
+        (dict(experts=4, capacity_factor=0), {}, "capacity_factor"),
+    ],
+)
 def test_impossible_moe_plans_name_the_keys(model: dict[str, object], plan: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build({**GPT, **model}, **plan)

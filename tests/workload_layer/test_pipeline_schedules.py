@@ -53,19 +53,52 @@ def test_interleaved_order_by_hand() -> None:
     # F(1,1) F(0,2)..., backward from the last chunk B(1,0) B(1,1) B(0,0).... Stage 0 warms up with
     # (2 - 0 - 1) * 2 + (2 - 1) * 2 = 4 forward passes, stage 1 with 2; then 1F1B; then the cool-down.
     assert pipeline_order("interleaved", 0, 2, 4, chunks=2) == (
-        F(0, 0), F(0, 1), F(1, 0), F(1, 1),
-        F(0, 2), B(1, 0), F(0, 3), B(1, 1), F(1, 2), B(0, 0), F(1, 3), B(0, 1),
-        B(1, 2), B(1, 3), B(0, 2), B(0, 3),
-    )  # fmt: skip
+        F(0, 0),
+        F(0, 1),
+        F(1, 0),
+        F(1, 1),
+        F(0, 2),
+        B(1, 0),
+        F(0, 3),
+        B(1, 1),
+        F(1, 2),
+        B(0, 0),
+        F(1, 3),
+        B(0, 1),
+        B(1, 2),
+        B(1, 3),
+        B(0, 2),
+        B(0, 3),
+    )
     assert pipeline_order("interleaved", 1, 2, 4, chunks=2) == (
-        F(0, 0), F(0, 1),
-        F(1, 0), B(1, 0), F(1, 1), B(1, 1), F(0, 2), B(0, 0), F(0, 3), B(0, 1), F(1, 2), B(1, 2), F(1, 3), B(1, 3),
-        B(0, 2), B(0, 3),
-    )  # fmt: skip
+        F(0, 0),
+        F(0, 1),
+        F(1, 0),
+        B(1, 0),
+        F(1, 1),
+        B(1, 1),
+        F(0, 2),
+        B(0, 0),
+        F(0, 3),
+        B(0, 1),
+        F(1, 2),
+        B(1, 2),
+        F(1, 3),
+        B(1, 3),
+        B(0, 2),
+        B(0, 3),
+    )
     # m = pp: Megatron runs every forward pass first.
     assert pipeline_order("interleaved", 1, 2, 2, chunks=2) == (
-        F(0, 0), F(0, 1), F(1, 0), F(1, 1), B(1, 0), B(1, 1), B(0, 0), B(0, 1),
-    )  # fmt: skip
+        F(0, 0),
+        F(0, 1),
+        F(1, 0),
+        F(1, 1),
+        B(1, 0),
+        B(1, 1),
+        B(0, 0),
+        B(0, 1),
+    )
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3, 4])
@@ -91,9 +124,16 @@ def test_interleaved_order_follows_megatrons_rules(stages: int, chunks: int, gro
         assert directions == ["forward"] * expected + ["forward", "backward"] * pairs + ["backward"] * expected
 
 
-@pytest.mark.parametrize(("schedule", "stages", "chunks", "m"), [
-    ("gpipe", 4, 1, 3), ("1f1b", 4, 1, 2), ("1f1b", 4, 1, 9), ("interleaved", 4, 3, 8), ("interleaved", 3, 2, 3),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("schedule", "stages", "chunks", "m"),
+    [
+        ("gpipe", 4, 1, 3),
+        ("1f1b", 4, 1, 2),
+        ("1f1b", 4, 1, 9),
+        ("interleaved", 4, 3, 8),
+        ("interleaved", 3, 2, 3),
+    ],
+)
 def test_every_forward_pass_precedes_its_backward_pass(schedule: str, stages: int, chunks: int, m: int) -> None:
     for stage in range(stages):
         order = pipeline_order(schedule, stage, stages, m, chunks)
@@ -110,13 +150,18 @@ def test_bad_orders_and_plans_are_refused() -> None:
         pipeline_order("interleaved", 0, 4, 6, chunks=2)
     bad = [
         (dict(pp=2, virtual_stages=2), r"parallelism.virtual_stages \(2\) above 1 needs parallelism.schedule: inter"),
-        (dict(pp=4, global_batch=6, schedule="interleaved"), r"micro_batch \* dp\) = 6\) to be divisible by "
-                                                             r"parallelism.pp \(4\)"),
-        (dict(pp=4, virtual_stages=2, global_batch=4, schedule="interleaved"),
-         r"model.layers \(12\) must be divisible by parallelism.pp \* parallelism.virtual_stages \(8\)"),
+        (
+            dict(pp=4, global_batch=6, schedule="interleaved"),
+            r"micro_batch \* dp\) = 6\) to be divisible by "
+            r"parallelism.pp \(4\)",
+        ),
+        (
+            dict(pp=4, virtual_stages=2, global_batch=4, schedule="interleaved"),
+            r"model.layers \(12\) must be divisible by parallelism.pp \* parallelism.virtual_stages \(8\)",
+        ),
         (dict(dp_bucket="0B"), "dp_bucket"),
         (dict(virtual_stages=0), "virtual_stages"),
-    ]  # fmt: skip
+    ]
     for plan, message in bad:
         with pytest.raises(ValidationError, match=message):
             transformer(**plan)
@@ -141,9 +186,9 @@ def test_interleaved_sends_and_receives_match(pp: int, v: int) -> None:
 
 def test_embedding_and_head_sit_on_the_ends_of_the_model() -> None:
     # pp = 2, v = 2, 8 layers: stage 0 holds the model's chunks 0 and 2, stage 1 chunks 1 and 3.
-    graphs = unrolled_graphs(transformer(dict(SMALL, layers=8), pp=2, global_batch=2, schedule="interleaved", virtual_stages=2).graphs(
-        2
-    ))
+    graphs = unrolled_graphs(
+        transformer(dict(SMALL, layers=8), pp=2, global_batch=2, schedule="interleaved", virtual_stages=2).graphs(2)
+    )
     layers = [{n.name.split()[1] for n in g.nodes if n.type == workload_pb2.COMP_NODE} for g in graphs]
     assert layers == [
         {"embedding", "layer0", "layer1", "layer4", "layer5"},
@@ -156,7 +201,9 @@ def test_embedding_and_head_sit_on_the_ends_of_the_model() -> None:
 
 def test_interleaving_keeps_the_flops() -> None:
     def gemm_flops(workload: TransformerWorkload) -> int:
-        return sum(n.op.flops for g in unrolled_graphs(workload.graphs(4)) for n in g.nodes if n.type == workload_pb2.COMP_NODE)
+        return sum(
+            n.op.flops for g in unrolled_graphs(workload.graphs(4)) for n in g.nodes if n.type == workload_pb2.COMP_NODE
+        )
 
     one = transformer(pp=4, global_batch=8)
     three = transformer(pp=4, global_batch=8, schedule="interleaved", virtual_stages=3)
@@ -246,14 +293,17 @@ def activation_peak(graph: workload_pb2.ExecutionGraph) -> int:
 
 
 @pytest.mark.parametrize("recompute", ["none", "full"])
-@pytest.mark.parametrize(("schedule", "v", "in_flight"), [
-    ("gpipe", 1, [8, 8, 8, 8]),
-    ("1f1b", 1, [4, 3, 2, 1]),
-    # min(2 (pp - p - 1) + (v - 1) pp + 1, v m) chunks: stage 0 holds 11 chunks of 1 layer = 5.5 micro-batches'
-    # worth of its 2 layers, Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)) = 4 * 11/8.
-    ("interleaved", 2, [11, 9, 7, 5]),
-    ("interleaved", 1, [7, 5, 3, 1]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("schedule", "v", "in_flight"),
+    [
+        ("gpipe", 1, [8, 8, 8, 8]),
+        ("1f1b", 1, [4, 3, 2, 1]),
+        # min(2 (pp - p - 1) + (v - 1) pp + 1, v m) chunks: stage 0 holds 11 chunks of 1 layer = 5.5 micro-batches'
+        # worth of its 2 layers, Korthikanti et al.'s pp (1 + (pp - 1)/(pp v)) = 4 * 11/8.
+        ("interleaved", 2, [11, 9, 7, 5]),
+        ("interleaved", 1, [7, 5, 3, 1]),
+    ],
+)
 def test_activation_memory_along_the_graph_peaks_at_the_formula(
     recompute: str, schedule: str, v: int, in_flight: list[int]
 ) -> None:
@@ -301,9 +351,16 @@ def dp_all_reduces(graph: workload_pb2.ExecutionGraph) -> list[workload_pb2.Node
     return [n for n in graph.nodes if n.type == workload_pb2.COMM_COLL_NODE and n.pg_name == "dp"]
 
 
-@pytest.mark.parametrize(("bucket", "stage0", "stage1"), [
-    (None, 1, 1), ("100GB", 1, 1), ("1MB", 5, 4), ("1B", 5, 5), ("3MB", 3, 2),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("bucket", "stage0", "stage1"),
+    [
+        (None, 1, 1),
+        ("100GB", 1, 1),
+        ("1MB", 5, 4),
+        ("1B", 5, 5),
+        ("3MB", 3, 2),
+    ],
+)
 def test_buckets_conserve_the_gradient_bytes(bucket: object, stage0: int, stage1: int) -> None:
     # Stage 0 holds the embedding (0.58 MB of bf16 gradients) and layers 0-3, stage 1 layers 4-7 and the head
     # (0.51 MB); a layer's gradients are 1.58 MB. Buckets fill in backward order: with 1 byte, one per block;

@@ -37,18 +37,29 @@ def test_groups_follow_the_order() -> None:
 def test_a_consistent_relabelling_changes_no_time(order: tuple[str, ...]) -> None:
     """The same machine with its dimensions listed in the order of the axes gives the same iteration."""
     sizes = {"tp": 2, "pp": 2, "dp": 3}
-    kinds = {"tp": (RING, 2, 300 * 10**9, 500_000), "pp": (SWITCH, 2, 50 * 10**9, 2_000_000),
-             "dp": (RING, 3, 25 * 10**9, 3_000_000)}  # fmt: skip
+    kinds = {
+        "tp": (RING, 2, 300 * 10**9, 500_000),
+        "pp": (SWITCH, 2, 50 * 10**9, 2_000_000),
+        "dp": (RING, 3, 25 * 10**9, 3_000_000),
+    }
     workload = build(GPT, **sizes, order=list(order), global_batch=12)
     topo = topology(*(kinds[axis] for axis in order))
     representatives = workload.representatives(Grid(tuple(sizes[axis] for axis in order)))
     assert representatives is not None
-    result = simulate(all_graphs(workload), AnalyticalNetwork(), topo, SystemOptions(), compute=RooflineCompute(),
-                      device="h100", representatives=representatives)
+    result = simulate(
+        all_graphs(workload),
+        AnalyticalNetwork(),
+        topo,
+        SystemOptions(),
+        compute=RooflineCompute(),
+        device="h100",
+        representatives=representatives,
+    )
     reference = build(GPT, **sizes, global_batch=12)
     ref_topo = topology(*(kinds[axis] for axis in ("tp", "pp", "dp")))
-    expected = simulate(all_graphs(reference), AnalyticalNetwork(), ref_topo, SystemOptions(),
-                        compute=RooflineCompute(), device="h100")
+    expected = simulate(
+        all_graphs(reference), AnalyticalNetwork(), ref_topo, SystemOptions(), compute=RooflineCompute(), device="h100"
+    )
     assert result.total_time_ps == expected.total_time_ps
     assert sorted(n.finish_ps for n in result.per_npu) == sorted(n.finish_ps for n in expected.per_npu)
 

@@ -34,8 +34,13 @@ def config(requests: dict[str, Any], **pool: Any) -> ServingWorkloadConfig:
 
 
 def poisson(rate: str, count: int, prompt: int, output: int, seed: int = 0) -> dict[str, Any]:
-    return {"count": count, "seed": seed, "arrival": {"process": "poisson", "rate": rate},
-            "prompt": {"distribution": "fixed", "value": prompt}, "output": {"distribution": "fixed", "value": output}}  # fmt: skip
+    return {
+        "count": count,
+        "seed": seed,
+        "arrival": {"process": "poisson", "rate": rate},
+        "prompt": {"distribution": "fixed", "value": prompt},
+        "output": {"distribution": "fixed", "value": output},
+    }
 
 
 def run(cfg: ServingWorkloadConfig, kv_blocks: int = 100_000) -> dict[str, float]:
@@ -111,8 +116,13 @@ def test_chunked_prefill_lowers_p99_tpot_under_a_long_prompt_burst() -> None:
 
 
 def test_seeded_runs_reproduce_bit_for_bit_and_seeds_differ() -> None:
-    cfg = config({**poisson("30/s", 500, 0, 0, seed=7), "prompt": {"distribution": "lognormal", "median": 300,
-                  "sigma": 1.0, "max": 4000}, "output": {"distribution": "uniform", "low": 1, "high": 300}})  # fmt: skip
+    cfg = config(
+        {
+            **poisson("30/s", 500, 0, 0, seed=7),
+            "prompt": {"distribution": "lognormal", "median": 300, "sigma": 1.0, "max": 4000},
+            "output": {"distribution": "uniform", "low": 1, "high": 300},
+        }
+    )
     assert run(cfg) == run(cfg)
     other = config({**cfg.requests.model_dump(mode="json"), "seed": 8})
     assert run(other) != run(cfg)
@@ -122,7 +132,9 @@ def test_arrival_processes_have_their_rate_and_burstiness() -> None:
     """Gaps of a gamma process have the mean 1/rate and the coefficient of variation asked; fixed gaps none."""
     for process, cv in (("poisson", 1.0), ("gamma", 3.0), ("fixed", 0.0)):
         arrival = {"process": process, "rate": "50/s", **({"cv": cv} if process == "gamma" else {})}
-        requests = synthetic_requests(RequestsConfig.model_validate({**poisson("1/s", 20000, 8, 8), "arrival": arrival}))
+        requests = synthetic_requests(
+            RequestsConfig.model_validate({**poisson("1/s", 20000, 8, 8), "arrival": arrival})
+        )
         gaps = [b.arrival_ps - a.arrival_ps for a, b in zip(requests, requests[1:])]
         mean = sum(gaps) / len(gaps)
         spread = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
@@ -167,14 +179,28 @@ def test_the_kv_aware_router_avoids_a_full_cache_the_token_count_misses() -> Non
         ({"requests": {**poisson("0/s", 1, 8, 8)}}, "a request rate must be positive"),
         ({"requests": {**poisson("-3/s", 1, 8, 8)}}, "a request rate must be positive"),
         ({"requests": {**poisson("20", 1, 8, 8)}}, "20 has no unit; write it with one, e.g. 20/s"),
-        ({"pools": [{"parallelism": {"tp": 3}}]}, "workload.model.heads (16) must be divisible by workload.pools.0.parallelism.tp (3)"),
-        ({"pools": [{"parallelism": {"pp": 3}}]}, "workload.model.layers (4) must be divisible by workload.pools.0.parallelism.pp (3)"),
-        ({"pools": [{"scheduler": {"chunked_prefill": False, "token_budget": 4096}}]}, "scheduler.token_budget (4096) must hold"),
-        ({"pools": [{"role": "prefill"}]}, "workload.pools: prefill pools need a decode pool to hand their requests to"),
+        (
+            {"pools": [{"parallelism": {"tp": 3}}]},
+            "workload.model.heads (16) must be divisible by workload.pools.0.parallelism.tp (3)",
+        ),
+        (
+            {"pools": [{"parallelism": {"pp": 3}}]},
+            "workload.model.layers (4) must be divisible by workload.pools.0.parallelism.pp (3)",
+        ),
+        (
+            {"pools": [{"scheduler": {"chunked_prefill": False, "token_budget": 4096}}]},
+            "scheduler.token_budget (4096) must hold",
+        ),
+        (
+            {"pools": [{"role": "prefill"}]},
+            "workload.pools: prefill pools need a decode pool to hand their requests to",
+        ),
         ({"pools": [{"role": "decode"}]}, "workload.pools: decode pools need a prefill pool to receive requests from"),
         ({"pools": [{}, {"role": "decode"}]}, "role both (a replica runs whole requests) cannot mix with prefill"),
-        ({"pools": [{"role": "prefill", "router": "round_robin"}, {"role": "decode"}, {"role": "prefill"}]},
-         "the prefill pools route across all their replicas with one router, but name least_outstanding_tokens and round_robin"),
+        (
+            {"pools": [{"role": "prefill", "router": "round_robin"}, {"role": "decode"}, {"role": "prefill"}]},
+            "the prefill pools route across all their replicas with one router, but name least_outstanding_tokens and round_robin",
+        ),
         ({"pools": [{"role": "mixed"}]}, "role"),
     ],
 )
@@ -190,7 +216,10 @@ def test_rates_read_with_their_units() -> None:
 
 def disaggregated(requests: dict[str, Any], prefill: int = 1, decode: int = 1) -> ServingWorkloadConfig:
     """The small model with ``prefill`` prefill replicas and ``decode`` decode replicas."""
-    pools = [{"name": "prefill", "role": "prefill", "replicas": prefill}, {"name": "decode", "role": "decode", "replicas": decode}]
+    pools = [
+        {"name": "prefill", "role": "prefill", "replicas": prefill},
+        {"name": "decode", "role": "decode", "replicas": decode},
+    ]
     return ServingWorkloadConfig.model_validate({"model": MODEL, "pools": pools, "requests": requests, "bucket": 16})
 
 

@@ -27,9 +27,22 @@ from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pool
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 US = 10**6  # picoseconds
-MODEL = {"layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "ffn": 2816, "vocab": 32000, "seq_len": 4096,
-         "experts": 8, "top_k": 2, "activation": "swiglu", "bias": False, "norm": "rmsnorm", "position_embedding": "rope",
-         "tie_embeddings": False}  # fmt: skip
+MODEL = {
+    "layers": 4,
+    "hidden": 1024,
+    "heads": 16,
+    "kv_heads": 4,
+    "ffn": 2816,
+    "vocab": 32000,
+    "seq_len": 4096,
+    "experts": 8,
+    "top_k": 2,
+    "activation": "swiglu",
+    "bias": False,
+    "norm": "rmsnorm",
+    "position_embedding": "rope",
+    "tie_embeddings": False,
+}
 DENSE = {key: value for key, value in MODEL.items() if key not in ("experts", "top_k")}
 STUDY: dict[str, Any] = {
     "name": "moe-serving",
@@ -37,14 +50,18 @@ STUDY: dict[str, Any] = {
         "kind": "serving",
         "model": MODEL,
         "pools": [{"replicas": 4, "parallelism": {"tp": 2}, "scheduler": {"max_batch": 32, "token_budget": 1024}}],
-        "requests": {"count": 40, "seed": 3, "arrival": {"process": "poisson", "rate": "200/s"},
-                     "prompt": {"distribution": "uniform", "low": 100, "high": 900},
-                     "output": {"distribution": "uniform", "low": 2, "high": 40}},
+        "requests": {
+            "count": 40,
+            "seed": 3,
+            "arrival": {"process": "poisson", "rate": "200/s"},
+            "prompt": {"distribution": "uniform", "low": 100, "high": 900},
+            "output": {"distribution": "uniform", "low": 2, "high": 40},
+        },
     },
     "system": {"algorithm": "direct"},
     "network": {"topology": [{"kind": "switch", "size": 8, "bandwidth": "100GB/s", "latency": "1us"}]},
     "compute": {"backend": "roofline", "device": "h100"},
-}  # fmt: skip
+}
 
 
 def study(ep: int | None = None, network: str = "analytical", **requests: Any) -> dict[str, Any]:
@@ -59,8 +76,13 @@ def study(ep: int | None = None, network: str = "analytical", **requests: Any) -
 
 def lone(ep: int) -> dict[str, Any]:
     """One 700-token request a second, five tokens out: no two requests ever meet."""
-    return study(ep, count=6, arrival={"process": "fixed", "rate": "1/s"},
-                 prompt={"distribution": "fixed", "value": 700}, output={"distribution": "fixed", "value": 5})  # fmt: skip
+    return study(
+        ep,
+        count=6,
+        arrival={"process": "fixed", "rate": "1/s"},
+        prompt={"distribution": "fixed", "value": 700},
+        output={"distribution": "fixed", "value": 5},
+    )
 
 
 @contextmanager
@@ -137,8 +159,9 @@ def test_each_npu_holds_the_dense_part_and_its_groups_share_of_the_experts() -> 
         layer = (1024 * 1536 + 1024 * 1024) // 2 + 2 * 1024 + 1024 * 8 + 8 // ep * (3 * 1024 * 2816 // 2)
         parameters = 4 * layer + 32000 * 1024 // 2 + 1024 + 32000 * 1024 // 2
         pools = [{"replicas": 4, "parallelism": {"tp": 2, "ep": ep}}]
-        config = ServingWorkloadConfig.model_validate({"model": MODEL, "pools": pools,
-                                                       "requests": STUDY["workload"]["requests"]})  # fmt: skip
+        config = ServingWorkloadConfig.model_validate(
+            {"model": MODEL, "pools": pools, "requests": STUDY["workload"]["requests"]}
+        )
         assert ServingRequestsWorkload(config).kv_budget(80 * 10**9).weights == 2 * parameters, ep
     assert serving(lone(4))["weights_bytes_per_npu"] == 2 * (4 * (1310720 + 2048 + 8192 + 2 * 4325376) + 32769024)
 
@@ -162,9 +185,14 @@ def test_a_group_steps_in_lock_step_its_slowest_member_setting_the_pace() -> Non
     """Two members, a 512-token and a 16-token prompt arriving together, round robin: both first tokens come at
     max(own parts) + expert part(528 group tokens, 512 the busiest), and every iteration starts on both at once
     (the samples), the idle member running empty batches while the other decodes."""
-    config = ServingWorkloadConfig.model_validate({
-        "model": MODEL, "bucket": 16, "requests": STUDY["workload"]["requests"],
-        "pools": [{"replicas": 2, "router": "round_robin", "parallelism": {"ep": 2}}]})  # fmt: skip
+    config = ServingWorkloadConfig.model_validate(
+        {
+            "model": MODEL,
+            "bucket": 16,
+            "requests": STUDY["workload"]["requests"],
+            "pools": [{"replicas": 2, "router": "round_robin", "parallelism": {"ep": 2}}],
+        }
+    )
     requests = [Request(0, 0, 512, 3), Request(1, 0, 16, 6)]
     run = simulate_pools(requests, [PoolSetup(config.pools[0], 10_000, linear, experts=experts)], config.bucket)
     first = max(linear(iteration_shape([(512, 512)], [], 1, 16)), linear(iteration_shape([(16, 16)], [], 1, 16)))
@@ -186,13 +214,20 @@ def test_an_ep_run_is_deterministic() -> None:
 
 
 MESSAGES = [
-    ({"replicas": 3, "parallelism": {"ep": 2}},
-     "workload.pools.0.parallelism.ep (2) must divide workload.pools.0.replicas (3)"),
-    ({"replicas": 3, "parallelism": {"ep": 3}}, "workload.model.experts (8) must be divisible by workload.pools.0.parallelism.ep (3)"),
+    (
+        {"replicas": 3, "parallelism": {"ep": 2}},
+        "workload.pools.0.parallelism.ep (2) must divide workload.pools.0.replicas (3)",
+    ),
+    (
+        {"replicas": 3, "parallelism": {"ep": 3}},
+        "workload.model.experts (8) must be divisible by workload.pools.0.parallelism.ep (3)",
+    ),
     ({"replicas": 2, "parallelism": {"ep": 2, "pp": 2}}, "workload.pools.0.parallelism.ep (2) needs parallelism.pp 1"),
-    ({"replicas": 2, "parallelism": {"ep": 2}, "speculative": {"tokens": 3, "acceptance": 0.5, "draft": DENSE}},
-     "workload.pools.0.parallelism.ep (2): speculative decoding on an expert-parallel pool is not modelled"),
-]  # fmt: skip
+    (
+        {"replicas": 2, "parallelism": {"ep": 2}, "speculative": {"tokens": 3, "acceptance": 0.5, "draft": DENSE}},
+        "workload.pools.0.parallelism.ep (2): speculative decoding on an expert-parallel pool is not modelled",
+    ),
+]
 
 
 @pytest.mark.parametrize(("pool", "message"), MESSAGES)
@@ -203,7 +238,11 @@ def test_bad_expert_parallelism_says_what_is_wrong(pool: dict[str, Any], message
 
 
 def test_expert_parallelism_on_a_dense_model_is_refused() -> None:
-    data = {"model": DENSE, "pools": [{"replicas": 2, "parallelism": {"ep": 2}}], "requests": STUDY["workload"]["requests"]}
+    data = {
+        "model": DENSE,
+        "pools": [{"replicas": 2, "parallelism": {"ep": 2}}],
+        "requests": STUDY["workload"]["requests"],
+    }
     message = "workload.pools.0.parallelism.ep (2) needs a mixture of experts, but workload.model is dense"
     with pytest.raises(ValidationError, match=re.escape(message)):
         ServingWorkloadConfig.model_validate(data)

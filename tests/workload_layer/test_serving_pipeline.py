@@ -22,9 +22,11 @@ def pipelined(requests: dict[str, Any], pp: int, **scheduler: Any) -> ServingWor
 
 def split(pp: int) -> Any:
     """test_serving's linear pricer, its time split evenly over ``pp`` stages (a remainder on the last)."""
+
     def pricer(shape: IterationShape) -> int | tuple[int, ...]:
         total = linear_pricer(shape)
         return total if pp == 1 else (total // pp,) * (pp - 1) + (total - (pp - 1) * (total // pp),)
+
     return pricer
 
 

@@ -22,8 +22,9 @@ from tests.workload_layer.test_serving import MODEL, MS, poisson
 DRAFT = {"layers": 2, "hidden": 256, "heads": 4, "kv_heads": 2, "seq_len": 16384, "vocab": 32000}
 
 
-def speculative_config(acceptance: float | None = 0.8, seed: int = 0, speculate: bool = True,
-                       **extra: Any) -> ServingWorkloadConfig:  # fmt: skip
+def speculative_config(
+    acceptance: float | None = 0.8, seed: int = 0, speculate: bool = True, **extra: Any
+) -> ServingWorkloadConfig:
     """The small model of test_serving, one replica, 4 proposals a step from a 2-layer draft (none without
     ``speculate``), requests 20 s apart (never together) of 64 prompt and 1,001 output tokens."""
     speculative: dict[str, Any] = {"draft": DRAFT, "tokens": 4, **extra}
@@ -93,8 +94,12 @@ def test_a_step_runs_the_drafts_k_passes_then_the_target_over_k_plus_one_positio
     assert [repeats for repeats, _ in works] == [1, 3, 1]
 
     def ops(work: Any, name: str) -> list[Any]:
-        return [step.op for _, stage in enumerate(work.stages) for _, step in stage
-                if isinstance(step, Compute) and step.op.name == name]  # fmt: skip
+        return [
+            step.op
+            for _, stage in enumerate(work.stages)
+            for _, step in stage
+            if isinstance(step, Compute) and step.op.name == name
+        ]
 
     first, later, target = (work for _, work in works)
     assert ops(first, "qkv")[0].gemm.m == 64 + 3  # the prompt chunk and one token per decode, through the draft
@@ -125,7 +130,11 @@ def test_the_draft_takes_weights_and_a_share_of_every_block() -> None:
         ({"acceptance": 0.5, "tokens": 0}, {}, "tokens"),
         ({"acceptance": 0.5, "draft": {**DRAFT, "vocab": 50000}}, {}, "draft.vocab (50000) must be the target's"),
         ({"acceptance": 0.5, "tp": 3}, {"parallelism": {"tp": 4}}, "speculative.tp (3) must be 1 or the pool's"),
-        ({"acceptance": 0.5}, {"parallelism": {"tp": 8}}, "speculative.draft.heads (4) must be divisible by the draft's tp (8)"),
+        (
+            {"acceptance": 0.5},
+            {"parallelism": {"tp": 8}},
+            "speculative.draft.heads (4) must be divisible by the draft's tp (8)",
+        ),
         ({"acceptance": 0.5}, {"parallelism": {"pp": 2}}, "needs parallelism.pp 1"),
     ],
 )
@@ -140,5 +149,7 @@ def test_bad_speculative_settings_say_what_is_wrong(
 
 def test_speculation_on_a_disaggregated_pool_is_refused() -> None:
     pools = [{"role": "prefill"}, {"role": "decode", "speculative": {"draft": DRAFT, "tokens": 2, "acceptance": 0.5}}]
-    with pytest.raises(ValidationError, match="workload.pools.1.speculative: speculative decoding runs on pools of role both"):
+    with pytest.raises(
+        ValidationError, match="workload.pools.1.speculative: speculative decoding runs on pools of role both"
+    ):
         ServingWorkloadConfig.model_validate({"model": MODEL, "pools": pools, "requests": poisson("1/s", 1, 8, 8)})

@@ -26,17 +26,30 @@ STUDY: dict[str, Any] = {
     "name": "serving",
     "workload": {
         "kind": "serving",
-        "model": {"layers": 8, "hidden": 2048, "heads": 16, "kv_heads": 4, "seq_len": 4096, "vocab": 32000,
-                  "activation": "swiglu", "ffn": 5632},
+        "model": {
+            "layers": 8,
+            "hidden": 2048,
+            "heads": 16,
+            "kv_heads": 4,
+            "seq_len": 4096,
+            "vocab": 32000,
+            "activation": "swiglu",
+            "ffn": 5632,
+        },
         "pools": [{"replicas": 2, "parallelism": {"tp": 2}, "scheduler": {"max_batch": 32, "token_budget": 1024}}],
-        "requests": {"count": 30, "seed": 2, "arrival": {"process": "fixed", "rate": "1/s"},
-                     "prompt": {"distribution": "fixed", "value": 700}, "output": {"distribution": "fixed", "value": 5}},
+        "requests": {
+            "count": 30,
+            "seed": 2,
+            "arrival": {"process": "fixed", "rate": "1/s"},
+            "prompt": {"distribution": "fixed", "value": 700},
+            "output": {"distribution": "fixed", "value": 5},
+        },
         "slo": {"ttft": "50ms", "tpot": "5ms"},
     },
     "system": {"algorithm": "ring"},
     "network": {"topology": [{"kind": "switch", "size": 4, "bandwidth": "300GB/s", "latency": "1us"}]},
     "compute": {"backend": "roofline", "device": "h100"},
-}  # fmt: skip
+}
 
 SERVING_SWEEP = Path(__file__).resolve().parents[2] / "examples" / "explore" / "serving_replicas.yaml"
 
@@ -98,14 +111,21 @@ def test_decode_is_memory_bound_on_the_weights() -> None:
 
 def test_a_trace_replays_in_azure_and_plain_formats(tmp_path: Path) -> None:
     azure = tmp_path / "azure.csv"
-    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6000000,300,4\n"
-                     "2023-11-16 18:15:46.1000000,200,3\n2023-11-16 18:15:47.1,100,2\n")  # fmt: skip
+    azure.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6000000,300,4\n"
+        "2023-11-16 18:15:46.1000000,200,3\n2023-11-16 18:15:47.1,100,2\n"
+    )
     requests = read_trace(azure)
     assert [(r.arrival_ps, r.prompt_tokens, r.output_tokens) for r in requests] == [
-        (0, 200, 3), (500_000_000_000, 300, 4), (1_000_000_000_000, 100, 2)]  # fmt: skip
+        (0, 200, 3),
+        (500_000_000_000, 300, 4),
+        (1_000_000_000_000, 100, 2),
+    ]
     plain = tmp_path / "plain.jsonl"
-    plain.write_text('{"arrival_ms": 5, "prompt_tokens": 10, "output_tokens": 2}\n\n'
-                     '{"arrival_ms": 1.5, "prompt_tokens": 20, "output_tokens": 1}\n')  # fmt: skip
+    plain.write_text(
+        '{"arrival_ms": 5, "prompt_tokens": 10, "output_tokens": 2}\n\n'
+        '{"arrival_ms": 1.5, "prompt_tokens": 20, "output_tokens": 1}\n'
+    )
     assert [(r.arrival_ps, r.prompt_tokens) for r in read_trace(plain)] == [(1_500_000_000, 20), (5_000_000_000, 10)]
     data = study(requests={"trace": {"path": str(azure)}})
     report = run_study(parse_study(data, "serving.yaml"))
@@ -124,11 +144,20 @@ def run_cli(tmp_path: Path, data: dict[str, Any], capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ("arrival_s,prompt_tokens,output_tokens\n0,10,2\n0.5,ten,2\n", "trace.csv: line 3: prompt_tokens must be a whole number"),
+        (
+            "arrival_s,prompt_tokens,output_tokens\n0,10,2\n0.5,ten,2\n",
+            "trace.csv: line 3: prompt_tokens must be a whole number",
+        ),
         ("arrival_s,prompt_tokens,output_tokens\n0,10,2\n1,10\n", "trace.csv: line 3: expected 3 columns"),
-        ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 25:00:00,10,2\n", "trace.csv: line 2: TIMESTAMP is not a valid"),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 25:00:00,10,2\n",
+            "trace.csv: line 2: TIMESTAMP is not a valid",
+        ),
         ("when,tokens\n1,2\n", "trace.csv: line 2: expected the columns TIMESTAMP"),
-        ("arrival_s,prompt_tokens,output_tokens\n0,4000,200\n", "request 0 (in arrival order) has 4000 prompt and 200 output"),
+        (
+            "arrival_s,prompt_tokens,output_tokens\n0,4000,200\n",
+            "request 0 (in arrival order) has 4000 prompt and 200 output",
+        ),
     ],
 )
 def test_a_malformed_trace_is_one_message_naming_the_line(
@@ -168,7 +197,9 @@ def test_a_prompt_beyond_the_context_and_a_rate_of_zero_are_refused(
     assert code != 0 and "workload.requests.arrival.rate" in err and "must be positive" in err
 
 
-def test_millions_of_long_requests_are_refused_by_the_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_millions_of_long_requests_are_refused_by_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = study()
     data["workload"]["requests"] |= {"count": 10_000_000, "output": {"distribution": "fixed", "value": 2000}}
     path = tmp_path / "study.yaml"
@@ -180,7 +211,9 @@ def test_millions_of_long_requests_are_refused_by_the_budget(tmp_path: Path, cap
 def test_out_draws_the_serving_timeline_and_traces_counters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     data = study()
-    data["workload"]["pools"][0]["router"] = "round_robin"  # both replicas serve (the least loaded would be 0 each time)
+    data["workload"]["pools"][0]["router"] = (
+        "round_robin"  # both replicas serve (the least loaded would be 0 each time)
+    )
     path = tmp_path / "study.yaml"
     path.write_text(json.dumps(data))
     assert cli.main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
@@ -219,13 +252,16 @@ def test_a_sweep_varies_replicas_and_rate_against_a_p99_ttft_slo(tmp_path: Path)
 
     base = study()
     base["workload"]["requests"] |= {"count": 200, "arrival": {"process": "poisson", "rate": "3000/s"}}
-    outcome = sweep({
-        "study": base,
-        "space": {"workload.pools.0.replicas": [1, 2]},
-        "objectives": [{"metric": "serving.ttft_p99_ns", "goal": "min"}],
-        "constraints": [{"metric": "serving.requests_per_second", "min": 1}],
-        "search": {"method": "grid"},
-    }, workers=1)  # fmt: skip
+    outcome = sweep(
+        {
+            "study": base,
+            "space": {"workload.pools.0.replicas": [1, 2]},
+            "objectives": [{"metric": "serving.ttft_p99_ns", "goal": "min"}],
+            "constraints": [{"metric": "serving.requests_per_second", "min": 1}],
+            "search": {"method": "grid"},
+        },
+        workers=1,
+    )
     ttft = {trial.params["workload.pools.0.replicas"]: trial.metrics["serving.ttft_p99_ns"] for trial in outcome.trials}
     assert ttft[2] < ttft[1]
 
@@ -234,9 +270,20 @@ def disaggregated_study(**decode: Any) -> dict[str, Any]:
     """One TP-2 prefill replica on NPUs 0-1 and one TP-2 decode replica on NPUs 2-3 of the 4-NPU switch."""
     data = study()
     data["workload"]["pools"] = [
-        {"name": "prefill", "role": "prefill", "parallelism": {"tp": 2}, "scheduler": {"max_batch": 32, "token_budget": 1024}},
-        {"name": "decode", "role": "decode", "parallelism": {"tp": 2}, "scheduler": {"max_batch": 32, "token_budget": 1024}, **decode},
-    ]  # fmt: skip
+        {
+            "name": "prefill",
+            "role": "prefill",
+            "parallelism": {"tp": 2},
+            "scheduler": {"max_batch": 32, "token_budget": 1024},
+        },
+        {
+            "name": "decode",
+            "role": "decode",
+            "parallelism": {"tp": 2},
+            "scheduler": {"max_batch": 32, "token_budget": 1024},
+            **decode,
+        },
+    ]
     return data
 
 
@@ -251,8 +298,13 @@ def test_a_kv_cache_moves_between_pools_over_the_network() -> None:
     move_ps = quantised(700 * 16384) / 2 / 300e9 * 1e12
     assert move_ps < split["kv_transfer_mean_ps"] < move_ps * 1.05 + 10**7
     assert split["ttft_mean_ps"] == colocated["ttft_mean_ps"]
-    assert split["tpot_mean_ps"] == pytest.approx(colocated["tpot_mean_ps"] + split["kv_transfer_mean_ps"] / 4, rel=1e-9)
-    assert "KV transfers     30 prefill to decode: mean " in run_study(parse_study(disaggregated_study(), "s.yaml")).to_text()
+    assert split["tpot_mean_ps"] == pytest.approx(
+        colocated["tpot_mean_ps"] + split["kv_transfer_mean_ps"] / 4, rel=1e-9
+    )
+    assert (
+        "KV transfers     30 prefill to decode: mean "
+        in run_study(parse_study(disaggregated_study(), "s.yaml")).to_text()
+    )
 
 
 def test_a_pool_on_its_own_device_is_priced_on_it() -> None:
@@ -263,8 +315,9 @@ def test_a_pool_on_its_own_device_is_priced_on_it() -> None:
     assert h100 is not None and a100 is not None
     assert a100["ttft_mean_ps"] == h100["ttft_mean_ps"] and a100["tpot_mean_ps"] > h100["tpot_mean_ps"] * 1.3
     assert a100["kv_capacity_bytes_per_npu.decode"] == h100["kv_capacity_bytes_per_npu.decode"]  # both hold 80 GB
-    slower = run_study(parse_study(disaggregated_study(device={"preset": "h100", "memory_bandwidth": "2TB/s"}),
-                                   "serving.yaml")).serving  # a described device named like the preset, priced apart
+    slower = run_study(
+        parse_study(disaggregated_study(device={"preset": "h100", "memory_bandwidth": "2TB/s"}), "serving.yaml")
+    ).serving  # a described device named like the preset, priced apart
     assert slower is not None and slower["tpot_mean_ps"] > h100["tpot_mean_ps"] * 1.3
 
 
@@ -314,9 +367,12 @@ def test_the_throughput_ceiling_at_saturation_is_the_batch_roofline() -> None:
     simulated rate lies within 5 % below the roofline and never above it (but for the rounding's 1 %)."""
     data = study()
     data["workload"]["pools"][0] |= {"replicas": 1, "scheduler": {"max_batch": 32, "token_budget": 4096}}
-    data["workload"]["requests"] |= {"count": 320, "arrival": {"process": "fixed", "rate": "1000000/s"},
-                                     "prompt": {"distribution": "fixed", "value": 64},
-                                     "output": {"distribution": "fixed", "value": 512}}  # fmt: skip
+    data["workload"]["requests"] |= {
+        "count": 320,
+        "arrival": {"process": "fixed", "rate": "1000000/s"},
+        "prompt": {"distribution": "fixed", "value": 64},
+        "output": {"distribution": "fixed", "value": 512},
+    }
     parsed = parse_study(data, "serving.yaml")
     serving = run_study(parsed).serving
     assert serving is not None
@@ -332,8 +388,12 @@ def test_the_serving_sweep_example_finds_the_replicas_that_hold_the_slo_at_each_
     from stratasim.explore import sweep
 
     outcome = sweep(SERVING_SWEEP, workers=1)
-    ttft = {(trial.params["workload.pools.0.replicas"], trial.params["workload.requests.arrival.rate"]):
-            trial.metrics["serving.ttft_p99_ns"] for trial in outcome.trials}  # fmt: skip
+    ttft = {
+        (trial.params["workload.pools.0.replicas"], trial.params["workload.requests.arrival.rate"]): trial.metrics[
+            "serving.ttft_p99_ns"
+        ]
+        for trial in outcome.trials
+    }
     assert len(ttft) == 12
     assert ttft[2, "60/s"] > 2e9 > ttft[8, "60/s"]
     assert all(ttft[8, rate] <= ttft[2, rate] for rate in ("20/s", "40/s", "60/s"))
@@ -344,10 +404,18 @@ def test_swap_preemption_runs_from_a_study_and_reports_its_copies(
 ) -> None:
     """Thirty 700-token prompts at once into 100 blocks (16 tokens, 128 KiB each on an NPU): two run at a time
     and, growing to 900 tokens, one is swapped out over the 32 GB/s host link (4.096 us a block) and back."""
-    data = study(requests={**STUDY["workload"]["requests"], "arrival": {"process": "fixed", "rate": "1000/s"},
-                           "output": {"distribution": "fixed", "value": 200}})  # fmt: skip
-    data["workload"]["pools"][0]["scheduler"] |= {"kv_capacity": "12.5MiB", "preemption": "swap",
-                                                  "swap_bandwidth": "32GB/s"}  # fmt: skip
+    data = study(
+        requests={
+            **STUDY["workload"]["requests"],
+            "arrival": {"process": "fixed", "rate": "1000/s"},
+            "output": {"distribution": "fixed", "value": 200},
+        }
+    )
+    data["workload"]["pools"][0]["scheduler"] |= {
+        "kv_capacity": "12.5MiB",
+        "preemption": "swap",
+        "swap_bandwidth": "32GB/s",
+    }
     serving = run_study(parse_study(data, "serving.yaml")).serving
     assert serving["swap_outs"] == serving["preemptions"] > 0
     assert serving["swap_time_ps"] > 0 and serving["swap_time_ps"] % (2 * 4_096_000) == 0
@@ -391,8 +459,9 @@ def test_a_pipelined_replica_prices_each_stage_and_a_lone_request_crosses_them_a
 ) -> None:
     """One TP-2 x PP-2 replica: the pricer gives each stage's part (the second's including the activation's
     transfer from the first), and one request at a time sees their sum as TTFT."""
-    data = study(pools=[{"replicas": 1, "parallelism": {"tp": 2, "pp": 2},
-                         "scheduler": {"max_batch": 32, "token_budget": 1024}}])  # fmt: skip
+    data = study(
+        pools=[{"replicas": 1, "parallelism": {"tp": 2, "pp": 2}, "scheduler": {"max_batch": 32, "token_budget": 1024}}]
+    )
     parsed = parse_study(data, "serving.yaml")
     serving = run_study(parsed).serving
     assert serving is not None

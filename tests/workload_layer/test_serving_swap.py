@@ -76,8 +76,9 @@ def test_a_host_memory_too_small_for_any_victim_recomputes_them_all_exactly_as_r
 
 
 def test_swap_without_chunked_prefill_also_resumes_every_sequence() -> None:
-    cfg = config(poisson("200/s", 200, 512, 256, seed=2), max_batch=32, chunked_prefill=False,
-                 token_budget=16384, **SWAP)  # fmt: skip
+    cfg = config(
+        poisson("200/s", 200, 512, 256, seed=2), max_batch=32, chunked_prefill=False, token_budget=16384, **SWAP
+    )
     run = simulate(cfg, 400, HostSwap(blocks=10_000, block_ps=1000))
     assert run.swap_outs > 0
     assert all(s.generated == 256 and s.prefill_target == 512 for s in run.sequences)

@@ -19,11 +19,14 @@ from stratasim.workload_layer.traces.chakra import DURATION_ATTR, ROOT_ATTR, rea
 from stratasim.workload_layer.traces.native import StrataSimTraceWorkload
 from tests.workload_layer.transformer_helpers import GPT
 
-NETWORK = {"backend": "analytical", "topology": [
-    {"kind": "ring", "size": 2, "bandwidth": "300GB/s", "latency": "500ns"},
-    {"kind": "ring", "size": 2, "bandwidth": "100GB/s", "latency": "1us"},
-    {"kind": "switch", "size": 2, "bandwidth": "50GB/s", "latency": "2us"},
-]}  # fmt: skip
+NETWORK = {
+    "backend": "analytical",
+    "topology": [
+        {"kind": "ring", "size": 2, "bandwidth": "300GB/s", "latency": "500ns"},
+        {"kind": "ring", "size": 2, "bandwidth": "100GB/s", "latency": "1us"},
+        {"kind": "switch", "size": 2, "bandwidth": "50GB/s", "latency": "2us"},
+    ],
+}
 COMPUTE = {"backend": "roofline", "device": "h100"}
 TRANSFORMER = {
     "kind": "transformer",
@@ -35,15 +38,24 @@ WORKLOADS = {
     "transformer": TRANSFORMER,
     # a root, which Chakra has no field for, and one graph object shared by every NPU
     "broadcast": {"kind": "collective", "collective": "broadcast", "size": "3MiB", "root": 5, "repeat": 2},
-    "inference": {"kind": "transformer_inference", "model": GPT, "serving": {"batch": 4, "prompt_len": 64, "generate": 4},
-                  "parallelism": {"tp": 2, "pp": 4}},  # fmt: skip
+    "inference": {
+        "kind": "transformer_inference",
+        "model": GPT,
+        "serving": {"batch": 4, "prompt_len": 64, "generate": 4},
+        "parallelism": {"tp": 2, "pp": 4},
+    },
 }
 REPLAY_KIND = {"chakra": "chakra", "stratasim": "stratasim_trace"}
 
 
 def study(workload: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "export", "workload": workload, "system": {"algorithm": "ring", "splits": 2},
-            "network": NETWORK, "compute": COMPUTE}  # fmt: skip
+    return {
+        "name": "export",
+        "workload": workload,
+        "system": {"algorithm": "ring", "splits": 2},
+        "network": NETWORK,
+        "compute": COMPUTE,
+    }
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -78,8 +90,11 @@ def test_chakra_export_keeps_exact_durations_and_roots_in_attributes(
     assert run_cli(capsys, "trace", "export", str(path), str(tmp_path / "t"), "--to", "chakra")[0] == 0
     _, nodes = read_trace(tmp_path / "t.0.et")
     computes = [node for node in nodes if node.type == et.COMP_NODE]
-    exact = [next(attr.int64_val for attr in node.attr if attr.name == DURATION_ATTR)
-             for node in computes if any(attr.name == DURATION_ATTR for attr in node.attr)]  # fmt: skip
+    exact = [
+        next(attr.int64_val for attr in node.attr if attr.name == DURATION_ATTR)
+        for node in computes
+        if any(attr.name == DURATION_ATTR for attr in node.attr)
+    ]
     assert exact, "a roofline-priced GEMM of a small GPT is not a whole number of microseconds"
     assert all(node.duration_micros == round(ps / 10**6) for node, ps in zip(computes, exact) if ps % 10**6)
     path.write_text(yaml.safe_dump(study(WORKLOADS["broadcast"])), encoding="utf-8")
@@ -92,12 +107,18 @@ def test_chakra_export_keeps_exact_durations_and_roots_in_attributes(
     ("options", "message"),
     [
         (("--to", "json"), "error: --to: expected chakra or stratasim, got 'json'\n"),
-        (("--to", "chakra", "--max-npus", "0"), "error: --max-npus: expected a whole number of NPUs, at least 1, got '0'\n"),
-        (("--to", "chakra", "--max-npus", "4"), "error: export: the workload runs on 8 NPUs and an export writes one file "
-         "per NPU, more than the limit of 4; raise it with --max-npus 8 to export them all\n"),
+        (
+            ("--to", "chakra", "--max-npus", "0"),
+            "error: --max-npus: expected a whole number of NPUs, at least 1, got '0'\n",
+        ),
+        (
+            ("--to", "chakra", "--max-npus", "4"),
+            "error: export: the workload runs on 8 NPUs and an export writes one file "
+            "per NPU, more than the limit of 4; raise it with --max-npus 8 to export them all\n",
+        ),
         (("--to", "stratasim", "--set", "workload.parallelism.tp=3"), "error: "),
     ],
-)  # fmt: skip
+)
 def test_bad_options_are_one_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, options: tuple[str, ...], message: str
 ) -> None:

@@ -18,19 +18,36 @@ from stratasim.workload_layer.traces.chakra import read_trace, write_trace
 from tests.workload_layer.transformer_helpers import GPT
 
 
-def study(dp: int, workload: dict[str, Any] | None = None, order: tuple[str, ...] = ("tp", "pp", "dp")) -> dict[str, Any]:
+def study(
+    dp: int, workload: dict[str, Any] | None = None, order: tuple[str, ...] = ("tp", "pp", "dp")
+) -> dict[str, Any]:
     """A study on tp 2 x pp 2 x ``dp`` NPUs, two micro-batches per replica (weak scaling: the batch grows with DP),
     the groups mapped onto the topology's dimensions in ``order``."""
-    plan = {"tp": 2, "pp": 2, "dp": dp, "schedule": "1f1b", "micro_batch": 1, "global_batch": 2 * dp,
-            "dp_bucket": "4MiB", "order": list(order)}  # fmt: skip
+    plan = {
+        "tp": 2,
+        "pp": 2,
+        "dp": dp,
+        "schedule": "1f1b",
+        "micro_batch": 1,
+        "global_batch": 2 * dp,
+        "dp_bucket": "4MiB",
+        "order": list(order),
+    }
     sizes = {"tp": 2, "pp": 2, "dp": dp}
     speeds = [("300GB/s", "500ns"), ("100GB/s", "1us"), ("50GB/s", "2us")]
-    return {"name": "rescale", "system": {"algorithm": "ring", "splits": 2},
-            "workload": workload or {"kind": "transformer", "model": GPT, "parallelism": plan},
-            "network": {"backend": "analytical", "topology": [
+    return {
+        "name": "rescale",
+        "system": {"algorithm": "ring", "splits": 2},
+        "workload": workload or {"kind": "transformer", "model": GPT, "parallelism": plan},
+        "network": {
+            "backend": "analytical",
+            "topology": [
                 {"kind": "ring" if i < 2 else "switch", "size": sizes[axis], "bandwidth": bandwidth, "latency": latency}
-                for i, (axis, (bandwidth, latency)) in enumerate(zip(order, speeds))]},
-            "compute": {"backend": "roofline", "device": "h100"}}  # fmt: skip
+                for i, (axis, (bandwidth, latency)) in enumerate(zip(order, speeds))
+            ],
+        },
+        "compute": {"backend": "roofline", "device": "h100"},
+    }
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -55,8 +72,9 @@ def test_a_rescaled_transformer_replays_to_the_time_built_directly(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, dp: int, order: tuple[str, ...]
 ) -> None:
     prefix = export(capsys, tmp_path, study(2, order=order))
-    code, out, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", str(4 * dp),
-                             "--dp", str(dp))  # fmt: skip
+    code, out, err = run_cli(
+        capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", str(4 * dp), "--dp", str(dp)
+    )
     assert (code, err) == (0, "") and f"wrote {4 * dp + 1} files" in out
     direct = run_study(parse_study(study(dp, order=order), "direct")).total_time_ps
     assert replayed(study(dp, order=order), tmp_path / "r") == direct
@@ -64,31 +82,61 @@ def test_a_rescaled_transformer_replays_to_the_time_built_directly(
 
 def test_a_purely_data_parallel_trace_needs_no_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     collective = {"kind": "collective", "collective": "all_reduce", "size": "8MiB", "repeat": 2}
-    prefix = export(capsys, tmp_path, {**study(2, collective), "network": {"backend": "analytical", "topology": [
-        {"kind": "ring", "size": 8, "bandwidth": "100GB/s", "latency": "1us"}]}})  # fmt: skip
+    prefix = export(
+        capsys,
+        tmp_path,
+        {
+            **study(2, collective),
+            "network": {
+                "backend": "analytical",
+                "topology": [{"kind": "ring", "size": 8, "bandwidth": "100GB/s", "latency": "1us"}],
+            },
+        },
+    )
     assert run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")[0] == 0
-    sixteen = {**study(2, collective), "network": {"backend": "analytical", "topology": [
-        {"kind": "ring", "size": 16, "bandwidth": "100GB/s", "latency": "1us"}]}}  # fmt: skip
+    sixteen = {
+        **study(2, collective),
+        "network": {
+            "backend": "analytical",
+            "topology": [{"kind": "ring", "size": 16, "bandwidth": "100GB/s", "latency": "1us"}],
+        },
+    }
     assert replayed(sixteen, tmp_path / "r") == run_study(parse_study(sixteen, "direct")).total_time_ps
 
 
 def test_the_plan_travels_in_the_metadata(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     prefix = export(capsys, tmp_path, study(2))
     metadata, _ = read_trace(f"{prefix}.5.et")
-    plan = {attr.name: getattr(attr, str(attr.WhichOneof("value"))) for attr in metadata.attr if "parallelism" in attr.name}
-    assert plan == {"stratasim.parallelism.tp": 2, "stratasim.parallelism.pp": 2, "stratasim.parallelism.dp": 2,
-                    "stratasim.parallelism.ep": 1, "stratasim.parallelism.zero": 0,
-                    "stratasim.parallelism.order": "tp,pp,dp"}  # fmt: skip
+    plan = {
+        attr.name: getattr(attr, str(attr.WhichOneof("value"))) for attr in metadata.attr if "parallelism" in attr.name
+    }
+    assert plan == {
+        "stratasim.parallelism.tp": 2,
+        "stratasim.parallelism.pp": 2,
+        "stratasim.parallelism.dp": 2,
+        "stratasim.parallelism.ep": 1,
+        "stratasim.parallelism.zero": 0,
+        "stratasim.parallelism.order": "tp,pp,dp",
+    }
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    (["--npus", "6"], "--npus 6: the trace's plan ({first}) has tp 2 x pp 2 = 4 ranks per data-parallel replica, "
-                      "so the rank count must be a positive multiple of 4"),
-    (["--npus", "8", "--dp", "4"], "--dp 4: with tp 2 and pp 2, --npus 8 makes dp 2"),
-    (["--npus", "8", "--tp", "4"], "--tp 4: the trace ({first}) was recorded with tp 2, and a trace's operators are "
-                                   "priced durations, not shapes, so TP cannot be re-sharded"),
-    (["--npus", "16", "--pp", "4"], "--pp 4: the trace ({first}) was recorded with pp 2"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--npus", "6"],
+            "--npus 6: the trace's plan ({first}) has tp 2 x pp 2 = 4 ranks per data-parallel replica, "
+            "so the rank count must be a positive multiple of 4",
+        ),
+        (["--npus", "8", "--dp", "4"], "--dp 4: with tp 2 and pp 2, --npus 8 makes dp 2"),
+        (
+            ["--npus", "8", "--tp", "4"],
+            "--tp 4: the trace ({first}) was recorded with tp 2, and a trace's operators are "
+            "priced durations, not shapes, so TP cannot be re-sharded",
+        ),
+        (["--npus", "16", "--pp", "4"], "--pp 4: the trace ({first}) was recorded with pp 2"),
+    ],
+)
 def test_a_plan_the_ranks_cannot_fill_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, options: list[str], message: str
 ) -> None:
@@ -101,12 +149,18 @@ def test_a_plan_the_ranks_cannot_fill_is_refused(
 def test_too_many_ranks_and_stale_rank_files_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     prefix = export(capsys, tmp_path, study(2))
     code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "400000000")
-    assert (code, err) == (2, "error: --npus 400000000: a rescaled trace has a file per rank, more than the limit of "
-                              "128; raise it with --max-npus 400000000\n")  # fmt: skip
+    assert (code, err) == (
+        2,
+        "error: --npus 400000000: a rescaled trace has a file per rank, more than the limit of "
+        "128; raise it with --max-npus 400000000\n",
+    )
     # Rescaling a trace onto itself, to fewer ranks, would leave ranks 4..7 to be read with the new ones.
     code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(prefix), "--npus", "4")
-    assert (code, err) == (2, f"error: {prefix}.4.et exists: the rescaled trace has ranks 0..3, and a replay would "
-                              "read it as one more; remove the old trace or write elsewhere\n")  # fmt: skip
+    assert (code, err) == (
+        2,
+        f"error: {prefix}.4.et exists: the rescaled trace has ranks 0..3, and a replay would "
+        "read it as one more; remove the old trace or write elsewhere\n",
+    )
 
 
 def test_one_replica_has_no_gradient_all_reduce_to_replicate(
@@ -114,11 +168,19 @@ def test_one_replica_has_no_gradient_all_reduce_to_replicate(
 ) -> None:
     prefix = export(capsys, tmp_path, study(1))
     code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")
-    assert (code, err) == (2, f"error: --npus 8: the trace ({prefix}.0.et) was recorded with dp 1, so it holds no "
-                              "gradient all-reduce to replicate; record it with at least 2 data-parallel replicas\n")
+    assert (code, err) == (
+        2,
+        f"error: --npus 8: the trace ({prefix}.0.et) was recorded with dp 1, so it holds no "
+        "gradient all-reduce to replicate; record it with at least 2 data-parallel replicas\n",
+    )
     collective = {"kind": "collective", "collective": "all_reduce", "size": "8MiB"}
-    single = {**study(1, collective), "network": {"backend": "analytical", "topology": [
-        {"kind": "ring", "size": 1, "bandwidth": "100GB/s", "latency": "1us"}]}}  # fmt: skip
+    single = {
+        **study(1, collective),
+        "network": {
+            "backend": "analytical",
+            "topology": [{"kind": "ring", "size": 1, "bandwidth": "100GB/s", "latency": "1us"}],
+        },
+    }
     (tmp_path / "single").mkdir()
     prefix = export(capsys, tmp_path / "single", single)
     code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")

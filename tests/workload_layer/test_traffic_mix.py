@@ -23,31 +23,43 @@ def mix(**config: object) -> TrafficMixWorkload:
 
 def test_tiles_talk_to_the_controller_of_their_column() -> None:
     # 4 tiles and 2 controllers (NPUs 4 and 5): tiles 0 and 2 use controller 4, tiles 1 and 3 controller 5.
-    workload = mix(tiles=4, memory_controllers=2, tasks=[
-        {"kind": "all_reduce", "size": "1MiB"}, {"kind": "dram_read", "size": "2MiB"},
-        {"kind": "dram_write", "size": "3MiB"},
-    ])  # fmt: skip
+    workload = mix(
+        tiles=4,
+        memory_controllers=2,
+        tasks=[
+            {"kind": "all_reduce", "size": "1MiB"},
+            {"kind": "dram_read", "size": "2MiB"},
+            {"kind": "dram_write", "size": "3MiB"},
+        ],
+    )
     assert workload.npus_required() == 6
     graphs = workload.graphs(6)
     tile = graphs[1].nodes
     assert [node.type for node in tile] == [
-        workload_pb2.COMM_COLL_NODE, workload_pb2.COMM_RECV_NODE, workload_pb2.COMM_SEND_NODE
+        workload_pb2.COMM_COLL_NODE,
+        workload_pb2.COMM_RECV_NODE,
+        workload_pb2.COMM_SEND_NODE,
     ]
     assert list(tile[0].group) == [0, 1, 2, 3] and tile[0].comm_bytes == 1 << 20
     assert [(node.peer, node.tag, node.comm_bytes, node.pg_name) for node in tile[1:]] == [
-        (5, 1, 2 << 20, "dram"), (5, 2, 3 << 20, "dram")
+        (5, 1, 2 << 20, "dram"),
+        (5, 2, 3 << 20, "dram"),
     ]
     controller = graphs[5].nodes
     assert [(node.type, node.peer, node.tag) for node in controller] == [
-        (workload_pb2.COMM_SEND_NODE, 1, 1), (workload_pb2.COMM_SEND_NODE, 3, 1),
-        (workload_pb2.COMM_RECV_NODE, 1, 2), (workload_pb2.COMM_RECV_NODE, 3, 2),
-    ]  # fmt: skip
+        (workload_pb2.COMM_SEND_NODE, 1, 1),
+        (workload_pb2.COMM_SEND_NODE, 3, 1),
+        (workload_pb2.COMM_RECV_NODE, 1, 2),
+        (workload_pb2.COMM_RECV_NODE, 3, 2),
+    ]
     assert all(not node.ctrl_deps for graph in graphs for node in graph.nodes)  # one round: all at once
 
 
 def test_rounds_follow_each_other_and_groups_are_kept() -> None:
-    workload = mix(repeat=2, tasks=[{"kind": "all_to_all", "size": "1024B", "group": [2, 0]},
-                                    {"kind": "all_reduce", "size": "1024B"}])  # fmt: skip
+    workload = mix(
+        repeat=2,
+        tasks=[{"kind": "all_to_all", "size": "1024B", "group": [2, 0]}, {"kind": "all_reduce", "size": "1024B"}],
+    )
     graphs = workload.graphs(4)
     assert workload.npus_required() is None
     first, second = graphs[0].nodes[:2], graphs[0].nodes[2:]
@@ -60,8 +72,10 @@ def test_tasks_overlap_on_the_analytical_network() -> None:
     # A read and a write of S on a 3-NPU ring (two tiles, controller 2): each transfer is one hop, and the
     # read and the write of a tile overlap, so everything ends after one message time.
     size, bandwidth, latency = 1 << 20, 50 * 10**9, 500_000
-    workload = mix(memory_controllers=1, tasks=[{"kind": "dram_read", "size": f"{size}B"},
-                                                {"kind": "dram_write", "size": f"{size}B"}])  # fmt: skip
+    workload = mix(
+        memory_controllers=1,
+        tasks=[{"kind": "dram_read", "size": f"{size}B"}, {"kind": "dram_write", "size": f"{size}B"}],
+    )
     result = simulate(workload.graphs(3), AnalyticalNetwork(), topology((RING, 3, bandwidth, latency)), SystemOptions())
     assert result.total_time_ps == latency + ser(size, bandwidth)
 
@@ -80,15 +94,25 @@ def test_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (("workload.tasks.2.group=[0, 1]",), ["workload.tasks[2].group: a dram_read runs on every tile"]),
         (("workload.memory_controllers=0",), ["workload.memory_controllers: tasks[2], tasks[3] move DRAM bytes"]),
-        (("workload.tasks.0.group=[0, 17]",), ["workload.tasks[0].group: NPU 17 is not a tile; the tiles are NPUs 0..15"]),
-        (("workload.tiles=null", "workload.memory_controllers=19"),
-         ["workload.memory_controllers: 19 controllers on 20 NPUs leave 1 for tiles"]),
-        (("workload.tasks.0.group=[3, 3]", "workload.tasks.1.kind=dram_copy", "workload.tasks.4.size=0B"),
-         ["workload.tasks[0].group: lists NPU 3 more than once", "workload.tasks[1].kind: input should be",
-          "workload.tasks[4].size: input should be greater than 0"]),
+        (
+            ("workload.tasks.0.group=[0, 17]",),
+            ["workload.tasks[0].group: NPU 17 is not a tile; the tiles are NPUs 0..15"],
+        ),
+        (
+            ("workload.tiles=null", "workload.memory_controllers=19"),
+            ["workload.memory_controllers: 19 controllers on 20 NPUs leave 1 for tiles"],
+        ),
+        (
+            ("workload.tasks.0.group=[3, 3]", "workload.tasks.1.kind=dram_copy", "workload.tasks.4.size=0B"),
+            [
+                "workload.tasks[0].group: lists NPU 3 more than once",
+                "workload.tasks[1].kind: input should be",
+                "workload.tasks[4].size: input should be greater than 0",
+            ],
+        ),
         (("workload.tasks=[]",), ["workload.tasks: list should have at least 1 item"]),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_clear_error(
     capsys: pytest.CaptureFixture[str], overrides: tuple[str, ...], messages: list[str]
 ) -> None:

@@ -42,14 +42,20 @@ def run(workload: TransformerWorkload, bandwidth: int = 100 * 10**9, latency_ps:
     plan = workload.config.parallelism
     dims = [(RING, size, bandwidth, latency_ps) for size in (plan.tp, plan.pp, plan.dp)]
     graphs = unrolled_graphs(workload.graphs(workload.npus_required()))
-    return simulate(graphs, AnalyticalNetwork(), topology(*dims), SystemOptions(), compute=RooflineCompute(),
-                    device="h100")
+    return simulate(
+        graphs, AnalyticalNetwork(), topology(*dims), SystemOptions(), compute=RooflineCompute(), device="h100"
+    )
 
 
 def layer_forward_flops(tokens: int, tp: int) -> int:
     # QKV, scores, context, projection, two MLP GEMMs of one layer on one TP rank (ffn = 4h).
-    return (2 * tokens * H * 3 * H + 2 * S * S * H * tokens // S + 2 * S * S * H * tokens // S
-            + 2 * tokens * H * H + 2 * 2 * tokens * H * 4 * H) // tp
+    return (
+        2 * tokens * H * 3 * H
+        + 2 * S * S * H * tokens // S
+        + 2 * S * S * H * tokens // S
+        + 2 * tokens * H * H
+        + 2 * 2 * tokens * H * 4 * H
+    ) // tp
 
 
 def test_node_counts_and_flops_per_npu_match_hand_counts() -> None:
@@ -82,10 +88,13 @@ def test_all_gemm_flops_are_three_or_four_forward_passes(recompute: str) -> None
     assert workload.samples_per_iteration() == 8
 
 
-@pytest.mark.parametrize(("recompute", "formula"), [
-    ("none", lambda b: 72 * b * S * L * H**2 * (1 + S / (6 * H) + V / (12 * L * H))),
-    ("full", lambda b: 96 * b * S * L * H**2 * (1 + S / (6 * H) + V / (16 * L * H))),
-])
+@pytest.mark.parametrize(
+    ("recompute", "formula"),
+    [
+        ("none", lambda b: 72 * b * S * L * H**2 * (1 + S / (6 * H) + V / (12 * L * H))),
+        ("full", lambda b: 96 * b * S * L * H**2 * (1 + S / (6 * H) + V / (16 * L * H))),
+    ],
+)
 def test_model_flops_follow_narayanan_et_al(recompute: str, formula: object) -> None:
     workload = transformer(dp=2, global_batch=6, recompute=recompute)
     assert callable(formula)
@@ -97,8 +106,9 @@ def test_groups_tp_contiguous_dp_strided_pp_neighbours() -> None:
     npu = 5  # tp_rank 1, pp_rank 0, dp_rank 1
     groups = {tuple(n.group) for n in graphs[npu].nodes if n.type == workload_pb2.COMM_COLL_NODE}
     assert groups == {(4, 5), (1, 5)}
-    assert {n.peer for n in graphs[npu].nodes if n.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)} \
-        == {7}
+    assert {
+        n.peer for n in graphs[npu].nodes if n.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)
+    } == {7}
     dp = [n for n in graphs[npu].nodes if n.name == "dp gradient all-reduce"]
     assert len(dp) == 1 and dp[0].comm_bytes == 2 * transformer(tp=2, pp=2, dp=2).stage_parameters(0)
 
@@ -117,11 +127,22 @@ def test_pipeline_orders() -> None:
         return [(direction, micro_batch) for direction, _, micro_batch in order]
 
     assert passes(pipeline_order("gpipe", 0, 2, 2)) == [
-        ("forward", 0), ("forward", 1), ("backward", 0), ("backward", 1),
+        ("forward", 0),
+        ("forward", 1),
+        ("backward", 0),
+        ("backward", 1),
     ]
     assert passes(pipeline_order("1f1b", 0, 4, 5)) == [
-        ("forward", 0), ("forward", 1), ("forward", 2), ("forward", 3), ("backward", 0), ("forward", 4),
-        ("backward", 1), ("backward", 2), ("backward", 3), ("backward", 4),
+        ("forward", 0),
+        ("forward", 1),
+        ("forward", 2),
+        ("forward", 3),
+        ("backward", 0),
+        ("forward", 4),
+        ("backward", 1),
+        ("backward", 2),
+        ("backward", 3),
+        ("backward", 4),
     ]
     assert passes(pipeline_order("1f1b", 3, 4, 2)) == [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1)]
     assert passes(pipeline_order("1f1b", 0, 4, 2))[:2] == [("forward", 0), ("forward", 1)]  # warm-up capped at m
@@ -159,15 +180,18 @@ def test_tensor_parallelism_cuts_compute_per_npu() -> None:
     assert max(n.compute_ps for n in two.per_npu) < max(n.compute_ps for n in one.per_npu)
 
 
-@pytest.mark.parametrize(("plan", "model", "field"), [
-    (dict(pp=3), {}, "model.layers (4) must be divisible by parallelism.pp (3)"),
-    (dict(tp=8), {}, "model.heads (4) must be divisible by parallelism.tp (8)"),
-    (dict(tp=2), dict(ffn=1001), "model.ffn (1001) must be divisible by parallelism.tp (2)"),
-    (dict(dp=2, micro_batch=2, global_batch=6), {}, "parallelism.global_batch (6) must be divisible"),
-    (dict(schedule="zero-bubble"), {}, "schedule"),
-    (dict(recompute="partial"), {}, "recompute"),
-    (dict(tp=0), {}, "tp"),
-])
+@pytest.mark.parametrize(
+    ("plan", "model", "field"),
+    [
+        (dict(pp=3), {}, "model.layers (4) must be divisible by parallelism.pp (3)"),
+        (dict(tp=8), {}, "model.heads (4) must be divisible by parallelism.tp (8)"),
+        (dict(tp=2), dict(ffn=1001), "model.ffn (1001) must be divisible by parallelism.tp (2)"),
+        (dict(dp=2, micro_batch=2, global_batch=6), {}, "parallelism.global_batch (6) must be divisible"),
+        (dict(schedule="zero-bubble"), {}, "schedule"),
+        (dict(recompute="partial"), {}, "recompute"),
+        (dict(tp=0), {}, "tp"),
+    ],
+)
 def test_bad_plans_name_the_field(plan: dict[str, object], model: dict[str, object], field: str) -> None:
     with pytest.raises(ValidationError, match=field.replace("(", r"\(").replace(")", r"\)")):
         transformer({**MODEL, **model}, **plan)
@@ -187,12 +211,23 @@ def test_registered_through_the_registry() -> None:
 
 
 def test_the_design_documents_gpt3_plan_validates() -> None:
-    config = TransformerWorkload.Config.model_validate({
-        "model": {"layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "vocab": 51200},
-        "parallelism": {"tp": 8, "pp": 16, "dp": 8, "schedule": "1f1b", "micro_batch": 1, "global_batch": 1536,
-                        "recompute": "full", "zero": 0, "sequence_parallel": False},
-        "precision": "bf16",
-    })
+    config = TransformerWorkload.Config.model_validate(
+        {
+            "model": {"layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "vocab": 51200},
+            "parallelism": {
+                "tp": 8,
+                "pp": 16,
+                "dp": 8,
+                "schedule": "1f1b",
+                "micro_batch": 1,
+                "global_batch": 1536,
+                "recompute": "full",
+                "zero": 0,
+                "sequence_parallel": False,
+            },
+            "precision": "bf16",
+        }
+    )
     workload = TransformerWorkload(config)
     assert workload.npus_required() == 1024 and workload.micro_batches == 192
     with pytest.raises(ValidationError, match="sequence_parallel"):

@@ -97,8 +97,11 @@ def test_head_dim_sets_the_heads_width_apart_from_hidden() -> None:
     # [T, 256] x [256, 3 * 192 / 2] on a TP rank of 2, the projection [T, 96] x [96, 256].
     model = {**GPT, "heads": 6, "head_dim": 32, "bias": False, "norm": "rmsnorm"}
     workload = build(model, tp=2)
-    shapes = {n.name.split(" fwd ")[1]: list(shape_of(n.op).dims()) for n in all_graphs(workload)[0].nodes
-              if n.name.startswith("mb0 layer0 fwd ") and n.name.endswith(("qkv", "projection"))}  # fmt: skip
+    shapes = {
+        n.name.split(" fwd ")[1]: list(shape_of(n.op).dims())
+        for n in all_graphs(workload)[0].nodes
+        if n.name.startswith("mb0 layer0 fwd ") and n.name.endswith(("qkv", "projection"))
+    }
     assert shapes == {"qkv": [128, 256, 288], "attention projection": [128, 96, 256]}
     h, width, f, s = 256, 192, 1024, 128
     layer = 3 * h * width + width * h + 2 * h * f + 2 * h
@@ -225,9 +228,15 @@ def test_zero_1_and_2_reduce_scatter_the_gradients_and_all_gather_the_parameters
     scatter, gather = collectives(graph)
     size = 2 * workload.stage_parameters(0)
     assert (scatter.name, scatter.comm_type, scatter.comm_bytes) == (
-        "dp gradient reduce-scatter", workload_pb2.REDUCE_SCATTER, size)
+        "dp gradient reduce-scatter",
+        workload_pb2.REDUCE_SCATTER,
+        size,
+    )
     assert (gather.name, gather.comm_type, gather.comm_bytes) == (
-        "dp parameter all-gather", workload_pb2.ALL_GATHER, size)
+        "dp parameter all-gather",
+        workload_pb2.ALL_GATHER,
+        size,
+    )
     assert scatter.id in gather.data_deps and {scatter.pg_name, gather.pg_name} == {"dp"}
     assert tuple(scatter.group) == (0, 1)
 
@@ -248,13 +257,16 @@ def test_zero_3_gathers_each_block_before_its_passes_and_scatters_its_gradients(
     assert list(gather.data_deps) == list(nodes["mb0 layer1 fwd layernorm"].data_deps)
 
 
-@pytest.mark.parametrize(("model", "plan"), [
-    (GQA, dict(tp=2, pp=2, global_batch=4)),
-    (GPT, dict(tp=2, pp=2, dp=2, sequence_parallel=True, recompute="selective", global_batch=8)),
-    (GPT, dict(tp=2, dp=2, sequence_parallel=True, recompute="full", zero=1, global_batch=4)),
-    (GPT, dict(pp=2, dp=2, zero=2, dp_bucket="1000000B", global_batch=4)),
-    (GPT, dict(tp=2, pp=2, dp=2, zero=3, global_batch=8)),
-])
+@pytest.mark.parametrize(
+    ("model", "plan"),
+    [
+        (GQA, dict(tp=2, pp=2, global_batch=4)),
+        (GPT, dict(tp=2, pp=2, dp=2, sequence_parallel=True, recompute="selective", global_batch=8)),
+        (GPT, dict(tp=2, dp=2, sequence_parallel=True, recompute="full", zero=1, global_batch=4)),
+        (GPT, dict(pp=2, dp=2, zero=2, dp_bucket="1000000B", global_batch=4)),
+        (GPT, dict(tp=2, pp=2, dp=2, zero=3, global_batch=8)),
+    ],
+)
 def test_every_new_plan_simulates_to_completion(model: dict[str, object], plan: dict[str, object]) -> None:
     workload = build(model, **plan)
     result = run(workload)
@@ -262,11 +274,14 @@ def test_every_new_plan_simulates_to_completion(model: dict[str, object], plan: 
     assert all(npu.compute_ps > 0 for npu in result.per_npu)
 
 
-@pytest.mark.parametrize(("model", "plan"), [
-    (GPT, dict(tp=2, pp=2, sequence_parallel=True, recompute="selective", global_batch=8)),
-    (GPT, dict(tp=2, pp=2, sequence_parallel=True, recompute="full", global_batch=8)),
-    ({**GPT, "experts": 4, "moe_every": 2}, dict(tp=2, pp=2, dp=2, ep=2, sequence_parallel=True, global_batch=8)),
-])
+@pytest.mark.parametrize(
+    ("model", "plan"),
+    [
+        (GPT, dict(tp=2, pp=2, sequence_parallel=True, recompute="selective", global_batch=8)),
+        (GPT, dict(tp=2, pp=2, sequence_parallel=True, recompute="full", global_batch=8)),
+        ({**GPT, "experts": 4, "moe_every": 2}, dict(tp=2, pp=2, dp=2, ep=2, sequence_parallel=True, global_batch=8)),
+    ],
+)
 def test_the_timeline_peaks_at_the_closed_form_memory(model: dict[str, object], plan: dict[str, object]) -> None:
     workload = build(model, **plan)
     assert [npu.peak_memory_bytes for npu in run(workload).per_npu] == workload.memory_per_npu_bytes()
@@ -281,16 +296,22 @@ def test_sequence_parallelism_is_not_slower_than_plain_tensor_parallelism_on_a_r
     assert max(n.compute_ps for n in sequence.per_npu) < max(n.compute_ps for n in plain.per_npu)
 
 
-@pytest.mark.parametrize(("model", "plan", "message"), [
-    (dict(kv_heads=3), {}, "model.heads (4) must be divisible by model.kv_heads (3)"),
-    (dict(heads=8, kv_heads=2), dict(tp=4), "model.kv_heads (2) must be divisible by parallelism.tp (4)"),
-    ({}, dict(sequence_parallel=True), "parallelism.sequence_parallel needs parallelism.tp above 1"),
-    (dict(seq_len=130), dict(tp=4, sequence_parallel=True),
-     "model.seq_len (130) must be divisible by parallelism.tp (4)"),
-    (dict(activation="relu"), {}, "activation"),
-    ({}, dict(recompute="partial"), "recompute"),
-    ({}, dict(zero=4), "zero"),
-])
+@pytest.mark.parametrize(
+    ("model", "plan", "message"),
+    [
+        (dict(kv_heads=3), {}, "model.heads (4) must be divisible by model.kv_heads (3)"),
+        (dict(heads=8, kv_heads=2), dict(tp=4), "model.kv_heads (2) must be divisible by parallelism.tp (4)"),
+        ({}, dict(sequence_parallel=True), "parallelism.sequence_parallel needs parallelism.tp above 1"),
+        (
+            dict(seq_len=130),
+            dict(tp=4, sequence_parallel=True),
+            "model.seq_len (130) must be divisible by parallelism.tp (4)",
+        ),
+        (dict(activation="relu"), {}, "activation"),
+        ({}, dict(recompute="partial"), "recompute"),
+        ({}, dict(zero=4), "zero"),
+    ],
+)
 def test_impossible_plans_name_the_keys(model: dict[str, object], plan: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build({**GPT, **model}, **plan)

@@ -48,7 +48,8 @@ def test_fp8_gemms_keep_their_bytes_and_everything_else_stays_bf16() -> None:
 def test_the_default_and_gemm_precision_equal_to_precision_change_nothing() -> None:
     default = all_graphs(_build())
     assert [g.SerializeToString() for g in default] == [
-        g.SerializeToString() for g in all_graphs(_build(gemm_precision="bf16"))]
+        g.SerializeToString() for g in all_graphs(_build(gemm_precision="bf16"))
+    ]
 
 
 def test_a_compute_bound_fp8_gemm_takes_half_the_bf16_time() -> None:

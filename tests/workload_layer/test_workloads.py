@@ -36,8 +36,17 @@ def test_weight_gradient_all_reduce_overlaps_the_input_gradient() -> None:
     # One layer, one pass: forward F, weight gradient W, then the all-reduce A runs beside the input gradient I.
     f, w, i = 100_000_000, 50_000_000, 400_000_000
     size = 1 << 20
-    workload = loop(layers=[dict(name="l0", forward=f"{f}ps", weight_grad=f"{w}ps", input_grad=f"{i}ps",
-                                 weight_grad_comm=dict(collective="all_reduce", size=f"{size}B"))])
+    workload = loop(
+        layers=[
+            dict(
+                name="l0",
+                forward=f"{f}ps",
+                weight_grad=f"{w}ps",
+                input_grad=f"{i}ps",
+                weight_grad_comm=dict(collective="all_reduce", size=f"{size}B"),
+            )
+        ]
+    )
     result = simulate(workload.graphs(N), AnalyticalNetwork(), TOPO, SystemOptions())
     assert result.total_time_ps == f + w + max(i, ring_all_reduce_ps(size))
     assert result.per_npu[0].compute_ps == f + w + i
@@ -47,8 +56,18 @@ def test_next_pass_forward_waits_for_the_weight_update() -> None:
     # Two passes of one layer whose all-reduce outlasts the input gradient: pass 2 starts when it ends.
     f, w, i = 1_000_000, 1_000_000, 1_000_000
     size = 1 << 20
-    workload = loop(passes=2, layers=[dict(name="l0", forward=f"{f}ps", weight_grad=f"{w}ps", input_grad=f"{i}ps",
-                                           weight_grad_comm=dict(collective="all_reduce", size=f"{size}B"))])
+    workload = loop(
+        passes=2,
+        layers=[
+            dict(
+                name="l0",
+                forward=f"{f}ps",
+                weight_grad=f"{w}ps",
+                input_grad=f"{i}ps",
+                weight_grad_comm=dict(collective="all_reduce", size=f"{size}B"),
+            )
+        ],
+    )
     result = simulate(workload.graphs(N), AnalyticalNetwork(), TOPO, SystemOptions())
     one = f + w + max(i, ring_all_reduce_ps(size))
     assert result.total_time_ps == 2 * one
@@ -56,15 +75,23 @@ def test_next_pass_forward_waits_for_the_weight_update() -> None:
 
 def test_blocking_input_gradient_communication_delays_the_next_layer() -> None:
     size = 1 << 20
-    layer = dict(name="l", repeat=2, forward="1us", input_grad="1us", weight_grad="1us",
-                 input_grad_comm=dict(collective="all_gather", size=f"{size}B"))
+    layer = dict(
+        name="l",
+        repeat=2,
+        forward="1us",
+        input_grad="1us",
+        weight_grad="1us",
+        input_grad_comm=dict(collective="all_gather", size=f"{size}B"),
+    )
     result = simulate(loop(layers=[layer]).graphs(N), AnalyticalNetwork(), TOPO, SystemOptions())
     all_gather = (N - 1) * (ALPHA + ser(size // N, B))
     assert result.total_time_ps == 6_000_000 + 2 * all_gather
 
 
 def test_operators_become_compute_nodes_with_descriptors() -> None:
-    workload = loop(layers=[dict(name="fc", forward=dict(gemm=[128, 256, 512]), input_grad=dict(elementwise=dict(shape=[4, 8])))])
+    workload = loop(
+        layers=[dict(name="fc", forward=dict(gemm=[128, 256, 512]), input_grad=dict(elementwise=dict(shape=[4, 8])))]
+    )
     nodes = workload.graphs(1)[0].nodes
     forward = nodes[0]
     assert forward.type == workload_pb2.COMP_NODE and forward.op.flops == 2 * 128 * 256 * 512

@@ -17,8 +17,19 @@ from tests.system_layer.helpers import RING, topology
 GPT = dict(layers=4, hidden=256, heads=4, seq_len=128, vocab=1000)
 """A small GPT: L = 4, h = 256, a = 4, s = 128, V = 1000."""
 
-LLAMA_2_7B = dict(layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000, ffn=11008, activation="swiglu",
-                  bias=False, norm="rmsnorm", position_embedding="rope", tie_embeddings=False)
+LLAMA_2_7B = dict(
+    layers=32,
+    hidden=4096,
+    heads=32,
+    seq_len=4096,
+    vocab=32000,
+    ffn=11008,
+    activation="swiglu",
+    bias=False,
+    norm="rmsnorm",
+    position_embedding="rope",
+    tie_embeddings=False,
+)
 """LLaMA-2 7B (Touvron et al. 2023): untied embeddings, no biases, RMSNorm, rotary positions, SwiGLU."""
 
 
@@ -41,8 +52,9 @@ def unrolled_graphs(graphs: Iterable[workload_pb2.ExecutionGraph]) -> list[workl
 
 def gemm_flops(graphs: Iterable[workload_pb2.ExecutionGraph]) -> int:
     """The GEMM FLOPs of ``graphs``."""
-    return sum(n.op.flops for g in graphs for n in g.nodes
-               if n.type == workload_pb2.COMP_NODE and n.op.HasField("gemm"))
+    return sum(
+        n.op.flops for g in graphs for n in g.nodes if n.type == workload_pb2.COMP_NODE and n.op.HasField("gemm")
+    )
 
 
 def collectives(graph: workload_pb2.ExecutionGraph, fragment: str = "") -> list[workload_pb2.Node]:
@@ -63,8 +75,14 @@ def run(workload: TransformerWorkload) -> SimulationResult:
     """Simulate on rings ``[tp, pp, dp]`` of 100 GB/s and 1 us per hop, priced on an H100."""
     plan = workload.config.parallelism
     dims = [(RING, size, 100 * 10**9, 1_000_000) for size in (plan.tp, plan.pp, plan.dp)]
-    return simulate(all_graphs(workload), AnalyticalNetwork(), topology(*dims), SystemOptions(),
-                    compute=DATASHEET_H100, device="h100")
+    return simulate(
+        all_graphs(workload),
+        AnalyticalNetwork(),
+        topology(*dims),
+        SystemOptions(),
+        compute=DATASHEET_H100,
+        device="h100",
+    )
 
 
 def messages(graphs: Sequence[workload_pb2.ExecutionGraph], kind: int) -> Counter[tuple[int, int, int, int]]:

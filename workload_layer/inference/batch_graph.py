@@ -163,8 +163,12 @@ class _Emitter:
         elif len(group) > 1:
             self._ready = [
                 self._add(
-                    name, workload_pb2.COMM_COLL_NODE, comm_type=step.kind, comm_bytes=step.comm_bytes,
-                    group=group, pg_name="tp",
+                    name,
+                    workload_pb2.COMM_COLL_NODE,
+                    comm_type=step.kind,
+                    comm_bytes=step.comm_bytes,
+                    group=group,
+                    pg_name="tp",
                 )
             ]
 
@@ -189,22 +193,32 @@ class _Emitter:
         node.name = name
         node.milestone = True
 
-    def _receive(
-        self, peer: int | None, message: Message, step: int, micro_batch: int, prefix: str, size: int
-    ) -> None:
+    def _receive(self, peer: int | None, message: Message, step: int, micro_batch: int, prefix: str, size: int) -> None:
         if peer is not None:
             tag = message_tag(message, step, micro_batch, self._plan.micro_batches)
             self._ready = [
-                self._add(f"{prefix} recv {message}", workload_pb2.COMM_RECV_NODE, peer=peer, tag=tag,
-                          comm_bytes=size, pg_name="pp")
+                self._add(
+                    f"{prefix} recv {message}",
+                    workload_pb2.COMM_RECV_NODE,
+                    peer=peer,
+                    tag=tag,
+                    comm_bytes=size,
+                    pg_name="pp",
+                )
             ]
 
     def _send(self, peer: int | None, message: Message, step: int, micro_batch: int, prefix: str, size: int) -> None:
         # Asynchronous: the compute chain does not wait for the message to arrive.
         if peer is not None:
             tag = message_tag(message, step, micro_batch, self._plan.micro_batches)
-            self._add(f"{prefix} send {message}", workload_pb2.COMM_SEND_NODE, peer=peer, tag=tag, comm_bytes=size,
-                      pg_name="pp")
+            self._add(
+                f"{prefix} send {message}",
+                workload_pb2.COMM_SEND_NODE,
+                peer=peer,
+                tag=tag,
+                comm_bytes=size,
+                pg_name="pp",
+            )
 
     def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, **fields: object) -> int:
         node_id = len(self._nodes)

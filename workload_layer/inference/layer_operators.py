@@ -48,14 +48,21 @@ class DecoderOperators:
         attention = (
             Compute("layernorm", self._pointwise("layernorm", (tokens, h), flops=8)),
             Compute("qkv", self._gemm("qkv", tokens, h, (a + 2 * g) * d)),
-            Compute("kv append", self._pointwise("kv append", (2, tokens, g * d), flops=0),
-                    memory_bytes=kv_elements * self.element_bytes),
+            Compute(
+                "kv append",
+                self._pointwise("kv append", (2, tokens, g * d), flops=0),
+                memory_bytes=kv_elements * self.element_bytes,
+            ),
             *core,
             Compute("attention projection", self._gemm("attention projection", tokens, a * d, h)),
         )
         if model.parallel_block:  # PaLM's: one norm, attention and MLP summed under one all-reduce
-            return (*attention, *mlp, self.all_reduce("tp all-reduce", tokens),
-                    Compute("residual", self._pointwise("residual", (tokens, h), flops=2, inputs=3)))
+            return (
+                *attention,
+                *mlp,
+                self.all_reduce("tp all-reduce", tokens),
+                Compute("residual", self._pointwise("residual", (tokens, h), flops=2, inputs=3)),
+            )
         return (
             *attention,
             self.all_reduce("attention tp all-reduce", tokens),
@@ -85,8 +92,10 @@ class DecoderOperators:
             Compute("router", self._gemm("router", tokens, h, model.experts)),
             Compute("router softmax", self._pointwise("router softmax", (tokens, model.experts), flops=5)),
             *(self.experts(tokens, model.experts) if with_experts else ()),
-            Compute("expert combine", self._pointwise("expert combine", (tokens, h), flops=2 * model.top_k,
-                                                      inputs=model.top_k)),  # fmt: skip
+            Compute(
+                "expert combine",
+                self._pointwise("expert combine", (tokens, h), flops=2 * model.top_k, inputs=model.top_k),
+            ),
         )
 
     def experts(self, tokens: int, local: int) -> tuple[Compute, ...]:
@@ -110,8 +119,9 @@ class DecoderOperators:
         d, a, g = model.head_size, model.heads // tp, model.kv_head_count // tp
         r = a // g
         if self.attention == "fused":
-            fused = operators.attention(b * a, queries, context, d, causal=True, group=r, dtype=self.dtype,
-                                        name="attention")  # fmt: skip
+            fused = operators.attention(
+                b * a, queries, context, d, causal=True, group=r, dtype=self.dtype, name="attention"
+            )
             return (Compute("attention", fused),)
         return (
             Compute("attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
@@ -134,8 +144,9 @@ class DecoderOperators:
         return [
             Compute("final layernorm", self._pointwise("final layernorm", (b, model.hidden), flops=8)),
             Compute("lm head", self._gemm("lm head", b, model.hidden, vocab_shard)),
-            TensorParallelCollective("logits tp all-gather", workload_pb2.ALL_GATHER,
-                                     b * vocab_shard * tp * self.element_bytes),
+            TensorParallelCollective(
+                "logits tp all-gather", workload_pb2.ALL_GATHER, b * vocab_shard * tp * self.element_bytes
+            ),
             Compute("sample", self._pointwise("sample", (b, vocab_shard * tp), flops=5)),
         ]
 
@@ -153,7 +164,5 @@ class DecoderOperators:
     def _gemm(self, name: str, m: int, k: int, n: int, batch: int = 1) -> compute_pb2.OperatorDesc:
         return operators.gemm(m, k, n, dtype=self.dtype, batch=batch, name=name)
 
-    def _pointwise(
-        self, name: str, shape: tuple[int, ...], flops: int, inputs: int = 1
-    ) -> compute_pb2.OperatorDesc:
+    def _pointwise(self, name: str, shape: tuple[int, ...], flops: int, inputs: int = 1) -> compute_pb2.OperatorDesc:
         return operators.elementwise(shape, dtype=self.dtype, flops_per_element=flops, inputs=inputs, name=name)

@@ -75,8 +75,13 @@ from stratasim.workload_layer.rank_symmetry import Partners, translated_represen
 from stratasim.workload_layer.transformer.blocks import embedding_parameters, head_parameters, layer_parameters
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
-__all__ = ["TransformerInferenceWorkload", "TransformerInferenceConfig", "ServingConfig", "InferenceParallelism",
-           "stage_parameters"]
+__all__ = [
+    "TransformerInferenceWorkload",
+    "TransformerInferenceConfig",
+    "ServingConfig",
+    "InferenceParallelism",
+    "stage_parameters",
+]
 
 TOKEN_BYTES = 4
 """Bytes of one generated token id sent back through the pipeline (an int32)."""
@@ -183,8 +188,9 @@ class TransformerInferenceWorkload:
 
     def __init__(self, config: TransformerInferenceConfig) -> None:
         self.config = config
-        self._operators = DecoderOperators(config.model, config.parallelism.tp, operators.parse_dtype(config.precision),
-                                           config.attention)
+        self._operators = DecoderOperators(
+            config.model, config.parallelism.tp, operators.parse_dtype(config.precision), config.attention
+        )
         self._element = self._operators.element_bytes
 
     def npus_required(self) -> int:
@@ -198,8 +204,13 @@ class TransformerInferenceWorkload:
         layers = -(-model.layers // plan.pp)
         nodes = (serving.generate + 1) * self.config.micro_batches * (4 * layers + 16) + 64
         largest = serving.batch * serving.prompt_len * model.hidden * 4
-        return WorkEstimate(npus, nodes, nodes, largest,
-                            "workload.serving.generate, workload.serving.micro_batches and workload.model.layers")
+        return WorkEstimate(
+            npus,
+            nodes,
+            nodes,
+            largest,
+            "workload.serving.generate, workload.serving.micro_batches and workload.model.layers",
+        )
 
     def representatives(self, grid: Grid) -> tuple[int, ...] | None:
         """TP rank 0 of each NPU's stage: the TP ranks of a stage run its graph moved along the TP group — when

@@ -76,7 +76,6 @@ class _DataParallelConfig(Section):
     """Data type of all tensors."""
 
 
-
 class _DataParallelWorkload:
     """Shared by the models: subclasses set ``name`` and ``Config`` and customise :meth:`layers`."""
 
@@ -106,7 +105,9 @@ class _DataParallelWorkload:
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         if npus != self.config.dp:
-            raise WorkloadError(f"workload: {self.name} with dp = {self.config.dp} needs exactly {self.config.dp} NPUs, got {npus}")
+            raise WorkloadError(
+                f"workload: {self.name} with dp = {self.config.dp} needs exactly {self.config.dp} NPUs, got {npus}"
+            )
         return [_build(self.layers(), operators.dtype_bytes(self.dtype))] * npus
 
     def _dense(self, name: str, rows: int, fan_in: int, fan_out: int, bias: bool = True) -> _Layer:
@@ -230,11 +231,13 @@ class ResNet50Workload(_DataParallelWorkload):
                     layers.append(self._conv(f"{prefix}.downsample", channels, out, 1, s, side, relu=False))
                 side, channels = _out(side, 3, s), out
                 layers.append(self._pointwise(f"{prefix}.add_relu", (b, side, side, out), forward_flops=2, inputs=2))
-        layers.append(_Layer(
-            "avgpool",
-            forward=(operators.elementwise((b, side, side, channels), d, name="avgpool fwd"),),
-            input_grad=(operators.elementwise((b, side, side, channels), d, 1, name="avgpool ig"),),
-        ))
+        layers.append(
+            _Layer(
+                "avgpool",
+                forward=(operators.elementwise((b, side, side, channels), d, name="avgpool fwd"),),
+                input_grad=(operators.elementwise((b, side, side, channels), d, 1, name="avgpool ig"),),
+            )
+        )
         layers.append(self._dense("fc", b, channels, self.config.classes))
         return layers
 
@@ -313,7 +316,9 @@ class DlrmWorkload(_DataParallelWorkload):
     def layers(self) -> list[_Layer]:
         c, d = self.config, self.dtype
         b, features = c.batch, c.tables + 1
-        bottom = [self._dense(f"bottom{i}", b, c.bottom_mlp[i], c.bottom_mlp[i + 1]) for i in range(len(c.bottom_mlp) - 1)]
+        bottom = [
+            self._dense(f"bottom{i}", b, c.bottom_mlp[i], c.bottom_mlp[i + 1]) for i in range(len(c.bottom_mlp) - 1)
+        ]
         # Every NPU gathers for the whole global batch from the tables it owns.
         gathered = (b * c.dp * (c.tables // c.dp) * c.pooling, c.dim)
         embedding = _Layer(

@@ -23,12 +23,25 @@ from stratasim.workload_layer.serving.speculative import SpeculativeConfig
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
 __all__ = [
-    "ServingWorkloadConfig", "PoolConfig", "SchedulerConfig", "PoolParallelism", "RequestsConfig", "ArrivalConfig",
-    "TraceConfig", "LengthDistribution", "SloConfig", "parse_rate",
-]  # fmt: skip
+    "ServingWorkloadConfig",
+    "PoolConfig",
+    "SchedulerConfig",
+    "PoolParallelism",
+    "RequestsConfig",
+    "ArrivalConfig",
+    "TraceConfig",
+    "LengthDistribution",
+    "SloConfig",
+    "parse_rate",
+]
 
 _RATE = re.compile(r"^\s*(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*/\s*(?P<unit>[a-z]+)\s*$")
-_PER_SECOND: dict[str, Fraction] = {"s": Fraction(1), "min": Fraction(1, 60), "h": Fraction(1, 3600), "ms": Fraction(1000)}
+_PER_SECOND: dict[str, Fraction] = {
+    "s": Fraction(1),
+    "min": Fraction(1, 60),
+    "h": Fraction(1, 3600),
+    "ms": Fraction(1000),
+}
 
 
 def parse_rate(value: object) -> float:
@@ -246,7 +259,9 @@ class SchedulerConfig(Section):
     @model_validator(mode="after")
     def _swap(self) -> SchedulerConfig:
         if self.preemption == "swap" and self.swap_bandwidth is None:
-            raise ValueError("preemption: swap needs swap_bandwidth, each NPU's host link (e.g. 64GB/s for PCIe 5.0 x16)")
+            raise ValueError(
+                "preemption: swap needs swap_bandwidth, each NPU's host link (e.g. 64GB/s for PCIe 5.0 x16)"
+            )
         if self.preemption != "swap" and (self.swap_bandwidth is not None or "swap_space" in self.model_fields_set):
             raise ValueError("swap_space and swap_bandwidth apply to preemption: swap only")
         return self
@@ -332,8 +347,12 @@ class ServingWorkloadConfig(Section):
         yield from self._role_problems()
         for index, pool in enumerate(self.pools):
             plan, where = pool.parallelism, f"workload.pools.{index}"
-            checks = [("model.heads", model.heads, "tp", plan.tp), ("model.kv_heads", model.kv_head_count, "tp", plan.tp),
-                      ("model.ffn", model.ffn_size, "tp", plan.tp), ("model.layers", model.layers, "pp", plan.pp)]  # fmt: skip
+            checks = [
+                ("model.heads", model.heads, "tp", plan.tp),
+                ("model.kv_heads", model.kv_head_count, "tp", plan.tp),
+                ("model.ffn", model.ffn_size, "tp", plan.tp),
+                ("model.layers", model.layers, "pp", plan.pp),
+            ]
             for name, value, axis, by in checks:
                 if value % by:
                     yield f"workload.{name} ({value}) must be divisible by {where}.parallelism.{axis} ({by})"
@@ -343,31 +362,42 @@ class ServingWorkloadConfig(Section):
                 yield from _expert_problems(model, pool, where)
             scheduler = pool.scheduler
             if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
-                yield (f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
-                       f"workload.model.seq_len ({model.seq_len}) tokens without chunked_prefill, as vLLM asks")  # fmt: skip
+                yield (
+                    f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
+                    f"workload.model.seq_len ({model.seq_len}) tokens without chunked_prefill, as vLLM asks"
+                )
         if requests.prompt is not None and requests.output is not None:
             longest = requests.prompt.largest + requests.output.largest
             if longest > model.seq_len:
-                yield (f"workload.requests: a prompt of up to {requests.prompt.largest} tokens and an output of up to "
-                       f"{requests.output.largest} exceed workload.model.seq_len ({model.seq_len}), the model's "
-                       "context")  # fmt: skip
+                yield (
+                    f"workload.requests: a prompt of up to {requests.prompt.largest} tokens and an output of up to "
+                    f"{requests.output.largest} exceed workload.model.seq_len ({model.seq_len}), the model's "
+                    "context"
+                )
 
     def _role_problems(self) -> Iterator[str]:
         """Pools' roles must pair (a prefill pool needs a decode pool and the reverse; ``both`` stands alone) and
         pools of one role share a router."""
         roles = {pool.role for pool in self.pools}
         if "both" in roles and len(roles) > 1:
-            yield ("workload.pools: role both (a replica runs whole requests) cannot mix with prefill and decode "
-                   "pools; make every pool's role both, or split them into prefill and decode pools")  # fmt: skip
+            yield (
+                "workload.pools: role both (a replica runs whole requests) cannot mix with prefill and decode "
+                "pools; make every pool's role both, or split them into prefill and decode pools"
+            )
         elif roles & {"prefill", "decode"} and len(roles) == 1:
             role, other = ("prefill", "decode") if "prefill" in roles else ("decode", "prefill")
-            yield (f"workload.pools: {role} pools need a {other} pool to hand their requests to"
-                   if role == "prefill" else f"workload.pools: {role} pools need a {other} pool to receive requests from")
+            yield (
+                f"workload.pools: {role} pools need a {other} pool to hand their requests to"
+                if role == "prefill"
+                else f"workload.pools: {role} pools need a {other} pool to receive requests from"
+            )
         for role in sorted(roles):
             routers = {pool.router for pool in self.pools if pool.role == role}
             if len(routers) > 1:
-                yield (f"workload.pools: the {role} pools route across all their replicas with one router, but name "
-                       f"{' and '.join(sorted(routers))}; give them the same router")  # fmt: skip
+                yield (
+                    f"workload.pools: the {role} pools route across all their replicas with one router, but name "
+                    f"{' and '.join(sorted(routers))}; give them the same router"
+                )
 
 
 def _expert_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterator[str]:
@@ -378,8 +408,10 @@ def _expert_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterat
     elif model.experts % plan.ep:
         yield f"workload.model.experts ({model.experts}) must be divisible by {key} ({plan.ep})"
     if pool.replicas % plan.ep:
-        yield (f"{key} ({plan.ep}) must divide {where}.replicas ({pool.replicas}): every ep replicas form one "
-               "expert-parallel group")  # fmt: skip
+        yield (
+            f"{key} ({plan.ep}) must divide {where}.replicas ({pool.replicas}): every ep replicas form one "
+            "expert-parallel group"
+        )
     if plan.pp > 1:
         yield f"{key} ({plan.ep}) needs parallelism.pp 1 (pipelined expert-parallel groups are not modelled), got {plan.pp}"
     if pool.speculative is not None:
@@ -392,8 +424,10 @@ def _speculative_problems(model: ModelConfig, pool: PoolConfig, where: str) -> I
     assert speculative is not None
     draft, tp, key = speculative.draft, speculative.tp or plan.tp, f"{where}.speculative"
     if pool.role != "both":
-        yield (f"{key}: speculative decoding runs on pools of role both (on a disaggregated decode pool the draft's "
-               "own KV cache would have to move too, which is not modelled)")  # fmt: skip
+        yield (
+            f"{key}: speculative decoding runs on pools of role both (on a disaggregated decode pool the draft's "
+            "own KV cache would have to move too, which is not modelled)"
+        )
     if plan.pp > 1:
         yield f"{key}: speculative decoding needs parallelism.pp 1 (vLLM does not pipeline it), got {plan.pp}"
     if draft.vocab != model.vocab:

@@ -24,9 +24,17 @@ from stratasim.workload_layer.inference.batch_graph import Compute, Step
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 
 __all__ = [
-    "IterationShape", "IterationPricer", "IterationWork", "iteration_shape", "iteration_work", "round_up",
-    "ExpertPricer", "ExpertWork", "ExpertAllToAll", "expert_work",
-]  # fmt: skip
+    "IterationShape",
+    "IterationPricer",
+    "IterationWork",
+    "iteration_shape",
+    "iteration_work",
+    "round_up",
+    "ExpertPricer",
+    "ExpertWork",
+    "ExpertAllToAll",
+    "expert_work",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -96,8 +104,9 @@ def round_up(tokens: int, bucket: int) -> int:
     return tokens if tokens <= bucket else -(-tokens // bucket) * bucket
 
 
-def iteration_shape(chunks: list[tuple[int, int]], decode_contexts: list[int], samples: int, bucket: int,
-                    queries: int = 1) -> IterationShape:  # fmt: skip
+def iteration_shape(
+    chunks: list[tuple[int, int]], decode_contexts: list[int], samples: int, bucket: int, queries: int = 1
+) -> IterationShape:
     """The bucketed shape of an iteration running prompt ``chunks`` (new tokens, context after) and decodes of
     ``queries`` tokens at ``decode_contexts`` (context after each one's new tokens)."""
     rounded = tuple(sorted((round_up(tokens, bucket), round_up(context, bucket)) for tokens, context in chunks))
@@ -106,8 +115,9 @@ def iteration_shape(chunks: list[tuple[int, int]], decode_contexts: list[int], s
     return IterationShape(rounded, decodes, round_up(mean, bucket), samples, queries if decodes else 1)
 
 
-def iteration_work(operators: DecoderOperators, pp: int, shape: IterationShape,
-                   with_experts: bool = True) -> IterationWork:  # fmt: skip
+def iteration_work(
+    operators: DecoderOperators, pp: int, shape: IterationShape, with_experts: bool = True
+) -> IterationWork:
     """The operators ``shape`` runs on each of ``pp`` stages: the embedding on the first, every layer (dense or a
     mixture of experts, its experts left out without ``with_experts``) with one attention core per group of identical
     chunks and one for the decodes, the head over the ``samples`` sequences on the last (every position a decode
@@ -145,6 +155,8 @@ def expert_work(operators: DecoderOperators, ep: int, group_tokens: int, member_
     layers = sum(model.moe_layer(index) for index in range(model.layers))
     size = member_tokens * model.top_k * model.hidden * operators.element_bytes
     steps: tuple[Compute | ExpertAllToAll, ...] = (
-        ExpertAllToAll("moe dispatch all-to-all", size), *operators.experts(group_tokens, model.experts // ep),
-        ExpertAllToAll("moe combine all-to-all", size))  # fmt: skip
+        ExpertAllToAll("moe dispatch all-to-all", size),
+        *operators.experts(group_tokens, model.experts // ep),
+        ExpertAllToAll("moe combine all-to-all", size),
+    )
     return ExpertWork(tuple((layers, step) for step in steps), ep)

@@ -63,8 +63,9 @@ def serving_metrics(run: PoolRun, slo: SloConfig, replicas: int) -> dict[str, fl
         "iterations": float(run.iterations),
         "shapes_priced": float(run.shapes_priced),
         "kv_blocks_per_replica": float(run.kv_blocks),
-        "kv_peak_fraction": max((peak / blocks for peak, blocks in zip(run.kv_peak_blocks, run.kv_replica_blocks)
-                                 if blocks), default=0.0),  # fmt: skip
+        "kv_peak_fraction": max(
+            (peak / blocks for peak, blocks in zip(run.kv_peak_blocks, run.kv_replica_blocks) if blocks), default=0.0
+        ),
     }
     if run.speculative_steps:
         figures["speculative_tokens_per_step"] = run.speculative_tokens / run.speculative_steps
@@ -120,5 +121,9 @@ def _distribution(name: str, values: np.ndarray) -> dict[str, float]:
     if not len(values):
         return {f"{name}_{stat}_ps": 0.0 for stat in ("mean", "p50", "p90", "p99")}
     p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {f"{name}_mean_ps": float(values.mean()), f"{name}_p50_ps": float(p50), f"{name}_p90_ps": float(p90),
-            f"{name}_p99_ps": float(p99)}  # fmt: skip
+    return {
+        f"{name}_mean_ps": float(values.mean()),
+        f"{name}_p50_ps": float(p50),
+        f"{name}_p90_ps": float(p90),
+        f"{name}_p99_ps": float(p99),
+    }

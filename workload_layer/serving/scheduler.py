@@ -96,8 +96,15 @@ class Batch:
 class ReplicaScheduler:
     """The queue, the running sequences and the KV cache of one replica; see the module docstring."""
 
-    def __init__(self, config: SchedulerConfig, kv_blocks: int, hands_off: bool = False,
-                 swap: HostSwap | None = None, speculation: Speculation | None = None, replica: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        kv_blocks: int,
+        hands_off: bool = False,
+        swap: HostSwap | None = None,
+        speculation: Speculation | None = None,
+        replica: int = 0,
+    ) -> None:
         self.config = config
         self.lookahead = 0 if speculation is None else speculation.tokens
         self._draw = None if speculation is None else speculation.sampler(replica)

@@ -137,8 +137,11 @@ def simulate_pools(
     run = PoolRun(sequences, kv_blocks=pools[0].kv_blocks)
     arrival, total = 0, len(requests)
     while arrival < total or ends or moving:
-        now = min(requests[arrival].arrival_ps if arrival < total else 1 << 62, ends[0][0] if ends else 1 << 62,
-                  moving[0][0] if moving else 1 << 62)  # fmt: skip
+        now = min(
+            requests[arrival].arrival_ps if arrival < total else 1 << 62,
+            ends[0][0] if ends else 1 << 62,
+            moving[0][0] if moving else 1 << 62,
+        )
         touched = set()
         while arrival < total and requests[arrival].arrival_ps == now:
             target = entry[route(pools[owner[entry[0]]].pool.router, [replicas[i] for i in entry], arrival)]
@@ -153,8 +156,19 @@ def simulate_pools(
             touched.add(index)
             if replica.handed_off:
                 assert transfer is not None
-                _start_moves(index, replica, replicas, decode, pools[owner[decode[0]]].pool.router, transfer, now,
-                             moving, run, physical, ports)  # fmt: skip
+                _start_moves(
+                    index,
+                    replica,
+                    replicas,
+                    decode,
+                    pools[owner[decode[0]]].pool.router,
+                    transfer,
+                    now,
+                    moving,
+                    run,
+                    physical,
+                    ports,
+                )
         while moving and moving[0][0] == now:
             _, _, source, destination, moved = heapq.heappop(moving)
             for sequence in moved:
@@ -170,7 +184,9 @@ def simulate_pools(
             replica = replicas[index]
             batch = replica.next_batch(now)
             if not batch:  # idle: the samples say so until its next iteration
-                run.samples.append(Sample(now, index, 0, len(replica.running), len(replica.waiting), replica.cache.used))
+                run.samples.append(
+                    Sample(now, index, 0, len(replica.running), len(replica.waiting), replica.cache.used)
+                )
                 continue
             shape = replica.shape(batch, bucket)
             price = shapes.get((owner[index], shape)) or prices.stages(owner[index], shape)
@@ -178,8 +194,16 @@ def simulate_pools(
             run.swap_ps += batch.swap_ps
             heapq.heappush(ends, (_through_stages(now, price, batch.swap_ps, stages_free[physical[index]]), index))
             run.iterations += 1
-            run.samples.append(Sample(now, index, len(batch.chunks) + len(batch.decodes), len(replica.running),
-                                      len(replica.waiting), replica.cache.used))  # fmt: skip
+            run.samples.append(
+                Sample(
+                    now,
+                    index,
+                    len(batch.chunks) + len(batch.decodes),
+                    len(replica.running),
+                    len(replica.waiting),
+                    replica.cache.used,
+                )
+            )
     run.shapes_priced = len(prices.shapes) + len(prices.experts)
     run.preemptions = sum(replica.preemptions for replica in replicas)
     run.swap_outs = sum(replica.swap_outs for replica in replicas)
@@ -228,8 +252,9 @@ def _engine(setup: PoolSetup, engine: int, replica: int) -> ReplicaScheduler:
     the ``pp`` engines gets ``1 / pp``, as vLLM v0's scheduler divides them)."""
     pp = setup.pool.parallelism.pp
     swap = None if setup.swap is None else HostSwap(setup.swap.blocks // pp, setup.swap.block_ps)
-    return ReplicaScheduler(setup.pool.scheduler, setup.kv_blocks // pp, setup.pool.role == "prefill", swap,
-                            setup.speculation, engine)  # fmt: skip
+    return ReplicaScheduler(
+        setup.pool.scheduler, setup.kv_blocks // pp, setup.pool.role == "prefill", swap, setup.speculation, engine
+    )
 
 
 class _Prices:
@@ -262,8 +287,16 @@ class _Prices:
         return price
 
 
-def _start_group(group: list[int], replicas: list[ReplicaScheduler], now: int, prices: _Prices, pool: int,
-                 running: dict[int, Batch], ends: list[tuple[int, int]], run: PoolRun) -> None:  # fmt: skip
+def _start_group(
+    group: list[int],
+    replicas: list[ReplicaScheduler],
+    now: int,
+    prices: _Prices,
+    pool: int,
+    running: dict[int, Batch],
+    ends: list[tuple[int, int]],
+    run: PoolRun,
+) -> None:
     """Start an iteration of the idle expert-parallel ``group`` (engines of pool ``pool``) at ``now`` if any member
     has work, every member ending with the slowest (module docstring); else sample it idle."""
     batches = [replicas[engine].next_batch(now) for engine in group]
@@ -280,8 +313,16 @@ def _start_group(group: list[int], replicas: list[ReplicaScheduler], now: int, p
         run.iterations += len(busy)
     for engine, batch in zip(group, batches):
         replica = replicas[engine]
-        run.samples.append(Sample(now, engine, len(batch.chunks) + len(batch.decodes), len(replica.running),
-                                  len(replica.waiting), replica.cache.used))  # fmt: skip
+        run.samples.append(
+            Sample(
+                now,
+                engine,
+                len(batch.chunks) + len(batch.decodes),
+                len(replica.running),
+                len(replica.waiting),
+                replica.cache.used,
+            )
+        )
 
 
 def _stage_prices(setup: PoolSetup, shape: IterationShape) -> tuple[int, ...]:
@@ -290,8 +331,10 @@ def _stage_prices(setup: PoolSetup, shape: IterationShape) -> tuple[int, ...]:
     price = setup.pricer(shape)
     stages = price if isinstance(price, tuple) else (price,)
     if len(stages) != setup.pool.parallelism.pp or min(stages) <= 0:
-        raise WorkloadError(f"the iteration pricer gave {price} ps for {shape}; an iteration takes time on each of "
-                            f"its {setup.pool.parallelism.pp} stages")  # fmt: skip
+        raise WorkloadError(
+            f"the iteration pricer gave {price} ps for {shape}; an iteration takes time on each of "
+            f"its {setup.pool.parallelism.pp} stages"
+        )
     return stages
 
 
@@ -314,10 +357,19 @@ class _Ports:
     receiving: dict[int, int] = field(default_factory=dict)
 
 
-def _start_moves(source: int, replica: ReplicaScheduler, replicas: list[ReplicaScheduler], decode: list[int],
-                 router: str, transfer: KvTransferPricer, now: int,
-                 moving: list[tuple[int, int, int, int, list[Sequence]]], run: PoolRun, physical: list[int],
-                 ports: _Ports) -> None:  # fmt: skip
+def _start_moves(
+    source: int,
+    replica: ReplicaScheduler,
+    replicas: list[ReplicaScheduler],
+    decode: list[int],
+    router: str,
+    transfer: KvTransferPricer,
+    now: int,
+    moving: list[tuple[int, int, int, int, list[Sequence]]],
+    run: PoolRun,
+    physical: list[int],
+    ports: _Ports,
+) -> None:
     """Route the sequences engine ``source`` (``replica``) handed off to decode engines and start their KV moves,
     one per destination, priced between the engines' replicas (``physical``): together, once the source replica has
     sent its earlier moves and every destination replica has received its own (``ports``); each sequence's transfer
@@ -328,15 +380,16 @@ def _start_moves(source: int, replica: ReplicaScheduler, replicas: list[ReplicaS
         replicas[destination].expect(sequence)
         groups.setdefault(destination, []).append(sequence)
     replica.handed_off.clear()
-    moves = tuple((physical[destination], sum(sequence.cached for sequence in moved))
-                  for destination, moved in groups.items())  # fmt: skip
-    start = max(now, ports.sending.get(physical[source], 0),
-                *(ports.receiving.get(to, 0) for to, _ in moves))  # fmt: skip
+    moves = tuple(
+        (physical[destination], sum(sequence.cached for sequence in moved)) for destination, moved in groups.items()
+    )
+    start = max(now, ports.sending.get(physical[source], 0), *(ports.receiving.get(to, 0) for to, _ in moves))
     sent = start
     for (destination, moved), took in zip(groups.items(), transfer(physical[source], moves), strict=True):
         if took < 0:
-            raise WorkloadError(f"the KV transfer pricer gave {took} ps from replica {physical[source]} to "
-                                f"{physical[destination]}")  # fmt: skip
+            raise WorkloadError(
+                f"the KV transfer pricer gave {took} ps from replica {physical[source]} to {physical[destination]}"
+            )
         arrives = start + took
         ports.receiving[physical[destination]] = arrives
         sent = max(sent, arrives)

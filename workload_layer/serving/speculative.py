@@ -52,8 +52,10 @@ class SpeculativeConfig(Section):
             raise ValueError("give either acceptance (a rate) or accepted (the distribution of accepted tokens)")
         if self.accepted is not None:
             if len(self.accepted) != self.tokens + 1:
-                raise ValueError(f"accepted gives the chances of 0 to tokens ({self.tokens}) accepted proposals: "
-                                 f"{self.tokens + 1} values, got {len(self.accepted)}")  # fmt: skip
+                raise ValueError(
+                    f"accepted gives the chances of 0 to tokens ({self.tokens}) accepted proposals: "
+                    f"{self.tokens + 1} values, got {len(self.accepted)}"
+                )
             if any(not 0 <= p <= 1 for p in self.accepted) or abs(sum(self.accepted) - 1) > 1e-9:
                 raise ValueError(f"accepted must be probabilities summing to 1, got {list(self.accepted)}")
         return self

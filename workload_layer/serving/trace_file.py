@@ -42,21 +42,40 @@ def read_trace(path: str | Path, limit: int | None = None) -> tuple[Request, ...
     keys = set(rows[0][1])
     azure = set(_AZURE) <= keys
     if azure:
-        parsed = [(line, _azure_time(source, line, row[_AZURE[0]]), row[_AZURE[1]], row[_AZURE[2]]) for line, row in rows]
+        parsed = [
+            (line, _azure_time(source, line, row[_AZURE[0]]), row[_AZURE[1]], row[_AZURE[2]]) for line, row in rows
+        ]
         prompt_key, output_key = _AZURE[1], _AZURE[2]
     else:
         unit = next((key for key in _PLAIN if key in keys), None)
         if unit is None or not {"prompt_tokens", "output_tokens"} <= keys:
-            raise InputError(source, f"line {rows[0][0]}", "expected the columns TIMESTAMP, ContextTokens, "
-                             "GeneratedTokens (Azure's trace) or arrival_s (or arrival_ms), prompt_tokens, output_tokens")
-        parsed = [(line, _seconds(source, line, unit, row.get(unit)) * _PLAIN[unit], row.get("prompt_tokens"),
-                   row.get("output_tokens")) for line, row in rows]  # fmt: skip
+            raise InputError(
+                source,
+                f"line {rows[0][0]}",
+                "expected the columns TIMESTAMP, ContextTokens, "
+                "GeneratedTokens (Azure's trace) or arrival_s (or arrival_ms), prompt_tokens, output_tokens",
+            )
+        parsed = [
+            (
+                line,
+                _seconds(source, line, unit, row.get(unit)) * _PLAIN[unit],
+                row.get("prompt_tokens"),
+                row.get("output_tokens"),
+            )
+            for line, row in rows
+        ]
         prompt_key, output_key = "prompt_tokens", "output_tokens"
     start = min(time for _, time, _, _ in parsed) if azure else Fraction(0)
     requests = []
     for line, time, prompt, output in parsed:
-        requests.append((round(time - start), line, _tokens(source, line, prompt_key, prompt, 1),
-                         _tokens(source, line, output_key, output, 1)))  # fmt: skip
+        requests.append(
+            (
+                round(time - start),
+                line,
+                _tokens(source, line, prompt_key, prompt, 1),
+                _tokens(source, line, output_key, output, 1),
+            )
+        )
     requests.sort()
     return tuple(Request(i, arrival, prompt, output) for i, (arrival, _, prompt, output) in enumerate(requests))
 
@@ -70,7 +89,9 @@ def _csv_rows(text: str, source: str) -> list[Row]:
     rows: list[Row] = []
     for line, row in table[1:]:
         if len(row) != len(header):
-            raise InputError(source, f"line {line}", f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}")
+            raise InputError(
+                source, f"line {line}", f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}"
+            )
         rows.append((line, dict(zip(header, row))))
     return rows
 
@@ -92,12 +113,16 @@ def _azure_time(source: str, line: int, value: object) -> Fraction:
     """An Azure ``TIMESTAMP`` in picoseconds since the epoch (UTC unless an offset says otherwise)."""
     match = _TIMESTAMP.match(value) if isinstance(value, str) else None
     if match is None:
-        raise InputError(source, f"line {line}", f"TIMESTAMP must read like 2023-11-16 18:15:46.647, got {str(value)[:40]!r}")
+        raise InputError(
+            source, f"line {line}", f"TIMESTAMP must read like 2023-11-16 18:15:46.647, got {str(value)[:40]!r}"
+        )
     day, hour, minute, second, fraction, zone = match.groups()
     try:
         when = datetime.fromisoformat(f"{day}T{hour}:{minute}:{second}{'+00:00' if zone in (None, 'Z') else zone}")
     except ValueError:
-        raise InputError(source, f"line {line}", f"TIMESTAMP is not a valid date and time: {str(value)[:40]!r}") from None
+        raise InputError(
+            source, f"line {line}", f"TIMESTAMP is not a valid date and time: {str(value)[:40]!r}"
+        ) from None
     whole = int((when - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
     return (whole + Fraction(int(fraction or "0"), 10 ** len(fraction or "0"))) * PS_PER_SECOND
 
@@ -116,5 +141,7 @@ def _tokens(source: str, line: int, key: str, value: object, minimum: int) -> in
     """A whole token count of at least ``minimum``."""
     text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
     if not text.isdigit() or int(text) < minimum or int(text) > 1 << 31:
-        raise InputError(source, f"line {line}", f"{key} must be a whole number from {minimum}, got {str(value)[:40]!r}")
+        raise InputError(
+            source, f"line {line}", f"{key} must be a whole number from {minimum}, got {str(value)[:40]!r}"
+        )
     return int(text)

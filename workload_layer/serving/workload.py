@@ -83,11 +83,17 @@ class ServingRequestsWorkload:
     def __init__(self, config: ServingWorkloadConfig) -> None:
         self.config = config
         self._dtype = operators.parse_dtype(config.precision)
-        self._operators = [DecoderOperators(config.model, pool.parallelism.tp, self._dtype, config.attention)
-                           for pool in config.pools]  # fmt: skip
-        self._drafts = [None if pool.speculative is None else
-                        DecoderOperators(pool.speculative.draft, pool.speculative.tp or pool.parallelism.tp, self._dtype,
-                                         config.attention) for pool in config.pools]  # fmt: skip
+        self._operators = [
+            DecoderOperators(config.model, pool.parallelism.tp, self._dtype, config.attention) for pool in config.pools
+        ]
+        self._drafts = [
+            None
+            if pool.speculative is None
+            else DecoderOperators(
+                pool.speculative.draft, pool.speculative.tp or pool.parallelism.tp, self._dtype, config.attention
+            )
+            for pool in config.pools
+        ]
 
     def first_npus(self) -> list[int]:
         """The first NPU of each pool, pools placed on consecutive disjoint ranges in order."""
@@ -111,8 +117,9 @@ class ServingRequestsWorkload:
         return WorkEstimate(1, 4, 1, 0, "workload.requests.count")
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
-        raise WorkloadError("workload: kind serving runs requests at the request level and has no execution graphs "
-                            "to export or replay")  # fmt: skip
+        raise WorkloadError(
+            "workload: kind serving runs requests at the request level and has no execution graphs to export or replay"
+        )
 
     def requests(self) -> tuple[Request, ...]:
         """The requests, drawn or read, each checked against the model's context."""
@@ -195,15 +202,20 @@ class ServingRequestsWorkload:
         """The most tokens one request ever holds in the cache of pool ``pool``: its prompt and output, or on a
         prefill pool its prompt alone."""
         prefill = self.config.pools[pool].role == "prefill"
-        return max((request.prompt_tokens + (0 if prefill else request.output_tokens) for request in requests),
-                   default=0)  # fmt: skip
+        return max(
+            (request.prompt_tokens + (0 if prefill else request.output_tokens) for request in requests), default=0
+        )
 
     def _activation_bytes(self, pool: PoolConfig) -> int:
         """One layer's forward activations at the token budget on a TP rank (module docstring)."""
         model = self.config.model
         tokens = pool.scheduler.token_budget
         plan = ParallelismConfig(tp=pool.parallelism.tp)
-        config = TransformerConfig(model=model.model_copy(update={"seq_len": tokens}), parallelism=plan,
-                                   precision=self.config.precision, attention=self.config.attention)  # fmt: skip
+        config = TransformerConfig(
+            model=model.model_copy(update={"seq_len": tokens}),
+            parallelism=plan,
+            precision=self.config.precision,
+            attention=self.config.attention,
+        )
         moe = any(model.moe_layer(index) for index in range(model.layers))
         return max(layer_terms(config, moe=flag).on_rank(plan.tp, False) for flag in {False, moe})

@@ -74,8 +74,20 @@ _COLLECTIVES = {
     "ALLTOALL": workload_pb2.ALL_TO_ALL,
     "NONE": None,
 }
-_FIELDS = ("name", "dependency", "forward compute", "forward collective", "forward size",
-           "IG compute", "IG collective", "IG size", "WG compute", "WG collective", "WG size", "update time")  # fmt: skip
+_FIELDS = (
+    "name",
+    "dependency",
+    "forward compute",
+    "forward collective",
+    "forward size",
+    "IG compute",
+    "IG collective",
+    "IG size",
+    "WG compute",
+    "WG collective",
+    "WG size",
+    "update time",
+)
 
 
 @dataclass(frozen=True)

@@ -97,10 +97,20 @@ ROOT_ATTR = "comm_root"
 RESIDENT_ATTR = "resident_bytes."
 """The prefix of the metadata attributes ``resident_bytes.<kind>`` holding the graph's ``resident_bytes``."""
 
-_INT_VALUES = frozenset({
-    "int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val", "sint64_val",
-    "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val",
-})  # fmt: skip
+_INT_VALUES = frozenset(
+    {
+        "int32_val",
+        "int64_val",
+        "uint32_val",
+        "uint64_val",
+        "sint32_val",
+        "sint64_val",
+        "fixed32_val",
+        "fixed64_val",
+        "sfixed32_val",
+        "sfixed64_val",
+    }
+)
 
 
 def read_records(path: str | Path) -> list[tuple[int, bytes]]:
@@ -404,7 +414,9 @@ class RankFileTrace:
         config = self._rank_files
         files = trace_files(config.path, self._suffix, self._what)
         if config.npus is not None and config.npus != len(files):
-            raise WorkloadError(f"workload.npus is {config.npus} but {len(files)} {self._what} traces match {config.path}")
+            raise WorkloadError(
+                f"workload.npus is {config.npus} but {len(files)} {self._what} traces match {config.path}"
+            )
         return files
 
     def npus_required(self) -> int:

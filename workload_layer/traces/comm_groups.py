@@ -41,8 +41,11 @@ def _members(value: object, where: str, name: str, allow_empty: bool) -> tuple[i
     sorted, from a JSON list; raises :class:`WorkloadError` prefixed ``where`` unless it is a list of distinct
     non-negative integers (non-empty unless ``allow_empty``). What was found is said by its type, never echoed."""
     if not isinstance(value, list) or not all(type(npu) is int and npu >= 0 for npu in value):
-        found = f"a list holding {_kind(next(n for n in value if type(n) is not int or n < 0))}" \
-            if isinstance(value, list) else _kind(value)
+        found = (
+            f"a list holding {_kind(next(n for n in value if type(n) is not int or n < 0))}"
+            if isinstance(value, list)
+            else _kind(value)
+        )
         raise WorkloadError(f"{where}: group {name} must be a list of NPU ids (integers from 0), found {found}")
     if not value and not allow_empty:
         raise WorkloadError(f"{where}: group {name} is empty")
@@ -56,8 +59,14 @@ def _kind(value: object) -> str:
     """What ``value`` is, without its contents: "a string", "a negative integer", ..."""
     if type(value) is int:
         return "a negative integer"
-    return {bool: "a boolean", str: "a string", float: "a number with a fraction", dict: "an object",
-            list: "a list", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        str: "a string",
+        float: "a number with a fraction",
+        dict: "an object",
+        list: "a list",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def read_comm_groups(path: str | Path) -> CommGroups:
@@ -75,8 +84,13 @@ def read_comm_groups(path: str | Path) -> CommGroups:
             f"{path}: expected a JSON object mapping communicator names (pg_name) to lists of NPU ids, "
             f"found {_kind(data)}"
         )
-    return CommGroups({name: _members(value, str(path), f"#{index}", False)
-                       for index, (name, value) in enumerate(data.items(), start=1)}, str(path))
+    return CommGroups(
+        {
+            name: _members(value, str(path), f"#{index}", False)
+            for index, (name, value) in enumerate(data.items(), start=1)
+        },
+        str(path),
+    )
 
 
 def write_comm_groups(path: str | Path, groups: Mapping[str, Sequence[int]]) -> None:
@@ -110,14 +124,17 @@ def _pg_records(text: str, where: str) -> list[tuple[str, tuple[int, ...]]]:
         try:
             records = parse_json(records[0], problem)
         except InputError as exc:
-            raise WorkloadError(f"{problem}: not valid JSON: {exc.what.removeprefix('invalid JSON: ')}"
-                                f"{f' ({exc.where})' if exc.where else ''}") from None
+            raise WorkloadError(
+                f"{problem}: not valid JSON: {exc.what.removeprefix('invalid JSON: ')}"
+                f"{f' ({exc.where})' if exc.where else ''}"
+            ) from None
     if not isinstance(records, list) or not all(
         isinstance(record, dict) and isinstance(record.get("pg_name"), str) for record in records
     ):
         raise WorkloadError(f"{problem}: expected a list of records with pg_name and ranks")
-    return [(record["pg_name"], _members(record.get("ranks"), problem, repr(record["pg_name"]), True))
-            for record in records]
+    return [
+        (record["pg_name"], _members(record.get("ranks"), problem, repr(record["pg_name"]), True)) for record in records
+    ]
 
 
 def trace_groups(nodes: Sequence[Node], source: str) -> CommGroups | None:
@@ -132,7 +149,9 @@ def trace_groups(nodes: Sequence[Node], source: str) -> CommGroups | None:
     return CommGroups(groups, "the trace's process_group:init records") if found else None
 
 
-def communicator_group(pg_name: str, where: str, npu: int, npus: int | None, definitions: Sequence[CommGroups]) -> list[int]:
+def communicator_group(
+    pg_name: str, where: str, npu: int, npus: int | None, definitions: Sequence[CommGroups]
+) -> list[int]:
     """The IR ``group`` of communicator ``pg_name`` issued by NPU ``npu``: its sorted NPU ids, or empty for every
     NPU. With ``npus`` unknown (None) nothing is checked and an undefined name is every NPU."""
     found = next((groups for groups in definitions if pg_name in groups.groups), None)

@@ -114,9 +114,9 @@ def from_graph(
                 out.attr.append(_int_attr(ROOT_ATTR, node.root))
         elif node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
             peer = "comm_dst" if node.type == workload_pb2.COMM_SEND_NODE else "comm_src"
-            out.attr.extend([
-                _int_attr(peer, node.peer), _int_attr("comm_tag", node.tag), _int_attr("comm_size", node.comm_bytes)
-            ])  # fmt: skip
+            out.attr.extend(
+                [_int_attr(peer, node.peer), _int_attr("comm_tag", node.tag), _int_attr("comm_size", node.comm_bytes)]
+            )
         elif node.type in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
             out.attr.append(_int_attr("tensor_size", node.comm_bytes))
         if node.pg_name:

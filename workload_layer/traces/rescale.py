@@ -82,8 +82,10 @@ def _recorded_plan(metadata: GlobalMetadata, source: str) -> Plan | None:
     for axis in _DEGREES:
         attr = found.get(axis)
         if attr is None or attr.WhichOneof("value") != "int64_val" or attr.int64_val < (0 if axis == "zero" else 1):
-            raise WorkloadError(f"{source}: metadata attribute {PLAN_ATTR}{axis} must be an int64 "
-                                f"{'from 0' if axis == 'zero' else 'of at least 1'}")  # fmt: skip
+            raise WorkloadError(
+                f"{source}: metadata attribute {PLAN_ATTR}{axis} must be an int64 "
+                f"{'from 0' if axis == 'zero' else 'of at least 1'}"
+            )
         degrees[axis] = attr.int64_val
     order = tuple(found["order"].string_val.split(",")) if "order" in found else ()
     if sorted(order) != ["dp", "pp", "tp"]:
@@ -128,8 +130,10 @@ def _read(prefix: str | Path) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
             raise WorkloadError(f"{file}: its plan ({PLAN_ATTR}*) differs from that of {files[0]}")
     assert plan is not None
     if plan.npus != len(files):
-        raise WorkloadError(f"{prefix}: the plan recorded (tp {plan.tp} x pp {plan.pp} x dp {plan.dp} = {plan.npus} "
-                            f"ranks) does not match the {len(files)} trace files")  # fmt: skip
+        raise WorkloadError(
+            f"{prefix}: the plan recorded (tp {plan.tp} x pp {plan.pp} x dp {plan.dp} = {plan.npus} "
+            f"ranks) does not match the {len(files)} trace files"
+        )
     return graphs, plan
 
 
@@ -152,15 +156,20 @@ def target_plan(recorded: Plan, npus: int, degrees: Mapping[str, int | None], so
         )
     dp = npus // replica
     if degrees.get("dp") is not None and degrees["dp"] != dp:
-        raise WorkloadError(f"--dp {degrees['dp']}: with tp {recorded.tp} and pp {recorded.pp}, --npus {npus} "
-                            f"makes dp {dp}")  # fmt: skip
+        raise WorkloadError(
+            f"--dp {degrees['dp']}: with tp {recorded.tp} and pp {recorded.pp}, --npus {npus} makes dp {dp}"
+        )
     if recorded.dp == 1 and dp > 1:
-        raise WorkloadError(f"--npus {npus}: the trace ({source}) was recorded with dp 1, so it holds no gradient "
-                            "all-reduce to replicate; record it with at least 2 data-parallel replicas")  # fmt: skip
+        raise WorkloadError(
+            f"--npus {npus}: the trace ({source}) was recorded with dp 1, so it holds no gradient "
+            "all-reduce to replicate; record it with at least 2 data-parallel replicas"
+        )
     if dp != recorded.dp and (recorded.zero or recorded.ep > 1):
         what = f"ZeRO stage {recorded.zero} shards memory" if recorded.zero else f"ep {recorded.ep} carves groups"
-        raise WorkloadError(f"--npus {npus}: the trace ({source}) was recorded with {what} over DP, which a change "
-                            f"of DP cannot rescale: export the study again with parallelism.dp: {dp}")  # fmt: skip
+        raise WorkloadError(
+            f"--npus {npus}: the trace ({source}) was recorded with {what} over DP, which a change "
+            f"of DP cannot rescale: export the study again with parallelism.dp: {dp}"
+        )
     return Plan(recorded.tp, recorded.pp, dp, recorded.ep, recorded.zero, recorded.order)
 
 
@@ -173,7 +182,9 @@ def _axis(old: RankLayout, npus: int, rank: int, group: Sequence[int], where: st
     raise WorkloadError(f"{where}: its group {list(members)} is not a tp, pp or dp group of the recorded plan")
 
 
-def _rescaled(graph: workload_pb2.ExecutionGraph, old: Plan, new: Plan, npu: int, source: str) -> workload_pb2.ExecutionGraph:
+def _rescaled(
+    graph: workload_pb2.ExecutionGraph, old: Plan, new: Plan, npu: int, source: str
+) -> workload_pb2.ExecutionGraph:
     """NPU ``npu``'s graph under ``new``, from ``graph``, that of the recorded rank it replicates."""
     copy = workload_pb2.ExecutionGraph()
     copy.CopyFrom(graph)
@@ -204,12 +215,16 @@ def rescale(
     than ``max_npus`` ranks (a file each) are refused, as is a target holding a rank file beyond the new ranks,
     which a replay would read as one of them."""
     if npus > max_npus:
-        raise WorkloadError(f"--npus {npus}: a rescaled trace has a file per rank, more than the limit of {max_npus}; "
-                            f"raise it with --max-npus {npus}")  # fmt: skip
+        raise WorkloadError(
+            f"--npus {npus}: a rescaled trace has a file per rank, more than the limit of {max_npus}; "
+            f"raise it with --max-npus {npus}"
+        )
     stale = Path(f"{target}.{npus}.et")
     if stale.exists():
-        raise WorkloadError(f"{stale} exists: the rescaled trace has ranks 0..{npus - 1}, and a replay would read it "
-                            "as one more; remove the old trace or write elsewhere")  # fmt: skip
+        raise WorkloadError(
+            f"{stale} exists: the rescaled trace has ranks 0..{npus - 1}, and a replay would read it "
+            "as one more; remove the old trace or write elsewhere"
+        )
     graphs, old = _read(source)
     first = f"{source}.0.et"
     new = target_plan(old, npus, degrees, first)

@@ -119,8 +119,9 @@ def layer_parameters(model: ModelConfig, index: int, tp: int, ep: int) -> Parame
     dense = _attention_parameters(model, tp) + (1 if model.parallel_block else 2) * _norm_parameters(model)
     if not model.moe_layer(index):
         return Parameters(dense=dense + _mlp_parameters(model, tp))
-    return Parameters(dense=dense + model.hidden * model.experts,
-                      expert=model.experts // ep * _mlp_parameters(model, tp))
+    return Parameters(
+        dense=dense + model.hidden * model.experts, expert=model.experts // ep * _mlp_parameters(model, tp)
+    )
 
 
 def _word_embeddings(model: ModelConfig, tp: int) -> int:
@@ -159,8 +160,10 @@ def _tp_region(config: TransformerConfig, elements: int) -> tuple[Step, Step]:
     """The TP operators entering (before column-parallel GEMMs) and leaving (after row-parallel GEMMs) a TP
     region whose activations have ``elements`` elements once gathered."""
     if config.parallelism.sequence_parallel:
-        return (SequenceParallelSum(scatter=False, elements=elements),
-                SequenceParallelSum(scatter=True, elements=elements))
+        return (
+            SequenceParallelSum(scatter=False, elements=elements),
+            SequenceParallelSum(scatter=True, elements=elements),
+        )
     return TensorParallelSum(in_forward=False), TensorParallelSum(in_forward=True)
 
 

@@ -218,7 +218,9 @@ class ParallelismConfig(Section):
     @model_validator(mode="after")
     def _order_names_each_axis(self) -> ParallelismConfig:
         if sorted(self.order) != ["dp", "pp", "tp"]:
-            raise ValueError(f"parallelism.order must list tp, pp and dp once each, innermost first; got {list(self.order)}")
+            raise ValueError(
+                f"parallelism.order must list tp, pp and dp once each, innermost first; got {list(self.order)}"
+            )
         return self
 
     @property
@@ -257,7 +259,12 @@ class TransformerConfig(Section):
         model, plan = self.model, self.parallelism
         checks = (
             ("model.layers", model.layers, "parallelism.pp", plan.pp),
-            ("model.layers", model.layers, "parallelism.pp * parallelism.virtual_stages", plan.pp * plan.virtual_stages),
+            (
+                "model.layers",
+                model.layers,
+                "parallelism.pp * parallelism.virtual_stages",
+                plan.pp * plan.virtual_stages,
+            ),
             ("model.heads", model.heads, "parallelism.tp", plan.tp),
             ("model.kv_heads", model.kv_head_count, "parallelism.tp", plan.tp),
             ("model.ffn", model.ffn_size, "parallelism.tp", plan.tp),

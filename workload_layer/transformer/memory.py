@@ -74,9 +74,18 @@ from stratasim.kernel import operators
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.moe import layer_routing
 
-__all__ = ["StageMemory", "ActivationTerms", "LayerActivations", "OPTIMIZER_BYTES_PER_PARAMETER",
-           "layer_activation_bytes", "layer_terms", "layer_activations", "attention_core_bytes",
-           "micro_batches_in_flight", "stage_memory"]
+__all__ = [
+    "StageMemory",
+    "ActivationTerms",
+    "LayerActivations",
+    "OPTIMIZER_BYTES_PER_PARAMETER",
+    "layer_activation_bytes",
+    "layer_terms",
+    "layer_activations",
+    "attention_core_bytes",
+    "micro_batches_in_flight",
+    "stage_memory",
+]
 
 OPTIMIZER_BYTES_PER_PARAMETER = 12
 """Mixed-precision Adam: fp32 master weight, momentum and variance (ZeRO's ``K = 12``)."""
@@ -118,7 +127,13 @@ class ActivationTerms:
 
 
 def layer_activation_bytes(
-    seq_len: int, micro_batch: int, hidden: int, heads: int, tp: int, *, sequence_parallel: bool = False,
+    seq_len: int,
+    micro_batch: int,
+    hidden: int,
+    heads: int,
+    tp: int,
+    *,
+    sequence_parallel: bool = False,
     selective: bool = False,
 ) -> int:
     """Korthikanti et al.'s table 2 for a GPT layer (one key-value head per head, GeLU, ``ffn = 4h``) on a TP
@@ -141,7 +156,9 @@ def layer_terms(config: TransformerConfig, moe: bool) -> ActivationTerms:
     r = layer_routing(config)
     slots = r.local_experts * r.expert_tokens
     return ActivationTerms(
-        replicated=10 * sb * h + 2 * sb * model.experts, split=split, attention=attention,
+        replicated=10 * sb * h + 2 * sb * model.experts,
+        split=split,
+        attention=attention,
         per_rank=2 * slots * h + 2 * slots * inner // plan.tp,
     )
 

@@ -55,9 +55,7 @@ class Routing:
     dispatched_tokens: int
 
 
-def routing(
-    tokens: int, experts: int, top_k: int, capacity_factor: float, ep: int, tp_gather: int
-) -> Routing:
+def routing(tokens: int, experts: int, top_k: int, capacity_factor: float, ep: int, tp_gather: int) -> Routing:
     """The routing of a micro-batch of ``tokens`` tokens split over ``tp_gather`` sequence-parallel TP ranks (1
     without sequence parallelism) onto ``experts`` experts spread over ``ep`` ranks."""
     routed = tokens // tp_gather
@@ -75,7 +73,11 @@ def layer_routing(config: TransformerConfig) -> Routing:
     """The routing of one MoE layer of ``config`` on one rank for one micro-batch."""
     model, plan = config.model, config.parallelism
     return routing(
-        plan.micro_batch * model.seq_len, model.experts, model.top_k, model.capacity_factor, plan.ep,
+        plan.micro_batch * model.seq_len,
+        model.experts,
+        model.top_k,
+        model.capacity_factor,
+        plan.ep,
         plan.tp if plan.sequence_parallel else 1,
     )
 

@@ -59,7 +59,9 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
 def _interleaved_order(stage: int, stages: int, micro_batches: int, chunks: int) -> tuple[Pass, ...]:
     """Megatron-LM's interleaved 1F1B order; see :func:`pipeline_order`."""
     if micro_batches % stages:
-        raise ValueError(f"the interleaved schedule needs micro-batches ({micro_batches}) divisible by stages ({stages})")
+        raise ValueError(
+            f"the interleaved schedule needs micro-batches ({micro_batches}) divisible by stages ({stages})"
+        )
     total = chunks * micro_batches
     warmup = total if micro_batches == stages else min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
     forward = [_interleaved_pass("forward", k, stages, chunks) for k in range(total)]

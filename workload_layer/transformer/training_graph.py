@@ -221,26 +221,31 @@ class _Emitter:
         expert one over the expert-data-parallel group: an all-reduce, or with ZeRO stages 1 and 2 a reduce-scatter
         and then an all-gather of the updated parameters (same volume; the optimizer step between is not
         modelled)."""
-        buckets = (("dp", self._bucket, self._plan.data_group),
-                   ("dp expert", self._expert_bucket, self._plan.expert_data_group))
+        buckets = (
+            ("dp", self._bucket, self._plan.data_group),
+            ("dp expert", self._expert_bucket, self._plan.expert_data_group),
+        )
         for label, size, group in buckets:
             if not size or len(group) < 2:
                 continue
             if self._plan.zero == 0:
-                self._group_collective(f"{label} gradient all-reduce", workload_pb2.ALL_REDUCE, size, group,
-                                       self._ready)
+                self._group_collective(
+                    f"{label} gradient all-reduce", workload_pb2.ALL_REDUCE, size, group, self._ready
+                )
             else:
-                scatter = self._group_collective(f"{label} gradient reduce-scatter", workload_pb2.REDUCE_SCATTER,
-                                                 size, group, self._ready)
-                self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group,
-                                       [scatter])
+                scatter = self._group_collective(
+                    f"{label} gradient reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group, self._ready
+                )
+                self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group, [scatter])
         self._bucket = self._expert_bucket = 0
 
     def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """``block``'s dense and expert parameter bytes on this TP rank, each with the group ZeRO shards it over."""
         element = operators.dtype_bytes(self._plan.dtype)
-        return ((block.parameters * element, self._plan.data_group),
-                (block.expert_parameters * element, self._plan.expert_data_group))
+        return (
+            (block.parameters * element, self._plan.data_group),
+            (block.expert_parameters * element, self._plan.expert_data_group),
+        )
 
     def _gather_parameters(self, block: Block, prefix: str) -> None:
         """ZeRO-3: all-gather ``block``'s parameters before it runs, issued as the previous block started (one
@@ -250,8 +255,9 @@ class _Emitter:
         issue_after, self._prefetch_after = self._prefetch_after, list(self._ready)
         for size, group in self._block_shards(block):
             if size and len(group) > 1:
-                gather = self._group_collective(f"{prefix} zero all-gather", workload_pb2.ALL_GATHER, size, group,
-                                                issue_after)
+                gather = self._group_collective(
+                    f"{prefix} zero all-gather", workload_pb2.ALL_GATHER, size, group, issue_after
+                )
                 self._ready = [*self._ready, gather]
 
     def _scatter_gradients(self, block: Block, prefix: str) -> None:
@@ -260,19 +266,25 @@ class _Emitter:
             return
         for size, group in self._block_shards(block):
             if size and len(group) > 1:
-                self._group_collective(f"{prefix} zero reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group,
-                                       self._ready)
+                self._group_collective(
+                    f"{prefix} zero reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group, self._ready
+                )
 
     def _group_collective(
-        self, name: str, kind: workload_pb2.CollectiveType.ValueType, size: int, group: tuple[int, ...],
+        self,
+        name: str,
+        kind: workload_pb2.CollectiveType.ValueType,
+        size: int,
+        group: tuple[int, ...],
         deps: list[int],
     ) -> int:
         """A collective of ``size`` bytes over a data-parallel ``group`` after ``deps`` and after the previous one
         on that group: collectives on one communicator run in program order, the same on every member."""
         previous = self._last_on.get(group)
         after = deps if previous is None or previous in deps else [*deps, previous]
-        node = self._add(name, workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size, group=group,
-                         pg_name="dp")
+        node = self._add(
+            name, workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size, group=group, pg_name="dp"
+        )
         self._last_on[group] = node
         return node
 
@@ -328,11 +340,23 @@ class _Emitter:
             if isinstance(step, Pointwise):
                 desc = self._pointwise(step, step.inputs + (role == "backward"))
             elif isinstance(step, Attention):
-                desc = operators.attention(step.batch, step.seq, step.seq, step.head_dim, causal=True,
-                                           backward=role == "backward", group=step.group, dtype=dtype, name=step.name)
+                desc = operators.attention(
+                    step.batch,
+                    step.seq,
+                    step.seq,
+                    step.head_dim,
+                    causal=True,
+                    backward=role == "backward",
+                    group=step.group,
+                    dtype=dtype,
+                    name=step.name,
+                )
             else:
-                m, k, n = {"forward": (step.m, step.k, step.n), "dgrad": (step.m, step.n, step.k),
-                           "wgrad": (step.k, step.m, step.n)}[role]  # fmt: skip
+                m, k, n = {
+                    "forward": (step.m, step.k, step.n),
+                    "dgrad": (step.m, step.n, step.k),
+                    "wgrad": (step.k, step.m, step.n),
+                }[role]
                 desc = operators.gemm(m, k, n, dtype=dtype, batch=step.batch, name=step.name)
                 if self._plan.gemm_dtype is not None:
                     desc.dtype = self._plan.gemm_dtype  # priced at its peak; bytes stay the operands' (dtype)
@@ -363,8 +387,15 @@ class _Emitter:
         size = step.elements * operators.dtype_bytes(self._plan.dtype)
         input_grad = self._input_grad if backward and reduce else None
         after = self._ready if input_grad is None else [input_grad]
-        node = self._add(f"{prefix} tp {label}", workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size,
-                         group=group, pg_name="tp")
+        node = self._add(
+            f"{prefix} tp {label}",
+            workload_pb2.COMM_COLL_NODE,
+            after,
+            comm_type=kind,
+            comm_bytes=size,
+            group=group,
+            pg_name="tp",
+        )
         self._ready = [node] if input_grad is None else [*self._ready, node]
 
     def _all_to_all(self, step: AllToAll, prefix: str) -> None:
@@ -372,8 +403,17 @@ class _Emitter:
         group = self._plan.expert_group
         if len(group) > 1:
             size = step.elements * operators.dtype_bytes(self._plan.dtype)
-            self._ready = [self._add(f"{prefix} {step.name} all-to-all", workload_pb2.COMM_COLL_NODE, self._ready,
-                                     comm_type=workload_pb2.ALL_TO_ALL, comm_bytes=size, group=group, pg_name="ep")]
+            self._ready = [
+                self._add(
+                    f"{prefix} {step.name} all-to-all",
+                    workload_pb2.COMM_COLL_NODE,
+                    self._ready,
+                    comm_type=workload_pb2.ALL_TO_ALL,
+                    comm_bytes=size,
+                    group=group,
+                    pg_name="ep",
+                )
+            ]
 
     def _pointwise(self, step: Pointwise, inputs: int) -> compute_pb2.OperatorDesc:
         return operators.elementwise(
@@ -389,8 +429,13 @@ class _Emitter:
 
     def _all_reduce(self, name: str, deps: list[int]) -> int:
         return self._add(
-            name, workload_pb2.COMM_COLL_NODE, deps, comm_type=workload_pb2.ALL_REDUCE,
-            comm_bytes=self._plan.tensor_bytes, group=self._plan.tensor_group, pg_name="tp",
+            name,
+            workload_pb2.COMM_COLL_NODE,
+            deps,
+            comm_type=workload_pb2.ALL_REDUCE,
+            comm_bytes=self._plan.tensor_bytes,
+            group=self._plan.tensor_group,
+            pg_name="tp",
         )
 
     def _receive(self, step: Pass) -> bool:
@@ -404,8 +449,15 @@ class _Emitter:
         tag = message_tag(step.direction, sender_chunk, step.micro_batch, len(self._plan.chunks))
         name = f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction}"
         self._ready = [
-            self._add(name, workload_pb2.COMM_RECV_NODE, self._ready, peer=peer, tag=tag,
-                      comm_bytes=self._plan.boundary_bytes, pg_name="pp")
+            self._add(
+                name,
+                workload_pb2.COMM_RECV_NODE,
+                self._ready,
+                peer=peer,
+                tag=tag,
+                comm_bytes=self._plan.boundary_bytes,
+                pg_name="pp",
+            )
         ]
         gather = self._plan.gather_boundary and len(self._plan.tensor_group) > 1
         if gather and self._plan.zero == 3:
@@ -417,9 +469,15 @@ class _Emitter:
         """All-gather a received boundary tensor over the TP group, if ``gather``; the stream waits for it."""
         if gather:
             self._ready = [
-                self._add(name, workload_pb2.COMM_COLL_NODE, self._ready,
-                          comm_type=workload_pb2.ALL_GATHER, comm_bytes=self._plan.tensor_bytes,
-                          group=self._plan.tensor_group, pg_name="pp")
+                self._add(
+                    name,
+                    workload_pb2.COMM_COLL_NODE,
+                    self._ready,
+                    comm_type=workload_pb2.ALL_GATHER,
+                    comm_bytes=self._plan.tensor_bytes,
+                    group=self._plan.tensor_group,
+                    pg_name="pp",
+                )
             ]
 
     def _neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
@@ -435,8 +493,15 @@ class _Emitter:
         if neighbour is not None:
             tag = message_tag(step.direction, step.chunk, step.micro_batch, len(self._plan.chunks))
             name = f"mb{step.micro_batch} chunk{step.chunk} send {step.direction}"
-            self._add(name, workload_pb2.COMM_SEND_NODE, self._ready, peer=neighbour[0], tag=tag,
-                      comm_bytes=self._plan.boundary_bytes, pg_name="pp")
+            self._add(
+                name,
+                workload_pb2.COMM_SEND_NODE,
+                self._ready,
+                peer=neighbour[0],
+                tag=tag,
+                comm_bytes=self._plan.boundary_bytes,
+                pg_name="pp",
+            )
 
     def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, deps: list[int], **fields: object) -> int:
         node_id = len(self._nodes)

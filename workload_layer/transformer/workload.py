@@ -110,8 +110,13 @@ class TransformerWorkload:
         nodes = (max(self.micro_batches, 1) + 1) * plan.virtual_stages * per_chunk + 64
         activation = plan.micro_batch * model.seq_len * model.hidden * 4
         bucket = plan.dp_bucket or 12 * model.hidden**2 * 4
-        return WorkEstimate(npus, nodes, nodes, max(activation, bucket),
-                            "workload.model.layers and workload.parallelism.global_batch (micro-batches)")  # fmt: skip
+        return WorkEstimate(
+            npus,
+            nodes,
+            nodes,
+            max(activation, bucket),
+            "workload.model.layers and workload.parallelism.global_batch (micro-batches)",
+        )
 
     def samples_per_iteration(self) -> int:
         """Samples (sequences) one iteration trains on: the global batch."""
@@ -140,7 +145,9 @@ class TransformerWorkload:
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         required = self.npus_required()
         if npus != required:
-            raise WorkloadError(f"workload: the transformer's plan needs exactly tp * pp * dp = {required} NPUs, got {npus}")
+            raise WorkloadError(
+                f"workload: the transformer's plan needs exactly tp * pp * dp = {required} NPUs, got {npus}"
+            )
         plan = self.config.parallelism
         stages = [self._stage_chunks(stage) for stage in range(plan.pp)]
         return GraphSequence(npus, lambda npu: build_graph(self._plan(npu, stages)))
@@ -151,7 +158,9 @@ class TransformerWorkload:
         plan = self.config.parallelism
         stages = [((),) * plan.virtual_stages for _ in range(plan.pp)]  # partners do not depend on the blocks
         return translated_representatives(
-            grid, self.npus_required(), lambda npu: plan.layout.npu({"tp": 0, "pp": plan.layout.rank(npu, "pp"), "dp": 0}),
+            grid,
+            self.npus_required(),
+            lambda npu: plan.layout.npu({"tp": 0, "pp": plan.layout.rank(npu, "pp"), "dp": 0}),
             lambda npu: self._partners(self._plan(npu, stages)),
         )
 
@@ -187,8 +196,11 @@ class TransformerWorkload:
             gather_boundary=plan.scatter_gather and not plan.sequence_parallel,
             tensor_bytes=activation,
             bucket_bytes=plan.dp_bucket,
-            resident_bytes={"weights": memory.weights_bytes, "gradients": memory.gradients_bytes,
-                            "optimizer": memory.optimizer_bytes},
+            resident_bytes={
+                "weights": memory.weights_bytes,
+                "gradients": memory.gradients_bytes,
+                "optimizer": memory.optimizer_bytes,
+            },
             dtype=self._dtype,
             gemm_dtype=self._gemm_dtype,
             expert_group=tuple(replicas[d] for d in ep_ranks),
@@ -254,8 +266,11 @@ class TransformerWorkload:
         activations = layer_activations(self.config, model.moe_layer(index))
         parameters = layer_parameters(model, index, plan.tp, plan.ep)
         return Block(
-            f"layer{index}", layer_steps(self.config, index), recompute=plan.recompute == "full",
+            f"layer{index}",
+            layer_steps(self.config, index),
+            recompute=plan.recompute == "full",
             kept_bytes=activations.kept_bytes,
             recomputed_bytes=activations.recomputed_bytes if plan.recompute == "full" else 0,
-            parameters=parameters.dense, expert_parameters=parameters.expert,
+            parameters=parameters.dense,
+            expert_parameters=parameters.expert,
         )
