@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from fractions import Fraction
-from typing import NoReturn
+from typing import ClassVar, NoReturn
 
 import numpy as np
 
@@ -76,6 +76,9 @@ class AnalyticalNetwork:
     """
 
     name = "analytical"
+    stateless: ClassVar[bool] = True
+    """Its delays never depend on traffic: it holds no state per link, and NPUs equivalent by symmetry may be
+    simulated once (``NetworkInfo.stateless`` says, per topology, whether a fabric's routes keep the symmetry)."""
 
     def __init__(self) -> None:
         self._dims: list[_Dim] = []

@@ -1,4 +1,4 @@
-"""Fabrics beyond a list of dimensions: one module per family, each with ``check``, ``layout`` and ``build``.
+"""Fabrics beyond a list of dimensions: one module per family, each with ``check``, ``layout``, ``size`` and ``build``.
 
 A topology message with its ``fabric`` set names the family and its parameters; :func:`build` turns it into
 a :class:`~stratasim.network_layer.link_graph.LinkGraph` both backends route on, in-process or behind a server alike.
@@ -8,12 +8,14 @@ collectives: a torus's own dimensions, ASTRA-sim's hierarchical alltoall's two, 
 Each module also holds the study sections of the ``network.topology`` kinds it reads (``SECTIONS``, each a
 :class:`~stratasim.network_layer.topologies.base.FabricSection` whose ``kind`` names them). A new topology kind is one
 module here, listed once in ``_MODULES``: its ``SECTIONS`` and, when it brings a fabric family of its own
-(a ``Topology.fabric`` message of the network contract), its ``FABRIC`` name, ``check``, ``layout`` and
-``build``; a kind built on an existing family (``mesh``, ``hierarchical_torus``) needs only its section.
+(a ``Topology.fabric`` message of the network contract), its ``FABRIC`` name, ``check``, ``layout``, ``size``
+and ``build``; a kind built on an existing family (``mesh``, ``hierarchical_torus``) needs only its section.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from importlib import import_module
 from types import MappingProxyType, ModuleType
 from typing import Any, get_args
@@ -25,7 +27,10 @@ from stratasim.network_layer.topologies.base import FabricSection, fabric_topolo
 from stratasim.network_layer.topologies.graph import from_networkx
 from stratasim.v1 import network_pb2
 
-__all__ = ["SECTIONS", "FabricSection", "build", "check", "from_networkx", "topology_of"]
+__all__ = ["SECTIONS", "FabricSection", "build", "check", "from_networkx", "size", "topology_of"]
+
+_RING = network_pb2.Dimension.RING
+_FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
 
 _MODULES: tuple[ModuleType, ...] = tuple(
     import_module(f"{__name__}.{name}")
@@ -86,3 +91,30 @@ def build(topology: network_pb2.Topology) -> LinkGraph:
             f"has {links.npus}"
         )
     return links
+
+
+def _dimensions_size(dimensions: Sequence[network_pb2.Dimension]) -> tuple[int, int]:
+    """NPUs and links of a list of dimensions: rings link each NPU twice, a fully connected dimension links every
+    pair, a switch adds one switch per line and two links per NPU."""
+    npus = math.prod(dim.size for dim in dimensions) if dimensions else 0
+    links = 0
+    for dim in dimensions:
+        if dim.kind == _FULLY_CONNECTED:
+            links += npus * max(dim.size - 1, 0)
+        elif dim.kind == _RING:
+            links += 2 * npus
+        else:
+            links += 2 * npus + npus // max(dim.size, 1)
+    return npus, links
+
+
+def size(topology: network_pb2.Topology) -> tuple[int, int]:
+    """The NPUs and the links (switches counted with them) ``topology`` describes, from its fields alone: an upper
+    bound of what a backend would build, in a few integer operations whatever the numbers (each family's ``size``;
+    the NPUs its dimensions lay out when they are more)."""
+    npus, links = _dimensions_size(topology.dimensions)
+    field = topology.WhichOneof("fabric")
+    if field is None:
+        return npus, links
+    fabric_npus, fabric_links = _FAMILIES[field].size(getattr(topology, field))
+    return max(fabric_npus, npus), fabric_links

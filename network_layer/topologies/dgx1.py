@@ -87,6 +87,11 @@ def layout(spec: network_pb2.Dgx1Fabric) -> tuple[int, ...]:
     return (8,)
 
 
+def size(spec: network_pb2.Dgx1Fabric) -> tuple[int, int]:
+    """Eight GPUs and the links of their NVLink pairs (a duplex cable, two links, per connected pair)."""
+    return 8, 2 * len(_PAIRS)
+
+
 def build(spec: network_pb2.Dgx1Fabric) -> LinkGraph:
     bandwidth, latency = link_speed(spec.nvlink, "nvlink")
     links: list[Link] = []

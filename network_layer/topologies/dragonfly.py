@@ -94,6 +94,14 @@ def layout(spec: network_pb2.DragonflyFabric) -> tuple[int, ...]:
     return (spec.groups * spec.routers_per_group * spec.hosts_per_router,)
 
 
+def size(spec: network_pb2.DragonflyFabric) -> tuple[int, int]:
+    """NPUs and links (routers counted with them): a host cable per NPU, each router's local and global links,
+    and the routers."""
+    routers = spec.groups * spec.routers_per_group
+    npus = routers * spec.hosts_per_router
+    return npus, 2 * npus + routers * (spec.routers_per_group + spec.global_links_per_router) + routers
+
+
 class _Dragonfly:
     """Node ids: NPUs, then routers (group by group); and the minimal route between two NPUs."""
 

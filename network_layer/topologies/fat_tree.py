@@ -58,6 +58,13 @@ def layout(spec: network_pb2.FatTreeFabric) -> tuple[int, ...]:
     return (spec.k**3 // 4,)
 
 
+def size(spec: network_pb2.FatTreeFabric) -> tuple[int, int]:
+    """NPUs and links (switches counted with them): k^3/4 hosts, two links per host, edge-aggregation and
+    aggregation-core cable, and 5k^2/4 switches."""
+    k = spec.k
+    return k**3 // 4, 2 * (k**3 // 4 + k * k * k // 2) + 5 * k * k // 4
+
+
 class _Tree:
     """Node ids of a k-ary fat-tree: NPUs, then edge, aggregation and core switches."""
 

@@ -171,6 +171,11 @@ def layout(spec: network_pb2.GraphFabric) -> tuple[int, ...]:
     return (spec.npus,)
 
 
+def size(spec: network_pb2.GraphFabric) -> tuple[int, int]:
+    """Nodes and links (nodes counted with them), as the graph lists them."""
+    return len(spec.node), len(spec.link) + len(spec.node)
+
+
 def build(spec: network_pb2.GraphFabric) -> LinkGraph:
     names = list(spec.node)
     links = [Link(link.src, link.dst, *link_speed(link.spec, f"link[{i}].spec")) for i, link in enumerate(spec.link)]

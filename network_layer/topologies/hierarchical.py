@@ -79,6 +79,13 @@ def layout(spec: network_pb2.HierarchicalAlltoallFabric) -> tuple[int, ...]:
     return (spec.local_size, spec.packages)
 
 
+def size(spec: network_pb2.HierarchicalAlltoallFabric) -> tuple[int, int]:
+    """NPUs and links (switches counted with them): each NPU's ring cable and a cable to every switch, and the
+    switches."""
+    npus = spec.local_size * spec.packages
+    return npus, 2 * npus * (spec.switches + 1) + spec.switches
+
+
 class _Hierarchy:
     def __init__(self, spec: network_pb2.HierarchicalAlltoallFabric) -> None:
         self.local = spec.local_size

@@ -73,6 +73,14 @@ def layout(spec: network_pb2.NvSwitchFabric) -> tuple[int, ...]:
     return (spec.gpus_per_board * spec.boards,)
 
 
+def size(spec: network_pb2.NvSwitchFabric) -> tuple[int, int]:
+    """NPUs and links (switches counted with them): a cable per GPU and plane, each switch's trunks and the
+    switches."""
+    npus = spec.gpus_per_board * spec.boards
+    switches = spec.planes * spec.boards
+    return npus, 2 * npus * spec.planes + switches * (spec.boards + 1)
+
+
 class _Node:
     """Node ids: GPUs, then switches board by board; and the route through one plane."""
 

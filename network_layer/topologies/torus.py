@@ -9,6 +9,7 @@ link speed. There are no switches.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt
@@ -81,6 +82,13 @@ def check(spec: network_pb2.TorusFabric) -> None:
 def layout(spec: network_pb2.TorusFabric) -> tuple[int, ...]:
     """Collectives run along the torus's own dimensions."""
     return tuple(spec.shape)
+
+
+def size(spec: network_pb2.TorusFabric) -> tuple[int, int]:
+    """NPUs and links: a duplex cable (two links) per NPU and dimension, an upper bound of a mesh's and of a
+    two-wide torus's."""
+    npus = math.prod(spec.shape) if spec.shape else 0
+    return npus, 2 * npus * len(spec.shape)
 
 
 def build(spec: network_pb2.TorusFabric) -> LinkGraph:

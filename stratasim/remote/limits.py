@@ -1,14 +1,13 @@
 """What one server grants its clients: how many sessions at once, how long one may sit idle, how large a topology a
 session may configure and how large one request may be.
 
-A topology's size is worked out from its message alone, before any backend builds it: a ~100-byte ``configure``
-naming a ring of 10^8 NPUs (or a fat-tree of k = 10^4, an NVSwitch node of 10^8 planes) would otherwise have the
+A topology's size is worked out from its message alone (:func:`stratasim.network_layer.topologies.size`, each
+family's count beside its builder), before any backend builds it: a ~100-byte ``configure`` naming a ring of 10^8 NPUs (or a fat-tree of k = 10^4, an NVSwitch node of 10^8 planes) would otherwise have the
 backend build hundreds of millions of links — tens of seconds of CPU and gigabytes — before anything refused it.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -17,10 +16,7 @@ from dataclasses import dataclass
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import network_pb2
 
-__all__ = ["CLOSE_GRACE_S", "Limits", "SessionSlots", "Ticket", "check_topology", "topology_size"]
-
-_RING = network_pb2.Dimension.RING
-_FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
+__all__ = ["CLOSE_GRACE_S", "Limits", "SessionSlots", "Ticket", "check_topology"]
 
 
 @dataclass(frozen=True)
@@ -42,55 +38,13 @@ class Limits:
     """Bytes one request may carry (a window's sends, a batch of operators)."""
 
 
-def _dims_size(dimensions: list[network_pb2.Dimension]) -> tuple[int, int]:
-    """NPUs and links of a list of dimensions: rings link each NPU twice, a fully connected dimension links every
-    pair, a switch adds one switch per line and two links per NPU."""
-    npus = math.prod(dim.size for dim in dimensions) if dimensions else 0
-    links = 0
-    for dim in dimensions:
-        if dim.kind == _FULLY_CONNECTED:
-            links += npus * max(dim.size - 1, 0)
-        elif dim.kind == _RING:
-            links += 2 * npus
-        else:
-            links += 2 * npus + npus // max(dim.size, 1)
-    return npus, links
-
-
-def topology_size(topology: network_pb2.Topology) -> tuple[int, int]:
-    """The NPUs and the links (switches counted with them) ``topology`` describes, from its fields alone: an upper
-    bound of what a backend would build, in a few integer operations whatever the numbers."""
-    dims_npus, dims_links = _dims_size(list(topology.dimensions))
-    fabric = topology.WhichOneof("fabric")
-    if fabric is None:
-        return dims_npus, dims_links
-    spec = getattr(topology, fabric)
-    if fabric == "torus":
-        npus = math.prod(spec.shape) if spec.shape else 0
-        return max(npus, dims_npus), 2 * npus * len(spec.shape)
-    if fabric == "fat_tree":
-        k = spec.k
-        return max(k**3 // 4, dims_npus), 2 * (k**3 // 4 + k * k * k // 2) + 5 * k * k // 4
-    if fabric == "dragonfly":
-        routers = spec.groups * spec.routers_per_group
-        npus = routers * spec.hosts_per_router
-        links = 2 * npus + routers * (spec.routers_per_group + spec.global_links_per_router) + routers
-        return max(npus, dims_npus), links
-    if fabric == "nvswitch":
-        npus = spec.gpus_per_board * spec.boards
-        switches = spec.planes * spec.boards
-        return max(npus, dims_npus), 2 * npus * spec.planes + switches * (spec.boards + 1)
-    if fabric == "hierarchical_alltoall":
-        npus = spec.local_size * spec.packages
-        return max(npus, dims_npus), 2 * npus * (spec.switches + 1) + spec.switches
-    if fabric == "graph":
-        return max(len(spec.node), dims_npus), len(spec.link) + len(spec.node)
-    return dims_npus, dims_links  # dgx1: eight GPUs, whatever its fields
-
-
 def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
     """Raise BackendError, before any work, if ``topology`` is larger than ``limits`` allow."""
-    npus, links = topology_size(topology)
+    # Imported here: the families' study sections load pydantic, some 0.15 s a server would otherwise wait for
+    # before listening, and a compute server never needs them.
+    from stratasim.network_layer import topologies
+
+    npus, links = topologies.size(topology)
     if npus > limits.max_npus:
         raise BackendError(
             f"topology: {npus:,} NPUs exceed this server's limit of {limits.max_npus:,} "

@@ -14,14 +14,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from stratasim.adapters.ns3.network import MTU as NS3_MTU
 from stratasim.config.study_file import Study
+from stratasim.kernel import registry
 from stratasim.kernel.contracts import SymmetricWorkload, WorkloadSource
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_bytes
 from stratasim.kernel.work import EstimableWorkload, WorkEstimate
-from stratasim.remote.limits import topology_size
+from stratasim.network_layer import topologies
+from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.system_layer.collectives.algorithms import FLATTENED, split_name
-from stratasim.system_layer.symmetry.stand_ins import SYMMETRIC_ALGORITHMS
+from stratasim.system_layer.symmetry.stand_ins import may_aggregate
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
 
 __all__ = [
@@ -48,7 +51,7 @@ _NPU_BYTES = 4096  # per NPU of the topology: its stats, report row, stand-in en
 NODE_BYTES = 2048
 """Memory per graph node built and simulated (measured: about 1.5 KiB, its message and the engine's plan)."""
 _PACKET_BYTES = 256  # per flit-level packet of a message in flight
-_NS3_PAYLOAD_BYTES = 4096  # adapters.ns3's packets: RoCE's largest MTU
+_FLIT = FlitParameters()  # the flit-level backend's defaults, for the keys network.flit leaves out
 _LINK_BYTES = 256  # per link or switch a link-level network builds (measured: about 120 bytes)
 
 
@@ -113,28 +116,31 @@ def _flits(study: Study, message: int) -> tuple[int, int]:
     if not message or "flit_level" not in study.network.backends().values():
         return 0, 0
     flit = study.network.flit
-    flit_bytes = (flit.flit_bytes if flit is not None else None) or 64
-    packet_flits = (flit.packet_flits if flit is not None else None) or 5
+    flit_bytes = (flit.flit_bytes if flit is not None else None) or _FLIT.flit_bytes
+    packet_flits = (flit.packet_flits if flit is not None else None) or _FLIT.packet_flits
     return -(-message // (flit_bytes * packet_flits)), packet_flits
 
 
 def _ns3_packets(study: Study, message: int) -> int:
-    """Packets of 4096 bytes (RoCE's largest MTU, as adapters.ns3 cuts them) a message of ``message`` bytes is on
-    ns-3, each an event of its simulation per link; 0 on any other network (its packets live in ns-3's process, so
-    only the time they take is counted here)."""
-    return -(-message // _NS3_PAYLOAD_BYTES) if "ns3" in study.network.backends().values() else 0
+    """Packets of ``adapters.ns3``'s MTU (4096 bytes, RoCE's largest) a message of ``message`` bytes is on ns-3,
+    each an event of its simulation per link; 0 on any other network (its packets live in ns-3's process, so only
+    the time they take is counted here)."""
+    return -(-message // NS3_MTU) if "ns3" in study.network.backends().values() else 0
+
+
+def _stateless(study: Study) -> bool:
+    """Whether the study's network backend declares that its delays never depend on traffic (its class's
+    ``stateless``): it holds no state per link, and NPUs equivalent by symmetry may be simulated once. A backend
+    not installed here (served elsewhere) declares nothing."""
+    name = study.network.backend_name
+    if name not in registry.available("network"):
+        return False
+    return getattr(registry.load("network", name), "stateless", False) is True
 
 
 def _aggregated(study: Study) -> bool:
     """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``)."""
-    system = study.system
-    algorithms = {name for names in system.algorithm.values() for name in names}
-    return (
-        system.aggregate
-        and study.network.backend_name == "analytical"
-        and system.logical_topology is None
-        and algorithms <= SYMMETRIC_ALGORITHMS
-    )
+    return may_aggregate(study.system, _stateless(study))
 
 
 def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: int | None = None) -> Estimate:
@@ -206,8 +212,8 @@ def check_budget(study: Study, source: WorkloadSource, npus: int, budget: Budget
     the graphs of one simulated NPU, then the NPUs the engine would simulate (asking a symmetric workload for its
     representatives walks every NPU), the packets in flight and the events."""
     refuse_over(f"{study.source}: {npus:,} NPUs", npus * _NPU_BYTES, 0, budget, "network.topology's sizes")
-    if study.network.backend_name != "analytical":  # the others build every link and switch of a fabric
-        links = topology_size(study.topology_proto())[1]
+    if not _stateless(study):  # the others build every link and switch of a fabric
+        links = topologies.size(study.topology_proto())[1]
         refuse_over(
             f"{study.source}: {links:,} links and switches of the {study.network.backend_name} network",
             links * _LINK_BYTES,

@@ -35,7 +35,7 @@ from stratasim.system_layer.collectives.groups import FLAT, phases_of
 from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2, workload_pb2
 
-__all__ = ["SYMMETRIC_ALGORITHMS", "aggregation_blocker", "stand_ins"]
+__all__ = ["SYMMETRIC_ALGORITHMS", "aggregation_blocker", "may_aggregate", "stand_ins"]
 
 # Algorithms whose every position sends and waits alike, with peers at the same distances.
 SYMMETRIC_ALGORITHMS = frozenset({"ring", "ring_bidirectional", "direct", "halving_doubling"})
@@ -95,6 +95,12 @@ def stand_ins(
         return ((0,) * npus, None) if blocker is None else (None, blocker)
     blocker = _common_blocker(npus, info, options) or _representative_blocker(graphs, tuple(representatives), grid)
     return (tuple(representatives), None) if blocker is None else (None, blocker)
+
+
+def may_aggregate(options: SystemOptions, stateless: bool) -> bool:
+    """Whether ``options`` and a network whose delays do (``stateless`` False) or do not depend on traffic let the
+    engine simulate NPUs equivalent by symmetry once, as far as can be told before any graph is built."""
+    return _common_blocker(0, network_pb2.NetworkInfo(stateless=stateless), options) is None
 
 
 def _common_blocker(npus: int, info: network_pb2.NetworkInfo, options: SystemOptions) -> str | None:

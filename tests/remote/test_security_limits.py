@@ -14,8 +14,9 @@ import pytest
 
 from stratasim import run
 from stratasim.kernel.errors import BackendError, ConfigError, RemoteError
+from stratasim.network_layer.topologies import size as topology_size
 from stratasim.remote import ComputeClient, NetworkClient
-from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots, topology_size
+from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots
 from stratasim.remote.security import ClientSecurity, ServerSecurity, exposure_warning
 from stratasim.v1 import compute_pb2, network_pb2
 from tests.contracts.contract_fakes import factories, served
