@@ -37,6 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from stratasim.adapters._backend import ToolBackend
 from stratasim.adapters._tool import ToolFailure, contained, load
@@ -46,7 +47,10 @@ from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
 from stratasim.kernel.operators import ConvShape, GemmShape
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["ScaleSimCompute", "SystolicArray", "CONFIG"]
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+
+__all__ = ["from_section", "ScaleSimCompute", "SystolicArray", "CONFIG"]
 
 _PS_PER_CYCLE = 1000  # 1 GHz
 _RUN = "stratasim"
@@ -228,3 +232,10 @@ def _report_row(path: Path) -> list[str]:
     if len(rows) < 2:
         raise ToolFailure(f"its {path.name} has no layer row")
     return rows[1]
+
+
+def from_section(section: BackendSection | None = None) -> ScaleSimCompute:
+    """The backend the registry builds from the study's compute section (None: its defaults).
+
+    It reads no key of it."""
+    return ScaleSimCompute()

@@ -31,14 +31,17 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratasim.adapters._backend import ToolBackend
 from stratasim.adapters._tool import ToolFailure, contained, load
 from stratasim.kernel.operators import ConvShape, GemmShape
 from stratasim.v1 import compute_pb2
 
-__all__ = ["ZigZagCompute", "EXAMPLES", "workload"]
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+
+__all__ = ["from_section", "ZigZagCompute", "EXAMPLES", "workload"]
 
 _PS_PER_CYCLE = 1000  # 1 GHz
 # Device name -> (hardware yaml, mapping yaml) under zigzag/inputs.
@@ -123,3 +126,10 @@ def _compute_cycles(cmes: Any) -> float:
         return float(cmes[0][1][0][0].ideal_temporal_cycle)
     except (IndexError, TypeError, AttributeError) as exc:
         raise ToolFailure(f"its result holds no layer evaluation ({exc})") from None
+
+
+def from_section(section: BackendSection | None = None) -> ZigZagCompute:
+    """The backend the registry builds from the study's compute section (None: its defaults).
+
+    It reads no key of it."""
+    return ZigZagCompute()

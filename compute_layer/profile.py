@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stratasim.compute_layer.profile_table import KIND_DIMS, Key, Measurement, ProfileTable, load_profile
 from stratasim.compute_layer.requests import described, unknown_capacity
@@ -34,7 +35,10 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import GemmShape, ShapeError, dtype_name, kind_name, kind_of, shape_of, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["ProfileCompute"]
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+
+__all__ = ["from_section", "ProfileCompute"]
 
 _Value = tuple[Fraction, Fraction | None]  # (duration in ps, energy in pJ or None)
 
@@ -187,3 +191,10 @@ def _lerp(low: _Value, high: _Value, weight: Fraction) -> _Value:
     time_ps = low[0] + (high[0] - low[0]) * weight
     energy = None if low[1] is None or high[1] is None else low[1] + (high[1] - low[1]) * weight
     return time_ps, energy
+
+
+def from_section(section: BackendSection | None = None) -> ProfileCompute:
+    """The backend the registry builds from the study's compute section (None: its defaults).
+
+    It reads its ``profile`` table."""
+    return ProfileCompute(None if section is None else section.profile)

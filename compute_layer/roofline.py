@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from stratasim.compute_layer.device_wire import device_from_message
 from stratasim.compute_layer.devices import PRESETS, Device, calibrated, catalog, device, efficiency_statement
@@ -32,7 +33,10 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["RooflineCompute", "LevelTimes", "level_times"]
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+
+__all__ = ["from_section", "RooflineCompute", "LevelTimes", "level_times"]
 
 _PS_PER_SECOND = 10**12
 # OperatorCost.duration_ps is an int64.
@@ -192,3 +196,10 @@ def _price(index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2
         traffic=[compute_pb2.MemoryTraffic(level=level, bytes=size) for level, size in times.traffic],
         bound=times.bound,
     )
+
+
+def from_section(section: BackendSection | None = None) -> RooflineCompute:
+    """The backend the registry builds from the study's compute section (None: its defaults).
+
+    It reads no key of it."""
+    return RooflineCompute()

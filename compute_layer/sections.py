@@ -12,6 +12,7 @@ from stratasim.compute_layer.accelerator_section import (
     AcceleratorSection,
     describes_accelerator,
 )
+from stratasim.compute_layer.backend_section import MAPPER_BACKEND, PROFILE_BACKEND, BackendSection
 from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.per_kind import KIND_NAMES
@@ -23,9 +24,6 @@ from stratasim.v1 import compute_pb2
 
 __all__ = ["CalibrationSection", "ComputeSection"]
 
-PROFILE_BACKEND = "profile"
-"""The backend that reads the ``profile`` table."""
-
 DESCRIBING_BACKEND = "roofline"
 """The backend that prices on a device described in the study (``compute.device`` as a mapping)."""
 
@@ -34,9 +32,6 @@ ACCELERATOR_BACKEND = "timeloop"
 
 WAFER_BACKEND = "wafer"
 """The backend that prices on a tiled / wafer-scale accelerator described in the study."""
-
-MAPPER_BACKEND = "timeloop"
-"""The backend that searches mappings, for the ``objective`` the study names."""
 
 _DESCRIBED_BY = {
     DeviceSection: (DESCRIBING_BACKEND, "a described device", "described"),
@@ -266,6 +261,12 @@ class ComputeSection(Section):
         if isinstance(self.device, (WaferSection, WaferDescription)):
             return wafer_message(self.device.wafer())
         return accelerator_message(self.device.accelerator())
+
+    def backend_section(self) -> BackendSection | None:
+        """The keys a backend is built with (``profile``, ``objective``), handed to every backend's factory; None when
+        the section sets none of them (each backend's defaults)."""
+        keys = {key: getattr(self, key) for key in BackendSection.model_fields if getattr(self, key) is not None}
+        return BackendSection(**keys) if keys else None
 
     def routes(self) -> dict[str, str]:
         """The backend for each operator kind (``*``: every other kind)."""

@@ -14,6 +14,7 @@ the cycles and ``MEMORY`` when a level's bandwidth does.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from stratasim.compute_layer.fused_attention import priced_as_products
 from stratasim.compute_layer.requests import (
@@ -35,7 +36,10 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import AttentionShape, ConvShape, GemmShape, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["TimeloopCompute", "problem_of"]
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+
+__all__ = ["from_section", "TimeloopCompute", "problem_of"]
 
 _PS_PER_SECOND = 10**12
 _INT64_MAX = 2**63 - 1
@@ -167,3 +171,12 @@ class TimeloopCompute:
             traffic=traffic,
             bound=compute_pb2.COMPUTE if best.bound == "compute" else compute_pb2.MEMORY,
         )
+
+
+def from_section(section: BackendSection | None = None) -> TimeloopCompute:
+    """The backend the registry builds from the study's compute section (None: its defaults).
+
+    It reads its mapper's ``objective``."""
+    if section is None or section.objective is None:
+        return TimeloopCompute()
+    return TimeloopCompute(objective=section.objective)

@@ -16,6 +16,7 @@ does. PALM has no energy model; ``energy_pj`` is the FLOPs and the bytes of ever
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from stratasim.compute_layer.fused_attention import priced_as_products
 from stratasim.compute_layer.requests import (
@@ -35,7 +36,10 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import AttentionShape, ConvShape, GemmShape, dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["WaferCompute", "shape_of"]
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+
+__all__ = ["from_section", "WaferCompute", "shape_of"]
 
 _INT64_MAX = 2**63 - 1
 
@@ -171,3 +175,10 @@ def _cost(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> compute_pb
         + edge.byte_hops * rates.noc_byte_hop_pj
     )
     return compute_pb2.OperatorCost(duration_ps=best.duration_ps, energy_pj=energy_pj, traffic=traffic, bound=bound)
+
+
+def from_section(section: BackendSection | None = None) -> WaferCompute:
+    """The backend the registry builds from the study's compute section (None: its defaults).
+
+    It reads no key of it."""
+    return WaferCompute()

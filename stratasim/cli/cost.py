@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stratasim.compute_layer.backend_section import BackendSection
 from stratasim.config.device_option import device_option
 from stratasim.kernel import operators
 from stratasim.kernel.contracts import ComputeBackend
@@ -130,7 +131,7 @@ def price(
     for name, text in zip(backends, devices):
         chosen, description = _device(name, text, profile, objective)
         try:
-            backend: ComputeBackend = build_compute(name, profile, objective)
+            backend: ComputeBackend = build_compute(name, _section(profile, objective))
         except ConfigError as exc:  # a malformed profile
             raise BackendError(str(exc)) from None
         except ValueError as exc:  # an objective the mapper does not know
@@ -154,6 +155,13 @@ def price(
     if len(results) == 1 and results[0].cost is None:
         raise BackendError(f"compute backend {results[0].backend!r}: {results[0].error}")
     return results
+
+
+def _section(profile: str | None, objective: str | None) -> BackendSection | None:
+    """What the backends are built with, as a study's compute section hands it over: ``--profile``'s table and
+    ``--objective``; None when neither is given."""
+    keys = {key: value for key, value in (("profile", profile), ("objective", objective)) if value is not None}
+    return BackendSection(**keys) if keys else None
 
 
 def _device(backend: str, text: str, profile: str | None, objective: str | None) -> tuple[str, Description | None]:

@@ -4,7 +4,7 @@ again that the engine has imported already (numpy, the kernel, the wire messages
 
 Forking is safe only before gRPC is first imported here (its core starts threads that a child cannot inherit) and
 while this process runs no other Python thread; :func:`can_fork` says whether both hold, on Linux. Otherwise
-:func:`~stratasim.remote.launch.start` runs ``python -m stratasim.cli.serve`` as before: the two give the same server.
+:func:`~stratasim.remote.launch.start` runs ``python -m stratasim.remote.serve_main``: the two give the same server.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
-from typing import IO, NoReturn
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from stratasim.remote.serve_main import ServeOptions
 
 __all__ = ["ForkedServer", "can_fork", "fork_server"]
 
@@ -87,22 +90,22 @@ class ForkedServer:
 
 
 def fork_server(
-    argv: Sequence[str], out: IO[bytes], err: IO[bytes], env: Mapping[str, str] | None = None
+    options: ServeOptions, out: IO[bytes], err: IO[bytes], env: Mapping[str, str] | None = None
 ) -> ForkedServer:
-    """Fork a child running ``stratasim serve`` with ``argv`` (its arguments after ``serve``) and ``env`` added to its
+    """Fork a child serving as ``options`` say (:func:`stratasim.remote.serve_main.run`), with ``env`` added to its
     environment, its stdout and stderr going to ``out`` and ``err``; :func:`can_fork` must hold."""
     for module in _IMPORTED_AHEAD:
         importlib.import_module(module)
     pid = os.fork()
     if pid == 0:
         os.environ.update(env or {})
-        _serve_in_child(argv, out, err)
+        _serve_in_child(options, out, err)
     return ForkedServer(pid)
 
 
-def _serve_in_child(argv: Sequence[str], out: IO[bytes], err: IO[bytes]) -> NoReturn:
-    """The child's whole life: serve as ``python -m stratasim.cli.serve`` would, then exit at once — never returning
-    into the code of the run that forked it, nor running its clean-up."""
+def _serve_in_child(options: ServeOptions, out: IO[bytes], err: IO[bytes]) -> NoReturn:
+    """The child's whole life: serve as ``python -m stratasim.remote.serve_main`` would, then exit at once — never
+    returning into the code of the run that forked it, nor running its clean-up."""
     code = 1
     try:
         null = os.open(os.devnull, os.O_RDONLY)
@@ -114,11 +117,9 @@ def _serve_in_child(argv: Sequence[str], out: IO[bytes], err: IO[bytes]) -> NoRe
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         gc.freeze()  # what the parent built stays shared, untouched by the collector
         gc.enable()  # the run may have forked with it paused
-        from stratasim.cli import serve
+        from stratasim.remote import serve_main
 
-        code = serve.main(argv)
-    except SystemExit as exc:  # argparse's exit for bad arguments
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = serve_main.run(options)
     except BaseException:  # reported on stderr, where the parent reads why the server ended
         traceback.print_exc()
     finally:

@@ -1,5 +1,6 @@
 """Starting a layer's server as a child process, on a Unix-domain socket: forked from this process when that is safe
-(:mod:`stratasim.remote.forked`), else ``python -m stratasim.cli.serve``.
+(:mod:`stratasim.remote.forked`), else ``python -m stratasim.remote.serve_main``; either runs
+:func:`stratasim.remote.serve_main.run` on the same :class:`~stratasim.remote.serve_main.ServeOptions`.
 
 Nothing here imports gRPC, so a run can start its servers before it pays for that import itself (about 50 ms), and
 fork them while that is still safe: the servers boot while the engine imports and builds.
@@ -16,10 +17,14 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote.forked import ForkedServer, can_fork, fork_server
+from stratasim.remote.serve_main import ServeOptions
+
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
 
 __all__ = ["TOKEN_ENV", "Spawned", "new_token", "spawn", "start"]
 
@@ -46,20 +51,21 @@ def spawn(
     *,
     timeout_s: float = 20.0,
     command: Sequence[str] | None = None,
-    options: Sequence[str] = (),
+    section: BackendSection | None = None,
     token: str | None = None,
 ) -> Iterator[str]:
-    """Run ``stratasim serve layer --backend backend [options]`` in a child process and yield its endpoint.
+    """Serve ``layer`` with ``backend`` in a child process, as ``stratasim serve layer --backend backend`` does, and
+    yield its endpoint; ``section``: what the compute backend served is built with (None: its defaults).
 
-    The child runs :mod:`stratasim.cli.serve` alone (not the whole command line), so it listens within a fraction
-    of a second; it listens on a Unix-domain socket in a private temporary directory (removed afterwards): a round trip
+    The child runs :mod:`stratasim.remote.serve_main` alone (not the whole command line), so it listens within a
+    fraction of a second; it listens on a Unix-domain socket in a private temporary directory (removed afterwards): a round trip
     costs about half what it does over loopback TCP. Waits at most ``timeout_s`` for the child's ``listening on``
     line; if it exits or stays silent, raises RemoteError with the tail of its stderr. On exit the child is
     terminated (killed if it lingers). ``command`` replaces the default command line (tests; servers started
     another way). :func:`start` does the same without waiting, for starting several servers at once. ``token``:
     the bearer token the server asks of every call (handed over in its environment, never on its command line).
     """
-    with start(layer, backend, timeout_s=timeout_s, command=command, options=options, token=token) as server:
+    with start(layer, backend, timeout_s=timeout_s, command=command, section=section, token=token) as server:
         yield server.endpoint()
 
 
@@ -112,7 +118,7 @@ def start(
     *,
     timeout_s: float = 20.0,
     command: Sequence[str] | None = None,
-    options: Sequence[str] = (),
+    section: BackendSection | None = None,
     also: tuple[str, str] | None = None,
     token: str | None = None,
 ) -> Iterator[Spawned]:
@@ -132,20 +138,12 @@ def start(
     ):
         socket = os.path.join(sockets, f"{layers}.sock")
         listen = f"{_UNIX}{socket}" if len(socket) < _SOCKET_PATH_MAX else "127.0.0.1:0"
-        arguments = [
-            layer,
-            "--backend",
-            backend,
-            "--listen",
-            listen,
-            *options,
-            *([] if also is None else ["--also", f"{also[0]}:{also[1]}"]),
-        ]
+        options = ServeOptions(layer, backend, listen, also, section)
         process: _Child
         if command is None and can_fork():
-            process = fork_server(arguments, out, err, env)
+            process = fork_server(options, out, err, env)
         else:
-            argv = list(command) if command is not None else [sys.executable, "-m", "stratasim.cli.serve", *arguments]
+            argv = list(command or [sys.executable, "-m", "stratasim.remote.serve_main", options.to_json()])
             process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, **env}
             )

@@ -1,7 +1,8 @@
 """Building the compute backend a study's ``compute:`` section names: one backend, or one per operator kind.
 
-Factories are called without arguments, except the ``profile`` backend's, which is handed the section's table
-(``profile=FILE``); spawned servers get the same as ``--profile FILE``. With ``per_kind`` every distinct
+Every backend's factory is handed the keys of the section it is built with (``ComputeSection.backend_section``:
+the ``profile`` table, the mapper's ``objective``); a spawned server receives the same section. With ``per_kind``
+every distinct
 backend named is opened once (in-process or spawned, as the section says) and wrapped in a
 :class:`~stratasim.compute_layer.per_kind.PerKindCompute`. A device the section describes (``compute.device`` as a
 mapping) travels with every request about it (:class:`DescribedDevice`), wherever the backend runs.
@@ -13,7 +14,6 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Literal
 
-from stratasim.compute_layer.sections import MAPPER_BACKEND, PROFILE_BACKEND
 from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
@@ -21,9 +21,10 @@ from stratasim.study.client_options import client_options
 from stratasim.v1 import compute_pb2
 
 if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
     from stratasim.remote import Spawned
 
-__all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute", "serve_options"]
+__all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute"]
 
 
 Description = compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice
@@ -81,27 +82,10 @@ def _fields(
     return "wafer_device", "wafer_devices"
 
 
-def build_compute(name: str, profile: str | None = None, objective: str | None = None) -> ComputeBackend:
-    """The registered compute backend ``name``, in-process; ``profile`` is the table a ``profile`` backend reads,
-    ``objective`` what the ``timeloop`` backend's mapper minimises (None: its default)."""
-    factory = registry.load("compute", name)
-    if name == PROFILE_BACKEND:
-        backend: ComputeBackend = factory(profile=profile)
-    elif name == MAPPER_BACKEND and objective is not None:
-        backend = factory(objective=objective)
-    else:
-        backend = factory()
+def build_compute(name: str, section: BackendSection | None = None) -> ComputeBackend:
+    """The registered compute backend ``name``, in-process, built from ``section`` (None: its defaults)."""
+    backend: ComputeBackend = registry.load("compute", name)(section)
     return backend
-
-
-def serve_options(name: str, profile: str | None, objective: str | None = None) -> list[str]:
-    """What ``stratasim serve compute --backend name`` needs besides: the table of a ``profile`` backend, the
-    objective of a ``timeloop`` one."""
-    if name == PROFILE_BACKEND and profile is not None:
-        return ["--profile", profile]
-    if name == MAPPER_BACKEND and objective is not None:
-        return ["--objective", objective]
-    return []
 
 
 def backend_names(section: StudyCompute) -> list[str]:
@@ -114,7 +98,7 @@ def _open_one(
     name: str, section: StudyCompute, stack: ExitStack, started: Mapping[str, Spawned]
 ) -> tuple[ComputeBackend, str]:
     if section.endpoint is None and not section.spawn:
-        backend = build_compute(name, section.profile, section.objective)
+        backend = build_compute(name, section.backend_section())
         stack.callback(backend.close)
         return backend, f"{name} (in-process)"
     from stratasim import remote  # gRPC is only needed for layers in other processes
@@ -127,8 +111,7 @@ def _open_one(
         endpoint, token = started[name].endpoint(), started[name].token
     else:
         token = remote.new_token()
-        options = serve_options(name, section.profile, section.objective)
-        endpoint = stack.enter_context(remote.spawn("compute", name, options=options, token=token))
+        endpoint = stack.enter_context(remote.spawn("compute", name, section=section.backend_section(), token=token))
     client = connect(endpoint, backend=name, **client_options(section, "compute", token))
     stack.callback(client.close)
     return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"

@@ -32,12 +32,13 @@ from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget
 from stratasim.study.client_options import client_options
-from stratasim.study.compute_setup import backend_names, open_compute, serve_options
+from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
     from stratasim.remote import Spawned
 
 __all__ = [
@@ -127,29 +128,30 @@ def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Spaw
     and the (first) spawned compute backend share one server: one interpreter and one import of gRPC to wait for,
     not two competing for the cores. Each asks its clients for a random token. They are stopped when ``stack``
     unwinds."""
-    wanted: list[tuple[str, str, list[str]]] = []
+    wanted: list[tuple[str, str, BackendSection | None]] = []
     if study.network.spawn:
-        wanted.append(("network", study.network.backend_name, []))
+        wanted.append(("network", study.network.backend_name, None))
     if study.compute is not None and study.compute.spawn:
         section = study.compute
-        wanted += [
-            ("compute", name, serve_options(name, section.profile, section.objective))
-            for name in backend_names(section)
-        ]
+        wanted += [("compute", name, section.backend_section()) for name in backend_names(section)]
     if not wanted:
         return {}
     from stratasim import remote  # starting servers imports no gRPC: they boot while the engine imports it
 
     servers: dict[tuple[str, str], Spawned] = {}
     if len(wanted) > 1 and wanted[0][0] == "network":  # the network and the first compute backend: one server
-        (_, network, _), (_, compute, options) = wanted[:2]
+        (_, network, _), (_, compute, compute_section) = wanted[:2]
         both = stack.enter_context(
-            remote.start("network", network, options=options, also=("compute", compute), token=remote.new_token())
+            remote.start(
+                "network", network, section=compute_section, also=("compute", compute), token=remote.new_token()
+            )
         )
         servers = {("network", network): both, ("compute", compute): both}
         wanted = wanted[2:]
-    for layer, name, options in wanted:
-        servers[layer, name] = stack.enter_context(remote.start(layer, name, options=options, token=remote.new_token()))
+    for layer, name, backend_section in wanted:
+        servers[layer, name] = stack.enter_context(
+            remote.start(layer, name, section=backend_section, token=remote.new_token())
+        )
     # All asked to stop at once, then each start() waits for its own.
     stack.callback(_terminate, list({id(server): server for server in servers.values()}.values()))
     return servers

@@ -206,11 +206,12 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
 
 
 def test_the_serve_entry_of_spawned_servers_loads_only_what_serving_needs() -> None:
-    # What spawn runs (python -m stratasim.cli.serve) must not pay for study files or the engine.
+    # What spawn runs (python -m stratasim.remote.serve_main) must not pay for study files, the engine, the
+    # command line or gRPC before it serves.
     code = (
-        "import sys; import stratasim.cli.serve; "
+        "import sys; import stratasim.remote.serve_main; "
         "print(sorted(m for m in sys.modules if m.startswith(('stratasim.config', 'stratasim.system_layer', "
-        "'stratasim.study', 'stratasim.remote', 'grpc'))))"
+        "'stratasim.study', 'stratasim.cli', 'pydantic', 'grpc'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr

@@ -19,7 +19,7 @@ def _estimate(backend: TimeloopCompute, device: str, *ops: compute_pb2.OperatorD
 def test_is_a_compute_backend_registered_as_timeloop() -> None:
     backend = TimeloopCompute()
     assert isinstance(backend, ComputeBackend) and backend.name == "timeloop"
-    assert registry.load("compute", "timeloop") is TimeloopCompute
+    assert isinstance(registry.load("compute", "timeloop")(), TimeloopCompute)
     assert backend.devices() == sorted(PRESETS)
     assert {"tpu-like", "eyeriss-like", "gemmini", "systolic-32x32-os", "systolic-128x128-ws"} <= set(PRESETS)
 

@@ -36,7 +36,7 @@ def _estimate(
 def test_is_a_compute_backend_registered_as_wafer() -> None:
     backend = WaferCompute()
     assert isinstance(backend, ComputeBackend) and backend.name == "wafer"
-    assert registry.load("compute", "wafer") is WaferCompute
+    assert isinstance(registry.load("compute", "wafer")(), WaferCompute)
     assert isinstance(build_compute("wafer"), WaferCompute)  # what `stratasim serve compute --backend wafer` builds
     assert backend.devices() == sorted(PRESETS) == ["palm-wafer", "palm-wafer-1x1"]
     assert WaferCompute([ROW]).devices() == ["row"]

@@ -422,7 +422,11 @@ def test_the_server_token_comes_from_its_file_or_the_environment(
 ) -> None:
     import argparse
 
-    from stratasim.cli.serve import _security, add_arguments
+    from stratasim.cli.serve import add_arguments, options_of
+    from stratasim.remote.serve_main import server_security
+
+    def _security(args: argparse.Namespace) -> ServerSecurity:
+        return server_security(options_of(args))
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

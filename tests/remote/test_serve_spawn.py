@@ -188,11 +188,13 @@ def test_spawn_runs_the_real_serve_command_for_network(name: str) -> None:
 @pytest.mark.parametrize("name", registry.available("compute"))
 def test_spawn_runs_the_real_serve_command_for_compute(name: str) -> None:
     # The profile backend reads a table; the contract suite's serves here too (``--profile FILE``).
-    from stratasim.study.compute_setup import build_compute, serve_options
+    from stratasim.compute_layer.backend_section import BackendSection
+    from stratasim.study.compute_setup import build_compute
 
-    table = str(Path(__file__).parents[1] / "contracts" / "contract_profile.csv") if name == "profile" else None
-    local = build_compute(name, table)
-    with spawn("compute", name, options=serve_options(name, table)) as endpoint:
+    table = Path(__file__).parents[1] / "contracts" / "contract_profile.csv"
+    section = BackendSection(profile=str(table)) if name == "profile" else None
+    local = build_compute(name, section)
+    with spawn("compute", name, section=section) as endpoint:
         compute = ComputeClient(endpoint, backend=name, timeout_s=10)
         try:
             assert compute.devices() == local.devices()

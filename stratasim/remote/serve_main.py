@@ -1,0 +1,156 @@
+"""One server built and run from its options (:class:`ServeOptions`): what ``stratasim serve`` runs once its command
+line is read, and what a spawned server runs — forked from the run (:mod:`stratasim.remote.forked`), or as ``python
+-m stratasim.remote.serve_main OPTIONS`` (:mod:`stratasim.remote.launch`), its options one JSON argument.
+
+It imports gRPC, the registry and the backends served, no more (a compute backend's section adds pydantic), so a
+spawned server listens within a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from stratasim.kernel import registry
+from stratasim.kernel.errors import BackendError, StrataSimError
+from stratasim.remote.limits import Limits
+
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+    from stratasim.remote.security import ServerSecurity
+
+__all__ = ["LAYERS", "ServeOptions", "main", "run", "serve_with", "server_security"]
+
+LAYERS = ("network", "compute")
+"""The layers a server can serve."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """A server of ``layer`` with the registered ``backend`` on ``listen``; ``also`` the other layer and its
+    backend, served on the same endpoint; ``section`` what the compute backend served is built with (a study's
+    ``compute.profile`` and ``compute.objective``; None: its defaults); the files of its TLS material and token
+    (without ``token_file``, the token comes from ``$STRATASIM_TOKEN`` when set); its ``limits``."""
+
+    layer: str
+    backend: str
+    listen: str = "127.0.0.1:50051"
+    also: tuple[str, str] | None = None
+    section: BackendSection | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    token_file: str | None = None
+    limits: Limits = field(default_factory=Limits)
+
+    def to_json(self) -> str:
+        """The options as one JSON text, as a spawned server reads them (:meth:`from_json`)."""
+        data = dataclasses.asdict(self)
+        data["section"] = None if self.section is None else self.section.model_dump(exclude_none=True)
+        return json.dumps(data)
+
+    @staticmethod
+    def from_json(text: str) -> ServeOptions:
+        """The options :meth:`to_json` wrote; ValueError (or KeyError, TypeError) when ``text`` is not such."""
+        data = json.loads(text)
+        also, section = data.pop("also", None), data.pop("section", None)
+        limits = Limits(**data.pop("limits", {}))
+        if section is not None:
+            from stratasim.compute_layer.backend_section import BackendSection  # pydantic, only for a section
+
+            section = BackendSection.model_validate(section)
+        return ServeOptions(**data, also=None if also is None else (also[0], also[1]), section=section, limits=limits)
+
+
+def serve_with(options: ServeOptions) -> None:
+    """Serve as ``options`` say until SIGTERM or SIGINT; :class:`StrataSimError` for bad options, before listening
+    (a layer named twice, an unknown backend, a bad profile table). The compute backend reads what it needs of its
+    section (a study's, whose other backends may read the rest)."""
+    from stratasim import remote  # gRPC is only needed when serving
+
+    also = [] if options.also is None else [options.also]
+    if also and also[0][0] == options.layer:
+        raise StrataSimError(f"--also: {options.layer} is served already; name the other layer")
+    compute = dict([(options.layer, options.backend), *also]).get("compute")
+    remote.serve(
+        options.layer,
+        options.backend,
+        options.listen,
+        factories=_compute_factory(compute, options.section),
+        also=also,
+        security=server_security(options),
+        limits=options.limits,
+    )
+
+
+def _compute_factory(compute: str | None, section: BackendSection | None) -> dict[str, Callable[[], Any]] | None:
+    """The compute backend ``compute`` built from ``section``, ahead of the registry's (which builds it with its
+    defaults); None without a section. The server builds it before listening: a bad section fails there."""
+    if section is None or compute is None:
+        return None
+    factory = registry.load("compute", compute)
+
+    def build() -> Any:
+        try:
+            return factory(section)
+        except ValueError as exc:  # a value the backend cannot take, e.g. an objective its mapper does not know
+            raise BackendError(f"compute backend {compute!r}: {exc}") from None
+
+    return {compute: build}
+
+
+def server_security(options: ServeOptions) -> ServerSecurity:
+    """The server's TLS material and token from the files ``options`` name (and ``$STRATASIM_TOKEN``), every file
+    read now: a missing one fails before listening, naming its option."""
+    from stratasim.remote.security import TOKEN_ENV, ServerSecurity, read_pem, token_from
+
+    if (options.tls_cert is None) != (options.tls_key is None):
+        raise StrataSimError("--tls-cert and --tls-key go together: give both for TLS, or neither")
+    if options.tls_client_ca is not None and options.tls_cert is None:
+        raise StrataSimError("--tls-client-ca asks clients for certificates over TLS: give --tls-cert and --tls-key")
+    env = TOKEN_ENV if options.token_file is None and TOKEN_ENV in os.environ else None
+    token = token_from(options.token_file, env, what_file="--token-file", what_env="the server's token")
+    return ServerSecurity(
+        token=token,
+        certificate=None if options.tls_cert is None else read_pem(options.tls_cert, "--tls-cert"),
+        private_key=None if options.tls_key is None else read_pem(options.tls_key, "--tls-key", key=True),
+        client_ca=None if options.tls_client_ca is None else read_pem(options.tls_client_ca, "--tls-client-ca"),
+    )
+
+
+def run(options: ServeOptions) -> int:
+    """:func:`serve_with`, for a spawned server: 0 when stopped, 2 with one ``error: ...`` line for bad options."""
+    try:
+        serve_with(options)
+    except StrataSimError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m stratasim.remote.serve_main OPTIONS``: serve as the JSON ``OPTIONS`` (:meth:`ServeOptions.to_json`)
+    say; 2 with one ``error: ...`` line when they cannot be read."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if len(arguments) != 1:
+            raise ValueError(f"expected one argument, the options as JSON; got {len(arguments)}")
+        options = ServeOptions.from_json(arguments[0])
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"error: malformed server options: {exc}", file=sys.stderr)
+        return 2
+    return run(options)
+
+
+if __name__ == "__main__":
+    # The backends are closed and the server stopped by now: exit without the interpreter's teardown (gRPC's
+    # threads, numpy), some tens of milliseconds a run spawning this server would otherwise wait for.
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
