@@ -199,25 +199,14 @@ def read_astra(
     network file's stem. The study is validated before it is returned; every problem raises one
     :class:`ConfigError`.
     """
-    if backend not in BACKENDS:
-        raise StrataSimError(f"--backend: expected {' or '.join(BACKENDS)}, got {backend!r}")
-    if trace is not None and (collective, size, npus) != (None, None, None):
-        raise StrataSimError("--workload (a Chakra trace) takes no --collective, --size or --npus: the trace says them")
+    _check_choices(backend, trace, collective, size, npus)
     network_path, system_path = Path(network_path), Path(system_path)
     network_problems: Problems = []
     system_problems: Problems = []
     network = _load_yaml(network_path, network_problems)
     topology = [] if network_problems else _topology(network, network_problems)
     system_data = _load_json(system_path, system_problems)
-    workload: dict[str, Any] = {
-        "kind": "collective",
-        "collective": DEFAULT_COLLECTIVE if collective is None else collective,
-        "size": DEFAULT_SIZE if size is None else f"{size}B" if isinstance(size, int) else size,
-    }
-    if npus is not None:
-        workload["npus"] = npus
-    if trace is not None:
-        workload = {"kind": "chakra", "path": trace}
+    workload = _workload(collective, size, npus, trace)
     system = SystemImport({}, ())
     if not system_problems:
         runs = workload.get("collective", "")  # a trace's collectives are not known here: none is required
@@ -234,16 +223,45 @@ def read_astra(
         f"imported from ASTRA-sim 2.x inputs {network_path} and {system_path}",
         f"network: backend {backend}, for {BACKENDS[backend]} (the network file does not say; choose with --backend)",
         *system.comments,
+        *_assumed(workload, () if trace is not None else (("collective", collective), ("size", size))),
     ]
-    given = (("collective", collective), ("size", size)) if trace is None else ()
-    assumed = [f"{key} {workload[key]}" for key, value in given if value is None]
-    if assumed:
-        comments.append(
-            f"workload: ASTRA-sim's come as Chakra traces, not imported; assumed {' and '.join(assumed)} "
-            "(choose with --collective and --size)"
-        )
     parse_study(study, f"study imported from {network_path} and {system_path}")
     return AstraImport(study, tuple(comments))
+
+
+def _check_choices(
+    backend: str, trace: str | None, collective: str | None, size: str | int | None, npus: int | None
+) -> None:
+    """Refuse a backend not in :data:`BACKENDS`, and a trace given with a collective, a size or NPUs."""
+    if backend not in BACKENDS:
+        raise StrataSimError(f"--backend: expected {' or '.join(BACKENDS)}, got {backend!r}")
+    if trace is not None and (collective, size, npus) != (None, None, None):
+        raise StrataSimError("--workload (a Chakra trace) takes no --collective, --size or --npus: the trace says them")
+
+
+def _workload(collective: str | None, size: str | int | None, npus: int | None, trace: str | None) -> dict[str, Any]:
+    """The study's workload: the trace replayed, else the collective of ``size`` (each defaulted) on ``npus``."""
+    if trace is not None:
+        return {"kind": "chakra", "path": trace}
+    workload: dict[str, Any] = {
+        "kind": "collective",
+        "collective": DEFAULT_COLLECTIVE if collective is None else collective,
+        "size": DEFAULT_SIZE if size is None else f"{size}B" if isinstance(size, int) else size,
+    }
+    if npus is not None:
+        workload["npus"] = npus
+    return workload
+
+
+def _assumed(workload: dict[str, Any], given: tuple[tuple[str, object], ...]) -> list[str]:
+    """The comment naming the workload's keys assumed (those of ``given`` left out), if any."""
+    assumed = [f"{key} {workload[key]}" for key, value in given if value is None]
+    if not assumed:
+        return []
+    return [
+        f"workload: ASTRA-sim's come as Chakra traces, not imported; assumed {' and '.join(assumed)} "
+        "(choose with --collective and --size)"
+    ]
 
 
 def import_astra(
