@@ -8,8 +8,7 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); see :mod:`stratasim.cli.commands`.
 
-    Imported on call, so that ``python -m stratasim.cli.serve`` (what a spawned server runs) loads only what serving
-    needs.
+    Imported on call, so that ``python -m stratasim.cli.serve`` loads only what serving needs.
     """
     from stratasim.cli.commands import main as run
 

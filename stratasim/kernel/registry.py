@@ -2,6 +2,10 @@
 
 A package adds a backend by declaring an entry point in one of these groups; nothing in StrataSim lists them.
 Tests and embedders may also pass extra ``{name: factory}`` pairs, which take precedence over entry points.
+
+A factory takes its validated section: a workload's, its kind's ``Config``; a compute backend's, the keys of the
+study's ``compute:`` it is built with (``stratasim.compute_layer.backend_section.BackendSection``; no argument: its
+defaults); a network backend's, nothing (its keys reach it in the topology ``configure`` hands it).
 """
 
 from __future__ import annotations

@@ -108,6 +108,9 @@ class FakeCompute:
     name = "fake"
     _DEVICES = MappingProxyType({"fake-npu": (100e12, 1e12), "fake-edge": (4e12, 50e9)})  # (FLOP/s, bytes/s)
 
+    def __init__(self, section: object = None) -> None:
+        """Built as the registry builds every compute backend, from the study's section (which it ignores)."""
+
     def devices(self) -> list[str]:
         return sorted(self._DEVICES)
 
