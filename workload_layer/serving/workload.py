@@ -51,7 +51,6 @@ from stratasim.kernel.serving import (
     ServingPool,
     ServingResult,
 )
-from stratasim.kernel.work import WorkEstimate
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 from stratasim.workload_layer.inference.workload import stage_parameters
 from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadConfig
@@ -116,10 +115,6 @@ class ServingRequestsWorkload:
 
     def npus_required(self) -> int:
         return sum(pool.replicas * pool.parallelism.tp * pool.parallelism.pp for pool in self.config.pools)
-
-    def estimate(self, npus: int) -> WorkEstimate:
-        """No graphs are built: one small graph per distinct collective priced."""
-        return WorkEstimate(1, 4, 1, 0, "workload.requests.count")
 
     def pools(self) -> list[ServingPool]:
         """Each pool's placement and plan, pools on consecutive disjoint NPU ranges in order."""
