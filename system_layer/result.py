@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from stratasim.kernel.counters import CounterSample
+
 if TYPE_CHECKING:
     from stratasim.system_layer.trace import SpanLog
 
@@ -86,16 +88,6 @@ class TraceSpan:
     name: str
     start_ps: int
     end_ps: int
-
-
-@dataclass(frozen=True)
-class CounterSample:
-    """A counter of one NPU taking ``value`` from ``time_ps`` on (e.g. ``memory``: the bytes it holds)."""
-
-    npu: int
-    name: str
-    time_ps: int
-    value: int
 
 
 @dataclass(frozen=True)

@@ -70,9 +70,9 @@ def _run(args: argparse.Namespace) -> int:
         print(report.to_text())
         if written:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
-        if selected is not None and (line := trace_options.note(args, report.result)):
+        if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):
             print(line)
-    return EXIT_OK if report.result.stopped_at_ps is None else EXIT_INTERRUPTED
+    return EXIT_OK if report.stopped_at_ps is None else EXIT_INTERRUPTED
 
 
 def _add_run(subparsers: _Subparsers) -> None:

@@ -35,6 +35,7 @@ from stratasim.kernel.errors import BackendError, ConfigError, InputError, Topol
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.plausible import unusual_values
 from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
+from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.network_layer.sections import NetworkSection
 from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.v1 import network_pb2
@@ -78,9 +79,10 @@ class WorkloadSpec:
     kind: str
     config: BaseModel
 
-    def build(self) -> WorkloadSource:
-        """Instantiate the registered workload class with this config."""
-        source: WorkloadSource = registry.load("workload", self.kind)(self.config)
+    def build(self) -> WorkloadSource | RequestLevelWorkload:
+        """Instantiate the registered workload class with this config: a workload yielding execution graphs, or one
+        running its own request-level loop."""
+        source: WorkloadSource | RequestLevelWorkload = registry.load("workload", self.kind)(self.config)
         return source
 
 

@@ -1,7 +1,7 @@
 """What a study produced, for people (:meth:`Report.to_text`) and for tools (:meth:`Report.to_dict`, files).
 
-A report is the engine's :class:`~stratasim.system_layer.result.SimulationResult` (integer picoseconds) plus what the
-composition root adds: the study's name, the wall time, where each layer ran, a training or inference workload's
+A report is the engine's :class:`~stratasim.system_layer.result.SimulationResult` (integer picoseconds), or a
+request-level study's :class:`~stratasim.kernel.serving.ServingResult`, plus what the composition root adds: the study's name, the wall time, where each layer ran, a training or inference workload's
 figures and the warnings. It copies nothing: :mod:`stratasim.report.json_report` and :mod:`stratasim.report.text_report` render
 the result as it is, converting units with :func:`~stratasim.kernel.units.ps_to_ns` and
 :func:`~stratasim.kernel.units.format_time_ps` (the JSON field names, a contract tools rely on, are listed there).
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stratasim.kernel.errors import StrataSimError
+from stratasim.kernel.serving import ServingResult
 from stratasim.kernel.units import power_w, ps_to_ns
 from stratasim.report.chrome_trace import write_chrome_trace
 from stratasim.report.json_report import report_dict, write_report
@@ -48,7 +49,7 @@ class Report:
     """
 
     name: str
-    result: SimulationResult
+    result: SimulationResult | ServingResult
     wall_seconds: float
     backends: dict[str, str]
     training: dict[str, Any] | None = None
@@ -68,6 +69,27 @@ class Report:
         return (self.compute_energy_pj + (self.network_energy_pj or 0.0)) / tokens
 
     @property
+    def engine(self) -> SimulationResult | None:
+        """The engine's result, whose tables (collectives, NPUs, links, operators) the report shows; None for a
+        request-level study, which has none."""
+        return self.result if isinstance(self.result, SimulationResult) else None
+
+    @property
+    def per_npu(self) -> tuple[NpuStats, ...]:
+        """Each simulated NPU's figures (none for a request-level study)."""
+        return self.engine.per_npu if self.engine else ()
+
+    @property
+    def simulated_npus(self) -> int:
+        """The NPUs the engine simulated one by one (0 for a request-level study)."""
+        return self.engine.simulated_npus if self.engine else 0
+
+    @property
+    def stopped_at_ps(self) -> int | None:
+        """When the run was stopped before its end (None: it ran to the end)."""
+        return self.engine.stopped_at_ps if self.engine else None
+
+    @property
     def network_energy_pj(self) -> float | None:
         """The energy of every bit the NPUs sent (None when the study prices no bit): collective bytes along
         each dimension and point-to-point bytes across each, at the dimension's pJ per bit; a flat phase's
@@ -78,7 +100,7 @@ class Report:
         flat = max(prices, default=0.0)
         bits = [0] * len(prices)
         flat_bits = 0
-        for npu in self.result.per_npu:
+        for npu in self.per_npu:
             for dim, size in (*npu.bytes_sent_per_dim, *npu.p2p_bytes_per_dim):
                 if 0 <= dim < len(bits):
                     bits[dim] += 8 * size
@@ -89,7 +111,7 @@ class Report:
     @property
     def critical(self) -> NpuStats | None:
         """The NPU that finished last (the lowest id on ties); None without NPUs."""
-        return max(self.result.per_npu, key=lambda s: (s.finish_ps, -s.npu), default=None)
+        return max(self.per_npu, key=lambda s: (s.finish_ps, -s.npu), default=None)
 
     @property
     def critical_npu(self) -> int:
@@ -122,7 +144,7 @@ class Report:
     @property
     def compute_energy_pj(self) -> float:
         """The compute energy of every NPU together."""
-        return sum((npu.compute_energy_pj for npu in self.result.per_npu), 0.0)
+        return sum((npu.compute_energy_pj for npu in self.per_npu), 0.0)
 
     def power_w(self, energy_pj: float) -> float:
         """Mean power of ``energy_pj`` spent over the study's total time."""
@@ -165,7 +187,7 @@ class Report:
         counters and link busy stretches, streamed event by event) into ``out_dir``; the paths written."""
         out = Path(out_dir)
         report_path, trace_path = out / "report.json", out / "trace.json"
-        result = self.result
+        result, engine = self.result, self.engine
         try:
             out.mkdir(parents=True, exist_ok=True)
             with report_path.open("w", encoding="utf-8", buffering=1 << 20) as file:
@@ -173,9 +195,12 @@ class Report:
             if not trace:
                 return (report_path,)
             with trace_path.open("w", encoding="utf-8", buffering=1 << 20) as file:
-                write_chrome_trace(
-                    file, result.spans, result.counters, result.link_busy, result.npus, result.stands_for()
-                )
+                if engine is None:
+                    write_chrome_trace(file, (), result.counters, (), result.npus, None)
+                else:
+                    write_chrome_trace(
+                        file, engine.spans, engine.counters, engine.link_busy, engine.npus, engine.stands_for()
+                    )
         except OSError as exc:
             raise StrataSimError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
         return report_path, trace_path
