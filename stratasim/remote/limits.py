@@ -2,8 +2,9 @@
 session may configure and how large one request may be.
 
 A topology's size is worked out from its message alone (:func:`stratasim.network_layer.topologies.size`, each
-family's count beside its builder), before any backend builds it: a ~100-byte ``configure`` naming a ring of 10^8 NPUs (or a fat-tree of k = 10^4, an NVSwitch node of 10^8 planes) would otherwise have the
-backend build hundreds of millions of links — tens of seconds of CPU and gigabytes — before anything refused it.
+family's count beside its builder), before any backend builds it: a ~100-byte ``configure`` naming a ring of 10^8
+NPUs (or a fat-tree of k = 10^4, an NVSwitch node of 10^8 planes) would otherwise have the backend build hundreds of
+millions of links — tens of seconds of CPU and gigabytes — before anything refused it.
 """
 
 from __future__ import annotations

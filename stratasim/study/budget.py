@@ -212,7 +212,7 @@ def check_budget(study: Study, source: WorkloadSource, npus: int, budget: Budget
     the graphs of one simulated NPU, then the NPUs the engine would simulate (asking a symmetric workload for its
     representatives walks every NPU), the packets in flight and the events."""
     refuse_over(f"{study.source}: {npus:,} NPUs", npus * _NPU_BYTES, 0, budget, "network.topology's sizes")
-    if not _stateless(study):  # the others build every link and switch of a fabric
+    if not _stateless(study):  # a network holding state per link builds every link and switch of a fabric
         links = topologies.size(study.topology_proto())[1]
         refuse_over(
             f"{study.source}: {links:,} links and switches of the {study.network.backend_name} network",
