@@ -14,7 +14,7 @@ from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats
 
 if TYPE_CHECKING:
-    from stratasim.report.report import Report
+    from stratasim.report.contents import ReportContents
 
 __all__ = ["report_text"]
 
@@ -28,7 +28,7 @@ def _time(ps: float) -> str:
     return format_time_ps(round(ps))
 
 
-def report_text(report: Report) -> str:
+def report_text(report: ReportContents) -> str:
     """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
     operators."""
     if not report.result.per_npu and report.serving_timeline is not None:  # a request-level serving study
@@ -46,7 +46,7 @@ def report_text(report: Report) -> str:
     )
 
 
-def _headline(report: Report) -> list[str]:
+def _headline(report: ReportContents) -> list[str]:
     result = report.result
     where = ", ".join(f"{layer} {label}" for layer, label in report.backends.items())
     count = len(result.collectives)
@@ -73,12 +73,12 @@ def _headline(report: Report) -> list[str]:
     ]
 
 
-def _compute_time(report: Report) -> str:
+def _compute_time(report: ReportContents) -> str:
     critical = report.critical
     return _time(critical.compute_ps if critical else 0)
 
 
-def _exposed_comm(report: Report) -> str:
+def _exposed_comm(report: ReportContents) -> str:
     """The critical NPU's exposed communication, split by what it waited on, most first."""
     critical = report.critical
     if critical is None:
@@ -90,7 +90,7 @@ def _exposed_comm(report: Report) -> str:
     return _time(critical.exposed_comm_ps) + split
 
 
-def _training_lines(report: Report) -> list[str]:
+def _training_lines(report: ReportContents) -> list[str]:
     training = report.training
     if not training:
         return []
@@ -110,7 +110,7 @@ def _training_lines(report: Report) -> list[str]:
     return lines
 
 
-def _serving_lines(report: Report) -> list[str]:
+def _serving_lines(report: ReportContents) -> list[str]:
     """TTFT and TPOT, which the inference workload gives in nanoseconds."""
     serving = report.serving
     if not serving:
@@ -170,7 +170,7 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
     ]
 
 
-def _memory_line(report: Report) -> list[str]:
+def _memory_line(report: ReportContents) -> list[str]:
     peak = max(report.result.per_npu, key=lambda n: (n.peak_memory_bytes, -n.npu), default=None)
     if peak is None or not peak.peak_memory_bytes:
         return []
@@ -181,7 +181,7 @@ def _memory_line(report: Report) -> list[str]:
     ]
 
 
-def _energy_line(report: Report) -> list[str]:
+def _energy_line(report: ReportContents) -> list[str]:
     energy = report.compute_energy_pj
     lines = []
     if energy:
@@ -200,7 +200,7 @@ def _energy_line(report: Report) -> list[str]:
     return lines
 
 
-def _collective_table(report: Report) -> list[str]:
+def _collective_table(report: ReportContents) -> list[str]:
     """The collectives grouped by kind, communicator and the dimensions their phases ran along, most time
     first: how many, their sizes, mean and summed duration and the mean delays per phase — then a legend."""
     templates, kinds, starts, ends = columns(report.result.collectives)
@@ -263,7 +263,7 @@ class _Group:
         return f"{format_bytes(self.smallest)}–{format_bytes(self.largest)}"
 
 
-def _npu_table(report: Report) -> list[str]:
+def _npu_table(report: ReportContents) -> list[str]:
     """One row per NPU, or their min, mean and max when there are many."""
     per_npu = report.result.per_npu
     columns = ("finish_ps", "compute_ps", "comm_ps", "exposed_comm_ps")
@@ -281,7 +281,7 @@ def _npu_table(report: Report) -> list[str]:
     return lines
 
 
-def _link_table(report: Report) -> list[str]:
+def _link_table(report: ReportContents) -> list[str]:
     """The busiest links, then how long packets took (from networks that cut messages into packets)."""
     links = report.result.links
     if not links:

@@ -22,16 +22,15 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from stratasim.system_layer.collectives.chunks import ChunkRun, Collective
 from stratasim.system_layer.collectives.groups import FLAT
 from stratasim.system_layer.options import Scheduling, SystemOptions
+from stratasim.system_layer.scheduler.chunks import ChunkRun, Collective
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.trace import TraceRecorder
 
 if TYPE_CHECKING:
     from stratasim.system_layer.collectives.steps import Step
-    from stratasim.system_layer.engine.coordinator import Coordinator
-    from stratasim.system_layer.engine.line_batches import LineBatches
+    from stratasim.system_layer.scheduler.ports import Clock, LineBatching
 
 __all__ = ["NpuScheduler", "SchedulerContext"]
 
@@ -41,14 +40,14 @@ class SchedulerContext:
 
     def __init__(
         self,
-        coordinator: Coordinator,
+        coordinator: Clock,
         options: SystemOptions,
         reduction: ReductionCost,
         *,
         stand_ins: tuple[int, ...] | None = None,
         replay_phases: bool = False,
         trace: TraceRecorder | None = None,
-        line_batches: LineBatches | None = None,
+        line_batches: LineBatching | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.options = options

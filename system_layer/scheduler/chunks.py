@@ -19,8 +19,8 @@ from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
 from stratasim.system_layer.options import Preset, SystemOptions
 
 if TYPE_CHECKING:
-    from stratasim.system_layer.engine.coordinator import Coordinator
     from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler
+    from stratasim.system_layer.scheduler.ports import Clock
 
 __all__ = ["Collective", "ChunkRun", "Layout", "layout", "split_bytes"]
 
@@ -198,7 +198,7 @@ class ChunkRun:
         self.index = index
         self.plans = plans
         self.scheduler = scheduler
-        self.coordinator: Coordinator = scheduler.context.coordinator
+        self.coordinator: Clock = scheduler.context.coordinator
         # The logical scheduling queue this chunk uses in every dimension; odd queues run rings backwards.
         self.lane = index % scheduler.context.options.queues_per_dim
         self.phase = -1
