@@ -16,7 +16,7 @@ from stratasim.system_layer.collectives import astra_compat
 from stratasim.system_layer.collectives.algorithms import FLATTENED, PhasePlan, Step, plan_phase, split_name
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
-from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.system_layer.options import SystemOptions
 
 if TYPE_CHECKING:
     from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler
@@ -46,11 +46,11 @@ def layout(
 ) -> Layout:
     """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group`` laid out as ``phases``,
     chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group."""
-    astra = options.preset is Preset.ASTRA_COMPAT
+    semantics = options.semantics
     if phases and split_name(options.algorithm_for(kind, 0))[0] in FLATTENED:
         phases = (PhaseLines(FLAT, members=group),)
-    buffer = astra_compat.buffer_bytes(kind, size, len(group)) if astra else size
-    walked = astra_compat.phase_lines(kind, phases) if astra else phases
+    buffer = astra_compat.buffer_bytes(kind, size, len(group)) if semantics.all_gather_size_is_input else size
+    walked = astra_compat.phase_lines(kind, phases) if semantics.all_gather_outermost_first else phases
     sequences = [
         phase_sequence(kind, chunk, walked, local_bw_aware=options.collective_optimization == "local_bw_aware")
         for chunk in split_bytes(buffer, options.splits)
@@ -61,7 +61,7 @@ def layout(
         # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
         algorithm = options.algorithm_for(kind, max(dim, 0))
         planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
-        return astra_compat.adapt(planned, chunk) if astra else planned
+        return astra_compat.adapt(planned, chunk) if semantics.astra_algorithm_variants else planned
 
     return Layout(
         phases=tuple(spec.lines for spec in sequences[0]),
@@ -97,7 +97,6 @@ class Collective:
             0,
         )  # the NPU that issued it first and how many it had issued before (see CollectiveTable)
         self.number = collective_id  # its place in the result, in the order collectives started (set after the run)
-        self.astra = options.preset is Preset.ASTRA_COMPAT
         self.phases = shape.phases
         self.chunk_plans = shape.chunk_plans
         self.phase_collectives = shape.phase_collectives
