@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 from stratasim.system_layer.collectives.groups import FLAT
 from stratasim.system_layer.options import Scheduling, SystemOptions
-from stratasim.system_layer.scheduler.chunks import ChunkRun, Collective
+from stratasim.system_layer.scheduler.chunks import ChunkRun, Collective, LineBatching
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.trace import TraceRecorder
 
 if TYPE_CHECKING:
     from stratasim.system_layer.collectives.steps import Step
-    from stratasim.system_layer.scheduler.ports import Clock, LineBatching
+    from stratasim.system_layer.scheduler.ports import Clock
 
 __all__ = ["NpuScheduler", "SchedulerContext"]
 
