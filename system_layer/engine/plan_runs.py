@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
@@ -40,7 +40,6 @@ class PlanRun:
     priced: GraphPlan | None = None
     durations: tuple[int, ...] = ()
     energy_pj: float = 0.0
-    runs: int = field(default=0)  # how many NPUs of the study follow it (itself or through stand-ins)
 
     def inline(self) -> None:
         """Inline every block node but those run whole, as the last of its NPUs sees the plan."""

@@ -170,12 +170,19 @@ def _ready_plans(
     pricing = price_plans([run.plan for run in distinct_runs], compute, device, calibration)
     for run in distinct_runs:
         run.take_prices(pricing)
-    by_node = scope.selection is not None and scope.selection.detail in (TraceDetail.NODES, TraceDetail.BLOCKS)
-    shown = {runs[npu] for npu in scope.traced} if by_node else set()
+    shown = _shown_node_by_node(scope, runs)
     for run in distinct_runs:
         if run not in shown:
             run.fuse()
     return pricing
+
+
+def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]:
+    """The plan runs of the traced NPUs when the trace shows nodes (or blocks) one by one: left unfused."""
+    selection = scope.selection
+    if selection is None or selection.detail not in (TraceDetail.NODES, TraceDetail.BLOCKS):
+        return set()
+    return {runs[npu] for npu in scope.traced}
 
 
 def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing, reduction: ReductionCost) -> _Engine:
