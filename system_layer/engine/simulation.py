@@ -27,6 +27,7 @@ from stratasim.system_layer.engine.plan_runs import (
     unrolled_size,
 )
 from stratasim.system_layer.engine.pricing import Pricing, price_plans
+from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.result import (
     LinkBusy,
@@ -70,8 +71,9 @@ def simulate(
     selection = TraceSelection() if record_trace is True else record_trace or None
     info = network.configure(_recording_links(topology) if selection else topology)
     scope, runs, grid = _scope(graphs, network, info, topology, options, representatives, selection)
-    pricing = _ready_plans(scope, runs, compute, device, calibration)
-    engine = _wire(scope, runs, grid, pricing, ReductionCost(options, compute, device, calibration))
+    pricer = None if compute is None else OperatorPricer(compute, device, calibration)
+    pricing = _ready_plans(scope, runs, pricer)
+    engine = _wire(scope, runs, grid, pricing, ReductionCost(options, pricer))
     stopped, unfinished = _run(engine, progress)
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
@@ -155,19 +157,13 @@ def _trace_detail(scope: _Scope, runs: dict[int, PlanRun]) -> TraceSelection | N
     return replace(selection, detail=TraceDetail.BLOCKS if many else TraceDetail.NODES)
 
 
-def _ready_plans(
-    scope: _Scope,
-    runs: dict[int, PlanRun],
-    compute: ComputeBackend | None,
-    device: str,
-    calibration: compute_pb2.Calibration | None,
-) -> Pricing:
+def _ready_plans(scope: _Scope, runs: dict[int, PlanRun], pricer: OperatorPricer | None) -> Pricing:
     """Inline the blocks not run whole, price every distinct plan, and fuse the compute runs of the plans whose
     nodes the trace need not show one by one (fusing gives the same times)."""
     distinct_runs = distinct(runs)
     for run in distinct_runs:
         run.inline()
-    pricing = price_plans([run.plan for run in distinct_runs], compute, device, calibration)
+    pricing = price_plans([run.plan for run in distinct_runs], pricer)
     for run in distinct_runs:
         run.take_prices(pricing)
     shown = _shown_node_by_node(scope, runs)
