@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from stratasim.kernel.counters import CounterSample
+from stratasim.system_layer.spans import CounterSample, TraceSpan
 
 if TYPE_CHECKING:
     from stratasim.system_layer.trace import SpanLog
@@ -77,17 +77,6 @@ class NpuStats:
     memory_at_peak: tuple[tuple[str, int], ...] = ()
     compute_energy_pj: float = 0.0
     p2p_bytes_per_dim: tuple[tuple[int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class TraceSpan:
-    """A busy interval of one NPU on one track (``compute``, or ``comm`` / ``comm phase N``)."""
-
-    npu: int
-    track: str
-    name: str
-    start_ps: int
-    end_ps: int
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from stratasim.system_layer.result import NpuStats, SimulationResult
 from stratasim.system_layer.trace import SpanLog
 
 if TYPE_CHECKING:
-    from stratasim.report.report import Report
+    from stratasim.report.contents import ReportContents
 
 __all__ = ["PlottingUnavailable", "MAX_BARS", "TIMELINE_NPUS", "write_figures", "busy_stretches"]
 
@@ -39,7 +39,7 @@ class PlottingUnavailable(StrataSimError):
     """matplotlib is not installed, so no picture was drawn (the report itself is unaffected)."""
 
 
-def write_figures(report: Report, out_dir: str | Path) -> tuple[Path, ...]:
+def write_figures(report: ReportContents, out_dir: str | Path) -> tuple[Path, ...]:
     """Draw the report's pictures as PNG files into ``out_dir`` (created if missing); the paths written.
     Raises :class:`PlottingUnavailable` without matplotlib."""
     try:
@@ -201,7 +201,7 @@ def _collective_delays(title: str, result: SimulationResult, figure_type: Any) -
     return figure
 
 
-def _link_utilisation(report: Report, result: SimulationResult, figure_type: Any) -> Any:
+def _link_utilisation(report: ReportContents, result: SimulationResult, figure_type: Any) -> Any:
     """A histogram of the links' utilisation beside the busiest links by name."""
     links = result.links
     shares = np.array([report.utilisation(link) for link in links]) * 100

@@ -24,7 +24,7 @@ from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats
 
 if TYPE_CHECKING:
-    from stratasim.report.report import Report
+    from stratasim.report.contents import ReportContents
 
 __all__ = ["report_dict", "write_json", "write_report"]
 
@@ -99,7 +99,7 @@ def _collective_rows(collectives: Iterable[CollectiveStats]) -> list[dict[str, A
     ]
 
 
-def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
+def _npu_row(stats: NpuStats, report: ReportContents) -> dict[str, Any]:
     """One NPU: when it finished, its busy compute and communication time, communication left exposed (and
     split by what it waited on: a communicator name such as ``tp``/``dp``/``pp``, else ``collective``/``p2p``),
     the collective bytes it sent along each dimension (key ``"flat"``: phases over groups that are not a
@@ -121,7 +121,7 @@ def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
     }
 
 
-def _link_row(stats: LinkStats, report: Report) -> dict[str, Any]:
+def _link_row(stats: LinkStats, report: ReportContents) -> dict[str, Any]:
     """One link of a network that models links: its busy time, what it carried, and the share of the run it
     spent transmitting."""
     return {
@@ -145,12 +145,12 @@ def _packet_latency_row(stats: PacketLatencyStats) -> dict[str, Any]:
     }
 
 
-def report_dict(report: Report) -> dict[str, Any]:
+def report_dict(report: ReportContents) -> dict[str, Any]:
     """The whole report; a training workload's figures join the top level, the trace spans are left out."""
     return _report_data(report, _collective_rows(report.engine.collectives if report.engine else ()))
 
 
-def write_report(file: IO[str], report: Report) -> None:
+def write_report(file: IO[str], report: ReportContents) -> None:
     """Write the report as :func:`write_json` writes :func:`report_dict`'s data, the same text, without building
     a row per collective (their JSON is made line by line from each distinct collective's, shifted in time)."""
     write_json(
@@ -198,7 +198,7 @@ def _ns_column(times_ps: np.ndarray) -> list[float]:
     return (times_ps / 1000).tolist()
 
 
-def _network_energy(report: Report, compute_pj: float) -> dict[str, float]:
+def _network_energy(report: ReportContents, compute_pj: float) -> dict[str, float]:
     """The network's energy and power, and compute and network together, when the study prices bits."""
     network = report.network_energy_pj
     if network is None:
@@ -211,7 +211,7 @@ def _network_energy(report: Report, compute_pj: float) -> dict[str, float]:
     }
 
 
-def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) -> dict[str, Any]:
+def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Encoded) -> dict[str, Any]:
     result, engine = report.result, report.engine
     energy = report.compute_energy_pj
     data: dict[str, Any] = {

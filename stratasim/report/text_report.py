@@ -14,7 +14,7 @@ from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, SimulationResult
 
 if TYPE_CHECKING:
-    from stratasim.report.report import Report
+    from stratasim.report.contents import ReportContents
 
 __all__ = ["report_text"]
 
@@ -28,7 +28,7 @@ def _time(ps: float) -> str:
     return format_time_ps(round(ps))
 
 
-def report_text(report: Report) -> str:
+def report_text(report: ReportContents) -> str:
     """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
     operators."""
     engine = report.engine
@@ -47,7 +47,7 @@ def report_text(report: Report) -> str:
     )
 
 
-def _headline(report: Report) -> list[str]:
+def _headline(report: ReportContents) -> list[str]:
     result, engine = report.result, report.engine
     where = ", ".join(f"{layer} {label}" for layer, label in report.backends.items())
     count = len(engine.collectives) if engine else 0
@@ -74,12 +74,12 @@ def _headline(report: Report) -> list[str]:
     ]
 
 
-def _compute_time(report: Report) -> str:
+def _compute_time(report: ReportContents) -> str:
     critical = report.critical
     return _time(critical.compute_ps if critical else 0)
 
 
-def _exposed_comm(report: Report) -> str:
+def _exposed_comm(report: ReportContents) -> str:
     """The critical NPU's exposed communication, split by what it waited on, most first."""
     critical = report.critical
     if critical is None:
@@ -91,7 +91,7 @@ def _exposed_comm(report: Report) -> str:
     return _time(critical.exposed_comm_ps) + split
 
 
-def _training_lines(report: Report) -> list[str]:
+def _training_lines(report: ReportContents) -> list[str]:
     training = report.training
     if not training:
         return []
@@ -111,7 +111,7 @@ def _training_lines(report: Report) -> list[str]:
     return lines
 
 
-def _serving_lines(report: Report) -> list[str]:
+def _serving_lines(report: ReportContents) -> list[str]:
     """TTFT and TPOT, which the inference workload gives in nanoseconds."""
     serving = report.serving
     if not serving:
@@ -171,7 +171,7 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
     ]
 
 
-def _memory_line(report: Report) -> list[str]:
+def _memory_line(report: ReportContents) -> list[str]:
     peak = max(report.per_npu, key=lambda n: (n.peak_memory_bytes, -n.npu), default=None)
     if peak is None or not peak.peak_memory_bytes:
         return []
@@ -182,7 +182,7 @@ def _memory_line(report: Report) -> list[str]:
     ]
 
 
-def _energy_line(report: Report) -> list[str]:
+def _energy_line(report: ReportContents) -> list[str]:
     energy = report.compute_energy_pj
     lines = []
     if energy:
@@ -282,7 +282,7 @@ def _npu_table(engine: SimulationResult) -> list[str]:
     return lines
 
 
-def _link_table(report: Report, engine: SimulationResult) -> list[str]:
+def _link_table(report: ReportContents, engine: SimulationResult) -> list[str]:
     """The busiest links, then how long packets took (from networks that cut messages into packets)."""
     links = engine.links
     if not links:

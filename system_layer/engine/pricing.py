@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.graph_blocks import unpriced
 from stratasim.kernel.operators import ShapeError, dtype_name, kind_name, kind_of, shape_of
 from stratasim.system_layer.engine.graph_plan import GraphPlan
@@ -120,21 +119,14 @@ class _OperatorKeys:
         return key
 
 
-def price_plans(
-    plans: Sequence[GraphPlan],
-    compute: ComputeBackend | None,
-    device: str,
-    calibration: compute_pb2.Calibration | None,
-) -> Pricing:
-    """Price every operator node of ``plans`` and of their blocks on ``device`` through the
-    :class:`~stratasim.system_layer.operators.OperatorPricer`; a node to price without a backend is an error. A
-    plan's counts and energy include its block nodes' blocks, once per block node."""
-    keyed = _OperatorKeys(compute is not None)
+def price_plans(plans: Sequence[GraphPlan], pricer: OperatorPricer | None) -> Pricing:
+    """Price every operator node of ``plans`` and of their blocks with ``pricer``; a node to price without one is
+    an error. A plan's counts and energy include its block nodes' blocks, once per block node."""
+    keyed = _OperatorKeys(pricer is not None)
     for plan in plans:
         keyed.visit(plan)
     costs: dict[bytes, compute_pb2.OperatorCost] = {}
-    if keyed.unique and compute is not None:
-        pricer = OperatorPricer(compute, device, calibration)
+    if keyed.unique and pricer is not None:
         costs = pricer.costs_by_signature({key: op for key, (op, _) in keyed.unique.items()})
     duration_of = {key: cost.duration_ps for key, cost in costs.items()}
     durations = {
