@@ -1,5 +1,5 @@
 """``stratasim serve``: one layer's backend as a gRPC server — the command line read into
-:class:`~stratasim.remote.serve_main.ServeOptions`, which :func:`~stratasim.remote.serve_main.serve_with` serves.
+:class:`~stratasim.remote.serve_options.ServeOptions`, which :func:`~stratasim.remote.serve_main.serve_with` serves.
 
 ``python -m stratasim.cli.serve LAYER --backend NAME --listen ENDPOINT`` is the same subcommand without the rest of
 the command line (study files, the engine, the report).
@@ -17,7 +17,8 @@ from stratasim.kernel import units
 from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import StrataSimError, UnitError
 from stratasim.remote.limits import Limits
-from stratasim.remote.serve_main import LAYERS, ServeOptions, serve_with
+from stratasim.remote.serve_main import serve_with
+from stratasim.remote.serve_options import LAYERS, ServeOptions
 
 __all__ = ["add_arguments", "handle", "main", "options_of"]
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    from stratasim.remote.serve_main import ServeOptions
+    from stratasim.remote.serve_options import ServeOptions
 
 __all__ = ["ForkedServer", "can_fork", "fork_server"]
 

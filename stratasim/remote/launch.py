@@ -1,6 +1,6 @@
 """Starting a layer's server as a child process, on a Unix-domain socket: forked from this process when that is safe
 (:mod:`stratasim.remote.forked`), else ``python -m stratasim.remote.serve_main``; either runs
-:func:`stratasim.remote.serve_main.run` on the same :class:`~stratasim.remote.serve_main.ServeOptions`.
+:func:`stratasim.remote.serve_main.run` on the same :class:`~stratasim.remote.serve_options.ServeOptions`.
 
 Nothing here imports gRPC, so a run can start its servers before it pays for that import itself (about 50 ms), and
 fork them while that is still safe: the servers boot while the engine imports and builds.
@@ -21,15 +21,12 @@ from typing import IO, TYPE_CHECKING
 
 from stratasim.kernel.errors import RemoteError
 from stratasim.remote.forked import ForkedServer, can_fork, fork_server
-from stratasim.remote.serve_main import ServeOptions
+from stratasim.remote.serve_options import TOKEN_ENV, ServeOptions
 
 if TYPE_CHECKING:
     from stratasim.compute_layer.backend_section import BackendSection
 
 __all__ = ["TOKEN_ENV", "Spawned", "new_token", "spawn", "start"]
-
-TOKEN_ENV = "STRATASIM_TOKEN"
-"""The environment variable a server reads its bearer token from (without ``--token-file``)."""
 
 _KILL_AFTER_S = 5.0
 _POLL_S = 0.001  # how often a starting server's stdout is read for its endpoint: a millisecond's wait at most
@@ -58,8 +55,8 @@ def spawn(
     yield its endpoint; ``section``: what the compute backend served is built with (None: its defaults).
 
     The child runs :mod:`stratasim.remote.serve_main` alone (not the whole command line), so it listens within a
-    fraction of a second; it listens on a Unix-domain socket in a private temporary directory (removed afterwards): a round trip
-    costs about half what it does over loopback TCP. Waits at most ``timeout_s`` for the child's ``listening on``
+    fraction of a second; it listens on a Unix-domain socket in a private temporary directory (removed afterwards):
+    a round trip costs about half what it does over loopback TCP. Waits at most ``timeout_s`` for the child's ``listening on``
     line; if it exits or stays silent, raises RemoteError with the tail of its stderr. On exit the child is
     terminated (killed if it lingers). ``command`` replaces the default command line (tests; servers started
     another way). :func:`start` does the same without waiting, for starting several servers at once. ``token``:

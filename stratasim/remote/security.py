@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import grpc
 
 from stratasim.kernel.errors import RemoteError
-from stratasim.remote.launch import TOKEN_ENV
+from stratasim.remote.serve_options import TOKEN_ENV
 
 __all__ = [
     "TOKEN_ENV",

@@ -8,63 +8,20 @@ spawned server listens within a fraction of a second.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stratasim.kernel import registry
 from stratasim.kernel.errors import BackendError, StrataSimError
-from stratasim.remote.limits import Limits
+from stratasim.remote.serve_options import TOKEN_ENV, ServeOptions
 
 if TYPE_CHECKING:
     from stratasim.compute_layer.backend_section import BackendSection
     from stratasim.remote.security import ServerSecurity
 
-__all__ = ["LAYERS", "ServeOptions", "main", "run", "serve_with", "server_security"]
-
-LAYERS = ("network", "compute")
-"""The layers a server can serve."""
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """A server of ``layer`` with the registered ``backend`` on ``listen``; ``also`` the other layer and its
-    backend, served on the same endpoint; ``section`` what the compute backend served is built with (a study's
-    ``compute.profile`` and ``compute.objective``; None: its defaults); the files of its TLS material and token
-    (without ``token_file``, the token comes from ``$STRATASIM_TOKEN`` when set); its ``limits``."""
-
-    layer: str
-    backend: str
-    listen: str = "127.0.0.1:50051"
-    also: tuple[str, str] | None = None
-    section: BackendSection | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_client_ca: str | None = None
-    token_file: str | None = None
-    limits: Limits = field(default_factory=Limits)
-
-    def to_json(self) -> str:
-        """The options as one JSON text, as a spawned server reads them (:meth:`from_json`)."""
-        data = dataclasses.asdict(self)
-        data["section"] = None if self.section is None else self.section.model_dump(exclude_none=True)
-        return json.dumps(data)
-
-    @staticmethod
-    def from_json(text: str) -> ServeOptions:
-        """The options :meth:`to_json` wrote; ValueError (or KeyError, TypeError) when ``text`` is not such."""
-        data = json.loads(text)
-        also, section = data.pop("also", None), data.pop("section", None)
-        limits = Limits(**data.pop("limits", {}))
-        if section is not None:
-            from stratasim.compute_layer.backend_section import BackendSection  # pydantic, only for a section
-
-            section = BackendSection.model_validate(section)
-        return ServeOptions(**data, also=None if also is None else (also[0], also[1]), section=section, limits=limits)
+__all__ = ["main", "run", "serve_with", "server_security"]
 
 
 def serve_with(options: ServeOptions) -> None:
@@ -107,7 +64,7 @@ def _compute_factory(compute: str | None, section: BackendSection | None) -> dic
 def server_security(options: ServeOptions) -> ServerSecurity:
     """The server's TLS material and token from the files ``options`` name (and ``$STRATASIM_TOKEN``), every file
     read now: a missing one fails before listening, naming its option."""
-    from stratasim.remote.security import TOKEN_ENV, ServerSecurity, read_pem, token_from
+    from stratasim.remote.security import ServerSecurity, read_pem, token_from
 
     if (options.tls_cert is None) != (options.tls_key is None):
         raise StrataSimError("--tls-cert and --tls-key go together: give both for TLS, or neither")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stratasim.compute_layer.backend_section import BackendSection
 from stratasim.remote.limits import Limits
-from stratasim.remote.serve_main import ServeOptions
+from stratasim.remote.serve_options import ServeOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
