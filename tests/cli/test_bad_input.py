@@ -14,19 +14,11 @@ import pytest
 
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.remote import spawn
+from tests.helpers import stratasim_process
 from tests.remote.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
-
-
-def stratasim(*args: str, timeout: float = 60) -> tuple[int, str, float]:
-    """Run ``python -m stratasim ARGS``; return the exit code, stderr and the seconds it took."""
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
-    return done.returncode, done.stderr, time.monotonic() - started
 
 
 def assert_one_clear_message(code: int, stderr: str, *fragments: str) -> None:
@@ -47,13 +39,16 @@ def assert_one_clear_message(code: int, stderr: str, *fragments: str) -> None:
     ],
 )
 def test_bad_study_input(override: str, fragments: tuple[str, ...]) -> None:
-    code, stderr, _ = stratasim("run", QUICKSTART, "--set", override)
+    done = stratasim_process("run", QUICKSTART, "--set", override)
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, *fragments)
 
 
 def test_unreachable_endpoint() -> None:
     endpoint = f"127.0.0.1:{free_port()}"
-    code, stderr, seconds = stratasim("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    started = time.monotonic()
+    done = stratasim_process("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    code, stderr, seconds = done.returncode, done.stderr, time.monotonic() - started
     assert_one_clear_message(code, stderr, f"network layer at {endpoint} is unreachable")
     assert seconds < 15
 
@@ -67,7 +62,8 @@ def test_endpoint_of_another_protocol_version() -> None:
         f"{prelude}from stratasim.remote import serve; serve('network', 'analytical', '127.0.0.1:0')",
     ]
     with spawn("network", "analytical", command=command) as endpoint:
-        code, stderr, _ = stratasim("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+        done = stratasim_process("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(
         code,
         stderr,
@@ -160,17 +156,20 @@ def test_spawned_layers_give_the_in_process_result_for_the_training_loop() -> No
 def test_an_algorithm_that_does_not_fit_its_dimension_fails_check_and_run() -> None:
     override = ("--set", "system.algorithm=halving_doubling", "--set", "network.topology.0.size=6")
     for command in ("check", "run"):
-        code, stderr, _ = stratasim(command, QUICKSTART, *override)
+        done = stratasim_process(command, QUICKSTART, *override)
+        code, stderr = done.returncode, done.stderr
         assert_one_clear_message(code, stderr, "halving_doubling needs a power of two", "lines of 6 NPUs")
 
 
 def test_an_unknown_algorithm_is_named() -> None:
-    code, stderr, _ = stratasim("check", QUICKSTART, "--set", "system.algorithm=butterfly")
+    done = stratasim_process("check", QUICKSTART, "--set", "system.algorithm=butterfly")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, "system.algorithm", "unknown algorithm 'butterfly'")
 
 
 def test_splits_must_be_positive() -> None:
-    code, stderr, _ = stratasim("check", QUICKSTART, "--set", "system.splits=0")
+    done = stratasim_process("check", QUICKSTART, "--set", "system.splits=0")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, "system.splits", "greater than or equal to 1")
 
 

@@ -12,23 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from stratasim import cli
 from stratasim.kernel.errors import StrataSimError
 from stratasim.validate import cases as validate_cases
 from stratasim.validate import load_cases, validate
 from stratasim.validate.cases import DATA, HOME, Check
 from stratasim.validate.formula import evaluate, variables
+from tests.helpers import RunCli
 from tools.sync_validate_data import ROOT, copies
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_the_short_form_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(capsys, "validate")
+def test_the_short_form_passes(run_cli: RunCli) -> None:
+    code, out, err = run_cli("validate")
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0].split() == ["row", "expected", "got", "error", "tolerance", "result"]
@@ -42,8 +36,8 @@ def test_the_short_form_passes(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
-def test_json_gives_every_row(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "validate", "--json")
+def test_json_gives_every_row(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("validate", "--json")
     rows = json.loads(out)
     assert code == 0 and all(row["passed"] for row in rows)
     row = next(row for row in rows if row["case"] == "Ring_8npus all_reduce")
@@ -59,9 +53,7 @@ def test_json_gives_every_row(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
-def test_a_moved_number_fails_naming_its_row(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_moved_number_fails_naming_its_row(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
     shipped = load_cases()
 
     def moved(path: Path = HOME / "cases.yaml") -> tuple[validate_cases.Suite, ...]:
@@ -83,7 +75,7 @@ def test_a_moved_number_fails_naming_its_row(
         return tuple(suites)
 
     monkeypatch.setattr("stratasim.cli.validate.load_cases", moved)
-    code, out, err = run_cli(capsys, "validate")
+    code, out, err = run_cli("validate")
     assert code == 1
     failed = [line for line in out.splitlines() if " / " in line and "FAIL" in line]
     assert len(failed) == 1 and failed[0].startswith("megatron / gpt_18b / total_time_ps")
