@@ -14,7 +14,7 @@ import pytest
 
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.remote import spawn
-from tests.helpers import stratasim_process
+from tests.helpers import stratasim_process, wait_until
 from tests.remote.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,29 +73,29 @@ def test_endpoint_of_another_protocol_version() -> None:
     )
 
 
-def _connected(port: int) -> bool:
-    """Whether a TCP connection to the local ``port`` is established (Linux's /proc/net/tcp; elsewhere, after 60 s)."""
-    table = Path("/proc/net/tcp")
-    rows = table.read_text().splitlines()[1:] if table.exists() else []
-    return any(row.split()[3] == "01" and int(row.split()[1].rsplit(":", 1)[1], 16) == port for row in rows)
+# The server a run talks to, its congestion-aware network wrapped to write MARKER on its first window (``advance``):
+# the test kills it once the run is in its windows, not after a guessed time.
+_SERVER_MARKING_ITS_FIRST_WINDOW = """
+import pathlib, sys
+from stratasim.cli import main
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
+marker, advance = pathlib.Path(sys.argv[1]), CongestionAwareNetwork.advance
+def advance_marked(self, until_ps):
+    if not marker.exists():
+        marker.touch()
+    return advance(self, until_ps)
+CongestionAwareNetwork.advance = advance_marked
+sys.exit(main(["serve", "network", "--backend", "congestion_aware", "--listen", "127.0.0.1:0"]))
+"""
 
 
-def test_server_killed_mid_run() -> None:
+def test_server_killed_mid_run(tmp_path: Path) -> None:
     # A 512-NPU ring all-reduce in 32 chunks takes several seconds of windows; the server dies early on. (The
     # network is congestion-aware: an analytical one, stateless, would have priced every kind of message the run
     # sends within its first steps, and not be asked again.)
+    marker = tmp_path / "advanced"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stratasim",
-            "serve",
-            "network",
-            "--backend",
-            "congestion_aware",
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-        ],
+        [sys.executable, "-c", _SERVER_MARKING_ITS_FIRST_WINDOW, str(marker)],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -124,11 +124,8 @@ def test_server_killed_mid_run() -> None:
             text=True,
             cwd=ROOT,
         )
-        port = int(endpoint.rsplit(":", 1)[1])
-        deadline = time.monotonic() + 60  # the run starts (imports, builds its graphs), then connects
-        while not _connected(port) and time.monotonic() < deadline and run.poll() is None:
-            time.sleep(0.1)
-        time.sleep(1.0)  # into its windows
+        # The run starts (imports, builds its graphs), connects, then asks for its first window.
+        wait_until(lambda: marker.exists() or run.poll() is not None, 60, "the run's first window at the server")
         os.kill(server.pid, signal.SIGKILL)
         started = time.monotonic()
         _, stderr = run.communicate(timeout=30)
