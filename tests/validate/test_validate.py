@@ -4,6 +4,7 @@ ship in the wheel; the shipped inputs are the repository's own files."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,6 +19,7 @@ from stratasim.validate import load_cases, validate
 from stratasim.validate.cases import DATA, HOME, Check
 from stratasim.validate.formula import evaluate, variables
 from tests.helpers import RunCli
+from tools import installed_layout
 from tools.sync_validate_data import ROOT, copies
 
 
@@ -136,6 +138,16 @@ def test_the_scalesim_layers_are_the_adapters_tests(monkeypatch: pytest.MonkeyPa
     }
 
 
+def _sources(into: Path) -> Path:
+    """What the wheel is built from, copied: setuptools writes build/ and the egg-info beside its sources, where
+    other tests (another worker's, under pytest-xdist) read the repository."""
+    for folder in {*installed_layout.mapped_folders().values()}:
+        shutil.copytree(ROOT / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, into / name)
+    return into
+
+
 @pytest.mark.slow
 def test_the_wheel_ships_the_cases_and_their_inputs(tmp_path: Path) -> None:
     subprocess.run(
@@ -144,17 +156,17 @@ def test_the_wheel_ships_the_cases_and_their_inputs(tmp_path: Path) -> None:
             "-m",
             "pip",
             "wheel",
-            str(ROOT),
+            str(_sources(tmp_path / "src")),
             "--no-deps",
             "--no-build-isolation",
             "-q",
             "-w",
-            str(tmp_path),
+            str(tmp_path / "wheel"),
         ],
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("stratasim-*.whl")
+    (wheel,) = (tmp_path / "wheel").glob("stratasim-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {"stratasim/validate/cases.yaml", *(f"stratasim/validate/data/{copy}" for copy in copies())}
     assert expected <= names, sorted(expected - names)
