@@ -1,5 +1,5 @@
 """``python -m stratasim``: the same command line as the ``stratasim`` script."""
 
-from stratasim.cli.commands import main
+from stratasim.cli import main
 
 raise SystemExit(main())

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, field_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, StrictInt, WithJsonSchema, field_validator, model_validator
 
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
@@ -23,7 +24,7 @@ from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import DTypeName, Latency, MemoryCapacity, Section, quantity, written
 from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
 
-__all__ = ["Preset", "Scheduling", "SystemOptions", "ALGORITHMS"]
+__all__ = ["Preset", "Scheduling", "Semantics", "SystemOptions", "ALGORITHMS"]
 
 # Algorithms a dimension can run, by the name a study uses, then those run once over the whole group flattened
 # (see stratasim.system_layer.collectives.algorithms); ``direct:N`` and ``one_direct:N`` add a window of N peers.
@@ -44,6 +45,60 @@ class Preset(StrEnum):
 
     DEFAULT = "default"
     ASTRA_COMPAT = "astra_compat"
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """Each behaviour a :class:`Preset` sets, as one switch the engine reads (StrataSim's own by default).
+
+    ``astra_compat`` turns every switch to ASTRA-sim 2.x's behaviour (astra-sim 518bd51; the differences are listed in
+    :mod:`stratasim.system_layer.collectives.astra_compat`). The preset is decided here once: the engine never asks
+    which preset a study names.
+    """
+
+    dispatch_by_priority: bool = False
+    """The dispatcher issues every ready chunk and queues it behind the chunks of equal or higher priority
+    (``Sys::insert_stream``), rather than holding chunks while ``active_chunks`` run in their first phase."""
+    phase_ends_after_endpoint_delay: bool = False
+    """A chunk's phase ends one endpoint delay after its last step, holding its dimension meanwhile."""
+    endpoint_delay_on_sends: bool = True
+    """Plain sends pay the receiver's endpoint delay (ASTRA-sim charges it inside collective algorithms only)."""
+    reduction_in_whole_ns: bool = False
+    """Reducing ``m`` bytes costs ``3 * floor(m / local_mem_bw)`` whole ns, not ``3m / local_mem_bw`` rounded up."""
+    all_gather_size_is_input: bool = False
+    """An all-gather's size is each NPU's input, not the gathered buffer."""
+    all_gather_outermost_first: bool = False
+    """A multi-dimensional all-gather runs its dimensions from the outermost inwards."""
+    astra_algorithm_variants: bool = False
+    """Algorithms take ASTRA-sim's variants where it has one: its double binary tree planner, halving-doubling
+    partners and reductions, direct steps reducing once, the ring all-to-all of relayed shares."""
+    network_quantum_ps: int = 0
+    """Network times are truncated to this many ps (0: exact); ASTRA-sim's are whole nanoseconds."""
+    store_and_forward: bool = False
+    """A message crosses each hop whole before the next (the network is told so through the topology)."""
+    first_dimension_only: bool = False
+    """A message between NPUs differing in several dimensions is priced on the first of them only."""
+
+    @classmethod
+    def of(cls, preset: Preset) -> Semantics:
+        """The switches ``preset`` sets."""
+        if preset is Preset.DEFAULT:
+            return cls()
+        return cls(
+            dispatch_by_priority=True,
+            phase_ends_after_endpoint_delay=True,
+            endpoint_delay_on_sends=False,
+            reduction_in_whole_ns=True,
+            all_gather_size_is_input=True,
+            all_gather_outermost_first=True,
+            astra_algorithm_variants=True,
+            network_quantum_ps=_NS_PS,
+            store_and_forward=True,
+            first_dimension_only=True,
+        )
+
+
+_NS_PS = 1000  # ps in a ns
 
 
 def _algorithm_list(value: object, where: str) -> tuple[str, ...]:
@@ -179,10 +234,23 @@ class SystemOptions(Section):
     over_capacity: Literal["error", "warn"] = "error"
     """What a peak above the memory capacity does: fail the run (``error``) or warn (``warn``)."""
 
+    _semantics: Semantics = PrivateAttr(default_factory=Semantics)
+
     @field_validator("algorithm", mode="before")
     @classmethod
     def _normalise(cls, value: object) -> dict[str, tuple[str, ...]]:
         return _normalise_algorithms(value)
+
+    @model_validator(mode="after")
+    def _decide_semantics(self) -> SystemOptions:
+        """Turn ``preset`` into the switches of :attr:`semantics`, once."""
+        self._semantics = Semantics.of(self.preset)
+        return self
+
+    @property
+    def semantics(self) -> Semantics:
+        """The behaviours the preset sets (see :class:`Semantics`); what the engine reads instead of the preset."""
+        return self._semantics
 
     def algorithm_for(self, collective: str, dimension: int) -> str:
         """The algorithm ``collective`` runs on ``dimension``; a short list repeats its last entry."""

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from stratasim.system_layer.spans import CounterSample, TraceSpan
+
 if TYPE_CHECKING:
     from stratasim.system_layer.trace import SpanLog
 
@@ -75,27 +77,6 @@ class NpuStats:
     memory_at_peak: tuple[tuple[str, int], ...] = ()
     compute_energy_pj: float = 0.0
     p2p_bytes_per_dim: tuple[tuple[int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class TraceSpan:
-    """A busy interval of one NPU on one track (``compute``, or ``comm`` / ``comm phase N``)."""
-
-    npu: int
-    track: str
-    name: str
-    start_ps: int
-    end_ps: int
-
-
-@dataclass(frozen=True)
-class CounterSample:
-    """A counter of one NPU taking ``value`` from ``time_ps`` on (e.g. ``memory``: the bytes it holds)."""
-
-    npu: int
-    name: str
-    time_ps: int
-    value: int
 
 
 @dataclass(frozen=True)

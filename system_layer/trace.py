@@ -1,6 +1,6 @@
 """What a run records for its trace: which part (:class:`TraceSelection`) and how, compactly (:class:`SpanLog`).
 
-A whole-model run busies millions of nodes; one :class:`~stratasim.system_layer.result.TraceSpan` object per busy
+A whole-model run busies millions of nodes; one :class:`~stratasim.system_layer.spans.TraceSpan` object per busy
 span would cost a few hundred bytes each. :class:`SpanLog` keeps spans column by column in machine integers, each
 track once and the names as UTF-8 in one buffer (about 70 bytes a span), and hands out ``TraceSpan`` objects only
 when read. Only the NPUs the engine simulated
@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from stratasim.system_layer.result import CounterSample, TraceSpan
+from stratasim.system_layer.spans import CounterSample, TraceSpan
 
 __all__ = ["AUTO_NODE_LIMIT", "TraceDetail", "TraceSelection", "SpanLog", "TraceRecorder", "BlockSpans"]
 

@@ -70,3 +70,41 @@ def test_a_forbidden_import_breaks_a_contract(tmp_path: Path, module: str, forbi
     done = installed_layout.run(LINT_IMPORTS, root)
     assert done.returncode != 0
     assert "BROKEN" in done.stdout and forbidden.split()[1] in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "contract"),
+    [
+        (  # the config package importing the study runner, which reads study files through config
+            "stratasim/config/numbers.py",
+            "from stratasim.study import run",
+            "The composition root's packages import one another without cycles",
+        ),
+        (  # the bench's collective cases importing the suite built from them
+            "stratasim/bench/collectives.py",
+            "from stratasim.bench import suite",
+            "Inside each package of the composition root, the modules import one another without cycles",
+        ),
+        (  # collective algorithms importing the engine that runs them
+            "system_layer/collectives/algorithms.py",
+            "from stratasim.system_layer.engine import simulation",
+            "The system layer's packages and modules (collectives, scheduler, engine, symmetry...) import one another "
+            "without cycles",
+        ),
+        (  # a library package importing the command line
+            "stratasim/explore/results.py",
+            "from stratasim.cli import arg_types",
+            "The library never imports the command line (only stratasim.__main__ runs it)",
+        ),
+    ],
+)
+def test_a_planted_import_breaks_each_package_contract(
+    tmp_path: Path, module: str, planted: str, contract: str
+) -> None:
+    root = _copy_sources(tmp_path / "repo")
+    with (root / module).open("a") as source:
+        source.write(f"\n{planted}  # noqa\n")
+    done = installed_layout.run(LINT_IMPORTS, root)
+    assert done.returncode != 0
+    broken = " ".join(done.stdout.partition("Broken contracts")[2].split())  # long names wrap
+    assert contract in broken, done.stdout

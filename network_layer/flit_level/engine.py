@@ -207,6 +207,16 @@ class FlitEngine:
                 self._wake(onward, through)
 
         del candidates[position]
+        self._offer_front(ivc, port, now)
+        if candidates:  # nothing else woke this port: it is free from the next slot, which starts at ``end``
+            port.scheduled_slot = slot
+            return end
+        return -1
+
+    def _offer_front(self, ivc: InputVc, port: OutputPort, now: int) -> None:
+        """After ``ivc`` sent a flit on ``port`` at ``now``: refill its queue from its source when it ran dry, and
+        offer its new front flit to the port it leaves by (woken, unless it is ``port``, sending already)."""
+        queue = ivc.queue
         if not queue and ivc.source is not None:
             following = next(ivc.source, None)
             if following is None:
@@ -219,10 +229,6 @@ class FlitEngine:
             onward.candidates.append(ivc)
             if onward is not port:
                 self._wake(onward, eligible if eligible > now else now + 1)
-        if candidates:  # nothing else woke this port: it is free from the next slot, which starts at ``end``
-            port.scheduled_slot = slot
-            return end
-        return -1
 
     def _eject(self, packet: Packet, index: int, time_ps: int) -> None:
         """A flit reached its destination's network interface at ``time_ps``."""

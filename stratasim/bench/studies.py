@@ -47,7 +47,7 @@ def _child(run_json: str) -> None:
         json.dumps(
             {
                 "npus": report.result.npus,
-                "simulated_npus": report.result.simulated_npus,
+                "simulated_npus": report.simulated_npus,
                 "total_time_ps": report.result.total_time_ps,
                 "wall_seconds": total,
                 "simulation_seconds": report.wall_seconds,

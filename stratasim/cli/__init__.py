@@ -1,5 +1,6 @@
 """The ``stratasim`` command line: one module per subcommand that needs more than a few lines."""
 
+import os
 from collections.abc import Sequence
 
 __all__ = ["main"]
@@ -9,8 +10,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); see :mod:`stratasim.cli.commands`.
 
     Imported on call, so that ``python -m stratasim.cli.serve`` (what a spawned server runs) loads only what serving
-    needs.
+    needs. gRPC's C core is told to keep its own log lines off stderr (unless the user set ``GRPC_VERBOSITY``): every
+    failure reaches the user as one ``error:`` line, and a core line such as an ``epoll_wait`` complaint under a
+    memory limit must not come first.
     """
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # read once, when grpc is first imported below
     from stratasim.cli.commands import main as run
 
     return run(argv)

@@ -17,11 +17,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeAlias
 
 from stratasim import __version__
 from stratasim.cli import budget_options, results, schema, serve, sweep, trace_options, validate
-from stratasim.cli.arg_types import positive_int
+from stratasim.cli.arg_types import Subparsers, positive_int
 from stratasim.cli.interrupts import stoppable
 from stratasim.cli.run_progress import RunProgress
 from stratasim.config.study_file import Study, load_study
@@ -38,8 +37,6 @@ __all__ = ["main", "build_parser"]
 EXIT_OK = 0
 EXIT_INVALID = 2
 EXIT_INTERRUPTED = 130
-
-_Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _add_set(parser: argparse.ArgumentParser) -> None:
@@ -70,12 +67,12 @@ def _run(args: argparse.Namespace) -> int:
         print(report.to_text())
         if written:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
-        if selected is not None and (line := trace_options.note(args, report.result)):
+        if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):
             print(line)
-    return EXIT_OK if report.result.stopped_at_ps is None else EXIT_INTERRUPTED
+    return EXIT_OK if report.stopped_at_ps is None else EXIT_INTERRUPTED
 
 
-def _add_run(subparsers: _Subparsers) -> None:
+def _add_run(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("run", help="run one study and report it")
     parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
     _add_set(parser)
@@ -118,7 +115,7 @@ def _network_backends(study: Study) -> str:
     return f"mixed ({dims})"
 
 
-def _add_check(subparsers: _Subparsers) -> None:
+def _add_check(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("check", help="validate a study and explain every problem")
     parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
     _add_set(parser)
@@ -126,7 +123,7 @@ def _add_check(subparsers: _Subparsers) -> None:
     parser.set_defaults(handler=_check)
 
 
-def _add_serve(subparsers: _Subparsers) -> None:
+def _add_serve(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("serve", help="serve one layer's backend over gRPC")
     serve.add_arguments(parser)
     parser.set_defaults(handler=serve.handle)
@@ -134,6 +131,7 @@ def _add_serve(subparsers: _Subparsers) -> None:
 
 def _cost(args: argparse.Namespace) -> int:
     from stratasim.cli import cost
+    from stratasim.config.operator_text import operator_from
 
     given: dict[str, str] = {}
     for pair in args.dims:
@@ -147,7 +145,7 @@ def _cost(args: argparse.Namespace) -> int:
             if key in given and given[key] != value:
                 raise StrataSimError(f"{key} is given twice, as {given[key]} and {value}")
             given[key] = value
-    op = cost.operator_from(args.kind, given, args.dtype)
+    op = operator_from(args.kind, given, args.dtype)
     results = cost.price(
         op, args.backend or ["roofline"], args.device, args.profile, args.objective, datasheet=args.datasheet
     )
@@ -158,7 +156,7 @@ def _cost(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_cost(subparsers: _Subparsers) -> None:
+def _add_cost(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "cost",
         help="one operator's cost from one or more compute backends",
@@ -208,7 +206,7 @@ def _add_cost(subparsers: _Subparsers) -> None:
     parser.set_defaults(handler=_cost)
 
 
-def _add_roofline(subparsers: _Subparsers) -> None:
+def _add_roofline(subparsers: Subparsers) -> None:
     from stratasim.report import roofline_plot
 
     parser = subparsers.add_parser("roofline", help="plot a device's roofline and where operators land on it")
@@ -217,13 +215,13 @@ def _add_roofline(subparsers: _Subparsers) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from stratasim.bench import collectives as bench
+    from stratasim.cli import bench
 
     return bench.run_from_args(args)
 
 
-def _add_bench(subparsers: _Subparsers) -> None:
-    from stratasim.bench import collectives as bench
+def _add_bench(subparsers: Subparsers) -> None:
+    from stratasim.cli import bench
 
     parser = subparsers.add_parser("bench", help="time collective studies and print wall time, events/s, memory")
     bench.add_arguments(parser)
@@ -266,7 +264,7 @@ def _size_text(text: str) -> str:
     return text
 
 
-def _add_import(subparsers: _Subparsers) -> None:
+def _add_import(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("import", help="write a study from another simulator's input files")
     formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
     astra = formats.add_parser("astra", help="ASTRA-sim 2.x: an analytical network YAML and a system JSON")
@@ -352,7 +350,7 @@ def _trace_rescale(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_rescale(actions: _Subparsers) -> None:
+def _add_rescale(actions: Subparsers) -> None:
     rescale = actions.add_parser(
         "rescale",
         help="rescale a Chakra trace to another rank count by changing its data-parallel degree",
@@ -382,7 +380,7 @@ def _add_rescale(actions: _Subparsers) -> None:
     rescale.set_defaults(handler=_trace_rescale)
 
 
-def _add_trace(subparsers: _Subparsers) -> None:
+def _add_trace(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("trace", help="inspect and convert execution traces (Chakra .et, StrataSim .pb)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     inspect = actions.add_parser("inspect", help="summarize a trace: ranks, nodes, collectives, compute time")

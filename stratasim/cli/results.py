@@ -11,12 +11,12 @@ from stratasim.explore.results import ParameterSummary, SweepResults, read_resul
 from stratasim.explore.store import TrialRecord
 
 if TYPE_CHECKING:
-    from stratasim.cli.commands import _Subparsers
+    from stratasim.cli.arg_types import Subparsers
 
 __all__ = ["add_results"]
 
 
-def add_results(subparsers: _Subparsers) -> None:
+def add_results(subparsers: Subparsers) -> None:
     """The ``results`` subcommand."""
     parser = subparsers.add_parser("results", help="the best trials, Pareto front and per-parameter summary of a sweep")
     parser.add_argument("db", metavar="DB", help="a results store written by stratasim sweep (--db)")

@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TypeAlias
 
+from stratasim.cli.arg_types import Subparsers
 from stratasim.config.json_schema import study_schema
 from stratasim.config.key_reference import markdown
 from stratasim.kernel.errors import StrataSimError
 
 __all__ = ["add_schema"]
-
-_Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -30,7 +28,7 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_schema(subparsers: _Subparsers) -> None:
+def add_schema(subparsers: Subparsers) -> None:
     """``stratasim schema [--out FILE] [--markdown]``."""
     parser = subparsers.add_parser(
         "schema",

@@ -17,14 +17,14 @@ from stratasim.explore.store import ResultStore
 from stratasim.explore.sweep_file import Sweep, load_sweep
 
 if TYPE_CHECKING:
-    from stratasim.cli.commands import _Subparsers
+    from stratasim.cli.arg_types import Subparsers
 
 __all__ = ["add_sweep"]
 
 _SHOWN = 10
 
 
-def add_sweep(subparsers: _Subparsers) -> None:
+def add_sweep(subparsers: Subparsers) -> None:
     """The ``sweep`` subcommand."""
     parser = subparsers.add_parser("sweep", help="run the trials of a sweep file into a results store")
     parser.add_argument("sweep", metavar="FILE", help="the sweep file (YAML): base study, space, objectives, search")

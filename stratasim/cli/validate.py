@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from stratasim.validate import Row, Suite, load_cases, validate
 
 if TYPE_CHECKING:
-    from stratasim.cli.commands import _Subparsers
+    from stratasim.cli.arg_types import Subparsers
 
 __all__ = ["add_validate", "EXIT_FAILED"]
 
@@ -21,7 +21,7 @@ EXIT_FAILED = 1
 """A row failed: the install, or a change, moved a number."""
 
 
-def add_validate(subparsers: _Subparsers) -> None:
+def add_validate(subparsers: Subparsers) -> None:
     """The ``validate`` subcommand."""
     parser = subparsers.add_parser(
         "validate",

@@ -35,8 +35,9 @@ from stratasim.kernel.errors import BackendError, ConfigError, InputError, Topol
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.plausible import unusual_values
 from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
+from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.network_layer.sections import NetworkSection
-from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2
 
 __all__ = [
@@ -49,9 +50,6 @@ __all__ = [
     "parse_study",
     "with_device_file",
 ]
-
-# ASTRA-sim truncates every network time to whole nanoseconds; its preset asks the network to do the same.
-_ASTRA_QUANTUM_PS = 1000
 
 _TOP_LEVEL = ("name", "workload", "system", "network", "compute")
 
@@ -78,9 +76,10 @@ class WorkloadSpec:
     kind: str
     config: BaseModel
 
-    def build(self) -> WorkloadSource:
-        """Instantiate the registered workload class with this config."""
-        source: WorkloadSource = registry.load("workload", self.kind)(self.config)
+    def build(self) -> WorkloadSource | RequestLevelWorkload:
+        """Instantiate the registered workload class with this config: a workload yielding execution graphs, or one
+        running its own request-level loop."""
+        source: WorkloadSource | RequestLevelWorkload = registry.load("workload", self.kind)(self.config)
         return source
 
 
@@ -110,10 +109,10 @@ class Study:
     def topology_proto(self) -> network_pb2.Topology:
         """The topology as the network contract's message, with the system preset's network semantics."""
         result = self.network.topology_message()
-        astra = self.system.preset is Preset.ASTRA_COMPAT
-        result.delay_quantum_ps = _ASTRA_QUANTUM_PS if astra else 0
-        result.store_and_forward = astra
-        result.first_dimension_only = astra
+        semantics = self.system.semantics
+        result.delay_quantum_ps = semantics.network_quantum_ps
+        result.store_and_forward = semantics.store_and_forward
+        result.first_dimension_only = semantics.first_dimension_only
         return result
 
 

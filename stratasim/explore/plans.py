@@ -36,7 +36,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.schema import Bytes
 from stratasim.kernel.units import format_bytes
 from stratasim.study.compute_setup import open_compute
-from stratasim.study.run import memory_capacity
+from stratasim.study.device import memory_capacity
 from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.workload import TransformerWorkload

@@ -25,7 +25,7 @@ from stratasim.system_layer.result import NpuStats, SimulationResult
 from stratasim.system_layer.trace import SpanLog
 
 if TYPE_CHECKING:
-    from stratasim.report.report import Report
+    from stratasim.report.contents import ReportContents
 
 __all__ = ["PlottingUnavailable", "MAX_BARS", "TIMELINE_NPUS", "write_figures", "busy_stretches"]
 
@@ -39,7 +39,7 @@ class PlottingUnavailable(StrataSimError):
     """matplotlib is not installed, so no picture was drawn (the report itself is unaffected)."""
 
 
-def write_figures(report: Report, out_dir: str | Path) -> tuple[Path, ...]:
+def write_figures(report: ReportContents, out_dir: str | Path) -> tuple[Path, ...]:
     """Draw the report's pictures as PNG files into ``out_dir`` (created if missing); the paths written.
     Raises :class:`PlottingUnavailable` without matplotlib."""
     try:
@@ -47,15 +47,15 @@ def write_figures(report: Report, out_dir: str | Path) -> tuple[Path, ...]:
     except ImportError:
         raise PlottingUnavailable(f"the pictures need matplotlib: {_INSTALL}") from None
     out = Path(out_dir)
-    result = report.result
-    charts = [("time_breakdown", _time_breakdown(report.name, result, Figure))] if result.per_npu else []
+    result = report.engine
+    charts = [("time_breakdown", _time_breakdown(report.name, result, Figure))] if result and result.per_npu else []
     if report.serving_timeline:
         charts.append(("serving_timeline", _serving_timeline(report.name, report.serving_timeline, Figure)))
-    if len(result.collectives):
+    if result and len(result.collectives):
         charts.append(("collective_delays", _collective_delays(report.name, result, Figure)))
-    if result.links:
-        charts.append(("link_utilisation", _link_utilisation(report, Figure)))
-    if len(result.spans):
+    if result and result.links:
+        charts.append(("link_utilisation", _link_utilisation(report, result, Figure)))
+    if result and len(result.spans):
         charts.append(("timeline", _timeline(report.name, result, Figure)))
     written = []
     try:
@@ -201,9 +201,9 @@ def _collective_delays(title: str, result: SimulationResult, figure_type: Any) -
     return figure
 
 
-def _link_utilisation(report: Report, figure_type: Any) -> Any:
+def _link_utilisation(report: ReportContents, result: SimulationResult, figure_type: Any) -> Any:
     """A histogram of the links' utilisation beside the busiest links by name."""
-    links = report.result.links
+    links = result.links
     shares = np.array([report.utilisation(link) for link in links]) * 100
     figure = figure_type(figsize=(11, 5), layout="constrained")
     spread, busiest = figure.subplots(1, 2, width_ratios=(1, 1.3))

@@ -24,7 +24,7 @@ from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats
 
 if TYPE_CHECKING:
-    from stratasim.report.report import Report
+    from stratasim.report.contents import ReportContents
 
 __all__ = ["report_dict", "write_json", "write_report"]
 
@@ -99,7 +99,7 @@ def _collective_rows(collectives: Iterable[CollectiveStats]) -> list[dict[str, A
     ]
 
 
-def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
+def _npu_row(stats: NpuStats, report: ReportContents) -> dict[str, Any]:
     """One NPU: when it finished, its busy compute and communication time, communication left exposed (and
     split by what it waited on: a communicator name such as ``tp``/``dp``/``pp``, else ``collective``/``p2p``),
     the collective bytes it sent along each dimension (key ``"flat"``: phases over groups that are not a
@@ -121,7 +121,7 @@ def _npu_row(stats: NpuStats, report: Report) -> dict[str, Any]:
     }
 
 
-def _link_row(stats: LinkStats, report: Report) -> dict[str, Any]:
+def _link_row(stats: LinkStats, report: ReportContents) -> dict[str, Any]:
     """One link of a network that models links: its busy time, what it carried, and the share of the run it
     spent transmitting."""
     return {
@@ -145,15 +145,17 @@ def _packet_latency_row(stats: PacketLatencyStats) -> dict[str, Any]:
     }
 
 
-def report_dict(report: Report) -> dict[str, Any]:
+def report_dict(report: ReportContents) -> dict[str, Any]:
     """The whole report; a training workload's figures join the top level, the trace spans are left out."""
-    return _report_data(report, _collective_rows(report.result.collectives))
+    return _report_data(report, _collective_rows(report.engine.collectives if report.engine else ()))
 
 
-def write_report(file: IO[str], report: Report) -> None:
+def write_report(file: IO[str], report: ReportContents) -> None:
     """Write the report as :func:`write_json` writes :func:`report_dict`'s data, the same text, without building
     a row per collective (their JSON is made line by line from each distinct collective's, shifted in time)."""
-    write_json(file, _report_data(report, Encoded(_collective_lines(report.result.collectives))))
+    write_json(
+        file, _report_data(report, Encoded(_collective_lines(report.engine.collectives if report.engine else ())))
+    )
 
 
 class Encoded:
@@ -196,7 +198,7 @@ def _ns_column(times_ps: np.ndarray) -> list[float]:
     return (times_ps / 1000).tolist()
 
 
-def _network_energy(report: Report, compute_pj: float) -> dict[str, float]:
+def _network_energy(report: ReportContents, compute_pj: float) -> dict[str, float]:
     """The network's energy and power, and compute and network together, when the study prices bits."""
     network = report.network_energy_pj
     if network is None:
@@ -209,8 +211,8 @@ def _network_energy(report: Report, compute_pj: float) -> dict[str, float]:
     }
 
 
-def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) -> dict[str, Any]:
-    result = report.result
+def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Encoded) -> dict[str, Any]:
+    result, engine = report.result, report.engine
     energy = report.compute_energy_pj
     data: dict[str, Any] = {
         "name": report.name,
@@ -223,19 +225,19 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
         "wall_seconds": report.wall_seconds,
         "events_processed": result.events_processed,
         "backends": dict(report.backends),
-        "simulated_npus": result.simulated_npus,
+        "simulated_npus": report.simulated_npus,
         "compute_energy_pj": energy,
         "compute_power_w": report.power_w(energy),
         **_network_energy(report, energy),
         **(report.training or {}),
         "collectives": collectives,
-        "per_npu": [_npu_row(stats, report) for stats in result.per_npu],
-        "operators": [operator_row(stats) for stats in result.operators],
+        "per_npu": [_npu_row(stats, report) for stats in report.per_npu],
+        "operators": [operator_row(stats) for stats in engine.operators] if engine else [],
     }
-    if result.links:
-        data["links"] = [_link_row(stats, report) for stats in result.links]
-    if result.packet_latency.packets:
-        data["packet_latency"] = _packet_latency_row(result.packet_latency)
+    if engine is not None and engine.links:
+        data["links"] = [_link_row(stats, report) for stats in engine.links]
+    if engine is not None and engine.packet_latency.packets:
+        data["packet_latency"] = _packet_latency_row(engine.packet_latency)
     if report.serving:
         data["serving"] = _serving_row(report.serving)
         if report.energy_per_token_pj is not None:
@@ -243,11 +245,11 @@ def _report_data(report: Report, collectives: list[dict[str, Any]] | Encoded) ->
     if report.serving_timeline:
         data["serving_timeline"] = report.serving_timeline
     data["warnings"] = list(report.warnings)
-    if report.result.stopped_at_ps is not None:
+    if engine is not None and engine.stopped_at_ps is not None:
         data["incomplete"] = {
-            "stopped_at_ps": report.result.stopped_at_ps,
-            "reason": report.result.stopped_because,
-            "unfinished_collectives": report.result.unfinished_collectives,
+            "stopped_at_ps": engine.stopped_at_ps,
+            "reason": engine.stopped_because,
+            "unfinished_collectives": engine.unfinished_collectives,
         }  # they end at the stop
     if report.calibration:
         data["calibration"] = report.calibration

@@ -218,7 +218,7 @@ def points_from_report(path: str | Path) -> list[RooflinePoint]:
 
 
 def _op_point(spec: str, dev: Device, dtype: str, calibration: compute_pb2.Calibration | None) -> RooflinePoint:
-    from stratasim.cli.cost import operator_from
+    from stratasim.config.operator_text import operator_from
 
     kind, _, rest = spec.partition(":")
     given: dict[str, str] = {}

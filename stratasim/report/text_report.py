@@ -11,10 +11,10 @@ import numpy as np
 from stratasim.kernel.units import format_bytes, format_energy_pj, format_time_ps
 from stratasim.report.operator_table import operator_lines
 from stratasim.system_layer.collective_log import columns
-from stratasim.system_layer.result import CollectiveStats
+from stratasim.system_layer.result import CollectiveStats, SimulationResult
 
 if TYPE_CHECKING:
-    from stratasim.report.report import Report
+    from stratasim.report.contents import ReportContents
 
 __all__ = ["report_text"]
 
@@ -28,35 +28,36 @@ def _time(ps: float) -> str:
     return format_time_ps(round(ps))
 
 
-def report_text(report: Report) -> str:
+def report_text(report: ReportContents) -> str:
     """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
     operators."""
-    if not report.result.per_npu and report.serving_timeline is not None:  # a request-level serving study
+    engine = report.engine
+    if engine is None:  # a request-level study: no tables
         return "\n".join(_headline(report))
     return "\n".join(
         [
             *_headline(report),
             "",
-            *_collective_table(report),
+            *_collective_table(engine),
             "",
-            *_npu_table(report),
-            *_link_table(report),
-            *operator_lines(report.result.operators),
+            *_npu_table(engine),
+            *_link_table(report, engine),
+            *operator_lines(engine.operators),
         ]
     )
 
 
-def _headline(report: Report) -> list[str]:
-    result = report.result
+def _headline(report: ReportContents) -> list[str]:
+    result, engine = report.result, report.engine
     where = ", ".join(f"{layer} {label}" for layer, label in report.backends.items())
-    count = len(result.collectives)
+    count = len(engine.collectives) if engine else 0
     return [
         *(f"warning: {warning}" for warning in report.warnings),
         f"{report.name}: {result.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
         f"  total time       {_time(result.total_time_ps)}  ({result.total_time_ps} ps)",
         *(
             []
-            if not result.per_npu and report.serving_timeline is not None
+            if engine is None
             else [
                 f"  compute time     {_compute_time(report)}  (NPU {report.critical_npu}, the last to finish)",
                 f"  exposed comm     {_exposed_comm(report)}",
@@ -67,18 +68,18 @@ def _headline(report: Report) -> list[str]:
         *_memory_line(report),
         *_energy_line(report),
         f"  simulated in     {report.wall_seconds:.3f} s wall, {result.events_processed:,} events"
-        + (f", {result.simulated_npus} NPUs standing for all" if 0 < result.simulated_npus < result.npus else ""),
+        + (f", {report.simulated_npus} NPUs standing for all" if 0 < report.simulated_npus < result.npus else ""),
         f"  backends         {where}",
         *([f"  calibration      {report.calibration}"] if report.calibration else []),
     ]
 
 
-def _compute_time(report: Report) -> str:
+def _compute_time(report: ReportContents) -> str:
     critical = report.critical
     return _time(critical.compute_ps if critical else 0)
 
 
-def _exposed_comm(report: Report) -> str:
+def _exposed_comm(report: ReportContents) -> str:
     """The critical NPU's exposed communication, split by what it waited on, most first."""
     critical = report.critical
     if critical is None:
@@ -90,7 +91,7 @@ def _exposed_comm(report: Report) -> str:
     return _time(critical.exposed_comm_ps) + split
 
 
-def _training_lines(report: Report) -> list[str]:
+def _training_lines(report: ReportContents) -> list[str]:
     training = report.training
     if not training:
         return []
@@ -110,7 +111,7 @@ def _training_lines(report: Report) -> list[str]:
     return lines
 
 
-def _serving_lines(report: Report) -> list[str]:
+def _serving_lines(report: ReportContents) -> list[str]:
     """TTFT and TPOT, which the inference workload gives in nanoseconds."""
     serving = report.serving
     if not serving:
@@ -170,8 +171,8 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
     ]
 
 
-def _memory_line(report: Report) -> list[str]:
-    peak = max(report.result.per_npu, key=lambda n: (n.peak_memory_bytes, -n.npu), default=None)
+def _memory_line(report: ReportContents) -> list[str]:
+    peak = max(report.per_npu, key=lambda n: (n.peak_memory_bytes, -n.npu), default=None)
     if peak is None or not peak.peak_memory_bytes:
         return []
     parts = ", ".join(f"{kind} {format_bytes(size)}" for kind, size in peak.memory_at_peak)
@@ -181,11 +182,11 @@ def _memory_line(report: Report) -> list[str]:
     ]
 
 
-def _energy_line(report: Report) -> list[str]:
+def _energy_line(report: ReportContents) -> list[str]:
     energy = report.compute_energy_pj
     lines = []
     if energy:
-        top = max(report.result.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
+        top = max(report.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
         lines.append(
             f"  compute energy   {format_energy_pj(energy)} in all, {report.power_w(energy):,.1f} W mean "
             f"(NPU {top.npu} the most: {format_energy_pj(top.compute_energy_pj)}, "
@@ -200,10 +201,10 @@ def _energy_line(report: Report) -> list[str]:
     return lines
 
 
-def _collective_table(report: Report) -> list[str]:
+def _collective_table(engine: SimulationResult) -> list[str]:
     """The collectives grouped by kind, communicator and the dimensions their phases ran along, most time
     first: how many, their sizes, mean and summed duration and the mean delays per phase — then a legend."""
-    templates, kinds, starts, ends = columns(report.result.collectives)
+    templates, kinds, starts, ends = columns(engine.collectives)
     if not len(kinds):
         return ["collectives: none"]
     counts = np.bincount(kinds, minlength=len(templates))
@@ -263,9 +264,9 @@ class _Group:
         return f"{format_bytes(self.smallest)}–{format_bytes(self.largest)}"
 
 
-def _npu_table(report: Report) -> list[str]:
+def _npu_table(engine: SimulationResult) -> list[str]:
     """One row per NPU, or their min, mean and max when there are many."""
-    per_npu = report.result.per_npu
+    per_npu = engine.per_npu
     columns = ("finish_ps", "compute_ps", "comm_ps", "exposed_comm_ps")
     titles = ("finish", "compute", "comm", "exposed comm")
     if len(per_npu) <= _MAX_NPU_ROWS:
@@ -281,9 +282,9 @@ def _npu_table(report: Report) -> list[str]:
     return lines
 
 
-def _link_table(report: Report) -> list[str]:
+def _link_table(report: ReportContents, engine: SimulationResult) -> list[str]:
     """The busiest links, then how long packets took (from networks that cut messages into packets)."""
-    links = report.result.links
+    links = engine.links
     if not links:
         return []
     busiest = sorted(links, key=lambda link: (-report.utilisation(link), link.link))[:_MAX_LINK_ROWS]
@@ -297,7 +298,7 @@ def _link_table(report: Report) -> list[str]:
             f"  {link.link:<28}{_time(link.busy_ps):>14}{report.utilisation(link):>12.1%}"
             f"{format_bytes(link.bytes):>14}{link.messages:>10,}"
         )
-    latency = report.result.packet_latency
+    latency = engine.packet_latency
     if latency.packets:
         lines.append(
             f"packet latency over {latency.packets:,} packets: mean {_time(latency.mean_ps)}, "

@@ -24,12 +24,14 @@ from typing import Literal
 
 from stratasim.chakra.et_def_pb2 import AttributeProto
 from stratasim.config.study_file import Study
-from stratasim.kernel.errors import BackendError, StrataSimError
+from stratasim.kernel.errors import StrataSimError, WorkloadError
 from stratasim.kernel.graph_blocks import every_node, unpriced, unrolled
+from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.study.budget import DEFAULT_BUDGET, NODE_BYTES, Budget, check_budget, refuse_over
 from stratasim.study.compute_setup import open_compute
 from stratasim.study.run import prepare_workload
-from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.system_layer.operators import OperatorPricer
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.convert import write_chakra, write_graphs
 from stratasim.workload_layer.traces.rescale import Plan, plan_attributes
 from stratasim.workload_layer.transformer.config import TransformerConfig
@@ -53,6 +55,11 @@ def export_trace(
     when the workload runs on more than ``max_npus`` NPUs, or would hold more than ``budget`` allows: every
     NPU's graph is built, not only those a run simulates."""
     source, npus = prepare_workload(study)
+    if isinstance(source, RequestLevelWorkload):
+        raise WorkloadError(
+            f"workload: kind {study.workload.kind} runs requests at the request level and has no execution graphs "
+            "to export or replay"
+        )
     if npus > max_npus:
         raise StrataSimError(
             f"{study.name}: the workload runs on {npus} NPUs and an export writes one file per NPU, more than the "
@@ -100,14 +107,6 @@ def _numbered(graph: workload_pb2.ExecutionGraph, npu: int) -> workload_pb2.Exec
     return copy
 
 
-def _signature(op: compute_pb2.OperatorDesc) -> bytes:
-    """What determines an operator's cost: everything but its name (as the engine prices operators)."""
-    unnamed = compute_pb2.OperatorDesc()
-    unnamed.CopyFrom(op)
-    unnamed.ClearField("name")
-    return unnamed.SerializeToString(deterministic=True)
-
-
 def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list[workload_pb2.ExecutionGraph]:
     """Copies of ``graphs`` whose operator nodes (blocks' included) have become fixed durations, each distinct
     operator priced once, in one request, on the study's device and calibration as the engine prices them."""
@@ -122,19 +121,13 @@ def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list
     section = study.compute
     if section is None:
         raise unpriced(operators[0], any(graph.foreign_names for graph in copies))
-    unique = {_signature(node.op): node.op for node in operators}
-    calibration = None if section.calibration is None else section.calibration.proto()
-    request = compute_pb2.EstimateRequest(
-        device=section.device_name(), ops=list(unique.values()), calibration=calibration
-    )
     with ExitStack() as stack:
         compute, _ = open_compute(section, stack)
-        response = compute.estimate(request)
-    if response.HasField("error"):
-        raise BackendError(f"compute backend {section.backend!r}: {response.error.message}")
-    duration = {key: cost.duration_ps for key, cost in zip(unique, response.costs, strict=True)}
-    for node in operators:
-        node.duration_ps = duration[_signature(node.op)]
+        calibration = None if section.calibration is None else section.calibration.proto()
+        pricer = OperatorPricer(compute, section.device_name(), calibration, label=section.backend)
+        durations = pricer.durations_ps([node.op for node in operators])
+    for node, duration in zip(operators, durations, strict=True):
+        node.duration_ps = duration
         node.ClearField("op")
     return copies
 

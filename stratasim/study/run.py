@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
 
 from stratasim import system_layer
-from stratasim.config.study_file import Study, StudyCompute, StudyNetwork
-from stratasim.kernel import registry
+from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import (
     ComputeBackend,
     MemoryModel,
@@ -26,33 +25,26 @@ from stratasim.kernel.contracts import (
     TrainingWorkload,
     WorkloadSource,
 )
-from stratasim.kernel.errors import BackendError, SimulationError, StrataSimError, WorkloadError
+from stratasim.kernel.errors import SimulationError, StrataSimError, WorkloadError
 from stratasim.kernel.events import Progress
+from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
+from stratasim.study.backends import open_backend
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget
-from stratasim.study.client_options import client_options
 from stratasim.study.compute_setup import backend_names, open_compute, serve_options
+from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
+from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
-from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 if TYPE_CHECKING:
     from stratasim.remote import Spawned
 
-__all__ = [
-    "calibration_statement",
-    "check_device",
-    "check_study",
-    "device_facts",
-    "memory_capacity",
-    "open_backend",
-    "prepare_workload",
-    "run_study",
-]
+__all__ = ["check_study", "prepare_workload", "run_study"]
 
 
-def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
+def prepare_workload(study: Study) -> tuple[WorkloadSource | RequestLevelWorkload, int]:
     """Build the study's workload and the number of NPUs it runs on (all of the topology's if it names none).
 
     Raises :class:`WorkloadError` when the workload needs more NPUs than the topology has, or other than it has
@@ -71,27 +63,6 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource, int]:
     return source, available if required is None else required
 
 
-def check_device(compute: ComputeBackend, section: StudyCompute) -> None:
-    """The study's device is one the backend lists (names match case-insensitively, as every backend looks them up)
-    or, failing that, one it describes without an error: the Timeloop-style model prices a
-    ``systolic-<R>x<C>-<dataflow>`` array of any shape but lists only its presets."""
-    devices = compute.devices()
-    name = section.device_name()
-    listed = name.strip().lower() in {device.lower() for device in devices}
-    if not listed and compute.describe(compute_pb2.DescribeRequest(devices=[name])).HasField("error"):
-        if section.per_kind is None:
-            raise BackendError(
-                f"compute.device: {section.backend} has no device {name!r}; available: {', '.join(devices)}"
-            )
-        own = section.route_devices()
-        shared = sorted({backend for kind, backend in section.routes().items() if kind not in own})
-        raise BackendError(
-            f"compute.device: {name!r} is not a device of every backend pricing on it ({', '.join(shared)}; the "
-            f"devices they share: {', '.join(devices) or 'none'}); give a route its own device in its backend's "
-            "names, e.g. per_kind: {gemm: {backend: timeloop, device: systolic-32x32-os}}"
-        )
-
-
 def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
     """Every check short of simulating: the study fits ``budget`` (estimated, before building anything), the
     workload builds and fits, its graphs and collectives can run on the topology with the chosen algorithms, an
@@ -105,9 +76,7 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
-    if isinstance(source, ServingRequestsWorkload):
-        from stratasim.study.serving import check_serving  # it stands on this module's helpers
-
+    if isinstance(source, RequestLevelWorkload):
         check_serving(study, source, budget)
         return npus
     estimate = check_budget(study, source, npus, budget)
@@ -161,36 +130,6 @@ def _terminate(servers: list[Spawned]) -> None:
         server.terminate()
 
 
-def open_backend(
-    layer: str,
-    section: StudyNetwork | StudyCompute,
-    stack: ExitStack,
-    started: Mapping[tuple[str, str], Spawned],
-) -> tuple[Any, str]:
-    """The backend ``section`` names, closed (and its spawned server stopped) when ``stack`` unwinds; ``started``
-    holds the servers :func:`_start_servers` started."""
-    if isinstance(section, StudyCompute):
-        return open_compute(
-            section, stack, {name: server for (kind, name), server in started.items() if kind == "compute"}
-        )
-    name = section.backend_name
-    if section.endpoint is None and not section.spawn:
-        backend = registry.load(layer, name)()
-        stack.callback(backend.close)
-        return backend, f"{name} (in-process)"
-    from stratasim import remote  # gRPC is only needed for layers in other processes
-
-    connect = remote.open_network  # imports gRPC while a spawned server is still starting, not after
-    spawned = started.get((layer, name))
-    token = None if section.endpoint else spawned.token if spawned else remote.new_token()
-    endpoint = section.endpoint or (
-        spawned.endpoint() if spawned else stack.enter_context(remote.spawn(layer, name, token=token))
-    )
-    client = connect(endpoint, backend=name, **client_options(section, layer, token))
-    stack.callback(client.close)
-    return client, f"{name} @ {endpoint}{' (spawned)' if section.spawn else ''}"
-
-
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector switched off for the block, and back to how it was after it.
@@ -234,10 +173,8 @@ def run_study(
 def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None, budget: Budget) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
-    if isinstance(source, ServingRequestsWorkload):
-        from stratasim.study.serving import run_serving  # it stands on this module's helpers
-
-        return run_serving(study, source, npus, budget, record_trace=bool(record_trace))
+    if isinstance(source, RequestLevelWorkload):
+        return run_serving(study, source, budget, record_trace=bool(record_trace))
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
@@ -317,49 +254,6 @@ def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | 
         return None
     representatives = source.representatives(study.grid)
     return None if representatives is None else tuple(representatives)
-
-
-def device_facts(compute: ComputeBackend, section: StudyCompute) -> compute_pb2.DeviceFacts:
-    """What the compute backend says of the study's device (asked once, before the run)."""
-    response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device_name()]))
-    if response.HasField("error"):
-        raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
-    return response.devices[0]
-
-
-def calibration_statement(
-    section: StudyCompute | None, facts: compute_pb2.DeviceFacts | None
-) -> tuple[str, tuple[str, ...]]:
-    """The report's line on the efficiency model the device is priced with and where it comes from, and a
-    warning when nothing calibrates it against measurements (neither the backend's model nor the study's own
-    ``compute.calibration``): its times are then the datasheet's or the architecture model's, optimistic."""
-    if section is None or facts is None:
-        return "", ()
-    own = section.calibration
-    basis = "datasheet figures" if own is not None and own.basis == "datasheet" else facts.calibration
-    if own is not None and own.adjusts():
-        keys = ", ".join(sorted(own.model_fields_set - {"basis"}))
-        return f"the study's compute.calibration ({keys}) over {basis or 'datasheet figures'}", ()
-    if basis:
-        return basis, ()
-    warning = (
-        f"device {facts.device!r} runs uncalibrated: the {section.backend} backend has no efficiency model "
-        "fitted to measurements for it, so its times are the datasheet's (or the architecture model's) and "
-        "likely optimistic; give compute.calibration from a measurement"
-    )
-    return "none (datasheet figures)", (warning,)
-
-
-def memory_capacity(study: Study, facts: compute_pb2.DeviceFacts | None) -> tuple[int | None, str]:
-    """Bytes each NPU may hold — ``system.memory_capacity``, else the compute backend's answer for the device
-    (``facts``) — and, when neither says, None with why not."""
-    if study.system.memory_capacity is not None:
-        return int(study.system.memory_capacity), ""
-    if facts is None:
-        return None, "the study has no compute section to say the device's memory capacity"
-    if facts.HasField("memory_capacity_bytes"):
-        return facts.memory_capacity_bytes, ""
-    return None, f"the compute backend does not know {facts.device!r}'s capacity ({facts.memory_capacity_unknown})"
 
 
 def _check_memory(

@@ -31,7 +31,7 @@ of a message and ser(x) the serialisation of x bytes:
   round takes about ceil((n-1)/N) times a direct round. N of n-1 or more is plain direct.
 - ``one_ring``, ``one_direct`` (and ``one_direct:N``), ``one_halving_doubling`` (ASTRA-sim's ``oneRing``...):
   the algorithm run once over all the group's NPUs, flattened into one line in NPU order, instead of once per
-  dimension (the layout of :mod:`stratasim.system_layer.collectives.chunks` gives them one flat phase); the
+  dimension (the layout of :mod:`stratasim.system_layer.scheduler.chunks` gives them one flat phase); the
   network routes each message, so a ring neighbour across a dimension's edge costs what that route costs.
 - ``double_binary_tree`` (NCCL's, all-reduce only, not pipelined): two binary trees over the line, the second
   the first shifted by one position, so that every leaf of one is an inner node of the other. Each tree

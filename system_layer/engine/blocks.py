@@ -44,36 +44,8 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> 
             f"NPU {npu}: its graph's blocks unroll to {size:,} nodes, more than the {MAX_INLINED_NODES:,} one NPU may "
             "simulate node by node (blocks run whole only when nothing else can touch them: see docs/system-layer.md)"
         )
-    base: list[int] = []  # each node's first position in the new plan
-    nodes: list[workload_pb2.Node] = []
-    scopes: list[str] = []
-    for index, node in enumerate(plan.nodes):
-        base.append(len(nodes))
-        if inlined[index]:
-            block = plan.blocks[node.block]
-            nodes.extend(block.nodes)
-            scopes.extend([node.name] * len(block.nodes))
-        else:
-            nodes.append(node)
-            scopes.append(plan.scopes[index] if plan.scopes else "")
-    block_sinks = [sinks(block) for block in plan.blocks]
-    exits: list[tuple[int, ...]] = [()] * len(plan.nodes)  # what waiting for a node means in the new plan
-    dependencies: list[tuple[int, ...]] = [()] * len(nodes)
-    order: list[int] = []
-    for index in plan.order:
-        entry = tuple(at for dep in plan.dependencies[index] for at in exits[dep])
-        start = base[index]
-        if not inlined[index]:
-            dependencies[start] = entry
-            exits[index] = (start,)
-            order.append(start)
-            continue
-        block = plan.blocks[plan.nodes[index].block]
-        for inner in block.order:
-            deps = block.dependencies[inner]
-            dependencies[start + inner] = tuple(start + d for d in deps) if deps else entry
-            order.append(start + inner)
-        exits[index] = tuple(start + s for s in block_sinks[plan.nodes[index].block]) if block.nodes else entry
+    base, nodes, scopes = _unrolled_nodes(plan, inlined)
+    dependencies, order = _unrolled_dependencies(plan, inlined, base, len(nodes))
     dependents: list[list[int]] = [[] for _ in nodes]
     for index in range(len(nodes)):  # in position order, as planning the unrolled graph lists them
         for dep in dependencies[index]:
@@ -93,6 +65,50 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> 
         blocks=plan.blocks if keep else (),
         scopes=tuple(scopes),
     )
+
+
+def _unrolled_nodes(plan: GraphPlan, inlined: list[bool]) -> tuple[list[int], list[workload_pb2.Node], list[str]]:
+    """Each node's first position in the unrolled plan, the unrolled plan's nodes and their scopes (an inlined
+    block's nodes are in the scope of the block node)."""
+    base: list[int] = []
+    nodes: list[workload_pb2.Node] = []
+    scopes: list[str] = []
+    for index, node in enumerate(plan.nodes):
+        base.append(len(nodes))
+        if inlined[index]:
+            block = plan.blocks[node.block]
+            nodes.extend(block.nodes)
+            scopes.extend([node.name] * len(block.nodes))
+        else:
+            nodes.append(node)
+            scopes.append(plan.scopes[index] if plan.scopes else "")
+    return base, nodes, scopes
+
+
+def _unrolled_dependencies(
+    plan: GraphPlan, inlined: list[bool], base: list[int], size: int
+) -> tuple[list[tuple[int, ...]], list[int]]:
+    """Each unrolled node's dependencies and the unrolled plan's order: a block's first nodes wait for what its
+    block node waited for, and what waited for the block node waits for the block's last nodes."""
+    block_sinks = [sinks(block) for block in plan.blocks]
+    exits: list[tuple[int, ...]] = [()] * len(plan.nodes)  # what waiting for a node means in the new plan
+    dependencies: list[tuple[int, ...]] = [()] * size
+    order: list[int] = []
+    for index in plan.order:
+        entry = tuple(at for dep in plan.dependencies[index] for at in exits[dep])
+        start = base[index]
+        if not inlined[index]:
+            dependencies[start] = entry
+            exits[index] = (start,)
+            order.append(start)
+            continue
+        block = plan.blocks[plan.nodes[index].block]
+        for inner in block.order:
+            deps = block.dependencies[inner]
+            dependencies[start + inner] = tuple(start + d for d in deps) if deps else entry
+            order.append(start + inner)
+        exits[index] = tuple(start + s for s in block_sinks[plan.nodes[index].block]) if block.nodes else entry
+    return dependencies, order
 
 
 def _annotations(

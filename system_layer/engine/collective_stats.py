@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stratasim.system_layer.collectives.chunks import Collective
 from stratasim.system_layer.result import CollectiveStats
+from stratasim.system_layer.scheduler.chunks import Collective
 
 __all__ = ["collective_stats"]
 

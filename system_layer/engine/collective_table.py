@@ -13,12 +13,12 @@ from stratasim.kernel.collective_types import COLLECTIVE_NAMES
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collective_log import CollectiveLog
-from stratasim.system_layer.collectives.chunks import Collective, Layout, layout
 from stratasim.system_layer.collectives.groups import phases_of
 from stratasim.system_layer.engine.block_run import BlockRun
 from stratasim.system_layer.engine.collective_stats import collective_stats
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import SystemOptions
+from stratasim.system_layer.scheduler.chunks import Collective, Layout, layout
 from stratasim.v1 import workload_pb2
 
 __all__ = ["CollectiveTable", "Group", "Named"]

@@ -18,7 +18,6 @@ from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.graph_plan import GraphPlan
-from stratasim.system_layer.options import Preset
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.v1 import workload_pb2
 
@@ -104,8 +103,7 @@ class NpuExecutor:
             return
         if kind == workload_pb2.COMM_SEND_NODE:
             self._p2p_sent[node.peer] = self._p2p_sent.get(node.peer, 0) + node.comm_bytes
-            # ASTRA-sim charges its endpoint delay inside collective algorithms only, not to plain sends.
-            endpoint_delay = self._context.options.preset is not Preset.ASTRA_COMPAT
+            endpoint_delay = self._context.options.semantics.endpoint_delay_on_sends
             self._context.coordinator.send(
                 self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag), endpoint_delay=endpoint_delay
             )

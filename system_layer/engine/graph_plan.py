@@ -113,14 +113,11 @@ def _plan_nodes(
         kind = node.type
         if kind != compute or node.duration_ps < 0:
             _check_node(node, at, npus, blocks)
-        ctrl = node.ctrl_deps
-        deps = node.data_deps
+        deps, ctrl = node.data_deps, node.ctrl_deps
         if len(deps) == 1 and not ctrl:
             found = position.get(deps[0])
             if found is None:
-                raise WorkloadError(
-                    f"{_label(at, node)}: depends on node {deps[0]}, which is not in the {_container(at.where)}"
-                )
+                raise _unknown_dependency(at, node, deps[0])
             dependents[found].append(index)
             dependencies.append((found,))
         elif deps or ctrl:
@@ -130,11 +127,10 @@ def _plan_nodes(
         if kind == block:  # checked: no memory, no milestone
             continue
         memory = node.memory_bytes
-        if memory:
-            if memory > 0:
-                allocations[index] = memory
-            else:
-                releases[index] = -memory
+        if memory > 0:
+            allocations[index] = memory
+        elif memory:
+            releases[index] = -memory
         if node.milestone:
             milestones.append(index)
     indegree = list(map(len, dependencies))
@@ -150,6 +146,12 @@ def _plan_nodes(
         dependencies=tuple(dependencies),
         order=order,
         foreign_names=at.foreign_names,
+    )
+
+
+def _unknown_dependency(at: _At, node: workload_pb2.Node, dependency: int) -> WorkloadError:
+    return WorkloadError(
+        f"{_label(at, node)}: depends on node {dependency}, which is not in the {_container(at.where)}"
     )
 
 

@@ -36,10 +36,10 @@ from stratasim.v1 import workload_pb2
 if TYPE_CHECKING:
     from stratasim.kernel.contracts import DirectNetwork
     from stratasim.system_layer.collectives.algorithms import PhasePlan
-    from stratasim.system_layer.collectives.chunks import ChunkRun
     from stratasim.system_layer.collectives.steps import Step
     from stratasim.system_layer.engine.coordinator import Coordinator
     from stratasim.system_layer.engine.graph_plan import GraphPlan
+    from stratasim.system_layer.scheduler.chunks import ChunkRun
     from stratasim.system_layer.scheduler.reduction import ReductionCost
 
 __all__ = ["LineBatches", "batchable"]

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
 from stratasim.kernel.grid import Grid
-from stratasim.system_layer.collectives.chunks import Collective
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_stats import collective_stats
 from stratasim.system_layer.engine.collective_table import CollectiveTable
@@ -36,6 +35,7 @@ from stratasim.system_layer.engine.fusion import compute_is_one_chain
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+from stratasim.system_layer.scheduler.chunks import Collective
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.trace import BlockSpans, TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import workload_pb2

@@ -1,4 +1,4 @@
-"""Pricing a study's operators: every distinct operator asked of the compute backend once, in one batch.
+"""Pricing a study's operators: every distinct operator asked of the operator pricer once, in one batch.
 
 What comes back is each plan's node durations and compute energy (what the executors run on), and one
 :class:`~stratasim.system_layer.result.OperatorStats` per distinct operator with how many times the study runs it (what
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from stratasim.kernel.contracts import ComputeBackend
-from stratasim.kernel.errors import BackendError
 from stratasim.kernel.graph_blocks import unpriced
 from stratasim.kernel.operators import ShapeError, dtype_name, kind_name, kind_of, shape_of
 from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.operators import OperatorPricer, signature
 from stratasim.system_layer.result import OperatorStats
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.v1.compute_pb2 import OperatorCost, OperatorDesc
@@ -77,12 +77,47 @@ def _dims(op: compute_pb2.OperatorDesc) -> tuple[int, ...]:
         return ()
 
 
-def _signature(op: compute_pb2.OperatorDesc) -> bytes:
-    """What determines an operator's cost: everything but its name, so equal operators are priced once."""
-    unnamed = compute_pb2.OperatorDesc()
-    unnamed.CopyFrom(op)
-    unnamed.ClearField("name")
-    return unnamed.SerializeToString(deterministic=True)
+class _OperatorKeys:
+    """Every plan reached from the plans visited, and each node's operator signature (None for other nodes), with
+    the distinct operators and the names they go by; an operator node with no backend to price it is an error."""
+
+    def __init__(self, priced: bool) -> None:
+        self._priced = priced
+        self.unique: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str]]] = {}
+        self.keys: dict[int, list[bytes | None]] = {}
+        self.every: dict[int, GraphPlan] = {}
+        self._signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
+
+    def visit(self, plan: GraphPlan, scope: str = "") -> None:
+        """Key every node of ``plan``, and of each block at its first block node: operators are named in the
+        order the unrolled graph runs them."""
+        self.every[id(plan)] = plan
+        plan_keys: list[bytes | None] = []
+        self.keys[id(plan)] = plan_keys
+        for index, node in enumerate(plan.nodes):
+            if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
+                plan_keys.append(None)
+                if node.type == workload_pb2.BLOCK_NODE and id(plan.blocks[node.block]) not in self.every:
+                    self.visit(plan.blocks[node.block], plan.name(index))
+                continue
+            if not self._priced:
+                raise unpriced(node, plan.foreign_names)
+            plan_keys.append(self._key(node.op, scope, plan.name(index)))
+
+    def _key(self, op: compute_pb2.OperatorDesc, scope: str, name: str) -> bytes:
+        """``op``'s signature, recording it (and ``name``, within ``scope``, when it has none) among the distinct."""
+        written = op.SerializeToString(deterministic=True)
+        key = self._signatures.get(written)
+        if key is None:
+            key = self._signatures[written] = signature(op)
+        known = self.unique.get(key)
+        if known is None:
+            known = self.unique[key] = (op, [])
+        names = known[1]
+        name = op.name or (f"{scope} {name}" if scope else name)
+        if len(names) < _MAX_NAMES and name not in names:
+            names.append(name)
+        return key
 
 
 def price_plans(
@@ -91,63 +126,27 @@ def price_plans(
     device: str,
     calibration: compute_pb2.Calibration | None,
 ) -> Pricing:
-    """Price every operator node of ``plans`` and of their blocks on ``device``; a node to price without a
-    backend is an error. A plan's counts and energy include its block nodes' blocks, once per block node."""
-    unique: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str]]] = {}
-    signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
-    keys: dict[int, list[bytes | None]] = {}
-    every: dict[int, GraphPlan] = {}
-
-    def visit(plan: GraphPlan, scope: str = "") -> None:
-        """Key every node of ``plan``, and of each block at its first block node: operators are named in the
-        order the unrolled graph runs them."""
-        every[id(plan)] = plan
-        plan_keys: list[bytes | None] = []
-        keys[id(plan)] = plan_keys
-        for index, node in enumerate(plan.nodes):
-            if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
-                plan_keys.append(None)
-                if node.type == workload_pb2.BLOCK_NODE and id(plan.blocks[node.block]) not in every:
-                    visit(plan.blocks[node.block], plan.name(index))
-                continue
-            if compute is None:
-                raise unpriced(node, plan.foreign_names)
-            op = node.op
-            written = op.SerializeToString(deterministic=True)
-            key = signatures.get(written)
-            if key is None:
-                key = signatures[written] = _signature(op)
-            known = unique.get(key)
-            if known is None:
-                known = unique[key] = (op, [])
-            names = known[1]
-            name = op.name or (f"{scope} {plan.name(index)}" if scope else plan.name(index))
-            if len(names) < _MAX_NAMES and name not in names:
-                names.append(name)
-            plan_keys.append(key)
-
+    """Price every operator node of ``plans`` and of their blocks on ``device`` through the
+    :class:`~stratasim.system_layer.operators.OperatorPricer`; a node to price without a backend is an error. A
+    plan's counts and energy include its block nodes' blocks, once per block node."""
+    keyed = _OperatorKeys(compute is not None)
     for plan in plans:
-        visit(plan)
+        keyed.visit(plan)
     costs: dict[bytes, compute_pb2.OperatorCost] = {}
-    if unique and compute is not None:
-        request = compute_pb2.EstimateRequest(
-            device=device, ops=[op for op, _ in unique.values()], calibration=calibration
-        )
-        response = compute.estimate(request)
-        if response.HasField("error"):
-            raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
-        costs = dict(zip(unique, response.costs))
+    if keyed.unique and compute is not None:
+        pricer = OperatorPricer(compute, device, calibration)
+        costs = pricer.costs_by_signature({key: op for key, (op, _) in keyed.unique.items()})
     duration_of = {key: cost.duration_ps for key, cost in costs.items()}
     durations = {
         plan_id: tuple(
-            node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keys[plan_id])
+            node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keyed.keys[plan_id])
         )
-        for plan_id, plan in every.items()
+        for plan_id, plan in keyed.every.items()
     }
-    own = {plan_id: Counter(key for key in plan_keys if key is not None) for plan_id, plan_keys in keys.items()}
+    own = {plan_id: Counter(key for key in plan_keys if key is not None) for plan_id, plan_keys in keyed.keys.items()}
     counts = {id(plan): _with_blocks(plan, own) for plan in plans}
     energies = {plan_id: _energy(plan_counts, costs) for plan_id, plan_counts in counts.items()}
-    ops = {key: (op, names, costs[key]) for key, (op, names) in unique.items()}
+    ops = {key: (op, names, costs[key]) for key, (op, names) in keyed.unique.items()}
     return Pricing(durations, energies, counts, ops)
 
 

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
-from stratasim.kernel.errors import SimulationError, WorkloadError
+from stratasim.kernel.errors import SimulationError
 from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.engine.block_run import BlockRun
-from stratasim.system_layer.engine.blocks import inline_blocks
 from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import NpuExecutor
-from stratasim.system_layer.engine.fusion import fuse_compute_runs
-from stratasim.system_layer.engine.graph_plan import GraphPlan, plan_graph
+from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.engine.line_batches import LineBatches, batchable
-from stratasim.system_layer.engine.macros import BlockRecorder, runnable_whole
-from stratasim.system_layer.engine.pricing import price_plans
+from stratasim.system_layer.engine.macros import BlockRecorder
+from stratasim.system_layer.engine.plan_runs import (
+    PlanRun,
+    count_runs,
+    distinct,
+    mark_blocks_run_whole,
+    physical_grid,
+    plan_runs,
+    unrolled_size,
+)
+from stratasim.system_layer.engine.pricing import Pricing, price_plans
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.result import (
     LinkBusy,
@@ -56,184 +63,298 @@ def simulate(
     told now and then how far the event loop got (simulated ps, events and messages processed).
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
-    graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise every NPU is.
+    graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise
+    every NPU is. The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
+    price, fuse), :func:`_wire` (coordinator, schedulers, executors), :func:`_run` and :func:`_result`.
     """
     selection = TraceSelection() if record_trace is True else record_trace or None
     info = network.configure(_recording_links(topology) if selection else topology)
+    scope, runs, grid = _scope(graphs, network, info, topology, options, representatives, selection)
+    pricing = _ready_plans(scope, runs, compute, device, calibration)
+    engine = _wire(scope, runs, grid, pricing, ReductionCost(options, compute, device, calibration))
+    stopped, unfinished = _run(engine, progress)
+    result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
+    _release(engine)
+    return result
+
+
+@dataclass
+class _Scope:
+    """What one simulation covers and which of the engine's fast paths it takes.
+
+    ``direct``: the network prices messages on the spot (stateless), so the coordinator asks it directly, phases
+    replay and blocks may run whole; ``stand_in``: the NPU simulated in each NPU's place (None: every NPU is
+    simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows.
+    """
+
+    network: NetworkBackend
+    info: network_pb2.NetworkInfo
+    options: SystemOptions
+    npus: int
+    simulated: list[int]
+    stand_in: tuple[int, ...] | None
+    direct: DirectNetwork | None
+    selection: TraceSelection | None
+    traced: list[int]
+    traced_nodes: int = 0
+
+
+@dataclass
+class _Engine:
+    """The wired engine of one simulation: the coordinator, the schedulers' context, the collective table and one
+    executor per simulated NPU."""
+
+    coordinator: Coordinator
+    reduction: ReductionCost
+    context: SchedulerContext
+    table: CollectiveTable
+    executors: dict[int, NpuExecutor]
+    recorder: TraceRecorder | None
+    runs: dict[int, PlanRun]
+
+
+def _scope(
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    network: NetworkBackend,
+    info: network_pb2.NetworkInfo,
+    topology: network_pb2.Topology,
+    options: SystemOptions,
+    representatives: Sequence[int] | None,
+    selection: TraceSelection | None,
+) -> tuple[_Scope, dict[int, PlanRun], Grid]:
+    """Which NPUs to simulate (all, or the stand-ins symmetry finds), their plan runs and the collectives' grid,
+    and the fast paths the run takes (:func:`_direct`, blocks run whole, the trace's detail)."""
     npus = len(graphs)
-    physical = _physical_grid(topology, npus)
+    physical = physical_grid(topology, npus)
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
-    plans, grid = _prepare({npu: graphs[npu] for npu in simulated}, npus, physical, options)
-    direct = network if info.stateless and isinstance(network, DirectNetwork) else None
+    runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options)
+    direct = _direct(network, info)
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
-    whole = _blocks_run_whole(plans, graphs, simulated, stand_in, direct is not None)
-    traced_nodes = sum(_unrolled_size(plans[id(graphs[npu])]) for npu in traced)
-    if selection is not None and selection.detail is TraceDetail.AUTO:
-        blocks_whole = any(whole.get(id(graphs[npu])) for npu in traced)
-        many = blocks_whole and traced_nodes > AUTO_NODE_LIMIT
-        selection = replace(selection, detail=TraceDetail.BLOCKS if many else TraceDetail.NODES)
-    owner = {id(graphs[npu]): npu for npu in simulated}
-    for key, plan in list(plans.items()):
-        plans[key] = inline_blocks(plan, keep=whole.get(key, ()), npu=owner[key])
-    pricing = price_plans(list(plans.values()), compute, device, calibration)
-    durations = dict(pricing.durations)
-    energy_of = {npu: pricing.energies[id(plans[id(graphs[npu])])] for npu in simulated}
-    plan_runs = Counter(id(plans[id(graphs[npu if stand_in is None else stand_in[npu]])]) for npu in range(npus))
-    # Node spans need every node of the NPUs traced; fusing the others' compute runs gives the same times.
-    by_node = selection is not None and selection.detail in (TraceDetail.NODES, TraceDetail.BLOCKS)
-    unfused = {id(graphs[npu]) for npu in traced} if by_node else set()
-    for key, plan in list(plans.items()):
-        if key not in unfused:
-            fused, fused_durations = fuse_compute_runs(plan, durations[id(plan)])
-            plans[key] = fused
-            durations[id(fused)] = fused_durations
-    coordinator = Coordinator(network, info.lookahead_ps, options.endpoint_delay, direct=direct)
-    reduction = ReductionCost(options, compute, device, calibration)
-    recorder = None if selection is None else TraceRecorder(selection, traced)
-    batches = direct is not None and stand_in is None and recorder is None and batchable(plans.values(), options)
+    scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced)
+    if direct is not None:
+        mark_blocks_run_whole(runs, stand_in, npus)
+    scope.traced_nodes = sum(unrolled_size(runs[npu].plan) for npu in traced)
+    scope.selection = _trace_detail(scope, runs)
+    return scope, runs, grid
+
+
+def _direct(network: NetworkBackend, info: network_pb2.NetworkInfo) -> DirectNetwork | None:
+    """The network, when it prices each message on the spot (stateless) and may be asked directly."""
+    return network if info.stateless and isinstance(network, DirectNetwork) else None
+
+
+def _trace_detail(scope: _Scope, runs: dict[int, PlanRun]) -> TraceSelection | None:
+    """The selection with an automatic detail decided: blocks when traced NPUs run blocks whole and would show
+    more than :data:`AUTO_NODE_LIMIT` nodes, nodes otherwise."""
+    selection = scope.selection
+    if selection is None or selection.detail is not TraceDetail.AUTO:
+        return selection
+    blocks_whole = any(runs[npu].whole for npu in scope.traced)
+    many = blocks_whole and scope.traced_nodes > AUTO_NODE_LIMIT
+    return replace(selection, detail=TraceDetail.BLOCKS if many else TraceDetail.NODES)
+
+
+def _ready_plans(
+    scope: _Scope,
+    runs: dict[int, PlanRun],
+    compute: ComputeBackend | None,
+    device: str,
+    calibration: compute_pb2.Calibration | None,
+) -> Pricing:
+    """Inline the blocks not run whole, price every distinct plan, and fuse the compute runs of the plans whose
+    nodes the trace need not show one by one (fusing gives the same times)."""
+    distinct_runs = distinct(runs)
+    for run in distinct_runs:
+        run.inline()
+    pricing = price_plans([run.plan for run in distinct_runs], compute, device, calibration)
+    for run in distinct_runs:
+        run.take_prices(pricing)
+    shown = _shown_node_by_node(scope, runs)
+    for run in distinct_runs:
+        if run not in shown:
+            run.fuse()
+    return pricing
+
+
+def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]:
+    """The plan runs of the traced NPUs when the trace shows nodes (or blocks) one by one: left unfused."""
+    selection = scope.selection
+    if selection is None or selection.detail not in (TraceDetail.NODES, TraceDetail.BLOCKS):
+        return set()
+    return {runs[npu] for npu in scope.traced}
+
+
+def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing, reduction: ReductionCost) -> _Engine:
+    """The coordinator, the schedulers' shared context, the collective table and one executor per simulated NPU,
+    each scheduled to start at time 0."""
+    options, direct = scope.options, scope.direct
+    coordinator = Coordinator(scope.network, scope.info.lookahead_ps, options.endpoint_delay, direct=direct)
+    recorder = None if scope.selection is None else TraceRecorder(scope.selection, scope.traced)
     context = SchedulerContext(
         coordinator,
         options,
         reduction,
-        stand_ins=stand_in,
-        replay_phases=info.stateless,
+        stand_ins=scope.stand_in,
+        replay_phases=scope.info.stateless,
         trace=recorder,
-        line_batches=LineBatches(coordinator, direct, reduction) if direct is not None and batches else None,
+        line_batches=_line_batches(scope, runs, coordinator, reduction, recorder),
     )
-    table = CollectiveTable(grid, options, npus)
-    blocks = (
-        None
-        if direct is None or not whole
-        else BlockRecorder(
-            network,
-            direct,
-            info.lookahead_ps,
-            options,
-            reduction,
-            grid,
-            npus,
-            stand_in,
-            selection.detail if selection else None,
-        )
-    )
+    table = CollectiveTable(grid, options, scope.npus)
+    blocks = _block_recorder(scope, runs, reduction, grid)
     executors: dict[int, NpuExecutor] = {}
-    for npu in simulated:
+    for npu in scope.simulated:
         context.schedulers[npu] = NpuScheduler(npu, context)
-        plan = plans[id(graphs[npu])]
-        executors[npu] = NpuExecutor(npu, plan, durations[id(plan)], context.schedulers[npu], table, context)
-        if blocks is not None and id(graphs[npu]) in whole:
-            executors[npu].runs = _block_runs(blocks, npu, plan, durations, npu in traced)
+        run = runs[npu]
+        executors[npu] = NpuExecutor(npu, run.plan, run.durations, context.schedulers[npu], table, context)
+        if blocks is not None and run.whole:
+            executors[npu].runs = _block_runs(blocks, npu, run.plan, pricing.durations, npu in scope.traced)
         coordinator.schedule(0, executors[npu].start)
     for executor in executors.values():
         executor.peers = executors
+    return _Engine(coordinator, reduction, context, table, executors, recorder, runs)
+
+
+def _line_batches(
+    scope: _Scope,
+    runs: dict[int, PlanRun],
+    coordinator: Coordinator,
+    reduction: ReductionCost,
+    recorder: TraceRecorder | None,
+) -> LineBatches | None:
+    """Whole lines of NPUs run a phase at once when messages are priced on the spot, every NPU is simulated,
+    no trace is recorded and every plan does one thing at a time (:func:`batchable`); None otherwise."""
+    direct = scope.direct
+    if direct is None or scope.stand_in is not None or recorder is not None:
+        return None
+    if not batchable([run.plan for run in distinct(runs)], scope.options):
+        return None
+    return LineBatches(coordinator, direct, reduction)
+
+
+def _block_recorder(
+    scope: _Scope, runs: dict[int, PlanRun], reduction: ReductionCost, grid: Grid
+) -> BlockRecorder | None:
+    """What records the blocks run whole, when some plan runs one whole (on a direct network only)."""
+    if scope.direct is None or not any(run.whole for run in runs.values()):
+        return None
+    return BlockRecorder(
+        scope.network,
+        scope.direct,
+        scope.info.lookahead_ps,
+        scope.options,
+        reduction,
+        grid,
+        scope.npus,
+        scope.stand_in,
+        scope.selection.detail if scope.selection else None,
+    )
+
+
+def _run(engine: _Engine, progress: Progress | None) -> tuple[RunStopped | None, int]:
+    """Run the event loop to its end, or until a budget stops it (then what was still running ends now); the
+    stop, if any, and how many collectives were in flight. A run that ends with work left is a deadlock."""
+    coordinator = engine.coordinator
     stopped: RunStopped | None = None
     unfinished = 0
     try:
         coordinator.run(progress)
     except RunStopped as exc:
         stopped = exc
-        for executor in executors.values():
+        for executor in engine.executors.values():
             if not executor.done:
                 executor.finish_ps = coordinator.now
-        for collective in table.all:  # in flight when stopped: they ran until then
+        for collective in engine.table.all:  # in flight when stopped: they ran until then
             if collective.start_ps is not None and not collective.end_ps:
                 collective.end_ps = coordinator.now
                 unfinished += 1
-    stuck = [ex.npu for ex in executors.values() if not ex.done]
+    stuck = [ex.npu for ex in engine.executors.values() if not ex.done]
     if stuck and stopped is None:
         raise SimulationError(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
             "but nothing can happen (a collective some group members never issue?)"
         )
-    for executor in executors.values():
+    for executor in engine.executors.values():
         executor.settle_blocks()
-    reduction_energy = {npu: _reduction_energy(scheduler, reduction) for npu, scheduler in context.schedulers.items()}
-    stats = {
-        npu: _npu_stats(ex, context.schedulers[npu], energy_of[npu] + reduction_energy[npu])
-        for npu, ex in executors.items()
-    }
-    if stand_in is None:
-        per_npu = [stats[npu] for npu in range(npus)]
-    else:  # every NPU lived its representative's timeline
-        per_npu = [replace(stats[stand_in[npu]], npu=npu) for npu in range(npus)]
-    milestones: dict[str, int] = {}
-    for executor in executors.values():
-        for name, time_ps in executor.milestones.items():
-            milestones[name] = max(time_ps, milestones.get(name, time_ps))
-    collectives = table.ordered()
+    _check_time_fits(coordinator.now)
+    return stopped, unfinished
+
+
+def _result(
+    scope: _Scope,
+    engine: _Engine,
+    pricing: Pricing,
+    plan_runs: dict[int, int],
+    stopped: RunStopped | None,
+    unfinished: int,
+) -> SimulationResult:
+    """What happened, gathered from the executors, schedulers, collective table, trace and network."""
+    coordinator, recorder, selection = engine.coordinator, engine.recorder, scope.selection
+    collectives = engine.table.ordered()
     if recorder:
         recorder.name_collectives()
-    _check_time_fits(coordinator.now)
-    link_counters = network.counters()
-    links = tuple(
-        LinkStats(name, busy, size, messages)
-        for name, busy, size, messages in zip(
-            link_counters.link, link_counters.busy_ps, link_counters.bytes, link_counters.messages
-        )
-    )
-    link_busy = _link_busy(link_counters, selection) if selection else ()
-    latency = link_counters.packet_latency
-    packet_latency = PacketLatencyStats(
-        latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
-    )
-    result = SimulationResult(
-        total_time_ps=max((ex.finish_ps for ex in executors.values()), default=0),
-        npus=npus,
+    link_counters = scope.network.counters()
+    return SimulationResult(
+        total_time_ps=max((ex.finish_ps for ex in engine.executors.values()), default=0),
+        npus=scope.npus,
         collectives=collectives,
-        per_npu=tuple(per_npu),
+        per_npu=_per_npu(scope, engine),
         spans=recorder.spans.sort() if recorder else (),
         events_processed=coordinator.queue.processed + coordinator.messages,
-        simulated_npus=len(simulated),
-        links=links,
-        milestones=milestones,
+        simulated_npus=len(scope.simulated),
+        links=_links(link_counters),
+        milestones=_milestones(engine.executors),
         counters=tuple(recorder.samples()) if recorder else (),
-        link_busy=link_busy,
-        packet_latency=packet_latency,
-        operators=pricing.operator_stats(plan_runs, _reductions_run(context, reduction, stand_in)),
-        stand_ins=stand_in or (),
+        link_busy=_link_busy(link_counters, selection) if selection else (),
+        packet_latency=_packet_latency(link_counters),
+        operators=pricing.operator_stats(plan_runs, _reductions_run(engine.context, engine.reduction, scope.stand_in)),
+        stand_ins=scope.stand_in or (),
         trace_detail=selection.detail.value if selection else "",
-        traced_nodes=traced_nodes,
+        traced_nodes=scope.traced_nodes,
         stopped_at_ps=None if stopped is None else coordinator.now,
         stopped_because="" if stopped is None else stopped.reason,
         unfinished_collectives=unfinished,
     )
-    _release(executors, context, table)
-    return result
 
 
-def _blocks_run_whole(
-    plans: dict[int, GraphPlan],
-    graphs: Sequence[workload_pb2.ExecutionGraph],
-    simulated: list[int],
-    stand_in: tuple[int, ...] | None,
-    direct: bool,
-) -> dict[int, frozenset[int]]:
-    """By plan, the positions of the block nodes its NPU runs whole (:mod:`stratasim.system_layer.engine.macros`):
-    on a network pricing messages on the spot, for a graph one simulated NPU runs."""
-    if not direct:
-        return {}
-    owners = Counter(id(graphs[npu]) for npu in simulated)
-    stands_in = (lambda member: member) if stand_in is None else stand_in.__getitem__
-    whole = {}
-    for npu in simulated:
-        key = id(graphs[npu])
-        if owners[key] == 1:
-            positions = runnable_whole(plans[key], npu, stands_in, len(graphs))
-            if positions:
-                whole[key] = positions
-    return whole
+def _per_npu(scope: _Scope, engine: _Engine) -> tuple[NpuStats, ...]:
+    """Each NPU's figures: its own, or (with stand-ins) its representative's timeline under its own id."""
+    schedulers, reduction, runs = engine.context.schedulers, engine.reduction, engine.runs
+    stats = {
+        npu: _npu_stats(ex, schedulers[npu], runs[npu].energy_pj + _reduction_energy(schedulers[npu], reduction))
+        for npu, ex in engine.executors.items()
+    }
+    if scope.stand_in is None:
+        return tuple(stats[npu] for npu in range(scope.npus))
+    return tuple(replace(stats[scope.stand_in[npu]], npu=npu) for npu in range(scope.npus))
 
 
-def _unrolled_size(plan: GraphPlan) -> int:
-    """How many nodes ``plan`` runs, each block node counted as the nodes of its block."""
-    sizes = [_unrolled_size(block) for block in plan.blocks]
-    block = workload_pb2.BLOCK_NODE
-    return sum(sizes[node.block] if node.type == block else 1 for node in plan.nodes)
+def _milestones(executors: dict[int, NpuExecutor]) -> dict[str, int]:
+    """Each named milestone at the latest time an NPU reached it."""
+    milestones: dict[str, int] = {}
+    for executor in executors.values():
+        for name, time_ps in executor.milestones.items():
+            milestones[name] = max(time_ps, milestones.get(name, time_ps))
+    return milestones
+
+
+def _links(counters: network_pb2.LinkCounters) -> tuple[LinkStats, ...]:
+    """Each link's busy time, bytes and messages, as the network counted them."""
+    return tuple(
+        LinkStats(name, busy, size, messages)
+        for name, busy, size, messages in zip(counters.link, counters.busy_ps, counters.bytes, counters.messages)
+    )
+
+
+def _packet_latency(counters: network_pb2.LinkCounters) -> PacketLatencyStats:
+    latency = counters.packet_latency
+    return PacketLatencyStats(
+        latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
+    )
 
 
 def _block_runs(
-    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: dict[int, tuple[int, ...]], traced: bool
+    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: Mapping[int, tuple[int, ...]], traced: bool
 ) -> dict[int, BlockRun]:
     """What each block node left in ``plan`` does when run whole (and shows in the trace, if ``traced``),
     recorded once per block."""
@@ -249,14 +370,14 @@ def _block_runs(
     return runs
 
 
-def _release(executors: dict[int, NpuExecutor], context: SchedulerContext, table: CollectiveTable) -> None:
+def _release(engine: _Engine) -> None:
     """Break the engine's reference cycles (executors know their peers, schedulers their context, chunk runs
     their collective) once the results are out, so reference counting frees a finished simulation at once
     rather than leaving millions of objects to a pass of the cyclic garbage collector."""
-    for executor in executors.values():
+    for executor in engine.executors.values():
         executor.peers = {}
-    context.schedulers.clear()
-    for collective in table.all:
+    engine.context.schedulers.clear()
+    for collective in engine.table.all:
         collective.release()
 
 
@@ -332,51 +453,7 @@ def validate(
     representatives' graphs only, when the workload declares some)."""
     npus = len(graphs)
     checked = sorted(set(representatives)) if representatives is not None else range(npus)
-    _prepare({npu: graphs[npu] for npu in checked}, npus, _physical_grid(topology, npus), options)
-
-
-def _physical_grid(topology: network_pb2.Topology, npus: int) -> Grid:
-    physical = Grid.of(topology)
-    if npus > physical.npus:
-        raise WorkloadError(f"workload needs {npus} NPUs but the topology has {physical.npus}")
-    return physical
-
-
-def _prepare(
-    graphs: dict[int, workload_pb2.ExecutionGraph], npus: int, physical: Grid, options: SystemOptions
-) -> tuple[dict[int, GraphPlan], Grid]:
-    """Check the graphs of the NPUs to simulate and plan every distinct collective once, so an impossible study
-    fails before it runs."""
-    plans: dict[int, GraphPlan] = {}
-    for npu, graph in graphs.items():
-        if id(graph) not in plans:
-            plans[id(graph)] = plan_graph(graph, npu, npus)
-    grid = _logical_grid(physical, options)
-    table = CollectiveTable(grid, options, npus)
-    table.preflight(
-        [
-            node
-            for plan in plans.values()
-            for part in (plan, *plan.blocks)
-            for node in part.nodes
-            if node.type == workload_pb2.COMM_COLL_NODE
-        ],
-        foreign_names=any(plan.foreign_names for plan in plans.values()),
-    )
-    return plans, grid
-
-
-def _logical_grid(physical: Grid, options: SystemOptions) -> Grid:
-    """The grid collectives run on: the physical topology's, or the logical one the options name."""
-    if options.logical_topology is None:
-        return physical
-    logical = Grid(options.logical_topology)
-    if logical.npus != physical.npus:
-        raise WorkloadError(
-            f"system.logical_topology: {list(logical.sizes)} holds {logical.npus} NPUs but the physical topology "
-            f"has {physical.npus}"
-        )
-    return logical
+    plan_runs({npu: graphs[npu] for npu in checked}, npus, physical_grid(topology, npus), options)
 
 
 def _check_time_fits(now_ps: int) -> None:

@@ -22,16 +22,15 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from stratasim.system_layer.collectives.chunks import ChunkRun, Collective
 from stratasim.system_layer.collectives.groups import FLAT
 from stratasim.system_layer.options import Scheduling, SystemOptions
+from stratasim.system_layer.scheduler.chunks import ChunkRun, Collective, LineBatching
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.trace import TraceRecorder
 
 if TYPE_CHECKING:
     from stratasim.system_layer.collectives.steps import Step
-    from stratasim.system_layer.engine.coordinator import Coordinator
-    from stratasim.system_layer.engine.line_batches import LineBatches
+    from stratasim.system_layer.scheduler.ports import Clock
 
 __all__ = ["NpuScheduler", "SchedulerContext"]
 
@@ -41,14 +40,14 @@ class SchedulerContext:
 
     def __init__(
         self,
-        coordinator: Coordinator,
+        coordinator: Clock,
         options: SystemOptions,
         reduction: ReductionCost,
         *,
         stand_ins: tuple[int, ...] | None = None,
         replay_phases: bool = False,
         trace: TraceRecorder | None = None,
-        line_batches: LineBatches | None = None,
+        line_batches: LineBatching | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.options = options
@@ -76,6 +75,9 @@ class NpuScheduler:
         self._on_done: dict[int, Callable[[], None]] = {}
         self._issued_ps: dict[int, int] = {}
         self._priority: dict[int, int] = {}  # ASTRA-sim's priority of each collective in flight (astra_compat)
+        semantics = context.options.semantics
+        self._by_priority = semantics.dispatch_by_priority
+        self._phase_end_delay = context.options.endpoint_delay if semantics.phase_ends_after_endpoint_delay else 0
         self._issued = 0
         self.in_flight = 0
         self.comm_ps = 0
@@ -144,7 +146,7 @@ class NpuScheduler:
             chunks = self._ready[-1] if lifo else self._ready[0]
             run = chunks[0]
             queue = (run.plans[0].dim, run.lane)
-            if not run.collective.astra and self._active.get(queue, 0) + len(self._waiting.get(queue, ())) >= limit:
+            if not self._by_priority and self._active.get(queue, 0) + len(self._waiting.get(queue, ())) >= limit:
                 return
             chunks.popleft()
             if not chunks:
@@ -154,7 +156,7 @@ class NpuScheduler:
 
     def _enter(self, run: ChunkRun, queue: tuple[int, int]) -> None:
         waiting = self._waiting.setdefault(queue, deque())
-        if run.collective.astra and waiting:  # Sys::insert_stream: behind every chunk of equal or higher priority
+        if self._by_priority and waiting:  # Sys::insert_stream: behind every chunk of equal or higher priority
             priority = self._priority[run.collective.id]
             ahead = self._priority
             place = next((i for i, other in enumerate(waiting) if ahead[other.collective.id] < priority), len(waiting))
@@ -178,10 +180,9 @@ class NpuScheduler:
 
         Under ASTRA-sim's semantics a phase ends one endpoint delay after its last step.
         """
-        options = self.context.options
-        if run.collective.astra and options.endpoint_delay:
+        if self._phase_end_delay:
             coordinator = self.context.coordinator
-            coordinator.schedule(coordinator.now + options.endpoint_delay, self._leave_phase, run)
+            coordinator.schedule(coordinator.now + self._phase_end_delay, self._leave_phase, run)
         else:
             self._leave_phase(run)
 

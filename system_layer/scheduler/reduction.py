@@ -12,7 +12,7 @@ from stratasim.kernel import operators
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, WorkloadError
 from stratasim.system_layer.collectives import astra_compat
-from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import compute_pb2
 
 __all__ = ["ReductionCost"]
@@ -47,7 +47,7 @@ class ReductionCost:
         bandwidth = self._options.local_mem_bw
         if not bandwidth:
             return 0
-        if self._options.preset is Preset.ASTRA_COMPAT:
+        if self._options.semantics.reduction_in_whole_ns:
             return astra_compat.reduction_ps(size, bandwidth)
         return -(-3 * size * 10**12 // bandwidth)
 

@@ -227,3 +227,12 @@ def test_the_serve_entry_of_spawned_servers_refuses_bad_input(args: tuple[str, .
         [sys.executable, "-m", "stratasim.cli.serve", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr and fragment in done.stderr
+
+
+def test_grpc_core_log_lines_stay_off_the_error_output() -> None:
+    # A bind that fails makes gRPC's C core log an "E... add_port.cc" line before the exception; the command line
+    # keeps the core quiet, so its one error line comes first (as under a memory limit, where the core may complain
+    # about epoll).
+    code, stderr, _ = stratasim("serve", "compute", "--backend", "roofline", "--listen", "256.0.0.1:1")
+    assert_one_clear_message(code, stderr, "cannot listen on '256.0.0.1:1'")
+    assert stderr.startswith("error: ")

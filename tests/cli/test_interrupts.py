@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from stratasim.bench import collectives as bench
+from stratasim.cli import bench
 from stratasim.cli.interrupts import stoppable
 from stratasim.config.study_file import load_study, parse_study
 from stratasim.kernel.events import RunStopped

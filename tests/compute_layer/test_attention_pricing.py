@@ -12,12 +12,12 @@ import pytest
 
 from stratasim.adapters.scalesim import ScaleSimCompute
 from stratasim.adapters.zigzag import ZigZagCompute
-from stratasim.cli import cost
 from stratasim.compute_layer.per_kind import PerKindCompute
 from stratasim.compute_layer.profile import ProfileCompute
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.compute_layer.timeloop.backend import TimeloopCompute
 from stratasim.compute_layer.wafer.backend import WaferCompute
+from stratasim.config import operator_text
 from stratasim.kernel import operators
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError
@@ -92,8 +92,8 @@ def test_a_per_kind_route_sends_attention_to_its_backend(tmp_path: Path) -> None
 
 def test_cost_builds_an_attention_from_what_the_user_wrote() -> None:
     given = {"batch": "2", "queries": "256", "keys": "256", "head_dim": "64", "causal": "true"}
-    assert cost.operator_from("attention", given, "bf16") == operators.attention(2, 256, 256, 64, causal=True)
+    assert operator_text.operator_from("attention", given, "bf16") == operators.attention(2, 256, 256, 64, causal=True)
     with pytest.raises(BackendError, match="attention causal='maybe': expected true or false"):
-        cost.operator_from("attention", {**given, "causal": "maybe"}, "bf16")
+        operator_text.operator_from("attention", {**given, "causal": "maybe"}, "bf16")
     with pytest.raises(BackendError, match="attention: missing head_dim"):
-        cost.operator_from("attention", {key: given[key] for key in ("batch", "queries", "keys")}, "bf16")
+        operator_text.operator_from("attention", {key: given[key] for key in ("batch", "queries", "keys")}, "bf16")

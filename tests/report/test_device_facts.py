@@ -13,7 +13,8 @@ from stratasim.compute_layer.per_kind import PerKindCompute
 from stratasim.config.study_file import load_study
 from stratasim.kernel import registry
 from stratasim.kernel.errors import SimulationError
-from stratasim.study.run import memory_capacity, run_study
+from stratasim.study.device import memory_capacity
+from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2
 from tests.contracts.contract_fakes import FakeCompute, served
 

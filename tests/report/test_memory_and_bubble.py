@@ -10,7 +10,8 @@ import pytest
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import SimulationError
-from stratasim.study.run import memory_capacity, run_study
+from stratasim.study.device import memory_capacity
+from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2
 from tests.helpers import stratasim_process
 

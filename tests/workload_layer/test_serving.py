@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from stratasim.kernel.serving import Iteration, IterationShape, KvMove
 from stratasim.workload_layer.serving.config import RequestsConfig, SchedulerConfig, ServingWorkloadConfig, parse_rate
-from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
+from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
@@ -20,9 +21,14 @@ MS = 10**9  # picoseconds
 MODEL = {"layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "seq_len": 16384, "vocab": 32000}
 
 
-def linear_pricer(shape: IterationShape) -> int:
+def linear_price(shape: IterationShape) -> int:
     """5 ms an iteration and 20 us a new token, plus 10 ns per decode context token: fixed, known prices."""
     return 5 * MS + shape.tokens * 20 * 10**6 + shape.decodes * shape.decode_context * 10**4
+
+
+def linear_pricer(iteration: Iteration) -> int:
+    """An iteration pricer of :func:`linear_price` prices (of the shape alone)."""
+    return linear_price(iteration.shape)
 
 
 def config(requests: dict[str, Any], **pool: Any) -> ServingWorkloadConfig:
@@ -54,8 +60,8 @@ def test_at_very_low_load_ttft_is_one_prefill_and_tpot_one_decode_step() -> None
     decode steps at contexts 513..519 (bucketed to 528 by 16 tokens), exactly."""
     cfg = config({**poisson("0.1/s", 20, 512, 8), "arrival": {"process": "fixed", "rate": "0.1/s"}})
     figures = run(cfg)
-    prefill = linear_pricer(iteration_shape([(512, 512)], [], 1, 16))
-    decodes = [linear_pricer(iteration_shape([], [512 + k], 1, 16)) for k in range(1, 8)]
+    prefill = linear_price(iteration_shape([(512, 512)], [], 1, 16))
+    decodes = [linear_price(iteration_shape([], [512 + k], 1, 16)) for k in range(1, 8)]
     assert figures["ttft_p99_ps"] == figures["ttft_mean_ps"] == prefill
     assert figures["tpot_mean_ps"] == pytest.approx(sum(decodes) / 7, rel=1e-15)
     assert figures["queueing_p99_ps"] == 0 and figures["preemptions"] == 0
@@ -226,7 +232,7 @@ def disaggregated(requests: dict[str, Any], prefill: int = 1, decode: int = 1) -
 TRANSFER_PS = 3 * MS
 
 
-def fixed_transfer(source: int, moves: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+def fixed_transfer(source: int, moves: tuple[KvMove, ...]) -> tuple[int, ...]:
     """Every KV move takes 3 ms."""
     return tuple(TRANSFER_PS for _ in moves)
 
@@ -243,8 +249,8 @@ def test_disaggregated_ttft_is_the_prefill_and_the_kv_move_shows_in_tpot() -> No
     tokens is (3 ms + the 7 decode steps' prices) / 7, exactly."""
     cfg = disaggregated({**poisson("0.1/s", 10, 512, 8), "arrival": {"process": "fixed", "rate": "0.1/s"}})
     figures = run_pools(cfg)
-    prefill = linear_pricer(iteration_shape([(512, 512)], [], 1, 16))
-    decodes = [linear_pricer(iteration_shape([], [512 + k], 1, 16)) for k in range(1, 8)]
+    prefill = linear_price(iteration_shape([(512, 512)], [], 1, 16))
+    decodes = [linear_price(iteration_shape([], [512 + k], 1, 16)) for k in range(1, 8)]
     assert figures["ttft_p99_ps"] == figures["ttft_mean_ps"] == prefill
     assert figures["tpot_mean_ps"] == pytest.approx((TRANSFER_PS + sum(decodes)) / 7, rel=1e-15)
     assert figures["kv_transfers"] == 10 and figures["kv_transfer_p99_ps"] == TRANSFER_PS

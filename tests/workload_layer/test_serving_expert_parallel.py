@@ -7,8 +7,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -16,15 +15,14 @@ from pydantic import ValidationError
 
 from stratasim.config.study_file import parse_study
 from stratasim.kernel import registry
-from stratasim.study.compute_setup import open_compute
-from stratasim.study.network_sessions import NetworkSessions
-from stratasim.study.run import prepare_workload, run_study
-from stratasim.study.serving import BackendPricer
+from stratasim.kernel.serving import IterationShape
+from stratasim.study.run import run_study
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
-from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
+from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+from tests.workload_layer.serving_pricers import ShapePricer, pool_pricer
 
 US = 10**6  # picoseconds
 MODEL = {
@@ -85,16 +83,11 @@ def lone(ep: int) -> dict[str, Any]:
     )
 
 
-@contextmanager
-def pricer_of(data: dict[str, Any]) -> Iterator[BackendPricer]:
+def pricer_of(data: dict[str, Any]) -> AbstractContextManager[ShapePricer]:
     """The pricer of ``data``'s pool as its run builds it (its compute backend closed after)."""
     parsed = parse_study(data, "moe.yaml")
-    source, _ = prepare_workload(parsed)
-    assert isinstance(source, ServingRequestsWorkload)
-    with ExitStack() as stack:
-        compute, _ = open_compute(parsed.compute, stack)
-        backend = registry.load("network", parsed.network.backend)
-        yield BackendPricer(source, parsed, compute, NetworkSessions(backend(), parsed, lambda _: backend()))
+    backend = registry.load("network", parsed.network.backend)
+    return pool_pricer(parsed, backend(), lambda _: backend())
 
 
 def serving(data: dict[str, Any]) -> dict[str, float]:
@@ -194,7 +187,13 @@ def test_a_group_steps_in_lock_step_its_slowest_member_setting_the_pace() -> Non
         }
     )
     requests = [Request(0, 0, 512, 3), Request(1, 0, 16, 6)]
-    run = simulate_pools(requests, [PoolSetup(config.pools[0], 10_000, linear, experts=experts)], config.bucket)
+    setup = PoolSetup(
+        config.pools[0],
+        10_000,
+        lambda iteration: linear(iteration.shape),
+        experts=lambda work: experts(work.group_tokens, work.member_tokens),
+    )
+    run = simulate_pools(requests, [setup], config.bucket)
     first = max(linear(iteration_shape([(512, 512)], [], 1, 16)), linear(iteration_shape([(16, 16)], [], 1, 16)))
     first += experts(528, 512)
     assert [sequence.first_token_ps for sequence in run.sequences] == [first, first]

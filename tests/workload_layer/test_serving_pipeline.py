@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from stratasim.kernel.serving import Iteration
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
-from stratasim.workload_layer.serving.iteration import IterationShape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
@@ -23,8 +23,8 @@ def pipelined(requests: dict[str, Any], pp: int, **scheduler: Any) -> ServingWor
 def split(pp: int) -> Any:
     """test_serving's linear pricer, its time split evenly over ``pp`` stages (a remainder on the last)."""
 
-    def pricer(shape: IterationShape) -> int | tuple[int, ...]:
-        total = linear_pricer(shape)
+    def pricer(iteration: Iteration) -> int | tuple[int, ...]:
+        total = linear_pricer(iteration)
         return total if pp == 1 else (total // pp,) * (pp - 1) + (total - (pp - 1) * (total // pp),)
 
     return pricer
@@ -36,7 +36,7 @@ def test_two_prompts_together_overlap_on_two_stages() -> None:
     TTFTs: 2 and 3 stage-times, where one batch after the other would take 2 and 4."""
     cfg = pipelined(poisson("1/s", 1, 256, 1), pp=2)
     requests = [Request(0, 0, 256, 1), Request(1, 0, 256, 1)]
-    run = simulate_pools(requests, [PoolSetup(cfg.pools[0], 1000, lambda shape: (7 * MS, 7 * MS))], cfg.bucket)
+    run = simulate_pools(requests, [PoolSetup(cfg.pools[0], 1000, lambda iteration: (7 * MS, 7 * MS))], cfg.bucket)
     assert sorted(s.first_token_ps - s.request.arrival_ps for s in run.sequences) == [14 * MS, 21 * MS]
     assert run.engine_replicas == [0, 0] and run.kv_replica_blocks == [500, 500]
 

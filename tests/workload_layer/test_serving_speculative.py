@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from stratasim.workload_layer.inference.batch_graph import Compute
+from stratasim.kernel.serving import Compute, Iteration, IterationShape
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
-from stratasim.workload_layer.serving.iteration import IterationShape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import synthetic_requests
 from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
@@ -35,9 +34,9 @@ def speculative_config(
     return ServingWorkloadConfig.model_validate({"model": MODEL, "pools": [pool], "requests": requests, "bucket": 16})
 
 
-def decode_step_pricer(shape: IterationShape) -> int:
+def decode_step_pricer(iteration: Iteration) -> int:
     """50 ms for an iteration with a prompt chunk, 10 ms for a decode step of any size."""
-    return 50 * MS if shape.chunks else 10 * MS
+    return 50 * MS if iteration.shape.chunks else 10 * MS
 
 
 def run(cfg: ServingWorkloadConfig) -> dict[str, float]:

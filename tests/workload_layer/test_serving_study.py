@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +14,11 @@ import pytest
 from stratasim import cli
 from stratasim.config.study_file import parse_study
 from stratasim.kernel import registry
-from stratasim.study.compute_setup import open_compute
-from stratasim.study.run import prepare_workload, run_study
-from stratasim.study.serving import BackendPricer, quantised
+from stratasim.study.run import run_study
+from stratasim.system_layer.serving import quantised
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.trace_file import read_trace
-from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+from tests.workload_layer.serving_pricers import ShapePricer, pool_pricer
 
 STUDY: dict[str, Any] = {
     "name": "serving",
@@ -54,14 +52,9 @@ STUDY: dict[str, Any] = {
 SERVING_SWEEP = Path(__file__).resolve().parents[2] / "examples" / "explore" / "serving_replicas.yaml"
 
 
-@contextmanager
-def _pricer(parsed: Any) -> Iterator[BackendPricer]:
+def _pricer(parsed: Any) -> AbstractContextManager[ShapePricer]:
     """The pricer a serving run of ``parsed`` uses: its compute backend (closed after) and the analytical network."""
-    source, _ = prepare_workload(parsed)
-    assert isinstance(source, ServingRequestsWorkload)
-    with ExitStack() as stack:
-        compute, _ = open_compute(parsed.compute, stack)
-        yield BackendPricer(source, parsed, compute, registry.load("network", "analytical")())
+    return pool_pricer(parsed, registry.load("network", "analytical")())
 
 
 def study(**workload: Any) -> dict[str, Any]:

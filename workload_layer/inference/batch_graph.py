@@ -19,13 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.kernel.serving import Compute, Layer, Step, TensorParallelCollective
+from stratasim.v1 import workload_pb2
 
 __all__ = [
-    "Compute",
-    "TensorParallelCollective",
-    "Layer",
-    "Step",
     "Pass",
     "ServingPlan",
     "Message",
@@ -33,39 +30,6 @@ __all__ = [
     "milestone_name",
     "build_serving_graph",
 ]
-
-
-@dataclass(frozen=True)
-class Compute:
-    """An operator on the compute stream; ``memory_bytes`` is what it allocates when it starts (the KV cache it
-    writes)."""
-
-    name: str
-    op: compute_pb2.OperatorDesc
-    memory_bytes: int = 0
-
-
-@dataclass(frozen=True)
-class TensorParallelCollective:
-    """A collective over the stage's TP group (``comm_bytes``: the whole buffer) that the next step waits for;
-    not emitted when the group is one NPU."""
-
-    name: str
-    kind: workload_pb2.CollectiveType.ValueType
-    comm_bytes: int
-
-
-@dataclass(frozen=True)
-class Layer:
-    """A layer's operations in a pass, named within the layer: emitted once as a graph block and run by a block
-    node named after the layer, so the identical layers of a pass (the same ``steps`` object) share one block."""
-
-    name: str
-    steps: tuple[Compute | TensorParallelCollective, ...]
-
-
-Step: TypeAlias = Compute | TensorParallelCollective | Layer
-"""One operation of a pass, or one of its layers."""
 
 
 @dataclass(frozen=True)

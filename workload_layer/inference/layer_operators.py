@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from math import ceil
 
 from stratasim.kernel import operators
+from stratasim.kernel.serving import Compute, Step, TensorParallelCollective
 from stratasim.v1 import compute_pb2, workload_pb2
-from stratasim.workload_layer.inference.batch_graph import Compute, Step, TensorParallelCollective
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
 __all__ = ["DecoderOperators"]

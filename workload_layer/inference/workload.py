@@ -57,19 +57,11 @@ from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.schema import DTypeName, Section
+from stratasim.kernel.serving import Compute, Layer, Step, TensorParallelCollective
 from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
-from stratasim.workload_layer.inference.batch_graph import (
-    Compute,
-    Layer,
-    Pass,
-    ServingPlan,
-    Step,
-    TensorParallelCollective,
-    build_serving_graph,
-    milestone_name,
-)
+from stratasim.workload_layer.inference.batch_graph import Pass, ServingPlan, build_serving_graph, milestone_name
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
 from stratasim.workload_layer.transformer.blocks import embedding_parameters, head_parameters, layer_parameters

@@ -1,102 +1,33 @@
-"""One iteration of a replica: its shape (what the scheduler batched), the "price this iteration" contract the
-request-level simulation asks, and the operators the shape runs.
+"""One iteration of a replica: its bucketed shape (what the scheduler batched) and the operators the shape runs.
 
 The simulation (:mod:`stratasim.workload_layer.serving.simulation`) is pure: it never prices anything itself but
-calls an :class:`IterationPricer` the composition root injects (:mod:`stratasim.study.serving` wires it to the
-compute backend and, for the TP collectives, to the system and network layers), and caches its answers by
-shape. Shapes are bucketed so that a long run asks for few distinct ones: prompt chunks and their contexts, and
+hands each iteration's typed work (:class:`~stratasim.kernel.serving.Iteration`) to the
+:class:`~stratasim.kernel.serving.IterationPricer` it is given (the system layer's,
+:mod:`stratasim.system_layer.serving`, wired by the composition root), and caches its answers by shape. Shapes are bucketed so that a long run asks for few distinct ones: prompt chunks and their contexts, and
 the decodes' mean context, are rounded up to a multiple of the study's ``bucket`` tokens when above it (a decode
 step's attention reads every cached key once, so its cost follows the summed context: ``n`` decodes at their
 mean context cost what they cost apart, to the rounding).
 
 Under expert parallelism an iteration has two parts: a replica's own (:func:`iteration_work` without the experts,
-priced by its :class:`IterationPricer`) and its group's (:func:`expert_work`: the local experts on the group's
-tokens and the all-to-alls, priced by an :class:`ExpertPricer`).
+priced by its iteration pricer) and its group's (:func:`expert_work`: the local experts on the group's tokens and
+the all-to-alls, priced by an :class:`~stratasim.kernel.serving.ExpertPricer`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Protocol
 
-from stratasim.workload_layer.inference.batch_graph import Compute, Step
+from stratasim.kernel.serving import (
+    Compute,
+    ExpertAllToAll,
+    ExpertWork,
+    IterationShape,
+    IterationWork,
+    Step,
+)
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 
-__all__ = [
-    "IterationShape",
-    "IterationPricer",
-    "IterationWork",
-    "iteration_shape",
-    "iteration_work",
-    "round_up",
-    "ExpertPricer",
-    "ExpertWork",
-    "ExpertAllToAll",
-    "expert_work",
-]
-
-
-@dataclass(frozen=True, order=True)
-class IterationShape:
-    """What one iteration runs: ``chunks`` of prompts as ``(new tokens, context after them)`` pairs, sorted;
-    ``decodes`` sequences decoding ``queries`` tokens each (1, or with speculative decoding the ``k + 1`` the target
-    verifies) at mean context ``decode_context`` (after them); ``samples`` sequences producing a token (every
-    decode, and each chunk that ends its prompt)."""
-
-    chunks: tuple[tuple[int, int], ...]
-    decodes: int
-    decode_context: int
-    samples: int
-    queries: int = 1
-
-    @property
-    def tokens(self) -> int:
-        """New tokens the iteration runs through the model."""
-        return sum(tokens for tokens, _ in self.chunks) + self.decodes * self.queries
-
-
-class IterationPricer(Protocol):
-    """Prices one iteration of a replica from its shape: how long it takes, in picoseconds, or on a replica of
-    several pipeline stages how long each stage takes (their sum the whole iteration's time)."""
-
-    def __call__(self, shape: IterationShape) -> int | tuple[int, ...]: ...
-
-
-class ExpertPricer(Protocol):
-    """Prices the expert part of an iteration of an expert-parallel group: picoseconds for the group's
-    ``group_tokens`` new tokens, its largest member running ``member_tokens`` of them."""
-
-    def __call__(self, group_tokens: int, member_tokens: int) -> int: ...
-
-
-@dataclass(frozen=True)
-class ExpertAllToAll:
-    """A token dispatch or combine all-to-all among the corresponding NPUs of an expert-parallel group's members,
-    ``comm_bytes`` the buffer each sends from (``1 / ep`` of it stays home)."""
-
-    name: str
-    comm_bytes: int
-
-
-@dataclass(frozen=True)
-class ExpertWork:
-    """The expert part of an iteration on one NPU of each member of an ``ep``-way group, as ``(times, step)``
-    pairs: the local experts' operators and the all-to-alls, ``times`` the mixture-of-experts layers."""
-
-    steps: tuple[tuple[int, Compute | ExpertAllToAll], ...]
-    ep: int
-
-
-@dataclass(frozen=True)
-class IterationWork:
-    """The operators of an iteration on one TP rank of each pipeline stage, as ``(times, step)`` pairs (a step
-    run ``times`` times: once per layer of its kind), the activation each stage hands the next, and the TP degree
-    its collectives span."""
-
-    stages: tuple[tuple[tuple[int, Step], ...], ...]
-    boundary_bytes: int
-    tp: int = 1
+__all__ = ["iteration_shape", "iteration_work", "round_up", "expert_work"]
 
 
 def round_up(tokens: int, bucket: int) -> int:
@@ -147,7 +78,7 @@ def iteration_work(
 
 
 def expert_work(operators: DecoderOperators, ep: int, group_tokens: int, member_tokens: int) -> ExpertWork:
-    """The expert part of an iteration of an ``ep``-way group (:class:`ExpertWork`), for every mixture-of-experts
+    """The expert part of an iteration of an ``ep``-way group (:class:`~stratasim.kernel.serving.ExpertWork`), for every mixture-of-experts
     layer: each member's ``experts / ep`` experts on the group's ``group_tokens`` tokens, between the dispatch and
     the combine all-to-all, each member sending ``top_k`` hidden vectors per token of its own, the largest
     ``member_tokens`` (the slowest sender bounds an all-to-all)."""
@@ -159,4 +90,4 @@ def expert_work(operators: DecoderOperators, ep: int, group_tokens: int, member_
         *operators.experts(group_tokens, model.experts // ep),
         ExpertAllToAll("moe combine all-to-all", size),
     )
-    return ExpertWork(tuple((layers, step) for step in steps), ep)
+    return ExpertWork(group_tokens, member_tokens, ep, tuple((layers, step) for step in steps))

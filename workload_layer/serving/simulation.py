@@ -1,10 +1,11 @@
 """The request-level simulation of a study's pools: requests arrive, a router hands each to a replica, every
-replica runs iteration after iteration while it has work, each iteration as long as its pool's injected pricer says.
+replica runs iteration after iteration while it has work, each iteration as long as its pool's injected pricer says of its typed work
+(:class:`~stratasim.kernel.serving.Iteration`: its shape and what it runs).
 
 Replicas are numbered across the pools in order. Requests go to the replicas of the ``both`` pools or, disaggregated,
 of the ``prefill`` pools; a prefill replica hands each request off as its first token is sampled, a router picks a
 replica of the ``decode`` pools, and the request's KV cache moves there (all of one iteration's hand-offs start
-together, priced by the injected :class:`KvTransferPricer`, per destination replica) before it decodes there. A
+together, priced by the injected :class:`~stratasim.kernel.serving.KvTransferPricer`, per destination replica) before it decodes there. A
 replica's links carry one set of moves at a time: moves wait until their source replica has sent its earlier ones
 and each destination has received its earlier ones, so moves overlapping in time queue at the replicas they share
 (as flows sharing a port of a non-blocking fabric finish, the last no sooner than their sizes allow).
@@ -18,13 +19,13 @@ The ``ep`` replicas of an expert-parallel group (``parallelism.ep``) step in loc
 engines do for their mixture-of-experts layers: they start an iteration together once all are idle and any has
 work (a member with nothing runs an empty batch, still joining the all-to-alls), and the iteration lasts the
 longest member's own part (its pricer's price, swap copies included) plus the group's expert part (the pool's
-:class:`~stratasim.workload_layer.serving.iteration.ExpertPricer` at the group's tokens and its busiest member's,
+:class:`~stratasim.kernel.serving.ExpertPricer` at the group's tokens and its busiest member's,
 each bucketed), so all end together.
 
 Events happen at integer picoseconds. At one instant, arrivals are routed first, then the iterations ending then
 are finished (hand-offs starting their transfers), then the transfers ending then deliver, then every idle replica
 with work starts its next iteration — so a request arriving as an iteration ends joins the next one. Iteration
-prices are cached by pool and shape (:class:`IterationShape`), so a pricer is asked once per distinct bucketed
+prices are cached by pool and shape (:class:`~stratasim.kernel.serving.IterationShape`), so a pricer is asked once per distinct bucketed
 shape. The run ends when the last request finishes.
 """
 
@@ -34,17 +35,25 @@ import heapq
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.serving import (
+    ExpertPricer,
+    ExpertWork,
+    Iteration,
+    IterationPricer,
+    IterationShape,
+    KvMove,
+    KvTransferPricer,
+)
 from stratasim.workload_layer.serving.config import PoolConfig
-from stratasim.workload_layer.serving.iteration import ExpertPricer, IterationPricer, IterationShape, round_up
+from stratasim.workload_layer.serving.iteration import round_up
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
 
-__all__ = ["PoolRun", "PoolSetup", "KvTransferPricer", "Sample", "simulate_pool", "simulate_pools", "route"]
+__all__ = ["PoolRun", "PoolSetup", "Sample", "simulate_pool", "simulate_pools", "route"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,9 @@ class Sample:
 class PoolSetup:
     """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer, with
     ``preemption: swap`` each replica's host memory for swapped KV blocks, its speculative decoding, and with
-    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest)."""
+    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest).
+    ``work`` and ``expert_work`` give the typed work the pricers are handed for a shape and for a group's and its
+    busiest member's tokens (by default the shape, or the token counts, alone)."""
 
     pool: PoolConfig
     kv_blocks: int
@@ -73,13 +84,8 @@ class PoolSetup:
     swap: HostSwap | None = None
     speculation: Speculation | None = None
     experts: ExpertPricer | None = None
-
-
-class KvTransferPricer(Protocol):
-    """Prices KV-cache moves started together from replica ``source``: picoseconds until each ``(destination
-    replica, tokens)`` move has arrived."""
-
-    def __call__(self, source: int, moves: tuple[tuple[int, int], ...]) -> tuple[int, ...]: ...
+    work: Callable[[IterationShape], Iteration] = Iteration
+    expert_work: Callable[[int, int], ExpertWork] | None = None
 
 
 @dataclass
@@ -115,104 +121,192 @@ def simulate_pool(
 
 
 def simulate_pools(
-    requests: Seq[Request], pools: Seq[PoolSetup], bucket: int, transfer: KvTransferPricer | None = None
+    requests: Seq[Request],
+    pools: Seq[PoolSetup],
+    bucket: int,
+    transfer: KvTransferPricer | None = None,
+    kv_bytes_per_token: int = 0,
 ) -> PoolRun:
-    """Serve ``requests`` on ``pools`` (module docstring), KV moves priced by ``transfer`` (needed by prefill
-    pools)."""
-    layout = _EngineLayout(pools)
-    owner, physical = layout.pool, layout.replica
-    replicas = [_engine(pools[index], engine, physical[engine]) for engine, index in enumerate(owner)]
-    entry = layout.routed(lambda role: role != "decode")
-    decode = layout.routed(lambda role: role == "decode")
-    if decode and transfer is None:
-        raise WorkloadError("disaggregated pools need a KV transfer pricer")
-    prices = _Prices(pools, bucket)
-    shapes, groups = prices.shapes, layout.group
-    stages_free = [[0] * pools[index].pool.parallelism.pp for index in layout.replica_pool]
-    running: dict[int, Batch] = {}
-    ends: list[tuple[int, int]] = []  # (end time, engine) of the iterations running
-    moving: list[tuple[int, int, int, int, list[Sequence]]] = []  # (arrival, order, source, destination, sequences)
-    ports = _Ports()
-    sequences: list[Sequence] = []
-    run = PoolRun(sequences, kv_blocks=pools[0].kv_blocks)
-    arrival, total = 0, len(requests)
-    while arrival < total or ends or moving:
-        now = min(
-            requests[arrival].arrival_ps if arrival < total else 1 << 62,
-            ends[0][0] if ends else 1 << 62,
-            moving[0][0] if moving else 1 << 62,
+    """Serve ``requests`` on ``pools`` (module docstring), KV moves (``kv_bytes_per_token`` bytes a cached token)
+    priced by ``transfer`` (needed by prefill pools)."""
+    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token)
+    while loop.arrival < len(requests) or loop.ends or loop.moving:
+        now = loop.next_instant()
+        touched = loop.route_arrivals(now)
+        touched |= loop.finish_iterations(now)
+        touched |= loop.deliver(now)
+        for index in sorted(touched - set(loop.running)):
+            loop.start(index, now, touched)
+    return loop.finished()
+
+
+class _Loop:
+    """The state of one run of :func:`simulate_pools`: the engines (schedulers) and their layout, the iterations
+    running and ending (``ends``: (end time, engine)), the KV moves in flight (``moving``: (arrival, order,
+    source, destination, sequences)), the next request to arrive, and the run's record."""
+
+    def __init__(
+        self,
+        requests: Seq[Request],
+        pools: Seq[PoolSetup],
+        bucket: int,
+        transfer: KvTransferPricer | None,
+        kv_bytes_per_token: int,
+    ) -> None:
+        self.requests, self.pools, self.bucket = requests, pools, bucket
+        self.transfer, self.kv_bytes_per_token = transfer, kv_bytes_per_token
+        self.layout = _EngineLayout(pools)
+        self.owner, self.physical = self.layout.pool, self.layout.replica
+        self.replicas = [
+            _engine(pools[index], engine, self.physical[engine]) for engine, index in enumerate(self.owner)
+        ]
+        self.entry = self.layout.routed(lambda role: role != "decode")
+        self.decode = self.layout.routed(lambda role: role == "decode")
+        if self.decode and transfer is None:
+            raise WorkloadError("disaggregated pools need a KV transfer pricer")
+        self.prices = _Prices(pools, bucket)
+        self.stages_free = [[0] * pools[index].pool.parallelism.pp for index in self.layout.replica_pool]
+        self.running: dict[int, Batch] = {}
+        self.ends: list[tuple[int, int]] = []
+        self.moving: list[tuple[int, int, int, int, list[Sequence]]] = []
+        self.ports = _Ports()
+        self.run = PoolRun([], kv_blocks=pools[0].kv_blocks)
+        self.arrival = 0
+
+    def next_instant(self) -> int:
+        """The time of the next arrival, iteration end or KV move's arrival."""
+        return min(
+            self.requests[self.arrival].arrival_ps if self.arrival < len(self.requests) else 1 << 62,
+            self.ends[0][0] if self.ends else 1 << 62,
+            self.moving[0][0] if self.moving else 1 << 62,
         )
+
+    def route_arrivals(self, now: int) -> set[int]:
+        """Hand the requests arriving at ``now`` to the entry engines; the engines they went to."""
         touched = set()
-        while arrival < total and requests[arrival].arrival_ps == now:
-            target = entry[route(pools[owner[entry[0]]].pool.router, [replicas[i] for i in entry], arrival)]
-            replicas[target].enqueue(requests[arrival])
-            sequences.append(replicas[target].waiting[-1])
+        router = self.pools[self.owner[self.entry[0]]].pool.router if self.entry else ""
+        while self.arrival < len(self.requests) and self.requests[self.arrival].arrival_ps == now:
+            target = self.entry[route(router, [self.replicas[i] for i in self.entry], self.arrival)]
+            self.replicas[target].enqueue(self.requests[self.arrival])
+            self.run.sequences.append(self.replicas[target].waiting[-1])
             touched.add(target)
-            arrival += 1
-        while ends and ends[0][0] == now:
-            _, index = heapq.heappop(ends)
-            replica = replicas[index]
-            replica.finish_iteration(running.pop(index), now)
+            self.arrival += 1
+        return touched
+
+    def finish_iterations(self, now: int) -> set[int]:
+        """End the iterations ending at ``now``, starting the KV moves of what they handed off; their engines."""
+        touched = set()
+        while self.ends and self.ends[0][0] == now:
+            _, index = heapq.heappop(self.ends)
+            replica = self.replicas[index]
+            replica.finish_iteration(self.running.pop(index), now)
             touched.add(index)
             if replica.handed_off:
-                assert transfer is not None
-                _start_moves(
-                    index,
-                    replica,
-                    replicas,
-                    decode,
-                    pools[owner[decode[0]]].pool.router,
-                    transfer,
-                    now,
-                    moving,
-                    run,
-                    physical,
-                    ports,
-                )
-        while moving and moving[0][0] == now:
-            _, _, source, destination, moved = heapq.heappop(moving)
+                self._start_moves(index, replica, now)
+        return touched
+
+    def deliver(self, now: int) -> set[int]:
+        """Move the sequences whose KV caches arrive at ``now`` to their decode engines; the engines involved."""
+        touched = set()
+        while self.moving and self.moving[0][0] == now:
+            _, _, source, destination, moved = heapq.heappop(self.moving)
             for sequence in moved:
-                replicas[source].release(sequence)
-                replicas[destination].receive(sequence)
+                self.replicas[source].release(sequence)
+                self.replicas[destination].receive(sequence)
             touched |= {source, destination}
-        for index in sorted(touched - set(running)):
-            group = groups[index]
-            if group is not None:
-                if index == min(group & touched):  # the group starts once, with its first member touched
-                    _start_group(sorted(group), replicas, now, prices, owner[index], running, ends, run)
-                continue
-            replica = replicas[index]
-            batch = replica.next_batch(now)
-            if not batch:  # idle: the samples say so until its next iteration
-                run.samples.append(
-                    Sample(now, index, 0, len(replica.running), len(replica.waiting), replica.cache.used)
+        return touched
+
+    def start(self, index: int, now: int, touched: set[int]) -> None:
+        """Start engine ``index``'s next iteration at ``now`` (or its group's, once, with its first member
+        ``touched``), or sample it idle."""
+        group = self.layout.group[index]
+        if group is not None:
+            if index == min(group & touched):
+                self._start_group(sorted(group), now)
+            return
+        replica = self.replicas[index]
+        batch = replica.next_batch(now)
+        if batch:
+            shape = replica.shape(batch, self.bucket)
+            price = self.prices.shapes.get((self.owner[index], shape)) or self.prices.stages(self.owner[index], shape)
+            self.running[index] = batch
+            self.run.swap_ps += batch.swap_ps
+            end = _through_stages(now, price, batch.swap_ps, self.stages_free[self.physical[index]])
+            heapq.heappush(self.ends, (end, index))
+            self.run.iterations += 1
+        self._sample(now, index, batch)
+
+    def _sample(self, now: int, engine: int, batch: Batch) -> None:
+        """Record ``engine``'s state as ``batch`` starts (or as it falls idle, with an empty batch)."""
+        replica = self.replicas[engine]
+        size = len(batch.chunks) + len(batch.decodes)
+        self.run.samples.append(
+            Sample(now, engine, size, len(replica.running), len(replica.waiting), replica.cache.used)
+        )
+
+    def _start_group(self, group: list[int], now: int) -> None:
+        """Start an iteration of the idle expert-parallel ``group`` at ``now`` if any member has work, every member
+        ending with the slowest (module docstring); sample each member."""
+        pool, replicas, prices = self.owner[group[0]], self.replicas, self.prices
+        batches = [replicas[engine].next_batch(now) for engine in group]
+        busy = [(engine, batch) for engine, batch in zip(group, batches) if batch]
+        if busy:
+            shapes = [replicas[engine].shape(batch, prices.bucket) for engine, batch in busy]
+            own = max(batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes))
+            tokens = [shape.tokens for shape in shapes]
+            end = now + own + prices.expert_part(pool, sum(tokens), max(tokens))
+            for engine, batch in zip(group, batches):
+                self.running[engine] = batch
+                heapq.heappush(self.ends, (end, engine))
+                self.run.swap_ps += batch.swap_ps
+            self.run.iterations += len(busy)
+        for engine, batch in zip(group, batches):
+            self._sample(now, engine, batch)
+
+    def _start_moves(self, source: int, replica: ReplicaScheduler, now: int) -> None:
+        """Route the sequences engine ``source`` (``replica``) handed off to decode engines and start their KV
+        moves, one per destination, priced between the engines' replicas: together, once the source replica has
+        sent its earlier moves and every destination replica has received its own (``ports``); each sequence's
+        transfer time counts from ``now``, its wait included."""
+        assert self.transfer is not None
+        physical, ports, run = self.physical, self.ports, self.run
+        router = self.pools[self.owner[self.decode[0]]].pool.router
+        groups: dict[int, list[Sequence]] = {}
+        for sequence in replica.handed_off:
+            destination = self.decode[route(router, [self.replicas[i] for i in self.decode], sequence.request.index)]
+            self.replicas[destination].expect(sequence)
+            groups.setdefault(destination, []).append(sequence)
+        replica.handed_off.clear()
+        tokens = [
+            (physical[destination], sum(sequence.cached for sequence in moved)) for destination, moved in groups.items()
+        ]
+        moves = tuple(KvMove(to, count, count * self.kv_bytes_per_token) for to, count in tokens)
+        start = max(now, ports.sending.get(physical[source], 0), *(ports.receiving.get(to, 0) for to, _ in tokens))
+        sent = start
+        for (destination, moved), took in zip(groups.items(), self.transfer(physical[source], moves), strict=True):
+            if took < 0:
+                raise WorkloadError(
+                    f"the KV transfer pricer gave {took} ps from replica {physical[source]} to {physical[destination]}"
                 )
-                continue
-            shape = replica.shape(batch, bucket)
-            price = shapes.get((owner[index], shape)) or prices.stages(owner[index], shape)
-            running[index] = batch
-            run.swap_ps += batch.swap_ps
-            heapq.heappush(ends, (_through_stages(now, price, batch.swap_ps, stages_free[physical[index]]), index))
-            run.iterations += 1
-            run.samples.append(
-                Sample(
-                    now,
-                    index,
-                    len(batch.chunks) + len(batch.decodes),
-                    len(replica.running),
-                    len(replica.waiting),
-                    replica.cache.used,
-                )
-            )
-    run.shapes_priced = len(prices.shapes) + len(prices.experts)
-    run.preemptions = sum(replica.preemptions for replica in replicas)
-    run.swap_outs = sum(replica.swap_outs for replica in replicas)
-    run.speculative_steps = sum(replica.speculative_steps for replica in replicas)
-    run.speculative_tokens = sum(replica.speculative_tokens for replica in replicas)
-    run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
-    run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
-    run.engine_replicas = physical
-    return run
+            arrives = start + took
+            ports.receiving[physical[destination]] = arrives
+            sent = max(sent, arrives)
+            heapq.heappush(self.moving, (arrives, len(run.transfers_ps), source, destination, moved))
+            run.transfers_ps.extend([arrives - now] * len(moved))
+        ports.sending[physical[source]] = sent
+
+    def finished(self) -> PoolRun:
+        """The run's record, its totals filled in."""
+        run, replicas = self.run, self.replicas
+        run.shapes_priced = len(self.prices.shapes) + len(self.prices.experts)
+        run.preemptions = sum(replica.preemptions for replica in replicas)
+        run.swap_outs = sum(replica.swap_outs for replica in replicas)
+        run.speculative_steps = sum(replica.speculative_steps for replica in replicas)
+        run.speculative_tokens = sum(replica.speculative_tokens for replica in replicas)
+        run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
+        run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
+        run.engine_replicas = self.physical
+        return run
 
 
 class _EngineLayout:
@@ -278,57 +372,21 @@ class _Prices:
         key = (pool, round_up(group_tokens, self.bucket), round_up(member_tokens, self.bucket))
         price = self.experts.get(key)
         if price is None:
-            pricer = self._pools[pool].experts
-            if pricer is None:
-                raise WorkloadError(f"pool {self._pools[pool].pool.name!r} is expert-parallel but has no expert pricer")
-            price = self.experts[key] = pricer(key[1], key[2])
+            setup = self._pools[pool]
+            if setup.experts is None:
+                raise WorkloadError(f"pool {setup.pool.name!r} is expert-parallel but has no expert pricer")
+            ep = setup.pool.parallelism.ep
+            work = ExpertWork(key[1], key[2], ep) if setup.expert_work is None else setup.expert_work(key[1], key[2])
+            price = self.experts[key] = setup.experts(work)
             if price <= 0:
                 raise WorkloadError(f"the expert pricer gave {price} ps for {key[1]} tokens; an iteration takes time")
         return price
 
 
-def _start_group(
-    group: list[int],
-    replicas: list[ReplicaScheduler],
-    now: int,
-    prices: _Prices,
-    pool: int,
-    running: dict[int, Batch],
-    ends: list[tuple[int, int]],
-    run: PoolRun,
-) -> None:
-    """Start an iteration of the idle expert-parallel ``group`` (engines of pool ``pool``) at ``now`` if any member
-    has work, every member ending with the slowest (module docstring); else sample it idle."""
-    batches = [replicas[engine].next_batch(now) for engine in group]
-    busy = [(engine, batch) for engine, batch in zip(group, batches) if batch]
-    if busy:
-        shapes = [replicas[engine].shape(batch, prices.bucket) for engine, batch in busy]
-        own = max(batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes))
-        tokens = [shape.tokens for shape in shapes]
-        end = now + own + prices.expert_part(pool, sum(tokens), max(tokens))
-        for engine, batch in zip(group, batches):
-            running[engine] = batch
-            heapq.heappush(ends, (end, engine))
-            run.swap_ps += batch.swap_ps
-        run.iterations += len(busy)
-    for engine, batch in zip(group, batches):
-        replica = replicas[engine]
-        run.samples.append(
-            Sample(
-                now,
-                engine,
-                len(batch.chunks) + len(batch.decodes),
-                len(replica.running),
-                len(replica.waiting),
-                replica.cache.used,
-            )
-        )
-
-
 def _stage_prices(setup: PoolSetup, shape: IterationShape) -> tuple[int, ...]:
-    """Each pipeline stage's time for ``shape`` from ``setup``'s pricer (one figure for the whole iteration on a
-    single stage), checked."""
-    price = setup.pricer(shape)
+    """Each pipeline stage's time for ``shape`` from ``setup``'s pricer, handed the shape's typed work (one figure
+    for the whole iteration on a single stage), checked."""
+    price = setup.pricer(setup.work(shape))
     stages = price if isinstance(price, tuple) else (price,)
     if len(stages) != setup.pool.parallelism.pp or min(stages) <= 0:
         raise WorkloadError(
@@ -355,47 +413,6 @@ class _Ports:
 
     sending: dict[int, int] = field(default_factory=dict)
     receiving: dict[int, int] = field(default_factory=dict)
-
-
-def _start_moves(
-    source: int,
-    replica: ReplicaScheduler,
-    replicas: list[ReplicaScheduler],
-    decode: list[int],
-    router: str,
-    transfer: KvTransferPricer,
-    now: int,
-    moving: list[tuple[int, int, int, int, list[Sequence]]],
-    run: PoolRun,
-    physical: list[int],
-    ports: _Ports,
-) -> None:
-    """Route the sequences engine ``source`` (``replica``) handed off to decode engines and start their KV moves,
-    one per destination, priced between the engines' replicas (``physical``): together, once the source replica has
-    sent its earlier moves and every destination replica has received its own (``ports``); each sequence's transfer
-    time counts from ``now``, its wait included."""
-    groups: dict[int, list[Sequence]] = {}
-    for sequence in replica.handed_off:
-        destination = decode[route(router, [replicas[i] for i in decode], sequence.request.index)]
-        replicas[destination].expect(sequence)
-        groups.setdefault(destination, []).append(sequence)
-    replica.handed_off.clear()
-    moves = tuple(
-        (physical[destination], sum(sequence.cached for sequence in moved)) for destination, moved in groups.items()
-    )
-    start = max(now, ports.sending.get(physical[source], 0), *(ports.receiving.get(to, 0) for to, _ in moves))
-    sent = start
-    for (destination, moved), took in zip(groups.items(), transfer(physical[source], moves), strict=True):
-        if took < 0:
-            raise WorkloadError(
-                f"the KV transfer pricer gave {took} ps from replica {physical[source]} to {physical[destination]}"
-            )
-        arrives = start + took
-        ports.receiving[physical[destination]] = arrives
-        sent = max(sent, arrives)
-        heapq.heappush(moving, (arrives, len(run.transfers_ps), source, destination, moved))
-        run.transfers_ps.extend([arrives - now] * len(moved))
-    ports.sending[physical[source]] = sent
 
 
 def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:

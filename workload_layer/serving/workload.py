@@ -1,7 +1,8 @@
 """``kind: serving``: LLM requests served at the request level by a pool of model replicas.
 
-Unlike the other workloads it builds no execution graph: the composition root (:mod:`stratasim.study.serving`)
-hands it an iteration pricer and it runs the request-level simulation (:func:`simulate_pool`). What it knows is
+Unlike the other workloads it builds no execution graph: it is a
+:class:`~stratasim.kernel.serving.RequestLevelWorkload`, to which the composition root (:mod:`stratasim.study.serving`)
+hands the system layer's pricers, and it runs the request-level simulation (:mod:`stratasim.workload_layer.serving.serve`). What it knows is
 the model's: the operators of an iteration (:func:`~stratasim.workload_layer.serving.iteration.iteration_work`),
 and each NPU's memory for the KV cache, in bytes:
 
@@ -41,20 +42,22 @@ from math import ceil
 
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.work import WorkEstimate
-from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.inference.layer_operators import DecoderOperators
-from stratasim.workload_layer.inference.workload import stage_parameters
-from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadConfig
-from stratasim.workload_layer.serving.iteration import (
+from stratasim.kernel.serving import (
     ExpertWork,
     IterationShape,
     IterationWork,
-    expert_work,
-    iteration_work,
+    KvTransferPricer,
+    PoolPricers,
+    ServingPool,
+    ServingResult,
 )
+from stratasim.workload_layer.inference.layer_operators import DecoderOperators
+from stratasim.workload_layer.inference.workload import stage_parameters
+from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadConfig
+from stratasim.workload_layer.serving.iteration import expert_work, iteration_work
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
+from stratasim.workload_layer.serving.serve import serve
 from stratasim.workload_layer.serving.speculative import Speculation
 from stratasim.workload_layer.serving.trace_file import read_trace
 from stratasim.workload_layer.transformer.config import ParallelismConfig, TransformerConfig
@@ -94,6 +97,7 @@ class ServingRequestsWorkload:
             )
             for pool in config.pools
         ]
+        self._requests: tuple[Request, ...] | None = None
 
     def first_npus(self) -> list[int]:
         """The first NPU of each pool, pools placed on consecutive disjoint ranges in order."""
@@ -112,17 +116,45 @@ class ServingRequestsWorkload:
     def npus_required(self) -> int:
         return sum(pool.replicas * pool.parallelism.tp * pool.parallelism.pp for pool in self.config.pools)
 
-    def estimate(self, npus: int) -> WorkEstimate:
-        """No graphs are built: one small graph per distinct collective priced."""
-        return WorkEstimate(1, 4, 1, 0, "workload.requests.count")
+    def pools(self) -> list[ServingPool]:
+        """Each pool's placement and plan, pools on consecutive disjoint NPU ranges in order."""
+        return [
+            ServingPool(
+                pool.name,
+                pool.device,
+                first,
+                pool.replicas,
+                pool.parallelism.tp,
+                pool.parallelism.pp,
+                pool.parallelism.ep,
+            )
+            for first, pool in zip(self.first_npus(), self.config.pools, strict=True)
+        ]
 
-    def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
-        raise WorkloadError(
-            "workload: kind serving runs requests at the request level and has no execution graphs to export or replay"
-        )
+    def demand(self) -> tuple[int, int]:
+        """The requests and the output tokens they generate at most: from ``requests.count`` before any is drawn,
+        else from the trace (read and checked)."""
+        config = self.config.requests
+        count = config.count if config.count is not None else len(self.requests())
+        return count, count * (config.output.largest if config.output is not None else 1)
+
+    def serve(
+        self,
+        pricers: Sequence[PoolPricers],
+        capacities: Sequence[tuple[int | None, str]],
+        transfer: KvTransferPricer | None,
+        counters: bool = False,
+    ) -> ServingResult:
+        """Serve the requests with these pricers (:func:`~stratasim.workload_layer.serving.serve.serve`)."""
+        return serve(self, pricers, capacities, transfer, counters)
 
     def requests(self) -> tuple[Request, ...]:
-        """The requests, drawn or read, each checked against the model's context."""
+        """The requests, drawn or read (once), each checked against the model's context."""
+        if self._requests is None:
+            self._requests = self._drawn()
+        return self._requests
+
+    def _drawn(self) -> tuple[Request, ...]:
         config = self.config.requests
         if config.trace is None:
             return synthetic_requests(config)

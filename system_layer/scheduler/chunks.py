@@ -10,19 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from stratasim.system_layer.collectives import astra_compat
 from stratasim.system_layer.collectives.algorithms import FLATTENED, PhasePlan, Step, plan_phase, split_name
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
-from stratasim.system_layer.options import Preset, SystemOptions
+from stratasim.system_layer.options import SystemOptions
+from stratasim.system_layer.scheduler.ports import Clock
 
-if TYPE_CHECKING:
-    from stratasim.system_layer.engine.coordinator import Coordinator
-    from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler
-
-__all__ = ["Collective", "ChunkRun", "Layout", "layout", "split_bytes"]
+__all__ = ["Collective", "ChunkRun", "ChunkHost", "RunContext", "LineBatching", "Layout", "layout", "split_bytes"]
 
 
 def split_bytes(total: int, splits: int) -> list[int]:
@@ -46,11 +43,11 @@ def layout(
 ) -> Layout:
     """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group`` laid out as ``phases``,
     chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group."""
-    astra = options.preset is Preset.ASTRA_COMPAT
+    semantics = options.semantics
     if phases and split_name(options.algorithm_for(kind, 0))[0] in FLATTENED:
         phases = (PhaseLines(FLAT, members=group),)
-    buffer = astra_compat.buffer_bytes(kind, size, len(group)) if astra else size
-    walked = astra_compat.phase_lines(kind, phases) if astra else phases
+    buffer = astra_compat.buffer_bytes(kind, size, len(group)) if semantics.all_gather_size_is_input else size
+    walked = astra_compat.phase_lines(kind, phases) if semantics.all_gather_outermost_first else phases
     sequences = [
         phase_sequence(kind, chunk, walked, local_bw_aware=options.collective_optimization == "local_bw_aware")
         for chunk in split_bytes(buffer, options.splits)
@@ -61,13 +58,62 @@ def layout(
         # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
         algorithm = options.algorithm_for(kind, max(dim, 0))
         planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
-        return astra_compat.adapt(planned, chunk) if astra else planned
+        return astra_compat.adapt(planned, chunk) if semantics.astra_algorithm_variants else planned
 
     return Layout(
         phases=tuple(spec.lines for spec in sequences[0]),
         chunk_plans=tuple(tuple(plan(spec, chunk) for spec in sequence) for chunk, sequence in enumerate(sequences)),
         phase_collectives=tuple(spec.collective for spec in sequences[0]),
     )
+
+
+class LineBatching(Protocol):
+    """Runs a phase for whole lines of NPUs at once, on a network that prices messages on the spot (the engine's
+    :class:`~stratasim.system_layer.engine.line_batches.LineBatches`)."""
+
+    def join(self, run: ChunkRun, plan: PhasePlan, line: tuple[int, ...], position: int, direction: int) -> bool:
+        """Hand ``run``'s phase to the batch of its line; False when it must run message by message."""
+        ...
+
+
+class RunContext(Protocol):
+    """What a chunk run reads of the schedulers' shared context
+    (:class:`~stratasim.system_layer.scheduler.chunk_scheduler.SchedulerContext`)."""
+
+    @property
+    def coordinator(self) -> Clock: ...
+
+    @property
+    def options(self) -> SystemOptions: ...
+
+    @property
+    def stand_ins(self) -> tuple[int, ...] | None: ...
+
+    @property
+    def phase_replays(self) -> dict[tuple[object, ...], tuple[object, int, int]] | None: ...
+
+    @property
+    def line_batches(self) -> LineBatching | None: ...
+
+
+class ChunkHost(Protocol):
+    """What a chunk run asks of its NPU's scheduler
+    (:class:`~stratasim.system_layer.scheduler.chunk_scheduler.NpuScheduler`): a run and its scheduler call each
+    other, and this keeps their two modules from importing each other."""
+
+    @property
+    def context(self) -> RunContext: ...
+
+    @property
+    def reductions_cost(self) -> bool: ...
+
+    def reduction_ps(self, size: int) -> int: ...
+
+    def replayed_reductions(self, steps: tuple[Step, ...]) -> None: ...
+
+    def phase_done(self, run: ChunkRun) -> None: ...
+
+    def peer_scheduler(self, npu: int) -> ChunkHost: ...
 
 
 class Collective:
@@ -97,7 +143,6 @@ class Collective:
             0,
         )  # the NPU that issued it first and how many it had issued before (see CollectiveTable)
         self.number = collective_id  # its place in the result, in the order collectives started (set after the run)
-        self.astra = options.preset is Preset.ASTRA_COMPAT
         self.phases = shape.phases
         self.chunk_plans = shape.chunk_plans
         self.phase_collectives = shape.phase_collectives
@@ -141,7 +186,7 @@ class Collective:
             return None
         return lines.coords.index(lines.coordinate(self.root))
 
-    def chunk_runs(self, npu: int, scheduler: NpuScheduler) -> list[ChunkRun]:
+    def chunk_runs(self, npu: int, scheduler: ChunkHost) -> list[ChunkRun]:
         """The ChunkRuns of ``npu``, created on first use (a peer's message may create them early)."""
         runs = self.runs.get(npu)
         if runs is None:
@@ -191,14 +236,14 @@ class ChunkRun:
     )
 
     def __init__(
-        self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: NpuScheduler
+        self, collective: Collective, npu: int, index: int, plans: tuple[PhasePlan, ...], scheduler: ChunkHost
     ) -> None:
         self.collective = collective
         self.npu = npu
         self.index = index
         self.plans = plans
         self.scheduler = scheduler
-        self.coordinator: Coordinator = scheduler.context.coordinator
+        self.coordinator: Clock = scheduler.context.coordinator
         # The logical scheduling queue this chunk uses in every dimension; odd queues run rings backwards.
         self.lane = index % scheduler.context.options.queues_per_dim
         self.phase = -1

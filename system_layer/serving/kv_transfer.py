@@ -1,4 +1,4 @@
-"""Disaggregated serving's KV-cache moves, priced by the study's network through the system layer.
+"""Disaggregated serving's KV-cache moves, priced by the network through the system layer.
 
 Pools sit on consecutive, disjoint NPU ranges in the order the study lists them, a replica on ``tp * pp``
 consecutive NPUs. A request's KV cache (``2 layers kv_heads head_size`` elements per cached token, from the model)
@@ -15,11 +15,13 @@ received the earlier ones), so they do not overlap on a replica's links. Each bu
 
 from __future__ import annotations
 
-from stratasim.study.network_sessions import NetworkSessions
-from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+from collections.abc import Sequence
 
-__all__ = ["NetworkKvTransfer", "replica_npus", "quantised"]
+from stratasim.kernel.serving import KvMove
+from stratasim.system_layer.serving.sessions import NetworkSessions
+from stratasim.v1 import workload_pb2
+
+__all__ = ["NetworkKvTransfer", "quantised"]
 
 
 def quantised(size: int) -> int:
@@ -29,29 +31,19 @@ def quantised(size: int) -> int:
     return -(-size // step) * step
 
 
-def replica_npus(workload: ServingRequestsWorkload) -> list[range]:
-    """The NPUs of every replica, numbered across the pools in order (module docstring)."""
-    ranges = []
-    for first, pool in zip(workload.first_npus(), workload.config.pools, strict=True):
-        size = pool.parallelism.tp * pool.parallelism.pp
-        ranges += [range(first + replica * size, first + (replica + 1) * size) for replica in range(pool.replicas)]
-    return ranges
-
-
 class NetworkKvTransfer:
-    """A :class:`~stratasim.workload_layer.serving.simulation.KvTransferPricer` over the study's network: the KV
-    moves one prefill replica starts at once, simulated as point-to-point sends (module docstring), cached by
-    their replicas and quantised sizes."""
+    """A :class:`~stratasim.kernel.serving.KvTransferPricer` over ``network``, replica ``i`` on NPUs ``replicas[i]``:
+    the KV moves one prefill replica starts at once, simulated as point-to-point sends (module docstring), cached
+    by their replicas and quantised sizes."""
 
-    def __init__(self, workload: ServingRequestsWorkload, network: NetworkSessions) -> None:
+    def __init__(self, network: NetworkSessions, replicas: Sequence[range]) -> None:
         self._network = network
-        self._npus = replica_npus(workload)
-        self._per_token = workload.kv_bytes_per_token()
+        self._npus = list(replicas)
         self._prices: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[int, ...]] = {}
 
-    def __call__(self, source: int, moves: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
-        """Picoseconds until each ``(destination replica, tokens)`` move from replica ``source`` has arrived."""
-        sized = tuple((destination, quantised(tokens * self._per_token)) for destination, tokens in moves)
+    def __call__(self, source: int, moves: tuple[KvMove, ...]) -> tuple[int, ...]:
+        """Picoseconds until each move from replica ``source`` has arrived."""
+        sized = tuple((move.destination, quantised(move.size)) for move in moves)
         key = (source, sized)
         if key not in self._prices:
             self._prices[key] = self._simulate(source, sized)

@@ -1,0 +1,151 @@
+"""A serving pool's iterations priced by the layers below: operators by the compute backend (through the
+:class:`~stratasim.system_layer.operators.OperatorPricer`), collectives and pipeline transfers by the system layer on
+the network.
+
+Each TP collective of an iteration runs on the pool's first replica's TP group (its first ``tp`` NPUs, pools placed
+on disjoint NPU ranges in order) and each pipeline transfer from its first NPU to the one ``tp`` further, each
+distinct operator and message priced once (a collective at its size rounded up to 1/32 of a power of two,
+:func:`~stratasim.system_layer.serving.kv_transfer.quantised`). An expert-parallel pool's expert parts
+(:meth:`BackendPricer.experts`) are its local experts' operators and, for each mixture-of-experts layer, the
+dispatch and combine all-to-alls, run by the system layer on the pool's first group: ``tp`` all-to-alls at once, the
+``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. A stage's part of an iteration
+is the sum of its operators and collectives, one after another as a rank runs them, plus the transfer of the
+activation into it; the serving loop pipelines a replica's batches through its stages.
+"""
+
+from __future__ import annotations
+
+from stratasim.kernel.serving import Compute, ExpertAllToAll, ExpertWork, Iteration, TensorParallelCollective
+from stratasim.system_layer.operators import OperatorPricer
+from stratasim.system_layer.serving.kv_transfer import quantised
+from stratasim.system_layer.serving.sessions import NetworkSessions
+from stratasim.v1 import workload_pb2
+
+__all__ = ["BackendPricer"]
+
+
+class BackendPricer:
+    """Prices iterations (an :class:`~stratasim.kernel.serving.IterationPricer`) and expert parts (its
+    :meth:`experts`, an :class:`~stratasim.kernel.serving.ExpertPricer`) of a pool whose first NPU is ``first`` and
+    whose replicas run ``tp``, ``pp`` and ``ep``-way: operators with ``operators``, TP collectives, pipeline
+    transfers and all-to-alls on ``network``; caches every message it priced."""
+
+    def __init__(
+        self, operators: OperatorPricer, network: NetworkSessions, first: int, tp: int = 1, pp: int = 1, ep: int = 1
+    ) -> None:
+        self._operators, self._network = operators, network
+        self._first, self._tp, self._pp, self._ep = first, tp, pp, ep
+        self._messages: dict[tuple[str, int, int], int] = {}
+
+    def __call__(self, iteration: Iteration) -> int | tuple[int, ...]:
+        """Picoseconds ``iteration`` takes, or with pipeline stages each stage's part, the transfer of the
+        activation into it included (module docstring)."""
+        ops = [
+            step.op
+            for _, work in iteration.works
+            for stage in work.stages
+            for _, step in stage
+            if isinstance(step, Compute)
+        ]
+        durations = iter(self._operators.durations_ps(ops))  # in the order the loops below meet the operators
+        stages = [0] * self._pp
+        for repeats, work in iteration.works:
+            for index, stage in enumerate(work.stages):
+                for times, step in stage:
+                    if isinstance(step, Compute):
+                        stages[index] += repeats * times * next(durations)
+                    elif isinstance(step, TensorParallelCollective) and work.tp > 1:
+                        stages[index] += repeats * times * self._collective(step, work.tp)
+                if index:
+                    stages[index] += repeats * self._transfer(work.boundary_bytes)
+        return stages[0] if self._pp == 1 else tuple(stages)
+
+    def experts(self, work: ExpertWork) -> int:
+        """Picoseconds of the expert part ``work`` of an iteration of an expert-parallel group (module
+        docstring)."""
+        durations = iter(self._operators.durations_ps(step.op for _, step in work.steps if isinstance(step, Compute)))
+        return sum(
+            times * (next(durations) if isinstance(step, Compute) else self._all_to_all(step))
+            for times, step in work.steps
+        )
+
+    def _collective(self, step: TensorParallelCollective, tp: int) -> int:
+        """A collective over the first ``tp`` NPUs of the first replica, simulated alone by the system layer."""
+        size = quantised(step.comm_bytes)
+        key = (
+            ("collective", int(step.kind), size) if tp == self._tp else (f"collective over {tp}", int(step.kind), size)
+        )
+        if key not in self._messages:
+            group = range(self._first, self._first + tp)
+            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(group.stop)]
+            for graph in graphs[group.start :]:
+                graph.nodes.add(
+                    id=0,
+                    name=step.name,
+                    type=workload_pb2.COMM_COLL_NODE,
+                    comm_type=step.kind,
+                    comm_bytes=size,
+                    group=group,
+                    pg_name="tp",
+                )
+            self._messages[key] = self._simulate(graphs)
+        return self._messages[key]
+
+    def _all_to_all(self, step: ExpertAllToAll) -> int:
+        """The ``tp`` all-to-alls of the pool's first expert-parallel group, each among the same TP rank of its
+        ``ep`` replicas, simulated together."""
+        size = quantised(step.comm_bytes)
+        key = ("all-to-all", int(workload_pb2.ALL_TO_ALL), size)
+        if key not in self._messages:
+            width = self._tp * self._pp
+            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(self._first + self._ep * width)]
+            for rank in range(self._tp):
+                group = [self._first + member * width + rank for member in range(self._ep)]
+                for npu in group:
+                    graphs[npu].nodes.add(
+                        id=0,
+                        name=step.name,
+                        type=workload_pb2.COMM_COLL_NODE,
+                        comm_type=workload_pb2.ALL_TO_ALL,
+                        comm_bytes=size,
+                        group=group,
+                        pg_name="ep",
+                    )
+            self._messages[key] = self._simulate(graphs)
+        return self._messages[key]
+
+    def _transfer(self, size: int) -> int:
+        """A stage's activation from the pool's first NPU to the one ``tp`` further (the next stage's same TP
+        rank), simulated alone."""
+        key = ("transfer", 0, size)
+        if key not in self._messages:
+            first, last = self._first, self._first + self._tp
+            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(last + 1)]
+            graphs[first].nodes.add(
+                id=0,
+                name="activation",
+                type=workload_pb2.COMM_SEND_NODE,
+                peer=last,
+                tag=0,
+                comm_bytes=size,
+                pg_name="pp",
+            )
+            graphs[last].nodes.add(
+                id=0,
+                name="activation",
+                type=workload_pb2.COMM_RECV_NODE,
+                peer=first,
+                tag=0,
+                comm_bytes=size,
+                pg_name="pp",
+            )
+            self._messages[key] = self._simulate(graphs)
+        return self._messages[key]
+
+    def _simulate(self, graphs: list[workload_pb2.ExecutionGraph]) -> int:
+        return self._network.simulate(graphs).total_time_ps
+
+    @property
+    def distinct(self) -> tuple[int, int]:
+        """Operators and messages priced so far."""
+        return self._operators.distinct, len(self._messages)

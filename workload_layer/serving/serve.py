@@ -1,0 +1,124 @@
+"""A serving workload's run given its pricers: each pool's KV budget checked, the request-level loop run
+(:func:`~stratasim.workload_layer.serving.simulation.simulate_pools`), its figures and counters gathered.
+
+Each pool's iterations are handed to its pricers as typed work (:class:`~stratasim.kernel.serving.Iteration`,
+:class:`~stratasim.kernel.serving.ExpertWork`): the operators :meth:`ServingRequestsWorkload.works` and
+:meth:`~ServingRequestsWorkload.expert_work` give for each shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from stratasim.kernel.counters import CounterSample
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.serving import Iteration, IterationShape, PoolPricers, ServingResult
+from stratasim.kernel.units import format_bytes
+from stratasim.workload_layer.serving.kv_cache import blocks_for
+from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
+from stratasim.workload_layer.serving.requests import Request
+from stratasim.workload_layer.serving.simulation import PoolSetup, Sample, simulate_pools
+
+if TYPE_CHECKING:
+    from stratasim.kernel.serving import KvTransferPricer
+    from stratasim.workload_layer.serving.workload import KvBudget, ServingRequestsWorkload
+
+__all__ = ["kv_budget", "serve"]
+
+
+def serve(
+    workload: ServingRequestsWorkload,
+    pricers: Sequence[PoolPricers],
+    capacities: Sequence[tuple[int | None, str]],
+    transfer: KvTransferPricer | None,
+    counters: bool = False,
+) -> ServingResult:
+    """Serve ``workload``'s requests (see :meth:`~stratasim.kernel.serving.RequestLevelWorkload.serve`)."""
+    requests = workload.requests()
+    budgets = [kv_budget(workload, pool, capacity, requests) for pool, capacity in enumerate(capacities)]
+    setups = [_setup(workload, pool, priced, budgets[pool]) for pool, priced in enumerate(pricers)]
+    run = simulate_pools(requests, setups, workload.config.bucket, transfer, workload.kv_bytes_per_token())
+    config = workload.config
+    figures = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
+    kv = budgets[0]
+    figures |= {
+        "kv_capacity_bytes_per_npu": float(kv.kv_bytes),
+        "weights_bytes_per_npu": float(kv.weights),
+        "activations_bytes_per_npu": float(kv.activations),
+    }
+    firsts = [npus.start for pool in workload.pools() for npus in pool.replica_npus()]
+    return ServingResult(
+        total_time_ps=max((sequence.finish_ps for sequence in run.sequences), default=0),
+        npus=workload.npus_required(),
+        events_processed=run.iterations,
+        figures=figures,
+        timeline=serving_timeline(run),
+        kv_bytes_per_pool=tuple(budget.kv_bytes for budget in budgets),
+        counters=_counters(run.samples, firsts, run.engine_replicas) if counters else (),
+    )
+
+
+def _setup(workload: ServingRequestsWorkload, pool: int, pricers: PoolPricers, budget: KvBudget) -> PoolSetup:
+    """Pool ``pool`` as the loop runs it, its pricers handed the work of each shape."""
+
+    def work(shape: IterationShape) -> Iteration:
+        return Iteration(shape, workload.works(shape, pool))
+
+    return PoolSetup(
+        workload.config.pools[pool],
+        budget.blocks,
+        pricers.iteration,
+        workload.host_swap(pool),
+        workload.speculation(pool),
+        pricers.experts,
+        work,
+        lambda group, member: workload.expert_work(group, member, pool),
+    )
+
+
+def kv_budget(
+    workload: ServingRequestsWorkload, pool: int, capacity: tuple[int | None, str], requests: Sequence[Request]
+) -> KvBudget:
+    """The KV budget of an NPU of pool ``pool`` holding ``capacity`` bytes (None: unknown, and why); a
+    :class:`WorkloadError` when it cannot hold the largest request (the largest prompt, on a prefill pool)."""
+    scheduler = workload.config.pools[pool].scheduler
+    where = f"workload.pools.{pool}.scheduler"
+    if capacity[0] is None and scheduler.kv_capacity is None:
+        raise WorkloadError(
+            f"{where}.kv_capacity: the KV cache's size is unknown ({capacity[1]}); give it, or system.memory_capacity"
+        )
+    kv = workload.kv_budget(capacity[0] or 0, pool)
+    largest = workload.largest_request(requests, pool)
+    needed = blocks_for(largest, scheduler.block_size)
+    pp = workload.config.pools[pool].parallelism.pp
+    if kv.blocks // pp < needed:
+        said = (
+            f"{where}.kv_capacity ({format_bytes(kv.kv_bytes)})"
+            if scheduler.kv_capacity is not None
+            else f"each NPU's {format_bytes(kv.capacity)} less weights {format_bytes(kv.weights)} and activations "
+            f"{format_bytes(max(kv.activations, 0))} leave {format_bytes(max(kv.kv_bytes, 0))}"
+        )
+        shared = f", each of the {pp} batches in flight on the pipeline holding {kv.blocks // pp}" if pp > 1 else ""
+        raise WorkloadError(
+            f"{where}: the KV cache cannot hold one request: {said}, {max(kv.blocks, 0)} blocks of "
+            f"{scheduler.block_size} tokens{shared}, but the largest request needs {needed} ({largest} tokens); give "
+            f"more memory, more {'TP, PP or EP' if workload.config.model.experts else 'TP or PP'}, or shorter requests"
+        )
+    return kv
+
+
+def _counters(samples: list[Sample], firsts: list[int], replicas: list[int]) -> tuple[CounterSample, ...]:
+    """Batch size, queue length and KV blocks in use of each replica (summed over its engines, ``replicas`` giving
+    each engine's) as each sample changes them, on the replica's first NPU (``firsts``)."""
+    state: dict[int, tuple[int, int, int]] = {}
+    counters = []
+    for sample in samples:
+        state[sample.engine] = (sample.batch, sample.queued, sample.kv_blocks_used)
+        replica = replicas[sample.engine]
+        totals = [sum(values) for values in zip(*(state[engine] for engine in state if replicas[engine] == replica))]
+        counters += [
+            CounterSample(firsts[replica], name, sample.time_ps, value)
+            for name, value in zip(("batch size", "queue length", "KV blocks used"), totals)
+        ]
+    return tuple(counters)
