@@ -233,6 +233,7 @@ def test_grpc_core_log_lines_stay_off_the_error_output() -> None:
     # A bind that fails makes gRPC's C core log an "E... add_port.cc" line before the exception; the command line
     # keeps the core quiet, so its one error line comes first (as under a memory limit, where the core may complain
     # about epoll).
-    code, stderr, _ = stratasim("serve", "compute", "--backend", "roofline", "--listen", "256.0.0.1:1")
+    done = stratasim_process("serve", "compute", "--backend", "roofline", "--listen", "256.0.0.1:1")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, "cannot listen on '256.0.0.1:1'")
     assert stderr.startswith("error: ")
