@@ -15,7 +15,7 @@ import pytest
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.remote import spawn
 from tests.helpers import stratasim_process, wait_until
-from tests.remote.helpers import free_port
+from tests.remote.helpers import refused_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
@@ -45,9 +45,9 @@ def test_bad_study_input(override: str, fragments: tuple[str, ...]) -> None:
 
 
 def test_unreachable_endpoint() -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
-    started = time.monotonic()
-    done = stratasim_process("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    with refused_endpoint() as endpoint:
+        started = time.monotonic()
+        done = stratasim_process("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
     code, stderr, seconds = done.returncode, done.stderr, time.monotonic() - started
     assert_one_clear_message(code, stderr, f"network layer at {endpoint} is unreachable")
     assert seconds < 15
