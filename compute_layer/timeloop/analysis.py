@@ -118,34 +118,8 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
     caller has ``checked`` it already)."""
     if not checked:
         check(problem, acc, mapping)
-    depth = len(acc.levels)
-    # Words read from and written to each level, by operand.
-    reads: list[dict[str, int]] = [dict.fromkeys(problem.operands, 0) for _ in range(depth)]
-    writes: list[dict[str, int]] = [dict.fromkeys(problem.operands, 0) for _ in range(depth)]
     macs = problem.points * problem.ops_per_point
-    top = tile(problem, mapping, depth - 1, True)
-    for operand in problem.operands:
-        chain = [i for i, level in enumerate(acc.levels) if operand in level.keeps]
-        touches = macs if chain[0] == 0 else macs // _fanout(problem, mapping, operand)
-        if operand == "outputs":
-            writes[chain[0]][operand] += touches
-            # An element-wise output is written once per point; a MAC's is read, updated and written back.
-            reads[chain[0]][operand] += touches if problem.kind != "elementwise" else 0
-        else:
-            reads[chain[0]][operand] += touches
-        for child, parent in zip(chain, chain[1:]):
-            moved = problem.footprint(operand, tile(problem, mapping, child, True)) * _refills(
-                problem, mapping, operand, child
-            )
-            if operand == "outputs":
-                back = max(0, moved - problem.footprint(operand, top))
-                reads[child][operand] += moved
-                writes[parent][operand] += moved
-                reads[parent][operand] += back
-                writes[child][operand] += back
-            else:
-                reads[parent][operand] += moved
-                writes[child][operand] += moved
+    reads, writes = _words_moved(problem, acc, mapping, macs)
     accesses = []
     for index, level in enumerate(acc.levels):
         instances = acc.pes if index == 0 else 1
@@ -178,6 +152,40 @@ def evaluate(problem: Problem, acc: Accelerator, mapping: Mapping, checked: bool
         levels=tuple(accesses),
         bound=bound,
     )
+
+
+def _words_moved(
+    problem: Problem, acc: Accelerator, mapping: Mapping, macs: int
+) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Words read from and written to each level of ``acc``, by operand: the MACs' touches at each operand's
+    innermost level, then each tile's refills between a level keeping it and the next outer one."""
+    depth = len(acc.levels)
+    reads: list[dict[str, int]] = [dict.fromkeys(problem.operands, 0) for _ in range(depth)]
+    writes: list[dict[str, int]] = [dict.fromkeys(problem.operands, 0) for _ in range(depth)]
+    top = tile(problem, mapping, depth - 1, True)
+    for operand in problem.operands:
+        chain = [i for i, level in enumerate(acc.levels) if operand in level.keeps]
+        touches = macs if chain[0] == 0 else macs // _fanout(problem, mapping, operand)
+        if operand == "outputs":
+            writes[chain[0]][operand] += touches
+            # An element-wise output is written once per point; a MAC's is read, updated and written back.
+            reads[chain[0]][operand] += touches if problem.kind != "elementwise" else 0
+        else:
+            reads[chain[0]][operand] += touches
+        for child, parent in zip(chain, chain[1:]):
+            moved = problem.footprint(operand, tile(problem, mapping, child, True)) * _refills(
+                problem, mapping, operand, child
+            )
+            if operand == "outputs":
+                back = max(0, moved - problem.footprint(operand, top))
+                reads[child][operand] += moved
+                writes[parent][operand] += moved
+                reads[parent][operand] += back
+                writes[child][operand] += back
+            else:
+                reads[parent][operand] += moved
+                writes[child][operand] += moved
+    return reads, writes
 
 
 def _port_cycles(level: StorageLevel, reads: int, writes: int, instances: int = 1) -> int:
@@ -229,35 +237,9 @@ def _zigzag(
     stalls it."""
     store = acc.levels[-1]
     compute = mapping.temporal_steps() * problem.ops_per_point
-    periodic_reads = periodic_writes = 0
-    once: list[tuple[str, int, int]] = []  # (operand, cycles, least cycles after idle cycles are handed out)
-    for operand in problem.operands:
-        chain = [i for i, level in enumerate(acc.levels) if operand in level.keeps]
-        if len(chain) < 2:
-            continue
-        child = chain[-2]
-        own = _own_allocation(problem, acc, mapping, operand, child, chain[-1])
-        words = problem.footprint(operand, tile(problem, own, child, True))
-        refills = _refills(problem, own, operand, child)
-        if refills == 1:
-            # What its innermost level holds, one PE's registers or a shared level's tile (ZigZag's minimum).
-            least = problem.footprint(operand, tile(problem, mapping, chain[0], chain[0] > 0))
-            once.append((operand, _port_cycles(store, words, 0), _port_cycles(store, least, 0)))
-        elif operand == "outputs":
-            back = max(
-                0, words * refills - problem.footprint(operand, tile(problem, mapping, len(acc.levels) - 1, True))
-            )
-            periodic_writes, periodic_reads = periodic_writes + words * refills, periodic_reads + back
-        else:
-            periodic_reads += words * refills
-            once.append((operand, _port_cycles(store, words, 0), _port_cycles(store, words, 0)))  # its first period
+    periodic_reads, periodic_writes, once = _backing_store_transfers(problem, acc, mapping)
     busy = _port_cycles(store, periodic_reads, periodic_writes)
-    idle = max(0, compute - busy)
-    remaining = {}
-    for operand, cycles, least in sorted(once, key=lambda t: -t[1]):  # stable: inputs, weights, outputs
-        cut = min(max(0, cycles - least), idle)
-        idle -= cut
-        remaining[operand] = cycles - cut
+    remaining = _after_idle_cycles(once, max(0, compute - busy))
     onload = max((c for o, c in remaining.items() if o != "outputs"), default=0)
     offload = remaining.get("outputs", 0)
     drain = 0
@@ -279,3 +261,45 @@ def _zigzag(
         levels=tuple(accesses),
         bound=bound,
     )
+
+
+def _backing_store_transfers(
+    problem: Problem, acc: Accelerator, mapping: Mapping
+) -> tuple[int, int, list[tuple[str, int, int]]]:
+    """ZigZag's traffic with the backing store: the words read and written repeatedly during compute, and the
+    transfers made once, each as (operand, cycles, least cycles after idle cycles are handed out)."""
+    store = acc.levels[-1]
+    periodic_reads = periodic_writes = 0
+    once: list[tuple[str, int, int]] = []
+    for operand in problem.operands:
+        chain = [i for i, level in enumerate(acc.levels) if operand in level.keeps]
+        if len(chain) < 2:
+            continue
+        child = chain[-2]
+        own = _own_allocation(problem, acc, mapping, operand, child, chain[-1])
+        words = problem.footprint(operand, tile(problem, own, child, True))
+        refills = _refills(problem, own, operand, child)
+        if refills == 1:
+            # What its innermost level holds, one PE's registers or a shared level's tile (ZigZag's minimum).
+            least = problem.footprint(operand, tile(problem, mapping, chain[0], chain[0] > 0))
+            once.append((operand, _port_cycles(store, words, 0), _port_cycles(store, least, 0)))
+        elif operand == "outputs":
+            back = max(
+                0, words * refills - problem.footprint(operand, tile(problem, mapping, len(acc.levels) - 1, True))
+            )
+            periodic_writes, periodic_reads = periodic_writes + words * refills, periodic_reads + back
+        else:
+            periodic_reads += words * refills
+            once.append((operand, _port_cycles(store, words, 0), _port_cycles(store, words, 0)))  # its first period
+    return periodic_reads, periodic_writes, once
+
+
+def _after_idle_cycles(once: list[tuple[str, int, int]], idle: int) -> dict[str, int]:
+    """The cycles left of each transfer made ``once`` after the port's ``idle`` cycles during compute are handed to
+    the largest first (``reduce_ordered``), each down to its least."""
+    remaining = {}
+    for operand, cycles, least in sorted(once, key=lambda t: -t[1]):  # stable: inputs, weights, outputs
+        cut = min(max(0, cycles - least), idle)
+        idle -= cut
+        remaining[operand] = cycles - cut
+    return remaining

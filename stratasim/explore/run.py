@@ -148,11 +148,13 @@ def run_sweep(
     notes: Callable[[str], None] | None = None,
     budget: Budget = DEFAULT_BUDGET,
 ) -> SweepOutcome:
-    """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends: one after
-    the other, on ``workers`` local processes, or on the Dask scheduler at ``cluster`` (the same results, kept
-    in the order they finish). With a fidelity ladder, each level runs the trials the level before kept.
-    ``notes`` hears, before any trial runs, what each generator gave and skipped. ``budget`` bounds each trial
-    and the sweep's list of trials (refused before it is enumerated when it would not fit)."""
+    """Run every trial of ``sweep`` not already finished in ``store``, each kept as soon as it ends.
+
+    Trials run one after the other, on ``workers`` local processes, or on the Dask scheduler at ``cluster`` (the same
+    results, kept in the order they finish). With a fidelity ladder, each level runs the trials the level before
+    kept. ``notes`` hears, before any trial runs, what each generator gave and skipped. ``budget`` bounds each trial
+    and the sweep's list of trials (refused before it is enumerated when it would not fit).
+    """
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
     space = resolve(sweep)
@@ -169,53 +171,96 @@ def run_sweep(
             progress.trial(record)
 
     if sweep.section.search.method in ("tpe", "nsga2"):  # each trial learns from the ones before: in turn
-        _check_space(
-            sweep,
-            space.params(
-                {key: values[0] if isinstance(values, list) else values.low for key, values in space.axes.items()}
-            ),
-        )
-        finished = store.finished()
-        before = len(finished)
-        if progress is not None:
-            progress.level("", sweep.section.search.trials or 0, min(before, sweep.section.search.trials or 0))
-
-        def run_one(number: int, params: dict[str, Any]) -> TrialRecord:
-            record = _run_trial(sweep, number, params, wanted, budget=budget)
-            keep(record)
-            return record
-
-        searched = model_search(sweep, space, list(finished.values()), run_one)
-        return SweepOutcome(searched, len(searched) - before, pareto(sweep, searched), notes=tuple(space.notes()))
+        return _run_model_search(sweep, space, store, progress, wanted, keep, budget)
     trials = expand(sweep, space)
     if trials:
-        _check_space(sweep, trials[0])
-        for index, level in enumerate(sweep.section.fidelity):
-            varied = sorted(set(level.set) & set(trials[0]))
-            if varied:
-                raise ConfigError(
-                    sweep.source,
-                    [(f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it")],
-                )
-            _check_space(sweep, trials[0], level.set, f"fidelity[{index}].set")
-    levels: list[Fidelity | None] = [*sweep.section.fidelity] or [None]
-    candidates, ran, summaries = list(enumerate(trials)), 0, []
-    records: list[TrialRecord] = []
-    for index, step in enumerate(levels):
-        done = store.finished(index)
-        todo = [(number, params) for number, params in candidates if trial_key(params) not in done]
-        fixed = step.set if step is not None else {}
-        calls = [(sweep, number, params, wanted, fixed, index, budget) for number, params in todo]
-        if progress is not None:
-            progress.level(step.name if step is not None else "", len(candidates), len(candidates) - len(todo))
-        _execute(calls, partial(_kept_in, keep, done), workers, cluster)
-        ran += len(todo)
-        previous, records = records, [done[trial_key(params)] for _, params in candidates]
-        if step is not None:
-            passed = kept(sweep, step, records) if step.keep is not None else []
-            summaries.append(level_outcome(sweep, step, records, passed, previous if index else None))
-            candidates = [(r.number, r.params) for r in passed]
+        _check_levels(sweep, trials[0])
+    ladder = _Ladder(sweep, store, progress, wanted, budget)
+    records, ran, summaries = ladder.run(list(enumerate(trials)), keep, workers, cluster)
     return SweepOutcome(records, ran, pareto(sweep, records), summaries, tuple(space.notes()))
+
+
+def _run_model_search(
+    sweep: Sweep,
+    space: Space,
+    store: ResultStore,
+    progress: SweepProgress | None,
+    wanted: list[str],
+    keep: Callable[[TrialRecord], None],
+    budget: Budget,
+) -> SweepOutcome:
+    """A model-based search (TPE, NSGA-II): each trial chosen from the ones before, so they run in turn."""
+    _check_space(
+        sweep,
+        space.params(
+            {key: values[0] if isinstance(values, list) else values.low for key, values in space.axes.items()}
+        ),
+    )
+    finished = store.finished()
+    before = len(finished)
+    if progress is not None:
+        progress.level("", sweep.section.search.trials or 0, min(before, sweep.section.search.trials or 0))
+
+    def run_one(number: int, params: dict[str, Any]) -> TrialRecord:
+        record = _run_trial(sweep, number, params, wanted, budget=budget)
+        keep(record)
+        return record
+
+    searched = model_search(sweep, space, list(finished.values()), run_one)
+    return SweepOutcome(searched, len(searched) - before, pareto(sweep, searched), notes=tuple(space.notes()))
+
+
+def _check_levels(sweep: Sweep, first: dict[str, Any]) -> None:
+    """The base study with the ``first`` trial's keys is valid, alone and with each fidelity level's keys set; no
+    level sets a key the space varies."""
+    _check_space(sweep, first)
+    for index, level in enumerate(sweep.section.fidelity):
+        varied = sorted(set(level.set) & set(first))
+        if varied:
+            raise ConfigError(
+                sweep.source,
+                [(f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it")],
+            )
+        _check_space(sweep, first, level.set, f"fidelity[{index}].set")
+
+
+@dataclass(frozen=True)
+class _Ladder:
+    """The levels of a sweep's fidelity ladder (one level, the study as it is, without one), run in turn."""
+
+    sweep: Sweep
+    store: ResultStore
+    progress: SweepProgress | None
+    wanted: list[str]
+    budget: Budget
+
+    def run(
+        self,
+        candidates: list[tuple[int, dict[str, Any]]],
+        keep: Callable[[TrialRecord], None],
+        workers: int,
+        cluster: str | None,
+    ) -> tuple[list[TrialRecord], int, list[LevelOutcome]]:
+        """Each level runs its ``candidates`` not yet finished, then keeps those the next level runs; the last
+        level's records, how many trials ran, and each level's outcome."""
+        levels: list[Fidelity | None] = [*self.sweep.section.fidelity] or [None]
+        ran, summaries = 0, []
+        records: list[TrialRecord] = []
+        for index, step in enumerate(levels):
+            done = self.store.finished(index)
+            todo = [(number, params) for number, params in candidates if trial_key(params) not in done]
+            fixed = step.set if step is not None else {}
+            calls = [(self.sweep, number, params, self.wanted, fixed, index, self.budget) for number, params in todo]
+            if self.progress is not None:
+                self.progress.level(step.name if step is not None else "", len(candidates), len(candidates) - len(todo))
+            _execute(calls, partial(_kept_in, keep, done), workers, cluster)
+            ran += len(todo)
+            previous, records = records, [done[trial_key(params)] for _, params in candidates]
+            if step is not None:
+                passed = kept(self.sweep, step, records) if step.keep is not None else []
+                summaries.append(level_outcome(self.sweep, step, records, passed, previous if index else None))
+                candidates = [(r.number, r.params) for r in passed]
+        return records, ran, summaries
 
 
 def _kept_in(keep: Callable[[TrialRecord], None], finished: dict[str, TrialRecord], record: TrialRecord) -> None:

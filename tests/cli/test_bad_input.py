@@ -14,19 +14,11 @@ import pytest
 
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.remote import spawn
-from tests.remote.helpers import free_port
+from tests.helpers import stratasim_process, wait_until
+from tests.remote.helpers import refused_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
-
-
-def stratasim(*args: str, timeout: float = 60) -> tuple[int, str, float]:
-    """Run ``python -m stratasim ARGS``; return the exit code, stderr and the seconds it took."""
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
-    return done.returncode, done.stderr, time.monotonic() - started
 
 
 def assert_one_clear_message(code: int, stderr: str, *fragments: str) -> None:
@@ -47,13 +39,16 @@ def assert_one_clear_message(code: int, stderr: str, *fragments: str) -> None:
     ],
 )
 def test_bad_study_input(override: str, fragments: tuple[str, ...]) -> None:
-    code, stderr, _ = stratasim("run", QUICKSTART, "--set", override)
+    done = stratasim_process("run", QUICKSTART, "--set", override)
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, *fragments)
 
 
 def test_unreachable_endpoint() -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
-    code, stderr, seconds = stratasim("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    with refused_endpoint() as endpoint:
+        started = time.monotonic()
+        done = stratasim_process("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    code, stderr, seconds = done.returncode, done.stderr, time.monotonic() - started
     assert_one_clear_message(code, stderr, f"network layer at {endpoint} is unreachable")
     assert seconds < 15
 
@@ -67,7 +62,8 @@ def test_endpoint_of_another_protocol_version() -> None:
         f"{prelude}from stratasim.remote import serve; serve('network', 'analytical', '127.0.0.1:0')",
     ]
     with spawn("network", "analytical", command=command) as endpoint:
-        code, stderr, _ = stratasim("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+        done = stratasim_process("run", QUICKSTART, "--set", f"network.endpoint={endpoint}")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(
         code,
         stderr,
@@ -77,29 +73,29 @@ def test_endpoint_of_another_protocol_version() -> None:
     )
 
 
-def _connected(port: int) -> bool:
-    """Whether a TCP connection to the local ``port`` is established (Linux's /proc/net/tcp; elsewhere, after 60 s)."""
-    table = Path("/proc/net/tcp")
-    rows = table.read_text().splitlines()[1:] if table.exists() else []
-    return any(row.split()[3] == "01" and int(row.split()[1].rsplit(":", 1)[1], 16) == port for row in rows)
+# The server a run talks to, its congestion-aware network wrapped to write MARKER on its first window (``advance``):
+# the test kills it once the run is in its windows, not after a guessed time.
+_SERVER_MARKING_ITS_FIRST_WINDOW = """
+import pathlib, sys
+from stratasim.cli import main
+from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
+marker, advance = pathlib.Path(sys.argv[1]), CongestionAwareNetwork.advance
+def advance_marked(self, until_ps):
+    if not marker.exists():
+        marker.touch()
+    return advance(self, until_ps)
+CongestionAwareNetwork.advance = advance_marked
+sys.exit(main(["serve", "network", "--backend", "congestion_aware", "--listen", "127.0.0.1:0"]))
+"""
 
 
-def test_server_killed_mid_run() -> None:
+def test_server_killed_mid_run(tmp_path: Path) -> None:
     # A 512-NPU ring all-reduce in 32 chunks takes several seconds of windows; the server dies early on. (The
     # network is congestion-aware: an analytical one, stateless, would have priced every kind of message the run
     # sends within its first steps, and not be asked again.)
+    marker = tmp_path / "advanced"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stratasim",
-            "serve",
-            "network",
-            "--backend",
-            "congestion_aware",
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-        ],
+        [sys.executable, "-c", _SERVER_MARKING_ITS_FIRST_WINDOW, str(marker)],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -128,11 +124,8 @@ def test_server_killed_mid_run() -> None:
             text=True,
             cwd=ROOT,
         )
-        port = int(endpoint.rsplit(":", 1)[1])
-        deadline = time.monotonic() + 60  # the run starts (imports, builds its graphs), then connects
-        while not _connected(port) and time.monotonic() < deadline and run.poll() is None:
-            time.sleep(0.1)
-        time.sleep(1.0)  # into its windows
+        # The run starts (imports, builds its graphs), connects, then asks for its first window.
+        wait_until(lambda: marker.exists() or run.poll() is not None, 60, "the run's first window at the server")
         os.kill(server.pid, signal.SIGKILL)
         started = time.monotonic()
         _, stderr = run.communicate(timeout=30)
@@ -160,17 +153,20 @@ def test_spawned_layers_give_the_in_process_result_for_the_training_loop() -> No
 def test_an_algorithm_that_does_not_fit_its_dimension_fails_check_and_run() -> None:
     override = ("--set", "system.algorithm=halving_doubling", "--set", "network.topology.0.size=6")
     for command in ("check", "run"):
-        code, stderr, _ = stratasim(command, QUICKSTART, *override)
+        done = stratasim_process(command, QUICKSTART, *override)
+        code, stderr = done.returncode, done.stderr
         assert_one_clear_message(code, stderr, "halving_doubling needs a power of two", "lines of 6 NPUs")
 
 
 def test_an_unknown_algorithm_is_named() -> None:
-    code, stderr, _ = stratasim("check", QUICKSTART, "--set", "system.algorithm=butterfly")
+    done = stratasim_process("check", QUICKSTART, "--set", "system.algorithm=butterfly")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, "system.algorithm", "unknown algorithm 'butterfly'")
 
 
 def test_splits_must_be_positive() -> None:
-    code, stderr, _ = stratasim("check", QUICKSTART, "--set", "system.splits=0")
+    done = stratasim_process("check", QUICKSTART, "--set", "system.splits=0")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, "system.splits", "greater than or equal to 1")
 
 
@@ -238,6 +234,7 @@ def test_grpc_core_log_lines_stay_off_the_error_output() -> None:
     # A bind that fails makes gRPC's C core log an "E... add_port.cc" line before the exception; the command line
     # keeps the core quiet, so its one error line comes first (as under a memory limit, where the core may complain
     # about epoll).
-    code, stderr, _ = stratasim("serve", "compute", "--backend", "roofline", "--listen", "256.0.0.1:1")
+    done = stratasim_process("serve", "compute", "--backend", "roofline", "--listen", "256.0.0.1:1")
+    code, stderr = done.returncode, done.stderr
     assert_one_clear_message(code, stderr, "cannot listen on '256.0.0.1:1'")
     assert stderr.startswith("error: ")

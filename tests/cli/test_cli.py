@@ -13,6 +13,7 @@ from stratasim.cli import commands as cli
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import RemoteError
 from stratasim.study.run import run_study
+from tests.helpers import RunCli
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
@@ -28,22 +29,15 @@ CONTRACT = {
 }
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_check_ok(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
-    code, out, err = run(capsys, "check", str(study_file))
+def test_check_ok(run_cli: RunCli, study_file: Path) -> None:
+    code, out, err = run_cli("check", str(study_file))
     assert code == 0 and err == ""
     assert out.strip() == "OK: tiny — 8 NPUs, workload fake, network analytical"
 
 
-def test_check_names_each_dimension_s_backend_when_they_mix(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_names_each_dimension_s_backend_when_they_mix(run_cli: RunCli) -> None:
     """Issue 14's defect: ``check`` said ``analytical`` for a study mixing backends per dimension."""
-    code, out, _ = run(
-        capsys,
+    code, out, _ = run_cli(
         "check",
         str(ROOT / "examples" / "quickstart.yaml"),
         "--set",
@@ -52,18 +46,18 @@ def test_check_names_each_dimension_s_backend_when_they_mix(capsys: pytest.Captu
     assert code == 0 and out.strip().endswith("network mixed (dim 0 analytical, dim 1 congestion_aware)")
 
 
-def test_device_names_match_in_any_case(capsys: pytest.CaptureFixture[str]) -> None:
+def test_device_names_match_in_any_case(run_cli: RunCli) -> None:
     """Issue 14's defect: ``--device H100`` was taken by ``cost`` and refused by ``run``; every backend looks names
     up case-insensitively, and so do ``run`` and ``check`` now, with the same times."""
     study = ROOT / "examples" / "training_loop.yaml"
-    assert run(capsys, "check", str(study), "--set", "compute.device=H100")[0] == 0
+    assert run_cli("check", str(study), "--set", "compute.device=H100")[0] == 0
     upper = run_study(load_study(study, ["compute.device=H100"]))
     assert upper.result == run_study(load_study(study)).result
 
 
-def test_check_reports_every_problem_without_traceback(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
-    code, out, err = run(
-        capsys, "check", str(study_file), "--set", "network.topology[1].bandwidth=0GB/s", "--set", "system.splits=zero"
+def test_check_reports_every_problem_without_traceback(run_cli: RunCli, study_file: Path) -> None:
+    code, out, err = run_cli(
+        "check", str(study_file), "--set", "network.topology[1].bandwidth=0GB/s", "--set", "system.splits=zero"
     )
     assert code == 2 and out == ""
     assert err.startswith(f"error: {study_file}: 2 problems")
@@ -79,29 +73,29 @@ def test_check_reports_every_problem_without_traceback(capsys: pytest.CaptureFix
     ],
 )
 def test_check_catches_what_only_building_shows(
-    capsys: pytest.CaptureFixture[str], study_file: Path, override: str, fragment: str
+    run_cli: RunCli, study_file: Path, override: str, fragment: str
 ) -> None:
-    code, _, err = run(capsys, "check", str(study_file), "--set", override)
+    code, _, err = run_cli("check", str(study_file), "--set", override)
     assert code == 2 and fragment in err and err.count("\n") == 1
 
 
-def test_missing_file_and_bad_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = run(capsys, "check", str(tmp_path / "absent.yaml"))
+def test_missing_file_and_bad_usage(run_cli: RunCli, tmp_path: Path) -> None:
+    code, _, err = run_cli("check", str(tmp_path / "absent.yaml"))
     assert code == 2 and "absent.yaml" in err and "no such file" in err
-    code, _, err = run(capsys, "frobnicate")
+    code, _, err = run_cli("frobnicate")
     assert code == 2 and "usage:" in err
-    code, _, err = run(capsys, "serve", "network", "--backend", "analytical", "--listen", "nowhere")
+    code, _, err = run_cli("serve", "network", "--backend", "analytical", "--listen", "nowhere")
     assert code == 2 and "HOST:PORT" in err
 
 
-def test_run_prints_the_table(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
-    code, out, err = run(capsys, "run", str(study_file))
+def test_run_prints_the_table(run_cli: RunCli, study_file: Path) -> None:
+    code, out, err = run_cli("run", str(study_file))
     assert code == 0 and err == ""
     assert out.startswith("tiny: 8 NPUs, 1 collective") and "all_reduce" in out and "per NPU" in out
 
 
-def test_run_json_has_every_contract_field(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
-    code, out, _ = run(capsys, "run", str(study_file), "--json")
+def test_run_json_has_every_contract_field(run_cli: RunCli, study_file: Path) -> None:
+    code, out, _ = run_cli("run", str(study_file), "--json")
     assert code == 0
     report = json.loads(out)
     assert set(report) >= CONTRACT
@@ -115,16 +109,16 @@ def test_run_json_has_every_contract_field(capsys: pytest.CaptureFixture[str], s
     assert [n["npu"] for n in report["per_npu"]] == list(range(8))
 
 
-def test_workload_may_use_fewer_npus_than_the_topology(capsys: pytest.CaptureFixture[str], study_file: Path) -> None:
-    code, out, _ = run(capsys, "run", str(study_file), "--json", "--set", "workload.npus=4")
+def test_workload_may_use_fewer_npus_than_the_topology(run_cli: RunCli, study_file: Path) -> None:
+    code, out, _ = run_cli("run", str(study_file), "--json", "--set", "workload.npus=4")
     report = json.loads(out)
     assert code == 0 and report["npus"] == 4 and len(report["per_npu"]) == 4
     assert len(report["collectives"][0]["network_delay_ns_per_phase"]) == 1  # only the ring dimension is used
 
 
-def test_run_out_writes_report_and_trace(capsys: pytest.CaptureFixture[str], study_file: Path, tmp_path: Path) -> None:
+def test_run_out_writes_report_and_trace(run_cli: RunCli, study_file: Path, tmp_path: Path) -> None:
     out_dir = tmp_path / "results"
-    code, out, _ = run(capsys, "run", str(study_file), "--json", "--out", str(out_dir))
+    code, out, _ = run_cli("run", str(study_file), "--json", "--out", str(out_dir))
     assert code == 0 and json.loads(out) == json.loads((out_dir / "report.json").read_text())
     trace = json.loads((out_dir / "trace.json").read_text())
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
@@ -141,33 +135,29 @@ def test_run_is_deterministic(study_file: Path) -> None:
     assert first == second
 
 
-def test_remote_failure_is_one_message(
-    capsys: pytest.CaptureFixture[str], study_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_remote_failure_is_one_message(run_cli: RunCli, study_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from stratasim import remote
 
     def unreachable(endpoint: str, *, backend: str) -> None:
         raise RemoteError(f"network layer at {endpoint} is unreachable")
 
     monkeypatch.setattr(remote, "open_network", unreachable)
-    code, out, err = run(capsys, "run", str(study_file), "--set", "network.endpoint=127.0.0.1:9")
+    code, out, err = run_cli("run", str(study_file), "--set", "network.endpoint=127.0.0.1:9")
     assert code == 2 and out == "" and err == "error: network layer at 127.0.0.1:9 is unreachable\n"
 
 
-def test_keyboard_interrupt_exits_130(
-    capsys: pytest.CaptureFixture[str], study_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_keyboard_interrupt_exits_130(run_cli: RunCli, study_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "run_study", interrupted)
-    code, _, _ = run(capsys, "run", str(study_file))
+    code, _, _ = run_cli("run", str(study_file))
     assert code == 130
 
 
 @pytest.mark.parametrize("example", ["quickstart.yaml", "training_loop.yaml"])
-def test_examples_run(capsys: pytest.CaptureFixture[str], example: str) -> None:
-    code, out, err = run(capsys, "run", str(ROOT / "examples" / example), "--json")
+def test_examples_run(run_cli: RunCli, example: str) -> None:
+    code, out, err = run_cli("run", str(ROOT / "examples" / example), "--json")
     assert code == 0, err
     report = json.loads(out)
     assert report["total_time_ps"] > 0 and report["collectives"] and report["wall_seconds"] < 5

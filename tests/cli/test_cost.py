@@ -4,30 +4,20 @@ one ``error:`` line with exit 2 — including a profile that lacks the shape ask
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from stratasim.cli.commands import main
 from tests.compute_layer.profile_helpers import write_table
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import RunCli, stratasim_process
 
 # 4096³ BF16 GEMM on an H100 (989.4 TFLOPS): ceil(137438953472e12 / 989.4e12) = 138911415 ps (138911414.99...), compute bound.
 GEMM_4096_PS = 138911415
 
 
-def _cost(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["cost", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_json_pins_the_roofline_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cost(
-        capsys,
+def test_json_pins_the_roofline_numbers(run_cli: RunCli) -> None:
+    code, out, _ = run_cli(
+        "cost",
         "gemm",
         "--m",
         "4096",
@@ -61,16 +51,16 @@ def test_json_pins_the_roofline_numbers(capsys: pytest.CaptureFixture[str]) -> N
     assert row["energy_pj"] == 700 * GEMM_4096_PS and row["traffic"] == {"dram": 3 * 4096**2 * 2, "sram": sram}
 
 
-def test_key_value_form_equals_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
-    _, flags, _ = _cost(capsys, "gemm", "--m", "64", "--k", "32", "--n", "16", "--device", "a100", "--json")
-    _, pairs, _ = _cost(capsys, "gemm", "M=64", "K=32", "N=16", "--device", "a100", "--json")
+def test_key_value_form_equals_the_flags(run_cli: RunCli) -> None:
+    _, flags, _ = run_cli("cost", "gemm", "--m", "64", "--k", "32", "--n", "16", "--device", "a100", "--json")
+    _, pairs, _ = run_cli("cost", "gemm", "M=64", "K=32", "N=16", "--device", "a100", "--json")
     assert flags == pairs
 
 
-def test_table_compares_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_table_compares_backends(tmp_path: Path, run_cli: RunCli) -> None:
     table = str(write_table(tmp_path))
-    code, out, _ = _cost(
-        capsys,
+    code, out, _ = run_cli(
+        "cost",
         "gemm",
         "M=1536",
         "K=1024",
@@ -93,15 +83,15 @@ def test_table_compares_backends(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "15 us" in profile and "2.000 uJ" in profile and "unknown" in profile
 
 
-def test_elementwise(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cost(capsys, "elementwise", "shape=1024x1024", "--device", "h100", "--json")
+def test_elementwise(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("cost", "elementwise", "shape=1024x1024", "--device", "h100", "--json")
     (row,) = json.loads(out)["costs"]
     assert code == 0 and row["bound"] == "memory" and row["traffic"] == {"dram": 2 * 2**20 * 2, "sram": 2 * 2**20 * 2}
 
 
-def test_conv_is_priced_by_roofline_and_timeloop(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cost(
-        capsys,
+def test_conv_is_priced_by_roofline_and_timeloop(run_cli: RunCli) -> None:
+    code, out, _ = run_cli(
+        "cost",
         "conv",
         "N=1",
         "K=32",
@@ -122,10 +112,10 @@ def test_conv_is_priced_by_roofline_and_timeloop(capsys: pytest.CaptureFixture[s
     assert code == 0 and row["duration_ps"] == 412_000 and row["bound"] == "compute"
 
 
-def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, run_cli: RunCli) -> None:
     table = str(write_table(tmp_path))
-    code, out, _ = _cost(
-        capsys,
+    code, out, _ = run_cli(
+        "cost",
         "gemm",
         "M=8192",
         "K=1024",
@@ -189,7 +179,7 @@ def test_a_backend_lacking_the_shape_is_a_row_when_compared(tmp_path: Path, caps
     ],
 )
 def test_bad_input_is_one_error_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], fragments: tuple[str, ...]
+    tmp_path: Path, run_cli: RunCli, args: tuple[str, ...], fragments: tuple[str, ...]
 ) -> None:
     files = {
         "table": str(write_table(tmp_path)),
@@ -202,21 +192,15 @@ def test_bad_input_is_one_error_line(
         ),
         "short": str(write_table(tmp_path, "device,kind,dtype,m,k,n\n", "short.csv")),
     }
-    code, out, err = _cost(capsys, *(arg.format(**files) for arg in args))
+    code, out, err = run_cli("cost", *(arg.format(**files) for arg in args))
     assert code == 2 and out == "" and err.startswith("error: ") and "Traceback" not in err
     for fragment in fragments:
         assert fragment in err
 
 
-def _python_stratasim(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
-
-
 def test_serve_refuses_a_malformed_profile_before_listening(tmp_path: Path) -> None:
     bad = write_table(tmp_path, "device,kind,dtype,m,k,n,time\nh100,gemm,bf16,1,1,1,soon\n")
-    done = _python_stratasim(
+    done = stratasim_process(
         "serve", "compute", "--backend", "profile", "--profile", str(bad), "--listen", "127.0.0.1:0"
     )
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "line 2, time" in done.stderr
@@ -232,30 +216,29 @@ def test_run_with_a_malformed_profile_names_the_line(tmp_path: Path) -> None:
         "compute: {backend: profile, device: h100, profile: times.csv}\n",
         encoding="utf-8",
     )
-    done = _python_stratasim("run", str(study))
+    done = stratasim_process("run", str(study))
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
     assert "times.csv" in done.stderr and "line 2, time: a time cannot be negative" in done.stderr
 
 
-def test_backends_compare_each_on_its_own_device(capsys: pytest.CaptureFixture[str]) -> None:
+# Two backends, each with its own device, in order.
+ROOFLINE_AND_TIMELOOP = (
+    "--backend",
+    "roofline",
+    "--backend",
+    "timeloop",
+    "--device",
+    "h100",
+    "--device",
+    "systolic-32x32-os",
+)
+
+
+def test_backends_compare_each_on_its_own_device(run_cli: RunCli) -> None:
     """Issue 14's defect: backends name their devices differently, so one --device could not serve several
     --backend; one --device per --backend, in order, prices each on its own."""
-    code, out, _ = _cost(
-        capsys,
-        "gemm",
-        "M=4096",
-        "K=4096",
-        "N=4096",
-        "--backend",
-        "roofline",
-        "--backend",
-        "timeloop",
-        "--device",
-        "h100",
-        "--device",
-        "systolic-32x32-os",
-        "--json",
-        "--datasheet",
+    code, out, _ = run_cli(
+        "cost", "gemm", "M=4096", "K=4096", "N=4096", *ROOFLINE_AND_TIMELOOP, "--json", "--datasheet"
     )
     assert code == 0
     data = json.loads(out)
@@ -264,58 +247,32 @@ def test_backends_compare_each_on_its_own_device(capsys: pytest.CaptureFixture[s
         ("timeloop", "systolic-32x32-os"),
     ]
     assert data["costs"][0]["duration_ps"] == GEMM_4096_PS and data["costs"][1]["duration_ps"] > GEMM_4096_PS
-    code, out, _ = _cost(
-        capsys,
-        "gemm",
-        "M=4096",
-        "K=4096",
-        "N=4096",
-        "--backend",
-        "roofline",
-        "--backend",
-        "timeloop",
-        "--device",
-        "h100",
-        "--device",
-        "systolic-32x32-os",
-    )
+    code, out, _ = run_cli("cost", "gemm", "M=4096", "K=4096", "N=4096", *ROOFLINE_AND_TIMELOOP)
     assert code == 0 and "device" in out.splitlines()[1] and "systolic-32x32-os" in out
-    code, _, err = _cost(
-        capsys,
-        "gemm",
-        "M=8",
-        "K=8",
-        "N=8",
-        "--backend",
-        "roofline",
-        "--backend",
-        "timeloop",
-        "--backend",
-        "roofline",
-        "--device",
-        "h100",
-        "--device",
-        "h100",
-    )
+
+
+def test_devices_pair_with_backends_and_a_systolic_array_may_have_any_shape(run_cli: RunCli) -> None:
+    backends = ("--backend", "roofline", "--backend", "timeloop", "--backend", "roofline")
+    code, _, err = run_cli("cost", "gemm", "M=8", "K=8", "N=8", *backends, "--device", "h100", "--device", "h100")
     assert code == 2 and "got 2 devices for 3 backends" in err
     # A systolic array of any shape, which the Timeloop-style model prices though it lists only its presets.
-    code, out, _ = _cost(
-        capsys, "gemm", "M=64", "K=64", "N=64", "--backend", "timeloop", "--device", "systolic-48x16-ws"
+    code, out, _ = run_cli(
+        "cost", "gemm", "M=64", "K=64", "N=64", "--backend", "timeloop", "--device", "systolic-48x16-ws"
     )
     assert code == 0 and "systolic-48x16-ws" in out
 
 
-def test_presets_price_with_their_fitted_model_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+def test_presets_price_with_their_fitted_model_and_say_so(run_cli: RunCli) -> None:
     """Issue 14: a preset's default is its efficiency model fitted to measurements, named in every output."""
-    code, out, _ = _cost(capsys, "gemm", "M=4096", "K=4096", "N=4096", "--device", "h100", "--json")
+    code, out, _ = run_cli("cost", "gemm", "M=4096", "K=4096", "N=4096", "--device", "h100", "--json")
     assert code == 0
     (row,) = json.loads(out)["costs"]
     # 4096 x 4096 in 16 x 16 tiles is 65,536 of them, as near whole waves on 66 SMs as makes no difference:
     # 65,536 / 65,538 of the work is useful, at 0.502 of peak.
     assert abs(row["duration_ps"] * 0.502 * 65536 / 65538 - GEMM_4096_PS) < 2
     assert row["calibration"].startswith("compute 0.502 of peak") and "MosaicML" in row["calibration"]
-    code, out, _ = _cost(
-        capsys,
+    code, out, _ = run_cli(
+        "cost",
         "gemm",
         "M=64",
         "K=64",
@@ -334,7 +291,7 @@ def test_presets_price_with_their_fitted_model_and_say_so(capsys: pytest.Capture
     assert "timeloop calibration: none: the datasheet's (or the architecture model's) figures" in out
 
 
-def test_a_described_device_prices_as_the_study_would(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_described_device_prices_as_the_study_would(run_cli: RunCli) -> None:
     """``--device`` takes what ``compute.device`` takes: H100 at half its memory bandwidth doubles a memory-bound
     operator's time, as the roofline prices the described device."""
     from stratasim.compute_layer.device_section import DeviceSection
@@ -344,7 +301,7 @@ def test_a_described_device_prices_as_the_study_would(capsys: pytest.CaptureFixt
     from stratasim.v1 import compute_pb2
 
     half = "{preset: h100, memory_bandwidth: 1.675TB/s}"
-    code, out, _ = _cost(capsys, "elementwise", "shape=67108864", "--device", half, "--datasheet", "--json")
+    code, out, _ = run_cli("cost", "elementwise", "shape=67108864", "--device", half, "--datasheet", "--json")
     assert code == 0
     slow = device_message(DeviceSection.model_validate({"preset": "h100", "memory_bandwidth": "1.675TB/s"}).device())
     request = compute_pb2.EstimateRequest(
@@ -356,12 +313,12 @@ def test_a_described_device_prices_as_the_study_would(capsys: pytest.CaptureFixt
     (expected,) = RooflineCompute().estimate(request).costs
     (row,) = json.loads(out)["costs"]
     assert (row["device"], row["duration_ps"], row["bound"]) == ("h100", expected.duration_ps, "memory")
-    _, preset, _ = _cost(capsys, "elementwise", "shape=67108864", "--device", "h100", "--datasheet", "--json")
+    _, preset, _ = run_cli("cost", "elementwise", "shape=67108864", "--device", "h100", "--datasheet", "--json")
     assert json.loads(preset)["costs"][0]["duration_ps"] < row["duration_ps"]
 
 
 def test_a_whole_accelerator_from_a_file_is_the_preset_and_keys_beside_it_override(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
 ) -> None:
     import yaml
 
@@ -371,17 +328,17 @@ def test_a_whole_accelerator_from_a_file_is_the_preset_and_keys_beside_it_overri
     monkeypatch.chdir(tmp_path)
     (tmp_path / "chip.yaml").write_text(yaml.safe_dump(_written(accelerator("systolic-32x32-ws"))), encoding="utf-8")
     gemm = ("gemm", "M=256", "K=512", "N=128", "--dtype", "int8", "--backend", "timeloop", "--json")
-    _, named, _ = _cost(capsys, *gemm, "--device", "systolic-32x32-ws")
-    code, from_file, _ = _cost(capsys, *gemm, "--device", "{file: chip.yaml}")
+    _, named, _ = run_cli("cost", *gemm, "--device", "systolic-32x32-ws")
+    code, from_file, _ = run_cli("cost", *gemm, "--device", "{file: chip.yaml}")
     assert code == 0 and json.loads(from_file) == json.loads(named)
-    _, wider, _ = _cost(capsys, *gemm, "--device", "{file: chip.yaml, pe_cols: 64, name: wide}")
+    _, wider, _ = run_cli("cost", *gemm, "--device", "{file: chip.yaml, pe_cols: 64, name: wide}")
     (row,) = json.loads(wider)["costs"]
     assert row["device"] == "wide" and row["duration_ps"] < json.loads(named)["costs"][0]["duration_ps"]
 
 
-def test_each_backend_takes_its_own_described_device(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cost(
-        capsys,
+def test_each_backend_takes_its_own_described_device(run_cli: RunCli) -> None:
+    code, out, _ = run_cli(
+        "cost",
         "gemm",
         "M=4096",
         "K=4096",
@@ -425,11 +382,11 @@ def test_each_backend_takes_its_own_described_device(capsys: pytest.CaptureFixtu
 def test_a_bad_described_device_is_an_error_naming_the_flag(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    run_cli: RunCli,
     backend: str,
     device: str,
     fragment: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code, out, err = _cost(capsys, "gemm", "M=64", "K=64", "N=64", "--backend", backend, "--device", device)
+    code, out, err = run_cli("cost", "gemm", "M=64", "K=64", "N=64", "--backend", backend, "--device", device)
     assert code == 2 and out == "" and fragment in err and "Traceback" not in err, err

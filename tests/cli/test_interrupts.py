@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,10 @@ from stratasim.config.study_file import load_study, parse_study
 from stratasim.kernel.events import RunStopped
 from stratasim.study.budget import DEFAULT_BUDGET, Budget
 from stratasim.study.run import run_study
+from tests.helpers import wait_until
 
-# Every NPU of a 4096-NPU torus simulated one by one: about a minute on the project machine, so a signal after a few
-# seconds always lands mid-run.
+# Every NPU of a 4096-NPU torus simulated one by one: about a minute on the project machine, so a signal sent once
+# the engine is simulating always lands mid-run.
 SLOW = """name: slow
 workload: {kind: collective, collective: all_reduce, size: 1GiB}
 system: {algorithm: ring, aggregate: false, splits: 64}
@@ -101,18 +101,40 @@ def test_the_second_signal_abandons_the_run() -> None:
     assert signal.getsignal(signal.SIGINT) is before
 
 
+# ``stratasim ARGV`` with the progress the engine calls wrapped to write MARKER on its first call: the test signals
+# the run once the engine is simulating, not after a guessed time.
+_RUN_MARKING_ITS_FIRST_PROGRESS = """
+import pathlib, sys
+from stratasim.cli import main
+from stratasim.cli.run_progress import RunProgress
+marker, shown = pathlib.Path(sys.argv[1]), RunProgress.__call__
+def shown_marked(self, now_ps, events):
+    if not marker.exists():
+        marker.touch()
+    shown(self, now_ps, events)
+RunProgress.__call__ = shown_marked
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 @pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_leaves_a_valid_partial_report_and_trace(tmp_path: Path, sent: signal.Signals) -> None:
     study = tmp_path / "slow.yaml"
     study.write_text(SLOW, encoding="utf-8")
-    out = tmp_path / "out"
+    out, marker = tmp_path / "out", tmp_path / "simulating"
     process = subprocess.Popen(
-        [sys.executable, "-m", "stratasim", "run", str(study), "--quiet", "--out", str(out), "--no-pictures"],
+        [
+            sys.executable,
+            "-c",
+            _RUN_MARKING_ITS_FIRST_PROGRESS,
+            str(marker),
+            *("run", str(study), "--quiet", "--out", str(out), "--no-pictures"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(3)
+    wait_until(lambda: marker.exists() or process.poll() is not None, 120, "the engine's first progress call")
     process.send_signal(sent)
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr

@@ -3,22 +3,14 @@ keys, exit code 2 and no traceback; run as a user would, in a child process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import stratasim_process
+
 ROOT = Path(__file__).resolve().parents[2]
 TRANSFORMER = str(ROOT / "examples" / "transformer.yaml")  # tp 4, pp 2, dp 4 on a 4 x 2 x 4 topology
-
-
-def stratasim(*args: str) -> tuple[int, str]:
-    """Run ``python -m stratasim ARGS``; return the exit code and stderr."""
-    done = subprocess.run(
-        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
-    return done.returncode, done.stderr
 
 
 @pytest.mark.parametrize("command", ["check", "run"])
@@ -36,7 +28,10 @@ def stratasim(*args: str) -> tuple[int, str]:
     ],
 )
 def test_impossible_plan_gives_one_clear_message(command: str, overrides: list[str], fragments: list[str]) -> None:
-    code, stderr = stratasim(command, TRANSFORMER, *(arg for override in overrides for arg in ("--set", override)))
+    done = stratasim_process(
+        command, TRANSFORMER, *(arg for override in overrides for arg in ("--set", override)), timeout=120
+    )
+    code, stderr = done.returncode, done.stderr
     assert code == 2 and stderr.startswith("error: ") and "Traceback" not in stderr
     for fragment in fragments:
         assert fragment in stderr
@@ -53,5 +48,8 @@ def test_a_plan_with_every_feature_checks() -> None:
         "workload.parallelism.recompute=selective",
         "workload.parallelism.zero=1",
     ]
-    code, stderr = stratasim("check", TRANSFORMER, *(arg for override in overrides for arg in ("--set", override)))
+    done = stratasim_process(
+        "check", TRANSFORMER, *(arg for override in overrides for arg in ("--set", override)), timeout=120
+    )
+    code, stderr = done.returncode, done.stderr
     assert (code, stderr) == (0, "")

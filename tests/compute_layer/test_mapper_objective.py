@@ -12,36 +12,33 @@ from stratasim.cli.commands import main
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import ConfigError
 from stratasim.study.run import run_study
+from tests.helpers import RunCli
 
 TRAINING = Path(__file__).resolve().parents[2] / "examples" / "training_loop.yaml"
 ROUTE = "compute.per_kind={gemm: {backend: timeloop, device: eyeriss-like}}"
 
 
-def _cost(capsys: pytest.CaptureFixture[str], objective: str) -> dict[str, float]:
-    assert (
-        main(
-            [
-                "cost",
-                "gemm",
-                "M=512",
-                "K=512",
-                "N=512",
-                "--backend",
-                "timeloop",
-                "--device",
-                "eyeriss-like",
-                "--objective",
-                objective,
-                "--json",
-            ]
-        )
-        == 0
+def _cost(run_cli: RunCli, objective: str) -> dict[str, float]:
+    code, out, _ = run_cli(
+        "cost",
+        "gemm",
+        "M=512",
+        "K=512",
+        "N=512",
+        "--backend",
+        "timeloop",
+        "--device",
+        "eyeriss-like",
+        "--objective",
+        objective,
+        "--json",
     )
-    return json.loads(capsys.readouterr().out)["costs"][0]
+    assert code == 0
+    return json.loads(out)["costs"][0]
 
 
-def test_cost_minimises_what_it_is_told(capsys: pytest.CaptureFixture[str]) -> None:
-    fastest, frugal, edp = (_cost(capsys, objective) for objective in ("latency", "energy", "edp"))
+def test_cost_minimises_what_it_is_told(run_cli: RunCli, capsys: pytest.CaptureFixture[str]) -> None:
+    fastest, frugal, edp = (_cost(run_cli, objective) for objective in ("latency", "energy", "edp"))
     assert fastest["duration_ps"] < frugal["duration_ps"] and frugal["energy_pj"] < fastest["energy_pj"]
     assert edp["duration_ps"] * edp["energy_pj"] <= min(r["duration_ps"] * r["energy_pj"] for r in (fastest, frugal))
     assert (

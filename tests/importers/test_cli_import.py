@@ -9,28 +9,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stratasim.cli.commands import main
+from tests.helpers import RunCli
 from tests.importers.conftest import RING_8
 from tests.importers.reference_pairs import REFERENCE
 
 Files = Callable[..., tuple[Path, Path]]
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize(
     ("network", "system_file"), list(REFERENCE), ids=[pair[1] + "+" + pair[0] for pair in REFERENCE]
 )
-def test_import_then_check(
-    capsys: pytest.CaptureFixture[str], inputs: Path, tmp_path: Path, network: str, system_file: str
-) -> None:
+def test_import_then_check(run_cli: RunCli, inputs: Path, tmp_path: Path, network: str, system_file: str) -> None:
     study = tmp_path / "f.yaml"
-    code, out, err = run(
-        capsys,
+    code, out, err = run_cli(
         "import",
         "astra",
         "--network",
@@ -41,15 +32,14 @@ def test_import_then_check(
         str(study),
     )
     assert (code, err, out) == (0, "", f"wrote {study}\n")
-    code, out, err = run(capsys, "check", str(study))
+    code, out, err = run_cli("check", str(study))
     assert code == 0, err
     assert out.startswith(f"OK: {Path(network).stem} — ")
 
 
-def test_prints_yaml_without_output_and_honours_the_options(capsys: pytest.CaptureFixture[str], files: Files) -> None:
+def test_prints_yaml_without_output_and_honours_the_options(run_cli: RunCli, files: Files) -> None:
     network, system_file = files()
-    code, out, err = run(
-        capsys,
+    code, out, err = run_cli(
         "import",
         "astra",
         "--network",
@@ -95,7 +85,7 @@ def test_prints_yaml_without_output_and_honours_the_options(capsys: pytest.Captu
     ids=["json-syntax", "unknown-key", "list-lengths", "algorithm", "explicit", "track-local-mem"],
 )
 def test_bad_input_is_one_clear_error(
-    capsys: pytest.CaptureFixture[str],
+    run_cli: RunCli,
     files: Files,
     network: str | None,
     system: str | None,
@@ -103,26 +93,26 @@ def test_bad_input_is_one_clear_error(
     fragment: str,
 ) -> None:
     net, sys_file = files(network=network or RING_8, system=system, **changes)
-    code, out, err = run(capsys, "import", "astra", "--network", str(net), "--system", str(sys_file))
+    code, out, err = run_cli("import", "astra", "--network", str(net), "--system", str(sys_file))
     assert (code, out) == (2, "")
     assert err.startswith("error: ") and fragment in err, err
     assert "Traceback" not in err
 
 
-def test_missing_file_and_unwritable_output(capsys: pytest.CaptureFixture[str], files: Files, tmp_path: Path) -> None:
+def test_missing_file_and_unwritable_output(run_cli: RunCli, files: Files, tmp_path: Path) -> None:
     network, system_file = files()
-    code, _, err = run(capsys, "import", "astra", "--network", str(tmp_path / "no.yml"), "--system", str(system_file))
+    code, _, err = run_cli("import", "astra", "--network", str(tmp_path / "no.yml"), "--system", str(system_file))
     assert code == 2 and err == f"error: {tmp_path / 'no.yml'}: 1 problem\n  <top>: no such file\n"
     output = tmp_path / "missing" / "f.yaml"
-    code, _, err = run(
-        capsys, "import", "astra", "--network", str(network), "--system", str(system_file), "-o", str(output)
+    code, _, err = run_cli(
+        "import", "astra", "--network", str(network), "--system", str(system_file), "-o", str(output)
     )
     assert code == 2 and err.startswith(f"error: {output}: 1 problem\n  <top>: cannot write the study")
 
 
-def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "import", "astra", "--network", "n.yml")[0] == 2  # --system missing
-    assert run(capsys, "import", "astra", "--network", "n", "--system", "s", "--collective", "gather")[0] == 2
+def test_usage_errors(run_cli: RunCli) -> None:
+    assert run_cli("import", "astra", "--network", "n.yml")[0] == 2  # --system missing
+    assert run_cli("import", "astra", "--network", "n", "--system", "s", "--collective", "gather")[0] == 2
 
 
 SWITCH_8 = "harness_generated_configs/1D_Switch8_ring"
@@ -134,7 +124,7 @@ ALL_REDUCE = "workload/microbenchmarks/all_reduce_8npus_1MB/all_reduce"
     [((), "analytical", 92440), (("--backend", "congestion_aware"), "congestion_aware", 126600)],
 )
 def test_the_backend_is_kept_and_said(
-    capsys: pytest.CaptureFixture[str],
+    run_cli: RunCli,
     inputs: Path,
     tmp_path: Path,
     options: tuple[str, ...],
@@ -144,8 +134,7 @@ def test_the_backend_is_kept_and_said(
     """ASTRA-sim's network file does not say which analytical binary it is for: ``--backend`` does (ASTRA-sim's
     congestion-unaware and -aware figures for a ring all-reduce through a switch of 8, README of the inputs)."""
     study = tmp_path / "s.yaml"
-    code, _, err = run(
-        capsys,
+    code, _, err = run_cli(
         "import",
         "astra",
         "--network",
@@ -165,7 +154,7 @@ def test_the_backend_is_kept_and_said(
     assert loaded["network"]["backend"] == backend
     assert loaded["workload"] == {"kind": "chakra", "path": str(inputs / ALL_REDUCE)}
     assert "workload:" not in text.split("\nname:")[0]  # nothing assumed
-    code, out, err = run(capsys, "run", str(study))
+    code, out, err = run_cli("run", str(study))
     assert code == 0 and f"({cycles * 1000} ps)" in out
 
 
@@ -180,10 +169,9 @@ def test_the_backend_is_kept_and_said(
     ],
 )
 def test_bad_backend_or_workload_is_one_error(
-    capsys: pytest.CaptureFixture[str], inputs: Path, options: tuple[str, ...], message: str
+    run_cli: RunCli, inputs: Path, options: tuple[str, ...], message: str
 ) -> None:
-    code, out, err = run(
-        capsys,
+    code, out, err = run_cli(
         "import",
         "astra",
         "--network",

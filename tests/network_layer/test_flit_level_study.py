@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from stratasim import cli
+from tests.helpers import RunCli
 
 LINK = {"bandwidth": "50GB/s", "latency": "500ns"}
 TOPOLOGIES = {
@@ -22,12 +23,11 @@ TOPOLOGIES = {
 }
 
 
-def report(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> dict[str, Any]:
+def report(path: Path, run_cli: RunCli, *overrides: str) -> dict[str, Any]:
     arguments = ["run", str(path), "--json"]
     for override in overrides:
         arguments += ["--set", override]
-    code = cli.main(arguments)
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(*arguments)
     assert code == 0, err
     result: dict[str, Any] = json.loads(out)
     return result
@@ -35,7 +35,7 @@ def report(path: Path, capsys: pytest.CaptureFixture[str], *overrides: str) -> d
 
 @pytest.mark.parametrize("name", sorted(TOPOLOGIES))
 def test_a_collective_study_gives_the_same_report_in_process_and_spawned(
-    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, tmp_path: Path, run_cli: RunCli
 ) -> None:
     study = {
         "name": f"flit {name}",
@@ -45,9 +45,9 @@ def test_a_collective_study_gives_the_same_report_in_process_and_spawned(
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study), encoding="utf-8")
-    local = report(path, capsys)
-    remote = report(path, capsys, "network.spawn=true")
-    analytical = report(path, capsys, "network.backend=analytical")
+    local = report(path, run_cli)
+    remote = report(path, run_cli, "network.spawn=true")
+    analytical = report(path, run_cli, "network.backend=analytical")
     assert local["backends"]["network"] == "flit_level (in-process)"
     assert remote["backends"]["network"].startswith("flit_level @ unix:")
     assert local["total_time_ps"] > analytical["total_time_ps"]
@@ -60,9 +60,7 @@ def test_a_collective_study_gives_the_same_report_in_process_and_spawned(
     assert local == remote  # packet latency included
 
 
-def test_network_flit_sets_the_routers_in_process_and_spawned(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_network_flit_sets_the_routers_in_process_and_spawned(tmp_path: Path, run_cli: RunCli) -> None:
     study = {
         "name": "flit parameters",
         "workload": {"kind": "collective", "collective": "all_reduce", "size": "64KiB"},
@@ -74,11 +72,11 @@ def test_network_flit_sets_the_routers_in_process_and_spawned(
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study), encoding="utf-8")
-    local = report(path, capsys)
-    remote = report(path, capsys, "network.spawn=true")
+    local = report(path, run_cli)
+    remote = report(path, run_cli, "network.spawn=true")
     default = report(
         path,
-        capsys,
+        run_cli,
         "network.flit.flit_bytes=64B",
         "network.flit.vcs=4",
         "network.flit.pipeline_cycles=4",

@@ -24,12 +24,13 @@ def serve_command(layer: str, backend: str, prelude: str = "") -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
+@contextmanager
+def refused_endpoint() -> Iterator[str]:
+    """A loopback endpoint nothing listens on, for the block: its port stays bound (never listening), so a
+    connection is refused and no other test running beside this one can take the port meanwhile."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
 
 
 @contextmanager

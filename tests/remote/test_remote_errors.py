@@ -14,7 +14,7 @@ from stratasim.kernel.errors import BackendError, RemoteError, TopologyError, Wo
 from stratasim.remote import ComputeClient, NetworkClient, spawn
 from stratasim.v1 import common_pb2, compute_pb2, compute_pb2_grpc, network_pb2, network_pb2_grpc
 from tests.contracts.contract_fakes import FakeCompute, FakeNetwork, served
-from tests.remote.helpers import free_port, serve_command, stub_server
+from tests.remote.helpers import refused_endpoint, serve_command, stub_server
 
 OTHER_VERSION = PROTOCOL_VERSION + 98
 TOPOLOGY = network_pb2.Topology(
@@ -26,18 +26,16 @@ TOPOLOGY = network_pb2.Topology(
 
 @pytest.mark.parametrize("client", [NetworkClient, ComputeClient])
 def test_unreachable_endpoint_fails_within_the_timeout(client: type) -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
-    started = time.monotonic()
-    with pytest.raises(RemoteError, match=f"layer at {endpoint} is unreachable"):
+    with refused_endpoint() as endpoint, pytest.raises(RemoteError, match=f"layer at {endpoint} is unreachable"):
+        started = time.monotonic()
         client(endpoint, backend="fake", connect_timeout_s=0.5)
     assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("client", [NetworkClient, ComputeClient])
 def test_unreachable_endpoint_fails_within_seconds_by_default(client: type) -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
-    started = time.monotonic()
-    with pytest.raises(RemoteError, match=r"unreachable \(no handshake within 5 s\)"):
+    with refused_endpoint() as endpoint, pytest.raises(RemoteError, match=r"unreachable \(no handshake within 5 s\)"):
+        started = time.monotonic()
         client(endpoint, backend="fake")
     assert time.monotonic() - started < 8
 

@@ -20,6 +20,7 @@ from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots
 from stratasim.remote.security import ClientSecurity, ServerSecurity, exposure_warning
 from stratasim.v1 import compute_pb2, network_pb2
 from tests.contracts.contract_fakes import factories, served
+from tests.helpers import wait_until
 from tests.remote.test_remote_errors import _HangingNetwork
 
 TOKEN = "s3cret-token-for-tests"
@@ -154,6 +155,22 @@ def test_the_token_may_come_from_an_environment_variable(pki: dict[str, Path], m
         run(_study({"endpoint": "localhost:1", "token_env": "MY_STRATASIM_TOKEN"}, {}))
 
 
+def _admitted(endpoint: str) -> NetworkClient:
+    """A new client of ``endpoint``, as soon as the server gives it a place (asked again while it answers "busy")."""
+    admitted: list[NetworkClient] = []
+
+    def place() -> bool:
+        try:
+            admitted.append(NetworkClient(endpoint, backend="fake", timeout_s=2))
+        except RemoteError as error:
+            if "server busy" not in str(error):
+                raise
+        return bool(admitted)
+
+    wait_until(place, 10, f"a place at the server at {endpoint}")
+    return admitted[0]
+
+
 def test_an_idle_client_is_evicted_and_others_get_through() -> None:
     limits = Limits(max_sessions=1, idle_timeout_s=0.3)
     with secured("network", "fake", limits=limits, extra=factories("network")) as endpoint:
@@ -166,8 +183,7 @@ def test_an_idle_client_is_evicted_and_others_get_through() -> None:
             ):
                 NetworkClient(endpoint, backend="fake", timeout_s=2)
             for _ in range(3):  # each in turn, the last one's session idle (closed) or gone
-                time.sleep(0.5)  # past the idle timeout: a closed session the server has not yet let go is idle
-                other = NetworkClient(endpoint, backend="fake", timeout_s=2)
+                other = _admitted(endpoint)  # once past the idle timeout: a closed session not yet let go is idle
                 assert other.configure(SMALL).npus == 8
                 other.close()
             with pytest.raises(
@@ -203,7 +219,7 @@ def test_an_idle_session_keeps_its_place_while_nobody_needs_it() -> None:
     with secured("network", "fake", limits=limits, extra=factories("network")) as endpoint:
         slow = NetworkClient(endpoint, backend="fake", timeout_s=2)  # a run whose engine computes for a while
         try:
-            time.sleep(0.4)
+            time.sleep(0.4)  # idle past the timeout: the time that passes is what this test is about, not a wait
             assert slow.configure(SMALL).npus == 8
         finally:
             slow.close()

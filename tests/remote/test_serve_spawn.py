@@ -136,6 +136,7 @@ def test_spawn_reports_a_child_that_exits_early() -> None:
 
 def test_spawn_gives_up_on_a_silent_child_and_stops_it(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
+    # The child's sleep is its workload (silent, never listening, until spawn stops it), not a wait of the test's.
     code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     started = time.monotonic()
     with pytest.raises(RemoteError, match=r"network layer server \(fake\) did not start listening within 0.5 s"):

@@ -12,7 +12,7 @@ import pytest
 
 from stratasim.config.study_file import load_study
 from stratasim.study.run import run_study
-from tests.cli.test_transformer_plans import stratasim
+from tests.helpers import stratasim_process
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSFORMER = ROOT / "examples" / "transformer.yaml"
@@ -108,7 +108,10 @@ def test_a_sweep_varies_a_key_of_the_described_device(tmp_path: Path) -> None:
         "base: study.yaml\nspace:\n  compute.device.memory_bandwidth: [1TB/s, 4TB/s]\n"
         "objectives: [{metric: cost_usd_per_iteration, goal: min}]\nsearch: {method: grid}\n"
     )
-    done = _cli_json("sweep", str(sweep), "--db", str(tmp_path / "s.db"), "--workers", "1", "--json")
+    swept = stratasim_process(
+        "sweep", str(sweep), "--db", str(tmp_path / "s.db"), "--workers", "1", "--json", timeout=300, check=True
+    )
+    done = json.loads(swept.stdout)
     trials = {t["params"]["compute.device.memory_bandwidth"]: t["metrics"] for t in done["trials"]}
     for bandwidth, metrics in trials.items():
         alone = run_study(load_study(study, [f"compute.device.memory_bandwidth={bandwidth}"])).to_dict()
@@ -118,16 +121,6 @@ def test_a_sweep_varies_a_key_of_the_described_device(tmp_path: Path) -> None:
         )
     best = [t["params"] for t in done["trials"] if t["number"] in done["pareto"]]
     assert best == [{"compute.device.memory_bandwidth": "4TB/s"}]
-
-
-def _cli_json(*args: str) -> Any:
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "stratasim", *args], capture_output=True, text=True, timeout=300, cwd=ROOT, check=True
-    )
-    return json.loads(done.stdout)
 
 
 @pytest.mark.parametrize(
@@ -144,17 +137,20 @@ def _cli_json(*args: str) -> Any:
     ],
 )
 def test_bad_descriptions_are_one_clear_error(device: str, fragment: str) -> None:
-    code, stderr = stratasim("check", "examples/training_loop.yaml", "--set", f"compute.device={device}")
+    done = stratasim_process("check", "examples/training_loop.yaml", "--set", f"compute.device={device}", timeout=120)
+    code, stderr = done.returncode, done.stderr
     assert code == 2 and fragment in stderr and "Traceback" not in stderr, stderr
 
 
 def test_a_described_device_is_for_the_roofline_backend() -> None:
-    code, stderr = stratasim(
+    done = stratasim_process(
         "check",
         "examples/training_loop.yaml",
         "--set",
         "compute.device={preset: h100}",
         "--set",
         "compute.per_kind={gemm: timeloop}",
+        timeout=120,
     )
+    code, stderr = done.returncode, done.stderr
     assert code == 2 and "priced by the roofline backend; timeloop takes a preset's name" in stderr, stderr

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stratasim.cli import commands as cli
 from stratasim.report.figures import MAX_BARS, _npu_bars, _phase_delays, busy_stretches
 from stratasim.system_layer.result import CollectiveStats, NpuStats, SimulationResult
+from tests.helpers import RunCli
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -27,11 +27,10 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
-def run_out(capsys: pytest.CaptureFixture[str], example: str, out: Path, *extra: str) -> tuple[str, str]:
-    code = cli.main(["run", str(ROOT / "examples" / example), "--quiet", "--out", str(out), *extra])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    return captured.out, captured.err
+def run_out(run_cli: RunCli, example: str, out: Path, *extra: str) -> tuple[str, str]:
+    code, out_text, err = run_cli("run", str(ROOT / "examples" / example), "--quiet", "--out", str(out), *extra)
+    assert code == 0, err
+    return out_text, err
 
 
 @pytest.mark.parametrize(
@@ -43,10 +42,10 @@ def run_out(capsys: pytest.CaptureFixture[str], example: str, out: Path, *extra:
     ],
 )
 def test_out_draws_valid_pngs_of_a_readable_size(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str, pictures: set[str]
+    run_cli: RunCli, tmp_path: Path, example: str, pictures: set[str]
 ) -> None:
     pytest.importorskip("matplotlib")
-    out, _ = run_out(capsys, example, tmp_path)
+    out, _ = run_out(run_cli, example, tmp_path)
     assert {path.stem for path in tmp_path.glob("*.png")} == pictures
     for name in pictures:
         path = tmp_path / f"{name}.png"
@@ -57,8 +56,8 @@ def test_out_draws_valid_pngs_of_a_readable_size(
     assert (tmp_path / "report.json").exists() and (tmp_path / "trace.json").exists()
 
 
-def test_no_pictures_writes_the_json_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    out, err = run_out(capsys, "quickstart.yaml", tmp_path, "--no-pictures")
+def test_no_pictures_writes_the_json_only(run_cli: RunCli, tmp_path: Path) -> None:
+    out, err = run_out(run_cli, "quickstart.yaml", tmp_path, "--no-pictures")
     assert not list(tmp_path.glob("*.png")) and (tmp_path / "report.json").exists() and "note:" not in err
 
 
@@ -99,12 +98,12 @@ def test_phase_delays_are_weighted_by_how_many_collectives_ran_them() -> None:
 
 
 def test_without_matplotlib_out_writes_the_json_and_says_what_to_install(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name in [name for name in sys.modules if name == "matplotlib" or name.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    out, err = run_out(capsys, "quickstart.yaml", tmp_path, "--json")
+    out, err = run_out(run_cli, "quickstart.yaml", tmp_path, "--json")
     assert json.loads(out)["npus"] == 32  # stdout is still the report alone
     assert sorted(path.name for path in tmp_path.iterdir()) == ["report.json", "trace.json"]
     notes = [line for line in err.splitlines() if "matplotlib" in line]
@@ -118,7 +117,7 @@ def test_busy_stretches_merge_what_a_pixel_cannot_tell_apart() -> None:
     assert busy_stretches(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 5) == []
 
 
-def test_no_trace_no_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_no_trace_no_timeline(run_cli: RunCli, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    run_out(capsys, "quickstart.yaml", tmp_path, "--trace-detail", "none")
+    run_out(run_cli, "quickstart.yaml", tmp_path, "--trace-detail", "none")
     assert {path.stem for path in tmp_path.glob("*.png")} == {"time_breakdown", "collective_delays"}

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from stratasim import cli
 from stratasim.config.study_file import load_study
 from stratasim.report.chrome_trace import chrome_trace
 from stratasim.study.run import run_study
 from stratasim.system_layer.result import LinkBusy, TraceSpan
+from tests.helpers import RunCli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STUDIES = {
@@ -24,18 +24,15 @@ STUDIES = {
 }
 
 
-def run_with_out(capsys: pytest.CaptureFixture[str], out: Path, study: Path, overrides: list[str]) -> dict[str, Any]:
+def run_with_out(run_cli: RunCli, out: Path, study: Path, overrides: list[str]) -> dict[str, Any]:
     sets = [arg for override in overrides for arg in ("--set", override)]
-    assert cli.main(["run", str(study), *sets, "--out", str(out)]) == 0
-    capsys.readouterr()
+    assert run_cli("run", str(study), *sets, "--out", str(out))[0] == 0
     return {name: json.loads((out / f"{name}.json").read_text(encoding="utf-8")) for name in ("report", "trace")}
 
 
 @pytest.mark.parametrize("case", sorted(STUDIES))
-def test_link_tracks_sum_to_the_reported_busy_time(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
-) -> None:
-    written = run_with_out(capsys, tmp_path, *STUDIES[case])
+def test_link_tracks_sum_to_the_reported_busy_time(run_cli: RunCli, tmp_path: Path, case: str) -> None:
+    written = run_with_out(run_cli, tmp_path, *STUDIES[case])
     report, events = written["report"], written["trace"]["traceEvents"]
     processes = {e["args"]["name"]: e["pid"] for e in events if e["name"] == "process_name"}
     network = processes["network"]
@@ -54,8 +51,8 @@ def test_link_tracks_sum_to_the_reported_busy_time(
         assert busy_us * 1000 == pytest.approx(busy_ns[link], rel=1e-9)
 
 
-def test_no_network_tracks_from_a_network_without_links(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    events = run_with_out(capsys, tmp_path, EXAMPLES / "quickstart.yaml", ["workload.size=4MiB"])["trace"][
+def test_no_network_tracks_from_a_network_without_links(run_cli: RunCli, tmp_path: Path) -> None:
+    events = run_with_out(run_cli, tmp_path, EXAMPLES / "quickstart.yaml", ["workload.size=4MiB"])["trace"][
         "traceEvents"
     ]
     assert "network" not in {e["args"]["name"] for e in events if e["name"] == "process_name"}

@@ -13,7 +13,7 @@ from stratasim.kernel.errors import SimulationError
 from stratasim.study.device import memory_capacity
 from stratasim.study.run import run_study
 from stratasim.v1 import compute_pb2
-from tests.cli.test_transformer_plans import stratasim
+from tests.helpers import stratasim_process
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "transformer.yaml"
 
@@ -45,7 +45,8 @@ def test_over_capacity_can_warn_instead() -> None:
 
 
 def test_over_capacity_through_the_cli_is_one_error_line() -> None:
-    code, stderr = stratasim("run", str(EXAMPLE), "--set", "system.memory_capacity=1GiB")
+    done = stratasim_process("run", str(EXAMPLE), "--set", "system.memory_capacity=1GiB", timeout=120)
+    code, stderr = done.returncode, done.stderr
     assert code == 2 and stderr.startswith("error: out of memory: NPU ") and "Traceback" not in stderr
 
 

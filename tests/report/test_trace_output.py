@@ -13,6 +13,7 @@ import pytest
 from stratasim.cli import commands as cli
 from stratasim.report.chrome_trace import npu_ranges
 from stratasim.system_layer.engine import simulation
+from tests.helpers import RunCli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TRANSFORMER = EXAMPLES / "transformer.yaml"  # PP with symmetric TP/DP ranks: one NPU simulated per stage
@@ -24,10 +25,9 @@ REQUIRED = {  # the keys each kind of event needs (Trace Event Format)
 }
 
 
-def run_out(capsys: pytest.CaptureFixture[str], out: Path, study: Path, *args: str) -> dict[str, Any]:
+def run_out(run_cli: RunCli, out: Path, study: Path, *args: str) -> dict[str, Any]:
     """Run ``study`` with ``--out out`` and ``args``; the report and (when written) the trace as parsed JSON."""
-    assert cli.main(["run", str(study), "--out", str(out), *args]) == 0
-    capsys.readouterr()
+    assert run_cli("run", str(study), "--out", str(out), *args)[0] == 0
     written = {"report": json.loads((out / "report.json").read_text(encoding="utf-8"))}
     if (out / "trace.json").exists():
         written["trace"] = json.loads((out / "trace.json").read_text(encoding="utf-8"))
@@ -79,10 +79,8 @@ def processes(events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {e["pid"]: e["args"] for e in events if e["name"] == "process_name"}
 
 
-def test_the_trace_shows_the_simulated_npus_and_whom_each_stands_for(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    written = run_out(capsys, tmp_path, TRANSFORMER)
+def test_the_trace_shows_the_simulated_npus_and_whom_each_stands_for(run_cli: RunCli, tmp_path: Path) -> None:
+    written = run_out(run_cli, tmp_path, TRANSFORMER)
     events = check_structure(written["trace"])
     report = written["report"]
     named = processes(events)
@@ -99,33 +97,33 @@ def test_the_trace_shows_the_simulated_npus_and_whom_each_stands_for(
     assert {e["name"] for e in events if e["ph"] == "C"} == {"memory"}
 
 
-def test_every_npu_simulated_is_every_npu_traced(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    events = check_structure(run_out(capsys, tmp_path, QUICKSTART, "--set", "system.aggregate=false")["trace"])
+def test_every_npu_simulated_is_every_npu_traced(run_cli: RunCli, tmp_path: Path) -> None:
+    events = check_structure(run_out(run_cli, tmp_path, QUICKSTART, "--set", "system.aggregate=false")["trace"])
     assert processes(events) == {npu: {"name": f"NPU {npu}"} for npu in range(32)}
 
 
-def test_selecting_npus_keeps_those_that_stand_for_them(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    full = check_structure(run_out(capsys, tmp_path / "full", TRANSFORMER)["trace"])
+def test_selecting_npus_keeps_those_that_stand_for_them(run_cli: RunCli, tmp_path: Path) -> None:
+    full = check_structure(run_out(run_cli, tmp_path / "full", TRANSFORMER)["trace"])
     stand_in = {npu: pid for pid, args in processes(full).items() for npu in npus_in(args["stands_for"])}
     last = max(stand_in)
-    events = check_structure(run_out(capsys, tmp_path / "some", TRANSFORMER, "--trace-npus", str(last))["trace"])
+    events = check_structure(run_out(run_cli, tmp_path / "some", TRANSFORMER, "--trace-npus", str(last))["trace"])
     assert set(processes(events)) == {stand_in[last]} < set(processes(full))
     kept = [e for e in full if e["ph"] != "M" and e["pid"] in set(processes(events))]
     assert [e for e in events if e["ph"] != "M"] == kept  # the same events as the full trace, for those NPUs
 
 
-def test_selecting_npus_of_an_every_npu_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    written = run_out(capsys, tmp_path, QUICKSTART, "--set", "system.aggregate=false", "--trace-npus", "0-2,17")
+def test_selecting_npus_of_an_every_npu_run(run_cli: RunCli, tmp_path: Path) -> None:
+    written = run_out(run_cli, tmp_path, QUICKSTART, "--set", "system.aggregate=false", "--trace-npus", "0-2,17")
     assert set(processes(check_structure(written["trace"]))) == {0, 1, 2, 17}
 
 
-def test_a_window_keeps_the_spans_overlapping_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    full = check_structure(run_out(capsys, tmp_path / "full", TRANSFORMER)["trace"])
+def test_a_window_keeps_the_spans_overlapping_it(run_cli: RunCli, tmp_path: Path) -> None:
+    full = check_structure(run_out(run_cli, tmp_path / "full", TRANSFORMER)["trace"])
     spans = [e for e in full if e["ph"] == "X"]
     end_us = max(e["ts"] + e["dur"] for e in spans)
     start_us, stop_us = round(end_us / 3), round(2 * end_us / 3)
     events = check_structure(
-        run_out(capsys, tmp_path / "window", TRANSFORMER, "--trace-window", f"{start_us}us:{stop_us}us")["trace"]
+        run_out(run_cli, tmp_path / "window", TRANSFORMER, "--trace-window", f"{start_us}us:{stop_us}us")["trace"]
     )
     windowed = [e for e in events if e["ph"] == "X"]
     assert windowed == [e for e in spans if e["ts"] + e["dur"] >= start_us and e["ts"] <= stop_us]
@@ -135,19 +133,19 @@ def test_a_window_keeps_the_spans_overlapping_it(capsys: pytest.CaptureFixture[s
     assert {e["pid"] for e in memory if e["ts"] == start_us} == {e["pid"] for e in memory}  # the value as it opens
 
 
-def test_collective_detail_has_one_span_per_collective(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    full = check_structure(run_out(capsys, tmp_path / "full", TRANSFORMER)["trace"])
-    events = check_structure(run_out(capsys, tmp_path / "coll", TRANSFORMER, "--trace-detail", "collectives")["trace"])
+def test_collective_detail_has_one_span_per_collective(run_cli: RunCli, tmp_path: Path) -> None:
+    full = check_structure(run_out(run_cli, tmp_path / "full", TRANSFORMER)["trace"])
+    events = check_structure(run_out(run_cli, tmp_path / "coll", TRANSFORMER, "--trace-detail", "collectives")["trace"])
     untracked = [{**e, "tid": 0} for e in events if e["ph"] != "M"]  # the track numbers differ, with fewer tracks
     assert untracked == [{**e, "tid": 0} for e in full if e["ph"] == "X" and e["cat"] == "comm"]
 
 
-def test_block_detail_has_one_span_per_block_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_block_detail_has_one_span_per_block_run(run_cli: RunCli, tmp_path: Path) -> None:
     """At block detail a layer's pass run whole is one span, from its start to its last node's end; every span
     outside the blocks is as at node detail, every other node detail span falls within a block's."""
 
     def spans(out: Path, *args: str) -> set[tuple[int, str, str, float, float]]:
-        events = check_structure(run_out(capsys, out, TRANSFORMER, *args)["trace"])
+        events = check_structure(run_out(run_cli, out, TRANSFORMER, *args)["trace"])
         return {(e["pid"], e["name"], e["cat"], e["ts"], e["dur"]) for e in events if e["ph"] == "X"}
 
     nodes, blocks = spans(tmp_path / "n"), spans(tmp_path / "b", "--trace-detail", "blocks")
@@ -164,29 +162,29 @@ def test_block_detail_has_one_span_per_block_run(capsys: pytest.CaptureFixture[s
 
 
 def test_auto_detail_shows_blocks_for_big_runs(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """By default a trace shows every node, unless the NPUs traced run more nodes than the limit: then blocks
     whole, saying so; a window asks for nodes again."""
-    small = run_out(capsys, tmp_path / "small", TRANSFORMER)["trace"]
-    assert small == run_out(capsys, tmp_path / "nodes", TRANSFORMER, "--trace-detail", "nodes")["trace"]
+    small = run_out(run_cli, tmp_path / "small", TRANSFORMER)["trace"]
+    assert small == run_out(run_cli, tmp_path / "nodes", TRANSFORMER, "--trace-detail", "nodes")["trace"]
     monkeypatch.setattr(simulation, "AUTO_NODE_LIMIT", 100)
     assert cli.main(["run", str(TRANSFORMER), "--out", str(tmp_path / "big")]) == 0
     assert "trace: one span per block run (a layer's pass): the NPUs traced ran" in capsys.readouterr().out
-    blocks = run_out(capsys, tmp_path / "blocks", TRANSFORMER, "--trace-detail", "blocks")["trace"]
+    blocks = run_out(run_cli, tmp_path / "blocks", TRANSFORMER, "--trace-detail", "blocks")["trace"]
     assert json.loads((tmp_path / "big" / "trace.json").read_text(encoding="utf-8")) == blocks
-    windowed = run_out(capsys, tmp_path / "window", TRANSFORMER, "--trace-window", "0:")["trace"]
+    windowed = run_out(run_cli, tmp_path / "window", TRANSFORMER, "--trace-window", "0:")["trace"]
     assert windowed == small
 
 
-def test_no_trace_writes_the_report_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    written = run_out(capsys, tmp_path, TRANSFORMER, "--trace-detail", "none")
+def test_no_trace_writes_the_report_only(run_cli: RunCli, tmp_path: Path) -> None:
+    written = run_out(run_cli, tmp_path, TRANSFORMER, "--trace-detail", "none")
     assert set(written) == {"report"} and not (tmp_path / "trace.json").exists()
 
 
-def test_selection_moves_no_number(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_selection_moves_no_number(run_cli: RunCli, tmp_path: Path) -> None:
     runs = [
-        run_out(capsys, tmp_path / str(index), TRANSFORMER, *args)["report"]
+        run_out(run_cli, tmp_path / str(index), TRANSFORMER, *args)["report"]
         for index, args in enumerate(
             [
                 (),

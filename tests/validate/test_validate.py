@@ -4,6 +4,7 @@ ship in the wheel; the shipped inputs are the repository's own files."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,23 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from stratasim import cli
 from stratasim.kernel.errors import StrataSimError
 from stratasim.validate import cases as validate_cases
 from stratasim.validate import load_cases, validate
 from stratasim.validate.cases import DATA, HOME, Check
 from stratasim.validate.formula import evaluate, variables
+from tests.helpers import RunCli
+from tools import installed_layout
 from tools.sync_validate_data import ROOT, copies
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_the_short_form_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(capsys, "validate")
+def test_the_short_form_passes(run_cli: RunCli) -> None:
+    code, out, err = run_cli("validate")
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0].split() == ["row", "expected", "got", "error", "tolerance", "result"]
@@ -42,8 +38,8 @@ def test_the_short_form_passes(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
-def test_json_gives_every_row(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "validate", "--json")
+def test_json_gives_every_row(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("validate", "--json")
     rows = json.loads(out)
     assert code == 0 and all(row["passed"] for row in rows)
     row = next(row for row in rows if row["case"] == "Ring_8npus all_reduce")
@@ -59,9 +55,7 @@ def test_json_gives_every_row(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
-def test_a_moved_number_fails_naming_its_row(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_moved_number_fails_naming_its_row(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
     shipped = load_cases()
 
     def moved(path: Path = HOME / "cases.yaml") -> tuple[validate_cases.Suite, ...]:
@@ -83,7 +77,7 @@ def test_a_moved_number_fails_naming_its_row(
         return tuple(suites)
 
     monkeypatch.setattr("stratasim.cli.validate.load_cases", moved)
-    code, out, err = run_cli(capsys, "validate")
+    code, out, err = run_cli("validate")
     assert code == 1
     failed = [line for line in out.splitlines() if " / " in line and "FAIL" in line]
     assert len(failed) == 1 and failed[0].startswith("megatron / gpt_18b / total_time_ps")
@@ -144,6 +138,16 @@ def test_the_scalesim_layers_are_the_adapters_tests(monkeypatch: pytest.MonkeyPa
     }
 
 
+def _sources(into: Path) -> Path:
+    """What the wheel is built from, copied: setuptools writes build/ and the egg-info beside its sources, where
+    other tests (another worker's, under pytest-xdist) read the repository."""
+    for folder in {*installed_layout.mapped_folders().values()}:
+        shutil.copytree(ROOT / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, into / name)
+    return into
+
+
 @pytest.mark.slow
 def test_the_wheel_ships_the_cases_and_their_inputs(tmp_path: Path) -> None:
     subprocess.run(
@@ -152,17 +156,17 @@ def test_the_wheel_ships_the_cases_and_their_inputs(tmp_path: Path) -> None:
             "-m",
             "pip",
             "wheel",
-            str(ROOT),
+            str(_sources(tmp_path / "src")),
             "--no-deps",
             "--no-build-isolation",
             "-q",
             "-w",
-            str(tmp_path),
+            str(tmp_path / "wheel"),
         ],
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("stratasim-*.whl")
+    (wheel,) = (tmp_path / "wheel").glob("stratasim-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {"stratasim/validate/cases.yaml", *(f"stratasim/validate/data/{copy}" for copy in copies())}
     assert expected <= names, sorted(expected - names)

@@ -7,70 +7,64 @@ from pathlib import Path
 
 import pytest
 
-from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph, trace_files, write_trace
 from tests.data import ASTRA_INPUTS
+from tests.helpers import RunCli
 
 WORKLOADS = ASTRA_INPUTS / "workload"
 RESNET = WORKLOADS / "e2e_text_converted" / "Resnet50_DataParallel_8npus" / "Resnet50_DataParallel"
 CUSTOM = WORKLOADS / "custom_collective_ring_allreduce_8npus_1MB" / "custom_allreduce"
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+def run(run_cli: RunCli, *argv: str) -> tuple[int, str, str]:
+    return run_cli("trace", *argv)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    return run_cli(capsys, "trace", *argv)
-
-
-def test_inspect_a_prefix(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "inspect", str(RESNET))
+def test_inspect_a_prefix(run_cli: RunCli) -> None:
+    code, out, err = run(run_cli, "inspect", str(RESNET))
     assert code == 0 and not err
     assert "ranks: 8" in out and "COMP_NODE: 1288" in out and "ALL_REDUCE: 432" in out
     assert "compute: " in out
 
 
-def test_inspect_one_file(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "inspect", f"{CUSTOM}.3.et")
+def test_inspect_one_file(run_cli: RunCli) -> None:
+    code, out, _ = run(run_cli, "inspect", f"{CUSTOM}.3.et")
     assert code == 0
     assert "ranks: 1" in out and "COMM_SEND_NODE: 14" in out and "point-to-point sends: 1835008 bytes" in out
 
 
-def test_convert_there_and_back(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, _ = run(capsys, "convert", str(CUSTOM), str(tmp_path / "ir"), "--to", "stratasim")
+def test_convert_there_and_back(run_cli: RunCli, tmp_path: Path) -> None:
+    code, out, _ = run(run_cli, "convert", str(CUSTOM), str(tmp_path / "ir"), "--to", "stratasim")
     assert code == 0 and "wrote 8 files" in out and (tmp_path / "ir.7.pb").is_file()
-    code, out, _ = run(capsys, "convert", str(tmp_path / "ir"), str(tmp_path / "back"), "--to", "chakra")
+    code, out, _ = run(run_cli, "convert", str(tmp_path / "ir"), str(tmp_path / "back"), "--to", "chakra")
     assert code == 0
     for rank, (original, back) in enumerate(zip(trace_files(CUSTOM), trace_files(tmp_path / "back"), strict=True)):
         assert to_graph(read_trace(original)[1], rank, 8) == to_graph(read_trace(back)[1], rank, 8)
-    code, out, _ = run(capsys, "inspect", str(tmp_path / "ir"))
+    code, out, _ = run(run_cli, "inspect", str(tmp_path / "ir"))
     assert code == 0 and "COMM_RECV_NODE: 112" in out
 
 
-def test_convert_makes_the_output_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_convert_makes_the_output_folder(run_cli: RunCli, tmp_path: Path) -> None:
     """Issue 14's defect: ``trace convert`` into a folder that does not exist yet makes it."""
-    code, out, _ = run(capsys, "convert", str(CUSTOM), str(tmp_path / "new" / "deeper" / "ir"), "--to", "stratasim")
+    code, out, _ = run(run_cli, "convert", str(CUSTOM), str(tmp_path / "new" / "deeper" / "ir"), "--to", "stratasim")
     assert code == 0 and (tmp_path / "new" / "deeper" / "ir.7.pb").is_file()
 
 
-def test_bad_input_is_one_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, err = run(capsys, "inspect", str(tmp_path / "nothing"))
+def test_bad_input_is_one_error(run_cli: RunCli, tmp_path: Path) -> None:
+    code, out, err = run(run_cli, "inspect", str(tmp_path / "nothing"))
     assert code == 2 and not out and err.startswith("error: no Chakra") and err.count("\n") == 1
     (tmp_path / "bad.0.et").write_bytes(b"\x05abc")
-    code, _, err = run(capsys, "inspect", str(tmp_path / "bad"))
+    code, _, err = run(run_cli, "inspect", str(tmp_path / "bad"))
     assert code == 2 and "bad.0.et: truncated record at byte 0" in err
-    code, _, err = run(capsys, "convert", str(tmp_path / "bad"), str(tmp_path / "out"), "--to", "stratasim")
+    code, _, err = run(run_cli, "convert", str(tmp_path / "bad"), str(tmp_path / "out"), "--to", "stratasim")
     assert code == 2 and "truncated record" in err
-    code, _, err = run(capsys, "convert", str(tmp_path / "bad"), str(tmp_path / "out"), "--to", "chakra")
+    code, _, err = run(run_cli, "convert", str(tmp_path / "bad"), str(tmp_path / "out"), "--to", "chakra")
     assert code == 2 and "error: no Chakra traces match" in err and ".<rank>.pb" in err
     write_trace(tmp_path / "ok.0.et", et.GlobalMetadata(), [et.Node(id=1, type=et.COMP_NODE)])
-    code, _, err = run(capsys, "convert", str(tmp_path / "ok"), str(tmp_path / "ok.0.et" / "x"), "--to", "stratasim")
+    code, _, err = run(run_cli, "convert", str(tmp_path / "ok"), str(tmp_path / "ok.0.et" / "x"), "--to", "stratasim")
     assert code == 2 and "cannot write the trace" in err  # under a file: no folder can be made there
-    assert run(capsys, "convert", "a", "b")[0] == 2  # --to is required
+    assert run(run_cli, "convert", "a", "b")[0] == 2  # --to is required
 
 
 def node(node_id: int, *deps: int, pg_name: str = "") -> et.Node:
@@ -112,20 +106,18 @@ def study(tmp_path: Path, ranks: int, nodes: list[et.Node]) -> Path:
     ],
 )
 def test_bad_traces_in_a_study_are_one_error(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, ranks: int, nodes: list[et.Node], message: str
+    run_cli: RunCli, tmp_path: Path, command: str, ranks: int, nodes: list[et.Node], message: str
 ) -> None:
-    code, out, err = run_cli(capsys, command, str(study(tmp_path, ranks, nodes)))
+    code, out, err = run_cli(command, str(study(tmp_path, ranks, nodes)))
     assert code == 2 and not out and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert message in err
 
 
 @pytest.mark.parametrize("command", ["check", "run"])
-def test_a_truncated_trace_in_a_study_is_one_error(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
-) -> None:
+def test_a_truncated_trace_in_a_study_is_one_error(run_cli: RunCli, tmp_path: Path, command: str) -> None:
     path = study(tmp_path, 2, [node(1), node(2, 1)])
     trace = tmp_path / "t.1.et"
     trace.write_bytes(trace.read_bytes()[:-2])
-    code, out, err = run_cli(capsys, command, str(path))
+    code, out, err = run_cli(command, str(path))
     assert code == 2 and not out and err.count("\n") == 1
     assert err.startswith(f"error: {trace}: truncated record at byte")

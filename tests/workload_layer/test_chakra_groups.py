@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
 from stratasim.kernel.errors import WorkloadError
 from stratasim.network_layer.analytical import AnalyticalNetwork
@@ -26,6 +25,7 @@ from stratasim.workload_layer.traces.convert import (
     stratasim_to_chakra,
     write_graphs,
 )
+from tests.helpers import RunCli
 from tests.system_layer.helpers import SWITCH, topology
 
 PG_INIT = "[pytorch|profiler|execution_trace|process_group:init]"
@@ -315,23 +315,17 @@ def test_bad_memory_annotations_are_errors() -> None:
         to_graph([], 0, 1, "x", metadata=metadata)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_cli_round_trip_and_bad_groups(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_cli_round_trip_and_bad_groups(run_cli: RunCli, tmp_path: Path) -> None:
     write_graphs(tmp_path / "ir", ir_graphs())
-    code, out, _ = run(capsys, "trace", "convert", str(tmp_path / "ir"), str(tmp_path / "et"), "--to", "chakra")
+    code, out, _ = run_cli("trace", "convert", str(tmp_path / "ir"), str(tmp_path / "et"), "--to", "chakra")
     assert code == 0 and "wrote 5 files" in out and "et.json" in out
-    code, out, _ = run(capsys, "trace", "convert", str(tmp_path / "et"), str(tmp_path / "back"), "--to", "stratasim")
+    code, out, _ = run_cli("trace", "convert", str(tmp_path / "et"), str(tmp_path / "back"), "--to", "stratasim")
     assert code == 0 and read_graphs(tmp_path / "back") == ir_graphs()
     (tmp_path / "et.json").write_text('{"tp": [0, 1]}')
     for argv in (
         ("inspect", str(tmp_path / "et")),
         ("convert", str(tmp_path / "et"), str(tmp_path / "x"), "--to", "stratasim"),
     ):
-        code, out, err = run(capsys, "trace", *argv)
+        code, out, err = run_cli("trace", *argv)
         assert code == 2 and not out and err.count("\n") == 1 and "Traceback" not in err
         assert err.startswith("error: ") and "et.0.et: node 2: pg_name 'dp' is not defined by" in err

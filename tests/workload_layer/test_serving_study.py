@@ -18,6 +18,7 @@ from stratasim.study.run import run_study
 from stratasim.system_layer.serving import quantised
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.trace_file import read_trace
+from tests.helpers import RunCli
 from tests.workload_layer.serving_pricers import ShapePricer, pool_pricer
 
 STUDY: dict[str, Any] = {
@@ -125,11 +126,11 @@ def test_a_trace_replays_in_azure_and_plain_formats(tmp_path: Path) -> None:
     assert report.serving is not None and report.serving["requests"] == 3
 
 
-def run_cli(tmp_path: Path, data: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def run_study_file(run_cli: RunCli, tmp_path: Path, data: dict[str, Any]) -> tuple[int, str]:
+    """``stratasim run`` on ``data`` written as a study file; its exit code and stderr (never a traceback)."""
     path = tmp_path / "study.yaml"
     path.write_text(json.dumps(data))
-    code = cli.main(["run", str(path)])
-    err = capsys.readouterr().err
+    code, _, err = run_cli("run", str(path))
     assert "Traceback" not in err
     return code, err
 
@@ -154,39 +155,37 @@ def run_cli(tmp_path: Path, data: dict[str, Any], capsys: pytest.CaptureFixture[
     ],
 )
 def test_a_malformed_trace_is_one_message_naming_the_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: str, message: str
+    tmp_path: Path, run_cli: RunCli, rows: str, message: str
 ) -> None:
     trace = tmp_path / "trace.csv"
     trace.write_text(rows)
-    code, err = run_cli(tmp_path, study(requests={"trace": {"path": str(trace)}}), capsys)
+    code, err = run_study_file(run_cli, tmp_path, study(requests={"trace": {"path": str(trace)}}))
     assert code != 0 and message in err
 
 
-def test_a_kv_cache_that_cannot_hold_one_request_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_kv_cache_that_cannot_hold_one_request_is_refused(tmp_path: Path, run_cli: RunCli) -> None:
     data = study()
     data["workload"]["pools"][0]["scheduler"]["kv_capacity"] = "1MiB"
-    code, err = run_cli(tmp_path, data, capsys)
+    code, err = run_study_file(run_cli, tmp_path, data)
     assert code != 0
     assert "workload.pools.0.scheduler: the KV cache cannot hold one request" in err and "needs 45 " in err
 
 
-def test_weights_beyond_the_device_leave_no_kv_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_weights_beyond_the_device_leave_no_kv_cache(tmp_path: Path, run_cli: RunCli) -> None:
     data = study()
     data["system"]["memory_capacity"] = "100MiB"
-    code, err = run_cli(tmp_path, data, capsys)
+    code, err = run_study_file(run_cli, tmp_path, data)
     assert code != 0 and "less weights" in err and "cannot hold one request" in err
 
 
-def test_a_prompt_beyond_the_context_and_a_rate_of_zero_are_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_prompt_beyond_the_context_and_a_rate_of_zero_are_refused(tmp_path: Path, run_cli: RunCli) -> None:
     long = study()
     long["workload"]["requests"]["prompt"] = {"distribution": "uniform", "low": 10, "high": 4095}
-    code, err = run_cli(tmp_path, long, capsys)
+    code, err = run_study_file(run_cli, tmp_path, long)
     assert code != 0 and "exceed workload.model.seq_len (4096)" in err
     still = study()
     still["workload"]["requests"]["arrival"]["rate"] = "0/s"
-    code, err = run_cli(tmp_path, still, capsys)
+    code, err = run_study_file(run_cli, tmp_path, still)
     assert code != 0 and "workload.requests.arrival.rate" in err and "must be positive" in err
 
 
@@ -324,9 +323,9 @@ def test_a_pool_on_its_own_device_is_priced_on_it() -> None:
     ],
 )
 def test_bad_pools_are_refused_naming_the_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], decode: dict[str, Any], message: str
+    tmp_path: Path, run_cli: RunCli, decode: dict[str, Any], message: str
 ) -> None:
-    code, err = run_cli(tmp_path, disaggregated_study(**decode), capsys)
+    code, err = run_study_file(run_cli, tmp_path, disaggregated_study(**decode))
     assert code != 0 and message in err, err
 
 
@@ -393,7 +392,7 @@ def test_the_serving_sweep_example_finds_the_replicas_that_hold_the_slo_at_each_
 
 
 def test_swap_preemption_runs_from_a_study_and_reports_its_copies(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], run_cli: RunCli
 ) -> None:
     """Thirty 700-token prompts at once into 100 blocks (16 tokens, 128 KiB each on an NPU): two run at a time
     and, growing to 900 tokens, one is swapped out over the 32 GB/s host link (4.096 us a block) and back."""
@@ -417,7 +416,7 @@ def test_swap_preemption_runs_from_a_study_and_reports_its_copies(
     assert cli.main(["run", str(path)]) == 0
     assert "swapped to host memory" in capsys.readouterr().out
     del data["workload"]["pools"][0]["scheduler"]["swap_bandwidth"]
-    code, err = run_cli(tmp_path, data, capsys)
+    code, err = run_study_file(run_cli, tmp_path, data)
     assert code != 0 and "1 problem\n  workload.pools[0].scheduler: preemption: swap needs swap_bandwidth" in err, err
 
 
@@ -448,7 +447,7 @@ def test_speculation_prices_the_drafts_passes_and_the_verification_and_pays_off_
 
 
 def test_a_pipelined_replica_prices_each_stage_and_a_lone_request_crosses_them_all(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, run_cli: RunCli
 ) -> None:
     """One TP-2 x PP-2 replica: the pricer gives each stage's part (the second's including the activation's
     transfer from the first), and one request at a time sees their sum as TTFT."""
@@ -463,5 +462,5 @@ def test_a_pipelined_replica_prices_each_stage_and_a_lone_request_crosses_them_a
     assert isinstance(stages, tuple) and len(stages) == 2 and min(stages) > 0
     assert serving["ttft_mean_ps"] == serving["ttft_p99_ps"] == sum(stages)
     data["workload"]["pools"][0]["scheduler"]["kv_capacity"] = "5MiB"  # 80 blocks of 64 KiB: 40 a batch, 45 needed
-    code, err = run_cli(tmp_path, data, capsys)
+    code, err = run_study_file(run_cli, tmp_path, data)
     assert code != 0 and "each of the 2 batches in flight on the pipeline holding" in err, err

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from stratasim import cli
 from stratasim.chakra import et_def_pb2 as et
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.errors import WorkloadError
 from stratasim.study.run import run_study
 from stratasim.workload_layer.traces.chakra import DURATION_ATTR, ROOT_ATTR, read_trace
 from stratasim.workload_layer.traces.native import StrataSimTraceWorkload
+from tests.helpers import RunCli
 from tests.workload_layer.transformer_helpers import GPT
 
 NETWORK = {
@@ -58,22 +58,14 @@ def study(workload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("to", ["chakra", "stratasim"])
 @pytest.mark.parametrize("name", list(WORKLOADS))
-def test_an_export_replays_to_the_same_time(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, to: str
-) -> None:
+def test_an_export_replays_to_the_same_time(run_cli: RunCli, tmp_path: Path, name: str, to: str) -> None:
     original = study(WORKLOADS[name])
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(original), encoding="utf-8")
     prefix = tmp_path / "out" / name
-    code, out, err = run_cli(capsys, "trace", "export", str(path), str(prefix), "--to", to)
+    code, out, err = run_cli("trace", "export", str(path), str(prefix), "--to", to)
     assert (code, err) == (0, "")
     suffix = ".et" if to == "chakra" else ".pb"
     assert [(tmp_path / "out" / f"{name}.{npu}{suffix}").is_file() for npu in range(9)] == [True] * 8 + [False]
@@ -82,12 +74,10 @@ def test_an_export_replays_to_the_same_time(
     assert run_study(parse_study(replayed, "replay")).total_time_ps == expected
 
 
-def test_chakra_export_keeps_exact_durations_and_roots_in_attributes(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_chakra_export_keeps_exact_durations_and_roots_in_attributes(run_cli: RunCli, tmp_path: Path) -> None:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study(TRANSFORMER)), encoding="utf-8")
-    assert run_cli(capsys, "trace", "export", str(path), str(tmp_path / "t"), "--to", "chakra")[0] == 0
+    assert run_cli("trace", "export", str(path), str(tmp_path / "t"), "--to", "chakra")[0] == 0
     _, nodes = read_trace(tmp_path / "t.0.et")
     computes = [node for node in nodes if node.type == et.COMP_NODE]
     exact = [
@@ -98,7 +88,7 @@ def test_chakra_export_keeps_exact_durations_and_roots_in_attributes(
     assert exact, "a roofline-priced GEMM of a small GPT is not a whole number of microseconds"
     assert all(node.duration_micros == round(ps / 10**6) for node, ps in zip(computes, exact) if ps % 10**6)
     path.write_text(yaml.safe_dump(study(WORKLOADS["broadcast"])), encoding="utf-8")
-    assert run_cli(capsys, "trace", "export", str(path), str(tmp_path / "b"), "--to", "chakra")[0] == 0
+    assert run_cli("trace", "export", str(path), str(tmp_path / "b"), "--to", "chakra")[0] == 0
     (node, _) = read_trace(tmp_path / "b.3.et")[1]
     assert [attr.uint64_val or attr.int64_val for attr in node.attr if attr.name == ROOT_ATTR] == [5]
 
@@ -119,19 +109,17 @@ def test_chakra_export_keeps_exact_durations_and_roots_in_attributes(
         (("--to", "stratasim", "--set", "workload.parallelism.tp=3"), "error: "),
     ],
 )
-def test_bad_options_are_one_error(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, options: tuple[str, ...], message: str
-) -> None:
+def test_bad_options_are_one_error(run_cli: RunCli, tmp_path: Path, options: tuple[str, ...], message: str) -> None:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study(TRANSFORMER)), encoding="utf-8")
-    code, out, err = run_cli(capsys, "trace", "export", str(path), str(tmp_path / "t"), *options)
+    code, out, err = run_cli("trace", "export", str(path), str(tmp_path / "t"), *options)
     assert (code, out) == (2, "") and err.startswith(message) and err.count("error:") == 1
     assert not list(tmp_path.glob("t.*"))
 
 
-def test_the_default_limit_refuses_gpt3_on_1024_npus(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_the_default_limit_refuses_gpt3_on_1024_npus(run_cli: RunCli, tmp_path: Path) -> None:
     gpt3 = Path(__file__).resolve().parents[2] / "examples" / "gpt3_175b.yaml"
-    code, _, err = run_cli(capsys, "trace", "export", str(gpt3), str(tmp_path / "g"), "--to", "chakra")
+    code, _, err = run_cli("trace", "export", str(gpt3), str(tmp_path / "g"), "--to", "chakra")
     assert code == 2 and "runs on 1024 NPUs" in err and "limit of 128" in err and "--max-npus 1024" in err
     assert not list(tmp_path.iterdir())
 

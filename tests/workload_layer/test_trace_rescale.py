@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from stratasim import cli
 from stratasim.chakra.et_def_pb2 import GlobalMetadata
 from stratasim.config.study_file import parse_study
 from stratasim.study.run import run_study
 from stratasim.workload_layer.traces.chakra import read_trace, write_trace
+from tests.helpers import RunCli
 from tests.workload_layer.transformer_helpers import GPT
 
 
@@ -50,16 +50,10 @@ def study(
     }
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def export(capsys: pytest.CaptureFixture[str], tmp_path: Path, data: dict[str, Any]) -> Path:
+def export(run_cli: RunCli, tmp_path: Path, data: dict[str, Any]) -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    assert run_cli(capsys, "trace", "export", str(path), str(tmp_path / "t"), "--to", "chakra")[0] == 0
+    assert run_cli("trace", "export", str(path), str(tmp_path / "t"), "--to", "chakra")[0] == 0
     return tmp_path / "t"
 
 
@@ -69,21 +63,21 @@ def replayed(data: dict[str, Any], prefix: Path) -> int:
 
 @pytest.mark.parametrize(("dp", "order"), [(1, ("tp", "pp", "dp")), (4, ("tp", "pp", "dp")), (3, ("dp", "tp", "pp"))])
 def test_a_rescaled_transformer_replays_to_the_time_built_directly(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, dp: int, order: tuple[str, ...]
+    run_cli: RunCli, tmp_path: Path, dp: int, order: tuple[str, ...]
 ) -> None:
-    prefix = export(capsys, tmp_path, study(2, order=order))
+    prefix = export(run_cli, tmp_path, study(2, order=order))
     code, out, err = run_cli(
-        capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", str(4 * dp), "--dp", str(dp)
+        "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", str(4 * dp), "--dp", str(dp)
     )
     assert (code, err) == (0, "") and f"wrote {4 * dp + 1} files" in out
     direct = run_study(parse_study(study(dp, order=order), "direct")).total_time_ps
     assert replayed(study(dp, order=order), tmp_path / "r") == direct
 
 
-def test_a_purely_data_parallel_trace_needs_no_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_purely_data_parallel_trace_needs_no_plan(run_cli: RunCli, tmp_path: Path) -> None:
     collective = {"kind": "collective", "collective": "all_reduce", "size": "8MiB", "repeat": 2}
     prefix = export(
-        capsys,
+        run_cli,
         tmp_path,
         {
             **study(2, collective),
@@ -93,7 +87,7 @@ def test_a_purely_data_parallel_trace_needs_no_plan(capsys: pytest.CaptureFixtur
             },
         },
     )
-    assert run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")[0] == 0
+    assert run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")[0] == 0
     sixteen = {
         **study(2, collective),
         "network": {
@@ -104,8 +98,8 @@ def test_a_purely_data_parallel_trace_needs_no_plan(capsys: pytest.CaptureFixtur
     assert replayed(sixteen, tmp_path / "r") == run_study(parse_study(sixteen, "direct")).total_time_ps
 
 
-def test_the_plan_travels_in_the_metadata(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    prefix = export(capsys, tmp_path, study(2))
+def test_the_plan_travels_in_the_metadata(run_cli: RunCli, tmp_path: Path) -> None:
+    prefix = export(run_cli, tmp_path, study(2))
     metadata, _ = read_trace(f"{prefix}.5.et")
     plan = {
         attr.name: getattr(attr, str(attr.WhichOneof("value"))) for attr in metadata.attr if "parallelism" in attr.name
@@ -138,24 +132,24 @@ def test_the_plan_travels_in_the_metadata(capsys: pytest.CaptureFixture[str], tm
     ],
 )
 def test_a_plan_the_ranks_cannot_fill_is_refused(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, options: list[str], message: str
+    run_cli: RunCli, tmp_path: Path, options: list[str], message: str
 ) -> None:
-    prefix = export(capsys, tmp_path, study(2))
-    code, out, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), *options)
+    prefix = export(run_cli, tmp_path, study(2))
+    code, out, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), *options)
     assert (code, out) == (2, "") and err.startswith("error: " + message.format(first=f"{prefix}.0.et"))
     assert not list(tmp_path.glob("r.*"))
 
 
-def test_too_many_ranks_and_stale_rank_files_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    prefix = export(capsys, tmp_path, study(2))
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "400000000")
+def test_too_many_ranks_and_stale_rank_files_are_refused(run_cli: RunCli, tmp_path: Path) -> None:
+    prefix = export(run_cli, tmp_path, study(2))
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "400000000")
     assert (code, err) == (
         2,
         "error: --npus 400000000: a rescaled trace has a file per rank, more than the limit of "
         "128; raise it with --max-npus 400000000\n",
     )
     # Rescaling a trace onto itself, to fewer ranks, would leave ranks 4..7 to be read with the new ones.
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(prefix), "--npus", "4")
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(prefix), "--npus", "4")
     assert (code, err) == (
         2,
         f"error: {prefix}.4.et exists: the rescaled trace has ranks 0..3, and a replay would "
@@ -163,11 +157,9 @@ def test_too_many_ranks_and_stale_rank_files_are_refused(capsys: pytest.CaptureF
     )
 
 
-def test_one_replica_has_no_gradient_all_reduce_to_replicate(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    prefix = export(capsys, tmp_path, study(1))
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")
+def test_one_replica_has_no_gradient_all_reduce_to_replicate(run_cli: RunCli, tmp_path: Path) -> None:
+    prefix = export(run_cli, tmp_path, study(1))
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")
     assert (code, err) == (
         2,
         f"error: --npus 8: the trace ({prefix}.0.et) was recorded with dp 1, so it holds no "
@@ -182,35 +174,35 @@ def test_one_replica_has_no_gradient_all_reduce_to_replicate(
         },
     }
     (tmp_path / "single").mkdir()
-    prefix = export(capsys, tmp_path / "single", single)
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")
+    prefix = export(run_cli, tmp_path / "single", single)
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "8")
     assert code == 2 and f"({prefix}.0.et) was recorded with dp 1" in err
 
 
-def test_zero_cannot_change_dp(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_zero_cannot_change_dp(run_cli: RunCli, tmp_path: Path) -> None:
     data = study(2)
     data["workload"]["parallelism"]["zero"] = 1
-    prefix = export(capsys, tmp_path, data)
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
+    prefix = export(run_cli, tmp_path, data)
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
     assert code == 2 and "ZeRO stage 1 shards memory over DP, which a change of DP cannot rescale" in err
 
 
-def test_missing_ranks_and_missing_plans_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    prefix = export(capsys, tmp_path, study(2))
+def test_missing_ranks_and_missing_plans_are_refused(run_cli: RunCli, tmp_path: Path) -> None:
+    prefix = export(run_cli, tmp_path, study(2))
     Path(f"{prefix}.3.et").unlink()
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
     assert (code, err) == (2, f"error: {prefix}: ranks must be 0..N-1; {prefix}.3.et is missing (found up to rank 7)\n")
-    prefix = export(capsys, tmp_path, study(2))
+    prefix = export(run_cli, tmp_path, study(2))
     for rank in range(8):
         _, nodes = read_trace(f"{prefix}.{rank}.et")
         write_trace(f"{prefix}.{rank}.et", GlobalMetadata(version="0.0.4"), nodes)
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
     assert code == 2 and err.startswith(f"error: {prefix}.0.et: node ")
     assert "the trace records no parallel plan" in err and "and this node is not" in err and err.count("\n") == 1
 
 
-def test_an_all_to_all_is_not_data_parallel(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_an_all_to_all_is_not_data_parallel(run_cli: RunCli, tmp_path: Path) -> None:
     collective = {"kind": "collective", "collective": "all_to_all", "size": "8MiB"}
-    prefix = export(capsys, tmp_path, study(2, collective))
-    code, _, err = run_cli(capsys, "trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
+    prefix = export(run_cli, tmp_path, study(2, collective))
+    code, _, err = run_cli("trace", "rescale", str(prefix), str(tmp_path / "r"), "--npus", "16")
     assert code == 2 and err.startswith(f"error: {prefix}.0.et: node 0:") and "purely data-parallel" in err

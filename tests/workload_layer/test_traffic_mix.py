@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from stratasim import cli
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SystemOptions, simulate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traffic_mix import TrafficMixWorkload
+from tests.helpers import RunCli
 from tests.system_layer.helpers import RING, ser, topology
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "palm_congestion.yaml")
@@ -80,13 +80,13 @@ def test_tasks_overlap_on_the_analytical_network() -> None:
     assert result.total_time_ps == latency + ser(size, bandwidth)
 
 
-def check(capsys: pytest.CaptureFixture[str], *overrides: str) -> tuple[int, str]:
-    code = cli.main(["check", EXAMPLE, *(arg for override in overrides for arg in ("--set", override))])
-    return code, capsys.readouterr().err
+def check(run_cli: RunCli, *overrides: str) -> tuple[int, str]:
+    code, _, err = run_cli("check", EXAMPLE, *(arg for override in overrides for arg in ("--set", override)))
+    return code, err
 
 
-def test_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check(capsys) == (0, "")
+def test_example_checks(run_cli: RunCli) -> None:
+    assert check(run_cli) == (0, "")
 
 
 @pytest.mark.parametrize(
@@ -113,10 +113,8 @@ def test_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
         (("workload.tasks=[]",), ["workload.tasks: list should have at least 1 item"]),
     ],
 )
-def test_bad_input_is_one_clear_error(
-    capsys: pytest.CaptureFixture[str], overrides: tuple[str, ...], messages: list[str]
-) -> None:
-    code, err = check(capsys, *overrides)
+def test_bad_input_is_one_clear_error(run_cli: RunCli, overrides: tuple[str, ...], messages: list[str]) -> None:
+    code, err = check(run_cli, *overrides)
     assert code == 2 and err.startswith("error: ") and err.count("error:") == 1 and "Traceback" not in err
     for message in messages:
         assert message in err

@@ -283,41 +283,16 @@ def to_graph(
     if metadata is not None:
         graph.resident_bytes.update(_resident(metadata, label))
     definitions = [found for found in (trace_groups(nodes, label), groups) if found is not None]
-    collectives = set(workload_pb2.CollectiveType.values())
     for node in nodes:
         where = f"{label}: node {node.id}"
         out = graph.nodes.add(
             id=node.id, name=node.name, type=node.type, ctrl_deps=node.ctrl_deps, data_deps=node.data_deps
         )
-        memory = _attr_int(node, MEMORY_ATTR, where) or 0
-        if not -(2**63) <= memory < 2**63:
-            raise WorkloadError(f"{where}: attribute {MEMORY_ATTR} is out of range ({memory})")
-        out.memory_bytes = memory
-        out.milestone = bool(_attr(node.attr, MILESTONE_ATTR, frozenset({"bool_val"}), where))
-        if node.type in (et_def_pb2.COMM_COLL_NODE, et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
-            pg_name = _attr(node.attr, "pg_name", frozenset({"string_val"}), where)
-            assert pg_name is None or isinstance(pg_name, str)
-            out.pg_name = pg_name or ""
+        _common_fields(node, out, where)
         if node.type == et_def_pb2.COMP_NODE:
-            exact = _attr_int(node, DURATION_ATTR, where)
-            if exact is not None and not 0 <= exact < 2**63:
-                raise WorkloadError(f"{where}: attribute {DURATION_ATTR} is out of range ({exact})")
-            if exact is None and node.duration_micros * US_TO_PS >= 2**63:
-                raise WorkloadError(f"{where}: duration_micros {node.duration_micros} does not fit int64 picoseconds")
-            out.duration_ps = node.duration_micros * US_TO_PS if exact is None else exact
+            out.duration_ps = _duration_ps(node, where)
         elif node.type == et_def_pb2.COMM_COLL_NODE:
-            comm_type = _required(node, "comm_type", where)
-            if comm_type not in collectives:
-                raise WorkloadError(f"{where}: unknown comm_type {comm_type}")
-            out.comm_type = workload_pb2.CollectiveType.ValueType(comm_type)
-            out.comm_bytes = _required(node, "comm_size", where)
-            if out.pg_name:
-                out.group.extend(communicator_group(out.pg_name, where, npu, npus, definitions))
-            root = _attr_int(node, ROOT_ATTR, where)
-            if root is not None:
-                if not 0 <= root < (2**32 if npus is None else npus):
-                    raise WorkloadError(f"{where}: attribute {ROOT_ATTR} {root} is not an NPU of the {npus or 'trace'}")
-                out.root = root
+            _collective_fields(node, out, where, npu, npus, definitions)
         elif node.type in (et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):
             send = node.type == et_def_pb2.COMM_SEND_NODE
             out.peer = _peer(node, "comm_dst" if send else "comm_src", where, npu, npus)
@@ -328,6 +303,56 @@ def to_graph(
         elif node.type == et_def_pb2.INVALID_NODE:
             raise WorkloadError(f"{where}: type INVALID_NODE")
     return graph
+
+
+_COMM_NODES = (et_def_pb2.COMM_COLL_NODE, et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE)
+_COLLECTIVES = frozenset(workload_pb2.CollectiveType.values())
+
+
+def _common_fields(node: Node, out: workload_pb2.Node, where: str) -> None:
+    """The fields of ``out`` any node may carry: its memory footprint, whether it is a milestone, its communicator."""
+    memory = _attr_int(node, MEMORY_ATTR, where) or 0
+    if not -(2**63) <= memory < 2**63:
+        raise WorkloadError(f"{where}: attribute {MEMORY_ATTR} is out of range ({memory})")
+    out.memory_bytes = memory
+    out.milestone = bool(_attr(node.attr, MILESTONE_ATTR, frozenset({"bool_val"}), where))
+    if node.type in _COMM_NODES:
+        pg_name = _attr(node.attr, "pg_name", frozenset({"string_val"}), where)
+        assert pg_name is None or isinstance(pg_name, str)
+        out.pg_name = pg_name or ""
+
+
+def _duration_ps(node: Node, where: str) -> int:
+    """A compute node's duration in picoseconds: its exact attribute when it has one, else ``duration_micros``."""
+    exact = _attr_int(node, DURATION_ATTR, where)
+    if exact is not None and not 0 <= exact < 2**63:
+        raise WorkloadError(f"{where}: attribute {DURATION_ATTR} is out of range ({exact})")
+    if exact is None and node.duration_micros * US_TO_PS >= 2**63:
+        raise WorkloadError(f"{where}: duration_micros {node.duration_micros} does not fit int64 picoseconds")
+    return node.duration_micros * US_TO_PS if exact is None else exact
+
+
+def _collective_fields(
+    node: Node,
+    out: workload_pb2.Node,
+    where: str,
+    npu: int,
+    npus: int | None,
+    definitions: Sequence[CommGroups],
+) -> None:
+    """A collective node's type, size, communicator group (which must hold ``npu``) and root."""
+    comm_type = _required(node, "comm_type", where)
+    if comm_type not in _COLLECTIVES:
+        raise WorkloadError(f"{where}: unknown comm_type {comm_type}")
+    out.comm_type = workload_pb2.CollectiveType.ValueType(comm_type)
+    out.comm_bytes = _required(node, "comm_size", where)
+    if out.pg_name:
+        out.group.extend(communicator_group(out.pg_name, where, npu, npus, definitions))
+    root = _attr_int(node, ROOT_ATTR, where)
+    if root is not None:
+        if not 0 <= root < (2**32 if npus is None else npus):
+            raise WorkloadError(f"{where}: attribute {ROOT_ATTR} {root} is not an NPU of the {npus or 'trace'}")
+        out.root = root
 
 
 _BYTES_PER_NODE = 4
