@@ -1,5 +1,6 @@
 """A run's servers are forked from its own process when that is safe (a fresh process: gRPC not imported, one
-thread), and give what ``python -m stratasim.cli.serve`` gives: the same results, the same errors, no child left."""
+thread), and give what ``python -m stratasim.remote.serve_main`` gives: the same results, the same errors, no child
+left."""
 
 from __future__ import annotations
 
