@@ -15,7 +15,15 @@ from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import compute_pb2
 
-__all__ = ["OperatorPricer", "signature"]
+__all__ = ["OperatorPricer", "PricingError", "signature"]
+
+
+class PricingError(BackendError):
+    """The compute backend could not price an operator; ``reason`` is the backend's own words."""
+
+    def __init__(self, label: str, reason: str) -> None:
+        super().__init__(f"compute backend {label!r}: {reason}")
+        self.reason = reason
 
 
 def signature(op: compute_pb2.OperatorDesc) -> bytes:
@@ -58,7 +66,7 @@ class OperatorPricer:
             )
             response = self._compute.estimate(request)
             if response.HasField("error"):
-                raise BackendError(f"compute backend {self._label!r}: {response.error.message}")
+                raise PricingError(self._label, response.error.message)
             self._costs.update(zip(new, response.costs, strict=True))
         return {key: self._costs[key] for key in ops}
 

@@ -18,6 +18,7 @@ from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, ConfigError
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.study.compute_setup import DescribedDevice, Description, build_compute
+from stratasim.system_layer.operators import OperatorPricer, PricingError
 from stratasim.v1 import compute_pb2
 
 __all__ = ["BackendCost", "price", "to_dict", "to_text"]
@@ -73,18 +74,26 @@ def price(
             facts = backend.describe(compute_pb2.DescribeRequest(devices=[chosen]))
             if facts.HasField("error"):
                 raise BackendError(f"compute backend {name!r} has no device {chosen!r}; available: {', '.join(known)}")
-            calibration = compute_pb2.Calibration(datasheet=True) if datasheet else None
-            response = backend.estimate(compute_pb2.EstimateRequest(device=chosen, ops=[op], calibration=calibration))
+            model = "" if datasheet else facts.devices[0].calibration
+            results.append(_priced(op, name, backend, chosen, model, datasheet))
         finally:
             backend.close()
-        model = "" if datasheet else facts.devices[0].calibration
-        if response.HasField("error"):
-            results.append(BackendCost(name, None, response.error.message, chosen, model))
-        else:
-            results.append(BackendCost(name, response.costs[0], device=chosen, calibration=model))
     if len(results) == 1 and results[0].cost is None:
         raise BackendError(f"compute backend {results[0].backend!r}: {results[0].error}")
     return results
+
+
+def _priced(
+    op: compute_pb2.OperatorDesc, name: str, backend: ComputeBackend, device: str, model: str, datasheet: bool
+) -> BackendCost:
+    """``op`` priced by the one operator pricer on ``device`` (on its datasheet figures if ``datasheet``), or the
+    backend's reason for not pricing it; ``model`` names the efficiency model that priced it."""
+    calibration = compute_pb2.Calibration(datasheet=True) if datasheet else None
+    try:
+        (cost,) = OperatorPricer(backend, device, calibration, label=name).costs([op])
+    except PricingError as error:
+        return BackendCost(name, None, error.reason, device, model)
+    return BackendCost(name, cost, device=device, calibration=model)
 
 
 def _section(profile: str | None, objective: str | None) -> BackendSection | None:
