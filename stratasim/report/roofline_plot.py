@@ -24,6 +24,7 @@ from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel.errors import InputError, StrataSimError
 from stratasim.kernel.operators import dtype_name
 from stratasim.kernel.safe_load import TABLE_BYTES, parse_json, read_text
+from stratasim.system_layer.operators import OperatorPricer, PricingError
 from stratasim.v1 import compute_pb2
 
 __all__ = [
@@ -228,11 +229,10 @@ def _op_point(spec: str, dev: Device, dtype: str, calibration: compute_pb2.Calib
             raise StrataSimError(f"--op {spec!r}: expected KIND:KEY=VALUE,... such as gemm:M=4096,K=4096,N=4096")
         given[key.strip().lower()] = value.strip()
     op = operator_from(kind.strip().lower(), given, given.pop("dtype", dtype))
-    request = compute_pb2.EstimateRequest(device=dev.name, ops=[op], calibration=calibration)
-    response = RooflineCompute([dev]).estimate(request)
-    if response.HasField("error"):
-        raise StrataSimError(f"--op {spec!r}: {response.error.message}")
-    cost = response.costs[0]
+    try:
+        (cost,) = OperatorPricer(RooflineCompute([dev]), dev.name, calibration).costs([op])
+    except PricingError as error:
+        raise StrataSimError(f"--op {spec!r}: {error.reason}") from None
     traffic = {entry.level: entry.bytes for entry in cost.traffic}
     return RooflinePoint(spec, op.flops, op.bytes, cost.duration_ps, traffic)
 

@@ -14,6 +14,7 @@ from stratasim.importers.astra import import_astra
 from stratasim.kernel import operators
 from stratasim.kernel.errors import StrataSimError
 from stratasim.study.run import run_study
+from stratasim.system_layer.operators import OperatorPricer, PricingError
 from stratasim.v1 import compute_pb2
 from stratasim.validate.cases import DATA, Case, Suite
 
@@ -93,10 +94,11 @@ def _scalesim(inputs: Mapping[str, Any]) -> dict[str, float]:
     args = {key: value for key, value in inputs.items() if key not in ("device", "layer", "kind")}
     build = operators.gemm if inputs["kind"] == "gemm" else operators.conv2d
     op = build(**args, dtype=compute_pb2.INT8, name=inputs["layer"])
-    response = TimeloopCompute().estimate(compute_pb2.EstimateRequest(device=inputs["device"], ops=[op]))
-    if response.HasField("error"):
-        raise StrataSimError(response.error.message)
-    return {"cycles": response.costs[0].duration_ps // _PS_PER_CYCLE}
+    try:
+        (cost,) = OperatorPricer(TimeloopCompute(), inputs["device"]).costs([op])
+    except PricingError as error:
+        raise StrataSimError(error.reason) from None
+    return {"cycles": cost.duration_ps // _PS_PER_CYCLE}
 
 
 _RUNNERS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {
