@@ -61,7 +61,7 @@ class CollectiveTable:
         self._everyone = Group(list(range(npus)))
         self._open: dict[tuple[tuple[int, ...], int], Collective] = {}
         self._interned: dict[tuple[int, ...], Group] = {self._everyone: self._everyone}
-        self._plan_groups: dict[int, tuple[GraphPlan, list[Group | None]]] = {}
+        self._plan_groups: dict[GraphPlan, list[Group | None]] = {}
         self._layouts: dict[tuple[str, int, tuple[int, ...]], Layout] = {}
         self.all: list[Collective] = []
         # Collectives run inside blocks run whole (:mod:`stratasim.system_layer.engine.macros`): their statistics
@@ -77,10 +77,10 @@ class CollectiveTable:
     def groups_of(self, plan: GraphPlan) -> list[Group | None]:
         """Per node of ``plan``, its group once :meth:`group` has been asked for it (None before), shared by every
         NPU running ``plan`` so that a group is sorted once per plan, not once per NPU."""
-        known = self._plan_groups.get(id(plan))
-        if known is None or known[0] is not plan:
-            known = self._plan_groups[id(plan)] = (plan, [None] * len(plan.nodes))
-        return known[1]
+        known = self._plan_groups.get(plan)
+        if known is None:
+            known = self._plan_groups[plan] = [None] * len(plan.nodes)
+        return known
 
     def group(self, node: workload_pb2.Node) -> Group:
         """``node``'s group, its members sorted (empty when the node names none), interned: one object per

@@ -23,9 +23,12 @@ SUPPORTED_NODE_TYPES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GraphPlan:
     """A graph's nodes by position, with each node's dependents and number of dependencies.
+
+    A plan is equal only to itself, and hashes so: the engine keys per-plan tables (durations, groups, counts) by
+    the plan object.
 
     The memory and milestone annotations are kept sparse, by position, so the engine's hot path pays a
     dictionary look-up only: ``allocations`` (bytes a node takes when it starts), ``releases`` (bytes it gives

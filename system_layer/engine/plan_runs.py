@@ -47,8 +47,8 @@ class PlanRun:
 
     def take_prices(self, pricing: Pricing) -> None:
         """Keep the durations and energy ``pricing`` found for the inlined plan."""
-        self.durations = pricing.durations[id(self.plan)]
-        self.energy_pj = pricing.energies[id(self.plan)]
+        self.durations = pricing.durations[self.plan]
+        self.energy_pj = pricing.energies[self.plan]
 
     def fuse(self) -> None:
         """Make each fusible run of compute nodes one node (same times, fewer events)."""
@@ -87,12 +87,13 @@ def mark_blocks_run_whole(runs: Mapping[int, PlanRun], stand_in: Sequence[int] |
             run.whole = runnable_whole(run.plan, run.npus[0], stands_in, npus)
 
 
-def count_runs(runs: Mapping[int, PlanRun], stand_in: Sequence[int] | None, npus: int) -> dict[int, int]:
-    """By ``id`` of each priced plan (the pricing's key), how many NPUs of the study follow it."""
-    counts: Counter[int] = Counter()
+def count_runs(runs: Mapping[int, PlanRun], stand_in: Sequence[int] | None, npus: int) -> dict[GraphPlan, int]:
+    """By priced plan (the pricing's key), how many NPUs of the study follow it."""
+    counts: Counter[GraphPlan] = Counter()
     for npu in range(npus):
         run = runs[npu if stand_in is None else stand_in[npu]]
-        counts[id(run.priced)] += 1
+        assert run.priced is not None, "count_runs follows pricing, which inlines every plan"
+        counts[run.priced] += 1
     return counts
 
 

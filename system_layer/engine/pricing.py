@@ -28,23 +28,23 @@ _MAX_NAMES = 8
 
 @dataclass(frozen=True)
 class Pricing:
-    """Keyed by ``id(plan)``: node durations by position (fixed ones as given) and the picojoules its priced
+    """Keyed by plan: node durations by position (fixed ones as given) and the picojoules its priced
     operators take in all (fixed-duration nodes carry no energy); ``counts`` says how many times each plan runs
     each distinct operator (by signature), for :meth:`operator_stats`."""
 
-    durations: Mapping[int, tuple[int, ...]]
-    energies: Mapping[int, float]
-    counts: Mapping[int, Counter[bytes]]
+    durations: Mapping[GraphPlan, tuple[int, ...]]
+    energies: Mapping[GraphPlan, float]
+    counts: Mapping[GraphPlan, Counter[bytes]]
     ops: Mapping[bytes, tuple[compute_pb2.OperatorDesc, list[str], compute_pb2.OperatorCost]]
 
     def operator_stats(
-        self, plan_runs: Mapping[int, int], reductions: Iterable[tuple[OperatorDesc, OperatorCost, int]] = ()
+        self, plan_runs: Mapping[GraphPlan, int], reductions: Iterable[tuple[OperatorDesc, OperatorCost, int]] = ()
     ) -> tuple[OperatorStats, ...]:
-        """One row per distinct operator, counting each plan as run ``plan_runs[id(plan)]`` times (by how many
+        """One row per distinct operator, counting each plan as run ``plan_runs[plan]`` times (by how many
         NPUs follow it), plus the collectives' priced ``reductions`` (operator, cost, runs); most time first."""
         totals: Counter[bytes] = Counter()
-        for plan_id, runs in plan_runs.items():
-            for key, count in self.counts[plan_id].items():
+        for plan, runs in plan_runs.items():
+            for key, count in self.counts[plan].items():
                 totals[key] += count * runs
         rows = [_row(op, names, cost, totals[key]) for key, (op, names, cost) in self.ops.items() if totals[key]]
         rows += [_row(op, [op.name], cost, count) for op, cost, count in reductions if count]
@@ -83,20 +83,18 @@ class _OperatorKeys:
     def __init__(self, priced: bool) -> None:
         self._priced = priced
         self.unique: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str]]] = {}
-        self.keys: dict[int, list[bytes | None]] = {}
-        self.every: dict[int, GraphPlan] = {}
+        self.keys: dict[GraphPlan, list[bytes | None]] = {}
         self._signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
 
     def visit(self, plan: GraphPlan, scope: str = "") -> None:
         """Key every node of ``plan``, and of each block at its first block node: operators are named in the
         order the unrolled graph runs them."""
-        self.every[id(plan)] = plan
         plan_keys: list[bytes | None] = []
-        self.keys[id(plan)] = plan_keys
+        self.keys[plan] = plan_keys
         for index, node in enumerate(plan.nodes):
             if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
                 plan_keys.append(None)
-                if node.type == workload_pb2.BLOCK_NODE and id(plan.blocks[node.block]) not in self.every:
+                if node.type == workload_pb2.BLOCK_NODE and plan.blocks[node.block] not in self.keys:
                     self.visit(plan.blocks[node.block], plan.name(index))
                 continue
             if not self._priced:
@@ -130,25 +128,23 @@ def price_plans(plans: Sequence[GraphPlan], pricer: OperatorPricer | None) -> Pr
         costs = pricer.costs_by_signature({key: op for key, (op, _) in keyed.unique.items()})
     duration_of = {key: cost.duration_ps for key, cost in costs.items()}
     durations = {
-        plan_id: tuple(
-            node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, keyed.keys[plan_id])
-        )
-        for plan_id, plan in keyed.every.items()
+        plan: tuple(node.duration_ps if key is None else duration_of[key] for node, key in zip(plan.nodes, plan_keys))
+        for plan, plan_keys in keyed.keys.items()
     }
-    own = {plan_id: Counter(key for key in plan_keys if key is not None) for plan_id, plan_keys in keyed.keys.items()}
-    counts = {id(plan): _with_blocks(plan, own) for plan in plans}
-    energies = {plan_id: _energy(plan_counts, costs) for plan_id, plan_counts in counts.items()}
+    own = {plan: Counter(key for key in plan_keys if key is not None) for plan, plan_keys in keyed.keys.items()}
+    counts = {plan: _with_blocks(plan, own) for plan in plans}
+    energies = {plan: _energy(plan_counts, costs) for plan, plan_counts in counts.items()}
     ops = {key: (op, names, costs[key]) for key, (op, names) in keyed.unique.items()}
     return Pricing(durations, energies, counts, ops)
 
 
-def _with_blocks(plan: GraphPlan, own: Mapping[int, Counter[bytes]]) -> Counter[bytes]:
+def _with_blocks(plan: GraphPlan, own: Mapping[GraphPlan, Counter[bytes]]) -> Counter[bytes]:
     """The operators ``plan`` runs: its own, and its blocks' once per block node that runs them."""
-    total = Counter(own[id(plan)])
+    total = Counter(own[plan])
     if plan.blocks:
         block_type = workload_pb2.BLOCK_NODE
         for block, runs in Counter(node.block for node in plan.nodes if node.type == block_type).items():
-            for key, count in own[id(plan.blocks[block])].items():
+            for key, count in own[plan.blocks[block]].items():
                 total[key] += count * runs
     return total
 

@@ -280,7 +280,7 @@ def _result(
     scope: _Scope,
     engine: _Engine,
     pricing: Pricing,
-    plan_runs: dict[int, int],
+    plan_runs: dict[GraphPlan, int],
     stopped: RunStopped | None,
     unfinished: int,
 ) -> SimulationResult:
@@ -350,7 +350,7 @@ def _packet_latency(counters: network_pb2.LinkCounters) -> PacketLatencyStats:
 
 
 def _block_runs(
-    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: Mapping[int, tuple[int, ...]], traced: bool
+    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: Mapping[GraphPlan, tuple[int, ...]], traced: bool
 ) -> dict[int, BlockRun]:
     """What each block node left in ``plan`` does when run whole (and shows in the trace, if ``traced``),
     recorded once per block."""
@@ -361,7 +361,7 @@ def _block_runs(
             run = recorded.get(node.block)
             if run is None:
                 block = plan.blocks[node.block]
-                run = recorded[node.block] = blocks.record(npu, block, durations[id(block)], traced)
+                run = recorded[node.block] = blocks.record(npu, block, durations[block], traced)
             runs[index] = run
     return runs
 
