@@ -304,20 +304,28 @@ def _algorithms(
                 )
             algorithm[name] = mapped
             continue
-        if dims is not None and len(names) > dims:
-            said = f"{len(names)} algorithms for {dims} dimension(s)"
-            problems.append((key, f"{said}; ASTRA-sim takes at most one per dimension"))
-        elif dims is not None and len(names) < dims:
-            said = (
-                f"{len(names)} algorithm(s) for {dims} dimensions: ASTRA-sim runs {name} over the first "
-                f"{len(names)} dimension(s) only, StrataSim would repeat the last entry"
-            )
-            if name == collective:
-                problems.append((key, f"{said}; give one algorithm per dimension"))
-            else:
-                comments.append(f"{key}: {said}")
+        _check_count(key, name, len(names), dims, collective, problems, comments)
         algorithm[name] = mapped
     return algorithm
+
+
+def _check_count(
+    key: str, name: str, count: int, dims: int | None, collective: str, problems: Problems, comments: list[str]
+) -> None:
+    """``key`` lists ``count`` algorithms for ``name`` over ``dims`` dimensions: too many is a problem; too few is
+    one for the workload's ``collective`` and a comment for the others."""
+    if dims is not None and count > dims:
+        said = f"{count} algorithms for {dims} dimension(s)"
+        problems.append((key, f"{said}; ASTRA-sim takes at most one per dimension"))
+    elif dims is not None and count < dims:
+        said = (
+            f"{count} algorithm(s) for {dims} dimensions: ASTRA-sim runs {name} over the first "
+            f"{count} dimension(s) only, StrataSim would repeat the last entry"
+        )
+        if name == collective:
+            problems.append((key, f"{said}; give one algorithm per dimension"))
+        else:
+            comments.append(f"{key}: {said}")
 
 
 def _ignored(data: Mapping[str, Any], problems: Problems) -> list[str]:

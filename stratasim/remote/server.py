@@ -33,6 +33,18 @@ _SIGNAL_POLL_S = 0.02
 _UNIX = "unix:"
 
 
+def _grpc_server(layers: Sequence[str], security: ServerSecurity, limits: Limits) -> grpc.Server:
+    """A gRPC server with a worker per session allowed (and spares), the request size limit and the security
+    interceptors."""
+    workers = limits.max_sessions + _SPARE_WORKERS
+    return grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"stratasim-{'-'.join(layers)}"),
+        options=_wire.channel_options(receive_bytes=limits.max_request_bytes),
+        maximum_concurrent_rpcs=workers,
+        interceptors=security.interceptors(),
+    )
+
+
 def serve(
     layer: str,
     backend: str,
@@ -65,13 +77,7 @@ def serve(
         raise BackendError(f"one server serves each layer once; asked for {', '.join(layers)}")
     if stop is None and threading.current_thread() is not threading.main_thread():
         raise ValueError("serve() outside the main thread needs a stop event")
-    workers = limits.max_sessions + _SPARE_WORKERS
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"stratasim-{'-'.join(layers)}"),
-        options=_wire.channel_options(receive_bytes=limits.max_request_bytes),
-        maximum_concurrent_rpcs=workers,
-        interceptors=security.interceptors(),
-    )
+    server = _grpc_server(layers, security, limits)
     computes: list[ComputeServicer] = []
     try:
         for name, chosen in served:

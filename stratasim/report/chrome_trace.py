@@ -138,42 +138,35 @@ def _event_batches(
             _span_event(name, categories[track], npu, start, end) for npu, track, name, start, end in _columns(spans)
         ]
     yield [
-        json.dumps(
-            {
-                "ph": "C",
-                "name": sample.name,
-                "pid": sample.npu,
-                "ts": ps_to_us(sample.time_ps),
-                "args": {"bytes" if sample.name == "memory" else "value": sample.value},
-            },
-            separators=(",", ":"),
+        _counter_event(
+            sample.name, sample.npu, sample.time_ps, {"bytes" if sample.name == "memory" else "value": sample.value}
         )
         for sample in counters
     ]
     recorded = list(links)
     if recorded:
         known = [npu for npu, _ in pairs] + [sample.npu for sample in counters]
-        network = max(npus, 1 + max(known, default=-1))
-        batch = [
-            _metadata("process_name", network, 0, {"name": "network"}),
-            _metadata("process_sort_index", network, 0, {"sort_index": network}),
-        ]
-        for link in recorded:
-            for span in link.spans:
-                for time_ps, value in zip(span, (1, 0)):
-                    batch.append(
-                        json.dumps(
-                            {
-                                "ph": "C",
-                                "name": link.link,
-                                "pid": network,
-                                "ts": ps_to_us(time_ps),
-                                "args": {"busy": value},
-                            },
-                            separators=(",", ":"),
-                        )
-                    )
-        yield batch
+        yield _link_events(recorded, max(npus, 1 + max(known, default=-1)))
+
+
+def _counter_event(name: str, pid: int, time_ps: int, args: dict[str, int]) -> str:
+    """One counter event ("ph": "C") of process ``pid``, as compact JSON."""
+    return json.dumps(
+        {"ph": "C", "name": name, "pid": pid, "ts": ps_to_us(time_ps), "args": args}, separators=(",", ":")
+    )
+
+
+def _link_events(links: list[LinkBusy], network: int) -> list[str]:
+    """The links' busy stretches as counters (1 from a stretch's start, 0 from its end) of a ``network`` process."""
+    batch = [
+        _metadata("process_name", network, 0, {"name": "network"}),
+        _metadata("process_sort_index", network, 0, {"sort_index": network}),
+    ]
+    for link in links:
+        for span in link.spans:
+            for time_ps, value in zip(span, (1, 0)):
+                batch.append(_counter_event(link.link, network, time_ps, {"busy": value}))
+    return batch
 
 
 def _span_event(name: str, category: str, npu: int, start_ps: int, end_ps: int) -> str:
