@@ -22,6 +22,7 @@ PAGES = [
     ROOT / "docs" / "getting-started.md",
     *sorted((ROOT / "docs" / "tutorials").glob("*.md")),
     *sorted((ROOT / "docs" / "how-to").glob("*.md")),
+    ROOT / "docs" / "validation" / "index.md",
 ]
 _RUNS = ("console", "bash", "sh", "yaml")
 
