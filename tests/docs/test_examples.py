@@ -103,3 +103,12 @@ def _merged(base: object, part: object) -> object:
     if isinstance(base, dict) and isinstance(part, dict):
         return {**base, **{key: _merged(base.get(key), value) for key, value in part.items()}}
     return part
+
+
+def test_the_readme_keeps_its_two_set_up_commands() -> None:
+    """The README's set-up commands, word for word: one installs and runs the quickstart, one installs and runs the
+    test suite as CI does (``.ci/run``)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    venv = "python3 -m venv .venv && . .venv/bin/activate && "
+    assert f"```sh\n{venv}pip install . && stratasim run examples/quickstart.yaml\n```" in readme
+    assert f"```sh\n{venv}pip install -e '.[test]' && pytest\n```" in readme
