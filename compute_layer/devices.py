@@ -4,7 +4,7 @@ A device is described by its dense peak throughput per dtype, its main-memory ba
 optional on-chip memory level (:class:`Sram`), how its compute units tile a matrix product (:class:`Tiling`),
 two efficiency factors, a fixed per-operator launch overhead, its power and what it costs. A preset's peaks and
 memories are its datasheet's; its efficiencies are a model fitted once to published training throughput
-(``calibration_source`` cites the measurements; docs/calibration.md shows the fit), with size-dependent efficiency
+(``calibration_source`` cites the measurements; docs/validation/calibration.md shows the fit), with size-dependent efficiency
 on, and :func:`datasheet` strips them to the bare roofline. A figure the maker does not publish is left out
 (``None``) and the preset's ``source`` says so. Other devices are described in a study (:mod:`stratasim.compute_layer.device_section`),
 travel to a backend as a ``RooflineDevice`` message (:mod:`stratasim.compute_layer.device_wire`), or are

@@ -25,8 +25,6 @@ from stratasim.v1 import network_pb2
 
 __all__ = ["MixedNetwork"]
 
-NEXT_WINDOW = -1
-
 
 @dataclass(frozen=True)
 class _Leg:

@@ -6,7 +6,7 @@ This package holds the kernel every layer stands on (:mod:`stratasim.kernel`), t
 line (:mod:`stratasim.cli`), benchmarks, importers and remote layers. The layers install beside them as
 ``stratasim.workload_layer``, ``stratasim.system_layer``, ``stratasim.network_layer``, ``stratasim.compute_layer``
 and ``stratasim.adapters``. ``stratasim.run(study, **overrides)`` is the one call a notebook needs
-(``docs/python-api.md``).
+(``docs/reference/python-api.md``).
 """
 
 import os

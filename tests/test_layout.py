@@ -1,12 +1,16 @@
-"""The repository's layout: every package installed under ``stratasim``, described in one line, and in the README."""
+"""The repository's layout: every package installed under ``stratasim``, described in one line, shown in the layout
+page's tree (docs/architecture/layout.md), and every top-level folder in the README's map."""
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
 import re
+import subprocess
 import tomllib
 from pathlib import Path
+
+import pytest
 
 from tools import installed_layout
 
@@ -42,10 +46,10 @@ def test_every_package_says_in_its_docstring_what_lives_there() -> None:
         assert docstring, f"{name} has no docstring"
 
 
-def _readme_tree() -> list[str]:
-    """The folders the README's Layout tree names, as repository paths."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Layout", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+def _layout_tree() -> list[str]:
+    """The folders the layout page's tree names, as repository paths."""
+    page = (ROOT / "docs" / "architecture" / "layout.md").read_text()
+    block = page.split("```text", 1)[1].split("```", 1)[0]
     paths, parents = [], {}
     for line in block.splitlines():
         indent = len(line) - len(line.lstrip())
@@ -56,10 +60,21 @@ def _readme_tree() -> list[str]:
     return paths
 
 
-def test_the_readme_tree_matches_the_folders() -> None:
-    named = _readme_tree()
+def test_the_layout_tree_matches_the_folders() -> None:
+    named = _layout_tree()
     assert all((ROOT / path).is_dir() for path in named), [path for path in named if not (ROOT / path).is_dir()]
     for folder in _package_folders().values():
         relative = folder.relative_to(ROOT).as_posix() + "/"
         if relative.count("/") <= 2:
-            assert relative in named, f"README's Layout tree does not show {relative}"
+            assert relative in named, f"docs/architecture/layout.md's tree does not show {relative}"
+
+
+def test_the_readme_map_names_every_top_level_folder() -> None:
+    readme = (ROOT / "README.md").read_text()
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if listed.returncode != 0:
+        pytest.skip(f"not a git checkout, so the tracked folders are unknown: {listed.stderr.strip()}")
+    tracked = listed.stdout
+    folders = {line.split("/", 1)[0] for line in tracked.splitlines() if "/" in line and not line.startswith(".")}
+    assert folders, "git ls-files listed no folder"
+    assert [folder for folder in sorted(folders) if f"`{folder}/`" not in readme] == []

@@ -1,4 +1,4 @@
-"""``docs/python-api.md`` runs as written: its Python blocks, in order, in one namespace, from the repository root."""
+"""``docs/reference/python-api.md`` runs as written: its Python blocks, in order, in one namespace, from the repository root."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "python-api.md"
+PAGE = ROOT / "docs" / "reference" / "python-api.md"
 
 
 def test_every_block_of_the_python_api_page_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,5 @@
 """``stratasim schema``: the JSON Schema accepts every example study and refuses bad ones; the key reference
-(docs/study-keys.md) is current and gives every key a meaning."""
+(docs/reference/study-keys.md) is current and gives every key a meaning."""
 
 from __future__ import annotations
 
@@ -146,9 +146,9 @@ def test_a_key_without_a_meaning_is_caught() -> None:
 
 
 def test_the_key_reference_is_current() -> None:
-    committed = (REPO / "docs" / "study-keys.md").read_text(encoding="utf-8")
+    committed = (REPO / "docs" / "reference" / "study-keys.md").read_text(encoding="utf-8")
     assert committed == markdown(), (
-        "docs/study-keys.md is stale: python -m stratasim.config.key_reference > docs/study-keys.md"
+        "docs/reference/study-keys.md is stale: python -m stratasim.config.key_reference > docs/reference/study-keys.md"
     )
 
 

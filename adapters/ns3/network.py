@@ -29,12 +29,12 @@ difference — the headers, ``n H' / B``, and store-and-forward per hop, ``(h - 
 several dimensions adds its own. ns-3 computes each packet's serialisation in picoseconds from whole bits per
 second, rounding once per packet per link, so the formula holds to within ``n + h`` ps per leg (bandwidths are
 given to ns-3 as ``round(8 B)`` bit/s). ``tests/adapters/test_ns3_network.py`` checks it on a ring, a switch and
-a 2-D ring x switch for several sizes, and ``docs/ns3-backend.md`` spells the argument out.
+a 2-D ring x switch for several sizes, and ``docs/validation/ns3-backend.md`` spells the argument out.
 
 Running ns-3. ns-3 keeps one simulator per process and aborts the process on its own fatal errors, so each
 configured network runs in a worker process of its own (:mod:`._worker`), started by ``configure`` in a
 temporary directory removed on ``close``; importing ns-3 through cppyy and compiling the network takes 10-20 s
-there (measured: ``docs/ns3-backend.md``), while the engine builds its graphs: the first ``advance`` waits for
+there (measured: ``docs/validation/ns3-backend.md``), while the engine builds its graphs: the first ``advance`` waits for
 what is left. The worker runs ns-3 up to ``until - lookahead`` on each
 ``advance(until)``: no later send can be earlier, and a delivery by ``until`` is known by then, being decided
 when its last packet starts on its last link, at least ``lookahead`` (the least such link latency plus one

@@ -4,7 +4,7 @@ A wafer (:mod:`.accelerator`, with PALM's Table VI as the ``palm-wafer`` preset)
 with edge-shared DRAM; an operator is split over a group of its cores (:mod:`.split`); PALM's Algorithm 1
 picks each core's SRAM strategy and so its DRAM traffic (:mod:`.sram`); that traffic contends for the edge
 DRAM channels and the NoC links leading to them (:mod:`.contention`); :mod:`.model` searches the split and
-:mod:`.backend` is the ComputeBackend. ``docs/palm-wafer.md`` gives the equations and their sources.
+:mod:`.backend` is the ComputeBackend. ``docs/validation/palm-wafer.md`` gives the equations and their sources.
 """
 
 from stratasim.compute_layer.wafer.accelerator import (

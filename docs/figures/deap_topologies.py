@@ -1,4 +1,4 @@
-"""Figures and tables of docs/explore-deap-topologies.md from the two sweeps' stores (needs `.[explore]`):
+"""Figures and tables of docs/validation/explore-deap-topologies.md from the two sweeps' stores (needs `.[explore]`):
 
     stratasim sweep examples/explore/deap_topologies.yaml --workers 2
     stratasim sweep examples/explore/deap_topologies_gpt.yaml --workers 2

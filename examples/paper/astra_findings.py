@@ -1,6 +1,6 @@
 """Reproduce the qualitative findings of the ASTRA-sim paper (Rashidi et al., ISPASS 2020), Figs. 9 to 11.
 
-Run ``python examples/paper/astra_findings.py``: it prints the tables that ``docs/astra-paper-findings.md``
+Run ``python examples/paper/astra_findings.py``: it prints the tables that ``docs/validation/astra-paper-findings.md``
 shows. The paper used Garnet's flit-level network; these runs use the analytical network (Figs. 10 and 11)
 and the congestion-aware one (Fig. 9, whose finding turns on link queueing), so they reproduce trends, not
 the paper's absolute numbers.

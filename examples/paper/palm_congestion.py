@@ -1,7 +1,7 @@
 """Reproduce PALM's congestion case (its Fig. 7): stacked tasks on a tiled accelerator's mesh, analytical vs
 congestion-aware network.
 
-Run ``python examples/paper/palm_congestion.py``: it prints the table that ``docs/palm-congestion.md`` shows.
+Run ``python examples/paper/palm_congestion.py``: it prints the table that ``docs/validation/palm-congestion.md`` shows.
 Each row stacks the first 1..5 tasks of ``examples/palm_congestion.yaml`` (all-reduce, all-to-all, DRAM read,
 DRAM write, a second all-reduce), every task of the same size, and gives how much less time the analytical
 network reports than the congestion-aware one, as PALM plots it.

@@ -1,4 +1,4 @@
-"""``stratasim schema``: the study file's JSON Schema (for editors), or the key reference (docs/study-keys.md)."""
+"""``stratasim schema``: the study file's JSON Schema (for editors), or the key reference (docs/reference/study-keys.md)."""
 
 from __future__ import annotations
 
@@ -37,5 +37,7 @@ def add_schema(subparsers: Subparsers) -> None:
         "start a study with '# yaml-language-server: $schema=study.schema.json'.",
     )
     parser.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
-    parser.add_argument("--markdown", action="store_true", help="the key reference (docs/study-keys.md) instead")
+    parser.add_argument(
+        "--markdown", action="store_true", help="the key reference (docs/reference/study-keys.md) instead"
+    )
     parser.set_defaults(handler=_schema)

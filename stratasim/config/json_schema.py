@@ -1,7 +1,7 @@
 """The JSON Schema of a study file, built from the same pydantic sections :func:`parse_study` validates with.
 
 Editors use it to complete and check study files (the YAML language server reads it from a
-``# yaml-language-server: $schema=...`` comment); docs/study-keys.md is generated from it
+``# yaml-language-server: $schema=...`` comment); docs/reference/study-keys.md is generated from it
 (:mod:`stratasim.config.key_reference`). The ``workload`` section is one ``if``/``then`` per registered kind, each
 kind's keys those of its ``Config`` model. The schema says what a file may hold as written: quantities as strings
 with their unit, shorthands, and the ``file`` a graph fabric or a described device reads its keys from. The

@@ -1,9 +1,10 @@
-"""docs/study-keys.md: every study key, generated from the study's JSON Schema (:mod:`stratasim.config.json_schema`).
+"""docs/reference/study-keys.md: every study key, generated from the study's JSON Schema
+(:mod:`stratasim.config.json_schema`).
 
 One table per section — dotted key, type (with its unit), default, allowed values, meaning — and one per form
 of a key that takes several (each fabric of ``network.topology``, each form of ``compute.device``, each workload
-kind). ``python -m stratasim.config.key_reference > docs/study-keys.md`` regenerates the page; a test checks the
-committed one is current and that every key has a meaning.
+kind). ``python -m stratasim.config.key_reference > docs/reference/study-keys.md`` regenerates the page; a test
+checks the committed one is current and that every key has a meaning.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ __all__ = ["markdown", "undocumented"]
 _HEADER = """# Study keys
 
 Every key a study file may hold, generated from the schema the study is validated with (`python -m
-stratasim.config.key_reference > docs/study-keys.md`; a test keeps this page current). `stratasim schema` prints the
-same schema as JSON Schema for editors. A quantity is a number with a unit (`50GB/s`, `500ns`, `64MiB`); `[]` in a
-key stands for any entry of a list, `<name>` for any key of a mapping. "Usually" gives a quantity's soft band
-(README, "Units"): outside it the study runs with a warning naming the key, as a slip of a prefix is likelier.
+stratasim.config.key_reference > docs/reference/study-keys.md`; a test keeps this page current). `stratasim schema`
+prints the same schema as JSON Schema for editors. A quantity is a number with a unit (`50GB/s`, `500ns`, `64MiB`);
+`[]` in a key stands for any entry of a list, `<name>` for any key of a mapping. "Usually" gives a quantity's soft
+band ([units and limits](../how-to/limits.md)): outside it the study runs with a warning naming the key, as a slip of
+a prefix is likelier.
 """
 
 Table = tuple[str, list[tuple[str, dict[str, Any], bool | str]]]
@@ -152,7 +154,8 @@ def undocumented(schema: dict[str, Any] | None = None) -> list[str]:
 
 
 def markdown(schema: dict[str, Any] | None = None) -> str:
-    """docs/study-keys.md for the study schema (default :func:`study_schema`); an error if a key has no meaning."""
+    """docs/reference/study-keys.md for the study schema (default :func:`study_schema`); an error if a key has no
+    meaning."""
     schema = study_schema() if schema is None else schema
     missing = undocumented(schema)
     if missing:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "NEXT_WINDOW",
     "NetworkBackend",
     "DirectNetwork",
     "ColumnarNetwork",
@@ -31,6 +32,9 @@ __all__ = [
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
 PROTOCOL_VERSION = 3
+
+# ``NetworkBackend.advance(NEXT_WINDOW)``: the engine has nothing scheduled, so the network runs its own next window.
+NEXT_WINDOW = -1
 
 
 @runtime_checkable
@@ -55,7 +59,9 @@ class NetworkBackend(Protocol):
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         """Run up to and including ``until_ps``; return deliveries in (time, id) order and the next event time.
 
-        The engine also accepts deliveries after ``until_ps`` that are already certain, each reported once (a
+        ``until_ps`` is :data:`NEXT_WINDOW` (negative) when the engine has no event of its own: the network then
+        runs to its next arrival plus its lookahead, less a picosecond (or stays where it is when it has none), and
+        says where it stopped in ``window_end_ps``. The engine also accepts deliveries after ``until_ps`` that are already certain, each reported once (a
         remote client of a stateless network answers so: see :class:`~stratasim.remote.NetworkClient`).
         """
         ...

@@ -2,7 +2,7 @@
 
 Every section of a study is a :class:`Section`: unknown keys are errors and the result is immutable, and each
 field's meaning is the one-line docstring under it (it becomes the field's description in the JSON Schema and in
-docs/study-keys.md). Quantity fields accept what people write (``50GB/s``, ``500ns``; a bare number is an error
+docs/reference/study-keys.md). Quantity fields accept what people write (``50GB/s``, ``500ns``; a bare number is an error
 naming the key and suggesting a unit) and hold plain numbers in base units; their JSON Schema (:func:`quantity`) is a
 string with a unit. A section dumps a quantity as its base unit written out (``500000ps``), so a dumped section
 validates back to itself.

@@ -42,7 +42,7 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> 
     if size > MAX_INLINED_NODES:
         raise WorkloadError(
             f"NPU {npu}: its graph's blocks unroll to {size:,} nodes, more than the {MAX_INLINED_NODES:,} one NPU may "
-            "simulate node by node (blocks run whole only when nothing else can touch them: see docs/system-layer.md)"
+            "simulate node by node (blocks run whole only when nothing else can touch them: see docs/reference/system-layer.md)"
         )
     base, nodes, scopes = _unrolled_nodes(plan, inlined)
     dependencies, order = _unrolled_dependencies(plan, inlined, base, len(nodes))

@@ -21,15 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from stratasim.kernel.contracts import ColumnarNetwork, DirectNetwork, NetworkBackend
+from stratasim.kernel.contracts import NEXT_WINDOW, ColumnarNetwork, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import RemoteError
 from stratasim.kernel.events import Callback, EventQueue, Progress
 from stratasim.kernel.units import format_time_ps
 from stratasim.v1 import network_pb2
 
 __all__ = ["Coordinator"]
-
-NEXT_WINDOW = -1
 
 
 class Coordinator:

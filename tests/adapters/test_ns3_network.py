@@ -1,7 +1,7 @@
 """The ns3 network backend (``adapters/ns3``): zero-load agreement with the analytical network, end-to-end runs
 in-process and served, and clear refusals of what ns-3 cannot take.
 
-Zero-load argument (``adapters/ns3/network.py``, ``docs/ns3-backend.md``): a lone message of ``S`` bytes over a
+Zero-load argument (``adapters/ns3/network.py``, ``docs/validation/ns3-backend.md``): a lone message of ``S`` bytes over a
 leg of ``h`` links of bandwidth ``B`` and latency ``L`` is ``n = ceil(S / MTU)`` packets (one when empty), the
 first of ``p = min(S, MTU)`` payload bytes, each with ``H' = 62`` header bytes; ns-3 takes ``h L + (S + n H') / B
 + (h - 1) (p + H') / B`` to within ``n + h`` ps of per-packet rounding, and the analytical network ``h L + S / B``.

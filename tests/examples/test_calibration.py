@@ -1,5 +1,5 @@
 """The device presets' efficiency models reproduce the published runs they were fitted to
-(``tools/fit_efficiency.py``, ``docs/calibration.md``), and a run they were not fitted to, LLaMA-2-70B on 64
+(``tools/fit_efficiency.py``, ``docs/validation/calibration.md``), and a run they were not fitted to, LLaMA-2-70B on 64
 H100s, lands in the range published for such runs with the calibration's source in its report."""
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def test_the_bf16_fitted_h100_model_reproduces_fp8_runs_with_the_gemms_at_the_fp
     assert as_bf16.training["samples_per_second"] / published.expected < 0.7
 
 
-# The mi300x and gaudi3 references and the h200 check (docs/calibration.md), as stratasim validate checks them.
+# The mi300x and gaudi3 references and the h200 check (docs/validation/calibration.md), as stratasim validate checks them.
 MI300X = "llama31_8b_mi300x"
 GAUDI3 = ("gemma_2b_gaudi3", "codellama_13b_gaudi3", "gpt2_xl_gaudi3")
 H200_FP8 = "llama31_8b_h200_fp8"

@@ -1,7 +1,7 @@
 """DEAP's topology study (examples/explore/deap_topologies*.yaml) reproduces the paper's qualitative findings.
 
 Each test runs a reduced form of the example's sweep (fewer chip counts and shapes, the same study) and asserts
-a finding as a property of the exact results; docs/explore-deap-topologies.md reads the full sweeps.
+a finding as a property of the exact results; docs/validation/explore-deap-topologies.md reads the full sweeps.
 """
 
 from __future__ import annotations

@@ -353,7 +353,7 @@ def test_fill_dp_needs_a_transformer(tmp_path: Path) -> None:
 
 
 def test_the_gpt3_example_holds_the_plans_its_doc_ranks() -> None:
-    """docs/explore-gpt3-plans.md ranks these plans: TP 1 to 8, each simulated one NPU per pipeline stage (TP
+    """docs/validation/explore-gpt3-plans.md ranks these plans: TP 1 to 8, each simulated one NPU per pipeline stage (TP
     below 8 cuts the node into blocks: stratasim.kernel.grid.block_grid). The whole sweep of 153 plans takes
     minutes on 2 cores, so only its winner and Megatron-LM's published plan run here: 20.72 s and 29.66 s an
     iteration on the a100 preset's fitted model, fused attention."""

@@ -20,7 +20,7 @@ rows 3 and 2 carries 3 S downwards (for rows 2, 1, 0), and a write 3 S upwards.
   upward direction as the read loads the downward one, which is why the fourth task adds nothing), 7.5 S with
   five (the second all-reduce's 1.5 S). At five tasks the analytical time is thus at most
   (3 S/B + 720 ns) / (7.5 S/B), about 40 % of the congestion-aware one for S of a few MiB: at least ~60 %
-  less, against PALM's ~30 % (docs/palm-congestion.md compares).
+  less, against PALM's ~30 % (docs/validation/palm-congestion.md compares).
 - One task alone. On an idle mesh no ring step's messages share a link (forward links carry the forward
   messages, the backward links only the closing one) and a node's next message leaves only after its last one
   has cleared its link; an uncontended cut-through message costs exactly what the analytical network charges,

@@ -1,5 +1,5 @@
-"""The README's "Traces in and out" commands, run as written from a folder laid out like the repository's root:
-import ASTRA-sim's congestion-aware HGX-H100 inputs with its own trace (ASTRA-sim's 57426 cycles), export a
+"""The ASTRA-sim tutorial's "Traces in and out" commands (docs/tutorials/astra-sim.md), run as written from a
+folder laid out like the repository's root: import ASTRA-sim's congestion-aware HGX-H100 inputs with its own trace (ASTRA-sim's 57426 cycles), export a
 model-built workload to Chakra and replay it against the imported system (the model's own time: its
 communication hides under compute on either network)."""
 
@@ -16,22 +16,23 @@ from stratasim import cli
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_commands() -> list[list[str]]:
-    """The shell block of the README's "Traces in and out" section, one argv per command (comments dropped)."""
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("### Traces in and out", 1)[1]
+def tutorial_commands() -> list[list[str]]:
+    """The shell block of the tutorial's "Traces in and out" section, one argv per command (comments dropped)."""
+    page = ROOT / "docs" / "tutorials" / "astra-sim.md"
+    section = page.read_text(encoding="utf-8").split("## Traces in and out", 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block is not None
     return [shlex.split(line, comments=True) for line in block.group(1).replace("\\\n", " ").splitlines()]
 
 
-def test_the_readme_replays_traces_against_an_imported_system(
+def test_the_tutorial_replays_traces_against_an_imported_system(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for folder in ("tests", "examples"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     monkeypatch.chdir(tmp_path)
     outputs = []
-    for argv in readme_commands():
+    for argv in tutorial_commands():
         assert argv[0] == "stratasim"
         code = cli.main(argv[1:])
         out, err = capsys.readouterr()

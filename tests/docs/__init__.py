@@ -1,0 +1,1 @@
+"""The documentation: the site builds and its examples run."""
