@@ -65,27 +65,16 @@ class NetworkKvTransfer:
             for k in range(slices):
                 part = size // slices + (k < size % slices)
                 src, dst = senders[k % len(senders)], receivers[k % len(receivers)]
-                graphs[src].nodes.add(
-                    id=len(graphs[src].nodes),
-                    name="kv cache",
-                    type=workload_pb2.COMM_SEND_NODE,
-                    peer=dst,
-                    tag=tag,
-                    comm_bytes=part,
-                    pg_name="kv",
-                )
-                graphs[dst].nodes.add(
-                    id=len(graphs[dst].nodes),
-                    name="kv cache",
-                    type=workload_pb2.COMM_RECV_NODE,
-                    peer=src,
-                    tag=tag,
-                    comm_bytes=part,
-                    pg_name="kv",
-                )
+                _add_kv_message(graphs[src], workload_pb2.COMM_SEND_NODE, dst, tag, part)
+                _add_kv_message(graphs[dst], workload_pb2.COMM_RECV_NODE, src, tag, part)
                 tag += 1
         result = self._network.simulate(graphs)
         finish = {npu.npu: npu.finish_ps for npu in result.per_npu}
         return tuple(
             max(finish.get(npu, result.total_time_ps) for npu in self._npus[destination]) for destination, _ in moves
         )
+
+
+def _add_kv_message(graph: workload_pb2.ExecutionGraph, kind: int, peer: int, tag: int, size: int) -> None:
+    """Add one end (a send or a receive, by ``kind``) of a KV slice's message with ``peer`` to ``graph``."""
+    graph.nodes.add(id=len(graph.nodes), name="kv cache", type=kind, peer=peer, tag=tag, comm_bytes=size, pg_name="kv")

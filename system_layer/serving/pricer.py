@@ -15,6 +15,8 @@ activation into it; the serving loop pipelines a replica's batches through its s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from stratasim.kernel.serving import Compute, ExpertAllToAll, ExpertWork, Iteration, TensorParallelCollective
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving.kv_transfer import quantised
@@ -79,15 +81,7 @@ class BackendPricer:
             group = range(self._first, self._first + tp)
             graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(group.stop)]
             for graph in graphs[group.start :]:
-                graph.nodes.add(
-                    id=0,
-                    name=step.name,
-                    type=workload_pb2.COMM_COLL_NODE,
-                    comm_type=step.kind,
-                    comm_bytes=size,
-                    group=group,
-                    pg_name="tp",
-                )
+                _add_collective(graph, step.name, step.kind, size, group, "tp")
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -102,15 +96,7 @@ class BackendPricer:
             for rank in range(self._tp):
                 group = [self._first + member * width + rank for member in range(self._ep)]
                 for npu in group:
-                    graphs[npu].nodes.add(
-                        id=0,
-                        name=step.name,
-                        type=workload_pb2.COMM_COLL_NODE,
-                        comm_type=workload_pb2.ALL_TO_ALL,
-                        comm_bytes=size,
-                        group=group,
-                        pg_name="ep",
-                    )
+                    _add_collective(graphs[npu], step.name, workload_pb2.ALL_TO_ALL, size, group, "ep")
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -149,3 +135,12 @@ class BackendPricer:
     def distinct(self) -> tuple[int, int]:
         """Operators and messages priced so far."""
         return self._operators.distinct, len(self._messages)
+
+
+def _add_collective(
+    graph: workload_pb2.ExecutionGraph, name: str, kind: int, size: int, group: Iterable[int], pg_name: str
+) -> None:
+    """Add a graph's only node: a collective of ``kind`` moving ``size`` bytes among ``group``."""
+    graph.nodes.add(
+        id=0, name=name, type=workload_pb2.COMM_COLL_NODE, comm_type=kind, comm_bytes=size, group=group, pg_name=pg_name
+    )
