@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stratasim.kernel.serving import KvMove
+from stratasim.system_layer.serving.graphs import add_message
 from stratasim.system_layer.serving.sessions import NetworkSessions
 from stratasim.v1 import workload_pb2
 
@@ -65,16 +66,11 @@ class NetworkKvTransfer:
             for k in range(slices):
                 part = size // slices + (k < size % slices)
                 src, dst = senders[k % len(senders)], receivers[k % len(receivers)]
-                _add_kv_message(graphs[src], workload_pb2.COMM_SEND_NODE, dst, tag, part)
-                _add_kv_message(graphs[dst], workload_pb2.COMM_RECV_NODE, src, tag, part)
+                add_message(graphs[src], "kv cache", workload_pb2.COMM_SEND_NODE, dst, tag, part, "kv")
+                add_message(graphs[dst], "kv cache", workload_pb2.COMM_RECV_NODE, src, tag, part, "kv")
                 tag += 1
         result = self._network.simulate(graphs)
         finish = {npu.npu: npu.finish_ps for npu in result.per_npu}
         return tuple(
             max(finish.get(npu, result.total_time_ps) for npu in self._npus[destination]) for destination, _ in moves
         )
-
-
-def _add_kv_message(graph: workload_pb2.ExecutionGraph, kind: int, peer: int, tag: int, size: int) -> None:
-    """Add one end (a send or a receive, by ``kind``) of a KV slice's message with ``peer`` to ``graph``."""
-    graph.nodes.add(id=len(graph.nodes), name="kv cache", type=kind, peer=peer, tag=tag, comm_bytes=size, pg_name="kv")

@@ -15,10 +15,9 @@ activation into it; the serving loop pipelines a replica's batches through its s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from stratasim.kernel.serving import Compute, ExpertAllToAll, ExpertWork, Iteration, TensorParallelCollective
 from stratasim.system_layer.operators import OperatorPricer
+from stratasim.system_layer.serving.graphs import add_collective, add_message
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.system_layer.serving.sessions import NetworkSessions
 from stratasim.v1 import workload_pb2
@@ -81,7 +80,7 @@ class BackendPricer:
             group = range(self._first, self._first + tp)
             graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(group.stop)]
             for graph in graphs[group.start :]:
-                _add_collective(graph, step.name, step.kind, size, group, "tp")
+                add_collective(graph, step.name, step.kind, size, group, "tp")
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -96,7 +95,7 @@ class BackendPricer:
             for rank in range(self._tp):
                 group = [self._first + member * width + rank for member in range(self._ep)]
                 for npu in group:
-                    _add_collective(graphs[npu], step.name, workload_pb2.ALL_TO_ALL, size, group, "ep")
+                    add_collective(graphs[npu], step.name, workload_pb2.ALL_TO_ALL, size, group, "ep")
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -107,24 +106,8 @@ class BackendPricer:
         if key not in self._messages:
             first, last = self._first, self._first + self._tp
             graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(last + 1)]
-            graphs[first].nodes.add(
-                id=0,
-                name="activation",
-                type=workload_pb2.COMM_SEND_NODE,
-                peer=last,
-                tag=0,
-                comm_bytes=size,
-                pg_name="pp",
-            )
-            graphs[last].nodes.add(
-                id=0,
-                name="activation",
-                type=workload_pb2.COMM_RECV_NODE,
-                peer=first,
-                tag=0,
-                comm_bytes=size,
-                pg_name="pp",
-            )
+            add_message(graphs[first], "activation", workload_pb2.COMM_SEND_NODE, last, 0, size, "pp")
+            add_message(graphs[last], "activation", workload_pb2.COMM_RECV_NODE, first, 0, size, "pp")
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -135,12 +118,3 @@ class BackendPricer:
     def distinct(self) -> tuple[int, int]:
         """Operators and messages priced so far."""
         return self._operators.distinct, len(self._messages)
-
-
-def _add_collective(
-    graph: workload_pb2.ExecutionGraph, name: str, kind: int, size: int, group: Iterable[int], pg_name: str
-) -> None:
-    """Add a graph's only node: a collective of ``kind`` moving ``size`` bytes among ``group``."""
-    graph.nodes.add(
-        id=0, name=name, type=workload_pb2.COMM_COLL_NODE, comm_type=kind, comm_bytes=size, group=group, pg_name=pg_name
-    )
