@@ -78,3 +78,12 @@ def test_the_readme_map_names_every_top_level_folder() -> None:
     folders = {line.split("/", 1)[0] for line in tracked.splitlines() if "/" in line and not line.startswith(".")}
     assert folders, "git ls-files listed no folder"
     assert [folder for folder in sorted(folders) if f"`{folder}/`" not in readme] == []
+
+
+def test_the_repository_tracks_no_symbolic_links() -> None:
+    """A link committed by accident points into one machine's folders (a test's scratch copy of ``examples``,
+    say) and breaks every other checkout."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert [line.split("\t", 1)[1] for line in listed.splitlines() if line.startswith("120000 ")] == []
