@@ -4,11 +4,12 @@ Each class's parameters (:mod:`stratasim.compute_layer.measured.features`) minim
 ``log(model / measured)`` over the class's training rows (:func:`~stratasim.compute_layer.measured.split.split_rows`
 holds the rest out). The search is a deterministic pattern search in log-parameter space: each parameter in turn
 is scaled over a geometric grid and the best kept, the grid narrowing each round. Floors never go below the
-``tiny_kernel`` row (a one-element add: no kernel is faster).
+``tiny_kernel`` row (a one-element add: no kernel is faster), and the L2 bandwidth never below the DRAM one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -67,10 +68,15 @@ def _loss(models: Sequence[RowModel], params: Mapping[str, float], measured: np.
     return float(np.sum(np.log(modelled / measured) ** 2))
 
 
+def _admissible(params: Mapping[str, float], floor: float) -> bool:
+    """No floor under the tiny kernel's time, and L2 never slower than DRAM (so more bytes are never faster)."""
+    return params["floor_s"] >= floor and params.get("l2_bandwidth", math.inf) >= params.get("bandwidth", 0.0)
+
+
 def _search(
     models: Sequence[RowModel], measured: np.ndarray, start: dict[str, float], floor: float
 ) -> dict[str, float]:
-    """Pattern search in log space from ``start``; ``floor_s`` stays at least ``floor``."""
+    """Pattern search in log space from ``start``, over admissible parameters only."""
     best = dict(start)
     best_loss = _loss(models, best, measured)
     for round_ in range(_ROUNDS):
@@ -78,7 +84,7 @@ def _search(
         for name in sorted(best):
             for step in steps:
                 trial = {**best, name: best[name] * float(step)}
-                if trial["floor_s"] < floor:
+                if not _admissible(trial, floor):
                     continue
                 trial_loss = _loss(models, trial, measured)
                 if trial_loss < best_loss:
