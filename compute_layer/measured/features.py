@@ -21,7 +21,7 @@ from stratasim.compute_layer.measured.forms import (
 from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS, ProfileRow
 from stratasim.kernel.operators import AttentionShape
 
-__all__ = ["class_of", "row_model", "decode_bytes", "ELEMENTWISE_TENSORS", "CLASSES"]
+__all__ = ["class_of", "row_model", "decode_bytes", "ELEMENTWISE_TENSORS", "CLASSES", "RowModel"]
 
 ELEMENTWISE_TENSORS = {"add": 3, "silu_mul": 3, "gelu": 2, "layernorm": 2, "rmsnorm": 2, "softmax": 2, "copy": 2}
 """Tensors of ``elements`` values each kind reads or writes once (two inputs and an output for ``add``)."""

@@ -18,7 +18,7 @@ from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.features import CLASSES, RowModel, class_of, row_model
 from stratasim.compute_layer.measured.profile_rows import ProfileRow
 
-__all__ = ["fit_classes", "relative_errors", "START"]
+__all__ = ["fit_classes", "START"]
 
 
 def _attention_start(floor: float) -> dict[str, float]:
@@ -56,11 +56,6 @@ def fit_classes(rows: Sequence[ProfileRow], device: Device) -> dict[str, dict[st
         start = START.get(name, {"floor_s": 1e-6, "bandwidth": 2e12, "l2_bandwidth": 5e12})
         fitted[name] = _search(models, measured, {**start, "floor_s": max(start["floor_s"], floor)}, floor)
     return fitted
-
-
-def relative_errors(models: Sequence[RowModel], params: Mapping[str, float], measured: np.ndarray) -> np.ndarray:
-    """``model / measured - 1`` per row."""
-    return np.array([model(params) for model in models]) / measured - 1.0
 
 
 def _loss(models: Sequence[RowModel], params: Mapping[str, float], measured: np.ndarray) -> float:
