@@ -2,9 +2,10 @@
 
 Each form is a physical bound plus a fixed cost, in seconds:
 
-- ``gemm`` (GEMMs and batched GEMMs): ``max(floor, (compute^p + memory^p)^(1/p))`` with ``compute = flops /
-  (ceiling · share)`` and ``memory = bytes / bandwidth``: a smooth maximum, since a kernel near the ridge point is
-  neither purely compute- nor memory-bound (``p`` fitted). ``share`` is the tile and wave quantization the roofline
+- ``gemm`` (GEMMs and batched GEMMs): ``max(floor, overhead + (compute^p + memory^p)^(1/p))`` with ``compute =
+  flops / (ceiling · share)`` and ``memory = bytes / bandwidth``: a fixed prologue and epilogue plus a smooth
+  maximum, since a kernel near the ridge point is neither purely compute- nor memory-bound (``p``, the
+  ``sharpness``, fitted); the floor is the least time any GEMM kernel takes. ``share`` is the tile and wave quantization the roofline
   uses (:func:`~stratasim.compute_layer.efficiency.size_efficiency` with the device preset's tiling); ``bytes``
   reads both operands and writes the product once;
 - ``attention`` (fused, forward and backward fitted apart): FlashAttention-2 runs one thread block per block of
@@ -84,7 +85,8 @@ def attention_features(shape: AttentionShape) -> AttentionFeatures:
 
 
 def gemm_time(params: Mapping[str, float], features: GemmFeatures) -> float:
-    """Seconds: the slowest of the floor, the compute at the fitted ceiling and the memory at the fitted bandwidth."""
+    """Seconds: the floor, or the overhead plus the smooth maximum of compute (at the fitted ceiling) and memory (at
+    the fitted bandwidth), whichever is longer."""
     compute = features.flops / (params["ceiling_flops"] * features.share)
     memory = features.bytes / params["l2_bandwidth" if features.cached else "bandwidth"]
     sharpness = params["sharpness"]
