@@ -1,0 +1,116 @@
+"""The ``measured`` compute backend: operators on H100 and H200 priced by the operator-level model fitted to
+measured profiles (:mod:`stratasim.compute_layer.measured`), not by a roofline.
+
+It prices GEMMs (batched or not), fused attention forward and backward, decode attention and element-wise or
+normalisation operators in bf16 or fp16 (the profiles measured bf16; fp16 runs the same tensor-core and memory
+paths); any other kind or dtype is the contract's UNSUPPORTED error naming it. The devices are the ``h100`` and
+``h200`` presets (:data:`~stratasim.compute_layer.devices.PRESETS`): their memory capacity, prices and L2 come
+from there. A request's calibration is ignored: the model is fitted to measurements. Durations are the modelled
+seconds rounded up to a picosecond; energy is the preset's TDP times the duration (an upper bound, as the roofline's).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
+from stratasim.compute_layer.measured.parameters import FittedModel, load_parameters
+from stratasim.compute_layer.measured.pricing import price_shape
+from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.operators import dtype_name, signature
+from stratasim.v1 import common_pb2, compute_pb2
+
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
+
+__all__ = ["MeasuredCompute", "from_section"]
+
+_KINDS = (compute_pb2.GEMM, compute_pb2.ATTENTION, compute_pb2.ELEMENTWISE)
+_DTYPES = (compute_pb2.BF16, compute_pb2.FP16)
+_PS_PER_SECOND = 10**12
+
+
+class MeasuredCompute:
+    """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing with the fitted operator-level model (see the
+    module). Results are cached per instance by (device, operator signature)."""
+
+    name = "measured"
+
+    def __init__(self, model: FittedModel | None = None) -> None:
+        self._model = load_parameters() if model is None else model
+        self._devices = catalog(PRESETS[name] for name in self._model.devices)
+        self._cache: dict[tuple[str, bytes], compute_pb2.OperatorCost] = {}
+
+    def devices(self) -> list[str]:
+        """The devices the model was fitted for, sorted."""
+        return sorted(self._devices)
+
+    def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
+        """Price every operator; an unknown device, or an operator kind or dtype without a model, is ``error``."""
+        try:
+            dev = device(request.device, self._devices)
+        except BackendError as exc:
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="device")
+            return compute_pb2.EstimateResponse(error=error)
+        try:
+            costs = [self._cached(index, op, dev) for index, op in enumerate(request.ops)]
+        except Rejected as rejected:
+            return compute_pb2.EstimateResponse(error=rejected.error)
+        return compute_pb2.EstimateResponse(costs=costs)
+
+    def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
+        """Each device's memory capacity and prices (its preset's) and what its model was fitted to."""
+
+        def facts(name: str) -> compute_pb2.DeviceFacts:
+            found = device(name, self._devices)
+            provenance = self._model.provenance
+            result = compute_pb2.DeviceFacts(
+                device=name,
+                memory_capacity_bytes=found.memory_capacity,
+                calibration=f"operator-level model fitted to kernel times measured with {provenance['software']} "
+                f"on {provenance['date']} ({provenance['method'].split(':')[0]})",
+            )
+            if found.price_usd is not None:
+                result.price_usd = found.price_usd
+            if found.usd_per_hour is not None:
+                result.usd_per_hour = found.usd_per_hour
+            return result
+
+        return described(request, facts)
+
+    def close(self) -> None:
+        """Drop the cache; the backend is not used afterwards."""
+        self._cache.clear()
+
+    def _cached(self, index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
+        key = (dev.name, signature(op))
+        cost = self._cache.get(key)
+        if cost is None:
+            cost = self._cache[key] = self._price(index, op, dev)
+        return cost
+
+    def _price(self, index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
+        shape = checked_shape(op, index, self.name, _KINDS)
+        if op.dtype not in _DTYPES:
+            message = (
+                f"{label(op, index)}: the measured backend has no model for {dtype_name(op.dtype)} on {dev.name!r}; "
+                f"it prices {' and '.join(dtype_name(dtype) for dtype in _DTYPES)}"
+            )
+            raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
+        priced = price_shape(op, shape, self._model.classes[dev.name], dev, element_bytes(op, index))
+        duration_ps = math.ceil(priced.seconds * _PS_PER_SECOND)
+        return compute_pb2.OperatorCost(
+            duration_ps=duration_ps,
+            energy_pj=(dev.tdp_w or 0) * duration_ps,
+            traffic=[compute_pb2.MemoryTraffic(level="dram", bytes=priced.bytes)],
+            bound=priced.bound,
+        )
+
+
+def from_section(section: BackendSection | None = None) -> MeasuredCompute:
+    """The backend the registry builds from the study's compute section (None: its defaults).
+
+    It reads no key of it."""
+    return MeasuredCompute()

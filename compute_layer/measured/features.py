@@ -1,0 +1,71 @@
+"""A profile row as the model sees it: which fitted form prices it (its *class*) and the time that form gives.
+
+GEMMs and batched GEMMs share the ``gemm`` class; causal attention splits into ``attention_forward`` and
+``attention_backward``; decode attention and each element-wise or normalisation kind is a class of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from stratasim.compute_layer.devices import Device
+from stratasim.compute_layer.measured.forms import (
+    BF16_BYTES,
+    attention_features,
+    attention_time,
+    bandwidth_time,
+    fits_in_cache,
+    gemm_features,
+    gemm_time,
+)
+from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS, ProfileRow
+from stratasim.kernel.operators import AttentionShape
+
+__all__ = ["class_of", "row_model", "decode_bytes", "ELEMENTWISE_TENSORS", "CLASSES", "RowModel"]
+
+ELEMENTWISE_TENSORS = {"add": 3, "silu_mul": 3, "gelu": 2, "layernorm": 2, "rmsnorm": 2, "softmax": 2, "copy": 2}
+"""Tensors of ``elements`` values each kind reads or writes once (two inputs and an output for ``add``)."""
+
+CLASSES = ("gemm", "attention_forward", "attention_backward", "attention_decode", *ELEMENTWISE_KINDS)
+"""Every fitted class, in report order."""
+
+RowModel = Callable[[Mapping[str, float]], float]
+
+
+def decode_bytes(query_heads: int, group: int, keys: int, head_dim: int, element_bytes: int = BF16_BYTES) -> int:
+    """Bytes one decode step's attention moves: the KV cache read (``query_heads / group`` heads of ``keys`` keys and
+    values) and one query read and one output written per query head."""
+    return (2 * (query_heads // group) * keys + 2 * query_heads) * head_dim * element_bytes
+
+
+def class_of(row: ProfileRow) -> str:
+    """The fitted class that prices ``row`` (``tiny_kernel`` for the floor's row, which no class fits)."""
+    if row.kind in ("gemm", "bmm"):
+        return "gemm"
+    if row.kind == "attention_causal":
+        return f"attention_{row.shape['pass_']}"
+    return row.kind
+
+
+def row_model(row: ProfileRow, device: Device) -> RowModel:
+    """The modelled time in seconds of ``row`` as a function of its class's parameters."""
+    kind = row.kind
+    if kind in ("gemm", "bmm"):
+        batch = row.dim("B") if kind == "bmm" else 1
+        gemm = gemm_features(batch, row.dim("M"), row.dim("K"), row.dim("N"), device)
+        return lambda params: gemm_time(params, gemm)
+    if kind == "attention_causal":
+        seq, backward = row.dim("seq"), row.shape["pass_"] == "backward"
+        shape = AttentionShape(row.dim("batch_heads"), seq, seq, row.dim("head_dim"), 1, True, backward)
+        attention = attention_features(shape)
+        return lambda params: attention_time(params, attention)
+    if kind == "attention_decode":
+        heads = row.dim("batch") * row.dim("heads")
+        moved = decode_bytes(heads, row.dim("heads") // row.dim("kv_heads"), row.dim("context"), row.dim("head_dim"))
+        cached = fits_in_cache(moved, device)
+        return lambda params: bandwidth_time(params, moved, cached)
+    if kind in ELEMENTWISE_TENSORS:
+        moved = row.dim("elements") * ELEMENTWISE_TENSORS[kind] * BF16_BYTES
+        cached = fits_in_cache(moved, device)
+        return lambda params: bandwidth_time(params, moved, cached)
+    raise ValueError(f"no fitted class prices a {kind} row")

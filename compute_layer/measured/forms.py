@@ -1,0 +1,106 @@
+"""The operator-level model's forms: a kernel's time from its shape and a few fitted parameters per device.
+
+Each form is a physical bound plus a fixed cost, in seconds:
+
+- ``gemm`` (GEMMs and batched GEMMs): ``max(floor, overhead + (compute^p + memory^p)^(1/p))`` with ``compute =
+  flops / (ceiling · share)`` and ``memory = bytes / bandwidth``: a fixed prologue and epilogue plus a smooth
+  maximum, since a kernel near the ridge point is neither purely compute- nor memory-bound (``p``, the
+  ``sharpness``, fitted); the floor is the least time any GEMM kernel takes. ``share`` is the tile and wave quantization the roofline
+  uses (:func:`~stratasim.compute_layer.efficiency.size_efficiency` with the device preset's tiling); ``bytes``
+  reads both operands and writes the product once;
+- ``attention`` (fused, forward and backward fitted apart): FlashAttention-2 runs one thread block per block of
+  128 queries, looping over the 128-key blocks it computes (causally, those not wholly above the diagonal). A
+  block of scores costs ``per_block + per_block_dim · head_dim`` and a row of query blocks ``per_row + per_row_dim ·
+  head_dim`` besides (loading Q, writing O and its statistics), so the time is ``floor + max(all rows' cost /
+  sms, the longest row's cost)``: the device's SMs share the work, or, with too few rows to fill them, the longest
+  row sets the time;
+- ``bandwidth`` (decode attention over its KV cache; element-wise and normalisation kernels):
+  ``floor + bytes / bandwidth``, so the achieved bandwidth grows with size and saturates at ``bandwidth``.
+
+The profiles replay each operator many times, so operands that fit in the L2 cache (the device preset's on-chip
+level) are read from it: every memory term uses the fitted ``l2_bandwidth`` instead of ``bandwidth`` when the bytes
+moved fit in L2. (In a model's step the previous kernel's output is likewise often still in L2.)
+
+The fit (:mod:`stratasim.compute_layer.measured.fitting`) and the backend evaluate the same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from stratasim.compute_layer.devices import Device
+from stratasim.compute_layer.efficiency import size_efficiency
+from stratasim.kernel import operators
+from stratasim.kernel.operators import ATTENTION_BLOCK, AttentionShape
+
+__all__ = ["GemmFeatures", "AttentionFeatures", "gemm_features", "attention_features", "gemm_time", "attention_time"]
+__all__ += ["bandwidth_time", "fits_in_cache", "SMS", "BF16_BYTES"]
+
+SMS = 132
+"""Streaming multiprocessors of H100 SXM and H200 (the same GH100 die): the units fused attention's blocks share."""
+
+BF16_BYTES = 2
+
+
+@dataclass(frozen=True)
+class GemmFeatures:
+    """What prices a (batched) GEMM: its FLOPs, its quantization share and its bytes moved."""
+
+    flops: int
+    share: float
+    bytes: int
+    cached: bool
+
+
+@dataclass(frozen=True)
+class AttentionFeatures:
+    """What prices a fused attention: its score blocks, its rows of query blocks, the blocks of the longest row and
+    the head size."""
+
+    blocks: float
+    rows: int
+    longest: int
+    head_dim: int
+
+
+def gemm_features(batch: int, m: int, k: int, n: int, device: Device, element_bytes: int = BF16_BYTES) -> GemmFeatures:
+    """A ``[batch, m, k] x [batch, k, n]`` product's features on ``device`` (its tiling and L2 capacity)."""
+    assert device.tiling is not None
+    share = float(size_efficiency(operators.gemm(m, k, n, batch=batch), device.tiling))
+    moved = batch * (m * k + k * n + m * n) * element_bytes
+    return GemmFeatures(2 * batch * m * k * n, share, moved, fits_in_cache(moved, device))
+
+
+def fits_in_cache(moved: int, device: Device) -> bool:
+    """Whether ``moved`` bytes fit in ``device``'s on-chip level (its L2)."""
+    return device.sram is not None and moved <= device.sram.capacity
+
+
+def attention_features(shape: AttentionShape) -> AttentionFeatures:
+    """A fused attention's features: blocks counted as the kernel runs them (causal blocks skipped)."""
+    rows = shape.batch * -(-shape.queries // ATTENTION_BLOCK)
+    longest = -(-shape.keys // ATTENTION_BLOCK)
+    return AttentionFeatures(shape.scores / ATTENTION_BLOCK**2, rows, longest, shape.head_dim)
+
+
+def gemm_time(params: Mapping[str, float], features: GemmFeatures) -> float:
+    """Seconds: the floor, or the overhead plus the smooth maximum of compute (at the fitted ceiling) and memory (at
+    the fitted bandwidth), whichever is longer."""
+    compute = features.flops / (params["ceiling_flops"] * features.share)
+    memory = features.bytes / params["l2_bandwidth" if features.cached else "bandwidth"]
+    sharpness = params["sharpness"]
+    return max(params["floor_s"], params["overhead_s"] + (compute**sharpness + memory**sharpness) ** (1.0 / sharpness))
+
+
+def attention_time(params: Mapping[str, float], features: AttentionFeatures) -> float:
+    """Seconds: the floor plus the SMs' share of the blocks and rows, or the longest row when that is longer."""
+    per_block = params["per_block_s"] + params["per_block_dim_s"] * features.head_dim
+    per_row = params["per_row_s"] + params["per_row_dim_s"] * features.head_dim
+    shared = (features.blocks * per_block + features.rows * per_row) / SMS
+    return params["floor_s"] + max(shared, features.longest * per_block + per_row)
+
+
+def bandwidth_time(params: Mapping[str, float], moved: int, cached: bool) -> float:
+    """Seconds: the floor plus ``moved`` bytes at the fitted bandwidth (of L2 when ``cached``)."""
+    return params["floor_s"] + moved / params["l2_bandwidth" if cached else "bandwidth"]
