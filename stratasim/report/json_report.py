@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from stratasim.kernel.units import ps_to_ns
-from stratasim.report.operator_table import operator_row
+from stratasim.report.operator_table import kind_rows, operator_row
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats
 
@@ -233,6 +233,7 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
         "collectives": collectives,
         "per_npu": [_npu_row(stats, report) for stats in report.per_npu],
         "operators": [operator_row(stats) for stats in engine.operators] if engine else [],
+        "operator_kinds": kind_rows(engine.operators) if engine else [],
     }
     if engine is not None and engine.links:
         data["links"] = [_link_row(stats, report) for stats in engine.links]

@@ -3,8 +3,9 @@
 In the JSON each row has ``names`` (the first few names the workload gave it), ``kind``, ``shape``, ``dtype``,
 ``flops``, ``bytes``, ``count`` (runs over all NPUs), ``duration_ps`` and ``duration_ns`` (one run), ``energy_pj``
 (one run), ``bound`` (``compute``, ``memory``... as the backend said), ``traffic`` (``{level: bytes}`` of one run)
-and ``total_ns`` (count times duration). The text shows the operators that take the most time in all. Both read
-the engine's :class:`~stratasim.system_layer.result.OperatorStats` as it is.
+and ``total_ns`` (count times duration). The text shows the operators that take the most time in all, then the
+share of the operators' time each kind takes (``operator_kinds`` in the JSON: ``kind``, ``total_ns``, ``share``).
+Both read the engine's :class:`~stratasim.system_layer.result.OperatorStats` as it is.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from stratasim.kernel.units import format_energy_pj, format_time_ps, ps_to_ns
 from stratasim.system_layer.result import OperatorStats
 
-__all__ = ["operator_row", "operator_lines"]
+__all__ = ["operator_row", "operator_lines", "kind_rows"]
 
 _MAX_ROWS = 10
 
@@ -36,6 +37,22 @@ def operator_row(stats: OperatorStats) -> dict[str, Any]:
         "bound": stats.bound,
         "traffic": dict(stats.traffic),
     }
+
+
+def _time_by_kind(rows: tuple[OperatorStats, ...]) -> list[tuple[str, int]]:
+    """Each operator kind (``other`` for operators of none) with the picoseconds its runs take in all, most first."""
+    totals: dict[str, int] = {}
+    for row in rows:
+        kind = row.kind or "other"
+        totals[kind] = totals.get(kind, 0) + row.count * row.duration_ps
+    return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+
+
+def kind_rows(rows: tuple[OperatorStats, ...]) -> list[dict[str, Any]]:
+    """The share of the operators' time each kind takes, as JSON rows, most time first."""
+    by_kind = _time_by_kind(rows)
+    total = sum(ps for _, ps in by_kind)
+    return [{"kind": kind, "total_ns": ps_to_ns(ps), "share": ps / total if total else 0.0} for kind, ps in by_kind]
 
 
 def _tflops(row: OperatorStats) -> str:
@@ -67,4 +84,6 @@ def operator_lines(rows: tuple[OperatorStats, ...]) -> list[str]:
         )
     if len(rows) > _MAX_ROWS:
         lines.append(f"  ... {len(rows) - _MAX_ROWS} more in report.json")
+    shares = ", ".join(f"{row['kind']} {row['share']:.1%}" for row in kind_rows(rows))
+    lines.append(f"  time by kind: {shares}")
     return lines
