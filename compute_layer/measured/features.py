@@ -11,8 +11,9 @@ from collections.abc import Callable, Mapping
 from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.forms import (
     BF16_BYTES,
+    attention_backward_time,
     attention_features,
-    attention_time,
+    attention_forward_time,
     bandwidth_time,
     fits_in_cache,
     gemm_features,
@@ -58,7 +59,8 @@ def row_model(row: ProfileRow, device: Device) -> RowModel:
         seq, backward = row.dim("seq"), row.shape["pass_"] == "backward"
         shape = AttentionShape(row.dim("batch_heads"), seq, seq, row.dim("head_dim"), 1, True, backward)
         attention = attention_features(shape)
-        return lambda params: attention_time(params, attention)
+        time = attention_backward_time if backward else attention_forward_time
+        return lambda params: time(params, attention)
     if kind == "attention_decode":
         heads = row.dim("batch") * row.dim("heads")
         moved = decode_bytes(heads, row.dim("heads") // row.dim("kv_heads"), row.dim("context"), row.dim("head_dim"))
