@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stratasim.compute_layer.devices import Device
-from stratasim.compute_layer.measured.features import decode_bytes
+from stratasim.compute_layer.measured.features import decode_bytes, elementwise_cached
 from stratasim.compute_layer.measured.forms import (
     attention_backward_time,
     attention_features,
@@ -82,5 +82,5 @@ def price_shape(
         return Priced(time(params[name], attention_features(shape)), op.bytes, compute_pb2.COMPUTE)
     assert isinstance(shape, ElementwiseShape)
     kind = elementwise_class(op.flops, op.bytes, shape.elements, element_bytes)
-    seconds = bandwidth_time(params[kind], op.bytes, fits_in_cache(op.bytes, device))
+    seconds = bandwidth_time(params[kind], op.bytes, elementwise_cached(kind, op.bytes, device))
     return Priced(seconds, op.bytes, compute_pb2.MEMORY)
