@@ -11,8 +11,9 @@ from collections.abc import Callable, Mapping
 from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.forms import (
     BF16_BYTES,
+    attention_backward_time,
     attention_features,
-    attention_time,
+    attention_forward_time,
     bandwidth_time,
     fits_in_cache,
     gemm_features,
@@ -22,9 +23,15 @@ from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS, Pro
 from stratasim.kernel.operators import AttentionShape
 
 __all__ = ["class_of", "row_model", "decode_bytes", "ELEMENTWISE_TENSORS", "CLASSES", "RowModel"]
+__all__ += ["WORK_BOUND", "elementwise_cached"]
 
 ELEMENTWISE_TENSORS = {"add": 3, "silu_mul": 3, "gelu": 2, "layernorm": 2, "rmsnorm": 2, "softmax": 2, "copy": 2}
 """Tensors of ``elements`` values each kind reads or writes once (two inputs and an output for ``add``)."""
+
+WORK_BOUND = ("softmax",)
+"""Element-wise kinds bound by their per-row work (a softmax's exponentials and two reductions per row), not by the
+memory level: from 16M elements up the profile's softmax moves about 1.3 TB/s, well under add's or
+copy's there, so the L2 would not speed it up; it is priced at its one fitted bandwidth at every size."""
 
 CLASSES = ("gemm", "attention_forward", "attention_backward", "attention_decode", *ELEMENTWISE_KINDS)
 """Every fitted class, in report order."""
@@ -36,6 +43,11 @@ def decode_bytes(query_heads: int, group: int, keys: int, head_dim: int, element
     """Bytes one decode step's attention moves: the KV cache read (``query_heads / group`` heads of ``keys`` keys and
     values) and one query read and one output written per query head."""
     return (2 * (query_heads // group) * keys + 2 * query_heads) * head_dim * element_bytes
+
+
+def elementwise_cached(kind: str, moved: int, device: Device) -> bool:
+    """Whether an element-wise ``kind`` moving ``moved`` bytes is priced at its L2 bandwidth on ``device``."""
+    return kind not in WORK_BOUND and fits_in_cache(moved, device)
 
 
 def class_of(row: ProfileRow) -> str:
@@ -58,7 +70,8 @@ def row_model(row: ProfileRow, device: Device) -> RowModel:
         seq, backward = row.dim("seq"), row.shape["pass_"] == "backward"
         shape = AttentionShape(row.dim("batch_heads"), seq, seq, row.dim("head_dim"), 1, True, backward)
         attention = attention_features(shape)
-        return lambda params: attention_time(params, attention)
+        time = attention_backward_time if backward else attention_forward_time
+        return lambda params: time(params, attention)
     if kind == "attention_decode":
         heads = row.dim("batch") * row.dim("heads")
         moved = decode_bytes(heads, row.dim("heads") // row.dim("kv_heads"), row.dim("context"), row.dim("head_dim"))
@@ -66,6 +79,6 @@ def row_model(row: ProfileRow, device: Device) -> RowModel:
         return lambda params: bandwidth_time(params, moved, cached)
     if kind in ELEMENTWISE_TENSORS:
         moved = row.dim("elements") * ELEMENTWISE_TENSORS[kind] * BF16_BYTES
-        cached = fits_in_cache(moved, device)
+        cached = elementwise_cached(kind, moved, device)
         return lambda params: bandwidth_time(params, moved, cached)
     raise ValueError(f"no fitted class prices a {kind} row")

@@ -36,8 +36,10 @@ START: dict[str, dict[str, float]] = {
     },
     "attention_forward": _attention_start(5e-6),
     "attention_backward": _attention_start(1e-4),
+    "softmax": {"floor_s": 1e-6, "bandwidth": 2e12},
 }
-"""Where the search starts for each form; the bandwidth classes at 1 us, 2 TB/s and 5 TB/s from L2."""
+"""Where the search starts for each form; the other bandwidth classes at 1 us, 2 TB/s and 5 TB/s from L2 (softmax,
+bound by its work, has no L2 bandwidth)."""
 
 _ROUNDS = 12
 _STEPS = np.geomspace(0.25, 4.0, 41)

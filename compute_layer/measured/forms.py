@@ -11,9 +11,11 @@ Each form is a physical bound plus a fixed cost, in seconds:
 - ``attention`` (fused, forward and backward fitted apart): FlashAttention-2 runs one thread block per block of
   128 queries, looping over the 128-key blocks it computes (causally, those not wholly above the diagonal). A
   block of scores costs ``per_block + per_block_dim · head_dim`` and a row of query blocks ``per_row + per_row_dim ·
-  head_dim`` besides (loading Q, writing O and its statistics), so the time is ``floor + max(all rows' cost /
-  sms, the longest row's cost)``: the device's SMs share the work, or, with too few rows to fill them, the longest
-  row sets the time;
+  head_dim`` besides (loading Q, writing O and its statistics). The forward's time is ``floor +`` the cost of the
+  busiest SM's blocks and rows when the hardware hands the thread blocks out in launch order
+  (:mod:`~stratasim.compute_layer.measured.dispatch`), so wave and tail effects are counted; the backward's is
+  ``floor + max(all rows' cost / sms, the longest row's cost)``: the SMs share the work, or, with too few rows to
+  fill them, the longest row sets the time;
 - ``bandwidth`` (decode attention over its KV cache; element-wise and normalisation kernels):
   ``floor + bytes / bandwidth``, so the achieved bandwidth grows with size and saturates at ``bandwidth``.
 
@@ -31,11 +33,12 @@ from dataclasses import dataclass
 
 from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.efficiency import size_efficiency
+from stratasim.compute_layer.measured.dispatch import busiest_sm, query_block_work
 from stratasim.kernel import operators
 from stratasim.kernel.operators import ATTENTION_BLOCK, AttentionShape
 
-__all__ = ["GemmFeatures", "AttentionFeatures", "gemm_features", "attention_features", "gemm_time", "attention_time"]
-__all__ += ["bandwidth_time", "fits_in_cache", "SMS", "BF16_BYTES"]
+__all__ = ["GemmFeatures", "AttentionFeatures", "gemm_features", "attention_features", "gemm_time"]
+__all__ += ["attention_forward_time", "attention_backward_time", "bandwidth_time", "fits_in_cache", "SMS", "BF16_BYTES"]
 
 SMS = 132
 """Streaming multiprocessors of H100 SXM and H200 (the same GH100 die): the units fused attention's blocks share."""
@@ -55,13 +58,15 @@ class GemmFeatures:
 
 @dataclass(frozen=True)
 class AttentionFeatures:
-    """What prices a fused attention: its score blocks, its rows of query blocks, the blocks of the longest row and
-    the head size."""
+    """What prices a fused attention: its score blocks, its rows of query blocks, the blocks of the longest row, the
+    head size, and the key blocks and rows of the busiest SM under the forward's dispatch."""
 
     blocks: float
     rows: int
     longest: int
     head_dim: int
+    busiest_blocks: int
+    busiest_rows: int
 
 
 def gemm_features(batch: int, m: int, k: int, n: int, device: Device, element_bytes: int = BF16_BYTES) -> GemmFeatures:
@@ -81,7 +86,10 @@ def attention_features(shape: AttentionShape) -> AttentionFeatures:
     """A fused attention's features: blocks counted as the kernel runs them (causal blocks skipped)."""
     rows = shape.batch * -(-shape.queries // ATTENTION_BLOCK)
     longest = -(-shape.keys // ATTENTION_BLOCK)
-    return AttentionFeatures(shape.scores / ATTENTION_BLOCK**2, rows, longest, shape.head_dim)
+    busiest = busiest_sm(shape.batch, query_block_work(shape), SMS)
+    return AttentionFeatures(
+        shape.scores / ATTENTION_BLOCK**2, rows, longest, shape.head_dim, busiest.blocks, busiest.ctas
+    )
 
 
 def gemm_time(params: Mapping[str, float], features: GemmFeatures) -> float:
@@ -93,10 +101,21 @@ def gemm_time(params: Mapping[str, float], features: GemmFeatures) -> float:
     return max(params["floor_s"], params["overhead_s"] + (compute**sharpness + memory**sharpness) ** (1.0 / sharpness))
 
 
-def attention_time(params: Mapping[str, float], features: AttentionFeatures) -> float:
-    """Seconds: the floor plus the SMs' share of the blocks and rows, or the longest row when that is longer."""
+def _block_and_row(params: Mapping[str, float], features: AttentionFeatures) -> tuple[float, float]:
+    """Seconds per block of scores and per row of query blocks at ``features``' head size."""
     per_block = params["per_block_s"] + params["per_block_dim_s"] * features.head_dim
-    per_row = params["per_row_s"] + params["per_row_dim_s"] * features.head_dim
+    return per_block, params["per_row_s"] + params["per_row_dim_s"] * features.head_dim
+
+
+def attention_forward_time(params: Mapping[str, float], features: AttentionFeatures) -> float:
+    """Seconds: the floor plus the busiest SM's blocks and rows."""
+    per_block, per_row = _block_and_row(params, features)
+    return params["floor_s"] + features.busiest_blocks * per_block + features.busiest_rows * per_row
+
+
+def attention_backward_time(params: Mapping[str, float], features: AttentionFeatures) -> float:
+    """Seconds: the floor plus the SMs' share of the blocks and rows, or the longest row when that is longer."""
+    per_block, per_row = _block_and_row(params, features)
     shared = (features.blocks * per_block + features.rows * per_row) / SMS
     return params["floor_s"] + max(shared, features.longest * per_block + per_row)
 

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stratasim.compute_layer.devices import Device
-from stratasim.compute_layer.measured.features import decode_bytes
+from stratasim.compute_layer.measured.features import decode_bytes, elementwise_cached
 from stratasim.compute_layer.measured.forms import (
+    attention_backward_time,
     attention_features,
-    attention_time,
+    attention_forward_time,
     bandwidth_time,
     fits_in_cache,
     gemm_features,
@@ -73,9 +74,13 @@ def price_shape(
             moved = decode_bytes(shape.batch, shape.group, shape.keys, shape.head_dim, element_bytes)
             seconds = bandwidth_time(params["attention_decode"], moved, fits_in_cache(moved, device))
             return Priced(seconds, moved, compute_pb2.MEMORY)
-        name = "attention_backward" if shape.backward else "attention_forward"
-        return Priced(attention_time(params[name], attention_features(shape)), op.bytes, compute_pb2.COMPUTE)
+        name, time = (
+            ("attention_backward", attention_backward_time)
+            if shape.backward
+            else ("attention_forward", attention_forward_time)
+        )
+        return Priced(time(params[name], attention_features(shape)), op.bytes, compute_pb2.COMPUTE)
     assert isinstance(shape, ElementwiseShape)
     kind = elementwise_class(op.flops, op.bytes, shape.elements, element_bytes)
-    seconds = bandwidth_time(params[kind], op.bytes, fits_in_cache(op.bytes, device))
+    seconds = bandwidth_time(params[kind], op.bytes, elementwise_cached(kind, op.bytes, device))
     return Priced(seconds, op.bytes, compute_pb2.MEMORY)

@@ -31,7 +31,6 @@ MISSED = {
     ("h100", "softmax"),
     ("h100", "copy"),
     ("h200", "gemm"),
-    ("h200", "attention_forward"),
     ("h200", "attention_backward"),
     ("h200", "add"),
     ("h200", "silu_mul"),
