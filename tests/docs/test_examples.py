@@ -23,6 +23,7 @@ PAGES = [
     *sorted((ROOT / "docs" / "tutorials").glob("*.md")),
     *sorted((ROOT / "docs" / "how-to").glob("*.md")),
     ROOT / "docs" / "validation" / "index.md",
+    ROOT / "docs" / "validation" / "llama3-8b-h100.md",
 ]
 _RUNS = ("console", "bash", "sh", "yaml")
 
