@@ -5,7 +5,7 @@ one :class:`Row` per figure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +116,7 @@ def figures(kind: str, case: Case) -> dict[str, float]:
     return _RUNNERS[kind](case.inputs)
 
 
-def _checked(kind: str, case: Case) -> list[tuple[Check, float | None]]:
+def _checked(kind: str, case: Case) -> Sequence[tuple[Check, float | None]]:
     """Each check of ``case`` with the figure its run gives (None when the run reports none); an ``operator``
     case's checks are made as it runs, its expected values being the operators the run picks."""
     if kind == "operator":
