@@ -1,10 +1,11 @@
 """Running the cases of ``cases.yaml``: each case's figures worked out as a user's run would work them out (a study
 file through :func:`~stratasim.study.run.run_study`, ASTRA-sim inputs through the importer, an operator through
-the compute backend) and set against the expected values, one :class:`Row` per figure."""
+the compute backend, held-out profile rows through the ``measured`` backend) and set against the expected values,
+one :class:`Row` per figure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,8 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.study.run import run_study
 from stratasim.system_layer.operators import OperatorPricer, PricingError
 from stratasim.v1 import compute_pb2
-from stratasim.validate.cases import DATA, Case, Suite
+from stratasim.validate.cases import DATA, Case, Check, Suite
+from stratasim.validate.operator_rows import operator_checks
 
 __all__ = ["Row", "figures", "validate"]
 
@@ -114,15 +116,25 @@ def figures(kind: str, case: Case) -> dict[str, float]:
     return _RUNNERS[kind](case.inputs)
 
 
+def _checked(kind: str, case: Case) -> Sequence[tuple[Check, float | None]]:
+    """Each check of ``case`` with the figure its run gives (None when the run reports none); an ``operator``
+    case's checks are made as it runs, its expected values being the operators the run picks."""
+    if kind == "operator":
+        return operator_checks(case)
+    got = figures(kind, case)
+    return [(check, got.get(check.metric)) for check in case.checks]
+
+
 def _rows(kind: str, case: Case) -> Iterator[Row]:
     try:
-        got = figures(kind, case)
+        checked = _checked(kind, case)
     except StrataSimError as exc:
-        for check in case.checks:
+        # An operator case has no checks before it runs: its failure is one row, over its held-out operators.
+        failed = case.checks or (Check("held_out_ops", len(case.inputs["rows"]), tolerance=0),)
+        for check in failed:
             yield Row(case.suite, case.name, check.metric, check.expected, None, check.allowed, False, str(exc))
         return
-    for check in case.checks:
-        value = got.get(check.metric)
+    for check, value in checked:
         passed = value is not None and check.passes(value)
         problem = "" if value is not None else f"the run reports no {check.metric}"
         yield Row(case.suite, case.name, check.metric, check.expected, value, check.allowed, passed, problem)

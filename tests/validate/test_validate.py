@@ -29,7 +29,8 @@ def test_the_short_form_passes(run_cli: RunCli) -> None:
     lines = out.splitlines()
     assert lines[0].split() == ["row", "expected", "got", "error", "tolerance", "result"]
     suites = {line.split(" / ")[0] for line in lines[1:] if " / " in line}
-    assert suites == {"megatron", "calibration", "astra_sim", "closed_forms", "scalesim"}
+    assert suites == {"megatron", "calibration", "astra_sim", "closed_forms", "scalesim", "operators"}
+    assert {line.split(" / ")[1].split()[0] for line in lines if line.startswith("operators / ")} == {"h100", "h200"}
     rows = [line for line in lines if " / " in line]
     assert "megatron / gpt_18b / total_time_ps" in out and lines[-1] == f"{len(rows)} of {len(rows)} rows pass"
     assert (
