@@ -36,7 +36,7 @@ REPLAYS = 5
 
 _TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
-Operator = Callable[[], object]
+Operator = Callable[[], Any]
 
 
 class ProfilingUnavailable(StrataSimError):
