@@ -41,7 +41,9 @@ def fit_profile(rows: Sequence[ProfileRow], device: Device) -> FittedProfile:
     return FittedProfile(classes, kind_errors(held_out, classes, device))
 
 
-def parameters_document(name: str, profile: Path, fitted: FittedProfile, provenance: dict[str, object]) -> dict:
+def parameters_document(
+    name: str, profile: Path, fitted: FittedProfile, provenance: dict[str, object]
+) -> dict[str, object]:
     """The parameters file of one device ``name``, in the layout of ``data/parameters.json``: ``provenance`` (with
     the fit's line added) and the device's profile file name, its SHA-256 and the fitted classes."""
     fit = (

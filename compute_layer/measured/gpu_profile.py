@@ -64,7 +64,7 @@ def structure(gpu: str, preset: str | None = None) -> Device:
         words = set(re.split(r"[^a-z0-9]+", gpu.lower()))
         preset = next((name for name in STRUCTURES if name in words), "h100")
     if preset not in STRUCTURES:
-        raise StrataSimError(f"--like {preset!r}: a fit assumes one of {', '.join(STRUCTURES)}")
+        raise StrataSimError(f"a fit assumes the structure of one of {', '.join(STRUCTURES)}, not {preset!r}")
     return PRESETS[preset]
 
 

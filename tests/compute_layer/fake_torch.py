@@ -55,6 +55,25 @@ class FakeTensor:
         self.gpu.run(BACKWARD_US)
 
 
+class FakeEvent:
+    def __init__(self, gpu: FakeGpu) -> None:
+        self.gpu, self.at_us = gpu, 0.0
+
+    def record(self) -> None:
+        self.at_us = self.gpu.now_us
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at_us - self.at_us) / 1000.0  # milliseconds, as CUDA events report
+
+
+class FakeNorm:
+    def __init__(self, *_: object, **__: object) -> None:
+        pass
+
+    def __call__(self, x: FakeTensor) -> FakeTensor:
+        return x._kernel()
+
+
 def fake_torch() -> tuple[Any, FakeGpu]:
     """A module answering what the timer asks of ``torch``, and its GPU."""
     gpu = FakeGpu()
@@ -73,22 +92,6 @@ def fake_torch() -> tuple[Any, FakeGpu]:
         finally:
             gpu.capturing = None
 
-    class Event:
-        def __init__(self, enable_timing: bool = False) -> None:
-            self.at_us = 0.0
-
-        def record(self) -> None:
-            self.at_us = gpu.now_us
-
-        def elapsed_time(self, end: Event) -> float:
-            return (end.at_us - self.at_us) / 1000.0  # milliseconds, as CUDA events report
-
-    class Norm:
-        def __init__(self, *_: object, **__: object) -> None:
-            pass
-
-        __call__ = staticmethod(kernel)
-
     stream = types.SimpleNamespace(wait_stream=lambda other: None)
     cuda = types.SimpleNamespace(
         is_available=lambda: True,
@@ -98,7 +101,7 @@ def fake_torch() -> tuple[Any, FakeGpu]:
         stream=lambda s: contextlib.nullcontext(),
         CUDAGraph=lambda: FakeGraph(gpu),
         graph=graph,
-        Event=Event,
+        Event=lambda enable_timing=False: FakeEvent(gpu),
     )
     functional = types.SimpleNamespace(scaled_dot_product_attention=kernel, gelu=kernel, silu=kernel)
     torch = types.SimpleNamespace(
@@ -112,6 +115,6 @@ def fake_torch() -> tuple[Any, FakeGpu]:
         bmm=kernel,
         softmax=kernel,
         no_grad=contextlib.nullcontext,
-        nn=types.SimpleNamespace(functional=functional, LayerNorm=Norm, RMSNorm=Norm),
+        nn=types.SimpleNamespace(functional=functional, LayerNorm=FakeNorm, RMSNorm=FakeNorm),
     )
     return torch, gpu
