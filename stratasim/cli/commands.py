@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stratasim import __version__
-from stratasim.cli import budget_options, results, schema, serve, sweep, trace_options, validate
+from stratasim.cli import budget_options, profile, results, schema, serve, sweep, trace_options, validate
 from stratasim.cli.arg_types import Subparsers, positive_int
 from stratasim.cli.interrupts import stoppable
 from stratasim.cli.run_progress import RunProgress
@@ -429,6 +429,7 @@ _SUBCOMMANDS = (
     results.add_results,
     schema.add_schema,
     validate.add_validate,
+    profile.add_profile,
 )
 
 

@@ -1,0 +1,67 @@
+"""Fitting the operator-level model to one measured profile, as ``tools/fit_operators.py`` fits the shipped ones.
+
+The profile is split before fitting (:func:`~stratasim.compute_layer.measured.split.split_rows`), each class fitted
+to its training rows (:func:`~stratasim.compute_layer.measured.fitting.fit_classes`) on the structure (tensor-core
+tiling, L2 capacity) of a preset device, the parameters rounded to six significant digits as in
+``data/parameters.json``, and the held-out rows priced by the rounded parameters for the error table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from stratasim.compute_layer.devices import Device
+from stratasim.compute_layer.measured.evaluation import LONG_US, KindError, kind_errors
+from stratasim.compute_layer.measured.fitting import fit_classes
+from stratasim.compute_layer.measured.profile_rows import ProfileRow
+from stratasim.compute_layer.measured.split import HELD_OUT_EVERY, split_rows
+
+__all__ = ["FittedProfile", "SIGNIFICANT", "fit_profile", "held_out_table", "parameters_document"]
+
+SIGNIFICANT = 6
+"""Significant digits the fitted parameters are written with."""
+
+
+@dataclass(frozen=True)
+class FittedProfile:
+    """One profile's fitted classes (rounded) and their held-out error table, one line per kind."""
+
+    classes: dict[str, dict[str, float]]
+    held_out: list[KindError]
+
+
+def fit_profile(rows: Sequence[ProfileRow], device: Device) -> FittedProfile:
+    """Fit ``rows`` (one device's whole profile, in file order) on ``device``'s structure; test on its held-out rows."""
+    training, held_out = split_rows(rows)
+    fitted = fit_classes(training, device)
+    classes = {name: {key: float(f"{value:.{SIGNIFICANT}g}") for key, value in p.items()} for name, p in fitted.items()}
+    return FittedProfile(classes, kind_errors(held_out, classes, device))
+
+
+def parameters_document(
+    name: str, profile: Path, fitted: FittedProfile, provenance: dict[str, object]
+) -> dict[str, object]:
+    """The parameters file of one device ``name``, in the layout of ``data/parameters.json``: ``provenance`` (with
+    the fit's line added) and the device's profile file name, its SHA-256 and the fitted classes."""
+    fit = (
+        "least squares on log-time per class, training rows only; held out: every "
+        f"{HELD_OUT_EVERY}th row of each class in file order"
+    )
+    entry = {"profile": profile.name, "sha256": hashlib.sha256(profile.read_bytes()).hexdigest()}
+    return {"provenance": {**provenance, "fit": fit}, "devices": {name: {**entry, "classes": fitted.classes}}}
+
+
+def held_out_table(name: str, lines: Sequence[KindError]) -> str:
+    """The held-out error table of device ``name`` as markdown (the columns of ``tools/fit_operators.py --report``)."""
+    table = [
+        f"| GPU | kind | rows held out | median \\|error\\| | worst \\|error\\| over {LONG_US:g} us | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for line in lines:
+        worst = "—" if line.worst_long is None else f"{line.worst_long:.1%}"
+        verdict = "met" if line.meets_target else "missed"
+        table.append(f"| {name} | {line.kind} | {line.rows} | {line.median:.1%} | {worst} | {verdict} |")
+    return "\n".join(table)
