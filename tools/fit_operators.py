@@ -14,20 +14,17 @@ target (median at most 5 %, no long operator worse than 15 %); docs/validation/c
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 from stratasim.compute_layer.devices import PRESETS
-from stratasim.compute_layer.measured.evaluation import LONG_US, kind_errors
-from stratasim.compute_layer.measured.fitting import fit_classes
+from stratasim.compute_layer.measured.device_fit import fit_profile, held_out_markdown, parameters_document
+from stratasim.compute_layer.measured.evaluation import kind_errors
 from stratasim.compute_layer.measured.parameters import DATA, PARAMETERS, load_parameters, profile_path
 from stratasim.compute_layer.measured.profile_rows import ProfileRow, read_profile
-from stratasim.compute_layer.measured.split import HELD_OUT_EVERY, split_rows
+from stratasim.compute_layer.measured.split import split_rows
 
 DEVICES = ("h100", "h200")
-_SIGNIFICANT = 6
 
 
 def training_rows(device: str) -> list[ProfileRow]:
@@ -37,40 +34,23 @@ def training_rows(device: str) -> list[ProfileRow]:
 
 def fitted_document() -> dict[str, object]:
     """The parameters file's content: every device refitted from its shipped profile, with provenance."""
-    devices = {}
-    for name in DEVICES:
-        path = profile_path(name)
-        classes = fit_classes(training_rows(name), PRESETS[name])
-        rounded = {
-            cls: {key: float(f"{value:.{_SIGNIFICANT}g}") for key, value in p.items()} for cls, p in classes.items()
-        }
-        devices[name] = {"profile": path.name, "sha256": _digest(path), "classes": rounded}
     provenance = json.loads((DATA / "provenance.json").read_text(encoding="utf-8"))
-    provenance["fit"] = (
-        "tools/fit_operators.py: least squares on log-time per class, training rows only; held out: every "
-        f"{HELD_OUT_EVERY}th row of each class in file order"
-    )
-    return {"provenance": provenance, "devices": devices}
+    documents = [
+        parameters_document(name, profile_path(name), fit_profile(read_profile(profile_path(name)), PRESETS[name]), {})
+        for name in DEVICES
+    ]
+    fit = documents[0]["provenance"]["fit"]  # the same line for every device
+    devices = {name: entry for document in documents for name, entry in document["devices"].items()}
+    return {"provenance": {**provenance, "fit": f"tools/fit_operators.py: {fit}"}, "devices": devices}
 
 
 def report() -> str:
     """The held-out table of the shipped parameters, as markdown."""
     model = load_parameters()
-    lines = [
-        f"| GPU | kind | rows held out | median \\|error\\| | worst \\|error\\| over {LONG_US:g} us | target |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name in DEVICES:
-        held_out = split_rows(read_profile(profile_path(name)))[1]
-        for line in kind_errors(held_out, model.classes[name], PRESETS[name]):
-            worst = "—" if line.worst_long is None else f"{line.worst_long:.1%}"
-            verdict = "met" if line.meets_target else "missed"
-            lines.append(f"| {name} | {line.kind} | {line.rows} | {line.median:.1%} | {worst} | {verdict} |")
-    return "\n".join(lines)
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    held_out = {name: split_rows(read_profile(profile_path(name)))[1] for name in DEVICES}
+    return held_out_markdown(
+        [(name, kind_errors(held_out[name], model.classes[name], PRESETS[name])) for name in DEVICES]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

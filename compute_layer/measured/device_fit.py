@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.evaluation import LONG_US, KindError, kind_errors
@@ -19,7 +20,7 @@ from stratasim.compute_layer.measured.fitting import fit_classes
 from stratasim.compute_layer.measured.profile_rows import ProfileRow
 from stratasim.compute_layer.measured.split import HELD_OUT_EVERY, split_rows
 
-__all__ = ["FittedProfile", "SIGNIFICANT", "fit_profile", "held_out_table", "parameters_document"]
+__all__ = ["FittedProfile", "SIGNIFICANT", "fit_profile", "held_out_markdown", "held_out_table", "parameters_document"]
 
 SIGNIFICANT = 6
 """Significant digits the fitted parameters are written with."""
@@ -41,9 +42,7 @@ def fit_profile(rows: Sequence[ProfileRow], device: Device) -> FittedProfile:
     return FittedProfile(classes, kind_errors(held_out, classes, device))
 
 
-def parameters_document(
-    name: str, profile: Path, fitted: FittedProfile, provenance: dict[str, object]
-) -> dict[str, object]:
+def parameters_document(name: str, profile: Path, fitted: FittedProfile, provenance: dict[str, Any]) -> dict[str, Any]:
     """The parameters file of one device ``name``, in the layout of ``data/parameters.json``: ``provenance`` (with
     the fit's line added) and the device's profile file name, its SHA-256 and the fitted classes."""
     fit = (
@@ -56,12 +55,18 @@ def parameters_document(
 
 def held_out_table(name: str, lines: Sequence[KindError]) -> str:
     """The held-out error table of device ``name`` as markdown (the columns of ``tools/fit_operators.py --report``)."""
+    return held_out_markdown([(name, lines)])
+
+
+def held_out_markdown(devices: Sequence[tuple[str, Sequence[KindError]]]) -> str:
+    """One markdown table of the held-out errors of each (device name, lines per kind), in order."""
     table = [
         f"| GPU | kind | rows held out | median \\|error\\| | worst \\|error\\| over {LONG_US:g} us | target |",
         "|---|---|---|---|---|---|",
     ]
-    for line in lines:
-        worst = "—" if line.worst_long is None else f"{line.worst_long:.1%}"
-        verdict = "met" if line.meets_target else "missed"
-        table.append(f"| {name} | {line.kind} | {line.rows} | {line.median:.1%} | {worst} | {verdict} |")
+    for name, lines in devices:
+        for line in lines:
+            worst = "—" if line.worst_long is None else f"{line.worst_long:.1%}"
+            verdict = "met" if line.meets_target else "missed"
+            table.append(f"| {name} | {line.kind} | {line.rows} | {line.median:.1%} | {worst} | {verdict} |")
     return "\n".join(table)
