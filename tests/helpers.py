@@ -19,13 +19,26 @@ RunCli = Callable[..., tuple[int, str, str]]
 _POLL_S = 0.05
 
 
-def stratasim_process(*args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess[str]:
+# A child's first statements: cap its address space, then run the command line as ``python -m stratasim`` does.
+_LIMITED = (
+    "import resource, runpy, sys; limit = int(sys.argv.pop(1)); "
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); sys.argv[0] = 'stratasim'; "
+    "runpy.run_module('stratasim', run_name='__main__')"
+)
+
+
+def stratasim_process(
+    *args: str, timeout: float = 60, check: bool = False, address_space: int | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python -m stratasim ARGS`` run from the repository root in a child process, its output captured as text.
 
-    ``timeout`` in seconds; ``check`` raises on a non-zero exit.
+    ``timeout`` in seconds; ``check`` raises on a non-zero exit; ``address_space``, in bytes, caps the child's
+    memory. The child sets the cap itself once it runs, not in a ``preexec_fn`` between fork and exec: a forked copy
+    of a test process whose gRPC threads are running can abort there (gRPC's fork handlers, an ``epoll_wait`` error).
     """
+    prefix = ["-m", "stratasim"] if address_space is None else ["-c", _LIMITED, str(address_space)]
     return subprocess.run(
-        [sys.executable, "-m", "stratasim", *args],
+        [sys.executable, *prefix, *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -24,6 +24,7 @@ from stratasim.explore.sweep_file import parse_sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget, estimate_study
 from stratasim.study.run import check_study, prepare_workload
+from tests.helpers import stratasim_process
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -169,23 +170,12 @@ def test_the_gpt3_estimate_is_conservative_but_not_wild() -> None:
     assert report.result.events_processed <= estimate.events <= 20 * report.result.events_processed
 
 
-def _within_1gib() -> None:
-    """In a child before it runs: at most 1 GiB of address space, so a check that built what it counts dies."""
-    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
-
-
 @pytest.mark.parametrize("sizes", [("125000000",), ("30000", "30000"), ("1073741823",)])
 def test_check_answers_a_billion_npus_fast_in_little_memory(sizes: tuple[str, ...]) -> None:
     settings = [arg for index, size in enumerate(sizes) for arg in ("--set", f"network.topology.{index}.size={size}")]
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "stratasim", "check", "examples/quickstart.yaml", *settings],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        preexec_fn=_within_1gib,
-    )
+    # At most 1 GiB of address space, so a check that built what it counts dies.
+    done = stratasim_process("check", "examples/quickstart.yaml", *settings, address_space=2**30)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: ")
     assert "NPUs would need about" in done.stderr and time.monotonic() - started < 10
 

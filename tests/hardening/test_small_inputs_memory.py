@@ -5,14 +5,11 @@ clear error (exit 2), never a MemoryError, a traceback or a kill."""
 
 from __future__ import annotations
 
-import resource
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import stratasim_process
 
 _NET = "network: {topology: [{kind: ring, size: 8, bandwidth: 50GB/s, latency: 500ns}]}\n"
 _ALL_REDUCE = "workload: {kind: collective, collective: all_reduce, size: 64MiB}\n"
@@ -38,23 +35,11 @@ SMALL_STUDIES = {
 }
 
 
-def _within_1gib() -> None:
-    """In the child before it runs: at most 1 GiB of address space."""
-    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
-
-
 @pytest.mark.parametrize("text", SMALL_STUDIES.values(), ids=SMALL_STUDIES.keys())
 def test_a_small_study_stays_under_1_gib(tmp_path: Path, text: str) -> None:
     assert len(text.encode()) < 1024
     study = tmp_path / "small.yaml"
     study.write_text(text, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "stratasim", "run", str(study), "--quiet"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        preexec_fn=_within_1gib,
-    )
+    done = stratasim_process("run", str(study), "--quiet", timeout=120, address_space=2**30)
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr and "MemoryError" not in done.stderr
