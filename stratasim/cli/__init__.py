@@ -11,7 +11,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Imported on call, so that ``python -m stratasim.cli.serve`` loads only what serving needs. gRPC's C core is told
     to keep its own log lines off stderr (unless the user set ``GRPC_VERBOSITY``): every failure reaches the user as
-    one ``error:`` line, and a core line such as an ``epoll_wait`` complaint under a memory limit must not come first.
+    one ``error:`` line, and a core line (a failed bind's ``add_port.cc``, say) must not come first.
     """
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # read once, when grpc is first imported below
     from stratasim.cli.commands import main as run
