@@ -157,7 +157,7 @@ def to_text(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> str
     common = data.get("device")
     head = f"{_describe(op)}" + (f" on {common}" if common else "")
     column = "" if common else f"{'device':<20}"
-    lines = [head, f"  {'backend':<12}{column}{'duration':>14}{'bound':>10}{'energy':>16}  traffic"]
+    lines = [head, f"  {'backend':<12}{column}{'duration':>14}{'bound':>10}{'energy':>18}  traffic"]
     for row in data["costs"]:
         where = "" if common else f"{row['device']:<20}"
         if "error" in row:
@@ -166,7 +166,7 @@ def to_text(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> str
         traffic = ", ".join(f"{level} {format_bytes(size)}" for level, size in row["traffic"].items()) or "-"
         energy = f"{row['energy_pj'] / 1e6:,.3f} uJ" if row["energy_pj"] else "-"
         lines.append(
-            f"  {row['backend']:<12}{where}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>16}  "
+            f"  {row['backend']:<12}{where}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>18}  "
             f"{traffic}"
         )
     for row in data["costs"]:
