@@ -6,7 +6,8 @@ normalisation operators in bf16 or fp16 (the profiles measured bf16; fp16 runs t
 paths); any other kind or dtype is the contract's UNSUPPORTED error naming it. The devices are the ``h100`` and
 ``h200`` presets (:data:`~stratasim.compute_layer.devices.PRESETS`): their memory capacity, prices and L2 come
 from there. A request's calibration is ignored: the model is fitted to measurements. Durations are the modelled
-seconds rounded up to a picosecond; energy is the preset's TDP times the duration (an upper bound, as the roofline's).
+seconds rounded up to a picosecond; energy is the preset's TDP times the duration (an upper bound, as the roofline's);
+the basis is ``FITTED_TO_OPERATORS``.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class MeasuredCompute:
             energy_pj=(dev.tdp_w or 0) * duration_ps,
             traffic=[compute_pb2.MemoryTraffic(level="dram", bytes=priced.bytes)],
             bound=priced.bound,
+            basis=compute_pb2.FITTED_TO_OPERATORS,
         )
 
 

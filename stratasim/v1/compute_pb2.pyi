@@ -101,6 +101,46 @@ SRAM: Bound.ValueType  # 4
 """On-chip memory (a GPU's L2, a TPU's CMEM): the operator re-reads its operands from it faster than compute."""
 Global___Bound: _TypeAlias = Bound  # noqa: Y015
 
+class _Basis:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _BasisEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Basis.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    BASIS_UNSPECIFIED: _Basis.ValueType  # 0
+    MEASURED: _Basis.ValueType  # 1
+    """A measured profile: the time measured at this point, or interpolated between measured points (profile)."""
+    FITTED_TO_OPERATORS: _Basis.ValueType  # 2
+    """A model fitted to operator-level measurements: kernel times of operators of this kind (measured)."""
+    FITTED_TO_RUNS: _Basis.ValueType  # 3
+    """A datasheet roofline scaled by efficiencies fitted to measurements of whole runs: a preset's efficiency model
+    fitted to published training throughput, or a study's own compute.calibration (one efficiency for every
+    operator, a whole-workload figure whatever it was measured on).
+    """
+    DATASHEET: _Basis.ValueType  # 4
+    """Datasheet figures only (a roofline without calibration), or an analytical or cycle model of an accelerator
+    described by its architecture (Timeloop-style, wafer, SCALE-Sim, ZigZag): nothing measured priced it.
+    """
+
+class Basis(_Basis, metaclass=_BasisEnumTypeWrapper):
+    """Where an operator's time comes from (the report and `stratasim cost` show it per operator kind)."""
+
+BASIS_UNSPECIFIED: Basis.ValueType  # 0
+MEASURED: Basis.ValueType  # 1
+"""A measured profile: the time measured at this point, or interpolated between measured points (profile)."""
+FITTED_TO_OPERATORS: Basis.ValueType  # 2
+"""A model fitted to operator-level measurements: kernel times of operators of this kind (measured)."""
+FITTED_TO_RUNS: Basis.ValueType  # 3
+"""A datasheet roofline scaled by efficiencies fitted to measurements of whole runs: a preset's efficiency model
+fitted to published training throughput, or a study's own compute.calibration (one efficiency for every
+operator, a whole-workload figure whatever it was measured on).
+"""
+DATASHEET: Basis.ValueType  # 4
+"""Datasheet figures only (a roofline without calibration), or an analytical or cycle model of an accelerator
+described by its architecture (Timeloop-style, wafer, SCALE-Sim, ZigZag): nothing measured priced it.
+"""
+Global___Basis: _TypeAlias = Basis  # noqa: Y015
+
 @_typing.final
 class GemmShape(_message.Message):
     """A matrix product [M, K] x [K, N] -> [M, N], or `batch` of them (attention's batched products)."""
@@ -327,9 +367,12 @@ class OperatorCost(_message.Message):
     ENERGY_PJ_FIELD_NUMBER: _builtins.int
     TRAFFIC_FIELD_NUMBER: _builtins.int
     BOUND_FIELD_NUMBER: _builtins.int
+    BASIS_FIELD_NUMBER: _builtins.int
     duration_ps: _builtins.int
     energy_pj: _builtins.float
     bound: Global___Bound.ValueType
+    basis: Global___Basis.ValueType
+    """Where duration_ps comes from; BASIS_UNSPECIFIED only from a backend that does not say."""
     @_builtins.property
     def traffic(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryTraffic]: ...
     def __init__(
@@ -339,10 +382,11 @@ class OperatorCost(_message.Message):
         energy_pj: _builtins.float = ...,
         traffic: _abc.Iterable[Global___MemoryTraffic] | None = ...,
         bound: Global___Bound.ValueType = ...,
+        basis: Global___Basis.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bound", b"bound", "duration_ps", b"duration_ps", "energy_pj", b"energy_pj", "traffic", b"traffic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["basis", b"basis", "bound", b"bound", "duration_ps", b"duration_ps", "energy_pj", b"energy_pj", "traffic", b"traffic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -48,3 +48,19 @@ def test_a_server_that_does_not_read_described_devices_is_never_sent_one(monkeyp
                 DescribedDevice(client, SLOW).describe(compute_pb2.DescribeRequest(devices=["h100"]))
         finally:
             client.close()
+
+
+def test_each_costs_basis_crosses_the_wire_unchanged() -> None:
+    # The preset's fitted model (FITTED_TO_RUNS), its bare datasheet (DATASHEET), a described device (its preset's).
+    requests = [
+        compute_pb2.EstimateRequest(device="h100", ops=OPS),
+        compute_pb2.EstimateRequest(device="h100", ops=OPS, calibration=compute_pb2.Calibration(datasheet=True)),
+        compute_pb2.EstimateRequest(device="h100", ops=OPS, roofline_device=SLOW),
+    ]
+    with served("compute", "roofline") as endpoint:
+        client = ComputeClient(endpoint, backend="roofline", timeout_s=10)
+        try:
+            bases = [[cost.basis for cost in client.estimate(request).costs] for request in requests]
+        finally:
+            client.close()
+    assert bases == [[compute_pb2.FITTED_TO_RUNS], [compute_pb2.DATASHEET], [compute_pb2.FITTED_TO_RUNS]]
