@@ -58,8 +58,8 @@ class RooflineCompute:
     operator seldom draws full board power (0 for a device whose TDP is not published). ``traffic`` lists the bytes at ``"dram"`` and, for a device with
     an on-chip level, at ``"sram"``. ``bound`` names the level that set the time: ``COMPUTE`` when compute time
     is at least every memory time (so also for an empty operator, which costs only the launch overhead), else
-    ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``. ``basis`` is ``FITTED_TO_RUNS`` on a device with
-    calibrated efficiencies, else ``DATASHEET`` (:func:`~stratasim.compute_layer.devices.basis`).
+    ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``. ``basis`` is ``FITTED_TO_RUNS`` on a
+    device with calibrated efficiencies, else ``DATASHEET`` (:func:`~stratasim.compute_layer.devices.basis`).
 
     ``devices`` replaces the preset devices (:data:`~stratasim.compute_layer.devices.PRESETS`) with others; a request
     carrying a ``roofline_device`` prices on that description instead of looking its name up. Results are cached per
