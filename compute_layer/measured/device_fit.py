@@ -16,9 +16,11 @@ from typing import Any
 
 from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.evaluation import LONG_US, KindError, kind_errors
+from stratasim.compute_layer.measured.features import CLASSES, class_of
 from stratasim.compute_layer.measured.fitting import fit_classes
 from stratasim.compute_layer.measured.profile_rows import ProfileRow
 from stratasim.compute_layer.measured.split import HELD_OUT_EVERY, split_rows
+from stratasim.kernel.errors import ConfigError
 
 __all__ = ["FittedProfile", "SIGNIFICANT", "fit_profile", "held_out_markdown", "held_out_table", "parameters_document"]
 __all__ += ["device_document"]
@@ -41,9 +43,16 @@ class FittedProfile:
     held_out: list[KindError]
 
 
-def fit_profile(rows: Sequence[ProfileRow], device: Device) -> FittedProfile:
-    """Fit ``rows`` (one device's whole profile, in file order) on ``device``'s structure; test on its held-out rows."""
+def fit_profile(rows: Sequence[ProfileRow], device: Device, source: str = "the profile") -> FittedProfile:
+    """Fit ``rows`` (one device's whole profile, in file order) on ``device``'s structure; test on its held-out rows.
+
+    A profile without rows of some class (no decode attention, no ``softmax``...) cannot be fitted: ConfigError
+    naming ``source`` (the profile's file) and the classes missing."""
     training, held_out = split_rows(rows)
+    missing = [name for name in CLASSES if not any(class_of(row) == name for row in training)]
+    if missing:
+        message = f"no rows of {', '.join(missing)}: a fit needs rows of every class ({', '.join(CLASSES)})"
+        raise ConfigError(source, [("kind", message)])
     fitted = fit_classes(training, device)
     classes = {name: {key: float(f"{value:.{SIGNIFICANT}g}") for key, value in p.items()} for name, p in fitted.items()}
     return FittedProfile(classes, kind_errors(held_out, classes, device))

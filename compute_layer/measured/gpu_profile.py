@@ -84,7 +84,7 @@ def save_profile(
     out.mkdir(parents=True, exist_ok=True)
     profile_path = write_rows(rows, out / f"{name}.csv")
     profile = read_profile(profile_path)
-    fitted = fit_profile(profile, like)
+    fitted = fit_profile(profile, like, str(profile_path))
     device = out / f"{name}.device.yaml"
     document = device_document(name, like, profile_path, fitted, provenance)
     device.write_text(_DEVICE_HEADER.format(name=name) + yaml.safe_dump(document, sort_keys=False), encoding="utf-8")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import grpc
 
@@ -23,7 +23,8 @@ __all__ = ["ComputeClient"]
 
 _LAYER = "compute"
 _Response = TypeVar("_Response")
-_DESCRIBED = (
+_Field = Literal["roofline_device", "timeloop_accelerator", "wafer_device", "measured_device"]
+_DESCRIBED: tuple[tuple[_Field, str, str], ...] = (
     ("roofline_device", "roofline_devices", ROOFLINE_DEVICE_CAPABILITY),
     ("timeloop_accelerator", "timeloop_accelerators", TIMELOOP_ACCELERATOR_CAPABILITY),
     ("wafer_device", "wafer_devices", WAFER_DEVICE_CAPABILITY),

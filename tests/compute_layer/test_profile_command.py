@@ -21,6 +21,7 @@ from stratasim.compute_layer.measured.parameters import PARAMETERS, profile_path
 from stratasim.compute_layer.measured.profile_rows import read_profile
 from stratasim.compute_layer.profile import ProfileCompute
 from stratasim.kernel import operators
+from stratasim.kernel.errors import ConfigError
 from stratasim.system_layer.operators import OperatorPricer
 from tools.fit_operators import report
 
@@ -105,3 +106,14 @@ def test_the_profile_table_holds_the_gemms_and_the_adds(saved: ProfileOutputs) -
     expected = sum(row.kind in ("gemm", "bmm", "add") for row in reference)
     assert len(table) == expected
     assert {row["kind"] for row in table} == {"gemm", "elementwise"}
+
+
+def test_a_profile_without_some_kinds_is_one_error_naming_the_file_and_the_classes(tmp_path: Path) -> None:
+    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["kind"] not in ("attention_decode", "softmax")]
+    with pytest.raises(ConfigError) as raised:
+        save_profile(rows, tmp_path, "partial", "bf16", PRESETS["h100"], {})
+    message = str(raised.value)
+    assert str(tmp_path / "partial.csv") in message
+    assert "kind: no rows of attention_decode, softmax: a fit needs rows of every class" in message
+    assert not (tmp_path / "partial.device.yaml").exists()
