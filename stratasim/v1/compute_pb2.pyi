@@ -976,6 +976,115 @@ class WaferDevice(_message.Message):
 Global___WaferDevice: _TypeAlias = WaferDevice  # noqa: Y015
 
 @_typing.final
+class MeasuredClass(_message.Message):
+    """One class of the measured backend's operator model: its fitted parameters by name (seconds, FLOP/s, bytes/s, a
+    dimensionless sharpness), as compute_layer/measured/forms.py reads them.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ParametersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    PARAMETERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def parameters(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]: ...
+    def __init__(
+        self,
+        *,
+        parameters: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["parameters", b"parameters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MeasuredClass: _TypeAlias = MeasuredClass  # noqa: Y015
+
+@_typing.final
+class MeasuredDevice(_message.Message):
+    """A device fitted to a measured profile (`stratasim profile`) for the measured backend: the preset whose structure
+    (tensor-core tiling, L2 capacity, board power) the fit assumed and every class's fitted parameters. Servers that
+    understand it say so with the handshake capability "measured-device".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ClassesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___MeasuredClass: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___MeasuredClass | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    STRUCTURE_FIELD_NUMBER: _builtins.int
+    CLASSES_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
+    MEMORY_CAPACITY_BYTES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    structure: _builtins.str
+    """The preset whose structure the fit assumed ("h100", "h200")."""
+    calibration: _builtins.str
+    """What the model was fitted to, in words a report can show."""
+    memory_capacity_bytes: _builtins.int
+    """Absent: the structure preset's."""
+    @_builtins.property
+    def classes(self) -> _containers.MessageMap[_builtins.str, Global___MeasuredClass]:
+        """Every class the measured backend prices ("gemm", "attention_forward", ..., "copy"), by name."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        structure: _builtins.str = ...,
+        classes: _abc.Mapping[_builtins.str, Global___MeasuredClass] | None = ...,
+        calibration: _builtins.str = ...,
+        memory_capacity_bytes: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "memory_capacity_bytes", b"memory_capacity_bytes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "calibration", b"calibration", "classes", b"classes", "memory_capacity_bytes", b"memory_capacity_bytes", "name", b"name", "structure", b"structure"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__memory_capacity_bytes: _TypeAlias = _typing.Literal["memory_capacity_bytes"]  # noqa: Y015
+    _WhichOneofArgType__memory_capacity_bytes: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_capacity_bytes) -> _WhichOneofReturnType__memory_capacity_bytes | None: ...
+
+Global___MeasuredDevice: _TypeAlias = MeasuredDevice  # noqa: Y015
+
+@_typing.final
 class EstimateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -985,6 +1094,7 @@ class EstimateRequest(_message.Message):
     ROOFLINE_DEVICE_FIELD_NUMBER: _builtins.int
     TIMELOOP_ACCELERATOR_FIELD_NUMBER: _builtins.int
     WAFER_DEVICE_FIELD_NUMBER: _builtins.int
+    MEASURED_DEVICE_FIELD_NUMBER: _builtins.int
     device: _builtins.str
     """The device's name: a preset of the backend, or the name of the device described below."""
     @_builtins.property
@@ -1005,6 +1115,10 @@ class EstimateRequest(_message.Message):
     def wafer_device(self) -> Global___WaferDevice:
         """When present, the wafer described in full (its name is `device`)."""
 
+    @_builtins.property
+    def measured_device(self) -> Global___MeasuredDevice:
+        """When present, the device fitted to a measured profile (its name is `device`)."""
+
     def __init__(
         self,
         *,
@@ -1014,10 +1128,11 @@ class EstimateRequest(_message.Message):
         roofline_device: Global___RooflineDevice | None = ...,
         timeloop_accelerator: Global___TimeloopAccelerator | None = ...,
         wafer_device: Global___WaferDevice | None = ...,
+        measured_device: Global___MeasuredDevice | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "measured_device", b"measured_device", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "ops", b"ops", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "measured_device", b"measured_device", "ops", b"ops", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1111,6 +1226,7 @@ class DescribeRequest(_message.Message):
     ROOFLINE_DEVICES_FIELD_NUMBER: _builtins.int
     TIMELOOP_ACCELERATORS_FIELD_NUMBER: _builtins.int
     WAFER_DEVICES_FIELD_NUMBER: _builtins.int
+    MEASURED_DEVICES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def devices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -1125,6 +1241,10 @@ class DescribeRequest(_message.Message):
     def wafer_devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___WaferDevice]:
         """Wafers described in full, likewise."""
 
+    @_builtins.property
+    def measured_devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___MeasuredDevice]:
+        """Devices fitted to measured profiles, likewise."""
+
     def __init__(
         self,
         *,
@@ -1132,10 +1252,11 @@ class DescribeRequest(_message.Message):
         roofline_devices: _abc.Iterable[Global___RooflineDevice] | None = ...,
         timeloop_accelerators: _abc.Iterable[Global___TimeloopAccelerator] | None = ...,
         wafer_devices: _abc.Iterable[Global___WaferDevice] | None = ...,
+        measured_devices: _abc.Iterable[Global___MeasuredDevice] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "roofline_devices", b"roofline_devices", "timeloop_accelerators", b"timeloop_accelerators", "wafer_devices", b"wafer_devices"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "measured_devices", b"measured_devices", "roofline_devices", b"roofline_devices", "timeloop_accelerators", b"timeloop_accelerators", "wafer_devices", b"wafer_devices"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
