@@ -43,14 +43,18 @@ Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class GemmParameters(Section):
-    """``classes.gemm``: a GEMM's floor, fixed cost, compute ceiling and bandwidths (``forms.gemm_time``)."""
+    """``classes.gemm``: a GEMM's floor, fixed cost, compute ceilings and bandwidths (``forms.gemm_time``)."""
 
     floor_s: Positive
     """Least time any GEMM kernel takes, in seconds."""
     overhead_s: Positive
     """Fixed prologue and epilogue of a GEMM kernel, in seconds."""
     ceiling_flops: Positive
-    """Compute ceiling, in FLOP/s, before tile and wave quantization."""
+    """Compute ceiling of a short kernel (boost clock), in FLOP/s, before tile and wave quantization."""
+    sustained_flops: Positive
+    """Compute ceiling of a long kernel (the power-limited clock), in FLOP/s, before tile and wave quantization."""
+    tau_s: Positive
+    """Time at the ceiling over which a kernel moves from the boost to the sustained rate, in seconds."""
     bandwidth: Positive
     """Memory bandwidth small products reach, in bytes/s."""
     l2_bandwidth: Positive
