@@ -5,6 +5,7 @@ function, and a training loop's is what its study says (or unspecified)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -14,6 +15,7 @@ from stratasim.kernel.serving import Compute
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
 from stratasim.workload_layer.models.classic import DlrmConfig, DlrmWorkload, ResNet50Config, ResNet50Workload
+from stratasim.workload_layer.traces.convert import read_graphs, write_graphs
 from stratasim.workload_layer.training_loop import TrainingLoopConfig, TrainingLoopWorkload
 from stratasim.workload_layer.transformer.config import ModelConfig
 from tests.workload_layer.test_models import DLRM
@@ -56,6 +58,15 @@ def test_a_gpt_shaped_training_graph_names_layernorm_gelu_and_softmax() -> None:
     functions = _graph_functions(GPT)  # the unfused attention core: its softmax is an operator of its own
     assert functions["layernorm"] == functions["residual layernorm"] == functions["final layernorm"] == "layernorm"
     assert (functions["gelu"], functions["softmax"]) == ("gelu", "softmax")
+
+
+def test_a_stratasim_trace_keeps_the_functions(tmp_path: Path) -> None:
+    # Chakra traces carry no operators (an export prices each into its node's duration); StrataSim's own keep them.
+    graphs = all_graphs(build(LLAMA, attention="fused"))
+    write_graphs(tmp_path / "llama", graphs)
+    replayed = read_graphs(tmp_path / "llama")
+    assert replayed == graphs
+    assert _functions(n.op for n in replayed[0].nodes)["rmsnorm"] == "rmsnorm"
 
 
 def test_a_mixture_of_experts_names_its_router_and_combine() -> None:

@@ -45,7 +45,9 @@ and the LM head's weights, unless they are the word embeddings themselves (tied 
 stage): with tied embeddings and several stages the last stage keeps a copy, as Megatron-LM does.
 
 Pointwise FLOPs per element are estimates (norm 8, softmax 5, GeLU 8, SwiGLU 6, rotary 3, residual 1, the MoE
-combine 2 per expert output); biases are fused into their GEMMs and not priced; GEMM FLOPs are exact.
+combine 2 per expert output); biases are fused into their GEMMs and not priced; GEMM FLOPs are exact. Each pointwise
+step names the function it computes (``compute_pb2.RMSNORM`` for ``norm: rmsnorm``, ``SILU_MUL`` for ``activation:
+swiglu``, ...), which a backend with a model per function prices it by.
 """
 
 from __future__ import annotations
