@@ -20,7 +20,8 @@ Operators become one-layer topologies written, with the config, into a temporary
 1 GHz: SCALE-Sim counts cycles and has no clock. In user-bandwidth mode it is ``Total Cycles (incl. prefetch)``,
 from the first DRAM read to the last DRAM write: with memory bounded, loading the first tiles and draining the
 last outputs take time too. SCALE-Sim reports no energy (``energy_pj`` is 0); traffic is
-the SRAM and DRAM accesses of its detailed report, in words times the operator's element size.
+the SRAM and DRAM accesses of its detailed report, in words times the operator's element size. The basis is
+``DATASHEET``: a cycle model of an array described by its architecture, nothing measured.
 
 Quirks handled: SCALE-Sim 3.0.0 breaks under numpy 2.4 (refused with the pin to install); a layer whose name
 contains ``DP`` is taken as depthwise (layers are always named ``layer``); it prints and calls ``exit()`` on
@@ -191,6 +192,7 @@ class ScaleSimCompute(ToolBackend[SystolicArray]):
                 compute_pb2.MemoryTraffic(level="dram", bytes=batch * dram * size),
             ],
             bound=compute_pb2.MEMORY if memory else compute_pb2.COMPUTE,
+            basis=compute_pb2.DATASHEET,
         )
 
     def _check_size(

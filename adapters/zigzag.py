@@ -18,7 +18,8 @@ Operators become one-layer workloads in ZigZag's yaml format, passed as data, at
 LOMA, ``lpf_limit`` 6) with its outputs dumped into a temporary directory. ``duration_ps`` is its latency
 (``latency_total2``: compute, stalls, loading the first tiles, offloading the last, systolic drain) at 1 GHz:
 ZigZag counts cycles and its examples name no clock. ``energy_pj`` is its total energy. ``bound`` is
-``COMPUTE`` when the compute cycles are at least the rest of the latency, ``MEMORY`` otherwise.
+``COMPUTE`` when the compute cycles are at least the rest of the latency, ``MEMORY`` otherwise. The basis is
+``DATASHEET``: an analytical model of an accelerator described by its architecture, nothing measured.
 
 Quirks handled: zigzag-dse 3.9.1 imports ``six`` without declaring it (the extra installs it); it calls
 ``logging.basicConfig(level=INFO)`` (its handlers are removed after each run and its logs below ERROR
@@ -117,6 +118,7 @@ class ZigZagCompute(ToolBackend[str]):
             duration_ps=batch * round(latency) * _PS_PER_CYCLE,
             energy_pj=batch * float(energy),
             bound=compute_pb2.COMPUTE if 2 * compute >= latency else compute_pb2.MEMORY,
+            basis=compute_pb2.DATASHEET,
         )
 
 

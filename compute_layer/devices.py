@@ -24,6 +24,7 @@ from stratasim.v1 import compute_pb2
 
 __all__ = [
     "Device",
+    "basis",
     "Sram",
     "Tiling",
     "calibrated",
@@ -189,6 +190,13 @@ def calibrated(dev: Device, calibration: compute_pb2.Calibration) -> Device:
         size_efficiency=calibration.size_efficiency or base.size_efficiency,
         calibration_source=source,
     )
+
+
+def basis(dev: Device) -> compute_pb2.Basis.ValueType:
+    """Where ``dev``'s roofline times come from: ``FITTED_TO_RUNS`` when its efficiencies are calibrated (a preset's
+    model fitted to published training throughput, or a study's own ``compute.calibration``, one figure for every
+    operator and so a whole-workload one), else ``DATASHEET``."""
+    return compute_pb2.FITTED_TO_RUNS if dev.calibration_source else compute_pb2.DATASHEET
 
 
 def efficiency_statement(dev: Device) -> str:

@@ -29,11 +29,12 @@ def priced_as_products(
 ) -> compute_pb2.OperatorCost:
     """``op``'s cost as its kernel's products, each priced by ``price`` (a GEMM descriptor in ``op``'s dtype),
     summed and scaled by the causal share: durations rounded up to whole picoseconds and bytes to whole bytes,
-    energy scaled exactly; the bound is that of the product taking longest."""
+    energy scaled exactly; the bound and basis are those of the product taking longest."""
     costs = [
         price(operators.gemm(p.m, p.k, p.n, dtype=op.dtype, batch=p.batch, name=op.name)) for p in shape.products()
     ]
     share = shape.causal_share
+    slowest = max(costs, key=lambda cost: cost.duration_ps)
     traffic: dict[str, int] = {}
     for cost in costs:
         for entry in cost.traffic:
@@ -42,7 +43,8 @@ def priced_as_products(
         duration_ps=_scaled(sum(cost.duration_ps for cost in costs), share),
         energy_pj=float(sum(cost.energy_pj for cost in costs) * share),
         traffic=[compute_pb2.MemoryTraffic(level=level, bytes=_scaled(size, share)) for level, size in traffic.items()],
-        bound=max(costs, key=lambda cost: cost.duration_ps).bound,
+        bound=slowest.bound,
+        basis=slowest.basis,
     )
 
 

@@ -14,7 +14,8 @@ kind's dims (``batch, m, k, n`` for a GEMM, ``elements`` for an elementwise oper
 
 Interpolation is exact (rational arithmetic); the duration is rounded once, half up, to a picosecond.
 Energy is interpolated the same way when every point used measured it, and is 0 (unknown) otherwise.
-A profile reports no memory traffic and an unspecified bound: it measured neither. Calibration is ignored —
+A profile reports no memory traffic and an unspecified bound: it measured neither. Its basis is ``MEASURED``,
+exact or interpolated. Calibration is ignored —
 a measured time is the calibrated truth.
 
 How the backend finds its table: the study's ``compute.profile: FILE`` (relative to the study file), handed
@@ -126,6 +127,7 @@ class ProfileCompute:
             duration_ps=duration,
             energy_pj=float(energy) if energy is not None else 0.0,
             bound=compute_pb2.BOUND_UNSPECIFIED,
+            basis=compute_pb2.MEASURED,
         )
 
 

@@ -25,7 +25,15 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from stratasim.compute_layer.device_wire import device_from_message
-from stratasim.compute_layer.devices import PRESETS, Device, calibrated, catalog, device, efficiency_statement
+from stratasim.compute_layer.devices import (
+    PRESETS,
+    Device,
+    basis,
+    calibrated,
+    catalog,
+    device,
+    efficiency_statement,
+)
 from stratasim.compute_layer.efficiency import size_efficiency
 from stratasim.compute_layer.requests import Rejected, described, label
 from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
@@ -50,7 +58,8 @@ class RooflineCompute:
     operator seldom draws full board power (0 for a device whose TDP is not published). ``traffic`` lists the bytes at ``"dram"`` and, for a device with
     an on-chip level, at ``"sram"``. ``bound`` names the level that set the time: ``COMPUTE`` when compute time
     is at least every memory time (so also for an empty operator, which costs only the launch overhead), else
-    ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``.
+    ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``. ``basis`` is ``FITTED_TO_RUNS`` on a
+    device with calibrated efficiencies, else ``DATASHEET`` (:func:`~stratasim.compute_layer.devices.basis`).
 
     ``devices`` replaces the preset devices (:data:`~stratasim.compute_layer.devices.PRESETS`) with others; a request
     carrying a ``roofline_device`` prices on that description instead of looking its name up. Results are cached per
@@ -195,6 +204,7 @@ def _price(index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2
         energy_pj=(dev.tdp_w or 0) * duration_ps,
         traffic=[compute_pb2.MemoryTraffic(level=level, bytes=size) for level, size in times.traffic],
         bound=times.bound,
+        basis=basis(dev),
     )
 
 

@@ -15,6 +15,7 @@ from stratasim.compute_layer.accelerator_section import (
 from stratasim.compute_layer.backend_section import MAPPER_BACKEND, PROFILE_BACKEND, BackendSection
 from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
+from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection, describes_measured
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
@@ -33,12 +34,16 @@ ACCELERATOR_BACKEND = "timeloop"
 WAFER_BACKEND = "wafer"
 """The backend that prices on a tiled / wafer-scale accelerator described in the study."""
 
+MEASURED_BACKEND = "measured"
+"""The backend that prices on a device fitted to a measured profile (``stratasim profile``'s device file)."""
+
 _DESCRIBED_BY = {
     DeviceSection: (DESCRIBING_BACKEND, "a described device", "described"),
     AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator", "accelerator"),
     AcceleratorDescription: (ACCELERATOR_BACKEND, "a described accelerator", "whole accelerator"),
     WaferSection: (WAFER_BACKEND, "a described wafer", "wafer"),
     WaferDescription: (WAFER_BACKEND, "a described wafer", "whole wafer"),
+    MeasuredDeviceSection: (MEASURED_BACKEND, "a measured device", "measured"),
 }
 """The backend that prices each form of described ``compute.device``, what to call it in messages, and its tag."""
 
@@ -54,7 +59,7 @@ class _ReadAs(dict[str, object]):
         self.form = form
 
 
-_BACKEND_FORM = {ACCELERATOR_BACKEND: "accelerator", WAFER_BACKEND: "wafer"}
+_BACKEND_FORM = {ACCELERATOR_BACKEND: "accelerator", WAFER_BACKEND: "wafer", MEASURED_BACKEND: "measured"}
 """The form a mapping takes when nothing in it but the study's backend says which model it describes."""
 
 _WHOLE = {"accelerator": "whole accelerator", "wafer": "whole wafer"}
@@ -71,6 +76,8 @@ def _mapping_form(value: dict[object, object], backend: object) -> str:
 
 def _model_of(value: dict[object, object], backend: object) -> str:
     """The model a mapping describes, by its preset, its keys or ``backend``, in that order."""
+    if describes_measured(value):
+        return "measured"
     if describes_accelerator(value):
         return "accelerator"
     if describes_wafer(value):
@@ -87,7 +94,7 @@ def _model_of(value: dict[object, object], backend: object) -> str:
 
 def _device_form(value: object) -> str | None:
     """Which form ``compute.device`` takes: a preset's name, a described roofline device, a described
-    Timeloop-style accelerator or a described wafer (None: none of them)."""
+    Timeloop-style accelerator, a described wafer or a measured device (None: none of them)."""
     if isinstance(value, str):
         return "name"
     if isinstance(value, _ReadAs):
@@ -104,7 +111,8 @@ DeviceKey = Annotated[
     | Annotated[AcceleratorSection, Tag("accelerator")]
     | Annotated[AcceleratorDescription, Tag("whole accelerator")]
     | Annotated[WaferSection, Tag("wafer")]
-    | Annotated[WaferDescription, Tag("whole wafer")],
+    | Annotated[WaferDescription, Tag("whole wafer")]
+    | Annotated[MeasuredDeviceSection, Tag("measured")],
     Discriminator(
         _device_form,
         custom_error_type="device_form",
@@ -164,8 +172,9 @@ class ComputeSection(Section):
 
     ``device`` is a preset's name or, for the roofline backend, a :class:`DeviceSection` describing one (for the
     timeloop backend, an :class:`AcceleratorSection` or, whole, an :class:`AcceleratorDescription`; for the wafer
-    backend, a :class:`WaferSection` or a :class:`WaferDescription`); a mapping's preset, else its keys, else
-    ``backend`` says which model it describes.
+    backend, a :class:`WaferSection` or a :class:`WaferDescription`; for the measured backend, a
+    :class:`~stratasim.compute_layer.measured.device_section.MeasuredDeviceSection`, the file ``stratasim profile``
+    writes); a mapping's preset, else its keys, else ``backend`` says which model it describes.
     ``per_kind`` routes operators by kind to other backends (``{gemm: profile, "*": roofline}``; ``*``, for the
     kinds it does not name, defaults to ``backend``); a route may name its own device in its backend's names
     (``{gemm: {backend: timeloop, device: systolic-32x32-os}}``). ``profile`` is the table of measured times the
@@ -178,7 +187,7 @@ class ComputeSection(Section):
     adapter."""
     device: DeviceKey
     """A preset's name, or a mapping describing a device (roofline), an accelerator (timeloop) or a wafer (wafer),
-    from a preset or whole."""
+    from a preset or whole, or a device fitted to a measured profile (measured; ``{file: NAME.device.yaml}``)."""
     calibration: CalibrationSection | None = None
     """Measured efficiencies over the device's own efficiency model (a preset's is fitted to published
     measurements), or over its datasheet figures (``basis: datasheet``)."""
@@ -244,6 +253,8 @@ class ComputeSection(Section):
         """The device's name: the preset named, or the described device's."""
         if isinstance(self.device, str):
             return self.device
+        if isinstance(self.device, MeasuredDeviceSection):
+            return self.device.name
         if isinstance(self.device, DeviceSection):
             return self.device.device().name
         if isinstance(self.device, (WaferSection, WaferDescription)):
@@ -252,10 +263,18 @@ class ComputeSection(Section):
 
     def device_description(
         self,
-    ) -> compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice | None:
+    ) -> (
+        compute_pb2.RooflineDevice
+        | compute_pb2.TimeloopAccelerator
+        | compute_pb2.WaferDevice
+        | compute_pb2.MeasuredDevice
+        | None
+    ):
         """The described device as the compute contract's message; None when ``device`` names a preset."""
         if isinstance(self.device, str):
             return None
+        if isinstance(self.device, MeasuredDeviceSection):
+            return self.device.message()
         if isinstance(self.device, DeviceSection):
             return device_message(self.device.device())
         if isinstance(self.device, (WaferSection, WaferDescription)):

@@ -121,7 +121,8 @@ class PacketLatencyStats:
 class OperatorStats:
     """One distinct operator the compute backend priced: what it is (``names``: the first few distinct names the
     workload gave it), how many times the study ran it (over all NPUs), and the cost of one run — picoseconds,
-    picojoules, what bound it and the bytes per memory level."""
+    picojoules, what bound it, the bytes per memory level and where its time comes from (``basis``: ``measured``,
+    ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet``, or ``unknown`` when the backend does not say)."""
 
     names: tuple[str, ...]
     kind: str
@@ -134,6 +135,7 @@ class OperatorStats:
     energy_pj: float
     bound: str
     traffic: tuple[tuple[str, int], ...] = ()
+    basis: str = "unknown"
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,11 @@ It prices GEMMs (batched or not), fused attention forward and backward, decode a
 normalisation operators in bf16 or fp16 (the profiles measured bf16; fp16 runs the same tensor-core and memory
 paths); any other kind or dtype is the contract's UNSUPPORTED error naming it. The devices are the ``h100`` and
 ``h200`` presets (:data:`~stratasim.compute_layer.devices.PRESETS`): their memory capacity, prices and L2 come
-from there. A request's calibration is ignored: the model is fitted to measurements. Durations are the modelled
-seconds rounded up to a picosecond; energy is the preset's TDP times the duration (an upper bound, as the roofline's).
+from there. A device fitted by ``stratasim profile`` (``compute.device: {file: NAME.device.yaml}``) arrives with
+each request as a ``measured_device`` (:mod:`~stratasim.compute_layer.measured.fitted_device`) and prices on the
+structure of the preset its fit assumed. A request's calibration is ignored: the model is fitted to measurements.
+Durations are the modelled seconds rounded up to a picosecond; energy is the preset's TDP times the duration (an
+upper bound, as the roofline's); the basis is ``FITTED_TO_OPERATORS``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
+from stratasim.compute_layer.devices import catalog, device
+from stratasim.compute_layer.measured.fitted_device import FittedDevice, fitted_device, shipped_devices
 from stratasim.compute_layer.measured.parameters import FittedModel, load_parameters
 from stratasim.compute_layer.measured.pricing import price_shape
 from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label
@@ -34,43 +38,47 @@ _PS_PER_SECOND = 10**12
 
 class MeasuredCompute:
     """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing with the fitted operator-level model (see the
-    module). Results are cached per instance by (device, operator signature)."""
+    module). A request carrying a ``measured_device`` prices on that fit instead of looking its name up. Results are
+    cached per instance by (device, operator signature)."""
 
     name = "measured"
 
     def __init__(self, model: FittedModel | None = None) -> None:
-        self._model = load_parameters() if model is None else model
-        self._devices = catalog(PRESETS[name] for name in self._model.devices)
-        self._cache: dict[tuple[str, bytes], compute_pb2.OperatorCost] = {}
+        self._shipped = shipped_devices(load_parameters() if model is None else model)
+        self._devices = catalog(entry.device for entry in self._shipped.values())
+        self._described: dict[bytes, FittedDevice] = {}
+        self._cache: dict[tuple[FittedDevice, bytes], compute_pb2.OperatorCost] = {}
 
     def devices(self) -> list[str]:
-        """The devices the model was fitted for, sorted."""
+        """The devices the shipped model was fitted for, sorted."""
         return sorted(self._devices)
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
-        """Price every operator; an unknown device, or an operator kind or dtype without a model, is ``error``."""
+        """Price every operator; an unknown device, a malformed fit, or an operator kind or dtype without a model,
+        is ``error``."""
+        described = request.measured_device if request.HasField("measured_device") else None
         try:
-            dev = device(request.device, self._devices)
-        except BackendError as exc:
-            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="device")
+            fitted = self._fitted(request.device, described)
+        except (BackendError, ValueError) as exc:
+            where = "device" if described is None else "measured_device"
+            error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where=where)
             return compute_pb2.EstimateResponse(error=error)
         try:
-            costs = [self._cached(index, op, dev) for index, op in enumerate(request.ops)]
+            costs = [self._cached(index, op, fitted) for index, op in enumerate(request.ops)]
         except Rejected as rejected:
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
-        """Each device's memory capacity and prices (its preset's) and what its model was fitted to."""
+        """Each device's memory capacity and prices (its structure preset's, unless the fit gives a capacity; a
+        fitted device's prices are unknown) and what its model was fitted to."""
+        given = {message.name: message for message in request.measured_devices}
 
         def facts(name: str) -> compute_pb2.DeviceFacts:
-            found = device(name, self._devices)
-            provenance = self._model.provenance
+            fitted = self._fitted(name, given.get(name))
+            found = fitted.device
             result = compute_pb2.DeviceFacts(
-                device=name,
-                memory_capacity_bytes=found.memory_capacity,
-                calibration=f"operator-level model fitted to kernel times measured with {provenance['software']} "
-                f"on {provenance['date']} ({provenance['method'].split(':')[0]})",
+                device=name, memory_capacity_bytes=found.memory_capacity, calibration=fitted.calibration
             )
             if found.price_usd is not None:
                 result.price_usd = found.price_usd
@@ -81,17 +89,31 @@ class MeasuredCompute:
         return described(request, facts)
 
     def close(self) -> None:
-        """Drop the cache; the backend is not used afterwards."""
+        """Drop the caches; the backend is not used afterwards."""
         self._cache.clear()
+        self._described.clear()
 
-    def _cached(self, index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
-        key = (dev.name, signature(op))
+    def _fitted(self, name: str, description: compute_pb2.MeasuredDevice | None) -> FittedDevice:
+        """The fit ``description`` gives (checked once per distinct description), else the shipped device ``name``."""
+        if description is None:
+            return self._shipped[device(name, self._devices).name]
+        if description.name != name:
+            raise ValueError(f"the device described is named {description.name!r}, not {name!r}")
+        key = description.SerializeToString(deterministic=True)
+        found = self._described.get(key)
+        if found is None:
+            found = self._described[key] = fitted_device(description)
+        return found
+
+    def _cached(self, index: int, op: compute_pb2.OperatorDesc, fitted: FittedDevice) -> compute_pb2.OperatorCost:
+        key = (fitted, signature(op))
         cost = self._cache.get(key)
         if cost is None:
-            cost = self._cache[key] = self._price(index, op, dev)
+            cost = self._cache[key] = self._price(index, op, fitted)
         return cost
 
-    def _price(self, index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
+    def _price(self, index: int, op: compute_pb2.OperatorDesc, fitted: FittedDevice) -> compute_pb2.OperatorCost:
+        dev = fitted.device
         shape = checked_shape(op, index, self.name, _KINDS)
         if op.dtype not in _DTYPES:
             message = (
@@ -99,13 +121,14 @@ class MeasuredCompute:
                 f"it prices {' and '.join(dtype_name(dtype) for dtype in _DTYPES)}"
             )
             raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
-        priced = price_shape(op, shape, self._model.classes[dev.name], dev, element_bytes(op, index))
+        priced = price_shape(op, shape, fitted.classes, dev, element_bytes(op, index))
         duration_ps = math.ceil(priced.seconds * _PS_PER_SECOND)
         return compute_pb2.OperatorCost(
             duration_ps=duration_ps,
             energy_pj=(dev.tdp_w or 0) * duration_ps,
             traffic=[compute_pb2.MemoryTraffic(level="dram", bytes=priced.bytes)],
             bound=priced.bound,
+            basis=compute_pb2.FITTED_TO_OPERATORS,
         )
 
 

@@ -16,14 +16,23 @@ from typing import Any
 
 from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.evaluation import LONG_US, KindError, kind_errors
+from stratasim.compute_layer.measured.features import CLASSES, class_of
 from stratasim.compute_layer.measured.fitting import fit_classes
 from stratasim.compute_layer.measured.profile_rows import ProfileRow
 from stratasim.compute_layer.measured.split import HELD_OUT_EVERY, split_rows
+from stratasim.kernel.errors import ConfigError
 
 __all__ = ["FittedProfile", "SIGNIFICANT", "fit_profile", "held_out_markdown", "held_out_table", "parameters_document"]
+__all__ += ["device_document"]
 
 SIGNIFICANT = 6
 """Significant digits the fitted parameters are written with."""
+
+_FIT = (
+    "least squares on log-time per class, training rows only; held out: every "
+    f"{HELD_OUT_EVERY}th row of each class in file order"
+)
+"""How the parameters are fitted, as the provenance says."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +43,16 @@ class FittedProfile:
     held_out: list[KindError]
 
 
-def fit_profile(rows: Sequence[ProfileRow], device: Device) -> FittedProfile:
-    """Fit ``rows`` (one device's whole profile, in file order) on ``device``'s structure; test on its held-out rows."""
+def fit_profile(rows: Sequence[ProfileRow], device: Device, source: str = "the profile") -> FittedProfile:
+    """Fit ``rows`` (one device's whole profile, in file order) on ``device``'s structure; test on its held-out rows.
+
+    A profile without rows of some class (no decode attention, no ``softmax``...) cannot be fitted: ConfigError
+    naming ``source`` (the profile's file) and the classes missing."""
     training, held_out = split_rows(rows)
+    missing = [name for name in CLASSES if not any(class_of(row) == name for row in training)]
+    if missing:
+        message = f"no rows of {', '.join(missing)}: a fit needs rows of every class ({', '.join(CLASSES)})"
+        raise ConfigError(source, [("kind", message)])
     fitted = fit_classes(training, device)
     classes = {name: {key: float(f"{value:.{SIGNIFICANT}g}") for key, value in p.items()} for name, p in fitted.items()}
     return FittedProfile(classes, kind_errors(held_out, classes, device))
@@ -45,12 +61,28 @@ def fit_profile(rows: Sequence[ProfileRow], device: Device) -> FittedProfile:
 def parameters_document(name: str, profile: Path, fitted: FittedProfile, provenance: dict[str, Any]) -> dict[str, Any]:
     """The parameters file of one device ``name``, in the layout of ``data/parameters.json``: ``provenance`` (with
     the fit's line added) and the device's profile file name, its SHA-256 and the fitted classes."""
-    fit = (
-        "least squares on log-time per class, training rows only; held out: every "
-        f"{HELD_OUT_EVERY}th row of each class in file order"
-    )
-    entry = {"profile": profile.name, "sha256": hashlib.sha256(profile.read_bytes()).hexdigest()}
-    return {"provenance": {**provenance, "fit": fit}, "devices": {name: {**entry, "classes": fitted.classes}}}
+    entry = {"profile": profile.name, "sha256": _sha256(profile)}
+    return {"provenance": {**provenance, "fit": _FIT}, "devices": {name: {**entry, "classes": fitted.classes}}}
+
+
+def device_document(
+    name: str, structure: Device, profile: Path, fitted: FittedProfile, provenance: dict[str, Any]
+) -> dict[str, Any]:
+    """The device file of ``name`` fitted on ``structure`` (a study's ``compute.device``, the keys of
+    :class:`~stratasim.compute_layer.measured.device_section.MeasuredDeviceSection`): the profile's file name (the
+    device file is written beside it), its SHA-256, ``provenance`` with the fit's line added, and the classes."""
+    return {
+        "name": name,
+        "structure": structure.name,
+        "sha256": _sha256(profile),
+        "profile": profile.name,
+        "provenance": {**provenance, "fit": _FIT},
+        "classes": fitted.classes,
+    }
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def held_out_table(name: str, lines: Sequence[KindError]) -> str:

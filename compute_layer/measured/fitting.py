@@ -28,7 +28,9 @@ def _attention_start(floor: float) -> dict[str, float]:
 START: dict[str, dict[str, float]] = {
     "gemm": {
         "floor_s": 4e-6,
-        "ceiling_flops": 7e14,
+        "ceiling_flops": 8e14,
+        "sustained_flops": 6.5e14,
+        "tau_s": 1e-3,
         "bandwidth": 2.5e12,
         "l2_bandwidth": 5e12,
         "sharpness": 4.0,

@@ -2,12 +2,18 @@
 
 Each form is a physical bound plus a fixed cost, in seconds:
 
-- ``gemm`` (GEMMs and batched GEMMs): ``max(floor, overhead + (compute^p + memory^p)^(1/p))`` with ``compute =
-  flops / (ceiling · share)`` and ``memory = bytes / bandwidth``: a fixed prologue and epilogue plus a smooth
-  maximum, since a kernel near the ridge point is neither purely compute- nor memory-bound (``p``, the
-  ``sharpness``, fitted); the floor is the least time any GEMM kernel takes. ``share`` is the tile and wave quantization the roofline
-  uses (:func:`~stratasim.compute_layer.efficiency.size_efficiency` with the device preset's tiling); ``bytes``
-  reads both operands and writes the product once;
+- ``gemm`` (GEMMs and batched GEMMs): ``max(floor, overhead + (compute^p + memory^p)^(1/p) + min(compute,
+  memory) / k_blocks)``: a fixed prologue and epilogue plus a smooth maximum, since a kernel near the ridge point is
+  neither purely compute- nor memory-bound (``p``, the ``sharpness``, fitted), plus the software pipeline's fill:
+  a thread block steps through ``k_blocks = ceil(K / tile_k)`` blocks of the reduction, overlapping one block's
+  loads with another's multiplies, so one block's worth of the shorter term stays exposed (all of it when K is a
+  single block, as in attention's batched products); the floor is the least time any GEMM kernel takes. ``memory =
+  bytes / bandwidth``, ``bytes`` reading both operands and writing the product once. ``compute`` is the FLOPs over
+  ``ceiling · share``, ``share`` being the tile and wave quantization the roofline uses
+  (:func:`~stratasim.compute_layer.efficiency.size_efficiency` with the device preset's tiling), at a clock that
+  falls as the kernel runs: a short kernel runs at the boost clock's ``ceiling``, a long one at the power-limited
+  ``sustained`` rate, the rate blending from one to the other with weight ``exp(-t / tau)`` (``t`` its time at the
+  ceiling; a replayed kernel of milliseconds draws the board's 700 W);
 - ``attention`` (fused, forward and backward fitted apart): FlashAttention-2 runs one thread block per block of
   128 queries, looping over the 128-key blocks it computes (causally, those not wholly above the diagonal). A
   block of scores costs ``per_block + per_block_dim · head_dim`` and a row of query blocks ``per_row + per_row_dim ·
@@ -28,6 +34,7 @@ The fit (:mod:`stratasim.compute_layer.measured.fitting`) and the backend evalua
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,7 +44,7 @@ from stratasim.compute_layer.measured.dispatch import busiest_sm, query_block_wo
 from stratasim.kernel import operators
 from stratasim.kernel.operators import ATTENTION_BLOCK, AttentionShape
 
-__all__ = ["GemmFeatures", "AttentionFeatures", "gemm_features", "attention_features", "gemm_time"]
+__all__ = ["GemmFeatures", "AttentionFeatures", "gemm_features", "attention_features", "gemm_time", "gemm_compute_time"]
 __all__ += ["attention_forward_time", "attention_backward_time", "bandwidth_time", "fits_in_cache", "SMS", "BF16_BYTES"]
 
 SMS = 132
@@ -48,12 +55,14 @@ BF16_BYTES = 2
 
 @dataclass(frozen=True)
 class GemmFeatures:
-    """What prices a (batched) GEMM: its FLOPs, its quantization share and its bytes moved."""
+    """What prices a (batched) GEMM: its FLOPs, its quantization share, its bytes moved, whether they fit in L2 and
+    the blocks of its reduction dimension a thread block steps through."""
 
     flops: int
     share: float
     bytes: int
     cached: bool
+    k_blocks: int
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,8 @@ def gemm_features(batch: int, m: int, k: int, n: int, device: Device, element_by
     assert device.tiling is not None
     share = float(size_efficiency(operators.gemm(m, k, n, batch=batch), device.tiling))
     moved = batch * (m * k + k * n + m * n) * element_bytes
-    return GemmFeatures(2 * batch * m * k * n, share, moved, fits_in_cache(moved, device))
+    k_blocks = -(-k // device.tiling.tile_k)
+    return GemmFeatures(2 * batch * m * k * n, share, moved, fits_in_cache(moved, device), k_blocks)
 
 
 def fits_in_cache(moved: int, device: Device) -> bool:
@@ -92,13 +102,24 @@ def attention_features(shape: AttentionShape) -> AttentionFeatures:
     )
 
 
+def gemm_compute_time(params: Mapping[str, float], features: GemmFeatures) -> float:
+    """Seconds of tensor-core work: the FLOPs at the boost clock's ceiling while the kernel is short, blending to the
+    sustained (power-limited) rate with weight ``1 - exp(-t / tau)``, ``t`` being the time at the ceiling."""
+    peak = features.flops / (params["ceiling_flops"] * features.share)
+    sustained = features.flops / (params["sustained_flops"] * features.share)
+    boost = math.exp(-peak / params["tau_s"])
+    return 1.0 / (boost / peak + (1.0 - boost) / sustained)
+
+
 def gemm_time(params: Mapping[str, float], features: GemmFeatures) -> float:
-    """Seconds: the floor, or the overhead plus the smooth maximum of compute (at the fitted ceiling) and memory (at
-    the fitted bandwidth), whichever is longer."""
-    compute = features.flops / (params["ceiling_flops"] * features.share)
+    """Seconds: the floor, or the overhead plus the smooth maximum of compute and memory (at the fitted bandwidth)
+    and the pipeline's exposed fill, whichever is longer."""
+    compute = gemm_compute_time(params, features)
     memory = features.bytes / params["l2_bandwidth" if features.cached else "bandwidth"]
     sharpness = params["sharpness"]
-    return max(params["floor_s"], params["overhead_s"] + (compute**sharpness + memory**sharpness) ** (1.0 / sharpness))
+    smooth = (compute**sharpness + memory**sharpness) ** (1.0 / sharpness)
+    fill = min(compute, memory) / features.k_blocks
+    return max(params["floor_s"], params["overhead_s"] + smooth + fill)
 
 
 def _block_and_row(params: Mapping[str, float], features: AttentionFeatures) -> tuple[float, float]:

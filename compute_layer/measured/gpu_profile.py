@@ -4,7 +4,10 @@
 the rows to :func:`save_profile`, which writes three files into the output folder:
 
 - ``NAME.csv``: the profile in the reference CSV format (``data/*.csv``);
-- ``NAME.parameters.json``: the operator-level model fitted to it, in the layout of ``data/parameters.json``;
+- ``NAME.device.yaml``: the operator-level model fitted to it, a measured device a study prices on with
+  ``compute: {backend: measured, device: {file: NAME.device.yaml}}`` (the keys of
+  :class:`~stratasim.compute_layer.measured.device_section.MeasuredDeviceSection`: the device's name, the structure
+  its fit assumed, the profile beside it and its SHA-256, the provenance, every class's parameters);
 - ``NAME.profile.csv``: its GEMM and element-wise points in the ``profile`` backend's table format, so
   ``compute: {backend: profile, profile: NAME.profile.csv, device: NAME}`` replays the measurements directly.
 
@@ -16,31 +19,37 @@ from __future__ import annotations
 
 import datetime
 import importlib
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import yaml
+
 from stratasim.compute_layer.devices import PRESETS, Device
 from stratasim.compute_layer.measured.backend_table import write_backend_table
 from stratasim.compute_layer.measured.cuda_timing import CudaTimer, load_torch
-from stratasim.compute_layer.measured.device_fit import fit_profile, held_out_table, parameters_document
+from stratasim.compute_layer.measured.device_fit import device_document, fit_profile, held_out_table
+from stratasim.compute_layer.measured.device_section import STRUCTURES
 from stratasim.compute_layer.measured.grid import grid
 from stratasim.compute_layer.measured.profile_rows import read_profile
 from stratasim.compute_layer.measured.runner import MeasuredRow, measure, write_rows
 from stratasim.kernel.errors import StrataSimError
 
-__all__ = ["METHOD", "ProfileOutputs", "STRUCTURES", "default_name", "profile_gpu", "save_profile", "structure"]
+__all__ = ["METHOD", "ProfileOutputs", "default_name", "profile_gpu", "save_profile", "structure"]
 
 METHOD = (
     "CUDA-graph replay medians: each operator called 12 times inside one captured CUDA graph (the smallest kernel "
     "50, causal attention 8), the graph replayed 5 times between CUDA events, the median per call kept (us, "
     "microseconds); attention backward timed as 8 back-to-back forward+backward calls minus 8 forward calls"
 )
-STRUCTURES = tuple(name for name, preset in PRESETS.items() if preset.tiling is not None and preset.sram is not None)
-"""The presets whose structure a fit can assume (they describe their tiling and L2)."""
+
+
+_DEVICE_HEADER = (
+    "# A device fitted by stratasim profile; a study prices on it with\n"
+    "#   compute: {{backend: measured, device: {{file: {name}.device.yaml}}}}\n"
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ class ProfileOutputs:
     """What :func:`save_profile` wrote, and the fitted model's held-out error table (markdown)."""
 
     profile: Path
-    parameters: Path
+    device: Path
     table: Path
     held_out: str
 
@@ -75,12 +84,12 @@ def save_profile(
     out.mkdir(parents=True, exist_ok=True)
     profile_path = write_rows(rows, out / f"{name}.csv")
     profile = read_profile(profile_path)
-    fitted = fit_profile(profile, like)
-    parameters = out / f"{name}.parameters.json"
-    document = parameters_document(name, profile_path, fitted, {**provenance, "structure": like.name})
-    parameters.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    fitted = fit_profile(profile, like, str(profile_path))
+    device = out / f"{name}.device.yaml"
+    document = device_document(name, like, profile_path, fitted, provenance)
+    device.write_text(_DEVICE_HEADER.format(name=name) + yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     table = write_backend_table(profile, out / f"{name}.profile.csv", name, dtype)
-    return ProfileOutputs(profile_path, parameters, table, held_out_table(name, fitted.held_out))
+    return ProfileOutputs(profile_path, device, table, held_out_table(name, fitted.held_out))
 
 
 def profile_gpu(

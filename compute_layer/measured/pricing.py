@@ -23,6 +23,7 @@ from stratasim.compute_layer.measured.forms import (
     attention_forward_time,
     bandwidth_time,
     fits_in_cache,
+    gemm_compute_time,
     gemm_features,
     gemm_time,
 )
@@ -109,7 +110,7 @@ def price_shape(
     """``op`` (whose decoded ``shape`` is a GEMM, an attention or an element-wise one) on ``device``."""
     if isinstance(shape, GemmShape):
         gemm = gemm_features(shape.batch, shape.m, shape.k, shape.n, device, element_bytes)
-        compute = gemm.flops / (params["gemm"]["ceiling_flops"] * gemm.share)
+        compute = gemm_compute_time(params["gemm"], gemm)
         bound = compute_pb2.COMPUTE if compute >= gemm.bytes / params["gemm"]["bandwidth"] else compute_pb2.MEMORY
         return Priced(gemm_time(params["gemm"], gemm), gemm.bytes, bound)
     if isinstance(shape, AttentionShape):

@@ -8,7 +8,8 @@ runs, scaled by its causal share (:mod:`stratasim.compute_layer.fused_attention`
 
 with exact integers; ``energy_pj`` is the mapping's energy; ``traffic`` lists the bytes read and written at
 every shared level (words times the operator's element size); ``bound`` is ``COMPUTE`` when the PE array sets
-the cycles and ``MEMORY`` when a level's bandwidth does.
+the cycles and ``MEMORY`` when a level's bandwidth does; the basis is ``DATASHEET`` (an analytical model of an
+accelerator described by its architecture, nothing measured).
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ class TimeloopCompute:
             energy_pj=best.energy_pj,
             traffic=traffic,
             bound=compute_pb2.COMPUTE if best.bound == "compute" else compute_pb2.MEMORY,
+            basis=compute_pb2.DATASHEET,
         )
 
 

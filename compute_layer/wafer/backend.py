@@ -10,7 +10,8 @@ the batched GEMMs its kernel runs, scaled by its causal share (:mod:`stratasim.c
 they travel to the edge) and ``"sram"`` (each core's operands read or written once: a lower bound). ``bound`` is
 ``COMPUTE`` when the cores set the time, ``MEMORY`` when a DRAM channel does and ``NETWORK`` when a NoC link
 does. PALM has no energy model; ``energy_pj`` is the FLOPs and the bytes of every level priced by the wafer's
-:class:`~stratasim.compute_layer.wafer.accelerator.WaferEnergy` (Horowitz's 45 nm figures by default).
+:class:`~stratasim.compute_layer.wafer.accelerator.WaferEnergy` (Horowitz's 45 nm figures by default). The basis is
+``DATASHEET``: an analytical model of a described wafer, nothing measured.
 """
 
 from __future__ import annotations
@@ -174,7 +175,9 @@ def _cost(index: int, op: compute_pb2.OperatorDesc, chosen: Wafer) -> compute_pb
         + dram * rates.dram_byte_pj
         + edge.byte_hops * rates.noc_byte_hop_pj
     )
-    return compute_pb2.OperatorCost(duration_ps=best.duration_ps, energy_pj=energy_pj, traffic=traffic, bound=bound)
+    return compute_pb2.OperatorCost(
+        duration_ps=best.duration_ps, energy_pj=energy_pj, traffic=traffic, bound=bound, basis=compute_pb2.DATASHEET
+    )
 
 
 def from_section(section: BackendSection | None = None) -> WaferCompute:

@@ -130,7 +130,8 @@ def _describe(op: compute_pb2.OperatorDesc) -> str:
 def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dict[str, Any]:
     """JSON-ready: the operator (an element-wise one's ``function`` when it has one), the device (when every backend
     priced on the same one) and per backend its ``device``, ``calibration`` (the efficiency model, empty when none),
-    ``duration_ps``, ``duration_ns``, ``energy_pj``, ``bound`` and ``traffic`` (bytes by memory level), or
+    ``duration_ps``, ``duration_ns``, ``energy_pj``, ``bound``, ``basis`` (where the time comes from: ``measured``,
+    ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet``) and ``traffic`` (bytes by memory level), or
     ``error``."""
     rows: list[dict[str, Any]] = []
     for result in results:
@@ -147,6 +148,7 @@ def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dic
                 "duration_ns": ps_to_ns(cost.duration_ps),
                 "energy_pj": cost.energy_pj,
                 "bound": compute_pb2.Bound.Name(cost.bound).lower() if cost.bound else "unknown",
+                "basis": operators.basis_name(cost.basis),
                 "traffic": {entry.level: entry.bytes for entry in cost.traffic},
             }
         )
@@ -165,13 +167,13 @@ def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dic
 
 
 def to_text(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> str:
-    """A table, one row per backend: duration, bound, energy and traffic per memory level (and the device, when
-    the backends priced on different ones)."""
+    """A table, one row per backend: duration, bound, energy, basis and traffic per memory level (and the device,
+    when the backends priced on different ones)."""
     data = to_dict(op, results)
     common = data.get("device")
     head = f"{_describe(op)}" + (f" on {common}" if common else "")
     column = "" if common else f"{'device':<20}"
-    lines = [head, f"  {'backend':<12}{column}{'duration':>14}{'bound':>10}{'energy':>18}  traffic"]
+    lines = [head, f"  {'backend':<12}{column}{'duration':>14}{'bound':>10}{'energy':>18}  {'basis':<21}traffic"]
     for row in data["costs"]:
         where = "" if common else f"{row['device']:<20}"
         if "error" in row:
@@ -181,7 +183,7 @@ def to_text(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> str
         energy = f"{row['energy_pj'] / 1e6:,.3f} uJ" if row["energy_pj"] else "-"
         lines.append(
             f"  {row['backend']:<12}{where}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>18}  "
-            f"{traffic}"
+            f"{row['basis'].replace('_', ' '):<21}{traffic}"
         )
     for row in data["costs"]:
         if "error" not in row:

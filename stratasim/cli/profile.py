@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stratasim.compute_layer.measured.gpu_profile import STRUCTURES, profile_gpu
+from stratasim.compute_layer.measured.device_section import STRUCTURES
+from stratasim.compute_layer.measured.gpu_profile import profile_gpu
 from stratasim.compute_layer.measured.grid import grid
 
 if TYPE_CHECKING:
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
 __all__ = ["add_profile"]
 
 _EPILOG = """writes into DIR:
-  NAME.csv             the measured profile (the reference profiles' CSV format)
-  NAME.parameters.json the operator-level model fitted to it, with its held-out errors printed
-  NAME.profile.csv     GEMM and element-wise points for the profile backend; a study replays them with
-                       compute: {backend: profile, profile: DIR/NAME.profile.csv, device: NAME}
+  NAME.csv          the measured profile (the reference profiles' CSV format)
+  NAME.device.yaml  the operator-level model fitted to it, with its held-out errors printed; a study prices
+                    every operator on it with
+                    compute: {backend: measured, device: {file: DIR/NAME.device.yaml}}
+  NAME.profile.csv  GEMM and element-wise points for the profile backend; a study replays them with
+                    compute: {backend: profile, profile: DIR/NAME.profile.csv, device: NAME}
 needs PyTorch (pip install 'stratasim[profile]') and a CUDA GPU; takes about a minute."""
 
 
@@ -56,5 +59,5 @@ def _profile(args: argparse.Namespace) -> int:
 
     outputs = profile_gpu(Path(args.out), args.name, args.dtype, args.like, progress=progress)
     print(outputs.held_out)
-    print(f"\nwrote {outputs.profile}, {outputs.parameters}, {outputs.table}")
+    print(f"\nwrote {outputs.profile}, {outputs.device}, {outputs.table}")
     return 0

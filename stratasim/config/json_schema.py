@@ -18,6 +18,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from stratasim.compute_layer.accelerator_section import AcceleratorDescription, AcceleratorSection
 from stratasim.compute_layer.device_section import DeviceSection
+from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection
 from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection
 from stratasim.config.study_file import StudyCompute, StudyNetwork
 from stratasim.kernel import registry
@@ -57,6 +58,7 @@ def study_schema() -> dict[str, Any]:
         AcceleratorDescription,
         WaferSection,
         WaferDescription,
+        MeasuredDeviceSection,
     ]  # may name a file
     models: list[type[BaseModel]] = [SystemOptions, StudyNetwork, StudyCompute, *included, *configs.values()]
     mode: JsonSchemaMode = "validation"
@@ -75,7 +77,7 @@ def study_schema() -> dict[str, Any]:
     _allow_file(named(DeviceSection))
     for preset_based in (AcceleratorSection, WaferSection):
         _allow_file(named(preset_based), instead_of=("preset",))
-    for whole in (AcceleratorDescription, WaferDescription):
+    for whole in (AcceleratorDescription, WaferDescription, MeasuredDeviceSection):
         _allow_file(named(whole), instead_of=named(whole).get("required", ()))
     device = named(StudyCompute)["properties"]["device"]  # {preset: h100} is both a device and an accelerator
     device["anyOf"] = device.pop("oneOf")  # to be refined by the keys; parse_study tells them apart

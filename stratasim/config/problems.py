@@ -53,13 +53,18 @@ def _walk(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[list[int | 
         else:
             path.append(part)
             is_model = isinstance(current, type) and issubclass(current, BaseModel)
-            field = current.model_fields.get(part) if is_model else None
+            field = _keys(current).get(part) if is_model else None
             current = None if field is None else field.annotation
         for inner in getattr(current, "__args__", ()):  # list[X] and X | None
             if isinstance(inner, type) and issubclass(inner, BaseModel):
                 current = inner
-    keys = list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
+    keys = list(_keys(current)) if isinstance(current, type) and issubclass(current, BaseModel) else []
     return path, keys
+
+
+def _keys(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's fields by the key a study writes: the field's alias where it has one (``copy`` for ``copy_``)."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
 
 
 def unknown_key(key: str, allowed: Sequence[str]) -> str:

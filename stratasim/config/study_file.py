@@ -242,12 +242,17 @@ def with_device_file(
     compute: object, source: str, problems: list[tuple[str, str]], included_files: list[Included]
 ) -> tuple[object, bool]:
     """``compute`` with its described device's ``file`` (relative to the study file) read in, the study's own keys
-    beside ``file`` overriding the file's one by one, and whether that went well (if not, a problem says why)."""
+    beside ``file`` overriding the file's one by one, and whether that went well (if not, a problem says why).
+
+    The profile a measured device was fitted to (its ``profile``) is relative to the file that names it: the device
+    file, or the study file for a key of its own."""
     if not isinstance(compute, Mapping):
         return compute, True
     described = compute.get("device")
-    if not isinstance(described, Mapping) or "file" not in described:
+    if not isinstance(described, Mapping):
         return compute, True
+    if "file" not in described:
+        return {**compute, "device": _fitted_profile(described, Path(source).parent)}, True
     if not isinstance(described["file"], str):
         problems.append(("compute.device.file", f"expected the path of a YAML file, got {described['file']!r}"))
         return compute, False
@@ -257,11 +262,18 @@ def with_device_file(
         if included is not None:
             problems.append(("compute.device.file", f"{path}: a device file may not name another file"))
         return compute, False
-    own = {key: value for key, value in described.items() if key != "file"}
+    own = _fitted_profile({key: value for key, value in described.items() if key != "file"}, Path(source).parent)
+    included = _fitted_profile(included, path.parent)
     included_files.append(
         Included("compute.device", str(path), included, frozenset(map(str, own)), _outside(path, source))
     )
     return {**compute, "device": {**included, **own}}, True
+
+
+def _fitted_profile(device: Mapping[str, Any], folder: Path) -> Mapping[str, Any]:
+    """``device`` with the ``profile`` a measured device names (a path) read from ``folder``."""
+    profile = device.get("profile")
+    return {**device, "profile": str(folder / profile)} if isinstance(profile, str) else device
 
 
 def _outside(path: Path, source: str) -> bool:

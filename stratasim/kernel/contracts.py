@@ -127,7 +127,8 @@ class ComputeBackend(Protocol):
         ...
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
-        """Price every operator of the request; unknown devices or operators come back as ``error``."""
+        """Price every operator of the request, each cost saying its ``basis`` (where its time comes from);
+        unknown devices or operators come back as ``error``."""
         ...
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:

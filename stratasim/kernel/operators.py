@@ -39,6 +39,7 @@ __all__ = [
     "OperatorKind",
     "kind_of",
     "kind_name",
+    "basis_name",
     "GemmShape",
     "ConvShape",
     "ElementwiseShape",
@@ -331,6 +332,14 @@ def kind_name(kind: OperatorKind) -> str:
     if kind in compute_pb2.OperatorKind.values():
         return compute_pb2.OperatorKind.Name(kind).lower()
     return f"kind #{kind}"
+
+
+def basis_name(basis: compute_pb2.Basis.ValueType) -> str:
+    """Where a cost's time comes from, for reports and JSON (``"fitted_to_runs"``); ``"unknown"`` for a backend
+    that does not say (``BASIS_UNSPECIFIED``) or a value this version does not know."""
+    if basis != compute_pb2.BASIS_UNSPECIFIED and basis in compute_pb2.Basis.values():
+        return compute_pb2.Basis.Name(basis).lower()
+    return "unknown"
 
 
 @dataclass(frozen=True)

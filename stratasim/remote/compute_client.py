@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import grpc
 
@@ -11,6 +11,7 @@ from stratasim.kernel.errors import RemoteError
 from stratasim.remote import _wire
 from stratasim.remote.compute_service import (
     DEVICE_CAPABILITY,
+    MEASURED_DEVICE_CAPABILITY,
     ROOFLINE_DEVICE_CAPABILITY,
     TIMELOOP_ACCELERATOR_CAPABILITY,
     WAFER_DEVICE_CAPABILITY,
@@ -22,6 +23,15 @@ __all__ = ["ComputeClient"]
 
 _LAYER = "compute"
 _Response = TypeVar("_Response")
+_Field = Literal["roofline_device", "timeloop_accelerator", "wafer_device", "measured_device"]
+_DESCRIBED: tuple[tuple[_Field, str, str], ...] = (
+    ("roofline_device", "roofline_devices", ROOFLINE_DEVICE_CAPABILITY),
+    ("timeloop_accelerator", "timeloop_accelerators", TIMELOOP_ACCELERATOR_CAPABILITY),
+    ("wafer_device", "wafer_devices", WAFER_DEVICE_CAPABILITY),
+    ("measured_device", "measured_devices", MEASURED_DEVICE_CAPABILITY),
+)
+"""Each described device's field in an estimate request and in a describe request, and the capability of a server
+that reads it."""
 
 
 class ComputeClient:
@@ -33,8 +43,8 @@ class ComputeClient:
     handshake, or the call); ``security``: the server's TLS root certificate and token. An error the backend *returns*
     (e.g. an unknown device) comes back in ``EstimateResponse.error`` as in-process; one it *raises* is
     re-raised here as the same class with the same message. A request carrying a described device
-    (``roofline_device``, ``timeloop_accelerator``, ``wafer_device``) is refused with a RemoteError, unsent, by a server that does not
-    say it reads that kind.
+    (``roofline_device``, ``timeloop_accelerator``, ``wafer_device``, ``measured_device``) is refused with a
+    RemoteError, unsent, by a server that does not say it reads that kind.
     """
 
     name: str
@@ -64,8 +74,7 @@ class ComputeClient:
             raise
         self.name = reply.backend
         self._devices = [c[len(DEVICE_CAPABILITY) :] for c in reply.capabilities if c.startswith(DEVICE_CAPABILITY)]
-        described = (ROOFLINE_DEVICE_CAPABILITY, TIMELOOP_ACCELERATOR_CAPABILITY, WAFER_DEVICE_CAPABILITY)
-        self._reads = {kind for kind in described if kind in reply.capabilities}
+        self._reads = {capability for _, _, capability in _DESCRIBED if capability in reply.capabilities}
 
     def devices(self) -> list[str]:
         """The devices the remote backend can price, as announced in its handshake."""
@@ -73,12 +82,9 @@ class ComputeClient:
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of the request in one call."""
-        if request.HasField("roofline_device"):
-            self._check_reads(ROOFLINE_DEVICE_CAPABILITY)
-        if request.HasField("timeloop_accelerator"):
-            self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
-        if request.HasField("wafer_device"):
-            self._check_reads(WAFER_DEVICE_CAPABILITY)
+        for field, _, capability in _DESCRIBED:
+            if request.HasField(field):
+                self._check_reads(capability)
         response: compute_pb2.EstimateResponse = self._call(self._stub.Estimate, request, "call estimate")
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint, "call estimate")
@@ -86,12 +92,9 @@ class ComputeClient:
 
     def describe(self, request: compute_pb2.DescribeRequest) -> compute_pb2.DescribeResponse:
         """The remote backend's facts of each device, in one call."""
-        if request.roofline_devices:
-            self._check_reads(ROOFLINE_DEVICE_CAPABILITY)
-        if request.timeloop_accelerators:
-            self._check_reads(TIMELOOP_ACCELERATOR_CAPABILITY)
-        if request.wafer_devices:
-            self._check_reads(WAFER_DEVICE_CAPABILITY)
+        for _, field, capability in _DESCRIBED:
+            if getattr(request, field):
+                self._check_reads(capability)
         response: compute_pb2.DescribeResponse = self._call(self._stub.Describe, request, "call describe")
         if response.HasField("error") and _wire.was_raised(response.error):
             _wire.raise_error(response.error, _LAYER, self._endpoint, "call describe")

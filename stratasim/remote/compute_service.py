@@ -6,7 +6,7 @@ reads them back for ``devices()``. It also says :data:`ROOFLINE_DEVICE_CAPABILIT
 ``roofline_device`` to its backend (a server from before described devices would ignore it and price on a
 preset of the same name, so clients send one only to servers that say so), and likewise
 :data:`TIMELOOP_ACCELERATOR_CAPABILITY` for ``timeloop_accelerator`` and :data:`WAFER_DEVICE_CAPABILITY` for
-``wafer_device``. A handshake the server cannot honour (protocol version, layer or backend)
+``wafer_device``, and :data:`MEASURED_DEVICE_CAPABILITY` for ``measured_device``. A handshake the server cannot honour (protocol version, layer or backend)
 fails with status FAILED_PRECONDITION and a message saying why.
 """
 
@@ -25,6 +25,7 @@ __all__ = [
     "ROOFLINE_DEVICE_CAPABILITY",
     "TIMELOOP_ACCELERATOR_CAPABILITY",
     "WAFER_DEVICE_CAPABILITY",
+    "MEASURED_DEVICE_CAPABILITY",
     "ComputeServicer",
 ]
 
@@ -32,6 +33,7 @@ DEVICE_CAPABILITY = "device:"
 ROOFLINE_DEVICE_CAPABILITY = "roofline-device"
 TIMELOOP_ACCELERATOR_CAPABILITY = "timeloop-accelerator"
 WAFER_DEVICE_CAPABILITY = "wafer-device"
+MEASURED_DEVICE_CAPABILITY = "measured-device"
 _LAYER = "compute"
 
 
@@ -60,6 +62,7 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
             ROOFLINE_DEVICE_CAPABILITY,
             TIMELOOP_ACCELERATOR_CAPABILITY,
             WAFER_DEVICE_CAPABILITY,
+            MEASURED_DEVICE_CAPABILITY,
             *(DEVICE_CAPABILITY + device for device in devices),
         ]
         return _wire.hello(_LAYER, self._backend, capabilities)

@@ -2,10 +2,13 @@
 
 In the JSON each row has ``names`` (the first few names the workload gave it), ``kind``, ``shape``, ``dtype``,
 ``flops``, ``bytes``, ``count`` (runs over all NPUs), ``duration_ps`` and ``duration_ns`` (one run), ``energy_pj``
-(one run), ``bound`` (``compute``, ``memory``... as the backend said), ``traffic`` (``{level: bytes}`` of one run)
-and ``total_ns`` (count times duration). The text shows the operators that take the most time in all, then the
-share of the operators' time each kind takes (``operator_kinds`` in the JSON: ``kind``, ``total_ns``, ``share``).
-Both read the engine's :class:`~stratasim.system_layer.result.OperatorStats` as it is.
+(one run), ``bound`` (``compute``, ``memory``... as the backend said), ``traffic`` (``{level: bytes}`` of one run),
+``basis`` (where its time comes from: ``measured``, ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet`` or
+``unknown``) and ``total_ns`` (count times duration). The text shows the operators that take the most time in all,
+then the share of the operators' time each kind takes and its basis (``operator_kinds`` in the JSON: ``kind``,
+``total_ns``, ``share``, ``basis`` — ``mixed`` when the kind's operators come from several — and ``bases``, the
+share of the kind's time each basis gives). Both read the engine's
+:class:`~stratasim.system_layer.result.OperatorStats` as it is.
 """
 
 from __future__ import annotations
@@ -36,23 +39,50 @@ def operator_row(stats: OperatorStats) -> dict[str, Any]:
         "energy_pj": stats.energy_pj,
         "bound": stats.bound,
         "traffic": dict(stats.traffic),
+        "basis": stats.basis,
     }
 
 
-def _time_by_kind(rows: tuple[OperatorStats, ...]) -> list[tuple[str, int]]:
-    """Each operator kind (``other`` for operators of none) with the picoseconds its runs take in all, most first."""
-    totals: dict[str, int] = {}
+def _time_by_kind(rows: tuple[OperatorStats, ...]) -> list[tuple[str, dict[str, int]]]:
+    """Each operator kind (``other`` for operators of none) with the picoseconds its runs take in all by basis,
+    the kind taking most time first."""
+    totals: dict[str, dict[str, int]] = {}
     for row in rows:
-        kind = row.kind or "other"
-        totals[kind] = totals.get(kind, 0) + row.count * row.duration_ps
-    return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+        by_basis = totals.setdefault(row.kind or "other", {})
+        by_basis[row.basis] = by_basis.get(row.basis, 0) + row.count * row.duration_ps
+    return sorted(totals.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+
+
+def _shares(by_basis: dict[str, int]) -> dict[str, float]:
+    """The share of a kind's time each basis gives, most first (all 0.0 when the kind takes no time)."""
+    total = sum(by_basis.values())
+    ranked = sorted(by_basis.items(), key=lambda item: (-item[1], item[0]))
+    return {basis: ps / total if total else 0.0 for basis, ps in ranked}
 
 
 def kind_rows(rows: tuple[OperatorStats, ...]) -> list[dict[str, Any]]:
-    """The share of the operators' time each kind takes, as JSON rows, most time first."""
+    """The share of the operators' time each kind takes and where that time comes from, as JSON rows, most time
+    first: ``basis`` is the kind's one basis, or ``mixed`` when its operators come from several (``bases`` gives
+    each one's share of the kind's time)."""
     by_kind = _time_by_kind(rows)
-    total = sum(ps for _, ps in by_kind)
-    return [{"kind": kind, "total_ns": ps_to_ns(ps), "share": ps / total if total else 0.0} for kind, ps in by_kind]
+    total = sum(sum(by_basis.values()) for _, by_basis in by_kind)
+    return [
+        {
+            "kind": kind,
+            "total_ns": ps_to_ns(sum(by_basis.values())),
+            "share": sum(by_basis.values()) / total if total else 0.0,
+            "basis": next(iter(by_basis)) if len(by_basis) == 1 else "mixed",
+            "bases": _shares(by_basis),
+        }
+        for kind, by_basis in by_kind
+    ]
+
+
+def _basis_text(row: dict[str, Any]) -> str:
+    """A kind's basis in words (``fitted to runs``), or each basis with its share of the kind's time."""
+    if row["basis"] != "mixed":
+        return row["basis"].replace("_", " ")
+    return ", ".join(f"{basis.replace('_', ' ')} {share:.1%}" for basis, share in row["bases"].items())
 
 
 def _tflops(row: OperatorStats) -> str:
@@ -84,6 +114,6 @@ def operator_lines(rows: tuple[OperatorStats, ...]) -> list[str]:
         )
     if len(rows) > _MAX_ROWS:
         lines.append(f"  ... {len(rows) - _MAX_ROWS} more in report.json")
-    shares = ", ".join(f"{row['kind']} {row['share']:.1%}" for row in kind_rows(rows))
+    shares = ", ".join(f"{row['kind']} {row['share']:.1%} ({_basis_text(row)})" for row in kind_rows(rows))
     lines.append(f"  time by kind: {shares}")
     return lines

@@ -27,15 +27,18 @@ if TYPE_CHECKING:
 __all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute"]
 
 
-Description = compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice
-"""A device described in full on the compute contract: a roofline device, a Timeloop-style accelerator, a wafer."""
+Description = (
+    compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice | compute_pb2.MeasuredDevice
+)
+"""A device described in full on the compute contract: a roofline device, a Timeloop-style accelerator, a wafer, a
+device fitted to a measured profile."""
 
 
 class DescribedDevice:
     """``backend`` with ``description`` attached to every estimate and describe request naming that device, so
     the backend prices on the study's own device rather than looking its name up among its presets: a roofline
-    device (``roofline_device``), a Timeloop-style accelerator (``timeloop_accelerator``) or a wafer
-    (``wafer_device``)."""
+    device (``roofline_device``), a Timeloop-style accelerator (``timeloop_accelerator``), a wafer
+    (``wafer_device``) or a device fitted to a measured profile (``measured_device``)."""
 
     def __init__(self, backend: ComputeBackend, description: Description) -> None:
         self._backend = backend
@@ -73,12 +76,14 @@ class DescribedDevice:
 
 def _fields(
     description: Description,
-) -> tuple[Literal["roofline_device", "timeloop_accelerator", "wafer_device"], str]:
+) -> tuple[Literal["roofline_device", "timeloop_accelerator", "wafer_device", "measured_device"], str]:
     """The ``EstimateRequest`` field and the ``DescribeRequest`` field that carry ``description``."""
     if isinstance(description, compute_pb2.RooflineDevice):
         return "roofline_device", "roofline_devices"
     if isinstance(description, compute_pb2.TimeloopAccelerator):
         return "timeloop_accelerator", "timeloop_accelerators"
+    if isinstance(description, compute_pb2.MeasuredDevice):
+        return "measured_device", "measured_devices"
     return "wafer_device", "wafer_devices"
 
 

@@ -183,6 +183,46 @@ SRAM: Bound.ValueType  # 4
 """On-chip memory (a GPU's L2, a TPU's CMEM): the operator re-reads its operands from it faster than compute."""
 Global___Bound: _TypeAlias = Bound  # noqa: Y015
 
+class _Basis:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _BasisEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Basis.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    BASIS_UNSPECIFIED: _Basis.ValueType  # 0
+    MEASURED: _Basis.ValueType  # 1
+    """A measured profile: the time measured at this point, or interpolated between measured points (profile)."""
+    FITTED_TO_OPERATORS: _Basis.ValueType  # 2
+    """A model fitted to operator-level measurements: kernel times of operators of this kind (measured)."""
+    FITTED_TO_RUNS: _Basis.ValueType  # 3
+    """A datasheet roofline scaled by efficiencies fitted to measurements of whole runs: a preset's efficiency model
+    fitted to published training throughput, or a study's own compute.calibration (one efficiency for every
+    operator, a whole-workload figure whatever it was measured on).
+    """
+    DATASHEET: _Basis.ValueType  # 4
+    """Datasheet figures only (a roofline without calibration), or an analytical or cycle model of an accelerator
+    described by its architecture (Timeloop-style, wafer, SCALE-Sim, ZigZag): nothing measured priced it.
+    """
+
+class Basis(_Basis, metaclass=_BasisEnumTypeWrapper):
+    """Where an operator's time comes from (the report and `stratasim cost` show it per operator kind)."""
+
+BASIS_UNSPECIFIED: Basis.ValueType  # 0
+MEASURED: Basis.ValueType  # 1
+"""A measured profile: the time measured at this point, or interpolated between measured points (profile)."""
+FITTED_TO_OPERATORS: Basis.ValueType  # 2
+"""A model fitted to operator-level measurements: kernel times of operators of this kind (measured)."""
+FITTED_TO_RUNS: Basis.ValueType  # 3
+"""A datasheet roofline scaled by efficiencies fitted to measurements of whole runs: a preset's efficiency model
+fitted to published training throughput, or a study's own compute.calibration (one efficiency for every
+operator, a whole-workload figure whatever it was measured on).
+"""
+DATASHEET: Basis.ValueType  # 4
+"""Datasheet figures only (a roofline without calibration), or an analytical or cycle model of an accelerator
+described by its architecture (Timeloop-style, wafer, SCALE-Sim, ZigZag): nothing measured priced it.
+"""
+Global___Basis: _TypeAlias = Basis  # noqa: Y015
+
 @_typing.final
 class GemmShape(_message.Message):
     """A matrix product [M, K] x [K, N] -> [M, N], or `batch` of them (attention's batched products)."""
@@ -415,9 +455,12 @@ class OperatorCost(_message.Message):
     ENERGY_PJ_FIELD_NUMBER: _builtins.int
     TRAFFIC_FIELD_NUMBER: _builtins.int
     BOUND_FIELD_NUMBER: _builtins.int
+    BASIS_FIELD_NUMBER: _builtins.int
     duration_ps: _builtins.int
     energy_pj: _builtins.float
     bound: Global___Bound.ValueType
+    basis: Global___Basis.ValueType
+    """Where duration_ps comes from; BASIS_UNSPECIFIED only from a backend that does not say."""
     @_builtins.property
     def traffic(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryTraffic]: ...
     def __init__(
@@ -427,10 +470,11 @@ class OperatorCost(_message.Message):
         energy_pj: _builtins.float = ...,
         traffic: _abc.Iterable[Global___MemoryTraffic] | None = ...,
         bound: Global___Bound.ValueType = ...,
+        basis: Global___Basis.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bound", b"bound", "duration_ps", b"duration_ps", "energy_pj", b"energy_pj", "traffic", b"traffic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["basis", b"basis", "bound", b"bound", "duration_ps", b"duration_ps", "energy_pj", b"energy_pj", "traffic", b"traffic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1020,6 +1064,115 @@ class WaferDevice(_message.Message):
 Global___WaferDevice: _TypeAlias = WaferDevice  # noqa: Y015
 
 @_typing.final
+class MeasuredClass(_message.Message):
+    """One class of the measured backend's operator model: its fitted parameters by name (seconds, FLOP/s, bytes/s, a
+    dimensionless sharpness), as compute_layer/measured/forms.py reads them.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ParametersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    PARAMETERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def parameters(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]: ...
+    def __init__(
+        self,
+        *,
+        parameters: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["parameters", b"parameters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MeasuredClass: _TypeAlias = MeasuredClass  # noqa: Y015
+
+@_typing.final
+class MeasuredDevice(_message.Message):
+    """A device fitted to a measured profile (`stratasim profile`) for the measured backend: the preset whose structure
+    (tensor-core tiling, L2 capacity, board power) the fit assumed and every class's fitted parameters. Servers that
+    understand it say so with the handshake capability "measured-device".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ClassesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___MeasuredClass: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___MeasuredClass | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    STRUCTURE_FIELD_NUMBER: _builtins.int
+    CLASSES_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
+    MEMORY_CAPACITY_BYTES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    structure: _builtins.str
+    """The preset whose structure the fit assumed ("h100", "h200")."""
+    calibration: _builtins.str
+    """What the model was fitted to, in words a report can show."""
+    memory_capacity_bytes: _builtins.int
+    """Absent: the structure preset's."""
+    @_builtins.property
+    def classes(self) -> _containers.MessageMap[_builtins.str, Global___MeasuredClass]:
+        """Every class the measured backend prices ("gemm", "attention_forward", ..., "copy"), by name."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        structure: _builtins.str = ...,
+        classes: _abc.Mapping[_builtins.str, Global___MeasuredClass] | None = ...,
+        calibration: _builtins.str = ...,
+        memory_capacity_bytes: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "memory_capacity_bytes", b"memory_capacity_bytes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "calibration", b"calibration", "classes", b"classes", "memory_capacity_bytes", b"memory_capacity_bytes", "name", b"name", "structure", b"structure"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__memory_capacity_bytes: _TypeAlias = _typing.Literal["memory_capacity_bytes"]  # noqa: Y015
+    _WhichOneofArgType__memory_capacity_bytes: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_capacity_bytes) -> _WhichOneofReturnType__memory_capacity_bytes | None: ...
+
+Global___MeasuredDevice: _TypeAlias = MeasuredDevice  # noqa: Y015
+
+@_typing.final
 class EstimateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1029,6 +1182,7 @@ class EstimateRequest(_message.Message):
     ROOFLINE_DEVICE_FIELD_NUMBER: _builtins.int
     TIMELOOP_ACCELERATOR_FIELD_NUMBER: _builtins.int
     WAFER_DEVICE_FIELD_NUMBER: _builtins.int
+    MEASURED_DEVICE_FIELD_NUMBER: _builtins.int
     device: _builtins.str
     """The device's name: a preset of the backend, or the name of the device described below."""
     @_builtins.property
@@ -1049,6 +1203,10 @@ class EstimateRequest(_message.Message):
     def wafer_device(self) -> Global___WaferDevice:
         """When present, the wafer described in full (its name is `device`)."""
 
+    @_builtins.property
+    def measured_device(self) -> Global___MeasuredDevice:
+        """When present, the device fitted to a measured profile (its name is `device`)."""
+
     def __init__(
         self,
         *,
@@ -1058,10 +1216,11 @@ class EstimateRequest(_message.Message):
         roofline_device: Global___RooflineDevice | None = ...,
         timeloop_accelerator: Global___TimeloopAccelerator | None = ...,
         wafer_device: Global___WaferDevice | None = ...,
+        measured_device: Global___MeasuredDevice | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "measured_device", b"measured_device", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "ops", b"ops", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "device", b"device", "measured_device", b"measured_device", "ops", b"ops", "roofline_device", b"roofline_device", "timeloop_accelerator", b"timeloop_accelerator", "wafer_device", b"wafer_device"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1155,6 +1314,7 @@ class DescribeRequest(_message.Message):
     ROOFLINE_DEVICES_FIELD_NUMBER: _builtins.int
     TIMELOOP_ACCELERATORS_FIELD_NUMBER: _builtins.int
     WAFER_DEVICES_FIELD_NUMBER: _builtins.int
+    MEASURED_DEVICES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def devices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -1169,6 +1329,10 @@ class DescribeRequest(_message.Message):
     def wafer_devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___WaferDevice]:
         """Wafers described in full, likewise."""
 
+    @_builtins.property
+    def measured_devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___MeasuredDevice]:
+        """Devices fitted to measured profiles, likewise."""
+
     def __init__(
         self,
         *,
@@ -1176,10 +1340,11 @@ class DescribeRequest(_message.Message):
         roofline_devices: _abc.Iterable[Global___RooflineDevice] | None = ...,
         timeloop_accelerators: _abc.Iterable[Global___TimeloopAccelerator] | None = ...,
         wafer_devices: _abc.Iterable[Global___WaferDevice] | None = ...,
+        measured_devices: _abc.Iterable[Global___MeasuredDevice] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "roofline_devices", b"roofline_devices", "timeloop_accelerators", b"timeloop_accelerators", "wafer_devices", b"wafer_devices"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "measured_devices", b"measured_devices", "roofline_devices", b"roofline_devices", "timeloop_accelerators", b"timeloop_accelerators", "wafer_devices", b"wafer_devices"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

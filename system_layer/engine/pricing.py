@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from stratasim.kernel.graph_blocks import unpriced
-from stratasim.kernel.operators import ShapeError, dtype_name, kind_name, kind_of, shape_of
+from stratasim.kernel.operators import ShapeError, basis_name, dtype_name, kind_name, kind_of, shape_of
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.operators import OperatorPricer, signature
 from stratasim.system_layer.result import OperatorStats
@@ -65,6 +65,7 @@ def _row(op: compute_pb2.OperatorDesc, names: list[str], cost: compute_pb2.Opera
         energy_pj=cost.energy_pj,
         bound="" if bound == "bound_unspecified" else bound,
         traffic=tuple((t.level, t.bytes) for t in cost.traffic),
+        basis=basis_name(cost.basis),
     )
 
 

@@ -46,6 +46,7 @@ def test_json_pins_the_roofline_numbers(run_cli: RunCli) -> None:
     }
     (row,) = data["costs"]
     assert row["backend"] == "roofline" and row["duration_ps"] == GEMM_4096_PS and row["bound"] == "compute"
+    assert row["basis"] == "datasheet"  # --datasheet: no fitted efficiency model
     # On chip, H100's 256x256 tiles re-read A and B 4096/256 = 16 times each and write C once.
     sram = (16 + 16 + 1) * 4096**2 * 2
     assert row["energy_pj"] == 700 * GEMM_4096_PS and row["traffic"] == {"dram": 3 * 4096**2 * 2, "sram": sram}
@@ -81,6 +82,30 @@ def test_table_compares_backends(tmp_path: Path, run_cli: RunCli) -> None:
     profile = next(line for line in lines if line.strip().startswith("profile"))
     assert "compute" in roofline and "dram" in roofline
     assert "15 us" in profile and "2.000 uJ" in profile and "unknown" in profile
+    # Each row says where its time comes from: the preset's model fitted to runs, the profile's measurements.
+    assert lines[1].split()[4] == "basis" and "fitted to runs" in roofline and "  measured  " in profile
+
+
+def test_each_row_gives_its_basis_in_json(run_cli: RunCli) -> None:
+    code, out, _ = run_cli(
+        "cost",
+        "gemm",
+        "M=256",
+        "K=256",
+        "N=256",
+        "--backend",
+        "roofline",
+        "--backend",
+        "measured",
+        "--device",
+        "h100",
+        "--json",
+    )
+    assert code == 0
+    assert [(row["backend"], row["basis"]) for row in json.loads(out)["costs"]] == [
+        ("roofline", "fitted_to_runs"),
+        ("measured", "fitted_to_operators"),
+    ]
 
 
 def test_elementwise(run_cli: RunCli) -> None:

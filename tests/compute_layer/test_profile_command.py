@@ -1,6 +1,6 @@
 """``stratasim profile`` without a GPU: one line when PyTorch or a CUDA GPU is missing, and what it writes from a
-profile (the reference H100's, standing for a measurement) — the fit the shipped parameters came from, and a table
-the ``profile`` backend replays exactly."""
+profile (the reference H100's, standing for a measurement) — a device file holding the fit the shipped parameters
+came from (a study on it: test_measured_device_file.py), and a table the ``profile`` backend replays exactly."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stratasim.cli import main
 from stratasim.compute_layer.devices import PRESETS
@@ -20,6 +21,7 @@ from stratasim.compute_layer.measured.parameters import PARAMETERS, profile_path
 from stratasim.compute_layer.measured.profile_rows import read_profile
 from stratasim.compute_layer.profile import ProfileCompute
 from stratasim.kernel import operators
+from stratasim.kernel.errors import ConfigError
 from stratasim.system_layer.operators import OperatorPricer
 from tools.fit_operators import report
 
@@ -69,11 +71,12 @@ def test_the_saved_profile_is_the_measurement_byte_for_byte(saved: ProfileOutput
 
 
 def test_the_fit_reproduces_the_shipped_h100_parameters(saved: ProfileOutputs) -> None:
-    written = json.loads(saved.parameters.read_text(encoding="utf-8"))
+    written = yaml.safe_load(saved.device.read_text(encoding="utf-8"))
     shipped = json.loads(PARAMETERS.read_text(encoding="utf-8"))
-    ours, theirs = written["devices"]["h100"], shipped["devices"]["h100"]
-    assert ours["classes"] == theirs["classes"] and ours["sha256"] == theirs["sha256"]
-    assert written["provenance"]["structure"] == "h100"
+    theirs = shipped["devices"]["h100"]
+    assert saved.device.name == "h100.device.yaml"
+    assert written["classes"] == theirs["classes"] and written["sha256"] == theirs["sha256"]
+    assert written["structure"] == "h100" and written["profile"] == saved.profile.name
     assert written["provenance"]["fit"].endswith(shipped["provenance"]["fit"].split(": ", 1)[1])
 
 
@@ -103,3 +106,14 @@ def test_the_profile_table_holds_the_gemms_and_the_adds(saved: ProfileOutputs) -
     expected = sum(row.kind in ("gemm", "bmm", "add") for row in reference)
     assert len(table) == expected
     assert {row["kind"] for row in table} == {"gemm", "elementwise"}
+
+
+def test_a_profile_without_some_kinds_is_one_error_naming_the_file_and_the_classes(tmp_path: Path) -> None:
+    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["kind"] not in ("attention_decode", "softmax")]
+    with pytest.raises(ConfigError) as raised:
+        save_profile(rows, tmp_path, "partial", "bf16", PRESETS["h100"], {})
+    message = str(raised.value)
+    assert str(tmp_path / "partial.csv") in message
+    assert "kind: no rows of attention_decode, softmax: a fit needs rows of every class" in message
+    assert not (tmp_path / "partial.device.yaml").exists()

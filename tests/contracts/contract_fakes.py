@@ -103,7 +103,7 @@ class CrashingNetwork(FakeNetwork):
 
 
 class FakeCompute:
-    """A pure-Python roofline over two made-up devices (any dtype)."""
+    """A pure-Python roofline over two made-up devices (any dtype), on their datasheet figures."""
 
     name = "fake"
     _DEVICES = MappingProxyType({"fake-npu": (100e12, 1e12), "fake-edge": (4e12, 50e9)})  # (FLOP/s, bytes/s)
@@ -132,6 +132,7 @@ class FakeCompute:
                 energy_pj=float(op.flops + op.bytes),
                 traffic=[compute_pb2.MemoryTraffic(level="dram", bytes=op.bytes)],
                 bound=compute_pb2.COMPUTE if compute_ps >= memory_ps else compute_pb2.MEMORY,
+                basis=compute_pb2.DATASHEET,
             )
         return response
 

@@ -65,6 +65,8 @@ def test_one_positive_cost_per_op(compute: ComputeBackend) -> None:
         assert not response.HasField("error"), response.error.message
         assert len(response.costs) == len(priced)
         assert all(cost.duration_ps > 0 for cost in response.costs)
+        # Every cost says where its time comes from: measured, fitted to operators or to runs, or datasheet.
+        assert all(cost.basis != compute_pb2.BASIS_UNSPECIFIED for cost in response.costs)
 
 
 def test_unknown_device_comes_back_as_an_error(compute: ComputeBackend) -> None:

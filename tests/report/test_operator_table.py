@@ -67,11 +67,17 @@ def test_rows_count_runs_over_all_npus_and_carry_the_backend_cost(
         "energy_pj": gemm.energy_pj,
         "bound": "compute",
         "traffic": {t.level: t.bytes for t in gemm.traffic},
+        "basis": "fitted_to_runs",
     }
     assert rows["elementwise"]["names"] == ["scale"] and rows["elementwise"]["count"] == 4
     assert rows["elementwise"]["bound"] == "memory" and rows["elementwise"]["duration_ps"] == scale.duration_ps
     # Most total time first, and the study's energy is the rows' energy times their counts.
     assert [row["kind"] for row in data["operators"]] == ["gemm", "elementwise"]
+    # The h100 preset's efficiencies are fitted to published whole-model runs: every kind says so.
+    assert [(row["kind"], row["basis"]) for row in data["operator_kinds"]] == [
+        ("gemm", "fitted_to_runs"),
+        ("elementwise", "fitted_to_runs"),
+    ]
     assert data["compute_energy_pj"] == pytest.approx(sum(row["count"] * row["energy_pj"] for row in rows.values()))
 
 
@@ -83,6 +89,7 @@ def test_text_shows_the_most_expensive_operators(tmp_path: Path, monkeypatch: py
     table = text[text.index("operators (2 distinct, most time first)") :].splitlines()
     assert table[2].split()[:5] == ["g1", "+1", "gemm", "1536x1024x1024", "8"]
     assert table[3].split()[:4] == ["scale", "elementwise", str(2048 * 1024), "4"]  # elements: the wire
+    assert table[-1].startswith("  time by kind: gemm ") and table[-1].endswith("% (fitted to runs)")
 
 
 def test_counts_are_the_same_whether_symmetric_npus_are_aggregated_or_not(tmp_path: Path) -> None:
