@@ -10,15 +10,15 @@ compute layer prices.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from stratasim.kernel import operators
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.schema import QUANTITY_FORMS, Bytes, DTypeName, Section, TimePs
 from stratasim.kernel.work import WorkEstimate
-from stratasim.v1 import workload_pb2
+from stratasim.v1 import compute_pb2, workload_pb2
 
 __all__ = ["TrainingLoopWorkload", "TrainingLoopConfig", "LayerConfig", "ComputeSpec", "CommSpec"]
 
@@ -36,6 +36,11 @@ class GemmSpec(Section):
     """Independent GEMMs of this shape."""
 
 
+def _known_function(value: str) -> str:
+    operators.parse_function(value)
+    return value
+
+
 class ElementwiseSpec(Section):
     """An element-wise operator over a tensor of ``shape``."""
 
@@ -43,6 +48,9 @@ class ElementwiseSpec(Section):
     """The tensor's dimensions."""
     flops_per_element: int = Field(default=1, ge=0)
     """Floating-point operations per element."""
+    function: Annotated[str, AfterValidator(_known_function)] | None = None
+    """What it computes (``rmsnorm``, ``silu_mul``, ``add``...), which a backend pricing by function (``measured``)
+    reads; unset, such a backend infers it from the FLOPs."""
 
 
 def _shorthand_schema(schema: dict[str, Any]) -> None:
@@ -203,7 +211,14 @@ class _GraphBuilder:
         else:
             assert spec.elementwise is not None
             e = spec.elementwise
-            op = operators.elementwise(e.shape, dtype=self._dtype, flops_per_element=e.flops_per_element, name=name)
+            unspecified = compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED
+            op = operators.elementwise(
+                e.shape,
+                dtype=self._dtype,
+                flops_per_element=e.flops_per_element,
+                name=name,
+                function=unspecified if e.function is None else operators.parse_function(e.function),
+            )
         return self._add(name, deps, type=workload_pb2.COMP_NODE, op=op)
 
     def _comm(self, name: str, spec: CommSpec | None, after: int) -> int:

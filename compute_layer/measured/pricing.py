@@ -4,14 +4,16 @@
 - an attention with one query per head is a decode step, ``attention_decode``, priced by the bytes it moves (the
   KV cache of its ``batch / group`` key-value heads, its queries and outputs); any other attention is fused,
   ``attention_forward`` or ``attention_backward``, with causal blocks counted as FlashAttention-2 skips them;
-- an element-wise operator carries only its element count, FLOPs and bytes, so its kind is read from those
-  (:func:`elementwise_class`) and it is priced by its bytes.
+- an element-wise operator is priced by its bytes, as the profiled kind its function names
+  (:data:`FUNCTION_CLASSES`); one whose function is unspecified (an older client's, or a builder's that does not
+  know it) falls back to the kind its FLOPs and bytes suggest (:func:`elementwise_class`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.features import decode_bytes, elementwise_cached
@@ -25,10 +27,10 @@ from stratasim.compute_layer.measured.forms import (
     gemm_features,
     gemm_time,
 )
-from stratasim.kernel.operators import AttentionShape, ElementwiseShape, GemmShape, Shape
+from stratasim.kernel.operators import AttentionShape, ElementwiseFunction, ElementwiseShape, GemmShape, Shape
 from stratasim.v1 import compute_pb2
 
-__all__ = ["Priced", "price_shape", "elementwise_class"]
+__all__ = ["Priced", "price_shape", "FUNCTION_CLASSES", "elementwise_kind", "elementwise_class"]
 
 Parameters = Mapping[str, Mapping[str, float]]
 
@@ -42,8 +44,49 @@ class Priced:
     bound: compute_pb2.Bound.ValueType
 
 
+FUNCTION_CLASSES: Mapping[ElementwiseFunction, str] = MappingProxyType(
+    {
+        compute_pb2.ADD: "add",
+        compute_pb2.GELU: "gelu",
+        compute_pb2.SILU_MUL: "silu_mul",
+        compute_pb2.LAYERNORM: "layernorm",
+        compute_pb2.RMSNORM: "rmsnorm",
+        compute_pb2.SOFTMAX: "softmax",
+        compute_pb2.COPY: "copy",
+        compute_pb2.ROTARY: "gelu",
+        compute_pb2.RELU: "gelu",
+        compute_pb2.POOL: "gelu",
+        compute_pb2.EMBEDDING: "copy",
+        compute_pb2.WEIGHTED_SUM: "add",
+        compute_pb2.BATCHNORM: "layernorm",
+        compute_pb2.CROSS_ENTROPY: "softmax",
+        compute_pb2.SAMPLE: "softmax",
+    }
+)
+"""The profiled kind each element-wise function is priced as: its own where it was profiled (add, gelu, silu_mul,
+layernorm, rmsnorm, softmax, copy); otherwise the profiled kind bound by the same thing:
+
+- ``rotary``, ``relu`` and ``pool``: one input read and one output written with a little arithmetic per element,
+  bound by that traffic, as the one-input activation ``gelu`` is;
+- ``embedding``: rows moved from a table without arithmetic (positions added at most), bound by the bytes moved,
+  as ``copy`` is;
+- ``weighted_sum``: several inputs streamed into one output, as ``add``'s two are;
+- ``batchnorm``: a normalisation, bound by its reductions and traffic, as ``layernorm`` is;
+- ``cross_entropy`` and ``sample``: a softmax over each row of logits and a pick, bound by the per-row work, as
+  ``softmax`` is (:data:`~stratasim.compute_layer.measured.features.WORK_BOUND`)."""
+
+
+def elementwise_kind(op: compute_pb2.OperatorDesc, shape: ElementwiseShape, element_bytes: int) -> str:
+    """The profiled kind the element-wise ``op`` is priced as: its function's (:data:`FUNCTION_CLASSES`), or when
+    that is unspecified, the fallback inferred from its FLOPs and bytes (:func:`elementwise_class`)."""
+    if shape.function == compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED:
+        return elementwise_class(op.flops, op.bytes, shape.elements, element_bytes)
+    return FUNCTION_CLASSES[shape.function]
+
+
 def elementwise_class(flops: int, moved: int, elements: int, element_bytes: int) -> str:
-    """The profiled kind an element-wise descriptor is priced as, from its FLOPs and tensors per element.
+    """The profiled kind an element-wise descriptor without a function is priced as (the fallback), from its FLOPs
+    and tensors per element; a guess, which cannot tell an rmsnorm from a layernorm.
 
     No FLOPs: ``copy``; 5 per element: ``softmax`` (the model builders' count); 8 or more: ``layernorm`` (a
     normalisation, or a GELU, which a descriptor cannot tell apart: the slower of them); three or more tensors:
@@ -82,6 +125,6 @@ def price_shape(
         )
         return Priced(time(params[name], attention_features(shape)), op.bytes, compute_pb2.COMPUTE)
     assert isinstance(shape, ElementwiseShape)
-    kind = elementwise_class(op.flops, op.bytes, shape.elements, element_bytes)
+    kind = elementwise_kind(op, shape, element_bytes)
     seconds = bandwidth_time(params[kind], op.bytes, elementwise_cached(kind, op.bytes, device))
     return Priced(seconds, op.bytes, compute_pb2.MEMORY)

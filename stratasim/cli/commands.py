@@ -172,7 +172,7 @@ def _add_cost(subparsers: Subparsers) -> None:
         nargs="*",
         metavar="KEY=VALUE",
         help="gemm: M= K= N= [B=]; conv: N= K= C= P= Q= R= "
-        "S= [stride=]; elementwise: shape=AxB [flops=] [inputs=]; attention: batch= queries= keys= "
+        "S= [stride=]; elementwise: shape=AxB [flops=] [inputs=] [function=]; attention: batch= queries= keys= "
         "head_dim= [group=] [causal=true] [backward=true]",
     )
     for key in ("m", "k", "n", "batch", "shape"):

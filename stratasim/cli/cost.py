@@ -112,16 +112,27 @@ def _device(backend: str, text: str, profile: str | None, objective: str | None)
     return section.device_name(), section.device_description()
 
 
+def _function(op: compute_pb2.OperatorDesc) -> str | None:
+    """The name of an element-wise operator's function; None when it has none (or is not element-wise)."""
+    shape = operators.shape_of(op)
+    if isinstance(shape, operators.ElementwiseShape) and shape.function:
+        return operators.function_name(shape.function)
+    return None
+
+
 def _describe(op: compute_pb2.OperatorDesc) -> str:
     kind, shape = operators.kind_name(operators.kind_of(op)), operators.shape_of(op)
-    return f"{kind} {list(shape.dims())} {operators.dtype_name(op.dtype)}: {op.flops:,} FLOPs, {format_bytes(op.bytes)}"
+    function = _function(op)
+    what = f"{kind} {list(shape.dims())} {operators.dtype_name(op.dtype)}" + (f" {function}" if function else "")
+    return f"{what}: {op.flops:,} FLOPs, {format_bytes(op.bytes)}"
 
 
 def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dict[str, Any]:
-    """JSON-ready: the operator, the device (when every backend priced on the same one) and per backend its
-    ``device``, ``calibration`` (the efficiency model, empty when none), ``duration_ps``, ``duration_ns``,
-    ``energy_pj``, ``bound``, ``basis`` (where the time comes from: ``measured``, ``fitted_to_operators``,
-    ``fitted_to_runs``, ``datasheet``) and ``traffic`` (bytes by memory level), or ``error``."""
+    """JSON-ready: the operator (an element-wise one's ``function`` when it has one), the device (when every backend
+    priced on the same one) and per backend its ``device``, ``calibration`` (the efficiency model, empty when none),
+    ``duration_ps``, ``duration_ns``, ``energy_pj``, ``bound``, ``basis`` (where the time comes from: ``measured``,
+    ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet``) and ``traffic`` (bytes by memory level), or
+    ``error``."""
     rows: list[dict[str, Any]] = []
     for result in results:
         if result.cost is None:
@@ -148,6 +159,9 @@ def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dic
         "flops": op.flops,
         "bytes": op.bytes,
     }
+    function = _function(op)
+    if function:
+        operator["function"] = function
     devices = {result.device for result in results}
     return {"operator": operator, **({"device": devices.pop()} if len(devices) == 1 else {}), "costs": rows}
 

@@ -18,7 +18,7 @@ __all__ = ["KINDS", "operator_from"]
 KINDS: Mapping[str, Mapping[str, bool]] = {
     "gemm": {"m": True, "k": True, "n": True, "batch": False},
     "conv": {key: key != "stride" for key in ("n", "k", "c", "p", "q", "r", "s", "stride")},
-    "elementwise": {"shape": True, "flops_per_element": False, "inputs": False},
+    "elementwise": {"shape": True, "flops_per_element": False, "inputs": False, "function": False},
     "attention": {
         "batch": True,
         "queries": True,
@@ -80,6 +80,9 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
         shape = [_integer(kind, "shape", part) for part in values["shape"].lower().replace(",", "x").split("x")]
         flops = _integer(kind, "flops_per_element", values.get("flops_per_element", "1"))
         inputs = _integer(kind, "inputs", values.get("inputs", "1"))
-        return operators.elementwise(shape, parsed_dtype, flops_per_element=flops, inputs=inputs)
+        function = compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED
+        if "function" in values:
+            function = operators.parse_function(values["function"])
+        return operators.elementwise(shape, parsed_dtype, flops_per_element=flops, inputs=inputs, function=function)
     except ValueError as exc:
         raise BackendError(f"{kind}: {exc}") from None

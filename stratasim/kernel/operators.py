@@ -29,6 +29,10 @@ __all__ = [
     "gemm",
     "conv2d",
     "elementwise",
+    "ElementwiseFunction",
+    "ELEMENTWISE_FUNCTIONS",
+    "function_name",
+    "parse_function",
     "attention",
     "ATTENTION_BLOCK",
     "signature",
@@ -67,6 +71,15 @@ _DTYPE_BYTES: MappingProxyType[DType, int] = MappingProxyType(
 DTYPES: tuple[DType, ...] = tuple(_DTYPE_BYTES)
 """Every dtype an operator may have (all but ``DTYPE_UNSPECIFIED``)."""
 
+ElementwiseFunction: TypeAlias = compute_pb2.ElementwiseFunction.ValueType
+"""A value of the ``stratasim.v1.ElementwiseFunction`` enum: what an element-wise operator computes, e.g.
+``compute_pb2.RMSNORM``."""
+
+ELEMENTWISE_FUNCTIONS: tuple[ElementwiseFunction, ...] = tuple(
+    value for value in compute_pb2.ElementwiseFunction.values() if value != compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED
+)
+"""Every function an element-wise operator may name (all but ``ELEMENTWISE_FUNCTION_UNSPECIFIED``)."""
+
 # The proto field is uint64; a larger count cannot travel on the wire.
 _UINT64_MAX = 2**64 - 1
 
@@ -97,6 +110,29 @@ def parse_dtype(text: object) -> DType:
         if dtype_name(dtype) == key:
             return dtype
     raise ValueError(f"unknown dtype {text!r}; expected one of {_choices()}")
+
+
+def function_name(function: ElementwiseFunction) -> str:
+    """The lower-case name of an element-wise function for messages (``"rmsnorm"``; ``"unspecified"`` for 0);
+    never raises, even for unknown values."""
+    if function == compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED:
+        return "unspecified"
+    if function in compute_pb2.ElementwiseFunction.values():
+        return compute_pb2.ElementwiseFunction.Name(function).lower()
+    return f"function #{function}"
+
+
+def _function_choices() -> str:
+    return ", ".join(function_name(function) for function in ELEMENTWISE_FUNCTIONS)
+
+
+def parse_function(text: object) -> ElementwiseFunction:
+    """Read an element-wise function written as people write it (``"rmsnorm"``, ``"SILU_MUL"``; case-insensitive)."""
+    key = text.strip().lower() if isinstance(text, str) else None
+    for function in ELEMENTWISE_FUNCTIONS:
+        if function_name(function) == key:
+            return function
+    raise ValueError(f"unknown element-wise function {text!r}; expected one of {_function_choices()}")
 
 
 def _positive(argument: str, value: int) -> int:
@@ -176,22 +212,28 @@ def elementwise(
     flops_per_element: int = 1,
     inputs: int = 1,
     name: str = "",
+    *,
+    function: ElementwiseFunction = compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED,
 ) -> compute_pb2.OperatorDesc:
     """An operator producing one output element per element of ``shape`` from ``inputs`` same-shaped tensors.
 
     FLOPs = elements·``flops_per_element``; bytes = elements·(``inputs`` + 1)·element size (each input read
     once, the output written once). ``inputs=0`` describes a fill; ``flops_per_element=0`` a copy. The wire
-    carries the element count, all that prices the operator.
+    carries the element count and ``function``, what the operator computes (e.g. ``compute_pb2.RMSNORM``), which
+    a backend with a model per function prices it by; a builder that does not know it leaves it unspecified.
     """
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not shape:
         raise ValueError(f"shape must be a non-empty sequence of positive integers, got {shape!r}")
     dims = [_positive(f"shape[{i}]", dim) for i, dim in enumerate(shape)]
     _non_negative("flops_per_element", flops_per_element)
     _non_negative("inputs", inputs)
+    if function not in compute_pb2.ElementwiseFunction.values():
+        raise ValueError(f"function must be an element-wise function ({_function_choices()}), got {function!r}")
     size = dtype_bytes(dtype)
     elements = prod(dims)
     flops = elements * flops_per_element
-    return _describe("elementwise", {"elements": elements}, dtype, flops, elements * (inputs + 1) * size, name)
+    sizes = {"elements": elements, "function": function}
+    return _describe("elementwise", sizes, dtype, flops, elements * (inputs + 1) * size, name)
 
 
 ATTENTION_BLOCK = 128
@@ -346,10 +388,12 @@ class ConvShape:
 
 @dataclass(frozen=True)
 class ElementwiseShape:
-    """An operator producing one output element per input element, ``elements`` of them."""
+    """An operator producing one output element per input element, ``elements`` of them, computing ``function``
+    (``ELEMENTWISE_FUNCTION_UNSPECIFIED`` when its builder did not say)."""
 
     kind: ClassVar[OperatorKind] = compute_pb2.ELEMENTWISE
     elements: int
+    function: ElementwiseFunction = compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED
 
     def dims(self) -> tuple[int, ...]:
         """``(elements,)``: how tables print it."""
@@ -432,10 +476,24 @@ def _sizes(
     return sizes
 
 
+def _elementwise_shape(message: compute_pb2.ElementwiseShape) -> ElementwiseShape:
+    """The element-wise shape of ``message``; its function must be one this peer knows (a newer client's would
+    otherwise be priced as a function it is not)."""
+    (elements,) = _sizes(message, "elementwise", "elements")
+    if message.function not in compute_pb2.ElementwiseFunction.values():
+        raise ShapeError(
+            f"elementwise.function is {function_name(message.function)}, which this peer does not know; expected "
+            f"one of {_function_choices()}, or 0 (unspecified) to have it inferred",
+            "elementwise.function",
+        )
+    return ElementwiseShape(elements, message.function)
+
+
 def shape_of(op: compute_pb2.OperatorDesc) -> Shape:
     """``op``'s shape with its optional fields filled in (a GEMM's batch and a convolution's stride: 1).
 
-    Raises :class:`ShapeError` when ``op`` carries no shape or a size that is not positive. Every reader of
+    Raises :class:`ShapeError` when ``op`` carries no shape, a size that is not positive or an element-wise
+    function this peer does not know (a value from a newer peer's enum). Every reader of
     operator shapes (compute backends, adapters, reports) goes through here.
     """
     case = op.WhichOneof("shape")
@@ -445,8 +503,7 @@ def shape_of(op: compute_pb2.OperatorDesc) -> Shape:
     if case == "conv":
         return ConvShape(*_sizes(op.conv, case, "n k c p q r s stride", stride=1))
     if case == "elementwise":
-        (elements,) = _sizes(op.elementwise, case, "elements")
-        return ElementwiseShape(elements)
+        return _elementwise_shape(op.elementwise)
     if case == "attention":
         message = op.attention
         batch, queries, keys, head_dim, group = _sizes(message, case, "batch queries keys head_dim group", group=1)

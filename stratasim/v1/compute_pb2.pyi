@@ -75,6 +75,88 @@ ATTENTION: OperatorKind.ValueType  # 4
 """Fused attention (FlashAttention-style): softmax(Q K^T) V without the score matrix in main memory."""
 Global___OperatorKind: _TypeAlias = OperatorKind  # noqa: Y015
 
+class _ElementwiseFunction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ElementwiseFunctionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ElementwiseFunction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ELEMENTWISE_FUNCTION_UNSPECIFIED: _ElementwiseFunction.ValueType  # 0
+    """Not said (an older client's operator, or a function the builder does not know): a backend that reads the
+    function infers it from the descriptor's FLOPs and bytes.
+    """
+    ADD: _ElementwiseFunction.ValueType  # 1
+    """The sum of same-shaped inputs: a residual connection, a collective's local reduction."""
+    GELU: _ElementwiseFunction.ValueType  # 2
+    """GeLU (the tanh approximation or the exact one)."""
+    SILU_MUL: _ElementwiseFunction.ValueType  # 3
+    """SwiGLU's gate: the SiLU of one input times the other."""
+    LAYERNORM: _ElementwiseFunction.ValueType  # 4
+    """Layer normalisation: mean and variance of each row, then scale and shift (fused with a residual add or not)."""
+    RMSNORM: _ElementwiseFunction.ValueType  # 5
+    """Root-mean-square normalisation (LLaMA's): no mean subtracted and no shift (fused with a residual add or not)."""
+    SOFTMAX: _ElementwiseFunction.ValueType  # 6
+    """Softmax along each row: unfused attention scores, a router's gates."""
+    COPY: _ElementwiseFunction.ValueType  # 7
+    """Data moved without arithmetic: a KV-cache append."""
+    ROTARY: _ElementwiseFunction.ValueType  # 8
+    """Rotary position embedding of queries and keys."""
+    EMBEDDING: _ElementwiseFunction.ValueType  # 9
+    """An embedding lookup (rows gathered from a table, learned positions added) or its gradient's update."""
+    CROSS_ENTROPY: _ElementwiseFunction.ValueType  # 10
+    """The loss over the logits: softmax, logarithm and the target's pick."""
+    SAMPLE: _ElementwiseFunction.ValueType  # 11
+    """Drawing the next token from the logits: a softmax and a draw."""
+    WEIGHTED_SUM: _ElementwiseFunction.ValueType  # 12
+    """A weighted sum of several inputs: a mixture of experts' combine of each token's top-k outputs."""
+    BATCHNORM: _ElementwiseFunction.ValueType  # 13
+    """Batch normalisation: statistics per channel over the batch, then scale and shift (a ReLU may be fused)."""
+    RELU: _ElementwiseFunction.ValueType  # 14
+    """ReLU, max(x, 0)."""
+    POOL: _ElementwiseFunction.ValueType  # 15
+    """Pooling over windows (max or average), and its gradient."""
+
+class ElementwiseFunction(_ElementwiseFunction, metaclass=_ElementwiseFunctionEnumTypeWrapper):
+    """What an element-wise operator computes, so that a backend with a model per function (the measured backend's
+    fitted classes) prices it as that function: its FLOPs and bytes alone cannot tell an RMSNorm from a LayerNorm.
+    """
+
+ELEMENTWISE_FUNCTION_UNSPECIFIED: ElementwiseFunction.ValueType  # 0
+"""Not said (an older client's operator, or a function the builder does not know): a backend that reads the
+function infers it from the descriptor's FLOPs and bytes.
+"""
+ADD: ElementwiseFunction.ValueType  # 1
+"""The sum of same-shaped inputs: a residual connection, a collective's local reduction."""
+GELU: ElementwiseFunction.ValueType  # 2
+"""GeLU (the tanh approximation or the exact one)."""
+SILU_MUL: ElementwiseFunction.ValueType  # 3
+"""SwiGLU's gate: the SiLU of one input times the other."""
+LAYERNORM: ElementwiseFunction.ValueType  # 4
+"""Layer normalisation: mean and variance of each row, then scale and shift (fused with a residual add or not)."""
+RMSNORM: ElementwiseFunction.ValueType  # 5
+"""Root-mean-square normalisation (LLaMA's): no mean subtracted and no shift (fused with a residual add or not)."""
+SOFTMAX: ElementwiseFunction.ValueType  # 6
+"""Softmax along each row: unfused attention scores, a router's gates."""
+COPY: ElementwiseFunction.ValueType  # 7
+"""Data moved without arithmetic: a KV-cache append."""
+ROTARY: ElementwiseFunction.ValueType  # 8
+"""Rotary position embedding of queries and keys."""
+EMBEDDING: ElementwiseFunction.ValueType  # 9
+"""An embedding lookup (rows gathered from a table, learned positions added) or its gradient's update."""
+CROSS_ENTROPY: ElementwiseFunction.ValueType  # 10
+"""The loss over the logits: softmax, logarithm and the target's pick."""
+SAMPLE: ElementwiseFunction.ValueType  # 11
+"""Drawing the next token from the logits: a softmax and a draw."""
+WEIGHTED_SUM: ElementwiseFunction.ValueType  # 12
+"""A weighted sum of several inputs: a mixture of experts' combine of each token's top-k outputs."""
+BATCHNORM: ElementwiseFunction.ValueType  # 13
+"""Batch normalisation: statistics per channel over the batch, then scale and shift (a ReLU may be fused)."""
+RELU: ElementwiseFunction.ValueType  # 14
+"""ReLU, max(x, 0)."""
+POOL: ElementwiseFunction.ValueType  # 15
+"""Pooling over windows (max or average), and its gradient."""
+Global___ElementwiseFunction: _TypeAlias = ElementwiseFunction  # noqa: Y015
+
 class _Bound:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -224,15 +306,21 @@ class ElementwiseShape(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ELEMENTS_FIELD_NUMBER: _builtins.int
+    FUNCTION_FIELD_NUMBER: _builtins.int
     elements: _builtins.int
+    function: Global___ElementwiseFunction.ValueType
+    """What it computes; unspecified (0) leaves a backend that reads it to infer it from the FLOPs and bytes, as
+    builders write operators whose function they do not know, so equal operators serialize equally.
+    """
     def __init__(
         self,
         *,
         elements: _builtins.int = ...,
+        function: Global___ElementwiseFunction.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["elements", b"elements"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["elements", b"elements", "function", b"function"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

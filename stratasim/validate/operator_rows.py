@@ -40,9 +40,9 @@ _ELEMENTWISE = {
     "add": (1, 2),
     "silu_mul": (6, 2),
 }
-"""FLOPs per element and inputs of each profiled element-wise kind's descriptor, those the backend reads as that
-kind (:func:`~stratasim.compute_layer.measured.pricing.elementwise_class`); an rmsnorm is written as the model
-builders write it, which the backend cannot tell from a layernorm and prices as one."""
+"""FLOPs per element and inputs of each profiled element-wise kind's descriptor, as the model builders write them;
+the descriptor also names the kind as its function (``rmsnorm`` is ``compute_pb2.RMSNORM``), which the backend
+prices it as (:data:`~stratasim.compute_layer.measured.pricing.FUNCTION_CLASSES`)."""
 
 
 def descriptor(row: ProfileRow) -> compute_pb2.OperatorDesc:
@@ -62,7 +62,8 @@ def descriptor(row: ProfileRow) -> compute_pb2.OperatorDesc:
             row.dim("batch") * row.dim("heads"), 1, row.dim("context"), row.dim("head_dim"), group=group
         )
     flops, inputs = _ELEMENTWISE[kind]
-    return operators.elementwise([row.dim("elements")], flops_per_element=flops, inputs=inputs)
+    function = operators.parse_function(kind)
+    return operators.elementwise([row.dim("elements")], flops_per_element=flops, inputs=inputs, function=function)
 
 
 def _check(metric: str, row: ProfileRow, wider: Mapping[str, float]) -> Check:

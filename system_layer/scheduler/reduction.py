@@ -48,7 +48,9 @@ class ReductionCost:
         assert self._compute is not None
         dtype = operators.parse_dtype(self._options.reduction_dtype)
         elements = max(1, -(-size // operators.dtype_bytes(dtype)))
-        op = operators.elementwise([elements], dtype=dtype, flops_per_element=1, inputs=2, name="reduction")
+        op = operators.elementwise(
+            [elements], dtype=dtype, flops_per_element=1, inputs=2, name="reduction", function=compute_pb2.ADD
+        )
         try:
             (cost,) = self._compute.costs([op])
         except BackendError as error:

@@ -114,6 +114,23 @@ def test_elementwise(run_cli: RunCli) -> None:
     assert code == 0 and row["bound"] == "memory" and row["traffic"] == {"dram": 2 * 2**20 * 2, "sram": 2 * 2**20 * 2}
 
 
+def test_an_elementwise_function_is_named_and_priced_by_the_measured_backend(run_cli: RunCli) -> None:
+    def cost(*function: str, json_out: bool = True) -> tuple[int, str, str]:
+        options = ("--backend", "measured", "--device", "h100", *(("--json",) if json_out else ()))
+        code, out, err = run_cli("cost", "elementwise", "shape=4096x4096", "flops=8", *function, *options)
+        return code, out, err
+
+    rmsnorm, layernorm = (json.loads(cost(f"function={name}")[1]) for name in ("rmsnorm", "layernorm"))
+    assert rmsnorm["operator"]["function"] == "rmsnorm"
+    assert rmsnorm["costs"][0]["duration_ps"] < layernorm["costs"][0]["duration_ps"]
+    inferred = json.loads(cost()[1])  # no function: inferred from 8 FLOPs an element, a layernorm
+    assert "function" not in inferred["operator"] and inferred["costs"] == layernorm["costs"]
+    code, text, _ = cost("function=rmsnorm", json_out=False)
+    assert code == 0 and text.startswith("elementwise [16777216] bf16 rmsnorm: 134,217,728 FLOPs")
+    code, _, err = cost("function=rms")
+    assert code == 2 and "elementwise: unknown element-wise function 'rms'; expected one of add" in err
+
+
 def test_conv_is_priced_by_roofline_and_timeloop(run_cli: RunCli) -> None:
     code, out, _ = run_cli(
         "cost",

@@ -11,7 +11,6 @@ from stratasim.cli import main
 from stratasim.compute_layer.devices import PRESETS
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.compute_layer.measured.parameters import load_parameters, profile_path
-from stratasim.compute_layer.measured.pricing import elementwise_class
 from stratasim.compute_layer.measured.profile_rows import read_profile
 from stratasim.config.study_file import load_study
 from stratasim.kernel import operators
@@ -87,23 +86,6 @@ def test_the_devices_are_the_presets(backend: MeasuredCompute) -> None:
     facts = backend.describe(compute_pb2.DescribeRequest(devices=list(DEVICES))).devices
     assert [f.memory_capacity_bytes for f in facts] == [PRESETS[name].memory_capacity for name in DEVICES]
     assert all("PyTorch 2.11" in f.calibration for f in facts)
-
-
-@pytest.mark.parametrize(
-    ("op", "kind"),
-    [
-        (operators.elementwise([64], flops_per_element=0), "copy"),
-        (operators.elementwise([64], flops_per_element=5), "softmax"),
-        (operators.elementwise([64], flops_per_element=8), "layernorm"),
-        (operators.elementwise([64], flops_per_element=1, inputs=2), "add"),
-        (operators.elementwise([64], flops_per_element=6, inputs=2), "silu_mul"),
-        (operators.elementwise([64], flops_per_element=3), "gelu"),
-    ],
-)
-def test_an_elementwise_descriptor_is_priced_as_the_kind_its_counts_say(
-    op: compute_pb2.OperatorDesc, kind: str
-) -> None:
-    assert elementwise_class(op.flops, op.bytes, op.elementwise.elements, 2) == kind
 
 
 TRAINING = Path(__file__).resolve().parents[2] / "examples" / "training_loop.yaml"

@@ -69,14 +69,12 @@ def test_each_row_is_a_measured_time_against_the_backends_price(suite: Suite, ro
 
 
 def test_the_rows_are_the_held_out_table_the_docs_quote(rows: list[Row]) -> None:
-    # median |error| and worst |error| over 20 us per kind, as tools/fit_operators.py --report computes them; an
-    # rmsnorm descriptor is priced as a layernorm, so its row is the backend's, not the fitted rmsnorm class's.
+    # median |error| and worst |error| over 20 us per kind, as tools/fit_operators.py --report computes them: every
+    # element-wise descriptor names its function, so an rmsnorm's row is the fitted rmsnorm class's.
     model = load_parameters()
     for device in DEVICES:
         held_out = split_rows(read_profile(profile_path(device)))[1]
         for line in kind_errors(held_out, model.classes[device], PRESETS[device]):
-            if line.kind == "rmsnorm":
-                continue
             figures = {row.metric: abs(row.error or 0) for row in rows if row.case == f"{device} {line.kind}"}
             assert figures["median_op_us"] == pytest.approx(line.median, abs=1e-6)
             assert figures.get("worst_long_op_us") == pytest.approx(line.worst_long, abs=1e-6)
@@ -90,8 +88,8 @@ def test_the_known_misses_are_the_kinds_that_miss_the_target_today(rows: list[Ro
         if abs(row.error or 0) > target:
             assert row.tolerance.endswith(f"% ({KNOWN_MISS})"), row.label
             missed.add(tuple(row.case.split()))
-    # The fitted table's misses, and an rmsnorm on the H100, which the backend prices as a layernorm.
-    assert missed == MISSED | {("h100", "rmsnorm")}
+    # The fitted table's misses, no more: each element-wise kind is priced as its own fitted class.
+    assert missed == MISSED
 
 
 def test_the_short_form_has_operator_rows_of_each_gpu(suite: Suite) -> None:

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from math import ceil
 
 from stratasim.kernel import operators
+from stratasim.kernel.operators import ElementwiseFunction
 from stratasim.kernel.serving import Compute, Step, TensorParallelCollective
 from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.transformer.blocks import norm_function
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
 __all__ = ["DecoderOperators"]
@@ -45,12 +47,13 @@ class DecoderOperators:
         a, g = model.heads // tp, model.kv_head_count // tp
         kv_elements = 2 * tokens * g * d
         mlp = self._mlp(tokens) if feed_forward is None else feed_forward
+        norm = norm_function(model)
         attention = (
-            Compute("layernorm", self._pointwise("layernorm", (tokens, h), flops=8)),
+            Compute("layernorm", self._pointwise("layernorm", (tokens, h), flops=8, function=norm)),
             Compute("qkv", self._gemm("qkv", tokens, h, (a + 2 * g) * d)),
             Compute(
                 "kv append",
-                self._pointwise("kv append", (2, tokens, g * d), flops=0),
+                self._pointwise("kv append", (2, tokens, g * d), flops=0, function=compute_pb2.COPY),
                 memory_bytes=kv_elements * self.element_bytes,
             ),
             *core,
@@ -61,15 +64,20 @@ class DecoderOperators:
                 *attention,
                 *mlp,
                 self.all_reduce("tp all-reduce", tokens),
-                Compute("residual", self._pointwise("residual", (tokens, h), flops=2, inputs=3)),
+                Compute(
+                    "residual", self._pointwise("residual", (tokens, h), flops=2, inputs=3, function=compute_pb2.ADD)
+                ),
             )
         return (
             *attention,
             self.all_reduce("attention tp all-reduce", tokens),
-            Compute("residual layernorm", self._pointwise("residual layernorm", (tokens, h), flops=9, inputs=2)),
+            Compute(
+                "residual layernorm",
+                self._pointwise("residual layernorm", (tokens, h), flops=9, inputs=2, function=norm),
+            ),
             *mlp,
             self.all_reduce("mlp tp all-reduce", tokens),
-            Compute("residual", self._pointwise("residual", (tokens, h), flops=1, inputs=2)),
+            Compute("residual", self._pointwise("residual", (tokens, h), flops=1, inputs=2, function=compute_pb2.ADD)),
         )
 
     def _mlp(self, tokens: int) -> tuple[Compute, ...]:
@@ -90,11 +98,20 @@ class DecoderOperators:
         model, h = self.model, self.model.hidden
         return (
             Compute("router", self._gemm("router", tokens, h, model.experts)),
-            Compute("router softmax", self._pointwise("router softmax", (tokens, model.experts), flops=5)),
+            Compute(
+                "router softmax",
+                self._pointwise("router softmax", (tokens, model.experts), flops=5, function=compute_pb2.SOFTMAX),
+            ),
             *(self.experts(tokens, model.experts) if with_experts else ()),
             Compute(
                 "expert combine",
-                self._pointwise("expert combine", (tokens, h), flops=2 * model.top_k, inputs=model.top_k),
+                self._pointwise(
+                    "expert combine",
+                    (tokens, h),
+                    flops=2 * model.top_k,
+                    inputs=model.top_k,
+                    function=compute_pb2.WEIGHTED_SUM,
+                ),
             ),
         )
 
@@ -125,14 +142,19 @@ class DecoderOperators:
             return (Compute("attention", fused),)
         return (
             Compute("attention scores", self._gemm("attention scores", r * queries, d, context, batch=b * g)),
-            Compute("softmax", self._pointwise("softmax", (b * a, queries, context), flops=5)),
+            Compute(
+                "softmax", self._pointwise("softmax", (b * a, queries, context), flops=5, function=compute_pb2.SOFTMAX)
+            ),
             Compute("attention context", self._gemm("attention context", r * queries, context, d, batch=b * g)),
         )
 
     def embedding(self, tokens: int) -> list[Step]:
         """The embedding lookup of ``tokens`` tokens and its vocabulary-parallel TP all-reduce."""
         return [
-            Compute("embedding", self._pointwise("embedding", (tokens, self.model.hidden), flops=0)),
+            Compute(
+                "embedding",
+                self._pointwise("embedding", (tokens, self.model.hidden), flops=0, function=compute_pb2.EMBEDDING),
+            ),
             self.all_reduce("embedding tp all-reduce", tokens),
         ]
 
@@ -142,12 +164,15 @@ class DecoderOperators:
         model, tp, b = self.model, self.tp, sequences
         vocab_shard = -(-model.vocab // tp)
         return [
-            Compute("final layernorm", self._pointwise("final layernorm", (b, model.hidden), flops=8)),
+            Compute(
+                "final layernorm",
+                self._pointwise("final layernorm", (b, model.hidden), flops=8, function=norm_function(model)),
+            ),
             Compute("lm head", self._gemm("lm head", b, model.hidden, vocab_shard)),
             TensorParallelCollective(
                 "logits tp all-gather", workload_pb2.ALL_GATHER, b * vocab_shard * tp * self.element_bytes
             ),
-            Compute("sample", self._pointwise("sample", (b, vocab_shard * tp), flops=5)),
+            Compute("sample", self._pointwise("sample", (b, vocab_shard * tp), flops=5, function=compute_pb2.SAMPLE)),
         ]
 
     def all_reduce(self, name: str, tokens: int) -> TensorParallelCollective:
@@ -158,11 +183,15 @@ class DecoderOperators:
     def _activation(self, tokens: int, width: int) -> compute_pb2.OperatorDesc:
         """GeLU of the up projection, or SwiGLU: SiLU of the gate half times the up half."""
         if self.model.activation == "swiglu":
-            return self._pointwise("swiglu", (tokens, width), flops=5, inputs=2)
-        return self._pointwise("gelu", (tokens, width), flops=8)
+            return self._pointwise("swiglu", (tokens, width), flops=5, inputs=2, function=compute_pb2.SILU_MUL)
+        return self._pointwise("gelu", (tokens, width), flops=8, function=compute_pb2.GELU)
 
     def _gemm(self, name: str, m: int, k: int, n: int, batch: int = 1) -> compute_pb2.OperatorDesc:
         return operators.gemm(m, k, n, dtype=self.dtype, batch=batch, name=name)
 
-    def _pointwise(self, name: str, shape: tuple[int, ...], flops: int, inputs: int = 1) -> compute_pb2.OperatorDesc:
-        return operators.elementwise(shape, dtype=self.dtype, flops_per_element=flops, inputs=inputs, name=name)
+    def _pointwise(
+        self, name: str, shape: tuple[int, ...], flops: int, inputs: int = 1, *, function: ElementwiseFunction
+    ) -> compute_pb2.OperatorDesc:
+        return operators.elementwise(
+            shape, dtype=self.dtype, flops_per_element=flops, inputs=inputs, name=name, function=function
+        )

@@ -41,6 +41,7 @@ from pydantic import Field, field_validator, model_validator
 
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.operators import ElementwiseFunction
 from stratasim.kernel.schema import DTypeName, Section
 from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -218,7 +219,7 @@ class ResNet50Workload(_DataParallelWorkload):
         side = _out(self.config.image, 7, 2)
         layers = [self._conv("stem", 3, 64, 7, 2, self.config.image)]
         pooled = _out(side, 3, 2)
-        layers.append(self._pointwise("maxpool", (b, pooled, pooled, 64), forward_flops=9, inputs=1))
+        layers.append(self._pointwise("maxpool", (b, pooled, pooled, 64), 9, inputs=1, function=compute_pb2.POOL))
         side, channels = pooled, 64
         for stage, (width, out, blocks, stride) in enumerate(_RESNET50_STAGES, start=1):
             for block in range(blocks):
@@ -230,12 +231,14 @@ class ResNet50Workload(_DataParallelWorkload):
                 if block == 0:
                     layers.append(self._conv(f"{prefix}.downsample", channels, out, 1, s, side, relu=False))
                 side, channels = _out(side, 3, s), out
-                layers.append(self._pointwise(f"{prefix}.add_relu", (b, side, side, out), forward_flops=2, inputs=2))
+                add_relu = self._pointwise(f"{prefix}.add_relu", (b, side, side, out), 2, 2, function=compute_pb2.ADD)
+                layers.append(add_relu)
+        pooled_shape, pool = (b, side, side, channels), compute_pb2.POOL
         layers.append(
             _Layer(
                 "avgpool",
-                forward=(operators.elementwise((b, side, side, channels), d, name="avgpool fwd"),),
-                input_grad=(operators.elementwise((b, side, side, channels), d, 1, name="avgpool ig"),),
+                forward=(operators.elementwise(pooled_shape, d, name="avgpool fwd", function=pool),),
+                input_grad=(operators.elementwise(pooled_shape, d, 1, name="avgpool ig", function=pool),),
             )
         )
         layers.append(self._dense("fc", b, channels, self.config.classes))
@@ -246,8 +249,9 @@ class ResNet50Workload(_DataParallelWorkload):
         b, d, out = self.config.batch, self.dtype, _out(side, kernel, stride)
         conv = self._dense(name, b * out * out, c_in * kernel * kernel, c_out, bias=False)
         shape = (b, out, out, c_out)
-        norm = operators.elementwise(shape, d, 5 if relu else 4, name=f"{name} bn fwd")
-        norm_grad = operators.elementwise(shape, d, 8, inputs=2, name=f"{name} bn bwd")
+        batchnorm = compute_pb2.BATCHNORM
+        norm = operators.elementwise(shape, d, 5 if relu else 4, name=f"{name} bn fwd", function=batchnorm)
+        norm_grad = operators.elementwise(shape, d, 8, inputs=2, name=f"{name} bn bwd", function=batchnorm)
         return _Layer(
             name,
             forward=conv.forward + (norm,),
@@ -256,12 +260,16 @@ class ResNet50Workload(_DataParallelWorkload):
             params=conv.params + 2 * c_out,
         )
 
-    def _pointwise(self, name: str, shape: tuple[int, ...], forward_flops: int, inputs: int) -> _Layer:
+    def _pointwise(
+        self, name: str, shape: tuple[int, ...], forward_flops: int, inputs: int, *, function: ElementwiseFunction
+    ) -> _Layer:
+        """An element-wise layer computing ``function`` forward, and its gradient (1 FLOP an element, reading the
+        output gradient and one saved tensor) backward."""
         d = self.dtype
         return _Layer(
             name,
-            forward=(operators.elementwise(shape, d, forward_flops, inputs, name=f"{name} fwd"),),
-            input_grad=(operators.elementwise(shape, d, 1, inputs=2, name=f"{name} ig"),),
+            forward=(operators.elementwise(shape, d, forward_flops, inputs, name=f"{name} fwd", function=function),),
+            input_grad=(operators.elementwise(shape, d, 1, inputs=2, name=f"{name} ig", function=function),),
         )
 
 
@@ -323,8 +331,16 @@ class DlrmWorkload(_DataParallelWorkload):
         gathered = (b * c.dp * (c.tables // c.dp) * c.pooling, c.dim)
         embedding = _Layer(
             "embedding",
-            forward=(operators.elementwise(gathered, d, int(c.pooling > 1), inputs=0, name="embedding lookup"),),
-            weight_grad=(operators.elementwise(gathered, d, 1, inputs=1, name="embedding update"),),
+            forward=(
+                operators.elementwise(
+                    gathered, d, int(c.pooling > 1), inputs=0, name="embedding lookup", function=compute_pb2.EMBEDDING
+                ),
+            ),
+            weight_grad=(
+                operators.elementwise(
+                    gathered, d, 1, inputs=1, name="embedding update", function=compute_pb2.EMBEDDING
+                ),
+            ),
             params=(c.tables // c.dp) * c.rows * c.dim,
             data_parallel=False,
             exchange=self.exchange_bytes(),

@@ -45,13 +45,17 @@ and the LM head's weights, unless they are the word embeddings themselves (tied 
 stage): with tied embeddings and several stages the last stage keeps a copy, as Megatron-LM does.
 
 Pointwise FLOPs per element are estimates (norm 8, softmax 5, GeLU 8, SwiGLU 6, rotary 3, residual 1, the MoE
-combine 2 per expert output); biases are fused into their GEMMs and not priced; GEMM FLOPs are exact.
+combine 2 per expert output); biases are fused into their GEMMs and not priced; GEMM FLOPs are exact. Each pointwise
+step names the function it computes (``compute_pb2.RMSNORM`` for ``norm: rmsnorm``, ``SILU_MUL`` for ``activation:
+swiglu``, ...), which a backend with a model per function prices it by.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stratasim.kernel.operators import ElementwiseFunction
+from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
 from stratasim.workload_layer.transformer.memory import attention_core_bytes
 from stratasim.workload_layer.transformer.moe import layer_routing
@@ -76,6 +80,7 @@ __all__ = [
     "embedding_steps",
     "head_steps",
     "iteration_gemm_flops",
+    "norm_function",
 ]
 
 
@@ -170,8 +175,13 @@ def _tp_region(config: TransformerConfig, elements: int) -> tuple[Step, Step]:
 def _activation(model: ModelConfig, shape: tuple[int, ...]) -> Pointwise:
     """The MLP's non-linearity over its inner activations of ``shape``: GeLU, or SwiGLU reading gate and up."""
     if model.activation == "swiglu":
-        return Pointwise("swiglu", shape, flops_per_element=6, inputs=2)
-    return Pointwise("gelu", shape, flops_per_element=8)
+        return Pointwise("swiglu", shape, flops_per_element=6, inputs=2, function=compute_pb2.SILU_MUL)
+    return Pointwise("gelu", shape, flops_per_element=8, function=compute_pb2.GELU)
+
+
+def norm_function(model: ModelConfig) -> ElementwiseFunction:
+    """The function of ``model``'s norms (alone or fused with a residual add): LayerNorm or RMSNorm."""
+    return compute_pb2.RMSNORM if model.norm == "rmsnorm" else compute_pb2.LAYERNORM
 
 
 def layer_steps(config: TransformerConfig, index: int) -> tuple[Step, ...]:
@@ -191,7 +201,9 @@ def _parallel_steps(config: TransformerConfig) -> tuple[Step, ...]:
     norm, enter, *inner, projection, _leave, _residual_norm = attention
     _enter, up, activation, down, leave, _residual = _mlp_steps(config)
     model = config.model
-    residual = Pointwise("residual", (_local_tokens(config), model.hidden), flops_per_element=2, inputs=3)
+    residual = Pointwise(
+        "residual", (_local_tokens(config), model.hidden), flops_per_element=2, inputs=3, function=compute_pb2.ADD
+    )
     return (norm, enter, *inner, projection, up, activation, down, leave, residual)
 
 
@@ -207,20 +219,22 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     else:
         unfused = (
             Gemm("attention scores", s, d, s, batch=heads),
-            Pointwise("softmax", (heads, s, s), flops_per_element=5),
+            Pointwise("softmax", (heads, s, s), flops_per_element=5, function=compute_pb2.SOFTMAX),
             Gemm("attention context", s, s, d, batch=heads),
         )
         core = (Recompute(unfused, attention_core_bytes(config)),) if plan.recompute == "selective" else unfused
-    rotary = Pointwise("rotary embedding", (tokens, (model.heads + model.kv_head_count) * d // tp), flops_per_element=3)
+    rotary_shape = (tokens, (model.heads + model.kv_head_count) * d // tp)
+    rotary = Pointwise("rotary embedding", rotary_shape, flops_per_element=3, function=compute_pb2.ROTARY)
+    norm = norm_function(model)
     return (
-        Pointwise(model.norm, (local, h), flops_per_element=8),
+        Pointwise(model.norm, (local, h), flops_per_element=8, function=norm),
         enter,
         Gemm("qkv", tokens, h, model.qkv_width // tp),
         *((rotary,) if model.position_embedding == "rope" else ()),
         *core,
         Gemm("attention projection", tokens, model.attention_width // tp, h),
         leave,
-        Pointwise(f"residual {model.norm}", (local, h), flops_per_element=9, inputs=2),
+        Pointwise(f"residual {model.norm}", (local, h), flops_per_element=9, inputs=2, function=norm),
     )
 
 
@@ -235,7 +249,7 @@ def _mlp_steps(config: TransformerConfig) -> tuple[Step, ...]:
         _activation(model, (tokens, f)),
         Gemm("mlp down", tokens, f, h),
         leave,
-        Pointwise("residual", (_local_tokens(config), h), flops_per_element=1, inputs=2),
+        Pointwise("residual", (_local_tokens(config), h), flops_per_element=1, inputs=2, function=compute_pb2.ADD),
     )
 
 
@@ -248,7 +262,9 @@ def _moe_steps(config: TransformerConfig) -> tuple[Step, ...]:
     dispatched = r.dispatched_tokens * h
     route = (
         Gemm("router", r.routed_tokens, h, model.experts),
-        Pointwise("router softmax", (r.routed_tokens, model.experts), flops_per_element=5),
+        Pointwise(
+            "router softmax", (r.routed_tokens, model.experts), flops_per_element=5, function=compute_pb2.SOFTMAX
+        ),
         AllToAll("moe dispatch", dispatched),
     )
     experts = (
@@ -258,9 +274,17 @@ def _moe_steps(config: TransformerConfig) -> tuple[Step, ...]:
     )
     combine = (
         AllToAll("moe combine", dispatched),
-        Pointwise("moe combine", (r.routed_tokens, h), flops_per_element=2 * model.top_k, inputs=model.top_k),
+        Pointwise(
+            "moe combine",
+            (r.routed_tokens, h),
+            flops_per_element=2 * model.top_k,
+            inputs=model.top_k,
+            function=compute_pb2.WEIGHTED_SUM,
+        ),
     )
-    residual = Pointwise("residual", (_local_tokens(config), h), flops_per_element=1, inputs=2)
+    residual = Pointwise(
+        "residual", (_local_tokens(config), h), flops_per_element=1, inputs=2, function=compute_pb2.ADD
+    )
     if plan.sequence_parallel:
         enter, leave = _tp_region(config, tp * dispatched)
         return (*route, enter, *experts, leave, *combine, residual)
@@ -274,7 +298,13 @@ def embedding_steps(config: TransformerConfig) -> tuple[Step, ...]:
     model, plan = config.model, config.parallelism
     tokens = plan.micro_batch * model.seq_len
     learned = model.position_embedding == "learned"
-    lookup = Pointwise("embedding", (tokens, model.hidden), flops_per_element=int(learned), inputs=1 + learned)
+    lookup = Pointwise(
+        "embedding",
+        (tokens, model.hidden),
+        flops_per_element=int(learned),
+        inputs=1 + learned,
+        function=compute_pb2.EMBEDDING,
+    )
     return lookup, _tp_region(config, tokens * model.hidden)[1]
 
 
@@ -283,10 +313,15 @@ def head_steps(config: TransformerConfig) -> tuple[Step, ...]:
     model, plan = config.model, config.parallelism
     tokens, vocab = plan.micro_batch * model.seq_len, -(-model.vocab // plan.tp)
     return (
-        Pointwise(f"final {model.norm}", (_local_tokens(config), model.hidden), flops_per_element=8),
+        Pointwise(
+            f"final {model.norm}",
+            (_local_tokens(config), model.hidden),
+            flops_per_element=8,
+            function=norm_function(model),
+        ),
         _tp_region(config, tokens * model.hidden)[0],
         Gemm("lm head", tokens, model.hidden, vocab),
-        Pointwise("loss", (tokens, vocab), flops_per_element=5),
+        Pointwise("loss", (tokens, vocab), flops_per_element=5, function=compute_pb2.CROSS_ENTROPY),
     )
 
 

@@ -6,8 +6,10 @@ blocks of them; :mod:`stratasim.workload_layer.transformer.training_graph` emits
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TypeAlias
+
+from stratasim.kernel.operators import ElementwiseFunction
 
 __all__ = [
     "Gemm",
@@ -39,15 +41,19 @@ class Gemm:
 
 @dataclass(frozen=True)
 class Pointwise:
-    """An element-wise operator over ``shape`` reading ``inputs`` tensors, ``flops_per_element`` each.
+    """An element-wise operator over ``shape`` reading ``inputs`` tensors, ``flops_per_element`` each, computing
+    ``function`` (e.g. ``compute_pb2.RMSNORM``).
 
-    Its backward pass is costed as the same operator reading one more tensor (the output gradient).
+    Its backward pass is costed as the same operator reading one more tensor (the output gradient), computing the
+    same function's gradient.
     """
 
     name: str
     shape: tuple[int, ...]
     flops_per_element: int
     inputs: int = 1
+    _: KW_ONLY
+    function: ElementwiseFunction
 
 
 @dataclass(frozen=True)

@@ -417,7 +417,12 @@ class _Emitter:
 
     def _pointwise(self, step: Pointwise, inputs: int) -> compute_pb2.OperatorDesc:
         return operators.elementwise(
-            step.shape, dtype=self._plan.dtype, flops_per_element=step.flops_per_element, inputs=inputs, name=step.name
+            step.shape,
+            dtype=self._plan.dtype,
+            flops_per_element=step.flops_per_element,
+            inputs=inputs,
+            name=step.name,
+            function=step.function,
         )
 
     def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
