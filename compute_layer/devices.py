@@ -272,18 +272,18 @@ _A100 = Device(
     "40 MB (40,960 KB) L2 cache, L2 read bandwidth 5,120 bytes/clk at 1,410 MHz = 7.22 TB/s; rent $4 per GPU-hour: "
     f"BM.GPU.A100-v2.8 (8 x A100 80 GB) at $32 an hour, {_OCI}; {_NO_PURCHASE_PRICE}",
     usd_per_hour=4.0,
-    compute_efficiency=0.585,
+    compute_efficiency=0.586,
     memory_efficiency=0.834,
     size_efficiency=True,
     calibration_source="fitted to Megatron-LM's training throughput on DGX A100s (Narayanan et al., SC'21, table "
     "1, and PALM's table IV: GPTs of 18B to 1T parameters at 135-163 TFLOP/s per GPU; compute efficiency with tile "
-    "and wave quantization, largest error 7.1 %) and Azure's measured HBM triad of 1.70 TB/s on ND A100 v4 "
+    "and wave quantization, largest error 7.0 %) and Azure's measured HBM triad of 1.70 TB/s on ND A100 v4 "
     "(Azure/AI-benchmarking-guide; memory efficiency)",
 )
 
 _H100_COMPUTE_FIT = (
     "fitted to MosaicML's MPT-7B, 13B and 30B pre-training on one HGX H100 node in bf16 (llm-foundry benchmarks: "
-    "85,144, 38,336 and 16,022 tokens/s; compute efficiency with tile and wave quantization, largest error 8.6 %)"
+    "85,144, 38,336 and 16,022 tokens/s; compute efficiency with tile and wave quantization, largest error 7.7 %)"
 )
 
 _H100 = Device(
@@ -312,7 +312,7 @@ _H100 = Device(
     "L2 bandwidth 9.37 TB/s estimated (A100's 5,120 bytes/clk at 1,830 MHz), not published; rent $10 per GPU-hour: "
     f"BM.GPU.H100.8 (8 x H100) at $80 an hour, {_OCI}; {_NO_PURCHASE_PRICE}",
     usd_per_hour=10.0,
-    compute_efficiency=0.502,
+    compute_efficiency=0.508,
     memory_efficiency=0.887,
     size_efficiency=True,
     calibration_source=f"{_H100_COMPUTE_FIT} and Azure's measured HBM triad of 2.97 TB/s on ND H100 v5 "
@@ -446,7 +446,7 @@ _TPUV5P = Device(
     f"v5p-8 slice (4 chips) at $16.8 an hour in us-central1, us-east1 and us-east5, {_GCP_TPU}; TPUs are not sold, "
     "so no purchase price",
     usd_per_hour=4.2,
-    compute_efficiency=0.831,
+    compute_efficiency=0.832,
     size_efficiency=True,
     calibration_source="fitted to MaxText's 32B and 64B models pre-trained on a v5p-128 slice and its 128B on a "
     "v5p-256 in bf16 (MaxText/configs/v5p/README.md, December 2023: 328, 323 and 315 TFLOP/s per chip; compute "
@@ -471,12 +471,12 @@ _GAUDI3 = Device(
     "Cloud; Oracle and Google rent none) was readable, so price_usd and usd_per_hour are left out",
     # Fitted to the CI runs whose simulated time the network changes by under 2 %; the MME tile is not read, so no
     # tile and wave quantization.
-    compute_efficiency=0.203,
+    compute_efficiency=0.207,
     calibration_source="fitted to optimum-habana's CI measurements of full bf16 fine-tuning on Gaudi 3 (huggingface/"
     "optimum-habana tests/baselines/fixture/tests/test_examples.json, Intel Gaudi software 1.20, sequences of 1024): "
     "Gemma 2B on one card (23.781 sequences/s), CodeLlama 13B with DeepSpeed ZeRO-1 (29.814) and GPT-2 XL with ZeRO-2 "
     "(147.801) on one 8-card node; compute efficiency without tile and wave quantization (MME tile not read), "
-    "largest error 13 %; memory efficiency not measured (the datasheet's)",
+    "largest error 15 %; memory efficiency not measured (the datasheet's)",
 )
 
 PRESETS: Mapping[str, Device] = catalog([_A100, _H100, _TPUV4, _H200, _B200, _MI300X, _TPUV5P, _GAUDI3])

@@ -58,6 +58,7 @@ FUNCTION_CLASSES: Mapping[ElementwiseFunction, str] = MappingProxyType(
         compute_pb2.POOL: "gelu",
         compute_pb2.EMBEDDING: "copy",
         compute_pb2.WEIGHTED_SUM: "add",
+        compute_pb2.OPTIMIZER: "add",
         compute_pb2.BATCHNORM: "layernorm",
         compute_pb2.CROSS_ENTROPY: "softmax",
         compute_pb2.SAMPLE: "softmax",
@@ -70,7 +71,8 @@ layernorm, rmsnorm, softmax, copy); otherwise the profiled kind bound by the sam
   bound by that traffic, as the one-input activation ``gelu`` is;
 - ``embedding``: rows moved from a table without arithmetic (positions added at most), bound by the bytes moved,
   as ``copy`` is;
-- ``weighted_sum``: several inputs streamed into one output, as ``add``'s two are;
+- ``weighted_sum``: several inputs streamed into one output, as ``add``'s two are; ``optimizer``: a parameter's
+  gradient and states streamed in and its states and weight out, as ``add`` streams its tensors;
 - ``batchnorm``: a normalisation, bound by its reductions and traffic, as ``layernorm`` is;
 - ``cross_entropy`` and ``sample``: a softmax over each row of logits and a pick, bound by the per-row work, as
   ``softmax`` is (:data:`~stratasim.compute_layer.measured.features.WORK_BOUND`)."""

@@ -115,6 +115,8 @@ class _ElementwiseFunctionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_E
     """ReLU, max(x, 0)."""
     POOL: _ElementwiseFunction.ValueType  # 15
     """Pooling over windows (max or average), and its gradient."""
+    OPTIMIZER: _ElementwiseFunction.ValueType  # 16
+    """An optimizer's update of each parameter from its gradient and states (mixed-precision Adam's fused kernel)."""
 
 class ElementwiseFunction(_ElementwiseFunction, metaclass=_ElementwiseFunctionEnumTypeWrapper):
     """What an element-wise operator computes, so that a backend with a model per function (the measured backend's
@@ -155,6 +157,8 @@ RELU: ElementwiseFunction.ValueType  # 14
 """ReLU, max(x, 0)."""
 POOL: ElementwiseFunction.ValueType  # 15
 """Pooling over windows (max or average), and its gradient."""
+OPTIMIZER: ElementwiseFunction.ValueType  # 16
+"""An optimizer's update of each parameter from its gradient and states (mixed-precision Adam's fused kernel)."""
 Global___ElementwiseFunction: _TypeAlias = ElementwiseFunction  # noqa: Y015
 
 class _Bound:

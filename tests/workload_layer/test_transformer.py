@@ -64,9 +64,11 @@ def test_node_counts_and_flops_per_npu_match_hand_counts() -> None:
     assert workload.micro_batches == 2 and len(graphs) == 8
     # Per micro-batch and layer: 6 GEMMs + 5 pointwise forward, 12 GEMMs + 5 pointwise backward, 2 + 2 TP
     # all-reduces. Stage 0 adds the embedding (1 + 1 compute, 1 all-reduce); stage 1 the head (3 + 4 compute,
-    # 1 all-reduce). Plus one DP all-reduce, one send and one receive per micro-batch.
+    # 1 all-reduce). Plus one DP all-reduce, one send and one receive per micro-batch, and the optimizer step.
     first, last = kinds(graphs[0]), kinds(graphs[2])
-    assert first[workload_pb2.COMP_NODE] == 2 * (2 * 28 + 2) and last[workload_pb2.COMP_NODE] == 2 * (2 * 28 + 7)
+    assert (
+        first[workload_pb2.COMP_NODE] == 2 * (2 * 28 + 2) + 1 and last[workload_pb2.COMP_NODE] == 2 * (2 * 28 + 7) + 1
+    )
     assert first[workload_pb2.COMM_COLL_NODE] == last[workload_pb2.COMM_COLL_NODE] == 2 * 9 + 1
     for counts in (first, last):
         assert counts[workload_pb2.COMM_SEND_NODE] == counts[workload_pb2.COMM_RECV_NODE] == 2

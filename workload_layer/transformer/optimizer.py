@@ -36,4 +36,5 @@ def optimizer_step(parameters: int, dtype: operators.DType) -> compute_pb2.Opera
         flops_per_element=ADAM_FLOPS_PER_PARAMETER,
         inputs=tensors - 1,
         name="optimizer step",
+        function=compute_pb2.OPTIMIZER,
     )

@@ -24,6 +24,7 @@ from functools import partial
 
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
@@ -54,6 +55,8 @@ class StagePlan:
     forward and backward passes and its gradients reduce-scattered after each backward pass instead. Groups of one
     NPU emit no collective. ``gemm_dtype``, when set, is the dtype every GEMM is priced in (FP8 training: its
     peak), while its bytes, every other operator and all communication stay in ``dtype``.
+    ``optimizer_parameters`` are the parameters whose optimizer step this NPU runs once its gradients are reduced
+    (:mod:`stratasim.workload_layer.transformer.optimizer`; 0: no step).
     """
 
     npu: int
@@ -72,6 +75,7 @@ class StagePlan:
     zero: int = 0
     gather_boundary: bool = False
     gemm_dtype: operators.DType | None = None
+    optimizer_parameters: int = 0
 
     def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
         """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
@@ -118,6 +122,7 @@ class _Emitter:
         self._last_backward = {step.chunk: step for step in plan.order if step.direction == "backward"}
         self._bucket = 0
         self._expert_bucket = 0
+        self._reductions: list[int] = []  # the gradient collectives the optimizer step waits for
         self._last_on: dict[tuple[int, ...], int] = {}
         self._prefetch_after: list[int] = []
         self._operators: dict[tuple[Gemm | Pointwise | Attention, str], bytes] = {}
@@ -129,6 +134,7 @@ class _Emitter:
             else:
                 self._backward(step)
         self._reduce_gradients()
+        self._optimizer_step()
         return self._graph
 
     def _forward(self, step: Pass) -> None:
@@ -229,15 +235,26 @@ class _Emitter:
             if not size or len(group) < 2:
                 continue
             if self._plan.zero == 0:
-                self._group_collective(
+                reduce = self._group_collective(
                     f"{label} gradient all-reduce", workload_pb2.ALL_REDUCE, size, group, self._ready
                 )
+                self._reductions.append(reduce)
             else:
                 scatter = self._group_collective(
                     f"{label} gradient reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group, self._ready
                 )
+                self._reductions.append(scatter)
                 self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group, [scatter])
         self._bucket = self._expert_bucket = 0
+
+    def _optimizer_step(self) -> None:
+        """The optimizer step over this NPU's parameters, once compute is done and every gradient collective of
+        the iteration has finished. The updated parameters' all-gather of ZeRO stages 1 and 2 stays issued after
+        each bucket's reduce-scatter: it stands for Megatron-LM's overlap of that gather with the next
+        iteration's forward pass."""
+        if self._plan.optimizer_parameters:
+            op = optimizer_step(self._plan.optimizer_parameters, self._plan.dtype).SerializeToString()
+            self._compute("optimizer step", op, [*self._ready, *self._reductions])
 
     def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """``block``'s dense and expert parameter bytes on this TP rank, each with the group ZeRO shards it over."""
@@ -266,9 +283,10 @@ class _Emitter:
             return
         for size, group in self._block_shards(block):
             if size and len(group) > 1:
-                self._group_collective(
+                scatter = self._group_collective(
                     f"{prefix} zero reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group, self._ready
                 )
+                self._reductions.append(scatter)
 
     def _group_collective(
         self,

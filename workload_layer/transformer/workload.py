@@ -36,10 +36,12 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
 - Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp`` and ``ep``. Each graph carries
   the stage's resident memory (weights, gradients, optimizer states) and its nodes allocate and free the layers'
   activations along the timeline (:mod:`stratasim.workload_layer.transformer.memory`).
+- Each NPU ends the iteration with the optimizer step over the parameters whose states it holds, once its
+  gradients are reduced (:mod:`stratasim.workload_layer.transformer.optimizer`: mixed-precision Adam, bound by
+  memory bandwidth).
 
 Not modelled: the vocabulary-parallel cross-entropy's small all-reduces, the embedding-gradient all-reduce between
-the first and last stages, the layernorm-gradient all-reduce over TP with sequence parallelism, dropout and the
-optimizer step. Pointwise FLOP counts per element are estimates (layernorm 8, softmax 5, GeLU 8, residual 1);
+the first and last stages, the layernorm-gradient all-reduce over TP with sequence parallelism and dropout. Pointwise FLOP counts per element are estimates (layernorm 8, softmax 5, GeLU 8, residual 1);
 GEMM FLOPs are exact.
 """
 
@@ -65,7 +67,12 @@ from stratasim.workload_layer.transformer.blocks import (
     layer_steps,
 )
 from stratasim.workload_layer.transformer.config import ModelConfig, ParallelismConfig, TransformerConfig
-from stratasim.workload_layer.transformer.memory import StageMemory, layer_activations, stage_memory
+from stratasim.workload_layer.transformer.memory import (
+    OPTIMIZER_BYTES_PER_PARAMETER,
+    StageMemory,
+    layer_activations,
+    stage_memory,
+)
 from stratasim.workload_layer.transformer.moe import expert_groups
 from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
 from stratasim.workload_layer.transformer.steps import Block
@@ -206,6 +213,7 @@ class TransformerWorkload:
             expert_group=tuple(replicas[d] for d in ep_ranks),
             expert_data_group=tuple(replicas[d] for d in expert_data_ranks),
             zero=plan.zero,
+            optimizer_parameters=memory.optimizer_bytes // OPTIMIZER_BYTES_PER_PARAMETER,
         )
 
     def stage_parameters(self, stage: int) -> int:
