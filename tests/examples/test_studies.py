@@ -3,13 +3,13 @@
 Each figure was checked against a hand estimate before it was stored (ser(x) = x / bandwidth):
 - quickstart: the baseline all-reduce runs a full ring all-reduce per dimension and the 4 chunks pipeline, so
   the switch (2 x 3 x (2 us + ser(256 MiB) at 25 GB/s) = 64.4 ms) plus one chunk on the ring of 8 (9.4 ms).
-- training_loop: two passes of ~19.5 TFLOP of GEMMs at the fitted H100's 0.502 x 989 TFLOP/s, ~78.5 ms, and the
+- training_loop: two passes of ~19.5 TFLOP of GEMMs at the fitted H100's 0.508 x 989 TFLOP/s, ~77.6 ms, and the
   exposed tail.
 - transformer: Megatron's count 72 B s l h^2 (1 + s/6h + V/16lh) = 5.85e14 FLOP over 32 NPUs at the reported
-  237 TFLOP/s is 77.2 ms.
+  233 TFLOP/s is 78.5 ms; the optimizer step adds 1.7 ms (5.1 GB of states at 0.887 x 3.35 TB/s).
 - inference: decode reads the 6.74 GB of weights per GPU (TP 2) at the fitted 0.887 x 3.35 TB/s, ~2.3 ms a token
   against a TPOT of 2.72 ms.
-- resnet50: 0.79 TFLOP per GPU (3 x 8.2 GFLOP x 32 images), 4.3 ms at the fitted A100's 0.585 x 312 TFLOP/s, but
+- resnet50: 0.79 TFLOP per GPU (3 x 8.2 GFLOP x 32 images), 4.3 ms at the fitted A100's 0.586 x 312 TFLOP/s, but
   most layers are memory-bound: 12.2 GB of operator traffic at 0.834 x 2.04 TB/s is ~7.2 ms; the gradient all-reduces (51 MB, ~1.8 ms
   on the ring) hide under the backward pass.
 - torus_allreduce: a ring all-reduce per dimension of 4, 2 x 3 x ser(16 MiB) = 2.01 ms each, 4 chunks
@@ -22,25 +22,25 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   validated, by ``stratasim check``): 1/12 of the full iteration's FLOPs, 3.7e14 per GPU, ~2.5 s at
   ~150 TFLOP/s, stretched by the 1F1B bubble of (p - 1) / m = 15/16 to ~4.7 s.
 - serving/llama3_70b_h100_tp8 (a short form: 400 requests of the 2,000): 400 arrivals at 40/s take ~10 s, and
-  the longest outputs (up to 2,048 tokens at ~10 ms a step, ~20 s) finish after them: 29.4 s in all. A
+  the longest outputs (up to 2,048 tokens at ~10 ms a step, ~20 s) finish after them: 29.9 s in all. A
   6,144-token prompt (the longest) is 2 x 70e9 x 6144 / 8 = 1.1e14 FLOP per GPU, ~0.22 s at the fitted H100's
-  ~500 TFLOP/s, plus its attention: p99 TTFT 0.37 s. A decode step reads the 17.6 GB of weights per GPU at
-  0.887 x 3.35 TB/s, ~5.9 ms, plus 160 all-reduces of a few tens of microseconds each; p99 TPOT 52 ms at batches
+  ~500 TFLOP/s, plus its attention: p99 TTFT 0.40 s. A decode step reads the 17.6 GB of weights per GPU at
+  0.887 x 3.35 TB/s, ~5.9 ms, plus 160 all-reduces of a few tens of microseconds each; p99 TPOT 58 ms at batches
   of ~90 sequences per replica mixing prefill chunks in.
 - serving/llama3_70b_h100_disaggregated (400 requests of the 2,000, at 20/s): arrivals take ~20 s and the longest
   outputs (2,048 tokens at ~12 ms a step, ~25 s) end at 34.5 s. A KV move is 320 KiB a token over eight 50 GB/s
   links: the mean prompt (1,024 e^0.32 = 1,410 tokens) moves in 1.16 ms, moves started together (one prefill
   iteration's hand-offs to one decode replica) take longer, and a move waits while its replicas' links carry
-  earlier ones: mean 1.46 ms. p99 TPOT 12.3 ms: the 5.9 ms weight read
-  and 160 all-reduces at ~100 sequences, with no prompt chunk mixed in; p99 TTFT 0.59 s, the longest prompt's
+  earlier ones: mean 1.50 ms. p99 TPOT 12.5 ms: the 5.9 ms weight read
+  and 160 all-reduces at ~100 sequences, with no prompt chunk mixed in; p99 TTFT 0.58 s, the longest prompt's
   0.22 s and queueing behind others on two prefill replicas.
 - serving/mixtral_8x7b_h100_tp2 (400 requests of the 2,000, at 20/s): ~20 s of arrivals, the longest output 2,048
   tokens at ~20 ms, 42.6 s in all. A decode step reads 46.7 GB of weights per GPU (every expert, TP 2) at 0.887 x
-  3.35 TB/s, 15.7 ms: p99 TPOT 23 ms; the longest prompt is 6144 x 2 x 12.9e9 active parameters / 2 = 7.9e13 FLOP
+  3.35 TB/s, 15.7 ms: p99 TPOT 24 ms; the longest prompt is 6144 x 2 x 12.9e9 active parameters / 2 = 7.9e13 FLOP
   per GPU, ~0.16 s at ~500 TFLOP/s, plus attention: p99 TTFT 0.19 s.
 - serving/mixtral_8x7b_h100_ep8 (400 requests of the 2,000, at 20/s): the same model as eight TP-1 replicas in one
   EP-8 group, a GPU holding one expert a layer: 7.24 B parameters, 14.5 GB, so a decode step reads ~4.9 ms of
-  weights plus the busiest member's chunk and 64 all-to-alls of 16 KiB a token: mean TPOT 8.7 ms, p99 12.9 ms. The
+  weights plus the busiest member's chunk and 64 all-to-alls of 16 KiB a token: mean TPOT 8.8 ms, p99 13.3 ms. The
   longest prompt (6,144 tokens) is 2 x 1.6e9 x 6144 = 2.0e13 FLOP of its own part on its GPU and, routed evenly,
   1,536 tokens through each GPU's 32 experts, 2 x 5.6e9 x 1536 = 1.7e13 FLOP: ~75 ms at ~500 TFLOP/s, plus
   attention, 64 all-to-alls of 7/8 x 100 MB at 450 GB/s (~14 ms) and queueing: p99 TTFT 0.14 s; 26.7 s in all (the
@@ -106,11 +106,11 @@ SHORT_FORMS = {
 # Headline figures by example: total_time_ps, and what the report adds for training or serving.
 HEADLINES: dict[str, dict[str, int | float]] = {
     "quickstart.yaml": {"total_time_ps": 73_875_130_400},
-    "training_loop.yaml": {"total_time_ps": 78_813_001_686},
+    "training_loop.yaml": {"total_time_ps": 77_886_407_388},
     # Fused attention and the h100 preset's fitted model (issue 14): unfused on the datasheet, 70,678,794,768 ps.
-    "transformer.yaml": {"total_time_ps": 78_554_789_375, "tflops_per_npu": 236.8512279684538},
+    "transformer.yaml": {"total_time_ps": 79_842_170_750, "tflops_per_npu": 233.03222033541718},
     # Fused attention and the fitted h100 (issue 14): unfused on the datasheet, 348,118,406,357 ps.
-    "inference.yaml": {"total_time_ps": 410_114_929_298, "ttft_ns": 64_190_829.366, "tpot_ns": 2_723_811.8104881886},
+    "inference.yaml": {"total_time_ps": 409_484_042_802, "ttft_ns": 63_559_942.87, "tpot_ns": 2_723_811.8104881886},
     # Every operator from the operator-level model fitted to H100 kernel times (issue 26).
     # Element-wise operators name their function (RMSNorm, SwiGLU): inferred from FLOPs, 53,815,571,337 ps,
     # TTFT 47,712,723.106 ns and TPOT 6,102,848.231 ns.
@@ -119,40 +119,40 @@ HEADLINES: dict[str, dict[str, int | float]] = {
         "ttft_ns": 46_243_397.193,
         "tpot_ns": 6_003_429.838,
     },
-    "resnet50.yaml": {"total_time_ps": 8_770_850_727},
+    "resnet50.yaml": {"total_time_ps": 8_765_003_214},
     "torus_allreduce.yaml": {"total_time_ps": 2_531_582_400},
     "fat_tree_alltoall.yaml": {"total_time_ps": 320_572_800},
     "palm_congestion.yaml": {"total_time_ps": 122_980_000},
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
-    "gpt3_175b.yaml": {"total_time_ps": 4_554_165_163_630, "tflops_per_npu": 80.60835004903505},
+    "gpt3_175b.yaml": {"total_time_ps": 4_571_545_695_461, "tflops_per_npu": 80.30188565226379},
     "serving/llama3_70b_h100_tp8.yaml": {
-        "total_time_ps": 29_389_569_226_476,
-        "ttft_p99_ns": 373_145_200.09735,
-        "tpot_p99_ns": 51_895_536.91083218,
+        "total_time_ps": 29_927_234_957_307,
+        "ttft_p99_ns": 398_284_557.96863997,
+        "tpot_p99_ns": 57_975_240.73761643,
     },
     "serving/llama3_70b_h100_disaggregated.yaml": {
-        "total_time_ps": 34_525_181_980_895,
-        "ttft_p99_ns": 589_968_533.2247299,
-        "tpot_p99_ns": 12_347_920.692983646,
-        "kv_transfer_mean_ns": 1_463_682.1534275,
+        "total_time_ps": 34_521_173_497_124,
+        "ttft_p99_ns": 578_758_372.6647298,
+        "tpot_p99_ns": 12_548_510.398237959,
+        "kv_transfer_mean_ns": 1_498_533.1440275,
     },
     "serving/mixtral_8x7b_h100_tp2.yaml": {
-        "total_time_ps": 42_649_526_890_829,
-        "ttft_p99_ns": 193_006_998.01743,
-        "tpot_p99_ns": 23_203_722.01943243,
+        "total_time_ps": 42_705_490_020_105,
+        "ttft_p99_ns": 186_538_908.98749998,
+        "tpot_p99_ns": 23_630_170.536563743,
     },
     "serving/mixtral_8x7b_h100_ep8.yaml": {
-        "total_time_ps": 26_692_137_934_025,
-        "ttft_p99_ns": 142_988_573.5859399,
-        "tpot_p99_ns": 12_872_234.933956264,
-        "tpot_mean_ns": 8_709_728.989850136,
+        "total_time_ps": 26_745_612_948_024,
+        "ttft_p99_ns": 139_684_048.64106998,
+        "tpot_p99_ns": 13_312_777.243610295,
+        "tpot_mean_ns": 8_764_610.655163357,
         "weights_bytes_per_npu": 14_485_561_344.0,
     },
     "serving/llama3_70b_h100_speculative.yaml": {
-        "total_time_ps": 30_807_713_777_498,
-        "ttft_p99_ns": 381_092_632.4663199,
-        "tpot_mean_ns": 13_520_739.954440245,
-        "speculative_tokens_per_step": 2.7558505513328337,
+        "total_time_ps": 30_625_099_956_755,
+        "ttft_p99_ns": 379_053_131.52051,
+        "tpot_mean_ns": 13_474_725.04843002,
+        "speculative_tokens_per_step": 2.756145610278373,
     },
 }
 

@@ -82,22 +82,22 @@ def test_cost_per_iteration_is_npus_times_time_times_the_hourly_rate() -> None:
     report = run_study(load_study(TRANSFORMER, ["compute.device={preset: h100, usd_per_hour: 3.6}"]))
     data = report.to_dict()
     npus, total_ps = data["npus"], data["total_time_ps"]
-    assert (npus, total_ps) == (32, 78554789375)
-    # 32 NPUs x 78,554,789,375 ps x $3.6/h / (3.6 x 10^15 ps/h) = $0.002513753260, exactly: the study's rate wins
+    assert (npus, total_ps) == (32, 79842170750)
+    # 32 NPUs x 79,842,170,750 ps x $3.6/h / (3.6 x 10^15 ps/h) = $0.002554949464, to the float's last digits: the study's rate wins
     # over the preset's.
-    assert data["cost_usd_per_iteration"] == float(Fraction(32 * 78554789375, 10**15)) == 0.002513753260
-    assert "cost             $0.00251375 per iteration" in report.to_text()
+    assert data["cost_usd_per_iteration"] == pytest.approx(float(Fraction(32 * 79842170750, 10**15)), rel=1e-12)
+    assert "cost             $0.00255495 per iteration" in report.to_text()
     assert "cost_usd_per_iteration" not in run_study(load_study(TRANSFORMER, ["compute.device=gaudi3"])).to_dict()
 
 
 def test_the_h100_preset_prices_an_iteration_at_its_published_rate() -> None:
     # examples/transformer.yaml names the preset alone: its rate, Oracle's $10 per H100-hour, prices the iteration.
     data = run_study(load_study(TRANSFORMER)).to_dict()
-    assert (data["npus"], data["total_time_ps"]) == (32, 78554789375)
-    # By hand: 32 x 78.554789375 ms x $10 / 3600 s = $0.00698265, to the float's last digits.
-    by_hand = 32 * 78.554789375e-3 * 10.0 / 3600
+    assert (data["npus"], data["total_time_ps"]) == (32, 79842170750)
+    # By hand: 32 x 79.84217075 ms x $10 / 3600 s = $0.00709708, to the float's last digits.
+    by_hand = 32 * 79.84217075e-3 * 10.0 / 3600
     assert data["cost_usd_per_iteration"] == pytest.approx(by_hand, rel=1e-12)
-    assert data["cost_usd_per_iteration"] == pytest.approx(float(Fraction(32 * 78554789375 * 10, 36 * 10**14)))
+    assert data["cost_usd_per_iteration"] == pytest.approx(float(Fraction(32 * 79842170750 * 10, 36 * 10**14)))
 
 
 def test_a_sweep_varies_a_key_of_the_described_device(tmp_path: Path) -> None:

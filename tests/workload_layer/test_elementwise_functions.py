@@ -51,6 +51,7 @@ def test_a_llama_shaped_training_graph_names_rmsnorm_and_silu_mul() -> None:
         "residual": "add",
         "final rmsnorm": "rmsnorm",
         "loss": "cross_entropy",
+        "optimizer step": "optimizer",
     }
 
 
