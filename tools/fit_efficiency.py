@@ -10,6 +10,11 @@ compute efficiency that makes the largest over-estimate equal the largest under-
 error: each study's throughput rises with the efficiency, so a bisection finds it). The result goes into the
 preset in compute_layer/devices.py by hand, with the references cited; tests/examples/test_calibration.py checks
 the preset still reproduces them.
+
+    python tools/fit_efficiency.py h100 --operators
+
+fits nothing: it prices the device's references with the ``measured`` backend (operators fitted to measured kernel
+times, with the overheads the simulator names: the optimizer step, exposed communication) and prints what is left.
 """
 
 from __future__ import annotations
@@ -155,10 +160,26 @@ def fit(
     return round((low + high) / 2, 3)
 
 
+def operator_errors(references: Sequence[Reference]) -> list[float]:
+    """Each reference's relative error priced by the ``measured`` backend's operator model, nothing fitted: what
+    the operators measured one by one and the overheads the simulator names leave of the published run."""
+    figures: dict[Path, dict[str, float]] = {}
+    for study in dict.fromkeys(reference.study for reference in references):
+        report = stratasim.run(study, **{"compute.backend": "measured"})
+        assert report.training is not None, f"{study} is not a training study"
+        figures[study] = report.training
+    return [figures[reference.study][reference.metric] / reference.value - 1 for reference in references]
+
+
 def main() -> None:
     """Fit the device named on the command line and print each reference's error at the fit."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("device", choices=sorted(REFERENCES))
+    parser.add_argument(
+        "--operators",
+        action="store_true",
+        help="fit nothing: price the references with the measured backend's operator model and print what is left",
+    )
     parser.add_argument("--memory-efficiency", type=float, help="default: the device's measured one")
     parser.add_argument("--launch-overhead", default="0ns")
     parser.add_argument(
@@ -168,6 +189,10 @@ def main() -> None:
         help="with tile and wave quantization (the default for a device with a tiling) or without",
     )
     args = parser.parse_args()
+    if args.operators:
+        for reference, error in zip(REFERENCES[args.device], operator_errors(REFERENCES[args.device])):
+            print(f"  {reference.study.relative_to(ROOT)}: operator model, {reference.metric} error {error:+.1%}")
+        return
     if args.sized is None:  # a device whose tile is not published (b200) has no quantization to apply
         args.sized = PRESETS[args.device].tiling is not None
     args.memory_efficiency = args.memory_efficiency or MEMORY_EFFICIENCY[args.device]

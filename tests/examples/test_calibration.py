@@ -11,6 +11,7 @@ import pytest
 from stratasim.config.study_file import load_study
 from stratasim.study.run import run_study
 from stratasim.validate.cases import case
+from tools.fit_efficiency import REFERENCES, operator_errors
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CALIBRATION = EXAMPLES / "calibration"
@@ -176,3 +177,12 @@ def test_gpt_neox_20b_on_gaudi3_shows_its_exposed_gradient_all_reduce() -> None:
     low, high = published.check("samples_per_second").band
     assert low <= report.training["samples_per_second"] / published.check("samples_per_second").expected <= high
     assert report.total_time_ps == published.check("total_time_ps").expected
+
+
+def test_the_operator_model_leaves_the_mpt_runs_a_fifth_to_two_fifths_fast() -> None:
+    """Priced by the `measured` backend (operators fitted to H100 kernel times), with the optimizer step and exposed
+    communication named, MPT's runs come out 15-45 % faster than MosaicML measured them: what no overhead the
+    simulator names explains yet (docs/validation/calibration.md, "What the operator model leaves of whole runs").
+    A named overhead that closes part of the gap moves these figures and that section with them."""
+    errors = operator_errors(REFERENCES["h100"])
+    assert len(errors) == 3 and all(0.15 < error < 0.45 for error in errors), errors
