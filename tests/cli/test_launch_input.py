@@ -1,4 +1,4 @@
-"""Bad ``compute.launch`` input ends ``stratasim check`` and ``stratasim run`` with one clear message naming the key
+"""Bad ``compute.launch`` input (and ``stratasim serve --launch``) ends ``stratasim check`` and ``stratasim run`` with one clear message naming the key
 and what is expected, and exit code 2, never a traceback: an unknown mode; a host time zero, negative or not a
 time; ``launch`` on a backend other than ``measured``; ``eager`` on a device whose profile did not measure the host's
 issue time (a shipped one, or a device file without ``launch``) and no time given; a device file whose measured
@@ -97,3 +97,33 @@ def test_a_device_file_whose_host_time_is_not_a_positive_number_is_one_error(
     study.write_text(STUDY.replace("device: h100", "device: {file: spoiled.device.yaml}"), encoding="utf-8")
     code, out, err = run_cli("check", str(study))
     _one_clear_message(code, err, "compute.device.launch.eager_s: ", "spoiled.device.yaml")
+
+
+def test_serve_reads_launch_as_the_study_does(run_cli: RunCli) -> None:
+    import argparse
+
+    from stratasim.cli.serve import add_arguments, options_of
+    from stratasim.compute_layer.backend_section import EagerLaunch
+    from stratasim.remote.serve_options import ServeOptions
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = options_of(parser.parse_args(["compute", "--backend", "measured", "--launch", "8us"]))
+    assert options.section is not None and isinstance(options.section.launch, EagerLaunch)
+    assert options.section.launch.eager == 8 * 10**6  # picoseconds
+    assert ServeOptions.from_json(options.to_json()) == options  # as a spawned server receives it
+    plain = options_of(parser.parse_args(["compute", "--backend", "measured", "--launch", "eager"]))
+    assert plain.section is not None and plain.section.launch == "eager"
+    for value, said in (("fast", "not 'fast'"), ("0us", "not '0us'")):
+        code, out, err = run_cli("serve", "compute", "--backend", "measured", "--launch", value)
+        assert (
+            code == 2
+            and out == ""
+            and err
+            == (
+                "error: --launch: expected graph, eager or the host's time to issue one kernel, a positive time such as "
+                f"8us, {said}\n"
+            )
+        )
+    code, _, err = run_cli("serve", "compute", "--backend", "roofline", "--launch", "eager")
+    assert code == 2 and err == "error: --launch is read by the measured compute backend only\n"
