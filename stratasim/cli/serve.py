@@ -184,10 +184,11 @@ def _section(keys: dict[str, str]) -> BackendSection:
     from stratasim.compute_layer.backend_section import BackendSection
 
     launch = keys.get("launch")
+    given: dict[str, object] = dict(keys)
     if launch is not None and launch not in ("graph", "eager"):
-        keys = {**keys, "launch": {"eager": launch}}  # type: ignore[dict-item]
+        given["launch"] = {"eager": launch}
     try:
-        return BackendSection.model_validate(keys)
+        return BackendSection.model_validate(given)
     except ValidationError:  # only --launch is read here: the others are checked by the backends reading them
         expected = "graph, eager or the host's time to issue one kernel, a positive time such as 8us"
         raise StrataSimError(f"--launch: expected {expected}, not {launch!r}") from None
