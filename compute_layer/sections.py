@@ -12,10 +12,17 @@ from stratasim.compute_layer.accelerator_section import (
     AcceleratorSection,
     describes_accelerator,
 )
-from stratasim.compute_layer.backend_section import MAPPER_BACKEND, PROFILE_BACKEND, BackendSection
+from stratasim.compute_layer.backend_section import (
+    MAPPER_BACKEND,
+    MEASURED_BACKEND,
+    PROFILE_BACKEND,
+    BackendSection,
+    LaunchKey,
+)
 from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection, describes_measured
+from stratasim.compute_layer.measured.launch import needs_host_time
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
@@ -33,9 +40,6 @@ ACCELERATOR_BACKEND = "timeloop"
 
 WAFER_BACKEND = "wafer"
 """The backend that prices on a tiled / wafer-scale accelerator described in the study."""
-
-MEASURED_BACKEND = "measured"
-"""The backend that prices on a device fitted to a measured profile (``stratasim profile``'s device file)."""
 
 _DESCRIBED_BY = {
     DeviceSection: (DESCRIBING_BACKEND, "a described device", "described"),
@@ -179,7 +183,8 @@ class ComputeSection(Section):
     kinds it does not name, defaults to ``backend``); a route may name its own device in its backend's names
     (``{gemm: {backend: timeloop, device: systolic-32x32-os}}``). ``profile`` is the table of measured times the
     ``profile`` backend reads; ``objective`` what the timeloop backend's mapper minimises (``latency``, the
-    default, ``energy`` or ``edp``).
+    default, ``energy`` or ``edp``); ``launch`` how the measured backend's kernels are launched (``graph``, the
+    default, ``eager`` or ``{eager: 8us}``).
     """
 
     backend: str = "roofline"
@@ -200,6 +205,15 @@ class ComputeSection(Section):
     objective: Literal["latency", "energy", "edp"] | None = None
     """What the ``timeloop`` backend's mapper minimises: cycles (``latency``, the default), ``energy`` or their
     product (``edp``)."""
+    launch: LaunchKey | None = None
+    """How the ``measured`` backend's kernels reach the GPU: ``graph`` (the default: back to back, as the profiles
+    measured them by CUDA-graph replay), or ``eager`` (one by one from the host, as PyTorch without graphs issues
+    them: each kernel costs at least the host's time to issue it, so an operator of k kernels costs
+    max(modelled time, k x host time)). The host time is a measurement: bare ``eager`` takes the one ``stratasim
+    profile`` measured and wrote into the device file (``device: {file: NAME.device.yaml}``); ``{eager: 8us}``
+    gives it in the study, over the file's (the shipped h100 and h200 profiles did not measure it, so they need
+    this form). One key with two forms, not a second key, so that a host time cannot be given without eager
+    launch or left behind when switching back to ``graph``."""
 
     @field_validator("device", mode="before")
     @classmethod
@@ -233,6 +247,19 @@ class ComputeSection(Section):
                 f"'objective' chooses what the {MAPPER_BACKEND} backend's mapper minimises; this section "
                 f"does not use it"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _launch_for_measured(self) -> ComputeSection:
+        if self.launch is None:
+            return self
+        if MEASURED_BACKEND not in self.routes().values():
+            raise ValueError(
+                f"'launch' is read by the {MEASURED_BACKEND} compute backend only, which this section does not use"
+            )
+        measured = self.device.launch if isinstance(self.device, MeasuredDeviceSection) else None
+        if self.launch == "eager" and measured is None:
+            raise ValueError(needs_host_time(self.device_name()))
         return self
 
     @model_validator(mode="after")
@@ -282,7 +309,7 @@ class ComputeSection(Section):
         return accelerator_message(self.device.accelerator())
 
     def backend_section(self) -> BackendSection | None:
-        """The keys a backend is built with (``profile``, ``objective``), handed to every backend's factory; None when
+        """The keys a backend is built with (``profile``, ``objective``, ``launch``), handed to every backend's factory; None when
         the section sets none of them (each backend's defaults)."""
         keys = {key: getattr(self, key) for key in BackendSection.model_fields if getattr(self, key) is not None}
         return BackendSection(**keys) if keys else None

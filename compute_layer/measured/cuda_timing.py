@@ -5,6 +5,8 @@ captured in one CUDA graph, the graph replayed :data:`REPLAYS` times between two
 per call kept — the GPU's own time per kernel, with no Python or launch overhead between kernels. Where capture
 fails, the ``reps`` calls run back to back between the events instead. The backward pass of causal attention
 cannot be captured (autograd): it is timed as 8 back-to-back forward-and-backward calls minus 8 forward calls.
+``launch_eager`` is the one-element add called 200 times back to back without a graph: its GPU time (about 1.2 us)
+is shorter than the host's time to issue it, so the median per call is the host's issue time per kernel.
 
 PyTorch is imported only by :func:`load_torch`, so the rest of StrataSim never needs it; the timer receives the
 module it returns.
@@ -19,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from stratasim.compute_layer.measured.grid import Case, elementwise_columns
+from stratasim.compute_layer.measured.profile_rows import LAUNCH_EAGER
 from stratasim.kernel.errors import StrataSimError
 
 __all__ = ["CudaTimer", "NEEDS_TORCH", "NO_GPU", "REPLAYS", "REPS", "ProfilingUnavailable", "load_torch"]
@@ -26,7 +29,7 @@ __all__ = ["CudaTimer", "NEEDS_TORCH", "NO_GPU", "REPLAYS", "REPS", "ProfilingUn
 NEEDS_TORCH = "stratasim profile needs PyTorch: pip install 'stratasim[profile]'"
 NO_GPU = "stratasim profile found no CUDA GPU (PyTorch sees none): it measures the GPU it runs on"
 
-REPS = {"tiny_kernel": 50, "attention_causal": 8}
+REPS = {"tiny_kernel": 50, "attention_causal": 8, LAUNCH_EAGER: 200}
 """Calls per timing for the kinds that differ from the default :data:`_DEFAULT_REPS`."""
 
 _DEFAULT_REPS = 12
@@ -67,6 +70,8 @@ class CudaTimer:
         if case.kind == "attention_causal" and case.shape["pass_"] == "backward":
             return self._attention_backward(case, reps)
         with self._torch.no_grad():
+            if case.kind == LAUNCH_EAGER:
+                return self._eager_median(self._operator(case), reps)
             return self._graph_median(self._operator(case), reps)
 
     def _random(self, *shape: int, grad: bool = False) -> Any:
@@ -75,7 +80,7 @@ class CudaTimer:
     def _operator(self, case: Case) -> Operator:
         """The call that runs ``case`` once, its tensors allocated."""
         torch, kind = self._torch, case.kind
-        if kind == "tiny_kernel":
+        if kind in ("tiny_kernel", LAUNCH_EAGER):
             one = torch.ones(1, dtype=self._dtype, device=self._device)
             return lambda: one + one
         if kind in ("gemm", "bmm"):

@@ -18,7 +18,7 @@ from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.evaluation import LONG_US, KindError, kind_errors
 from stratasim.compute_layer.measured.features import CLASSES, class_of
 from stratasim.compute_layer.measured.fitting import fit_classes
-from stratasim.compute_layer.measured.profile_rows import ProfileRow
+from stratasim.compute_layer.measured.profile_rows import LAUNCH_EAGER, ProfileRow
 from stratasim.compute_layer.measured.split import HELD_OUT_EVERY, split_rows
 from stratasim.kernel.errors import ConfigError
 
@@ -37,10 +37,12 @@ _FIT = (
 
 @dataclass(frozen=True)
 class FittedProfile:
-    """One profile's fitted classes (rounded) and their held-out error table, one line per kind."""
+    """One profile's fitted classes (rounded), their held-out error table, one line per kind, and the host's issue
+    time per kernel launched eagerly (seconds, rounded; None: the profile did not measure it)."""
 
     classes: dict[str, dict[str, float]]
     held_out: list[KindError]
+    eager_launch_s: float | None = None
 
 
 def fit_profile(rows: Sequence[ProfileRow], device: Device, source: str = "the profile") -> FittedProfile:
@@ -54,8 +56,19 @@ def fit_profile(rows: Sequence[ProfileRow], device: Device, source: str = "the p
         message = f"no rows of {', '.join(missing)}: a fit needs rows of every class ({', '.join(CLASSES)})"
         raise ConfigError(source, [("kind", message)])
     fitted = fit_classes(training, device)
-    classes = {name: {key: float(f"{value:.{SIGNIFICANT}g}") for key, value in p.items()} for name, p in fitted.items()}
-    return FittedProfile(classes, kind_errors(held_out, classes, device))
+    classes = {name: {key: _rounded(value) for key, value in p.items()} for name, p in fitted.items()}
+    return FittedProfile(classes, kind_errors(held_out, classes, device), _eager_launch_s(rows))
+
+
+def _eager_launch_s(rows: Sequence[ProfileRow]) -> float | None:
+    """The host's issue time per kernel the profile measured (the median of its ``launch_eager`` rows), in seconds
+    to six digits; None without such a row. Measured, never fitted."""
+    times = sorted(row.us for row in rows if row.kind == LAUNCH_EAGER)
+    return None if not times else _rounded(times[(len(times) - 1) // 2] * 1e-6)
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT}g}")
 
 
 def parameters_document(name: str, profile: Path, fitted: FittedProfile, provenance: dict[str, Any]) -> dict[str, Any]:
@@ -70,8 +83,9 @@ def device_document(
 ) -> dict[str, Any]:
     """The device file of ``name`` fitted on ``structure`` (a study's ``compute.device``, the keys of
     :class:`~stratasim.compute_layer.measured.device_section.MeasuredDeviceSection`): the profile's file name (the
-    device file is written beside it), its SHA-256, ``provenance`` with the fit's line added, and the classes."""
-    return {
+    device file is written beside it), its SHA-256, ``provenance`` with the fit's line added, the classes and, when
+    the profile measured it, the host's issue time per kernel (``launch: {eager_s: ...}``)."""
+    document: dict[str, Any] = {
         "name": name,
         "structure": structure.name,
         "sha256": _sha256(profile),
@@ -79,6 +93,9 @@ def device_document(
         "provenance": {**provenance, "fit": _FIT},
         "classes": fitted.classes,
     }
+    if fitted.eager_launch_s is not None:
+        document["launch"] = {"eager_s": fitted.eager_launch_s}
+    return document
 
 
 def _sha256(path: Path) -> str:

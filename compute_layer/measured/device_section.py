@@ -4,7 +4,7 @@
 
 The mapping names the device, the preset whose structure (tensor-core tiling, L2 capacity, board power) the fit
 assumed, the profile it was fitted to (relative to the file that holds the mapping, else to the study file) with
-its SHA-256, the fit's provenance and every class's parameters. Validation checks all of it: every class the
+its SHA-256, the fit's provenance, every class's parameters and, when measured, the host's issue time per kernel. Validation checks all of it: every class the
 measured backend prices, each with all its parameters positive and finite, a structure the fit can assume, and a
 profile that exists and is the one fitted. The same parameter models check a description that arrives over the wire
 (:func:`fitted_classes`), so a remote backend refuses what a study would.
@@ -27,6 +27,7 @@ from stratasim.v1 import compute_pb2
 __all__ = [
     "STRUCTURES",
     "FittedClasses",
+    "LaunchParameters",
     "MeasuredDeviceSection",
     "ProvenanceSection",
     "calibration_line",
@@ -131,6 +132,15 @@ class FittedClasses(Section):
         return self.model_dump(by_alias=True)
 
 
+class LaunchParameters(Section):
+    """``compute.device.launch``: what ``stratasim profile`` measured of launching kernels (optional: the shipped
+    profiles did not measure it)."""
+
+    eager_s: Positive
+    """The host's time to issue one kernel without a CUDA graph, in seconds: a one-element add called back to back,
+    the median time per call (``compute.launch: eager`` prices each kernel at least this)."""
+
+
 def _date_text(value: object) -> object:
     """A date YAML read as a date (``date: 2026-11-27`` unquoted), as its ISO text."""
     return value.isoformat() if isinstance(value, datetime.date) else value
@@ -179,6 +189,8 @@ class MeasuredDeviceSection(Section):
     """What was measured, with what, when and how."""
     classes: FittedClasses
     """Every class's fitted parameters."""
+    launch: LaunchParameters | None = None
+    """The host's issue time per kernel, when the profile measured it (``compute.launch: eager`` reads it)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -222,6 +234,8 @@ class MeasuredDeviceSection(Section):
         )
         if self.memory_capacity is not None:
             message.memory_capacity_bytes = self.memory_capacity
+        if self.launch is not None:
+            message.eager_launch_s = self.launch.eager_s
         return message
 
 

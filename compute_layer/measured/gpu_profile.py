@@ -42,7 +42,9 @@ __all__ = ["METHOD", "ProfileOutputs", "default_name", "profile_gpu", "save_prof
 METHOD = (
     "CUDA-graph replay medians: each operator called 12 times inside one captured CUDA graph (the smallest kernel "
     "50, causal attention 8), the graph replayed 5 times between CUDA events, the median per call kept (us, "
-    "microseconds); attention backward timed as 8 back-to-back forward+backward calls minus 8 forward calls"
+    "microseconds); attention backward timed as 8 back-to-back forward+backward calls minus 8 forward calls; "
+    "launch_eager: the smallest kernel called 200 times back to back without a graph, the median per call (the "
+    "host's time to issue one kernel)"
 )
 
 

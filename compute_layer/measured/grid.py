@@ -4,7 +4,8 @@ The grid is the reference profiles' (``data/*.csv``): the smallest kernel; GEMMs
 of 14 ``(K, N)`` pairs of GPT-3, LLaMA and square layers; four batched GEMMs; causal attention forward and backward
 over head dims 64 and 128, 8 to 512 batch-heads and 512 to 8192 tokens (at most 512 x 4096 x 4096 score elements);
 decode attention (32 query heads over 8 KV heads, head dim 128); and the element-wise and normalisation kinds over
-2^16 to 2^28 values. Each :class:`Case` carries the shape columns :data:`profile_rows.SHAPE_COLUMNS` names.
+2^16 to 2^28 values; then, beyond the reference grid, the eager launch of the smallest kernel (the host's
+time to issue one kernel, :data:`~stratasim.compute_layer.measured.profile_rows.LAUNCH_EAGER`). Each :class:`Case` carries the shape columns :data:`profile_rows.SHAPE_COLUMNS` names.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS
+from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS, LAUNCH_EAGER
 
 __all__ = ["Case", "GEMM_KN", "GEMM_M", "BMM_SHAPES", "DECODE_HEADS", "DECODE_KV_HEADS", "DECODE_HEAD_DIM", "grid"]
 __all__ += ["ELEMENTWISE_SIZES", "elementwise_columns"]
@@ -83,7 +84,7 @@ def grid() -> list[Case]:
     cases += _attention_cases()
     cases += [_decode_case(batch, context) for batch in _DECODE_BATCHES for context in _DECODE_CONTEXTS]
     cases += [Case(kind, {"elements": size}) for size in ELEMENTWISE_SIZES for kind in ELEMENTWISE_KINDS]
-    return cases
+    return [*cases, Case(LAUNCH_EAGER, {})]
 
 
 def _attention_cases() -> list[Case]:

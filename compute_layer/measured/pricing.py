@@ -27,6 +27,7 @@ from stratasim.compute_layer.measured.forms import (
     gemm_features,
     gemm_time,
 )
+from stratasim.compute_layer.measured.launch import EAGER_KERNELS
 from stratasim.kernel.operators import AttentionShape, ElementwiseFunction, ElementwiseShape, GemmShape, Shape
 from stratasim.v1 import compute_pb2
 
@@ -37,11 +38,13 @@ Parameters = Mapping[str, Mapping[str, float]]
 
 @dataclass(frozen=True)
 class Priced:
-    """An operator's modelled time in seconds, the bytes it moves and the level that bounds it."""
+    """An operator's modelled time in seconds, the bytes it moves, the level that bounds it and the kernels an eager
+    framework launches for it (:data:`~stratasim.compute_layer.measured.launch.EAGER_KERNELS`)."""
 
     seconds: float
     bytes: int
     bound: compute_pb2.Bound.ValueType
+    kernels: int = 1
 
 
 FUNCTION_CLASSES: Mapping[ElementwiseFunction, str] = MappingProxyType(
@@ -129,4 +132,4 @@ def price_shape(
     assert isinstance(shape, ElementwiseShape)
     kind = elementwise_kind(op, shape, element_bytes)
     seconds = bandwidth_time(params[kind], op.bytes, elementwise_cached(kind, op.bytes, device))
-    return Priced(seconds, op.bytes, compute_pb2.MEMORY)
+    return Priced(seconds, op.bytes, compute_pb2.MEMORY, EAGER_KERNELS.get(kind, 1))

@@ -13,13 +13,21 @@ from pathlib import Path
 
 from stratasim.kernel.errors import ConfigError
 
-__all__ = ["ProfileRow", "SHAPE_COLUMNS", "read_profile"]
+__all__ = ["LAUNCH_EAGER", "ProfileRow", "SHAPE_COLUMNS", "UNFITTED_KINDS", "read_profile"]
 
 ELEMENTWISE_KINDS = ("add", "gelu", "silu_mul", "layernorm", "rmsnorm", "softmax", "copy")
 """The element-wise and normalisation kinds a profile measures, each over ``elements`` bf16 values."""
 
+LAUNCH_EAGER = "launch_eager"
+"""The optional kind measuring the host's time to issue one kernel without a CUDA graph (``stratasim profile``
+measures it; the shipped reference profiles do not have it)."""
+
+UNFITTED_KINDS = ("tiny_kernel", LAUNCH_EAGER)
+"""The kinds no fitted class prices: the floors' evidence and the eager host time, each a class of its own."""
+
 SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "tiny_kernel": (),
+    LAUNCH_EAGER: (),
     "gemm": ("M", "K", "N"),
     "bmm": ("B", "M", "K", "N"),
     "attention_causal": ("batch_heads", "seq", "head_dim", "pass_"),

@@ -100,7 +100,7 @@ def _section(profile: str | None, objective: str | None) -> BackendSection | Non
     """What the backends are built with, as a study's compute section hands it over: ``--profile``'s table and
     ``--objective``; None when neither is given."""
     keys = {key: value for key, value in (("profile", profile), ("objective", objective)) if value is not None}
-    return BackendSection(**keys) if keys else None
+    return BackendSection.model_validate(keys) if keys else None
 
 
 def _device(backend: str, text: str, profile: str | None, objective: str | None) -> tuple[str, Description | None]:

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from stratasim.cli.arg_types import positive_int
 from stratasim.kernel import units
@@ -19,6 +20,9 @@ from stratasim.kernel.errors import StrataSimError, UnitError
 from stratasim.remote.limits import Limits
 from stratasim.remote.serve_main import serve_with
 from stratasim.remote.serve_options import LAYERS, ServeOptions
+
+if TYPE_CHECKING:
+    from stratasim.compute_layer.backend_section import BackendSection
 
 __all__ = ["add_arguments", "handle", "main", "options_of"]
 
@@ -86,6 +90,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="what the mapper minimises: latency (default), energy or edp (timeloop backend only)",
     )
+    parser.add_argument(
+        "--launch",
+        metavar="MODE",
+        help="how kernels are launched: graph (default), eager (at the host time the device file measured) or the "
+        "host's time to issue one kernel, e.g. 8us (eager at that time) (measured backend only)",
+    )
 
 
 def _add_security(parser: argparse.ArgumentParser) -> None:
@@ -142,14 +152,12 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
 
 
 def options_of(args: argparse.Namespace) -> ServeOptions:
-    """The server's options from its command line; ``--profile`` and ``--objective`` make the compute backend's
-    section, refused (:class:`StrataSimError`) when the compute backend served does not read them."""
-    keys = {key: getattr(args, key) for key in ("profile", "objective") if getattr(args, key) is not None}
+    """The server's options from its command line; ``--profile``, ``--objective`` and ``--launch`` make the compute
+    backend's section, refused (:class:`StrataSimError`) when the compute backend served does not read them."""
+    keys = {key: getattr(args, key) for key in ("profile", "objective", "launch") if getattr(args, key) is not None}
     section = None
     if keys:
-        from stratasim.compute_layer.backend_section import BackendSection  # pydantic, only for a section
-
-        section = BackendSection(**keys)
+        section = _section(keys)
         compute = dict([(args.layer, args.backend), *([] if args.also is None else [args.also])]).get("compute")
         unread = section.unread(compute)
         if unread is not None:
@@ -166,6 +174,24 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
         args.token_file,
         Limits(args.max_sessions, args.idle_timeout, args.max_npus, args.max_links, args.max_request_bytes),
     )
+
+
+def _section(keys: dict[str, str]) -> BackendSection:
+    """The compute backend's section from its flags (``--launch 8us``: eager at that host time); a ``--launch`` it
+    cannot read is :class:`StrataSimError` naming the flag."""
+    from pydantic import ValidationError  # pydantic, only for a section
+
+    from stratasim.compute_layer.backend_section import BackendSection
+
+    launch = keys.get("launch")
+    given: dict[str, object] = dict(keys)
+    if launch is not None and launch not in ("graph", "eager"):
+        given["launch"] = {"eager": launch}
+    try:
+        return BackendSection.model_validate(given)
+    except ValidationError:  # only --launch is read here: the others are checked by the backends reading them
+        expected = "graph, eager or the host's time to issue one kernel, a positive time such as 8us"
+        raise StrataSimError(f"--launch: expected {expected}, not {launch!r}") from None
 
 
 def handle(args: argparse.Namespace) -> int:

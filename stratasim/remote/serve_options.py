@@ -28,7 +28,7 @@ LAYERS = ("network", "compute")
 class ServeOptions:
     """A server of ``layer`` with the registered ``backend`` on ``listen``; ``also`` the other layer and its
     backend, served on the same endpoint; ``section`` what the compute backend served is built with (a study's
-    ``compute.profile`` and ``compute.objective``; None: its defaults); the files of its TLS material and token
+    ``compute.profile``, ``compute.objective`` and ``compute.launch``; None: its defaults); the files of its TLS material and token
     (without ``token_file``, the token comes from ``$STRATASIM_TOKEN`` when set); its ``limits``."""
 
     layer: str

@@ -1146,6 +1146,7 @@ class MeasuredDevice(_message.Message):
     CLASSES_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
     MEMORY_CAPACITY_BYTES_FIELD_NUMBER: _builtins.int
+    EAGER_LAUNCH_S_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     structure: _builtins.str
     """The preset whose structure the fit assumed ("h100", "h200")."""
@@ -1153,6 +1154,10 @@ class MeasuredDevice(_message.Message):
     """What the model was fitted to, in words a report can show."""
     memory_capacity_bytes: _builtins.int
     """Absent: the structure preset's."""
+    eager_launch_s: _builtins.float
+    """The host's time to issue one kernel launched eagerly (no CUDA graph), in seconds, as `stratasim profile`
+    measured it; absent: not measured (`compute.launch: eager` then needs the study's time).
+    """
     @_builtins.property
     def classes(self) -> _containers.MessageMap[_builtins.str, Global___MeasuredClass]:
         """Every class the measured backend prices ("gemm", "attention_forward", ..., "copy"), by name."""
@@ -1165,13 +1170,19 @@ class MeasuredDevice(_message.Message):
         classes: _abc.Mapping[_builtins.str, Global___MeasuredClass] | None = ...,
         calibration: _builtins.str = ...,
         memory_capacity_bytes: _builtins.int | None = ...,
+        eager_launch_s: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "memory_capacity_bytes", b"memory_capacity_bytes"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_eager_launch_s", b"_eager_launch_s", "_memory_capacity_bytes", b"_memory_capacity_bytes", "eager_launch_s", b"eager_launch_s", "memory_capacity_bytes", b"memory_capacity_bytes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "calibration", b"calibration", "classes", b"classes", "memory_capacity_bytes", b"memory_capacity_bytes", "name", b"name", "structure", b"structure"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_eager_launch_s", b"_eager_launch_s", "_memory_capacity_bytes", b"_memory_capacity_bytes", "calibration", b"calibration", "classes", b"classes", "eager_launch_s", b"eager_launch_s", "memory_capacity_bytes", b"memory_capacity_bytes", "name", b"name", "structure", b"structure"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__eager_launch_s: _TypeAlias = _typing.Literal["eager_launch_s"]  # noqa: Y015
+    _WhichOneofArgType__eager_launch_s: _TypeAlias = _typing.Literal["_eager_launch_s", b"_eager_launch_s"]  # noqa: Y015
     _WhichOneofReturnType__memory_capacity_bytes: _TypeAlias = _typing.Literal["memory_capacity_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_capacity_bytes: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__eager_launch_s) -> _WhichOneofReturnType__eager_launch_s | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_capacity_bytes) -> _WhichOneofReturnType__memory_capacity_bytes | None: ...
 
 Global___MeasuredDevice: _TypeAlias = MeasuredDevice  # noqa: Y015

@@ -1,6 +1,7 @@
 """A stand-in for the parts of PyTorch :class:`~stratasim.compute_layer.measured.cuda_timing.CudaTimer` uses, on a
-simulated GPU clock: every kernel takes a fixed time, captured kernels run when their graph replays, and autograd
-refuses capture as PyTorch's does, so the timing method is checked without PyTorch or a GPU."""
+simulated GPU clock: every kernel takes a fixed time, captured kernels run when their graph replays, a kernel
+launched eagerly takes at least the host's time to issue it, and autograd refuses capture as PyTorch's does, so the
+timing method is checked without PyTorch or a GPU."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ BACKWARD_US = 5.0
 
 
 class FakeGpu:
-    """The clock (microseconds) and the graph being captured, if any."""
+    """The clock (microseconds), the graph being captured, if any, and the host's time to issue one kernel."""
 
-    def __init__(self) -> None:
-        self.now_us = 0.0
+    def __init__(self, host_us: float = 0.0) -> None:
+        self.now_us, self.host_us = 0.0, host_us
         self.capturing: FakeGraph | None = None
         self.launches = 0
 
@@ -27,8 +28,8 @@ class FakeGpu:
         self.launches += 1
         if self.capturing is not None:
             self.capturing.kernels.append(us)
-        else:
-            self.now_us += us
+        else:  # launched eagerly: the stream runs at the host's pace when the kernel is shorter
+            self.now_us += max(us, self.host_us)
 
 
 class FakeGraph:
@@ -74,9 +75,10 @@ class FakeNorm:
         return x._kernel()
 
 
-def fake_torch() -> tuple[Any, FakeGpu]:
-    """A module answering what the timer asks of ``torch``, and its GPU."""
-    gpu = FakeGpu()
+def fake_torch(host_us: float = 0.0) -> tuple[Any, FakeGpu]:
+    """A module answering what the timer asks of ``torch``, and its GPU (whose host issues a kernel in
+    ``host_us``)."""
+    gpu = FakeGpu(host_us)
 
     def tensor(*_: object, requires_grad: bool = False, **__: object) -> FakeTensor:
         return FakeTensor(gpu, requires_grad)

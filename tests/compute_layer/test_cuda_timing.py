@@ -1,5 +1,6 @@
 """The CUDA timer's method on a fake GPU: per-call medians of captured graphs, eager timing where capture fails,
-attention's backward pass as forward-and-backward minus forward, and every operator of the grid built."""
+attention's backward pass as forward-and-backward minus forward, the eager launch at the host's pace, and every
+operator of the grid built."""
 
 from __future__ import annotations
 
@@ -46,3 +47,14 @@ def test_where_capture_fails_the_calls_are_timed_back_to_back() -> None:
     assert CudaTimer(torch)(Case("copy", {"elements": 2**20})) == pytest.approx(KERNEL_US)
     # 3 warm-up calls, 1 on the side stream, then eagerly: 3 more warm-up calls and 5 timings of 12 calls
     assert gpu.launches == 3 + 1 + 3 + 5 * 12
+
+
+def test_the_eager_launch_is_timed_without_a_graph_at_the_hosts_pace() -> None:
+    torch, gpu = fake_torch(host_us=9.0)
+    timer = CudaTimer(torch)
+    assert timer(Case("tiny_kernel", {})) == pytest.approx(KERNEL_US)  # replayed: the GPU's own time
+    launches = gpu.launches
+    assert timer(Case("launch_eager", {})) == pytest.approx(9.0)  # the host's issue time, not the kernel's
+    assert gpu.launches - launches == 3 + 5 * 200  # warm-up, then 5 timings of 200 calls, none captured
+    fast_host, _ = fake_torch(host_us=0.5)
+    assert CudaTimer(fast_host)(Case("launch_eager", {})) == pytest.approx(KERNEL_US)
