@@ -1,6 +1,7 @@
 """Reading a request's operators, for every compute backend: the wire error an unusable operator earns, the
 label messages call it by, and its shape (decoded by :func:`stratasim.kernel.operators.shape_of`) checked against the
-kinds the backend prices; and answering a request for device facts (:func:`described`).
+kinds the backend prices; answering a request for device facts (:func:`described`); and building what a device
+described on the wire prices with once per distinct description (:class:`DescriptionCache`).
 
 A backend raises :class:`Rejected` while pricing and returns ``rejected.error`` in its ``EstimateResponse``, so a
 bad operator is one clear error naming ``ops[i]`` and the field, never an exception on the wire.
@@ -9,12 +10,22 @@ bad operator is one clear error naming ``ops[i]`` and the field, never an except
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from typing import Generic, Protocol, TypeVar
 
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import OperatorKind, Shape, ShapeError, dtype_bytes, kind_name, kind_of, shape_of
 from stratasim.v1 import common_pb2, compute_pb2
 
-__all__ = ["Rejected", "label", "checked_shape", "element_bytes", "described", "unknown_capacity", "adjusts"]
+__all__ = [
+    "DescriptionCache",
+    "Rejected",
+    "label",
+    "checked_shape",
+    "element_bytes",
+    "described",
+    "unknown_capacity",
+    "adjusts",
+]
 
 _KINDS: tuple[OperatorKind, ...] = (compute_pb2.GEMM, compute_pb2.CONV, compute_pb2.ELEMENTWISE, compute_pb2.ATTENTION)
 
@@ -90,6 +101,42 @@ def described(
     except (BackendError, ValueError) as exc:
         error = common_pb2.Error(code=common_pb2.Error.INVALID_ARGUMENT, message=str(exc), where="devices")
         return compute_pb2.DescribeResponse(error=error)
+
+
+class _Description(Protocol):
+    """A device description on the wire: a named message."""
+
+    name: str
+
+    def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...  # noqa: N802 - protobuf's name
+
+
+DescriptionT = TypeVar("DescriptionT", bound=_Description)
+BuiltT = TypeVar("BuiltT")
+
+
+class DescriptionCache(Generic[DescriptionT, BuiltT]):
+    """What each distinct device description builds (a device, a fitted model), built once: a description is told
+    apart by its deterministic serialization, so equal descriptions in many requests are checked and built once."""
+
+    def __init__(self, build: Callable[[DescriptionT], BuiltT]) -> None:
+        self._build = build
+        self._built: dict[bytes, BuiltT] = {}
+
+    def get(self, name: str, description: DescriptionT) -> BuiltT:
+        """What ``description`` builds; ``ValueError`` when it describes a device other than ``name`` (or
+        whatever ``build`` raises on a malformed one)."""
+        if description.name != name:
+            raise ValueError(f"the device described is named {description.name!r}, not {name!r}")
+        key = description.SerializeToString(deterministic=True)
+        found = self._built.get(key)
+        if found is None:
+            found = self._built[key] = self._build(description)
+        return found
+
+    def clear(self) -> None:
+        """Forget everything built."""
+        self._built.clear()
 
 
 def unknown_capacity(device: str, reason: str) -> compute_pb2.DeviceFacts:

@@ -35,7 +35,7 @@ from stratasim.compute_layer.devices import (
     efficiency_statement,
 )
 from stratasim.compute_layer.efficiency import size_efficiency
-from stratasim.compute_layer.requests import Rejected, described, label
+from stratasim.compute_layer.requests import DescriptionCache, Rejected, described, label
 from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import dtype_name, signature
@@ -71,7 +71,7 @@ class RooflineCompute:
     def __init__(self, devices: Iterable[Device] | None = None) -> None:
         self._devices = PRESETS if devices is None else catalog(devices)
         self._cache: dict[tuple[Device, bytes], compute_pb2.OperatorCost] = {}
-        self._described: dict[bytes, Device] = {}
+        self._described: DescriptionCache[compute_pb2.RooflineDevice, Device] = DescriptionCache(device_from_message)
 
     def devices(self) -> list[str]:
         """Names of the devices this instance can price, sorted."""
@@ -121,13 +121,7 @@ class RooflineCompute:
         """The device ``description`` gives (built once per distinct description), else the preset ``name``."""
         if description is None:
             return device(name, self._devices)
-        if description.name != name:
-            raise ValueError(f"the device described is named {description.name!r}, not {name!r}")
-        key = description.SerializeToString(deterministic=True)
-        found = self._described.get(key)
-        if found is None:
-            found = self._described[key] = device_from_message(description)
-        return found
+        return self._described.get(name, description)
 
     def close(self) -> None:
         """Drop the cache; the backend is not used afterwards."""

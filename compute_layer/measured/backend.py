@@ -24,7 +24,14 @@ from stratasim.compute_layer.measured.fitted_device import FittedDevice, fitted_
 from stratasim.compute_layer.measured.launch import Launch, eager_seconds
 from stratasim.compute_layer.measured.parameters import FittedModel, load_parameters
 from stratasim.compute_layer.measured.pricing import price_shape
-from stratasim.compute_layer.requests import Rejected, checked_shape, described, element_bytes, label
+from stratasim.compute_layer.requests import (
+    DescriptionCache,
+    Rejected,
+    checked_shape,
+    described,
+    element_bytes,
+    label,
+)
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
@@ -51,7 +58,7 @@ class MeasuredCompute:
         self._launch = launch or Launch()
         self._shipped = shipped_devices(load_parameters() if model is None else model)
         self._devices = catalog(entry.device for entry in self._shipped.values())
-        self._described: dict[bytes, FittedDevice] = {}
+        self._described: DescriptionCache[compute_pb2.MeasuredDevice, FittedDevice] = DescriptionCache(fitted_device)
         self._cache: dict[tuple[FittedDevice, bytes], compute_pb2.OperatorCost] = {}
 
     def devices(self) -> list[str]:
@@ -105,13 +112,7 @@ class MeasuredCompute:
         """The fit ``description`` gives (checked once per distinct description), else the shipped device ``name``."""
         if description is None:
             return self._shipped[device(name, self._devices).name]
-        if description.name != name:
-            raise ValueError(f"the device described is named {description.name!r}, not {name!r}")
-        key = description.SerializeToString(deterministic=True)
-        found = self._described.get(key)
-        if found is None:
-            found = self._described[key] = fitted_device(description)
-        return found
+        return self._described.get(name, description)
 
     def _cached(
         self, index: int, op: compute_pb2.OperatorDesc, fitted: FittedDevice, host_s: float | None
