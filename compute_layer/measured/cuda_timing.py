@@ -3,8 +3,10 @@
 The method is the reference profiles': each operator is called a few times to warm up, then ``reps`` calls are
 captured in one CUDA graph, the graph replayed :data:`REPLAYS` times between two CUDA events, and the median time
 per call kept — the GPU's own time per kernel, with no Python or launch overhead between kernels. Where capture
-fails, the ``reps`` calls run back to back between the events instead. The backward pass of causal attention
-cannot be captured (autograd): it is timed as 8 back-to-back forward-and-backward calls minus 8 forward calls.
+fails, the ``reps`` calls run back to back between the events instead. The backward pass of causal attention is
+timed as 8 forward-and-backward calls minus 8 forward calls, both captured in graphs as PyTorch's whole-network
+capture does (autograd's backward kernels replay like any other); where autograd refuses capture, both run back to
+back eagerly (the reference profiles' method), so their difference is never a captured time minus an eager one.
 ``launch_eager`` is the one-element add called 200 times back to back without a graph: its GPU time (about 1.2 us)
 is shorter than the host's time to issue it, so the median per call is the host's issue time per kernel.
 
@@ -64,6 +66,8 @@ class CudaTimer:
         self._torch = torch
         self._dtype = getattr(torch, _TORCH_DTYPES[dtype])
         self._device = torch.device("cuda")
+        self.eager_backward = False
+        """Whether an attention backward pass was timed eagerly, autograd having refused capture."""
 
     def __call__(self, case: Case) -> float:
         reps = REPS.get(case.kind, _DEFAULT_REPS)
@@ -126,17 +130,26 @@ class CudaTimer:
         return operators[kind]
 
     def _attention_backward(self, case: Case, reps: int) -> float:
-        """Forward and backward minus forward, both eager (a backward pass cannot be captured in a graph)."""
+        """Forward and backward minus forward, both captured, or both eager where autograd refuses capture."""
         forward = self._attention(case, grad=True)
         gradient = self._torch.randn_like(forward())
 
         def both() -> None:
             forward().backward(gradient)
 
-        return self._eager_median(both, reps) - self._eager_median(forward, reps)
+        captured = self._captured_median(both, reps)
+        if captured is None:
+            self.eager_backward = True
+            return self._eager_median(both, reps) - self._eager_median(forward, reps)
+        return captured - self._graph_median(forward, reps)
 
     def _graph_median(self, operator: Operator, reps: int) -> float:
         """``reps`` calls captured in one CUDA graph, replayed; eager when capture fails (see the module)."""
+        captured = self._captured_median(operator, reps)
+        return self._eager_median(operator, reps) if captured is None else captured
+
+    def _captured_median(self, operator: Operator, reps: int) -> float | None:
+        """``reps`` calls captured in one CUDA graph, replayed; None when capture fails."""
         cuda = self._torch.cuda
         self._warm(operator)
         try:
@@ -153,7 +166,7 @@ class CudaTimer:
             cuda.synchronize()
         except RuntimeError:
             cuda.synchronize()
-            return self._eager_median(operator, reps)
+            return None
         return self._median(graph.replay, reps)
 
     def _eager_median(self, operator: Operator, reps: int) -> float:

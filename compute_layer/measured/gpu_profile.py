@@ -37,15 +37,18 @@ from stratasim.compute_layer.measured.profile_rows import read_profile
 from stratasim.compute_layer.measured.runner import MeasuredRow, measure, write_rows
 from stratasim.kernel.errors import StrataSimError
 
-__all__ = ["METHOD", "ProfileOutputs", "default_name", "profile_gpu", "save_profile", "structure"]
+__all__ = ["EAGER_BACKWARD", "METHOD", "ProfileOutputs", "default_name", "profile_gpu", "save_profile", "structure"]
 
 METHOD = (
     "CUDA-graph replay medians: each operator called 12 times inside one captured CUDA graph (the smallest kernel "
     "50, causal attention 8), the graph replayed 5 times between CUDA events, the median per call kept (us, "
-    "microseconds); attention backward timed as 8 back-to-back forward+backward calls minus 8 forward calls; "
+    "microseconds); attention backward timed as 8 forward+backward calls minus 8 forward calls, both captured "
+    "(both back to back eagerly where autograd refuses capture); "
     "launch_eager: the smallest kernel called 200 times back to back without a graph, the median per call (the "
     "host's time to issue one kernel)"
 )
+EAGER_BACKWARD = "; this profile's attention backward passes ran eagerly: autograd refused capture"
+"""Added to :data:`METHOD` when the timer fell back to eager backward passes (their rows then hold launch time)."""
 
 
 _DEVICE_HEADER = (
@@ -106,12 +109,13 @@ def profile_gpu(
     torch = load_torch(import_module)
     gpu = str(torch.cuda.get_device_name(0))
     device, fitted_on = name or default_name(gpu), structure(gpu, like)
-    rows = measure(grid(), CudaTimer(torch, dtype), progress)
+    timer = CudaTimer(torch, dtype)
+    rows = measure(grid(), timer, progress)
     provenance: dict[str, object] = {
         "device": gpu,
         "software": f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}, {dtype}",
         "date": datetime.date.today().isoformat(),
-        "method": METHOD,
+        "method": METHOD + (EAGER_BACKWARD if timer.eager_backward else ""),
         "measured_by": "stratasim profile",
     }
     return save_profile(rows, out, device, dtype, fitted_on, provenance)

@@ -1,7 +1,8 @@
 """A stand-in for the parts of PyTorch :class:`~stratasim.compute_layer.measured.cuda_timing.CudaTimer` uses, on a
 simulated GPU clock: every kernel takes a fixed time, captured kernels run when their graph replays, a kernel
-launched eagerly takes at least the host's time to issue it, and autograd refuses capture as PyTorch's does, so the
-timing method is checked without PyTorch or a GPU."""
+launched eagerly takes at least the host's time to issue it, and autograd refuses capture unless told to allow it
+(PyTorch captures a backward pass where its whole-network capture's rules are kept), so the timing method is checked
+without PyTorch or a GPU."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ BACKWARD_US = 5.0
 class FakeGpu:
     """The clock (microseconds), the graph being captured, if any, and the host's time to issue one kernel."""
 
-    def __init__(self, host_us: float = 0.0) -> None:
+    def __init__(self, host_us: float = 0.0, capture_autograd: bool = False) -> None:
         self.now_us, self.host_us = 0.0, host_us
         self.capturing: FakeGraph | None = None
         self.launches = 0
+        self.capture_autograd = capture_autograd
 
     def run(self, us: float) -> None:
         self.launches += 1
@@ -51,7 +53,7 @@ class FakeTensor:
     __add__ = __mul__ = __matmul__ = clone = _kernel
 
     def backward(self, gradient: FakeTensor) -> None:
-        if self.gpu.capturing is not None:
+        if self.gpu.capturing is not None and not self.gpu.capture_autograd:
             raise RuntimeError("autograd cannot be captured")
         self.gpu.run(BACKWARD_US)
 
@@ -75,10 +77,10 @@ class FakeNorm:
         return x._kernel()
 
 
-def fake_torch(host_us: float = 0.0) -> tuple[Any, FakeGpu]:
+def fake_torch(host_us: float = 0.0, capture_autograd: bool = False) -> tuple[Any, FakeGpu]:
     """A module answering what the timer asks of ``torch``, and its GPU (whose host issues a kernel in
-    ``host_us``)."""
-    gpu = FakeGpu(host_us)
+    ``host_us``; whose autograd refuses capture unless ``capture_autograd``)."""
+    gpu = FakeGpu(host_us, capture_autograd)
 
     def tensor(*_: object, requires_grad: bool = False, **__: object) -> FakeTensor:
         return FakeTensor(gpu, requires_grad)
