@@ -48,14 +48,21 @@ def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
     npus, links = topologies.size(topology)
     if npus > limits.max_npus:
         raise BackendError(
-            f"topology: {npus:,} NPUs exceed this server's limit of {limits.max_npus:,} "
+            f"topology: {_count(npus)} NPUs exceed this server's limit of {limits.max_npus:,} "
             "(its --max-npus); refused before building anything"
         )
     if links > limits.max_links:
         raise BackendError(
-            f"topology: some {links:,} links and switches exceed this server's limit of "
+            f"topology: some {_count(links)} links and switches exceed this server's limit of "
             f"{limits.max_links:,} (its --max-links); refused before building anything"
         )
+
+
+def _count(number: int) -> str:
+    """``number`` for people; a count that reached the cap of :func:`topologies.size` says it is more."""
+    from stratasim.network_layer.topologies.base import SIZE_CAP
+
+    return f"over {SIZE_CAP - 1:,}" if number >= SIZE_CAP else f"{number:,}"
 
 
 CLOSE_GRACE_S = 0.25

@@ -16,7 +16,7 @@ from stratasim import run
 from stratasim.kernel.errors import BackendError, ConfigError, RemoteError
 from stratasim.network_layer.topologies import size as topology_size
 from stratasim.remote import ComputeClient, NetworkClient
-from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots
+from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots, check_topology
 from stratasim.remote.security import ClientSecurity, ServerSecurity, exposure_warning
 from stratasim.v1 import compute_pb2, network_pb2
 from tests.contracts.contract_fakes import factories, served
@@ -310,6 +310,21 @@ def test_topology_size_counts_what_backends_build() -> None:
     fat = network_pb2.Topology(fat_tree=network_pb2.FatTreeFabric(k=4))
     npus, links = topology_size(fat)
     assert npus == 16 and links >= 2 * 48  # 16 host, 16 edge-aggregation and 16 aggregation-core duplex links
+
+
+@pytest.mark.parametrize("fabric", ["torus", "dimensions"])
+def test_a_long_shape_list_is_sized_in_one_pass_and_refused_clearly(fabric: str) -> None:
+    # 10^6 sizes of 2^32 - 1: their exact product has some 10^7 digits, each multiplication dearer than the last
+    # (hours); counted up to a cap, one pass, and the count prints (the exact one exceeds Python's digit limit).
+    shape = [2**32 - 1] * 10**6
+    if fabric == "torus":
+        topology = network_pb2.Topology(torus=network_pb2.TorusFabric(shape=shape))
+    else:
+        topology = network_pb2.Topology(dimensions=[network_pb2.Dimension(size=size) for size in shape])
+    started = time.monotonic()
+    with pytest.raises(BackendError, match=r"topology: over 9,223,372,036,854,775,807 NPUs exceed .* --max-npus"):
+        check_topology(topology, Limits())
+    assert time.monotonic() - started < 3
 
 
 def test_a_study_deadline_names_the_stage_and_the_simulated_time() -> None:
