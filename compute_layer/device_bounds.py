@@ -17,7 +17,8 @@ MAX_PES = 1 << 24
 """PEs of one array (rows x cols), 16,777,216: WSE-3's 900,000 cores, each one PE, times 18."""
 
 MAX_CORES = 1 << 24
-"""Cores of one wafer (tiles x cores per tile) or compute units of one device, 16,777,216: WSE-3's 900,000 times 18."""
+"""Cores of one wafer (tiles x cores per tile), or compute units of one device (and its tile's sides), 16,777,216:
+WSE-3's 900,000 cores times 18."""
 
 MAX_LEVEL_WORDS = 1 << 42
 """Words a bounded storage level (or one operand's partition) keeps, some 4.4 x 10^12: 4.4 TB at a byte a word, 15

@@ -52,7 +52,8 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
     """Serves one backend instance, named ``backend`` in the registry, to every client.
 
     Calls are serialised with a lock: a query service is cheap per call, and backends may keep caches that are
-    not safe to share between threads. A call waits for the lock no longer than its deadline.
+    not safe to share between threads. A call waits for the lock no longer than its deadline; a handshake never
+    waits for it.
     """
 
     def __init__(self, backend: str, instance: ComputeBackend, limits: Limits | None = None) -> None:
@@ -60,6 +61,8 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
         self._instance = instance
         self._limits = limits or Limits()
         self._lock = threading.Lock()
+        # Asked once, before serving: a handshake never waits behind another client's work.
+        self._devices = instance.devices()
 
     def Hello(  # noqa: N802 - the name is fixed by the generated servicer
         self, request: common_pb2.Handshake, context: grpc.ServicerContext
@@ -68,14 +71,12 @@ class ComputeServicer(compute_pb2_grpc.ComputeServiceServicer):
         problem = _wire.check_hello(request, _LAYER, self._backend)
         if problem is not None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, problem.message)
-        with self._lock:
-            devices = self._instance.devices()
         capabilities = [
             ROOFLINE_DEVICE_CAPABILITY,
             TIMELOOP_ACCELERATOR_CAPABILITY,
             WAFER_DEVICE_CAPABILITY,
             MEASURED_DEVICE_CAPABILITY,
-            *(DEVICE_CAPABILITY + device for device in devices),
+            *(DEVICE_CAPABILITY + device for device in self._devices),
         ]
         return _wire.hello(_LAYER, self._backend, capabilities)
 

@@ -85,6 +85,7 @@ def test_a_call_past_its_deadline_returns_while_its_work_runs_and_the_server_sto
                 assert started.is_set()
                 with pytest.raises(RemoteError, match="deadline exceeded"):  # waits for the lock no longer
                     client.estimate(request)
+                ComputeClient(endpoint, backend="stuck", connect_timeout_s=2).close()  # a handshake never waits
             finally:
                 client.close()
             stop_began = time.monotonic()
