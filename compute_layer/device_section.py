@@ -150,8 +150,13 @@ class DeviceSection(Section):
     """Rent of one device, in US dollars per hour (default: the preset's dated cloud rate, where it has one)."""
     source: str | None = None
     """Where the figures come from."""
+    calibration_from: str | None = None
+    """A preset whose fitted efficiency model a whole device described without one takes (its compute and memory
+    efficiencies, kernel floor and, with its tiling unless the description gives one, tile and wave quantization):
+    a device of the same architecture priced like its calibrated sibling rather than at datasheet speed. A device
+    from a ``preset`` has that preset's already."""
 
-    @field_validator("preset")
+    @field_validator("preset", "calibration_from")
     @classmethod
     def _known_preset(cls, name: str | None) -> str | None:
         if name is not None:
@@ -172,12 +177,18 @@ class DeviceSection(Section):
             ]
             if missing:
                 raise ValueError(f"a device without a preset needs {', '.join(missing)} (or start from 'preset: NAME')")
+        elif self.calibration_from is not None:
+            raise ValueError(
+                f"calibration_from: a device from 'preset: {self.preset}' is priced with that preset's efficiency "
+                "model already; give calibration_from to a whole device described without a preset"
+            )
         self.device()  # a sram or tiling a description leaves incomplete is reported here
         return self
 
     def device(self) -> Device:
         """The device described: the preset with this section's keys in place of its own, or this section alone."""
         base = None if self.preset is None else PRESETS[self.preset.strip().lower()]
+        model = base or (None if self.calibration_from is None else PRESETS[self.calibration_from.strip().lower()])
         peak = {**(base.peak_flops if base else {}), **{parse_dtype(k): v for k, v in (self.peak or {}).items()}}
         source = described_source(self, base.source if base else None)
         return Device(
@@ -188,10 +199,10 @@ class DeviceSection(Section):
             tdp_w=self.tdp if self.tdp is not None else (base.tdp_w if base else None),
             source=source,
             sram=_sram(self.sram, base.sram if base else None),
-            tiling=_tiling(self.tiling, base.tiling if base else None),
+            tiling=_tiling(self.tiling, model.tiling if model else None),
             price_usd=self.price_usd if self.price_usd is not None else (base.price_usd if base else None),
             usd_per_hour=self.usd_per_hour if self.usd_per_hour is not None else (base.usd_per_hour if base else None),
-            **(_efficiency_model(base) if base else {}),
+            **(_efficiency_model(model) if model else {}),
         )
 
 

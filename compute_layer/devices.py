@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from stratasim.compute_layer.catalog import by_name, find, unknown_device
+from stratasim.compute_layer.device_bounds import MAX_CORES, MAX_ON_CHIP_BYTES, beyond
 from stratasim.kernel.operators import DTYPES, DType, dtype_name
 from stratasim.kernel.units import parse_bandwidth, parse_bytes, parse_flops
 from stratasim.v1 import compute_pb2
@@ -52,8 +53,13 @@ class Sram:
         """What is wrong with the level, one message each (nothing when it is valid)."""
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity <= 0:
             yield f"sram.capacity must be a positive integer, got {self.capacity!r}"
+        elif (problem := beyond("sram.capacity", self.capacity, MAX_ON_CHIP_BYTES, "bytes")) is not None:
+            yield problem
         if self.bandwidth is not None and not self.bandwidth > 0:
             yield f"sram.bandwidth must be positive or None, got {self.bandwidth}"
+
+
+_TILING_COUNTS = {"tile_m": "rows", "tile_n": "columns", "tile_k": "elements", "units": "compute units"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,8 @@ class Tiling:
             value = getattr(self, attribute)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 yield f"tiling.{attribute} must be a positive integer, got {value!r}"
+            elif (problem := beyond(f"tiling.{attribute}", value, MAX_CORES, _TILING_COUNTS[attribute])) is not None:
+                yield problem
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from stratasim.compute_layer.catalog import by_name, find, unknown_device
+from stratasim.compute_layer.device_bounds import MAX_LEVEL_WORDS, MAX_PES, MAX_WORDS_PER_CYCLE, beyond
 from stratasim.compute_layer.timeloop.problem import OPERANDS
 
 __all__ = ["StorageLevel", "Accelerator", "PRESETS", "accelerator", "catalog", "systolic", "DATAFLOWS"]
@@ -92,6 +93,12 @@ class StorageLevel:
         for label, value in counts:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 yield f"{label} must be a positive integer or None, got {value!r}"
+            elif value is not None:
+                per_cycle = label.endswith("bandwidth")
+                bound = MAX_WORDS_PER_CYCLE if per_cycle else MAX_LEVEL_WORDS
+                problem = beyond(label, value, bound, "words per cycle" if per_cycle else "words")
+                if problem is not None:
+                    yield problem
         prices = [self.read_pj, self.write_pj, *self.operand_read_pj.values(), *self.operand_write_pj.values()]
         if any(pj < 0 for pj in prices):
             yield "energies cannot be negative"
@@ -108,6 +115,10 @@ class StorageLevel:
         """The most words of ``operand`` this level can hold alone (None: unbounded)."""
         bounds = [b for b in (self.words, self.partitions.get(operand)) if b is not None]
         return min(bounds) if bounds else None
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,10 @@ class Accelerator:
         for label, value in (("rows", self.rows), ("cols", self.cols), ("clock_hz", self.clock_hz)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 yield f"{label} must be a positive integer, got {value!r}"
+        if _whole(self.rows) and _whole(self.cols):
+            problem = beyond("the PE array (pe_rows x pe_cols)", self.rows * self.cols, MAX_PES, "PEs")
+            if problem is not None:
+                yield problem
         if len(self.levels) < 2:
             yield "needs at least two storage levels (PE-local and a backing store)"
         elif self.levels[-1].keeps != frozenset(OPERANDS) or self.levels[-1].capacity("inputs") is not None:

@@ -30,7 +30,7 @@ from stratasim.compute_layer.requests import (
 from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message
 from stratasim.compute_layer.timeloop.analysis import Evaluation
-from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, search
+from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, factoring_steps, search
 from stratasim.compute_layer.timeloop.mapping import MappingError
 from stratasim.compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
 from stratasim.kernel.errors import BackendError
@@ -62,6 +62,16 @@ def problem_of(op: compute_pb2.OperatorDesc, index: int = 0) -> Problem:
     inputs = max(0, op.bytes // (elements * size) - 1) if op.bytes else 1
     points = elements * max(1, inputs)
     return elementwise(elements, inputs=inputs, ops_per_point=max(1, -(-op.flops // points)))
+
+
+def _extents(op: compute_pb2.OperatorDesc, index: int) -> list[int]:
+    """The dimension extents the mapper factors to price ``ops[index]`` (a fused attention's products')."""
+    shape = checked_shape(op, index, "timeloop")
+    if isinstance(shape, AttentionShape):
+        problems = [gemm(p.m, p.k, p.n, batch=p.batch) for p in shape.products()]
+    else:
+        problems = [problem_of(op, index)]
+    return [problem.size(dim) for problem in problems for dim in problem.names]
 
 
 class TimeloopCompute:
@@ -113,6 +123,21 @@ class TimeloopCompute:
         except Rejected as rejected:
             return compute_pb2.EstimateResponse(error=rejected.error)
         return compute_pb2.EstimateResponse(costs=costs)
+
+    def work(self, request: compute_pb2.EstimateRequest) -> list[int]:
+        """Each operator's trial divisions (:func:`~stratasim.compute_layer.timeloop.mapper.factoring_steps`) over
+        the dimension extents no earlier operator of ``request`` has (the mapper's factorings are cached), plus one;
+        an operator it would refuse counts one (:meth:`estimate` says why)."""
+        seen: set[int] = set()
+        steps = []
+        for index, op in enumerate(request.ops):
+            try:
+                new = set(_extents(op, index)) - seen
+            except Rejected:
+                new = set()
+            seen |= new
+            steps.append(1 + sum(factoring_steps(extent) for extent in new))
+        return steps
 
     def best_mapping(self, device: str, op: compute_pb2.OperatorDesc) -> Evaluation:
         """The mapping (with its evaluation) this backend prices ``op`` by on ``device``."""

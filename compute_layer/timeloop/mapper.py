@@ -23,14 +23,14 @@ import itertools
 import random
 from collections.abc import Callable, Iterator
 from functools import cache
-from math import factorial, prod
+from math import factorial, isqrt, prod
 
 from stratasim.compute_layer.timeloop.accelerator import Accelerator
 from stratasim.compute_layer.timeloop.analysis import Evaluation, evaluate
 from stratasim.compute_layer.timeloop.mapping import Loop, Mapping, MappingError, check, tile
 from stratasim.compute_layer.timeloop.problem import Problem
 
-__all__ = ["OBJECTIVES", "search", "mappings", "space_size"]
+__all__ = ["OBJECTIVES", "factoring_steps", "search", "mappings", "space_size"]
 
 OBJECTIVES: dict[str, Callable[[Evaluation], tuple[float, float]]] = {
     "latency": lambda e: (e.cycles, e.energy_pj),
@@ -38,6 +38,13 @@ OBJECTIVES: dict[str, Callable[[Evaluation], tuple[float, float]]] = {
     "edp": lambda e: (e.cycles * e.energy_pj, e.cycles),
 }
 """Search objectives: each maps an evaluation to a key to minimise (ties broken by the other metric)."""
+
+
+def factoring_steps(extent: int) -> int:
+    """The trial divisions the search spends on a dimension of ``extent``: its divisors and its prime factors, each
+    found by dividing up to the square root (some 10^7 a second: a dimension of 2^63 takes minutes); other work grows
+    with the number of divisors, at most a few thousand for any 64-bit extent."""
+    return 2 * isqrt(max(extent, 0)) + 1
 
 
 @cache

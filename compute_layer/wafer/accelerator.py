@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from stratasim.compute_layer.catalog import by_name, find, unknown_device
+from stratasim.compute_layer.device_bounds import MAX_CORES, MAX_ON_CHIP_BYTES, beyond
 from stratasim.kernel.operators import DType, dtype_name
 from stratasim.v1 import compute_pb2
 
@@ -45,6 +46,15 @@ HOROWITZ_45NM = WaferEnergy(flop_pj=0.75, sram_byte_pj=100 / 8, dram_byte_pj=130
 two FLOPs; a 64-bit read of a 1 MB SRAM 100 pJ; of DRAM 1.3-2.6 nJ (the lower end). A NoC hop is taken as about
 1 mm of wire at 0.1 pJ/bit/mm plus its router (1 pJ a byte) — an assumption: neither PALM nor Horowitz gives it.
 The same source as the ``timeloop`` presets' energies, so backends compare on one footing."""
+
+
+def _beyond_any_device(wafer: Wafer) -> list[str]:
+    """What of ``wafer`` (its sizes valid) is larger than any real device (:mod:`..device_bounds`)."""
+    found = [
+        beyond("tiles x cores", wafer.core_count, MAX_CORES, "cores"),
+        beyond("sram_bytes", wafer.sram_bytes, MAX_ON_CHIP_BYTES, "bytes"),
+    ]
+    return [problem for problem in found if problem is not None]
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,8 @@ class Wafer:
         ]
         if not self.peak_flops or any(not _positive(peak) for _, peak in self.peak_flops):
             problems.append(f"peak_flops must pair dtypes with positive FLOP/s, got {self.peak_flops!r}")
+        if not problems:
+            problems += _beyond_any_device(self)
         if not problems and self.cores_per_tile > self.sram_bytes:
             problems.append(f"sram_bytes {self.sram_bytes} gives its {self.cores_per_tile} cores no byte each")
         if problems:

@@ -14,7 +14,6 @@ and ``build``; a kind built on an existing family (``mesh``, ``hierarchical_toru
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from importlib import import_module
 from types import MappingProxyType, ModuleType
@@ -23,7 +22,7 @@ from typing import Any, get_args
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
 from stratasim.network_layer.link_graph import LinkGraph
-from stratasim.network_layer.topologies.base import FabricSection, fabric_topology
+from stratasim.network_layer.topologies.base import SIZE_CAP, FabricSection, capped_product, fabric_topology
 from stratasim.network_layer.topologies.graph import from_networkx
 from stratasim.v1 import network_pb2
 
@@ -96,7 +95,7 @@ def build(topology: network_pb2.Topology) -> LinkGraph:
 def _dimensions_size(dimensions: Sequence[network_pb2.Dimension]) -> tuple[int, int]:
     """NPUs and links of a list of dimensions: rings link each NPU twice, a fully connected dimension links every
     pair, a switch adds one switch per line and two links per NPU."""
-    npus = math.prod(dim.size for dim in dimensions) if dimensions else 0
+    npus = capped_product(dim.size for dim in dimensions) if dimensions else 0
     links = 0
     for dim in dimensions:
         if dim.kind == _FULLY_CONNECTED:
@@ -105,13 +104,15 @@ def _dimensions_size(dimensions: Sequence[network_pb2.Dimension]) -> tuple[int, 
             links += 2 * npus
         else:
             links += 2 * npus + npus // max(dim.size, 1)
+        links = min(links, SIZE_CAP)
     return npus, links
 
 
 def size(topology: network_pb2.Topology) -> tuple[int, int]:
     """The NPUs and the links (switches counted with them) ``topology`` describes, from its fields alone: an upper
     bound of what a backend would build, in a few integer operations whatever the numbers (each family's ``size``;
-    the NPUs its dimensions lay out when they are more)."""
+    the NPUs its dimensions lay out when they are more). A list of dimensions or a torus shape costs one pass, each
+    count stopping at :data:`~stratasim.network_layer.topologies.base.SIZE_CAP`."""
     npus, links = _dimensions_size(topology.dimensions)
     field = topology.WhichOneof("fabric")
     if field is None:

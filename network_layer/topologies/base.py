@@ -4,7 +4,7 @@ wrapping of a fabric's message into the network contract's topology."""
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import Field, StrictInt
@@ -12,9 +12,23 @@ from pydantic import Field, StrictInt
 from stratasim.kernel.schema import Latency, LinkBandwidth, Section
 from stratasim.v1 import network_pb2
 
-__all__ = ["FabricSection", "LevelSection", "LinkSection", "fabric_topology"]
+__all__ = ["SIZE_CAP", "FabricSection", "LevelSection", "LinkSection", "capped_product", "fabric_topology"]
+
+SIZE_CAP = 1 << 63
+"""Where a topology's counted size stops growing: beyond any limit a server or a study's budget sets, and small
+enough that counting and printing it stay a few machine words whatever the message holds."""
 
 _Spec = TypeVar("_Spec")
+
+
+def capped_product(values: Iterable[int]) -> int:
+    """The product of ``values`` (non-negative), or :data:`SIZE_CAP` when it is larger: one step per value, each on
+    numbers of a few words, so a shape list of 10^6 entries costs a linear pass (the exact product would grow to
+    millions of digits, each multiplication dearer than the last)."""
+    product = 1
+    for value in values:
+        product = min(product * value, SIZE_CAP)
+    return product
 
 
 class FabricSection(Section):

@@ -9,7 +9,6 @@ link speed. There are no switches.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt
@@ -18,7 +17,14 @@ from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex, link_speed
 from stratasim.network_layer.routing import DimensionOrder
-from stratasim.network_layer.topologies.base import FabricSection, LevelSection, LinkSection, fabric_topology
+from stratasim.network_layer.topologies.base import (
+    SIZE_CAP,
+    FabricSection,
+    LevelSection,
+    LinkSection,
+    capped_product,
+    fabric_topology,
+)
 from stratasim.v1 import network_pb2
 
 __all__ = ["FABRIC", "SECTIONS", "TorusSection", "HierarchicalTorusSection", "check", "build", "layout"]
@@ -87,8 +93,8 @@ def layout(spec: network_pb2.TorusFabric) -> tuple[int, ...]:
 def size(spec: network_pb2.TorusFabric) -> tuple[int, int]:
     """NPUs and links: a duplex cable (two links) per NPU and dimension, an upper bound of a mesh's and of a
     two-wide torus's."""
-    npus = math.prod(spec.shape) if spec.shape else 0
-    return npus, 2 * npus * len(spec.shape)
+    npus = capped_product(spec.shape) if spec.shape else 0
+    return npus, min(2 * npus * len(spec.shape), SIZE_CAP)
 
 
 def build(spec: network_pb2.TorusFabric) -> LinkGraph:

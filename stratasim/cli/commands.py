@@ -211,7 +211,18 @@ def _add_roofline(subparsers: Subparsers) -> None:
 
     parser = subparsers.add_parser("roofline", help="plot a device's roofline and where operators land on it")
     roofline_plot.add_arguments(parser)
-    parser.set_defaults(handler=roofline_plot.run_from_args)
+    parser.set_defaults(handler=_roofline)
+
+
+def _roofline(args: argparse.Namespace) -> int:
+    """``stratasim roofline``: ``--device`` read as ``compute.device`` is (a preset, or a device described in YAML)."""
+    from stratasim.compute_layer.device_section import DeviceSection
+    from stratasim.config.device_option import device_option
+    from stratasim.report import roofline_plot
+
+    section = device_option(args.device, "roofline", command="stratasim roofline")
+    described = section.device.device() if isinstance(section.device, DeviceSection) else None
+    return roofline_plot.run_from_args(args, described)
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -118,8 +118,8 @@ def _add_security(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_limits(parser: argparse.ArgumentParser) -> None:
-    """``--max-sessions``, ``--idle-timeout``, ``--max-npus``, ``--max-links`` and ``--max-request-bytes``, their
-    defaults :class:`~stratasim.remote.limits.Limits`'s."""
+    """``--max-sessions``, ``--idle-timeout``, ``--max-npus``, ``--max-links``, ``--max-request-bytes`` and
+    ``--max-work``, their defaults :class:`~stratasim.remote.limits.Limits`'s."""
     limits = parser.add_argument_group("limits", "what one server grants its clients")
     whole = positive_int("a whole number")
     limits.add_argument(
@@ -149,6 +149,14 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="bytes one request may carry, e.g. 256MiB (default: 512MiB)",
     )
+    limits.add_argument(
+        "--max-work",
+        type=whole,
+        default=Limits.max_work,
+        metavar="N",
+        help="steps one compute request may take, as a backend whose cost grows with sizes (timeloop's mapper) "
+        "counts them before any work; about 10^7 a second (default: %(default)s)",
+    )
 
 
 def options_of(args: argparse.Namespace) -> ServeOptions:
@@ -172,7 +180,14 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
         args.tls_key,
         args.tls_client_ca,
         args.token_file,
-        Limits(args.max_sessions, args.idle_timeout, args.max_npus, args.max_links, args.max_request_bytes),
+        Limits(
+            args.max_sessions,
+            args.idle_timeout,
+            args.max_npus,
+            args.max_links,
+            args.max_request_bytes,
+            args.max_work,
+        ),
     )
 
 

@@ -19,16 +19,23 @@ _SECTION = "compute.device"
 
 
 def device_option(
-    text: str, backend: str, *, profile: str | None = None, objective: str | None = None, flag: str = "--device"
+    text: str,
+    backend: str,
+    *,
+    profile: str | None = None,
+    objective: str | None = None,
+    flag: str = "--device",
+    command: str = "stratasim cost",
 ) -> ComputeSection:
     """The compute section pricing on ``--device TEXT`` with ``backend`` (and the command's ``profile`` and
-    ``objective``); :class:`ConfigError` naming ``flag`` when the text describes no device that backend reads."""
+    ``objective``); :class:`ConfigError` from ``command``, naming ``flag``, when the text describes no device that
+    backend reads."""
     value: object = text.strip()
     if text.lstrip().startswith("{"):
         try:
             value = parse_yaml(text, flag)
         except InputError as exc:
-            raise ConfigError("stratasim cost", [(flag, f"cannot read {text!r} as YAML: {exc.what}")]) from None
+            raise ConfigError(command, [(flag, f"cannot read {text!r} as YAML: {exc.what}")]) from None
     problems: list[tuple[str, str]] = []
     # The flag as the study file naming the device file: a relative path is read from the working folder.
     compute, readable = with_device_file({"backend": backend, "device": value}, flag, problems, [])
@@ -37,7 +44,7 @@ def device_option(
         given = {key: item for key, item in (("profile", profile), ("objective", objective)) if item is not None}
         section = validated_section(ComputeSection, {**compute, **given}, "compute", problems)
     if section is None:
-        raise ConfigError("stratasim cost", [(_named_by(flag, path), message) for path, message in problems])
+        raise ConfigError(command, [(_named_by(flag, path), message) for path, message in problems])
     return section
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "DirectNetwork",
     "ColumnarNetwork",
     "ComputeBackend",
+    "SizedWork",
     "WorkloadSource",
     "SymmetricWorkload",
     "TrainingWorkload",
@@ -138,6 +139,19 @@ class ComputeBackend(Protocol):
 
     def close(self) -> None:
         """Release resources; the backend is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class SizedWork(Protocol):
+    """A compute backend whose cost per operator grows with the operator's sizes says beforehand how much work a
+    request is, so a server can refuse one beyond its limit before any work begins (``stratasim serve
+    --max-work``). A backend whose cost per operator is a few arithmetic operations whatever the sizes (roofline,
+    a measured table) does not implement it."""
+
+    def work(self, request: compute_pb2.EstimateRequest) -> list[int]:
+        """For each operator of ``request``, in steps, the most work pricing it adds to the request's (work shared
+        with an earlier operator counted there once); cheap, whatever the sizes."""
         ...
 
 

@@ -74,11 +74,55 @@ def staged(message: str, stage: str) -> str:
     return f"{message} (stage: {stage})"
 
 
-def unreachable_error(layer: str, endpoint: str, timeout_s: float) -> RemoteError:
-    """The RemoteError for a peer that did not complete the handshake within the deadline."""
+def unreachable_error(layer: str, endpoint: str, timeout_s: float, channel: grpc.Channel | None = None) -> RemoteError:
+    """The RemoteError for a peer that did not complete the handshake within the deadline; with the ``channel``,
+    one probe that does not wait tells a TLS failure (an untrusted certificate, plaintext on one side) from a peer
+    that is not there, and the message says which."""
+    why = None if channel is None else _connection_problem(channel)
+    if why is not None:
+        return RemoteError(staged(f"{layer} layer at {endpoint}: {why}", "connect"))
     return RemoteError(
         staged(f"{layer} layer at {endpoint} is unreachable (no handshake within {timeout_s:g} s)", "connect")
     )
+
+
+_PROBE = "/stratasim.v1.Probe/Connect"  # no server has it: a connection that works answers UNIMPLEMENTED at once
+_PROBE_S = 1.0
+_TLS_FAILURES = (
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "TLS handshake failed: the server's certificate is not trusted (not signed by the CA this client was given: "
+        "check its tls_ca)",
+    ),
+    (
+        "WRONG_VERSION_NUMBER",
+        "TLS handshake failed: the server does not speak TLS (it serves plaintext: drop the client's tls_ca, or "
+        "start the server with --tls-cert and --tls-key)",
+    ),
+    ("Peer name", "TLS handshake failed: the server's certificate does not name the host this client dialled"),
+    ("handshake failed", "TLS handshake failed"),
+    (
+        "Socket closed",
+        "the server closed the connection before any handshake: it serves TLS, most likely, and this client "
+        "speaks plaintext (give the client the server's CA: tls_ca)",
+    ),
+)
+
+
+def _connection_problem(channel: grpc.Channel) -> str | None:
+    """What keeps ``channel`` from connecting, when gRPC says it is TLS (one call that does not wait for the peer);
+    None when the peer answers, or is simply not there."""
+    probe = channel.unary_unary(_PROBE)
+    try:
+        probe(b"", timeout=_PROBE_S)
+    except grpc.RpcError as exc:
+        if not isinstance(exc, grpc.Call) or exc.code() != grpc.StatusCode.UNAVAILABLE:
+            return None
+        details = exc.details() or ""
+        for marker, why in _TLS_FAILURES:
+            if marker.lower() in details.lower():
+                return why
+    return None
 
 
 def hello(layer: str, backend: str, capabilities: tuple[str, ...] | list[str] = ()) -> common_pb2.Handshake:

@@ -126,5 +126,5 @@ class ComputeClient:
             return method(request, timeout=timeout, wait_for_ready=connecting, metadata=self._metadata)
         except grpc.RpcError as exc:
             if connecting and isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise _wire.unreachable_error(_LAYER, self._endpoint, self._connect_timeout_s) from None
+                raise _wire.unreachable_error(_LAYER, self._endpoint, self._connect_timeout_s, self._channel) from None
             raise _wire.rpc_error(exc, _LAYER, self._endpoint, self._timeout_s, stage) from None

@@ -90,26 +90,34 @@ class ForkedServer:
 
 
 def fork_server(
-    options: ServeOptions, out: IO[bytes], err: IO[bytes], env: Mapping[str, str] | None = None
+    options: ServeOptions,
+    out: IO[bytes],
+    err: IO[bytes],
+    env: Mapping[str, str] | None = None,
+    *,
+    stdin: int | None = None,
+    close: int | None = None,
 ) -> ForkedServer:
     """Fork a child serving as ``options`` say (:func:`stratasim.remote.serve_main.run`), with ``env`` added to its
-    environment, its stdout and stderr going to ``out`` and ``err``; :func:`can_fork` must hold."""
+    environment, its stdin reading the descriptor ``stdin`` (default: nothing), its stdout and stderr going to
+    ``out`` and ``err``, and the descriptor ``close`` closed in it; :func:`can_fork` must hold."""
     for module in _IMPORTED_AHEAD:
         importlib.import_module(module)
     pid = os.fork()
     if pid == 0:
         os.environ.update(env or {})
-        _serve_in_child(options, out, err)
+        if close is not None:
+            os.close(close)
+        _serve_in_child(options, out, err, stdin)
     return ForkedServer(pid)
 
 
-def _serve_in_child(options: ServeOptions, out: IO[bytes], err: IO[bytes]) -> NoReturn:
+def _serve_in_child(options: ServeOptions, out: IO[bytes], err: IO[bytes], stdin: int | None) -> NoReturn:
     """The child's whole life: serve as ``python -m stratasim.remote.serve_main`` would, then exit at once — never
     returning into the code of the run that forked it, nor running its clean-up."""
     code = 1
     try:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
+        os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin is None else stdin, 0)
         os.dup2(out.fileno(), 1)
         os.dup2(err.fileno(), 2)
         # Fresh streams: the parent's may hold output it has not flushed yet, which is its own to write.

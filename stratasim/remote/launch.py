@@ -135,20 +135,36 @@ def start(
     ):
         socket = os.path.join(sockets, f"{layers}.sock")
         listen = f"{_UNIX}{socket}" if len(socket) < _SOCKET_PATH_MAX else "127.0.0.1:0"
-        options = ServeOptions(layer, backend, listen, also, section)
-        process: _Child
-        if command is None and can_fork():
-            process = fork_server(options, out, err, env)
-        else:
-            argv = list(command or [sys.executable, "-m", "stratasim.remote.serve_main", options.to_json()])
-            process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, **env}
-            )
+        options = ServeOptions(layer, backend, listen, also, section, spawned_in=sockets)
+        # The child's stdin: a pipe this process holds open while the server should live (serve_main watches it).
+        watched, holding = os.pipe()
+        try:
+            process = _started(options, command, watched, holding, out, err, env)
+        finally:
+            os.close(watched)
         try:
             who = f"{layers.replace('+', ' and ')} layer server ({backends})"
             yield Spawned(process, out, err, who, timeout_s, token)
         finally:
             _stop(process)
+            os.close(holding)
+
+
+def _started(
+    options: ServeOptions,
+    command: Sequence[str] | None,
+    stdin: int,
+    holding: int,
+    out: IO[bytes],
+    err: IO[bytes],
+    env: dict[str, str],
+) -> _Child:
+    """The child serving as ``options`` say (forked when that is safe), ``stdin`` its standard input; ``holding``,
+    the pipe's other end, stays this process's alone."""
+    if command is None and can_fork():
+        return fork_server(options, out, err, env, stdin=stdin, close=holding)
+    argv = list(command or [sys.executable, "-m", "stratasim.remote.serve_main", options.to_json()])
+    return subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=err, env={**os.environ, **env})
 
 
 def _read(file: IO[bytes]) -> bytes:

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stratasim.kernel.errors import BackendError
-from stratasim.v1 import network_pb2
+from stratasim.v1 import compute_pb2, network_pb2
 
-__all__ = ["CLOSE_GRACE_S", "Limits", "SessionSlots", "Ticket", "check_topology"]
+__all__ = ["CLOSE_GRACE_S", "Limits", "SessionSlots", "Ticket", "check_topology", "work_refusal"]
 
 
 @dataclass(frozen=True)
 class Limits:
     """A server's limits (``stratasim serve --max-sessions``, ``--idle-timeout``, ``--max-npus``, ``--max-links``,
-    ``--max-request-bytes``); the defaults serve every study of the repository and refuse what would exhaust a
+    ``--max-request-bytes``, ``--max-work``); the defaults serve every study of the repository and refuse what would exhaust a
     workstation."""
 
     max_sessions: int = 16
@@ -37,6 +37,11 @@ class Limits:
     link, so the default bounds a configure to a few seconds and some 600 MB."""
     max_request_bytes: int = 512 * 1024 * 1024
     """Bytes one request may carry (a window's sends, a batch of operators)."""
+    max_work: int = 1 << 23
+    """Steps one compute request may take, as a backend whose cost grows with the operators' sizes counts them
+    beforehand (:class:`~stratasim.kernel.contracts.SizedWork`): timeloop's mapper factors each dimension by trial
+    division, some 5 to 15 million steps a second, so the default bounds a request to a second or two (a dimension
+    up to some 2^44) while the largest of a real model (10^10 elements, 2 x 10^5 steps) passes many times over."""
 
 
 def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
@@ -48,14 +53,36 @@ def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
     npus, links = topologies.size(topology)
     if npus > limits.max_npus:
         raise BackendError(
-            f"topology: {npus:,} NPUs exceed this server's limit of {limits.max_npus:,} "
+            f"topology: {_count(npus)} NPUs exceed this server's limit of {limits.max_npus:,} "
             "(its --max-npus); refused before building anything"
         )
     if links > limits.max_links:
         raise BackendError(
-            f"topology: some {links:,} links and switches exceed this server's limit of "
+            f"topology: some {_count(links)} links and switches exceed this server's limit of "
             f"{limits.max_links:,} (its --max-links); refused before building anything"
         )
+
+
+def work_refusal(steps: Sequence[int], ops: Sequence[compute_pb2.OperatorDesc], limits: Limits) -> str | None:
+    """Why a compute request whose operators take ``steps`` (:meth:`SizedWork.work`) is refused, naming its
+    costliest operator; None when it is within ``limits``."""
+    total = sum(steps)
+    if total <= limits.max_work:
+        return None
+    index = max(range(len(steps)), key=steps.__getitem__)
+    name = f" ({ops[index].name!r})" if ops[index].name else ""
+    return (
+        f"ops[{index}]{name}: pricing it would take some {steps[index]:,} steps (the request {total:,}), beyond "
+        f"this server's limit of {limits.max_work:,} (its --max-work); refused before any work: check its sizes "
+        "(or ask the server's operator for a larger --max-work)"
+    )
+
+
+def _count(number: int) -> str:
+    """``number`` for people; a count that reached the cap of :func:`topologies.size` says it is more."""
+    from stratasim.network_layer.topologies.base import SIZE_CAP
+
+    return f"over {SIZE_CAP - 1:,}" if number >= SIZE_CAP else f"{number:,}"
 
 
 CLOSE_GRACE_S = 0.25

@@ -155,7 +155,8 @@ class NetworkClient:
         if self._watchdog.fired:
             if self._connected:
                 return self._broken(str(_wire.deadline_error(_LAYER, self._endpoint, self._timeout_s, stage)))
-            return self._broken(str(_wire.unreachable_error(_LAYER, self._endpoint, self._connect_timeout_s)))
+            why = _wire.unreachable_error(_LAYER, self._endpoint, self._connect_timeout_s, self._channel)
+            return self._broken(str(why))
         if exc is None:
             return self._broken(_wire.staged(f"{_LAYER} layer at {self._endpoint} went away", stage))
         return self._broken(str(_wire.rpc_error(exc, _LAYER, self._endpoint, self._timeout_s, stage)))

@@ -9,7 +9,10 @@ spawned server listens within a fraction of a second.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,15 +37,39 @@ def serve_with(options: ServeOptions) -> None:
     if also and also[0][0] == options.layer:
         raise StrataSimError(f"--also: {options.layer} is served already; name the other layer")
     compute = dict([(options.layer, options.backend), *also]).get("compute")
-    remote.serve(
-        options.layer,
-        options.backend,
-        options.listen,
-        factories=_compute_factory(compute, options.section),
-        also=also,
-        security=server_security(options),
-        limits=options.limits,
-    )
+    orphaned = threading.Event()
+    if options.spawned_in is not None:
+        _stop_when_orphaned(orphaned)
+    try:
+        remote.serve(
+            options.layer,
+            options.backend,
+            options.listen,
+            factories=_compute_factory(compute, options.section),
+            also=also,
+            security=server_security(options),
+            limits=options.limits,
+        )
+    finally:
+        if orphaned.is_set() and options.spawned_in is not None:
+            shutil.rmtree(options.spawned_in, ignore_errors=True)
+
+
+def _stop_when_orphaned(orphaned: threading.Event) -> None:
+    """Watch stdin, the pipe the spawning run holds open: once it closes (the run died, whatever killed it), set
+    ``orphaned`` and stop this server as SIGTERM does. A pipe, not Linux's parent-death signal: it works wherever
+    the server runs, forked or started as a new interpreter, and a closed pipe cannot be missed."""
+
+    def watch() -> None:
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:  # stdin closed or unreadable: no run to watch any more
+            pass
+        orphaned.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stratasim-watch-run", daemon=True).start()
 
 
 def _compute_factory(compute: str | None, section: BackendSection | None) -> dict[str, Callable[[], Any]] | None:

@@ -28,8 +28,12 @@ LAYERS = ("network", "compute")
 class ServeOptions:
     """A server of ``layer`` with the registered ``backend`` on ``listen``; ``also`` the other layer and its
     backend, served on the same endpoint; ``section`` what the compute backend served is built with (a study's
-    ``compute.profile``, ``compute.objective`` and ``compute.launch``; None: its defaults); the files of its TLS material and token
-    (without ``token_file``, the token comes from ``$STRATASIM_TOKEN`` when set); its ``limits``."""
+    ``compute.profile``, ``compute.objective`` and ``compute.launch``; None: its defaults); the files of its TLS
+    material and token (without ``token_file``, the token comes from ``$STRATASIM_TOKEN`` when set); its ``limits``.
+
+    ``spawned_in``: set for a server a run spawned, the private folder of its socket. Its stdin is then a pipe the
+    run holds open: when the pipe closes with the server still running, the run died without stopping it (SIGKILL
+    included), and the server stops and removes the folder."""
 
     layer: str
     backend: str
@@ -41,6 +45,7 @@ class ServeOptions:
     tls_client_ca: str | None = None
     token_file: str | None = None
     limits: Limits = field(default_factory=Limits)
+    spawned_in: str | None = None
 
     def to_json(self) -> str:
         """The options as one JSON text, as a spawned server reads them (:meth:`from_json`)."""

@@ -116,7 +116,7 @@ def _add_service(
     if layer == "network":
         network_pb2_grpc.add_NetworkServiceServicer_to_server(NetworkServicer(backend, factory, limits), server)
         return []
-    compute = ComputeServicer(backend, factory())
+    compute = ComputeServicer(backend, factory(), limits)
     compute_pb2_grpc.add_ComputeServiceServicer_to_server(compute, server)
     return [compute]
 

@@ -242,7 +242,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device",
         required=True,
-        help="a roofline preset device (a100, h100, h200, b200, mi300x, tpuv4, tpuv5p, gaudi3)",
+        help="a roofline preset device (a100, h100, h200, b200, mi300x, tpuv4, tpuv5p, gaudi3), or one described "
+        "as compute.device describes it: '{preset: h100, memory_bandwidth: 4TB/s}', '{file: chip.yaml}'",
     )
     parser.add_argument("--from-report", dest="report", metavar="REPORT", help="plot the operators of a report.json")
     parser.add_argument(
@@ -258,9 +259,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the plot, *.png or *.svg")
 
 
-def run_from_args(args: argparse.Namespace) -> int:
-    """Plot what the arguments name and print where the plot went; 0 on success."""
-    dev = device(args.device)
+def run_from_args(args: argparse.Namespace, dev: Device | None = None) -> int:
+    """Plot what the arguments name and print where the plot went; 0 on success. ``dev``: the device to plot (one
+    described in YAML, as the command line reads ``--device``); None: the preset ``args.device`` names."""
+    dev = dev or device(args.device)
     calibration = compute_pb2.Calibration(
         compute_efficiency=args.compute_efficiency, memory_efficiency=args.memory_efficiency
     )

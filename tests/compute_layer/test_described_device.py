@@ -161,3 +161,36 @@ def test_sram_bandwidth_override_keeps_a_flat_device_flat_otherwise() -> None:
     ).device()
     assert dev.sram is not None and dev.sram.bandwidth == parse_bandwidth("20TB/s") and dev.tiling is None
     assert isinstance(dev, Device)
+
+
+def _whole_h100(**keys: object) -> DeviceSection:
+    """The H100 described whole, from its datasheet figures, without naming the preset."""
+    return DeviceSection.model_validate(
+        {"name": "my-h100", "peak": {"bf16": "989.4TFLOPS"}, "memory_bandwidth": "3.35TB/s"}
+        | {"memory_capacity": "80GB", **keys}
+    )
+
+
+def test_a_whole_device_borrows_a_presets_calibration() -> None:
+    borrowed = _whole_h100(calibration_from="h100").device()
+    for key in ("compute_efficiency", "memory_efficiency", "launch_overhead_ps", "size_efficiency", "tiling"):
+        assert getattr(borrowed, key) == getattr(H100, key), key
+    assert "the h100 preset's model" in borrowed.calibration_source
+    backend = RooflineCompute()
+    gemm = operators.gemm(4096, 4096, 4096)
+    request = compute_pb2.EstimateRequest(device="my-h100", roofline_device=device_message(borrowed), ops=[gemm])
+    priced = backend.estimate(request).costs[0]
+    preset = backend.estimate(compute_pb2.EstimateRequest(device="h100", ops=[gemm])).costs[0]
+    datasheet_only = compute_pb2.EstimateRequest(
+        device="my-h100", roofline_device=device_message(_whole_h100().device()), ops=[gemm]
+    )
+    # H100's datasheet figures with its fitted model: priced as the preset, and slower than at datasheet speed.
+    assert priced.duration_ps == preset.duration_ps > backend.estimate(datasheet_only).costs[0].duration_ps
+    assert priced.basis == compute_pb2.FITTED_TO_RUNS
+
+
+def test_calibration_from_is_for_a_whole_device_only() -> None:
+    with pytest.raises(ValidationError, match=r"calibration_from: a device from 'preset: h100' is priced with"):
+        DeviceSection.model_validate({"preset": "h100", "calibration_from": "a100"})
+    with pytest.raises(ValidationError, match=r"unknown preset 'h1000'; did you mean"):
+        _whole_h100(calibration_from="h1000")

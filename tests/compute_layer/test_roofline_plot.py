@@ -15,6 +15,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.report import roofline_plot
 from stratasim.report.roofline_plot import Ceiling, RooflinePoint, Slope, roofline_chart
 from stratasim.v1 import compute_pb2
+from tests.helpers import RunCli
 
 # The datasheet roofline: these tests check the roofline's arithmetic; the presets' fitted efficiency models are
 # tested in tests/report/test_calibration_line.py.
@@ -163,3 +164,16 @@ def test_plot_is_written_by_extension(tmp_path: Path, suffix: str, capsys: pytes
     assert "3 operators on h100" in capsys.readouterr().out
     written = out.read_bytes()
     assert written.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in written
+
+
+def test_the_command_plots_a_described_device(tmp_path: Path, run_cli: RunCli) -> None:
+    pytest.importorskip("matplotlib")
+    chip = tmp_path / "chip.yaml"
+    chip.write_text("{name: mychip, peak: {bf16: 400TFLOPS}, memory_bandwidth: 2TB/s, memory_capacity: 64GiB}\n")
+    out = tmp_path / "r.svg"
+    for device in ("{preset: h100, memory_bandwidth: 4TB/s}", f"{{file: {chip}}}"):
+        code, stdout, stderr = run_cli("roofline", "--device", device, "--op", "gemm:M=64,K=64,N=64", "-o", str(out))
+        assert code == 0, stderr
+        assert "1 operators on" in stdout and b"<svg" in out.read_bytes()
+    code, _, stderr = run_cli("roofline", "--device", "{peak: {bf16: 1TFLOPS}}", "--op", "gemm:M=8,K=8,N=8", "-o", "x")
+    assert code != 0 and "stratasim roofline" in stderr and "--device" in stderr and "Traceback" not in stderr

@@ -16,11 +16,12 @@ from stratasim import run
 from stratasim.kernel.errors import BackendError, ConfigError, RemoteError
 from stratasim.network_layer.topologies import size as topology_size
 from stratasim.remote import ComputeClient, NetworkClient
-from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots
+from stratasim.remote.limits import CLOSE_GRACE_S, Limits, SessionSlots, check_topology
 from stratasim.remote.security import ClientSecurity, ServerSecurity, exposure_warning
 from stratasim.v1 import compute_pb2, network_pb2
 from tests.contracts.contract_fakes import factories, served
 from tests.helpers import wait_until
+from tests.remote.helpers import refused_endpoint
 from tests.remote.test_remote_errors import _HangingNetwork
 
 TOKEN = "s3cret-token-for-tests"
@@ -124,8 +125,43 @@ def test_a_client_without_the_token_is_refused_with_a_clear_message(pki: dict[st
             with pytest.raises(RemoteError, match=rf"compute layer at {endpoint} refused the client: .*{why}"):
                 ComputeClient(endpoint, backend="roofline", security=ClientSecurity(root, token))
             assert time.monotonic() - started < 3
-        with pytest.raises(RemoteError, match=r"unreachable .*\(stage: connect\)"):  # no TLS: never connects
+        with pytest.raises(
+            RemoteError, match=r"closed the connection before any handshake: it serves TLS, most likely"
+        ):
             NetworkClient(endpoint, backend="analytical", connect_timeout_s=0.5, security=ClientSecurity(None, TOKEN))
+
+
+def _other_certificate() -> bytes:
+    """A self-signed certificate for ``localhost`` that signed nothing the servers use."""
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    builder = x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+    builder = builder.serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.mark.parametrize("client", [NetworkClient, ComputeClient])
+def test_a_wrong_ca_or_tls_to_plaintext_is_a_tls_failure_not_unreachable(
+    pki: dict[str, Path], client: type[NetworkClient] | type[ComputeClient]
+) -> None:
+    backend = "analytical" if client is NetworkClient else "roofline"
+    layer = "network" if client is NetworkClient else "compute"
+    untrusted = ClientSecurity(_other_certificate(), TOKEN)
+    with secured(layer, backend, security=_server_security(pki), listen="localhost:0") as endpoint:
+        with pytest.raises(RemoteError, match=r"TLS handshake failed: the server's certificate is not trusted"):
+            client(endpoint, backend=backend, connect_timeout_s=0.5, security=untrusted)
+    with secured(layer, backend, listen="localhost:0") as endpoint:
+        trusting = ClientSecurity(pki["cert"].read_bytes(), TOKEN)
+        with pytest.raises(RemoteError, match=r"TLS handshake failed: the server does not speak TLS"):
+            client(endpoint, backend=backend, connect_timeout_s=0.5, security=trusting)
+    with refused_endpoint() as endpoint, pytest.raises(RemoteError, match=r"is unreachable \(no handshake within"):
+        client(endpoint, backend=backend, connect_timeout_s=0.5)
 
 
 def test_with_the_token_over_tls_results_are_identical_to_in_process(pki: dict[str, Path]) -> None:
@@ -310,6 +346,21 @@ def test_topology_size_counts_what_backends_build() -> None:
     fat = network_pb2.Topology(fat_tree=network_pb2.FatTreeFabric(k=4))
     npus, links = topology_size(fat)
     assert npus == 16 and links >= 2 * 48  # 16 host, 16 edge-aggregation and 16 aggregation-core duplex links
+
+
+@pytest.mark.parametrize("fabric", ["torus", "dimensions"])
+def test_a_long_shape_list_is_sized_in_one_pass_and_refused_clearly(fabric: str) -> None:
+    # 10^5 sizes of 2^32 - 1: their exact product has some 10^6 digits, each multiplication dearer than the last
+    # (minutes); counted up to a cap, one pass, and the count prints (the exact one exceeds Python's digit limit).
+    shape = [2**32 - 1] * 10**5
+    if fabric == "torus":
+        topology = network_pb2.Topology(torus=network_pb2.TorusFabric(shape=shape))
+    else:
+        topology = network_pb2.Topology(dimensions=[network_pb2.Dimension(size=size) for size in shape])
+    started = time.monotonic()
+    with pytest.raises(BackendError, match=r"topology: over 9,223,372,036,854,775,807 NPUs exceed .* --max-npus"):
+        check_topology(topology, Limits())
+    assert time.monotonic() - started < 3
 
 
 def test_a_study_deadline_names_the_stage_and_the_simulated_time() -> None:
