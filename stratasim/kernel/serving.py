@@ -237,9 +237,10 @@ class RequestLevelWorkload(Protocol):
         """Bytes of one cached token's keys and values over a whole replica (what a KV move carries per token)."""
         ...
 
-    def demand(self) -> tuple[int, int]:
+    def demand(self, most: int | None = None) -> tuple[int, int]:
         """The requests it serves and the output tokens they generate at most (about an iteration each), known
-        before any request is drawn when it can be (for budgets)."""
+        before any request is drawn when it can be (for budgets); reading requests stops past ``most`` of them,
+        the count then ``most + 1``."""
         ...
 
     def serve(

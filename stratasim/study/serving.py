@@ -39,10 +39,11 @@ def check_serving(study: Study, workload: RequestLevelWorkload, budget: Budget) 
     if study.compute is None:
         raise WorkloadError("workload: kind serving prices its iterations on a compute device: add a compute section")
     pool_sections(study, workload)
-    count, tokens = workload.demand()
-    refuse_over(
-        f"{study.source}: {count:,} requests", count * _REQUEST_BYTES, tokens, budget, "workload.requests.count"
-    )
+    most = budget.max_memory // _REQUEST_BYTES
+    count, tokens = workload.demand(most)  # a trace is read no further than the budget allows
+    said = f"more than {most:,}" if count > most else f"{count:,}"
+    reduce = "workload.requests.count (a trace's requests.trace.limit)"
+    refuse_over(f"{study.source}: {said} requests", count * _REQUEST_BYTES, tokens, budget, reduce)
 
 
 def pool_sections(study: Study, workload: RequestLevelWorkload) -> list[StudyCompute]:

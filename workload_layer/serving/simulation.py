@@ -36,7 +36,7 @@ from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 
-from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
     ExpertPricer,
     ExpertWork,
@@ -46,6 +46,7 @@ from stratasim.kernel.serving import (
     KvMove,
     KvTransferPricer,
 )
+from stratasim.kernel.units import INT64_MAX
 from stratasim.workload_layer.serving.config import PoolConfig
 from stratasim.workload_layer.serving.iteration import round_up
 from stratasim.workload_layer.serving.kv_cache import HostSwap
@@ -174,12 +175,17 @@ class _Loop:
         self.arrival = 0
 
     def next_instant(self) -> int:
-        """The time of the next arrival, iteration end or KV move's arrival."""
-        return min(
-            self.requests[self.arrival].arrival_ps if self.arrival < len(self.requests) else 1 << 62,
-            self.ends[0][0] if self.ends else 1 << 62,
-            self.moving[0][0] if self.moving else 1 << 62,
-        )
+        """The time of the next arrival, iteration end or KV move's arrival; an error past the int64
+        picoseconds."""
+        instants = [self.requests[self.arrival].arrival_ps] if self.arrival < len(self.requests) else []
+        instants += [heap[0][0] for heap in (self.ends, self.moving) if heap]
+        now = min(instants)
+        if now > INT64_MAX:
+            raise SimulationError(
+                "serving ran past the int64 picoseconds of simulated time (about 106 days): the requests arrive "
+                "faster than the pools serve them; add replicas or serve fewer requests"
+            )
+        return now
 
     def route_arrivals(self, now: int) -> set[int]:
         """Hand the requests arriving at ``now`` to the entry engines; the engines they went to."""
