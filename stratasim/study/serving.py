@@ -127,7 +127,15 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
         capacities = [memory_capacity(study, facts) for _, facts in opened]
         started = time.perf_counter()
         result = workload.serve(
-            [PoolPricers(pricer, pricer.experts if pool.ep > 1 else None) for pool, pricer in zip(pools, pricers)],
+            [
+                PoolPricers(
+                    pricer,
+                    pricer.experts if pool.ep > 1 else None,
+                    pricer.energy_pj,
+                    pricer.expert_energy_pj if pool.ep > 1 else None,
+                )
+                for pool, pricer in zip(pools, pricers)
+            ],
             capacities,
             transfer,
             record_trace,
@@ -137,6 +145,7 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
         "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
         "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct),
     }
+    figures |= _cost(figures, pools, [facts for _, facts in opened])
     if len(sections) > 1:
         figures |= {
             f"kv_capacity_bytes_per_npu.{pool.name}": float(kv) for pool, kv in zip(pools, result.kv_bytes_per_pool)
@@ -144,6 +153,18 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
     calibration, warnings = _calibration(sections, [facts for _, facts in opened])
     backends = {"network": network_label, "compute": devices.label}
     return _report(study, result, wall_seconds, backends, figures, calibration, warnings)
+
+
+def _cost(
+    figures: dict[str, float], pools: list[ServingPool], facts: list[compute_pb2.DeviceFacts]
+) -> dict[str, float]:
+    """What a million generated tokens cost on rented devices, when every pool's device has an hourly rate: the
+    pools' NPUs x USD per hour / tokens per hour x 10^6 (as a token-level serving study's)."""
+    rate = figures.get("tokens_per_second", 0.0)
+    if rate <= 0 or not all(fact.HasField("usd_per_hour") for fact in facts):
+        return {}
+    hourly = sum(pool.replicas * pool.tp * pool.pp * fact.usd_per_hour for pool, fact in zip(pools, facts, strict=True))
+    return {"cost_usd_per_million_tokens": hourly / 3600 / rate * 1e6}
 
 
 def _calibration(sections: list[StudyCompute], facts: list[compute_pb2.DeviceFacts]) -> tuple[str, tuple[str, ...]]:

@@ -107,8 +107,7 @@ def _case(tmp_path: Path, name: str, text: str, limit: int | None, most: int | N
         requests = read_trace(trace, limit, most)
         assert len(requests) <= min(limit or 10**9, (most if most is not None else 10**9) + 1)
         arrivals = [request.arrival_ps for request in requests]
-        if most is None or len(requests) <= most:
-            assert arrivals == sorted(arrivals)
+        assert arrivals == sorted(arrivals)
         assert all(0 <= arrival <= ARRIVAL_LIMIT_PS for arrival in arrivals)
         assert all(1 <= r.prompt_tokens <= MAX_TOKENS and 1 <= r.output_tokens <= MAX_TOKENS for r in requests)
 

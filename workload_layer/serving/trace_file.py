@@ -70,8 +70,8 @@ class _Format:
 def read_trace(path: str | Path, limit: int | None = None, most: int | None = None) -> tuple[Request, ...]:
     """The requests of the trace at ``path`` (its first ``limit`` rows), sorted by arrival (module docstring).
 
-    With ``most``, reading stops at the request after the ``most``-th and returns the ``most + 1`` read so far
-    (unsorted checks skipped): the caller's budget refuses them without the rest of the file being read. Without
+    With ``most``, reading stops at the request after the ``most``-th and returns the ``most + 1`` read so far: the
+    caller's budget refuses them without the rest of the file being read. Without
     it, a trace of more than :data:`~stratasim.workload_layer.serving.requests.MAX_REQUESTS` is an error."""
     source = str(path)
     stop = min(MAX_REQUESTS if most is None else most, limit or MAX_REQUESTS) + 1
@@ -90,8 +90,6 @@ def read_trace(path: str | Path, limit: int | None = None, most: int | None = No
         raise InputError(source, "", "the trace holds no request")
     if len(parsed) > MAX_REQUESTS:
         raise InputError(source, "", f"the trace holds more than {MAX_REQUESTS:,} requests, the most a study serves")
-    if most is not None and len(parsed) > most:
-        return tuple(Request(i, arrival, prompt, output) for i, (arrival, _, prompt, output) in enumerate(parsed))
     return _sorted(source, parsed, form)
 
 
