@@ -179,3 +179,9 @@ def test_a_trace_longer_than_the_most_a_study_serves_is_refused(
     with pytest.raises(Exception, match="t.csv: the trace holds more than 3 requests"):
         read_trace(trace)
     assert len(read_trace(trace, limit=3)) == 3
+
+
+def test_no_row_past_the_limit_is_read(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"arrival_s,prompt_tokens,output_tokens\n1,1,1\n0,2,1\n{SECRET},1,1\n")
+    assert [request.prompt_tokens for request in read_trace(trace, limit=2)] == [2, 1]

@@ -71,10 +71,10 @@ def read_trace(path: str | Path, limit: int | None = None, most: int | None = No
     """The requests of the trace at ``path`` (its first ``limit`` rows), sorted by arrival (module docstring).
 
     With ``most``, reading stops at the request after the ``most``-th and returns the ``most + 1`` read so far: the
-    caller's budget refuses them without the rest of the file being read. Without
-    it, a trace of more than :data:`~stratasim.workload_layer.serving.requests.MAX_REQUESTS` is an error."""
+    caller's budget refuses them without the rest of the file being read. No row past ``limit`` is read, and a
+    trace of more than :data:`~stratasim.workload_layer.serving.requests.MAX_REQUESTS` is an error."""
     source = str(path)
-    stop = min(MAX_REQUESTS if most is None else most, limit or MAX_REQUESTS) + 1
+    stop = min(limit or MAX_REQUESTS + 1, MAX_REQUESTS + 1, MAX_REQUESTS + 1 if most is None else most + 1)
     parsed: list[Parsed] = []
     form: _Format | None = None
     clock = _AzureClock()
@@ -84,8 +84,6 @@ def read_trace(path: str | Path, limit: int | None = None, most: int | None = No
             parsed.append(_request(source, line, row, form, clock))
             if len(parsed) == stop:
                 break
-    if limit is not None:
-        parsed = parsed[:limit]
     if not parsed or form is None:
         raise InputError(source, "", "the trace holds no request")
     if len(parsed) > MAX_REQUESTS:
