@@ -9,7 +9,7 @@ Each pool's iterations are priced by a :class:`~stratasim.system_layer.serving.B
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import cast
 
@@ -156,7 +156,7 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
 
 
 def _cost(
-    figures: dict[str, float], pools: list[ServingPool], facts: list[compute_pb2.DeviceFacts]
+    figures: dict[str, float], pools: Sequence[ServingPool], facts: list[compute_pb2.DeviceFacts]
 ) -> dict[str, float]:
     """What a million generated tokens cost on rented devices, when every pool's device has an hourly rate: the
     pools' NPUs x USD per hour / tokens per hour x 10^6 (as a token-level serving study's)."""

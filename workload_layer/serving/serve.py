@@ -68,8 +68,8 @@ def _energy(run: PoolRun, setups: Sequence[PoolSetup], pricers: Sequence[PoolPri
         energy = pricers[pool].energy
         total += times * energy(setups[pool].work(shape)) if energy is not None else 0.0
     for (pool, group, member), times in run.expert_runs.items():
-        energy, work = pricers[pool].expert_energy, setups[pool].expert_work
-        total += times * energy(work(group, member)) if energy is not None and work is not None else 0.0
+        expert, work = pricers[pool].expert_energy, setups[pool].expert_work
+        total += times * expert(work(group, member)) if expert is not None and work is not None else 0.0
     return total
 
 

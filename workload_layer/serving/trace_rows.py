@@ -9,7 +9,7 @@ reader can stop at any row and have read no further. Errors name the file and li
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import BinaryIO
 
 from stratasim.kernel.errors import InputError
@@ -26,7 +26,7 @@ Row = tuple[int, dict[str, object]]
 """A row's line number and its cells by column (a JSON line's values by key)."""
 
 
-def trace_rows(path: str, jsonl: bool) -> Iterator[Row]:
+def trace_rows(path: str, jsonl: bool) -> Generator[Row, None, None]:
     """The rows of the trace at ``path``, read as they are asked for (module docstring)."""
     with open_bounded(path, TRACE_FILE_BYTES, "request trace") as file:
         lines = _lines(file, path)
