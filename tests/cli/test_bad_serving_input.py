@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from stratasim.kernel.errors import WorkloadError
-from stratasim.workload_layer.serving.config import RequestsConfig
-from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, synthetic_requests
+from stratasim.kernel.errors import SimulationError, WorkloadError
+from stratasim.kernel.serving import Iteration
+from stratasim.workload_layer.serving.config import RequestsConfig, ServingWorkloadConfig
+from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, Request, synthetic_requests
+from stratasim.workload_layer.serving.simulation import simulate_pool
 from stratasim.workload_layer.serving.trace_file import read_trace
 from tests.helpers import RunCli
 from tests.workload_layer.test_serving_study import STUDY
@@ -185,3 +187,18 @@ def test_no_row_past_the_limit_is_read(tmp_path: Path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text(f"arrival_s,prompt_tokens,output_tokens\n1,1,1\n0,2,1\n{SECRET},1,1\n")
     assert [request.prompt_tokens for request in read_trace(trace, limit=2)] == [2, 1]
+
+
+def test_serving_past_the_int64_picoseconds_is_an_error_not_a_wrapped_time() -> None:
+    """Requests at the horizon, each iteration priced at 2^61 ps: the loop stops with an error once its time would
+    pass the int64 picoseconds, never reporting a time beyond them (nor spinning, as its old 2^62 sentinel did)."""
+
+    def slow(iteration: Iteration) -> int:
+        return 1 << 61
+
+    data = copy.deepcopy(STUDY["workload"])
+    del data["kind"]
+    pool = ServingWorkloadConfig.model_validate(data).pools[0]
+    requests = [Request(0, ARRIVAL_LIMIT_PS - 1, 10, 8), Request(1, ARRIVAL_LIMIT_PS, 10, 8)]
+    with pytest.raises(SimulationError, match="past the int64 picoseconds"):
+        simulate_pool(requests, pool, 10_000, slow, 16)
