@@ -28,7 +28,7 @@ import re
 import stat
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -46,6 +46,7 @@ __all__ = [
     "csv_rows",
     "parse_json",
     "parse_yaml",
+    "open_bounded",
     "read_bytes",
     "read_text",
 ]
@@ -78,6 +79,19 @@ _BINARY_SNIFF = 1 << 20  # bytes searched for a NUL in a binary reader's input: 
 def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
     """The bytes of ``path`` (a ``what``, e.g. "trace"; "file" says a missing one is "no such file"), refusing
     more than ``limit`` bytes, a missing or unreadable file and a device."""
+    with open_bounded(path, limit, what) as file:
+        try:
+            data = file.read(limit + 1)  # a pipe says nothing of its size: read no further than the limit
+        except OSError as exc:
+            raise InputError(str(path), "", f"cannot read the {what}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise InputError(str(path), "", f"the {what} is above the limit of {_size(limit)}")
+    return data
+
+
+def open_bounded(path: str | Path, limit: int, what: str) -> BinaryIO:
+    """``path`` opened for reading bytes, after refusing a missing or unreadable file, a folder, a device and a
+    file above ``limit`` bytes (a pipe says nothing of its size: its reader must count); for streamed readers."""
     try:
         info = os.stat(path)
         if stat.S_ISDIR(info.st_mode):
@@ -86,17 +100,13 @@ def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
             raise InputError(str(path), "", f"cannot read the {what}: it is a device, not a file")
         if stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise InputError(str(path), "", f"the {what} is {_size(info.st_size)}, above the limit of {_size(limit)}")
-        with open(path, "rb") as file:
-            data = file.read(limit + 1)  # a pipe says nothing of its size: read no further than the limit
+        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
     except FileNotFoundError:
         raise InputError(
             str(path), "", "no such file" if what == "file" else f"cannot read the {what}: no such file"
         ) from None
     except OSError as exc:
         raise InputError(str(path), "", f"cannot read the {what}: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise InputError(str(path), "", f"the {what} is above the limit of {_size(limit)}")
-    return data
 
 
 def read_text(path: str | Path, limit: int, what: str) -> str:

@@ -19,7 +19,7 @@ Times are integer picoseconds, sizes bytes. A workload served this way is a :cla
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeAlias, runtime_checkable
 
@@ -177,6 +177,10 @@ class PoolPricers:
 
     iteration: IterationPricer
     experts: ExpertPricer | None = None
+    energy: Callable[[Iteration], float] | None = None
+    """The compute energy (pJ) an iteration takes on every NPU of a replica, when the pricer knows it."""
+    expert_energy: Callable[[ExpertWork], float] | None = None
+    """The compute energy (pJ) of an expert part on every NPU of a group, when the pricer knows it."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,8 @@ class ServingResult:
     """What a request-level run produced, for the report: when the last request finished (ps), the NPUs its
     replicas occupy, the iterations run (``events_processed``), its figures (times in ps) and timeline, each pool's
     KV-cache bytes per NPU, and with the trace each replica's batch size, queue length and KV blocks in use as
-    counters of its first NPU."""
+    counters of its first NPU; ``compute_energy_pj`` the energy its operators took on every NPU (0 when the
+    pricers know none)."""
 
     total_time_ps: int
     npus: int
@@ -215,6 +220,7 @@ class ServingResult:
     timeline: dict[str, list[float]]
     kv_bytes_per_pool: tuple[int, ...] = ()
     counters: tuple[CounterSample, ...] = ()
+    compute_energy_pj: float = 0.0
 
 
 @runtime_checkable
@@ -237,9 +243,10 @@ class RequestLevelWorkload(Protocol):
         """Bytes of one cached token's keys and values over a whole replica (what a KV move carries per token)."""
         ...
 
-    def demand(self) -> tuple[int, int]:
+    def demand(self, most: int | None = None) -> tuple[int, int]:
         """The requests it serves and the output tokens they generate at most (about an iteration each), known
-        before any request is drawn when it can be (for budgets)."""
+        before any request is drawn when it can be (for budgets); reading requests stops past ``most`` of them,
+        the count then ``most + 1``."""
         ...
 
     def serve(

@@ -129,7 +129,9 @@ class ReportContents:
 
     @property
     def compute_energy_pj(self) -> float:
-        """The compute energy of every NPU together."""
+        """The compute energy of every NPU together (a request-level study's as its run counted it)."""
+        if isinstance(self.result, ServingResult):
+            return self.result.compute_energy_pj
         return sum((npu.compute_energy_pj for npu in self.per_npu), 0.0)
 
     def power_w(self, energy_pj: float) -> float:

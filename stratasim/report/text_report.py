@@ -117,7 +117,7 @@ def _serving_lines(report: ReportContents) -> list[str]:
     if not serving:
         return []
     if "ttft_p99_ps" in serving:
-        return _request_lines(serving)
+        return _request_lines(serving) + _per_token(report.energy_per_token_pj, serving)
     line = (
         f"  serving          TTFT {_time(serving['ttft_ps'])}, TPOT {_time(serving['tpot_ps'])}, "
         f"{serving['tokens_per_second']:,.1f} tokens/s"
@@ -129,6 +129,14 @@ def _serving_lines(report: ReportContents) -> list[str]:
     if cost is not None:
         line += f", ${cost:,.4g} per million tokens"
     return [line]
+
+
+def _per_token(energy: float | None, serving: dict[str, float]) -> list[str]:
+    """A request-level serving study's energy and cost per generated token, when known."""
+    said = [f"{format_energy_pj(energy)} per token"] if energy else []
+    cost = serving.get("cost_usd_per_million_tokens")
+    said += [f"${cost:,.4g} per million tokens"] if cost is not None else []
+    return [f"  per token        {', '.join(said)}"] if said else []
 
 
 def _request_lines(serving: dict[str, float]) -> list[str]:
@@ -185,8 +193,10 @@ def _memory_line(report: ReportContents) -> list[str]:
 def _energy_line(report: ReportContents) -> list[str]:
     energy = report.compute_energy_pj
     lines = []
-    if energy:
-        top = max(report.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu))
+    top = max(report.per_npu, key=lambda n: (n.compute_energy_pj, -n.npu), default=None)
+    if energy and top is None:
+        lines.append(f"  compute energy   {format_energy_pj(energy)} in all, {report.power_w(energy):,.1f} W mean")
+    elif energy and top is not None:
         lines.append(
             f"  compute energy   {format_energy_pj(energy)} in all, {report.power_w(energy):,.1f} W mean "
             f"(NPU {top.npu} the most: {format_energy_pj(top.compute_energy_pj)}, "

@@ -9,7 +9,7 @@ Each pool's iterations are priced by a :class:`~stratasim.system_layer.serving.B
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import cast
 
@@ -39,10 +39,11 @@ def check_serving(study: Study, workload: RequestLevelWorkload, budget: Budget) 
     if study.compute is None:
         raise WorkloadError("workload: kind serving prices its iterations on a compute device: add a compute section")
     pool_sections(study, workload)
-    count, tokens = workload.demand()
-    refuse_over(
-        f"{study.source}: {count:,} requests", count * _REQUEST_BYTES, tokens, budget, "workload.requests.count"
-    )
+    most = budget.max_memory // _REQUEST_BYTES
+    count, tokens = workload.demand(most)  # a trace is read no further than the budget allows
+    said = f"more than {most:,}" if count > most else f"{count:,}"
+    reduce = "workload.requests.count (a trace's requests.trace.limit)"
+    refuse_over(f"{study.source}: {said} requests", count * _REQUEST_BYTES, tokens, budget, reduce)
 
 
 def pool_sections(study: Study, workload: RequestLevelWorkload) -> list[StudyCompute]:
@@ -126,7 +127,15 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
         capacities = [memory_capacity(study, facts) for _, facts in opened]
         started = time.perf_counter()
         result = workload.serve(
-            [PoolPricers(pricer, pricer.experts if pool.ep > 1 else None) for pool, pricer in zip(pools, pricers)],
+            [
+                PoolPricers(
+                    pricer,
+                    pricer.experts if pool.ep > 1 else None,
+                    pricer.energy_pj,
+                    pricer.expert_energy_pj if pool.ep > 1 else None,
+                )
+                for pool, pricer in zip(pools, pricers)
+            ],
             capacities,
             transfer,
             record_trace,
@@ -136,6 +145,7 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
         "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
         "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct),
     }
+    figures |= _cost(figures, pools, [facts for _, facts in opened])
     if len(sections) > 1:
         figures |= {
             f"kv_capacity_bytes_per_npu.{pool.name}": float(kv) for pool, kv in zip(pools, result.kv_bytes_per_pool)
@@ -143,6 +153,18 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
     calibration, warnings = _calibration(sections, [facts for _, facts in opened])
     backends = {"network": network_label, "compute": devices.label}
     return _report(study, result, wall_seconds, backends, figures, calibration, warnings)
+
+
+def _cost(
+    figures: dict[str, float], pools: Sequence[ServingPool], facts: list[compute_pb2.DeviceFacts]
+) -> dict[str, float]:
+    """What a million generated tokens cost on rented devices, when every pool's device has an hourly rate: the
+    pools' NPUs x USD per hour / tokens per hour x 10^6 (as a token-level serving study's)."""
+    rate = figures.get("tokens_per_second", 0.0)
+    if rate <= 0 or not all(fact.HasField("usd_per_hour") for fact in facts):
+        return {}
+    hourly = sum(pool.replicas * pool.tp * pool.pp * fact.usd_per_hour for pool, fact in zip(pools, facts, strict=True))
+    return {"cost_usd_per_million_tokens": hourly / 3600 / rate * 1e6}
 
 
 def _calibration(sections: list[StudyCompute], facts: list[compute_pb2.DeviceFacts]) -> tuple[str, tuple[str, ...]]:

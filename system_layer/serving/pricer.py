@@ -61,6 +61,25 @@ class BackendPricer:
                     stages[index] += repeats * self._transfer(work.boundary_bytes)
         return stages[0] if self._pp == 1 else tuple(stages)
 
+    def energy_pj(self, iteration: Iteration) -> float:
+        """The compute energy of ``iteration`` on every NPU of a replica: each stage's operators on each of its
+        ``tp`` NPUs (collectives' and transfers' energy is the network's, priced per bit elsewhere)."""
+        return sum(
+            repeats * times * work.tp * cost.energy_pj
+            for repeats, work in iteration.works
+            for stage in work.stages
+            for times, step in stage
+            if isinstance(step, Compute)
+            for cost in self._operators.costs([step.op])
+        )
+
+    def expert_energy_pj(self, work: ExpertWork) -> float:
+        """The compute energy of an expert part on every NPU of a group: its local experts' operators on each of
+        the ``ep`` members' ``tp`` NPUs."""
+        computes = [(times, step.op) for times, step in work.steps if isinstance(step, Compute)]
+        costs = self._operators.costs(op for _, op in computes)
+        return self._ep * self._tp * sum(times * cost.energy_pj for (times, _), cost in zip(computes, costs))
+
     def experts(self, work: ExpertWork) -> int:
         """Picoseconds of the expert part ``work`` of an iteration of an expert-parallel group (module
         docstring)."""

@@ -193,7 +193,11 @@ def test_millions_of_long_requests_are_refused_by_the_budget(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = study()
-    data["workload"]["requests"] |= {"count": 10_000_000, "output": {"distribution": "fixed", "value": 2000}}
+    data["workload"]["requests"] |= {
+        "count": 10_000_000,
+        "arrival": {"process": "fixed", "rate": "100/s"},  # within the horizon: the budget speaks
+        "output": {"distribution": "fixed", "value": 2000},
+    }
     path = tmp_path / "study.yaml"
     path.write_text(json.dumps(data))
     assert cli.main(["check", str(path)]) != 0

@@ -33,7 +33,24 @@ __all__ = [
     "LengthDistribution",
     "SloConfig",
     "parse_rate",
+    "ARRIVAL_LIMIT_PS",
+    "MAX_REQUESTS",
+    "horizon_said",
 ]
+
+ARRIVAL_LIMIT_PS = 1 << 62
+"""The latest a request may arrive (ps after the first, or after 0): 2^62 ps, about 53 days, half the int64
+picoseconds of the simulator's time, leaving the other half to serve the requests."""
+MAX_REQUESTS = 10_000_000
+"""Most requests a study serves, drawn or read."""
+MIN_RATE = Fraction(1, 10**6)
+"""The lowest request rate, per second (one in some 11.6 days)."""
+
+
+def horizon_said() -> str:
+    """The arrival horizon as a message says it."""
+    return f"the simulator's horizon: arrivals within 2^62 ps ({ARRIVAL_LIMIT_PS // 10**12:,} s, about 53 days)"
+
 
 _RATE = re.compile(r"^\s*(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*/\s*(?P<unit>[a-z]+)\s*$")
 _PER_SECOND: dict[str, Fraction] = {
@@ -45,7 +62,7 @@ _PER_SECOND: dict[str, Fraction] = {
 
 
 def parse_rate(value: object) -> float:
-    """Read a request rate (``20/s``, ``1200/min``, ``0.5/ms``) as requests per second; positive, at most 10^6/s."""
+    """Read a request rate (``20/s``, ``1200/min``, ``0.5/ms``) as requests per second; from 10^-6/s to 10^6/s."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"expected a rate such as 20/s or 1200/min, got {value!r}")
     match = _RATE.match(value) if isinstance(value, str) else None
@@ -59,8 +76,8 @@ def parse_rate(value: object) -> float:
     rate = Fraction(match["num"]) * scale
     if rate <= 0:
         raise ValueError(f"a request rate must be positive: {value!r}")
-    if rate > 10**6:
-        raise ValueError(f"{value!r} is outside the plausible range of a request rate: at most 10^6/s")
+    if not MIN_RATE <= rate <= 10**6:
+        raise ValueError(f"{value!r} is outside the plausible range of a request rate: 10^-6/s to 10^6/s")
     return float(rate)
 
 
@@ -191,7 +208,7 @@ class RequestsConfig(Section):
     """``workload.requests``: ``count`` requests from ``arrival`` with ``prompt`` and ``output`` lengths drawn
     with ``seed``, or those of ``trace``."""
 
-    count: int | None = Field(default=None, gt=0, le=10_000_000)
+    count: int | None = Field(default=None, gt=0, le=MAX_REQUESTS)
     """Requests to generate."""
     seed: int = Field(default=0, ge=0)
     """Seed of the arrival and length draws: the same seed, the same requests."""
@@ -215,6 +232,19 @@ class RequestsConfig(Section):
             missing = [key for key, value in synthetic.items() if value is None]
             if missing:
                 raise ValueError(f"{missing[0]} is required (or give a trace)")
+        return self
+
+    @model_validator(mode="after")
+    def _within_horizon(self) -> RequestsConfig:
+        if (
+            self.count is not None
+            and self.arrival is not None
+            and self.count / self.arrival.rate > ARRIVAL_LIMIT_PS / 1e12
+        ):
+            raise ValueError(
+                f"arrival.rate: {self.count:,} requests at {self.arrival.rate:.3g}/s arrive over some "
+                f"{self.count / self.arrival.rate:.3g} s, beyond {horizon_said()}; raise the rate or lower count"
+            )
         return self
 
 

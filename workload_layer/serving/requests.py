@@ -1,7 +1,8 @@
 """The requests a serving study runs: drawn from a seeded arrival process and length distributions, or read
 from a trace file (:mod:`stratasim.workload_layer.serving.trace_file`).
 
-Draws use numpy's PCG64 generator seeded with ``requests.seed``, the gaps first and then prompts and outputs, so a
+Every drawn arrival lies within :data:`ARRIVAL_LIMIT_PS` (checked on the drawn gaps before any conversion to
+integers). Draws use numpy's PCG64 generator seeded with ``requests.seed``, the gaps first and then prompts and outputs, so a
 seed gives the same requests bit for bit on any machine. Arrival times are integer picoseconds, the first
 request arriving at the first gap (a Poisson process observed from time 0).
 """
@@ -12,7 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import (
+    ARRIVAL_LIMIT_PS,
+    MAX_REQUESTS,
     ArrivalConfig,
     EmpiricalLength,
     FixedLength,
@@ -20,9 +24,10 @@ from stratasim.workload_layer.serving.config import (
     LognormalLength,
     RequestsConfig,
     UniformLength,
+    horizon_said,
 )
 
-__all__ = ["Request", "synthetic_requests"]
+__all__ = ["ARRIVAL_LIMIT_PS", "MAX_REQUESTS", "Request", "horizon_said", "synthetic_requests"]
 
 PS_PER_SECOND = 10**12
 
@@ -44,6 +49,11 @@ def synthetic_requests(config: RequestsConfig) -> tuple[Request, ...]:
     assert config.prompt is not None and config.output is not None
     generator = np.random.Generator(np.random.PCG64(config.seed))
     gaps = _gaps(generator, config.arrival, config.count)
+    if not float(np.sum(gaps)) * PS_PER_SECOND <= ARRIVAL_LIMIT_PS:  # before any conversion to int64
+        raise WorkloadError(
+            f"workload.requests.arrival: the {config.count:,} requests drawn at {config.arrival.rate:.3g}/s arrive "
+            f"over {float(np.sum(gaps)):.3g} s, beyond {horizon_said()}; raise arrival.rate or lower count"
+        )
     arrivals = np.cumsum(np.round(gaps * PS_PER_SECOND).astype(np.int64))
     prompts = _lengths(generator, config.prompt, config.count)
     outputs = _lengths(generator, config.output, config.count)

@@ -18,7 +18,7 @@ from stratasim.kernel.units import format_bytes
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.requests import Request
-from stratasim.workload_layer.serving.simulation import PoolSetup, Sample, simulate_pools
+from stratasim.workload_layer.serving.simulation import PoolRun, PoolSetup, Sample, simulate_pools
 
 if TYPE_CHECKING:
     from stratasim.kernel.serving import KvTransferPricer
@@ -56,7 +56,21 @@ def serve(
         timeline=serving_timeline(run),
         kv_bytes_per_pool=tuple(budget.kv_bytes for budget in budgets),
         counters=_counters(run.samples, firsts, run.engine_replicas) if counters else (),
+        compute_energy_pj=_energy(run, setups, pricers),
     )
+
+
+def _energy(run: PoolRun, setups: Sequence[PoolSetup], pricers: Sequence[PoolPricers]) -> float:
+    """The compute energy of every iteration and expert part run (pJ): each distinct one's, as its pool's pricers
+    say, times how often it ran; 0 for a pool whose pricers know no energy."""
+    total = 0.0
+    for (pool, shape), times in run.shape_runs.items():
+        energy = pricers[pool].energy
+        total += times * energy(setups[pool].work(shape)) if energy is not None else 0.0
+    for (pool, group, member), times in run.expert_runs.items():
+        expert, work = pricers[pool].expert_energy, setups[pool].expert_work
+        total += times * expert(work(group, member)) if expert is not None and work is not None else 0.0
+    return total
 
 
 def _setup(workload: ServingRequestsWorkload, pool: int, pricers: PoolPricers, budget: KvBudget) -> PoolSetup:

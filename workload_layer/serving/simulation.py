@@ -32,11 +32,12 @@ shape. The run ends when the last request finishes.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 
-from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
     ExpertPricer,
     ExpertWork,
@@ -46,6 +47,7 @@ from stratasim.kernel.serving import (
     KvMove,
     KvTransferPricer,
 )
+from stratasim.kernel.units import INT64_MAX
 from stratasim.workload_layer.serving.config import PoolConfig
 from stratasim.workload_layer.serving.iteration import round_up
 from stratasim.workload_layer.serving.kv_cache import HostSwap
@@ -94,7 +96,8 @@ class PoolRun:
     iterations run and the distinct shapes priced, preemptions (``swap_outs`` of them swapped to host memory, for
     ``swap_ps`` of copies either way), the decode steps and tokens of speculative decoding, the first pool's KV
     blocks per replica (``kv_blocks``), each engine's blocks and peak use, each handed-off sequence's KV transfer
-    time (ps), and the replica of each engine."""
+    time (ps), the replica of each engine, and how many iterations of each pool and shape (and expert parts of each
+    pool and bucketed tokens) ran."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -110,6 +113,8 @@ class PoolRun:
     kv_replica_blocks: list[int] = field(default_factory=list)
     transfers_ps: list[int] = field(default_factory=list)
     engine_replicas: list[int] = field(default_factory=list)
+    shape_runs: dict[tuple[int, IterationShape], int] = field(default_factory=dict)
+    expert_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
 
 def simulate_pool(
@@ -174,12 +179,17 @@ class _Loop:
         self.arrival = 0
 
     def next_instant(self) -> int:
-        """The time of the next arrival, iteration end or KV move's arrival."""
-        return min(
-            self.requests[self.arrival].arrival_ps if self.arrival < len(self.requests) else 1 << 62,
-            self.ends[0][0] if self.ends else 1 << 62,
-            self.moving[0][0] if self.moving else 1 << 62,
-        )
+        """The time of the next arrival, iteration end or KV move's arrival; an error past the int64
+        picoseconds."""
+        instants = [self.requests[self.arrival].arrival_ps] if self.arrival < len(self.requests) else []
+        instants += [heap[0][0] for heap in (self.ends, self.moving) if heap]
+        now = min(instants)
+        if now > INT64_MAX:
+            raise SimulationError(
+                "serving ran past the int64 picoseconds of simulated time (about 106 days): the requests arrive "
+                "faster than the pools serve them; add replicas or serve fewer requests"
+            )
+        return now
 
     def route_arrivals(self, now: int) -> set[int]:
         """Hand the requests arriving at ``now`` to the entry engines; the engines they went to."""
@@ -228,7 +238,7 @@ class _Loop:
         batch = replica.next_batch(now)
         if batch:
             shape = replica.shape(batch, self.bucket)
-            price = self.prices.shapes.get((self.owner[index], shape)) or self.prices.stages(self.owner[index], shape)
+            price = self.prices.stages(self.owner[index], shape)
             self.running[index] = batch
             self.run.swap_ps += batch.swap_ps
             end = _through_stages(now, price, batch.swap_ps, self.stages_free[self.physical[index]])
@@ -306,6 +316,7 @@ class _Loop:
         run.kv_peak_blocks = [replica.cache.peak_used for replica in replicas]
         run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
         run.engine_replicas = self.physical
+        run.shape_runs, run.expert_runs = dict(self.prices.runs), dict(self.prices.expert_runs)
         return run
 
 
@@ -353,15 +364,19 @@ def _engine(setup: PoolSetup, engine: int, replica: int) -> ReplicaScheduler:
 
 class _Prices:
     """The pricers' answers, asked once each: iterations by pool and shape (:attr:`shapes`), expert parts by pool
-    and bucketed group and member tokens (:attr:`experts`)."""
+    and bucketed group and member tokens (:attr:`experts`); and how many of each ran (:attr:`runs`,
+    :attr:`expert_runs`)."""
 
     def __init__(self, pools: Seq[PoolSetup], bucket: int) -> None:
         self._pools, self.bucket = pools, bucket
         self.shapes: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
         self.experts: dict[tuple[int, int, int], int] = {}
+        self.runs: Counter[tuple[int, IterationShape]] = Counter()
+        self.expert_runs: Counter[tuple[int, int, int]] = Counter()
 
     def stages(self, pool: int, shape: IterationShape) -> tuple[int, ...]:
-        """Each stage's time for ``shape`` on pool ``pool``."""
+        """Each stage's time for ``shape`` on pool ``pool``, an iteration of it counted."""
+        self.runs[pool, shape] += 1
         price = self.shapes.get((pool, shape))
         if price is None:
             price = self.shapes[pool, shape] = _stage_prices(self._pools[pool], shape)
@@ -370,6 +385,7 @@ class _Prices:
     def expert_part(self, pool: int, group_tokens: int, member_tokens: int) -> int:
         """The expert part of an iteration of a group of pool ``pool``, its tokens bucketed."""
         key = (pool, round_up(group_tokens, self.bucket), round_up(member_tokens, self.bucket))
+        self.expert_runs[key] += 1
         price = self.experts.get(key)
         if price is None:
             setup = self._pools[pool]

@@ -131,11 +131,21 @@ class ServingRequestsWorkload:
             for first, pool in zip(self.first_npus(), self.config.pools, strict=True)
         ]
 
-    def demand(self) -> tuple[int, int]:
+    def demand(self, most: int | None = None) -> tuple[int, int]:
         """The requests and the output tokens they generate at most: from ``requests.count`` before any is drawn,
-        else from the trace (read and checked)."""
+        else from the trace (read and checked), whose reading stops past ``most`` requests (then ``most + 1``
+        is the count, nothing kept)."""
         config = self.config.requests
-        count = config.count if config.count is not None else len(self.requests())
+        if config.count is not None:
+            count = config.count
+        elif self._requests is None and config.trace is not None and most is not None:
+            read = read_trace(config.trace.path, config.trace.limit, most)
+            if len(read) > most:
+                return len(read), len(read)
+            self._requests = self._checked(read)
+            count = len(self._requests)
+        else:
+            count = len(self.requests())
         return count, count * (config.output.largest if config.output is not None else 1)
 
     def serve(
@@ -158,7 +168,12 @@ class ServingRequestsWorkload:
         config = self.config.requests
         if config.trace is None:
             return synthetic_requests(config)
-        requests = read_trace(config.trace.path, config.trace.limit)
+        return self._checked(read_trace(config.trace.path, config.trace.limit))
+
+    def _checked(self, requests: tuple[Request, ...]) -> tuple[Request, ...]:
+        """The requests read from the trace, each checked against the model's context."""
+        config = self.config.requests
+        assert config.trace is not None
         context = self.config.model.seq_len
         for request in requests:
             if request.prompt_tokens + request.output_tokens > context:
