@@ -14,7 +14,6 @@ were written in place, and a described device's ``compute.device.file``, whose k
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2
 
 __all__ = [
+    "STUDY_SECTIONS",
     "Study",
     "WorkloadSpec",
     "StudyNetwork",
@@ -51,7 +51,8 @@ __all__ = [
     "with_device_file",
 ]
 
-_TOP_LEVEL = ("name", "workload", "system", "network", "compute")
+STUDY_SECTIONS = ("name", "workload", "system", "network", "compute")
+"""The top-level keys of a study."""
 
 
 class StudyNetwork(Placement, NetworkSection):
@@ -163,8 +164,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if problems:  # no section reads a number that fits nothing
         raise ConfigError(source, problems)
     for key in data:
-        if key not in _TOP_LEVEL:
-            problems.append((str(key), unknown_key(str(key), _TOP_LEVEL)))
+        if key not in STUDY_SECTIONS:
+            problems.append((str(key), unknown_key(str(key), STUDY_SECTIONS)))
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         problems.append(("name", f"expected a non-empty string, got {name!r}"))
@@ -281,19 +282,13 @@ def _outside(path: Path, source: str) -> bool:
     return not path.resolve().is_relative_to(Path(source).parent.resolve())
 
 
-_DUPLICATE = re.compile(r"duplicate key .*")
-
-
 def _included(path: Path, key: str, expected: str, problems: list[tuple[str, str]]) -> Mapping[str, Any] | None:
     """The mapping in the YAML file ``path`` a study names at ``key``; None, and a problem saying why, when it
     cannot be read or holds something else than ``expected``."""
     try:
         included = _read_yaml(path)
     except ConfigError as exc:
-        problems.extend(
-            (key, f"{path}{f' {at}' if at else ''}: {_DUPLICATE.sub('duplicate key', what)}")
-            for at, what in exc.problems
-        )  # the key written twice is the file's, not shown
+        problems.extend((key, f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
         return None
     if not isinstance(included, Mapping):
         problems.append((key, f"{path}: expected {expected}"))
