@@ -2,8 +2,9 @@
 :func:`~stratasim.study.run_study`.
 
 Exit codes: 0 success; 2 invalid input or a failed run (any :class:`~stratasim.kernel.errors.StrataSimError`,
-printed as one ``error: ...`` message on stderr, and argparse's own usage errors); 130 interrupted. Anything
-else escapes with a traceback, because it is a bug.
+printed as one ``error: ...`` message on stderr, and argparse's own usage errors), or output that could not be
+written (an :class:`OSError`: a full disk, a folder that is not writable); 130 interrupted. Anything else escapes
+with a traceback, because it is a bug.
 
 Each subcommand is one ``_add_<name>`` function that builds its parser and sets ``handler``; adding a
 subcommand means writing one such function and listing it in ``_SUBCOMMANDS``.
@@ -461,5 +462,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`stratasim run ... | head`): not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
+        _quiet_stdout()
         return 0
+    except OSError as exc:  # a full disk (stdout on /dev/full, --out), a folder that is not writable
+        _quiet_stdout()
+        where = f"{exc.filename}: " if exc.filename else "writing the output: "
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's flush at exit does not fail again on what is
+    still buffered."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
