@@ -187,10 +187,10 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line(
     assert capsys.readouterr().err == "interrupted\n"
 
 
-# Trials of a few seconds each, so a signal sent once the first finished lands while the others run.
+# 24 trials of a few seconds each, so a signal sent once the first finished lands while others run.
 SLOW_SWEEP = f"""study:
 {textwrap.indent(SLOW.replace("size: 1GiB", "size: 64MiB").replace("size: 64, bandwidth: 25", "size: 8, bandwidth: 25"), "  ")}
-space: {{system.splits: [4, 8, 16, 32, 64, 128]}}
+space: {{system.splits: [4, 8, 16, 32, 64, 128], system.active_chunks: [1, 2, 3, 4]}}
 objectives: [{{metric: total_time_ns, goal: min}}]
 search: {{method: grid}}
 """
