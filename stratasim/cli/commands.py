@@ -241,7 +241,7 @@ def _import_astra(args: argparse.Namespace) -> int:
         npus=args.npus,
         name=args.name,
         backend=args.backend,
-        trace=args.workload,
+        trace=_trace_for(args.workload, args.output),
     )
     text = astra.to_yaml(imported.study, imported.comments)
     if args.output is None:
@@ -254,6 +254,14 @@ def _import_astra(args: argparse.Namespace) -> int:
         raise ConfigError(args.output, [("", f"cannot write the study: {exc.strerror or exc}")]) from None
     print(f"wrote {args.output}")
     return EXIT_OK
+
+
+def _trace_for(prefix: str | None, output: str | None) -> str | None:
+    """The trace ``prefix`` given on the command line (relative to the current folder) as the study written to
+    ``output`` names it: relative to that file's folder, where a study's traces are read from."""
+    if prefix is None or output is None or os.path.isabs(prefix):
+        return prefix
+    return os.path.relpath(os.path.abspath(prefix), os.path.dirname(os.path.abspath(output)))
 
 
 def _size_text(text: str) -> str:
@@ -291,8 +299,8 @@ def _add_import(subparsers: Subparsers) -> None:
     astra.add_argument(
         "--workload",
         metavar="PREFIX",
-        help="replay the Chakra trace PREFIX.<rank>.et (ASTRA-sim's --workload-configuration; relative to where "
-        "the study runs) instead of one collective",
+        help="replay the Chakra trace PREFIX.<rank>.et (ASTRA-sim's --workload-configuration) instead of one "
+        "collective; the study names it relative to its own folder (-o's, else the current one)",
     )
     astra.add_argument("-o", "--output", metavar="STUDY.yaml", help="write the study here instead of stdout")
     astra.set_defaults(handler=_import_astra)

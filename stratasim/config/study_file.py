@@ -117,7 +117,7 @@ class Study:
         return result
 
 
-def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | None:
+def _workload(data: object, source: str, problems: list[tuple[str, str]]) -> WorkloadSpec | None:
     if not isinstance(data, Mapping):
         problems.append(("workload", "required: a mapping with 'kind' and that kind's keys"))
         return None
@@ -133,7 +133,22 @@ def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | N
         problems.append(("workload.kind", str(exc)))
         return None
     config = validated_section(config_model, {k: v for k, v in data.items() if k != "kind"}, "workload", problems)
-    return None if config is None else WorkloadSpec(kind, config)
+    return None if config is None else WorkloadSpec(kind, _in_folder(config, Path(source).parent))
+
+
+def _in_folder(section: BaseModel, folder: Path) -> BaseModel:
+    """``section`` with the files its sections name (``Section.study_files``: traces, request traces) relative to
+    ``folder``, the study file's, as ``compute.profile`` and device files are: a study runs from anywhere."""
+    update: dict[str, Any] = {
+        name: str(folder / value)
+        for name in getattr(section, "study_files", ())
+        if isinstance(value := getattr(section, name), str)
+    }
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        if name not in update and isinstance(value, BaseModel) and (moved := _in_folder(value, folder)) is not value:
+            update[name] = moved
+    return section.model_copy(update=update) if update else section
 
 
 def _check_backend(layer: str, section: StudyNetwork | StudyCompute | None, problems: list[tuple[str, str]]) -> None:
@@ -169,7 +184,7 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         problems.append(("name", f"expected a non-empty string, got {name!r}"))
-    workload = _workload(data.get("workload"), problems)
+    workload = _workload(data.get("workload"), source, problems)
     system = validated_section(SystemOptions, data.get("system") or {}, "system", problems)
     if "network" not in data:
         problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))

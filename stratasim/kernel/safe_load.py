@@ -195,7 +195,7 @@ def parse_json(text: str, source: str, unique_keys: bool = False) -> Any:
     except json.JSONDecodeError as exc:
         raise InputError(source, f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}") from None
     except _Duplicate:
-        raise InputError(source, "", "duplicate key: an object names one of its keys twice") from None
+        raise InputError(source, "", "duplicate key") from None
     except _Refused as exc:
         raise InputError(source, "", str(exc)) from None
     except (ValueError, RecursionError, MemoryError) as exc:  # an integer of more digits than Python converts

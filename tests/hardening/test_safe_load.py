@@ -162,7 +162,7 @@ def test_every_json_failure_is_an_input_error(text: str, what: str) -> None:
 def test_json_duplicate_keys_on_request() -> None:
     assert parse_json('{"a": 1, "a": 2}', "d.json") == {"a": 2}
     error = bounded(lambda: parse_json('{"a": 1, "a": 2}', "d.json", unique_keys=True))
-    assert (error.where, error.what) == ("", "duplicate key: an object names one of its keys twice")
+    assert (error.where, error.what) == ("", "duplicate key")
 
 
 def test_check_depth_walks_parsed_values_without_recursion() -> None:

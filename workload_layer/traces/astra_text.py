@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -332,12 +333,13 @@ def build_graph(model: AstraTextModel, npu: int, passes: int = 1) -> workload_pb
 
 
 class AstraTextConfig(Section):
-    """``workload:`` keys of ``kind: astra_text``: ``path`` is the text file (relative to the current
-    directory); ``npus`` is required, like the converter's ``--num-npus``, because the file does not say how
+    """``workload:`` keys of ``kind: astra_text``: ``path`` is the text file (relative to the study
+    file's folder); ``npus`` is required, like the converter's ``--num-npus``, because the file does not say how
     many NPUs it was written for; ``passes`` is the number of training iterations."""
 
+    study_files: ClassVar[tuple[str, ...]] = ("path",)
     path: str = Field(min_length=1)
-    """The ASTRA-sim text workload file, relative to the current directory."""
+    """The ASTRA-sim text workload file, relative to the study file's folder."""
     npus: int = Field(ge=1)
     """NPUs the file was written for (the file does not say; like the converter's ``--num-npus``)."""
     passes: int = Field(default=1, ge=1)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
@@ -407,11 +407,12 @@ def read_chakra_graphs(prefix: str | Path, comm_groups: str | Path | None = None
 class ChakraConfig(Section):
     """``workload:`` keys of ``kind: chakra``: ``path`` is the trace prefix (files ``<path>.<rank>.et``);
     ``comm_groups`` the communicator groups file (ASTRA-sim's ``--comm-group-configuration`` JSON; by default
-    ``<path>.json`` if it exists), both relative to the current directory; ``npus``, when given, must equal the
+    ``<path>.json`` if it exists), both relative to the study file's folder; ``npus``, when given, must equal the
     number of rank files."""
 
+    study_files: ClassVar[tuple[str, ...]] = ("path", "comm_groups")
     path: str = Field(min_length=1)
-    """Prefix of the trace files ``<path>.<rank>.et``, relative to the current directory."""
+    """Prefix of the trace files ``<path>.<rank>.et``, relative to the study file's folder."""
     comm_groups: str | None = Field(default=None, min_length=1)
     """Communicator groups file, ASTRA-sim's ``--comm-group-configuration`` JSON (default ``<path>.json`` if it
     exists)."""
