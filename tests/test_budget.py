@@ -23,7 +23,14 @@ from stratasim.config.study_file import load_study, parse_study
 from stratasim.explore import ResultStore, run_sweep
 from stratasim.explore.sweep_file import parse_sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
-from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget, estimate_study
+from stratasim.study.budget import (
+    DEFAULT_BUDGET,
+    Budget,
+    BudgetError,
+    check_budget,
+    estimate_study,
+    long_run_note,
+)
 from stratasim.study.run import check_study, prepare_workload
 from tests.helpers import stratasim_process
 
@@ -375,3 +382,26 @@ def test_a_trace_of_tiny_nodes_is_still_refused(tmp_path: Path) -> None:
     source, npus = prepare_workload(study)
     with pytest.raises(BudgetError, match="graph nodes"):
         check_budget(study, source, npus, DEFAULT_BUDGET)
+
+
+@pytest.mark.parametrize(
+    ("backend", "size", "said"),
+    [("flit_level", "4MiB", "some 56 s"), ("flit_level", "64KiB", None), ("analytical", "1GiB", None)],
+)
+def test_a_long_packet_level_run_is_announced(backend: str, size: str, said: str | None) -> None:
+    """Issue 27: the flit level runs some 60 times slower than analytical; a run predicted over LONG_RUN_SECONDS
+    says so before it starts."""
+    study = load_study(EXAMPLES / "quickstart.yaml", [f"network.backend={backend}", f"workload.size={size}"])
+    source, npus = prepare_workload(study)
+    line = long_run_note(study, estimate_study(study, source, npus))
+    assert (line is None) if said is None else (line is not None and said in line and "flit_level" in line)
+
+
+def test_the_command_line_says_it_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("stratasim.study.budget.PACKET_EVENTS_PER_SECOND", 1000)
+    args = ["run", str(EXAMPLES / "quickstart.yaml"), "--quiet", "--set", "network.backend=flit_level"]
+    assert stratasim_main([*args, "--set", "workload.size=16KiB"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: the flit_level network simulates every packet: about ") and err.count("\n") == 1

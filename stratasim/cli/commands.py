@@ -55,7 +55,13 @@ def _run(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
     selected = trace_options.selection(args)
     with RunProgress(quiet=args.quiet) as shown, stoppable(shown) as progress:
-        report = run_study(study, record_trace=selected or False, progress=progress, budget=budget_options.budget(args))
+        report = run_study(
+            study,
+            record_trace=selected or False,
+            progress=progress,
+            budget=budget_options.budget(args),
+            notes=_note,
+        )
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.out is not None and args.pictures:
         try:
@@ -71,6 +77,11 @@ def _run(args: argparse.Namespace) -> int:
         if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):
             print(line)
     return EXIT_OK if report.stopped_at_ps is None else EXIT_INTERRUPTED
+
+
+def _note(line: str) -> None:
+    """A line the run says before it starts (on stderr: --json keeps stdout for the report alone)."""
+    print(f"note: {line}", file=sys.stderr, flush=True)
 
 
 def _add_run(subparsers: Subparsers) -> None:
