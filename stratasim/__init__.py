@@ -9,8 +9,13 @@ and ``stratasim.adapters``. ``stratasim.run(study, **overrides)`` is the one cal
 (``docs/reference/python-api.md``).
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing takes tens of milliseconds at start-up, when Ctrl-C would
+if TYPE_CHECKING:  # interrupt it with a traceback before the command line can catch it
+    from typing import Any
 
 # Run from a source checkout (the repository's root on sys.path, as ``python`` started there puts it), this folder
 # is ``stratasim`` but the layers are its siblings, which an install maps to ``stratasim.<layer>``: look for them

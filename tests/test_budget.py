@@ -18,11 +18,19 @@ import pytest
 import stratasim
 from stratasim.bench.collectives import BenchCase
 from stratasim.bench.suite import SUITE, SuiteCase
+from stratasim.cli import main as stratasim_main
 from stratasim.config.study_file import load_study, parse_study
 from stratasim.explore import ResultStore, run_sweep
 from stratasim.explore.sweep_file import parse_sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
-from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget, estimate_study
+from stratasim.study.budget import (
+    DEFAULT_BUDGET,
+    Budget,
+    BudgetError,
+    check_budget,
+    estimate_study,
+    long_run_note,
+)
 from stratasim.study.run import check_study, prepare_workload
 from tests.helpers import stratasim_process
 
@@ -330,3 +338,70 @@ def test_ns3_packets_of_huge_messages_are_refused_for_their_events() -> None:
     check_study(parse_study(data, "analytical.yaml"))  # one event per message: nothing to refuse
     data["network"]["backend"] = "ns3"
     _refused(data, "the simulation", "system.splits")
+
+
+def _exported(tmp_path: Path) -> Path:
+    """The transformer example exported as a Chakra trace (32 ranks of some 2,540 nodes, 67 bytes each), and a study
+    replaying it."""
+    assert (
+        stratasim_main(["trace", "export", str(EXAMPLES / "transformer.yaml"), str(tmp_path / "t"), "--to", "chakra"])
+        == 0
+    )
+    text = (EXAMPLES / "transformer.yaml").read_text(encoding="utf-8")
+    network = text[text.index("\nnetwork:") + 1 : text.index("\ncompute:") + 1]
+    (tmp_path / "replay.yaml").write_text(
+        f"workload: {{kind: chakra, path: t}}\nsystem: {{algorithm: ring}}\n{network}"
+    )
+    return tmp_path / "replay.yaml"
+
+
+def test_a_chakra_replay_is_estimated_by_its_nodes(tmp_path: Path) -> None:
+    """The transformer example's own export replays within the default budget (issue 27: its size bound said
+    2.7 GiB; the run's peak is some 145 MB of which 60 MB the interpreter): the estimate counts the records."""
+    study = load_study(_exported(tmp_path))
+    source, npus = prepare_workload(study)
+    estimate = check_budget(study, source, npus, DEFAULT_BUDGET)
+    built = max(len(graph.nodes) for graph in source.graphs(npus))
+    assert built <= estimate.work.nodes <= built + 1  # the metadata record counts as one
+    assert estimate.npu_memory + estimate.graph_memory < 200e6
+
+
+def test_a_trace_of_tiny_nodes_is_still_refused(tmp_path: Path) -> None:
+    """Counting stops at COUNTED_RECORDS: a trace past it is bounded by its size, and 5-byte nodes are refused."""
+    from stratasim.chakra import et_def_pb2 as et
+    from stratasim.workload_layer.traces.chakra import COUNTED_RECORDS, write_trace
+
+    nodes = [et.Node(id=i) for i in range(1, COUNTED_RECORDS // 2 + 2)]
+    for rank in range(4):
+        write_trace(tmp_path / f"tiny.{rank}.et", et.GlobalMetadata(), nodes)
+    (tmp_path / "s.yaml").write_text(
+        "workload: {kind: chakra, path: tiny}\nnetwork:\n  topology: [{kind: switch, size: 4, bandwidth: 50GB/s, "
+        "latency: 500ns}]\n"
+    )
+    study = load_study(tmp_path / "s.yaml")
+    source, npus = prepare_workload(study)
+    with pytest.raises(BudgetError, match="graph nodes"):
+        check_budget(study, source, npus, DEFAULT_BUDGET)
+
+
+@pytest.mark.parametrize(
+    ("backend", "size", "said"),
+    [("flit_level", "4MiB", "some 56 s"), ("flit_level", "64KiB", None), ("analytical", "1GiB", None)],
+)
+def test_a_long_packet_level_run_is_announced(backend: str, size: str, said: str | None) -> None:
+    """Issue 27: the flit level runs some 60 times slower than analytical; a run predicted over LONG_RUN_SECONDS
+    says so before it starts."""
+    study = load_study(EXAMPLES / "quickstart.yaml", [f"network.backend={backend}", f"workload.size={size}"])
+    source, npus = prepare_workload(study)
+    line = long_run_note(study, estimate_study(study, source, npus))
+    assert (line is None) if said is None else (line is not None and said in line and "flit_level" in line)
+
+
+def test_the_command_line_says_it_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("stratasim.study.budget.PACKET_EVENTS_PER_SECOND", 1000)
+    args = ["run", str(EXAMPLES / "quickstart.yaml"), "--quiet", "--set", "network.backend=flit_level"]
+    assert stratasim_main([*args, "--set", "workload.size=16KiB"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: the flit_level network simulates every packet: about ") and err.count("\n") == 1

@@ -2,8 +2,9 @@
 :func:`~stratasim.study.run_study`.
 
 Exit codes: 0 success; 2 invalid input or a failed run (any :class:`~stratasim.kernel.errors.StrataSimError`,
-printed as one ``error: ...`` message on stderr, and argparse's own usage errors); 130 interrupted. Anything
-else escapes with a traceback, because it is a bug.
+printed as one ``error: ...`` message on stderr, and argparse's own usage errors), or output that could not be
+written (an :class:`OSError`: a full disk, a folder that is not writable); 130 interrupted. Anything else escapes
+with a traceback, because it is a bug.
 
 Each subcommand is one ``_add_<name>`` function that builds its parser and sets ``handler``; adding a
 subcommand means writing one such function and listing it in ``_SUBCOMMANDS``.
@@ -54,7 +55,13 @@ def _run(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.overrides)
     selected = trace_options.selection(args)
     with RunProgress(quiet=args.quiet) as shown, stoppable(shown) as progress:
-        report = run_study(study, record_trace=selected or False, progress=progress, budget=budget_options.budget(args))
+        report = run_study(
+            study,
+            record_trace=selected or False,
+            progress=progress,
+            budget=budget_options.budget(args),
+            notes=_note,
+        )
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.out is not None and args.pictures:
         try:
@@ -70,6 +77,11 @@ def _run(args: argparse.Namespace) -> int:
         if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):
             print(line)
     return EXIT_OK if report.stopped_at_ps is None else EXIT_INTERRUPTED
+
+
+def _note(line: str) -> None:
+    """A line the run says before it starts (on stderr: --json keeps stdout for the report alone)."""
+    print(f"note: {line}", file=sys.stderr, flush=True)
 
 
 def _add_run(subparsers: Subparsers) -> None:
@@ -251,7 +263,7 @@ def _import_astra(args: argparse.Namespace) -> int:
         npus=args.npus,
         name=args.name,
         backend=args.backend,
-        trace=args.workload,
+        trace=_trace_for(args.workload, args.output),
     )
     text = astra.to_yaml(imported.study, imported.comments)
     if args.output is None:
@@ -264,6 +276,14 @@ def _import_astra(args: argparse.Namespace) -> int:
         raise ConfigError(args.output, [("", f"cannot write the study: {exc.strerror or exc}")]) from None
     print(f"wrote {args.output}")
     return EXIT_OK
+
+
+def _trace_for(prefix: str | None, output: str | None) -> str | None:
+    """The trace ``prefix`` given on the command line (relative to the current folder) as the study written to
+    ``output`` names it: relative to that file's folder, where a study's traces are read from."""
+    if prefix is None or output is None or os.path.isabs(prefix):
+        return prefix
+    return os.path.relpath(os.path.abspath(prefix), os.path.dirname(os.path.abspath(output)))
 
 
 def _size_text(text: str) -> str:
@@ -301,8 +321,8 @@ def _add_import(subparsers: Subparsers) -> None:
     astra.add_argument(
         "--workload",
         metavar="PREFIX",
-        help="replay the Chakra trace PREFIX.<rank>.et (ASTRA-sim's --workload-configuration; relative to where "
-        "the study runs) instead of one collective",
+        help="replay the Chakra trace PREFIX.<rank>.et (ASTRA-sim's --workload-configuration) instead of one "
+        "collective; the study names it relative to its own folder (-o's, else the current one)",
     )
     astra.add_argument("-o", "--output", metavar="STUDY.yaml", help="write the study here instead of stdout")
     astra.set_defaults(handler=_import_astra)
@@ -472,5 +492,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`stratasim run ... | head`): not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush stays quiet
+        _quiet_stdout()
         return 0
+    except OSError as exc:  # a full disk (stdout on /dev/full, --out), a folder that is not writable
+        _quiet_stdout()
+        where = f"{exc.filename}: " if exc.filename else "writing the output: "
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's flush at exit does not fail again on what is
+    still buffered."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM during ``stratasim run`` keep what was simulated: the first signal stops the engine at its
 next progress check (or as soon as it starts, when it comes during the build), and the run reports and writes
-``--out`` as far as it got, marked incomplete; a second signal abandons the run at once."""
+``--out`` as far as it got, marked incomplete; a second signal abandons the run at once. Elsewhere (a sweep) SIGTERM
+stops the command as Ctrl-C does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from types import FrameType
 
 from stratasim.kernel.events import Progress, RunStopped
 
-__all__ = ["stoppable"]
+__all__ = ["stoppable", "terminate_as_interrupt"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _NAMES = {int(signal.SIGINT): "interrupted (SIGINT)", int(signal.SIGTERM): "terminated (SIGTERM)"}
@@ -49,3 +50,22 @@ def stoppable(progress: Progress) -> Iterator[Progress]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While the context lasts, SIGTERM raises :class:`KeyboardInterrupt` as Ctrl-C does, so that a command stops
+    what it started and says so instead of dying at once (in the main thread; elsewhere nothing changes)."""
+
+    def on_signal(number: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_signal)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stratasim.cli import budget_options
+from stratasim.cli.interrupts import terminate_as_interrupt
 from stratasim.cli.sweep_progress import progress_for
 from stratasim.explore.ladder import time_saved
 from stratasim.explore.run import SweepOutcome, feasible, outcome_json, run_sweep
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["add_sweep"]
 
 _SHOWN = 10
+EXIT_STOPPED = 130
+"""The exit code of a sweep stopped by Ctrl-C or SIGTERM (as the command line's for an interrupt)."""
 
 
 def add_sweep(subparsers: Subparsers) -> None:
@@ -56,13 +59,21 @@ def _sweep(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
     store = ResultStore(db, sweep.section.model_dump_json())
     try:
-        if args.json:
-            outcome = run_sweep(sweep, store, workers=args.workers, cluster=args.cluster, budget=budget)
-        else:
-            with progress_for(sweep) as progress:
-                outcome = run_sweep(
-                    sweep, store, progress, workers=args.workers, cluster=args.cluster, budget=budget, notes=_note
-                )
+        with terminate_as_interrupt():
+            if args.json:
+                outcome = run_sweep(sweep, store, workers=args.workers, cluster=args.cluster, budget=budget)
+            else:
+                with progress_for(sweep) as progress:
+                    outcome = run_sweep(
+                        sweep, store, progress, workers=args.workers, cluster=args.cluster, budget=budget, notes=_note
+                    )
+    except KeyboardInterrupt:
+        print(
+            f"stopped: the sweep's workers were stopped; the trials that finished are in {db}, and running the "
+            "sweep again resumes from them",
+            file=sys.stderr,
+        )
+        return EXIT_STOPPED
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))

@@ -14,7 +14,6 @@ were written in place, and a described device's ``compute.device.file``, whose k
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2
 
 __all__ = [
+    "STUDY_SECTIONS",
     "Study",
     "WorkloadSpec",
     "StudyNetwork",
@@ -51,7 +51,8 @@ __all__ = [
     "with_device_file",
 ]
 
-_TOP_LEVEL = ("name", "workload", "system", "network", "compute")
+STUDY_SECTIONS = ("name", "workload", "system", "network", "compute")
+"""The top-level keys of a study."""
 
 
 class StudyNetwork(Placement, NetworkSection):
@@ -116,7 +117,7 @@ class Study:
         return result
 
 
-def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | None:
+def _workload(data: object, source: str, problems: list[tuple[str, str]]) -> WorkloadSpec | None:
     if not isinstance(data, Mapping):
         problems.append(("workload", "required: a mapping with 'kind' and that kind's keys"))
         return None
@@ -132,7 +133,22 @@ def _workload(data: object, problems: list[tuple[str, str]]) -> WorkloadSpec | N
         problems.append(("workload.kind", str(exc)))
         return None
     config = validated_section(config_model, {k: v for k, v in data.items() if k != "kind"}, "workload", problems)
-    return None if config is None else WorkloadSpec(kind, config)
+    return None if config is None else WorkloadSpec(kind, _in_folder(config, Path(source).parent))
+
+
+def _in_folder(section: BaseModel, folder: Path) -> BaseModel:
+    """``section`` with the files its sections name (``Section.study_files``: traces, request traces) relative to
+    ``folder``, the study file's, as ``compute.profile`` and device files are: a study runs from anywhere."""
+    update: dict[str, Any] = {
+        name: str(folder / value)
+        for name in getattr(section, "study_files", ())
+        if isinstance(value := getattr(section, name), str)
+    }
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        if name not in update and isinstance(value, BaseModel) and (moved := _in_folder(value, folder)) is not value:
+            update[name] = moved
+    return section.model_copy(update=update) if update else section
 
 
 def _check_backend(layer: str, section: StudyNetwork | StudyCompute | None, problems: list[tuple[str, str]]) -> None:
@@ -163,12 +179,12 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if problems:  # no section reads a number that fits nothing
         raise ConfigError(source, problems)
     for key in data:
-        if key not in _TOP_LEVEL:
-            problems.append((str(key), unknown_key(str(key), _TOP_LEVEL)))
+        if key not in STUDY_SECTIONS:
+            problems.append((str(key), unknown_key(str(key), STUDY_SECTIONS)))
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         problems.append(("name", f"expected a non-empty string, got {name!r}"))
-    workload = _workload(data.get("workload"), problems)
+    workload = _workload(data.get("workload"), source, problems)
     system = validated_section(SystemOptions, data.get("system") or {}, "system", problems)
     if "network" not in data:
         problems.append(("network", "required: a mapping with 'topology' (one entry per dimension)"))
@@ -281,19 +297,13 @@ def _outside(path: Path, source: str) -> bool:
     return not path.resolve().is_relative_to(Path(source).parent.resolve())
 
 
-_DUPLICATE = re.compile(r"duplicate key .*")
-
-
 def _included(path: Path, key: str, expected: str, problems: list[tuple[str, str]]) -> Mapping[str, Any] | None:
     """The mapping in the YAML file ``path`` a study names at ``key``; None, and a problem saying why, when it
     cannot be read or holds something else than ``expected``."""
     try:
         included = _read_yaml(path)
     except ConfigError as exc:
-        problems.extend(
-            (key, f"{path}{f' {at}' if at else ''}: {_DUPLICATE.sub('duplicate key', what)}")
-            for at, what in exc.problems
-        )  # the key written twice is the file's, not shown
+        problems.extend((key, f"{path}{f' {at}' if at else ''}: {what}") for at, what in exc.problems)
         return None
     if not isinstance(included, Mapping):
         problems.append((key, f"{path}: expected {expected}"))

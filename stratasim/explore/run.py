@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -291,15 +292,19 @@ def _execute(
             try:
                 for future in as_completed(running):
                     keep(future.result())
-            except BaseException:
-                for future in running:
-                    future.cancel()
+            except BaseException:  # Ctrl-C or SIGTERM (see stratasim.cli.sweep): stop the trials under way too
+                # Terminating the workers breaks the pool, which fails every trial not yet done; cancelling them
+                # first would race the pool's own failing of them (Python 3.11 prints an InvalidStateError).
+                for process in list(pool._processes.values()):
+                    process.terminate()
                 raise
 
 
 def _exit_with_parent(parent: int) -> None:
     """In a worker: end when the sweep that started it is gone (killed, say), not live on as an orphan waiting
-    for trials that will never come."""
+    for trials that will never come. Ctrl-C reaches the whole process group: the worker leaves it to the sweep,
+    which stops its workers and says so once, rather than each printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent:

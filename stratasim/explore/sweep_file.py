@@ -29,6 +29,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import parse_key
 from stratasim.config.problems import validated_section
+from stratasim.config.study_file import STUDY_SECTIONS
 from stratasim.explore.accelerators import AcceleratorGenerator
 from stratasim.explore.generators import Generator
 from stratasim.explore.plans import ParallelismGenerator
@@ -320,8 +321,16 @@ def parse_sweep(data: Any, source: str, folder: Path) -> Sweep:
         return Sweep(source, section.study, source, section)
     base_path = folder / str(section.base)
     base = _read(base_path, source, "base")
-    if not isinstance(base, Mapping):
-        raise ConfigError(source, [("base", f"{base_path} is not a study (a mapping)")])
+    if not isinstance(base, Mapping) or not set(map(str, base)) <= set(STUDY_SECTIONS):
+        raise ConfigError(
+            source,
+            [
+                (
+                    "base",
+                    f"{base_path} is not a study: a mapping of {', '.join(STUDY_SECTIONS)} (its contents are not shown)",
+                )
+            ],
+        )  # a file named by mistake (a credentials file) is said by its shape, never echoed: it is also stored
     return Sweep(source, base, str(base_path), section)
 
 

@@ -125,11 +125,16 @@ def plain(number: float) -> str:
 
 
 def describe(data: object) -> str:
-    """What a file holds instead of the expected mapping, briefly: its first keys, or its type."""
+    """What a file holds instead of the expected mapping, by its shape only: a file named by mistake (a credentials
+    file) is never echoed."""
     if not isinstance(data, Mapping):
         return "an empty file" if data is None else f"a {type(data).__name__}"
-    keys = [str(key) for key in data]
-    return f"keys {', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''}" if keys else "an empty mapping"
+    count = len(data)
+    return (
+        f"a mapping of {count} other key{'s' * (count != 1)} (its contents are not shown)"
+        if data
+        else "an empty mapping"
+    )
 
 
 def unknown_key(key: str, known: Collection[str]) -> str:

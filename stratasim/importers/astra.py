@@ -192,7 +192,7 @@ def read_astra(
 ) -> AstraImport:
     """Read an ASTRA-sim network YAML and system JSON; return the study and the comments that explain it.
 
-    ``trace``, a Chakra trace prefix (``<trace>.<rank>.et``, relative to where the study will run), makes the
+    ``trace``, a Chakra trace prefix (``<trace>.<rank>.et``, relative to the study file's folder), makes the
     workload replay it; otherwise ``collective`` and ``size`` (a quantity such as ``"1MiB"``, or bytes) make the
     workload, on ``npus`` NPUs if given (else all of them); left out, they default to :data:`DEFAULT_COLLECTIVE`
     and :data:`DEFAULT_SIZE`. ``backend`` is the network backend (:data:`BACKENDS`). ``name`` defaults to the

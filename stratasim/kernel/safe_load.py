@@ -49,6 +49,7 @@ __all__ = [
     "open_bounded",
     "read_bytes",
     "read_text",
+    "unquoted",
 ]
 
 CONFIG_BYTES = 8 << 20
@@ -158,14 +159,14 @@ def parse_yaml(text: str, source: str) -> Any:
             else exc.problem or exc.context
         )
         said = _LIBYAML_SAYS.get(str(said), str(said).replace("did not find expected", "expected"))
-        raise InputError(source, _where(mark), f"invalid YAML: {said}") from None
+        raise InputError(source, _where(mark), f"invalid YAML: {unquoted(said)}") from None
     except yaml.reader.ReaderError as exc:  # a control character: said by its code, never echoed
         where = f"line {text.count(chr(10), 0, exc.position) + 1}"  # libyaml's position counts bytes: near enough
         raise InputError(source, where, f"invalid YAML: character #x{exc.character:04x} is not allowed") from None
     except yaml.YAMLError as exc:
-        raise InputError(source, "", f"invalid YAML: {exc}") from None
+        raise InputError(source, "", f"invalid YAML: {unquoted(str(exc))}") from None
     except (ValueError, OverflowError) as exc:  # a date like 2024-02-30, an integer of 5,000 digits, !!int 0x
-        raise InputError(source, "", f"invalid YAML value: {_first_clause(exc)}") from None
+        raise InputError(source, "", f"invalid YAML value: {unquoted(_first_clause(exc))}") from None
     except (TypeError, AttributeError, KeyError, IndexError, RecursionError):  # PyYAML's own, on a misplaced tag
         raise InputError(
             source, "", "invalid YAML value: a tag (!!timestamp, !!bool, !!set, !!map...) on a value it cannot build"
@@ -173,6 +174,20 @@ def parse_yaml(text: str, source: str) -> Any:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+_QUOTED = re.compile(r"""\s*(?:'[^'\n]*'|"[^"\n]*")""")
+
+
+def unquoted(message: str) -> str:
+    """A parser's ``message`` without what it quotes from the file (a tag, an alias, a key, a value): only a
+    token's name (``'<scalar>'``) and punctuation (``','``) stay, so no error echoes a file's text."""
+
+    def keep(match: re.Match[str]) -> str:
+        quoted = match.group().strip()[1:-1]
+        return match.group() if quoted.startswith("<") or not any(c.isalnum() for c in quoted) else ""
+
+    return _QUOTED.sub(keep, message).rstrip(" :")
 
 
 _LIBYAML_SAYS = {"exceeded maximum nesting depth": f"nested deeper than {MAX_DEPTH} levels"}
@@ -189,12 +204,12 @@ def parse_json(text: str, source: str, unique_keys: bool = False) -> Any:
         return json.loads(text, object_pairs_hook=hook, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise InputError(source, f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}") from None
-    except _Duplicate as exc:
-        raise InputError(source, exc.key, "duplicate key") from None
+    except _Duplicate:
+        raise InputError(source, "", "duplicate key") from None
     except _Refused as exc:
         raise InputError(source, "", str(exc)) from None
     except (ValueError, RecursionError, MemoryError) as exc:  # an integer of more digits than Python converts
-        raise InputError(source, "", f"invalid JSON value: {_first_clause(exc)}") from None
+        raise InputError(source, "", f"invalid JSON value: {unquoted(_first_clause(exc))}") from None
 
 
 # A string (possessive, and an unterminated one runs to the end: linear on any text) or a bracket.
@@ -247,18 +262,14 @@ class _Refused(ValueError):
 
 
 class _Duplicate(_Refused):
-    """An object names ``key`` twice (``json`` would keep the last)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key[:60]
+    """An object names a key twice (``json`` would keep the last)."""
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise _Duplicate(key)
+            raise _Duplicate
         result[key] = value
     return result
 
@@ -284,7 +295,7 @@ class _UniqueKeys(yaml.constructor.SafeConstructor):
             if not isinstance(key, Hashable):
                 continue  # the base class reports unhashable keys
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r:.60}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, "duplicate key", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 

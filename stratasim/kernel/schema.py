@@ -11,7 +11,7 @@ validates back to itself.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
 
@@ -73,6 +73,10 @@ class Section(BaseModel):
     """A study section: strict keys, frozen after validation; a field's docstring is its description."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, use_attribute_docstrings=True)
+
+    study_files: ClassVar[tuple[str, ...]] = ()
+    """The fields naming a file (or a trace's prefix): relative to the study file's folder, where the study reads
+    them (see :func:`stratasim.config.study_file.parse_study`); absolute paths are kept."""
 
 
 Bytes = Annotated[

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
@@ -31,7 +31,7 @@ from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
-from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget
+from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
 from stratasim.study.serving import check_serving, run_serving
@@ -160,19 +160,28 @@ def run_study(
     record_trace: bool | TraceSelection = False,
     progress: Progress | None = None,
     budget: Budget = DEFAULT_BUDGET,
+    notes: Callable[[str], None] | None = None,
 ) -> Report:
     """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
     (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects); ``progress`` hears
     now and then how far the simulation got (:data:`~stratasim.kernel.events.Progress`). A study estimated to
-    exceed ``budget`` is refused before anything is built (:class:`~stratasim.study.budget.BudgetError`).
+    exceed ``budget`` is refused before anything is built (:class:`~stratasim.study.budget.BudgetError`);
+    ``notes`` hears, before the simulation starts, that a packet-level network predicts a long run
+    (:func:`~stratasim.study.budget.long_run_note`).
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     with _collector_paused():
-        return _run_study(study, record_trace, progress, budget)
+        return _run_study(study, record_trace, progress, budget, notes)
 
 
-def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Progress | None, budget: Budget) -> Report:
+def _run_study(
+    study: Study,
+    record_trace: bool | TraceSelection,
+    progress: Progress | None,
+    budget: Budget,
+    notes: Callable[[str], None] | None,
+) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
     if isinstance(source, RequestLevelWorkload):
@@ -180,6 +189,8 @@ def _run_study(study: Study, record_trace: bool | TraceSelection, progress: Prog
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
+        if notes is not None and (line := long_run_note(study, estimate)) is not None:
+            notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)

@@ -36,7 +36,7 @@ from stratasim.system_layer.result import (
     PacketLatencyStats,
     SimulationResult,
 )
-from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext, deadlock_cause
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.symmetry.stand_ins import stand_ins
 from stratasim.system_layer.trace import AUTO_NODE_LIMIT, TraceDetail, TraceRecorder, TraceSelection
@@ -268,7 +268,7 @@ def _run(engine: _Engine, progress: Progress | None) -> tuple[RunStopped | None,
     if stuck and stopped is None:
         raise SimulationError(
             f"deadlock at {coordinator.now} ps: NPUs {stuck[:8]}{'...' if len(stuck) > 8 else ''} still have work "
-            "but nothing can happen (a collective some group members never issue?)"
+            f"but nothing can happen: {deadlock_cause(engine.context.schedulers)}"
         )
     for executor in engine.executors.values():
         executor.settle_blocks()

@@ -19,7 +19,7 @@ is kept busy with new chunks first.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from stratasim.system_layer.collectives.groups import FLAT
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from stratasim.system_layer.collectives.steps import Step
     from stratasim.system_layer.scheduler.ports import Clock
 
-__all__ = ["NpuScheduler", "SchedulerContext"]
+__all__ = ["NpuScheduler", "SchedulerContext", "deadlock_cause"]
 
 
 class SchedulerContext:
@@ -60,6 +60,8 @@ class SchedulerContext:
         self.reduced_sizes: dict[int, tuple[int, ...]] = {}  # the sizes a replayed phase reduces, by id(steps)
         self.trace = trace  # None: no trace is recorded
         self.line_batches = line_batches  # None: every phase runs message by message
+        # Each group's collectives in the order its first member to start one started it: the others follow it.
+        self.start_orders: dict[tuple[int, ...], list[int]] = {}
 
 
 class NpuScheduler:
@@ -75,6 +77,10 @@ class NpuScheduler:
         self._on_done: dict[int, Callable[[], None]] = {}
         self._issued_ps: dict[int, int] = {}
         self._priority: dict[int, int] = {}  # ASTRA-sim's priority of each collective in flight (astra_compat)
+        self._started: set[int] = set()  # collectives with a chunk dispatched here
+        self._unfinished: dict[int, Collective] = {}  # issued here and not finished, by id
+        self._running: Counter[int] = Counter()  # chunks holding a slot of a queue, by collective id
+        self._place: dict[tuple[int, ...], int] = {}  # how far along its group's start order this NPU is
         semantics = context.options.semantics
         self._by_priority = semantics.dispatch_by_priority
         self._phase_end_delay = context.options.endpoint_delay if semantics.phase_ends_after_endpoint_delay else 0
@@ -105,6 +111,14 @@ class NpuScheduler:
             sizes = self.context.reduced_sizes[id(steps)] = tuple(s.reduced_bytes for s in steps if s.reduces)
         self.reductions.update(sizes)
 
+    def running(self) -> list[Collective]:
+        """The collectives with a chunk holding a queue's slot here."""
+        return [c for i, c in self._unfinished.items() if self._running[i]]
+
+    def has_issued(self, collective: Collective) -> bool:
+        """Whether ``collective`` was issued here and has not finished."""
+        return collective.id in self._unfinished
+
     def peer_scheduler(self, npu: int) -> NpuScheduler:
         return self.context.schedulers[npu]
 
@@ -130,6 +144,7 @@ class NpuScheduler:
         self._chunks_left[collective.id] = len(runs)
         self._on_done[collective.id] = on_done
         self._issued_ps[collective.id] = now
+        self._unfinished[collective.id] = collective
         self._issued += 1
         self._priority[collective.id] = (
             self._issued if self.context.options.scheduling is Scheduling.LIFO else -self._issued
@@ -144,15 +159,60 @@ class NpuScheduler:
         lifo = self.context.options.scheduling is Scheduling.LIFO
         while self._ready:
             chunks = self._ready[-1] if lifo else self._ready[0]
+            if not self._by_priority:
+                agreed = self._agreed(lifo)
+                if agreed is None:
+                    return
+                chunks = agreed
             run = chunks[0]
             queue = (run.plans[0].dim, run.lane)
             if not self._by_priority and self._active.get(queue, 0) + len(self._waiting.get(queue, ())) >= limit:
                 return
             chunks.popleft()
             if not chunks:
-                self._ready.pop() if lifo else self._ready.popleft()
+                if chunks is self._ready[-1]:
+                    self._ready.pop()
+                elif chunks is self._ready[0]:
+                    self._ready.popleft()
+                else:
+                    self._ready.remove(chunks)  # the only empty one
+            self._start(run.collective)
             run.phase = 0
             self._enter(run, queue)
+
+    def _agreed(self, lifo: bool) -> deque[ChunkRun] | None:
+        """The chunks of the collective the policy picks among those this NPU may start now; None when it may
+        start none of them yet.
+
+        A collective is started in the same order on every member of its group: the policy (LIFO, FIFO) chooses
+        on the first member to start one, and the others start that one next when it is ready on them, as a
+        real system's ranks agree which collective runs next (Horovod's coordinator, one stream per
+        communicator). Chosen alone on each NPU, a rank made slower issues in another order, each NPU fills its
+        ``active_chunks`` with a collective the other has not started, and neither can finish.
+        """
+        orders = self.context.start_orders
+        for chunks in reversed(self._ready) if lifo else self._ready:
+            collective = chunks[0].collective
+            if collective.id in self._started:
+                return chunks
+            order = orders.get(collective.group, ())
+            place = self._place.get(collective.group, 0)
+            if place == len(order) or order[place] == collective.id:
+                return chunks
+        return None
+
+    def _start(self, collective: Collective) -> None:
+        """Count ``collective`` as started here, in its group's start order (first to start it: at the end)."""
+        if collective.id in self._started:
+            return
+        self._started.add(collective.id)
+        if self._by_priority:
+            return
+        order = self.context.start_orders.setdefault(collective.group, [])
+        place = self._place.get(collective.group, 0)
+        if place == len(order):
+            order.append(collective.id)
+        self._place[collective.group] = place + 1
 
     def _enter(self, run: ChunkRun, queue: tuple[int, int]) -> None:
         waiting = self._waiting.setdefault(queue, deque())
@@ -172,6 +232,7 @@ class NpuScheduler:
         while waiting and self._active.get(queue, 0) < limit:
             run = waiting.popleft()
             self._active[queue] = self._active.get(queue, 0) + 1
+            self._running[run.collective.id] += 1
             run.collective.queue_delay_sum[run.index][run.phase] += coordinator.now - run.enqueued_ps
             run.start_phase()
 
@@ -206,6 +267,7 @@ class NpuScheduler:
             )
         queue = (dim, run.lane)
         self._active[queue] -= 1
+        self._running[collective.id] -= 1
         if run.phase + 1 < len(run.plans):
             run.phase += 1
             run.enqueued_ps = now
@@ -222,6 +284,9 @@ class NpuScheduler:
             return
         del self._chunks_left[collective.id]
         del self._priority[collective.id]
+        self._started.discard(collective.id)
+        del self._unfinished[collective.id]
+        del self._running[collective.id]
         collective.end_ps = max(collective.end_ps, now)
         self.in_flight -= 1
         if self.in_flight == 0:
@@ -233,3 +298,37 @@ class NpuScheduler:
         else:
             del self._issued_ps[collective.id]
         self._on_done.pop(collective.id)()
+
+
+def deadlock_cause(schedulers: Mapping[int, NpuScheduler]) -> str:
+    """Why the collectives in flight can go no further, naming the first one stuck and its ranks: members of its
+    group that have not issued it, or that issued it but hold their chunk slots (``active_chunks``) with other
+    collectives."""
+    for npu in sorted(schedulers):
+        for collective in schedulers[npu].running():
+            members = [m for m in collective.group if m in schedulers]  # aggregated NPUs: their stand-ins
+            behind = [m for m in members if collective not in schedulers[m].running()]
+            if not behind:
+                continue
+            name = f"{collective.kind} #{collective.id} ({collective.bytes} bytes)"
+            running = _npus([m for m in members if m not in behind])
+            never = [m for m in behind if not schedulers[m].has_issued(collective)]
+            if never:
+                return f"{name} runs on NPUs {running}, but NPUs {_npus(never)} of its group never issue it"
+            busy = sorted({c.id for m in behind for c in schedulers[m].running()})
+            return (
+                f"{name} runs on NPUs {running}, but NPUs {_npus(behind)} issued it and cannot run it: their chunk "
+                f"slots (active_chunks) hold {', '.join(f'#{i}' for i in busy[:4])}, which NPUs {running} do not "
+                "run (the ranks took these collectives in different orders"
+                + (
+                    ": ASTRA-sim 2.x's ranks order them alone, as preset astra_compat does; the default preset "
+                    "agrees one order per group)"
+                    if schedulers[npu]._by_priority
+                    else ")"
+                )
+            )
+    return "a collective some group members never issue?"
+
+
+def _npus(npus: list[int]) -> str:
+    return f"{npus[:8]}{'...' if len(npus) > 8 else ''}"

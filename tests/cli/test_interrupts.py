@@ -4,11 +4,13 @@ finished rows."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from stratasim.kernel.events import RunStopped
 from stratasim.study.budget import DEFAULT_BUDGET, Budget
 from stratasim.study.run import run_study
 from tests.helpers import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Every NPU of a 4096-NPU torus simulated one by one: about a minute on the project machine, so a signal sent once
 # the engine is simulating always lands mid-run.
@@ -163,3 +167,77 @@ def test_an_interrupted_benchmark_prints_the_rows_it_finished(
     out, err = capsys.readouterr()
     assert code == 130 and "interrupted: 1 of 3 cases finished" in err
     assert json.loads(out) == [{"study": "a.yaml", "wall_s": 1.0}]
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Start-up imports take a second or more: Ctrl-C then is said as later, one line and 130 (issue 27)."""
+    from stratasim.cli import main
+
+    class Interrupting:
+        def find_spec(self, name: str, *args: object) -> None:
+            if name == "stratasim.cli.commands":
+                raise KeyboardInterrupt
+
+    importlib.import_module("stratasim.cli.commands")  # in sys.modules, to be taken out until the test ends
+    monkeypatch.delitem(sys.modules, "stratasim.cli.commands")
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    assert main(["run", "study.yaml"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+# 24 trials of a few seconds each, so a signal sent once the first finished lands while others run.
+SLOW_SWEEP = f"""study:
+{textwrap.indent(SLOW.replace("size: 1GiB", "size: 64MiB").replace("size: 64, bandwidth: 25", "size: 8, bandwidth: 25"), "  ")}
+space: {{system.splits: [4, 8, 16, 32, 64, 128], system.active_chunks: [1, 2, 3, 4]}}
+objectives: [{{metric: total_time_ns, goal: min}}]
+search: {{method: grid}}
+"""
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_sweep_stops_its_workers_and_says_so(tmp_path: Path, sent: signal.Signals) -> None:
+    (tmp_path / "sweep.yaml").write_text(SLOW_SWEEP, encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stratasim", "sweep", "sweep.yaml", "--workers", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell gives it: Ctrl-C reaches the workers too
+    )
+    assert process.stderr is not None
+    lines = []
+    while not any(line.startswith("trial ") for line in lines) and process.poll() is None:
+        lines.append(process.stderr.readline())
+    os.killpg(process.pid, sent) if sent == signal.SIGINT else process.send_signal(sent)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "semaphore" not in stderr, stderr
+    assert "stopped: the sweep's workers were stopped" in stderr
+    wait_until(lambda: _group_is_gone(process.pid), 30, "the sweep's workers to end")
+
+
+def _group_is_gone(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_full_disk_is_one_error(tmp_path: Path) -> None:
+    """``validate`` and ``results --json`` on a full disk (stdout on /dev/full): one error line, exit code 2."""
+    sweep = ROOT / "examples" / "explore" / "quickstart_sweep.yaml"
+    store = tmp_path / "s.db"
+    stratasim = [sys.executable, "-m", "stratasim"]
+    subprocess.run(
+        [*stratasim, "sweep", str(sweep), "--db", str(store), "--workers", "1"], check=True, capture_output=True
+    )
+    for command in (["validate"], ["results", str(store), "--json"]):
+        with open("/dev/full", "w", encoding="utf-8") as full:
+            done = subprocess.run([*stratasim, *command], stdout=full, stderr=subprocess.PIPE, text=True)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == "error: writing the output: No space left on device\n", done.stderr

@@ -211,7 +211,7 @@ def test_duplicate_keys_are_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, "name: x\nname: y\n")
     with pytest.raises(ConfigError) as info:
         load_study(path)
-    assert info.value.problems == [("line 2, column 1", "invalid YAML: duplicate key 'name'")]
+    assert info.value.problems == [("line 2, column 1", "invalid YAML: duplicate key")]
 
 
 @pytest.mark.parametrize(

@@ -215,3 +215,79 @@ def test_a_chakra_traces_node_names_are_not_echoed(tmp_path: Path) -> None:
 def test_our_own_graphs_still_name_their_nodes() -> None:
     graph = workload_pb2.ExecutionGraph(nodes=[_node(1), _node(2, 9)])
     assert f"node 2 ('{SECRET}_2'): depends on node 9" in error_of(lambda: plan_graph(graph, 0, 2))
+
+
+# Every input kind a user names by path, with whatever a file named by mistake may hold: the parsers' own messages
+# (a YAML tag, an alias, a key written twice) are said without what they quote (issue 27).
+UNPARSABLE = {
+    "yaml tag": "!hunter2 AKIAIOSFODNN7EXAMPLE\n",
+    "yaml alias": "aws_secret_access_key: *hunter2\n",
+    "yaml duplicate key": "hunter2: 1\nhunter2: 2\n",
+    "json duplicate key": '{"hunter2": 1, "hunter2": 2}\n',
+    "yaml bad float": "a: !!float hunter2_AKIAIOSFODNN7EXAMPLE\n",
+    "yaml tab": "hunter2:\n\tAKIAIOSFODNN7EXAMPLE: 1\n",
+    "credentials": '{"aws_secret_access_key": "AKIAIOSFODNN7EXAMPLE", "hunter2": ["wJalrXUtnFEMI"]}\n',
+    "ini": "[default]\naws_secret_access_key = AKIAIOSFODNN7EXAMPLE\n",
+    "scalar": "hunter2_AKIAIOSFODNN7EXAMPLE\n",
+}
+
+
+@pytest.mark.parametrize("creds", UNPARSABLE.values(), ids=UNPARSABLE.keys())
+def test_a_device_file_is_not_echoed(tmp_path: Path, creds: str) -> None:
+    study = study_with(tmp_path, "device")
+    (tmp_path / "creds.yaml").write_text(creds, encoding="utf-8")
+    message = error_of(lambda: load_study(study))
+    assert_no_echo(message)
+    assert "creds.yaml" in message
+
+
+@pytest.mark.parametrize("creds", UNPARSABLE.values(), ids=UNPARSABLE.keys())
+def test_an_astra_network_file_is_not_echoed(tmp_path: Path, creds: str) -> None:
+    from stratasim.importers.astra import read_astra
+
+    system = ROOT / "tests" / "data" / "astra-sim-inputs" / "system" / "HGX-H100-validated.json"
+    (tmp_path / "creds.yml").write_text(creds, encoding="utf-8")
+    message = error_of(lambda: read_astra(tmp_path / "creds.yml", system))
+    assert_no_echo(message)
+    assert "creds.yml" in message
+
+
+@pytest.mark.parametrize("creds", UNPARSABLE.values(), ids=UNPARSABLE.keys())
+def test_a_sweeps_base_is_not_echoed(tmp_path: Path, creds: str) -> None:
+    """Refused when the sweep is read, before a trial could store the base's keys in the results store."""
+    from stratasim.explore.sweep_file import load_sweep
+
+    (tmp_path / "creds.yaml").write_text(creds, encoding="utf-8")
+    (tmp_path / "sweep.yaml").write_text(
+        "base: creds.yaml\nspace: {system.splits: [1]}\nobjectives: [{metric: total_time_ns, goal: min}]\n"
+        "search: {method: grid}\n"
+    )
+    message = error_of(lambda: load_sweep(tmp_path / "sweep.yaml"))
+    assert_no_echo(message)
+    assert "creds.yaml" in message
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "arrival_s,prompt_tokens,output_tokens\nhunter2,1,1\n",
+        "arrival_s,prompt_tokens,output_tokens\n1,AKIAIOSFODNN7EXAMPLE,1\n",
+        "arrival_s,prompt_tokens,output_tokens\n1,1,wJalrXUtnFEMI\n",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\nhunter2,1,1\n",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-30 00:00:00 hunter2,1,1\n",
+        "arrival_s,prompt_tokens,output_tokens,hunter2\n1,1,1\n",
+        "aws_secret_access_key,AKIAIOSFODNN7EXAMPLE\nwJalrXUtnFEMI,hunter2\n",
+        '{"arrival_s": 1, "prompt_tokens": "hunter2", "output_tokens": 1}\n',
+        '{"aws_secret_access_key": "AKIAIOSFODNN7EXAMPLE"}\n',
+        '{"hunter2": 1, "hunter2": 2}\n',
+        '["AKIAIOSFODNN7EXAMPLE"]\n',
+    ],
+)
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_serving_trace_is_not_echoed(tmp_path: Path, trace: str, suffix: str) -> None:
+    from stratasim.workload_layer.serving.trace_file import read_trace
+
+    (tmp_path / f"creds{suffix}").write_text(trace, encoding="utf-8")
+    message = error_of(lambda: read_trace(tmp_path / f"creds{suffix}"))
+    assert_no_echo(message)
+    assert "creds" in message

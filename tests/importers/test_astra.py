@@ -283,7 +283,7 @@ def test_too_many_algorithms(files: Files) -> None:
 
 def test_duplicate_keys(files: Files) -> None:
     assert "duplicate key" in problems_of(files, RING_8 + "latency: [ 1 ]\n").popitem()[1]
-    assert problems_of(files, system='{"local-mem-bw": 1, "local-mem-bw": 2}') == {"local-mem-bw": "duplicate key"}
+    assert problems_of(files, system='{"local-mem-bw": 1, "local-mem-bw": 2}') == {"": "duplicate key"}
 
 
 def test_problems_in_both_files_are_raised_together(files: Files) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from fractions import Fraction
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -193,11 +193,11 @@ class ArrivalConfig(Section):
 
 
 class TraceConfig(Section):
-    """``requests.trace``: requests replayed from a CSV or JSONL file (relative to the folder the study runs
-    from): Azure's public LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``, arrival times from
+    """``requests.trace``: requests replayed from a CSV or JSONL file (relative to the study file's folder): Azure's public LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``, arrival times from
     the first timestamp) or a plain one (``arrival_s`` or ``arrival_ms``, ``prompt_tokens``, ``output_tokens``),
     recognised by their header (a JSONL line's keys)."""
 
+    study_files: ClassVar[tuple[str, ...]] = ("path",)
     path: str = Field(min_length=1)
     """The trace file."""
     limit: int | None = Field(default=None, gt=0)

@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -131,11 +132,11 @@ def _integer(path: str | Path, line: int, what: str, text: str, minimum: int | N
     try:
         value = int(text)
     except ValueError:
-        raise _fail(path, line, f"{what} must be an integer, got {text[:40]!r}") from None
+        raise _fail(path, line, f"{what} must be an integer") from None
     if minimum is not None and value < minimum:
         raise _fail(path, line, f"{what} must be at least {minimum}, got {value}")
     if abs(value) > _LARGEST:
-        raise _fail(path, line, f"{what} must be at most {_LARGEST} (cycles as int64 picoseconds), got {text[:40]}")
+        raise _fail(path, line, f"{what} must be at most {_LARGEST} (cycles as int64 picoseconds)")
     return value
 
 
@@ -143,7 +144,7 @@ def _phase(path: str | Path, line: int, fields: list[str], first: int, label: st
     compute = _integer(path, line, f"{label} compute time", fields[first])
     collective = fields[first + 1]
     if collective not in _COLLECTIVES:
-        raise _fail(path, line, f"unknown {label} collective {collective!r}; expected one of {', '.join(_COLLECTIVES)}")
+        raise _fail(path, line, f"an unknown {label} collective; expected one of {', '.join(_COLLECTIVES)}")
     return Phase(compute, collective, _integer(path, line, f"{label} size", fields[first + 2]))
 
 
@@ -165,7 +166,7 @@ def _header(path: str | Path, lines: list[str]) -> tuple[str, int | None, int]:
     """The parallelism kind, the DLRM last bottom layer (or None) and the announced layer count."""
     first = lines[0].split() if lines else []
     if not first or first[0] not in PARALLELISMS:
-        found = repr(first[0]) if first else "nothing"
+        found = "another word" if first else "nothing"  # a file named by mistake is not echoed
         raise _fail(path, 1, f"expected a parallelism kind ({', '.join(PARALLELISMS)}), found {found}")
     kind = first[0]
     dlrm = kind.startswith("HYBRID_DLRM")
@@ -195,6 +196,8 @@ def read_astra_text(path: str | Path) -> AstraTextModel:
     if len(layers) != count:
         raise _fail(path, 2, f"announces {count} layers but {len(layers)} layer lines follow")
     if last_bottom is not None:
+        if count < 3:  # the embedding's all-to-all, at least one bottom-MLP layer, at least one top-MLP layer
+            raise _fail(path, 2, f"{kind} needs at least 3 layers (the embedding, a bottom and a top MLP), got {count}")
         if not 1 <= last_bottom <= count - 2:
             raise _fail(path, 1, f"the last bottom-MLP layer must be between 1 and {count - 2}, got {last_bottom}")
         if layers[0].forward.collective != "ALLTOALL":
@@ -330,12 +333,13 @@ def build_graph(model: AstraTextModel, npu: int, passes: int = 1) -> workload_pb
 
 
 class AstraTextConfig(Section):
-    """``workload:`` keys of ``kind: astra_text``: ``path`` is the text file (relative to the current
-    directory); ``npus`` is required, like the converter's ``--num-npus``, because the file does not say how
+    """``workload:`` keys of ``kind: astra_text``: ``path`` is the text file (relative to the study
+    file's folder); ``npus`` is required, like the converter's ``--num-npus``, because the file does not say how
     many NPUs it was written for; ``passes`` is the number of training iterations."""
 
+    study_files: ClassVar[tuple[str, ...]] = ("path",)
     path: str = Field(min_length=1)
-    """The ASTRA-sim text workload file, relative to the current directory."""
+    """The ASTRA-sim text workload file, relative to the study file's folder."""
     npus: int = Field(ge=1)
     """NPUs the file was written for (the file does not say; like the converter's ``--num-npus``)."""
     passes: int = Field(default=1, ge=1)

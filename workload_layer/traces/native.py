@@ -9,6 +9,7 @@ export --to stratasim`` replays to the same time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -23,10 +24,11 @@ __all__ = ["StrataSimTraceConfig", "StrataSimTraceWorkload"]
 
 class StrataSimTraceConfig(Section):
     """``workload:`` keys of ``kind: stratasim_trace``: ``path`` is the trace prefix (files ``<path>.<rank>.pb``,
-    relative to the current directory); ``npus``, when given, must equal the number of rank files."""
+    relative to the study file's folder); ``npus``, when given, must equal the number of rank files."""
 
+    study_files: ClassVar[tuple[str, ...]] = ("path",)
     path: str = Field(min_length=1)
-    """Prefix of the trace files ``<path>.<rank>.pb``, relative to the current directory."""
+    """Prefix of the trace files ``<path>.<rank>.pb``, relative to the study file's folder."""
     npus: int | None = Field(default=None, ge=1)
     """NPUs the trace must have (a check against the number of rank files; default: however many there are)."""
 
