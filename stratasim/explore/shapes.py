@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 
-from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
+from stratasim.explore.generators import Generated, Generator, GeneratorError, Size, divisors, reason
 from stratasim.kernel import units
 from stratasim.kernel.schema import Section
 from stratasim.workload_layer.transformer.config import TransformerConfig
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from stratasim.config.study_file import Study
 
 __all__ = ["TopologyGenerator", "factorisations"]
+
+_CHIP_BYTES = 200  # a chip's entry of a graph fabric, or a dimension of a shape, as a point holds it
+_LINK_BYTES = 100  # a link of a graph fabric
+_FEWER_CHIPS = "give chip counts with fewer divisors to search, or only kinds switch and random"
 
 
 def _checked(parse: Any) -> AfterValidator:
@@ -70,7 +74,7 @@ class RandomGraphs(Section):
 
     count: int = Field(ge=1)
     seed: int = 0
-    links_per_chip: float = Field(default=2.0, ge=1.0)
+    links_per_chip: float = Field(default=2.0, ge=1.0, allow_inf_nan=False)
 
 
 class SwitchSpeed(Section):
@@ -99,6 +103,25 @@ class TopologyGenerator(Generator):
         if ("random" in self.kinds) != (self.random is not None):
             raise ValueError("kinds names random exactly when random: {count, seed, links_per_chip} describes them")
         return self
+
+    def size(self, study: Study) -> Size:
+        """Per chip count: a switch, ``random.count`` graphs (with their links) and at most one torus or mesh per
+        ordered tuple of the count's divisors, a dimension each but the last."""
+        candidates, held = 0, 0
+        for chips in self.chips:
+            if "switch" in self.kinds:
+                candidates += 1
+            if self.random is not None:
+                links = min(self.random.links_per_chip * chips / 2, chips * (chips - 1) / 2)
+                candidates += self.random.count
+                held += int(min(self.random.count * (chips * _CHIP_BYTES + links * _LINK_BYTES), 2**62))
+            grids = len({"torus", "mesh"} & set(self.kinds))
+            if grids:
+                count = len(divisors(chips, None, "chips", _FEWER_CHIPS))
+                shapes = sum(count ** (dimensions - 1) for dimensions in self.dimensions)
+                candidates += grids * shapes
+                held += grids * shapes * _CHIP_BYTES * max(self.dimensions)
+        return Size(candidates, held)
 
     def generate(self, study: Study) -> Generated:
         points: list[dict[str, Any]] = []
@@ -194,17 +217,21 @@ class TopologyGenerator(Generator):
         return graphs
 
 
-def factorisations(chips: int, dimensions: int, distinct_orders: bool = True) -> list[tuple[int, ...]]:
+def factorisations(
+    chips: int, dimensions: int, distinct_orders: bool = True, factors: list[int] | None = None
+) -> list[tuple[int, ...]]:
     """Every way to write ``chips`` as an ordered product of ``dimensions`` factors of at least 2 (only the
-    ascending ones unless ``distinct_orders``), in lexicographic order."""
+    ascending ones unless ``distinct_orders``), in lexicographic order. ``factors``: the divisors of ``chips`` or of
+    a multiple of it, if known."""
     if dimensions == 1:
         return [(chips,)] if chips >= 2 else []
+    factors = factors if factors is not None else divisors(chips, None, "chips", _FEWER_CHIPS)
     shapes = []
-    for first in range(2, chips // 2 + 1):
-        if chips % first == 0:
+    for first in factors:
+        if 2 <= first <= chips // 2 and chips % first == 0:
             shapes += [
                 (first, *rest)
-                for rest in factorisations(chips // first, dimensions - 1, distinct_orders)
+                for rest in factorisations(chips // first, dimensions - 1, distinct_orders, factors)
                 if distinct_orders or first <= rest[0]
             ]
     return shapes

@@ -121,7 +121,8 @@ def _entry_form(value: Any) -> str | None:
         return None
     if "generator" not in value:
         return "range"
-    return value["generator"] if value["generator"] in GENERATORS else None
+    name = value["generator"]
+    return name if isinstance(name, str) and name in GENERATORS else None
 
 
 if TYPE_CHECKING:
