@@ -25,7 +25,7 @@ import math
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, StringConstraints, ValidationError, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from stratasim.compute_layer.accelerator_section import AcceleratorDescription, AcceleratorSection
 from stratasim.compute_layer.timeloop.problem import OPERANDS
@@ -46,13 +46,22 @@ Described: TypeAlias = AcceleratorSection | AcceleratorDescription
 class AcceleratorGenerator(Generator):
     """``generator: accelerator`` and its options (the module docstring says what each varies)."""
 
+    model_config = ConfigDict(title="generator: accelerator")
+
     generator: Literal["accelerator"]
+    """accelerator: configurations of the base study's timeloop accelerator."""
     rows: list[Side] | None = Field(default=None, min_length=1)
+    """PE array rows to try (with cols)."""
     cols: list[Side] | None = Field(default=None, min_length=1)
+    """PE array columns to try (with rows)."""
     pes: list[Side] | None = Field(default=None, min_length=1)
+    """PE counts, each tried in every rows x cols shape (instead of rows and cols)."""
     dataflow: list[Literal["os", "ws", "is"]] | None = Field(default=None, min_length=1)
+    """Dataflows to try."""
     buffers: dict[BufferKey, Annotated[list[Side], Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    """Buffer sizes in words to try, by LEVEL (its words) or LEVEL.OPERAND (one operand's buffer)."""
     max_aspect: float | None = Field(default=None, ge=1)
+    """Skip arrays longer than this many times their width."""
 
     @model_validator(mode="after")
     def _something_to_vary(self) -> AcceleratorGenerator:

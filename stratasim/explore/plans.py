@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from stratasim.explore.generators import Generated, Generator, GeneratorError, Size, divisors, reason
 from stratasim.kernel.errors import StrataSimError
@@ -58,24 +58,42 @@ _ORDERS = [list(order) for order in itertools.permutations(("tp", "pp", "dp"))]
 class ParallelismGenerator(Generator):
     """``generator: parallelism`` and its options (the module docstring says what each narrows)."""
 
+    model_config = ConfigDict(title="generator: parallelism")
+
     generator: Literal["parallelism"]
+    """parallelism: every valid parallelism plan of the base study's transformer."""
     tp: list[Degree] | None = Field(default=None, min_length=1)
+    """Tensor-parallel degrees to try (default: every divisor of the NPU count)."""
     pp: list[Degree] | None = Field(default=None, min_length=1)
+    """Pipeline-parallel degrees to try (default: every divisor of the NPU count)."""
     ep: list[Degree] | None = Field(default=None, min_length=1)
+    """Expert-parallel degrees to try, for a mixture of experts (default: every divisor of dp)."""
     max_tp: Degree | None = None
+    """The largest tensor-parallel degree tried."""
     max_pp: Degree | None = None
+    """The largest pipeline-parallel degree tried."""
     schedule: list[Literal["gpipe", "1f1b", "interleaved"]] | None = Field(default=None, min_length=1)
+    """Pipeline schedules to try (default all three)."""
     virtual_stages: list[Annotated[int, Field(ge=2)]] | None = Field(default=None, min_length=1)
+    """Virtual stages of the interleaved schedule (default: every count from 2 dividing a stage's layers)."""
     micro_batch: list[Degree] | None = Field(default=None, min_length=1)
+    """Micro-batch sizes to try (default: every divisor of a DP rank's share of the global batch)."""
     max_micro_batch: Degree | None = None
+    """The largest micro-batch tried."""
     recompute: list[Literal["none", "selective", "full"]] | None = Field(default=None, min_length=1)
+    """Activation recomputation modes to try (default all three)."""
     zero: list[Literal[0, 1, 2, 3]] | None = Field(default=None, min_length=1)
+    """ZeRO stages to try (default 0 to 3)."""
     sequence_parallel: list[bool] | None = Field(default=None, min_length=1)
+    """Sequence parallelism off and/or on (on only with tp above 1)."""
     order: Annotated[list[list[Axis]] | None, BeforeValidator(lambda value: _ORDERS if value == "all" else value)] = (
         None
     )
+    """How the groups map onto the topology's dimensions, innermost first: a list of orders, or all (default: the base study's)."""
     keep: list[Feature] = Field(default_factory=list)
+    """Features taken from the base study rather than varied."""
     memory: Bytes | None = Field(default=None, gt=0)
+    """The memory per NPU a plan must fit (default: the base study's capacity)."""
 
     @model_validator(mode="after")
     def _kept_or_listed(self) -> ParallelismGenerator:

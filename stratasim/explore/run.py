@@ -62,13 +62,16 @@ def metric(metrics: Mapping[str, Any], name: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _numbers(report: Mapping[str, Any]) -> dict[str, float]:
-    """The report's top-level numbers (the objectives' and constraints' nested ones are added by name)."""
-    return {
-        key: float(value)
-        for key, value in report.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    }
+def _numbers(report: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every number of the report's headline figures: its top-level numbers and those of its sections (``serving``'s
+    percentiles, say, as ``serving.ttft_p99_ps``), dotted as objectives name them; tables (lists) are left out."""
+    numbers: dict[str, float] = {}
+    for key, value in report.items():
+        if isinstance(value, Mapping):
+            numbers |= _numbers(value, f"{prefix}{key}.")
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            numbers[f"{prefix}{key}"] = float(value)
+    return numbers
 
 
 def _check_space(

@@ -31,7 +31,7 @@ import random
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from stratasim.explore.generators import Generated, Generator, GeneratorError, Size, divisors, reason
 from stratasim.kernel import units
@@ -73,30 +73,47 @@ class RandomGraphs(Section):
     """``random:``: how many connected random graphs, their seed, and the links per chip on average."""
 
     count: int = Field(ge=1)
+    """How many random graphs per chip count."""
     seed: int = 0
+    """Their seed."""
     links_per_chip: float = Field(default=2.0, ge=1.0, allow_inf_nan=False)
+    """Links per chip on average (at least the spanning tree's)."""
 
 
 class SwitchSpeed(Section):
     """``switch:``: the switch's own link speed (each key defaults to dimension 0's)."""
 
     bandwidth: BandwidthText | None = None
+    """The switch's link bandwidth (default: dimension 0's)."""
     latency: LatencyText | None = None
+    """The switch's link latency (default: dimension 0's)."""
 
 
 class TopologyGenerator(Generator):
     """``generator: topology`` and its options (the module docstring says what each shape is)."""
 
+    model_config = ConfigDict(title="generator: topology")
+
     generator: Literal["topology"]
+    """topology: topology shapes for chip counts, as DEAP searches them."""
     chips: Annotated[list[Annotated[int, Field(ge=2)]], BeforeValidator(_listed), Field(min_length=1)]
+    """The chip counts (one, or a list)."""
     kinds: list[Literal["torus", "mesh", "switch", "random"]] = Field(default=["torus", "mesh", "switch"], min_length=1)
+    """The shapes to try: torus, mesh, switch, random."""
     dimensions: list[Literal[1, 2, 3]] = Field(default=[1, 2, 3], min_length=1)
+    """The dimensionalities of torus and mesh shapes."""
     bandwidth: Annotated[list[BandwidthText], PerDimension, Field(min_length=1)] = ["50GB/s"]
+    """Each dimension's link bandwidth, innermost first (a short list repeats its last)."""
     latency: Annotated[list[LatencyText], PerDimension, Field(min_length=1)] = ["500ns"]
+    """Each dimension's link latency, innermost first (a short list repeats its last)."""
     distinct_orders: bool = True
+    """Try 2x4 and 4x2 as distinct shapes (false: one of each, ascending)."""
     random: RandomGraphs | None = None
+    """The random graphs, when kinds names random."""
     switch: SwitchSpeed = Field(default_factory=SwitchSpeed)
+    """The switch's own link speed."""
     fill_dp: bool = False
+    """Set the base transformer's dp (and micro-batch) to fill each chip count."""
 
     @model_validator(mode="after")
     def _random_described(self) -> TopologyGenerator:
