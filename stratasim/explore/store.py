@@ -209,22 +209,27 @@ def check_trials(section: SweepSection, records: Iterable[TrialRecord], path: st
     """Every trial holds a value for each key of the space (a range's a number or a quantity) and, done, a number
     for each objective and constraint: one :class:`StrataSimError` for the first that does not (a corrupt store)."""
     keys = [key for key, values in section.space.items() if not isinstance(values, Generator)]
-    ranges = [key for key, values in section.space.items() if isinstance(values, Range)]
+    ranges = {key: values.log for key, values in section.space.items() if isinstance(values, Range)}
     wanted = [o.metric for o in section.objectives] + [c.metric for c in section.constraints]
     for record in records:
         problems = [f"no value of {key}" for key in keys if key not in record.params]
-        problems += [f"{key} is not a number or quantity" for key in ranges if not _quantity(record.params.get(key))]
+        problems += [
+            f"{key} is not a {'positive ' if log else ''}number or quantity"
+            for key, log in ranges.items()
+            if not _quantity(record.params.get(key), log)
+        ]
         if record.status == "done":
             problems += [f"no number {name}" for name in wanted if name not in record.metrics]
         if problems:
             raise StrataSimError(f"{path}: a corrupt results store: trial {record.number}: {'; '.join(problems)}")
 
 
-def _quantity(value: object) -> bool:
+def _quantity(value: object, positive: bool) -> bool:
     try:
-        return math.isfinite(split_quantity(value)[0])
+        number = split_quantity(value)[0]
     except ValueError:
         return False
+    return math.isfinite(number) and (number > 0 or not positive)
 
 
 def _whole(value: object) -> bool:
