@@ -98,7 +98,7 @@ def divisors(n: int, cap: int | None = None, option: str = "", hint: str = "") -
         raise GeneratorError(
             option, f"searching the divisors of {n:,} would take over {DIVISOR_STEPS:,} steps: {hint or 'too large'}"
         )
-    found = set()
+    found: set[int] = set()
     for d in range(1, steps + 1):
         if n % d == 0:
             found.update(x for x in (d, n // d) if cap is None or x <= cap)
