@@ -58,11 +58,13 @@ class Generated:
 
 @dataclass(frozen=True)
 class Size:
-    """What expanding a generator would take, known before it expands: the ``candidates`` it would try (at most)
-    and the ``bytes`` its points would hold beyond a candidate's own few (a graph's links, say)."""
+    """What expanding a generator would take, known before it expands: the ``candidates`` it would try (at most),
+    the ``bytes`` its points would hold beyond a candidate's own few (a graph's links, say), and the most ``npus``
+    a point gives a trial (0: it leaves the base study's)."""
 
     candidates: int
     bytes: int = 0
+    npus: int = 0
 
 
 class Generator(Section):

@@ -138,7 +138,7 @@ class TopologyGenerator(Generator):
                 shapes = sum(count ** (dimensions - 1) for dimensions in self.dimensions)
                 candidates += grids * shapes
                 held += grids * shapes * _CHIP_BYTES * max(self.dimensions)
-        return Size(candidates, held)
+        return Size(candidates, held, max(self.chips))
 
     def generate(self, study: Study) -> Generated:
         points: list[dict[str, Any]] = []

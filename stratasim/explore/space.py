@@ -17,7 +17,7 @@ from stratasim.config.study_file import parse_study
 from stratasim.explore.generators import Generated, Generator, GeneratorError
 from stratasim.explore.sweep_file import Range, Sweep
 from stratasim.kernel.errors import ConfigError
-from stratasim.study.budget import DEFAULT_BUDGET, Budget, refuse_over
+from stratasim.study.budget import DEFAULT_BUDGET, Budget, refuse_npus, refuse_over
 
 __all__ = ["Space", "resolve", "check_points", "expand", "range_values", "draw", "written"]
 
@@ -63,6 +63,7 @@ def resolve(sweep: Sweep, budget: Budget = DEFAULT_BUDGET) -> Space:
         for name, entry in entries.items():
             try:
                 size = entry.size(study)
+                refuse_npus(f"{sweep.source}: space.{name}", size.npus, budget, f"space.{name}'s chips")
                 refuse_over(
                     f"{sweep.source}: space.{name} ({size.candidates:,} combinations to try)",
                     size.candidates * _CANDIDATE_BYTES + size.bytes,

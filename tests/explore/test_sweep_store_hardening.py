@@ -68,10 +68,11 @@ def test_a_parallelism_generator_past_the_budget_is_refused_before_it_expands(tm
 @pytest.mark.parametrize(
     ("entry", "fragments"),
     [
+        ("{generator: topology, chips: 1000000000}", ("space.shape: 1,000,000,000 NPUs", "reduce space.shape's chips")),
         ("{generator: topology, chips: 4611686018427387904, kinds: [torus]}", ("space.shape.chips", "divisors")),
         (
-            "{generator: topology, chips: 1000000000, kinds: [random], random: {count: 3}}",
-            ("space.shape (3 combinations to try)", "memory"),
+            "{generator: topology, chips: 100000, kinds: [random], random: {count: 1000}}",
+            ("space.shape (1,000 combinations to try)", "memory"),
         ),
         (
             "{generator: topology, chips: 8, kinds: [random], random: {count: 1000000000000}}",
