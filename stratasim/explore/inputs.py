@@ -28,7 +28,7 @@ def input_digests(sweep: Sweep) -> dict[str, str]:
     and each file named, by its path as written."""
     digests = {
         "the sweep": _text_digest(sweep.section.model_dump_json()),
-        "the base study": _text_digest(json.dumps(sweep.base, sort_keys=True, default=str)),
+        "the base study": _text_digest(json.dumps(_keyed(sweep.base), sort_keys=True, default=repr)),
     }
     folders = dict.fromkeys((Path(sweep.base_source).parent, Path(sweep.source).parent, Path.cwd()))
     for value in dict.fromkeys(_strings([sweep.base, sweep.section.model_dump(exclude={"base"})])):
@@ -41,6 +41,15 @@ def input_digests(sweep: Sweep) -> dict[str, str]:
 def changed_inputs(stored: dict[str, str], now: dict[str, str]) -> list[str]:
     """The inputs whose digest differs, or that one side names and the other does not, in a stable order."""
     return sorted(name for name in {*stored, *now} if stored.get(name) != now.get(name))
+
+
+def _keyed(data: Any) -> Any:
+    """``data`` with every mapping's keys as text (YAML allows numbers and more as keys), so it sorts."""
+    if isinstance(data, dict):
+        return {repr(key) if not isinstance(key, str) else key: _keyed(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_keyed(value) for value in data]
+    return data
 
 
 def _strings(data: Any) -> Iterator[str]:

@@ -191,3 +191,9 @@ def test_a_trial_keeps_every_number_of_the_headline_figures() -> None:
         "warnings": [],
     }
     assert _numbers(report) == {"total_time_ns": 5.0, "serving.ttft_p99_ps": 7.0, "serving.goodput": 0.5}
+
+
+def test_a_base_study_with_numbers_as_keys_is_digested_without_a_traceback(tmp_path: Path, run_cli: RunCli) -> None:
+    sweep = _files(tmp_path, "space:\n  system.splits: [1]\n", "workload: {1: a, b: c}\n")
+    code, _, err = run_cli("sweep", str(sweep), "--db", str(tmp_path / "s.db"), "--workers", "1")
+    assert code == 1 and "workload.kind: required" in err and "Traceback" not in err

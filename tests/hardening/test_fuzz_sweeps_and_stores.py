@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stratasim.cli.results import to_text
+from stratasim.explore.inputs import input_digests
 from stratasim.explore.results import read_results
 from stratasim.explore.run import run_sweep
 from stratasim.explore.space import check_points, expand, resolve
@@ -133,6 +134,7 @@ def fuzz_generator(entry: object, batch: int, search: object, folder: Path) -> N
 
     def expand_it() -> None:
         sweep = parse_sweep(data, "sweep.yaml", folder)
+        input_digests(sweep)
         space = resolve(sweep, SMALL)
         check_points(sweep, space, SMALL)
         expand(sweep, space, SMALL)
