@@ -46,6 +46,8 @@ CREATE TABLE trials (
     UNIQUE (key, fidelity)
 );
 """
+_EARLIER_COLUMNS = {"number", "key", "params", "status", "metrics", "error", "wall_seconds"}
+"""The trials table of every store written before the mark: a database without them is not one of ours."""
 _COLUMNS = "number, params, status, metrics, error, wall_seconds, fidelity"
 _AGAIN = "give another --db, or --fresh to discard its trials and run them again"
 
@@ -176,9 +178,12 @@ def _kind(db: sqlite3.Connection) -> str:
     mark = db.execute("PRAGMA application_id").fetchone()[0]
     if mark == APPLICATION_ID:
         return "ours"
-    if mark != 0 or not tables <= set(_TABLES):
+    if not tables and mark == 0:
+        return "new"
+    columns = {row[1] for row in db.execute("PRAGMA table_info(trials)")}
+    if mark != 0 or not tables <= {"sweep", "trials"} or not columns >= _EARLIER_COLUMNS:
         return "foreign"
-    return "earlier" if tables else "new"
+    return "earlier"
 
 
 def _record(row: tuple[Any, ...], path: Path) -> TrialRecord:

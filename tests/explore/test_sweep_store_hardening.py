@@ -133,10 +133,12 @@ def test_the_inputs_digested_include_every_file_the_study_names(tmp_path: Path) 
     assert {name for name in before if before[name] != after[name]} == {"traces/ar", "device.yaml"}
 
 
-def test_a_database_the_sweep_did_not_create_is_never_written(tmp_path: Path, run_cli: RunCli) -> None:
+@pytest.mark.parametrize("table", ["songs (title TEXT)", "trials (id INTEGER, outcome TEXT)"])
+def test_a_database_the_sweep_did_not_create_is_never_written(tmp_path: Path, run_cli: RunCli, table: str) -> None:
+    """Not even one whose only table is called trials, and not with --fresh."""
     db = tmp_path / "theirs.db"
     with sqlite3.connect(db) as connection:
-        connection.execute("CREATE TABLE songs (title TEXT)")
+        connection.execute(f"CREATE TABLE {table}")
     connection.close()
     before = db.read_bytes()
     _refused(run_cli, _files(tmp_path, QUICK_SPACE), "did not create", db=db)
