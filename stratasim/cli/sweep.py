@@ -25,6 +25,8 @@ __all__ = ["add_sweep"]
 _SHOWN = 10
 EXIT_STOPPED = 130
 """The exit code of a sweep stopped by Ctrl-C or SIGTERM (as the command line's for an interrupt)."""
+_ALL_FAILED = 1
+"""The exit code of a sweep whose every trial failed (its store and its output are still written)."""
 
 
 def add_sweep(subparsers: Subparsers) -> None:
@@ -35,6 +37,12 @@ def add_sweep(subparsers: Subparsers) -> None:
         "--db",
         metavar="PATH",
         help="the results store (SQLite; default: FILE's name with .db, in the current folder): re-running resumes",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="discard the trials the store holds (of another sweep, or run before the base study or a file it "
+        "reads changed) and run them all again",
     )
     parser.add_argument("--json", action="store_true", help="print every trial and the Pareto front as JSON")
     parser.add_argument(
@@ -57,7 +65,7 @@ def _sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
     budget = budget_options.budget(args)
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")
-    store = ResultStore(db, sweep.section.model_dump_json())
+    store = ResultStore.for_sweep(db, sweep, fresh=args.fresh)
     try:
         with terminate_as_interrupt():
             if args.json:
@@ -77,6 +85,21 @@ def _sweep(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(outcome_json(outcome) if args.json else _table(sweep, outcome, db))
+    return _failures(outcome, db)
+
+
+def _failures(outcome: SweepOutcome, db: Path) -> int:
+    """Say on stderr how many trials failed; the exit code: non-zero when every one did."""
+    failed = [r for r in outcome.trials if r.status == "failed"]
+    if failed and len(failed) == len(outcome.trials):
+        print(f"error: every trial of the sweep failed ({len(failed)}); the first: {failed[0].error}", file=sys.stderr)
+        return _ALL_FAILED
+    if failed:
+        print(
+            f"warning: {len(failed)} of {len(outcome.trials)} trials failed (their errors: stratasim results {db} "
+            "--json)",
+            file=sys.stderr,
+        )
     return 0
 
 

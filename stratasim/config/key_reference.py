@@ -10,7 +10,7 @@ checks the committed one is current and that every key has a meaning.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from stratasim.config.json_schema import study_schema
@@ -18,7 +18,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.plausible import USUAL_KEY
 from stratasim.kernel.schema import QUANTITY_KEY
 
-__all__ = ["markdown", "undocumented"]
+__all__ = ["Table", "markdown", "page", "section_tables", "undocumented"]
 
 _HEADER = """# Study keys
 
@@ -61,8 +61,9 @@ def _models(node: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, dict[
     return found
 
 
-def _tables(title: str, prefix: str, model: dict[str, Any], defs: dict[str, Any]) -> Iterator[Table]:
-    """The table of ``model``'s keys under ``prefix``, then the tables of the keys that hold several forms."""
+def section_tables(title: str, prefix: str, model: dict[str, Any], defs: dict[str, Any]) -> Iterator[Table]:
+    """The table of ``model``'s keys under ``prefix``, then the tables of the keys that hold several forms (each
+    titled by its ``kind``, else by its schema's title)."""
     rows: list[tuple[str, dict[str, Any], bool | str]] = []
     nested: list[Table] = []
     required = set(model.get("required", ()))
@@ -78,10 +79,10 @@ def _tables(title: str, prefix: str, model: dict[str, Any], defs: dict[str, Any]
         models = _models(prop, defs)
         for suffix, sub in models:
             if len(models) == 1:
-                for sub_title, sub_rows in _tables(title, dotted + suffix, sub, defs):
+                for sub_title, sub_rows in section_tables(title, dotted + suffix, sub, defs):
                     (rows.extend(sub_rows) if sub_title == title else nested.append((sub_title, sub_rows)))
             else:
-                nested += _tables(f"`{dotted}{suffix}` — {_form(sub)}", dotted + suffix, sub, defs)
+                nested += section_tables(f"`{dotted}{suffix}` — {_form(sub)}", dotted + suffix, sub, defs)
     yield title, rows
     yield from nested
 
@@ -137,14 +138,14 @@ def _default(prop: dict[str, Any], required: bool | str) -> str:
 
 def _all_tables(schema: dict[str, Any]) -> Iterator[Table]:
     defs: dict[str, Any] = schema["$defs"]
-    yield from _tables("Top level", "", {"properties": {"name": schema["properties"]["name"]}}, defs)
+    yield from section_tables("Top level", "", {"properties": {"name": schema["properties"]["name"]}}, defs)
     workload = schema["properties"]["workload"]
     for rule in workload["allOf"]:
         kind = rule["if"]["properties"]["kind"]["const"]
-        yield from _tables(f"`workload` — kind: {kind}", "workload", _resolve(rule["then"], defs), defs)
+        yield from section_tables(f"`workload` — kind: {kind}", "workload", _resolve(rule["then"], defs), defs)
     for section in ("system", "network", "compute"):
         (model,) = [model for _, model in _models(schema["properties"][section], defs)]
-        yield from _tables(f"`{section}`", section, model, defs)
+        yield from section_tables(f"`{section}`", section, model, defs)
 
 
 def undocumented(schema: dict[str, Any] | None = None) -> list[str]:
@@ -160,12 +161,16 @@ def markdown(schema: dict[str, Any] | None = None) -> str:
     missing = undocumented(schema)
     if missing:
         raise StrataSimError(f"study keys without a description: {', '.join(missing)}")
-    defs = schema["$defs"]
-    lines = [_HEADER]
-    for title, rows in _all_tables(schema):
+    return page(_HEADER, _all_tables(schema), schema["$defs"])
+
+
+def page(header: str, tables: Iterable[Table], defs: dict[str, Any]) -> str:
+    """A reference page: ``header``, then a table per entry of ``tables`` — key, type, default, allowed, meaning."""
+    lines = [header]
+    for title, rows in tables:
         lines += [f"## {title}", "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
         for key, prop, required in rows:
-            meaning = " ".join(str(prop["description"]).split()).replace("|", "\\|")
+            meaning = " ".join(str(prop.get("description", "")).split()).replace("|", "\\|")
             cells = (f"`{key}`", _type(prop, defs), _default(prop, required), _allowed(prop, defs), meaning)
             lines.append(
                 "| " + " | ".join(cell.replace("|", "\\|") if i < 4 else cell for i, cell in enumerate(cells)) + " |"

@@ -21,14 +21,15 @@ refuses (a systolic dataflow on Eyeriss's row-stationary array, say), by the mod
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, StringConstraints, ValidationError, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from stratasim.compute_layer.accelerator_section import AcceleratorDescription, AcceleratorSection
 from stratasim.compute_layer.timeloop.problem import OPERANDS
-from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
+from stratasim.explore.generators import Generated, Generator, GeneratorError, Size, divisors, reason
 
 if TYPE_CHECKING:
     from stratasim.config.study_file import Study
@@ -45,13 +46,22 @@ Described: TypeAlias = AcceleratorSection | AcceleratorDescription
 class AcceleratorGenerator(Generator):
     """``generator: accelerator`` and its options (the module docstring says what each varies)."""
 
+    model_config = ConfigDict(title="generator: accelerator")
+
     generator: Literal["accelerator"]
+    """accelerator: configurations of the base study's timeloop accelerator."""
     rows: list[Side] | None = Field(default=None, min_length=1)
+    """PE array rows to try (with cols)."""
     cols: list[Side] | None = Field(default=None, min_length=1)
+    """PE array columns to try (with rows)."""
     pes: list[Side] | None = Field(default=None, min_length=1)
+    """PE counts, each tried in every rows x cols shape (instead of rows and cols)."""
     dataflow: list[Literal["os", "ws", "is"]] | None = Field(default=None, min_length=1)
+    """Dataflows to try."""
     buffers: dict[BufferKey, Annotated[list[Side], Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    """Buffer sizes in words to try, by LEVEL (its words) or LEVEL.OPERAND (one operand's buffer)."""
     max_aspect: float | None = Field(default=None, ge=1)
+    """Skip arrays longer than this many times their width."""
 
     @model_validator(mode="after")
     def _something_to_vary(self) -> AcceleratorGenerator:
@@ -62,6 +72,14 @@ class AcceleratorGenerator(Generator):
         if self.rows is None and self.pes is None and self.dataflow is None and self.buffers is None:
             raise ValueError("nothing to vary: give rows and cols, pes, dataflow or buffers")
         return self
+
+    def size(self, study: Study) -> Size:
+        """The product of the axes' lengths: array shapes, dataflows, each buffer's sizes."""
+        return Size(
+            len(self._shapes())
+            * len(self.dataflow or [None])
+            * math.prod(len(sizes) for sizes in (self.buffers or {}).values())
+        )
 
     def generate(self, study: Study) -> Generated:
         section, base = _base_device(study)
@@ -154,4 +172,4 @@ def _with(description: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
 
 def array_shapes(pes: int) -> list[tuple[int, int]]:
     """Every ``(rows, cols)`` with ``rows * cols == pes``, rows ascending."""
-    return [(rows, pes // rows) for rows in range(1, pes + 1) if pes % rows == 0]
+    return [(rows, pes // rows) for rows in divisors(pes, None, "pes", "give PE counts with fewer divisors")]

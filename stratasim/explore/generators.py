@@ -9,11 +9,14 @@ hand is impractical.
 A generator entry is a mapping with a ``generator`` key; its name (``plan``) is a label, not a study key. It
 expands, against the base study, to a list of points, each a ``{dotted study key: value}`` mapping: one axis of
 the grid whose trials carry the point's keys as their parameters. Combinations it rules out are counted by reason,
-not run and not errors. Subclasses define their options as fields and :meth:`Generator.generate`.
+not run and not errors. Subclasses define their options as fields, :meth:`Generator.size` and
+:meth:`Generator.generate`: a generator is sized (what it would try, counted or bounded from above without listing
+it) and the size checked against the sweep's budget before it expands.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,7 +27,10 @@ from stratasim.kernel.schema import Section
 if TYPE_CHECKING:
     from stratasim.config.study_file import Study
 
-__all__ = ["Generated", "Generator", "GeneratorError", "reason"]
+__all__ = ["Generated", "Generator", "GeneratorError", "Size", "divisors", "reason"]
+
+DIVISOR_STEPS = 10**6
+"""The most trial divisions :func:`divisors` makes (about a second): beyond, the values are to be listed."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +56,26 @@ class Generated:
         return f"space.{name}: {self.describe()}"
 
 
+@dataclass(frozen=True)
+class Size:
+    """What expanding a generator would take, known before it expands: the ``candidates`` it would try (at most),
+    the ``bytes`` its points would hold beyond a candidate's own few (a graph's links, say), and the most ``npus``
+    a point gives a trial (0: it leaves the base study's)."""
+
+    candidates: int
+    bytes: int = 0
+    npus: int = 0
+
+
 class Generator(Section):
     """A generator entry of a sweep's space: ``generator`` names it, the other keys are its options."""
 
     generator: str
+
+    def size(self, study: Study) -> Size:
+        """What :meth:`generate` would try for the base ``study``, counted (or bounded from above) without
+        listing it; :class:`GeneratorError` names the option whose values are too many to count."""
+        raise NotImplementedError
 
     def generate(self, study: Study) -> Generated:
         """The points this entry expands to for the base ``study``; :class:`GeneratorError` names the option that
@@ -67,6 +89,22 @@ class GeneratorError(ValueError):
     def __init__(self, option: str, message: str) -> None:
         super().__init__(message)
         self.option = option
+
+
+def divisors(n: int, cap: int | None = None, option: str = "", hint: str = "") -> list[int]:
+    """Every divisor of ``n`` (at least 1), ascending, at most ``cap``; :class:`GeneratorError` at ``option``,
+    saying ``hint``, when finding them would take more than :data:`DIVISOR_STEPS` trial divisions (a 10^15 batch)."""
+    n = max(n, 1)
+    steps = min(math.isqrt(n), cap if cap is not None else n)
+    if steps > DIVISOR_STEPS:
+        raise GeneratorError(
+            option, f"searching the divisors of {n:,} would take over {DIVISOR_STEPS:,} steps: {hint or 'too large'}"
+        )
+    found: set[int] = set()
+    for d in range(1, steps + 1):
+        if n % d == 0:
+            found.update(x for x in (d, n // d) if cap is None or x <= cap)
+    return sorted(found)
 
 
 def reason(message: str) -> str:

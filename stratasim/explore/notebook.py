@@ -32,7 +32,7 @@ def sweep(
         plan = parse_sweep(definition, "the sweep mapping", Path.cwd())
     with tempfile.TemporaryDirectory(prefix="stratasim-sweep-") as folder:
         path = Path(db) if db is not None else Path(folder) / "sweep.db"
-        store = ResultStore(path, plan.section.model_dump_json())
+        store = ResultStore.for_sweep(path, plan)
         try:
             run_sweep(plan, store, workers=workers, cluster=cluster)
         finally:

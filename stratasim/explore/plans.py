@@ -24,14 +24,15 @@ base study's ``system.memory_capacity``, else its compute device's capacity) is 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
+from stratasim.explore.generators import Generated, Generator, GeneratorError, Size, divisors, reason
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.schema import Bytes
 from stratasim.kernel.units import format_bytes
@@ -50,30 +51,49 @@ _PLAN = "workload.parallelism."
 Degree = Annotated[int, Field(ge=1)]
 Feature = Literal["ep", "schedule", "micro_batch", "recompute", "zero", "sequence_parallel"]
 Axis = Literal["tp", "pp", "dp"]
+_PAIRS = 10**6  # (tp, pp) pairs counted one by one, at most: about a second
 _ORDERS = [list(order) for order in itertools.permutations(("tp", "pp", "dp"))]
 
 
 class ParallelismGenerator(Generator):
     """``generator: parallelism`` and its options (the module docstring says what each narrows)."""
 
+    model_config = ConfigDict(title="generator: parallelism")
+
     generator: Literal["parallelism"]
+    """parallelism: every valid parallelism plan of the base study's transformer."""
     tp: list[Degree] | None = Field(default=None, min_length=1)
+    """Tensor-parallel degrees to try (default: every divisor of the NPU count)."""
     pp: list[Degree] | None = Field(default=None, min_length=1)
+    """Pipeline-parallel degrees to try (default: every divisor of the NPU count)."""
     ep: list[Degree] | None = Field(default=None, min_length=1)
+    """Expert-parallel degrees to try, for a mixture of experts (default: every divisor of dp)."""
     max_tp: Degree | None = None
+    """The largest tensor-parallel degree tried."""
     max_pp: Degree | None = None
+    """The largest pipeline-parallel degree tried."""
     schedule: list[Literal["gpipe", "1f1b", "interleaved"]] | None = Field(default=None, min_length=1)
+    """Pipeline schedules to try (default all three)."""
     virtual_stages: list[Annotated[int, Field(ge=2)]] | None = Field(default=None, min_length=1)
+    """Virtual stages of the interleaved schedule (default: every count from 2 dividing a stage's layers)."""
     micro_batch: list[Degree] | None = Field(default=None, min_length=1)
+    """Micro-batch sizes to try (default: every divisor of a DP rank's share of the global batch)."""
     max_micro_batch: Degree | None = None
+    """The largest micro-batch tried."""
     recompute: list[Literal["none", "selective", "full"]] | None = Field(default=None, min_length=1)
+    """Activation recomputation modes to try (default all three)."""
     zero: list[Literal[0, 1, 2, 3]] | None = Field(default=None, min_length=1)
+    """ZeRO stages to try (default 0 to 3)."""
     sequence_parallel: list[bool] | None = Field(default=None, min_length=1)
+    """Sequence parallelism off and/or on (on only with tp above 1)."""
     order: Annotated[list[list[Axis]] | None, BeforeValidator(lambda value: _ORDERS if value == "all" else value)] = (
         None
     )
+    """How the groups map onto the topology's dimensions, innermost first: a list of orders, or all (default: the base study's)."""
     keep: list[Feature] = Field(default_factory=list)
+    """Features taken from the base study rather than varied."""
     memory: Bytes | None = Field(default=None, gt=0)
+    """The memory per NPU a plan must fit (default: the base study's capacity)."""
 
     @model_validator(mode="after")
     def _kept_or_listed(self) -> ParallelismGenerator:
@@ -90,11 +110,7 @@ class ParallelismGenerator(Generator):
         return self
 
     def generate(self, study: Study) -> Generated:
-        config = study.workload.config
-        if not isinstance(config, TransformerConfig):
-            raise GeneratorError(
-                "generator", f"needs a base study whose workload is kind: transformer, not {study.workload.kind}"
-            )
+        config = _transformer(study)
         if self.ep is not None and config.model.experts == 0:
             raise GeneratorError("ep", "the base study's model has no experts (model.experts)")
         limit, unchecked = (self.memory, "") if self.memory is not None else _capacity(study)
@@ -122,33 +138,36 @@ class ParallelismGenerator(Generator):
         notes = (f"memory not checked: {unchecked}; give the generator memory: SIZE",) if unchecked else ()
         return Generated(points, skipped, notes, noun="plans")
 
+    def size(self, study: Study) -> Size:
+        """The combinations :meth:`generate` would try: the plans of every (tp, pp) pair dividing the NPUs, plus one
+        per pair that does not."""
+        config = _transformer(study)
+        pairs = self._pairs(study.npus)
+        candidates = 0
+        for tp, pp in pairs:
+            if study.npus % (tp * pp):
+                candidates += 1
+            else:
+                candidates += math.prod(len(values) for values in self._axes(config, tp, pp, study.npus).values())
+        return Size(candidates)
+
+    def _pairs(self, npus: int) -> list[tuple[int, int]]:
+        """Every (tp, pp) pair to try; :class:`GeneratorError` when they are too many to even count."""
+        tps = self._degrees(self.tp, npus, self.max_tp, "tp")
+        pps = self._degrees(self.pp, npus, self.max_pp, "pp")
+        if len(tps) * len(pps) > _PAIRS:
+            raise GeneratorError(
+                "tp", f"{len(tps):,} tp by {len(pps):,} pp degrees are too many pairs to try: list tp and pp values"
+            )
+        return list(itertools.product(tps, pps))
+
     def _candidates(self, config: TransformerConfig, npus: int) -> Iterator[dict[str, Any] | str]:
         """Every combination of the features' values, as the plan's keys, or the reason it is no plan at all."""
-        base, model = config.parallelism, config.model
-        for tp, pp in itertools.product(
-            self._degrees(self.tp, npus, self.max_tp), self._degrees(self.pp, npus, self.max_pp)
-        ):
+        for tp, pp in self._pairs(npus):
             if npus % (tp * pp):
                 yield f"tp * pp does not divide the {npus} NPUs"
                 continue
-            dp = npus // (tp * pp)
-            axes: dict[str, list[Any]] = {"tp": [tp], "pp": [pp], "dp": [dp]}
-            if model.experts and "ep" not in self.keep:
-                axes["ep"] = self.ep or _divisors(dp)
-            if "schedule" not in self.keep:
-                axes["schedule"] = self._schedules(model.layers, pp)
-            if "micro_batch" not in self.keep:
-                axes["micro_batch"] = self.micro_batch or _divisors(
-                    base.batch // dp if base.batch % dp == 0 else 1, self.max_micro_batch
-                )
-            if "recompute" not in self.keep:
-                axes["recompute"] = list(self.recompute or ["none", "selective", "full"])
-            if "zero" not in self.keep:
-                axes["zero"] = list(self.zero or [0, 1, 2, 3])
-            if "sequence_parallel" not in self.keep:
-                axes["sequence_parallel"] = [on for on in self.sequence_parallel or [False, True] if tp > 1 or not on]
-            if self.order is not None:
-                axes["order"] = [list(order) for order in self.order]
+            axes = self._axes(config, tp, pp, npus)
             for values in itertools.product(*axes.values()):
                 plan: dict[str, Any] = {}
                 for key, value in zip(axes, values):
@@ -158,10 +177,34 @@ class ParallelismGenerator(Generator):
                         plan[key] = value
                 yield plan
 
+    def _axes(self, config: TransformerConfig, tp: int, pp: int, npus: int) -> dict[str, list[Any]]:
+        """The values each feature takes with degrees ``tp`` and ``pp`` (dividing the ``npus``)."""
+        base, model = config.parallelism, config.model
+        dp = npus // (tp * pp)
+        axes: dict[str, list[Any]] = {"tp": [tp], "pp": [pp], "dp": [dp]}
+        if model.experts and "ep" not in self.keep:
+            axes["ep"] = self.ep or divisors(dp, None, "ep", "list ep values")
+        if "schedule" not in self.keep:
+            axes["schedule"] = self._schedules(model.layers, pp)
+        if "micro_batch" not in self.keep:
+            share = base.batch // dp if base.batch % dp == 0 else 1
+            hint = "list micro_batch values or give max_micro_batch"
+            axes["micro_batch"] = self.micro_batch or divisors(share, self.max_micro_batch, "micro_batch", hint)
+        if "recompute" not in self.keep:
+            axes["recompute"] = list(self.recompute or ["none", "selective", "full"])
+        if "zero" not in self.keep:
+            axes["zero"] = list(self.zero or [0, 1, 2, 3])
+        if "sequence_parallel" not in self.keep:
+            axes["sequence_parallel"] = [on for on in self.sequence_parallel or [False, True] if tp > 1 or not on]
+        if self.order is not None:
+            axes["order"] = [list(order) for order in self.order]
+        return axes
+
     @staticmethod
-    def _degrees(listed: list[int] | None, npus: int, cap: int | None) -> list[int]:
+    def _degrees(listed: list[int] | None, npus: int, cap: int | None, option: str) -> list[int]:
         """The listed degrees, else every divisor of ``npus`` up to ``cap``."""
-        return list(listed) if listed is not None else _divisors(npus, cap)
+        hint = f"list {option} values or give max_{option}"
+        return list(listed) if listed is not None else divisors(npus, cap, option, hint)
 
     def _schedules(self, layers: int, pp: int) -> list[tuple[str, int]]:
         """``(schedule, virtual_stages)`` pairs: gpipe and 1f1b with one chunk per stage; interleaved, with more
@@ -171,14 +214,24 @@ class ParallelismGenerator(Generator):
             if schedule != "interleaved":
                 pairs.append((schedule, 1))
             elif pp > 1:
-                fitting = [v for v in _divisors(layers // pp) if v > 1] if layers % pp == 0 else [2]
+                hint = "list virtual_stages values"
+                fitting = (
+                    [v for v in divisors(layers // pp, None, "virtual_stages", hint) if v > 1]
+                    if layers % pp == 0
+                    else [2]
+                )
                 pairs += [("interleaved", v) for v in self.virtual_stages or fitting]
         return pairs
 
 
-def _divisors(n: int, cap: int | None = None) -> list[int]:
-    """Every divisor of ``n``, ascending, at most ``cap``."""
-    return [d for d in range(1, n + 1) if n % d == 0 and (cap is None or d <= cap)]
+def _transformer(study: Study) -> TransformerConfig:
+    """The base study's transformer; :class:`GeneratorError` for any other workload."""
+    config = study.workload.config
+    if not isinstance(config, TransformerConfig):
+        raise GeneratorError(
+            "generator", f"needs a base study whose workload is kind: transformer, not {study.workload.kind}"
+        )
+    return config
 
 
 def _peak_bytes(config: TransformerConfig) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 from stratasim.explore.ranking import feasible, pareto
 from stratasim.explore.run import SweepOutcome, outcome_json
-from stratasim.explore.store import TrialRecord, read_store
+from stratasim.explore.store import TrialRecord, check_trials, read_store
 from stratasim.explore.sweep_file import Range, Sweep, SweepSection, split_quantity
 from stratasim.kernel.errors import StrataSimError
 
@@ -181,10 +181,11 @@ def read_results(db: str | Path) -> SweepResults:
     definition, trials = read_store(db)
     try:
         section = SweepSection.model_validate_json(definition)
-    except ValueError:
+    except ValueError:  # pydantic's ValidationError, or JSON that is not
         raise StrataSimError(f"{db}: its sweep definition is not one this StrataSim reads (corrupt?)") from None
     if not trials:
         raise StrataSimError(f"{db}: the store holds no trials yet (run stratasim sweep on it)")
+    check_trials(section, trials, db)
     reached = max(record.fidelity for record in trials)  # a ladder's answer is its last level's
     trials = [record for record in trials if record.fidelity == reached]
     sweep = Sweep(str(db), {}, str(db), section)

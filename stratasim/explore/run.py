@@ -27,7 +27,7 @@ from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_sav
 from stratasim.explore.model_search import model_search
 from stratasim.explore.ranking import feasible, pareto
 from stratasim.explore.space import Space, check_points, expand, range_values, resolve
-from stratasim.explore.store import ResultStore, TrialRecord, trial_key
+from stratasim.explore.store import ResultStore, TrialRecord, check_trials, trial_key
 from stratasim.explore.sweep_file import Fidelity, Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
 from stratasim.study.budget import DEFAULT_BUDGET, Budget
@@ -63,13 +63,16 @@ def metric(metrics: Mapping[str, Any], name: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _numbers(report: Mapping[str, Any]) -> dict[str, float]:
-    """The report's top-level numbers (the objectives' and constraints' nested ones are added by name)."""
-    return {
-        key: float(value)
-        for key, value in report.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    }
+def _numbers(report: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every number of the report's headline figures: its top-level numbers and those of its sections (``serving``'s
+    percentiles, say, as ``serving.ttft_p99_ps``), dotted as objectives name them; tables (lists) are left out."""
+    numbers: dict[str, float] = {}
+    for key, value in report.items():
+        if isinstance(value, Mapping):
+            numbers |= _numbers(value, f"{prefix}{key}.")
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            numbers[f"{prefix}{key}"] = float(value)
+    return numbers
 
 
 def _check_space(
@@ -158,7 +161,7 @@ def run_sweep(
     """
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
-    space = resolve(sweep)
+    space = resolve(sweep, budget)
     check_points(sweep, space, budget)
     _check_units(sweep, space)
     if notes is not None:
@@ -197,7 +200,7 @@ def _run_model_search(
             {key: values[0] if isinstance(values, list) else values.low for key, values in space.axes.items()}
         ),
     )
-    finished = store.finished()
+    finished = _finished(store, sweep, 0)
     before = len(finished)
     if progress is not None:
         progress.level("", sweep.section.search.trials or 0, min(before, sweep.section.search.trials or 0))
@@ -248,7 +251,7 @@ class _Ladder:
         ran, summaries = 0, []
         records: list[TrialRecord] = []
         for index, step in enumerate(levels):
-            done = self.store.finished(index)
+            done = _finished(self.store, self.sweep, index)
             todo = [(number, params) for number, params in candidates if trial_key(params) not in done]
             fixed = step.set if step is not None else {}
             calls = [(self.sweep, number, params, self.wanted, fixed, index, self.budget) for number, params in todo]
@@ -262,6 +265,13 @@ class _Ladder:
                 summaries.append(level_outcome(self.sweep, step, records, passed, previous if index else None))
                 candidates = [(r.number, r.params) for r in passed]
         return records, ran, summaries
+
+
+def _finished(store: ResultStore, sweep: Sweep, fidelity: int) -> dict[str, TrialRecord]:
+    """The trials ``store`` holds at level ``fidelity``, each checked to carry what ``sweep`` ranks them by."""
+    finished = store.finished(fidelity)
+    check_trials(sweep.section, finished.values(), store.path)
+    return finished
 
 
 def _kept_in(keep: Callable[[TrialRecord], None], finished: dict[str, TrialRecord], record: TrialRecord) -> None:

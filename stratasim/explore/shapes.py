@@ -31,9 +31,9 @@ import random
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from stratasim.explore.generators import Generated, Generator, GeneratorError, reason
+from stratasim.explore.generators import Generated, Generator, GeneratorError, Size, divisors, reason
 from stratasim.kernel import units
 from stratasim.kernel.schema import Section
 from stratasim.workload_layer.transformer.config import TransformerConfig
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from stratasim.config.study_file import Study
 
 __all__ = ["TopologyGenerator", "factorisations"]
+
+_CHIP_BYTES = 200  # a chip's entry of a graph fabric, or a dimension of a shape, as a point holds it
+_LINK_BYTES = 100  # a link of a graph fabric
+_FEWER_CHIPS = "give chip counts with fewer divisors to search, or only kinds switch and random"
 
 
 def _checked(parse: Any) -> AfterValidator:
@@ -69,36 +73,72 @@ class RandomGraphs(Section):
     """``random:``: how many connected random graphs, their seed, and the links per chip on average."""
 
     count: int = Field(ge=1)
+    """How many random graphs per chip count."""
     seed: int = 0
-    links_per_chip: float = Field(default=2.0, ge=1.0)
+    """Their seed."""
+    links_per_chip: float = Field(default=2.0, ge=1.0, allow_inf_nan=False)
+    """Links per chip on average (at least the spanning tree's)."""
 
 
 class SwitchSpeed(Section):
     """``switch:``: the switch's own link speed (each key defaults to dimension 0's)."""
 
     bandwidth: BandwidthText | None = None
+    """The switch's link bandwidth (default: dimension 0's)."""
     latency: LatencyText | None = None
+    """The switch's link latency (default: dimension 0's)."""
 
 
 class TopologyGenerator(Generator):
     """``generator: topology`` and its options (the module docstring says what each shape is)."""
 
+    model_config = ConfigDict(title="generator: topology")
+
     generator: Literal["topology"]
+    """topology: topology shapes for chip counts, as DEAP searches them."""
     chips: Annotated[list[Annotated[int, Field(ge=2)]], BeforeValidator(_listed), Field(min_length=1)]
+    """The chip counts (one, or a list)."""
     kinds: list[Literal["torus", "mesh", "switch", "random"]] = Field(default=["torus", "mesh", "switch"], min_length=1)
+    """The shapes to try: torus, mesh, switch, random."""
     dimensions: list[Literal[1, 2, 3]] = Field(default=[1, 2, 3], min_length=1)
+    """The dimensionalities of torus and mesh shapes."""
     bandwidth: Annotated[list[BandwidthText], PerDimension, Field(min_length=1)] = ["50GB/s"]
+    """Each dimension's link bandwidth, innermost first (a short list repeats its last)."""
     latency: Annotated[list[LatencyText], PerDimension, Field(min_length=1)] = ["500ns"]
+    """Each dimension's link latency, innermost first (a short list repeats its last)."""
     distinct_orders: bool = True
+    """Try 2x4 and 4x2 as distinct shapes (false: one of each, ascending)."""
     random: RandomGraphs | None = None
+    """The random graphs, when kinds names random."""
     switch: SwitchSpeed = Field(default_factory=SwitchSpeed)
+    """The switch's own link speed."""
     fill_dp: bool = False
+    """Set the base transformer's dp (and micro-batch) to fill each chip count."""
 
     @model_validator(mode="after")
     def _random_described(self) -> TopologyGenerator:
         if ("random" in self.kinds) != (self.random is not None):
             raise ValueError("kinds names random exactly when random: {count, seed, links_per_chip} describes them")
         return self
+
+    def size(self, study: Study) -> Size:
+        """Per chip count: a switch, ``random.count`` graphs (with their links) and at most one torus or mesh per
+        ordered tuple of the count's divisors, a dimension each but the last."""
+        candidates, held = 0, 0
+        for chips in self.chips:
+            if "switch" in self.kinds:
+                candidates += 1
+            if self.random is not None:
+                links = min(self.random.links_per_chip * chips / 2, chips * (chips - 1) / 2)
+                candidates += self.random.count
+                held += int(min(self.random.count * (chips * _CHIP_BYTES + links * _LINK_BYTES), 2**62))
+            grids = len({"torus", "mesh"} & set(self.kinds))
+            if grids:
+                count = len(divisors(chips, None, "chips", _FEWER_CHIPS))
+                shapes = sum(count ** (dimensions - 1) for dimensions in self.dimensions)
+                candidates += grids * shapes
+                held += grids * shapes * _CHIP_BYTES * max(self.dimensions)
+        return Size(candidates, held, max(self.chips))
 
     def generate(self, study: Study) -> Generated:
         points: list[dict[str, Any]] = []
@@ -194,17 +234,21 @@ class TopologyGenerator(Generator):
         return graphs
 
 
-def factorisations(chips: int, dimensions: int, distinct_orders: bool = True) -> list[tuple[int, ...]]:
+def factorisations(
+    chips: int, dimensions: int, distinct_orders: bool = True, factors: list[int] | None = None
+) -> list[tuple[int, ...]]:
     """Every way to write ``chips`` as an ordered product of ``dimensions`` factors of at least 2 (only the
-    ascending ones unless ``distinct_orders``), in lexicographic order."""
+    ascending ones unless ``distinct_orders``), in lexicographic order. ``factors``: the divisors of ``chips`` or of
+    a multiple of it, if known."""
     if dimensions == 1:
         return [(chips,)] if chips >= 2 else []
+    factors = factors if factors is not None else divisors(chips, None, "chips", _FEWER_CHIPS)
     shapes = []
-    for first in range(2, chips // 2 + 1):
-        if chips % first == 0:
+    for first in factors:
+        if 2 <= first <= chips // 2 and chips % first == 0:
             shapes += [
                 (first, *rest)
-                for rest in factorisations(chips // first, dimensions - 1, distinct_orders)
+                for rest in factorisations(chips // first, dimensions - 1, distinct_orders, factors)
                 if distinct_orders or first <= rest[0]
             ]
     return shapes

@@ -17,9 +17,15 @@ from stratasim.config.study_file import parse_study
 from stratasim.explore.generators import Generated, Generator, GeneratorError
 from stratasim.explore.sweep_file import Range, Sweep
 from stratasim.kernel.errors import ConfigError
-from stratasim.study.budget import Budget, refuse_over
+from stratasim.study.budget import DEFAULT_BUDGET, Budget, refuse_npus, refuse_over
 
 __all__ = ["Space", "resolve", "check_points", "expand", "range_values", "draw", "written"]
+
+
+_CANDIDATE_BYTES = 2048
+"""Memory a generator's candidate takes, at most: the point it may become, with its keys."""
+_CANDIDATE_EVENTS = 1000
+"""A candidate's work in engine events: validating it (and pricing its memory) takes as long as about this many."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +51,10 @@ class Space:
         return [generated.summary(name) for name, generated in self.generated.items()]
 
 
-def resolve(sweep: Sweep) -> Space:
-    """Expand the sweep's generator entries against its base study; one :class:`ConfigError` naming the entry
-    (and option) if one cannot apply, gives nothing, or sets a key another entry sets."""
+def resolve(sweep: Sweep, budget: Budget = DEFAULT_BUDGET) -> Space:
+    """Expand the sweep's generator entries against its base study, each once sized within ``budget``; one
+    :class:`ConfigError` naming the entry (and option) if one cannot apply, gives nothing, or sets a key another
+    entry sets, and :class:`~stratasim.study.budget.BudgetError` if one would try more than the budget allows."""
     space = sweep.section.space
     entries = {name: entry for name, entry in space.items() if isinstance(entry, Generator)}
     generated: dict[str, Generated] = {}
@@ -55,6 +62,15 @@ def resolve(sweep: Sweep) -> Space:
         study = parse_study(sweep.base, sweep.base_source)
         for name, entry in entries.items():
             try:
+                size = entry.size(study)
+                refuse_npus(f"{sweep.source}: space.{name}", size.npus, budget, f"space.{name}'s chips")
+                refuse_over(
+                    f"{sweep.source}: space.{name} ({size.candidates:,} combinations to try)",
+                    size.candidates * _CANDIDATE_BYTES + size.bytes,
+                    size.candidates * _CANDIDATE_EVENTS,
+                    budget,
+                    f"space.{name}'s options (list fewer values)",
+                )
                 generated[name] = entry.generate(study)
             except GeneratorError as exc:
                 raise ConfigError(sweep.source, [(f"space.{name}.{exc.option}", str(exc))]) from None
@@ -121,12 +137,12 @@ def check_points(sweep: Sweep, space: Space, budget: Budget) -> None:
     refuse_over(f"{sweep.source}: {points:,} trials", points * _TRIAL_BYTES, 0, budget, reduce)
 
 
-def expand(sweep: Sweep, space: Space | None = None) -> list[dict[str, Any]]:
+def expand(sweep: Sweep, space: Space | None = None, budget: Budget = DEFAULT_BUDGET) -> list[dict[str, Any]]:
     """Each trial's parameters, ``{dotted key: value}``, in a fixed order: the grid's combinations (the last
     entry varying fastest), or the random search's draws (repeats dropped). ``space``: the sweep's, resolved
-    (:func:`resolve`), if it already is. Model-based searches choose their trials as they go
+    (:func:`resolve`, within ``budget``), if it already is. Model-based searches choose their trials as they go
     (:mod:`stratasim.explore.model_search`) and are refused here."""
-    space = space or resolve(sweep)
+    space = space or resolve(sweep, budget)
     search = sweep.section.search
     keys = list(space.axes)
     if search.method == "grid":

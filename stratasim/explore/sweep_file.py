@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import parse_key
@@ -71,10 +71,16 @@ class Range(Section):
     """Values between ``low`` and ``high`` (inclusive; log-spaced with ``log``); a grid takes ``count`` of them,
     evenly spaced, a random search draws them. Whole numbers without a unit give integers."""
 
+    model_config = ConfigDict(title="a range")
+
     low: int | float | str
+    """The lowest value: a number, or a quantity with its unit (25GB/s)."""
     high: int | float | str
+    """The highest value, in the unit of low."""
     log: bool = False
+    """Space the values evenly on a log scale (both bounds positive)."""
     count: int | None = Field(default=None, ge=2)
+    """How many values a grid takes, evenly spaced and bounds included (a grid needs it)."""
 
     @model_validator(mode="after")
     def _bounds(self) -> Range:
@@ -122,7 +128,8 @@ def _entry_form(value: Any) -> str | None:
         return None
     if "generator" not in value:
         return "range"
-    return value["generator"] if value["generator"] in GENERATORS else None
+    name = value["generator"]
+    return name if isinstance(name, str) and name in GENERATORS else None
 
 
 if TYPE_CHECKING:
@@ -151,15 +158,20 @@ class Objective(Section):
     """A report metric (a numeric field of ``report.json``, dotted for nested ones) to minimise or maximise."""
 
     metric: str
+    """A numeric report field (report.json), dotted for a nested one: total_time_ns, serving.ttft_p99_ps."""
     goal: Literal["min", "max"] = "min"
+    """Minimise or maximise it."""
 
 
 class Constraint(Section):
     """A report metric a trial must keep within ``min`` and/or ``max`` to count (it is still stored)."""
 
     metric: str
+    """A numeric report field, as objectives name them."""
     min: float | None = None
+    """The least value a trial may have to count."""
     max: float | None = None
+    """The most value a trial may have to count."""
 
     @model_validator(mode="after")
     def _some_bound(self) -> Constraint:
@@ -174,8 +186,11 @@ class Search(Section):
     other by Optuna's TPE or NSGA-II sampler, seeded (:mod:`stratasim.explore.model_search`)."""
 
     method: Literal["grid", "random", "tpe", "nsga2"] = "grid"
+    """grid: every combination; random: trials points drawn with seed; tpe, nsga2: Optuna's samplers."""
     trials: int | None = Field(default=None, ge=1)
+    """How many trials (a grid's cap; needed by the other methods)."""
     seed: int = 0
+    """The seed of a random or model-based search: the same seed, the same trials."""
 
     @model_validator(mode="after")
     def _random_needs_trials(self) -> Search:
@@ -189,8 +204,11 @@ class Keep(Section):
     (at least one) by the first objective, or the ``pareto`` front over all objectives; only feasible trials."""
 
     top: int | None = Field(default=None, ge=1)
+    """Keep the best N by the first objective."""
     fraction: float | None = Field(default=None, gt=0, le=1)
+    """Keep this fraction (at least one) of the trials, best by the first objective."""
     pareto: bool = False
+    """Keep the Pareto front over every objective."""
 
     @model_validator(mode="after")
     def _one_rule(self) -> Keep:
@@ -205,8 +223,11 @@ class Fidelity(Section):
     next level (``keep``; the last level keeps none)."""
 
     name: str
+    """The level's name, as the output says it."""
     set: dict[str, Any] = Field(default_factory=dict)
+    """Study keys the level sets on top of each trial's values, dotted as in space."""
     keep: Keep | None = None
+    """Which trials go on to the next level (none on the last)."""
 
     @field_validator("set")
     @classmethod
@@ -223,12 +244,19 @@ class SweepSection(Section):
     """The sweep file's keys (see the module docstring)."""
 
     base: str | None = None
+    """The base study's file, relative to the sweep file."""
     study: dict[str, Any] | None = None
+    """The base study inline, instead of base."""
     space: dict[str, SpaceEntry]
+    """What to vary: a dotted study key to a list of values or a range, or a label to a generator."""
     objectives: list[Objective] = Field(default_factory=lambda: [Objective(metric="total_time_ns")])
+    """The report metrics to minimise or maximise; several give a Pareto front."""
     constraints: list[Constraint] = Field(default_factory=list)
+    """Report metrics a trial must keep within bounds to count (it is still stored)."""
     search: Search = Field(default_factory=Search)
+    """How trials are chosen."""
     fidelity: list[Fidelity] = Field(default_factory=list)
+    """A ladder: screen at a low fidelity, re-evaluate the kept trials at the next level."""
 
     @field_validator("space")
     @classmethod

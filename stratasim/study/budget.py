@@ -45,6 +45,7 @@ __all__ = [
     "long_run_note",
     "NODE_BYTES",
     "refuse_over",
+    "refuse_npus",
 ]
 
 DEFAULT_MAX_MEMORY = 2 * 2**30
@@ -230,6 +231,12 @@ def refuse_over(what: str, memory: int, events: int, budget: Budget, reduce: str
         )
 
 
+def refuse_npus(what: str, npus: int, budget: Budget, reduce: str) -> None:
+    """Raise :class:`BudgetError` when ``what``'s ``npus`` NPUs alone (each its statistics, report row, stand-in
+    entry) would need more memory than ``budget``; the message says to reduce ``reduce``."""
+    refuse_over(f"{what}: {npus:,} NPUs", npus * _NPU_BYTES, 0, budget, reduce)
+
+
 def _round_up(size: int) -> int:
     """``size`` rounded up to a power of two, a budget to suggest."""
     return 1 << max(size - 1, 1).bit_length()
@@ -242,7 +249,7 @@ def check_budget(study: Study, source: WorkloadSource, npus: int, budget: Budget
     the links and switches a link-level network would build (counted from the topology's fields),
     the graphs of one simulated NPU, then the NPUs the engine would simulate (asking a symmetric workload for its
     representatives walks every NPU), the packets in flight and the events."""
-    refuse_over(f"{study.source}: {npus:,} NPUs", npus * _NPU_BYTES, 0, budget, "network.topology's sizes")
+    refuse_npus(study.source, npus, budget, "network.topology's sizes")
     if not _stateless(study):  # a network holding state per link builds every link and switch of a fabric
         links = topologies.size(study.topology_proto())[1]
         refuse_over(
