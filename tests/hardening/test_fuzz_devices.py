@@ -9,12 +9,11 @@ CI runs a small fixed budget (derandomized, so a failure repeats); ``pytest -m f
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from stratasim.compute_layer.device_bounds import (
@@ -29,21 +28,11 @@ from stratasim.compute_layer.timeloop.accelerator import Accelerator
 from stratasim.compute_layer.wafer.accelerator import Wafer
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.errors import StrataSimError
+from tests.hardening.budgets import ci_budget, long_budget
 from tests.helpers import ROOT
 
-CI = settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-LONG = settings(
-    max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "10000")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+CI = ci_budget(150)
+LONG = long_budget()
 
 _QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text(encoding="utf-8"))
 

@@ -8,13 +8,12 @@ budget as well (``STRATASIM_FUZZ_EXAMPLES``, default 20,000 examples per parser)
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from stratasim.config import load_study
@@ -23,25 +22,15 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.safe_load import parse_json, parse_yaml
 from stratasim.workload_layer.traces.astra_text import read_astra_text
 from stratasim.workload_layer.traces.comm_groups import read_comm_groups
+from tests.hardening.budgets import ci_budget, long_budget
 
 ROOT = Path(__file__).resolve().parents[2]
 ASTRA = ROOT / "tests" / "data" / "astra-sim-inputs"
 QUICKSTART = (ROOT / "examples" / "quickstart.yaml").read_text(encoding="utf-8")
 TEXT_WORKLOAD = ASTRA / "workload" / "Resnet50_DataParallel.txt"
 
-CI = settings(
-    max_examples=200,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-LONG = settings(
-    max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "20000")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+CI = ci_budget(200)
+LONG = long_budget(20_000)
 
 YAML_BITS = st.sampled_from(
     [

@@ -9,30 +9,19 @@ default 10,000) each.
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS
 from stratasim.workload_layer.serving.trace_file import MAX_TOKENS, read_trace
+from tests.hardening.budgets import ci_budget, long_budget
 
-CI = settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-LONG = settings(
-    max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "10000")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+CI = ci_budget(150, also=(HealthCheck.function_scoped_fixture,))
+LONG = long_budget(also=(HealthCheck.function_scoped_fixture,))
 
 HOSTILE = st.sampled_from(
     ["0", "0.5", ".5", "5.", "1e3", "1E-3", "-1", "1e19", "4611686", "4611687", "9" * 40, "1" * 5000, "nan", ""]

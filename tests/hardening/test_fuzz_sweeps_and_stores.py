@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from stratasim.cli.results import to_text
@@ -29,22 +28,12 @@ from stratasim.explore.space import check_points, expand, resolve
 from stratasim.explore.store import ResultStore, check_trials
 from stratasim.explore.sweep_file import GENERATORS, load_sweep, parse_sweep
 from stratasim.study.budget import Budget
+from tests.hardening.budgets import ci_budget, long_budget
 from tests.hardening.test_fuzz_parsers import SCALARS, VALUES, expect_only_our_errors
 
 ROOT = Path(__file__).resolve().parents[2]
-CI = settings(
-    max_examples=100,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-LONG = settings(
-    max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "10000")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+CI = ci_budget(100)
+LONG = long_budget()
 SMALL = Budget(max_memory=2**20, max_events=100_000)
 """A generator of at most 100 candidates, a list of at most 512 trials: each example stays well under a second."""
 

@@ -8,12 +8,11 @@ CI runs each with a small fixed budget (derandomized); ``pytest -m fuzz`` runs `
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from stratasim.compute_layer.profile_table import load_profile
@@ -26,24 +25,14 @@ from stratasim.remote.limits import Limits
 from stratasim.remote.network_service import _Session
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2
 from stratasim.workload_layer.traces.chakra import read_chakra_graphs
+from tests.hardening.budgets import ci_budget, long_budget
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAKRA = sorted((ROOT / "tests" / "data" / "astra-sim-inputs" / "workload" / "e2e_text_converted").rglob("*.0.et"))[0]
 SWEEP = (ROOT / "examples" / "explore" / "collectives.yaml").read_text(encoding="utf-8")
 
-CI = settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture],
-)
-LONG = settings(
-    max_examples=int(os.environ.get("STRATASIM_FUZZ_EXAMPLES", "5000")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture],
-)
+CI = ci_budget(150, also=(HealthCheck.function_scoped_fixture,))
+LONG = long_budget(5_000, also=(HealthCheck.function_scoped_fixture,))
 
 MUTATIONS = st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=12)
 CSV_BITS = st.sampled_from(
