@@ -18,7 +18,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.plausible import USUAL_KEY
 from stratasim.kernel.schema import QUANTITY_KEY
 
-__all__ = ["Table", "markdown", "page", "section_tables", "undocumented"]
+__all__ = ["Table", "documented_page", "keys_without_meaning", "markdown", "page", "section_tables", "undocumented"]
 
 _HEADER = """# Study keys
 
@@ -150,18 +150,28 @@ def _all_tables(schema: dict[str, Any]) -> Iterator[Table]:
 
 def undocumented(schema: dict[str, Any] | None = None) -> list[str]:
     """The dotted keys of the study schema (default :func:`study_schema`) that have no description."""
-    tables = _all_tables(study_schema() if schema is None else schema)
-    return list(dict.fromkeys(key for _, rows in tables for key, prop, _ in rows if not prop.get("description")))
+    return keys_without_meaning(_all_tables(study_schema() if schema is None else schema))
 
 
 def markdown(schema: dict[str, Any] | None = None) -> str:
     """docs/reference/study-keys.md for the study schema (default :func:`study_schema`); an error if a key has no
     meaning."""
     schema = study_schema() if schema is None else schema
-    missing = undocumented(schema)
+    return documented_page("study", _HEADER, list(_all_tables(schema)), schema["$defs"])
+
+
+def keys_without_meaning(tables: Iterable[Table]) -> list[str]:
+    """The dotted keys of ``tables`` that have no description, each once, in order."""
+    return list(dict.fromkeys(key for _, rows in tables for key, prop, _ in rows if not prop.get("description")))
+
+
+def documented_page(what: str, header: str, tables: list[Table], defs: dict[str, Any]) -> str:
+    """:func:`page` for ``tables``, or a :class:`StrataSimError` naming the ``what`` keys (``study``, ``sweep``)
+    that have no description."""
+    missing = keys_without_meaning(tables)
     if missing:
-        raise StrataSimError(f"study keys without a description: {', '.join(missing)}")
-    return page(_HEADER, _all_tables(schema), schema["$defs"])
+        raise StrataSimError(f"{what} keys without a description: {', '.join(missing)}")
+    return page(header, tables, defs)
 
 
 def page(header: str, tables: Iterable[Table], defs: dict[str, Any]) -> str:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stratasim.config.key_reference import Table, page, section_tables
+from stratasim.config.key_reference import Table, documented_page, keys_without_meaning, section_tables
 from stratasim.explore.sweep_file import SweepSection
-from stratasim.kernel.errors import StrataSimError
 
 __all__ = ["sweep_schema", "markdown", "undocumented"]
 
@@ -38,18 +37,14 @@ def _tables(schema: dict[str, Any]) -> list[Table]:
 
 def undocumented(schema: dict[str, Any] | None = None) -> list[str]:
     """The dotted keys of the sweep schema (default :func:`sweep_schema`) that have no description."""
-    tables = _tables(sweep_schema() if schema is None else schema)
-    return list(dict.fromkeys(key for _, rows in tables for key, prop, _ in rows if not prop.get("description")))
+    return keys_without_meaning(_tables(sweep_schema() if schema is None else schema))
 
 
 def markdown(schema: dict[str, Any] | None = None) -> str:
     """docs/reference/sweep-keys.md for the sweep schema (default :func:`sweep_schema`); an error if a key has no
     meaning."""
     schema = sweep_schema() if schema is None else schema
-    missing = undocumented(schema)
-    if missing:
-        raise StrataSimError(f"sweep keys without a description: {', '.join(missing)}")
-    return page(_HEADER, _tables(schema), schema["$defs"])
+    return documented_page("sweep", _HEADER, _tables(schema), schema["$defs"])
 
 
 if __name__ == "__main__":
