@@ -5,7 +5,6 @@ finite; a structure no preset gives; a profile that does not exist or is not the
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stratasim.compute_layer.devices import PRESETS
-from stratasim.compute_layer.measured.gpu_profile import save_profile
-from stratasim.compute_layer.measured.parameters import PARAMETERS, profile_path
+from stratasim.compute_layer.measured.parameters import PARAMETERS
+from tests.compute_layer.reference_profile import save_measurement
 from tests.conftest import RunCli
 
 STUDY = """\
@@ -30,11 +28,8 @@ compute: {backend: measured, device: {file: DEVICE}}
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding the reference H100 profile saved as a measurement of ``mygpu`` and its device file."""
-    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
     out = tmp_path_factory.mktemp("device-file")
-    provenance = {"software": "PyTorch 2.11", "date": "2026-11-28", "method": "CUDA-graph replay medians"}
-    save_profile(rows, out, "mygpu", "bf16", PRESETS["h100"], provenance)
+    save_measurement(out)
     return out
 
 

@@ -6,15 +6,12 @@ host time is not positive."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 import yaml
 
-from stratasim.compute_layer.devices import PRESETS
-from stratasim.compute_layer.measured.gpu_profile import save_profile
-from stratasim.compute_layer.measured.parameters import profile_path
+from tests.compute_layer.reference_profile import save_measurement
 from tests.conftest import RunCli
 
 STUDY = """\
@@ -69,11 +66,8 @@ def test_bad_launch_is_one_clear_message(study: Path, run_cli: RunCli, command: 
 @pytest.fixture(scope="module")
 def device_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference H100 profile (no eager launch measured) saved as a measurement of ``mygpu``."""
-    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
     out = tmp_path_factory.mktemp("launch-device")
-    provenance = {"software": "PyTorch 2.11", "date": "2026-11-28", "method": "m"}
-    save_profile(rows, out, "mygpu", "bf16", PRESETS["h100"], provenance)
+    save_measurement(out)
     return out
 
 

@@ -5,7 +5,6 @@ from the device file ``stratasim profile`` measured it into, in-process and in a
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,12 @@ import pytest
 import yaml
 
 from stratasim.compute_layer.backend_section import BackendSection
-from stratasim.compute_layer.devices import PRESETS
 from stratasim.compute_layer.measured.backend import MeasuredCompute, from_section
-from stratasim.compute_layer.measured.gpu_profile import save_profile
 from stratasim.compute_layer.measured.launch import Launch
-from stratasim.compute_layer.measured.parameters import profile_path
 from stratasim.kernel import operators
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.v1 import common_pb2, compute_pb2
+from tests.compute_layer.reference_profile import reference_rows, save_measurement
 from tests.conftest import RunCli
 
 HOST_US = 8.0
@@ -142,12 +139,8 @@ compute: {backend: measured, device: DEVICE}
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference H100 profile with a measured eager launch added, saved as ``stratasim profile`` saves a
     measurement of ``mygpu``, and a study on its device file."""
-    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
-        rows: list[dict[str, object]] = list(csv.DictReader(handle))
-    rows.append({"kind": "launch_eager", "us": MEASURED_HOST_US})
     out = tmp_path_factory.mktemp("eager")
-    provenance = {"software": "PyTorch 2.11", "date": "2026-11-28", "method": "m"}
-    save_profile(rows, out, "mygpu", "bf16", PRESETS["h100"], provenance)
+    save_measurement(out, rows=[*reference_rows(), {"kind": "launch_eager", "us": MEASURED_HOST_US}])
     (out / "file.yaml").write_text(STUDY.replace("DEVICE", "{file: mygpu.device.yaml}"), encoding="utf-8")
     return out
 

@@ -5,7 +5,6 @@ checked as a study checks it."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,9 @@ import yaml
 
 from stratasim.compute_layer.devices import PRESETS
 from stratasim.compute_layer.measured.backend import MeasuredCompute
-from stratasim.compute_layer.measured.gpu_profile import save_profile
-from stratasim.compute_layer.measured.parameters import profile_path
 from stratasim.kernel import operators
 from stratasim.v1 import common_pb2, compute_pb2
+from tests.compute_layer.reference_profile import PROVENANCE, save_measurement
 from tests.conftest import RunCli
 
 STUDY = """\
@@ -38,11 +36,8 @@ compute: {backend: measured, device: DEVICE}
 def fitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding the reference H100 profile saved as ``stratasim profile`` saves a measurement of ``mygpu``,
     and two studies beside it: ``file.yaml`` on the fitted device file, ``h100.yaml`` on the shipped h100."""
-    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
     out = tmp_path_factory.mktemp("fitted")
-    provenance = {"device": "NVIDIA H100 80GB HBM3", "software": "PyTorch 2.11", "date": "2026-11-28", "method": "m"}
-    save_profile(rows, out / "gpu", "mygpu", "bf16", PRESETS["h100"], provenance)
+    save_measurement(out / "gpu", provenance={**PROVENANCE, "device": "NVIDIA H100 80GB HBM3"})
     (out / "file.yaml").write_text(STUDY.replace("DEVICE", "{file: gpu/mygpu.device.yaml}"), encoding="utf-8")
     (out / "h100.yaml").write_text(STUDY.replace("DEVICE", "h100"), encoding="utf-8")
     return out
@@ -76,7 +71,7 @@ def test_a_study_on_the_fitted_file_prices_as_the_shipped_h100(fitted: Path, run
     assert on_file["total_time_ps"] == shipped["total_time_ps"]
     assert on_file["memory_per_npu_bytes"] == shipped["memory_per_npu_bytes"]
     assert on_file["calibration"] == (
-        "operator-level model fitted to kernel times measured with PyTorch 2.11 on 2026-11-28 (m)"
+        "operator-level model fitted to kernel times measured with PyTorch 2.11 on 2026-11-28 (CUDA-graph replay medians)"
     )
 
 

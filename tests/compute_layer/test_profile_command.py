@@ -14,15 +14,15 @@ import pytest
 import yaml
 
 from stratasim.cli import main
-from stratasim.compute_layer.devices import PRESETS
 from stratasim.compute_layer.measured.cuda_timing import NEEDS_TORCH, NO_GPU
-from stratasim.compute_layer.measured.gpu_profile import ProfileOutputs, default_name, save_profile, structure
+from stratasim.compute_layer.measured.gpu_profile import ProfileOutputs, default_name, structure
 from stratasim.compute_layer.measured.parameters import PARAMETERS, profile_path
 from stratasim.compute_layer.measured.profile_rows import read_profile
 from stratasim.compute_layer.profile import ProfileCompute
 from stratasim.kernel import operators
 from stratasim.kernel.errors import ConfigError
 from stratasim.system_layer.operators import OperatorPricer
+from tests.compute_layer.reference_profile import reference_rows, save_measurement
 from tools.fit_operators import report
 
 
@@ -59,10 +59,7 @@ def test_the_fit_structure_and_name_follow_the_gpus_name() -> None:
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> ProfileOutputs:
     """The reference H100 profile saved as the command saves a measurement (its cells as read, unchanged)."""
-    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    out = tmp_path_factory.mktemp("profile")
-    return save_profile(rows, out, "h100", "bf16", PRESETS["h100"], {"device": "NVIDIA H100 80GB HBM3"})
+    return save_measurement(tmp_path_factory.mktemp("profile"), "h100", provenance={"device": "NVIDIA H100 80GB HBM3"})
 
 
 def test_the_saved_profile_is_the_measurement_byte_for_byte(saved: ProfileOutputs) -> None:
@@ -109,10 +106,9 @@ def test_the_profile_table_holds_the_gemms_and_the_adds(saved: ProfileOutputs) -
 
 
 def test_a_profile_without_some_kinds_is_one_error_naming_the_file_and_the_classes(tmp_path: Path) -> None:
-    with open(profile_path("h100"), newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if row["kind"] not in ("attention_decode", "softmax")]
+    rows = [row for row in reference_rows() if row["kind"] not in ("attention_decode", "softmax")]
     with pytest.raises(ConfigError) as raised:
-        save_profile(rows, tmp_path, "partial", "bf16", PRESETS["h100"], {})
+        save_measurement(tmp_path, "partial", rows, {})
     message = str(raised.value)
     assert str(tmp_path / "partial.csv") in message
     assert "kind: no rows of attention_decode, softmax: a fit needs rows of every class" in message
