@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stratasim.kernel.contracts import ComputeBackend
+from stratasim.kernel.contracts import ComputeBackend, SizedWork
 from stratasim.kernel.errors import BackendError
+from stratasim.kernel.work_limit import MAX_WORK, excess_work
 from stratasim.v1 import compute_pb2
 
 __all__ = ["OperatorPricer", "PricingError", "signature"]
@@ -64,11 +65,23 @@ class OperatorPricer:
             request = compute_pb2.EstimateRequest(
                 device=self._device, ops=list(new.values()), calibration=self._calibration
             )
+            self._check_work(request)
             response = self._compute.estimate(request)
             if response.HasField("error"):
                 raise PricingError(self._label, response.error.message)
             self._costs.update(zip(new, response.costs, strict=True))
         return {key: self._costs[key] for key in ops}
+
+    def _check_work(self, request: compute_pb2.EstimateRequest) -> None:
+        """Refuse, before any work, a request beyond :data:`~stratasim.kernel.work_limit.MAX_WORK` steps of a
+        backend that counts its work beforehand (as a server does with its ``--max-work``)."""
+        if isinstance(self._compute, SizedWork):
+            said = f"the limit of {MAX_WORK:,} for one request"
+            refusal = excess_work(
+                self._compute.work(request), request.ops, MAX_WORK, said, "check the operator's sizes"
+            )
+            if refusal is not None:
+                raise PricingError(self._label, refusal)
 
     def durations_ps(self, ops: Iterable[compute_pb2.OperatorDesc]) -> list[int]:
         """The picoseconds each of ``ops`` takes, in order (:meth:`costs`)."""

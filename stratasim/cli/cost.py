@@ -182,7 +182,7 @@ def to_text(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> str
         traffic = ", ".join(f"{level} {format_bytes(size)}" for level, size in row["traffic"].items()) or "-"
         energy = f"{row['energy_pj'] / 1e6:,.3f} uJ" if row["energy_pj"] else "-"
         lines.append(
-            f"  {row['backend']:<12}{where}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10}{energy:>18}  "
+            f"  {row['backend']:<12}{where}{format_time_ps(row['duration_ps']):>14}{row['bound']:>10} {energy:>17}  "
             f"{row['basis'].replace('_', ' '):<21}{traffic}"
         )
     for row in data["costs"]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stratasim.kernel.errors import BackendError
+from stratasim.kernel.work_limit import MAX_WORK, excess_work
 from stratasim.v1 import compute_pb2, network_pb2
 
 __all__ = ["CLOSE_GRACE_S", "Limits", "SessionSlots", "Ticket", "check_topology", "work_refusal"]
@@ -37,11 +38,10 @@ class Limits:
     link, so the default bounds a configure to a few seconds and some 600 MB."""
     max_request_bytes: int = 512 * 1024 * 1024
     """Bytes one request may carry (a window's sends, a batch of operators)."""
-    max_work: int = 1 << 23
+    max_work: int = MAX_WORK
     """Steps one compute request may take, as a backend whose cost grows with the operators' sizes counts them
-    beforehand (:class:`~stratasim.kernel.contracts.SizedWork`): timeloop's mapper factors each dimension by trial
-    division, some 5 to 15 million steps a second, so the default bounds a request to a second or two (a dimension
-    up to some 2^44) while the largest of a real model (10^10 elements, 2 x 10^5 steps) passes many times over."""
+    beforehand (:class:`~stratasim.kernel.contracts.SizedWork`; the default,
+    :data:`~stratasim.kernel.contracts.MAX_WORK`, bounds a request to a second or two)."""
 
 
 def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
@@ -66,16 +66,9 @@ def check_topology(topology: network_pb2.Topology, limits: Limits) -> None:
 def work_refusal(steps: Sequence[int], ops: Sequence[compute_pb2.OperatorDesc], limits: Limits) -> str | None:
     """Why a compute request whose operators take ``steps`` (:meth:`SizedWork.work`) is refused, naming its
     costliest operator; None when it is within ``limits``."""
-    total = sum(steps)
-    if total <= limits.max_work:
-        return None
-    index = max(range(len(steps)), key=steps.__getitem__)
-    name = f" ({ops[index].name!r})" if ops[index].name else ""
-    return (
-        f"ops[{index}]{name}: pricing it would take some {steps[index]:,} steps (the request {total:,}), beyond "
-        f"this server's limit of {limits.max_work:,} (its --max-work); refused before any work: check its sizes "
-        "(or ask the server's operator for a larger --max-work)"
-    )
+    advice = "check its sizes (or ask the server's operator for a larger --max-work)"
+    said = f"this server's limit of {limits.max_work:,} (its --max-work)"
+    return excess_work(steps, ops, limits.max_work, said, advice)
 
 
 def _count(number: int) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from stratasim.kernel.work_limit import MAX_WORK
 from tests.compute_layer.profile_helpers import write_table
 from tests.helpers import RunCli, stratasim_process
 
@@ -432,3 +433,13 @@ def test_a_bad_described_device_is_an_error_naming_the_flag(
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli("cost", "gemm", "M=64", "K=64", "N=64", "--backend", backend, "--device", device)
     assert code == 2 and out == "" and fragment in err and "Traceback" not in err, err
+
+
+def test_an_operator_beyond_the_work_limit_is_refused_in_process_before_any_work(run_cli: RunCli) -> None:
+    # A 2^58-row GEMM: the timeloop mapper would factor its extent for about a billion steps (minutes).
+    code, out, err = run_cli(
+        "cost", "gemm", f"M={2**58}", "K=2", "N=2", "--backend", "timeloop", "--device", "systolic-128x128-ws"
+    )
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "pricing it would take some 1,073,741,829 steps" in err
+    assert f"beyond the limit of {MAX_WORK:,} for one request; refused before any work" in err
