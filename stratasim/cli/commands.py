@@ -159,7 +159,13 @@ def _cost(args: argparse.Namespace) -> int:
             given[key] = value
     op = operator_from(args.kind, given, args.dtype)
     results = cost.price(
-        op, args.backend or ["roofline"], args.device, args.profile, args.objective, datasheet=args.datasheet
+        op,
+        args.backend or ["roofline"],
+        args.device,
+        args.profile,
+        args.objective,
+        datasheet=args.datasheet,
+        launch=args.launch,
     )
     if args.json:
         print(json.dumps(cost.to_dict(op, results), indent=2))
@@ -213,6 +219,12 @@ def _add_cost(subparsers: Subparsers) -> None:
         "--datasheet",
         action="store_true",
         help="price on the device's datasheet figures, not the efficiency model fitted to measurements",
+    )
+    parser.add_argument(
+        "--launch",
+        metavar="MODE",
+        help="how the measured backend's kernels are launched: graph (default), eager (at the host time the device "
+        "file measured) or the host's time to issue one kernel, e.g. 8us (eager at that time)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON (and nothing else) on stdout")
     parser.set_defaults(handler=_cost)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stratasim.compute_layer.backend_section import BackendSection
+from stratasim.cli.backend_flags import backend_section
 from stratasim.config.device_option import device_option
 from stratasim.kernel import operators
 from stratasim.kernel.contracts import ComputeBackend
@@ -43,12 +43,14 @@ def price(
     objective: str | None = None,
     *,
     datasheet: bool = False,
+    launch: str | None = None,
 ) -> list[BackendCost]:
     """``op`` priced by each backend in turn on ``device`` (one for all, or one per backend: their device names
     differ), a preset's name or a device described in YAML flow text as a study's ``compute.device`` is. An unknown backend, or one that lacks its device, raises; a backend that cannot price this
     operator (a profile without the shape) gives a row with its error, so the others are still compared —
     unless it is the only one, which raises. ``objective`` is what a timeloop backend's mapper minimises;
-    ``datasheet`` prices on the device's datasheet figures instead of its fitted efficiency model. Each row says
+    ``datasheet`` prices on the device's datasheet figures instead of its fitted efficiency model; ``launch`` is how
+    the measured backend's kernels are launched (``--launch``: graph, eager or a host time). Each row says
     which efficiency model priced it (empty: none, the datasheet's or the architecture model's figures)."""
     devices = [device] * len(backends) if isinstance(device, str) else list(device)
     if len(devices) == 1:
@@ -58,11 +60,12 @@ def price(
             f"give one --device for every backend, or one per --backend in order; got {len(devices)} "
             f"devices for {len(backends)} backends"
         )
+    section = backend_section(profile, objective, launch)
     results: list[BackendCost] = []
     for name, text in zip(backends, devices):
         chosen, description = _device(name, text, profile, objective)
         try:
-            backend: ComputeBackend = build_compute(name, _section(profile, objective))
+            backend: ComputeBackend = build_compute(name, section)
         except ConfigError as exc:  # a malformed profile
             raise BackendError(str(exc)) from None
         except ValueError as exc:  # an objective the mapper does not know
@@ -72,8 +75,10 @@ def price(
         try:
             known = backend.devices()
             facts = backend.describe(compute_pb2.DescribeRequest(devices=[chosen]))
-            if facts.HasField("error"):
+            if facts.HasField("error") and chosen not in known:
                 raise BackendError(f"compute backend {name!r} has no device {chosen!r}; available: {', '.join(known)}")
+            if facts.HasField("error"):
+                raise BackendError(f"compute backend {name!r}: {facts.error.message}")
             model = "" if datasheet else facts.devices[0].calibration
             results.append(_priced(op, name, backend, chosen, model, datasheet))
         finally:
@@ -94,13 +99,6 @@ def _priced(
     except PricingError as error:
         return BackendCost(name, None, error.reason, device, model)
     return BackendCost(name, cost, device=device, calibration=model)
-
-
-def _section(profile: str | None, objective: str | None) -> BackendSection | None:
-    """What the backends are built with, as a study's compute section hands it over: ``--profile``'s table and
-    ``--objective``; None when neither is given."""
-    keys = {key: value for key, value in (("profile", profile), ("objective", objective)) if value is not None}
-    return BackendSection.model_validate(keys) if keys else None
 
 
 def _device(backend: str, text: str, profile: str | None, objective: str | None) -> tuple[str, Description | None]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from stratasim.cli.arg_types import positive_int
+from stratasim.cli.backend_flags import backend_section
 from stratasim.kernel import units
 from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import StrataSimError, UnitError
@@ -22,7 +23,7 @@ from stratasim.remote.serve_main import serve_with
 from stratasim.remote.serve_options import LAYERS, ServeOptions
 
 if TYPE_CHECKING:
-    from stratasim.compute_layer.backend_section import BackendSection
+    pass
 
 __all__ = ["add_arguments", "handle", "main", "options_of"]
 
@@ -162,10 +163,8 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
 def options_of(args: argparse.Namespace) -> ServeOptions:
     """The server's options from its command line; ``--profile``, ``--objective`` and ``--launch`` make the compute
     backend's section, refused (:class:`StrataSimError`) when the compute backend served does not read them."""
-    keys = {key: getattr(args, key) for key in ("profile", "objective", "launch") if getattr(args, key) is not None}
-    section = None
-    if keys:
-        section = _section(keys)
+    section = backend_section(args.profile, args.objective, args.launch)
+    if section is not None:
         compute = dict([(args.layer, args.backend), *([] if args.also is None else [args.also])]).get("compute")
         unread = section.unread(compute)
         if unread is not None:
@@ -189,24 +188,6 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
             args.max_work,
         ),
     )
-
-
-def _section(keys: dict[str, str]) -> BackendSection:
-    """The compute backend's section from its flags (``--launch 8us``: eager at that host time); a ``--launch`` it
-    cannot read is :class:`StrataSimError` naming the flag."""
-    from pydantic import ValidationError  # pydantic, only for a section
-
-    from stratasim.compute_layer.backend_section import BackendSection
-
-    launch = keys.get("launch")
-    given: dict[str, object] = dict(keys)
-    if launch is not None and launch not in ("graph", "eager"):
-        given["launch"] = {"eager": launch}
-    try:
-        return BackendSection.model_validate(given)
-    except ValidationError:  # only --launch is read here: the others are checked by the backends reading them
-        expected = "graph, eager or the host's time to issue one kernel, a positive time such as 8us"
-        raise StrataSimError(f"--launch: expected {expected}, not {launch!r}") from None
 
 
 def handle(args: argparse.Namespace) -> int:

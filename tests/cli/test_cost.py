@@ -443,3 +443,27 @@ def test_an_operator_beyond_the_work_limit_is_refused_in_process_before_any_work
     assert code == 2 and out == "" and len(err.splitlines()) == 1
     assert "pricing it would take some 1,073,741,829 steps" in err
     assert f"beyond the limit of {MAX_WORK:,} for one request; refused before any work" in err
+
+
+def test_launch_prices_a_short_operator_at_the_hosts_issue_time(run_cli: RunCli) -> None:
+    args = ("cost", "elementwise", "shape=4096", "function=add", "--backend", "measured", "--device", "h100", "--json")
+    _, graph, _ = run_cli(*args)
+    code, eager, _ = run_cli(*args, "--launch", "8us")
+    assert code == 0
+    assert json.loads(graph)["costs"][0]["duration_ps"] < 8_000_000 == json.loads(eager)["costs"][0]["duration_ps"]
+    assert "launched eagerly" in json.loads(eager)["costs"][0]["calibration"]
+
+
+@pytest.mark.parametrize(
+    ("launch", "said"),
+    [
+        ("eager", "'launch: eager' needs the host's time to issue one kernel, which the profile of 'h100' did not"),
+        ("fast", "--launch: expected graph, eager or the host's time to issue one kernel"),
+        ("-3us", "--launch: expected graph, eager or the host's time to issue one kernel"),
+    ],
+)
+def test_a_launch_cost_cannot_use_is_one_error(launch: str, said: str, run_cli: RunCli) -> None:
+    code, out, err = run_cli(
+        "cost", "elementwise", "shape=4096", "--backend", "measured", "--device", "h100", f"--launch={launch}"
+    )
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and said in err
