@@ -4,8 +4,11 @@ The grid is the reference profiles' (``data/*.csv``): the smallest kernel; GEMMs
 of 14 ``(K, N)`` pairs of GPT-3, LLaMA and square layers; four batched GEMMs; causal attention forward and backward
 over head dims 64 and 128, 8 to 512 batch-heads and 512 to 8192 tokens (at most 512 x 4096 x 4096 score elements);
 decode attention (32 query heads over 8 KV heads, head dim 128); and the element-wise and normalisation kinds over
-2^16 to 2^28 values; then, beyond the reference grid, the eager launch of the smallest kernel (the host's
-time to issue one kernel, :data:`~stratasim.compute_layer.measured.profile_rows.LAUNCH_EAGER`). Each :class:`Case` carries the shape columns :data:`profile_rows.SHAPE_COLUMNS` names.
+2^16 to 2^28 values; then, beyond the reference grid, the element-wise kinds at 2^21 and 2^23 values
+(:data:`L2_SIZES`: between the sizes whose operands stay in a 50 MiB L2 and those streamed from HBM, which the
+reference grid's factor-of-4 steps leave the fit of the L2 level too few rows for) and the eager launch of the
+smallest kernel (the host's time to issue one kernel,
+:data:`~stratasim.compute_layer.measured.profile_rows.LAUNCH_EAGER`). Each :class:`Case` carries the shape columns :data:`profile_rows.SHAPE_COLUMNS` names.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS, LAUNCH_EAGER
 
 __all__ = ["Case", "GEMM_KN", "GEMM_M", "BMM_SHAPES", "DECODE_HEADS", "DECODE_KV_HEADS", "DECODE_HEAD_DIM", "grid"]
-__all__ += ["ELEMENTWISE_SIZES", "elementwise_columns"]
+__all__ += ["ELEMENTWISE_SIZES", "L2_SIZES", "elementwise_columns", "reference_grid"]
 
 GEMM_KN = (
     (1024, 1024),
@@ -54,6 +57,9 @@ _DECODE_CONTEXTS = (512, 2048, 8192)
 ELEMENTWISE_SIZES = tuple(2**power for power in range(16, 30, 2))
 """The element counts of the element-wise and normalisation kinds (2^16 to 2^28)."""
 
+L2_SIZES = (2**21, 2**23)
+"""Element counts measured beyond the reference grid, around the L2's capacity (see the module)."""
+
 _BF16_BYTES = 2
 
 
@@ -77,14 +83,20 @@ def elementwise_columns(elements: int) -> int:
 
 
 def grid() -> list[Case]:
-    """Every operator of a profile, in measuring (and file) order."""
+    """Every operator of a profile, in measuring (and file) order: the reference grid's, then those beyond it."""
+    beyond = [Case(kind, {"elements": size}) for size in L2_SIZES for kind in ELEMENTWISE_KINDS]
+    return [*reference_grid(), *beyond, Case(LAUNCH_EAGER, {})]
+
+
+def reference_grid() -> list[Case]:
+    """The operators the reference profiles measured, in their order."""
     cases = [Case("tiny_kernel", {})]
     cases += [Case("gemm", {"M": m, "K": k, "N": n}) for k, n in GEMM_KN for m in GEMM_M]
     cases += [Case("bmm", {"B": b, "M": m, "K": k, "N": n}) for b, m, k, n in BMM_SHAPES]
     cases += _attention_cases()
     cases += [_decode_case(batch, context) for batch in _DECODE_BATCHES for context in _DECODE_CONTEXTS]
     cases += [Case(kind, {"elements": size}) for size in ELEMENTWISE_SIZES for kind in ELEMENTWISE_KINDS]
-    return [*cases, Case(LAUNCH_EAGER, {})]
+    return cases
 
 
 def _attention_cases() -> list[Case]:

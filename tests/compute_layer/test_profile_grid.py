@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.compute_layer.measured.grid import Case, grid
+from stratasim.compute_layer.measured.grid import L2_SIZES, Case, grid, reference_grid
 from stratasim.compute_layer.measured.parameters import profile_path
 from stratasim.compute_layer.measured.profile_rows import LAUNCH_EAGER, ProfileRow, read_profile
 from stratasim.compute_layer.measured.runner import COLUMNS, CaseTimer, measure, write_rows
@@ -18,10 +18,13 @@ DEVICES = ("h100", "h200")
 
 
 def _reference_grid() -> list[Case]:
-    """The grid without its optional last case, the eager launch the reference profiles did not measure."""
-    *cases, last = grid()
-    assert last == Case(LAUNCH_EAGER, {})
-    return cases
+    """The grid without what it measures beyond the reference profiles: element-wise kinds at two sizes between
+    L2 and HBM, and the eager launch."""
+    cases = grid()
+    assert cases[: len(reference_grid())] == reference_grid() and cases[-1] == Case(LAUNCH_EAGER, {})
+    beyond = cases[len(reference_grid()) : -1]
+    assert {case.shape["elements"] for case in beyond} == set(L2_SIZES) and len(beyond) == 2 * 7
+    return reference_grid()
 
 
 def _key(kind: str, shape: object) -> tuple[str, tuple[tuple[str, int | str], ...]]:
