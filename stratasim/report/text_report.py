@@ -114,6 +114,10 @@ def _training_lines(report: ReportContents) -> list[str]:
     return lines
 
 
+def _steps(count: int) -> str:
+    return f"{count:,} step{'' if count == 1 else 's'}"
+
+
 _PLURAL = {"npu": "NPUs"}
 """How the goodput line names many components of a kind, where adding an s would not do."""
 
@@ -124,10 +128,10 @@ def _goodput_line(goodput: dict[str, Any]) -> str:
     best = (
         "the optimum"
         if goodput["interval_steps"] == goodput["optimal_interval_steps"]
-        else f"the optimum {goodput['optimal_interval_steps']:,} steps gives {goodput['optimal_goodput']:.2%}"
+        else f"the optimum {_steps(goodput['optimal_interval_steps'])} gives {goodput['optimal_goodput']:.2%}"
     )
     return (
-        f"  goodput          {goodput['goodput']:.2%} checkpointing every {goodput['interval_steps']:,} steps ({best}); "
+        f"  goodput          {goodput['goodput']:.2%} checkpointing every {_steps(goodput['interval_steps'])} ({best}); "
         f"job MTBF {goodput['job_mtbf_s'] / 3600:.3g} h ({parts}), checkpoint {goodput['checkpoint_s']:.3g} s, "
         f"a failure loses {goodput['lost_work_per_failure_s']:.3g} s of work and a {goodput['restart_s']:.3g} s restart"
     )
