@@ -115,6 +115,7 @@ def _training_lines(report: ReportContents) -> list[str]:
 
 
 def _steps(count: int) -> str:
+    """``count`` steps, as a reader says it (``1 step``, ``1,024 steps``)."""
     return f"{count:,} step{'' if count == 1 else 's'}"
 
 
