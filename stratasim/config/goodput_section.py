@@ -84,9 +84,9 @@ class FailureRates(Section):
 class CheckpointOptions(Section):
     """``goodput.checkpoint``: what a checkpoint costs and how often it is written."""
 
-    bandwidth: Bandwidth = 3e9
-    """The rate at which each NPU writes its share of a checkpoint, all NPUs at once (default 3GB/s: a 200 Gb/s
-    storage link shared by a node's 8 NPUs)."""
+    bandwidth: Bandwidth = 7e12 / 16384
+    """The rate at which each NPU writes its share of a checkpoint, all NPUs at once (default 427.2MB/s: the 7 TB/s
+    peak of the storage Llama 3's 16,384 GPUs wrote to, shared among them)."""
     size: Bytes | None = None
     """The bytes each NPU writes per checkpoint (default: the largest per-NPU memory the workload reports)."""
     interval: Interval = "auto"
