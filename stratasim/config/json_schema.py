@@ -20,6 +20,7 @@ from stratasim.compute_layer.accelerator_section import AcceleratorDescription, 
 from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection
 from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection
+from stratasim.config.goodput_section import GoodputSection
 from stratasim.config.study_file import StudyCompute, StudyNetwork
 from stratasim.kernel import registry
 from stratasim.kernel.errors import BackendError
@@ -60,7 +61,14 @@ def study_schema() -> dict[str, Any]:
         WaferDescription,
         MeasuredDeviceSection,
     ]  # may name a file
-    models: list[type[BaseModel]] = [SystemOptions, StudyNetwork, StudyCompute, *included, *configs.values()]
+    models: list[type[BaseModel]] = [
+        SystemOptions,
+        StudyNetwork,
+        StudyCompute,
+        GoodputSection,
+        *included,
+        *configs.values(),
+    ]
     mode: JsonSchemaMode = "validation"
     refs, top = models_json_schema([(model, mode) for model in models], ref_template=_REF)
     defs: dict[str, Any] = top["$defs"]
@@ -100,6 +108,10 @@ def study_schema() -> dict[str, Any]:
             "compute": {
                 "anyOf": [ref(StudyCompute), {"type": "null"}],
                 "description": named(StudyCompute)["description"],
+            },
+            "goodput": {
+                "anyOf": [ref(GoodputSection), {"type": "null"}],
+                "description": named(GoodputSection)["description"],
             },
         },
         "$defs": defs,

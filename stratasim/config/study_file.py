@@ -6,9 +6,10 @@ The ``workload`` section is validated by the ``Config`` model of the workload cl
 ``kind``, so a new workload kind brings its own keys without touching this module. The other sections are
 owned by their layers and composed here: ``system`` is :class:`stratasim.system_layer.options.SystemOptions`,
 ``network`` :class:`stratasim.network_layer.sections.NetworkSection` (its topology kinds in
-:mod:`stratasim.network_layer.topologies`), ``compute`` :class:`stratasim.compute_layer.sections.ComputeSection`. This module
-adds what wires them: where a layer runs (in-process, ``spawn`` or ``endpoint``), the checks across sections,
-and the files a section includes, relative to the study file: a graph fabric's ``file``, read as if its keys
+:mod:`stratasim.network_layer.topologies`), ``compute`` :class:`stratasim.compute_layer.sections.ComputeSection`.
+The optional ``goodput`` section, which no layer reads, is :class:`stratasim.config.goodput_section.GoodputSection`.
+This module adds what wires them: where a layer runs (in-process, ``spawn`` or ``endpoint``), the checks across
+sections, and the files a section includes, relative to the study file: a graph fabric's ``file``, read as if its keys
 were written in place, and a described device's ``compute.device.file``, whose keys the study's may override.
 """
 
@@ -23,6 +24,7 @@ from pydantic import BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
 from stratasim.config.foreign import Included, from_included, redact
+from stratasim.config.goodput_section import GoodputSection
 from stratasim.config.numbers import unfit_numbers
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.placement import Placement, file_problems, resolve_files
@@ -51,7 +53,7 @@ __all__ = [
     "with_device_file",
 ]
 
-STUDY_SECTIONS = ("name", "workload", "system", "network", "compute")
+STUDY_SECTIONS = ("name", "workload", "system", "network", "compute", "goodput")
 """The top-level keys of a study."""
 
 
@@ -87,7 +89,8 @@ class WorkloadSpec:
 @dataclass(frozen=True)
 class Study:
     """One validated study; ``source`` is the file (or label) it came from; ``warnings`` name each value outside
-    its key's usual band (:mod:`stratasim.kernel.plausible`): the study runs, its report repeats them."""
+    its key's usual band (:mod:`stratasim.kernel.plausible`): the study runs, its report repeats them; ``goodput``
+    the goodput section of a training study, if it has one."""
 
     name: str
     source: str
@@ -96,6 +99,7 @@ class Study:
     network: StudyNetwork
     compute: StudyCompute | None
     warnings: tuple[str, ...] = ()
+    goodput: GoodputSection | None = None
 
     @property
     def npus(self) -> int:
@@ -208,6 +212,7 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     if network is not None:
         problems.extend((f"network.{key}", message) for key, message in network.problems())
     _check_backend("compute", compute, problems)
+    goodput = _goodput(data.get("goodput"), problems)
     grid = None if network is None else _grid(network, problems)
     if system is not None and grid is not None:
         problems.extend((f"system.{key}", message) for key, message in system.grid_problems(grid))
@@ -215,7 +220,7 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
         problems.append(("system.reduction", "'compute' prices reductions on the compute layer: add a compute section"))
     if problems or workload is None or network is None:
         raise ConfigError(source, redact(problems, included))
-    sections = {"workload": workload.config, "system": system, "network": network, "compute": compute}
+    sections = dict(workload=workload.config, system=system, network=network, compute=compute, goodput=goodput)
     unusual = [
         found
         for prefix, section in sections.items()
@@ -223,7 +228,12 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
         for found in unusual_values(section, prefix, lambda where: from_included(where, included) is not None)
     ]
     warnings = tuple(f"{where}: {message}" for where, message in redact(unusual, included))
-    return Study(name, source, workload, system, network, compute, warnings)
+    return Study(name, source, workload, system, network, compute, warnings, goodput)
+
+
+def _goodput(section: object, problems: list[tuple[str, str]]) -> GoodputSection | None:
+    """The ``goodput`` section validated, or None when the study has none (or it is invalid: ``problems`` say why)."""
+    return None if section is None else validated_section(GoodputSection, section, "goodput", problems)
 
 
 def _with_graph_file(

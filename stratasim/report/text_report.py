@@ -4,7 +4,7 @@ operators, each kept short. Times come straight from the engine's picoseconds th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -108,7 +108,34 @@ def _training_lines(report: ReportContents) -> list[str]:
     cost = training.get("cost_usd_per_iteration")
     if cost is not None:
         lines.append(f"  cost             ${cost:,.6g} per iteration (every NPU rented at the device's hourly rate)")
+    goodput = training.get("goodput")
+    if goodput:
+        lines.append(_goodput_line(goodput))
     return lines
+
+
+def _steps(count: int) -> str:
+    """``count`` steps, as a reader says it (``1 step``, ``1,024 steps``)."""
+    return f"{count:,} step{'' if count == 1 else 's'}"
+
+
+_PLURAL = {"npu": "NPUs"}
+"""How the goodput line names many components of a kind, where adding an s would not do."""
+
+
+def _goodput_line(goodput: dict[str, Any]) -> str:
+    """The expected useful fraction of a long run, at the interval it checkpoints at (and the optimum's)."""
+    parts = " and ".join(f"{count:,} {_PLURAL.get(kind, kind + 's')}" for kind, count in goodput["components"].items())
+    best = (
+        "the optimum"
+        if goodput["interval_steps"] == goodput["optimal_interval_steps"]
+        else f"the optimum {_steps(goodput['optimal_interval_steps'])} gives {goodput['optimal_goodput']:.2%}"
+    )
+    return (
+        f"  goodput          {goodput['goodput']:.2%} checkpointing every {_steps(goodput['interval_steps'])} ({best}); "
+        f"job MTBF {goodput['job_mtbf_s'] / 3600:.3g} h ({parts}), checkpoint {goodput['checkpoint_s']:.3g} s, "
+        f"a failure loses {goodput['lost_work_per_failure_s']:.3g} s of work and a {goodput['restart_s']:.3g} s restart"
+    )
 
 
 def _serving_lines(report: ReportContents) -> list[str]:

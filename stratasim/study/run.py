@@ -34,6 +34,7 @@ from stratasim.study.backends import open_backend
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
+from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
@@ -53,6 +54,7 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource | RequestLevelWorkloa
     """
     source = study.workload.build()
     available = study.npus
+    check_goodput(study.goodput, source)
     required = source.npus_required()
     if required is not None and required > available:
         raise WorkloadError(f"workload needs {required} NPUs but the topology has {available} (network.topology)")
@@ -225,6 +227,8 @@ def _run_study(
     training = None
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
         training = _training_figures(source, result, facts)
+        if training is not None and study.goodput is not None:
+            training["goodput"] = study_goodput(study.goodput, result)
         if isinstance(source, ServingWorkload):
             serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), result, facts)
     return Report(

@@ -50,6 +50,11 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   (1 - 0.7^5) / 0.3 = 2.77. A step is the draft's 4 passes (2 GB of weights a GPU each, ~0.7 ms, plus 64
   all-reduces) and the 70B's verification of 5 tokens a sequence (~5.9 ms of weights and the batch's compute):
   TPOT mean 13.5 ms, below the 16.4 ms the same 400 requests see without the draft; 30.8 s in all.
+- clusters/goodput_16k (a 128-layer LLaMA-3-405B-like model on 16,384 H100s, TP 8, PP 16, DP 128): 6 x 406e9
+  parameters x 2,048 x 8,192 tokens, x 4/3 for full recomputation, is 3.3e15 FLOP per GPU, ~6.6 s at the fitted
+  H100's ~500 TFLOP/s (7.1 s of compute reported); the 1F1B bubble of (p - 1) / m = 15/16 stretches it to ~13.8 s,
+  and exposed tensor- and data-parallel collectives add ~1 s: 15.7 s. Its goodput figures are checked against the
+  closed forms in tests/report/test_goodput.py.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
@@ -125,6 +130,7 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     "palm_congestion.yaml": {"total_time_ps": 122_980_000},
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
     "gpt3_175b.yaml": {"total_time_ps": 4_571_545_695_461, "tflops_per_npu": 80.30188565226379},
+    "clusters/goodput_16k.yaml": {"total_time_ps": 15_733_971_796_010, "tflops_per_npu": 231.14958155471962},
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,
