@@ -62,7 +62,7 @@ class Launch:
         """What the calibration line adds: nothing under graph launch, else the host time and where it comes from."""
         if host_s is None:
             return ""
-        source = "given in the study" if self.host_s is not None else "measured by stratasim profile"
+        source = "given by compute.launch or --launch" if self.host_s is not None else "measured by stratasim profile"
         time = format_time_ps(round(host_s * _PS_PER_SECOND))
         return f"; launched eagerly: each kernel at least the host's {time} to issue it ({source})"
 

@@ -112,7 +112,7 @@ def test_a_llama_decode_step_slows_by_its_kernels_issue_time_and_prefill_barely(
     assert slow_tpot / tpot - 1 > 0.15 and slow_ttft / ttft - 1 < 0.01  # decode pays, prefill barely
     assert slow["total_time_ps"] - graph["total_time_ps"] == _added(rows, {row: c for row, (c, _) in rows.items()})
     assert slow["calibration"] == graph["calibration"] + (
-        "; launched eagerly: each kernel at least the host's 8 us to issue it (given in the study)"
+        "; launched eagerly: each kernel at least the host's 8 us to issue it (given by compute.launch or --launch)"
     )
     explicit = _report(run_cli, LLAMA, "compute.launch=graph")  # the default, said: every figure as it was
     assert {key: value for key, value in explicit.items() if key != "wall_seconds"} == {
