@@ -10,14 +10,18 @@ bad operator is one clear error naming ``ops[i]`` and the field, never an except
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import OperatorKind, Shape, ShapeError, dtype_bytes, kind_name, kind_of, shape_of
 from stratasim.v1 import common_pb2, compute_pb2
 
+if TYPE_CHECKING:
+    from stratasim.compute_layer.devices import Device
+
 __all__ = [
     "DescriptionCache",
+    "device_facts",
     "Rejected",
     "label",
     "checked_shape",
@@ -137,6 +141,17 @@ class DescriptionCache(Generic[DescriptionT, BuiltT]):
     def clear(self) -> None:
         """Forget everything built."""
         self._built.clear()
+
+
+def device_facts(name: str, device: Device, calibration: str) -> compute_pb2.DeviceFacts:
+    """The facts of ``device``, answered as ``name``: its memory capacity, its prices where known, and the
+    ``calibration`` line saying what its model was fitted to."""
+    result = compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=device.memory_capacity, calibration=calibration)
+    if device.price_usd is not None:
+        result.price_usd = device.price_usd
+    if device.usd_per_hour is not None:
+        result.usd_per_hour = device.usd_per_hour
+    return result
 
 
 def unknown_capacity(device: str, reason: str) -> compute_pb2.DeviceFacts:

@@ -35,7 +35,7 @@ from stratasim.compute_layer.devices import (
     efficiency_statement,
 )
 from stratasim.compute_layer.efficiency import size_efficiency
-from stratasim.compute_layer.requests import DescriptionCache, Rejected, described, label
+from stratasim.compute_layer.requests import DescriptionCache, Rejected, described, device_facts, label
 from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import dtype_name, signature
@@ -106,14 +106,7 @@ class RooflineCompute:
 
         def facts(name: str) -> compute_pb2.DeviceFacts:
             found = self._device(name, given.get(name))
-            result = compute_pb2.DeviceFacts(
-                device=name, memory_capacity_bytes=found.memory_capacity, calibration=efficiency_statement(found)
-            )
-            if found.price_usd is not None:
-                result.price_usd = found.price_usd
-            if found.usd_per_hour is not None:
-                result.usd_per_hour = found.usd_per_hour
-            return result
+            return device_facts(name, found, efficiency_statement(found))
 
         return described(request, facts)
 

@@ -29,6 +29,7 @@ from stratasim.compute_layer.requests import (
     Rejected,
     checked_shape,
     described,
+    device_facts,
     element_bytes,
     label,
 )
@@ -92,14 +93,7 @@ class MeasuredCompute:
             fitted = self._fitted(name, given.get(name))
             found = fitted.device
             launch = self._launch.described(self._launch.host_seconds(fitted.eager_launch_s, found.name))
-            result = compute_pb2.DeviceFacts(
-                device=name, memory_capacity_bytes=found.memory_capacity, calibration=fitted.calibration + launch
-            )
-            if found.price_usd is not None:
-                result.price_usd = found.price_usd
-            if found.usd_per_hour is not None:
-                result.usd_per_hour = found.usd_per_hour
-            return result
+            return device_facts(name, found, fitted.calibration + launch)
 
         return described(request, facts)
 
