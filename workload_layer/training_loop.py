@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions, operators
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.schema import QUANTITY_FORMS, Bytes, DTypeName, Section, TimePs
 from stratasim.kernel.work import WorkEstimate
@@ -37,7 +37,7 @@ class GemmSpec(Section):
 
 
 def _known_function(value: str) -> str:
-    operators.parse_function(value)
+    elementwise_functions.parse_function(value)
     return value
 
 
@@ -217,7 +217,7 @@ class _GraphBuilder:
                 dtype=self._dtype,
                 flops_per_element=e.flops_per_element,
                 name=name,
-                function=unspecified if e.function is None else operators.parse_function(e.function),
+                function=unspecified if e.function is None else elementwise_functions.parse_function(e.function),
             )
         return self._add(name, deps, type=workload_pb2.COMP_NODE, op=op)
 

@@ -28,7 +28,8 @@ from stratasim.compute_layer.measured.forms import (
     gemm_time,
 )
 from stratasim.compute_layer.measured.launch import EAGER_KERNELS
-from stratasim.kernel.operators import AttentionShape, ElementwiseFunction, ElementwiseShape, GemmShape, Shape
+from stratasim.kernel.elementwise_functions import ElementwiseFunction
+from stratasim.kernel.operators import AttentionShape, ElementwiseShape, GemmShape, Shape
 from stratasim.v1 import compute_pb2
 
 __all__ = ["Priced", "price_shape", "FUNCTION_CLASSES", "elementwise_kind", "elementwise_class"]

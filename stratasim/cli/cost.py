@@ -13,7 +13,7 @@ from typing import Any
 
 from stratasim.cli.backend_flags import backend_section
 from stratasim.config.device_option import device_option
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions, operators
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, ConfigError
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
@@ -114,7 +114,7 @@ def _function(op: compute_pb2.OperatorDesc) -> str | None:
     """The name of an element-wise operator's function; None when it has none (or is not element-wise)."""
     shape = operators.shape_of(op)
     if isinstance(shape, operators.ElementwiseShape) and shape.function:
-        return operators.function_name(shape.function)
+        return elementwise_functions.function_name(shape.function)
     return None
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions, operators
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import compute_pb2
 
@@ -82,7 +82,7 @@ def operator_from(kind: str, given: Mapping[str, str], dtype: str) -> compute_pb
         inputs = _integer(kind, "inputs", values.get("inputs", "1"))
         function = compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED
         if "function" in values:
-            function = operators.parse_function(values["function"])
+            function = elementwise_functions.parse_function(values["function"])
         return operators.elementwise(shape, parsed_dtype, flops_per_element=flops, inputs=inputs, function=function)
     except ValueError as exc:
         raise BackendError(f"{kind}: {exc}") from None

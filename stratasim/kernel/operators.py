@@ -18,6 +18,7 @@ from math import prod
 from types import MappingProxyType
 from typing import ClassVar, TypeAlias
 
+from stratasim.kernel.elementwise_functions import ElementwiseFunction, function_choices, function_name
 from stratasim.v1 import compute_pb2
 
 __all__ = [
@@ -29,10 +30,6 @@ __all__ = [
     "gemm",
     "conv2d",
     "elementwise",
-    "ElementwiseFunction",
-    "ELEMENTWISE_FUNCTIONS",
-    "function_name",
-    "parse_function",
     "attention",
     "ATTENTION_BLOCK",
     "signature",
@@ -71,15 +68,6 @@ _DTYPE_BYTES: MappingProxyType[DType, int] = MappingProxyType(
 DTYPES: tuple[DType, ...] = tuple(_DTYPE_BYTES)
 """Every dtype an operator may have (all but ``DTYPE_UNSPECIFIED``)."""
 
-ElementwiseFunction: TypeAlias = compute_pb2.ElementwiseFunction.ValueType
-"""A value of the ``stratasim.v1.ElementwiseFunction`` enum: what an element-wise operator computes, e.g.
-``compute_pb2.RMSNORM``."""
-
-ELEMENTWISE_FUNCTIONS: tuple[ElementwiseFunction, ...] = tuple(
-    value for value in compute_pb2.ElementwiseFunction.values() if value != compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED
-)
-"""Every function an element-wise operator may name (all but ``ELEMENTWISE_FUNCTION_UNSPECIFIED``)."""
-
 # The proto field is uint64; a larger count cannot travel on the wire.
 _UINT64_MAX = 2**64 - 1
 
@@ -110,29 +98,6 @@ def parse_dtype(text: object) -> DType:
         if dtype_name(dtype) == key:
             return dtype
     raise ValueError(f"unknown dtype {text!r}; expected one of {_choices()}")
-
-
-def function_name(function: ElementwiseFunction) -> str:
-    """The lower-case name of an element-wise function for messages (``"rmsnorm"``; ``"unspecified"`` for 0);
-    never raises, even for unknown values."""
-    if function == compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED:
-        return "unspecified"
-    if function in compute_pb2.ElementwiseFunction.values():
-        return compute_pb2.ElementwiseFunction.Name(function).lower()
-    return f"function #{function}"
-
-
-def _function_choices() -> str:
-    return ", ".join(function_name(function) for function in ELEMENTWISE_FUNCTIONS)
-
-
-def parse_function(text: object) -> ElementwiseFunction:
-    """Read an element-wise function written as people write it (``"rmsnorm"``, ``"SILU_MUL"``; case-insensitive)."""
-    key = text.strip().lower() if isinstance(text, str) else None
-    for function in ELEMENTWISE_FUNCTIONS:
-        if function_name(function) == key:
-            return function
-    raise ValueError(f"unknown element-wise function {text!r}; expected one of {_function_choices()}")
 
 
 def _positive(argument: str, value: int) -> int:
@@ -228,7 +193,7 @@ def elementwise(
     _non_negative("flops_per_element", flops_per_element)
     _non_negative("inputs", inputs)
     if function not in compute_pb2.ElementwiseFunction.values():
-        raise ValueError(f"function must be an element-wise function ({_function_choices()}), got {function!r}")
+        raise ValueError(f"function must be an element-wise function ({function_choices()}), got {function!r}")
     size = dtype_bytes(dtype)
     elements = prod(dims)
     flops = elements * flops_per_element
@@ -483,7 +448,7 @@ def _elementwise_shape(message: compute_pb2.ElementwiseShape) -> ElementwiseShap
     if message.function not in compute_pb2.ElementwiseFunction.values():
         raise ShapeError(
             f"elementwise.function is {function_name(message.function)}, which this peer does not know; expected "
-            f"one of {_function_choices()}, or 0 (unspecified) to have it inferred",
+            f"one of {function_choices()}, or 0 (unspecified) to have it inferred",
             "elementwise.function",
         )
     return ElementwiseShape(elements, message.function)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.compute_layer.measured.evaluation import LONG_US
 from stratasim.compute_layer.measured.profile_rows import ProfileRow
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions, operators
 from stratasim.kernel.errors import StrataSimError
 from stratasim.system_layer.operators import OperatorPricer, PricingError
 from stratasim.v1 import compute_pb2
@@ -62,7 +62,7 @@ def descriptor(row: ProfileRow) -> compute_pb2.OperatorDesc:
             row.dim("batch") * row.dim("heads"), 1, row.dim("context"), row.dim("head_dim"), group=group
         )
     flops, inputs = _ELEMENTWISE[kind]
-    function = operators.parse_function(kind)
+    function = elementwise_functions.parse_function(kind)
     return operators.elementwise([row.dim("elements")], flops_per_element=flops, inputs=inputs, function=function)
 
 

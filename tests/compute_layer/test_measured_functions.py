@@ -15,7 +15,7 @@ from stratasim.compute_layer.measured.forms import bandwidth_time
 from stratasim.compute_layer.measured.parameters import load_parameters
 from stratasim.compute_layer.measured.pricing import FUNCTION_CLASSES, elementwise_class
 from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions, operators
 from stratasim.v1 import compute_pb2
 
 DEVICES = ("h100", "h200")
@@ -65,10 +65,10 @@ def test_an_unspecified_function_falls_back_to_the_kind_its_counts_say(
 
 
 def test_every_function_maps_to_a_profiled_class_its_own_where_there_is_one() -> None:
-    assert set(FUNCTION_CLASSES) == set(operators.ELEMENTWISE_FUNCTIONS)
+    assert set(FUNCTION_CLASSES) == set(elementwise_functions.ELEMENTWISE_FUNCTIONS)
     assert set(FUNCTION_CLASSES.values()) == set(ELEMENTWISE_KINDS)
     for kind in ELEMENTWISE_KINDS:
-        assert FUNCTION_CLASSES[operators.parse_function(kind)] == kind
+        assert FUNCTION_CLASSES[elementwise_functions.parse_function(kind)] == kind
 
 
 @pytest.mark.parametrize(

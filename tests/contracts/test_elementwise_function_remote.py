@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stratasim.compute_layer.measured.pricing import FUNCTION_CLASSES
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions, operators
 from stratasim.v1 import common_pb2, compute_pb2
 
 ELEMENTS = 1 << 24
@@ -35,7 +35,10 @@ def test_a_function_from_a_newer_client_is_one_error_naming_the_field(
 
 def test_the_function_travels_to_a_remote_backend(open_backend: Callable[[str, str, str], Any]) -> None:
     local, remote = (open_backend("compute", "measured", mode) for mode in ("in-process", "remote"))
-    ops = [operators.elementwise([ELEMENTS], flops_per_element=8, function=f) for f in operators.ELEMENTWISE_FUNCTIONS]
+    ops = [
+        operators.elementwise([ELEMENTS], flops_per_element=8, function=f)
+        for f in elementwise_functions.ELEMENTWISE_FUNCTIONS
+    ]
     request = compute_pb2.EstimateRequest(device="h100", ops=ops)
     assert remote.estimate(request) == local.estimate(request)
     costs = {cost.duration_ps for cost in local.estimate(request).costs}

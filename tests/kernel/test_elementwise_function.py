@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions, operators
 from stratasim.v1 import compute_pb2
 
 
@@ -35,15 +35,15 @@ def test_an_unspecified_function_is_left_off_the_wire() -> None:
 
 
 def test_function_names_parse_both_ways() -> None:
-    for function in operators.ELEMENTWISE_FUNCTIONS:
-        assert operators.parse_function(operators.function_name(function).upper()) == function
-    assert operators.function_name(compute_pb2.RMSNORM) == "rmsnorm"
-    assert operators.function_name(compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED) == "unspecified"
-    assert operators.function_name(99) == "function #99"  # type: ignore[arg-type]
+    for function in elementwise_functions.ELEMENTWISE_FUNCTIONS:
+        assert elementwise_functions.parse_function(elementwise_functions.function_name(function).upper()) == function
+    assert elementwise_functions.function_name(compute_pb2.RMSNORM) == "rmsnorm"
+    assert elementwise_functions.function_name(compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED) == "unspecified"
+    assert elementwise_functions.function_name(99) == "function #99"  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"unknown element-wise function 'fused_thing'; expected one of add, gelu"):
-        operators.parse_function("fused_thing")
+        elementwise_functions.parse_function("fused_thing")
     with pytest.raises(ValueError, match="unknown element-wise function 'unspecified'"):
-        operators.parse_function("unspecified")  # a study names a function or leaves the key out
+        elementwise_functions.parse_function("unspecified")  # a study names a function or leaves the key out
 
 
 def test_the_builder_refuses_a_function_that_is_not_one() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from stratasim.kernel import operators
+from stratasim.kernel import elementwise_functions
 from stratasim.kernel.serving import Compute
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
@@ -31,7 +31,7 @@ def _functions(ops: Iterable[compute_pb2.OperatorDesc]) -> dict[str, str]:
     found: dict[str, str] = {}
     for op in ops:
         if op.HasField("elementwise"):
-            function = operators.function_name(op.elementwise.function)
+            function = elementwise_functions.function_name(op.elementwise.function)
             assert found.setdefault(op.name, function) == function, op.name
     return found
 

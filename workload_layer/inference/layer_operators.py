@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from stratasim.kernel import operators
-from stratasim.kernel.operators import ElementwiseFunction
+from stratasim.kernel.elementwise_functions import ElementwiseFunction
 from stratasim.kernel.serving import Compute, Step, TensorParallelCollective
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.transformer.blocks import norm_function

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pydantic import Field, field_validator, model_validator
 
 from stratasim.kernel import operators
+from stratasim.kernel.elementwise_functions import ElementwiseFunction
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.operators import ElementwiseFunction
 from stratasim.kernel.schema import DTypeName, Section
 from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import compute_pb2, workload_pb2

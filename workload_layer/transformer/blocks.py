@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stratasim.kernel.operators import ElementwiseFunction
+from stratasim.kernel.elementwise_functions import ElementwiseFunction
 from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
 from stratasim.workload_layer.transformer.memory import attention_core_bytes

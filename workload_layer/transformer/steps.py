@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import TypeAlias
 
-from stratasim.kernel.operators import ElementwiseFunction
+from stratasim.kernel.elementwise_functions import ElementwiseFunction
 
 __all__ = [
     "Gemm",
