@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from stratasim.v1 import compute_pb2 as stratasim_dot_v1_dot_compute__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bstratasim/v1/workload.proto\x12\x0cstratasim.v1\x1a\x1astratasim/v1/compute.proto\"\xfd\x02\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04name\x18\x02 \x01(\t\x12$\n\x04type\x18\x03 \x01(\x0e\x32\x16.stratasim.v1.NodeType\x12\x11\n\tctrl_deps\x18\x04 \x03(\x04\x12\x11\n\tdata_deps\x18\x05 \x03(\x04\x12\x13\n\x0b\x64uration_ps\x18\x07 \x01(\x03\x12&\n\x02op\x18\x0b \x01(\x0b\x32\x1a.stratasim.v1.OperatorDesc\x12/\n\tcomm_type\x18\x0c \x01(\x0e\x32\x1c.stratasim.v1.CollectiveType\x12\x12\n\ncomm_bytes\x18\r \x01(\x04\x12\r\n\x05group\x18\x0e \x03(\r\x12\x0c\n\x04peer\x18\x0f \x01(\r\x12\x0b\n\x03tag\x18\x10 \x01(\x04\x12\x11\n\x04root\x18\x11 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07pg_name\x18\x12 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x13 \x01(\x12\x12\x11\n\tmilestone\x18\x14 \x01(\x08\x12\r\n\x05\x62lock\x18\x15 \x01(\rB\x07\n\x05_root\"=\n\nGraphBlock\x12\x0c\n\x04name\x18\x01 \x01(\t\x12!\n\x05nodes\x18\x02 \x03(\x0b\x32\x12.stratasim.v1.Node\"\x80\x02\n\x0e\x45xecutionGraph\x12\x0b\n\x03npu\x18\x01 \x01(\r\x12!\n\x05nodes\x18\x02 \x03(\x0b\x32\x12.stratasim.v1.Node\x12G\n\x0eresident_bytes\x18\x03 \x03(\x0b\x32/.stratasim.v1.ExecutionGraph.ResidentBytesEntry\x12(\n\x06\x62locks\x18\x04 \x03(\x0b\x32\x18.stratasim.v1.GraphBlock\x12\x15\n\rforeign_names\x18\x05 \x01(\x08\x1a\x34\n\x12ResidentBytesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01*\xb1\x01\n\x08NodeType\x12\x10\n\x0cINVALID_NODE\x10\x00\x12\x11\n\rMETADATA_NODE\x10\x01\x12\x11\n\rMEM_LOAD_NODE\x10\x02\x12\x12\n\x0eMEM_STORE_NODE\x10\x03\x12\r\n\tCOMP_NODE\x10\x04\x12\x12\n\x0e\x43OMM_SEND_NODE\x10\x05\x12\x12\n\x0e\x43OMM_RECV_NODE\x10\x06\x12\x12\n\x0e\x43OMM_COLL_NODE\x10\x07\x12\x0e\n\nBLOCK_NODE\x10@*\xaf\x01\n\x0e\x43ollectiveType\x12\x0e\n\nALL_REDUCE\x10\x00\x12\n\n\x06REDUCE\x10\x01\x12\x0e\n\nALL_GATHER\x10\x02\x12\n\n\x06GATHER\x10\x03\x12\x0b\n\x07SCATTER\x10\x04\x12\r\n\tBROADCAST\x10\x05\x12\x0e\n\nALL_TO_ALL\x10\x06\x12\x12\n\x0eREDUCE_SCATTER\x10\x07\x12\x18\n\x14REDUCE_SCATTER_BLOCK\x10\x08\x12\x0b\n\x07\x42\x41RRIER\x10\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bstratasim/v1/workload.proto\x12\x0cstratasim.v1\x1a\x1astratasim/v1/compute.proto\"\xfd\x02\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04name\x18\x02 \x01(\t\x12$\n\x04type\x18\x03 \x01(\x0e\x32\x16.stratasim.v1.NodeType\x12\x11\n\tctrl_deps\x18\x04 \x03(\x04\x12\x11\n\tdata_deps\x18\x05 \x03(\x04\x12\x13\n\x0b\x64uration_ps\x18\x07 \x01(\x03\x12&\n\x02op\x18\x0b \x01(\x0b\x32\x1a.stratasim.v1.OperatorDesc\x12/\n\tcomm_type\x18\x0c \x01(\x0e\x32\x1c.stratasim.v1.CollectiveType\x12\x12\n\ncomm_bytes\x18\r \x01(\x04\x12\r\n\x05group\x18\x0e \x03(\r\x12\x0c\n\x04peer\x18\x0f \x01(\r\x12\x0b\n\x03tag\x18\x10 \x01(\x04\x12\x11\n\x04root\x18\x11 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07pg_name\x18\x12 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x13 \x01(\x12\x12\x11\n\tmilestone\x18\x14 \x01(\x08\x12\r\n\x05\x62lock\x18\x15 \x01(\rB\x07\n\x05_root\"=\n\nGraphBlock\x12\x0c\n\x04name\x18\x01 \x01(\t\x12!\n\x05nodes\x18\x02 \x03(\x0b\x32\x12.stratasim.v1.Node\"\x8d\x02\n\x0e\x45xecutionGraph\x12\x0b\n\x03npu\x18\x01 \x01(\r\x12!\n\x05nodes\x18\x02 \x03(\x0b\x32\x12.stratasim.v1.Node\x12G\n\x0eresident_bytes\x18\x03 \x03(\x0b\x32/.stratasim.v1.ExecutionGraph.ResidentBytesEntry\x12(\n\x06\x62locks\x18\x04 \x03(\x0b\x32\x18.stratasim.v1.GraphBlock\x12\x15\n\rforeign_names\x18\x05 \x01(\x08\x12\x0b\n\x03job\x18\x06 \x01(\r\x1a\x34\n\x12ResidentBytesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01*\xb1\x01\n\x08NodeType\x12\x10\n\x0cINVALID_NODE\x10\x00\x12\x11\n\rMETADATA_NODE\x10\x01\x12\x11\n\rMEM_LOAD_NODE\x10\x02\x12\x12\n\x0eMEM_STORE_NODE\x10\x03\x12\r\n\tCOMP_NODE\x10\x04\x12\x12\n\x0e\x43OMM_SEND_NODE\x10\x05\x12\x12\n\x0e\x43OMM_RECV_NODE\x10\x06\x12\x12\n\x0e\x43OMM_COLL_NODE\x10\x07\x12\x0e\n\nBLOCK_NODE\x10@*\xaf\x01\n\x0e\x43ollectiveType\x12\x0e\n\nALL_REDUCE\x10\x00\x12\n\n\x06REDUCE\x10\x01\x12\x0e\n\nALL_GATHER\x10\x02\x12\n\n\x06GATHER\x10\x03\x12\x0b\n\x07SCATTER\x10\x04\x12\r\n\tBROADCAST\x10\x05\x12\x0e\n\nALL_TO_ALL\x10\x06\x12\x12\n\x0eREDUCE_SCATTER\x10\x07\x12\x18\n\x14REDUCE_SCATTER_BLOCK\x10\x08\x12\x0b\n\x07\x42\x41RRIER\x10\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,16 +34,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_EXECUTIONGRAPH_RESIDENTBYTESENTRY']._loaded_options = None
   _globals['_EXECUTIONGRAPH_RESIDENTBYTESENTRY']._serialized_options = b'8\001'
-  _globals['_NODETYPE']._serialized_start=780
-  _globals['_NODETYPE']._serialized_end=957
-  _globals['_COLLECTIVETYPE']._serialized_start=960
-  _globals['_COLLECTIVETYPE']._serialized_end=1135
+  _globals['_NODETYPE']._serialized_start=793
+  _globals['_NODETYPE']._serialized_end=970
+  _globals['_COLLECTIVETYPE']._serialized_start=973
+  _globals['_COLLECTIVETYPE']._serialized_end=1148
   _globals['_NODE']._serialized_start=74
   _globals['_NODE']._serialized_end=455
   _globals['_GRAPHBLOCK']._serialized_start=457
   _globals['_GRAPHBLOCK']._serialized_end=518
   _globals['_EXECUTIONGRAPH']._serialized_start=521
-  _globals['_EXECUTIONGRAPH']._serialized_end=777
-  _globals['_EXECUTIONGRAPH_RESIDENTBYTESENTRY']._serialized_start=725
-  _globals['_EXECUTIONGRAPH_RESIDENTBYTESENTRY']._serialized_end=777
+  _globals['_EXECUTIONGRAPH']._serialized_end=790
+  _globals['_EXECUTIONGRAPH_RESIDENTBYTESENTRY']._serialized_start=738
+  _globals['_EXECUTIONGRAPH_RESIDENTBYTESENTRY']._serialized_end=790
 # @@protoc_insertion_point(module_scope)
