@@ -122,7 +122,8 @@ class OperatorStats:
     """One distinct operator the compute backend priced: what it is (``names``: the first few distinct names the
     workload gave it), how many times the study ran it (over all NPUs), and the cost of one run — picoseconds,
     picojoules, what bound it, the bytes per memory level and where its time comes from (``basis``: ``measured``,
-    ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet``, or ``unknown`` when the backend does not say)."""
+    ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet``, or ``unknown`` when the backend does not say);
+    ``device``: the device it was priced on when NPU groups run different devices (empty otherwise)."""
 
     names: tuple[str, ...]
     kind: str
@@ -136,6 +137,7 @@ class OperatorStats:
     bound: str
     traffic: tuple[tuple[str, int], ...] = ()
     basis: str = "unknown"
+    device: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,8 @@ class SimulationResult:
     ``trace_detail`` is the detail they were recorded at (``auto`` resolved; "" without a trace) and
     ``traced_nodes`` how many nodes the traced NPUs ran, blocks unrolled. ``stopped_at_ps`` is the simulated time
     a run was stopped at before it finished (``None``: it ran to the end), ``stopped_because`` why; every figure
-    then covers the run up to that time, and the ``unfinished_collectives`` in flight end at it."""
+    then covers the run up to that time, and the ``unfinished_collectives`` in flight end at it. ``symmetry_note``
+    says when the symmetry shortcut was given up because NPU groups run different devices (a report warning)."""
 
     total_time_ps: int
     npus: int
@@ -175,6 +178,7 @@ class SimulationResult:
     stopped_at_ps: int | None = None
     stopped_because: str = ""
     unfinished_collectives: int = 0
+    symmetry_note: str = ""
 
     def stands_for(self) -> dict[int, tuple[int, ...]]:
         """Each simulated NPU and the NPUs (itself included, in order) whose timeline it is."""

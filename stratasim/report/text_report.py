@@ -71,6 +71,7 @@ def _headline(report: ReportContents) -> list[str]:
         + (f", {report.simulated_npus} NPUs standing for all" if 0 < report.simulated_npus < result.npus else ""),
         f"  backends         {where}",
         *([f"  calibration      {report.calibration}"] if report.calibration else []),
+        *([f"  devices          {_devices(report.devices)}"] if report.devices else []),
     ]
 
 
@@ -342,3 +343,8 @@ def _link_table(report: ReportContents, engine: SimulationResult) -> list[str]:
             f"p50 {_time(latency.p50_ps)}, p99 {_time(latency.p99_ps)}, max {_time(latency.max_ps)}"
         )
     return lines
+
+
+def _devices(devices: dict[str, int]) -> str:
+    """How many NPUs run each device: ``h100 x12, a100 x4``."""
+    return ", ".join(f"{name} x{count}" for name, count in devices.items())
