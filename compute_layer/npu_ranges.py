@@ -26,7 +26,7 @@ def _part(part: int | str) -> range:
         raise ValueError(f"expected an NPU id or a range 'a-b', got {part!r}")
     if isinstance(part, int):
         if part < 0:
-            raise ValueError(f"NPU ids are 0 or more, got {part}")
+            raise ValueError(f"an NPU id is 0 or more, got {part}")
         return range(part, part + 1)
     text = part.strip()
     first, dash, last = text.partition("-")
