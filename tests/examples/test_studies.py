@@ -55,6 +55,11 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   H100's ~500 TFLOP/s (7.1 s of compute reported); the 1F1B bubble of (p - 1) / m = 15/16 stretches it to ~13.8 s,
   and exposed tensor- and data-parallel collectives add ~1 s: 15.7 s. Its goodput figures are checked against the
   closed forms in tests/report/test_goodput.py.
+- clusters/mixed_h100_a100 (a 1.3B GPT, TP 8 in each pod, DP 2 across an H100 pod and an A100 pod): each GPU's
+  share is 64 / 2 x 6 x 1.3e9 x 2,048 / 8 = 6.4e13 FLOP, ~0.35 s at the fitted A100's 0.586 x 312 TFLOP/s
+  (0.474 s of compute reported, attention, element-wise and memory-bound operators included), against ~0.13 s
+  (0.191 s reported) on the H100s; the pods' all-reduce waits for the A100s, so the iteration is the all-A100 one,
+  578.7 ms.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
@@ -131,6 +136,8 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
     "gpt3_175b.yaml": {"total_time_ps": 4_571_545_695_461, "tflops_per_npu": 80.30188565226379},
     "clusters/goodput_16k.yaml": {"total_time_ps": 15_733_971_796_010, "tflops_per_npu": 231.14958155471962},
+    # Exactly the all-A100 time: the pods' gradient all-reduce waits for the A100s (both pods on H100s: 336.38 ms).
+    "clusters/mixed_h100_a100.yaml": {"total_time_ps": 578_713_835_768, "tflops_per_npu": 128.43821568805498},
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,
