@@ -120,7 +120,7 @@ def _steps(count: int) -> str:
     return f"{count:,} step{'' if count == 1 else 's'}"
 
 
-_PLURAL = {"npu": "NPUs"}
+_PLURAL = {"npu": "NPUs", "switch": "switches"}
 """How the goodput line names many components of a kind, where adding an s would not do."""
 
 

@@ -228,7 +228,7 @@ def _run_study(
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
         training = _training_figures(source, result, hourly)
         if training is not None and study.goodput is not None:
-            training["goodput"] = study_goodput(study.goodput, result)
+            training["goodput"] = study_goodput(study.goodput, result, study.topology_proto(), source)
         if isinstance(source, ServingWorkload):
             serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), hourly)
     return Report(
