@@ -39,7 +39,14 @@ from stratasim.system_layer.collectives.groups import FLAT, phases_of
 from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2, workload_pb2
 
-__all__ = ["DEVICES_DIFFER", "SYMMETRIC_ALGORITHMS", "aggregation_blocker", "may_aggregate", "stand_ins"]
+__all__ = [
+    "DEVICES_DIFFER",
+    "SYMMETRIC_ALGORITHMS",
+    "aggregation_blocker",
+    "devices_agree",
+    "may_aggregate",
+    "stand_ins",
+]
 
 # Algorithms whose every position sends and waits alike, with peers at the same distances.
 SYMMETRIC_ALGORITHMS = frozenset({"ring", "ring_bidirectional", "direct", "halving_doubling"})
@@ -105,9 +112,15 @@ def stand_ins(
     else:
         stand_in = tuple(representatives)
         blocker = _common_blocker(npus, info, options) or _representative_blocker(graphs, stand_in, grid)
-    if blocker is None and device_of and any(device_of.get(npu) != device_of.get(r) for npu, r in enumerate(stand_in)):
+    if blocker is None and not devices_agree(stand_in, device_of or {}):
         blocker = DEVICES_DIFFER
     return (stand_in, None) if blocker is None else (None, blocker)
+
+
+def devices_agree(stand_in: Sequence[int], device_of: Mapping[int, str]) -> bool:
+    """Whether every NPU runs the device of the NPU standing in for it (``device_of``: the device of each NPU
+    running another than the simulation's)."""
+    return not device_of or all(device_of.get(npu) == device_of.get(r) for npu, r in enumerate(stand_in))
 
 
 def may_aggregate(options: SystemOptions, stateless: bool) -> bool:

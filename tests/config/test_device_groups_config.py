@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from tests.config.test_config import problems, study
+from tests.examples.test_studies import EXAMPLES
 
 RING4 = {"topology": [{"kind": "ring", "size": 4, "bandwidth": "50GB/s", "latency": "500ns"}]}
 
@@ -65,3 +66,10 @@ def test_an_unknown_device_in_a_group_names_the_group(run_cli, tmp_path: Path) -
 def test_a_missing_device_file_of_a_group_names_the_group(tmp_path: Path) -> None:
     found = _groups({"npus": [3], "device": {"file": str(tmp_path / "nope.yaml")}})
     assert list(found) == ["compute.groups[0].device.file"] and "no such file" in found["compute.groups[0].device.file"]
+
+
+def test_a_serving_study_names_its_pools_devices_not_groups(run_cli) -> None:  # type: ignore[no-untyped-def]
+    study = str(EXAMPLES / "serving" / "llama3_70b_h100_tp8.yaml")
+    code, _, err = run_cli("check", study, "--set", 'compute.groups=[{npus: "0", device: a100}]')
+    assert code != 0 and "Traceback" not in err
+    assert "compute.groups: a serving study gives each pool its own device (workload.pools[i].device)" in err

@@ -8,9 +8,14 @@ from typing import Any
 
 import stratasim
 from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.config import load_study
+from stratasim.config.study_file import parse_study
 from stratasim.kernel import operators
+from stratasim.study.budget import estimate_study
+from stratasim.study.run import prepare_workload
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.v1 import compute_pb2
+from tests.examples.test_studies import EXAMPLES
 
 GEMM = (8192, 8192, 8192)
 SIZE = 256 * 2**20
@@ -128,3 +133,12 @@ def test_memory_is_checked_against_each_npus_own_device() -> None:
     report = stratasim.run(_with(PIPELINE, [{"npus": "4-7", "device": small}], over_capacity="warn"))
     (over,) = [warning for warning in report.warnings if warning.startswith("over capacity")]
     assert over.startswith("over capacity: NPU 4 needs") and "but holds 64 MiB (4 NPUs over capacity)" in over
+
+
+def test_the_budget_counts_every_npu_when_groups_break_the_symmetry() -> None:
+    """The run's estimate simulates what the engine will: all 16 NPUs of the mixed pods, 2 for a stage a pod."""
+    mixed = load_study(EXAMPLES / "clusters" / "mixed_h100_a100.yaml")
+    same = load_study(EXAMPLES / "clusters" / "mixed_h100_a100.yaml", ["compute.groups=[]"])
+    aligned = parse_study(_with(PIPELINE, [{"npus": "4-7", "device": "a100"}]), "pp2.yaml")
+    simulated = [estimate_study(study, *prepare_workload(study)).simulated for study in (mixed, same, aligned)]
+    assert simulated == [16, 1, 2]
