@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import (
     BaseModel,
@@ -44,7 +44,13 @@ _PLACE_SCHEMA = {
         {"type": "string", "pattern": r"^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$"},
     ]
 }
-_WORKLOAD_SCHEMA = {"type": "object", "required": ["kind"], "properties": {"kind": {"type": "string"}}}
+_WORKLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["kind"],
+    "properties": {
+        "kind": {"type": "string", "description": "The job's workload kind; the other keys are that kind's."}
+    },
+}
 
 
 def graph_kinds() -> list[str]:
@@ -70,19 +76,25 @@ def _inner_workload(value: object) -> object:
     kind = value.get("kind")
     if kind not in registry.available("workload"):
         said = "required" if kind is None else f"unknown workload kind {kind!r}"
-        raise ValueError(f"kind: {said}; a job runs one of: {', '.join(graph_kinds())}")
+        _refuse_kind(kind, f"{said}; a job runs one of: {', '.join(graph_kinds())}")
     try:
         factory = registry.load("workload", kind)
     except BackendError as exc:
-        raise ValueError(f"kind: {exc}") from None
+        _refuse_kind(kind, str(exc))
     if kind == JOBS_KIND or not callable(getattr(factory, "graphs", None)):
         why = "jobs do not nest" if kind == JOBS_KIND else "it runs its own request-level loop, not execution graphs"
-        raise ValueError(
-            f"kind: a {kind!r} workload cannot be a job ({why}); a job runs a workload that yields execution graphs: "
-            f"{', '.join(graph_kinds())}"
+        _refuse_kind(
+            kind,
+            f"a {kind!r} workload cannot be a job ({why}); a job runs a workload that yields execution graphs: "
+            f"{', '.join(graph_kinds())}",
         )
     model: type[BaseModel] = getattr(factory, "Config")  # noqa: B009 (a factory is untyped)
     return model.model_validate({key: item for key, item in value.items() if key != "kind"})
+
+
+def _refuse_kind(kind: object, message: str) -> NoReturn:
+    """Refuse a job's workload ``kind``, the problem named at ``workload.kind`` under the job."""
+    raise ValidationError.from_exception_data("JobConfig", [_problem(("kind",), message, kind)])
 
 
 def npu_ranges(text: str) -> tuple[int, ...]:
@@ -204,7 +216,7 @@ class JobsConfig(Section):
             for npu in job.place or ():
                 other = owner.setdefault(npu, index)
                 if other != index:
-                    said = f"NPU {npu} is placed in both job {self.jobs[other].name!r} and job {job.name!r}"
+                    said = f"both job {self.jobs[other].name!r} and job {job.name!r} are placed on NPU {npu}"
                     problems.append(_problem(("jobs", index, "place"), said, npu))
                     break
         if problems:

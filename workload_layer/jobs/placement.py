@@ -45,7 +45,9 @@ def _check_room(config: JobsConfig, npus: int) -> None:
     free = npus
     for index, job in enumerate(config.jobs):
         if job.npus > free:
-            before = f" after the {index} job{'s' if index > 1 else ''} before it" if index else ""
+            before = (
+                "" if not index else " after the job before it" if index == 1 else f" after the {index} jobs before it"
+            )
             asked = sum(other.npus for other in config.jobs)
             raise WorkloadError(
                 f"workload.jobs[{index}].npus: job {job.name!r} asks for {job.npus:,} NPUs but {free:,} of the "
