@@ -178,3 +178,12 @@ def test_the_analytical_level_says_once_that_it_cannot_show_interference() -> No
         "or flit_level shows it"
     ]
     assert not [w for w in run_study(parse_study(study([job("a", 8), job("b", 8)]), "s.yaml")).warnings]
+
+
+def test_a_dumped_config_validates_back_to_itself() -> None:
+    data = yaml.safe_load((EXAMPLES / "two_jobs.yaml").read_text())["workload"]
+    config = JobsConfig.model_validate({key: value for key, value in data.items() if key != "kind"})
+    dumped = config.model_dump(mode="json", exclude_unset=True)
+    assert dumped["jobs"][1]["workload"]["kind"] == "transformer"
+    again = JobsConfig.model_validate(dumped)
+    assert again == config and [job.kind for job in again.jobs] == ["transformer", "transformer"]

@@ -175,7 +175,14 @@ class JobConfig(Section):
     @field_serializer("workload")
     def _with_kind(self, workload: BaseModel, info: SerializationInfo) -> dict[str, Any]:
         """The workload as written: its kind, then its keys (so a dumped study validates back to itself)."""
-        return {"kind": self._kind, **workload.model_dump(mode=info.mode, exclude_none=bool(info.exclude_none))}
+        keys = workload.model_dump(
+            mode=info.mode,
+            by_alias=bool(info.by_alias),
+            exclude_unset=info.exclude_unset,
+            exclude_defaults=info.exclude_defaults,
+            exclude_none=info.exclude_none,
+        )
+        return {"kind": self._kind, **keys}
 
 
 class JobsConfig(Section):
