@@ -82,6 +82,11 @@ CASES = {
         {},
         ("workload.jobs[0].workload.kind", "'serving' workload cannot be a job", "request-level", "transformer"),
     ),
+    "an NPU placed twice": (
+        [_job("a", 2, place=[5, 5])],
+        {"placement": "explicit"},
+        ("workload.jobs[0]", "place: names NPU 5 twice"),
+    ),
     "a bad range": (
         [_job("a", 2, place="3-1")],
         {"placement": "explicit"},

@@ -170,7 +170,10 @@ def test_the_report_gives_each_jobs_figures() -> None:
 
 
 def test_the_analytical_level_says_once_that_it_cannot_show_interference() -> None:
-    data = study([job("a", 8), job("b", 8)], {**FAT_TREE, "backend": "analytical"})
+    analytical = {**FAT_TREE, "backend": "analytical"}
+    data = study([job("a", 8), job("b", 8, start="13us")], analytical, placement="random", seed=3)
+    # On it each job takes what it takes alone, wherever it sits and whenever it starts.
+    assert _durations(data)["a"] == _durations(study([job("a", 8)], analytical, placement="random", seed=3))["a"]
     warnings = run_study(parse_study(data, "s.yaml")).warnings
     assert [w for w in warnings if "interference" in w] == [
         "network: the analytical level prices every message as if alone (it has no shared links), so it cannot show "

@@ -148,10 +148,8 @@ class JobConfig(Section):
     @classmethod
     def _keep_kind(cls, data: Any, handler: ModelWrapValidatorHandler[JobConfig]) -> JobConfig:
         job = handler(data)
-        if isinstance(data, Mapping) and isinstance(data.get("workload"), Mapping):
+        if isinstance(data, Mapping) and isinstance(data.get("workload"), Mapping):  # else a validated job, kept
             job._kind = str(data["workload"]["kind"])
-        elif isinstance(data, JobConfig):
-            job._kind = data.kind
         return job
 
     @model_validator(mode="after")
