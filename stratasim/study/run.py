@@ -19,6 +19,7 @@ from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import (
     ComputeBackend,
     MemoryModel,
+    MultiJobWorkload,
     NetworkBackend,
     ServingWorkload,
     SymmetricWorkload,
@@ -35,6 +36,7 @@ from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_ru
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
 from stratasim.study.goodput import check_goodput, study_goodput
+from stratasim.study.jobs import interference_warning, job_figures
 from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
@@ -223,6 +225,8 @@ def _run_study(
         wall_seconds = time.perf_counter() - started
     calibration, uncalibrated = calibration_statement(study.compute, facts)
     warnings = (*_stopped(result), *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
+    jobs = job_figures(source, result) if isinstance(source, MultiJobWorkload) else ()
+    warnings += interference_warning(study, len(jobs))
     serving = None
     training = None
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
@@ -241,6 +245,7 @@ def _run_study(
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
         warnings=warnings,
         calibration=calibration,
+        jobs=jobs,
     )
 
 

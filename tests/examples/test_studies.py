@@ -55,6 +55,12 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   H100's ~500 TFLOP/s (7.1 s of compute reported); the 1F1B bubble of (p - 1) / m = 15/16 stretches it to ~13.8 s,
   and exposed tensor- and data-parallel collectives add ~1 s: 15.7 s. Its goodput figures are checked against the
   closed forms in tests/report/test_goodput.py.
+- clusters/two_jobs (two DP-8 training jobs of a 4-layer transformer, spread over two rings of 8): each job's
+  ~10.3 ms of compute and its gradient all-reduce, whose ring hops cross the links the other job's also use: 64.5 ms
+  against 48.3 ms for one alone on the same NPUs (tests/workload_layer/test_jobs.py pins both, and packed).
+- clusters/placement_fat_tree (four 32-NPU ring all-reduces of 256 MiB, packed on a k = 8 fat tree): each ring
+  carries 2 x 31/32 x 256 MiB through each NPU's 50 GB/s link, 10.4 ms, plus the 62 steps' hops and the chunks'
+  pipeline fill: 10.73 ms; random placement (docs/how-to/several-jobs.md) takes 20.4-20.9 ms.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
@@ -131,6 +137,8 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
     "gpt3_175b.yaml": {"total_time_ps": 4_571_545_695_461, "tflops_per_npu": 80.30188565226379},
     "clusters/goodput_16k.yaml": {"total_time_ps": 15_733_971_796_010, "tflops_per_npu": 231.14958155471962},
+    "clusters/two_jobs.yaml": {"total_time_ps": 64_534_072_300},
+    "clusters/placement_fat_tree.yaml": {"total_time_ps": 10_727_873_920},
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,
