@@ -21,6 +21,7 @@ from itertools import islice
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
+from stratasim.kernel.units import format_time_ps
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.v1 import network_pb2
 
@@ -185,17 +186,20 @@ def _resolved(change: network_pb2.LinkChange, topology: network_pb2.Topology, na
     absolute, fraction = change.bandwidth_bytes_per_s, change.bandwidth_fraction
     latency = change.latency_ps if change.HasField("latency_ps") else None
     if change.at_ps < 0:
-        raise TopologyError(f"at_ps: must not be negative, got {change.at_ps}")
+        raise TopologyError(f"at: must not be negative, got {change.at_ps} ps")
     if change.fail and (absolute or fraction or latency is not None):
         raise TopologyError("a failed link has no bandwidth or latency: give fail, or a new speed")
     if absolute and fraction:
-        raise TopologyError("give the bandwidth in bytes/s or as a fraction of the nominal one, not both")
-    for value, what in ((absolute, "bandwidth_bytes_per_s"), (fraction, "bandwidth_fraction")):
-        if value < 0 or not math.isfinite(value):
-            raise TopologyError(f"{what}: must be positive, got {value}")
-    if latency is not None and (latency < 0 or change.at_ps > 0):
-        said = "must not be negative" if latency < 0 else "may change only from the start (at 0): it sets the lookahead"
-        raise TopologyError(f"latency_ps: {said}, got {latency}")
+        raise TopologyError("give the bandwidth in bytes/s or as a share of the nominal one, not both")
+    if min(absolute, fraction) < 0 or not math.isfinite(absolute + fraction):
+        raise TopologyError(f"bandwidth: must be positive, got {absolute or fraction}")
+    if latency is not None and latency < 0:
+        raise TopologyError(f"latency: must not be negative, got {latency} ps")
+    if latency is not None and change.at_ps > 0:
+        raise TopologyError(
+            f"latency: changes only from the start (at 0), as it bounds the network's lookahead; this change is at "
+            f"{format_time_ps(change.at_ps)}"
+        )
     if not (change.fail or absolute or fraction or latency is not None):
         raise TopologyError("changes nothing: give a bandwidth, a latency or fail")
     resolved = []
