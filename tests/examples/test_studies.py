@@ -131,6 +131,8 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
     "gpt3_175b.yaml": {"total_time_ps": 4_571_545_695_461, "tflops_per_npu": 80.30188565226379},
     "clusters/goodput_16k.yaml": {"total_time_ps": 15_733_971_796_010, "tflops_per_npu": 231.14958155471962},
+    "clusters/degraded_link.yaml": {"total_time_ps": 1_007_132_960},  # row 0's all-reduce, at the slow link's pace
+    "clusters/failed_link.yaml": {"total_time_ps": 3_701_487_520},  # intact torus: 2,531,582,400 ps
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,

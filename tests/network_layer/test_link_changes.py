@@ -169,3 +169,36 @@ def test_backends_that_do_not_model_changes_refuse_them() -> None:
     static = network_pb2.LinkChange(link="dim 0: 3->4", bandwidth_fraction=0.5)
     with pytest.raises(TopologyError, match="flit_level backend does not model"):
         FlitLevelNetwork().configure(changed(topology((RING, 8, B, ALPHA)), static))
+
+
+def test_changes_give_the_same_result_whatever_the_windows() -> None:
+    # Deciding crossings window by window (as the engine does) or all at once gives the same deliveries: a change
+    # applies when the first crossing at or after its time is decided, never earlier.
+    at = 3 * ALPHA
+    topo = changed(
+        topology((RING, 8, B, ALPHA), (SWITCH, 2, B, ALPHA)),
+        network_pb2.LinkChange(link="dim 0: 2->3", at_ps=at, bandwidth_fraction=0.25),
+        network_pb2.LinkChange(link="dim 0: 5<->6", at_ps=at, fail=True),
+        network_pb2.LinkChange(link="dim 1: switch->9", at_ps=2 * at, bandwidth_fraction=0.5),
+    )
+    messages = [(src, (src * 5 + 3) % 16, 1 << (12 + src % 6), (src % 7) * ALPHA) for src in range(16)]
+    messages = [m for m in messages if m[0] != m[1]]
+    at_once = send(configured(CongestionAwareNetwork(), topo), messages)
+    stepwise = configured(CongestionAwareNetwork(), topo)
+    stepwise.inject(
+        network_pb2.SendBatch(
+            id=list(range(len(messages))),
+            src=[m[0] for m in messages],
+            dst=[m[1] for m in messages],
+            bytes=[m[2] for m in messages],
+            send_time_ps=[m[3] for m in messages],
+        )
+    )
+    arrival: dict[int, int] = {}
+    result = stepwise.advance(-1)
+    while True:
+        arrival.update(zip(result.deliveries.id, result.deliveries.time_ps))
+        if not result.has_next:
+            break
+        result = stepwise.advance(-1)
+    assert [arrival[i] for i in range(len(messages))] == at_once
