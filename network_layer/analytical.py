@@ -39,8 +39,9 @@ import numpy as np
 from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.kernel.units import format_time_ps
-from stratasim.network_layer.link_changes import LinkKey, LinkNames, dimension_links, resolve
+from stratasim.network_layer.link_changes import LinkKey, dimension_links
 from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.routing import ring_step
 from stratasim.v1 import network_pb2
 
@@ -144,26 +145,15 @@ class AnalyticalNetwork:
 
     def _own_speeds(self, topology: network_pb2.Topology) -> None:
         """Give the links the topology's changes name their own speed; refuse changes at a time and failures."""
-        self._speeds = {}
-        for change in resolve(topology, LinkNames(topology, self._fabric)) if topology.link_changes else []:
-            if change.fail or change.at_ps > 0:
-                when = "fails" if change.fail else f"changes at {format_time_ps(change.at_ps)}"
-                raise TopologyError(
-                    f"link_changes: link {change.name} {when}: the analytical network prices links as they are from "
-                    "the start; failures and changes at a time need backend congestion_aware"
-                )
-            if self._fabric is not None:
-                link = self._fabric.out_links(change.key[0])[change.key[1]]
-                speed = (link.bandwidth, link.latency_ps)
-            else:
-                dim = topology.dimensions[change.key[0]]
-                speed = self._speeds.get(change.key) or (Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps)
-            bandwidth = speed[0] if change.bandwidth is None else change.bandwidth
-            latency = speed[1] if change.latency_ps is None else change.latency_ps
-            if self._fabric is not None:
-                self._fabric.set_speed(*change.key, bandwidth, latency)
-            else:
-                self._speeds[change.key] = (bandwidth, latency)
+        schedule = LinkSchedule(topology, self._fabric)
+        late = schedule.later or list(schedule.failed.values())
+        if late:
+            when = "fails" if late[0].fail else f"changes at {format_time_ps(late[0].at_ps)}"
+            raise TopologyError(
+                f"link_changes: link {late[0].name} {when}: the analytical network prices links as they are from "
+                "the start; failures and changes at a time need backend congestion_aware"
+            )
+        self._speeds = schedule.speeds
 
     def _own_delay_ps(self, d: int, here: int, goal: int, size: int) -> int:
         """The delay of ``size`` bytes from NPU ``here`` to position ``goal`` of dimension ``d``, which has links of

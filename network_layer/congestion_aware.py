@@ -48,10 +48,10 @@ from typing import cast
 
 from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
-from stratasim.kernel.units import format_time_ps
 from stratasim.network_layer import topologies
-from stratasim.network_layer.link_changes import LinkChange, LinkKey, LinkNames, dimension_links, resolve
+from stratasim.network_layer.link_changes import LinkKey, dimension_links
 from stratasim.network_layer.link_graph import Link, LinkGraph
+from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.routing import ring_step
 from stratasim.network_layer.windows import due_arrivals, window_result
 from stratasim.v1 import network_pb2
@@ -60,10 +60,9 @@ __all__ = ["CongestionAwareNetwork"]
 
 _PS_PER_S = 10**12
 _ROUTE_CACHE = 1 << 16
-_NEVER = 1 << 62
 _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
-_NO_DETOUR = {
+_NO_DETOUR: dict[int, str] = {
     _RING: "the ring is cut both ways round",
     _SWITCH: "a switch dimension has one way up and one way down per NPU",
     network_pb2.Dimension.FULLY_CONNECTED: "a fully connected dimension sends over the direct link only",
@@ -109,11 +108,8 @@ class CongestionAwareNetwork:
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
         self._hops: dict[tuple[_HopSpec, bool], _Hop] = {}  # shared by the routes
         self._tables: dict[tuple[int, int], _DimensionHops] = {}  # the hops of (dimension, size), by link
-        self._names = LinkNames(self._topology, None)
-        self._speeds: dict[LinkKey, tuple[Fraction, int]] = {}  # dimension links of their own speed, now
-        self._failed: dict[LinkKey, LinkChange] = {}  # links that failed, and when
-        self._changes: list[LinkChange] = []  # changes to come, the next last
-        self._next_change = _NEVER
+        self._schedule = LinkSchedule(self._topology, None)  # links of their own speed, failed, to change
+        self._next_change = self._schedule.next_ps
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         if topology.WhichOneof("fabric") is not None:
@@ -135,57 +131,21 @@ class CongestionAwareNetwork:
         self._routes.clear()
         self._hops.clear()
         self._tables.clear()
-        self._schedule_changes(topology)
-        if self._speeds:
-            least = min(least, *(latency for _, latency in self._speeds.values()))
-        elif self._fabric is not None:
+        self._schedule = LinkSchedule(topology, self._fabric)
+        self._next_change = self._schedule.next_ps
+        if self._fabric is not None:
             least = self._fabric.least_last_link_ps()
+        least = min([least, *(latency for _, latency in self._schedule.speeds.values())])
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
         self._lookahead = max(1, least)
         return network_pb2.NetworkInfo(npus=self._grid.npus, lookahead_ps=self._lookahead, backend=self.name)
 
-    def _schedule_changes(self, topology: network_pb2.Topology) -> None:
-        """Apply the topology's link changes from the start; keep the others for their time."""
-        self._names = LinkNames(topology, self._fabric)
-        changes = resolve(topology, self._names) if topology.link_changes else []
-        self._speeds.clear()
-        self._failed.clear()
-        self._changes = [change for change in reversed(changes) if change.at_ps > 0]
-        self._next_change = self._changes[-1].at_ps if self._changes else _NEVER
-        for change in changes:
-            if change.at_ps == 0:
-                self._change(change)
-
-    def _change(self, change: LinkChange) -> None:
-        """Give a link its new speed, or fail it."""
-        key, fabric = change.key, self._fabric
-        if change.fail:
-            self._failed[key] = change
-            if fabric is not None:
-                fabric.fail(*key)
-            return
-        if fabric is not None:
-            link = fabric.out_links(key[0])[key[1]]
-            speed = (link.bandwidth, link.latency_ps)
-        else:
-            speed = self._speeds.get(key) or (self._dims[key[0]][2], self._dims[key[0]][3])
-        bandwidth = speed[0] if change.bandwidth is None else change.bandwidth
-        latency = speed[1] if change.latency_ps is None else change.latency_ps
-        if fabric is not None:
-            fabric.set_speed(*key, bandwidth, latency)
-        else:
-            self._speeds[key] = (bandwidth, latency)
-
     def _apply_changes(self, now: int) -> None:
         """Apply every change due by ``now`` and re-plan the rest of each route on its way that crosses a
         changed link (from the link its head has reached; routes planned earlier are forgotten)."""
-        changed: set[LinkKey] = set()
-        while self._changes and self._changes[-1].at_ps <= now:
-            change = self._changes.pop()
-            self._change(change)
-            changed.add(change.key)
-        self._next_change = self._changes[-1].at_ps if self._changes else _NEVER
+        changed = self._schedule.apply_due(now)
+        self._next_change = self._schedule.next_ps
         self._routes.clear()
         self._hops.clear()
         self._tables.clear()
@@ -202,7 +162,7 @@ class CongestionAwareNetwork:
             here = keys[0][1] if keys[0][1] >= 0 else route[index - 1][5][1]
             rest = self._route_unkept((here, dst, size))
             return rest if keys[0][1] >= 0 else rest[1:]
-        if self._failed.keys().isdisjoint(keys):  # the same way, at the links' speeds now
+        if self._schedule.failed.keys().isdisjoint(keys):  # the same way, at the links' speeds now
             return self._hops_of(self._fabric_hops([fabric.out_links(a)[b] for a, b in keys], size))
         return self._hops_of(self._fabric_hops(self._fabric_links(fabric, keys[0][0], dst), size))
 
@@ -212,18 +172,10 @@ class CongestionAwareNetwork:
         try:
             return fabric.route(node, dst) if node < fabric.npus else fabric.detour(node, dst)
         except TopologyError:
-            if not self._failed:
+            if not self._schedule.failed:
                 raise
-            raise self._no_route(node, dst, list(self._failed), "no way around the failed links is left") from None
-
-    def _no_route(self, src: int, dst: int, blocked: list[LinkKey], why: str) -> BackendError:
-        """The error of a message from node ``src`` to NPU ``dst`` that the ``blocked`` links leave no way."""
-        failed = "; ".join(
-            f"link {self._link_name(key)} failed at {format_time_ps(self._failed[key].at_ps)}"
-            for key in dict.fromkeys(blocked)
-        )
-        ends = [self._fabric.name(node) if self._fabric is not None else f"NPU {node}" for node in (src, dst)]
-        return BackendError(f"{failed}; {ends[0]} cannot reach {ends[1]}: {why}")
+            failed = list(self._schedule.failed)
+            raise self._schedule.no_route((fabric.name(node), fabric.name(dst)), failed, "no way is left") from None
 
     def _floor(self, ps: int) -> int:
         quantum = self._topology.delay_quantum_ps
@@ -244,7 +196,7 @@ class CongestionAwareNetwork:
                 table = tables[(d, size)] = self._dimension_hops(d, size)
             step = ring_step(own, goal, dim_size)
             links = dimension_links(self._grid, self._kinds, d, here, goal, step)
-            if self._failed:
+            if self._schedule.failed:
                 links = self._around(d, here, goal, step, links, dst)
             hops += map(table.middle, links[:-1])
             hops.append(table.end(links[-1]))
@@ -257,22 +209,24 @@ class CongestionAwareNetwork:
         """``links`` (of dimension ``d``, from NPU ``here`` to position ``goal``, ``step`` round a ring) when none
         failed, else the other way round a ring; a :class:`BackendError` when that is cut too, or the dimension has
         no other way."""
-        blocked = [link for link in links if link in self._failed]
+        failed = self._schedule.failed
+        blocked = [link for link in links if link in failed]
         if not blocked:
             return links
         kind, size = self._dims[d][0], self._dims[d][1]
         if kind == _RING and size > 2:
             other = dimension_links(self._grid, self._kinds, d, here, goal, -step)
-            cut = [link for link in other if link in self._failed]
+            cut = [link for link in other if link in failed]
             if not cut:
                 return other
             blocked += cut
         why = "a ring of 2 NPUs has one link each way" if kind == _RING and size == 2 else _NO_DETOUR[kind]
-        raise self._no_route(here, dst, blocked, f"{why} (dimension {d})")
+        raise self._schedule.no_route((f"NPU {here}", f"NPU {dst}"), blocked, f"{why} (dimension {d})")
 
     def _dimension_hops(self, d: int, size: int) -> _DimensionHops:
         """The hops of dimension ``d`` for messages of ``size`` bytes, links of their own speed included."""
-        own = {key: self._crossing_costs(d, size, speed) for key, speed in self._speeds.items() if key[0] == d}
+        speeds = self._schedule.speeds.items()
+        own = {key: self._crossing_costs(d, size, speed) for key, speed in speeds if key[0] == d}
         return _DimensionHops(self._links, *self._crossing_costs(d, size), own)
 
     def _crossing_costs(
@@ -470,7 +424,7 @@ class CongestionAwareNetwork:
         return result
 
     def _link_name(self, key: LinkKey) -> str:
-        return self._names.name(key)
+        return self._schedule.names.name(key)
 
     def close(self) -> None:
         self._times.clear()

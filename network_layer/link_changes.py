@@ -87,6 +87,7 @@ class LinkNames:
 
     def keys(self, text: str) -> list[LinkKey]:
         """The directed link ``text`` names (both, for ``a<->b``); :class:`TopologyError` if there is none such."""
+        parts: tuple[str, ...] | None
         if self._fabric is None:
             found = _DIMENSION_LINK.match(text)
             parts = None if found is None else (found[2], found[3], found[4])
@@ -173,11 +174,11 @@ def resolve(topology: network_pb2.Topology, names: LinkNames) -> list[LinkChange
             raise TopologyError(f"link_changes[{index}] ({change.link!r}): {exc}") from None
     changes.sort(key=lambda change: change.at_ps)  # stable: entries at one time keep their order
     failed: set[LinkKey] = set()
-    for change in changes:
-        if change.key in failed:
-            raise TopologyError(f"link_changes: link {change.name} changes after it failed; a failed link stays down")
-        if change.fail:
-            failed.add(change.key)
+    for resolved in changes:
+        if resolved.key in failed:
+            raise TopologyError(f"link_changes: link {resolved.name} changes after it failed; a failed link stays down")
+        if resolved.fail:
+            failed.add(resolved.key)
     return changes
 
 
