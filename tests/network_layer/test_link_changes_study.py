@@ -139,3 +139,10 @@ def test_an_upgrade_above_100_percent_is_allowed(tmp_path: Path) -> None:
 def test_backends_that_do_not_model_links_are_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="the flit_level backend does not model links"):
         load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "bandwidth": "50%"}], "flit_level"))
+
+
+def test_a_spawned_network_gives_the_same_reroute() -> None:
+    local = run_study(load_study(EXAMPLES / "failed_link.yaml"))
+    spawned = run_study(load_study(EXAMPLES / "failed_link.yaml", ["network.spawn=true"]))
+    assert spawned.total_time_ps == local.total_time_ps
+    assert spawned.result.links == local.result.links
