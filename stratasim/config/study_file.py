@@ -233,7 +233,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
         if section is not None  # an included file's values
         for found in unusual_values(section, prefix, lambda where: from_included(where, included) is not None)
     ]
-    warnings = tuple(f"{where}: {message}" for where, message in redact(unusual, included))
+    notes = [(f"network.{key}", note) for key, note in network.notes()]
+    warnings = tuple(f"{where}: {message}" for where, message in redact([*unusual, *notes], included))
     return Study(name, source, workload, system, network, compute, warnings, goodput)
 
 

@@ -139,6 +139,8 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     "clusters/goodput_16k.yaml": {"total_time_ps": 15_733_971_796_010, "tflops_per_npu": 231.14958155471962},
     "clusters/two_jobs.yaml": {"total_time_ps": 64_534_072_300},
     "clusters/placement_fat_tree.yaml": {"total_time_ps": 10_727_873_920},
+    "clusters/degraded_link.yaml": {"total_time_ps": 1_007_132_960},  # row 0's all-reduce, at the slow link's pace
+    "clusters/failed_link.yaml": {"total_time_ps": 3_701_487_520},  # intact torus: 2,531,582,400 ps
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,
