@@ -12,6 +12,7 @@ from typing import Any
 
 from stratasim.kernel.serving import ServingResult
 from stratasim.kernel.units import power_w, ps_to_ns
+from stratasim.report.jobs import JobFigures
 from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
 
 __all__ = ["ReportContents"]
@@ -20,19 +21,21 @@ __all__ = ["ReportContents"]
 @dataclass(frozen=True)
 class ReportContents:
     """One study's results: the engine's ``result`` and what the study adds to it. The properties are the headline
-        figures the report derives from the result; everything else the engine measured is read from ``result``.
+    figures the report derives from the result; everything else the engine measured is read from ``result``.
 
-        ``backends`` maps a layer to a label such as ``analytical (in-process)``; ``training`` holds a training
-        workload's ``iteration_time_ns``, ``samples_per_second`` and ``tflops_per_npu`` and, if modelled,
-        ``memory_per_npu_bytes``, ``pipeline_bubble_fraction`` and ``cost_usd_per_iteration`` (added to the JSON at
-        top level); ``serving`` an
-        inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``), or a request-level serving study's
-        percentiles, throughput and goodput (``ttft_p99_ps``...) and its ``serving_timeline`` (batch size, queue
-        length and KV blocks over time); ``warnings``
-        what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
-        priced with and where it comes from (empty without a compute section); ``devices`` how many NPUs run each device
-    when NPU groups run different devices (``compute.groups``; None otherwise). The result's trace spans, counters and link busy stretches
-        (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
+    ``backends`` maps a layer to a label such as ``analytical (in-process)``; ``training`` holds a training
+    workload's ``iteration_time_ns``, ``samples_per_second`` and ``tflops_per_npu`` and, if modelled,
+    ``memory_per_npu_bytes``, ``pipeline_bubble_fraction`` and ``cost_usd_per_iteration`` (added to the JSON at
+    top level); ``serving`` an
+    inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``), or a request-level serving study's
+    percentiles, throughput and goodput (``ttft_p99_ps``...) and its ``serving_timeline`` (batch size, queue
+    length and KV blocks over time); ``warnings``
+    what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
+    priced with and where it comes from (empty without a compute section); ``jobs`` each job's figures in a study of
+    several jobs (:class:`~stratasim.report.jobs.JobFigures`; empty otherwise); ``devices`` how many NPUs run each
+    device when NPU groups run different devices (``compute.groups``; None otherwise). The result's trace spans,
+    counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not part
+    of the JSON report.
     """
 
     name: str
@@ -45,6 +48,7 @@ class ReportContents:
     warnings: tuple[str, ...] = ()
     network_energy_per_bit_pj: tuple[float, ...] | None = None
     calibration: str = ""
+    jobs: tuple[JobFigures, ...] = ()
     devices: dict[str, int] | None = None
 
     @property

@@ -6,7 +6,8 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); from networks that model links
 ``links``, and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
-``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together). Every ``*_ns`` value is the engine's integer picoseconds
+``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,
+``jobs`` (see :mod:`stratasim.report.jobs`). Every ``*_ns`` value is the engine's integer picoseconds
 divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 """
 
@@ -19,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from stratasim.kernel.units import ps_to_ns
+from stratasim.report.jobs import job_row
 from stratasim.report.operator_table import kind_rows, operator_row
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats
@@ -230,6 +232,7 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
         "compute_power_w": report.power_w(energy),
         **_network_energy(report, energy),
         **(report.training or {}),
+        **({"jobs": [job_row(job) for job in report.jobs]} if report.jobs else {}),
         "collectives": collectives,
         "per_npu": [_npu_row(stats, report) for stats in report.per_npu],
         "operators": [operator_row(stats) for stats in engine.operators] if engine else [],

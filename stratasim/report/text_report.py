@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stratasim.kernel.units import format_bytes, format_energy_pj, format_time_ps
+from stratasim.report.jobs import job_lines
 from stratasim.report.operator_table import operator_lines
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, SimulationResult
@@ -29,14 +30,15 @@ def _time(ps: float) -> str:
 
 
 def report_text(report: ReportContents) -> str:
-    """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
-    operators."""
+    """Headline figures, the jobs of a study of several, the collectives grouped (at most 20 groups), the NPUs,
+    the busiest links and the operators."""
     engine = report.engine
     if engine is None:  # a request-level study: no tables
         return "\n".join(_headline(report))
     return "\n".join(
         [
             *_headline(report),
+            *job_lines(report.jobs),
             "",
             *_collective_table(engine),
             "",

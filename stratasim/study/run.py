@@ -19,6 +19,7 @@ from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import (
     ComputeBackend,
     MemoryModel,
+    MultiJobWorkload,
     NetworkBackend,
     ServingWorkload,
     SymmetricWorkload,
@@ -35,6 +36,7 @@ from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_ru
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
 from stratasim.study.goodput import check_goodput, study_goodput
+from stratasim.study.jobs import interference_warning, job_figures
 from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 
@@ -219,9 +221,24 @@ def _run_study(
             progress=progress,
         )
         wall_seconds = time.perf_counter() - started
+    return _report(study, source, result, wall_seconds, backends, devices)
+
+
+def _report(
+    study: Study,
+    source: WorkloadSource,
+    result: system_layer.SimulationResult,
+    wall_seconds: float,
+    backends: dict[str, str],
+    devices: StudyDevices | None,
+) -> Report:
+    """The report of a simulated study: the engine's result with the warnings, figures and statements the study
+    adds (calibration, memory, jobs, training and serving figures, cost at each device's rate)."""
     calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
     symmetry = (result.symmetry_note,) if result.symmetry_note else ()
     warnings = (*_stopped(result), *study.warnings, *uncalibrated, *symmetry, *_check_memory(study, result, devices))
+    jobs = job_figures(source, result) if isinstance(source, MultiJobWorkload) else ()
+    warnings += interference_warning(study, len(jobs))
     serving = None
     training = None
     hourly = None if devices is None else devices.hourly_usd(result.npus)
@@ -241,6 +258,7 @@ def _run_study(
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
         warnings=warnings,
         calibration=calibration,
+        jobs=jobs,
         devices=devices.counts(result.npus) if devices is not None and devices.device_of else None,
     )
 

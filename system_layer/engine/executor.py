@@ -55,6 +55,7 @@ class NpuExecutor:
         self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
         self._receiving: dict[tuple[int, int], deque[int]] = {}  # (source, tag) -> receive nodes waiting
         self.compute_ps = 0
+        self.start_ps = 0
         self.finish_ps = 0
         self._idle_since = 0  # when the compute stream last ran dry
         self.exposed_ps: dict[str, int] = {}  # idle compute time by what it waited on (see _charge_idle)
@@ -73,7 +74,9 @@ class NpuExecutor:
         return self._left == 0
 
     def start(self, _: object = None) -> None:
-        """Make every node without dependencies ready (an event callback, hence the unused argument)."""
+        """Make every node without dependencies ready (an event callback, hence the unused argument): at time 0,
+        or at its graph's ``start_ps`` (a job starting later), from when its idle time and finish count."""
+        self.start_ps = self._idle_since = self.finish_ps = self._context.coordinator.now
         # The roots first, then readied: a node that completes at once (metadata) must not ready one twice.
         for index in [i for i, count in enumerate(self._remaining) if count == 0]:
             self._ready(index)

@@ -208,7 +208,7 @@ def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]
 
 def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing, reduction: ReductionCost) -> _Engine:
     """The coordinator, the schedulers' shared context, the collective table and one executor per simulated NPU,
-    each scheduled to start at time 0."""
+    each scheduled to start at its graph's ``start_ps`` (0 unless a job starts later)."""
     options, direct = scope.options, scope.direct
     coordinator = Coordinator(scope.network, scope.info.lookahead_ps, options.endpoint_delay, direct=direct)
     recorder = None if scope.selection is None else TraceRecorder(scope.selection, scope.traced)
@@ -230,7 +230,7 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
         executors[npu] = NpuExecutor(npu, run.plan, run.durations, context.schedulers[npu], table, context)
         if blocks is not None and run.whole:
             executors[npu].runs = _block_runs(blocks, npu, run.plan, pricing.durations, npu in scope.traced)
-        coordinator.schedule(0, executors[npu].start)
+        coordinator.schedule(run.graph.start_ps, executors[npu].start)
     for executor in executors.values():
         executor.peers = executors
     return _Engine(coordinator, reduction, context, table, executors, recorder, runs)
@@ -462,7 +462,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float)
         executor.finish_ps,
         executor.compute_ps,
         scheduler.comm_ps,
-        executor.finish_ps - executor.compute_ps,
+        executor.finish_ps - executor.start_ps - executor.compute_ps,
         tuple(sorted(scheduler.bytes_sent.items())),
         exposed_comm_ps_by_kind=tuple(sorted(executor.exposed_ps.items())),
         peak_memory_bytes=sum(size for _, size in resident) + executor.peak_memory,

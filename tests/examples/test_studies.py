@@ -55,6 +55,12 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   H100's ~500 TFLOP/s (7.1 s of compute reported); the 1F1B bubble of (p - 1) / m = 15/16 stretches it to ~13.8 s,
   and exposed tensor- and data-parallel collectives add ~1 s: 15.7 s. Its goodput figures are checked against the
   closed forms in tests/report/test_goodput.py.
+- clusters/two_jobs (two DP-8 training jobs of a 4-layer transformer, spread over two rings of 8): each job's
+  ~10.3 ms of compute and its gradient all-reduce, whose ring hops cross the links the other job's also use: 64.5 ms
+  against 48.3 ms for one alone on the same NPUs (tests/workload_layer/test_jobs.py pins both, and packed).
+- clusters/placement_fat_tree (four 32-NPU ring all-reduces of 256 MiB, packed on a k = 8 fat tree): each ring
+  carries 2 x 31/32 x 256 MiB through each NPU's 50 GB/s link, 10.4 ms, plus the 62 steps' hops and the chunks'
+  pipeline fill: 10.73 ms; random placement (docs/how-to/several-jobs.md) takes 20.4-20.9 ms.
 - clusters/mixed_h100_a100 (a 1.3B GPT, TP 8 in each pod, DP 2 across an H100 pod and an A100 pod): each GPU's
   share is 64 / 2 x 6 x 1.3e9 x 2,048 / 8 = 6.4e13 FLOP, ~0.35 s at the fitted A100's 0.586 x 312 TFLOP/s
   (0.474 s of compute reported, attention, element-wise and memory-bound operators included), against ~0.13 s
@@ -136,6 +142,10 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
     "gpt3_175b.yaml": {"total_time_ps": 4_571_545_695_461, "tflops_per_npu": 80.30188565226379},
     "clusters/goodput_16k.yaml": {"total_time_ps": 15_733_971_796_010, "tflops_per_npu": 231.14958155471962},
+    "clusters/two_jobs.yaml": {"total_time_ps": 64_534_072_300},
+    "clusters/placement_fat_tree.yaml": {"total_time_ps": 10_727_873_920},
+    "clusters/degraded_link.yaml": {"total_time_ps": 1_007_132_960},  # row 0's all-reduce, at the slow link's pace
+    "clusters/failed_link.yaml": {"total_time_ps": 3_701_487_520},  # intact torus: 2,531,582,400 ps
     # Exactly the all-A100 time: the pods' gradient all-reduce waits for the A100s (both pods on H100s: 336.38 ms).
     "clusters/mixed_h100_a100.yaml": {"total_time_ps": 578_713_835_768, "tflops_per_npu": 128.43821568805498},
     "serving/llama3_70b_h100_tp8.yaml": {
