@@ -110,7 +110,7 @@ def _training_lines(report: ReportContents) -> list[str]:
         lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")
     cost = training.get("cost_usd_per_iteration")
     if cost is not None:
-        lines.append(f"  cost             ${cost:,.6g} per iteration (every NPU rented at the device's hourly rate)")
+        lines.append(f"  cost             ${cost:,.6g} per iteration (every NPU rented at its device's hourly rate)")
     goodput = training.get("goodput")
     if goodput:
         lines.append(_goodput_line(goodput))
