@@ -30,7 +30,8 @@ class ReportContents:
     percentiles, throughput and goodput (``ttft_p99_ps``...) and its ``serving_timeline`` (batch size, queue
     length and KV blocks over time); ``warnings``
     what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
-    priced with and where it comes from (empty without a compute section). The result's trace spans, counters and link busy stretches
+    priced with and where it comes from (empty without a compute section); ``samples`` the Monte-Carlo step-time
+    distribution (:func:`stratasim.study.samples.sample_figures`; None without samples). The result's trace spans, counters and link busy stretches
     (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
     """
 
@@ -44,6 +45,7 @@ class ReportContents:
     warnings: tuple[str, ...] = ()
     network_energy_per_bit_pj: tuple[float, ...] | None = None
     calibration: str = ""
+    samples: dict[str, Any] | None = None
 
     @property
     def energy_per_token_pj(self) -> float | None:

@@ -245,6 +245,8 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
             data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
     if report.serving_timeline:
         data["serving_timeline"] = report.serving_timeline
+    if report.samples is not None:
+        data["samples"] = report.samples
     data["warnings"] = list(report.warnings)
     if engine is not None and engine.stopped_at_ps is not None:
         data["incomplete"] = {

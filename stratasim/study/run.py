@@ -35,6 +35,7 @@ from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_ru
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
 from stratasim.study.goodput import check_goodput, study_goodput
+from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
@@ -163,18 +164,21 @@ def run_study(
     progress: Progress | None = None,
     budget: Budget = DEFAULT_BUDGET,
     notes: Callable[[str], None] | None = None,
+    samples: int | None = None,
 ) -> Report:
     """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
     (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects); ``progress`` hears
     now and then how far the simulation got (:data:`~stratasim.kernel.events.Progress`). A study estimated to
     exceed ``budget`` is refused before anything is built (:class:`~stratasim.study.budget.BudgetError`);
     ``notes`` hears, before the simulation starts, that a packet-level network predicts a long run
-    (:func:`~stratasim.study.budget.long_run_note`).
+    (:func:`~stratasim.study.budget.long_run_note`). ``samples`` Monte-Carlo samples (else the study's
+    ``system.variability.samples``, when it has variability) add the report's ``samples`` figures
+    (:mod:`stratasim.study.samples`); every other figure is the first sample's.
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     with _collector_paused():
-        return _run_study(study, record_trace, progress, budget, notes)
+        return _run_study(study, record_trace, progress, budget, notes, samples)
 
 
 def _run_study(
@@ -183,10 +187,18 @@ def _run_study(
     progress: Progress | None,
     budget: Budget,
     notes: Callable[[str], None] | None,
+    samples: int | None,
 ) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
+    variability = study.system.variability
+    count = sample_count(samples, None if variability is None else variability.samples)
     if isinstance(source, RequestLevelWorkload):
+        if count is not None and count > 1:
+            raise StrataSimError(
+                "--samples (system.variability.samples): Monte-Carlo samples need an engine "
+                "workload; a request-level serving study runs once"
+            )
         return run_serving(study, source, budget, record_trace=bool(record_trace))
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
@@ -206,23 +218,32 @@ def _run_study(
             device = study.compute.device_name()
             facts = device_facts(compute, study.compute)
         started = time.perf_counter()
-        result = system_layer.simulate(
-            graphs,
-            cast(NetworkBackend, network),
-            study.topology_proto(),
-            study.system,
-            compute=compute,
-            device=device,
-            calibration=None
-            if study.compute is None or study.compute.calibration is None
-            else study.compute.calibration.proto(),
-            representatives=representatives,
-            record_trace=record_trace,
-            progress=progress,
-        )
+
+        def simulate(sample: int = 0) -> system_layer.SimulationResult:
+            return system_layer.simulate(
+                graphs,
+                cast(NetworkBackend, network),
+                study.topology_proto(),
+                study.system,
+                compute=compute,
+                device=device,
+                calibration=None
+                if study.compute is None or study.compute.calibration is None
+                else study.compute.calibration.proto(),
+                representatives=representatives,
+                record_trace=record_trace if sample == 0 else False,
+                progress=progress,
+                sample=sample,
+            )
+
+        result = simulate()
+        seed = 0 if variability is None else variability.seed
+        distribution = None
+        if count is not None and result.stopped_at_ps is None:
+            distribution = sample_figures(result, simulate, count, seed)
         wall_seconds = time.perf_counter() - started
     calibration, uncalibrated = calibration_statement(study.compute, facts)
-    warnings = (*_stopped(result), *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
+    warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
     serving = None
     training = None
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
@@ -241,6 +262,7 @@ def _run_study(
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
         warnings=warnings,
         calibration=calibration,
+        samples=distribution,
     )
 
 
