@@ -75,7 +75,7 @@ class _Distribution(Section):
         extra = sorted(given - set(wanted))
         if extra:
             raise ValueError(f"{name} takes {' and '.join(wanted)}, not {', '.join(extra)}")
-        missing = [key for key in wanted if key not in given and self.model_fields[key].default is None]
+        missing = [key for key in wanted if key not in given and type(self).model_fields[key].default is None]
         if missing:
             raise ValueError(f"{name} needs {' and '.join(missing)}")
         self._check()
@@ -109,7 +109,7 @@ class FactorDistribution(_Distribution):
     """constant: the factor (above 0)."""
     mean: float = Field(1.0, gt=0)
     """normal: the mean factor."""
-    cv: float | None = Field(None, ge=0, le=_MAX_NORMAL_CV)
+    cv: float | None = Field(None, ge=0)
     """normal: the standard deviation over the mean (0 to 0.25; use lognormal for more spread)."""
     median: float = Field(1.0, gt=0)
     """lognormal: the median factor."""
@@ -127,6 +127,11 @@ class FactorDistribution(_Distribution):
     """empirical: the factors to draw from, alike likely (each above 0)."""
 
     def _check(self) -> None:
+        if self.cv is not None and self.cv > _MAX_NORMAL_CV:
+            raise ValueError(
+                f"normal: a cv of {self.cv} draws factors at or below 0 too often (at most {_MAX_NORMAL_CV}); "
+                "use lognormal (sigma) for a wider spread"
+            )
         if self.low is not None and self.high is not None and self.low > self.high:
             raise ValueError(f"uniform: low ({self.low}) is above high ({self.high})")
         if self.values is not None and not all(math.isfinite(v) and v > 0 for v in self.values):

@@ -32,8 +32,9 @@ def sample_figures(
     others, whose results are dropped once measured.
 
     Percentiles interpolate linearly between the sorted samples (numpy's default). ``slowest_rank_share`` is the
-    mean over samples of (step - the median NPU's finish) / step: how much of the step the NPUs waited for the
-    slowest one (0 when all finish together).
+    mean over samples of (the slowest NPU's compute time - the median NPU's) / step: the share of the step the
+    others spend waiting for the slowest one's extra compute when a step synchronises them (compute then an
+    all-reduce); 0 when all NPUs compute alike.
     """
     times = [first.total_time_ps]
     shares = [_slowest_rank_share(first)]
@@ -59,8 +60,8 @@ def sample_figures(
 
 
 def _slowest_rank_share(result: SimulationResult) -> float:
-    """(step - the median NPU's finish) / step of one run (0 for an empty one)."""
+    """(the slowest NPU's compute time - the median NPU's) / step of one run (0 for an empty one)."""
     if result.total_time_ps <= 0 or not result.per_npu:
         return 0.0
-    median = statistics.median(npu.finish_ps for npu in result.per_npu)
-    return (result.total_time_ps - median) / result.total_time_ps
+    compute = [npu.compute_ps for npu in result.per_npu]
+    return (max(compute) - statistics.median(compute)) / result.total_time_ps
