@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Annotated, ClassVar, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field, StrictInt, model_validator
+from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, model_validator
 
 from stratasim.kernel.schema import Latency, Section, TimePs
 
@@ -51,10 +51,22 @@ def _npu_ids(value: object) -> object:
     return sorted(set(ids))
 
 
+_NPU_IDS = WithJsonSchema(
+    {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\s*\d+\s*-\s*\d+\s*$"}]
+        },
+    }
+)
+"""What ``npus`` accepts as written: NPU ids and ``"a-b"`` ranges."""
+
+
 class Slowdown(Section):
     """One entry of ``system.slowdown``: the NPUs ``npus`` compute ``factor`` times slower, from ``from`` on."""
 
-    npus: Annotated[tuple[StrictInt, ...], BeforeValidator(_npu_ids)]
+    npus: Annotated[tuple[StrictInt, ...], BeforeValidator(_npu_ids), _NPU_IDS]
     """The NPUs slowed: ids and ``"a-b"`` ranges, e.g. ``[3]`` or ``[0, "8-15"]``."""
     factor: float = Field(gt=0)
     """What their compute times are multiplied by (above 0: 1.5 is 50 % slower, 0.8 faster)."""
