@@ -78,10 +78,12 @@ class _Distribution(Section):
     """A distribution named by ``distribution`` with the parameters its table lists (all others refused)."""
 
     _parameters: ClassVar[dict[str, tuple[str, ...]]] = {}
+    distribution: str
+    """Which distribution (subclasses list the names)."""
 
     @model_validator(mode="after")
     def _parameters_fit(self) -> _Distribution:
-        name = str(self.distribution)
+        name = self.distribution
         wanted = self._parameters[name]
         given = set(self.model_fields_set) - {"distribution"}
         extra = sorted(given - set(wanted))

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from stratasim import system_layer
@@ -191,14 +192,8 @@ def _run_study(
 ) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
-    variability = study.system.variability
-    count = sample_count(samples, None if variability is None else variability.samples)
+    count = sample_count(samples, study.system.variability, engine=not isinstance(source, RequestLevelWorkload))
     if isinstance(source, RequestLevelWorkload):
-        if count is not None and count > 1:
-            raise StrataSimError(
-                "--samples (system.variability.samples): Monte-Carlo samples need an engine "
-                "workload; a request-level serving study runs once"
-            )
         return run_serving(study, source, budget, record_trace=bool(record_trace))
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
@@ -209,38 +204,28 @@ def _run_study(
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute: ComputeBackend | None = None
-        device = ""
-        facts = None
-        if study.compute is not None:
-            compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
-            check_device(compute, study.compute)
-            device = study.compute.device_name()
-            facts = device_facts(compute, study.compute)
+        compute, device, facts = _compute(study, stack, servers, backends)
         started = time.perf_counter()
-
-        def simulate(sample: int = 0) -> system_layer.SimulationResult:
-            return system_layer.simulate(
-                graphs,
-                cast(NetworkBackend, network),
-                study.topology_proto(),
-                study.system,
-                compute=compute,
-                device=device,
-                calibration=None
-                if study.compute is None or study.compute.calibration is None
-                else study.compute.calibration.proto(),
-                representatives=representatives,
-                record_trace=record_trace if sample == 0 else False,
-                progress=progress,
-                sample=sample,
-            )
-
-        result = simulate()
-        seed = 0 if variability is None else variability.seed
+        simulate = partial(
+            system_layer.simulate,
+            graphs,
+            cast(NetworkBackend, network),
+            study.topology_proto(),
+            study.system,
+            compute=compute,
+            device=device,
+            calibration=None
+            if study.compute is None or study.compute.calibration is None
+            else study.compute.calibration.proto(),
+            representatives=representatives,
+            progress=progress,
+        )
+        result = simulate(record_trace=record_trace)
         distribution = None
         if count is not None and result.stopped_at_ps is None:
-            distribution = sample_figures(result, simulate, count, seed)
+            distribution = sample_figures(
+                result, lambda sample: simulate(sample=sample), count, study.system.variability
+            )
         wall_seconds = time.perf_counter() - started
     calibration, uncalibrated = calibration_statement(study.compute, facts)
     warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
@@ -264,6 +249,18 @@ def _run_study(
         calibration=calibration,
         samples=distribution,
     )
+
+
+def _compute(
+    study: Study, stack: ExitStack, servers: dict[tuple[str, str], Spawned], backends: dict[str, str]
+) -> tuple[ComputeBackend | None, str, compute_pb2.DeviceFacts | None]:
+    """The study's compute backend (opened, its device checked, its label in ``backends``), device name and facts;
+    None, "" and None without a compute section."""
+    if study.compute is None:
+        return None, "", None
+    compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
+    check_device(compute, study.compute)
+    return compute, study.compute.device_name(), device_facts(compute, study.compute)
 
 
 def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:

@@ -13,23 +13,35 @@ from typing import Any
 
 import numpy as np
 
+from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import ps_to_ns
 from stratasim.system_layer import SimulationResult
+from stratasim.system_layer.variability import Variability
 
 __all__ = ["sample_count", "sample_figures"]
 
 
-def sample_count(asked: int | None, configured: int | None) -> int | None:
+def sample_count(asked: int | None, variability: Variability | None, *, engine: bool) -> int | None:
     """How many samples to run: those asked for (``--samples``), else the study's ``variability.samples``; None
-    when neither asks (no Monte-Carlo figures)."""
-    return asked if asked is not None else configured
+    when neither asks (no Monte-Carlo figures). Only an ``engine`` study (not a request-level serving one) runs
+    more than one."""
+    count = asked if asked is not None else None if variability is None else variability.samples
+    if count is not None and count > 1 and not engine:
+        raise StrataSimError(
+            "--samples (system.variability.samples): Monte-Carlo samples need an engine workload; a request-level "
+            "serving study runs once"
+        )
+    return count
 
 
 def sample_figures(
-    first: SimulationResult, simulate_sample: Callable[[int], SimulationResult], count: int, seed: int
+    first: SimulationResult,
+    simulate_sample: Callable[[int], SimulationResult],
+    count: int,
+    variability: Variability | None,
 ) -> dict[str, Any]:
-    """The step-time distribution over ``count`` samples: ``first`` (sample 0) and ``simulate_sample(k)`` for the
-    others, whose results are dropped once measured.
+    """The step-time distribution over ``count`` samples of ``variability`` (none: all alike): ``first`` (sample 0)
+    and ``simulate_sample(k)`` for the others, whose results are dropped once measured.
 
     Percentiles interpolate linearly between the sorted samples (numpy's default). ``slowest_rank_share`` is the
     mean over samples of (the slowest NPU's compute time - the median NPU's) / step: the share of the step the
@@ -46,7 +58,7 @@ def sample_figures(
     p50, p90, p99 = (float(value) for value in np.percentile(ns, [50, 90, 99]))
     return {
         "count": count,
-        "seed": seed,
+        "seed": 0 if variability is None else variability.seed,
         "p50_ns": p50,
         "p90_ns": p90,
         "p99_ns": p99,
