@@ -6,7 +6,9 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); from networks that model links
 ``links``, and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
-``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together). Every ``*_ns`` value is the engine's integer picoseconds
+``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); from a Monte-Carlo run
+``samples`` (``count``, ``seed``, ``p50_ns``, ``p90_ns``, ``p99_ns``, ``mean_ns``, ``min_ns``, ``max_ns``,
+``stdev_ns``, ``slowest_rank_share``, ``times_ns``: :mod:`stratasim.study.samples`). Every ``*_ns`` value is the engine's integer picoseconds
 divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 """
 

@@ -82,6 +82,7 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
     if isinstance(source, RequestLevelWorkload):
+        sample_count(None, study.system, engine=False)
         check_serving(study, source, budget)
         return npus
     estimate = check_budget(study, source, npus, budget)
@@ -192,7 +193,7 @@ def _run_study(
 ) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
-    count = sample_count(samples, study.system.variability, engine=not isinstance(source, RequestLevelWorkload))
+    count = sample_count(samples, study.system, engine=not isinstance(source, RequestLevelWorkload))
     if isinstance(source, RequestLevelWorkload):
         return run_serving(study, source, budget, record_trace=bool(record_trace))
     with ExitStack() as stack:

@@ -16,20 +16,22 @@ import numpy as np
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import ps_to_ns
 from stratasim.system_layer import SimulationResult
+from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.variability import Variability
 
 __all__ = ["sample_count", "sample_figures"]
 
 
-def sample_count(asked: int | None, variability: Variability | None, *, engine: bool) -> int | None:
+def sample_count(asked: int | None, system: SystemOptions, *, engine: bool) -> int | None:
     """How many samples to run: those asked for (``--samples``), else the study's ``variability.samples``; None
-    when neither asks (no Monte-Carlo figures). Only an ``engine`` study (not a request-level serving one) runs
-    more than one."""
+    when neither asks (no Monte-Carlo figures). Slow-downs, variability and samples need an ``engine`` study: a
+    request-level serving study, which the engine does not run, refuses them."""
+    variability = system.variability
     count = asked if asked is not None else None if variability is None else variability.samples
-    if count is not None and count > 1 and not engine:
+    if not engine and (system.perturbed or (count or 1) > 1):
         raise StrataSimError(
-            "--samples (system.variability.samples): Monte-Carlo samples need an engine workload; a request-level "
-            "serving study runs once"
+            "system.slowdown, system.variability and --samples apply to studies the engine runs; a request-level "
+            "serving workload prices its iterations without it: remove them"
         )
     return count
 

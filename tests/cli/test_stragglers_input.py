@@ -78,3 +78,19 @@ def test_the_stragglers_example_runs_its_samples(run_cli: RunCli) -> None:
     assert code == 0
     assert "samples          5 from seed 7: p50 " in out
     assert "warning: system.slowdown/variability make the NPUs differ, so the symmetry shortcut is off" in out
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("check", ["--set", "system.slowdown=[{npus: [1], factor: 2}]"]),
+        ("run", ["--set", "system.variability.npu={distribution: lognormal, sigma: 0.1}"]),
+        ("run", ["--samples", "2"]),
+    ],
+)
+def test_a_request_level_serving_study_refuses_variability(run_cli: RunCli, command: str, args: list[str]) -> None:
+    """The request-level loop prices its iterations without the engine, so nothing would apply the factors."""
+    serving = str(EXAMPLES / "serving" / "llama3_70b_h100_tp8.yaml")
+    code, _, err = run_cli(command, serving, "--set", "workload.requests.count=10", *args)
+    assert code == 2
+    assert err.startswith("error: system.slowdown, system.variability and --samples apply to studies the engine runs")
