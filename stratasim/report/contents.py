@@ -32,10 +32,11 @@ class ReportContents:
     length and KV blocks over time); ``warnings``
     what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
     priced with and where it comes from (empty without a compute section); ``jobs`` each job's figures in a study of
-    several jobs (:class:`~stratasim.report.jobs.JobFigures`; empty otherwise); ``devices`` how many NPUs run each
-    device when NPU groups run different devices (``compute.groups``; None otherwise). The result's trace spans,
-    counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not part
-    of the JSON report.
+    several jobs (:class:`~stratasim.report.jobs.JobFigures`; empty otherwise); ``samples`` the Monte-Carlo step-time
+    distribution (:func:`stratasim.study.samples.sample_figures`; None without samples); ``devices`` how many NPUs
+    run each device when NPU groups run different devices (``compute.groups``; None otherwise). The result's trace
+    spans, counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not
+    part of the JSON report.
     """
 
     name: str
@@ -49,6 +50,7 @@ class ReportContents:
     network_energy_per_bit_pj: tuple[float, ...] | None = None
     calibration: str = ""
     jobs: tuple[JobFigures, ...] = ()
+    samples: dict[str, Any] | None = None
     devices: dict[str, int] | None = None
 
     @property

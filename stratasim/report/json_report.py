@@ -7,8 +7,9 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``links``, and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
 ``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,
-``jobs`` (see :mod:`stratasim.report.jobs`). Every ``*_ns`` value is the engine's integer picoseconds
-divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
+``jobs`` (see :mod:`stratasim.report.jobs`); from a Monte-Carlo run ``samples`` (``count``, ``seed``, ``p50_ns``,
+``p90_ns``, ``p99_ns``, ``mean_ns``, ``min_ns``, ``max_ns``, ``stdev_ns``, ``slowest_rank_share``, ``times_ns``:
+:mod:`stratasim.study.samples`). Every ``*_ns`` value is the engine's integer picoseconds divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 """
 
 from __future__ import annotations
@@ -248,6 +249,8 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
             data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
     if report.serving_timeline:
         data["serving_timeline"] = report.serving_timeline
+    if report.samples is not None:
+        data["samples"] = report.samples
     data["warnings"] = list(report.warnings)
     if engine is not None and engine.stopped_at_ps is not None:
         data["incomplete"] = {

@@ -57,6 +57,7 @@ def _headline(report: ReportContents) -> list[str]:
         *(f"warning: {warning}" for warning in report.warnings),
         f"{report.name}: {result.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
         f"  total time       {_time(result.total_time_ps)}  ({result.total_time_ps} ps)",
+        *_samples_line(report),
         *(
             []
             if engine is None
@@ -74,6 +75,19 @@ def _headline(report: ReportContents) -> list[str]:
         f"  backends         {where}",
         *([f"  calibration      {report.calibration}"] if report.calibration else []),
         *([f"  devices          {_devices(report.devices)}"] if report.devices else []),
+    ]
+
+
+def _samples_line(report: ReportContents) -> list[str]:
+    """The Monte-Carlo step-time distribution, when the run drew samples (the total time above is sample 0's)."""
+    samples = report.samples
+    if samples is None:
+        return []
+    ps = 1000  # ps in a ns
+    return [
+        f"  samples          {samples['count']:,} from seed {samples['seed']}: p50 {_time(samples['p50_ns'] * ps)}, "
+        f"p99 {_time(samples['p99_ns'] * ps)}, mean {_time(samples['mean_ns'] * ps)}, "
+        f"slowest rank {samples['slowest_rank_share']:.1%} of the step (total time: the first sample)"
     ]
 
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from stratasim import system_layer
@@ -37,6 +38,7 @@ from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
 from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import interference_warning, job_figures
+from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 
@@ -81,6 +83,7 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
     if isinstance(source, RequestLevelWorkload):
+        sample_count(None, study.system, engine=False)
         check_serving(study, source, budget)
         return npus
     estimate = check_budget(study, source, npus, budget)
@@ -165,18 +168,21 @@ def run_study(
     progress: Progress | None = None,
     budget: Budget = DEFAULT_BUDGET,
     notes: Callable[[str], None] | None = None,
+    samples: int | None = None,
 ) -> Report:
     """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
     (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects); ``progress`` hears
     now and then how far the simulation got (:data:`~stratasim.kernel.events.Progress`). A study estimated to
     exceed ``budget`` is refused before anything is built (:class:`~stratasim.study.budget.BudgetError`);
     ``notes`` hears, before the simulation starts, that a packet-level network predicts a long run
-    (:func:`~stratasim.study.budget.long_run_note`).
+    (:func:`~stratasim.study.budget.long_run_note`). ``samples`` Monte-Carlo samples (else the study's
+    ``system.variability.samples``, when it has variability) add the report's ``samples`` figures
+    (:mod:`stratasim.study.samples`); every other figure is the first sample's.
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     with _collector_paused():
-        return _run_study(study, record_trace, progress, budget, notes)
+        return _run_study(study, record_trace, progress, budget, notes, samples)
 
 
 def _run_study(
@@ -185,9 +191,11 @@ def _run_study(
     progress: Progress | None,
     budget: Budget,
     notes: Callable[[str], None] | None,
+    samples: int | None,
 ) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
+    count = sample_count(samples, study.system, engine=not isinstance(source, RequestLevelWorkload))
     if isinstance(source, RequestLevelWorkload):
         return run_serving(study, source, budget, record_trace=bool(record_trace))
     with ExitStack() as stack:
@@ -199,13 +207,10 @@ def _run_study(
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute: ComputeBackend | None = None
-        devices = None
-        if study.compute is not None:
-            compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
-            devices = StudyDevices.ask(compute, study.compute)
+        compute, devices = _compute(study, stack, servers, backends)
         started = time.perf_counter()
-        result = system_layer.simulate(
+        simulate = partial(
+            system_layer.simulate,
             graphs,
             cast(NetworkBackend, network),
             study.topology_proto(),
@@ -217,11 +222,16 @@ def _run_study(
             if study.compute is None or study.compute.calibration is None
             else study.compute.calibration.proto(),
             representatives=representatives,
-            record_trace=record_trace,
             progress=progress,
         )
+        result = simulate(record_trace=record_trace)
+        distribution = None
+        if count is not None and result.stopped_at_ps is None:
+            distribution = sample_figures(
+                result, lambda sample: simulate(sample=sample), count, study.system.variability
+            )
         wall_seconds = time.perf_counter() - started
-    return _report(study, source, result, wall_seconds, backends, devices)
+    return _report(study, source, result, wall_seconds, backends, devices, distribution)
 
 
 def _report(
@@ -231,12 +241,14 @@ def _report(
     wall_seconds: float,
     backends: dict[str, str],
     devices: StudyDevices | None,
+    distribution: dict[str, Any] | None,
 ) -> Report:
     """The report of a simulated study: the engine's result with the warnings, figures and statements the study
-    adds (calibration, memory, jobs, training and serving figures, cost at each device's rate)."""
+    adds (calibration, memory, jobs, training and serving figures, cost at each device's rate, the Monte-Carlo
+    ``distribution``)."""
     calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
-    symmetry = (result.symmetry_note,) if result.symmetry_note else ()
-    warnings = (*_stopped(result), *study.warnings, *uncalibrated, *symmetry, *_check_memory(study, result, devices))
+    memory = _check_memory(study, result, devices)
+    warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
     jobs = job_figures(source, result) if isinstance(source, MultiJobWorkload) else ()
     warnings += interference_warning(study, len(jobs))
     serving = None
@@ -259,8 +271,20 @@ def _report(
         warnings=warnings,
         calibration=calibration,
         jobs=jobs,
+        samples=distribution,
         devices=devices.counts(result.npus) if devices is not None and devices.device_of else None,
     )
+
+
+def _compute(
+    study: Study, stack: ExitStack, servers: dict[tuple[str, str], Spawned], backends: dict[str, str]
+) -> tuple[ComputeBackend | None, StudyDevices | None]:
+    """The study's compute backend (opened, its devices checked, its label in ``backends``) and its devices with
+    their facts; None and None without a compute section."""
+    if study.compute is None:
+        return None, None
+    compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
+    return compute, StudyDevices.ask(compute, study.compute)
 
 
 def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:

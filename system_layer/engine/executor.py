@@ -18,6 +18,7 @@ from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.engine.perturbation import ComputeSpeed
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.v1 import workload_pb2
 
@@ -68,6 +69,7 @@ class NpuExecutor:
         self.issued = 0  # collectives issued so far
         self.runs: dict[int, BlockRun] = {}  # block nodes run whole, by position (set before starting)
         self._runs_done: list[int] = []  # the id of each block run finished, for settle_blocks
+        self.speed: ComputeSpeed | None = None  # slowed or varied compute (system.slowdown, variability)
 
     @property
     def done(self) -> bool:
@@ -177,6 +179,8 @@ class NpuExecutor:
             coordinator.schedule(coordinator.now + run.duration_ps, self._block_done, index)
             return
         duration = self._durations[index]
+        if self.speed is not None:
+            duration = self.speed.duration(duration, coordinator.now)
         self.compute_ps += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:

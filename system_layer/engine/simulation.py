@@ -17,6 +17,7 @@ from stratasim.system_layer.engine.executor import NpuExecutor
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.engine.line_batches import LineBatches, batchable
 from stratasim.system_layer.engine.macros import BlockRecorder
+from stratasim.system_layer.engine.perturbation import Perturbation
 from stratasim.system_layer.engine.plan_runs import (
     PlanRun,
     count_runs,
@@ -58,22 +59,28 @@ def simulate(
     representatives: Sequence[int] | None = None,
     record_trace: bool | TraceSelection = False,
     progress: Progress | None = None,
+    sample: int = 0,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
     prices operators on ``device`` (with ``calibration``, when given), or on ``device_of[npu]`` for the NPUs it
     names (NPU groups running other devices: each distinct operator is priced once per device); ``record_trace`` keeps the busy spans of
     nodes and links for a trace: all of them (True) or those a :class:`TraceSelection` selects; ``progress`` is
-    told now and then how far the event loop got (simulated ps, events and messages processed).
+    told now and then how far the event loop got (simulated ps, events and messages processed); ``sample``
+    numbers the Monte-Carlo sample of the options' ``variability`` drawn (seed + sample).
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise
-    every NPU is. The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
+    every NPU is; when ``slowdown`` or ``variability`` makes NPUs differ, every NPU is, and the result's notes say
+    so (:mod:`stratasim.system_layer.engine.perturbation`). The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
     price, fuse), :func:`_wire` (coordinator, schedulers, executors), :func:`_run` and :func:`_result`.
     """
     selection = TraceSelection() if record_trace is True else record_trace or None
     info = network.configure(_recording_links(topology) if selection else topology)
+    perturbation = Perturbation.of(options, len(graphs), sample)
     others = {npu: name for npu, name in (device_of or {}).items() if name != device}
-    scope, runs, grid = _scope(graphs, network, info, topology, options, representatives, selection, others)
+    scope, runs, grid = _scope(
+        graphs, network, info, topology, options, representatives, selection, perturbation, others
+    )
     names = [device, *sorted(set(others.values()))]
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
     pricing = _ready_plans(scope, runs, device, pricers)
@@ -90,8 +97,10 @@ class _Scope:
 
     ``direct``: the network prices messages on the spot (stateless), so the coordinator asks it directly, phases
     replay and blocks may run whole; ``stand_in``: the NPU simulated in each NPU's place (None: every NPU is
-    simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows;
-    ``symmetry_note`` says when stand-ins were given up because NPU groups run different devices.
+    simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows; ``perturbation``
+    the sample's slow-downs and variability (None: none), which turn off the paths simulating one NPU, block or
+    phase for many, and ``notes`` what the report should say about it (also when NPU groups on different devices turn
+    the symmetry shortcut off).
     """
 
     network: NetworkBackend
@@ -104,7 +113,8 @@ class _Scope:
     selection: TraceSelection | None
     traced: list[int]
     traced_nodes: int = 0
-    symmetry_note: str = ""
+    perturbation: Perturbation | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -129,6 +139,7 @@ def _scope(
     options: SystemOptions,
     representatives: Sequence[int] | None,
     selection: TraceSelection | None,
+    perturbation: Perturbation | None,
     device_of: Mapping[int, str],
 ) -> tuple[_Scope, dict[int, PlanRun], Grid]:
     """Which NPUs to simulate (all, or the stand-ins symmetry finds), their plan runs (by graph and device) and the
@@ -136,14 +147,21 @@ def _scope(
     npus = len(graphs)
     physical = physical_grid(topology, npus)
     stand_in, why = stand_ins(graphs, info, options, physical, representatives, device_of)
+    notes: tuple[str, ...] = ()
+    if why == DEVICES_DIFFER:
+        notes = (f"symmetry shortcut off: {why}, so every NPU is simulated",)
+    if perturbation is not None and stand_in is not None:
+        stand_in = None
+        notes = (
+            f"system.slowdown/variability make the NPUs differ, so the symmetry shortcut is off: all {npus} NPUs "
+            "were simulated one by one (exact, but slower)",
+        )
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options, device_of)
     direct = _direct(network, info)
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
-    scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced)
-    if why == DEVICES_DIFFER:
-        scope.symmetry_note = f"symmetry shortcut off: {why}, so every NPU is simulated"
-    if direct is not None:
+    scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced, 0, perturbation, notes)
+    if direct is not None and perturbation is None:  # a block recorded once would run at one speed everywhere
         mark_blocks_run_whole(runs, stand_in, npus)
     scope.traced_nodes = sum(unrolled_size(runs[npu].plan) for npu in traced)
     scope.selection = _trace_detail(scope, runs)
@@ -181,8 +199,9 @@ def _ready_plans(
     for run in distinct_runs:
         run.take_prices(pricing)
     shown = _shown_node_by_node(scope, runs)
+    dynamic = scope.perturbation is not None and scope.perturbation.dynamic  # each node's own time, not a run's
     for run in distinct_runs:
-        if run not in shown:
+        if run not in shown and not dynamic:
             run.fuse()
     return pricing
 
@@ -231,6 +250,10 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
         if blocks is not None and run.whole:
             executors[npu].runs = _block_runs(blocks, npu, run.plan, pricing.durations, npu in scope.traced)
         coordinator.schedule(run.graph.start_ps, executors[npu].start)
+    if scope.perturbation is not None:
+        coordinator.jitter = scope.perturbation.jitter
+        for npu, executor in executors.items():
+            executor.speed = scope.perturbation.speeds[npu]
     for executor in executors.values():
         executor.peers = executors
     return _Engine(coordinator, reduction, context, table, executors, recorder, runs)
@@ -244,9 +267,12 @@ def _line_batches(
     recorder: TraceRecorder | None,
 ) -> LineBatches | None:
     """Whole lines of NPUs run a phase at once when messages are priced on the spot, every NPU is simulated and
-    reduces at one cost, no trace is recorded and every plan does one thing at a time (:func:`batchable`); None otherwise."""
+    reduces at one cost, no trace is recorded, no NPU is slowed or varied and every plan does one thing at a time
+    (:func:`batchable`); None otherwise."""
     direct = scope.direct
-    if direct is None or scope.stand_in is not None or recorder is not None or not reduction.uniform:
+    if direct is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
+        return None
+    if not reduction.uniform:
         return None
     if not batchable([run.plan for run in distinct(runs)], scope.options):
         return None
@@ -335,7 +361,7 @@ def _result(
         stopped_at_ps=None if stopped is None else coordinator.now,
         stopped_because="" if stopped is None else stopped.reason,
         unfinished_collectives=unfinished,
-        symmetry_note=scope.symmetry_note,
+        notes=scope.notes,
     )
 
 
