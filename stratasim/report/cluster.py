@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from stratasim.system_layer.result import LinkStats, SimulationResult
 
-__all__ = ["BUSIEST_LINKS", "ClusterView", "LevelQueueing", "cluster_view", "link_level"]
+__all__ = ["BUSIEST_LINKS", "ClusterView", "LevelLoad", "cluster_view", "link_level"]
 
 BUSIEST_LINKS = 8
 """Links the cluster view lists, the most bytes first."""
@@ -25,15 +25,17 @@ _NUMBERED = re.compile(r"[\s\d.]+$")
 
 
 @dataclass(frozen=True)
-class LevelQueueing:
-    """The links of one level together: how many, the messages that crossed them, the time those waited for them
-    (picoseconds, summed) and, in a study of several jobs, the same per job as (job, messages, queue ps)."""
+class LevelLoad:
+    """The links of one level together: how many, the bytes and messages that crossed them, the time those messages
+    waited for them (picoseconds, summed; 0 where the network does not measure it) and, in a study of several jobs,
+    the same per job as (job, bytes, messages, queue ps)."""
 
     level: str
     links: int
+    bytes: int
     messages: int
     queue_ps: int
-    by_job: tuple[tuple[int, int, int], ...] = ()
+    by_job: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def mean_queue_ps(self) -> float:
@@ -45,14 +47,17 @@ class LevelQueueing:
 class ClusterView:
     """``npu_utilisation``: the share of NPU-time spent computing (every NPU's compute time over NPUs x total
     time); ``active_npu_share``: the share of NPUs that did anything taking time; ``busiest``: the links that carried
-    the most bytes (at most :data:`BUSIEST_LINKS`); ``levels``: queueing per link level; ``jobs``: the jobs the
-    network counted load for (empty in a single-job study)."""
+    the most bytes (at most :data:`BUSIEST_LINKS`); ``levels``: load and queueing per link level; ``jobs``: the jobs
+    the network counted load for (empty in a single-job study); ``queue_measured``: whether the network measured
+    the time messages waited for links (the congestion-aware network does; the flit-level network and ns-3 do not).
+    """
 
     npu_utilisation: float
     active_npu_share: float
     busiest: tuple[LinkStats, ...]
-    levels: tuple[LevelQueueing, ...]
+    levels: tuple[LevelLoad, ...]
     jobs: tuple[int, ...]
+    queue_measured: bool
 
 
 def link_level(name: str) -> str:
@@ -79,25 +84,34 @@ def cluster_view(result: SimulationResult) -> ClusterView | None:
         busiest=tuple(busiest),
         levels=_levels(result.links),
         jobs=tuple(jobs),
+        queue_measured=all(link.queue_ps is not None for link in result.links),
     )
 
 
-def _levels(links: tuple[LinkStats, ...]) -> tuple[LevelQueueing, ...]:
-    """Each level's links, messages and queueing, in total and per job."""
+def _levels(links: tuple[LinkStats, ...]) -> tuple[LevelLoad, ...]:
+    """Each level's links, bytes, messages and queueing, in total and per job."""
     totals: dict[str, list[int]] = {}
-    per_job: dict[str, dict[int, tuple[int, int]]] = {}
+    per_job: dict[str, dict[int, list[int]]] = {}
     for link in links:
         level = link_level(link.link)
-        counts = totals.setdefault(level, [0, 0, 0])
-        counts[0] += 1
-        counts[1] += link.messages
-        counts[2] += link.queue_ps
+        counts = totals.setdefault(level, [0, 0, 0, 0])
+        for i, value in enumerate((1, link.bytes, link.messages, link.queue_ps or 0)):
+            counts[i] += value
         jobs = per_job.setdefault(level, {})
-        for (job, messages), (_, queue) in zip(link.messages_by_job, link.queue_ps_by_job):
-            jobs[job] = (jobs.get(job, (0, 0))[0] + messages, jobs.get(job, (0, 0))[1] + queue)
+        for (job, size), (_, messages), (_, queue) in zip(
+            link.bytes_by_job, link.messages_by_job, link.queue_ps_by_job
+        ):
+            job_counts = jobs.setdefault(job, [0, 0, 0])
+            for i, value in enumerate((size, messages, queue)):
+                job_counts[i] += value
     return tuple(
-        LevelQueueing(
-            level, count, messages, queue, tuple((job, *counts) for job, counts in sorted(per_job[level].items()))
+        LevelLoad(
+            level,
+            count,
+            size,
+            messages,
+            queue,
+            tuple((job, *job_counts) for job, job_counts in sorted(per_job[level].items())),
         )
-        for level, (count, messages, queue) in totals.items()
+        for level, (count, size, messages, queue) in totals.items()
     )

@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from stratasim.kernel.units import ps_to_ns
-from stratasim.report.cluster import LevelQueueing, cluster_view
+from stratasim.report.cluster import LevelLoad, cluster_view
 from stratasim.report.operator_table import kind_rows, operator_row
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
@@ -136,11 +136,12 @@ def _link_row(stats: LinkStats, report: ReportContents) -> dict[str, Any]:
 
 def _cluster_row(engine: SimulationResult, report: ReportContents) -> dict[str, Any]:
     """The cluster view (:mod:`stratasim.report.cluster`): NPU utilisation, the links that carried the most bytes
-    with their queueing (and bytes per job), and queueing per link level (and per job), in ns. Job keys are strings,
-    as JSON keys are; the per-job fields appear only in a study of several jobs."""
+    with their queueing (and bytes per job), and load and queueing per link level (and per job), in ns. Queue times
+    appear only from networks that measure them, per-job fields only in a study of several jobs; job keys are
+    strings, as JSON keys are."""
     view = cluster_view(engine)
     assert view is not None  # the network reported links
-    several = bool(view.jobs)
+    several, queued = bool(view.jobs), view.queue_measured
     return {
         "npu_utilisation": view.npu_utilisation,
         "active_npu_share": view.active_npu_share,
@@ -151,29 +152,35 @@ def _cluster_row(engine: SimulationResult, report: ReportContents) -> dict[str, 
                 "bytes": link.bytes,
                 "messages": link.messages,
                 "utilisation": report.utilisation(link),
-                "queue_ns": ps_to_ns(link.queue_ps),
+                **({"queue_ns": ps_to_ns(link.queue_ps or 0)} if queued else {}),
                 **({"bytes_by_job": {str(job): size for job, size in link.bytes_by_job}} if several else {}),
             }
             for link in view.busiest
         ],
-        "queueing_by_level": [_level_row(level, several) for level in view.levels],
+        "by_level": [_level_row(level, several, queued) for level in view.levels],
     }
 
 
-def _level_row(level: LevelQueueing, several: bool) -> dict[str, Any]:
-    """One link level's queueing: the whole time messages waited for its links and the mean per message."""
+def _level_row(level: LevelLoad, several: bool, queued: bool) -> dict[str, Any]:
+    """One link level: its links, the bytes and messages they carried, the time messages waited for them (summed,
+    and the mean per message), and the same per job."""
+
+    def queueing(queue_ps: int, messages: int) -> dict[str, float]:
+        if not queued:
+            return {}
+        return {"queue_ns": ps_to_ns(queue_ps), "mean_queue_ns": queue_ps / messages / 1000 if messages else 0.0}
+
     row: dict[str, Any] = {
         "level": level.level,
         "links": level.links,
+        "bytes": level.bytes,
         "messages": level.messages,
-        "queue_ns": ps_to_ns(level.queue_ps),
-        "mean_queue_ns": level.mean_queue_ps / 1000,
+        **queueing(level.queue_ps, level.messages),
     }
     if several:
         row["by_job"] = {
-            str(job): {"messages": messages, "queue_ns": ps_to_ns(queue), "mean_queue_ns": queue / messages / 1000}
-            for job, messages, queue in level.by_job
-            if messages
+            str(job): {"bytes": size, "messages": messages, **queueing(queue, messages)}
+            for job, size, messages, queue in level.by_job
         }
     return row
 

@@ -349,8 +349,8 @@ def _link_table(report: ReportContents, engine: SimulationResult) -> list[str]:
 
 
 def _cluster_lines(engine: SimulationResult) -> list[str]:
-    """The cluster view in a few lines: NPU utilisation, the mean queueing per message at each link level (and per
-    job), and in a study of several jobs the most loaded link's bytes per job."""
+    """The cluster view in a few lines: NPU utilisation, each link level's bytes and mean queueing per message (and
+    per job), and in a study of several jobs the most loaded link's bytes per job."""
     view = cluster_view(engine)
     if view is None:
         return []
@@ -358,12 +358,18 @@ def _cluster_lines(engine: SimulationResult) -> list[str]:
     lines = [
         "",
         f"cluster: NPUs computing {view.npu_utilisation:.1%} of NPU-time, {active} of {engine.npus} NPUs busy at all",
-        "  queueing per message by link level",
+        "  by link level: bytes, mean wait for a link per message"
+        + ("" if view.queue_measured else " (not measured by this network)"),
     ]
     for level in view.levels[:_MAX_LEVEL_ROWS]:
-        jobs = ", ".join(f"job {job} {_time(queue / messages)}" for job, messages, queue in level.by_job if messages)
+        wait = _time(level.mean_queue_ps) if view.queue_measured else "-"
+        jobs = ", ".join(
+            f"job {job} {format_bytes(size)}" + (f" {_time(queue / messages)}" if view.queue_measured else "")
+            for job, size, messages, queue in level.by_job
+            if messages
+        )
         lines.append(
-            f"    {level.level:<24}{_time(level.mean_queue_ps):>12} over {level.messages:,} messages"
+            f"    {level.level:<24}{level.links:>5} links{format_bytes(level.bytes):>12}{wait:>14}"
             + (f"  ({jobs})" if jobs else "")
         )
     if view.jobs:

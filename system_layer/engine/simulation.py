@@ -354,7 +354,7 @@ def _milestones(executors: dict[int, NpuExecutor]) -> dict[str, int]:
 def _links(counters: network_pb2.LinkCounters) -> tuple[LinkStats, ...]:
     """Each link's busy time, bytes, messages and queueing, as the network counted them, and its load by job when
     the network counted flows."""
-    queue = counters.queue_ps or [0] * len(counters.link)
+    queue: Sequence[int | None] = counters.queue_ps or [None] * len(counters.link)
     by_job: list[tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]] = [
         ([], [], []) for _ in counters.link
     ]

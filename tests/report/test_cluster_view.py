@@ -68,30 +68,32 @@ def test_the_cluster_block_gives_utilisation_load_by_job_and_queueing_per_level(
         "queue_ns": 6.0,
         "bytes_by_job": {"0": 100, "1": 200},
     }
-    assert cluster["queueing_by_level"] == [
+    assert cluster["by_level"] == [
         {
             "level": "npu->edge",
             "links": 1,
+            "bytes": 100,
             "messages": 2,
             "queue_ns": 3.0,
             "mean_queue_ns": 1.5,
-            "by_job": {"0": {"messages": 2, "queue_ns": 3.0, "mean_queue_ns": 1.5}},
+            "by_job": {"0": {"bytes": 100, "messages": 2, "queue_ns": 3.0, "mean_queue_ns": 1.5}},
         },
         {
             "level": "edge->aggregation",
             "links": 1,
+            "bytes": 300,
             "messages": 3,
             "queue_ns": 6.0,
             "mean_queue_ns": 2.0,
             "by_job": {
-                "0": {"messages": 1, "queue_ns": 0.0, "mean_queue_ns": 0.0},
-                "1": {"messages": 2, "queue_ns": 6.0, "mean_queue_ns": 3.0},
+                "0": {"bytes": 100, "messages": 1, "queue_ns": 0.0, "mean_queue_ns": 0.0},
+                "1": {"bytes": 200, "messages": 2, "queue_ns": 6.0, "mean_queue_ns": 3.0},
             },
         },
     ]
     text = Report("c", hand_made(), 0.1, {}).to_text()
     assert "cluster: NPUs computing 20.0% of NPU-time, 1 of 2 NPUs busy at all" in text
-    assert "edge->aggregation" in text and "(job 0 0 ps, job 1 3 ns)" in text
+    assert "edge->aggregation" in text and "(job 0 100 B 0 ps, job 1 200 B 3 ns)" in text
     assert "most loaded link edge 0.0->aggregation 0.0: 300 B (job 0 100 B, job 1 200 B)" in text
 
 
@@ -100,14 +102,14 @@ def test_a_run_of_two_jobs_reports_each_jobs_bytes_on_the_shared_link() -> None:
     cluster = Report("two", result, 0.1, {}).to_dict()["cluster"]
     shared = next(row for row in cluster["busiest_links"] if row["link"] == "dim 0: 1->2")
     assert shared["bytes_by_job"] == {"0": 1 << 20, "1": 1 << 20}
-    assert [row["level"] for row in cluster["queueing_by_level"]] == ["dim 0"]
+    assert [row["level"] for row in cluster["by_level"]] == ["dim 0"]
 
 
 def test_a_single_job_fat_tree_study_shows_queueing_at_every_level_and_no_jobs() -> None:
     report = run_study(load_study(str(EXAMPLES / "fat_tree_alltoall.yaml"), []))
     cluster = report.to_dict()["cluster"]
     assert "jobs" not in cluster and all("bytes_by_job" not in row for row in cluster["busiest_links"])
-    levels = {row["level"]: row for row in cluster["queueing_by_level"]}
+    levels = {row["level"]: row for row in cluster["by_level"]}
     assert set(levels) == {
         "npu->edge",
         "edge->npu",
@@ -121,6 +123,13 @@ def test_a_single_job_fat_tree_study_shows_queueing_at_every_level_and_no_jobs()
     assert engine is not None
     assert sum(row["messages"] for row in levels.values()) == sum(link.messages for link in engine.links)
     assert sum(link.queue_ps for link in engine.links) > 0
+
+
+def test_a_network_that_does_not_measure_queueing_shows_none() -> None:
+    report = run_study(load_study(str(EXAMPLES / "fat_tree_alltoall.yaml"), ["network.backend=flit_level", "workload.size=64KiB"]))
+    cluster = report.to_dict()["cluster"]
+    assert all("queue_ns" not in row for row in cluster["busiest_links"] + cluster["by_level"])
+    assert "(not measured by this network)" in report.to_text()
 
 
 def test_no_cluster_block_without_link_counters() -> None:
