@@ -111,7 +111,7 @@ def _levels(links: tuple[LinkStats, ...]) -> tuple[LevelLoad, ...]:
             size,
             messages,
             queue,
-            tuple((job, *job_counts) for job, job_counts in sorted(per_job[level].items())),
+            tuple((job, part[0], part[1], part[2]) for job, part in sorted(per_job[level].items())),
         )
         for level, (count, size, messages, queue) in totals.items()
     )

@@ -126,7 +126,9 @@ def test_a_single_job_fat_tree_study_shows_queueing_at_every_level_and_no_jobs()
 
 
 def test_a_network_that_does_not_measure_queueing_shows_none() -> None:
-    report = run_study(load_study(str(EXAMPLES / "fat_tree_alltoall.yaml"), ["network.backend=flit_level", "workload.size=64KiB"]))
+    report = run_study(
+        load_study(str(EXAMPLES / "fat_tree_alltoall.yaml"), ["network.backend=flit_level", "workload.size=64KiB"])
+    )
     cluster = report.to_dict()["cluster"]
     assert all("queue_ns" not in row for row in cluster["busiest_links"] + cluster["by_level"])
     assert "(not measured by this network)" in report.to_text()
