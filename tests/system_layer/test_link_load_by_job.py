@@ -8,10 +8,11 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from stratasim.kernel.contracts import NetworkBackend
+from stratasim.kernel.errors import BackendError
 from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.remote import NetworkClient
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
-from stratasim.v1 import workload_pb2
+from stratasim.v1 import network_pb2, workload_pb2
 from tests.contracts.contract_fakes import served
 from tests.system_layer.helpers import RING, ser, topology
 
@@ -75,3 +76,21 @@ def test_a_remote_network_reports_the_same_load_by_job(remote_network: Callable[
         assert run(two_jobs(), client).links == run(two_jobs()).links
     finally:
         client.close()
+
+
+class _BrokenCounters(CongestionAwareNetwork):
+    """A network whose load by flow names a link it does not have (as a faulty remote peer might)."""
+
+    def counters(self) -> network_pb2.LinkCounters:
+        counters = super().counters()
+        counters.flow_link.append(len(counters.link))
+        counters.flow.append(1)
+        counters.flow_bytes.append(1)
+        counters.flow_messages.append(1)
+        counters.flow_queue_ps.append(0)
+        return counters
+
+
+def test_load_by_flow_naming_a_link_the_network_lacks_is_refused() -> None:
+    with pytest.raises(BackendError, match="the network's load by flow names link 2 of 2"):
+        run(two_jobs(), _BrokenCounters())
