@@ -48,6 +48,7 @@ from typing import cast
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.network_layer import topologies
+from stratasim.network_layer.flow_load import add_flow_rows
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.windows import due_arrivals, window_result
 from stratasim.v1 import network_pb2
@@ -375,7 +376,10 @@ class CongestionAwareNetwork:
         for key, (starts, ends) in sorted((self._busy or {}).items()):
             result.busy.add(link=self._link_name(key), start_ps=starts, end_ps=ends)
         if self._flow_load:
-            _flow_rows(result, crossed, self._flow_load)
+            followed: dict[LinkKey, dict[int, list[int]]] = {key: {} for key, _ in crossed}
+            for (key, flow), load in self._flow_load.items():
+                followed[key][flow] = load
+            add_flow_rows(result, [(state[2], state[3], state[4]) for _, state in crossed], list(followed.values()))
         return result
 
     def _link_name(self, key: LinkKey) -> str:
@@ -442,31 +446,6 @@ def _count_flow(
     load[0] += size
     load[1] += 1
     load[2] += waited
-
-
-def _flow_rows(
-    result: network_pb2.LinkCounters,
-    crossed: list[tuple[LinkKey, list[int]]],
-    flow_load: dict[tuple[LinkKey, int], list[int]],
-) -> None:
-    """Fill ``result``'s load by flow, link by link (called once messages of a flow other than 0 crossed links): the
-    followed flows' counts, and flow 0's as what is left of the link's."""
-    by_link: dict[LinkKey, list[tuple[int, list[int]]]] = {}
-    for (link, flow), load in sorted(flow_load.items()):
-        by_link.setdefault(link, []).append((flow, load))
-    rows: list[tuple[int, int, int, int, int]] = []
-    for index, (link, state) in enumerate(crossed):
-        followed = by_link.get(link, [])
-        size, messages, queue = state[2], state[3], state[4]
-        for _, (flow_size, flow_messages, flow_queue) in followed:
-            size, messages, queue = size - flow_size, messages - flow_messages, queue - flow_queue
-        if messages:
-            rows.append((index, 0, size, messages, queue))
-        rows.extend((index, flow, load[0], load[1], load[2]) for flow, load in followed)
-    for column, values in zip(
-        (result.flow_link, result.flow, result.flow_bytes, result.flow_messages, result.flow_queue_ps), zip(*rows)
-    ):
-        column.extend(values)
 
 
 def _record(busy: dict[LinkKey, tuple[list[int], list[int]]], link: LinkKey, start: int, end: int) -> None:

@@ -742,8 +742,8 @@ class LinkCounters(_message.Message):
 
     @_builtins.property
     def flow_link(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Each link's load by flow (SendBatch.flow), only once messages of a flow other than 0 crossed the network's
-        links (so never in a single-job study); else empty. Row i: link flow_link[i] (an index into `link`) carried flow_bytes[i] bytes in flow_messages[i] messages
+        """Each link's load by flow (SendBatch.flow), from networks that count it (congestion-aware, flit-level) once
+        messages of a flow other than 0 crossed their links (so never in a single-job study); else empty. Row i: link flow_link[i] (an index into `link`) carried flow_bytes[i] bytes in flow_messages[i] messages
         of flow flow[i], which waited flow_queue_ps[i] picoseconds for it (0 from networks that give no queue_ps).
         Rows are ordered by link, then flow; a link's rows sum to its bytes, messages and queue_ps.
         """

@@ -22,7 +22,7 @@ RING4 = topology((RING, 4, B, ALPHA))
 
 
 def counters(
-    network: CongestionAwareNetwork | MixedNetwork,
+    network: CongestionAwareNetwork | MixedNetwork | FlitLevelNetwork,
     topo: network_pb2.Topology,
     sends: list[tuple[int, int, int, int]],
     flows: list[int] | None = None,
@@ -102,16 +102,20 @@ def test_a_flow_column_of_the_wrong_length_is_refused() -> None:
 
 
 def test_the_mixed_network_points_flow_rows_at_its_merged_links() -> None:
-    # The flit-level ring's links come first in the merged counters: the switch's rows must point past them.
+    # The flit-level ring's links come first in the merged counters: the congestion-aware switch's rows must point
+    # past them.
     topo = topology((RING, 4, B, ALPHA), (SWITCH, 2, B, ALPHA))
     topo.dimensions[0].backend = "flit_level"
     topo.dimensions[1].backend = "congestion_aware"
     sends = [(0, 5, S, 0), (1, 5, S, 0), (4, 2, S, 0)]
     result = counters(MixedNetwork(_backends()), topo, sends, [1, 0, 2])
     assert not result.queue_ps  # the flit-level backend measures none, so none is given for the mix
-    assert result.link[0].startswith("dim 0") and min(result.flow_link) > 0
+    assert [link[:5] for link in result.link] == ["dim 0"] * 3 + ["dim 1"] * 4
     bytes_by_flow = {link: {flow: row[:2] for flow, row in rows.items()} for link, rows in by_link(result).items()}
     assert bytes_by_flow == {
+        "dim 0: 0->1": {1: (S, 1)},
+        "dim 0: 4->5": {2: (S, 1)},
+        "dim 0: 5->6": {2: (S, 1)},
         "dim 1: 1->switch": {0: (S, 1), 1: (S, 1)},
         "dim 1: switch->5": {0: (S, 1), 1: (S, 1)},
         "dim 1: 6->switch": {2: (S, 1)},
@@ -135,3 +139,16 @@ def _backends() -> Callable[[str], NetworkBackend]:
         "analytical": AnalyticalNetwork,
     }
     return lambda name: made[name]()
+
+
+def test_the_flit_level_network_counts_a_message_and_its_flow_on_every_link_it_crosses() -> None:
+    # Two dimensions make two segments: the links of the second count the message as those of the first do.
+    topo = topology((RING, 4, B, ALPHA), (SWITCH, 2, B, ALPHA))
+    result = counters(FlitLevelNetwork(), topo, [(0, 5, 4096, 0), (1, 5, 4096, 0)], [1, 0])
+    assert dict(zip(result.link, result.messages)) == {"dim 0: 0->1": 1, "dim 1: 1->switch": 2, "dim 1: switch->5": 2}
+    assert not result.queue_ps
+    assert by_link(result) == {
+        "dim 0: 0->1": {1: (4096, 1, 0)},
+        "dim 1: 1->switch": {0: (4096, 1, 0), 1: (4096, 1, 0)},
+        "dim 1: switch->5": {0: (4096, 1, 0), 1: (4096, 1, 0)},
+    }
