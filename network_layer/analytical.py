@@ -21,6 +21,11 @@ its head moves on after each link's latency while its body streams behind at the
 delays are then translation-invariant (``stateless``, letting the engine simulate equivalent NPUs once) only
 on fabrics that say so, such as tori. Without a fabric, a switch or fully-connected dimension prices every pair of
 its positions alike, so any permutation of them is a symmetry too (``NetworkInfo.permutable_dimensions``).
+
+Links of their own speed (``Topology.link_changes`` from the start, see :mod:`stratasim.network_layer.link_changes`):
+in a dimension that has one, a message pays the latencies of the links it crosses there plus one serialisation at
+the slowest of them, as on a fabric. The network is then no longer symmetric: it says it is not ``stateless``, so
+the engine simulates every NPU. Changes at a time and failures are refused: they need a network with state.
 """
 
 from __future__ import annotations
@@ -31,9 +36,13 @@ from typing import ClassVar, NoReturn
 
 import numpy as np
 
-from stratasim.kernel.errors import BackendError
+from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
+from stratasim.kernel.units import format_time_ps
+from stratasim.network_layer.link_changes import LinkKey, dimension_links
 from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.network_layer.link_schedule import LinkSchedule
+from stratasim.network_layer.routing import ring_step
 from stratasim.v1 import network_pb2
 
 __all__ = ["AnalyticalNetwork"]
@@ -83,6 +92,9 @@ class AnalyticalNetwork:
     def __init__(self) -> None:
         self._dims: list[_Dim] = []
         self._fabric: LinkGraph | None = None
+        self._grid = Grid(())
+        self._kinds: tuple[int, ...] = ()
+        self._speeds: dict[LinkKey, tuple[Fraction, int]] = {}  # dimension links of their own speed
         self._npus = 0
         self._lookahead = 1
         self._quantum = 0
@@ -110,12 +122,19 @@ class AnalyticalNetwork:
             self._dims = [_Dim(dim, grid.stride(i)) for i, dim in enumerate(topology.dimensions)]
             self._npus = grid.npus
             least = min((dim.least_delay_ps() for dim in self._dims if dim.size > 1), default=1)
+        self._grid = Grid(tuple(dim.size for dim in topology.dimensions))
+        self._kinds = tuple(dim.kind for dim in topology.dimensions)
+        self._own_speeds(topology)
+        if self._fabric is not None and topology.link_changes:
+            least = self._fabric.least_latency_ps()
+        least = min([least, *(latency for _, latency in self._speeds.values())])
         if self._quantum:
             least -= least % self._quantum
         self._lookahead = max(1, least)
-        stateless = self._fabric is None or self._fabric.symmetric
+        stateless = (self._fabric is None and not self._speeds) or (self._fabric is not None and self._fabric.symmetric)
         # A switch or fully-connected dimension prices every pair of its positions alike (a ring does not).
-        permutable = [i for i, dim in enumerate(self._dims) if dim.kind != _RING]
+        own = {key[0] for key in self._speeds}
+        permutable = [i for i, dim in enumerate(self._dims) if dim.kind != _RING and i not in own]
         return network_pb2.NetworkInfo(
             npus=self._npus,
             lookahead_ps=self._lookahead,
@@ -124,9 +143,34 @@ class AnalyticalNetwork:
             permutable_dimensions=permutable,
         )
 
+    def _own_speeds(self, topology: network_pb2.Topology) -> None:
+        """Give the links the topology's changes name their own speed; refuse changes at a time and failures."""
+        schedule = LinkSchedule(topology, self._fabric)
+        late = schedule.later or list(schedule.failed.values())
+        if late:
+            when = "fails" if late[0].fail else f"changes at {format_time_ps(late[0].at_ps)}"
+            raise TopologyError(
+                f"link_changes: link {late[0].name} {when}: the analytical network prices links as they are from "
+                "the start; failures and changes at a time need backend congestion_aware"
+            )
+        self._speeds = schedule.speeds
+
+    def _own_delay_ps(self, d: int, here: int, goal: int, size: int) -> int:
+        """The delay of ``size`` bytes from NPU ``here`` to position ``goal`` of dimension ``d``, which has links of
+        their own speed: the latencies of its links plus one serialisation at the slowest."""
+        dim = self._dims[d]
+        step = ring_step((here // dim.stride) % dim.size, goal, dim.size)
+        nominal = (Fraction(dim.bw_num, dim.bw_den), dim.latency_ps)
+        speeds = [
+            self._speeds.get(key, nominal) for key in dimension_links(self._grid, self._kinds, d, here, goal, step)
+        ]
+        slowest = min(bandwidth for bandwidth, _ in speeds)
+        ser = -(-(size * _PS_PER_S * slowest.denominator) // slowest.numerator)
+        return sum(latency for _, latency in speeds) + ser
+
     def delays_ps(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Time from the start of sending ``sizes[i]`` bytes at ``src[i]`` to their arrival at ``dst[i]``."""
-        if self._fabric is not None:  # routes differ pair by pair: price each (cached) message alone
+        if self._fabric is not None or self._speeds:  # routes differ pair by pair: price each (cached) message alone
             delays = (self.delay_ps(int(s), int(d), int(b)) for s, d, b in zip(src, dst, sizes))
             return np.fromiter(delays, dtype=np.int64, count=len(src))
         total = np.zeros(len(src), dtype=np.int64)
@@ -162,17 +206,21 @@ class AnalyticalNetwork:
         if self._fabric is not None:
             route = self._fabric.route(src, dst)
             total = sum(link.latency_ps for link in route) + max(link.serialisation_ps(size) for link in route)
-        for dim in self._dims:
+        own = {key[0] for key in self._speeds}
+        here = src
+        for d, dim in enumerate(self._dims):
             src_coord = (src // dim.stride) % dim.size
             dst_coord = (dst // dim.stride) % dim.size
             if src_coord == dst_coord:
                 continue
-            if dim.kind == _RING:
+            if d in own:
+                total += self._own_delay_ps(d, here, dst_coord, size)
+            elif dim.kind == _RING:
                 distance = (dst_coord - src_coord) % dim.size
-                hops = min(distance, dim.size - distance)
+                total += min(distance, dim.size - distance) * dim.latency_ps + dim.serialisation_ps(size)
             else:
-                hops = 2 if dim.kind == _SWITCH else 1
-            total += hops * dim.latency_ps + dim.serialisation_ps(size)
+                total += (2 if dim.kind == _SWITCH else 1) * dim.latency_ps + dim.serialisation_ps(size)
+            here += (dst_coord - src_coord) * dim.stride
             if self._first_only:
                 break
         if len(self._cache) > _CACHE_LIMIT:

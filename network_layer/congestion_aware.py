@@ -35,6 +35,13 @@ reaching the link to the link being free (``queue_ps``; zero for a message that 
 flow (``SendBatch.flow``, the sending NPU's job), each link also counts its load by flow; only messages of a flow
 other than 0 are followed (by id, while in flight), flow 0's share being the rest of the link's, so a single-flow
 run pays nothing for it.
+
+Links of their own speed and links that change at a time (``Topology.link_changes``, see
+:mod:`stratasim.network_layer.link_changes`): a change at ``at`` applies to every crossing decided from ``at`` on
+(a message whose head reached the link earlier crosses it at the old rate, even if it waits past ``at``). Then
+routes are planned anew: every message on its way whose remaining route crosses a changed link is re-planned from
+where its head is; around a failed link, a ring goes the other way round and a fabric takes the least-latency way
+left. Where none is left, the run fails naming the failed link, its time and the message's ends.
 """
 
 from __future__ import annotations
@@ -45,11 +52,14 @@ from fractions import Fraction
 from itertools import repeat
 from typing import cast
 
-from stratasim.kernel.errors import BackendError
+from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flow_load import add_flow_rows
-from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.network_layer.link_changes import LinkKey, dimension_links
+from stratasim.network_layer.link_graph import Link, LinkGraph
+from stratasim.network_layer.link_schedule import LinkSchedule
+from stratasim.network_layer.routing import ring_step
 from stratasim.network_layer.windows import due_arrivals, window_result
 from stratasim.v1 import network_pb2
 
@@ -59,10 +69,11 @@ _PS_PER_S = 10**12
 _ROUTE_CACHE = 1 << 16
 _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
-
-LinkKey = tuple[int, ...]
-"""(dimension, from NPU, to NPU), -1 standing for the switch of a switch dimension; on a fabric (from node,
-to node)."""
+_NO_DETOUR: dict[int, str] = {
+    _RING: "the ring is cut both ways round",
+    _SWITCH: "a switch dimension has one way up and one way down per NPU",
+    network_pb2.Dimension.FULLY_CONNECTED: "a fully connected dimension sends over the direct link only",
+}
 
 
 _Hop = tuple[list[int], int, int, int, bool, LinkKey, bool]
@@ -91,6 +102,7 @@ class CongestionAwareNetwork:
         self._grid = Grid(())
         # Per dimension: (kind, size, bandwidth in bytes/s, latency in ps, stride of NPU ids), read once
         self._dims: list[tuple[int, int, Fraction, int, int]] = []
+        self._kinds: tuple[int, ...] = ()
         self._fabric: LinkGraph | None = None
         self._lookahead = 1
         # Crossings to decide, by the time the head reaches the hop: a heap of those times, and per time the
@@ -106,6 +118,8 @@ class CongestionAwareNetwork:
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
         self._hops: dict[tuple[_HopSpec, bool], _Hop] = {}  # shared by the routes
         self._tables: dict[tuple[int, int], _DimensionHops] = {}  # the hops of (dimension, size), by link
+        self._schedule = LinkSchedule(self._topology, None)  # links of their own speed, failed, to change
+        self._next_change = self._schedule.next_ps
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         if topology.WhichOneof("fabric") is not None:
@@ -122,14 +136,56 @@ class CongestionAwareNetwork:
             (dim.kind, dim.size, Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps, self._grid.stride(d))
             for d, dim in enumerate(topology.dimensions)
         ]
+        self._kinds = tuple(dim.kind for dim in topology.dimensions)
         self._busy = {} if topology.record_link_busy else None
         self._routes.clear()
         self._hops.clear()
         self._tables.clear()
+        self._schedule = LinkSchedule(topology, self._fabric)
+        self._next_change = self._schedule.next_ps
+        if self._fabric is not None:
+            least = self._fabric.least_last_link_ps()
+        least = min([least, *(latency for _, latency in self._schedule.speeds.values())])
         if topology.delay_quantum_ps > 0:
             least -= least % topology.delay_quantum_ps
         self._lookahead = max(1, least)
         return network_pb2.NetworkInfo(npus=self._grid.npus, lookahead_ps=self._lookahead, backend=self.name)
+
+    def _apply_changes(self, now: int) -> None:
+        """Apply every change due by ``now`` and re-plan the rest of each route on its way that crosses a
+        changed link (from the link its head has reached; routes planned earlier are forgotten)."""
+        changed = self._schedule.apply_due(now)
+        self._next_change = self._schedule.next_ps
+        self._routes.clear()
+        self._hops.clear()
+        self._tables.clear()
+        for crossings in self._events.values():
+            for i, (msg_id, route, index, earliest, tail) in enumerate(crossings):
+                keys = [hop[5] for hop in route[index:]]
+                if not changed.isdisjoint(keys):
+                    crossings[i] = (msg_id, self._rest(route, index, keys), 0, earliest, tail)
+
+    def _rest(self, route: tuple[_Hop, ...], index: int, keys: list[LinkKey]) -> tuple[_Hop, ...]:
+        """The rest of ``route`` from its hop ``index`` (crossing the links ``keys``), planned anew."""
+        size, dst, fabric = route[index][2], keys[-1][-1], self._fabric
+        if fabric is None:  # from the NPU the head is at (before the switch, when it is at one)
+            here = keys[0][1] if keys[0][1] >= 0 else route[index - 1][5][1]
+            rest = self._route_unkept((here, dst, size))
+            return rest if keys[0][1] >= 0 else rest[1:]
+        if self._schedule.failed.keys().isdisjoint(keys):  # the same way, at the links' speeds now
+            return self._hops_of(self._fabric_hops([fabric.out_links(a)[b] for a, b in keys], size))
+        return self._hops_of(self._fabric_hops(self._fabric_links(fabric, keys[0][0], dst), size))
+
+    def _fabric_links(self, fabric: LinkGraph, node: int, dst: int) -> tuple[Link, ...]:
+        """The links from ``node`` to NPU ``dst`` (the router's way, else around failed links); a
+        :class:`BackendError` naming the failed links when none is left."""
+        try:
+            return fabric.route(node, dst) if node < fabric.npus else fabric.detour(node, dst)
+        except TopologyError:
+            if not self._schedule.failed:
+                raise
+            failed = list(self._schedule.failed)
+            raise self._schedule.no_route((fabric.name(node), fabric.name(dst)), failed, "no way is left") from None
 
     def _floor(self, ps: int) -> int:
         quantum = self._topology.delay_quantum_ps
@@ -141,51 +197,65 @@ class CongestionAwareNetwork:
         here = src
         tables = self._tables
         table = None
-        for d, (kind, dim_size, _, _, stride) in enumerate(self._dims):
+        for d, (_, dim_size, _, _, stride) in enumerate(self._dims):
             own, goal = (here // stride) % dim_size, (dst // stride) % dim_size
             if own == goal:
                 continue
             table = tables.get((d, size))
             if table is None:
-                table = tables[(d, size)] = _DimensionHops(self._links, *self._crossing_costs(d, size))
-            target = here + (goal - own) * stride
-            if kind == _RING:
-                forward = (goal - own) % dim_size
-                step = 1 if forward <= dim_size - forward else -1
-                position = own
-                while True:
-                    following = (position + step) % dim_size
-                    link = (d, here + (position - own) * stride, here + (following - own) * stride)
-                    if following == goal:
-                        hops.append(table.end(link))
-                        break
-                    hops.append(table.middle(link))
-                    position = following
-            elif kind == _SWITCH:
-                hops.append(table.middle((d, here, -1)))
-                hops.append(table.end((d, -1, target)))
-            else:
-                hops.append(table.end((d, here, target)))
-            here = target
+                table = tables[(d, size)] = self._dimension_hops(d, size)
+            step = ring_step(own, goal, dim_size)
+            links = dimension_links(self._grid, self._kinds, d, here, goal, step)
+            if self._schedule.failed:
+                links = self._around(d, here, goal, step, links, dst)
+            hops += map(table.middle, links[:-1])
+            hops.append(table.end(links[-1]))
+            here = links[-1][2]
         assert table is not None  # source and destination differ
         hops[-1] = table.last(hops[-1][5])
         return tuple(hops)
 
-    def _crossing_costs(self, d: int, size: int) -> tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]:
-        """What crossing a link of dimension ``d`` costs a message of ``size`` bytes, as the fields of a
-        :data:`_HopSpec` after the link: inside the dimension, and on its last link (the whole body must be across
-        before the next dimension)."""
-        _, _, bandwidth, dim_latency, _ = self._dims[d]
+    def _around(self, d: int, here: int, goal: int, step: int, links: list[LinkKey], dst: int) -> list[LinkKey]:
+        """``links`` (of dimension ``d``, from NPU ``here`` to position ``goal``, ``step`` round a ring) when none
+        failed, else the other way round a ring; a :class:`BackendError` when that is cut too, or the dimension has
+        no other way."""
+        failed = self._schedule.failed
+        blocked = [link for link in links if link in failed]
+        if not blocked:
+            return links
+        kind, size = self._dims[d][0], self._dims[d][1]
+        if kind == _RING and size > 2:
+            other = dimension_links(self._grid, self._kinds, d, here, goal, -step)
+            cut = [link for link in other if link in failed]
+            if not cut:
+                return other
+            blocked += cut
+        why = "a ring of 2 NPUs has one link each way" if kind == _RING and size == 2 else _NO_DETOUR[kind]
+        raise self._schedule.no_route((f"NPU {here}", f"NPU {dst}"), blocked, f"{why} (dimension {d})")
+
+    def _dimension_hops(self, d: int, size: int) -> _DimensionHops:
+        """The hops of dimension ``d`` for messages of ``size`` bytes, links of their own speed included."""
+        speeds = self._schedule.speeds.items()
+        own = {key: self._crossing_costs(d, size, speed) for key, speed in speeds if key[0] == d}
+        return _DimensionHops(self._links, *self._crossing_costs(d, size), own)
+
+    def _crossing_costs(
+        self, d: int, size: int, speed: tuple[Fraction, int] | None = None
+    ) -> tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]:
+        """What crossing a link of dimension ``d`` (of ``speed``, if its own) costs a message of ``size`` bytes, as
+        the fields of a :data:`_HopSpec` after the link: inside the dimension, and on its last link (the whole body
+        must be across before the next dimension)."""
+        bandwidth, dim_latency = speed or self._dims[d][2:4]
         ser = -(-(size * _PS_PER_S * bandwidth.denominator) // bandwidth.numerator)
         if self._topology.store_and_forward:  # latency + serialisation on every link (already rounded)
             sf = (self._floor(ser), size, self._floor(dim_latency + ser), True)
             return sf, sf
         return (ser, size, dim_latency, False), (ser, size, dim_latency + ser, True)
 
-    def _fabric_route(self, fabric: LinkGraph, src: int, dst: int, size: int) -> list[_HopSpec]:
+    def _fabric_hops(self, links: Sequence[Link], size: int) -> list[_HopSpec]:
         """The hops of a fabric route: cut-through, or store-and-forward rounded per link as on dimensions."""
         hops: list[_HopSpec] = []
-        for link in fabric.route(src, dst):
+        for link in links:
             key, ser = (link.src, link.dst), link.serialisation_ps(size)
             if self._topology.store_and_forward:
                 hops.append((key, self._floor(ser), size, self._floor(link.latency_ps + ser), True))
@@ -276,7 +346,11 @@ class CongestionAwareNetwork:
         """The route of one (source, destination, size), built and not cached."""
         if self._fabric is None:
             return self._grid_route(*key)
-        specs = self._fabric_route(self._fabric, *key)
+        src, dst, size = key
+        return self._hops_of(self._fabric_hops(self._fabric_links(self._fabric, src, dst), size))
+
+    def _hops_of(self, specs: list[_HopSpec]) -> tuple[_Hop, ...]:
+        """The hops ``specs`` describe, shared with every route that crosses a link alike."""
         known = self._hops
         last = len(specs) - 1
         hops = []
@@ -303,6 +377,8 @@ class CongestionAwareNetwork:
         arrivals: list[tuple[int, int]] = []
         while times and times[0] <= horizon:
             time_ps = times[0]
+            if time_ps >= self._next_change:
+                self._apply_changes(time_ps)
             crossings = events[time_ps]
             for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
                 state, hold, size, onward, store, link, last = route[index]
@@ -383,10 +459,7 @@ class CongestionAwareNetwork:
         return result
 
     def _link_name(self, key: LinkKey) -> str:
-        if self._fabric is not None:
-            return f"{self._fabric.name(key[0])}->{self._fabric.name(key[1])}"
-        dim, source, target = key
-        return f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}"
+        return self._schedule.names.name(key)
 
     def close(self) -> None:
         self._times.clear()
@@ -405,14 +478,19 @@ class _DimensionHops:
     """The hops of one dimension for one message size, by link, made on first use and shared by every route:
     inside the dimension, on its last link, and on its last link when that ends the route."""
 
-    __slots__ = ("_links", "_middle", "_end", "_by_role")
+    __slots__ = ("_links", "_middle", "_end", "_own", "_by_role")
 
     def __init__(
-        self, links: dict[LinkKey, list[int]], middle: tuple[int, int, int, bool], end: tuple[int, int, int, bool]
+        self,
+        links: dict[LinkKey, list[int]],
+        middle: tuple[int, int, int, bool],
+        end: tuple[int, int, int, bool],
+        own: dict[LinkKey, tuple[tuple[int, int, int, bool], tuple[int, int, int, bool]]],
     ) -> None:
         self._links = links
         self._middle = middle
         self._end = end
+        self._own = own  # (middle, end) of the links of their own speed
         self._by_role: tuple[dict[LinkKey, _Hop], dict[LinkKey, _Hop], dict[LinkKey, _Hop]] = ({}, {}, {})
 
     def middle(self, link: LinkKey) -> _Hop:
@@ -431,7 +509,8 @@ class _DimensionHops:
         state = self._links.get(link)
         if state is None:
             state = self._links[link] = [0, 0, 0, 0, 0]
-        hold, size, onward, store = self._middle if role == 0 else self._end
+        middle, end = self._own.get(link, (self._middle, self._end))
+        hold, size, onward, store = middle if role == 0 else end
         hop = self._by_role[role][link] = (state, hold, size, onward, store, link, role == 2)
         return hop
 

@@ -96,6 +96,7 @@ class LinkGraph:
                 raise TopologyError(f"two links from {name(link.src)} to {name(link.dst)}")
             self._out[link.src][link.dst] = link
         self._router: Router = router if router is not None else ShortestPaths(self)
+        self._detour: ShortestPaths | None = None  # least-latency routes around failed links, once one failed
         self._routes: OrderedDict[tuple[int, int], tuple[Link, ...]] = OrderedDict()
 
     def out_links(self, node: int) -> Mapping[int, Link]:
@@ -114,20 +115,53 @@ class LinkGraph:
         if cached is not None:
             self._routes.move_to_end(key)
             return cached
-        path = self._router.path(src, dst)
-        hops = []
-        for here, there in zip(path, path[1:]):
-            link = self._out[here].get(there)
-            if link is None:
-                raise TopologyError(
-                    f"no route from {self.name(src)} to {self.name(dst)}: "
-                    f"the route steps from {self.name(here)} to {self.name(there)} over no link"
-                )
-            hops.append(link)
+        hops = self._along(self._router.path(src, dst))
+        if isinstance(hops, tuple) and self._detour is not None:  # the router's way crosses a failed link
+            hops = self._along(self._detour.path(src, dst))
+        if isinstance(hops, tuple):
+            here, there = hops
+            raise TopologyError(
+                f"no route from {self.name(src)} to {self.name(dst)}: "
+                f"the route steps from {self.name(here)} to {self.name(there)} over no link"
+            )
         route = self._routes[key] = tuple(hops)
         if len(self._routes) > _ROUTE_CACHE:
             self._routes.popitem(last=False)
         return route
+
+    def _along(self, path: Sequence[int]) -> list[Link] | tuple[int, int]:
+        """The links joining the nodes of ``path``, or the first two it steps between over no link."""
+        hops = []
+        for here, there in zip(path, path[1:]):
+            link = self._out[here].get(there)
+            if link is None:
+                return here, there
+            hops.append(link)
+        return hops
+
+    def detour(self, node: int, dst: int) -> tuple[Link, ...]:
+        """The least-latency links from any ``node`` (a switch, say) to NPU ``dst`` over the links that have not
+        failed; :class:`TopologyError` if none remains."""
+        router = self._detour if self._detour is not None else ShortestPaths(self)
+        hops = self._along(router.path(node, dst))
+        assert isinstance(hops, list)  # a shortest path steps over links only
+        return tuple(hops)
+
+    def set_speed(self, src: int, dst: int, bandwidth: Fraction, latency_ps: int) -> None:
+        """Give the link ``src`` → ``dst`` its own speed (routes keep their way; the graph is no longer
+        symmetric)."""
+        self._out[src][dst] = Link(src, dst, bandwidth, latency_ps)
+        self._routes.clear()
+        self.symmetric = False
+
+    def fail(self, src: int, dst: int) -> None:
+        """Remove the link ``src`` → ``dst``: routes that crossed it go around it by least latency from now on."""
+        del self._out[src][dst]
+        self._routes.clear()
+        self._detour = ShortestPaths(self)
+        if isinstance(self._router, ShortestPaths):  # its distances counted the link
+            self._router = self._detour
+        self.symmetric = False
 
     @property
     def routes_cached(self) -> int:

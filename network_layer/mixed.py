@@ -24,6 +24,7 @@ from stratasim.kernel import registry
 from stratasim.kernel.contracts import NetworkBackend
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
+from stratasim.network_layer.link_changes import refuse_changes
 from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.v1 import network_pb2
 
@@ -61,6 +62,7 @@ class MixedNetwork:
         self._flows = False  # whether sends carried flows: then so do legs
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        refuse_changes(topology, self.name)
         if topology.WhichOneof("fabric") is not None:
             raise TopologyError(
                 "network.topology: a fabric cannot mix fidelity per dimension; use a list of dimensions"

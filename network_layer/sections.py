@@ -18,25 +18,35 @@ direction, latencies per link traversal)::
     {kind: hierarchical_alltoall, local: {size: 2, bandwidth: ..., latency: ...},
      alltoall: {size: 3, switches: 2, bandwidth: ..., latency: ...}}         # ASTRA-sim Fig. 3b
     {kind: graph, file: chips.yaml}                                          # or the file's keys inline
+
+``network.links`` gives links their own speed, from the start or from a time on, or fails them (read by the
+congestion-aware network; the analytical one reads speeds from the start)::
+
+    links:
+      - {link: "dim 0: 3->4", bandwidth: 25GB/s}                  # a slower link from the start
+      - {link: "edge 0.1->aggregation 0.0", at: 20ms, bandwidth: 50%}  # degrades at 20 ms to half its speed
+      - {link: "dim 0: 5<->6", at: 10ms, fail: true}               # both directions fail at 10 ms
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from annotated_types import MinLen
-from pydantic import Discriminator, Field, StrictInt, Tag
+from pydantic import BeforeValidator, Discriminator, Field, PlainSerializer, StrictBool, StrictInt, Tag, WithJsonSchema
 
+from stratasim.kernel import units
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.plausible import Usual
-from stratasim.kernel.schema import ByteCount, EnergyPerBit, Latency, LinkBandwidth, Section
-from stratasim.network_layer import topologies
+from stratasim.kernel.schema import ByteCount, EnergyPerBit, Latency, LinkBandwidth, Section, TimePs
+from stratasim.network_layer import link_changes, topologies
 from stratasim.network_layer.topologies import FabricSection
 from stratasim.v1 import network_pb2
 
-__all__ = ["DimensionSection", "FlitSection", "NetworkSection", "TopologySection"]
+__all__ = ["DimensionSection", "FlitSection", "LinkChangeSection", "NetworkSection", "TopologySection"]
 
 _DIMENSION_KINDS = {
     "ring": network_pb2.Dimension.RING,
@@ -95,6 +105,61 @@ else:
 """``network.topology``: the tag pydantic puts in error locations ("dimensions", the kind) is not a key."""
 
 
+def _bandwidth_or_share(value: object) -> object:
+    """``25GB/s`` as bytes/s, or a share of the link's nominal bandwidth (``50%``) kept as written."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            share = float(value.strip()[:-1])
+        except ValueError:
+            raise ValueError(
+                f"expected a bandwidth (25GB/s) or a share of the link's own (50%), got {value!r}"
+            ) from None
+        if not (share > 0 and math.isfinite(share)):
+            raise ValueError(f"a share of a link's bandwidth must be positive, got {value!r} (a dead link: fail: true)")
+        return f"{share:g}%"
+    try:
+        return units.parse_bandwidth(value)
+    except units.UnitError as exc:
+        raise ValueError(f"{exc}; or a share of the link's own bandwidth, such as 50%") from None
+
+
+LinkRate = Annotated[
+    float | str,
+    BeforeValidator(_bandwidth_or_share),
+    PlainSerializer(lambda value: value if isinstance(value, str) else f"{value!r}B/s", return_type=str),
+    WithJsonSchema({"type": "string", "x-quantity": "bandwidth (25GB/s) or share of the link's own (50%)"}),
+]
+"""A link's bandwidth in bytes/s, or a share of its nominal bandwidth written as a percentage (above 100%: faster)."""
+
+
+class LinkChangeSection(Section):
+    """One ``network.links`` entry: the link named as the report's link table names it (``dim 0: 3->4``,
+    ``npu 5->npu 6``; ``a<->b`` for both directions), and from ``at`` on its own ``bandwidth`` and ``latency``, or
+    ``fail`` (it carries nothing; messages reroute where the topology has another way)."""
+
+    link: str = Field(min_length=1)
+    """The link, as the report's link table names it; ``a<->b`` names both directions."""
+    at: TimePs = 0
+    """When the change takes effect (0: from the start)."""
+    bandwidth: LinkRate | None = None
+    """The link's bandwidth from then on: ``25GB/s``, or ``50%`` of its nominal one."""
+    latency: Latency | None = None
+    """The link's own latency (from the start only: it bounds the network's lookahead)."""
+    fail: StrictBool = False
+    """The link fails at ``at``: bandwidth zero, traffic reroutes where it can."""
+
+    def proto(self) -> network_pb2.LinkChange:
+        """The entry as the network contract's message."""
+        change = network_pb2.LinkChange(link=self.link, at_ps=self.at, fail=self.fail)
+        if isinstance(self.bandwidth, str):
+            change.bandwidth_fraction = float(self.bandwidth[:-1]) / 100
+        elif self.bandwidth is not None:
+            change.bandwidth_bytes_per_s = self.bandwidth
+        if self.latency is not None:
+            change.latency_ps = self.latency
+        return change
+
+
 class FlitSection(Section):
     """``network.flit``: the flit-level backend's routers (:class:`stratasim.network_layer.flit_level.FlitParameters`
     documents each key); an absent key keeps the backend's default."""
@@ -137,6 +202,8 @@ class NetworkSection(Section):
     energy_per_bit: EnergyPerBit | None = None
     """Energy of each bit an NPU sends, end to end, on dimensions without their own (none: network energy not
     reported)."""
+    links: list[LinkChangeSection] = []
+    """Links of their own speed, and links that degrade or fail at a time."""
 
     def energy_per_bit_pj(self, dims: int) -> tuple[float, ...] | None:
         """Picojoules per bit an NPU sends on each of ``dims`` dimensions (a dimension's own figure, else
@@ -195,6 +262,7 @@ class NetworkSection(Section):
             result = topology.topology()
         if self.flit is not None:
             result.flit.CopyFrom(self.flit.proto())
+        result.link_changes.extend(link.proto() for link in self.links)
         return result
 
     def grid(self) -> Grid:
@@ -214,4 +282,46 @@ class NetworkSection(Section):
         """What is inconsistent across keys, as ``(key, message)`` pairs."""
         if self.flit is not None and "flit_level" not in self.backends().values():
             return [("flit", "only the flit_level backend reads it; no dimension or backend names flit_level")]
+        return self._link_problems()
+
+    def _link_problems(self) -> list[tuple[str, str]]:
+        """What is wrong with ``links``: an entry naming no link or changing nothing, or a backend that cannot
+        model it."""
+        if not self.links:
+            return []
+        if self.backend_name not in ("analytical", "congestion_aware"):
+            said = f"the {self.backend_name} backend does not model links of their own speed or failures"
+            return [("links", f"{said}; use backend congestion_aware (or analytical, for speeds from the start)")]
+        try:
+            message = self.topology_message()
+            fabric = topologies.build(message) if message.WhichOneof("fabric") is not None else None
+        except TopologyError:
+            return []  # the topology's own problem is said where it is
+        names = link_changes.LinkNames(message, fabric)
+        problems = []
+        for index, link in enumerate(self.links):
+            single = network_pb2.Topology()
+            single.CopyFrom(message)
+            del single.link_changes[:]
+            single.link_changes.append(link.proto())
+            try:
+                link_changes.resolve(single, names)
+            except TopologyError as exc:
+                problems.append((f"links[{index}]", str(exc).split(": ", 1)[1]))
+                continue
+            if self.backend_name == "analytical" and (link.fail or link.at > 0):
+                problems.append(
+                    (
+                        f"links[{index}]",
+                        "the analytical network prices links from the start only; failures and "
+                        "changes at a time need backend congestion_aware",
+                    )
+                )
+        return problems
+
+    def notes(self) -> list[tuple[str, str]]:
+        """What the study should know about the section, as ``(key, note)`` pairs: links of their own speed make the
+        analytical network asymmetric, so the engine simulates every NPU."""
+        if self.links and self.backend_name == "analytical":
+            return [("links", "links of their own speed break the topology's symmetry: every NPU is simulated")]
         return []

@@ -23,6 +23,7 @@ from stratasim.kernel.grid import Grid
 from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import DTypeName, Latency, MemoryCapacity, Section, quantity, written
 from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
+from stratasim.system_layer.variability import Slowdown, Variability, slowdown_problems
 
 __all__ = ["Preset", "Scheduling", "Semantics", "SystemOptions", "ALGORITHMS"]
 
@@ -195,7 +196,9 @@ class SystemOptions(Section):
     prices reductions on the compute layer (an element-wise add of ``reduction_dtype`` elements) instead of
     from ``local_mem_bw``. ``logical_topology``, when given, is the grid collectives run on instead of the
     physical one. ``memory_capacity`` (bytes, else the device's) bounds each NPU's peak memory; above it the
-    run fails, or warns with ``over_capacity: warn``.
+    run fails, or warns with ``over_capacity: warn``. ``slowdown`` slows chosen NPUs' compute by fixed factors and
+    ``variability`` draws seeded random factors and message jitter, over Monte-Carlo samples
+    (:mod:`stratasim.system_layer.variability`).
     """
 
     algorithm: Annotated[dict[str, tuple[str, ...]], _ALGORITHMS] = Field(default_factory=_ring_everywhere)
@@ -233,6 +236,10 @@ class SystemOptions(Section):
     """Memory of each NPU its peak may not exceed (default: the compute device's)."""
     over_capacity: Literal["error", "warn"] = "error"
     """What a peak above the memory capacity does: fail the run (``error``) or warn (``warn``)."""
+    slowdown: tuple[Slowdown, ...] = ()
+    """Fixed slow-downs of chosen NPUs' compute: a list of ``{npus, factor, from}``."""
+    variability: Variability | None = None
+    """Seeded random compute factors (per NPU, per operator) and message jitter, and Monte-Carlo samples."""
 
     _semantics: Semantics = PrivateAttr(default_factory=Semantics)
 
@@ -246,6 +253,11 @@ class SystemOptions(Section):
         """Turn ``preset`` into the switches of :attr:`semantics`, once."""
         self._semantics = Semantics.of(self.preset)
         return self
+
+    @property
+    def perturbed(self) -> bool:
+        """Whether compute times or messages are slowed or varied (``slowdown`` or ``variability`` given)."""
+        return bool(self.slowdown) or self.variability is not None
 
     @property
     def semantics(self) -> Semantics:
@@ -277,6 +289,7 @@ class SystemOptions(Section):
         if longest > dims:
             problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
         problems.extend(("algorithm", message) for message in self._window_problems(logical_sizes or physical.sizes))
+        problems.extend(("slowdown", message) for message in slowdown_problems(self.slowdown, physical.npus))
         return problems
 
     def _window_problems(self, sizes: tuple[int, ...]) -> list[str]:

@@ -165,7 +165,8 @@ class SimulationResult:
     ``trace_detail`` is the detail they were recorded at (``auto`` resolved; "" without a trace) and
     ``traced_nodes`` how many nodes the traced NPUs ran, blocks unrolled. ``stopped_at_ps`` is the simulated time
     a run was stopped at before it finished (``None``: it ran to the end), ``stopped_because`` why; every figure
-    then covers the run up to that time, and the ``unfinished_collectives`` in flight end at it."""
+    then covers the run up to that time, and the ``unfinished_collectives`` in flight end at it. ``notes`` are what
+    the engine tells the report (a fast path it turned off, and why)."""
 
     total_time_ps: int
     npus: int
@@ -186,6 +187,7 @@ class SimulationResult:
     stopped_at_ps: int | None = None
     stopped_because: str = ""
     unfinished_collectives: int = 0
+    notes: tuple[str, ...] = ()
 
     def stands_for(self) -> dict[int, tuple[int, ...]]:
         """Each simulated NPU and the NPUs (itself included, in order) whose timeline it is."""

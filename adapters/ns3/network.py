@@ -110,6 +110,11 @@ class Ns3Network:
         """Check ``topology`` can be built in ns-3 and that ns-3 is installed, then start ns-3 building it (the
         first ``advance`` waits for it)."""
         self.close()
+        if topology.link_changes:
+            raise TopologyError(
+                "link_changes: the ns3 backend does not model links of their own speed or failures; "
+                "use congestion_aware (or analytical, for speeds from the start)"
+            )
         if topology.WhichOneof("fabric") is not None:
             raise TopologyError(
                 f"topology.{topology.WhichOneof('fabric')}: the ns3 backend builds Ring, FullyConnected and Switch "

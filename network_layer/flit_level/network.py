@@ -57,6 +57,7 @@ from stratasim.network_layer.flit_level.packets import Message, packet_payloads
 from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.network_layer.flit_level.router import OutputPort, Route
 from stratasim.network_layer.flow_load import add_flow_rows
+from stratasim.network_layer.link_changes import refuse_changes
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.network_layer.windows import window_result
@@ -96,6 +97,7 @@ class FlitLevelNetwork:
         self._in_flight = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
+        refuse_changes(topology, self.name)
         if topology.HasField("flit"):
             self.parameters = _with_topology_parameters(self.parameters, topology.flit)
             self._engine = FlitEngine(self.parameters)

@@ -61,6 +61,7 @@ def _run(args: argparse.Namespace) -> int:
             progress=progress,
             budget=budget_options.budget(args),
             notes=_note,
+            samples=args.samples,
         )
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.out is not None and args.pictures:
@@ -103,6 +104,13 @@ def _add_run(subparsers: Subparsers) -> None:
         "--out",
         metavar="DIR",
         help="write report.json, a Chrome trace (trace.json) and, with matplotlib, PNG pictures into DIR",
+    )
+    parser.add_argument(
+        "--samples",
+        type=positive_int("a number of samples"),
+        metavar="N",
+        help="Monte-Carlo mode: simulate N seeded samples of system.variability (seeds seed, seed+1...) and report "
+        "the step-time distribution (overrides system.variability.samples)",
     )
     trace_options.add_arguments(parser)
     budget_options.add_arguments(parser)

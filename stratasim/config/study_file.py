@@ -150,8 +150,14 @@ def _in_folder(section: BaseModel, folder: Path) -> BaseModel:
     }
     for name in type(section).model_fields:
         value = getattr(section, name)
-        if name not in update and isinstance(value, BaseModel) and (moved := _in_folder(value, folder)) is not value:
+        if name in update:
+            continue
+        if isinstance(value, BaseModel) and (moved := _in_folder(value, folder)) is not value:
             update[name] = moved
+        elif isinstance(value, tuple) and value and all(isinstance(item, BaseModel) for item in value):  # jobs
+            items = tuple(_in_folder(item, folder) for item in value)
+            if any(new is not old for new, old in zip(items, value)):
+                update[name] = items
     return section.model_copy(update=update) if update else section
 
 
@@ -227,7 +233,8 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
         if section is not None  # an included file's values
         for found in unusual_values(section, prefix, lambda where: from_included(where, included) is not None)
     ]
-    warnings = tuple(f"{where}: {message}" for where, message in redact(unusual, included))
+    notes = [(f"network.{key}", note) for key, note in network.notes()]
+    warnings = tuple(f"{where}: {message}" for where, message in redact([*unusual, *notes], included))
     return Study(name, source, workload, system, network, compute, warnings, goodput)
 
 

@@ -8,6 +8,7 @@ under the layer's entry-point group (see :mod:`stratasim.kernel.registry`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from stratasim.kernel.grid import Grid
@@ -29,6 +30,8 @@ __all__ = [
     "TrainingWorkload",
     "MemoryModel",
     "ServingWorkload",
+    "PlacedJob",
+    "MultiJobWorkload",
 ]
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
@@ -226,4 +229,27 @@ class ServingWorkload(Protocol):
     def serving_figures(self, milestones: Mapping[str, int], total_time_ps: int) -> dict[str, float]:
         """Figures from the times (ps) at which the graphs' milestone nodes finished, keyed by node name (the
         latest over NPUs), and the run's total time."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlacedJob:
+    """One job of a study of several: its ``name``, the ``kind`` of its workload, the NPUs it was placed on (its
+    rank i on ``npus[i]``), when it starts (ps) and its own workload (``source``), built for ``len(npus)`` NPUs."""
+
+    name: str
+    kind: str
+    npus: tuple[int, ...]
+    start_ps: int
+    source: WorkloadSource
+
+
+@runtime_checkable
+class MultiJobWorkload(Protocol):
+    """A workload of several jobs sharing the topology, each on NPUs of its own: the report then gives each job's
+    figures over its own NPUs and from its own start."""
+
+    def placed_jobs(self, npus: int) -> Sequence[PlacedJob]:
+        """The jobs as placed on a topology of ``npus`` NPUs, in the order the study lists them (index = the
+        ``job`` field of their NPUs' graphs)."""
         ...

@@ -84,7 +84,11 @@ def unrolled(graph: workload_pb2.ExecutionGraph) -> workload_pb2.ExecutionGraph:
             "an unrolled graph may hold"
         )
     flat = workload_pb2.ExecutionGraph(
-        npu=graph.npu, resident_bytes=graph.resident_bytes, foreign_names=graph.foreign_names
+        npu=graph.npu,
+        resident_bytes=graph.resident_bytes,
+        foreign_names=graph.foreign_names,
+        job=graph.job,
+        start_ps=graph.start_ps,
     )
     next_id = max((node.id for node in graph.nodes), default=-1) + 1
     sinks: dict[int, list[int]] = {}  # a BLOCK_NODE's id -> the new ids of its block's last nodes

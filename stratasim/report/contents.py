@@ -12,6 +12,7 @@ from typing import Any
 
 from stratasim.kernel.serving import ServingResult
 from stratasim.kernel.units import power_w, ps_to_ns
+from stratasim.report.jobs import JobFigures
 from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
 
 __all__ = ["ReportContents"]
@@ -30,7 +31,10 @@ class ReportContents:
     percentiles, throughput and goodput (``ttft_p99_ps``...) and its ``serving_timeline`` (batch size, queue
     length and KV blocks over time); ``warnings``
     what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
-    priced with and where it comes from (empty without a compute section). The result's trace spans, counters and link busy stretches
+    priced with and where it comes from (empty without a compute section); ``jobs`` each job's figures in a study of
+    several jobs (:class:`~stratasim.report.jobs.JobFigures`; empty otherwise); ``samples`` the Monte-Carlo step-time
+    distribution (:func:`stratasim.study.samples.sample_figures`; None without samples). The result's trace spans,
+    counters and link busy stretches
     (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
     """
 
@@ -44,6 +48,8 @@ class ReportContents:
     warnings: tuple[str, ...] = ()
     network_energy_per_bit_pj: tuple[float, ...] | None = None
     calibration: str = ""
+    jobs: tuple[JobFigures, ...] = ()
+    samples: dict[str, Any] | None = None
 
     @property
     def energy_per_token_pj(self) -> float | None:

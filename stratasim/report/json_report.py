@@ -6,8 +6,10 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); from networks that model links
 ``links`` and ``cluster`` (see :func:`_cluster_row`), and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
-``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together). Every ``*_ns`` value is the engine's integer picoseconds
-divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
+``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,
+``jobs`` (see :mod:`stratasim.report.jobs`); from a Monte-Carlo run ``samples`` (``count``, ``seed``, ``p50_ns``,
+``p90_ns``, ``p99_ns``, ``mean_ns``, ``min_ns``, ``max_ns``, ``stdev_ns``, ``slowest_rank_share``, ``times_ns``:
+:mod:`stratasim.study.samples`). Every ``*_ns`` value is the engine's integer picoseconds divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from stratasim.kernel.units import ps_to_ns
 from stratasim.report.cluster import LevelLoad, cluster_view
+from stratasim.report.jobs import job_row
 from stratasim.report.operator_table import kind_rows, operator_row
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
@@ -282,6 +285,7 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
         "compute_power_w": report.power_w(energy),
         **_network_energy(report, energy),
         **(report.training or {}),
+        **({"jobs": [job_row(job) for job in report.jobs]} if report.jobs else {}),
         "collectives": collectives,
         "per_npu": [_npu_row(stats, report) for stats in report.per_npu],
         "operators": [operator_row(stats) for stats in engine.operators] if engine else [],
@@ -298,6 +302,8 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
             data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
     if report.serving_timeline:
         data["serving_timeline"] = report.serving_timeline
+    if report.samples is not None:
+        data["samples"] = report.samples
     data["warnings"] = list(report.warnings)
     if engine is not None and engine.stopped_at_ps is not None:
         data["incomplete"] = {

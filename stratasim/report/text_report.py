@@ -11,6 +11,7 @@ import numpy as np
 
 from stratasim.kernel.units import format_bytes, format_energy_pj, format_time_ps
 from stratasim.report.cluster import cluster_view
+from stratasim.report.jobs import job_lines
 from stratasim.report.operator_table import operator_lines
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, SimulationResult
@@ -24,6 +25,7 @@ _MAX_GROUP_ROWS = 20
 _MAX_NPU_ROWS = 16
 _MAX_LINK_ROWS = 8
 _MAX_LEVEL_ROWS = 8
+_MAX_LEVEL_JOBS = 4  # jobs named on a level's line; the JSON has them all
 
 
 def _time(ps: float) -> str:
@@ -32,20 +34,21 @@ def _time(ps: float) -> str:
 
 
 def report_text(report: ReportContents) -> str:
-    """Headline figures, the collectives grouped (at most 20 groups), the NPUs, the busiest links and the
-    operators."""
+    """Headline figures, the jobs of a study of several, the collectives grouped (at most 20 groups), the NPUs,
+    the busiest links and the operators."""
     engine = report.engine
     if engine is None:  # a request-level study: no tables
         return "\n".join(_headline(report))
     return "\n".join(
         [
             *_headline(report),
+            *job_lines(report.jobs),
             "",
             *_collective_table(engine),
             "",
             *_npu_table(engine),
             *_link_table(report, engine),
-            *_cluster_lines(engine),
+            *_cluster_lines(report, engine),
             *operator_lines(engine.operators),
         ]
     )
@@ -59,6 +62,7 @@ def _headline(report: ReportContents) -> list[str]:
         *(f"warning: {warning}" for warning in report.warnings),
         f"{report.name}: {result.npus} NPUs, {count} collective{'' if count == 1 else 's'}",
         f"  total time       {_time(result.total_time_ps)}  ({result.total_time_ps} ps)",
+        *_samples_line(report),
         *(
             []
             if engine is None
@@ -75,6 +79,19 @@ def _headline(report: ReportContents) -> list[str]:
         + (f", {report.simulated_npus} NPUs standing for all" if 0 < report.simulated_npus < result.npus else ""),
         f"  backends         {where}",
         *([f"  calibration      {report.calibration}"] if report.calibration else []),
+    ]
+
+
+def _samples_line(report: ReportContents) -> list[str]:
+    """The Monte-Carlo step-time distribution, when the run drew samples (the total time above is sample 0's)."""
+    samples = report.samples
+    if samples is None:
+        return []
+    ps = 1000  # ps in a ns
+    return [
+        f"  samples          {samples['count']:,} from seed {samples['seed']}: p50 {_time(samples['p50_ns'] * ps)}, "
+        f"p99 {_time(samples['p99_ns'] * ps)}, mean {_time(samples['mean_ns'] * ps)}, "
+        f"slowest rank {samples['slowest_rank_share']:.1%} of the step (total time: the first sample)"
     ]
 
 
@@ -348,12 +365,17 @@ def _link_table(report: ReportContents, engine: SimulationResult) -> list[str]:
     return lines
 
 
-def _cluster_lines(engine: SimulationResult) -> list[str]:
-    """The cluster view in a few lines: NPU utilisation, each link level's bytes and mean queueing per message (and
-    per job), and in a study of several jobs the most loaded link's bytes per job."""
+def _cluster_lines(report: ReportContents, engine: SimulationResult) -> list[str]:
+    """The cluster view in a few lines: NPU utilisation, each link level's bytes and mean wait for a link per message
+    (and the same for the first jobs, by name), and in a study of several jobs the most loaded link's bytes per job."""
     view = cluster_view(engine)
     if view is None:
         return []
+    names = [job.name for job in report.jobs]
+
+    def job(index: int) -> str:
+        return names[index] if index < len(names) else f"job {index}"
+
     active = round(view.active_npu_share * engine.npus)
     lines = [
         "",
@@ -363,17 +385,19 @@ def _cluster_lines(engine: SimulationResult) -> list[str]:
     ]
     for level in view.levels[:_MAX_LEVEL_ROWS]:
         wait = _time(level.mean_queue_ps) if view.queue_measured else "-"
-        jobs = ", ".join(
-            f"job {job} {format_bytes(size)}" + (f" {_time(queue / messages)}" if view.queue_measured else "")
-            for job, size, messages, queue in level.by_job
+        parts = [
+            f"{job(index)} {format_bytes(size)}" + (f" {_time(queue / messages)}" if view.queue_measured else "")
+            for index, size, messages, queue in level.by_job
             if messages
-        )
+        ]
+        more = len(parts) - _MAX_LEVEL_JOBS
+        jobs = ", ".join(parts[:_MAX_LEVEL_JOBS]) + (f", {more} more" if more > 0 else "")
         lines.append(
             f"    {level.level:<24}{level.links:>5} links{format_bytes(level.bytes):>12}{wait:>14}"
             + (f"  ({jobs})" if jobs else "")
         )
     if view.jobs:
         top = view.busiest[0]
-        split = ", ".join(f"job {job} {format_bytes(size)}" for job, size in top.bytes_by_job)
+        split = ", ".join(f"{job(index)} {format_bytes(size)}" for index, size in top.bytes_by_job)
         lines.append(f"  most loaded link {top.link}: {format_bytes(top.bytes)} ({split})")
     return lines

@@ -148,8 +148,9 @@ def _stateless(study: Study) -> bool:
 
 
 def _aggregated(study: Study) -> bool:
-    """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``)."""
-    return may_aggregate(study.system, _stateless(study))
+    """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``): not when
+    ``system.slowdown`` or ``variability`` makes them differ."""
+    return may_aggregate(study.system, _stateless(study)) and not study.system.perturbed
 
 
 def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: int | None = None) -> Estimate:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from stratasim import system_layer
@@ -19,6 +20,7 @@ from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import (
     ComputeBackend,
     MemoryModel,
+    MultiJobWorkload,
     NetworkBackend,
     ServingWorkload,
     SymmetricWorkload,
@@ -35,6 +37,8 @@ from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_ru
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
 from stratasim.study.goodput import check_goodput, study_goodput
+from stratasim.study.jobs import interference_warning, job_figures
+from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 from stratasim.v1 import compute_pb2
@@ -80,6 +84,7 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
     if isinstance(source, RequestLevelWorkload):
+        sample_count(None, study.system, engine=False)
         check_serving(study, source, budget)
         return npus
     estimate = check_budget(study, source, npus, budget)
@@ -163,18 +168,21 @@ def run_study(
     progress: Progress | None = None,
     budget: Budget = DEFAULT_BUDGET,
     notes: Callable[[str], None] | None = None,
+    samples: int | None = None,
 ) -> Report:
     """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
     (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects); ``progress`` hears
     now and then how far the simulation got (:data:`~stratasim.kernel.events.Progress`). A study estimated to
     exceed ``budget`` is refused before anything is built (:class:`~stratasim.study.budget.BudgetError`);
     ``notes`` hears, before the simulation starts, that a packet-level network predicts a long run
-    (:func:`~stratasim.study.budget.long_run_note`).
+    (:func:`~stratasim.study.budget.long_run_note`). ``samples`` Monte-Carlo samples (else the study's
+    ``system.variability.samples``, when it has variability) add the report's ``samples`` figures
+    (:mod:`stratasim.study.samples`); every other figure is the first sample's.
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     with _collector_paused():
-        return _run_study(study, record_trace, progress, budget, notes)
+        return _run_study(study, record_trace, progress, budget, notes, samples)
 
 
 def _run_study(
@@ -183,9 +191,11 @@ def _run_study(
     progress: Progress | None,
     budget: Budget,
     notes: Callable[[str], None] | None,
+    samples: int | None,
 ) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
+    count = sample_count(samples, study.system, engine=not isinstance(source, RequestLevelWorkload))
     if isinstance(source, RequestLevelWorkload):
         return run_serving(study, source, budget, record_trace=bool(record_trace))
     with ExitStack() as stack:
@@ -197,16 +207,10 @@ def _run_study(
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute: ComputeBackend | None = None
-        device = ""
-        facts = None
-        if study.compute is not None:
-            compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
-            check_device(compute, study.compute)
-            device = study.compute.device_name()
-            facts = device_facts(compute, study.compute)
+        compute, device, facts = _compute(study, stack, servers, backends)
         started = time.perf_counter()
-        result = system_layer.simulate(
+        simulate = partial(
+            system_layer.simulate,
             graphs,
             cast(NetworkBackend, network),
             study.topology_proto(),
@@ -217,12 +221,19 @@ def _run_study(
             if study.compute is None or study.compute.calibration is None
             else study.compute.calibration.proto(),
             representatives=representatives,
-            record_trace=record_trace,
             progress=progress,
         )
+        result = simulate(record_trace=record_trace)
+        distribution = None
+        if count is not None and result.stopped_at_ps is None:
+            distribution = sample_figures(
+                result, lambda sample: simulate(sample=sample), count, study.system.variability
+            )
         wall_seconds = time.perf_counter() - started
     calibration, uncalibrated = calibration_statement(study.compute, facts)
-    warnings = (*_stopped(result), *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
+    warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
+    jobs = job_figures(source, result) if isinstance(source, MultiJobWorkload) else ()
+    warnings += interference_warning(study, len(jobs))
     serving = None
     training = None
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
@@ -241,7 +252,21 @@ def _run_study(
         network_energy_per_bit_pj=study.network.energy_per_bit_pj(len(study.grid.sizes)),
         warnings=warnings,
         calibration=calibration,
+        jobs=jobs,
+        samples=distribution,
     )
+
+
+def _compute(
+    study: Study, stack: ExitStack, servers: dict[tuple[str, str], Spawned], backends: dict[str, str]
+) -> tuple[ComputeBackend | None, str, compute_pb2.DeviceFacts | None]:
+    """The study's compute backend (opened, its device checked, its label in ``backends``), device name and facts;
+    None, "" and None without a compute section."""
+    if study.compute is None:
+        return None, "", None
+    compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
+    check_device(compute, study.compute)
+    return compute, study.compute.device_name(), device_facts(compute, study.compute)
 
 
 def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:

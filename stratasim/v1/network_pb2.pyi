@@ -90,6 +90,7 @@ class Topology(_message.Message):
     RECORD_LINK_BUSY_FIELD_NUMBER: _builtins.int
     FLIT_FIELD_NUMBER: _builtins.int
     FIRST_DIMENSION_ONLY_FIELD_NUMBER: _builtins.int
+    LINK_CHANGES_FIELD_NUMBER: _builtins.int
     TORUS_FIELD_NUMBER: _builtins.int
     FAT_TREE_FIELD_NUMBER: _builtins.int
     DRAGONFLY_FIELD_NUMBER: _builtins.int
@@ -127,6 +128,13 @@ class Topology(_message.Message):
         """How the flit-level backend's routers work (other backends ignore it); absent fields keep its defaults."""
 
     @_builtins.property
+    def link_changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkChange]:
+        """Links of their own speed, and links that degrade or fail at a time, in the order given (at equal times the
+        later entry wins). Read by the analytical (speeds from the start only) and congestion-aware networks; the
+        others refuse a topology that has any.
+        """
+
+    @_builtins.property
     def torus(self) -> Global___TorusFabric: ...
     @_builtins.property
     def fat_tree(self) -> Global___FatTreeFabric: ...
@@ -149,6 +157,7 @@ class Topology(_message.Message):
         record_link_busy: _builtins.bool = ...,
         flit: Global___FlitParameters | None = ...,
         first_dimension_only: _builtins.bool = ...,
+        link_changes: _abc.Iterable[Global___LinkChange] | None = ...,
         torus: Global___TorusFabric | None = ...,
         fat_tree: Global___FatTreeFabric | None = ...,
         dragonfly: Global___DragonflyFabric | None = ...,
@@ -159,13 +168,58 @@ class Topology(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dgx1", b"dgx1", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "torus", b"torus"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "first_dimension_only", b"first_dimension_only", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "first_dimension_only", b"first_dimension_only", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "link_changes", b"link_changes", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_fabric: _TypeAlias = _typing.Literal["torus", "fat_tree", "dragonfly", "dgx1", "nvswitch", "hierarchical_alltoall", "graph"]  # noqa: Y015
     _WhichOneofArgType_fabric: _TypeAlias = _typing.Literal["fabric", b"fabric"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_fabric) -> _WhichOneofReturnType_fabric | None: ...
 
 Global___Topology: _TypeAlias = Topology  # noqa: Y015
+
+@_typing.final
+class LinkChange(_message.Message):
+    """One link's own speed, from the start or from a time on, or its failure. The link is named as LinkCounters names
+    it ("dim 0: 3->4" on dimensions, "npu 0->edge 0.0" on a fabric); "a<->b" names both directions of a cable.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINK_FIELD_NUMBER: _builtins.int
+    AT_PS_FIELD_NUMBER: _builtins.int
+    BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _builtins.int
+    BANDWIDTH_FRACTION_FIELD_NUMBER: _builtins.int
+    LATENCY_PS_FIELD_NUMBER: _builtins.int
+    FAIL_FIELD_NUMBER: _builtins.int
+    link: _builtins.str
+    at_ps: _builtins.int
+    """When the change takes effect, picoseconds from the start of the run; 0: from the start."""
+    bandwidth_bytes_per_s: _builtins.float
+    """The link's new bandwidth in bytes per second, each direction named; 0: unchanged (or see the fraction)."""
+    bandwidth_fraction: _builtins.float
+    """The link's new bandwidth as a fraction of its nominal one (0.5: half); 0: unchanged."""
+    latency_ps: _builtins.int
+    """The link's own latency, picoseconds; only from the start (at_ps 0). Unset: unchanged."""
+    fail: _builtins.bool
+    """True: the link carries nothing from at_ps on; messages reroute where the topology has another way."""
+    def __init__(
+        self,
+        *,
+        link: _builtins.str = ...,
+        at_ps: _builtins.int = ...,
+        bandwidth_bytes_per_s: _builtins.float = ...,
+        bandwidth_fraction: _builtins.float = ...,
+        latency_ps: _builtins.int | None = ...,
+        fail: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_latency_ps", b"_latency_ps", "latency_ps", b"latency_ps"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_latency_ps", b"_latency_ps", "at_ps", b"at_ps", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "bandwidth_fraction", b"bandwidth_fraction", "fail", b"fail", "latency_ps", b"latency_ps", "link", b"link"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__latency_ps: _TypeAlias = _typing.Literal["latency_ps"]  # noqa: Y015
+    _WhichOneofArgType__latency_ps: _TypeAlias = _typing.Literal["_latency_ps", b"_latency_ps"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__latency_ps) -> _WhichOneofReturnType__latency_ps | None: ...
+
+Global___LinkChange: _TypeAlias = LinkChange  # noqa: Y015
 
 @_typing.final
 class LinkSpec(_message.Message):

@@ -236,6 +236,7 @@ class ExecutionGraph(_message.Message):
     BLOCKS_FIELD_NUMBER: _builtins.int
     FOREIGN_NAMES_FIELD_NUMBER: _builtins.int
     JOB_FIELD_NUMBER: _builtins.int
+    START_PS_FIELD_NUMBER: _builtins.int
     npu: _builtins.int
     foreign_names: _builtins.bool
     """Its node names come from a file the study does not own (a trace): messages about its nodes name them by id
@@ -245,6 +246,10 @@ class ExecutionGraph(_message.Message):
     """In a study of several jobs sharing the topology: the index of the job this NPU runs (0 for the first job, and
     for every NPU of a single-job study). The engine tags the messages the NPU sends with it, so networks that
     model links can say how much of each link's load was each job's.
+    """
+    start_ps: _builtins.int
+    """When the NPU starts its graph's root nodes, in picoseconds (a job that starts later than the study; 0: at once).
+    The wait is neither compute nor exposed communication: the NPU's figures count from its start.
     """
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Node]: ...
@@ -265,10 +270,11 @@ class ExecutionGraph(_message.Message):
         blocks: _abc.Iterable[Global___GraphBlock] | None = ...,
         foreign_names: _builtins.bool = ...,
         job: _builtins.int = ...,
+        start_ps: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "foreign_names", b"foreign_names", "job", b"job", "nodes", b"nodes", "npu", b"npu", "resident_bytes", b"resident_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "foreign_names", b"foreign_names", "job", b"job", "nodes", b"nodes", "npu", b"npu", "resident_bytes", b"resident_bytes", "start_ps", b"start_ps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -18,7 +18,7 @@ model links can say how much of each link's load was each job's; a single-job st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -61,6 +61,7 @@ class Coordinator:
         self._outbox: list[tuple[int, int, int, int, Callback, Any]] = []
         self._prompt: set[int] = set()  # ids of messages that skip the endpoint delay
         self.messages = 0
+        self.jitter: Callable[[], int] | None = None  # an extra delay before each message leaves (variability)
 
     @property
     def now(self) -> int:
@@ -75,10 +76,28 @@ class Coordinator:
         self.queue.schedule(time_ps, callback, arg)
 
     def send(
-        self, src: int, dst: int, size: int, on_arrival: Callback, arg: Any = None, *, endpoint_delay: bool = True
+        self,
+        src: int,
+        dst: int,
+        size: int,
+        on_arrival: Callback,
+        arg: Any = None,
+        *,
+        endpoint_delay: bool = True,
+        jittered: bool = False,
     ) -> None:
         """Send ``size`` bytes from ``src`` to ``dst`` now; ``on_arrival(arg)`` runs when they have arrived and
-        the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False)."""
+        the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False).
+
+        With :attr:`jitter` (and unless ``jittered``: it was already delayed), the message leaves that much later:
+        an event then sends it, so it is injected in its window like any other (later is always safe for the
+        conservative windows)."""
+        if self.jitter is not None and not jittered:
+            delay = self.jitter()
+            if delay:
+                message = (src, dst, size, on_arrival, arg, endpoint_delay)
+                self.queue.schedule(self.queue.now + delay, self._send_late, message)
+                return
         if self._direct is not None:
             arrival = self.queue.now + self._direct.transit_ps(src, dst, size)
             arrival += self._endpoint_delay if endpoint_delay else 0
@@ -93,6 +112,10 @@ class Coordinator:
         if not endpoint_delay:
             self._prompt.add(self._next_id + len(self._outbox))
         self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
+
+    def _send_late(self, message: tuple[int, int, int, Callback, Any, bool]) -> None:
+        src, dst, size, on_arrival, arg, endpoint_delay = message
+        self.send(src, dst, size, on_arrival, arg, endpoint_delay=endpoint_delay, jittered=True)
 
     def _land(self, arrival: int) -> None:
         _run_batch(self._landing.pop(arrival))

@@ -18,6 +18,7 @@ from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.engine.perturbation import ComputeSpeed
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.v1 import workload_pb2
 
@@ -55,6 +56,7 @@ class NpuExecutor:
         self._unclaimed: dict[tuple[int, int], int] = {}  # (source, tag) -> messages no receive took yet
         self._receiving: dict[tuple[int, int], deque[int]] = {}  # (source, tag) -> receive nodes waiting
         self.compute_ps = 0
+        self.start_ps = 0
         self.finish_ps = 0
         self._idle_since = 0  # when the compute stream last ran dry
         self.exposed_ps: dict[str, int] = {}  # idle compute time by what it waited on (see _charge_idle)
@@ -67,13 +69,16 @@ class NpuExecutor:
         self.issued = 0  # collectives issued so far
         self.runs: dict[int, BlockRun] = {}  # block nodes run whole, by position (set before starting)
         self._runs_done: list[int] = []  # the id of each block run finished, for settle_blocks
+        self.speed: ComputeSpeed | None = None  # slowed or varied compute (system.slowdown, variability)
 
     @property
     def done(self) -> bool:
         return self._left == 0
 
     def start(self, _: object = None) -> None:
-        """Make every node without dependencies ready (an event callback, hence the unused argument)."""
+        """Make every node without dependencies ready (an event callback, hence the unused argument): at time 0,
+        or at its graph's ``start_ps`` (a job starting later), from when its idle time and finish count."""
+        self.start_ps = self._idle_since = self.finish_ps = self._context.coordinator.now
         # The roots first, then readied: a node that completes at once (metadata) must not ready one twice.
         for index in [i for i, count in enumerate(self._remaining) if count == 0]:
             self._ready(index)
@@ -174,6 +179,8 @@ class NpuExecutor:
             coordinator.schedule(coordinator.now + run.duration_ps, self._block_done, index)
             return
         duration = self._durations[index]
+        if self.speed is not None:
+            duration = self.speed.duration(duration, coordinator.now)
         self.compute_ps += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:

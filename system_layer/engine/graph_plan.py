@@ -78,7 +78,9 @@ def _label(at: _At, node: workload_pb2.Node) -> str:
 
 def plan_graph(graph: workload_pb2.ExecutionGraph, npu: int, npus: int) -> GraphPlan:
     """Index ``graph`` and its blocks and check them: unique ids, known dependencies, supported types, groups,
-    blocks that exist and hold no block, no cycle."""
+    blocks that exist and hold no block, no cycle, a start time that is not negative."""
+    if graph.start_ps < 0:
+        raise WorkloadError(f"NPU {npu}: its graph starts at {graph.start_ps} ps (start_ps), before the study")
     resident = tuple(sorted(graph.resident_bytes.items()))
     foreign = graph.foreign_names
     plan = _plan_nodes(tuple(graph.nodes), _At(npu, "", foreign), npus, blocks=len(graph.blocks), resident=resident)

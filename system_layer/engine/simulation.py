@@ -17,6 +17,7 @@ from stratasim.system_layer.engine.executor import NpuExecutor
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.engine.line_batches import LineBatches, batchable
 from stratasim.system_layer.engine.macros import BlockRecorder
+from stratasim.system_layer.engine.perturbation import Perturbation
 from stratasim.system_layer.engine.plan_runs import (
     PlanRun,
     count_runs,
@@ -57,20 +58,24 @@ def simulate(
     representatives: Sequence[int] | None = None,
     record_trace: bool | TraceSelection = False,
     progress: Progress | None = None,
+    sample: int = 0,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
     prices operators on ``device`` (with ``calibration``, when given); ``record_trace`` keeps the busy spans of
     nodes and links for a trace: all of them (True) or those a :class:`TraceSelection` selects; ``progress`` is
-    told now and then how far the event loop got (simulated ps, events and messages processed).
+    told now and then how far the event loop got (simulated ps, events and messages processed); ``sample``
+    numbers the Monte-Carlo sample of the options' ``variability`` drawn (seed + sample).
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise
-    every NPU is. The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
+    every NPU is; when ``slowdown`` or ``variability`` makes NPUs differ, every NPU is, and the result's notes say
+    so (:mod:`stratasim.system_layer.engine.perturbation`). The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
     price, fuse), :func:`_wire` (coordinator, schedulers, executors), :func:`_run` and :func:`_result`.
     """
     selection = TraceSelection() if record_trace is True else record_trace or None
     info = network.configure(_recording_links(topology) if selection else topology)
-    scope, runs, grid = _scope(graphs, network, info, topology, options, representatives, selection)
+    perturbation = Perturbation.of(options, len(graphs), sample)
+    scope, runs, grid = _scope(graphs, network, info, topology, options, representatives, selection, perturbation)
     scope.jobs = _jobs(graphs, scope)
     pricer = None if compute is None else OperatorPricer(compute, device, calibration)
     pricing = _ready_plans(scope, runs, pricer)
@@ -87,8 +92,10 @@ class _Scope:
 
     ``direct``: the network prices messages on the spot (stateless), so the coordinator asks it directly, phases
     replay and blocks may run whole; ``stand_in``: the NPU simulated in each NPU's place (None: every NPU is
-    simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows; ``jobs``: the job
-    each NPU runs when some NPU runs a job other than 0 (None: one job), read once from each simulated NPU's graph.
+    simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows; ``perturbation``
+    the sample's slow-downs and variability (None: none), which turn off the paths simulating one NPU, block or
+    phase for many, and ``notes`` what the report should say about it; ``jobs``: the job each NPU runs when some NPU
+    runs a job other than 0 (None: one job), read once from each simulated NPU's graph.
     """
 
     network: NetworkBackend
@@ -101,6 +108,8 @@ class _Scope:
     selection: TraceSelection | None
     traced: list[int]
     traced_nodes: int = 0
+    perturbation: Perturbation | None = None
+    notes: tuple[str, ...] = ()
     jobs: tuple[int, ...] | None = None
 
 
@@ -126,18 +135,26 @@ def _scope(
     options: SystemOptions,
     representatives: Sequence[int] | None,
     selection: TraceSelection | None,
+    perturbation: Perturbation | None,
 ) -> tuple[_Scope, dict[int, PlanRun], Grid]:
     """Which NPUs to simulate (all, or the stand-ins symmetry finds), their plan runs and the collectives' grid,
     and the fast paths the run takes (:func:`_direct`, blocks run whole, the trace's detail)."""
     npus = len(graphs)
     physical = physical_grid(topology, npus)
     stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
+    notes: tuple[str, ...] = ()
+    if perturbation is not None and stand_in is not None:
+        stand_in = None
+        notes = (
+            f"system.slowdown/variability make the NPUs differ, so the symmetry shortcut is off: all {npus} NPUs "
+            "were simulated one by one (exact, but slower)",
+        )
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options)
     direct = _direct(network, info)
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
-    scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced)
-    if direct is not None:
+    scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced, 0, perturbation, notes)
+    if direct is not None and perturbation is None:  # a block recorded once would run at one speed everywhere
         mark_blocks_run_whole(runs, stand_in, npus)
     scope.traced_nodes = sum(unrolled_size(runs[npu].plan) for npu in traced)
     scope.selection = _trace_detail(scope, runs)
@@ -182,8 +199,9 @@ def _ready_plans(scope: _Scope, runs: dict[int, PlanRun], pricer: OperatorPricer
     for run in distinct_runs:
         run.take_prices(pricing)
     shown = _shown_node_by_node(scope, runs)
+    dynamic = scope.perturbation is not None and scope.perturbation.dynamic  # each node's own time, not a run's
     for run in distinct_runs:
-        if run not in shown:
+        if run not in shown and not dynamic:
             run.fuse()
     return pricing
 
@@ -198,7 +216,7 @@ def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]
 
 def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing, reduction: ReductionCost) -> _Engine:
     """The coordinator, the schedulers' shared context, the collective table and one executor per simulated NPU,
-    each scheduled to start at time 0."""
+    each scheduled to start at its graph's ``start_ps`` (0 unless a job starts later)."""
     options, direct = scope.options, scope.direct
     coordinator = Coordinator(
         scope.network, scope.info.lookahead_ps, options.endpoint_delay, direct=direct, jobs=scope.jobs
@@ -222,7 +240,11 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
         executors[npu] = NpuExecutor(npu, run.plan, run.durations, context.schedulers[npu], table, context)
         if blocks is not None and run.whole:
             executors[npu].runs = _block_runs(blocks, npu, run.plan, pricing.durations, npu in scope.traced)
-        coordinator.schedule(0, executors[npu].start)
+        coordinator.schedule(run.graph.start_ps, executors[npu].start)
+    if scope.perturbation is not None:
+        coordinator.jitter = scope.perturbation.jitter
+        for npu, executor in executors.items():
+            executor.speed = scope.perturbation.speeds[npu]
     for executor in executors.values():
         executor.peers = executors
     return _Engine(coordinator, reduction, context, table, executors, recorder, runs)
@@ -236,9 +258,9 @@ def _line_batches(
     recorder: TraceRecorder | None,
 ) -> LineBatches | None:
     """Whole lines of NPUs run a phase at once when messages are priced on the spot, every NPU is simulated,
-    no trace is recorded and every plan does one thing at a time (:func:`batchable`); None otherwise."""
+    no trace is recorded, no NPU is slowed or varied and every plan does one thing at a time (:func:`batchable`); None otherwise."""
     direct = scope.direct
-    if direct is None or scope.stand_in is not None or recorder is not None:
+    if direct is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
         return None
     if not batchable([run.plan for run in distinct(runs)], scope.options):
         return None
@@ -327,6 +349,7 @@ def _result(
         stopped_at_ps=None if stopped is None else coordinator.now,
         stopped_because="" if stopped is None else stopped.reason,
         unfinished_collectives=unfinished,
+        notes=scope.notes,
     )
 
 
@@ -461,7 +484,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float)
         executor.finish_ps,
         executor.compute_ps,
         scheduler.comm_ps,
-        executor.finish_ps - executor.compute_ps,
+        executor.finish_ps - executor.start_ps - executor.compute_ps,
         tuple(sorted(scheduler.bytes_sent.items())),
         exposed_comm_ps_by_kind=tuple(sorted(executor.exposed_ps.items())),
         peak_memory_bytes=sum(size for _, size in resident) + executor.peak_memory,

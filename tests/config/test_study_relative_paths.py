@@ -63,3 +63,19 @@ def test_import_astra_output_finds_its_trace_from_anywhere(tmp_path: Path, monke
     check_study(load_study("ring.yaml"))
     monkeypatch.chdir("/")
     check_study(load_study(tmp_path / "studies" / "ring.yaml"))
+
+
+def test_a_job_s_trace_is_read_from_the_study_s_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _copy_trace(tmp_path / "study" / "traces")
+    trace = "{kind: chakra, path: traces/all_reduce}"
+    (tmp_path / "study" / "s.yaml").write_text(
+        "workload:\n  kind: jobs\n  jobs:\n"
+        f"    - {{name: a, npus: 8, workload: {{kind: collective, collective: all_reduce, size: 1MiB}}}}\n"
+        f"    - {{name: b, npus: 8, workload: {trace}}}\n"
+        "network:\n  topology: [{kind: switch, size: 16, bandwidth: 50GB/s, latency: 500ns}]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    study = load_study(tmp_path / "study" / "s.yaml")
+    assert study.workload.config.jobs[1].workload.path == str(tmp_path / "study" / "traces" / "all_reduce")
+    assert study.workload.config.jobs[1].kind == "chakra"
+    assert check_study(study) == 16

@@ -55,6 +55,16 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   H100's ~500 TFLOP/s (7.1 s of compute reported); the 1F1B bubble of (p - 1) / m = 15/16 stretches it to ~13.8 s,
   and exposed tensor- and data-parallel collectives add ~1 s: 15.7 s. Its goodput figures are checked against the
   closed forms in tests/report/test_goodput.py.
+- clusters/two_jobs (two DP-8 training jobs of a 4-layer transformer, spread over two rings of 8): each job's
+  ~10.3 ms of compute and its gradient all-reduce, whose ring hops cross the links the other job's also use: 64.5 ms
+  against 48.3 ms for one alone on the same NPUs (tests/workload_layer/test_jobs.py pins both, and packed).
+- clusters/placement_fat_tree (four 32-NPU ring all-reduces of 256 MiB, packed on a k = 8 fat tree): each ring
+  carries 2 x 31/32 x 256 MiB through each NPU's 50 GB/s link, 10.4 ms, plus the 62 steps' hops and the chunks'
+  pipeline fill: 10.73 ms; random placement (docs/how-to/several-jobs.md) takes 20.4-20.9 ms.
+- clusters/stragglers (a data-parallel step on 8 H100s): 4 layers x 3 GEMMs of 2 x 16384 x 4096 x 4096 = 6.6 TFLOP
+  at the fitted 0.508 x 989 TFLOP/s is 13.1 ms without variability (13.126 ms simulated, the all-reduces hidden);
+  each NPU's lognormal factor of sigma 0.05 puts the slowest of 8 some 1.4 sigma (7 %) above it: p50 14.05 ms over
+  100 samples, the first 14.05 ms; the p99 (14.99 ms) is the slowest of 8 at 2.9 sigma in one sample of 100.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
@@ -131,6 +141,16 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     # Fused attention (issue 14): unfused, 4,679,391,706,744 ps and 78.45 TFLOP/s.
     "gpt3_175b.yaml": {"total_time_ps": 4_571_545_695_461, "tflops_per_npu": 80.30188565226379},
     "clusters/goodput_16k.yaml": {"total_time_ps": 15_733_971_796_010, "tflops_per_npu": 231.14958155471962},
+    "clusters/two_jobs.yaml": {"total_time_ps": 64_534_072_300},
+    "clusters/placement_fat_tree.yaml": {"total_time_ps": 10_727_873_920},
+    "clusters/degraded_link.yaml": {"total_time_ps": 1_007_132_960},  # row 0's all-reduce, at the slow link's pace
+    "clusters/failed_link.yaml": {"total_time_ps": 3_701_487_520},  # intact torus: 2,531,582,400 ps
+    # The first of 100 Monte-Carlo samples, and the distribution's median and tail (docs/how-to/stragglers.md).
+    "clusters/stragglers.yaml": {
+        "total_time_ps": 14_045_869_945,
+        "samples.p50_ns": 14_048_324.909,
+        "samples.p99_ns": 14_991_842.70916,
+    },
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,
@@ -166,7 +186,8 @@ HEADLINES: dict[str, dict[str, int | float]] = {
 def headline_figures(report: Report, names: set[str]) -> dict[str, int | float]:
     """The named figures of a report: its total time and its training or serving fields as the JSON gives them."""
     serving = report.to_dict().get("serving", {})
-    figures = {"total_time_ps": report.total_time_ps, **(report.training or {}), **serving}
+    samples = {f"samples.{key}": value for key, value in (report.samples or {}).items() if key != "times_ns"}
+    figures = {"total_time_ps": report.total_time_ps, **(report.training or {}), **serving, **samples}
     return {name: figures[name] for name in names}
 
 
@@ -206,6 +227,7 @@ def test_every_example_has_a_test() -> None:
     tested |= {LLAMA3_8B_B200, NEMOTRON4_15B_B200} | {CALIBRATION / f"{name}.yaml" for name in H100_FP8}
     tested |= {CALIBRATION / f"{name}.yaml" for name in (MI300X, *GAUDI3, H200_FP8, GPT_NEOX_20B_GAUDI3)}
     tested |= {EXAMPLES / "explore" / "quickstart_sweep.yaml"}  # docs/tutorials/exploring.md shows its best trial
+    tested |= {EXAMPLES / "explore" / "stragglers_p99.yaml"}  # tests/explore/test_p99_sweep.py ranks its trials
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
     assert not untested, f"examples no test runs: {untested}; give each a headline figure in HEADLINES here"

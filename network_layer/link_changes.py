@@ -1,0 +1,220 @@
+"""Links of their own speed, and links that degrade or fail at a time (``Topology.link_changes``).
+
+A change names its link as the network's link counters do: ``dim D: a->b`` on a list of dimensions (``switch``
+standing for a switch dimension's switch: ``dim 1: 4->switch`` is NPU 4's up-link), the fabric's node names on a
+fabric (``npu 5->npu 6`` on a torus, ``edge 0.1->aggregation 0.0`` on a fat-tree); ``a<->b`` names both directions
+of the cable. :class:`LinkNames` reads those names against a topology; :func:`resolve` turns the changes into
+:class:`LinkChange` records, in time order, with percentages of a link's nominal bandwidth made absolute.
+
+Which backends read what, and how a failure reroutes, is said in ``docs/how-to/link-failures.md``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import islice
+
+from stratasim.kernel.errors import TopologyError
+from stratasim.kernel.grid import Grid
+from stratasim.kernel.units import format_time_ps
+from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.v1 import network_pb2
+
+__all__ = ["LinkChange", "LinkKey", "LinkNames", "dimension_links", "refuse_changes", "resolve"]
+
+LinkKey = tuple[int, ...]
+"""(dimension, from NPU, to NPU), -1 standing for the switch of a switch dimension; on a fabric (from node,
+to node)."""
+
+_RING = network_pb2.Dimension.RING
+_SWITCH = network_pb2.Dimension.SWITCH
+_DIMENSION_LINK = re.compile(r"\s*dim\s+(\d+)\s*:\s*(\d+|switch)\s*(<->|->)\s*(\d+|switch)\s*$")
+_NAMES_LISTED = 200_000  # names enumerated at most when looking for the nearest one
+
+
+@dataclass(frozen=True, slots=True)
+class LinkChange:
+    """A change of one directed link: from ``at_ps`` on, its ``bandwidth`` (bytes/s) and ``latency_ps`` (None:
+    unchanged), or it ``fail``-s (carries nothing)."""
+
+    key: LinkKey
+    name: str
+    at_ps: int
+    bandwidth: Fraction | None
+    latency_ps: int | None
+    fail: bool
+
+
+def dimension_links(dims: Grid, kinds: tuple[int, ...], d: int, here: int, goal: int, step: int) -> list[LinkKey]:
+    """The links a message at NPU ``here`` crosses in dimension ``d`` to reach position ``goal`` of it: on a ring
+    going ``step`` (+1 or -1) round, through a switch up and down, else the direct link."""
+    size, stride = dims.sizes[d], dims.stride(d)
+    own = (here // stride) % size
+    target = here + (goal - own) * stride
+    if kinds[d] == _SWITCH:
+        return [(d, here, -1), (d, -1, target)]
+    if kinds[d] != _RING:
+        return [(d, here, target)]
+    links: list[LinkKey] = []
+    position = own
+    while position != goal:
+        following = (position + step) % size
+        links.append((d, here + (position - own) * stride, here + (following - own) * stride))
+        position = following
+    return links
+
+
+class LinkNames:
+    """The links of a topology by name: a list of dimensions, or ``fabric`` (its links, built) when given."""
+
+    def __init__(self, topology: network_pb2.Topology, fabric: LinkGraph | None) -> None:
+        self._fabric = fabric
+        self._grid = Grid(tuple(dim.size for dim in topology.dimensions))
+        self._kinds = tuple(dim.kind for dim in topology.dimensions)
+        self._nodes: dict[str, int] = {}  # the fabric's nodes by name, once a name is read
+
+    def name(self, key: LinkKey) -> str:
+        """The link's name, as the counters give it."""
+        if self._fabric is not None:
+            return f"{self._fabric.name(key[0])}->{self._fabric.name(key[1])}"
+        dim, source, target = key
+        return f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}"
+
+    def keys(self, text: str) -> list[LinkKey]:
+        """The directed link ``text`` names (both, for ``a<->b``); :class:`TopologyError` if there is none such."""
+        parts: tuple[str, ...] | None
+        if self._fabric is None:
+            found = _DIMENSION_LINK.match(text)
+            parts = None if found is None else (found[2], found[3], found[4])
+        else:
+            arrow = "<->" if "<->" in text else "->"
+            parts = tuple(part.strip() for part in text.partition(arrow)) if arrow in text else None
+        key = None if parts is None else self._key(text, parts[0], parts[2])
+        if parts is None or key is None:
+            raise TopologyError(self._unknown(text))
+        return [key, (*key[:-2], key[-1], key[-2])] if parts[1] == "<->" else [key]
+
+    def _key(self, text: str, source: str, target: str) -> LinkKey | None:
+        if self._fabric is not None:
+            if not self._nodes:
+                self._nodes = {self._fabric.name(node): node for node in range(self._fabric.nodes)}
+            a, b = self._nodes.get(source), self._nodes.get(target)
+            return (a, b) if a is not None and b is not None and b in self._fabric.out_links(a) else None
+        found = _DIMENSION_LINK.match(text)
+        assert found is not None
+        key = (int(found[1]), *(-1 if end == "switch" else int(end) for end in (source, target)))
+        return key if self._exists(key) else None
+
+    def _exists(self, key: LinkKey) -> bool:
+        d, a, b = key
+        grid = self._grid
+        if d >= len(grid.sizes) or grid.sizes[d] < 2 or max(a, b) >= grid.npus or a == b:
+            return False
+        if self._kinds[d] == _SWITCH:
+            return min(a, b) == -1
+        if min(a, b) < 0 or any(
+            grid.coordinate(a, o) != grid.coordinate(b, o) for o in range(len(grid.sizes)) if o != d
+        ):
+            return False
+        size, here, there = grid.sizes[d], grid.coordinate(a, d), grid.coordinate(b, d)
+        return self._kinds[d] != _RING or (there - here) % size in (1, size - 1)
+
+    def nominal(self, key: LinkKey, topology: network_pb2.Topology) -> tuple[Fraction, int]:
+        """The link's speed as the topology builds it: (bandwidth in bytes/s, latency in ps)."""
+        if self._fabric is not None:
+            link = self._fabric.out_links(key[0])[key[1]]
+            return link.bandwidth, link.latency_ps
+        dim = topology.dimensions[key[0]]
+        return Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps
+
+    def _unknown(self, text: str) -> str:
+        """Why ``text`` names no link: how names look, and the nearest one."""
+        names = list(islice(self._names(), _NAMES_LISTED))
+        nearest = difflib.get_close_matches(text, names, n=1, cutoff=0.6)
+        form = (
+            "'dim D: a->b' (NPU ids, 'switch' for a switch dimension's switch)"
+            if self._fabric is None
+            else "'<node>-><node>' with the fabric's node names"
+        )
+        hint = f"; did you mean {nearest[0]!r}?" if nearest else f"; e.g. {', '.join(map(repr, names[:3]))}"
+        return f"no link named {text!r}: links are named as the report's link table names them, {form}{hint}"
+
+    def _names(self) -> Iterator[str]:
+        if self._fabric is not None:
+            yield from (self.name((link.src, link.dst)) for link in self._fabric.links())
+            return
+        grid = self._grid
+        for npu in range(grid.npus):
+            for d, size in enumerate(grid.sizes):
+                if size < 2:
+                    continue
+                own = grid.coordinate(npu, d)
+                if self._kinds[d] == _SWITCH:
+                    yield from (self.name((d, npu, -1)), self.name((d, -1, npu)))
+                    continue
+                goals = [(own + 1) % size, (own - 1) % size] if self._kinds[d] == _RING else range(size)
+                for goal in dict.fromkeys(goals):
+                    if goal != own:
+                        yield self.name((d, npu, npu + (goal - own) * grid.stride(d)))
+
+
+def resolve(topology: network_pb2.Topology, names: LinkNames) -> list[LinkChange]:
+    """The topology's link changes, checked, one per directed link, ordered by time (then as given);
+    :class:`TopologyError` naming ``link_changes[i]`` at the first impossible one."""
+    changes: list[LinkChange] = []
+    for index, change in enumerate(topology.link_changes):
+        try:
+            changes += _resolved(change, topology, names)
+        except TopologyError as exc:
+            raise TopologyError(f"link_changes[{index}] ({change.link!r}): {exc}") from None
+    changes.sort(key=lambda change: change.at_ps)  # stable: entries at one time keep their order
+    failed: set[LinkKey] = set()
+    for resolved in changes:
+        if resolved.key in failed:
+            raise TopologyError(f"link_changes: link {resolved.name} changes after it failed; a failed link stays down")
+        if resolved.fail:
+            failed.add(resolved.key)
+    return changes
+
+
+def _resolved(change: network_pb2.LinkChange, topology: network_pb2.Topology, names: LinkNames) -> list[LinkChange]:
+    """One entry as the changes of the directed links it names."""
+    absolute, fraction = change.bandwidth_bytes_per_s, change.bandwidth_fraction
+    latency = change.latency_ps if change.HasField("latency_ps") else None
+    if change.at_ps < 0:
+        raise TopologyError(f"at: must not be negative, got {change.at_ps} ps")
+    if change.fail and (absolute or fraction or latency is not None):
+        raise TopologyError("a failed link has no bandwidth or latency: give fail, or a new speed")
+    if absolute and fraction:
+        raise TopologyError("give the bandwidth in bytes/s or as a share of the nominal one, not both")
+    if min(absolute, fraction) < 0 or not math.isfinite(absolute + fraction):
+        raise TopologyError(f"bandwidth: must be positive, got {absolute or fraction}")
+    if latency is not None and latency < 0:
+        raise TopologyError(f"latency: must not be negative, got {latency} ps")
+    if latency is not None and change.at_ps > 0:
+        raise TopologyError(
+            f"latency: changes only from the start (at 0), as it bounds the network's lookahead; this change is at "
+            f"{format_time_ps(change.at_ps)}"
+        )
+    if not (change.fail or absolute or fraction or latency is not None):
+        raise TopologyError("changes nothing: give a bandwidth, a latency or fail")
+    resolved = []
+    for key in names.keys(change.link):
+        nominal = names.nominal(key, topology)[0]
+        bandwidth = Fraction(absolute) if absolute else nominal * Fraction(fraction) if fraction else None
+        resolved.append(LinkChange(key, names.name(key), change.at_ps, bandwidth, latency, change.fail))
+    return resolved
+
+
+def refuse_changes(topology: network_pb2.Topology, backend: str) -> None:
+    """Raise :class:`TopologyError` if ``topology`` has link changes: ``backend`` does not model them."""
+    if topology.link_changes:
+        raise TopologyError(
+            f"link_changes: the {backend} backend does not model links of their own speed or failures; "
+            "use congestion_aware (or analytical, for speeds from the start)"
+        )

@@ -1,0 +1,87 @@
+"""A topology's link changes as a network applies them: the links' own speeds now, the failed links, what is to come.
+
+Both networks that model links of their own speed hold one :class:`LinkSchedule`: the analytical network reads the
+speeds it sets from the start; the congestion-aware one also applies each later change when its time comes. On a
+fabric the schedule changes the fabric's links themselves (:meth:`LinkGraph.set_speed`, :meth:`LinkGraph.fail`); on
+a list of dimensions it keeps the speeds of the links that differ from their dimension's.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.units import format_time_ps
+from stratasim.network_layer.link_changes import LinkChange, LinkKey, LinkNames, resolve
+from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.v1 import network_pb2
+
+__all__ = ["LinkSchedule"]
+
+_NEVER = 1 << 62
+
+
+class LinkSchedule:
+    """The link changes of ``topology`` (on ``fabric``, when it has one), those from the start applied."""
+
+    def __init__(self, topology: network_pb2.Topology, fabric: LinkGraph | None) -> None:
+        self.names = LinkNames(topology, fabric)
+        self.speeds: dict[LinkKey, tuple[Fraction, int]] = {}
+        """Dimension links whose speed differs from their dimension's: (bandwidth in bytes/s, latency in ps)."""
+        self.failed: dict[LinkKey, LinkChange] = {}
+        """The links that failed, and the change that failed each."""
+        self._topology = topology
+        self._fabric = fabric
+        changes = resolve(topology, self.names) if topology.link_changes else []
+        self._pending = [change for change in reversed(changes) if change.at_ps > 0]  # the next last
+        for change in changes:
+            if change.at_ps == 0:
+                self._apply(change)
+
+    @property
+    def later(self) -> list[LinkChange]:
+        """The changes still to come, the next first."""
+        return self._pending[::-1]
+
+    @property
+    def next_ps(self) -> int:
+        """When the next change comes (a time beyond any run when none does)."""
+        return self._pending[-1].at_ps if self._pending else _NEVER
+
+    def apply_due(self, now: int) -> set[LinkKey]:
+        """Apply every change due by ``now``, in order; the links they changed."""
+        changed = set()
+        while self._pending and self._pending[-1].at_ps <= now:
+            change = self._pending.pop()
+            self._apply(change)
+            changed.add(change.key)
+        return changed
+
+    def _apply(self, change: LinkChange) -> None:
+        """Give a link its new speed, or fail it."""
+        key, fabric = change.key, self._fabric
+        if change.fail:
+            self.failed[key] = change
+            if fabric is not None:
+                fabric.fail(key[0], key[1])
+            return
+        if fabric is not None:
+            link = fabric.out_links(key[0])[key[1]]
+            bandwidth, latency = link.bandwidth, link.latency_ps
+        else:
+            dim = self._topology.dimensions[key[0]]
+            bandwidth, latency = self.speeds.get(key) or (Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps)
+        bandwidth = bandwidth if change.bandwidth is None else change.bandwidth
+        latency = latency if change.latency_ps is None else change.latency_ps
+        if fabric is not None:
+            fabric.set_speed(key[0], key[1], bandwidth, latency)
+        else:
+            self.speeds[key] = (bandwidth, latency)
+
+    def no_route(self, ends: tuple[str, str], blocked: list[LinkKey], why: str) -> BackendError:
+        """The error of a message between ``ends`` (their names) left no way by the failed ``blocked`` links."""
+        failed = "; ".join(
+            f"link {self.names.name(key)} failed at {format_time_ps(self.failed[key].at_ps)}"
+            for key in dict.fromkeys(blocked)
+        )
+        return BackendError(f"{failed}; {ends[0]} cannot reach {ends[1]}: {why}")

@@ -1,0 +1,99 @@
+"""Each job's figures in a study of several jobs: a row of the JSON report's ``jobs`` list and a line of the text.
+
+A job's times are its own: from its ``start`` to the latest finish of its NPUs (``end``), its compute and exposed
+communication the means over its NPUs (the wait before its start is neither), and for a training job its iteration
+throughput over its own NPUs and duration. The study's total time stays the engine's: when the last NPU finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stratasim.kernel.units import format_time_ps, ps_to_ns
+
+__all__ = ["JobFigures", "id_ranges", "job_lines", "job_row"]
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """One job's figures: ``npus`` the NPUs it was placed on (its rank i on the i-th); ``start_ps`` and ``end_ps``
+    when it started and when its last NPU finished; ``compute_ps`` and ``exposed_comm_ps`` means over its NPUs; for a
+    training job (else None) the iteration's samples per second and model TFLOPS per NPU over its duration."""
+
+    name: str
+    kind: str
+    npus: tuple[int, ...]
+    start_ps: int
+    end_ps: int
+    compute_ps: float
+    exposed_comm_ps: float
+    samples_per_second: float | None = None
+    tflops_per_npu: float | None = None
+
+    @property
+    def duration_ps(self) -> int:
+        """From the job's start to its end."""
+        return self.end_ps - self.start_ps
+
+
+def id_ranges(ids: Sequence[int]) -> str:
+    """NPU ids as ranges in the order given, as a job's ``place`` may be written: ``0-3, 8, 10-11``."""
+    parts: list[str] = []
+    index = 0
+    while index < len(ids):
+        end = index
+        while end + 1 < len(ids) and ids[end + 1] == ids[end] + 1:
+            end += 1
+        parts.append(str(ids[index]) if end == index else f"{ids[index]}-{ids[end]}")
+        index = end + 1
+    return ", ".join(parts)
+
+
+def job_row(job: JobFigures) -> dict[str, Any]:
+    """The JSON report's row of one job (``iteration_time_ns``... for a training job only)."""
+    row: dict[str, Any] = {
+        "name": job.name,
+        "kind": job.kind,
+        "npus": len(job.npus),
+        "placed": id_ranges(job.npus),
+        "start_ns": ps_to_ns(job.start_ps),
+        "end_ns": ps_to_ns(job.end_ps),
+        "duration_ns": ps_to_ns(job.duration_ps),
+        "compute_ns": job.compute_ps / 1000,
+        "exposed_comm_ns": job.exposed_comm_ps / 1000,
+    }
+    if job.samples_per_second is not None:
+        row["iteration_time_ns"] = ps_to_ns(job.duration_ps)
+        row["samples_per_second"] = job.samples_per_second
+        row["tflops_per_npu"] = job.tflops_per_npu
+    return row
+
+
+_MAX_PLACED = 20  # characters of a job's placement the text shows
+
+
+def job_lines(jobs: Sequence[JobFigures]) -> list[str]:
+    """A table of the jobs: NPUs and where, start, end, duration, mean compute and exposed communication."""
+    if not jobs:
+        return []
+    titles = ("start", "end", "duration", "compute", "exposed comm")
+    lines = [
+        "",
+        f"jobs ({len(jobs)})",
+        f"  {'job':<16}{'NPUs':>6}  {'placed':<{_MAX_PLACED}}" + "".join(f"{t:>14}" for t in titles),
+    ]
+    for job in jobs:
+        placed = id_ranges(job.npus)
+        if len(placed) > _MAX_PLACED:
+            placed = placed[: _MAX_PLACED - 3] + "..."
+        times = (job.start_ps, job.end_ps, job.duration_ps, round(job.compute_ps), round(job.exposed_comm_ps))
+        line = f"  {job.name:<16}{len(job.npus):>6,}  {placed:<{_MAX_PLACED}}" + "".join(
+            f"{format_time_ps(ps):>14}" for ps in times
+        )
+        if job.samples_per_second is not None:
+            line += f"  {job.samples_per_second:,.1f} samples/s, {job.tflops_per_npu:,.1f} TFLOPS per NPU"
+        lines.append(line)
+    lines.append("  compute and exposed comm: means over the job's NPUs; duration from its start to its last NPU's end")
+    return lines

@@ -1,0 +1,229 @@
+"""``workload: {kind: jobs}``: the keys of several jobs sharing one topology, validated.
+
+Each job names its own workload (any kind that yields execution graphs), validated by that kind's ``Config``
+model from the workload registry, so a problem inside it is reported at its full key
+(``workload.jobs[1].workload.model.hidden``). What needs the topology (an NPU outside it, more NPUs asked than it
+has) is checked when the jobs are placed (:mod:`stratasim.workload_layer.jobs.placement`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializationInfo,
+    SerializeAsAny,
+    ValidationError,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from stratasim.kernel import registry
+from stratasim.kernel.errors import BackendError
+from stratasim.kernel.schema import Section, TimePs
+
+__all__ = ["JOBS_KIND", "JobConfig", "JobsConfig", "graph_kinds", "npu_ranges"]
+
+JOBS_KIND = "jobs"
+"""The kind this package registers; a job may not be one (jobs do not nest)."""
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_PLACE_SCHEMA = {
+    "anyOf": [
+        {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        {"type": "string", "pattern": r"^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$"},
+    ]
+}
+_WORKLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["kind"],
+    "properties": {
+        "kind": {"type": "string", "description": "The job's workload kind; the other keys are that kind's."}
+    },
+}
+
+
+def graph_kinds() -> list[str]:
+    """The installed workload kinds a job may run: those yielding execution graphs (a ``graphs`` method), not a
+    request-level loop such as ``serving``, and not ``jobs`` itself."""
+    kinds = []
+    for kind in registry.available("workload"):
+        try:
+            factory = registry.load("workload", kind)
+        except BackendError:
+            continue
+        if kind != JOBS_KIND and callable(getattr(factory, "graphs", None)):
+            kinds.append(kind)
+    return kinds
+
+
+def _inner_workload(value: object) -> object:
+    """A job's ``workload`` mapping validated by its kind's ``Config`` (errors keep their keys under it)."""
+    if isinstance(value, BaseModel):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError("expected a mapping with 'kind' and that kind's keys")
+    kind = value.get("kind")
+    if kind not in registry.available("workload"):
+        said = "required" if kind is None else f"unknown workload kind {kind!r}"
+        _refuse_kind(kind, f"{said}; a job runs one of: {', '.join(graph_kinds())}")
+    try:
+        factory = registry.load("workload", kind)
+    except BackendError as exc:
+        _refuse_kind(kind, str(exc))
+    if kind == JOBS_KIND or not callable(getattr(factory, "graphs", None)):
+        why = "jobs do not nest" if kind == JOBS_KIND else "it runs its own request-level loop, not execution graphs"
+        _refuse_kind(
+            kind,
+            f"a {kind!r} workload cannot be a job ({why}); a job runs a workload that yields execution graphs: "
+            f"{', '.join(graph_kinds())}",
+        )
+    model: type[BaseModel] = getattr(factory, "Config")  # noqa: B009 (a factory is untyped)
+    return model.model_validate({key: item for key, item in value.items() if key != "kind"})
+
+
+def _refuse_kind(kind: object, message: str) -> NoReturn:
+    """Refuse a job's workload ``kind``, the problem named at ``workload.kind`` under the job."""
+    raise ValidationError.from_exception_data("JobConfig", [_problem(("kind",), message, kind)])
+
+
+def npu_ranges(text: str) -> tuple[int, ...]:
+    """NPU ids written as ranges, ``"0-3, 8, 10-11"`` (both ends included), in the order written."""
+    ids: list[int] = []
+    for part in text.split(","):
+        match = _RANGE.match(part)
+        if match is None:
+            raise ValueError(f"expected NPU ids or ranges such as '0-255' or '0-3, 8, 10-11', got {part.strip()!r}")
+        low, high = int(match[1]), int(match[2] or match[1])
+        if high < low:
+            raise ValueError(f"range {part.strip()!r} runs backwards; write it low-high")
+        ids.extend(range(low, high + 1))
+    return tuple(ids)
+
+
+def _place(value: object) -> object:
+    """``place`` as written: a list of NPU ids or a text of ranges."""
+    if isinstance(value, str):
+        return npu_ranges(value)
+    if isinstance(value, (list, tuple)) and any(isinstance(item, bool) or not isinstance(item, int) for item in value):
+        raise ValueError("expected a list of NPU ids (whole numbers) or ranges such as '256-511'")
+    return value
+
+
+def _problem(loc: tuple[int | str, ...], message: str, value: object) -> InitErrorDetails:
+    return InitErrorDetails(type=PydanticCustomError("value_error", message), loc=loc, input=value)
+
+
+class JobConfig(Section):
+    """One job: a workload of its own on ``npus`` NPUs of the topology, starting at ``start``."""
+
+    name: str = Field(pattern=r"\S")
+    """The job's name, as the report's ``jobs`` list gives it (unique in the study)."""
+    npus: int = Field(ge=1)
+    """NPUs the job runs on; its workload is built for this many (a TP x PP x DP plan must multiply to it)."""
+    start: TimePs = 0
+    """When the job's NPUs start their graphs (e.g. 5ms); until then they idle."""
+    place: (
+        Annotated[tuple[Annotated[int, Field(ge=0)], ...], BeforeValidator(_place), WithJsonSchema(_PLACE_SCHEMA)]
+        | None
+    ) = None
+    """The job's NPUs, its rank i on the i-th, with ``placement: explicit`` only: a list of ids or ranges as text
+    ('256-511', '0-3, 8-11')."""
+    workload: Annotated[SerializeAsAny[BaseModel], BeforeValidator(_inner_workload), WithJsonSchema(_WORKLOAD_SCHEMA)]
+    """The job's workload: a ``kind`` that yields execution graphs (transformer, collective, chakra...) and its
+    keys, as a study's ``workload`` section."""
+    _kind: str = PrivateAttr(default="")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_kind(cls, data: Any, handler: ModelWrapValidatorHandler[JobConfig]) -> JobConfig:
+        job = handler(data)
+        if isinstance(data, Mapping) and isinstance(data.get("workload"), Mapping):  # else a validated job, kept
+            job._kind = str(data["workload"]["kind"])
+        return job
+
+    @model_validator(mode="after")
+    def _place_fits(self) -> JobConfig:
+        if self.place is None:
+            return self
+        if len(self.place) != self.npus:
+            raise ValueError(f"place: names {len(self.place)} NPUs but the job has npus: {self.npus}")
+        seen: set[int] = set()
+        for npu in self.place:
+            if npu in seen:
+                raise ValueError(f"place: names NPU {npu} twice")
+            seen.add(npu)
+        return self
+
+    @property
+    def kind(self) -> str:
+        """The kind of the job's workload."""
+        return self._kind
+
+    @field_serializer("workload")
+    def _with_kind(self, workload: BaseModel, info: SerializationInfo) -> dict[str, Any]:
+        """The workload as written: its kind, then its keys (so a dumped study validates back to itself)."""
+        keys = workload.model_dump(
+            mode=info.mode,
+            by_alias=bool(info.by_alias),
+            exclude_unset=info.exclude_unset,
+            exclude_defaults=info.exclude_defaults,
+            exclude_none=info.exclude_none,
+        )
+        return {"kind": self._kind, **keys}
+
+
+class JobsConfig(Section):
+    """``workload:`` keys of ``kind: jobs``: several jobs sharing the topology, placed by ``placement``."""
+
+    placement: Literal["packed", "spread", "random", "explicit"] = "packed"
+    """How jobs take NPUs: packed (the next contiguous ids), spread (interleaved across the whole topology),
+    random (a seeded shuffle), explicit (each job's ``place``)."""
+    seed: int = Field(default=0, ge=0)
+    """The seed of ``placement: random``."""
+    jobs: tuple[JobConfig, ...]
+    """The jobs, each with its name, npus, start, workload (and place, when explicit)."""
+
+    @field_validator("jobs")
+    @classmethod
+    def _some(cls, jobs: tuple[JobConfig, ...]) -> tuple[JobConfig, ...]:
+        if not jobs:
+            raise ValueError("expected at least one job (a list of mappings with name, npus and workload)")
+        return jobs
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobsConfig:
+        """Unique names; ``place`` given exactly when the placement is explicit; explicit places disjoint."""
+        problems: list[InitErrorDetails] = []
+        named: dict[str, int] = {}
+        owner: dict[int, int] = {}
+        explicit = self.placement == "explicit"
+        for index, job in enumerate(self.jobs):
+            if job.name in named:
+                said = f"job {job.name!r} is also the name of jobs[{named[job.name]}]; names must be unique"
+                problems.append(_problem(("jobs", index, "name"), said, job.name))
+            named.setdefault(job.name, index)
+            if job.place is not None and not explicit:
+                said = f"given, but placement is {self.placement!r}: place needs placement: explicit"
+                problems.append(_problem(("jobs", index, "place"), said, None))
+            elif job.place is None and explicit:
+                problems.append(_problem(("jobs", index, "place"), "required with placement: explicit", None))
+            for npu in job.place or ():
+                other = owner.setdefault(npu, index)
+                if other != index:
+                    said = f"both job {self.jobs[other].name!r} and job {job.name!r} are placed on NPU {npu}"
+                    problems.append(_problem(("jobs", index, "place"), said, npu))
+                    break
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
