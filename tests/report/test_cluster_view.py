@@ -138,3 +138,19 @@ def test_no_cluster_block_without_link_counters() -> None:
     result = SimulationResult(10, 1, (), (NpuStats(0, 10, 10, 0, 0),), (), 0)
     assert "cluster" not in Report("a", result, 0.1, {}).to_dict()
     assert "cluster" not in Report("a", result, 0.1, {}).to_text()
+
+
+def test_the_cluster_view_explains_why_packed_placement_beats_random() -> None:
+    # Packed, each job's ring stays on links of its own: no link carries two jobs and no message waits. At random,
+    # rings cross at the aggregation switches: links carry two jobs and messages queue climbing to them.
+    path = str(EXAMPLES / "clusters" / "placement_fat_tree.yaml")
+    packed, spread = (
+        run_study(load_study(path, [f"workload.placement={placement}"])).to_dict()["cluster"]
+        for placement in ("packed", "random")
+    )
+    assert packed["jobs"] == spread["jobs"] == [0, 1, 2, 3]
+    assert all(len(row["bytes_by_job"]) == 1 for row in packed["busiest_links"])
+    assert all(row["queue_ns"] == 0 for row in packed["by_level"])
+    assert len(spread["busiest_links"][0]["bytes_by_job"]) > 1
+    climbing = next(row for row in spread["by_level"] if row["level"] == "edge->aggregation")
+    assert climbing["queue_ns"] > 0 and all(job["queue_ns"] > 0 for job in climbing["by_job"].values())
