@@ -30,6 +30,12 @@ routes cross switches).
 When the topology asks (``record_link_busy``), every link also keeps the stretches of time it was transmitting,
 for a trace: a crossing holds its link from its start to its end, back-to-back crossings make one stretch.
 
+Counters. Every link counts its busy time, bytes and messages, and the time messages waited for it: from the head
+reaching the link to the link being free (``queue_ps``; zero for a message that found it free). When sends carry a
+flow (``SendBatch.flow``, the sending NPU's job), each link also counts its load by flow; only messages of a flow
+other than 0 are followed (by id, while in flight), flow 0's share being the rest of the link's, so a single-flow
+run pays nothing for it.
+
 Links of their own speed and links that change at a time (``Topology.link_changes``, see
 :mod:`stratasim.network_layer.link_changes`): a change at ``at`` applies to every crossing decided from ``at`` on
 (a message whose head reached the link earlier crosses it at the old rate, even if it waits past ``at``). Then
@@ -49,6 +55,7 @@ from typing import cast
 from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.network_layer import topologies
+from stratasim.network_layer.flow_load import add_flow_rows
 from stratasim.network_layer.link_changes import LinkKey, dimension_links
 from stratasim.network_layer.link_graph import Link, LinkGraph
 from stratasim.network_layer.link_schedule import LinkSchedule
@@ -70,7 +77,8 @@ _NO_DETOUR: dict[int, str] = {
 
 
 _Hop = tuple[list[int], int, int, int, bool, LinkKey, bool]
-"""One link of a route, with what crossing it costs: (the link's state — [free at, busy ps, bytes, messages] —,
+"""One link of a route, with what crossing it costs: (the link's state — [free at, busy ps, bytes, messages, queue
+ps] —,
 how long pushing the message onto it takes, the message's size, the time from starting on it to the head being
 ready for the next link, whether the whole message must be across before it goes on — its tail then is its
 head —, the link, whether it is the route's last). A tuple, not an object: the event loop unpacks it once per
@@ -102,7 +110,9 @@ class CongestionAwareNetwork:
         self._times: list[int] = []
         self._events: dict[int, list[_Event]] = {}
         self._deliveries: list[tuple[int, int]] = []
-        self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages], shared by hops
+        self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages, queue ps]
+        self._flows: dict[int, int] = {}  # message id -> its flow, while in flight, for flows other than 0
+        self._flow_load: dict[tuple[LinkKey, int], list[int]] = {}  # (link, flow) -> [bytes, messages, queue ps]
         self._busy: dict[LinkKey, tuple[list[int], list[int]]] | None = None  # link -> (starts, ends), if recorded
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[_Hop, ...]] = {}
@@ -259,20 +269,30 @@ class CongestionAwareNetwork:
         link, hold, size, onward, store = spec
         state = self._links.get(link)
         if state is None:
-            state = self._links[link] = [0, 0, 0, 0]
+            state = self._links[link] = [0, 0, 0, 0, 0]
         hop = self._hops[(spec, last)] = (state, hold, size, onward, store, link, last)
         return hop
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         # Slices, the quickest way to lists of the columns
-        self.inject_columns(sends.id[:], sends.src[:], sends.dst[:], sends.bytes[:], sends.send_time_ps[:])
+        self.inject_columns(
+            sends.id[:], sends.src[:], sends.dst[:], sends.bytes[:], sends.send_time_ps[:], sends.flow[:]
+        )
 
     def inject_columns(
-        self, ids: Sequence[int], srcs: Sequence[int], dsts: Sequence[int], sizes: Sequence[int], times: Sequence[int]
+        self,
+        ids: Sequence[int],
+        srcs: Sequence[int],
+        dsts: Sequence[int],
+        sizes: Sequence[int],
+        times: Sequence[int],
+        flows: Sequence[int] = (),
     ) -> None:
         """:meth:`inject` of the messages the columns describe (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
         if not ids:
             return
+        if flows:
+            self._follow(ids, flows)
         first, last = min(times), max(times)
         if first <= self._horizon:
             self._refuse(ids, srcs, dsts, times)
@@ -294,6 +314,12 @@ class CongestionAwareNetwork:
             earliest = [sent + self._lookahead for sent in times]
             for crossing in zip(ids, routes, repeat(0), earliest, times):
                 _at(self._events, self._times, crossing[4]).append(crossing)
+
+    def _follow(self, ids: Sequence[int], flows: Sequence[int]) -> None:
+        """Follow the messages of a flow other than 0 through the network, counting their load per link."""
+        if len(flows) != len(ids):
+            raise BackendError(f"a batch of {len(ids)} messages gives {len(flows)} flows; expected one per message")
+        self._flows.update((msg_id, flow) for msg_id, flow in zip(ids, flows) if flow)
 
     def _routes_of(
         self, keys: list[tuple[int, int, int]], cached: list[tuple[_Hop, ...] | None]
@@ -347,7 +373,7 @@ class CongestionAwareNetwork:
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
         times, events = self._times, self._events
-        busy = self._busy
+        busy, flows, flow_load = self._busy, self._flows, self._flow_load
         arrivals: list[tuple[int, int]] = []
         while times and times[0] <= horizon:
             time_ps = times[0]
@@ -359,6 +385,10 @@ class CongestionAwareNetwork:
                 start = state[0]
                 if time_ps > start:
                     start = time_ps
+                else:  # the link is busy (or just free): the message waits for it
+                    state[4] += start - time_ps
+                if flows and msg_id in flows:
+                    _count_flow(flow_load, (link, flows.pop(msg_id) if last else flows[msg_id]), size, start - time_ps)
                 end = start + hold
                 if end < tail:  # the body streams in no faster than the link before delivers it
                     end = tail
@@ -412,15 +442,20 @@ class CongestionAwareNetwork:
         """Busy time, bytes and messages of every link that carried anything, in link order; when recorded, when
         each link was busy."""
         result = network_pb2.LinkCounters()
-        for key, (_, busy, size, messages) in sorted(self._links.items()):
-            if not messages:  # on a route built, not crossed yet
-                continue
+        crossed = [(key, state) for key, state in sorted(self._links.items()) if state[3]]  # not only routed
+        for key, (_, busy, size, messages, queue) in crossed:
             result.link.append(self._link_name(key))
             result.busy_ps.append(busy)
             result.bytes.append(size)
             result.messages.append(messages)
+            result.queue_ps.append(queue)
         for key, (starts, ends) in sorted((self._busy or {}).items()):
             result.busy.add(link=self._link_name(key), start_ps=starts, end_ps=ends)
+        if self._flow_load:
+            followed: dict[LinkKey, dict[int, list[int]]] = {key: {} for key, _ in crossed}
+            for (key, flow), load in self._flow_load.items():
+                followed[key][flow] = load
+            add_flow_rows(result, [(state[2], state[3], state[4]) for _, state in crossed], list(followed.values()))
         return result
 
     def _link_name(self, key: LinkKey) -> str:
@@ -431,6 +466,8 @@ class CongestionAwareNetwork:
         self._events.clear()
         self._deliveries.clear()
         self._links.clear()
+        self._flows.clear()
+        self._flow_load.clear()
         self._routes.clear()
         self._hops.clear()
         self._tables.clear()
@@ -471,11 +508,23 @@ class _DimensionHops:
     def _make(self, role: int, link: LinkKey) -> _Hop:
         state = self._links.get(link)
         if state is None:
-            state = self._links[link] = [0, 0, 0, 0]
+            state = self._links[link] = [0, 0, 0, 0, 0]
         middle, end = self._own.get(link, (self._middle, self._end))
         hold, size, onward, store = middle if role == 0 else end
         hop = self._by_role[role][link] = (state, hold, size, onward, store, link, role == 2)
         return hop
+
+
+def _count_flow(
+    flow_load: dict[tuple[LinkKey, int], list[int]], key: tuple[LinkKey, int], size: int, waited: int
+) -> None:
+    """Count one crossing of a message of a flow other than 0: ``key`` is (link, flow)."""
+    load = flow_load.get(key)
+    if load is None:
+        load = flow_load[key] = [0, 0, 0]
+    load[0] += size
+    load[1] += 1
+    load[2] += waited
 
 
 def _record(busy: dict[LinkKey, tuple[list[int], list[int]]], link: LinkKey, start: int, end: int) -> None:

@@ -9,12 +9,16 @@ The backends run in lockstep under the composite's conservative windows: each ad
 wider than the smallest lookahead of any backend, so a leg that arrives within a step can still be injected,
 at its arrival time, into a backend that has only reached the step's end. Each backend is configured with the
 whole topology (NPU ids stay global) and carries only the legs along its dimensions.
+
+Every leg carries its message's flow (``SendBatch.flow``). The link counters are the backends' one after another:
+their flow rows point at the merged links, and ``queue_ps`` is given only when every backend with links gives it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
 
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import NetworkBackend
@@ -29,13 +33,14 @@ __all__ = ["MixedNetwork"]
 
 @dataclass(frozen=True)
 class _Leg:
-    """One leg of message ``message`` of ``size`` bytes, ending at NPU ``stop``; ``rest`` is what is left of
-    the journey, as (backend, where the leg ends)."""
+    """One leg of message ``message`` of ``size`` bytes and flow ``flow``, ending at NPU ``stop``; ``rest`` is what
+    is left of the journey, as (backend, where the leg ends)."""
 
     message: int
     size: int
     stop: int
     rest: tuple[tuple[str, int], ...]
+    flow: int = 0
 
 
 class MixedNetwork:
@@ -54,6 +59,7 @@ class MixedNetwork:
         self._legs: dict[int, _Leg] = {}
         self._next_leg = 0
         self._next: dict[str, int] = {}  # per backend, its earliest pending event
+        self._flows = False  # whether sends carried flows: then so do legs
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         refuse_changes(topology, self.name)
@@ -103,31 +109,30 @@ class MixedNetwork:
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         batches: dict[str, network_pb2.SendBatch] = {}
-        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+        self._flows = self._flows or bool(sends.flow)
+        flows = sends.flow if sends.flow else repeat(0)
+        for msg_id, src, dst, size, sent, flow in zip(
+            sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps, flows
+        ):
             legs = self._route(src, dst) if src != dst and dst < self._grid.npus else (("", dst),)
-            self._add_leg(batches, msg_id, src, size, sent, legs)
+            self._add_leg(batches, _Leg(msg_id, size, dst, legs, flow), src, sent)
         self._send(batches)
 
-    def _add_leg(
-        self,
-        batches: dict[str, network_pb2.SendBatch],
-        message: int,
-        src: int,
-        size: int,
-        sent: int,
-        legs: tuple[tuple[str, int], ...],
-    ) -> None:
-        name, stop = legs[0]
+    def _add_leg(self, batches: dict[str, network_pb2.SendBatch], journey: _Leg, src: int, sent: int) -> None:
+        """Send the first leg of what is left of ``journey`` (its ``rest``) from ``src`` at ``sent``."""
+        name, stop = journey.rest[0]
         name = name or self._dim_backend[0]  # an impossible message: let a backend reject it, naming it
         leg = self._next_leg
         self._next_leg += 1
-        self._legs[leg] = _Leg(message, size, stop, legs[1:])
+        self._legs[leg] = _Leg(journey.message, journey.size, stop, journey.rest[1:], journey.flow)
         batch = batches.setdefault(name, network_pb2.SendBatch())
         batch.id.append(leg)
         batch.src.append(src)
         batch.dst.append(stop)
-        batch.bytes.append(size)
+        batch.bytes.append(journey.size)
         batch.send_time_ps.append(sent)
+        if self._flows:
+            batch.flow.append(journey.flow)
 
     def _send(self, batches: dict[str, network_pb2.SendBatch]) -> None:
         for name, batch in batches.items():
@@ -169,22 +174,30 @@ class MixedNetwork:
             for leg_id, time_ps in zip(result.deliveries.id, result.deliveries.time_ps):
                 leg = self._legs.pop(leg_id)
                 if leg.rest:
-                    self._add_leg(batches, leg.message, leg.stop, leg.size, time_ps, leg.rest)
+                    self._add_leg(batches, leg, leg.stop, time_ps)
                 else:
                     delivered.append((time_ps, leg.message))
         self._now = step_end
         self._send(batches)
 
     def counters(self) -> network_pb2.LinkCounters:
-        """Every backend's link counters, one after another; their packet latencies added up (each leg a
-        message of its own)."""
+        """Every backend's link counters, one after another (flow rows pointing at the merged links; queue times
+        only when every backend with links gives them); their packet latencies added up (each leg a message of its
+        own)."""
         merged = network_pb2.LinkCounters()
         latency = PacketLatency()
+        queued = True
         for backend in self._backends.values():
             counters = backend.counters()
             latency.merge(counters.packet_latency)
             counters.ClearField("packet_latency")
+            queued = queued and len(counters.queue_ps) == len(counters.link)
+            offset = len(merged.link)
             merged.MergeFrom(counters)
+            del merged.flow_link[len(merged.flow_link) - len(counters.flow_link) :]
+            merged.flow_link.extend(index + offset for index in counters.flow_link)
+        if not queued:
+            merged.ClearField("queue_ps")
         merged.packet_latency.CopyFrom(latency.to_proto())
         return merged
 

@@ -81,12 +81,23 @@ class NpuStats:
 
 @dataclass(frozen=True)
 class LinkStats:
-    """What one link carried over the run (networks that model links only)."""
+    """What one link carried over the run (networks that model links only).
+
+    ``queue_ps`` is the time its messages waited for it to be free, summed (from networks that queue messages for
+    links, the congestion-aware network; None from the others, which do not measure it). In a study of several jobs, ``bytes_by_job``,
+    ``messages_by_job`` and ``queue_ps_by_job`` split the link's bytes, messages and queueing by the job of the
+    sending NPU, as (job, value) in job order, jobs that did not use the link left out (empty in a single-job study,
+    or from a network that does not count by job).
+    """
 
     link: str
     busy_ps: int
     bytes: int
     messages: int
+    queue_ps: int | None = None
+    bytes_by_job: tuple[tuple[int, int], ...] = ()
+    messages_by_job: tuple[tuple[int, int], ...] = ()
+    queue_ps_by_job: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

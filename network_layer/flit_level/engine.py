@@ -45,6 +45,15 @@ def _credit(returns: deque[int], time_ps: int) -> None:
         returns.append(time_ps)
 
 
+def _count_flow(port: OutputPort, packet: Packet) -> None:
+    """Count a packet of a flow other than 0 on ``port``'s link as its head crosses it."""
+    load = port.by_flow.get(packet.message.flow)
+    if load is None:
+        load = port.by_flow[packet.message.flow] = [0, 0, 0]
+    load[0] += packet.payload
+    load[1] += packet.first
+
+
 def _flits(packets: list[Packet], eligible_ps: int) -> Iterator[list[Flit]]:
     """A network interface's flits, a packet at a time: all through its pipeline at ``eligible_ps``."""
     for packet in packets:
@@ -67,7 +76,7 @@ class FlitEngine:
         route = message.segments[message.segment]
         parameters = self._parameters
         packets = [
-            Packet(message, route, packet_flits(payload, parameters), payload, message.segment == 0 and not i)
+            Packet(message, route, packet_flits(payload, parameters), payload, not i)
             for i, payload in enumerate(message.payloads)
         ]
         message.remaining = sum(packet.flits for packet in packets)
@@ -175,6 +184,8 @@ class FlitEngine:
             port.bytes += packet.payload
             if packet.first:
                 port.messages += 1
+            if packet.message.flow:
+                _count_flow(port, packet)
         if index == packet.flits - 1:
             port.owner[vc] = None
         port.flits += 1

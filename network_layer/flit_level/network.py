@@ -33,15 +33,19 @@ The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe how coars
 forward whole messages; this one always forwards flit by flit and keeps exact picoseconds, so it ignores
 both.
 
-Counters. Besides each link's busy time, bytes and messages, ``counters()`` gives the latency of every packet
-delivered (:mod:`stratasim.network_layer.packet_latency`) and, when the topology asks (``record_link_busy``), when each
-link was transmitting: a flit holds its link for its slot, and back-to-back slots make one stretch.
+Counters. Besides each link's busy time, bytes and messages (a message counts on every link its first packet of a
+segment crosses), ``counters()`` gives the same by flow once messages of a flow other than 0 crossed links
+(:mod:`stratasim.network_layer.flow_load`; no queueing: flits wait for slots and credits, which is not measured), the
+latency of every packet delivered (:mod:`stratasim.network_layer.packet_latency`) and, when the topology asks
+(``record_link_busy``), when each link was transmitting: a flit holds its link for its slot, and back-to-back slots
+make one stretch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import repeat
 
 from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.kernel.grid import validate_topology
@@ -52,6 +56,7 @@ from stratasim.network_layer.flit_level.engine import FlitEngine
 from stratasim.network_layer.flit_level.packets import Message, packet_payloads
 from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.network_layer.flit_level.router import OutputPort, Route
+from stratasim.network_layer.flow_load import add_flow_rows
 from stratasim.network_layer.link_changes import refuse_changes
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.packet_latency import PacketLatency
@@ -162,7 +167,14 @@ class FlitLevelNetwork:
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         npus = self._npus
-        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+        if sends.flow and len(sends.flow) != len(sends.id):
+            raise BackendError(
+                f"a batch of {len(sends.id)} messages gives {len(sends.flow)} flows; expected one per message"
+            )
+        flows = sends.flow if sends.flow else repeat(0)
+        for msg_id, src, dst, size, sent, flow in zip(
+            sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps, flows
+        ):
             if src >= npus or dst >= npus or src == dst:
                 raise BackendError(
                     f"message {msg_id}: cannot send from NPU {src} to NPU {dst} on a network of {npus} NPUs"
@@ -170,7 +182,7 @@ class FlitLevelNetwork:
             if sent <= self._horizon:
                 raise BackendError(f"message {msg_id} sent at {sent} ps, before the network's committed time")
             self._hold(msg_id, size)
-            message = Message(msg_id, sent, packet_payloads(size, self.parameters), self._route(src, dst))
+            message = Message(msg_id, sent, packet_payloads(size, self.parameters), self._route(src, dst), flow)
             self._engine.start(message, sent)
             self._in_flight += 1
 
@@ -216,17 +228,21 @@ class FlitLevelNetwork:
 
     def counters(self) -> network_pb2.LinkCounters:
         """Per link that carried anything, in the congestion-aware network's order: busy time (its flits'
-        slots), message bytes (headers and padding not included) and messages; when recorded, when each link
-        was busy; and the latency of the packets delivered so far."""
+        slots), message bytes (headers and padding not included) and messages; the same by flow once flows other
+        than 0 crossed links (no queueing: flits wait for slots and credits, not measured); when recorded, when each
+        link was busy; and the latency of the packets delivered so far."""
         result = network_pb2.LinkCounters()
-        for key in sorted((k for k, port in self._ports.items() if port.flits), key=lambda k: self._order(*k)):
-            port = self._ports[key]
+        keys = sorted((k for k, port in self._ports.items() if port.flits), key=lambda k: self._order(*k))
+        ports = [self._ports[key] for key in keys]
+        for key, port in zip(keys, ports):
             result.link.append(self._label(*key))
             result.busy_ps.append(port.busy_ps)
             result.bytes.append(port.bytes)
             result.messages.append(port.messages)
             if port.spans:
                 result.busy.add(link=result.link[-1], start_ps=port.spans[::2], end_ps=port.spans[1::2])
+        if any(port.by_flow for port in ports):
+            add_flow_rows(result, [(port.bytes, port.messages, 0) for port in ports], [port.by_flow for port in ports])
         result.packet_latency.CopyFrom(self._engine.latency.to_proto())
         return result
 

@@ -36,13 +36,16 @@ class Message:
 
     A message crosses one segment on a fabric; on a list of dimensions one per dimension it travels in, the
     NPU at the end of each segment taking in the whole message before sending it on (as the analytical and
-    congestion-aware networks do between dimensions).
+    congestion-aware networks do between dimensions). ``flow`` is its traffic class (the sending NPU's job).
     """
 
-    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps")
+    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps", "flow")
 
-    def __init__(self, msg_id: int, sent_ps: int, payloads: list[int], segments: tuple[Route, ...]) -> None:
+    def __init__(
+        self, msg_id: int, sent_ps: int, payloads: list[int], segments: tuple[Route, ...], flow: int = 0
+    ) -> None:
         self.id = msg_id
+        self.flow = flow  # SendBatch.flow: links count the load of flows other than 0 apart
         self.sent_ps = sent_ps
         self.payloads = payloads
         self.segments = segments
@@ -61,4 +64,4 @@ class Packet:
         self.route = route
         self.flits = flits
         self.payload = payload
-        self.first = first  # the message's first packet: links count the message when its head crosses
+        self.first = first  # its segment's first packet: each link counts the message when its head crosses

@@ -75,6 +75,7 @@ class OutputPort:
         "bytes",
         "messages",
         "spans",
+        "by_flow",
     )
 
     def __init__(self, src: int, dst: int, bandwidth: Fraction, latency_ps: int, flit_bytes: int, vcs: int) -> None:
@@ -98,6 +99,7 @@ class OutputPort:
         self.bytes = 0
         self.messages = 0
         self.spans: list[int] | None = None  # when recording: start, end, start, end... of its busy stretches
+        self.by_flow: dict[int, list[int]] = {}  # flow other than 0 -> [bytes, messages, 0 (no queue measured)]
 
     def slot_start(self, slot: int) -> int:
         """When slot ``slot`` starts, in ps."""

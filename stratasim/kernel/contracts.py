@@ -112,8 +112,10 @@ class ColumnarNetwork(Protocol):
         dst: Sequence[int],
         sizes: Sequence[int],
         send_time_ps: Sequence[int],
+        flows: Sequence[int] = (),
     ) -> None:
-        """``inject`` of the messages whose fields are the columns' elements (element i describing message i)."""
+        """``inject`` of the messages whose fields are the columns' elements (element i describing message i);
+        ``flows`` empty: every message is flow 0 (``SendBatch.flow``)."""
         ...
 
     def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:

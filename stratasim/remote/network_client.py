@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 import grpc
@@ -80,8 +81,16 @@ class NetworkClient:
         return self._exchange(network_pb2.NetworkRequest(configure=topology), "configured").configured
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
-        """Buffer ``sends`` until the next ``advance`` (the columnar fields are extended, not copied per message)."""
-        self._pending.advance.sends.MergeFrom(sends)
+        """Buffer ``sends`` until the next ``advance`` (the columnar fields are extended, not copied per message;
+        the flow column, which a batch may leave empty for all flow 0, is padded to one per message when batches
+        mix)."""
+        pending = self._pending.advance.sends
+        if sends.flow and not pending.flow:
+            pending.flow.extend(repeat(0, len(pending.id)))
+        unflowed = bool(pending.flow) and not sends.flow
+        pending.MergeFrom(sends)
+        if unflowed:
+            pending.flow.extend(repeat(0, len(sends.id)))
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         """Ship the buffered sends and run to ``until_ps`` (negative: the next window) in one round trip."""

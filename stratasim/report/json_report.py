@@ -4,7 +4,7 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
 ``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
 ``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); from networks that model links
-``links``, and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
+``links`` and ``cluster`` (see :func:`_cluster_row`), and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
 ``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,
 ``jobs`` (see :mod:`stratasim.report.jobs`); from a Monte-Carlo run ``samples`` (``count``, ``seed``, ``p50_ns``,
@@ -21,10 +21,11 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from stratasim.kernel.units import ps_to_ns
+from stratasim.report.cluster import LevelLoad, cluster_view
 from stratasim.report.jobs import job_row
 from stratasim.report.operator_table import kind_rows, operator_row
 from stratasim.system_layer.collective_log import columns
-from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats
+from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
 
 if TYPE_CHECKING:
     from stratasim.report.contents import ReportContents
@@ -136,6 +137,57 @@ def _link_row(stats: LinkStats, report: ReportContents) -> dict[str, Any]:
     }
 
 
+def _cluster_row(engine: SimulationResult, report: ReportContents) -> dict[str, Any]:
+    """The cluster view (:mod:`stratasim.report.cluster`): NPU utilisation, the links that carried the most bytes
+    with their queueing (and bytes per job), and load and queueing per link level (and per job), in ns. Queue times
+    appear only from networks that measure them, per-job fields only in a study of several jobs; job keys are
+    strings, as JSON keys are."""
+    view = cluster_view(engine)
+    assert view is not None  # the network reported links
+    several, queued = bool(view.jobs), view.queue_measured
+    return {
+        "npu_utilisation": view.npu_utilisation,
+        "active_npu_share": view.active_npu_share,
+        **({"jobs": list(view.jobs)} if several else {}),
+        "busiest_links": [
+            {
+                "link": link.link,
+                "bytes": link.bytes,
+                "messages": link.messages,
+                "utilisation": report.utilisation(link),
+                **({"queue_ns": ps_to_ns(link.queue_ps or 0)} if queued else {}),
+                **({"bytes_by_job": {str(job): size for job, size in link.bytes_by_job}} if several else {}),
+            }
+            for link in view.busiest
+        ],
+        "by_level": [_level_row(level, several, queued) for level in view.levels],
+    }
+
+
+def _level_row(level: LevelLoad, several: bool, queued: bool) -> dict[str, Any]:
+    """One link level: its links, the bytes and messages they carried, the time messages waited for them (summed,
+    and the mean per message), and the same per job."""
+
+    def queueing(queue_ps: int, messages: int) -> dict[str, float]:
+        if not queued:
+            return {}
+        return {"queue_ns": ps_to_ns(queue_ps), "mean_queue_ns": queue_ps / messages / 1000 if messages else 0.0}
+
+    row: dict[str, Any] = {
+        "level": level.level,
+        "links": level.links,
+        "bytes": level.bytes,
+        "messages": level.messages,
+        **queueing(level.queue_ps, level.messages),
+    }
+    if several:
+        row["by_job"] = {
+            str(job): {"bytes": size, "messages": messages, **queueing(queue, messages)}
+            for job, size, messages, queue in level.by_job
+        }
+    return row
+
+
 def _packet_latency_row(stats: PacketLatencyStats) -> dict[str, Any]:
     """How long packets took, from a message being sent to a packet's last flit arriving."""
     return {
@@ -241,6 +293,7 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
     }
     if engine is not None and engine.links:
         data["links"] = [_link_row(stats, report) for stats in engine.links]
+        data["cluster"] = _cluster_row(engine, report)
     if engine is not None and engine.packet_latency.packets:
         data["packet_latency"] = _packet_latency_row(engine.packet_latency)
     if report.serving:

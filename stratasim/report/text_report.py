@@ -1,5 +1,6 @@
-"""A report as a readable summary: the headline figures, then tables of collectives, NPUs, busiest links and
-operators, each kept short. Times come straight from the engine's picoseconds through
+"""A report as a readable summary: the headline figures, then tables of collectives, NPUs, busiest links, the
+cluster view (NPU utilisation, queueing per link level, the busiest link's load by job) and operators, each kept
+short. Times come straight from the engine's picoseconds through
 :func:`~stratasim.kernel.units.format_time_ps`."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stratasim.kernel.units import format_bytes, format_energy_pj, format_time_ps
+from stratasim.report.cluster import cluster_view
 from stratasim.report.jobs import job_lines
 from stratasim.report.operator_table import operator_lines
 from stratasim.system_layer.collective_log import columns
@@ -22,6 +24,8 @@ __all__ = ["report_text"]
 _MAX_GROUP_ROWS = 20
 _MAX_NPU_ROWS = 16
 _MAX_LINK_ROWS = 8
+_MAX_LEVEL_ROWS = 8
+_MAX_LEVEL_JOBS = 4  # jobs named on a level's line; the JSON has them all
 
 
 def _time(ps: float) -> str:
@@ -44,6 +48,7 @@ def report_text(report: ReportContents) -> str:
             "",
             *_npu_table(engine),
             *_link_table(report, engine),
+            *_cluster_lines(report, engine),
             *operator_lines(engine.operators),
         ]
     )
@@ -358,6 +363,44 @@ def _link_table(report: ReportContents, engine: SimulationResult) -> list[str]:
             f"packet latency over {latency.packets:,} packets: mean {_time(latency.mean_ps)}, "
             f"p50 {_time(latency.p50_ps)}, p99 {_time(latency.p99_ps)}, max {_time(latency.max_ps)}"
         )
+    return lines
+
+
+def _cluster_lines(report: ReportContents, engine: SimulationResult) -> list[str]:
+    """The cluster view in a few lines: NPU utilisation, each link level's bytes and mean wait for a link per message
+    (and the same for the first jobs, by name), and in a study of several jobs the most loaded link's bytes per job."""
+    view = cluster_view(engine)
+    if view is None:
+        return []
+    names = [job.name for job in report.jobs]
+
+    def job(index: int) -> str:
+        return names[index] if index < len(names) else f"job {index}"
+
+    active = round(view.active_npu_share * engine.npus)
+    lines = [
+        "",
+        f"cluster: NPUs computing {view.npu_utilisation:.1%} of NPU-time, {active} of {engine.npus} NPUs busy at all",
+        "  by link level: bytes, mean wait for a link per message"
+        + ("" if view.queue_measured else " (not measured by this network)"),
+    ]
+    for level in view.levels[:_MAX_LEVEL_ROWS]:
+        wait = _time(level.mean_queue_ps) if view.queue_measured else "-"
+        parts = [
+            f"{job(index)} {format_bytes(size)}" + (f" {_time(queue / messages)}" if view.queue_measured else "")
+            for index, size, messages, queue in level.by_job
+            if messages
+        ]
+        more = len(parts) - _MAX_LEVEL_JOBS
+        jobs = ", ".join(parts[:_MAX_LEVEL_JOBS]) + (f", {more} more" if more > 0 else "")
+        lines.append(
+            f"    {level.level:<24}{level.links:>5} links{format_bytes(level.bytes):>12}{wait:>14}"
+            + (f"  ({jobs})" if jobs else "")
+        )
+    if view.jobs:
+        top = view.busiest[0]
+        split = ", ".join(f"{job(index)} {format_bytes(size)}" for index, size in top.bytes_by_job)
+        lines.append(f"  most loaded link {top.link}: {format_bytes(top.bytes)} ({split})")
     return lines
 
 

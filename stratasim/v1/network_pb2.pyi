@@ -591,6 +591,7 @@ class SendBatch(_message.Message):
     DST_FIELD_NUMBER: _builtins.int
     BYTES_FIELD_NUMBER: _builtins.int
     SEND_TIME_PS_FIELD_NUMBER: _builtins.int
+    FLOW_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def id(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
@@ -601,6 +602,13 @@ class SendBatch(_message.Message):
     def bytes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
     def send_time_ps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def flow(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The traffic class of each message: the job of the sending NPU in a multi-job study (ExecutionGraph.job).
+        Empty: every message is flow 0 (a single-job study sends none). Networks that model links count each link's
+        load by flow (LinkCounters.flow_*); the others ignore it.
+        """
+
     def __init__(
         self,
         *,
@@ -609,10 +617,11 @@ class SendBatch(_message.Message):
         dst: _abc.Iterable[_builtins.int] | None = ...,
         bytes: _abc.Iterable[_builtins.int] | None = ...,
         send_time_ps: _abc.Iterable[_builtins.int] | None = ...,
+        flow: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "dst", b"dst", "id", b"id", "send_time_ps", b"send_time_ps", "src", b"src"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "dst", b"dst", "flow", b"flow", "id", b"id", "send_time_ps", b"send_time_ps", "src", b"src"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -746,6 +755,12 @@ class LinkCounters(_message.Message):
     MESSAGES_FIELD_NUMBER: _builtins.int
     BUSY_FIELD_NUMBER: _builtins.int
     PACKET_LATENCY_FIELD_NUMBER: _builtins.int
+    QUEUE_PS_FIELD_NUMBER: _builtins.int
+    FLOW_LINK_FIELD_NUMBER: _builtins.int
+    FLOW_FIELD_NUMBER: _builtins.int
+    FLOW_BYTES_FIELD_NUMBER: _builtins.int
+    FLOW_MESSAGES_FIELD_NUMBER: _builtins.int
+    FLOW_QUEUE_PS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def link(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """A readable name, e.g. "dim 0: 3->4" or "dim 1: 5->switch"; on a fabric "npu 3->edge 0.1"."""
@@ -771,6 +786,30 @@ class LinkCounters(_message.Message):
         (packets = 0) from the others.
         """
 
+    @_builtins.property
+    def queue_ps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """From networks that queue messages for links (the congestion-aware network): per link, the time messages
+        waited for it to be free before they could start on it, summed over its messages, picoseconds. Empty from the
+        others (the flit-level network's flits wait for slots and credits, not measured here; the mixed network gives
+        it only when every backend with links does).
+        """
+
+    @_builtins.property
+    def flow_link(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Each link's load by flow (SendBatch.flow), from networks that count it (congestion-aware, flit-level) once
+        messages of a flow other than 0 crossed their links (so never in a single-job study); else empty. Row i: link flow_link[i] (an index into `link`) carried flow_bytes[i] bytes in flow_messages[i] messages
+        of flow flow[i], which waited flow_queue_ps[i] picoseconds for it (0 from networks that give no queue_ps).
+        Rows are ordered by link, then flow; a link's rows sum to its bytes, messages and queue_ps.
+        """
+
+    @_builtins.property
+    def flow(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def flow_bytes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def flow_messages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def flow_queue_ps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
@@ -780,10 +819,16 @@ class LinkCounters(_message.Message):
         messages: _abc.Iterable[_builtins.int] | None = ...,
         busy: _abc.Iterable[Global___LinkCounters.BusySpans] | None = ...,
         packet_latency: Global___PacketLatency | None = ...,
+        queue_ps: _abc.Iterable[_builtins.int] | None = ...,
+        flow_link: _abc.Iterable[_builtins.int] | None = ...,
+        flow: _abc.Iterable[_builtins.int] | None = ...,
+        flow_bytes: _abc.Iterable[_builtins.int] | None = ...,
+        flow_messages: _abc.Iterable[_builtins.int] | None = ...,
+        flow_queue_ps: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["packet_latency", b"packet_latency"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy", b"busy", "busy_ps", b"busy_ps", "bytes", b"bytes", "link", b"link", "messages", b"messages", "packet_latency", b"packet_latency"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy", b"busy", "busy_ps", b"busy_ps", "bytes", b"bytes", "flow", b"flow", "flow_bytes", b"flow_bytes", "flow_link", b"flow_link", "flow_messages", b"flow_messages", "flow_queue_ps", b"flow_queue_ps", "link", b"link", "messages", b"messages", "packet_latency", b"packet_latency", "queue_ps", b"queue_ps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -11,11 +11,14 @@ stateless network answers so): they are scheduled like any other and nothing is 
 in-process network that prices messages on the spot (:class:`~stratasim.kernel.contracts.DirectNetwork`) needs no
 windows at all: each arrival is scheduled as its message is sent; one that takes and gives plain columns
 (:class:`~stratasim.kernel.contracts.ColumnarNetwork`) is spared the protobuf messages of the windows.
+
+In a study of several jobs each message carries its sender's job as its flow (``SendBatch.flow``), so networks that
+model links can say how much of each link's load was each job's; a single-job study sends no flow column at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -41,8 +44,12 @@ class Coordinator:
         endpoint_delay_ps: int = 0,
         *,
         direct: DirectNetwork | None = None,
+        jobs: Sequence[int] | None = None,
     ) -> None:
+        """``jobs``: the job of each NPU (index = NPU id) when some NPU runs a job other than 0; its messages are
+        tagged with it. None: every message is flow 0 and no flow column is sent."""
         self.queue = EventQueue()
+        self._jobs = jobs
         self._endpoint_delay = endpoint_delay_ps
         self._network = network
         self._direct = direct
@@ -125,8 +132,10 @@ class Coordinator:
         self._handlers.update(zip(ids, zip(callbacks, args)))
         self._outbox = []
         del outbox  # the window's messages are columns now: free them before the network works (all-to-all: 1M)
+        jobs = self._jobs
+        flows = () if jobs is None else [jobs[sender] for sender in src]
         if self._columnar is not None:
-            self._columnar.inject_columns(ids, src, dst, sizes, times)
+            self._columnar.inject_columns(ids, src, dst, sizes, times, flows)
             return
         batch = network_pb2.SendBatch()
         batch.id.extend(ids)
@@ -134,6 +143,7 @@ class Coordinator:
         batch.dst.extend(dst)
         batch.bytes.extend(sizes)
         batch.send_time_ps.extend(times)
+        batch.flow.extend(flows)
         self._network.inject(batch)
 
     def run(self, progress: Progress | None = None) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
-from stratasim.kernel.errors import SimulationError
+from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.engine.block_run import BlockRun
@@ -81,6 +81,7 @@ def simulate(
     scope, runs, grid = _scope(
         graphs, network, info, topology, options, representatives, selection, perturbation, others
     )
+    scope.jobs = _jobs(graphs, scope)
     names = [device, *sorted(set(others.values()))]
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
     pricing = _ready_plans(scope, runs, device, pricers)
@@ -100,7 +101,8 @@ class _Scope:
     simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows; ``perturbation``
     the sample's slow-downs and variability (None: none), which turn off the paths simulating one NPU, block or
     phase for many, and ``notes`` what the report should say about it (also when NPU groups on different devices turn
-    the symmetry shortcut off).
+    the symmetry shortcut off); ``jobs``: the job each NPU runs when some NPU runs a job other than 0 (None: one
+    job), read once from each simulated NPU's graph.
     """
 
     network: NetworkBackend
@@ -115,6 +117,7 @@ class _Scope:
     traced_nodes: int = 0
     perturbation: Perturbation | None = None
     notes: tuple[str, ...] = ()
+    jobs: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -166,6 +169,18 @@ def _scope(
     scope.traced_nodes = sum(unrolled_size(runs[npu].plan) for npu in traced)
     scope.selection = _trace_detail(scope, runs)
     return scope, runs, grid
+
+
+def _jobs(graphs: Sequence[workload_pb2.ExecutionGraph], scope: _Scope) -> tuple[int, ...] | None:
+    """The job of each NPU, its own graph's or (with stand-ins) its stand-in's; None when every NPU runs job 0, so
+    a single-job run sends its messages untagged."""
+    if scope.direct is not None:  # a network that prices messages on the spot models no links to count jobs on
+        return None
+    job = {npu: graphs[npu].job for npu in scope.simulated}
+    if not any(job.values()):
+        return None
+    stand_in = scope.stand_in or range(scope.npus)
+    return tuple(job[stand_in[npu]] for npu in range(scope.npus))
 
 
 def _direct(network: NetworkBackend, info: network_pb2.NetworkInfo) -> DirectNetwork | None:
@@ -229,7 +244,9 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
     """The coordinator, the schedulers' shared context, the collective table and one executor per simulated NPU,
     each scheduled to start at its graph's ``start_ps`` (0 unless a job starts later)."""
     options, direct = scope.options, scope.direct
-    coordinator = Coordinator(scope.network, scope.info.lookahead_ps, options.endpoint_delay, direct=direct)
+    coordinator = Coordinator(
+        scope.network, scope.info.lookahead_ps, options.endpoint_delay, direct=direct, jobs=scope.jobs
+    )
     recorder = None if scope.selection is None else TraceRecorder(scope.selection, scope.traced)
     context = SchedulerContext(
         coordinator,
@@ -387,10 +404,26 @@ def _milestones(executors: dict[int, NpuExecutor]) -> dict[str, int]:
 
 
 def _links(counters: network_pb2.LinkCounters) -> tuple[LinkStats, ...]:
-    """Each link's busy time, bytes and messages, as the network counted them."""
+    """Each link's busy time, bytes, messages and queueing, as the network counted them, and its load by job when
+    the network counted flows."""
+    queue: Sequence[int | None] = counters.queue_ps or [None] * len(counters.link)
+    by_job: list[tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]] = [
+        ([], [], []) for _ in counters.link
+    ]
+    for index, job, size, messages, queue_ps in zip(
+        counters.flow_link, counters.flow, counters.flow_bytes, counters.flow_messages, counters.flow_queue_ps
+    ):
+        if index >= len(by_job):
+            raise BackendError(f"the network's load by flow names link {index} of {len(by_job)}")
+        sizes, counts, waits = by_job[index]
+        sizes.append((job, size))
+        counts.append((job, messages))
+        waits.append((job, queue_ps))
     return tuple(
-        LinkStats(name, busy, size, messages)
-        for name, busy, size, messages in zip(counters.link, counters.busy_ps, counters.bytes, counters.messages)
+        LinkStats(name, busy, size, messages, waited, tuple(sizes), tuple(counts), tuple(waits))
+        for name, busy, size, messages, waited, (sizes, counts, waits) in zip(
+            counters.link, counters.busy_ps, counters.bytes, counters.messages, queue, by_job
+        )
     )
 
 
