@@ -23,6 +23,7 @@ from stratasim.compute_layer.device_section import DeviceSection, names_device_p
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection, describes_measured
 from stratasim.compute_layer.measured.launch import needs_host_time
+from stratasim.compute_layer.npu_ranges import NpuIds, npu_ids
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
@@ -30,7 +31,7 @@ from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection
 from stratasim.kernel.schema import Latency, Section
 from stratasim.v1 import compute_pb2
 
-__all__ = ["CalibrationSection", "ComputeSection"]
+__all__ = ["CalibrationSection", "ComputeSection", "DeviceGroup"]
 
 DESCRIBING_BACKEND = "roofline"
 """The backend that prices on a device described in the study (``compute.device`` as a mapping)."""
@@ -171,6 +172,74 @@ class KindRoute(Section):
     """The device it prices on, in that backend's names (e.g. ``systolic-128x128-ws`` for ``timeloop``)."""
 
 
+Description = (
+    compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice | compute_pb2.MeasuredDevice
+)
+"""A device described in full on the compute contract: a roofline device, a Timeloop-style accelerator, a wafer, a
+device fitted to a measured profile."""
+
+
+def _name_of(device: object) -> str:
+    """A ``compute.device`` value's name: the preset named, or the described device's."""
+    if isinstance(device, str):
+        return device
+    if isinstance(device, MeasuredDeviceSection):
+        return device.name
+    if isinstance(device, DeviceSection):
+        return device.device().name
+    if isinstance(device, (WaferSection, WaferDescription)):
+        return device.wafer().name
+    assert isinstance(device, (AcceleratorSection, AcceleratorDescription))
+    return device.accelerator().name
+
+
+def _description_of(device: object) -> Description | None:
+    """A described ``compute.device`` value as the compute contract's message; None for a preset's name."""
+    if isinstance(device, str):
+        return None
+    if isinstance(device, MeasuredDeviceSection):
+        return device.message()
+    if isinstance(device, DeviceSection):
+        return device_message(device.device())
+    if isinstance(device, (WaferSection, WaferDescription)):
+        return wafer_message(device.wafer())
+    assert isinstance(device, (AcceleratorSection, AcceleratorDescription))
+    return accelerator_message(device.accelerator())
+
+
+class DeviceGroup(Section):
+    """One entry of ``compute.groups``: the NPUs (``npus``: ids and ``a-b`` ranges) that run another ``device`` than
+    ``compute.device``, priced by the same backend; ``device`` takes every form ``compute.device`` takes."""
+
+    npus: NpuIds
+    """The NPUs of the group: a list of ids and ``a-b`` ranges (both ends included), or one such string
+    (``"8-15"``, ``"0-3, 12"``)."""
+    device: DeviceKey
+    """The device the group's NPUs run: a preset's name, or a mapping describing one (``{file: ...}`` works too)."""
+
+    @field_validator("npus")
+    @classmethod
+    def _readable(cls, value: NpuIds) -> NpuIds:
+        npu_ids(value)
+        return value
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _read_as(cls, value: object) -> object:
+        """A mapping tagged with the model it describes (by its preset or its keys)."""
+        if isinstance(value, dict) and not isinstance(value, _ReadAs):
+            return _ReadAs(value, _mapping_form(value, None))
+        return value
+
+    def ids(self) -> tuple[int, ...]:
+        """The group's NPU ids, sorted."""
+        return npu_ids(self.npus)
+
+    def device_name(self) -> str:
+        """The group's device's name: the preset named, or the described device's."""
+        return _name_of(self.device)
+
+
 class ComputeSection(Section):
     """``compute:`` — the backend pricing compute operators on the named ``device``, optionally calibrated.
 
@@ -214,6 +283,9 @@ class ComputeSection(Section):
     gives it in the study, over the file's (the shipped h100 and h200 profiles did not measure it, so they need
     this form). One key with two forms, not a second key, so that a host time cannot be given without eager
     launch or left behind when switching back to ``graph``."""
+    groups: list[DeviceGroup] | None = None
+    """NPU groups running other devices than ``device`` on the same backend (``[{npus: "8-15", device: a100}]``);
+    every NPU in no group runs ``device``. Each NPU is in one group at most."""
 
     @field_validator("device", mode="before")
     @classmethod
@@ -276,37 +348,65 @@ class ComputeSection(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _groups_on_one_backend(self) -> ComputeSection:
+        if self.groups and self.per_kind is not None:
+            raise ValueError("'groups' runs every group's device on 'backend'; it cannot be combined with per_kind")
+        for group in self.groups or ():
+            if not isinstance(group.device, str) and _DESCRIBED_BY[type(group.device)][0] != self.backend:
+                backend, what, _ = _DESCRIBED_BY[type(group.device)]
+                raise ValueError(
+                    f"a group's device is {what}, priced by the {backend} backend; {self.backend} takes a preset's name"
+                )
+        return self
+
     def device_name(self) -> str:
         """The device's name: the preset named, or the described device's."""
-        if isinstance(self.device, str):
-            return self.device
-        if isinstance(self.device, MeasuredDeviceSection):
-            return self.device.name
-        if isinstance(self.device, DeviceSection):
-            return self.device.device().name
-        if isinstance(self.device, (WaferSection, WaferDescription)):
-            return self.device.wafer().name
-        return self.device.accelerator().name
+        return _name_of(self.device)
 
-    def device_description(
-        self,
-    ) -> (
-        compute_pb2.RooflineDevice
-        | compute_pb2.TimeloopAccelerator
-        | compute_pb2.WaferDevice
-        | compute_pb2.MeasuredDevice
-        | None
-    ):
+    def device_description(self) -> Description | None:
         """The described device as the compute contract's message; None when ``device`` names a preset."""
-        if isinstance(self.device, str):
-            return None
-        if isinstance(self.device, MeasuredDeviceSection):
-            return self.device.message()
-        if isinstance(self.device, DeviceSection):
-            return device_message(self.device.device())
-        if isinstance(self.device, (WaferSection, WaferDescription)):
-            return wafer_message(self.device.wafer())
-        return accelerator_message(self.device.accelerator())
+        return _description_of(self.device)
+
+    def device_descriptions(self) -> list[Description]:
+        """Every described device of the section (``device`` and each group's), each once, as the contract's
+        messages."""
+        described = [_description_of(self.device), *(_description_of(group.device) for group in self.groups or ())]
+        unique: dict[str, Description] = {}
+        for description in described:
+            if description is not None:
+                unique.setdefault(description.name, description)
+        return list(unique.values())
+
+    def device_of(self) -> dict[int, str]:
+        """The device of each NPU in a group (the others run ``device``)."""
+        return {npu: group.device_name() for group in self.groups or () for npu in group.ids()}
+
+    def group_problems(self, npus: int | None) -> list[tuple[str, str]]:
+        """What is wrong with ``groups`` as ``(key, message)`` pairs: an NPU in two groups, or (with the topology's
+        ``npus``) outside the topology."""
+        problems: list[tuple[str, str]] = []
+        owner: dict[int, int] = {}
+        for index, group in enumerate(self.groups or ()):
+            ids = group.ids()
+            outside = [npu for npu in ids if npus is not None and npu >= npus]
+            if outside and npus is not None:
+                problems.append(
+                    (
+                        f"groups[{index}].npus",
+                        f"NPU {outside[0]} is outside the topology, which has {npus} NPUs (0-{npus - 1})",
+                    )
+                )
+            twice = [npu for npu in ids if npu in owner]
+            if twice:
+                problems.append(
+                    (
+                        f"groups[{index}].npus",
+                        f"NPU {twice[0]} is already in group {owner[twice[0]]}; an NPU runs one device",
+                    )
+                )
+            owner.update((npu, index) for npu in ids)
+        return problems
 
     def backend_section(self) -> BackendSection | None:
         """The keys a backend is built with (``profile``, ``objective``, ``launch``), handed to every backend's factory; None when

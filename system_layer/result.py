@@ -133,7 +133,8 @@ class OperatorStats:
     """One distinct operator the compute backend priced: what it is (``names``: the first few distinct names the
     workload gave it), how many times the study ran it (over all NPUs), and the cost of one run — picoseconds,
     picojoules, what bound it, the bytes per memory level and where its time comes from (``basis``: ``measured``,
-    ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet``, or ``unknown`` when the backend does not say)."""
+    ``fitted_to_operators``, ``fitted_to_runs``, ``datasheet``, or ``unknown`` when the backend does not say);
+    ``device``: the device it was priced on when NPU groups run different devices (empty otherwise)."""
 
     names: tuple[str, ...]
     kind: str
@@ -147,6 +148,7 @@ class OperatorStats:
     bound: str
     traffic: tuple[tuple[str, int], ...] = ()
     basis: str = "unknown"
+    device: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from stratasim.network_layer.topologies.base import SIZE_CAP, FabricSection, cap
 from stratasim.network_layer.topologies.graph import from_networkx
 from stratasim.v1 import network_pb2
 
-__all__ = ["SECTIONS", "FabricSection", "build", "check", "from_networkx", "size", "topology_of"]
+__all__ = ["SECTIONS", "FabricSection", "build", "check", "components", "from_networkx", "size", "topology_of"]
 
 _RING = network_pb2.Dimension.RING
 _FULLY_CONNECTED = network_pb2.Dimension.FULLY_CONNECTED
@@ -119,3 +119,27 @@ def size(topology: network_pb2.Topology) -> tuple[int, int]:
         return npus, links
     fabric_npus, fabric_links = _FAMILIES[field].size(getattr(topology, field))
     return max(fabric_npus, npus), fabric_links
+
+
+def components(topology: network_pb2.Topology) -> tuple[int, int]:
+    """The links (each cable once, whichever ways it carries traffic) and the switches (routers included) the
+    topology is built of, as failure-prone components. A fabric counts its built graph's; a list of dimensions
+    counts per line of each: a ring of n, n cables (one for n = 2); a fully connected dimension, n (n - 1) / 2; a
+    switch dimension, one switch and n cables."""
+    if topology.WhichOneof("fabric") is not None:
+        graph = build(topology)
+        cables = {(min(link.src, link.dst), max(link.src, link.dst)) for link in graph.links()}
+        return len(cables), graph.nodes - graph.npus
+    npus = capped_product(dim.size for dim in topology.dimensions) if topology.dimensions else 0
+    links = switches = 0
+    for dim in topology.dimensions:
+        size = max(dim.size, 1)
+        lines = npus // size
+        if dim.kind == _FULLY_CONNECTED:
+            links += lines * size * (size - 1) // 2
+        elif dim.kind == _RING:
+            links += lines * (size if size > 2 else size - 1)
+        else:
+            links += lines * size
+            switches += lines
+    return links, switches

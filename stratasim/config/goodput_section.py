@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema
+from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, model_validator
 
+from stratasim.kernel.contracts import CheckpointWriters
 from stratasim.kernel.schema import QUANTITY_FORMS, QUANTITY_KEY, Bandwidth, Bytes, Section, quantity, written
 
 __all__ = ["GoodputSection", "CheckpointOptions", "FailureRates"]
@@ -79,6 +80,12 @@ class FailureRates(Section):
     node: Seconds = 15338 * 3600.0
     """One node's MTBF, for what fails per node besides its NPUs (default 15338h: the other failures of Llama 3's
     run)."""
+    link: Seconds | None = None
+    """One link's MTBF (a cable of the study's topology, counted from it); unset, link failures are part of the
+    nodes' share, as in the defaults."""
+    switch: Seconds | None = None
+    """One switch's MTBF (a switch or router of the study's topology, counted from it); unset, switch failures are
+    part of the nodes' share, as in the defaults."""
 
 
 class CheckpointOptions(Section):
@@ -87,8 +94,23 @@ class CheckpointOptions(Section):
     bandwidth: Bandwidth = 7e12 / 16384
     """The rate at which each NPU writes its share of a checkpoint, all NPUs at once (default 427.2MB/s: the 7 TB/s
     peak of the storage Llama 3's 16,384 GPUs wrote to, shared among them)."""
+    node_bandwidth: Bandwidth | None = None
+    """The rate at which one node writes its NPUs' shares together, all nodes at once (``npus_per_node`` NPUs a
+    node); instead of ``bandwidth``, when storage is reached per node."""
     size: Bytes | None = None
-    """The bytes each NPU writes per checkpoint (default: the largest per-NPU memory the workload reports)."""
+    """The bytes each NPU writes per checkpoint (default: derived from the workload, as ``writers`` says)."""
+    writers: CheckpointWriters = "every_rank"
+    """Who writes the weights and optimizer state, when ``size`` is not given: ``every_rank`` (each NPU what it
+    holds, data-parallel replicas too: an upper bound), ``one_per_shard`` (each model shard, one TP rank of a
+    pipeline stage, once, by its first data-parallel rank) or ``spread`` (each shard once, split evenly over its
+    data-parallel ranks)."""
+
+    @model_validator(mode="after")
+    def _one_bandwidth(self) -> CheckpointOptions:
+        if self.node_bandwidth is not None and "bandwidth" in self.model_fields_set:
+            raise ValueError("give bandwidth (per NPU) or node_bandwidth (per node), not both")
+        return self
+
     interval: Interval = "auto"
     """Work between checkpoints: ``auto`` (Daly's optimum, rounded to whole steps), a number of steps, or a
     duration (at least one step)."""

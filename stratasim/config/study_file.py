@@ -222,6 +222,10 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     grid = None if network is None else _grid(network, problems)
     if system is not None and grid is not None:
         problems.extend((f"system.{key}", message) for key, message in system.grid_problems(grid))
+    if compute is not None:
+        problems.extend(
+            (f"compute.{key}", message) for key, message in compute.group_problems(None if grid is None else grid.npus)
+        )
     if system is not None and system.reduction == "compute" and compute is None and not has_compute:
         problems.append(("system.reduction", "'compute' prices reductions on the compute layer: add a compute section"))
     if problems or workload is None or network is None:
@@ -274,33 +278,53 @@ def _with_graph_file(
 def with_device_file(
     compute: object, source: str, problems: list[tuple[str, str]], included_files: list[Included]
 ) -> tuple[object, bool]:
-    """``compute`` with its described device's ``file`` (relative to the study file) read in, the study's own keys
-    beside ``file`` overriding the file's one by one, and whether that went well (if not, a problem says why).
+    """``compute`` with its described device's ``file`` (relative to the study file) read in — and each of
+    ``compute.groups``' — the study's own keys beside ``file`` overriding the file's one by one, and whether that
+    went well (if not, a problem says why).
 
     The profile a measured device was fitted to (its ``profile``) is relative to the file that names it: the device
     file, or the study file for a key of its own."""
     if not isinstance(compute, Mapping):
         return compute, True
-    described = compute.get("device")
+    device, readable = _device_file(compute.get("device"), "compute.device", source, problems, included_files)
+    groups = compute.get("groups")
+    if not isinstance(groups, list):
+        return {**compute, "device": device} if "device" in compute else compute, readable
+    read = []
+    for index, group in enumerate(groups):
+        if isinstance(group, Mapping) and "device" in group:
+            key = f"compute.groups[{index}].device"
+            described, fine = _device_file(group["device"], key, source, problems, included_files)
+            group, readable = {**group, "device": described}, readable and fine
+        read.append(group)
+    return {**compute, "device": device, "groups": read} if "device" in compute else {
+        **compute,
+        "groups": read,
+    }, readable
+
+
+def _device_file(
+    described: object, key: str, source: str, problems: list[tuple[str, str]], included_files: list[Included]
+) -> tuple[object, bool]:
+    """A device value (at ``key``) with its ``file`` read in and the study's keys beside it overriding the file's,
+    and whether that went well."""
     if not isinstance(described, Mapping):
-        return compute, True
+        return described, True
     if "file" not in described:
-        return {**compute, "device": _fitted_profile(described, Path(source).parent)}, True
+        return _fitted_profile(described, Path(source).parent), True
     if not isinstance(described["file"], str):
-        problems.append(("compute.device.file", f"expected the path of a YAML file, got {described['file']!r}"))
-        return compute, False
+        problems.append((f"{key}.file", f"expected the path of a YAML file, got {described['file']!r}"))
+        return described, False
     path = Path(source).parent / described["file"]
-    included = _included(path, "compute.device.file", "a mapping describing a device (preset, peak, ...)", problems)
+    included = _included(path, f"{key}.file", "a mapping describing a device (preset, peak, ...)", problems)
     if included is None or "file" in included:
         if included is not None:
-            problems.append(("compute.device.file", f"{path}: a device file may not name another file"))
-        return compute, False
-    own = _fitted_profile({key: value for key, value in described.items() if key != "file"}, Path(source).parent)
+            problems.append((f"{key}.file", f"{path}: a device file may not name another file"))
+        return described, False
+    own = _fitted_profile({name: value for name, value in described.items() if name != "file"}, Path(source).parent)
     included = _fitted_profile(included, path.parent)
-    included_files.append(
-        Included("compute.device", str(path), included, frozenset(map(str, own)), _outside(path, source))
-    )
-    return {**compute, "device": {**included, **own}}, True
+    included_files.append(Included(key, str(path), included, frozenset(map(str, own)), _outside(path, source)))
+    return {**included, **own}, True
 
 
 def _fitted_profile(device: Mapping[str, Any], folder: Path) -> Mapping[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from stratasim.kernel.grid import Grid
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
@@ -29,6 +29,8 @@ __all__ = [
     "SymmetricWorkload",
     "TrainingWorkload",
     "MemoryModel",
+    "CheckpointModel",
+    "CheckpointWriters",
     "ServingWorkload",
     "PlacedJob",
     "MultiJobWorkload",
@@ -219,6 +221,24 @@ class MemoryModel(Protocol):
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak bytes each NPU holds (weights, gradients, optimizer states, activations), index = NPU id."""
+        ...
+
+
+CheckpointWriters = Literal["every_rank", "one_per_shard", "spread"]
+"""Who writes a training checkpoint: ``every_rank``, each NPU all the weights and optimizer state it holds
+(data-parallel replicas write theirs too); ``one_per_shard``, each model shard (one TP rank of one pipeline stage)
+once, by its first data-parallel rank; ``spread``, each model shard once, split evenly over its data-parallel
+ranks."""
+
+
+@runtime_checkable
+class CheckpointModel(Protocol):
+    """A training workload that knows what a checkpoint of it writes: the goodput model then derives the
+    checkpoint's size from it."""
+
+    def checkpoint_bytes_per_npu(self, writers: CheckpointWriters) -> list[int]:
+        """The bytes of weights and optimizer state each NPU writes per checkpoint (index = NPU id), as
+        ``writers`` shares the writing out."""
         ...
 
 

@@ -33,9 +33,10 @@ class ReportContents:
     what the user should know (over capacity...); ``calibration`` the efficiency model the compute device is
     priced with and where it comes from (empty without a compute section); ``jobs`` each job's figures in a study of
     several jobs (:class:`~stratasim.report.jobs.JobFigures`; empty otherwise); ``samples`` the Monte-Carlo step-time
-    distribution (:func:`stratasim.study.samples.sample_figures`; None without samples). The result's trace spans,
-    counters and link busy stretches
-    (empty unless the run recorded a trace) feed the Chrome trace and are not part of the JSON report.
+    distribution (:func:`stratasim.study.samples.sample_figures`; None without samples); ``devices`` how many NPUs
+    run each device when NPU groups run different devices (``compute.groups``; None otherwise). The result's trace
+    spans, counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not
+    part of the JSON report.
     """
 
     name: str
@@ -50,6 +51,7 @@ class ReportContents:
     calibration: str = ""
     jobs: tuple[JobFigures, ...] = ()
     samples: dict[str, Any] | None = None
+    devices: dict[str, int] | None = None
 
     @property
     def energy_per_token_pj(self) -> float | None:

@@ -313,6 +313,8 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
         }  # they end at the stop
     if report.calibration:
         data["calibration"] = report.calibration
+    if report.devices:
+        data["devices"] = dict(report.devices)
     return data
 
 

@@ -40,6 +40,7 @@ def operator_row(stats: OperatorStats) -> dict[str, Any]:
         "bound": stats.bound,
         "traffic": dict(stats.traffic),
         "basis": stats.basis,
+        **({"device": stats.device} if stats.device else {}),
     }
 
 
@@ -90,11 +91,12 @@ def _tflops(row: OperatorStats) -> str:
     return f"{row.flops / row.duration_ps:,.1f}" if row.flops and row.duration_ps else "-"
 
 
-def _label(names: tuple[str, ...]) -> str:
-    """The first name, with how many others the same operator goes by (``qkv +2``), in 23 characters."""
+def _label(names: tuple[str, ...], device: str = "") -> str:
+    """The first name, with how many others the same operator goes by (``qkv +2``) and the device it ran on when
+    NPU groups run different devices (``qkv +2 @a100``), in 23 characters."""
     first = names[0] if names else "?"
-    more = f" +{len(names) - 1}" if len(names) > 1 else ""
-    return first[: 23 - len(more)] + more
+    more = (f" +{len(names) - 1}" if len(names) > 1 else "") + (f" @{device}" if device else "")
+    return first[: max(23 - len(more), 1)] + more
 
 
 def operator_lines(rows: tuple[OperatorStats, ...]) -> list[str]:
@@ -108,7 +110,7 @@ def operator_lines(rows: tuple[OperatorStats, ...]) -> list[str]:
         share = row.count * row.duration_ps / total if total else 0.0
         shape = "x".join(str(size) for size in row.shape)
         lines.append(
-            f"  {_label(row.names):<24}{row.kind:<12}{shape[:23]:<24}{row.count:>8,}"
+            f"  {_label(row.names, row.device):<24}{row.kind:<12}{shape[:23]:<24}{row.count:>8,}"
             f"{format_time_ps(row.duration_ps):>12}{share:>8.1%}{_tflops(row):>9}  {row.bound:<8}"
             f"{format_energy_pj(row.energy_pj):>12}"
         )

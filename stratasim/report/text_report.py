@@ -79,6 +79,7 @@ def _headline(report: ReportContents) -> list[str]:
         + (f", {report.simulated_npus} NPUs standing for all" if 0 < report.simulated_npus < result.npus else ""),
         f"  backends         {where}",
         *([f"  calibration      {report.calibration}"] if report.calibration else []),
+        *([f"  devices          {_devices(report.devices)}"] if report.devices else []),
     ]
 
 
@@ -128,7 +129,7 @@ def _training_lines(report: ReportContents) -> list[str]:
         lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")
     cost = training.get("cost_usd_per_iteration")
     if cost is not None:
-        lines.append(f"  cost             ${cost:,.6g} per iteration (every NPU rented at the device's hourly rate)")
+        lines.append(f"  cost             ${cost:,.6g} per iteration (every NPU rented at its device's hourly rate)")
     goodput = training.get("goodput")
     if goodput:
         lines.append(_goodput_line(goodput))
@@ -140,7 +141,7 @@ def _steps(count: int) -> str:
     return f"{count:,} step{'' if count == 1 else 's'}"
 
 
-_PLURAL = {"npu": "NPUs"}
+_PLURAL = {"npu": "NPUs", "switch": "switches"}
 """How the goodput line names many components of a kind, where adding an s would not do."""
 
 
@@ -401,3 +402,8 @@ def _cluster_lines(report: ReportContents, engine: SimulationResult) -> list[str
         split = ", ".join(f"{job(index)} {format_bytes(size)}" for index, size in top.bytes_by_job)
         lines.append(f"  most loaded link {top.link}: {format_bytes(top.bytes)} ({split})")
     return lines
+
+
+def _devices(devices: dict[str, int]) -> str:
+    """How many NPUs run each device: ``h100 x12, a100 x4``."""
+    return ", ".join(f"{name} x{count}" for name, count in devices.items())

@@ -31,7 +31,7 @@ from stratasim.kernel.work import EstimableWorkload, WorkEstimate
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.system_layer.collectives.algorithms import FLATTENED, split_name
-from stratasim.system_layer.symmetry.stand_ins import may_aggregate
+from stratasim.system_layer.symmetry.stand_ins import devices_agree, may_aggregate
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
 
 __all__ = [
@@ -153,6 +153,12 @@ def _aggregated(study: Study) -> bool:
     return may_aggregate(study.system, _stateless(study)) and not study.system.perturbed
 
 
+def _devices_agree(study: Study, representatives: tuple[int, ...]) -> bool:
+    """Whether NPU groups on other devices (``compute.groups``) leave the representatives standing in (the engine
+    simulates every NPU otherwise)."""
+    return study.compute is None or devices_agree(representatives, study.compute.device_of())
+
+
 def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: int | None = None) -> Estimate:
     """The :class:`Estimate` of running ``source`` (``study``'s workload) on ``npus`` NPUs, without building it.
 
@@ -171,7 +177,7 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
         if aggregated and isinstance(source, SymmetricWorkload):
             representatives = source.representatives(grid)
             named = None if representatives is None else tuple(representatives)
-            simulated = npus if named is None else len(set(named))
+            simulated = npus if named is None or not _devices_agree(study, named) else len(set(named))
     flattened = any(split_name(name)[0] in FLATTENED for names in study.system.algorithm.values() for name in names)
     per_chunk = len(grid.sizes) if aggregated else _steps(grid.sizes, flattened)  # aggregated: a line at a time
     splits = study.system.splits

@@ -5,7 +5,8 @@ the ``profile`` table, the mapper's ``objective``); a spawned server receives th
 every distinct
 backend named is opened once (in-process or spawned, as the section says) and wrapped in a
 :class:`~stratasim.compute_layer.per_kind.PerKindCompute`. A device the section describes (``compute.device`` as a
-mapping) travels with every request about it (:class:`DescribedDevice`), wherever the backend runs.
+mapping, or a group's in ``compute.groups``) travels with every request about it (:class:`DescribedDevice`, one
+wrapper per described device), wherever the backend runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Literal
 
+from stratasim.compute_layer.sections import Description
 from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
@@ -25,13 +27,6 @@ if TYPE_CHECKING:
     from stratasim.remote import Spawned
 
 __all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute"]
-
-
-Description = (
-    compute_pb2.RooflineDevice | compute_pb2.TimeloopAccelerator | compute_pb2.WaferDevice | compute_pb2.MeasuredDevice
-)
-"""A device described in full on the compute contract: a roofline device, a Timeloop-style accelerator, a wafer, a
-device fitted to a measured profile."""
 
 
 class DescribedDevice:
@@ -133,7 +128,9 @@ def open_compute(
     description = section.device_description()
     if section.per_kind is None:
         backend, label = _open_one(section.backend, section, stack, started)
-        return (backend, label) if description is None else (DescribedDevice(backend, description), label)
+        for described in section.device_descriptions():
+            backend = DescribedDevice(backend, described)
+        return backend, label
     from stratasim.compute_layer.per_kind import PerKindCompute
 
     routes = section.routes()

@@ -1,14 +1,64 @@
-"""What a study's compute device is, asked of its backend once: that it exists, its facts, its memory capacity and
-the statement of the efficiency model it is priced with."""
+"""What a study's compute devices are, asked of its backend once: that they exist (``compute.device`` and each of
+``compute.groups``'), their facts, their memory capacity and the statement of the efficiency model each is priced
+with."""
 
 from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
 
 from stratasim.config.study_file import Study, StudyCompute
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import compute_pb2
 
-__all__ = ["calibration_statement", "check_device", "device_facts", "memory_capacity"]
+__all__ = [
+    "StudyDevices",
+    "calibration_statement",
+    "calibrations",
+    "check_device",
+    "check_groups",
+    "device_facts",
+    "devices_facts",
+    "joined_calibration",
+    "memory_capacity",
+]
+
+
+@dataclass(frozen=True)
+class StudyDevices:
+    """The devices a study's NPUs run: ``main`` (``compute.device``) on every NPU but those ``device_of`` names
+    (``compute.groups``), with what the backend says of each (``facts``, by name, ``main`` first)."""
+
+    main: str
+    facts: dict[str, compute_pb2.DeviceFacts]
+    device_of: dict[int, str]
+
+    @classmethod
+    def ask(cls, compute: ComputeBackend, section: StudyCompute) -> StudyDevices:
+        """Check every device of ``section`` with ``compute`` and ask for their facts."""
+        check_device(compute, section)
+        check_groups(compute, section)
+        return cls(section.device_name(), devices_facts(compute, section), section.device_of())
+
+    def of(self, npu: int) -> str:
+        """The device ``npu`` runs."""
+        return self.device_of.get(npu, self.main)
+
+    def counts(self, npus: int) -> dict[str, int]:
+        """How many of the study's ``npus`` NPUs run each device, in the order of ``facts``."""
+        counted = Counter(self.of(npu) for npu in range(npus)) if self.device_of else Counter({self.main: npus})
+        return {name: counted[name] for name in self.facts if counted[name]}
+
+    def hourly_usd(self, npus: int) -> Fraction | None:
+        """What renting the ``npus`` NPUs costs per hour, each at its device's rate; None when a device's rate is
+        unknown."""
+        if any(not fact.HasField("usd_per_hour") for fact in self.facts.values()):
+            return None
+        return sum(
+            (Fraction(self.facts[name].usd_per_hour) * count for name, count in self.counts(npus).items()), Fraction(0)
+        )
 
 
 def check_device(compute: ComputeBackend, section: StudyCompute) -> None:
@@ -30,6 +80,32 @@ def check_device(compute: ComputeBackend, section: StudyCompute) -> None:
             f"devices they share: {', '.join(devices) or 'none'}); give a route its own device in its backend's "
             "names, e.g. per_kind: {gemm: {backend: timeloop, device: systolic-32x32-os}}"
         )
+
+
+def check_groups(compute: ComputeBackend, section: StudyCompute) -> None:
+    """Each group's device is one the backend lists or describes without an error, as :func:`check_device` asks
+    of ``compute.device``; the message names the group's key."""
+    devices = compute.devices()
+    listed = {device.lower() for device in devices}
+    for index, group in enumerate(section.groups or ()):
+        name = group.device_name()
+        if name.strip().lower() in listed:
+            continue
+        if compute.describe(compute_pb2.DescribeRequest(devices=[name])).HasField("error"):
+            raise BackendError(
+                f"compute.groups[{index}].device: {section.backend} has no device {name!r}; "
+                f"available: {', '.join(devices)}"
+            )
+
+
+def devices_facts(compute: ComputeBackend, section: StudyCompute) -> dict[str, compute_pb2.DeviceFacts]:
+    """What the compute backend says of every device of the study, by name: ``compute.device`` first, then each
+    group's (asked once, before the run)."""
+    names = list(dict.fromkeys([section.device_name(), *(group.device_name() for group in section.groups or ())]))
+    response = compute.describe(compute_pb2.DescribeRequest(devices=names))
+    if response.HasField("error"):
+        raise BackendError(f"compute backend {compute.name!r}: {response.error.message}")
+    return dict(zip(names, response.devices, strict=True))
 
 
 def device_facts(compute: ComputeBackend, section: StudyCompute) -> compute_pb2.DeviceFacts:
@@ -61,6 +137,23 @@ def calibration_statement(
         "likely optimistic; give compute.calibration from a measurement"
     )
     return "none (datasheet figures)", (warning,)
+
+
+def calibrations(
+    section: StudyCompute | None, facts: dict[str, compute_pb2.DeviceFacts]
+) -> tuple[str, tuple[str, ...]]:
+    """The report's calibration line and warnings for a study's devices (:func:`calibration_statement` of each,
+    joined by :func:`joined_calibration`)."""
+    if section is None or not facts:
+        return "", ()
+    return joined_calibration({name: calibration_statement(section, fact) for name, fact in facts.items()})
+
+
+def joined_calibration(said: dict[str, tuple[str, tuple[str, ...]]]) -> tuple[str, tuple[str, ...]]:
+    """One calibration line from each device's statement and warnings (``said``, by device): the statement alone
+    for one device, ``device: statement`` joined by ``; `` for several; every warning once."""
+    line = "; ".join(f"{device}: {text}" if len(said) > 1 else text for device, (text, _) in said.items())
+    return line, tuple(dict.fromkeys(warning for _, warnings in said.values() for warning in warnings))
 
 
 def memory_capacity(study: Study, facts: compute_pb2.DeviceFacts | None) -> tuple[int | None, str]:

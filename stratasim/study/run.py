@@ -35,13 +35,12 @@ from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
-from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
+from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
 from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import interference_warning, job_figures
 from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
-from stratasim.v1 import compute_pb2
 
 if TYPE_CHECKING:
     from stratasim.compute_layer.backend_section import BackendSection
@@ -95,6 +94,7 @@ def _check_study(study: Study, budget: Budget) -> int:
         with ExitStack() as stack:
             compute, _ = open_compute(section, stack)
             check_device(compute, section)
+            check_groups(compute, section)
     return npus
 
 
@@ -207,7 +207,7 @@ def _run_study(
         _check_selection(record_trace, npus)
         graphs = source.graphs(npus)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute, device, facts = _compute(study, stack, servers, backends)
+        compute, devices = _compute(study, stack, servers, backends)
         started = time.perf_counter()
         simulate = partial(
             system_layer.simulate,
@@ -216,7 +216,8 @@ def _run_study(
             study.topology_proto(),
             study.system,
             compute=compute,
-            device=device,
+            device="" if devices is None else devices.main,
+            device_of=None if devices is None else devices.device_of,
             calibration=None
             if study.compute is None or study.compute.calibration is None
             else study.compute.calibration.proto(),
@@ -230,18 +231,35 @@ def _run_study(
                 result, lambda sample: simulate(sample=sample), count, study.system.variability
             )
         wall_seconds = time.perf_counter() - started
-    calibration, uncalibrated = calibration_statement(study.compute, facts)
-    warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *_check_memory(study, result, facts))
+    return _report(study, source, result, wall_seconds, backends, devices, distribution)
+
+
+def _report(
+    study: Study,
+    source: WorkloadSource,
+    result: system_layer.SimulationResult,
+    wall_seconds: float,
+    backends: dict[str, str],
+    devices: StudyDevices | None,
+    distribution: dict[str, Any] | None,
+) -> Report:
+    """The report of a simulated study: the engine's result with the warnings, figures and statements the study
+    adds (calibration, memory, jobs, training and serving figures, cost at each device's rate, the Monte-Carlo
+    ``distribution``)."""
+    calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
+    memory = _check_memory(study, result, devices)
+    warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
     jobs = job_figures(source, result) if isinstance(source, MultiJobWorkload) else ()
     warnings += interference_warning(study, len(jobs))
     serving = None
     training = None
+    hourly = None if devices is None else devices.hourly_usd(result.npus)
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
-        training = _training_figures(source, result, facts)
+        training = _training_figures(source, result, hourly)
         if training is not None and study.goodput is not None:
-            training["goodput"] = study_goodput(study.goodput, result)
+            training["goodput"] = study_goodput(study.goodput, result, study.topology_proto(), source)
         if isinstance(source, ServingWorkload):
-            serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), result, facts)
+            serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), hourly)
     return Report(
         study.name,
         result,
@@ -254,19 +272,19 @@ def _run_study(
         calibration=calibration,
         jobs=jobs,
         samples=distribution,
+        devices=devices.counts(result.npus) if devices is not None and devices.device_of else None,
     )
 
 
 def _compute(
     study: Study, stack: ExitStack, servers: dict[tuple[str, str], Spawned], backends: dict[str, str]
-) -> tuple[ComputeBackend | None, str, compute_pb2.DeviceFacts | None]:
-    """The study's compute backend (opened, its device checked, its label in ``backends``), device name and facts;
-    None, "" and None without a compute section."""
+) -> tuple[ComputeBackend | None, StudyDevices | None]:
+    """The study's compute backend (opened, its devices checked, its label in ``backends``) and its devices with
+    their facts; None and None without a compute section."""
     if study.compute is None:
-        return None, "", None
+        return None, None
     compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
-    check_device(compute, study.compute)
-    return compute, study.compute.device_name(), device_facts(compute, study.compute)
+    return compute, StudyDevices.ask(compute, study.compute)
 
 
 def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:
@@ -298,20 +316,21 @@ def _representatives(source: WorkloadSource, study: Study) -> tuple[int, ...] | 
     return None if representatives is None else tuple(representatives)
 
 
-def _check_memory(
-    study: Study, result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None
-) -> tuple[str, ...]:
-    """Fail (or warn, with ``system.over_capacity: warn``) when an NPU's peak memory exceeds its capacity; warn
-    that memory went unchecked when the workload holds memory but no capacity is known."""
-    capacity, unknown = memory_capacity(study, facts)
-    if capacity is None:
-        if any(npu.peak_memory_bytes for npu in result.per_npu):
-            return (f"memory not checked: {unknown}; set system.memory_capacity to check it",)
-        return ()
-    over = [npu for npu in result.per_npu if npu.peak_memory_bytes > capacity]
-    if not over:
+def _check_memory(study: Study, result: system_layer.SimulationResult, devices: StudyDevices | None) -> tuple[str, ...]:
+    """Fail (or warn, with ``system.over_capacity: warn``) when an NPU's peak memory exceeds its capacity (its own
+    device's); warn that memory went unchecked when the workload holds memory but no capacity is known."""
+    known = {"": memory_capacity(study, None)} if devices is None else {}
+    if devices is not None:
+        known = {name: memory_capacity(study, fact) for name, fact in devices.facts.items()}
+    capacity_of = {npu.npu: known["" if devices is None else devices.of(npu.npu)] for npu in result.per_npu}
+    unchecked = [capacity_of[npu.npu][1] for npu in result.per_npu if capacity_of[npu.npu][0] is None]
+    if unchecked and any(npu.peak_memory_bytes for npu in result.per_npu):
+        return (f"memory not checked: {unchecked[0]}; set system.memory_capacity to check it",)
+    over = [npu for npu in result.per_npu if npu.peak_memory_bytes > (capacity_of[npu.npu][0] or 0)]
+    if unchecked or not over:
         return ()
     worst = max(over, key=lambda npu: (npu.peak_memory_bytes, -npu.npu))
+    capacity = capacity_of[worst.npu][0] or 0
     parts = ", ".join(f"{kind} {format_bytes(size)}" for kind, size in worst.memory_at_peak)
     message = (
         f"NPU {worst.npu} needs {format_bytes(worst.peak_memory_bytes)} at {format_time_ps(worst.peak_memory_ps)} "
@@ -326,11 +345,12 @@ def _check_memory(
 
 
 def _training_figures(
-    source: WorkloadSource, result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None = None
+    source: WorkloadSource, result: system_layer.SimulationResult, hourly: Fraction | None = None
 ) -> dict[str, Any] | None:
     """Throughput of a training workload's iteration (samples per second, model TFLOPS per NPU); when the
-    workload models it, the peak memory of each NPU; and when the device's hourly rate is known (``facts``), what
-    an iteration costs on rented devices: ``cost_usd_per_iteration`` = NPUs x iteration time x USD per hour."""
+    workload models it, the peak memory of each NPU; and when the NPUs' hourly rate is known (``hourly``: the sum
+    of each NPU's device's USD per hour), what an iteration costs on rented devices: ``cost_usd_per_iteration`` =
+    iteration time x USD per hour of all NPUs."""
     if not isinstance(source, TrainingWorkload) or result.total_time_ps <= 0:
         return None
     seconds = result.total_time_ps / 1e12
@@ -344,22 +364,20 @@ def _training_figures(
     bubble = _pipeline_bubble(result)
     if bubble is not None:
         figures["pipeline_bubble_fraction"] = bubble
-    if facts is not None and facts.HasField("usd_per_hour"):
-        # Exact until the one rounding to float: NPU-picoseconds x dollars per hour / picoseconds per hour.
-        npu_ps = Fraction(result.npus * result.total_time_ps)
-        figures["cost_usd_per_iteration"] = float(npu_ps * Fraction(facts.usd_per_hour) / (3600 * 10**12))
+    if hourly is not None:
+        # Exact until the one rounding to float: picoseconds x dollars per hour of all NPUs / picoseconds per hour.
+        figures["cost_usd_per_iteration"] = float(Fraction(result.total_time_ps) * hourly / (3600 * 10**12))
     return figures
 
 
-def _priced(
-    serving: dict[str, float], result: system_layer.SimulationResult, facts: compute_pb2.DeviceFacts | None
-) -> dict[str, float]:
-    """A serving workload's figures and, when the device's hourly rate is known, what a million generated tokens
-    cost on rented devices: NPUs x USD per hour / tokens per hour x 10^6."""
+def _priced(serving: dict[str, float], hourly: Fraction | None) -> dict[str, float]:
+    """A serving workload's figures and, when the NPUs' hourly rate is known (``hourly``: the sum of each NPU's
+    device's USD per hour), what a million generated tokens cost on rented devices: USD per hour / tokens per hour
+    x 10^6."""
     rate = serving.get("tokens_per_second", 0.0)
-    if facts is None or not facts.HasField("usd_per_hour") or rate <= 0:
+    if hourly is None or rate <= 0:
         return serving
-    return {**serving, "cost_usd_per_million_tokens": result.npus * facts.usd_per_hour / 3600 / rate * 1e6}
+    return {**serving, "cost_usd_per_million_tokens": float(hourly) / 3600 / rate * 1e6}
 
 
 def _pipeline_bubble(result: system_layer.SimulationResult) -> float | None:

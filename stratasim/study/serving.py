@@ -22,7 +22,13 @@ from stratasim.kernel.serving import PoolPricers, RequestLevelWorkload, ServingP
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
 from stratasim.study.budget import Budget, refuse_over
-from stratasim.study.device import calibration_statement, check_device, device_facts, memory_capacity
+from stratasim.study.device import (
+    calibration_statement,
+    check_device,
+    device_facts,
+    joined_calibration,
+    memory_capacity,
+)
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving import BackendPricer, NetworkKvTransfer, NetworkSessions
 from stratasim.v1 import compute_pb2
@@ -38,6 +44,10 @@ def check_serving(study: Study, workload: RequestLevelWorkload, budget: Budget) 
     (memory per request, and about an iteration per output token at most as events), the requests."""
     if study.compute is None:
         raise WorkloadError("workload: kind serving prices its iterations on a compute device: add a compute section")
+    if study.compute.groups:
+        raise WorkloadError(
+            "compute.groups: a serving study gives each pool its own device (workload.pools[i].device), not NPU groups"
+        )
     pool_sections(study, workload)
     most = budget.max_memory // _REQUEST_BYTES
     count, tokens = workload.demand(most)  # a trace is read no further than the budget allows
@@ -174,8 +184,7 @@ def _calibration(sections: list[StudyCompute], facts: list[compute_pb2.DeviceFac
         section.device_name(): calibration_statement(section, fact)
         for section, fact in zip(sections, facts, strict=True)
     }
-    line = "; ".join(f"{device}: {text}" if len(said) > 1 else text for device, (text, _) in said.items())
-    return line, tuple(warning for _, warnings in said.values() for warning in warnings)
+    return joined_calibration(said)
 
 
 def _report(

@@ -1,7 +1,8 @@
 """The distinct execution graphs of one simulation, each with what the run keeps for it (:class:`PlanRun`).
 
 NPUs may share one graph object (a workload that repeats a rank's graph, or symmetric NPUs standing in for
-others): the graph is planned, priced and fused once, and every NPU that runs it reads the same :class:`PlanRun`.
+others): the graph is planned, priced and fused once per device, and every NPU that runs it on that device reads
+the same :class:`PlanRun`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ __all__ = ["PlanRun", "plan_runs", "distinct", "mark_blocks_run_whole", "count_r
 
 @dataclass(eq=False)
 class PlanRun:
-    """One distinct graph: the NPUs simulated with it, its plan and, once priced, its node durations and energy.
+    """One distinct graph on one device: the NPUs simulated with it, its plan and, once priced, its node durations
+    and energy; ``device`` is the device it is priced on (empty: the simulation's one device).
 
     ``whole`` holds the positions of the block nodes its NPU runs whole (:mod:`~stratasim.system_layer.engine.macros`);
     ``plan`` is first the graph's plan, then (:meth:`inline`) that plan with the other blocks inlined, then
@@ -40,6 +42,7 @@ class PlanRun:
     priced: GraphPlan | None = None
     durations: tuple[int, ...] = ()
     energy_pj: float = 0.0
+    device: str = ""
 
     def inline(self) -> None:
         """Inline every block node but those run whole, as the last of its NPUs sees the plan."""
@@ -56,16 +59,23 @@ class PlanRun:
 
 
 def plan_runs(
-    graphs: Mapping[int, workload_pb2.ExecutionGraph], npus: int, physical: Grid, options: SystemOptions
+    graphs: Mapping[int, workload_pb2.ExecutionGraph],
+    npus: int,
+    physical: Grid,
+    options: SystemOptions,
+    device_of: Mapping[int, str] | None = None,
 ) -> tuple[dict[int, PlanRun], Grid]:
-    """The plan run of each NPU in ``graphs`` (NPUs sharing a graph object share one) and the grid collectives run
-    on, with every distinct collective checked, so an impossible study fails before it runs."""
-    by_graph: dict[int, PlanRun] = {}  # by id(graph): graphs are unhashable messages, and NPUs may share one
+    """The plan run of each NPU in ``graphs`` (NPUs sharing a graph object and a device share one; ``device_of``:
+    the device of each NPU running another than the simulation's) and the grid collectives run on, with every
+    distinct collective checked, so an impossible study fails before it runs."""
+    by_graph: dict[tuple[int, str], PlanRun] = {}  # by id(graph): graphs are unhashable messages, NPUs may share one
     of_npu: dict[int, PlanRun] = {}
+    devices = device_of or {}
     for npu, graph in graphs.items():
-        run = by_graph.get(id(graph))
+        key = (id(graph), devices.get(npu, ""))
+        run = by_graph.get(key)
         if run is None:
-            run = by_graph[id(graph)] = PlanRun(graph, [], plan_graph(graph, npu, npus))
+            run = by_graph[key] = PlanRun(graph, [], plan_graph(graph, npu, npus), device=key[1])
         run.npus.append(npu)
         of_npu[npu] = run
     grid = _logical_grid(physical, options)

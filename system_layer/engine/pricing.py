@@ -20,7 +20,7 @@ from stratasim.system_layer.result import OperatorStats
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.v1.compute_pb2 import OperatorCost, OperatorDesc
 
-__all__ = ["Pricing", "price_plans"]
+__all__ = ["Pricing", "price_devices", "price_plans"]
 
 # Names kept per distinct operator: enough to tell what it is, bounded for traces naming every node apart.
 _MAX_NAMES = 8
@@ -30,28 +30,37 @@ _MAX_NAMES = 8
 class Pricing:
     """Keyed by plan: node durations by position (fixed ones as given) and the picojoules its priced
     operators take in all (fixed-duration nodes carry no energy); ``counts`` says how many times each plan runs
-    each distinct operator (by signature), for :meth:`operator_stats`."""
+    each distinct operator (by key: its signature, tagged with its device when the study runs several), for
+    :meth:`operator_stats`; ``ops`` holds each distinct operator with its names, cost and device (empty on a
+    study of one device)."""
 
     durations: Mapping[GraphPlan, tuple[int, ...]]
     energies: Mapping[GraphPlan, float]
     counts: Mapping[GraphPlan, Counter[bytes]]
-    ops: Mapping[bytes, tuple[compute_pb2.OperatorDesc, list[str], compute_pb2.OperatorCost]]
+    ops: Mapping[bytes, tuple[compute_pb2.OperatorDesc, list[str], compute_pb2.OperatorCost, str]]
 
     def operator_stats(
-        self, plan_runs: Mapping[GraphPlan, int], reductions: Iterable[tuple[OperatorDesc, OperatorCost, int]] = ()
+        self,
+        plan_runs: Mapping[GraphPlan, int],
+        reductions: Iterable[tuple[OperatorDesc, OperatorCost, int, str]] = (),
     ) -> tuple[OperatorStats, ...]:
-        """One row per distinct operator, counting each plan as run ``plan_runs[plan]`` times (by how many
-        NPUs follow it), plus the collectives' priced ``reductions`` (operator, cost, runs); most time first."""
+        """One row per distinct operator (and device), counting each plan as run ``plan_runs[plan]`` times (by how
+        many NPUs follow it), plus the collectives' priced ``reductions`` (operator, cost, runs, device); most time
+        first."""
         totals: Counter[bytes] = Counter()
         for plan, runs in plan_runs.items():
             for key, count in self.counts[plan].items():
                 totals[key] += count * runs
-        rows = [_row(op, names, cost, totals[key]) for key, (op, names, cost) in self.ops.items() if totals[key]]
-        rows += [_row(op, [op.name], cost, count) for op, cost, count in reductions if count]
-        return tuple(sorted(rows, key=lambda row: (-row.count * row.duration_ps, row.names, row.shape)))
+        rows = [
+            _row(op, names, cost, totals[key], on) for key, (op, names, cost, on) in self.ops.items() if totals[key]
+        ]
+        rows += [_row(op, [op.name], cost, count, on) for op, cost, count, on in reductions if count]
+        return tuple(sorted(rows, key=lambda row: (-row.count * row.duration_ps, row.names, row.shape, row.device)))
 
 
-def _row(op: compute_pb2.OperatorDesc, names: list[str], cost: compute_pb2.OperatorCost, count: int) -> OperatorStats:
+def _row(
+    op: compute_pb2.OperatorDesc, names: list[str], cost: compute_pb2.OperatorCost, count: int, device: str
+) -> OperatorStats:
     bound = compute_pb2.Bound.Name(cost.bound).lower() if cost.bound in compute_pb2.Bound.values() else ""
     return OperatorStats(
         names=tuple(names),
@@ -66,6 +75,7 @@ def _row(op: compute_pb2.OperatorDesc, names: list[str], cost: compute_pb2.Opera
         bound="" if bound == "bound_unspecified" else bound,
         traffic=tuple((t.level, t.bytes) for t in cost.traffic),
         basis=basis_name(cost.basis),
+        device=device,
     )
 
 
@@ -118,9 +128,34 @@ class _OperatorKeys:
         return key
 
 
-def price_plans(plans: Sequence[GraphPlan], pricer: OperatorPricer | None) -> Pricing:
+def price_devices(plans: Mapping[str, Sequence[GraphPlan]], pricers: Mapping[str, OperatorPricer] | None) -> Pricing:
+    """Price each device's ``plans`` with its pricer (``pricers[device]``; None: no compute backend), each distinct
+    operator once per device. A study of one device is priced as :func:`price_plans` does; with several, each
+    operator's key is its signature tagged with its device, and its row names the device."""
+    several = len(plans) > 1
+    parts = {
+        device: price_plans(listed, None if pricers is None else pricers[device], device if several else "")
+        for device, listed in plans.items()
+    }
+    if not several:
+        return next(iter(parts.values()))
+    durations: dict[GraphPlan, tuple[int, ...]] = {}
+    energies: dict[GraphPlan, float] = {}
+    counts: dict[GraphPlan, Counter[bytes]] = {}
+    ops: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str], compute_pb2.OperatorCost, str]] = {}
+    for device, part in parts.items():
+        tag = device.encode() + b"\0"  # device names hold no NUL: tagged keys of two devices never meet
+        durations.update(part.durations)
+        energies.update(part.energies)
+        counts.update({plan: Counter({tag + key: n for key, n in got.items()}) for plan, got in part.counts.items()})
+        ops.update({tag + key: row for key, row in part.ops.items()})
+    return Pricing(durations, energies, counts, ops)
+
+
+def price_plans(plans: Sequence[GraphPlan], pricer: OperatorPricer | None, device: str = "") -> Pricing:
     """Price every operator node of ``plans`` and of their blocks with ``pricer``; a node to price without one is
-    an error. A plan's counts and energy include its block nodes' blocks, once per block node."""
+    an error. A plan's counts and energy include its block nodes' blocks, once per block node; ``device`` names
+    the device in the operator rows (empty: the study's one device)."""
     keyed = _OperatorKeys(pricer is not None)
     for plan in plans:
         keyed.visit(plan)
@@ -135,7 +170,7 @@ def price_plans(plans: Sequence[GraphPlan], pricer: OperatorPricer | None) -> Pr
     own = {plan: Counter(key for key in plan_keys if key is not None) for plan, plan_keys in keyed.keys.items()}
     counts = {plan: _with_blocks(plan, own) for plan in plans}
     energies = {plan: _energy(plan_counts, costs) for plan, plan_counts in counts.items()}
-    ops = {key: (op, names, costs[key]) for key, (op, names) in keyed.unique.items()}
+    ops = {key: (op, names, costs[key], device) for key, (op, names) in keyed.unique.items()}
     return Pricing(durations, energies, counts, ops)
 
 

@@ -27,7 +27,7 @@ from stratasim.system_layer.engine.plan_runs import (
     plan_runs,
     unrolled_size,
 )
-from stratasim.system_layer.engine.pricing import Pricing, price_plans
+from stratasim.system_layer.engine.pricing import Pricing, price_devices
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.result import (
@@ -39,7 +39,7 @@ from stratasim.system_layer.result import (
 )
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext, deadlock_cause
 from stratasim.system_layer.scheduler.reduction import ReductionCost
-from stratasim.system_layer.symmetry.stand_ins import stand_ins
+from stratasim.system_layer.symmetry.stand_ins import DEVICES_DIFFER, stand_ins
 from stratasim.system_layer.trace import AUTO_NODE_LIMIT, TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
@@ -54,6 +54,7 @@ def simulate(
     *,
     compute: ComputeBackend | None = None,
     device: str = "",
+    device_of: Mapping[int, str] | None = None,
     calibration: compute_pb2.Calibration | None = None,
     representatives: Sequence[int] | None = None,
     record_trace: bool | TraceSelection = False,
@@ -61,7 +62,8 @@ def simulate(
     sample: int = 0,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
-    prices operators on ``device`` (with ``calibration``, when given); ``record_trace`` keeps the busy spans of
+    prices operators on ``device`` (with ``calibration``, when given), or on ``device_of[npu]`` for the NPUs it
+    names (NPU groups running other devices: each distinct operator is priced once per device); ``record_trace`` keeps the busy spans of
     nodes and links for a trace: all of them (True) or those a :class:`TraceSelection` selects; ``progress`` is
     told now and then how far the event loop got (simulated ps, events and messages processed); ``sample``
     numbers the Monte-Carlo sample of the options' ``variability`` drawn (seed + sample).
@@ -75,11 +77,15 @@ def simulate(
     selection = TraceSelection() if record_trace is True else record_trace or None
     info = network.configure(_recording_links(topology) if selection else topology)
     perturbation = Perturbation.of(options, len(graphs), sample)
-    scope, runs, grid = _scope(graphs, network, info, topology, options, representatives, selection, perturbation)
+    others = {npu: name for npu, name in (device_of or {}).items() if name != device}
+    scope, runs, grid = _scope(
+        graphs, network, info, topology, options, representatives, selection, perturbation, others
+    )
     scope.jobs = _jobs(graphs, scope)
-    pricer = None if compute is None else OperatorPricer(compute, device, calibration)
-    pricing = _ready_plans(scope, runs, pricer)
-    engine = _wire(scope, runs, grid, pricing, ReductionCost(options, pricer))
+    names = [device, *sorted(set(others.values()))]
+    pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
+    pricing = _ready_plans(scope, runs, device, pricers)
+    engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others))
     stopped, unfinished = _run(engine, progress)
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
@@ -94,8 +100,9 @@ class _Scope:
     replay and blocks may run whole; ``stand_in``: the NPU simulated in each NPU's place (None: every NPU is
     simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows; ``perturbation``
     the sample's slow-downs and variability (None: none), which turn off the paths simulating one NPU, block or
-    phase for many, and ``notes`` what the report should say about it; ``jobs``: the job each NPU runs when some NPU
-    runs a job other than 0 (None: one job), read once from each simulated NPU's graph.
+    phase for many, and ``notes`` what the report should say about it (also when NPU groups on different devices turn
+    the symmetry shortcut off); ``jobs``: the job each NPU runs when some NPU runs a job other than 0 (None: one
+    job), read once from each simulated NPU's graph.
     """
 
     network: NetworkBackend
@@ -136,13 +143,16 @@ def _scope(
     representatives: Sequence[int] | None,
     selection: TraceSelection | None,
     perturbation: Perturbation | None,
+    device_of: Mapping[int, str],
 ) -> tuple[_Scope, dict[int, PlanRun], Grid]:
-    """Which NPUs to simulate (all, or the stand-ins symmetry finds), their plan runs and the collectives' grid,
-    and the fast paths the run takes (:func:`_direct`, blocks run whole, the trace's detail)."""
+    """Which NPUs to simulate (all, or the stand-ins symmetry finds), their plan runs (by graph and device) and the
+    collectives' grid, and the fast paths the run takes (:func:`_direct`, blocks run whole, the trace's detail)."""
     npus = len(graphs)
     physical = physical_grid(topology, npus)
-    stand_in, _ = stand_ins(graphs, info, options, physical, representatives)
+    stand_in, why = stand_ins(graphs, info, options, physical, representatives, device_of)
     notes: tuple[str, ...] = ()
+    if why == DEVICES_DIFFER:
+        notes = (f"symmetry shortcut off: {why}, so every NPU is simulated",)
     if perturbation is not None and stand_in is not None:
         stand_in = None
         notes = (
@@ -150,7 +160,7 @@ def _scope(
             "were simulated one by one (exact, but slower)",
         )
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
-    runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options)
+    runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options, device_of)
     direct = _direct(network, info)
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
     scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced, 0, perturbation, notes)
@@ -189,13 +199,18 @@ def _trace_detail(scope: _Scope, runs: dict[int, PlanRun]) -> TraceSelection | N
     return replace(selection, detail=TraceDetail.BLOCKS if many else TraceDetail.NODES)
 
 
-def _ready_plans(scope: _Scope, runs: dict[int, PlanRun], pricer: OperatorPricer | None) -> Pricing:
-    """Inline the blocks not run whole, price every distinct plan, and fuse the compute runs of the plans whose
-    nodes the trace need not show one by one (fusing gives the same times)."""
+def _ready_plans(
+    scope: _Scope, runs: dict[int, PlanRun], device: str, pricers: Mapping[str, OperatorPricer] | None
+) -> Pricing:
+    """Inline the blocks not run whole, price every distinct plan on its device (``device``: the simulation's),
+    and fuse the compute runs of the plans whose nodes the trace need not show one by one (fusing gives the same
+    times)."""
     distinct_runs = distinct(runs)
+    by_device: dict[str, list[GraphPlan]] = {device: []}
     for run in distinct_runs:
         run.inline()
-    pricing = price_plans([run.plan for run in distinct_runs], pricer)
+        by_device.setdefault(run.device or device, []).append(run.plan)
+    pricing = price_devices(by_device, pricers)
     for run in distinct_runs:
         run.take_prices(pricing)
     shown = _shown_node_by_node(scope, runs)
@@ -204,6 +219,17 @@ def _ready_plans(scope: _Scope, runs: dict[int, PlanRun], pricer: OperatorPricer
         if run not in shown and not dynamic:
             run.fuse()
     return pricing
+
+
+def _reduction_cost(
+    options: SystemOptions, device: str, pricers: Mapping[str, OperatorPricer] | None, device_of: Mapping[int, str]
+) -> ReductionCost:
+    """What reducing costs each NPU: priced on its own device when reductions are priced and NPU groups run
+    different devices, else one cost for all."""
+    if pricers is None or options.reduction != "compute" or not device_of:
+        return ReductionCost(options, None if pricers is None else pricers[device])
+    costs = {name: ReductionCost(options, pricer, device=name) for name, pricer in pricers.items() if name != device}
+    return ReductionCost(options, pricers[device], {npu: costs[name] for npu, name in device_of.items()}, device)
 
 
 def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]:
@@ -257,10 +283,13 @@ def _line_batches(
     reduction: ReductionCost,
     recorder: TraceRecorder | None,
 ) -> LineBatches | None:
-    """Whole lines of NPUs run a phase at once when messages are priced on the spot, every NPU is simulated,
-    no trace is recorded, no NPU is slowed or varied and every plan does one thing at a time (:func:`batchable`); None otherwise."""
+    """Whole lines of NPUs run a phase at once when messages are priced on the spot, every NPU is simulated and
+    reduces at one cost, no trace is recorded, no NPU is slowed or varied and every plan does one thing at a time
+    (:func:`batchable`); None otherwise."""
     direct = scope.direct
     if direct is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
+        return None
+    if not reduction.uniform:
         return None
     if not batchable([run.plan for run in distinct(runs)], scope.options):
         return None
@@ -342,7 +371,7 @@ def _result(
         counters=tuple(recorder.samples()) if recorder else (),
         link_busy=_link_busy(link_counters, selection) if selection else (),
         packet_latency=_packet_latency(link_counters),
-        operators=pricing.operator_stats(plan_runs, _reductions_run(engine.context, engine.reduction, scope.stand_in)),
+        operators=pricing.operator_stats(plan_runs, _reductions_run(engine.context, scope.stand_in)),
         stand_ins=scope.stand_in or (),
         trace_detail=selection.detail.value if selection else "",
         traced_nodes=scope.traced_nodes,
@@ -355,9 +384,9 @@ def _result(
 
 def _per_npu(scope: _Scope, engine: _Engine) -> tuple[NpuStats, ...]:
     """Each NPU's figures: its own, or (with stand-ins) its representative's timeline under its own id."""
-    schedulers, reduction, runs = engine.context.schedulers, engine.reduction, engine.runs
+    schedulers, runs = engine.context.schedulers, engine.runs
     stats = {
-        npu: _npu_stats(ex, schedulers[npu], runs[npu].energy_pj + _reduction_energy(schedulers[npu], reduction))
+        npu: _npu_stats(ex, schedulers[npu], runs[npu].energy_pj + _reduction_energy(schedulers[npu]))
         for npu, ex in engine.executors.items()
     }
     if scope.stand_in is None:
@@ -458,23 +487,31 @@ def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
     return recording
 
 
-def _reduction_energy(scheduler: NpuScheduler, reduction: ReductionCost) -> float:
-    """Picojoules of the priced reductions one NPU's collectives ran, summed by size in a fixed order."""
+def _reduction_energy(scheduler: NpuScheduler) -> float:
+    """Picojoules of the priced reductions one NPU's collectives ran (on its device), summed by size in a fixed
+    order."""
+    reduction = scheduler.reduction
     return sum(
         (count * reduction.operator(size)[1].energy_pj for size, count in sorted(scheduler.reductions.items())), 0.0
     )
 
 
 def _reductions_run(
-    context: SchedulerContext, reduction: ReductionCost, stand_in: tuple[int, ...] | None
-) -> list[tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost, int]]:
-    """Each priced reduction size as an operator with its cost and how many times all NPUs ran it."""
+    context: SchedulerContext, stand_in: tuple[int, ...] | None
+) -> list[tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost, int, str]]:
+    """Each priced reduction size (on each device) as an operator with its cost, how many times all NPUs ran it
+    and the device it ran on."""
     stands_for = Counter(stand_in if stand_in is not None else list(context.schedulers))
-    runs: Counter[int] = Counter()
+    runs: dict[ReductionCost, Counter[int]] = {}
     for npu, scheduler in context.schedulers.items():
+        counted = runs.setdefault(scheduler.reduction, Counter())
         for size, count in scheduler.reductions.items():
-            runs[size] += count * stands_for[npu]
-    return [(*reduction.operator(size), count) for size, count in sorted(runs.items())]
+            counted[size] += count * stands_for[npu]
+    return [
+        (*cost.operator(size), count, cost.device)
+        for cost, counted in runs.items()
+        for size, count in sorted(counted.items())
+    ]
 
 
 def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float) -> NpuStats:

@@ -70,6 +70,7 @@ class NpuScheduler:
     def __init__(self, npu: int, context: SchedulerContext) -> None:
         self.npu = npu
         self.context = context
+        self.reduction = context.reduction.of(npu)  # its own device's, when NPU groups run different devices
         self._ready: deque[deque[ChunkRun]] = deque()
         self._waiting: dict[tuple[int, int], deque[ChunkRun]] = {}
         self._active: dict[tuple[int, int], int] = {}
@@ -94,17 +95,17 @@ class NpuScheduler:
     @property
     def reductions_cost(self) -> bool:
         """Whether reducing received data takes any time at all (it is free unless a cost model is set)."""
-        return self.context.reduction.costs
+        return self.reduction.costs
 
     def reduction_ps(self, size: int) -> int:
         """Time to reduce ``size`` received bytes into the local buffer (see :mod:`stratasim.system_layer.scheduler.reduction`)."""
-        if self.context.reduction.priced:
+        if self.reduction.priced:
             self.reductions[size] += 1
-        return self.context.reduction(size)
+        return self.reduction(size)
 
     def replayed_reductions(self, steps: tuple[Step, ...]) -> None:
         """Count the priced reductions of a phase replayed without running its steps."""
-        if not self.context.reduction.priced:
+        if not self.reduction.priced:
             return
         sizes = self.context.reduced_sizes.get(id(steps))
         if sizes is None:  # phase replays keep their steps alive, so the id stays theirs

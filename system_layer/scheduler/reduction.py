@@ -4,10 +4,13 @@ Either from local memory bandwidth (two reads and a write per byte; ASTRA-sim's 
 or priced as an element-wise add on the study's device by the one operator pricer
 (:class:`~stratasim.system_layer.operators.OperatorPricer`), once per distinct size.
 Priced reductions also have an energy and are operators of the study: :meth:`ReductionCost.operator` gives
-each size's descriptor and cost, for the report's energy and operator table.
+each size's descriptor and cost, for the report's energy and operator table. When NPU groups run different
+devices, each NPU reduces at its own device's cost (:meth:`ReductionCost.of`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from stratasim.kernel import operators
 from stratasim.kernel.errors import BackendError, WorkloadError
@@ -20,12 +23,24 @@ __all__ = ["ReductionCost"]
 
 
 class ReductionCost:
-    """``cost(size)``: picoseconds to reduce ``size`` received bytes; zero when no cost model is set."""
+    """``cost(size)``: picoseconds to reduce ``size`` received bytes; zero when no cost model is set.
 
-    def __init__(self, options: SystemOptions, pricer: OperatorPricer | None) -> None:
+    ``elsewhere`` holds the reduction cost of each NPU running another device (priced reductions only), and
+    ``device`` names the device in the operator rows (empty: the study's one device).
+    """
+
+    def __init__(
+        self,
+        options: SystemOptions,
+        pricer: OperatorPricer | None,
+        elsewhere: Mapping[int, ReductionCost] | None = None,
+        device: str = "",
+    ) -> None:
         if options.reduction == "compute" and pricer is None:
             raise WorkloadError("system.reduction: 'compute' needs a compute section to price the reductions")
         self._options = options
+        self._elsewhere = elsewhere or {}
+        self.device = device
         self._compute = pricer if options.reduction == "compute" else None
         self._priced: dict[int, int] = {}
         self._operators: dict[int, tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost]] = {}
@@ -33,6 +48,15 @@ class ReductionCost:
         """False when every reduction is free, so the hot path can skip asking."""
         self.priced = self._compute is not None
         """True when the compute layer prices reductions, so they are operators with an energy."""
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every NPU reduces at this cost (no NPU runs another device)."""
+        return not self._elsewhere
+
+    def of(self, npu: int) -> ReductionCost:
+        """The reduction cost of ``npu``: its own device's."""
+        return self._elsewhere.get(npu, self)
 
     def __call__(self, size: int) -> int:
         if self._compute is not None:

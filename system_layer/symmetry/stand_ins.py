@@ -23,11 +23,15 @@ group one level of blocks, and the translations are those of blocks and offsets,
 which rotate each group as a ring or halving-doubling expects. When the groups cannot cut a dimension so, it
 stays whole, with its plain translations. The workload declares its representatives against the same cuts
 (:mod:`stratasim.workload_layer.rank_symmetry`).
+
+NPUs running different devices live different timelines: the stand-ins hold only when every NPU runs its stand-in's
+device (the device groups follow the symmetry classes, as a pipeline stage per pod does); otherwise every NPU is
+simulated and :data:`DEVICES_DIFFER` says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from stratasim.kernel.graph_blocks import every_node
 from stratasim.kernel.grid import BlockGrid, Grid, block_grid
@@ -35,10 +39,20 @@ from stratasim.system_layer.collectives.groups import FLAT, phases_of
 from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2, workload_pb2
 
-__all__ = ["SYMMETRIC_ALGORITHMS", "aggregation_blocker", "may_aggregate", "stand_ins"]
+__all__ = [
+    "DEVICES_DIFFER",
+    "SYMMETRIC_ALGORITHMS",
+    "aggregation_blocker",
+    "devices_agree",
+    "may_aggregate",
+    "stand_ins",
+]
 
 # Algorithms whose every position sends and waits alike, with peers at the same distances.
 SYMMETRIC_ALGORITHMS = frozenset({"ring", "ring_bidirectional", "direct", "halving_doubling"})
+
+DEVICES_DIFFER = "NPU groups run different devices"
+"""Why stand-ins were given up when an NPU runs another device than the NPU that would stand in for it."""
 
 
 def aggregation_blocker(
@@ -82,19 +96,31 @@ def stand_ins(
     options: SystemOptions,
     grid: Grid,
     representatives: Sequence[int] | None = None,
+    device_of: Mapping[int, str] | None = None,
 ) -> tuple[tuple[int, ...] | None, str | None]:
     """For each NPU, the NPU simulated in its place, or None with the reason when every NPU must be simulated.
 
     Without declared ``representatives`` NPU 0 stands in for all when :func:`aggregation_blocker` allows;
     with them, only the representatives' graphs are read, and the checks in the module docstring apply.
+    ``device_of``: the device of each NPU running another than the simulation's.
     """
     npus = len(graphs)
     grid = Grid(grid.sizes, frozenset(info.permutable_dimensions))  # the network says which ones price pairs alike
     if representatives is None:
         blocker = aggregation_blocker(graphs, info, options)
-        return ((0,) * npus, None) if blocker is None else (None, blocker)
-    blocker = _common_blocker(npus, info, options) or _representative_blocker(graphs, tuple(representatives), grid)
-    return (tuple(representatives), None) if blocker is None else (None, blocker)
+        stand_in = (0,) * npus
+    else:
+        stand_in = tuple(representatives)
+        blocker = _common_blocker(npus, info, options) or _representative_blocker(graphs, stand_in, grid)
+    if blocker is None and not devices_agree(stand_in, device_of or {}):
+        blocker = DEVICES_DIFFER
+    return (stand_in, None) if blocker is None else (None, blocker)
+
+
+def devices_agree(stand_in: Sequence[int], device_of: Mapping[int, str]) -> bool:
+    """Whether every NPU runs the device of the NPU standing in for it (``device_of``: the device of each NPU
+    running another than the simulation's)."""
+    return not device_of or all(device_of.get(npu) == device_of.get(r) for npu, r in enumerate(stand_in))
 
 
 def may_aggregate(options: SystemOptions, stateless: bool) -> bool:

@@ -65,6 +65,11 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   at the fitted 0.508 x 989 TFLOP/s is 13.1 ms without variability (13.126 ms simulated, the all-reduces hidden);
   each NPU's lognormal factor of sigma 0.05 puts the slowest of 8 some 1.4 sigma (7 %) above it: p50 14.05 ms over
   100 samples, the first 14.05 ms; the p99 (14.99 ms) is the slowest of 8 at 2.9 sigma in one sample of 100.
+- clusters/mixed_h100_a100 (a 1.3B GPT, TP 8 in each pod, DP 2 across an H100 pod and an A100 pod): each GPU's
+  share is 64 / 2 x 6 x 1.3e9 x 2,048 / 8 = 6.4e13 FLOP, ~0.35 s at the fitted A100's 0.586 x 312 TFLOP/s
+  (0.474 s of compute reported, attention, element-wise and memory-bound operators included), against ~0.13 s
+  (0.191 s reported) on the H100s; the pods' all-reduce waits for the A100s, so the iteration is the all-A100 one,
+  578.7 ms.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
@@ -151,6 +156,8 @@ HEADLINES: dict[str, dict[str, int | float]] = {
         "samples.p50_ns": 14_048_324.909,
         "samples.p99_ns": 14_991_842.70916,
     },
+    # Exactly the all-A100 time: the pods' gradient all-reduce waits for the A100s (both pods on H100s: 336.38 ms).
+    "clusters/mixed_h100_a100.yaml": {"total_time_ps": 578_713_835_768, "tflops_per_npu": 128.43821568805498},
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,

@@ -246,3 +246,11 @@ def _held(config: TransformerConfig, zero_stage: int, dense: int, expert: int) -
     if plan.zero < zero_stage:
         return dense + expert
     return -(-dense // plan.dp) + -(-expert // (plan.dp // plan.ep))
+
+
+def checkpoint_shard_bytes(config: TransformerConfig, dense: int, expert: int) -> int:
+    """The bytes of one model shard's checkpoint, each written once: the weights and mixed-precision Adam states
+    (:data:`OPTIMIZER_BYTES_PER_PARAMETER` a parameter) of one TP rank of a pipeline stage holding ``dense`` dense
+    parameters and, on each of the ``ep`` expert-parallel ranks of its DP group, ``expert`` expert parameters."""
+    element = operators.dtype_bytes(operators.parse_dtype(config.precision))
+    return (element + OPTIMIZER_BYTES_PER_PARAMETER) * (dense + config.parallelism.ep * expert)

@@ -50,6 +50,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stratasim.kernel import operators
+from stratasim.kernel.contracts import CheckpointWriters
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.work import WorkEstimate
@@ -70,6 +71,7 @@ from stratasim.workload_layer.transformer.config import ModelConfig, Parallelism
 from stratasim.workload_layer.transformer.memory import (
     OPTIMIZER_BYTES_PER_PARAMETER,
     StageMemory,
+    checkpoint_shard_bytes,
     layer_activations,
     stage_memory,
 )
@@ -243,6 +245,28 @@ class TransformerWorkload:
         plan = self.config.parallelism
         per_stage = [self.stage_memory(stage).total_bytes for stage in range(plan.pp)]
         return [per_stage[plan.layout.rank(npu, "pp")] for npu in range(self.npus_required())]
+
+    def checkpoint_bytes_per_npu(self, writers: CheckpointWriters) -> list[int]:
+        """The bytes of weights and optimizer state each NPU writes per checkpoint (index = NPU id): what it holds
+        (``every_rank``), or each model shard (one TP rank of a stage) once, by DP rank 0 (``one_per_shard``) or
+        split evenly over the DP ranks (``spread``, rounded up); see
+        :func:`~stratasim.workload_layer.transformer.memory.checkpoint_shard_bytes`."""
+        plan = self.config.parallelism
+        held = [self.stage_memory(stage) for stage in range(plan.pp)]
+        shards = [
+            checkpoint_shard_bytes(self.config, kinds.dense, kinds.expert)
+            for kinds in (self._stage_parameter_kinds(stage) for stage in range(plan.pp))
+        ]
+        written = []
+        for npu in range(self.npus_required()):
+            stage = plan.layout.rank(npu, "pp")
+            if writers == "every_rank":
+                written.append(held[stage].weights_bytes + held[stage].optimizer_bytes)
+            elif writers == "one_per_shard":
+                written.append(shards[stage] if plan.layout.rank(npu, "dp") == 0 else 0)
+            else:
+                written.append(-(-shards[stage] // plan.dp))
+        return written
 
     def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
         """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage``
