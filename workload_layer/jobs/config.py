@@ -132,9 +132,11 @@ class JobConfig(Section):
     name: str = Field(pattern=r"\S")
     """The job's name, as the report's ``jobs`` list gives it (unique in the study)."""
     npus: int = Field(ge=1)
-    """NPUs the job runs on; its workload is built for this many (a TP x PP x DP plan must multiply to it)."""
+    """NPUs the job runs on; its workload is built for this many (a TP x PP x DP plan must multiply to it, a serving
+    job's pools' replicas x TP x PP must add up to it)."""
     start: TimePs = 0
-    """When the job's NPUs start their graphs (e.g. 5ms); until then they idle."""
+    """When the job starts (e.g. 5ms): its NPUs start their graphs, or a serving job its request-level loop, then;
+    until then they idle."""
     place: (
         Annotated[tuple[Annotated[int, Field(ge=0)], ...], BeforeValidator(_place), WithJsonSchema(_PLACE_SCHEMA)]
         | None
