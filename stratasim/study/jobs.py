@@ -11,7 +11,8 @@ iteration's over its NPUs and its duration; an inference job's TTFT and TPOT com
 A request-level serving job (``kind: serving``) is no part of the engine's run: its NPUs idle there, and
 :func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
 its NPU i on the job's i-th placed NPU. That loop prices each collective and KV move on the network alone, so the
-job's traffic and the other jobs' never meet on a link (:func:`interference_warning` says so). Its end is its start
+job's traffic and the other jobs' never meet on a link, and the engine's figures show its NPUs idle
+(:func:`interference_warning` says so). Its end is its start
 plus its loop's simulated time; its figures are its loop's (TTFT, TPOT and end-to-end percentiles, throughput,
 goodput...).
 """
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from stratasim import system_layer
 from stratasim.config.study_file import Study
 from stratasim.kernel import registry
-from stratasim.kernel.contracts import MultiJobWorkload, PlacedJob, ServingWorkload, TrainingWorkload
+from stratasim.kernel.contracts import MultiJobWorkload, PlacedJob, ServingWorkload, TrainingWorkload, WorkloadSource
 from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.report.jobs import JobFigures
 from stratasim.study.budget import Budget
@@ -33,7 +34,7 @@ from stratasim.workload_layer.jobs.remap import job_milestones
 __all__ = ["check_serving_jobs", "interference_warning", "job_figures", "serve_jobs", "serving_jobs"]
 
 
-def serving_jobs(source: object, npus: int) -> dict[int, PlacedJob]:
+def serving_jobs(source: WorkloadSource, npus: int) -> dict[int, PlacedJob]:
     """The request-level serving jobs of a study of several jobs on ``npus`` NPUs, by their index in its list
     (none for any other workload)."""
     if not isinstance(source, MultiJobWorkload):
@@ -108,33 +109,45 @@ def _figures(job: PlacedJob, result: system_layer.SimulationResult) -> JobFigure
 
 
 def interference_warning(study: Study, jobs: int, serving: Sequence[str] = ()) -> tuple[str, ...]:
-    """The warnings of a study of ``jobs`` jobs about interference it cannot show: on a network level whose delays
-    never depend on traffic (its class's ``stateless``: the analytical level), which has no shared links, none at
-    all; on one that models links, none between the ``serving`` jobs (named) and the others, since each serving
-    job's loop prices its traffic on the network alone."""
+    """The warnings of a study of ``jobs`` jobs about what it cannot show: on a network level whose delays never
+    depend on traffic (its class's ``stateless``: the analytical level), which has no shared links, any interference
+    between jobs; with ``serving`` jobs (named), their work, which the engine does not run, and on a level that
+    models links, interference between them and the others, since each serving job's loop prices its traffic on the
+    network alone."""
     names = sorted(set(study.network.backends().values()))
     alone = [name for name in names if name in registry.available("network") and _stateless(name)]
-    if jobs < 2:
-        return ()
     warnings = []
-    if alone:
+    if jobs > 1 and alone:
         warnings.append(
             f"network: the {' and '.join(alone)} level prices every message as if alone (it has no shared links), so "
             f"it cannot show interference between the study's {jobs} jobs: each takes what it would alone; "
             "network.backend: congestion_aware or flit_level shows it"
         )
-    if serving and len(alone) < len(names):
-        said = ", ".join(repr(name) for name in serving)
-        warnings.append(
-            f"workload.jobs: serving job {said} runs its own request-level loop, which prices each collective and KV "
-            "move on the network alone, not on the links the study's other jobs share: its traffic does not slow "
-            "theirs, nor theirs its (it still holds its NPUs; docs/how-to/several-jobs.md)"
-            if len(serving) == 1
-            else f"workload.jobs: serving jobs {said} run their own request-level loops, which price each collective "
-            "and KV move on the network alone, not on the links the study's other jobs share: their traffic does not "
-            "slow the others', nor the others' theirs (each still holds its NPUs; docs/how-to/several-jobs.md)"
-        )
+    if serving:
+        warnings.append(_serving_warning(serving, jobs > 1 and len(alone) < len(names)))
     return tuple(warnings)
+
+
+def _serving_warning(serving: Sequence[str], links: bool) -> str:
+    """What the report cannot show of the ``serving`` jobs: their NPUs' work, and with ``links`` (other jobs on a
+    network that models links) their traffic meeting the other jobs'."""
+    one = len(serving) == 1
+    said = (
+        f"serving job {serving[0]!r} runs its own request-level loop"
+        if one
+        else (f"serving jobs {', '.join(repr(name) for name in serving)} run their own request-level loops")
+    )
+    said += (
+        ", not in the engine: the per-NPU figures, cluster view and compute energy show "
+        f"{'its' if one else 'their'} NPUs idle ({'its' if one else 'their'} figures are in the jobs list)"
+    )
+    if links:
+        said += (
+            f"; {'it prices' if one else 'they price'} each collective and KV move on the network alone, not on "
+            f"the links the study's other jobs share: {'its' if one else 'their'} traffic and the other jobs' never "
+            "meet, so neither slows the other"
+        )
+    return f"workload.jobs: {said} (docs/how-to/several-jobs.md)"
 
 
 def _stateless(name: str) -> bool:

@@ -16,9 +16,10 @@ from stratasim.study.run import run_study
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "train_and_serve.yaml"
 WARNING = (
-    "workload.jobs: serving job 'serve' runs its own request-level loop, which prices each collective and KV move on "
-    "the network alone, not on the links the study's other jobs share: its traffic does not slow theirs, nor theirs "
-    "its (it still holds its NPUs; docs/how-to/several-jobs.md)"
+    "workload.jobs: serving job 'serve' runs its own request-level loop, not in the engine: the per-NPU figures, "
+    "cluster view and compute energy show its NPUs idle (its figures are in the jobs list); it prices each collective "
+    "and KV move on the network alone, not on the links the study's other jobs share: its traffic and the other jobs' "
+    "never meet, so neither slows the other (docs/how-to/several-jobs.md)"
 )
 
 
@@ -96,7 +97,16 @@ def test_a_study_of_serving_jobs_only() -> None:
     assert first.serving == later.serving == alone.serving
     assert (first.end_ps, later.start_ps, later.end_ps) == (alone.total_time_ps, 10**12, 10**12 + alone.total_time_ps)
     assert report.total_time_ps == later.end_ps
-    assert [warning for warning in report.warnings if "serving jobs 'serve', 'later' run" in warning]
+    assert [warning for warning in report.warnings if "serving jobs 'serve', 'later' run their own" in warning]
+
+
+def test_on_the_analytical_level_the_warning_says_only_that_the_engine_shows_the_serving_npus_idle() -> None:
+    data = _example(requests=10)
+    data["network"]["backend"] = "analytical"
+    warnings = _run(data).warnings
+    said = [warning for warning in warnings if warning.startswith("workload.jobs: serving job 'serve'")]
+    assert len(said) == 1 and "show its NPUs idle" in said[0] and "links" not in said[0]
+    assert [warning for warning in warnings if "cannot show interference between the study's 2 jobs" in warning]
 
 
 INFERENCE = {
