@@ -23,11 +23,11 @@ from stratasim.compute_layer.device_section import DeviceSection, names_device_p
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection, describes_measured
 from stratasim.compute_layer.measured.launch import needs_host_time
-from stratasim.compute_layer.npu_ranges import NpuIds, npu_ids
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
 from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection, describes_wafer
+from stratasim.kernel.npu_ids import NpuIds
 from stratasim.kernel.schema import Latency, Section
 from stratasim.v1 import compute_pb2
 
@@ -217,12 +217,6 @@ class DeviceGroup(Section):
     device: DeviceKey
     """The device the group's NPUs run: a preset's name, or a mapping describing one (``{file: ...}`` works too)."""
 
-    @field_validator("npus")
-    @classmethod
-    def _readable(cls, value: NpuIds) -> NpuIds:
-        npu_ids(value)
-        return value
-
     @field_validator("device", mode="before")
     @classmethod
     def _read_as(cls, value: object) -> object:
@@ -233,7 +227,7 @@ class DeviceGroup(Section):
 
     def ids(self) -> tuple[int, ...]:
         """The group's NPU ids, sorted."""
-        return npu_ids(self.npus)
+        return tuple(sorted(set(self.npus)))
 
     def device_name(self) -> str:
         """The group's device's name: the preset named, or the described device's."""

@@ -1,4 +1,5 @@
-"""What networks that keep their arrivals in a heap share when the engine advances them by a window."""
+"""What networks that keep their arrivals in a heap share: adding arrivals to it, and taking out those a window
+decides when the engine advances them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 
 from stratasim.v1 import network_pb2
 
-__all__ = ["window_result", "due_arrivals"]
+__all__ = ["due_arrivals", "into_heap", "window_result"]
 
 _SCAN = 1 << 14
 """Most arrivals scanned to see whether all are due: beyond, popping only the due ones costs less."""
@@ -40,3 +41,17 @@ def due_arrivals(arrivals: list[tuple[int, int]], until_ps: int) -> list[tuple[i
             while arrivals and arrivals[0][0] <= until_ps:
                 due.append(heapq.heappop(arrivals))
     return due
+
+
+def into_heap(heap: list[tuple[int, int]], items: list[tuple[int, int]]) -> None:
+    """Add ``items`` to ``heap``: pushed one by one when few, else appended and the whole heapified (cheaper); to
+    an empty heap, sorted (a sorted list is a heap, and a collective step's arrivals come nearly in order)."""
+    if not heap:
+        items.sort()
+        heap += items
+    elif len(items) < len(heap):
+        for item in items:
+            heapq.heappush(heap, item)
+    else:
+        heap += items
+        heapq.heapify(heap)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field, StrictInt, WithJsonSchema, model_validator
+from pydantic import Field, StrictInt, model_validator
 
+from stratasim.kernel.npu_ids import NpuIds
 from stratasim.kernel.schema import Latency, Section, TimePs
 
 __all__ = [
@@ -34,39 +35,10 @@ FACTOR_FLOOR = 0.01
 _MAX_NORMAL_CV = 0.25  # above it a normal factor falls below the floor too often to be a normal any more
 
 
-def _npu_ids(value: object) -> object:
-    """NPU ids as written: a list of ids and ``"a-b"`` ranges (both ends included), or one of either."""
-    items = value if isinstance(value, (list, tuple)) else [value]
-    ids: list[int] = []
-    for item in items:
-        if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
-            ids.append(item)
-            continue
-        low, _, high = str(item).partition("-") if isinstance(item, str) else ("", "", "")
-        if not (low.strip().isdigit() and high.strip().isdigit() and int(low) <= int(high)):
-            raise ValueError(f"expected NPU ids (whole numbers from 0) or ranges such as '4-7', got {item!r}")
-        ids.extend(range(int(low), int(high) + 1))
-    if not ids:
-        raise ValueError("expected at least one NPU id")
-    return sorted(set(ids))
-
-
-_NPU_IDS = WithJsonSchema(
-    {
-        "type": "array",
-        "minItems": 1,
-        "items": {
-            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\s*\d+\s*-\s*\d+\s*$"}]
-        },
-    }
-)
-"""What ``npus`` accepts as written: NPU ids and ``"a-b"`` ranges."""
-
-
 class Slowdown(Section):
     """One entry of ``system.slowdown``: the NPUs ``npus`` compute ``factor`` times slower, from ``from`` on."""
 
-    npus: Annotated[tuple[StrictInt, ...], BeforeValidator(_npu_ids), _NPU_IDS]
+    npus: NpuIds
     """The NPUs slowed: ids and ``"a-b"`` ranges, e.g. ``[3]`` or ``[0, "8-15"]``."""
     factor: float = Field(gt=0)
     """What their compute times are multiplied by (above 0: 1.5 is 50 % slower, 0.8 faster)."""

@@ -21,7 +21,7 @@ What the engine reports is then identical to running every node; the tests compa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
@@ -130,6 +130,22 @@ class BlockRecorder:
     npus: int
     stand_ins: tuple[int, ...] | None
     detail: TraceDetail | None = None
+
+    def runs_of(
+        self, npu: int, plan: GraphPlan, durations: Mapping[GraphPlan, tuple[int, ...]], traced: bool
+    ) -> dict[int, BlockRun]:
+        """What each block node left in ``plan`` does when run whole on ``npu`` (and shows in the trace, if
+        ``traced``), by node index: each block recorded once, its nodes' ``durations`` as priced."""
+        recorded: dict[int, BlockRun] = {}
+        runs = {}
+        for index, node in enumerate(plan.nodes):
+            if node.type == workload_pb2.BLOCK_NODE:
+                run = recorded.get(node.block)
+                if run is None:
+                    block = plan.blocks[node.block]
+                    run = recorded[node.block] = self.record(npu, block, durations[block], traced)
+                runs[index] = run
+        return runs
 
     def record(self, npu: int, block: GraphPlan, durations: tuple[int, ...], traced: bool = False) -> BlockRun:
         """Simulate one run of ``block`` on ``npu`` from time 0, alone, and say what it did (and, if ``traced``,

@@ -1,16 +1,19 @@
-"""One simulation: wire the graphs, the scheduler and the network federate, run, and collect the results."""
+"""One simulation: wire the graphs, the scheduler and the network federate, run, and collect the results.
+
+The result's per-NPU, per-link and reduction figures are read from what ran in
+:mod:`stratasim.system_layer.engine.result_parts`; blocks run whole are recorded by
+:class:`~stratasim.system_layer.engine.macros.BlockRecorder`.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
-from stratasim.kernel.errors import BackendError, SimulationError
+from stratasim.kernel.errors import SimulationError
 from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
-from stratasim.system_layer.engine.block_run import BlockRun
 from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import NpuExecutor
@@ -28,15 +31,17 @@ from stratasim.system_layer.engine.plan_runs import (
     unrolled_size,
 )
 from stratasim.system_layer.engine.pricing import Pricing, price_devices
+from stratasim.system_layer.engine.result_parts import (
+    link_busy,
+    link_stats,
+    milestones,
+    packet_latency,
+    per_npu,
+    reductions_run,
+)
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.options import SystemOptions
-from stratasim.system_layer.result import (
-    LinkBusy,
-    LinkStats,
-    NpuStats,
-    PacketLatencyStats,
-    SimulationResult,
-)
+from stratasim.system_layer.result import SimulationResult
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext, deadlock_cause
 from stratasim.system_layer.scheduler.reduction import ReductionCost
 from stratasim.system_layer.symmetry.stand_ins import DEVICES_DIFFER, stand_ins
@@ -265,7 +270,7 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
         run = runs[npu]
         executors[npu] = NpuExecutor(npu, run.plan, run.durations, context.schedulers[npu], table, context)
         if blocks is not None and run.whole:
-            executors[npu].runs = _block_runs(blocks, npu, run.plan, pricing.durations, npu in scope.traced)
+            executors[npu].runs = blocks.runs_of(npu, run.plan, pricing.durations, npu in scope.traced)
         coordinator.schedule(run.graph.start_ps, executors[npu].start)
     if scope.perturbation is not None:
         coordinator.jitter = scope.perturbation.jitter
@@ -362,16 +367,16 @@ def _result(
         total_time_ps=max((ex.finish_ps for ex in engine.executors.values()), default=0),
         npus=scope.npus,
         collectives=collectives,
-        per_npu=_per_npu(scope, engine),
+        per_npu=per_npu(engine.executors, engine.context.schedulers, engine.runs, scope.stand_in, scope.npus),
         spans=recorder.spans.sort() if recorder else (),
         events_processed=coordinator.queue.processed + coordinator.messages,
         simulated_npus=len(scope.simulated),
-        links=_links(link_counters),
-        milestones=_milestones(engine.executors),
+        links=link_stats(link_counters),
+        milestones=milestones(engine.executors),
         counters=tuple(recorder.samples()) if recorder else (),
-        link_busy=_link_busy(link_counters, selection) if selection else (),
-        packet_latency=_packet_latency(link_counters),
-        operators=pricing.operator_stats(plan_runs, _reductions_run(engine.context, scope.stand_in)),
+        link_busy=link_busy(link_counters, selection) if selection else (),
+        packet_latency=packet_latency(link_counters),
+        operators=pricing.operator_stats(plan_runs, reductions_run(engine.context, scope.stand_in)),
         stand_ins=scope.stand_in or (),
         trace_detail=selection.detail.value if selection else "",
         traced_nodes=scope.traced_nodes,
@@ -380,75 +385,6 @@ def _result(
         unfinished_collectives=unfinished,
         notes=scope.notes,
     )
-
-
-def _per_npu(scope: _Scope, engine: _Engine) -> tuple[NpuStats, ...]:
-    """Each NPU's figures: its own, or (with stand-ins) its representative's timeline under its own id."""
-    schedulers, runs = engine.context.schedulers, engine.runs
-    stats = {
-        npu: _npu_stats(ex, schedulers[npu], runs[npu].energy_pj + _reduction_energy(schedulers[npu]))
-        for npu, ex in engine.executors.items()
-    }
-    if scope.stand_in is None:
-        return tuple(stats[npu] for npu in range(scope.npus))
-    return tuple(replace(stats[scope.stand_in[npu]], npu=npu) for npu in range(scope.npus))
-
-
-def _milestones(executors: dict[int, NpuExecutor]) -> dict[str, int]:
-    """Each named milestone at the latest time an NPU reached it."""
-    milestones: dict[str, int] = {}
-    for executor in executors.values():
-        for name, time_ps in executor.milestones.items():
-            milestones[name] = max(time_ps, milestones.get(name, time_ps))
-    return milestones
-
-
-def _links(counters: network_pb2.LinkCounters) -> tuple[LinkStats, ...]:
-    """Each link's busy time, bytes, messages and queueing, as the network counted them, and its load by job when
-    the network counted flows."""
-    queue: Sequence[int | None] = counters.queue_ps or [None] * len(counters.link)
-    by_job: list[tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]] = [
-        ([], [], []) for _ in counters.link
-    ]
-    for index, job, size, messages, queue_ps in zip(
-        counters.flow_link, counters.flow, counters.flow_bytes, counters.flow_messages, counters.flow_queue_ps
-    ):
-        if index >= len(by_job):
-            raise BackendError(f"the network's load by flow names link {index} of {len(by_job)}")
-        sizes, counts, waits = by_job[index]
-        sizes.append((job, size))
-        counts.append((job, messages))
-        waits.append((job, queue_ps))
-    return tuple(
-        LinkStats(name, busy, size, messages, waited, tuple(sizes), tuple(counts), tuple(waits))
-        for name, busy, size, messages, waited, (sizes, counts, waits) in zip(
-            counters.link, counters.busy_ps, counters.bytes, counters.messages, queue, by_job
-        )
-    )
-
-
-def _packet_latency(counters: network_pb2.LinkCounters) -> PacketLatencyStats:
-    latency = counters.packet_latency
-    return PacketLatencyStats(
-        latency.packets, latency.total_ps, latency.min_ps, latency.p50_ps, latency.p99_ps, latency.max_ps
-    )
-
-
-def _block_runs(
-    blocks: BlockRecorder, npu: int, plan: GraphPlan, durations: Mapping[GraphPlan, tuple[int, ...]], traced: bool
-) -> dict[int, BlockRun]:
-    """What each block node left in ``plan`` does when run whole (and shows in the trace, if ``traced``),
-    recorded once per block."""
-    recorded: dict[int, BlockRun] = {}
-    runs = {}
-    for index, node in enumerate(plan.nodes):
-        if node.type == workload_pb2.BLOCK_NODE:
-            run = recorded.get(node.block)
-            if run is None:
-                block = plan.blocks[node.block]
-                run = recorded[node.block] = blocks.record(npu, block, durations[block], traced)
-            runs[index] = run
-    return runs
 
 
 def _release(engine: _Engine) -> None:
@@ -460,14 +396,6 @@ def _release(engine: _Engine) -> None:
     engine.context.schedulers.clear()
     for collective in engine.table.all:
         collective.release()
-
-
-def _link_busy(counters: network_pb2.LinkCounters, selection: TraceSelection) -> tuple[LinkBusy, ...]:
-    """When each link was transmitting, within the selection's window (links idle throughout left out)."""
-    busy = (
-        (link.link, [s for s in zip(link.start_ps, link.end_ps) if selection.overlaps(*s)]) for link in counters.busy
-    )
-    return tuple(LinkBusy(link, tuple(stretches)) for link, stretches in busy if stretches)
 
 
 def _traced(simulated: list[int], stand_in: tuple[int, ...] | None, selection: TraceSelection) -> list[int]:
@@ -485,51 +413,6 @@ def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
     recording.CopyFrom(topology)
     recording.record_link_busy = True
     return recording
-
-
-def _reduction_energy(scheduler: NpuScheduler) -> float:
-    """Picojoules of the priced reductions one NPU's collectives ran (on its device), summed by size in a fixed
-    order."""
-    reduction = scheduler.reduction
-    return sum(
-        (count * reduction.operator(size)[1].energy_pj for size, count in sorted(scheduler.reductions.items())), 0.0
-    )
-
-
-def _reductions_run(
-    context: SchedulerContext, stand_in: tuple[int, ...] | None
-) -> list[tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorCost, int, str]]:
-    """Each priced reduction size (on each device) as an operator with its cost, how many times all NPUs ran it
-    and the device it ran on."""
-    stands_for = Counter(stand_in if stand_in is not None else list(context.schedulers))
-    runs: dict[ReductionCost, Counter[int]] = {}
-    for npu, scheduler in context.schedulers.items():
-        counted = runs.setdefault(scheduler.reduction, Counter())
-        for size, count in scheduler.reductions.items():
-            counted[size] += count * stands_for[npu]
-    return [
-        (*cost.operator(size), count, cost.device)
-        for cost, counted in runs.items()
-        for size, count in sorted(counted.items())
-    ]
-
-
-def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float) -> NpuStats:
-    resident = executor.plan.resident
-    return NpuStats(
-        executor.npu,
-        executor.finish_ps,
-        executor.compute_ps,
-        scheduler.comm_ps,
-        executor.finish_ps - executor.start_ps - executor.compute_ps,
-        tuple(sorted(scheduler.bytes_sent.items())),
-        exposed_comm_ps_by_kind=tuple(sorted(executor.exposed_ps.items())),
-        peak_memory_bytes=sum(size for _, size in resident) + executor.peak_memory,
-        peak_memory_ps=executor.peak_memory_ps,
-        memory_at_peak=(*resident, ("working", executor.peak_memory)) if resident or executor.peak_memory else (),
-        compute_energy_pj=energy_pj,
-        p2p_bytes_per_dim=executor.p2p_bytes_per_dim(),
-    )
 
 
 def validate(

@@ -20,7 +20,10 @@ QUICKSTART = str(EXAMPLES / "quickstart.yaml")
     [
         (["system.slowdown=[{npus: [3], factor: -1.5}]"], ("system.slowdown[0].factor", "greater than 0", "-1.5")),
         (["system.slowdown=[{npus: [3], factor: 0}]"], ("system.slowdown[0].factor", "greater than 0")),
-        (["system.slowdown=[{npus: ['x'], factor: 2}]"], ("system.slowdown[0].npus", "ranges such as '4-7'")),
+        (
+            ["system.slowdown=[{npus: ['x'], factor: 2}]"],
+            ("system.slowdown[0].npus", "cannot read 'x' as an NPU id or a range"),
+        ),
         (["system.slowdown=[{npus: ['2-99'], factor: 2}]"], ("system.slowdown", "names NPU 99", "has 8 NPUs")),
         (["system.slowdown=[{npus: [1], factor: 2, from: -1ms}]"], ("system.slowdown[0].from", "negative")),
         (["system.variability.npu.distribution=gamma"], ("system.variability.npu.distribution", "lognormal")),

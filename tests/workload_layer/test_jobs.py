@@ -12,10 +12,11 @@ import yaml
 
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.contracts import MultiJobWorkload, SymmetricWorkload
+from stratasim.kernel.npu_ids import npu_ids
 from stratasim.study.budget import estimate_study
 from stratasim.study.run import prepare_workload, run_study
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.jobs.config import JobsConfig, npu_ranges
+from stratasim.workload_layer.jobs.config import JobsConfig
 from stratasim.workload_layer.jobs.placement import place_jobs
 from stratasim.workload_layer.jobs.remap import remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
@@ -60,7 +61,7 @@ def test_random_is_a_seeded_permutation() -> None:
 
 
 def test_explicit_places_take_lists_or_ranges() -> None:
-    assert npu_ranges("0-3, 8, 10-11") == (0, 1, 2, 3, 8, 10, 11)
+    assert npu_ids("0-3, 8, 10-11") == (0, 1, 2, 3, 8, 10, 11)
     config = JobsConfig.model_validate(
         {"placement": "explicit", "jobs": [job("a", 4, place="4-7"), job("b", 2, place=[1, 0])]}
     )

@@ -9,7 +9,6 @@ has) is checked when the jobs are placed (:mod:`stratasim.workload_layer.jobs.pl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NoReturn
 
@@ -31,20 +30,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from stratasim.kernel import registry
 from stratasim.kernel.errors import BackendError
+from stratasim.kernel.npu_ids import NpuIds
 from stratasim.kernel.schema import Section, TimePs
 
-__all__ = ["JOBS_KIND", "JobConfig", "JobsConfig", "job_kinds", "npu_ranges"]
+__all__ = ["JOBS_KIND", "JobConfig", "JobsConfig", "job_kinds"]
 
 JOBS_KIND = "jobs"
 """The kind this package registers; a job may not be one (jobs do not nest)."""
 
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
-_PLACE_SCHEMA = {
-    "anyOf": [
-        {"type": "array", "items": {"type": "integer", "minimum": 0}},
-        {"type": "string", "pattern": r"^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$"},
-    ]
-}
 _WORKLOAD_SCHEMA = {
     "type": "object",
     "required": ["kind"],
@@ -99,29 +92,6 @@ def _refuse_kind(kind: object, message: str) -> NoReturn:
     raise ValidationError.from_exception_data("JobConfig", [_problem(("kind",), message, kind)])
 
 
-def npu_ranges(text: str) -> tuple[int, ...]:
-    """NPU ids written as ranges, ``"0-3, 8, 10-11"`` (both ends included), in the order written."""
-    ids: list[int] = []
-    for part in text.split(","):
-        match = _RANGE.match(part)
-        if match is None:
-            raise ValueError(f"expected NPU ids or ranges such as '0-255' or '0-3, 8, 10-11', got {part.strip()!r}")
-        low, high = int(match[1]), int(match[2] or match[1])
-        if high < low:
-            raise ValueError(f"range {part.strip()!r} runs backwards; write it low-high")
-        ids.extend(range(low, high + 1))
-    return tuple(ids)
-
-
-def _place(value: object) -> object:
-    """``place`` as written: a list of NPU ids or a text of ranges."""
-    if isinstance(value, str):
-        return npu_ranges(value)
-    if isinstance(value, (list, tuple)) and any(isinstance(item, bool) or not isinstance(item, int) for item in value):
-        raise ValueError("expected a list of NPU ids (whole numbers) or ranges such as '256-511'")
-    return value
-
-
 def _problem(loc: tuple[int | str, ...], message: str, value: object) -> InitErrorDetails:
     return InitErrorDetails(type=PydanticCustomError("value_error", message), loc=loc, input=value)
 
@@ -137,12 +107,9 @@ class JobConfig(Section):
     start: TimePs = 0
     """When the job starts (e.g. 5ms): its NPUs start their graphs, or a serving job its request-level loop, then;
     until then they idle."""
-    place: (
-        Annotated[tuple[Annotated[int, Field(ge=0)], ...], BeforeValidator(_place), WithJsonSchema(_PLACE_SCHEMA)]
-        | None
-    ) = None
-    """The job's NPUs, its rank i on the i-th, with ``placement: explicit`` only: a list of ids or ranges as text
-    ('256-511', '0-3, 8-11')."""
+    place: NpuIds | None = None
+    """The job's NPUs, its rank i on the i-th, with ``placement: explicit`` only: ids and ranges, in a list or as
+    text ('256-511', '0-3, 8-11')."""
     workload: Annotated[SerializeAsAny[BaseModel], BeforeValidator(_inner_workload), WithJsonSchema(_WORKLOAD_SCHEMA)]
     """The job's workload: a ``kind`` that yields execution graphs (transformer, collective, chakra...) or serves
     requests (serving), and its keys, as a study's ``workload`` section."""
