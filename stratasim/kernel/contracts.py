@@ -17,6 +17,8 @@ from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 if TYPE_CHECKING:
     import numpy as np
 
+    from stratasim.kernel.serving import RequestLevelWorkload
+
 __all__ = [
     "PROTOCOL_VERSION",
     "NEXT_WINDOW",
@@ -255,13 +257,15 @@ class ServingWorkload(Protocol):
 @dataclass(frozen=True)
 class PlacedJob:
     """One job of a study of several: its ``name``, the ``kind`` of its workload, the NPUs it was placed on (its
-    rank i on ``npus[i]``), when it starts (ps) and its own workload (``source``), built for ``len(npus)`` NPUs."""
+    rank i on ``npus[i]``), when it starts (ps) and its own workload (``source``), built for ``len(npus)`` NPUs: one
+    yielding execution graphs, which the engine runs with the other jobs', or a request-level serving loop, which
+    the composition root runs on its own (its NPUs idle in the engine)."""
 
     name: str
     kind: str
     npus: tuple[int, ...]
     start_ps: int
-    source: WorkloadSource
+    source: WorkloadSource | RequestLevelWorkload
 
 
 @runtime_checkable

@@ -197,6 +197,10 @@ class ServingPool:
     pp: int = 1
     ep: int = 1
 
+    def npus(self) -> range:
+        """The pool's NPUs, replica after replica."""
+        return range(self.first_npu, self.first_npu + self.replicas * self.tp * self.pp)
+
     def replica_npus(self) -> list[range]:
         """The NPUs of each replica, in order."""
         size = self.tp * self.pp

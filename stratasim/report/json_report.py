@@ -24,6 +24,7 @@ from stratasim.kernel.units import ps_to_ns
 from stratasim.report.cluster import LevelLoad, cluster_view
 from stratasim.report.jobs import job_row
 from stratasim.report.operator_table import kind_rows, operator_row
+from stratasim.report.serving_row import serving_row
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
 
@@ -297,7 +298,7 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
     if engine is not None and engine.packet_latency.packets:
         data["packet_latency"] = _packet_latency_row(engine.packet_latency)
     if report.serving:
-        data["serving"] = _serving_row(report.serving)
+        data["serving"] = serving_row(report.serving)
         if report.energy_per_token_pj is not None:
             data["serving"]["energy_per_token_pj"] = report.energy_per_token_pj
     if report.serving_timeline:
@@ -316,13 +317,3 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
     if report.devices:
         data["devices"] = dict(report.devices)
     return data
-
-
-def _serving_row(figures: Mapping[str, float]) -> dict[str, float]:
-    """A serving workload's figures with its times (``*_ps``) given in ns (``*_ns``), in the same order."""
-    row = {}
-    for key, value in figures.items():
-        if key.endswith("_ps"):
-            key, value = key.removesuffix("_ps") + "_ns", ps_to_ns(value)
-        row[key] = value
-    return row

@@ -1,38 +1,99 @@
-"""The report's view of a study of several jobs: each job's figures over its own NPUs, and what the network level
-cannot show of them.
+"""The report's view of a study of several jobs: each job's figures over its own NPUs, the serving jobs' own runs,
+and what the network level cannot show of them.
 
 The workload says what its jobs are (:class:`~stratasim.kernel.contracts.MultiJobWorkload`: names, placements,
 starts, each job's own workload); the engine's result says what each NPU did. A job's end is the latest finish of
 its NPUs; its compute and exposed communication are means over them (the engine counts an NPU's figures from its
 graph's start, so the wait before a later job starts is in neither); a training job's throughput is its own
-iteration's over its NPUs and its duration.
+iteration's over its NPUs and its duration; an inference job's TTFT and TPOT come from its own milestones
+(:func:`~stratasim.workload_layer.jobs.remap.job_milestones`), counted from its start.
+
+A request-level serving job (``kind: serving``) is no part of the engine's run: its NPUs idle there, and
+:func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
+its NPU i on the job's i-th placed NPU. That loop prices each collective and KV move on the network alone, so the
+job's traffic and the other jobs' never meet on a link, and the engine's figures show its NPUs idle
+(:func:`interference_warning` says so). Its end is its start
+plus its loop's simulated time; its figures are its loop's (TTFT, TPOT and end-to-end percentiles, throughput,
+goodput...).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from stratasim import system_layer
 from stratasim.config.study_file import Study
 from stratasim.kernel import registry
-from stratasim.kernel.contracts import MultiJobWorkload, PlacedJob, TrainingWorkload
+from stratasim.kernel.contracts import MultiJobWorkload, PlacedJob, ServingWorkload, TrainingWorkload, WorkloadSource
+from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.report.jobs import JobFigures
+from stratasim.study.budget import Budget
+from stratasim.study.serving import ServedRun, check_serving, serve
+from stratasim.workload_layer.jobs.remap import job_milestones
 
-__all__ = ["job_figures", "interference_warning"]
+__all__ = ["check_serving_jobs", "interference_warning", "job_figures", "serve_jobs", "serving_jobs"]
 
 
-def job_figures(source: MultiJobWorkload, result: system_layer.SimulationResult) -> tuple[JobFigures, ...]:
-    """Each job's :class:`JobFigures`, in the order the study lists the jobs."""
-    return tuple(_figures(job, result) for job in source.placed_jobs(result.npus))
+def serving_jobs(source: WorkloadSource, npus: int) -> dict[int, PlacedJob]:
+    """The request-level serving jobs of a study of several jobs on ``npus`` NPUs, by their index in its list
+    (none for any other workload)."""
+    if not isinstance(source, MultiJobWorkload):
+        return {}
+    placed = source.placed_jobs(npus)
+    return {index: job for index, job in enumerate(placed) if isinstance(job.source, RequestLevelWorkload)}
+
+
+def _key(index: int) -> str:
+    return f"workload.jobs[{index}].workload"
+
+
+def check_serving_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> None:
+    """Every check of each serving job short of running it, as a serving study's (its problems named under its
+    key)."""
+    for index, job in jobs.items():
+        assert isinstance(job.source, RequestLevelWorkload)
+        check_serving(study, job.source, budget, _key(index))
+
+
+def serve_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> dict[int, ServedRun]:
+    """Each serving job's own request-level run on its placed NPUs, by its index."""
+    runs = {}
+    for index, job in jobs.items():
+        assert isinstance(job.source, RequestLevelWorkload)
+        runs[index] = serve(study, job.source, budget, placed=job.npus, key=_key(index))
+    return runs
+
+
+def job_figures(
+    source: MultiJobWorkload, result: system_layer.SimulationResult, served: Mapping[int, ServedRun]
+) -> tuple[JobFigures, ...]:
+    """Each job's :class:`JobFigures`, in the order the study lists them: a serving job's from its run in
+    ``served``, the others' from the engine's ``result``."""
+    return tuple(
+        _served(job, served[index]) if index in served else _figures(job, result)
+        for index, job in enumerate(source.placed_jobs(result.npus))
+    )
+
+
+def _served(job: PlacedJob, run: ServedRun) -> JobFigures:
+    """A serving job's figures: from its start to its loop's end; no engine figures (compute, exposed comm)."""
+    end = job.start_ps + run.result.total_time_ps
+    return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, None, None, serving=run.figures)
 
 
 def _figures(job: PlacedJob, result: system_layer.SimulationResult) -> JobFigures:
     stats = [result.per_npu[npu] for npu in job.npus]
     end = max(npu.finish_ps for npu in stats)
     duration = end - job.start_ps
-    samples = flops = None
-    if isinstance(job.source, TrainingWorkload) and duration > 0 and result.stopped_at_ps is None:
+    samples = flops = serving = None
+    finished = duration > 0 and result.stopped_at_ps is None
+    if isinstance(job.source, TrainingWorkload) and finished:
         seconds = duration / 1e12
         samples = job.source.samples_per_iteration() / seconds
         flops = job.source.model_flops_per_iteration() / seconds / len(stats) / 1e12
+    if isinstance(job.source, ServingWorkload) and finished:
+        own = {name: time - job.start_ps for name, time in job_milestones(result.milestones, job.name).items()}
+        serving = job.source.serving_figures(own, duration)
     return JobFigures(
         job.name,
         job.kind,
@@ -43,22 +104,50 @@ def _figures(job: PlacedJob, result: system_layer.SimulationResult) -> JobFigure
         sum(npu.exposed_comm_ps for npu in stats) / len(stats),
         samples,
         flops,
+        serving,
     )
 
 
-def interference_warning(study: Study, jobs: int) -> tuple[str, ...]:
-    """One warning, for a study of several jobs on a network level whose delays never depend on traffic (its
-    class's ``stateless``: the analytical level): it has no shared links, so it cannot show the jobs slowing each
-    other down."""
+def interference_warning(study: Study, jobs: int, serving: Sequence[str] = ()) -> tuple[str, ...]:
+    """The warnings of a study of ``jobs`` jobs about what it cannot show: on a network level whose delays never
+    depend on traffic (its class's ``stateless``: the analytical level), which has no shared links, any interference
+    between jobs; with ``serving`` jobs (named), their work, which the engine does not run, and on a level that
+    models links, interference between them and the others, since each serving job's loop prices its traffic on the
+    network alone."""
     names = sorted(set(study.network.backends().values()))
     alone = [name for name in names if name in registry.available("network") and _stateless(name)]
-    if jobs < 2 or not alone:
-        return ()
-    return (
-        f"network: the {' and '.join(alone)} level prices every message as if alone (it has no shared links), so it "
-        f"cannot show interference between the study's {jobs} jobs: each takes what it would alone; "
-        "network.backend: congestion_aware or flit_level shows it",
+    warnings = []
+    if jobs > 1 and alone:
+        warnings.append(
+            f"network: the {' and '.join(alone)} level prices every message as if alone (it has no shared links), so "
+            f"it cannot show interference between the study's {jobs} jobs: each takes what it would alone; "
+            "network.backend: congestion_aware or flit_level shows it"
+        )
+    if serving:
+        warnings.append(_serving_warning(serving, jobs > 1 and len(alone) < len(names)))
+    return tuple(warnings)
+
+
+def _serving_warning(serving: Sequence[str], links: bool) -> str:
+    """What the report cannot show of the ``serving`` jobs: their NPUs' work, and with ``links`` (other jobs on a
+    network that models links) their traffic meeting the other jobs'."""
+    one = len(serving) == 1
+    said = (
+        f"serving job {serving[0]!r} runs its own request-level loop"
+        if one
+        else (f"serving jobs {', '.join(repr(name) for name in serving)} run their own request-level loops")
     )
+    said += (
+        ", not in the engine: the per-NPU figures, cluster view and compute energy show "
+        f"{'its' if one else 'their'} NPUs idle ({'its' if one else 'their'} figures are in the jobs list)"
+    )
+    if links:
+        said += (
+            f"; {'it prices' if one else 'they price'} each collective and KV move on the network alone, not on "
+            f"the links the study's other jobs share: {'its' if one else 'their'} traffic and the other jobs' never "
+            "meet, so neither slows the other"
+        )
+    return f"workload.jobs: {said} (docs/how-to/several-jobs.md)"
 
 
 def _stateless(name: str) -> bool:

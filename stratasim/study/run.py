@@ -11,6 +11,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from fractions import Fraction
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -31,15 +32,16 @@ from stratasim.kernel.errors import SimulationError, StrataSimError, WorkloadErr
 from stratasim.kernel.events import Progress
 from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
+from stratasim.report.jobs import JobFigures
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
 from stratasim.study.goodput import check_goodput, study_goodput
-from stratasim.study.jobs import interference_warning, job_figures
+from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs
 from stratasim.study.samples import sample_count, sample_figures
-from stratasim.study.serving import check_serving, run_serving
+from stratasim.study.serving import ServedRun, check_serving, run_serving
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
@@ -86,7 +88,10 @@ def _check_study(study: Study, budget: Budget) -> int:
         sample_count(None, study.system, engine=False)
         check_serving(study, source, budget)
         return npus
+    jobs = serving_jobs(source, npus)
+    sample_count(None, study.system, engine=not jobs)
     estimate = check_budget(study, source, npus, budget)
+    check_serving_jobs(study, jobs, budget)
     representatives = estimate.representatives or _representatives(source, study)
     system_layer.validate(source.graphs(npus), study.topology_proto(), study.system, representatives)
     section = study.compute
@@ -195,12 +200,15 @@ def _run_study(
 ) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
-    count = sample_count(samples, study.system, engine=not isinstance(source, RequestLevelWorkload))
     if isinstance(source, RequestLevelWorkload):
+        sample_count(samples, study.system, engine=False)
         return run_serving(study, source, budget, record_trace=bool(record_trace))
+    jobs = serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop, after the engine
+    count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
+        check_serving_jobs(study, jobs, budget)
         if notes is not None and (line := long_run_note(study, estimate)) is not None:
             notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
@@ -231,7 +239,9 @@ def _run_study(
                 result, lambda sample: simulate(sample=sample), count, study.system.variability
             )
         wall_seconds = time.perf_counter() - started
-    return _report(study, source, result, wall_seconds, backends, devices, distribution)
+    served = serve_jobs(study, jobs, budget)
+    wall_seconds += sum(run.wall_seconds for run in served.values())
+    return _report(study, source, result, wall_seconds, backends, devices, distribution, served)
 
 
 def _report(
@@ -242,15 +252,18 @@ def _report(
     backends: dict[str, str],
     devices: StudyDevices | None,
     distribution: dict[str, Any] | None,
+    served: dict[int, ServedRun],
 ) -> Report:
     """The report of a simulated study: the engine's result with the warnings, figures and statements the study
-    adds (calibration, memory, jobs, training and serving figures, cost at each device's rate, the Monte-Carlo
-    ``distribution``)."""
+    adds (calibration, memory, jobs and their ``served`` serving jobs, training and serving figures, cost at each
+    device's rate, the Monte-Carlo ``distribution``)."""
     calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
     memory = _check_memory(study, result, devices)
     warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
-    jobs = job_figures(source, result) if isinstance(source, MultiJobWorkload) else ()
-    warnings += interference_warning(study, len(jobs))
+    jobs: tuple[JobFigures, ...] = ()
+    if isinstance(source, MultiJobWorkload):
+        jobs, result, said = _jobs(study, source, result, served)
+        warnings += tuple(warning for warning in dict.fromkeys(said) if warning not in warnings)
     serving = None
     training = None
     hourly = None if devices is None else devices.hourly_usd(result.npus)
@@ -274,6 +287,20 @@ def _report(
         samples=distribution,
         devices=devices.counts(result.npus) if devices is not None and devices.device_of else None,
     )
+
+
+def _jobs(
+    study: Study, source: MultiJobWorkload, result: system_layer.SimulationResult, served: dict[int, ServedRun]
+) -> tuple[tuple[JobFigures, ...], system_layer.SimulationResult, tuple[str, ...]]:
+    """A study of several jobs: each job's figures, the engine's result whose total time is the latest end of any
+    job (a serving job's loop may end after the engine's last NPU), and the warnings of the jobs (interference the
+    network cannot show, the serving jobs' devices)."""
+    jobs = job_figures(source, result, served)
+    end = max(job.end_ps for job in jobs)
+    if end > result.total_time_ps:
+        result = replace(result, total_time_ps=end)
+    warnings = interference_warning(study, len(jobs), [jobs[index].name for index in served])
+    return jobs, result, (*warnings, *(warning for run in served.values() for warning in run.warnings))
 
 
 def _compute(

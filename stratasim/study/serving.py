@@ -3,7 +3,10 @@ pricers (:mod:`stratasim.system_layer.serving`), which the workload's own reques
 
 Each pool's iterations are priced by a :class:`~stratasim.system_layer.serving.BackendPricer` on the pool's device
 (its own ``device``, else the study's) and the study's network; disaggregated pools' KV moves by a
-:class:`~stratasim.system_layer.serving.NetworkKvTransfer` between the replicas' NPU ranges.
+:class:`~stratasim.system_layer.serving.NetworkKvTransfer` between the replicas' NPUs. :func:`serve` runs the loop
+for a serving study (its pools on NPUs 0, 1, ...) and for a serving job of a study of several jobs
+(:mod:`stratasim.study.jobs`), its pools' NPUs then the job's placed NPUs, its rank i on ``placed[i]``; its problems
+are named under the job's key.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import cast
 
 from stratasim.compute_layer.sections import ComputeSection
@@ -33,32 +37,35 @@ from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving import BackendPricer, NetworkKvTransfer, NetworkSessions
 from stratasim.v1 import compute_pb2
 
-__all__ = ["run_serving", "check_serving", "pool_sections"]
+__all__ = ["ServedRun", "check_serving", "pool_sections", "run_serving", "serve"]
 
 _REQUEST_BYTES = 2048
 """Memory per request simulated (its request, sequence and metric rows), for the budget."""
 
 
-def check_serving(study: Study, workload: RequestLevelWorkload, budget: Budget) -> None:
-    """Every check of a serving study short of simulating: a compute section, the pools' devices, the budget
-    (memory per request, and about an iteration per output token at most as events), the requests."""
+def check_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, key: str = "workload") -> None:
+    """Every check of a serving study, or of a serving job whose workload is at ``key``, short of simulating: a
+    compute section, the pools' devices, the budget (memory per request, and about an iteration per output token
+    at most as events), the requests."""
+    what = "study" if key == "workload" else "job"
     if study.compute is None:
-        raise WorkloadError("workload: kind serving prices its iterations on a compute device: add a compute section")
+        raise WorkloadError(f"{key}: kind serving prices its iterations on a compute device: add a compute section")
     if study.compute.groups:
         raise WorkloadError(
-            "compute.groups: a serving study gives each pool its own device (workload.pools[i].device), not NPU groups"
+            f"compute.groups: a serving {what} gives each pool its own device ({key}.pools[i].device), not NPU groups"
         )
-    pool_sections(study, workload)
+    pool_sections(study, workload, key)
     most = budget.max_memory // _REQUEST_BYTES
     count, tokens = workload.demand(most)  # a trace is read no further than the budget allows
     said = f"more than {most:,}" if count > most else f"{count:,}"
-    reduce = "workload.requests.count (a trace's requests.trace.limit)"
+    reduce = f"{key}.requests.count (a trace's requests.trace.limit)"
     refuse_over(f"{study.source}: {said} requests", count * _REQUEST_BYTES, tokens, budget, reduce)
 
 
-def pool_sections(study: Study, workload: RequestLevelWorkload) -> list[StudyCompute]:
+def pool_sections(study: Study, workload: RequestLevelWorkload, key: str = "workload") -> list[StudyCompute]:
     """Each pool's compute section: the study's, with the pool's own ``device`` (validated as ``compute.device``
-    is, priced by the same backend) when it names one; a :class:`ConfigError` naming every bad one."""
+    is, priced by the same backend) when it names one; a :class:`ConfigError` naming every bad one (under ``key``,
+    the workload's)."""
     section = study.compute
     assert section is not None
     sections: list[StudyCompute] = []
@@ -68,7 +75,7 @@ def pool_sections(study: Study, workload: RequestLevelWorkload) -> list[StudyCom
             sections.append(section)
             continue
         fields = {name: getattr(section, name) for name in ComputeSection.model_fields} | {"device": pool.device}
-        own = validated_section(ComputeSection, fields, f"workload.pools[{index}]", problems)
+        own = validated_section(ComputeSection, fields, f"{key}.pools[{index}]", problems)
         if own is not None:
             sections.append(section.model_copy(update={"device": own.device}))
     if problems:
@@ -78,10 +85,10 @@ def pool_sections(study: Study, workload: RequestLevelWorkload) -> list[StudyCom
 
 class _Devices:
     """The compute backends of a study's pools, one per distinct device, with the device's facts; closed with
-    ``stack``."""
+    ``stack``; a pool's own bad device named under ``key``, the workload's."""
 
-    def __init__(self, study: Study, stack: ExitStack) -> None:
-        self._study, self._stack = study, stack
+    def __init__(self, study: Study, stack: ExitStack, key: str) -> None:
+        self._study, self._stack, self._key = study, stack, key
         self.opened: dict[str, tuple[ComputeBackend, compute_pb2.DeviceFacts]] = {}
         self.label = ""
 
@@ -97,7 +104,9 @@ class _Devices:
             except BackendError as exc:
                 if section is self._study.compute:
                     raise
-                raise BackendError(str(exc).replace("compute.device", f"workload.pools[{index}].device", 1)) from None
+                raise BackendError(
+                    str(exc).replace("compute.device", f"{self._key}.pools[{index}].device", 1)
+                ) from None
             self.opened[key] = compute, device_facts(compute, section)
         return self.opened[key]
 
@@ -112,43 +121,59 @@ def _network(study: Study, stack: ExitStack) -> tuple[NetworkSessions, str]:
 
 
 def _pricer(
-    pool: ServingPool, section: StudyCompute, compute: ComputeBackend, network: NetworkSessions
+    pool: ServingPool, npus: Sequence[int], section: StudyCompute, compute: ComputeBackend, network: NetworkSessions
 ) -> BackendPricer:
-    """The system layer's pricer of ``pool``'s iterations on ``section``'s device."""
+    """The system layer's pricer of ``pool``'s iterations, on its ``npus``, on ``section``'s device."""
     calibration = None if section.calibration is None else section.calibration.proto()
     operators = OperatorPricer(compute, section.device_name(), calibration)
-    return BackendPricer(operators, network, pool.first_npu, pool.tp, pool.pp, pool.ep)
+    return BackendPricer(operators, network, npus, pool.tp, pool.pp, pool.ep)
+
+
+@dataclass(frozen=True)
+class ServedRun:
+    """What a request-level loop's run gave: its ``result``, its ``figures`` (the report's ``serving``), where its
+    layers ran (``backends``), the calibration line and warnings of its devices, and the wall time it took."""
+
+    result: ServingResult
+    figures: dict[str, float]
+    backends: dict[str, str]
+    calibration: str
+    warnings: tuple[str, ...]
+    wall_seconds: float
 
 
 def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, record_trace: bool = False) -> Report:
     """Simulate a serving study and report it (module docstring); with ``record_trace`` its result carries each
     replica's batch size, queue length and KV blocks in use as counters of the replica's first NPU."""
-    check_serving(study, workload, budget)
-    sections, pools = pool_sections(study, workload), workload.pools()
+    return _report(study, serve(study, workload, budget, record_trace=record_trace))
+
+
+def serve(
+    study: Study,
+    workload: RequestLevelWorkload,
+    budget: Budget,
+    *,
+    placed: Sequence[int] | None = None,
+    key: str = "workload",
+    record_trace: bool = False,
+) -> ServedRun:
+    """Run ``workload``'s request-level loop with the study's compute and network: its NPU i on ``placed[i]`` (else
+    on NPU i), its problems named under ``key`` (module docstring)."""
+    check_serving(study, workload, budget, key)
+    sections, pools = pool_sections(study, workload, key), workload.pools()
     with ExitStack() as stack:
         network, network_label = _network(study, stack)
-        devices = _Devices(study, stack)
+        devices = _Devices(study, stack, key)
         opened = [devices.open(section, index) for index, section in enumerate(sections)]
         pricers = [
-            _pricer(pool, section, compute, network)
+            _pricer(pool, _on(pool.npus(), placed), section, compute, network)
             for pool, section, (compute, _) in zip(pools, sections, opened, strict=True)
         ]
-        transfer = NetworkKvTransfer(network, [npus for pool in pools for npus in pool.replica_npus()])
+        transfer = NetworkKvTransfer(network, [_on(npus, placed) for pool in pools for npus in pool.replica_npus()])
         capacities = [memory_capacity(study, facts) for _, facts in opened]
         started = time.perf_counter()
         result = workload.serve(
-            [
-                PoolPricers(
-                    pricer,
-                    pricer.experts if pool.ep > 1 else None,
-                    pricer.energy_pj,
-                    pricer.expert_energy_pj if pool.ep > 1 else None,
-                )
-                for pool, pricer in zip(pools, pricers)
-            ],
-            capacities,
-            transfer,
-            record_trace,
+            [_pool_pricers(pool, pricer) for pool, pricer in zip(pools, pricers)], capacities, transfer, record_trace
         )
         wall_seconds = time.perf_counter() - started
     figures = result.figures | {
@@ -162,7 +187,22 @@ def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, re
         }
     calibration, warnings = _calibration(sections, [facts for _, facts in opened])
     backends = {"network": network_label, "compute": devices.label}
-    return _report(study, result, wall_seconds, backends, figures, calibration, warnings)
+    return ServedRun(result, figures, backends, calibration, warnings, wall_seconds)
+
+
+def _on(npus: Sequence[int], placed: Sequence[int] | None) -> Sequence[int]:
+    """The NPUs the workload's ``npus`` run on: NPU i on ``placed[i]``, or itself when it was not placed."""
+    return npus if placed is None else [placed[npu] for npu in npus]
+
+
+def _pool_pricers(pool: ServingPool, pricer: BackendPricer) -> PoolPricers:
+    """What the loop asks to price ``pool``'s iterations (and an expert-parallel pool's expert parts)."""
+    return PoolPricers(
+        pricer,
+        pricer.experts if pool.ep > 1 else None,
+        pricer.energy_pj,
+        pricer.expert_energy_pj if pool.ep > 1 else None,
+    )
 
 
 def _cost(
@@ -187,23 +227,15 @@ def _calibration(sections: list[StudyCompute], facts: list[compute_pb2.DeviceFac
     return joined_calibration(said)
 
 
-def _report(
-    study: Study,
-    result: ServingResult,
-    wall_seconds: float,
-    backends: dict[str, str],
-    figures: dict[str, float],
-    calibration: str,
-    uncalibrated: tuple[str, ...],
-) -> Report:
-    """The report of a serving run."""
+def _report(study: Study, run: ServedRun) -> Report:
+    """The report of a serving study's run."""
     return Report(
         study.name,
-        result,
-        wall_seconds,
-        backends,
-        serving=figures,
-        serving_timeline=result.timeline,
-        warnings=(*study.warnings, *uncalibrated),
-        calibration=calibration,
+        run.result,
+        run.wall_seconds,
+        run.backends,
+        serving=run.figures,
+        serving_timeline=run.result.timeline,
+        warnings=(*study.warnings, *run.warnings),
+        calibration=run.calibration,
     )

@@ -1,7 +1,8 @@
 """Disaggregated serving's KV-cache moves, priced by the network through the system layer.
 
-Pools sit on consecutive, disjoint NPU ranges in the order the study lists them, a replica on ``tp * pp``
-consecutive NPUs. A request's KV cache (``2 layers kv_heads head_size`` elements per cached token, from the model)
+Each replica runs on NPUs of its own, ``tp * pp`` of them (consecutive in a serving study, where pools sit on
+consecutive, disjoint NPU ranges in the order the study lists them; wherever its job was placed in a study of several
+jobs). A request's KV cache (``2 layers kv_heads head_size`` elements per cached token, from the model)
 is split evenly over its prefill replica's NPUs; it moves as point-to-point sends, cut into ``max(n_src, n_dst)``
 equal slices, slice ``k`` going from the source replica's NPU ``k mod n_src`` to the destination's ``k mod n_dst``
 (the same TP/PP plan on both sides pairs NPU ``i`` with NPU ``i``). The moves one prefill iteration starts
@@ -37,9 +38,9 @@ class NetworkKvTransfer:
     the KV moves one prefill replica starts at once, simulated as point-to-point sends (module docstring), cached
     by their replicas and quantised sizes."""
 
-    def __init__(self, network: NetworkSessions, replicas: Sequence[range]) -> None:
+    def __init__(self, network: NetworkSessions, replicas: Sequence[Sequence[int]]) -> None:
         self._network = network
-        self._npus = list(replicas)
+        self._npus = [tuple(npus) for npus in replicas]
         self._prices: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[int, ...]] = {}
 
     def __call__(self, source: int, moves: tuple[KvMove, ...]) -> tuple[int, ...]:

@@ -2,18 +2,22 @@
 :class:`~stratasim.system_layer.operators.OperatorPricer`), collectives and pipeline transfers by the system layer on
 the network.
 
-Each TP collective of an iteration runs on the pool's first replica's TP group (its first ``tp`` NPUs, pools placed
-on disjoint NPU ranges in order) and each pipeline transfer from its first NPU to the one ``tp`` further, each
+Each TP collective of an iteration runs on the pool's first replica's TP group (the first ``tp`` of the pool's NPUs,
+given replica after replica) and each pipeline transfer from its first NPU to the pool's ``tp``-th (the next stage's
+same TP rank), each
 distinct operator and message priced once (a collective at its size rounded up to 1/32 of a power of two,
 :func:`~stratasim.system_layer.serving.kv_transfer.quantised`). An expert-parallel pool's expert parts
 (:meth:`BackendPricer.experts`) are its local experts' operators and, for each mixture-of-experts layer, the
 dispatch and combine all-to-alls, run by the system layer on the pool's first group: ``tp`` all-to-alls at once, the
-``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. A stage's part of an iteration
+``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. The pool's NPUs may be any ids
+of the topology (a serving job placed on NPUs of its own), in the order its replicas take them. A stage's part of an iteration
 is the sum of its operators and collectives, one after another as a rank runs them, plus the transfer of the
 activation into it; the serving loop pipelines a replica's batches through its stages.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from stratasim.kernel.serving import Compute, ExpertAllToAll, ExpertWork, Iteration, TensorParallelCollective
 from stratasim.system_layer.operators import OperatorPricer
@@ -27,15 +31,22 @@ __all__ = ["BackendPricer"]
 
 class BackendPricer:
     """Prices iterations (an :class:`~stratasim.kernel.serving.IterationPricer`) and expert parts (its
-    :meth:`experts`, an :class:`~stratasim.kernel.serving.ExpertPricer`) of a pool whose first NPU is ``first`` and
-    whose replicas run ``tp``, ``pp`` and ``ep``-way: operators with ``operators``, TP collectives, pipeline
-    transfers and all-to-alls on ``network``; caches every message it priced."""
+    :meth:`experts`, an :class:`~stratasim.kernel.serving.ExpertPricer`) of a pool on the NPUs ``npus`` (replica
+    after replica, each ``tp * pp`` of them; its first ``ep`` replicas at least) whose replicas run ``tp``, ``pp``
+    and ``ep``-way: operators with ``operators``, TP collectives, pipeline transfers and all-to-alls on
+    ``network``; caches every message it priced."""
 
     def __init__(
-        self, operators: OperatorPricer, network: NetworkSessions, first: int, tp: int = 1, pp: int = 1, ep: int = 1
+        self,
+        operators: OperatorPricer,
+        network: NetworkSessions,
+        npus: Sequence[int],
+        tp: int = 1,
+        pp: int = 1,
+        ep: int = 1,
     ) -> None:
         self._operators, self._network = operators, network
-        self._first, self._tp, self._pp, self._ep = first, tp, pp, ep
+        self._npus, self._tp, self._pp, self._ep = tuple(npus), tp, pp, ep
         self._messages: dict[tuple[str, int, int], int] = {}
 
     def __call__(self, iteration: Iteration) -> int | tuple[int, ...]:
@@ -96,10 +107,10 @@ class BackendPricer:
             ("collective", int(step.kind), size) if tp == self._tp else (f"collective over {tp}", int(step.kind), size)
         )
         if key not in self._messages:
-            group = range(self._first, self._first + tp)
-            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(group.stop)]
-            for graph in graphs[group.start :]:
-                add_collective(graph, step.name, step.kind, size, group, "tp")
+            group = self._npus[:tp]
+            graphs = _graphs(group)
+            for npu in group:
+                add_collective(graphs[npu], step.name, step.kind, size, group, "tp")
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
@@ -110,21 +121,21 @@ class BackendPricer:
         key = ("all-to-all", int(workload_pb2.ALL_TO_ALL), size)
         if key not in self._messages:
             width = self._tp * self._pp
-            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(self._first + self._ep * width)]
+            graphs = _graphs(self._npus[: self._ep * width])
             for rank in range(self._tp):
-                group = [self._first + member * width + rank for member in range(self._ep)]
+                group = [self._npus[member * width + rank] for member in range(self._ep)]
                 for npu in group:
                     add_collective(graphs[npu], step.name, workload_pb2.ALL_TO_ALL, size, group, "ep")
             self._messages[key] = self._simulate(graphs)
         return self._messages[key]
 
     def _transfer(self, size: int) -> int:
-        """A stage's activation from the pool's first NPU to the one ``tp`` further (the next stage's same TP
-        rank), simulated alone."""
+        """A stage's activation from the pool's first NPU to its ``tp``-th (the next stage's same TP rank),
+        simulated alone."""
         key = ("transfer", 0, size)
         if key not in self._messages:
-            first, last = self._first, self._first + self._tp
-            graphs = [workload_pb2.ExecutionGraph(npu=npu) for npu in range(last + 1)]
+            first, last = self._npus[0], self._npus[self._tp]
+            graphs = _graphs((first, last))
             add_message(graphs[first], "activation", workload_pb2.COMM_SEND_NODE, last, 0, size, "pp")
             add_message(graphs[last], "activation", workload_pb2.COMM_RECV_NODE, first, 0, size, "pp")
             self._messages[key] = self._simulate(graphs)
@@ -137,3 +148,8 @@ class BackendPricer:
     def distinct(self) -> tuple[int, int]:
         """Operators and messages priced so far."""
         return self._operators.distinct, len(self._messages)
+
+
+def _graphs(npus: Sequence[int]) -> list[workload_pb2.ExecutionGraph]:
+    """Empty graphs for NPUs 0 up to the highest of ``npus``, to which the priced nodes are added."""
+    return [workload_pb2.ExecutionGraph(npu=npu) for npu in range(max(npus) + 1)]

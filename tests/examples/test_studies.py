@@ -70,6 +70,16 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   (0.474 s of compute reported, attention, element-wise and memory-bound operators included), against ~0.13 s
   (0.191 s reported) on the H100s; the pods' all-reduce waits for the A100s, so the iteration is the all-A100 one,
   578.7 ms.
+- clusters/train_and_serve (a training job on node 0, a serving job on node 1; the serving job's figures are its
+  jobs entry's, ``jobs.serve.*``): the training job is two_jobs' DP-8 iteration (10.29 ms of compute) with its
+  517 MiB gradient all-reduce through the 450 GB/s switch, 2 x 7/8 x 542 MB / 450 GB/s = 2.11 ms (2.14 ms exposed):
+  12.43 ms. The serving job's 886 M parameters (16 layers of 47.2 M, 131 M of embeddings; 886 MB a GPU at TP 2, as
+  its weights_bytes_per_npu says) read at 0.887 x 3.35 TB/s take 0.30 ms a decode step, plus 32 TP all-reduces of a
+  few microseconds: p99 TPOT 0.45 ms. The longest prompts (2,048 tokens) are 2 x 755e6 x 2048 / 2 = 1.5e12 FLOP a
+  GPU, ~3.1 ms at the fitted 0.508 x 989 TFLOP/s: p99 TTFT 3.1 ms. A KV move is 64 KiB a token (2 x 16 layers x 8
+  KV heads x 128 x 2 bytes): the mean prompt (512 e^0.125 = 580 tokens), 38 MB as two 19 MB sends through the
+  450 GB/s switch, 42 us; mean 41 us. 200 Poisson arrivals at 50/s end near 4.25 s, the last request a few tens of
+  milliseconds later: the study ends with the serving job, at 4.27 s.
 
 The Megatron-LM rows (``examples/megatron/``) and the paper scripts (``examples/paper/``) have tests of their
 own; ``test_every_example_has_a_test`` keeps that true for any example added later.
@@ -158,6 +168,13 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     },
     # Exactly the all-A100 time: the pods' gradient all-reduce waits for the A100s (both pods on H100s: 336.38 ms).
     "clusters/mixed_h100_a100.yaml": {"total_time_ps": 578_713_835_768, "tflops_per_npu": 128.43821568805498},
+    "clusters/train_and_serve.yaml": {
+        "total_time_ps": 4_274_300_174_515,
+        "jobs.train.iteration_time_ns": 12_430_655.17,
+        "jobs.serve.ttft_p99_ns": 3_106_455.264159996,
+        "jobs.serve.tpot_p99_ns": 452_013.0820192029,
+        "jobs.serve.kv_transfer_mean_ns": 41_081.30181,
+    },
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,
@@ -191,10 +208,17 @@ HEADLINES: dict[str, dict[str, int | float]] = {
 
 
 def headline_figures(report: Report, names: set[str]) -> dict[str, int | float]:
-    """The named figures of a report: its total time and its training or serving fields as the JSON gives them."""
-    serving = report.to_dict().get("serving", {})
+    """The named figures of a report: its total time and its training or serving fields as the JSON gives them, and
+    each job's as ``jobs.<name>.<field>`` (its serving figures' too)."""
+    data = report.to_dict()
+    serving = data.get("serving", {})
     samples = {f"samples.{key}": value for key, value in (report.samples or {}).items() if key != "times_ns"}
-    figures = {"total_time_ps": report.total_time_ps, **(report.training or {}), **serving, **samples}
+    jobs = {
+        f"jobs.{row['name']}.{key}": value
+        for row in data.get("jobs", [])
+        for key, value in {**row, **row.get("serving", {})}.items()
+    }
+    figures = {"total_time_ps": report.total_time_ps, **(report.training or {}), **serving, **samples, **jobs}
     return {name: figures[name] for name in names}
 
 

@@ -46,4 +46,4 @@ def pool_pricer(
         calibration = None if parsed.compute.calibration is None else parsed.compute.calibration.proto()
         operators = OperatorPricer(compute, parsed.compute.device_name(), calibration)
         sessions = NetworkSessions(network, parsed.topology_proto(), parsed.system, fresh)
-        yield ShapePricer(BackendPricer(operators, sessions, pool.first_npu, pool.tp, pool.pp, pool.ep), source)
+        yield ShapePricer(BackendPricer(operators, sessions, pool.npus(), pool.tp, pool.pp, pool.ep), source)

@@ -73,15 +73,17 @@ def test_graphs_move_onto_the_placed_npus() -> None:
     graph.nodes.add(id=0, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE)  # every NPU
     graph.nodes.add(id=1, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.BROADCAST, group=[0, 2], root=2)
     graph.nodes.add(id=2, type=workload_pb2.COMM_SEND_NODE, peer=1)
+    graph.nodes.add(id=3, type=workload_pb2.COMP_NODE, name="first token", milestone=True)
     block = graph.blocks.add()
     block.nodes.add(id=0, type=workload_pb2.COMM_RECV_NODE, peer=2)
-    moved = remap_graphs([graph] * 3, (9, 4, 6), job=2, start_ps=5)
+    moved = remap_graphs([graph] * 3, (9, 4, 6), job=2, start_ps=5, name="c")
     assert moved[0] is moved[1] is moved[2]  # ranks sharing a graph share its moved copy
     nodes = moved[0].nodes
     assert list(nodes[0].group) == [9, 4, 6]
     assert (list(nodes[1].group), nodes[1].root) == ([9, 6], 6)
     assert nodes[2].peer == 4 and moved[0].blocks[0].nodes[0].peer == 6
     assert (moved[0].job, moved[0].start_ps) == (2, 5)
+    assert nodes[3].name == "c/first token"  # a milestone is the job's own
     assert list(graph.nodes[0].group) == []  # the job's own graph is left as it was
 
 

@@ -1,6 +1,7 @@
 """``workload: {kind: jobs}``: the keys of several jobs sharing one topology, validated.
 
-Each job names its own workload (any kind that yields execution graphs), validated by that kind's ``Config``
+Each job names its own workload (any kind that yields execution graphs, or runs a request-level serving loop),
+validated by that kind's ``Config``
 model from the workload registry, so a problem inside it is reported at its full key
 (``workload.jobs[1].workload.model.hidden``). What needs the topology (an NPU outside it, more NPUs asked than it
 has) is checked when the jobs are placed (:mod:`stratasim.workload_layer.jobs.placement`).
@@ -32,7 +33,7 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.npu_ids import NpuIds
 from stratasim.kernel.schema import Section, TimePs
 
-__all__ = ["JOBS_KIND", "JobConfig", "JobsConfig", "graph_kinds"]
+__all__ = ["JOBS_KIND", "JobConfig", "JobsConfig", "job_kinds"]
 
 JOBS_KIND = "jobs"
 """The kind this package registers; a job may not be one (jobs do not nest)."""
@@ -46,18 +47,23 @@ _WORKLOAD_SCHEMA = {
 }
 
 
-def graph_kinds() -> list[str]:
-    """The installed workload kinds a job may run: those yielding execution graphs (a ``graphs`` method), not a
-    request-level loop such as ``serving``, and not ``jobs`` itself."""
+def job_kinds() -> list[str]:
+    """The installed workload kinds a job may run: those yielding execution graphs (a ``graphs`` method) or running
+    a request-level loop (a ``serve`` method, as ``serving``), not ``jobs`` itself."""
     kinds = []
     for kind in registry.available("workload"):
         try:
             factory = registry.load("workload", kind)
         except BackendError:
             continue
-        if kind != JOBS_KIND and callable(getattr(factory, "graphs", None)):
+        if kind != JOBS_KIND and _runs_as_job(factory):
             kinds.append(kind)
     return kinds
+
+
+def _runs_as_job(factory: object) -> bool:
+    """Whether a workload class yields execution graphs or serves requests at the request level."""
+    return callable(getattr(factory, "graphs", None)) or callable(getattr(factory, "serve", None))
 
 
 def _inner_workload(value: object) -> object:
@@ -69,18 +75,14 @@ def _inner_workload(value: object) -> object:
     kind = value.get("kind")
     if kind not in registry.available("workload"):
         said = "required" if kind is None else f"unknown workload kind {kind!r}"
-        _refuse_kind(kind, f"{said}; a job runs one of: {', '.join(graph_kinds())}")
+        _refuse_kind(kind, f"{said}; a job runs one of: {', '.join(job_kinds())}")
     try:
         factory = registry.load("workload", kind)
     except BackendError as exc:
         _refuse_kind(kind, str(exc))
-    if kind == JOBS_KIND or not callable(getattr(factory, "graphs", None)):
-        why = "jobs do not nest" if kind == JOBS_KIND else "it runs its own request-level loop, not execution graphs"
-        _refuse_kind(
-            kind,
-            f"a {kind!r} workload cannot be a job ({why}); a job runs a workload that yields execution graphs: "
-            f"{', '.join(graph_kinds())}",
-        )
+    if kind == JOBS_KIND or not _runs_as_job(factory):
+        why = "jobs do not nest" if kind == JOBS_KIND else "it neither yields execution graphs nor serves requests"
+        _refuse_kind(kind, f"a {kind!r} workload cannot be a job ({why}); a job runs one of: {', '.join(job_kinds())}")
     model: type[BaseModel] = getattr(factory, "Config")  # noqa: B009 (a factory is untyped)
     return model.model_validate({key: item for key, item in value.items() if key != "kind"})
 
@@ -100,15 +102,17 @@ class JobConfig(Section):
     name: str = Field(pattern=r"\S")
     """The job's name, as the report's ``jobs`` list gives it (unique in the study)."""
     npus: int = Field(ge=1)
-    """NPUs the job runs on; its workload is built for this many (a TP x PP x DP plan must multiply to it)."""
+    """NPUs the job runs on; its workload is built for this many (a TP x PP x DP plan must multiply to it, a serving
+    job's pools' replicas x TP x PP must add up to it)."""
     start: TimePs = 0
-    """When the job's NPUs start their graphs (e.g. 5ms); until then they idle."""
+    """When the job starts (e.g. 5ms): its NPUs start their graphs, or a serving job its request-level loop, then;
+    until then they idle."""
     place: NpuIds | None = None
     """The job's NPUs, its rank i on the i-th, with ``placement: explicit`` only: ids and ranges, in a list or as
     text ('256-511', '0-3, 8-11')."""
     workload: Annotated[SerializeAsAny[BaseModel], BeforeValidator(_inner_workload), WithJsonSchema(_WORKLOAD_SCHEMA)]
-    """The job's workload: a ``kind`` that yields execution graphs (transformer, collective, chakra...) and its
-    keys, as a study's ``workload`` section."""
+    """The job's workload: a ``kind`` that yields execution graphs (transformer, collective, chakra...) or serves
+    requests (serving), and its keys, as a study's ``workload`` section."""
     _kind: str = PrivateAttr(default="")
 
     @model_validator(mode="wrap")

@@ -5,6 +5,11 @@ Each job's workload is built for its ``npus`` NPUs, then its graphs are moved on
 NPUs no job holds run empty graphs. The jobs' traffic then shares the network: a network that models links
 (congestion-aware, flit-level) shows them slowing one another, the analytical one prices each message as if alone.
 
+A request-level serving job (a :class:`~stratasim.kernel.serving.RequestLevelWorkload`, ``kind: serving``) yields no
+graphs: its NPUs run empty graphs here, and the composition root runs its own loop on them
+(:mod:`stratasim.study.jobs`), pricing its collectives and KV moves on the network alone, apart from the other jobs'
+traffic.
+
 The workload claims no symmetry (it is not a ``SymmetricWorkload``): its jobs differ, and where they do not the
 engine finds identical graphs on its own.
 """
@@ -16,6 +21,7 @@ from collections.abc import Sequence
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import PlacedJob, WorkloadSource
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.kernel.work import EstimableWorkload, WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.config import JobConfig, JobsConfig
@@ -68,12 +74,16 @@ class JobsWorkload:
         )
 
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
-        """One graph per NPU of the topology: each job's on the NPUs it was placed on, an empty one elsewhere."""
+        """One graph per NPU of the topology: each job's on the NPUs it was placed on, an empty one on a serving
+        job's NPUs and elsewhere."""
         idle = workload_pb2.ExecutionGraph()
         merged: list[workload_pb2.ExecutionGraph] = [idle] * npus
         for index, job in enumerate(self.placed_jobs(npus)):
+            if isinstance(job.source, RequestLevelWorkload):
+                continue
             try:
-                moved = remap_graphs(job.source.graphs(len(job.npus)), job.npus, index, job.start_ps)
+                graphs = job.source.graphs(len(job.npus))
+                moved = remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name)
             except WorkloadError as exc:
                 raise WorkloadError(f"workload.jobs[{index}] (job {job.name!r}): {exc}") from None
             for npu, graph in zip(job.npus, moved):
@@ -81,13 +91,17 @@ class JobsWorkload:
         return merged
 
 
-def _built(index: int, job: JobConfig) -> WorkloadSource:
-    """The job's workload, built from its validated config; it must yield graphs for exactly the job's NPUs."""
-    source: WorkloadSource = registry.load("workload", job.kind)(job.workload)
+def _built(index: int, job: JobConfig) -> WorkloadSource | RequestLevelWorkload:
+    """The job's workload, built from its validated config; it must run on exactly the job's NPUs."""
+    source: WorkloadSource | RequestLevelWorkload = registry.load("workload", job.kind)(job.workload)
     required = source.npus_required()
     if required is not None and required != job.npus:
         plan = (
-            " (its plan's degrees must multiply to the job's npus)" if getattr(source, "fills_topology", False) else ""
+            " (its plan's degrees must multiply to the job's npus)"
+            if getattr(source, "fills_topology", False)
+            else " (its pools' replicas x tp x pp, summed over the pools)"
+            if isinstance(source, RequestLevelWorkload)
+            else ""
         )
         raise WorkloadError(
             f"workload.jobs[{index}].npus: job {job.name!r} has {job.npus:,} NPUs but its {job.kind} workload runs "

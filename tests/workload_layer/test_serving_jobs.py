@@ -1,0 +1,146 @@
+"""Serving in a study of several jobs: a request-level serving job runs its own loop on its placed NPUs and gives
+what it gives alone; a training job beside it is not slowed (the report says why: their traffic never meets); a
+study of serving jobs only; graph-based inference jobs get their own TTFT and TPOT."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stratasim.config.study_file import parse_study
+from stratasim.report.report import Report
+from stratasim.study.run import run_study
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "train_and_serve.yaml"
+WARNING = (
+    "workload.jobs: serving job 'serve' runs its own request-level loop, not in the engine: the per-NPU figures, "
+    "cluster view and compute energy show its NPUs idle (its figures are in the jobs list); it prices each collective "
+    "and KV move on the network alone, not on the links the study's other jobs share: its traffic and the other jobs' "
+    "never meet, so neither slows the other (docs/how-to/several-jobs.md)"
+)
+
+
+def _example(requests: int = 40) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    data["workload"]["jobs"][1]["workload"]["requests"]["count"] = requests
+    return data
+
+
+def _run(data: dict[str, Any]) -> Report:
+    return run_study(parse_study(data, "s.yaml"))
+
+
+def _alone(data: dict[str, Any], index: int) -> dict[str, Any]:
+    """The study of job ``index`` alone: its own workload on the same cluster (on NPUs 0, 1, ...)."""
+    alone = copy.deepcopy(data)
+    alone["workload"] = alone["workload"]["jobs"][index]["workload"]
+    return alone
+
+
+def test_a_serving_job_gives_what_it_gives_alone_and_does_not_slow_a_training_job() -> None:
+    data = _example()
+    report = _run(data)
+    train, serve = report.jobs
+    # The serving job on node 1 (NPUs 8-15), alone on node 0: the same NPUs as far as the network can tell, the same
+    # requests (the same seed), so exactly the same figures.
+    alone = _run(_alone(data, 1))
+    assert serve.npus == tuple(range(8, 16)) and (serve.compute_ps, serve.exposed_comm_ps) == (None, None)
+    assert serve.serving == alone.serving
+    assert serve.end_ps == serve.duration_ps == alone.total_time_ps
+    # The training job holds node 0 and shares no link with the serving job: exactly what it takes alone.
+    only_training = copy.deepcopy(data)
+    only_training["workload"]["jobs"] = only_training["workload"]["jobs"][:1]
+    assert _run(only_training).jobs == (train,)
+    # The study lasts until its last job ends: here the serving job's last request.
+    assert report.total_time_ps == max(train.end_ps, serve.end_ps) == serve.end_ps
+    assert report.warnings.count(WARNING) == 1
+
+
+def test_the_serving_job_s_entry_in_the_json_and_text_reports() -> None:
+    report = _run(_example())
+    row = report.to_dict()["jobs"][1]
+    assert (row["name"], row["kind"], row["placed"]) == ("serve", "serving", "8-15")
+    assert "compute_ns" not in row and row["duration_ns"] == report.total_time_ns
+    serving = report.jobs[1].serving
+    assert serving is not None
+    assert row["serving"]["ttft_p99_ns"] == serving["ttft_p99_ps"] / 1000
+    assert row["serving"]["goodput_requests_per_second"] == serving["goodput_requests_per_second"]
+    text = report.to_text()
+    assert "    serving: 40 requests; TTFT p50 " in text and "goodput" in text
+    assert "a serving job (-) runs its own request-level loop" in text
+
+
+def test_a_serving_job_s_kv_moves_run_between_its_placed_npus() -> None:
+    # Its prefill replicas on node 0 and its decode replicas on node 1: each KV move crosses the 50 GB/s link
+    # between the nodes instead of the 450 GB/s switch within one, while the TP all-reduces stay within a node.
+    packed = _run(_example()).jobs[1].serving
+    data = _example()
+    data["workload"]["placement"] = "explicit"
+    data["workload"]["jobs"][0]["place"] = "4-7, 12-15"
+    data["workload"]["jobs"][1]["place"] = "0-3, 8-11"
+    split = _run(data).jobs[1].serving
+    assert packed is not None and split is not None
+    assert split["ttft_p50_ps"] == packed["ttft_p50_ps"]
+    assert split["kv_transfer_mean_ps"] > 5 * packed["kv_transfer_mean_ps"]
+
+
+def test_a_study_of_serving_jobs_only() -> None:
+    data = _example(requests=20)
+    serving = data["workload"]["jobs"][1]
+    data["workload"]["jobs"] = [serving, {**serving, "name": "later", "start": "1s"}]
+    report = _run(data)
+    alone = _run(_alone(data, 0))
+    first, later = report.jobs
+    assert first.serving == later.serving == alone.serving
+    assert (first.end_ps, later.start_ps, later.end_ps) == (alone.total_time_ps, 10**12, 10**12 + alone.total_time_ps)
+    assert report.total_time_ps == later.end_ps
+    assert [warning for warning in report.warnings if "serving jobs 'serve', 'later' run their own" in warning]
+
+
+def test_on_the_analytical_level_the_warning_says_only_that_the_engine_shows_the_serving_npus_idle() -> None:
+    data = _example(requests=10)
+    data["network"]["backend"] = "analytical"
+    warnings = _run(data).warnings
+    said = [warning for warning in warnings if warning.startswith("workload.jobs: serving job 'serve'")]
+    assert len(said) == 1 and "show its NPUs idle" in said[0] and "links" not in said[0]
+    assert [warning for warning in warnings if "cannot show interference between the study's 2 jobs" in warning]
+
+
+INFERENCE = {
+    "kind": "transformer_inference",
+    "model": {"layers": 2, "hidden": 1024, "heads": 8, "seq_len": 2048, "vocab": 32000},
+    "serving": {"batch": 4, "prompt_len": 256, "generate": 4},
+    "parallelism": {"tp": 2},
+    "precision": "bf16",
+}
+
+
+def test_two_inference_jobs_get_their_own_ttft_and_tpot() -> None:
+    bigger = copy.deepcopy(INFERENCE)
+    bigger["serving"] |= {"batch": 16, "generate": 6}
+    data = {
+        "workload": {
+            "kind": "jobs",
+            "jobs": [
+                {"name": "small", "npus": 2, "workload": INFERENCE},
+                {"name": "big", "npus": 2, "start": "1ms", "workload": bigger},
+            ],
+        },
+        "system": {"algorithm": "ring"},
+        "network": {"topology": [{"kind": "switch", "size": 4, "bandwidth": "450GB/s", "latency": "1us"}]},
+        "compute": {"backend": "roofline", "device": "h100"},
+    }
+    report = _run(data)
+    for index, job in enumerate(report.jobs):
+        own = _alone(data, index)
+        own["network"]["topology"][0]["size"] = 2  # its plan fills the topology
+        alone = _run(own).serving  # the single study's figures, from its own milestones
+        assert alone is not None and alone.pop("cost_usd_per_million_tokens") > 0  # the study's alone
+        assert job.serving == alone
+    small, big = (job.serving for job in report.jobs)
+    assert small is not None and big is not None and small["ttft_ps"] < big["ttft_ps"]
+    row = report.to_dict()["jobs"][1]
+    assert row["serving"]["ttft_ns"] == big["ttft_ps"] / 1000 and "TTFT" in report.to_text()
