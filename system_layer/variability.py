@@ -23,6 +23,7 @@ __all__ = [
     "FactorDistribution",
     "JitterDistribution",
     "NetworkVariability",
+    "NpuIds",
     "Slowdown",
     "Variability",
     "generator",
@@ -62,11 +63,14 @@ _NPU_IDS = WithJsonSchema(
 )
 """What ``npus`` accepts as written: NPU ids and ``"a-b"`` ranges."""
 
+NpuIds = Annotated[tuple[StrictInt, ...], BeforeValidator(_npu_ids), _NPU_IDS]
+"""NPU ids as a key takes them: a list of ids and ``"a-b"`` ranges (both ends included), or one of either."""
+
 
 class Slowdown(Section):
     """One entry of ``system.slowdown``: the NPUs ``npus`` compute ``factor`` times slower, from ``from`` on."""
 
-    npus: Annotated[tuple[StrictInt, ...], BeforeValidator(_npu_ids), _NPU_IDS]
+    npus: NpuIds
     """The NPUs slowed: ids and ``"a-b"`` ranges, e.g. ``[3]`` or ``[0, "8-15"]``."""
     factor: float = Field(gt=0)
     """What their compute times are multiplied by (above 0: 1.5 is 50 % slower, 0.8 faster)."""

@@ -20,7 +20,8 @@ __all__ = ["JobFigures", "id_ranges", "job_lines", "job_row"]
 class JobFigures:
     """One job's figures: ``npus`` the NPUs it was placed on (its rank i on the i-th); ``start_ps`` and ``end_ps``
     when it started and when its last NPU finished; ``compute_ps`` and ``exposed_comm_ps`` means over its NPUs; for a
-    training job (else None) the iteration's samples per second and model TFLOPS per NPU over its duration."""
+    training job (else None) the iteration's samples per second and model TFLOPS per NPU over its duration;
+    ``failed_at_ps`` when an NPU failure stopped it (None: it ran to its end)."""
 
     name: str
     kind: str
@@ -31,6 +32,7 @@ class JobFigures:
     exposed_comm_ps: float
     samples_per_second: float | None = None
     tflops_per_npu: float | None = None
+    failed_at_ps: int | None = None
 
     @property
     def duration_ps(self) -> int:
@@ -64,6 +66,8 @@ def job_row(job: JobFigures) -> dict[str, Any]:
         "compute_ns": job.compute_ps / 1000,
         "exposed_comm_ns": job.exposed_comm_ps / 1000,
     }
+    if job.failed_at_ps is not None:
+        row["failed_at_ns"] = ps_to_ns(job.failed_at_ps)
     if job.samples_per_second is not None:
         row["iteration_time_ns"] = ps_to_ns(job.duration_ps)
         row["samples_per_second"] = job.samples_per_second
@@ -92,6 +96,8 @@ def job_lines(jobs: Sequence[JobFigures]) -> list[str]:
         line = f"  {job.name:<16}{len(job.npus):>6,}  {placed:<{_MAX_PLACED}}" + "".join(
             f"{format_time_ps(ps):>14}" for ps in times
         )
+        if job.failed_at_ps is not None:
+            line += f"  stopped: an NPU failed at {format_time_ps(job.failed_at_ps)}"
         if job.samples_per_second is not None:
             line += f"  {job.samples_per_second:,.1f} samples/s, {job.tflops_per_npu:,.1f} TFLOPS per NPU"
         lines.append(line)

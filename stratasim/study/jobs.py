@@ -21,15 +21,18 @@ __all__ = ["job_figures", "interference_warning"]
 
 def job_figures(source: MultiJobWorkload, result: system_layer.SimulationResult) -> tuple[JobFigures, ...]:
     """Each job's :class:`JobFigures`, in the order the study lists the jobs."""
-    return tuple(_figures(job, result) for job in source.placed_jobs(result.npus))
+    return tuple(_figures(index, job, result) for index, job in enumerate(source.placed_jobs(result.npus)))
 
 
-def _figures(job: PlacedJob, result: system_layer.SimulationResult) -> JobFigures:
+def _figures(index: int, job: PlacedJob, result: system_layer.SimulationResult) -> JobFigures:
+    """Job ``index``'s figures; a job an NPU failure stopped (``system.failures``) ends at the failure, without
+    throughput."""
     stats = [result.per_npu[npu] for npu in job.npus]
-    end = max(npu.finish_ps for npu in stats)
+    failed = next((f.at_ps for f in result.failures if f.job == index and f.stopped), None)
+    end = max(max(npu.finish_ps for npu in stats), job.start_ps)
     duration = end - job.start_ps
     samples = flops = None
-    if isinstance(job.source, TrainingWorkload) and duration > 0 and result.stopped_at_ps is None:
+    if isinstance(job.source, TrainingWorkload) and duration > 0 and result.stopped_at_ps is None and failed is None:
         seconds = duration / 1e12
         samples = job.source.samples_per_iteration() / seconds
         flops = job.source.model_flops_per_iteration() / seconds / len(stats) / 1e12
@@ -43,6 +46,7 @@ def _figures(job: PlacedJob, result: system_layer.SimulationResult) -> JobFigure
         sum(npu.exposed_comm_ps for npu in stats) / len(stats),
         samples,
         flops,
+        failed,
     )
 
 

@@ -36,6 +36,7 @@ from stratasim.study.backends import open_backend
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
+from stratasim.study.failures import failure_warnings
 from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import interference_warning, job_figures
 from stratasim.study.samples import sample_count, sample_figures
@@ -250,7 +251,7 @@ def _report(
     memory = _check_memory(study, result, devices)
     warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
     jobs = job_figures(source, result) if isinstance(source, MultiJobWorkload) else ()
-    warnings += interference_warning(study, len(jobs))
+    warnings += interference_warning(study, len(jobs)) + failure_warnings(result, [job.name for job in jobs])
     serving = None
     training = None
     hourly = None if devices is None else devices.hourly_usd(result.npus)
