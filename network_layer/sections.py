@@ -166,6 +166,11 @@ class LinkChangeSection(Section):
     def _one_name(self) -> LinkChangeSection:
         if (self.link is None) == (self.switch is None):
             raise ValueError("give link (a link, 'a->b' or 'a<->b') or switch (every link of a switch), one of them")
+        if self.switch is not None and "->" in self.switch:
+            raise ValueError(
+                f"switch {self.switch!r}: a switch is named alone (aggregation 0.0, dim 1: switch); to change one "
+                "link give link instead"
+            )
         if self.link is not None and "->" not in self.link:
             raise ValueError(
                 f"link {self.link!r}: a link is named '<node>-><node>' (or '<->' for both directions); "

@@ -86,10 +86,8 @@ def simulate(
     names = [device, *sorted(set(others.values()))]
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
     pricing = _ready_plans(scope, runs, device, pricers)
-    engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others))
-    if options.failures:
-        engine.failures = NpuFailures(options.failures, graphs)
-        engine.failures.wire(engine.coordinator, engine.executors, engine.context.schedulers, engine.table)
+    failures = NpuFailures(options.failures, graphs) if options.failures else None
+    engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
     stopped, unfinished = _run(engine, progress)
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
@@ -252,9 +250,17 @@ def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]
     return {runs[npu] for npu in scope.traced}
 
 
-def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing, reduction: ReductionCost) -> _Engine:
+def _wire(
+    scope: _Scope,
+    runs: dict[int, PlanRun],
+    grid: Grid,
+    pricing: Pricing,
+    reduction: ReductionCost,
+    failures: NpuFailures | None,
+) -> _Engine:
     """The coordinator, the schedulers' shared context, the collective table and one executor per simulated NPU,
-    each scheduled to start at its graph's ``start_ps`` (0 unless a job starts later)."""
+    each scheduled to start at its graph's ``start_ps`` (0 unless a job starts later); the ``failures`` scheduled
+    first, so a failure at a time comes before anything else at that time."""
     options, direct = scope.options, scope.direct
     coordinator = Coordinator(
         scope.network, scope.info.lookahead_ps, options.endpoint_delay, direct=direct, jobs=scope.jobs
@@ -272,6 +278,8 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
     table = CollectiveTable(grid, options, scope.npus)
     blocks = _block_recorder(scope, runs, reduction, grid)
     executors: dict[int, NpuExecutor] = {}
+    if failures is not None:
+        failures.wire(coordinator, executors, context.schedulers, table)
     for npu in scope.simulated:
         context.schedulers[npu] = NpuScheduler(npu, context)
         run = runs[npu]
@@ -285,7 +293,7 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
             executor.speed = scope.perturbation.speeds[npu]
     for executor in executors.values():
         executor.peers = executors
-    return _Engine(coordinator, reduction, context, table, executors, recorder, runs)
+    return _Engine(coordinator, reduction, context, table, executors, recorder, runs, failures)
 
 
 def _line_batches(
