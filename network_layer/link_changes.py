@@ -140,11 +140,11 @@ class LinkNames:
             return f"{text!r} is an NPU, not a switch: system.failures fails an NPU"
         if self._fabric is None:
             names = [f"dim {d}: switch" for d, kind in enumerate(self._kinds) if kind == _SWITCH]
-            form = "'dim D: switch' for a switch dimension D"
+            form = "'dim D: switch' for a switch dimension D (a link: 'dim D: a->b')"
         else:
             fabric = self._fabric
             names = [fabric.name(node) for node in range(fabric.npus, fabric.nodes)]
-            form = "by the fabric's node names, as in the report's link table"
+            form = "by the fabric's node names, as in the report's link table (a link: '<node>-><node>')"
         if not names:
             return f"no switch named {text!r}: this topology has no switches"
         nearest = difflib.get_close_matches(text, names, n=1, cutoff=0.6)
