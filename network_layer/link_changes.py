@@ -135,21 +135,21 @@ class LinkNames:
         return out + into
 
     def _unknown_switch(self, text: str, npu: bool = False) -> str:
-        """Why ``text`` names no switch: an NPU's name, or how switches are named and the nearest one."""
+        """Why ``text`` names no switch: an NPU's name, or how switches (and links) are named and the nearest one."""
         if npu:
             return f"{text!r} is an NPU, not a switch: system.failures fails an NPU"
         if self._fabric is None:
             names = [f"dim {d}: switch" for d, kind in enumerate(self._kinds) if kind == _SWITCH]
-            form = "'dim D: switch' for a switch dimension D (a link: 'dim D: a->b')"
+            form, link = "'dim D: switch' for a switch dimension D", "'dim D: a->b'"
         else:
             fabric = self._fabric
             names = [fabric.name(node) for node in range(fabric.npus, fabric.nodes)]
-            form = "by the fabric's node names, as in the report's link table (a link: '<node>-><node>')"
+            form, link = "by the fabric's node names, as in the report's link table", "'<node>-><node>'"
         if not names:
-            return f"no switch named {text!r}: this topology has no switches"
+            return f"no switch named {text!r}: this topology has no switches; a link is named {link}"
         nearest = difflib.get_close_matches(text, names, n=1, cutoff=0.6)
         hint = f"; did you mean {nearest[0]!r}?" if nearest else f"; e.g. {', '.join(map(repr, names[:3]))}"
-        return f"no switch named {text!r}: switches are named {form}{hint}"
+        return f"no switch named {text!r}: switches are named {form} (a link: {link}){hint}"
 
     def _exists(self, key: LinkKey) -> bool:
         d, a, b = key
