@@ -26,12 +26,15 @@ def _run(path: Path, *overrides: str) -> Report:
     return run_study(load_study(path, list(overrides)))
 
 
-@pytest.mark.parametrize("backend", ["congestion_aware", "analytical"])
-def test_a_failure_mid_collective_stops_a_single_job_run_there(backend: str) -> None:
+@pytest.mark.parametrize(
+    ("backend", "spawn"), [("congestion_aware", False), ("congestion_aware", True), ("analytical", False)]
+)
+def test_a_failure_mid_collective_stops_a_single_job_run_there(backend: str, spawn: bool) -> None:
     failed = _run(
         EXAMPLES / "failed_link.yaml",
         "network.links=[]",
         f"network.backend={backend}",
+        f"network.spawn={str(spawn).lower()}",
         "system.failures=[{npus: [5], at: 1ms}]",
     )
     result = failed.result
