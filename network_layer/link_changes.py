@@ -130,8 +130,8 @@ class LinkNames:
         node = self._nodes.get(text.strip())
         if node is None or node < fabric.npus:
             raise TopologyError(self._unknown_switch(text, node is not None))
-        out = [(node, other) for other in fabric.out_links(node)]
-        into = [(link.src, node) for link in fabric.links() if link.dst == node]
+        out: list[LinkKey] = [(node, other) for other in fabric.out_links(node)]
+        into: list[LinkKey] = [(link.src, node) for link in fabric.links() if link.dst == node]
         return out + into
 
     def _unknown_switch(self, text: str, npu: bool = False) -> str:
