@@ -207,6 +207,12 @@ class SimulationResult:
     notes: tuple[str, ...] = ()
     failures: tuple[FailureStats, ...] = ()
 
+    @property
+    def stopped_by_failure(self) -> bool:
+        """Whether an NPU failure stopped the run (its only job), rather than Ctrl-C or a signal."""
+        stopped = self.stopped_at_ps
+        return stopped is not None and any(f.stopped and f.at_ps == stopped for f in self.failures)
+
     def stands_for(self) -> dict[int, tuple[int, ...]]:
         """Each simulated NPU and the NPUs (itself included, in order) whose timeline it is."""
         if not self.stand_ins:

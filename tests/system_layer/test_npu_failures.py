@@ -202,3 +202,12 @@ def test_a_fabric_switch_name_gets_the_nearest_one(tmp_path: Path, run_cli: RunC
     path.write_text(yaml.safe_dump({**FAT_TREE, "network": {**FAT_TREE["network"], "links": links}}), "utf-8")  # type: ignore[dict-item]
     code, _, err = run_cli("check", str(path))
     assert code == 2 and "'npu 3' is an NPU, not a switch: system.failures fails an NPU" in err
+
+
+def test_a_run_stopped_by_a_failure_exits_0_with_its_report_marked_incomplete(run_cli: RunCli) -> None:
+    args = ["--set", "network.links=[]", "--set", "system.failures=[{npus: [5], at: 1ms}]", "--json"]
+    code, out, err = run_cli("run", str(EXAMPLES / "failed_link.yaml"), *args)
+    assert code == 0 and "Traceback" not in err
+    incomplete = json.loads(out)["incomplete"]
+    assert incomplete["stopped_at_ps"] == MS
+    assert incomplete["reason"] == "stopped by the failure of NPU 5 (its all_reduce could not complete)"
