@@ -20,10 +20,13 @@ def failure_warnings(result: system_layer.SimulationResult, job_names: Sequence[
     for a single-job study)."""
     warnings: list[str] = []
     stopped_jobs = {failure.job for failure in result.failures if failure.stopped}
+    stopped_before: set[int] = set()
     for failure in result.failures:
         when = f"NPU {failure.npu} failed at {format_time_ps(failure.at_ps)}"
         if not failure.stopped:
             held = "it held no work" if failure.job < 0 else "its work was already done"
+            if failure.job in stopped_before:
+                held = f"its job {job_names[failure.job]} had stopped already"
             warnings.append(f"{when}: {held}, so nothing stopped")
         elif job_names:
             said = f" (its {failure.unfinished} could not complete)" if failure.unfinished else ""
@@ -33,4 +36,5 @@ def failure_warnings(result: system_layer.SimulationResult, job_names: Sequence[
                 else f"{len(stopped_jobs)} of the {len(job_names)} jobs stopped"
             )
             warnings.append(f"{when}: job {job_names[failure.job]} stopped there{said}; {rest}")
+            stopped_before.add(failure.job)
     return tuple(warnings)

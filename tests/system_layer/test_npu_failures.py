@@ -111,6 +111,8 @@ def test_a_failure_after_the_work_is_done_or_on_an_idle_npu_stops_nothing() -> N
     assert late.warnings == ("NPU 12 failed at 5 ms: its work was already done, so nothing stopped",)
     idle = _run(EXAMPLE, "workload.jobs.1.npus=4", "system.failures=[{npus: [15], at: 1ms}]")
     assert idle.warnings == ("NPU 15 failed at 1 ms: it held no work, so nothing stopped",)
+    twice = _run(EXAMPLE, "system.failures=[{npus: [12], at: 1ms}, {npus: [9], at: 2ms}]")
+    assert twice.warnings[1] == "NPU 9 failed at 2 ms: its job b had stopped already, so nothing stopped"
 
 
 def test_a_slowed_npu_may_also_fail(tmp_path: Path) -> None:
