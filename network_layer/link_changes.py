@@ -3,7 +3,8 @@
 A change names its link as the network's link counters do: ``dim D: a->b`` on a list of dimensions (``switch``
 standing for a switch dimension's switch: ``dim 1: 4->switch`` is NPU 4's up-link), the fabric's node names on a
 fabric (``npu 5->npu 6`` on a torus, ``edge 0.1->aggregation 0.0`` on a fat-tree); ``a<->b`` names both directions
-of the cable. :class:`LinkNames` reads those names against a topology; :func:`resolve` turns the changes into
+of the cable; a switch's name alone (``aggregation 0.0`` on a fat-tree, ``dim 1: switch`` for a switch dimension's
+switches) names every link into and out of it. :class:`LinkNames` reads those names against a topology; :func:`resolve` turns the changes into
 :class:`LinkChange` records, in time order, with percentages of a link's nominal bandwidth made absolute.
 
 Which backends read what, and how a failure reroutes, is said in ``docs/how-to/link-failures.md``.
@@ -34,6 +35,7 @@ to node)."""
 _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
 _DIMENSION_LINK = re.compile(r"\s*dim\s+(\d+)\s*:\s*(\d+|switch)\s*(<->|->)\s*(\d+|switch)\s*$")
+_DIMENSION_SWITCH = re.compile(r"\s*dim\s+(\d+)\s*:\s*switch\s*$")
 _NAMES_LISTED = 200_000  # names enumerated at most when looking for the nearest one
 
 
@@ -86,7 +88,10 @@ class LinkNames:
         return f"dim {dim}: {'switch' if source < 0 else source}->{'switch' if target < 0 else target}"
 
     def keys(self, text: str) -> list[LinkKey]:
-        """The directed link ``text`` names (both, for ``a<->b``); :class:`TopologyError` if there is none such."""
+        """The directed link ``text`` names (both, for ``a<->b``; every link into and out of a switch, for a switch's
+        name alone); :class:`TopologyError` if there is none such."""
+        if "->" not in text:
+            return self._switch_links(text)
         parts: tuple[str, ...] | None
         if self._fabric is None:
             found = _DIMENSION_LINK.match(text)
@@ -109,6 +114,42 @@ class LinkNames:
         assert found is not None
         key = (int(found[1]), *(-1 if end == "switch" else int(end) for end in (source, target)))
         return key if self._exists(key) else None
+
+    def _switch_links(self, text: str) -> list[LinkKey]:
+        """Every link out of and into the switch ``text`` names: a fabric node that is no NPU, or ``dim D: switch``
+        (the switches of switch dimension D, one per line of it)."""
+        if self._fabric is None:
+            found = _DIMENSION_SWITCH.match(text)
+            d = -1 if found is None else int(found[1])
+            if not 0 <= d < len(self._kinds) or self._kinds[d] != _SWITCH or self._grid.sizes[d] < 2:
+                raise TopologyError(self._unknown_switch(text))
+            return [key for npu in range(self._grid.npus) for key in ((d, npu, -1), (d, -1, npu))]
+        fabric = self._fabric
+        if not self._nodes:
+            self._nodes = {fabric.name(node): node for node in range(fabric.nodes)}
+        node = self._nodes.get(text.strip())
+        if node is None or node < fabric.npus:
+            raise TopologyError(self._unknown_switch(text, node is not None))
+        out: list[LinkKey] = [(node, other) for other in fabric.out_links(node)]
+        into: list[LinkKey] = [(link.src, node) for link in fabric.links() if link.dst == node]
+        return out + into
+
+    def _unknown_switch(self, text: str, npu: bool = False) -> str:
+        """Why ``text`` names no switch: an NPU's name, or how switches (and links) are named and the nearest one."""
+        if npu:
+            return f"{text!r} is an NPU, not a switch: system.failures fails an NPU"
+        if self._fabric is None:
+            names = [f"dim {d}: switch" for d, kind in enumerate(self._kinds) if kind == _SWITCH]
+            form, link = "'dim D: switch' for a switch dimension D", "'dim D: a->b'"
+        else:
+            fabric = self._fabric
+            names = [fabric.name(node) for node in range(fabric.npus, fabric.nodes)]
+            form, link = "by the fabric's node names, as in the report's link table", "'<node>-><node>'"
+        if not names:
+            return f"no switch named {text!r}: this topology has no switches; a link is named {link}"
+        nearest = difflib.get_close_matches(text, names, n=1, cutoff=0.6)
+        hint = f"; did you mean {nearest[0]!r}?" if nearest else f"; e.g. {', '.join(map(repr, names[:3]))}"
+        return f"no switch named {text!r}: switches are named {form} (a link: {link}){hint}"
 
     def _exists(self, key: LinkKey) -> bool:
         d, a, b = key

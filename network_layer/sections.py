@@ -35,7 +35,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from annotated_types import MinLen
-from pydantic import BeforeValidator, Discriminator, Field, PlainSerializer, StrictBool, StrictInt, Tag, WithJsonSchema
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    StrictBool,
+    StrictInt,
+    Tag,
+    WithJsonSchema,
+    model_validator,
+)
 
 from stratasim.kernel import units
 from stratasim.kernel.errors import TopologyError
@@ -134,11 +144,15 @@ LinkRate = Annotated[
 
 class LinkChangeSection(Section):
     """One ``network.links`` entry: the link named as the report's link table names it (``dim 0: 3->4``,
-    ``npu 5->npu 6``; ``a<->b`` for both directions), and from ``at`` on its own ``bandwidth`` and ``latency``, or
-    ``fail`` (it carries nothing; messages reroute where the topology has another way)."""
+    ``npu 5->npu 6``; ``a<->b`` for both directions), or a ``switch`` (every link into and out of it), and from ``at``
+    on its own ``bandwidth`` and ``latency``, or ``fail`` (it carries nothing; messages reroute where the topology has
+    another way)."""
 
-    link: str = Field(min_length=1)
+    link: str | None = Field(None, min_length=1)
     """The link, as the report's link table names it; ``a<->b`` names both directions."""
+    switch: str | None = Field(None, min_length=1)
+    """Instead of ``link``: a switch (``aggregation 0.0``, ``core 1``; ``dim 1: switch``), every link into and out
+    of it."""
     at: TimePs = 0
     """When the change takes effect (0: from the start)."""
     bandwidth: LinkRate | None = None
@@ -148,9 +162,27 @@ class LinkChangeSection(Section):
     fail: StrictBool = False
     """The link fails at ``at``: bandwidth zero, traffic reroutes where it can."""
 
+    @model_validator(mode="after")
+    def _one_name(self) -> LinkChangeSection:
+        if (self.link is None) == (self.switch is None):
+            raise ValueError("give link (a link, 'a->b' or 'a<->b') or switch (every link of a switch), one of them")
+        if self.switch is not None and "->" in self.switch:
+            raise ValueError(
+                f"switch {self.switch!r}: a switch is named alone (aggregation 0.0, dim 1: switch); to change one "
+                "link give link instead"
+            )
+        if self.link is not None and "->" not in self.link:
+            raise ValueError(
+                f"link {self.link!r}: a link is named '<node>-><node>' (or '<->' for both directions); "
+                "to change every link of a switch give switch instead"
+            )
+        return self
+
     def proto(self) -> network_pb2.LinkChange:
-        """The entry as the network contract's message."""
-        change = network_pb2.LinkChange(link=self.link, at_ps=self.at, fail=self.fail)
+        """The entry as the network contract's message (a switch named alone in ``link``)."""
+        name = self.link if self.link is not None else self.switch
+        assert name is not None
+        change = network_pb2.LinkChange(link=name, at_ps=self.at, fail=self.fail)
         if isinstance(self.bandwidth, str):
             change.bandwidth_fraction = float(self.bandwidth[:-1]) / 100
         elif self.bandwidth is not None:
@@ -307,7 +339,7 @@ class NetworkSection(Section):
             try:
                 link_changes.resolve(single, names)
             except TopologyError as exc:
-                problems.append((f"links[{index}]", str(exc).split(": ", 1)[1]))
+                problems.append((f"links[{index}]", str(exc).split("): ", 1)[1]))
                 continue
             if self.backend_name == "analytical" and (link.fail or link.at > 0):
                 problems.append(

@@ -23,6 +23,7 @@ from stratasim.kernel.grid import Grid
 from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import DTypeName, Latency, MemoryCapacity, Section, quantity, written
 from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
+from stratasim.system_layer.failures import NpuFailure, failure_problems
 from stratasim.system_layer.variability import Slowdown, Variability, slowdown_problems
 
 __all__ = ["Preset", "Scheduling", "Semantics", "SystemOptions", "ALGORITHMS"]
@@ -198,7 +199,8 @@ class SystemOptions(Section):
     physical one. ``memory_capacity`` (bytes, else the device's) bounds each NPU's peak memory; above it the
     run fails, or warns with ``over_capacity: warn``. ``slowdown`` slows chosen NPUs' compute by fixed factors and
     ``variability`` draws seeded random factors and message jitter, over Monte-Carlo samples
-    (:mod:`stratasim.system_layer.variability`).
+    (:mod:`stratasim.system_layer.variability`); ``failures`` stops NPUs, and the jobs holding them, at a time
+    (:mod:`stratasim.system_layer.failures`).
     """
 
     algorithm: Annotated[dict[str, tuple[str, ...]], _ALGORITHMS] = Field(default_factory=_ring_everywhere)
@@ -240,6 +242,8 @@ class SystemOptions(Section):
     """Fixed slow-downs of chosen NPUs' compute: a list of ``{npus, factor, from}``."""
     variability: Variability | None = None
     """Seeded random compute factors (per NPU, per operator) and message jitter, and Monte-Carlo samples."""
+    failures: tuple[NpuFailure, ...] = ()
+    """NPUs that fail at a time, stopping the job that holds them: a list of ``{npus, at}``."""
 
     _semantics: Semantics = PrivateAttr(default_factory=Semantics)
 
@@ -290,6 +294,7 @@ class SystemOptions(Section):
             problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
         problems.extend(("algorithm", message) for message in self._window_problems(logical_sizes or physical.sizes))
         problems.extend(("slowdown", message) for message in slowdown_problems(self.slowdown, physical.npus))
+        problems.extend(("failures", message) for message in failure_problems(self.failures, physical.npus))
         return problems
 
     def _window_problems(self, sizes: tuple[int, ...]) -> list[str]:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CollectiveStats",
+    "FailureStats",
     "NpuStats",
     "TraceSpan",
     "CounterSample",
@@ -152,6 +153,19 @@ class OperatorStats:
 
 
 @dataclass(frozen=True)
+class FailureStats:
+    """One NPU that failed (``system.failures``): at ``at_ps``, holding job ``job`` (-1: it held no work then), whose
+    ``stopped`` NPUs stopped there (0: the job had already finished, or the NPU held none); ``unfinished`` names what
+    the job had in flight that could not complete (``all_reduce on communicator dp``; "" when nothing was)."""
+
+    npu: int
+    at_ps: int
+    job: int
+    stopped: int
+    unfinished: str = ""
+
+
+@dataclass(frozen=True)
 class SimulationResult:
     """``events_processed`` counts engine events plus delivered messages; ``simulated_npus`` is how many NPUs
     were simulated one by one (the representatives when symmetric NPUs were aggregated, else ``npus``);
@@ -168,7 +182,8 @@ class SimulationResult:
     ``traced_nodes`` how many nodes the traced NPUs ran, blocks unrolled. ``stopped_at_ps`` is the simulated time
     a run was stopped at before it finished (``None``: it ran to the end), ``stopped_because`` why; every figure
     then covers the run up to that time, and the ``unfinished_collectives`` in flight end at it. ``notes`` are what
-    the engine tells the report (a fast path it turned off, and why)."""
+    the engine tells the report (a fast path it turned off, and why); ``failures`` the NPUs that failed, in time
+    order (see :class:`FailureStats`)."""
 
     total_time_ps: int
     npus: int
@@ -190,6 +205,13 @@ class SimulationResult:
     stopped_because: str = ""
     unfinished_collectives: int = 0
     notes: tuple[str, ...] = ()
+    failures: tuple[FailureStats, ...] = ()
+
+    @property
+    def stopped_by_failure(self) -> bool:
+        """Whether an NPU failure stopped the run (its only job), rather than Ctrl-C or a signal."""
+        stopped = self.stopped_at_ps
+        return stopped is not None and any(f.stopped and f.at_ps == stopped for f in self.failures)
 
     def stands_for(self) -> dict[int, tuple[int, ...]]:
         """Each simulated NPU and the NPUs (itself included, in order) whose timeline it is."""

@@ -24,6 +24,7 @@ __all__ = [
     "FactorDistribution",
     "JitterDistribution",
     "NetworkVariability",
+    "NpuIds",
     "Slowdown",
     "Variability",
     "generator",

@@ -77,7 +77,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
         if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):
             print(line)
-    return EXIT_OK if report.stopped_at_ps is None else EXIT_INTERRUPTED
+    failed = report.engine is not None and report.engine.stopped_by_failure  # a result, not an interruption
+    return EXIT_OK if report.stopped_at_ps is None or failed else EXIT_INTERRUPTED
 
 
 def _note(line: str) -> None:

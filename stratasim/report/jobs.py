@@ -27,7 +27,7 @@ class JobFigures:
     training job (else None) the iteration's samples per second and model TFLOPS per NPU over its duration; for an
     inference or serving job (else None) its ``serving`` figures (times in ps, as a serving study's report holds
     them). A request-level serving job, which the engine does not run, has no ``compute_ps`` nor
-    ``exposed_comm_ps`` (None)."""
+    ``exposed_comm_ps`` (None). ``failed_at_ps`` is when an NPU failure stopped it (None: it ran to its end)."""
 
     name: str
     kind: str
@@ -39,6 +39,7 @@ class JobFigures:
     samples_per_second: float | None = None
     tflops_per_npu: float | None = None
     serving: dict[str, float] | None = None
+    failed_at_ps: int | None = None
 
     @property
     def duration_ps(self) -> int:
@@ -74,6 +75,8 @@ def job_row(job: JobFigures) -> dict[str, Any]:
     if job.compute_ps is not None and job.exposed_comm_ps is not None:
         row["compute_ns"] = job.compute_ps / 1000
         row["exposed_comm_ns"] = job.exposed_comm_ps / 1000
+    if job.failed_at_ps is not None:
+        row["failed_at_ns"] = ps_to_ns(job.failed_at_ps)
     if job.samples_per_second is not None:
         row["iteration_time_ns"] = ps_to_ns(job.duration_ps)
         row["samples_per_second"] = job.samples_per_second
@@ -104,6 +107,8 @@ def job_lines(jobs: Sequence[JobFigures]) -> list[str]:
         line = f"  {job.name:<16}{len(job.npus):>6,}  {placed:<{_MAX_PLACED}}" + "".join(
             f"{'-' if ps is None else format_time_ps(round(ps)):>14}" for ps in times
         )
+        if job.failed_at_ps is not None:
+            line += f"  stopped: an NPU failed at {format_time_ps(job.failed_at_ps)}"
         if job.samples_per_second is not None:
             line += f"  {job.samples_per_second:,.1f} samples/s, {job.tflops_per_npu:,.1f} TFLOPS per NPU"
         lines.append(line)

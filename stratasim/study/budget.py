@@ -149,8 +149,9 @@ def _stateless(study: Study) -> bool:
 
 def _aggregated(study: Study) -> bool:
     """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``): not when
-    ``system.slowdown`` or ``variability`` makes them differ."""
-    return may_aggregate(study.system, _stateless(study)) and not study.system.perturbed
+    ``system.slowdown`` or ``variability`` makes them differ, nor when ``system.failures`` stops some."""
+    system = study.system
+    return may_aggregate(system, _stateless(study)) and not system.perturbed and not system.failures
 
 
 def _devices_agree(study: Study, representatives: tuple[int, ...]) -> bool:

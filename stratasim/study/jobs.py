@@ -70,7 +70,7 @@ def job_figures(
     """Each job's :class:`JobFigures`, in the order the study lists them: a serving job's from its run in
     ``served``, the others' from the engine's ``result``."""
     return tuple(
-        _served(job, served[index]) if index in served else _figures(job, result)
+        _served(job, served[index]) if index in served else _figures(index, job, result)
         for index, job in enumerate(source.placed_jobs(result.npus))
     )
 
@@ -81,12 +81,15 @@ def _served(job: PlacedJob, run: ServedRun) -> JobFigures:
     return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, None, None, serving=run.figures)
 
 
-def _figures(job: PlacedJob, result: system_layer.SimulationResult) -> JobFigures:
+def _figures(index: int, job: PlacedJob, result: system_layer.SimulationResult) -> JobFigures:
+    """Job ``index``'s figures; a job an NPU failure stopped (``system.failures``) ends at the failure, without
+    throughput."""
     stats = [result.per_npu[npu] for npu in job.npus]
-    end = max(npu.finish_ps for npu in stats)
+    failed = next((f.at_ps for f in result.failures if f.job == index and f.stopped), None)
+    end = max(max(npu.finish_ps for npu in stats), job.start_ps)
     duration = end - job.start_ps
     samples = flops = serving = None
-    finished = duration > 0 and result.stopped_at_ps is None
+    finished = duration > 0 and result.stopped_at_ps is None and failed is None
     if isinstance(job.source, TrainingWorkload) and finished:
         seconds = duration / 1e12
         samples = job.source.samples_per_iteration() / seconds
@@ -105,6 +108,7 @@ def _figures(job: PlacedJob, result: system_layer.SimulationResult) -> JobFigure
         samples,
         flops,
         serving,
+        failed,
     )
 
 

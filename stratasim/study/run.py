@@ -38,6 +38,7 @@ from stratasim.study.backends import open_backend
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
+from stratasim.study.failures import failure_warnings
 from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs
 from stratasim.study.samples import sample_count, sample_figures
@@ -264,6 +265,7 @@ def _report(
     if isinstance(source, MultiJobWorkload):
         jobs, result, said = _jobs(study, source, result, served)
         warnings += tuple(warning for warning in dict.fromkeys(said) if warning not in warnings)
+    warnings += failure_warnings(result, [job.name for job in jobs])
     serving = None
     training = None
     hourly = None if devices is None else devices.hourly_usd(result.npus)

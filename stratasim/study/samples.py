@@ -28,9 +28,10 @@ def sample_count(asked: int | None, system: SystemOptions, *, engine: bool) -> i
     request-level serving study, which the engine does not run, refuses them."""
     variability = system.variability
     count = asked if asked is not None else None if variability is None else variability.samples
-    if not engine and (system.perturbed or (count or 1) > 1):
+    if not engine and (system.perturbed or system.failures or (count or 1) > 1):
         raise StrataSimError(
-            "system.slowdown, system.variability and --samples apply to studies the engine runs; a request-level "
+            "system.slowdown, system.variability and --samples apply to studies the engine runs (so does "
+            "system.failures); a request-level "
             "serving workload prices its iterations without it: remove them"
         )
     return count

@@ -179,7 +179,8 @@ Global___Topology: _TypeAlias = Topology  # noqa: Y015
 @_typing.final
 class LinkChange(_message.Message):
     """One link's own speed, from the start or from a time on, or its failure. The link is named as LinkCounters names
-    it ("dim 0: 3->4" on dimensions, "npu 0->edge 0.0" on a fabric); "a<->b" names both directions of a cable.
+    it ("dim 0: 3->4" on dimensions, "npu 0->edge 0.0" on a fabric); "a<->b" names both directions of a cable; a
+    switch's name alone ("aggregation 0.0" on a fabric, "dim 1: switch" on dimensions) names every link into and out of it.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -62,6 +62,7 @@ class Coordinator:
         self._prompt: set[int] = set()  # ids of messages that skip the endpoint delay
         self.messages = 0
         self.jitter: Callable[[], int] | None = None  # an extra delay before each message leaves (variability)
+        self.stopped: set[int] | None = None  # with NPU failures: the NPUs stopped, whose messages are lost
 
     @property
     def now(self) -> int:
@@ -87,7 +88,8 @@ class Coordinator:
         jittered: bool = False,
     ) -> None:
         """Send ``size`` bytes from ``src`` to ``dst`` now; ``on_arrival(arg)`` runs when they have arrived and
-        the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False).
+        the receiving endpoint has spent its endpoint delay on them (unless ``endpoint_delay`` is False). With
+        :attr:`stopped`, a stopped NPU sends nothing and what arrives at one is lost.
 
         With :attr:`jitter` (and unless ``jittered``: it was already delayed), the message leaves that much later:
         an event then sends it, so it is injected in its window like any other (later is always safe for the
@@ -98,6 +100,10 @@ class Coordinator:
                 message = (src, dst, size, on_arrival, arg, endpoint_delay)
                 self.queue.schedule(self.queue.now + delay, self._send_late, message)
                 return
+        if self.stopped is not None:
+            if src in self.stopped:
+                return
+            on_arrival, arg = self._arrive_unless_stopped, (dst, on_arrival, arg)
         if self._direct is not None:
             arrival = self.queue.now + self._direct.transit_ps(src, dst, size)
             arrival += self._endpoint_delay if endpoint_delay else 0
@@ -116,6 +122,12 @@ class Coordinator:
     def _send_late(self, message: tuple[int, int, int, Callback, Any, bool]) -> None:
         src, dst, size, on_arrival, arg, endpoint_delay = message
         self.send(src, dst, size, on_arrival, arg, endpoint_delay=endpoint_delay, jittered=True)
+
+    def _arrive_unless_stopped(self, message: tuple[int, Callback, Any]) -> None:
+        """A message arrived: handled, unless its receiver stopped while it was on its way (then it is lost)."""
+        dst, on_arrival, arg = message
+        if self.stopped is None or dst not in self.stopped:
+            on_arrival(arg)
 
     def _land(self, arrival: int) -> None:
         _run_batch(self._landing.pop(arrival))

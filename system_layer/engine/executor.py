@@ -70,14 +70,26 @@ class NpuExecutor:
         self.runs: dict[int, BlockRun] = {}  # block nodes run whole, by position (set before starting)
         self._runs_done: list[int] = []  # the id of each block run finished, for settle_blocks
         self.speed: ComputeSpeed | None = None  # slowed or varied compute (system.slowdown, variability)
+        self.stopped = False  # stopped before its end (its job's NPU failed, or the run was stopped): does nothing
+        self._compute_end = 0  # when the compute node running now ends (0 when a block run whole runs)
 
     @property
     def done(self) -> bool:
-        return self._left == 0
+        return self._left == 0 or self.stopped
+
+    def stop(self, now: int) -> None:
+        """Stop at ``now`` with work left: the node computing never finishes (its compute time counts up to
+        ``now``), nothing more starts, and what still arrives is ignored; the NPU finishes at ``now``."""
+        if self._computing and self._compute_end > now:
+            self.compute_ps -= self._compute_end - now
+        self.stopped = True
+        self.finish_ps = now
 
     def start(self, _: object = None) -> None:
         """Make every node without dependencies ready (an event callback, hence the unused argument): at time 0,
         or at its graph's ``start_ps`` (a job starting later), from when its idle time and finish count."""
+        if self.stopped:  # its job stopped before it started
+            return
         self.start_ps = self._idle_since = self.finish_ps = self._context.coordinator.now
         # The roots first, then readied: a node that completes at once (metadata) must not ready one twice.
         for index in [i for i, count in enumerate(self._remaining) if count == 0]:
@@ -175,6 +187,7 @@ class NpuExecutor:
             self._allocate(allocation)
         run = self.runs.get(index) if self.runs else None
         if run is not None:
+            self._compute_end = 0
             self._start_block(run)
             coordinator.schedule(coordinator.now + run.duration_ps, self._block_done, index)
             return
@@ -185,9 +198,12 @@ class NpuExecutor:
         trace = self._context.trace
         if trace is not None and trace.nodes:
             trace.span(self.npu, "compute", self.plan.name(index), coordinator.now, coordinator.now + duration)
-        coordinator.schedule(coordinator.now + duration, self._compute_done, index)
+        self._compute_end = coordinator.now + duration
+        coordinator.schedule(self._compute_end, self._compute_done, index)
 
     def _compute_done(self, index: int) -> None:
+        if self.stopped:
+            return
         self._complete(index)
         self._next_compute()
 
@@ -203,6 +219,8 @@ class NpuExecutor:
         """A block run whole is done: leave the compute stream as its nodes left it (idle since its last
         compute, if that ended before it), and complete the block node. What only adds up (idle time, bytes,
         collectives) is accounted once the simulation is over (:meth:`settle_blocks`)."""
+        if self.stopped:
+            return
         run = self.runs[index]
         start = self._context.coordinator.now - run.duration_ps
         if run.trace is not None and self._context.trace is not None:
@@ -253,6 +271,8 @@ class NpuExecutor:
         self._runs_done = []
 
     def _complete(self, index: int) -> None:
+        if self.stopped:
+            return
         plan = self.plan
         released = plan.releases.get(index)
         if released:

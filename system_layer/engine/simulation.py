@@ -20,6 +20,7 @@ from stratasim.system_layer.engine.executor import NpuExecutor
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.engine.line_batches import LineBatches, batchable
 from stratasim.system_layer.engine.macros import BlockRecorder
+from stratasim.system_layer.engine.npu_failures import NpuFailures
 from stratasim.system_layer.engine.perturbation import Perturbation
 from stratasim.system_layer.engine.plan_runs import (
     PlanRun,
@@ -90,7 +91,8 @@ def simulate(
     names = [device, *sorted(set(others.values()))]
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
     pricing = _ready_plans(scope, runs, device, pricers)
-    engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others))
+    failures = NpuFailures(options.failures, graphs) if options.failures else None
+    engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
     stopped, unfinished = _run(engine, progress)
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
@@ -137,6 +139,7 @@ class _Engine:
     executors: dict[int, NpuExecutor]
     recorder: TraceRecorder | None
     runs: dict[int, PlanRun]
+    failures: NpuFailures | None = None
 
 
 def _scope(
@@ -164,12 +167,18 @@ def _scope(
             f"system.slowdown/variability make the NPUs differ, so the symmetry shortcut is off: all {npus} NPUs "
             "were simulated one by one (exact, but slower)",
         )
+    if options.failures and stand_in is not None:
+        stand_in = None
+        notes = (
+            f"system.failures stops some NPUs, so the symmetry shortcut is off: all {npus} NPUs were simulated one "
+            "by one (exact, but slower)",
+        )
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options, device_of)
     direct = _direct(network, info)
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
     scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced, 0, perturbation, notes)
-    if direct is not None and perturbation is None:  # a block recorded once would run at one speed everywhere
+    if direct is not None and perturbation is None and not options.failures:  # a block run once for all NPUs
         mark_blocks_run_whole(runs, stand_in, npus)
     scope.traced_nodes = sum(unrolled_size(runs[npu].plan) for npu in traced)
     scope.selection = _trace_detail(scope, runs)
@@ -220,6 +229,7 @@ def _ready_plans(
         run.take_prices(pricing)
     shown = _shown_node_by_node(scope, runs)
     dynamic = scope.perturbation is not None and scope.perturbation.dynamic  # each node's own time, not a run's
+    dynamic = dynamic or bool(scope.options.failures)  # a failure stops the node running, not a run of nodes
     for run in distinct_runs:
         if run not in shown and not dynamic:
             run.fuse()
@@ -245,9 +255,17 @@ def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]
     return {runs[npu] for npu in scope.traced}
 
 
-def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing, reduction: ReductionCost) -> _Engine:
+def _wire(
+    scope: _Scope,
+    runs: dict[int, PlanRun],
+    grid: Grid,
+    pricing: Pricing,
+    reduction: ReductionCost,
+    failures: NpuFailures | None,
+) -> _Engine:
     """The coordinator, the schedulers' shared context, the collective table and one executor per simulated NPU,
-    each scheduled to start at its graph's ``start_ps`` (0 unless a job starts later)."""
+    each scheduled to start at its graph's ``start_ps`` (0 unless a job starts later); the ``failures`` scheduled
+    first, so a failure at a time comes before anything else at that time."""
     options, direct = scope.options, scope.direct
     coordinator = Coordinator(
         scope.network, scope.info.lookahead_ps, options.endpoint_delay, direct=direct, jobs=scope.jobs
@@ -258,13 +276,15 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
         options,
         reduction,
         stand_ins=scope.stand_in,
-        replay_phases=scope.info.stateless,
+        replay_phases=scope.info.stateless and not options.failures,
         trace=recorder,
         line_batches=_line_batches(scope, runs, coordinator, reduction, recorder),
     )
     table = CollectiveTable(grid, options, scope.npus)
     blocks = _block_recorder(scope, runs, reduction, grid)
     executors: dict[int, NpuExecutor] = {}
+    if failures is not None:
+        failures.wire(coordinator, executors, context.schedulers, table)
     for npu in scope.simulated:
         context.schedulers[npu] = NpuScheduler(npu, context)
         run = runs[npu]
@@ -278,7 +298,7 @@ def _wire(scope: _Scope, runs: dict[int, PlanRun], grid: Grid, pricing: Pricing,
             executor.speed = scope.perturbation.speeds[npu]
     for executor in executors.values():
         executor.peers = executors
-    return _Engine(coordinator, reduction, context, table, executors, recorder, runs)
+    return _Engine(coordinator, reduction, context, table, executors, recorder, runs, failures)
 
 
 def _line_batches(
@@ -293,6 +313,8 @@ def _line_batches(
     (:func:`batchable`); None otherwise."""
     direct = scope.direct
     if direct is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
+        return None
+    if scope.options.failures:  # a line's phase run at once cannot stop midway
         return None
     if not reduction.uniform:
         return None
@@ -332,7 +354,8 @@ def _run(engine: _Engine, progress: Progress | None) -> tuple[RunStopped | None,
         stopped = exc
         for executor in engine.executors.values():
             if not executor.done:
-                executor.finish_ps = coordinator.now
+                executor.stop(coordinator.now)
+                engine.context.schedulers[executor.npu].stop(coordinator.now)
         for collective in engine.table.all:  # in flight when stopped: they ran until then
             if collective.start_ps is not None and not collective.end_ps:
                 collective.end_ps = coordinator.now
@@ -346,7 +369,7 @@ def _run(engine: _Engine, progress: Progress | None) -> tuple[RunStopped | None,
     for executor in engine.executors.values():
         executor.settle_blocks()
     _check_time_fits(coordinator.now)
-    return stopped, unfinished
+    return stopped, unfinished + (engine.failures.unfinished if engine.failures else 0)
 
 
 def _result(
@@ -384,6 +407,7 @@ def _result(
         stopped_because="" if stopped is None else stopped.reason,
         unfinished_collectives=unfinished,
         notes=scope.notes,
+        failures=tuple(engine.failures.stats) if engine.failures else (),
     )
 
 

@@ -91,6 +91,7 @@ class NpuScheduler:
         self.reductions: Counter[int] = Counter()  # priced reductions run, by size in bytes
         self.bytes_sent: dict[int, int] = {}
         self._comm_since = 0
+        self._stopped = False
 
     @property
     def reductions_cost(self) -> bool:
@@ -248,7 +249,17 @@ class NpuScheduler:
         else:
             self._leave_phase(run)
 
+    def stop(self, now: int) -> None:
+        """Stop at ``now`` (its NPU's job stopped): no chunk moves on from then, and the time with collectives in
+        flight counts up to ``now``."""
+        if self.in_flight:
+            self.comm_ps += now - self._comm_since
+            self.in_flight = 0
+        self._stopped = True
+
     def _leave_phase(self, run: ChunkRun) -> None:
+        if self._stopped:
+            return
         now = self.context.coordinator.now
         collective = run.collective
         dim = run.plans[run.phase].dim

@@ -160,6 +160,9 @@ HEADLINES: dict[str, dict[str, int | float]] = {
     "clusters/placement_fat_tree.yaml": {"total_time_ps": 10_727_873_920},
     "clusters/degraded_link.yaml": {"total_time_ps": 1_007_132_960},  # row 0's all-reduce, at the slow link's pace
     "clusters/failed_link.yaml": {"total_time_ps": 3_701_487_520},  # intact torus: 2,531,582,400 ps
+    # Job a alone on its ring, to its end: 14 steps of (500 ns + ser(8 MiB at 50 GB/s)) = 14 x 168,272,160 ps; job b
+    # stopped at NPU 12's failure, 1 ms in.
+    "clusters/npu_failure.yaml": {"total_time_ps": 2_355_810_240},
     # The first of 100 Monte-Carlo samples, and the distribution's median and tail (docs/how-to/stragglers.md).
     "clusters/stragglers.yaml": {
         "total_time_ps": 14_045_869_945,

@@ -144,7 +144,10 @@ def test_a_ring_cut_in_two_places_leaves_no_way() -> None:
     ("change", "said"),
     [
         (network_pb2.LinkChange(link="dim 0: 3->5", fail=True), "no link named 'dim 0: 3->5'.*did you mean"),
-        (network_pb2.LinkChange(link="link 3", fail=True), "no link named 'link 3'.*dim D: a->b"),
+        (
+            network_pb2.LinkChange(link="link 3", fail=True),
+            "no switch named 'link 3': this topology has no switches.*dim D: a->b",
+        ),
         (network_pb2.LinkChange(link="dim 0: 3->4"), "changes nothing"),
         (network_pb2.LinkChange(link="dim 0: 3->4", bandwidth_bytes_per_s=-1), "must be positive"),
         (network_pb2.LinkChange(link="dim 0: 3->4", at_ps=5, latency_ps=1), "latency: changes only from the start"),
