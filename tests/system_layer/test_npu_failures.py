@@ -170,7 +170,10 @@ def test_a_failed_switch_with_no_other_way_names_the_link_and_the_time(run_cli: 
         ("system.failures=[{npus: [99], at: 1ms}]", ("system.failures", "entry 0 names NPU 99", "has 16 NPUs")),
         ("system.failures=[{npus: [3], at: -1ms}]", ("system.failures[0].at", "negative")),
         ("system.failures=[{npus: [3]}]", ("system.failures[0].at",)),
-        ("system.failures=[{npus: ['x'], at: 1ms}]", ("system.failures[0].npus", "ranges such as '4-7'")),
+        (
+            "system.failures=[{npus: ['x'], at: 1ms}]",
+            ("system.failures[0].npus", "cannot read 'x' as an NPU id or a range"),
+        ),
         (
             "network.links=[{switch: 'dim 0: switch', fail: true}]",
             ("network.links[0]", "no switch named 'dim 0: switch'", "did you mean 'dim 1: switch'?"),
