@@ -36,9 +36,8 @@ from typing import ClassVar, NoReturn
 
 import numpy as np
 
-from stratasim.kernel.errors import BackendError, TopologyError
+from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
-from stratasim.kernel.units import format_time_ps
 from stratasim.network_layer.link_changes import LinkKey, dimension_links
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.link_schedule import LinkSchedule
@@ -146,13 +145,7 @@ class AnalyticalNetwork:
     def _own_speeds(self, topology: network_pb2.Topology) -> None:
         """Give the links the topology's changes name their own speed; refuse changes at a time and failures."""
         schedule = LinkSchedule(topology, self._fabric)
-        late = schedule.later or list(schedule.failed.values())
-        if late:
-            when = "fails" if late[0].fail else f"changes at {format_time_ps(late[0].at_ps)}"
-            raise TopologyError(
-                f"link_changes: link {late[0].name} {when}: the analytical network prices links as they are from "
-                "the start; failures and changes at a time need backend congestion_aware"
-            )
+        schedule.refuse_later(self.name)
         self._speeds = schedule.speeds
 
     def _own_delay_ps(self, d: int, here: int, goal: int, size: int) -> int:

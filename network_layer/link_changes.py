@@ -257,5 +257,5 @@ def refuse_changes(topology: network_pb2.Topology, backend: str) -> None:
     if topology.link_changes:
         raise TopologyError(
             f"link_changes: the {backend} backend does not model links of their own speed or failures; "
-            "use congestion_aware (or analytical, for speeds from the start)"
+            "use congestion_aware (or analytical or flit_level, for speeds from the start)"
         )

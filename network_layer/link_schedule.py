@@ -1,7 +1,8 @@
 """A topology's link changes as a network applies them: the links' own speeds now, the failed links, what is to come.
 
-Both networks that model links of their own speed hold one :class:`LinkSchedule`: the analytical network reads the
-speeds it sets from the start; the congestion-aware one also applies each later change when its time comes. On a
+Every network that models links of their own speed holds one :class:`LinkSchedule`: the analytical and flit-level
+networks read the speeds it sets from the start (:meth:`LinkSchedule.refuse_later` refuses the rest); the
+congestion-aware one also applies each later change when its time comes. On a
 fabric the schedule changes the fabric's links themselves (:meth:`LinkGraph.set_speed`, :meth:`LinkGraph.fail`); on
 a list of dimensions it keeps the speeds of the links that differ from their dimension's.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from stratasim.kernel.errors import BackendError
+from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.units import format_time_ps
 from stratasim.network_layer.link_changes import LinkChange, LinkKey, LinkNames, resolve
 from stratasim.network_layer.link_graph import LinkGraph
@@ -77,6 +78,17 @@ class LinkSchedule:
             fabric.set_speed(key[0], key[1], bandwidth, latency)
         else:
             self.speeds[key] = (bandwidth, latency)
+
+    def refuse_later(self, backend: str) -> None:
+        """Raise :class:`TopologyError` naming the first change at a time or failure: ``backend``'s network takes
+        links' own speeds from the start only."""
+        late = self.later or list(self.failed.values())
+        if late:
+            when = "fails" if late[0].fail else f"changes at {format_time_ps(late[0].at_ps)}"
+            raise TopologyError(
+                f"link_changes: link {late[0].name} {when}: the {backend} network prices links as they are from "
+                "the start; failures and changes at a time need backend congestion_aware"
+            )
 
     def no_route(self, ends: tuple[str, str], blocked: list[LinkKey], why: str) -> BackendError:
         """The error of a message between ``ends`` (their names) left no way by the failed ``blocked`` links."""

@@ -20,7 +20,7 @@ direction, latencies per link traversal)::
     {kind: graph, file: chips.yaml}                                          # or the file's keys inline
 
 ``network.links`` gives links their own speed, from the start or from a time on, or fails them (read by the
-congestion-aware network; the analytical one reads speeds from the start)::
+congestion-aware network; the analytical and flit-level ones read speeds from the start)::
 
     links:
       - {link: "dim 0: 3->4", bandwidth: 25GB/s}                  # a slower link from the start
@@ -321,9 +321,14 @@ class NetworkSection(Section):
         model it."""
         if not self.links:
             return []
-        if self.backend_name not in ("analytical", "congestion_aware"):
+        if self.backend_name not in ("analytical", "flit_level", "congestion_aware"):
             said = f"the {self.backend_name} backend does not model links of their own speed or failures"
-            return [("links", f"{said}; use backend congestion_aware (or analytical, for speeds from the start)")]
+            return [
+                (
+                    "links",
+                    f"{said}; use backend congestion_aware (or analytical or flit_level, for speeds from the start)",
+                )
+            ]
         try:
             message = self.topology_message()
             fabric = topologies.build(message) if message.WhichOneof("fabric") is not None else None
@@ -341,11 +346,11 @@ class NetworkSection(Section):
             except TopologyError as exc:
                 problems.append((f"links[{index}]", str(exc).split("): ", 1)[1]))
                 continue
-            if self.backend_name == "analytical" and (link.fail or link.at > 0):
+            if self.backend_name != "congestion_aware" and (link.fail or link.at > 0):
                 problems.append(
                     (
                         f"links[{index}]",
-                        "the analytical network prices links from the start only; failures and "
+                        f"the {self.backend_name} network prices links from the start only; failures and "
                         "changes at a time need backend congestion_aware",
                     )
                 )

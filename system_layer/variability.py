@@ -26,8 +26,10 @@ __all__ = [
     "NetworkVariability",
     "NpuIds",
     "Slowdown",
+    "SlowdownProfile",
     "Variability",
     "generator",
+    "slowdown_profiles",
 ]
 
 FACTOR_FLOOR = 0.01
@@ -212,6 +214,28 @@ def generator(seed: int, stream: int, npu: int = 0) -> np.random.Generator:
     """The numpy generator of one stream of draws (0: NPU factors, 1: operators, 2: jitter) of a sample seeded
     ``seed``, for ``npu``: independent streams, the same in every process."""
     return np.random.default_rng([seed, stream, npu])
+
+
+SlowdownProfile = tuple[float, tuple[tuple[int, float], ...]]
+"""One NPU's fixed slow-down: the factor on all its compute, and the (from in ps, factor) pairs beginning later."""
+
+
+def slowdown_profiles(entries: Sequence[Slowdown], npus: int) -> dict[int, SlowdownProfile]:
+    """The fixed slow-down of each NPU below ``npus`` that some entry names (the others run at nominal speed):
+    the product of its entries' factors from the start, and its later entries' (from, factor) in their order."""
+    factors: dict[int, float] = {}
+    later: dict[int, list[tuple[int, float]]] = {}
+    for entry in entries:
+        for npu in entry.npus:
+            if npu >= npus:
+                continue  # the topology's NPUs beyond the workload's
+            factors.setdefault(npu, 1.0)
+            later.setdefault(npu, [])
+            if entry.from_:
+                later[npu].append((entry.from_, entry.factor))
+            else:
+                factors[npu] *= entry.factor
+    return {npu: (factor, tuple(later[npu])) for npu, factor in factors.items()}
 
 
 def slowdown_problems(entries: Sequence[Slowdown], npus: int) -> list[str]:

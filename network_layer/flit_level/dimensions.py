@@ -2,16 +2,19 @@
 
 The links are those the congestion-aware network models: along a ring a link to each neighbour each way (one
 cable for a ring of two), in a fully connected dimension one link per ordered pair, and through a switch an
-up-link and a down-link per NPU, here joined at one switch node per line of the dimension. A message travels
+up-link and a down-link per NPU, here joined at one switch node per line of the dimension. Links given their own speed from the start
+(``Topology.link_changes``) get it with :meth:`DimensionFabric.set_speeds`. A message travels
 one dimension after the other, dimension 0 first, as on the other backends: the shorter way round a ring
 (the positive direction on a tie), straight across a fully connected dimension, up and down through a switch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
 from stratasim.kernel.grid import Grid
+from stratasim.network_layer.link_changes import LinkKey
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex
 from stratasim.network_layer.routing import ring_step
 from stratasim.v1 import network_pb2
@@ -56,6 +59,18 @@ class DimensionFabric:
                 return [(npu, npu + stride)]
             return [(npu, npu - position * stride)] if dim.size > 2 else []
         return [(npu, npu + k * stride) for k in range(1, dim.size - position)]
+
+    def set_speeds(self, speeds: Mapping[LinkKey, tuple[Fraction, int]]) -> None:
+        """Give the links ``speeds`` names (``(dimension, from NPU, to NPU)``, -1 for the switch of a switch
+        dimension) their own (bandwidth in bytes/s, latency in ps)."""
+        for (d, source, target), (bandwidth, latency) in speeds.items():
+            self.graph.set_speed(self._node(d, source, target), self._node(d, target, source), bandwidth, latency)
+
+    def _node(self, d: int, end: int, other: int) -> int:
+        """The graph node of a link's ``end`` in dimension ``d``: the NPU, or the switch of ``other``'s line."""
+        if end >= 0:
+            return end
+        return self._switches[d, other - self.grid.coordinate(other, d) * self.grid.stride(d)]
 
     def _node_name(self, node: int) -> str:
         if node < self.grid.npus:

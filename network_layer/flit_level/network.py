@@ -29,6 +29,10 @@ into an NPU + P`` before the message is delivered, and a message sent at ``t`` c
 ``t + P``; so ``advance(until)`` decides every slot up to ``until - lookahead`` — no later send can change
 those — and knows every delivery up to ``until``.
 
+Links of their own speed from the start (``Topology.link_changes`` without a time or a failure) are built at that
+speed, the routes unchanged; changes at a time and failures are refused (they need the congestion-aware network:
+these routes are planned once, deadlock-free).
+
 The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe how coarser networks round and
 forward whole messages; this one always forwards flit by flit and keeps exact picoseconds, so it ignores
 both.
@@ -57,8 +61,8 @@ from stratasim.network_layer.flit_level.packets import Message, packet_payloads
 from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.network_layer.flit_level.router import OutputPort, Route
 from stratasim.network_layer.flow_load import add_flow_rows
-from stratasim.network_layer.link_changes import refuse_changes
 from stratasim.network_layer.link_graph import LinkGraph
+from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.network_layer.windows import window_result
 from stratasim.v1 import network_pb2
@@ -97,13 +101,13 @@ class FlitLevelNetwork:
         self._in_flight = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
-        refuse_changes(topology, self.name)
         if topology.HasField("flit"):
             self.parameters = _with_topology_parameters(self.parameters, topology.flit)
             self._engine = FlitEngine(self.parameters)
         vcs = self.parameters.vcs
         if topology.WhichOneof("fabric") is not None:
             graph = topologies.build(topology)
+            LinkSchedule(topology, graph).refuse_later(self.name)  # speeds from the start set on the graph's links
             self._paths = lambda src, dst: [[src] + [link.dst for link in graph.route(src, dst)]]
             self._label = lambda src, dst: f"{graph.name(src)}->{graph.name(dst)}"
             self._order = lambda src, dst: (src, dst)
@@ -111,6 +115,9 @@ class FlitLevelNetwork:
         else:
             validate_topology(topology)
             dimensions = DimensionFabric(topology)
+            schedule = LinkSchedule(topology, None)
+            schedule.refuse_later(self.name)
+            dimensions.set_speeds(schedule.speeds)
             graph = dimensions.graph
             self._paths = dimensions.segments
             self._label = dimensions.label

@@ -31,7 +31,7 @@ from stratasim.kernel.work import EstimableWorkload, WorkEstimate
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.system_layer.collectives.algorithms import FLATTENED, split_name
-from stratasim.system_layer.symmetry.stand_ins import devices_agree, may_aggregate
+from stratasim.system_layer.symmetry.stand_ins import constant_on_classes, may_aggregate, slowdowns_agree
 from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
 
 __all__ = [
@@ -149,15 +149,18 @@ def _stateless(study: Study) -> bool:
 
 def _aggregated(study: Study) -> bool:
     """Whether the engine may simulate NPUs equivalent by symmetry once (see ``system_layer.symmetry``): not when
-    ``system.slowdown`` or ``variability`` makes them differ, nor when ``system.failures`` stops some."""
+    ``system.variability`` makes them differ (fixed slow-downs may agree with the stand-ins: :func:`_classes_agree`),
+    nor when ``system.failures`` stops some."""
     system = study.system
-    return may_aggregate(system, _stateless(study)) and not system.perturbed and not system.failures
+    return may_aggregate(system, _stateless(study)) and system.variability is None and not system.failures
 
 
-def _devices_agree(study: Study, representatives: tuple[int, ...]) -> bool:
-    """Whether NPU groups on other devices (``compute.groups``) leave the representatives standing in (the engine
-    simulates every NPU otherwise)."""
-    return study.compute is None or devices_agree(representatives, study.compute.device_of())
+def _classes_agree(study: Study, representatives: tuple[int, ...]) -> bool:
+    """Whether NPU groups on other devices (``compute.groups``) and ``system.slowdown`` leave the representatives
+    standing in: every NPU runs its representative's device and is slowed alike (the engine simulates every NPU
+    otherwise)."""
+    devices = study.compute is None or constant_on_classes(representatives, study.compute.device_of())
+    return devices and slowdowns_agree(representatives, study.system)
 
 
 def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: int | None = None) -> Estimate:
@@ -178,7 +181,9 @@ def estimate_study(study: Study, source: WorkloadSource, npus: int, simulated: i
         if aggregated and isinstance(source, SymmetricWorkload):
             representatives = source.representatives(grid)
             named = None if representatives is None else tuple(representatives)
-            simulated = npus if named is None or not _devices_agree(study, named) else len(set(named))
+            simulated = npus if named is None or not _classes_agree(study, named) else len(set(named))
+    if study.system.slowdown and simulated == npus:
+        aggregated = False  # slowed NPUs simulated one by one run no line of NPUs at once
     flattened = any(split_name(name)[0] in FLATTENED for names in study.system.algorithm.values() for name in names)
     per_chunk = len(grid.sizes) if aggregated else _steps(grid.sizes, flattened)  # aggregated: a line at a time
     splits = study.system.splits

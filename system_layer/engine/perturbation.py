@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stratasim.system_layer.options import SystemOptions
-from stratasim.system_layer.variability import FactorDistribution, JitterDistribution, generator
+from stratasim.system_layer.variability import FactorDistribution, JitterDistribution, generator, slowdown_profiles
 
 __all__ = ["ComputeSpeed", "Jitter", "Perturbation"]
 
@@ -89,23 +89,16 @@ class Perturbation:
             return None
         variability = options.variability
         seed = (variability.seed if variability else 0) + sample
-        factors = [1.0] * npus
-        later: list[list[tuple[int, float]]] = [[] for _ in range(npus)]
-        for entry in options.slowdown:
-            for npu in entry.npus:
-                if npu >= npus:
-                    continue  # the topology's NPUs beyond the workload's
-                if entry.from_:
-                    later[npu].append((entry.from_, entry.factor))
-                else:
-                    factors[npu] *= entry.factor
+        profiles = slowdown_profiles(options.slowdown, npus)
+        factors = [profiles[npu][0] if npu in profiles else 1.0 for npu in range(npus)]
+        later = [profiles[npu][1] if npu in profiles else () for npu in range(npus)]
         if variability is not None and variability.npu is not None:
             drawn = variability.npu.draw(generator(seed, 0), npus).tolist()
             factors = [factor * draw for factor, draw in zip(factors, drawn)]
         operator = variability.operator if variability else None
         speeds = tuple(
             ComputeSpeed(
-                factors[npu], tuple(later[npu]), None if operator is None else _Draws(operator, generator(seed, 1, npu))
+                factors[npu], later[npu], None if operator is None else _Draws(operator, generator(seed, 1, npu))
             )
             for npu in range(npus)
         )

@@ -45,7 +45,7 @@ from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.result import SimulationResult
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext, deadlock_cause
 from stratasim.system_layer.scheduler.reduction import ReductionCost
-from stratasim.system_layer.symmetry.stand_ins import DEVICES_DIFFER, stand_ins
+from stratasim.system_layer.symmetry.stand_ins import DEVICES_DIFFER, SLOWDOWNS_DIFFER, stand_ins
 from stratasim.system_layer.trace import AUTO_NODE_LIMIT, TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
@@ -76,8 +76,8 @@ def simulate(
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise
-    every NPU is; when ``slowdown`` or ``variability`` makes NPUs differ, every NPU is, and the result's notes say
-    so (:mod:`stratasim.system_layer.engine.perturbation`). The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
+    every NPU is; when ``slowdown`` slows an NPU otherwise than its stand-in, or with any ``variability``, every NPU
+    is, and the result's notes say so (:mod:`stratasim.system_layer.engine.perturbation`). The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
     price, fuse), :func:`_wire` (coordinator, schedulers, executors), :func:`_run` and :func:`_result`.
     """
     selection = TraceSelection() if record_trace is True else record_trace or None
@@ -106,8 +106,8 @@ class _Scope:
     ``direct``: the network prices messages on the spot (stateless), so the coordinator asks it directly, phases
     replay and blocks may run whole; ``stand_in``: the NPU simulated in each NPU's place (None: every NPU is
     simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows; ``perturbation``
-    the sample's slow-downs and variability (None: none), which turn off the paths simulating one NPU, block or
-    phase for many, and ``notes`` what the report should say about it (also when NPU groups on different devices turn
+    the sample's slow-downs and variability (None: none), which turn off the paths simulating one block or line of
+    NPUs for many (and the stand-ins, unless every NPU is slowed as its stand-in), and ``notes`` what the report should say about it (also when NPU groups on different devices turn
     the symmetry shortcut off); ``jobs``: the job each NPU runs when some NPU runs a job other than 0 (None: one
     job), read once from each simulated NPU's graph.
     """
@@ -161,11 +161,9 @@ def _scope(
     notes: tuple[str, ...] = ()
     if why == DEVICES_DIFFER:
         notes = (f"symmetry shortcut off: {why}, so every NPU is simulated",)
-    if perturbation is not None and stand_in is not None:
-        stand_in = None
+    if why == SLOWDOWNS_DIFFER:
         notes = (
-            f"system.slowdown/variability make the NPUs differ, so the symmetry shortcut is off: all {npus} NPUs "
-            "were simulated one by one (exact, but slower)",
+            f"{why}, so the symmetry shortcut is off: all {npus} NPUs were simulated one by one (exact, but slower)",
         )
     if options.failures and stand_in is not None:
         stand_in = None

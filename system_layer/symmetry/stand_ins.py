@@ -24,27 +24,33 @@ which rotate each group as a ring or halving-doubling expects. When the groups c
 stays whole, with its plain translations. The workload declares its representatives against the same cuts
 (:mod:`stratasim.workload_layer.rank_symmetry`).
 
-NPUs running different devices live different timelines: the stand-ins hold only when every NPU runs its stand-in's
-device (the device groups follow the symmetry classes, as a pipeline stage per pod does); otherwise every NPU is
-simulated and :data:`DEVICES_DIFFER` says why.
+NPUs running different devices or slowed differently live different timelines. A per-NPU property constant on the
+stand-in classes keeps the stand-ins exact (:func:`constant_on_classes`: the classes are orbits of a symmetry group,
+so such a property is invariant under it): every NPU runs its stand-in's device (the device groups follow the
+symmetry classes, as a pipeline stage per pod does) and has its stand-in's fixed ``system.slowdown`` (factor and
+``from`` times: a whole stage slowed, say). Otherwise every NPU is simulated and :data:`DEVICES_DIFFER` or
+:data:`SLOWDOWNS_DIFFER` says why; ``system.variability`` draws differ per NPU (and per message), so it always does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from stratasim.kernel.graph_blocks import every_node
 from stratasim.kernel.grid import BlockGrid, Grid, block_grid
 from stratasim.system_layer.collectives.groups import FLAT, phases_of
 from stratasim.system_layer.options import SystemOptions
+from stratasim.system_layer.variability import slowdown_profiles
 from stratasim.v1 import network_pb2, workload_pb2
 
 __all__ = [
     "DEVICES_DIFFER",
+    "SLOWDOWNS_DIFFER",
     "SYMMETRIC_ALGORITHMS",
     "aggregation_blocker",
-    "devices_agree",
+    "constant_on_classes",
     "may_aggregate",
+    "slowdowns_agree",
     "stand_ins",
 ]
 
@@ -53,6 +59,9 @@ SYMMETRIC_ALGORITHMS = frozenset({"ring", "ring_bidirectional", "direct", "halvi
 
 DEVICES_DIFFER = "NPU groups run different devices"
 """Why stand-ins were given up when an NPU runs another device than the NPU that would stand in for it."""
+
+SLOWDOWNS_DIFFER = "system.slowdown/variability make the NPUs differ"
+"""Why stand-ins were given up when an NPU is slowed otherwise than the NPU that would stand in for it, or varied."""
 
 
 def aggregation_blocker(
@@ -102,7 +111,8 @@ def stand_ins(
 
     Without declared ``representatives`` NPU 0 stands in for all when :func:`aggregation_blocker` allows;
     with them, only the representatives' graphs are read, and the checks in the module docstring apply.
-    ``device_of``: the device of each NPU running another than the simulation's.
+    ``device_of``: the device of each NPU running another than the simulation's; ``options``' slow-downs must
+    agree with the stand-ins too (:func:`slowdowns_agree`).
     """
     npus = len(graphs)
     grid = Grid(grid.sizes, frozenset(info.permutable_dimensions))  # the network says which ones price pairs alike
@@ -112,15 +122,24 @@ def stand_ins(
     else:
         stand_in = tuple(representatives)
         blocker = _common_blocker(npus, info, options) or _representative_blocker(graphs, stand_in, grid)
-    if blocker is None and not devices_agree(stand_in, device_of or {}):
+    if blocker is None and not constant_on_classes(stand_in, device_of or {}):
         blocker = DEVICES_DIFFER
+    if blocker is None and not slowdowns_agree(stand_in, options):
+        blocker = SLOWDOWNS_DIFFER
     return (stand_in, None) if blocker is None else (None, blocker)
 
 
-def devices_agree(stand_in: Sequence[int], device_of: Mapping[int, str]) -> bool:
-    """Whether every NPU runs the device of the NPU standing in for it (``device_of``: the device of each NPU
-    running another than the simulation's)."""
-    return not device_of or all(device_of.get(npu) == device_of.get(r) for npu, r in enumerate(stand_in))
+def constant_on_classes(stand_in: Sequence[int], value_of: Mapping[int, Hashable]) -> bool:
+    """Whether a per-NPU property is constant on the stand-in classes: every NPU has the value of the NPU standing
+    in for it (``value_of``: the value of each NPU off the default, e.g. its device when not the simulation's)."""
+    return not value_of or all(value_of.get(npu) == value_of.get(r) for npu, r in enumerate(stand_in))
+
+
+def slowdowns_agree(stand_in: Sequence[int], options: SystemOptions) -> bool:
+    """Whether every NPU is slowed as the NPU standing in for it (``system.slowdown``'s factors and ``from`` times),
+    with no ``system.variability``, whose draws differ per NPU."""
+    profiles = slowdown_profiles(options.slowdown, len(stand_in))
+    return options.variability is None and constant_on_classes(stand_in, profiles)
 
 
 def may_aggregate(options: SystemOptions, stateless: bool) -> bool:

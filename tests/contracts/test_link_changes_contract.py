@@ -53,6 +53,21 @@ def test_the_analytical_network_prices_static_speeds_the_same_in_process_and_rem
     assert remote == local and not local[0].stateless
 
 
+def test_the_flit_level_network_takes_static_speeds_the_same_in_process_and_remote(
+    open_backend: Callable[..., Any],
+) -> None:
+    local, remote = (run(open_backend("network", "flit_level", mode), changed(CHANGES[0])) for mode in MODES)
+    assert remote == local
+    assert local[-1] != run(open_backend("network", "flit_level", "in-process"), topology())[-1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_flit_level_network_refuses_later_changes_the_same_way(mode: str, open_backend: Callable[..., Any]) -> None:
+    network = open_backend("network", "flit_level", mode)
+    with pytest.raises(TopologyError, match=r"^link_changes: link dim 1: 3->switch changes at 1 us: the flit_level"):
+        network.configure(changed(*CHANGES[:2]))
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_message_left_without_a_route_fails_the_same_way(mode: str, open_backend: Callable[..., Any]) -> None:
     cut = changed(*(network_pb2.LinkChange(link=f"dim 0: {a}<->{a + 1}", at_ps=1, fail=True) for a in (0, 2)))

@@ -12,8 +12,10 @@ import yaml
 
 from stratasim.config.study_file import load_study, parse_study
 from stratasim.kernel.errors import ConfigError
+from stratasim.network_layer.flit_level import FlitParameters
 from stratasim.study.run import run_study
 from tests.helpers import RunCli
+from tests.network_layer.test_flit_level import flits
 from tests.system_layer.helpers import ser
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clusters"
@@ -137,8 +139,29 @@ def test_an_upgrade_above_100_percent_is_allowed(tmp_path: Path) -> None:
 
 
 def test_backends_that_do_not_model_links_are_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="the flit_level backend does not model links"):
-        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "bandwidth": "50%"}], "flit_level"))
+    with pytest.raises(ConfigError, match="the ns3 backend does not model links"):
+        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "bandwidth": "50%"}], "ns3"))
+
+
+def test_the_flit_level_network_takes_speeds_from_the_start_only(tmp_path: Path) -> None:
+    """A ring link at half speed (B / 2) carries the ring's 2 (8 - 1) = 14 messages of 1 MiB / 8 back to back, the
+    bottleneck: 14 ser(message, B / 2) + alpha on the congestion-aware network, and on the flit-level one 14 F k
+    (its F flits of 64 B each, k = 64 B / (B / 2)) within 3 % (the routers' pipelines and the last message's way);
+    a change at a time is refused by name."""
+    half = [{"link": "dim 0: 1->2", "bandwidth": "50%"}]
+    message = 2**20 // 8
+    congestion, flit = (
+        run_study(load_study(ring_study(tmp_path, half, backend), ["workload.size=1MiB", "system.splits=1"]))
+        for backend in ("congestion_aware", "flit_level")
+    )
+    assert congestion.total_time_ps == 14 * ser(message, B // 2) + ALPHA
+    assert abs(flit.total_time_ps / (14 * flits(message) * ser(FlitParameters().flit_bytes, B // 2)) - 1) < 0.03
+    with pytest.raises(ConfigError) as raised:
+        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "at": "1us", "bandwidth": "50%"}], "flit_level"))
+    assert dict(raised.value.problems) == {
+        "network.links[0]": "the flit_level network prices links from the start only; failures and changes at a time need "
+        "backend congestion_aware"
+    }
 
 
 def test_a_spawned_network_gives_the_same_reroute() -> None:
