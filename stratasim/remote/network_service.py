@@ -124,6 +124,7 @@ class _Session:
             if kind == "advance":
                 advance = request.advance
                 if advance.sends.id:
+                    _check_columns(advance.sends)
                     backend.inject(advance.sends)
                 return network_pb2.NetworkResponse(advanced=backend.advance(advance.until_ps))
             if kind == "transit":
@@ -155,3 +156,21 @@ class _Session:
         src, dst, sizes = (np.frombuffer(column, dtype=_INT64) for column in columns)
         transits = self._direct.transits_ps(src, dst, sizes)
         return network_pb2.TransitResult(transit_ps=np.asarray(transits, dtype=_INT64).tobytes())
+
+
+def _check_columns(sends: network_pb2.SendBatch) -> None:
+    """A batch whose columns describe the same messages: one length for all (``flow`` may be left empty)."""
+    lengths = {
+        "id": len(sends.id),
+        "src": len(sends.src),
+        "dst": len(sends.dst),
+        "bytes": len(sends.bytes),
+        "send_time_ps": len(sends.send_time_ps),
+    }
+    if sends.flow:
+        lengths["flow"] = len(sends.flow)
+    if len(set(lengths.values())) != 1:
+        said = ", ".join(f"{name} {length}" for name, length in lengths.items())
+        raise BackendError(
+            f"advance: a SendBatch's columns must describe the same messages, one length each; got {said}"
+        )

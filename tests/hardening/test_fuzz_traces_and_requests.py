@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 
 from stratasim.compute_layer.profile_table import load_profile
@@ -175,6 +175,7 @@ def _network_case(mutations: list[tuple[int, int]], backend: str) -> None:
 
 @CI
 @given(mutations=MUTATIONS)
+@example(mutations=[(4636, 241)])  # a batch with ids but no send times: refused, not an INTERNAL error
 def test_network_requests(mutations: list[tuple[int, int]]) -> None:
     for backend in ("analytical", "congestion_aware"):
         _network_case(mutations, backend)
