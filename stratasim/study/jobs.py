@@ -8,8 +8,10 @@ graph's start, so the wait before a later job starts is in neither); a training 
 iteration's over its NPUs and its duration; an inference job's TTFT and TPOT come from its own milestones
 (:func:`~stratasim.workload_layer.jobs.remap.job_milestones`), counted from its start.
 
-A request-level serving job (``kind: serving``) is no part of the engine's run: its NPUs idle there, and
-:func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
+A request-level serving job (``kind: serving``) the engine can replay (:mod:`stratasim.study.serving_replay`: pools of
+role ``both`` with tensor parallelism only) runs its loop alone first, then its iterations run in the engine beside
+the other jobs' graphs, its batching decisions frozen; its figures come from the shared run. Any other serving job
+is no part of the engine's run: its NPUs idle there, and :func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
 its NPU i on the job's i-th placed NPU. That loop prices each collective and KV move on the network alone, so the
 job's traffic and the other jobs' never meet on a link, and the engine's figures show its NPUs idle
 (:func:`interference_warning` says so). Its end is its start
@@ -112,12 +114,14 @@ def _figures(index: int, job: PlacedJob, result: system_layer.SimulationResult) 
     )
 
 
-def interference_warning(study: Study, jobs: int, serving: Sequence[str] = ()) -> tuple[str, ...]:
+def interference_warning(
+    study: Study, jobs: int, serving: Sequence[str] = (), replayed: Sequence[str] = ()
+) -> tuple[str, ...]:
     """The warnings of a study of ``jobs`` jobs about what it cannot show: on a network level whose delays never
     depend on traffic (its class's ``stateless``: the analytical level), which has no shared links, any interference
-    between jobs; with ``serving`` jobs (named), their work, which the engine does not run, and on a level that
-    models links, interference between them and the others, since each serving job's loop prices its traffic on the
-    network alone."""
+    between jobs; with ``serving`` jobs (named) run apart, their work, which the engine does not run, and on a level
+    that models links, interference between them and the others, since each serving job's loop prices its traffic
+    on the network alone; with ``replayed`` serving jobs, that their batching decisions are frozen."""
     names = sorted(set(study.network.backends().values()))
     alone = [name for name in names if name in registry.available("network") and _stateless(name)]
     warnings = []
@@ -129,7 +133,22 @@ def interference_warning(study: Study, jobs: int, serving: Sequence[str] = ()) -
         )
     if serving:
         warnings.append(_serving_warning(serving, jobs > 1 and len(alone) < len(names)))
+    if replayed:
+        warnings.append(_replay_warning(replayed))
     return tuple(warnings)
+
+
+def _replay_warning(replayed: Sequence[str]) -> str:
+    """What the report cannot show of the ``replayed`` serving jobs: their decisions reacting to the shared run."""
+    one = len(replayed) == 1
+    names = ", ".join(repr(name) for name in replayed)
+    return (
+        f"workload.jobs: serving job{'' if one else 's'} {names} {'replays its' if one else 'replay their'} "
+        "standalone request-level run in the engine, sharing the network with the other jobs, with the batching "
+        "decisions frozen from the standalone run (which requests batch together, how long each replica waits "
+        "between iterations): only when its iterations end moves; a full co-simulation would let the decisions "
+        "react to the slowed iterations (docs/how-to/several-jobs.md)"
+    )
 
 
 def _serving_warning(serving: Sequence[str], links: bool) -> str:
