@@ -67,20 +67,31 @@ def serve_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> d
 
 
 def job_figures(
-    source: MultiJobWorkload, result: system_layer.SimulationResult, served: Mapping[int, ServedRun]
+    source: MultiJobWorkload,
+    result: system_layer.SimulationResult,
+    served: Mapping[int, ServedRun],
+    waiting: Mapping[int, float] | None = None,
 ) -> tuple[JobFigures, ...]:
     """Each job's :class:`JobFigures`, in the order the study lists them: a serving job's from its run in
-    ``served``, the others' from the engine's ``result``."""
+    ``served`` (one the engine replayed, in ``waiting``, with its NPUs' compute and exposed communication, less
+    the mean time they waited for requests), the others' from the engine's ``result``."""
+    waiting = waiting or {}
     return tuple(
-        _served(job, served[index]) if index in served else _figures(index, job, result)
+        _served(job, served[index], result, waiting.get(index)) if index in served else _figures(index, job, result)
         for index, job in enumerate(source.placed_jobs(result.npus))
     )
 
 
-def _served(job: PlacedJob, run: ServedRun) -> JobFigures:
-    """A serving job's figures: from its start to its loop's end; no engine figures (compute, exposed comm)."""
+def _served(job: PlacedJob, run: ServedRun, result: system_layer.SimulationResult, waiting: float | None) -> JobFigures:
+    """A serving job's figures: from its start to its loop's end; engine figures (compute, exposed comm) only when
+    the engine replayed it, ``waiting`` the mean time its NPUs waited for requests."""
     end = job.start_ps + run.result.total_time_ps
-    return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, None, None, serving=run.figures)
+    if waiting is None:
+        return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, None, None, serving=run.figures)
+    stats = [result.per_npu[npu] for npu in job.npus]
+    compute = sum(npu.compute_ps for npu in stats) / len(stats) - waiting
+    exposed = sum(npu.exposed_comm_ps for npu in stats) / len(stats)
+    return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, compute, exposed, serving=run.figures)
 
 
 def _figures(index: int, job: PlacedJob, result: system_layer.SimulationResult) -> JobFigures:

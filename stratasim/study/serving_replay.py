@@ -29,7 +29,7 @@ from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
-from stratasim.workload_layer.serving.replay import replay_graphs, replayed_run, unreplayable
+from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replayed_run, unreplayable
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
@@ -38,12 +38,13 @@ __all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run"]
 
 @dataclass(frozen=True)
 class Replay:
-    """A serving job's standalone run (``alone``), its loop's record (``run``) and its NPUs' graphs (in the order of
-    its placed NPUs)."""
+    """A serving job's standalone run (``alone``), its loop's record (``run``), its NPUs' graphs (in the order of
+    its placed NPUs) and the mean time they wait for requests in them (ps)."""
 
     alone: ServedRun
     run: PoolRun
     graphs: list[workload_pb2.ExecutionGraph]
+    waiting_ps: float
 
 
 def replayable_jobs(study: Study, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
@@ -75,7 +76,8 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
 
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
     graphs = replay_graphs(runs[0], replicas, works, quantised)
-    return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name))
+    waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
+    return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name), waiting)
 
 
 def shared_run(replay: Replay, job: PlacedJob, result: system_layer.SimulationResult) -> ServedRun:

@@ -30,8 +30,10 @@ from stratasim.workload_layer.serving.config import ServingWorkloadConfig
 from stratasim.workload_layer.serving.scheduler import Sequence as Served
 from stratasim.workload_layer.serving.simulation import IterationRecord, PoolRun
 
-__all__ = ["milestone_name", "replay_graphs", "replayed_run", "unreplayable"]
+__all__ = ["WAITING", "milestone_name", "replay_graphs", "replayed_run", "unreplayable"]
 
+WAITING = "waiting for requests"
+"""The name of the idle nodes between a replica's iterations."""
 Works = Callable[[int, IterationShape], Iteration]
 """An iteration's typed work by pool and shape (the same objects for the same arguments)."""
 Quantised = Callable[[int], int]
@@ -87,7 +89,7 @@ class _Builder:
         ended = 0
         for count, record in enumerate(records):
             if record.start_ps > ended:
-                self._node(self.graph.nodes, name="waiting for requests", duration_ps=record.start_ps - ended)
+                self._node(self.graph.nodes, name=WAITING, duration_ps=record.start_ps - ended)
             for repeats, work in works(record.pool, record.shape).works:
                 for _ in range(repeats):
                     self._stage(work.stages[0], work.tp)
