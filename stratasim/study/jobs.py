@@ -157,8 +157,9 @@ def _replay_warning(replayed: Sequence[str]) -> str:
         f"workload.jobs: serving job{'' if one else 's'} {names} {'replays its' if one else 'replay their'} "
         "standalone request-level run in the engine, sharing the network with the other jobs, with the batching "
         "decisions frozen from the standalone run (which requests batch together, how long each replica waits "
-        "between iterations): only when its iterations end moves; a full co-simulation would let the decisions "
-        "react to the slowed iterations (docs/how-to/several-jobs.md)"
+        f"between iterations): only when {'its' if one else 'their'} iterations end moves; a full co-simulation "
+        "would let the decisions react to the slowed iterations; the per-NPU figures count the waits between "
+        "iterations as compute (docs/how-to/several-jobs.md)"
     )
 
 

@@ -155,7 +155,8 @@ REPLAYED = (
     "workload.jobs: serving job 'serve' replays its standalone request-level run in the engine, sharing the network "
     "with the other jobs, with the batching decisions frozen from the standalone run (which requests batch together, "
     "how long each replica waits between iterations): only when its iterations end moves; a full co-simulation would "
-    "let the decisions react to the slowed iterations (docs/how-to/several-jobs.md)"
+    "let the decisions react to the slowed iterations; the per-NPU figures count the waits between iterations as "
+    "compute (docs/how-to/several-jobs.md)"
 )
 
 

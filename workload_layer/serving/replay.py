@@ -86,6 +86,8 @@ class _Builder:
         self.blocks: dict[tuple[int, ...], int] = {}
 
     def replica(self, records: Sequence[IterationRecord], works: Works) -> None:
+        """The replica's iterations ``records`` in order, each's work from ``works``: a wait as long as the
+        standalone one before it, its first stage's steps (every pass it runs), its milestone."""
         ended = 0
         for count, record in enumerate(records):
             if record.start_ps > ended:
@@ -117,6 +119,7 @@ class _Builder:
             at = end
 
     def _block(self, steps: list[object], tp: int) -> int:
+        """The index of the block running ``steps`` in order, added the first time they are met."""
         key = tuple(id(step) for step in steps)
         if key not in self.blocks:
             block = self.graph.blocks.add(name=f"layer {len(self.blocks)}")
@@ -126,6 +129,8 @@ class _Builder:
         return self.blocks[key]
 
     def _step(self, nodes: Any, step: object, tp: int) -> None:
+        """A step's node after the last of ``nodes``: an operator, or a TP collective when the group is several
+        NPUs."""
         if isinstance(step, Compute):
             self._node(nodes, name=step.name, op=step.op)
         elif isinstance(step, TensorParallelCollective) and tp > 1:
