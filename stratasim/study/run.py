@@ -43,7 +43,7 @@ from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs
 from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import ServedRun, check_serving, run_serving
-from stratasim.study.serving_replay import replay_jobs, replayable_jobs, shared_run
+from stratasim.study.serving_replay import replay_jobs, replayable_jobs, shared_run, with_replays
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
@@ -216,11 +216,8 @@ def _run_study(
             notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
-        graphs = list(source.graphs(npus))
         replayed = replay_jobs(study, replays, budget)
-        for index, replay in replayed.items():
-            for npu, graph in zip(jobs[index].npus, replay.graphs, strict=True):
-                graphs[npu] = graph
+        graphs = with_replays(source.graphs(npus), replayed, jobs)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
         compute, devices = _compute(study, stack, servers, backends)
         started = time.perf_counter()

@@ -16,7 +16,7 @@ are the ones its pricer simulated alone, on the replica's own NPUs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from stratasim import system_layer
@@ -33,7 +33,7 @@ from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, repl
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
-__all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run"]
+__all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run", "with_replays"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,17 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
     graphs = replay_graphs(runs[0], replicas, works, quantised)
     waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
     return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name), waiting)
+
+
+def with_replays(
+    graphs: Sequence[workload_pb2.ExecutionGraph], replays: Mapping[int, Replay], jobs: Mapping[int, PlacedJob]
+) -> list[workload_pb2.ExecutionGraph]:
+    """The study's ``graphs`` (one per NPU) with each replayed job's NPUs running its replay's graphs."""
+    merged = list(graphs)
+    for index, replay in replays.items():
+        for npu, graph in zip(jobs[index].npus, replay.graphs, strict=True):
+            merged[npu] = graph
+    return merged
 
 
 def shared_run(replay: Replay, job: PlacedJob, result: system_layer.SimulationResult) -> ServedRun:
