@@ -206,7 +206,7 @@ def _run_study(
         sample_count(samples, study.system, engine=False)
         return run_serving(study, source, budget, record_trace=bool(record_trace))
     jobs = serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop
-    replays = replayable_jobs(study, jobs)  # ... replayed in the engine; the others' after it, apart
+    replays = replayable_jobs(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built

@@ -2,8 +2,8 @@
 replayed in the engine beside the other jobs, with the batching decisions of its standalone run frozen.
 
 :func:`replayable_jobs` picks the serving jobs a replay covers
-(:func:`~stratasim.workload_layer.serving.replay.unreplayable` says why another is not: it keeps running apart,
-:mod:`stratasim.study.jobs`). :func:`replay_jobs` runs each one's loop on its placed NPUs, recording its
+(:func:`~stratasim.workload_layer.serving.replay.unreplayable` says why another is not; ``shared: false`` opts one
+out: it keeps running apart, :mod:`stratasim.study.jobs`). :func:`replay_jobs` runs each one's loop on its placed NPUs, recording its
 iterations, and builds its NPUs' graphs (:func:`~stratasim.workload_layer.serving.replay.replay_graphs`), its
 collectives at the sizes its pricer priced them, moved onto its NPUs and named after it
 (:func:`~stratasim.workload_layer.jobs.remap.remap_graphs`); the engine runs them with the other jobs' graphs, so
@@ -21,13 +21,14 @@ from dataclasses import dataclass, replace
 
 from stratasim import system_layer
 from stratasim.config.study_file import Study
-from stratasim.kernel.contracts import PlacedJob
+from stratasim.kernel.contracts import PlacedJob, WorkloadSource
 from stratasim.kernel.serving import Iteration, IterationShape
 from stratasim.study.budget import Budget
 from stratasim.study.serving import ServedRun, serve
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
+from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replayed_run, unreplayable
 from stratasim.workload_layer.serving.simulation import PoolRun
@@ -47,13 +48,17 @@ class Replay:
     waiting_ps: float
 
 
-def replayable_jobs(study: Study, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
-    """The serving ``jobs`` (by index) whose iterations the engine replays (module docstring)."""
+def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
+    """The serving ``jobs`` (by index) of the study's ``source`` whose iterations the engine replays (module
+    docstring): those the replay covers, unless the study says ``shared: false``."""
     device = None if study.compute is None else study.compute.device
+    shared = [job.shared for job in source.config.jobs] if isinstance(source, JobsWorkload) else []
     return {
         index: job
         for index, job in jobs.items()
-        if isinstance(job.source, ServingRequestsWorkload) and unreplayable(job.source.config, device) is None
+        if isinstance(job.source, ServingRequestsWorkload)
+        and shared[index]
+        and unreplayable(job.source.config, device) is None
     }
 
 

@@ -245,3 +245,12 @@ def test_only_pools_of_role_both_with_tensor_parallelism_are_replayed() -> None:
     assert unreplayable(config, "h100") == "pool 'both' has its own device"
     workload["pools"][0]["device"] = "h100"
     assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
+
+
+def test_shared_false_prices_a_replayable_serving_job_apart() -> None:
+    data = _shared()
+    data["workload"]["jobs"][1]["shared"] = False
+    report = _run(data)
+    train, serve = report.jobs
+    assert (train,) == _run(_without(data, 0)).jobs and serve.compute_ps is None
+    assert [w for w in report.warnings if "serving job 'serve' runs its own request-level loop" in w]
