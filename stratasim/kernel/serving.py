@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeAlias, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from stratasim.kernel.counters import CounterSample
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -259,8 +259,10 @@ class RequestLevelWorkload(Protocol):
         capacities: Sequence[tuple[int | None, str]],
         transfer: KvTransferPricer | None,
         counters: bool = False,
+        runs: list[Any] | None = None,
     ) -> ServingResult:
         """Serve the requests, each pool's iterations priced by ``pricers`` (in :meth:`pools`' order), each NPU of
         a pool holding ``capacities`` bytes (None: unknown, and why), KV moves priced by ``transfer``; with
-        ``counters`` the result carries them."""
+        ``counters`` the result carries them; with ``runs``, the record of the loop's run (the workload's own type,
+        for a replay of it) appended to it."""
         ...

@@ -8,8 +8,10 @@ graph's start, so the wait before a later job starts is in neither); a training 
 iteration's over its NPUs and its duration; an inference job's TTFT and TPOT come from its own milestones
 (:func:`~stratasim.workload_layer.jobs.remap.job_milestones`), counted from its start.
 
-A request-level serving job (``kind: serving``) is no part of the engine's run: its NPUs idle there, and
-:func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
+A request-level serving job (``kind: serving``) the engine can replay (:mod:`stratasim.study.serving_replay`: pools of
+role ``both`` with tensor parallelism only) runs its loop alone first, then its iterations run in the engine beside
+the other jobs' graphs, its batching decisions frozen; its figures come from the shared run. Any other serving job
+is no part of the engine's run: its NPUs idle there, and :func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
 its NPU i on the job's i-th placed NPU. That loop prices each collective and KV move on the network alone, so the
 job's traffic and the other jobs' never meet on a link, and the engine's figures show its NPUs idle
 (:func:`interference_warning` says so). Its end is its start
@@ -65,20 +67,31 @@ def serve_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> d
 
 
 def job_figures(
-    source: MultiJobWorkload, result: system_layer.SimulationResult, served: Mapping[int, ServedRun]
+    source: MultiJobWorkload,
+    result: system_layer.SimulationResult,
+    served: Mapping[int, ServedRun],
+    waiting: Mapping[int, float] | None = None,
 ) -> tuple[JobFigures, ...]:
     """Each job's :class:`JobFigures`, in the order the study lists them: a serving job's from its run in
-    ``served``, the others' from the engine's ``result``."""
+    ``served`` (one the engine replayed, in ``waiting``, with its NPUs' compute and exposed communication, less
+    the mean time they waited for requests), the others' from the engine's ``result``."""
+    waiting = waiting or {}
     return tuple(
-        _served(job, served[index]) if index in served else _figures(index, job, result)
+        _served(job, served[index], result, waiting.get(index)) if index in served else _figures(index, job, result)
         for index, job in enumerate(source.placed_jobs(result.npus))
     )
 
 
-def _served(job: PlacedJob, run: ServedRun) -> JobFigures:
-    """A serving job's figures: from its start to its loop's end; no engine figures (compute, exposed comm)."""
+def _served(job: PlacedJob, run: ServedRun, result: system_layer.SimulationResult, waiting: float | None) -> JobFigures:
+    """A serving job's figures: from its start to its loop's end; engine figures (compute, exposed comm) only when
+    the engine replayed it, ``waiting`` the mean time its NPUs waited for requests."""
     end = job.start_ps + run.result.total_time_ps
-    return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, None, None, serving=run.figures)
+    if waiting is None:
+        return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, None, None, serving=run.figures)
+    stats = [result.per_npu[npu] for npu in job.npus]
+    compute = sum(npu.compute_ps for npu in stats) / len(stats) - waiting
+    exposed = sum(npu.exposed_comm_ps for npu in stats) / len(stats)
+    return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, compute, exposed, serving=run.figures)
 
 
 def _figures(index: int, job: PlacedJob, result: system_layer.SimulationResult) -> JobFigures:
@@ -112,12 +125,14 @@ def _figures(index: int, job: PlacedJob, result: system_layer.SimulationResult) 
     )
 
 
-def interference_warning(study: Study, jobs: int, serving: Sequence[str] = ()) -> tuple[str, ...]:
+def interference_warning(
+    study: Study, jobs: int, serving: Sequence[str] = (), replayed: Sequence[str] = ()
+) -> tuple[str, ...]:
     """The warnings of a study of ``jobs`` jobs about what it cannot show: on a network level whose delays never
     depend on traffic (its class's ``stateless``: the analytical level), which has no shared links, any interference
-    between jobs; with ``serving`` jobs (named), their work, which the engine does not run, and on a level that
-    models links, interference between them and the others, since each serving job's loop prices its traffic on the
-    network alone."""
+    between jobs; with ``serving`` jobs (named) run apart, their work, which the engine does not run, and on a level
+    that models links, interference between them and the others, since each serving job's loop prices its traffic
+    on the network alone; with ``replayed`` serving jobs, that their batching decisions are frozen."""
     names = sorted(set(study.network.backends().values()))
     alone = [name for name in names if name in registry.available("network") and _stateless(name)]
     warnings = []
@@ -129,7 +144,23 @@ def interference_warning(study: Study, jobs: int, serving: Sequence[str] = ()) -
         )
     if serving:
         warnings.append(_serving_warning(serving, jobs > 1 and len(alone) < len(names)))
+    if replayed:
+        warnings.append(_replay_warning(replayed))
     return tuple(warnings)
+
+
+def _replay_warning(replayed: Sequence[str]) -> str:
+    """What the report cannot show of the ``replayed`` serving jobs: their decisions reacting to the shared run."""
+    one = len(replayed) == 1
+    names = ", ".join(repr(name) for name in replayed)
+    return (
+        f"workload.jobs: serving job{'' if one else 's'} {names} {'replays its' if one else 'replay their'} "
+        "standalone request-level run in the engine, sharing the network with the other jobs, with the batching "
+        "decisions frozen from the standalone run (which requests batch together, how long each replica waits "
+        f"between iterations): only when {'its' if one else 'their'} iterations end moves; a full co-simulation "
+        "would let the decisions react to the slowed iterations; the per-NPU figures count the waits between "
+        "iterations as compute (docs/how-to/several-jobs.md)"
+    )
 
 
 def _serving_warning(serving: Sequence[str], links: bool) -> str:

@@ -43,6 +43,7 @@ from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs
 from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import ServedRun, check_serving, run_serving
+from stratasim.study.serving_replay import replay_jobs, replayable_jobs, shared_run, with_replays
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
@@ -204,7 +205,8 @@ def _run_study(
     if isinstance(source, RequestLevelWorkload):
         sample_count(samples, study.system, engine=False)
         return run_serving(study, source, budget, record_trace=bool(record_trace))
-    jobs = serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop, after the engine
+    jobs = serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop
+    replays = replayable_jobs(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
@@ -214,7 +216,8 @@ def _run_study(
             notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
-        graphs = source.graphs(npus)
+        replayed = replay_jobs(study, replays, budget)
+        graphs = with_replays(source.graphs(npus), replayed, jobs)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
         compute, devices = _compute(study, stack, servers, backends)
         started = time.perf_counter()
@@ -240,9 +243,11 @@ def _run_study(
                 result, lambda sample: simulate(sample=sample), count, study.system.variability
             )
         wall_seconds = time.perf_counter() - started
-    served = serve_jobs(study, jobs, budget)
+    served = serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
     wall_seconds += sum(run.wall_seconds for run in served.values())
-    return _report(study, source, result, wall_seconds, backends, devices, distribution, served)
+    served |= {index: shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
+    waiting = {index: replay.waiting_ps for index, replay in replayed.items()}
+    return _report(study, source, result, wall_seconds, backends, devices, distribution, served, waiting)
 
 
 def _report(
@@ -254,16 +259,18 @@ def _report(
     devices: StudyDevices | None,
     distribution: dict[str, Any] | None,
     served: dict[int, ServedRun],
+    replayed: dict[int, float] | None = None,
 ) -> Report:
     """The report of a simulated study: the engine's result with the warnings, figures and statements the study
-    adds (calibration, memory, jobs and their ``served`` serving jobs, training and serving figures, cost at each
+    adds (calibration, memory, jobs and their ``served`` serving jobs, those ``replayed`` in the engine among them
+    with the mean time their NPUs wait for requests, training and serving figures, cost at each
     device's rate, the Monte-Carlo ``distribution``)."""
     calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
     memory = _check_memory(study, result, devices)
     warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
     jobs: tuple[JobFigures, ...] = ()
     if isinstance(source, MultiJobWorkload):
-        jobs, result, said = _jobs(study, source, result, served)
+        jobs, result, said = _jobs(study, source, result, served, replayed or {})
         warnings += tuple(warning for warning in dict.fromkeys(said) if warning not in warnings)
     warnings += failure_warnings(result, [job.name for job in jobs])
     serving = None
@@ -292,16 +299,21 @@ def _report(
 
 
 def _jobs(
-    study: Study, source: MultiJobWorkload, result: system_layer.SimulationResult, served: dict[int, ServedRun]
+    study: Study,
+    source: MultiJobWorkload,
+    result: system_layer.SimulationResult,
+    served: dict[int, ServedRun],
+    replayed: dict[int, float],
 ) -> tuple[tuple[JobFigures, ...], system_layer.SimulationResult, tuple[str, ...]]:
     """A study of several jobs: each job's figures, the engine's result whose total time is the latest end of any
     job (a serving job's loop may end after the engine's last NPU), and the warnings of the jobs (interference the
     network cannot show, the serving jobs' devices)."""
-    jobs = job_figures(source, result, served)
+    jobs = job_figures(source, result, served, replayed)
     end = max(job.end_ps for job in jobs)
     if end > result.total_time_ps:
         result = replace(result, total_time_ps=end)
-    warnings = interference_warning(study, len(jobs), [jobs[index].name for index in served])
+    apart = [jobs[index].name for index in served if index not in replayed]
+    warnings = interference_warning(study, len(jobs), apart, [jobs[index].name for index in sorted(replayed)])
     return jobs, result, (*warnings, *(warning for run in served.values() for warning in run.warnings))
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from stratasim.compute_layer.sections import ComputeSection
 from stratasim.config.problems import validated_section
@@ -156,9 +156,11 @@ def serve(
     placed: Sequence[int] | None = None,
     key: str = "workload",
     record_trace: bool = False,
+    runs: list[Any] | None = None,
 ) -> ServedRun:
     """Run ``workload``'s request-level loop with the study's compute and network: its NPU i on ``placed[i]`` (else
-    on NPU i), its problems named under ``key`` (module docstring)."""
+    on NPU i), its problems named under ``key`` (module docstring); with ``runs``, the record of the loop's run
+    appended to it (for a replay: :mod:`stratasim.study.serving_replay`)."""
     check_serving(study, workload, budget, key)
     sections, pools = pool_sections(study, workload, key), workload.pools()
     with ExitStack() as stack:
@@ -173,7 +175,11 @@ def serve(
         capacities = [memory_capacity(study, facts) for _, facts in opened]
         started = time.perf_counter()
         result = workload.serve(
-            [_pool_pricers(pool, pricer) for pool, pricer in zip(pools, pricers)], capacities, transfer, record_trace
+            [_pool_pricers(pool, pricer) for pool, pricer in zip(pools, pricers)],
+            capacities,
+            transfer,
+            record_trace,
+            runs,
         )
         wall_seconds = time.perf_counter() - started
     figures = result.figures | {

@@ -116,6 +116,11 @@ CASES = {
         {"compute": {**COMPUTE, "groups": [{"npus": "0-3", "device": "a100"}]}},
         ("compute.groups: a serving job gives each pool its own device (workload.jobs[1].workload.pools[i].device)",),
     ),
+    "shared on a job that does not serve": (
+        [_job("a", 2, shared=False)],
+        {},
+        ("workload.jobs[0]", "shared: applies to a serving job (kind serving), not a collective job"),
+    ),
     "an NPU placed twice": (
         [_job("a", 2, place=[5, 5])],
         {"placement": "explicit"},

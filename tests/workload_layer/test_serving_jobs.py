@@ -1,6 +1,9 @@
-"""Serving in a study of several jobs: a request-level serving job runs its own loop on its placed NPUs and gives
-what it gives alone; a training job beside it is not slowed (the report says why: their traffic never meets); a
-study of serving jobs only; graph-based inference jobs get their own TTFT and TPOT."""
+"""Serving in a study of several jobs: a request-level serving job out of the replay's scope (disaggregated) runs
+its own loop on its placed NPUs and gives what it gives alone; a training job beside it is not slowed (the report
+says why: their traffic never meets); a study of serving jobs only; graph-based inference jobs get their own TTFT
+and TPOT. A serving job of pools of role both with TP only is replayed in the engine with its batching decisions
+frozen: alone or on links nobody else uses it gives its standalone figures exactly, sharing links with a training
+job on the congestion-aware network both slow down, on the analytical network neither does."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import yaml
 from stratasim.config.study_file import parse_study
 from stratasim.report.report import Report
 from stratasim.study.run import run_study
+from stratasim.workload_layer.serving.replay import unreplayable
+from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "train_and_serve.yaml"
 WARNING = (
@@ -144,3 +149,108 @@ def test_two_inference_jobs_get_their_own_ttft_and_tpot() -> None:
     assert small is not None and big is not None and small["ttft_ps"] < big["ttft_ps"]
     row = report.to_dict()["jobs"][1]
     assert row["serving"]["ttft_ns"] == big["ttft_ps"] / 1000 and "TTFT" in report.to_text()
+
+
+REPLAYED = (
+    "workload.jobs: serving job 'serve' replays its standalone request-level run in the engine, sharing the network "
+    "with the other jobs, with the batching decisions frozen from the standalone run (which requests batch together, "
+    "how long each replica waits between iterations): only when its iterations end moves; a full co-simulation would "
+    "let the decisions react to the slowed iterations; the per-NPU figures count the waits between iterations as "
+    "compute (docs/how-to/several-jobs.md)"
+)
+
+
+def _shared(backend: str = "congestion_aware") -> dict[str, Any]:
+    """The example's jobs on a ring of 8 NPUs, interleaved: a 4-way data-parallel training job on the even NPUs, a
+    serving job of two TP-2 replicas (role both) on the odd ones, each replica's pair opposite on the ring, so its
+    all-reduces cross the links the training job's ring all-reduce uses."""
+    data = _example(requests=6)
+    train, serve = data["workload"]["jobs"]
+    train["npus"] = serve["npus"] = 4
+    train["workload"]["parallelism"] |= {"dp": 4, "global_batch": 4}
+    serve["workload"]["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2}}]
+    serve["workload"]["requests"] |= {"arrival": {"process": "poisson", "rate": "500/s"}}
+    serve["workload"]["requests"]["output"]["median"] = 16
+    data["workload"]["placement"] = "explicit"
+    train["place"], serve["place"] = "0, 2, 4, 6", "1, 5, 3, 7"
+    data["network"] = {
+        "backend": backend,
+        "topology": [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "1us"}],
+    }
+    return data
+
+
+def _without(data: dict[str, Any], index: int) -> dict[str, Any]:
+    """The study with job ``index`` only, on the NPUs it was placed on."""
+    only = copy.deepcopy(data)
+    only["workload"]["jobs"] = [only["workload"]["jobs"][index]]
+    return only
+
+
+def test_a_replayed_serving_job_alone_gives_exactly_its_standalone_figures() -> None:
+    # Replayed in the engine (role both, TP only) on its own: each iteration's operators priced by the same operator
+    # pricer, its all-reduces those the pricer simulated alone, so every time is the standalone run's to the ps.
+    data = _without(_shared(), 1)
+    data["workload"]["jobs"][0]["place"] = "0-3"  # where the serving study alone runs it
+    report = _run(data)
+    (serve,) = report.jobs
+    alone = _run(_alone(_shared(), 1) | {"network": data["network"]})
+    assert serve.serving == alone.serving and serve.end_ps == alone.total_time_ps == report.total_time_ps
+    assert serve.compute_ps is not None and serve.compute_ps > 0 and serve.exposed_comm_ps is not None
+    assert REPLAYED in report.warnings and not [w for w in report.warnings if "own request-level loop" in w]
+
+
+def test_a_replayed_serving_job_on_links_no_other_job_uses_is_not_slowed() -> None:
+    # The example's two nodes, the training job on node 0, a TP-2 serving job (role both) on node 1: no shared link.
+    data = _example(requests=6)
+    data["workload"]["jobs"][1]["workload"]["pools"] = [{"name": "both", "replicas": 4, "parallelism": {"tp": 2}}]
+    data["workload"]["jobs"][1]["workload"]["requests"]["output"]["median"] = 16
+    train, serve = _run(data).jobs
+    alone = _run(_alone(data, 1))
+    assert serve.serving == alone.serving and serve.duration_ps == alone.total_time_ps
+    assert _run(_without(data, 0)).jobs == (train,)
+
+
+def test_sharing_links_with_a_training_job_slows_both_on_the_congestion_aware_network() -> None:
+    data = _shared()
+    train, serve = _run(data).jobs
+    (train_alone,) = _run(_without(data, 0)).jobs
+    (serve_alone,) = _run(_without(data, 1)).jobs
+    assert train.duration_ps > train_alone.duration_ps
+    assert serve.serving is not None and serve_alone.serving is not None
+    for figure in ("ttft_p50_ps", "tpot_p50_ps", "e2e_p99_ps"):
+        assert serve.serving[figure] > serve_alone.serving[figure]
+    # Frozen decisions: the same iterations and requests, later.
+    assert serve.serving["iterations"] == serve_alone.serving["iterations"]
+    assert serve.serving["tokens_per_second"] < serve_alone.serving["tokens_per_second"]
+
+
+def test_on_the_analytical_network_a_replayed_serving_job_and_a_training_job_do_not_meet() -> None:
+    data = _shared("analytical")
+    train, serve = _run(data).jobs
+    assert (train,) == _run(_without(data, 0)).jobs
+    assert serve.serving == _run(_without(data, 1)).jobs[0].serving
+
+
+def test_only_pools_of_role_both_with_tensor_parallelism_are_replayed() -> None:
+    workload = _example()["workload"]["jobs"][1]["workload"]
+    del workload["kind"]
+    config = ServingRequestsWorkload.Config.model_validate(workload)
+    assert unreplayable(config, "h100") == "pool 'prefill' has role prefill (KV moves between pools)"
+    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
+    config = ServingRequestsWorkload.Config.model_validate(workload)
+    assert unreplayable(config, "h100") == "pool 'both' is pipeline or expert parallel"
+    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 4}, "device": "a100"}]
+    config = ServingRequestsWorkload.Config.model_validate(workload)
+    assert unreplayable(config, "h100") == "pool 'both' has its own device"
+    workload["pools"][0]["device"] = "h100"
+    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
+
+
+def test_shared_false_prices_a_replayable_serving_job_apart() -> None:
+    data = _shared()
+    data["workload"]["jobs"][1]["shared"] = False
+    report = _run(data)
+    train, serve = report.jobs
+    assert (train,) == _run(_without(data, 0)).jobs and serve.compute_ps is None
+    assert [w for w in report.warnings if "serving job 'serve' runs its own request-level loop" in w]

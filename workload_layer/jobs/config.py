@@ -110,6 +110,10 @@ class JobConfig(Section):
     place: NpuIds | None = None
     """The job's NPUs, its rank i on the i-th, with ``placement: explicit`` only: ids and ranges, in a list or as
     text ('256-511', '0-3, 8-11')."""
+    shared: bool = True
+    """A serving job only: replay its request-level run's iterations in the engine, its traffic sharing the network
+    with the other jobs and its batching decisions frozen (true, for pools of role both with TP only), or price its
+    traffic on the network alone, apart from the other jobs' (false: faster; always so outside that scope)."""
     workload: Annotated[SerializeAsAny[BaseModel], BeforeValidator(_inner_workload), WithJsonSchema(_WORKLOAD_SCHEMA)]
     """The job's workload: a ``kind`` that yields execution graphs (transformer, collective, chakra...) or serves
     requests (serving), and its keys, as a study's ``workload`` section."""
@@ -121,6 +125,8 @@ class JobConfig(Section):
         job = handler(data)
         if isinstance(data, Mapping) and isinstance(data.get("workload"), Mapping):  # else a validated job, kept
             job._kind = str(data["workload"]["kind"])
+            if "shared" in job.model_fields_set and job._kind != "serving":
+                raise ValueError(f"shared: applies to a serving job (kind serving), not a {job._kind} job")
         return job
 
     @model_validator(mode="after")

@@ -6,9 +6,10 @@ NPUs no job holds run empty graphs. The jobs' traffic then shares the network: a
 (congestion-aware, flit-level) shows them slowing one another, the analytical one prices each message as if alone.
 
 A request-level serving job (a :class:`~stratasim.kernel.serving.RequestLevelWorkload`, ``kind: serving``) yields no
-graphs: its NPUs run empty graphs here, and the composition root runs its own loop on them
-(:mod:`stratasim.study.jobs`), pricing its collectives and KV moves on the network alone, apart from the other jobs'
-traffic.
+graphs: its NPUs run empty graphs here, and the composition root runs its own loop on them. Where it can, it then
+replaces them with graphs replaying the loop's iterations (:mod:`stratasim.study.serving_replay`), which share the
+network with the other jobs; otherwise the loop prices its collectives and KV moves on the network alone
+(:mod:`stratasim.study.jobs`), apart from the other jobs' traffic.
 
 The workload claims no symmetry (it is not a ``SymmetricWorkload``): its jobs differ, and where they do not the
 engine finds identical graphs on its own.

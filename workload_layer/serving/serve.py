@@ -9,7 +9,7 @@ Each pool's iterations are handed to its pricers as typed work (:class:`~stratas
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stratasim.kernel.counters import CounterSample
 from stratasim.kernel.errors import WorkloadError
@@ -33,12 +33,16 @@ def serve(
     capacities: Sequence[tuple[int | None, str]],
     transfer: KvTransferPricer | None,
     counters: bool = False,
+    runs: list[Any] | None = None,
 ) -> ServingResult:
-    """Serve ``workload``'s requests (see :meth:`~stratasim.kernel.serving.RequestLevelWorkload.serve`)."""
+    """Serve ``workload``'s requests (see :meth:`~stratasim.kernel.serving.RequestLevelWorkload.serve`); with
+    ``runs``, the loop's :class:`~stratasim.workload_layer.serving.simulation.PoolRun` appended to it."""
     requests = workload.requests()
     budgets = [kv_budget(workload, pool, capacity, requests) for pool, capacity in enumerate(capacities)]
     setups = [_setup(workload, pool, priced, budgets[pool]) for pool, priced in enumerate(pricers)]
     run = simulate_pools(requests, setups, workload.config.bucket, transfer, workload.kv_bytes_per_token())
+    if runs is not None:
+        runs.append(run)
     config = workload.config
     figures = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
     kv = budgets[0]

@@ -55,7 +55,7 @@ from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
 
-__all__ = ["PoolRun", "PoolSetup", "Sample", "simulate_pool", "simulate_pools", "route"]
+__all__ = ["IterationRecord", "PoolRun", "PoolSetup", "Sample", "simulate_pool", "simulate_pools", "route"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,20 @@ class Sample:
     running: int
     queued: int
     kv_blocks_used: int
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """An iteration an engine ran (outside expert-parallel groups): its ``engine``, its ``pool``, when it started
+    and ended (ps), its bucketed ``shape`` and the requests it batched (their indices in arrival order) — what a
+    replay of the run on a shared fabric needs (:mod:`~stratasim.workload_layer.serving.replay`)."""
+
+    engine: int
+    pool: int
+    start_ps: int
+    end_ps: int
+    shape: IterationShape
+    requests: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,8 @@ class PoolRun:
     ``swap_ps`` of copies either way), the decode steps and tokens of speculative decoding, the first pool's KV
     blocks per replica (``kv_blocks``), each engine's blocks and peak use, each handed-off sequence's KV transfer
     time (ps), the replica of each engine, and how many iterations of each pool and shape (and expert parts of each
-    pool and bucketed tokens) ran."""
+    pool and bucketed tokens) ran; ``record``: every iteration run outside expert-parallel groups, in start
+    order."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -115,6 +130,7 @@ class PoolRun:
     engine_replicas: list[int] = field(default_factory=list)
     shape_runs: dict[tuple[int, IterationShape], int] = field(default_factory=dict)
     expert_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    record: list[IterationRecord] = field(default_factory=list)
 
 
 def simulate_pool(
@@ -244,6 +260,9 @@ class _Loop:
             end = _through_stages(now, price, batch.swap_ps, self.stages_free[self.physical[index]])
             heapq.heappush(self.ends, (end, index))
             self.run.iterations += 1
+            batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
+            requests = tuple(sequence.request.index for sequence in batched)
+            self.run.record.append(IterationRecord(index, self.owner[index], now, end, shape, requests))
         self._sample(now, index, batch)
 
     def _sample(self, now: int, engine: int, batch: Batch) -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from math import ceil
+from typing import Any
 
 from stratasim.kernel import operators
 from stratasim.kernel.errors import WorkloadError
@@ -154,9 +155,10 @@ class ServingRequestsWorkload:
         capacities: Sequence[tuple[int | None, str]],
         transfer: KvTransferPricer | None,
         counters: bool = False,
+        runs: list[Any] | None = None,
     ) -> ServingResult:
         """Serve the requests with these pricers (:func:`~stratasim.workload_layer.serving.serve.serve`)."""
-        return serve(self, pricers, capacities, transfer, counters)
+        return serve(self, pricers, capacities, transfer, counters, runs)
 
     def requests(self) -> tuple[Request, ...]:
         """The requests, drawn or read (once), each checked against the model's context."""

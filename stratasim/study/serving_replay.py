@@ -1,0 +1,124 @@
+"""Serving jobs whose traffic shares the fabric: each runs its request-level loop alone, then its iterations are
+replayed in the engine beside the other jobs, with the batching decisions of its standalone run frozen.
+
+:func:`replayable_jobs` picks the serving jobs a replay covers
+(:func:`~stratasim.workload_layer.serving.replay.unreplayable` says why another is not; ``shared: false`` opts one
+out: it keeps running apart, :mod:`stratasim.study.jobs`). :func:`replay_jobs` runs each one's loop on its placed NPUs, recording its
+iterations, and builds its NPUs' graphs (:func:`~stratasim.workload_layer.serving.replay.replay_graphs`), its
+collectives at the sizes its pricer priced them, moved onto its NPUs and named after it
+(:func:`~stratasim.workload_layer.jobs.remap.remap_graphs`); the engine runs them with the other jobs' graphs, so
+on a network that models links each slows the other. :func:`shared_run` then gives the job's figures from the
+shared run: its requests' token times moved to when the iterations that produced them ended there
+(:func:`~stratasim.workload_layer.serving.replay.replayed_run`). At zero interference they are the standalone run's
+exactly: each iteration's operators are priced by the same operator pricer on the same device, and its collectives
+are the ones its pricer simulated alone, on the replica's own NPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from stratasim import system_layer
+from stratasim.config.study_file import Study
+from stratasim.kernel.contracts import PlacedJob, WorkloadSource
+from stratasim.kernel.serving import Iteration, IterationShape
+from stratasim.study.budget import Budget
+from stratasim.study.serving import ServedRun, serve
+from stratasim.system_layer.serving.kv_transfer import quantised
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
+from stratasim.workload_layer.jobs.workload import JobsWorkload
+from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
+from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replayed_run, unreplayable
+from stratasim.workload_layer.serving.simulation import PoolRun
+from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+
+__all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run", "with_replays"]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A serving job's standalone run (``alone``), its loop's record (``run``), its NPUs' graphs (in the order of
+    its placed NPUs) and the mean time they wait for requests in them (ps)."""
+
+    alone: ServedRun
+    run: PoolRun
+    graphs: list[workload_pb2.ExecutionGraph]
+    waiting_ps: float
+
+
+def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
+    """The serving ``jobs`` (by index) of the study's ``source`` whose iterations the engine replays (module
+    docstring): those the replay covers, unless the study says ``shared: false``."""
+    device = None if study.compute is None else study.compute.device
+    shared = [job.shared for job in source.config.jobs] if isinstance(source, JobsWorkload) else []
+    return {
+        index: job
+        for index, job in jobs.items()
+        if isinstance(job.source, ServingRequestsWorkload)
+        and shared[index]
+        and unreplayable(job.source.config, device) is None
+    }
+
+
+def replay_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> dict[int, Replay]:
+    """Each of ``jobs`` (replayable) run alone on its placed NPUs and its graphs for the engine, by its index."""
+    return {index: _replay(study, index, job, budget) for index, job in jobs.items()}
+
+
+def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
+    source = job.source
+    assert isinstance(source, ServingRequestsWorkload)
+    runs: list[PoolRun] = []
+    alone = serve(study, source, budget, placed=job.npus, key=f"workload.jobs[{index}].workload", runs=runs)
+    cached: dict[tuple[int, IterationShape], Iteration] = {}
+
+    def works(pool: int, shape: IterationShape) -> Iteration:
+        if (pool, shape) not in cached:
+            cached[pool, shape] = Iteration(shape, source.works(shape, pool))
+        return cached[pool, shape]
+
+    replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
+    graphs = replay_graphs(runs[0], replicas, works, quantised)
+    waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
+    return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name), waiting)
+
+
+def with_replays(
+    graphs: Sequence[workload_pb2.ExecutionGraph], replays: Mapping[int, Replay], jobs: Mapping[int, PlacedJob]
+) -> list[workload_pb2.ExecutionGraph]:
+    """The study's ``graphs`` (one per NPU) with each replayed job's NPUs running its replay's graphs."""
+    merged = list(graphs)
+    for index, replay in replays.items():
+        for npu, graph in zip(jobs[index].npus, replay.graphs, strict=True):
+            merged[npu] = graph
+    return merged
+
+
+def shared_run(replay: Replay, job: PlacedJob, result: system_layer.SimulationResult) -> ServedRun:
+    """The job's run as the engine's shared ``result`` times it (module docstring); its standalone run when the
+    engine stopped before it finished."""
+    ends = {name: time - job.start_ps for name, time in job_milestones(result.milestones, job.name).items()}
+    if result.stopped_at_ps is not None:
+        return replay.alone
+    moved = replayed_run(replay.run, ends)
+    source = job.source
+    assert isinstance(source, ServingRequestsWorkload)
+    config = source.config
+    figures = serving_metrics(moved, config.slo, sum(pool.replicas for pool in config.pools))
+    served = replace(
+        replay.alone.result,
+        total_time_ps=max((sequence.finish_ps for sequence in moved.sequences), default=0),
+        figures=replay.alone.result.figures | figures,
+        timeline=serving_timeline(moved),
+    )
+    return replace(replay.alone, result=served, figures=replay.alone.figures | figures | _cost(replay.alone, figures))
+
+
+def _cost(alone: ServedRun, figures: Mapping[str, float]) -> dict[str, float]:
+    """The cost of a million tokens at the shared run's token rate (the standalone one's scaled by the rates)."""
+    cost, rate = alone.figures.get("cost_usd_per_million_tokens"), figures["tokens_per_second"]
+    if cost is None or rate <= 0:
+        return {}
+    return {"cost_usd_per_million_tokens": cost * alone.figures["tokens_per_second"] / rate}
