@@ -23,14 +23,14 @@ from stratasim import system_layer
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import PlacedJob, WorkloadSource
 from stratasim.kernel.serving import Iteration, IterationShape
-from stratasim.study.budget import Budget
+from stratasim.study.budget import NODE_BYTES, Budget, refuse_over
 from stratasim.study.serving import ServedRun, serve
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
-from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replayed_run, unreplayable
+from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replay_size, replayed_run, unreplayable
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
@@ -80,6 +80,16 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
         return cached[pool, shape]
 
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
+    nodes, events = replay_size(runs[0], replicas, works)
+    refuse_over(
+        f"workload.jobs[{index}]: replaying serving job '{job.name}' on the shared fabric "
+        f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes)",
+        nodes * NODE_BYTES,
+        events,
+        budget,
+        f"its requests (workload.jobs[{index}].workload.requests), or set workload.jobs[{index}].shared: false to "
+        "price its traffic apart from the other jobs' without replaying it",
+    )
     graphs = replay_graphs(runs[0], replicas, works, quantised)
     waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
     return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name), waiting)

@@ -11,12 +11,19 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from stratasim.config.study_file import parse_study
+from stratasim.kernel import registry
+from stratasim.kernel.serving import Iteration, IterationShape
 from stratasim.report.report import Report
-from stratasim.study.run import run_study
-from stratasim.workload_layer.serving.replay import unreplayable
+from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget
+from stratasim.study.run import prepare_workload, run_study
+from stratasim.study.serving import serve
+from stratasim.system_layer.serving.kv_transfer import quantised
+from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
+from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "train_and_serve.yaml"
@@ -254,3 +261,31 @@ def test_shared_false_prices_a_replayable_serving_job_apart() -> None:
     train, serve = report.jobs
     assert (train,) == _run(_without(data, 0)).jobs and serve.compute_ps is None
     assert [w for w in report.warnings if "serving job 'serve' runs its own request-level loop" in w]
+
+
+def test_a_replay_over_the_budget_is_refused_before_its_graphs_are_built() -> None:
+    # The replay's size is counted from the loop's record (replay_size) and matches the graphs it builds; a budget
+    # under it refuses the run naming the job, the way out (shared: false) and the budget's flag.
+    study = parse_study(_shared(), "s.yaml")
+    others = check_budget(study, *prepare_workload(study), DEFAULT_BUDGET).events  # the estimate before the replay
+    with pytest.raises(BudgetError, match=r"workload\.jobs\[1\]: replaying serving job 'serve' .*shared: false"):
+        run_study(study, budget=Budget.of(max_events=others + 1))
+
+
+def test_the_replay_size_counts_the_nodes_its_graphs_hold() -> None:
+    workload = _shared()["workload"]["jobs"][1]["workload"]
+    source = registry.load("workload", "serving")(
+        ServingRequestsWorkload.Config.model_validate({key: value for key, value in workload.items() if key != "kind"})
+    )
+    runs: list[PoolRun] = []
+    study = parse_study(_without(_shared(), 1), "s.yaml")
+    serve(study, source, DEFAULT_BUDGET, placed=(0, 1, 2, 3), key="workload", runs=runs)
+    cached: dict[Any, Iteration] = {}
+
+    def works(pool: int, shape: IterationShape) -> Iteration:
+        return cached.setdefault((pool, shape), Iteration(shape, source.works(shape, pool)))
+
+    replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
+    nodes, _ = replay_size(runs[0], replicas, works)
+    graphs = replay_graphs(runs[0], replicas, works, quantised)
+    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0

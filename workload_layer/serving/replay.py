@@ -30,7 +30,7 @@ from stratasim.workload_layer.serving.config import ServingWorkloadConfig
 from stratasim.workload_layer.serving.scheduler import Sequence as Served
 from stratasim.workload_layer.serving.simulation import IterationRecord, PoolRun
 
-__all__ = ["WAITING", "milestone_name", "replay_graphs", "replayed_run", "unreplayable"]
+__all__ = ["WAITING", "milestone_name", "replay_graphs", "replay_size", "replayed_run", "unreplayable"]
 
 WAITING = "waiting for requests"
 """The name of the idle nodes between a replica's iterations."""
@@ -75,6 +75,36 @@ def replay_graphs(
         for rank in group:
             _Builder(graphs[rank], group, quantised).replica(own, works)
     return graphs
+
+
+def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -> tuple[int, int]:
+    """What :func:`replay_graphs` would build for ``run``, before building it: its graph nodes (a repeated layer
+    counting once per run, as the block node it is) and the nodes the engine runs (blocks unrolled), over every
+    rank, each iteration's wait and milestone included."""
+    nodes = events = 0
+    ended: dict[int, int] = {}
+    for record in run.record:
+        ranks = len(replicas[record.engine])
+        for repeats, work in works(record.pool, record.shape).works:
+            runs = _runs(work.stages[0])
+            nodes += ranks * repeats * sum(size if times == 1 else times for times, size in runs)
+            events += ranks * repeats * sum(times * size for times, size in runs)
+        own = ranks * (1 + (record.start_ps > ended.get(record.engine, 0)))  # its milestone, and a wait before it
+        nodes, events = nodes + own, events + own
+        ended[record.engine] = record.end_ps
+    return nodes, events
+
+
+def _runs(steps: Sequence[tuple[int, object]]) -> list[tuple[int, int]]:
+    """The runs of consecutive ``steps`` repeated alike, as (times, steps in the run) — the blocks of
+    :meth:`_Builder._stage`."""
+    runs: list[tuple[int, int]] = []
+    for times, _ in steps:
+        if runs and runs[-1][0] == times:
+            runs[-1] = (times, runs[-1][1] + 1)
+        else:
+            runs.append((times, 1))
+    return runs
 
 
 class _Builder:
