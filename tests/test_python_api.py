@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import stratasim
 from stratasim.kernel.errors import ConfigError, StrataSimError
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.graph_sequence import GraphSequence
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
 
@@ -73,3 +76,17 @@ def test_a_source_checkout_imports_its_layers() -> None:
     assert (
         Path(where) == root / "system_layer" / "__init__.py" and int(total) == stratasim.run(QUICKSTART).total_time_ps
     )
+
+
+def test_a_study_builds_only_the_graphs_of_the_npus_it_simulates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transformer's graphs are built NPU by NPU as the engine reads them: a run standing one NPU for many builds
+    only the stand-ins' (reading every graph made Megatron's 1T row take 53 s instead of 6)."""
+    built: list[int] = []
+    original = GraphSequence.__init__
+
+    def counting(self: GraphSequence, count: int, build: Callable[[int], workload_pb2.ExecutionGraph]) -> None:
+        original(self, count, lambda npu: (built.append(npu), build(npu))[1])
+
+    monkeypatch.setattr(GraphSequence, "__init__", counting)
+    result = stratasim.run(QUICKSTART.parent / "transformer.yaml").result
+    assert result.simulated_npus < result.npus and len(set(built)) <= result.simulated_npus

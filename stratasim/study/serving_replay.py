@@ -97,8 +97,12 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
 
 def with_replays(
     graphs: Sequence[workload_pb2.ExecutionGraph], replays: Mapping[int, Replay], jobs: Mapping[int, PlacedJob]
-) -> list[workload_pb2.ExecutionGraph]:
-    """The study's ``graphs`` (one per NPU) with each replayed job's NPUs running its replay's graphs."""
+) -> Sequence[workload_pb2.ExecutionGraph]:
+    """The study's ``graphs`` (one per NPU) with each replayed job's NPUs running its replay's graphs; ``graphs``
+    themselves, untouched, when nothing is replayed (a workload's graphs may be built lazily, NPU by NPU, and the
+    engine may read only its stand-ins')."""
+    if not replays:
+        return graphs
     merged = list(graphs)
     for index, replay in replays.items():
         for npu, graph in zip(jobs[index].npus, replay.graphs, strict=True):
