@@ -8,11 +8,12 @@ refused) can say so itself.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import BeforeValidator, WithJsonSchema
 
-__all__ = ["NpuIds", "npu_ids"]
+__all__ = ["NpuIds", "npu_ids", "npu_ranges"]
 
 _RANGE_PATTERN = r"^\s*\d+\s*(-\s*\d+\s*)?$"
 _TEXT_PATTERN = r"^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$"
@@ -47,6 +48,18 @@ def _part(part: object) -> range:
     if high < low:
         raise ValueError(f"range {part.strip()!r} runs backwards; write it low-high")
     return range(low, high + 1)
+
+
+def npu_ranges(ids: Iterable[int], separator: str = ", ") -> str:
+    """NPU ids written back as :func:`npu_ids` reads them, in the order given, each run of consecutive ids as a range
+    (``0-3, 8, 10-11``); sort them first for a set."""
+    ranges: list[list[int]] = []
+    for npu in ids:
+        if ranges and npu == ranges[-1][1] + 1:
+            ranges[-1][1] = npu
+        else:
+            ranges.append([npu, npu])
+    return separator.join(str(low) if low == high else f"{low}-{high}" for low, high in ranges)
 
 
 NpuIds = Annotated[

@@ -27,11 +27,12 @@ from typing import IO, Any
 
 import numpy as np
 
+from stratasim.kernel.npu_ids import npu_ranges
 from stratasim.kernel.units import ps_to_us
 from stratasim.system_layer.result import CounterSample, LinkBusy, TraceSpan
 from stratasim.system_layer.trace import SpanLog
 
-__all__ = ["chrome_trace", "write_chrome_trace", "npu_ranges"]
+__all__ = ["chrome_trace", "write_chrome_trace"]
 
 _Spans = Sequence[TraceSpan] | SpanLog
 
@@ -46,17 +47,6 @@ def _metadata(name: str, pid: int, tid: int, args: dict[str, Any]) -> str:
     return json.dumps({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}, separators=(",", ":"))
 
 
-def npu_ranges(npus: Iterable[int]) -> str:
-    """NPU ids as sorted ranges: ``0-7,64``."""
-    ranges: list[list[int]] = []
-    for npu in sorted(npus):
-        if ranges and npu == ranges[-1][1] + 1:
-            ranges[-1][1] = npu
-        else:
-            ranges.append([npu, npu])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
-
-
 def _processes(npus: Iterable[int], stands_for: Mapping[int, tuple[int, ...]] | None) -> Iterator[str]:
     """Each NPU's name and sort index, saying which NPUs it stands for when it stands for others."""
     for npu in sorted(npus):
@@ -64,7 +54,7 @@ def _processes(npus: Iterable[int], stands_for: Mapping[int, tuple[int, ...]] | 
         if lived == (npu,):
             yield _metadata("process_name", npu, 0, {"name": f"NPU {npu}"})
         else:
-            ranges = npu_ranges(lived)
+            ranges = npu_ranges(sorted(lived), ",")
             yield _metadata(
                 "process_name", npu, 0, {"name": f"NPU {npu} (stands for {len(lived)} NPUs)", "stands_for": ranges}
             )

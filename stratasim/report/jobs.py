@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stratasim.kernel.npu_ids import npu_ranges
 from stratasim.kernel.units import format_time_ps, ps_to_ns
 from stratasim.report.serving_row import serving_row
 
-__all__ = ["JobFigures", "id_ranges", "job_lines", "job_row"]
+__all__ = ["JobFigures", "job_lines", "job_row"]
 
 
 @dataclass(frozen=True)
@@ -47,19 +48,6 @@ class JobFigures:
         return self.end_ps - self.start_ps
 
 
-def id_ranges(ids: Sequence[int]) -> str:
-    """NPU ids as ranges in the order given, as a job's ``place`` may be written: ``0-3, 8, 10-11``."""
-    parts: list[str] = []
-    index = 0
-    while index < len(ids):
-        end = index
-        while end + 1 < len(ids) and ids[end + 1] == ids[end] + 1:
-            end += 1
-        parts.append(str(ids[index]) if end == index else f"{ids[index]}-{ids[end]}")
-        index = end + 1
-    return ", ".join(parts)
-
-
 def job_row(job: JobFigures) -> dict[str, Any]:
     """The JSON report's row of one job (``compute_ns`` and ``exposed_comm_ns`` for a job the engine ran,
     ``iteration_time_ns``... for a training job, ``serving`` for an inference or serving job)."""
@@ -67,7 +55,7 @@ def job_row(job: JobFigures) -> dict[str, Any]:
         "name": job.name,
         "kind": job.kind,
         "npus": len(job.npus),
-        "placed": id_ranges(job.npus),
+        "placed": npu_ranges(job.npus),
         "start_ns": ps_to_ns(job.start_ps),
         "end_ns": ps_to_ns(job.end_ps),
         "duration_ns": ps_to_ns(job.duration_ps),
@@ -100,7 +88,7 @@ def job_lines(jobs: Sequence[JobFigures]) -> list[str]:
         f"  {'job':<16}{'NPUs':>6}  {'placed':<{_MAX_PLACED}}" + "".join(f"{t:>14}" for t in titles),
     ]
     for job in jobs:
-        placed = id_ranges(job.npus)
+        placed = npu_ranges(job.npus)
         if len(placed) > _MAX_PLACED:
             placed = placed[: _MAX_PLACED - 3] + "..."
         times = (job.start_ps, job.end_ps, job.duration_ps, job.compute_ps, job.exposed_comm_ps)

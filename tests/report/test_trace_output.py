@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stratasim.cli import commands as cli
-from stratasim.report.chrome_trace import npu_ranges
+from stratasim.kernel.npu_ids import npu_ranges
 from stratasim.system_layer.engine import simulation
 from tests.helpers import RunCli
 
@@ -201,8 +201,8 @@ def test_selection_moves_no_number(run_cli: RunCli, tmp_path: Path) -> None:
 
 
 def test_ranges() -> None:
-    assert npu_ranges([64, 3, 0, 1, 2, 5, 6]) == "0-3,5-6,64"
-    assert list(npus_in(npu_ranges(range(8)))) == list(range(8))
+    assert npu_ranges(sorted([64, 3, 0, 1, 2, 5, 6]), ",") == "0-3,5-6,64"
+    assert list(npus_in(npu_ranges(range(8), ","))) == list(range(8))
 
 
 @pytest.mark.parametrize(
