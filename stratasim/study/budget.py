@@ -46,6 +46,7 @@ __all__ = [
     "NODE_BYTES",
     "refuse_over",
     "refuse_npus",
+    "stateless",
 ]
 
 DEFAULT_MAX_MEMORY = 2 * 2**30
@@ -138,13 +139,17 @@ def _ns3_packets(study: Study, message: int) -> int:
 
 
 def _stateless(study: Study) -> bool:
-    """Whether the study's network backend declares that its delays never depend on traffic (its class's
-    ``stateless``): it holds no state per link, and NPUs equivalent by symmetry may be simulated once. A backend
-    not installed here (served elsewhere) declares nothing."""
-    name = study.network.backend_name
-    if name not in registry.available("network"):
+    """Whether the study's network backend declares that its delays never depend on traffic (:func:`stateless`)."""
+    return stateless(study.network.backend_name)
+
+
+def stateless(backend: str) -> bool:
+    """Whether network ``backend`` declares that its delays never depend on traffic (its class's ``stateless``): it
+    holds no state per link, and NPUs equivalent by symmetry may be simulated once. A backend not installed here
+    (served elsewhere) declares nothing."""
+    if backend not in registry.available("network"):
         return False
-    return getattr(registry.load("network", name), "stateless", False) is True
+    return getattr(registry.load("network", backend), "stateless", False) is True
 
 
 def _aggregated(study: Study) -> bool:

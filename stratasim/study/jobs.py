@@ -25,11 +25,10 @@ from collections.abc import Mapping, Sequence
 
 from stratasim import system_layer
 from stratasim.config.study_file import Study
-from stratasim.kernel import registry
 from stratasim.kernel.contracts import MultiJobWorkload, PlacedJob, ServingWorkload, TrainingWorkload, WorkloadSource
 from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.report.jobs import JobFigures
-from stratasim.study.budget import Budget
+from stratasim.study.budget import Budget, stateless
 from stratasim.study.serving import ServedRun, check_serving, serve
 from stratasim.workload_layer.jobs.remap import job_milestones
 
@@ -134,7 +133,7 @@ def interference_warning(
     that models links, interference between them and the others, since each serving job's loop prices its traffic
     on the network alone; with ``replayed`` serving jobs, that their batching decisions are frozen."""
     names = sorted(set(study.network.backends().values()))
-    alone = [name for name in names if name in registry.available("network") and _stateless(name)]
+    alone = [name for name in names if stateless(name)]
     warnings = []
     if jobs > 1 and alone:
         warnings.append(
@@ -183,7 +182,3 @@ def _serving_warning(serving: Sequence[str], links: bool) -> str:
             "meet, so neither slows the other"
         )
     return f"workload.jobs: {said} (docs/how-to/several-jobs.md)"
-
-
-def _stateless(name: str) -> bool:
-    return getattr(registry.load("network", name), "stateless", False) is True
