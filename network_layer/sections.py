@@ -326,7 +326,7 @@ class NetworkSection(Section):
         if not self.links:
             return []
         if self.backend_name not in ("analytical", "flit_level", "congestion_aware"):
-            said = f"the {self.backend_name} backend does not model links of their own speed or failures"
+            said = f"the {self.backend_name} backend does not model links of their own speed, failures or restores"
             return [
                 (
                     "links",
