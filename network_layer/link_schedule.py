@@ -72,8 +72,8 @@ class LinkSchedule:
         if change.restore:
             del self.failed[key]
         if fabric is not None:
-            link = fabric.out_links(key[0]).get(key[1])
-            bandwidth, latency = (link.bandwidth, link.latency_ps) if link else self._down_speeds.pop(key)
+            up = fabric.out_links(key[0]).get(key[1])  # None while down
+            bandwidth, latency = (up.bandwidth, up.latency_ps) if up else self._down_speeds.pop(key)
         else:
             dim = self._topology.dimensions[key[0]]
             bandwidth, latency = self.speeds.get(key) or (Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps)

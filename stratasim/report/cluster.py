@@ -69,12 +69,11 @@ def link_level(name: str, torus_shape: tuple[int, ...] = ()) -> str:
     dimension = _DIMENSION.match(name)
     if dimension:
         return dimension.group(1)
-    ends = _NPU_LINK.match(name) if torus_shape else None
-    along = None if ends is None else torus.link_dimension(torus_shape, int(ends[1]), int(ends[2]))
+    npus = _NPU_LINK.match(name) if torus_shape else None
+    along = None if npus is None else torus.link_dimension(torus_shape, int(npus[1]), int(npus[2]))
     if along is not None:
         return f"dim {along}"
-    ends = name.split("->")
-    return "->".join(_NUMBERED.sub("", end) or end for end in ends)
+    return "->".join(_NUMBERED.sub("", end) or end for end in name.split("->"))
 
 
 def cluster_view(result: SimulationResult, torus_shape: tuple[int, ...] = ()) -> ClusterView | None:
