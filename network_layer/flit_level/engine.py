@@ -195,8 +195,7 @@ class FlitEngine:
         start of the next slot if candidates remain, else -1."""
         candidates = port.candidates
         ivc = candidates[position]
-        queue = ivc.queue
-        _, packet, index, hop = queue.popleft()
+        _, packet, index, hop = ivc.queue.popleft()
         slot = port.scheduled_slot + 1
         port.slot = slot
         end = port.anchor_ps - (-(slot - port.anchor_slot) * port.num // port.den)  # port.slot_start, inlined
