@@ -29,7 +29,8 @@ Links of their own speed and links that change at a time (``Topology.link_change
 (a message whose head reached the link earlier crosses it at the old rate, even if it waits past ``at``). Then
 routes are planned anew: every message on its way whose remaining route crosses a changed link is re-planned from
 where its head is; around a failed link, a ring goes the other way round and a fabric takes the least-latency way
-left. Where none is left, the run fails naming the failed link, its time and the message's ends.
+left. Where none is left, the run fails naming the failed link, its time and the message's ends. When a failed link
+comes back (``restore``), every message on its way is re-planned from where its head is, by the usual routes.
 """
 
 from __future__ import annotations
@@ -112,15 +113,18 @@ class CongestionAwareNetwork:
 
     def _apply_changes(self, now: int) -> None:
         """Apply every change due by ``now`` and re-plan the rest of each route on its way that crosses a
-        changed link (from the link its head has reached; routes planned earlier are forgotten)."""
-        changed = self._planner.apply_changes(now)
+        changed link — every route on its way, when a link came back — from the link its head has reached
+        (routes planned earlier are forgotten)."""
+        applied = self._planner.apply_changes(now)
+        changed = {change.key for change in applied}
+        restored = any(change.restore for change in applied)
         self._next_change = self._schedule.next_ps
         self._routes.clear()
         for crossings in self._events.values():
             for i, (msg_id, route, index, earliest, tail) in enumerate(crossings):
                 keys = [hop[5] for hop in route[index:]]
-                if not changed.isdisjoint(keys):
-                    crossings[i] = (msg_id, self._planner.rest(route, index, keys), 0, earliest, tail)
+                if restored or not changed.isdisjoint(keys):
+                    crossings[i] = (msg_id, self._planner.rest(route, index, keys, restored), 0, earliest, tail)
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         # Slices, the quickest way to lists of the columns

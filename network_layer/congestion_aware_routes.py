@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
-from stratasim.network_layer.link_changes import LinkKey, dimension_links
+from stratasim.network_layer.link_changes import LinkChange, LinkKey, dimension_links, no_detour
 from stratasim.network_layer.link_graph import Link, LinkGraph
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.routing import ring_step
@@ -38,11 +38,6 @@ __all__ = ["Hop", "HopSpec", "RoutePlanner"]
 
 _PS_PER_S = 10**12
 _RING = network_pb2.Dimension.RING
-_NO_DETOUR: dict[int, str] = {
-    _RING: "the ring is cut both ways round",
-    network_pb2.Dimension.SWITCH: "a switch dimension has one way up and one way down per NPU",
-    network_pb2.Dimension.FULLY_CONNECTED: "a fully connected dimension sends over the direct link only",
-}
 
 Hop = tuple[list[int], int, int, int, bool, LinkKey, bool]
 """One link of a route, with what crossing it costs: (the link's state — [free at, busy ps, bytes, messages, queue
@@ -91,22 +86,23 @@ class RoutePlanner:
         src, dst, size = key
         return self._hops_of(self._fabric_hops(self._fabric_links(self._fabric, src, dst), size))
 
-    def rest(self, route: tuple[Hop, ...], index: int, keys: list[LinkKey]) -> tuple[Hop, ...]:
-        """The rest of ``route`` from its hop ``index`` (crossing the links ``keys``), planned anew."""
+    def rest(self, route: tuple[Hop, ...], index: int, keys: list[LinkKey], reroute: bool) -> tuple[Hop, ...]:
+        """The rest of ``route`` from its hop ``index`` (crossing the links ``keys``), planned anew: the router's
+        way when ``reroute`` (a link came back) or a link of it failed, else the same way at the links' speeds now."""
         size, dst, fabric = route[index][2], keys[-1][-1], self._fabric
         if fabric is None:  # from the NPU the head is at (before the switch, when it is at one)
             here = keys[0][1] if keys[0][1] >= 0 else route[index - 1][5][1]
             rest = self.route((here, dst, size))
             return rest if keys[0][1] >= 0 else rest[1:]
-        if self._schedule.failed.keys().isdisjoint(keys):  # the same way, at the links' speeds now
+        if not reroute and self._schedule.failed.keys().isdisjoint(keys):
             return self._hops_of(self._fabric_hops([fabric.out_links(a)[b] for a, b in keys], size))
         return self._hops_of(self._fabric_hops(self._fabric_links(fabric, keys[0][0], dst), size))
 
-    def apply_changes(self, now: int) -> set[LinkKey]:
-        """Apply every link change due by ``now`` and forget the hops planned before; the links changed."""
-        changed = self._schedule.apply_due(now)
+    def apply_changes(self, now: int) -> list[LinkChange]:
+        """Apply every link change due by ``now`` and forget the hops planned before; the changes applied."""
+        applied = self._schedule.apply_due(now)
         self.forget()
-        return changed
+        return applied
 
     def forget_fabric_hops(self) -> None:
         """Forget the fabric hops shared so far (routes holding them stay valid: they hold the links' state)."""
@@ -171,8 +167,9 @@ class RoutePlanner:
             if not cut:
                 return other
             blocked += cut
-        why = "a ring of 2 NPUs has one link each way" if kind == _RING and size == 2 else _NO_DETOUR[kind]
-        raise self._schedule.no_route((f"NPU {here}", f"NPU {dst}"), blocked, f"{why} (dimension {d})")
+        raise self._schedule.no_route(
+            (f"NPU {here}", f"NPU {dst}"), blocked, f"{no_detour(kind, size)} (dimension {d})"
+        )
 
     def _dimension_hops(self, d: int, size: int) -> _DimensionHops:
         """The hops of dimension ``d`` for messages of ``size`` bytes, links of their own speed included."""

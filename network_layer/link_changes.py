@@ -4,8 +4,13 @@ A change names its link as the network's link counters do: ``dim D: a->b`` on a 
 standing for a switch dimension's switch: ``dim 1: 4->switch`` is NPU 4's up-link), the fabric's node names on a
 fabric (``npu 5->npu 6`` on a torus, ``edge 0.1->aggregation 0.0`` on a fat-tree); ``a<->b`` names both directions
 of the cable; a switch's name alone (``aggregation 0.0`` on a fat-tree, ``dim 1: switch`` for a switch dimension's
-switches) names every link into and out of it. :class:`LinkNames` reads those names against a topology; :func:`resolve` turns the changes into
-:class:`LinkChange` records, in time order, with percentages of a link's nominal bandwidth made absolute.
+switches) names every link into and out of it. :class:`LinkNames` reads those names against a topology; :func:`resolve`
+turns the changes into :class:`LinkChange` records, in time order, with percentages of a link's nominal bandwidth made
+absolute.
+
+A failed link stays down until an entry ``restore``-s it, later than it failed: from then it carries traffic again,
+at the bandwidth that entry gives, else at the speed it had when it failed. A restore of a link that is not down
+then, and a change of a link while it is down, are refused naming the entry.
 
 Which backends read what, and how a failure reroutes, is said in ``docs/how-to/link-failures.md``.
 """
@@ -26,7 +31,18 @@ from stratasim.kernel.units import format_time_ps
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.v1 import network_pb2
 
-__all__ = ["LinkChange", "LinkKey", "LinkNames", "dimension_links", "refuse_changes", "resolve"]
+__all__ = [
+    "ChangeError",
+    "LinkChange",
+    "LinkKey",
+    "LinkNames",
+    "dimension_links",
+    "in_order",
+    "no_detour",
+    "refuse_changes",
+    "resolve",
+    "resolve_entry",
+]
 
 LinkKey = tuple[int, ...]
 """(dimension, from NPU, to NPU), -1 standing for the switch of a switch dimension; on a fabric (from node,
@@ -39,10 +55,20 @@ _DIMENSION_SWITCH = re.compile(r"\s*dim\s+(\d+)\s*:\s*switch\s*$")
 _NAMES_LISTED = 200_000  # names enumerated at most when looking for the nearest one
 
 
+class ChangeError(TopologyError):
+    """Why entry ``entry`` of the link changes (naming ``link``) cannot be: ``reason``."""
+
+    def __init__(self, entry: int, link: str, reason: str) -> None:
+        super().__init__(f"link_changes[{entry}] ({link!r}): {reason}")
+        self.entry = entry
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class LinkChange:
-    """A change of one directed link: from ``at_ps`` on, its ``bandwidth`` (bytes/s) and ``latency_ps`` (None:
-    unchanged), or it ``fail``-s (carries nothing)."""
+    """A change of one directed link, entry ``entry`` of the topology's: from ``at_ps`` on, its ``bandwidth``
+    (bytes/s) and ``latency_ps`` (None: unchanged), or it ``fail``-s (carries nothing), or it is ``restore``-d
+    (carries again, at ``bandwidth`` when given)."""
 
     key: LinkKey
     name: str
@@ -50,6 +76,20 @@ class LinkChange:
     bandwidth: Fraction | None
     latency_ps: int | None
     fail: bool
+    restore: bool = False
+    entry: int = 0
+
+
+_NO_DETOUR: dict[int, str] = {
+    _RING: "the ring is cut both ways round",
+    _SWITCH: "a switch dimension has one way up and one way down per NPU",
+    network_pb2.Dimension.FULLY_CONNECTED: "a fully connected dimension sends over the direct link only",
+}
+
+
+def no_detour(kind: int, size: int) -> str:
+    """Why a message finds no way around a failed link in a dimension of ``kind`` and ``size``."""
+    return "a ring of 2 NPUs has one link each way" if kind == _RING and size == 2 else _NO_DETOUR[kind]
 
 
 def dimension_links(dims: Grid, kinds: tuple[int, ...], d: int, here: int, goal: int, step: int) -> list[LinkKey]:
@@ -206,31 +246,71 @@ class LinkNames:
 
 def resolve(topology: network_pb2.Topology, names: LinkNames) -> list[LinkChange]:
     """The topology's link changes, checked, one per directed link, ordered by time (then as given);
-    :class:`TopologyError` naming ``link_changes[i]`` at the first impossible one."""
-    changes: list[LinkChange] = []
-    for index, change in enumerate(topology.link_changes):
-        try:
-            changes += _resolved(change, topology, names)
-        except TopologyError as exc:
-            raise TopologyError(f"link_changes[{index}] ({change.link!r}): {exc}") from None
-    changes.sort(key=lambda change: change.at_ps)  # stable: entries at one time keep their order
-    failed: set[LinkKey] = set()
+    :class:`TopologyError` naming ``link_changes[i]`` at the first impossible one (a plain one: it crosses the wire
+    as the network's error)."""
+    try:
+        changes = [
+            change for index in range(len(topology.link_changes)) for change in resolve_entry(index, topology, names)
+        ]
+        return in_order(changes, topology)
+    except ChangeError as exc:
+        raise TopologyError(str(exc)) from None
+
+
+def resolve_entry(index: int, topology: network_pb2.Topology, names: LinkNames) -> list[LinkChange]:
+    """Entry ``index`` of the topology's link changes as the changes of the directed links it names;
+    :class:`ChangeError` if it is impossible on its own."""
+    change = topology.link_changes[index]
+    try:
+        return _resolved(index, change, topology, names)
+    except TopologyError as exc:
+        raise ChangeError(index, change.link, str(exc)) from None
+
+
+def in_order(changes: list[LinkChange], topology: network_pb2.Topology) -> list[LinkChange]:
+    """``changes`` ordered by time (entries at one time as given), checked as a sequence: a link is restored only
+    while down and changes only while up; :class:`ChangeError` naming the first entry that breaks it."""
+    changes = sorted(changes, key=lambda change: change.at_ps)
+    down: dict[LinkKey, int] = {}  # the links down, and when each failed
     for resolved in changes:
-        if resolved.key in failed:
-            raise TopologyError(f"link_changes: link {resolved.name} changes after it failed; a failed link stays down")
+        entry, link = resolved.entry, topology.link_changes[resolved.entry].link
+        failed_at = down.get(resolved.key)
+        if resolved.restore and (failed_at is None or failed_at == resolved.at_ps):
+            said = "is not down before then" if failed_at is None else "fails at that same time"
+            raise ChangeError(
+                entry,
+                link,
+                f"restores link {resolved.name} at {format_time_ps(resolved.at_ps)}, but it {said}; restore a "
+                "link later than an entry fails it",
+            )
+        if failed_at is not None and not resolved.restore:
+            raise ChangeError(
+                entry,
+                link,
+                f"changes link {resolved.name} at {format_time_ps(resolved.at_ps)} while it is down (failed at "
+                f"{format_time_ps(failed_at)}); bring it back first with restore: true (which may give its bandwidth)",
+            )
         if resolved.fail:
-            failed.add(resolved.key)
+            down[resolved.key] = resolved.at_ps
+        elif resolved.restore:
+            del down[resolved.key]
     return changes
 
 
-def _resolved(change: network_pb2.LinkChange, topology: network_pb2.Topology, names: LinkNames) -> list[LinkChange]:
-    """One entry as the changes of the directed links it names."""
+def _resolved(
+    entry: int, change: network_pb2.LinkChange, topology: network_pb2.Topology, names: LinkNames
+) -> list[LinkChange]:
+    """Entry ``entry``, ``change``, as the changes of the directed links it names."""
     absolute, fraction = change.bandwidth_bytes_per_s, change.bandwidth_fraction
     latency = change.latency_ps if change.HasField("latency_ps") else None
     if change.at_ps < 0:
         raise TopologyError(f"at: must not be negative, got {change.at_ps} ps")
-    if change.fail and (absolute or fraction or latency is not None):
-        raise TopologyError("a failed link has no bandwidth or latency: give fail, or a new speed")
+    if change.fail and (absolute or fraction or latency is not None or change.restore):
+        raise TopologyError("a failed link has no bandwidth or latency: give fail, or a new speed, or restore")
+    if change.restore and latency is not None:
+        raise TopologyError(
+            "latency: a restored link comes back with the latency it had; give restore alone or with a bandwidth"
+        )
     if absolute and fraction:
         raise TopologyError("give the bandwidth in bytes/s or as a share of the nominal one, not both")
     if min(absolute, fraction) < 0 or not math.isfinite(absolute + fraction):
@@ -242,13 +322,15 @@ def _resolved(change: network_pb2.LinkChange, topology: network_pb2.Topology, na
             f"latency: changes only from the start (at 0), as it bounds the network's lookahead; this change is at "
             f"{format_time_ps(change.at_ps)}"
         )
-    if not (change.fail or absolute or fraction or latency is not None):
-        raise TopologyError("changes nothing: give a bandwidth, a latency or fail")
+    if not (change.fail or change.restore or absolute or fraction or latency is not None):
+        raise TopologyError("changes nothing: give a bandwidth, a latency, fail or restore")
     resolved = []
     for key in names.keys(change.link):
         nominal = names.nominal(key, topology)[0]
         bandwidth = Fraction(absolute) if absolute else nominal * Fraction(fraction) if fraction else None
-        resolved.append(LinkChange(key, names.name(key), change.at_ps, bandwidth, latency, change.fail))
+        resolved.append(
+            LinkChange(key, names.name(key), change.at_ps, bandwidth, latency, change.fail, change.restore, entry)
+        )
     return resolved
 
 

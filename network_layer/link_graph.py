@@ -157,9 +157,19 @@ class LinkGraph:
     def fail(self, src: int, dst: int) -> None:
         """Remove the link ``src`` → ``dst``: routes that crossed it go around it by least latency from now on."""
         del self._out[src][dst]
+        self._replan()
+
+    def restore(self, src: int, dst: int, bandwidth: Fraction, latency_ps: int) -> None:
+        """Put the failed link ``src`` → ``dst`` back, of ``bandwidth`` and ``latency_ps``: routes cross it again
+        from now on."""
+        self._out[src][dst] = Link(src, dst, bandwidth, latency_ps)
+        self._replan()
+
+    def _replan(self) -> None:
+        """Forget the routes found so far: the links changed (least-latency searches start afresh)."""
         self._routes.clear()
         self._detour = ShortestPaths(self)
-        if isinstance(self._router, ShortestPaths):  # its distances counted the link
+        if isinstance(self._router, ShortestPaths):  # its distances counted the links
             self._router = self._detour
         self.symmetric = False
 

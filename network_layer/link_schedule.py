@@ -1,10 +1,10 @@
 """A topology's link changes as a network applies them: the links' own speeds now, the failed links, what is to come.
 
-Every network that models links of their own speed holds one :class:`LinkSchedule`: the analytical and flit-level
-networks read the speeds it sets from the start (:meth:`LinkSchedule.refuse_later` refuses the rest); the
-congestion-aware one also applies each later change when its time comes. On a
-fabric the schedule changes the fabric's links themselves (:meth:`LinkGraph.set_speed`, :meth:`LinkGraph.fail`); on
-a list of dimensions it keeps the speeds of the links that differ from their dimension's.
+Every network that models links of their own speed holds one :class:`LinkSchedule`: the analytical network reads the
+speeds it sets from the start (:meth:`LinkSchedule.refuse_later` refuses the rest); the congestion-aware and
+flit-level ones also apply each later change when its time comes. On a fabric the schedule changes the fabric's links
+themselves (:meth:`LinkGraph.set_speed`, :meth:`LinkGraph.fail`, :meth:`LinkGraph.restore`); on a list of dimensions
+it keeps the speeds of the links that differ from their dimension's.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ class LinkSchedule:
         self.speeds: dict[LinkKey, tuple[Fraction, int]] = {}
         """Dimension links whose speed differs from their dimension's: (bandwidth in bytes/s, latency in ps)."""
         self.failed: dict[LinkKey, LinkChange] = {}
-        """The links that failed, and the change that failed each."""
+        """The links down now, and the change that failed each."""
+        self._down_speeds: dict[LinkKey, tuple[Fraction, int]] = {}  # a fabric's links down: their speed then
         self._topology = topology
         self._fabric = fabric
         changes = resolve(topology, self.names) if topology.link_changes else []
@@ -49,32 +50,38 @@ class LinkSchedule:
         """When the next change comes (a time beyond any run when none does)."""
         return self._pending[-1].at_ps if self._pending else _NEVER
 
-    def apply_due(self, now: int) -> set[LinkKey]:
-        """Apply every change due by ``now``, in order; the links they changed."""
-        changed = set()
+    def apply_due(self, now: int) -> list[LinkChange]:
+        """Apply every change due by ``now``, in order; the changes applied."""
+        applied = []
         while self._pending and self._pending[-1].at_ps <= now:
             change = self._pending.pop()
             self._apply(change)
-            changed.add(change.key)
-        return changed
+            applied.append(change)
+        return applied
 
     def _apply(self, change: LinkChange) -> None:
-        """Give a link its new speed, or fail it."""
+        """Give a link its new speed, fail it or bring it back."""
         key, fabric = change.key, self._fabric
         if change.fail:
             self.failed[key] = change
             if fabric is not None:
+                link = fabric.out_links(key[0])[key[1]]
+                self._down_speeds[key] = (link.bandwidth, link.latency_ps)
                 fabric.fail(key[0], key[1])
             return
+        if change.restore:
+            del self.failed[key]
         if fabric is not None:
-            link = fabric.out_links(key[0])[key[1]]
-            bandwidth, latency = link.bandwidth, link.latency_ps
+            up = fabric.out_links(key[0]).get(key[1])  # None while down
+            bandwidth, latency = (up.bandwidth, up.latency_ps) if up else self._down_speeds.pop(key)
         else:
             dim = self._topology.dimensions[key[0]]
             bandwidth, latency = self.speeds.get(key) or (Fraction(dim.bandwidth_bytes_per_s), dim.latency_ps)
         bandwidth = bandwidth if change.bandwidth is None else change.bandwidth
         latency = latency if change.latency_ps is None else change.latency_ps
-        if fabric is not None:
+        if fabric is not None and change.restore:
+            fabric.restore(key[0], key[1], bandwidth, latency)
+        elif fabric is not None:
             fabric.set_speed(key[0], key[1], bandwidth, latency)
         else:
             self.speeds[key] = (bandwidth, latency)
@@ -87,7 +94,7 @@ class LinkSchedule:
             when = "fails" if late[0].fail else f"changes at {format_time_ps(late[0].at_ps)}"
             raise TopologyError(
                 f"link_changes: link {late[0].name} {when}: the {backend} network prices links as they are from "
-                "the start; failures and changes at a time need backend congestion_aware"
+                "the start; failures and changes at a time need backend congestion_aware or flit_level"
             )
 
     def no_route(self, ends: tuple[str, str], blocked: list[LinkKey], why: str) -> BackendError:

@@ -19,13 +19,14 @@ direction, latencies per link traversal)::
      alltoall: {size: 3, switches: 2, bandwidth: ..., latency: ...}}         # ASTRA-sim Fig. 3b
     {kind: graph, file: chips.yaml}                                          # or the file's keys inline
 
-``network.links`` gives links their own speed, from the start or from a time on, or fails them (read by the
-congestion-aware network; the analytical and flit-level ones read speeds from the start)::
+``network.links`` gives links their own speed, from the start or from a time on, fails them and brings them back
+(read by the congestion-aware and flit-level networks; the analytical one reads speeds from the start)::
 
     links:
       - {link: "dim 0: 3->4", bandwidth: 25GB/s}                  # a slower link from the start
       - {link: "edge 0.1->aggregation 0.0", at: 20ms, bandwidth: 50%}  # degrades at 20 ms to half its speed
       - {link: "dim 0: 5<->6", at: 10ms, fail: true}               # both directions fail at 10 ms
+      - {link: "dim 0: 5<->6", at: 30ms, restore: true}            # and come back at 30 ms
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ class LinkChangeSection(Section):
     """The link's own latency (from the start only: it bounds the network's lookahead)."""
     fail: StrictBool = False
     """The link fails at ``at``: bandwidth zero, traffic reroutes where it can."""
+    restore: StrictBool = False
+    """The link, failed by an earlier entry, comes back at ``at`` (at ``bandwidth`` when given, else at the speed it
+    had when it failed); new routes cross it again."""
 
     @model_validator(mode="after")
     def _one_name(self) -> LinkChangeSection:
@@ -182,7 +186,7 @@ class LinkChangeSection(Section):
         """The entry as the network contract's message (a switch named alone in ``link``)."""
         name = self.link if self.link is not None else self.switch
         assert name is not None
-        change = network_pb2.LinkChange(link=name, at_ps=self.at, fail=self.fail)
+        change = network_pb2.LinkChange(link=name, at_ps=self.at, fail=self.fail, restore=self.restore)
         if isinstance(self.bandwidth, str):
             change.bandwidth_fraction = float(self.bandwidth[:-1]) / 100
         elif self.bandwidth is not None:
@@ -322,11 +326,11 @@ class NetworkSection(Section):
         if not self.links:
             return []
         if self.backend_name not in ("analytical", "flit_level", "congestion_aware"):
-            said = f"the {self.backend_name} backend does not model links of their own speed or failures"
+            said = f"the {self.backend_name} backend does not model links of their own speed, failures or restores"
             return [
                 (
                     "links",
-                    f"{said}; use backend congestion_aware (or analytical or flit_level, for speeds from the start)",
+                    f"{said}; use backend congestion_aware or flit_level (or analytical, for speeds from the start)",
                 )
             ]
         try:
@@ -335,25 +339,26 @@ class NetworkSection(Section):
         except TopologyError:
             return []  # the topology's own problem is said where it is
         names = link_changes.LinkNames(message, fabric)
-        problems = []
+        problems, resolved = [], []
         for index, link in enumerate(self.links):
-            single = network_pb2.Topology()
-            single.CopyFrom(message)
-            del single.link_changes[:]
-            single.link_changes.append(link.proto())
             try:
-                link_changes.resolve(single, names)
-            except TopologyError as exc:
-                problems.append((f"links[{index}]", str(exc).split("): ", 1)[1]))
+                resolved += link_changes.resolve_entry(index, message, names)
+            except link_changes.ChangeError as exc:
+                problems.append((f"links[{index}]", exc.reason))
                 continue
-            if self.backend_name != "congestion_aware" and (link.fail or link.at > 0):
+            if self.backend_name == "analytical" and (link.fail or link.restore or link.at > 0):
                 problems.append(
                     (
                         f"links[{index}]",
-                        f"the {self.backend_name} network prices links from the start only; failures and "
-                        "changes at a time need backend congestion_aware",
+                        "the analytical network prices links from the start only; failures and changes at a time "
+                        "need backend congestion_aware or flit_level",
                     )
                 )
+        if not problems:
+            try:
+                link_changes.in_order(resolved, message)
+            except link_changes.ChangeError as exc:
+                problems.append((f"links[{exc.entry}]", exc.reason))
         return problems
 
     def notes(self) -> list[tuple[str, str]]:

@@ -112,8 +112,10 @@ class Ns3Network:
         self.close()
         if topology.link_changes:
             raise TopologyError(
-                "link_changes: the ns3 backend does not model links of their own speed or failures; "
-                "use congestion_aware (or analytical, for speeds from the start)"
+                "link_changes: the ns3 backend builds every link of a dimension at the dimension's bandwidth and "
+                "latency and never fails one: no link of its own speed (from the start or at a time), no failure, "
+                "no restore; use backend congestion_aware or flit_level (every change), or analytical (speeds from "
+                "the start)"
             )
         if topology.WhichOneof("fabric") is not None:
             raise TopologyError(

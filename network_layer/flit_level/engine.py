@@ -24,10 +24,11 @@ import bisect
 import heapq
 from collections import deque
 from collections.abc import Iterator
+from fractions import Fraction
 
 from stratasim.network_layer.flit_level.packets import Message, Packet, packet_flits
 from stratasim.network_layer.flit_level.parameters import FlitParameters
-from stratasim.network_layer.flit_level.router import Flit, InputVc, OutputPort
+from stratasim.network_layer.flit_level.router import Flit, InputVc, OutputPort, Route
 from stratasim.network_layer.packet_latency import PacketLatency
 
 __all__ = ["FlitEngine"]
@@ -80,6 +81,7 @@ class FlitEngine:
             for i, payload in enumerate(message.payloads)
         ]
         message.remaining = sum(packet.flits for packet in packets)
+        message.packets = packets
         source = _flits(packets, at_ps + self._pipeline_ps)
         interface = InputVc(None, 0, source)
         interface.queue.extend(next(source))
@@ -113,6 +115,30 @@ class FlitEngine:
         while events and events[0][2].token != events[0][1]:
             heapq.heappop(events)
         return events[0][0] if events else None
+
+    def set_rate(self, port: OutputPort, bandwidth: Fraction, now: int) -> None:
+        """Give ``port``'s link ``bandwidth`` bytes/s from ``now`` on (every event before ``now`` processed); its
+        pending arbitration, timed by the old slots, is made anew."""
+        port.set_rate(bandwidth, now)
+        if port.scheduled >= 0:
+            port.scheduled = -1
+            self._wake(port, now)
+
+    def reroute(self, packet: Packet, route: Route, now: int) -> None:
+        """Send ``packet`` on by ``route`` (the links its head crossed kept) from ``now``: its head, if at the
+        front of its buffer, is offered to the new route's next port instead of the old one's."""
+        hop = packet.crossed
+        old, new = packet.route.ports[hop], route.ports[hop]
+        packet.route = route
+        if old is new:
+            return
+        for position, ivc in enumerate(old.candidates):
+            eligible, front, index, _ = ivc.queue[0]
+            if front is packet and not index:
+                del old.candidates[position]
+                new.candidates.append(ivc)
+                self._wake(new, eligible if eligible > now else now)
+                return
 
     def _wake(self, port: OutputPort, time_ps: int) -> None:
         """Make sure ``port`` arbitrates at its first free slot at or after ``time_ps``."""
@@ -169,11 +195,10 @@ class FlitEngine:
         start of the next slot if candidates remain, else -1."""
         candidates = port.candidates
         ivc = candidates[position]
-        queue = ivc.queue
-        _, packet, index, hop = queue.popleft()
+        _, packet, index, hop = ivc.queue.popleft()
         slot = port.scheduled_slot + 1
         port.slot = slot
-        end = -(-slot * port.num // port.den)  # port.slot_start(slot), inlined on this hot path
+        end = port.anchor_ps - (-(slot - port.anchor_slot) * port.num // port.den)  # port.slot_start, inlined
         if port.initial[vc]:
             port.initial[vc] -= 1
         else:
@@ -181,6 +206,7 @@ class FlitEngine:
         if not index:
             port.owner[vc] = packet
             ivc.out_vc = vc
+            packet.crossed = hop + 1
             port.bytes += packet.payload
             if packet.first:
                 port.messages += 1

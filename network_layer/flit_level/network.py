@@ -29,9 +29,10 @@ into an NPU + P`` before the message is delivered, and a message sent at ``t`` c
 ``t + P``; so ``advance(until)`` decides every slot up to ``until - lookahead`` — no later send can change
 those — and knows every delivery up to ``until``.
 
-Links of their own speed from the start (``Topology.link_changes`` without a time or a failure) are built at that
-speed, the routes unchanged; changes at a time and failures are refused (they need the congestion-aware network:
-these routes are planned once, deadlock-free).
+Links of their own speed from the start (``Topology.link_changes``) are built at that speed, the routes unchanged;
+changes at a time, failures and links that come back are applied at their time as
+:mod:`stratasim.network_layer.flit_level.live_links` says (rerouted packets take the virtual channel classes of
+their new way; a detour is not proved free of deadlock, and one that locks up ends the run saying so).
 
 The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe how coarser networks round and
 forward whole messages; this one always forwards flit by flit and keeps exact picoseconds, so it ignores
@@ -49,7 +50,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from fractions import Fraction
 from itertools import repeat
+from typing import NoReturn
 
 from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.kernel.grid import validate_topology
@@ -57,12 +60,12 @@ from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level import deadlock
 from stratasim.network_layer.flit_level.dimensions import DimensionFabric
 from stratasim.network_layer.flit_level.engine import FlitEngine
+from stratasim.network_layer.flit_level.live_links import LiveLinks
 from stratasim.network_layer.flit_level.packets import Message, packet_payloads
 from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.network_layer.flit_level.router import OutputPort, Route
 from stratasim.network_layer.flow_load import add_flow_rows
-from stratasim.network_layer.link_graph import LinkGraph
-from stratasim.network_layer.link_schedule import LinkSchedule
+from stratasim.network_layer.link_graph import Link, LinkGraph
 from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.network_layer.windows import window_result
 from stratasim.v1 import network_pb2
@@ -89,7 +92,10 @@ class FlitLevelNetwork:
         self._held = 0
         self._engine = FlitEngine(self.parameters)
         self._ports: dict[tuple[int, int], OutputPort] = {}
-        self._paths: Callable[[int, int], Sequence[Sequence[int]]] = lambda src, dst: []
+        self._live = LiveLinks(
+            network_pb2.Topology(), LinkGraph(0, 0, [], str), DimensionFabric(network_pb2.Topology())
+        )
+        self._messages: dict[int, Message] = {}  # in the network, by id
         self._label: Callable[[int, int], str] = lambda src, dst: ""
         self._order: Callable[[int, int], tuple[int, ...]] = lambda src, dst: (src, dst)
         self._classes: deadlock.VcClasses = deadlock.OneClass()
@@ -107,51 +113,63 @@ class FlitLevelNetwork:
         vcs = self.parameters.vcs
         if topology.WhichOneof("fabric") is not None:
             graph = topologies.build(topology)
-            LinkSchedule(topology, graph).refuse_later(self.name)  # speeds from the start set on the graph's links
-            self._paths = lambda src, dst: [[src] + [link.dst for link in graph.route(src, dst)]]
+            self._live = LiveLinks(topology, graph, None)  # speeds from the start set on the graph's links
             self._label = lambda src, dst: f"{graph.name(src)}->{graph.name(dst)}"
             self._order = lambda src, dst: (src, dst)
             self._classes = deadlock.for_fabric(topology, graph, vcs)
         else:
             validate_topology(topology)
             dimensions = DimensionFabric(topology)
-            schedule = LinkSchedule(topology, None)
-            schedule.refuse_later(self.name)
-            dimensions.set_speeds(schedule.speeds)
             graph = dimensions.graph
-            self._paths = dimensions.segments
+            self._live = LiveLinks(topology, graph, dimensions)
             self._label = dimensions.label
             self._order = dimensions.sort_key
             self._classes = deadlock.for_dimensions(topology)
         self._ranges = deadlock.vc_ranges(self._classes.classes, vcs)
-        self._ports = self._build_ports(graph)
+        self._ports = self._build_ports(self._live.links, graph.name)
         if topology.record_link_busy:
             for port in self._ports.values():
                 port.spans = []
         self._npus = graph.npus
-        into_npus = [port.least_flit_ps + port.latency_ps for port in self._ports.values() if port.dst < graph.npus]
-        self._lookahead = max(1, min(into_npus, default=0) + self.parameters.pipeline_ps)
+        self._lookahead = self._least_delay()
         self._engine = FlitEngine(self.parameters)
         self._routes.clear()
+        self._messages.clear()
         self._horizon = -1
         self._in_flight = 0
         self._packets.clear()
         self._held = 0
         return network_pb2.NetworkInfo(npus=self._npus, lookahead_ps=self._lookahead, backend=self.name)
 
-    def _build_ports(self, graph: LinkGraph) -> dict[tuple[int, int], OutputPort]:
+    def _least_delay(self) -> int:
+        """The lookahead: the least flit time and latency of a link into an NPU, at any speed it takes, plus a
+        router's pipeline."""
+        into_npus = [port.least_flit_ps + port.latency_ps for port in self._ports.values() if port.dst < self._npus]
+        for nodes, bandwidth in self._live.later_rates():
+            port = self._ports[nodes]
+            flit_ps = port.flit_bytes * 10**12 // bandwidth
+            if flit_ps < 1:
+                self._too_fast(port.src, port.dst, bandwidth, self._label)
+            if port.dst < self._npus:
+                into_npus.append(int(flit_ps) + port.latency_ps)
+        return max(1, min(into_npus, default=0) + self.parameters.pipeline_ps)
+
+    def _too_fast(self, src: int, dst: int, bandwidth: Fraction, name: Callable[[int, int], str]) -> NoReturn:
+        raise BackendError(
+            f"flit_level.flit_bytes: a flit of {self.parameters.flit_bytes} bytes takes less than 1 ps on the "
+            f"link {name(src, dst)} of {float(bandwidth):g} B/s"
+        )
+
+    def _build_ports(self, links: list[Link], name: Callable[[int], str]) -> dict[tuple[int, int], OutputPort]:
         """A port per link, its buffers' credits filled; a link too fast for one flit per ps is refused."""
         parameters = self.parameters
         ports = {}
-        for link in graph.links():
+        for link in links:
             port = OutputPort(
                 link.src, link.dst, link.bandwidth, link.latency_ps, parameters.flit_bytes, parameters.vcs
             )
             if port.least_flit_ps < 1:
-                raise BackendError(
-                    f"flit_level.flit_bytes: a flit of {parameters.flit_bytes} bytes takes less than 1 ps on the "
-                    f"link {graph.name(link.src)}->{graph.name(link.dst)} of {float(link.bandwidth):g} B/s"
-                )
+                self._too_fast(link.src, link.dst, link.bandwidth, lambda a, b: f"{name(a)}->{name(b)}")
             depth = parameters.buffer_flits
             if not depth:  # the credit round trip: two latencies, a pipeline and a few flits of slack
                 depth = -(-(2 * link.latency_ps + parameters.pipeline_ps + 2) * port.den // port.num) + 3
@@ -165,7 +183,7 @@ class FlitLevelNetwork:
         if route is None:
             if len(self._routes) >= _ROUTE_CACHE:
                 self._routes.clear()
-            route = self._routes[key] = tuple(self._segment(path) for path in self._paths(src, dst))
+            route = self._routes[key] = tuple(self._segment(path) for path in self._live.segments(src, dst))
         return route
 
     def _segment(self, path: Sequence[int]) -> Route:
@@ -191,6 +209,7 @@ class FlitLevelNetwork:
             self._hold(msg_id, size)
             message = Message(msg_id, sent, packet_payloads(size, self.parameters), self._route(src, dst), flow)
             self._engine.start(message, sent)
+            self._messages[msg_id] = message
             self._in_flight += 1
 
     def _hold(self, msg_id: int, size: int) -> None:
@@ -220,12 +239,17 @@ class FlitLevelNetwork:
             first = self._next_arrival()
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         horizon = until_ps - self._lookahead
+        while self._live.next_ps <= horizon:  # every arbitration before a change decided, then the change
+            self._engine.run(self._live.next_ps - 1)
+            self._live.apply(self._live.next_ps, self._engine, self._ports, self._messages.values(), self._segment)
+            self._routes.clear()
         self._engine.run(horizon)
         self._horizon = max(self._horizon, horizon)
         result = window_result(self._engine.deliveries, until_ps, self._next_arrival)
         self._in_flight -= len(result.deliveries.id)
         for msg_id in result.deliveries.id:
             self._held -= self._packets.pop(msg_id, 0)
+            self._messages.pop(msg_id, None)
         if not result.has_next and self._in_flight:
             raise SimulationError(
                 f"flit_level: deadlock by {until_ps} ps: {self._in_flight} messages are in the network but no "
@@ -267,6 +291,7 @@ class FlitLevelNetwork:
         self._engine = FlitEngine(self.parameters)
         self._ports.clear()
         self._routes.clear()
+        self._messages.clear()
 
 
 def _with_topology_parameters(parameters: FlitParameters, given: network_pb2.FlitParameters) -> FlitParameters:

@@ -39,7 +39,7 @@ class Message:
     congestion-aware networks do between dimensions). ``flow`` is its traffic class (the sending NPU's job).
     """
 
-    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps", "flow")
+    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps", "flow", "packets")
 
     def __init__(
         self, msg_id: int, sent_ps: int, payloads: list[int], segments: tuple[Route, ...], flow: int = 0
@@ -52,12 +52,15 @@ class Message:
         self.segment = 0
         self.remaining = 0  # flits of the current segment not yet ejected
         self.latest_ps = sent_ps  # when the last ejected flit of the current segment left the network
+        self.packets: list[Packet] = []  # the packets of the current segment
 
 
 class Packet:
-    """A worm of ``flits`` flits following ``route``; its head flit allocates a virtual channel per hop."""
+    """A worm of ``flits`` flits following ``route``; its head flit allocates a virtual channel per hop.
+    ``crossed`` counts the links its head has crossed (a link failing reroutes the packets whose head has not
+    crossed it)."""
 
-    __slots__ = ("message", "route", "flits", "payload", "first")
+    __slots__ = ("message", "route", "flits", "payload", "first", "crossed")
 
     def __init__(self, message: Message, route: Route, flits: int, payload: int, first: bool) -> None:
         self.message = message
@@ -65,3 +68,4 @@ class Packet:
         self.flits = flits
         self.payload = payload
         self.first = first  # its segment's first packet: each link counts the message when its head crosses
+        self.crossed = 0

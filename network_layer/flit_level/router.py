@@ -6,7 +6,9 @@ virtual channel, which packet holds it and the credits it has for the buffer at 
 
 A link has its own clock: slot ``n`` starts at ``ceil(n * flit_bytes / bandwidth)`` (in ps, counted from time
 zero) and carries at most one flit. Anchoring slots at zero, rather than at the last flit sent, keeps a long
-stream of flits at exactly the link's bandwidth, with no rounding that adds up.
+stream of flits at exactly the link's bandwidth, with no rounding that adds up. A link whose bandwidth changes at a
+time (:meth:`OutputPort.set_rate`) keeps its slots up to then and counts the new ones from an anchor: the first slot
+not used that starts at or after the change.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ class OutputPort:
         "src",
         "dst",
         "latency_ps",
+        "flit_bytes",
         "num",
         "den",
+        "anchor_ps",
+        "anchor_slot",
         "down",
         "owner",
         "initial",
@@ -82,9 +87,12 @@ class OutputPort:
         self.src = src
         self.dst = dst
         self.latency_ps = latency_ps
-        flit_ps = flit_bytes * _PS_PER_S / bandwidth  # slot n starts at ceil(n * num / den) ps
+        self.flit_bytes = flit_bytes
+        flit_ps = flit_bytes * _PS_PER_S / bandwidth  # slot n starts at anchor_ps + ceil((n - anchor_slot) num / den)
         self.num = flit_ps.numerator
         self.den = flit_ps.denominator
+        self.anchor_ps = 0
+        self.anchor_slot = 0
         self.down = [InputVc(self, vc) for vc in range(vcs)]
         self.owner: list[Packet | None] = [None] * vcs
         self.initial = [0] * vcs
@@ -102,12 +110,23 @@ class OutputPort:
         self.by_flow: dict[int, list[int]] = {}  # flow other than 0 -> [bytes, messages, 0 (no queue measured)]
 
     def slot_start(self, slot: int) -> int:
-        """When slot ``slot`` starts, in ps."""
-        return -(-slot * self.num // self.den)
+        """When slot ``slot`` (from the anchor on) starts, in ps."""
+        return self.anchor_ps - (-(slot - self.anchor_slot) * self.num // self.den)
 
     def first_slot(self, time_ps: int) -> int:
-        """The first slot starting at or after ``time_ps``."""
-        return (time_ps - 1) * self.den // self.num + 1 if time_ps > 0 else 0
+        """The first slot from the anchor on starting at or after ``time_ps``."""
+        since = time_ps - self.anchor_ps
+        return self.anchor_slot + ((since - 1) * self.den // self.num + 1 if since > 0 else 0)
+
+    def set_rate(self, bandwidth: Fraction, now: int) -> None:
+        """Carry ``bandwidth`` bytes/s from ``now`` on: slots that started earlier, and the one under way, keep
+        their length; the new ones count from the first slot not used starting at or after ``now``."""
+        anchor = max(self.slot, self.first_slot(now))
+        self.anchor_ps = self.slot_start(anchor)
+        self.anchor_slot = anchor
+        flit_ps = self.flit_bytes * _PS_PER_S / bandwidth
+        self.num = flit_ps.numerator
+        self.den = flit_ps.denominator
 
     @property
     def least_flit_ps(self) -> int:

@@ -27,7 +27,16 @@ from stratasim.network_layer.topologies.base import (
 )
 from stratasim.v1 import network_pb2
 
-__all__ = ["FABRIC", "SECTIONS", "TorusSection", "HierarchicalTorusSection", "check", "build", "layout"]
+__all__ = [
+    "FABRIC",
+    "SECTIONS",
+    "TorusSection",
+    "HierarchicalTorusSection",
+    "check",
+    "build",
+    "layout",
+    "link_dimension",
+]
 
 FABRIC = "torus"
 """The ``Topology.fabric`` field this module checks, lays out and builds."""
@@ -95,6 +104,16 @@ def size(spec: network_pb2.TorusFabric) -> tuple[int, int]:
     two-wide torus's."""
     npus = capped_product(spec.shape) if spec.shape else 0
     return npus, min(2 * npus * len(spec.shape), SIZE_CAP)
+
+
+def link_dimension(shape: tuple[int, ...], a: int, b: int) -> int | None:
+    """The dimension of a torus or mesh of ``shape`` whose link joins NPUs ``a`` and ``b``: the one their
+    coordinates differ in (None when they are no neighbours, or no NPUs of it)."""
+    grid = Grid(shape)
+    if not (0 <= a < grid.npus and 0 <= b < grid.npus):
+        return None
+    differ = [d for d in range(len(shape)) if grid.coordinate(a, d) != grid.coordinate(b, d)]
+    return differ[0] if len(differ) == 1 else None
 
 
 def build(spec: network_pb2.TorusFabric) -> LinkGraph:

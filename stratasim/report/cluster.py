@@ -1,7 +1,8 @@
 """The cluster view of a run on a network that models links: how busy the NPUs were, which links carried the most
 and for which job, and where messages queued, level by level.
 
-A link's level is what it joins, read from its name: on a list of dimensions its dimension (``dim 1``); on a fabric
+A link's level is what it joins, read from its name: on a list of dimensions its dimension (``dim 1``), and likewise on
+a torus or mesh (``npu 5->npu 6`` of a 4 x 4 torus is in ``dim 0``, ``npu 5->npu 9`` in ``dim 1``); on another fabric
 the kinds of its two ends, their numbers dropped — on a fat tree ``npu->edge``, ``edge->aggregation``,
 ``aggregation->core`` and the same downwards, so queueing at the ToR (edge) and spine (core) shows level by level;
 on a graph fabric the node names without their trailing digits (``gpu3->tor0``: ``gpu->tor``). Levels are listed in
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from stratasim.network_layer.topologies import torus
 from stratasim.system_layer.result import LinkStats, SimulationResult
 
 __all__ = ["BUSIEST_LINKS", "ClusterView", "LevelLoad", "cluster_view", "link_level"]
@@ -21,6 +23,7 @@ BUSIEST_LINKS = 8
 """Links the cluster view lists, the most bytes first."""
 
 _DIMENSION = re.compile(r"^(dim \d+):")
+_NPU_LINK = re.compile(r"^npu (\d+)->npu (\d+)$")
 _NUMBERED = re.compile(r"[\s\d.]+$")
 
 
@@ -60,17 +63,22 @@ class ClusterView:
     queue_measured: bool
 
 
-def link_level(name: str) -> str:
-    """The level of the link called ``name``: its dimension, or the kinds of the nodes it joins."""
+def link_level(name: str, torus_shape: tuple[int, ...] = ()) -> str:
+    """The level of the link called ``name``: its dimension (on a torus or mesh of ``torus_shape``, the one its ends
+    differ in), or the kinds of the nodes it joins."""
     dimension = _DIMENSION.match(name)
     if dimension:
         return dimension.group(1)
-    ends = name.split("->")
-    return "->".join(_NUMBERED.sub("", end) or end for end in ends)
+    npus = _NPU_LINK.match(name) if torus_shape else None
+    along = None if npus is None else torus.link_dimension(torus_shape, int(npus[1]), int(npus[2]))
+    if along is not None:
+        return f"dim {along}"
+    return "->".join(_NUMBERED.sub("", end) or end for end in name.split("->"))
 
 
-def cluster_view(result: SimulationResult) -> ClusterView | None:
-    """The cluster view of ``result``; None when the network reported no link counters."""
+def cluster_view(result: SimulationResult, torus_shape: tuple[int, ...] = ()) -> ClusterView | None:
+    """The cluster view of ``result`` (on a torus or mesh of ``torus_shape``, if it ran on one); None when the
+    network reported no link counters."""
     if not result.links:
         return None
     npus, total = result.npus, result.total_time_ps
@@ -82,18 +90,18 @@ def cluster_view(result: SimulationResult) -> ClusterView | None:
         npu_utilisation=compute / (npus * total) if npus and total else 0.0,
         active_npu_share=active / npus if npus else 0.0,
         busiest=tuple(busiest),
-        levels=_levels(result.links),
+        levels=_levels(result.links, torus_shape),
         jobs=tuple(jobs),
         queue_measured=all(link.queue_ps is not None for link in result.links),
     )
 
 
-def _levels(links: tuple[LinkStats, ...]) -> tuple[LevelLoad, ...]:
+def _levels(links: tuple[LinkStats, ...], torus_shape: tuple[int, ...]) -> tuple[LevelLoad, ...]:
     """Each level's links, bytes, messages and queueing, in total and per job."""
     totals: dict[str, list[int]] = {}
     per_job: dict[str, dict[int, list[int]]] = {}
     for link in links:
-        level = link_level(link.link)
+        level = link_level(link.link, torus_shape)
         counts = totals.setdefault(level, [0, 0, 0, 0])
         for i, value in enumerate((1, link.bytes, link.messages, link.queue_ps or 0)):
             counts[i] += value

@@ -34,7 +34,9 @@ class ReportContents:
     priced with and where it comes from (empty without a compute section); ``jobs`` each job's figures in a study of
     several jobs (:class:`~stratasim.report.jobs.JobFigures`; empty otherwise); ``samples`` the Monte-Carlo step-time
     distribution (:func:`stratasim.study.samples.sample_figures`; None without samples); ``devices`` how many NPUs
-    run each device when NPU groups run different devices (``compute.groups``; None otherwise). The result's trace
+    run each device when NPU groups run different devices (``compute.groups``; None otherwise); ``torus_shape`` the
+    shape of the torus or mesh fabric the study ran on (the cluster view groups its links by dimension; empty on other
+    topologies). The result's trace
     spans, counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not
     part of the JSON report.
     """
@@ -52,6 +54,7 @@ class ReportContents:
     jobs: tuple[JobFigures, ...] = ()
     samples: dict[str, Any] | None = None
     devices: dict[str, int] | None = None
+    torus_shape: tuple[int, ...] = ()
 
     @property
     def energy_per_token_pj(self) -> float | None:

@@ -143,7 +143,7 @@ def _cluster_row(engine: SimulationResult, report: ReportContents) -> dict[str, 
     with their queueing (and bytes per job), and load and queueing per link level (and per job), in ns. Queue times
     appear only from networks that measure them, per-job fields only in a study of several jobs; job keys are
     strings, as JSON keys are."""
-    view = cluster_view(engine)
+    view = cluster_view(engine, report.torus_shape)
     assert view is not None  # the network reported links
     several, queued = bool(view.jobs), view.queue_measured
     return {

@@ -369,7 +369,7 @@ def _link_table(report: ReportContents, engine: SimulationResult) -> list[str]:
 def _cluster_lines(report: ReportContents, engine: SimulationResult) -> list[str]:
     """The cluster view in a few lines: NPU utilisation, each link level's bytes and mean wait for a link per message
     (and the same for the first jobs, by name), and in a study of several jobs the most loaded link's bytes per job."""
-    view = cluster_view(engine)
+    view = cluster_view(engine, report.torus_shape)
     if view is None:
         return []
     names = [job.name for job in report.jobs]

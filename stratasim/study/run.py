@@ -295,7 +295,14 @@ def _report(
         jobs=jobs,
         samples=distribution,
         devices=devices.counts(result.npus) if devices is not None and devices.device_of else None,
+        torus_shape=_torus_shape(study),
     )
+
+
+def _torus_shape(study: Study) -> tuple[int, ...]:
+    """The shape of the study's torus or mesh fabric; empty on any other topology."""
+    topology = study.topology_proto()
+    return tuple(topology.torus.shape) if topology.WhichOneof("fabric") == "torus" else ()
 
 
 def _jobs(

@@ -191,6 +191,7 @@ class LinkChange(_message.Message):
     BANDWIDTH_FRACTION_FIELD_NUMBER: _builtins.int
     LATENCY_PS_FIELD_NUMBER: _builtins.int
     FAIL_FIELD_NUMBER: _builtins.int
+    RESTORE_FIELD_NUMBER: _builtins.int
     link: _builtins.str
     at_ps: _builtins.int
     """When the change takes effect, picoseconds from the start of the run; 0: from the start."""
@@ -202,6 +203,10 @@ class LinkChange(_message.Message):
     """The link's own latency, picoseconds; only from the start (at_ps 0). Unset: unchanged."""
     fail: _builtins.bool
     """True: the link carries nothing from at_ps on; messages reroute where the topology has another way."""
+    restore: _builtins.bool
+    """True: the link, failed earlier, carries traffic again from at_ps on, at bandwidth_* when given, else at the
+    speed it had when it failed; new routes cross it again.
+    """
     def __init__(
         self,
         *,
@@ -211,10 +216,11 @@ class LinkChange(_message.Message):
         bandwidth_fraction: _builtins.float = ...,
         latency_ps: _builtins.int | None = ...,
         fail: _builtins.bool = ...,
+        restore: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_latency_ps", b"_latency_ps", "latency_ps", b"latency_ps"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_latency_ps", b"_latency_ps", "at_ps", b"at_ps", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "bandwidth_fraction", b"bandwidth_fraction", "fail", b"fail", "latency_ps", b"latency_ps", "link", b"link"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_latency_ps", b"_latency_ps", "at_ps", b"at_ps", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "bandwidth_fraction", b"bandwidth_fraction", "fail", b"fail", "latency_ps", b"latency_ps", "link", b"link", "restore", b"restore"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__latency_ps: _TypeAlias = _typing.Literal["latency_ps"]  # noqa: Y015
     _WhichOneofArgType__latency_ps: _TypeAlias = _typing.Literal["_latency_ps", b"_latency_ps"]  # noqa: Y015

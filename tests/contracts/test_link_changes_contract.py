@@ -61,10 +61,19 @@ def test_the_flit_level_network_takes_static_speeds_the_same_in_process_and_remo
     assert local[-1] != run(open_backend("network", "flit_level", "in-process"), topology())[-1]
 
 
+def test_the_flit_level_network_applies_later_changes_the_same_in_process_and_remote(
+    open_backend: Callable[..., Any],
+) -> None:
+    back = network_pb2.LinkChange(link="dim 0: 2<->3", at_ps=2_500_000, restore=True)
+    local, remote = (run(open_backend("network", "flit_level", mode), changed(*CHANGES, back)) for mode in MODES)
+    assert remote == local
+    assert local[-1] != run(open_backend("network", "flit_level", "in-process"), changed(CHANGES[0]))[-1]
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_the_flit_level_network_refuses_later_changes_the_same_way(mode: str, open_backend: Callable[..., Any]) -> None:
-    network = open_backend("network", "flit_level", mode)
-    with pytest.raises(TopologyError, match=r"^link_changes: link dim 1: 3->switch changes at 1 us: the flit_level"):
+def test_the_analytical_network_refuses_later_changes_the_same_way(mode: str, open_backend: Callable[..., Any]) -> None:
+    network = open_backend("network", "analytical", mode)
+    with pytest.raises(TopologyError, match=r"^link_changes: link dim 1: 3->switch changes at 1 us: the analytical"):
         network.configure(changed(*CHANGES[:2]))
 
 

@@ -1,5 +1,5 @@
 """Links of their own speed from the start on the flit-level network (``Topology.link_changes`` with no time and
-no failure): a slow link slows exactly the messages crossing it.
+no failure): a slow link slows exactly the messages crossing it (changes at a time: ``test_flit_level_link_changes``).
 
 A message that does not cross the changed link takes exactly its nominal time. One that does is within one slot
 per link of the zero-load formula of :mod:`stratasim.network_layer.flit_level.network` with the link's own flit time
@@ -17,7 +17,6 @@ from fractions import Fraction
 
 import pytest
 
-from stratasim.kernel.errors import TopologyError
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level import FlitLevelNetwork
 from stratasim.network_layer.flit_level.dimensions import DimensionFabric
@@ -91,12 +90,3 @@ def test_one_hop_over_the_slow_link_takes_what_a_uniformly_slow_network_gives(na
     message = [(1, 2, SIZE)]
     took = transit(FlitLevelNetwork(), _slowed(topo, slowed_link), message)
     assert took == transit(FlitLevelNetwork(), uniform, message) > transit(FlitLevelNetwork(), topo, message)
-
-
-@pytest.mark.parametrize(
-    "change", [pb.LinkChange(at_ps=1_000_000, bandwidth_fraction=0.5), pb.LinkChange(at_ps=1_000_000, fail=True)]
-)
-def test_changes_at_a_time_and_failures_are_refused(change: pb.LinkChange) -> None:
-    topo, slowed_link, _ = CASES["ring"]
-    with pytest.raises(TopologyError, match=r"^link_changes: link dim 0: 1->2 (fails|changes at 1 us): the flit_level"):
-        FlitLevelNetwork().configure(_slowed(topo, slowed_link, change))

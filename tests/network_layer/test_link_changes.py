@@ -165,12 +165,69 @@ def test_a_fabric_link_name_that_does_not_exist_suggests_the_nearest() -> None:
         CongestionAwareNetwork().configure(changed(fabrics.fat_tree(4), change))
 
 
-def test_backends_that_do_not_model_changes_refuse_them() -> None:
+def test_the_analytical_network_refuses_changes_at_a_time() -> None:
     at = network_pb2.LinkChange(link="dim 0: 3->4", at_ps=1, bandwidth_fraction=0.5)
-    with pytest.raises(TopologyError, match="congestion_aware"):
+    with pytest.raises(TopologyError, match="the analytical network prices links as they are from the start; .*"):
         AnalyticalNetwork().configure(changed(topology((RING, 8, B, ALPHA)), at))
-    with pytest.raises(TopologyError, match="the flit_level network prices links as they are from the start"):
-        FlitLevelNetwork().configure(changed(topology((RING, 8, B, ALPHA)), at))
+    FlitLevelNetwork().configure(changed(topology((RING, 8, B, ALPHA)), at))  # the flit-level one takes them
+
+
+DOWN = network_pb2.LinkChange(link="dim 0: 3->4", at_ps=10**9, fail=True)
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        (
+            [network_pb2.LinkChange(link="dim 0: 3->4", at_ps=10**9, restore=True)],
+            r"link_changes\[0\] \('dim 0: 3->4'\): restores link dim 0: 3->4 at 1 ms, but it is not down before then",
+        ),
+        (
+            [network_pb2.LinkChange(link="dim 0: 3<->4", at_ps=5 * 10**8, restore=True), DOWN],
+            r"link_changes\[0\] .*restores link dim 0: 3->4 at 500 us, but it is not down before then",
+        ),
+        (
+            [DOWN, network_pb2.LinkChange(link="dim 0: 3->4", at_ps=10**9, restore=True)],
+            r"link_changes\[1\] .*but it fails at that same time",
+        ),
+        (
+            [DOWN, network_pb2.LinkChange(link="dim 0: 3->4", at_ps=2 * 10**9, bandwidth_fraction=0.5)],
+            r"link_changes\[1\] .*changes link dim 0: 3->4 at 2 ms while it is down \(failed at 1 ms\); bring it "
+            "back first with restore: true",
+        ),
+        (
+            [DOWN, network_pb2.LinkChange(link="dim 0: 3->4", at_ps=2 * 10**9, fail=True, restore=True)],
+            r"link_changes\[1\] .*give fail, or a new speed, or restore",
+        ),
+        (
+            [DOWN, network_pb2.LinkChange(link="dim 0: 3->4", at_ps=2 * 10**9, restore=True, latency_ps=1)],
+            r"link_changes\[1\] .*a restored link comes back with the latency it had",
+        ),
+    ],
+)
+def test_impossible_restores_are_refused_naming_the_entry(changes: list[network_pb2.LinkChange], said: str) -> None:
+    for network in (CongestionAwareNetwork, FlitLevelNetwork):
+        with pytest.raises(TopologyError, match=said):
+            network().configure(changed(topology((RING, 8, B, ALPHA)), *changes))
+
+
+def test_a_switch_that_comes_back_carries_again() -> None:
+    # The switch of dimension 1 is down from 1 ms to 3 ms: NPU 0 -> NPU 4 cannot go in between, and after goes
+    # up and down through it as before.
+    switch = [
+        network_pb2.LinkChange(link="dim 1: switch", at_ps=10**9, fail=True),
+        network_pb2.LinkChange(link="dim 1: switch", at_ps=3 * 10**9, restore=True),
+    ]
+    net = configured(CongestionAwareNetwork(), changed(topology((RING, 4, B, ALPHA), (SWITCH, 2, B, ALPHA)), *switch))
+    assert send(net, [(0, 4, M, 4 * 10**9)]) == [4 * 10**9 + 2 * ALPHA + ser(M, B)]
+    for network in (CongestionAwareNetwork, FlitLevelNetwork):
+        net = configured(network(), changed(topology((RING, 4, B, ALPHA), (SWITCH, 2, B, ALPHA)), *switch))
+        with pytest.raises(
+            BackendError,
+            match=r"^link dim 1: 0->switch failed at 1 ms; link dim 1: switch->4 failed at 1 ms; NPU 0 cannot reach "
+            r"NPU 4: a switch dimension has one way up and one way down per NPU \(dimension 1\)$",
+        ):
+            send(net, [(0, 4, M, 2 * 10**9)])
 
 
 def test_changes_give_the_same_result_whatever_the_windows() -> None:

@@ -72,11 +72,12 @@ def ring_study(tmp_path: Path, links: list[dict[str, Any]], backend: str = "cong
     return path
 
 
+@pytest.mark.parametrize("backend", ["congestion_aware", "flit_level"])
 def test_a_ring_cut_in_two_places_fails_with_one_line_naming_the_link_and_the_time(
-    tmp_path: Path, run_cli: RunCli
+    tmp_path: Path, run_cli: RunCli, backend: str
 ) -> None:
     cut = [{"link": f"dim 0: {a}<->{a + 1}", "at": "10us", "fail": True} for a in (1, 5)]
-    code, out, err = run_cli("run", str(ring_study(tmp_path, cut)))
+    code, out, err = run_cli("run", str(ring_study(tmp_path, cut, backend)), "--set", "workload.size=1MiB")
     assert code == 2 and out == "" and "Traceback" not in err
     assert err == (
         "error: link dim 0: 1->2 failed at 10 us; link dim 0: 6->5 failed at 10 us; NPU 1 cannot reach NPU 2: "
@@ -126,6 +127,49 @@ def test_a_bad_entry_gets_one_named_problem(tmp_path: Path, entry: dict[str, Any
     assert list(problems) == [key] and said in problems[key], problems
 
 
+@pytest.mark.parametrize("backend", ["congestion_aware", "flit_level"])
+def test_a_cable_that_comes_back_shortens_the_detour(tmp_path: Path, backend: str) -> None:
+    def run(links: list[dict[str, Any]]) -> int:
+        path = ring_study(tmp_path, links, backend)
+        return run_study(load_study(path, ["workload.size=4MiB"])).total_time_ps
+
+    cut = {"link": "dim 0: 1<->2", "at": "10us", "fail": True}
+    back = {"link": "dim 0: 1<->2", "at": "40us", "restore": True}
+    intact, failed, restored = run([]), run([cut]), run([cut, back])
+    assert intact < restored < failed
+
+
+@pytest.mark.parametrize(
+    ("entries", "key", "said"),
+    [
+        ([{"link": "dim 0: 3->4", "at": "1ms", "restore": True}], "network.links[0]", "is not down before then"),
+        (
+            [{"link": "dim 0: 3->4", "at": "2ms", "restore": True}, {"link": "dim 0: 3->4", "at": "3ms", "fail": True}],
+            "network.links[0]",
+            "restores link dim 0: 3->4 at 2 ms, but it is not down before then",
+        ),
+        (
+            [
+                {"link": "dim 0: 3->4", "at": "1ms", "fail": True},
+                {"link": "dim 0: 3->4", "at": "2ms", "bandwidth": "50%"},
+            ],
+            "network.links[1]",
+            "while it is down (failed at 1 ms); bring it back first with restore: true",
+        ),
+        ([{"link": "dim 0: 3->4", "restore": "soon"}], "network.links[0].restore", "boolean"),
+    ],
+)
+def test_a_bad_restore_gets_one_named_problem(
+    tmp_path: Path, run_cli: RunCli, entries: list[dict[str, Any]], key: str, said: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_study(ring_study(tmp_path, entries))
+    problems = dict(raised.value.problems)
+    assert list(problems) == [key] and said in problems[key], problems
+    code, out, err = run_cli("check", str(ring_study(tmp_path, entries)))
+    assert code != 0 and "Traceback" not in err and key in out + err
+
+
 def test_the_nearest_fabric_link_is_suggested() -> None:
     study = yaml.safe_load((EXAMPLES / "degraded_link.yaml").read_text(encoding="utf-8"))
     study["network"]["links"] = [{"link": "npu 1->npu 22", "bandwidth": "50%"}]
@@ -143,11 +187,11 @@ def test_backends_that_do_not_model_links_are_named(tmp_path: Path) -> None:
         load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "bandwidth": "50%"}], "ns3"))
 
 
-def test_the_flit_level_network_takes_speeds_from_the_start_only(tmp_path: Path) -> None:
+def test_the_flit_level_network_takes_speeds_and_the_analytical_one_from_the_start_only(tmp_path: Path) -> None:
     """A ring link at half speed (B / 2) carries the ring's 2 (8 - 1) = 14 messages of 1 MiB / 8 back to back, the
     bottleneck: 14 ser(message, B / 2) + alpha on the congestion-aware network, and on the flit-level one 14 F k
     (its F flits of 64 B each, k = 64 B / (B / 2)) within 3 % (the routers' pipelines and the last message's way);
-    a change at a time is refused by name."""
+    the analytical network refuses a change at a time by name."""
     half = [{"link": "dim 0: 1->2", "bandwidth": "50%"}]
     message = 2**20 // 8
     congestion, flit = (
@@ -157,10 +201,10 @@ def test_the_flit_level_network_takes_speeds_from_the_start_only(tmp_path: Path)
     assert congestion.total_time_ps == 14 * ser(message, B // 2) + ALPHA
     assert abs(flit.total_time_ps / (14 * flits(message) * ser(FlitParameters().flit_bytes, B // 2)) - 1) < 0.03
     with pytest.raises(ConfigError) as raised:
-        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "at": "1us", "bandwidth": "50%"}], "flit_level"))
+        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "at": "1us", "bandwidth": "50%"}], "analytical"))
     assert dict(raised.value.problems) == {
-        "network.links[0]": "the flit_level network prices links from the start only; failures and changes at a time need "
-        "backend congestion_aware"
+        "network.links[0]": "the analytical network prices links from the start only; failures and changes at a time "
+        "need backend congestion_aware or flit_level"
     }
 
 

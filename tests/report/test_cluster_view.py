@@ -154,3 +154,33 @@ def test_the_cluster_view_explains_why_packed_placement_beats_random() -> None:
     assert len(spread["busiest_links"][0]["bytes_by_job"]) > 1
     climbing = next(row for row in spread["by_level"] if row["level"] == "edge->aggregation")
     assert climbing["queue_ns"] > 0 and all(job["queue_ns"] > 0 for job in climbing["by_job"].values())
+
+
+@pytest.mark.parametrize(
+    ("name", "level"),
+    [
+        ("npu 5->npu 6", "dim 0"),
+        ("npu 4->npu 7", "dim 0"),  # the wrap-around cable of row 1
+        ("npu 5->npu 9", "dim 1"),
+        ("npu 3->npu 15", "dim 1"),
+        ("npu 5->npu 10", "npu->npu"),  # no link of the torus: read as a name
+    ],
+)
+def test_a_torus_links_level_is_its_dimension(name: str, level: str) -> None:
+    assert link_level(name, (4, 4)) == level
+    assert link_level(name) == "npu->npu"
+
+
+def test_a_torus_study_shows_load_per_dimension_and_where_a_failure_moved_it() -> None:
+    # The failed cable 5<->6 (dimension 0) sends the 48 MiB left to cross 5 -> 6 by 5 -> 1 -> 2 -> 6: dimension 1
+    # carries 2 x 48 MiB more, dimension 0 as much as before (1 -> 2 instead of 5 -> 6).
+    failed = run_study(load_study(str(EXAMPLES / "clusters" / "failed_link.yaml"), []))
+    intact = run_study(load_study(str(EXAMPLES / "clusters" / "failed_link.yaml"), ["network.links=[]"]))
+    levels = [{row["level"]: row for row in run.to_dict()["cluster"]["by_level"]} for run in (intact, failed)]
+    assert [sorted(by_level) for by_level in levels] == [["dim 0", "dim 1"]] * 2
+    assert levels[1]["dim 0"]["bytes"] == levels[0]["dim 0"]["bytes"]
+    assert levels[1]["dim 1"]["bytes"] == levels[0]["dim 1"]["bytes"] + 2 * (48 << 20)
+    # the ring all-reduce runs one way round each ring: 16 links of the 32 of each dimension carry it
+    assert levels[0]["dim 0"]["links"] == levels[0]["dim 1"]["links"] == 16
+    assert all(row["queue_ns"] >= 0 for row in levels[1].values())
+    assert "dim 1" in failed.to_text()
