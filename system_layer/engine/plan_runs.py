@@ -41,6 +41,7 @@ class PlanRun:
     whole: frozenset[int] = frozenset()
     priced: GraphPlan | None = None
     durations: tuple[int, ...] = ()
+    slow: tuple[float, ...] | None = None  # each node's slow-down while collectives run (None: none)
     energy_pj: float = 0.0
     device: str = ""
 
@@ -51,6 +52,7 @@ class PlanRun:
     def take_prices(self, pricing: Pricing) -> None:
         """Keep the durations and energy ``pricing`` found for the inlined plan."""
         self.durations = pricing.durations[self.plan]
+        self.slow = pricing.slow.get(self.plan)
         self.energy_pj = pricing.energies[self.plan]
 
     def fuse(self) -> None:
