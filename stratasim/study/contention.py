@@ -11,7 +11,7 @@ from stratasim.kernel.errors import ConfigError
 from stratasim.study.device import StudyDevices
 from stratasim.system_layer import Contention
 
-__all__ = ["contention_of"]
+__all__ = ["contention_of", "contention_statement"]
 
 
 def contention_of(study: Study, devices: StudyDevices | None) -> dict[str, Contention] | None:
@@ -39,3 +39,21 @@ def contention_of(study: Study, devices: StudyDevices | None) -> dict[str, Conte
             ],
         )
     return counted or None
+
+
+def contention_statement(study: Study, devices: StudyDevices | None) -> str:
+    """What the report's calibration line adds when collectives slow compute: each counted device's footprint, as
+    ``collectives slow the compute they overlap (system.contention): 32 of 132 SMs, 0.90 of 3.35 TB/s of memory
+    bandwidth`` (empty when nowhere)."""
+    counted = contention_of(study, devices)
+    if not counted or devices is None:
+        return ""
+    parts = []
+    for name in counted:
+        footprint = devices.facts[name].comm_footprint
+        said = (
+            f"{footprint.comm_sms} of {footprint.sms} SMs, {footprint.comm_memory_bytes_per_s / 1e12:.2f} of "
+            f"{footprint.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s of memory bandwidth"
+        )
+        parts.append(f"{name} {said}" if len(devices.facts) > 1 else said)
+    return f"collectives slow the compute they overlap (system.contention): {'; '.join(parts)}"

@@ -1,11 +1,11 @@
 """Runs each NPU's execution graph: a node starts once its dependencies are done.
 
 Compute nodes share the NPU's single compute stream (one at a time, in the order they became ready);
-collective nodes go to the NPU's chunk scheduler and overlap with compute (with ``slow`` factors, the compute
-running while any of the NPU's collectives is in flight runs slower: :mod:`stratasim.system_layer.engine.contention`). A send node's message travels
-at once; the send and the peer's matching receive (same source and tag, first come first served) complete
-when it arrives — a receive that becomes ready after its message arrived completes at once. The k-th
-collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
+collective nodes go to the NPU's chunk scheduler and overlap with compute (given ``slow`` factors, compute runs
+slower while any of the NPU's collectives is in flight: :mod:`stratasim.system_layer.engine.contention`). A send
+node's message travels at once; the send and the peer's matching receive (same source and tag, first come first
+served) complete when it arrives — a receive that becomes ready after its message arrived completes at once. The
+k-th collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
 requires. Memory loads and stores queue on the NPU's local-memory channel; metadata nodes take no time.
 """
 
@@ -160,8 +160,8 @@ class NpuExecutor:
         before = self._comms > 0
         self._comms += step
         progress = self._progress
-        if before == (self._comms > 0) or progress is None or self.stopped:
-            return
+        if before == (self._comms > 0) or progress is None or progress.factor == 1.0 or self.stopped:
+            return  # no change of rate
         now = self._context.coordinator.now
         progress.advance(now, before)
         end = progress.end(not before)

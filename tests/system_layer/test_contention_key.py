@@ -21,6 +21,7 @@ def _time(**overrides: object) -> int:
 
 def test_roofline_presets_leave_it_off_unless_asked() -> None:
     plain = _time()
+    assert "system.contention" not in stratasim.run(STUDY).calibration
     assert _time(**{"system.contention": False}) == plain
     assert _time(**{"system.contention": True}) > plain  # FSDP's gathers overlap compute
 
@@ -29,6 +30,11 @@ def test_the_measured_backend_counts_it_unless_told_not_to() -> None:
     measured = {"compute.backend": "measured"}
     assert _time(**measured) == _time(**measured, **{"system.contention": True})
     assert _time(**measured, **{"system.contention": False}) < _time(**measured)
+    said = stratasim.run(STUDY, **measured).calibration
+    assert said.endswith(
+        "; collectives slow the compute they overlap (system.contention): 32 of 132 SMs, 0.90 of 3.35 TB/s of "
+        "memory bandwidth"
+    )
 
 
 def test_asking_for_it_on_a_device_without_a_footprint_is_a_config_error() -> None:
