@@ -154,3 +154,28 @@ def test_fsdp_gathers_overlapping_compute_slow_it() -> None:
     plan = dict(tp=2, dp=2, zero=3, global_batch=4)
     slowed = _training(plan, aggregate=True, unroll=False)
     assert slowed.total_time_ps > _training(plan, aggregate=True, unroll=False, shares=None).total_time_ps
+
+
+def test_a_block_run_whole_is_slowed_as_its_nodes_are() -> None:
+    # Each of 3 blocks: GEMM then GEMM, an all-reduce of C beside the first from the block's start: 2D + (1 - s)C.
+    block = workload_pb2.GraphBlock(
+        name="layer",
+        nodes=[
+            workload_pb2.Node(id=1, type=workload_pb2.COMP_NODE, op=GEMM),
+            workload_pb2.Node(
+                id=2, type=workload_pb2.COMM_COLL_NODE, comm_type=workload_pb2.ALL_REDUCE, comm_bytes=8 << 20
+            ),
+            workload_pb2.Node(id=3, type=workload_pb2.COMP_NODE, op=GEMM, data_deps=[1]),
+        ],
+    )
+    nodes = [
+        workload_pb2.Node(id=i, type=workload_pb2.BLOCK_NODE, block=0, data_deps=[i - 1] if i > 1 else [])
+        for i in (1, 2, 3)
+    ]
+    blocked = workload_pb2.ExecutionGraph(nodes=nodes, blocks=[block])
+    whole, plain = _run(blocked, SHARES), _run(unrolled(blocked), SHARES)
+    assert whole.events_processed < plain.events_processed  # the blocks ran whole
+    # Identical but for events and the operator rows' names (unrolled nodes are renamed).
+    assert replace(whole, events_processed=0, operators=()) == replace(plain, events_processed=0, operators=())
+    gemm_ps, overlap = _run(_graph(GEMM), None).total_time_ps, _collective_ps(8 << 20)
+    assert whole.total_time_ps == 3 * (2 * gemm_ps + round((1 - SHARES.compute_share) * overlap))
