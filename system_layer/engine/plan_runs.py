@@ -56,8 +56,14 @@ class PlanRun:
         self.energy_pj = pricing.energies[self.plan]
 
     def fuse(self) -> None:
-        """Make each fusible run of compute nodes one node (same times, fewer events)."""
+        """Make each fusible run of compute nodes one node (same times, fewer events); not for a plan whose
+        collectives slow its compute (:meth:`communicates`), where each node's slow-down is its own."""
         self.plan, self.durations = fuse_compute_runs(self.plan, self.durations)
+        self.slow = None  # nothing communicates beside its compute: nothing slows it
+
+    def communicates(self) -> bool:
+        """Whether the plan's own nodes hold a collective (those of blocks run whole stay inside their runs)."""
+        return any(node.type == workload_pb2.COMM_COLL_NODE for node in self.plan.nodes)
 
 
 def plan_runs(

@@ -236,9 +236,8 @@ def _ready_plans(
     shown = _shown_node_by_node(scope, runs)
     dynamic = scope.perturbation is not None and scope.perturbation.dynamic  # each node's own time, not a run's
     dynamic = dynamic or bool(scope.options.failures)  # a failure stops the node running, not a run of nodes
-    dynamic = dynamic or bool(pricing.slow)
     for run in distinct_runs:
-        if run not in shown and not dynamic:
+        if run not in shown and not dynamic and not (run.slow and run.communicates()):
             run.fuse()
     return pricing
 

@@ -179,3 +179,13 @@ def test_a_block_run_whole_is_slowed_as_its_nodes_are() -> None:
     assert replace(whole, events_processed=0, operators=()) == replace(plain, events_processed=0, operators=())
     gemm_ps, overlap = _run(_graph(GEMM), None).total_time_ps, _collective_ps(8 << 20)
     assert whole.total_time_ps == 3 * (2 * gemm_ps + round((1 - SHARES.compute_share) * overlap))
+
+
+def test_a_plan_without_collectives_keeps_its_compute_runs_fused() -> None:
+    chain = workload_pb2.ExecutionGraph(
+        nodes=[
+            workload_pb2.Node(id=i, type=workload_pb2.COMP_NODE, op=GEMM, data_deps=[i - 1] if i > 1 else [])
+            for i in (1, 2, 3)
+        ]
+    )
+    assert _run(chain, SHARES) == _run(chain, None)  # the events too: one fused run either way
