@@ -202,6 +202,7 @@ class DeviceSection(Section):
             tiling=_tiling(self.tiling, model.tiling if model else None),
             price_usd=self.price_usd if self.price_usd is not None else (base.price_usd if base else None),
             usd_per_hour=self.usd_per_hour if self.usd_per_hour is not None else (base.usd_per_hour if base else None),
+            comm=base.comm if base else None,  # a description has no keys for it: its preset's SMs and links
             **(_efficiency_model(model) if model else {}),
         )
 

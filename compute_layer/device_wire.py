@@ -3,6 +3,7 @@ and back, losslessly, so that a device a study describes prices the same in-proc
 
 from __future__ import annotations
 
+from stratasim.compute_layer.comm_footprint import CommFootprint
 from stratasim.compute_layer.devices import Device, Sram, Tiling
 from stratasim.v1 import compute_pb2
 
@@ -36,6 +37,12 @@ def device_message(dev: Device) -> compute_pb2.RooflineDevice:
                 tile_m=tiling.tile_m, tile_n=tiling.tile_n, tile_k=tiling.tile_k, units=tiling.units
             )
         )
+    if dev.comm is not None:
+        message.comm.CopyFrom(
+            compute_pb2.RooflineComm(
+                sms=dev.comm.sms, comm_sms=dev.comm.comm_sms, link_bandwidth_bytes_per_s=dev.comm.link_bandwidth
+            )
+        )
     for attribute in ("tdp_w", "price_usd", "usd_per_hour"):
         value = getattr(dev, attribute)
         if value is not None:
@@ -53,6 +60,9 @@ def device_from_message(message: compute_pb2.RooflineDevice) -> Device:
     if message.HasField("tiling"):
         wire = message.tiling
         tiling = Tiling(tile_m=wire.tile_m, tile_n=wire.tile_n, units=wire.units, tile_k=wire.tile_k)
+    comm = None
+    if message.HasField("comm"):
+        comm = CommFootprint(message.comm.sms, message.comm.comm_sms, message.comm.link_bandwidth_bytes_per_s)
     return Device(
         name=message.name,
         peak_flops={peak.dtype: peak.flops_per_second for peak in message.peaks},
@@ -70,4 +80,5 @@ def device_from_message(message: compute_pb2.RooflineDevice) -> Device:
         size_efficiency=message.size_efficiency,
         price_usd=message.price_usd if message.HasField("price_usd") else None,
         usd_per_hour=message.usd_per_hour if message.HasField("usd_per_hour") else None,
+        comm=comm,
     )

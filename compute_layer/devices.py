@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from stratasim.compute_layer.catalog import by_name, find, unknown_device
+from stratasim.compute_layer.comm_footprint import A100_HGX, H100_HGX, H200_HGX, CommFootprint
 from stratasim.compute_layer.device_bounds import MAX_CORES, MAX_ON_CHIP_BYTES, beyond
 from stratasim.kernel.operators import DTYPES, DType, dtype_name
 from stratasim.kernel.units import parse_bandwidth, parse_bytes, parse_flops
@@ -103,7 +104,8 @@ class Device:
     ``size_efficiency`` scales compute efficiency by the share of the tiles' work that is useful
     (:func:`stratasim.compute_layer.efficiency.size_efficiency`); it needs ``tiling``. ``calibration_source`` says
     where the efficiencies and launch overhead come from (``fitted to`` the measurements); empty, they are not
-    calibrated.
+    calibrated. ``comm`` is what collective kernels take of it while they run (its SMs and links,
+    :mod:`stratasim.compute_layer.comm_footprint`; ``None``: not known).
     """
 
     name: str
@@ -121,6 +123,7 @@ class Device:
     price_usd: float | None = None
     usd_per_hour: float | None = None
     calibration_source: str = ""
+    comm: CommFootprint | None = None
 
     def __post_init__(self) -> None:
         problems = list(self._problems())
@@ -287,6 +290,7 @@ _A100 = Device(
     "1, and PALM's table IV: GPTs of 18B to 1T parameters at 135-163 TFLOP/s per GPU; compute efficiency with tile "
     "and wave quantization, largest error 7.0 %) and Azure's measured HBM triad of 1.70 TB/s on ND A100 v4 "
     "(Azure/AI-benchmarking-guide; memory efficiency)",
+    comm=A100_HGX,
 )
 
 _H100_COMPUTE_FIT = (
@@ -325,6 +329,7 @@ _H100 = Device(
     size_efficiency=True,
     calibration_source=f"{_H100_COMPUTE_FIT} and Azure's measured HBM triad of 2.97 TB/s on ND H100 v5 "
     "(Azure/AI-benchmarking-guide; memory efficiency)",
+    comm=H100_HGX,
 )
 
 _TPUV4 = Device(
@@ -373,6 +378,7 @@ _H200 = Device(
     size_efficiency=True,
     calibration_source=f"compute: the h100 preset's model, the same GH100 compute, {_H100_COMPUTE_FIT}; memory: "
     "Azure's measured HBM triad of 4.15 TB/s on ND H200 v5 (Azure/AI-benchmarking-guide)",
+    comm=H200_HGX,
 )
 
 _B200 = Device(

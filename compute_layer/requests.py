@@ -143,10 +143,21 @@ class DescriptionCache(Generic[DescriptionT, BuiltT]):
         self._built.clear()
 
 
-def device_facts(name: str, device: Device, calibration: str) -> compute_pb2.DeviceFacts:
-    """The facts of ``device``, answered as ``name``: its memory capacity, its prices where known, and the
-    ``calibration`` line saying what its model was fitted to."""
+def device_facts(name: str, device: Device, calibration: str, absorbed: bool) -> compute_pb2.DeviceFacts:
+    """The facts of ``device``, answered as ``name``: its memory capacity, its prices where known, the
+    ``calibration`` line saying what its model was fitted to and, where known, its collective footprint (whether
+    the model already ``absorbed`` it: efficiencies fitted to whole runs)."""
     result = compute_pb2.DeviceFacts(device=name, memory_capacity_bytes=device.memory_capacity, calibration=calibration)
+    if device.comm is not None:
+        result.comm_footprint.CopyFrom(
+            compute_pb2.CommFootprint(
+                sms=device.comm.sms,
+                comm_sms=device.comm.comm_sms,
+                memory_bandwidth_bytes_per_s=device.memory_bandwidth,
+                comm_memory_bytes_per_s=device.comm.comm_memory_bandwidth,
+                absorbed=absorbed,
+            )
+        )
     if device.price_usd is not None:
         result.price_usd = device.price_usd
     if device.usd_per_hour is not None:

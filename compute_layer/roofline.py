@@ -106,7 +106,9 @@ class RooflineCompute:
 
         def facts(name: str) -> compute_pb2.DeviceFacts:
             found = self._device(name, given.get(name))
-            return device_facts(name, found, efficiency_statement(found))
+            # Every roofline model's efficiency stands for whole runs (fitted to them, or the datasheet's figures
+            # that nothing was measured against): counting collective contention on top is the study's choice.
+            return device_facts(name, found, efficiency_statement(found), absorbed=True)
 
         return described(request, facts)
 

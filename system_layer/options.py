@@ -14,7 +14,16 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, PrivateAttr, StrictInt, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
@@ -200,7 +209,8 @@ class SystemOptions(Section):
     run fails, or warns with ``over_capacity: warn``. ``slowdown`` slows chosen NPUs' compute by fixed factors and
     ``variability`` draws seeded random factors and message jitter, over Monte-Carlo samples
     (:mod:`stratasim.system_layer.variability`); ``failures`` stops NPUs, and the jobs holding them, at a time
-    (:mod:`stratasim.system_layer.failures`).
+    (:mod:`stratasim.system_layer.failures`). ``contention`` slows compute while collectives run
+    (:mod:`stratasim.system_layer.engine.contention`).
     """
 
     algorithm: Annotated[dict[str, tuple[str, ...]], _ALGORITHMS] = Field(default_factory=_ring_everywhere)
@@ -244,6 +254,10 @@ class SystemOptions(Section):
     """Seeded random compute factors (per NPU, per operator) and message jitter, and Monte-Carlo samples."""
     failures: tuple[NpuFailure, ...] = ()
     """NPUs that fail at a time, stopping the job that holds them: a list of ``{npus, at}``."""
+    contention: StrictBool | None = None
+    """Whether an NPU's compute runs slower while its collectives are in flight (their kernels hold SMs and memory
+    bandwidth): ``true``, ``false``, or unset: on where the compute backend times operators alone (``measured``),
+    off where its efficiency was fitted to whole runs that already overlapped communication (the roofline)."""
 
     _semantics: Semantics = PrivateAttr(default_factory=Semantics)
 

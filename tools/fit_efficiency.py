@@ -14,7 +14,8 @@ the preset still reproduces them.
     python tools/fit_efficiency.py h100 --operators
 
 fits nothing: it prices the device's references with the ``measured`` backend (operators fitted to measured kernel
-times, with the overheads the simulator names: the optimizer step, exposed communication) and prints what is left.
+times, with the overheads the simulator names: the optimizer step, exposed communication, collectives slowing the
+compute they overlap) and prints what is left.
 """
 
 from __future__ import annotations

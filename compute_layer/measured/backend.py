@@ -93,7 +93,7 @@ class MeasuredCompute:
             fitted = self._fitted(name, given.get(name))
             found = fitted.device
             launch = self._launch.described(self._launch.host_seconds(fitted.eager_launch_s, found.name))
-            return device_facts(name, found, fitted.calibration + launch)
+            return device_facts(name, found, fitted.calibration + launch, absorbed=False)  # operators timed alone
 
         return described(request, facts)
 

@@ -37,6 +37,7 @@ from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
+from stratasim.study.contention import contention_of, contention_statement
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
 from stratasim.study.failures import failure_warnings
 from stratasim.study.goodput import check_goodput, study_goodput
@@ -235,6 +236,7 @@ def _run_study(
             else study.compute.calibration.proto(),
             representatives=representatives,
             progress=progress,
+            contention=contention_of(study, devices),
         )
         result = simulate(record_trace=record_trace)
         distribution = None
@@ -266,6 +268,8 @@ def _report(
     with the mean time their NPUs wait for requests, training and serving figures, cost at each
     device's rate, the Monte-Carlo ``distribution``)."""
     calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
+    if contended := contention_statement(study, devices):
+        calibration = f"{calibration}; {contended}" if calibration else contended
     memory = _check_memory(study, result, devices)
     warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
     jobs: tuple[JobFigures, ...] = ()

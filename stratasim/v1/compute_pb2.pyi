@@ -583,6 +583,35 @@ class RooflineTiling(_message.Message):
 Global___RooflineTiling: _TypeAlias = RooflineTiling  # noqa: Y015
 
 @_typing.final
+class RooflineComm(_message.Message):
+    """What collective kernels take of a roofline device while they run (compute_layer/comm_footprint.py): its SMs,
+    those one collective's kernel occupies, and the bytes/s each way of the links its collectives run over.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SMS_FIELD_NUMBER: _builtins.int
+    COMM_SMS_FIELD_NUMBER: _builtins.int
+    LINK_BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _builtins.int
+    sms: _builtins.int
+    comm_sms: _builtins.int
+    link_bandwidth_bytes_per_s: _builtins.float
+    def __init__(
+        self,
+        *,
+        sms: _builtins.int = ...,
+        comm_sms: _builtins.int = ...,
+        link_bandwidth_bytes_per_s: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["comm_sms", b"comm_sms", "link_bandwidth_bytes_per_s", b"link_bandwidth_bytes_per_s", "sms", b"sms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RooflineComm: _TypeAlias = RooflineComm  # noqa: Y015
+
+@_typing.final
 class RooflineDevice(_message.Message):
     """An accelerator described in full for the roofline backend (compute_layer/devices.py's Device), so that a
     study's own device travels to a backend in another process. Servers that understand it say so with the
@@ -607,6 +636,7 @@ class RooflineDevice(_message.Message):
     PRICE_USD_FIELD_NUMBER: _builtins.int
     USD_PER_HOUR_FIELD_NUMBER: _builtins.int
     CALIBRATION_SOURCE_FIELD_NUMBER: _builtins.int
+    COMM_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     memory_bandwidth_bytes_per_s: _builtins.float
     memory_capacity_bytes: _builtins.int
@@ -636,6 +666,10 @@ class RooflineDevice(_message.Message):
     def tiling(self) -> Global___RooflineTiling:
         """Absent: operands stream once from the nearest memory."""
 
+    @_builtins.property
+    def comm(self) -> Global___RooflineComm:
+        """Absent when the device's collective footprint is not known."""
+
     def __init__(
         self,
         *,
@@ -655,10 +689,11 @@ class RooflineDevice(_message.Message):
         price_usd: _builtins.float | None = ...,
         usd_per_hour: _builtins.float | None = ...,
         calibration_source: _builtins.str = ...,
+        comm: Global___RooflineComm | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd", "_sram_bandwidth_bytes_per_s", b"_sram_bandwidth_bytes_per_s", "_sram_capacity_bytes", b"_sram_capacity_bytes", "_tdp_w", b"_tdp_w", "_usd_per_hour", b"_usd_per_hour", "price_usd", b"price_usd", "sram_bandwidth_bytes_per_s", b"sram_bandwidth_bytes_per_s", "sram_capacity_bytes", b"sram_capacity_bytes", "tdp_w", b"tdp_w", "tiling", b"tiling", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd", "_sram_bandwidth_bytes_per_s", b"_sram_bandwidth_bytes_per_s", "_sram_capacity_bytes", b"_sram_capacity_bytes", "_tdp_w", b"_tdp_w", "_usd_per_hour", b"_usd_per_hour", "comm", b"comm", "price_usd", b"price_usd", "sram_bandwidth_bytes_per_s", b"sram_bandwidth_bytes_per_s", "sram_capacity_bytes", b"sram_capacity_bytes", "tdp_w", b"tdp_w", "tiling", b"tiling", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd", "_sram_bandwidth_bytes_per_s", b"_sram_bandwidth_bytes_per_s", "_sram_capacity_bytes", b"_sram_capacity_bytes", "_tdp_w", b"_tdp_w", "_usd_per_hour", b"_usd_per_hour", "calibration_source", b"calibration_source", "compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_bandwidth_bytes_per_s", b"memory_bandwidth_bytes_per_s", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_efficiency", b"memory_efficiency", "name", b"name", "peaks", b"peaks", "price_usd", b"price_usd", "size_efficiency", b"size_efficiency", "source", b"source", "sram_bandwidth_bytes_per_s", b"sram_bandwidth_bytes_per_s", "sram_capacity_bytes", b"sram_capacity_bytes", "tdp_w", b"tdp_w", "tiling", b"tiling", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd", "_sram_bandwidth_bytes_per_s", b"_sram_bandwidth_bytes_per_s", "_sram_capacity_bytes", b"_sram_capacity_bytes", "_tdp_w", b"_tdp_w", "_usd_per_hour", b"_usd_per_hour", "calibration_source", b"calibration_source", "comm", b"comm", "compute_efficiency", b"compute_efficiency", "launch_overhead_ps", b"launch_overhead_ps", "memory_bandwidth_bytes_per_s", b"memory_bandwidth_bytes_per_s", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_efficiency", b"memory_efficiency", "name", b"name", "peaks", b"peaks", "price_usd", b"price_usd", "size_efficiency", b"size_efficiency", "source", b"source", "sram_bandwidth_bytes_per_s", b"sram_bandwidth_bytes_per_s", "sram_capacity_bytes", b"sram_capacity_bytes", "tdp_w", b"tdp_w", "tiling", b"tiling", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__price_usd: _TypeAlias = _typing.Literal["price_usd"]  # noqa: Y015
     _WhichOneofArgType__price_usd: _TypeAlias = _typing.Literal["_price_usd", b"_price_usd"]  # noqa: Y015
@@ -1279,6 +1314,7 @@ class DeviceFacts(_message.Message):
     PRICE_USD_FIELD_NUMBER: _builtins.int
     USD_PER_HOUR_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
+    COMM_FOOTPRINT_FIELD_NUMBER: _builtins.int
     device: _builtins.str
     memory_capacity_bytes: _builtins.int
     """Bytes of memory one NPU of this device holds (its HBM or DRAM), absent when the backend does not model it."""
@@ -1292,6 +1328,12 @@ class DeviceFacts(_message.Message):
     report can show; empty when the device is not calibrated against measurements (its datasheet or
     architecture figures as they are).
     """
+    @_builtins.property
+    def comm_footprint(self) -> Global___CommFootprint:
+        """How the kernels of the collectives an NPU runs share this device with the compute they overlap; absent when
+        the backend does not know the device's SMs and collective footprint.
+        """
+
     def __init__(
         self,
         *,
@@ -1301,10 +1343,11 @@ class DeviceFacts(_message.Message):
         price_usd: _builtins.float | None = ...,
         usd_per_hour: _builtins.float | None = ...,
         calibration: _builtins.str = ...,
+        comm_footprint: Global___CommFootprint | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "_price_usd", b"_price_usd", "_usd_per_hour", b"_usd_per_hour", "memory_capacity_bytes", b"memory_capacity_bytes", "price_usd", b"price_usd", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "_price_usd", b"_price_usd", "_usd_per_hour", b"_usd_per_hour", "comm_footprint", b"comm_footprint", "memory_capacity_bytes", b"memory_capacity_bytes", "price_usd", b"price_usd", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "_price_usd", b"_price_usd", "_usd_per_hour", b"_usd_per_hour", "calibration", b"calibration", "device", b"device", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_capacity_unknown", b"memory_capacity_unknown", "price_usd", b"price_usd", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes", "_price_usd", b"_price_usd", "_usd_per_hour", b"_usd_per_hour", "calibration", b"calibration", "comm_footprint", b"comm_footprint", "device", b"device", "memory_capacity_bytes", b"memory_capacity_bytes", "memory_capacity_unknown", b"memory_capacity_unknown", "price_usd", b"price_usd", "usd_per_hour", b"usd_per_hour"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__memory_capacity_bytes: _TypeAlias = _typing.Literal["memory_capacity_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_capacity_bytes: _TypeAlias = _typing.Literal["_memory_capacity_bytes", b"_memory_capacity_bytes"]  # noqa: Y015
@@ -1320,6 +1363,46 @@ class DeviceFacts(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__usd_per_hour) -> _WhichOneofReturnType__usd_per_hour | None: ...
 
 Global___DeviceFacts: _TypeAlias = DeviceFacts  # noqa: Y015
+
+@_typing.final
+class CommFootprint(_message.Message):
+    """What NCCL-style collective kernels take of a device while they run: SMs (one thread block per channel) and
+    main-memory bandwidth (the bytes they move pass through it).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SMS_FIELD_NUMBER: _builtins.int
+    COMM_SMS_FIELD_NUMBER: _builtins.int
+    MEMORY_BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _builtins.int
+    COMM_MEMORY_BYTES_PER_S_FIELD_NUMBER: _builtins.int
+    ABSORBED_FIELD_NUMBER: _builtins.int
+    sms: _builtins.int
+    """Streaming multiprocessors (or the device's compute units) in all, and those the collective kernels occupy."""
+    comm_sms: _builtins.int
+    memory_bandwidth_bytes_per_s: _builtins.float
+    """Main-memory bandwidth (bytes/s, the datasheet's), and what the collective kernels' traffic takes of it."""
+    comm_memory_bytes_per_s: _builtins.float
+    absorbed: _builtins.bool
+    """Whether the backend's model already absorbs it (efficiencies fitted to whole runs that overlapped
+    communication): then the engine does not count it again unless the study asks (system.contention).
+    """
+    def __init__(
+        self,
+        *,
+        sms: _builtins.int = ...,
+        comm_sms: _builtins.int = ...,
+        memory_bandwidth_bytes_per_s: _builtins.float = ...,
+        comm_memory_bytes_per_s: _builtins.float = ...,
+        absorbed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["absorbed", b"absorbed", "comm_memory_bytes_per_s", b"comm_memory_bytes_per_s", "comm_sms", b"comm_sms", "memory_bandwidth_bytes_per_s", b"memory_bandwidth_bytes_per_s", "sms", b"sms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommFootprint: _TypeAlias = CommFootprint  # noqa: Y015
 
 @_typing.final
 class DescribeRequest(_message.Message):

@@ -1,10 +1,11 @@
 """Runs each NPU's execution graph: a node starts once its dependencies are done.
 
 Compute nodes share the NPU's single compute stream (one at a time, in the order they became ready);
-collective nodes go to the NPU's chunk scheduler and overlap with compute. A send node's message travels
-at once; the send and the peer's matching receive (same source and tag, first come first served) complete
-when it arrives — a receive that becomes ready after its message arrived completes at once. The k-th
-collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
+collective nodes go to the NPU's chunk scheduler and overlap with compute (given ``slow`` factors, compute runs
+slower while any of the NPU's collectives is in flight: :mod:`stratasim.system_layer.engine.contention`). A send
+node's message travels at once; the send and the peer's matching receive (same source and tag, first come first
+served) complete when it arrives — a receive that becomes ready after its message arrived completes at once. The
+k-th collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
 requires. Memory loads and stores queue on the NPU's local-memory channel; metadata nodes take no time.
 """
 
@@ -17,6 +18,7 @@ from stratasim.kernel.graph_blocks import node_named
 from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
 from stratasim.system_layer.engine.collective_table import CollectiveTable
+from stratasim.system_layer.engine.contention import Progress
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.engine.perturbation import ComputeSpeed
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
@@ -28,7 +30,10 @@ _COMPUTE, _BLOCK, _RECEIVE = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE, wo
 
 
 class NpuExecutor:
-    """One NPU working through its graph; records its compute time and finish time."""
+    """One NPU working through its graph; records its compute time and finish time.
+
+    ``slow`` (by node, like ``durations``; None: collectives never slow compute) says how many times longer each
+    node takes while a collective of this NPU is in flight."""
 
     def __init__(
         self,
@@ -38,6 +43,7 @@ class NpuExecutor:
         scheduler: NpuScheduler,
         table: CollectiveTable,
         context: SchedulerContext,
+        slow: tuple[float, ...] | None = None,
     ) -> None:
         self.npu = npu
         self.plan = plan
@@ -72,6 +78,11 @@ class NpuExecutor:
         self.speed: ComputeSpeed | None = None  # slowed or varied compute (system.slowdown, variability)
         self.stopped = False  # stopped before its end (its job's NPU failed, or the run was stopped): does nothing
         self._compute_end = 0  # when the compute node running now ends (0 when a block run whole runs)
+        self._slow = slow
+        self._comms = 0  # collectives in flight, counted when ``slow`` is given
+        self._progress: Progress | None = None  # the compute node running now, when ``slow`` is given
+        self._plans = 0  # completion events planned so far: only the latest one of a node counts
+        self._running, self._started = -1, 0  # the slowed node computing now, and when it started
 
     @property
     def done(self) -> bool:
@@ -132,7 +143,32 @@ class NpuExecutor:
         self._issued[group] = issued + 1
         collective = self._table.join(self.npu, node, group, issued, self.issued, self._context.coordinator.now)
         self.issued += 1
-        self._scheduler.issue(collective, lambda: self._complete(index))
+        if self._slow is None or not collective.phases:
+            self._scheduler.issue(collective, lambda: self._complete(index))
+            return
+        self._comms_change(1)
+        self._scheduler.issue(collective, lambda: self._collective_done(index))
+
+    def _collective_done(self, index: int) -> None:
+        """A collective counted as in flight is done: compute may run at full speed again."""
+        self._comms_change(-1)
+        self._complete(index)
+
+    def _comms_change(self, step: int) -> None:
+        """``step`` more collectives in flight (one more or one fewer): when that turns contention on or off,
+        re-plan the end of the node computing now from the work it has left."""
+        before = self._comms > 0
+        self._comms += step
+        progress = self._progress
+        if before == (self._comms > 0) or progress is None or progress.factor == 1.0 or self.stopped:
+            return  # no change of rate
+        now = self._context.coordinator.now
+        progress.advance(now, before)
+        end = progress.end(not before)
+        self.compute_ps += end - self._compute_end
+        self._compute_end = end
+        self._plans += 1
+        self._context.coordinator.schedule(end, self._planned_done, (self._running, self._plans))
 
     def p2p_bytes_per_dim(self) -> tuple[tuple[int, int], ...]:
         """The point-to-point bytes this NPU sent, counted on every dimension a message crossed, by dimension."""
@@ -194,12 +230,38 @@ class NpuExecutor:
         duration = self._durations[index]
         if self.speed is not None:
             duration = self.speed.duration(duration, coordinator.now)
+        if self._slow is not None:
+            self._start_slowed(index, duration)
+            return
         self.compute_ps += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:
             trace.span(self.npu, "compute", self.plan.name(index), coordinator.now, coordinator.now + duration)
         self._compute_end = coordinator.now + duration
         coordinator.schedule(self._compute_end, self._compute_done, index)
+
+    def _start_slowed(self, index: int, duration: int) -> None:
+        """Start compute node ``index`` of ``duration`` ps at full speed, slowed while collectives run."""
+        assert self._slow is not None
+        now = self._context.coordinator.now
+        self._progress = progress = Progress(duration, now, self._slow[index])
+        self._running, self._started = index, now
+        self._compute_end = progress.end(self._comms > 0)
+        self.compute_ps += self._compute_end - now
+        self._plans += 1
+        self._context.coordinator.schedule(self._compute_end, self._planned_done, (index, self._plans))
+
+    def _planned_done(self, planned: tuple[int, int]) -> None:
+        """The end planned for a slowed node: the node is done unless a later plan replaced this one."""
+        index, plan = planned
+        if plan != self._plans or self.stopped:
+            return
+        self._progress = None
+        trace = self._context.trace
+        if trace is not None and trace.nodes:
+            now = self._context.coordinator.now
+            trace.span(self.npu, "compute", self.plan.name(index), self._started, now)
+        self._compute_done(index)
 
     def _compute_done(self, index: int) -> None:
         if self.stopped:

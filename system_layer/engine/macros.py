@@ -21,7 +21,7 @@ What the engine reports is then identical to running every node; the tests compa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
@@ -33,6 +33,7 @@ from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import NpuExecutor
 from stratasim.system_layer.engine.fusion import compute_is_one_chain
 from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.engine.pricing import Pricing
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.system_layer.scheduler.chunks import Collective
@@ -131,11 +132,10 @@ class BlockRecorder:
     stand_ins: tuple[int, ...] | None
     detail: TraceDetail | None = None
 
-    def runs_of(
-        self, npu: int, plan: GraphPlan, durations: Mapping[GraphPlan, tuple[int, ...]], traced: bool
-    ) -> dict[int, BlockRun]:
+    def runs_of(self, npu: int, plan: GraphPlan, pricing: Pricing, traced: bool) -> dict[int, BlockRun]:
         """What each block node left in ``plan`` does when run whole on ``npu`` (and shows in the trace, if
-        ``traced``), by node index: each block recorded once, its nodes' ``durations`` as priced."""
+        ``traced``), by node index: each block recorded once, its nodes' durations (and slow-downs while
+        collectives run) as ``pricing`` priced them."""
         recorded: dict[int, BlockRun] = {}
         runs = {}
         for index, node in enumerate(plan.nodes):
@@ -143,13 +143,23 @@ class BlockRecorder:
                 run = recorded.get(node.block)
                 if run is None:
                     block = plan.blocks[node.block]
-                    run = recorded[node.block] = self.record(npu, block, durations[block], traced)
+                    run = recorded[node.block] = self.record(
+                        npu, block, pricing.durations[block], traced, pricing.slow.get(block)
+                    )
                 runs[index] = run
         return runs
 
-    def record(self, npu: int, block: GraphPlan, durations: tuple[int, ...], traced: bool = False) -> BlockRun:
+    def record(
+        self,
+        npu: int,
+        block: GraphPlan,
+        durations: tuple[int, ...],
+        traced: bool = False,
+        slow: tuple[float, ...] | None = None,
+    ) -> BlockRun:
         """Simulate one run of ``block`` on ``npu`` from time 0, alone, and say what it did (and, if ``traced``,
-        what the trace shows of it at the recorder's detail)."""
+        what the trace shows of it at the recorder's detail); ``slow``: its nodes' slow-downs while collectives
+        run (None: none)."""
         coordinator = Coordinator(self.network, self.lookahead_ps, self.options.endpoint_delay, direct=self.direct)
         inside = self.detail not in (None, TraceDetail.BLOCKS)
         trace = TraceRecorder(TraceSelection(detail=self.detail), [npu]) if traced and self.detail and inside else None
@@ -158,7 +168,7 @@ class BlockRecorder:
         )
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
         table = CollectiveTable(self.grid, self.options, self.npus)
-        executor = _Alone(npu, block, durations, scheduler, table, context)
+        executor = _Alone(npu, block, durations, scheduler, table, context, slow)
         coordinator.schedule(0, executor.start)
         coordinator.run()
         end = executor.finish_ps

@@ -41,6 +41,7 @@ class PlanRun:
     whole: frozenset[int] = frozenset()
     priced: GraphPlan | None = None
     durations: tuple[int, ...] = ()
+    slow: tuple[float, ...] | None = None  # each node's slow-down while collectives run (None: none)
     energy_pj: float = 0.0
     device: str = ""
 
@@ -51,11 +52,18 @@ class PlanRun:
     def take_prices(self, pricing: Pricing) -> None:
         """Keep the durations and energy ``pricing`` found for the inlined plan."""
         self.durations = pricing.durations[self.plan]
+        self.slow = pricing.slow.get(self.plan)
         self.energy_pj = pricing.energies[self.plan]
 
     def fuse(self) -> None:
-        """Make each fusible run of compute nodes one node (same times, fewer events)."""
+        """Make each fusible run of compute nodes one node (same times, fewer events); not for a plan whose
+        collectives slow its compute (:meth:`communicates`), where each node's slow-down is its own."""
         self.plan, self.durations = fuse_compute_runs(self.plan, self.durations)
+        self.slow = None  # nothing communicates beside its compute: nothing slows it
+
+    def communicates(self) -> bool:
+        """Whether the plan's own nodes hold a collective (those of blocks run whole stay inside their runs)."""
+        return any(node.type == workload_pb2.COMM_COLL_NODE for node in self.plan.nodes)
 
 
 def plan_runs(

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from stratasim.kernel.graph_blocks import unpriced
 from stratasim.kernel.operators import ShapeError, basis_name, dtype_name, kind_name, kind_of, shape_of
+from stratasim.system_layer.engine.contention import Contention
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.operators import OperatorPricer, signature
 from stratasim.system_layer.result import OperatorStats
@@ -32,12 +33,14 @@ class Pricing:
     operators take in all (fixed-duration nodes carry no energy); ``counts`` says how many times each plan runs
     each distinct operator (by key: its signature, tagged with its device when the study runs several), for
     :meth:`operator_stats`; ``ops`` holds each distinct operator with its names, cost and device (empty on a
-    study of one device)."""
+    study of one device); ``slow``, for the plans on a device whose collectives slow its compute, how many times
+    longer each node takes while they run (:mod:`stratasim.system_layer.engine.contention`)."""
 
     durations: Mapping[GraphPlan, tuple[int, ...]]
     energies: Mapping[GraphPlan, float]
     counts: Mapping[GraphPlan, Counter[bytes]]
     ops: Mapping[bytes, tuple[compute_pb2.OperatorDesc, list[str], compute_pb2.OperatorCost, str]]
+    slow: Mapping[GraphPlan, tuple[float, ...]] = field(default_factory=dict)
 
     def operator_stats(
         self,
@@ -128,13 +131,21 @@ class _OperatorKeys:
         return key
 
 
-def price_devices(plans: Mapping[str, Sequence[GraphPlan]], pricers: Mapping[str, OperatorPricer] | None) -> Pricing:
+def price_devices(
+    plans: Mapping[str, Sequence[GraphPlan]],
+    pricers: Mapping[str, OperatorPricer] | None,
+    contention: Mapping[str, Contention] | None = None,
+) -> Pricing:
     """Price each device's ``plans`` with its pricer (``pricers[device]``; None: no compute backend), each distinct
-    operator once per device. A study of one device is priced as :func:`price_plans` does; with several, each
-    operator's key is its signature tagged with its device, and its row names the device."""
+    operator once per device, with the device's ``contention`` where it has one. A study of one device is priced as
+    :func:`price_plans` does; with several, each operator's key is its signature tagged with its device, and its row
+    names the device."""
     several = len(plans) > 1
+    contended = contention or {}
     parts = {
-        device: price_plans(listed, None if pricers is None else pricers[device], device if several else "")
+        device: price_plans(
+            listed, None if pricers is None else pricers[device], device if several else "", contended.get(device)
+        )
         for device, listed in plans.items()
     }
     if not several:
@@ -143,19 +154,24 @@ def price_devices(plans: Mapping[str, Sequence[GraphPlan]], pricers: Mapping[str
     energies: dict[GraphPlan, float] = {}
     counts: dict[GraphPlan, Counter[bytes]] = {}
     ops: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str], compute_pb2.OperatorCost, str]] = {}
+    slow: dict[GraphPlan, tuple[float, ...]] = {}
     for device, part in parts.items():
         tag = device.encode() + b"\0"  # device names hold no NUL: tagged keys of two devices never meet
         durations.update(part.durations)
         energies.update(part.energies)
         counts.update({plan: Counter({tag + key: n for key, n in got.items()}) for plan, got in part.counts.items()})
         ops.update({tag + key: row for key, row in part.ops.items()})
-    return Pricing(durations, energies, counts, ops)
+        slow.update(part.slow)
+    return Pricing(durations, energies, counts, ops, slow)
 
 
-def price_plans(plans: Sequence[GraphPlan], pricer: OperatorPricer | None, device: str = "") -> Pricing:
+def price_plans(
+    plans: Sequence[GraphPlan], pricer: OperatorPricer | None, device: str = "", contention: Contention | None = None
+) -> Pricing:
     """Price every operator node of ``plans`` and of their blocks with ``pricer``; a node to price without one is
     an error. A plan's counts and energy include its block nodes' blocks, once per block node; ``device`` names
-    the device in the operator rows (empty: the study's one device)."""
+    the device in the operator rows (empty: the study's one device). With ``contention``, each node's slow-down
+    while collectives run, by its operator's bound (a node of fixed duration: none)."""
     keyed = _OperatorKeys(pricer is not None)
     for plan in plans:
         keyed.visit(plan)
@@ -171,7 +187,13 @@ def price_plans(plans: Sequence[GraphPlan], pricer: OperatorPricer | None, devic
     counts = {plan: _with_blocks(plan, own) for plan in plans}
     energies = {plan: _energy(plan_counts, costs) for plan, plan_counts in counts.items()}
     ops = {key: (op, names, costs[key], device) for key, (op, names) in keyed.unique.items()}
-    return Pricing(durations, energies, counts, ops)
+    slow = {}
+    if contention is not None:
+        factor_of = {key: contention.factor(cost.bound) for key, cost in costs.items()}
+        slow = {
+            plan: tuple(1.0 if key is None else factor_of[key] for key in keys) for plan, keys in keyed.keys.items()
+        }
+    return Pricing(durations, energies, counts, ops, slow)
 
 
 def _with_blocks(plan: GraphPlan, own: Mapping[GraphPlan, Counter[bytes]]) -> Counter[bytes]:

@@ -15,6 +15,7 @@ from stratasim.kernel.errors import SimulationError
 from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.engine.collective_table import CollectiveTable
+from stratasim.system_layer.engine.contention import Contention
 from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.system_layer.engine.executor import NpuExecutor
 from stratasim.system_layer.engine.graph_plan import GraphPlan
@@ -66,13 +67,16 @@ def simulate(
     record_trace: bool | TraceSelection = False,
     progress: Progress | None = None,
     sample: int = 0,
+    contention: Mapping[str, Contention] | None = None,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
     prices operators on ``device`` (with ``calibration``, when given), or on ``device_of[npu]`` for the NPUs it
     names (NPU groups running other devices: each distinct operator is priced once per device); ``record_trace`` keeps the busy spans of
     nodes and links for a trace: all of them (True) or those a :class:`TraceSelection` selects; ``progress`` is
     told now and then how far the event loop got (simulated ps, events and messages processed); ``sample``
-    numbers the Monte-Carlo sample of the options' ``variability`` drawn (seed + sample).
+    numbers the Monte-Carlo sample of the options' ``variability`` drawn (seed + sample); ``contention`` slows
+    the compute of each device it names while the NPU's collectives run
+    (:mod:`stratasim.system_layer.engine.contention`).
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise
@@ -90,7 +94,7 @@ def simulate(
     scope.jobs = _jobs(graphs, scope)
     names = [device, *sorted(set(others.values()))]
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
-    pricing = _ready_plans(scope, runs, device, pricers)
+    pricing = _ready_plans(scope, runs, device, pricers, contention)
     failures = NpuFailures(options.failures, graphs) if options.failures else None
     engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
     stopped, unfinished = _run(engine, progress)
@@ -212,24 +216,28 @@ def _trace_detail(scope: _Scope, runs: dict[int, PlanRun]) -> TraceSelection | N
 
 
 def _ready_plans(
-    scope: _Scope, runs: dict[int, PlanRun], device: str, pricers: Mapping[str, OperatorPricer] | None
+    scope: _Scope,
+    runs: dict[int, PlanRun],
+    device: str,
+    pricers: Mapping[str, OperatorPricer] | None,
+    contention: Mapping[str, Contention] | None,
 ) -> Pricing:
     """Inline the blocks not run whole, price every distinct plan on its device (``device``: the simulation's),
     and fuse the compute runs of the plans whose nodes the trace need not show one by one (fusing gives the same
-    times)."""
+    times, except where collectives slow compute: a node's slow-down is its own)."""
     distinct_runs = distinct(runs)
     by_device: dict[str, list[GraphPlan]] = {device: []}
     for run in distinct_runs:
         run.inline()
         by_device.setdefault(run.device or device, []).append(run.plan)
-    pricing = price_devices(by_device, pricers)
+    pricing = price_devices(by_device, pricers, contention)
     for run in distinct_runs:
         run.take_prices(pricing)
     shown = _shown_node_by_node(scope, runs)
     dynamic = scope.perturbation is not None and scope.perturbation.dynamic  # each node's own time, not a run's
     dynamic = dynamic or bool(scope.options.failures)  # a failure stops the node running, not a run of nodes
     for run in distinct_runs:
-        if run not in shown and not dynamic:
+        if run not in shown and not dynamic and not (run.slow and run.communicates()):
             run.fuse()
     return pricing
 
@@ -286,9 +294,9 @@ def _wire(
     for npu in scope.simulated:
         context.schedulers[npu] = NpuScheduler(npu, context)
         run = runs[npu]
-        executors[npu] = NpuExecutor(npu, run.plan, run.durations, context.schedulers[npu], table, context)
+        executors[npu] = NpuExecutor(npu, run.plan, run.durations, context.schedulers[npu], table, context, run.slow)
         if blocks is not None and run.whole:
-            executors[npu].runs = blocks.runs_of(npu, run.plan, pricing.durations, npu in scope.traced)
+            executors[npu].runs = blocks.runs_of(npu, run.plan, pricing, npu in scope.traced)
         coordinator.schedule(run.graph.start_ps, executors[npu].start)
     if scope.perturbation is not None:
         coordinator.jitter = scope.perturbation.jitter

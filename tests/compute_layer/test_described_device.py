@@ -87,8 +87,9 @@ def test_a_complete_description_is_the_preset_it_copies() -> None:
         "usd_per_hour": 10.0,
         "source": H100.source,
     }
-    # Without ``preset:`` nothing says the description is an H100, so it has the datasheet's figures.
-    assert DeviceSection.model_validate(written).device() == datasheet(H100)
+    # Without ``preset:`` nothing says the description is an H100, so it has the datasheet's figures (and no
+    # collective footprint: nothing describes its SMs and links).
+    assert DeviceSection.model_validate(written).device() == replace(datasheet(H100), comm=None)
     assert (
         DeviceSection.model_validate({**written, "preset": "h100"})
         .device()
