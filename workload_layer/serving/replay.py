@@ -6,8 +6,8 @@ iteration on the network alone. :func:`replay_graphs` turns the iterations it ra
 (its ranks 0, 1, ...), for the engine to run beside the other jobs' graphs: each replica's TP ranks run its
 iterations in order, each iteration's operators as compute nodes (priced by the engine's operator pricer, as the
 loop's pricer priced them) and its TP collectives over the replica's ranks (at the size the pricer priced them), in
-layer order, chained; before each iteration an idle node as long as the replica waited for it standalone; after it
-a milestone named :func:`milestone_name`. A layer's steps repeated ``times`` times run as a block.
+layer order, chained; before each iteration a wait node (``WAIT_NODE``: neither compute nor exposed communication)
+as long as the replica waited for it standalone; after it a milestone named :func:`milestone_name`. A layer's steps repeated ``times`` times run as a block.
 
 :func:`replayed_run` moves the run's times to the shared run's: each iteration ends when its milestone says, starts
 its standalone gap after the previous one's shared end, and each request's scheduling, first token and finish move
@@ -33,7 +33,7 @@ from stratasim.workload_layer.serving.simulation import IterationRecord, PoolRun
 __all__ = ["WAITING", "milestone_name", "replay_graphs", "replay_size", "replayed_run", "unreplayable"]
 
 WAITING = "waiting for requests"
-"""The name of the idle nodes between a replica's iterations."""
+"""The name of the wait nodes between a replica's iterations."""
 Works = Callable[[int, IterationShape], Iteration]
 """An iteration's typed work by pool and shape (the same objects for the same arguments)."""
 Quantised = Callable[[int], int]
@@ -121,7 +121,9 @@ class _Builder:
         ended = 0
         for count, record in enumerate(records):
             if record.start_ps > ended:
-                self._node(self.graph.nodes, name=WAITING, duration_ps=record.start_ps - ended)
+                self._node(
+                    self.graph.nodes, name=WAITING, type=workload_pb2.WAIT_NODE, duration_ps=record.start_ps - ended
+                )
             for repeats, work in works(record.pool, record.shape).works:
                 for _ in range(repeats):
                     self._stage(work.stages[0], work.tp)
