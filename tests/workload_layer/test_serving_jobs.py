@@ -324,3 +324,12 @@ def test_a_replayed_serving_job_computes_its_iterations_operators_and_waits_for_
     rows = {row["npu"]: row for row in report.to_dict()["per_npu"]}
     assert rows[1]["waiting_ns"] == report.result.per_npu[1].waiting_ps / 1000
     assert "waiting" in report.to_text()
+
+
+def test_a_replay_with_its_waits_gives_the_same_figures_with_the_network_in_another_process() -> None:
+    data = _shared()
+    remote = copy.deepcopy(data)
+    remote["network"]["spawn"] = True
+    here, there = _run(data), _run(remote)
+    assert there.result.per_npu == here.result.per_npu and there.jobs == here.jobs
+    assert any(npu.waiting_ps for npu in here.result.per_npu)
