@@ -4,16 +4,20 @@ neither computing nor waiting, split by kind as before)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stratasim.chakra import et_def_pb2 as et
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.graph_blocks import unrolled
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.system_layer.trace import WAITING_TRACK
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.chakra import WAIT_ATTR, to_graph
-from stratasim.workload_layer.traces.convert import from_graph
+from stratasim.workload_layer.traces.convert import from_graph, write_graphs
+from tests.helpers import RunCli
 from tests.system_layer.helpers import COLLECTIVES, RING, ser, topology
 
 BW, LAT = 50 * 10**9, 500_000
@@ -138,3 +142,31 @@ def _with_npu(graph: workload_pb2.ExecutionGraph, npu: int) -> workload_pb2.Exec
     copy.CopyFrom(graph)
     copy.npu = npu
     return copy
+
+
+def test_a_wait_inside_a_block_runs_as_in_the_unrolled_graph() -> None:
+    # A block (compute, wait, all-reduce) run twice: a block holding a wait is never run whole (macros), it is
+    # inlined node for node, so it times exactly as the unrolled graph.
+    graph = workload_pb2.ExecutionGraph()
+    block = graph.blocks.add(name="layer")
+    for index, fields in enumerate((_compute(), _wait(), _all_reduce())):
+        block.nodes.add(id=index, data_deps=[index - 1] if index else [], **fields)  # type: ignore[arg-type]
+    graph.nodes.add(id=0, type=workload_pb2.BLOCK_NODE, block=0, name="first")
+    graph.nodes.add(id=1, type=workload_pb2.BLOCK_NODE, block=0, name="second", data_deps=[0])
+    with_blocks, plain = _run(graph), _run(unrolled(graph))
+    assert with_blocks.per_npu == plain.per_npu and with_blocks.total_time_ps == plain.total_time_ps
+    assert with_blocks.per_npu[0].waiting_ps == 2 * WAIT
+
+
+def test_a_trace_with_a_negative_wait_is_one_message_and_a_failed_run(run_cli: RunCli, tmp_path: Path) -> None:
+    graphs = [_graph(_compute(), _wait(-5)) for _ in range(2)]
+    graphs[1].npu = 1
+    write_graphs(tmp_path / "t", graphs)
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        f"workload: {{kind: stratasim_trace, path: {tmp_path / 't'}}}\n"
+        "network: {topology: [{kind: ring, size: 2, bandwidth: 50GB/s, latency: 500ns}]}\n"
+    )
+    code, _, err = run_cli("run", str(study))
+    assert code != 0 and "Traceback" not in err
+    assert "node 1: a WAIT_NODE waits duration_ps, which must not be negative (it is -5 ps)" in err
