@@ -324,10 +324,13 @@ class _Group:
 
 
 def _npu_table(engine: SimulationResult) -> list[str]:
-    """One row per NPU, or their min, mean and max when there are many."""
+    """One row per NPU, or their min, mean and max when there are many; the time wait nodes kept NPUs idle when
+    any did."""
     per_npu = engine.per_npu
-    columns = ("finish_ps", "compute_ps", "comm_ps", "exposed_comm_ps")
-    titles = ("finish", "compute", "comm", "exposed comm")
+    columns: tuple[str, ...] = ("finish_ps", "compute_ps", "comm_ps", "exposed_comm_ps")
+    titles: tuple[str, ...] = ("finish", "compute", "comm", "exposed comm")
+    if any(n.waiting_ps for n in per_npu):
+        columns, titles = (*columns, "waiting_ps"), (*titles, "waiting")
     if len(per_npu) <= _MAX_NPU_ROWS:
         lines = ["per NPU", "  " + f"{'npu':>5}" + "".join(f"{t:>14}" for t in titles)]
         for n in per_npu:

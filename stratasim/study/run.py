@@ -248,8 +248,7 @@ def _run_study(
     served = serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
     wall_seconds += sum(run.wall_seconds for run in served.values())
     served |= {index: shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
-    waiting = {index: replay.waiting_ps for index, replay in replayed.items()}
-    return _report(study, source, result, wall_seconds, backends, devices, distribution, served, waiting)
+    return _report(study, source, result, wall_seconds, backends, devices, distribution, served, frozenset(replayed))
 
 
 def _report(
@@ -261,11 +260,11 @@ def _report(
     devices: StudyDevices | None,
     distribution: dict[str, Any] | None,
     served: dict[int, ServedRun],
-    replayed: dict[int, float] | None = None,
+    replayed: frozenset[int] = frozenset(),
 ) -> Report:
     """The report of a simulated study: the engine's result with the warnings, figures and statements the study
     adds (calibration, memory, jobs and their ``served`` serving jobs, those ``replayed`` in the engine among them
-    with the mean time their NPUs wait for requests, training and serving figures, cost at each
+    (by index), training and serving figures, cost at each
     device's rate, the Monte-Carlo ``distribution``)."""
     calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
     if contended := contention_statement(study, devices):
@@ -274,7 +273,7 @@ def _report(
     warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
     jobs: tuple[JobFigures, ...] = ()
     if isinstance(source, MultiJobWorkload):
-        jobs, result, said = _jobs(study, source, result, served, replayed or {})
+        jobs, result, said = _jobs(study, source, result, served, replayed)
         warnings += tuple(warning for warning in dict.fromkeys(said) if warning not in warnings)
     warnings += failure_warnings(result, [job.name for job in jobs])
     serving = None
@@ -314,7 +313,7 @@ def _jobs(
     source: MultiJobWorkload,
     result: system_layer.SimulationResult,
     served: dict[int, ServedRun],
-    replayed: dict[int, float],
+    replayed: frozenset[int],
 ) -> tuple[tuple[JobFigures, ...], system_layer.SimulationResult, tuple[str, ...]]:
     """A study of several jobs: each job's figures, the engine's result whose total time is the latest end of any
     job (a serving job's loop may end after the engine's last NPU), and the warnings of the jobs (interference the

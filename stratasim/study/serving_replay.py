@@ -30,7 +30,7 @@ from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
-from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replay_size, replayed_run, unreplayable
+from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, replayed_run, unreplayable
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
@@ -39,13 +39,12 @@ __all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run", "with_repla
 
 @dataclass(frozen=True)
 class Replay:
-    """A serving job's standalone run (``alone``), its loop's record (``run``), its NPUs' graphs (in the order of
-    its placed NPUs) and the mean time they wait for requests in them (ps)."""
+    """A serving job's standalone run (``alone``), its loop's record (``run``) and its NPUs' graphs (in the order of
+    its placed NPUs)."""
 
     alone: ServedRun
     run: PoolRun
     graphs: list[workload_pb2.ExecutionGraph]
-    waiting_ps: float
 
 
 def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
@@ -91,8 +90,7 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
         "price its traffic apart from the other jobs' without replaying it",
     )
     graphs = replay_graphs(runs[0], replicas, works, quantised)
-    waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
-    return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name), waiting)
+    return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name))
 
 
 def with_replays(

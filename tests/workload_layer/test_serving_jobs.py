@@ -14,14 +14,20 @@ from typing import Any
 import pytest
 import yaml
 
+from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.config.study_file import parse_study
 from stratasim.kernel import registry
+from stratasim.kernel.graph_blocks import unrolled
 from stratasim.kernel.serving import Iteration, IterationShape
 from stratasim.report.report import Report
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget
+from stratasim.study.jobs import serving_jobs
 from stratasim.study.run import prepare_workload, run_study
 from stratasim.study.serving import serve
+from stratasim.study.serving_replay import replay_jobs, replayable_jobs
+from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving.kv_transfer import quantised
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
@@ -162,8 +168,7 @@ REPLAYED = (
     "workload.jobs: serving job 'serve' replays its standalone request-level run in the engine, sharing the network "
     "with the other jobs, with the batching decisions frozen from the standalone run (which requests batch together, "
     "how long each replica waits between iterations): only when its iterations end moves; a full co-simulation would "
-    "let the decisions react to the slowed iterations; the per-NPU figures count the waits between iterations as "
-    "compute (docs/how-to/several-jobs.md)"
+    "let the decisions react to the slowed iterations (docs/how-to/several-jobs.md)"
 )
 
 
@@ -288,4 +293,43 @@ def test_the_replay_size_counts_the_nodes_its_graphs_hold() -> None:
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
     nodes, _ = replay_size(runs[0], replicas, works)
     graphs = replay_graphs(runs[0], replicas, works, quantised)
-    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0
+    assert nodes == sum(len(graph.nodes) for graph in {id(graph): graph for graph in graphs}.values()) > 0
+    assert [graphs.index(graph) for graph in graphs] == [0, 0, 2, 2]  # a replica's TP-2 ranks share its graph
+
+
+def test_a_replayed_serving_job_computes_its_iterations_operators_and_waits_for_requests_apart() -> None:
+    # Replayed beside the training job: each NPU's compute is exactly its iterations' operators at the study's
+    # prices (summed from its replayed graph), its waits for requests (wait nodes, in a chain: the compute stream is
+    # idle throughout) are its waiting time, and compute, waiting and exposed communication fill its timeline.
+    data = _shared()
+    study = parse_study(data, "s.yaml")
+    source, npus = prepare_workload(study)
+    jobs = serving_jobs(source, npus)
+    (replay,) = replay_jobs(study, replayable_jobs(study, source, jobs), DEFAULT_BUDGET).values()
+    report = run_study(study)
+    pricer = OperatorPricer(RooflineCompute(), "h100")
+    per_npu = []
+    for npu, graph in zip(jobs[1].npus, replay.graphs, strict=True):
+        nodes = list(unrolled(graph).nodes)
+        compute = sum(cost.duration_ps for cost in pricer.costs(node.op for node in nodes if node.HasField("op")))
+        waits = sum(node.duration_ps for node in nodes if node.type == workload_pb2.WAIT_NODE)
+        stats = report.result.per_npu[npu]
+        assert (stats.compute_ps, stats.waiting_ps) == (compute, waits) and waits > 0
+        assert stats.compute_ps + stats.waiting_ps + stats.exposed_comm_ps == stats.finish_ps - graph.start_ps
+        assert sum(amount for _, amount in stats.exposed_comm_ps_by_kind) == stats.exposed_comm_ps
+        per_npu.append(compute)
+    serve = report.jobs[1]
+    assert serve.compute_ps == sum(per_npu) / len(per_npu)
+    assert serve.exposed_comm_ps == sum(report.result.per_npu[npu].exposed_comm_ps for npu in jobs[1].npus) / 4
+    rows = {row["npu"]: row for row in report.to_dict()["per_npu"]}
+    assert rows[1]["waiting_ns"] == report.result.per_npu[1].waiting_ps / 1000
+    assert "waiting" in report.to_text()
+
+
+def test_a_replay_with_its_waits_gives_the_same_figures_with_the_network_in_another_process() -> None:
+    data = _shared()
+    remote = copy.deepcopy(data)
+    remote["network"]["spawn"] = True
+    here, there = _run(data), _run(remote)
+    assert there.result.per_npu == here.result.per_npu and there.jobs == here.jobs
+    assert any(npu.waiting_ps for npu in here.result.per_npu)

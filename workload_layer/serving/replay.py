@@ -4,10 +4,11 @@ The request-level loop decides which requests batch together and when each itera
 iteration on the network alone. :func:`replay_graphs` turns the iterations it ran
 (:attr:`~stratasim.workload_layer.serving.simulation.PoolRun.record`) into one execution graph per NPU of the job
 (its ranks 0, 1, ...), for the engine to run beside the other jobs' graphs: each replica's TP ranks run its
-iterations in order, each iteration's operators as compute nodes (priced by the engine's operator pricer, as the
-loop's pricer priced them) and its TP collectives over the replica's ranks (at the size the pricer priced them), in
-layer order, chained; before each iteration an idle node as long as the replica waited for it standalone; after it
-a milestone named :func:`milestone_name`. A layer's steps repeated ``times`` times run as a block.
+iterations in order (one graph object, which its ranks share: they run the same nodes), each iteration's operators
+as compute nodes (priced by the engine's operator pricer, as the loop's pricer priced them) and its TP collectives
+over the replica's ranks (at the size the pricer priced them), in layer order, chained; before each iteration a wait
+node (``WAIT_NODE``: neither compute nor exposed communication) as long as the replica waited for it standalone;
+after it a milestone named :func:`milestone_name`. A layer's steps repeated ``times`` times run as a block.
 
 :func:`replayed_run` moves the run's times to the shared run's: each iteration ends when its milestone says, starts
 its standalone gap after the previous one's shared end, and each request's scheduling, first token and finish move
@@ -33,7 +34,7 @@ from stratasim.workload_layer.serving.simulation import IterationRecord, PoolRun
 __all__ = ["WAITING", "milestone_name", "replay_graphs", "replay_size", "replayed_run", "unreplayable"]
 
 WAITING = "waiting for requests"
-"""The name of the idle nodes between a replica's iterations."""
+"""The name of the wait nodes between a replica's iterations."""
 Works = Callable[[int, IterationShape], Iteration]
 """An iteration's typed work by pool and shape (the same objects for the same arguments)."""
 Quantised = Callable[[int], int]
@@ -68,29 +69,31 @@ def replay_graphs(
     run: PoolRun, replicas: Sequence[Sequence[int]], works: Works, quantised: Quantised
 ) -> list[workload_pb2.ExecutionGraph]:
     """One graph per rank of the job for ``run``'s iterations (module docstring): engine i on the ranks
-    ``replicas[i]``, each iteration's work from ``works``, its collectives at ``quantised`` sizes."""
-    graphs = [workload_pb2.ExecutionGraph(npu=rank) for group in replicas for rank in group]
+    ``replicas[i]`` (one graph object, numbered after its first rank, shared by its ranks), each iteration's work
+    from ``works``, its collectives at ``quantised`` sizes."""
+    graphs: list[workload_pb2.ExecutionGraph | None] = [None] * sum(map(len, replicas))
     for engine, group in enumerate(replicas):
-        own = [record for record in run.record if record.engine == engine]
+        graph = workload_pb2.ExecutionGraph(npu=group[0])
+        _Builder(graph, group, quantised).replica([record for record in run.record if record.engine == engine], works)
         for rank in group:
-            _Builder(graphs[rank], group, quantised).replica(own, works)
-    return graphs
+            graphs[rank] = graph
+    return [graph for graph in graphs if graph is not None]
 
 
 def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -> tuple[int, int]:
     """What :func:`replay_graphs` would build for ``run``, before building it: its graph nodes (a repeated layer
-    counting once per run, as the block node it is) and the nodes the engine runs (blocks unrolled), over every
-    rank, each iteration's wait and milestone included."""
+    counting once per run, as the block node it is; a replica's graph once, however many ranks share it) and the
+    nodes the engine runs (blocks unrolled) over every rank, each iteration's wait and milestone included."""
     nodes = events = 0
     ended: dict[int, int] = {}
     for record in run.record:
         ranks = len(replicas[record.engine])
         for repeats, work in works(record.pool, record.shape).works:
             runs = _runs(work.stages[0])
-            nodes += ranks * repeats * sum(size if times == 1 else times for times, size in runs)
+            nodes += repeats * sum(size if times == 1 else times for times, size in runs)
             events += ranks * repeats * sum(times * size for times, size in runs)
-        own = ranks * (1 + (record.start_ps > ended.get(record.engine, 0)))  # its milestone, and a wait before it
-        nodes, events = nodes + own, events + own
+        own = 1 + (record.start_ps > ended.get(record.engine, 0))  # its milestone, and a wait before it
+        nodes, events = nodes + own, events + ranks * own
         ended[record.engine] = record.end_ps
     return nodes, events
 
@@ -121,7 +124,9 @@ class _Builder:
         ended = 0
         for count, record in enumerate(records):
             if record.start_ps > ended:
-                self._node(self.graph.nodes, name=WAITING, duration_ps=record.start_ps - ended)
+                self._node(
+                    self.graph.nodes, name=WAITING, type=workload_pb2.WAIT_NODE, duration_ps=record.start_ps - ended
+                )
             for repeats, work in works(record.pool, record.shape).works:
                 for _ in range(repeats):
                     self._stage(work.stages[0], work.tp)
