@@ -42,6 +42,7 @@ from typing import cast
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.network_layer import topologies
+from stratasim.network_layer.congestion_aware_cancel import CrossingLog, cancel_on_links, forget, trim
 from stratasim.network_layer.congestion_aware_counters import (
     BusyStretches,
     FlowLoad,
@@ -78,7 +79,10 @@ class CongestionAwareNetwork:
         self._events: dict[int, list[_Event]] = {}
         self._deliveries: list[tuple[int, int]] = []
         self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages, queue ps]
-        self._flows: dict[int, int] = {}  # message id -> its flow, while in flight, for flows other than 0
+        self._flows: dict[int, int] = {}  # message id -> its flow, until delivered, for flows other than 0
+        # Each link's decided crossings ending after the committed time, for cancel; kept from the first batch that
+        # carries flows (a run of one flow has nothing to give the capacity of a cancelled message to)
+        self._log: CrossingLog | None = None
         self._flow_load: FlowLoad = {}
         self._busy: BusyStretches | None = None  # if recorded
         self._horizon = -1
@@ -142,6 +146,8 @@ class CongestionAwareNetwork:
             return
         if flows:
             self._follow(ids, flows)
+            if self._log is None:
+                self._log = {}
         first, last = min(times), max(times)
         if first <= self._horizon:
             self._refuse(ids, srcs, dsts, times)
@@ -205,7 +211,7 @@ class CongestionAwareNetwork:
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
         times, events = self._times, self._events
-        busy, flows, flow_load = self._busy, self._flows, self._flow_load
+        busy, flows, flow_load, logs = self._busy, self._flows, self._flow_load, self._log
         arrivals: list[tuple[int, int]] = []
         while times and times[0] <= horizon:
             time_ps = times[0]
@@ -220,10 +226,17 @@ class CongestionAwareNetwork:
                 else:  # the link is busy (or just free): the message waits for it
                     state[4] += start - time_ps
                 if flows and msg_id in flows:
-                    count_flow(flow_load, (link, flows.pop(msg_id) if last else flows[msg_id]), size, start - time_ps)
+                    count_flow(flow_load, (link, flows[msg_id]), size, start - time_ps)
                 end = start + hold
                 if end < tail:  # the body streams in no faster than the link before delivers it
                     end = tail
+                if logs is not None and end > horizon:  # a cancel may yet cut it, or undo it
+                    log = logs.get(link)
+                    if log is None:
+                        log = logs[link] = []
+                    elif log[0][0] <= horizon:
+                        trim(log, horizon)
+                    log.append((end, start, time_ps, tail, msg_id, route, index, earliest))
                 if busy is not None and end > start:
                     record_busy(busy, link, start, end)
                 state[0] = end
@@ -254,12 +267,47 @@ class CongestionAwareNetwork:
         return min(candidates, default=None)
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
-        return window_result(self._deliveries, self._advance_to(until_ps), self._next_arrival)
+        result = window_result(self._deliveries, self._advance_to(until_ps), self._next_arrival)
+        if self._flows:
+            self._unfollow(result.deliveries.id)
+        return result
 
     def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:
         """:meth:`advance`, its deliveries as (time, id) (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
         until_ps = self._advance_to(until_ps)
-        return due_arrivals(self._deliveries, until_ps), until_ps, self._next_arrival()
+        due = due_arrivals(self._deliveries, until_ps)
+        if self._flows:
+            self._unfollow([msg_id for _, msg_id in due])
+        return due, until_ps, self._next_arrival()
+
+    def _unfollow(self, ids: Sequence[int]) -> None:
+        """Stop following the flows of messages delivered (or taken off)."""
+        pop = self._flows.pop
+        for msg_id in ids:
+            pop(msg_id, None)
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Take every message of ``flow`` not arrived by ``at_ps`` off the links and queues (see
+        :mod:`stratasim.network_layer.congestion_aware_cancel`): their links are free from ``at_ps``, and the crossings
+        of other flows queued behind them are decided again on the capacity freed."""
+        if at_ps <= self._horizon:
+            raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
+        self._settle(at_ps - 1)  # every crossing whose head arrives before at_ps is decided: no send can change it
+        flows = self._flows
+
+        def flow_of(msg_id: int) -> int:
+            return flows.get(msg_id, 0)
+
+        logs = self._log or {}
+        dropped, undone = cancel_on_links(logs, flow_of, flow, at_ps, self._flow_load, self._busy)
+        dropped.update(c[0] for crossings in self._events.values() for c in crossings if flow_of(c[0]) == flow)
+        dropped.update(m for t, m in self._deliveries if t > at_ps and flow_of(m) == flow)
+        forget(self._events, self._times, self._deliveries, dropped | {crossing[2] for crossing in undone})
+        for head, _, msg_id, route, index, earliest, tail in undone:
+            _at(self._events, self._times, head).append((msg_id, route, index, earliest, tail))
+        self._settle(at_ps - 1)
+        self._unfollow(list(dropped))
+        return network_pb2.CancelResult(id=sorted(dropped))
 
     def _advance_to(self, until_ps: int) -> int:
         """Settle every crossing the window up to ``until_ps`` decides (the next event's window when negative);
@@ -281,6 +329,7 @@ class CongestionAwareNetwork:
         self._deliveries.clear()
         self._links.clear()
         self._flows.clear()
+        self._log = None
         self._flow_load.clear()
         self._routes.clear()
         self._planner.forget()

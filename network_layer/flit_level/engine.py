@@ -81,7 +81,7 @@ class FlitEngine:
         ]
         message.remaining = sum(packet.flits for packet in packets)
         source = _flits(packets, at_ps + self._pipeline_ps)
-        interface = InputVc(None, 0, source)
+        interface = message.interface = InputVc(None, 0, source)
         interface.queue.extend(next(source))
         port = route.ports[0]
         port.candidates.append(interface)
@@ -241,9 +241,25 @@ class FlitEngine:
             if onward is not port:
                 self._wake(onward, eligible if eligible > now else now + 1)
 
+    def cancel(self, message: Message) -> None:
+        """Send no more of ``message``: its network interface drops the packets not yet begun (a packet whose head
+        left goes on, or its virtual channels would never be freed), and nothing of it is delivered."""
+        interface, message.interface = message.interface, None
+        if interface is None:
+            return
+        interface.source = None
+        queue = interface.queue
+        if queue and not queue[0][2]:  # the front is a head flit: its packet has not begun
+            queue.clear()
+            port = message.segments[message.segment].ports[0]
+            if interface in port.candidates:
+                port.candidates.remove(interface)
+
     def _eject(self, packet: Packet, index: int, time_ps: int) -> None:
         """A flit reached its destination's network interface at ``time_ps``."""
         message = packet.message
+        if message.interface is None:  # cancelled: its flits leave the network, and that is all
+            return
         if time_ps > message.latest_ps:
             message.latest_ps = time_ps
         if index == packet.flits - 1 and message.segment == len(message.segments) - 1:

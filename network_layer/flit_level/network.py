@@ -47,6 +47,7 @@ make one stretch.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import repeat
@@ -86,6 +87,7 @@ class FlitLevelNetwork:
         self.parameters = parameters if parameters is not None else FlitParameters()
         self.max_packets = max_packets
         self._packets: dict[int, int] = {}  # message id → its packets, while it is in the network
+        self._messages: dict[int, Message] = {}  # every message on its way, by id
         self._held = 0
         self._engine = FlitEngine(self.parameters)
         self._ports: dict[tuple[int, int], OutputPort] = {}
@@ -136,6 +138,7 @@ class FlitLevelNetwork:
         self._horizon = -1
         self._in_flight = 0
         self._packets.clear()
+        self._messages.clear()
         self._held = 0
         return network_pb2.NetworkInfo(npus=self._npus, lookahead_ps=self._lookahead, backend=self.name)
 
@@ -191,6 +194,7 @@ class FlitLevelNetwork:
             self._hold(msg_id, size)
             message = Message(msg_id, sent, packet_payloads(size, self.parameters), self._route(src, dst), flow)
             self._engine.start(message, sent)
+            self._messages[msg_id] = message
             self._in_flight += 1
 
     def _hold(self, msg_id: int, size: int) -> None:
@@ -226,12 +230,34 @@ class FlitLevelNetwork:
         self._in_flight -= len(result.deliveries.id)
         for msg_id in result.deliveries.id:
             self._held -= self._packets.pop(msg_id, 0)
+            del self._messages[msg_id]
         if not result.has_next and self._in_flight:
             raise SimulationError(
                 f"flit_level: deadlock by {until_ps} ps: {self._in_flight} messages are in the network but no "
                 "router can move a flit"
             )
         return result
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Take the messages of ``flow`` not arrived by ``at_ps`` off: none of them is delivered, and their network
+        interfaces send nothing more of them from ``at_ps`` on. Flits already in the routers (the packet each was
+        sending, and those before it) still cross the links they were routed over, holding their buffers and
+        virtual channels as they go: a worm cut in the middle would hold its virtual channels for ever."""
+        if at_ps <= self._horizon:
+            raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
+        self._engine.run(at_ps - 1)
+        self._horizon = at_ps - 1
+        deliveries = self._engine.deliveries
+        arrived = {msg_id for time_ps, msg_id in deliveries if time_ps <= at_ps}
+        gone = sorted(m.id for m in self._messages.values() if m.flow == flow and m.id not in arrived)
+        for msg_id in gone:
+            self._engine.cancel(self._messages.pop(msg_id))
+            self._held -= self._packets.pop(msg_id, 0)
+        self._in_flight -= len(gone)
+        dropped = set(gone)
+        deliveries[:] = [delivery for delivery in deliveries if delivery[1] not in dropped]
+        heapq.heapify(deliveries)
+        return network_pb2.CancelResult(id=gone)
 
     def counters(self) -> network_pb2.LinkCounters:
         """Per link that carried anything, in the congestion-aware network's order: busy time (its flits'

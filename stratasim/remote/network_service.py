@@ -129,6 +129,12 @@ class _Session:
                 return network_pb2.NetworkResponse(advanced=backend.advance(advance.until_ps))
             if kind == "transit":
                 return network_pb2.NetworkResponse(transited=self._transit(request.transit))
+            if kind == "cancel":
+                cancel = request.cancel
+                if cancel.sends.id:
+                    _check_columns(cancel.sends)
+                    backend.inject(cancel.sends)
+                return network_pb2.NetworkResponse(cancelled=backend.cancel(cancel.flow, cancel.at_ps))
             if kind == "configure":
                 check_topology(request.configure, self._limits)
                 info = backend.configure(request.configure)

@@ -119,6 +119,21 @@ class Coordinator:
             self._prompt.add(self._next_id + len(self._outbox))
         self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
 
+    def cancel(self, flow: int) -> int:
+        """Take every message of ``flow`` (a job) still on its way off the network now: a job stopped by a failure
+        frees the links its messages held or queued for, from now on. The window's sends go to the network first
+        (those sent before now are on their way too). Returns how many messages were taken off; none of their
+        handlers runs. A network that prices messages on the spot holds no state to free: their arrivals are lost
+        as they land (:attr:`stopped`)."""
+        if self._direct is not None:
+            return 0
+        self._flush()
+        dropped = self._network.cancel(flow, self.queue.now).id
+        for msg_id in dropped:
+            del self._handlers[msg_id]
+            self._prompt.discard(msg_id)
+        return len(dropped)
+
     def _send_late(self, message: tuple[int, int, int, Callback, Any, bool]) -> None:
         src, dst, size, on_arrival, arg, endpoint_delay = message
         self.send(src, dst, size, on_arrival, arg, endpoint_delay=endpoint_delay, jittered=True)
