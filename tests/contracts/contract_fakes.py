@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from stratasim.kernel import registry
+from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import validate_topology
 from stratasim.remote import serve
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2
@@ -60,6 +61,8 @@ class FakeNetwork:
 
     def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
         """Stateless: the flow's arrivals after ``at_ps`` are dropped, nobody else's time changes."""
+        if at_ps + self._lookahead <= self._now:
+            raise BackendError(f"cancel at {at_ps} ps, before the network's committed time")
         gone = [mid for time_ps, mid in self._pending if time_ps > at_ps and self._flows.get(mid, 0) == flow]
         self._pending = [pending for pending in self._pending if pending[1] not in set(gone)]
         heapq.heapify(self._pending)
