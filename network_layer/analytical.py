@@ -26,6 +26,9 @@ Links of their own speed (``Topology.link_changes`` from the start, see :mod:`st
 in a dimension that has one, a message pays the latencies of the links it crosses there plus one serialisation at
 the slowest of them, as on a fabric. The network is then no longer symmetric: it says it is not ``stateless``, so
 the engine simulates every NPU. Changes at a time and failures are refused: they need a network with state.
+
+A flow's messages taken off at a time (``cancel``, a failed NPU's job) are only not delivered: with no state per
+link there is no capacity to free, and no other message's time changes.
 """
 
 from __future__ import annotations

@@ -30,6 +30,11 @@ Links of their own speed and links that change at a time (``Topology.link_change
 routes are planned anew: every message on its way whose remaining route crosses a changed link is re-planned from
 where its head is; around a failed link, a ring goes the other way round and a fabric takes the least-latency way
 left. Where none is left, the run fails naming the failed link, its time and the message's ends.
+
+A flow's messages taken off at a time (``cancel``, a failed NPU's job): crossings under way are cut there, those
+queued dropped, and the other flows' crossings queued behind them decided again on the capacity freed (see
+:mod:`stratasim.network_layer.congestion_aware_cancel`; its log of decided crossings is kept from the first batch
+that carries flows, so a run of one flow pays nothing for it).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ whole topology (NPU ids stay global) and carries only the legs along its dimensi
 
 Every leg carries its message's flow (``SendBatch.flow``). The link counters are the backends' one after another:
 their flow rows point at the merged links, and ``queue_ps`` is given only when every backend with links gives it.
+A flow cancelled (``cancel``) is cancelled in every backend, each taking off the legs it carries as it can.
 """
 
 from __future__ import annotations

@@ -45,6 +45,9 @@ is the other backends' job), up to ``MAX_NODES`` ns-3 nodes and ``MAX_LINKS`` li
 ``MAX_PACKETS`` packets (4 GiB) each. The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe
 how coarser networks round and forward whole messages; ns-3 keeps exact picoseconds and forwards packets, so
 both are ignored. Link counters give each link's busy time, payload bytes and messages, not when it was busy.
+
+Cancelling a flow (``cancel``, a failed NPU's job) only keeps its messages from being delivered: ns-3 carries their
+packets to the end, holding the capacity they hold (its queues are not edited from outside), and counts them.
 """
 
 from __future__ import annotations

@@ -43,6 +43,10 @@ segment crosses), ``counters()`` gives the same by flow once messages of a flow 
 latency of every packet delivered (:mod:`stratasim.network_layer.packet_latency`) and, when the topology asks
 (``record_link_busy``), when each link was transmitting: a flit holds its link for its slot, and back-to-back slots
 make one stretch.
+
+Cancelling a flow (``cancel``, a failed NPU's job): its messages' network interfaces send nothing more and none is
+delivered, but the packets they had begun finish crossing (a worm cut in the middle would hold its virtual channels
+for ever): the capacity is free one packet per message later than on the congestion-aware network.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The generic gRPC servicer of the network contract: any :class:`NetworkBackend` behind ``NetworkService``.
 
 One ``Session`` stream is one simulation: the client's handshake, then ``configure`` and one ``advance`` per
-time window (carrying the window's sends). Each session gets a fresh backend from the factory, so one server
-serves any number of sequential (or concurrent) runs, and closes it when the stream ends.
+time window (carrying the window's sends), and a ``cancel`` (carrying the sends buffered since) when a job fails.
+Each session gets a fresh backend from the factory, so one server serves any number of sequential (or concurrent)
+runs, and closes it when the stream ends.
 
 A backend that prices messages on the spot (:class:`~stratasim.kernel.contracts.DirectNetwork`) is announced with
 the handshake capability :data:`TRANSIT_CAPABILITY`; once configured stateless, it answers ``transit`` requests:
