@@ -40,6 +40,7 @@ that carries flows, so a run of one flow pays nothing for it).
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Sequence
 from itertools import repeat
 from typing import cast
@@ -47,7 +48,7 @@ from typing import cast
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.network_layer import topologies
-from stratasim.network_layer.congestion_aware_cancel import CrossingLog, cancel_on_links, forget, trim
+from stratasim.network_layer.congestion_aware_cancel import Crossing, by_link, cancel_on_links, forget
 from stratasim.network_layer.congestion_aware_counters import (
     BusyStretches,
     FlowLoad,
@@ -84,10 +85,11 @@ class CongestionAwareNetwork:
         self._events: dict[int, list[_Event]] = {}
         self._deliveries: list[tuple[int, int]] = []
         self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages, queue ps]
-        self._flows: dict[int, int] = {}  # message id -> its flow, until delivered, for flows other than 0
-        # Each link's decided crossings ending after the committed time, for cancel; kept from the first batch that
-        # carries flows (a run of one flow has nothing to give the capacity of a cancelled message to)
-        self._log: CrossingLog | None = None
+        self._flows: dict[int, int] = {}  # message id -> its flow, while crossing links, for flows other than 0
+        self._landing: dict[int, int] = {}  # the same once its last crossing is decided (purged now and then)
+        # The crossings each window decided that end after the committed time, with the latest end, for cancel; kept
+        # from the first batch that carries flows (a run of one flow has nobody to give a cancelled flow's links to)
+        self._log: deque[tuple[int, list[Crossing]]] | None = None
         self._flow_load: FlowLoad = {}
         self._busy: BusyStretches | None = None  # if recorded
         self._horizon = -1
@@ -152,7 +154,7 @@ class CongestionAwareNetwork:
         if flows:
             self._follow(ids, flows)
             if self._log is None:
-                self._log = {}
+                self._log = deque()
         first, last = min(times), max(times)
         if first <= self._horizon:
             self._refuse(ids, srcs, dsts, times)
@@ -216,8 +218,15 @@ class CongestionAwareNetwork:
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
         times, events = self._times, self._events
-        busy, flows, flow_load, logs = self._busy, self._flows, self._flow_load, self._log
+        busy, flows, flow_load, landing = self._busy, self._flows, self._flow_load, self._landing
         arrivals: list[tuple[int, int]] = []
+        log = self._log
+        logged: list[Crossing] | None = None
+        if log is not None:
+            while log and log[0][0] <= horizon:  # no cancel can reach a window's crossings once they all ended
+                log.popleft()
+            logged = []
+        latest = horizon
         while times and times[0] <= horizon:
             time_ps = times[0]
             if time_ps >= self._next_change:
@@ -231,17 +240,18 @@ class CongestionAwareNetwork:
                 else:  # the link is busy (or just free): the message waits for it
                     state[4] += start - time_ps
                 if flows and msg_id in flows:
-                    count_flow(flow_load, (link, flows[msg_id]), size, start - time_ps)
+                    if last:
+                        of = landing[msg_id] = flows.pop(msg_id)
+                    else:
+                        of = flows[msg_id]
+                    count_flow(flow_load, (link, of), size, start - time_ps)
                 end = start + hold
                 if end < tail:  # the body streams in no faster than the link before delivers it
                     end = tail
-                if logs is not None and end > horizon:  # a cancel may yet cut it, or undo it
-                    log = logs.get(link)
-                    if log is None:
-                        log = logs[link] = []
-                    elif log[0][0] <= horizon:
-                        trim(log, horizon)
-                    log.append((end, start, time_ps, tail, msg_id, route, index, earliest))
+                if logged is not None and end > horizon:  # a cancel may yet cut it, or undo it
+                    logged.append((end, start, time_ps, tail, msg_id, route, index, earliest))
+                    if end > latest:
+                        latest = end
                 if busy is not None and end > start:
                     record_busy(busy, link, start, end)
                 state[0] = end
@@ -262,6 +272,9 @@ class CongestionAwareNetwork:
             del events[time_ps]
         into_heap(self._deliveries, arrivals)
         self._horizon = max(self._horizon, horizon)
+        if logged:
+            assert log is not None
+            log.append((latest, logged))
 
     def _next_arrival(self) -> int | None:
         candidates = []
@@ -272,24 +285,16 @@ class CongestionAwareNetwork:
         return min(candidates, default=None)
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
-        result = window_result(self._deliveries, self._advance_to(until_ps), self._next_arrival)
-        if self._flows:
-            self._unfollow(result.deliveries.id)
-        return result
+        return window_result(self._deliveries, self._advance_to(until_ps), self._next_arrival)
 
     def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:
         """:meth:`advance`, its deliveries as (time, id) (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
         until_ps = self._advance_to(until_ps)
-        due = due_arrivals(self._deliveries, until_ps)
-        if self._flows:
-            self._unfollow([msg_id for _, msg_id in due])
-        return due, until_ps, self._next_arrival()
+        return due_arrivals(self._deliveries, until_ps), until_ps, self._next_arrival()
 
-    def _unfollow(self, ids: Sequence[int]) -> None:
-        """Stop following the flows of messages delivered (or taken off)."""
-        pop = self._flows.pop
-        for msg_id in ids:
-            pop(msg_id, None)
+    def _flow_of(self, msg_id: int) -> int:
+        """The flow of a message on its way (0 unless followed)."""
+        return self._flows.get(msg_id) or self._landing.get(msg_id, 0)
 
     def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
         """Take every message of ``flow`` not arrived by ``at_ps`` off the links and queues (see
@@ -298,20 +303,22 @@ class CongestionAwareNetwork:
         if at_ps <= self._horizon:
             raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
         self._settle(at_ps - 1)  # every crossing whose head arrives before at_ps is decided: no send can change it
-        flows = self._flows
-
-        def flow_of(msg_id: int) -> int:
-            return flows.get(msg_id, 0)
-
-        logs = self._log or {}
+        flow_of, flows, landing = self._flow_of, self._flows, self._landing
+        logs = by_link(self._log or ())
         dropped, undone = cancel_on_links(logs, flow_of, flow, at_ps, self._flow_load, self._busy)
+        kept = [crossing for crossings in logs.values() for crossing in crossings]
+        self._log = None if self._log is None else deque([(max(c[0] for c in kept), kept)] if kept else [])
         dropped.update(c[0] for crossings in self._events.values() for c in crossings if flow_of(c[0]) == flow)
         dropped.update(m for t, m in self._deliveries if t > at_ps and flow_of(m) == flow)
         forget(self._events, self._times, self._deliveries, dropped | {crossing[2] for crossing in undone})
         for head, _, msg_id, route, index, earliest, tail in undone:
+            if msg_id in landing:  # its last crossing is to be decided again
+                flows[msg_id] = landing.pop(msg_id)
             _at(self._events, self._times, head).append((msg_id, route, index, earliest, tail))
+        for msg_id in dropped:
+            flows.pop(msg_id, None)
+            landing.pop(msg_id, None)
         self._settle(at_ps - 1)
-        self._unfollow(list(dropped))
         return network_pb2.CancelResult(id=sorted(dropped))
 
     def _advance_to(self, until_ps: int) -> int:
@@ -321,6 +328,9 @@ class CongestionAwareNetwork:
             first = self._next_arrival()
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         self._settle(until_ps - self._lookahead)
+        landing = self._landing
+        if len(landing) > 2 * len(self._deliveries) + 4096:  # forget the flows of messages delivered
+            self._landing = {msg_id: landing[msg_id] for _, msg_id in self._deliveries if msg_id in landing}
         return until_ps
 
     def counters(self) -> network_pb2.LinkCounters:
@@ -334,6 +344,7 @@ class CongestionAwareNetwork:
         self._deliveries.clear()
         self._links.clear()
         self._flows.clear()
+        self._landing.clear()
         self._log = None
         self._flow_load.clear()
         self._routes.clear()

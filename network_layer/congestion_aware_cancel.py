@@ -2,8 +2,9 @@
 
 The network decides each link crossing as the message's head reaches the link, ahead of the engine's time: a
 crossing decided may hold its link past the time a job fails, and crossings of other flows queued behind it were
-given starts after it. So every link keeps a log of its decided crossings that end after the network's committed
-time (:data:`Crossing`, in the link's order, which is also the order of their starts and ends). Cancelling flow
+given starts after it. So the network logs, window by window, the crossings it decides that end after the committed
+time (:data:`Crossing`); a cancel sorts them by link (:func:`by_link`), in each link's order, which is also the order
+of their starts and ends. Cancelling flow
 ``f`` at ``at`` — once every crossing whose head arrives before ``at`` is decided — walks each link's log from its
 first crossing of ``f`` still holding the link after ``at``:
 
@@ -21,32 +22,38 @@ delivered. Crossings that ended by ``at`` and arrivals at or before ``at`` are k
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from stratasim.network_layer.congestion_aware_counters import BusyStretches, FlowLoad
 from stratasim.network_layer.congestion_aware_routes import Hop
 from stratasim.network_layer.link_changes import LinkKey
 
-__all__ = ["Crossing", "CrossingLog", "Undone", "cancel_on_links", "forget", "trim"]
+__all__ = ["Crossing", "CrossingLog", "Undone", "by_link", "cancel_on_links", "forget"]
 
 Crossing = tuple[int, int, int, int, int, tuple[Hop, ...], int, int]
 """A decided crossing: (end, start, time the head reached the link, time the tail was there, message id, route,
 hop index, earliest delivery) — what deciding it again needs, its end first for trimming."""
 
 CrossingLog = dict[LinkKey, list[Crossing]]
-"""Each link's decided crossings that end after the committed time, in the order they were decided."""
+"""Each link's decided crossings that may end after a cancel's time, in the order they were decided."""
 
 Undone = tuple[int, int, int, tuple[Hop, ...], int, int, int]
 """A crossing to decide again: (time the head reached the link, start it had, message id, route, hop index, earliest
 delivery, time its tail was there)."""
 
 
-def trim(log: list[Crossing], horizon: int) -> None:
-    """Drop the crossings of one link's ``log`` that ended by ``horizon`` (no cancel can reach them)."""
-    keep = 0
-    while keep < len(log) and log[keep][0] <= horizon:
-        keep += 1
-    del log[:keep]
+def by_link(windows: Iterable[tuple[int, list[Crossing]]]) -> CrossingLog:
+    """The crossings logged window by window, link by link, each link's in the order they were decided."""
+    logs: CrossingLog = {}
+    for _, crossings in windows:
+        for crossing in crossings:
+            link = crossing[5][crossing[6]][5]
+            log = logs.get(link)
+            if log is None:
+                logs[link] = [crossing]
+            else:
+                log.append(crossing)
+    return logs
 
 
 def cancel_on_links(
