@@ -30,10 +30,10 @@ from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.network_layer.flit_level.router import Flit, InputVc, OutputPort
 from stratasim.network_layer.packet_latency import PacketLatency
 
-__all__ = ["FlitEngine"]
+__all__ = ["FlitEngine", "credit_back"]
 
 
-def _credit(returns: deque[int], time_ps: int) -> None:
+def credit_back(returns: deque[int], time_ps: int) -> None:
     """Add a credit coming back at ``time_ps`` to a virtual channel's returns, kept in time order.
 
     Credits come back in the order they are decided except that an ejected flit's is decided as it is sent
@@ -81,7 +81,7 @@ class FlitEngine:
         ]
         message.remaining = sum(packet.flits for packet in packets)
         source = _flits(packets, at_ps + self._pipeline_ps)
-        interface = message.interface = InputVc(None, 0, source)
+        interface = InputVc(None, 0, source)
         interface.queue.extend(next(source))
         port = route.ports[0]
         port.candidates.append(interface)
@@ -200,14 +200,14 @@ class FlitEngine:
         upstream = ivc.upstream
         if upstream is not None:  # this flit's buffer entry is free: credit back
             back = now + upstream.latency_ps
-            _credit(upstream.returns[ivc.vc], back)
+            credit_back(upstream.returns[ivc.vc], back)
             if upstream.candidates and (upstream.scheduled < 0 or upstream.scheduled > back):
                 self._wake(upstream, back)
 
         through = end + port.latency_ps + self._pipeline_ps  # at the next router, through its pipeline
         route = packet.route
         if hop + 1 == route.hops:  # ejected as it is through: its credit is known now
-            _credit(port.returns[vc], through + port.latency_ps)
+            credit_back(port.returns[vc], through + port.latency_ps)
             self._eject(packet, index, through)
         else:
             down = port.down[vc]
@@ -241,24 +241,16 @@ class FlitEngine:
             if onward is not port:
                 self._wake(onward, eligible if eligible > now else now + 1)
 
-    def cancel(self, message: Message) -> None:
-        """Send no more of ``message``: its network interface drops the packets not yet begun (a packet whose head
-        left goes on, or its virtual channels would never be freed), and nothing of it is delivered."""
-        interface, message.interface = message.interface, None
-        if interface is None:
-            return
-        interface.source = None
-        queue = interface.queue
-        if queue and not queue[0][2]:  # the front is a head flit: its packet has not begun
-            queue.clear()
-            port = message.segments[message.segment].ports[0]
-            if interface in port.candidates:
-                port.candidates.remove(interface)
+    def wake_all(self, ports: list[OutputPort], time_ps: int) -> None:
+        """Make every port of ``ports`` arbitrate again at its first free slot at or after ``time_ps``."""
+        for port in ports:
+            port.scheduled = -1
+            self._wake(port, time_ps)
 
     def _eject(self, packet: Packet, index: int, time_ps: int) -> None:
         """A flit reached its destination's network interface at ``time_ps``."""
         message = packet.message
-        if message.interface is None:  # cancelled: its flits leave the network, and that is all
+        if message.cancelled:  # its flits still in flight on its last link leave the network, and that is all
             return
         if time_ps > message.latest_ps:
             message.latest_ps = time_ps

@@ -44,9 +44,9 @@ latency of every packet delivered (:mod:`stratasim.network_layer.packet_latency`
 (``record_link_busy``), when each link was transmitting: a flit holds its link for its slot, and back-to-back slots
 make one stretch.
 
-Cancelling a flow (``cancel``, a failed NPU's job): its messages' network interfaces send nothing more and none is
-delivered, but the packets they had begun finish crossing (a worm cut in the middle would hold its virtual channels
-for ever): the capacity is free one packet per message later than on the congestion-aware network.
+Cancelling a flow (``cancel``, a failed NPU's job): its messages' flits leave every buffer and network interface at
+the cancel's time, freeing buffers, virtual channels and links at once, and none of them is delivered
+(:mod:`stratasim.network_layer.flit_level.cancel`).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.kernel.grid import validate_topology
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level import deadlock
+from stratasim.network_layer.flit_level.cancel import drop_flits
 from stratasim.network_layer.flit_level.dimensions import DimensionFabric
 from stratasim.network_layer.flit_level.engine import FlitEngine
 from stratasim.network_layer.flit_level.packets import Message, packet_payloads
@@ -243,22 +244,22 @@ class FlitLevelNetwork:
         return result
 
     def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
-        """Take the messages of ``flow`` not arrived by ``at_ps`` off: none of them is delivered, and their network
-        interfaces send nothing more of them from ``at_ps`` on. Flits already in the routers (the packet each was
-        sending, and those before it) still cross the links they were routed over, holding their buffers and
-        virtual channels as they go: a worm cut in the middle would hold its virtual channels for ever."""
+        """Take the messages of ``flow`` not arrived by ``at_ps`` off: their flits leave the buffers and network
+        interfaces they are in at ``at_ps``, freeing buffers (credits go back), virtual channels and links, and none
+        of them is delivered (see :mod:`stratasim.network_layer.flit_level.cancel`)."""
         if at_ps <= self._horizon:
             raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
-        self._engine.run(at_ps - 1)
+        self._engine.run(at_ps - 1)  # every slot before at_ps decided: no send can change it
         self._horizon = at_ps - 1
         deliveries = self._engine.deliveries
         arrived = {msg_id for time_ps, msg_id in deliveries if time_ps <= at_ps}
         gone = sorted(m.id for m in self._messages.values() if m.flow == flow and m.id not in arrived)
         for msg_id in gone:
-            self._engine.cancel(self._messages.pop(msg_id))
+            self._messages.pop(msg_id).cancelled = True
             self._held -= self._packets.pop(msg_id, 0)
         self._in_flight -= len(gone)
         dropped = set(gone)
+        self._engine.wake_all(drop_flits(self._ports.values(), dropped, at_ps), at_ps)
         deliveries[:] = [delivery for delivery in deliveries if delivery[1] not in dropped]
         heapq.heapify(deliveries)
         return network_pb2.CancelResult(id=gone)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from stratasim.network_layer.flit_level.parameters import FlitParameters
 
 if TYPE_CHECKING:
-    from stratasim.network_layer.flit_level.router import InputVc, Route
+    from stratasim.network_layer.flit_level.router import Route
 
 __all__ = ["Message", "Packet", "packet_payloads", "packet_flits"]
 
@@ -39,7 +39,7 @@ class Message:
     congestion-aware networks do between dimensions). ``flow`` is its traffic class (the sending NPU's job).
     """
 
-    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps", "flow", "interface")
+    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps", "flow", "cancelled")
 
     def __init__(
         self, msg_id: int, sent_ps: int, payloads: list[int], segments: tuple[Route, ...], flow: int = 0
@@ -52,7 +52,7 @@ class Message:
         self.segment = 0
         self.remaining = 0  # flits of the current segment not yet ejected
         self.latest_ps = sent_ps  # when the last ejected flit of the current segment left the network
-        self.interface: InputVc | None = None  # its network interface's queue for the current segment; None: cancelled
+        self.cancelled = False  # taken off the network (``cancel``): never delivered
 
 
 class Packet:
