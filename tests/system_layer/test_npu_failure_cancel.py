@@ -11,6 +11,7 @@ b is first (it starts there at 0, a's head comes at a), so a waits for it:
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,19 @@ STUDY = {
 }
 
 
-def _run(tmp_path: Path, failures: str, spawn: bool = False) -> Report:
+def _study_file(tmp_path: Path, b_first: bool = False) -> Path:
+    """The study written to a file; with ``b_first`` job b is job 0, so its messages are flow 0."""
+    study = copy.deepcopy(STUDY)
+    if b_first:
+        study["workload"]["jobs"].reverse()
     path = tmp_path / "cancel.yaml"
-    path.write_text(yaml.safe_dump(STUDY), encoding="utf-8")
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    return path
+
+
+def _run(tmp_path: Path, failures: str, spawn: bool = False, b_first: bool = False) -> Report:
+    """The study run (``b_first``: job b is job 0, its messages flow 0, which networks do not follow)."""
+    path = _study_file(tmp_path, b_first)
     return run_study(load_study(path, [f"system.failures={failures}", f"network.spawn={str(spawn).lower()}"]))
 
 
@@ -55,11 +66,11 @@ def _a_end_ps(report: Report) -> int:
     return max(npu.finish_ps for npu in report.result.per_npu if npu.npu in (0, 2))
 
 
-@pytest.mark.parametrize("spawn", [False, True])
-def test_the_other_job_has_the_links_from_the_failure_on(tmp_path: Path, spawn: bool) -> None:
-    alone = _run(tmp_path, "[{npus: [3], at: 0ns}]", spawn)
-    along = _run(tmp_path, "[]", spawn)
-    failed = _run(tmp_path, f"[{{npus: [3], at: {AT}ps}}]", spawn)
+@pytest.mark.parametrize(("spawn", "b_first"), [(False, False), (True, False), (False, True)])
+def test_the_other_job_has_the_links_from_the_failure_on(tmp_path: Path, spawn: bool, b_first: bool) -> None:
+    alone = _run(tmp_path, "[{npus: [3], at: 0ns}]", spawn, b_first)
+    along = _run(tmp_path, "[]", spawn, b_first)
+    failed = _run(tmp_path, f"[{{npus: [3], at: {AT}ps}}]", spawn, b_first)
     s = ser(SIZE, B)
     assert LATENCY < AT < s
     assert _a_end_ps(alone) == 2 * LATENCY + s
@@ -80,3 +91,16 @@ def test_no_byte_of_the_failed_job_crosses_a_link_after_the_failure(tmp_path: Pa
     assert (cut.busy_ps, cut.bytes, cut.messages, cut.bytes_by_job) == (AT - LATENCY, 0, 0, ())
     along = {link.link: link for link in _run(tmp_path, "[]").result.links}
     assert dict(along["dim 0: 2->3"].bytes_by_job) == {1: SIZE}
+
+
+def test_on_the_flit_level_network_the_other_job_speeds_up_from_the_failure_too(tmp_path: Path) -> None:
+    flit = "network.backend=flit_level"
+    ends = {
+        name: _a_end_ps(run_study(load_study(_study_file(tmp_path), [f"system.failures={failures}", flit])))
+        for name, failures in (
+            ("alone", "[{npus: [3], at: 0ns}]"),
+            ("along", "[]"),
+            ("failed", f"[{{npus: [3], at: {AT}ps}}]"),
+        )
+    }
+    assert ends["alone"] < ends["failed"] < ends["along"]
