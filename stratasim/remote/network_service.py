@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import grpc
 import numpy as np
 
-from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
+from stratasim.kernel.contracts import PROTOCOL_VERSION, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.remote import _wire
 from stratasim.remote.limits import Limits, SessionSlots, Ticket, check_topology
@@ -131,6 +131,8 @@ class _Session:
             if kind == "transit":
                 return network_pb2.NetworkResponse(transited=self._transit(request.transit))
             if kind == "cancel":
+                if not callable(getattr(backend, "cancel", None)):
+                    return network_pb2.NetworkResponse(error=_no_cancel(backend))
                 cancel = request.cancel
                 if cancel.sends.id:
                     _check_columns(cancel.sends)
@@ -163,6 +165,15 @@ class _Session:
         src, dst, sizes = (np.frombuffer(column, dtype=_INT64) for column in columns)
         transits = self._direct.transits_ps(src, dst, sizes)
         return network_pb2.TransitResult(transit_ps=np.asarray(transits, dtype=_INT64).tobytes())
+
+
+def _no_cancel(backend: NetworkBackend) -> common_pb2.Error:
+    """The error for a cancel asked of a backend written against an older network contract."""
+    return common_pb2.Error(
+        code=_Code.UNSUPPORTED,
+        message=f"network backend {backend.name!r} has no cancel (the network contract of protocol version "
+        f"{PROTOCOL_VERSION}): it cannot take a failed job's messages off the network",
+    )
 
 
 def _check_columns(sends: network_pb2.SendBatch) -> None:

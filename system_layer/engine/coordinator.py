@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from stratasim.kernel.contracts import NEXT_WINDOW, ColumnarNetwork, DirectNetwork, NetworkBackend
-from stratasim.kernel.errors import RemoteError
+from stratasim.kernel.contracts import NEXT_WINDOW, PROTOCOL_VERSION, ColumnarNetwork, DirectNetwork, NetworkBackend
+from stratasim.kernel.errors import BackendError, RemoteError
 from stratasim.kernel.events import Callback, EventQueue, Progress
 from stratasim.kernel.units import format_time_ps
 from stratasim.v1 import network_pb2
@@ -127,8 +127,15 @@ class Coordinator:
         as they land (:attr:`stopped`)."""
         if self._direct is not None:
             return 0
+        cancel = getattr(self._network, "cancel", None)
+        if cancel is None:  # a backend written against an older network contract
+            raise BackendError(
+                f"network backend {self._network.name!r} has no cancel (the network contract of protocol version "
+                f"{PROTOCOL_VERSION}): it cannot take the messages of job {flow}, stopped by a failed NPU, off the "
+                "network; implement cancel, or run the study on a network that has it"
+            )
         self._flush()
-        dropped = self._network.cancel(flow, self.queue.now).id
+        dropped = cancel(flow, self.queue.now).id
         for msg_id in dropped:
             del self._handlers[msg_id]
             self._prompt.discard(msg_id)

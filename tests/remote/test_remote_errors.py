@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.kernel.errors import BackendError, RemoteError, TopologyError, WorkloadError
 from stratasim.remote import ComputeClient, NetworkClient, spawn
+from stratasim.system_layer.engine.coordinator import Coordinator
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2, network_pb2_grpc
 from tests.contracts.contract_fakes import FakeCompute, FakeNetwork, served
 from tests.remote.helpers import refused_endpoint, serve_command, stub_server
@@ -146,6 +148,33 @@ def test_backend_errors_keep_their_class_and_the_session_survives() -> None:
             assert str(raised.value) == "message 3 names NPU 9 of 4"
             with pytest.raises(BackendError, match=f"network layer at {endpoint} failed: INTERNAL: RuntimeError: boom"):
                 network.advance(-1)
+            assert network.advance(10).window_end_ps == 10
+        finally:
+            network.close()
+
+
+class _OlderContractNetwork:
+    """A network written against the contract before version 4: everything but ``cancel``."""
+
+    name = "older"
+
+    def __init__(self) -> None:
+        self._fake = FakeNetwork()
+        self.configure, self.inject, self.advance = self._fake.configure, self._fake.inject, self._fake.advance
+        self.counters, self.close = self._fake.counters, self._fake.close
+
+
+def test_a_cancel_asked_of_a_backend_without_one_is_refused_naming_it() -> None:
+    """In-process the engine says so; served, the server answers UNSUPPORTED and the session goes on."""
+    expected = "network backend 'older' has no cancel (the network contract of protocol version 4)"
+    with pytest.raises(BackendError, match=re.escape(expected)):
+        Coordinator(_OlderContractNetwork(), 1).cancel(1)  # type: ignore[arg-type]
+    with served("network", "older", {"older": _OlderContractNetwork}) as endpoint:
+        network = NetworkClient(endpoint, backend="older", timeout_s=5)
+        try:
+            network.configure(TOPOLOGY)
+            with pytest.raises(RemoteError, match=re.escape(expected) + r".*\(stage: call cancel\)"):
+                network.cancel(1, 10)
             assert network.advance(10).window_end_ps == 10
         finally:
             network.close()
