@@ -12,6 +12,7 @@ import pytest
 
 from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.network_layer.flit_level import FlitLevelNetwork
+from stratasim.network_layer.mixed import MixedNetwork
 from stratasim.v1 import network_pb2
 
 Dim = network_pb2.Dimension
@@ -85,3 +86,36 @@ def test_flit_level_frees_the_buffers_and_links_at_the_cancel() -> None:
     assert alone[1] < cancelled[1] < intact[1]
     assert cancelled[1] <= 2_000 * NS + alone[1]
     assert network.flit_hops > 0 and network.advance(-1).has_next is False
+
+
+def test_mixed_cancels_in_every_backend_and_the_other_flow_arrives_no_later() -> None:
+    """A ring of 4 on the flit-level network inside, a switch of 2 congestion-aware outside: every message from NPU 0
+    crosses both; flow 1's legs leave whichever backend carries them at the cancel."""
+    topology = network_pb2.Topology(
+        dimensions=[
+            Dim(kind=Dim.RING, size=4, bandwidth_bytes_per_s=1e9, latency_ps=NS, backend="flit_level"),
+            Dim(kind=Dim.SWITCH, size=2, bandwidth_bytes_per_s=1e9, latency_ps=NS, backend="congestion_aware"),
+        ]
+    )
+    sends = network_pb2.SendBatch(
+        id=list(range(6)), src=[0] * 6, dst=[5, 5, 6, 6, 7, 7], bytes=[4096] * 6, send_time_ps=[0] * 6, flow=[1, 2] * 3
+    )
+
+    def run(cancel: bool) -> tuple[dict[int, int], list[int]]:
+        network = MixedNetwork()
+        network.configure(topology)
+        network.inject(sends)
+        arrivals: dict[int, int] = {}
+        result = network.advance(NS - 1)
+        taken = list(network.cancel(1, 3_000 * NS).id) if cancel else []
+        while True:
+            arrivals.update(zip(result.deliveries.id, result.deliveries.time_ps))
+            if not result.has_next:
+                return arrivals, taken
+            result = network.advance(-1)
+
+    intact, _ = run(False)
+    cancelled, taken = run(True)
+    assert taken == [0, 2, 4] and set(cancelled) == {1, 3, 5}
+    assert all(cancelled[mid] <= intact[mid] for mid in cancelled)
+    assert any(cancelled[mid] < intact[mid] for mid in cancelled)
