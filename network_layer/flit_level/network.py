@@ -102,7 +102,6 @@ class FlitLevelNetwork:
         self._live = LiveLinks(
             network_pb2.Topology(), LinkGraph(0, 0, [], str), DimensionFabric(network_pb2.Topology())
         )
-        self._messages: dict[int, Message] = {}  # in the network, by id
         self._label: Callable[[int, int], str] = lambda src, dst: ""
         self._order: Callable[[int, int], tuple[int, ...]] = lambda src, dst: (src, dst)
         self._classes: deadlock.VcClasses = deadlock.OneClass()
@@ -141,7 +140,6 @@ class FlitLevelNetwork:
         self._lookahead = self._least_delay()
         self._engine = FlitEngine(self.parameters)
         self._routes.clear()
-        self._messages.clear()
         self._horizon = -1
         self._in_flight = 0
         self._packets.clear()

@@ -39,7 +39,18 @@ class Message:
     congestion-aware networks do between dimensions). ``flow`` is its traffic class (the sending NPU's job).
     """
 
-    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps", "flow", "packets", "cancelled")
+    __slots__ = (
+        "id",
+        "sent_ps",
+        "payloads",
+        "segments",
+        "segment",
+        "remaining",
+        "latest_ps",
+        "flow",
+        "packets",
+        "cancelled",
+    )
 
     def __init__(
         self, msg_id: int, sent_ps: int, payloads: list[int], segments: tuple[Route, ...], flow: int = 0
