@@ -135,4 +135,4 @@ def _cost(alone: ServedRun, figures: Mapping[str, float]) -> dict[str, float]:
     cost, rate = alone.figures.get("cost_usd_per_million_tokens"), figures["tokens_per_second"]
     if cost is None or rate <= 0:
         return {}
-    return {"cost_usd_per_million_tokens": cost * alone.figures["tokens_per_second"] / rate}
+    return {"cost_usd_per_million_tokens": cost * (alone.figures["tokens_per_second"] / rate)}  # exact at one rate

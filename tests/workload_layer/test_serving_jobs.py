@@ -173,6 +173,7 @@ def _shared(backend: str = "congestion_aware") -> dict[str, Any]:
     all-reduces cross the links the training job's ring all-reduce uses."""
     data = _example(requests=6)
     train, serve = data["workload"]["jobs"]
+    del serve["shared"]  # the example's is priced apart
     train["npus"] = serve["npus"] = 4
     train["workload"]["parallelism"] |= {"dp": 4, "global_batch": 4}
     serve["workload"]["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2}}]
@@ -210,6 +211,7 @@ def test_a_replayed_serving_job_alone_gives_exactly_its_standalone_figures() -> 
 def test_a_replayed_serving_job_on_links_no_other_job_uses_is_not_slowed() -> None:
     # The example's two nodes, the training job on node 0, a TP-2 serving job (role both) on node 1: no shared link.
     data = _example(requests=6)
+    del data["workload"]["jobs"][1]["shared"]
     data["workload"]["jobs"][1]["workload"]["pools"] = [{"name": "both", "replicas": 4, "parallelism": {"tp": 2}}]
     data["workload"]["jobs"][1]["workload"]["requests"]["output"]["median"] = 16
     train, serve = _run(data).jobs
@@ -239,11 +241,9 @@ def test_on_the_analytical_network_a_replayed_serving_job_and_a_training_job_do_
     assert serve.serving == _run(_without(data, 1)).jobs[0].serving
 
 
-def test_only_pools_of_role_both_with_tensor_parallelism_are_replayed() -> None:
+def test_pools_with_pipeline_parallelism_or_their_own_device_are_not_replayed() -> None:
     workload = _example()["workload"]["jobs"][1]["workload"]
     del workload["kind"]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'prefill' has role prefill (KV moves between pools)"
     workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
     config = ServingRequestsWorkload.Config.model_validate(workload)
     assert unreplayable(config, "h100") == "pool 'both' is pipeline or expert parallel"

@@ -27,6 +27,7 @@ from typing import Any
 from stratasim.kernel.serving import Compute, Iteration, IterationShape, TensorParallelCollective
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves, move_milestone
 from stratasim.workload_layer.serving.scheduler import Sequence as Served
 from stratasim.workload_layer.serving.simulation import IterationRecord, PoolRun
 
@@ -47,7 +48,6 @@ def unreplayable(config: ServingWorkloadConfig, study_device: object) -> str | N
     for pool in config.pools:
         plan = pool.parallelism
         reasons = [
-            (pool.role != "both", f"pool {pool.name!r} has role {pool.role} (KV moves between pools)"),
             (plan.pp > 1 or plan.ep > 1, f"pool {pool.name!r} is pipeline or expert parallel"),
             (pool.speculative is not None, f"pool {pool.name!r} decodes speculatively"),
             (pool.scheduler.preemption == "swap", f"pool {pool.name!r} swaps preempted KV blocks"),
@@ -70,26 +70,32 @@ def replay_graphs(
     """One graph per rank of the job for ``run``'s iterations (module docstring): engine i on the ranks
     ``replicas[i]``, each iteration's work from ``works``, its collectives at ``quantised`` sizes."""
     graphs = [workload_pb2.ExecutionGraph(npu=rank) for group in replicas for rank in group]
+    moves = KvMoves(run, replicas, quantised)
     for engine, group in enumerate(replicas):
         own = [record for record in run.record if record.engine == engine]
-        for rank in group:
-            _Builder(graphs[rank], group, quantised).replica(own, works)
+        for position, rank in enumerate(group):
+            spans = _Builder(graphs[rank], group, quantised).replica(own, works, moves.waits)
+            add_moves(graphs[rank], spans, engine, moves, position)
     return graphs
 
 
 def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -> tuple[int, int]:
     """What :func:`replay_graphs` would build for ``run``, before building it: its graph nodes (a repeated layer
     counting once per run, as the block node it is) and the nodes the engine runs (blocks unrolled), over every
-    rank, each iteration's wait and milestone included."""
-    nodes = events = 0
+    rank, each iteration's wait and milestone included, and each KV move's sends and receives."""
+    moves = KvMoves(run, replicas)
+    nodes = events = 2 * moves.slices()
     ended: dict[int, int] = {}
+    counts: dict[int, int] = {}
     for record in run.record:
         ranks = len(replicas[record.engine])
         for repeats, work in works(record.pool, record.shape).works:
             runs = _runs(work.stages[0])
             nodes += ranks * repeats * sum(size if times == 1 else times for times, size in runs)
             events += ranks * repeats * sum(times * size for times, size in runs)
-        own = ranks * (1 + (record.start_ps > ended.get(record.engine, 0)))  # its milestone, and a wait before it
+        count = counts[record.engine] = counts.get(record.engine, -1) + 1
+        waits = moves.waits((record.engine, count), record.start_ps, ended.get(record.engine, 0))
+        own = ranks * (1 + waits)  # its milestone, and a wait before it
         nodes, events = nodes + own, events + own
         ended[record.engine] = record.end_ps
     return nodes, events
@@ -115,18 +121,26 @@ class _Builder:
         self.graph, self.group, self.quantised = graph, list(group), quantised
         self.blocks: dict[tuple[int, ...], int] = {}
 
-    def replica(self, records: Sequence[IterationRecord], works: Works) -> None:
+    def replica(
+        self, records: Sequence[IterationRecord], works: Works, waits: Callable[[tuple[int, int], int, int], bool]
+    ) -> list[tuple[int, int]]:
         """The replica's iterations ``records`` in order, each's work from ``works``: a wait as long as the
-        standalone one before it, its first stage's steps (every pass it runs), its milestone."""
+        standalone one before it where ``waits`` (its engine and count, its start, the previous end) says, its
+        first stage's steps (every pass it runs), its milestone; for each, the ids of its first node after the
+        wait and of its milestone."""
         ended = 0
+        spans = []
         for count, record in enumerate(records):
-            if record.start_ps > ended:
+            if waits((record.engine, count), record.start_ps, ended):
                 self._node(self.graph.nodes, name=WAITING, duration_ps=record.start_ps - ended)
+            first = len(self.graph.nodes)
             for repeats, work in works(record.pool, record.shape).works:
                 for _ in range(repeats):
                     self._stage(work.stages[0], work.tp)
             self._node(self.graph.nodes, name=milestone_name(record.engine, count), milestone=True)
+            spans.append((first, len(self.graph.nodes) - 1))
             ended = record.end_ps
+        return spans
 
     def _stage(self, steps: Sequence[tuple[int, object]], tp: int) -> None:
         """A stage's steps in order, runs of steps repeated ``times > 1`` times as a block run that often."""
@@ -188,27 +202,46 @@ def replayed_run(run: PoolRun, ends: Mapping[str, int]) -> PoolRun:
     from the job's start."""
     starts: dict[tuple[int, int], int] = {}
     stops: dict[tuple[int, int], int] = {}
-    engine_of: dict[int, int] = {}
+    first_engine: dict[int, int] = {}
+    last_engine: dict[int, int] = {}
     previous: dict[int, tuple[int, int, int]] = {}  # an engine's iterations so far, last standalone and shared ends
+    moves = KvMoves(run)
+    arrived = [ends[move_milestone(index)] for index in range(len(run.moves))]
     for record in run.record:
         count, alone, shared = previous.get(record.engine, (0, 0, 0))
-        end = ends[milestone_name(record.engine, count)]
-        starts[record.engine, record.start_ps] = shared + record.start_ps - alone
+        key = (record.engine, count)
+        end = ends[milestone_name(*key)]
+        waited = record.start_ps - alone if moves.waits(key, record.start_ps, alone) else 0
+        starts[record.engine, record.start_ps] = max(
+            [shared + waited, *(arrived[i] for i in moves.consumed.get(key, ()))]
+        )
         stops[record.engine, record.end_ps] = end
         previous[record.engine] = (count + 1, record.end_ps, end)
-        engine_of.update(dict.fromkeys(record.requests, record.engine))
-    sequences = [_moved(sequence, engine_of[sequence.request.index], starts, stops) for sequence in run.sequences]
+        for request in record.requests:
+            first_engine.setdefault(request, record.engine)
+            last_engine[request] = record.engine
+    transfers = [
+        arrived[index] - stops[move.source, move.sent_ps] for index, move in enumerate(run.moves) for _ in move.requests
+    ]
+    for move, at in zip(run.moves, arrived):  # an engine touched as a move arrives
+        stops.setdefault((move.source, move.arrival_ps), at)
+        stops.setdefault((move.destination, move.arrival_ps), at)
+    sequences = [
+        _moved(sequence, first_engine[sequence.request.index], last_engine[sequence.request.index], starts, stops)
+        for sequence in run.sequences
+    ]
     samples = [replace(sample, time_ps=_at(sample.engine, sample.time_ps, starts, stops)) for sample in run.samples]
-    return replace(run, sequences=sequences, samples=samples)
+    return replace(run, sequences=sequences, samples=samples, transfers_ps=transfers)
 
 
-def _moved(sequence: Served, engine: int, starts: Moves, stops: Moves) -> Served:
-    """A copy of ``sequence`` (served by ``engine``) with its times moved."""
+def _moved(sequence: Served, first: int, last: int, starts: Moves, stops: Moves) -> Served:
+    """A copy of ``sequence`` (scheduled by engine ``first`` and finished by ``last``: its prefill and decode
+    replicas, disaggregated) with its times moved."""
     return replace(
         sequence,
-        scheduled_ps=_at(engine, sequence.scheduled_ps, starts, stops),
-        first_token_ps=stops.get((engine, sequence.first_token_ps), sequence.first_token_ps),
-        finish_ps=stops.get((engine, sequence.finish_ps), sequence.finish_ps),
+        scheduled_ps=_at(first, sequence.scheduled_ps, starts, stops),
+        first_token_ps=stops.get((first, sequence.first_token_ps), sequence.first_token_ps),
+        finish_ps=stops.get((last, sequence.finish_ps), sequence.finish_ps),
     )
 
 

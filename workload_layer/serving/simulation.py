@@ -55,7 +55,16 @@ from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
 
-__all__ = ["IterationRecord", "PoolRun", "PoolSetup", "Sample", "simulate_pool", "simulate_pools", "route"]
+__all__ = [
+    "IterationRecord",
+    "KvMoveRecord",
+    "PoolRun",
+    "PoolSetup",
+    "Sample",
+    "simulate_pool",
+    "simulate_pools",
+    "route",
+]
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,23 @@ class IterationRecord:
 
 
 @dataclass(frozen=True)
+class KvMoveRecord:
+    """A KV move the run made, from engine ``source`` to engine ``destination`` (disaggregated): handed off by the
+    source's iteration ending at ``sent_ps``, started at ``start_ps`` (later when it queued behind earlier moves at
+    the replicas), arrived at ``arrival_ps``; ``size`` bytes (all the replica's NPUs together, as the
+    :class:`~stratasim.kernel.serving.KvMove` priced) carrying the caches of ``requests`` (their indices in arrival
+    order) — what a replay of the run needs besides its iterations."""
+
+    source: int
+    destination: int
+    sent_ps: int
+    start_ps: int
+    arrival_ps: int
+    size: int
+    requests: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class PoolSetup:
     """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer, with
     ``preemption: swap`` each replica's host memory for swapped KV blocks, its speculative decoding, and with
@@ -112,7 +138,7 @@ class PoolRun:
     blocks per replica (``kv_blocks``), each engine's blocks and peak use, each handed-off sequence's KV transfer
     time (ps), the replica of each engine, and how many iterations of each pool and shape (and expert parts of each
     pool and bucketed tokens) ran; ``record``: every iteration run outside expert-parallel groups, in start
-    order."""
+    order; ``moves``: every KV move, in the order they started."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -131,6 +157,7 @@ class PoolRun:
     shape_runs: dict[tuple[int, IterationShape], int] = field(default_factory=dict)
     expert_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
     record: list[IterationRecord] = field(default_factory=list)
+    moves: list[KvMoveRecord] = field(default_factory=list)
 
 
 def simulate_pool(
@@ -312,12 +339,15 @@ class _Loop:
         moves = tuple(KvMove(to, count, count * self.kv_bytes_per_token) for to, count in tokens)
         start = max(now, ports.sending.get(physical[source], 0), *(ports.receiving.get(to, 0) for to, _ in tokens))
         sent = start
-        for (destination, moved), took in zip(groups.items(), self.transfer(physical[source], moves), strict=True):
+        priced = zip(groups.items(), moves, self.transfer(physical[source], moves), strict=True)
+        for (destination, moved), move, took in priced:
             if took < 0:
                 raise WorkloadError(
                     f"the KV transfer pricer gave {took} ps from replica {physical[source]} to {physical[destination]}"
                 )
             arrives = start + took
+            requests = tuple(sequence.request.index for sequence in moved)
+            run.moves.append(KvMoveRecord(source, destination, now, start, arrives, move.size, requests))
             ports.receiving[physical[destination]] = arrives
             sent = max(sent, arrives)
             heapq.heappush(self.moving, (arrives, len(run.transfers_ps), source, destination, moved))

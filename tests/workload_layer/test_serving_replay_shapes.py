@@ -1,0 +1,141 @@
+"""Serving jobs of more shapes replayed on the shared fabric: disaggregated pools, whose KV moves become
+point-to-point sends between the prefill and decode replicas' NPUs.
+
+Alone, a move in the replay is exactly the sends the standalone loop's KV transfer pricer simulated (the same
+quantised size, the same slices between the same NPUs), injected as the iteration that handed its requests off
+ends, and the decode iteration that batches them first waits for their arrival: where every move crosses links
+nothing else uses while it moves (the standalone pricer prices each move on an idle network), the replay gives the
+standalone figures to the picosecond. Sharing links with a training job, the prefill replicas' all-reduces queue
+behind its traffic (TTFT grows) and so do the moves and the decode replicas' all-reduces (TPOT grows)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stratasim.config.study_file import parse_study
+from stratasim.kernel import registry
+from stratasim.kernel.serving import Iteration, IterationShape
+from stratasim.report.report import Report
+from stratasim.study.budget import DEFAULT_BUDGET
+from stratasim.study.run import run_study
+from stratasim.study.serving import serve
+from stratasim.system_layer.serving.kv_transfer import quantised
+from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
+from stratasim.workload_layer.serving.simulation import PoolRun
+from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "train_and_serve.yaml"
+
+
+def _disaggregated(requests: int, arrival: dict[str, str]) -> dict[str, Any]:
+    """The example's cluster and disaggregated serving job (two TP-2 prefill replicas, two TP-2 decode replicas),
+    replayed (``shared`` left at its default), serving ``requests`` requests of about 16 output tokens."""
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    serving = data["workload"]["jobs"][1]
+    del serving["shared"]
+    serving["workload"]["requests"] |= {"count": requests, "arrival": arrival}
+    serving["workload"]["requests"]["output"]["median"] = 16
+    return data
+
+
+def _run(data: dict[str, Any]) -> Report:
+    return run_study(parse_study(data, "s.yaml"))
+
+
+def _only(data: dict[str, Any], index: int) -> dict[str, Any]:
+    """The study with job ``index`` only."""
+    only = copy.deepcopy(data)
+    only["workload"]["jobs"] = [only["workload"]["jobs"][index]]
+    return only
+
+
+def _standalone(data: dict[str, Any], index: int) -> tuple[Report, PoolRun]:
+    """Job ``index``'s serving workload as its own study on the same cluster (its NPUs 0, 1, ...), and its loop's
+    record."""
+    alone = copy.deepcopy(data)
+    alone["workload"] = workload = alone["workload"]["jobs"][index]["workload"]
+    study = parse_study(alone, "s.yaml")
+    config = ServingRequestsWorkload.Config.model_validate({k: v for k, v in workload.items() if k != "kind"})
+    runs: list[PoolRun] = []
+    serve(study, registry.load("workload", "serving")(config), DEFAULT_BUDGET, runs=runs)
+    return run_study(study), runs[0]
+
+
+def test_a_replayed_disaggregated_job_alone_gives_its_standalone_figures_where_its_moves_cross_idle_links() -> None:
+    # Requests 200 ms apart, each served (prefill, move, 16 decodes) well before the next arrives: every KV move
+    # starts as its prefill iteration ends (it queues behind no other move) and moves while no iteration of its two
+    # replicas runs, so it has the links to itself, as the loop's pricer assumes.
+    data = _disaggregated(6, {"process": "fixed", "rate": "5/s"})
+    alone, run = _standalone(data, 1)
+    assert len(run.moves) == 6 and all(move.start_ps == move.sent_ps for move in run.moves)
+    for move in run.moves:
+        ends = [record for record in run.record if record.engine in (move.source, move.destination)]
+        assert not [record for record in ends if record.start_ps < move.arrival_ps and record.end_ps > move.sent_ps]
+    report = _run(_only(data, 1))  # placed on NPUs 0-7, where the serving study alone runs it
+    (served,) = report.jobs
+    assert served.compute_ps is not None  # replayed in the engine
+    # Its TTFT, TPOT, end to end, KV-move and throughput figures (every one) equal the standalone loop's.
+    assert served.serving == alone.serving and served.end_ps == alone.total_time_ps
+    assert [w for w in report.warnings if "serving job 'serve' replays its standalone request-level run" in w]
+
+
+def test_a_disaggregated_job_sharing_links_with_a_training_job_gets_a_longer_ttft_and_tpot() -> None:
+    # A ring of 8 NPUs (50 GB/s): the training job's 4-way data-parallel all-reduce on the even NPUs, the serving
+    # job's TP-2 prefill replica on NPUs 1 and 5, its TP-2 decode replica on NPUs 3 and 7: its all-reduces and its
+    # KV moves (1 to 3, 5 to 7) cross the ring links the training job's gradient all-reduce uses.
+    data = _disaggregated(6, {"process": "poisson", "rate": "500/s"})
+    train, serving = data["workload"]["jobs"]
+    train["npus"] = serving["npus"] = 4
+    train["workload"]["parallelism"] |= {"dp": 4, "global_batch": 4}
+    serving["workload"]["pools"] = [
+        {"name": "prefill", "role": "prefill", "replicas": 1, "parallelism": {"tp": 2}},
+        {"name": "decode", "role": "decode", "replicas": 1, "parallelism": {"tp": 2}},
+    ]
+    data["workload"]["placement"] = "explicit"
+    train["place"], serving["place"] = "0, 2, 4, 6", "1, 5, 3, 7"
+    data["network"]["topology"] = [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "1us"}]
+    shared = _run(data).jobs
+    (train_alone,) = _run(_only(data, 0)).jobs
+    (serve_alone,) = _run(_only(data, 1)).jobs
+    assert shared[0].duration_ps > train_alone.duration_ps
+    together, apart = shared[1].serving, serve_alone.serving
+    assert together is not None and apart is not None
+    for figure in ("ttft_p50_ps", "ttft_p99_ps", "tpot_p50_ps", "e2e_p99_ps"):
+        assert together[figure] > apart[figure], figure
+    assert together["iterations"] == apart["iterations"] and together["kv_transfers"] == apart["kv_transfers"]
+
+
+def test_the_replay_size_counts_a_disaggregated_job_s_nodes_and_moves() -> None:
+    data = _disaggregated(8, {"process": "poisson", "rate": "50/s"})
+    workload = data["workload"]["jobs"][1]["workload"]
+    source = registry.load("workload", "serving")(
+        ServingRequestsWorkload.Config.model_validate({key: value for key, value in workload.items() if key != "kind"})
+    )
+    _, run = _standalone(data, 1)
+    cached: dict[Any, Iteration] = {}
+
+    def works(pool: int, shape: IterationShape) -> Iteration:
+        return cached.setdefault((pool, shape), Iteration(shape, source.works(shape, pool)))
+
+    replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
+    nodes, _ = replay_size(run, replicas, works)
+    graphs = replay_graphs(run, replicas, works, quantised)
+    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0
+    # Each move as its two slices, a send on each prefill NPU and a receive on each decode NPU.
+    sends = [node for graph in graphs for node in graph.nodes if node.name == "kv cache"]
+    assert len(sends) == 2 * len(run.moves) and sum(node.comm_bytes for node in sends) == sum(
+        quantised(move.size) for move in run.moves
+    )
+
+
+def test_disaggregated_pools_are_replayed_and_what_is_not_says_why() -> None:
+    workload = _disaggregated(6, {"process": "poisson", "rate": "50/s"})["workload"]["jobs"][1]["workload"]
+    del workload["kind"]
+    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
+    workload["pools"][1]["parallelism"] = {"tp": 2, "pp": 2}
+    config = ServingRequestsWorkload.Config.model_validate(workload)
+    assert unreplayable(config, "h100") == "pool 'decode' is pipeline or expert parallel"
