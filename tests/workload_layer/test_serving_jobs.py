@@ -241,12 +241,9 @@ def test_on_the_analytical_network_a_replayed_serving_job_and_a_training_job_do_
     assert serve.serving == _run(_without(data, 1)).jobs[0].serving
 
 
-def test_pools_with_pipeline_parallelism_or_their_own_device_are_not_replayed() -> None:
+def test_pools_on_their_own_device_are_not_replayed() -> None:
     workload = _example()["workload"]["jobs"][1]["workload"]
     del workload["kind"]
-    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'both' is pipeline or expert parallel"
     workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 4}, "device": "a100"}]
     config = ServingRequestsWorkload.Config.model_validate(workload)
     assert unreplayable(config, "h100") == "pool 'both' has its own device"

@@ -1,12 +1,20 @@
 """Serving jobs of more shapes replayed on the shared fabric: disaggregated pools, whose KV moves become
-point-to-point sends between the prefill and decode replicas' NPUs.
+point-to-point sends between the prefill and decode replicas' NPUs, and pipeline-parallel pools, whose stages run
+on their own NPUs and hand each pass's activation on as a point-to-point send.
 
 Alone, a move in the replay is exactly the sends the standalone loop's KV transfer pricer simulated (the same
 quantised size, the same slices between the same NPUs), injected as the iteration that handed its requests off
 ends, and the decode iteration that batches them first waits for their arrival: where every move crosses links
 nothing else uses while it moves (the standalone pricer prices each move on an idle network), the replay gives the
 standalone figures to the picosecond. Sharing links with a training job, the prefill replicas' all-reduces queue
-behind its traffic (TTFT grows) and so do the moves and the decode replicas' all-reduces (TPOT grows)."""
+behind its traffic (TTFT grows) and so do the moves and the decode replicas' all-reduces (TPOT grows).
+
+A pipeline stage's part of an iteration, as the loop's pricer prices it, is its operators and collectives plus the
+transfer of the activation into it, and the loop starts it once the stage before has finished and the stage is
+free; the replay sends the activation as the stage before finishes, so where a stage is idle as it arrives (each
+iteration through the stages alone) the replay gives the standalone figures to the picosecond; where the stage is
+still busy the transfer overlaps its work in the replay, and the activations share links with the job's own
+collectives."""
 
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ from stratasim.study.budget import DEFAULT_BUDGET
 from stratasim.study.run import run_study
 from stratasim.study.serving import serve
 from stratasim.system_layer.serving.kv_transfer import quantised
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
@@ -109,8 +118,45 @@ def test_a_disaggregated_job_sharing_links_with_a_training_job_gets_a_longer_ttf
     assert together["iterations"] == apart["iterations"] and together["kv_transfers"] == apart["kv_transfers"]
 
 
-def test_the_replay_size_counts_a_disaggregated_job_s_nodes_and_moves() -> None:
-    data = _disaggregated(8, {"process": "poisson", "rate": "50/s"})
+def _pipelined(requests: int, arrival: dict[str, str], tp: int = 2) -> dict[str, Any]:
+    """The example's cluster and a serving job of role both pools of ``tp`` x 2 pipeline stages on node 1."""
+    data = _disaggregated(requests, arrival)
+    data["workload"]["jobs"][1]["workload"]["pools"] = [
+        {"name": "both", "replicas": 8 // (2 * tp), "parallelism": {"tp": tp, "pp": 2}}
+    ]
+    return data
+
+
+def test_a_replayed_pipeline_parallel_job_alone_gives_its_standalone_figures_when_each_iteration_runs_alone() -> None:
+    # Requests 200 ms apart: each iteration goes through the two stages while no other runs on its replica, so its
+    # activation arrives at an idle stage on idle links, as the loop's pricer prices it.
+    data = _pipelined(6, {"process": "fixed", "rate": "5/s"})
+    alone, run = _standalone(data, 1)
+    assert all(record.stage_ends_ps[0] < record.end_ps for record in run.record)  # two stages
+    (served,) = _run(_only(data, 1)).jobs
+    assert served.compute_ps is not None and served.serving == alone.serving
+    assert served.end_ps == alone.total_time_ps
+
+
+def test_a_pipeline_parallel_job_sharing_links_with_a_training_job_gets_a_longer_ttft() -> None:
+    # The ring of 8 NPUs: the training job on the even NPUs, one TP-2 x PP-2 replica on the odd ones, its first
+    # stage on NPUs 1 and 5 (its all-reduces across the ring), its second on 3 and 7 (activations 1 to 3, 5 to 7).
+    data = _pipelined(6, {"process": "poisson", "rate": "500/s"})
+    train, serving = data["workload"]["jobs"]
+    train["npus"] = serving["npus"] = 4
+    train["workload"]["parallelism"] |= {"dp": 4, "global_batch": 4}
+    serving["workload"]["pools"][0]["replicas"] = 1
+    data["workload"]["placement"] = "explicit"
+    train["place"], serving["place"] = "0, 2, 4, 6", "1, 5, 3, 7"
+    data["network"]["topology"] = [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "1us"}]
+    (_, shared), (serve_alone,) = _run(data).jobs, _run(_only(data, 1)).jobs
+    assert shared.serving is not None and serve_alone.serving is not None
+    for figure in ("ttft_p50_ps", "ttft_p99_ps", "e2e_p99_ps"):
+        assert shared.serving[figure] > serve_alone.serving[figure], figure
+
+
+def _replay_counted(data: dict[str, Any]) -> tuple[PoolRun, list[Any], int]:
+    """Job 1's standalone record, the graphs its replay builds and the nodes :func:`replay_size` counts."""
     workload = data["workload"]["jobs"][1]["workload"]
     source = registry.load("workload", "serving")(
         ServingRequestsWorkload.Config.model_validate({key: value for key, value in workload.items() if key != "kind"})
@@ -123,7 +169,32 @@ def test_the_replay_size_counts_a_disaggregated_job_s_nodes_and_moves() -> None:
 
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
     nodes, _ = replay_size(run, replicas, works)
-    graphs = replay_graphs(run, replicas, works, quantised)
+    return run, replay_graphs(run, replicas, works, quantised), nodes
+
+
+def test_the_replay_size_counts_a_pipeline_parallel_job_s_nodes_and_activations() -> None:
+    run, graphs, nodes = _replay_counted(_pipelined(8, {"process": "poisson", "rate": "50/s"}, tp=1))
+    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0
+    # Replica r on ranks 2r (its first stage) and 2r + 1 (its second): one activation an iteration from one to the
+    # other, the milestones on the second.
+    for graph in graphs:
+        kinds = {node.type for node in graph.nodes}
+        milestones = [node for node in graph.nodes if node.milestone]
+        if graph.npu % 2:
+            assert workload_pb2.COMM_SEND_NODE not in kinds and all(n.peer == graph.npu - 1 for n in _p2p(graph))
+        else:
+            assert workload_pb2.COMM_RECV_NODE not in kinds and not milestones
+    sent = [node for graph in graphs for node in _p2p(graph) if node.type == workload_pb2.COMM_SEND_NODE]
+    assert len(sent) == len(run.record) == sum(len(_p2p(graph)) for graph in graphs if graph.npu % 2)
+
+
+def _p2p(graph: workload_pb2.ExecutionGraph) -> list[workload_pb2.Node]:
+    return [node for node in graph.nodes if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)]
+
+
+def test_the_replay_size_counts_a_disaggregated_job_s_nodes_and_moves() -> None:
+    data = _disaggregated(8, {"process": "poisson", "rate": "50/s"})
+    run, graphs, nodes = _replay_counted(data)
     assert nodes == sum(len(graph.nodes) for graph in graphs) > 0
     # Each move as its two slices, a send on each prefill NPU and a receive on each decode NPU.
     sends = [node for graph in graphs for node in graph.nodes if node.name == "kv cache"]
@@ -138,4 +209,7 @@ def test_disaggregated_pools_are_replayed_and_what_is_not_says_why() -> None:
     assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
     workload["pools"][1]["parallelism"] = {"tp": 2, "pp": 2}
     config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'decode' is pipeline or expert parallel"
+    said = "pool 'decode' is pipeline parallel and has role decode (KV moves from every stage)"
+    assert unreplayable(config, "h100") == said
+    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
+    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None

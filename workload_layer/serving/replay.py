@@ -9,13 +9,20 @@ loop's pricer priced them) and its TP collectives over the replica's ranks (at t
 layer order, chained; before each iteration an idle node as long as the replica waited for it standalone; after it
 a milestone named :func:`milestone_name`. A layer's steps repeated ``times`` times run as a block.
 
-:func:`replayed_run` moves the run's times to the shared run's: each iteration ends when its milestone says, starts
-its standalone gap after the previous one's shared end, and each request's scheduling, first token and finish move
-with the iterations that made them. Which requests batch together does not change (the decisions are frozen): a
-full co-simulation would let the slowed iterations change them.
+A replica of ``pp`` pipeline stages runs its engines' iterations in the order they entered its first stage, each
+stage on its own ``tp`` ranks (stage ``s`` on the replica's ranks ``s tp`` to ``s tp + tp - 1``, as the pricer
+takes them): the first stage waits as long as it idled standalone, every later stage receives each pass's
+activation (its ``boundary_bytes``) from the same TP rank of the stage before, and every stage but the last sends
+it on beside its next iteration; the last stage's ranks carry the milestones. Disaggregated, each KV move becomes
+sends between the replicas' NPUs (:mod:`~stratasim.workload_layer.serving.replay_moves`).
 
-Only what a graph can replay exactly is replayed (:func:`unreplayable`): pools of role ``both``, without pipeline or
-expert parallelism, speculative decoding or swap preemption, on the study's device.
+:func:`replayed_run` moves the run's times to the shared run's: each iteration ends when its milestone says, starts
+its standalone gap after the previous one's shared end (or as its KV moves arrived), and each request's
+scheduling, first token and finish move with the iterations that made them. Which requests batch together does not
+change (the decisions are frozen): a full co-simulation would let the slowed iterations change them.
+
+Only what a graph can replay exactly is replayed (:func:`unreplayable`): pools without expert parallelism,
+speculative decoding or swap preemption, on the study's device, pipeline-parallel ones of role ``both``.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from stratasim.kernel.serving import Compute, Iteration, IterationShape, TensorParallelCollective
+from stratasim.kernel.serving import Compute, Iteration, IterationShape, IterationWork, TensorParallelCollective
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
 from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves, move_milestone
@@ -48,7 +55,11 @@ def unreplayable(config: ServingWorkloadConfig, study_device: object) -> str | N
     for pool in config.pools:
         plan = pool.parallelism
         reasons = [
-            (plan.pp > 1 or plan.ep > 1, f"pool {pool.name!r} is pipeline or expert parallel"),
+            (plan.ep > 1, f"pool {pool.name!r} is expert parallel"),
+            (
+                plan.pp > 1 and pool.role != "both",
+                f"pool {pool.name!r} is pipeline parallel and has role {pool.role} (KV moves from every stage)",
+            ),
             (pool.speculative is not None, f"pool {pool.name!r} decodes speculatively"),
             (pool.scheduler.preemption == "swap", f"pool {pool.name!r} swaps preempted KV blocks"),
             (pool.device is not None and pool.device != study_device, f"pool {pool.name!r} has its own device"),
@@ -70,46 +81,67 @@ def replay_graphs(
     """One graph per rank of the job for ``run``'s iterations (module docstring): engine i on the ranks
     ``replicas[i]``, each iteration's work from ``works``, its collectives at ``quantised`` sizes."""
     graphs = [workload_pb2.ExecutionGraph(npu=rank) for group in replicas for rank in group]
-    moves = KvMoves(run, replicas, quantised)
-    for engine, group in enumerate(replicas):
-        own = [record for record in run.record if record.engine == engine]
+    moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas], quantised)
+    for replica, group in enumerate(replicas):
+        own = [record for record in run.record if run.engine_replicas[record.engine] == replica]
+        width = len(group) // _stages(own, works)
         for position, rank in enumerate(group):
-            spans = _Builder(graphs[rank], group, quantised).replica(own, works, moves.waits)
-            add_moves(graphs[rank], spans, engine, moves, position)
+            stage = position // width
+            first = stage * width  # the stage's first rank
+            neighbours = (
+                group[position - width] if first else None,
+                group[position + width] if first + width < len(group) else None,
+            )
+            builder = _Builder(graphs[rank], group[first : first + width], quantised)
+            spans = builder.replica(own, works, moves.waits, stage, neighbours)
+            if own and width == len(group):  # KV moves leave replicas of one stage only (unreplayable)
+                add_moves(graphs[rank], spans, own[0].engine, moves, position)
     return graphs
+
+
+def _stages(records: Sequence[IterationRecord], works: Works) -> int:
+    """The pipeline stages of the replica that ran ``records`` (1 when it ran none)."""
+    passes = works(records[0].pool, records[0].shape).works if records else ()
+    return len(passes[0][1].stages) if passes else 1
 
 
 def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -> tuple[int, int]:
     """What :func:`replay_graphs` would build for ``run``, before building it: its graph nodes (a repeated layer
     counting once per run, as the block node it is) and the nodes the engine runs (blocks unrolled), over every
     rank, each iteration's wait and milestone included, and each KV move's sends and receives."""
-    moves = KvMoves(run, replicas)
+    moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas])
     nodes = events = 2 * moves.slices()
-    ended: dict[int, int] = {}
+    ended: dict[int, int] = {}  # each replica's last first-stage end
     counts: dict[int, int] = {}
     for record in run.record:
-        ranks = len(replicas[record.engine])
+        replica = run.engine_replicas[record.engine]
+        width = len(replicas[replica])
         for repeats, work in works(record.pool, record.shape).works:
-            runs = _runs(work.stages[0])
-            nodes += ranks * repeats * sum(size if times == 1 else times for times, size in runs)
-            events += ranks * repeats * sum(times * size for times, size in runs)
+            width = len(replicas[replica]) // len(work.stages)
+            for stage in work.stages:
+                runs = _runs(stage, work.tp)
+                nodes += width * repeats * sum(size if times == 1 else times for times, size in runs)
+                events += width * repeats * sum(times * size for times, size in runs)
+            messages = 2 * width * repeats * (len(work.stages) - 1)  # activations sent and received
+            nodes, events = nodes + messages, events + messages
         count = counts[record.engine] = counts.get(record.engine, -1) + 1
-        waits = moves.waits((record.engine, count), record.start_ps, ended.get(record.engine, 0))
-        own = ranks * (1 + waits)  # its milestone, and a wait before it
+        waits = moves.waits((record.engine, count), record.start_ps, ended.get(replica, 0))
+        own = width * (1 + waits)  # its milestone on the last stage, and a wait before it on the first
         nodes, events = nodes + own, events + own
-        ended[record.engine] = record.end_ps
+        ended[replica] = record.stage_ends_ps[0]
     return nodes, events
 
 
-def _runs(steps: Sequence[tuple[int, object]]) -> list[tuple[int, int]]:
-    """The runs of consecutive ``steps`` repeated alike, as (times, steps in the run) — the blocks of
-    :meth:`_Builder._stage`."""
+def _runs(steps: Sequence[tuple[int, object]], tp: int) -> list[tuple[int, int]]:
+    """The runs of consecutive ``steps`` repeated alike, as (times, nodes of the run's steps: a TP collective
+    none when ``tp`` is 1) — the blocks of :meth:`_Builder._stage`."""
     runs: list[tuple[int, int]] = []
-    for times, _ in steps:
+    for times, step in steps:
+        nodes = int(tp > 1 or not isinstance(step, TensorParallelCollective))
         if runs and runs[-1][0] == times:
-            runs[-1] = (times, runs[-1][1] + 1)
+            runs[-1] = (times, runs[-1][1] + nodes)
         else:
-            runs.append((times, 1))
+            runs.append((times, nodes))
     return runs
 
 
@@ -120,27 +152,54 @@ class _Builder:
     def __init__(self, graph: workload_pb2.ExecutionGraph, group: Sequence[int], quantised: Quantised) -> None:
         self.graph, self.group, self.quantised = graph, list(group), quantised
         self.blocks: dict[tuple[int, ...], int] = {}
+        self.passes = 0  # passes run so far: the tag of their activations between stages
 
     def replica(
-        self, records: Sequence[IterationRecord], works: Works, waits: Callable[[tuple[int, int], int, int], bool]
+        self,
+        records: Sequence[IterationRecord],
+        works: Works,
+        waits: Callable[[tuple[int, int], int, int], bool],
+        stage: int = 0,
+        neighbours: tuple[int | None, int | None] = (None, None),
     ) -> list[tuple[int, int]]:
-        """The replica's iterations ``records`` in order, each's work from ``works``: a wait as long as the
-        standalone one before it where ``waits`` (its engine and count, its start, the previous end) says, its
-        first stage's steps (every pass it runs), its milestone; for each, the ids of its first node after the
-        wait and of its milestone."""
-        ended = 0
-        spans = []
-        for count, record in enumerate(records):
-            if waits((record.engine, count), record.start_ps, ended):
+        """The replica's iterations ``records`` in order (its engines' together, as they entered its first stage),
+        each's work from ``works``, on a rank of pipeline stage ``stage`` whose ``neighbours`` are the same TP rank
+        of the stages before and after it (None: none): on the first stage a wait as long as the stage idled
+        standalone before it where ``waits`` (its engine and count, its start, the stage's previous end) says; the
+        stage's steps of every pass it runs, each pass's activation received from the stage before and sent to the
+        stage after; on the last stage its milestone. For each, the ids of its first node after the wait and of its
+        last node."""
+        ended, spans, sends = 0, [], []
+        counts: dict[int, int] = {}
+        for record in records:
+            count = counts[record.engine] = counts.get(record.engine, -1) + 1
+            if stage == 0 and waits((record.engine, count), record.start_ps, ended):
                 self._node(self.graph.nodes, name=WAITING, duration_ps=record.start_ps - ended)
             first = len(self.graph.nodes)
             for repeats, work in works(record.pool, record.shape).works:
                 for _ in range(repeats):
-                    self._stage(work.stages[0], work.tp)
-            self._node(self.graph.nodes, name=milestone_name(record.engine, count), milestone=True)
+                    self._pass(work, stage, neighbours, sends)
+            if neighbours[1] is None:
+                self._node(self.graph.nodes, name=milestone_name(record.engine, count), milestone=True)
             spans.append((first, len(self.graph.nodes) - 1))
-            ended = record.end_ps
+            ended = record.stage_ends_ps[0]
+        for after, send in sends:  # beside the stage's next iteration, not before it
+            self.graph.nodes.add(id=len(self.graph.nodes), data_deps=[after], **send)
         return spans
+
+    def _pass(
+        self, work: IterationWork, stage: int, neighbours: tuple[int | None, int | None], sends: list[Any]
+    ) -> None:
+        """One pass of ``work`` on the stage: the activation received, the stage's steps, the activation's send
+        (added to ``sends`` as the node it follows and its fields)."""
+        before, after = neighbours
+        message = {"name": "activation", "tag": self.passes, "comm_bytes": work.boundary_bytes, "pg_name": "pp"}
+        if before is not None:
+            self._node(self.graph.nodes, type=workload_pb2.COMM_RECV_NODE, peer=before, **message)
+        self._stage(work.stages[stage], work.tp)
+        if after is not None:
+            sends.append((len(self.graph.nodes) - 1, {"type": workload_pb2.COMM_SEND_NODE, "peer": after, **message}))
+        self.passes += 1
 
     def _stage(self, steps: Sequence[tuple[int, object]], tp: int) -> None:
         """A stage's steps in order, runs of steps repeated ``times > 1`` times as a block run that often."""

@@ -84,8 +84,9 @@ class Sample:
 @dataclass(frozen=True)
 class IterationRecord:
     """An iteration an engine ran (outside expert-parallel groups): its ``engine``, its ``pool``, when it started
-    and ended (ps), its bucketed ``shape`` and the requests it batched (their indices in arrival order) — what a
-    replay of the run on a shared fabric needs (:mod:`~stratasim.workload_layer.serving.replay`)."""
+    and ended (ps), its bucketed ``shape``, the requests it batched (their indices in arrival order) and when it
+    left each pipeline stage (``stage_ends_ps``, its end last) — what a replay of the run on a shared fabric needs
+    (:mod:`~stratasim.workload_layer.serving.replay`)."""
 
     engine: int
     pool: int
@@ -93,6 +94,7 @@ class IterationRecord:
     end_ps: int
     shape: IterationShape
     requests: tuple[int, ...]
+    stage_ends_ps: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -284,12 +286,13 @@ class _Loop:
             price = self.prices.stages(self.owner[index], shape)
             self.running[index] = batch
             self.run.swap_ps += batch.swap_ps
-            end = _through_stages(now, price, batch.swap_ps, self.stages_free[self.physical[index]])
+            stages = self.stages_free[self.physical[index]]
+            end = _through_stages(now, price, batch.swap_ps, stages)
             heapq.heappush(self.ends, (end, index))
             self.run.iterations += 1
             batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
             requests = tuple(sequence.request.index for sequence in batched)
-            self.run.record.append(IterationRecord(index, self.owner[index], now, end, shape, requests))
+            self.run.record.append(IterationRecord(index, self.owner[index], now, end, shape, requests, tuple(stages)))
         self._sample(now, index, batch)
 
     def _sample(self, now: int, engine: int, batch: Batch) -> None:
