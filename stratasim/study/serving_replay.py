@@ -20,11 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from stratasim import system_layer
+from stratasim.compute_layer.sections import DeviceGroup
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import PlacedJob, WorkloadSource
 from stratasim.kernel.serving import Iteration, IterationShape
 from stratasim.study.budget import NODE_BYTES, Budget, refuse_over
-from stratasim.study.serving import ServedRun, serve
+from stratasim.study.serving import ServedRun, pool_sections, serve
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
@@ -34,7 +35,7 @@ from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, repl
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
-__all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run", "with_replays"]
+__all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run", "with_pool_devices", "with_replays"]
 
 
 @dataclass(frozen=True)
@@ -46,19 +47,18 @@ class Replay:
     run: PoolRun
     graphs: list[workload_pb2.ExecutionGraph]
     waiting_ps: float
+    devices: tuple[DeviceGroup, ...] = ()
+    """Its pools on devices of their own, as groups of its placed NPUs (:func:`with_pool_devices`)."""
 
 
 def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
     """The serving ``jobs`` (by index) of the study's ``source`` whose iterations the engine replays (module
     docstring): those the replay covers, unless the study says ``shared: false``."""
-    device = None if study.compute is None else study.compute.device
     shared = [job.shared for job in source.config.jobs] if isinstance(source, JobsWorkload) else []
     return {
         index: job
         for index, job in jobs.items()
-        if isinstance(job.source, ServingRequestsWorkload)
-        and shared[index]
-        and unreplayable(job.source.config, device) is None
+        if isinstance(job.source, ServingRequestsWorkload) and shared[index] and unreplayable(job.source.config) is None
     }
 
 
@@ -92,7 +92,30 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
     )
     graphs = replay_graphs(runs[0], replicas, works, quantised)
     waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
-    return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name), waiting)
+    moved = remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name)
+    return Replay(alone, runs[0], moved, waiting, _pool_devices(study, source, job, index))
+
+
+def _pool_devices(study: Study, source: ServingRequestsWorkload, job: PlacedJob, index: int) -> tuple[DeviceGroup, ...]:
+    """Each of the job's pools on a device other than the study's, as a group of its placed NPUs running it."""
+    assert study.compute is not None  # checked by serve
+    main = study.compute.device_name()
+    sections = pool_sections(study, source, f"workload.jobs[{index}].workload")
+    return tuple(
+        DeviceGroup(npus=[job.npus[npu] for npu in pool.npus()], device=section.device)
+        for pool, section in zip(source.pools(), sections, strict=True)
+        if section.device_name() != main
+    )
+
+
+def with_pool_devices(study: Study, replays: Mapping[int, Replay]) -> Study:
+    """``study`` with its replayed jobs' pools on devices of their own added to ``compute.groups``, so that the
+    engine prices their operators on those devices as their loops' pricers did; ``study`` itself without any."""
+    groups = [group for replay in replays.values() for group in replay.devices]
+    if not groups or study.compute is None:
+        return study
+    compute = study.compute.model_copy(update={"groups": [*(study.compute.groups or ()), *groups]})
+    return replace(study, compute=compute)
 
 
 def with_replays(

@@ -22,7 +22,7 @@ from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_bu
 from stratasim.study.run import prepare_workload, run_study
 from stratasim.study.serving import serve
 from stratasim.system_layer.serving.kv_transfer import quantised
-from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
+from stratasim.workload_layer.serving.replay import replay_graphs, replay_size
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
@@ -239,16 +239,6 @@ def test_on_the_analytical_network_a_replayed_serving_job_and_a_training_job_do_
     train, serve = _run(data).jobs
     assert (train,) == _run(_without(data, 0)).jobs
     assert serve.serving == _run(_without(data, 1)).jobs[0].serving
-
-
-def test_pools_on_their_own_device_are_not_replayed() -> None:
-    workload = _example()["workload"]["jobs"][1]["workload"]
-    del workload["kind"]
-    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 4}, "device": "a100"}]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'both' has its own device"
-    workload["pools"][0]["device"] = "h100"
-    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
 
 
 def test_shared_false_prices_a_replayable_serving_job_apart() -> None:

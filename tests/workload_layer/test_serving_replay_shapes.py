@@ -206,10 +206,27 @@ def test_the_replay_size_counts_a_disaggregated_job_s_nodes_and_moves() -> None:
 def test_disaggregated_pools_are_replayed_and_what_is_not_says_why() -> None:
     workload = _disaggregated(6, {"process": "poisson", "rate": "50/s"})["workload"]["jobs"][1]["workload"]
     del workload["kind"]
-    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
+    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload)) is None
     workload["pools"][1]["parallelism"] = {"tp": 2, "pp": 2}
     config = ServingRequestsWorkload.Config.model_validate(workload)
     said = "pool 'decode' is pipeline parallel and has role decode (KV moves from every stage)"
-    assert unreplayable(config, "h100") == said
+    assert unreplayable(config) == said
     workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
-    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
+    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload)) is None
+
+
+def test_a_pool_on_its_own_device_is_replayed_on_it() -> None:
+    # A role-both pool on A100s in a study of H100s: the engine prices the replayed operators on the pool's NPUs as
+    # A100s (they are a group of compute.groups for the run), as its loop's pricer did, so alone it gives the
+    # standalone figures to the ps; on the study's H100s it would be much faster.
+    data = _pipelined(6, {"process": "fixed", "rate": "5/s"})
+    pool = data["workload"]["jobs"][1]["workload"]["pools"][0]
+    pool |= {"parallelism": {"tp": 2}, "replicas": 4, "device": "a100"}
+    alone, _ = _standalone(data, 1)
+    report = _run(_only(data, 1))
+    (served,) = report.jobs
+    assert served.compute_ps is not None and served.serving == alone.serving
+    assert report.to_dict()["devices"] == {"h100": 8, "a100": 8}
+    del pool["device"]
+    (on_h100,) = _run(_only(data, 1)).jobs
+    assert on_h100.serving is not None and on_h100.serving["ttft_p50_ps"] < alone.serving["ttft_p50_ps"] / 1.5

@@ -22,7 +22,8 @@ scheduling, first token and finish move with the iterations that made them. Whic
 change (the decisions are frozen): a full co-simulation would let the slowed iterations change them.
 
 Only what a graph can replay exactly is replayed (:func:`unreplayable`): pools without expert parallelism,
-speculative decoding or swap preemption, on the study's device, pipeline-parallel ones of role ``both``.
+speculative decoding or swap preemption, pipeline-parallel ones of role ``both``. A pool on a device of its own is
+priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ Moves = Mapping[tuple[int, int], int]
 """Instants of an engine in the standalone run, by (engine, time), and where they lie in the shared run."""
 
 
-def unreplayable(config: ServingWorkloadConfig, study_device: object) -> str | None:
+def unreplayable(config: ServingWorkloadConfig) -> str | None:
     """Why a serving workload's run cannot be replayed on the shared fabric, or None when it can."""
     for pool in config.pools:
         plan = pool.parallelism
@@ -62,7 +63,6 @@ def unreplayable(config: ServingWorkloadConfig, study_device: object) -> str | N
             ),
             (pool.speculative is not None, f"pool {pool.name!r} decodes speculatively"),
             (pool.scheduler.preemption == "swap", f"pool {pool.name!r} swaps preempted KV blocks"),
-            (pool.device is not None and pool.device != study_device, f"pool {pool.name!r} has its own device"),
         ]
         said = next((reason for failed, reason in reasons if failed), None)
         if said is not None:
