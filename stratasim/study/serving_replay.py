@@ -23,7 +23,7 @@ from stratasim import system_layer
 from stratasim.compute_layer.sections import DeviceGroup
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import PlacedJob, WorkloadSource
-from stratasim.kernel.serving import Iteration, IterationShape
+from stratasim.kernel.serving import ExpertWork, Iteration, IterationShape
 from stratasim.study.budget import NODE_BYTES, Budget, refuse_over
 from stratasim.study.serving import ServedRun, pool_sections, serve
 from stratasim.system_layer.serving.kv_transfer import quantised
@@ -31,11 +31,26 @@ from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
-from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replay_size, replayed_run, unreplayable
+from stratasim.workload_layer.serving.replay import (
+    WAITING,
+    ExpertGroups,
+    replay_graphs,
+    replay_size,
+    replayed_run,
+    unreplayable,
+)
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
-__all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run", "with_pool_devices", "with_replays"]
+__all__ = [
+    "Replay",
+    "expert_groups",
+    "replay_jobs",
+    "replayable_jobs",
+    "shared_run",
+    "with_pool_devices",
+    "with_replays",
+]
 
 
 @dataclass(frozen=True)
@@ -80,7 +95,8 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
         return cached[pool, shape]
 
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
-    nodes, events = replay_size(runs[0], replicas, works)
+    experts = expert_groups(source)
+    nodes, events = replay_size(runs[0], replicas, works, experts)
     refuse_over(
         f"workload.jobs[{index}]: replaying serving job '{job.name}' on the shared fabric "
         f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes)",
@@ -90,10 +106,27 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
         f"its requests (workload.jobs[{index}].workload.requests), or set workload.jobs[{index}].shared: false to "
         "price its traffic apart from the other jobs' without replaying it",
     )
-    graphs = replay_graphs(runs[0], replicas, works, quantised)
+    graphs = replay_graphs(runs[0], replicas, works, quantised, experts)
     waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
     moved = remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name)
     return Replay(alone, runs[0], moved, waiting, _pool_devices(study, source, job, index))
+
+
+def expert_groups(source: ServingRequestsWorkload) -> ExpertGroups:
+    """The expert parts of ``source``'s expert-parallel groups (each asked once) and each replica's group: the
+    ``ep`` consecutive replicas of its pool it is one of."""
+    cached: dict[tuple[int, int, int], ExpertWork] = {}
+
+    def work(pool: int, group: int, member: int) -> ExpertWork:
+        if (pool, group, member) not in cached:
+            cached[pool, group, member] = source.expert_work(group, member, pool)
+        return cached[pool, group, member]
+
+    members: list[range] = []
+    for pool in source.pools():
+        first = len(members)
+        members += [range(first + i - i % pool.ep, first + i - i % pool.ep + pool.ep) for i in range(pool.replicas)]
+    return ExpertGroups(work, members)
 
 
 def _pool_devices(study: Study, source: ServingRequestsWorkload, job: PlacedJob, index: int) -> tuple[DeviceGroup, ...]:

@@ -1,6 +1,7 @@
 """Serving jobs of more shapes replayed on the shared fabric: disaggregated pools, whose KV moves become
-point-to-point sends between the prefill and decode replicas' NPUs, and pipeline-parallel pools, whose stages run
-on their own NPUs and hand each pass's activation on as a point-to-point send.
+point-to-point sends between the prefill and decode replicas' NPUs; pipeline-parallel pools, whose stages run
+on their own NPUs and hand each pass's activation on as a point-to-point send; expert-parallel pools, whose groups'
+dispatch and combine all-to-alls run as collectives among their members' NPUs; pools on devices of their own.
 
 Alone, a move in the replay is exactly the sends the standalone loop's KV transfer pricer simulated (the same
 quantised size, the same slices between the same NPUs), injected as the iteration that handed its requests off
@@ -14,7 +15,13 @@ transfer of the activation into it, and the loop starts it once the stage before
 free; the replay sends the activation as the stage before finishes, so where a stage is idle as it arrives (each
 iteration through the stages alone) the replay gives the standalone figures to the picosecond; where the stage is
 still busy the transfer overlaps its work in the replay, and the activations share links with the job's own
-collectives."""
+collectives.
+
+An expert-parallel group's iteration, as the loop prices it, is its slowest member's own part then the group's
+expert part, priced alone on the network; in the replay each member runs its own part, waits as long as it waited
+standalone for the slowest one, then the expert part's operators and all-to-alls on its members' NPUs: the group
+steps in lock-step, so alone the replay gives the standalone figures to the picosecond where the all-to-alls and the
+members' TP all-reduces do not share links (each member's NPUs under one switch here)."""
 
 from __future__ import annotations
 
@@ -31,11 +38,13 @@ from stratasim.report.report import Report
 from stratasim.study.budget import DEFAULT_BUDGET
 from stratasim.study.run import run_study
 from stratasim.study.serving import serve
+from stratasim.study.serving_replay import expert_groups
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+from tests.workload_layer.test_serving_expert_parallel import STUDY as MOE_STUDY
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "train_and_serve.yaml"
 
@@ -168,8 +177,9 @@ def _replay_counted(data: dict[str, Any]) -> tuple[PoolRun, list[Any], int]:
         return cached.setdefault((pool, shape), Iteration(shape, source.works(shape, pool)))
 
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
-    nodes, _ = replay_size(run, replicas, works)
-    return run, replay_graphs(run, replicas, works, quantised), nodes
+    experts = expert_groups(source)
+    nodes, _ = replay_size(run, replicas, works, experts)
+    return run, replay_graphs(run, replicas, works, quantised, experts), nodes
 
 
 def test_the_replay_size_counts_a_pipeline_parallel_job_s_nodes_and_activations() -> None:
@@ -230,3 +240,65 @@ def test_a_pool_on_its_own_device_is_replayed_on_it() -> None:
     del pool["device"]
     (on_h100,) = _run(_only(data, 1)).jobs
     assert on_h100.serving is not None and on_h100.serving["ttft_p50_ps"] < alone.serving["ttft_p50_ps"] / 1.5
+
+
+def _experts(network: str = "congestion_aware") -> dict[str, Any]:
+    """A training job on NPUs 0, 2, 4, 6 of a ring of 8 and the small mixture of experts served by two TP-2
+    replicas in one expert-parallel group on NPUs 1, 5 (replica 0) and 3, 7 (replica 1): the all-reduces and the
+    all-to-alls (1 with 3, 5 with 7) cross the ring links the training job's gradient all-reduce uses."""
+    serving = copy.deepcopy(MOE_STUDY["workload"])
+    serving["pools"] = [{"replicas": 2, "parallelism": {"tp": 2, "ep": 2}, "scheduler": {"max_batch": 32}}]
+    serving["requests"] |= {"count": 12, "arrival": {"process": "poisson", "rate": "500/s"}}
+    train = _disaggregated(1, {"process": "fixed", "rate": "1/s"})["workload"]["jobs"][0]
+    train["npus"] = 4
+    train["workload"]["parallelism"] |= {"dp": 4, "global_batch": 4}
+    return {
+        "workload": {
+            "kind": "jobs",
+            "placement": "explicit",
+            "jobs": [
+                train | {"place": "0, 2, 4, 6"},
+                {"name": "serve", "npus": 4, "place": "1, 5, 3, 7", "workload": serving},
+            ],
+        },
+        "system": {"algorithm": "direct"},
+        "network": {
+            "backend": network,
+            "topology": [{"kind": "ring", "size": 8, "bandwidth": "50GB/s", "latency": "1us"}],
+        },
+        "compute": {"backend": "roofline", "device": "h100"},
+    }
+
+
+def test_a_replayed_expert_parallel_job_alone_gives_its_standalone_figures() -> None:
+    # The group of four TP-2 replicas on a switch of 8 NPUs (100 GB/s), 40 requests at 200/s: members busy with
+    # batches of different lengths, idle members joining the all-to-alls; every figure the standalone loop's.
+    data = copy.deepcopy(MOE_STUDY)
+    data["workload"]["pools"][0]["parallelism"]["ep"] = 4
+    data["network"]["backend"] = "congestion_aware"
+    alone = _run(data).serving
+    data["workload"] = {"kind": "jobs", "jobs": [{"name": "serve", "npus": 8, "workload": data["workload"]}]}
+    (served,) = _run(data).jobs
+    assert served.compute_ps is not None and served.serving == alone
+
+
+def test_an_expert_parallel_job_sharing_links_with_a_training_job_gets_a_longer_ttft() -> None:
+    data = _experts()
+    (_, shared), (apart,) = _run(data).jobs, _run(_only(data, 1)).jobs
+    assert shared.serving is not None and apart.serving is not None
+    for figure in ("ttft_p50_ps", "ttft_p99_ps", "e2e_p99_ps"):
+        assert shared.serving[figure] > apart.serving[figure], figure
+    analytical = _experts("analytical")
+    assert _run(analytical).jobs[1].serving == _run(_only(analytical, 1)).jobs[0].serving
+
+
+def test_the_replay_size_counts_an_expert_parallel_job_s_nodes() -> None:
+    data = _experts()
+    data["workload"]["jobs"][1]["workload"]["requests"]["count"] = 30
+    run, graphs, nodes = _replay_counted(data)
+    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0
+    # Idle members joined their group's iterations: every member recorded each one.
+    assert len(run.record) == 2 * len({record.start_ps for record in run.record}) > run.iterations
+    nodes_in = [node for graph in graphs for part in (graph, *graph.blocks) for node in part.nodes]
+    groups = {tuple(node.group) for node in nodes_in if node.comm_type == workload_pb2.ALL_TO_ALL and node.group}
+    assert groups == {(0, 2), (1, 3)}  # the job's ranks: replica 0 on 0, 1 and replica 1 on 2, 3

@@ -29,17 +29,25 @@ priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`strata
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from stratasim.kernel.serving import Compute, Iteration, IterationShape, IterationWork, TensorParallelCollective
+from stratasim.kernel.serving import (
+    Compute,
+    ExpertAllToAll,
+    ExpertWork,
+    Iteration,
+    IterationShape,
+    IterationWork,
+    TensorParallelCollective,
+)
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
 from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves, move_milestone
 from stratasim.workload_layer.serving.scheduler import Sequence as Served
-from stratasim.workload_layer.serving.simulation import IterationRecord, PoolRun
+from stratasim.workload_layer.serving.simulation import GroupStep, IterationRecord, PoolRun
 
-__all__ = ["WAITING", "milestone_name", "replay_graphs", "replay_size", "replayed_run", "unreplayable"]
+__all__ = ["WAITING", "ExpertGroups", "milestone_name", "replay_graphs", "replay_size", "replayed_run", "unreplayable"]
 
 WAITING = "waiting for requests"
 """The name of the idle nodes between a replica's iterations."""
@@ -56,7 +64,6 @@ def unreplayable(config: ServingWorkloadConfig) -> str | None:
     for pool in config.pools:
         plan = pool.parallelism
         reasons = [
-            (plan.ep > 1, f"pool {pool.name!r} is expert parallel"),
             (
                 plan.pp > 1 and pool.role != "both",
                 f"pool {pool.name!r} is pipeline parallel and has role {pool.role} (KV moves from every stage)",
@@ -75,11 +82,26 @@ def milestone_name(engine: int, iteration: int) -> str:
     return f"replica {engine} iteration {iteration}"
 
 
+@dataclass(frozen=True)
+class ExpertGroups:
+    """What the replay of expert-parallel pools needs: ``work`` the expert part of an iteration of a group of pool
+    ``pool`` (its first argument) at the group's and its busiest member's tokens, and ``members`` each replica's
+    group, as the replicas in it (the replica alone outside expert parallelism)."""
+
+    work: Callable[[int, int, int], ExpertWork]
+    members: Sequence[Sequence[int]]
+
+
 def replay_graphs(
-    run: PoolRun, replicas: Sequence[Sequence[int]], works: Works, quantised: Quantised
+    run: PoolRun,
+    replicas: Sequence[Sequence[int]],
+    works: Works,
+    quantised: Quantised,
+    experts: ExpertGroups | None = None,
 ) -> list[workload_pb2.ExecutionGraph]:
-    """One graph per rank of the job for ``run``'s iterations (module docstring): engine i on the ranks
-    ``replicas[i]``, each iteration's work from ``works``, its collectives at ``quantised`` sizes."""
+    """One graph per rank of the job for ``run``'s iterations (module docstring): replica i on the ranks
+    ``replicas[i]``, each iteration's work from ``works`` (an expert-parallel group's expert part from
+    ``experts``), its collectives at ``quantised`` sizes."""
     graphs = [workload_pb2.ExecutionGraph(npu=rank) for group in replicas for rank in group]
     moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas], quantised)
     for replica, group in enumerate(replicas):
@@ -92,23 +114,29 @@ def replay_graphs(
                 group[position - width] if first else None,
                 group[position + width] if first + width < len(group) else None,
             )
-            builder = _Builder(graphs[rank], group[first : first + width], quantised)
-            spans = builder.replica(own, works, moves.waits, stage, neighbours)
+            members = experts.members[replica] if experts is not None else ()
+            builder = _Builder(
+                graphs[rank], group[first : first + width], quantised, [replicas[m][position] for m in members]
+            )
+            spans = builder.replica(own, works, moves.waits, stage, neighbours, experts)
             if own and width == len(group):  # KV moves leave replicas of one stage only (unreplayable)
                 add_moves(graphs[rank], spans, own[0].engine, moves, position)
     return graphs
 
 
 def _stages(records: Sequence[IterationRecord], works: Works) -> int:
-    """The pipeline stages of the replica that ran ``records`` (1 when it ran none)."""
-    passes = works(records[0].pool, records[0].shape).works if records else ()
+    """The pipeline stages of the replica that ran ``records`` (1 when it ran none of its own)."""
+    busy = next((record for record in records if record.requests), None)
+    passes = works(busy.pool, busy.shape).works if busy is not None else ()
     return len(passes[0][1].stages) if passes else 1
 
 
-def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -> tuple[int, int]:
+def replay_size(
+    run: PoolRun, replicas: Sequence[Sequence[int]], works: Works, experts: ExpertGroups | None = None
+) -> tuple[int, int]:
     """What :func:`replay_graphs` would build for ``run``, before building it: its graph nodes (a repeated layer
     counting once per run, as the block node it is) and the nodes the engine runs (blocks unrolled), over every
-    rank, each iteration's wait and milestone included, and each KV move's sends and receives."""
+    rank, each iteration's waits, expert part and milestone included, and each KV move's sends and receives."""
     moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas])
     nodes = events = 2 * moves.slices()
     ended: dict[int, int] = {}  # each replica's last first-stage end
@@ -116,7 +144,7 @@ def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -
     for record in run.record:
         replica = run.engine_replicas[record.engine]
         width = len(replicas[replica])
-        for repeats, work in works(record.pool, record.shape).works:
+        for repeats, work in works(record.pool, record.shape).works if record.requests else ():
             width = len(replicas[replica]) // len(work.stages)
             for stage in work.stages:
                 runs = _runs(stage, work.tp)
@@ -128,6 +156,12 @@ def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -
         waits = moves.waits((record.engine, count), record.start_ps, ended.get(replica, 0))
         own = width * (1 + waits)  # its milestone on the last stage, and a wait before it on the first
         nodes, events = nodes + own, events + own
+        if record.experts is not None and experts is not None:
+            step = record.experts
+            runs = _runs(experts.work(record.pool, step.group_tokens, step.member_tokens).steps, width)
+            lockstep = step.experts_start_ps > step.own_end_ps  # a wait for the group's slowest member
+            nodes += width * (lockstep + sum(size if times == 1 else times for times, size in runs))
+            events += width * (lockstep + sum(times * size for times, size in runs))
         ended[replica] = record.stage_ends_ps[0]
     return nodes, events
 
@@ -149,8 +183,11 @@ class _Builder:
     """Appends a replica's iterations to one rank's ``graph``, each node after the last one added; its collectives
     over ``group`` at ``quantised`` sizes; blocks shared by the identical layers of an iteration's shape."""
 
-    def __init__(self, graph: workload_pb2.ExecutionGraph, group: Sequence[int], quantised: Quantised) -> None:
+    def __init__(
+        self, graph: workload_pb2.ExecutionGraph, group: Sequence[int], quantised: Quantised, experts: list[int]
+    ) -> None:
         self.graph, self.group, self.quantised = graph, list(group), quantised
+        self.experts = experts  # the rank's expert-parallel all-to-all group
         self.blocks: dict[tuple[int, ...], int] = {}
         self.passes = 0  # passes run so far: the tag of their activations between stages
 
@@ -161,14 +198,16 @@ class _Builder:
         waits: Callable[[tuple[int, int], int, int], bool],
         stage: int = 0,
         neighbours: tuple[int | None, int | None] = (None, None),
+        experts: ExpertGroups | None = None,
     ) -> list[tuple[int, int]]:
         """The replica's iterations ``records`` in order (its engines' together, as they entered its first stage),
         each's work from ``works``, on a rank of pipeline stage ``stage`` whose ``neighbours`` are the same TP rank
         of the stages before and after it (None: none): on the first stage a wait as long as the stage idled
         standalone before it where ``waits`` (its engine and count, its start, the stage's previous end) says; the
         stage's steps of every pass it runs, each pass's activation received from the stage before and sent to the
-        stage after; on the last stage its milestone. For each, the ids of its first node after the wait and of its
-        last node."""
+        stage after; in an expert-parallel group, a wait for its slowest member's own part then the group's expert
+        part (``experts``); on the last stage its milestone. For each, the ids of its first node after the wait and
+        of its last node."""
         ended, spans, sends = 0, [], []
         counts: dict[int, int] = {}
         for record in records:
@@ -176,9 +215,11 @@ class _Builder:
             if stage == 0 and waits((record.engine, count), record.start_ps, ended):
                 self._node(self.graph.nodes, name=WAITING, duration_ps=record.start_ps - ended)
             first = len(self.graph.nodes)
-            for repeats, work in works(record.pool, record.shape).works:
+            for repeats, work in works(record.pool, record.shape).works if record.requests else ():
                 for _ in range(repeats):
                     self._pass(work, stage, neighbours, sends)
+            if record.experts is not None and experts is not None:
+                self._expert_part(record.pool, record.experts, experts)
             if neighbours[1] is None:
                 self._node(self.graph.nodes, name=milestone_name(record.engine, count), milestone=True)
             spans.append((first, len(self.graph.nodes) - 1))
@@ -186,6 +227,12 @@ class _Builder:
         for after, send in sends:  # beside the stage's next iteration, not before it
             self.graph.nodes.add(id=len(self.graph.nodes), data_deps=[after], **send)
         return spans
+
+    def _expert_part(self, pool: int, step: GroupStep, experts: ExpertGroups) -> None:
+        """A member's wait until its group's slowest member's own part has ended, then the group's expert part."""
+        if step.experts_start_ps > step.own_end_ps:
+            self._node(self.graph.nodes, name=WAITING, duration_ps=step.experts_start_ps - step.own_end_ps)
+        self._stage(experts.work(pool, step.group_tokens, step.member_tokens).steps, len(self.group))
 
     def _pass(
         self, work: IterationWork, stage: int, neighbours: tuple[int | None, int | None], sends: list[Any]
@@ -236,6 +283,16 @@ class _Builder:
         NPUs."""
         if isinstance(step, Compute):
             self._node(nodes, name=step.name, op=step.op)
+        elif isinstance(step, ExpertAllToAll):
+            self._node(
+                nodes,
+                name=step.name,
+                type=workload_pb2.COMM_COLL_NODE,
+                comm_type=workload_pb2.ALL_TO_ALL,
+                comm_bytes=self.quantised(step.comm_bytes),
+                group=self.experts,
+                pg_name="ep",
+            )
         elif isinstance(step, TensorParallelCollective) and tp > 1:
             size = self.quantised(step.comm_bytes)
             self._node(

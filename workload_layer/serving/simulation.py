@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
@@ -81,12 +82,28 @@ class Sample:
     kv_blocks_used: int
 
 
+class GroupStep(NamedTuple):
+    """A member's share of an iteration of its expert-parallel group: the group's and its busiest member's tokens
+    (bucketed, as the group's expert part was priced at them), when the member's own part ended and when the
+    group's expert part started, after its slowest member's own part (ps)."""
+
+    group_tokens: int
+    member_tokens: int
+    own_end_ps: int
+    experts_start_ps: int
+
+
+_IDLE = IterationShape((), 0, 0, 0)
+"""The shape of a member of an expert-parallel group running nothing of its own in its group's iteration."""
+
+
 @dataclass(frozen=True)
 class IterationRecord:
-    """An iteration an engine ran (outside expert-parallel groups): its ``engine``, its ``pool``, when it started
-    and ended (ps), its bucketed ``shape``, the requests it batched (their indices in arrival order) and when it
-    left each pipeline stage (``stage_ends_ps``, its end last) — what a replay of the run on a shared fabric needs
-    (:mod:`~stratasim.workload_layer.serving.replay`)."""
+    """An iteration an engine ran: its ``engine``, its ``pool``, when it started and ended (ps), its bucketed
+    ``shape``, the requests it batched (their indices in arrival order), when it left each pipeline stage
+    (``stage_ends_ps``, its end last) and, in an expert-parallel group, its share of the group's iteration
+    (``experts``; a member with nothing to run has no requests and an empty shape) — what a replay of the run on a
+    shared fabric needs (:mod:`~stratasim.workload_layer.serving.replay`)."""
 
     engine: int
     pool: int
@@ -95,6 +112,7 @@ class IterationRecord:
     shape: IterationShape
     requests: tuple[int, ...]
     stage_ends_ps: tuple[int, ...]
+    experts: GroupStep | None = None
 
 
 @dataclass(frozen=True)
@@ -139,8 +157,8 @@ class PoolRun:
     ``swap_ps`` of copies either way), the decode steps and tokens of speculative decoding, the first pool's KV
     blocks per replica (``kv_blocks``), each engine's blocks and peak use, each handed-off sequence's KV transfer
     time (ps), the replica of each engine, and how many iterations of each pool and shape (and expert parts of each
-    pool and bucketed tokens) ran; ``record``: every iteration run outside expert-parallel groups, in start
-    order; ``moves``: every KV move, in the order they started."""
+    pool and bucketed tokens) ran; ``record``: every iteration run, in start
+    order (an expert-parallel group's for each member); ``moves``: every KV move, in the order they started."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -311,16 +329,40 @@ class _Loop:
         busy = [(engine, batch) for engine, batch in zip(group, batches) if batch]
         if busy:
             shapes = [replicas[engine].shape(batch, prices.bucket) for engine, batch in busy]
-            own = max(batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes))
+            owns = [batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes)]
             tokens = [shape.tokens for shape in shapes]
-            end = now + own + prices.expert_part(pool, sum(tokens), max(tokens))
+            end = now + max(owns) + prices.expert_part(pool, sum(tokens), max(tokens))
             for engine, batch in zip(group, batches):
                 self.running[engine] = batch
                 heapq.heappush(self.ends, (end, engine))
                 self.run.swap_ps += batch.swap_ps
             self.run.iterations += len(busy)
+            self._record_group(group, now, end, busy, shapes, owns)
         for engine, batch in zip(group, batches):
             self._sample(now, engine, batch)
+
+    def _record_group(
+        self,
+        group: list[int],
+        now: int,
+        end: int,
+        busy: list[tuple[int, Batch]],
+        shapes: list[IterationShape],
+        owns: list[int],
+    ) -> None:
+        """Record the iteration of ``group`` from ``now`` to ``end`` for each member: the ``busy`` ones' batches,
+        ``shapes`` and own parts' times (``owns``), the others idle (:class:`GroupStep`)."""
+        bucket = self.prices.bucket
+        tokens = [shape.tokens for shape in shapes]
+        experts = now + max(owns)
+        own = {engine: (shape, batch, took) for (engine, batch), shape, took in zip(busy, shapes, owns)}
+        for engine in group:
+            shape, batch, took = own.get(engine, (_IDLE, Batch(), 0))
+            batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
+            requests = tuple(sequence.request.index for sequence in batched)
+            member = GroupStep(round_up(sum(tokens), bucket), round_up(max(tokens), bucket), now + took, experts)
+            record = IterationRecord(engine, self.owner[engine], now, end, shape, requests, (end,), member)
+            self.run.record.append(record)
 
     def _start_moves(self, source: int, replica: ReplicaScheduler, now: int) -> None:
         """Route the sequences engine ``source`` (``replica``) handed off to decode engines and start their KV
