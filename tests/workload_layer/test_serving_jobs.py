@@ -1,9 +1,10 @@
-"""Serving in a study of several jobs: a request-level serving job out of the replay's scope (disaggregated) runs
-its own loop on its placed NPUs and gives what it gives alone; a training job beside it is not slowed (the report
-says why: their traffic never meets); a study of serving jobs only; graph-based inference jobs get their own TTFT
-and TPOT. A serving job of pools of role both with TP only is replayed in the engine with its batching decisions
-frozen: alone or on links nobody else uses it gives its standalone figures exactly, sharing links with a training
-job on the congestion-aware network both slow down, on the analytical network neither does."""
+"""Serving in a study of several jobs: a request-level serving job priced apart (``shared: false``, as the
+example's disaggregated one) runs its own loop on its placed NPUs and gives what it gives alone; a training job
+beside it is not slowed (the report says why: their traffic never meets); a study of serving jobs only; graph-based
+inference jobs get their own TTFT and TPOT. A serving job of pools of role both with TP is replayed in the engine
+with its batching decisions frozen (more shapes: test_serving_replay_shapes.py): alone or on links nobody else
+uses it gives its standalone figures exactly, sharing links with a training job on the congestion-aware network
+both slow down, on the analytical network neither does."""
 
 from __future__ import annotations
 
