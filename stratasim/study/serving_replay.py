@@ -135,7 +135,7 @@ def _pool_devices(study: Study, source: ServingRequestsWorkload, job: PlacedJob,
     main = study.compute.device_name()
     sections = pool_sections(study, source, f"workload.jobs[{index}].workload")
     return tuple(
-        DeviceGroup(npus=[job.npus[npu] for npu in pool.npus()], device=section.device)
+        DeviceGroup(npus=tuple(job.npus[npu] for npu in pool.npus()), device=section.device)
         for pool, section in zip(source.pools(), sections, strict=True)
         if section.device_name() != main
     )

@@ -208,7 +208,8 @@ class _Builder:
         stage after; in an expert-parallel group, a wait for its slowest member's own part then the group's expert
         part (``experts``); on the last stage its milestone. For each, the ids of its first node after the wait and
         of its last node."""
-        ended, spans, sends = 0, [], []
+        ended, spans = 0, []
+        sends: list[tuple[int, dict[str, Any]]] = []
         counts: dict[int, int] = {}
         for record in records:
             count = counts[record.engine] = counts.get(record.engine, -1) + 1
@@ -235,7 +236,11 @@ class _Builder:
         self._stage(experts.work(pool, step.group_tokens, step.member_tokens).steps, len(self.group))
 
     def _pass(
-        self, work: IterationWork, stage: int, neighbours: tuple[int | None, int | None], sends: list[Any]
+        self,
+        work: IterationWork,
+        stage: int,
+        neighbours: tuple[int | None, int | None],
+        sends: list[tuple[int, dict[str, Any]]],
     ) -> None:
         """One pass of ``work`` on the stage: the activation received, the stage's steps, the activation's send
         (added to ``sends`` as the node it follows and its fields)."""
