@@ -213,16 +213,39 @@ def test_the_replay_size_counts_a_disaggregated_job_s_nodes_and_moves() -> None:
     )
 
 
+def test_a_disaggregated_pipelined_job_s_moves_leave_each_stage_as_it_finishes() -> None:
+    # A TP-2 x PP-2 prefill replica handing off to two TP-1 x PP-2 decode replicas, requests 200 ms apart: the
+    # loop sends a move's four slices (one from each prefill NPU, two into each decode NPU) together as the last
+    # stage finishes; the replay sends the first stage's as that stage finishes, earlier, so its moves arrive
+    # sooner (they no longer meet at the decode NPUs) while the prefill iterations, hence TTFT, are the same.
+    data = _disaggregated(6, {"process": "fixed", "rate": "5/s"})
+    data["workload"]["jobs"][1]["workload"]["pools"] = [
+        {"name": "prefill", "role": "prefill", "replicas": 1, "parallelism": {"tp": 2, "pp": 2}},
+        {"name": "decode", "role": "decode", "replicas": 2, "parallelism": {"tp": 1, "pp": 2}},
+    ]
+    alone, run = _standalone(data, 1)
+    (served,) = _run(_only(data, 1)).jobs
+    assert served.serving is not None and alone.serving is not None
+    assert [served.serving[f] for f in ("ttft_p50_ps", "ttft_p99_ps")] == [
+        alone.serving[f] for f in ("ttft_p50_ps", "ttft_p99_ps")
+    ]
+    assert served.serving["kv_transfer_p99_ps"] < alone.serving["kv_transfer_mean_ps"]
+    assert served.serving["tpot_p50_ps"] < alone.serving["tpot_p50_ps"]
+    _, graphs, nodes = _replay_counted(data)
+    assert nodes == sum(len(graph.nodes) for graph in graphs)
+    assert len([n for g in graphs for n in g.nodes if n.name == "kv cache"]) == 4 * len(run.moves)
+
+
 def test_disaggregated_pools_are_replayed_and_what_is_not_says_why() -> None:
     workload = _disaggregated(6, {"process": "poisson", "rate": "50/s"})["workload"]["jobs"][1]["workload"]
     del workload["kind"]
     assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload)) is None
-    workload["pools"][1]["parallelism"] = {"tp": 2, "pp": 2}
+    workload["pools"][1] |= {
+        "parallelism": {"tp": 2, "pp": 2},
+        "scheduler": {"preemption": "swap", "swap_bandwidth": "64GB/s"},
+    }
     config = ServingRequestsWorkload.Config.model_validate(workload)
-    said = "pool 'decode' is pipeline parallel and has role decode (KV moves from every stage)"
-    assert unreplayable(config) == said
-    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
-    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload)) is None
+    assert unreplayable(config) == "pool 'decode' swaps preempted KV blocks"
 
 
 def test_a_pool_on_its_own_device_is_replayed_on_it() -> None:

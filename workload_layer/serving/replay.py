@@ -22,7 +22,7 @@ scheduling, first token and finish move with the iterations that made them. Whic
 change (the decisions are frozen): a full co-simulation would let the slowed iterations change them.
 
 Only what a graph can replay exactly is replayed (:func:`unreplayable`): pools without expert parallelism,
-speculative decoding or swap preemption, pipeline-parallel ones of role ``both``. A pool on a device of its own is
+speculative decoding or swap preemption. A pool on a device of its own is
 priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`).
 """
 
@@ -62,12 +62,7 @@ Moves = Mapping[tuple[int, int], int]
 def unreplayable(config: ServingWorkloadConfig) -> str | None:
     """Why a serving workload's run cannot be replayed on the shared fabric, or None when it can."""
     for pool in config.pools:
-        plan = pool.parallelism
         reasons = [
-            (
-                plan.pp > 1 and pool.role != "both",
-                f"pool {pool.name!r} is pipeline parallel and has role {pool.role} (KV moves from every stage)",
-            ),
             (pool.speculative is not None, f"pool {pool.name!r} decodes speculatively"),
             (pool.scheduler.preemption == "swap", f"pool {pool.name!r} swaps preempted KV blocks"),
         ]
@@ -119,8 +114,7 @@ def replay_graphs(
                 graphs[rank], group[first : first + width], quantised, [replicas[m][position] for m in members]
             )
             spans = builder.replica(own, works, moves.waits, stage, neighbours, experts)
-            if own and width == len(group):  # KV moves leave replicas of one stage only (unreplayable)
-                add_moves(graphs[rank], spans, own[0].engine, moves, position)
+            add_moves(graphs[rank], spans, moves, position)
     return graphs
 
 
@@ -199,16 +193,16 @@ class _Builder:
         stage: int = 0,
         neighbours: tuple[int | None, int | None] = (None, None),
         experts: ExpertGroups | None = None,
-    ) -> list[tuple[int, int]]:
+    ) -> dict[tuple[int, int], tuple[int, int]]:
         """The replica's iterations ``records`` in order (its engines' together, as they entered its first stage),
         each's work from ``works``, on a rank of pipeline stage ``stage`` whose ``neighbours`` are the same TP rank
         of the stages before and after it (None: none): on the first stage a wait as long as the stage idled
         standalone before it where ``waits`` (its engine and count, its start, the stage's previous end) says; the
         stage's steps of every pass it runs, each pass's activation received from the stage before and sent to the
         stage after; in an expert-parallel group, a wait for its slowest member's own part then the group's expert
-        part (``experts``); on the last stage its milestone. For each, the ids of its first node after the wait and
-        of its last node."""
-        ended, spans = 0, []
+        part (``experts``); on the last stage its milestone. For each, by its engine and count, the ids of its first
+        node after the wait and of its last node."""
+        ended, spans = 0, {}
         sends: list[tuple[int, dict[str, Any]]] = []
         counts: dict[int, int] = {}
         for record in records:
@@ -223,7 +217,7 @@ class _Builder:
                 self._expert_part(record.pool, record.experts, experts)
             if neighbours[1] is None:
                 self._node(self.graph.nodes, name=milestone_name(record.engine, count), milestone=True)
-            spans.append((first, len(self.graph.nodes) - 1))
+            spans[record.engine, count] = (first, len(self.graph.nodes) - 1)
             ended = record.stage_ends_ps[0]
         for after, send in sends:  # beside the stage's next iteration, not before it
             self.graph.nodes.add(id=len(self.graph.nodes), data_deps=[after], **send)

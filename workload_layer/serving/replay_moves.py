@@ -4,7 +4,9 @@ Each KV move the standalone run made (:class:`~stratasim.workload_layer.serving.
 its prefill replica as the iteration that handed its requests off ends. In the replay it is what the loop's KV
 transfer pricer simulated: its size rounded up as the pricer rounded it, cut into the same slices between the same
 NPUs (:func:`~stratasim.kernel.serving.kv_slices`), each slice a send on its source NPU once that iteration's
-milestone is reached there and a receive on its destination NPU. The receives carry the move's milestone
+part there has ended (its milestone; on an earlier pipeline stage its part of the iteration, so that stage's slices
+leave before the last stage's, where the loop sends them all as the last stage ends) and a receive on its
+destination NPU. The receives carry the move's milestone
 (:func:`move_milestone`): the engine records the last of them over the destination's NPUs, when the move arrived, as
 the pricer's price ends. The first iteration of the destination replica that batches any of the move's requests
 (its :func:`consumers`) waits on each NPU for that NPU's receives, in place of the standalone wait for requests
@@ -16,7 +18,7 @@ queues them); the replay starts every move as its iteration ends and lets the ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -114,15 +116,16 @@ class KvMoves:
 
 
 def add_moves(
-    graph: workload_pb2.ExecutionGraph, spans: Sequence[tuple[int, int]], engine: int, moves: KvMoves, position: int
+    graph: workload_pb2.ExecutionGraph, spans: Mapping[Key, tuple[int, int]], moves: KvMoves, position: int
 ) -> None:
-    """Append to ``graph``, the ``position``-th rank of engine ``engine``'s replica, each iteration's KV moves:
-    ``spans`` the ids of each of its iterations' first node after any wait and of its milestone; the sends after
-    the milestone, the receives before the first node (module docstring)."""
-    for count, (first, milestone) in enumerate(spans):
-        for end in moves.sends((engine, count), position):
-            _message(graph.nodes, end, workload_pb2.COMM_SEND_NODE, name="kv cache", data_deps=[milestone])
-        for end in moves.receives((engine, count), position):
+    """Append to ``graph``, the ``position``-th rank of its replica, the KV moves of the replica's iterations:
+    ``spans`` the ids of each iteration's first node on the rank (after any wait) and of its last (on a pipeline's
+    last stage its milestone), by its engine and count; the sends after the last, the receives before the first
+    (module docstring)."""
+    for key, (first, last) in spans.items():
+        for end in moves.sends(key, position):
+            _message(graph.nodes, end, workload_pb2.COMM_SEND_NODE, name="kv cache", data_deps=[last])
+        for end in moves.receives(key, position):
             received = _message(graph.nodes, end, workload_pb2.COMM_RECV_NODE, name=move_milestone(end.move))
             received.milestone = True
             graph.nodes[first].data_deps.append(received.id)
