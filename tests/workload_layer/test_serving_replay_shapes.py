@@ -1,7 +1,9 @@
 """Serving jobs of more shapes replayed on the shared fabric: disaggregated pools, whose KV moves become
 point-to-point sends between the prefill and decode replicas' NPUs; pipeline-parallel pools, whose stages run
 on their own NPUs and hand each pass's activation on as a point-to-point send; expert-parallel pools, whose groups'
-dispatch and combine all-to-alls run as collectives among their members' NPUs; pools on devices of their own.
+dispatch and combine all-to-alls run as collectives among their members' NPUs; pools decoding speculatively, whose
+draft passes run before the target's (a draft on fewer NPUs than the pool's TP: its all-reduces among the first of
+them); pools on devices of their own.
 
 Alone, a move in the replay is exactly the sends the standalone loop's KV transfer pricer simulated (the same
 quantised size, the same slices between the same NPUs), injected as the iteration that handed its requests off
@@ -325,3 +327,42 @@ def test_the_replay_size_counts_an_expert_parallel_job_s_nodes() -> None:
     nodes_in = [node for graph in graphs for part in (graph, *graph.blocks) for node in part.nodes]
     groups = {tuple(node.group) for node in nodes_in if node.comm_type == workload_pb2.ALL_TO_ALL and node.group}
     assert groups == {(0, 2), (1, 3)}  # the job's ranks: replica 0 on 0, 1 and replica 1 on 2, 3
+
+
+def _speculative(draft_tp: int) -> dict[str, Any]:
+    """Four TP-2 replicas of role both on node 1, each decoding speculatively with 4 proposals a step from a
+    2-layer draft on ``draft_tp`` of its NPUs, 8 requests at 200/s."""
+    data = _pipelined(8, {"process": "poisson", "rate": "200/s"})
+    pool = data["workload"]["jobs"][1]["workload"]["pools"][0]
+    draft = {"layers": 2, "hidden": 256, "heads": 4, "kv_heads": 2, "seq_len": 16384, "vocab": 32000}
+    pool |= {
+        "replicas": 4,
+        "parallelism": {"tp": 2},
+        "speculative": {"draft": draft, "tokens": 4, "tp": draft_tp, "acceptance": 0.8},
+    }
+    return data
+
+
+def test_a_replayed_speculative_job_alone_gives_its_standalone_figures() -> None:
+    # Each iteration's draft passes (over the prompt chunks and a token a decode, then 3 over the decodes) before
+    # the target's, as the loop's pricer sums them: every figure the standalone loop's, the accepted tokens too.
+    for draft_tp in (2, 1):
+        data = _speculative(draft_tp)
+        alone, _ = _standalone(data, 1)
+        (served,) = _run(_only(data, 1)).jobs
+        assert served.serving == alone.serving and served.serving is not None
+        assert served.serving["speculative_tokens_per_step"] > 1
+
+
+def test_the_replay_size_counts_a_speculative_job_s_nodes_with_a_draft_on_fewer_npus() -> None:
+    run, graphs, nodes = _replay_counted(_speculative(1))
+    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0
+    # The draft on each replica's first NPU: its all-reduces (of one NPU) none; the target's on both.
+    groups = {
+        tuple(node.group)
+        for graph in graphs
+        for part in (graph, *graph.blocks)
+        for node in part.nodes
+        if node.type == workload_pb2.COMM_COLL_NODE
+    }
+    assert groups and all(len(group) == 2 for group in groups)

@@ -21,9 +21,10 @@ its standalone gap after the previous one's shared end (or as its KV moves arriv
 scheduling, first token and finish move with the iterations that made them. Which requests batch together does not
 change (the decisions are frozen): a full co-simulation would let the slowed iterations change them.
 
-Only what a graph can replay exactly is replayed (:func:`unreplayable`): pools without expert parallelism,
-speculative decoding or swap preemption. A pool on a device of its own is
-priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`).
+An iteration decoding speculatively runs its draft passes before the target's, as the pricer sums them (a draft on
+fewer NPUs than the stage's TP ranks: its collectives among the first of them). A pool on a device of its own is
+priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`). What a
+graph does not replay yet (:func:`unreplayable`): swap preemption's copies over the host link.
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ def unreplayable(config: ServingWorkloadConfig) -> str | None:
     """Why a serving workload's run cannot be replayed on the shared fabric, or None when it can."""
     for pool in config.pools:
         reasons = [
-            (pool.speculative is not None, f"pool {pool.name!r} decodes speculatively"),
             (pool.scheduler.preemption == "swap", f"pool {pool.name!r} swaps preempted KV blocks"),
         ]
         said = next((reason for failed, reason in reasons if failed), None)
@@ -140,10 +140,11 @@ def replay_size(
         width = len(replicas[replica])
         for repeats, work in works(record.pool, record.shape).works if record.requests else ():
             width = len(replicas[replica]) // len(work.stages)
+            inside = min(work.tp, width)  # the stage's ranks running its TP collectives (a smaller draft's: fewer)
             for stage in work.stages:
-                runs = _runs(stage, work.tp)
-                nodes += width * repeats * sum(size if times == 1 else times for times, size in runs)
-                events += width * repeats * sum(times * size for times, size in runs)
+                for ranks, runs in ((inside, _runs(stage, work.tp)), (width - inside, _runs(stage, 1))):
+                    nodes += ranks * repeats * sum(size if times == 1 else times for times, size in runs)
+                    events += ranks * repeats * sum(times * size for times, size in runs)
             messages = 2 * width * repeats * (len(work.stages) - 1)  # activations sent and received
             nodes, events = nodes + messages, events + messages
         count = counts[record.engine] = counts.get(record.engine, -1) + 1
@@ -278,8 +279,8 @@ class _Builder:
         return self.blocks[key]
 
     def _step(self, nodes: Any, step: object, tp: int) -> None:
-        """A step's node after the last of ``nodes``: an operator, or a TP collective when the group is several
-        NPUs."""
+        """A step's node after the last of ``nodes``: an operator, or a TP collective over the first ``tp`` ranks of
+        the group (all of them but for a draft model on fewer) when they are several and this rank is one."""
         if isinstance(step, Compute):
             self._node(nodes, name=step.name, op=step.op)
         elif isinstance(step, ExpertAllToAll):
@@ -292,7 +293,7 @@ class _Builder:
                 group=self.experts,
                 pg_name="ep",
             )
-        elif isinstance(step, TensorParallelCollective) and tp > 1:
+        elif isinstance(step, TensorParallelCollective) and tp > 1 and self.graph.npu in self.group[:tp]:
             size = self.quantised(step.comm_bytes)
             self._node(
                 nodes,
@@ -300,7 +301,7 @@ class _Builder:
                 type=workload_pb2.COMM_COLL_NODE,
                 comm_type=step.kind,
                 comm_bytes=size,
-                group=self.group,
+                group=self.group[:tp],
                 pg_name="tp",
             )
 
