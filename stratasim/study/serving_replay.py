@@ -9,7 +9,7 @@ collectives at the sizes its pricer priced them, moved onto its NPUs and named a
 (:func:`~stratasim.workload_layer.jobs.remap.remap_graphs`); the engine runs them with the other jobs' graphs, so
 on a network that models links each slows the other. :func:`shared_run` then gives the job's figures from the
 shared run: its requests' token times moved to when the iterations that produced them ended there
-(:func:`~stratasim.workload_layer.serving.replay.replayed_run`). At zero interference they are the standalone run's
+(:func:`~stratasim.workload_layer.serving.replay_times.replayed_run`). At zero interference they are the standalone run's
 exactly: each iteration's operators are priced by the same operator pricer on the same device, and its collectives
 are the ones its pricer simulated alone, on the replica's own NPUs.
 """
@@ -36,9 +36,9 @@ from stratasim.workload_layer.serving.replay import (
     ExpertGroups,
     replay_graphs,
     replay_size,
-    replayed_run,
     unreplayable,
 )
+from stratasim.workload_layer.serving.replay_times import replayed_run
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 

@@ -16,10 +16,7 @@ activation (its ``boundary_bytes``) from the same TP rank of the stage before, a
 it on beside its next iteration; the last stage's ranks carry the milestones. Disaggregated, each KV move becomes
 sends between the replicas' NPUs (:mod:`~stratasim.workload_layer.serving.replay_moves`).
 
-:func:`replayed_run` moves the run's times to the shared run's: each iteration ends when its milestone says, starts
-its standalone gap after the previous one's shared end (or as its KV moves arrived), and each request's
-scheduling, first token and finish move with the iterations that made them. Which requests batch together does not
-change (the decisions are frozen): a full co-simulation would let the slowed iterations change them.
+:func:`~stratasim.workload_layer.serving.replay_times.replayed_run` moves the run's times to the shared run's.
 
 An iteration decoding speculatively runs its draft passes before the target's, as the pricer sums them (a draft on
 fewer NPUs than the stage's TP ranks: its collectives among the first of them). A pool on a device of its own is
@@ -29,8 +26,8 @@ graph does not replay yet (:func:`unreplayable`): swap preemption's copies over 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from stratasim.kernel.serving import (
@@ -44,11 +41,10 @@ from stratasim.kernel.serving import (
 )
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
-from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves, move_milestone
-from stratasim.workload_layer.serving.scheduler import Sequence as Served
+from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves
 from stratasim.workload_layer.serving.simulation import GroupStep, IterationRecord, PoolRun
 
-__all__ = ["WAITING", "ExpertGroups", "milestone_name", "replay_graphs", "replay_size", "replayed_run", "unreplayable"]
+__all__ = ["WAITING", "ExpertGroups", "milestone_name", "replay_graphs", "replay_size", "unreplayable"]
 
 WAITING = "waiting for requests"
 """The name of the idle nodes between a replica's iterations."""
@@ -56,8 +52,6 @@ Works = Callable[[int, IterationShape], Iteration]
 """An iteration's typed work by pool and shape (the same objects for the same arguments)."""
 Quantised = Callable[[int], int]
 """A collective's size as the pricer priced it."""
-Moves = Mapping[tuple[int, int], int]
-"""Instants of an engine in the standalone run, by (engine, time), and where they lie in the shared run."""
 
 
 def unreplayable(config: ServingWorkloadConfig) -> str | None:
@@ -311,56 +305,3 @@ class _Builder:
         added = nodes.add(id=len(nodes), **({"type": workload_pb2.COMP_NODE} | fields))
         if added.id:
             added.data_deps.append(added.id - 1)
-
-
-def replayed_run(run: PoolRun, ends: Mapping[str, int]) -> PoolRun:
-    """``run`` with its times moved to the shared run's (module docstring): ``ends`` the milestones' times, counted
-    from the job's start."""
-    starts: dict[tuple[int, int], int] = {}
-    stops: dict[tuple[int, int], int] = {}
-    first_engine: dict[int, int] = {}
-    last_engine: dict[int, int] = {}
-    previous: dict[int, tuple[int, int, int]] = {}  # an engine's iterations so far, last standalone and shared ends
-    moves = KvMoves(run)
-    arrived = [ends[move_milestone(index)] for index in range(len(run.moves))]
-    for record in run.record:
-        count, alone, shared = previous.get(record.engine, (0, 0, 0))
-        key = (record.engine, count)
-        end = ends[milestone_name(*key)]
-        waited = record.start_ps - alone if moves.waits(key, record.start_ps, alone) else 0
-        starts[record.engine, record.start_ps] = max(
-            [shared + waited, *(arrived[i] for i in moves.consumed.get(key, ()))]
-        )
-        stops[record.engine, record.end_ps] = end
-        previous[record.engine] = (count + 1, record.end_ps, end)
-        for request in record.requests:
-            first_engine.setdefault(request, record.engine)
-            last_engine[request] = record.engine
-    transfers = [
-        arrived[index] - stops[move.source, move.sent_ps] for index, move in enumerate(run.moves) for _ in move.requests
-    ]
-    for move, at in zip(run.moves, arrived):  # an engine touched as a move arrives
-        stops.setdefault((move.source, move.arrival_ps), at)
-        stops.setdefault((move.destination, move.arrival_ps), at)
-    sequences = [
-        _moved(sequence, first_engine[sequence.request.index], last_engine[sequence.request.index], starts, stops)
-        for sequence in run.sequences
-    ]
-    samples = [replace(sample, time_ps=_at(sample.engine, sample.time_ps, starts, stops)) for sample in run.samples]
-    return replace(run, sequences=sequences, samples=samples, transfers_ps=transfers)
-
-
-def _moved(sequence: Served, first: int, last: int, starts: Moves, stops: Moves) -> Served:
-    """A copy of ``sequence`` (scheduled by engine ``first`` and finished by ``last``: its prefill and decode
-    replicas, disaggregated) with its times moved."""
-    return replace(
-        sequence,
-        scheduled_ps=_at(first, sequence.scheduled_ps, starts, stops),
-        first_token_ps=stops.get((first, sequence.first_token_ps), sequence.first_token_ps),
-        finish_ps=stops.get((last, sequence.finish_ps), sequence.finish_ps),
-    )
-
-
-def _at(engine: int, time_ps: int, starts: Moves, stops: Moves) -> int:
-    """Where a standalone instant of ``engine`` (an iteration's start, else its end) lies in the shared run."""
-    return starts.get((engine, time_ps), stops.get((engine, time_ps), time_ps))
