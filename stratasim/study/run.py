@@ -44,7 +44,13 @@ from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs
 from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import ServedRun, check_serving, run_serving
-from stratasim.study.serving_replay import replay_jobs, replayable_jobs, shared_run, with_replays
+from stratasim.study.serving_replay import (
+    replay_jobs,
+    replayable_jobs,
+    shared_run,
+    with_pool_devices,
+    with_replays,
+)
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
@@ -220,7 +226,7 @@ def _run_study(
         replayed = replay_jobs(study, replays, budget)
         graphs = with_replays(source.graphs(npus), replayed, jobs)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute, devices = _compute(study, stack, servers, backends)
+        compute, devices = _compute(with_pool_devices(study, replayed), stack, servers, backends)
         started = time.perf_counter()
         simulate = partial(
             system_layer.simulate,

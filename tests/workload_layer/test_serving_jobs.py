@@ -1,9 +1,10 @@
-"""Serving in a study of several jobs: a request-level serving job out of the replay's scope (disaggregated) runs
-its own loop on its placed NPUs and gives what it gives alone; a training job beside it is not slowed (the report
-says why: their traffic never meets); a study of serving jobs only; graph-based inference jobs get their own TTFT
-and TPOT. A serving job of pools of role both with TP only is replayed in the engine with its batching decisions
-frozen: alone or on links nobody else uses it gives its standalone figures exactly, sharing links with a training
-job on the congestion-aware network both slow down, on the analytical network neither does."""
+"""Serving in a study of several jobs: a request-level serving job priced apart (``shared: false``, as the
+example's disaggregated one) runs its own loop on its placed NPUs and gives what it gives alone; a training job
+beside it is not slowed (the report says why: their traffic never meets); a study of serving jobs only; graph-based
+inference jobs get their own TTFT and TPOT. A serving job of pools of role both with TP is replayed in the engine
+with its batching decisions frozen (more shapes: test_serving_replay_shapes.py): alone or on links nobody else
+uses it gives its standalone figures exactly, sharing links with a training job on the congestion-aware network
+both slow down, on the analytical network neither does."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from stratasim.study.serving_replay import replay_jobs, replayable_jobs
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
+from stratasim.workload_layer.serving.replay import replay_graphs, replay_size
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
@@ -178,6 +179,7 @@ def _shared(backend: str = "congestion_aware") -> dict[str, Any]:
     all-reduces cross the links the training job's ring all-reduce uses."""
     data = _example(requests=6)
     train, serve = data["workload"]["jobs"]
+    del serve["shared"]  # the example's is priced apart
     train["npus"] = serve["npus"] = 4
     train["workload"]["parallelism"] |= {"dp": 4, "global_batch": 4}
     serve["workload"]["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2}}]
@@ -215,6 +217,7 @@ def test_a_replayed_serving_job_alone_gives_exactly_its_standalone_figures() -> 
 def test_a_replayed_serving_job_on_links_no_other_job_uses_is_not_slowed() -> None:
     # The example's two nodes, the training job on node 0, a TP-2 serving job (role both) on node 1: no shared link.
     data = _example(requests=6)
+    del data["workload"]["jobs"][1]["shared"]
     data["workload"]["jobs"][1]["workload"]["pools"] = [{"name": "both", "replicas": 4, "parallelism": {"tp": 2}}]
     data["workload"]["jobs"][1]["workload"]["requests"]["output"]["median"] = 16
     train, serve = _run(data).jobs
@@ -242,21 +245,6 @@ def test_on_the_analytical_network_a_replayed_serving_job_and_a_training_job_do_
     train, serve = _run(data).jobs
     assert (train,) == _run(_without(data, 0)).jobs
     assert serve.serving == _run(_without(data, 1)).jobs[0].serving
-
-
-def test_only_pools_of_role_both_with_tensor_parallelism_are_replayed() -> None:
-    workload = _example()["workload"]["jobs"][1]["workload"]
-    del workload["kind"]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'prefill' has role prefill (KV moves between pools)"
-    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'both' is pipeline or expert parallel"
-    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 4}, "device": "a100"}]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'both' has its own device"
-    workload["pools"][0]["device"] = "h100"
-    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
 
 
 def test_shared_false_prices_a_replayable_serving_job_apart() -> None:
