@@ -281,7 +281,7 @@ def test_the_replay_size_counts_the_nodes_its_graphs_hold() -> None:
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
     nodes, _ = replay_size(runs[0], replicas, works)
     graphs = replay_graphs(runs[0], replicas, works, quantised)
-    assert nodes == sum(len(graph.nodes) for graph in {id(graph): graph for graph in graphs}.values()) > 0
+    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0  # every rank's, shared graphs too
     assert [graphs.index(graph) for graph in graphs] == [0, 0, 2, 2]  # a replica's TP-2 ranks share its graph
 
 

@@ -91,7 +91,8 @@ def replay_graphs(
 ) -> list[workload_pb2.ExecutionGraph]:
     """One graph per rank of the job for ``run``'s iterations (module docstring): replica i on the ranks
     ``replicas[i]``, each iteration's work from ``works`` (an expert-parallel group's expert part from
-    ``experts``), its collectives at ``quantised`` sizes."""
+    ``experts``), its collectives at ``quantised`` sizes; ranks of a replica running the same nodes share one
+    graph object (numbered after the replica's first rank)."""
     graphs = [workload_pb2.ExecutionGraph(npu=rank) for group in replicas for rank in group]
     moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas], quantised)
     for replica, group in enumerate(replicas):
@@ -110,7 +111,22 @@ def replay_graphs(
             )
             spans = builder.replica(own, works, moves.waits, stage, neighbours, experts)
             add_moves(graphs[rank], spans, moves, position)
+        _share_alike(graphs, group)
     return graphs
+
+
+def _share_alike(graphs: list[workload_pb2.ExecutionGraph], group: Sequence[int]) -> None:
+    """Give the ranks of ``group`` whose graphs are its first rank's but for their NPU that graph object, so the
+    engine plans, prices and fuses it once (a TP-only replica's ranks all run the same nodes)."""
+    first = graphs[group[0]]
+    alike = first.SerializeToString(deterministic=True)
+    for rank in group[1:]:
+        graph = graphs[rank]
+        graph.npu = first.npu
+        if graph.SerializeToString(deterministic=True) == alike:
+            graphs[rank] = first
+        else:
+            graph.npu = rank
 
 
 def _stages(records: Sequence[IterationRecord], works: Works) -> int:
