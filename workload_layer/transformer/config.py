@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from stratasim.kernel.schema import Bytes, DTypeName, Section
 from stratasim.workload_layer.transformer.rank_layout import RankLayout
-from stratasim.workload_layer.transformer.work_split import check_counts, check_uneven_batches, chunk_ranges
+from stratasim.workload_layer.transformer.work_split import Split, check_counts, check_uneven_batches, chunk_ranges
 
 __all__ = ["ModelConfig", "ParallelismConfig", "TransformerConfig", "AttentionKernel"]
 
@@ -176,11 +176,11 @@ class ParallelismConfig(Section):
     SC'21)."""
     order: tuple[Literal["tp", "pp", "dp"], ...] = ("tp", "pp", "dp")
     """Groups mapped onto the topology's dimensions, innermost first."""
-    stage_layers: Literal["even", "by_device"] | tuple[int, ...] = "even"
+    stage_layers: Split = "even"
     """Layers each pipeline stage holds: ``even`` (``layers / pp`` each), a list of one count per stage summing to
     the model's layers (Megatron's uneven first and last stages), or ``by_device``, in proportion to each stage's
     device throughput (:mod:`stratasim.workload_layer.transformer.work_split`)."""
-    batch_split: Literal["even", "by_device"] | tuple[int, ...] = "even"
+    batch_split: Split = "even"
     """Micro-batches each DP rank runs: ``even`` (``global_batch / (micro_batch * dp)`` each), a list of one count
     per DP rank summing to ``global_batch / micro_batch``, or ``by_device``, in proportion to each DP rank's device
     throughput (:mod:`stratasim.workload_layer.transformer.work_split`)."""
@@ -228,7 +228,8 @@ class ParallelismConfig(Section):
     def _batch_split(self) -> ParallelismConfig:
         unit = self.pp if self.schedule == "interleaved" else 1
         total = self.batch // self.micro_batch
-        check_counts("parallelism.batch_split", self.batch_split, self.dp, "DP rank", total, unit, "micro-batch")
+        places, want = (self.dp, "DP rank"), (total, "global_batch / micro_batch")
+        check_counts("parallelism.batch_split", self.batch_split, places, want, unit, "micro-batch")
         if self.batch_split != "even" and self.batch_split != (total // self.dp,) * self.dp:
             check_uneven_batches(self.ep, self.zero)
         return self
@@ -300,7 +301,8 @@ class TransformerConfig(Section):
     def _stage_layers(self) -> TransformerConfig:
         plan, layers = self.parallelism, self.model.layers
         unit = plan.virtual_stages
-        check_counts("parallelism.stage_layers", plan.stage_layers, plan.pp, "stage", layers, unit, "layer")
+        places, want = (plan.pp, "stage"), (layers, "model.layers")
+        check_counts("parallelism.stage_layers", plan.stage_layers, places, want, unit, "layer")
         if plan.stage_layers == "by_device" and (layers < plan.pp * unit or layers % unit):
             raise ValueError(
                 f"parallelism.stage_layers: by_device gives every stage a positive multiple of virtual_stages "

@@ -26,9 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import BeforeValidator
 
 __all__ = [
+    "Split",
+    "split_value",
     "check_counts",
     "check_uneven_batches",
     "chunk_ranges",
@@ -38,21 +42,30 @@ __all__ = [
 ]
 
 
+def split_value(value: object) -> object:
+    """A split as written: ``even``, ``by_device`` or a list of counts; any other word refused in one message."""
+    if isinstance(value, str) and value not in ("even", "by_device"):
+        raise ValueError(f"expected even, by_device or a list of counts, got {value!r}")
+    return value
+
+
+Split: TypeAlias = Annotated[Literal["even", "by_device"] | tuple[int, ...], BeforeValidator(split_value)]
+"""A split of work: ``even``, ``by_device`` or one count per place."""
+
+
 def check_counts(
-    key: str,
-    counts: Literal["even", "by_device"] | tuple[int, ...],
-    places: int,
-    place: str,
-    total: int,
-    unit: int,
-    thing: str,
+    key: str, counts: Split, places: tuple[int, str], total: tuple[int, str], unit: int, thing: str
 ) -> None:
-    """Refuse a listed split ``counts`` (at ``key``) that does not give each of ``places`` places (stages, DP
-    ranks) a positive multiple of ``unit`` ``thing``s summing to ``total``; names alone pass."""
+    """Refuse a listed split ``counts`` (at ``key``) that does not give each of its places (``places``: how many,
+    and what one is called: stage, DP rank) a positive multiple of ``unit`` ``thing``s summing to the ``total``
+    (its number and the key or formula that sets it); names alone pass."""
     if not isinstance(counts, tuple):
         return
-    if len(counts) != places:
-        raise ValueError(f"{key} lists {len(counts)} counts for {places} {place}s: give one count per {place}")
+    (count_of, place), (want, said) = places, total
+    if len(counts) != count_of:
+        raise ValueError(
+            f"{key} lists {len(counts)} count(s), but the plan has {count_of} {place}(s): give one count per {place}"
+        )
     for index, count in enumerate(counts):
         if count <= 0:
             raise ValueError(f"{key}[{index}] is {count}: every {place} needs at least one {thing}")
@@ -60,8 +73,8 @@ def check_counts(
             raise ValueError(
                 f"{key}[{index}] ({count}) must be a multiple of {unit} (see parallelism.{_unit_key(key)})"
             )
-    if sum(counts) != total:
-        raise ValueError(f"{key} sums to {sum(counts)} {thing}s, but the plan has {total}")
+    if sum(counts) != want:
+        raise ValueError(f"{key} sums to {sum(counts)}, but must sum to {said} ({want})")
 
 
 def _unit_key(key: str) -> str:
