@@ -8,8 +8,11 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   topology whose dimensions are ``[tp, pp, dp]`` a TP group is one line of dimension 0 (contiguous ids) and a DP
   group one line of dimension 2 (ids ``tp * pp`` apart); ``parallelism.order`` names another nesting
   (:mod:`stratasim.workload_layer.transformer.rank_layout`).
-- Each pipeline stage holds ``layers / pp`` layers, as ``virtual_stages`` (``v``) model chunks of
-  ``layers / (pp v)`` consecutive layers: chunk ``c`` of stage ``p`` is the model's chunk ``c pp + p``. The first
+- Each pipeline stage holds ``layers / pp`` layers (or its count in ``stage_layers``), as ``virtual_stages``
+  (``v``) model chunks of ``1 / v`` of them, consecutive: chunk ``c`` of stage ``p`` is the model's chunk
+  ``c pp + p``. Each DP rank's pipeline runs ``global_batch / (micro_batch dp)`` micro-batches (or its count in
+  ``batch_split``); ``by_device`` splits are resolved from the devices' prices first
+  (:mod:`stratasim.workload_layer.transformer.work_split`). The first
   chunk of the first stage also holds the (vocabulary-parallel) embedding, the last chunk of the last stage the
   final layernorm, the LM head GEMM and the loss.
 - A GPT layer on a TP rank (``t = micro_batch * seq_len`` tokens, ``d = hidden / heads``): layernorm, QKV GEMM
