@@ -276,7 +276,7 @@ class TransformerConfig(Section):
     @model_validator(mode="after")
     def _divisible(self) -> TransformerConfig:
         model, plan = self.model, self.parallelism
-        checks = (
+        checks: tuple[tuple[str, int, str, int], ...] = (
             ("model.heads", model.heads, "parallelism.tp", plan.tp),
             ("model.kv_heads", model.kv_head_count, "parallelism.tp", plan.tp),
             ("model.ffn", model.ffn_size, "parallelism.tp", plan.tp),
