@@ -113,3 +113,10 @@ def test_by_device_needs_a_compute_section(run_cli: RunCli) -> None:
         "check", EXAMPLE, "--set", "workload.parallelism.batch_split=by_device", "--set", "compute=null"
     )
     assert code != 0 and "needs a compute section" in err and "Traceback" not in err
+
+
+def test_by_device_in_a_job_of_several_asks_for_listed_counts(run_cli: RunCli) -> None:
+    """A job of a study of several is not balanced to devices: it says so, naming the job."""
+    jobs = str(Path(EXAMPLE).with_name("two_jobs.yaml"))
+    code, _, err = run_cli("check", jobs, "--set", "workload.jobs.0.workload.parallelism.batch_split=by_device")
+    assert code != 0 and "workload.jobs[0] (job 'a')" in err and "list the counts here" in err
