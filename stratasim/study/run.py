@@ -213,10 +213,7 @@ def _run_study(
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
-        opened = None
-        if wants_devices(source):  # a split by device: priced on the devices before anything is built
-            opened = _compute(study, stack, servers, backends)
-            source = balanced_to_devices(source, npus, study, *opened)
+        source, opened = _balanced(study, source, npus, stack, servers, backends)
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
         check_serving_jobs(study, jobs, budget)
         if notes is not None and (line := long_run_note(study, estimate)) is not None:
@@ -340,6 +337,22 @@ def _compute(
         return None, None
     compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
     return compute, StudyDevices.ask(compute, study.compute)
+
+
+def _balanced(
+    study: Study,
+    source: WorkloadSource,
+    npus: int,
+    stack: ExitStack,
+    servers: dict[tuple[str, str], Spawned],
+    backends: dict[str, str],
+) -> tuple[WorkloadSource, tuple[ComputeBackend | None, StudyDevices | None] | None]:
+    """``source`` with its work split by device (:mod:`stratasim.study.balance`), before anything is built from it,
+    and the compute backend and devices opened to price it (None when it splits nothing by device)."""
+    if not wants_devices(source):
+        return source, None
+    opened = _compute(study, stack, servers, backends)
+    return balanced_to_devices(source, npus, study, *opened), opened
 
 
 def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:

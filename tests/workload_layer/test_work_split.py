@@ -120,3 +120,23 @@ def test_by_device_in_a_job_of_several_asks_for_listed_counts(run_cli: RunCli) -
     jobs = str(Path(EXAMPLE).with_name("two_jobs.yaml"))
     code, _, err = run_cli("check", jobs, "--set", "workload.jobs.0.workload.parallelism.batch_split=by_device")
     assert code != 0 and "workload.jobs[0] (job 'a')" in err and "list the counts here" in err
+
+
+@pytest.mark.parametrize(
+    ("sets", "said"),
+    [
+        (
+            ["pp=2", "dp=1", "virtual_stages=2", "stage_layers=[13,11]"],
+            "parallelism.stage_layers[0] (13) must be a multiple of 2 (each stage's chunks share its layers evenly",
+        ),
+        (
+            ["tp=4", "pp=2", "batch_split=[9,7]"],
+            "parallelism.batch_split[0] (9) must be a multiple of 2 (the interleaved schedule takes micro-batches in "
+            "groups of parallelism.pp)",
+        ),
+    ],
+)
+def test_interleaved_splits_come_in_whole_groups(run_cli: RunCli, sets: list[str], said: str) -> None:
+    args = [arg for key in [*sets, "schedule=interleaved"] for arg in ("--set", f"workload.parallelism.{key}")]
+    code, _, err = run_cli("check", EXAMPLE, *args)
+    assert code == 2 and said in err

@@ -226,9 +226,11 @@ class ParallelismConfig(Section):
 
     @model_validator(mode="after")
     def _batch_split(self) -> ParallelismConfig:
-        unit = self.pp if self.schedule == "interleaved" else 1
+        unit = (self.pp, "the interleaved schedule takes micro-batches in groups of parallelism.pp")
         total = self.batch // self.micro_batch
         places, want = (self.dp, "DP rank"), (total, "global_batch / micro_batch")
+        if self.schedule != "interleaved":
+            unit = (1, "")
         check_counts("parallelism.batch_split", self.batch_split, places, want, unit, "micro-batch")
         if self.batch_split != "even" and self.batch_split != (total // self.dp,) * self.dp:
             check_uneven_batches(self.ep, self.zero)
@@ -302,7 +304,8 @@ class TransformerConfig(Section):
         plan, layers = self.parallelism, self.model.layers
         unit = plan.virtual_stages
         places, want = (plan.pp, "stage"), (layers, "model.layers")
-        check_counts("parallelism.stage_layers", plan.stage_layers, places, want, unit, "layer")
+        chunks = (unit, "each stage's chunks share its layers evenly: parallelism.virtual_stages")
+        check_counts("parallelism.stage_layers", plan.stage_layers, places, want, chunks, "layer")
         if plan.stage_layers == "by_device" and (layers < plan.pp * unit or layers % unit):
             raise ValueError(
                 f"parallelism.stage_layers: by_device gives every stage a positive multiple of virtual_stages "

@@ -54,14 +54,14 @@ Split: TypeAlias = Annotated[Literal["even", "by_device"] | tuple[int, ...], Bef
 
 
 def check_counts(
-    key: str, counts: Split, places: tuple[int, str], total: tuple[int, str], unit: int, thing: str
+    key: str, counts: Split, places: tuple[int, str], total: tuple[int, str], unit: tuple[int, str], thing: str
 ) -> None:
     """Refuse a listed split ``counts`` (at ``key``) that does not give each of its places (``places``: how many,
-    and what one is called: stage, DP rank) a positive multiple of ``unit`` ``thing``s summing to the ``total``
-    (its number and the key or formula that sets it); names alone pass."""
+    and what one is called: stage, DP rank) a positive multiple of ``unit`` (its size, and why) ``thing``s summing
+    to the ``total`` (its number, and the key or formula that sets it); names alone pass."""
     if not isinstance(counts, tuple):
         return
-    (count_of, place), (want, said) = places, total
+    (count_of, place), (want, said), (size, why) = places, total, unit
     if len(counts) != count_of:
         raise ValueError(
             f"{key} lists {len(counts)} count(s), but the plan has {count_of} {place}(s): give one count per {place}"
@@ -69,17 +69,10 @@ def check_counts(
     for index, count in enumerate(counts):
         if count <= 0:
             raise ValueError(f"{key}[{index}] is {count}: every {place} needs at least one {thing}")
-        if count % unit:
-            raise ValueError(
-                f"{key}[{index}] ({count}) must be a multiple of {unit} (see parallelism.{_unit_key(key)})"
-            )
+        if count % size:
+            raise ValueError(f"{key}[{index}] ({count}) must be a multiple of {size} ({why})")
     if sum(counts) != want:
         raise ValueError(f"{key} sums to {sum(counts)}, but must sum to {said} ({want})")
-
-
-def _unit_key(key: str) -> str:
-    """The key whose value makes a split's counts come in groups."""
-    return "virtual_stages" if key.endswith("stage_layers") else "schedule: interleaved, in groups of pp"
 
 
 def check_uneven_batches(ep: int, zero: int) -> None:
