@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import copy
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import stratasim
 from stratasim.compute_layer.roofline import RooflineCompute
+from stratasim.config.study_file import parse_study
 from stratasim.kernel.graph_blocks import unrolled
+from stratasim.study.export import export_trace
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.traces.convert import read_graphs
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
 from tests.examples.test_studies import EXAMPLES
 
@@ -130,3 +134,13 @@ def test_the_symmetry_shortcut_stays_exact_with_a_balanced_batch() -> None:
     every = stratasim.run(path, workload__parallelism__batch_split="by_device", system__aggregate=False)
     assert shortcut.simulated_npus == 2 and every.simulated_npus == 16
     assert shortcut.total_time_ps == every.total_time_ps == 459_996_995_931  # docs/how-to/heterogeneous-devices.md
+
+
+def test_a_trace_export_writes_the_balanced_graphs(tmp_path: Path) -> None:
+    """``stratasim trace export`` balances as a run does: the H100's trace runs its share of the micro-batches."""
+    study = parse_study(_study(DP2, batch_split="by_device"), "balanced.yaml")
+    export_trace(study, tmp_path / "trace", "stratasim")
+    graphs = read_graphs(tmp_path / "trace")
+    runs = [sum(1 for node in graph.nodes if node.name.endswith(" layer0")) for graph in graphs]
+    m_h = _h100_share(24)
+    assert runs == [2 * m_h, 2 * (24 - m_h)]
