@@ -33,6 +33,7 @@ __all__ = [
     "MemoryModel",
     "CheckpointModel",
     "CheckpointWriters",
+    "DeviceBalancedWorkload",
     "ServingWorkload",
     "PlacedJob",
     "MultiJobWorkload",
@@ -253,6 +254,27 @@ class CheckpointModel(Protocol):
     def checkpoint_bytes_per_npu(self, writers: CheckpointWriters) -> list[int]:
         """The bytes of weights and optimizer state each NPU writes per checkpoint (index = NPU id), as
         ``writers`` shares the writing out."""
+        ...
+
+
+@runtime_checkable
+class DeviceBalancedWorkload(Protocol):
+    """A workload that can share its work out to its NPUs in proportion to their devices' speed (a training plan
+    putting more layers or micro-batches on faster devices). The workload layer cannot price operators, so the
+    composition root prices the workload's unit of work on each NPU's device, through the operator pricer, and
+    builds the graphs of the workload :meth:`balanced` returns."""
+
+    def balance_unit(self) -> Sequence[compute_pb2.OperatorDesc] | None:
+        """The operators of one unit of the work it shares out, or None when it shares nothing out by device."""
+        ...
+
+    def balanced(self, unit_ps: Sequence[int]) -> WorkloadSource:
+        """The workload with its work shared out, a unit taking ``unit_ps[npu]`` picoseconds on each NPU (index =
+        NPU id, every one positive)."""
+        ...
+
+    def work_split(self) -> Mapping[str, list[int]] | None:
+        """How the work is shared out, for the report (e.g. layers per pipeline stage), when not evenly."""
         ...
 
 

@@ -124,6 +124,12 @@ def _training_lines(report: ReportContents) -> list[str]:
     bubble = training.get("pipeline_bubble_fraction")
     if bubble is not None:
         lines.append(f"  pipeline bubble  {bubble:.1%} of the iteration (mean over NPUs)")
+    split = training.get("work_split")
+    if split:
+        lines.append(
+            f"  work split       layers per stage {'/'.join(map(str, split['stage_layers']))}, micro-batches per "
+            f"DP rank {'/'.join(map(str, split['micro_batches_per_dp_rank']))}"
+        )
     memory = training.get("memory_per_npu_bytes")
     if memory:
         lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")

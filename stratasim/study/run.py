@@ -20,6 +20,7 @@ from stratasim import system_layer
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import (
     ComputeBackend,
+    DeviceBalancedWorkload,
     MemoryModel,
     MultiJobWorkload,
     NetworkBackend,
@@ -35,6 +36,7 @@ from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.jobs import JobFigures
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
+from stratasim.study.balance import balance_in_process, balanced_to_devices, wants_devices
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.contention import contention_of, contention_statement
@@ -99,6 +101,7 @@ def _check_study(study: Study, budget: Budget) -> int:
         return npus
     jobs = serving_jobs(source, npus)
     sample_count(None, study.system, engine=not jobs)
+    source = balance_in_process(source, npus, study, contact_remote=False)
     estimate = check_budget(study, source, npus, budget)
     check_serving_jobs(study, jobs, budget)
     representatives = estimate.representatives or _representatives(source, study)
@@ -217,6 +220,7 @@ def _run_study(
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
+        source, opened = _balanced(study, source, npus, stack, servers, backends)
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
         check_serving_jobs(study, jobs, budget)
         if notes is not None and (line := long_run_note(study, estimate)) is not None:
@@ -226,7 +230,9 @@ def _run_study(
         replayed = replay_jobs(study, replays, budget)
         graphs = with_replays(source.graphs(npus), replayed, jobs)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute, devices = _compute(with_pool_devices(study, replayed), stack, servers, backends)
+        compute, devices = (
+            _compute(with_pool_devices(study, replayed), stack, servers, backends) if opened is None else opened
+        )
         started = time.perf_counter()
         simulate = partial(
             system_layer.simulate,
@@ -344,6 +350,22 @@ def _compute(
     return compute, StudyDevices.ask(compute, study.compute)
 
 
+def _balanced(
+    study: Study,
+    source: WorkloadSource,
+    npus: int,
+    stack: ExitStack,
+    servers: dict[tuple[str, str], Spawned],
+    backends: dict[str, str],
+) -> tuple[WorkloadSource, tuple[ComputeBackend | None, StudyDevices | None] | None]:
+    """``source`` with its work split by device (:mod:`stratasim.study.balance`), before anything is built from it,
+    and the compute backend and devices opened to price it (None when it splits nothing by device)."""
+    if not wants_devices(source):
+        return source, None
+    opened = _compute(study, stack, servers, backends)
+    return balanced_to_devices(source, npus, study, *opened), opened
+
+
 def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:
     """The warning a run stopped before its end carries first: when, and that its figures cover only that far."""
     if result.stopped_at_ps is None:
@@ -418,6 +440,8 @@ def _training_figures(
     }
     if isinstance(source, MemoryModel):
         figures["memory_per_npu_bytes"] = source.memory_per_npu_bytes()
+    if isinstance(source, DeviceBalancedWorkload) and (split := source.work_split()) is not None:
+        figures["work_split"] = dict(split)
     bubble = _pipeline_bubble(result)
     if bubble is not None:
         figures["pipeline_bubble_fraction"] = bubble
