@@ -59,6 +59,7 @@ class NpuExecutor:
         self._table = table
         self._context = context
         self._remaining = list(plan.indegree)
+        self._done_at = [-1] * len(plan.nodes)  # when each node completed (-1: not yet)
         self._compute_queue: deque[int] = deque()
         self._computing = False
         self._issued: dict[tuple[int, ...], int] = {}
@@ -371,11 +372,19 @@ class NpuExecutor:
             self.finish_ps = self._context.coordinator.now
             if not self._computing:
                 self._charge_idle(index)
-        remaining = self._remaining
+        self._done_at[index] = self._context.coordinator.now
+        remaining, indegree = self._remaining, plan.indegree
         for dependent in plan.dependents[index]:
             remaining[dependent] -= 1
             if remaining[dependent] == 0:
-                self._ready(dependent, index)
+                self._ready(dependent, index if indegree[dependent] == 1 else self._cause(dependent, index))
+
+    def _cause(self, index: int, last: int) -> int:
+        """The dependency that readied ``index``, ``last`` done: of its dependencies done at this time, the first
+        by position, so that idle time is charged alike whatever order same-time events ran in (a stand-in's run and
+        every NPU's agree)."""
+        now, done = self._context.coordinator.now, self._done_at
+        return min((dep for dep in self.plan.dependencies[index] if done[dep] == now), default=last)
 
     def _freed_unallocated(self, index: int, released: int) -> None:
         """Refuse a node freeing more than the graph's nodes hold (memory no node allocated: a trace's nonsense)."""

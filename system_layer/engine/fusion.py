@@ -80,9 +80,11 @@ def _rebuild(
         total[position[h]] += durations[index]
     dependents = tuple(tuple(position[head[d]] for d in plan.dependents[last[old]]) for old in kept)
     indegree = [0] * len(kept)
-    for targets in dependents:
+    dependencies: list[list[int]] = [[] for _ in kept]
+    for source, targets in enumerate(dependents):
         for target in targets:
             indegree[target] += 1
+            dependencies[target].append(source)
     fused = GraphPlan(
         nodes=tuple(plan.nodes[last[old]] for old in kept),
         dependents=dependents,
@@ -91,6 +93,7 @@ def _rebuild(
         releases={position[head[i]]: size for i, size in plan.releases.items()},
         milestones=frozenset(position[head[i]] for i in plan.milestones),
         resident=plan.resident,
+        dependencies=tuple(map(tuple, dependencies)),
         blocks=plan.blocks,
         scopes=tuple(plan.scopes[last[old]] for old in kept) if plan.scopes else (),
         foreign_names=plan.foreign_names,
