@@ -111,9 +111,10 @@ def test_a_llama_decode_step_slows_by_its_kernels_issue_time_and_prefill_barely(
     assert (slow_ttft - ttft) * 1000 == pytest.approx(_added(rows, prefill), abs=1000)
     assert slow_tpot / tpot - 1 > 0.15 and slow_ttft / ttft - 1 < 0.01  # decode pays, prefill barely
     assert slow["total_time_ps"] - graph["total_time_ps"] == _added(rows, {row: c for row, (c, _) in rows.items()})
-    assert slow["calibration"] == graph["calibration"] + (
+    launched = (
         "; launched eagerly: each kernel at least the host's 8 us to issue it (given by compute.launch or --launch)"
     )
+    assert launched in slow["calibration"] and slow["calibration"].replace(launched, "") == graph["calibration"]
     explicit = _report(run_cli, LLAMA, "compute.launch=graph")  # the default, said: every figure as it was
     assert {key: value for key, value in explicit.items() if key != "wall_seconds"} == {
         key: value for key, value in graph.items() if key != "wall_seconds"
@@ -167,8 +168,9 @@ def test_eager_on_the_device_file_prices_at_its_measured_host_time(
     assert _smallest(graph) < round(HOST_US * 10**6)
     assert _smallest(eager) == round(MEASURED_HOST_US * 10**6)  # the file's measured time
     assert _smallest(given) == round(HOST_US * 10**6)  # the study's time, over the file's
-    assert eager["calibration"].endswith(
+    assert (
         "; launched eagerly: each kernel at least the host's 9.5 us to issue it (measured by stratasim profile)"
+        in eager["calibration"]
     )
     in_process = _report(run_cli, study, "compute.launch=eager")
     assert eager["operators"] == in_process["operators"] and eager["total_time_ps"] == in_process["total_time_ps"]
