@@ -72,6 +72,8 @@ def test_a_study_on_the_fitted_file_prices_as_the_shipped_h100(fitted: Path, run
     assert on_file["memory_per_npu_bytes"] == shipped["memory_per_npu_bytes"]
     assert on_file["calibration"] == (
         "operator-level model fitted to kernel times measured with PyTorch 2.11 on 2026-11-28 (CUDA-graph replay medians)"
+        "; collectives slow the compute they overlap (system.contention): 32 of 132 SMs, 0.90 of 3.35 TB/s of memory "
+        "bandwidth"
     )
 
 
