@@ -48,6 +48,7 @@ from pydantic import (
     model_validator,
 )
 
+from stratasim.kernel import link_changes as kernel_changes
 from stratasim.kernel import units
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
@@ -338,12 +339,12 @@ class NetworkSection(Section):
             fabric = topologies.build(message) if message.WhichOneof("fabric") is not None else None
         except TopologyError:
             return []  # the topology's own problem is said where it is
-        names = link_changes.LinkNames(message, fabric)
+        names = link_changes.link_names(message, fabric)
         problems, resolved = [], []
         for index, link in enumerate(self.links):
             try:
-                resolved += link_changes.resolve_entry(index, message, names)
-            except link_changes.ChangeError as exc:
+                resolved += kernel_changes.resolve_entry(index, message, names)
+            except kernel_changes.ChangeError as exc:
                 problems.append((f"links[{index}]", exc.reason))
                 continue
             if self.backend_name == "analytical" and (link.fail or link.restore or link.at > 0):
@@ -356,8 +357,8 @@ class NetworkSection(Section):
                 )
         if not problems:
             try:
-                link_changes.in_order(resolved, message)
-            except link_changes.ChangeError as exc:
+                kernel_changes.in_order(resolved, message)
+            except kernel_changes.ChangeError as exc:
                 problems.append((f"links[{exc.entry}]", exc.reason))
         return problems
 
