@@ -72,8 +72,9 @@ class PacketNet {
                             kind, bps);
     }
 
-    // Where the run stopped because a packet found no way: (time ps, NPU its leg started at, its message's
-    // destination, dimension), or nothing.
+    // Where the run stopped because a packet found no way: (time ps, the NPU it was at — at a switch, the one its
+    // leg started at —, its message's destination, dimension, then the failed links in its way as (from, to) pairs,
+    // -1 for a switch), or nothing.
     std::vector<int64_t> Stuck() const { return m_stuck; }
 
     // Run every event up to and including `untilPs`.
@@ -203,18 +204,40 @@ class PacketNet {
         return 0;
     }
 
-    // The port of `node` a packet heading for NPU `to` along dimension d leaves by, or -1 when every way it
-    // has crosses a failed link.
-    int64_t PortTowards(uint32_t node, uint32_t to, size_t d) const {
+    // The port of `node` a packet heading for NPU `to` along dimension d leaves by; -1 when every way it has
+    // crosses a failed link, those links then added to `blocked` as (from, to) pairs, -1 for a switch.
+    int64_t PortTowards(uint32_t node, uint32_t to, size_t d, std::vector<int64_t>& blocked) const {
         if (m_kinds[d] == 1) {
             uint32_t size = m_sizes[d], here = Coord(node, d), forward = (Coord(to, d) + size - here) % size;
             int step = forward <= size - forward ? 1 : -1;
-            if (m_failedPorts == 0 || Clear(node, to, d, step)) { return RingPort(node, d, step); }
-            return size > 2 && Clear(node, to, d, -step) ? int64_t(RingPort(node, d, -step)) : int64_t(-1);
+            if (m_failedPorts == 0 || Clear(node, to, d, step, nullptr)) { return RingPort(node, d, step); }
+            if (size > 2 && Clear(node, to, d, -step, nullptr)) { return RingPort(node, d, -step); }
+            Clear(node, to, d, step, &blocked);
+            if (size > 2) { Clear(node, to, d, -step, &blocked); }
+            return -1;
         }
-        // a switch's ports are its line's NPUs in coordinate order; an NPU's only switch port is its up-link
-        uint32_t p = node >= m_npus ? Coord(to, d) : PortOf(node, d, m_kinds[d] == 3 ? -1 : int64_t(to));
-        return m_ports[node][p].failed ? -1 : int64_t(p);
+        std::vector<std::pair<uint32_t, uint32_t>> way;  // (node, port): the direct link, or up and down a switch
+        if (node >= m_npus) {  // a switch: its ports are its line's NPUs in coordinate order
+            way.emplace_back(node, Coord(to, d));
+        } else if (m_kinds[d] == 3) {
+            uint32_t up = PortOf(node, d, -1);
+            way = {{node, up}, {m_ports[node][up].peer, Coord(to, d)}};
+        } else {
+            way.emplace_back(node, PortOf(node, d, to));
+        }
+        bool clear = true;
+        for (auto [at, p] : way) {
+            if (m_ports[at][p].failed) {
+                clear = false;
+                Block(at, m_ports[at][p].peer, blocked);
+            }
+        }
+        return clear ? int64_t(way[0].second) : int64_t(-1);
+    }
+
+    void Block(uint32_t from, uint32_t to, std::vector<int64_t>& blocked) const {
+        blocked.push_back(from < m_npus ? int64_t(from) : -1);
+        blocked.push_back(to < m_npus ? int64_t(to) : -1);
     }
 
     // The ring port of `node` in dimension d going `step` (+1 or -1) round.
@@ -224,14 +247,20 @@ class PacketNet {
         return PortOf(node, d, next);
     }
 
-    // Whether the way from `node` to `to` going `step` round ring dimension d crosses no failed link.
-    bool Clear(uint32_t node, uint32_t to, size_t d, int step) const {
+    // Whether the way from `node` to `to` going `step` round ring dimension d crosses no failed link; every failed
+    // link of it is added to `blocked` when given.
+    bool Clear(uint32_t node, uint32_t to, size_t d, int step, std::vector<int64_t>* blocked) const {
+        bool clear = true;
         for (uint32_t here = node; here != to;) {
             const Port& port = m_ports[here][RingPort(here, d, step)];
-            if (port.failed) { return false; }
+            if (port.failed) {
+                clear = false;
+                if (blocked == nullptr) { return false; }
+                Block(here, port.peer, *blocked);
+            }
             here = port.peer;
         }
-        return true;
+        return clear;
     }
 
     void ApplyChange(uint32_t node, uint32_t portIndex, int kind, uint64_t bps) {
@@ -271,11 +300,13 @@ class PacketNet {
 
     void Forward(uint32_t node, Ptr<Packet> packet, const Message& m) {
         uint32_t to = m.waypoints[m.leg + 1];
-        int64_t p = PortTowards(node, to, m.legDims[m.leg]);
+        std::vector<int64_t> blocked;
+        int64_t p = PortTowards(node, to, m.legDims[m.leg], blocked);
         if (p < 0) {  // no way left: stop the run, saying where
             if (m_stuck.empty()) {
-                m_stuck = {Simulator::Now().GetPicoSeconds(), m.waypoints[m.leg], m.dst,
+                m_stuck = {Simulator::Now().GetPicoSeconds(), node < m_npus ? node : m.waypoints[m.leg], m.dst,
                            static_cast<int64_t>(m.legDims[m.leg])};
+                m_stuck.insert(m_stuck.end(), blocked.begin(), blocked.end());
             }
             Simulator::Stop();
             return;

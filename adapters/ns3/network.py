@@ -44,8 +44,8 @@ Link changes (``Topology.link_changes``, read by :mod:`stratasim.kernel.link_cha
 times: a new bandwidth sets the link's device ``DataRate`` and its port's rate (packets starting on it from then on
 take it); a failure makes every packet take the other way round a ring where the shorter way crosses a link down,
 decided at each hop (packets queued at the failed link drain across it); a restore undoes that. Where no way is
-left the run stops with :class:`BackendError` naming the links down in that line of the dimension and when they
-failed. A link's own latency is refused: one ns-3 channel carries a cable both ways, with one delay.
+left the run stops with :class:`BackendError` naming the failed links in the message's ways and when they failed,
+as the congestion-aware network does. A link's own latency is refused: one ns-3 channel carries a cable both ways, with one delay.
 
 Limits, checked before ns-3 starts: Ring/FullyConnected/Switch dimensions only (a fabric is refused: routing it
 is the other backends' job), up to ``MAX_NODES`` ns-3 nodes and ``MAX_LINKS`` links, and messages up to
@@ -70,7 +70,7 @@ from typing import IO, Any, NoReturn
 
 from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
-from stratasim.kernel.link_changes import DimensionLinkNames, LinkChange, LinkKey, no_detour, resolve
+from stratasim.kernel.link_changes import DimensionLinkNames, LinkChange, no_detour, resolve
 from stratasim.kernel.units import format_time_ps
 from stratasim.v1 import network_pb2
 
@@ -348,25 +348,15 @@ def _wire(change: LinkChange) -> tuple[int, int, int, int, int, int]:
 
 
 def _no_route(topology: network_pb2.Topology, changes: list[LinkChange], *stuck: int) -> BackendError:
-    """The error of a message that found no way: at ``time`` (ps) its leg from NPU ``src`` in dimension ``d``
-    towards NPU ``dst`` crosses the failed links of that line of the dimension, named with when each failed."""
-    time, src, dst, d = stuck
-    grid = Grid.of(topology)
-    line = [grid.coordinate(src, o) for o in range(len(grid.sizes)) if o != d]
-    down: dict[LinkKey, LinkChange] = {}
-    for change in changes:
-        if change.at_ps <= time and change.fail:
-            down[change.key] = change
-        elif change.at_ps <= time and change.restore:
-            del down[change.key]
-    blocked = [
-        change
-        for key, change in down.items()
-        if key[0] == d and [grid.coordinate(max(key[1:]), o) for o in range(len(grid.sizes)) if o != d] == line
-    ]
-    failed = "; ".join(f"link {change.name} failed at {format_time_ps(change.at_ps)}" for change in blocked)
+    """The error of a message that found no way, as the worker said it (``stuck``): at ``time`` (ps), at NPU
+    ``here``, heading for NPU ``dst`` in dimension ``d``, blocked by the failed links that follow as (from, to)
+    pairs; each named with when it failed, as the congestion-aware network names them."""
+    time, here, dst, d, *ends = stuck
+    failed_at = {change.key: change for change in changes if change.fail and change.at_ps <= time}
+    blocked = [failed_at[(d, a, b)] for a, b in zip(ends[::2], ends[1::2])]
+    said = "; ".join(f"link {change.name} failed at {format_time_ps(change.at_ps)}" for change in blocked)
     dim = topology.dimensions[d]
-    return BackendError(f"{failed}; NPU {src} cannot reach NPU {dst}: {no_detour(dim.kind, dim.size)} (dimension {d})")
+    return BackendError(f"{said}; NPU {here} cannot reach NPU {dst}: {no_detour(dim.kind, dim.size)} (dimension {d})")
 
 
 def _census(dimensions: Any, npus: int) -> tuple[int, int]:

@@ -104,23 +104,47 @@ def test_a_failed_link_sends_messages_the_other_way_round_until_it_is_restored()
     assert links["dim 0: 0->1"] == 2 * SIZE
 
 
+SWITCHED = [
+    network_pb2.Dimension(kind=RING, size=4, bandwidth_bytes_per_s=B, latency_ps=L),
+    network_pb2.Dimension(kind=network_pb2.Dimension.SWITCH, size=4, bandwidth_bytes_per_s=B, latency_ps=L),
+]
+NO_WAY = {
+    # name: (topology, src, dst, what the run stops with)
+    "ring cut twice": (
+        _ring(*(network_pb2.LinkChange(link=f"dim 0: {a}<->{b}", at_ps=10**7, fail=True) for a, b in ((1, 2), (5, 6)))),
+        1,
+        2,
+        "link dim 0: 1->2 failed at 10 us; link dim 0: 6->5 failed at 10 us; NPU 1 cannot reach NPU 2: the ring is cut "
+        "both ways round (dimension 0)",
+    ),
+    "switch failed": (
+        network_pb2.Topology(
+            dimensions=SWITCHED, link_changes=[network_pb2.LinkChange(link="dim 1: switch", at_ps=10**7, fail=True)]
+        ),
+        5,
+        13,
+        "link dim 1: 5->switch failed at 10 us; link dim 1: switch->13 failed at 10 us; NPU 5 cannot reach NPU 13: a "
+        "switch dimension has one way up and one way down per NPU (dimension 1)",
+    ),
+}
+
+
 @pytest.mark.adapters
-def test_no_way_left_stops_the_run_naming_the_failed_links_and_their_time() -> None:
-    """A ring cut in two places: a message between the pieces finds no way, and the error says which links are
-    down, since when, and why there is no other way."""
+@pytest.mark.parametrize("case", sorted(NO_WAY))
+def test_no_way_left_stops_the_run_naming_the_failed_links_and_their_time(case: str) -> None:
+    """A ring cut in two places, a switch dimension's switches failed: a message with no way left stops the run
+    with the congestion-aware network's line — the failed links in its ways, since when, and why there is no other
+    way (``docs/how-to/link-failures.md`` shows the same lines from the congestion-aware network)."""
     _needs_ns3()
+    topology, src, dst, said = NO_WAY[case]
     network = Ns3Network()
-    cuts = [network_pb2.LinkChange(link=f"dim 0: {a}<->{b}", at_ps=10**7, fail=True) for a, b in ((1, 2), (5, 6))]
-    network.configure(_ring(*cuts))
+    network.configure(topology)
     try:
         with pytest.raises(BackendError) as stopped:
-            _transits(network, [(1, 2, 2 * 10**7)])
+            _transits(network, [(src, dst, 2 * 10**7)])
     finally:
         network.close()
-    assert str(stopped.value) == (
-        "link dim 0: 1->2 failed at 10 us; link dim 0: 2->1 failed at 10 us; link dim 0: 5->6 failed at 10 us; "
-        "link dim 0: 6->5 failed at 10 us; NPU 1 cannot reach NPU 2: the ring is cut both ways round (dimension 0)"
-    )
+    assert str(stopped.value) == said
 
 
 def _study(backend: str, links: list[dict[str, object]]) -> dict[str, object]:
