@@ -26,12 +26,16 @@ Links of their own speed (``Topology.link_changes`` from the start, see :mod:`st
 in a dimension that has one, a message pays the latencies of the links it crosses there plus one serialisation at
 the slowest of them, as on a fabric. The network is then no longer symmetric: it says it is not ``stateless``, so
 the engine simulates every NPU. Changes at a time and failures are refused: they need a network with state.
+
+A flow's messages taken off at a time (``cancel``, a failed NPU's job) are only not delivered: with no state per
+link there is no capacity to free, and no other message's time changes.
 """
 
 from __future__ import annotations
 
 import heapq
 from fractions import Fraction
+from itertools import repeat
 from typing import ClassVar, NoReturn
 
 import numpy as np
@@ -100,8 +104,8 @@ class AnalyticalNetwork:
         self._quantum = 0
         self._first_only = False
         self._cache: dict[tuple[int, int, int], int] = {}
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []
-        self._few: list[tuple[int, int]] = []  # a heap of (arrival, id) of messages from small batches
+        self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (arrivals, ids, flows), sorted
+        self._few: list[tuple[int, int, int]] = []  # a heap of (arrival, id, flow) of messages from small batches
         self._now = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
@@ -245,17 +249,21 @@ class AnalyticalNetwork:
             delays -= delays % self._quantum
         arrival = sent + np.maximum(delays, self._lookahead)
         order = np.lexsort((ids, arrival))
-        self._runs.append((arrival[order], ids[order]))
+        flows = np.array(sends.flow, dtype=np.int64) if sends.flow else np.zeros(len(ids), dtype=np.int64)
+        self._runs.append((arrival[order], ids[order], flows[order]))
 
     def _inject_few(self, sends: network_pb2.SendBatch) -> None:
         """The scalar twin of :meth:`inject`, for a handful of messages."""
         npus, lookahead, now = self._npus, self._lookahead, self._now
-        for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
+        flows = sends.flow if sends.flow else repeat(0)
+        for msg_id, src, dst, size, sent, flow in zip(
+            sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps, flows
+        ):
             if src >= npus or dst >= npus or src == dst:
                 self._reject(msg_id, src, dst)
             if sent + lookahead <= now:
                 self._too_late(msg_id, sent)
-            heapq.heappush(self._few, (sent + self.transit_ps(src, dst, size), msg_id))
+            heapq.heappush(self._few, (sent + self.transit_ps(src, dst, size), msg_id, flow))
 
     def transit_ps(self, src: int, dst: int, size: int) -> int:
         """How long a message takes from being sent to arriving: its delay, rounded down to the topology's
@@ -290,7 +298,7 @@ class AnalyticalNetwork:
         raise BackendError(f"message {msg_id} sent at {sent} ps could arrive before the network's time {self._now} ps")
 
     def _next_arrival(self) -> int | None:
-        first = min((int(times[0]) for times, _ in self._runs), default=None)
+        first = min((int(times[0]) for times, _, _ in self._runs), default=None)
         if self._few and (first is None or self._few[0][0] < first):
             return self._few[0][0]
         return first
@@ -302,17 +310,17 @@ class AnalyticalNetwork:
         due: list[tuple[int, int]] = []
         few = self._few
         while few and few[0][0] <= until_ps:
-            due.append(heapq.heappop(few))
+            due.append(heapq.heappop(few)[:2])
         due_times: list[np.ndarray] = []
         due_ids: list[np.ndarray] = []
-        kept: list[tuple[np.ndarray, np.ndarray]] = []
-        for times, ids in self._runs:
+        kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for times, ids, flows in self._runs:
             cut = int(np.searchsorted(times, until_ps, side="right"))
             if cut:
                 due_times.append(times[:cut])
                 due_ids.append(ids[:cut])
             if cut < len(times):
-                kept.append((times[cut:], ids[cut:]))
+                kept.append((times[cut:], ids[cut:], flows[cut:]))
         self._runs = kept
         self._now = max(self._now, until_ps)
         result = network_pb2.AdvanceResult(window_end_ps=until_ps)
@@ -333,6 +341,26 @@ class AnalyticalNetwork:
             result.has_next = True
             result.next_event_ps = following
         return result
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Take the messages of ``flow`` arriving after ``at_ps`` off: they are never delivered. Links hold no
+        state here, so no other message's time changes (the analytical network shows no interference either way)."""
+        if at_ps + self._lookahead <= self._now:
+            raise BackendError(
+                f"cancel at {at_ps} ps, before the network's committed time {self._now - self._lookahead} ps"
+            )
+        dropped: list[int] = []
+        kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for times, ids, flows in self._runs:
+            gone = (flows == flow) & (times > at_ps)
+            dropped += ids[gone].tolist()
+            if not gone.all():
+                kept.append((times[~gone], ids[~gone], flows[~gone]))
+        self._runs = kept
+        dropped += [msg_id for time_ps, msg_id, of in self._few if of == flow and time_ps > at_ps]
+        self._few = [arrival for arrival in self._few if not (arrival[2] == flow and arrival[0] > at_ps)]
+        heapq.heapify(self._few)
+        return network_pb2.CancelResult(id=sorted(dropped))
 
     def counters(self) -> network_pb2.LinkCounters:
         """None: this network does not model links."""

@@ -31,11 +31,17 @@ routes are planned anew: every message on its way whose remaining route crosses 
 where its head is; around a failed link, a ring goes the other way round and a fabric takes the least-latency way
 left. Where none is left, the run fails naming the failed link, its time and the message's ends. When a failed link
 comes back (``restore``), every message on its way is re-planned from where its head is, by the usual routes.
+
+A flow's messages taken off at a time (``cancel``, a failed NPU's job): crossings under way are cut there, those
+queued dropped, and the other flows' crossings queued behind them decided again on the capacity freed (see
+:mod:`stratasim.network_layer.congestion_aware_cancel`; its log of decided crossings is kept from the first batch
+that carries flows, so a run of one flow pays nothing for it).
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Sequence
 from itertools import repeat
 from typing import cast
@@ -44,6 +50,7 @@ from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.kernel.link_changes import LinkKey
 from stratasim.network_layer import topologies
+from stratasim.network_layer.congestion_aware_cancel import Crossing, by_link, cancel_on_links, forget
 from stratasim.network_layer.congestion_aware_counters import (
     BusyStretches,
     FlowLoad,
@@ -79,7 +86,11 @@ class CongestionAwareNetwork:
         self._events: dict[int, list[_Event]] = {}
         self._deliveries: list[tuple[int, int]] = []
         self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages, queue ps]
-        self._flows: dict[int, int] = {}  # message id -> its flow, while in flight, for flows other than 0
+        self._flows: dict[int, int] = {}  # message id -> its flow, while crossing links, for flows other than 0
+        self._landing: dict[int, int] = {}  # the same once its last crossing is decided (purged now and then)
+        # The crossings each window decided that end after the committed time, with the latest end, for cancel; kept
+        # from the first batch that carries flows (a run of one flow has nobody to give a cancelled flow's links to)
+        self._log: deque[tuple[int, list[Crossing]]] | None = None
         self._flow_load: FlowLoad = {}
         self._busy: BusyStretches | None = None  # if recorded
         self._horizon = -1
@@ -146,6 +157,8 @@ class CongestionAwareNetwork:
             return
         if flows:
             self._follow(ids, flows)
+            if self._log is None:
+                self._log = deque()
         first, last = min(times), max(times)
         if first <= self._horizon:
             self._refuse(ids, srcs, dsts, times)
@@ -209,8 +222,15 @@ class CongestionAwareNetwork:
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
         times, events = self._times, self._events
-        busy, flows, flow_load = self._busy, self._flows, self._flow_load
+        busy, flows, flow_load, landing = self._busy, self._flows, self._flow_load, self._landing
         arrivals: list[tuple[int, int]] = []
+        log = self._log
+        logged: list[Crossing] | None = None
+        if log is not None:
+            while log and log[0][0] <= horizon:  # no cancel can reach a window's crossings once they all ended
+                log.popleft()
+            logged = []
+        latest = horizon
         while times and times[0] <= horizon:
             time_ps = times[0]
             if time_ps >= self._next_change:
@@ -224,10 +244,18 @@ class CongestionAwareNetwork:
                 else:  # the link is busy (or just free): the message waits for it
                     state[4] += start - time_ps
                 if flows and msg_id in flows:
-                    count_flow(flow_load, (link, flows.pop(msg_id) if last else flows[msg_id]), size, start - time_ps)
+                    if last:
+                        of = landing[msg_id] = flows.pop(msg_id)
+                    else:
+                        of = flows[msg_id]
+                    count_flow(flow_load, (link, of), size, start - time_ps)
                 end = start + hold
                 if end < tail:  # the body streams in no faster than the link before delivers it
                     end = tail
+                if logged is not None and end > horizon:  # a cancel may yet cut it, or undo it
+                    logged.append((end, start, time_ps, tail, msg_id, route, index, earliest))
+                    if end > latest:
+                        latest = end
                 if busy is not None and end > start:
                     record_busy(busy, link, start, end)
                 state[0] = end
@@ -248,6 +276,9 @@ class CongestionAwareNetwork:
             del events[time_ps]
         into_heap(self._deliveries, arrivals)
         self._horizon = max(self._horizon, horizon)
+        if logged:
+            assert log is not None
+            log.append((latest, logged))
 
     def _next_arrival(self) -> int | None:
         candidates = []
@@ -265,6 +296,35 @@ class CongestionAwareNetwork:
         until_ps = self._advance_to(until_ps)
         return due_arrivals(self._deliveries, until_ps), until_ps, self._next_arrival()
 
+    def _flow_of(self, msg_id: int) -> int:
+        """The flow of a message on its way (0 unless followed)."""
+        return self._flows.get(msg_id) or self._landing.get(msg_id, 0)
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Take every message of ``flow`` not arrived by ``at_ps`` off the links and queues (see
+        :mod:`stratasim.network_layer.congestion_aware_cancel`): their links are free from ``at_ps``, and the crossings
+        of other flows queued behind them are decided again on the capacity freed."""
+        if at_ps <= self._horizon:
+            raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
+        self._settle(at_ps - 1)  # every crossing whose head arrives before at_ps is decided: no send can change it
+        flow_of, flows, landing = self._flow_of, self._flows, self._landing
+        logs = by_link(self._log or ())
+        dropped, undone = cancel_on_links(logs, flow_of, flow, at_ps, self._flow_load, self._busy)
+        kept = [crossing for crossings in logs.values() for crossing in crossings]
+        self._log = None if self._log is None else deque([(max(c[0] for c in kept), kept)] if kept else [])
+        dropped.update(c[0] for crossings in self._events.values() for c in crossings if flow_of(c[0]) == flow)
+        dropped.update(m for t, m in self._deliveries if t > at_ps and flow_of(m) == flow)
+        forget(self._events, self._times, self._deliveries, dropped | {crossing[2] for crossing in undone})
+        for head, _, msg_id, route, index, earliest, tail in undone:
+            if msg_id in landing:  # its last crossing is to be decided again
+                flows[msg_id] = landing.pop(msg_id)
+            _at(self._events, self._times, head).append((msg_id, route, index, earliest, tail))
+        for msg_id in dropped:
+            flows.pop(msg_id, None)
+            landing.pop(msg_id, None)
+        self._settle(at_ps - 1)
+        return network_pb2.CancelResult(id=sorted(dropped))
+
     def _advance_to(self, until_ps: int) -> int:
         """Settle every crossing the window up to ``until_ps`` decides (the next event's window when negative);
         the window's end."""
@@ -272,6 +332,9 @@ class CongestionAwareNetwork:
             first = self._next_arrival()
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         self._settle(until_ps - self._lookahead)
+        landing = self._landing
+        if len(landing) > 2 * len(self._deliveries) + 4096:  # forget the flows of messages delivered
+            self._landing = {msg_id: landing[msg_id] for _, msg_id in self._deliveries if msg_id in landing}
         return until_ps
 
     def counters(self) -> network_pb2.LinkCounters:
@@ -285,6 +348,8 @@ class CongestionAwareNetwork:
         self._deliveries.clear()
         self._links.clear()
         self._flows.clear()
+        self._landing.clear()
+        self._log = None
         self._flow_load.clear()
         self._routes.clear()
         self._planner.forget()

@@ -54,7 +54,8 @@ def link_counters(
     """Busy time, bytes, messages and queueing of every link of ``links`` that carried anything, in link order,
     named by ``names``; its load by flow, when ``flow_load`` followed any; when recorded, when each link was busy."""
     result = network_pb2.LinkCounters()
-    crossed = [(key, state) for key, state in sorted(links.items()) if state[3]]  # not only routed
+    # not only routed: a link whose only crossing a cancel cut carried no message whole, but was busy
+    crossed = [(key, state) for key, state in sorted(links.items()) if state[3] or state[1]]
     for key, (_, busy_ps, size, messages, queue) in crossed:
         result.link.append(names.name(key))
         result.busy_ps.append(busy_ps)

@@ -12,6 +12,7 @@ whole topology (NPU ids stay global) and carries only the legs along its dimensi
 
 Every leg carries its message's flow (``SendBatch.flow``). The link counters are the backends' one after another:
 their flow rows point at the merged links, and ``queue_ps`` is given only when every backend with links gives it.
+A flow cancelled (``cancel``) is cancelled in every backend, each taking off the legs it carries as it can.
 """
 
 from __future__ import annotations
@@ -179,6 +180,15 @@ class MixedNetwork:
                     delivered.append((time_ps, leg.message))
         self._now = step_end
         self._send(batches)
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Cancel ``flow`` in every backend (each takes the legs of the flow it carries off, as it can): a message
+        is taken off with its leg on its way; the next legs of the others leave as they arrive."""
+        dropped: set[int] = set()
+        for backend in self._backends.values():
+            for leg_id in backend.cancel(flow, at_ps).id:
+                dropped.add(self._legs.pop(leg_id).message)
+        return network_pb2.CancelResult(id=sorted(dropped))
 
     def counters(self) -> network_pb2.LinkCounters:
         """Every backend's link counters, one after another (flow rows pointing at the merged links; queue times

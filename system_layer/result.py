@@ -53,7 +53,7 @@ class CollectiveStats(NamedTuple):
 
 @dataclass(frozen=True)
 class NpuStats:
-    """One NPU's timeline: ``exposed_comm_ps`` is its time not computing before it finished;
+    """One NPU's timeline: ``exposed_comm_ps`` is its time neither computing nor waiting before it finished;
     ``bytes_sent_per_dim`` maps a dimension (-1: flat phases) to the collective bytes it sent along it, and
     ``p2p_bytes_per_dim`` to the point-to-point bytes it sent across it (a message counts on each dimension
     its two ends differ in).
@@ -64,6 +64,8 @@ class NpuStats:
     allocated), first reached at ``peak_memory_ps``; ``memory_at_peak`` breaks it down by resident kind plus
     ``working`` (the nodes' allocations: activations, KV cache). ``compute_energy_pj`` is the energy, in
     picojoules, the compute backend gave the NPU's priced operators, summed over every node that ran one.
+    ``waiting_ps`` is the time it was idle because of its wait nodes (``WAIT_NODE``: waiting on purpose, a serving
+    replica waiting for requests), counted neither as compute nor as exposed communication.
     """
 
     npu: int
@@ -78,6 +80,7 @@ class NpuStats:
     memory_at_peak: tuple[tuple[str, int], ...] = ()
     compute_energy_pj: float = 0.0
     p2p_bytes_per_dim: tuple[tuple[int, int], ...] = ()
+    waiting_ps: int = 0
 
 
 @dataclass(frozen=True)

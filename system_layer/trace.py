@@ -22,7 +22,15 @@ import numpy as np
 
 from stratasim.system_layer.spans import CounterSample, TraceSpan
 
-__all__ = ["AUTO_NODE_LIMIT", "TraceDetail", "TraceSelection", "SpanLog", "TraceRecorder", "BlockSpans"]
+__all__ = [
+    "AUTO_NODE_LIMIT",
+    "TraceDetail",
+    "TraceSelection",
+    "SpanLog",
+    "TraceRecorder",
+    "BlockSpans",
+    "WAITING_TRACK",
+]
 
 
 class TraceDetail(StrEnum):
@@ -37,6 +45,9 @@ class TraceDetail(StrEnum):
     COLLECTIVES = "collectives"
     AUTO = "auto"
 
+
+WAITING_TRACK = "waiting"
+"""The track of wait nodes' spans (``WAIT_NODE``): an NPU waiting on purpose, neither computing nor communicating."""
 
 # Node spans a trace shows by default (``auto``): about 25 MB of Chrome trace, written in well under a second.
 AUTO_NODE_LIMIT = 200_000

@@ -52,6 +52,9 @@ is the other backends' job), up to ``MAX_NODES`` ns-3 nodes and ``MAX_LINKS`` li
 ``MAX_PACKETS`` packets (4 GiB) each. The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe
 how coarser networks round and forward whole messages; ns-3 keeps exact picoseconds and forwards packets, so
 both are ignored. Link counters give each link's busy time, payload bytes and messages, not when it was busy.
+
+Cancelling a flow (``cancel``, a failed NPU's job) only keeps its messages from being delivered: ns-3 carries their
+packets to the end, holding the capacity they hold (its queues are not edited from outside), and counts them.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ import sys
 import tempfile
 import weakref
 from fractions import Fraction
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -111,6 +115,8 @@ class Ns3Network:
         self._horizon = -1
         self._sends: list[tuple[int, int, int, int, int]] = []
         self._deliveries: list[tuple[int, int]] = []  # a heap of (time, id) decided, not yet delivered
+        self._flows: dict[int, int] = {}  # message id -> its flow, from its send until it is delivered
+        self._cancelled: set[int] = set()  # messages ns-3 still carries that are not to be delivered
         self._next_ps: int | None = None  # the worker's next event
         self._worker: subprocess.Popen[bytes] | None = None
         self._configuring = False  # the worker's answer to configure is still to be read
@@ -156,12 +162,14 @@ class Ns3Network:
         self._topology, self._changes = topology, changes
         self._lookahead = max(1, min(least, default=1))
         self._horizon, self._next_ps, self._sends, self._deliveries = -1, None, [], []
+        self._flows, self._cancelled = {}, set()
         wire = [_wire(change) for change in changes]
         self._start(("configure", kinds, sizes, rates, latencies, MTU, HEADER, WINDOW, wire))
         return network_pb2.NetworkInfo(npus=grid.npus, lookahead_ps=self._lookahead, backend=self.name)
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         """Queue the messages for the worker; refuse one that cannot be sent or is too large for ns-3."""
+        self._flows.update(zip(sends.id, sends.flow if sends.flow else repeat(0)))
         for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
             if src >= self._npus or dst >= self._npus or src == dst:
                 raise BackendError(
@@ -192,6 +200,10 @@ class Ns3Network:
         result = network_pb2.AdvanceResult(window_end_ps=until_ps)
         while self._deliveries and self._deliveries[0][0] <= until_ps:
             time_ps, msg_id = heapq.heappop(self._deliveries)
+            self._flows.pop(msg_id, None)
+            if msg_id in self._cancelled:
+                self._cancelled.discard(msg_id)
+                continue
             result.deliveries.id.append(msg_id)
             result.deliveries.time_ps.append(time_ps)
         following = self._next_arrival()
@@ -199,6 +211,18 @@ class Ns3Network:
             result.has_next = True
             result.next_event_ps = following
         return result
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Deliver none of the messages of ``flow`` not arrived by ``at_ps``. ns-3 still carries their packets to
+        the end: its queues and links are not edited from here, so the capacity they hold is not freed, and the
+        link counters count them; this network only takes back that they arrive."""
+        if at_ps <= self._horizon:
+            raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
+        arrived = {msg_id for time_ps, msg_id in self._deliveries if time_ps <= at_ps}
+        gone = {msg_id for msg_id, of in self._flows.items() if of == flow and msg_id not in arrived}
+        gone -= self._cancelled
+        self._cancelled |= gone
+        return network_pb2.CancelResult(id=sorted(gone))
 
     def counters(self) -> network_pb2.LinkCounters:
         """Per directed link that carried anything, in (dimension, from, to) order: busy time (its packets'

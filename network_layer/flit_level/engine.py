@@ -31,10 +31,10 @@ from stratasim.network_layer.flit_level.parameters import FlitParameters
 from stratasim.network_layer.flit_level.router import Flit, InputVc, OutputPort, Route
 from stratasim.network_layer.packet_latency import PacketLatency
 
-__all__ = ["FlitEngine"]
+__all__ = ["FlitEngine", "credit_back"]
 
 
-def _credit(returns: deque[int], time_ps: int) -> None:
+def credit_back(returns: deque[int], time_ps: int) -> None:
     """Add a credit coming back at ``time_ps`` to a virtual channel's returns, kept in time order.
 
     Credits come back in the order they are decided except that an ejected flit's is decided as it is sent
@@ -226,14 +226,14 @@ class FlitEngine:
         upstream = ivc.upstream
         if upstream is not None:  # this flit's buffer entry is free: credit back
             back = now + upstream.latency_ps
-            _credit(upstream.returns[ivc.vc], back)
+            credit_back(upstream.returns[ivc.vc], back)
             if upstream.candidates and (upstream.scheduled < 0 or upstream.scheduled > back):
                 self._wake(upstream, back)
 
         through = end + port.latency_ps + self._pipeline_ps  # at the next router, through its pipeline
         route = packet.route
         if hop + 1 == route.hops:  # ejected as it is through: its credit is known now
-            _credit(port.returns[vc], through + port.latency_ps)
+            credit_back(port.returns[vc], through + port.latency_ps)
             self._eject(packet, index, through)
         else:
             down = port.down[vc]
@@ -267,9 +267,17 @@ class FlitEngine:
             if onward is not port:
                 self._wake(onward, eligible if eligible > now else now + 1)
 
+    def wake_all(self, ports: list[OutputPort], time_ps: int) -> None:
+        """Make every port of ``ports`` arbitrate again at its first free slot at or after ``time_ps``."""
+        for port in ports:
+            port.scheduled = -1
+            self._wake(port, time_ps)
+
     def _eject(self, packet: Packet, index: int, time_ps: int) -> None:
         """A flit reached its destination's network interface at ``time_ps``."""
         message = packet.message
+        if message.cancelled:  # its flits still in flight on its last link leave the network, and that is all
+            return
         if time_ps > message.latest_ps:
             message.latest_ps = time_ps
         if index == packet.flits - 1 and message.segment == len(message.segments) - 1:

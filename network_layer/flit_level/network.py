@@ -44,10 +44,15 @@ segment crosses), ``counters()`` gives the same by flow once messages of a flow 
 latency of every packet delivered (:mod:`stratasim.network_layer.packet_latency`) and, when the topology asks
 (``record_link_busy``), when each link was transmitting: a flit holds its link for its slot, and back-to-back slots
 make one stretch.
+
+Cancelling a flow (``cancel``, a failed NPU's job): its messages' flits leave every buffer and network interface at
+the cancel's time, freeing buffers, virtual channels and links at once, and none of them is delivered
+(:mod:`stratasim.network_layer.flit_level.cancel`).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -58,6 +63,7 @@ from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.kernel.grid import validate_topology
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level import deadlock
+from stratasim.network_layer.flit_level.cancel import drop_flits
 from stratasim.network_layer.flit_level.dimensions import DimensionFabric
 from stratasim.network_layer.flit_level.engine import FlitEngine
 from stratasim.network_layer.flit_level.live_links import LiveLinks
@@ -89,13 +95,13 @@ class FlitLevelNetwork:
         self.parameters = parameters if parameters is not None else FlitParameters()
         self.max_packets = max_packets
         self._packets: dict[int, int] = {}  # message id → its packets, while it is in the network
+        self._messages: dict[int, Message] = {}  # every message on its way, by id
         self._held = 0
         self._engine = FlitEngine(self.parameters)
         self._ports: dict[tuple[int, int], OutputPort] = {}
         self._live = LiveLinks(
             network_pb2.Topology(), LinkGraph(0, 0, [], str), DimensionFabric(network_pb2.Topology())
         )
-        self._messages: dict[int, Message] = {}  # in the network, by id
         self._label: Callable[[int, int], str] = lambda src, dst: ""
         self._order: Callable[[int, int], tuple[int, ...]] = lambda src, dst: (src, dst)
         self._classes: deadlock.VcClasses = deadlock.OneClass()
@@ -134,10 +140,10 @@ class FlitLevelNetwork:
         self._lookahead = self._least_delay()
         self._engine = FlitEngine(self.parameters)
         self._routes.clear()
-        self._messages.clear()
         self._horizon = -1
         self._in_flight = 0
         self._packets.clear()
+        self._messages.clear()
         self._held = 0
         return network_pb2.NetworkInfo(npus=self._npus, lookahead_ps=self._lookahead, backend=self.name)
 
@@ -256,6 +262,27 @@ class FlitLevelNetwork:
                 "router can move a flit"
             )
         return result
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Take the messages of ``flow`` not arrived by ``at_ps`` off: their flits leave the buffers and network
+        interfaces they are in at ``at_ps``, freeing buffers (credits go back), virtual channels and links, and none
+        of them is delivered (see :mod:`stratasim.network_layer.flit_level.cancel`)."""
+        if at_ps <= self._horizon:
+            raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
+        self._engine.run(at_ps - 1)  # every slot before at_ps decided: no send can change it
+        self._horizon = at_ps - 1
+        deliveries = self._engine.deliveries
+        arrived = {msg_id for time_ps, msg_id in deliveries if time_ps <= at_ps}
+        gone = sorted(m.id for m in self._messages.values() if m.flow == flow and m.id not in arrived)
+        for msg_id in gone:
+            self._messages.pop(msg_id).cancelled = True
+            self._held -= self._packets.pop(msg_id, 0)
+        self._in_flight -= len(gone)
+        dropped = set(gone)
+        self._engine.wake_all(drop_flits(self._ports.values(), dropped, at_ps), at_ps)
+        deliveries[:] = [delivery for delivery in deliveries if delivery[1] not in dropped]
+        heapq.heapify(deliveries)
+        return network_pb2.CancelResult(id=gone)
 
     def counters(self) -> network_pb2.LinkCounters:
         """Per link that carried anything, in the congestion-aware network's order: busy time (its flits'

@@ -39,7 +39,18 @@ class Message:
     congestion-aware networks do between dimensions). ``flow`` is its traffic class (the sending NPU's job).
     """
 
-    __slots__ = ("id", "sent_ps", "payloads", "segments", "segment", "remaining", "latest_ps", "flow", "packets")
+    __slots__ = (
+        "id",
+        "sent_ps",
+        "payloads",
+        "segments",
+        "segment",
+        "remaining",
+        "latest_ps",
+        "flow",
+        "packets",
+        "cancelled",
+    )
 
     def __init__(
         self, msg_id: int, sent_ps: int, payloads: list[int], segments: tuple[Route, ...], flow: int = 0
@@ -53,6 +64,7 @@ class Message:
         self.remaining = 0  # flits of the current segment not yet ejected
         self.latest_ps = sent_ps  # when the last ejected flit of the current segment left the network
         self.packets: list[Packet] = []  # the packets of the current segment
+        self.cancelled = False  # taken off the network (``cancel``): never delivered
 
 
 class Packet:

@@ -33,13 +33,15 @@ __all__ = [
     "MemoryModel",
     "CheckpointModel",
     "CheckpointWriters",
+    "DeviceBalancedWorkload",
     "ServingWorkload",
     "PlacedJob",
     "MultiJobWorkload",
 ]
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
-PROTOCOL_VERSION = 3
+# 4: SendBatch.flow, Topology.link_changes and NetworkBackend.cancel (an older server would ignore them silently).
+PROTOCOL_VERSION = 4
 
 # ``NetworkBackend.advance(NEXT_WINDOW)``: the engine has nothing scheduled, so the network runs its own next window.
 NEXT_WINDOW = -1
@@ -71,6 +73,17 @@ class NetworkBackend(Protocol):
         runs to its next arrival plus its lookahead, less a picosecond (or stays where it is when it has none), and
         says where it stopped in ``window_end_ps``. The engine also accepts deliveries after ``until_ps`` that are already certain, each reported once (a
         remote client of a stateless network answers so: see :class:`~stratasim.remote.NetworkClient`).
+        """
+        ...
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Take every message of ``flow`` (``SendBatch.flow``) sent and not yet arrived by ``at_ps`` off the network.
+
+        What a failed NPU's job does to the fabric: each such message leaves the queues and links it is in at
+        ``at_ps``, their capacity is free from then on for the other flows (what they were given before ``at_ps``
+        stays given), and it is never delivered. Returns the ids taken off, in increasing order. ``at_ps`` is later
+        than the network's committed time (the last ``advance`` end less the lookahead): the engine calls it at its
+        current time, after injecting every message sent before. Each backend's docstring says what it can free.
         """
         ...
 
@@ -241,6 +254,27 @@ class CheckpointModel(Protocol):
     def checkpoint_bytes_per_npu(self, writers: CheckpointWriters) -> list[int]:
         """The bytes of weights and optimizer state each NPU writes per checkpoint (index = NPU id), as
         ``writers`` shares the writing out."""
+        ...
+
+
+@runtime_checkable
+class DeviceBalancedWorkload(Protocol):
+    """A workload that can share its work out to its NPUs in proportion to their devices' speed (a training plan
+    putting more layers or micro-batches on faster devices). The workload layer cannot price operators, so the
+    composition root prices the workload's unit of work on each NPU's device, through the operator pricer, and
+    builds the graphs of the workload :meth:`balanced` returns."""
+
+    def balance_unit(self) -> Sequence[compute_pb2.OperatorDesc] | None:
+        """The operators of one unit of the work it shares out, or None when it shares nothing out by device."""
+        ...
+
+    def balanced(self, unit_ps: Sequence[int]) -> WorkloadSource:
+        """The workload with its work shared out, a unit taking ``unit_ps[npu]`` picoseconds on each NPU (index =
+        NPU id, every one positive)."""
+        ...
+
+    def work_split(self) -> Mapping[str, list[int]] | None:
+        """How the work is shared out, for the report (e.g. layers per pipeline stage), when not evenly."""
         ...
 
 

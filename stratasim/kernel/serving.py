@@ -37,6 +37,7 @@ __all__ = [
     "ExpertAllToAll",
     "ExpertWork",
     "KvMove",
+    "kv_slices",
     "IterationPricer",
     "ExpertPricer",
     "KvTransferPricer",
@@ -149,6 +150,15 @@ class KvMove(NamedTuple):
     destination: int
     tokens: int
     size: int
+
+
+def kv_slices(size: int, senders: int, receivers: int) -> list[tuple[int, int, int]]:
+    """How a KV move of ``size`` bytes crosses from a replica of ``senders`` NPUs to one of ``receivers``: as
+    ``max(senders, receivers)`` equal slices (the first ``size mod slices`` a byte larger), slice ``k`` from the
+    source's NPU ``k mod senders`` to the destination's ``k mod receivers`` (the same plan on both sides pairs NPU
+    ``i`` with NPU ``i``), as ``(sender, receiver, bytes)`` in slice order."""
+    slices = max(senders, receivers)
+    return [(k % senders, k % receivers, size // slices + (k < size % slices)) for k in range(slices)]
 
 
 class IterationPricer(Protocol):

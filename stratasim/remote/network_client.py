@@ -30,7 +30,7 @@ _LAYER = "network"
 _INT64 = np.dtype("<i8")  # the packed columns of the transit request and its answer
 _KEPT_KINDS = 1 << 20  # transit times kept at most, by kind of message (a few tens of MB)
 _KEPT_BATCH_BYTES = 64 << 20  # whole batches kept at most (their sorted columns and transit times)
-_CALLS = {"configured": "configure", "advanced": "advance", "transited": "transit"}  # response -> call
+_CALLS = {"configured": "configure", "advanced": "advance", "transited": "transit", "cancelled": "cancel"}
 
 
 class NetworkClient:
@@ -98,6 +98,16 @@ class NetworkClient:
         request.advance.until_ps = until_ps
         self._pending = network_pb2.NetworkRequest()
         return self._exchange(request, "advanced").advanced
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Ship the buffered sends and take ``flow``'s messages off the remote network at ``at_ps``, in one round
+        trip."""
+        request = network_pb2.NetworkRequest()
+        request.cancel.sends.CopyFrom(self._pending.advance.sends)
+        request.cancel.flow = flow
+        request.cancel.at_ps = at_ps
+        self._pending = network_pb2.NetworkRequest()
+        return self._exchange(request, "cancelled").cancelled
 
     def _ask_transits(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """One ``transit`` round trip: the transit time of each message described by the columns."""
@@ -215,6 +225,10 @@ class DirectNetworkClient:
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         """See :meth:`NetworkClient.advance`."""
         return self._client.advance(until_ps)
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """See :meth:`NetworkClient.cancel`."""
+        return self._client.cancel(flow, at_ps)
 
     def counters(self) -> network_pb2.LinkCounters:
         """See :meth:`NetworkClient.counters`."""

@@ -1,8 +1,9 @@
 """The generic gRPC servicer of the network contract: any :class:`NetworkBackend` behind ``NetworkService``.
 
 One ``Session`` stream is one simulation: the client's handshake, then ``configure`` and one ``advance`` per
-time window (carrying the window's sends). Each session gets a fresh backend from the factory, so one server
-serves any number of sequential (or concurrent) runs, and closes it when the stream ends.
+time window (carrying the window's sends), and a ``cancel`` (carrying the sends buffered since) when a job fails.
+Each session gets a fresh backend from the factory, so one server serves any number of sequential (or concurrent)
+runs, and closes it when the stream ends.
 
 A backend that prices messages on the spot (:class:`~stratasim.kernel.contracts.DirectNetwork`) is announced with
 the handshake capability :data:`TRANSIT_CAPABILITY`; once configured stateless, it answers ``transit`` requests:
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 import grpc
 import numpy as np
 
-from stratasim.kernel.contracts import DirectNetwork, NetworkBackend
+from stratasim.kernel.contracts import PROTOCOL_VERSION, DirectNetwork, NetworkBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.remote import _wire
 from stratasim.remote.limits import Limits, SessionSlots, Ticket, check_topology
@@ -129,6 +130,14 @@ class _Session:
                 return network_pb2.NetworkResponse(advanced=backend.advance(advance.until_ps))
             if kind == "transit":
                 return network_pb2.NetworkResponse(transited=self._transit(request.transit))
+            if kind == "cancel":
+                if not callable(getattr(backend, "cancel", None)):
+                    return network_pb2.NetworkResponse(error=_no_cancel(backend))
+                cancel = request.cancel
+                if cancel.sends.id:
+                    _check_columns(cancel.sends)
+                    backend.inject(cancel.sends)
+                return network_pb2.NetworkResponse(cancelled=backend.cancel(cancel.flow, cancel.at_ps))
             if kind == "configure":
                 check_topology(request.configure, self._limits)
                 info = backend.configure(request.configure)
@@ -156,6 +165,15 @@ class _Session:
         src, dst, sizes = (np.frombuffer(column, dtype=_INT64) for column in columns)
         transits = self._direct.transits_ps(src, dst, sizes)
         return network_pb2.TransitResult(transit_ps=np.asarray(transits, dtype=_INT64).tobytes())
+
+
+def _no_cancel(backend: NetworkBackend) -> common_pb2.Error:
+    """The error for a cancel asked of a backend written against an older network contract."""
+    return common_pb2.Error(
+        code=_Code.UNSUPPORTED,
+        message=f"network backend {backend.name!r} has no cancel (the network contract of protocol version "
+        f"{PROTOCOL_VERSION}): it cannot take a failed job's messages off the network",
+    )
 
 
 def _check_columns(sends: network_pb2.SendBatch) -> None:

@@ -25,7 +25,8 @@ class ReportContents:
 
     ``backends`` maps a layer to a label such as ``analytical (in-process)``; ``training`` holds a training
     workload's ``iteration_time_ns``, ``samples_per_second`` and ``tflops_per_npu`` and, if modelled,
-    ``memory_per_npu_bytes``, ``pipeline_bubble_fraction`` and ``cost_usd_per_iteration`` (added to the JSON at
+    ``memory_per_npu_bytes``, ``pipeline_bubble_fraction``, ``cost_usd_per_iteration`` and ``work_split`` (the
+    layers per stage and micro-batches per DP rank of a plan that splits them unevenly; added to the JSON at
     top level); ``serving`` an
     inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``), or a request-level serving study's
     percentiles, throughput and goodput (``ttft_p99_ps``...) and its ``serving_timeline`` (batch size, queue

@@ -22,7 +22,7 @@ import numpy as np
 from stratasim.kernel.errors import StrataSimError
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import NpuStats, SimulationResult
-from stratasim.system_layer.trace import SpanLog
+from stratasim.system_layer.trace import WAITING_TRACK, SpanLog
 
 if TYPE_CHECKING:
     from stratasim.report.contents import ReportContents
@@ -109,12 +109,12 @@ def _ranges(ids: Iterable[int]) -> str:
 
 
 def _npu_row(stats: NpuStats, total_ps: int, kinds: Sequence[str]) -> tuple[int, ...]:
-    """Compute, exposed communication per kind (in ``kinds`` order) and idle, in ps."""
+    """Compute, exposed communication per kind (in ``kinds`` order), waiting (wait nodes) and idle, in ps."""
     by_kind = dict(stats.exposed_comm_ps_by_kind)
     # Exposed time no kind claimed (engines that do not split it) is shown as plain communication.
     unsplit = stats.exposed_comm_ps - sum(by_kind.values())
     parts = [by_kind.get(kind, 0) + (unsplit if kind == "collective" else 0) for kind in kinds]
-    return (stats.compute_ps, *parts, max(total_ps - stats.finish_ps, 0))
+    return (stats.compute_ps, *parts, stats.waiting_ps, max(total_ps - stats.finish_ps, 0))
 
 
 def _npu_bars(result: SimulationResult, kinds: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -133,16 +133,16 @@ def _npu_bars(result: SimulationResult, kinds: Sequence[str]) -> tuple[list[str]
 
 
 def _time_breakdown(title: str, result: SimulationResult, figure_type: Any) -> Any:
-    """Stacked horizontal bars: compute, exposed communication by kind, idle."""
+    """Stacked horizontal bars: compute, exposed communication by kind, waiting, idle."""
     kinds = sorted({kind for stats in result.per_npu for kind, _ in stats.exposed_comm_ps_by_kind} | {"collective"})
     labels, rows = _npu_bars(result, kinds)
-    names = ["compute", *(f"exposed {kind}" for kind in kinds), "idle"]
+    names = ["compute", *(f"exposed {kind}" for kind in kinds), "waiting", "idle"]
     keep = [i for i in range(len(names)) if rows[:, i].any()] or [0]
     scale, unit = _unit(result.total_time_ps / 1000)
     figure = figure_type(figsize=(9, 1.5 + 0.3 * len(labels)), layout="constrained")
     axes = figure.subplots()
     left = np.zeros(len(labels))
-    colours = {"compute": "C2", "idle": "lightgrey"}
+    colours = {"compute": "C2", "waiting": "silver", "idle": "lightgrey"}
     for number, i in enumerate(keep):
         width = rows[:, i] / 1000 / scale
         axes.barh(labels, width, left=left, label=names[i], color=colours.get(names[i], f"C{(number + 3) % 10}"))
@@ -233,19 +233,23 @@ def busy_stretches(starts: np.ndarray, ends: np.ndarray, gap_ps: float) -> list[
 
 
 def _span_columns(result: SimulationResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The trace's spans as columns: NPU, whether on the compute track, start and end (ps); a span log's own
-    columns when the result holds one (a whole model traced node by node has a million spans)."""
+    """The trace's busy spans as columns: NPU, whether on the compute track, start and end (ps), wait nodes' spans
+    (the ``waiting`` track: not busy) left out; a span log's own columns when the result holds one (a whole model
+    traced node by node has a million spans)."""
     spans = result.spans
     if isinstance(spans, SpanLog):
         compute_ids = [i for i, track in enumerate(spans.tracks) if track == "compute"]
         track = np.frombuffer(spans.track, dtype=np.int32)
+        busy = ~np.isin(track, [i for i, name in enumerate(spans.tracks) if name == WAITING_TRACK])
         return (
-            np.frombuffer(spans.npu, dtype=np.int32),
-            np.isin(track, compute_ids),
-            np.frombuffer(spans.start_ps, dtype=np.int64),
-            np.frombuffer(spans.end_ps, dtype=np.int64),
+            np.frombuffer(spans.npu, dtype=np.int32)[busy],
+            np.isin(track, compute_ids)[busy],
+            np.frombuffer(spans.start_ps, dtype=np.int64)[busy],
+            np.frombuffer(spans.end_ps, dtype=np.int64)[busy],
         )
-    rows = [(span.npu, span.track == "compute", span.start_ps, span.end_ps) for span in spans]
+    rows = [
+        (span.npu, span.track == "compute", span.start_ps, span.end_ps) for span in spans if span.track != WAITING_TRACK
+    ]
     npus, compute, starts, ends = zip(*rows)
     return np.array(npus), np.array(compute), np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
 

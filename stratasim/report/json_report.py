@@ -106,7 +106,8 @@ def _collective_rows(collectives: Iterable[CollectiveStats]) -> list[dict[str, A
 
 def _npu_row(stats: NpuStats, report: ReportContents) -> dict[str, Any]:
     """One NPU: when it finished, its busy compute and communication time, communication left exposed (and
-    split by what it waited on: a communicator name such as ``tp``/``dp``/``pp``, else ``collective``/``p2p``),
+    split by what it waited on: a communicator name such as ``tp``/``dp``/``pp``, else ``collective``/``p2p``), the
+    time its wait nodes kept it idle (``waiting_ns``: neither compute nor exposed communication),
     the collective bytes it sent along each dimension (key ``"flat"``: phases over groups that are not a
     product of dimensions) and the point-to-point bytes it sent across each, the most memory it held, when, and of what, and its compute energy and power."""
     return {
@@ -115,6 +116,7 @@ def _npu_row(stats: NpuStats, report: ReportContents) -> dict[str, Any]:
         "compute_ns": ps_to_ns(stats.compute_ps),
         "comm_ns": ps_to_ns(stats.comm_ps),
         "exposed_comm_ns": ps_to_ns(stats.exposed_comm_ps),
+        "waiting_ns": ps_to_ns(stats.waiting_ps),
         "bytes_sent_per_dim": {("flat" if dim < 0 else str(dim)): size for dim, size in stats.bytes_sent_per_dim},
         "p2p_bytes_per_dim": {str(dim): size for dim, size in stats.p2p_bytes_per_dim},
         "exposed_comm_ns_by_kind": {kind: ps_to_ns(ps) for kind, ps in stats.exposed_comm_ps_by_kind},

@@ -124,6 +124,12 @@ def _training_lines(report: ReportContents) -> list[str]:
     bubble = training.get("pipeline_bubble_fraction")
     if bubble is not None:
         lines.append(f"  pipeline bubble  {bubble:.1%} of the iteration (mean over NPUs)")
+    split = training.get("work_split")
+    if split:
+        lines.append(
+            f"  work split       layers per stage {'/'.join(map(str, split['stage_layers']))}, micro-batches per "
+            f"DP rank {'/'.join(map(str, split['micro_batches_per_dp_rank']))}"
+        )
     memory = training.get("memory_per_npu_bytes")
     if memory:
         lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")
@@ -324,10 +330,13 @@ class _Group:
 
 
 def _npu_table(engine: SimulationResult) -> list[str]:
-    """One row per NPU, or their min, mean and max when there are many."""
+    """One row per NPU, or their min, mean and max when there are many; the time wait nodes kept NPUs idle when
+    any did."""
     per_npu = engine.per_npu
-    columns = ("finish_ps", "compute_ps", "comm_ps", "exposed_comm_ps")
-    titles = ("finish", "compute", "comm", "exposed comm")
+    columns: tuple[str, ...] = ("finish_ps", "compute_ps", "comm_ps", "exposed_comm_ps")
+    titles: tuple[str, ...] = ("finish", "compute", "comm", "exposed comm")
+    if any(n.waiting_ps for n in per_npu):
+        columns, titles = (*columns, "waiting_ps"), (*titles, "waiting")
     if len(per_npu) <= _MAX_NPU_ROWS:
         lines = ["per NPU", "  " + f"{'npu':>5}" + "".join(f"{t:>14}" for t in titles)]
         for n in per_npu:

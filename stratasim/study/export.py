@@ -27,6 +27,7 @@ from stratasim.config.study_file import Study
 from stratasim.kernel.errors import StrataSimError, WorkloadError
 from stratasim.kernel.graph_blocks import every_node, unpriced, unrolled
 from stratasim.kernel.serving import RequestLevelWorkload
+from stratasim.study.balance import balance_in_process
 from stratasim.study.budget import DEFAULT_BUDGET, NODE_BYTES, Budget, check_budget, refuse_over
 from stratasim.study.compute_setup import open_compute
 from stratasim.study.run import prepare_workload
@@ -65,6 +66,7 @@ def export_trace(
             f"{study.name}: the workload runs on {npus} NPUs and an export writes one file per NPU, more than the "
             f"limit of {max_npus}; raise it with --max-npus {npus} to export them all"
         )
+    source = balance_in_process(source, npus, study, contact_remote=True)
     estimate = check_budget(study, source, npus, budget)
     every = npus * estimate.work.nodes
     refuse_over(

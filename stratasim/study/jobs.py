@@ -21,7 +21,7 @@ goodput...).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from stratasim import system_layer
 from stratasim.config.study_file import Study
@@ -69,26 +69,25 @@ def job_figures(
     source: MultiJobWorkload,
     result: system_layer.SimulationResult,
     served: Mapping[int, ServedRun],
-    waiting: Mapping[int, float] | None = None,
+    replayed: Collection[int] = (),
 ) -> tuple[JobFigures, ...]:
     """Each job's :class:`JobFigures`, in the order the study lists them: a serving job's from its run in
-    ``served`` (one the engine replayed, in ``waiting``, with its NPUs' compute and exposed communication, less
-    the mean time they waited for requests), the others' from the engine's ``result``."""
-    waiting = waiting or {}
+    ``served`` (one the engine replayed, its index in ``replayed``, with its NPUs' compute and exposed
+    communication: its waits for requests are neither), the others' from the engine's ``result``."""
     return tuple(
-        _served(job, served[index], result, waiting.get(index)) if index in served else _figures(index, job, result)
+        _served(job, served[index], result, index in replayed) if index in served else _figures(index, job, result)
         for index, job in enumerate(source.placed_jobs(result.npus))
     )
 
 
-def _served(job: PlacedJob, run: ServedRun, result: system_layer.SimulationResult, waiting: float | None) -> JobFigures:
+def _served(job: PlacedJob, run: ServedRun, result: system_layer.SimulationResult, replayed: bool) -> JobFigures:
     """A serving job's figures: from its start to its loop's end; engine figures (compute, exposed comm) only when
-    the engine replayed it, ``waiting`` the mean time its NPUs waited for requests."""
+    the engine ``replayed`` it."""
     end = job.start_ps + run.result.total_time_ps
-    if waiting is None:
+    if not replayed:
         return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, None, None, serving=run.figures)
     stats = [result.per_npu[npu] for npu in job.npus]
-    compute = sum(npu.compute_ps for npu in stats) / len(stats) - waiting
+    compute = sum(npu.compute_ps for npu in stats) / len(stats)
     exposed = sum(npu.exposed_comm_ps for npu in stats) / len(stats)
     return JobFigures(job.name, job.kind, job.npus, job.start_ps, end, compute, exposed, serving=run.figures)
 
@@ -157,8 +156,7 @@ def _replay_warning(replayed: Sequence[str]) -> str:
         "standalone request-level run in the engine, sharing the network with the other jobs, with the batching "
         "decisions frozen from the standalone run (which requests batch together, how long each replica waits "
         f"between iterations): only when {'its' if one else 'their'} iterations end moves; a full co-simulation "
-        "would let the decisions react to the slowed iterations; the per-NPU figures count the waits between "
-        "iterations as compute (docs/how-to/several-jobs.md)"
+        "would let the decisions react to the slowed iterations (docs/how-to/several-jobs.md)"
     )
 
 

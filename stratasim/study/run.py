@@ -20,6 +20,7 @@ from stratasim import system_layer
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import (
     ComputeBackend,
+    DeviceBalancedWorkload,
     MemoryModel,
     MultiJobWorkload,
     NetworkBackend,
@@ -35,6 +36,7 @@ from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
 from stratasim.report.jobs import JobFigures
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
+from stratasim.study.balance import balance_in_process, balanced_to_devices, wants_devices
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.contention import contention_of, contention_statement
@@ -44,7 +46,13 @@ from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs
 from stratasim.study.samples import sample_count, sample_figures
 from stratasim.study.serving import ServedRun, check_serving, run_serving
-from stratasim.study.serving_replay import replay_jobs, replayable_jobs, shared_run, with_replays
+from stratasim.study.serving_replay import (
+    replay_jobs,
+    replayable_jobs,
+    shared_run,
+    with_pool_devices,
+    with_replays,
+)
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
@@ -93,6 +101,7 @@ def _check_study(study: Study, budget: Budget) -> int:
         return npus
     jobs = serving_jobs(source, npus)
     sample_count(None, study.system, engine=not jobs)
+    source = balance_in_process(source, npus, study, contact_remote=False)
     estimate = check_budget(study, source, npus, budget)
     check_serving_jobs(study, jobs, budget)
     representatives = estimate.representatives or _representatives(source, study)
@@ -211,6 +220,7 @@ def _run_study(
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
+        source, opened = _balanced(study, source, npus, stack, servers, backends)
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
         check_serving_jobs(study, jobs, budget)
         if notes is not None and (line := long_run_note(study, estimate)) is not None:
@@ -220,7 +230,9 @@ def _run_study(
         replayed = replay_jobs(study, replays, budget)
         graphs = with_replays(source.graphs(npus), replayed, jobs)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute, devices = _compute(study, stack, servers, backends)
+        compute, devices = (
+            _compute(with_pool_devices(study, replayed), stack, servers, backends) if opened is None else opened
+        )
         started = time.perf_counter()
         simulate = partial(
             system_layer.simulate,
@@ -248,8 +260,7 @@ def _run_study(
     served = serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
     wall_seconds += sum(run.wall_seconds for run in served.values())
     served |= {index: shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
-    waiting = {index: replay.waiting_ps for index, replay in replayed.items()}
-    return _report(study, source, result, wall_seconds, backends, devices, distribution, served, waiting)
+    return _report(study, source, result, wall_seconds, backends, devices, distribution, served, frozenset(replayed))
 
 
 def _report(
@@ -261,11 +272,11 @@ def _report(
     devices: StudyDevices | None,
     distribution: dict[str, Any] | None,
     served: dict[int, ServedRun],
-    replayed: dict[int, float] | None = None,
+    replayed: frozenset[int] = frozenset(),
 ) -> Report:
     """The report of a simulated study: the engine's result with the warnings, figures and statements the study
     adds (calibration, memory, jobs and their ``served`` serving jobs, those ``replayed`` in the engine among them
-    with the mean time their NPUs wait for requests, training and serving figures, cost at each
+    (by index), training and serving figures, cost at each
     device's rate, the Monte-Carlo ``distribution``)."""
     calibration, uncalibrated = calibrations(study.compute, {} if devices is None else devices.facts)
     if contended := contention_statement(study, devices):
@@ -274,7 +285,7 @@ def _report(
     warnings = (*_stopped(result), *result.notes, *study.warnings, *uncalibrated, *memory)
     jobs: tuple[JobFigures, ...] = ()
     if isinstance(source, MultiJobWorkload):
-        jobs, result, said = _jobs(study, source, result, served, replayed or {})
+        jobs, result, said = _jobs(study, source, result, served, replayed)
         warnings += tuple(warning for warning in dict.fromkeys(said) if warning not in warnings)
     warnings += failure_warnings(result, [job.name for job in jobs])
     serving = None
@@ -314,7 +325,7 @@ def _jobs(
     source: MultiJobWorkload,
     result: system_layer.SimulationResult,
     served: dict[int, ServedRun],
-    replayed: dict[int, float],
+    replayed: frozenset[int],
 ) -> tuple[tuple[JobFigures, ...], system_layer.SimulationResult, tuple[str, ...]]:
     """A study of several jobs: each job's figures, the engine's result whose total time is the latest end of any
     job (a serving job's loop may end after the engine's last NPU), and the warnings of the jobs (interference the
@@ -337,6 +348,22 @@ def _compute(
         return None, None
     compute, backends["compute"] = open_backend("compute", study.compute, stack, servers)
     return compute, StudyDevices.ask(compute, study.compute)
+
+
+def _balanced(
+    study: Study,
+    source: WorkloadSource,
+    npus: int,
+    stack: ExitStack,
+    servers: dict[tuple[str, str], Spawned],
+    backends: dict[str, str],
+) -> tuple[WorkloadSource, tuple[ComputeBackend | None, StudyDevices | None] | None]:
+    """``source`` with its work split by device (:mod:`stratasim.study.balance`), before anything is built from it,
+    and the compute backend and devices opened to price it (None when it splits nothing by device)."""
+    if not wants_devices(source):
+        return source, None
+    opened = _compute(study, stack, servers, backends)
+    return balanced_to_devices(source, npus, study, *opened), opened
 
 
 def _stopped(result: system_layer.SimulationResult) -> tuple[str, ...]:
@@ -413,6 +440,8 @@ def _training_figures(
     }
     if isinstance(source, MemoryModel):
         figures["memory_per_npu_bytes"] = source.memory_per_npu_bytes()
+    if isinstance(source, DeviceBalancedWorkload) and (split := source.work_split()) is not None:
+        figures["work_split"] = dict(split)
     bubble = _pipeline_bubble(result)
     if bubble is not None:
         figures["pipeline_bubble_fraction"] = bubble

@@ -9,7 +9,7 @@ collectives at the sizes its pricer priced them, moved onto its NPUs and named a
 (:func:`~stratasim.workload_layer.jobs.remap.remap_graphs`); the engine runs them with the other jobs' graphs, so
 on a network that models links each slows the other. :func:`shared_run` then gives the job's figures from the
 shared run: its requests' token times moved to when the iterations that produced them ended there
-(:func:`~stratasim.workload_layer.serving.replay.replayed_run`). At zero interference they are the standalone run's
+(:func:`~stratasim.workload_layer.serving.replay_times.replayed_run`). At zero interference they are the standalone run's
 exactly: each iteration's operators are priced by the same operator pricer on the same device, and its collectives
 are the ones its pricer simulated alone, on the replica's own NPUs.
 """
@@ -20,45 +20,58 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from stratasim import system_layer
+from stratasim.compute_layer.sections import DeviceGroup
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import PlacedJob, WorkloadSource
-from stratasim.kernel.serving import Iteration, IterationShape
+from stratasim.kernel.serving import ExpertWork, Iteration, IterationShape
 from stratasim.study.budget import NODE_BYTES, Budget, refuse_over
-from stratasim.study.serving import ServedRun, serve
+from stratasim.study.serving import ServedRun, pool_sections, serve
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
-from stratasim.workload_layer.serving.replay import WAITING, replay_graphs, replay_size, replayed_run, unreplayable
+from stratasim.workload_layer.serving.replay import (
+    ExpertGroups,
+    replay_graphs,
+    replay_size,
+    unreplayable,
+)
+from stratasim.workload_layer.serving.replay_times import replayed_run
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
-__all__ = ["Replay", "replay_jobs", "replayable_jobs", "shared_run", "with_replays"]
+__all__ = [
+    "Replay",
+    "expert_groups",
+    "replay_jobs",
+    "replayable_jobs",
+    "shared_run",
+    "with_pool_devices",
+    "with_replays",
+]
 
 
 @dataclass(frozen=True)
 class Replay:
-    """A serving job's standalone run (``alone``), its loop's record (``run``), its NPUs' graphs (in the order of
-    its placed NPUs) and the mean time they wait for requests in them (ps)."""
+    """A serving job's standalone run (``alone``), its loop's record (``run``) and its NPUs' graphs (in the order of
+    its placed NPUs)."""
 
     alone: ServedRun
     run: PoolRun
     graphs: list[workload_pb2.ExecutionGraph]
-    waiting_ps: float
+    devices: tuple[DeviceGroup, ...] = ()
+    """Its pools on devices of their own, as groups of its placed NPUs (:func:`with_pool_devices`)."""
 
 
 def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
     """The serving ``jobs`` (by index) of the study's ``source`` whose iterations the engine replays (module
     docstring): those the replay covers, unless the study says ``shared: false``."""
-    device = None if study.compute is None else study.compute.device
     shared = [job.shared for job in source.config.jobs] if isinstance(source, JobsWorkload) else []
     return {
         index: job
         for index, job in jobs.items()
-        if isinstance(job.source, ServingRequestsWorkload)
-        and shared[index]
-        and unreplayable(job.source.config, device) is None
+        if isinstance(job.source, ServingRequestsWorkload) and shared[index] and unreplayable(job.source.config) is None
     }
 
 
@@ -80,7 +93,8 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
         return cached[pool, shape]
 
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
-    nodes, events = replay_size(runs[0], replicas, works)
+    experts = expert_groups(source)
+    nodes, events = replay_size(runs[0], replicas, works, experts)
     refuse_over(
         f"workload.jobs[{index}]: replaying serving job '{job.name}' on the shared fabric "
         f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes)",
@@ -90,9 +104,48 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
         f"its requests (workload.jobs[{index}].workload.requests), or set workload.jobs[{index}].shared: false to "
         "price its traffic apart from the other jobs' without replaying it",
     )
-    graphs = replay_graphs(runs[0], replicas, works, quantised)
-    waiting = sum(node.duration_ps for graph in graphs for node in graph.nodes if node.name == WAITING) / len(graphs)
-    return Replay(alone, runs[0], remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name), waiting)
+    graphs = replay_graphs(runs[0], replicas, works, quantised, experts)
+    moved = remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name)
+    return Replay(alone, runs[0], moved, _pool_devices(study, source, job, index))
+
+
+def expert_groups(source: ServingRequestsWorkload) -> ExpertGroups:
+    """The expert parts of ``source``'s expert-parallel groups (each asked once) and each replica's group: the
+    ``ep`` consecutive replicas of its pool it is one of."""
+    cached: dict[tuple[int, int, int], ExpertWork] = {}
+
+    def work(pool: int, group: int, member: int) -> ExpertWork:
+        if (pool, group, member) not in cached:
+            cached[pool, group, member] = source.expert_work(group, member, pool)
+        return cached[pool, group, member]
+
+    members: list[range] = []
+    for pool in source.pools():
+        first = len(members)
+        members += [range(first + i - i % pool.ep, first + i - i % pool.ep + pool.ep) for i in range(pool.replicas)]
+    return ExpertGroups(work, members)
+
+
+def _pool_devices(study: Study, source: ServingRequestsWorkload, job: PlacedJob, index: int) -> tuple[DeviceGroup, ...]:
+    """Each of the job's pools on a device other than the study's, as a group of its placed NPUs running it."""
+    assert study.compute is not None  # checked by serve
+    main = study.compute.device_name()
+    sections = pool_sections(study, source, f"workload.jobs[{index}].workload")
+    return tuple(
+        DeviceGroup(npus=tuple(job.npus[npu] for npu in pool.npus()), device=section.device)
+        for pool, section in zip(source.pools(), sections, strict=True)
+        if section.device_name() != main
+    )
+
+
+def with_pool_devices(study: Study, replays: Mapping[int, Replay]) -> Study:
+    """``study`` with its replayed jobs' pools on devices of their own added to ``compute.groups``, so that the
+    engine prices their operators on those devices as their loops' pricers did; ``study`` itself without any."""
+    groups = [group for replay in replays.values() for group in replay.devices]
+    if not groups or study.compute is None:
+        return study
+    compute = study.compute.model_copy(update={"groups": [*(study.compute.groups or ()), *groups]})
+    return replace(study, compute=compute)
 
 
 def with_replays(
@@ -135,4 +188,4 @@ def _cost(alone: ServedRun, figures: Mapping[str, float]) -> dict[str, float]:
     cost, rate = alone.figures.get("cost_usd_per_million_tokens"), figures["tokens_per_second"]
     if cost is None or rate <= 0:
         return {}
-    return {"cost_usd_per_million_tokens": cost * alone.figures["tokens_per_second"] / rate}
+    return {"cost_usd_per_million_tokens": cost * (alone.figures["tokens_per_second"] / rate)}  # exact at one rate

@@ -916,6 +916,61 @@ class CountersRequest(_message.Message):
 Global___CountersRequest: _TypeAlias = CountersRequest  # noqa: Y015
 
 @_typing.final
+class CancelRequest(_message.Message):
+    """Takes every message of one flow (SendBatch.flow: a job) off the network at at_ps, as when that job's NPU fails:
+    each one sent and not yet arrived by at_ps leaves the queues and links it is in, freeing their capacity from
+    at_ps on, and is never delivered. `sends` are injected first (a remote client's buffered sends travel with it).
+    at_ps must be later than the network's committed time (the last advance's window end less the lookahead): the
+    engine asks at its current time. Every network of protocol version 4 or later serves it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SENDS_FIELD_NUMBER: _builtins.int
+    FLOW_FIELD_NUMBER: _builtins.int
+    AT_PS_FIELD_NUMBER: _builtins.int
+    flow: _builtins.int
+    at_ps: _builtins.int
+    @_builtins.property
+    def sends(self) -> Global___SendBatch: ...
+    def __init__(
+        self,
+        *,
+        sends: Global___SendBatch | None = ...,
+        flow: _builtins.int = ...,
+        at_ps: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["sends", b"sends"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_ps", b"at_ps", "flow", b"flow", "sends", b"sends"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRequest: _TypeAlias = CancelRequest  # noqa: Y015
+
+@_typing.final
+class CancelResult(_message.Message):
+    """The messages a CancelRequest took off the network: their ids, in increasing order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def id(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        id: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelResult: _TypeAlias = CancelResult  # noqa: Y015
+
+@_typing.final
 class TransitRequest(_message.Message):
     """Asks a network whose delays do not depend on traffic (NetworkInfo.stateless) how long each of a batch of
     messages takes from being sent to arriving, all at once: what an engine in the same process would ask message by
@@ -977,6 +1032,7 @@ class NetworkRequest(_message.Message):
     ADVANCE_FIELD_NUMBER: _builtins.int
     COUNTERS_FIELD_NUMBER: _builtins.int
     TRANSIT_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def handshake(self) -> _common_pb2.Handshake: ...
     @_builtins.property
@@ -987,6 +1043,8 @@ class NetworkRequest(_message.Message):
     def counters(self) -> Global___CountersRequest: ...
     @_builtins.property
     def transit(self) -> Global___TransitRequest: ...
+    @_builtins.property
+    def cancel(self) -> Global___CancelRequest: ...
     def __init__(
         self,
         *,
@@ -995,12 +1053,13 @@ class NetworkRequest(_message.Message):
         advance: Global___AdvanceRequest | None = ...,
         counters: Global___CountersRequest | None = ...,
         transit: Global___TransitRequest | None = ...,
+        cancel: Global___CancelRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind", "transit", b"transit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "cancel", b"cancel", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind", "transit", b"transit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind", "transit", b"transit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advance", b"advance", "cancel", b"cancel", "configure", b"configure", "counters", b"counters", "handshake", b"handshake", "kind", b"kind", "transit", b"transit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configure", "advance", "counters", "transit"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configure", "advance", "counters", "transit", "cancel"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -1016,6 +1075,7 @@ class NetworkResponse(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     COUNTERS_FIELD_NUMBER: _builtins.int
     TRANSITED_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def handshake(self) -> _common_pb2.Handshake: ...
     @_builtins.property
@@ -1028,6 +1088,8 @@ class NetworkResponse(_message.Message):
     def counters(self) -> Global___LinkCounters: ...
     @_builtins.property
     def transited(self) -> Global___TransitResult: ...
+    @_builtins.property
+    def cancelled(self) -> Global___CancelResult: ...
     def __init__(
         self,
         *,
@@ -1037,12 +1099,13 @@ class NetworkResponse(_message.Message):
         error: _common_pb2.Error | None = ...,
         counters: Global___LinkCounters | None = ...,
         transited: Global___TransitResult | None = ...,
+        cancelled: Global___CancelResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind", "transited", b"transited"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "cancelled", b"cancelled", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind", "transited", b"transited"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind", "transited", b"transited"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advanced", b"advanced", "cancelled", b"cancelled", "configured", b"configured", "counters", b"counters", "error", b"error", "handshake", b"handshake", "kind", b"kind", "transited", b"transited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configured", "advanced", "error", "counters", "transited"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["handshake", "configured", "advanced", "error", "counters", "transited", "cancelled"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

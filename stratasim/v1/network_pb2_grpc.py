@@ -46,7 +46,7 @@ class NetworkServiceServicer:
 
     def Session(self, request_iterator, context):
         """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
-        network, one transit per batch of sends).
+        network, one transit per batch of sends), and a cancel when a flow's job fails.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

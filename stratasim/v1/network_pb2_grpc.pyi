@@ -38,7 +38,7 @@ class NetworkServiceStub:
     def __new__(cls, channel: _aio.Channel) -> NetworkServiceAsyncStub: ...
     Session: _grpc.StreamStreamMultiCallable[_network_pb2.NetworkRequest, _network_pb2.NetworkResponse]
     """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
-    network, one transit per batch of sends).
+    network, one transit per batch of sends), and a cancel when a flow's job fails.
     """
 
 @_typing.type_check_only
@@ -46,7 +46,7 @@ class NetworkServiceAsyncStub(NetworkServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Session: _aio.StreamStreamMultiCallable[_network_pb2.NetworkRequest, _network_pb2.NetworkResponse]  # type: ignore[assignment]
     """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
-    network, one transit per batch of sends).
+    network, one transit per batch of sends), and a cancel when a flow's job fails.
     """
 
 class NetworkServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -57,7 +57,7 @@ class NetworkServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_network_pb2.NetworkResponse], _abc.AsyncIterator[_network_pb2.NetworkResponse]]:
         """One session per simulation: handshake, configure, then one advance per time window (or, from a stateless
-        network, one transit per batch of sends).
+        network, one transit per batch of sends), and a cancel when a flow's job fails.
         """
 
 def add_NetworkServiceServicer_to_server(servicer: NetworkServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

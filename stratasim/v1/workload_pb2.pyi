@@ -40,6 +40,11 @@ class _NodeTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NodeType.Val
     COMM_COLL_NODE: _NodeType.ValueType  # 7
     BLOCK_NODE: _NodeType.ValueType  # 64
     """StrataSim's own, not Chakra's: one run of the sub-graph `graph.blocks[block]` (see GraphBlock)."""
+    WAIT_NODE: _NodeType.ValueType  # 65
+    """StrataSim's own, not Chakra's: the NPU waits on purpose (a serving replica waiting for requests, say). It is done
+    `duration_ps` after it becomes ready; it occupies nothing (not the compute stream, which may compute meanwhile),
+    and the idle time it causes counts as waiting: neither compute nor exposed communication.
+    """
 
 class NodeType(_NodeType, metaclass=_NodeTypeEnumTypeWrapper): ...
 
@@ -53,6 +58,11 @@ COMM_RECV_NODE: NodeType.ValueType  # 6
 COMM_COLL_NODE: NodeType.ValueType  # 7
 BLOCK_NODE: NodeType.ValueType  # 64
 """StrataSim's own, not Chakra's: one run of the sub-graph `graph.blocks[block]` (see GraphBlock)."""
+WAIT_NODE: NodeType.ValueType  # 65
+"""StrataSim's own, not Chakra's: the NPU waits on purpose (a serving replica waiting for requests, say). It is done
+`duration_ps` after it becomes ready; it occupies nothing (not the compute stream, which may compute meanwhile),
+and the idle time it causes counts as waiting: neither compute nor exposed communication.
+"""
 Global___NodeType: _TypeAlias = NodeType  # noqa: Y015
 
 class _CollectiveType:
@@ -111,7 +121,7 @@ class Node(_message.Message):
     name: _builtins.str
     type: Global___NodeType.ValueType
     duration_ps: _builtins.int
-    """COMP_NODE: a fixed duration, used when `op` is absent."""
+    """COMP_NODE: a fixed duration, used when `op` is absent. WAIT_NODE: how long it waits (not negative)."""
     comm_type: Global___CollectiveType.ValueType
     """COMM_COLL_NODE: the collective and its buffer size in bytes (the whole buffer on each NPU)."""
     comm_bytes: _builtins.int

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from stratasim.kernel.contracts import NEXT_WINDOW, ColumnarNetwork, DirectNetwork, NetworkBackend
-from stratasim.kernel.errors import RemoteError
+from stratasim.kernel.contracts import NEXT_WINDOW, PROTOCOL_VERSION, ColumnarNetwork, DirectNetwork, NetworkBackend
+from stratasim.kernel.errors import BackendError, RemoteError
 from stratasim.kernel.events import Callback, EventQueue, Progress
 from stratasim.kernel.units import format_time_ps
 from stratasim.v1 import network_pb2
@@ -118,6 +118,28 @@ class Coordinator:
         if not endpoint_delay:
             self._prompt.add(self._next_id + len(self._outbox))
         self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
+
+    def cancel(self, flow: int) -> int:
+        """Take every message of ``flow`` (a job) still on its way off the network now: a job stopped by a failure
+        frees the links its messages held or queued for, from now on. The window's sends go to the network first
+        (those sent before now are on their way too). Returns how many messages were taken off; none of their
+        handlers runs. A network that prices messages on the spot holds no state to free: their arrivals are lost
+        as they land (:attr:`stopped`)."""
+        if self._direct is not None:
+            return 0
+        cancel = getattr(self._network, "cancel", None)
+        if cancel is None:  # a backend written against an older network contract
+            raise BackendError(
+                f"network backend {self._network.name!r} has no cancel (the network contract of protocol version "
+                f"{PROTOCOL_VERSION}): it cannot take the messages of job {flow}, stopped by a failed NPU, off the "
+                "network; implement cancel, or run the study on a network that has it"
+            )
+        self._flush()
+        dropped = cancel(flow, self.queue.now).id
+        for msg_id in dropped:
+            del self._handlers[msg_id]
+            self._prompt.discard(msg_id)
+        return len(dropped)
 
     def _send_late(self, message: tuple[int, int, int, Callback, Any, bool]) -> None:
         src, dst, size, on_arrival, arg, endpoint_delay = message

@@ -6,7 +6,9 @@ slower while any of the NPU's collectives is in flight: :mod:`stratasim.system_l
 node's message travels at once; the send and the peer's matching receive (same source and tag, first come first
 served) complete when it arrives — a receive that becomes ready after its message arrived completes at once. The
 k-th collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
-requires. Memory loads and stores queue on the NPU's local-memory channel; metadata nodes take no time.
+requires. Memory loads and stores queue on the NPU's local-memory channel; metadata nodes take no time. A wait
+node is done its ``duration_ps`` after it becomes ready and occupies nothing: the compute stream idle because of it
+counts as waiting (``waiting_ps``), neither compute nor exposed communication.
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ from stratasim.system_layer.engine.contention import Progress
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.engine.perturbation import ComputeSpeed
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
+from stratasim.system_layer.trace import WAITING_TRACK
 from stratasim.v1 import workload_pb2
 
-__all__ = ["NpuExecutor"]
+__all__ = ["NpuExecutor", "WAITED"]
 
 _COMPUTE, _BLOCK, _RECEIVE = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE, workload_pb2.COMM_RECV_NODE
+_WAIT = workload_pb2.WAIT_NODE
+WAITED = ""
+"""The label :meth:`NpuExecutor.idle_charges` gives idle time a wait node caused: empty, which no communicator's
+name is (a node without ``pg_name`` is labelled ``p2p``, ``collective`` or ``other``)."""
 
 
 class NpuExecutor:
@@ -66,6 +73,7 @@ class NpuExecutor:
         self.finish_ps = 0
         self._idle_since = 0  # when the compute stream last ran dry
         self.exposed_ps: dict[str, int] = {}  # idle compute time by what it waited on (see _charge_idle)
+        self.waiting_ps = 0  # idle compute time its wait nodes caused (see _charge_idle)
         self._waits: dict[int, tuple[int, int]] = {}  # communication node -> (when it became ready, its cause)
         self._memory = 0  # bytes the graph's nodes hold now, on top of its resident memory
         self.peak_memory = 0
@@ -123,6 +131,9 @@ class NpuExecutor:
         if kind == _RECEIVE:
             self._receive(index, (node.peer, node.tag))
             return
+        if kind == _WAIT:
+            self._wait(index)
+            return
         if kind == workload_pb2.METADATA_NODE:  # a record of the trace, not work
             self._complete(index)
             return
@@ -169,6 +180,15 @@ class NpuExecutor:
         self._compute_end = end
         self._plans += 1
         self._context.coordinator.schedule(end, self._planned_done, (self._running, self._plans))
+
+    def _wait(self, index: int) -> None:
+        """Wait node ``index`` is ready: it is done its duration later, occupying nothing meanwhile."""
+        coordinator = self._context.coordinator
+        end = coordinator.now + self._durations[index]
+        trace = self._context.trace
+        if trace is not None and trace.nodes:
+            trace.span(self.npu, WAITING_TRACK, self.plan.name(index), coordinator.now, end)
+        coordinator.schedule(end, self._complete, index)
 
     def p2p_bytes_per_dim(self) -> tuple[tuple[int, int], ...]:
         """The point-to-point bytes this NPU sent, counted on every dimension a message crossed, by dimension."""
@@ -383,9 +403,13 @@ class NpuExecutor:
     def _charge_idle(self, cause: int) -> None:
         """The compute stream, idle since ``_idle_since``, has work again (or the graph is done) because
         ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
-        nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn)."""
+        nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn); what a wait
+        node caused is waiting, not exposed communication."""
         for label, amount in self.idle_charges(cause, self._context.coordinator.now, self._idle_since):
-            self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount
+            if label == WAITED:
+                self.waiting_ps += amount
+            else:
+                self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount
 
     def idle_charges(self, cause: int, end: int, idle_since: int) -> list[tuple[str, int]]:
         """What :meth:`_charge_idle` charges for the idle time from ``idle_since`` to ``end``, by label, in order
@@ -405,10 +429,13 @@ class NpuExecutor:
         return charges
 
     def _label(self, index: int) -> str:
-        """What a wait on node ``index`` counts as: its communicator's name, else ``p2p`` or ``collective``."""
+        """What a wait on node ``index`` counts as: :data:`WAITED` for a wait node, else its communicator's name,
+        else ``p2p`` or ``collective``."""
         if index < 0:
             return "other"
         node = self.plan.nodes[index]
+        if node.type == _WAIT:
+            return WAITED
         if node.pg_name:
             return node.pg_name
         if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):

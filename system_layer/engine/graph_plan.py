@@ -20,6 +20,7 @@ SUPPORTED_NODE_TYPES = (
     workload_pb2.MEM_STORE_NODE,
     workload_pb2.METADATA_NODE,
     workload_pb2.BLOCK_NODE,
+    workload_pb2.WAIT_NODE,
 )
 
 
@@ -226,11 +227,27 @@ def _check_node(node: workload_pb2.Node, at: _At, npus: int, blocks: int) -> Non
     elif kind == workload_pb2.COMP_NODE:
         if node.duration_ps < 0:
             raise WorkloadError(f"{_label(at, node)}: negative duration {node.duration_ps} ps")
+    elif kind == workload_pb2.WAIT_NODE:
+        _check_wait(node, at)
     elif kind not in SUPPORTED_NODE_TYPES:
         name = workload_pb2.NodeType.Name(kind) if kind in workload_pb2.NodeType.values() else kind
         raise WorkloadError(
             f"{_label(at, node)}: node type {name} is not supported (COMP, COMM_COLL, COMM_SEND, COMM_RECV, "
-            "MEM_LOAD, MEM_STORE, METADATA, BLOCK)"
+            "MEM_LOAD, MEM_STORE, METADATA, BLOCK, WAIT)"
+        )
+
+
+def _check_wait(node: workload_pb2.Node, at: _At) -> None:
+    """A wait node waits a time it states (``duration_ps``, not negative), and prices no operator."""
+    if node.duration_ps < 0:
+        raise WorkloadError(
+            f"{_label(at, node)}: a WAIT_NODE waits duration_ps, which must not be negative (it is "
+            f"{node.duration_ps} ps)"
+        )
+    if node.HasField("op"):
+        raise WorkloadError(
+            f"{_label(at, node)}: a WAIT_NODE waits a fixed duration_ps and prices no operator; make it a COMP_NODE "
+            "to run the operator"
         )
 
 

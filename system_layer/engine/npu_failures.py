@@ -6,8 +6,9 @@ last checkpoint, which the goodput model prices). So at a failure's time every N
 to them, and the job's collectives in flight end there, unfinished. When that job is the study's only one, the run
 itself stops there (:class:`~stratasim.kernel.events.RunStopped`), marked incomplete as an interrupted run is.
 
-Messages a stopped NPU sent before the failure and still on their way cross the network as they would have (a
-network cannot take back what it was given) and are lost on arrival.
+Messages the job sent before the failure and still on their way are taken off the network at the failure's time
+(:meth:`~stratasim.kernel.contracts.NetworkBackend.cancel` of the job's flow): the links they held or queued for are
+free from then on, so the other jobs speed up from the failure on.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class NpuFailures:
         for collective in in_flight:
             collective.end_ps = now
         self.unfinished += len(in_flight)
+        coordinator.cancel(job)
 
 
 def _in_flight(table: CollectiveTable, npus: set[int]) -> list[Collective]:

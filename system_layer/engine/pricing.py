@@ -99,6 +99,9 @@ class _OperatorKeys:
         self.unique: dict[bytes, tuple[compute_pb2.OperatorDesc, list[str]]] = {}
         self.keys: dict[GraphPlan, list[bytes | None]] = {}
         self._signatures: dict[bytes, bytes] = {}  # an operator as written (its name included) -> what prices it
+        # A node's signature by the node's identity: an inlined plan holds its blocks' node objects once per block
+        # node (a replayed serving job's: millions), each serialised once. The plans hold the nodes while keyed.
+        self._of_node: dict[int, bytes] = {}
 
     def visit(self, plan: GraphPlan, scope: str = "") -> None:
         """Key every node of ``plan``, and of each block at its first block node: operators are named in the
@@ -113,21 +116,24 @@ class _OperatorKeys:
                 continue
             if not self._priced:
                 raise unpriced(node, plan.foreign_names)
-            plan_keys.append(self._key(node.op, scope, plan.name(index)))
+            key = self._of_node.get(id(node))
+            if key is None:
+                key = self._of_node[id(node)] = self._key(node.op)
+            names = self.unique[key][1]
+            if len(names) < _MAX_NAMES:  # the first few distinct names, in the order the unrolled graph runs them
+                name = node.op.name or (f"{scope} {plan.name(index)}" if scope else plan.name(index))
+                if name not in names:
+                    names.append(name)
+            plan_keys.append(key)
 
-    def _key(self, op: compute_pb2.OperatorDesc, scope: str, name: str) -> bytes:
-        """``op``'s signature, recording it (and ``name``, within ``scope``, when it has none) among the distinct."""
+    def _key(self, op: compute_pb2.OperatorDesc) -> bytes:
+        """``op``'s signature, recording it among the distinct."""
         written = op.SerializeToString(deterministic=True)
         key = self._signatures.get(written)
         if key is None:
             key = self._signatures[written] = signature(op)
-        known = self.unique.get(key)
-        if known is None:
-            known = self.unique[key] = (op, [])
-        names = known[1]
-        name = op.name or (f"{scope} {name}" if scope else name)
-        if len(names) < _MAX_NAMES and name not in names:
-            names.append(name)
+        if key not in self.unique:
+            self.unique[key] = (op, [])
         return key
 
 

@@ -49,7 +49,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float)
         executor.finish_ps,
         executor.compute_ps,
         scheduler.comm_ps,
-        executor.finish_ps - executor.start_ps - executor.compute_ps,
+        executor.finish_ps - executor.start_ps - executor.compute_ps - executor.waiting_ps,
         tuple(sorted(scheduler.bytes_sent.items())),
         exposed_comm_ps_by_kind=tuple(sorted(executor.exposed_ps.items())),
         peak_memory_bytes=sum(size for _, size in resident) + executor.peak_memory,
@@ -57,6 +57,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float)
         memory_at_peak=(*resident, ("working", executor.peak_memory)) if resident or executor.peak_memory else (),
         compute_energy_pj=energy_pj,
         p2p_bytes_per_dim=executor.p2p_bytes_per_dim(),
+        waiting_ps=executor.waiting_ps,
     )
 
 

@@ -5,7 +5,7 @@ consecutive, disjoint NPU ranges in the order the study lists them; wherever its
 jobs). A request's KV cache (``2 layers kv_heads head_size`` elements per cached token, from the model)
 is split evenly over its prefill replica's NPUs; it moves as point-to-point sends, cut into ``max(n_src, n_dst)``
 equal slices, slice ``k`` going from the source replica's NPU ``k mod n_src`` to the destination's ``k mod n_dst``
-(the same TP/PP plan on both sides pairs NPU ``i`` with NPU ``i``). The moves one prefill iteration starts
+(:func:`~stratasim.kernel.serving.kv_slices`: the same TP/PP plan on both sides pairs NPU ``i`` with NPU ``i``). The moves one prefill iteration starts
 (bundled per destination replica) are simulated together, so they share links — on the congestion-aware or
 flit-level backends they slow each other where they cross the same ones; each move ends when the last of its
 destination's NPUs has received its slices. Moves started at different instants are priced apart; the serving
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stratasim.kernel.serving import KvMove
+from stratasim.kernel.serving import KvMove, kv_slices
 from stratasim.system_layer.serving.graphs import add_message
 from stratasim.system_layer.serving.sessions import NetworkSessions
 from stratasim.v1 import workload_pb2
@@ -63,10 +63,8 @@ class NetworkKvTransfer:
         senders, tag = self._npus[source], 0
         for destination, size in moves:
             receivers = self._npus[destination]
-            slices = max(len(senders), len(receivers))
-            for k in range(slices):
-                part = size // slices + (k < size % slices)
-                src, dst = senders[k % len(senders)], receivers[k % len(receivers)]
+            for sender, receiver, part in kv_slices(size, len(senders), len(receivers)):
+                src, dst = senders[sender], receivers[receiver]
                 add_message(graphs[src], "kv cache", workload_pb2.COMM_SEND_NODE, dst, tag, part, "kv")
                 add_message(graphs[dst], "kv cache", workload_pb2.COMM_RECV_NODE, src, tag, part, "kv")
                 tag += 1

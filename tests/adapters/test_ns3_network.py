@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -254,3 +255,40 @@ def test_two_jobs_interfere_on_ns3_where_they_share_links_and_not_where_they_do_
     assert together["a"] > 1.8 * alone and together["b"] > 1.8 * alone
     apart = _durations({"a": "0-3", "b": "4-7"})
     assert apart == {"a": _durations({"a": "0-3"})["a"], "b": apart["a"]}
+
+
+class _StubWorker:
+    """Stands for ns-3's worker process: each message arrives 10 us after it is sent, whatever else is on its way."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[int, int]] = []
+
+    def ask(self, request: tuple[Any, ...]) -> tuple[Any, ...]:
+        _, ids, _, _, _, times, horizon = request
+        self.pending += [(sent + 10_000_000, msg_id) for msg_id, sent in zip(ids, times)]
+        decided = sorted(p for p in self.pending if p[0] - 10_000_000 <= horizon)
+        self.pending = [p for p in self.pending if p not in decided]
+        return (
+            "ok",
+            [x for time_ps, msg_id in decided for x in (time_ps, msg_id)],
+            min(self.pending, default=(-1,))[0],
+        )
+
+
+def test_a_cancelled_flow_is_not_delivered_though_ns3_still_carries_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ns-3's queues are not edited: cancel only keeps the flow's messages from being delivered (the docstring of
+    ``adapters/ns3/network.py`` says so), whether ns-3 has them already or not yet."""
+    worker = _StubWorker()
+    monkeypatch.setattr(ns3_network.importlib.util, "find_spec", lambda name, *_: object())
+    monkeypatch.setattr(Ns3Network, "_start", lambda self, request: None)
+    monkeypatch.setattr(Ns3Network, "_ask", lambda self, request: worker.ask(request))
+    network = Ns3Network()
+    network.configure(network_pb2.Topology(dimensions=[_dim(RING, 4, 50, 500)]))
+    network.inject(
+        network_pb2.SendBatch(id=[1, 2], src=[0, 1], dst=[1, 2], bytes=[64, 64], send_time_ps=[0, 0], flow=[1, 2])
+    )
+    first = network.advance(1_000_000)
+    network.inject(network_pb2.SendBatch(id=[3], src=[2], dst=[3], bytes=[64], send_time_ps=[1_000_001], flow=[1]))
+    assert list(network.cancel(1, 2_000_000).id) == [1, 3]
+    delivered = [first, network.advance(-1), network.advance(-1)]
+    assert [(t, m) for r in delivered for t, m in zip(r.deliveries.time_ps, r.deliveries.id)] == [(10_000_000, 2)]

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from stratasim.kernel import registry
+from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import validate_topology
 from stratasim.remote import serve
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2
@@ -44,6 +45,7 @@ class FakeNetwork:
         self._dims: list[network_pb2.Dimension] = []
         self._lookahead = 1
         self._pending: list[tuple[int, int]] = []
+        self._flows: dict[int, int] = {}
         self._now = 0
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
@@ -53,8 +55,18 @@ class FakeNetwork:
         return network_pb2.NetworkInfo(npus=math.prod(d.size for d in self._dims), lookahead_ps=self._lookahead)
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
+        self._flows.update(zip(sends.id, sends.flow))
         for mid, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
             heapq.heappush(self._pending, (sent + self._delay(src, dst, size), mid))
+
+    def cancel(self, flow: int, at_ps: int) -> network_pb2.CancelResult:
+        """Stateless: the flow's arrivals after ``at_ps`` are dropped, nobody else's time changes."""
+        if at_ps + self._lookahead <= self._now:
+            raise BackendError(f"cancel at {at_ps} ps, before the network's committed time")
+        gone = [mid for time_ps, mid in self._pending if time_ps > at_ps and self._flows.get(mid, 0) == flow]
+        self._pending = [pending for pending in self._pending if pending[1] not in set(gone)]
+        heapq.heapify(self._pending)
+        return network_pb2.CancelResult(id=sorted(gone))
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
         if until_ps < 0:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -12,7 +14,8 @@ import pytest
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.kernel.errors import BackendError, RemoteError, TopologyError, WorkloadError
 from stratasim.remote import ComputeClient, NetworkClient, spawn
-from stratasim.v1 import common_pb2, compute_pb2, compute_pb2_grpc, network_pb2, network_pb2_grpc
+from stratasim.system_layer.engine.coordinator import Coordinator
+from stratasim.v1 import common_pb2, compute_pb2, network_pb2, network_pb2_grpc
 from tests.contracts.contract_fakes import FakeCompute, FakeNetwork, served
 from tests.remote.helpers import refused_endpoint, serve_command, stub_server
 
@@ -79,23 +82,32 @@ def test_client_checks_the_version_the_server_answers_with() -> None:
             NetworkClient(ep, backend="fake", timeout_s=5)
 
 
-def test_protocol_version_3_refuses_a_version_2_peer_either_way(compute_endpoint: str) -> None:
-    # Version 3 carries typed operator shapes where version 2 had a positional list: the two cannot talk.
-    assert PROTOCOL_VERSION == 3
-    with grpc.insecure_channel(compute_endpoint) as channel:
-        hello = common_pb2.Handshake(protocol_version=2, layer="compute", backend="fake")
-        with pytest.raises(grpc.RpcError) as refused:
-            compute_pb2_grpc.ComputeServiceStub(channel).Hello(hello, timeout=5)
-    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
-    assert "client speaks 2, server speaks 3" in refused.value.details()  # type: ignore[attr-defined]
+def test_protocol_version_4_refuses_a_version_3_peer_either_way(network_endpoint: str) -> None:
+    # Version 4 adds SendBatch.flow, Topology.link_changes and the cancel call, which a version 3 server would
+    # ignore silently (a study's link failures and its failed jobs' cancels lost): the two cannot talk.
+    assert PROTOCOL_VERSION == 4
+    with grpc.insecure_channel(network_endpoint) as channel:
+        hello = common_pb2.Handshake(protocol_version=3, layer="network", backend="fake")
+        stream = network_pb2_grpc.NetworkServiceStub(channel).Session(
+            iter([network_pb2.NetworkRequest(handshake=hello)]), timeout=5
+        )
+        reply = next(stream)
+    assert reply.error.code == common_pb2.Error.Code.VERSION_MISMATCH
+    assert reply.error.message == "protocol version mismatch: client speaks 3, server speaks 4"
 
-    class _Version2(compute_pb2_grpc.ComputeServiceServicer):
-        def Hello(self, request: common_pb2.Handshake, context: object) -> common_pb2.Handshake:  # noqa: N802
-            return common_pb2.Handshake(protocol_version=2, layer="compute", backend="fake")
+    class _Version3(network_pb2_grpc.NetworkServiceServicer):
+        def Session(self, request_iterator: Any, context: object) -> Any:  # noqa: N802
+            next(request_iterator)
+            yield network_pb2.NetworkResponse(
+                handshake=common_pb2.Handshake(protocol_version=3, layer="network", backend="fake")
+            )
 
-    with stub_server(lambda s: compute_pb2_grpc.add_ComputeServiceServicer_to_server(_Version2(), s)) as ep:
-        with pytest.raises(RemoteError, match=f"compute layer at {ep}: .*client speaks 3, server speaks 2"):
-            ComputeClient(ep, backend="fake", timeout_s=5)
+    with stub_server(lambda s: network_pb2_grpc.add_NetworkServiceServicer_to_server(_Version3(), s)) as ep:
+        with pytest.raises(RemoteError) as refused:
+            NetworkClient(ep, backend="fake", timeout_s=5)
+    assert str(refused.value) == (
+        f"network layer at {ep}: protocol version mismatch: client speaks 4, server speaks 3 (stage: handshake)"
+    )
 
 
 def test_wrong_backend_name_is_refused(network_endpoint: str, compute_endpoint: str) -> None:
@@ -136,6 +148,33 @@ def test_backend_errors_keep_their_class_and_the_session_survives() -> None:
             assert str(raised.value) == "message 3 names NPU 9 of 4"
             with pytest.raises(BackendError, match=f"network layer at {endpoint} failed: INTERNAL: RuntimeError: boom"):
                 network.advance(-1)
+            assert network.advance(10).window_end_ps == 10
+        finally:
+            network.close()
+
+
+class _OlderContractNetwork:
+    """A network written against the contract before version 4: everything but ``cancel``."""
+
+    name = "older"
+
+    def __init__(self) -> None:
+        self._fake = FakeNetwork()
+        self.configure, self.inject, self.advance = self._fake.configure, self._fake.inject, self._fake.advance
+        self.counters, self.close = self._fake.counters, self._fake.close
+
+
+def test_a_cancel_asked_of_a_backend_without_one_is_refused_naming_it() -> None:
+    """In-process the engine says so; served, the server answers UNSUPPORTED and the session goes on."""
+    expected = "network backend 'older' has no cancel (the network contract of protocol version 4)"
+    with pytest.raises(BackendError, match=re.escape(expected)):
+        Coordinator(_OlderContractNetwork(), 1).cancel(1)  # type: ignore[arg-type]
+    with served("network", "older", {"older": _OlderContractNetwork}) as endpoint:
+        network = NetworkClient(endpoint, backend="older", timeout_s=5)
+        try:
+            network.configure(TOPOLOGY)
+            with pytest.raises(RemoteError, match=re.escape(expected) + r".*\(stage: call cancel\)"):
+                network.cancel(1, 10)
             assert network.advance(10).window_end_ps == 10
         finally:
             network.close()

@@ -72,17 +72,18 @@ def _result(per_npu: list[NpuStats], collectives: list[CollectiveStats] | None =
 
 
 def test_npus_with_identical_rows_share_a_bar() -> None:
-    # Rows are (compute, exposed dp, exposed tp, idle): idle = the last finish (1000 + 300) minus the NPU's own.
+    # Rows are (compute, exposed dp, exposed tp, waiting, idle): idle = the last finish (1000 + 300) minus the NPU's
+    # own.
     per_npu = [_npu(i, 1000, (("dp", 100), ("tp", 200))) if i % 2 else _npu(i, 1000, (("dp", 300),)) for i in range(8)]
     labels, rows = _npu_bars(_result(per_npu), ["dp", "tp"])
     assert labels == ["NPU 0, 2, 4, … (4 NPUs)", "NPU 1, 3, 5, … (4 NPUs)"]
-    assert rows.tolist() == [[1000, 300, 0, 0], [1000, 100, 200, 0]]
+    assert rows.tolist() == [[1000, 300, 0, 0, 0], [1000, 100, 200, 0, 0]]
 
 
 def test_thousands_of_distinct_npus_become_means_of_consecutive_runs() -> None:
     per_npu = [_npu(i, 1000 + i, (("dp", 10),)) for i in range(4096)]
     labels, rows = _npu_bars(_result(per_npu), ["dp"])
-    assert len(labels) == MAX_BARS and rows.shape == (MAX_BARS, 3)
+    assert len(labels) == MAX_BARS and rows.shape == (MAX_BARS, 4)
     assert labels[0] == "mean of NPU 0-85" and labels[-1] == "mean of NPU 4011-4095"
     assert rows[0][0] == pytest.approx(1000 + 85 / 2)  # mean compute of NPUs 0..85 is 1000 + 42.5
 

@@ -102,6 +102,7 @@ def test_to_dict_is_json_with_every_contract_field() -> None:
         "compute_ns": 1000.0,
         "comm_ns": 9000.0,
         "exposed_comm_ns": 9000.0,
+        "waiting_ns": 0.0,
         "bytes_sent_per_dim": {"0": 3 << 20, "1": 1 << 20},
         "p2p_bytes_per_dim": {},
         "exposed_comm_ns_by_kind": {},

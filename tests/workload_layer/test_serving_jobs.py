@@ -1,9 +1,10 @@
-"""Serving in a study of several jobs: a request-level serving job out of the replay's scope (disaggregated) runs
-its own loop on its placed NPUs and gives what it gives alone; a training job beside it is not slowed (the report
-says why: their traffic never meets); a study of serving jobs only; graph-based inference jobs get their own TTFT
-and TPOT. A serving job of pools of role both with TP only is replayed in the engine with its batching decisions
-frozen: alone or on links nobody else uses it gives its standalone figures exactly, sharing links with a training
-job on the congestion-aware network both slow down, on the analytical network neither does."""
+"""Serving in a study of several jobs: a request-level serving job priced apart (``shared: false``, as the
+example's disaggregated one) runs its own loop on its placed NPUs and gives what it gives alone; a training job
+beside it is not slowed (the report says why: their traffic never meets); a study of serving jobs only; graph-based
+inference jobs get their own TTFT and TPOT. A serving job of pools of role both with TP is replayed in the engine
+with its batching decisions frozen (more shapes: test_serving_replay_shapes.py): alone or on links nobody else
+uses it gives its standalone figures exactly, sharing links with a training job on the congestion-aware network
+both slow down, on the analytical network neither does."""
 
 from __future__ import annotations
 
@@ -14,15 +15,21 @@ from typing import Any
 import pytest
 import yaml
 
+from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.config.study_file import parse_study
 from stratasim.kernel import registry
+from stratasim.kernel.graph_blocks import unrolled
 from stratasim.kernel.serving import Iteration, IterationShape
 from stratasim.report.report import Report
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget
+from stratasim.study.jobs import serving_jobs
 from stratasim.study.run import prepare_workload, run_study
 from stratasim.study.serving import serve
+from stratasim.study.serving_replay import replay_jobs, replayable_jobs
+from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving.kv_transfer import quantised
-from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
+from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.serving.replay import replay_graphs, replay_size
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
@@ -162,8 +169,7 @@ REPLAYED = (
     "workload.jobs: serving job 'serve' replays its standalone request-level run in the engine, sharing the network "
     "with the other jobs, with the batching decisions frozen from the standalone run (which requests batch together, "
     "how long each replica waits between iterations): only when its iterations end moves; a full co-simulation would "
-    "let the decisions react to the slowed iterations; the per-NPU figures count the waits between iterations as "
-    "compute (docs/how-to/several-jobs.md)"
+    "let the decisions react to the slowed iterations (docs/how-to/several-jobs.md)"
 )
 
 
@@ -173,6 +179,7 @@ def _shared(backend: str = "congestion_aware") -> dict[str, Any]:
     all-reduces cross the links the training job's ring all-reduce uses."""
     data = _example(requests=6)
     train, serve = data["workload"]["jobs"]
+    del serve["shared"]  # the example's is priced apart
     train["npus"] = serve["npus"] = 4
     train["workload"]["parallelism"] |= {"dp": 4, "global_batch": 4}
     serve["workload"]["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2}}]
@@ -210,6 +217,7 @@ def test_a_replayed_serving_job_alone_gives_exactly_its_standalone_figures() -> 
 def test_a_replayed_serving_job_on_links_no_other_job_uses_is_not_slowed() -> None:
     # The example's two nodes, the training job on node 0, a TP-2 serving job (role both) on node 1: no shared link.
     data = _example(requests=6)
+    del data["workload"]["jobs"][1]["shared"]
     data["workload"]["jobs"][1]["workload"]["pools"] = [{"name": "both", "replicas": 4, "parallelism": {"tp": 2}}]
     data["workload"]["jobs"][1]["workload"]["requests"]["output"]["median"] = 16
     train, serve = _run(data).jobs
@@ -237,21 +245,6 @@ def test_on_the_analytical_network_a_replayed_serving_job_and_a_training_job_do_
     train, serve = _run(data).jobs
     assert (train,) == _run(_without(data, 0)).jobs
     assert serve.serving == _run(_without(data, 1)).jobs[0].serving
-
-
-def test_only_pools_of_role_both_with_tensor_parallelism_are_replayed() -> None:
-    workload = _example()["workload"]["jobs"][1]["workload"]
-    del workload["kind"]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'prefill' has role prefill (KV moves between pools)"
-    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 2, "pp": 2}}]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'both' is pipeline or expert parallel"
-    workload["pools"] = [{"name": "both", "replicas": 2, "parallelism": {"tp": 4}, "device": "a100"}]
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config, "h100") == "pool 'both' has its own device"
-    workload["pools"][0]["device"] = "h100"
-    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload), "h100") is None
 
 
 def test_shared_false_prices_a_replayable_serving_job_apart() -> None:
@@ -288,4 +281,43 @@ def test_the_replay_size_counts_the_nodes_its_graphs_hold() -> None:
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
     nodes, _ = replay_size(runs[0], replicas, works)
     graphs = replay_graphs(runs[0], replicas, works, quantised)
-    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0
+    assert nodes == sum(len(graph.nodes) for graph in graphs) > 0  # every rank's, shared graphs too
+    assert [graphs.index(graph) for graph in graphs] == [0, 0, 2, 2]  # a replica's TP-2 ranks share its graph
+
+
+def test_a_replayed_serving_job_computes_its_iterations_operators_and_waits_for_requests_apart() -> None:
+    # Replayed beside the training job: each NPU's compute is exactly its iterations' operators at the study's
+    # prices (summed from its replayed graph), its waits for requests (wait nodes, in a chain: the compute stream is
+    # idle throughout) are its waiting time, and compute, waiting and exposed communication fill its timeline.
+    data = _shared()
+    study = parse_study(data, "s.yaml")
+    source, npus = prepare_workload(study)
+    jobs = serving_jobs(source, npus)
+    (replay,) = replay_jobs(study, replayable_jobs(study, source, jobs), DEFAULT_BUDGET).values()
+    report = run_study(study)
+    pricer = OperatorPricer(RooflineCompute(), "h100")
+    per_npu = []
+    for npu, graph in zip(jobs[1].npus, replay.graphs, strict=True):
+        nodes = list(unrolled(graph).nodes)
+        compute = sum(cost.duration_ps for cost in pricer.costs(node.op for node in nodes if node.HasField("op")))
+        waits = sum(node.duration_ps for node in nodes if node.type == workload_pb2.WAIT_NODE)
+        stats = report.result.per_npu[npu]
+        assert (stats.compute_ps, stats.waiting_ps) == (compute, waits) and waits > 0
+        assert stats.compute_ps + stats.waiting_ps + stats.exposed_comm_ps == stats.finish_ps - graph.start_ps
+        assert sum(amount for _, amount in stats.exposed_comm_ps_by_kind) == stats.exposed_comm_ps
+        per_npu.append(compute)
+    serve = report.jobs[1]
+    assert serve.compute_ps == sum(per_npu) / len(per_npu)
+    assert serve.exposed_comm_ps == sum(report.result.per_npu[npu].exposed_comm_ps for npu in jobs[1].npus) / 4
+    rows = {row["npu"]: row for row in report.to_dict()["per_npu"]}
+    assert rows[1]["waiting_ns"] == report.result.per_npu[1].waiting_ps / 1000
+    assert "waiting" in report.to_text()
+
+
+def test_a_replay_with_its_waits_gives_the_same_figures_with_the_network_in_another_process() -> None:
+    data = _shared()
+    remote = copy.deepcopy(data)
+    remote["network"]["spawn"] = True
+    here, there = _run(data), _run(remote)
+    assert there.result.per_npu == here.result.per_npu and there.jobs == here.jobs
+    assert any(npu.waiting_ps for npu in here.result.per_npu)

@@ -112,7 +112,7 @@ class JobConfig(Section):
     text ('256-511', '0-3, 8-11')."""
     shared: bool = True
     """A serving job only: replay its request-level run's iterations in the engine, its traffic sharing the network
-    with the other jobs and its batching decisions frozen (true, for pools of role both with TP only), or price its
+    with the other jobs and its batching decisions frozen (true, for pools without swap preemption), or price its
     traffic on the network alone, apart from the other jobs' (false: faster; always so outside that scope)."""
     workload: Annotated[SerializeAsAny[BaseModel], BeforeValidator(_inner_workload), WithJsonSchema(_WORKLOAD_SCHEMA)]
     """The job's workload: a ``kind`` that yields execution graphs (transformer, collective, chakra...) or serves

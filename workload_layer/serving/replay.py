@@ -4,54 +4,62 @@ The request-level loop decides which requests batch together and when each itera
 iteration on the network alone. :func:`replay_graphs` turns the iterations it ran
 (:attr:`~stratasim.workload_layer.serving.simulation.PoolRun.record`) into one execution graph per NPU of the job
 (its ranks 0, 1, ...), for the engine to run beside the other jobs' graphs: each replica's TP ranks run its
-iterations in order, each iteration's operators as compute nodes (priced by the engine's operator pricer, as the
-loop's pricer priced them) and its TP collectives over the replica's ranks (at the size the pricer priced them), in
-layer order, chained; before each iteration an idle node as long as the replica waited for it standalone; after it
-a milestone named :func:`milestone_name`. A layer's steps repeated ``times`` times run as a block.
+iterations in order, each iteration's operators
+as compute nodes (priced by the engine's operator pricer, as the loop's pricer priced them) and its TP collectives
+over the replica's ranks (at the size the pricer priced them), in layer order, chained; before each iteration a wait
+node (``WAIT_NODE``: neither compute nor exposed communication) as long as the replica waited for it standalone;
+after it a milestone named :func:`milestone_name`. A layer's steps repeated ``times`` times run as a block.
 
-:func:`replayed_run` moves the run's times to the shared run's: each iteration ends when its milestone says, starts
-its standalone gap after the previous one's shared end, and each request's scheduling, first token and finish move
-with the iterations that made them. Which requests batch together does not change (the decisions are frozen): a
-full co-simulation would let the slowed iterations change them.
+A replica of ``pp`` pipeline stages runs its engines' iterations in the order they entered its first stage, each
+stage on its own ``tp`` ranks (stage ``s`` on the replica's ranks ``s tp`` to ``s tp + tp - 1``, as the pricer
+takes them): the first stage waits as long as it idled standalone, every later stage receives each pass's
+activation (its ``boundary_bytes``) from the same TP rank of the stage before, and every stage but the last sends
+it on beside its next iteration; the last stage's ranks carry the milestones. Disaggregated, each KV move becomes
+sends between the replicas' NPUs (:mod:`~stratasim.workload_layer.serving.replay_moves`).
 
-Only what a graph can replay exactly is replayed (:func:`unreplayable`): pools of role ``both``, without pipeline or
-expert parallelism, speculative decoding or swap preemption, on the study's device.
+:func:`~stratasim.workload_layer.serving.replay_times.replayed_run` moves the run's times to the shared run's.
+
+An iteration decoding speculatively runs its draft passes before the target's, as the pricer sums them (a draft on
+fewer NPUs than the stage's TP ranks: its collectives among the first of them). A pool on a device of its own is
+priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`). What a
+graph does not replay yet (:func:`unreplayable`): swap preemption's copies over the host link.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from stratasim.kernel.serving import Compute, Iteration, IterationShape, TensorParallelCollective
+from stratasim.kernel.serving import (
+    Compute,
+    ExpertAllToAll,
+    ExpertWork,
+    Iteration,
+    IterationShape,
+    IterationWork,
+    TensorParallelCollective,
+)
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
-from stratasim.workload_layer.serving.scheduler import Sequence as Served
-from stratasim.workload_layer.serving.simulation import IterationRecord, PoolRun
+from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves
+from stratasim.workload_layer.serving.simulation import GroupStep, IterationRecord, PoolRun
 
-__all__ = ["WAITING", "milestone_name", "replay_graphs", "replay_size", "replayed_run", "unreplayable"]
+__all__ = ["WAITING", "ExpertGroups", "milestone_name", "replay_graphs", "replay_size", "unreplayable"]
 
 WAITING = "waiting for requests"
-"""The name of the idle nodes between a replica's iterations."""
+"""The name of the wait nodes between a replica's iterations."""
 Works = Callable[[int, IterationShape], Iteration]
 """An iteration's typed work by pool and shape (the same objects for the same arguments)."""
 Quantised = Callable[[int], int]
 """A collective's size as the pricer priced it."""
-Moves = Mapping[tuple[int, int], int]
-"""Instants of an engine in the standalone run, by (engine, time), and where they lie in the shared run."""
 
 
-def unreplayable(config: ServingWorkloadConfig, study_device: object) -> str | None:
+def unreplayable(config: ServingWorkloadConfig) -> str | None:
     """Why a serving workload's run cannot be replayed on the shared fabric, or None when it can."""
     for pool in config.pools:
-        plan = pool.parallelism
         reasons = [
-            (pool.role != "both", f"pool {pool.name!r} has role {pool.role} (KV moves between pools)"),
-            (plan.pp > 1 or plan.ep > 1, f"pool {pool.name!r} is pipeline or expert parallel"),
-            (pool.speculative is not None, f"pool {pool.name!r} decodes speculatively"),
             (pool.scheduler.preemption == "swap", f"pool {pool.name!r} swaps preempted KV blocks"),
-            (pool.device is not None and pool.device != study_device, f"pool {pool.name!r} has its own device"),
         ]
         said = next((reason for failed, reason in reasons if failed), None)
         if said is not None:
@@ -64,46 +72,116 @@ def milestone_name(engine: int, iteration: int) -> str:
     return f"replica {engine} iteration {iteration}"
 
 
+@dataclass(frozen=True)
+class ExpertGroups:
+    """What the replay of expert-parallel pools needs: ``work`` the expert part of an iteration of a group of pool
+    ``pool`` (its first argument) at the group's and its busiest member's tokens, and ``members`` each replica's
+    group, as the replicas in it (the replica alone outside expert parallelism)."""
+
+    work: Callable[[int, int, int], ExpertWork]
+    members: Sequence[Sequence[int]]
+
+
 def replay_graphs(
-    run: PoolRun, replicas: Sequence[Sequence[int]], works: Works, quantised: Quantised
+    run: PoolRun,
+    replicas: Sequence[Sequence[int]],
+    works: Works,
+    quantised: Quantised,
+    experts: ExpertGroups | None = None,
 ) -> list[workload_pb2.ExecutionGraph]:
-    """One graph per rank of the job for ``run``'s iterations (module docstring): engine i on the ranks
-    ``replicas[i]``, each iteration's work from ``works``, its collectives at ``quantised`` sizes."""
+    """One graph per rank of the job for ``run``'s iterations (module docstring): replica i on the ranks
+    ``replicas[i]``, each iteration's work from ``works`` (an expert-parallel group's expert part from
+    ``experts``), its collectives at ``quantised`` sizes; ranks of a replica running the same nodes share one
+    graph object (numbered after the replica's first rank)."""
     graphs = [workload_pb2.ExecutionGraph(npu=rank) for group in replicas for rank in group]
-    for engine, group in enumerate(replicas):
-        own = [record for record in run.record if record.engine == engine]
-        for rank in group:
-            _Builder(graphs[rank], group, quantised).replica(own, works)
+    moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas], quantised)
+    for replica, group in enumerate(replicas):
+        own = [record for record in run.record if run.engine_replicas[record.engine] == replica]
+        width = len(group) // _stages(own, works)
+        for position, rank in enumerate(group):
+            stage = position // width
+            first = stage * width  # the stage's first rank
+            neighbours = (
+                group[position - width] if first else None,
+                group[position + width] if first + width < len(group) else None,
+            )
+            members = experts.members[replica] if experts is not None else ()
+            builder = _Builder(
+                graphs[rank], group[first : first + width], quantised, [replicas[m][position] for m in members]
+            )
+            spans = builder.replica(own, works, moves.waits, stage, neighbours, experts)
+            add_moves(graphs[rank], spans, moves, position)
+        _share_alike(graphs, group)
     return graphs
 
 
-def replay_size(run: PoolRun, replicas: Sequence[Sequence[int]], works: Works) -> tuple[int, int]:
+def _share_alike(graphs: list[workload_pb2.ExecutionGraph], group: Sequence[int]) -> None:
+    """Give the ranks of ``group`` whose graphs are its first rank's but for their NPU that graph object, so the
+    engine plans, prices and fuses it once (a TP-only replica's ranks all run the same nodes)."""
+    first = graphs[group[0]]
+    alike = first.SerializeToString(deterministic=True)
+    for rank in group[1:]:
+        graph = graphs[rank]
+        graph.npu = first.npu
+        if graph.SerializeToString(deterministic=True) == alike:
+            graphs[rank] = first
+        else:
+            graph.npu = rank
+
+
+def _stages(records: Sequence[IterationRecord], works: Works) -> int:
+    """The pipeline stages of the replica that ran ``records`` (1 when it ran none of its own)."""
+    busy = next((record for record in records if record.requests), None)
+    passes = works(busy.pool, busy.shape).works if busy is not None else ()
+    return len(passes[0][1].stages) if passes else 1
+
+
+def replay_size(
+    run: PoolRun, replicas: Sequence[Sequence[int]], works: Works, experts: ExpertGroups | None = None
+) -> tuple[int, int]:
     """What :func:`replay_graphs` would build for ``run``, before building it: its graph nodes (a repeated layer
     counting once per run, as the block node it is) and the nodes the engine runs (blocks unrolled), over every
-    rank, each iteration's wait and milestone included."""
-    nodes = events = 0
-    ended: dict[int, int] = {}
+    rank, each iteration's waits, expert part and milestone included, and each KV move's sends and receives."""
+    moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas])
+    nodes = events = 2 * moves.slices()
+    ended: dict[int, int] = {}  # each replica's last first-stage end
+    counts: dict[int, int] = {}
     for record in run.record:
-        ranks = len(replicas[record.engine])
-        for repeats, work in works(record.pool, record.shape).works:
-            runs = _runs(work.stages[0])
-            nodes += ranks * repeats * sum(size if times == 1 else times for times, size in runs)
-            events += ranks * repeats * sum(times * size for times, size in runs)
-        own = ranks * (1 + (record.start_ps > ended.get(record.engine, 0)))  # its milestone, and a wait before it
+        replica = run.engine_replicas[record.engine]
+        width = len(replicas[replica])
+        for repeats, work in works(record.pool, record.shape).works if record.requests else ():
+            width = len(replicas[replica]) // len(work.stages)
+            inside = min(work.tp, width)  # the stage's ranks running its TP collectives (a smaller draft's: fewer)
+            for stage in work.stages:
+                for ranks, runs in ((inside, _runs(stage, work.tp)), (width - inside, _runs(stage, 1))):
+                    nodes += ranks * repeats * sum(size if times == 1 else times for times, size in runs)
+                    events += ranks * repeats * sum(times * size for times, size in runs)
+            messages = 2 * width * repeats * (len(work.stages) - 1)  # activations sent and received
+            nodes, events = nodes + messages, events + messages
+        count = counts[record.engine] = counts.get(record.engine, -1) + 1
+        waits = moves.waits((record.engine, count), record.start_ps, ended.get(replica, 0))
+        own = width * (1 + waits)  # its milestone on the last stage, and a wait before it on the first
         nodes, events = nodes + own, events + own
-        ended[record.engine] = record.end_ps
+        if record.experts is not None and experts is not None:
+            step = record.experts
+            runs = _runs(experts.work(record.pool, step.group_tokens, step.member_tokens).steps, width)
+            lockstep = step.experts_start_ps > step.own_end_ps  # a wait for the group's slowest member
+            nodes += width * (lockstep + sum(size if times == 1 else times for times, size in runs))
+            events += width * (lockstep + sum(times * size for times, size in runs))
+        ended[replica] = record.stage_ends_ps[0]
     return nodes, events
 
 
-def _runs(steps: Sequence[tuple[int, object]]) -> list[tuple[int, int]]:
-    """The runs of consecutive ``steps`` repeated alike, as (times, steps in the run) — the blocks of
-    :meth:`_Builder._stage`."""
+def _runs(steps: Sequence[tuple[int, object]], tp: int) -> list[tuple[int, int]]:
+    """The runs of consecutive ``steps`` repeated alike, as (times, nodes of the run's steps: a TP collective
+    none when ``tp`` is 1) — the blocks of :meth:`_Builder._stage`."""
     runs: list[tuple[int, int]] = []
-    for times, _ in steps:
+    for times, step in steps:
+        nodes = int(tp > 1 or not isinstance(step, TensorParallelCollective))
         if runs and runs[-1][0] == times:
-            runs[-1] = (times, runs[-1][1] + 1)
+            runs[-1] = (times, runs[-1][1] + nodes)
         else:
-            runs.append((times, 1))
+            runs.append((times, nodes))
     return runs
 
 
@@ -111,22 +189,82 @@ class _Builder:
     """Appends a replica's iterations to one rank's ``graph``, each node after the last one added; its collectives
     over ``group`` at ``quantised`` sizes; blocks shared by the identical layers of an iteration's shape."""
 
-    def __init__(self, graph: workload_pb2.ExecutionGraph, group: Sequence[int], quantised: Quantised) -> None:
+    def __init__(
+        self, graph: workload_pb2.ExecutionGraph, group: Sequence[int], quantised: Quantised, experts: list[int]
+    ) -> None:
         self.graph, self.group, self.quantised = graph, list(group), quantised
+        self.experts = experts  # the rank's expert-parallel all-to-all group
         self.blocks: dict[tuple[int, ...], int] = {}
+        self.passes = 0  # passes run so far: the tag of their activations between stages
 
-    def replica(self, records: Sequence[IterationRecord], works: Works) -> None:
-        """The replica's iterations ``records`` in order, each's work from ``works``: a wait as long as the
-        standalone one before it, its first stage's steps (every pass it runs), its milestone."""
-        ended = 0
-        for count, record in enumerate(records):
-            if record.start_ps > ended:
-                self._node(self.graph.nodes, name=WAITING, duration_ps=record.start_ps - ended)
-            for repeats, work in works(record.pool, record.shape).works:
+    def replica(
+        self,
+        records: Sequence[IterationRecord],
+        works: Works,
+        waits: Callable[[tuple[int, int], int, int], bool],
+        stage: int = 0,
+        neighbours: tuple[int | None, int | None] = (None, None),
+        experts: ExpertGroups | None = None,
+    ) -> dict[tuple[int, int], tuple[int, int]]:
+        """The replica's iterations ``records`` in order (its engines' together, as they entered its first stage),
+        each's work from ``works``, on a rank of pipeline stage ``stage`` whose ``neighbours`` are the same TP rank
+        of the stages before and after it (None: none): on the first stage a wait as long as the stage idled
+        standalone before it where ``waits`` (its engine and count, its start, the stage's previous end) says; the
+        stage's steps of every pass it runs, each pass's activation received from the stage before and sent to the
+        stage after; in an expert-parallel group, a wait for its slowest member's own part then the group's expert
+        part (``experts``); on the last stage its milestone. For each, by its engine and count, the ids of its first
+        node after the wait and of its last node."""
+        ended, spans = 0, {}
+        sends: list[tuple[int, dict[str, Any]]] = []
+        counts: dict[int, int] = {}
+        for record in records:
+            count = counts[record.engine] = counts.get(record.engine, -1) + 1
+            if stage == 0 and waits((record.engine, count), record.start_ps, ended):
+                self._node(
+                    self.graph.nodes, name=WAITING, type=workload_pb2.WAIT_NODE, duration_ps=record.start_ps - ended
+                )
+            first = len(self.graph.nodes)
+            for repeats, work in works(record.pool, record.shape).works if record.requests else ():
                 for _ in range(repeats):
-                    self._stage(work.stages[0], work.tp)
-            self._node(self.graph.nodes, name=milestone_name(record.engine, count), milestone=True)
-            ended = record.end_ps
+                    self._pass(work, stage, neighbours, sends)
+            if record.experts is not None and experts is not None:
+                self._expert_part(record.pool, record.experts, experts)
+            if neighbours[1] is None:
+                self._node(self.graph.nodes, name=milestone_name(record.engine, count), milestone=True)
+            spans[record.engine, count] = (first, len(self.graph.nodes) - 1)
+            ended = record.stage_ends_ps[0]
+        for after, send in sends:  # beside the stage's next iteration, not before it
+            self.graph.nodes.add(id=len(self.graph.nodes), data_deps=[after], **send)
+        return spans
+
+    def _expert_part(self, pool: int, step: GroupStep, experts: ExpertGroups) -> None:
+        """A member's wait until its group's slowest member's own part has ended, then the group's expert part."""
+        if step.experts_start_ps > step.own_end_ps:
+            self._node(
+                self.graph.nodes,
+                name=WAITING,
+                type=workload_pb2.WAIT_NODE,
+                duration_ps=step.experts_start_ps - step.own_end_ps,
+            )
+        self._stage(experts.work(pool, step.group_tokens, step.member_tokens).steps, len(self.group))
+
+    def _pass(
+        self,
+        work: IterationWork,
+        stage: int,
+        neighbours: tuple[int | None, int | None],
+        sends: list[tuple[int, dict[str, Any]]],
+    ) -> None:
+        """One pass of ``work`` on the stage: the activation received, the stage's steps, the activation's send
+        (added to ``sends`` as the node it follows and its fields)."""
+        before, after = neighbours
+        message = {"name": "activation", "tag": self.passes, "comm_bytes": work.boundary_bytes, "pg_name": "pp"}
+        if before is not None:
+            self._node(self.graph.nodes, type=workload_pb2.COMM_RECV_NODE, peer=before, **message)
+        self._stage(work.stages[stage], work.tp)
+        if after is not None:
+            sends.append((len(self.graph.nodes) - 1, {"type": workload_pb2.COMM_SEND_NODE, "peer": after, **message}))
+        self.passes += 1
 
     def _stage(self, steps: Sequence[tuple[int, object]], tp: int) -> None:
         """A stage's steps in order, runs of steps repeated ``times > 1`` times as a block run that often."""
@@ -159,11 +297,21 @@ class _Builder:
         return self.blocks[key]
 
     def _step(self, nodes: Any, step: object, tp: int) -> None:
-        """A step's node after the last of ``nodes``: an operator, or a TP collective when the group is several
-        NPUs."""
+        """A step's node after the last of ``nodes``: an operator, or a TP collective over the first ``tp`` ranks of
+        the group (all of them but for a draft model on fewer) when they are several and this rank is one."""
         if isinstance(step, Compute):
             self._node(nodes, name=step.name, op=step.op)
-        elif isinstance(step, TensorParallelCollective) and tp > 1:
+        elif isinstance(step, ExpertAllToAll):
+            self._node(
+                nodes,
+                name=step.name,
+                type=workload_pb2.COMM_COLL_NODE,
+                comm_type=workload_pb2.ALL_TO_ALL,
+                comm_bytes=self.quantised(step.comm_bytes),
+                group=self.experts,
+                pg_name="ep",
+            )
+        elif isinstance(step, TensorParallelCollective) and tp > 1 and self.graph.npu in self.group[:tp]:
             size = self.quantised(step.comm_bytes)
             self._node(
                 nodes,
@@ -171,7 +319,7 @@ class _Builder:
                 type=workload_pb2.COMM_COLL_NODE,
                 comm_type=step.kind,
                 comm_bytes=size,
-                group=self.group,
+                group=self.group[:tp],
                 pg_name="tp",
             )
 
@@ -181,37 +329,3 @@ class _Builder:
         added = nodes.add(id=len(nodes), **({"type": workload_pb2.COMP_NODE} | fields))
         if added.id:
             added.data_deps.append(added.id - 1)
-
-
-def replayed_run(run: PoolRun, ends: Mapping[str, int]) -> PoolRun:
-    """``run`` with its times moved to the shared run's (module docstring): ``ends`` the milestones' times, counted
-    from the job's start."""
-    starts: dict[tuple[int, int], int] = {}
-    stops: dict[tuple[int, int], int] = {}
-    engine_of: dict[int, int] = {}
-    previous: dict[int, tuple[int, int, int]] = {}  # an engine's iterations so far, last standalone and shared ends
-    for record in run.record:
-        count, alone, shared = previous.get(record.engine, (0, 0, 0))
-        end = ends[milestone_name(record.engine, count)]
-        starts[record.engine, record.start_ps] = shared + record.start_ps - alone
-        stops[record.engine, record.end_ps] = end
-        previous[record.engine] = (count + 1, record.end_ps, end)
-        engine_of.update(dict.fromkeys(record.requests, record.engine))
-    sequences = [_moved(sequence, engine_of[sequence.request.index], starts, stops) for sequence in run.sequences]
-    samples = [replace(sample, time_ps=_at(sample.engine, sample.time_ps, starts, stops)) for sample in run.samples]
-    return replace(run, sequences=sequences, samples=samples)
-
-
-def _moved(sequence: Served, engine: int, starts: Moves, stops: Moves) -> Served:
-    """A copy of ``sequence`` (served by ``engine``) with its times moved."""
-    return replace(
-        sequence,
-        scheduled_ps=_at(engine, sequence.scheduled_ps, starts, stops),
-        first_token_ps=stops.get((engine, sequence.first_token_ps), sequence.first_token_ps),
-        finish_ps=stops.get((engine, sequence.finish_ps), sequence.finish_ps),
-    )
-
-
-def _at(engine: int, time_ps: int, starts: Moves, stops: Moves) -> int:
-    """Where a standalone instant of ``engine`` (an iteration's start, else its end) lies in the shared run."""
-    return starts.get((engine, time_ps), stops.get((engine, time_ps), time_ps))

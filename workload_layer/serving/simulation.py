@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
@@ -55,7 +56,16 @@ from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
 
-__all__ = ["IterationRecord", "PoolRun", "PoolSetup", "Sample", "simulate_pool", "simulate_pools", "route"]
+__all__ = [
+    "IterationRecord",
+    "KvMoveRecord",
+    "PoolRun",
+    "PoolSetup",
+    "Sample",
+    "simulate_pool",
+    "simulate_pools",
+    "route",
+]
 
 
 @dataclass(frozen=True)
@@ -72,17 +82,53 @@ class Sample:
     kv_blocks_used: int
 
 
+class GroupStep(NamedTuple):
+    """A member's share of an iteration of its expert-parallel group: the group's and its busiest member's tokens
+    (bucketed, as the group's expert part was priced at them), when the member's own part ended and when the
+    group's expert part started, after its slowest member's own part (ps)."""
+
+    group_tokens: int
+    member_tokens: int
+    own_end_ps: int
+    experts_start_ps: int
+
+
+_IDLE = IterationShape((), 0, 0, 0)
+"""The shape of a member of an expert-parallel group running nothing of its own in its group's iteration."""
+
+
 @dataclass(frozen=True)
 class IterationRecord:
-    """An iteration an engine ran (outside expert-parallel groups): its ``engine``, its ``pool``, when it started
-    and ended (ps), its bucketed ``shape`` and the requests it batched (their indices in arrival order) — what a
-    replay of the run on a shared fabric needs (:mod:`~stratasim.workload_layer.serving.replay`)."""
+    """An iteration an engine ran: its ``engine``, its ``pool``, when it started and ended (ps), its bucketed
+    ``shape``, the requests it batched (their indices in arrival order), when it left each pipeline stage
+    (``stage_ends_ps``, its end last) and, in an expert-parallel group, its share of the group's iteration
+    (``experts``; a member with nothing to run has no requests and an empty shape) — what a replay of the run on a
+    shared fabric needs (:mod:`~stratasim.workload_layer.serving.replay`)."""
 
     engine: int
     pool: int
     start_ps: int
     end_ps: int
     shape: IterationShape
+    requests: tuple[int, ...]
+    stage_ends_ps: tuple[int, ...]
+    experts: GroupStep | None = None
+
+
+@dataclass(frozen=True)
+class KvMoveRecord:
+    """A KV move the run made, from engine ``source`` to engine ``destination`` (disaggregated): handed off by the
+    source's iteration ending at ``sent_ps``, started at ``start_ps`` (later when it queued behind earlier moves at
+    the replicas), arrived at ``arrival_ps``; ``size`` bytes (all the replica's NPUs together, as the
+    :class:`~stratasim.kernel.serving.KvMove` priced) carrying the caches of ``requests`` (their indices in arrival
+    order) — what a replay of the run needs besides its iterations."""
+
+    source: int
+    destination: int
+    sent_ps: int
+    start_ps: int
+    arrival_ps: int
+    size: int
     requests: tuple[int, ...]
 
 
@@ -111,8 +157,8 @@ class PoolRun:
     ``swap_ps`` of copies either way), the decode steps and tokens of speculative decoding, the first pool's KV
     blocks per replica (``kv_blocks``), each engine's blocks and peak use, each handed-off sequence's KV transfer
     time (ps), the replica of each engine, and how many iterations of each pool and shape (and expert parts of each
-    pool and bucketed tokens) ran; ``record``: every iteration run outside expert-parallel groups, in start
-    order."""
+    pool and bucketed tokens) ran; ``record``: every iteration run, in start
+    order (an expert-parallel group's for each member); ``moves``: every KV move, in the order they started."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -131,6 +177,7 @@ class PoolRun:
     shape_runs: dict[tuple[int, IterationShape], int] = field(default_factory=dict)
     expert_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
     record: list[IterationRecord] = field(default_factory=list)
+    moves: list[KvMoveRecord] = field(default_factory=list)
 
 
 def simulate_pool(
@@ -257,12 +304,13 @@ class _Loop:
             price = self.prices.stages(self.owner[index], shape)
             self.running[index] = batch
             self.run.swap_ps += batch.swap_ps
-            end = _through_stages(now, price, batch.swap_ps, self.stages_free[self.physical[index]])
+            stages = self.stages_free[self.physical[index]]
+            end = _through_stages(now, price, batch.swap_ps, stages)
             heapq.heappush(self.ends, (end, index))
             self.run.iterations += 1
             batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
             requests = tuple(sequence.request.index for sequence in batched)
-            self.run.record.append(IterationRecord(index, self.owner[index], now, end, shape, requests))
+            self.run.record.append(IterationRecord(index, self.owner[index], now, end, shape, requests, tuple(stages)))
         self._sample(now, index, batch)
 
     def _sample(self, now: int, engine: int, batch: Batch) -> None:
@@ -281,16 +329,40 @@ class _Loop:
         busy = [(engine, batch) for engine, batch in zip(group, batches) if batch]
         if busy:
             shapes = [replicas[engine].shape(batch, prices.bucket) for engine, batch in busy]
-            own = max(batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes))
+            owns = [batch.swap_ps + prices.stages(pool, shape)[0] for (_, batch), shape in zip(busy, shapes)]
             tokens = [shape.tokens for shape in shapes]
-            end = now + own + prices.expert_part(pool, sum(tokens), max(tokens))
+            end = now + max(owns) + prices.expert_part(pool, sum(tokens), max(tokens))
             for engine, batch in zip(group, batches):
                 self.running[engine] = batch
                 heapq.heappush(self.ends, (end, engine))
                 self.run.swap_ps += batch.swap_ps
             self.run.iterations += len(busy)
+            self._record_group(group, now, end, busy, shapes, owns)
         for engine, batch in zip(group, batches):
             self._sample(now, engine, batch)
+
+    def _record_group(
+        self,
+        group: list[int],
+        now: int,
+        end: int,
+        busy: list[tuple[int, Batch]],
+        shapes: list[IterationShape],
+        owns: list[int],
+    ) -> None:
+        """Record the iteration of ``group`` from ``now`` to ``end`` for each member: the ``busy`` ones' batches,
+        ``shapes`` and own parts' times (``owns``), the others idle (:class:`GroupStep`)."""
+        bucket = self.prices.bucket
+        tokens = [shape.tokens for shape in shapes]
+        experts = now + max(owns)
+        own = {engine: (shape, batch, took) for (engine, batch), shape, took in zip(busy, shapes, owns)}
+        for engine in group:
+            shape, batch, took = own.get(engine, (_IDLE, Batch(), 0))
+            batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
+            requests = tuple(sequence.request.index for sequence in batched)
+            member = GroupStep(round_up(sum(tokens), bucket), round_up(max(tokens), bucket), now + took, experts)
+            record = IterationRecord(engine, self.owner[engine], now, end, shape, requests, (end,), member)
+            self.run.record.append(record)
 
     def _start_moves(self, source: int, replica: ReplicaScheduler, now: int) -> None:
         """Route the sequences engine ``source`` (``replica``) handed off to decode engines and start their KV
@@ -312,12 +384,15 @@ class _Loop:
         moves = tuple(KvMove(to, count, count * self.kv_bytes_per_token) for to, count in tokens)
         start = max(now, ports.sending.get(physical[source], 0), *(ports.receiving.get(to, 0) for to, _ in tokens))
         sent = start
-        for (destination, moved), took in zip(groups.items(), self.transfer(physical[source], moves), strict=True):
+        priced = zip(groups.items(), moves, self.transfer(physical[source], moves), strict=True)
+        for (destination, moved), move, took in priced:
             if took < 0:
                 raise WorkloadError(
                     f"the KV transfer pricer gave {took} ps from replica {physical[source]} to {physical[destination]}"
                 )
             arrives = start + took
+            requests = tuple(sequence.request.index for sequence in moved)
+            run.moves.append(KvMoveRecord(source, destination, now, start, arrives, move.size, requests))
             ports.receiving[physical[destination]] = arrives
             sent = max(sent, arrives)
             heapq.heappush(self.moving, (arrives, len(run.transfers_ps), source, destination, moved))

@@ -34,7 +34,10 @@ StrataSim keeps them in the free-form attributes Chakra provides (other readers,
 unknown attributes): a node's ``memory_bytes`` (integer) and ``milestone`` (``bool_val``), a collective's
 ``comm_root`` (the root NPU of a broadcast or reduce), a compute node's ``duration_ps`` (the exact duration,
 read instead of ``duration_micros``, which then holds it rounded to whole microseconds for other readers), and
-the metadata's ``resident_bytes.<kind>``.
+the metadata's ``resident_bytes.<kind>``. Chakra has no wait node either: the IR's ``WAIT_NODE`` (an NPU waiting
+on purpose, neither computing nor communicating) is written as a ``COMP_NODE`` of its duration with the ``bool_val``
+attribute ``wait``, which this reader maps back to a wait node; other readers run it as compute of the same length,
+so the trace's timing survives and only the split between compute and waiting is theirs to lose.
 
 Attribute values are read from whichever integer variant of ``AttributeProto`` a producer used.
 """
@@ -78,6 +81,7 @@ __all__ = [
     "RESIDENT_ATTR",
     "DURATION_ATTR",
     "ROOT_ATTR",
+    "WAIT_ATTR",
 ]
 
 US_TO_PS = 10**6
@@ -91,6 +95,9 @@ MILESTONE_ATTR = "milestone"
 
 DURATION_ATTR = "duration_ps"
 """The node attribute holding a compute node's exact duration in picoseconds (``duration_micros`` rounds it)."""
+
+WAIT_ATTR = "wait"
+"""The node attribute (``bool_val``) marking a Chakra compute node as the IR's wait node (``WAIT_NODE``)."""
 
 ROOT_ATTR = "comm_root"
 """The node attribute holding a broadcast's or reduce's root NPU (the IR's ``root``)."""
@@ -292,6 +299,8 @@ def to_graph(
         _common_fields(node, out, where)
         if node.type == et_def_pb2.COMP_NODE:
             out.duration_ps = _duration_ps(node, where)
+            if _attr(node.attr, WAIT_ATTR, frozenset({"bool_val"}), where):
+                out.type = workload_pb2.WAIT_NODE
         elif node.type == et_def_pb2.COMM_COLL_NODE:
             _collective_fields(node, out, where, npu, npus, definitions)
         elif node.type in (et_def_pb2.COMM_SEND_NODE, et_def_pb2.COMM_RECV_NODE):

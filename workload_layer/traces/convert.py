@@ -5,7 +5,8 @@ StrataSim's trace format: one file per rank, ``<prefix>.<rank>.pb``, each holdin
 ``stratasim.v1.ExecutionGraph`` record (replayed as ``kind: stratasim_trace``). Converting back to Chakra
 (:func:`from_graph`) is exact for everything Chakra can express and refuses, naming the node, what it cannot:
 operator descriptors (price them first, as ``stratasim trace export`` does) and, unless asked to keep them in
-the ``duration_ps`` attribute, durations that are not whole microseconds.
+the ``duration_ps`` attribute, durations that are not whole microseconds. A wait node (``WAIT_NODE``, which Chakra
+lacks) becomes a compute node of its duration marked by the ``wait`` attribute (the Chakra reader's docstring).
 
 Communicator groups travel as in ASTRA-sim: each collective carries its ``pg_name`` and the groups go to the
 communicator groups file ``<target>.json`` beside the traces (written when some collective has a name), which
@@ -39,6 +40,7 @@ from stratasim.workload_layer.traces.chakra import (
     RESIDENT_ATTR,
     ROOT_ATTR,
     US_TO_PS,
+    WAIT_ATTR,
     read_chakra_graphs,
     read_records,
     read_trace,
@@ -94,20 +96,18 @@ def from_graph(
             lost.append("pg_name outside communication nodes")
         if lost:
             raise WorkloadError(f"{where}: Chakra traces cannot express {', '.join(lost)}")
+        wait = node.type == workload_pb2.WAIT_NODE
         out = et_def_pb2.Node(
             id=node.id,
             name=node.name,
-            type=et_def_pb2.NodeType.ValueType(node.type),
+            type=et_def_pb2.COMP_NODE if wait else et_def_pb2.NodeType.ValueType(node.type),
             ctrl_deps=node.ctrl_deps,
             data_deps=node.data_deps,
         )
-        if node.type == workload_pb2.COMP_NODE:
-            micros, rest = divmod(node.duration_ps, US_TO_PS)
-            if micros < 0 or (rest and not exact_durations):
-                raise WorkloadError(f"{where}: duration {node.duration_ps} ps is not a whole number of microseconds")
-            out.duration_micros = micros + (2 * rest >= US_TO_PS)
-            if rest:
-                out.attr.append(_int_attr(DURATION_ATTR, node.duration_ps))
+        if node.type == workload_pb2.COMP_NODE or wait:
+            _duration(node, out, where, exact_durations)
+            if wait:
+                out.attr.append(et_def_pb2.AttributeProto(name=WAIT_ATTR, bool_val=True))
         elif node.type == workload_pb2.COMM_COLL_NODE:
             out.attr.extend([_int_attr("comm_type", node.comm_type), _int_attr("comm_size", node.comm_bytes)])
             if node.HasField("root"):
@@ -127,6 +127,17 @@ def from_graph(
             out.attr.append(et_def_pb2.AttributeProto(name=MILESTONE_ATTR, bool_val=True))
         nodes.append(out)
     return nodes
+
+
+def _duration(node: workload_pb2.Node, out: et_def_pb2.Node, where: str, exact_durations: bool) -> None:
+    """A compute or wait node's duration on Chakra's node ``out``: whole microseconds, and with ``exact_durations``
+    the exact picoseconds in the ``duration_ps`` attribute when they are not."""
+    micros, rest = divmod(node.duration_ps, US_TO_PS)
+    if micros < 0 or (rest and not exact_durations):
+        raise WorkloadError(f"{where}: duration {node.duration_ps} ps is not a whole number of microseconds")
+    out.duration_micros = micros + (2 * rest >= US_TO_PS)
+    if rest:
+        out.attr.append(_int_attr(DURATION_ATTR, node.duration_ps))
 
 
 def _metadata(

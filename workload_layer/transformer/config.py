@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from stratasim.kernel.schema import Bytes, DTypeName, Section
 from stratasim.workload_layer.transformer.rank_layout import RankLayout
+from stratasim.workload_layer.transformer.work_split import Split, check_counts, check_uneven_batches, chunk_ranges
 
 __all__ = ["ModelConfig", "ParallelismConfig", "TransformerConfig", "AttentionKernel"]
 
@@ -175,6 +176,14 @@ class ParallelismConfig(Section):
     SC'21)."""
     order: tuple[Literal["tp", "pp", "dp"], ...] = ("tp", "pp", "dp")
     """Groups mapped onto the topology's dimensions, innermost first."""
+    stage_layers: Split = "even"
+    """Layers each pipeline stage holds: ``even`` (``layers / pp`` each), a list of one count per stage summing to
+    the model's layers (Megatron's uneven first and last stages), or ``by_device``, in proportion to each stage's
+    device throughput (:mod:`stratasim.workload_layer.transformer.work_split`)."""
+    batch_split: Split = "even"
+    """Micro-batches each DP rank runs: ``even`` (``global_batch / (micro_batch * dp)`` each), a list of one count
+    per DP rank summing to ``global_batch / micro_batch``, or ``by_device``, in proportion to each DP rank's device
+    throughput (:mod:`stratasim.workload_layer.transformer.work_split`)."""
 
     @model_validator(mode="after")
     def _whole_micro_batches(self) -> ParallelismConfig:
@@ -213,6 +222,18 @@ class ParallelismConfig(Section):
                 f"parallelism.schedule: interleaved needs the micro-batches per pipeline (global_batch / (micro_batch "
                 f"* dp) = {micro_batches}) to be divisible by parallelism.pp ({self.pp}), as in Megatron-LM"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _batch_split(self) -> ParallelismConfig:
+        unit = (self.pp, "the interleaved schedule takes micro-batches in groups of parallelism.pp")
+        total = self.batch // self.micro_batch
+        places, want = (self.dp, "DP rank"), (total, "global_batch / micro_batch")
+        if self.schedule != "interleaved":
+            unit = (1, "")
+        check_counts("parallelism.batch_split", self.batch_split, places, want, unit, "micro-batch")
+        if self.batch_split != "even" and self.batch_split != (total // self.dp,) * self.dp:
+            check_uneven_batches(self.ep, self.zero)
         return self
 
     @model_validator(mode="after")
@@ -257,20 +278,20 @@ class TransformerConfig(Section):
     @model_validator(mode="after")
     def _divisible(self) -> TransformerConfig:
         model, plan = self.model, self.parallelism
-        checks = (
-            ("model.layers", model.layers, "parallelism.pp", plan.pp),
-            (
-                "model.layers",
-                model.layers,
-                "parallelism.pp * parallelism.virtual_stages",
-                plan.pp * plan.virtual_stages,
-            ),
+        checks: tuple[tuple[str, int, str, int], ...] = (
             ("model.heads", model.heads, "parallelism.tp", plan.tp),
             ("model.kv_heads", model.kv_head_count, "parallelism.tp", plan.tp),
             ("model.ffn", model.ffn_size, "parallelism.tp", plan.tp),
             ("model.seq_len", model.seq_len, "parallelism.tp", plan.tp if plan.sequence_parallel else 1),
             ("model.experts", model.experts, "parallelism.ep", plan.ep),
         )
+        if plan.stage_layers == "even":
+            chunks = plan.pp * plan.virtual_stages
+            checks = (
+                ("model.layers", model.layers, "parallelism.pp", plan.pp),
+                ("model.layers", model.layers, "parallelism.pp * parallelism.virtual_stages", chunks),
+                *checks,
+            )
         for name, value, by_name, by in checks:
             if value % by:
                 raise ValueError(f"{name} ({value}) must be divisible by {by_name} ({by})")
@@ -278,8 +299,29 @@ class TransformerConfig(Section):
             raise ValueError(f"parallelism.ep ({plan.ep}) needs a mixture of experts: set model.experts")
         return self
 
-    def chunk_layers(self, chunk: int) -> range:
-        """The layers of model chunk ``chunk`` (of ``pp * virtual_stages``): ``layers / (pp v)`` consecutive ones."""
+    @model_validator(mode="after")
+    def _stage_layers(self) -> TransformerConfig:
+        plan, layers = self.parallelism, self.model.layers
+        unit = plan.virtual_stages
+        places, want = (plan.pp, "stage"), (layers, "model.layers")
+        chunks = (unit, "each stage's chunks share its layers evenly: parallelism.virtual_stages")
+        check_counts("parallelism.stage_layers", plan.stage_layers, places, want, chunks, "layer")
+        if plan.stage_layers == "by_device" and (layers < plan.pp * unit or layers % unit):
+            raise ValueError(
+                f"parallelism.stage_layers: by_device gives every stage a positive multiple of virtual_stages "
+                f"({unit}) layers, so model.layers ({layers}) must be such a multiple and at least {plan.pp * unit}"
+            )
+        return self
+
+    def stage_layer_counts(self) -> tuple[int, ...]:
+        """Layers each pipeline stage holds: ``stage_layers`` when listed, else ``layers / pp`` each (``by_device``
+        is listed once the composition root has balanced it: :meth:`TransformerWorkload.balanced`)."""
         plan = self.parallelism
-        per_chunk = self.model.layers // (plan.pp * plan.virtual_stages)
-        return range(chunk * per_chunk, (chunk + 1) * per_chunk)
+        if isinstance(plan.stage_layers, tuple):
+            return plan.stage_layers
+        return (self.model.layers // plan.pp,) * plan.pp
+
+    def chunk_layers(self, chunk: int) -> range:
+        """The layers of model chunk ``chunk`` (of ``pp * virtual_stages``): its stage's layers over
+        ``virtual_stages``, consecutive, the chunks numbered along the model (chunk ``c pp + p`` on stage ``p``)."""
+        return chunk_ranges(self.stage_layer_counts(), self.parallelism.virtual_stages)[chunk]

@@ -17,7 +17,7 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
   counted;
 - ``activations``, with ``s`` the sequence length, ``b`` the micro-batch, ``h`` hidden, ``a`` heads, ``t`` the TP
   degree, ``v`` the model chunks per stage (``virtual_stages``), ``L_c = layers / (pp v)`` the layers of one
-  chunk and ``n_p`` the (chunk, micro-batch) forward passes whose activations the stage holds at once:
+  chunk (the stage's ``stage_layers`` count over ``v`` when listed) and ``n_p`` the (chunk, micro-batch) forward passes whose activations the stage holds at once:
 
   - one layer and micro-batch stores, on a TP rank, ``A`` bytes from Korthikanti et al.'s analysis ("Reducing
     Activation Recomputation in Large Transformer Models", arXiv:2205.05198, 2022, section 4 and table 2; 16-bit

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from functools import partial
 
 from stratasim.kernel import operators
-from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
+from stratasim.workload_layer.transformer.step_operators import Role, step_operator
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
@@ -349,35 +350,13 @@ class _Emitter:
         self._input_grad = self._compute(f"{name} dgrad", self._operator(step, "dgrad"), self._ready)
         self._compute(f"{name} wgrad", self._operator(step, "wgrad"), [self._input_grad])
 
-    def _operator(self, step: Gemm | Pointwise | Attention, role: str) -> bytes:
-        """The operator ``step`` runs in ``role`` (forward, backward, dgrad or wgrad), described once and reused
-        by every micro-batch: serialized, as parsing it into a node is cheaper than copying a message in."""
+    def _operator(self, step: Gemm | Pointwise | Attention, role: Role) -> bytes:
+        """The operator ``step`` runs in ``role`` (:func:`~stratasim.workload_layer.transformer.step_operators.step_operator`),
+        described once and reused by every micro-batch: serialized, as parsing it into a node is cheaper than
+        copying a message in."""
         known = self._operators.get((step, role))
         if known is None:
-            dtype = self._plan.dtype
-            if isinstance(step, Pointwise):
-                desc = self._pointwise(step, step.inputs + (role == "backward"))
-            elif isinstance(step, Attention):
-                desc = operators.attention(
-                    step.batch,
-                    step.seq,
-                    step.seq,
-                    step.head_dim,
-                    causal=True,
-                    backward=role == "backward",
-                    group=step.group,
-                    dtype=dtype,
-                    name=step.name,
-                )
-            else:
-                m, k, n = {
-                    "forward": (step.m, step.k, step.n),
-                    "dgrad": (step.m, step.n, step.k),
-                    "wgrad": (step.k, step.m, step.n),
-                }[role]
-                desc = operators.gemm(m, k, n, dtype=dtype, batch=step.batch, name=step.name)
-                if self._plan.gemm_dtype is not None:
-                    desc.dtype = self._plan.gemm_dtype  # priced at its peak; bytes stay the operands' (dtype)
+            desc = step_operator(step, role, self._plan.dtype, self._plan.gemm_dtype)
             known = self._operators[(step, role)] = desc.SerializeToString()
         return known
 
@@ -432,16 +411,6 @@ class _Emitter:
                     pg_name="ep",
                 )
             ]
-
-    def _pointwise(self, step: Pointwise, inputs: int) -> compute_pb2.OperatorDesc:
-        return operators.elementwise(
-            step.shape,
-            dtype=self._plan.dtype,
-            flops_per_element=step.flops_per_element,
-            inputs=inputs,
-            name=step.name,
-            function=step.function,
-        )
 
     def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
         """A compute node running the serialized operator ``op`` after ``deps``; the stream waits for it next."""

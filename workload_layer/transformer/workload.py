@@ -8,8 +8,11 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   topology whose dimensions are ``[tp, pp, dp]`` a TP group is one line of dimension 0 (contiguous ids) and a DP
   group one line of dimension 2 (ids ``tp * pp`` apart); ``parallelism.order`` names another nesting
   (:mod:`stratasim.workload_layer.transformer.rank_layout`).
-- Each pipeline stage holds ``layers / pp`` layers, as ``virtual_stages`` (``v``) model chunks of
-  ``layers / (pp v)`` consecutive layers: chunk ``c`` of stage ``p`` is the model's chunk ``c pp + p``. The first
+- Each pipeline stage holds ``layers / pp`` layers (or its count in ``stage_layers``), as ``virtual_stages``
+  (``v``) model chunks of ``1 / v`` of them, consecutive: chunk ``c`` of stage ``p`` is the model's chunk
+  ``c pp + p``. Each DP rank's pipeline runs ``global_batch / (micro_batch dp)`` micro-batches (or its count in
+  ``batch_split``); ``by_device`` splits are resolved from the devices' prices first
+  (:mod:`stratasim.workload_layer.transformer.work_split`). The first
   chunk of the first stage also holds the (vocabulary-parallel) embedding, the last chunk of the last stage the
   final layernorm, the LM head GEMM and the loss.
 - A GPT layer on a TP rank (``t = micro_batch * seq_len`` tokens, ``d = hidden / heads``): layernorm, QKV GEMM
@@ -54,9 +57,10 @@ from stratasim.kernel.contracts import CheckpointWriters
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import Grid
 from stratasim.kernel.work import WorkEstimate
-from stratasim.v1 import workload_pb2
+from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
+from stratasim.workload_layer.transformer.balance import balanced_config, wants_balance
 from stratasim.workload_layer.transformer.blocks import (
     Parameters,
     embedding_parameters,
@@ -77,6 +81,7 @@ from stratasim.workload_layer.transformer.memory import (
 )
 from stratasim.workload_layer.transformer.moe import expert_groups
 from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
+from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
 from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
 
@@ -96,13 +101,19 @@ class TransformerWorkload:
         gemm = None if config.gemm_precision is None else operators.parse_dtype(config.gemm_precision)
         self._gemm_dtype = None if gemm == self._dtype else gemm
         self._chunks: dict[int, tuple[tuple[Block, ...], ...]] = {}  # by pipeline stage
-        self._memory: dict[int, StageMemory] = {}  # by pipeline stage
+        self._memory: dict[tuple[int, int], StageMemory] = {}  # by pipeline stage and micro-batches
 
     @property
     def micro_batches(self) -> int:
-        """Micro-batches per pipeline per iteration: ``global_batch / (micro_batch * dp)``."""
+        """Micro-batches per pipeline per iteration when split evenly: ``global_batch / (micro_batch * dp)``."""
         plan = self.config.parallelism
         return plan.batch // (plan.micro_batch * plan.dp)
+
+    def replica_micro_batches(self) -> tuple[int, ...]:
+        """Micro-batches each DP rank's pipeline runs per iteration (index = DP rank): ``batch_split`` when listed,
+        else :attr:`micro_batches` each."""
+        plan = self.config.parallelism
+        return plan.batch_split if isinstance(plan.batch_split, tuple) else (self.micro_batches,) * plan.dp
 
     def npus_required(self) -> int:
         plan = self.config.parallelism
@@ -114,9 +125,9 @@ class TransformerWorkload:
         gathers add more); the largest message is an activation's TP all-reduce or a DP gradient bucket (a layer's
         gradients, 12 h^2 parameters in fp32, when unbucketed)."""
         plan, model = self.config.parallelism, self.config.model
-        layers_per_chunk = -(-model.layers // (plan.pp * plan.virtual_stages))
+        layers_per_chunk = -(-max(self.config.stage_layer_counts()) // plan.virtual_stages)
         per_chunk = 12 + (6 if plan.zero == 3 else 2) * layers_per_chunk
-        nodes = (max(self.micro_batches, 1) + 1) * plan.virtual_stages * per_chunk + 64
+        nodes = (max(*self.replica_micro_batches(), 1) + 1) * plan.virtual_stages * per_chunk + 64
         activation = plan.micro_batch * model.seq_len * model.hidden * 4
         bucket = plan.dp_bucket or 12 * model.hidden**2 * 4
         return WorkEstimate(
@@ -158,20 +169,56 @@ class TransformerWorkload:
                 f"workload: the transformer's plan needs exactly tp * pp * dp = {required} NPUs, got {npus}"
             )
         plan = self.config.parallelism
+        if wants_balance(plan):
+            raise WorkloadError(
+                "workload.parallelism: stage_layers or batch_split by_device is resolved from the study's devices "
+                "before the graphs are built, which happens for a study's own workload only; list the counts here"
+            )
         stages = [self._stage_chunks(stage) for stage in range(plan.pp)]
         return GraphSequence(npus, lambda npu: build_graph(self._plan(npu, stages)))
 
     def representatives(self, grid: Grid) -> tuple[int, ...] | None:
         """Every TP and DP rank of a pipeline stage runs the graph of the stage's rank 0 (TP 0, DP 0), moved
-        along the topology — when the topology's coordinates keep the groups and peers aligned."""
+        along the topology — when the topology's coordinates keep the groups and peers aligned. DP ranks running
+        different numbers of micro-batches (``batch_split``) run different graphs: then each stands for itself
+        and its TP ranks."""
         plan = self.config.parallelism
         stages = [((),) * plan.virtual_stages for _ in range(plan.pp)]  # partners do not depend on the blocks
+        alike = len(set(self.replica_micro_batches())) == 1
+        layout = plan.layout
         return translated_representatives(
             grid,
             self.npus_required(),
-            lambda npu: plan.layout.npu({"tp": 0, "pp": plan.layout.rank(npu, "pp"), "dp": 0}),
+            lambda npu: layout.npu(
+                {"tp": 0, "pp": layout.rank(npu, "pp"), "dp": 0 if alike else layout.rank(npu, "dp")}
+            ),
             lambda npu: self._partners(self._plan(npu, stages)),
         )
+
+    def balance_unit(self) -> tuple[compute_pb2.OperatorDesc, ...] | None:
+        """The operators of one unit of work, when the plan splits layers or micro-batches ``by_device``: one
+        micro-batch's forward and backward passes over a layer on a TP rank (over the first ``moe_every`` layers,
+        the pattern that repeats, for a mixture of experts), as the graphs run them."""
+        if not wants_balance(self.config.parallelism):
+            return None
+        period = self.config.model.moe_every if self.config.model.experts else 1
+        units = (block_operators(self._layer(index), self._dtype, self._gemm_dtype) for index in range(period))
+        return tuple(op for unit in units for op in unit)
+
+    def balanced(self, unit_ps: Sequence[int]) -> TransformerWorkload:
+        """This workload with its ``by_device`` splits resolved, a unit of work (:meth:`balance_unit`) taking
+        ``unit_ps[npu]`` picoseconds on each NPU (:func:`~stratasim.workload_layer.transformer.balance.balanced_config`)."""
+        return TransformerWorkload(balanced_config(self.config, unit_ps))
+
+    def work_split(self) -> dict[str, list[int]] | None:
+        """The layers per pipeline stage and micro-batches per DP rank, when either is not the even split."""
+        plan = self.config.parallelism
+        if plan.stage_layers == "even" and plan.batch_split == "even":
+            return None
+        return {
+            "stage_layers": list(self.config.stage_layer_counts()),
+            "micro_batches_per_dp_rank": list(self.replica_micro_batches()),
+        }
 
     @staticmethod
     def _partners(stage: StagePlan) -> Partners:
@@ -190,15 +237,16 @@ class TransformerWorkload:
         tp, pp, layout = plan.tp, plan.pp, plan.layout
         pp_rank = layout.rank(npu, "pp")
         activation = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(self._dtype)
-        memory = self.stage_memory(pp_rank)
         replicas = layout.group(npu, "dp")
         dp_rank = layout.rank(npu, "dp")
+        micro_batches = self.replica_micro_batches()[dp_rank]
+        memory = self.stage_memory(pp_rank, micro_batches)
         ep_ranks, expert_data_ranks = expert_groups(dp_rank, plan.dp, plan.ep) if model.experts else ((), ())
         return StagePlan(
             npu=npu,
             pipeline=layout.group(npu, "pp"),
             chunks=stages[pp_rank],
-            order=pipeline_order(plan.schedule, pp_rank, pp, self.micro_batches, plan.virtual_stages),
+            order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.virtual_stages),
             tensor_group=layout.group(npu, "tp"),
             data_group=replicas,
             boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
@@ -228,23 +276,27 @@ class TransformerWorkload:
         blocks = (block for chunk in self._stage_chunks(stage) for block in chunk)
         return sum((Parameters(block.parameters, block.expert_parameters) for block in blocks), Parameters())
 
-    def stage_memory(self, stage: int) -> StageMemory:
-        """Peak memory of an NPU of pipeline ``stage`` by kind (weights, gradients, Adam states, activations);
-        formulas in :mod:`stratasim.workload_layer.transformer.memory`."""
-        known = self._memory.get(stage)
+    def stage_memory(self, stage: int, micro_batches: int | None = None) -> StageMemory:
+        """Peak memory of an NPU of pipeline ``stage`` running ``micro_batches`` (default: the even split's) by kind
+        (weights, gradients, Adam states, activations); formulas in :mod:`stratasim.workload_layer.transformer.memory`."""
+        runs = self.micro_batches if micro_batches is None else micro_batches
+        known = self._memory.get((stage, runs))
         if known is None:
             parameters = self._stage_parameter_kinds(stage)
-            known = stage_memory(self.config, stage, parameters.dense, self.micro_batches, parameters.expert)
-            self._memory[stage] = known
+            known = stage_memory(self.config, stage, parameters.dense, runs, parameters.expert)
+            self._memory[stage, runs] = known
         return known
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak memory in bytes of each NPU (index = NPU id): weights + gradients + mixed-precision Adam states
         (12 bytes per parameter) + the activations of the micro-batches in flight on its pipeline stage; every TP
         and DP rank of a stage holds the same. See :mod:`stratasim.workload_layer.transformer.memory`."""
-        plan = self.config.parallelism
-        per_stage = [self.stage_memory(stage).total_bytes for stage in range(plan.pp)]
-        return [per_stage[plan.layout.rank(npu, "pp")] for npu in range(self.npus_required())]
+        layout = self.config.parallelism.layout
+        runs = self.replica_micro_batches()
+        return [
+            self.stage_memory(layout.rank(npu, "pp"), runs[layout.rank(npu, "dp")]).total_bytes
+            for npu in range(self.npus_required())
+        ]
 
     def checkpoint_bytes_per_npu(self, writers: CheckpointWriters) -> list[int]:
         """The bytes of weights and optimizer state each NPU writes per checkpoint (index = NPU id): what it holds
