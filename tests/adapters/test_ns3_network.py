@@ -272,6 +272,7 @@ class _StubWorker:
             "ok",
             [x for time_ps, msg_id in decided for x in (time_ps, msg_id)],
             min(self.pending, default=(-1,))[0],
+            [],  # stuck: never, with no link changes
         )
 
 
