@@ -54,8 +54,7 @@ _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
 _DIMENSION_LINK = re.compile(r"\s*dim\s+(\d+)\s*:\s*(\d+|switch)\s*(<->|->)\s*(\d+|switch)\s*$")
 _DIMENSION_SWITCH = re.compile(r"\s*dim\s+(\d+)\s*:\s*switch\s*$")
-NAMES_LISTED = 200_000
-"""Names enumerated at most when looking for the nearest one."""
+_NAMES_LISTED = 200_000  # names enumerated at most when looking for the nearest one
 
 
 class ChangeError(TopologyError):
@@ -119,7 +118,7 @@ def nearest_hint(text: str, names: list[str]) -> str:
 
 def unknown_link(text: str, names: Iterable[str], form: str) -> str:
     """Why ``text`` names no link: how names look (``form``), and the nearest of ``names``."""
-    hint = nearest_hint(text, list(islice(names, NAMES_LISTED)))
+    hint = nearest_hint(text, list(islice(names, _NAMES_LISTED)))
     return f"no link named {text!r}: links are named as the report's link table names them, {form}{hint}"
 
 
