@@ -42,7 +42,8 @@ import numpy as np
 
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
-from stratasim.network_layer.link_changes import LinkKey, dimension_links
+from stratasim.kernel.link_changes import LinkKey
+from stratasim.network_layer.link_changes import dimension_links
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.routing import ring_step

@@ -48,6 +48,7 @@ from typing import cast
 
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
+from stratasim.kernel.link_changes import LinkKey
 from stratasim.network_layer import topologies
 from stratasim.network_layer.congestion_aware_cancel import Crossing, by_link, cancel_on_links, forget
 from stratasim.network_layer.congestion_aware_counters import (
@@ -58,7 +59,6 @@ from stratasim.network_layer.congestion_aware_counters import (
     record_busy,
 )
 from stratasim.network_layer.congestion_aware_routes import Hop, RoutePlanner
-from stratasim.network_layer.link_changes import LinkKey
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.windows import due_arrivals, into_heap, window_result
 from stratasim.v1 import network_pb2

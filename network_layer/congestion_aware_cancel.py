@@ -24,9 +24,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
+from stratasim.kernel.link_changes import LinkKey
 from stratasim.network_layer.congestion_aware_counters import BusyStretches, FlowLoad
 from stratasim.network_layer.congestion_aware_routes import Hop
-from stratasim.network_layer.link_changes import LinkKey
 
 __all__ = ["Crossing", "CrossingLog", "Undone", "by_link", "cancel_on_links", "forget"]
 

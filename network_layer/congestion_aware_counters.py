@@ -15,8 +15,8 @@ as :class:`~stratasim.v1.network_pb2.LinkCounters`.
 
 from __future__ import annotations
 
+from stratasim.kernel.link_changes import LinkKey, LinkNaming
 from stratasim.network_layer.flow_load import add_flow_rows
-from stratasim.network_layer.link_changes import LinkKey, LinkNames
 from stratasim.v1 import network_pb2
 
 __all__ = ["BusyStretches", "FlowLoad", "count_flow", "link_counters", "record_busy"]
@@ -49,7 +49,7 @@ def record_busy(busy: BusyStretches, link: LinkKey, start: int, end: int) -> Non
 
 
 def link_counters(
-    links: dict[LinkKey, list[int]], busy: BusyStretches | None, flow_load: FlowLoad, names: LinkNames
+    links: dict[LinkKey, list[int]], busy: BusyStretches | None, flow_load: FlowLoad, names: LinkNaming
 ) -> network_pb2.LinkCounters:
     """Busy time, bytes, messages and queueing of every link of ``links`` that carried anything, in link order,
     named by ``names``; its load by flow, when ``flow_load`` followed any; when recorded, when each link was busy."""

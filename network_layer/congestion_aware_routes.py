@@ -28,7 +28,8 @@ from fractions import Fraction
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
-from stratasim.network_layer.link_changes import LinkChange, LinkKey, dimension_links, no_detour
+from stratasim.kernel.link_changes import LinkChange, LinkKey, no_detour
+from stratasim.network_layer.link_changes import dimension_links
 from stratasim.network_layer.link_graph import Link, LinkGraph
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.routing import ring_step

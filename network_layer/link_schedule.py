@@ -12,8 +12,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from stratasim.kernel.errors import BackendError, TopologyError
+from stratasim.kernel.link_changes import LinkChange, LinkKey, resolve
 from stratasim.kernel.units import format_time_ps
-from stratasim.network_layer.link_changes import LinkChange, LinkKey, LinkNames, resolve
+from stratasim.network_layer.link_changes import link_names
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.v1 import network_pb2
 
@@ -26,7 +27,7 @@ class LinkSchedule:
     """The link changes of ``topology`` (on ``fabric``, when it has one), those from the start applied."""
 
     def __init__(self, topology: network_pb2.Topology, fabric: LinkGraph | None) -> None:
-        self.names = LinkNames(topology, fabric)
+        self.names = link_names(topology, fabric)
         self.speeds: dict[LinkKey, tuple[Fraction, int]] = {}
         """Dimension links whose speed differs from their dimension's: (bandwidth in bytes/s, latency in ps)."""
         self.failed: dict[LinkKey, LinkChange] = {}

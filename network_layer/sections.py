@@ -48,6 +48,7 @@ from pydantic import (
     model_validator,
 )
 
+from stratasim.kernel import link_changes as kernel_changes
 from stratasim.kernel import units
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
@@ -325,7 +326,7 @@ class NetworkSection(Section):
         model it."""
         if not self.links:
             return []
-        if self.backend_name not in ("analytical", "flit_level", "congestion_aware"):
+        if self.backend_name not in ("analytical", "flit_level", "congestion_aware", "ns3"):
             said = f"the {self.backend_name} backend does not model links of their own speed, failures or restores"
             return [
                 (
@@ -338,28 +339,37 @@ class NetworkSection(Section):
             fabric = topologies.build(message) if message.WhichOneof("fabric") is not None else None
         except TopologyError:
             return []  # the topology's own problem is said where it is
-        names = link_changes.LinkNames(message, fabric)
+        names = link_changes.link_names(message, fabric)
         problems, resolved = [], []
         for index, link in enumerate(self.links):
             try:
-                resolved += link_changes.resolve_entry(index, message, names)
-            except link_changes.ChangeError as exc:
+                resolved += kernel_changes.resolve_entry(index, message, names)
+            except kernel_changes.ChangeError as exc:
                 problems.append((f"links[{index}]", exc.reason))
                 continue
-            if self.backend_name == "analytical" and (link.fail or link.restore or link.at > 0):
-                problems.append(
-                    (
-                        f"links[{index}]",
-                        "the analytical network prices links from the start only; failures and changes at a time "
-                        "need backend congestion_aware or flit_level",
-                    )
-                )
+            refused = self._refused_change(link)
+            if refused:
+                problems.append((f"links[{index}]", refused))
         if not problems:
             try:
-                link_changes.in_order(resolved, message)
-            except link_changes.ChangeError as exc:
+                kernel_changes.in_order(resolved, message)
+            except kernel_changes.ChangeError as exc:
                 problems.append((f"links[{exc.entry}]", exc.reason))
         return problems
+
+    def _refused_change(self, link: LinkChangeSection) -> str | None:
+        """Why this backend cannot make the change ``link`` gives, if it cannot."""
+        if self.backend_name == "analytical" and (link.fail or link.restore or link.at > 0):
+            return (
+                "the analytical network prices links from the start only; failures and changes at a time need "
+                "backend congestion_aware or flit_level"
+            )
+        if self.backend_name == "ns3" and link.latency is not None:
+            return (
+                "latency: the ns3 backend builds each cable as one ns-3 channel, with one delay both ways, at its "
+                "dimension's latency; give links their own latency on backend congestion_aware or flit_level"
+            )
+        return None
 
     def notes(self) -> list[tuple[str, str]]:
         """What the study should know about the section, as ``(key, note)`` pairs: links of their own speed make the

@@ -1,6 +1,8 @@
 // StrataSim's packet network on ns-3 (compiled by cppyy when the ns3 backend starts; see adapters/ns3).
 // NPUs and switches are ns-3 nodes joined by point-to-point links; a message is a train of MTU-sized packets per
 // dimension it crosses, each packet forwarded store-and-forward, hop by hop, by the receive callbacks below.
+// Links change speed, fail and come back at scheduled times (Change): a packet is forwarded the shorter way round a
+// ring unless that way crosses a failed link, then the other way; where no way is left the run stops (Stuck).
 #include "ns3/core-module.h"
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
@@ -56,6 +58,25 @@ class PacketNet {
         m_pending.push(atPs);
     }
 
+    // From `atPs` on, the directed link of dimension d from node `from` to node `to` (-1: the switch of the other
+    // end's line) runs at `bps` (kind 0), fails (kind 1: carries nothing new; what is queued at it drains) or comes
+    // back (kind 2; at `bps` when not 0, else at the rate it had). Changes at one time apply in the order given.
+    void Change(int64_t atPs, uint32_t d, int64_t from, int64_t to, int kind, uint64_t bps) {
+        uint32_t node = from >= 0 ? static_cast<uint32_t>(from) : m_ports[to][PortOf(to, d, -1)].peer;
+        uint32_t portIndex = PortOf(node, d, to);
+        if (bps > 0 && to >= 0) {  // a link into an NPU: its least packet bounds the lookahead
+            int64_t least = DataRate(bps).CalculateBytesTxTime(m_header + 2).GetPicoSeconds();
+            m_lookaheadPs = std::min(m_lookaheadPs, std::max<int64_t>(least + m_ports[node][portIndex].delayPs, 1));
+        }
+        Simulator::Schedule(PicoSeconds(atPs) - Simulator::Now(), &PacketNet::ApplyChange, this, node, portIndex,
+                            kind, bps);
+    }
+
+    // Where the run stopped because a packet found no way: (time ps, the NPU it was at — at a switch, the one its
+    // leg started at —, its message's destination, dimension, then the failed links in its way as (from, to) pairs,
+    // -1 for a switch), or nothing.
+    std::vector<int64_t> Stuck() const { return m_stuck; }
+
     // Run every event up to and including `untilPs`.
     void RunUntil(int64_t untilPs) {
         int64_t now = Simulator::Now().GetPicoSeconds();
@@ -107,12 +128,19 @@ class PacketNet {
         uint64_t finalHops = 0;   // packets of the last leg that started on their last link
     };
 
+    struct InFlight {  // a packet on its way
+        uint64_t message;
+        uint64_t seq;       // its index in the message's leg
+        bool left = false;  // it has started on a link
+    };
+
     struct Port {
         Ptr<PointToPointNetDevice> device;
         uint32_t peer;  // node at the other end
         int64_t delayPs;
         DataRate rate;
         size_t dim;
+        bool failed = false;
         int64_t busyPs = 0;
         uint64_t bytes = 0;     // payload, headers not included
         uint64_t messages = 0;  // messages whose first packet crossed
@@ -149,9 +177,6 @@ class PacketNet {
     // Ports of dimension d: ring [+1, -1]; fully connected one per coordinate (its own slot unused); switch [up].
     void BuildDimension(size_t d, uint64_t bps, int64_t latencyPs) {
         uint32_t size = m_sizes[d], stride = m_strides[d];
-        std::vector<uint32_t> base(m_npus);
-        for (uint32_t n = 0; n < m_npus; ++n) { base[n] = m_ports[n].size(); }
-        m_dimBase.push_back(base);
         for (uint32_t n = 0; n < m_npus; ++n) {
             uint32_t c = Coord(n, d), line = n - c * stride;
             if (m_kinds[d] == 1) {  // ring: link to the next NPU, once per pair (a ring of 2 has one link)
@@ -169,35 +194,90 @@ class PacketNet {
         }
     }
 
-    // The port of `node` a packet heading for NPU `to` along dimension d leaves by.
-    uint32_t PortTowards(uint32_t node, uint32_t to, size_t d) const {
-        uint32_t size = m_sizes[d];
-        if (node >= m_npus) {  // a switch: its ports are its line's NPUs in coordinate order
-            return Coord(to, d);
+    // The port of `node` of dimension d to node `peer` (any of d, for -1: a switch dimension's up-link).
+    uint32_t PortOf(uint32_t node, size_t d, int64_t peer) const {
+        for (uint32_t p = 0; p < m_ports[node].size(); ++p) {
+            const Port& port = m_ports[node][p];
+            if (port.dim == d && (peer < 0 || port.peer == peer)) { return p; }
         }
-        for (uint32_t p = m_dimBase[DimIndex(d)][node]; p < m_ports[node].size(); ++p) {
-            uint32_t peer = m_ports[node][p].peer;
-            if (m_kinds[d] == 3) { return p; }  // the only port of this dimension: up to the switch
-            if (m_kinds[d] == 2 && peer == to) { return p; }
-            if (m_kinds[d] == 1) {
-                uint32_t here = Coord(node, d), want = Coord(to, d);
-                uint32_t forward = (want + size - here) % size;
-                uint32_t next = forward <= size - forward ? (here + 1) % size : (here + size - 1) % size;
-                if (peer < m_npus && Coord(peer, d) == next && SameLine(peer, node, d)) { return p; }
-            }
-        }
-        NS_FATAL_ERROR("no route");
+        NS_FATAL_ERROR("no such link");
         return 0;
     }
 
-    bool SameLine(uint32_t a, uint32_t b, size_t d) const {
-        return a - Coord(a, d) * m_strides[d] == b - Coord(b, d) * m_strides[d];
+    // The port of `node` a packet heading for NPU `to` along dimension d leaves by; -1 when every way it has
+    // crosses a failed link, those links then added to `blocked` as (from, to) pairs, -1 for a switch.
+    int64_t PortTowards(uint32_t node, uint32_t to, size_t d, std::vector<int64_t>& blocked) const {
+        if (m_kinds[d] == 1) {
+            uint32_t size = m_sizes[d], here = Coord(node, d), forward = (Coord(to, d) + size - here) % size;
+            int step = forward <= size - forward ? 1 : -1;
+            if (m_failedPorts == 0 || Clear(node, to, d, step, nullptr)) { return RingPort(node, d, step); }
+            if (size > 2 && Clear(node, to, d, -step, nullptr)) { return RingPort(node, d, -step); }
+            Clear(node, to, d, step, &blocked);
+            if (size > 2) { Clear(node, to, d, -step, &blocked); }
+            return -1;
+        }
+        std::vector<std::pair<uint32_t, uint32_t>> way;  // (node, port): the direct link, or up and down a switch
+        if (node >= m_npus) {  // a switch: its ports are its line's NPUs in coordinate order
+            way.emplace_back(node, Coord(to, d));
+        } else if (m_kinds[d] == 3) {
+            uint32_t up = PortOf(node, d, -1);
+            way = {{node, up}, {m_ports[node][up].peer, Coord(to, d)}};
+        } else {
+            way.emplace_back(node, PortOf(node, d, to));
+        }
+        bool clear = true;
+        for (auto [at, p] : way) {
+            if (m_ports[at][p].failed) {
+                clear = false;
+                Block(at, m_ports[at][p].peer, blocked);
+            }
+        }
+        return clear ? int64_t(way[0].second) : int64_t(-1);
     }
 
-    size_t DimIndex(size_t d) const {  // dimensions of size 1 have no ports
-        size_t index = 0;
-        for (size_t e = 0; e < d; ++e) { index += m_sizes[e] > 1 ? 1 : 0; }
-        return index;
+    void Block(uint32_t from, uint32_t to, std::vector<int64_t>& blocked) const {
+        blocked.push_back(from < m_npus ? int64_t(from) : -1);
+        blocked.push_back(to < m_npus ? int64_t(to) : -1);
+    }
+
+    // The ring port of `node` in dimension d going `step` (+1 or -1) round.
+    uint32_t RingPort(uint32_t node, size_t d, int step) const {
+        uint32_t size = m_sizes[d], c = Coord(node, d);
+        uint32_t next = node - c * m_strides[d] + ((c + size + step) % size) * m_strides[d];
+        return PortOf(node, d, next);
+    }
+
+    // Whether the way from `node` to `to` going `step` round ring dimension d crosses no failed link; every failed
+    // link of it is added to `blocked` when given.
+    bool Clear(uint32_t node, uint32_t to, size_t d, int step, std::vector<int64_t>* blocked) const {
+        bool clear = true;
+        for (uint32_t here = node; here != to;) {
+            const Port& port = m_ports[here][RingPort(here, d, step)];
+            if (port.failed) {
+                clear = false;
+                if (blocked == nullptr) { return false; }
+                Block(here, port.peer, *blocked);
+            }
+            here = port.peer;
+        }
+        return clear;
+    }
+
+    void ApplyChange(uint32_t node, uint32_t portIndex, int kind, uint64_t bps) {
+        Port& port = m_ports[node][portIndex];
+        if (kind == 1) {
+            port.failed = true;
+            ++m_failedPorts;
+            return;
+        }
+        if (kind == 2) {
+            port.failed = false;
+            --m_failedPorts;
+        }
+        if (bps > 0) {
+            port.rate = DataRate(bps);
+            port.device->SetDataRate(port.rate);
+        }
     }
 
     void StartLeg(uint64_t index) {
@@ -212,7 +292,7 @@ class PacketNet {
         Message& m = m_messages[index];
         uint32_t payload = m.injected + 1 == m.packets ? m.lastPayload : m_mtu;
         Ptr<Packet> packet = Create<Packet>(payload + m_header);
-        m_packetOf[packet->GetUid()] = {index, m.injected};
+        m_packetOf[packet->GetUid()] = InFlight{index, m.injected};
         ++m.injected;
         uint32_t from = m.waypoints[m.leg];
         Forward(from, packet, m);
@@ -220,7 +300,18 @@ class PacketNet {
 
     void Forward(uint32_t node, Ptr<Packet> packet, const Message& m) {
         uint32_t to = m.waypoints[m.leg + 1];
-        const Port& port = m_ports[node][PortTowards(node, to, m.legDims[m.leg])];
+        std::vector<int64_t> blocked;
+        int64_t p = PortTowards(node, to, m.legDims[m.leg], blocked);
+        if (p < 0) {  // no way left: stop the run, saying where
+            if (m_stuck.empty()) {
+                m_stuck = {Simulator::Now().GetPicoSeconds(), node < m_npus ? node : m.waypoints[m.leg], m.dst,
+                           static_cast<int64_t>(m.legDims[m.leg])};
+                m_stuck.insert(m_stuck.end(), blocked.begin(), blocked.end());
+            }
+            Simulator::Stop();
+            return;
+        }
+        const Port& port = m_ports[node][p];
         port.device->Send(packet, port.device->GetBroadcast(), 0x0800);
     }
 
@@ -232,14 +323,17 @@ class PacketNet {
         Port& port = m_ports[node][portIndex];
         int64_t now = Simulator::Now().GetPicoSeconds();
         int64_t tx = port.rate.CalculateBytesTxTime(packet->GetSize()).GetPicoSeconds();
-        auto [index, seq] = m_packetOf.at(packet->GetUid());
+        InFlight& flight = m_packetOf.at(packet->GetUid());
+        uint64_t index = flight.message, seq = flight.seq;
+        bool leaving = !flight.left;  // its first link: it leaves the source (a detour may bring it back there)
+        flight.left = true;
         port.busyPs += tx;
         port.bytes += packet->GetSize() - 2 - m_header;  // less the PPP and transport headers
         port.messages += seq == 0 ? 1 : 0;
         m_pending.push(now + tx);                  // the link frees
         m_pending.push(now + tx + port.delayPs);   // the packet arrives
         Message& m = m_messages[index];
-        if (node == m.waypoints[m.leg] && m.injected < m.packets) {
+        if (leaving && m.injected < m.packets) {
             Inject(index);  // a packet left the source's window: the next one takes its place
         }
         if (m.leg + 2 == m.waypoints.size() && port.peer == m.dst && ++m.finalHops == m.packets) {
@@ -255,7 +349,7 @@ class PacketNet {
 
     bool OnReceive(uint32_t node, Ptr<const Packet> packet) {
         auto found = m_packetOf.find(packet->GetUid());
-        uint64_t index = found->second.first;
+        uint64_t index = found->second.message;
         Message& m = m_messages[index];
         if (node != m.waypoints[m.leg + 1]) {
             Forward(node, packet->Copy(), m);
@@ -278,10 +372,11 @@ class PacketNet {
     int64_t m_lookaheadPs;
     NodeContainer m_nodes;
     std::vector<std::vector<Port>> m_ports;
-    std::vector<std::vector<uint32_t>> m_dimBase;
+    uint32_t m_failedPorts = 0;
+    std::vector<int64_t> m_stuck;
     std::unordered_map<uint64_t, Message> m_messages;
     uint64_t m_nextMessage = 0;
-    std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> m_packetOf;  // uid: (message, index in it)
+    std::unordered_map<uint64_t, InFlight> m_packetOf;  // by packet uid
     std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> m_pending;
     std::vector<int64_t> m_deliveries;
 };

@@ -7,10 +7,12 @@ ns-3 keeps one simulator per process and stops the process on its own fatal erro
 process of its own: several sessions of one server never share a simulator, and a crash is reported, not shared.
 
 Requests and answers (tuples):
-``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window)`` → ``("ok", lookahead_ps, links)``
-(the least delay of a message as ns-3 computes it, and the links built);
-``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps)``
-(``next_ps`` -1 when the network is idle); ``("counters",)`` → ``("ok", [dim, from, to, busy_ps, bytes, messages,
+``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window, changes)`` → ``("ok", lookahead_ps,
+links)`` (the least delay of a message as ns-3 computes it, and the links built; ``changes`` are the link changes,
+each ``(at_ps, dimension, from, to, kind, bits_per_s)`` as ``PacketNet::Change`` takes them);
+``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps, stuck)``
+(``next_ps`` -1 when the network is idle; ``stuck`` empty, or ``[time_ps, src, dst, dimension]`` when a message
+found no way around failed links and the run stopped); ``("counters",)`` → ``("ok", [dim, from, to, busy_ps, bytes, messages,
 ...])``, a row per directed link that carried anything; ``("close",)`` ends the process. A failure answers
 ``("error", text)``.
 """
@@ -33,9 +35,9 @@ def _network(ns: Any, request: tuple[Any, ...]) -> Any:
 
     cppyy.cppdef((Path(__file__).with_name("_packet_net.cpp")).read_text(encoding="utf-8"))
     ns.Time.SetResolution(ns.Time.PS)
-    _, kinds, sizes, rates, latencies, mtu, header, window = request
+    _, kinds, sizes, rates, latencies, mtu, header, window, changes = request
     vector = cppyy.gbl.std.vector
-    return cppyy.gbl.stratasim_ns3.PacketNet(
+    net = cppyy.gbl.stratasim_ns3.PacketNet(
         vector["int"](kinds),
         vector["uint32_t"](sizes),
         vector["uint64_t"](rates),
@@ -44,6 +46,9 @@ def _network(ns: Any, request: tuple[Any, ...]) -> Any:
         header,
         window,
     )
+    for change in changes:
+        net.Change(*change)
+    return net
 
 
 def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -51,7 +56,7 @@ def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
     for msg_id, src, dst, size, sent in zip(ids, srcs, dsts, sizes, times):
         net.Send(msg_id, src, dst, size, sent)
     net.RunUntil(horizon)
-    return ("ok", list(net.TakeDeliveries()), int(net.NextEventPs()))
+    return ("ok", list(net.TakeDeliveries()), int(net.NextEventPs()), list(net.Stuck()))
 
 
 def _serve(requests: BinaryIO, answers: BinaryIO) -> None:

@@ -40,6 +40,13 @@ what is left. The worker runs ns-3 up to ``until - lookahead`` on each
 when its last packet starts on its last link, at least ``lookahead`` (the least such link latency plus one
 header-only packet's serialisation) before it arrives.
 
+Link changes (``Topology.link_changes``, read by :mod:`stratasim.kernel.link_changes`) become ns-3 events at their
+times: a new bandwidth sets the link's device ``DataRate`` and its port's rate (packets starting on it from then on
+take it); a failure makes every packet take the other way round a ring where the shorter way crosses a link down,
+decided at each hop (packets queued at the failed link drain across it); a restore undoes that. Where no way is
+left the run stops with :class:`BackendError` naming the failed links in the message's ways and when they failed,
+as the congestion-aware network does. A link's own latency is refused: one ns-3 channel carries a cable both ways, with one delay.
+
 Limits, checked before ns-3 starts: Ring/FullyConnected/Switch dimensions only (a fabric is refused: routing it
 is the other backends' job), up to ``MAX_NODES`` ns-3 nodes and ``MAX_LINKS`` links, and messages up to
 ``MAX_PACKETS`` packets (4 GiB) each. The topology's ``delay_quantum_ps`` and ``store_and_forward`` describe
@@ -60,12 +67,15 @@ import subprocess
 import sys
 import tempfile
 import weakref
+from fractions import Fraction
 from itertools import repeat
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
+from stratasim.kernel.link_changes import DimensionLinkNames, LinkChange, no_detour, resolve
+from stratasim.kernel.units import format_time_ps
 from stratasim.v1 import network_pb2
 
 __all__ = ["Ns3Network", "MTU", "HEADER", "WIRE_HEADER", "WINDOW", "MAX_PACKETS", "MAX_NODES", "MAX_LINKS"]
@@ -99,6 +109,8 @@ class Ns3Network:
 
     def __init__(self) -> None:
         self._npus = 0
+        self._topology = network_pb2.Topology()
+        self._changes: list[LinkChange] = []  # the topology's link changes, in time order
         self._lookahead = 1
         self._horizon = -1
         self._sends: list[tuple[int, int, int, int, int]] = []
@@ -116,19 +128,13 @@ class Ns3Network:
         """Check ``topology`` can be built in ns-3 and that ns-3 is installed, then start ns-3 building it (the
         first ``advance`` waits for it)."""
         self.close()
-        if topology.link_changes:
-            raise TopologyError(
-                "link_changes: the ns3 backend builds every link of a dimension at the dimension's bandwidth and "
-                "latency and never fails one: no link of its own speed (from the start or at a time), no failure, "
-                "no restore; use backend congestion_aware or flit_level (every change), or analytical (speeds from "
-                "the start)"
-            )
         if topology.WhichOneof("fabric") is not None:
             raise TopologyError(
                 f"topology.{topology.WhichOneof('fabric')}: the ns3 backend builds Ring, FullyConnected and Switch "
                 "dimensions only; run a fabric on backend congestion_aware or flit_level"
             )
         validate_topology(topology)
+        changes = _changes(topology)
         grid = Grid.of(topology)
         nodes, links = _census(topology.dimensions, grid.npus)
         if nodes > MAX_NODES or links > MAX_LINKS:
@@ -147,11 +153,18 @@ class Ns3Network:
             for lat, rate, size in zip(latencies, rates, sizes)
             if size > 1
         ]
+        least += [
+            latencies[change.key[0]] + WIRE_HEADER * 8 * _PS_PER_S // _bits_per_s(change.bandwidth) - 1
+            for change in changes
+            if change.bandwidth is not None
+        ]
         self._npus = grid.npus
+        self._topology, self._changes = topology, changes
         self._lookahead = max(1, min(least, default=1))
         self._horizon, self._next_ps, self._sends, self._deliveries = -1, None, [], []
         self._flows, self._cancelled = {}, set()
-        self._start(("configure", kinds, sizes, rates, latencies, MTU, HEADER, WINDOW))
+        wire = [_wire(change) for change in changes]
+        self._start(("configure", kinds, sizes, rates, latencies, MTU, HEADER, WINDOW, wire))
         return network_pb2.NetworkInfo(npus=grid.npus, lookahead_ps=self._lookahead, backend=self.name)
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
@@ -257,7 +270,10 @@ class Ns3Network:
         sends, self._sends = self._sends, []
         columns = [list(column) for column in zip(*sends)] if sends else [[], [], [], [], []]
         answer = self._ask(("advance", *columns, horizon))
-        _, flat, next_ps = answer
+        _, flat, next_ps, stuck = answer
+        if stuck:
+            self.close()
+            raise _no_route(self._topology, self._changes, *stuck)
         for time_ps, msg_id in zip(flat[::2], flat[1::2]):
             heapq.heappush(self._deliveries, (time_ps, msg_id % (1 << 64)))  # ids came as int64
         self._next_ps = next_ps if next_ps >= 0 else None
@@ -324,6 +340,47 @@ def _stop(worker: subprocess.Popen[bytes], directory: Path) -> None:
         worker.kill()
         worker.wait()
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def _changes(topology: network_pb2.Topology) -> list[LinkChange]:
+    """The topology's link changes, checked and in time order; :class:`TopologyError` for one ns-3 cannot make:
+    a latency of a link's own (one ns-3 channel carries a cable both ways, with one delay)."""
+    if not topology.link_changes:
+        return []
+    changes = resolve(topology, DimensionLinkNames(topology))
+    for change in changes:
+        if change.latency_ps is not None:
+            raise TopologyError(
+                f"link_changes[{change.entry}] ({topology.link_changes[change.entry].link!r}): latency: the ns3 "
+                "backend builds each cable as one ns-3 channel, with one delay both ways, at its dimension's "
+                "latency; give links their own latency on backend congestion_aware or flit_level"
+            )
+    return changes
+
+
+def _bits_per_s(bandwidth: Fraction) -> int:
+    return max(1, round(bandwidth * 8))
+
+
+def _wire(change: LinkChange) -> tuple[int, int, int, int, int, int]:
+    """``change`` as the worker takes it: (at ps, dimension, from, to, kind — 0 a new rate, 1 fail, 2 restore —,
+    bits per second, 0 for unchanged)."""
+    kind = 1 if change.fail else 2 if change.restore else 0
+    bps = 0 if change.bandwidth is None else _bits_per_s(change.bandwidth)
+    d, source, target = change.key
+    return (change.at_ps, d, source, target, kind, bps)
+
+
+def _no_route(topology: network_pb2.Topology, changes: list[LinkChange], *stuck: int) -> BackendError:
+    """The error of a message that found no way, as the worker said it (``stuck``): at ``time`` (ps), at NPU
+    ``here``, heading for NPU ``dst`` in dimension ``d``, blocked by the failed links that follow as (from, to)
+    pairs; each named with when it failed, as the congestion-aware network names them."""
+    time, here, dst, d, *ends = stuck
+    failed_at = {change.key: change for change in changes if change.fail and change.at_ps <= time}
+    blocked = [failed_at[(d, a, b)] for a, b in zip(ends[::2], ends[1::2])]
+    said = "; ".join(f"link {change.name} failed at {format_time_ps(change.at_ps)}" for change in blocked)
+    dim = topology.dimensions[d]
+    return BackendError(f"{said}; NPU {here} cannot reach NPU {dst}: {no_detour(dim.kind, dim.size)} (dimension {d})")
 
 
 def _census(dimensions: Any, npus: int) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
-from stratasim.network_layer.link_changes import LinkKey, no_detour
+from stratasim.kernel.link_changes import LinkKey, no_detour
 from stratasim.network_layer.link_graph import Link, LinkGraph, duplex
 from stratasim.network_layer.routing import ring_step
 from stratasim.v1 import network_pb2

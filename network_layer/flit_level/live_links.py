@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 
 from stratasim.kernel.errors import BackendError, TopologyError
+from stratasim.kernel.link_changes import LinkKey
 from stratasim.network_layer.flit_level.dimensions import DimensionFabric, NoWay
 from stratasim.network_layer.flit_level.engine import FlitEngine
 from stratasim.network_layer.flit_level.packets import Message
 from stratasim.network_layer.flit_level.router import OutputPort, Route
-from stratasim.network_layer.link_changes import LinkKey
 from stratasim.network_layer.link_graph import Link, LinkGraph
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.v1 import network_pb2

@@ -70,6 +70,19 @@ def test_the_flit_level_network_applies_later_changes_the_same_in_process_and_re
     assert local[-1] != run(open_backend("network", "flit_level", "in-process"), changed(CHANGES[0]))[-1]
 
 
+@pytest.mark.adapters
+def test_ns3_applies_speeds_failures_and_restores_the_same_in_process_and_remote(
+    open_backend: Callable[..., Any],
+) -> None:
+    """ns-3 takes every change but a link's own latency: the slower ring link without CHANGES[0]'s latency."""
+    slower = network_pb2.LinkChange(link="dim 0: 1->2", bandwidth_bytes_per_s=10e9)
+    back = network_pb2.LinkChange(link="dim 0: 2<->3", at_ps=2_500_000, restore=True)
+    asked = changed(slower, *CHANGES[1:], back)
+    local, remote = (run(open_backend("network", "ns3", mode), asked) for mode in MODES)
+    assert remote == local
+    assert local[-1] != run(open_backend("network", "ns3", "in-process"), topology())[-1]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_the_analytical_network_refuses_later_changes_the_same_way(mode: str, open_backend: Callable[..., Any]) -> None:
     network = open_backend("network", "analytical", mode)

@@ -183,8 +183,10 @@ def test_an_upgrade_above_100_percent_is_allowed(tmp_path: Path) -> None:
 
 
 def test_backends_that_do_not_model_links_are_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="the ns3 backend does not model links"):
-        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "bandwidth": "50%"}], "ns3"))
+    with pytest.raises(ConfigError, match="the mixed backend does not model links"):
+        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "bandwidth": "50%"}], "mixed"))
+    with pytest.raises(ConfigError, match="latency: the ns3 backend builds each cable as one ns-3 channel"):
+        load_study(ring_study(tmp_path, [{"link": "dim 0: 1->2", "latency": "1us"}], "ns3"))
 
 
 def test_the_flit_level_network_takes_speeds_and_the_analytical_one_from_the_start_only(tmp_path: Path) -> None:
