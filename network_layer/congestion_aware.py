@@ -35,7 +35,7 @@ comes back (``restore``), every message on its way is re-planned from where its 
 A flow's messages taken off at a time (``cancel``, a failed NPU's job): crossings under way are cut there, those
 queued dropped, and the other flows' crossings queued behind them decided again on the capacity freed (see
 :mod:`stratasim.network_layer.congestion_aware_cancel`; its log of decided crossings is kept from the first batch
-that carries flows, so a run of one flow pays nothing for it).
+that carries flows when the topology is ``cancellable``, so a run that cannot cancel pays nothing for it).
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ class CongestionAwareNetwork:
         # The crossings each window decided that end after the committed time, with the latest end, for cancel; kept
         # from the first batch that carries flows (a run of one flow has nobody to give a cancelled flow's links to)
         self._log: deque[tuple[int, list[Crossing]]] | None = None
+        self._cancellable = False  # whether a cancel may come (Topology.cancellable): the log above is kept then
         self._flow_load: FlowLoad = {}
         self._busy: BusyStretches | None = None  # if recorded
         self._horizon = -1
@@ -108,6 +109,7 @@ class CongestionAwareNetwork:
             validate_topology(topology)
         self._grid = Grid.of(topology)
         self._busy = {} if topology.record_link_busy else None
+        self._cancellable = topology.cancellable
         self._routes.clear()
         self._schedule = LinkSchedule(topology, fabric)
         self._next_change = self._schedule.next_ps
@@ -157,7 +159,7 @@ class CongestionAwareNetwork:
             return
         if flows:
             self._follow(ids, flows)
-            if self._log is None:
+            if self._log is None and self._cancellable:
                 self._log = deque()
         first, last = min(times), max(times)
         if first <= self._horizon:
@@ -304,6 +306,11 @@ class CongestionAwareNetwork:
         """Take every message of ``flow`` not arrived by ``at_ps`` off the links and queues (see
         :mod:`stratasim.network_layer.congestion_aware_cancel`): their links are free from ``at_ps``, and the crossings
         of other flows queued behind them are decided again on the capacity freed."""
+        if not self._cancellable:
+            raise BackendError(
+                "congestion_aware: cancel needs a topology configured as cancellable (Topology.cancellable), so that "
+                "the network records the link crossings it decides"
+            )
         if at_ps <= self._horizon:
             raise BackendError(f"cancel at {at_ps} ps, before the network's committed time {self._horizon} ps")
         self._settle(at_ps - 1)  # every crossing whose head arrives before at_ps is decided: no send can change it

@@ -91,6 +91,7 @@ class Topology(_message.Message):
     FLIT_FIELD_NUMBER: _builtins.int
     FIRST_DIMENSION_ONLY_FIELD_NUMBER: _builtins.int
     LINK_CHANGES_FIELD_NUMBER: _builtins.int
+    CANCELLABLE_FIELD_NUMBER: _builtins.int
     TORUS_FIELD_NUMBER: _builtins.int
     FAT_TREE_FIELD_NUMBER: _builtins.int
     DRAGONFLY_FIELD_NUMBER: _builtins.int
@@ -117,6 +118,11 @@ class Topology(_message.Message):
     one_* algorithm's, a point-to-point send): it is priced in the first such dimension only, as if it travelled
     there alone. False (default): it pays every dimension it crosses. Read by the analytical network.
     """
+    cancellable: _builtins.bool
+    """The engine may take a flow's messages off the network (CancelRequest): a network that needs a record of the
+    link crossings it decided to undo them (the congestion-aware network) keeps one, and refuses a cancel without
+    it. Off by default: the record costs time on every crossing of a run that carries flows.
+    """
     @_builtins.property
     def dimensions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Dimension]:
         """Innermost dimension first. With a fabric (below) only each dimension's size is read: the sizes lay the
@@ -130,8 +136,8 @@ class Topology(_message.Message):
     @_builtins.property
     def link_changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkChange]:
         """Links of their own speed, and links that degrade or fail at a time, in the order given (at equal times the
-        later entry wins). Read by the analytical (speeds from the start only) and congestion-aware networks; the
-        others refuse a topology that has any.
+        later entry wins). Read by the analytical (speeds from the start only), congestion-aware, flit-level and ns-3
+        networks; the mixed network refuses a topology that has any.
         """
 
     @_builtins.property
@@ -158,6 +164,7 @@ class Topology(_message.Message):
         flit: Global___FlitParameters | None = ...,
         first_dimension_only: _builtins.bool = ...,
         link_changes: _abc.Iterable[Global___LinkChange] | None = ...,
+        cancellable: _builtins.bool = ...,
         torus: Global___TorusFabric | None = ...,
         fat_tree: Global___FatTreeFabric | None = ...,
         dragonfly: Global___DragonflyFabric | None = ...,
@@ -168,7 +175,7 @@ class Topology(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dgx1", b"dgx1", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "nvswitch", b"nvswitch", "torus", b"torus"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "first_dimension_only", b"first_dimension_only", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "link_changes", b"link_changes", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancellable", b"cancellable", "delay_quantum_ps", b"delay_quantum_ps", "dgx1", b"dgx1", "dimensions", b"dimensions", "dragonfly", b"dragonfly", "fabric", b"fabric", "fat_tree", b"fat_tree", "first_dimension_only", b"first_dimension_only", "flit", b"flit", "graph", b"graph", "hierarchical_alltoall", b"hierarchical_alltoall", "link_changes", b"link_changes", "nvswitch", b"nvswitch", "record_link_busy", b"record_link_busy", "store_and_forward", b"store_and_forward", "torus", b"torus"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_fabric: _TypeAlias = _typing.Literal["torus", "fat_tree", "dragonfly", "dgx1", "nvswitch", "hierarchical_alltoall", "graph"]  # noqa: Y015
     _WhichOneofArgType_fabric: _TypeAlias = _typing.Literal["fabric", b"fabric"]  # noqa: Y015

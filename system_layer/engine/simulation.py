@@ -85,7 +85,7 @@ def simulate(
     price, fuse), :func:`_wire` (coordinator, schedulers, executors), :func:`_run` and :func:`_result`.
     """
     selection = TraceSelection() if record_trace is True else record_trace or None
-    info = network.configure(_recording_links(topology) if selection else topology)
+    info = network.configure(_configured(topology, record_links=bool(selection), cancellable=bool(options.failures)))
     perturbation = Perturbation.of(options, len(graphs), sample)
     others = {npu: name for npu, name in (device_of or {}).items() if name != device}
     scope, runs, grid = _scope(
@@ -437,12 +437,16 @@ def _traced(simulated: list[int], stand_in: tuple[int, ...] | None, selection: T
     return sorted({stand_in[npu] for npu in selection.npus if npu < len(stand_in)})
 
 
-def _recording_links(topology: network_pb2.Topology) -> network_pb2.Topology:
-    """``topology`` asking a network that models links to record when each link is busy, for the trace."""
-    recording = network_pb2.Topology()
-    recording.CopyFrom(topology)
-    recording.record_link_busy = True
-    return recording
+def _configured(topology: network_pb2.Topology, record_links: bool, cancellable: bool) -> network_pb2.Topology:
+    """``topology`` asking a network that models links to record when each link is busy (``record_links``, for
+    the trace) and to keep what it needs to take a failed job's messages off (``cancellable``)."""
+    if not (record_links or cancellable):
+        return topology
+    configured = network_pb2.Topology()
+    configured.CopyFrom(topology)
+    configured.record_link_busy |= record_links
+    configured.cancellable |= cancellable
+    return configured
 
 
 def validate(

@@ -15,6 +15,13 @@ from tests.contracts.test_network_contract import MODES, NAMES, drain, sends, to
 AT_PS = 2_000_000
 
 
+def _cancellable() -> network_pb2.Topology:
+    """The contract's topology, configured so that a cancel may come (``Topology.cancellable``)."""
+    configured = topology()
+    configured.cancellable = True
+    return configured
+
+
 def two_flows(count: int, first_id: int, start_ps: int) -> network_pb2.SendBatch:
     """The contract suite's mix of sends, every other message flow 1, the rest flow 2."""
     batch = sends(count, first_id, start_ps)
@@ -30,7 +37,7 @@ def delivered(results: list[network_pb2.AdvanceResult]) -> dict[int, int]:
 def cancelled_run(network: NetworkBackend) -> tuple[dict[int, int], list[int], dict[int, int]]:
     """Two flows sent, one window advanced, flow 1 cancelled at AT_PS, the rest drained: (arrivals before the cancel,
     ids taken off, arrivals after)."""
-    network.configure(topology())
+    network.configure(_cancellable())
     network.inject(two_flows(30, 0, 0))
     before = delivered([network.advance(AT_PS // 2)])
     network.inject(two_flows(10, 1_000, AT_PS // 2 + 1))  # buffered by a remote client: they travel with the cancel
@@ -69,7 +76,7 @@ def test_the_other_flow_arrives_no_later_than_without_the_cancel(
     name, mode = request.node.callspec.params["network"]
     before, _, after = cancelled_run(network)
     intact = open_backend("network", name, mode)
-    intact.configure(topology())
+    intact.configure(_cancellable())
     intact.inject(two_flows(30, 0, 0))
     intact.inject(two_flows(10, 1_000, AT_PS // 2 + 1))
     whole = delivered(drain(intact))
@@ -89,7 +96,7 @@ def test_a_cancel_before_the_committed_time_is_refused_alike(name: str, open_bac
     messages = []
     for mode in MODES:
         network = open_backend("network", name, mode)
-        network.configure(topology())
+        network.configure(_cancellable())
         network.inject(two_flows(10, 0, 0))
         network.advance(10 * AT_PS)
         with pytest.raises(BackendError, match="before the network's committed time") as raised:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from stratasim.kernel.errors import BackendError
 from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.network_layer.flit_level import FlitLevelNetwork
 from stratasim.network_layer.mixed import MixedNetwork
@@ -21,7 +22,9 @@ NS = 1000
 
 def _ring(store_and_forward: bool = False) -> network_pb2.Topology:
     ring = Dim(kind=Dim.RING, size=4, bandwidth_bytes_per_s=1e9, latency_ps=NS)
-    return network_pb2.Topology(dimensions=[ring], record_link_busy=True, store_and_forward=store_and_forward)
+    return network_pb2.Topology(
+        dimensions=[ring], record_link_busy=True, store_and_forward=store_and_forward, cancellable=True
+    )
 
 
 def _run(
@@ -95,7 +98,8 @@ def test_mixed_cancels_in_every_backend_and_the_other_flow_arrives_no_later() ->
         dimensions=[
             Dim(kind=Dim.RING, size=4, bandwidth_bytes_per_s=1e9, latency_ps=NS, backend="flit_level"),
             Dim(kind=Dim.SWITCH, size=2, bandwidth_bytes_per_s=1e9, latency_ps=NS, backend="congestion_aware"),
-        ]
+        ],
+        cancellable=True,
     )
     sends = network_pb2.SendBatch(
         id=list(range(6)), src=[0] * 6, dst=[5, 5, 6, 6, 7, 7], bytes=[4096] * 6, send_time_ps=[0] * 6, flow=[1, 2] * 3
@@ -119,3 +123,17 @@ def test_mixed_cancels_in_every_backend_and_the_other_flow_arrives_no_later() ->
     assert taken == [0, 2, 4] and set(cancelled) == {1, 3, 5}
     assert all(cancelled[mid] <= intact[mid] for mid in cancelled)
     assert any(cancelled[mid] < intact[mid] for mid in cancelled)
+
+
+def test_a_network_not_configured_cancellable_refuses_a_cancel_and_keeps_no_record() -> None:
+    """Without ``Topology.cancellable`` the congestion-aware network keeps no record of its crossings (a run that
+    cannot cancel pays nothing for it), and a cancel is one clear error rather than a partial undo."""
+    network = CongestionAwareNetwork()
+    topology = _ring()
+    topology.cancellable = False
+    network.configure(topology)
+    network.inject_columns([0, 1], [0, 0], [2, 2], [2**20, 2**20], [0, 0], [1, 2])
+    network.advance(NS)
+    assert network._log is None
+    with pytest.raises(BackendError, match=r"cancel needs a topology configured as cancellable"):
+        network.cancel(1, 2 * NS)
