@@ -15,6 +15,7 @@ from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.network_layer.flit_level import FlitLevelNetwork
 from stratasim.v1 import network_pb2 as pb
 from tests.network_layer.fabrics import link, torus
+from tests.network_layer.messages import arrivals_at_once, arrivals_stepwise
 from tests.network_layer.test_flit_level import ALPHA, DEFAULT, B, K, flits
 from tests.system_layer.helpers import RING, topology
 
@@ -43,18 +44,7 @@ def arrivals(
     """Send (src, dst, bytes, at) in one batch; when each arrives."""
     net = network()
     net.configure(topo)
-    net.inject(
-        pb.SendBatch(
-            id=list(range(len(messages))),
-            src=[m[0] for m in messages],
-            dst=[m[1] for m in messages],
-            bytes=[m[2] for m in messages],
-            send_time_ps=[m[3] for m in messages],
-        )
-    )
-    result = net.advance(10**13)
-    arrival = dict(zip(result.deliveries.id, result.deliveries.time_ps))
-    return [arrival[i] for i in range(len(messages))]
+    return arrivals_at_once(net, messages, 10**13)
 
 
 def test_a_degraded_link_slows_only_the_traffic_crossing_it_after_its_time() -> None:
@@ -150,20 +140,4 @@ def test_changes_give_the_same_result_whatever_the_windows() -> None:
     at_once = arrivals(topo, messages)
     stepwise = FlitLevelNetwork()
     stepwise.configure(topo)
-    stepwise.inject(
-        pb.SendBatch(
-            id=list(range(len(messages))),
-            src=[m[0] for m in messages],
-            dst=[m[1] for m in messages],
-            bytes=[m[2] for m in messages],
-            send_time_ps=[m[3] for m in messages],
-        )
-    )
-    arrival: dict[int, int] = {}
-    result = stepwise.advance(-1)
-    while True:
-        arrival.update(zip(result.deliveries.id, result.deliveries.time_ps))
-        if not result.has_next:
-            break
-        result = stepwise.advance(-1)
-    assert [arrival[i] for i in range(len(messages))] == at_once
+    assert arrivals_stepwise(stepwise, messages) == at_once

@@ -11,6 +11,7 @@ from stratasim.network_layer.congestion_aware import CongestionAwareNetwork
 from stratasim.network_layer.flit_level import FlitLevelNetwork
 from stratasim.v1 import network_pb2
 from tests.network_layer import fabrics
+from tests.network_layer.messages import arrivals_at_once, arrivals_stepwise
 from tests.system_layer.helpers import RING, SWITCH, ser, topology
 
 B, ALPHA, M = 50 * 10**9, 500_000, 1 << 20
@@ -23,18 +24,7 @@ def changed(topo: network_pb2.Topology, *changes: network_pb2.LinkChange) -> net
 
 def send(net: CongestionAwareNetwork | AnalyticalNetwork, messages: list[tuple[int, int, int, int]]) -> list[int]:
     """Send (src, dst, bytes, at ps) in one batch; the arrival time of each, in send order."""
-    net.inject(
-        network_pb2.SendBatch(
-            id=list(range(len(messages))),
-            src=[m[0] for m in messages],
-            dst=[m[1] for m in messages],
-            bytes=[m[2] for m in messages],
-            send_time_ps=[m[3] for m in messages],
-        )
-    )
-    result = net.advance(10**15)
-    arrival = dict(zip(result.deliveries.id, result.deliveries.time_ps))
-    return [arrival[i] for i in range(len(messages))]
+    return arrivals_at_once(net, messages)
 
 
 def configured(net: CongestionAwareNetwork | AnalyticalNetwork, topo: network_pb2.Topology):  # type: ignore[no-untyped-def]
@@ -243,21 +233,4 @@ def test_changes_give_the_same_result_whatever_the_windows() -> None:
     messages = [(src, (src * 5 + 3) % 16, 1 << (12 + src % 6), (src % 7) * ALPHA) for src in range(16)]
     messages = [m for m in messages if m[0] != m[1]]
     at_once = send(configured(CongestionAwareNetwork(), topo), messages)
-    stepwise = configured(CongestionAwareNetwork(), topo)
-    stepwise.inject(
-        network_pb2.SendBatch(
-            id=list(range(len(messages))),
-            src=[m[0] for m in messages],
-            dst=[m[1] for m in messages],
-            bytes=[m[2] for m in messages],
-            send_time_ps=[m[3] for m in messages],
-        )
-    )
-    arrival: dict[int, int] = {}
-    result = stepwise.advance(-1)
-    while True:
-        arrival.update(zip(result.deliveries.id, result.deliveries.time_ps))
-        if not result.has_next:
-            break
-        result = stepwise.advance(-1)
-    assert [arrival[i] for i in range(len(messages))] == at_once
+    assert arrivals_stepwise(configured(CongestionAwareNetwork(), topo), messages) == at_once
