@@ -1,9 +1,8 @@
 """Serving jobs whose traffic shares the fabric: each runs its request-level loop alone, then its iterations are
 replayed in the engine beside the other jobs, with the batching decisions of its standalone run frozen.
 
-:func:`replayable_jobs` picks the serving jobs a replay covers
-(:func:`~stratasim.workload_layer.serving.replay.unreplayable` says why another is not; ``shared: false`` opts one
-out: it keeps running apart, :mod:`stratasim.study.jobs`). :func:`replay_jobs` runs each one's loop on its placed NPUs, recording its
+:func:`replayable_jobs` picks the serving jobs a replay covers: every request-level one but those the study opts out
+with ``shared: false`` (they keep running apart, :mod:`stratasim.study.jobs`). :func:`replay_jobs` runs each one's loop on its placed NPUs, recording its
 iterations, and builds its NPUs' graphs (:func:`~stratasim.workload_layer.serving.replay.replay_graphs`), its
 collectives at the sizes its pricer priced them, moved onto its NPUs and named after it
 (:func:`~stratasim.workload_layer.jobs.remap.remap_graphs`); the engine runs them with the other jobs' graphs, so
@@ -31,12 +30,7 @@ from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
-from stratasim.workload_layer.serving.replay import (
-    ExpertGroups,
-    replay_graphs,
-    replay_size,
-    unreplayable,
-)
+from stratasim.workload_layer.serving.replay import ExpertGroups, replay_graphs, replay_size
 from stratasim.workload_layer.serving.replay_times import replayed_run
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
@@ -66,12 +60,10 @@ class Replay:
 
 def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
     """The serving ``jobs`` (by index) of the study's ``source`` whose iterations the engine replays (module
-    docstring): those the replay covers, unless the study says ``shared: false``."""
+    docstring): every request-level one unless the study says ``shared: false``."""
     shared = [job.shared for job in source.config.jobs] if isinstance(source, JobsWorkload) else []
     return {
-        index: job
-        for index, job in jobs.items()
-        if isinstance(job.source, ServingRequestsWorkload) and shared[index] and unreplayable(job.source.config) is None
+        index: job for index, job in jobs.items() if isinstance(job.source, ServingRequestsWorkload) and shared[index]
     }
 
 
