@@ -23,7 +23,7 @@ from stratasim.compute_layer.sections import DeviceGroup
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import PlacedJob, WorkloadSource
 from stratasim.kernel.serving import ExpertWork, Iteration, IterationShape
-from stratasim.study.budget import NODE_BYTES, Budget, refuse_over
+from stratasim.study.budget import Budget, refuse_over, replay_memory
 from stratasim.study.serving import ServedRun, pool_sections, serve
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
@@ -67,12 +67,17 @@ def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, Pla
     }
 
 
-def replay_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> dict[int, Replay]:
-    """Each of ``jobs`` (replayable) run alone on its placed NPUs and its graphs for the engine, by its index."""
-    return {index: _replay(study, index, job, budget) for index, job in jobs.items()}
+def replay_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget, used: int = 0) -> dict[int, Replay]:
+    """Each of ``jobs`` (replayable) run alone on its placed NPUs and its graphs for the engine, by its index; each
+    refused before its graphs are built when, with the ``used`` bytes the rest of the study is estimated to take and
+    the replays before it, it would exceed ``budget`` (:func:`~stratasim.study.budget.replay_memory`)."""
+    replays: dict[int, Replay] = {}
+    for index, job in jobs.items():
+        replays[index], used = _replay(study, index, job, budget, used)
+    return replays
 
 
-def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
+def _replay(study: Study, index: int, job: PlacedJob, budget: Budget, used: int) -> tuple[Replay, int]:
     source = job.source
     assert isinstance(source, ServingRequestsWorkload)
     runs: list[PoolRun] = []
@@ -87,10 +92,11 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
     experts = expert_groups(source)
     nodes, events = replay_size(runs[0], replicas, works, experts)
+    used += replay_memory(nodes, events)
     refuse_over(
         f"workload.jobs[{index}]: replaying serving job '{job.name}' on the shared fabric "
-        f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes)",
-        nodes * NODE_BYTES,
+        f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes, {events:,} run; with the rest of the study)",
+        used,
         events,
         budget,
         f"its requests (workload.jobs[{index}].workload.requests), or set workload.jobs[{index}].shared: false to "
@@ -98,7 +104,7 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
     )
     graphs = replay_graphs(runs[0], replicas, works, quantised, experts)
     moved = remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name)
-    return Replay(alone, runs[0], moved, _pool_devices(study, source, job, index))
+    return Replay(alone, runs[0], moved, _pool_devices(study, source, job, index)), used
 
 
 def expert_groups(source: ServingRequestsWorkload) -> ExpertGroups:
