@@ -95,7 +95,7 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget, used: int)
     used += replay_memory(nodes, events)
     refuse_over(
         f"workload.jobs[{index}]: replaying serving job '{job.name}' on the shared fabric "
-        f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes, {events:,} run; with the rest of the study)",
+        f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes, {events:,} nodes run) with the rest of the study",
         used,
         events,
         budget,
