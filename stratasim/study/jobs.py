@@ -8,10 +8,9 @@ graph's start, so the wait before a later job starts is in neither); a training 
 iteration's over its NPUs and its duration; an inference job's TTFT and TPOT come from its own milestones
 (:func:`~stratasim.workload_layer.jobs.remap.job_milestones`), counted from its start.
 
-A request-level serving job (``kind: serving``) the engine can replay (:mod:`stratasim.study.serving_replay`: pools of
-role ``both`` with tensor parallelism only) runs its loop alone first, then its iterations run in the engine beside
-the other jobs' graphs, its batching decisions frozen; its figures come from the shared run. Any other serving job
-is no part of the engine's run: its NPUs idle there, and :func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
+A request-level serving job (``kind: serving``) the engine replays (:mod:`stratasim.study.serving_replay`) runs its
+loop alone first, then its iterations run in the engine beside the other jobs' graphs, its batching decisions frozen;
+its figures come from the shared run. A serving job with ``shared: false`` is no part of the engine's run: its NPUs idle there, and :func:`serve_jobs` runs its own loop (:func:`stratasim.study.serving.serve`) with the study's compute and network,
 its NPU i on the job's i-th placed NPU. That loop prices each collective and KV move on the network alone, so the
 job's traffic and the other jobs' never meet on a link, and the engine's figures show its NPUs idle
 (:func:`interference_warning` says so). Its end is its start

@@ -227,7 +227,7 @@ def _run_study(
             notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
-        replayed = replay_jobs(study, replays, budget)
+        replayed = replay_jobs(study, replays, budget, estimate.memory)
         graphs = with_replays(source.graphs(npus), replayed, jobs)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
         compute, devices = (

@@ -1,9 +1,8 @@
 """Serving jobs whose traffic shares the fabric: each runs its request-level loop alone, then its iterations are
 replayed in the engine beside the other jobs, with the batching decisions of its standalone run frozen.
 
-:func:`replayable_jobs` picks the serving jobs a replay covers
-(:func:`~stratasim.workload_layer.serving.replay.unreplayable` says why another is not; ``shared: false`` opts one
-out: it keeps running apart, :mod:`stratasim.study.jobs`). :func:`replay_jobs` runs each one's loop on its placed NPUs, recording its
+:func:`replayable_jobs` picks the serving jobs a replay covers: every request-level one but those the study opts out
+with ``shared: false`` (they keep running apart, :mod:`stratasim.study.jobs`). :func:`replay_jobs` runs each one's loop on its placed NPUs, recording its
 iterations, and builds its NPUs' graphs (:func:`~stratasim.workload_layer.serving.replay.replay_graphs`), its
 collectives at the sizes its pricer priced them, moved onto its NPUs and named after it
 (:func:`~stratasim.workload_layer.jobs.remap.remap_graphs`); the engine runs them with the other jobs' graphs, so
@@ -24,19 +23,14 @@ from stratasim.compute_layer.sections import DeviceGroup
 from stratasim.config.study_file import Study
 from stratasim.kernel.contracts import PlacedJob, WorkloadSource
 from stratasim.kernel.serving import ExpertWork, Iteration, IterationShape
-from stratasim.study.budget import NODE_BYTES, Budget, refuse_over
+from stratasim.study.budget import Budget, refuse_over, replay_memory
 from stratasim.study.serving import ServedRun, pool_sections, serve
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
-from stratasim.workload_layer.serving.replay import (
-    ExpertGroups,
-    replay_graphs,
-    replay_size,
-    unreplayable,
-)
+from stratasim.workload_layer.serving.replay import ExpertGroups, replay_graphs, replay_size
 from stratasim.workload_layer.serving.replay_times import replayed_run
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
@@ -66,21 +60,24 @@ class Replay:
 
 def replayable_jobs(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
     """The serving ``jobs`` (by index) of the study's ``source`` whose iterations the engine replays (module
-    docstring): those the replay covers, unless the study says ``shared: false``."""
+    docstring): every request-level one unless the study says ``shared: false``."""
     shared = [job.shared for job in source.config.jobs] if isinstance(source, JobsWorkload) else []
     return {
-        index: job
-        for index, job in jobs.items()
-        if isinstance(job.source, ServingRequestsWorkload) and shared[index] and unreplayable(job.source.config) is None
+        index: job for index, job in jobs.items() if isinstance(job.source, ServingRequestsWorkload) and shared[index]
     }
 
 
-def replay_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> dict[int, Replay]:
-    """Each of ``jobs`` (replayable) run alone on its placed NPUs and its graphs for the engine, by its index."""
-    return {index: _replay(study, index, job, budget) for index, job in jobs.items()}
+def replay_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget, used: int = 0) -> dict[int, Replay]:
+    """Each of ``jobs`` (replayable) run alone on its placed NPUs and its graphs for the engine, by its index; each
+    refused before its graphs are built when, with the ``used`` bytes the rest of the study is estimated to take and
+    the replays before it, it would exceed ``budget`` (:func:`~stratasim.study.budget.replay_memory`)."""
+    replays: dict[int, Replay] = {}
+    for index, job in jobs.items():
+        replays[index], used = _replay(study, index, job, budget, used)
+    return replays
 
 
-def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
+def _replay(study: Study, index: int, job: PlacedJob, budget: Budget, used: int) -> tuple[Replay, int]:
     source = job.source
     assert isinstance(source, ServingRequestsWorkload)
     runs: list[PoolRun] = []
@@ -95,10 +92,11 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
     experts = expert_groups(source)
     nodes, events = replay_size(runs[0], replicas, works, experts)
+    used += replay_memory(nodes, events)
     refuse_over(
         f"workload.jobs[{index}]: replaying serving job '{job.name}' on the shared fabric "
-        f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes)",
-        nodes * NODE_BYTES,
+        f"({len(runs[0].record):,} iterations, {nodes:,} graph nodes, {events:,} nodes run) with the rest of the study",
+        used,
         events,
         budget,
         f"its requests (workload.jobs[{index}].workload.requests), or set workload.jobs[{index}].shared: false to "
@@ -106,7 +104,7 @@ def _replay(study: Study, index: int, job: PlacedJob, budget: Budget) -> Replay:
     )
     graphs = replay_graphs(runs[0], replicas, works, quantised, experts)
     moved = remap_graphs(graphs, job.npus, index, job.start_ps, name=job.name)
-    return Replay(alone, runs[0], moved, _pool_devices(study, source, job, index))
+    return Replay(alone, runs[0], moved, _pool_devices(study, source, job, index)), used
 
 
 def expert_groups(source: ServingRequestsWorkload) -> ExpertGroups:

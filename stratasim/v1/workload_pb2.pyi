@@ -121,7 +121,10 @@ class Node(_message.Message):
     name: _builtins.str
     type: Global___NodeType.ValueType
     duration_ps: _builtins.int
-    """COMP_NODE: a fixed duration, used when `op` is absent. WAIT_NODE: how long it waits (not negative)."""
+    """COMP_NODE: a fixed duration, used when `op` is absent. WAIT_NODE: how long it waits (not negative).
+    MEM_LOAD_NODE / MEM_STORE_NODE: when set, how long the copy takes on the NPU's memory channel (a copy over its
+    host link that the workload priced), in place of comm_bytes at the system's local_mem_bw.
+    """
     comm_type: Global___CollectiveType.ValueType
     """COMM_COLL_NODE: the collective and its buffer size in bytes (the whole buffer on each NPU)."""
     comm_bytes: _builtins.int

@@ -6,7 +6,8 @@ slower while any of the NPU's collectives is in flight: :mod:`stratasim.system_l
 node's message travels at once; the send and the peer's matching receive (same source and tag, first come first
 served) complete when it arrives — a receive that becomes ready after its message arrived completes at once. The
 k-th collective an NPU issues on a group is matched with the k-th one every other member issues on it, as NCCL
-requires. Memory loads and stores queue on the NPU's local-memory channel; metadata nodes take no time. A wait
+requires. Memory loads and stores queue on the NPU's memory channel (a copy over its host link, with the duration
+its workload priced, too); metadata nodes take no time. A wait
 node is done its ``duration_ps`` after it becomes ready and occupies nothing: the compute stream idle because of it
 counts as waiting (``waiting_ps``), neither compute nor exposed communication.
 """
@@ -139,7 +140,7 @@ class NpuExecutor:
             self._complete(index)
             return
         if kind in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
-            self._memory_transfer(index, node.comm_bytes)
+            self._memory_transfer(index, node)
             return
         if kind == workload_pb2.COMM_SEND_NODE:
             self._p2p_sent[node.peer] = self._p2p_sent.get(node.peer, 0) + node.comm_bytes
@@ -199,12 +200,15 @@ class NpuExecutor:
                 per_dim[dim] = per_dim.get(dim, 0) + size
         return tuple(sorted(per_dim.items()))
 
-    def _memory_transfer(self, index: int, size: int) -> None:
-        """A load or store of ``size`` bytes between the NPU and its local memory: the transfers queue on one
-        channel of ``local_mem_bw`` bytes/s (free when the study sets none), beside the compute stream."""
+    def _memory_transfer(self, index: int, node: workload_pb2.Node) -> None:
+        """A load or store (node ``index``) between the NPU and a memory of its own: the transfers queue on one
+        channel beside the compute stream, each taking the ``duration_ps`` it states (a copy over the NPU's host link
+        its workload priced, such as a serving replica's KV swap) or else its ``comm_bytes`` at ``local_mem_bw``
+        bytes/s (free when the study sets none)."""
         coordinator = self._context.coordinator
         bandwidth = self._context.options.local_mem_bw
-        duration = -(-size * 10**12 // bandwidth) if bandwidth else 0
+        size = node.comm_bytes
+        duration = node.duration_ps or (-(-size * 10**12 // bandwidth) if bandwidth else 0)
         start = max(coordinator.now, self._memory_channel_free)
         self._memory_channel_free = start + duration
         coordinator.schedule(start + duration, self._complete, index)

@@ -224,7 +224,7 @@ def _check_node(node: workload_pb2.Node, at: _At, npus: int, blocks: int) -> Non
             raise WorkloadError(f"{_label(at, node)}: group names NPU {outside[0]}, but there are only {npus} NPUs")
         if group and npu not in group:
             raise WorkloadError(f"{_label(at, node)}: NPU {npu} is not a member of its own collective's group")
-    elif kind == workload_pb2.COMP_NODE:
+    elif kind in (workload_pb2.COMP_NODE, workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
         if node.duration_ps < 0:
             raise WorkloadError(f"{_label(at, node)}: negative duration {node.duration_ps} ps")
     elif kind == workload_pb2.WAIT_NODE:

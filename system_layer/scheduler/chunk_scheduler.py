@@ -300,6 +300,9 @@ class NpuScheduler:
         del self._unfinished[collective.id]
         del self._running[collective.id]
         collective.end_ps = max(collective.end_ps, now)
+        collective.members_done += 1
+        if collective.members_done == len(collective.group):  # every member is done: nothing reaches its runs now
+            collective.release()  # the runs go (a million TP all-reduces would hold theirs); its statistics stay
         self.in_flight -= 1
         if self.in_flight == 0:
             self.comm_ps += now - self._comm_since

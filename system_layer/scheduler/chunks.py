@@ -152,6 +152,7 @@ class Collective:
         self.network_delay_sum = [[0] * len(self.phases) for _ in range(chunks)]
         self.phase_runs = [[0] * len(self.phases) for _ in range(chunks)]
         self.runs: dict[int, list[ChunkRun]] = {}
+        self.members_done = 0  # members of the group whose chunks have all finished (see NpuScheduler)
         self._offsets: dict[int, tuple[tuple[Step, ...], tuple[int, ...], int]] = {}
 
     def offsets(self, steps: tuple[Step, ...]) -> tuple[int, ...]:

@@ -106,6 +106,24 @@ def test_memory_nodes_queue_on_the_local_memory_channel_and_metadata_is_free() -
     assert free.total_time_ps == 500
 
 
+def test_a_memory_node_stating_its_duration_takes_it_on_the_channel_whatever_its_bytes() -> None:
+    # A copy over the host link its workload priced (a serving replay's KV swap): duration_ps, not comm_bytes at
+    # local_mem_bw (set or not); the compute waiting on it idles, charged to its communicator, not computing.
+    g = workload_pb2.ExecutionGraph()
+    g.nodes.add(id=1, type=workload_pb2.MEM_STORE_NODE, comm_bytes=4000, duration_ps=700, pg_name="host")
+    g.nodes.add(id=2, type=workload_pb2.MEM_LOAD_NODE, duration_ps=300, pg_name="host", data_deps=[1])
+    g.nodes.add(id=3, type=workload_pb2.COMP_NODE, duration_ps=500, data_deps=[2])
+    topo = topology((RING, 2, 10**9, 1000))
+    for options in (SystemOptions(), SystemOptions(local_mem_bw="1TB/s")):
+        result = simulate([g, g], AnalyticalNetwork(), topo, options)
+        assert result.total_time_ps == 1500  # store 0-700, load 700-1000, compute 1000-1500
+        stats = result.per_npu[0]
+        assert stats.compute_ps == 500 and dict(stats.exposed_comm_ps_by_kind) == {"host": 1000}
+    g.nodes[0].duration_ps = -1
+    with pytest.raises(WorkloadError, match="negative duration -1 ps"):
+        simulate([g, g], AnalyticalNetwork(), topo, SystemOptions())
+
+
 def test_groups_are_interned_once_and_equal_their_members() -> None:
     """A node's group is its sorted members, one object per distinct group, equal to and hashing as the plain
     tuple (so tables keyed by groups behave as before); an empty group stays empty."""

@@ -252,3 +252,6 @@ def test_from_graph_refuses_what_chakra_cannot_express() -> None:
         from_graph(graph)
     graph.nodes[0].type = workload_pb2.COMM_COLL_NODE
     assert [attr.name for attr in from_graph(graph)[0].attr] == ["comm_type", "comm_size", "pg_name"]
+    graph.nodes.add(id=2, type=workload_pb2.MEM_LOAD_NODE, duration_ps=1_000_000)  # a host-link copy it priced
+    with pytest.raises(WorkloadError, match="node 2: Chakra traces cannot express a memory node's duration_ps"):
+        from_graph(graph)

@@ -21,7 +21,15 @@ from stratasim.kernel import registry
 from stratasim.kernel.graph_blocks import unrolled
 from stratasim.kernel.serving import Iteration, IterationShape
 from stratasim.report.report import Report
-from stratasim.study.budget import DEFAULT_BUDGET, Budget, BudgetError, check_budget
+from stratasim.study.budget import (
+    DEFAULT_BUDGET,
+    NODE_BYTES,
+    RUN_NODE_BYTES,
+    Budget,
+    BudgetError,
+    check_budget,
+    replay_memory,
+)
 from stratasim.study.jobs import serving_jobs
 from stratasim.study.run import prepare_workload, run_study
 from stratasim.study.serving import serve
@@ -279,10 +287,29 @@ def test_the_replay_size_counts_the_nodes_its_graphs_hold() -> None:
         return cached.setdefault((pool, shape), Iteration(shape, source.works(shape, pool)))
 
     replicas = [list(npus) for pool in source.pools() for npus in pool.replica_npus()]
-    nodes, _ = replay_size(runs[0], replicas, works)
+    nodes, run = replay_size(runs[0], replicas, works)
     graphs = replay_graphs(runs[0], replicas, works, quantised)
     assert nodes == sum(len(graph.nodes) for graph in graphs) > 0  # every rank's, shared graphs too
     assert [graphs.index(graph) for graph in graphs] == [0, 0, 2, 2]  # a replica's TP-2 ranks share its graph
+    # What the engine runs: every rank's nodes, its blocks unrolled; the budget prices both counts.
+    assert run == sum(len(unrolled(graph).nodes) for graph in graphs) > nodes
+    assert replay_memory(nodes, run) == nodes * NODE_BYTES + run * RUN_NODE_BYTES
+
+
+def test_a_replay_is_refused_when_with_the_rest_of_the_study_it_would_exceed_the_memory_budget() -> None:
+    # The rest of the study's estimate plus the replay's (replay_memory of what replay_size counts) is what the
+    # budget must hold: a byte less is refused before the graphs are built, naming the job and the way out.
+    study = parse_study(_shared(), "s.yaml")
+    source, npus = prepare_workload(study)
+    rest = check_budget(study, source, npus, DEFAULT_BUDGET).memory
+    jobs = replayable_jobs(study, source, serving_jobs(source, npus))
+    (replay,) = replay_jobs(study, jobs, DEFAULT_BUDGET).values()
+    need = rest + replay_memory(
+        sum(len(graph.nodes) for graph in replay.graphs), sum(len(unrolled(graph).nodes) for graph in replay.graphs)
+    )
+    with pytest.raises(BudgetError, match=r"workload\.jobs\[1\]: replaying serving job 'serve' .*shared: false"):
+        replay_jobs(study, jobs, Budget.of(max_memory=need - 1), rest)
+    assert replay_jobs(study, jobs, Budget.of(max_memory=need), rest).keys() == {1}
 
 
 def test_a_replayed_serving_job_computes_its_iterations_operators_and_waits_for_requests_apart() -> None:

@@ -43,7 +43,7 @@ from stratasim.study.serving import serve
 from stratasim.study.serving_replay import expert_groups
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.serving.replay import replay_graphs, replay_size, unreplayable
+from stratasim.workload_layer.serving.replay import HOST_LINK, replay_graphs, replay_size
 from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.workload_layer.test_serving_expert_parallel import STUDY as MOE_STUDY
@@ -238,16 +238,37 @@ def test_a_disaggregated_pipelined_job_s_moves_leave_each_stage_as_it_finishes()
     assert len([n for g in graphs for n in g.nodes if n.name == "kv cache"]) == 4 * len(run.moves)
 
 
-def test_disaggregated_pools_are_replayed_and_what_is_not_says_why() -> None:
-    workload = _disaggregated(6, {"process": "poisson", "rate": "50/s"})["workload"]["jobs"][1]["workload"]
-    del workload["kind"]
-    assert unreplayable(ServingRequestsWorkload.Config.model_validate(workload)) is None
-    workload["pools"][1] |= {
-        "parallelism": {"tp": 2, "pp": 2},
-        "scheduler": {"preemption": "swap", "swap_bandwidth": "64GB/s"},
-    }
-    config = ServingRequestsWorkload.Config.model_validate(workload)
-    assert unreplayable(config) == "pool 'decode' swaps preempted KV blocks"
+def _swapping(requests: int) -> dict[str, Any]:
+    """One TP-2 replica of role both on node 1 whose KV cache (48 MiB, 96 blocks) holds too little for ``requests`` requests
+    arriving 1 ms apart, each generating 200 tokens: it preempts by swapping KV blocks over a 32 GB/s host link."""
+    data = _disaggregated(requests, {"process": "fixed", "rate": "1000/s"})
+    workload = data["workload"]["jobs"][1]["workload"]
+    workload["requests"]["output"] = {"distribution": "fixed", "value": 200}
+    scheduler = {"kv_capacity": "48MiB", "preemption": "swap", "swap_bandwidth": "32GB/s"}
+    workload["pools"] = [{"name": "both", "replicas": 1, "parallelism": {"tp": 2}, "scheduler": scheduler}]
+    data["workload"]["jobs"][1]["npus"] = 2
+    return data
+
+
+def test_a_replayed_job_that_swaps_gives_its_standalone_figures_its_copies_not_compute() -> None:
+    # Each iteration's copies out to host memory then back run before its operators on both NPUs, as long as the
+    # loop priced them (a store and a load stating their durations): alone, every figure is the standalone one, and
+    # the compute stream idle behind them counts as exposed host-link communication, not compute.
+    data = _swapping(8)
+    alone, run = _standalone(data, 1)
+    assert alone.serving is not None and alone.serving["swap_outs"] > 0
+    report = _run(_only(data, 1))
+    (served,) = report.jobs
+    assert served.serving == alone.serving and served.end_ps == alone.total_time_ps
+    copied = sum(sum(record.swaps) for record in run.record)
+    assert copied == alone.serving["swap_time_ps"] > 0
+    host = [dict(stats.exposed_comm_ps_by_kind).get(HOST_LINK, 0) for stats in report.result.per_npu]
+    assert host[:2] == [copied] * 2 and not any(host[2:])  # every copy exposed: the operators wait for them
+    _, graphs, nodes = _replay_counted(data)
+    assert nodes == sum(len(graph.nodes) for graph in graphs)
+    swaps = [node for node in graphs[0].nodes if node.pg_name == HOST_LINK]
+    assert sum(node.duration_ps for node in swaps) == copied
+    assert {node.type for node in swaps} == {workload_pb2.MEM_STORE_NODE, workload_pb2.MEM_LOAD_NODE}
 
 
 def test_a_pool_on_its_own_device_is_replayed_on_it() -> None:

@@ -21,8 +21,13 @@ sends between the replicas' NPUs (:mod:`~stratasim.workload_layer.serving.replay
 
 An iteration decoding speculatively runs its draft passes before the target's, as the pricer sums them (a draft on
 fewer NPUs than the stage's TP ranks: its collectives among the first of them). A pool on a device of its own is
-priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`). What a
-graph does not replay yet (:func:`unreplayable`): swap preemption's copies over the host link.
+priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`).
+
+With ``preemption: swap`` an iteration's KV copies to host memory and back (its record's ``swaps``) run on every
+rank of each stage before the stage's part, as the loop adds them: a ``MEM_STORE_NODE`` (out) then a
+``MEM_LOAD_NODE`` (in) on the NPU's memory channel, each as long as the loop priced it over the NPU's host link
+(``duration_ps``; the engine has no host-link channel of its own, and nothing else in the replay uses that one),
+named after the ``host`` link so that the compute stream idle behind them counts as exposed ``host``, not compute.
 """
 
 from __future__ import annotations
@@ -41,11 +46,10 @@ from stratasim.kernel.serving import (
     TensorParallelCollective,
 )
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.serving.config import ServingWorkloadConfig
 from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves
 from stratasim.workload_layer.serving.simulation import GroupStep, IterationRecord, PoolRun
 
-__all__ = ["WAITING", "ExpertGroups", "milestone_name", "replay_graphs", "replay_size", "unreplayable"]
+__all__ = ["HOST_LINK", "WAITING", "ExpertGroups", "milestone_name", "replay_graphs", "replay_size"]
 
 WAITING = "waiting for requests"
 """The name of the wait nodes between a replica's iterations."""
@@ -53,18 +57,11 @@ Works = Callable[[int, IterationShape], Iteration]
 """An iteration's typed work by pool and shape (the same objects for the same arguments)."""
 Quantised = Callable[[int], int]
 """A collective's size as the pricer priced it."""
-
-
-def unreplayable(config: ServingWorkloadConfig) -> str | None:
-    """Why a serving workload's run cannot be replayed on the shared fabric, or None when it can."""
-    for pool in config.pools:
-        reasons = [
-            (pool.scheduler.preemption == "swap", f"pool {pool.name!r} swaps preempted KV blocks"),
-        ]
-        said = next((reason for failed, reason in reasons if failed), None)
-        if said is not None:
-            return said
-    return None
+SWAP_NODES = (workload_pb2.MEM_STORE_NODE, workload_pb2.MEM_LOAD_NODE)
+"""The node types of a swap's copies out to host memory and back in."""
+SWAP_NAMES = ("swap out", "swap in")
+HOST_LINK = "host"
+"""The communicator name of the swap copies: the report counts the idle time they cause as exposed ``host``."""
 
 
 def milestone_name(engine: int, iteration: int) -> str:
@@ -141,7 +138,8 @@ def replay_size(
 ) -> tuple[int, int]:
     """What :func:`replay_graphs` would build for ``run``, before building it: its graph nodes (a repeated layer
     counting once per run, as the block node it is) and the nodes the engine runs (blocks unrolled), over every
-    rank, each iteration's waits, expert part and milestone included, and each KV move's sends and receives."""
+    rank, each iteration's waits, swaps, expert part and milestone included, and each KV move's sends and
+    receives."""
     moves = KvMoves(run, [replicas[replica] for replica in run.engine_replicas])
     nodes = events = 2 * moves.slices()
     ended: dict[int, int] = {}  # each replica's last first-stage end
@@ -158,6 +156,8 @@ def replay_size(
                     events += ranks * repeats * sum(times * size for times, size in runs)
             messages = 2 * width * repeats * (len(work.stages) - 1)  # activations sent and received
             nodes, events = nodes + messages, events + messages
+        copies = len(replicas[replica]) * sum(1 for part in record.swaps if part) if record.requests else 0
+        nodes, events = nodes + copies, events + copies  # every rank's swaps, once on each stage
         count = counts[record.engine] = counts.get(record.engine, -1) + 1
         waits = moves.waits((record.engine, count), record.start_ps, ended.get(replica, 0))
         own = width * (1 + waits)  # its milestone on the last stage, and a wait before it on the first
@@ -196,6 +196,7 @@ class _Builder:
         self.experts = experts  # the rank's expert-parallel all-to-all group
         self.blocks: dict[tuple[int, ...], int] = {}
         self.passes = 0  # passes run so far: the tag of their activations between stages
+        self.copies = (0, 0)  # the iteration's KV swaps still to copy on this rank: out, in (ps)
 
     def replica(
         self,
@@ -224,6 +225,7 @@ class _Builder:
                     self.graph.nodes, name=WAITING, type=workload_pb2.WAIT_NODE, duration_ps=record.start_ps - ended
                 )
             first = len(self.graph.nodes)
+            self.copies = record.swaps
             for repeats, work in works(record.pool, record.shape).works if record.requests else ():
                 for _ in range(repeats):
                     self._pass(work, stage, neighbours, sends)
@@ -261,10 +263,19 @@ class _Builder:
         message = {"name": "activation", "tag": self.passes, "comm_bytes": work.boundary_bytes, "pg_name": "pp"}
         if before is not None:
             self._node(self.graph.nodes, type=workload_pb2.COMM_RECV_NODE, peer=before, **message)
+        self._swaps()
         self._stage(work.stages[stage], work.tp)
         if after is not None:
             sends.append((len(self.graph.nodes) - 1, {"type": workload_pb2.COMM_SEND_NODE, "peer": after, **message}))
         self.passes += 1
+
+    def _swaps(self) -> None:
+        """The iteration's KV copies to host memory then back, once, before its stage's first pass: each a copy over
+        the rank's host link (a store, then a load, on the NPU's memory channel) as long as the loop priced it."""
+        for kind, name, duration in zip(SWAP_NODES, SWAP_NAMES, self.copies, strict=True):
+            if duration:
+                self._node(self.graph.nodes, name=name, type=kind, duration_ps=duration, pg_name=HOST_LINK)
+        self.copies = (0, 0)
 
     def _stage(self, steps: Sequence[tuple[int, object]], tp: int) -> None:
         """A stage's steps in order, runs of steps repeated ``times > 1`` times as a block run that often."""

@@ -17,7 +17,8 @@ queue and will prefill its prompt and the tokens it generated again, keeping wha
 host memory (:class:`HostSwap`) and it waits in a swapped queue, oldest first; while any is swapped no new prompt
 is admitted, and when no sequence was preempted in an iteration, swapped sequences are copied back as blocks allow
 and continue where they stopped in that same iteration (vLLM v0's ``_schedule_swapped``). Copies in either
-direction happen before the iteration's model runs, adding ``block_ps`` per block to it (:attr:`Batch.swap_ps`);
+direction happen before the iteration's model runs, adding ``block_ps`` per block to it (:attr:`Batch.swap_ps`: its
+copies out, then in);
 a victim the host memory cannot hold is recomputed instead (vLLM aborts the request). ``preemptions`` counts
 both kinds, ``swap_outs`` the swapped ones.
 
@@ -83,11 +84,17 @@ class Sequence:
 @dataclass
 class Batch:
     """An iteration's work: ``chunks`` as ``(sequence, new tokens)``, the ``decodes``, and the picoseconds of KV
-    copies to and from host memory it waits for (``swap_ps``)."""
+    copies to host memory (``swap_out_ps``) and back (``swap_in_ps``) it waits for."""
 
     chunks: list[tuple[Sequence, int]] = field(default_factory=list)
     decodes: list[Sequence] = field(default_factory=list)
-    swap_ps: int = 0
+    swap_out_ps: int = 0
+    swap_in_ps: int = 0
+
+    @property
+    def swap_ps(self) -> int:
+        """The picoseconds of its copies either way, one after the other."""
+        return self.swap_out_ps + self.swap_in_ps
 
     def __bool__(self) -> bool:
         return bool(self.chunks or self.decodes)
@@ -281,7 +288,7 @@ class ReplicaScheduler:
                 break
             self.swapped.popleft()
             self.host_used -= sequence.swapped_blocks
-            batch.swap_ps += sequence.swapped_blocks * swap.block_ps
+            batch.swap_in_ps += sequence.swapped_blocks * swap.block_ps
             sequence.swapped_blocks, sequence.blocks = 0, blocks
             self.running.append(sequence)
             if sequence.decoding:
@@ -332,7 +339,7 @@ class ReplicaScheduler:
         moved = blocks_for(sequence.kv_tokens, self.cache.block_size)
         if self.swap is not None and self.host_used + moved <= self.swap.blocks:
             self.host_used += moved
-            self._batch.swap_ps += moved * self.swap.block_ps
+            self._batch.swap_out_ps += moved * self.swap.block_ps
             sequence.swapped_blocks, sequence.blocks = moved, 0
             self.swap_outs += 1
             self.swapped.append(sequence)

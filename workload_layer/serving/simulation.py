@@ -101,9 +101,10 @@ _IDLE = IterationShape((), 0, 0, 0)
 class IterationRecord:
     """An iteration an engine ran: its ``engine``, its ``pool``, when it started and ended (ps), its bucketed
     ``shape``, the requests it batched (their indices in arrival order), when it left each pipeline stage
-    (``stage_ends_ps``, its end last) and, in an expert-parallel group, its share of the group's iteration
-    (``experts``; a member with nothing to run has no requests and an empty shape) — what a replay of the run on a
-    shared fabric needs (:mod:`~stratasim.workload_layer.serving.replay`)."""
+    (``stage_ends_ps``, its end last), in an expert-parallel group its share of the group's iteration (``experts``;
+    a member with nothing to run has no requests and an empty shape) and, with ``preemption: swap``, the picoseconds
+    of its KV copies to host memory and back each stage waited for before its own part (``swaps``: out, in) — what
+    a replay of the run on a shared fabric needs (:mod:`~stratasim.workload_layer.serving.replay`)."""
 
     engine: int
     pool: int
@@ -113,6 +114,7 @@ class IterationRecord:
     requests: tuple[int, ...]
     stage_ends_ps: tuple[int, ...]
     experts: GroupStep | None = None
+    swaps: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -310,7 +312,9 @@ class _Loop:
             self.run.iterations += 1
             batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
             requests = tuple(sequence.request.index for sequence in batched)
-            self.run.record.append(IterationRecord(index, self.owner[index], now, end, shape, requests, tuple(stages)))
+            swaps = (batch.swap_out_ps, batch.swap_in_ps)
+            record = IterationRecord(index, self.owner[index], now, end, shape, requests, tuple(stages), swaps=swaps)
+            self.run.record.append(record)
         self._sample(now, index, batch)
 
     def _sample(self, now: int, engine: int, batch: Batch) -> None:
@@ -361,7 +365,8 @@ class _Loop:
             batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
             requests = tuple(sequence.request.index for sequence in batched)
             member = GroupStep(round_up(sum(tokens), bucket), round_up(max(tokens), bucket), now + took, experts)
-            record = IterationRecord(engine, self.owner[engine], now, end, shape, requests, (end,), member)
+            swaps = (batch.swap_out_ps, batch.swap_in_ps)
+            record = IterationRecord(engine, self.owner[engine], now, end, shape, requests, (end,), member, swaps)
             self.run.record.append(record)
 
     def _start_moves(self, source: int, replica: ReplicaScheduler, now: int) -> None:

@@ -94,6 +94,8 @@ def from_graph(
             lost.append("group without a pg_name")
         if node.pg_name and node.type not in _COMM_NODES:
             lost.append("pg_name outside communication nodes")
+        if node.duration_ps and node.type in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
+            lost.append("a memory node's duration_ps")
         if lost:
             raise WorkloadError(f"{where}: Chakra traces cannot express {', '.join(lost)}")
         wait = node.type == workload_pb2.WAIT_NODE
