@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from stratasim.cli import main
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.config.study_file import load_study
 from stratasim.study.shard_casts import with_shard_casts
@@ -67,3 +68,10 @@ def test_fp32_training_an_unasked_plan_and_other_zero_stages_cast_nothing(keys: 
 def test_unset_the_key_follows_the_compute_backend(backend: str, casts: bool) -> None:
     study = load_study("examples/calibration/mpt_7b_h100.yaml", [f"compute.backend={backend}"])
     assert with_shard_casts(study).workload.config.parallelism.shard_casts is casts  # type: ignore[attr-defined]
+
+
+def test_a_key_that_is_no_boolean_is_one_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["check", "examples/calibration/mpt_7b_h100.yaml", "--set", "workload.parallelism.shard_casts=maybe"]
+    assert main(args) != 0
+    _, err = capsys.readouterr()
+    assert "workload.parallelism.shard_casts: input should be a valid boolean" in err and "Traceback" not in err
