@@ -53,6 +53,7 @@ from stratasim.study.serving_replay import (
     with_pool_devices,
     with_replays,
 )
+from stratasim.study.shard_casts import with_shard_casts
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def prepare_workload(study: Study) -> tuple[WorkloadSource | RequestLevelWorkloa
     Raises :class:`WorkloadError` when the workload needs more NPUs than the topology has, or other than it has
     when its plan must fill the topology (``fills_topology``).
     """
-    source = study.workload.build()
+    source = with_shard_casts(study).workload.build()
     available = study.npus
     check_goodput(study.goodput, source)
     required = source.npus_required()

@@ -167,6 +167,11 @@ class ParallelismConfig(Section):
     nothing of the core to drop, so it recomputes nothing) or ``full`` (whole layers)."""
     zero: Literal[0, 1, 2, 3] = 0
     """ZeRO stage over the DP group (0 to 3)."""
+    shard_casts: bool | None = None
+    """ZeRO-3 in mixed precision: cast each fp32 parameter shard to ``precision`` before its all-gather and
+    accumulate each reduced gradient shard into fp32 after its reduce-scatter, as element-wise operators on the
+    compute stream (PyTorch FSDP's own work). Unset: on where the study's compute backend is ``measured``
+    (operators timed alone), off for the roofline presets (their efficiencies, fitted to whole runs, hold it)."""
     sequence_parallel: bool = False
     """Split the work outside the TP regions along the sequence (needs ``tp > 1``)."""
     ep: int = Field(default=1, ge=1)

@@ -26,6 +26,7 @@ from stratasim.kernel import operators
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
+from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 from stratasim.workload_layer.transformer.step_operators import Role, step_operator
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
@@ -57,7 +58,10 @@ class StagePlan:
     NPU emit no collective. ``gemm_dtype``, when set, is the dtype every GEMM is priced in (FP8 training: its
     peak), while its bytes, every other operator and all communication stay in ``dtype``.
     ``optimizer_parameters`` are the parameters whose optimizer step this NPU runs once its gradients are reduced
-    (:mod:`stratasim.workload_layer.transformer.optimizer`; 0: no step).
+    (:mod:`stratasim.workload_layer.transformer.optimizer`; 0: no step). ``shard_casts``: ZeRO-3 casts each
+    fp32 parameter shard to ``dtype`` before its all-gather and accumulates each reduced gradient shard into fp32
+    after its reduce-scatter, on the compute stream (:mod:`stratasim.workload_layer.transformer.shard_casts`; only
+    where ``dtype`` is narrower than fp32).
     """
 
     npu: int
@@ -77,6 +81,7 @@ class StagePlan:
     gather_boundary: bool = False
     gemm_dtype: operators.DType | None = None
     optimizer_parameters: int = 0
+    shard_casts: bool = False
 
     def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
         """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
@@ -258,36 +263,51 @@ class _Emitter:
             self._compute("optimizer step", op, [*self._ready, *self._reductions])
 
     def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...]], ...]:
-        """``block``'s dense and expert parameter bytes on this TP rank, each with the group ZeRO shards it over."""
-        element = operators.dtype_bytes(self._plan.dtype)
-        return (
-            (block.parameters * element, self._plan.data_group),
-            (block.expert_parameters * element, self._plan.expert_data_group),
-        )
+        """``block``'s dense and expert parameters on this TP rank, each with the group ZeRO shards it over."""
+        return ((block.parameters, self._plan.data_group), (block.expert_parameters, self._plan.expert_data_group))
+
+    def _casts(self) -> bool:
+        """Whether ZeRO-3's shard casts run (:mod:`stratasim.workload_layer.transformer.shard_casts`)."""
+        return self._plan.shard_casts and casts_apply(self._plan.dtype)
 
     def _gather_parameters(self, block: Block, prefix: str) -> None:
         """ZeRO-3: all-gather ``block``'s parameters before it runs, issued as the previous block started (one
-        block ahead, as DeepSpeed prefetches) so the gather overlaps that block's compute."""
+        block ahead, as DeepSpeed prefetches) so the gather overlaps that block's compute; with shard casts, the
+        cast of this rank's shard runs on the compute stream first, as the gather is issued."""
         if self._plan.zero != 3:
             return
         issue_after, self._prefetch_after = self._prefetch_after, list(self._ready)
-        for size, group in self._block_shards(block):
-            if size and len(group) > 1:
+        element = operators.dtype_bytes(self._plan.dtype)
+        for parameters, group in self._block_shards(block):
+            if parameters and len(group) > 1:
+                after = issue_after
+                if self._casts():
+                    op = parameter_cast(-(-parameters // len(group)), self._plan.dtype).SerializeToString()
+                    after = [self._side_compute(f"{prefix} zero parameter cast", op, issue_after)]
                 gather = self._group_collective(
-                    f"{prefix} zero all-gather", workload_pb2.ALL_GATHER, size, group, issue_after
+                    f"{prefix} zero all-gather", workload_pb2.ALL_GATHER, parameters * element, group, after
                 )
                 self._ready = [*self._ready, gather]
 
     def _scatter_gradients(self, block: Block, prefix: str) -> None:
-        """ZeRO-3: reduce-scatter ``block``'s gradients once its backward pass is done, while compute goes on."""
+        """ZeRO-3: reduce-scatter ``block``'s gradients once its backward pass is done, while compute goes on; with
+        shard casts, this rank's reduced shard is then accumulated into fp32 on the compute stream."""
         if self._plan.zero != 3:
             return
-        for size, group in self._block_shards(block):
-            if size and len(group) > 1:
-                scatter = self._group_collective(
-                    f"{prefix} zero reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group, self._ready
+        element = operators.dtype_bytes(self._plan.dtype)
+        for parameters, group in self._block_shards(block):
+            if parameters and len(group) > 1:
+                done = self._group_collective(
+                    f"{prefix} zero reduce-scatter",
+                    workload_pb2.REDUCE_SCATTER,
+                    parameters * element,
+                    group,
+                    self._ready,
                 )
-                self._reductions.append(scatter)
+                if self._casts():
+                    op = gradient_accumulate(-(-parameters // len(group)), self._plan.dtype).SerializeToString()
+                    done = self._side_compute(f"{prefix} zero gradient accumulate", op, [done])
+                self._reductions.append(done)
 
     def _group_collective(
         self,
@@ -414,9 +434,14 @@ class _Emitter:
 
     def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
         """A compute node running the serialized operator ``op`` after ``deps``; the stream waits for it next."""
+        self._ready = [self._side_compute(name, op, deps)]
+        return self._ready[0]
+
+    def _side_compute(self, name: str, op: bytes, deps: list[int]) -> int:
+        """A compute node running the serialized operator ``op`` after ``deps``, off the chain the stream waits
+        for: it takes the NPU's compute stream when ready, between the chain's nodes."""
         node = len(self._nodes)
         self._nodes.add(id=node, name=name, type=workload_pb2.COMP_NODE, data_deps=deps).op.MergeFromString(op)
-        self._ready = [node]
         return node
 
     def _all_reduce(self, name: str, deps: list[int]) -> int:

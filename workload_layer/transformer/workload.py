@@ -126,7 +126,7 @@ class TransformerWorkload:
         gradients, 12 h^2 parameters in fp32, when unbucketed)."""
         plan, model = self.config.parallelism, self.config.model
         layers_per_chunk = -(-max(self.config.stage_layer_counts()) // plan.virtual_stages)
-        per_chunk = 12 + (6 if plan.zero == 3 else 2) * layers_per_chunk
+        per_chunk = 12 + ((9 if plan.shard_casts else 6) if plan.zero == 3 else 2) * layers_per_chunk
         nodes = (max(*self.replica_micro_batches(), 1) + 1) * plan.virtual_stages * per_chunk + 64
         activation = plan.micro_batch * model.seq_len * model.hidden * 4
         bucket = plan.dp_bucket or 12 * model.hidden**2 * 4
@@ -264,6 +264,7 @@ class TransformerWorkload:
             expert_data_group=tuple(replicas[d] for d in expert_data_ranks),
             zero=plan.zero,
             optimizer_parameters=memory.optimizer_bytes // OPTIMIZER_BYTES_PER_PARAMETER,
+            shard_casts=bool(plan.shard_casts),
         )
 
     def stage_parameters(self, stage: int) -> int:
