@@ -30,9 +30,9 @@ from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.jobs.remap import job_milestones, remap_graphs
 from stratasim.workload_layer.jobs.workload import JobsWorkload
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
+from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.replay import ExpertGroups, replay_graphs, replay_size
 from stratasim.workload_layer.serving.replay_times import replayed_run
-from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 __all__ = [

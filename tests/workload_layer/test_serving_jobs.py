@@ -37,8 +37,8 @@ from stratasim.study.serving_replay import replay_jobs, replayable_jobs
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.replay import replay_graphs, replay_size
-from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "train_and_serve.yaml"

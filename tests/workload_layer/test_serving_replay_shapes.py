@@ -43,8 +43,8 @@ from stratasim.study.serving import serve
 from stratasim.study.serving_replay import expert_groups
 from stratasim.system_layer.serving.kv_transfer import quantised
 from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.replay import HOST_LINK, replay_graphs, replay_size
-from stratasim.workload_layer.serving.simulation import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.workload_layer.test_serving_expert_parallel import STUDY as MOE_STUDY
 

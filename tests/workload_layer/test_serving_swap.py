@@ -11,9 +11,10 @@ from pydantic import ValidationError
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.metrics import serving_metrics
+from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import PoolRun, PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.workload_layer.test_serving import MODEL, config, linear_pricer, poisson
 

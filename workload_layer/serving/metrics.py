@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from stratasim.workload_layer.serving.config import SloConfig
-from stratasim.workload_layer.serving.simulation import PoolRun
+from stratasim.workload_layer.serving.pool_run import PoolRun
 
 __all__ = ["serving_metrics", "serving_timeline", "TIMELINE_POINTS"]
 

@@ -2,7 +2,7 @@
 
 The request-level loop decides which requests batch together and when each iteration starts, pricing each
 iteration on the network alone. :func:`replay_graphs` turns the iterations it ran
-(:attr:`~stratasim.workload_layer.serving.simulation.PoolRun.record`) into one execution graph per NPU of the job
+(:attr:`~stratasim.workload_layer.serving.pool_run.PoolRun.record`) into one execution graph per NPU of the job
 (its ranks 0, 1, ...), for the engine to run beside the other jobs' graphs: each replica's TP ranks run its
 iterations in order, each iteration's operators
 as compute nodes (priced by the engine's operator pricer, as the loop's pricer priced them) and its TP collectives
@@ -46,8 +46,8 @@ from stratasim.kernel.serving import (
     TensorParallelCollective,
 )
 from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, PoolRun
 from stratasim.workload_layer.serving.replay_moves import KvMoves, add_moves
-from stratasim.workload_layer.serving.simulation import GroupStep, IterationRecord, PoolRun
 
 __all__ = ["HOST_LINK", "WAITING", "ExpertGroups", "milestone_name", "replay_graphs", "replay_size"]
 

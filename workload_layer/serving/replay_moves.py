@@ -25,7 +25,7 @@ from typing import Any
 
 from stratasim.kernel.serving import kv_slices
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.serving.simulation import PoolRun
+from stratasim.workload_layer.serving.pool_run import PoolRun
 
 __all__ = ["KvMoves", "Slice", "add_moves", "move_milestone"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.replay import milestone_name
 from stratasim.workload_layer.serving.replay_moves import KvMoves, move_milestone
 from stratasim.workload_layer.serving.scheduler import Sequence as Served
-from stratasim.workload_layer.serving.simulation import PoolRun
 
 __all__ = ["replayed_run"]
 

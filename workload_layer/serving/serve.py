@@ -17,8 +17,9 @@ from stratasim.kernel.serving import Iteration, IterationShape, PoolPricers, Ser
 from stratasim.kernel.units import format_bytes
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
+from stratasim.workload_layer.serving.pool_run import PoolRun, Sample
 from stratasim.workload_layer.serving.requests import Request
-from stratasim.workload_layer.serving.simulation import PoolRun, PoolSetup, Sample, simulate_pools
+from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
 
 if TYPE_CHECKING:
     from stratasim.kernel.serving import KvTransferPricer
@@ -36,7 +37,7 @@ def serve(
     runs: list[Any] | None = None,
 ) -> ServingResult:
     """Serve ``workload``'s requests (see :meth:`~stratasim.kernel.serving.RequestLevelWorkload.serve`); with
-    ``runs``, the loop's :class:`~stratasim.workload_layer.serving.simulation.PoolRun` appended to it."""
+    ``runs``, the loop's :class:`~stratasim.workload_layer.serving.pool_run.PoolRun` appended to it."""
     requests = workload.requests()
     budgets = [kv_budget(workload, pool, capacity, requests) for pool, capacity in enumerate(capacities)]
     setups = [_setup(workload, pool, priced, budgets[pool]) for pool, priced in enumerate(pricers)]
