@@ -81,7 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     parser.add_argument(
-        "--study", nargs="+", metavar="FILE", help="time these study files instead of the collective cases"
+        "--study",
+        nargs="+",
+        action="extend",
+        metavar="FILE",
+        help="time these study files instead of the collective cases (repeatable)",
     )
     parser.add_argument(
         "--suite",

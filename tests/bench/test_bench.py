@@ -101,3 +101,10 @@ def test_bench_times_study_files(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert good["npus"] == 32 and good["simulated_npus"] == 2 and good["total_time_ps"] > 0
     assert good["wall_seconds"] >= good["simulation_seconds"] > 0 and good["peak_bytes"] > 0
     assert "problem" in bad["error"]
+
+
+def test_bench_study_repeated_times_every_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\n")
+    assert cli.main(["bench", "--study", str(EXAMPLES / "transformer.yaml"), "--study", str(broken), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2  # the second --study adds to the first, not replaces it
