@@ -123,10 +123,10 @@ class NpuExecutor:
         if kind in (_COMPUTE, _BLOCK):  # a block run whole computes
             self._compute_queue.append(index)
             if not self._computing:
-                self._charge_idle(cause)
+                self._charge_idle(self._cause(index, cause))
                 self._next_compute()
             return
-        self._waits[index] = (self._context.coordinator.now, cause)
+        self._waits[index] = (self._context.coordinator.now, self._cause(index, cause))
         allocation = self.plan.allocations.get(index)
         if allocation:
             self._allocate(allocation)
@@ -377,16 +377,19 @@ class NpuExecutor:
             if not self._computing:
                 self._charge_idle(index)
         self._done_at[index] = self._context.coordinator.now
-        remaining, indegree = self._remaining, plan.indegree
+        remaining = self._remaining
         for dependent in plan.dependents[index]:
             remaining[dependent] -= 1
             if remaining[dependent] == 0:
-                self._ready(dependent, index if indegree[dependent] == 1 else self._cause(dependent, index))
+                self._ready(dependent, index)
 
     def _cause(self, index: int, last: int) -> int:
         """The dependency that readied ``index``, ``last`` done: of its dependencies done at this time, the first
         by position, so that idle time is charged alike whatever order same-time events ran in (a stand-in's run and
-        every NPU's agree)."""
+        every NPU's agree). Asked only where the cause is kept (a compute node's on an idle stream, a communication
+        node's), not on the hot path of a compute node queued behind another."""
+        if last < 0 or self.plan.indegree[index] == 1:
+            return last
         now, done = self._context.coordinator.now, self._done_at
         return min((dep for dep in self.plan.dependencies[index] if done[dep] == now), default=last)
 
