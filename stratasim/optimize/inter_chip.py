@@ -99,7 +99,7 @@ def solve_inter_chip(problem: InterChipProblem, time_limit_s: float = 60.0, gap:
     prices = Prices(problem)
     options = tuple(AssignmentCosts(prices, option) for option in assignments(problem))
     model = build_model(options, "time")
-    solution = model.milp.solve(time_limit_s, gap)
+    solution = model.milp.solve(time_limit_s, gap, presolve=False)
     if solution.status == "infeasible":
         raise InterChipError(_why_infeasible(problem, options, time_limit_s))
     mapping = model.decode(solution)
@@ -197,7 +197,7 @@ def _why_infeasible(problem: InterChipProblem, options: tuple[AssignmentCosts, .
     """The binding constraint of a problem without a mapping: memory, found by minimising the fullest device's
     memory without the capacity rows."""
     model = build_model(options, "memory")
-    least = model.milp.solve(time_limit_s)
+    least = model.milp.solve(time_limit_s, presolve=False)
     if least.status == "infeasible":
         return (
             f"graph {problem.graph.name!r}: no mapping satisfies the pipeline rules (each stage non-empty, stages "

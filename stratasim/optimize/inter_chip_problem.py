@@ -157,11 +157,21 @@ class DimAssignment:
 def assignments(problem: InterChipProblem) -> tuple[DimAssignment, ...]:
     """Every valid assignment of the dimensions to TP/PP/DP: ``pp`` at most ``max_stages`` (and, when stages split
     the graph's repetitions, dividing ``repeat``; else at most the number of kernels); ``dp`` dividing
-    ``micro_batches``. All-TP is always valid."""
+    ``micro_batches``. All-TP is always valid.
+
+    Equal adjacent dimensions are interchangeable (every group spans the same sequence of dimension descriptions
+    whichever of them it takes), so assignments that only permute roles among them are listed once: with roles in
+    the order tp, pp, dp along each run of equal dimensions.
+    """
     sizes = tuple(d.size for d in problem.dims)
     graph = problem.graph
     valid = []
     for roles in itertools.product(ROLES, repeat=len(sizes)):
+        if any(
+            problem.dims[i] == problem.dims[i + 1] and ROLES.index(roles[i]) > ROLES.index(roles[i + 1])
+            for i in range(len(roles) - 1)
+        ):
+            continue
         option = DimAssignment(roles, sizes)
         stages_fit = graph.repeat % option.pp == 0 if graph.repeat > 1 else option.pp <= len(graph.kernels)
         if option.pp <= problem.max_stages and stages_fit and problem.micro_batches % option.dp == 0:

@@ -117,14 +117,16 @@ class Milp:
         self._row_lower.append(lower)
         self._row_upper.append(upper)
 
-    def solve(self, time_limit_s: float = 60.0, gap: float = 1e-6) -> MilpSolution:
-        """Minimise within ``time_limit_s`` seconds, stopping when the relative ``gap`` is proved."""
+    def solve(self, time_limit_s: float = 60.0, gap: float = 1e-6, presolve: bool = True) -> MilpSolution:
+        """Minimise within ``time_limit_s`` seconds, stopping when the relative ``gap`` is proved; ``presolve``
+        False skips HiGHS's presolve, which costs more than it saves on programs whose root LP is tight."""
         highs = _silent_highs()
         for option, value in (
             ("threads", 1),
             ("random_seed", 0),
             ("time_limit", float(time_limit_s)),
             ("mip_rel_gap", float(gap)),
+            ("presolve", "on" if presolve else "off"),
         ):
             highs.setOptionValue(option, value)
         highs.passModel(self._lp())
