@@ -34,7 +34,7 @@ from stratasim.optimize.inter_chip_problem import (
     Role,
     assignments,
 )
-from stratasim.optimize.milp import Status
+from stratasim.optimize.milp import SolverError, Status
 
 __all__ = [
     "InterChipProblem",
@@ -99,7 +99,10 @@ def solve_inter_chip(problem: InterChipProblem, time_limit_s: float = 60.0, gap:
     prices = Prices(problem)
     options = tuple(AssignmentCosts(prices, option) for option in assignments(problem))
     model = build_model(options, "time")
-    solution = model.milp.solve(time_limit_s, gap, presolve=False)
+    try:
+        solution = model.milp.solve(time_limit_s, gap, presolve=False)
+    except SolverError as error:
+        raise SolverError(f"graph {problem.graph.name!r}: {error}; allow it more time") from None
     if solution.status == "infeasible":
         raise InterChipError(_why_infeasible(problem, options, time_limit_s))
     mapping = model.decode(solution)

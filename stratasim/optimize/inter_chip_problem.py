@@ -69,7 +69,8 @@ class InterChipProblem:
     layout conversions and point-to-point sends all overlap across micro-batches); False serialises compute and
     conversions per micro-batch, as an event simulation of blocking collectives runs them, with the sends still
     overlapped. ``boundary_bytes`` is the activation one repetition of the graph hands the next (None: the largest
-    tensor a source kernel produces).
+    tensor a source kernel produces). ``roles`` fixes each dimension's role (None: the pass chooses them), to
+    find the best sharding and pipeline cut of one given TP/PP/DP split.
     """
 
     graph: DataflowGraph
@@ -82,6 +83,7 @@ class InterChipProblem:
     overlap: bool = True
     bytes_per_weight_byte: float | None = None
     boundary_bytes: int | None = None
+    roles: tuple[Role, ...] | None = None
 
     def __post_init__(self) -> None:
         problems = [f"network dimension {i}: {what}" for i, dim in enumerate(self.dims) for what in _dim_problems(dim)]
@@ -94,6 +96,10 @@ class InterChipProblem:
             problems.append(f"bytes_per_weight_byte must be at least 0, not {self.bytes_per_weight_byte}")
         if self.boundary_bytes is not None and self.boundary_bytes < 0:
             problems.append(f"boundary_bytes must be at least 0, not {self.boundary_bytes}")
+        if self.roles is not None and (len(self.roles) != len(self.dims) or not set(self.roles) <= set(ROLES)):
+            problems.append(
+                f"roles must give each of the {len(self.dims)} dimensions one of tp, pp, dp, not {self.roles}"
+            )
         if problems:
             raise InterChipError(f"inter-chip problem for graph {self.graph.name!r}: " + "; ".join(problems))
 
@@ -164,7 +170,14 @@ def assignments(problem: InterChipProblem) -> tuple[DimAssignment, ...]:
     the order tp, pp, dp along each run of equal dimensions.
     """
     sizes = tuple(d.size for d in problem.dims)
-    graph = problem.graph
+    if problem.roles is not None:
+        fixed = DimAssignment(problem.roles, sizes)
+        why = _invalid(problem, fixed)
+        if why:
+            raise InterChipError(
+                f"graph {problem.graph.name!r}: the roles {', '.join(problem.roles)} are not valid: {why}"
+            )
+        return (fixed,)
     valid = []
     for roles in itertools.product(ROLES, repeat=len(sizes)):
         if any(
@@ -173,7 +186,20 @@ def assignments(problem: InterChipProblem) -> tuple[DimAssignment, ...]:
         ):
             continue
         option = DimAssignment(roles, sizes)
-        stages_fit = graph.repeat % option.pp == 0 if graph.repeat > 1 else option.pp <= len(graph.kernels)
-        if option.pp <= problem.max_stages and stages_fit and problem.micro_batches % option.dp == 0:
+        if not _invalid(problem, option):
             valid.append(option)
     return tuple(valid)
+
+
+def _invalid(problem: InterChipProblem, option: DimAssignment) -> str:
+    """Why ``option`` is not a valid assignment ("" when it is)."""
+    graph = problem.graph
+    if option.pp > problem.max_stages:
+        return f"pp = {option.pp} is more than max_stages = {problem.max_stages}"
+    if graph.repeat > 1 and graph.repeat % option.pp:
+        return f"pp = {option.pp} does not divide the graph's {graph.repeat} repetitions"
+    if graph.repeat == 1 and option.pp > len(graph.kernels):
+        return f"pp = {option.pp} is more than the graph's {len(graph.kernels)} kernels"
+    if problem.micro_batches % option.dp:
+        return f"dp = {option.dp} does not divide micro_batches = {problem.micro_batches}"
+    return ""

@@ -159,17 +159,17 @@ def test_bad_problem_fields_are_named() -> None:
 
 
 def test_a_time_out_returns_the_best_mapping_and_its_gap() -> None:
-    """A pipeline cut over many kernels is a large search; a tiny time limit stops it with an incumbent (or, with
-    none yet, one clear error)."""
-    problem = _chain_problem(kernels=40)
-    try:
-        solution = solve_inter_chip(problem, time_limit_s=0.05)
-    except SolverError as error:
-        assert "no solution within its time limit of 0.05 s" in str(error)
-        return
+    """Past its time limit the pass returns the best mapping found and the gap proved (test_milp shows the
+    solver stopping with an incumbent deterministically; here the search may also end, so both are accepted)."""
+    solution = solve_inter_chip(_chain_problem(kernels=12), time_limit_s=0.5)
     assert solution.status in ("time_limit", "optimal")
-    if solution.status == "time_limit":
-        assert solution.gap > 0 and solution.bound_ps <= solution.iteration_ps
+    assert solution.bound_ps <= solution.iteration_ps * (1 + 1e-9)
+    assert solution.status == "optimal" or solution.gap > 0
+
+
+def test_a_time_out_without_a_mapping_says_so() -> None:
+    with pytest.raises(SolverError, match="graph 'chain': the solver found no solution within its time limit of 0 s"):
+        solve_inter_chip(_chain_problem(kernels=4), time_limit_s=0)
 
 
 def test_solves_are_deterministic() -> None:
@@ -211,3 +211,19 @@ def _chain_problem(
         micro_batches=8,
         max_stages=8,
     )
+
+
+def test_fixed_roles_give_the_best_mapping_of_that_split() -> None:
+    """Roles fixed to TP on the inner dimension and DP on the outer: the same sharding, dp = 4."""
+    solution = solve_inter_chip(gpt_problem(overlap=False, roles=("tp", "dp")))
+    assert (solution.tp, solution.pp, solution.dp) == (8, 1, 4)
+    assert [solution.schemes[k] for k in ("qkv", "proj", "ffn0", "ffn1")] == ["n", "k", "n", "k"]
+
+
+def test_invalid_fixed_roles_say_why() -> None:
+    with pytest.raises(
+        InterChipError, match="the roles dp, dp are not valid: dp = 32 does not divide micro_batches = 8"
+    ):
+        solve_inter_chip(gpt_problem(roles=("dp", "dp")))
+    with pytest.raises(InterChipError, match="roles must give each of the 2 dimensions one of tp, pp, dp"):
+        gpt_problem(roles=("tp",))
