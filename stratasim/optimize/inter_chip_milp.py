@@ -71,16 +71,27 @@ def build_model(options: tuple[AssignmentCosts, ...], objective: Literal["time",
     model.milp.add_row(((var, 1.0) for var in model.y), 1.0, 1.0)
     gradient = model.milp.add_var("G", cost=1.0) if objective == "time" else -1
     fullest = model.milp.add_var("memory", cost=1.0) if objective == "memory" else -1
-    for a in range(len(options)):
+    for a, costs in enumerate(options):
         _add_choices(model, a)
         _add_conversion_products(model, a)
+        memory = _scaled(costs.memory, model.memory_scale)
         if objective == "time":
             _add_time_rows(model, a)
-            _add_stage_rows(model, a, lambda k, s, p, c=options[a]: c.gradient(k, s) / model.time_scale, gradient)
-            _add_stage_rows(model, a, lambda k, s, p, c=options[a]: c.memory(k, s, p) / model.memory_scale, None)
+            _add_stage_rows(model, a, _scaled(_per_iteration(costs), model.time_scale), gradient)
+            _add_stage_rows(model, a, memory, None)
         else:
-            _add_stage_rows(model, a, lambda k, s, p, c=options[a]: c.memory(k, s, p) / model.memory_scale, fullest)
+            _add_stage_rows(model, a, memory, fullest)
     return model
+
+
+def _scaled(cost: Callable[[int, int, int], float], scale: float) -> Callable[[int, int, int], float]:
+    """``cost(kernel, scheme, stage)`` in the program's units."""
+    return lambda k, s, p: cost(k, s, p) / scale
+
+
+def _per_iteration(costs: AssignmentCosts) -> Callable[[int, int, int], float]:
+    """A kernel's gradient reductions under a scheme, whatever its stage."""
+    return lambda k, s, _p: costs.gradient(k, s)
 
 
 def _add_choices(model: InterChipModel, a: int) -> None:
