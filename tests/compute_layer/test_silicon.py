@@ -9,6 +9,7 @@ from stratasim.compute_layer.silicon import (
     REFERENCE_CHIPS,
     SILICON_POWER,
     SILICON_PRICE,
+    ChipPoint,
     silicon_power_w,
     silicon_price_usd,
 )
@@ -22,8 +23,8 @@ def test_the_power_curve_is_dfmodels_fig_9_quadratic() -> None:
 
 
 @pytest.mark.parametrize("chip", REFERENCE_CHIPS, ids=lambda chip: chip.name)
-def test_the_power_curve_passes_near_each_reference_chip(chip: object) -> None:
-    assert silicon_power_w(chip.peak_flops) == pytest.approx(chip.power_w, rel=0.15)  # type: ignore[attr-defined]
+def test_the_power_curve_passes_near_each_reference_chip(chip: ChipPoint) -> None:
+    assert silicon_power_w(chip.peak_flops) == pytest.approx(chip.power_w, rel=0.15)
 
 
 def test_the_price_curve_passes_through_dfmodels_published_price() -> None:
