@@ -1,0 +1,1 @@
+"""Finding the best plan and system for a study: DFModel's mapping passes and what they optimise."""
