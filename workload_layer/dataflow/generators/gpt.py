@@ -88,6 +88,7 @@ class _Wiring:
 
     @property
     def size(self) -> int:
+        """Bytes of one value in the model's precision."""
         return operators.dtype_bytes(operators.parse_dtype(self.config.precision))
 
     def add(self, step: Gemm | Pointwise | Attention) -> None:
