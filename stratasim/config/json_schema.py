@@ -20,6 +20,7 @@ from stratasim.compute_layer.accelerator_section import AcceleratorDescription, 
 from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection
 from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection
+from stratasim.config.economics_section import EconomicsSection
 from stratasim.config.goodput_section import GoodputSection
 from stratasim.config.study_file import StudyCompute, StudyNetwork
 from stratasim.kernel import registry
@@ -66,6 +67,7 @@ def study_schema() -> dict[str, Any]:
         StudyNetwork,
         StudyCompute,
         GoodputSection,
+        EconomicsSection,
         *included,
         *configs.values(),
     ]
@@ -112,6 +114,10 @@ def study_schema() -> dict[str, Any]:
             "goodput": {
                 "anyOf": [ref(GoodputSection), {"type": "null"}],
                 "description": named(GoodputSection)["description"],
+            },
+            "economics": {
+                "anyOf": [ref(EconomicsSection), {"type": "null"}],
+                "description": named(EconomicsSection)["description"],
             },
         },
         "$defs": defs,

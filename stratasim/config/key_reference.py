@@ -143,7 +143,7 @@ def _all_tables(schema: dict[str, Any]) -> Iterator[Table]:
     for rule in workload["allOf"]:
         kind = rule["if"]["properties"]["kind"]["const"]
         yield from section_tables(f"`workload` — kind: {kind}", "workload", _resolve(rule["then"], defs), defs)
-    for section in ("system", "network", "compute", "goodput"):
+    for section in ("system", "network", "compute", "goodput", "economics"):
         (model,) = [model for _, model in _models(schema["properties"][section], defs)]
         yield from section_tables(f"`{section}`", section, model, defs)
 

@@ -7,7 +7,8 @@ The ``workload`` section is validated by the ``Config`` model of the workload cl
 owned by their layers and composed here: ``system`` is :class:`stratasim.system_layer.options.SystemOptions`,
 ``network`` :class:`stratasim.network_layer.sections.NetworkSection` (its topology kinds in
 :mod:`stratasim.network_layer.topologies`), ``compute`` :class:`stratasim.compute_layer.sections.ComputeSection`.
-The optional ``goodput`` section, which no layer reads, is :class:`stratasim.config.goodput_section.GoodputSection`.
+The optional ``goodput`` and ``economics`` sections, which no layer reads, are
+:class:`stratasim.config.goodput_section.GoodputSection` and :class:`stratasim.config.economics_section.EconomicsSection`.
 This module adds what wires them: where a layer runs (in-process, ``spawn`` or ``endpoint``), the checks across
 sections, and the files a section includes, relative to the study file: a graph fabric's ``file``, read as if its keys
 were written in place, and a described device's ``compute.device.file``, whose keys the study's may override.
@@ -23,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, model_validator
 
 from stratasim.compute_layer.sections import ComputeSection
+from stratasim.config.economics_section import EconomicsSection
 from stratasim.config.foreign import Included, from_included, redact
 from stratasim.config.goodput_section import GoodputSection
 from stratasim.config.numbers import unfit_numbers
@@ -53,7 +55,7 @@ __all__ = [
     "with_device_file",
 ]
 
-STUDY_SECTIONS = ("name", "workload", "system", "network", "compute", "goodput")
+STUDY_SECTIONS = ("name", "workload", "system", "network", "compute", "goodput", "economics")
 """The top-level keys of a study."""
 
 
@@ -90,7 +92,7 @@ class WorkloadSpec:
 class Study:
     """One validated study; ``source`` is the file (or label) it came from; ``warnings`` name each value outside
     its key's usual band (:mod:`stratasim.kernel.plausible`): the study runs, its report repeats them; ``goodput``
-    the goodput section of a training study, if it has one."""
+    the goodput section of a training study, if it has one; ``economics`` its price and power section, if any."""
 
     name: str
     source: str
@@ -100,6 +102,7 @@ class Study:
     compute: StudyCompute | None
     warnings: tuple[str, ...] = ()
     goodput: GoodputSection | None = None
+    economics: EconomicsSection | None = None
 
     @property
     def npus(self) -> int:
@@ -219,6 +222,7 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
         problems.extend((f"network.{key}", message) for key, message in network.problems())
     _check_backend("compute", compute, problems)
     goodput = _goodput(data.get("goodput"), problems)
+    economics = _economics(data.get("economics"), network, has_compute, problems)
     grid = None if network is None else _grid(network, problems)
     if system is not None and grid is not None:
         problems.extend((f"system.{key}", message) for key, message in system.grid_problems(grid))
@@ -239,12 +243,26 @@ def parse_study(data: Mapping[str, Any], source: str) -> Study:
     ]
     notes = [(f"network.{key}", note) for key, note in network.notes()]
     warnings = tuple(f"{where}: {message}" for where, message in redact([*unusual, *notes], included))
-    return Study(name, source, workload, system, network, compute, warnings, goodput)
+    return Study(name, source, workload, system, network, compute, warnings, goodput, economics)
 
 
 def _goodput(section: object, problems: list[tuple[str, str]]) -> GoodputSection | None:
     """The ``goodput`` section validated, or None when the study has none (or it is invalid: ``problems`` say why)."""
     return None if section is None else validated_section(GoodputSection, section, "goodput", problems)
+
+
+def _economics(
+    section: object, network: StudyNetwork | None, has_compute: bool, problems: list[tuple[str, str]]
+) -> EconomicsSection | None:
+    """The ``economics`` section validated and checked against the topology and, in a study without a compute
+    device to read the chip from, for the chip's figures; None when the study has none."""
+    economics = None if section is None else validated_section(EconomicsSection, section, "economics", problems)
+    if economics is not None and network is not None:
+        dimensions = network.topology if isinstance(network.topology, list) else None
+        problems.extend(economics.topology_problems(len(dimensions or ()), dimensions is None))
+    if economics is not None and not has_compute:
+        problems.extend(economics.chip_problems())
+    return economics
 
 
 def _with_graph_file(

@@ -1,1 +1,1 @@
-"""Optimal mappings of workloads onto systems (DFModel): mixed-integer programs solved with HiGHS."""
+"""Finding the best plan and system for a study: DFModel's mapping passes and what they optimise."""

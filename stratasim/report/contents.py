@@ -37,7 +37,8 @@ class ReportContents:
     distribution (:func:`stratasim.study.samples.sample_figures`; None without samples); ``devices`` how many NPUs
     run each device when NPU groups run different devices (``compute.groups``; None otherwise); ``torus_shape`` the
     shape of the torus or mesh fabric the study ran on (the cluster view groups its links by dimension; empty on other
-    topologies). The result's trace
+    topologies); ``cost`` the system's price, power and throughput per dollar and per watt when the study has an
+    ``economics`` section (:func:`stratasim.optimize.economics.cost_figures`; None otherwise). The result's trace
     spans, counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not
     part of the JSON report.
     """
@@ -56,6 +57,7 @@ class ReportContents:
     samples: dict[str, Any] | None = None
     devices: dict[str, int] | None = None
     torus_shape: tuple[int, ...] = ()
+    cost: dict[str, Any] | None = None
 
     @property
     def energy_per_token_pj(self) -> float | None:

@@ -9,7 +9,8 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,
 ``jobs`` (see :mod:`stratasim.report.jobs`); from a Monte-Carlo run ``samples`` (``count``, ``seed``, ``p50_ns``,
 ``p90_ns``, ``p99_ns``, ``mean_ns``, ``min_ns``, ``max_ns``, ``stdev_ns``, ``slowest_rank_share``, ``times_ns``:
-:mod:`stratasim.study.samples`). Every ``*_ns`` value is the engine's integer picoseconds divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
+:mod:`stratasim.study.samples`); with an ``economics`` section ``cost`` (``system_price_usd``, ``system_power_w``,
+``perf_per_dollar``, ``perf_per_watt``...: :func:`stratasim.optimize.economics.cost_figures`). Every ``*_ns`` value is the engine's integer picoseconds divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 """
 
 from __future__ import annotations
@@ -318,4 +319,6 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
         data["calibration"] = report.calibration
     if report.devices:
         data["devices"] = dict(report.devices)
+    if report.cost is not None:
+        data["cost"] = dict(report.cost)
     return data

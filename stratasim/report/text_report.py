@@ -80,6 +80,19 @@ def _headline(report: ReportContents) -> list[str]:
         f"  backends         {where}",
         *([f"  calibration      {report.calibration}"] if report.calibration else []),
         *([f"  devices          {_devices(report.devices)}"] if report.devices else []),
+        *_cost_line(report),
+    ]
+
+
+def _cost_line(report: ReportContents) -> list[str]:
+    """The system's price and power and the throughput per dollar and per watt, when the study has economics."""
+    cost = report.cost
+    if cost is None:
+        return []
+    unit = cost["throughput_unit"]
+    return [
+        f"  system cost      ${cost['system_price_usd']:,.0f}, {cost['system_power_w'] / 1000:,.1f} kW: "
+        f"{cost['perf_per_dollar']:.4g} {unit} per $, {cost['perf_per_watt']:.4g} {unit} per W"
     ]
 
 

@@ -33,6 +33,7 @@ from stratasim.kernel.errors import SimulationError, StrataSimError, WorkloadErr
 from stratasim.kernel.events import Progress
 from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
+from stratasim.optimize.economics import study_cost
 from stratasim.report.jobs import JobFigures
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
@@ -292,12 +293,15 @@ def _report(
     serving = None
     training = None
     hourly = None if devices is None else devices.hourly_usd(result.npus)
+    cost = None
     if result.stopped_at_ps is None:  # a stopped run's iteration or tokens per second would be meaningless
         training = _training_figures(source, result, hourly)
         if training is not None and study.goodput is not None:
             training["goodput"] = study_goodput(study.goodput, result, study.topology_proto(), source)
         if isinstance(source, ServingWorkload):
             serving = _priced(source.serving_figures(result.milestones, result.total_time_ps), hourly)
+        if study.economics is not None:
+            cost = study_cost(study, result.total_time_ps, training, serving)
     return Report(
         study.name,
         result,
@@ -312,6 +316,7 @@ def _report(
         samples=distribution,
         devices=devices.counts(result.npus) if devices is not None and devices.device_of else None,
         torus_shape=_torus_shape(study),
+        cost=cost,
     )
 
 

@@ -23,6 +23,7 @@ from stratasim.config.study_file import Study, StudyCompute
 from stratasim.kernel.contracts import ComputeBackend, NetworkBackend
 from stratasim.kernel.errors import BackendError, ConfigError, WorkloadError
 from stratasim.kernel.serving import PoolPricers, RequestLevelWorkload, ServingPool, ServingResult
+from stratasim.optimize.economics import study_cost
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
 from stratasim.study.budget import Budget, refuse_over
@@ -244,4 +245,5 @@ def _report(study: Study, run: ServedRun) -> Report:
         serving_timeline=run.result.timeline,
         warnings=(*study.warnings, *run.warnings),
         calibration=run.calibration,
+        cost=None if study.economics is None else study_cost(study, run.result.total_time_ps, None, run.figures),
     )
