@@ -38,9 +38,11 @@ one). Not covered: flat groups (not a product of coordinate sets), rooted collec
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 from stratasim.system_layer.collectives.algorithms import base_name
@@ -92,14 +94,19 @@ class LineSpan:
 
 def serialisation_ps(size: int, bandwidth: Fraction | int) -> int:
     """``ceil(size * 1e12 / bandwidth)`` ps, exactly, for ``bandwidth`` in bytes/s."""
+    if isinstance(bandwidth, int):
+        return -(-(size * _PS_PER_S) // bandwidth)
     rate = Fraction(bandwidth)
     return -(-(size * _PS_PER_S * rate.denominator) // rate.numerator)
 
 
 def _lockstep_ring_ps(span: LineSpan, sizes: Sequence[int], delay_ps: int) -> int:
     """Steps sending ``sizes[k]`` to the next member, each waiting for the predecessor's message: the costliest
-    run of ``len(sizes)`` consecutive edges ending at some member."""
-    edges = span.edge_hops() if span.kind == "ring" else (1,) * span.size
+    run of ``len(sizes)`` consecutive edges ending at some member (every step alike when every edge is)."""
+    edges = span.edge_hops() if span.kind == "ring" else (1,)
+    if len(set(edges)) == 1:
+        counts = Counter(sizes)
+        return sum(count * (span.message_ps(size, edges[0]) + delay_ps) for size, count in counts.items())
     n = len(edges)
     worst = 0
     for end in range(n):
@@ -117,6 +124,7 @@ def _ring_sizes(collective: Collective, n: int, data_bytes: int) -> list[int]:
     return [share] * (n - 1)
 
 
+@lru_cache(maxsize=65536)
 def phase_ps(collective: Collective, algorithm: str, span: LineSpan, data_bytes: int, delay_ps: int = 0) -> int:
     """One phase of ``collective`` on a buffer of ``data_bytes`` per NPU along ``span`` with ``algorithm`` (a
     per-dimension algorithm's name; ``delay_ps`` the endpoint delay paid per step)."""
