@@ -204,6 +204,7 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     head = _column(figures, lambda f: f.head.forward.total + f.head.backward.total)
     gather = _column(figures, lambda f: f.gather_ps)
     sends = _column(figures, lambda f: sum(f.send_ps[:-1]))
+    wrap = _column(figures, lambda f: f.send_ps[-1] if f.send_ps else 0)
     mean_send = _column(figures, lambda f: sum(f.send_ps[:-1]) // max(1, len(f.send_ps) - 1))
     layer = sum(layer_f.values()) + sum(layer_b.values())
     layers = v * lc * layer
@@ -218,9 +219,10 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     busiest = np.argmax(np.where(present, work, -1), axis=1)
     rows = np.arange(len(figures))
     peak = work[rows, busiest]
-    total = work[:, 0] + np.where(pp > 1, work[:, 2] + (pp - 2).clip(0) * work[:, 1], 0)
-    bubble = (total - peak) // v
-    p2p = 2 * sends
+    chunk = (layers[:, None] * ones + gathers) // v[:, None] + edges  # a chunk's pass, the embedding's or head's whole
+    total = chunk[:, 0] + np.where(pp > 1, chunk[:, 2] + (pp - 2).clip(0) * chunk[:, 1], 0)
+    bubble = total - chunk[rows, busiest]
+    p2p = 2 * (v * sends + (v - 1) * wrap)
     pipeline = m * peak + bubble + p2p
     backward_chunk = lc * (layer_b["compute"] + layer_b["recompute"] + layer_b["comm"]) + gather + mean_send
     offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1) * backward_chunk[:, None]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.first_order import DimensionKind, LineSpan, collective_ps, send_ps
-from stratasim.system_layer.collectives.groups import FLAT, phases_of
+from stratasim.system_layer.collectives.groups import FLAT, PhaseLines, phases_of
 from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import network_pb2
 
@@ -60,7 +60,7 @@ class GroupTimer:
             known = self._spans[group] = tuple(self._span(phase.dim, phase.coords) for phase in self._phases(group))
         return known
 
-    def _phases(self, group: tuple[int, ...]):  # type: ignore[no-untyped-def]
+    def _phases(self, group: tuple[int, ...]) -> tuple[PhaseLines, ...]:
         phases = phases_of(tuple(sorted(group)), self._grid)
         if any(phase.dim == FLAT for phase in phases):
             raise ValueError(f"no closed form for a group that is no product of coordinate sets: {group[:8]}...")
@@ -89,8 +89,10 @@ class GroupTimer:
         )
 
     def send_ps(self, size: int, source: int, destination: int) -> int:
-        """A point-to-point message of ``size`` bytes from NPU ``source`` to ``destination``."""
-        return send_time_ps(self._dims, self._grid, size, source, destination)
+        """A point-to-point message of ``size`` bytes from NPU ``source`` to ``destination`` (with the receiver's
+        endpoint delay, as plain sends pay it)."""
+        delay = self._options.endpoint_delay if self._options.semantics.endpoint_delay_on_sends else 0
+        return send_time_ps(self._dims, self._grid, size, source, destination) + delay
 
 
 def send_time_ps(dims: Sequence[network_pb2.Dimension], grid: Grid, size: int, source: int, destination: int) -> int:

@@ -67,6 +67,7 @@ class _Chain:
 
     def __init__(self, pricer: OperatorPricer, dtype: operators.DType, gemm_dtype: operators.DType | None) -> None:
         self._pricer, self._dtype, self._gemm_dtype = pricer, dtype, gemm_dtype
+        self.element = operators.dtype_bytes(dtype)
         self.ready = 0
         self.input_grad: int | None = None
         self.compute = 0
@@ -104,7 +105,7 @@ def _forward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: Tensor
             for inner in step.steps:
                 chain.run(inner, "forward", again)
         elif isinstance(step, SequenceParallelSum):
-            chain.wait(tp("reduce_scatter" if step.scatter else "all_gather", step.elements * _bytes(chain)))
+            chain.wait(tp("reduce_scatter" if step.scatter else "all_gather", step.elements * chain.element))
         elif isinstance(step, AllToAll):
             raise ValueError("mixtures of experts are not modelled")
         elif step.in_forward:
@@ -124,7 +125,7 @@ def _backward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: Tenso
                 chain.run(inner, "forward", True)
             _backward(chain, step.steps, tensor_bytes, tp)
         elif isinstance(step, SequenceParallelSum):
-            size = step.elements * _bytes(chain)
+            size = step.elements * chain.element
             if step.scatter:  # all-gather of the output gradient: the stream waits
                 chain.wait(tp("all_gather", size))
             else:  # reduce-scatter of the input gradient, overlapping the weight-gradient GEMM
@@ -133,10 +134,6 @@ def _backward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: Tenso
             raise ValueError("mixtures of experts are not modelled")
         elif not step.in_forward:
             chain.overlap(tp("all_reduce", tensor_bytes))
-
-
-def _bytes(chain: _Chain) -> int:
-    return operators.dtype_bytes(chain._dtype)
 
 
 def block_times(
