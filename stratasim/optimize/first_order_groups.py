@@ -9,6 +9,7 @@ the hops between the line's members. A point-to-point message pays each dimensio
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.first_order import DimensionKind, LineSpan, collective_ps, send_ps
@@ -30,6 +31,12 @@ def _kind(dim: network_pb2.Dimension) -> DimensionKind:
     if kind is None:
         raise ValueError(f"no closed form for a topology dimension of kind {dim.kind}")
     return kind
+
+
+def _bandwidth(dim: network_pb2.Dimension) -> Fraction | int:
+    """The dimension's bandwidth in bytes/s, exactly (the analytical network reads it as a fraction too)."""
+    rate = Fraction(dim.bandwidth_bytes_per_s)
+    return rate.numerator if rate.denominator == 1 else rate
 
 
 def _ring_hops(coords: Sequence[int], size: int) -> tuple[int, ...]:
@@ -70,7 +77,7 @@ class GroupTimer:
         dim = self._dims[d]
         kind = _kind(dim)
         hops = _ring_hops(coords, dim.size) if kind == "ring" else None
-        return d, LineSpan(kind, len(coords), dim.bandwidth_bytes_per_s, dim.latency_ps, hops, dim.size)
+        return d, LineSpan(kind, len(coords), _bandwidth(dim), dim.latency_ps, hops, dim.size)
 
     def collective_ps(self, collective: str, size: int, group: tuple[int, ...]) -> int:
         """``collective`` of ``size`` bytes per NPU over ``group``: 0 for a group of one."""
@@ -103,5 +110,5 @@ def send_time_ps(dims: Sequence[network_pb2.Dimension], grid: Grid, size: int, s
         if here != there:
             kind = _kind(dim)
             step = (there - here) % dim.size
-            crossed.append((LineSpan(kind, 2, dim.bandwidth_bytes_per_s, dim.latency_ps), min(step, dim.size - step)))
+            crossed.append((LineSpan(kind, 2, _bandwidth(dim), dim.latency_ps), min(step, dim.size - step)))
     return send_ps(size, crossed)

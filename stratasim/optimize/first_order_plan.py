@@ -25,7 +25,7 @@ from stratasim.workload_layer.transformer.blocks import (
     layer_steps,
 )
 from stratasim.workload_layer.transformer.config import TransformerConfig
-from stratasim.workload_layer.transformer.memory import OPTIMIZER_BYTES_PER_PARAMETER, StageMemory, stage_memory
+from stratasim.workload_layer.transformer.memory import StageMemory, stage_memory
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
 
 __all__ = ["PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
@@ -91,6 +91,7 @@ class PlanPricer:
         self._blocks: dict[tuple[Any, ...], tuple[BlockTimes, BlockTimes, BlockTimes, int]] = {}
         self._optimizer: dict[tuple[int, str], int] = {}
         self._sends_by: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+        self._groups: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
     def figures(self, config: TransformerConfig) -> PlanFigures:
         """Every figure of ``config``'s plan (checked by :func:`unsupported` first)."""
@@ -99,7 +100,12 @@ class PlanPricer:
         micro_batches = plan.batch // (plan.micro_batch * plan.dp)
         kinds = (0, min(1, plan.pp - 1), plan.pp - 1)
         parameters = [stage_parameters(config, stage) for stage in kinds]
-        memories = [stage_memory(config, stage, count, micro_batches) for stage, count in zip(kinds, parameters)]
+        # The middle stages never hold the most: the first holds as many layers, at least as many micro-batches'
+        # activations in flight, and the embedding besides.
+        memories = [
+            stage_memory(config, stage, parameters[i], micro_batches) for i, stage in ((0, 0), (2, plan.pp - 1))
+        ]
+        shards = [count if plan.zero == 0 else -(-count // plan.dp) for count in parameters]  # memory._held's rule
         return PlanFigures(
             pp=plan.pp,
             virtual_stages=plan.virtual_stages,
@@ -112,7 +118,7 @@ class PlanPricer:
             gather_ps=gather,
             send_ps=self._sends(config),
             gradient_ps=tuple(self._gradients(config, stage, count) for stage, count in zip(kinds, parameters)),
-            optimizer_ps=tuple(self._optimizer_ps(config, memory) for memory in memories),  # type: ignore[arg-type]
+            optimizer_ps=tuple(self._optimizer_ps(config, count) for count in shards),  # type: ignore[arg-type]
             memory=max(memories, key=lambda memory: memory.total_bytes),
         )
 
@@ -126,7 +132,7 @@ class PlanPricer:
             gemm = None if config.gemm_precision is None else operators.parse_dtype(config.gemm_precision)
             gemm = None if gemm == dtype else gemm
             tensor = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(dtype)
-            group = plan.layout.group(0, "tp")
+            group = self._group(config, "tp")
 
             def tp(collective: str, size: int) -> int:
                 return self._timer.collective_ps(collective, size, group)
@@ -155,7 +161,7 @@ class PlanPricer:
             * operators.dtype_bytes(operators.parse_dtype(config.precision))
         )
         size = activation // plan.tp if plan.sequence_parallel or plan.scatter_gather else activation
-        pipeline = plan.layout.group(0, "pp")
+        pipeline = self._group(config, "pp")
         key = (size, pipeline)
         if key not in self._sends_by:
             self._sends_by[key] = tuple(
@@ -169,17 +175,26 @@ class PlanPricer:
         (reduce-scatter, all-gather)."""
         plan = config.parallelism
         size = parameters * operators.dtype_bytes(operators.parse_dtype(config.precision))
-        group = plan.layout.group(plan.layout.npu({"tp": 0, "pp": stage, "dp": 0}), "dp")
+        group = self._group(config, "dp", stage)
         if plan.zero == 0:
             return self._timer.collective_ps("all_reduce", size, group), 0
         scatter = self._timer.collective_ps("reduce_scatter", size, group)
         return scatter, self._timer.collective_ps("all_gather", size, group)
 
-    def _optimizer_ps(self, config: TransformerConfig, memory: StageMemory) -> int:
-        """The optimizer step over the parameters whose states the stage holds (its ZeRO shard)."""
-        parameters = memory.optimizer_bytes // OPTIMIZER_BYTES_PER_PARAMETER
+    def _optimizer_ps(self, config: TransformerConfig, parameters: int) -> int:
+        """The optimizer step over the ``parameters`` whose states the stage holds (its ZeRO shard)."""
         key = (parameters, config.precision)
         if key not in self._optimizer:
             op = optimizer_step(parameters, operators.parse_dtype(config.precision))
             self._optimizer[key] = self._pricer.durations_ps([op])[0] if parameters else 0
         return self._optimizer[key]
+
+    def _group(self, config: TransformerConfig, axis: str, stage: int = 0) -> tuple[int, ...]:
+        """The ``axis`` group of ``stage``'s first NPU (TP and DP rank 0), laid out once per plan shape."""
+        plan = config.parallelism
+        key = (plan.order, plan.tp, plan.pp, plan.dp, axis, stage)
+        known = self._groups.get(key)
+        if known is None:
+            layout = plan.layout
+            known = self._groups[key] = layout.group(layout.npu({"tp": 0, "pp": stage, "dp": 0}), axis)
+        return known

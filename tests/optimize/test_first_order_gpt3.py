@@ -8,6 +8,7 @@ The bounds below leave a margin for small changes of the engine's semantics; the
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +43,13 @@ def _kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.fixture(scope="module")
-def measured() -> tuple[list[dict[str, Any]], np.ndarray, PlanEstimates, FirstOrderModel]:
+def measured() -> Iterator[tuple[list[dict[str, Any]], np.ndarray, PlanEstimates, FirstOrderModel]]:
     rows = _rows()
     plans = [_plan(row) for row in rows]
     simulated = np.array([int(row["total_time_ps"]) for row in rows], dtype=np.int64)
     model = FirstOrderModel(load_study(ROOT / "examples" / "gpt3_175b.yaml"))
     try:
-        yield plans, simulated, model.estimate(plans), model  # type: ignore[misc]
+        yield plans, simulated, model.estimate(plans), model
     finally:
         model.close()
 
