@@ -17,6 +17,8 @@ import pytest
 from stratasim.config.study_file import Study, parse_study
 from stratasim.optimize import TERMS, FirstOrderModel
 from stratasim.study.run import run_study
+from stratasim.workload_layer.transformer.config import TransformerConfig
+from stratasim.workload_layer.transformer.workload import TransformerWorkload
 
 BASE: dict[str, Any] = {
     "name": "tiny",
@@ -86,3 +88,30 @@ def test_interleaved_order_on_a_free_network_is_within_half_a_percent() -> None:
     free = parse_study(data, "tiny.yaml")
     simulated = run_study(free).result.total_time_ps
     assert abs(_estimate(free)[0] - simulated) <= 0.005 * simulated
+
+
+@pytest.mark.parametrize(
+    "system",
+    [
+        {"endpoint_delay": "50ns"},
+        {"algorithm": "direct"},
+        {"algorithm": ["ring", "ring", "halving_doubling"]},
+        {"collective_optimization": "local_bw_aware"},
+    ],
+    ids=lambda system: next(iter(system)),
+)
+def test_the_system_options_collectives_read_keep_it_exact(system: dict[str, Any]) -> None:
+    plan = {"tp": 2, "pp": 4, "dp": 4, "schedule": "interleaved", "virtual_stages": 2, "global_batch": 32, "zero": 1}
+    study = _study(plan, **system)
+    assert _estimate(study)[0] == run_study(study).result.total_time_ps
+
+
+@pytest.mark.parametrize("plan", EXACT[:6], ids=lambda plan: "-".join(f"{k}{v}" for k, v in plan.items()))
+def test_memory_is_the_builders_peak(plan: dict[str, Any]) -> None:
+    study = _study(plan)
+    with FirstOrderModel(study) as model:
+        estimated = int(model.estimate([{}]).memory_bytes[0])
+    config = study.workload.config
+    assert isinstance(config, TransformerConfig)
+    workload = TransformerWorkload(config)
+    assert estimated == max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
