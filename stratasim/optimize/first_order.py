@@ -5,11 +5,13 @@ Each distinct layer, embedding and head is priced once through the engine's own 
 system layer's closed-form collectives (:mod:`stratasim.optimize.first_order_plan`); the plans are then composed
 with numpy. With ``m`` micro-batches per pipeline, ``v`` model chunks per stage, ``pp`` stages, ``w_s`` one
 micro-batch's passes through stage ``s`` (its layers', the embedding's on the first, the head's on the last, and the
-TP all-gathers of received boundaries under scatter/gather) and ``c_s`` the transfer from stage ``s`` to the next:
+TP all-gathers of received boundaries under scatter/gather), ``k_s`` one chunk's pass (``1 / v`` of the layers and
+gathers, the embedding's or head's whole) and ``c_s`` the transfer from stage ``s`` to the next (``c_wrap`` from
+the last stage to the first):
 
-- pipeline: ``T_pipe = m max_s w_s + (sum_s w_s - max_s w_s) / v + 2 sum_{s < pp-1} c_s``: the busiest stage's
-  work, the bubble (``pp - 1`` stage passes, ``1 / v`` of that interleaved: Narayanan et al., SC'21, section 2.2),
-  and the transfers of the fill and the drain;
+- pipeline: ``T_pipe = m max_s w_s + (sum_s k_s - k_busiest) + 2 (v sum_{s < pp-1} c_s + (v - 1) c_wrap)``: the
+  busiest stage's work, the bubble of ``pp - 1`` chunk passes (``(pp - 1) / v`` stage passes interleaved:
+  Narayanan et al., SC'21, section 2.2), and the fill and the drain, which cross every chunk boundary;
 - gradients and optimizer: each stage reduces its one gradient bucket over its DP group once its last backward
   pass ends, ``s (b + c)`` before the first stage's (``b`` a chunk's backward pass), then runs its optimizer step;
   the iteration ends with the last: ``T = T_pipe + max_s(-s (b + c) + R_s + O_s)``, with ``R_s`` the all-reduce
