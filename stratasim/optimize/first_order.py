@@ -17,6 +17,9 @@ the last stage to the first):
   the iteration ends with the last: ``T = T_pipe + max_s(-s (b + c) + R_s + O_s)``, with ``R_s`` the all-reduce
   (ZeRO 0) or the reduce-scatter followed by ``max(all-gather, O_s)`` (ZeRO 1 and 2: the step waits for the
   scatter only);
+- ZeRO 3: each block's passes carry their gathers and scatters
+  (:func:`~stratasim.optimize.first_order_passes.with_zero3`, an approximation), nothing is left after the
+  pipeline but the optimizer step;
 - memory: the builder's ``stage_memory``, the largest over the stages.
 
 The terms of :data:`TERMS` sum to the iteration time exactly: the busiest stage's work split by kind, the bubble,
@@ -39,6 +42,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.optimize.first_order_groups import GroupTimer
 from stratasim.optimize.first_order_plan import PlanFigures, PlanPricer, unsupported
 from stratasim.study.compute_setup import open_compute
+from stratasim.study.shard_casts import with_shard_casts
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.workload_layer.transformer.config import TransformerConfig
 
@@ -106,6 +110,7 @@ class FirstOrderModel:
     that override the study's."""
 
     def __init__(self, study: Study) -> None:
+        study = with_shard_casts(study)
         config = study.workload.config
         if not isinstance(config, TransformerConfig):
             raise FirstOrderError(
@@ -197,10 +202,12 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
         for k in ("micro_batches", "virtual_stages", "pp", "chunk_layers")
     )
     layer_f = {
-        k: _column(figures, lambda f, k=k: getattr(f.layer.forward, k)) for k in ("compute", "recompute", "comm")
+        k: _column(figures, lambda f, k=k: getattr(f.layer.forward, k))
+        for k in ("compute", "recompute", "comm", "data_parallel")
     }
     layer_b = {
-        k: _column(figures, lambda f, k=k: getattr(f.layer.backward, k)) for k in ("compute", "recompute", "comm")
+        k: _column(figures, lambda f, k=k: getattr(f.layer.backward, k))
+        for k in ("compute", "recompute", "comm", "data_parallel")
     }
     embedding = _column(figures, lambda f: f.embedding.forward.total + f.embedding.backward.total)
     head = _column(figures, lambda f: f.head.forward.total + f.head.backward.total)
@@ -226,7 +233,7 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     bubble = total - chunk[rows, busiest]
     p2p = 2 * (v * sends + (v - 1) * wrap)
     pipeline = m * peak + bubble + p2p
-    backward_chunk = lc * (layer_b["compute"] + layer_b["recompute"] + layer_b["comm"]) + gather + mean_send
+    backward_chunk = lc * sum(layer_b.values()) + gather + mean_send
     offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1) * backward_chunk[:, None]
     reduce = np.array([[r for r, _ in f.gradient_ps] for f in figures], dtype=np.int64)
     gather_params = np.array([[g for _, g in f.gradient_ps] for f in figures], dtype=np.int64)
@@ -242,7 +249,7 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
         "embedding_head": m * edges[rows, busiest],
         "pipeline_bubble": bubble,
         "pipeline_p2p": m * gathers[rows, busiest] + p2p,
-        "dp_comm": tail - optimizer[:, 0],
+        "dp_comm": tail - optimizer[:, 0] + per_layer * (layer_f["data_parallel"] + layer_b["data_parallel"]),
         "optimizer_step": optimizer[:, 0],
     }
     return pipeline + tail, terms

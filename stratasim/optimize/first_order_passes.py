@@ -31,7 +31,7 @@ from stratasim.workload_layer.transformer.steps import (
     Step,
 )
 
-__all__ = ["PassTime", "BlockTimes", "TensorCollective", "block_times"]
+__all__ = ["PassTime", "BlockTimes", "TensorCollective", "ZeroThree", "block_times", "with_zero3"]
 
 TensorCollective = Callable[[str, int], int]
 """The picoseconds of a collective (``all_reduce``, ``reduce_scatter``, ``all_gather``) of so many bytes over the
@@ -41,16 +41,18 @@ TP group; 0 for a group of one."""
 @dataclass(frozen=True)
 class PassTime:
     """One pass of a block over one micro-batch, in ps: ``compute`` (operators, recomputation excluded),
-    ``recompute`` (operators re-run for recomputation) and ``comm`` (TP communication the stream waits for)."""
+    ``recompute`` (operators re-run for recomputation), ``comm`` (TP communication the stream waits for) and
+    ``data_parallel`` (ZeRO-3's parameter gathers and gradient scatters the stream waits for, with their casts)."""
 
     compute: int = 0
     recompute: int = 0
     comm: int = 0
+    data_parallel: int = 0
 
     @property
     def total(self) -> int:
         """The pass's time on the compute stream."""
-        return self.compute + self.recompute + self.comm
+        return self.compute + self.recompute + self.comm + self.data_parallel
 
 
 @dataclass(frozen=True)
@@ -155,3 +157,30 @@ def block_times(
         backward.input_grad = None
     _backward(backward, steps, tensor_bytes, tp)
     return BlockTimes(forward.time(), backward.time())
+
+
+@dataclass(frozen=True)
+class ZeroThree:
+    """ZeRO-3's work around one block's passes, in ps: the all-gather of its parameters and the reduce-scatter of
+    its gradients over the DP group, the cast of the rank's parameter shard before each gather and the
+    accumulation of its gradient shard after each scatter (0 without shard casts)."""
+
+    gather: int
+    scatter: int
+    cast: int = 0
+    accumulate: int = 0
+
+
+def with_zero3(times: BlockTimes, zero: ZeroThree) -> BlockTimes:
+    """``times`` with ZeRO-3's per-block work as the emitter orders it. Forward, a block's gather is issued as the
+    block before it starts, so it hides behind that block (taken as long as this one): the stream waits for the
+    cast and ``max(0, gather - pass)``. Backward, collectives on the DP communicator run in program order, and a
+    block's reduce-scatter is issued when its pass ends, before the next block's gather: that gather waits for it,
+    so the stream waits for the cast, the gather, the scatter and the accumulation of every block."""
+    forward, backward = times.forward, times.backward
+    waited_forward = zero.cast + max(0, zero.gather - forward.total)
+    waited_backward = zero.cast + zero.gather + zero.scatter + zero.accumulate
+    return BlockTimes(
+        PassTime(forward.compute, forward.recompute, forward.comm, forward.data_parallel + waited_forward),
+        PassTime(backward.compute, backward.recompute, backward.comm, backward.data_parallel + waited_backward),
+    )

@@ -14,7 +14,7 @@ from typing import Any
 
 from stratasim.kernel import operators
 from stratasim.optimize.first_order_groups import GroupTimer
-from stratasim.optimize.first_order_passes import BlockTimes, block_times
+from stratasim.optimize.first_order_passes import BlockTimes, ZeroThree, block_times, with_zero3
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.workload_layer.transformer.blocks import (
     embedding_parameters,
@@ -27,6 +27,7 @@ from stratasim.workload_layer.transformer.blocks import (
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.memory import StageMemory, stage_memory
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
+from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 
 __all__ = ["PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
 
@@ -59,8 +60,6 @@ def unsupported(config: TransformerConfig) -> str | None:
     plan, model = config.parallelism, config.model
     if model.experts:
         return "mixtures of experts (model.experts) are not modelled"
-    if plan.zero == 3:
-        return "ZeRO stage 3 (per-block gathers) is not modelled"
     if plan.dp_bucket is not None:
         return "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"
     if plan.stage_layers != "even" or plan.batch_split != "even":
@@ -97,6 +96,11 @@ class PlanPricer:
         """Every figure of ``config``'s plan (checked by :func:`unsupported` first)."""
         plan = config.parallelism
         layer, embedding, head, gather = self._passes(config)
+        if plan.zero == 3:
+            model = config.model
+            layer = with_zero3(layer, self._zero3(config, layer_parameters(model, 0, plan.tp, plan.ep).dense))
+            embedding = with_zero3(embedding, self._zero3(config, embedding_parameters(model, plan.tp)))
+            head = with_zero3(head, self._zero3(config, head_parameters(model, plan.tp, plan.pp)))
         micro_batches = plan.batch // (plan.micro_batch * plan.dp)
         kinds = (0, min(1, plan.pp - 1), plan.pp - 1)
         parameters = [stage_parameters(config, stage) for stage in kinds]
@@ -170,10 +174,27 @@ class PlanPricer:
             )
         return self._sends_by[key]
 
-    def _gradients(self, config: TransformerConfig, stage: int, parameters: int) -> tuple[int, int]:
-        """The gradient reduction of ``stage``'s one bucket over its DP group: (all-reduce, 0) or, with ZeRO,
-        (reduce-scatter, all-gather)."""
+    def _zero3(self, config: TransformerConfig, parameters: int) -> ZeroThree:
+        """ZeRO-3's gather, scatter and casts around a block of ``parameters`` parameters (per TP rank)."""
         plan = config.parallelism
+        dtype = operators.parse_dtype(config.precision)
+        size = parameters * operators.dtype_bytes(dtype)
+        group = self._group(config, "dp")
+        gather = self._timer.collective_ps("all_gather", size, group)
+        scatter = self._timer.collective_ps("reduce_scatter", size, group)
+        if not (plan.shard_casts and casts_apply(dtype)) or len(group) < 2:
+            return ZeroThree(gather, scatter)
+        shard = -(-parameters // len(group))
+        cast, accumulate = self._pricer.durations_ps([parameter_cast(shard, dtype), gradient_accumulate(shard, dtype)])
+        return ZeroThree(gather, scatter, cast, accumulate)
+
+    def _gradients(self, config: TransformerConfig, stage: int, parameters: int) -> tuple[int, int]:
+        """The gradient reduction after ``stage``'s last backward pass over its DP group: (all-reduce, 0) of its
+        one bucket, or with ZeRO 1 and 2 (reduce-scatter, all-gather); nothing with ZeRO 3, whose passes
+        reduce-scatter each block's gradients."""
+        plan = config.parallelism
+        if plan.zero == 3:
+            return 0, 0
         size = parameters * operators.dtype_bytes(operators.parse_dtype(config.precision))
         group = self._group(config, "dp", stage)
         if plan.zero == 0:

@@ -70,7 +70,6 @@ def _tiny(**plan: Any) -> Any:
 @pytest.mark.parametrize(
     ("plan", "said"),
     [
-        ({"zero": 3}, "ZeRO stage 3"),
         ({"dp_bucket": "64MiB"}, "dp_bucket"),
         ({"workload.parallelism.tp": 2}, "tp * pp * dp = 16, but the topology has 32 NPUs"),
         ({"tp": 3, "dp": 4, "pp": 2}, "plan {'tp': 3"),
