@@ -233,13 +233,7 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     bubble = total - chunk[rows, busiest]
     p2p = 2 * (v * sends + (v - 1) * wrap)
     pipeline = m * peak + bubble + p2p
-    backward_chunk = lc * sum(layer_b.values()) + gather + mean_send
-    offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1) * backward_chunk[:, None]
-    reduce = np.array([[r for r, _ in f.gradient_ps] for f in figures], dtype=np.int64)
-    gather_params = np.array([[g for _, g in f.gradient_ps] for f in figures], dtype=np.int64)
-    optimizer = np.array([f.optimizer_ps for f in figures], dtype=np.int64)
-    tails = np.where(present, -offsets + reduce + np.maximum(gather_params, optimizer), np.iinfo(np.int64).min)
-    tail = tails.max(axis=1)
+    tail, optimizer = _tail(figures, pp, present, lc * sum(layer_b.values()) + gather + mean_send)
     per_layer = m * v * lc
     terms = {
         "forward_compute": per_layer * layer_f["compute"],
@@ -249,7 +243,20 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
         "embedding_head": m * edges[rows, busiest],
         "pipeline_bubble": bubble,
         "pipeline_p2p": m * gathers[rows, busiest] + p2p,
-        "dp_comm": tail - optimizer[:, 0] + per_layer * (layer_f["data_parallel"] + layer_b["data_parallel"]),
-        "optimizer_step": optimizer[:, 0],
+        "dp_comm": tail - optimizer + per_layer * (layer_f["data_parallel"] + layer_b["data_parallel"]),
+        "optimizer_step": optimizer,
     }
     return pipeline + tail, terms
+
+
+def _tail(
+    figures: Sequence[PlanFigures], pp: np.ndarray, present: np.ndarray, backward_chunk: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """What follows the pipeline: the latest stage kind's gradient reduction and optimizer step, each starting
+    ``s (b + c)`` before the first stage's end; and the first stage's optimizer step."""
+    offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1) * backward_chunk[:, None]
+    reduce = np.array([[r for r, _ in f.gradient_ps] for f in figures], dtype=np.int64)
+    gather = np.array([[g for _, g in f.gradient_ps] for f in figures], dtype=np.int64)
+    optimizer = np.array([f.optimizer_ps for f in figures], dtype=np.int64)
+    tails = np.where(present, -offsets + reduce + np.maximum(gather, optimizer), np.iinfo(np.int64).min)
+    return tails.max(axis=1), optimizer[:, 0]
