@@ -129,6 +129,8 @@ def phase_ps(collective: Collective, algorithm: str, span: LineSpan, data_bytes:
     """One phase of ``collective`` on a buffer of ``data_bytes`` per NPU along ``span`` with ``algorithm`` (a
     per-dimension algorithm's name; ``delay_ps`` the endpoint delay paid per step)."""
     n, name = span.size, base_name(algorithm)
+    if name != algorithm:  # direct:N, one_ring...: windows and flattened groups have no closed form here
+        raise ValueError(f"no closed form for algorithm {algorithm!r}")
     if n < 2:
         return 0
     if name == "ring":

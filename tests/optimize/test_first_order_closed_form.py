@@ -80,6 +80,15 @@ def test_a_plan_it_cannot_estimate_is_refused_with_the_reason(plan: dict[str, An
         model.estimate([plan])
 
 
+@pytest.mark.parametrize("algorithm", ["one_ring", "direct:2"])
+def test_an_algorithm_without_a_closed_form_is_refused(algorithm: str) -> None:
+    data = copy.deepcopy(BASE)
+    data["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32}
+    data["system"]["algorithm"] = algorithm
+    with pytest.raises(FirstOrderError, match=f"no closed form for algorithm '{algorithm}'"):
+        estimate_plans(parse_study(data, "tiny.yaml"), [{}])
+
+
 def test_a_study_that_is_no_transformer_is_refused() -> None:
     with pytest.raises(FirstOrderError, match="kind: transformer"):
         FirstOrderModel(load_study(Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"))
