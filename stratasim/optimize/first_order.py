@@ -129,7 +129,11 @@ class FirstOrderModel:
         compute, _ = open_compute(study.compute, self._stack)
         calibration = None if study.compute.calibration is None else study.compute.calibration.proto()
         pricer = OperatorPricer(compute, study.compute.device_name(), calibration, label=study.compute.backend)
-        self._pricer = PlanPricer(pricer, GroupTimer(study.topology_proto(), study.system))
+        try:
+            timer = GroupTimer(study.topology_proto(), study.system)
+        except ValueError as exc:
+            raise FirstOrderError(f"system: {exc}") from None
+        self._pricer = PlanPricer(pricer, timer)
 
     def __enter__(self) -> FirstOrderModel:
         return self

@@ -53,6 +53,8 @@ class GroupTimer:
         self._dims = list(topology.dimensions)
         self._grid = Grid.of(topology)
         self._options = options
+        if options.reduction == "compute" or (options.local_mem_bw and options.semantics.reduction_in_whole_ns):
+            raise ValueError("no closed form for reductions priced on the compute layer or in whole nanoseconds")
         self._spans: dict[tuple[int, ...], tuple[tuple[int, LineSpan], ...]] = {}
 
     @property
@@ -93,6 +95,7 @@ class GroupTimer:
             splits=options.splits,
             local_bw_aware=options.collective_optimization == "local_bw_aware",
             endpoint_delay_ps=options.endpoint_delay,
+            reduce_bandwidth=options.local_mem_bw or 0,
         )
 
     def send_ps(self, size: int, source: int, destination: int) -> int:

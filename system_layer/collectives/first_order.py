@@ -27,13 +27,15 @@ down), a reduce-scatter shrinking the buffer by each dimension done, an all-gath
 exchanging the whole buffer in each; the time is the sum of the phases. A point-to-point send pays each dimension
 its ends differ in, one after the other (store and forward).
 
-Exact, to the picosecond, for one chunk (``splits: 1``) with reductions free (no ``local_mem_bw``, the default):
+Reductions are free by default; with the NPU's local memory bandwidth (``system.local_mem_bw``) each reducing step
+also pays two reads and a write of what it reduces. Exact, to the picosecond, for one chunk (``splits: 1``):
 ``tests/system_layer/test_first_order_collectives.py`` checks that against the engine. With ``splits = c > 1`` the
 chunks flow through the phases as a pipeline, each phase running one chunk at a time (``active_chunks: 1``): the
 time :func:`collective_ps` gives then, the phases of one chunk plus ``c - 1`` times the slowest phase, is an
 approximation (it ignores how the scheduler interleaves phases of different chunks, and ``active_chunks`` above
 one). Not covered: flat groups (not a product of coordinate sets), rooted collectives, windowed direct
-(``direct:N``), the flattened ``one_*`` algorithms, fabrics and links of their own speed.
+(``direct:N``), the flattened ``one_*`` algorithms, fabrics and links of their own speed, reductions priced on the
+compute layer or in ASTRA-sim's whole nanoseconds, and the double binary tree's reductions.
 """
 
 from __future__ import annotations
@@ -124,15 +126,49 @@ def _ring_sizes(collective: Collective, n: int, data_bytes: int) -> list[int]:
     return [share] * (n - 1)
 
 
+def _reduced_bytes(collective: Collective, name: str, n: int, data_bytes: int) -> list[int]:
+    """The bytes each reducing step of a phase reduces (every NPU alike): what its messages carried in."""
+    if collective not in ("all_reduce", "reduce_scatter"):
+        return []
+    if name == "ring":
+        return [share_bytes(data_bytes, n)] * (n - 1)
+    if name == "ring_bidirectional":
+        return [2 * share_bytes(-(-data_bytes // 2), n)] * (n - 1)
+    if name == "direct":
+        return [share_bytes(data_bytes, n) * (n - 1)]
+    if name == "halving_doubling":
+        return [share_bytes(data_bytes, 1 << k) for k in range(1, n.bit_length())]
+    raise ValueError(f"no closed form for algorithm {name!r} with reductions that cost (system.local_mem_bw)")
+
+
 @lru_cache(maxsize=65536)
-def phase_ps(collective: Collective, algorithm: str, span: LineSpan, data_bytes: int, delay_ps: int = 0) -> int:
+def phase_ps(
+    collective: Collective,
+    algorithm: str,
+    span: LineSpan,
+    data_bytes: int,
+    delay_ps: int = 0,
+    reduce_bandwidth: int = 0,
+) -> int:
     """One phase of ``collective`` on a buffer of ``data_bytes`` per NPU along ``span`` with ``algorithm`` (a
-    per-dimension algorithm's name; ``delay_ps`` the endpoint delay paid per step)."""
+    per-dimension algorithm's name; ``delay_ps`` the endpoint delay paid per step). With ``reduce_bandwidth``
+    (bytes/s, the NPU's local memory), each reducing step also takes ``ceil(3 r 1e12 / bandwidth)`` for the ``r``
+    bytes it reduces (two reads and a write), after its messages arrive."""
     n, name = span.size, base_name(algorithm)
     if name != algorithm:  # direct:N, one_ring...: windows and flattened groups have no closed form here
         raise ValueError(f"no closed form for algorithm {algorithm!r}")
     if n < 2:
         return 0
+    reducing = 0
+    if reduce_bandwidth:
+        reduced = _reduced_bytes(collective, name, n, data_bytes)
+        reducing = sum(serialisation_ps(3 * size, reduce_bandwidth) for size in reduced)
+    return reducing + _network_phase_ps(collective, name, span, data_bytes, delay_ps)
+
+
+def _network_phase_ps(collective: Collective, name: str, span: LineSpan, data_bytes: int, delay_ps: int) -> int:
+    """A phase's messages and endpoint delays (``name`` a per-dimension algorithm, ``span`` two NPUs or more)."""
+    n = span.size
     if name == "ring":
         return _lockstep_ring_ps(span, _ring_sizes(collective, n, data_bytes), delay_ps)
     if name == "ring_bidirectional":
@@ -152,7 +188,7 @@ def phase_ps(collective: Collective, algorithm: str, span: LineSpan, data_bytes:
         height = (n - 1).bit_length()
         farthest = max(span.offset_hops(k) for k in range(1, n))
         return 2 * height * (span.message_ps(share_bytes(data_bytes, 2), farthest) + delay_ps)
-    raise ValueError(f"no closed form for algorithm {algorithm!r}")
+    raise ValueError(f"no closed form for algorithm {name!r}")
 
 
 def _reversed(span: LineSpan) -> tuple[int, ...] | None:
@@ -206,16 +242,18 @@ def collective_ps(
     splits: int = 1,
     local_bw_aware: bool = False,
     endpoint_delay_ps: int = 0,
+    reduce_bandwidth: int = 0,
 ) -> int:
     """The time of ``collective`` on ``data_bytes`` per NPU over a group whose lines are ``spans`` (innermost first),
     ``algorithms[i]`` running along ``spans[i]`` (a short list repeats its last entry): the sum of its phases (exact for one chunk), or with ``splits``
-    chunks the first chunk's phases plus ``splits - 1`` times the slowest phase (an approximation, see the module)."""
+    chunks the first chunk's phases plus ``splits - 1`` times the slowest phase (an approximation, see the module);
+    ``reduce_bandwidth`` prices reductions from local memory as :func:`phase_ps` does (0: free)."""
     if not data_bytes or not spans:
         return 0
     chunk = share_bytes(data_bytes, splits)
     sizes = [span.size for span in spans]
     times = [
-        phase_ps(kind, algorithms[min(i, len(algorithms) - 1)], spans[i], size, endpoint_delay_ps)
+        phase_ps(kind, algorithms[min(i, len(algorithms) - 1)], spans[i], size, endpoint_delay_ps, reduce_bandwidth)
         for i, kind, size in _phase_sizes(collective, chunk, sizes, local_bw_aware)
     ]
     return sum(times) + (splits - 1) * max(times)

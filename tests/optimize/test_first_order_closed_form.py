@@ -89,6 +89,14 @@ def test_an_algorithm_without_a_closed_form_is_refused(algorithm: str) -> None:
         estimate_plans(parse_study(data, "tiny.yaml"), [{}])
 
 
+def test_reductions_priced_on_the_compute_layer_are_refused() -> None:
+    data = copy.deepcopy(BASE)
+    data["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32}
+    data["system"]["reduction"] = "compute"
+    with pytest.raises(FirstOrderError, match="system: no closed form for reductions priced on the compute layer"):
+        FirstOrderModel(parse_study(data, "tiny.yaml"))
+
+
 def test_a_study_that_is_no_transformer_is_refused() -> None:
     with pytest.raises(FirstOrderError, match="kind: transformer"):
         FirstOrderModel(load_study(Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"))

@@ -82,3 +82,25 @@ def test_a_line_of_one_costs_nothing_and_a_send_pays_each_dimension_crossed() ->
     assert collective_ps("all_reduce", 1 << 20, [one], ["ring"]) == 0
     inner, outer = LineSpan("switch", 8, B, ALPHA), LineSpan("ring", 8, 10**10, ALPHA)
     assert send_ps(1000, [(inner, 1), (outer, 3)]) == (2 * ALPHA + 20_000) + (3 * ALPHA + 100_000)
+
+
+@pytest.mark.parametrize(
+    ("dims", "collective", "algorithms"),
+    [
+        ([(RING, 8, B, ALPHA)], "all_reduce", ["ring"]),
+        ([(SWITCH, 8, B, ALPHA)], "reduce_scatter", ["direct"]),
+        ([(RING, 6, B, ALPHA)], "all_reduce", ["ring_bidirectional"]),
+        ([(SWITCH, 8, B, ALPHA)], "all_reduce", ["halving_doubling"]),
+        ([(RING, 4, B, ALPHA), (SWITCH, 4, 10**10, ALPHA)], "all_reduce", ["ring", "direct"]),
+    ],
+)
+def test_reductions_from_local_memory_are_exact_too(
+    dims: list[tuple[int, int, int, int]], collective: str, algorithms: list[str]
+) -> None:
+    # Each reducing step also pays ceil(3 r 1e12 / local_mem_bw) for the r bytes it reduces.
+    size = 1 << 20
+    engine = run_collective(
+        topology(*dims), collective, size, algorithm={"*": tuple(algorithms)}, local_mem_bw="100GB/s"
+    )
+    estimate = collective_ps(collective, size, _spans(dims), algorithms, reduce_bandwidth=100 * 10**9)  # type: ignore[arg-type]
+    assert estimate == engine.total_time_ps
