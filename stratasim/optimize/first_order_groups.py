@@ -14,7 +14,7 @@ from fractions import Fraction
 from stratasim.kernel.grid import Grid
 from stratasim.system_layer.collectives.first_order import DimensionKind, LineSpan, collective_ps, send_ps
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines, phases_of
-from stratasim.system_layer.options import SystemOptions
+from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.v1 import network_pb2
 
 __all__ = ["GroupTimer", "send_time_ps"]
@@ -53,8 +53,10 @@ class GroupTimer:
         self._dims = list(topology.dimensions)
         self._grid = Grid.of(topology)
         self._options = options
-        if options.reduction == "compute" or (options.local_mem_bw and options.semantics.reduction_in_whole_ns):
-            raise ValueError("no closed form for reductions priced on the compute layer or in whole nanoseconds")
+        if options.preset != Preset.DEFAULT:
+            raise ValueError(f"no closed form for the {options.preset.value} preset's semantics")
+        if options.reduction == "compute":
+            raise ValueError("no closed form for reductions priced on the compute layer")
         self._spans: dict[tuple[int, ...], tuple[tuple[int, LineSpan], ...]] = {}
 
     @property

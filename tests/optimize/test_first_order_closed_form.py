@@ -89,11 +89,18 @@ def test_an_algorithm_without_a_closed_form_is_refused(algorithm: str) -> None:
         estimate_plans(parse_study(data, "tiny.yaml"), [{}])
 
 
-def test_reductions_priced_on_the_compute_layer_are_refused() -> None:
+@pytest.mark.parametrize(
+    ("system", "said"),
+    [
+        ({"reduction": "compute"}, "reductions priced on the compute layer"),
+        ({"preset": "astra_compat"}, "the astra_compat preset's semantics"),
+    ],
+)
+def test_system_semantics_without_a_closed_form_are_refused(system: dict[str, Any], said: str) -> None:
     data = copy.deepcopy(BASE)
     data["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32}
-    data["system"]["reduction"] = "compute"
-    with pytest.raises(FirstOrderError, match="system: no closed form for reductions priced on the compute layer"):
+    data["system"].update(system)
+    with pytest.raises(FirstOrderError, match=f"system: no closed form for {said}"):
         FirstOrderModel(parse_study(data, "tiny.yaml"))
 
 
