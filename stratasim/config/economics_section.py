@@ -1,7 +1,7 @@
 """The ``economics:`` section of a study: what its system costs to buy and draws, DFModel's way.
 
 Present, the report gains a ``cost`` block (system price, system power, performance per dollar and per watt) from
-:mod:`stratasim.optimize.economics`. Every figure has a default with a source — the chip's from DFModel's silicon
+:mod:`stratasim.study.economics`. Every figure has a default with a source — the chip's from DFModel's silicon
 curve (:mod:`stratasim.compute_layer.silicon`), the memory's from its technology
 (:mod:`stratasim.compute_layer.memory_technology`), the network's from its links' technology
 (:mod:`stratasim.network_layer.link_technology`) — and every key here overrides one; docs/explanation/power-and-cost.md

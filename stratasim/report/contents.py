@@ -38,7 +38,7 @@ class ReportContents:
     run each device when NPU groups run different devices (``compute.groups``; None otherwise); ``torus_shape`` the
     shape of the torus or mesh fabric the study ran on (the cluster view groups its links by dimension; empty on other
     topologies); ``cost`` the system's price, power and throughput per dollar and per watt when the study has an
-    ``economics`` section (:func:`stratasim.optimize.economics.cost_figures`; None otherwise). The result's trace
+    ``economics`` section (:func:`stratasim.study.economics.cost_figures`; None otherwise). The result's trace
     spans, counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not
     part of the JSON report.
     """

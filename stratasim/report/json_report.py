@@ -10,7 +10,7 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``jobs`` (see :mod:`stratasim.report.jobs`); from a Monte-Carlo run ``samples`` (``count``, ``seed``, ``p50_ns``,
 ``p90_ns``, ``p99_ns``, ``mean_ns``, ``min_ns``, ``max_ns``, ``stdev_ns``, ``slowest_rank_share``, ``times_ns``:
 :mod:`stratasim.study.samples`); with an ``economics`` section ``cost`` (``system_price_usd``, ``system_power_w``,
-``perf_per_dollar``, ``perf_per_watt``...: :func:`stratasim.optimize.economics.cost_figures`). Every ``*_ns`` value is the engine's integer picoseconds divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
+``perf_per_dollar``, ``perf_per_watt``...: :func:`stratasim.study.economics.cost_figures`). Every ``*_ns`` value is the engine's integer picoseconds divided by 1000 (:func:`~stratasim.kernel.units.ps_to_ns`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ from stratasim.kernel.errors import SimulationError, StrataSimError, WorkloadErr
 from stratasim.kernel.events import Progress
 from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
-from stratasim.optimize.economics import study_cost
 from stratasim.report.jobs import JobFigures
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
@@ -42,6 +41,7 @@ from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_ru
 from stratasim.study.compute_setup import backend_names, open_compute
 from stratasim.study.contention import contention_of, contention_statement
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
+from stratasim.study.economics import study_cost
 from stratasim.study.failures import failure_warnings
 from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs

@@ -23,7 +23,6 @@ from stratasim.config.study_file import Study, StudyCompute
 from stratasim.kernel.contracts import ComputeBackend, NetworkBackend
 from stratasim.kernel.errors import BackendError, ConfigError, WorkloadError
 from stratasim.kernel.serving import PoolPricers, RequestLevelWorkload, ServingPool, ServingResult
-from stratasim.optimize.economics import study_cost
 from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
 from stratasim.study.budget import Budget, refuse_over
@@ -34,6 +33,7 @@ from stratasim.study.device import (
     joined_calibration,
     memory_capacity,
 )
+from stratasim.study.economics import study_cost
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving import BackendPricer, NetworkKvTransfer, NetworkSessions
 from stratasim.v1 import compute_pb2

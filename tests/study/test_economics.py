@@ -1,4 +1,4 @@
-"""A study's system price and power and its performance per dollar and per watt (stratasim.optimize.economics)."""
+"""A study's system price and power and its performance per dollar and per watt (stratasim.study.economics)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from stratasim.compute_layer.silicon import silicon_power_w, silicon_price_usd
 from stratasim.config.economics_section import EconomicsSection
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.errors import ConfigError
-from stratasim.optimize.economics import (
+from stratasim.study.economics import (
     SystemHardware,
     achieved_throughput,
     price_system,

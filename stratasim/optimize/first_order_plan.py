@@ -1,0 +1,221 @@
+"""The per-plan figures the first-order model composes: one plan's pass times, pipeline transfers, gradient
+reductions, optimizer steps and memory, each read from the builder's own accounting and priced once per distinct
+value (:class:`PlanPricer` caches by what decides each).
+
+Stages come in three kinds for an evenly split dense model: the first (the embedding), the last (the head) and
+the middle ones (identical to one another); with one stage, first and last are one. Every figure below is given
+per kind, as arrays indexed ``[first, middle, last]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stratasim.kernel import operators
+from stratasim.optimize.first_order_groups import GroupTimer
+from stratasim.optimize.first_order_passes import BlockTimes, ZeroThree, block_times, with_zero3
+from stratasim.system_layer.operators import OperatorPricer
+from stratasim.workload_layer.transformer.blocks import (
+    embedding_parameters,
+    embedding_steps,
+    head_parameters,
+    head_steps,
+    layer_parameters,
+    layer_steps,
+)
+from stratasim.workload_layer.transformer.config import TransformerConfig
+from stratasim.workload_layer.transformer.memory import StageMemory, stage_memory
+from stratasim.workload_layer.transformer.optimizer import optimizer_step
+from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
+
+__all__ = ["PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
+
+
+@dataclass(frozen=True)
+class PlanFigures:
+    """What the closed form of one plan needs, in ps and bytes (``[first, middle, last]`` stage kinds)."""
+
+    pp: int
+    virtual_stages: int
+    micro_batches: int
+    schedule: str
+    chunk_layers: int
+    layer: BlockTimes
+    embedding: BlockTimes
+    head: BlockTimes
+    gather_ps: int
+    """The TP all-gather of a received boundary tensor (scatter/gather), per receiving pass."""
+    send_ps: tuple[int, ...]
+    """The transfer from each stage to the next (``pp - 1`` of them, then the last stage's to the first)."""
+    gradient_ps: tuple[tuple[int, int], ...]
+    """Per stage kind: the DP all-reduce (ZeRO 0) or reduce-scatter, and the all-gather (ZeRO 1 and 2; else 0)."""
+    optimizer_ps: tuple[int, int, int]
+    memory: StageMemory
+    """The peak stage's memory (the builder's ``stage_memory``, largest total over the stages)."""
+
+
+def unsupported(config: TransformerConfig) -> str | None:
+    """Why the first-order model cannot estimate ``config``'s plan, or None."""
+    plan, model = config.parallelism, config.model
+    if model.experts:
+        return "mixtures of experts (model.experts) are not modelled"
+    if plan.dp_bucket is not None:
+        return "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"
+    if plan.stage_layers != "even" or plan.batch_split != "even":
+        return "uneven stage_layers or batch_split are not modelled"
+    if config.model.layers % (plan.pp * plan.virtual_stages):
+        return "layers not divisible by pp * virtual_stages"
+    return None
+
+
+def stage_parameters(config: TransformerConfig, stage: int) -> int:
+    """Parameters one TP rank of ``stage`` holds, as the builder counts its blocks' (an evenly split dense model):
+    its layers', the embedding's on the first stage and the head's on the last."""
+    model, plan = config.model, config.parallelism
+    count = model.layers // plan.pp * layer_parameters(model, 0, plan.tp, plan.ep).dense
+    if stage == 0:
+        count += embedding_parameters(model, plan.tp)
+    if stage == plan.pp - 1:
+        count += head_parameters(model, plan.tp, plan.pp)
+    return count
+
+
+class PlanPricer:
+    """Prices plans of one study: operators through ``pricer``, collectives and transfers through ``timer``;
+    caches each layer's, embedding's and head's passes by what decides them."""
+
+    def __init__(self, pricer: OperatorPricer, timer: GroupTimer) -> None:
+        self._pricer, self._timer = pricer, timer
+        self._blocks: dict[tuple[Any, ...], tuple[BlockTimes, BlockTimes, BlockTimes, int]] = {}
+        self._optimizer: dict[tuple[int, str], int] = {}
+        self._sends_by: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
+        self._groups: dict[tuple[Any, ...], tuple[int, ...]] = {}
+
+    def figures(self, config: TransformerConfig) -> PlanFigures:
+        """Every figure of ``config``'s plan (checked by :func:`unsupported` first)."""
+        plan = config.parallelism
+        layer, embedding, head, gather = self._passes(config)
+        if plan.zero == 3:
+            model = config.model
+            layer = with_zero3(layer, self._zero3(config, layer_parameters(model, 0, plan.tp, plan.ep).dense))
+            embedding = with_zero3(embedding, self._zero3(config, embedding_parameters(model, plan.tp)))
+            head = with_zero3(head, self._zero3(config, head_parameters(model, plan.tp, plan.pp)))
+        micro_batches = plan.batch // (plan.micro_batch * plan.dp)
+        kinds = (0, min(1, plan.pp - 1), plan.pp - 1)
+        parameters = [stage_parameters(config, stage) for stage in kinds]
+        # The middle stages never hold the most: the first holds as many layers, at least as many micro-batches'
+        # activations in flight, and the embedding besides.
+        memories = [
+            stage_memory(config, stage, parameters[i], micro_batches) for i, stage in ((0, 0), (2, plan.pp - 1))
+        ]
+        shards = [count if plan.zero == 0 else -(-count // plan.dp) for count in parameters]  # memory._held's rule
+        return PlanFigures(
+            pp=plan.pp,
+            virtual_stages=plan.virtual_stages,
+            micro_batches=micro_batches,
+            schedule=plan.schedule,
+            chunk_layers=config.model.layers // (plan.pp * plan.virtual_stages),
+            layer=layer,
+            embedding=embedding,
+            head=head,
+            gather_ps=gather,
+            send_ps=self._sends(config),
+            gradient_ps=tuple(self._gradients(config, stage, count) for stage, count in zip(kinds, parameters)),
+            optimizer_ps=tuple(self._optimizer_ps(config, count) for count in shards),  # type: ignore[arg-type]
+            memory=max(memories, key=lambda memory: memory.total_bytes),
+        )
+
+    def _passes(self, config: TransformerConfig) -> tuple[BlockTimes, BlockTimes, BlockTimes, int]:
+        """The layer's, embedding's and head's passes and a boundary gather, priced once per distinct key."""
+        plan, model = config.parallelism, config.model
+        key = (plan.tp, plan.micro_batch, plan.sequence_parallel, plan.recompute, plan.order, plan.scatter_gather)
+        known = self._blocks.get(key)
+        if known is None:
+            dtype = operators.parse_dtype(config.precision)
+            gemm = None if config.gemm_precision is None else operators.parse_dtype(config.gemm_precision)
+            gemm = None if gemm == dtype else gemm
+            tensor = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(dtype)
+            group = self._group(config, "tp")
+
+            def tp(collective: str, size: int) -> int:
+                return self._timer.collective_ps(collective, size, group)
+
+            def times(steps: Any, recompute: bool) -> BlockTimes:
+                return block_times(steps, recompute, self._pricer, dtype, gemm, tensor, tp)
+
+            gathers = plan.scatter_gather and not plan.sequence_parallel
+            known = (
+                times(layer_steps(config, 0), plan.recompute == "full"),
+                times(embedding_steps(config), False),
+                times(head_steps(config), False),
+                tp("all_gather", tensor) if gathers else 0,
+            )
+            self._blocks[key] = known
+        return known
+
+    def _sends(self, config: TransformerConfig) -> tuple[int, ...]:
+        """Each stage's transfer to the next, as :class:`~stratasim.workload_layer.transformer.workload.TransformerWorkload`
+        sizes it (a ``1 / tp`` share with sequence parallelism or scatter/gather)."""
+        plan, model = config.parallelism, config.model
+        activation = (
+            plan.micro_batch
+            * model.seq_len
+            * model.hidden
+            * operators.dtype_bytes(operators.parse_dtype(config.precision))
+        )
+        size = activation // plan.tp if plan.sequence_parallel or plan.scatter_gather else activation
+        pipeline = self._group(config, "pp")
+        key = (size, pipeline)
+        if key not in self._sends_by:
+            self._sends_by[key] = tuple(
+                self._timer.send_ps(size, pipeline[s], pipeline[(s + 1) % len(pipeline)])
+                for s in range(len(pipeline) if len(pipeline) > 1 else 0)
+            )
+        return self._sends_by[key]
+
+    def _zero3(self, config: TransformerConfig, parameters: int) -> ZeroThree:
+        """ZeRO-3's gather, scatter and casts around a block of ``parameters`` parameters (per TP rank)."""
+        plan = config.parallelism
+        dtype = operators.parse_dtype(config.precision)
+        size = parameters * operators.dtype_bytes(dtype)
+        group = self._group(config, "dp")
+        gather = self._timer.collective_ps("all_gather", size, group)
+        scatter = self._timer.collective_ps("reduce_scatter", size, group)
+        if not (plan.shard_casts and casts_apply(dtype)) or len(group) < 2:
+            return ZeroThree(gather, scatter)
+        shard = -(-parameters // len(group))
+        cast, accumulate = self._pricer.durations_ps([parameter_cast(shard, dtype), gradient_accumulate(shard, dtype)])
+        return ZeroThree(gather, scatter, cast, accumulate)
+
+    def _gradients(self, config: TransformerConfig, stage: int, parameters: int) -> tuple[int, int]:
+        """The gradient reduction after ``stage``'s last backward pass over its DP group: (all-reduce, 0) of its
+        one bucket, or with ZeRO 1 and 2 (reduce-scatter, all-gather); nothing with ZeRO 3, whose passes
+        reduce-scatter each block's gradients."""
+        plan = config.parallelism
+        if plan.zero == 3:
+            return 0, 0
+        size = parameters * operators.dtype_bytes(operators.parse_dtype(config.precision))
+        group = self._group(config, "dp", stage)
+        if plan.zero == 0:
+            return self._timer.collective_ps("all_reduce", size, group), 0
+        scatter = self._timer.collective_ps("reduce_scatter", size, group)
+        return scatter, self._timer.collective_ps("all_gather", size, group)
+
+    def _optimizer_ps(self, config: TransformerConfig, parameters: int) -> int:
+        """The optimizer step over the ``parameters`` whose states the stage holds (its ZeRO shard)."""
+        key = (parameters, config.precision)
+        if key not in self._optimizer:
+            op = optimizer_step(parameters, operators.parse_dtype(config.precision))
+            self._optimizer[key] = self._pricer.durations_ps([op])[0] if parameters else 0
+        return self._optimizer[key]
+
+    def _group(self, config: TransformerConfig, axis: str, stage: int = 0) -> tuple[int, ...]:
+        """The ``axis`` group of ``stage``'s first NPU (TP and DP rank 0), laid out once per plan shape."""
+        plan = config.parallelism
+        key = (plan.order, plan.tp, plan.pp, plan.dp, axis, stage)
+        known = self._groups.get(key)
+        if known is None:
+            layout = plan.layout
+            known = self._groups[key] = layout.group(layout.npu({"tp": 0, "pp": stage, "dp": 0}), axis)
+        return known

@@ -1,0 +1,116 @@
+"""The first-order model's closed forms and its refusals: the pipeline bubble, monotonicity in bandwidth, and one
+clear error for every study or plan it cannot estimate."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratasim.config.study_file import load_study, parse_study
+from stratasim.optimize import FirstOrderError, FirstOrderModel, estimate_plans
+from stratasim.optimize.first_order import compose
+from stratasim.optimize.first_order_passes import BlockTimes, PassTime
+from stratasim.optimize.first_order_plan import PlanFigures
+from stratasim.workload_layer.transformer.memory import StageMemory
+from tests.optimize.test_first_order_engine import BASE
+
+NOTHING = BlockTimes(PassTime(), PassTime())
+
+
+def _figures(pp: int, v: int, m: int, forward: int, backward: int, layers: int = 2) -> PlanFigures:
+    """A plan whose stages do nothing but ``layers`` layers per chunk of ``forward`` and ``backward`` ps each."""
+    return PlanFigures(
+        pp=pp,
+        virtual_stages=v,
+        micro_batches=m,
+        schedule="interleaved" if v > 1 else "1f1b",
+        chunk_layers=layers,
+        layer=BlockTimes(PassTime(compute=forward), PassTime(compute=backward)),
+        embedding=NOTHING,
+        head=NOTHING,
+        gather_ps=0,
+        send_ps=(0,) * pp if pp > 1 else (),
+        gradient_ps=((0, 0),) * 3,
+        optimizer_ps=(0, 0, 0),
+        memory=StageMemory(0, 0, 0, 0),
+    )
+
+
+@pytest.mark.parametrize(("pp", "v", "m"), [(1, 1, 8), (4, 1, 8), (8, 1, 32), (4, 2, 8), (4, 4, 16), (2, 3, 4)])
+def test_bubble_is_pp_minus_one_chunk_passes(pp: int, v: int, m: int) -> None:
+    # A stage runs m v chunk passes of 2 (f + b); the bubble is (pp - 1) chunk passes, (pp - 1) / v stage passes.
+    f, b = 1_000, 2_000
+    iteration, terms = compose([_figures(pp, v, m, f, b)])
+    chunk = 2 * (f + b)
+    assert terms["pipeline_bubble"][0] == (pp - 1) * chunk
+    assert iteration[0] == (m * v + pp - 1) * chunk
+
+
+def test_iteration_falls_as_the_data_parallel_links_get_faster() -> None:
+    def estimate(bandwidth: str) -> tuple[int, int]:
+        data = copy.deepcopy(BASE)
+        data["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32}
+        data["network"]["topology"][2]["bandwidth"] = bandwidth
+        estimates = estimate_plans(parse_study(data, "tiny.yaml"), [{}])
+        return int(estimates.iteration_ps[0]), int(estimates.terms["dp_comm"][0])
+
+    slow, fast = estimate("25GB/s"), estimate("100GB/s")
+    assert fast[0] < slow[0] and fast[1] < slow[1]
+
+
+def _tiny(**plan: Any) -> Any:
+    data = copy.deepcopy(BASE)
+    data["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, **plan}
+    return parse_study(data, "tiny.yaml")
+
+
+@pytest.mark.parametrize(
+    ("plan", "said"),
+    [
+        ({"dp_bucket": "64MiB"}, "dp_bucket"),
+        ({"workload.parallelism.tp": 2}, "tp * pp * dp = 16, but the topology has 32 NPUs"),
+        ({"tp": 3, "dp": 4, "pp": 2}, "plan {'tp': 3"),
+    ],
+)
+def test_a_plan_it_cannot_estimate_is_refused_with_the_reason(plan: dict[str, Any], said: str) -> None:
+    with FirstOrderModel(_tiny()) as model, pytest.raises(FirstOrderError, match=said.replace("*", r"\*")):
+        model.estimate([plan])
+
+
+@pytest.mark.parametrize("algorithm", ["one_ring", "direct:2"])
+def test_an_algorithm_without_a_closed_form_is_refused(algorithm: str) -> None:
+    data = copy.deepcopy(BASE)
+    data["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32}
+    data["system"]["algorithm"] = algorithm
+    with pytest.raises(FirstOrderError, match=f"no closed form for algorithm '{algorithm}'"):
+        estimate_plans(parse_study(data, "tiny.yaml"), [{}])
+
+
+@pytest.mark.parametrize(
+    ("system", "said"),
+    [
+        ({"reduction": "compute"}, "reductions priced on the compute layer"),
+        ({"preset": "astra_compat"}, "the astra_compat preset's semantics"),
+    ],
+)
+def test_system_semantics_without_a_closed_form_are_refused(system: dict[str, Any], said: str) -> None:
+    data = copy.deepcopy(BASE)
+    data["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32}
+    data["system"].update(system)
+    with pytest.raises(FirstOrderError, match=f"system: no closed form for {said}"):
+        FirstOrderModel(parse_study(data, "tiny.yaml"))
+
+
+def test_a_study_that_is_no_transformer_is_refused() -> None:
+    with pytest.raises(FirstOrderError, match="kind: transformer"):
+        FirstOrderModel(load_study(Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"))
+
+
+def test_no_plan_fitting_the_memory_limit_is_said() -> None:
+    estimates = estimate_plans(_tiny(), [{}])
+    assert estimates.best() == 0 and estimates.best(int(estimates.memory_bytes[0])) == 0
+    with pytest.raises(FirstOrderError, match="no plan fits"):
+        estimates.best(memory_limit=1)
