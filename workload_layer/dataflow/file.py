@@ -1,0 +1,230 @@
+"""Dataflow graphs written as YAML or JSON files (the same mapping either way), and graphs written back.
+
+A file names the graph, how many times it runs in sequence per pass (``repeat``), whether it trains and the dtype
+of its operators, then lists its kernels (the kinds of :mod:`stratasim.workload_layer.dataflow.kinds`) and the
+tensors between them::
+
+    name: two-gemms
+    repeat: 4
+    training: true
+    dtype: bf16
+    kernels:
+      - {name: up, kind: gemm, m: 2048, k: 4096, n: 16384, weights: true}
+      - {name: act, kind: elementwise, elements: 33554432, flops_per_element: 8, function: gelu}
+      - {name: down, kind: gemm, m: 2048, k: 16384, n: 4096, weights: true, schemes: [k, m]}
+    tensors:
+      - {name: h, from: up, to: act}
+      - {from: act, to: down}
+
+A tensor's ``bytes`` default to its producer's whole output, its ``slot`` (the consumer's input it fills) to 0 and
+its ``name`` to ``from->to``. Every defect is one :class:`~stratasim.workload_layer.dataflow.graph.GraphError`
+naming the file and the key path (``graph.yaml: kernels[2].m: expected a positive integer, got -3``), or the
+kernels of a cycle; several defects are listed together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stratasim.kernel import operators
+from stratasim.kernel.elementwise_functions import parse_function
+from stratasim.kernel.errors import did_you_mean
+from stratasim.kernel.safe_load import CONFIG_BYTES, parse_json, parse_yaml, read_text
+from stratasim.workload_layer.dataflow.file_values import Problems, shown
+from stratasim.workload_layer.dataflow.graph import DataflowGraph, GraphError, Kernel, Tensor
+from stratasim.workload_layer.dataflow.kinds import COMMON_KEYS, KINDS, kernel_entry, output_bytes
+
+__all__ = ["load_graph", "parse_graph", "dump"]
+
+_TOP_KEYS = ("name", "repeat", "training", "dtype", "kernels", "tensors")
+_TENSOR_KEYS = ("name", "from", "to", "bytes", "slot")
+
+
+def load_graph(path: str | Path) -> DataflowGraph:
+    """The dataflow graph in the YAML or JSON file ``path`` (JSON when it ends in ``.json``); its name defaults
+    to the file's stem."""
+    text = read_text(path, CONFIG_BYTES, "dataflow graph")
+    source = str(path)
+    data = parse_json(text, source, unique_keys=True) if source.endswith(".json") else parse_yaml(text, source)
+    if isinstance(data, dict) and "name" not in data:
+        data = {"name": Path(path).stem, **data}
+    return parse_graph(data, source)
+
+
+def parse_graph(data: object, source: str) -> DataflowGraph:
+    """The dataflow graph the mapping ``data`` describes (read from ``source``, which messages name)."""
+    if not isinstance(data, Mapping):
+        raise GraphError(source, f"expected a mapping with {', '.join(_TOP_KEYS)}, got {shown(data)}")
+    problems = Problems()
+    problems.keys(data, "", _TOP_KEYS, ("kernels",))
+    name = problems.text(data.get("name", Path(source).stem), "name")
+    repeat = problems.integer(data.get("repeat", 1), "repeat")
+    training = problems.boolean(data.get("training", False), "training")
+    dtype = _dtype(data.get("dtype", "bf16"), "dtype", problems)
+    kernels = _kernels(data.get("kernels", []), dtype, problems)
+    declared = [str(k.get("name")) for k in data.get("kernels") or [] if isinstance(k, Mapping) and "name" in k]
+    tensors = _tensors(data.get("tensors", []), {k.name: k for k in kernels}, declared, problems)
+    _raise(source, problems)
+    assert name is not None and repeat is not None and training is not None  # problems would have said
+    try:
+        return DataflowGraph(name, tuple(kernels), tuple(tensors), repeat, training)
+    except GraphError as exc:
+        raise GraphError(source, str(exc)) from None
+
+
+def dump(graph: DataflowGraph) -> dict[str, object]:
+    """``graph`` as the mapping a file holds (keys at their defaults left out), which :func:`parse_graph` reads
+    back into an equal graph; an operator's name becomes its kernel's. :class:`GraphError` for a kernel no file
+    can describe (a convolution, schemes of its own)."""
+    dtype = graph.kernels[0].operator.dtype
+    kernels = {k.name: k for k in graph.kernels}
+    tensors = []
+    for tensor in graph.tensors:
+        entry: dict[str, object] = {"from": tensor.source, "to": tensor.target}
+        if tensor.name != _default_name(tensor.source, tensor.target, tensor.slot):
+            entry = {"name": tensor.name, **entry}
+        if tensor.bytes != output_bytes(kernels[tensor.source]):
+            entry["bytes"] = tensor.bytes
+        if tensor.slot:
+            entry["slot"] = tensor.slot
+        tensors.append(entry)
+    return {
+        "name": graph.name,
+        "repeat": graph.repeat,
+        "training": graph.training,
+        "dtype": operators.dtype_name(dtype),
+        "kernels": [kernel_entry(kernel, dtype) for kernel in graph.kernels],
+        "tensors": tensors,
+    }
+
+
+def _raise(source: str, problems: Problems) -> None:
+    found = problems.found
+    if len(found) == 1:
+        raise GraphError(f"{source}: {found[0][0] or '<top>'}", found[0][1])
+    if found:
+        lines = "".join(f"\n  {path or '<top>'}: {message}" for path, message in found)
+        raise GraphError(source, f"{len(found)} problems{lines}")
+
+
+def _default_name(source: str, target: str, slot: int) -> str:
+    return f"{source}->{target}" + (f":{slot}" if slot else "")
+
+
+def _dtype(value: object, path: str, problems: Problems) -> operators.DType | None:
+    try:
+        return operators.parse_dtype(value)
+    except ValueError as exc:
+        problems.add(path, str(exc).replace(repr(value), shown(value)))
+        return None
+
+
+def _list(value: object, path: str, problems: Problems) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    problems.add(path, f"expected a list of mappings, got {shown(value)}")
+    return []
+
+
+def _kernels(value: object, dtype: operators.DType | None, problems: Problems) -> list[Kernel]:
+    kernels = []
+    entries = _list(value, "kernels", problems)
+    if not entries and isinstance(value, list):
+        problems.add("kernels", "expected at least one kernel")
+    for index, entry in enumerate(entries):
+        kernel = _kernel(entry, f"kernels[{index}]", dtype, problems)
+        if kernel is not None:
+            kernels.append(kernel)
+    return kernels
+
+
+def _kernel(entry: object, path: str, dtype: operators.DType | None, problems: Problems) -> Kernel | None:
+    if not isinstance(entry, Mapping):
+        problems.add(path, f"expected a mapping with name, kind and the kind's sizes, got {shown(entry)}")
+        return None
+    kind = KINDS.get(entry.get("kind"))  # type: ignore[arg-type]
+    if kind is None:
+        said = "required" if "kind" not in entry else f"unknown kind {shown(entry['kind'])}"
+        problems.add(f"{path}.kind", f"{said}; expected one of {', '.join(KINDS)}")
+        return None
+    count = len(problems.found)
+    problems.keys(entry, path, (*COMMON_KEYS, *kind.sizes, *kind.options), ("name", *kind.sizes))
+    name = problems.text(entry.get("name", "?"), f"{path}.name")
+    values = {key: problems.integer(entry[key], f"{path}.{key}") for key in kind.sizes if key in entry}
+    values |= {
+        key: _option(entry.get(key, default), default, f"{path}.{key}", problems)
+        for key, default in kind.options.items()
+    }
+    if "dtype" in entry:
+        dtype = _dtype(entry["dtype"], f"{path}.dtype", problems)
+    if len(problems.found) > count or dtype is None or name is None:
+        return None
+    try:
+        op, weights, offered = kind.build(values, dtype, name)
+    except ValueError as exc:
+        problems.add(path, str(exc))
+        return None
+    if "weight_bytes" in entry:
+        weights = problems.size(entry["weight_bytes"], f"{path}.weight_bytes") or 0
+    schemes = offered
+    if "schemes" in entry:
+        chosen = problems.names(entry["schemes"], f"{path}.schemes") or []
+        known = {scheme.name: scheme for scheme in offered}
+        for position, scheme in enumerate(chosen):
+            if scheme not in known:
+                problems.add(
+                    f"{path}.schemes[{position}]",
+                    f"unknown scheme {shown(scheme)}; this kernel offers {', '.join(known)}",
+                )
+        schemes = tuple(known[s] for s in chosen if s in known) or offered
+    return Kernel(name, op, schemes, weights)
+
+
+def _option(value: object, default: object, path: str, problems: Problems) -> Any:
+    if isinstance(default, bool):
+        return problems.boolean(value, path)
+    if isinstance(default, int):
+        return problems.integer(value, path, least=0 if path.endswith("flops_per_element") else 1)
+    if value is None:
+        return 0
+    try:
+        return parse_function(value)
+    except ValueError as exc:
+        problems.add(path, str(exc).replace(repr(value), shown(value)))
+        return None
+
+
+def _tensors(value: object, kernels: Mapping[str, Kernel], declared: list[str], problems: Problems) -> list[Tensor]:
+    """The tensors listed in ``value``; ``declared`` names every kernel entry, ``kernels`` those that are valid."""
+    tensors = []
+    for index, entry in enumerate(_list(value, "tensors", problems)):
+        path = f"tensors[{index}]"
+        if not isinstance(entry, Mapping):
+            problems.add(path, f"expected a mapping with from and to, got {shown(entry)}")
+            continue
+        count = len(problems.found)
+        problems.keys(entry, path, _TENSOR_KEYS, ("from", "to"))
+        ends = [_end(entry, key, path, declared, problems) for key in ("from", "to") if key in entry]
+        slot = problems.integer(entry.get("slot", 0), f"{path}.slot", least=0)
+        if len(problems.found) > count or slot is None or len(ends) < 2:
+            continue
+        source, target = ends
+        if source not in kernels or target not in kernels:  # a kernel with a problem of its own
+            continue
+        name = problems.text(entry.get("name", _default_name(source, target, slot)), f"{path}.name")
+        size = problems.size(entry["bytes"], f"{path}.bytes") if "bytes" in entry else output_bytes(kernels[source])
+        if name is not None and size is not None:
+            tensors.append(Tensor(name, source, target, size, slot))
+    return tensors
+
+
+def _end(entry: Mapping[str, Any], key: str, path: str, declared: list[str], problems: Problems) -> str | None:
+    """The kernel a tensor's ``key`` (from or to) names; None, without a problem of its own, when that kernel's
+    entry has one."""
+    name = problems.text(entry[key], f"{path}.{key}")
+    if name is not None and name not in declared:
+        hint = did_you_mean(name, declared)
+        problems.add(f"{path}.{key}", f"no kernel named {shown(name)}; {hint}the graph has {', '.join(declared)}")
+    return name
