@@ -63,8 +63,11 @@ def parse_graph(data: object, source: str) -> DataflowGraph:
     repeat = problems.integer(data.get("repeat", 1), "repeat")
     training = problems.boolean(data.get("training", False), "training")
     dtype = _dtype(data.get("dtype", "bf16"), "dtype", problems)
-    kernels = _kernels(data.get("kernels", []), dtype, problems)
-    declared = [str(k.get("name")) for k in data.get("kernels") or [] if isinstance(k, Mapping) and "name" in k]
+    entries = data.get("kernels", [])
+    kernels = _kernels(entries, dtype, problems) if "kernels" in data else []
+    declared = (
+        [str(k["name"]) for k in entries if isinstance(k, Mapping) and "name" in k] if isinstance(entries, list) else []
+    )
     tensors = _tensors(data.get("tensors", []), {k.name: k for k in kernels}, declared, problems)
     _raise(source, problems)
     assert name is not None and repeat is not None and training is not None  # problems would have said
