@@ -61,7 +61,23 @@ def test_the_keys_build_operators_weights_and_schemes() -> None:
     assert graph.repeat == 2 and graph.training
 
 
-@pytest.mark.parametrize("data", [EVERY_KIND, yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))])
+LOOK_ALIKES = {
+    "kernels": [
+        {"name": "copy", "kind": "elementwise", "elements": 8, "flops_per_element": 0, "schemes": ["replicate"]},
+        {
+            "name": "e",
+            "kind": "embedding",
+            "lookups": 3,
+            "dim": 4,
+            "rows": 5,
+            "schemes": ["replicate"],
+            "weight_bytes": 7,
+        },
+    ]
+}  # an element-wise copy with the scheme an embedding also has; an embedding whose weights are no whole rows
+
+
+@pytest.mark.parametrize("data", [EVERY_KIND, LOOK_ALIKES, yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))])
 def test_dump_round_trips(data: dict[str, object]) -> None:
     graph = parse_graph(data, "g.yaml")
     assert parse_graph(dump(graph), "again.yaml") == graph

@@ -147,9 +147,10 @@ def _kernel(entry: object, path: str, dtype: operators.DType | None, problems: P
     if not isinstance(entry, Mapping):
         problems.add(path, f"expected a mapping with name, kind and the kind's sizes, got {shown(entry)}")
         return None
-    kind = KINDS.get(entry.get("kind"))  # type: ignore[arg-type]
+    written = entry.get("kind")
+    kind = KINDS.get(written) if isinstance(written, str) else None
     if kind is None:
-        said = "required" if "kind" not in entry else f"unknown kind {shown(entry['kind'])}"
+        said = "required" if "kind" not in entry else f"unknown kind {shown(written)}"
         problems.add(f"{path}.kind", f"{said}; expected one of {', '.join(KINDS)}")
         return None
     count = len(problems.found)
@@ -186,17 +187,19 @@ def _kernel(entry: object, path: str, dtype: operators.DType | None, problems: P
 
 
 def _option(value: object, default: object, path: str, problems: Problems) -> Any:
+    """An optional key's value: an element-wise ``function`` by name, a flag, or an integer (``flops_per_element``
+    from 0, the others from 1)."""
+    if path.endswith(".function"):
+        if value == default:
+            return value
+        try:
+            return parse_function(value)
+        except ValueError as exc:
+            problems.add(path, str(exc).replace(repr(value), shown(value)))
+            return None
     if isinstance(default, bool):
         return problems.boolean(value, path)
-    if isinstance(default, int):
-        return problems.integer(value, path, least=0 if path.endswith("flops_per_element") else 1)
-    if value is None:
-        return 0
-    try:
-        return parse_function(value)
-    except ValueError as exc:
-        problems.add(path, str(exc).replace(repr(value), shown(value)))
-        return None
+    return problems.integer(value, path, least=0 if path.endswith("flops_per_element") else 1)
 
 
 def _tensors(value: object, kernels: Mapping[str, Kernel], declared: list[str], problems: Problems) -> list[Tensor]:

@@ -39,8 +39,8 @@ COMMON_KEYS = ("name", "kind", "schemes", "weight_bytes", "dtype")
 
 @dataclass(frozen=True)
 class KernelKind:
-    """A kind of kernel: its required positive ``sizes``, its ``options`` with their defaults (an option defaulting
-    to None is a name), and ``build`` making the operator, the weight bytes and the schemes offered from the
+    """A kind of kernel: its required positive ``sizes``, its ``options`` with their defaults (``function`` is
+    written as a name), and ``build`` making the operator, the weight bytes and the schemes offered from the
     values read, the dtype and the kernel's name."""
 
     sizes: tuple[str, ...]
@@ -81,7 +81,11 @@ def _embedding(values: Mapping[str, Any], dtype: operators.DType, name: str) -> 
 
 KINDS: Mapping[str, KernelKind] = {
     "gemm": KernelKind(("m", "k", "n"), {"batch": 1, "weights": False}, _gemm),
-    "elementwise": KernelKind(("elements",), {"flops_per_element": 1, "inputs": 1, "function": None}, _elementwise),
+    "elementwise": KernelKind(
+        ("elements",),
+        {"flops_per_element": 1, "inputs": 1, "function": compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED},
+        _elementwise,
+    ),
     "attention": KernelKind(("batch", "queries", "keys", "head_dim"), {"causal": False, "group": 1}, _attention),
     "embedding": KernelKind(("lookups", "dim", "rows"), {}, _embedding),
 }
@@ -136,7 +140,8 @@ def _values(kernel: Kernel) -> tuple[str, dict[str, object]]:
     if not isinstance(shape, operators.ElementwiseShape):
         raise GraphError(f"kernel {kernel.name!r}", "a convolution has no place in a dataflow graph file")
     op, size = kernel.operator, operators.dtype_bytes(kernel.operator.dtype)
-    if {s.name for s in kernel.schemes} <= {s.name for s in embedding_schemes()}:
+    gather = shape.function == compute_pb2.EMBEDDING and not op.flops and kernel.slots == 1
+    if gather and {s.name for s in kernel.schemes} <= {s.name for s in embedding_schemes()}:
         rows = kernel.weight_bytes // size if kernel.weight_bytes % size == 0 and kernel.weight_bytes else 1
         return "embedding", {"lookups": shape.elements, "dim": 1, "rows": rows}
     values = {"elements": shape.elements, "flops_per_element": op.flops // shape.elements}
