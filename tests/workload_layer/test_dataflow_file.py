@@ -15,7 +15,7 @@ from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.dataflow.file import dump, load_graph, parse_graph
 from stratasim.workload_layer.dataflow.schemes import embedding_schemes, gemm_schemes
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dataflow" / "two_gemms.graph.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dataflow" / "two_gemms.graph.json"
 
 EVERY_KIND = {
     "name": "every-kind",
@@ -85,8 +85,8 @@ def test_dump_round_trips(data: dict[str, object]) -> None:
 
 
 def test_yaml_and_json_files_give_the_same_graph(tmp_path: Path) -> None:
-    (tmp_path / "g.json").write_text(json.dumps(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))), "utf-8")
-    assert load_graph(tmp_path / "g.json") == load_graph(EXAMPLE)
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump(json.loads(EXAMPLE.read_text(encoding="utf-8"))), "utf-8")
+    assert load_graph(tmp_path / "g.yaml") == load_graph(EXAMPLE)
     (tmp_path / "anon.yaml").write_text("kernels: [{name: a, kind: elementwise, elements: 8}]\n", "utf-8")
     assert load_graph(tmp_path / "anon.yaml").name == "anon"  # the file's stem
 

@@ -183,7 +183,7 @@ def test_a_bad_mapping_is_one_clear_error(
 ) -> None:
     study = yaml.safe_load((EXAMPLE / "two_gemms.yaml").read_text(encoding="utf-8"))
     study["workload"]["mapping"] = {**study["workload"]["mapping"], **mapping}
-    study["workload"]["graph"] = str(EXAMPLE / "two_gemms.graph.yaml")
+    study["workload"]["graph"] = str(EXAMPLE / "two_gemms.graph.json")
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(study), encoding="utf-8")
     code, out, err = run_cli("check", str(tmp_path / "s.yaml"))
     assert code == 2 and "Traceback" not in err, err
@@ -194,9 +194,11 @@ def test_a_bad_graph_file_is_named_by_the_study(tmp_path: Path, run_cli: RunCli)
     study = yaml.safe_load((EXAMPLE / "two_gemms.yaml").read_text(encoding="utf-8"))
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(study), encoding="utf-8")  # the graph file is not beside it
     code, _, err = run_cli("check", str(tmp_path / "s.yaml"))
-    assert code == 2 and f"{tmp_path / 'two_gemms.graph.yaml'}: cannot read the dataflow graph: no such file" in err, (
+    assert code == 2 and f"{tmp_path / 'two_gemms.graph.json'}: cannot read the dataflow graph: no such file" in err, (
         err
     )
-    (tmp_path / "two_gemms.graph.yaml").write_text("kernels: [{name: a, kind: gemm, m: -3, k: 1, n: 1}]\n", "utf-8")
+    (tmp_path / "two_gemms.graph.json").write_text(
+        '{"kernels": [{"name": "a", "kind": "gemm", "m": -3, "k": 1, "n": 1}]}', "utf-8"
+    )
     code, _, err = run_cli("check", str(tmp_path / "s.yaml"))
-    assert code == 2 and "two_gemms.graph.yaml: kernels[0].m: expected a positive integer, got -3" in err, err
+    assert code == 2 and "two_gemms.graph.json: kernels[0].m: expected a positive integer, got -3" in err, err

@@ -30,7 +30,7 @@ class MappingSection(Section):
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel degree: the NPUs every kernel is sharded over, by its scheme."""
     pp: int = Field(default=1, ge=1)
-    """Pipeline-parallel degree: the stages the kernels are placed on (``stages``)."""
+    """Pipeline-parallel degree: the stages the kernels are placed on (see stages)."""
     dp: int = Field(default=1, ge=1)
     """Data-parallel degree: replicas of the whole pipeline, all-reducing their weight gradients."""
     schemes: dict[str, str] = {}
@@ -41,7 +41,7 @@ class MappingSection(Section):
     micro_batches: int = Field(default=1, ge=1)
     """Micro-batches per iteration; the graph is one micro-batch."""
     schedule: Literal["gpipe", "1f1b"] = "1f1b"
-    """Pipeline schedule: ``gpipe`` or ``1f1b``."""
+    """Pipeline schedule: gpipe or 1f1b."""
 
 
 class DataflowConfig(Section):
