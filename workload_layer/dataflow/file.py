@@ -214,9 +214,9 @@ def _tensors(value: object, kernels: Mapping[str, Kernel], declared: list[str], 
         problems.keys(entry, path, _TENSOR_KEYS, ("from", "to"))
         ends = [_end(entry, key, path, declared, problems) for key in ("from", "to") if key in entry]
         slot = problems.integer(entry.get("slot", 0), f"{path}.slot", least=0)
-        if len(problems.found) > count or slot is None or len(ends) < 2:
+        source, target = ends if len(ends) == 2 else [None, None]
+        if len(problems.found) > count or slot is None or source is None or target is None:
             continue
-        source, target = ends
         if source not in kernels or target not in kernels:  # a kernel with a problem of its own
             continue
         name = problems.text(entry.get("name", _default_name(source, target, slot)), f"{path}.name")

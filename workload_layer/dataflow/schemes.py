@@ -18,7 +18,8 @@ __all__ = ["gemm_schemes", "elementwise_schemes", "attention_schemes", "embeddin
 
 def replicated(inputs: int) -> Scheme:
     """Every device runs the whole kernel on whole inputs (each holds all its weights)."""
-    return Scheme("replicate", ("R",) * inputs, "R", None, weights_split=False)
+    whole: Layout = "R"
+    return Scheme("replicate", (whole,) * inputs, whole, None, weights_split=False)
 
 
 def gemm_schemes(weights: bool) -> tuple[Scheme, ...]:
