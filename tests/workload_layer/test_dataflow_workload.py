@@ -15,6 +15,7 @@ import yaml
 from stratasim.compute_layer.devices import PRESETS, datasheet
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel import operators, registry
+from stratasim.kernel.grid import Grid
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.v1 import compute_pb2, workload_pb2
@@ -202,3 +203,20 @@ def test_a_bad_graph_file_is_named_by_the_study(tmp_path: Path, run_cli: RunCli)
     )
     code, _, err = run_cli("check", str(tmp_path / "s.yaml"))
     assert code == 2 and "two_gemms.graph.json: kernels[0].m: expected a positive integer, got -3" in err, err
+
+
+def test_symmetric_ranks_run_their_stage_representatives_graph(tmp_path: Path) -> None:
+    # Every TP and DP rank of a stage runs the graph of the stage's TP 0, DP 0 moved along the topology: simulating
+    # the representatives only gives every NPU's time.
+    graph = {**MLP, "training": True}
+    work = workload(tmp_path, graph, tp=2, pp=2, dp=2, micro_batches=2, schemes=MEGATRON, stages=STAGES)
+    dims = [(RING, 2, B, ALPHA)] * 3
+    grid = Grid.of(topology(*dims))
+    assert work.representatives(grid) == (0, 0, 2, 2, 0, 0, 2, 2)
+    whole = run(work)
+    every = graphs(work)
+    alone = simulate(
+        every, AnalyticalNetwork(), topology(*dims), SystemOptions(), compute=H100, device="h100",
+        representatives=work.representatives(grid),
+    )  # fmt: skip
+    assert alone.total_time_ps == whole.total_time_ps

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.grid import Grid
 from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.dataflow.emit import build_graph, weight_shares
 from stratasim.workload_layer.dataflow.file import load_graph
 from stratasim.workload_layer.dataflow.mapping import DataflowConfig, DataflowPlan, resolve
 from stratasim.workload_layer.graph_sequence import GraphSequence
+from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
 
 __all__ = ["DataflowWorkload", "DataflowConfig"]
 
@@ -56,3 +58,25 @@ class DataflowWorkload:
                 f"but the workload runs on {npus}"
             )
         return GraphSequence(npus, lambda npu: build_graph(self.plan, npu))
+
+    def representatives(self, grid: Grid) -> tuple[int, ...] | None:
+        """Every TP and DP rank of a pipeline stage runs the graph of the stage's rank 0 (TP 0, DP 0), moved along
+        the topology, when the topology's coordinates keep the groups and peers aligned."""
+        layout = self.plan.layout
+        return translated_representatives(
+            grid,
+            self.npus_required(),
+            lambda npu: layout.npu({"tp": 0, "pp": layout.rank(npu, "pp"), "dp": 0}),
+            self._partners,
+        )
+
+    def _partners(self, npu: int) -> Partners:
+        """Everyone ``npu`` talks to, by role: its TP and DP groups, then its peer on each stage (none where the
+        stages exchange no tensor)."""
+        plan, layout = self.plan, self.plan.layout
+        stage, pipeline = layout.rank(npu, "pp"), layout.group(npu, "pp")
+        crossing = {(plan.stages[t.source], plan.stages[t.target]) for t in plan.graph.tensors}
+        peers = tuple(
+            (pipeline[s],) if s != stage and {(stage, s), (s, stage)} & crossing else () for s in range(plan.pp)
+        )
+        return (layout.group(npu, "tp"), layout.group(npu, "dp"), *peers)
