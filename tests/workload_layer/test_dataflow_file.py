@@ -12,7 +12,7 @@ import yaml
 from stratasim.kernel import operators
 from stratasim.kernel.errors import StrataSimError
 from stratasim.v1 import compute_pb2
-from stratasim.workload_layer.dataflow.file import dump, load_graph, parse_graph
+from stratasim.workload_layer.dataflow.file import dump, load_graph, parse_graph, save_graph
 from stratasim.workload_layer.dataflow.schemes import embedding_schemes, gemm_schemes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dataflow" / "two_gemms.graph.json"
@@ -82,6 +82,15 @@ def test_dump_round_trips(data: dict[str, object]) -> None:
     graph = parse_graph(data, "g.yaml")
     assert parse_graph(dump(graph), "again.yaml") == graph
     assert parse_graph(json.loads(json.dumps(dump(graph))), "g.json") == graph
+
+
+def test_a_saved_graph_loads_back(tmp_path: Path) -> None:
+    graph = parse_graph(EVERY_KIND, "g.yaml")
+    for name in ("saved.json", "saved.yaml"):
+        save_graph(graph, tmp_path / name)
+        assert load_graph(tmp_path / name) == graph
+    with pytest.raises(StrataSimError, match="cannot write the dataflow graph"):
+        save_graph(graph, tmp_path / "no" / "such" / "folder.json")
 
 
 def test_yaml_and_json_files_give_the_same_graph(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from stratasim.kernel.grid import Grid
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.dataflow.file import parse_graph
 from stratasim.workload_layer.dataflow.sharding import backward_operators
 from stratasim.workload_layer.dataflow.workload import DataflowWorkload
 from tests.helpers import RunCli
@@ -220,3 +221,10 @@ def test_symmetric_ranks_run_their_stage_representatives_graph(tmp_path: Path) -
         representatives=work.representatives(grid),
     )  # fmt: skip
     assert alone.total_time_ps == whole.total_time_ps
+
+
+def test_a_graph_built_in_memory_runs_as_its_file_would(tmp_path: Path) -> None:
+    from_file = workload(tmp_path, MLP, tp=2, schemes=MEGATRON)
+    config = DataflowWorkload.Config.model_validate({"graph": "built.json", "mapping": {"tp": 2, "schemes": MEGATRON}})
+    in_memory = DataflowWorkload(config, parse_graph(MLP, "built.json"))
+    assert graphs(in_memory) == graphs(from_file)

@@ -24,9 +24,12 @@ kernels of a cycle; several defects are listed together.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from stratasim.kernel import operators
 from stratasim.kernel.elementwise_functions import parse_function
@@ -36,7 +39,7 @@ from stratasim.workload_layer.dataflow.file_values import Problems, shown
 from stratasim.workload_layer.dataflow.graph import DataflowGraph, GraphError, Kernel, Tensor
 from stratasim.workload_layer.dataflow.kinds import COMMON_KEYS, KINDS, kernel_entry, output_bytes
 
-__all__ = ["load_graph", "parse_graph", "dump"]
+__all__ = ["load_graph", "parse_graph", "dump", "save_graph"]
 
 _TOP_KEYS = ("name", "repeat", "training", "dtype", "kernels", "tensors")
 _TENSOR_KEYS = ("name", "from", "to", "bytes", "slot")
@@ -51,6 +54,17 @@ def load_graph(path: str | Path) -> DataflowGraph:
     if isinstance(data, dict) and "name" not in data:
         data = {"name": Path(path).stem, **data}
     return parse_graph(data, source)
+
+
+def save_graph(graph: DataflowGraph, path: str | Path) -> None:
+    """Write ``graph`` to ``path`` as :func:`load_graph` reads it: JSON when it ends in ``.json``, else YAML.
+    :class:`GraphError` naming the file when it cannot be written."""
+    data = dump(graph)
+    text = json.dumps(data, indent=1) if str(path).endswith(".json") else yaml.safe_dump(data, sort_keys=False)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise GraphError(str(path), f"cannot write the dataflow graph: {exc.strerror or exc}") from None
 
 
 def parse_graph(data: object, source: str) -> DataflowGraph:

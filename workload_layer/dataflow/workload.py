@@ -15,6 +15,7 @@ from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.dataflow.emit import build_graph, weight_shares
 from stratasim.workload_layer.dataflow.file import load_graph
+from stratasim.workload_layer.dataflow.graph import DataflowGraph
 from stratasim.workload_layer.dataflow.mapping import DataflowConfig, DataflowPlan, resolve
 from stratasim.workload_layer.graph_sequence import GraphSequence
 from stratasim.workload_layer.rank_symmetry import Partners, translated_representatives
@@ -30,9 +31,11 @@ class DataflowWorkload:
     fills_topology = True
     Config = DataflowConfig
 
-    def __init__(self, config: DataflowConfig) -> None:
+    def __init__(self, config: DataflowConfig, graph: DataflowGraph | None = None) -> None:
+        """``config``'s graph file read and its mapping resolved; ``graph``, when given (built in memory, by a
+        generator or an optimiser), is run in place of the file's."""
         self.config = config
-        self.plan: DataflowPlan = resolve(load_graph(config.graph), config.mapping)
+        self.plan: DataflowPlan = resolve(load_graph(config.graph) if graph is None else graph, config.mapping)
 
     def npus_required(self) -> int:
         """``tp * pp * dp``."""
