@@ -228,3 +228,20 @@ def test_a_graph_built_in_memory_runs_as_its_file_would(tmp_path: Path) -> None:
     config = DataflowWorkload.Config.model_validate({"graph": "built.json", "mapping": {"tp": 2, "schemes": MEGATRON}})
     in_memory = DataflowWorkload(config, parse_graph(MLP, "built.json"))
     assert graphs(in_memory) == graphs(from_file)
+
+
+def test_a_kernel_taking_two_tensors_from_one_producer_waits_for_it_once(tmp_path: Path) -> None:
+    # Attention scores as a GEMM without weights: both operands come from one kernel, on two input slots.
+    graph = {
+        "name": "two-slots",
+        "training": True,
+        "kernels": [
+            {"name": "proj", "kind": "gemm", "m": 256, "k": 256, "n": 256, "weights": True},
+            {"name": "scores", "kind": "gemm", "m": 256, "k": 256, "n": 256},
+        ],
+        "tensors": [{"from": "proj", "to": "scores"}, {"from": "proj", "to": "scores", "slot": 1}],
+    }
+    work = workload(tmp_path, graph, tp=2, schemes={"proj": "n", "scores": "batch"})
+    for node in graphs(work)[0].nodes:
+        assert len(set(node.data_deps)) == len(node.data_deps)
+    assert run(work).total_time_ps > 0

@@ -98,7 +98,10 @@ class _Emitter:
             repeats = range(plan.graph.repeat)
             for repeat in repeats if step.direction == "forward" else reversed(repeats):
                 run = _Run(step.direction, step.micro_batch, repeat, sorted(self._open))
-                self._forward(run) if step.direction == "forward" else self._backward(run)
+                if step.direction == "forward":
+                    self._forward(run)
+                else:
+                    self._backward(run)
         if plan.graph.training:
             self._reduce_weight_gradients()
         return self._graph
@@ -229,6 +232,7 @@ class _Emitter:
 
     def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, deps: list[int], **fields: object) -> int:
         node = len(self._graph.nodes)
+        deps = list(dict.fromkeys(deps))  # two tensors from one producer: it is waited for once
         self._graph.nodes.add(id=node, name=name, type=kind, data_deps=deps, **fields)
         if kind != workload_pb2.COMM_SEND_NODE:  # the stream goes on while a send travels
             self._open -= set(deps)
