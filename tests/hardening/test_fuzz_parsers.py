@@ -287,7 +287,7 @@ def test_comm_groups(folder: Path, text: str) -> None:
 DATAFLOW_KEYS = st.sampled_from(
     ["name", "kind", "m", "k", "n", "batch", "weights", "elements", "inputs", "flops_per_element", "function",
      "queries", "keys", "head_dim", "causal", "group", "lookups", "dim", "rows", "schemes", "weight_bytes", "dtype",
-     "from", "to", "bytes", "slot", "x"]
+     "from", "to", "bytes", "slot", "flops", "output", "divides", "x"]
 )  # fmt: skip
 DATAFLOW_VALUES = st.one_of(VALUES, st.sampled_from(["gemm", "elementwise", "attention", "embedding", "a", "b", 1, 8]))
 DATAFLOW_GRAPHS = st.fixed_dictionaries(

@@ -13,7 +13,8 @@ from stratasim.kernel import operators
 from stratasim.kernel.errors import StrataSimError
 from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.dataflow.file import dump, load_graph, parse_graph, save_graph
-from stratasim.workload_layer.dataflow.schemes import embedding_schemes, gemm_schemes
+from stratasim.workload_layer.dataflow.graph import Scheme
+from stratasim.workload_layer.dataflow.schemes import embedding_schemes, gemm_schemes, replicated
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dataflow" / "two_gemms.graph.json"
 
@@ -61,6 +62,25 @@ def test_the_keys_build_operators_weights_and_schemes() -> None:
     assert graph.repeat == 2 and graph.training
 
 
+OWN_SCHEMES = {
+    "kernels": [
+        {"name": "fft", "kind": "elementwise", "elements": 1024, "flops_per_element": 50, "bytes": "32KiB",
+         "schemes": [{"name": "ffts", "inputs": ["S1"], "output": "S1", "divides": "elements"}, "replicate"]},
+        {"name": "update", "kind": "gemm", "m": 8, "k": 8, "n": 8, "batch": 30, "flops": 12345,
+         "schemes": [{"name": "columns", "inputs": ["R", "S1"], "output": "S1", "divides": "batch"},
+                     {"name": "whole", "inputs": ["R", "R"], "output": "R", "weights_split": False}]},
+    ]
+}  # fmt: skip
+
+
+def test_a_kernel_may_write_out_schemes_of_its_own_and_set_its_totals() -> None:
+    fft, update = parse_graph(OWN_SCHEMES, "g.yaml").kernels
+    assert fft.schemes == (Scheme("ffts", ("S1",), "S1", "elements"), replicated(1))
+    assert fft.operator.bytes == 32 * 1024 and fft.operator.flops == 50 * 1024
+    assert update.schemes[1] == Scheme("whole", ("R", "R"), "R", None, weights_split=False)
+    assert update.operator.flops == 12345 and update.slots == 2
+
+
 LOOK_ALIKES = {
     "kernels": [
         {"name": "copy", "kind": "elementwise", "elements": 8, "flops_per_element": 0, "schemes": ["replicate"]},
@@ -77,7 +97,7 @@ LOOK_ALIKES = {
 }  # an element-wise copy with the scheme an embedding also has; an embedding whose weights are no whole rows
 
 
-@pytest.mark.parametrize("data", [EVERY_KIND, LOOK_ALIKES, yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))])
+@pytest.mark.parametrize("data", [EVERY_KIND, OWN_SCHEMES, LOOK_ALIKES, yaml.safe_load(EXAMPLE.read_text("utf-8"))])
 def test_dump_round_trips(data: dict[str, object]) -> None:
     graph = parse_graph(data, "g.yaml")
     assert parse_graph(dump(graph), "again.yaml") == graph
@@ -126,6 +146,23 @@ BAD_FILES = {
         "kernels: [{name: a, kind: gemm, m: 8, k: 8, n: 8, weights: true, schemes: [k, q]}]\n",
         "kernels[0].schemes[1]: unknown scheme 'q'; this kernel offers n, k, m, replicate",
     ),
+    "scheme written badly": (
+        "kernels: [{name: a, kind: elementwise, elements: 8, schemes: [{name: s, inputs: [P], output: Q, divides: m,"
+        " weights_split: 3, colour: red}]}]\n",
+        "g.yaml: 5 problems\n  kernels[0].schemes[0].colour: unknown key; expected one of name, inputs, output, divides,"
+        " weights_split\n  kernels[0].schemes[0].inputs: expected a list of layouts R, S0 or S1, got ['P']\n"
+        "  kernels[0].schemes[0].output: expected a layout R, S0, S1 or P, got 'Q'\n"
+        "  kernels[0].schemes[0].divides: expected one of elements or null, got 'm'\n"
+        "  kernels[0].schemes[0].weights_split: expected true or false, got 3",
+    ),
+    "schemes of unequal inputs": (
+        "kernels: [{name: a, kind: elementwise, elements: 8, schemes: [replicate, {name: t, inputs: [R, R], output: R}]}]\n",
+        "g.yaml: kernel 'a': its schemes give different numbers of inputs: [1, 2]",
+    ),
+    "huge flops": ("kernels: [{name: a, kind: elementwise, elements: 8, flops: 99999999999999999999999}]\n",
+                   "kernels[0].flops: must fit in 64 bits"),
+    "huge tensor": (f"kernels: [{GEMM}, {{name: b, kind: elementwise, elements: 8}}]\ntensors: [{{from: g, to: b, bytes: 2000000000000000000}}]\n",
+                    "tensors[0].bytes: expected at most 1 PiB"),
     "scheme twice": ("kernels: [{name: a, kind: elementwise, elements: 8, schemes: [replicate, replicate]}]\n",
                      "kernels[0].schemes: names a scheme twice"),
     "bad function": ("kernels: [{name: a, kind: elementwise, elements: 8, function: gelux}]\n",

@@ -35,6 +35,8 @@ from stratasim.kernel import operators
 from stratasim.kernel.elementwise_functions import parse_function
 from stratasim.kernel.errors import did_you_mean
 from stratasim.kernel.safe_load import CONFIG_BYTES, parse_json, parse_yaml, read_text
+from stratasim.v1 import compute_pb2
+from stratasim.workload_layer.dataflow.file_schemes import read_schemes
 from stratasim.workload_layer.dataflow.file_values import Problems, shown
 from stratasim.workload_layer.dataflow.graph import DataflowGraph, GraphError, Kernel, Tensor
 from stratasim.workload_layer.dataflow.kinds import COMMON_KEYS, KINDS, kernel_entry, output_bytes
@@ -94,7 +96,7 @@ def parse_graph(data: object, source: str) -> DataflowGraph:
 def dump(graph: DataflowGraph) -> dict[str, object]:
     """``graph`` as the mapping a file holds (keys at their defaults left out), which :func:`parse_graph` reads
     back into an equal graph; an operator's name becomes its kernel's. :class:`GraphError` for a kernel no file
-    can describe (a convolution, schemes of its own)."""
+    can describe (a convolution)."""
     dtype = graph.kernels[0].operator.dtype
     kernels = {k.name: k for k in graph.kernels}
     tensors = []
@@ -184,20 +186,29 @@ def _kernel(entry: object, path: str, dtype: operators.DType | None, problems: P
     except ValueError as exc:
         problems.add(path, str(exc))
         return None
-    if "weight_bytes" in entry:
-        weights = problems.size(entry["weight_bytes"], f"{path}.weight_bytes") or 0
-    schemes = offered
-    if "schemes" in entry:
-        chosen = problems.names(entry["schemes"], f"{path}.schemes") or []
-        known = {scheme.name: scheme for scheme in offered}
-        for position, scheme in enumerate(chosen):
-            if scheme not in known:
-                problems.add(
-                    f"{path}.schemes[{position}]",
-                    f"unknown scheme {shown(scheme)}; this kernel offers {', '.join(known)}",
-                )
-        schemes = tuple(known[s] for s in chosen if s in known) or offered
+    weights = _overrides(entry, path, op, weights, problems)
+    schemes = (
+        read_schemes(entry["schemes"], f"{path}.schemes", offered, op, problems) if "schemes" in entry else offered
+    )
     return Kernel(name, op, schemes, weights)
+
+
+def _overrides(
+    entry: Mapping[str, Any], path: str, op: compute_pb2.OperatorDesc, weights: int, problems: Problems
+) -> int:
+    """Set the operator's totals an entry gives by hand (``flops``, ``bytes``); the weight bytes it gives, or
+    ``weights``."""
+    for total in ("flops", "bytes"):
+        if total in entry:
+            where = f"{path}.{total}"
+            value = problems.size(entry[total], where) if total == "bytes" else problems.integer(entry[total], where, 0)
+            if value is not None and value >= 2**64:
+                problems.add(where, f"must fit in 64 bits, got {value}")
+            elif value is not None:
+                setattr(op, total, value)
+    if "weight_bytes" in entry:
+        return problems.size(entry["weight_bytes"], f"{path}.weight_bytes") or 0
+    return weights
 
 
 def _option(value: object, default: object, path: str, problems: Problems) -> Any:

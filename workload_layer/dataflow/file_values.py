@@ -11,6 +11,9 @@ from stratasim.kernel.errors import UnitError, did_you_mean
 
 __all__ = ["Problems", "shown"]
 
+_LARGEST = 2**50
+"""The largest size a file may give in bytes (1 PiB), as a study's sizes."""
+
 
 def shown(value: object) -> str:
     """``value`` as a message quotes it: its repr, cut to 40 characters."""
@@ -64,25 +67,15 @@ class Problems:
         return None
 
     def size(self, value: object, path: str) -> int | None:
-        """``value`` as a size in bytes: a whole number, or a quantity with a unit (``64MiB``)."""
+        """``value`` as a size in bytes: a whole number, or a quantity with a unit (``64MiB``), at most 1 PiB."""
         if isinstance(value, str):
             try:
                 return units.parse_bytes(value)
             except UnitError as exc:
                 self.add(path, str(exc))
                 return None
-        return self.integer(value, path, least=0)
-
-    def names(self, value: object, path: str) -> list[str] | None:
-        """``value`` as a non-empty list of distinct names."""
-        if not isinstance(value, list) or not value:
-            self.add(path, f"expected a non-empty list of names, got {shown(value)}")
+        size = self.integer(value, path, least=0)
+        if size is not None and size > _LARGEST:
+            self.add(path, f"expected at most 1 PiB ({_LARGEST} bytes), got {size}")
             return None
-        items = [self.text(item, f"{path}[{index}]") for index, item in enumerate(value)]
-        if any(item is None for item in items):
-            return None
-        names = [item for item in items if item is not None]
-        if len(set(names)) < len(names):
-            self.add(path, "names a scheme twice")
-            return None
-        return names
+        return size

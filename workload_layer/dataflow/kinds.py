@@ -10,8 +10,10 @@ give, and a kernel written back as those keys.
 - ``embedding``: ``lookups`` rows of ``dim`` gathered from a table of ``rows`` rows the kernel holds as weights
   (an element-wise gather of ``lookups dim`` elements).
 
-Every kind also takes ``schemes`` (a subset of its sharding schemes, by name; the first is the default),
-``weight_bytes`` (overriding the weights the kind implies) and ``dtype`` (overriding the graph's).
+Every kind also takes ``schemes`` (a subset of its sharding schemes by name, or schemes of its own written out:
+:mod:`stratasim.workload_layer.dataflow.file_schemes`; the first is the default),
+``weight_bytes`` (overriding the weights the kind implies), ``dtype`` (overriding the graph's), and ``flops`` and
+``bytes`` (overriding the operator's totals, which a roofline prices).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from stratasim.kernel import operators
 from stratasim.kernel.elementwise_functions import function_name
 from stratasim.v1 import compute_pb2
+from stratasim.workload_layer.dataflow.file_schemes import scheme_entry
 from stratasim.workload_layer.dataflow.graph import GraphError, Kernel, Scheme
 from stratasim.workload_layer.dataflow.schemes import (
     attention_schemes,
@@ -33,8 +36,11 @@ from stratasim.workload_layer.dataflow.schemes import (
 
 __all__ = ["KernelKind", "KINDS", "COMMON_KEYS", "output_bytes", "kernel_entry"]
 
-COMMON_KEYS = ("name", "kind", "schemes", "weight_bytes", "dtype")
+COMMON_KEYS = ("name", "kind", "schemes", "weight_bytes", "dtype", "flops", "bytes")
 """Keys every kernel of a file may have."""
+
+_MOST_INPUTS = 64
+"""The most inputs a kernel written back is said to read; bytes that would need more are written as ``bytes``."""
 
 
 @dataclass(frozen=True)
@@ -119,9 +125,11 @@ def kernel_entry(kernel: Kernel, dtype: operators.DType) -> dict[str, object]:
     if op_dtype != dtype:
         entry["dtype"] = operators.dtype_name(op_dtype)
     if kernel.schemes != offered:
-        if not set(kernel.schemes) <= set(offered):
-            raise GraphError(f"kernel {kernel.name!r}", "has sharding schemes of its own, which no file can name")
-        entry["schemes"] = [scheme.name for scheme in kernel.schemes]
+        entry["schemes"] = [scheme_entry(scheme, offered) for scheme in kernel.schemes]
+    for total in ("flops", "bytes"):  # an operator whose totals its builder set by hand
+        if getattr(built, total) != getattr(kernel.operator, total):
+            entry[total] = getattr(kernel.operator, total)
+            setattr(built, total, getattr(kernel.operator, total))
     built.name = kernel.operator.name
     if built != kernel.operator:
         raise GraphError(f"kernel {kernel.name!r}", "its operator is not one a graph file can describe")
@@ -145,7 +153,9 @@ def _values(kernel: Kernel) -> tuple[str, dict[str, object]]:
         rows = kernel.weight_bytes // size if kernel.weight_bytes % size == 0 and kernel.weight_bytes else 1
         return "embedding", {"lookups": shape.elements, "dim": 1, "rows": rows}
     values = {"elements": shape.elements, "flops_per_element": op.flops // shape.elements}
-    values["inputs"] = max(1, op.bytes // (shape.elements * size) - 1)
+    moved = op.bytes // (shape.elements * size)  # inputs and output, when the bytes are the builder's own
+    exact = 2 <= moved <= _MOST_INPUTS + 1 and moved * shape.elements * size == op.bytes
+    values["inputs"] = moved - 1 if exact else max(1, kernel.slots)
     if shape.function != compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED:
         values["function"] = shape.function
     return "elementwise", values
