@@ -15,6 +15,7 @@ import yaml
 from stratasim.compute_layer.devices import PRESETS, datasheet
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel import operators, registry
+from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.grid import Grid
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
@@ -169,7 +170,10 @@ BAD_STUDIES = {
         {"pp": 2, "tp": 2, "stages": {"up": 1, "act": 0, "down": 1}},
         "workload.mapping.stages.act: stage 0 comes before stage 1 of 'up'",
     ),
-    "stage missing": ({"pp": 2, "tp": 2, "stages": {"up": 0}}, "every kernel needs a stage; missing act, down"),
+    "stage missing": (
+        {"pp": 2, "tp": 2, "stages": {"up": 0}},
+        "every kernel needs a stage, or none (the repeats split); missing act, down",
+    ),
     "stage out of range": ({"stages": {"up": 1}}, "workload.mapping.stages.up: stage 1 does not exist"),
     "empty stage": ({"pp": 2, "tp": 2, "stages": {"up": 0, "act": 0, "down": 0}}, "stage 1 holds no kernel"),
     "degrees": ({"tp": 2}, "its plan runs on 4 NPUs but the topology (network.topology) has 8"),
@@ -245,3 +249,46 @@ def test_a_kernel_taking_two_tensors_from_one_producer_waits_for_it_once(tmp_pat
     for node in graphs(work)[0].nodes:
         assert len(set(node.data_deps)) == len(node.data_deps)
     assert run(work).total_time_ps > 0
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_stages_may_split_the_repeats_handing_the_graph_outputs_on(tmp_path: Path, schedule: str) -> None:
+    # No stages listed with pp = 2: each stage runs 2 of the 4 repeats. Per micro-batch, stage 0's last repeat
+    # hands down's output (partial sums all-reduced first: 512 x 1024 bf16, whole on each TP rank) to stage 1, and
+    # its gradient comes back; stage 1 runs repeats 2 and 3.
+    graph = {**MLP, "training": True, "repeat": 4}
+    work = workload(tmp_path, graph, tp=2, pp=2, micro_batches=3, schemes=MEGATRON, schedule=schedule)
+    every = graphs(work)
+    sends = messages(every, workload_pb2.COMM_SEND_NODE)
+    assert sends == messages(every, workload_pb2.COMM_RECV_NODE)
+    base, size = 3 * 4 * 2, 512 * 1024 * 2  # tags after the tensors' (3 micro-batches x 4 repeats x 2 tensors)
+    forward = Counter({(rank, rank + 2, 2 * (base + m), size): 1 for rank in range(2) for m in range(3)})
+    backward = Counter({(rank + 2, rank, 2 * (base + m) + 1, size): 1 for rank in range(2) for m in range(3)})
+    assert sends == forward + backward
+    assert {n.name.split()[1] for n in every[2].nodes if n.type == workload_pb2.COMP_NODE} == {"r2", "r3"}
+    assert every[0].resident_bytes["weights"] == 2 * (1024 * 4096 * 2 // 2) * 2  # two repeats of two GEMMs' halves
+    whole = run(work)
+    grid = Grid.of(topology(*[(RING, size, B, ALPHA) for size in (2, 2, 1)]))
+    assert work.representatives(grid) == (0, 0, 2, 2)
+    topo = topology(*[(RING, size, B, ALPHA) for size in (2, 2, 1)])
+    alone = simulate(
+        every, AnalyticalNetwork(), topo, SystemOptions(), compute=H100, device="h100", representatives=(0, 0, 2, 2)
+    )
+    assert alone.total_time_ps == whole.total_time_ps > 0
+
+
+def test_repeats_that_do_not_split_over_the_stages_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(StrataSimError, match=r"workload.mapping.pp: the graph's 3 repeats do not split evenly"):
+        workload(tmp_path, {**MLP, "repeat": 3}, tp=1, pp=2)
+
+
+def test_a_two_stage_forward_pass_is_both_stages_and_one_transfer(tmp_path: Path) -> None:
+    # Inference, TP 1, PP 2 splitting 2 repeats, one micro-batch: stage 0 runs up, act, down once, sends down's
+    # output (512 x 1024 bf16) one hop, alpha + ser(1 MiB), and stage 1 runs them once more.
+    work = workload(tmp_path, {**MLP, "repeat": 2}, pp=2)
+    ops = [
+        operators.gemm(512, 1024, 4096, name="up"),
+        operators.elementwise((512 * 4096,), flops_per_element=8, name="act", function=compute_pb2.GELU),
+        operators.gemm(512, 4096, 1024, name="down"),
+    ]
+    assert run(work).total_time_ps == 2 * sum(t(op) for op in ops) + ALPHA + ser(512 * 1024 * 2, B)

@@ -8,7 +8,10 @@ is not the one its consumer takes is converted by a collective over the TP group
 all-reduced (a result is whole). Backward, each kernel runs its backward operators in reverse order and its inputs'
 gradients are converted as :func:`~stratasim.workload_layer.dataflow.layouts.gradient_conversion` says, overlapping
 the weight-gradient GEMM. A tensor crossing stages is converted on the producer's side (its gradient on the
-consumer's) and sent to the same TP and DP rank of the other stage, each rank its share of the layout taken.
+consumer's) and sent to the same TP and DP rank of the other stage, each rank its share of the layout taken. When
+the stages split the graph's repeats instead, each stage hands the graph's outputs (kernels no tensor leaves) of its
+last repeat to the next stage's first repeat, whose kernels without inputs wait for them, and the gradients come
+back the same way.
 
 Dependencies follow the tensors; a kernel with no producer on its stage waits for everything the previous repeat or
 pass left (so the passes run in the schedule's order and the repeats in sequence); sends are asynchronous. At the
@@ -55,7 +58,7 @@ def weight_shares(plan: DataflowPlan, stage: int) -> tuple[int, int]:
         held += -(-kernel.weight_bytes // plan.tp) if split else kernel.weight_bytes
         if weight_gradient_sum(scheme) and plan.tp > 1:
             summed += kernel.weight_bytes
-    return held * plan.graph.repeat, summed * plan.graph.repeat
+    return held * plan.repeats_per_stage, summed * plan.repeats_per_stage
 
 
 @dataclass(frozen=True)
@@ -66,10 +69,11 @@ class _Run:
     micro_batch: int
     repeat: int
     entry: list[int]
+    number: int  # the repeat's number in the whole graph's (its stage's share first when stages split them)
 
     @property
     def prefix(self) -> str:
-        return f"mb{self.micro_batch} r{self.repeat}"
+        return f"mb{self.micro_batch} r{self.number}"
 
 
 class _Emitter:
@@ -95,9 +99,10 @@ class _Emitter:
         for step in order:
             if step.direction == "backward" and not plan.graph.training:
                 continue
-            repeats = range(plan.graph.repeat)
+            repeats = range(plan.repeats_per_stage)
+            first = self._stage * plan.repeats_per_stage if plan.split_repeats else 0
             for repeat in repeats if step.direction == "forward" else reversed(repeats):
-                run = _Run(step.direction, step.micro_batch, repeat, sorted(self._open))
+                run = _Run(step.direction, step.micro_batch, repeat, sorted(self._open), first + repeat)
                 if step.direction == "forward":
                     self._forward(run)
                 else:
@@ -108,6 +113,8 @@ class _Emitter:
 
     def _forward(self, run: _Run) -> None:
         ready: dict[str, list[int]] = {}  # each tensor of the stage, in its consumer's layout
+        arrived = self._boundary_receive(run, run.repeat == 0 and self._stage > 0)
+        results: list[int] = []  # the graph outputs, whole or split as their kernels leave them
         for kernel in self._kernels:
             deps, local = [], False
             for tensor in self._plan.graph.inputs_of(kernel.name):
@@ -116,7 +123,8 @@ class _Emitter:
                     local = True
                 else:
                     deps.append(self._receive(run, tensor, self._plan.schemes[kernel.name].inputs[tensor.slot]))
-            node = self._compute(f"{run.prefix} {kernel.name}", kernel, 0, deps if local else [*deps, *run.entry])
+            after = deps if local else [*deps, *run.entry, *arrived]
+            node = self._compute(f"{run.prefix} {kernel.name}", kernel, 0, after)
             have = self._plan.schemes[kernel.name].output
             outputs = list(self._plan.graph.outputs_of(kernel.name))
             for tensor in outputs:
@@ -126,12 +134,17 @@ class _Emitter:
                     ready[tensor.name] = at
                 else:
                     self._send(run, tensor, need, at)
-            if not outputs and have == "P":
-                size = output_bytes(kernel)
-                self._convert(f"{run.prefix} {kernel.name} output", "all_reduce", size, [node])
+            if not outputs:
+                change = "all_reduce" if have == "P" else None
+                results += self._convert(f"{run.prefix} {kernel.name} output", change, output_bytes(kernel), [node])
+        last = run.repeat == self._plan.repeats_per_stage - 1 and self._stage < self._plan.pp - 1
+        self._boundary_send(run, results if last else [])
 
     def _backward(self, run: _Run) -> None:
         gradients: dict[str, list[int]] = {}  # each tensor's gradient, in its producer's layout
+        last = run.repeat == self._plan.repeats_per_stage - 1 and self._stage < self._plan.pp - 1
+        arrived = self._boundary_receive(run, last)
+        inputs: list[int] = []  # the graph inputs' gradients
         for kernel in reversed(self._kernels):
             deps, local = [], False
             for tensor in self._plan.graph.outputs_of(kernel.name):
@@ -140,8 +153,10 @@ class _Emitter:
                     local = True
                 else:
                     deps.append(self._receive(run, tensor, _wanted(self._plan.schemes[kernel.name].output)))
-            nodes = self._backward_operators(run, kernel, deps if local else [*deps, *run.entry])
+            nodes = self._backward_operators(run, kernel, deps if local else [*deps, *run.entry, *arrived])
             scheme = self._plan.schemes[kernel.name]
+            if not any(True for _ in self._plan.graph.inputs_of(kernel.name)):
+                inputs.append(nodes[0])
             for tensor in self._plan.graph.inputs_of(kernel.name):
                 producer = self._plan.schemes[tensor.source]
                 change = gradient_conversion(producer, scheme, tensor.slot)
@@ -151,6 +166,41 @@ class _Emitter:
                     gradients[tensor.name] = at
                 else:
                     self._send(run, tensor, _wanted(producer.output), at)
+        self._boundary_send(run, inputs if run.repeat == 0 and self._stage > 0 else [])
+
+    def _boundary_receive(self, run: _Run, wanted: bool) -> list[int]:
+        """When stages split the repeats and ``wanted``: receive the previous stage's graph outputs (forward) or
+        the next stage's gradients of them (backward), one message each."""
+        if not (wanted and self._plan.split_repeats):
+            return []
+        peer = self._pipeline[self._stage + (-1 if run.direction == "forward" else 1)]
+        return [
+            self._add(f"{run.prefix} {name} recv {run.direction}", workload_pb2.COMM_RECV_NODE, run.entry, **fields)
+            for name, fields in self._boundary(run, peer)
+        ]
+
+    def _boundary_send(self, run: _Run, after: list[int]) -> None:
+        """When stages split the repeats, send the graph outputs to the next stage (forward) or their gradients to
+        the previous one (backward) once ``after`` are done (nothing when empty)."""
+        if not (after and self._plan.split_repeats):
+            return
+        peer = self._pipeline[self._stage + (1 if run.direction == "forward" else -1)]
+        for name, fields in self._boundary(run, peer):
+            self._add(f"{run.prefix} {name} send {run.direction}", workload_pb2.COMM_SEND_NODE, after, **fields)
+
+    def _boundary(self, run: _Run, peer: int) -> list[tuple[str, dict[str, object]]]:
+        """The messages between stages splitting the repeats: each graph output (a kernel no tensor leaves), whole
+        where it was partial sums, by name with its node fields; tags numbered after the tensors'."""
+        graph, plan = self._plan.graph, self._plan
+        outputs = [k for k in graph.kernels if not any(True for _ in graph.outputs_of(k.name))]
+        base = plan.micro_batches * graph.repeat * len(graph.tensors)
+        messages = []
+        for index, kernel in enumerate(outputs):
+            tag = 2 * (base + run.micro_batch * len(outputs) + index) + (run.direction == "backward")
+            size = self._share(output_bytes(kernel), _wanted(plan.schemes[kernel.name].output))
+            fields = {"peer": peer, "tag": tag, "comm_bytes": size, "pg_name": "pp"}
+            messages.append((f"{kernel.name} output", fields))
+        return messages
 
     def _backward_operators(self, run: _Run, kernel: Kernel, deps: list[int]) -> list[int]:
         """``kernel``'s backward operators in a chain after ``deps``; their nodes."""
@@ -170,7 +220,8 @@ class _Emitter:
             self._collective("weight gradient dp all-reduce", "all_reduce", held, self._data_group, "dp", after)
 
     def _on_stage(self, kernel: str) -> bool:
-        return self._plan.stages[kernel] == self._stage
+        """Whether ``kernel`` runs on this NPU's stage (every kernel does when the stages split the repeats)."""
+        return self._plan.split_repeats or self._plan.stages[kernel] == self._stage
 
     def _compute(self, name: str, kernel: Kernel, role: int, deps: list[int]) -> int:
         """A compute node running ``kernel``'s sharded operator (``role`` 0) or its ``role``-th backward one."""

@@ -2,7 +2,8 @@
 checked against the graph.
 
 A mapping gives the tensor-parallel degree ``tp`` (every kernel is sharded over a TP group by its scheme), the
-pipeline degree ``pp`` (each kernel runs on one stage), the data-parallel degree ``dp`` (replicas reducing their
+pipeline degree ``pp`` (each kernel runs on one stage, or each stage runs ``repeat / pp`` of the graph's repeats),
+the data-parallel degree ``dp`` (replicas reducing their
 weight gradients), each kernel's scheme and stage, the micro-batches per iteration (the graph is one) and the
 pipeline schedule.
 """
@@ -36,8 +37,8 @@ class MappingSection(Section):
     schemes: dict[str, str] = {}
     """Each kernel's sharding scheme by name (default: the first its kind or the file lists)."""
     stages: dict[str, int] = {}
-    """Each kernel's pipeline stage, from 0 (default: 0, for every kernel, when pp is 1; with pp above 1 every
-    kernel is listed); never smaller than its producers'."""
+    """Each kernel's pipeline stage, from 0, never smaller than its producers' (with pp above 1, every kernel or
+    none: then each stage runs an equal share of the graph's repeats, DFModel's cut between layers)."""
     micro_batches: int = Field(default=1, ge=1)
     """Micro-batches per iteration; the graph is one micro-batch."""
     schedule: Literal["gpipe", "1f1b"] = "1f1b"
@@ -56,7 +57,8 @@ class DataflowConfig(Section):
 
 @dataclass(frozen=True)
 class DataflowPlan:
-    """A graph with its mapping resolved: every kernel's ``schemes`` and ``stages`` entry filled in."""
+    """A graph with its mapping resolved: every kernel's ``schemes`` and ``stages`` entry filled in; with
+    ``split_repeats`` every kernel is on every stage, which runs ``repeats_per_stage`` of the graph's repeats."""
 
     graph: DataflowGraph
     schemes: Mapping[str, Scheme]
@@ -66,6 +68,12 @@ class DataflowPlan:
     dp: int
     micro_batches: int
     schedule: str
+    split_repeats: bool = False
+
+    @property
+    def repeats_per_stage(self) -> int:
+        """The graph's repeats each stage runs per pass."""
+        return self.graph.repeat // self.pp if self.split_repeats else self.graph.repeat
 
     @property
     def layout(self) -> RankLayout:
@@ -74,7 +82,7 @@ class DataflowPlan:
 
     def stage_kernels(self, stage: int) -> tuple[Kernel, ...]:
         """The kernels on pipeline ``stage``, producers first."""
-        return tuple(k for k in self.graph.order() if self.stages[k.name] == stage)
+        return tuple(k for k in self.graph.order() if self.split_repeats or self.stages[k.name] == stage)
 
 
 def resolve(graph: DataflowGraph, mapping: MappingSection) -> DataflowPlan:
@@ -91,9 +99,15 @@ def resolve(graph: DataflowGraph, mapping: MappingSection) -> DataflowPlan:
                     f"{did_you_mean(name, names)}it has {', '.join(names)}"
                 )
     schemes = {k.name: _scheme(k, mapping) for k in graph.kernels}
-    stages = _stages(graph, mapping)
+    split = mapping.pp > 1 and not mapping.stages
+    if split and graph.repeat % mapping.pp:
+        raise WorkloadError(
+            f"{where}.pp: the graph's {graph.repeat} repeats do not split evenly over {mapping.pp} stages; give "
+            f"each kernel a stage in {where}.stages, or a pp dividing the repeats"
+        )
+    stages = {k.name: 0 for k in graph.kernels} if split else _stages(graph, mapping)
     return DataflowPlan(
-        graph, schemes, stages, mapping.tp, mapping.pp, mapping.dp, mapping.micro_batches, mapping.schedule
+        graph, schemes, stages, mapping.tp, mapping.pp, mapping.dp, mapping.micro_batches, mapping.schedule, split
     )
 
 
@@ -108,14 +122,15 @@ def _scheme(kernel: Kernel, mapping: MappingSection) -> Scheme:
 
 
 def _stages(graph: DataflowGraph, mapping: MappingSection) -> dict[str, int]:
-    """Every kernel's stage, checked: in range, listed for each kernel when pp > 1, never before a producer's,
-    every stage holding a kernel."""
+    """Every kernel's stage, checked: in range, listed for each kernel when pp > 1 (and some are), never before a
+    producer's, every stage holding a kernel."""
     where = "workload.mapping.stages"
     if mapping.pp > 1:
         missing = [k.name for k in graph.kernels if k.name not in mapping.stages]
         if missing:
             raise WorkloadError(
-                f"{where}: with pp = {mapping.pp} every kernel needs a stage; missing {', '.join(missing)}"
+                f"{where}: with pp = {mapping.pp} every kernel needs a stage, or none (the repeats split); "
+                f"missing {', '.join(missing)}"
             )
     stages = {k.name: mapping.stages.get(k.name, 0) for k in graph.kernels}
     for name, stage in stages.items():

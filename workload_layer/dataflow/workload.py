@@ -79,6 +79,8 @@ class DataflowWorkload:
         plan, layout = self.plan, self.plan.layout
         stage, pipeline = layout.rank(npu, "pp"), layout.group(npu, "pp")
         crossing = {(plan.stages[t.source], plan.stages[t.target]) for t in plan.graph.tensors}
+        if plan.split_repeats:  # each stage hands the graph's outputs on to the next
+            crossing = {(s, s + 1) for s in range(plan.pp - 1)}
         peers = tuple(
             (pipeline[s],) if s != stage and {(stage, s), (s, stage)} & crossing else () for s in range(plan.pp)
         )
