@@ -135,7 +135,7 @@ class _Emitter:
                 else:
                     self._send(run, tensor, need, at)
             if not outputs:
-                change = "all_reduce" if have == "P" else None
+                change: Conversion | None = "all_reduce" if have == "P" else None
                 results += self._convert(f"{run.prefix} {kernel.name} output", change, output_bytes(kernel), [node])
         last = run.repeat == self._plan.repeats_per_stage - 1 and self._stage < self._plan.pp - 1
         self._boundary_send(run, results if last else [])
