@@ -24,6 +24,7 @@ from stratasim.importers.astra import import_astra
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.safe_load import CONFIG_BYTES, TABLE_BYTES, TRACE_BYTES, YAML_BYTES
 from stratasim.report.roofline_plot import points_from_report
+from stratasim.workload_layer.dataflow.file import load_graph
 from stratasim.workload_layer.traces.astra_text import read_astra_text
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph
 from stratasim.workload_layer.traces.comm_groups import read_comm_groups
@@ -123,6 +124,8 @@ PARSERS = [
     Parser("ASTRA-sim network", ".yml", "yaml", YAML_BYTES, astra_network),
     Parser("ASTRA-sim text workload", ".txt", "text", TABLE_BYTES, lambda tmp, name: read_astra_text(tmp / name)),
     Parser("comm groups", ".json", "json", CONFIG_BYTES, lambda tmp, name: read_comm_groups(tmp / name)),
+    Parser("dataflow graph", ".yaml", "yaml", CONFIG_BYTES, lambda tmp, name: load_graph(tmp / name)),
+    Parser("dataflow graph JSON", ".json", "json", CONFIG_BYTES, lambda tmp, name: load_graph(tmp / name)),
     Parser("trace process groups", ".json", "json", 0, trace_records),
     Parser("profile CSV", ".csv", "csv", TABLE_BYTES, lambda tmp, name: load_profile(tmp / name)),
     Parser("profile JSON", ".json", "json", TABLE_BYTES, lambda tmp, name: load_profile(tmp / name)),

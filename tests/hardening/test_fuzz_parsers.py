@@ -20,6 +20,7 @@ from stratasim.config import load_study
 from stratasim.importers.astra import import_astra
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.safe_load import parse_json, parse_yaml
+from stratasim.workload_layer.dataflow.file import load_graph, parse_graph
 from stratasim.workload_layer.traces.astra_text import read_astra_text
 from stratasim.workload_layer.traces.comm_groups import read_comm_groups
 from tests.hardening.budgets import ci_budget, long_budget
@@ -199,6 +200,11 @@ def fuzz_comm_groups(folder: Path, text: str) -> None:
     expect_only_our_errors(lambda: read_comm_groups(write(folder, "g.json", text)))
 
 
+def fuzz_dataflow_graph(folder: Path, text: str, value: object) -> None:
+    expect_only_our_errors(lambda: load_graph(write(folder, "graph.yaml", text)))
+    expect_only_our_errors(lambda: parse_graph(value, "graph.yaml"))
+
+
 def fuzz_loaders(yaml_text: str, json_text: str) -> None:
     expect_only_our_errors(lambda: parse_yaml(yaml_text, "f.yaml"))
     expect_only_our_errors(lambda: parse_json(json_text, "f.json"))
@@ -276,6 +282,30 @@ def test_astra_text(folder: Path, lines: list[str]) -> None:
 @given(st.one_of(JSONISH, VALUES.map(lambda value: yaml.safe_dump(value, default_flow_style=True))))
 def test_comm_groups(folder: Path, text: str) -> None:
     fuzz_comm_groups(folder, text)
+
+
+DATAFLOW_KEYS = st.sampled_from(
+    ["name", "kind", "m", "k", "n", "batch", "weights", "elements", "inputs", "flops_per_element", "function",
+     "queries", "keys", "head_dim", "causal", "group", "lookups", "dim", "rows", "schemes", "weight_bytes", "dtype",
+     "from", "to", "bytes", "slot", "flops", "output", "divides", "x"]
+)  # fmt: skip
+DATAFLOW_VALUES = st.one_of(VALUES, st.sampled_from(["gemm", "elementwise", "attention", "embedding", "a", "b", 1, 8]))
+DATAFLOW_GRAPHS = st.fixed_dictionaries(
+    {},
+    optional={
+        "kernels": st.lists(st.dictionaries(DATAFLOW_KEYS, DATAFLOW_VALUES, max_size=8), max_size=4),
+        "tensors": st.lists(st.dictionaries(DATAFLOW_KEYS, DATAFLOW_VALUES, max_size=5), max_size=4),
+        "repeat": VALUES,
+        "training": VALUES,
+        "dtype": VALUES,
+    },
+)
+
+
+@CI
+@given(YAMLISH, st.one_of(VALUES, DATAFLOW_GRAPHS))
+def test_dataflow_graph(folder: Path, text: str, value: object) -> None:
+    fuzz_dataflow_graph(folder, text, value)
 
 
 @CI
