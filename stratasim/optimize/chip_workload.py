@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stratasim.v1 import compute_pb2
-from stratasim.workload_layer.dataflow.graph import DataflowGraph, Layout
+from stratasim.workload_layer.dataflow.graph import DataflowGraph, GraphError, Layout
 from stratasim.workload_layer.dataflow.sharding import sharded_operator
 
 __all__ = ["ChipKernel", "ChipTensor", "ChipWorkload", "chip_workload"]
@@ -62,6 +62,22 @@ def _share(bytes_: int, layout: Layout, tp: int) -> int:
     return -(-bytes_ // tp) if layout in ("S0", "S1") else bytes_
 
 
+def _check(graph: DataflowGraph, schemes: Mapping[str, str], tp: int, seconds: Mapping[str, float]) -> None:
+    where = f"graph {graph.name!r}"
+    if graph.training:
+        raise GraphError(where, "is a training graph; the intra-chip pass maps a forward pass only")
+    if tp < 1:
+        raise GraphError(where, f"tp must be at least 1, not {tp}")
+    names = {k.name for k in graph.kernels}
+    for key, given in (("schemes", schemes), ("network_seconds", seconds)):
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise GraphError(where, f"{key} names kernels it does not have: {', '.join(unknown)}")
+    for name, value in seconds.items():
+        if not value >= 0:
+            raise GraphError(where, f"network_seconds[{name!r}] must be at least 0, not {value}")
+
+
 def chip_workload(
     graph: DataflowGraph,
     *,
@@ -74,8 +90,10 @@ def chip_workload(
 
     A kernel's operator is its :func:`sharded_operator` share; its weights are divided where its scheme splits
     them; a tensor holds the larger of the shares its producer writes and its consumer reads (a split layout
-    holds ``1/tp`` of it, a replicated or partial one all of it).
+    holds ``1/tp`` of it, a replicated or partial one all of it). A training graph's backward pass is not mapped
+    yet: :class:`GraphError` rather than a forward-only answer; likewise for names the graph does not have.
     """
+    _check(graph, schemes or {}, tp, network_seconds or {})
     chosen = {k.name: k.scheme((schemes or {}).get(k.name, k.schemes[0].name)) for k in graph.kernels}
     order = graph.order()
     number = {k.name: i for i, k in enumerate(order)}

@@ -53,14 +53,14 @@ class _Program:
         lp.col_cost_ = np.array(self.cost)
         lp.row_lower_ = np.array([r[0] for r in self.rows])
         lp.row_upper_ = np.array([r[1] for r in self.rows])
-        starts, index, value = [0], [], []
+        starts, index, value = [0], list[int](), list[float]()
         for _, _, terms in self.rows:
             index.extend(terms)
             value.extend(terms.values())
             starts.append(len(index))
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
         lp.a_matrix_.start_, lp.a_matrix_.index_ = np.array(starts), np.array(index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.array(value, dtype=float)
+        lp.a_matrix_.value_ = np.array(value, dtype=np.float64)
         lp.integrality_ = [
             highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in self.integer
         ]

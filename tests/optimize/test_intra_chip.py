@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stratasim.compute_layer.dataflow_chips import DataflowChip, dataflow_chip
+from stratasim.compute_layer.dataflow_chips import DataflowChip, Execution, dataflow_chip
 from stratasim.kernel import operators
 from stratasim.optimize.chip_workload import ChipKernel, ChipTensor, ChipWorkload, chip_workload
 from stratasim.optimize.intra_chip import (
@@ -17,6 +17,7 @@ from stratasim.optimize.intra_chip import (
     evaluate,
     solve_intra_chip,
 )
+from stratasim.workload_layer.dataflow.graph import DataflowGraph, GraphError
 from tests.optimize.gpt_layer import GPT3_175B, SCHEMES, VENDOR, gpt_chip_work, gpt_layer, layer_flops
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -202,20 +203,36 @@ def test_dataflow_mappings_beat_the_kernel_by_kernel_one_on_eight_sn10s() -> Non
 
 @pytest.mark.slow
 def test_dataflow_gains_with_sram_and_kernel_by_kernel_with_dram_bandwidth() -> None:
-    """DFModel Fig. 19 on a 300 TFLOPS chip, GPT-3 175B over a 4 x 2 torus: dataflow is never below
-    kernel-by-kernel; dataflow's utilisation rises with SRAM, kernel-by-kernel's with DRAM bandwidth only."""
+    """DFModel Fig. 19 on a 300 TFLOPS chip, GPT-3 175B over a 4 x 2 torus (four partitions at most): dataflow is
+    never below kernel-by-kernel; dataflow's utilisation rises with SRAM, kernel-by-kernel's with DRAM bandwidth
+    and not at all with SRAM."""
     work = gpt_chip_work(4, pp=2)
     useful = layer_flops() / 4 * work.repeat
-    utilisation: dict[tuple[str, int, int], float] = {}
-    for sram in (150, 500):
-        for bandwidth in (100, 600):
-            chip = dataflow_chip("sn10", tiles=625, sram_bytes=sram * 2**20, dram_bandwidth=bandwidth * 1e9)
-            for style in ("dataflow", "kernel_by_kernel"):
-                solution = solve_intra_chip(work, chip, execution=style, max_partitions=4)  # type: ignore[arg-type]
-                utilisation[style, sram, bandwidth] = useful / (solution.total_s * chip.peak_flops)
-    for sram in (150, 500):
-        for bandwidth in (100, 600):
-            assert utilisation["dataflow", sram, bandwidth] >= utilisation["kernel_by_kernel", sram, bandwidth]
-    assert utilisation["dataflow", 500, 100] > utilisation["dataflow", 150, 100]
-    assert utilisation["kernel_by_kernel", 150, 600] > utilisation["kernel_by_kernel", 150, 100]
-    assert utilisation["kernel_by_kernel", 500, 100] == utilisation["kernel_by_kernel", 150, 100]
+
+    def utilisation(style: Execution, sram_mib: int, gb_s: int) -> float:
+        chip = dataflow_chip("sn10", tiles=625, sram_bytes=sram_mib * 2**20, dram_bandwidth=gb_s * 1e9)
+        return useful / (solve_intra_chip(work, chip, execution=style, max_partitions=4).total_s * chip.peak_flops)
+
+    kernel_by_kernel = {(s, b): utilisation("kernel_by_kernel", s, b) for s in (300, 500) for b in (100, 600)}
+    dataflow = {(s, b): utilisation("dataflow", s, b) for s, b in ((300, 100), (500, 100), (300, 600))}
+    assert all(dataflow[point] >= kernel_by_kernel[point] for point in dataflow)
+    assert dataflow[500, 100] > dataflow[300, 100]
+    assert kernel_by_kernel[300, 600] > kernel_by_kernel[300, 100]
+    assert kernel_by_kernel[500, 100] == kernel_by_kernel[300, 100]
+
+
+def test_too_few_partitions_for_the_sram_says_so() -> None:
+    """Without SRAM every tensor crosses partitions, so three kernels in a chain need three."""
+    work, chip = _chain()
+    with pytest.raises(InfeasibleMapping, match="at most 2 partitions .* allow more partitions"):
+        solve_intra_chip(work, DataflowChip(**{**chip.__dict__, "sram_bytes": 1}), max_partitions=2)
+
+
+def test_a_chip_workload_refuses_what_it_cannot_map() -> None:
+    graph = gpt_layer(64, 4, 16)
+    with pytest.raises(GraphError, match="training graph"):
+        chip_workload(DataflowGraph("t", graph.kernels, graph.tensors, training=True))
+    with pytest.raises(GraphError, match="schemes names kernels it does not have: qq"):
+        chip_workload(graph, schemes={"qq": "n"})
+    with pytest.raises(GraphError, match="must be at least 0"):
+        chip_workload(graph, network_seconds={"q": -1.0})
