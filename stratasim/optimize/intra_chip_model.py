@@ -46,7 +46,9 @@ class _Program:
     def row(self, terms: dict[int, float], lower: float = -_INF, upper: float = _INF) -> None:
         self.rows.append((lower, upper, terms))
 
-    def solve(self, time_limit_s: float) -> highspy.Highs:
+    def solve(self, time_limit_s: float, start: dict[int, float]) -> highspy.Highs:
+        """Solve within ``time_limit_s`` seconds from the integer values ``start`` (a mapping to improve on; HiGHS
+        completes the continuous columns, or ignores it if it breaks a constraint)."""
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = len(self.lower), len(self.rows)
         lp.col_lower_, lp.col_upper_ = np.array(self.lower), np.array(self.upper)
@@ -69,6 +71,8 @@ class _Program:
         solver.setOptionValue("time_limit", float(time_limit_s))
         solver.setOptionValue("mip_rel_gap", 1e-6)
         solver.passModel(lp)
+        if start:
+            solver.setSolution(len(start), np.array(list(start), dtype=np.int32), np.array(list(start.values())))
         solver.run()
         return solver
 
@@ -238,6 +242,16 @@ def _lifetimes(program: _Program, columns: _Columns, work: ChipWorkload, parts: 
             program.row(terms, upper=room)
 
 
+def _alone(columns: _Columns, options: list[list[tuple[int, float]]], parts: int) -> dict[int, float]:
+    """Every kernel alone in its partition on its fastest option (kernel-by-kernel, so a time-out is never worse
+    than it), when there are partitions enough and those columns exist; else nothing."""
+    last = {i: len(kernel) - 1 for i, kernel in enumerate(options)}
+    chosen = [columns.z.get((i, i, last[i])) for i in range(len(options))]
+    if len(options) > parts or None in chosen:
+        return {}
+    return {column: float(column in chosen) for column in columns.z.values()}
+
+
 def solve_model(
     work: ChipWorkload, chip: DataflowChip, parts: int, time_limit_s: float, fixed: Fixed | None = None
 ) -> tuple[Sequence[int], Sequence[int], bool, float] | None:
@@ -245,7 +259,7 @@ def solve_model(
     it is proved optimal, and the relative gap; None when the program is infeasible, TimeoutError when nothing was
     found in time. ``fixed`` takes the partitions (and the tiles) out of the program."""
     program, columns, options = _build(work, chip, parts, fixed)
-    solver = program.solve(time_limit_s)
+    solver = program.solve(time_limit_s, _alone(columns, options, parts))
     status = solver.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
         return None

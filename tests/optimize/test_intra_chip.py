@@ -236,3 +236,13 @@ def test_a_chip_workload_refuses_what_it_cannot_map() -> None:
         chip_workload(graph, schemes={"qq": "n"})
     with pytest.raises(GraphError, match="must be at least 0"):
         chip_workload(graph, network_seconds={"q": -1.0})
+
+
+def test_a_time_out_returns_the_best_mapping_found_with_its_gap() -> None:
+    """Stopped after half a second, the search still returns a mapping (it starts from kernel-by-kernel, so never
+    a slower one), marked ``time_limit`` with the gap it could not close."""
+    sn10 = dataflow_chip("sn10")
+    work = gpt_chip_work(8)
+    stopped = solve_intra_chip(work, sn10, time_limit_s=0.5)
+    assert stopped.status == "time_limit" and stopped.gap > 0
+    assert stopped.total_s <= solve_intra_chip(work, sn10, execution="kernel_by_kernel").total_s * (1 + 1e-9)
