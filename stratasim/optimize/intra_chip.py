@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 Status = Literal["optimal", "time_limit", "enumerated"]
+Bound = Literal["compute", "memory", "network"]
 
 
 class InfeasibleMapping(ValueError):
@@ -61,17 +62,17 @@ class Partition:
         return max(self.compute_s, self.memory_s, self.network_s)
 
     @property
-    def bound(self) -> str:
+    def bound(self) -> Bound:
         """What sets its time: ``compute``, ``memory`` or ``network``."""
-        times = {"compute": self.compute_s, "memory": self.memory_s, "network": self.network_s}
+        times: dict[Bound, float] = {"compute": self.compute_s, "memory": self.memory_s, "network": self.network_s}
         return max(times, key=lambda name: times[name])
 
 
 @dataclass(frozen=True)
 class IntraChipSolution:
-    """A mapping of a chip workload onto a chip: its partitions in execution order, ``status`` (``optimal``,
-    ``time_limit`` with the best mapping found, ``enumerated`` by exhaustive search, ``fixed`` for kernel-by-kernel
-    with nothing to choose) and the solver's relative optimality ``gap``."""
+    """A mapping of a chip workload onto a chip: its partitions in execution order, ``status`` (``optimal``, proved
+    by the solver; ``time_limit``, the best mapping found in time; ``enumerated`` by exhaustive search) and the
+    solver's relative optimality ``gap``."""
 
     chip: str
     execution: Execution
@@ -157,6 +158,8 @@ def solve_intra_chip(
     count = len(work.kernels)
     fixed: Fixed | None = None
     if style == "kernel_by_kernel":
+        if partitions is not None:
+            raise ValueError("kernel-by-kernel execution puts every kernel alone: it takes no partitions")
         fixed = Fixed(tuple(range(count)), whole_chip=True)
     elif partitions is not None:
         fixed = Fixed(_numbered(work, partitions), whole_chip=False)
@@ -173,7 +176,11 @@ def solve_intra_chip(
 
 
 def _numbered(work: ChipWorkload, partitions: Sequence[Sequence[str]]) -> tuple[int, ...]:
-    """The partition number of each kernel from lists of kernel names; ValueError unless each kernel is in one."""
+    """The partition number of each kernel from lists of kernel names; ValueError unless each kernel is in one
+    and no partition is empty."""
+    empty = [str(number) for number, names in enumerate(partitions) if not names]
+    if empty:
+        raise ValueError(f"partitions {', '.join(empty)} name no kernel; leave empty partitions out")
     where = {name: number for number, names in enumerate(partitions) for name in names}
     names = [k.name for k in work.kernels]
     stray = sorted(set(where) - set(names))

@@ -81,7 +81,7 @@ def test_the_milp_finds_the_optimum_enumeration_finds(work: ChipWorkload, chip: 
     if best is None:
         assert found is None
     else:
-        assert found == pytest.approx(best, rel=1e-6, abs=1e-12)
+        assert found == pytest.approx(best, rel=1e-5, abs=1e-12)  # the solver stops within a 1e-6 gap
 
 
 @_SETTINGS
@@ -153,7 +153,8 @@ def test_the_dram_holds_the_weights_and_the_tensors_alive_between_partitions() -
 
 def test_a_mapping_that_cannot_fit_names_the_constraint() -> None:
     """Weights beyond DRAM; tensors that must cross partitions (no SRAM to fuse) beyond what DRAM has left; a
-    partition list missing a kernel; one running a consumer before its producer."""
+    partition list missing a kernel, with an empty partition, or given to kernel-by-kernel; one running a consumer
+    before its producer."""
     work, chip = _chain()
     tight = DataflowChip(**{**chip.__dict__, "dram_capacity": 20_000})
     with pytest.raises(InfeasibleMapping, match="'chain': the weights .* exceed its DRAM capacity"):
@@ -162,6 +163,10 @@ def test_a_mapping_that_cannot_fit_names_the_constraint() -> None:
         solve_intra_chip(work, DataflowChip(**{**chip.__dict__, "dram_capacity": 32_001, "sram_bytes": 1}))
     with pytest.raises(ValueError, match="missing: c"):
         solve_intra_chip(work, chip, partitions=[["a", "b"]])
+    with pytest.raises(ValueError, match="partitions 1 name no kernel"):
+        solve_intra_chip(work, chip, partitions=[["a", "b"], [], ["c"]])
+    with pytest.raises(ValueError, match="takes no partitions"):
+        solve_intra_chip(work, chip, execution="kernel_by_kernel", partitions=[["a", "b", "c"]])
     with pytest.raises(InfeasibleMapping, match="before the one producing it"):
         solve_intra_chip(work, chip, partitions=[["b"], ["a", "c"]])
 
