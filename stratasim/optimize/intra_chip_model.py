@@ -6,7 +6,9 @@ Variables (``n`` kernels, ``m`` tensors, ``P`` partitions, ``O`` tile options): 
 ``L[j,p] >= S[src,p] - S[dst,p-1] - sum_q B[j,q]`` with ``S[i,p] = sum_{q<=p} A[i,q]`` (tensor ``j`` alive in DRAM
 while ``p`` runs); ``t[p]`` the partition's critical time. Compute time is linear because each option's time is a
 constant: ``t[p] >= sum_o c[i,o] Z[i,p,o]`` for every kernel ``i``. DFModel's ``D[j,p] = A[src,p] XOR A[dst,p]``
-is ``A[src,p] + A[dst,p] - 2 B[j,p]``. Times are in microseconds inside the model.
+is ``A[src,p] + A[dst,p] - 2 B[j,p]``. A kernel's options keep only tile counts faster than every smaller one; a
+cut bounds each partition by its kernels' least tile-seconds over the chip's tiles; the search starts from
+kernel-by-kernel when the partitions allow it. Times are in microseconds inside the model.
 """
 
 from __future__ import annotations
