@@ -10,15 +10,16 @@ from dataclasses import dataclass
 
 from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.dataflow.graph import DataflowGraph, GraphError, Layout
-from stratasim.workload_layer.dataflow.sharding import sharded_operator
+from stratasim.workload_layer.dataflow.sharding import backward_operators, sharded_operator
 
-__all__ = ["ChipKernel", "ChipTensor", "ChipWorkload", "chip_workload"]
+__all__ = ["ChipKernel", "ChipTensor", "ChipWorkload", "chip_workload", "backward_names"]
 
 
 @dataclass(frozen=True)
 class ChipKernel:
-    """One kernel as the chip runs it: its per-device ``operator``, the ``weight_bytes`` it reads from DRAM each
-    time it runs, and the ``network_seconds`` its communication takes (from the inter-chip pass)."""
+    """One kernel as the chip runs it: its per-device ``operator``, the ``weight_bytes`` it moves between DRAM and
+    the chip each time it runs (reading weights, or writing their gradients), and the ``network_seconds`` its
+    communication takes (from the inter-chip pass)."""
 
     name: str
     operator: compute_pb2.OperatorDesc
@@ -38,13 +39,21 @@ class ChipTensor:
 
 @dataclass(frozen=True)
 class ChipWorkload:
-    """The kernels one chip runs, in a topological order, the tensors between them, and how many times in
-    sequence it runs them per pass (``repeat``: a model's identical layers)."""
+    """The kernels one chip runs, in a topological order, the tensors between them, how many times in sequence it
+    runs them per pass (``repeat``: a model's identical layers), and the bytes DRAM holds through a pass for each
+    repeat (``held_bytes``; None: the kernels' weights)."""
 
     name: str
     kernels: tuple[ChipKernel, ...]
     tensors: tuple[ChipTensor, ...]
     repeat: int = 1
+    held_bytes: int | None = None
+
+    @property
+    def resident_bytes(self) -> int:
+        """What DRAM holds through the whole pass, over every repeat."""
+        held = sum(k.weight_bytes for k in self.kernels) if self.held_bytes is None else self.held_bytes
+        return held * self.repeat
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -64,13 +73,12 @@ def _share(bytes_: int, layout: Layout, tp: int) -> int:
 
 def _check(graph: DataflowGraph, schemes: Mapping[str, str], tp: int, seconds: Mapping[str, float]) -> None:
     where = f"graph {graph.name!r}"
-    if graph.training:
-        raise GraphError(where, "is a training graph; the intra-chip pass maps a forward pass only")
     if tp < 1:
         raise GraphError(where, f"tp must be at least 1, not {tp}")
     names = {k.name for k in graph.kernels}
-    for key, given in (("schemes", schemes), ("network_seconds", seconds)):
-        unknown = sorted(set(given) - names)
+    backward = set(backward_names(graph)) if graph.training else set()
+    for key, given, known in (("schemes", schemes, names), ("network_seconds", seconds, names | backward)):
+        unknown = sorted(set(given) - known)
         if unknown:
             raise GraphError(where, f"{key} names kernels it does not have: {', '.join(unknown)}")
     for name, value in seconds.items():
@@ -85,13 +93,15 @@ def chip_workload(
     tp: int = 1,
     network_seconds: Mapping[str, float] | None = None,
 ) -> ChipWorkload:
-    """What one of ``tp`` devices runs of ``graph`` forward, each kernel under its scheme in ``schemes`` (by
-    kernel name; a kernel left out takes its first), with ``network_seconds`` per kernel name (default 0).
+    """What one of ``tp`` devices runs of ``graph``, each kernel under its scheme in ``schemes`` (by kernel name;
+    a kernel left out takes its first), with ``network_seconds`` per kernel name (default 0; a training graph's
+    backward kernels are named as :func:`backward_names` gives).
 
     A kernel's operator is its :func:`sharded_operator` share; its weights are divided where its scheme splits
     them; a tensor holds the larger of the shares its producer writes and its consumer reads (a split layout
-    holds ``1/tp`` of it, a replicated or partial one all of it). A training graph's backward pass is not mapped
-    yet: :class:`GraphError` rather than a forward-only answer; likewise for names the graph does not have.
+    holds ``1/tp`` of it, a replicated or partial one all of it). A training graph adds its backward pass after
+    the forward one. :class:`GraphError` for names the graph does not
+    have.
     """
     _check(graph, schemes or {}, tp, network_seconds or {})
     chosen = {k.name: k.scheme((schemes or {}).get(k.name, k.schemes[0].name)) for k in graph.kernels}
@@ -118,4 +128,54 @@ def chip_workload(
         )
         for t in graph.tensors
     )
-    return ChipWorkload(graph.name, kernels, tensors, graph.repeat)
+    if not graph.training:
+        return ChipWorkload(graph.name, kernels, tensors, graph.repeat)
+    return _with_backward(ChipWorkload(graph.name, kernels, tensors, graph.repeat), graph, seconds)
+
+
+_SUFFIXES = {"gemm": ("dgrad", "wgrad"), "elementwise": ("backward",), "attention": ("backward",)}
+"""The backward kernels of each kind of kernel, as :func:`backward_operators` returns them: a GEMM's gradient of
+its first input (and of nothing else) and of its weights or second input; any other kernel's one."""
+
+
+def _suffixes(graph: DataflowGraph, name: str) -> tuple[str, ...]:
+    kind = graph.kernel(name).operator.WhichOneof("shape")
+    if kind not in _SUFFIXES:
+        raise GraphError(f"kernel {name!r}", f"no backward pass is known for a {kind} operator")
+    return _SUFFIXES[kind]
+
+
+def backward_names(graph: DataflowGraph) -> list[str]:
+    """A training graph's backward kernels in the order they run: each forward kernel's, the last one first (a
+    GEMM's ``<name>.dgrad`` then ``<name>.wgrad``, any other kernel's ``<name>.backward``)."""
+    return [f"{k.name}.{suffix}" for k in reversed(graph.order()) for suffix in _suffixes(graph, k.name)]
+
+
+def _with_backward(forward: ChipWorkload, graph: DataflowGraph, seconds: Mapping[str, float]) -> ChipWorkload:
+    """``forward`` followed by its backward pass: each kernel's gradient kernels (a GEMM's read its weights and
+    write their gradients); each tensor's gradient from its consumer's gradient kernel to every gradient kernel of
+    its producer; each tensor also kept from the forward pass for the consumer's gradient kernel that reads it (a
+    GEMM's weight gradient reads its first input, its input gradient the second); DRAM holds the weights and their
+    gradients."""
+    position = {k.name: i for i, k in enumerate(forward.kernels)}
+    kernels = list(forward.kernels)
+    where: dict[tuple[str, str], int] = {}
+    for kernel in reversed(forward.kernels):
+        suffixes = _suffixes(graph, kernel.name)
+        for suffix, op in zip(suffixes, backward_operators(kernel.operator)):
+            where[kernel.name, suffix] = len(kernels)
+            name = f"{kernel.name}.{suffix}"
+            weights = kernel.weight_bytes if suffix != "backward" else 0
+            kernels.append(ChipKernel(name, op, weights, seconds.get(name, 0.0)))
+    tensors = list(forward.tensors)
+    for edge, tensor in zip(graph.tensors, forward.tensors):
+        gemm = graph.kernel(edge.target).operator.WhichOneof("shape") == "gemm"
+        gradient = ("dgrad" if edge.slot == 0 else "wgrad") if gemm else "backward"
+        reader = ("wgrad" if edge.slot == 0 else "dgrad") if gemm else "backward"
+        for suffix in _suffixes(graph, edge.source):
+            source, target = where[edge.target, gradient], where[edge.source, suffix]
+            tensors.append(ChipTensor(f"d[{edge.name}]>{suffix}", source, target, tensor.bytes))
+        kept = ChipTensor(f"{edge.name} (kept)", position[edge.source], where[edge.target, reader], tensor.bytes)
+        tensors.append(kept)
+    held = 2 * sum(k.weight_bytes for k in forward.kernels)
+    return ChipWorkload(forward.name, tuple(kernels), tuple(tensors), forward.repeat, held)

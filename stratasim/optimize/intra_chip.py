@@ -97,7 +97,7 @@ def evaluate(
 ) -> tuple[Partition, ...]:
     """The partitions of putting kernel ``i`` in partition ``assignment[i]`` on ``tiles[i]`` tiles (the
     partitions in increasing number, empty ones left out); :class:`InfeasibleMapping` if it breaks a constraint."""
-    resident = sum(k.weight_bytes for k in work.kernels) * work.repeat
+    resident = work.resident_bytes
     for t in work.tensors:
         if assignment[t.source] > assignment[t.target]:
             raise InfeasibleMapping(f"tensor {t.name!r} would be consumed in a partition before the one producing it")
@@ -166,7 +166,7 @@ def solve_intra_chip(
     limit = count if max_partitions is None or fixed is not None else max_partitions
     if limit < 1:
         raise ValueError(f"max_partitions must be at least 1, got {max_partitions}")
-    resident = sum(k.weight_bytes for k in work.kernels) * work.repeat
+    resident = work.resident_bytes
     found = solve_model(work, chip, limit, time_limit_s, fixed) if resident <= chip.dram_capacity else None
     if found is None:
         raise InfeasibleMapping(_why_infeasible(work, chip, fixed, limit))
@@ -196,7 +196,7 @@ def _numbered(work: ChipWorkload, partitions: Sequence[Sequence[str]]) -> tuple[
 def _why_infeasible(work: ChipWorkload, chip: DataflowChip, fixed: Fixed | None, limit: int) -> str:
     """Which constraint leaves no mapping: DRAM for the weights, the given mapping's first broken constraint, DRAM
     for the tensors even with every kernel alone, or else too few partitions for the SRAM and tiles."""
-    weights = sum(k.weight_bytes for k in work.kernels) * work.repeat
+    weights = work.resident_bytes
     where = f"chip {chip.name!r}, workload {work.name!r}"
     if weights > chip.dram_capacity:
         return (

@@ -193,7 +193,7 @@ def _order_and_symmetry(program: _Program, columns: _Columns, work: ChipWorkload
 def _tensors(program: _Program, columns: _Columns, work: ChipWorkload, chip: DataflowChip, parts: int) -> None:
     """B exact, SRAM capacity over B, DRAM traffic time (crossing tensors and weights), network time, and DRAM
     capacity over the live tensors L."""
-    resident = sum(k.weight_bytes for k in work.kernels) * work.repeat
+    resident = work.resident_bytes
     b, t = columns.b, columns.t
     for p in range(parts):
         sram: dict[int, float] = {}
@@ -244,14 +244,35 @@ def _lifetimes(program: _Program, columns: _Columns, work: ChipWorkload, parts: 
             program.row(terms, upper=room)
 
 
-def _alone(columns: _Columns, options: list[list[tuple[int, float]]], parts: int) -> dict[int, float]:
-    """Every kernel alone in its partition on its fastest option (kernel-by-kernel, so a time-out is never worse
-    than it), when there are partitions enough and those columns exist; else nothing."""
-    last = {i: len(kernel) - 1 for i, kernel in enumerate(options)}
-    chosen = [columns.z.get((i, i, last[i])) for i in range(len(options))]
-    if len(options) > parts or None in chosen:
+def _start(
+    work: ChipWorkload, chip: DataflowChip, columns: _Columns, options: list[list[tuple[int, float]]], parts: int
+) -> dict[int, float]:
+    """A mapping for the search to improve on: with partitions enough, every kernel alone on its fastest option
+    (kernel-by-kernel, so a time-out is never slower than it); else the kernels packed in order into as few
+    partitions as their tiles (one each) and the SRAM allow. Nothing when those columns do not exist."""
+    count = len(work.kernels)
+    if count <= parts:
+        chosen = [columns.z.get((i, i, len(options[i]) - 1)) for i in range(count)]
+    else:
+        packed = _packed(work, chip)
+        chosen = [columns.z.get((i, part, 0)) for i, part in enumerate(packed)] if max(packed) < parts else [None]
+    if None in chosen:
         return {}
     return {column: float(column in chosen) for column in columns.z.values()}
+
+
+def _packed(work: ChipWorkload, chip: DataflowChip) -> list[int]:
+    """Each kernel's partition when the kernels, in order, fill a partition until its tiles (one per kernel) or
+    its SRAM would overflow."""
+    parts: list[int] = []
+    current = kept = members = 0
+    for i in range(len(work.kernels)):
+        joining = sum(t.bytes for t in work.tensors if t.target == i and parts[t.source] == current)
+        if members and (members + 1 > chip.tiles or kept + joining > chip.sram_bytes):
+            current, kept, members, joining = current + 1, 0, 0, 0
+        parts.append(current)
+        kept, members = kept + joining, members + 1
+    return parts
 
 
 def solve_model(
@@ -261,7 +282,7 @@ def solve_model(
     it is proved optimal, and the relative gap; None when the program is infeasible, TimeoutError when nothing was
     found in time. ``fixed`` takes the partitions (and the tiles) out of the program."""
     program, columns, options = _build(work, chip, parts, fixed)
-    solver = program.solve(time_limit_s, _alone(columns, options, parts))
+    solver = program.solve(time_limit_s, _start(work, chip, columns, options, parts))
     status = solver.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
         return None

@@ -241,14 +241,39 @@ def test_too_few_partitions_for_the_sram_says_so() -> None:
         solve_intra_chip(work, DataflowChip(**{**chip.__dict__, "sram_bytes": 1}), max_partitions=2)
 
 
-def test_a_chip_workload_refuses_what_it_cannot_map() -> None:
+def test_a_chip_workload_refuses_names_it_does_not_have() -> None:
     graph = gpt_layer(64, 4, 16)
-    with pytest.raises(GraphError, match="training graph"):
-        chip_workload(DataflowGraph("t", graph.kernels, graph.tensors, training=True))
     with pytest.raises(GraphError, match="schemes names kernels it does not have: qq"):
         chip_workload(graph, schemes={"qq": "n"})
+    with pytest.raises(GraphError, match="network_seconds names kernels it does not have: q.dgrad"):
+        chip_workload(graph, network_seconds={"q.dgrad": 1.0})  # a forward graph has no backward kernels
     with pytest.raises(GraphError, match="must be at least 0"):
         chip_workload(graph, network_seconds={"q": -1.0})
+
+
+def test_a_training_graph_adds_its_backward_pass() -> None:
+    """After the forward kernels, each one's gradient kernels, last first (a GEMM's dgrad and wgrad). The gradient
+    of FFN1's input (slot 0) flows from FFN1's dgrad to GeLU's backward, and GeLU's output is kept for FFN1's
+    weight gradient; the gradient of K (the second input of Q·Kᵀ) comes from that product's wgrad to both of K's
+    gradient kernels, and K is kept for the dgrad. DRAM holds weights and their gradients."""
+    small = gpt_layer(64, 4, 16, layers=3)
+    work = chip_workload(
+        DataflowGraph("t", small.kernels, small.tensors, repeat=3, training=True),
+        schemes=SCHEMES,
+        tp=2,
+        network_seconds={"q.dgrad": 1e-6},
+    )
+    names = [k.name for k in work.kernels]
+    assert len(names) == 15 + 8 * 2 + 7 and names[15:18] == ["add2.backward", "ffn1.dgrad", "ffn1.wgrad"]
+    kernels = {k.name: k for k in work.kernels}
+    assert kernels["ffn1.dgrad"].weight_bytes == kernels["ffn1.wgrad"].weight_bytes == kernels["ffn1"].weight_bytes
+    assert kernels["q.dgrad"].network_seconds == 1e-6
+    forward_weights = sum(kernels[name].weight_bytes for name in names[:15])
+    assert work.resident_bytes == 2 * forward_weights * 3
+    edges = {(names[t.source], names[t.target]) for t in work.tensors}
+    assert {("ffn1.dgrad", "gelu.backward"), ("gelu", "ffn1.wgrad")} <= edges
+    assert {("mha1.wgrad", "k.dgrad"), ("mha1.wgrad", "k.wgrad"), ("k", "mha1.dgrad")} <= edges
+    assert len(work.tensors) == 18 + 18 + 8 * 2 + 10  # forward, kept, gradients to GEMM producers (two each) and others
 
 
 def test_a_time_out_returns_the_best_mapping_found_with_its_gap() -> None:
