@@ -216,16 +216,20 @@ def _why_infeasible(work: ChipWorkload, chip: DataflowChip, fixed: Fixed | None,
     )
 
 
-def enumerate_intra_chip(work: ChipWorkload, chip: DataflowChip) -> IntraChipSolution:
-    """The fastest dataflow mapping of a small ``work`` by trying every order-respecting partitioning and every
-    tile count of every kernel (a check on :func:`solve_intra_chip`; exponential in the kernels)."""
+def enumerate_intra_chip(
+    work: ChipWorkload, chip: DataflowChip, *, max_partitions: int | None = None
+) -> IntraChipSolution:
+    """The fastest dataflow mapping of a small ``work`` into at most ``max_partitions`` partitions (default: one per
+    kernel) by trying every order-respecting partitioning and every tile count of every kernel (a check on
+    :func:`solve_intra_chip`; exponential in the kernels)."""
+    limit = len(work.kernels) if max_partitions is None else max_partitions
     best: tuple[Partition, ...] | None = None
     for assignment in _assignments(work):
-        partitions = _best_tiles(work, chip, assignment)
+        partitions = _best_tiles(work, chip, assignment) if max(assignment) < limit else None
         if partitions is not None and (best is None or _time(partitions) < _time(best)):
             best = partitions
     if best is None:
-        raise InfeasibleMapping(_why_infeasible(work, chip, None, len(work.kernels)))
+        raise InfeasibleMapping(_why_infeasible(work, chip, None, limit))
     return IntraChipSolution(chip.name, "dataflow", best, work.repeat, "enumerated", 0.0)
 
 

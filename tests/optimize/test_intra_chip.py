@@ -85,6 +85,21 @@ def test_the_milp_finds_the_optimum_enumeration_finds(work: ChipWorkload, chip: 
 
 
 @_SETTINGS
+@given(_workloads(), _chips(), st.integers(1, 3))
+def test_with_fewer_partitions_too(work: ChipWorkload, chip: DataflowChip, limit: int) -> None:
+    """The same with at most ``limit`` partitions (the search then starts from an in-order packing)."""
+    try:
+        best = enumerate_intra_chip(work, chip, max_partitions=limit).total_s
+    except InfeasibleMapping:
+        best = None
+    found = _solved(work, chip, max_partitions=limit)
+    if best is None:
+        assert found is None
+    else:
+        assert found == pytest.approx(best, rel=1e-5, abs=1e-12)
+
+
+@_SETTINGS
 @given(_workloads(), _chips())
 def test_dataflow_is_never_slower_than_kernel_by_kernel(work: ChipWorkload, chip: DataflowChip) -> None:
     """Kernel-by-kernel is one dataflow mapping (each kernel alone on the whole chip), so the optimum is no slower."""
