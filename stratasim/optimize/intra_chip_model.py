@@ -249,16 +249,34 @@ def _start(
 ) -> dict[int, float]:
     """A mapping for the search to improve on: with partitions enough, every kernel alone on its fastest option
     (kernel-by-kernel, so a time-out is never slower than it); else the kernels packed in order into as few
-    partitions as their tiles (one each) and the SRAM allow. Nothing when those columns do not exist."""
+    partitions as their tiles (one each) and the SRAM allow, the tiles shared by need. Nothing when those columns
+    do not exist."""
     count = len(work.kernels)
     if count <= parts:
         chosen = [columns.z.get((i, i, len(options[i]) - 1)) for i in range(count)]
     else:
         packed = _packed(work, chip)
-        chosen = [columns.z.get((i, part, 0)) for i, part in enumerate(packed)] if max(packed) < parts else [None]
+        shares = _shares(chip, options, packed)
+        chosen = (
+            [columns.z.get((i, part, shares[i])) for i, part in enumerate(packed)] if max(packed) < parts else [None]
+        )
     if None in chosen:
         return {}
     return {column: float(column in chosen) for column in columns.z.values()}
+
+
+def _shares(chip: DataflowChip, options: list[list[tuple[int, float]]], packed: list[int]) -> list[int]:
+    """Each kernel's option in its packed partition: the most tiles within its share of the chip, the share
+    proportional to the tile-seconds it needs."""
+    need = [min(tiles * seconds for tiles, seconds in kernel) for kernel in options]
+    total = {part: 0.0 for part in packed}
+    for i, part in enumerate(packed):
+        total[part] += need[i]
+    chosen = []
+    for i, part in enumerate(packed):
+        share = chip.tiles * need[i] / total[part] if total[part] > 0 else 1
+        chosen.append(max(o for o, (tiles, _) in enumerate(options[i]) if tiles <= max(share, 1)))
+    return chosen
 
 
 def _packed(work: ChipWorkload, chip: DataflowChip) -> list[int]:

@@ -105,12 +105,16 @@ def ring_all_reduce_s(bytes_: int, chips: int, bandwidth: float) -> float:
     return 2 * (chips - 1) / chips * bytes_ / bandwidth if chips > 1 else 0.0
 
 
-def gpt_chip_work(tp: int, pp: int = 1, link: float = PCIE, size: dict[str, int] = GPT3_175B) -> ChipWorkload:
+def gpt_chip_work(
+    tp: int, pp: int = 1, link: float = PCIE, size: dict[str, int] = GPT3_175B, training: bool = False
+) -> ChipWorkload:
     """What one chip of a ``tp`` x ``pp`` GPT plan runs: its ``layers / pp`` layers, Megatron-sharded over
-    ``tp`` chips on a ring of ``link`` bytes/s."""
-    graph = gpt_layer(size["hidden"], size["heads"], size["seq"], size["layers"] // pp)
+    ``tp`` chips on a ring of ``link`` bytes/s (in training, the backward all-reduces too)."""
+    layer = gpt_layer(size["hidden"], size["heads"], size["seq"])
+    graph = DataflowGraph(layer.name, layer.kernels, layer.tensors, size["layers"] // pp, training)
     reduce = ring_all_reduce_s(size["seq"] * size["hidden"] * WORD, tp, link)
-    return chip_workload(graph, schemes=SCHEMES, tp=tp, network_seconds={"proj": reduce, "ffn1": reduce})
+    backward = {"q.dgrad": reduce, "ffn0.dgrad": reduce} if training else {}
+    return chip_workload(graph, schemes=SCHEMES, tp=tp, network_seconds={"proj": reduce, "ffn1": reduce} | backward)
 
 
 def layer_flops(size: dict[str, int] = GPT3_175B) -> int:

@@ -222,6 +222,8 @@ def test_dataflow_mappings_beat_the_kernel_by_kernel_one_on_eight_sn10s() -> Non
     # The figures docs/explanation/dataflow-execution.md shows.
     times = [kernel_by_kernel, vendor, best.total_s, torus.total_s]
     assert times == pytest.approx([1.489, 0.918, 0.767, 0.462], abs=5e-4)
+    training = solve_intra_chip(gpt_chip_work(8, training=True), sn10, execution="kernel_by_kernel")
+    assert training.total_s == pytest.approx(4.137, abs=5e-4)
 
 
 @pytest.mark.slow
