@@ -45,8 +45,9 @@ def notes(
         )
     if solution.pp > 1:
         said.append(
-            "pipeline: the estimate runs every stage at the slowest stage's pace for (m + pp - 1) steps; the engine "
-            "runs each stage at its own, and counts each send once per boundary crossed rather than per step"
+            "pipeline: the estimate runs every stage at the slowest stage's pace for (m + pp - 1) steps with the "
+            "sends hidden behind compute, each TP rank sending its share; the engine runs each stage at its own "
+            "pace, sends a replicated or partial-sum tensor whole, and the fill and drain wait for 2 (pp - 1) sends"
         )
     if graph.training:
         said.extend(_training_notes(solution))

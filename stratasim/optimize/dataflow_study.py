@@ -22,12 +22,13 @@ from stratasim.optimize.dataflow_costs import DataflowCosts, DataflowStudyError
 from stratasim.optimize.dataflow_notes import estimate_terms, notes
 from stratasim.optimize.dataflow_roles import fixed_roles, ordered_roles
 from stratasim.optimize.inter_chip import InterChipError, InterChipProblem, InterChipSolution, solve_inter_chip
-from stratasim.optimize.milp import SolverError
+from stratasim.optimize.milp import SolverError, Status
 from stratasim.optimize.result import Objective, OptimizeResult
 from stratasim.study.device import study_memory_capacity
 from stratasim.study.economics import study_economics
 from stratasim.study.run import run_study
 from stratasim.workload_layer.dataflow.file import load_graph
+from stratasim.workload_layer.dataflow.graph import DataflowGraph
 from stratasim.workload_layer.dataflow.mapping import DataflowConfig
 
 if TYPE_CHECKING:
@@ -49,14 +50,17 @@ def optimize_dataflow_study(
     overlapped); the default serialises compute and conversions as the engine runs blocking collectives."""
     config = _config(study)
     memory, unknown = study_memory_capacity(study)
-    with DataflowCosts(study, load_graph(config.graph).training) as costs:
-        problem = dataflow_problem(study, costs, memory or _UNLIMITED, overlap)
-        solution, candidates = _solve(problem, time_limit_s)
+    graph = load_graph(config.graph)
+    with DataflowCosts(study, graph.training) as costs:
+        problem = dataflow_problem(study, graph, costs, memory or _UNLIMITED, overlap)
+        solution, candidates, unsolved = _solve(problem, time_limit_s)
     plan = mapping_keys(problem, solution)
     simulated = run_study(_with_plan(study, plan)).total_time_ps if simulate else None
     said = notes(problem, solution, simulated, objective)
     if unknown:
         said = (f"memory not checked: {unknown}; set system.memory_capacity", *said)
+    if unsolved:
+        said = (unsolved, *said)
     return OptimizeResult(
         plan=plan,
         objective=objective,
@@ -82,14 +86,16 @@ def _config(study: Study) -> DataflowConfig:
     return config
 
 
-def dataflow_problem(study: Study, costs: DataflowCosts, memory_bytes: int, overlap: bool) -> InterChipProblem:
-    """The inter-chip problem of ``study`` priced by ``costs``: the global micro-batches are the study's
+def dataflow_problem(
+    study: Study, graph: DataflowGraph, costs: DataflowCosts, memory_bytes: int, overlap: bool
+) -> InterChipProblem:
+    """The inter-chip problem of ``study`` (whose graph file holds ``graph``) priced by ``costs``: the global micro-batches are the study's
     per-pipeline ``micro_batches`` times its ``dp``; degrees the study sets fix the dimensions' roles."""
     config = _config(study)
     dims = costs.network_dims()
     mapping = config.mapping
     return InterChipProblem(
-        graph=load_graph(config.graph),
+        graph=graph,
         dims=dims,
         memory_bytes=memory_bytes,
         kernel_time=costs.kernel_time,
@@ -101,28 +107,37 @@ def dataflow_problem(study: Study, costs: DataflowCosts, memory_bytes: int, over
     )
 
 
-def _solve(problem: InterChipProblem, time_limit_s: float) -> tuple[InterChipSolution, int]:
+def _solve(problem: InterChipProblem, time_limit_s: float) -> tuple[InterChipSolution, int, str]:
     """The best solution over the role orders the engine runs (each solved with its roles fixed, in the time
-    left), its gap against the least bound of them all, and how many role assignments were searched."""
+    left), its gap against the least bound of them all, how many role assignments were searched, and a note when
+    some stopped without a mapping (then no gap is proved: it is given as 1)."""
     start = time.perf_counter()
     options = ordered_roles(problem) if problem.roles is None else (problem.roles,)
     found: list[InterChipSolution] = []
-    failed: list[StrataSimError] = []
+    failed: list[StrataSimError | None] = []
     for roles in options:
         left = max(0.0, time_limit_s - (time.perf_counter() - start))
         try:
             found.append(solve_inter_chip(dataclasses.replace(problem, roles=roles), time_limit_s=left))
+            failed.append(None)
         except (InterChipError, SolverError) as error:
             failed.append(error)
     if not found:
-        timed_out = [error for error in failed if isinstance(error, SolverError)]
-        raise timed_out[0] if timed_out else _unmapped(problem, failed[0], time_limit_s)
+        errors = [error for error in failed if error is not None]
+        timed_out = [error for error in errors if isinstance(error, SolverError)]
+        raise timed_out[0] if timed_out else _unmapped(problem, errors[0], time_limit_s)
     best = min(found, key=lambda s: s.iteration_ps)
-    bound = min(s.bound_ps for s in found)
-    optimal = all(s.status == "optimal" for s in found) and not any(isinstance(e, SolverError) for e in failed)
-    gap = max(s.gap for s in found) if optimal else max(0.0, (best.iteration_ps - bound) / best.iteration_ps)
+    unsolved = [roles for roles, error in zip(options, failed) if isinstance(error, SolverError)]
+    if unsolved:  # a role order stopped with no mapping and no bound: nothing is proved
+        gap, said = 1.0, f"no mapping found in time for roles {', '.join('/'.join(r) for r in unsolved)}: gap unproved"
+    elif all(s.status == "optimal" for s in found):
+        gap, said = max(s.gap for s in found), ""
+    else:
+        bound = min(s.bound_ps for s in found)
+        gap, said = max(0.0, (best.iteration_ps - bound) / best.iteration_ps), ""
+    status: Status = "optimal" if not said and all(s.status == "optimal" for s in found) else "time_limit"
     wall = time.perf_counter() - start
-    return dataclasses.replace(best, status="optimal" if optimal else "time_limit", gap=gap, wall_s=wall), len(options)
+    return dataclasses.replace(best, status=status, gap=gap, wall_s=wall), len(options), said
 
 
 def _unmapped(problem: InterChipProblem, first: StrataSimError, time_limit_s: float) -> StrataSimError:
