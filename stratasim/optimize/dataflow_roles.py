@@ -3,8 +3,8 @@
 The dataflow workload numbers its NPUs TP innermost, then PP, then DP, and the topology numbers them innermost
 dimension first; so the mapping the event engine runs puts TP on the innermost dimensions, PP on the next and DP on
 the outermost. The inter-chip pass is asked only about such role orders (:func:`ordered_roles`), so its estimate
-prices the groups the engine will run. A study that sets any of ``workload.mapping.tp``, ``pp`` or ``dp`` fixes the
-split (:func:`fixed_roles`): the pass then finds the best sharding and pipeline cut of that split.
+prices the groups the engine will run. Asked to keep a study's degrees, the pass fixes the roles
+they give (:func:`fixed_roles`) and finds the best sharding and pipeline cut of that split.
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ def ordered_roles(problem: InterChipProblem) -> tuple[tuple[Role, ...], ...]:
     )
 
 
-def fixed_roles(mapping: MappingSection, sizes: tuple[int, ...]) -> tuple[Role, ...] | None:
+def fixed_roles(mapping: MappingSection, sizes: tuple[int, ...]) -> tuple[Role, ...]:
     """The roles the study's degrees give the dimensions of ``sizes`` (innermost first): TP takes the innermost
-    dimensions until their product is ``tp``, PP the next, DP the rest. None when the study sets no degree (the
-    pass chooses); :class:`DataflowStudyError` naming the keys when the degrees cannot fill the topology so."""
-    if not {"tp", "pp", "dp"} & mapping.model_fields_set:
-        return None
+    dimensions until their product is ``tp``, PP the next, DP the rest; :class:`DataflowStudyError` naming the
+    keys when the degrees cannot fill the topology so."""
     degrees = {"tp": mapping.tp, "pp": mapping.pp, "dp": mapping.dp}
     roles: list[Role] = []
     dim = 0
@@ -52,5 +50,5 @@ def _no_fill(degrees: dict[str, int], sizes: tuple[int, ...]) -> str:
     return (
         f"workload.mapping: tp = {degrees['tp']}, pp = {degrees['pp']}, dp = {degrees['dp']} cannot fill the topology's "
         f"dimensions {shown} ({math.prod(sizes)} NPUs): each degree must be the product of whole dimensions, TP on the "
-        "innermost, then PP, then DP; set degrees that do, or leave tp, pp and dp out for the optimiser to choose"
+        "innermost, then PP, then DP; set degrees that do, or let the optimiser choose them"
     )

@@ -42,17 +42,27 @@ _UNLIMITED = 2**62
 
 
 def optimize_dataflow_study(
-    study: Study, *, objective: Objective, time_limit_s: float, simulate: bool = True, overlap: bool = False
+    study: Study,
+    *,
+    objective: Objective,
+    time_limit_s: float,
+    simulate: bool = True,
+    overlap: bool = False,
+    keep_degrees: bool = False,
 ) -> OptimizeResult:
     """The best mapping of ``study``'s dataflow graph onto its topology for ``objective``, found within
     ``time_limit_s`` seconds (past it, the best found and its gap), and its event simulation unless ``simulate``
-    is False. ``overlap`` True prices a stage as DFModel's eq. 7 does (compute, layout conversions and sends all
-    overlapped); the default serialises compute and conversions as the engine runs blocking collectives."""
+    is False.
+
+    ``overlap`` True prices a stage as DFModel's eq. 7 does (compute, layout conversions and sends all overlapped);
+    the default serialises compute and conversions as the engine runs blocking collectives. ``keep_degrees`` keeps
+    the study's ``tp``, ``pp`` and ``dp`` and finds the best sharding and pipeline cut of that split (else the
+    optimiser chooses them too)."""
     config = _config(study)
     memory, unknown = study_memory_capacity(study)
     graph = load_graph(config.graph)
     with DataflowCosts(study, graph.training) as costs:
-        problem = dataflow_problem(study, graph, costs, memory or _UNLIMITED, overlap)
+        problem = dataflow_problem(study, graph, costs, memory or _UNLIMITED, overlap, keep_degrees)
         solution, candidates, unsolved = _solve(problem, time_limit_s)
     plan = mapping_keys(problem, solution)
     simulated = run_study(_with_plan(study, plan)).total_time_ps if simulate else None
@@ -87,10 +97,11 @@ def _config(study: Study) -> DataflowConfig:
 
 
 def dataflow_problem(
-    study: Study, graph: DataflowGraph, costs: DataflowCosts, memory_bytes: int, overlap: bool
+    study: Study, graph: DataflowGraph, costs: DataflowCosts, memory_bytes: int, overlap: bool, keep_degrees: bool
 ) -> InterChipProblem:
     """The inter-chip problem of ``study`` (whose graph file holds ``graph``) priced by ``costs``: the global micro-batches are the study's
-    per-pipeline ``micro_batches`` times its ``dp``; degrees the study sets fix the dimensions' roles."""
+    per-pipeline ``micro_batches`` times its ``dp``; with ``keep_degrees`` the study's degrees fix the dimensions'
+    roles."""
     config = _config(study)
     dims = costs.network_dims()
     mapping = config.mapping
@@ -103,7 +114,7 @@ def dataflow_problem(
         micro_batches=mapping.micro_batches * mapping.dp,
         max_stages=math.prod(dim.size for dim in dims),
         overlap=overlap,
-        roles=fixed_roles(mapping, tuple(dim.size for dim in dims)),
+        roles=fixed_roles(mapping, tuple(dim.size for dim in dims)) if keep_degrees else None,
     )
 
 

@@ -94,6 +94,7 @@ def test_fixed_degrees_are_kept() -> None:
         objective="time",
         time_limit_s=60,
         simulate=False,
+        keep_degrees=True,
     )
     assert (result.plan["workload.mapping.tp"], result.plan["workload.mapping.pp"]) == (4, 1)
     assert (result.plan["workload.mapping.dp"], result.plan["workload.mapping.micro_batches"]) == (4, 2)
@@ -105,7 +106,7 @@ def test_a_graph_with_a_cycle_is_named(tmp_path: Path) -> None:
         "  - {name: a, kind: elementwise, elements: 1024}\n  - {name: b, kind: elementwise, elements: 1024}\n"
         "tensors:\n  - {from: a, to: b}\n  - {from: b, to: a}\n"
     )
-    study = (EXAMPLES / "fft.yaml").read_text().replace("graph: fft.graph.yaml", "graph: loop.yaml")
+    study = (EXAMPLES / "fft.yaml").read_text().replace("graph: fft.graph.json", "graph: loop.yaml")
     (tmp_path / "study.yaml").write_text(study)
     with pytest.raises(GraphError, match=r"loop.yaml.*cycle: a -> b -> a|cycle: b -> a -> b"):
         optimize_dataflow_study(load_study(tmp_path / "study.yaml"), objective="time", time_limit_s=10)
@@ -121,7 +122,7 @@ def test_a_model_that_fits_nowhere_names_memory() -> None:
 def test_a_time_out_returns_the_best_mapping_and_its_gap(tmp_path: Path) -> None:
     """HPL in 8 runs takes HiGHS seconds a role order: a second's limit stops it with the best mapping found (or,
     on a fast machine, the optimum)."""
-    save_graph(hpl_graph(65536, 1024, 8), tmp_path / "hpl.graph.yaml")
+    save_graph(hpl_graph(65536, 1024, 8), tmp_path / "hpl.graph.json")
     (tmp_path / "study.yaml").write_text((EXAMPLES / "hpl.yaml").read_text())
     result = optimize_dataflow_study(
         load_study(tmp_path / "study.yaml"), objective="time", time_limit_s=1.0, simulate=False
@@ -140,7 +141,10 @@ def test_a_time_out_without_a_mapping_says_so() -> None:
 def test_degrees_that_cannot_fill_the_topology_are_named() -> None:
     with pytest.raises(DataflowStudyError, match=r"workload.mapping: tp = 8, pp = 1, dp = 2 cannot fill .* 4 x 4"):
         optimize_dataflow_study(
-            _study("fft", "workload.mapping.tp=8", "workload.mapping.dp=2"), objective="time", time_limit_s=10
+            _study("fft", "workload.mapping.tp=8", "workload.mapping.dp=2"),
+            objective="time",
+            time_limit_s=10,
+            keep_degrees=True,
         )
 
 
