@@ -14,12 +14,15 @@ import pytest
 
 from stratasim.config.study_file import Study, load_study
 from stratasim.kernel.errors import StrataSimError
-from stratasim.optimize.dataflow_study import DataflowStudyError, optimize_dataflow_study
+from stratasim.optimize.dataflow_costs import DataflowCosts
+from stratasim.optimize.dataflow_roles import fixed_roles, ordered_roles
+from stratasim.optimize.dataflow_study import DataflowStudyError, dataflow_problem, optimize_dataflow_study
 from stratasim.optimize.inter_chip import InterChipError
 from stratasim.optimize.milp import SolverError
-from stratasim.workload_layer.dataflow.file import save_graph
+from stratasim.workload_layer.dataflow.file import load_graph, save_graph
 from stratasim.workload_layer.dataflow.generators.hpl import hpl_graph
 from stratasim.workload_layer.dataflow.graph import GraphError
+from stratasim.workload_layer.dataflow.mapping import MappingSection
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "optimize"
 _ROUNDING_PS = 10
@@ -152,3 +155,29 @@ def test_another_workload_kind_is_refused() -> None:
     study = load_study(EXAMPLES.parent / "quickstart.yaml")
     with pytest.raises(StrataSimError, match="workload.kind: the dataflow optimiser needs kind: dataflow"):
         optimize_dataflow_study(study, objective="time", time_limit_s=10)
+
+
+@pytest.mark.parametrize(
+    ("degrees", "sizes", "roles"),
+    [
+        ((4, 4, 1), (4, 4), ("tp", "pp")),
+        ((1, 1, 16), (4, 4), ("dp", "dp")),
+        ((16, 1, 1), (4, 4), ("tp", "tp")),
+        ((2, 4, 2), (2, 4, 2), ("tp", "pp", "dp")),
+    ],
+)
+def test_kept_degrees_take_whole_dimensions_tp_innermost(
+    degrees: tuple[int, int, int], sizes: tuple[int, ...], roles: tuple[str, ...]
+) -> None:
+    tp, pp, dp = degrees
+    assert fixed_roles(MappingSection(tp=tp, pp=pp, dp=dp), sizes) == roles
+
+
+def test_only_role_orders_the_engine_runs_are_searched() -> None:
+    """TP never outside PP or DP on the dimensions: the workload numbers NPUs TP innermost, then PP, then DP."""
+    study = _study("gpt_layer")
+    with DataflowCosts(study, training=True) as costs:
+        problem = dataflow_problem(study, load_graph(EXAMPLES / "gpt_layer.graph.json"), costs, 2**40, False, False)
+    orders = ordered_roles(problem)
+    assert ("pp", "tp") not in orders and ("dp", "tp") not in orders and ("dp", "pp") not in orders
+    assert {("tp", "tp"), ("tp", "pp"), ("tp", "dp"), ("pp", "dp")} <= set(orders)
