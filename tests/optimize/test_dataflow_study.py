@@ -181,3 +181,14 @@ def test_only_role_orders_the_engine_runs_are_searched() -> None:
     orders = ordered_roles(problem)
     assert ("pp", "tp") not in orders and ("dp", "tp") not in orders and ("dp", "pp") not in orders
     assert {("tp", "tp"), ("tp", "pp"), ("tp", "dp"), ("pp", "dp")} <= set(orders)
+
+
+def test_a_kernel_cut_pipeline_is_written_as_stages_and_runs() -> None:
+    """HPL kept at TP 4, PP 4 cuts its kernels into four stages (written as workload.mapping.stages). One
+    micro-batch: the estimate counts ``pp`` steps at the slowest stage's pace, the engine each stage once and its
+    sends, here well below that."""
+    study = _study("hpl", "workload.mapping.tp=4", "workload.mapping.pp=4")
+    result = optimize_dataflow_study(study, objective="time", time_limit_s=60, keep_degrees=True)
+    stages = result.plan["workload.mapping.stages"]
+    assert sorted(set(stages.values())) == [0, 1, 2, 3] and stages["panel 1"] == 0 and stages["solve"] == 3
+    assert result.simulated_ps is not None and result.simulated_ps < result.estimate_ps
