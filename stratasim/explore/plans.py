@@ -27,18 +27,14 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from stratasim.explore.generators import Generated, Generator, GeneratorError, Size, divisors, reason
-from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.schema import Bytes
 from stratasim.kernel.units import format_bytes
-from stratasim.study.compute_setup import open_compute
-from stratasim.study.device import memory_capacity
-from stratasim.v1 import compute_pb2
+from stratasim.study.device import study_memory_capacity
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
 
@@ -113,7 +109,7 @@ class ParallelismGenerator(Generator):
         config = _transformer(study)
         if self.ep is not None and config.model.experts == 0:
             raise GeneratorError("ep", "the base study's model has no experts (model.experts)")
-        limit, unchecked = (self.memory, "") if self.memory is not None else _capacity(study)
+        limit, unchecked = (self.memory, "") if self.memory is not None else study_memory_capacity(study)
         base = config.model_dump(exclude_unset=True)
         fixed_batch = (
             {} if "global_batch" in config.parallelism.model_fields_set else {"global_batch": config.parallelism.batch}
@@ -238,22 +234,3 @@ def _peak_bytes(config: TransformerConfig) -> int:
     """The most any NPU of the plan holds at once, by the builder's own memory accounting."""
     workload = TransformerWorkload(config)
     return max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
-
-
-def _capacity(study: Study) -> tuple[int | None, str]:
-    """The bytes each NPU may hold, as the run will check it (``system.memory_capacity``, else what the compute
-    backend says of the device), or None and why not."""
-    if study.system.memory_capacity is not None or study.compute is None:
-        return memory_capacity(study, None)
-    section = study.compute
-    if section.endpoint is not None or section.spawn:
-        return None, "the compute backend runs in another process"
-    try:
-        with ExitStack() as stack:
-            compute, _ = open_compute(section, stack)
-            response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device_name()]))
-    except StrataSimError as exc:
-        return None, str(exc)
-    if response.HasField("error"):
-        return None, response.error.message
-    return memory_capacity(study, response.devices[0])

@@ -5,12 +5,14 @@ with."""
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from fractions import Fraction
 
 from stratasim.config.study_file import Study, StudyCompute
 from stratasim.kernel.contracts import ComputeBackend
-from stratasim.kernel.errors import BackendError
+from stratasim.kernel.errors import BackendError, StrataSimError
+from stratasim.study.compute_setup import open_compute
 from stratasim.v1 import compute_pb2
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "devices_facts",
     "joined_calibration",
     "memory_capacity",
+    "study_memory_capacity",
 ]
 
 
@@ -166,3 +169,22 @@ def memory_capacity(study: Study, facts: compute_pb2.DeviceFacts | None) -> tupl
     if facts.HasField("memory_capacity_bytes"):
         return facts.memory_capacity_bytes, ""
     return None, f"the compute backend does not know {facts.device!r}'s capacity ({facts.memory_capacity_unknown})"
+
+
+def study_memory_capacity(study: Study) -> tuple[int | None, str]:
+    """The bytes each NPU may hold, as the run will check it (``system.memory_capacity``, else what the compute
+    backend says of the device), or None and why not."""
+    if study.system.memory_capacity is not None or study.compute is None:
+        return memory_capacity(study, None)
+    section = study.compute
+    if section.endpoint is not None or section.spawn:
+        return None, "the compute backend runs in another process"
+    try:
+        with ExitStack() as stack:
+            compute, _ = open_compute(section, stack)
+            response = compute.describe(compute_pb2.DescribeRequest(devices=[section.device_name()]))
+    except StrataSimError as exc:
+        return None, str(exc)
+    if response.HasField("error"):
+        return None, response.error.message
+    return memory_capacity(study, response.devices[0])

@@ -269,6 +269,12 @@ def test_every_example_has_a_test() -> None:
     tested |= {CALIBRATION / f"{name}.yaml" for name in (MI300X, *GAUDI3, H200_FP8, GPT_NEOX_20B_GAUDI3)}
     tested |= {EXAMPLES / "explore" / "quickstart_sweep.yaml"}  # docs/tutorials/exploring.md shows its best trial
     tested |= {EXAMPLES / "dataflow" / "two_gemms.graph.json"}  # the graph dataflow/two_gemms.yaml runs
+    # tests/optimize/test_dataflow_study.py optimises and simulates these studies and their graphs
+    tested |= {
+        EXAMPLES / "optimize" / f"{name}{kind}"
+        for name in ("hpl", "fft", "gpt_layer")
+        for kind in (".yaml", ".graph.json")
+    }
     tested |= {EXAMPLES / "explore" / "stragglers_p99.yaml"}  # tests/explore/test_p99_sweep.py ranks its trials
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)

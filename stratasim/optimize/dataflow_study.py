@@ -1,0 +1,236 @@
+"""The optimal mapping of a ``kind: dataflow`` study (DFModel's inter-chip pass), simulated by the event engine.
+
+:func:`optimize_dataflow_study` builds the :class:`~stratasim.optimize.inter_chip.InterChipProblem` of a study —
+its graph file, its topology's dimensions, each NPU's memory capacity as the run checks it, kernels priced on its
+compute device and collectives in closed form on its network (:mod:`stratasim.optimize.dataflow_costs`) — solves
+it with HiGHS, writes the solution as the study's ``workload.mapping`` keys and, unless told not to, runs the study
+with them. The iteration's micro-batches are the study's: ``workload.mapping.micro_batches`` per pipeline times its
+``dp`` (the solver shares that global count among the replicas it picks). docs/how-to/optimize-dataflow.md shows
+it at work and says what the estimate leaves out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from stratasim.config.overrides import apply_overrides, as_overrides
+from stratasim.kernel.errors import ConfigError, StrataSimError
+from stratasim.optimize.dataflow_costs import DataflowCosts, DataflowStudyError
+from stratasim.optimize.dataflow_notes import estimate_terms, notes
+from stratasim.optimize.dataflow_roles import fixed_roles, ordered_roles
+from stratasim.optimize.inter_chip import InterChipError, InterChipProblem, InterChipSolution, solve_inter_chip
+from stratasim.optimize.milp import SolverError, Status
+from stratasim.optimize.result import Objective, OptimizeResult
+from stratasim.study.device import study_memory_capacity
+from stratasim.study.economics import study_economics
+from stratasim.study.run import run_study
+from stratasim.workload_layer.dataflow.file import load_graph
+from stratasim.workload_layer.dataflow.graph import DataflowGraph
+from stratasim.workload_layer.dataflow.mapping import DataflowConfig
+
+if TYPE_CHECKING:
+    from stratasim.config.study_file import Study
+
+__all__ = ["optimize_dataflow_study", "dataflow_problem", "mapping_keys", "DataflowStudyError"]
+
+_MAPPING = "workload.mapping."
+_UNLIMITED = 2**62
+"""The memory a device is taken to hold when neither the study nor its compute backend says."""
+
+
+def optimize_dataflow_study(
+    study: Study,
+    *,
+    objective: Objective,
+    time_limit_s: float,
+    simulate: bool = True,
+    overlap: bool = False,
+    keep_degrees: bool = False,
+) -> OptimizeResult:
+    """The best mapping of ``study``'s dataflow graph onto its topology for ``objective``, found within
+    ``time_limit_s`` seconds (past it, the best found and its gap), and its event simulation unless ``simulate``
+    is False.
+
+    ``overlap`` True prices a stage as DFModel's eq. 7 does (compute, layout conversions and sends all overlapped);
+    the default serialises compute and conversions as the engine runs blocking collectives. ``keep_degrees`` keeps
+    the study's ``tp``, ``pp`` and ``dp`` and finds the best sharding and pipeline cut of that split (else the
+    optimiser chooses them too)."""
+    config = _config(study)
+    memory, unknown = study_memory_capacity(study)
+    graph = load_graph(config.graph)
+    with DataflowCosts(study, graph.training) as costs:
+        problem = dataflow_problem(study, graph, costs, memory or _UNLIMITED, overlap, keep_degrees)
+        solution, candidates, unsolved = _solve(problem, time_limit_s)
+    plan = mapping_keys(problem, solution)
+    simulated = run_study(_with_plan(study, plan)).total_time_ps if simulate else None
+    said = notes(problem, solution, simulated, objective)
+    if unknown:
+        said = (f"memory not checked: {unknown}; set system.memory_capacity", *said)
+    if unsolved:
+        said = (unsolved, *said)
+    return OptimizeResult(
+        plan=plan,
+        objective=objective,
+        status=solution.status,
+        gap=solution.gap,
+        solver_seconds=solution.wall_s,
+        estimate_ps=round(solution.iteration_ps),
+        estimate_terms=estimate_terms(problem, solution),
+        candidates=candidates,
+        simulated_ps=simulated,
+        notes=said,
+        economics=_economics(study, problem, solution, simulated, objective),
+        details=_details(solution),
+    )
+
+
+def _config(study: Study) -> DataflowConfig:
+    config = study.workload.config
+    if not isinstance(config, DataflowConfig):
+        raise DataflowStudyError(
+            f"workload.kind: the dataflow optimiser needs kind: dataflow, not {study.workload.kind}"
+        )
+    return config
+
+
+def dataflow_problem(
+    study: Study, graph: DataflowGraph, costs: DataflowCosts, memory_bytes: int, overlap: bool, keep_degrees: bool
+) -> InterChipProblem:
+    """The inter-chip problem of ``study`` (whose graph file holds ``graph``) priced by ``costs``: the global micro-batches are the study's
+    per-pipeline ``micro_batches`` times its ``dp``; with ``keep_degrees`` the study's degrees fix the dimensions'
+    roles."""
+    config = _config(study)
+    dims = costs.network_dims()
+    mapping = config.mapping
+    return InterChipProblem(
+        graph=graph,
+        dims=dims,
+        memory_bytes=memory_bytes,
+        kernel_time=costs.kernel_time,
+        collective_time=costs.collective_time,
+        micro_batches=mapping.micro_batches * mapping.dp,
+        max_stages=math.prod(dim.size for dim in dims),
+        overlap=overlap,
+        roles=fixed_roles(mapping, tuple(dim.size for dim in dims)) if keep_degrees else None,
+    )
+
+
+def _solve(problem: InterChipProblem, time_limit_s: float) -> tuple[InterChipSolution, int, str]:
+    """The best solution over the role orders the engine runs (each solved with its roles fixed, in the time
+    left), its gap against the least bound of them all, how many role assignments were searched, and a note when
+    some stopped without a mapping (then no gap is proved: it is given as 1)."""
+    start = time.perf_counter()
+    options = ordered_roles(problem) if problem.roles is None else (problem.roles,)
+    found: list[InterChipSolution] = []
+    failed: list[StrataSimError | None] = []
+    for roles in options:
+        left = max(0.0, time_limit_s - (time.perf_counter() - start))
+        try:
+            found.append(solve_inter_chip(dataclasses.replace(problem, roles=roles), time_limit_s=left))
+            failed.append(None)
+        except (InterChipError, SolverError) as error:
+            failed.append(error)
+    if not found:
+        errors = [error for error in failed if error is not None]
+        timed_out = [error for error in errors if isinstance(error, SolverError)]
+        raise timed_out[0] if timed_out else _unmapped(problem, errors[0], time_limit_s)
+    best = min(found, key=lambda s: s.iteration_ps)
+    unsolved = [roles for roles, error in zip(options, failed) if isinstance(error, SolverError)]
+    if unsolved:  # a role order stopped with no mapping and no bound: nothing is proved
+        gap, said = 1.0, f"no mapping found in time for roles {', '.join('/'.join(r) for r in unsolved)}: gap unproved"
+    elif all(s.status == "optimal" for s in found):
+        gap, said = max(s.gap for s in found), ""
+    else:
+        bound = min(s.bound_ps for s in found)
+        gap, said = max(0.0, (best.iteration_ps - bound) / best.iteration_ps), ""
+    status: Status = "optimal" if not said and all(s.status == "optimal" for s in found) else "time_limit"
+    wall = time.perf_counter() - start
+    return dataclasses.replace(best, status=status, gap=gap, wall_s=wall), len(options), said
+
+
+def _unmapped(problem: InterChipProblem, first: StrataSimError, time_limit_s: float) -> StrataSimError:
+    """Why no role order fits: the pass's reason for the whole problem (the binding constraint and the least
+    memory any mapping needs), or, should a role order the engine cannot run fit, that."""
+    if problem.roles is not None:
+        return first
+    try:
+        solve_inter_chip(problem, time_limit_s=time_limit_s)
+    except (InterChipError, SolverError) as error:
+        return error
+    return DataflowStudyError(
+        f"graph {problem.graph.name!r}: only mappings with TP outside PP or DP on the network's dimensions fit, which "
+        "the dataflow workload cannot run (it numbers NPUs TP innermost, then PP, then DP)"
+    )
+
+
+def mapping_keys(problem: InterChipProblem, solution: InterChipSolution) -> dict[str, Any]:
+    """The solution as the study's ``workload.mapping`` keys: degrees, schemes, stages (none when the stages
+    split the graph's repeats or there is one) and the micro-batches each pipeline runs."""
+    stages = solution.stages if solution.pp > 1 and problem.graph.repeat == 1 else {}
+    return {
+        _MAPPING + "tp": solution.tp,
+        _MAPPING + "pp": solution.pp,
+        _MAPPING + "dp": solution.dp,
+        _MAPPING + "schemes": dict(solution.schemes),
+        _MAPPING + "stages": dict(stages),
+        _MAPPING + "micro_batches": problem.micro_batches // solution.dp,
+    }
+
+
+def _with_plan(study: Study, plan: dict[str, Any]) -> Study:
+    """``study`` with ``plan``'s keys set on its workload section, as ``--set`` sets them."""
+    config = _config(study)
+    data, problems = apply_overrides({"workload": config.model_dump()}, as_overrides(plan))
+    if problems:
+        raise ConfigError(study.source, problems)
+    workload = dataclasses.replace(study.workload, config=DataflowConfig.model_validate(data["workload"]))
+    return dataclasses.replace(study, workload=workload)
+
+
+def _economics(
+    study: Study, problem: InterChipProblem, solution: InterChipSolution, simulated: int | None, objective: Objective
+) -> dict[str, float] | None:
+    """The system's price and power and the mapping's graph executions per second, per dollar and per watt (of the
+    simulated time when there is one); None for a time objective on hardware the economics cannot price."""
+    try:
+        economics = study_economics(study)
+    except StrataSimError:
+        if objective != "time":
+            raise
+        return None
+    seconds = (simulated if simulated is not None else solution.iteration_ps) / 1e12
+    throughput = problem.micro_batches / seconds
+    return {
+        "system_price_usd": economics.system_price_usd,
+        "system_power_w": economics.system_power_w,
+        "graphs_per_second": throughput,
+        "perf_per_dollar": economics.perf_per_dollar(throughput),
+        "perf_per_watt": economics.perf_per_watt(throughput),
+    }
+
+
+def _details(solution: InterChipSolution) -> dict[str, Any]:
+    """The solution's figures beyond the plan: roles, per-stage terms (ps), memory, the layout collectives."""
+    return {
+        "roles": list(solution.roles),
+        "repeats_per_stage": solution.repeats_per_stage,
+        "memory_bytes": round(solution.memory_bytes),
+        "bound_ps": round(solution.bound_ps),
+        "stages": [
+            {
+                "compute_ps": round(s.compute_ps),
+                "conversion_ps": round(s.conversion_ps),
+                "p2p_ps": round(s.p2p_ps),
+                "time_ps": round(s.time_ps),
+                "memory_bytes": round(s.memory_bytes),
+            }
+            for s in solution.stage_estimates
+        ],
+        "layout_collectives": [
+            {"tensor": c.tensor, "direction": c.direction, "kind": c.kind, "bytes": c.bytes}
+            for c in solution.collectives
+        ],
+    }
