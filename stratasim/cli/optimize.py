@@ -8,8 +8,8 @@ import json
 import math
 from typing import TYPE_CHECKING
 
+from stratasim.explore.optimize import load_input, optimize_study
 from stratasim.optimize.result import OBJECTIVES, OptimizeResult
-from stratasim.optimize.run import load_input, optimize_study
 
 if TYPE_CHECKING:
     from stratasim.cli.arg_types import Subparsers

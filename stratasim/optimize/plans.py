@@ -1,6 +1,7 @@
 """The optimal transformer plan over a plan space, as a mixed-integer program solved by HiGHS.
 
-The space is the ``parallelism`` generator's (:mod:`stratasim.explore.plans`), with its options: every valid
+The space is the ``parallelism`` generator's (:mod:`stratasim.explore.plans`, listed by
+:func:`stratasim.explore.optimize.plan_points`), with its options: every valid
 combination of TP, PP, DP, schedule, virtual stages, micro-batch, recomputation, ZeRO and sequence parallelism.
 Each plan is priced by the first-order model (:mod:`stratasim.optimize.first_order`), and the program carries one
 binary per plan (exactly one chosen), the plan's cost (its iteration time, or minus its throughput per dollar or
@@ -19,27 +20,28 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from stratasim.explore.generators import GeneratorError
-from stratasim.explore.plans import ParallelismGenerator, _capacity
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_bytes
 from stratasim.optimize.first_order import FirstOrderError, FirstOrderModel, PlanEstimates, plan_keys
 from stratasim.optimize.milp import Milp
 from stratasim.optimize.result import Objective
 
-if TYPE_CHECKING:
-    from stratasim.config.study_file import Study
-
-__all__ = ["OptimizeError", "PlanChoice", "PlanSpace", "choose_plan", "optimal_plan", "plan_space"]
-
-_UNLIMITED = 2**62
-"""The memory a plan may use while the generator lists the space: every valid plan is kept, the program cuts."""
+__all__ = [
+    "OptimizeError",
+    "PlanChoice",
+    "PlanPoints",
+    "PlanSpace",
+    "choose_plan",
+    "optimal_plan",
+    "plan_costs",
+    "plan_space",
+]
 
 
 class OptimizeError(StrataSimError):
@@ -76,19 +78,25 @@ class PlanSpace:
         return line
 
 
-def plan_space(model: FirstOrderModel, study: Study, generator: ParallelismGenerator | None = None) -> PlanSpace:
-    """The plans of ``generator`` (default: every valid plan) for ``study``, each estimated by ``model``; a plan the
-    first-order model cannot estimate is skipped under its reason. :class:`OptimizeError` when no plan is left."""
-    generator = generator or ParallelismGenerator(generator="parallelism")
-    capacity, unchecked = (generator.memory, "") if generator.memory is not None else _capacity(study)
-    try:
-        generated = generator.model_copy(update={"memory": _UNLIMITED}).generate(study)
-    except GeneratorError as exc:
-        raise OptimizeError(f"the plan space's {exc.option}: {exc}") from None
-    skipped = Counter(generated.skipped)
-    plans: list[dict[str, Any]] = []
+@dataclass(frozen=True)
+class PlanPoints:
+    """A plan space as the ``parallelism`` generator lists it: its ``points`` (``workload.parallelism.*`` keys),
+    every valid plan whatever its memory; the combinations it ``skipped`` by reason; the ``capacity`` in bytes per
+    NPU (None: not checked, ``unchecked`` says why)."""
+
+    points: Sequence[Mapping[str, Any]]
+    skipped: Mapping[str, int]
+    capacity: int | None
+    unchecked: str = ""
+
+
+def plan_space(model: FirstOrderModel, listed: PlanPoints) -> PlanSpace:
+    """The plans of ``listed``, each estimated by ``model``; a plan the first-order model cannot estimate is skipped
+    under its reason. :class:`OptimizeError` when no plan is left."""
+    skipped = Counter(listed.skipped)
+    plans: list[Mapping[str, Any]] = []
     batches: list[int] = []
-    for point in generated.points:
+    for point in listed.points:
         try:
             batches.append(model.config(point).parallelism.batch)
         except FirstOrderError as exc:
@@ -96,9 +104,10 @@ def plan_space(model: FirstOrderModel, study: Study, generator: ParallelismGener
             continue
         plans.append(point)
     if not plans:
-        raise OptimizeError(f"the plan space has no plan to choose from: {generated.describe()}")
+        said = ", ".join(f"{count} {why}" for why, count in skipped.most_common()) or "an empty space"
+        raise OptimizeError(f"the plan space has no plan to choose from: skipped {said}")
     estimates = model.estimate(plans)
-    return PlanSpace(estimates, np.array(batches, dtype=np.int64), capacity, unchecked, skipped)
+    return PlanSpace(estimates, np.array(batches, dtype=np.int64), listed.capacity, listed.unchecked, skipped)
 
 
 @dataclass(frozen=True)

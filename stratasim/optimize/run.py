@@ -1,107 +1,54 @@
-"""``stratasim optimize``: the optimal plan of a study, found by a mixed-integer program and simulated.
-
-A ``kind: transformer`` study (or a sweep file whose ``space`` holds a ``parallelism`` generator) gets the plan
-program of :mod:`stratasim.optimize.plans` over that space (a study file: the generator's default space, every valid
-plan), the inter-chip pass's check of the layer's sharding (:mod:`stratasim.optimize.plan_sharding`), and the chosen
-plan simulated by the event engine, the first-order estimate and the simulated time side by side. A ``kind:
-dataflow`` study goes to :func:`stratasim.optimize.dataflow_study.optimize_dataflow_study`.
-"""
+"""The optimal plan of a transformer study: the plan program of :mod:`stratasim.optimize.plans` over a listed space,
+the inter-chip pass's check of the layer's sharding (:mod:`stratasim.optimize.plan_sharding`), and the chosen plan
+simulated by the event engine, the first-order estimate and the simulated time side by side
+(:func:`stratasim.explore.optimize.optimize_study` lists the space from a study or sweep file and calls it)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from stratasim.config.overrides import apply_overrides
-from stratasim.config.study_file import Study, WorkloadSpec, load_study, parse_study
-from stratasim.explore.plans import ParallelismGenerator
-from stratasim.explore.sweep_file import Sweep, load_sweep
-from stratasim.kernel.errors import ConfigError
-from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
+from stratasim.config.study_file import Study, WorkloadSpec
 from stratasim.kernel.units import format_bytes
 from stratasim.optimize.first_order import MEMORY_TERMS, TERMS, FirstOrderModel, plan_keys
 from stratasim.optimize.plan_sharding import sharding_notes
-from stratasim.optimize.plans import OptimizeError, PlanChoice, PlanSpace, optimal_plan, plan_costs, plan_space
+from stratasim.optimize.plans import (
+    OptimizeError,
+    PlanChoice,
+    PlanPoints,
+    PlanSpace,
+    optimal_plan,
+    plan_costs,
+    plan_space,
+)
 from stratasim.optimize.result import OBJECTIVES, Objective, OptimizeResult
 from stratasim.study.economics import SystemEconomics, study_economics
 from stratasim.study.run import run_study
 
-__all__ = ["optimize_study", "sweep_plan_space", "load_input"]
+__all__ = ["optimize_transformer"]
 
 _COMPUTE = ("forward_compute", "backward_compute", "recompute")
 """The terms of the layers' compute, set beside the report's compute time."""
 
 
-def optimize_study(
-    study_or_sweep: Study | Sweep, *, objective: Objective = "time", time_limit_s: float = 60.0, simulate: bool = True
+def optimize_transformer(
+    study: Study,
+    listed: PlanPoints,
+    *,
+    objective: Objective = "time",
+    time_limit_s: float = 60.0,
+    simulate: bool = True,
 ) -> OptimizeResult:
-    """The best plan of ``study_or_sweep`` by ``objective``, proved within ``time_limit_s`` (or the best found and its
-    gap), simulated unless ``simulate`` is False. :class:`OptimizeError` for a study the optimiser does not handle."""
+    """The best plan of ``listed`` for ``study``'s transformer by ``objective``, proved within ``time_limit_s`` (or
+    the best found and its gap), its sharding checked by the inter-chip pass and, with ``simulate``, run by the event
+    engine. :class:`OptimizeError` when no plan fits or the input is wrong."""
     if objective not in OBJECTIVES:
         raise OptimizeError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
-    if isinstance(study_or_sweep, Sweep):
-        study = parse_study(study_or_sweep.base, study_or_sweep.base_source)
-        generator: ParallelismGenerator | None = sweep_plan_space(study_or_sweep)
-    else:
-        study, generator = study_or_sweep, None
-    if study.workload.kind == "dataflow":
-        return _dataflow(study, objective, time_limit_s, simulate)
-    if study.workload.kind != "transformer":
-        raise OptimizeError(
-            f"{study.source}: optimize finds the best plan of a kind: transformer study (or a sweep file over one "
-            f"with a parallelism generator) and the best mapping of a kind: dataflow study, not kind: "
-            f"{study.workload.kind}"
-        )
-    return _transformer(study, generator, objective, time_limit_s, simulate)
-
-
-def sweep_plan_space(sweep: Sweep) -> ParallelismGenerator:
-    """The ``parallelism`` generator of ``sweep``'s space; :class:`ConfigError` naming the space when it has none or
-    also varies other keys (the plan program covers the plan's keys only)."""
-    space = sweep.section.space
-    generators = [entry for entry in space.values() if isinstance(entry, ParallelismGenerator)]
-    if len(generators) != 1 or len(space) != 1:
-        raise ConfigError(
-            sweep.source,
-            [
-                (
-                    "space",
-                    "the MILP searches one parallelism generator's plans: give space one {generator: parallelism} "
-                    "entry and nothing else (set other keys in the base study)",
-                )
-            ],
-        )
-    return generators[0]
-
-
-def _dataflow(study: Study, objective: Objective, time_limit_s: float, simulate: bool) -> OptimizeResult:
-    """A dataflow study's optimal mapping, by the module that optimises them (imported only when needed)."""
-    try:
-        module = importlib.import_module("stratasim.optimize.dataflow_study")
-    except ModuleNotFoundError as exc:
-        if exc.name != "stratasim.optimize.dataflow_study":
-            raise
-        raise OptimizeError(
-            f"{study.source}: optimising a kind: dataflow study needs stratasim.optimize.dataflow_study, which this "
-            "installation does not have; optimize handles kind: transformer studies here"
-        ) from None
-    result: OptimizeResult = module.optimize_dataflow_study(
-        study, objective=objective, time_limit_s=time_limit_s, simulate=simulate
-    )
-    return result
-
-
-def _transformer(
-    study: Study, generator: ParallelismGenerator | None, objective: Objective, time_limit_s: float, simulate: bool
-) -> OptimizeResult:
-    """The plan program on ``study``'s transformer, its answer estimated, checked and (with ``simulate``) run."""
     economics = study_economics(study) if objective != "time" or study.economics is not None else None
     price = _price(economics, objective)
     with FirstOrderModel(study) as model:
-        space = plan_space(model, study, generator)
+        space = plan_space(model, listed)
         choice = optimal_plan(space, plan_costs(space, objective, price), time_limit_s)
         plan = space.estimates.plans[choice.index]
         config = model.config(plan)
@@ -207,16 +154,3 @@ def _details(space: PlanSpace, choice: PlanChoice) -> dict[str, Any]:
         "variables": choice.variables,
         "rows": choice.rows,
     }
-
-
-def load_input(path: str | Path, overrides: Sequence[str] = ()) -> Study | Sweep:
-    """The study file, or the sweep file (one with ``space:``), at ``path``, with ``--set`` ``overrides`` applied to
-    the study (a sweep's base study); :class:`ConfigError` naming a bad file or override."""
-    data = parse_yaml(read_text(Path(path), YAML_BYTES, "file"), str(path))
-    if not (isinstance(data, Mapping) and "space" in data):
-        return load_study(path, overrides)
-    sweep = load_sweep(path)
-    base, problems = apply_overrides(sweep.base, overrides)
-    if problems:
-        raise ConfigError(sweep.source, problems)
-    return dataclasses.replace(sweep, base=base)
