@@ -28,8 +28,17 @@ if TYPE_CHECKING:
 
 __all__ = ["MEGATRON", "sharding_notes"]
 
-MEGATRON = {"qkv": "n", "attention projection": "k", "mlp up": "n", "mlp down": "k", "attention": "heads"}
-"""Megatron's sharding of a layer's GEMMs (n: columns, k: rows) and attention (by heads)."""
+MEGATRON = {
+    "qkv": "n",
+    "attention projection": "k",
+    "mlp up": "n",
+    "mlp down": "k",
+    "attention": "heads",
+    "attention scores": "batch",
+    "attention context": "batch",
+}
+"""Megatron's sharding of a layer's GEMMs (n: by columns, k: by rows) and attention — fused, by heads, or unfused, its
+two batched GEMMs by their batch of heads — for the kernels the layer has."""
 
 _UNLIMITED = 2**62
 
@@ -69,9 +78,9 @@ def sharding_notes(study: Study, config: TransformerConfig, tps: Iterable[int]) 
 
 def _verdict(tp: int, schemes: dict[str, str], collectives: list[str], status: str) -> str:
     """The note for one TP degree."""
-    chosen = {kernel: schemes.get(kernel, "?") for kernel in MEGATRON}
+    chosen = {kernel: schemes[kernel] for kernel in MEGATRON if kernel in schemes}
     proved = "proved optimal" if status == "optimal" else f"solver status {status}"
-    if chosen == MEGATRON:
+    if all(scheme == MEGATRON[kernel] for kernel, scheme in chosen.items()):
         return (
             f"TP {tp}: the inter-chip pass picks Megatron's sharding (QKV and MLP-up by columns, projection and "
             f"MLP-down by rows, attention by heads; {collectives.count('all_reduce')} all-reduces per layer), "
