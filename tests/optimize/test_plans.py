@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stratasim.config.study_file import load_study
-from stratasim.explore.optimize import optimize_study
+from stratasim.config.study_file import load_study, parse_study
+from stratasim.explore.optimize import optimize_study, plan_points, sweep_plan_space
 from stratasim.explore.sweep_file import Sweep, load_sweep, parse_sweep
-from stratasim.optimize.first_order import plan_keys
+from stratasim.optimize.first_order import estimate_plans, plan_keys
 from stratasim.optimize.milp import Milp, MilpSolution
 from stratasim.optimize.plans import OptimizeError, choose_plan
 from stratasim.optimize.result import OptimizeResult
@@ -177,3 +177,13 @@ def test_gpt3_1t_fig8_the_choice_is_the_simulated_best_split() -> None:
     assert result.status == "optimal" and result.candidates == 56 and result.details["unfit"] == 49 == 56 - len(times)
     assert chosen <= 1.02 * min(times.values())
     assert result.estimate_ps == pytest.approx(chosen, rel=1e-4)
+
+
+def test_the_program_equals_enumerating_a_real_space() -> None:
+    """On the Fig. 8 space, the program's plan is the fastest that fits by enumerating the same estimates."""
+    sweep = load_sweep(ROOT / "examples" / "optimize" / "gpt3_1t_splits.yaml")
+    study = parse_study(sweep.base, sweep.base_source)
+    listed = plan_points(study, sweep_plan_space(sweep))
+    estimates = estimate_plans(study, listed.points)
+    result = optimize_study(sweep, simulate=False)
+    assert dict(result.plan) == estimates.plans[estimates.best(listed.capacity)]
