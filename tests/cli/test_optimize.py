@@ -65,6 +65,7 @@ def test_no_simulate_leaves_the_simulated_time_out(sweep_file: Path) -> None:
         (["examples/gpt3_175b.yaml", "--time-limit", "-1"], "expected a positive number of seconds, got '-1'"),
         (["examples/gpt3_175b.yaml", "--set", "network.nope=1"], "network.nope"),
         (["no/such/file.yaml"], "no/such/file.yaml"),
+        (["examples/explore/quickstart_sweep.yaml"], "space: the MILP searches one parallelism generator's plans"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], fragment: str) -> None:
