@@ -52,10 +52,11 @@ def optimize_transformer(
         choice = optimal_plan(space, plan_costs(space, objective, price), time_limit_s)
         plan = space.estimates.plans[choice.index]
         config = model.config(plan)
+        tps = {model.config(listed_plan).parallelism.tp for listed_plan in space.estimates.plans}
     estimate = int(space.estimates.iteration_ps[choice.index])
     terms = {term: int(space.estimates.terms[term][choice.index]) for term in TERMS}
     notes = [f"space: {space.describe()}", *_solver_notes(choice, objective, study.npus)]
-    notes += sharding_notes(study, config, {int(p["workload.parallelism.tp"]) for p in space.estimates.plans})
+    notes += sharding_notes(study, config, tps)
     report: dict[str, Any] | None = None
     if simulate:
         chosen = dataclasses.replace(study, workload=WorkloadSpec(study.workload.kind, config))
