@@ -20,7 +20,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stratasim import __version__
-from stratasim.cli import budget_options, cost_command, profile, results, schema, serve, sweep, trace_options, validate
+from stratasim.cli import (
+    budget_options,
+    cost_command,
+    optimize,
+    profile,
+    results,
+    schema,
+    serve,
+    sweep,
+    trace_options,
+    validate,
+)
 from stratasim.cli.arg_types import Subparsers, positive_int
 from stratasim.cli.interrupts import stoppable
 from stratasim.cli.run_progress import RunProgress
@@ -390,6 +401,7 @@ _SUBCOMMANDS = (
     _add_trace,
     sweep.add_sweep,
     results.add_results,
+    optimize.add_optimize,
     schema.add_schema,
     validate.add_validate,
     profile.add_profile,

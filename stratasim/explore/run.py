@@ -8,6 +8,7 @@ level's ``set``), stops with one error before (or at its first finished trial).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -25,10 +26,11 @@ from stratasim.config.study_file import parse_study
 from stratasim.explore.cluster import on_cluster
 from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_saved
 from stratasim.explore.model_search import model_search
+from stratasim.explore.optimize import optimize_study
 from stratasim.explore.ranking import feasible, pareto
 from stratasim.explore.space import Space, check_points, expand, range_values, resolve
 from stratasim.explore.store import ResultStore, TrialRecord, check_trials, trial_key
-from stratasim.explore.sweep_file import Fidelity, Sweep
+from stratasim.explore.sweep_file import MILP_OBJECTIVES, Fidelity, Sweep
 from stratasim.kernel.errors import ConfigError, StrataSimError
 from stratasim.study.budget import DEFAULT_BUDGET, Budget
 from stratasim.study.run import run_study
@@ -161,13 +163,15 @@ def run_sweep(
     """
     if workers < 1:
         raise StrataSimError(f"--workers: expected at least 1 worker process, got {workers}")
+    wanted = [*(o.metric for o in sweep.section.objectives), *(c.metric for c in sweep.section.constraints)]
+    if sweep.section.search.method == "milp":
+        return _run_milp(sweep, store, progress, notes, wanted, budget)
     space = resolve(sweep, budget)
     check_points(sweep, space, budget)
     _check_units(sweep, space)
     if notes is not None:
         for line in space.notes():
             notes(line)
-    wanted = [*(o.metric for o in sweep.section.objectives), *(c.metric for c in sweep.section.constraints)]
 
     def keep(record: TrialRecord) -> None:
         store.record(record)
@@ -212,6 +216,38 @@ def _run_model_search(
 
     searched = model_search(sweep, space, list(finished.values()), run_one)
     return SweepOutcome(searched, len(searched) - before, pareto(sweep, searched), notes=tuple(space.notes()))
+
+
+def _run_milp(
+    sweep: Sweep,
+    store: ResultStore,
+    progress: SweepProgress | None,
+    notes: Callable[[str], None] | None,
+    wanted: list[str],
+    budget: Budget,
+) -> SweepOutcome:
+    """A ``milp`` search: the optimal plan by the plan program (:mod:`stratasim.explore.optimize`), simulated as the
+    sweep's one trial, its metrics with the program's ``milp_estimate_ns`` and ``milp_gap``."""
+    objective = MILP_OBJECTIVES[(sweep.section.objectives[0].metric, sweep.section.objectives[0].goal)]
+    result = optimize_study(sweep, objective=objective, simulate=False)  # type: ignore[arg-type]
+    if notes is not None:
+        for line in result.notes:
+            notes(line)
+    finished = _finished(store, sweep, 0)
+    params = dict(result.plan)
+    record = finished.get(trial_key(params))
+    if progress is not None:
+        progress.level("", 1, int(record is not None))
+    ran = record is None
+    if record is None:
+        record = _run_trial(sweep, 0, params, wanted, budget=budget)
+        if record.status == "done":
+            extra = {"milp_estimate_ns": result.estimate_ps / 1e3, "milp_gap": result.gap}
+            record = dataclasses.replace(record, metrics={**record.metrics, **extra})
+        store.record(record)
+        if progress is not None:
+            progress.trial(record)
+    return SweepOutcome([record], int(ran), pareto(sweep, [record]), notes=result.notes)
 
 
 def _check_levels(sweep: Sweep, first: dict[str, Any]) -> None:

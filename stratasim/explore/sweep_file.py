@@ -185,8 +185,9 @@ class Search(Section):
     points drawn at random with ``seed`` (the same seed, the same trials), or ``trials`` chosen one after the
     other by Optuna's TPE or NSGA-II sampler, seeded (:mod:`stratasim.explore.model_search`)."""
 
-    method: Literal["grid", "random", "tpe", "nsga2"] = "grid"
-    """grid: every combination; random: trials points drawn with seed; tpe, nsga2: Optuna's samplers."""
+    method: Literal["grid", "random", "tpe", "nsga2", "milp"] = "grid"
+    """grid: every combination; random: trials points drawn with seed; tpe, nsga2: Optuna's samplers; milp: the
+    optimal plan of a parallelism generator's space by a mixed-integer program, then simulated (one trial)."""
     trials: int | None = Field(default=None, ge=1)
     """How many trials (a grid's cap; needed by the other methods)."""
     seed: int = 0
@@ -194,7 +195,7 @@ class Search(Section):
 
     @model_validator(mode="after")
     def _random_needs_trials(self) -> Search:
-        if self.method != "grid" and self.trials is None:
+        if self.method not in ("grid", "milp") and self.trials is None:
             raise ValueError(f"a {self.method} search needs trials: how many points to try")
         return self
 
@@ -316,6 +317,39 @@ def _ladder_problems(section: SweepSection) -> list[tuple[str, str]]:
     return problems
 
 
+MILP_OBJECTIVES = {
+    ("total_time_ns", "min"): "time",
+    ("iteration_time_ns", "min"): "time",
+    ("cost.perf_per_dollar", "max"): "perf_per_dollar",
+    ("cost.perf_per_watt", "max"): "perf_per_watt",
+}
+"""The objectives a ``milp`` search optimises, by (metric, goal), and the optimiser's name for each."""
+
+
+def _milp_problems(section: SweepSection) -> list[tuple[str, str]]:
+    """What stops a ``milp`` search (nothing for the other methods): its space must be one parallelism generator,
+    its objective one of :data:`MILP_OBJECTIVES`, and it has no fidelity ladder."""
+    if section.search.method != "milp":
+        return []
+    problems = []
+    entries = list(section.space.values())
+    if len(entries) != 1 or not isinstance(entries[0], ParallelismGenerator):
+        problems.append(
+            (
+                "space",
+                "a milp search solves for one parallelism generator's plan: give space one {generator: parallelism} "
+                "entry and nothing else (set other keys in the base study)",
+            )
+        )
+    goals = [(objective.metric, objective.goal) for objective in section.objectives]
+    if len(goals) != 1 or goals[0] not in MILP_OBJECTIVES:
+        said = ", ".join(f"{metric} {goal}" for metric, goal in MILP_OBJECTIVES)
+        problems.append(("objectives", f"a milp search optimises one objective: {said}; got {goals}"))
+    if section.fidelity:
+        problems.append(("fidelity", "a milp search runs one trial, the optimal plan: it has no fidelity ladder"))
+    return problems
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A validated sweep: where it came from, the base study's raw mapping and its source, and the sections."""
@@ -342,7 +376,7 @@ def parse_sweep(data: Any, source: str, folder: Path) -> Sweep:
         raise ConfigError(source, problems)
     section = validated_section(SweepSection, data, "", problems)
     if section is not None:
-        problems += _ladder_problems(section)
+        problems += _ladder_problems(section) + _milp_problems(section)
     if problems or section is None:
         raise ConfigError(source, problems)
     if section.study is not None:
