@@ -17,13 +17,14 @@ from pathlib import Path
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.study_file import Study, load_study, parse_study
 from stratasim.explore.generators import GeneratorError
-from stratasim.explore.plans import ParallelismGenerator, _capacity
+from stratasim.explore.plans import ParallelismGenerator
 from stratasim.explore.sweep_file import Sweep, load_sweep
 from stratasim.kernel.errors import ConfigError
 from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.optimize.plans import OptimizeError, PlanPoints
 from stratasim.optimize.result import OBJECTIVES, Objective, OptimizeResult
 from stratasim.optimize.run import optimize_transformer
+from stratasim.study.device import study_memory_capacity
 
 __all__ = ["load_input", "optimize_study", "plan_points", "sweep_plan_space"]
 
@@ -60,7 +61,7 @@ def optimize_study(
 def plan_points(study: Study, generator: ParallelismGenerator) -> PlanPoints:
     """Every valid plan of ``generator`` for ``study`` whatever its memory, what it skipped, and the capacity per NPU
     (the generator's ``memory``, else the study's)."""
-    capacity, unchecked = (generator.memory, "") if generator.memory is not None else _capacity(study)
+    capacity, unchecked = (generator.memory, "") if generator.memory is not None else study_memory_capacity(study)
     try:
         generated = generator.model_copy(update={"memory": _UNLIMITED}).generate(study)
     except GeneratorError as exc:
