@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _is_sweep(path: Path) -> bool:
-    """A sweep file (it names a base study), not a study."""
-    return any(line.startswith("base:") for line in path.read_text(encoding="utf-8").splitlines())
+    """A sweep file (it has a space to search), not a study."""
+    return any(line.startswith("space:") for line in path.read_text(encoding="utf-8").splitlines())
 
 
 STUDIES = sorted(path for path in (REPO / "examples").rglob("*.yaml") if not _is_sweep(path))
