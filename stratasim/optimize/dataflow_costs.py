@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 from stratasim.kernel.errors import StrataSimError
 from stratasim.optimize.first_order_groups import GroupTimer
 from stratasim.optimize.inter_chip_problem import CollectiveKind, NetworkDim
-from stratasim.study.compute_setup import open_compute
-from stratasim.system_layer.operators import OperatorPricer
+from stratasim.study.compute_setup import open_pricer
 from stratasim.workload_layer.dataflow.graph import Kernel, Scheme
 from stratasim.workload_layer.dataflow.sharding import backward_operators, sharded_operator
 
@@ -55,9 +54,7 @@ class DataflowCosts:
         self._dims = tuple(topology.dimensions)
         self._training = training
         self._stack = ExitStack()
-        compute, _ = open_compute(study.compute, self._stack)
-        calibration = None if study.compute.calibration is None else study.compute.calibration.proto()
-        self._pricer = OperatorPricer(compute, study.compute.device_name(), calibration, label=study.compute.backend)
+        self._pricer = open_pricer(study.compute, self._stack)
 
     def __enter__(self) -> DataflowCosts:
         return self

@@ -41,9 +41,8 @@ from pydantic import ValidationError
 from stratasim.kernel.errors import StrataSimError
 from stratasim.optimize.first_order_groups import GroupTimer
 from stratasim.optimize.first_order_plan import PlanFigures, PlanPricer, unsupported
-from stratasim.study.compute_setup import open_compute
+from stratasim.study.compute_setup import open_pricer
 from stratasim.study.shard_casts import with_shard_casts
-from stratasim.system_layer.operators import OperatorPricer
 from stratasim.workload_layer.transformer.config import TransformerConfig
 
 if TYPE_CHECKING:
@@ -126,9 +125,7 @@ class FirstOrderModel:
         self._batch = {} if fixed else {"global_batch": config.parallelism.batch}
         self._npus = study.npus
         self._stack = ExitStack()
-        compute, _ = open_compute(study.compute, self._stack)
-        calibration = None if study.compute.calibration is None else study.compute.calibration.proto()
-        pricer = OperatorPricer(compute, study.compute.device_name(), calibration, label=study.compute.backend)
+        pricer = open_pricer(study.compute, self._stack)
         try:
             timer = GroupTimer(study.topology_proto(), study.system)
         except ValueError as exc:

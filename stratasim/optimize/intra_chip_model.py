@@ -21,6 +21,7 @@ import numpy as np
 
 from stratasim.compute_layer.dataflow_chips import DataflowChip
 from stratasim.optimize.chip_workload import ChipWorkload
+from stratasim.optimize.milp import silent_highs
 
 __all__ = ["Fixed", "solve_model"]
 
@@ -68,8 +69,7 @@ class _Program:
         lp.integrality_ = [
             highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in self.integer
         ]
-        solver = highspy.Highs()
-        solver.setOptionValue("output_flag", False)
+        solver = silent_highs()
         solver.setOptionValue("time_limit", float(time_limit_s))
         solver.setOptionValue("mip_rel_gap", 1e-6)
         solver.passModel(lp)

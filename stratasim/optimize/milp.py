@@ -20,7 +20,7 @@ import highspy
 
 from stratasim.kernel.errors import StrataSimError
 
-__all__ = ["Milp", "MilpSolution", "SolverError", "VarKind", "Status"]
+__all__ = ["Milp", "MilpSolution", "SolverError", "VarKind", "Status", "silent_highs"]
 
 VarKind: TypeAlias = Literal["binary", "integer", "continuous"]
 Status: TypeAlias = Literal["optimal", "time_limit", "infeasible"]
@@ -120,10 +120,8 @@ class Milp:
     def solve(self, time_limit_s: float = 60.0, gap: float = 1e-6, presolve: bool = True) -> MilpSolution:
         """Minimise within ``time_limit_s`` seconds, stopping when the relative ``gap`` is proved; ``presolve``
         False skips HiGHS's presolve, which costs more than it saves on programs whose root LP is tight."""
-        highs = _silent_highs()
+        highs = silent_highs()
         for option, value in (
-            ("threads", 1),
-            ("random_seed", 0),
             ("time_limit", float(time_limit_s)),
             ("mip_rel_gap", float(gap)),
             ("presolve", "on" if presolve else "off"),
@@ -146,8 +144,10 @@ class Milp:
         return lp
 
 
-def _silent_highs() -> highspy.Highs:
-    """A HiGHS instance that prints nothing. Its C++ constructor writes a banner straight to file descriptor 1 the
+def silent_highs() -> highspy.Highs:
+    """A HiGHS instance that prints nothing, on one thread with a fixed seed: every solve in StrataSim makes its
+    instance here, since HiGHS's thread pool is global to the process (an instance asking for another thread count
+    than the first one fails to run). Its C++ constructor writes a banner straight to file descriptor 1 the
     first time a process makes one, before any option can be set, so descriptor 1 points at the null device
     while it runs."""
     sys.stdout.flush()
@@ -159,7 +159,8 @@ def _silent_highs() -> highspy.Highs:
         os.dup2(saved, 1)
         os.close(saved)
         os.close(null)
-    highs.setOptionValue("output_flag", False)
+    for option, value in (("output_flag", False), ("threads", 1), ("random_seed", 0)):
+        highs.setOptionValue(option, value)
     return highs
 
 

@@ -20,13 +20,14 @@ from stratasim.config.study_file import StudyCompute
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.study.client_options import client_options
+from stratasim.system_layer.operators import OperatorPricer
 from stratasim.v1 import compute_pb2
 
 if TYPE_CHECKING:
     from stratasim.compute_layer.backend_section import BackendSection
     from stratasim.remote import Spawned
 
-__all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute"]
+__all__ = ["Description", "DescribedDevice", "backend_names", "build_compute", "open_compute", "open_pricer"]
 
 
 class DescribedDevice:
@@ -144,3 +145,11 @@ def open_compute(
         f"{kind}: {opened[name][1]}{f' on {own[kind]}' if kind in own else ''}" for kind, name in sorted(routes.items())
     )
     return PerKindCompute({kind: backends[name] for kind, name in routes.items()}, own), f"per kind ({label})"
+
+
+def open_pricer(section: StudyCompute, stack: ExitStack) -> OperatorPricer:
+    """The operator pricer of ``section``'s device and calibration on the backend it names (closed with
+    ``stack``): what the engine prices each operator with, for code that prices operators outside a run."""
+    compute, _ = open_compute(section, stack)
+    calibration = None if section.calibration is None else section.calibration.proto()
+    return OperatorPricer(compute, section.device_name(), calibration, label=section.backend)

@@ -29,9 +29,8 @@ from stratasim.kernel.graph_blocks import every_node, unpriced, unrolled
 from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.study.balance import balance_in_process
 from stratasim.study.budget import DEFAULT_BUDGET, NODE_BYTES, Budget, check_budget, refuse_over
-from stratasim.study.compute_setup import open_compute
+from stratasim.study.compute_setup import open_pricer
 from stratasim.study.run import prepare_workload
-from stratasim.system_layer.operators import OperatorPricer
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.convert import write_chakra, write_graphs
 from stratasim.workload_layer.traces.rescale import Plan, plan_attributes
@@ -124,9 +123,7 @@ def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list
     if section is None:
         raise unpriced(operators[0], any(graph.foreign_names for graph in copies))
     with ExitStack() as stack:
-        compute, _ = open_compute(section, stack)
-        calibration = None if section.calibration is None else section.calibration.proto()
-        pricer = OperatorPricer(compute, section.device_name(), calibration, label=section.backend)
+        pricer = open_pricer(section, stack)
         durations = pricer.durations_ps([node.op for node in operators])
     for node, duration in zip(operators, durations, strict=True):
         node.duration_ps = duration
