@@ -17,7 +17,14 @@ from stratasim.config.key_reference import markdown, undocumented
 jsonschema = pytest.importorskip("jsonschema")
 
 REPO = Path(__file__).resolve().parents[1]
-STUDIES = sorted(path for path in (REPO / "examples").rglob("*.yaml") if "explore" not in path.parts)  # sweeps
+
+
+def _is_sweep(path: Path) -> bool:
+    """A sweep file (it has a space to search), not a study."""
+    return any(line.startswith("space:") for line in path.read_text(encoding="utf-8").splitlines())
+
+
+STUDIES = sorted(path for path in (REPO / "examples").rglob("*.yaml") if not _is_sweep(path))
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,12 @@ A ``kind: transformer`` study gets the ``parallelism`` generator's default space
 (``base:`` and one ``{generator: parallelism}`` entry in ``space:``) that generator's space with its options; the
 generator lists every valid plan whatever its memory (:func:`plan_points`), and the plan program of
 :mod:`stratasim.optimize.run` chooses, checks and simulates one. A ``kind: dataflow`` study goes to
-:func:`stratasim.optimize.dataflow_study.optimize_dataflow_study`, imported only when needed.
+:func:`stratasim.optimize.dataflow_study.optimize_dataflow_study`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from stratasim.explore.plans import ParallelismGenerator
 from stratasim.explore.sweep_file import Sweep, load_sweep
 from stratasim.kernel.errors import ConfigError
 from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
+from stratasim.optimize.dataflow_study import optimize_dataflow_study
 from stratasim.optimize.plans import OptimizeError, PlanPoints
 from stratasim.optimize.result import OBJECTIVES, Objective, OptimizeResult
 from stratasim.optimize.run import optimize_transformer
@@ -99,17 +99,5 @@ def load_input(path: str | Path, overrides: Sequence[str] = ()) -> Study | Sweep
 
 
 def _dataflow(study: Study, objective: Objective, time_limit_s: float, simulate: bool) -> OptimizeResult:
-    """A dataflow study's optimal mapping, by the module that optimises them (imported only when needed)."""
-    try:
-        module = importlib.import_module("stratasim.optimize.dataflow_study")
-    except ModuleNotFoundError as exc:
-        if exc.name != "stratasim.optimize.dataflow_study":
-            raise
-        raise OptimizeError(
-            f"{study.source}: optimising a kind: dataflow study needs stratasim.optimize.dataflow_study, which this "
-            "installation does not have; optimize handles kind: transformer studies here"
-        ) from None
-    result: OptimizeResult = module.optimize_dataflow_study(
-        study, objective=objective, time_limit_s=time_limit_s, simulate=simulate
-    )
-    return result
+    """A dataflow study's optimal mapping."""
+    return optimize_dataflow_study(study, objective=objective, time_limit_s=time_limit_s, simulate=simulate)

@@ -152,18 +152,6 @@ def test_an_unsupported_kind_says_what_optimize_handles() -> None:
         optimize_study(study)
 
 
-def test_a_dataflow_study_without_its_optimiser_is_a_clear_error() -> None:
-    try:
-        import stratasim.optimize.dataflow_study  # noqa: F401
-    except ModuleNotFoundError:
-        pass
-    else:
-        pytest.skip("this installation has the dataflow optimiser")
-    study = load_study(ROOT / "examples" / "dataflow" / "two_gemms.yaml")
-    with pytest.raises(OptimizeError, match="needs stratasim.optimize.dataflow_study, which this installation"):
-        optimize_study(study)
-
-
 def test_gpt3_1t_fig8_the_choice_is_the_simulated_best_split() -> None:
     """DFModel's Fig. 8 (examples/optimize/gpt3_1t_splits.yaml, 3072 A100s): of 56 splits 7 fit; the program's choice
     is the event simulation's best (gpt3_1t_splits_simulated.csv) or within 2 % of it, and every fitting split's
