@@ -172,6 +172,14 @@ def _is_wse(point: DesignPoint) -> bool:
     return point.chip == "wse2"
 
 
+def _is_dragonfly(point: DesignPoint) -> bool:
+    return point.topology == "dragonfly"
+
+
+def _is_simple(point: DesignPoint) -> bool:
+    return point.topology in ("torus_2d", "torus_3d", "dgx1", "dgx2")
+
+
 def _hbm(point: DesignPoint) -> bool:
     return point.memory == "hbm3"
 
@@ -195,11 +203,13 @@ def _per_watt(point: DesignPoint) -> float:
 def findings(points: Sequence[DesignPoint]) -> dict[str, float]:
     """The paper's comparisons as ratios of means over the points (each side's points that fit; NaN when a side
     has none): dataflow chips (SN30) against kernel-by-kernel ones (H100, TPUv4) in utilisation, performance per
-    dollar and per watt; HBM against DDR for each; NVLink against PCIe for the WSE-2; the WSE-2's cost and power
-    efficiency against every other chip's."""
+    dollar and per watt; HBM against DDR for each; NVLink against PCIe for the WSE-2; over PCIe, the dragonfly
+    against the simple topologies (tori and DGX boxes); the WSE-2's cost and power efficiency against every other
+    chip's."""
     dataflow = [p for p in points if _is_dataflow(p)]
     kernel = [p for p in points if _is_kernel(p)]
     wse = [p for p in points if _is_wse(p)]
+    pcie = [p for p in points if p.links == "pcie4"]
     return {
         "dataflow_vs_kernel_utilisation": _ratio(points, _is_dataflow, _is_kernel, _utilisation),
         "dataflow_vs_kernel_perf_per_dollar": _ratio(points, _is_dataflow, _is_kernel, _per_dollar),
@@ -209,6 +219,9 @@ def findings(points: Sequence[DesignPoint]) -> dict[str, float]:
         "wse2_nvlink_vs_pcie_utilisation": _ratio(
             wse, lambda p: p.links == "nvlink4", lambda p: p.links == "pcie4", _utilisation
         ),
+        "dragonfly_vs_simple_pcie_utilisation": _ratio(pcie, _is_dragonfly, _is_simple, _utilisation),
+        "dragonfly_vs_simple_pcie_perf_per_dollar": _ratio(pcie, _is_dragonfly, _is_simple, _per_dollar),
+        "dragonfly_vs_simple_pcie_perf_per_watt": _ratio(pcie, _is_dragonfly, _is_simple, _per_watt),
         "wse2_vs_others_perf_per_dollar": _ratio(points, _is_wse, lambda p: not _is_wse(p), _per_dollar),
         "wse2_vs_others_perf_per_watt": _ratio(points, _is_wse, lambda p: not _is_wse(p), _per_watt),
     }

@@ -5,7 +5,10 @@ directions."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +97,34 @@ def test_the_design_space_topologies_connect_1024_chips() -> None:
 def test_bad_topologies_are_named(call, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=message):
         call()
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "optimize" / "dataflow_vs_kernel" / "run.py"
+
+
+def test_the_example_runs_on_a_small_grid() -> None:
+    """The design-space example on the kernel-by-kernel chips and one topology: a row a point and the findings."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--chips", "h100", "tpuv4", "--topologies", "torus_2d"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| h100 ", "| tpuv4 "))]
+    assert len(rows) == 8
+    assert "| SN30 / (H100, TPUv4) utilisation | n/a | 1.52x |" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--micro-batches", "0"], "--micro-batches and --max-partitions must be at least 1"),
+        (["--intra-limit", "-1"], "the limits positive"),
+        (["--topologies", "hypercube"], "invalid choice: 'hypercube'"),
+    ],
+)
+def test_the_example_refuses_bad_options(arguments: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, str(EXAMPLE), *arguments], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

@@ -34,6 +34,9 @@ PAPER = {
     "dataflow_hbm_vs_ddr_utilisation": ("SN30 utilisation, HBM / DDR", "1x (the same)"),
     "kernel_hbm_vs_ddr_utilisation": ("H100, TPUv4 utilisation, HBM / DDR", "1.66x"),
     "wse2_nvlink_vs_pcie_utilisation": ("WSE-2 utilisation, NVLink / PCIe", "5.15x"),
+    "dragonfly_vs_simple_pcie_utilisation": ("PCIe: dragonfly / simple topologies utilisation", "1.21x"),
+    "dragonfly_vs_simple_pcie_perf_per_dollar": ("PCIe: dragonfly / simple topologies perf per dollar", "0.51x"),
+    "dragonfly_vs_simple_pcie_perf_per_watt": ("PCIe: dragonfly / simple topologies perf per watt", "0.91x"),
     "wse2_vs_others_perf_per_dollar": ("WSE-2 / others perf per dollar", "0.06x"),
     "wse2_vs_others_perf_per_watt": ("WSE-2 / others perf per watt", "0.2x"),
 }
