@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from stratasim.compute_layer.dataflow_chips import dataflow_chip
+from stratasim.kernel import operators
 from stratasim.network_layer.design_space import DESIGN_SPACE_TOPOLOGIES, design_space_topology, dimensions
 from stratasim.optimize.design_space import Limits, explore, findings
 from stratasim.optimize.two_pass import solve_two_pass
 from stratasim.v1 import network_pb2
+from stratasim.workload_layer.dataflow.graph import DataflowGraph, Kernel, Tensor
+from stratasim.workload_layer.dataflow.schemes import replicated
 from tests.optimize.inter_chip_cases import gpt_layer
 
 RING = network_pb2.Dimension.RING
@@ -40,6 +43,23 @@ def test_kernel_by_kernel_gives_the_inter_chip_estimate(
     parts = result.breakdown
     assert parts.compute_s + parts.memory_s + parts.network_s == pytest.approx(result.iteration_s, rel=1e-9)
     assert 0 < result.utilisation <= 1
+
+
+def chain(kernels: int) -> DataflowGraph:
+    """Element-wise kernels in a chain that can only be replicated, once (not repeated), with their backward pass:
+    tensor parallelism cannot help them, so a pipeline cuts the chain's kernels into stages."""
+    ops = [Kernel(f"k{i}", operators.elementwise([4096, 4096], name=f"k{i}"), (replicated(1),)) for i in range(kernels)]
+    tensors = tuple(Tensor(f"t{i}", f"k{i}", f"k{i + 1}", 2 * 4096 * 4096) for i in range(kernels - 1))
+    return DataflowGraph("chain", tuple(ops), tensors, repeat=1, training=True)
+
+
+def test_kernel_by_kernel_gives_the_inter_chip_estimate_stage_by_stage() -> None:
+    """Stages that split a graph's kernels are mapped one by one, and give back the inter-chip estimate too."""
+    chip = dataflow_chip("h100", dram_bandwidth=1e30, dram_capacity=2**50)
+    result = solve_two_pass(chain(4), chip, dimensions(((RING, 2),), 1e30, 0), micro_batches=3)
+    assert result.inter.pp == 2 and len(result.intra) == 2
+    assert sorted(len(s.partitions) for s in result.intra) == [4, 4]  # two kernels a stage, forward and backward
+    assert result.iteration_s == pytest.approx(result.inter.iteration_ps / 1e12, rel=1e-9)
 
 
 @pytest.mark.parametrize("chip_name", ["sn30", "h100"])
