@@ -27,7 +27,7 @@ from stratasim.optimize.result import Objective, OptimizeResult
 from stratasim.study.device import study_memory_capacity
 from stratasim.study.economics import study_economics
 from stratasim.study.run import run_study
-from stratasim.workload_layer.dataflow.file import load_graph
+from stratasim.workload_layer.dataflow.generated import graph_of
 from stratasim.workload_layer.dataflow.graph import DataflowGraph
 from stratasim.workload_layer.dataflow.mapping import DataflowConfig
 
@@ -60,7 +60,7 @@ def optimize_dataflow_study(
     optimiser chooses them too)."""
     config = _config(study)
     memory, unknown = study_memory_capacity(study)
-    graph = load_graph(config.graph)
+    graph = graph_of(config.graph)
     with DataflowCosts(study, graph.training) as costs:
         problem = dataflow_problem(study, graph, costs, memory or _UNLIMITED, overlap, keep_degrees)
         solution, candidates, unsolved = _solve(problem, time_limit_s)
