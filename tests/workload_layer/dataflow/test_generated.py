@@ -19,7 +19,10 @@ from stratasim.workload_layer.dataflow.workload import DataflowWorkload
 STUDY = {
     "name": "generated",
     "workload": {"kind": "dataflow", "graph": {"generator": "hpl", "n": 8192, "nb": 1024, "groups": 3}},
-    "network": {"backend": "analytical", "topology": [{"kind": "ring", "size": 2, "bandwidth": "100GB/s", "latency": "1us"}]},
+    "network": {
+        "backend": "analytical",
+        "topology": [{"kind": "ring", "size": 2, "bandwidth": "100GB/s", "latency": "1us"}],
+    },
     "compute": {"backend": "roofline", "device": "h100"},
 }
 
