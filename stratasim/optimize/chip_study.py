@@ -137,6 +137,12 @@ def _notes(
             "inter-chip pass prices them, so for a dataflow chip the simulated time is the kernel-by-kernel "
             "baseline and the estimate's fusion gain is the difference"
         )
+        if simulated > baseline.iteration_s * _PS:
+            said.append(
+                "the engine also waits for each blocking layout collective before the kernel that takes its tensor, "
+                "and runs a pipeline's stages at their own pace, where the estimate overlaps a stage's conversions "
+                "and sends with its compute (DFModel eq. 7)"
+            )
         if found.inter.roles not in ordered_roles(problem):
             said.append(
                 f"roles {'/'.join(found.inter.roles)}: the dataflow workload numbers NPUs TP innermost, then PP, then "
