@@ -38,19 +38,22 @@ _PS = 1e12
 
 def study_chip(study: Study) -> DataflowChip:
     """The chip of ``study``'s ``compute`` section (``device`` with its ``memory``)."""
+    compute = study.compute
+    if compute is None:
+        raise DataflowStudyError(f"compute: DFModel's two passes need compute.backend: {CHIP_BACKEND} and a chip")
     try:
-        return dataflow_chip(study.compute.device_name(), memory=study.compute.memory)
+        return dataflow_chip(compute.device_name(), memory=compute.memory)
     except ValueError as error:
         raise DataflowStudyError(f"compute.device: {error}") from None
 
 
 def optimize_chip_study(
     study: Study,
+    execution: Execution | None = None,
+    objective: Objective = "time",
+    time_limit_s: float = 60.0,
+    simulate: bool = True,
     *,
-    objective: Objective,
-    time_limit_s: float,
-    simulate: bool,
-    execution: Execution | None,
     overlap: bool = False,
     keep_degrees: bool = False,
 ) -> OptimizeResult:

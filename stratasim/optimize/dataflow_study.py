@@ -63,9 +63,9 @@ def optimize_dataflow_study(
 
     A study whose compute backend is ``dataflow_chip`` gets DFModel's two passes instead
     (:func:`~stratasim.optimize.chip_study.optimize_chip_study`), in ``execution`` (None: the chip's own style)."""
-    if study.compute.backend == CHIP_BACKEND:
-        options = {"overlap": overlap, "keep_degrees": keep_degrees, "execution": execution}
-        return optimize_chip_study(study, objective=objective, time_limit_s=time_limit_s, simulate=simulate, **options)
+    if study.compute is not None and study.compute.backend == CHIP_BACKEND:
+        options = {"overlap": overlap, "keep_degrees": keep_degrees}
+        return optimize_chip_study(study, execution, objective, time_limit_s, simulate, **options)
     if execution is not None:
         raise DataflowStudyError(
             f"execution {execution}: the execution style is the dataflow chip's; set compute.backend: {CHIP_BACKEND}"
