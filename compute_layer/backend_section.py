@@ -42,6 +42,7 @@ _READ_BY = {
     "objective": (MAPPER_BACKEND, f"chooses what the {MAPPER_BACKEND} compute backend's mapper minimises"),
     "launch": (MEASURED_BACKEND, f"is read by the {MEASURED_BACKEND} compute backend only"),
     "memory": (CHIP_BACKEND, f"is read by the {CHIP_BACKEND} compute backend only"),
+    "chip": (CHIP_BACKEND, f"is read by the {CHIP_BACKEND} compute backend only"),
 }
 """The backend that reads each key, and what to say of a key given to another."""
 
@@ -86,6 +87,8 @@ class BackendSection(Section):
     ``graph``)."""
     memory: str | None = None
     """The DRAM the ``dataflow_chip`` backend gives its chips (``ddr4`` or ``hbm3``; None: each chip's own)."""
+    chip: dict[str, int | float | str] | None = None
+    """Fields of the ``dataflow_chip`` backend's chips replaced key by key (``{tiles: 320}``; None: the presets')."""
 
     def unread(self, backend: str | None) -> tuple[str, str] | None:
         """The first key set here that ``backend`` (None: no compute backend) does not read, with what to say of

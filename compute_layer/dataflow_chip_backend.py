@@ -4,7 +4,8 @@ SN10, a WSE-2, or DFModel's H100 and TPU v4.
 
 ``compute: {backend: dataflow_chip, device: sn30, memory: ddr4}``: ``device`` names a preset chip
 (:data:`~stratasim.compute_layer.dataflow_chips.DATAFLOW_CHIPS`), ``memory`` its DRAM (``ddr4`` or ``hbm3``; absent:
-the chip's own). Each operator runs alone on all the chip's tiles and takes::
+the chip's own), ``chip`` any of its fields replaced key by key (``{tiles: 320}``). Each operator runs alone on all
+the chip's tiles and takes::
 
     duration = max(kernel_seconds(op, tiles), op.bytes / dram_bandwidth)
 
@@ -19,6 +20,7 @@ model (``energy_pj`` is 0); ``describe`` gives the DRAM's capacity.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from stratasim.compute_layer.dataflow_chips import DATAFLOW_CHIPS, MEMORIES, DataflowChip, dataflow_chip
@@ -49,10 +51,11 @@ class DataflowChipCompute:
 
     name = "dataflow_chip"
 
-    def __init__(self, memory: str | None = None) -> None:
+    def __init__(self, memory: str | None = None, chip: Mapping[str, object] | None = None) -> None:
         if memory is not None and memory not in MEMORIES:
             raise ValueError(f"compute.memory: unknown memory {memory!r}; expected one of {', '.join(MEMORIES)}")
         self._memory = memory
+        self._overrides = dict(chip or {})
         self._cache: dict[tuple[str, bytes], compute_pb2.OperatorCost] = {}
 
     def devices(self) -> list[str]:
@@ -60,8 +63,9 @@ class DataflowChipCompute:
         return sorted(DATAFLOW_CHIPS)
 
     def chip(self, name: str) -> DataflowChip:
-        """The chip ``name`` with this backend's memory; ValueError naming the presets when there is none."""
-        return dataflow_chip(name, memory=self._memory)
+        """The chip ``name`` with this backend's memory and field overrides; ValueError naming the presets when
+        there is none, or the override at fault."""
+        return dataflow_chip(name, self._memory, **self._overrides)
 
     def estimate(self, request: compute_pb2.EstimateRequest) -> compute_pb2.EstimateResponse:
         """Price every operator of ``request`` on its chip; an unknown chip or a calibration is the error."""
@@ -116,6 +120,8 @@ def _cost(index: int, op: compute_pb2.OperatorDesc, chip: DataflowChip) -> compu
 
 
 def from_section(section: BackendSection | None = None) -> DataflowChipCompute:
-    """The backend the registry builds from the study's compute section: its ``memory`` key (None: each chip's
-    own DRAM)."""
-    return DataflowChipCompute(None if section is None else section.memory)
+    """The backend the registry builds from the study's compute section: its ``memory`` (None: each chip's own
+    DRAM) and ``chip`` (fields replaced key by key) keys."""
+    if section is None:
+        return DataflowChipCompute()
+    return DataflowChipCompute(section.memory, section.chip)

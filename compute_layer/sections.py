@@ -20,7 +20,7 @@ from stratasim.compute_layer.backend_section import (
     BackendSection,
     LaunchKey,
 )
-from stratasim.compute_layer.dataflow_chips import MEMORIES
+from stratasim.compute_layer.dataflow_chips import DATAFLOW_CHIPS, MEMORIES, dataflow_chip
 from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection, describes_measured
@@ -283,6 +283,10 @@ class ComputeSection(Section):
     """The DRAM the ``dataflow_chip`` backend gives its chip (``device``: ``h100``, ``tpuv4``, ``sn30``, ``sn10`` or
     ``wse2``, DFModel's chips): ``ddr4`` (200 GB/s, 1 TiB) or ``hbm3`` (3000 GB/s, 80 GiB); absent: the chip's
     own."""
+    chip: dict[str, int | float | str] | None = None
+    """Fields of the ``dataflow_chip`` backend's chip replaced key by key, after ``memory``: ``tiles``, ``lanes``,
+    ``stages``, ``clock_hz``, ``sram_bytes``, ``dram_bandwidth`` (bytes/s), ``dram_capacity`` (bytes),
+    ``execution`` (``dataflow`` or ``kernel_by_kernel``), ``utilisation`` (``{tiles: 320, dram_bandwidth: 4e11}``)."""
     groups: list[DeviceGroup] | None = None
     """NPU groups running other devices than ``device`` on the same backend (``[{npus: "8-15", device: a100}]``);
     every NPU in no group runs ``device``. Each NPU is in one group at most."""
@@ -343,10 +347,16 @@ class ComputeSection(Section):
 
     @model_validator(mode="after")
     def _memory_for_the_chip(self) -> ComputeSection:
-        if self.memory is not None and CHIP_BACKEND not in self.routes().values():
-            raise ValueError(
-                f"'memory' is read by the {CHIP_BACKEND} compute backend only, which this section does not use"
-            )
+        for key in ("memory", "chip"):
+            if getattr(self, key) is not None and CHIP_BACKEND not in self.routes().values():
+                raise ValueError(
+                    f"'{key}' is read by the {CHIP_BACKEND} compute backend only, which this section does not use"
+                )
+        if self.chip and isinstance(self.device, str) and self.device.lower() in DATAFLOW_CHIPS:
+            try:
+                dataflow_chip(self.device, self.memory, **self.chip)
+            except ValueError as error:
+                raise ValueError(f"chip: {error}") from None
         return self
 
     @model_validator(mode="after")

@@ -37,12 +37,12 @@ _PS = 1e12
 
 
 def study_chip(study: Study) -> DataflowChip:
-    """The chip of ``study``'s ``compute`` section (``device`` with its ``memory``)."""
+    """The chip of ``study``'s ``compute`` section (``device`` with its ``memory`` and ``chip`` overrides)."""
     compute = study.compute
     if compute is None:
         raise DataflowStudyError(f"compute: DFModel's two passes need compute.backend: {CHIP_BACKEND} and a chip")
     try:
-        return dataflow_chip(compute.device_name(), memory=compute.memory)
+        return dataflow_chip(compute.device_name(), compute.memory, **(compute.chip or {}))
     except ValueError as error:
         raise DataflowStudyError(f"compute.device: {error}") from None
 

@@ -107,3 +107,29 @@ def test_a_study_runs_on_a_chip(tmp_path: Path, run_cli: RunCli) -> None:
     path.write_text(yaml.safe_dump(STUDY), encoding="utf-8")
     code, out, err = run_cli("run", str(path), "--json")
     assert code == 0, err
+
+
+def test_chip_fields_are_overridden_key_by_key() -> None:
+    halved = dataflow_chip("sn30", "ddr4", tiles=320)
+    [cost] = _price(from_section(BackendSection(memory="ddr4", chip={"tiles": 320})), "sn30", GEMM)
+    assert cost.duration_ps == math.ceil(
+        max(halved.kernel_seconds(GEMM, 320), GEMM.bytes / halved.dram_bandwidth) * 1e12
+    )
+    assert cost.duration_ps > _price(DataflowChipCompute("ddr4"), "sn30", GEMM)[0].duration_ps
+
+
+@pytest.mark.parametrize(
+    ("chip", "said"),
+    [
+        ({"tile": 320}, "compute: chip: dataflow chip 'sn30': unknown key(s) tile (known: tiles, lanes"),
+        ({"tiles": -3}, "compute: chip: dataflow chip 'sn30': tiles must be a positive integer, got -3"),
+        ({"sram_bytes": "160MiB"}, "sram_bytes must be a positive integer, got '160MiB'"),
+    ],
+)
+def test_a_bad_chip_override_is_one_clear_message(
+    tmp_path: Path, run_cli: RunCli, chip: dict[str, object], said: str
+) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "compute": {**STUDY["compute"], "chip": chip}}), encoding="utf-8")
+    code, out, err = run_cli("check", str(path))
+    assert code == 2 and said in err and "Traceback" not in err, err

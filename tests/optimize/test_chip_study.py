@@ -83,3 +83,10 @@ def test_a_misused_option_is_one_clear_message(run_cli: RunCli, args: tuple[str,
 
 def test_every_example_here_is_a_file() -> None:
     assert Path(SN10).is_file() and (OPTIMIZE / "hpl_generated.yaml").is_file()
+
+
+def test_the_chips_overrides_reach_the_two_passes(run_cli: RunCli) -> None:
+    args = (SN10, "--execution", "kernel_by_kernel", "--no-simulate")
+    preset = _optimize(run_cli, *args)
+    halved = _optimize(run_cli, *args, "--set", "compute.chip={tiles: 320}")
+    assert halved["estimate_ps"] > preset["estimate_ps"]
