@@ -14,7 +14,15 @@ from pydantic import Discriminator, Field, Tag
 
 from stratasim.kernel.schema import Latency, Section
 
-__all__ = ["MAPPER_BACKEND", "MEASURED_BACKEND", "PROFILE_BACKEND", "BackendSection", "EagerLaunch", "LaunchKey"]
+__all__ = [
+    "CHIP_BACKEND",
+    "MAPPER_BACKEND",
+    "MEASURED_BACKEND",
+    "PROFILE_BACKEND",
+    "BackendSection",
+    "EagerLaunch",
+    "LaunchKey",
+]
 
 PROFILE_BACKEND = "profile"
 """The backend that reads the ``profile`` table."""
@@ -26,10 +34,15 @@ MEASURED_BACKEND = "measured"
 """The backend that prices operators by the model fitted to measured kernel times, graph-replayed or ``launch``ed
 eagerly."""
 
+CHIP_BACKEND = "dataflow_chip"
+"""The backend that prices on DFModel's chips, with the DRAM ``memory`` the study names."""
+
 _READ_BY = {
     "profile": (PROFILE_BACKEND, f"is read by the {PROFILE_BACKEND} compute backend only"),
     "objective": (MAPPER_BACKEND, f"chooses what the {MAPPER_BACKEND} compute backend's mapper minimises"),
     "launch": (MEASURED_BACKEND, f"is read by the {MEASURED_BACKEND} compute backend only"),
+    "memory": (CHIP_BACKEND, f"is read by the {CHIP_BACKEND} compute backend only"),
+    "chip": (CHIP_BACKEND, f"is read by the {CHIP_BACKEND} compute backend only"),
 }
 """The backend that reads each key, and what to say of a key given to another."""
 
@@ -72,6 +85,10 @@ class BackendSection(Section):
     launch: LaunchKey | None = None
     """How the ``measured`` backend's kernels are launched (``graph``, ``eager`` or ``{eager: 8us}``; None:
     ``graph``)."""
+    memory: str | None = None
+    """The DRAM the ``dataflow_chip`` backend gives its chips (``ddr4`` or ``hbm3``; None: each chip's own)."""
+    chip: dict[str, int | float | str] | None = None
+    """Fields of the ``dataflow_chip`` backend's chips replaced key by key (``{tiles: 320}``; None: the presets')."""
 
     def unread(self, backend: str | None) -> tuple[str, str] | None:
         """The first key set here that ``backend`` (None: no compute backend) does not read, with what to say of

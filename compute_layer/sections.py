@@ -13,12 +13,14 @@ from stratasim.compute_layer.accelerator_section import (
     describes_accelerator,
 )
 from stratasim.compute_layer.backend_section import (
+    CHIP_BACKEND,
     MAPPER_BACKEND,
     MEASURED_BACKEND,
     PROFILE_BACKEND,
     BackendSection,
     LaunchKey,
 )
+from stratasim.compute_layer.dataflow_chips import DATAFLOW_CHIPS, MEMORIES, dataflow_chip
 from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
 from stratasim.compute_layer.device_wire import device_message
 from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection, describes_measured
@@ -247,12 +249,12 @@ class ComputeSection(Section):
     (``{gemm: {backend: timeloop, device: systolic-32x32-os}}``). ``profile`` is the table of measured times the
     ``profile`` backend reads; ``objective`` what the timeloop backend's mapper minimises (``latency``, the
     default, ``energy`` or ``edp``); ``launch`` how the measured backend's kernels are launched (``graph``, the
-    default, ``eager`` or ``{eager: 8us}``).
+    default, ``eager`` or ``{eager: 8us}``); ``memory`` the DRAM the ``dataflow_chip`` backend gives its chip.
     """
 
     backend: str = "roofline"
-    """Compute backend pricing operators: ``roofline``, ``timeloop``, ``wafer``, ``profile`` or an installed
-    adapter."""
+    """Compute backend pricing operators: ``roofline``, ``timeloop``, ``wafer``, ``profile``, ``measured``,
+    ``dataflow_chip`` (DFModel's chips) or an installed adapter."""
     device: DeviceKey
     """A preset's name, or a mapping describing a device (roofline), an accelerator (timeloop) or a wafer (wafer),
     from a preset or whole, or a device fitted to a measured profile (measured; ``{file: NAME.device.yaml}``)."""
@@ -277,6 +279,14 @@ class ComputeSection(Section):
     gives it in the study, over the file's (the shipped h100 and h200 profiles did not measure it, so they need
     this form). One key with two forms, not a second key, so that a host time cannot be given without eager
     launch or left behind when switching back to ``graph``."""
+    memory: str | None = None
+    """The DRAM the ``dataflow_chip`` backend gives its chip (``device``: ``h100``, ``tpuv4``, ``sn30``, ``sn10`` or
+    ``wse2``, DFModel's chips): ``ddr4`` (200 GB/s, 1 TiB) or ``hbm3`` (3000 GB/s, 80 GiB); absent: the chip's
+    own."""
+    chip: dict[str, int | float | str] | None = None
+    """Fields of the ``dataflow_chip`` backend's chip replaced key by key, after ``memory``: ``tiles``, ``lanes``,
+    ``stages``, ``clock_hz``, ``sram_bytes``, ``dram_bandwidth`` (bytes/s), ``dram_capacity`` (bytes),
+    ``execution`` (``dataflow`` or ``kernel_by_kernel``), ``utilisation`` (``{tiles: 320, dram_bandwidth: 4e11}``)."""
     groups: list[DeviceGroup] | None = None
     """NPU groups running other devices than ``device`` on the same backend (``[{npus: "8-15", device: a100}]``);
     every NPU in no group runs ``device``. Each NPU is in one group at most."""
@@ -326,6 +336,27 @@ class ComputeSection(Section):
         measured = self.device.launch if isinstance(self.device, MeasuredDeviceSection) else None
         if self.launch == "eager" and measured is None:
             raise ValueError(needs_host_time(self.device_name()))
+        return self
+
+    @field_validator("memory")
+    @classmethod
+    def _known_memory(cls, memory: str | None) -> str | None:
+        if memory is not None and memory not in MEMORIES:
+            raise ValueError(f"unknown memory {memory!r}; expected one of {', '.join(MEMORIES)}")
+        return memory
+
+    @model_validator(mode="after")
+    def _memory_for_the_chip(self) -> ComputeSection:
+        for key in ("memory", "chip"):
+            if getattr(self, key) is not None and CHIP_BACKEND not in self.routes().values():
+                raise ValueError(
+                    f"'{key}' is read by the {CHIP_BACKEND} compute backend only, which this section does not use"
+                )
+        if self.chip and isinstance(self.device, str) and self.device.lower() in DATAFLOW_CHIPS:
+            try:
+                dataflow_chip(self.device, self.memory, **self.chip)
+            except ValueError as error:
+                raise ValueError(f"chip: {error}") from None
         return self
 
     @model_validator(mode="after")

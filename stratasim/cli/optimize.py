@@ -8,7 +8,7 @@ import json
 import math
 from typing import TYPE_CHECKING
 
-from stratasim.explore.optimize import load_input, optimize_study
+from stratasim.explore.optimize import DataflowOptions, load_input, optimize_study
 from stratasim.optimize.result import OBJECTIVES, OptimizeResult
 
 if TYPE_CHECKING:
@@ -43,6 +43,25 @@ def add_optimize(subparsers: Subparsers) -> None:
         metavar="KEY=VALUE",
         help="override a key of the study (a sweep file's base study) by dotted path (repeatable)",
     )
+    parser.add_argument(
+        "--execution",
+        choices=("dataflow", "kernel_by_kernel"),
+        default=None,
+        help="a dataflow study on a dataflow_chip backend: how the chip runs each stage in DFModel's two passes "
+        "(default: the chip's own style; sn30, sn10 and wse2 dataflow, h100 and tpuv4 kernel_by_kernel)",
+    )
+    parser.add_argument(
+        "--overlap",
+        action="store_true",
+        help="a dataflow study on a roofline device: price a stage as DFModel's eq. 7 does (compute, layout "
+        "conversions and sends overlapped) rather than as the engine runs blocking collectives",
+    )
+    parser.add_argument(
+        "--keep-degrees",
+        action="store_true",
+        help="a dataflow study on a roofline device: keep workload.mapping's tp, pp and dp and find the best sharding "
+        "and pipeline cut of that split",
+    )
     parser.add_argument("--no-simulate", action="store_true", help="report the estimate only, without simulating")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else) on stdout")
     parser.set_defaults(handler=_optimize)
@@ -60,8 +79,13 @@ def _seconds(text: str) -> float:
 
 def _optimize(args: argparse.Namespace) -> int:
     target = load_input(args.file, args.overrides)
+    dataflow = DataflowOptions(overlap=args.overlap, keep_degrees=args.keep_degrees, execution=args.execution)
     result = optimize_study(
-        target, objective=args.objective, time_limit_s=args.time_limit, simulate=not args.no_simulate
+        target,
+        objective=args.objective,
+        time_limit_s=args.time_limit,
+        simulate=not args.no_simulate,
+        dataflow=dataflow,
     )
     print(json.dumps(result.to_json(), indent=1) if args.json else to_text(result))
     return 0

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from stratasim.compute_layer.dataflow_chips import Execution
 from stratasim.config.overrides import apply_overrides
 from stratasim.config.study_file import Study, load_study, parse_study
 from stratasim.explore.generators import GeneratorError
@@ -26,7 +28,18 @@ from stratasim.optimize.result import OBJECTIVES, Objective, OptimizeResult
 from stratasim.optimize.run import optimize_transformer
 from stratasim.study.device import study_memory_capacity
 
-__all__ = ["load_input", "optimize_study", "plan_points", "sweep_plan_space"]
+__all__ = ["DataflowOptions", "load_input", "optimize_study", "plan_points", "sweep_plan_space"]
+
+
+@dataclass(frozen=True)
+class DataflowOptions:
+    """How a ``kind: dataflow`` study is optimised: ``overlap`` and ``keep_degrees`` for the inter-chip pass on a
+    roofline device, ``execution`` (None: the chip's own) for DFModel's two passes on a ``dataflow_chip``."""
+
+    overlap: bool = False
+    keep_degrees: bool = False
+    execution: Execution | None = None
+
 
 _UNLIMITED = 2**62
 """The memory a plan may use while the generator lists the space: every valid plan is kept, the program's memory
@@ -34,11 +47,16 @@ row cuts those that do not fit."""
 
 
 def optimize_study(
-    study_or_sweep: Study | Sweep, *, objective: Objective = "time", time_limit_s: float = 60.0, simulate: bool = True
+    study_or_sweep: Study | Sweep,
+    *,
+    objective: Objective = "time",
+    time_limit_s: float = 60.0,
+    simulate: bool = True,
+    dataflow: DataflowOptions | None = None,
 ) -> OptimizeResult:
     """The best plan (or mapping) of ``study_or_sweep`` by ``objective``, proved within ``time_limit_s`` (or the best
-    found and its gap), simulated unless ``simulate`` is False. :class:`OptimizeError` for a study optimize does not
-    handle, naming what it does."""
+    found and its gap), simulated unless ``simulate`` is False; ``dataflow`` the options of a ``kind: dataflow``
+    study's optimiser. :class:`OptimizeError` for a study optimize does not handle, naming what it does."""
     if objective not in OBJECTIVES:
         raise OptimizeError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if isinstance(study_or_sweep, Sweep):
@@ -46,8 +64,22 @@ def optimize_study(
         generator = sweep_plan_space(study_or_sweep)
     else:
         study, generator = study_or_sweep, ParallelismGenerator(generator="parallelism")
+    options = dataflow or DataflowOptions()
     if study.workload.kind == "dataflow":
-        return _dataflow(study, objective, time_limit_s, simulate)
+        return optimize_dataflow_study(
+            study,
+            objective=objective,
+            time_limit_s=time_limit_s,
+            simulate=simulate,
+            overlap=options.overlap,
+            keep_degrees=options.keep_degrees,
+            execution=options.execution,
+        )
+    if options != DataflowOptions():
+        raise OptimizeError(
+            f"{study.source}: --overlap, --keep-degrees and --execution are options of a kind: dataflow study's "
+            f"optimiser, not of kind: {study.workload.kind}"
+        )
     if study.workload.kind != "transformer":
         raise OptimizeError(
             f"{study.source}: optimize finds the best plan of a kind: transformer study (or of a sweep file over one "
@@ -96,8 +128,3 @@ def load_input(path: str | Path, overrides: Sequence[str] = ()) -> Study | Sweep
     if problems:
         raise ConfigError(sweep.source, problems)
     return dataclasses.replace(sweep, base=base)
-
-
-def _dataflow(study: Study, objective: Objective, time_limit_s: float, simulate: bool) -> OptimizeResult:
-    """A dataflow study's optimal mapping."""
-    return optimize_dataflow_study(study, objective=objective, time_limit_s=time_limit_s, simulate=simulate)

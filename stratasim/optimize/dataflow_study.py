@@ -16,9 +16,12 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from stratasim.config.overrides import apply_overrides, as_overrides
-from stratasim.kernel.errors import ConfigError, StrataSimError
+from stratasim.compute_layer.backend_section import CHIP_BACKEND
+from stratasim.compute_layer.dataflow_chips import Execution
+from stratasim.kernel.errors import StrataSimError
+from stratasim.optimize.chip_study import optimize_chip_study
 from stratasim.optimize.dataflow_costs import DataflowCosts, DataflowStudyError
+from stratasim.optimize.dataflow_keys import mapping_keys, study_config, with_plan
 from stratasim.optimize.dataflow_notes import estimate_terms, notes
 from stratasim.optimize.dataflow_roles import fixed_roles, ordered_roles
 from stratasim.optimize.inter_chip import InterChipError, InterChipProblem, InterChipSolution, solve_inter_chip
@@ -27,16 +30,14 @@ from stratasim.optimize.result import Objective, OptimizeResult
 from stratasim.study.device import study_memory_capacity
 from stratasim.study.economics import study_economics
 from stratasim.study.run import run_study
-from stratasim.workload_layer.dataflow.file import load_graph
+from stratasim.workload_layer.dataflow.generated import graph_of
 from stratasim.workload_layer.dataflow.graph import DataflowGraph
-from stratasim.workload_layer.dataflow.mapping import DataflowConfig
 
 if TYPE_CHECKING:
     from stratasim.config.study_file import Study
 
 __all__ = ["optimize_dataflow_study", "dataflow_problem", "mapping_keys", "DataflowStudyError"]
 
-_MAPPING = "workload.mapping."
 _UNLIMITED = 2**62
 """The memory a device is taken to hold when neither the study nor its compute backend says."""
 
@@ -49,6 +50,7 @@ def optimize_dataflow_study(
     simulate: bool = True,
     overlap: bool = False,
     keep_degrees: bool = False,
+    execution: Execution | None = None,
 ) -> OptimizeResult:
     """The best mapping of ``study``'s dataflow graph onto its topology for ``objective``, found within
     ``time_limit_s`` seconds (past it, the best found and its gap), and its event simulation unless ``simulate``
@@ -57,15 +59,25 @@ def optimize_dataflow_study(
     ``overlap`` True prices a stage as DFModel's eq. 7 does (compute, layout conversions and sends all overlapped);
     the default serialises compute and conversions as the engine runs blocking collectives. ``keep_degrees`` keeps
     the study's ``tp``, ``pp`` and ``dp`` and finds the best sharding and pipeline cut of that split (else the
-    optimiser chooses them too)."""
-    config = _config(study)
+    optimiser chooses them too).
+
+    A study whose compute backend is ``dataflow_chip`` gets DFModel's two passes instead
+    (:func:`~stratasim.optimize.chip_study.optimize_chip_study`), in ``execution`` (None: the chip's own style)."""
+    if study.compute is not None and study.compute.backend == CHIP_BACKEND:
+        options = {"overlap": overlap, "keep_degrees": keep_degrees}
+        return optimize_chip_study(study, execution, objective, time_limit_s, simulate, **options)
+    if execution is not None:
+        raise DataflowStudyError(
+            f"execution {execution}: the execution style is the dataflow chip's; set compute.backend: {CHIP_BACKEND}"
+        )
+    config = study_config(study)
     memory, unknown = study_memory_capacity(study)
-    graph = load_graph(config.graph)
+    graph = graph_of(config.graph)
     with DataflowCosts(study, graph.training) as costs:
         problem = dataflow_problem(study, graph, costs, memory or _UNLIMITED, overlap, keep_degrees)
         solution, candidates, unsolved = _solve(problem, time_limit_s)
     plan = mapping_keys(problem, solution)
-    simulated = run_study(_with_plan(study, plan)).total_time_ps if simulate else None
+    simulated = run_study(with_plan(study, plan)).total_time_ps if simulate else None
     said = notes(problem, solution, simulated, objective)
     if unknown:
         said = (f"memory not checked: {unknown}; set system.memory_capacity", *said)
@@ -87,22 +99,13 @@ def optimize_dataflow_study(
     )
 
 
-def _config(study: Study) -> DataflowConfig:
-    config = study.workload.config
-    if not isinstance(config, DataflowConfig):
-        raise DataflowStudyError(
-            f"workload.kind: the dataflow optimiser needs kind: dataflow, not {study.workload.kind}"
-        )
-    return config
-
-
 def dataflow_problem(
     study: Study, graph: DataflowGraph, costs: DataflowCosts, memory_bytes: int, overlap: bool, keep_degrees: bool
 ) -> InterChipProblem:
     """The inter-chip problem of ``study`` (whose graph file holds ``graph``) priced by ``costs``: the global micro-batches are the study's
     per-pipeline ``micro_batches`` times its ``dp``; with ``keep_degrees`` the study's degrees fix the dimensions'
     roles."""
-    config = _config(study)
+    config = study_config(study)
     dims = costs.network_dims()
     mapping = config.mapping
     return InterChipProblem(
@@ -164,30 +167,6 @@ def _unmapped(problem: InterChipProblem, first: StrataSimError, time_limit_s: fl
         f"graph {problem.graph.name!r}: only mappings with TP outside PP or DP on the network's dimensions fit, which "
         "the dataflow workload cannot run (it numbers NPUs TP innermost, then PP, then DP)"
     )
-
-
-def mapping_keys(problem: InterChipProblem, solution: InterChipSolution) -> dict[str, Any]:
-    """The solution as the study's ``workload.mapping`` keys: degrees, schemes, stages (none when the stages
-    split the graph's repeats or there is one) and the micro-batches each pipeline runs."""
-    stages = solution.stages if solution.pp > 1 and problem.graph.repeat == 1 else {}
-    return {
-        _MAPPING + "tp": solution.tp,
-        _MAPPING + "pp": solution.pp,
-        _MAPPING + "dp": solution.dp,
-        _MAPPING + "schemes": dict(solution.schemes),
-        _MAPPING + "stages": dict(stages),
-        _MAPPING + "micro_batches": problem.micro_batches // solution.dp,
-    }
-
-
-def _with_plan(study: Study, plan: dict[str, Any]) -> Study:
-    """``study`` with ``plan``'s keys set on its workload section, as ``--set`` sets them."""
-    config = _config(study)
-    data, problems = apply_overrides({"workload": config.model_dump()}, as_overrides(plan))
-    if problems:
-        raise ConfigError(study.source, problems)
-    workload = dataclasses.replace(study.workload, config=DataflowConfig.model_validate(data["workload"]))
-    return dataclasses.replace(study, workload=workload)
 
 
 def _economics(

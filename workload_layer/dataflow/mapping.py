@@ -18,6 +18,7 @@ from pydantic import Field
 
 from stratasim.kernel.errors import WorkloadError, did_you_mean
 from stratasim.kernel.schema import Section
+from stratasim.workload_layer.dataflow.generated import GraphKey
 from stratasim.workload_layer.dataflow.graph import DataflowGraph, GraphError, Kernel, Scheme
 from stratasim.workload_layer.dataflow.sharding import sharded_operator
 from stratasim.workload_layer.transformer.rank_layout import RankLayout
@@ -49,8 +50,10 @@ class DataflowConfig(Section):
     """``workload:`` keys of ``kind: dataflow``: a dataflow-graph file and its mapping onto the NPUs."""
 
     study_files: ClassVar[tuple[str, ...]] = ("graph",)
-    graph: str = Field(min_length=1)
-    """The dataflow-graph file (YAML, or JSON when it ends in .json), relative to the study file's folder."""
+    graph: GraphKey
+    """The dataflow-graph file (YAML, or JSON when it ends in .json), relative to the study file's folder, or a
+    generator's call (``{generator: hpl, n: 65536, nb: 1024}``; generators gpt, gpt3_1t, hpl, hpl_5m, fft, fft_1t,
+    dlrm, dlrm_793b, each with its function's arguments)."""
     mapping: MappingSection = MappingSection()
     """How the graph is laid over the NPUs: degrees, schemes, stages, micro-batches, schedule."""
 

@@ -14,7 +14,7 @@ from stratasim.kernel.grid import Grid
 from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.dataflow.emit import build_graph, weight_shares
-from stratasim.workload_layer.dataflow.file import load_graph
+from stratasim.workload_layer.dataflow.generated import graph_of
 from stratasim.workload_layer.dataflow.graph import DataflowGraph
 from stratasim.workload_layer.dataflow.mapping import DataflowConfig, DataflowPlan, resolve
 from stratasim.workload_layer.graph_sequence import GraphSequence
@@ -35,7 +35,7 @@ class DataflowWorkload:
         """``config``'s graph file read and its mapping resolved; ``graph``, when given (built in memory, by a
         generator or an optimiser), is run in place of the file's."""
         self.config = config
-        self.plan: DataflowPlan = resolve(load_graph(config.graph) if graph is None else graph, config.mapping)
+        self.plan: DataflowPlan = resolve(graph_of(config.graph) if graph is None else graph, config.mapping)
 
     def npus_required(self) -> int:
         """``tp * pp * dp``."""
