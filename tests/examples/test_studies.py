@@ -276,7 +276,9 @@ def test_every_example_has_a_test() -> None:
         for kind in (".yaml", ".graph.json")
     }
     tested |= {EXAMPLES / "explore" / "stragglers_p99.yaml"}  # tests/explore/test_p99_sweep.py ranks its trials
-    tested |= {EXAMPLES / "optimize" / "gpt3_1t_splits.yaml"}  # tests/optimize/test_plans.py solves it (Fig. 8)
+    tested |= {EXAMPLES / "explore" / "gpt3_1t_splits.yaml"}  # tests/optimize/test_plans.py solves it (Fig. 8)
+    # tests/optimize/test_two_pass.py runs the design-space script on a small grid
+    tested |= {EXAMPLES / "optimize" / "dataflow_vs_kernel" / "run.py"}
     # tests/optimize/test_chip_study.py runs DFModel's two passes on these (Sec. VII's SN10s; HPL generated)
     tested |= {EXAMPLES / "optimize" / name for name in ("gpt3_sn10.yaml", "hpl_generated.yaml")}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}

@@ -72,7 +72,10 @@ def test_the_inter_chip_options_reach_the_optimiser(run_cli: RunCli) -> None:
         ((SN10, "--objective", "perf_per_dollar"), "DFModel's two passes minimise the iteration time"),
         ((str(OPTIMIZE / "hpl.yaml"), "--execution", "dataflow"), "set compute.backend: dataflow_chip"),
         ((SN10, "--execution", "streaming"), "invalid choice: 'streaming'"),
-        ((str(OPTIMIZE / "gpt3_1t_splits.yaml"), "--overlap"), "options of a kind: dataflow study's optimiser"),
+        (
+            (str(ROOT / "examples" / "explore" / "gpt3_1t_splits.yaml"), "--overlap"),
+            "options of a kind: dataflow study's optimiser",
+        ),
         ((SN10, "--set", "compute.device=sn40"), "compute.device: unknown dataflow chip 'sn40': the presets are h100"),
     ],
 )

@@ -19,7 +19,7 @@ from stratasim.optimize.first_order import estimate_plans, plan_keys
 from stratasim.study.run import run_study
 
 ROOT = Path(__file__).resolve().parents[2]
-SWEEP = ROOT / "examples" / "optimize" / "gpt3_1t_splits.yaml"
+SWEEP = ROOT / "examples" / "explore" / "gpt3_1t_splits.yaml"
 FIXTURE = Path(__file__).with_name("gpt3_1t_splits_simulated.csv")
 SPLIT = ("tp", "pp", "dp", "zero")
 

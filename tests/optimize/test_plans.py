@@ -153,10 +153,10 @@ def test_an_unsupported_kind_says_what_optimize_handles() -> None:
 
 
 def test_gpt3_1t_fig8_the_choice_is_the_simulated_best_split() -> None:
-    """DFModel's Fig. 8 (examples/optimize/gpt3_1t_splits.yaml, 3072 A100s): of 56 splits 7 fit; the program's choice
+    """DFModel's Fig. 8 (examples/explore/gpt3_1t_splits.yaml, 3072 A100s): of 56 splits 7 fit; the program's choice
     is the event simulation's best (gpt3_1t_splits_simulated.csv) or within 2 % of it, and every fitting split's
     estimate is its simulated time within 1e-4."""
-    result = optimize_study(load_sweep(ROOT / "examples" / "optimize" / "gpt3_1t_splits.yaml"), simulate=False)
+    result = optimize_study(load_sweep(ROOT / "examples" / "explore" / "gpt3_1t_splits.yaml"), simulate=False)
     with FIGURE_8.open(encoding="utf-8") as file:
         rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
     times = {tuple(int(row[name]) for name in ("tp", "pp", "dp", "zero")): int(row["total_time_ps"]) for row in rows}
@@ -169,7 +169,7 @@ def test_gpt3_1t_fig8_the_choice_is_the_simulated_best_split() -> None:
 
 def test_the_program_equals_enumerating_a_real_space() -> None:
     """On the Fig. 8 space, the program's plan is the fastest that fits by enumerating the same estimates."""
-    sweep = load_sweep(ROOT / "examples" / "optimize" / "gpt3_1t_splits.yaml")
+    sweep = load_sweep(ROOT / "examples" / "explore" / "gpt3_1t_splits.yaml")
     study = parse_study(sweep.base, sweep.base_source)
     listed = plan_points(study, sweep_plan_space(sweep))
     estimates = estimate_plans(study, listed.points)
