@@ -43,7 +43,8 @@ def _workloads(draw: st.DrawFn) -> ChipWorkload:
     chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=len(pairs))) if pairs else []
     sizes = st.sampled_from([100, 1000, 3000, 9000])
     tensors = tuple(ChipTensor(f"t{a}{b}", a, b, draw(sizes)) for a, b in chosen)
-    return ChipWorkload("drawn", kernels, tensors, repeat=draw(st.integers(1, 3)))
+    streamed = draw(st.sampled_from([1, 1, 3]))
+    return ChipWorkload("drawn", kernels, tensors, repeat=draw(st.integers(1, 3)), streamed=streamed)
 
 
 @st.composite
@@ -157,6 +158,22 @@ def test_a_fused_partition_keeps_its_tensors_in_sram() -> None:
         evaluate(work, chip, [0, 0, 0], [2, 2, 1])
     with pytest.raises(InfeasibleMapping, match="SRAM"):
         evaluate(work, DataflowChip(**{**chip.__dict__, "sram_bytes": 10_000}), [0, 0, 0], [2, 1, 1])
+
+
+def test_a_partition_reads_its_weights_once_for_the_inputs_it_streams() -> None:
+    """Streaming 3 micro-batches: a fused partition moves each kernel's 8,000 weight bytes once for the three
+    (2,667 bytes a micro-batch each, rounded up), the tensors crossing it once each; kernel-by-kernel execution
+    still reads the weights for every micro-batch."""
+    work, chip = _chain()
+    streamed = ChipWorkload(work.name, work.kernels, work.tensors, work.repeat, streamed=3)
+    (fused,) = evaluate(streamed, chip, [0, 0, 0], [2, 1, 1])
+    assert fused.dram_traffic_bytes == 2 * 2667
+    first, _ = evaluate(streamed, chip, [0, 1, 1], [4, 2, 2])
+    assert first.dram_traffic_bytes == 2667 + 8192
+    by_kernel = solve_intra_chip(streamed, chip, execution="kernel_by_kernel")
+    assert by_kernel.partitions == solve_intra_chip(work, chip, execution="kernel_by_kernel").partitions
+    with pytest.raises(ValueError, match="streamed must be at least 1"):
+        ChipWorkload(work.name, work.kernels, work.tensors, streamed=0)
 
 
 def test_the_dram_holds_the_weights_and_the_tensors_alive_between_partitions() -> None:
