@@ -26,7 +26,7 @@ from typing import Literal
 
 from stratasim.compute_layer.dataflow_chips import DataflowChip, Execution
 from stratasim.optimize.chip_workload import ChipWorkload
-from stratasim.optimize.intra_chip_model import Fixed, Start, solve_model
+from stratasim.optimize.intra_chip_model import Fixed, Start, solve_model, tile_counts
 from stratasim.optimize.intra_chip_start import start_candidates
 
 __all__ = [
@@ -276,7 +276,7 @@ def _best_tiles(work: ChipWorkload, chip: DataflowChip, assignment: tuple[int, .
     for part in set(assignment):
         members = [i for i, p in enumerate(assignment) if p == part]
         best, choice = math.inf, None
-        for option in itertools.product(chip.tile_options(), repeat=len(members)):
+        for option in itertools.product(tile_counts(chip), repeat=len(members)):
             if sum(option) <= chip.tiles:
                 slowest = max(chip.kernel_seconds(work.kernels[i].operator, n) for i, n in zip(members, option))
                 if slowest < best:

@@ -23,7 +23,7 @@ from stratasim.compute_layer.dataflow_chips import DataflowChip
 from stratasim.optimize.chip_workload import ChipWorkload
 from stratasim.optimize.milp import silent_highs
 
-__all__ = ["Fixed", "Start", "solve_model", "tile_options"]
+__all__ = ["Fixed", "Start", "solve_model", "tile_counts", "tile_options"]
 
 _US = 1e6
 _INF = highspy.kHighsInf
@@ -113,12 +113,20 @@ class _Columns:
         return self.a.get((kernel, part), [])
 
 
+def tile_counts(chip: DataflowChip) -> list[int]:
+    """The tile counts a kernel may take in a partition: the chip's options (powers of two and all its tiles) and
+    what each leaves of the chip, so that a kernel can take the tiles a few small ones beside it leave (DFModel's
+    ``t_used`` is any integer; these keep the program small)."""
+    options = chip.tile_options()
+    return sorted(set(options) | {chip.tiles - n for n in options if n < chip.tiles})
+
+
 def tile_options(work: ChipWorkload, chip: DataflowChip) -> list[list[tuple[int, float]]]:
     """Per kernel, the tile options worth having (each faster than every smaller one) with their seconds."""
     kept = []
     for kernel in work.kernels:
         useful: list[tuple[int, float]] = []
-        for tiles in chip.tile_options():
+        for tiles in tile_counts(chip):
             seconds = chip.kernel_seconds(kernel.operator, tiles)
             if not useful or seconds < useful[-1][1]:
                 useful.append((tiles, seconds))

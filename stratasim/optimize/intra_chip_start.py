@@ -16,20 +16,49 @@ __all__ = ["start_candidates"]
 def start_candidates(work: ChipWorkload, chip: DataflowChip, parts: int) -> list[Start]:
     """Kernel-by-kernel on the whole chip when ``parts`` allows one partition per kernel; the kernels packed in
     order until a partition's tiles (one a kernel) or SRAM would overflow; and, for every count of partitions up
-    to ``parts``, the kernels cut in order into that many runs of about equal work. Each kernel takes the most
-    tiles within its share of its partition (the share proportional to the tile-seconds it needs). Candidates may
-    break a constraint; the caller evaluates them."""
+    to ``parts``, the kernels cut in order into that many runs of about equal work (each kernel on the most tiles
+    within its share of the partition, the share proportional to the tile-seconds it needs) and into that many runs
+    around the heaviest kernels (each on the tiles its run's other kernels leave, they on one each). Candidates
+    may break a constraint; the caller evaluates them."""
     options = tile_options(work, chip)
     count = len(work.kernels)
     need = [min(tiles * seconds for tiles, seconds in kernel) for kernel in options]
     found: list[Start] = []
     if count <= parts:
         found.append((tuple(range(count)), tuple(kernel[-1][0] for kernel in options)))
-    cuts = [_packed(work, chip), *(_balanced(need, k) for k in range(1, min(parts, count) + 1))]
-    for assignment in cuts:
+    runs = range(1, min(parts, count) + 1)
+    for assignment in [_packed(work, chip), *(_balanced(need, k) for k in runs)]:
         if max(assignment) < parts:
             found.append((tuple(assignment), _shares(chip, options, need, assignment)))
+    for k in runs:
+        assignment = _anchored(need, k)
+        found.append((tuple(assignment), _beside_anchors(chip, options, need, assignment)))
     return found
+
+
+def _anchored(need: list[float], runs: int) -> list[int]:
+    """The kernels, in order, cut into ``runs`` consecutive runs, each holding one of the ``runs`` kernels that
+    need the most tile-seconds (a run starts at each of them but the first; the kernels before it join it)."""
+    heavy = sorted(sorted(range(len(need)), key=lambda i: -need[i])[:runs])
+    assignment, part = [], 0
+    for i in range(len(need)):
+        if part + 1 < len(heavy) and i == heavy[part + 1]:
+            part += 1
+        assignment.append(part)
+    return assignment
+
+
+def _beside_anchors(
+    chip: DataflowChip, options: list[list[tuple[int, float]]], need: list[float], assignment: list[int]
+) -> tuple[int, ...]:
+    """Each run's kernels on one tile, but its heaviest, which takes the most tiles the others leave."""
+    tiles = [options[i][0][0] for i in range(len(need))]
+    for part in set(assignment):
+        members = [i for i, p in enumerate(assignment) if p == part]
+        anchor = max(members, key=lambda i: need[i])
+        left = chip.tiles - sum(tiles[i] for i in members if i != anchor)
+        tiles[anchor] = max((n for n, _ in options[anchor] if n <= left), default=options[anchor][0][0])
+    return tuple(tiles)
 
 
 def _shares(

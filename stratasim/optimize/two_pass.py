@@ -112,7 +112,7 @@ def solve_two_pass(
     *,
     micro_batches: int = 1,
     execution: Execution | None = None,
-    max_partitions: int = 8,
+    max_partitions: int | None = None,
     max_stages: int = 128,
     inter_time_limit_s: float = 60.0,
     intra_time_limit_s: float = 60.0,
@@ -120,7 +120,8 @@ def solve_two_pass(
 ) -> TwoPassResult:
     """``graph`` (one micro-batch, ``micro_batches`` an iteration) on ``topology``'s chips like ``chip``, mapped by
     both passes (see the module); ``execution`` overrides the chip's own style, ``max_partitions`` bounds a dataflow
-    chip's partitions per stage. ``cache`` (a dict the caller keeps for one graph) reuses intra-chip solutions of
+    chip's partitions per stage (default: one per kernel, so kernel-by-kernel execution is among the mappings the
+    solver starts from). ``cache`` (a dict the caller keeps for one graph) reuses intra-chip solutions of
     identical stages across systems. Raises what the passes raise:
     :class:`~stratasim.optimize.inter_chip.InterChipError` or
     :class:`~stratasim.optimize.intra_chip.InfeasibleMapping` naming the constraint that binds."""
@@ -176,7 +177,7 @@ def _recompose(
 
 
 def _intra(
-    work: ChipWorkload, chip: DataflowChip, style: Execution, max_partitions: int, time_limit_s: float
+    work: ChipWorkload, chip: DataflowChip, style: Execution, max_partitions: int | None, time_limit_s: float
 ) -> IntraChipSolution:
     """The stage on the chip in ``style``. A dataflow chip keeps kernel-by-kernel execution (it can always run that
     way) when the solver finds no faster fusion within its time or its partitions, with ``status`` ``time_limit``
@@ -184,7 +185,7 @@ def _intra(
     by_kernel = solve_intra_chip(work, chip, execution="kernel_by_kernel", time_limit_s=time_limit_s)
     if style == "kernel_by_kernel":
         return by_kernel
-    parts = min(max_partitions, len(work.kernels))
+    parts = len(work.kernels) if max_partitions is None else min(max_partitions, len(work.kernels))
     try:
         fused = solve_intra_chip(work, chip, execution="dataflow", max_partitions=parts, time_limit_s=time_limit_s)
     except (InfeasibleMapping, TimeoutError):

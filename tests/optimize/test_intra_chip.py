@@ -238,7 +238,7 @@ def test_dataflow_mappings_beat_the_kernel_by_kernel_one_on_eight_sn10s() -> Non
     assert best.total_s / torus.total_s > 1.1
     # The figures docs/explanation/dataflow-execution.md shows.
     times = [kernel_by_kernel, vendor, best.total_s, torus.total_s]
-    assert times == pytest.approx([1.489, 0.918, 0.767, 0.462], abs=5e-4)
+    assert times == pytest.approx([1.489, 0.906, 0.767, 0.462], abs=5e-4)
     training = solve_intra_chip(gpt_chip_work(8, training=True), sn10, execution="kernel_by_kernel")
     assert training.total_s == pytest.approx(4.137, abs=5e-4)
 
@@ -263,7 +263,7 @@ def test_dataflow_gains_with_sram_and_kernel_by_kernel_with_dram_bandwidth() -> 
     assert kernel_by_kernel[500, 100] == kernel_by_kernel[300, 100]
     # The figures docs/explanation/dataflow-execution.md shows (there with up to six partitions: the same optima).
     assert [dataflow[300, 100], dataflow[500, 100], dataflow[300, 600]] == pytest.approx(
-        [0.414, 0.574, 0.785], abs=5e-4
+        [0.414, 0.574, 0.796], abs=5e-4
     )
     assert [kernel_by_kernel[300, 100], kernel_by_kernel[300, 600]] == pytest.approx([0.200, 0.495], abs=5e-4)
 
