@@ -311,10 +311,11 @@ def test_a_training_graph_adds_its_backward_pass() -> None:
 
 
 def test_a_time_out_returns_the_best_mapping_found_with_its_gap() -> None:
-    """Stopped after half a second, the search still returns a mapping (it starts from kernel-by-kernel, so never
-    a slower one), marked ``time_limit`` with the gap it could not close."""
+    """Stopped after half a second, the search still returns a mapping (it starts from the best of kernel-by-kernel
+    and greedy fusions, so never a slower one), marked ``time_limit`` with a finite gap it could not close (to the
+    bound of the work over the chip, the weights over DRAM and the network time, when HiGHS has none)."""
     sn10 = dataflow_chip("sn10")
     work = gpt_chip_work(8)
     stopped = solve_intra_chip(work, sn10, time_limit_s=0.5)
-    assert stopped.status == "time_limit" and stopped.gap > 0
+    assert stopped.status == "time_limit" and 0 < stopped.gap < 1
     assert stopped.total_s <= solve_intra_chip(work, sn10, execution="kernel_by_kernel").total_s * (1 + 1e-9)
