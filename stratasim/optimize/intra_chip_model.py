@@ -26,6 +26,8 @@ from stratasim.optimize.milp import silent_highs
 __all__ = ["Fixed", "Start", "solve_model", "tile_counts", "tile_options"]
 
 _US = 1e6
+_PROVED = 1e-6
+"""The relative gap at which a mapping counts as proved optimal (HiGHS's ``mip_rel_gap`` here)."""
 _INF = highspy.kHighsInf
 
 Start = tuple[Sequence[int], Sequence[int]]
@@ -74,7 +76,7 @@ class _Program:
         ]
         solver = silent_highs()
         solver.setOptionValue("time_limit", float(time_limit_s))
-        solver.setOptionValue("mip_rel_gap", 1e-6)
+        solver.setOptionValue("mip_rel_gap", _PROVED)
         solver.passModel(lp)
         if start:
             solver.setSolution(len(start), np.array(list(start), dtype=np.int32), np.array(list(start.values())))
@@ -303,7 +305,7 @@ def solve_model(
             assignment[i], tiles[i] = p, options[i][o][0]
     info = solver.getInfo()
     gap = min(float(info.mip_gap), _bound_gap(work, chip, options, info.objective_function_value))
-    return assignment, tiles, status == highspy.HighsModelStatus.kOptimal, gap
+    return assignment, tiles, status == highspy.HighsModelStatus.kOptimal or gap <= _PROVED, gap
 
 
 def _bound_gap(

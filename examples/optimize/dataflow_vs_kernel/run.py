@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     note = (
         f"GPT-3 1T, {args.micro_batches} micro-batches of one sequence, topologies {', '.join(args.topologies)}; "
         f"limits {limits.inter_s:g} s inter-chip, {limits.intra_s:g} s intra-chip, at most "
-        f"{limits.max_partitions or 'one a kernel'} partitions; {wall:.0f} s in all."
+        f"{f'{limits.max_partitions} partitions' if limits.max_partitions else 'one partition per kernel'}; "
+        f"{wall:.0f} s in all."
     )
     print(note)
     if args.write_doc:
