@@ -40,7 +40,8 @@ def _anchored(need: list[float], runs: int) -> list[int]:
     """The kernels, in order, cut into ``runs`` consecutive runs, each holding one of the ``runs`` kernels that
     need the most tile-seconds (a run starts at each of them but the first; the kernels before it join it)."""
     heavy = sorted(sorted(range(len(need)), key=lambda i: -need[i])[:runs])
-    assignment, part = [], 0
+    assignment: list[int] = []
+    part = 0
     for i in range(len(need)):
         if part + 1 < len(heavy) and i == heavy[part + 1]:
             part += 1
@@ -79,7 +80,8 @@ def _balanced(need: list[float], runs: int) -> list[int]:
     """The kernels, in order, cut into ``runs`` consecutive runs, each closed once it holds its share of the
     total work (a run per kernel at least, so every run is used)."""
     total = sum(need) or 1.0
-    assignment, part, done = [], 0, 0.0
+    assignment: list[int] = []
+    part, done = 0, 0.0
     for i, work in enumerate(need):
         left = len(need) - i
         if part < runs - 1 and (done >= total * (part + 1) / runs or left <= runs - 1 - part) and assignment:
