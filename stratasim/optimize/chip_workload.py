@@ -40,14 +40,17 @@ class ChipTensor:
 @dataclass(frozen=True)
 class ChipWorkload:
     """The kernels one chip runs, in a topological order, the tensors between them, how many times in sequence it
-    runs them per pass (``repeat``: a model's identical layers), and the bytes DRAM holds through a pass for each
-    repeat (``held_bytes``; None: the kernels' weights)."""
+    runs them per pass (``repeat``: a model's identical layers), the bytes DRAM holds through a pass for each
+    repeat (``held_bytes``; None: the kernels' weights), and how many inputs (micro-batches) a dataflow partition
+    streams through once configured (``streamed``): its weights cross DRAM once for all of them (DFModel Sec. IV.C,
+    "the pipeline in each partition reaches steady-state"), its tensors once for each."""
 
     name: str
     kernels: tuple[ChipKernel, ...]
     tensors: tuple[ChipTensor, ...]
     repeat: int = 1
     held_bytes: int | None = None
+    streamed: int = 1
 
     @property
     def resident_bytes(self) -> int:
@@ -55,9 +58,16 @@ class ChipWorkload:
         held = sum(k.weight_bytes for k in self.kernels) if self.held_bytes is None else self.held_bytes
         return held * self.repeat
 
+    def weight_traffic(self, kernel: int) -> int:
+        """The DRAM bytes kernel number ``kernel``'s weights (or their gradients) move per input in a dataflow
+        partition: its weight bytes shared by the ``streamed`` inputs, rounded up."""
+        return -(-self.kernels[kernel].weight_bytes // self.streamed)
+
     def __post_init__(self) -> None:
         if not self.kernels:
             raise ValueError(f"chip workload {self.name!r} has no kernels")
+        if self.streamed < 1:
+            raise ValueError(f"chip workload {self.name!r}: streamed must be at least 1, not {self.streamed}")
         for tensor in self.tensors:
             if not 0 <= tensor.source < tensor.target < len(self.kernels):
                 raise ValueError(

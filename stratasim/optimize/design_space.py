@@ -38,11 +38,12 @@ TopologyBuilder = Callable[[float], network_pb2.Topology]
 
 @dataclass(frozen=True)
 class Limits:
-    """Solver limits: seconds per inter-chip and per intra-chip solve, and a dataflow chip's partitions a stage."""
+    """Solver limits: seconds per inter-chip and per intra-chip solve, and a dataflow chip's partitions a stage
+    (None: one per kernel)."""
 
     inter_s: float = 10.0
     intra_s: float = 10.0
-    max_partitions: int = 8
+    max_partitions: int | None = None
 
 
 @dataclass(frozen=True)

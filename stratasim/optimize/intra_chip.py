@@ -4,6 +4,10 @@ compute tiles each kernel gets, for the least time.
 The chip runs its share of a dataflow graph (after the inter-chip pass has sharded it) as partitions executed one
 after another (DFModel Sec. V). Inside a partition the kernels run at once, each on its own tiles, and the tensors
 between them stream through SRAM; a tensor crossing partitions, and every kernel's weights, go through DRAM. A
+partition, once configured, streams all the inputs of a pass (``ChipWorkload.streamed``: the micro-batches a
+pipeline stage runs an iteration) through, so its weights cross DRAM once for them all and its tensors once for
+each; kernel-by-kernel execution reads a kernel's weights for every input, as a GPU or TPU does when it runs the
+micro-batches one after another, each kernel evicting the last one's operands from its caches. A
 partition takes the longest of its compute (its slowest kernel), its DRAM traffic over the DRAM bandwidth and its
 network time; the pass minimises the sum over partitions, under the chip's tiles, SRAM capacity (tensors kept on
 chip) and DRAM capacity (weights and the tensors alive between partitions). Kernel-by-kernel execution is the same
@@ -17,12 +21,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from stratasim.compute_layer.dataflow_chips import DataflowChip, Execution
 from stratasim.optimize.chip_workload import ChipWorkload
-from stratasim.optimize.intra_chip_model import Fixed, solve_model
+from stratasim.optimize.intra_chip_model import Fixed, Start, solve_model, tile_counts
+from stratasim.optimize.intra_chip_start import start_candidates
 
 __all__ = [
     "Partition",
@@ -107,7 +112,7 @@ def evaluate(
         inside = [t for t in work.tensors if assignment[t.source] == part == assignment[t.target]]
         crossing = [t for t in work.tensors if (assignment[t.source] == part) != (assignment[t.target] == part)]
         live = [t for t in work.tensors if assignment[t.source] <= part <= assignment[t.target] != assignment[t.source]]
-        traffic = sum(t.bytes for t in crossing) + sum(work.kernels[i].weight_bytes for i in members)
+        traffic = sum(t.bytes for t in crossing) + sum(work.weight_traffic(i) for i in members)
         partition = Partition(
             kernels=tuple(work.kernels[i].name for i in members),
             tiles=tuple(tiles[i] for i in members),
@@ -151,8 +156,9 @@ def solve_intra_chip(
 
     ``execution`` (default: the chip's own) ``dataflow`` chooses the partitions, at most ``max_partitions`` of
     them (default: one per kernel), or takes ``partitions`` as given (kernel names, in execution order) and
-    chooses only the tiles; ``kernel_by_kernel`` fixes every kernel alone on the whole chip. Raises
-    :class:`InfeasibleMapping` when no mapping fits, naming the constraint that binds.
+    chooses only the tiles; ``kernel_by_kernel`` fixes every kernel alone on the whole chip, reading its weights
+    for every input (``work.streamed`` taken as 1). Raises :class:`InfeasibleMapping` when no mapping fits, naming
+    the constraint that binds.
     """
     style = execution or chip.execution
     count = len(work.kernels)
@@ -160,6 +166,7 @@ def solve_intra_chip(
     if style == "kernel_by_kernel":
         if partitions is not None:
             raise ValueError("kernel-by-kernel execution puts every kernel alone: it takes no partitions")
+        work = replace(work, streamed=1)
         fixed = Fixed(tuple(range(count)), whole_chip=True)
     elif partitions is not None:
         fixed = Fixed(_numbered(work, partitions), whole_chip=False)
@@ -167,12 +174,26 @@ def solve_intra_chip(
     if limit < 1:
         raise ValueError(f"max_partitions must be at least 1, got {max_partitions}")
     resident = work.resident_bytes
-    found = solve_model(work, chip, limit, time_limit_s, fixed) if resident <= chip.dram_capacity else None
+    start = _best_start(work, chip, limit) if fixed is None else None
+    found = solve_model(work, chip, limit, time_limit_s, fixed, start) if resident <= chip.dram_capacity else None
     if found is None:
         raise InfeasibleMapping(_why_infeasible(work, chip, fixed, limit))
     assignment, tiles, optimal, gap = found
     mapped = evaluate(work, chip, assignment, tiles)
     return IntraChipSolution(chip.name, style, mapped, work.repeat, "optimal" if optimal else "time_limit", gap)
+
+
+def _best_start(work: ChipWorkload, chip: DataflowChip, parts: int) -> Start | None:
+    """The fastest of :func:`start_candidates` that fits the chip, None if none does."""
+    best: tuple[float, Start] | None = None
+    for assignment, tiles in start_candidates(work, chip, parts):
+        try:
+            seconds = _time(evaluate(work, chip, assignment, tiles))
+        except InfeasibleMapping:
+            continue
+        if best is None or seconds < best[0]:
+            best = (seconds, (assignment, tiles))
+    return None if best is None else best[1]
 
 
 def _numbered(work: ChipWorkload, partitions: Sequence[Sequence[str]]) -> tuple[int, ...]:
@@ -255,7 +276,7 @@ def _best_tiles(work: ChipWorkload, chip: DataflowChip, assignment: tuple[int, .
     for part in set(assignment):
         members = [i for i, p in enumerate(assignment) if p == part]
         best, choice = math.inf, None
-        for option in itertools.product(chip.tile_options(), repeat=len(members)):
+        for option in itertools.product(tile_counts(chip), repeat=len(members)):
             if sum(option) <= chip.tiles:
                 slowest = max(chip.kernel_seconds(work.kernels[i].operator, n) for i, n in zip(members, option))
                 if slowest < best:

@@ -7,8 +7,8 @@ Variables (``n`` kernels, ``m`` tensors, ``P`` partitions, ``O`` tile options): 
 while ``p`` runs); ``t[p]`` the partition's critical time. Compute time is linear because each option's time is a
 constant: ``t[p] >= sum_o c[i,o] Z[i,p,o]`` for every kernel ``i``. DFModel's ``D[j,p] = A[src,p] XOR A[dst,p]``
 is ``A[src,p] + A[dst,p] - 2 B[j,p]``. A kernel's options keep only tile counts faster than every smaller one; a
-cut bounds each partition by its kernels' least tile-seconds over the chip's tiles; the search starts from
-kernel-by-kernel when the partitions allow it. Times are in microseconds inside the model.
+cut bounds each partition by its kernels' least tile-seconds over the chip's tiles; the search starts from a
+mapping the caller gives (:mod:`stratasim.optimize.intra_chip_start`). Times are in microseconds inside the model.
 """
 
 from __future__ import annotations
@@ -23,10 +23,15 @@ from stratasim.compute_layer.dataflow_chips import DataflowChip
 from stratasim.optimize.chip_workload import ChipWorkload
 from stratasim.optimize.milp import silent_highs
 
-__all__ = ["Fixed", "solve_model"]
+__all__ = ["Fixed", "Start", "solve_model", "tile_counts", "tile_options"]
 
 _US = 1e6
+_PROVED = 1e-6
+"""The relative gap at which a mapping counts as proved optimal (HiGHS's ``mip_rel_gap`` here)."""
 _INF = highspy.kHighsInf
+
+Start = tuple[Sequence[int], Sequence[int]]
+"""A mapping to start from: each kernel's partition and its tiles."""
 
 
 @dataclass
@@ -71,7 +76,7 @@ class _Program:
         ]
         solver = silent_highs()
         solver.setOptionValue("time_limit", float(time_limit_s))
-        solver.setOptionValue("mip_rel_gap", 1e-6)
+        solver.setOptionValue("mip_rel_gap", _PROVED)
         solver.passModel(lp)
         if start:
             solver.setSolution(len(start), np.array(list(start), dtype=np.int32), np.array(list(start.values())))
@@ -110,12 +115,20 @@ class _Columns:
         return self.a.get((kernel, part), [])
 
 
-def _options(work: ChipWorkload, chip: DataflowChip) -> list[list[tuple[int, float]]]:
+def tile_counts(chip: DataflowChip) -> list[int]:
+    """The tile counts a kernel may take in a partition: the chip's options (powers of two and all its tiles) and
+    what each leaves of the chip, so that a kernel can take the tiles a few small ones beside it leave (DFModel's
+    ``t_used`` is any integer; these keep the program small)."""
+    options = chip.tile_options()
+    return sorted(set(options) | {chip.tiles - n for n in options if n < chip.tiles})
+
+
+def tile_options(work: ChipWorkload, chip: DataflowChip) -> list[list[tuple[int, float]]]:
     """Per kernel, the tile options worth having (each faster than every smaller one) with their seconds."""
     kept = []
     for kernel in work.kernels:
         useful: list[tuple[int, float]] = []
-        for tiles in chip.tile_options():
+        for tiles in tile_counts(chip):
             seconds = chip.kernel_seconds(kernel.operator, tiles)
             if not useful or seconds < useful[-1][1]:
                 useful.append((tiles, seconds))
@@ -133,7 +146,7 @@ def _build(
     work: ChipWorkload, chip: DataflowChip, parts: int, fixed: Fixed | None
 ) -> tuple[_Program, _Columns, list[list[tuple[int, float]]]]:
     program = _Program()
-    options = _options(work, chip)
+    options = tile_options(work, chip)
     if fixed is not None and fixed.whole_chip:
         options = [[(chip.tiles, chip.kernel_seconds(k.operator, chip.tiles))] for k in work.kernels]
     n = len(work.kernels)
@@ -202,7 +215,7 @@ def _tensors(program: _Program, columns: _Columns, work: ChipWorkload, chip: Dat
         per_us = _US / chip.dram_bandwidth
         for i, kernel in enumerate(work.kernels):
             for c in columns.assigned(i, p):
-                _add(memory, c, kernel.weight_bytes * per_us)
+                _add(memory, c, work.weight_traffic(i) * per_us)
                 _add(network, c, kernel.network_seconds * _US)
         for j, tensor in enumerate(work.tensors):
             source, target = columns.assigned(tensor.source, p), columns.assigned(tensor.target, p)
@@ -244,63 +257,35 @@ def _lifetimes(program: _Program, columns: _Columns, work: ChipWorkload, parts: 
             program.row(terms, upper=room)
 
 
-def _start(
-    work: ChipWorkload, chip: DataflowChip, columns: _Columns, options: list[list[tuple[int, float]]], parts: int
-) -> dict[int, float]:
-    """A mapping for the search to improve on: with partitions enough, every kernel alone on its fastest option
-    (kernel-by-kernel, so a time-out is never slower than it); else the kernels packed in order into as few
-    partitions as their tiles (one each) and the SRAM allow, the tiles shared by need. Nothing when those columns
-    do not exist."""
-    count = len(work.kernels)
-    if count <= parts:
-        chosen = [columns.z.get((i, i, len(options[i]) - 1)) for i in range(count)]
-    else:
-        packed = _packed(work, chip)
-        shares = _shares(chip, options, packed)
-        chosen = (
-            [columns.z.get((i, part, shares[i])) for i, part in enumerate(packed)] if max(packed) < parts else [None]
-        )
+def _start(columns: _Columns, options: list[list[tuple[int, float]]], start: Start | None) -> dict[int, float]:
+    """The ``z`` values of ``start`` (each kernel's partition and tiles), or nothing when its columns do not
+    exist."""
+    if start is None:
+        return {}
+    assignment, tiles = start
+    chosen = []
+    for i, (part, count) in enumerate(zip(assignment, tiles)):
+        option = next((o for o, (n, _) in enumerate(options[i]) if n == count), None)
+        chosen.append(None if option is None else columns.z.get((i, part, option)))
     if None in chosen:
         return {}
     return {column: float(column in chosen) for column in columns.z.values()}
 
 
-def _shares(chip: DataflowChip, options: list[list[tuple[int, float]]], packed: list[int]) -> list[int]:
-    """Each kernel's option in its packed partition: the most tiles within its share of the chip, the share
-    proportional to the tile-seconds it needs."""
-    need = [min(tiles * seconds for tiles, seconds in kernel) for kernel in options]
-    total = {part: 0.0 for part in packed}
-    for i, part in enumerate(packed):
-        total[part] += need[i]
-    chosen = []
-    for i, part in enumerate(packed):
-        share = chip.tiles * need[i] / total[part] if total[part] > 0 else 1
-        chosen.append(max(o for o, (tiles, _) in enumerate(options[i]) if tiles <= max(share, 1)))
-    return chosen
-
-
-def _packed(work: ChipWorkload, chip: DataflowChip) -> list[int]:
-    """Each kernel's partition when the kernels, in order, fill a partition until its tiles (one per kernel) or
-    its SRAM would overflow."""
-    parts: list[int] = []
-    current = kept = members = 0
-    for i in range(len(work.kernels)):
-        joining = sum(t.bytes for t in work.tensors if t.target == i and parts[t.source] == current)
-        if members and (members + 1 > chip.tiles or kept + joining > chip.sram_bytes):
-            current, kept, members, joining = current + 1, 0, 0, 0
-        parts.append(current)
-        kept, members = kept + joining, members + 1
-    return parts
-
-
 def solve_model(
-    work: ChipWorkload, chip: DataflowChip, parts: int, time_limit_s: float, fixed: Fixed | None = None
+    work: ChipWorkload,
+    chip: DataflowChip,
+    parts: int,
+    time_limit_s: float,
+    fixed: Fixed | None = None,
+    start: Start | None = None,
 ) -> tuple[Sequence[int], Sequence[int], bool, float] | None:
     """The best assignment (partition per kernel) and tiles per kernel found within ``parts`` partitions, whether
     it is proved optimal, and the relative gap; None when the program is infeasible, TimeoutError when nothing was
-    found in time. ``fixed`` takes the partitions (and the tiles) out of the program."""
+    found in time. ``fixed`` takes the partitions (and the tiles) out of the program; ``start`` is a feasible
+    mapping for the search to improve on (each kernel's partition and tiles)."""
     program, columns, options = _build(work, chip, parts, fixed)
-    solver = program.solve(time_limit_s, _start(work, chip, columns, options, parts))
+    solver = program.solve(time_limit_s, _start(columns, options, start))
     status = solver.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
         return None
@@ -318,4 +303,19 @@ def solve_model(
     for (i, p, o), c in columns.z.items():
         if values[c] > 0.5:
             assignment[i], tiles[i] = p, options[i][o][0]
-    return assignment, tiles, status == highspy.HighsModelStatus.kOptimal, float(solver.getInfo().mip_gap)
+    info = solver.getInfo()
+    gap = min(float(info.mip_gap), _bound_gap(work, chip, options, info.objective_function_value))
+    return assignment, tiles, status == highspy.HighsModelStatus.kOptimal or gap <= _PROVED, gap
+
+
+def _bound_gap(
+    work: ChipWorkload, chip: DataflowChip, options: list[list[tuple[int, float]]], found_us: float
+) -> float:
+    """The relative gap of ``found_us`` to a bound no mapping beats: the partitions' times sum to at least the
+    kernels' least tile-seconds over the chip's tiles, their weight traffic over the DRAM bandwidth, and their
+    network seconds (HiGHS reports no gap when a time limit stops it before its root relaxation is solved)."""
+    compute = sum(min(tiles * seconds for tiles, seconds in kernel) for kernel in options) / chip.tiles
+    weights = sum(work.weight_traffic(i) for i in range(len(work.kernels))) / chip.dram_bandwidth
+    network = sum(k.network_seconds for k in work.kernels)
+    bound_us = max(compute, weights, network) * _US
+    return max(found_us - bound_us, 0.0) / found_us if found_us > 0 else 0.0

@@ -11,7 +11,8 @@ DataflowChips, then the intra-chip pass maps what one chip of each pipeline stag
    and ``tp``), each kernel carrying the seconds of the layout conversions the inter-chip solution gives it (a
    forward conversion on the kernel producing the tensor, a backward one on the gradient kernel producing the
    tensor's gradient), executed in the chip's style: ``dataflow`` fuses kernels into at most ``max_partitions``
-   partitions (and falls back to kernel-by-kernel when the solver finds nothing faster within its time), while
+   partitions, each streaming the ``micro_batches / dp`` micro-batches its stage runs an iteration through once
+   configured (its weights cross DRAM once for them, DFModel's steady state) (and falls back to kernel-by-kernel when the solver finds nothing faster within its time), while
    ``kernel_by_kernel`` puts each kernel alone on the whole chip.
 3. Recomposition: stage ``s`` takes ``T_s = max(intra_s, p2p_s)`` per micro-batch, where ``intra_s`` is its
    intra-chip time (compute, DRAM and network overlapped within each partition, partitions in sequence, times the
@@ -43,7 +44,8 @@ __all__ = ["Breakdown", "IntraCache", "TwoPassResult", "solve_two_pass", "model_
 _PS = 1e12
 
 IntraCache: TypeAlias = dict[tuple[object, ...], IntraChipSolution]
-"""Intra-chip solutions by what determines them (chip, style, limits, sharding, layers and network seconds)."""
+"""Intra-chip solutions by what determines them (chip, style, limits, sharding, layers, micro-batches streamed and
+network seconds)."""
 _BACKWARD = ("dgrad", "wgrad", "backward")
 
 
@@ -110,7 +112,7 @@ def solve_two_pass(
     *,
     micro_batches: int = 1,
     execution: Execution | None = None,
-    max_partitions: int = 8,
+    max_partitions: int | None = None,
     max_stages: int = 128,
     inter_time_limit_s: float = 60.0,
     intra_time_limit_s: float = 60.0,
@@ -118,7 +120,8 @@ def solve_two_pass(
 ) -> TwoPassResult:
     """``graph`` (one micro-batch, ``micro_batches`` an iteration) on ``topology``'s chips like ``chip``, mapped by
     both passes (see the module); ``execution`` overrides the chip's own style, ``max_partitions`` bounds a dataflow
-    chip's partitions per stage. ``cache`` (a dict the caller keeps for one graph) reuses intra-chip solutions of
+    chip's partitions per stage (default: one per kernel, so kernel-by-kernel execution is among the mappings the
+    solver starts from). ``cache`` (a dict the caller keeps for one graph) reuses intra-chip solutions of
     identical stages across systems. Raises what the passes raise:
     :class:`~stratasim.optimize.inter_chip.InterChipError` or
     :class:`~stratasim.optimize.intra_chip.InfeasibleMapping` naming the constraint that binds."""
@@ -128,6 +131,7 @@ def solve_two_pass(
     network = _network_seconds(problem, inter)
     work = chip_workload(graph, schemes=inter.schemes, tp=inter.tp, network_seconds=network)
     memo = {} if cache is None else cache
+    streamed = max(micro_batches // inter.dp, 1)
     intra = []
     for names in _stages(graph, inter):
         key = (
@@ -138,11 +142,12 @@ def solve_two_pass(
             tuple(sorted(inter.schemes.items())),
             inter.tp,
             inter.repeats_per_stage,
+            streamed,
             frozenset(names),
             tuple(sorted(network.items())),
         )
         if key not in memo:
-            stage_work = replace(_stage_workload(work, names), repeat=inter.repeats_per_stage)
+            stage_work = replace(_stage_workload(work, names), repeat=inter.repeats_per_stage, streamed=streamed)
             memo[key] = _intra(stage_work, chip, style, max_partitions, intra_time_limit_s)
         intra.append(memo[key])
     return _recompose(graph, chip, style, inter, tuple(intra), micro_batches)
@@ -172,7 +177,7 @@ def _recompose(
 
 
 def _intra(
-    work: ChipWorkload, chip: DataflowChip, style: Execution, max_partitions: int, time_limit_s: float
+    work: ChipWorkload, chip: DataflowChip, style: Execution, max_partitions: int | None, time_limit_s: float
 ) -> IntraChipSolution:
     """The stage on the chip in ``style``. A dataflow chip keeps kernel-by-kernel execution (it can always run that
     way) when the solver finds no faster fusion within its time or its partitions, with ``status`` ``time_limit``
@@ -180,7 +185,7 @@ def _intra(
     by_kernel = solve_intra_chip(work, chip, execution="kernel_by_kernel", time_limit_s=time_limit_s)
     if style == "kernel_by_kernel":
         return by_kernel
-    parts = min(max_partitions, len(work.kernels))
+    parts = len(work.kernels) if max_partitions is None else min(max_partitions, len(work.kernels))
     try:
         fused = solve_intra_chip(work, chip, execution="dataflow", max_partitions=parts, time_limit_s=time_limit_s)
     except (InfeasibleMapping, TimeoutError):
@@ -233,7 +238,7 @@ def _stage_workload(work: ChipWorkload, names: set[str]) -> ChipWorkload:
     )
     kernels = tuple(work.kernels[i] for i in kept)
     held = None if work.held_bytes is None else 2 * sum(k.weight_bytes for k in kernels if k.name in names)
-    return ChipWorkload(work.name, kernels, tensors, work.repeat, held)
+    return replace(work, kernels=kernels, tensors=tensors, held_bytes=held)
 
 
 def _breakdown(intra: IntraChipSolution, stage_s: float, pipeline: int, gradient_s: float) -> Breakdown:

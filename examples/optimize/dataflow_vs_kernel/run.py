@@ -87,10 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro-batches", type=int, default=1024, help="sequences an iteration (default 1024)")
     parser.add_argument("--inter-limit", type=float, default=10.0, help="seconds per inter-chip solve")
     parser.add_argument("--intra-limit", type=float, default=10.0, help="seconds per intra-chip solve")
-    parser.add_argument("--max-partitions", type=int, default=8, help="a dataflow chip's partitions per stage")
+    parser.add_argument(
+        "--max-partitions",
+        type=int,
+        default=None,
+        help="a dataflow chip's partitions per stage (default: one a kernel)",
+    )
     parser.add_argument("--write-doc", action="store_true", help=f"write the table into {DOC.name}")
     args = parser.parse_args(argv)
-    if args.micro_batches < 1 or args.max_partitions < 1 or args.inter_limit <= 0 or args.intra_limit <= 0:
+    too_few = args.max_partitions is not None and args.max_partitions < 1
+    if args.micro_batches < 1 or too_few or args.inter_limit <= 0 or args.intra_limit <= 0:
         parser.error("--micro-batches and --max-partitions must be at least 1, the limits positive")
     topologies = {name: partial(design_space_topology, name) for name in args.topologies}
     limits = Limits(args.inter_limit, args.intra_limit, args.max_partitions)
@@ -110,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - start
     note = (
         f"GPT-3 1T, {args.micro_batches} micro-batches of one sequence, topologies {', '.join(args.topologies)}; "
-        f"limits {limits.inter_s:g} s inter-chip, {limits.intra_s:g} s intra-chip, at most {limits.max_partitions} "
-        f"partitions; {wall:.0f} s in all."
+        f"limits {limits.inter_s:g} s inter-chip, {limits.intra_s:g} s intra-chip, at most "
+        f"{f'{limits.max_partitions} partitions' if limits.max_partitions else 'one partition per kernel'}; "
+        f"{wall:.0f} s in all."
     )
     print(note)
     if args.write_doc:
