@@ -35,12 +35,25 @@ PS_PER_SECOND = 10**12
 @dataclass(frozen=True)
 class Request:
     """One request: when it arrives (ps), its prompt tokens and the tokens it generates (the first from the
-    prefill); ``index`` is its place in arrival order."""
+    prefill); ``index`` is its place in the run's requests.
+
+    What its prompt holds, for a prefix cache: the first ``shared_tokens`` are a prefix shared by every request
+    naming the same ``shared_prefix`` (a system prompt; -1 none), and the prompt is the start of its ``session``'s
+    token stream (a conversation or agent loop; -1 none): a later turn's prompt is the earlier turns' prompts and
+    outputs and its new tokens, so two requests of one session hold the same tokens up to the shorter prompt. A
+    request that ``follows`` another (its session's previous turn; -1 none) arrives ``think_ps`` after that one
+    finishes; its ``arrival_ps`` is then unknown until the run (-1)."""
 
     index: int
     arrival_ps: int
     prompt_tokens: int
     output_tokens: int
+    session: int = -1
+    turn: int = 0
+    shared_prefix: int = -1
+    shared_tokens: int = 0
+    follows: int = -1
+    think_ps: int = 0
 
 
 def synthetic_requests(config: RequestsConfig) -> tuple[Request, ...]:
