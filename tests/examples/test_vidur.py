@@ -1,0 +1,112 @@
+"""The studies of examples/serving/vidur/ (Vidur's configurations, docs/validation/vidur.md) run and give their
+figures, to the picosecond; their bad input ends ``stratasim run`` with one clear message.
+
+Hand checks of the figures stored here:
+- llama3_8b_a100_sarathi (Vidur's README configuration): 512 requests over ~79 s at 6.45/s; a decode step with ~60
+  sequences reads 16 GB of weights at the fitted A100's 0.834 x 2.04 TB/s, ~9.4 ms, and most iterations carry a
+  512-token prompt chunk, 2 x 8e9 x 512 = 8.2e12 FLOP at ~183 TFLOP/s, ~45 ms: p50 TPOT 52 ms. Vidur's README
+  plots (read by eye) give p50 TPOT ~47 ms, p50 TTFT ~0.8 s (here 1.17 s), peak batch ~90 (here 90).
+- llama2_7b_a100_{vllm,sarathi,orca}: the same 256 Arxiv-Summarization requests at 2/s; a lone 2,730-token prompt
+  (the median) is 2 x 6.7e9 x 2730 = 3.7e13 FLOP, ~0.2 s: p50 TTFT 0.29 s on vLLM (whole prompts first), longer
+  on Sarathi (0.50 s: 512-token chunks beside the decodes) and Orca (0.34 s, and a p90 of 1.8 s: at most 29
+  requests run, the rest queue); Sarathi's p50 TPOT (36 ms) is the lowest (no whole prompt stalls a decode).
+- llama2_70b_{a100,h100}_tp4_sarathi: a decode step reads the 34.4 GB of weights a GPU holds (TP 4) at 1.70 TB/s
+  (A100), ~20 ms, or 2.97 TB/s (H100), ~11.6 ms, plus 160 all-reduces; a 512-token chunk is 2 x 69e9 x 512 / 4 =
+  1.8e13 FLOP a GPU, ~97 ms on the A100 (0.586 x 312 TFLOP/s) against ~35 ms on the H100 (0.508 x 989): p50 TPOT
+  46 ms against 16 ms, most iterations carrying a chunk on the A100, fewer on the faster H100.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stratasim import cli
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
+
+VIDUR = Path(__file__).resolve().parents[2] / "examples" / "serving" / "vidur"
+
+FIGURES: dict[str, dict[str, float]] = {
+    "llama3_8b_a100_sarathi.yaml": {
+        "total_time_ps": 85_020_939_522_737,
+        "ttft_p50_ns": 1_174_843_728.752,
+        "ttft_p90_ns": 2_366_298_871.2123003,
+        "tpot_p50_ns": 52_187_276.36238093,
+        "e2e_p50_ns": 8_218_118_048.699,
+        "e2e_p99_ns": 31_874_662_296.567764,
+        "batch_size_peak": 90,
+    },
+    "llama2_7b_a100_vllm.yaml": {
+        "total_time_ps": 158_661_173_873_350,
+        "ttft_p50_ns": 292_101_797.9265,
+        "tpot_p50_ns": 43_988_683.47213893,
+        "e2e_p50_ns": 8_361_323_303.6405,
+    },
+    "llama2_7b_a100_sarathi.yaml": {
+        "total_time_ps": 156_766_705_374_688,
+        "ttft_p50_ns": 498_914_165.9155,
+        "tpot_p50_ns": 36_404_140.931178726,
+        "e2e_p50_ns": 7_528_119_193.2905,
+    },
+    "llama2_7b_a100_orca.yaml": {
+        "total_time_ps": 158_404_842_339_477,
+        "ttft_p50_ns": 344_179_894.81,
+        "ttft_p90_ns": 1_844_094_572.6055,
+        "tpot_p50_ns": 42_853_275.47458456,
+        "batch_size_peak": 29,
+        "preemptions": 0,
+    },
+    "llama2_70b_a100_tp4_sarathi.yaml": {
+        "total_time_ps": 71_163_393_883_929,
+        "ttft_p50_ns": 390_077_216.273,
+        "tpot_p50_ns": 46_408_867.76757594,
+        "e2e_p50_ns": 7_310_292_696.6575,
+    },
+    "llama2_70b_h100_tp4_sarathi.yaml": {
+        "total_time_ps": 65_985_872_207_048,
+        "ttft_p50_ns": 113_057_066.695,
+        "tpot_p50_ns": 16_052_413.547548737,
+        "e2e_p50_ns": 2_536_400_260.564,
+    },
+}
+
+TRACES = {"conv_16k_6.45qps.csv", "arxiv_4k_2qps.csv", "conv_4k_4qps.csv"}
+EXAMPLE_FILES = {VIDUR / name for name in (*FIGURES, *TRACES)}
+"""Every file of examples/serving/vidur/ a test runs (the traces through their studies)."""
+
+
+@pytest.mark.parametrize("example", sorted(FIGURES))
+def test_vidur_example_gives_its_figures(example: str) -> None:
+    report = run_study(load_study(VIDUR / example, []))
+    expected = FIGURES[example]
+    figures = {"total_time_ps": report.total_time_ps, **report.to_dict()["serving"]}
+    assert figures["total_time_ps"] == expected["total_time_ps"]
+    assert {name: figures[name] for name in expected} == pytest.approx(expected, rel=1e-12)
+
+
+def test_every_vidur_file_is_run() -> None:
+    assert {path for path in VIDUR.iterdir() if path.suffix != ".md"} == EXAMPLE_FILES
+
+
+@pytest.mark.parametrize(
+    ("override", "fragments"),
+    [
+        ("workload.pools.0.router=lor", ("workload.pools[0].router", "'least_outstanding_requests'", "got 'lor'")),
+        ("workload.pools.0.scheduler.watermark=1.5", ("workload.pools[0].scheduler.watermark", "less than 1")),
+        ("workload.pools.0.scheduler.watermark=lots", ("workload.pools[0].scheduler.watermark", "valid number")),
+        (
+            "workload.pools.0.scheduler.watermark=0.99",
+            ("workload.pools.0.scheduler.watermark (0.99) keeps 7349 of 7424 KV blocks free", "largest prompt"),
+        ),
+    ],
+)
+def test_bad_vidur_keys_end_the_run_with_one_message(
+    capsys: pytest.CaptureFixture[str], override: str, fragments: tuple[str, ...]
+) -> None:
+    assert cli.main(["run", str(VIDUR / "llama2_7b_a100_vllm.yaml"), "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and err.count("error: ") == 1
+    for fragment in fragments:
+        assert fragment in err
