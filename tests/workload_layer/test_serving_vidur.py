@@ -116,6 +116,23 @@ def test_the_watermark_gates_admission_only_not_decodes() -> None:
     assert not batch.chunks and len(batch.decodes) == 2
 
 
+def _prompt_batch(padding: bool) -> list[int]:
+    """The prompts a first iteration without chunked prefill runs from a queue of 1,000, 1,500, 1,200 and 100
+    tokens, within a budget of 4,096."""
+    config = SchedulerConfig(chunked_prefill=False, token_budget=4096, prompt_padding=padding)
+    replica = ReplicaScheduler(config, 10_000)
+    for index, prompt in enumerate((1000, 1500, 1200, 100)):
+        replica.enqueue(Request(index, 0, prompt, 4))
+    return [sequence.prefill_target for sequence, _ in replica.next_batch(0).chunks]
+
+
+def test_padded_prompts_count_as_their_number_times_the_longest() -> None:
+    """Summed, 1,000 + 1,500 + 1,200 + 100 = 3,800 tokens fit the 4,096: all four prompts. Padded (vLLM 0.2,
+    Vidur's vllm), 2 x 1,500 = 3,000 fits and 3 x 1,500 = 4,500 does not: two prompts, the rest wait in order."""
+    assert _prompt_batch(padding=False) == [1000, 1500, 1200, 100]
+    assert _prompt_batch(padding=True) == [1000, 1500]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -125,6 +142,8 @@ def test_the_watermark_gates_admission_only_not_decodes() -> None:
         ),
         ({"scheduler": {"watermark": 1.0}}, "watermark\n  Input should be less than 1"),
         ({"scheduler": {"watermark": -0.01}}, "watermark\n  Input should be greater than or equal to 0"),
+        ({"scheduler": {"prompt_padding": True}}, "prompt_padding applies to whole prompts only: set chunked_prefill"),
+        ({"scheduler": {"prompt_padding": "yes please"}}, "prompt_padding\n  Input should be a valid boolean"),
     ],
 )
 def test_bad_vidur_keys_say_what_is_wrong(change: dict[str, object], message: str) -> None:

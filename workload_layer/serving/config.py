@@ -278,6 +278,9 @@ class SchedulerConfig(Section):
     """Tokens per KV-cache block (vLLM: 16)."""
     kv_capacity: Bytes | None = Field(default=None, gt=0)
     """Bytes of KV cache each NPU holds (default: device memory less weights and activations)."""
+    prompt_padding: bool = False
+    """Without ``chunked_prefill``: an iteration's prompts count against ``token_budget`` as their number times the
+    longest, padded (vLLM 0.2's ``max_num_batched_tokens`` test, and Vidur's ``vllm`` scheduler's)."""
     watermark: float = Field(default=0.0, ge=0, lt=1)
     """Share of the KV blocks a new prompt must leave free to be admitted (vLLM's and Vidur's
     ``watermark_blocks_fraction``, 0.01 there): ``int(watermark * blocks)`` blocks stay free for running decodes."""
@@ -288,6 +291,14 @@ class SchedulerConfig(Section):
     """``preemption: swap``: host memory each NPU keeps for swapped KV blocks (vLLM's ``--swap-space``, 4 GiB)."""
     swap_bandwidth: Annotated[Bandwidth, Usual("bandwidth", "a host link (PCIe, C2C)", 10**9, 10**12)] | None = None
     """``preemption: swap``, required: each NPU's host link, each way (PCIe 5.0 x16: 64GB/s, before efficiency)."""
+
+    @model_validator(mode="after")
+    def _padding(self) -> SchedulerConfig:
+        if self.prompt_padding and self.chunked_prefill:
+            raise ValueError(
+                "prompt_padding applies to whole prompts only: set chunked_prefill: false, or drop prompt_padding"
+            )
+        return self
 
     @model_validator(mode="after")
     def _swap(self) -> SchedulerConfig:

@@ -8,7 +8,9 @@ the previous one's key and value and taking a new block when the last is full. A
 
 - with ``chunked_prefill`` (Sarathi-Serve): every running decode first, then the running prompts' next chunks,
   then newly admitted prompts, each chunk as large as the ``token_budget`` left allows;
-- without it (vLLM v0): whole prompts alone while any can be admitted within the budget, else every decode.
+- without it (vLLM v0): whole prompts alone while any can be admitted within the budget, else every decode; with
+  ``prompt_padding`` the prompts count as their number times the longest (vLLM 0.2's padded batches, Vidur's
+  ``vllm`` scheduler).
 
 When a decode needs a block and none is free, the most recently admitted running sequence is preempted (as vLLM,
 possibly the one asking) and gives its blocks back. With ``preemption: recompute`` it returns to the head of the
@@ -359,12 +361,22 @@ class ReplicaScheduler:
         self.outstanding_tokens += sequence.remaining_tokens - before
         self.waiting.appendleft(sequence)
 
+    def _padded_over(self, batch: Batch, sequence: Sequence) -> bool:
+        """With ``prompt_padding``, whether ``sequence``'s prompt joining ``batch``'s would take the padded batch
+        (its prompts times the longest) past the token budget."""
+        if not self.config.prompt_padding:
+            return False
+        longest = max([chunk.prefill_target for chunk, _ in batch.chunks] + [sequence.prefill_target])
+        return (len(batch.chunks) + 1) * longest > self.config.token_budget
+
     def _admit(self, batch: Batch, budget: int, now_ps: int, whole: bool) -> None:
         """Admit queued sequences in order while there is room among the running ones, blocks for their whole
         prompt and token budget (all of the prompt if ``whole``, else a first chunk)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
             sequence = self.waiting[0]
-            if sequence.decoding or (whole and sequence.prefill_target > budget):
+            if sequence.decoding or (
+                whole and (sequence.prefill_target > budget or self._padded_over(batch, sequence))
+            ):
                 break  # a received sequence waiting for blocks, or a prompt beyond the budget
             blocks = blocks_for(sequence.prefill_target, self.cache.block_size)
             if self.cache.free - blocks < self.watermark_blocks or not self.cache.take(blocks):
