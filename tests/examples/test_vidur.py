@@ -5,7 +5,7 @@ Hand checks of the figures stored here:
 - llama3_8b_a100_sarathi (Vidur's README configuration): 512 requests over ~79 s at 6.45/s; a decode step with ~60
   sequences reads 16 GB of weights at the fitted A100's 0.834 x 2.04 TB/s, ~9.4 ms, and most iterations carry a
   512-token prompt chunk, 2 x 8e9 x 512 = 8.2e12 FLOP at ~183 TFLOP/s, ~45 ms: p50 TPOT 52 ms. Vidur's README
-  plots (read by eye) give p50 TPOT ~47 ms, p50 TTFT ~0.8 s (here 1.17 s), peak batch ~90 (here 90).
+  plots (read by eye) give p50 TPOT ~46.5 ms, p50 TTFT ~0.78 s (here 1.17 s), peak batch ~90 (here 90).
 - llama2_7b_a100_{vllm,sarathi,orca}: the same 256 Arxiv-Summarization requests at 2/s; a lone 2,730-token prompt
   (the median) is 2 x 6.7e9 x 2730 = 3.7e13 FLOP, ~0.2 s: p50 TTFT 0.29 s on vLLM (whole prompts first, counted padded), longer
   on Sarathi (0.50 s: 512-token chunks beside the decodes) and Orca (0.34 s, and a p90 of 1.8 s: at most 29
@@ -18,6 +18,7 @@ Hand checks of the figures stored here:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,42 @@ def test_bad_vidur_keys_end_the_run_with_one_message(
     assert err.startswith("error: ") and "Traceback" not in err and err.count("error: ") == 1
     for fragment in fragments:
         assert fragment in err
+
+
+# Vidur's profiled medians (ms) of a layer's four GEMMs (data/profiling/compute/<device>/<model>/mlp.csv:
+# attn_pre_proj, attn_post_proj, mlp_up_proj, mlp_down_proj), their TP shard's (K, N), and the band StrataSim's
+# backend stays in (docs/validation/vidur.md, "Kernel times beside Vidur's profiles").
+LLAMA3_8B_TP1 = ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096))
+LLAMA2_70B_TP4 = ((8192, 2560), (2048, 8192), (8192, 14336), (7168, 8192))
+PROFILES = [
+    ("a100", "roofline", LLAMA3_8B_TP1, 1, 0.276, (-0.10, -0.04)),
+    ("a100", "roofline", LLAMA3_8B_TP1, 512, 0.994, (0.20, 0.26)),
+    ("a100", "roofline", LLAMA2_70B_TP4, 1, 0.284, (-0.14, -0.08)),
+    ("a100", "roofline", LLAMA2_70B_TP4, 512, 1.038, (0.13, 0.19)),
+    ("h100", "roofline", LLAMA2_70B_TP4, 1, 0.159, (-0.12, -0.06)),
+    ("h100", "roofline", LLAMA2_70B_TP4, 512, 0.330, (0.29, 0.35)),
+    ("h100", "measured", LLAMA2_70B_TP4, 1, 0.159, (-0.10, 0.0)),
+    ("h100", "measured", LLAMA2_70B_TP4, 512, 0.330, (-0.11, 0.0)),
+]
+
+
+@pytest.mark.parametrize(("device", "backend", "shapes", "tokens", "vidur_ms", "band"), PROFILES)
+def test_layer_gemms_stay_in_their_band_of_vidurs_profile(
+    capsys: pytest.CaptureFixture[str],
+    device: str,
+    backend: str,
+    shapes: tuple[tuple[int, int], ...],
+    tokens: int,
+    vidur_ms: float,
+    band: tuple[float, float],
+) -> None:
+    total_ns = 0.0
+    for k, n in shapes:
+        assert (
+            cli.main(
+                ["cost", "gemm", f"M={tokens}", f"K={k}", f"N={n}", "--device", device, "--backend", backend, "--json"]
+            )
+            == 0
+        )
+        total_ns += json.loads(capsys.readouterr().out)["costs"][0]["duration_ns"]
+    assert band[0] <= total_ns / 1e6 / vidur_ms - 1 <= band[1]
