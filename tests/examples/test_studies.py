@@ -119,6 +119,7 @@ from tests.examples.test_calibration import (
 from tests.examples.test_megatron import EXAMPLES as MEGATRON
 from tests.examples.test_megatron import PUBLISHED_TFLOPS
 from tests.examples.test_paper_findings import SCRIPT as ASTRA_FINDINGS
+from tests.examples.test_vidur import EXAMPLE_FILES as VIDUR_EXAMPLES
 from tests.explore.test_deap_example import BERT as DEAP_BERT
 from tests.explore.test_deap_example import GPT as DEAP_GPT
 from tests.explore.test_generators import GPT3_PLANS
@@ -267,6 +268,7 @@ def test_every_example_has_a_test() -> None:
     tested |= {CALIBRATION / f"maxtext_{size}_tpuv5p.yaml" for size in MAXTEXT_V5P} | {LLAMA31_8B}
     tested |= {LLAMA3_8B_B200, NEMOTRON4_15B_B200} | {CALIBRATION / f"{name}.yaml" for name in H100_FP8}
     tested |= {CALIBRATION / f"{name}.yaml" for name in (MI300X, *GAUDI3, H200_FP8, GPT_NEOX_20B_GAUDI3)}
+    tested |= VIDUR_EXAMPLES  # tests/examples/test_vidur.py runs Vidur's configurations and their traces
     tested |= {EXAMPLES / "explore" / "quickstart_sweep.yaml"}  # docs/tutorials/exploring.md shows its best trial
     tested |= {EXAMPLES / "dataflow" / "two_gemms.graph.json"}  # the graph dataflow/two_gemms.yaml runs
     # tests/optimize/test_dataflow_study.py optimises and simulates these studies and their graphs

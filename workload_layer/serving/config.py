@@ -278,6 +278,12 @@ class SchedulerConfig(Section):
     """Tokens per KV-cache block (vLLM: 16)."""
     kv_capacity: Bytes | None = Field(default=None, gt=0)
     """Bytes of KV cache each NPU holds (default: device memory less weights and activations)."""
+    prompt_padding: bool = False
+    """Without ``chunked_prefill``: an iteration's prompts count against ``token_budget`` as their number times the
+    longest, padded (vLLM 0.2's ``max_num_batched_tokens`` test, and Vidur's ``vllm`` scheduler's)."""
+    watermark: float = Field(default=0.0, ge=0, lt=1)
+    """Share of the KV blocks a new prompt must leave free to be admitted (vLLM's and Vidur's
+    ``watermark_blocks_fraction``, 0.01 there): ``int(watermark * blocks)`` blocks stay free for running decodes."""
     preemption: Literal["recompute", "swap"] = "recompute"
     """What becomes of a preempted sequence's KV cache: ``recompute`` drops it, rebuilt by a new prefill when the
     sequence resumes; ``swap`` copies it to host memory and back (vLLM v0's two modes)."""
@@ -285,6 +291,14 @@ class SchedulerConfig(Section):
     """``preemption: swap``: host memory each NPU keeps for swapped KV blocks (vLLM's ``--swap-space``, 4 GiB)."""
     swap_bandwidth: Annotated[Bandwidth, Usual("bandwidth", "a host link (PCIe, C2C)", 10**9, 10**12)] | None = None
     """``preemption: swap``, required: each NPU's host link, each way (PCIe 5.0 x16: 64GB/s, before efficiency)."""
+
+    @model_validator(mode="after")
+    def _padding(self) -> SchedulerConfig:
+        if self.prompt_padding and self.chunked_prefill:
+            raise ValueError(
+                "prompt_padding applies to whole prompts only: set chunked_prefill: false, or drop prompt_padding"
+            )
+        return self
 
     @model_validator(mode="after")
     def _swap(self) -> SchedulerConfig:
@@ -322,9 +336,13 @@ class PoolConfig(Section):
     """Each replica's plan."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     """Each replica's batching and KV cache."""
-    router: Literal["round_robin", "least_outstanding_tokens", "least_kv_load"] = "least_outstanding_tokens"
+    router: Literal["round_robin", "least_outstanding_tokens", "least_outstanding_requests", "least_kv_load"] = (
+        "least_outstanding_tokens"
+    )
     """How an arriving request picks a replica: in turn, the one with the fewest prompt and output tokens still to
-    process, or the one whose KV cache is least committed (blocks in use and those its queue will take)."""
+    process, the one with the fewest requests not yet finished (queued, running, swapped out or on their way to it:
+    Vidur's least-outstanding-requests global scheduler), or the one whose KV cache is least committed (blocks in use
+    and those its queue will take)."""
     role: PoolRole = "both"
     """``both`` (prefill and decode on one replica), ``prefill`` (prompts and the first token, then the KV cache
     moves to a decode replica over the network) or ``decode``."""

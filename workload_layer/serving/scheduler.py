@@ -2,13 +2,15 @@
 
 A sequence is a request on this replica. It waits (FCFS) until admitted: admission needs a free place among
 ``max_batch`` running sequences and free KV blocks for its whole prompt (the admission control of vLLM, which
-never admits a prompt it cannot hold). Then its prompt is prefilled — in chunks with ``chunked_prefill`` — and
+never admits a prompt it cannot hold), leaving ``watermark`` of the blocks free (vLLM's watermark). Then its prompt is prefilled — in chunks with ``chunked_prefill`` — and
 the iteration that ends the prompt samples its first token; every later iteration decodes one token, appending
 the previous one's key and value and taking a new block when the last is full. An iteration batches:
 
 - with ``chunked_prefill`` (Sarathi-Serve): every running decode first, then the running prompts' next chunks,
   then newly admitted prompts, each chunk as large as the ``token_budget`` left allows;
-- without it (vLLM v0): whole prompts alone while any can be admitted within the budget, else every decode.
+- without it (vLLM v0): whole prompts alone while any can be admitted within the budget, else every decode; with
+  ``prompt_padding`` the prompts count as their number times the longest (vLLM 0.2's padded batches, Vidur's
+  ``vllm`` scheduler).
 
 When a decode needs a block and none is free, the most recently admitted running sequence is preempted (as vLLM,
 possibly the one asking) and gives its blocks back. With ``preemption: recompute`` it returns to the head of the
@@ -130,15 +132,19 @@ class ReplicaScheduler:
         self.hands_off = hands_off
         self.handed_off: list[Sequence] = []
         self.incoming_blocks = 0
+        self.incoming_requests = 0
+        self.watermark_blocks = int(config.watermark * kv_blocks)
 
     def expect(self, sequence: Sequence) -> None:
         """A prefilled ``sequence`` is on its way here (its KV cache moving): the router counts it already."""
         self.outstanding_tokens += sequence.request.output_tokens - sequence.generated
         self.incoming_blocks += blocks_for(sequence.cached, self.cache.block_size)
+        self.incoming_requests += 1
 
     def receive(self, sequence: Sequence) -> None:
         """``sequence``'s KV cache arrived (after :meth:`expect`): it queues to decode here, holding no blocks yet."""
         self.incoming_blocks -= blocks_for(sequence.cached, self.cache.block_size)
+        self.incoming_requests -= 1
         self.waiting.append(sequence)
 
     def release(self, sequence: Sequence) -> None:
@@ -157,6 +163,11 @@ class ReplicaScheduler:
         block_size = self.cache.block_size
         queued = sum(blocks_for(sequence.prefill_target, block_size) for sequence in self.waiting)
         return self.cache.used + queued + self.incoming_blocks + self.host_used
+
+    @property
+    def outstanding_requests(self) -> int:
+        """Requests here not yet finished: queued, running, swapped out, or on their way (:meth:`expect`)."""
+        return len(self.waiting) + len(self.running) + len(self.swapped) + self.incoming_requests
 
     def next_batch(self, now_ps: int) -> Batch:
         """The sequences the next iteration runs (empty when there is nothing to run), blocks taken."""
@@ -350,16 +361,26 @@ class ReplicaScheduler:
         self.outstanding_tokens += sequence.remaining_tokens - before
         self.waiting.appendleft(sequence)
 
+    def _padded_over(self, batch: Batch, sequence: Sequence) -> bool:
+        """With ``prompt_padding``, whether ``sequence``'s prompt joining ``batch``'s would take the padded batch
+        (its prompts times the longest) past the token budget."""
+        if not self.config.prompt_padding:
+            return False
+        longest = max([chunk.prefill_target for chunk, _ in batch.chunks] + [sequence.prefill_target])
+        return (len(batch.chunks) + 1) * longest > self.config.token_budget
+
     def _admit(self, batch: Batch, budget: int, now_ps: int, whole: bool) -> None:
         """Admit queued sequences in order while there is room among the running ones, blocks for their whole
         prompt and token budget (all of the prompt if ``whole``, else a first chunk)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
             sequence = self.waiting[0]
-            if sequence.decoding or (whole and sequence.prefill_target > budget):
+            if sequence.decoding or (
+                whole and (sequence.prefill_target > budget or self._padded_over(batch, sequence))
+            ):
                 break  # a received sequence waiting for blocks, or a prompt beyond the budget
             blocks = blocks_for(sequence.prefill_target, self.cache.block_size)
-            if not self.cache.take(blocks):
-                break
+            if self.cache.free - blocks < self.watermark_blocks or not self.cache.take(blocks):
+                break  # its prompt would eat into the watermark, or does not fit
             self.waiting.popleft()
             sequence.blocks = blocks
             if sequence.scheduled_ps < 0:

@@ -15,6 +15,7 @@ from stratasim.kernel.counters import CounterSample
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.serving import Iteration, IterationShape, PoolPricers, ServingResult
 from stratasim.kernel.units import format_bytes
+from stratasim.workload_layer.serving.config import SchedulerConfig
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.pool_run import PoolRun, Sample
@@ -124,7 +125,21 @@ def kv_budget(
             f"{scheduler.block_size} tokens{shared}, but the largest request needs {needed} ({largest} tokens); give "
             f"more memory, more {'TP, PP or EP' if workload.config.model.experts else 'TP or PP'}, or shorter requests"
         )
+    _check_watermark(scheduler, where, kv.blocks // pp, requests)
     return kv
+
+
+def _check_watermark(scheduler: SchedulerConfig, where: str, blocks: int, requests: Sequence[Request]) -> None:
+    """A :class:`WorkloadError` when the largest prompt cannot be admitted to a scheduler of ``blocks`` blocks with
+    ``watermark`` of them kept free."""
+    kept = int(scheduler.watermark * blocks)
+    prompt = max((request.prompt_tokens for request in requests), default=0)
+    if kept and blocks_for(prompt, scheduler.block_size) > blocks - kept:
+        raise WorkloadError(
+            f"{where}.watermark ({scheduler.watermark}) keeps {kept} of {blocks} KV blocks free, leaving too few for "
+            f"the largest prompt ({prompt} tokens, {blocks_for(prompt, scheduler.block_size)} blocks), which would "
+            "never be admitted; lower the watermark or give more KV cache"
+        )
 
 
 def _counters(samples: list[Sample], firsts: list[int], replicas: list[int]) -> tuple[CounterSample, ...]:

@@ -431,10 +431,13 @@ class _Ports:
 
 def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:
     """The replica the ``arrival``-th request goes to (the lowest index on ties): in turn (``round_robin``), the
-    one with the fewest prompt and output tokens outstanding (``least_outstanding_tokens``), or the one whose KV
-    cache is least committed (``least_kv_load``): blocks in use plus those its queued prompts will take."""
+    one with the fewest prompt and output tokens outstanding (``least_outstanding_tokens``), the one with the
+    fewest requests not yet finished (``least_outstanding_requests``, Vidur's LOR), or the one whose KV cache is
+    least committed (``least_kv_load``): blocks in use plus those its queued prompts will take."""
     if router == "round_robin":
         return arrival % len(replicas)
+    if router == "least_outstanding_requests":
+        return min(range(len(replicas)), key=lambda index: (replicas[index].outstanding_requests, index))
     if router == "least_kv_load":
         return min(range(len(replicas)), key=lambda index: (replicas[index].kv_load(), index))
     return min(range(len(replicas)), key=lambda index: (replicas[index].outstanding_tokens, index))
