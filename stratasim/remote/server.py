@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import grpc
 
@@ -21,6 +21,7 @@ from stratasim.remote.compute_service import ComputeServicer
 from stratasim.remote.limits import Limits
 from stratasim.remote.network_service import NetworkServicer
 from stratasim.remote.security import ServerSecurity, warn_if_exposed
+from stratasim.remote.serving_oracle import StudyOpener
 from stratasim.remote.serving_service import ServingServicer
 from stratasim.v1 import compute_pb2_grpc, network_pb2_grpc, serving_pb2_grpc
 
@@ -119,7 +120,7 @@ def _add_service(
     """Put ``layer``'s service with the registered ``backend`` on ``server``; the servicer to be closed after,
     if it is one (compute's, serving's)."""
     if layer == "serving":
-        opener = (factories or {}).get(backend)
+        opener = cast("StudyOpener | None", (factories or {}).get(backend))
         if opener is None:
             raise BackendError(f"the serving layer's backend {backend!r} is not given; serve it with stratasim serve")
         serving = ServingServicer(backend, opener, study_root, limits)

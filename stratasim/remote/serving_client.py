@@ -62,7 +62,11 @@ class ServingPricerClient:
         try:
             reply = self._call(self._stub.Hello, _wire.hello(_LAYER, _BACKEND), "handshake", connecting=True)
             _wire.check_reply(reply, _LAYER, _BACKEND, endpoint)
-            request = serving_pb2.OpenServingRequest(text=text, path=path, overrides=list(overrides))
+            request = serving_pb2.OpenServingRequest(overrides=list(overrides))
+            if text is not None:
+                request.text = text
+            else:
+                request.path = str(path)
             opened = self._call(self._stub.Open, request, "call open")
         except BaseException:
             self._channel.close()

@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from stratasim.config.study_file import load_study
+from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.kernel.errors import RemoteError
 from stratasim.kernel.serving import IterationShape
 from stratasim.remote import ServingPricerClient
@@ -22,9 +23,10 @@ from stratasim.remote.security import ClientSecurity, ServerSecurity
 from stratasim.study.budget import DEFAULT_BUDGET
 from stratasim.study.serving import serve
 from stratasim.study.serving_oracle import OpenedServingStudy, open_served_study
-from stratasim.v1 import serving_pb2, serving_pb2_grpc
+from stratasim.v1 import common_pb2, serving_pb2, serving_pb2_grpc
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from tests.contracts.contract_fakes import served
+from tests.remote.helpers import refused_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = ROOT / "examples" / "serving"
@@ -284,3 +286,20 @@ def test_bad_serve_options_for_the_oracle_name_the_option(run_cli, argv: list[st
     code, _, err = run_cli(*argv)
     assert code == 2
     assert err == f"error: {message}\n" or message in err
+
+
+def test_an_unreachable_oracle_fails_within_the_timeout() -> None:
+    with (
+        refused_endpoint() as endpoint,
+        pytest.raises(RemoteError, match=f"serving layer at {endpoint} is unreachable"),
+    ):
+        ServingPricerClient(endpoint, text="", connect_timeout_s=0.5)
+
+
+def test_a_handshake_of_another_protocol_version_is_refused(oracle: str) -> None:
+    channel, stub = _stub(oracle)
+    with channel:
+        hello = common_pb2.Handshake(protocol_version=PROTOCOL_VERSION + 1, layer="serving", backend="study")
+        code, details = _status(stub.Hello, hello)
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"client speaks {PROTOCOL_VERSION + 1}, server speaks {PROTOCOL_VERSION}" in details
