@@ -8,19 +8,33 @@ builds a study's pricers (:func:`stratasim.study.serving_oracle.open_served_stud
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.serving import IterationShape, KvMove
+from stratasim.remote.limits import Limits
 from stratasim.v1 import serving_pb2
 
-__all__ = ["ServedStudy", "StudyOpener", "StudyRefused"]
+__all__ = ["ServedStudy", "StudyOpener", "StudyRefused", "StudyRequest"]
 
 
 class StudyRefused(StrataSimError):
     """A study the server will not open: a path outside its study root, a file or a server the study names."""
+
+
+@dataclass(frozen=True)
+class StudyRequest:
+    """A study to open: its ``text`` or its ``path`` (one of them), ``overrides`` (``KEY=VALUE``), the folder files
+    may be read under (``root``; None: none) and the server's ``limits`` (its topology's size)."""
+
+    text: str | None
+    path: str | None
+    overrides: tuple[str, ...] = ()
+    root: Path | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 class ServedStudy(Protocol):
@@ -48,7 +62,7 @@ class ServedStudy(Protocol):
         ...
 
 
-StudyOpener = Callable[[str | None, str | None, Sequence[str], Path | None], ServedStudy]
-"""Opens a study from its ``text`` or its ``path`` with ``overrides``, reading files under the study root only (None:
-none); raises :class:`StudyRefused` for what the server may not read, another
-:class:`~stratasim.kernel.errors.StrataSimError` for a study that cannot be served."""
+StudyOpener = Callable[[StudyRequest], ServedStudy]
+"""Opens the study a :class:`StudyRequest` gives; raises :class:`StudyRefused` for what the server may not read,
+another :class:`~stratasim.kernel.errors.StrataSimError` for a study that cannot be served (a topology beyond the
+limits among them)."""

@@ -28,8 +28,8 @@ import grpc
 from stratasim.kernel.errors import StrataSimError
 from stratasim.remote import _wire
 from stratasim.remote.limits import Limits
-from stratasim.remote.serving_oracle import ServedStudy, StudyOpener, StudyRefused
-from stratasim.remote.serving_wire import BadField, moves_from_message, shape_from_message, tokens
+from stratasim.remote.serving_oracle import ServedStudy, StudyOpener, StudyRefused, StudyRequest
+from stratasim.remote.serving_wire import MAX_SHAPES, BadField, moves_from_message, shape_from_message, tokens
 from stratasim.v1 import common_pb2, serving_pb2, serving_pb2_grpc
 from stratasim.workload_layer.serving.iteration import round_up
 
@@ -75,7 +75,8 @@ class ServingServicer(serving_pb2_grpc.ServingPricerServicer):
         if which is None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "study: give the study's text or its path")
         text, path = (request.text, None) if which == "text" else (None, request.path)
-        study = self._answer(context, lambda: self._opener(text, path, list(request.overrides), self._root))
+        asked = StudyRequest(text, path, tuple(request.overrides), self._root, self._limits)
+        study = self._answer(context, lambda: self._opener(asked))
         name = self._admit(study, context)
         return serving_pb2.OpenServingResponse(session=name, description=study.description)
 
@@ -94,6 +95,8 @@ class ServingServicer(serving_pb2_grpc.ServingPricerServicer):
         pool = self._pool(description, request.pool, context)
 
         def price() -> serving_pb2.PriceIterationsResponse:
+            if len(request.shapes) > MAX_SHAPES:
+                raise BadField(f"shapes: {len(request.shapes):,} exceed this server's limit of {MAX_SHAPES} a call")
             prices = []
             for index, message in enumerate(request.shapes):
                 limit = round_up(description.max_context + max(message.queries, 1), description.bucket)

@@ -9,6 +9,8 @@ from stratasim.kernel.serving import IterationShape, KvMove
 from stratasim.v1 import serving_pb2
 
 __all__ = [
+    "MAX_CHUNKS",
+    "MAX_SHAPES",
     "MAX_TOKENS",
     "BadField",
     "moves_from_message",
@@ -19,6 +21,10 @@ __all__ = [
 
 MAX_TOKENS = 1 << 24
 """New tokens one priced iteration or expert part may run (far beyond any engine's token budget)."""
+MAX_CHUNKS = 1024
+"""Prompt chunks one iteration may batch (beyond any engine's sequences a batch: each is an attention to price)."""
+MAX_SHAPES = 256
+"""Shapes one call may price."""
 
 
 class BadField(ValueError):
@@ -40,9 +46,11 @@ def shape_from_message(message: serving_pb2.IterationShape, where: str, max_cont
     """The iteration shape ``message`` (at ``where``) stands for, its chunks sorted and ``queries`` 0 taken as 1;
     :class:`BadField` for a chunk of no tokens or past its context, a context beyond ``max_context`` tokens (the
     model's, rounded up as the caller allows), negative counts, more samples than sequences, an empty batch or one
-    of more than :data:`MAX_TOKENS` new tokens."""
+    of more than :data:`MAX_TOKENS` new tokens or :data:`MAX_CHUNKS` chunks."""
     queries = message.queries or 1
     _at_least(queries, 1, f"{where}.queries")
+    if len(message.chunks) > MAX_CHUNKS:
+        raise BadField(f"{where}.chunks: {len(message.chunks):,} exceed this server's limit of {MAX_CHUNKS:,}")
     chunks = []
     for index, chunk in enumerate(message.chunks):
         at = f"{where}.chunks[{index}]"

@@ -10,7 +10,7 @@ oracle prices in its own process and reads nothing a client could not send it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,8 @@ from stratasim.config.study_file import Study, parse_study
 from stratasim.kernel.errors import ConfigError, WorkloadError
 from stratasim.kernel.safe_load import YAML_BYTES, parse_yaml, read_text
 from stratasim.kernel.serving import Iteration, IterationShape, KvMove
-from stratasim.remote.serving_oracle import StudyRefused
+from stratasim.remote.limits import check_topology
+from stratasim.remote.serving_oracle import StudyRefused, StudyRequest
 from stratasim.study.run import prepare_workload
 from stratasim.study.serving import OpenedPricers, check_devices, open_pricers
 from stratasim.v1 import serving_pb2
@@ -36,20 +37,20 @@ _TEXT_SOURCE = "study.yaml"
 """The name a study sent as text is read under (in the study root, when the server has one)."""
 
 
-def open_served_study(
-    text: str | None, path: str | None, overrides: Sequence[str], root: Path | None
-) -> OpenedServingStudy:
-    """The serving study given by its ``text`` or its ``path`` (under ``root``), ``overrides`` applied, opened for
-    pricing (module docstring); :class:`StudyRefused` for what the server may not read, another
-    :class:`~stratasim.kernel.errors.StrataSimError` for a study that cannot be served."""
-    data, source = _read(text, path, root)
+def open_served_study(request: StudyRequest) -> OpenedServingStudy:
+    """The serving study ``request`` gives (its text, or its path under the request's root), its overrides applied,
+    opened for pricing (module docstring); :class:`StudyRefused` for what the server may not read, another
+    :class:`~stratasim.kernel.errors.StrataSimError` for a study that cannot be served (a topology beyond the
+    request's limits among them, refused before any backend builds it)."""
+    data, source = _read(request.text, request.path, request.root)
     if not isinstance(data, Mapping):
         raise ConfigError(source, [("", "expected a mapping with workload, system and network")])
-    data, problems = apply_overrides(data, overrides)
+    data, problems = apply_overrides(data, request.overrides)
     if problems:
         raise ConfigError(source, problems)
-    _check_reads(data, Path(source).parent, root)
+    _check_reads(data, Path(source).parent, request.root)
     study = parse_study(data, source)
+    check_topology(study.topology_proto(), request.limits)
     workload, _ = prepare_workload(study)
     if not isinstance(workload, ServingRequestsWorkload):
         raise WorkloadError(

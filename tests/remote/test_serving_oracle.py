@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -26,12 +27,14 @@ from stratasim.study.serving_oracle import OpenedServingStudy, open_served_study
 from stratasim.v1 import common_pb2, serving_pb2, serving_pb2_grpc
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from tests.contracts.contract_fakes import served
+from tests.hardening.test_safe_load import laughs
 from tests.remote.helpers import refused_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = ROOT / "examples" / "serving"
 TP8 = SERVING / "llama3_70b_h100_tp8.yaml"
 OPENERS = {"study": open_served_study}
+DEEP_YAML = "a: " + "[" * 10_000 + "]" * 10_000 + "\n"
 
 
 def _example() -> ModuleType:
@@ -100,7 +103,7 @@ def test_the_comparison_fails_when_one_price_is_one_picosecond_off() -> None:
     overrides = ["workload.requests.count=60"]
     local = _example().request_times(_in_process(TP8, overrides))
     for n in (1, 40, 80):  # the first shape priced, and later ones
-        off = {"study": lambda *args, n=n: _OnePicosecondOff(open_served_study(*args), n)}
+        off = {"study": lambda request, n=n: _OnePicosecondOff(open_served_study(request), n)}
         with served("serving", "study", off) as endpoint:
             times, _ = _example().replay(TP8, overrides, endpoint)
         assert [(t.ttft_ps, t.tpot_ps) for t in times] != [(t.ttft_ps, t.tpot_ps) for t in local]
@@ -303,3 +306,32 @@ def test_a_handshake_of_another_protocol_version_is_refused(oracle: str) -> None
         code, details = _status(stub.Hello, hello)
     assert code == grpc.StatusCode.FAILED_PRECONDITION
     assert f"client speaks {PROTOCOL_VERSION + 1}, server speaks {PROTOCOL_VERSION}" in details
+
+
+def test_a_topology_beyond_the_limits_is_refused_before_building_it() -> None:
+    with served("serving", "study", OPENERS, limits=Limits(max_npus=16)) as endpoint:
+        with pytest.raises(
+            RemoteError, match=r"INVALID_ARGUMENT: BackendError: topology: 32 NPUs exceed this server's"
+        ):
+            ServingPricerClient(endpoint, text=TP8.read_text())
+
+
+@pytest.mark.parametrize(("text", "why"), [(DEEP_YAML, "nested"), (laughs(), "alias")], ids=["deep", "anchor-bomb"])
+def test_a_hostile_study_text_is_refused_fast(oracle: str, text: str, why: str) -> None:
+    channel, stub = _stub(oracle)
+    started = time.monotonic()
+    with channel:
+        code, details = _status(stub.Open, serving_pb2.OpenServingRequest(text=text))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "InputError" in details
+    assert time.monotonic() - started < 5
+
+
+def test_too_many_shapes_or_chunks_in_one_call_are_refused(oracle: str) -> None:
+    channel, stub = _stub(oracle)
+    with channel:
+        session = stub.Open(serving_pb2.OpenServingRequest(text=TP8.read_text()), timeout=30).session
+        many = serving_pb2.PriceIterationsRequest(session=session, pool="llama", shapes=[_shape()] * 257)
+        assert _status(stub.PriceIterations, many)[1] == "shapes: 257 exceed this server's limit of 256 a call"
+        wide = _shape(chunks=[(1, 1)] * 1025, samples=0)
+        asked = serving_pb2.PriceIterationsRequest(session=session, pool="llama", shapes=[wide])
+        assert _status(stub.PriceIterations, asked)[1] == "shapes[0].chunks: 1,025 exceed this server's limit of 1,024"
