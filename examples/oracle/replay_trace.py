@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stratasim.config.study_file import load_study
+from stratasim.kernel.serving import ServingResult
 from stratasim.remote import ServingPricerClient, serve
 from stratasim.study.serving_oracle import open_served_study
 from stratasim.workload_layer.serving.pool_run import PoolRun
@@ -63,7 +64,16 @@ def request_times(run: PoolRun) -> list[RequestTimes]:
     return sorted(rows, key=lambda row: row.index)
 
 
-def replay(study: Path, overrides: Sequence[str], endpoint: str) -> tuple[list[RequestTimes], PoolRun]:
+@dataclass(frozen=True)
+class Replayed:
+    """A replay's requests' times, the loop's run (its iterations and KV moves) and its result (figures, energy)."""
+
+    times: list[RequestTimes]
+    run: PoolRun
+    result: ServingResult
+
+
+def replay(study: Path, overrides: Sequence[str], endpoint: str) -> Replayed:
     """Run ``study``'s requests through the loop with the oracle at ``endpoint`` pricing every batch."""
     workload = load_study(study, overrides).workload.build()
     assert isinstance(workload, ServingRequestsWorkload), "the oracle replays serving studies (kind: serving)"
@@ -71,8 +81,9 @@ def replay(study: Path, overrides: Sequence[str], endpoint: str) -> tuple[list[R
         pools = client.description.pools
         capacities = [(pool.memory_capacity_bytes or None, pool.memory_unknown) for pool in pools]
         runs: list[PoolRun] = []
-        workload.serve([client.pool_pricers(pool.name) for pool in pools], capacities, client.kv_transfer(), runs=runs)
-    return request_times(runs[0]), runs[0]
+        pricers = [client.pool_pricers(pool.name) for pool in pools]
+        result = workload.serve(pricers, capacities, client.kv_transfer(), runs=runs)
+    return Replayed(request_times(runs[0]), runs[0], result)
 
 
 @contextmanager
@@ -125,11 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-request", action="store_true", help="print each request's TTFT and TPOT (ps)")
     args = parser.parse_args(argv)
     if args.endpoint is not None:
-        times, _ = replay(args.study, args.overrides, args.endpoint)
+        replayed = replay(args.study, args.overrides, args.endpoint)
     else:
         with oracle() as endpoint:
-            times, _ = replay(args.study, args.overrides, endpoint)
-    _print(times, args.per_request)
+            replayed = replay(args.study, args.overrides, endpoint)
+    _print(replayed.times, args.per_request)
     return 0
 
 

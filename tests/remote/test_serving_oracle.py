@@ -17,7 +17,7 @@ import pytest
 from stratasim.config.study_file import load_study
 from stratasim.kernel.contracts import PROTOCOL_VERSION
 from stratasim.kernel.errors import RemoteError
-from stratasim.kernel.serving import IterationShape
+from stratasim.kernel.serving import IterationShape, ServingResult
 from stratasim.remote import ServingPricerClient
 from stratasim.remote.limits import Limits
 from stratasim.remote.security import ClientSecurity, ServerSecurity
@@ -55,13 +55,13 @@ def oracle() -> Iterator[str]:
         yield endpoint
 
 
-def _in_process(study: Path, overrides: list[str]) -> PoolRun:
-    """The loop's run of ``study`` as ``stratasim run`` runs it."""
+def _in_process(study: Path, overrides: list[str]) -> tuple[PoolRun, ServingResult]:
+    """The loop's run of ``study`` as ``stratasim run`` runs it, and its result."""
     loaded = load_study(study, overrides)
     workload = loaded.workload.build()
     runs: list[PoolRun] = []
-    serve(loaded, workload, DEFAULT_BUDGET, runs=runs)  # type: ignore[arg-type]
-    return runs[0]
+    served_run = serve(loaded, workload, DEFAULT_BUDGET, runs=runs)  # type: ignore[arg-type]
+    return runs[0], served_run.result
 
 
 @pytest.mark.parametrize(
@@ -76,13 +76,16 @@ def _in_process(study: Path, overrides: list[str]) -> PoolRun:
 def test_a_replay_through_the_oracle_equals_the_in_process_run(oracle: str, study: Path, count: int) -> None:
     overrides = [f"workload.requests.count={count}"]
     example = _example()
-    times, remote = example.replay(study, overrides, oracle)
-    local = _in_process(study, overrides)
+    replayed = example.replay(study, overrides, oracle)
+    times, remote = replayed.times, replayed.run
+    local, result = _in_process(study, overrides)
     assert len(times) == count
     assert [(t.ttft_ps, t.tpot_ps) for t in times] == [(t.ttft_ps, t.tpot_ps) for t in example.request_times(local)]
     assert remote.record == local.record  # every price: each iteration's start, stage ends and end
     assert remote.moves == local.moves
     assert remote.kv_replica_blocks == local.kv_replica_blocks
+    assert replayed.result.figures == result.figures
+    assert replayed.result.compute_energy_pj == result.compute_energy_pj > 0
 
 
 class _OnePicosecondOff:
@@ -101,11 +104,11 @@ class _OnePicosecondOff:
 
 def test_the_comparison_fails_when_one_price_is_one_picosecond_off() -> None:
     overrides = ["workload.requests.count=60"]
-    local = _example().request_times(_in_process(TP8, overrides))
+    local = _example().request_times(_in_process(TP8, overrides)[0])
     for n in (1, 40, 80):  # the first shape priced, and later ones
         off = {"study": lambda request, n=n: _OnePicosecondOff(open_served_study(request), n)}
         with served("serving", "study", off) as endpoint:
-            times, _ = _example().replay(TP8, overrides, endpoint)
+            times = _example().replay(TP8, overrides, endpoint).times
         assert [(t.ttft_ps, t.tpot_ps) for t in times] != [(t.ttft_ps, t.tpot_ps) for t in local]
 
 
@@ -120,7 +123,7 @@ def test_describe_gives_each_pools_plan_and_cache(oracle: str) -> None:
         (pool,) = client.description.pools
         assert (pool.name, pool.role, pool.replicas, pool.tp, pool.pp, pool.ep) == ("llama", "both", 4, 8, 1, 1)
         assert pool.block_size == 16 and pool.memory_capacity_bytes == 80 * 2**30
-        run = _in_process(TP8, ["workload.requests.count=2"])
+        run, _ = _in_process(TP8, ["workload.requests.count=2"])
         assert pool.kv_blocks == run.kv_replica_blocks[0]
         assert client.description.max_context == 8192
 
