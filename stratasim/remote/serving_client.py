@@ -149,6 +149,7 @@ class RemoteIterationPricer:
         self._prices: dict[IterationShape, tuple[tuple[int, ...], float]] = {}
 
     def __call__(self, iteration: Iteration) -> int | tuple[int, ...]:
+        """The iteration's time (ps), or on several pipeline stages each stage's."""
         stages = self._price(iteration.shape)[0]
         return stages[0] if len(stages) == 1 else stages
 
@@ -171,6 +172,7 @@ class RemoteExpertPricer:
         self._prices: dict[tuple[int, int], tuple[int, float]] = {}
 
     def __call__(self, work: ExpertWork) -> int:
+        """The expert part's time (ps)."""
         return self._price(work)[0]
 
     def energy_pj(self, work: ExpertWork) -> float:
@@ -191,4 +193,5 @@ class RemoteKvTransfer:
         self._client = client
 
     def __call__(self, source: int, moves: tuple[KvMove, ...]) -> tuple[int, ...]:
+        """Picoseconds until each move from replica ``source`` has arrived."""
         return self._client.price_kv_moves(source, moves)

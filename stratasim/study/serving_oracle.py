@@ -122,20 +122,24 @@ class OpenedServingStudy:
         self.description = _description(study, workload, self._opened)
 
     def price_iteration(self, pool: int, shape: IterationShape) -> tuple[tuple[int, ...], float]:
+        """Each stage's time for ``shape`` on pool ``pool`` and its energy, as the in-process loop's pricer says."""
         iteration = Iteration(shape, self._workload.works(shape, pool))
         pricer = self._opened.pricers[pool]
         price = pricer(iteration)
         return (price if isinstance(price, tuple) else (price,)), pricer.energy_pj(iteration)
 
     def price_experts(self, pool: int, group_tokens: int, member_tokens: int) -> tuple[int, float]:
+        """The expert part of an iteration of a group of pool ``pool`` and its energy."""
         work = self._workload.expert_work(group_tokens, member_tokens, pool)
         pricer = self._opened.pricers[pool]
         return pricer.experts(work), pricer.expert_energy_pj(work)
 
     def price_kv_moves(self, source: int, moves: tuple[KvMove, ...]) -> tuple[int, ...]:
+        """Picoseconds until each move from replica ``source`` has arrived."""
         return self._opened.transfer(source, moves)
 
     def close(self) -> None:
+        """Close the study's backends."""
         self._stack.close()
 
 
