@@ -3,6 +3,10 @@
 
 ``python -m stratasim.cli.serve LAYER --backend NAME --listen ENDPOINT`` is the same subcommand without the rest of
 the command line (study files, the engine, the report).
+
+``stratasim serve serving`` serves the pricing oracle of serving studies (:mod:`stratasim.remote.serving_service`):
+its one backend, ``study``, opens the studies clients send (:mod:`stratasim.study.serving_oracle`), reading study
+files under ``--study-root`` only.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from stratasim.cli.arg_types import positive_int
 from stratasim.cli.backend_flags import backend_section
@@ -28,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["add_arguments", "handle", "main", "options_of"]
 
 _MAX_REQUEST_BYTES = 2**31 - 1  # what gRPC can receive at all
+_SERVING_BACKEND = "study"
+"""The serving layer's one backend: the studies its clients send, opened by :mod:`stratasim.study.serving_oracle`."""
 
 
 def _listen(text: str) -> str:
@@ -69,7 +76,11 @@ def _also(text: str) -> tuple[str, str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``stratasim serve``."""
     parser.add_argument("layer", choices=LAYERS, help="the layer to serve")
-    parser.add_argument("--backend", required=True, metavar="NAME", help="the backend to serve, by registered name")
+    parser.add_argument(
+        "--backend",
+        metavar="NAME",
+        help=f"the backend to serve, by registered name (required but for serving, whose one is {_SERVING_BACKEND!r})",
+    )
     parser.add_argument(
         "--listen",
         type=_listen,
@@ -82,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_also,
         metavar="LAYER:BACKEND",
         help="serve the other layer too, on the same endpoint (one process for a run's network and compute)",
+    )
+    parser.add_argument(
+        "--study-root",
+        metavar="DIR",
+        help="serving: the folder the studies clients name by path, and the files studies name, must lie under "
+        "(default: none; clients send a study's text, naming no file)",
     )
     _add_security(parser)
     _add_limits(parser)
@@ -163,15 +180,19 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
 def options_of(args: argparse.Namespace) -> ServeOptions:
     """The server's options from its command line; ``--profile``, ``--objective`` and ``--launch`` make the compute
     backend's section, refused (:class:`StrataSimError`) when the compute backend served does not read them."""
+    backend = _backend(args)
     section = backend_section(args.profile, args.objective, args.launch)
     if section is not None:
-        compute = dict([(args.layer, args.backend), *([] if args.also is None else [args.also])]).get("compute")
+        compute = dict([(args.layer, backend), *([] if args.also is None else [args.also])]).get("compute")
         unread = section.unread(compute)
         if unread is not None:
             raise StrataSimError(f"--{unread[0]} {unread[1]}")
+    root = args.study_root
+    if root is not None and not Path(root).is_dir():
+        raise StrataSimError(f"--study-root: {root!r} is not a folder")
     return ServeOptions(
         args.layer,
-        args.backend,
+        backend,
         args.listen,
         args.also,
         section,
@@ -187,13 +208,36 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
             args.max_request_bytes,
             args.max_work,
         ),
+        study_root=None if root is None else str(Path(root).resolve()),
     )
+
+
+def _backend(args: argparse.Namespace) -> str:
+    """The backend ``--backend`` names: required for network and compute, ``study`` (the default) for serving."""
+    if args.layer != "serving":
+        if args.backend is None:
+            raise StrataSimError(f"--backend: name the {args.layer} backend to serve")
+        return str(args.backend)
+    if args.backend not in (None, _SERVING_BACKEND):
+        raise StrataSimError(f"--backend: the serving layer serves {_SERVING_BACKEND!r} (the studies clients send)")
+    return _SERVING_BACKEND
+
+
+def _openers(options: ServeOptions) -> dict[str, Callable[..., Any]]:
+    """The serving layer's study opener, when it is served (imported only then: it loads the whole study runner)."""
+    served = [options.layer, *([] if options.also is None else [options.also[0]])]
+    if "serving" not in served:
+        return {}
+    from stratasim.study.serving_oracle import open_served_study
+
+    return {_SERVING_BACKEND: open_served_study}
 
 
 def handle(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT (with ``--also``, both layers on one endpoint); bad options (a bad
     ``--profile`` table among them) fail before listening."""
-    serve_with(options_of(args))
+    options = options_of(args)
+    serve_with(options, _openers(options))
     return 0
 
 

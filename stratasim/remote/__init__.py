@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from stratasim.remote.launch import Spawned, new_token, spawn, start
     from stratasim.remote.network_client import DirectNetworkClient, NetworkClient, open_network
     from stratasim.remote.server import serve
+    from stratasim.remote.serving_client import ServingPricerClient
 
 __all__ = [
     "ComputeClient",
@@ -32,6 +33,7 @@ __all__ = [
     "new_token",
     "open_network",
     "serve",
+    "ServingPricerClient",
     "spawn",
     "start",
 ]
@@ -42,6 +44,7 @@ _HOMES = {
     "NetworkClient": "network_client",
     "open_network": "network_client",
     "serve": "server",
+    "ServingPricerClient": "serving_client",
     "Spawned": "launch",
     "new_token": "launch",
     "spawn": "launch",

@@ -13,7 +13,8 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stratasim.kernel import registry
@@ -27,10 +28,11 @@ if TYPE_CHECKING:
 __all__ = ["main", "run", "serve_with", "server_security"]
 
 
-def serve_with(options: ServeOptions) -> None:
+def serve_with(options: ServeOptions, factories: Mapping[str, Callable[..., Any]] | None = None) -> None:
     """Serve as ``options`` say until SIGTERM or SIGINT; :class:`StrataSimError` for bad options, before listening
     (a layer named twice, an unknown backend, a bad profile table). The compute backend reads what it needs of its
-    section (a study's, whose other backends may read the rest)."""
+    section (a study's, whose other backends may read the rest); ``factories`` adds backends by name (the serving
+    layer's study opener, which the command line gives)."""
     from stratasim import remote  # gRPC is only needed when serving
 
     also = [] if options.also is None else [options.also]
@@ -45,10 +47,11 @@ def serve_with(options: ServeOptions) -> None:
             options.layer,
             options.backend,
             options.listen,
-            factories=_compute_factory(compute, options.section),
+            factories={**(factories or {}), **(_compute_factory(compute, options.section) or {})},
             also=also,
             security=server_security(options),
             limits=options.limits,
+            study_root=None if options.study_root is None else Path(options.study_root),
         )
     finally:
         if orphaned.is_set() and options.spawned_in is not None:

@@ -20,8 +20,8 @@ __all__ = ["LAYERS", "TOKEN_ENV", "ServeOptions"]
 TOKEN_ENV = "STRATASIM_TOKEN"
 """The environment variable a server reads its bearer token from (without ``--token-file``)."""
 
-LAYERS = ("network", "compute")
-"""The layers a server can serve."""
+LAYERS = ("network", "compute", "serving")
+"""The layers a server can serve (``serving``: the pricing oracle of serving studies, started by ``stratasim serve``)."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class ServeOptions:
     """A server of ``layer`` with the registered ``backend`` on ``listen``; ``also`` the other layer and its
     backend, served on the same endpoint; ``section`` what the compute backend served is built with (a study's
     ``compute.profile``, ``compute.objective`` and ``compute.launch``; None: its defaults); the files of its TLS
-    material and token (without ``token_file``, the token comes from ``$STRATASIM_TOKEN`` when set); its ``limits``.
+    material and token (without ``token_file``, the token comes from ``$STRATASIM_TOKEN`` when set); its ``limits``;
+    ``study_root`` the folder the serving layer reads study files under (None: none).
 
     ``spawned_in``: set for a server a run spawned, the private folder of its socket. Its stdin is then a pipe the
     run holds open: when the pipe closes with the server still running, the run died without stopping it (SIGKILL
@@ -46,6 +47,7 @@ class ServeOptions:
     token_file: str | None = None
     limits: Limits = field(default_factory=Limits)
     spawned_in: str | None = None
+    study_root: str | None = None
 
     def to_json(self) -> str:
         """The options as one JSON text, as a spawned server reads them (:meth:`from_json`)."""

@@ -9,7 +9,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, cast
 
 import grpc
 
@@ -20,7 +21,9 @@ from stratasim.remote.compute_service import ComputeServicer
 from stratasim.remote.limits import Limits
 from stratasim.remote.network_service import NetworkServicer
 from stratasim.remote.security import ServerSecurity, warn_if_exposed
-from stratasim.v1 import compute_pb2_grpc, network_pb2_grpc
+from stratasim.remote.serving_oracle import StudyOpener
+from stratasim.remote.serving_service import ServingServicer
+from stratasim.v1 import compute_pb2_grpc, network_pb2_grpc, serving_pb2_grpc
 
 __all__ = ["serve"]
 
@@ -56,6 +59,7 @@ def serve(
     also: Sequence[tuple[str, str]] = (),
     security: ServerSecurity | None = None,
     limits: Limits | None = None,
+    study_root: Path | None = None,
 ) -> None:
     """Serve ``layer`` with the registered ``backend`` on ``listen`` (``127.0.0.1:0`` picks a free port), and each
     ``(layer, backend)`` of ``also`` on the same endpoint: one process and one socket for a run's network and
@@ -68,6 +72,10 @@ def serve(
 
     ``security``: TLS and the token every call must carry; a server listening beyond loopback without both warns
     on stderr. ``limits``: sessions at once, idle timeout, topology and request sizes (:class:`Limits`).
+
+    The ``serving`` layer (the pricing oracle, :mod:`stratasim.remote.serving_service`) has no registry: its
+    ``backend`` names the study opener given in ``factories`` (``stratasim serve serving`` gives it), which reads
+    study files under ``study_root`` only (None: none).
     """
     security = security or ServerSecurity()
     limits = limits or Limits()
@@ -78,10 +86,10 @@ def serve(
     if stop is None and threading.current_thread() is not threading.main_thread():
         raise ValueError("serve() outside the main thread needs a stop event")
     server = _grpc_server(layers, security, limits)
-    computes: list[ComputeServicer] = []
+    closing: list[_Closable] = []
     try:
         for name, chosen in served:
-            computes += _add_service(server, name, chosen, factories, limits)
+            closing += _add_service(server, name, chosen, factories, limits, study_root)
         # Handlers go in before the endpoint is announced: a signal sent as soon as it is must stop us cleanly.
         with _stopped_by_signals() if stop is None else nullcontext(stop) as stopping:
             try:
@@ -97,8 +105,8 @@ def serve(
             finally:
                 server.stop(grace=_STOP_GRACE_S).wait()
     finally:
-        for compute in computes:
-            compute.close()
+        for servicer in closing:
+            servicer.close()
 
 
 def _add_service(
@@ -107,11 +115,19 @@ def _add_service(
     backend: str,
     factories: Mapping[str, Callable[[], Any]] | None,
     limits: Limits,
-) -> list[ComputeServicer]:
-    """Put ``layer``'s service with the registered ``backend`` on ``server``; the compute servicer (to be closed
-    after), if that is what it was."""
+    study_root: Path | None,
+) -> list[_Closable]:
+    """Put ``layer``'s service with the registered ``backend`` on ``server``; the servicer to be closed after,
+    if it is one (compute's, serving's)."""
+    if layer == "serving":
+        opener = cast("StudyOpener | None", (factories or {}).get(backend))
+        if opener is None:
+            raise BackendError(f"the serving layer's backend {backend!r} is not given; serve it with stratasim serve")
+        serving = ServingServicer(backend, opener, study_root, limits)
+        serving_pb2_grpc.add_ServingPricerServicer_to_server(serving, server)
+        return [serving]
     if layer not in ("network", "compute"):
-        raise BackendError(f"the {layer} layer has no gRPC service; serve network or compute")
+        raise BackendError(f"the {layer} layer has no gRPC service; serve network, compute or serving")
     factory = registry.load(layer, backend, extra=factories)
     if layer == "network":
         network_pb2_grpc.add_NetworkServiceServicer_to_server(NetworkServicer(backend, factory, limits), server)
@@ -119,6 +135,12 @@ def _add_service(
     compute = ComputeServicer(backend, factory(), limits)
     compute_pb2_grpc.add_ComputeServiceServicer_to_server(compute, server)
     return [compute]
+
+
+class _Closable(Protocol):
+    """A servicer holding backends, closed once the server has stopped."""
+
+    def close(self) -> None: ...
 
 
 def _listen(server: grpc.Server, layer: str, listen: str, security: ServerSecurity) -> str:

@@ -38,7 +38,17 @@ from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving import BackendPricer, NetworkKvTransfer, NetworkSessions
 from stratasim.v1 import compute_pb2
 
-__all__ = ["ServedRun", "check_serving", "pool_sections", "run_serving", "serve"]
+__all__ = [
+    "OpenedPricers",
+    "ServedRun",
+    "check_devices",
+    "check_serving",
+    "open_pricers",
+    "pool_pricers",
+    "pool_sections",
+    "run_serving",
+    "serve",
+]
 
 _REQUEST_BYTES = 2048
 """Memory per request simulated (its request, sequence and metric rows), for the budget."""
@@ -48,6 +58,17 @@ def check_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, 
     """Every check of a serving study, or of a serving job whose workload is at ``key``, short of simulating: a
     compute section, the pools' devices, the budget (memory per request, and about an iteration per output token
     at most as events), the requests."""
+    check_devices(study, workload, key)
+    most = budget.max_memory // _REQUEST_BYTES
+    count, tokens = workload.demand(most)  # a trace is read no further than the budget allows
+    said = f"more than {most:,}" if count > most else f"{count:,}"
+    reduce = f"{key}.requests.count (a trace's requests.trace.limit)"
+    refuse_over(f"{study.source}: {said} requests", count * _REQUEST_BYTES, tokens, budget, reduce)
+
+
+def check_devices(study: Study, workload: RequestLevelWorkload, key: str = "workload") -> None:
+    """A serving study (or job, its workload at ``key``) has a compute section without NPU groups, and its pools'
+    own devices are valid."""
     what = "study" if key == "workload" else "job"
     if study.compute is None:
         raise WorkloadError(f"{key}: kind serving prices its iterations on a compute device: add a compute section")
@@ -56,11 +77,6 @@ def check_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, 
             f"compute.groups: a serving {what} gives each pool its own device ({key}.pools[i].device), not NPU groups"
         )
     pool_sections(study, workload, key)
-    most = budget.max_memory // _REQUEST_BYTES
-    count, tokens = workload.demand(most)  # a trace is read no further than the budget allows
-    said = f"more than {most:,}" if count > most else f"{count:,}"
-    reduce = f"{key}.requests.count (a trace's requests.trace.limit)"
-    refuse_over(f"{study.source}: {said} requests", count * _REQUEST_BYTES, tokens, budget, reduce)
 
 
 def pool_sections(study: Study, workload: RequestLevelWorkload, key: str = "workload") -> list[StudyCompute]:
@@ -163,21 +179,13 @@ def serve(
     on NPU i), its problems named under ``key`` (module docstring); with ``runs``, the record of the loop's run
     appended to it (for a replay: :mod:`stratasim.study.serving_replay`)."""
     check_serving(study, workload, budget, key)
-    sections, pools = pool_sections(study, workload, key), workload.pools()
     with ExitStack() as stack:
-        network, network_label = _network(study, stack)
-        devices = _Devices(study, stack, key)
-        opened = [devices.open(section, index) for index, section in enumerate(sections)]
-        pricers = [
-            _pricer(pool, _on(pool.npus(), placed), section, compute, network)
-            for pool, section, (compute, _) in zip(pools, sections, opened, strict=True)
-        ]
-        transfer = NetworkKvTransfer(network, [_on(npus, placed) for pool in pools for npus in pool.replica_npus()])
-        capacities = [memory_capacity(study, facts) for _, facts in opened]
+        opened = open_pricers(study, workload, stack, placed, key)
+        pools, pricers, transfer = opened.pools, opened.pricers, opened.transfer
         started = time.perf_counter()
         result = workload.serve(
-            [_pool_pricers(pool, pricer) for pool, pricer in zip(pools, pricers)],
-            capacities,
+            [pool_pricers(pool, pricer) for pool, pricer in zip(pools, pricers)],
+            opened.capacities,
             transfer,
             record_trace,
             runs,
@@ -187,14 +195,52 @@ def serve(
         "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
         "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct),
     }
-    figures |= _cost(figures, pools, [facts for _, facts in opened])
-    if len(sections) > 1:
+    figures |= _cost(figures, pools, opened.facts)
+    if len(opened.sections) > 1:
         figures |= {
             f"kv_capacity_bytes_per_npu.{pool.name}": float(kv) for pool, kv in zip(pools, result.kv_bytes_per_pool)
         }
-    calibration, warnings = _calibration(sections, [facts for _, facts in opened])
+    calibration, warnings = _calibration(opened.sections, opened.facts)
+    return ServedRun(result, figures, opened.backends, calibration, warnings, wall_seconds)
+
+
+@dataclass(frozen=True)
+class OpenedPricers:
+    """A serving workload's pricers on a study's backends (open while the stack they were opened with is): each
+    pool's compute ``sections``, ``pricers`` and device ``facts``, the ``transfer`` of KV moves between replicas,
+    each pool's NPU ``capacities`` (bytes, or None and why), and where the layers run (``backends``)."""
+
+    pools: list[ServingPool]
+    sections: list[StudyCompute]
+    pricers: list[BackendPricer]
+    facts: list[compute_pb2.DeviceFacts]
+    transfer: NetworkKvTransfer
+    capacities: list[tuple[int | None, str]]
+    backends: dict[str, str]
+
+
+def open_pricers(
+    study: Study,
+    workload: RequestLevelWorkload,
+    stack: ExitStack,
+    placed: Sequence[int] | None = None,
+    key: str = "workload",
+) -> OpenedPricers:
+    """Open the study's backends on ``stack`` and the pricers of ``workload``'s pools (its NPU i on ``placed[i]``,
+    else on NPU i; its problems named under ``key``)."""
+    sections, pools = pool_sections(study, workload, key), list(workload.pools())
+    network, network_label = _network(study, stack)
+    devices = _Devices(study, stack, key)
+    opened = [devices.open(section, index) for index, section in enumerate(sections)]
+    pricers = [
+        _pricer(pool, _on(pool.npus(), placed), section, compute, network)
+        for pool, section, (compute, _) in zip(pools, sections, opened, strict=True)
+    ]
+    transfer = NetworkKvTransfer(network, [_on(npus, placed) for pool in pools for npus in pool.replica_npus()])
+    facts = [fact for _, fact in opened]
+    capacities = [memory_capacity(study, fact) for fact in facts]
     backends = {"network": network_label, "compute": devices.label}
-    return ServedRun(result, figures, backends, calibration, warnings, wall_seconds)
+    return OpenedPricers(pools, sections, pricers, facts, transfer, capacities, backends)
 
 
 def _on(npus: Sequence[int], placed: Sequence[int] | None) -> Sequence[int]:
@@ -202,7 +248,7 @@ def _on(npus: Sequence[int], placed: Sequence[int] | None) -> Sequence[int]:
     return npus if placed is None else [placed[npu] for npu in npus]
 
 
-def _pool_pricers(pool: ServingPool, pricer: BackendPricer) -> PoolPricers:
+def pool_pricers(pool: ServingPool, pricer: BackendPricer) -> PoolPricers:
     """What the loop asks to price ``pool``'s iterations (and an expert-parallel pool's expert parts)."""
     return PoolPricers(
         pricer,
