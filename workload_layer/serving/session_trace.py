@@ -26,7 +26,7 @@ from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, Request,
 from stratasim.workload_layer.serving.trace_numbers import NUMBER_CHARACTERS, picoseconds, tokens
 from stratasim.workload_layer.serving.trace_rows import Row
 
-__all__ = ["ID_CHARACTERS", "LABELS", "SESSION_KEYS", "Labels", "is_session_trace", "labelled", "labels", "sessions"]
+__all__ = ["ID_CHARACTERS", "SESSION_KEYS", "Labels", "is_session_trace", "labelled", "labels", "sessions"]
 
 ID_CHARACTERS = NUMBER_CHARACTERS
 """Most characters of a session's or a prefix's id."""
@@ -34,8 +34,6 @@ SESSION_KEYS = ("turn", "new_prompt_tokens", "think_s", "think_ms")
 """The keys only a session trace has."""
 PLAIN_KEYS = ("prompt_tokens", "ContextTokens", "GeneratedTokens", "TIMESTAMP")
 """The keys only a plain (or Azure) trace has."""
-LABELS = ("session", "prefix_id", "prefix_tokens")
-"""The optional columns of a plain trace."""
 _ARRIVALS = {"arrival_s": 12, "arrival_ms": 9}
 _THINKS = {"think_s": 12, "think_ms": 9}
 _EXPECTED = (

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from stratasim.kernel.errors import InputError
 from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, MAX_REQUESTS, Request, horizon_said
-from stratasim.workload_layer.serving.session_trace import LABELS, Labels, is_session_trace, labelled, labels, sessions
+from stratasim.workload_layer.serving.session_trace import Labels, is_session_trace, labelled, labels, sessions
 from stratasim.workload_layer.serving.trace_numbers import MAX_TOKENS, NUMBER_CHARACTERS, picoseconds, tokens
 from stratasim.workload_layer.serving.trace_rows import Row, trace_rows
 
@@ -67,7 +67,6 @@ class _Format:
     arrival: str
     prompt: str
     output: str
-    labelled: bool = False
 
     @property
     def keys(self) -> tuple[str, str, str]:
@@ -118,7 +117,7 @@ def _format(source: str, line: int, row: dict[str, object]) -> _Format:
     keys = _TOKENS.get(arrivals[0], _PLAIN_TOKENS) if arrivals else ()
     if not arrivals or not all(key in row for key in keys):
         raise InputError(source, f"line {line}", _EXPECTED)
-    return _Format(arrivals[0], *keys, labelled=any(key in row for key in LABELS))
+    return _Format(arrivals[0], *keys)
 
 
 def _request(source: str, line: int, row: dict[str, object], form: _Format, clock: _AzureClock) -> Parsed:
@@ -142,7 +141,7 @@ def _request(source: str, line: int, row: dict[str, object], form: _Format, cloc
         line,
         tokens(source, line, form.prompt, row[form.prompt]),
         tokens(source, line, form.output, row[form.output]),
-        labels(source, line, row) if form.labelled else _NO_LABELS,
+        labels(source, line, row),
     )
 
 
@@ -159,7 +158,7 @@ def _sorted(source: str, parsed: list[Parsed], form: _Format) -> tuple[Request, 
             f"line {line}",
             f"{form.arrival} lies {last / 10**12 / 86400:,.1f} days{after}, beyond {horizon_said()}",
         )
-    if form.labelled:
+    if any(request[4] != _NO_LABELS for request in requests):
         return labelled(source, requests)
     return tuple(Request(i, arrival, prompt, output) for i, (arrival, _, prompt, output, _) in enumerate(requests))
 

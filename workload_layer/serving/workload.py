@@ -133,12 +133,14 @@ class ServingRequestsWorkload:
         ]
 
     def demand(self, most: int | None = None) -> tuple[int, int]:
-        """The requests and the output tokens they generate at most: from ``requests.count`` before any is drawn,
-        else from the trace (read and checked), whose reading stops past ``most`` requests (then ``most + 1``
-        is the count, nothing kept)."""
+        """The requests and the output tokens they generate at most: from ``requests.count`` before any is drawn
+        (sessions' turns are drawn and checked when their most requests are within ``most``), else from the trace
+        (read and checked), whose reading stops past ``most`` requests (then ``most + 1`` is the count, nothing
+        kept)."""
         config = self.config.requests
-        if config.most_requests is not None:
-            count = config.most_requests
+        drawn = config.most_requests
+        if drawn is not None and (config.sessions is None or (most is not None and drawn > most)):
+            count = drawn  # a bound: sessions are drawn (and their prompts' growth checked) within the budget
         elif self._requests is None and config.trace is not None and most is not None:
             read = read_trace(config.trace.path, config.trace.limit, most)
             if len(read) > most:
