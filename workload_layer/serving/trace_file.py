@@ -149,7 +149,7 @@ def _sorted(source: str, parsed: list[Parsed], form: _Format) -> tuple[Request, 
     """The requests by arrival (ties in file order), Azure's counted from the first; refuses an arrival beyond
     :data:`ARRIVAL_LIMIT_PS` naming its line."""
     start = min(request[0] for request in parsed) if form.arrival == "TIMESTAMP" else 0
-    requests = sorted((arrival - start, line, *rest) for arrival, line, *rest in parsed)
+    requests = sorted((arrival - start, line, prompt, output, tags) for arrival, line, prompt, output, tags in parsed)
     last, line = requests[-1][:2]
     if last > ARRIVAL_LIMIT_PS:
         after = " after the trace's first" if start else ""
