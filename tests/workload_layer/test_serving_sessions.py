@@ -205,3 +205,38 @@ def test_a_request_following_a_later_one_is_refused() -> None:
     cfg = config(poisson("5/s", 3, 10, 2))
     with pytest.raises(WorkloadError, match="request 1 follows request 2: a request follows an earlier one"):
         simulate_pool(requests, cfg.pools[0], 1000, linear_pricer, cfg.bucket)
+
+
+def _with_sessions(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (tests/workload_layer/test_serving_jobs.py's shared study, or its serving job alone) with its serving
+    job running sessions."""
+    serve = data["workload"]["jobs"][-1]["workload"] if "jobs" in data["workload"] else data["workload"]
+    drawn = serve["requests"]
+    serve["requests"] = {
+        "seed": 1,
+        "arrival": drawn["arrival"],
+        "sessions": {
+            "count": 3,
+            "turns": {"distribution": "fixed", "value": 2},
+            "think": {"distribution": "fixed", "value": "1ms"},
+            "new_prompt": drawn["prompt"],
+            "output": drawn["output"],
+        },
+    }
+    return data
+
+
+def test_a_replayed_serving_job_of_sessions_gives_its_standalone_figures_alone_and_runs_beside_training() -> None:
+    """Replayed alone its every time is the standalone run's (later turns' arrivals included); beside a training
+    job its later turns keep their standalone arrivals while its iterations slow, and every turn is served."""
+    from tests.workload_layer.test_serving_jobs import _alone, _run, _shared, _without
+
+    data = _with_sessions(_without(_shared(), 1))
+    data["workload"]["jobs"][0]["place"] = "0-3"
+    (serve,) = _run(data).jobs
+    alone = _run(_with_sessions(_alone(_shared(), 1)) | {"network": data["network"]})
+    assert serve.serving == alone.serving and alone.serving is not None and alone.serving["sessions"] == 3
+    (_, shared) = _run(_with_sessions(_shared())).jobs
+    assert (
+        shared.serving is not None and shared.serving["requests"] == 6 and shared.serving["ttft_later_turns_p50_ps"] > 0
+    )
