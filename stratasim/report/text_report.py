@@ -228,8 +228,19 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
         if "kv_transfers" in serving
         else []
     )
+    sessions = (
+        [
+            f"  sessions         {serving['sessions']:,.0f} of {serving['turns_per_session']:,.2f} turns; TTFT of "
+            f"first turns p50 {_time(serving['ttft_first_turns_p50_ps'])}, p99 "
+            f"{_time(serving['ttft_first_turns_p99_ps'])}; of later turns p50 "
+            f"{_time(serving['ttft_later_turns_p50_ps'])}, p99 {_time(serving['ttft_later_turns_p99_ps'])}"
+        ]
+        if "sessions" in serving
+        else []
+    )
     return [
         f"  TTFT             {spread('ttft')}",
+        *sessions,
         f"  TPOT             {spread('tpot')}",
         f"  end to end       {spread('e2e')}",
         f"  queueing         {spread('queueing')}",

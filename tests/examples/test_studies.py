@@ -27,6 +27,12 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   ~500 TFLOP/s, plus its attention: p99 TTFT 0.40 s. A decode step reads the 17.6 GB of weights per GPU at
   0.887 x 3.35 TB/s, ~5.9 ms, plus 160 all-reduces of a few tens of microseconds each; p99 TPOT 58 ms at batches
   of ~90 sequences per replica mixing prefill chunks in.
+- serving/llama3_8b_h100_sessions (1,000 two-turn conversations starting at 2/s on one H100): a first turn's prompt
+  is the 256-token system prompt and ~613 new tokens (512 e^0.18), 2 x 7.5e9 x 869 = 1.3e13 FLOP, ~26 ms at the fitted
+  H100's ~500 TFLOP/s plus attention: p50 TTFT 30.0 ms; a second turn's carries the first turn's prompt and answer
+  (~153 tokens) and ~613 new ones, ~1,635 tokens, ~49 ms: p50 52.8 ms. A decode step reads 16 GB of weights at 0.887
+  x 3.35 TB/s, 5.4 ms, p99 TPOT 8.5 ms with prompt chunks mixed in; the starts span ~500 s, the last conversation
+  ending at 530.6 s.
 - serving/llama3_70b_h100_disaggregated (400 requests of the 2,000, at 20/s): arrivals take ~20 s and the longest
   outputs (2,048 tokens at ~12 ms a step, ~25 s) end at 34.5 s. A KV move is 320 KiB a token over eight 50 GB/s
   links: the mean prompt (1,024 e^0.32 = 1,410 tokens) moves in 1.16 ms, moves started together (one prefill
@@ -185,6 +191,12 @@ HEADLINES: dict[str, dict[str, int | float]] = {
         "jobs.serve.ttft_p99_ns": 3_106_455.264159996,
         "jobs.serve.tpot_p99_ns": 452_013.0820192029,
         "jobs.serve.kv_transfer_mean_ns": 41_081.30181,
+    },
+    "serving/llama3_8b_h100_sessions.yaml": {
+        "total_time_ps": 530_625_827_542_618,
+        "ttft_first_turns_p50_ns": 30_009_878.243,
+        "ttft_later_turns_p50_ns": 52_801_603.327,
+        "tpot_p99_ns": 8_530_345.677371142,
     },
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,

@@ -1,6 +1,7 @@
-"""Fuzzing the request-trace reader (issue 27): CSV, JSONL and Azure's format, built from pieces of valid and
-hostile rows. Whatever the text, only StrataSim's own errors escape, and a trace read is within range: arrivals
-sorted from 0 to the horizon, token counts from 1 to 2^31, never more requests than asked for.
+"""Fuzzing the request-trace reader (issue 27): CSV, JSONL and Azure's format, and session traces (issue 30), built
+from pieces of valid and hostile rows. Whatever the text, only StrataSim's own errors escape, and a trace read is
+within range: arrivals sorted from 0 to the horizon, token counts from 1 to 2^31, never more requests than asked
+for; a later turn follows the turn before it, its arrival unknown (-1), its prefix its session's.
 
 CI runs each form with a small fixed budget (derandomized); ``pytest -m fuzz`` runs ``STRATASIM_FUZZ_EXAMPLES`` (by
 default 10,000) each.
@@ -86,6 +87,27 @@ JSON_ROWS = st.one_of(PLAIN_ROWS, AZURE_ROWS, st.dictionaries(KEYS, JSON_VALUES,
 JSONL_TEXTS = st.builds(
     _csv, st.just(""), st.lists(JSON_ROWS.map(lambda row: [row]), min_size=1, max_size=8), st.lists(NOISE, max_size=2)
 )
+SESSION_HEADERS = st.sampled_from(
+    [
+        "session,turn,arrival_s,think_s,new_prompt_tokens,output_tokens",
+        "session,turn,arrival_ms,think_ms,new_prompt_tokens,output_tokens",
+    ]
+    + [
+        "session,turn,arrival_s,think_s,new_prompt_tokens,output_tokens,prefix_id,prefix_tokens",
+        "session,turn,prompt_tokens,think_s",
+    ]
+    + [
+        "arrival_s,prompt_tokens,output_tokens,session,prefix_id,prefix_tokens",
+        "arrival_s,prompt_tokens,output_tokens,turn",
+    ]
+)
+SESSION_CELLS = st.one_of(NUMBERS, st.sampled_from(["", "a", "b", "0", "1", "2", "-0", "-3"]))
+SESSION_TEXTS = st.builds(
+    _csv,
+    SESSION_HEADERS,
+    st.lists(st.lists(SESSION_CELLS, min_size=6, max_size=8), min_size=1, max_size=8),
+    st.lists(NOISE, max_size=2),
+)
 LIMITS = st.one_of(st.none(), st.integers(min_value=1, max_value=4))
 
 
@@ -95,8 +117,15 @@ def _case(tmp_path: Path, name: str, text: str, limit: int | None, most: int | N
     with contextlib.suppress(StrataSimError):
         requests = read_trace(trace, limit, most)
         assert len(requests) <= min(limit or 10**9, (most if most is not None else 10**9) + 1)
-        arrivals = [request.arrival_ps for request in requests]
+        arrivals = [request.arrival_ps for request in requests if request.follows < 0]
         assert arrivals == sorted(arrivals)
+        for request in requests:
+            if request.follows >= 0:
+                before = requests[request.follows]
+                assert request.follows == request.index - 1 and request.arrival_ps == -1 and request.think_ps >= 0
+                assert (before.session, before.turn + 1) == (request.session, request.turn)
+                assert (before.shared_prefix, before.shared_tokens) == (request.shared_prefix, request.shared_tokens)
+            assert 0 <= request.shared_tokens <= request.prompt_tokens
         assert all(0 <= arrival <= ARRIVAL_LIMIT_PS for arrival in arrivals)
         assert all(1 <= r.prompt_tokens <= MAX_TOKENS and 1 <= r.output_tokens <= MAX_TOKENS for r in requests)
 
@@ -119,10 +148,19 @@ def test_jsonl_traces(tmp_path: Path, text: str, limit: int | None, most: int | 
     _case(tmp_path, "trace.jsonl", text, limit, most)
 
 
+@CI
+@given(text=SESSION_TEXTS, limit=LIMITS, most=LIMITS)
+def test_session_traces(tmp_path: Path, text: str, limit: int | None, most: int | None) -> None:
+    _case(tmp_path, "sessions.csv", text, limit, most)
+
+
 @pytest.mark.fuzz
 @LONG
-@given(csv=CSV_TEXTS, azure=AZURE_TEXTS, jsonl=JSONL_TEXTS, limit=LIMITS, most=LIMITS)
-def test_long_budget(tmp_path: Path, csv: str, azure: str, jsonl: str, limit: int | None, most: int | None) -> None:
+@given(csv=CSV_TEXTS, azure=AZURE_TEXTS, jsonl=JSONL_TEXTS, sessions=SESSION_TEXTS, limit=LIMITS, most=LIMITS)
+def test_long_budget(
+    tmp_path: Path, csv: str, azure: str, jsonl: str, sessions: str, limit: int | None, most: int | None
+) -> None:
     _case(tmp_path, "trace.csv", csv, limit, most)
+    _case(tmp_path, "sessions.csv", sessions, limit, most)
     _case(tmp_path, "azure.csv", azure, limit, most)
     _case(tmp_path, "trace.jsonl", jsonl, limit, most)

@@ -281,6 +281,11 @@ def test_a_sweeps_base_is_not_echoed(tmp_path: Path, creds: str) -> None:
         '{"aws_secret_access_key": "AKIAIOSFODNN7EXAMPLE"}\n',
         '{"hunter2": 1, "hunter2": 2}\n',
         '["AKIAIOSFODNN7EXAMPLE"]\n',
+        "session,turn,arrival_s,think_s,new_prompt_tokens,output_tokens\nhunter2,hunter2,1,,1,1\n",
+        "session,turn,arrival_s,think_s,new_prompt_tokens,output_tokens\nhunter2,0,1,,1,1\nhunter2,2,,1,1,1\n",
+        "session,turn,arrival_s,think_s,new_prompt_tokens,output_tokens\nhunter2,0,1,,1,1\nhunter2,1,,-hunter2,1,1\n",
+        "arrival_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n1,1,1,hunter2,AKIAIOSFODNN7EXAMPLE\n",
+        '{"session": "hunter2", "turn": 0, "arrival_s": 1, "new_prompt_tokens": 1, "output_tokens": "hunter2"}\n',
     ],
 )
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])

@@ -19,6 +19,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from stratasim.kernel import units
 from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import Bandwidth, Bytes, DTypeName, Section, TimePs, quantity, written
+from stratasim.workload_layer.serving.session_config import SharedPrefixConfig, ThinkDistribution
 from stratasim.workload_layer.serving.speculative import SpeculativeConfig
 from stratasim.workload_layer.transformer.config import AttentionKernel, ModelConfig
 
@@ -28,6 +29,7 @@ __all__ = [
     "SchedulerConfig",
     "PoolParallelism",
     "RequestsConfig",
+    "SessionsConfig",
     "ArrivalConfig",
     "TraceConfig",
     "LengthDistribution",
@@ -204,9 +206,36 @@ class TraceConfig(Section):
     """Replay only the first ``limit`` requests."""
 
 
+class SessionsConfig(Section):
+    """``requests.sessions``: ``count`` conversations or agent loops, each starting at a draw of ``requests.arrival``
+    and running ``turns`` turns; a later turn arrives ``think`` after the previous one's last token, its prompt
+    the previous prompt and output plus ``new_prompt`` tokens (:mod:`stratasim.workload_layer.serving.requests`)."""
+
+    count: int = Field(gt=0, le=MAX_REQUESTS)
+    """Sessions to generate."""
+    turns: LengthDistribution
+    """Turns of a session (at least one), a length distribution counting turns."""
+    think: ThinkDistribution
+    """Time between a turn's last token and the next turn's arrival."""
+    new_prompt: LengthDistribution
+    """Tokens a turn adds to the conversation's prompt (a first turn's whole prompt, besides any shared prefix)."""
+    output: LengthDistribution
+    """Tokens a turn generates (the first from the prefill)."""
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SessionsConfig:
+        if self.count * self.turns.largest > MAX_REQUESTS:
+            raise ValueError(
+                f"count ({self.count:,}) sessions of up to {self.turns.largest:,} turns make up to "
+                f"{self.count * self.turns.largest:,} requests, beyond the {MAX_REQUESTS:,} a study serves"
+            )
+        return self
+
+
 class RequestsConfig(Section):
     """``workload.requests``: ``count`` requests from ``arrival`` with ``prompt`` and ``output`` lengths drawn
-    with ``seed``, or those of ``trace``."""
+    with ``seed``, or ``sessions`` of several turns starting at ``arrival``, either optionally starting with a
+    ``shared_prefix``; or those of ``trace``."""
 
     count: int | None = Field(default=None, gt=0, le=MAX_REQUESTS)
     """Requests to generate."""
@@ -218,34 +247,55 @@ class RequestsConfig(Section):
     """Prompt tokens of a request."""
     output: LengthDistribution | None = None
     """Tokens a request generates (the first from the prefill)."""
+    sessions: SessionsConfig | None = None
+    """Multi-turn sessions (conversations, agent loops) instead of ``count``, ``prompt`` and ``output``."""
+    shared_prefix: SharedPrefixConfig | None = None
+    """Shared prompt prefixes (system prompts) the drawn requests or sessions start with."""
     trace: TraceConfig | None = None
-    """A request-trace file instead of the keys above."""
+    """A request-trace file instead of the keys above (its own columns may name sessions and prefixes)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> RequestsConfig:
         synthetic = {"count": self.count, "arrival": self.arrival, "prompt": self.prompt, "output": self.output}
+        drawn = {**synthetic, "sessions": self.sessions, "shared_prefix": self.shared_prefix}
         if self.trace is not None:
-            given = [key for key, value in synthetic.items() if value is not None]
+            given = [key for key, value in drawn.items() if value is not None]
             if given:
                 raise ValueError(f"give either trace or {', '.join(synthetic)}, not both (found {given[0]})")
+        elif self.sessions is not None:
+            given = [key for key in ("count", "prompt", "output") if synthetic[key] is not None]
+            if given:
+                raise ValueError(f"{given[0]} is drawn per turn by sessions (sessions.count, .new_prompt, .output)")
+            if self.arrival is None:
+                raise ValueError("arrival is required: the sessions' first turns arrive by it")
         else:
             missing = [key for key, value in synthetic.items() if value is None]
             if missing:
-                raise ValueError(f"{missing[0]} is required (or give a trace)")
+                raise ValueError(f"{missing[0]} is required (or give sessions or a trace)")
         return self
 
     @model_validator(mode="after")
     def _within_horizon(self) -> RequestsConfig:
-        if (
-            self.count is not None
-            and self.arrival is not None
-            and self.count / self.arrival.rate > ARRIVAL_LIMIT_PS / 1e12
-        ):
+        count, what = (self.sessions.count, "sessions") if self.sessions is not None else (self.count, "requests")
+        if count is not None and self.arrival is not None and count / self.arrival.rate > ARRIVAL_LIMIT_PS / 1e12:
             raise ValueError(
-                f"arrival.rate: {self.count:,} requests at {self.arrival.rate:.3g}/s arrive over some "
-                f"{self.count / self.arrival.rate:.3g} s, beyond {horizon_said()}; raise the rate or lower count"
+                f"arrival.rate: {count:,} {what} at {self.arrival.rate:.3g}/s arrive over some "
+                f"{count / self.arrival.rate:.3g} s, beyond {horizon_said()}; raise the rate or lower count"
             )
         return self
+
+    @property
+    def most_requests(self) -> int | None:
+        """The most requests the drawn keys make (a session's every turn one), None for a trace."""
+        if self.sessions is not None:
+            return self.sessions.count * self.sessions.turns.largest
+        return self.count
+
+    @property
+    def longest_output(self) -> int | None:
+        """The most tokens a drawn request generates, None for a trace."""
+        output = self.sessions.output if self.sessions is not None else self.output
+        return None if output is None else output.largest
 
 
 class PoolParallelism(Section):
@@ -414,14 +464,7 @@ class ServingWorkloadConfig(Section):
                     f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "
                     f"workload.model.seq_len ({model.seq_len}) tokens without chunked_prefill, as vLLM asks"
                 )
-        if requests.prompt is not None and requests.output is not None:
-            longest = requests.prompt.largest + requests.output.largest
-            if longest > model.seq_len:
-                yield (
-                    f"workload.requests: a prompt of up to {requests.prompt.largest} tokens and an output of up to "
-                    f"{requests.output.largest} exceed workload.model.seq_len ({model.seq_len}), the model's "
-                    "context"
-                )
+        yield from _context_problems(requests, model.seq_len)
 
     def _role_problems(self) -> Iterator[str]:
         """Pools' roles must pair (a prefill pool needs a decode pool and the reverse; ``both`` stands alone) and
@@ -446,6 +489,25 @@ class ServingWorkloadConfig(Section):
                     f"workload.pools: the {role} pools route across all their replicas with one router, but name "
                     f"{' and '.join(sorted(routers))}; give them the same router"
                 )
+
+
+def _context_problems(requests: RequestsConfig, context: int) -> Iterator[str]:
+    """Whether the longest drawn request (a session's first turn; later turns are checked as drawn) fits the
+    model's ``context``."""
+    prefix = requests.shared_prefix.tokens if requests.shared_prefix is not None else 0
+    if requests.sessions is not None:
+        prompt, output, key = requests.sessions.new_prompt, requests.sessions.output, "workload.requests.sessions"
+        prompt_key = "new_prompt"
+    elif requests.prompt is not None and requests.output is not None:
+        prompt, output, key, prompt_key = requests.prompt, requests.output, "workload.requests", "prompt"
+    else:
+        return
+    if prefix + prompt.largest + output.largest > context:
+        shared = f"a shared prefix of {prefix} tokens, " if prefix else ""
+        yield (
+            f"{key}: {shared}a {prompt_key} of up to {prompt.largest} tokens and an output of up to "
+            f"{output.largest} exceed workload.model.seq_len ({context}), the model's context"
+        )
 
 
 def _expert_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterator[str]:

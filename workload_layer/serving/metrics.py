@@ -10,6 +10,9 @@ time-weighted): mean and peak batch size, queue length and KV-cache use (``kv_pe
 replica's peak, as a share of its own cache); the timeline at most :data:`TIMELINE_POINTS` evenly spaced instants
 of the same.
 
+With sessions, ``sessions``, ``turns_per_session`` and the TTFT of first and of later turns
+(``ttft_first_turns_*``, ``ttft_later_turns_*``: :mod:`~stratasim.workload_layer.serving.session_metrics`).
+
 Disaggregated, the first token comes from the prefill replica, so TTFT ends there and excludes the KV cache's
 move to the decode replica; the move (``kv_transfer_*``, its distribution over the requests handed off) shows in
 the time to the second token, hence in TPOT, as in DistServe and Splitwise.
@@ -21,6 +24,7 @@ import numpy as np
 
 from stratasim.workload_layer.serving.config import SloConfig
 from stratasim.workload_layer.serving.pool_run import PoolRun
+from stratasim.workload_layer.serving.session_metrics import session_figures
 
 __all__ = ["serving_metrics", "serving_timeline", "TIMELINE_POINTS"]
 
@@ -51,6 +55,8 @@ def serving_metrics(run: PoolRun, slo: SloConfig, replicas: int) -> dict[str, fl
     figures: dict[str, float] = {"requests": float(len(sequences)), "replicas": float(replicas)}
     for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e), ("queueing", queued)):
         figures |= _distribution(name, values)
+    for name, value in session_figures(sequences, ttft).items():
+        figures |= _distribution(name, value) if isinstance(value, np.ndarray) else {name: value}
     figures |= {
         "span_ps": float(span_ps),
         "requests_per_second": len(sequences) / seconds,

@@ -5,7 +5,8 @@ builds the graphs whose milestones give them): each iteration ends when its mile
 gap after the previous one's shared end (or as its KV moves arrived), and each request's scheduling, first token and
 finish move with the iterations that made them; each KV move arrives when its milestone says. Which requests batch
 together does not change (the decisions are frozen): a full co-simulation would let the slowed iterations change
-them.
+them. Nor does when a session's later turn arrives: its predecessor's standalone finish and its think time, not
+its predecessor's finish in the shared run.
 """
 
 from __future__ import annotations

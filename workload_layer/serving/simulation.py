@@ -22,9 +22,15 @@ longest member's own part (its pricer's price, swap copies included) plus the gr
 :class:`~stratasim.kernel.serving.ExpertPricer` at the group's tokens and its busiest member's,
 each bucketed), so all end together.
 
-Events happen at integer picoseconds. At one instant, arrivals are routed first, then the iterations ending then
-are finished (hand-offs starting their transfers), then the transfers ending then deliver, then every idle replica
-with work starts its next iteration — so a request arriving as an iteration ends joins the next one. Iteration
+Sessions run closed-loop: a request that ``follows`` another (its session's previous turn) is released when that
+one finishes, arriving ``think_ps`` later; it is then routed like any arrival, and its sequence holds it with that
+arrival (``arrival_ps``), from which its TTFT counts. Requests that follow none arrive at their ``arrival_ps``.
+
+Events happen at integer picoseconds. At one instant, arrivals are routed first (those given and released ones
+arriving then, in index order), then the iterations ending then are finished (hand-offs starting their transfers,
+finished requests releasing their followers), then the transfers ending then deliver, then followers released at
+this instant with no think time are routed, then every idle replica with work starts its next iteration — so a
+request arriving as an iteration ends joins the next one. Iteration
 prices are cached by pool and shape (:class:`~stratasim.kernel.serving.IterationShape`), so a pricer is asked once per distinct bucketed
 shape. The run ends when the last request finishes.
 """
@@ -32,10 +38,10 @@ shape. The run ends when the last request finishes.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
@@ -99,11 +105,13 @@ def simulate_pools(
     """Serve ``requests`` on ``pools`` (module docstring), KV moves (``kv_bytes_per_token`` bytes a cached token)
     priced by ``transfer`` (needed by prefill pools)."""
     loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token)
-    while loop.arrival < len(requests) or loop.ends or loop.moving:
+    while loop.arrival < len(loop.given) or loop.ends or loop.moving or loop.released:
         now = loop.next_instant()
         touched = loop.route_arrivals(now)
         touched |= loop.finish_iterations(now)
         touched |= loop.deliver(now)
+        if loop.released:
+            touched |= loop.route_arrivals(now)
         for index in sorted(touched - set(loop.running)):
             loop.start(index, now, touched)
     return loop.finished()
@@ -112,7 +120,9 @@ def simulate_pools(
 class _Loop:
     """The state of one run of :func:`simulate_pools`: the engines (schedulers) and their layout, the iterations
     running and ending (``ends``: (end time, engine)), the KV moves in flight (``moving``: (arrival, order,
-    source, destination, sequences)), the next request to arrive, and the run's record."""
+    source, destination, sequences)), the requests arriving at their given times (``given``) and the next of them
+    (``arrival``), the followers waiting for the request they follow (``followers``, by its index) and those
+    released (``released``: (arrival, index, request)), the requests routed, and the run's record."""
 
     def __init__(
         self,
@@ -122,7 +132,7 @@ class _Loop:
         transfer: KvTransferPricer | None,
         kv_bytes_per_token: int,
     ) -> None:
-        self.requests, self.pools, self.bucket = requests, pools, bucket
+        self.pools, self.bucket = pools, bucket
         self.transfer, self.kv_bytes_per_token = transfer, kv_bytes_per_token
         self.layout = _EngineLayout(pools)
         self.owner, self.physical = self.layout.pool, self.layout.replica
@@ -130,6 +140,7 @@ class _Loop:
             _engine(pools[index], engine, self.physical[engine]) for engine, index in enumerate(self.owner)
         ]
         self.entry = self.layout.routed(lambda role: role != "decode")
+        self.router = pools[self.owner[self.entry[0]]].pool.router if self.entry else ""
         self.decode = self.layout.routed(lambda role: role == "decode")
         if self.decode and transfer is None:
             raise WorkloadError("disaggregated pools need a KV transfer pricer")
@@ -140,13 +151,15 @@ class _Loop:
         self.moving: list[tuple[int, int, int, int, list[Sequence]]] = []
         self.ports = _Ports()
         self.run = PoolRun([], kv_blocks=pools[0].kv_blocks)
-        self.arrival = 0
+        self.arrival = self.routed = 0
+        self.given, self.followers = _by_arrival(requests)
+        self.released: list[tuple[int, int, Request]] = []
 
     def next_instant(self) -> int:
         """The time of the next arrival, iteration end or KV move's arrival; an error past the int64
         picoseconds."""
-        instants = [self.requests[self.arrival].arrival_ps] if self.arrival < len(self.requests) else []
-        instants += [heap[0][0] for heap in (self.ends, self.moving) if heap]
+        instants = [self.given[self.arrival].arrival_ps] if self.arrival < len(self.given) else []
+        instants += [heap[0][0] for heap in (self.ends, self.moving, self.released) if heap]
         now = min(instants)
         if now > INT64_MAX:
             raise SimulationError(
@@ -156,28 +169,54 @@ class _Loop:
         return now
 
     def route_arrivals(self, now: int) -> set[int]:
-        """Hand the requests arriving at ``now`` to the entry engines; the engines they went to."""
-        touched = set()
-        router = self.pools[self.owner[self.entry[0]]].pool.router if self.entry else ""
-        while self.arrival < len(self.requests) and self.requests[self.arrival].arrival_ps == now:
-            target = self.entry[route(router, [self.replicas[i] for i in self.entry], self.arrival)]
-            self.replicas[target].enqueue(self.requests[self.arrival])
-            self.run.sequences.append(self.replicas[target].waiting[-1])
-            touched.add(target)
+        """Hand the requests arriving at ``now`` (module docstring) to the entry engines; the engines they went
+        to."""
+        touched: set[int] = set()
+        given = self.given
+        if not self.released or self.released[0][0] != now:
+            while self.arrival < len(given) and given[self.arrival].arrival_ps == now:
+                self._route(given[self.arrival], touched)
+                self.arrival += 1
+            return touched
+        arriving = []
+        while self.released and self.released[0][0] == now:
+            arriving.append(heapq.heappop(self.released)[2])
+        while self.arrival < len(given) and given[self.arrival].arrival_ps == now:
+            arriving.append(given[self.arrival])
             self.arrival += 1
+        for request in sorted(arriving, key=lambda request: request.index):
+            self._route(request, touched)
         return touched
 
+    def _route(self, request: Request, touched: set[int]) -> None:
+        """Hand ``request`` to the entry engine its router picks, adding the engine to ``touched``."""
+        target = self.entry[route(self.router, [self.replicas[i] for i in self.entry], self.routed)]
+        self.replicas[target].enqueue(request)
+        self.run.sequences.append(self.replicas[target].waiting[-1])
+        touched.add(target)
+        self.routed += 1
+
     def finish_iterations(self, now: int) -> set[int]:
-        """End the iterations ending at ``now``, starting the KV moves of what they handed off; their engines."""
+        """End the iterations ending at ``now``, starting the KV moves of what they handed off and releasing the
+        followers of what finished; their engines."""
         touched = set()
         while self.ends and self.ends[0][0] == now:
             _, index = heapq.heappop(self.ends)
             replica = self.replicas[index]
-            replica.finish_iteration(self.running.pop(index), now)
+            done = replica.finish_iteration(self.running.pop(index), now)
             touched.add(index)
             if replica.handed_off:
                 self._start_moves(index, replica, now)
+            if self.followers and done:
+                self._release(done, now)
         return touched
+
+    def _release(self, done: list[Sequence], now: int) -> None:
+        """Release the followers of the sequences ``done`` at ``now``: each arrives its think time later."""
+        for sequence in done:
+            for follower in self.followers.pop(sequence.request.index, ()):
+                arrival = now + follower.think_ps
+                heapq.heappush(self.released, (arrival, follower.index, replace(follower, arrival_ps=arrival)))
 
     def deliver(self, now: int) -> set[int]:
         """Move the sequences whose KV caches arrive at ``now`` to their decode engines; the engines involved."""
@@ -306,6 +345,11 @@ class _Loop:
     def finished(self) -> PoolRun:
         """The run's record, its totals filled in."""
         run, replicas = self.run, self.replicas
+        if self.followers:
+            raise WorkloadError(
+                f"{sum(map(len, self.followers.values()))} requests follow requests that never finished: a request "
+                "may follow only an earlier one"
+            )
         run.shapes_priced = len(self.prices.shapes) + len(self.prices.experts)
         run.preemptions = sum(replica.preemptions for replica in replicas)
         run.swap_outs = sum(replica.swap_outs for replica in replicas)
@@ -316,6 +360,23 @@ class _Loop:
         run.engine_replicas = self.physical
         run.shape_runs, run.expert_runs = dict(self.prices.runs), dict(self.prices.expert_runs)
         return run
+
+
+def _by_arrival(requests: Seq[Request]) -> tuple[Seq[Request], dict[int, list[Request]]]:
+    """The requests arriving at their given times (``requests`` itself when none follows another) and the
+    followers of each request by its index; an error for a follower of no earlier request."""
+    if all(request.follows < 0 for request in requests):
+        return requests, {}
+    followers: defaultdict[int, list[Request]] = defaultdict(list)
+    for position, request in enumerate(requests):
+        if request.follows >= 0:
+            if request.index != position or request.follows >= position:
+                raise WorkloadError(
+                    f"request {position} follows request {request.follows}: a request follows an earlier one, "
+                    "its index its place among the requests"
+                )
+            followers[request.follows].append(request)
+    return [request for request in requests if request.follows < 0], dict(followers)
 
 
 class _EngineLayout:

@@ -14,27 +14,34 @@ any arithmetic: a time has at most :data:`NUMBER_CHARACTERS` characters and ever
 :data:`~stratasim.workload_layer.serving.requests.ARRIVAL_LIMIT_PS` of the first, a token count is a whole number
 from 1 to 2^31. Two arrival columns (``arrival_s`` beside ``arrival_ms``, or either beside ``TIMESTAMP``) are an
 error, not a choice. Every error names the file, the line and the key, never what the file holds.
+
+Either may also give ``session``, ``prefix_id`` and ``prefix_tokens`` columns, and a session trace (``session``,
+``turn``, ``new_prompt_tokens``, ``output_tokens``, an arrival on first turns and a think time on later ones) holds
+closed-loop conversations: both are read by :mod:`~stratasim.workload_layer.serving.session_trace`, recognised by
+the first row's keys; a trace mixing the two schemas is an error.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
+from itertools import chain
 from pathlib import Path
 
 from stratasim.kernel.errors import InputError
 from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, MAX_REQUESTS, Request, horizon_said
-from stratasim.workload_layer.serving.trace_rows import trace_rows
+from stratasim.workload_layer.serving.session_trace import Labels, is_session_trace, labelled, labels, sessions
+from stratasim.workload_layer.serving.trace_numbers import MAX_TOKENS, NUMBER_CHARACTERS, picoseconds, tokens
+from stratasim.workload_layer.serving.trace_rows import Row, trace_rows
 
-__all__ = ["NUMBER_CHARACTERS", "read_trace"]
+__all__ = ["MAX_TOKENS", "NUMBER_CHARACTERS", "read_trace"]
 
-NUMBER_CHARACTERS = 64
-"""Most characters of a number in a trace (a time to the picosecond over 53 days has about 20)."""
-MAX_TOKENS = 1 << 31
-"""Most tokens of a request's prompt or output."""
+_NO_LABELS: Labels = ("", "", 0)
+
 
 _ARRIVALS = {"TIMESTAMP": 0, "arrival_s": 12, "arrival_ms": 9}  # the arrival keys and their unit as 10^n ps
 _TOKENS = {"TIMESTAMP": ("ContextTokens", "GeneratedTokens")}
@@ -46,12 +53,11 @@ _EXPECTED = (
 _TIMESTAMP = re.compile(
     r"\s*([0-9]{4}-[0-9]{2}-[0-9]{2})[ T]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,18}))?\s*(Z|[+-][0-9]{2}:[0-9]{2})?\s*"
 )
-_DECIMAL = re.compile(r"\s*([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,6}))?\s*")
-_WHOLE = re.compile(r"\s*([0-9]{1,10})\s*")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-Parsed = tuple[int, int, int, int]
-"""A request as read: its arrival (ps; Azure's since the epoch), line, prompt and output tokens."""
+Parsed = tuple[int, int, int, int, Labels]
+"""A request as read: its arrival (ps; Azure's since the epoch), line, prompt and output tokens, its session and
+prefix."""
 
 
 @dataclass(frozen=True)
@@ -75,19 +81,31 @@ def read_trace(path: str | Path, limit: int | None = None, most: int | None = No
     trace of more than :data:`~stratasim.workload_layer.serving.requests.MAX_REQUESTS` is an error."""
     source = str(path)
     stop = min(limit or MAX_REQUESTS + 1, MAX_REQUESTS + 1, MAX_REQUESTS + 1 if most is None else most + 1)
+    with closing(trace_rows(source, source.endswith((".jsonl", ".json")))) as rows:
+        first = next(rows, None)
+        if first is None:
+            raise InputError(source, "", "the trace holds no request")
+        if is_session_trace(source, *first):
+            requests = sessions(source, chain([first], rows), stop)
+        else:
+            requests = _plain(source, chain([first], rows), stop)
+    if len(requests) > MAX_REQUESTS:
+        raise InputError(source, "", f"the trace holds more than {MAX_REQUESTS:,} requests, the most a study serves")
+    return requests
+
+
+def _plain(source: str, rows: Iterator[Row], stop: int) -> tuple[Request, ...]:
+    """The requests of a plain or Azure trace's first ``stop`` rows, sorted by arrival, with any sessions and
+    prefixes its columns give (:func:`~stratasim.workload_layer.serving.session_trace.labelled`)."""
     parsed: list[Parsed] = []
     form: _Format | None = None
     clock = _AzureClock()
-    with closing(trace_rows(source, source.endswith((".jsonl", ".json")))) as rows:
-        for line, row in rows:
-            form = form or _format(source, line, row)
-            parsed.append(_request(source, line, row, form, clock))
-            if len(parsed) == stop:
-                break
-    if not parsed or form is None:
-        raise InputError(source, "", "the trace holds no request")
-    if len(parsed) > MAX_REQUESTS:
-        raise InputError(source, "", f"the trace holds more than {MAX_REQUESTS:,} requests, the most a study serves")
+    for line, row in rows:
+        form = form or _format(source, line, row)
+        parsed.append(_request(source, line, row, form, clock))
+        if len(parsed) == stop:
+            break
+    assert form is not None
     return _sorted(source, parsed, form)
 
 
@@ -96,10 +114,10 @@ def _format(source: str, line: int, row: dict[str, object]) -> _Format:
     arrivals = [key for key in _ARRIVALS if key in row]
     if len(arrivals) > 1:
         raise InputError(source, f"line {line}", f"both {' and '.join(arrivals)}: give one arrival column")
-    tokens = _TOKENS.get(arrivals[0], _PLAIN_TOKENS) if arrivals else ()
-    if not arrivals or not all(key in row for key in tokens):
+    keys = _TOKENS.get(arrivals[0], _PLAIN_TOKENS) if arrivals else ()
+    if not arrivals or not all(key in row for key in keys):
         raise InputError(source, f"line {line}", _EXPECTED)
-    return _Format(arrivals[0], *tokens)
+    return _Format(arrivals[0], *keys)
 
 
 def _request(source: str, line: int, row: dict[str, object], form: _Format, clock: _AzureClock) -> Parsed:
@@ -116,22 +134,23 @@ def _request(source: str, line: int, row: dict[str, object], form: _Format, cloc
     arrival = (
         clock(source, line, value)
         if form.arrival == "TIMESTAMP"
-        else _picoseconds(source, line, form.arrival, value, _ARRIVALS[form.arrival])
+        else picoseconds(source, line, form.arrival, value, _ARRIVALS[form.arrival])
     )
     return (
         arrival,
         line,
-        _tokens(source, line, form.prompt, row[form.prompt]),
-        _tokens(source, line, form.output, row[form.output]),
+        tokens(source, line, form.prompt, row[form.prompt]),
+        tokens(source, line, form.output, row[form.output]),
+        labels(source, line, row),
     )
 
 
 def _sorted(source: str, parsed: list[Parsed], form: _Format) -> tuple[Request, ...]:
     """The requests by arrival (ties in file order), Azure's counted from the first; refuses an arrival beyond
     :data:`ARRIVAL_LIMIT_PS` naming its line."""
-    start = min(arrival for arrival, _, _, _ in parsed) if form.arrival == "TIMESTAMP" else 0
-    requests = sorted((arrival - start, line, prompt, output) for arrival, line, prompt, output in parsed)
-    last, line, _, _ = requests[-1]
+    start = min(request[0] for request in parsed) if form.arrival == "TIMESTAMP" else 0
+    requests = sorted((arrival - start, line, prompt, output, tags) for arrival, line, prompt, output, tags in parsed)
+    last, line = requests[-1][:2]
     if last > ARRIVAL_LIMIT_PS:
         after = " after the trace's first" if start else ""
         raise InputError(
@@ -139,7 +158,9 @@ def _sorted(source: str, parsed: list[Parsed], form: _Format) -> tuple[Request, 
             f"line {line}",
             f"{form.arrival} lies {last / 10**12 / 86400:,.1f} days{after}, beyond {horizon_said()}",
         )
-    return tuple(Request(i, arrival, prompt, output) for i, (arrival, _, prompt, output) in enumerate(requests))
+    if any(request[4] != _NO_LABELS for request in requests):
+        return labelled(source, requests)
+    return tuple(Request(i, arrival, prompt, output) for i, (arrival, _, prompt, output, _) in enumerate(requests))
 
 
 class _AzureClock:
@@ -173,34 +194,3 @@ class _AzureClock:
             return int((datetime.fromisoformat(f"{day}T00:00:00{zone}") - _EPOCH).total_seconds())
         except ValueError:
             raise InputError(source, f"line {line}", "TIMESTAMP is not a valid date and time") from None
-
-
-def _picoseconds(source: str, line: int, key: str, value: object, unit: int) -> int:
-    """A non-negative decimal number of ``10^unit`` ps in picoseconds, exactly rounded (half to even), read only
-    once its size is known to be within :data:`ARRIVAL_LIMIT_PS`."""
-    text = value if isinstance(value, str) else repr(value) if isinstance(value, (int, float)) else ""
-    match = _DECIMAL.fullmatch(text) if not isinstance(value, bool) and len(text) <= NUMBER_CHARACTERS else None
-    if match is None or not (match[1] or match[2]):
-        said = "seconds" if unit == 12 else "milliseconds"
-        raise InputError(
-            source,
-            f"line {line}",
-            f"{key} must be a non-negative number of {said} of at most {NUMBER_CHARACTERS} characters",
-        )
-    fraction = match[2] or ""
-    digits = (match[1] + fraction).lstrip("0")
-    shift = int(match[3] or 0) - len(fraction) + unit
-    if not digits or len(digits) + shift < 0:  # zero, or below half a picosecond
-        return 0
-    if len(digits) + shift > len(str(ARRIVAL_LIMIT_PS)):
-        raise InputError(source, f"line {line}", f"{key} lies beyond {horizon_said()}")
-    return int(digits) * 10**shift if shift >= 0 else round(Fraction(int(digits), 10**-shift))
-
-
-def _tokens(source: str, line: int, key: str, value: object) -> int:
-    """A whole token count from 1 to :data:`MAX_TOKENS`."""
-    text = str(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
-    match = _WHOLE.fullmatch(text) if len(text) <= NUMBER_CHARACTERS else None
-    if match is None or not 1 <= int(match[1]) <= MAX_TOKENS:
-        raise InputError(source, f"line {line}", f"{key} must be a whole number from 1 to {MAX_TOKENS:,}")
-    return int(match[1])

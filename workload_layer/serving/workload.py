@@ -133,12 +133,14 @@ class ServingRequestsWorkload:
         ]
 
     def demand(self, most: int | None = None) -> tuple[int, int]:
-        """The requests and the output tokens they generate at most: from ``requests.count`` before any is drawn,
-        else from the trace (read and checked), whose reading stops past ``most`` requests (then ``most + 1``
-        is the count, nothing kept)."""
+        """The requests and the output tokens they generate at most: from ``requests.count`` before any is drawn
+        (sessions' turns are drawn and checked when their most requests are within ``most``), else from the trace
+        (read and checked), whose reading stops past ``most`` requests (then ``most + 1`` is the count, nothing
+        kept)."""
         config = self.config.requests
-        if config.count is not None:
-            count = config.count
+        drawn = config.most_requests
+        if drawn is not None and (config.sessions is None or (most is not None and drawn > most)):
+            count = drawn  # a bound: sessions are drawn (and their prompts' growth checked) within the budget
         elif self._requests is None and config.trace is not None and most is not None:
             read = read_trace(config.trace.path, config.trace.limit, most)
             if len(read) > most:
@@ -147,7 +149,7 @@ class ServingRequestsWorkload:
             count = len(self._requests)
         else:
             count = len(self.requests())
-        return count, count * (config.output.largest if config.output is not None else 1)
+        return count, count * (config.longest_output or 1)
 
     def serve(
         self,
@@ -169,20 +171,31 @@ class ServingRequestsWorkload:
     def _drawn(self) -> tuple[Request, ...]:
         config = self.config.requests
         if config.trace is None:
-            return synthetic_requests(config)
+            drawn = synthetic_requests(config)
+            return self._checked(drawn) if config.sessions is not None else drawn
         return self._checked(read_trace(config.trace.path, config.trace.limit))
 
     def _checked(self, requests: tuple[Request, ...]) -> tuple[Request, ...]:
-        """The requests read from the trace, each checked against the model's context."""
+        """The requests read from the trace (or a session's turns, whose prompts grow), each checked against the
+        model's context."""
         config = self.config.requests
-        assert config.trace is not None
+        source = config.trace.path if config.trace is not None else "workload.requests.sessions"
         context = self.config.model.seq_len
         for request in requests:
             if request.prompt_tokens + request.output_tokens > context:
+                which = (
+                    f"session {request.session} turn {request.turn}"
+                    if request.session >= 0
+                    else f"request {request.index} (in arrival order)"
+                )
                 raise WorkloadError(
-                    f"{config.trace.path}: request {request.index} (in arrival order) has {request.prompt_tokens} prompt "
-                    f"and {request.output_tokens} output tokens, beyond workload.model.seq_len ({context}), the "
-                    "model's context"
+                    f"{source}: {which} has {request.prompt_tokens} prompt and {request.output_tokens} output "
+                    f"tokens, beyond workload.model.seq_len ({context}), the model's context"
+                    + (
+                        "; the conversation so far outgrows it: draw fewer turns or shorter ones"
+                        if request.turn
+                        else ""
+                    )
                 )
         return requests
 
