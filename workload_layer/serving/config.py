@@ -285,6 +285,9 @@ class SchedulerConfig(Section):
     """``preemption: swap``: host memory each NPU keeps for swapped KV blocks (vLLM's ``--swap-space``, 4 GiB)."""
     swap_bandwidth: Annotated[Bandwidth, Usual("bandwidth", "a host link (PCIe, C2C)", 10**9, 10**12)] | None = None
     """``preemption: swap``, required: each NPU's host link, each way (PCIe 5.0 x16: 64GB/s, before efficiency)."""
+    prefix_caching: bool = False
+    """Automatic prefix caching (vLLM's): full KV blocks stay cached by content after their sequences finish, and a
+    prompt starting with cached blocks shares them and prefills only the rest (:mod:`~stratasim.workload_layer.serving.prefix_cache`)."""
 
     @model_validator(mode="after")
     def _swap(self) -> SchedulerConfig:
@@ -391,6 +394,11 @@ class ServingWorkloadConfig(Section):
             if plan.ep > 1:
                 yield from _expert_problems(model, pool, where)
             scheduler = pool.scheduler
+            if scheduler.prefix_caching and pool.role == "decode":
+                yield (
+                    f"{where}.scheduler.prefix_caching: a decode pool receives each prompt's KV cache from a prefill "
+                    "pool and looks nothing up; turn prefix caching on in the prefill pools"
+                )
             if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
                 yield (
                     f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "

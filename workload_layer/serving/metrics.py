@@ -10,6 +10,11 @@ time-weighted): mean and peak batch size, queue length and KV-cache use (``kv_pe
 replica's peak, as a share of its own cache); the timeline at most :data:`TIMELINE_POINTS` evenly spaced instants
 of the same.
 
+With prefix caching (a pool's ``scheduler.prefix_caching``), ``prefix_cache_hit_rate`` is the share of the prompt
+tokens looked up on admission (a recomputed sequence's prompt and generated tokens looked up again) found cached,
+``prefix_tokens_saved`` those tokens; :func:`~stratasim.workload_layer.serving.serve.serve` adds the TTFT of the
+same requests served without the cache (``ttft_mean_no_prefix_cache_ps``...).
+
 Disaggregated, the first token comes from the prefill replica, so TTFT ends there and excludes the KV cache's
 move to the decode replica; the move (``kv_transfer_*``, its distribution over the requests handed off) shows in
 the time to the second token, hence in TPOT, as in DistServe and Splitwise.
@@ -67,6 +72,9 @@ def serving_metrics(run: PoolRun, slo: SloConfig, replicas: int) -> dict[str, fl
             (peak / blocks for peak, blocks in zip(run.kv_peak_blocks, run.kv_replica_blocks) if blocks), default=0.0
         ),
     }
+    if run.prefix is not None:
+        figures["prefix_cache_hit_rate"] = run.prefix.hit / run.prefix.looked_up if run.prefix.looked_up else 0.0
+        figures["prefix_tokens_saved"] = float(run.prefix.hit)
     if run.speculative_steps:
         figures["speculative_tokens_per_step"] = run.speculative_tokens / run.speculative_steps
     if run.transfers_ps:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from stratasim.workload_layer.serving.config import SchedulerConfig
 from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
 from stratasim.workload_layer.serving.kv_cache import HostSwap, KvCache, blocks_for
+from stratasim.workload_layer.serving.prefix_cache import BlockKey, PrefixCache
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.speculative import Speculation
 
@@ -51,7 +52,9 @@ __all__ = ["Sequence", "Batch", "ReplicaScheduler"]
 class Sequence:
     """A request's state on its replica: ``prefilled`` tokens of its current prefill of ``prefill_target``
     (its prompt, plus what it generated before a preemption), ``cached`` tokens whose keys and values the cache
-    holds, ``generated`` tokens so far, the ``blocks`` it holds, and its times (ps; -1 until known)."""
+    holds, ``generated`` tokens so far, the ``blocks`` it holds, and its times (ps; -1 until known). With prefix
+    caching, ``shared`` are the keys of its blocks the prefix cache holds (of its ``blocks``; the rest its own) and
+    ``keyed`` its leading blocks registered or found there."""
 
     request: Request
     prefill_target: int
@@ -64,6 +67,8 @@ class Sequence:
     finish_ps: int = -1
     preemptions: int = 0
     swapped_blocks: int = 0
+    shared: list[BlockKey] = field(default_factory=list)
+    keyed: int = 0
 
     @property
     def kv_tokens(self) -> int:
@@ -117,7 +122,8 @@ class ReplicaScheduler:
         self._draw = None if speculation is None else speculation.sampler(replica)
         self.speculative_steps = 0
         self.speculative_tokens = 0
-        self.cache = KvCache(kv_blocks, config.block_size)
+        self.prefix = PrefixCache(kv_blocks, config.block_size) if config.prefix_caching else None
+        self.cache = self.prefix or KvCache(kv_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.swapped: deque[Sequence] = deque()
@@ -143,8 +149,7 @@ class ReplicaScheduler:
 
     def release(self, sequence: Sequence) -> None:
         """``sequence``, handed off, has moved its KV cache away: its blocks here are free."""
-        self.cache.give_back(sequence.blocks)
-        sequence.blocks = 0
+        self._free(sequence, sequence.cached)
 
     def enqueue(self, request: Request) -> None:
         """A request routed here joins the queue."""
@@ -189,6 +194,8 @@ class ReplicaScheduler:
         for sequence, tokens in batch.chunks:
             sequence.prefilled += tokens
             self.outstanding_tokens -= tokens
+            if self.prefix is not None:
+                self._register(sequence, sequence.prefilled)
             if sequence.decoding:  # the prompt is cached: this iteration sampled a token
                 sequence.cached = sequence.prefill_target
                 sequence.generated += 1
@@ -235,10 +242,28 @@ class ReplicaScheduler:
     def _finish(self, sequence: Sequence, now_ps: int) -> Sequence:
         """``sequence`` produced its last token at ``now_ps``: its blocks go back, it leaves the running ones."""
         sequence.finish_ps = now_ps
-        self.cache.give_back(sequence.blocks)
-        sequence.blocks = 0
+        self._free(sequence, sequence.cached)
         self.running.remove(sequence)
         return sequence
+
+    def _register(self, sequence: Sequence, computed: int) -> None:
+        """With prefix caching, ``sequence``'s full blocks among its first ``computed`` tokens are cached."""
+        assert self.prefix is not None
+        last = computed // self.cache.block_size
+        if last > sequence.keyed:
+            self.prefix.register(sequence.request, sequence.keyed, last, sequence.shared)
+            sequence.keyed = last
+
+    def _free(self, sequence: Sequence, computed: int) -> None:
+        """``sequence`` gives its blocks back, with prefix caching its full blocks among the first ``computed``
+        tokens (those whose keys and values it computed or shared) left cached."""
+        if self.prefix is None:
+            self.cache.give_back(sequence.blocks)
+        else:
+            self._register(sequence, computed)
+            self.prefix.release(sequence.shared, sequence.blocks - len(sequence.shared))
+            sequence.shared, sequence.keyed = [], 0
+        sequence.blocks = 0
 
     def _hand_off(self, sequence: Sequence) -> None:
         """A prefill replica's ``sequence`` has its first token: it leaves for a decode replica, its blocks held
@@ -333,7 +358,7 @@ class ReplicaScheduler:
         """``sequence`` gives its blocks back: swapped to host memory when it has room (module docstring), else
         recomputed, waiting at the head of the queue to prefill its prompt and generated tokens again."""
         self.running.remove(sequence)
-        self.cache.give_back(sequence.blocks)
+        self._free(sequence, sequence.kv_tokens)
         sequence.preemptions += 1
         self.preemptions += 1
         moved = blocks_for(sequence.kv_tokens, self.cache.block_size)
@@ -355,16 +380,36 @@ class ReplicaScheduler:
         prompt and token budget (all of the prompt if ``whole``, else a first chunk)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
             sequence = self.waiting[0]
-            if sequence.decoding or (whole and sequence.prefill_target > budget):
-                break  # a received sequence waiting for blocks, or a prompt beyond the budget
-            blocks = blocks_for(sequence.prefill_target, self.cache.block_size)
-            if not self.cache.take(blocks):
-                break
+            if sequence.decoding or not self._take_prompt(sequence, budget if whole else None):
+                break  # a received sequence waiting for blocks, a prompt beyond the budget or the free blocks
             self.waiting.popleft()
-            sequence.blocks = blocks
             if sequence.scheduled_ps < 0:
                 sequence.scheduled_ps = now_ps
             self.running.append(sequence)
-            tokens = min(sequence.prefill_target, budget)
+            tokens = min(sequence.prefill_target - sequence.prefilled, budget)
             batch.chunks.append((sequence, tokens))
             budget -= tokens
+
+    def _take_prompt(self, sequence: Sequence, budget: int | None) -> bool:
+        """Take blocks for ``sequence``'s whole prefill if the cache has them and, when ``budget`` is given, the
+        tokens left to prefill fit it; with prefix caching its leading cached blocks are shared and it prefills
+        after them. False, nothing taken, when it does not fit."""
+        target, block_size = sequence.prefill_target, self.cache.block_size
+        blocks = blocks_for(target, block_size)
+        if self.prefix is None:
+            if (budget is not None and target > budget) or not self.cache.take(blocks):
+                return False
+            sequence.blocks = blocks
+            return True
+        hits = self.prefix.match(sequence.request, target)
+        if budget is not None and target - hits * block_size > budget:
+            return False
+        shared = self.prefix.claim(sequence.request, hits, blocks)
+        if shared is None:
+            return False
+        sequence.blocks, sequence.shared, sequence.keyed = blocks, shared, hits
+        sequence.prefilled = hits * block_size
+        self.outstanding_tokens -= sequence.prefilled
+        self.prefix.counts.looked_up += target
+        self.prefix.counts.hit += sequence.prefilled
+        return True

@@ -35,7 +35,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
@@ -52,6 +52,7 @@ from stratasim.workload_layer.serving.config import PoolConfig
 from stratasim.workload_layer.serving.iteration import round_up
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, KvMoveRecord, PoolRun, Sample
+from stratasim.workload_layer.serving.prefix_cache import PrefixCounts
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
@@ -95,10 +96,12 @@ def simulate_pools(
     bucket: int,
     transfer: KvTransferPricer | None = None,
     kv_bytes_per_token: int = 0,
+    priced: dict[tuple[int, IterationShape], tuple[int, ...]] | None = None,
 ) -> PoolRun:
     """Serve ``requests`` on ``pools`` (module docstring), KV moves (``kv_bytes_per_token`` bytes a cached token)
-    priced by ``transfer`` (needed by prefill pools)."""
-    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token)
+    priced by ``transfer`` (needed by prefill pools); ``priced``: the iteration prices by pool and shape, to share
+    with another run of the same pools (filled as shapes are priced)."""
+    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token, {} if priced is None else priced)
     while loop.arrival < len(requests) or loop.ends or loop.moving:
         now = loop.next_instant()
         touched = loop.route_arrivals(now)
@@ -121,6 +124,7 @@ class _Loop:
         bucket: int,
         transfer: KvTransferPricer | None,
         kv_bytes_per_token: int,
+        priced: dict[tuple[int, IterationShape], tuple[int, ...]],
     ) -> None:
         self.requests, self.pools, self.bucket = requests, pools, bucket
         self.transfer, self.kv_bytes_per_token = transfer, kv_bytes_per_token
@@ -133,7 +137,7 @@ class _Loop:
         self.decode = self.layout.routed(lambda role: role == "decode")
         if self.decode and transfer is None:
             raise WorkloadError("disaggregated pools need a KV transfer pricer")
-        self.prices = _Prices(pools, bucket)
+        self.prices = _Prices(pools, bucket, priced)
         self.stages_free = [[0] * pools[index].pool.parallelism.pp for index in self.layout.replica_pool]
         self.running: dict[int, Batch] = {}
         self.ends: list[tuple[int, int]] = []
@@ -315,6 +319,9 @@ class _Loop:
         run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
         run.engine_replicas = self.physical
         run.shape_runs, run.expert_runs = dict(self.prices.runs), dict(self.prices.expert_runs)
+        caches = [replica.prefix for replica in replicas if replica.prefix is not None]
+        if caches:
+            run.prefix = PrefixCounts(*(sum(counted) for counted in zip(*(astuple(c.counts) for c in caches))))
         return run
 
 
@@ -365,9 +372,11 @@ class _Prices:
     and bucketed group and member tokens (:attr:`experts`); and how many of each ran (:attr:`runs`,
     :attr:`expert_runs`)."""
 
-    def __init__(self, pools: Seq[PoolSetup], bucket: int) -> None:
+    def __init__(
+        self, pools: Seq[PoolSetup], bucket: int, shapes: dict[tuple[int, IterationShape], tuple[int, ...]]
+    ) -> None:
         self._pools, self.bucket = pools, bucket
-        self.shapes: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
+        self.shapes = shapes
         self.experts: dict[tuple[int, int, int], int] = {}
         self.runs: Counter[tuple[int, IterationShape]] = Counter()
         self.expert_runs: Counter[tuple[int, int, int]] = Counter()
