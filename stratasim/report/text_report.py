@@ -257,10 +257,17 @@ def _prefix_lines(serving: dict[str, float]) -> list[str]:
         for stat in ("mean", "p50", "p90", "p99")
         if f"ttft_{stat}_no_prefix_cache_ps" in serving
     )
+    tiers = [key.removeprefix("kv_tier_").removesuffix("_hit_blocks") for key in serving if key.endswith("_hit_blocks")]
     return [
         f"  prefix cache     {serving['prefix_cache_hit_rate']:.1%} of prompt tokens found cached, "
         f"{serving['prefix_tokens_saved']:,.0f} not prefilled",
         *([f"  TTFT uncached    {without}"] if without else []),
+        *(
+            f"  KV tier {tier:<8} {serving[f'kv_tier_{tier}_hit_blocks']:,.0f} blocks found and reloaded "
+            f"({_time(serving[f'kv_tier_{tier}_reload_time_ps'])}), {serving[f'kv_tier_{tier}_offloaded_blocks']:,.0f} "
+            f"offloaded ({_time(serving[f'kv_tier_{tier}_offload_time_ps'])})"
+            for tier in tiers
+        ),
     ]
 
 

@@ -26,6 +26,14 @@ With speculative decoding (:class:`Speculation`) a decode step runs ``k + 1`` to
 yields the accepted proposals and one more, as drawn (at most the tokens the request has left); a decoding
 sequence keeps blocks for its ``k`` lookahead tokens (no more than it will ever hold).
 
+With ``prefix_caching`` (:mod:`~stratasim.workload_layer.serving.prefix_cache`) a prompt admitted shares its
+leading cached blocks and prefills after them (the iteration still sees its whole context), a sequence's full
+blocks are cached as its chunks end and, when it finishes or is preempted, those of everything it computed; a
+preempted sequence recomputed may find its own blocks still cached. A swapped sequence lets go of its shared blocks
+and copies its whole context out and back as its own. With KV tiers (:mod:`~stratasim.workload_layer.serving.kv_tiers`)
+the copies of evicted blocks to a tier and of blocks found there back to the GPU are added to the iteration that
+made them, as swaps are (:attr:`Batch.swap_out_ps`, :attr:`Batch.swap_in_ps`).
+
 Disaggregated serving: a ``prefill`` replica hands each sequence off as its prompt ends and its first token is
 sampled (``handed_off``), keeping its blocks until the KV cache has moved (:meth:`ReplicaScheduler.release`); a
 ``decode`` replica receives it (:meth:`ReplicaScheduler.receive`) decoding, its prompt's keys and values cached,
@@ -41,6 +49,7 @@ from dataclasses import dataclass, field
 from stratasim.workload_layer.serving.config import SchedulerConfig
 from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
 from stratasim.workload_layer.serving.kv_cache import HostSwap, KvCache, blocks_for
+from stratasim.workload_layer.serving.kv_tiers import KvTier, KvTiers
 from stratasim.workload_layer.serving.prefix_cache import BlockKey, PrefixCache
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.speculative import Speculation
@@ -116,13 +125,18 @@ class ReplicaScheduler:
         swap: HostSwap | None = None,
         speculation: Speculation | None = None,
         replica: int = 0,
+        tiers: tuple[KvTier, ...] = (),
     ) -> None:
         self.config = config
         self.lookahead = 0 if speculation is None else speculation.tokens
         self._draw = None if speculation is None else speculation.sampler(replica)
         self.speculative_steps = 0
         self.speculative_tokens = 0
-        self.prefix = PrefixCache(kv_blocks, config.block_size) if config.prefix_caching else None
+        self.prefix = (
+            PrefixCache(kv_blocks, config.block_size, KvTiers(tiers) if tiers else None)
+            if config.prefix_caching
+            else None
+        )
         self.cache = self.prefix or KvCache(kv_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -169,7 +183,15 @@ class ReplicaScheduler:
         self._admit_received()
         if self.config.chunked_prefill:
             self._chunked(batch, now_ps)
-            return batch
+        else:
+            self._whole(batch, now_ps)
+        if self.prefix is not None and self.prefix.tiers is not None:
+            out, back = self.prefix.copied()
+            batch.swap_out_ps += out
+            batch.swap_in_ps += back
+        return batch
+
+    def _whole(self, batch: Batch, now_ps: int) -> None:
         preempted = self.preemptions
         if not self.swapped:
             self._admit(batch, self.config.token_budget, now_ps, whole=True)
@@ -177,7 +199,6 @@ class ReplicaScheduler:
             used = self._decodes(batch, len(self.running) * (1 + self.lookahead))
             if self.preemptions == preempted:
                 self._swap_in(batch, self.config.token_budget - used)
-        return batch
 
     def shape(self, batch: Batch, bucket: int) -> IterationShape:
         """``batch`` as the pricer sees it, bucketed by ``bucket`` tokens."""

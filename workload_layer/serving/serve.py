@@ -79,7 +79,7 @@ def _without_prefix_cache(
 ) -> dict[str, float]:
     """The TTFT figures of the same requests served without prefix caching (``ttft_mean_no_prefix_cache_ps``...),
     the counterfactual a prefix-cached run is reported beside (its iterations priced once for both: ``priced``)."""
-    plain = [replace(setup, pool=_uncached(setup.pool)) for setup in setups]
+    plain = [replace(setup, pool=_uncached(setup.pool), tiers=()) for setup in setups]
     config = workload.config
     run = simulate_pools(requests, plain, config.bucket, transfer, workload.kv_bytes_per_token(), priced)
     ttft = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
@@ -87,8 +87,9 @@ def _without_prefix_cache(
 
 
 def _uncached(pool: PoolConfig) -> PoolConfig:
-    """``pool`` with prefix caching off."""
-    return pool.model_copy(update={"scheduler": pool.scheduler.model_copy(update={"prefix_caching": False})})
+    """``pool`` with prefix caching (and its KV tiers) off."""
+    scheduler = pool.scheduler.model_copy(update={"prefix_caching": False, "kv_tiers": ()})
+    return pool.model_copy(update={"scheduler": scheduler})
 
 
 def _energy(run: PoolRun, setups: Sequence[PoolSetup], pricers: Sequence[PoolPricers]) -> float:
@@ -119,6 +120,7 @@ def _setup(workload: ServingRequestsWorkload, pool: int, pricers: PoolPricers, b
         pricers.experts,
         work,
         lambda group, member: workload.expert_work(group, member, pool),
+        workload.kv_tiers(pool),
     )
 
 

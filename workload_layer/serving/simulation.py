@@ -35,7 +35,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
@@ -51,8 +51,9 @@ from stratasim.kernel.units import INT64_MAX
 from stratasim.workload_layer.serving.config import PoolConfig
 from stratasim.workload_layer.serving.iteration import round_up
 from stratasim.workload_layer.serving.kv_cache import HostSwap
+from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, KvMoveRecord, PoolRun, Sample
-from stratasim.workload_layer.serving.prefix_cache import PrefixCounts
+from stratasim.workload_layer.serving.prefix_cache import summed
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
@@ -68,7 +69,8 @@ _IDLE = IterationShape((), 0, 0, 0)
 class PoolSetup:
     """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer, with
     ``preemption: swap`` each replica's host memory for swapped KV blocks, its speculative decoding, and with
-    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest).
+    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest), and
+    with prefix caching each replica's KV ``tiers`` below its GPU.
     ``work`` and ``expert_work`` give the typed work the pricers are handed for a shape and for a group's and its
     busiest member's tokens (by default the shape, or the token counts, alone)."""
 
@@ -80,6 +82,7 @@ class PoolSetup:
     experts: ExpertPricer | None = None
     work: Callable[[IterationShape], Iteration] = Iteration
     expert_work: Callable[[int, int], ExpertWork] | None = None
+    tiers: tuple[KvTier, ...] = ()
 
 
 def simulate_pool(
@@ -321,7 +324,7 @@ class _Loop:
         run.shape_runs, run.expert_runs = dict(self.prices.runs), dict(self.prices.expert_runs)
         caches = [replica.prefix for replica in replicas if replica.prefix is not None]
         if caches:
-            run.prefix = PrefixCounts(*(sum(counted) for counted in zip(*(astuple(c.counts) for c in caches))))
+            run.prefix = summed(cache.counts for cache in caches)
         return run
 
 
@@ -358,12 +361,19 @@ class _EngineLayout:
 
 
 def _engine(setup: PoolSetup, engine: int, replica: int) -> ReplicaScheduler:
-    """A scheduler of ``setup``'s pool on ``replica``: its share of the replica's KV blocks and host memory (each of
-    the ``pp`` engines gets ``1 / pp``, as vLLM v0's scheduler divides them)."""
+    """A scheduler of ``setup``'s pool on ``replica``: its share of the replica's KV blocks, host memory and KV
+    tiers (each of the ``pp`` engines gets ``1 / pp``, as vLLM v0's scheduler divides them)."""
     pp = setup.pool.parallelism.pp
     swap = None if setup.swap is None else HostSwap(setup.swap.blocks // pp, setup.swap.block_ps)
+    tiers = tuple(KvTier(tier.name, tier.blocks // pp, tier.block_ps) for tier in setup.tiers)
     return ReplicaScheduler(
-        setup.pool.scheduler, setup.kv_blocks // pp, setup.pool.role == "prefill", swap, setup.speculation, engine
+        setup.pool.scheduler,
+        setup.kv_blocks // pp,
+        setup.pool.role == "prefill",
+        swap,
+        setup.speculation,
+        engine,
+        tiers,
     )
 
 
