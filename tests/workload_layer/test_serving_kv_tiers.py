@@ -4,6 +4,7 @@ offloaded, found again and reloaded, each copy priced at its tier's link."""
 from __future__ import annotations
 
 import copy
+import random
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +13,16 @@ from pydantic import ValidationError
 
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
 from stratasim.workload_layer.serving.iteration import iteration_shape
+from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.kv_tiers import KvTier, KvTiers
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.requests import Request
+from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
 from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.helpers import RunCli
-from tests.workload_layer.test_serving import MODEL, config, linear_price, linear_pricer, poisson
+from tests.workload_layer.test_serving import MODEL, MS, config, linear_price, linear_pricer, poisson
 from tests.workload_layer.test_serving_prefix_cache import CACHED, H100_STUDY, SECOND, ttft
 from tests.workload_layer.test_serving_study import run_study_file
 
@@ -151,3 +154,53 @@ def test_a_study_with_bad_tiers_is_refused_with_one_message(
     data["workload"]["pools"][0]["scheduler"] = scheduler
     code, err = run_study_file(run_cli, tmp_path, data)
     assert code != 0 and f"1 problem\n  {message}" in err, err
+
+
+def conversations(count: int, seed: int) -> list[Request]:
+    """``count`` requests of 40 conversations, a few milliseconds apart: each a conversation's next turn (its last
+    prompt and output and new tokens) or, one time in five, a fresh one; half of them start with a 50-token system
+    prompt."""
+    rng = random.Random(seed)
+    requests, streams, now = [], {}, 0
+    for index in range(count):
+        now += rng.randint(0, 30) * MS
+        session = rng.randint(0, 39)
+        last = streams.get(session)
+        prompt = rng.randint(20, 300) if last is None or rng.random() < 0.2 else sum(last) + rng.randint(1, 100)
+        if prompt > 3000:
+            prompt = rng.randint(20, 300)
+        output = rng.randint(1, 60)
+        streams[session] = (prompt, output)
+        shared = rng.random() < 0.5
+        requests.append(
+            Request(index, now, prompt, output, session, 0, 0 if shared else -1, min(prompt, 50) if shared else 0)
+        )
+    return requests
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+@pytest.mark.parametrize("tiered", [False, True])
+def test_under_pressure_every_block_and_token_is_accounted_for(chunked: bool, preemption: str, tiered: bool) -> None:
+    """Conversations sharing system prompts in a 200-block cache, preempting (recomputed or swapped), with or without
+    tiers: every request finishes with all its tokens, every block comes back and no cached block stays
+    referenced."""
+    swap = {"preemption": "swap", "swap_bandwidth": "32GB/s"} if preemption == "swap" else {}
+    cfg = config(
+        poisson("1/s", 1, 8, 8), **CACHED, chunked_prefill=chunked, token_budget=512 if chunked else 16384, **swap
+    )
+    tiers = (KvTier("host", 40, 1000), KvTier("disk", 60, 5000)) if tiered else ()
+    replica = ReplicaScheduler(cfg.pools[0].scheduler, 200, swap=HostSwap(100, 700) if swap else None, tiers=tiers)
+    waiting, finished, now = conversations(200, 1), [], 0
+    while len(finished) < 200:
+        while waiting and waiting[0].arrival_ps <= now:
+            replica.enqueue(waiting.pop(0))
+        batch = replica.next_batch(now)
+        now += 20 * MS
+        finished += replica.finish_iteration(batch, now)
+    prefix = replica.prefix
+    assert prefix is not None and replica.preemptions > 0 and prefix.counts.hit > 0
+    assert all(sequence.generated == sequence.request.output_tokens for sequence in finished)
+    assert replica.cache.used == replica.outstanding_tokens == replica.host_used == 0
+    assert set(prefix.references.values()) == {0} and len(prefix.evictable) == len(prefix.references) <= 200
+    assert bool(prefix.counts.tiers) == tiered
