@@ -170,6 +170,15 @@ SUITE: tuple[SuiteCase, ...] = (
         ),
         target=Target(wall_s=30),
     ),
+    # Issue 30's: 10,000 requests with prefix caching (and its counterfactual run without) in under 10 s.
+    SuiteCase(
+        "serving-10k-prefix-cache",
+        StudyRun(
+            "examples/serving/llama3_70b_h100_tp8.yaml",
+            ("workload.requests.count=10000", "workload.pools.0.scheduler.prefix_caching=true"),
+        ),
+        target=Target(wall_s=10),
+    ),
 )
 
 

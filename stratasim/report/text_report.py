@@ -253,8 +253,32 @@ def _request_lines(serving: dict[str, float]) -> list[str]:
         f"  KV cache         {format_bytes(int(serving['kv_capacity_bytes_per_npu']))} per NPU, "
         f"{serving['kv_blocks_per_replica']:,.0f} blocks per replica, peak use {serving['kv_peak_fraction']:.1%}",
         f"  iterations       {serving['iterations']:,.0f}, {serving['shapes_priced']:,.0f} distinct shapes priced",
+        *_prefix_lines(serving),
         *speculative,
         *moves,
+    ]
+
+
+def _prefix_lines(serving: dict[str, float]) -> list[str]:
+    """A request-level serving study's prefix cache: its hit rate, the tokens it saved and the TTFT without it."""
+    if "prefix_cache_hit_rate" not in serving:
+        return []
+    without = ", ".join(
+        f"{stat} {_time(serving[f'ttft_{stat}_no_prefix_cache_ps'])}"
+        for stat in ("mean", "p50", "p90", "p99")
+        if f"ttft_{stat}_no_prefix_cache_ps" in serving
+    )
+    tiers = [key.removeprefix("kv_tier_").removesuffix("_hit_blocks") for key in serving if key.endswith("_hit_blocks")]
+    return [
+        f"  prefix cache     {serving['prefix_cache_hit_rate']:.1%} of prompt tokens found cached, "
+        f"{serving['prefix_tokens_saved']:,.0f} not prefilled",
+        *([f"  TTFT uncached    {without}"] if without else []),
+        *(
+            f"  KV tier {tier:<8} {serving[f'kv_tier_{tier}_hit_blocks']:,.0f} blocks found and reloaded "
+            f"({_time(serving[f'kv_tier_{tier}_reload_time_ps'])}), {serving[f'kv_tier_{tier}_offloaded_blocks']:,.0f} "
+            f"offloaded ({_time(serving[f'kv_tier_{tier}_offload_time_ps'])})"
+            for tier in tiers
+        ),
     ]
 
 

@@ -310,6 +310,32 @@ class PoolParallelism(Section):
     """Expert-parallel degree: each ``ep`` consecutive replicas share the experts, ``experts / ep`` a replica."""
 
 
+class HostTier(Section):
+    """A KV tier in host memory (LMCache's and vLLM's CPU offloading)."""
+
+    tier: Literal["host"]
+    """``host``."""
+    capacity: Annotated[Bytes, Usual("size", "a host's memory", 2**26, 2**44)] = Field(gt=0)
+    """Host memory each NPU keeps for offloaded KV blocks."""
+    bandwidth: Annotated[Bandwidth, Usual("bandwidth", "a host link (PCIe, C2C)", 10**9, 10**12)]
+    """Each NPU's host link, each way (PCIe 5.0 x16: 64GB/s, before efficiency)."""
+
+
+class DiskTier(Section):
+    """A KV tier on a local disk (LMCache's local disk backend)."""
+
+    tier: Literal["disk"]
+    """``disk``."""
+    capacity: Annotated[Bytes, Usual("size", "a local disk's share", 2**26, 2**46)] = Field(gt=0)
+    """Disk space each NPU keeps for offloaded KV blocks."""
+    bandwidth: Annotated[Bandwidth, Usual("bandwidth", "a local NVMe disk's share", 10**8, 10**11)]
+    """Each NPU's share of the disk's bandwidth, each way (a PCIe 5.0 NVMe drive: some 12GB/s)."""
+
+
+KvTierConfig = Annotated[HostTier | DiskTier, Field(discriminator="tier")]
+"""A KV tier below the GPU: ``host`` or ``disk``."""
+
+
 class SchedulerConfig(Section):
     """``scheduler`` of a pool: iteration-level (continuous) batching as in Orca and vLLM. Each iteration runs at
     most ``max_batch`` sequences and ``token_budget`` new tokens; with ``chunked_prefill`` (Sarathi-Serve,
@@ -341,6 +367,12 @@ class SchedulerConfig(Section):
     """``preemption: swap``: host memory each NPU keeps for swapped KV blocks (vLLM's ``--swap-space``, 4 GiB)."""
     swap_bandwidth: Annotated[Bandwidth, Usual("bandwidth", "a host link (PCIe, C2C)", 10**9, 10**12)] | None = None
     """``preemption: swap``, required: each NPU's host link, each way (PCIe 5.0 x16: 64GB/s, before efficiency)."""
+    prefix_caching: bool = False
+    """Automatic prefix caching (vLLM's): full KV blocks stay cached by content after their sequences finish, and a
+    prompt starting with cached blocks shares them and prefills only the rest (the prefix-caching how-to)."""
+    kv_tiers: tuple[KvTierConfig, ...] = ()
+    """With ``prefix_caching``: the tiers below the GPU, in order (``{tier: host, capacity: 64GiB, bandwidth:
+    50GB/s}``, then ``disk``), that keep the cached blocks the GPU evicts and hand them back on a hit."""
 
     @model_validator(mode="after")
     def _padding(self) -> SchedulerConfig:
@@ -358,6 +390,16 @@ class SchedulerConfig(Section):
             )
         if self.preemption != "swap" and (self.swap_bandwidth is not None or "swap_space" in self.model_fields_set):
             raise ValueError("swap_space and swap_bandwidth apply to preemption: swap only")
+        return self
+
+    @model_validator(mode="after")
+    def _tiers(self) -> SchedulerConfig:
+        if self.kv_tiers and not self.prefix_caching:
+            raise ValueError("kv_tiers hold prefix-cached blocks the GPU evicts: they need prefix_caching: true")
+        names = [tier.tier for tier in self.kv_tiers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"kv_tiers: {' and '.join(twice)} named more than once; give each tier once")
         return self
 
 
@@ -459,6 +501,11 @@ class ServingWorkloadConfig(Section):
             if plan.ep > 1:
                 yield from _expert_problems(model, pool, where)
             scheduler = pool.scheduler
+            if scheduler.prefix_caching and pool.role == "decode":
+                yield (
+                    f"{where}.scheduler.prefix_caching: a decode pool receives each prompt's KV cache from a prefill "
+                    "pool and looks nothing up; turn prefix caching on in the prefill pools"
+                )
             if not scheduler.chunked_prefill and scheduler.token_budget < model.seq_len:
                 yield (
                     f"{where}.scheduler.token_budget ({scheduler.token_budget}) must hold a whole prompt of up to "

@@ -12,6 +12,12 @@ of the same.
 
 With sessions, ``sessions``, ``turns_per_session`` and the TTFT of first and of later turns
 (``ttft_first_turns_*``, ``ttft_later_turns_*``: :mod:`~stratasim.workload_layer.serving.session_metrics`).
+With prefix caching (a pool's ``scheduler.prefix_caching``), ``prefix_cache_hit_rate`` is the share of the prompt
+tokens looked up on admission (a recomputed sequence's prompt and generated tokens looked up again) found cached,
+``prefix_tokens_saved`` those tokens (on the GPU or in a KV tier); per KV tier ``kv_tier_{host,disk}_*``: the
+blocks found there and copied back and the copies' time (``hit_blocks``, ``reload_time_ps``), and the blocks the
+GPU evicted into it and their copies' time (``offloaded_blocks``, ``offload_time_ps``); :func:`~stratasim.workload_layer.serving.serve.serve` adds the TTFT of the
+same requests served without the cache (``ttft_mean_no_prefix_cache_ps``...).
 
 Disaggregated, the first token comes from the prefill replica, so TTFT ends there and excludes the KV cache's
 move to the decode replica; the move (``kv_transfer_*``, its distribution over the requests handed off) shows in
@@ -73,6 +79,14 @@ def serving_metrics(run: PoolRun, slo: SloConfig, replicas: int) -> dict[str, fl
             (peak / blocks for peak, blocks in zip(run.kv_peak_blocks, run.kv_replica_blocks) if blocks), default=0.0
         ),
     }
+    if run.prefix is not None:
+        figures["prefix_cache_hit_rate"] = run.prefix.hit / run.prefix.looked_up if run.prefix.looked_up else 0.0
+        figures["prefix_tokens_saved"] = float(run.prefix.hit)
+        for name, tier in run.prefix.tiers.items():
+            figures[f"kv_tier_{name}_hit_blocks"] = float(tier.reloaded)
+            figures[f"kv_tier_{name}_reload_time_ps"] = float(tier.reload_ps)
+            figures[f"kv_tier_{name}_offloaded_blocks"] = float(tier.offloaded)
+            figures[f"kv_tier_{name}_offload_time_ps"] = float(tier.offload_ps)
     if run.speculative_steps:
         figures["speculative_tokens_per_step"] = run.speculative_tokens / run.speculative_steps
     if run.transfers_ps:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from stratasim.kernel.serving import IterationShape
+from stratasim.workload_layer.serving.prefix_cache import PrefixCounts
 from stratasim.workload_layer.serving.scheduler import Sequence
 
 __all__ = ["GroupStep", "IterationRecord", "KvMoveRecord", "PoolRun", "Sample"]
@@ -84,7 +85,8 @@ class PoolRun:
     blocks per replica (``kv_blocks``), each engine's blocks and peak use, each handed-off sequence's KV transfer
     time (ps), the replica of each engine, and how many iterations of each pool and shape (and expert parts of each
     pool and bucketed tokens) ran; ``record``: every iteration run, in start
-    order (an expert-parallel group's for each member); ``moves``: every KV move, in the order they started."""
+    order (an expert-parallel group's for each member); ``moves``: every KV move, in the order they started;
+    ``prefix``: what the prefix caches saw, summed over the engines (None when no pool caches prefixes)."""
 
     sequences: list[Sequence]
     samples: list[Sample] = field(default_factory=list)
@@ -104,3 +106,4 @@ class PoolRun:
     expert_runs: dict[tuple[int, int, int], int] = field(default_factory=dict)
     record: list[IterationRecord] = field(default_factory=list)
     moves: list[KvMoveRecord] = field(default_factory=list)
+    prefix: PrefixCounts | None = None

@@ -23,8 +23,8 @@ An iteration decoding speculatively runs its draft passes before the target's, a
 fewer NPUs than the stage's TP ranks: its collectives among the first of them). A pool on a device of its own is
 priced on it by the engine (its NPUs a group of ``compute.groups``, :mod:`stratasim.study.serving_replay`).
 
-With ``preemption: swap`` an iteration's KV copies to host memory and back (its record's ``swaps``) run on every
-rank of each stage before the stage's part, as the loop adds them: a ``MEM_STORE_NODE`` (out) then a
+With ``preemption: swap`` or KV tiers an iteration's KV copies out of the GPU and back (its record's ``swaps``) run
+on every rank of each stage before the stage's part, as the loop adds them: a ``MEM_STORE_NODE`` (out) then a
 ``MEM_LOAD_NODE`` (in) on the NPU's memory channel, each as long as the loop priced it over the NPU's host link
 (``duration_ps``; the engine has no host-link channel of its own, and nothing else in the replay uses that one),
 named after the ``host`` link so that the compute stream idle behind them counts as exposed ``host``, not compute.

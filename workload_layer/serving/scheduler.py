@@ -28,6 +28,14 @@ With speculative decoding (:class:`Speculation`) a decode step runs ``k + 1`` to
 yields the accepted proposals and one more, as drawn (at most the tokens the request has left); a decoding
 sequence keeps blocks for its ``k`` lookahead tokens (no more than it will ever hold).
 
+With ``prefix_caching`` (:mod:`~stratasim.workload_layer.serving.prefix_cache`) a prompt admitted shares its
+leading cached blocks and prefills after them (the iteration still sees its whole context), a sequence's full
+blocks are cached as its chunks end and, when it finishes or is preempted, those of everything it computed; a
+preempted sequence recomputed may find its own blocks still cached. A swapped sequence lets go of its shared blocks
+and copies its whole context out and back as its own. With KV tiers (:mod:`~stratasim.workload_layer.serving.kv_tiers`)
+the copies of evicted blocks to a tier and of blocks found there back to the GPU are added to the iteration that
+made them, as swaps are (:attr:`Batch.swap_out_ps`, :attr:`Batch.swap_in_ps`).
+
 Disaggregated serving: a ``prefill`` replica hands each sequence off as its prompt ends and its first token is
 sampled (``handed_off``), keeping its blocks until the KV cache has moved (:meth:`ReplicaScheduler.release`); a
 ``decode`` replica receives it (:meth:`ReplicaScheduler.receive`) decoding, its prompt's keys and values cached,
@@ -43,6 +51,8 @@ from dataclasses import dataclass, field
 from stratasim.workload_layer.serving.config import SchedulerConfig
 from stratasim.workload_layer.serving.iteration import IterationShape, iteration_shape
 from stratasim.workload_layer.serving.kv_cache import HostSwap, KvCache, blocks_for
+from stratasim.workload_layer.serving.kv_tiers import KvTier, KvTiers
+from stratasim.workload_layer.serving.prefix_cache import BlockKey, PrefixCache
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.speculative import Speculation
 
@@ -53,7 +63,9 @@ __all__ = ["Sequence", "Batch", "ReplicaScheduler"]
 class Sequence:
     """A request's state on its replica: ``prefilled`` tokens of its current prefill of ``prefill_target``
     (its prompt, plus what it generated before a preemption), ``cached`` tokens whose keys and values the cache
-    holds, ``generated`` tokens so far, the ``blocks`` it holds, and its times (ps; -1 until known)."""
+    holds, ``generated`` tokens so far, the ``blocks`` it holds, and its times (ps; -1 until known). With prefix
+    caching, ``shared`` are the keys of its blocks the prefix cache holds (of its ``blocks``; the rest its own) and
+    ``keyed`` its leading blocks registered or found there."""
 
     request: Request
     prefill_target: int
@@ -66,6 +78,8 @@ class Sequence:
     finish_ps: int = -1
     preemptions: int = 0
     swapped_blocks: int = 0
+    shared: list[BlockKey] = field(default_factory=list)
+    keyed: int = 0
 
     @property
     def kv_tokens(self) -> int:
@@ -113,13 +127,19 @@ class ReplicaScheduler:
         swap: HostSwap | None = None,
         speculation: Speculation | None = None,
         replica: int = 0,
+        tiers: tuple[KvTier, ...] = (),
     ) -> None:
         self.config = config
         self.lookahead = 0 if speculation is None else speculation.tokens
         self._draw = None if speculation is None else speculation.sampler(replica)
         self.speculative_steps = 0
         self.speculative_tokens = 0
-        self.cache = KvCache(kv_blocks, config.block_size)
+        self.prefix = (
+            PrefixCache(kv_blocks, config.block_size, KvTiers(tiers) if tiers else None)
+            if config.prefix_caching
+            else None
+        )
+        self.cache = self.prefix or KvCache(kv_blocks, config.block_size)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.swapped: deque[Sequence] = deque()
@@ -149,8 +169,7 @@ class ReplicaScheduler:
 
     def release(self, sequence: Sequence) -> None:
         """``sequence``, handed off, has moved its KV cache away: its blocks here are free."""
-        self.cache.give_back(sequence.blocks)
-        sequence.blocks = 0
+        self._free(sequence, sequence.cached)
 
     def enqueue(self, request: Request) -> None:
         """A request routed here joins the queue."""
@@ -175,7 +194,15 @@ class ReplicaScheduler:
         self._admit_received()
         if self.config.chunked_prefill:
             self._chunked(batch, now_ps)
-            return batch
+        else:
+            self._whole(batch, now_ps)
+        if self.prefix is not None and self.prefix.tiers is not None:
+            out, back = self.prefix.copied()
+            batch.swap_out_ps += out
+            batch.swap_in_ps += back
+        return batch
+
+    def _whole(self, batch: Batch, now_ps: int) -> None:
         preempted = self.preemptions
         if not self.swapped:
             self._admit(batch, self.config.token_budget, now_ps, whole=True)
@@ -183,7 +210,6 @@ class ReplicaScheduler:
             used = self._decodes(batch, len(self.running) * (1 + self.lookahead))
             if self.preemptions == preempted:
                 self._swap_in(batch, self.config.token_budget - used)
-        return batch
 
     def shape(self, batch: Batch, bucket: int) -> IterationShape:
         """``batch`` as the pricer sees it, bucketed by ``bucket`` tokens."""
@@ -200,6 +226,8 @@ class ReplicaScheduler:
         for sequence, tokens in batch.chunks:
             sequence.prefilled += tokens
             self.outstanding_tokens -= tokens
+            if self.prefix is not None:
+                self._register(sequence, sequence.prefilled)
             if sequence.decoding:  # the prompt is cached: this iteration sampled a token
                 sequence.cached = sequence.prefill_target
                 sequence.generated += 1
@@ -246,10 +274,28 @@ class ReplicaScheduler:
     def _finish(self, sequence: Sequence, now_ps: int) -> Sequence:
         """``sequence`` produced its last token at ``now_ps``: its blocks go back, it leaves the running ones."""
         sequence.finish_ps = now_ps
-        self.cache.give_back(sequence.blocks)
-        sequence.blocks = 0
+        self._free(sequence, sequence.cached)
         self.running.remove(sequence)
         return sequence
+
+    def _register(self, sequence: Sequence, computed: int) -> None:
+        """With prefix caching, ``sequence``'s full blocks among its first ``computed`` tokens are cached."""
+        assert self.prefix is not None
+        last = computed // self.cache.block_size
+        if last > sequence.keyed:
+            self.prefix.register(sequence.request, sequence.keyed, last, sequence.shared)
+            sequence.keyed = last
+
+    def _free(self, sequence: Sequence, computed: int) -> None:
+        """``sequence`` gives its blocks back, with prefix caching its full blocks among the first ``computed``
+        tokens (those whose keys and values it computed or shared) left cached."""
+        if self.prefix is None:
+            self.cache.give_back(sequence.blocks)
+        else:
+            self._register(sequence, computed)
+            self.prefix.release(sequence.shared, sequence.blocks - len(sequence.shared))
+            sequence.shared, sequence.keyed = [], 0
+        sequence.blocks = 0
 
     def _hand_off(self, sequence: Sequence) -> None:
         """A prefill replica's ``sequence`` has its first token: it leaves for a decode replica, its blocks held
@@ -344,7 +390,7 @@ class ReplicaScheduler:
         """``sequence`` gives its blocks back: swapped to host memory when it has room (module docstring), else
         recomputed, waiting at the head of the queue to prefill its prompt and generated tokens again."""
         self.running.remove(sequence)
-        self.cache.give_back(sequence.blocks)
+        self._free(sequence, sequence.kv_tokens)
         sequence.preemptions += 1
         self.preemptions += 1
         moved = blocks_for(sequence.kv_tokens, self.cache.block_size)
@@ -374,18 +420,39 @@ class ReplicaScheduler:
         prompt and token budget (all of the prompt if ``whole``, else a first chunk)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_batch:
             sequence = self.waiting[0]
-            if sequence.decoding or (
-                whole and (sequence.prefill_target > budget or self._padded_over(batch, sequence))
-            ):
-                break  # a received sequence waiting for blocks, or a prompt beyond the budget
-            blocks = blocks_for(sequence.prefill_target, self.cache.block_size)
-            if self.cache.free - blocks < self.watermark_blocks or not self.cache.take(blocks):
-                break  # its prompt would eat into the watermark, or does not fit
+            if sequence.decoding or (whole and self._padded_over(batch, sequence)):
+                break  # a received sequence waiting for blocks, or a padded batch beyond the budget
+            if not self._take_prompt(sequence, budget if whole else None):
+                break  # a prompt beyond the budget, the free blocks or the watermark
             self.waiting.popleft()
-            sequence.blocks = blocks
             if sequence.scheduled_ps < 0:
                 sequence.scheduled_ps = now_ps
             self.running.append(sequence)
-            tokens = min(sequence.prefill_target, budget)
+            tokens = min(sequence.prefill_target - sequence.prefilled, budget)
             batch.chunks.append((sequence, tokens))
             budget -= tokens
+
+    def _take_prompt(self, sequence: Sequence, budget: int | None) -> bool:
+        """Take blocks for ``sequence``'s whole prefill if the cache has them beyond the admission watermark and,
+        when ``budget`` is given, the tokens left to prefill fit it; with prefix caching its leading cached blocks
+        are shared and it prefills after them. False, nothing taken, when it does not fit."""
+        target, block_size = sequence.prefill_target, self.cache.block_size
+        blocks = blocks_for(target, block_size)
+        if self.prefix is None:
+            over = budget is not None and target > budget
+            if over or self.cache.free - blocks < self.watermark_blocks or not self.cache.take(blocks):
+                return False
+            sequence.blocks = blocks
+            return True
+        hits = self.prefix.match(sequence.request, target)
+        if budget is not None and target - hits * block_size > budget:
+            return False
+        shared = self.prefix.claim(sequence.request, hits, blocks, self.watermark_blocks)
+        if shared is None:
+            return False
+        sequence.blocks, sequence.shared, sequence.keyed = blocks, shared, hits
+        sequence.prefilled = hits * block_size
+        self.outstanding_tokens -= sequence.prefilled
+        self.prefix.counts.looked_up += target
+        self.prefix.counts.hit += sequence.prefilled
+        return True

@@ -9,13 +9,14 @@ Each pool's iterations are handed to its pricers as typed work (:class:`~stratas
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from stratasim.kernel.counters import CounterSample
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.serving import Iteration, IterationShape, PoolPricers, ServingResult
 from stratasim.kernel.units import format_bytes
-from stratasim.workload_layer.serving.config import SchedulerConfig
+from stratasim.workload_layer.serving.config import PoolConfig, SchedulerConfig
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.pool_run import PoolRun, Sample
@@ -42,11 +43,14 @@ def serve(
     requests = workload.requests()
     budgets = [kv_budget(workload, pool, capacity, requests) for pool, capacity in enumerate(capacities)]
     setups = [_setup(workload, pool, priced, budgets[pool]) for pool, priced in enumerate(pricers)]
-    run = simulate_pools(requests, setups, workload.config.bucket, transfer, workload.kv_bytes_per_token())
+    priced: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
+    run = simulate_pools(requests, setups, workload.config.bucket, transfer, workload.kv_bytes_per_token(), priced)
     if runs is not None:
         runs.append(run)
     config = workload.config
     figures = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
+    if run.prefix is not None:
+        figures |= _without_prefix_cache(requests, setups, workload, transfer, priced)
     kv = budgets[0]
     figures |= {
         "kv_capacity_bytes_per_npu": float(kv.kv_bytes),
@@ -64,6 +68,28 @@ def serve(
         counters=_counters(run.samples, firsts, run.engine_replicas) if counters else (),
         compute_energy_pj=_energy(run, setups, pricers),
     )
+
+
+def _without_prefix_cache(
+    requests: Sequence[Request],
+    setups: Sequence[PoolSetup],
+    workload: ServingRequestsWorkload,
+    transfer: KvTransferPricer | None,
+    priced: dict[tuple[int, IterationShape], tuple[int, ...]],
+) -> dict[str, float]:
+    """The TTFT figures of the same requests served without prefix caching (``ttft_mean_no_prefix_cache_ps``...),
+    the counterfactual a prefix-cached run is reported beside (its iterations priced once for both: ``priced``)."""
+    plain = [replace(setup, pool=_uncached(setup.pool), tiers=()) for setup in setups]
+    config = workload.config
+    run = simulate_pools(requests, plain, config.bucket, transfer, workload.kv_bytes_per_token(), priced)
+    ttft = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
+    return {f"ttft_{stat}_no_prefix_cache_ps": ttft[f"ttft_{stat}_ps"] for stat in ("mean", "p50", "p90", "p99")}
+
+
+def _uncached(pool: PoolConfig) -> PoolConfig:
+    """``pool`` with prefix caching (and its KV tiers) off."""
+    scheduler = pool.scheduler.model_copy(update={"prefix_caching": False, "kv_tiers": ()})
+    return pool.model_copy(update={"scheduler": scheduler})
 
 
 def _energy(run: PoolRun, setups: Sequence[PoolSetup], pricers: Sequence[PoolPricers]) -> float:
@@ -94,6 +120,7 @@ def _setup(workload: ServingRequestsWorkload, pool: int, pricers: PoolPricers, b
         pricers.experts,
         work,
         lambda group, member: workload.expert_work(group, member, pool),
+        workload.kv_tiers(pool),
     )
 
 

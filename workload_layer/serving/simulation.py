@@ -57,7 +57,9 @@ from stratasim.kernel.units import INT64_MAX
 from stratasim.workload_layer.serving.config import PoolConfig
 from stratasim.workload_layer.serving.iteration import round_up
 from stratasim.workload_layer.serving.kv_cache import HostSwap
+from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, KvMoveRecord, PoolRun, Sample
+from stratasim.workload_layer.serving.prefix_cache import summed
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
@@ -73,7 +75,8 @@ _IDLE = IterationShape((), 0, 0, 0)
 class PoolSetup:
     """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer, with
     ``preemption: swap`` each replica's host memory for swapped KV blocks, its speculative decoding, and with
-    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest).
+    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest), and
+    with prefix caching each replica's KV ``tiers`` below its GPU.
     ``work`` and ``expert_work`` give the typed work the pricers are handed for a shape and for a group's and its
     busiest member's tokens (by default the shape, or the token counts, alone)."""
 
@@ -85,6 +88,7 @@ class PoolSetup:
     experts: ExpertPricer | None = None
     work: Callable[[IterationShape], Iteration] = Iteration
     expert_work: Callable[[int, int], ExpertWork] | None = None
+    tiers: tuple[KvTier, ...] = ()
 
 
 def simulate_pool(
@@ -101,10 +105,12 @@ def simulate_pools(
     bucket: int,
     transfer: KvTransferPricer | None = None,
     kv_bytes_per_token: int = 0,
+    priced: dict[tuple[int, IterationShape], tuple[int, ...]] | None = None,
 ) -> PoolRun:
     """Serve ``requests`` on ``pools`` (module docstring), KV moves (``kv_bytes_per_token`` bytes a cached token)
-    priced by ``transfer`` (needed by prefill pools)."""
-    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token)
+    priced by ``transfer`` (needed by prefill pools); ``priced``: the iteration prices by pool and shape, to share
+    with another run of the same pools (filled as shapes are priced)."""
+    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token, {} if priced is None else priced)
     while loop.arrival < len(loop.given) or loop.ends or loop.moving or loop.released:
         now = loop.next_instant()
         touched = loop.route_arrivals(now)
@@ -131,6 +137,7 @@ class _Loop:
         bucket: int,
         transfer: KvTransferPricer | None,
         kv_bytes_per_token: int,
+        priced: dict[tuple[int, IterationShape], tuple[int, ...]],
     ) -> None:
         self.pools, self.bucket = pools, bucket
         self.transfer, self.kv_bytes_per_token = transfer, kv_bytes_per_token
@@ -144,7 +151,7 @@ class _Loop:
         self.decode = self.layout.routed(lambda role: role == "decode")
         if self.decode and transfer is None:
             raise WorkloadError("disaggregated pools need a KV transfer pricer")
-        self.prices = _Prices(pools, bucket)
+        self.prices = _Prices(pools, bucket, priced)
         self.stages_free = [[0] * pools[index].pool.parallelism.pp for index in self.layout.replica_pool]
         self.running: dict[int, Batch] = {}
         self.ends: list[tuple[int, int]] = []
@@ -359,6 +366,9 @@ class _Loop:
         run.kv_replica_blocks = [replica.cache.blocks for replica in replicas]
         run.engine_replicas = self.physical
         run.shape_runs, run.expert_runs = dict(self.prices.runs), dict(self.prices.expert_runs)
+        caches = [replica.prefix for replica in replicas if replica.prefix is not None]
+        if caches:
+            run.prefix = summed(cache.counts for cache in caches)
         return run
 
 
@@ -412,12 +422,19 @@ class _EngineLayout:
 
 
 def _engine(setup: PoolSetup, engine: int, replica: int) -> ReplicaScheduler:
-    """A scheduler of ``setup``'s pool on ``replica``: its share of the replica's KV blocks and host memory (each of
-    the ``pp`` engines gets ``1 / pp``, as vLLM v0's scheduler divides them)."""
+    """A scheduler of ``setup``'s pool on ``replica``: its share of the replica's KV blocks, host memory and KV
+    tiers (each of the ``pp`` engines gets ``1 / pp``, as vLLM v0's scheduler divides them)."""
     pp = setup.pool.parallelism.pp
     swap = None if setup.swap is None else HostSwap(setup.swap.blocks // pp, setup.swap.block_ps)
+    tiers = tuple(KvTier(tier.name, tier.blocks // pp, tier.block_ps) for tier in setup.tiers)
     return ReplicaScheduler(
-        setup.pool.scheduler, setup.kv_blocks // pp, setup.pool.role == "prefill", swap, setup.speculation, engine
+        setup.pool.scheduler,
+        setup.kv_blocks // pp,
+        setup.pool.role == "prefill",
+        swap,
+        setup.speculation,
+        engine,
+        tiers,
     )
 
 
@@ -426,9 +443,11 @@ class _Prices:
     and bucketed group and member tokens (:attr:`experts`); and how many of each ran (:attr:`runs`,
     :attr:`expert_runs`)."""
 
-    def __init__(self, pools: Seq[PoolSetup], bucket: int) -> None:
+    def __init__(
+        self, pools: Seq[PoolSetup], bucket: int, shapes: dict[tuple[int, IterationShape], tuple[int, ...]]
+    ) -> None:
         self._pools, self.bucket = pools, bucket
-        self.shapes: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
+        self.shapes = shapes
         self.experts: dict[tuple[int, int, int], int] = {}
         self.runs: Counter[tuple[int, IterationShape]] = Counter()
         self.expert_runs: Counter[tuple[int, int, int]] = Counter()

@@ -57,6 +57,7 @@ from stratasim.workload_layer.inference.workload import stage_parameters
 from stratasim.workload_layer.serving.config import PoolConfig, ServingWorkloadConfig
 from stratasim.workload_layer.serving.iteration import expert_work, iteration_work
 from stratasim.workload_layer.serving.kv_cache import HostSwap
+from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.serve import serve
 from stratasim.workload_layer.serving.speculative import Speculation
@@ -259,6 +260,16 @@ class ServingRequestsWorkload:
         assert scheduler.swap_bandwidth is not None
         block_bytes = self.kv_budget(0, pool).block_bytes
         return HostSwap(scheduler.swap_space // block_bytes, ceil(block_bytes * 10**12 / scheduler.swap_bandwidth))
+
+    def kv_tiers(self, pool: int = 0) -> tuple[KvTier, ...]:
+        """Pool ``pool``'s KV tiers as a replica sees them: each one's room in blocks (its ``capacity`` over a block's
+        bytes on one NPU) and the picoseconds one block takes over one NPU's link to it, every NPU copying its share
+        at once (as :meth:`host_swap`)."""
+        block_bytes = self.kv_budget(0, pool).block_bytes
+        return tuple(
+            KvTier(tier.tier, tier.capacity // block_bytes, ceil(block_bytes * 10**12 / tier.bandwidth))
+            for tier in self.config.pools[pool].scheduler.kv_tiers
+        )
 
     def largest_request(self, requests: Sequence[Request], pool: int = 0) -> int:
         """The most tokens one request ever holds in the cache of pool ``pool``: its prompt and output, or on a
