@@ -120,13 +120,13 @@ def _norm_parameters(model: ModelConfig) -> int:
 
 def layer_parameters(model: ModelConfig, index: int, tp: int, ep: int) -> Parameters:
     """Parameters of layer ``index`` on a TP rank: attention and two norms (one in a parallel block), and either
-    the MLP or the router (dense, replicated over TP) and the rank's ``experts / ep`` experts."""
+    the MLP or the router (dense, replicated over TP) and the rank's ``experts / ep`` experts (``(experts + R) /
+    ep`` with ``R`` redundant experts: a replica holds its expert's weights)."""
     dense = _attention_parameters(model, tp) + (1 if model.parallel_block else 2) * _norm_parameters(model)
     if not model.moe_layer(index):
         return Parameters(dense=dense + _mlp_parameters(model, tp))
-    return Parameters(
-        dense=dense + model.hidden * model.experts, expert=model.experts // ep * _mlp_parameters(model, tp)
-    )
+    physical = model.experts + (0 if model.routing is None else model.routing.redundant_experts)
+    return Parameters(dense=dense + model.hidden * model.experts, expert=physical // ep * _mlp_parameters(model, tp))
 
 
 def _word_embeddings(model: ModelConfig, tp: int) -> int:
