@@ -102,23 +102,32 @@ def test_uniform_routing_keeps_every_training_figure() -> None:
 
 
 def test_skewed_training_runs_the_busiest_ranks_experts_and_its_all_to_all() -> None:
-    """At s = 16 one expert of 4 takes (nearly) all of a layer's 2 x 128 assignments: it wants 256 slots, C = 80
-    takes 80 and drops 176 (its 3 peers want 1 each). Unpadded, its rank's experts compute 2 x 80 tokens (both
-    ranks' 80) and 2 x 1 tokens, and each all-to-all message is that rank's 81 slots: a buffer of 2 x 81 x h
-    elements, 2 bytes each. The step takes longer than the even routing's, whose experts compute 2 x 64 tokens."""
-    workload = build(routed(MOE, skew="zipf", s=16.0, pad_to_capacity=False), dp=2, ep=2)
-    even = build({**MOE, "capacity_factor": 1.0}, dp=2, ep=2)
+    """At s = 16 one expert of 4 takes (nearly) all of a layer's 2 x 128 assignments: it wants 256 slots, its 3
+    peers 1 each. With capacity factor 4 (C = 256) nothing drops: unpadded, the hot expert's rank computes 2 x 256
+    tokens (both ranks') and 2 x 1, and each all-to-all message is that rank's 257 slots, a buffer of 2 x 257 x h
+    elements of 2 bytes. Routed evenly each expert would compute 2 x 64: the step takes longer."""
+    model = {**MOE, "capacity_factor": 4.0}
+    workload = build(routed(model, skew="zipf", s=16.0, pad_to_capacity=False), dp=2, ep=2)
+    even = build(routed(model, skew="zipf", s=0, pad_to_capacity=False), dp=2, ep=2)
     shares = zipf_shares(4, 16.0, 0, 0)
-    hot = shares.index(max(shares))
-    r = routing(128, 4, 2, 1.25, 2, 1, place(shares, 2, 0), pad=False)
-    assert (r.expert_tokens[hot % 2], r.slots, r.dropped_tokens, r.dispatched_tokens) == (160, 162, 176, 162)
+    r = routing(128, 4, 2, 4.0, 2, 1, place(shares, 2, 0), pad=False)
+    assert (sorted(r.expert_tokens), r.dropped_tokens, r.dispatched_tokens) == ([2, 512], 0, 2 * 257)
     graph = all_graphs(workload)[0]
     ups = [list(shape_of(n.op).dims()) for n in graph.nodes if n.name.startswith("mb0 layer0 fwd expert up")]
-    assert ups == [[160, 256, 1024], [2, 256, 1024]]  # two experts of one token count each: batch 1
-    assert collectives(graph, "mb0 layer0 fwd moe dispatch")[0].comm_bytes == 2 * 81 * 256 * 2
+    assert ups == [[512, 256, 1024], [2, 256, 1024]]  # two experts of one token count each: batch 1
+    assert collectives(graph, "mb0 layer0 fwd moe dispatch")[0].comm_bytes == 2 * 257 * 256 * 2
+    even_ups = [list(shape_of(n.op).dims()) for n in all_graphs(even)[0].nodes if n.name == "mb0 layer0 fwd expert up"]
+    assert even_ups == [[2, 128, 256, 1024]]
     assert run(workload).total_time_ps > run(even).total_time_ps
-    dropped = [routing(128, 4, 2, 1.25, 2, 1, place(zipf_shares(4, 16.0, 0, k), 2, 0), pad=False) for k in range(4)]
-    assert workload.dropped_assignments() == (2 * sum(r.dropped_tokens for r in dropped), 4 * 2 * 256)  # 2 DP ranks
+
+
+def test_full_experts_drop_what_they_cannot_take() -> None:
+    """The same skew at capacity factor 1.25 (C = 80): the hot expert drops 256 - 80 = 176 of each layer's
+    assignments on each rank (the others take their 1 each); the report counts them over 4 layers and 2 DP ranks."""
+    workload = build(routed(MOE, skew="zipf", s=16.0, pad_to_capacity=False), dp=2, ep=2)
+    layers = [routing(128, 4, 2, 1.25, 2, 1, place(zipf_shares(4, 16.0, 0, k), 2, 0), pad=False) for k in range(4)]
+    assert [r.dropped_tokens for r in layers] == [176] * 4
+    assert workload.dropped_assignments() == (2 * 4 * 176, 2 * 4 * 256)
 
 
 def test_serving_s_0_and_no_key_give_the_same_figures() -> None:
