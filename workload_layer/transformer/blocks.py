@@ -271,7 +271,7 @@ def _moe_steps(config: TransformerConfig, layer: int) -> tuple[Step, ...]:
     )
     groups = r.groups
     inner = (groups[0][1], groups[0][0], f) if len(groups) == 1 else (1, r.slots, f)  # (experts, tokens, f)
-    experts = (
+    experts: tuple[Step, ...] = (
         *(Gemm("expert up", tokens, h, model.mlp_up_width // tp, batch=count) for tokens, count in groups),
         _activation(model, inner),
         *(Gemm("expert down", tokens, f, h, batch=count) for tokens, count in groups),
