@@ -13,6 +13,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from stratasim.config import load_study
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.collective_types import uneven_all_to_all_bytes
 from stratasim.kernel.errors import InputError, StrataSimError
@@ -23,6 +24,7 @@ from stratasim.workload_layer.transformer.expert_placement import eplb_replicas,
 from stratasim.workload_layer.transformer.moe import routing
 from stratasim.workload_layer.transformer.routing import uniform_shares, zipf_shares
 from stratasim.workload_layer.transformer.routing_trace import read_routing_trace
+from tests.examples.test_studies import HEADLINES, headline_figures
 from tests.helpers import RunCli
 from tests.workload_layer.test_serving_expert_parallel import pricer_of, serving, study
 from tests.workload_layer.transformer_helpers import GPT, all_graphs, build, collectives, run
@@ -245,3 +247,22 @@ def test_serving_redundant_experts_must_fill_every_member() -> None:
 def test_all_to_all_v_nodes_stay_all_to_alls() -> None:
     graph = all_graphs(build(routed(MOE, skew="zipf", s=1.0, pad_to_capacity=False), dp=2, ep=2))[0]
     assert {n.comm_type for n in collectives(graph, "moe")} == {workload_pb2.ALL_TO_ALL}
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_examples_routed_evenly_give_todays_figures_to_the_picosecond() -> None:
+    """The serving example at s = 0 without redundant experts is the EP-8 example (its pinned headline figures);
+    the training example at s = 0, padded, is the same study without the key."""
+    even = ["workload.requests.count=400", "workload.model.routing.s=0", "workload.model.routing.redundant_experts=0"]
+    skew = run_study(load_study(EXAMPLES / "serving" / "mixtral_8x7b_h100_ep8_skew.yaml", even))
+    names = set(HEADLINES["serving/mixtral_8x7b_h100_ep8.yaml"])
+    assert headline_figures(skew, names) == HEADLINES["serving/mixtral_8x7b_h100_ep8.yaml"]
+    data = yaml.safe_load((EXAMPLES / "moe_training_skew.yaml").read_text(encoding="utf-8"))
+    data["workload"]["model"]["routing"] |= {"s": 0, "pad_to_capacity": True}
+    routed_evenly = run_study(parse_study(copy.deepcopy(data), "t.yaml"))
+    del data["workload"]["model"]["routing"]
+    today = run_study(parse_study(data, "t.yaml"))
+    assert routed_evenly.total_time_ps == today.total_time_ps
+    assert routed_evenly.to_dict()["compute_energy_pj"] == today.to_dict()["compute_energy_pj"]
