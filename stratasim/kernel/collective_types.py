@@ -31,9 +31,10 @@ def uneven_all_to_all_bytes(buffer_bytes: int, peer_shares: Sequence[Fraction]) 
     """The buffer of the even all-to-all that lasts as long as an all-to-all-v in which every one of ``n`` peers
     sends ``buffer_bytes x peer_shares[q]`` to peer ``q`` (the same shares from every sender, as a mixture of
     experts' dispatch and combine have): ``ceil(buffer_bytes n max(peer_shares))``, each message as large as the
-    busiest peer's. On the analytical network with the direct algorithm every message flies at once and the
-    largest sets the time, so the two are equal; where links are shared it bounds the all-to-all-v from above by
-    the busiest receiver's link. Even shares (or none) give ``buffer_bytes``, bit for bit."""
+    busiest peer's. With the direct algorithm the two take equally long on the analytical network (every message
+    flies at once, the largest sets the time) and through a switch on the congestion-aware one (the busiest
+    receiver's link carries as much in both); ring and hierarchical algorithms relay the padded shares, an upper
+    bound. Even shares (or none) give ``buffer_bytes``, bit for bit."""
     if not peer_shares:
         return buffer_bytes
     return ceil(buffer_bytes * len(peer_shares) * max(peer_shares))

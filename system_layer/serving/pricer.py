@@ -12,8 +12,8 @@ dispatch and combine all-to-alls, run by the system layer on the pool's first gr
 ``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. Under skewed routing these are
 all-to-all-v's, every member receiving its experts' share of each sender's buffer: each is priced as the even
 all-to-all whose messages are all the busiest member's
-(:func:`~stratasim.kernel.collective_types.uneven_all_to_all_bytes`: exact on the analytical network with the direct
-algorithm, an upper bound where links are shared). The pool's NPUs may be any ids
+(:func:`~stratasim.kernel.collective_types.uneven_all_to_all_bytes`: exact with the direct algorithm on the
+analytical network and through a switch, an upper bound with relaying algorithms). The pool's NPUs may be any ids
 of the topology (a serving job placed on NPUs of its own), in the order its replicas take them. A stage's part of an iteration
 is the sum of its operators and collectives, one after another as a rank runs them, plus the transfer of the
 activation into it; the serving loop pipelines a replica's batches through its stages.

@@ -1,8 +1,8 @@
 """An all-to-all-v in which every sender splits its buffer alike (a mixture of experts' dispatch and combine) is
 priced as the even all-to-all whose every message is the busiest peer's
 (:func:`~stratasim.kernel.collective_types.uneven_all_to_all_bytes`). Checked here against the all-to-all-v itself,
-sent as point-to-point messages of the uneven sizes: equal to the picosecond on the analytical network with the
-direct algorithm, and an upper bound where the links are shared."""
+sent as point-to-point messages of the uneven sizes: equal to the picosecond with the direct algorithm on the
+analytical network, and on the congestion-aware one where the busiest receiver's link sets the time."""
 
 from __future__ import annotations
 
@@ -60,7 +60,11 @@ def test_on_the_analytical_network_the_busiest_peer_sets_the_time_exactly(kind: 
     assert padded == 20 * US + hops * US + (10_000 if delay == "10ns" else 0)
 
 
-def test_where_links_are_shared_it_bounds_the_all_to_all_v() -> None:
+@pytest.mark.parametrize(("kind", "expected"), [(SWITCH, 60 * US + 2 * US), (FC, 20 * US + US)])
+def test_where_links_are_shared_the_busiest_receivers_link_sets_the_time(kind: int, expected: int) -> None:
+    """On the congestion-aware network the messages to NPU 0 (2 MB from each of its 3 peers) queue on its switch
+    link, 6 MB at 100 GB/s = 60 us, as the padded all-to-all's do; fully connected, each pair has its own link and
+    the largest message sets the time again."""
     options = SystemOptions(algorithm="direct")
-    padded = _padded(CongestionAwareNetwork(), SWITCH, options)
-    assert _messages(CongestionAwareNetwork(), SWITCH, options) <= padded
+    padded = _padded(CongestionAwareNetwork(), kind, options)
+    assert padded == _messages(CongestionAwareNetwork(), kind, options) == expected
