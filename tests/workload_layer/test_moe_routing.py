@@ -49,7 +49,7 @@ def test_contiguous_placement_and_the_busiest_rank() -> None:
     assert layer.ranks == ((HALF, QUARTER), (EIGHTH, EIGHTH))
     assert layer.rank_shares == (Fraction(3, 4), Fraction(1, 4))
     assert layer.busiest(100) == (50, 25)
-    assert place(uniform_shares(8), 4, 0).uniform
+    assert place(uniform_shares(8), 4, 0).rank_shares == (Fraction(1, 4),) * 4
 
 
 def test_eplb_replicates_the_hottest_and_packs_the_least_loaded_rank() -> None:

@@ -48,11 +48,6 @@ class LayerPlacement:
         """The tokens of each expert of the rank whose experts take the most of ``assignments`` (the first)."""
         return max(self.rank_tokens(assignments), key=sum)
 
-    @property
-    def uniform(self) -> bool:
-        """Whether every physical expert takes the same share (the even routing StrataSim assumed before)."""
-        return len({share for shares in self.ranks for share in shares}) == 1
-
 
 def expert_placements(model: ModelConfig, ep: int) -> tuple[LayerPlacement, ...]:
     """Every mixture-of-experts layer's placement on ``ep`` ranks under ``model.routing`` (even shares without it);
