@@ -7,7 +7,8 @@ the model's: the operators of an iteration (:func:`~stratasim.workload_layer.ser
 and each NPU's memory for the KV cache, in bytes:
 
 - weights: the parameters the largest stage's TP rank holds (:func:`~stratasim.workload_layer.inference.workload.stage_parameters`:
-  the dense part over ``tp``, and ``experts / ep`` of each mixture's experts, each over ``tp``) in ``precision``;
+  the dense part over ``tp``, and ``experts / ep`` of each mixture's experts, each over ``tp``, plus its share of
+  ``routing.redundant_experts``) in ``precision``;
 - activations: one layer's forward activations for ``token_budget`` tokens on a TP rank, by the training
   memory accounting (Korthikanti et al.'s terms, :func:`~stratasim.workload_layer.transformer.memory.layer_terms`,
   fused attention keeping only its row statistics): a server frees a layer's activations before the next, so
