@@ -31,6 +31,7 @@ __all__ = [
     "SymmetricWorkload",
     "TrainingWorkload",
     "MemoryModel",
+    "RoutedWorkload",
     "CheckpointModel",
     "CheckpointWriters",
     "DeviceBalancedWorkload",
@@ -236,6 +237,16 @@ class MemoryModel(Protocol):
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak bytes each NPU holds (weights, gradients, optimizer states, activations), index = NPU id."""
+        ...
+
+
+@runtime_checkable
+class RoutedWorkload(Protocol):
+    """A training workload whose mixture-of-experts layers may drop tokens: the report then adds the drops."""
+
+    def dropped_assignments(self) -> tuple[int, int] | None:
+        """Token-to-expert assignments one iteration drops at full experts and routes in all, over every layer
+        and rank; None when the workload models no routing."""
         ...
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from stratasim.kernel.counters import CounterSample
@@ -124,10 +125,13 @@ class Iteration:
 @dataclass(frozen=True)
 class ExpertAllToAll:
     """A token dispatch or combine all-to-all among the corresponding NPUs of an expert-parallel group's members,
-    ``comm_bytes`` the buffer each sends from (``1 / ep`` of it stays home)."""
+    ``comm_bytes`` the buffer each sends from, ``peer_shares`` the share of it each member receives (its experts'
+    share of the tokens: an all-to-all-v, :func:`~stratasim.kernel.collective_types.uneven_all_to_all_bytes`;
+    none: ``1 / ep`` each, one staying home)."""
 
     name: str
     comm_bytes: int
+    peer_shares: tuple[Fraction, ...] = ()
 
 
 @dataclass(frozen=True)

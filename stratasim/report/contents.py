@@ -25,7 +25,9 @@ class ReportContents:
 
     ``backends`` maps a layer to a label such as ``analytical (in-process)``; ``training`` holds a training
     workload's ``iteration_time_ns``, ``samples_per_second`` and ``tflops_per_npu`` and, if modelled,
-    ``memory_per_npu_bytes``, ``pipeline_bubble_fraction``, ``cost_usd_per_iteration`` and ``work_split`` (the
+    ``memory_per_npu_bytes``, ``pipeline_bubble_fraction``, ``cost_usd_per_iteration``, ``moe_dropped_tokens`` and
+    ``moe_dropped_fraction`` (token-to-expert assignments dropped at full experts, with ``model.routing``) and
+    ``work_split`` (the
     layers per stage and micro-batches per DP rank of a plan that splits them unevenly; added to the JSON at
     top level); ``serving`` an
     inference workload's ``ttft_ps``, ``tpot_ps`` and ``tokens_per_second`` (in the JSON as ``ttft_ns``, ``tpot_ns``) (JSON key ``serving``), or a request-level serving study's

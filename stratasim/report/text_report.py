@@ -143,6 +143,11 @@ def _training_lines(report: ReportContents) -> list[str]:
             f"  work split       layers per stage {'/'.join(map(str, split['stage_layers']))}, micro-batches per "
             f"DP rank {'/'.join(map(str, split['micro_batches_per_dp_rank']))}"
         )
+    dropped = training.get("moe_dropped_tokens")
+    if dropped is not None:
+        lines.append(
+            f"  MoE drops        {dropped:,} token-expert assignments ({training['moe_dropped_fraction']:.2%}) at full experts"
+        )
     memory = training.get("memory_per_npu_bytes")
     if memory:
         lines.append(f"  memory           up to {format_bytes(max(memory))} per NPU (NPU {memory.index(max(memory))})")

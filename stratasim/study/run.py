@@ -24,6 +24,7 @@ from stratasim.kernel.contracts import (
     MemoryModel,
     MultiJobWorkload,
     NetworkBackend,
+    RoutedWorkload,
     ServingWorkload,
     SymmetricWorkload,
     TrainingWorkload,
@@ -448,6 +449,8 @@ def _training_figures(
         figures["memory_per_npu_bytes"] = source.memory_per_npu_bytes()
     if isinstance(source, DeviceBalancedWorkload) and (split := source.work_split()) is not None:
         figures["work_split"] = dict(split)
+    if isinstance(source, RoutedWorkload) and (drops := source.dropped_assignments()) is not None:
+        figures["moe_dropped_tokens"], figures["moe_dropped_fraction"] = drops[0], drops[0] / drops[1]
     bubble = _pipeline_bubble(result)
     if bubble is not None:
         figures["pipeline_bubble_fraction"] = bubble

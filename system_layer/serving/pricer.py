@@ -9,7 +9,11 @@ distinct operator and message priced once (a collective at its size rounded up t
 :func:`~stratasim.system_layer.serving.kv_transfer.quantised`). An expert-parallel pool's expert parts
 (:meth:`BackendPricer.experts`) are its local experts' operators and, for each mixture-of-experts layer, the
 dispatch and combine all-to-alls, run by the system layer on the pool's first group: ``tp`` all-to-alls at once, the
-``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. The pool's NPUs may be any ids
+``k``-th among the ``k``-th NPUs of the group's ``ep`` replicas, sharing the network. Under skewed routing these are
+all-to-all-v's, every member receiving its experts' share of each sender's buffer: each is priced as the even
+all-to-all whose messages are all the busiest member's
+(:func:`~stratasim.kernel.collective_types.uneven_all_to_all_bytes`: exact with the direct algorithm on the
+analytical network and through a switch, an upper bound with relaying algorithms). The pool's NPUs may be any ids
 of the topology (a serving job placed on NPUs of its own), in the order its replicas take them. A stage's part of an iteration
 is the sum of its operators and collectives, one after another as a rank runs them, plus the transfer of the
 activation into it; the serving loop pipelines a replica's batches through its stages.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from stratasim.kernel.collective_types import uneven_all_to_all_bytes
 from stratasim.kernel.serving import Compute, ExpertAllToAll, ExpertWork, Iteration, TensorParallelCollective
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving.graphs import add_collective, add_message
@@ -116,8 +121,9 @@ class BackendPricer:
 
     def _all_to_all(self, step: ExpertAllToAll) -> int:
         """The ``tp`` all-to-alls of the pool's first expert-parallel group, each among the same TP rank of its
-        ``ep`` replicas, simulated together."""
-        size = quantised(step.comm_bytes)
+        ``ep`` replicas, simulated together; an uneven one (``peer_shares``) as the even all-to-all whose every
+        message is as large as its busiest peer's."""
+        size = quantised(uneven_all_to_all_bytes(step.comm_bytes, step.peer_shares))
         key = ("all-to-all", int(workload_pb2.ALL_TO_ALL), size)
         if key not in self._messages:
             width = self._tp * self._pp

@@ -51,6 +51,13 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   1,536 tokens through each GPU's 32 experts, 2 x 5.6e9 x 1536 = 1.7e13 FLOP: ~75 ms at ~500 TFLOP/s, plus
   attention, 64 all-to-alls of 7/8 x 100 MB at 450 GB/s (~14 ms) and queueing: p99 TTFT 0.14 s; 26.7 s in all (the
   longest outputs at ~9 ms a step, ~19 s after the last arrival).
+- serving/mixtral_8x7b_h100_ep8_skew (400 requests of the 2,000, at 20/s): the EP-8 group with Zipf-skewed routing
+  (s = 1.2) and EPLB's 8 redundant experts, two a GPU: the busiest GPU takes 13.4 % of a layer's assignments (even:
+  12.5 %) but reads two experts' weights a decode step, 25.8 GB of weights in all: mean TPOT 14.2 ms against the
+  even routing's 8.8 ms.
+- moe_training_skew: four Mixtral layers, EP 8, capacity factor 2, unpadded: the busiest expert of each layer
+  fills its capacity (2 x 4,096 x 2 / 8 = 2,048 tokens from each of 8 GPUs) and drops 17.9 % of the assignments,
+  so each MoE layer runs at the padded pace, 338.4 ms against 195.5 ms routed evenly.
 - serving/llama3_70b_h100_speculative (400 requests of the 2,000, at 20/s): the 70B replicas of the TP-8 example
   with an 8B draft proposing 4 tokens at acceptance 0.7: a step yields 2.76 tokens against the expected
   (1 - 0.7^5) / 0.3 = 2.77. A step is the draft's 4 passes (2 GB of weights a GPU each, ~0.7 ms, plus 64
@@ -143,6 +150,7 @@ SHORT_FORMS = {
     "serving/llama3_70b_h100_disaggregated.yaml": ["workload.requests.count=400"],
     "serving/mixtral_8x7b_h100_tp2.yaml": ["workload.requests.count=400"],
     "serving/mixtral_8x7b_h100_ep8.yaml": ["workload.requests.count=400"],
+    "serving/mixtral_8x7b_h100_ep8_skew.yaml": ["workload.requests.count=400"],
     "serving/llama3_70b_h100_speculative.yaml": ["workload.requests.count=400"],
 }
 
@@ -220,6 +228,21 @@ HEADLINES: dict[str, dict[str, int | float]] = {
         "tpot_p99_ns": 13_312_777.243610295,
         "tpot_mean_ns": 8_764_610.655163357,
         "weights_bytes_per_npu": 14_485_561_344.0,
+    },
+    # Zipf-skewed routing (s = 1.2) with EPLB's 8 redundant experts; routing.s=0 and no redundant experts give the
+    # ep8 figures above to the picosecond (tests/workload_layer/test_moe_routing.py).
+    "serving/mixtral_8x7b_h100_ep8_skew.yaml": {
+        "total_time_ps": 32_430_501_849_603,
+        "ttft_p99_ns": 159_832_370.16974998,
+        "tpot_p99_ns": 18_252_336.25921432,
+        "tpot_mean_ns": 14_188_254.448401704,
+        "weights_bytes_per_npu": 25_759_850_496.0,
+    },
+    "moe_training_skew.yaml": {
+        "total_time_ps": 338_395_506_272,
+        "tflops_per_npu": 472.3194088198829,
+        "moe_dropped_tokens": 93_696,
+        "moe_dropped_fraction": 0.1787109375,
     },
     "serving/llama3_70b_h100_speculative.yaml": {
         "total_time_ps": 30_625_099_956_755,

@@ -29,6 +29,7 @@ from stratasim.workload_layer.traces.astra_text import read_astra_text
 from stratasim.workload_layer.traces.chakra import read_trace, to_graph
 from stratasim.workload_layer.traces.comm_groups import read_comm_groups
 from stratasim.workload_layer.traces.convert import read_graphs
+from stratasim.workload_layer.transformer.routing_trace import read_routing_trace
 from tests.hardening.test_safe_load import laughs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,6 +129,7 @@ PARSERS = [
     Parser("dataflow graph JSON", ".json", "json", CONFIG_BYTES, lambda tmp, name: load_graph(tmp / name)),
     Parser("trace process groups", ".json", "json", 0, trace_records),
     Parser("profile CSV", ".csv", "csv", TABLE_BYTES, lambda tmp, name: load_profile(tmp / name)),
+    Parser("routing trace", ".csv", "csv", TABLE_BYTES, lambda tmp, name: read_routing_trace(str(tmp / name), 4, 8)),
     Parser("profile JSON", ".json", "json", TABLE_BYTES, lambda tmp, name: load_profile(tmp / name)),
     Parser("report", ".json", "json", TABLE_BYTES, lambda tmp, name: points_from_report(tmp / name)),
     Parser("results store", ".json", "json", 0, results_store),
@@ -196,7 +198,7 @@ def test_bad_input_is_one_error_naming_the_file(
         assert name in message, message
     if case == "huge":
         assert "above the limit" in message
-    if parser.name in ("device file", "graph file", "comm groups", "profile CSV", "profile JSON"):
+    if parser.name in ("device file", "graph file", "comm groups", "profile CSV", "profile JSON", "routing trace"):
         assert "caf" not in message and "\\x" not in message  # nothing of the file is echoed
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from stratasim.remote.limits import Limits
 from stratasim.remote.network_service import _Session
 from stratasim.v1 import common_pb2, compute_pb2, network_pb2
 from stratasim.workload_layer.traces.chakra import read_chakra_graphs
+from stratasim.workload_layer.transformer.routing_trace import read_routing_trace
 from tests.hardening.budgets import ci_budget, long_budget
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +106,22 @@ def _profile_case(tmp_path: Path, text: str) -> None:
     expect_only_our_errors(lambda: load_profile(table))
 
 
+ROUTING_BITS = st.sampled_from(
+    ["layer,expert,tokens\n", "0,", "1,", "7,", "8,", "-3,", "1.5", ".25", "1e9", "\n", "#", ",", '"', "99999999999"]
+)
+
+
+def _routing_case(tmp_path: Path, text: str) -> None:
+    trace = tmp_path / "routing.csv"
+    trace.write_text(text, encoding="utf-8", errors="surrogatepass")
+    expect_only_our_errors(lambda: _check_shares(read_routing_trace(str(trace), 2, 8)))
+
+
+def _check_shares(layers: tuple[tuple[Fraction, ...], ...]) -> None:
+    """A trace read is two layers of 8 shares, each from 0 to 1, summing to 1."""
+    assert len(layers) == 2 and all(len(layer) == 8 and sum(layer) == 1 and min(layer) >= 0 for layer in layers)
+
+
 def _sweep_case(tmp_path: Path, edits: list[tuple[str, str]]) -> None:
     text = SWEEP
     for old, new in edits:
@@ -136,6 +154,12 @@ def test_chakra_traces(tmp_path: Path, mutations: list[tuple[int, int]], cut: in
 @given(text=st.lists(st.one_of(CSV_BITS, st.text(max_size=6)), max_size=40).map("".join))
 def test_profile_tables(tmp_path: Path, text: str) -> None:
     _profile_case(tmp_path, text)
+
+
+@CI
+@given(text=st.lists(st.one_of(ROUTING_BITS, st.text(max_size=4)), max_size=60).map("".join))
+def test_routing_traces(tmp_path: Path, text: str) -> None:
+    _routing_case(tmp_path, text)
 
 
 @CI
@@ -194,5 +218,6 @@ def test_compute_requests(mutations: list[tuple[int, int]]) -> None:
 def test_long_budget(tmp_path: Path, mutations: list[tuple[int, int]], cut: int, text: str) -> None:
     _chakra_case(tmp_path, mutations, cut)
     _profile_case(tmp_path, text)
+    _routing_case(tmp_path, text)
     _request_case(mutations, RooflineCompute())
     _network_case(mutations, "congestion_aware")

@@ -18,6 +18,7 @@ from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.chakra import write_trace
 from stratasim.workload_layer.traces.comm_groups import read_comm_groups
 from stratasim.workload_layer.traces.convert import write_graphs
+from stratasim.workload_layer.transformer.routing_trace import read_routing_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = (ROOT / "examples" / "quickstart.yaml").read_text(encoding="utf-8")
@@ -296,3 +297,21 @@ def test_a_serving_trace_is_not_echoed(tmp_path: Path, trace: str, suffix: str) 
     message = error_of(lambda: read_trace(tmp_path / f"creds{suffix}"))
     assert_no_echo(message)
     assert "creds" in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "aws_secret_access_key,hunter2\n",
+        "layer,expert,tokens\nhunter2,0,1\n",
+        "layer,expert,tokens\n0,AKIAIOSFODNN7EXAMPLE,1\n",
+        "layer,expert,tokens\n0,1,wJalrXUtnFEMI\n",
+        "layer,expert,tokens\n0,1,1,s3cr3t_colour\n",
+    ],
+    ids=["not a routing trace", "bad layer", "bad expert", "bad tokens", "extra cell"],
+)
+def test_routing_traces_are_not_echoed(tmp_path: Path, text: str) -> None:
+    (tmp_path / "creds.csv").write_text(text, encoding="utf-8")
+    message = error_of(lambda: read_routing_trace(str(tmp_path / "creds.csv"), 1, 8))
+    assert_no_echo(message)
+    assert "creds.csv" in message and "line " in message

@@ -28,13 +28,18 @@ def test_capacity_is_gshards() -> None:
 def test_routing_without_and_with_sequence_parallelism() -> None:
     plain = routing(tokens=128, experts=4, top_k=2, capacity_factor=1.25, ep=2, tp_gather=1)
     assert (plain.routed_tokens, plain.capacity, plain.local_experts) == (128, 80, 2)
-    assert (plain.expert_tokens, plain.dispatched_tokens) == (2 * 80, 4 * 80)
+    assert (plain.expert_tokens, plain.dispatched_tokens) == ((2 * 80,) * 2, 4 * 80)
     split = routing(tokens=128, experts=4, top_k=2, capacity_factor=1.25, ep=2, tp_gather=2)
-    assert (split.routed_tokens, split.capacity, split.expert_tokens, split.dispatched_tokens) == (64, 40, 160, 160)
+    assert (split.routed_tokens, split.capacity, split.expert_tokens, split.dispatched_tokens) == (
+        64,
+        40,
+        (160,) * 2,
+        160,
+    )
     # Every rank's experts process ~capacity_factor * top_k * tokens slots, whatever ep is.
     for ep in (1, 2, 4):
         r = routing(tokens=128, experts=4, top_k=2, capacity_factor=1.25, ep=ep, tp_gather=1)
-        assert r.local_experts * r.expert_tokens == 320
+        assert r.slots == 320
 
 
 def test_expert_groups_are_carved_out_of_the_data_parallel_group() -> None:

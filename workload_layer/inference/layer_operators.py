@@ -9,6 +9,7 @@ group of sequences sharing a shape (:meth:`DecoderOperators.attention_core`).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from math import ceil
 
@@ -116,16 +117,23 @@ class DecoderOperators:
         )
 
     def experts(self, tokens: int, local: int) -> tuple[Compute, ...]:
-        """The MLPs of ``local`` experts on this rank, each split over TP, when ``tokens`` tokens are routed over
-        all the model's experts: each takes its even share, ``ceil(top_k tokens / experts)`` (no capacity drops: a
-        server routes every token), as GEMMs batched over the local experts."""
+        """The MLPs of ``local`` experts on this rank, each split over TP, when ``tokens`` tokens are routed evenly
+        over all the model's experts: each takes its even share, ``ceil(top_k tokens / experts)`` (no capacity
+        drops: a server routes every token)."""
+        model = self.model
+        return self.expert_mlps((ceil(model.top_k * tokens / model.experts),) * local)
+
+    def expert_mlps(self, tokens: tuple[int, ...]) -> tuple[Compute, ...]:
+        """The MLPs of this rank's experts, each split over TP, the ``i``-th on ``tokens[i]`` tokens: as GEMMs
+        batched over the experts taking equal tokens (one batch when routing is even, a grouped GEMM's groups
+        otherwise, the busiest first), the activation over all their tokens."""
         model, f = self.model, self.model.ffn_size // self.tp
-        share = ceil(model.top_k * tokens / model.experts)
         up = 2 * f if model.activation == "swiglu" else f
+        groups = sorted(Counter(count for count in tokens if count).items(), reverse=True)
         return (
-            Compute("expert up", self._gemm("expert up", share, model.hidden, up, batch=local)),
-            Compute("expert activation", self._activation(share * local, f)),
-            Compute("expert down", self._gemm("expert down", share, f, model.hidden, batch=local)),
+            *(Compute("expert up", self._gemm("expert up", m, model.hidden, up, batch=n)) for m, n in groups),
+            Compute("expert activation", self._activation(sum(m * n for m, n in groups), f)),
+            *(Compute("expert down", self._gemm("expert down", m, f, model.hidden, batch=n)) for m, n in groups),
         )
 
     def attention_core(self, requests: int, queries: int, context: int) -> tuple[Compute, ...]:

@@ -564,6 +564,11 @@ def _expert_problems(model: ModelConfig, pool: PoolConfig, where: str) -> Iterat
         yield f"{key} ({plan.ep}) needs a mixture of experts, but workload.model is dense (model.experts is 0)"
     elif model.experts % plan.ep:
         yield f"workload.model.experts ({model.experts}) must be divisible by {key} ({plan.ep})"
+    elif model.routing is not None and (model.experts + model.routing.redundant_experts) % plan.ep:
+        yield (
+            f"workload.model.experts plus routing.redundant_experts ({model.experts} + "
+            f"{model.routing.redundant_experts}) must be divisible by {key} ({plan.ep})"
+        )
     if pool.replicas % plan.ep:
         yield (
             f"{key} ({plan.ep}) must divide {where}.replicas ({pool.replicas}): every ep replicas form one "

@@ -16,6 +16,7 @@ the all-to-alls, priced by an :class:`~stratasim.kernel.serving.ExpertPricer`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from stratasim.kernel.serving import (
     Compute,
@@ -26,6 +27,7 @@ from stratasim.kernel.serving import (
     Step,
 )
 from stratasim.workload_layer.inference.layer_operators import DecoderOperators
+from stratasim.workload_layer.transformer.expert_placement import LayerPlacement
 
 __all__ = ["iteration_shape", "iteration_work", "round_up", "expert_work"]
 
@@ -77,17 +79,24 @@ def iteration_work(
     return IterationWork(tuple(stages), tokens * model.hidden * operators.element_bytes, operators.tp)
 
 
-def expert_work(operators: DecoderOperators, ep: int, group_tokens: int, member_tokens: int) -> ExpertWork:
-    """The expert part of an iteration of an ``ep``-way group (:class:`~stratasim.kernel.serving.ExpertWork`), for every mixture-of-experts
-    layer: each member's ``experts / ep`` experts on the group's ``group_tokens`` tokens, between the dispatch and
-    the combine all-to-all, each member sending ``top_k`` hidden vectors per token of its own, the largest
-    ``member_tokens`` (the slowest sender bounds an all-to-all)."""
+def expert_work(
+    operators: DecoderOperators, layers: Sequence[tuple[LayerPlacement, int]], group_tokens: int, member_tokens: int
+) -> ExpertWork:
+    """The expert part of an iteration of an expert-parallel group (:class:`~stratasim.kernel.serving.ExpertWork`),
+    for every mixture-of-experts layer (``layers``: each distinct placement over the group's ``ep`` members and how
+    many layers have it): the busiest member's experts on their share of the group's ``group_tokens`` tokens,
+    between the dispatch and the combine all-to-all, each member sending ``top_k`` hidden vectors per token of its
+    own, the largest ``member_tokens`` (the slowest sender bounds an all-to-all), to each member by its experts'
+    share of the tokens."""
     model = operators.model
-    layers = sum(model.moe_layer(index) for index in range(model.layers))
+    assignments = model.top_k * group_tokens
     size = member_tokens * model.top_k * model.hidden * operators.element_bytes
-    steps: tuple[Compute | ExpertAllToAll, ...] = (
-        ExpertAllToAll("moe dispatch all-to-all", size),
-        *operators.experts(group_tokens, model.experts // ep),
-        ExpertAllToAll("moe combine all-to-all", size),
-    )
-    return ExpertWork(group_tokens, member_tokens, ep, tuple((layers, step) for step in steps))
+    steps: list[tuple[int, Compute | ExpertAllToAll]] = []
+    for placement, times in layers:
+        shares = placement.rank_shares
+        steps += [
+            (times, ExpertAllToAll("moe dispatch all-to-all", size, shares)),
+            *((times, step) for step in operators.expert_mlps(placement.busiest(assignments))),
+            (times, ExpertAllToAll("moe combine all-to-all", size, shares)),
+        ]
+    return ExpertWork(group_tokens, member_tokens, len(layers[0][0].ranks), tuple(steps))

@@ -7,7 +7,8 @@ the model's: the operators of an iteration (:func:`~stratasim.workload_layer.ser
 and each NPU's memory for the KV cache, in bytes:
 
 - weights: the parameters the largest stage's TP rank holds (:func:`~stratasim.workload_layer.inference.workload.stage_parameters`:
-  the dense part over ``tp``, and ``experts / ep`` of each mixture's experts, each over ``tp``) in ``precision``;
+  the dense part over ``tp``, and ``experts / ep`` of each mixture's experts, each over ``tp``, plus its share of
+  ``routing.redundant_experts``) in ``precision``;
 - activations: one layer's forward activations for ``token_budget`` tokens on a TP rank, by the training
   memory accounting (Korthikanti et al.'s terms, :func:`~stratasim.workload_layer.transformer.memory.layer_terms`,
   fused attention keeping only its row statistics): a server frees a layer's activations before the next, so
@@ -26,8 +27,10 @@ mixture-of-experts layer, each split over the replica's ``tp`` NPUs, while each 
 cache and requests. A group steps in lock-step (:mod:`stratasim.workload_layer.serving.simulation`): an iteration
 is each member's own part (:meth:`ServingRequestsWorkload.works`: attention, router, TP collectives, embedding and
 head on its own tokens, no experts) and the group's expert part (:meth:`ServingRequestsWorkload.expert_work`: the
-local experts on the group's tokens routed evenly, ``ceil(top_k tokens / E)`` each, between a dispatch and a
-combine all-to-all per layer).
+busiest member's experts on the group's tokens, ``ceil(top_k tokens / E)`` each when routed evenly, between a
+dispatch and a combine all-to-all per layer). ``model.routing`` skews the experts' loads and may add EPLB's
+redundant experts (:mod:`stratasim.workload_layer.transformer.expert_placement`): no token is dropped (a server
+routes every token), so the busiest member's experts set the pace of its group's expert part.
 
 Each pool has its own plan, so its own operators and budget (``pool``: its index in ``workload.pools``). A
 disaggregated request's KV cache moves whole: ``2 layers kv_heads head_size`` elements per cached token, split
@@ -36,6 +39,7 @@ evenly over the ``tp * pp`` NPUs of a replica (:meth:`ServingRequestsWorkload.kv
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from math import ceil
@@ -63,6 +67,7 @@ from stratasim.workload_layer.serving.serve import serve
 from stratasim.workload_layer.serving.speculative import Speculation
 from stratasim.workload_layer.serving.trace_file import read_trace
 from stratasim.workload_layer.transformer.config import ParallelismConfig, TransformerConfig
+from stratasim.workload_layer.transformer.expert_placement import expert_placements
 from stratasim.workload_layer.transformer.memory import layer_terms
 
 __all__ = ["ServingRequestsWorkload", "KvBudget"]
@@ -97,6 +102,12 @@ class ServingRequestsWorkload:
             else DecoderOperators(
                 pool.speculative.draft, pool.speculative.tp or pool.parallelism.tp, self._dtype, config.attention
             )
+            for pool in config.pools
+        ]
+        self._placements = [  # each pool's distinct expert placements, with how many MoE layers have each
+            tuple(Counter(expert_placements(config.model, pool.parallelism.ep)).items())
+            if pool.parallelism.ep > 1
+            else ()
             for pool in config.pools
         ]
         self._requests: tuple[Request, ...] | None = None
@@ -209,7 +220,7 @@ class ServingRequestsWorkload:
     def expert_work(self, group_tokens: int, member_tokens: int, pool: int = 0) -> ExpertWork:
         """The expert part of an iteration of an expert-parallel group of pool ``pool`` running ``group_tokens``
         new tokens, ``member_tokens`` on its busiest member (module docstring)."""
-        return expert_work(self._operators[pool], self.config.pools[pool].parallelism.ep, group_tokens, member_tokens)
+        return expert_work(self._operators[pool], self._placements[pool], group_tokens, member_tokens)
 
     def works(self, shape: IterationShape, pool: int = 0) -> tuple[tuple[int, IterationWork], ...]:
         """Everything an iteration of ``shape`` runs on a replica of pool ``pool``, as ``(times, work)`` pairs run

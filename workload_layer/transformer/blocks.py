@@ -120,13 +120,13 @@ def _norm_parameters(model: ModelConfig) -> int:
 
 def layer_parameters(model: ModelConfig, index: int, tp: int, ep: int) -> Parameters:
     """Parameters of layer ``index`` on a TP rank: attention and two norms (one in a parallel block), and either
-    the MLP or the router (dense, replicated over TP) and the rank's ``experts / ep`` experts."""
+    the MLP or the router (dense, replicated over TP) and the rank's ``experts / ep`` experts (``(experts + R) /
+    ep`` with ``R`` redundant experts: a replica holds its expert's weights)."""
     dense = _attention_parameters(model, tp) + (1 if model.parallel_block else 2) * _norm_parameters(model)
     if not model.moe_layer(index):
         return Parameters(dense=dense + _mlp_parameters(model, tp))
-    return Parameters(
-        dense=dense + model.hidden * model.experts, expert=model.experts // ep * _mlp_parameters(model, tp)
-    )
+    physical = model.experts + (0 if model.routing is None else model.routing.redundant_experts)
+    return Parameters(dense=dense + model.hidden * model.experts, expert=physical // ep * _mlp_parameters(model, tp))
 
 
 def _word_embeddings(model: ModelConfig, tp: int) -> int:
@@ -189,7 +189,8 @@ def layer_steps(config: TransformerConfig, index: int) -> tuple[Step, ...]:
     the parallel block."""
     if config.model.parallel_block:
         return _parallel_steps(config)
-    feed_forward = _moe_steps(config) if config.model.moe_layer(index) else _mlp_steps(config)
+    model = config.model
+    feed_forward = _moe_steps(config, index // model.moe_every) if model.moe_layer(index) else _mlp_steps(config)
     return (*_attention_steps(config), *feed_forward)
 
 
@@ -253,12 +254,13 @@ def _mlp_steps(config: TransformerConfig) -> tuple[Step, ...]:
     )
 
 
-def _moe_steps(config: TransformerConfig) -> tuple[Step, ...]:
-    """Router, dispatch, the local experts, combine and the residual; the TP operators wrap the whole block
-    without sequence parallelism and the expert GEMMs with it (see the module docstring)."""
+def _moe_steps(config: TransformerConfig, layer: int) -> tuple[Step, ...]:
+    """Router, dispatch, the local experts, combine and the residual of the ``layer``-th MoE layer; the TP
+    operators wrap the whole block without sequence parallelism and the expert GEMMs with it (see the module
+    docstring)."""
     model, plan = config.model, config.parallelism
     h, f, tp = model.hidden, model.ffn_size // plan.tp, plan.tp
-    r = layer_routing(config)
+    r = layer_routing(config, layer)
     dispatched = r.dispatched_tokens * h
     route = (
         Gemm("router", r.routed_tokens, h, model.experts),
@@ -267,10 +269,12 @@ def _moe_steps(config: TransformerConfig) -> tuple[Step, ...]:
         ),
         AllToAll("moe dispatch", dispatched),
     )
-    experts = (
-        Gemm("expert up", r.expert_tokens, h, model.mlp_up_width // tp, batch=r.local_experts),
-        _activation(model, (r.local_experts, r.expert_tokens, f)),
-        Gemm("expert down", r.expert_tokens, f, h, batch=r.local_experts),
+    groups = r.groups
+    inner = (groups[0][1], groups[0][0], f) if len(groups) == 1 else (1, r.slots, f)  # (experts, tokens, f)
+    experts: tuple[Step, ...] = (
+        *(Gemm("expert up", tokens, h, model.mlp_up_width // tp, batch=count) for tokens, count in groups),
+        _activation(model, inner),
+        *(Gemm("expert down", tokens, f, h, batch=count) for tokens, count in groups),
     )
     combine = (
         AllToAll("moe combine", dispatched),
@@ -348,11 +352,11 @@ def iteration_gemm_flops(config: TransformerConfig) -> int:
     mlp = 2 * tokens * h * (model.mlp_up_width + model.ffn_size)
     moe_layers = sum(model.moe_layer(i) for i in range(model.layers))
     moe = 0
-    if moe_layers:
-        r = layer_routing(config)
+    for layer in range(moe_layers):
+        r = layer_routing(config, layer)
         router = 2 * r.routed_tokens * h * model.experts * plan.tp
-        moe = router + 2 * r.local_experts * r.expert_tokens * h * (model.mlp_up_width + model.ffn_size)
-    layers = model.layers * attention + (model.layers - moe_layers) * mlp + moe_layers * moe
+        moe += router + 2 * r.slots * h * (model.mlp_up_width + model.ffn_size)
+    layers = model.layers * attention + (model.layers - moe_layers) * mlp + moe
     passes = 4 if plan.recompute == "full" else 3
     recomputed_core = model.layers * core if plan.recompute == "selective" and config.attention == "unfused" else 0
     head = 3 * 2 * tokens * h * -(-model.vocab // plan.tp) * plan.tp

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from stratasim.kernel.schema import Bytes, DTypeName, Section
 from stratasim.workload_layer.transformer.rank_layout import RankLayout
+from stratasim.workload_layer.transformer.routing import RoutingConfig
 from stratasim.workload_layer.transformer.work_split import Split, check_counts, check_uneven_batches, chunk_ranges
 
 __all__ = ["ModelConfig", "ParallelismConfig", "TransformerConfig", "AttentionKernel"]
@@ -20,7 +21,7 @@ AttentionKernel = Literal["fused", "unfused"]
 """How a decoder's attention core runs: one fused kernel (FlashAttention) or scores, softmax and context apart."""
 
 
-_MOE_KEYS = ("top_k", "capacity_factor", "moe_every")
+_MOE_KEYS = ("top_k", "capacity_factor", "moe_every", "routing")
 """Keys that only describe a mixture of experts."""
 
 
@@ -37,7 +38,8 @@ class ModelConfig(Section):
     head; ``parallel_block`` is PaLM's and GPT-J's layer, attention and MLP both reading one norm's output and
     their sum added to the residual (one TP all-reduce each way per layer, not two; dense models only).
     ``experts > 0`` makes every ``moe_every``-th layer (from layer 0) a mixture of ``experts`` experts, each
-    token routed to ``top_k`` of them, an expert taking at most ``capacity_factor`` times its even share.
+    token routed to ``top_k`` of them, an expert taking at most ``capacity_factor`` times its even share;
+    ``routing`` skews the experts' loads (:mod:`stratasim.workload_layer.transformer.routing`).
     """
 
     layers: int = Field(gt=0)
@@ -76,6 +78,8 @@ class ModelConfig(Section):
     """Most tokens an expert takes, as a multiple of its even share."""
     moe_every: int = Field(default=1, ge=1)
     """Every how many layers (from layer 0) is a mixture of experts."""
+    routing: RoutingConfig | None = None
+    """How the router spreads tokens over the experts (default: evenly); see ``docs/how-to/moe-routing.md``."""
 
     @model_validator(mode="after")
     def _head_size(self) -> ModelConfig:
@@ -302,6 +306,12 @@ class TransformerConfig(Section):
                 raise ValueError(f"{name} ({value}) must be divisible by {by_name} ({by})")
         if plan.ep > 1 and model.experts == 0:
             raise ValueError(f"parallelism.ep ({plan.ep}) needs a mixture of experts: set model.experts")
+        redundant = 0 if model.routing is None else model.routing.redundant_experts
+        if redundant % plan.ep:
+            raise ValueError(
+                f"model.routing.redundant_experts ({redundant}) must be divisible by parallelism.ep ({plan.ep}): "
+                "every rank holds as many physical experts"
+            )
         return self
 
     @model_validator(mode="after")

@@ -33,7 +33,8 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     ``u = f = 4h`` gives ``16 s b h``; SwiGLU ``u = 2f``). An MoE layer keeps instead of the MLP's inner part its
     router probabilities ``2 s b E`` (replicated like the MLP's input) and, per rank, its ``n`` dispatched token
     slots, ``2 n h``, and their expert activations, ``2 n (u + f) / t`` (``n = E C`` or ``t E C`` with sequence
-    parallelism, :mod:`stratasim.workload_layer.transformer.moe`);
+    parallelism, :mod:`stratasim.workload_layer.transformer.moe`; under skewed routing the busiest rank's slots
+    of the fullest layer);
   - without recomputation: ``A * L_c * n_p``;
   - with full recomputation only each layer's input is kept, ``2 s b h`` bytes (replicated over TP, or split
     along the sequence with sequence parallelism), plus one layer's full activations while its backward pass
@@ -153,8 +154,8 @@ def layer_terms(config: TransformerConfig, moe: bool) -> ActivationTerms:
     split = 4 * sb * model.attention_width + 4 * sb * model.kv_head_count * model.head_size
     if not moe:
         return ActivationTerms(replicated=10 * sb * h, split=split + 2 * sb * inner, attention=attention)
-    r = layer_routing(config)
-    slots = r.local_experts * r.expert_tokens
+    moe_layers = sum(model.moe_layer(index) for index in range(model.layers))
+    slots = max(layer_routing(config, layer).slots for layer in range(moe_layers))  # the fullest layer's
     return ActivationTerms(
         replicated=10 * sb * h + 2 * sb * model.experts,
         split=split,

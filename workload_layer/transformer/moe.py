@@ -18,15 +18,28 @@ rank (tokens beyond are dropped, unused slots padded, so the work is sized by th
 - with sequence parallelism each TP rank routes its own ``T_r = tokens / tp`` and, as Megatron-core's all-to-all
   dispatcher does, the dispatched tokens are then all-gathered over TP for the TP-split expert GEMMs: each local
   expert computes ``tp ep C`` tokens. Without it (``tp = 1``, or ``ep = 1``) every TP rank routes all ``tokens``.
+
+Skewed routing (``model.routing``, :mod:`stratasim.workload_layer.transformer.expert_placement` places each layer's
+experts): expert ``e`` is wanted by ``ceil(top_k T_r p_e)`` of a rank's assignments for its share ``p_e``, takes at
+most ``C`` of them and drops the rest (reported); every rank routes alike. Padded to capacity (the default, as
+above) every expert still computes ``C`` slots and only the drops change; with ``pad_to_capacity: false`` an expert
+computes what it took, so the busiest rank's experts set the pace of the layer (every rank of the EP group waits
+for them at the combine), and the all-to-alls become all-to-all-v's, each peer receiving its experts' tokens:
+priced as the even all-to-all whose messages are all the busiest peer's
+(:func:`~stratasim.kernel.collective_types.uneven_all_to_all_bytes`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from math import ceil
 
-from stratasim.workload_layer.transformer.config import TransformerConfig
+from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
+from stratasim.workload_layer.transformer.expert_placement import LayerPlacement, expert_placements, place
+from stratasim.workload_layer.transformer.routing import uniform_shares
 
 __all__ = ["Routing", "routing", "layer_routing", "expert_capacity", "expert_groups"]
 
@@ -43,35 +56,70 @@ def expert_capacity(tokens: int, experts: int, top_k: int, capacity_factor: floa
 class Routing:
     """The token counts of one MoE layer on one rank for one micro-batch (see the module docstring).
 
-    ``routed_tokens`` is ``T_r``, ``capacity`` is ``C``, ``local_experts`` is ``E / ep``, ``expert_tokens`` the
-    tokens each local expert's GEMMs process (``ep C``, times ``tp`` when gathered over TP) and
-    ``dispatched_tokens`` the token slots of the rank's all-to-all buffer (``E C``).
+    ``routed_tokens`` is ``T_r``, ``capacity`` is ``C``, ``expert_tokens`` the tokens each of the busiest rank's
+    experts' GEMMs process (``ep C`` each without routing skew, times ``tp`` when gathered over TP),
+    ``dispatched_tokens`` the token slots of the rank's all-to-all buffer (``E C``; under skew the even buffer
+    whose every per-peer message is the busiest peer's) and ``dropped_tokens`` the token-to-expert assignments of
+    the rank's ``top_k T_r`` that found their expert full.
     """
 
     routed_tokens: int
     capacity: int
-    local_experts: int
-    expert_tokens: int
+    expert_tokens: tuple[int, ...]
     dispatched_tokens: int
+    dropped_tokens: int = 0
+
+    @property
+    def local_experts(self) -> int:
+        """The (physical) experts a rank holds: ``E / ep``, plus its share of any redundant ones."""
+        return len(self.expert_tokens)
+
+    @property
+    def slots(self) -> int:
+        """The tokens the busiest rank's experts process together."""
+        return sum(self.expert_tokens)
+
+    @property
+    def groups(self) -> tuple[tuple[int, int], ...]:
+        """The busiest rank's experts as ``(tokens, experts)`` groups taking equal tokens, the busiest first (one
+        group under even routing: the GEMMs batched over them)."""
+        return tuple(sorted(Counter(tokens for tokens in self.expert_tokens if tokens).items(), reverse=True))
 
 
-def routing(tokens: int, experts: int, top_k: int, capacity_factor: float, ep: int, tp_gather: int) -> Routing:
+def routing(
+    tokens: int,
+    experts: int,
+    top_k: int,
+    capacity_factor: float,
+    ep: int,
+    tp_gather: int,
+    placement: LayerPlacement | None = None,
+    pad: bool = True,
+) -> Routing:
     """The routing of a micro-batch of ``tokens`` tokens split over ``tp_gather`` sequence-parallel TP ranks (1
-    without sequence parallelism) onto ``experts`` experts spread over ``ep`` ranks."""
+    without sequence parallelism) onto ``experts`` experts spread over ``ep`` ranks: evenly, or as ``placement``
+    places the layer's routed shares. Every rank routes alike, each expert taking ``min(C, ceil(top_k T_r x
+    share))`` tokens from each rank, the rest dropped; ``pad`` computes every expert's whole capacity ``C``."""
     routed = tokens // tp_gather
     capacity = expert_capacity(routed, experts, top_k, capacity_factor)
+    wanted = (placement or place(uniform_shares(experts), ep, 0)).rank_tokens(top_k * routed)
+    dropped = sum(max(0, count - capacity) for rank in wanted for count in rank)
+    taken = [tuple(capacity if pad else min(capacity, count) for count in rank) for rank in wanted]
+    busiest = max(taken, key=sum)
     return Routing(
         routed_tokens=routed,
         capacity=capacity,
-        local_experts=experts // ep,
-        expert_tokens=tp_gather * ep * capacity,
-        dispatched_tokens=experts * capacity,
+        expert_tokens=tuple(tp_gather * ep * count for count in busiest),
+        dispatched_tokens=ep * sum(busiest),
+        dropped_tokens=dropped,
     )
 
 
-def layer_routing(config: TransformerConfig) -> Routing:
-    """The routing of one MoE layer of ``config`` on one rank for one micro-batch."""
+def layer_routing(config: TransformerConfig, layer: int = 0) -> Routing:
+    """The routing of the ``layer``-th MoE layer (counted among them) of ``config`` on one rank for one
+    micro-batch."""
     model, plan = config.model, config.parallelism
+    pad = model.routing is None or model.routing.pad_to_capacity
     return routing(
         plan.micro_batch * model.seq_len,
         model.experts,
@@ -79,7 +127,15 @@ def layer_routing(config: TransformerConfig) -> Routing:
         model.capacity_factor,
         plan.ep,
         plan.tp if plan.sequence_parallel else 1,
+        _placements(model, plan.ep)[layer],
+        pad,
     )
+
+
+@lru_cache(maxsize=16)
+def _placements(model: ModelConfig, ep: int) -> tuple[LayerPlacement, ...]:
+    """The MoE layers' placements, computed (a routing trace read) once per model and plan."""
+    return expert_placements(model, ep)
 
 
 def expert_groups(dp_rank: int, dp: int, ep: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -79,7 +79,7 @@ from stratasim.workload_layer.transformer.memory import (
     layer_activations,
     stage_memory,
 )
-from stratasim.workload_layer.transformer.moe import expert_groups
+from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
@@ -141,6 +141,19 @@ class TransformerWorkload:
     def samples_per_iteration(self) -> int:
         """Samples (sequences) one iteration trains on: the global batch."""
         return self.config.parallelism.batch
+
+    def dropped_assignments(self) -> tuple[int, int] | None:
+        """With ``model.routing``, the token-to-expert assignments an iteration drops at full experts and all it
+        routes: each routing rank's (every DP rank's, and with sequence parallelism every TP rank's) per
+        micro-batch and MoE layer (:func:`~stratasim.workload_layer.transformer.moe.layer_routing`)."""
+        model, plan = self.config.model, self.config.parallelism
+        if model.routing is None:
+            return None
+        moe_layers = sum(model.moe_layer(index) for index in range(model.layers))
+        routes = sum(self.replica_micro_batches()) * (plan.tp if plan.sequence_parallel else 1)
+        layers = [layer_routing(self.config, layer) for layer in range(moe_layers)]
+        dropped = routes * sum(r.dropped_tokens for r in layers)
+        return dropped, routes * sum(model.top_k * r.routed_tokens for r in layers)
 
     def model_flops_per_iteration(self) -> int:
         """The GEMM FLOPs one iteration's graphs run, summed over every NPU (closed form:
