@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from math import ceil
 
 from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
@@ -127,15 +126,19 @@ def layer_routing(config: TransformerConfig, layer: int = 0) -> Routing:
         model.capacity_factor,
         plan.ep,
         plan.tp if plan.sequence_parallel else 1,
-        _placements(model, plan.ep)[layer],
+        _placement(model, plan.ep, layer),
         pad,
     )
 
 
-@lru_cache(maxsize=16)
-def _placements(model: ModelConfig, ep: int) -> tuple[LayerPlacement, ...]:
-    """The MoE layers' placements, computed (a routing trace read) once per model and plan."""
-    return expert_placements(model, ep)
+def _placement(model: ModelConfig, ep: int, layer: int) -> LayerPlacement:
+    """The ``layer``-th MoE layer's placement on ``ep`` ranks: even without routing, else the routing's placements
+    of every layer, made (a routing trace read) once per model shape and plan."""
+    routing = model.routing
+    if routing is None:
+        return place(uniform_shares(model.experts), ep, 0)
+    key = ("placements", model.layers, model.moe_every, model.experts, ep)
+    return routing.derived(key, lambda: expert_placements(model, ep))[layer]
 
 
 def expert_groups(dp_rank: int, dp: int, ep: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

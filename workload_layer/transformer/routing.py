@@ -15,10 +15,11 @@ every expert exactly ``1 / experts`` and the figures of a study without the key,
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Hashable
 from fractions import Fraction
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from stratasim.kernel.schema import Section
 
@@ -29,6 +30,19 @@ Shares = tuple[Fraction, ...]
 
 _ZIPF_SCALE = 10**12
 """Zipf weights are rounded to multiples of ``1 / _ZIPF_SCALE`` so that shares are exact fractions."""
+
+
+_T = TypeVar("_T")
+
+
+class _Derived(dict[Hashable, object]):
+    """Values derived from a configuration, kept with it: equal to any other, so that two configurations of the
+    same keys stay equal whatever each has derived so far."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Derived)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class RoutingConfig(Section):
@@ -51,6 +65,15 @@ class RoutingConfig(Section):
     pad_to_capacity: bool = True
     """Training: every expert computes its whole capacity, padding included (GShard's static shapes, as without
     routing); false computes only the tokens routed to it, up to the capacity (Megatron-core's default)."""
+
+    _derived: _Derived = PrivateAttr(default_factory=_Derived)
+
+    def derived(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """What ``compute`` derives from this routing (a trace read, placements made), computed once per ``key``
+        for the life of this configuration."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]  # type: ignore[return-value]
 
     @model_validator(mode="after")
     def _one_source(self) -> RoutingConfig:
