@@ -65,7 +65,8 @@ class Sequence:
     (its prompt, plus what it generated before a preemption), ``cached`` tokens whose keys and values the cache
     holds, ``generated`` tokens so far, the ``blocks`` it holds, and its times (ps; -1 until known). With prefix
     caching, ``shared`` are the keys of its blocks the prefix cache holds (of its ``blocks``; the rest its own) and
-    ``keyed`` its leading blocks registered or found there."""
+    ``keyed`` its leading blocks registered or found there, ``found`` the tokens it found cached when admitted (summed
+    over its admissions)."""
 
     request: Request
     prefill_target: int
@@ -80,6 +81,7 @@ class Sequence:
     swapped_blocks: int = 0
     shared: list[BlockKey] = field(default_factory=list)
     keyed: int = 0
+    found: int = 0
 
     @property
     def kv_tokens(self) -> int:
@@ -452,6 +454,7 @@ class ReplicaScheduler:
             return False
         sequence.blocks, sequence.shared, sequence.keyed = blocks, shared, hits
         sequence.prefilled = hits * block_size
+        sequence.found += sequence.prefilled
         self.outstanding_tokens -= sequence.prefilled
         self.prefix.counts.looked_up += target
         self.prefix.counts.hit += sequence.prefilled
