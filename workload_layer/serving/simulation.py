@@ -61,10 +61,11 @@ from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, KvMoveRecord, PoolRun, Sample
 from stratasim.workload_layer.serving.prefix_cache import summed
 from stratasim.workload_layer.serving.requests import Request
+from stratasim.workload_layer.serving.routing import Router, route
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
 
-__all__ = ["PoolSetup", "route", "simulate_pool", "simulate_pools"]
+__all__ = ["PoolSetup", "simulate_pool", "simulate_pools"]
 
 
 _IDLE = IterationShape((), 0, 0, 0)
@@ -147,7 +148,8 @@ class _Loop:
             _engine(pools[index], engine, self.physical[engine]) for engine, index in enumerate(self.owner)
         ]
         self.entry = self.layout.routed(lambda role: role != "decode")
-        self.router = pools[self.owner[self.entry[0]]].pool.router if self.entry else ""
+        entry_pool = pools[self.owner[self.entry[0]]].pool if self.entry else None
+        self.router = Router(entry_pool.router, entry_pool.routing_balance) if entry_pool else Router("round_robin")
         self.decode = self.layout.routed(lambda role: role == "decode")
         if self.decode and transfer is None:
             raise WorkloadError("disaggregated pools need a KV transfer pricer")
@@ -197,7 +199,7 @@ class _Loop:
 
     def _route(self, request: Request, touched: set[int]) -> None:
         """Hand ``request`` to the entry engine its router picks, adding the engine to ``touched``."""
-        target = self.entry[route(self.router, [self.replicas[i] for i in self.entry], self.routed)]
+        target = self.entry[self.router.pick([self.replicas[i] for i in self.entry], request, self.routed)]
         self.replicas[target].enqueue(request)
         self.run.sequences.append(self.replicas[target].waiting[-1])
         touched.add(target)
@@ -507,17 +509,3 @@ class _Ports:
 
     sending: dict[int, int] = field(default_factory=dict)
     receiving: dict[int, int] = field(default_factory=dict)
-
-
-def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:
-    """The replica the ``arrival``-th request goes to (the lowest index on ties): in turn (``round_robin``), the
-    one with the fewest prompt and output tokens outstanding (``least_outstanding_tokens``), the one with the
-    fewest requests not yet finished (``least_outstanding_requests``, Vidur's LOR), or the one whose KV cache is
-    least committed (``least_kv_load``): blocks in use plus those its queued prompts will take."""
-    if router == "round_robin":
-        return arrival % len(replicas)
-    if router == "least_outstanding_requests":
-        return min(range(len(replicas)), key=lambda index: (replicas[index].outstanding_requests, index))
-    if router == "least_kv_load":
-        return min(range(len(replicas)), key=lambda index: (replicas[index].kv_load(), index))
-    return min(range(len(replicas)), key=lambda index: (replicas[index].outstanding_tokens, index))
