@@ -208,7 +208,7 @@ def test_serving_past_the_int64_picoseconds_is_an_error_not_a_wrapped_time() -> 
     ("pool", "fragments"),
     [
         ({"router": "prefix_aware"}, ("workload.pools.0.router: prefix_aware", "scheduler.prefix_caching: true")),
-        ({"router": "by_cache"}, ("workload.pools[0].router", "'prefix_aware' or 'session_affinity'")),
+        ({"router": "by_cache"}, ("workload.pools[0].router", "'session_affinity' or 'random'")),
         ({"routing_balance": {"abs": 4}}, ("workload.pools.0.routing_balance applies to router: prefix_aware only",)),
         (
             {"router": "prefix_aware", "scheduler": {"prefix_caching": True}, "routing_balance": {"rel": "x"}},

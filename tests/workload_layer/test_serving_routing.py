@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -11,11 +12,11 @@ from pydantic import ValidationError
 from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import RoutingBalance, SchedulerConfig, ServingWorkloadConfig
 from stratasim.workload_layer.serving.pool_run import PoolRun
-from stratasim.workload_layer.serving.requests import Request
+from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.routing import Router, pending_requests, route
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
 from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
-from tests.workload_layer.test_serving import MODEL, MS, config, linear_pricer, poisson
+from tests.workload_layer.test_serving import MODEL, MS, config, fixed_transfer, linear_pricer, poisson
 
 SECOND = 1000 * MS
 CACHED = SchedulerConfig(prefix_caching=True, block_size=16)
@@ -99,7 +100,7 @@ def test_engines_without_a_prefix_cache_hold_nothing_and_stateless_routers_refus
     replicas = [ReplicaScheduler(SchedulerConfig(), 1000) for _ in range(2)]
     replicas[0].enqueue(Request(0, 0, 16, 1))
     assert Router("prefix_aware").pick(replicas, Request(1, 0, 16, 1), 1) == 1
-    with pytest.raises(WorkloadError, match="routes by the request"):
+    with pytest.raises(WorkloadError, match="weighs the request or draws at random"):
         route("session_affinity", replicas, 0)
 
 
@@ -170,7 +171,7 @@ def pools(**first: Any) -> dict[str, Any]:
             pools(router="prefix_aware", scheduler={"prefix_caching": True}, routing_balance={"ratio": 2}),
             "routing_balance.ratio\n  Extra inputs are not permitted",
         ),
-        (pools(router="lor"), "'least_pending_requests', 'prefix_aware' or 'session_affinity'"),
+        (pools(router="lor"), "'prefix_aware', 'session_affinity' or 'random'"),
     ],
 )
 def test_bad_router_keys_say_what_is_wrong(data: dict[str, Any], message: str) -> None:
@@ -190,3 +191,37 @@ def test_a_decode_pool_routed_by_the_request_is_refused(router: str) -> None:
     }
     with pytest.raises(ValidationError, match=f"pools.1.router: {router} routes a request by its prompt or session"):
         ServingWorkloadConfig.model_validate(data)
+
+
+def test_random_draws_as_vidur_from_the_requests_seed() -> None:
+    """Vidur's ``random``: ``randint(1, n) - 1`` from a generator seeded with the requests' seed, whatever the load."""
+    replicas = [ReplicaScheduler(SchedulerConfig(), 1000) for _ in range(4)]
+    replicas[0].enqueue(Request(0, 0, 4000, 100))
+    draws = random.Random(42)
+    router = Router("random", seed=42)
+    assert [router.pick(replicas, Request(i, 0, 16, 1), i) for i in range(20)] == [
+        draws.randint(1, 4) - 1 for _ in range(20)
+    ]
+
+
+def random_run(seed: int, roles: tuple[str, ...] = ("both",)) -> list[int]:
+    """The engine each request's iterations start on, served by ``router: random`` with ``seed``."""
+    data = {
+        "model": MODEL,
+        "pools": [{"replicas": 3, "role": role, "router": "random"} for role in roles],
+        "requests": poisson("100/s", 40, 64, 4, seed=seed),
+        "bucket": 16,
+    }
+    cfg = ServingWorkloadConfig.model_validate(data)
+    requests = synthetic_requests(cfg.requests)
+    setups = [PoolSetup(pool, 10_000, linear_pricer) for pool in cfg.pools]
+    run = simulate_pools(requests, setups, cfg.bucket, fixed_transfer, 1, seed=cfg.requests.seed)
+    return [record.engine for record in run.record for _ in record.requests]
+
+
+def test_random_routing_is_the_same_for_a_seed_and_differs_across_seeds() -> None:
+    assert random_run(1) == random_run(1)
+    assert random_run(1) != random_run(2)
+    assert set(random_run(1)) == {0, 1, 2}
+    disaggregated = random_run(3, ("prefill", "decode"))
+    assert disaggregated == random_run(3, ("prefill", "decode")) and set(disaggregated) == set(range(6))

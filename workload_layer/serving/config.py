@@ -419,6 +419,7 @@ Router = Literal[
     "least_pending_requests",
     "prefix_aware",
     "session_affinity",
+    "random",
 ]
 """A pool's router (:mod:`~stratasim.workload_layer.serving.routing`)."""
 ENTRY_ROUTERS = ("prefix_aware", "session_affinity")
@@ -460,7 +461,8 @@ class PoolConfig(Section):
     the one whose KV cache is least committed (blocks in use and those its queue will take), the one with the fewest
     requests not yet admitted (Vidur's ``lor`` global scheduler exactly), the one whose prefix cache holds most of
     the prompt (``prefix_aware``, SGLang's cache-aware router; needs ``scheduler.prefix_caching``), or a session's
-    first turn's replica (``session_affinity``); see :mod:`~stratasim.workload_layer.serving.routing`."""
+    first turn's replica (``session_affinity``), or one drawn at random with the requests' seed (``random``, as
+    Vidur's); see :mod:`~stratasim.workload_layer.serving.routing`."""
     routing_balance: RoutingBalance = Field(default_factory=RoutingBalance)
     """``router: prefix_aware``: the load imbalance past which it routes by load rather than by cache (SGLang's
     ``balance_abs_threshold`` and ``balance_rel_threshold``, its defaults 32 and 1.0001)."""

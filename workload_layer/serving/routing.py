@@ -19,10 +19,14 @@ An entry router (:class:`Router`) may also remember or look something up:
   request as a miss).
 - ``session_affinity`` sends a session's later turns to the engine its first turn went to, every other request by
   least outstanding tokens.
+- ``random`` draws the engine uniformly, as Vidur's ``random`` global scheduler does (``randint(1, n) - 1``), from a
+  generator seeded with the requests' ``seed``: the same study routes the same way, though not by Vidur's very
+  draws (its global generator serves its other draws too).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from stratasim.kernel.errors import WorkloadError
@@ -54,22 +58,30 @@ def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:
         return min(range(count), key=lambda index: (pending_requests(replicas[index]), index))
     if router == "least_kv_load":
         return min(range(count), key=lambda index: (replicas[index].kv_load(), index))
-    raise WorkloadError(f"router {router!r} routes by the request; only the engines requests arrive at use it")
+    raise WorkloadError(f"router {router!r} weighs the request or draws at random: a Router picks by it")
 
 
 @dataclass
 class Router:
-    """The entry engines' router: its ``name``, the imbalance past which ``prefix_aware`` balances load
-    (``balance``), and the engine each session's first turn went to (``sessions``, for ``session_affinity``)."""
+    """A role's router: its ``name``, the imbalance past which ``prefix_aware`` balances load (``balance``), the
+    seed of ``random``'s draws (``seed``), and the engine each session's first turn went to (``sessions``, for
+    ``session_affinity``)."""
 
     name: str
     balance: RoutingBalance = field(default_factory=RoutingBalance)
+    seed: int = 0
     sessions: dict[int, int] = field(default_factory=dict)
+    draws: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.draws = random.Random(self.seed)
 
     def pick(self, replicas: list[ReplicaScheduler], request: Request, arrival: int) -> int:
         """The replica ``request``, the ``arrival``-th, goes to (module docstring)."""
         if self.name == "prefix_aware":
             return self._prefix_aware(replicas, request)
+        if self.name == "random":
+            return self.draws.randint(1, len(replicas)) - 1
         if self.name == "session_affinity":
             if request.session < 0:
                 return route("least_outstanding_tokens", replicas, arrival)

@@ -61,7 +61,7 @@ from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, KvMoveRecord, PoolRun, Sample
 from stratasim.workload_layer.serving.prefix_cache import summed
 from stratasim.workload_layer.serving.requests import Request
-from stratasim.workload_layer.serving.routing import Router, route
+from stratasim.workload_layer.serving.routing import Router
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
 
@@ -107,11 +107,12 @@ def simulate_pools(
     transfer: KvTransferPricer | None = None,
     kv_bytes_per_token: int = 0,
     priced: dict[tuple[int, IterationShape], tuple[int, ...]] | None = None,
+    seed: int = 0,
 ) -> PoolRun:
     """Serve ``requests`` on ``pools`` (module docstring), KV moves (``kv_bytes_per_token`` bytes a cached token)
     priced by ``transfer`` (needed by prefill pools); ``priced``: the iteration prices by pool and shape, to share
-    with another run of the same pools (filled as shapes are priced)."""
-    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token, {} if priced is None else priced)
+    with another run of the same pools (filled as shapes are priced); ``seed``: of ``router: random``'s draws."""
+    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token, {} if priced is None else priced, seed)
     while loop.arrival < len(loop.given) or loop.ends or loop.moving or loop.released:
         now = loop.next_instant()
         touched = loop.route_arrivals(now)
@@ -139,6 +140,7 @@ class _Loop:
         transfer: KvTransferPricer | None,
         kv_bytes_per_token: int,
         priced: dict[tuple[int, IterationShape], tuple[int, ...]],
+        seed: int,
     ) -> None:
         self.pools, self.bucket = pools, bucket
         self.transfer, self.kv_bytes_per_token = transfer, kv_bytes_per_token
@@ -148,9 +150,9 @@ class _Loop:
             _engine(pools[index], engine, self.physical[engine]) for engine, index in enumerate(self.owner)
         ]
         self.entry = self.layout.routed(lambda role: role != "decode")
-        entry_pool = pools[self.owner[self.entry[0]]].pool if self.entry else None
-        self.router = Router(entry_pool.router, entry_pool.routing_balance) if entry_pool else Router("round_robin")
+        self.router = self._router(self.entry, seed)
         self.decode = self.layout.routed(lambda role: role == "decode")
+        self.decode_router = self._router(self.decode, seed)
         if self.decode and transfer is None:
             raise WorkloadError("disaggregated pools need a KV transfer pricer")
         self.prices = _Prices(pools, bucket, priced)
@@ -163,6 +165,13 @@ class _Loop:
         self.arrival = self.routed = 0
         self.given, self.followers = _by_arrival(requests)
         self.released: list[tuple[int, int, Request]] = []
+
+    def _router(self, engines: list[int], seed: int) -> Router:
+        """The router of the pools of ``engines`` (one router for all of them), its draws seeded with ``seed``."""
+        if not engines:
+            return Router("round_robin")
+        pool = self.pools[self.owner[engines[0]]].pool
+        return Router(pool.router, pool.routing_balance, seed)
 
     def next_instant(self) -> int:
         """The time of the next arrival, iteration end or KV move's arrival; an error past the int64
@@ -323,10 +332,10 @@ class _Loop:
         transfer time counts from ``now``, its wait included."""
         assert self.transfer is not None
         physical, ports, run = self.physical, self.ports, self.run
-        router = self.pools[self.owner[self.decode[0]]].pool.router
         groups: dict[int, list[Sequence]] = {}
+        decoders = [self.replicas[i] for i in self.decode]
         for sequence in replica.handed_off:
-            destination = self.decode[route(router, [self.replicas[i] for i in self.decode], sequence.request.index)]
+            destination = self.decode[self.decode_router.pick(decoders, sequence.request, sequence.request.index)]
             self.replicas[destination].expect(sequence)
             groups.setdefault(destination, []).append(sequence)
         replica.handed_off.clear()
