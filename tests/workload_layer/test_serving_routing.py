@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import RoutingBalance, SchedulerConfig, ServingWorkloadConfig
+from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.routing import Router, pending_requests, route
@@ -43,6 +44,23 @@ def test_a_later_turn_goes_to_the_replica_holding_its_first_even_when_the_other_
     assert replicas[0].prefix.match(turn, turn.prompt_tokens) == 6
     assert Router("prefix_aware").pick(replicas, turn, 2) == 0
     assert route("least_outstanding_tokens", replicas, 2) == 1
+
+
+def test_blocks_in_a_kv_tier_count_as_the_gpus_do() -> None:
+    """Replica 0 (8 blocks, a host tier) served session 3's first turn (6 full blocks cached), then a 120-token
+    request took all 8 blocks, evicting those 6 to the host tier: the second turn still finds them there, and goes
+    to replica 0 though replica 1 is idle."""
+    replicas = [ReplicaScheduler(CACHED, 8, tiers=(KvTier("host", 100, 1),)), ReplicaScheduler(CACHED, 8)]
+    finished(replicas[0], Request(0, 0, 100, 10, session=3))
+    finished(replicas[0], Request(1, 0, 120, 1))
+    replicas[0].enqueue(Request(2, 0, 16, 100))
+    cache = replicas[0].prefix
+    assert cache is not None and cache.tiers is not None
+    assert not any(key in cache.references for key in (("s", 3, 0), ("s", 3, 5)))
+    assert all(cache.tiers.holds(("s", 3, block)) for block in range(6))
+    turn = Request(3, 0, 140, 5, session=3, turn=1)
+    assert cache.match(turn, turn.prompt_tokens) == 6
+    assert Router("prefix_aware").pick(replicas, turn, 3) == 0
 
 
 def test_the_look_up_changes_neither_the_lru_order_nor_a_reference() -> None:
