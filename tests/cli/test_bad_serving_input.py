@@ -202,3 +202,25 @@ def test_serving_past_the_int64_picoseconds_is_an_error_not_a_wrapped_time() -> 
     requests = [Request(0, ARRIVAL_LIMIT_PS - 1, 10, 8), Request(1, ARRIVAL_LIMIT_PS, 10, 8)]
     with pytest.raises(SimulationError, match="past the int64 picoseconds"):
         simulate_pool(requests, pool, 10_000, slow, 16)
+
+
+@pytest.mark.parametrize(
+    ("pool", "fragments"),
+    [
+        ({"router": "prefix_aware"}, ("workload.pools.0.router: prefix_aware", "scheduler.prefix_caching: true")),
+        ({"router": "by_cache"}, ("workload.pools[0].router", "'session_affinity' or 'random'")),
+        ({"routing_balance": {"abs": 4}}, ("workload.pools.0.routing_balance applies to router: prefix_aware only",)),
+        (
+            {"router": "prefix_aware", "scheduler": {"prefix_caching": True}, "routing_balance": {"rel": "x"}},
+            ("workload.pools[0].routing_balance.rel",),
+        ),
+    ],
+)
+def test_bad_router_keys_are_one_message(
+    run_cli: RunCli, tmp_path: Path, pool: dict[str, Any], fragments: tuple[str, ...]
+) -> None:
+    data = copy.deepcopy(STUDY)
+    data["workload"]["pools"][0].update(pool)
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(data))
+    refused(run_cli, path, *fragments)

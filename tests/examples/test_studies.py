@@ -35,6 +35,12 @@ Each figure was checked against a hand estimate before it was stored (ser(x) = x
   tokens its first computed, each prefilling ~613 new tokens: p50 21.4 and 21.9 ms, half the prompt tokens found
   (hit rate 0.51). A decode step reads 16 GB of weights at 0.887 x 3.35 TB/s, 5.4 ms, p99 TPOT 6.7 ms with the
   shorter prompt chunks mixed in; the starts span ~500 s, the last conversation ending at 530.5 s.
+- serving/llama3_8b_h100x4_sessions_routing (the sessions example at 8/s on four replicas): each replica sees the
+  one-replica example's load, so a turn prefilling only its new tokens costs what it did there (~21 ms) and one
+  missing its first turn's blocks what the uncached run's did (~40 ms for a second turn). Counting tokens, a second
+  turn mostly lands on another replica than its first turn's: the hit rate falls from the example's 0.51 to 0.28
+  (the system prompts are found everywhere), the second turns' p50 TTFT rises to 38.5 ms. By cache or by session
+  nearly every second turn finds its blocks: 0.51, p50 TTFT 22.3 and 21.0 ms.
 - serving/llama3_70b_h100_disaggregated (400 requests of the 2,000, at 20/s): arrivals take ~20 s and the longest
   outputs (2,048 tokens at ~12 ms a step, ~25 s) end at 34.5 s. A KV move is 320 KiB a token over eight 50 GB/s
   links: the mean prompt (1,024 e^0.32 = 1,410 tokens) moves in 1.16 ms, moves started together (one prefill
@@ -210,6 +216,13 @@ HEADLINES: dict[str, dict[str, int | float]] = {
         "prefix_cache_hit_rate": 0.5077721851614418,
         "ttft_p50_no_prefix_cache_ns": 43_174_440.52,
     },
+    # router: prefix_aware; the other routers' figures in ROUTED below.
+    "serving/llama3_8b_h100x4_sessions_routing.yaml": {
+        "total_time_ps": 154_306_245_969_180,
+        "ttft_p50_ns": 22_262_963.5995,
+        "ttft_p99_ns": 69_663_070.56933999,
+        "prefix_cache_hit_rate": 0.5077721851614418,
+    },
     "serving/llama3_70b_h100_tp8.yaml": {
         "total_time_ps": 29_927_234_957_307,
         "ttft_p99_ns": 398_284_557.96863997,
@@ -257,6 +270,24 @@ HEADLINES: dict[str, dict[str, int | float]] = {
 }
 
 
+# The routing example under the other routers (docs/how-to/prefix-caching.md quotes all three).
+ROUTED: dict[str, dict[str, int | float]] = {
+    "least_outstanding_tokens": {
+        "total_time_ps": 154_290_281_893_699,
+        "ttft_p50_ns": 28_347_873.678,
+        "ttft_p99_ns": 89_360_029.58245999,
+        "prefix_cache_hit_rate": 0.2789481367701477,
+        "ttft_later_turns_p50_ns": 38_524_314.272,
+    },
+    "session_affinity": {
+        "total_time_ps": 154_267_673_404_512,
+        "ttft_p50_ns": 21_007_664.3205,
+        "ttft_p99_ns": 68_515_400.33733,
+        "prefix_cache_hit_rate": 0.5065535166836984,
+    },
+}
+
+
 def headline_figures(report: Report, names: set[str]) -> dict[str, int | float]:
     """The named figures of a report: its total time and its training or serving fields as the JSON gives them, and
     each job's as ``jobs.<name>.<field>`` (its serving figures' too)."""
@@ -279,6 +310,16 @@ def test_example_gives_its_headline_figures(example: str) -> None:
     figures = headline_figures(report, set(expected))
     assert figures["total_time_ps"] == expected["total_time_ps"]
     # The derived figures are floats computed from the exact times.
+    assert figures == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("router", sorted(ROUTED))
+def test_the_routing_example_under_another_router(router: str) -> None:
+    example = EXAMPLES / "serving" / "llama3_8b_h100x4_sessions_routing.yaml"
+    report = run_study(load_study(example, [f"workload.pools.0.router={router}"]))
+    expected = ROUTED[router]
+    figures = headline_figures(report, set(expected))
+    assert figures["total_time_ps"] == expected["total_time_ps"]
     assert figures == pytest.approx(expected, rel=1e-12)
 
 

@@ -13,8 +13,9 @@ from stratasim.workload_layer.serving.config import RequestsConfig, SchedulerCon
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
+from stratasim.workload_layer.serving.routing import route
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import PoolSetup, route, simulate_pool, simulate_pools
+from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pool, simulate_pools
 
 MS = 10**9  # picoseconds
 

@@ -28,6 +28,7 @@ __all__ = [
     "PoolConfig",
     "SchedulerConfig",
     "PoolParallelism",
+    "RoutingBalance",
     "RequestsConfig",
     "SessionsConfig",
     "ArrivalConfig",
@@ -410,6 +411,32 @@ def _device_value(value: object) -> object:
     return value
 
 
+Router = Literal[
+    "round_robin",
+    "least_outstanding_tokens",
+    "least_outstanding_requests",
+    "least_kv_load",
+    "least_pending_requests",
+    "prefix_aware",
+    "session_affinity",
+    "random",
+]
+"""A pool's router (:mod:`~stratasim.workload_layer.serving.routing`)."""
+ENTRY_ROUTERS = ("prefix_aware", "session_affinity")
+"""The routers that weigh the request itself: only the pools requests arrive at (``both``, ``prefill``) use them."""
+
+
+class RoutingBalance(Section):
+    """``routing_balance`` of a pool routed ``prefix_aware``: the engines are imbalanced, and a request goes to the
+    one with the fewest outstanding requests whatever its cache holds, when the most and the fewest outstanding
+    requests differ by more than ``abs`` and the most exceed ``rel`` times the fewest (SGLang's cache-aware router)."""
+
+    abs: int = Field(default=32, ge=0, le=1 << 30)
+    """Least difference in outstanding requests between the busiest and the idlest engine (SGLang: 32)."""
+    rel: float = Field(default=1.0001, ge=1, le=1e6)
+    """Least ratio of the busiest engine's outstanding requests to the idlest's (SGLang: 1.0001)."""
+
+
 PoolRole = Literal["both", "prefill", "decode"]
 """What a pool's replicas run: whole requests (``both``), or only prompts (``prefill``) or only decodes
 (``decode``) of disaggregated serving (DistServe, Splitwise), the KV cache moving between them."""
@@ -428,13 +455,17 @@ class PoolConfig(Section):
     """Each replica's plan."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     """Each replica's batching and KV cache."""
-    router: Literal["round_robin", "least_outstanding_tokens", "least_outstanding_requests", "least_kv_load"] = (
-        "least_outstanding_tokens"
-    )
+    router: Router = "least_outstanding_tokens"
     """How an arriving request picks a replica: in turn, the one with the fewest prompt and output tokens still to
-    process, the one with the fewest requests not yet finished (queued, running, swapped out or on their way to it:
-    Vidur's least-outstanding-requests global scheduler), or the one whose KV cache is least committed (blocks in use
-    and those its queue will take)."""
+    process, the one with the fewest requests not yet finished (queued, running, swapped out or on their way to it),
+    the one whose KV cache is least committed (blocks in use and those its queue will take), the one with the fewest
+    requests not yet admitted (Vidur's ``lor`` global scheduler exactly), the one whose prefix cache holds most of
+    the prompt (``prefix_aware``, SGLang's cache-aware router; needs ``scheduler.prefix_caching``), or a session's
+    first turn's replica (``session_affinity``), or one drawn at random with the requests' seed (``random``, as
+    Vidur's); see :mod:`~stratasim.workload_layer.serving.routing`."""
+    routing_balance: RoutingBalance = Field(default_factory=RoutingBalance)
+    """``router: prefix_aware``: the load imbalance past which it routes by load rather than by cache (SGLang's
+    ``balance_abs_threshold`` and ``balance_rel_threshold``, its defaults 32 and 1.0001)."""
     role: PoolRole = "both"
     """``both`` (prefill and decode on one replica), ``prefill`` (prompts and the first token, then the KV cache
     moves to a decode replica over the network) or ``decode``."""
@@ -500,6 +531,7 @@ class ServingWorkloadConfig(Section):
                 yield from _speculative_problems(model, pool, where)
             if plan.ep > 1:
                 yield from _expert_problems(model, pool, where)
+            yield from _router_problems(pool, where)
             scheduler = pool.scheduler
             if scheduler.prefix_caching and pool.role == "decode":
                 yield (
@@ -536,6 +568,28 @@ class ServingWorkloadConfig(Section):
                     f"workload.pools: the {role} pools route across all their replicas with one router, but name "
                     f"{' and '.join(sorted(routers))}; give them the same router"
                 )
+            elif len({pool.routing_balance for pool in self.pools if pool.role == role}) > 1:
+                yield (
+                    f"workload.pools: the {role} pools route across all their replicas with one router, but give "
+                    "different routing_balance; give them the same"
+                )
+
+
+def _router_problems(pool: PoolConfig, where: str) -> Iterator[str]:
+    """Whether ``pool``'s router (at ``where``) fits its role and scheduler."""
+    if pool.router in ENTRY_ROUTERS and pool.role == "decode":
+        yield (
+            f"{where}.router: {pool.router} routes a request by its prompt or session where it arrives; a decode pool "
+            "receives prefilled requests, their KV cache moving with them, and caches no prefix: set it on the "
+            "prefill pools and route the decode pools by load (e.g. least_outstanding_tokens)"
+        )
+    elif pool.router == "prefix_aware" and not pool.scheduler.prefix_caching:
+        yield (
+            f"{where}.router: prefix_aware routes by what each replica's prefix cache holds; set "
+            f"{where}.scheduler.prefix_caching: true, or pick another router"
+        )
+    if "routing_balance" in pool.model_fields_set and pool.router != "prefix_aware":
+        yield f"{where}.routing_balance applies to router: prefix_aware only (the router is {pool.router})"
 
 
 def _context_problems(requests: RequestsConfig, context: int) -> Iterator[str]:

@@ -44,10 +44,12 @@ def serve(
     budgets = [kv_budget(workload, pool, capacity, requests) for pool, capacity in enumerate(capacities)]
     setups = [_setup(workload, pool, priced, budgets[pool]) for pool, priced in enumerate(pricers)]
     priced: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
-    run = simulate_pools(requests, setups, workload.config.bucket, transfer, workload.kv_bytes_per_token(), priced)
+    config = workload.config
+    run = simulate_pools(
+        requests, setups, config.bucket, transfer, workload.kv_bytes_per_token(), priced, config.requests.seed
+    )
     if runs is not None:
         runs.append(run)
-    config = workload.config
     figures = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
     if run.prefix is not None:
         figures |= _without_prefix_cache(requests, setups, workload, transfer, priced)
@@ -81,7 +83,9 @@ def _without_prefix_cache(
     the counterfactual a prefix-cached run is reported beside (its iterations priced once for both: ``priced``)."""
     plain = [replace(setup, pool=_uncached(setup.pool), tiers=()) for setup in setups]
     config = workload.config
-    run = simulate_pools(requests, plain, config.bucket, transfer, workload.kv_bytes_per_token(), priced)
+    run = simulate_pools(
+        requests, plain, config.bucket, transfer, workload.kv_bytes_per_token(), priced, config.requests.seed
+    )
     ttft = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
     return {f"ttft_{stat}_no_prefix_cache_ps": ttft[f"ttft_{stat}_ps"] for stat in ("mean", "p50", "p90", "p99")}
 

@@ -61,10 +61,11 @@ from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, KvMoveRecord, PoolRun, Sample
 from stratasim.workload_layer.serving.prefix_cache import summed
 from stratasim.workload_layer.serving.requests import Request
+from stratasim.workload_layer.serving.routing import Router
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
 from stratasim.workload_layer.serving.speculative import Speculation
 
-__all__ = ["PoolSetup", "route", "simulate_pool", "simulate_pools"]
+__all__ = ["PoolSetup", "simulate_pool", "simulate_pools"]
 
 
 _IDLE = IterationShape((), 0, 0, 0)
@@ -106,11 +107,12 @@ def simulate_pools(
     transfer: KvTransferPricer | None = None,
     kv_bytes_per_token: int = 0,
     priced: dict[tuple[int, IterationShape], tuple[int, ...]] | None = None,
+    seed: int = 0,
 ) -> PoolRun:
     """Serve ``requests`` on ``pools`` (module docstring), KV moves (``kv_bytes_per_token`` bytes a cached token)
     priced by ``transfer`` (needed by prefill pools); ``priced``: the iteration prices by pool and shape, to share
-    with another run of the same pools (filled as shapes are priced)."""
-    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token, {} if priced is None else priced)
+    with another run of the same pools (filled as shapes are priced); ``seed``: of ``router: random``'s draws."""
+    loop = _Loop(requests, pools, bucket, transfer, kv_bytes_per_token, {} if priced is None else priced, seed)
     while loop.arrival < len(loop.given) or loop.ends or loop.moving or loop.released:
         now = loop.next_instant()
         touched = loop.route_arrivals(now)
@@ -138,6 +140,7 @@ class _Loop:
         transfer: KvTransferPricer | None,
         kv_bytes_per_token: int,
         priced: dict[tuple[int, IterationShape], tuple[int, ...]],
+        seed: int,
     ) -> None:
         self.pools, self.bucket = pools, bucket
         self.transfer, self.kv_bytes_per_token = transfer, kv_bytes_per_token
@@ -147,8 +150,9 @@ class _Loop:
             _engine(pools[index], engine, self.physical[engine]) for engine, index in enumerate(self.owner)
         ]
         self.entry = self.layout.routed(lambda role: role != "decode")
-        self.router = pools[self.owner[self.entry[0]]].pool.router if self.entry else ""
+        self.router = self._router(self.entry, seed)
         self.decode = self.layout.routed(lambda role: role == "decode")
+        self.decode_router = self._router(self.decode, seed)
         if self.decode and transfer is None:
             raise WorkloadError("disaggregated pools need a KV transfer pricer")
         self.prices = _Prices(pools, bucket, priced)
@@ -161,6 +165,13 @@ class _Loop:
         self.arrival = self.routed = 0
         self.given, self.followers = _by_arrival(requests)
         self.released: list[tuple[int, int, Request]] = []
+
+    def _router(self, engines: list[int], seed: int) -> Router:
+        """The router of the pools of ``engines`` (one router for all of them), its draws seeded with ``seed``."""
+        if not engines:
+            return Router("round_robin")
+        pool = self.pools[self.owner[engines[0]]].pool
+        return Router(pool.router, pool.routing_balance, seed)
 
     def next_instant(self) -> int:
         """The time of the next arrival, iteration end or KV move's arrival; an error past the int64
@@ -197,7 +208,7 @@ class _Loop:
 
     def _route(self, request: Request, touched: set[int]) -> None:
         """Hand ``request`` to the entry engine its router picks, adding the engine to ``touched``."""
-        target = self.entry[route(self.router, [self.replicas[i] for i in self.entry], self.routed)]
+        target = self.entry[self.router.pick([self.replicas[i] for i in self.entry], request, self.routed)]
         self.replicas[target].enqueue(request)
         self.run.sequences.append(self.replicas[target].waiting[-1])
         touched.add(target)
@@ -321,10 +332,10 @@ class _Loop:
         transfer time counts from ``now``, its wait included."""
         assert self.transfer is not None
         physical, ports, run = self.physical, self.ports, self.run
-        router = self.pools[self.owner[self.decode[0]]].pool.router
         groups: dict[int, list[Sequence]] = {}
+        decoders = [self.replicas[i] for i in self.decode]
         for sequence in replica.handed_off:
-            destination = self.decode[route(router, [self.replicas[i] for i in self.decode], sequence.request.index)]
+            destination = self.decode[self.decode_router.pick(decoders, sequence.request, sequence.request.index)]
             self.replicas[destination].expect(sequence)
             groups.setdefault(destination, []).append(sequence)
         replica.handed_off.clear()
@@ -507,17 +518,3 @@ class _Ports:
 
     sending: dict[int, int] = field(default_factory=dict)
     receiving: dict[int, int] = field(default_factory=dict)
-
-
-def route(router: str, replicas: list[ReplicaScheduler], arrival: int) -> int:
-    """The replica the ``arrival``-th request goes to (the lowest index on ties): in turn (``round_robin``), the
-    one with the fewest prompt and output tokens outstanding (``least_outstanding_tokens``), the one with the
-    fewest requests not yet finished (``least_outstanding_requests``, Vidur's LOR), or the one whose KV cache is
-    least committed (``least_kv_load``): blocks in use plus those its queued prompts will take."""
-    if router == "round_robin":
-        return arrival % len(replicas)
-    if router == "least_outstanding_requests":
-        return min(range(len(replicas)), key=lambda index: (replicas[index].outstanding_requests, index))
-    if router == "least_kv_load":
-        return min(range(len(replicas)), key=lambda index: (replicas[index].kv_load(), index))
-    return min(range(len(replicas)), key=lambda index: (replicas[index].outstanding_tokens, index))
