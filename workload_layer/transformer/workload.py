@@ -81,6 +81,7 @@ from stratasim.workload_layer.transformer.memory import (
 )
 from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
+from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
 from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
@@ -117,7 +118,7 @@ class TransformerWorkload:
 
     def npus_required(self) -> int:
         plan = self.config.parallelism
-        return plan.tp * plan.pp * plan.dp
+        return plan.tp * plan.pp * plan.dp * plan.cp
 
     def estimate(self, npus: int) -> WorkEstimate:
         """A graph per NPU (stage representatives share none): every micro-batch passes each of the stage's
@@ -178,8 +179,9 @@ class TransformerWorkload:
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         required = self.npus_required()
         if npus != required:
+            product = "tp * pp * dp" + (" * cp" if self.config.parallelism.cp > 1 else "")
             raise WorkloadError(
-                f"workload: the transformer's plan needs exactly tp * pp * dp = {required} NPUs, got {npus}"
+                f"workload: the transformer's plan needs exactly {product} = {required} NPUs, got {npus}"
             )
         plan = self.config.parallelism
         if wants_balance(plan):
@@ -243,14 +245,17 @@ class TransformerWorkload:
             stage.expert_data_group,
             () if stage.previous_stage is None else (stage.previous_stage,),
             () if stage.next_stage is None else (stage.next_stage,),
+            *((stage.context_group,) if len(stage.context_group) > 1 else ()),
+            *((stage.replica_group,) if stage.replica_group else ()),
         )
 
     def _plan(self, npu: int, stages: Sequence[tuple[tuple[Block, ...], ...]]) -> StagePlan:
         plan, model = self.config.parallelism, self.config.model
         tp, pp, layout = plan.tp, plan.pp, plan.layout
         pp_rank = layout.rank(npu, "pp")
-        activation = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(self._dtype)
+        activation = plan.micro_batch * self.config.local_seq_len * model.hidden * operators.dtype_bytes(self._dtype)
         replicas = layout.group(npu, "dp")
+        shard_group, replica_group = hsdp_groups(layout, npu, plan.hsdp)
         dp_rank = layout.rank(npu, "dp")
         micro_batches = self.replica_micro_batches()[dp_rank]
         memory = self.stage_memory(pp_rank, micro_batches)
@@ -261,7 +266,7 @@ class TransformerWorkload:
             chunks=stages[pp_rank],
             order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.virtual_stages),
             tensor_group=layout.group(npu, "tp"),
-            data_group=replicas,
+            data_group=layout.joint_group(npu, ("cp", "dp")),
             boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
             gather_boundary=plan.scatter_gather and not plan.sequence_parallel,
             tensor_bytes=activation,
@@ -278,6 +283,9 @@ class TransformerWorkload:
             zero=plan.zero,
             optimizer_parameters=memory.optimizer_bytes // OPTIMIZER_BYTES_PER_PARAMETER,
             shard_casts=bool(plan.shard_casts),
+            context_group=layout.group(npu, "cp"),
+            shard_group=shard_group,
+            replica_group=replica_group,
         )
 
     def stage_parameters(self, stage: int) -> int:
@@ -329,9 +337,10 @@ class TransformerWorkload:
             if writers == "every_rank":
                 written.append(held[stage].weights_bytes + held[stage].optimizer_bytes)
             elif writers == "one_per_shard":
-                written.append(shards[stage] if plan.layout.rank(npu, "dp") == 0 else 0)
+                first = plan.layout.rank(npu, "dp") == 0 and plan.layout.rank(npu, "cp") == 0
+                written.append(shards[stage] if first else 0)
             else:
-                written.append(-(-shards[stage] // plan.dp))
+                written.append(-(-shards[stage] // (plan.dp * plan.cp)))
         return written
 
     def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
