@@ -218,13 +218,14 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     tokens, local = plan.micro_batch * config.local_seq_len, _local_tokens(config)
     heads = plan.micro_batch * model.heads // tp
     enter, leave = _tp_region(config, tokens * h)
+    core: tuple[Step, ...]
     if plan.cp > 1:
         kv_elements = 2 * tokens * (model.kv_head_count // tp) * d
         group = model.heads // model.kv_head_count
         core = (RingAttention("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)
     elif config.attention == "fused":
         fused = Attention("attention", heads, s, d, group=model.heads // model.kv_head_count)
-        core: tuple[Step, ...] = (fused,)  # selective recomputation finds nothing kept to drop
+        core = (fused,)  # selective recomputation finds nothing kept to drop
     else:
         unfused = (
             Gemm("attention scores", s, d, s, batch=heads),

@@ -41,7 +41,7 @@ class RankLayout:
     def joint_group(self, npu: int, axes: tuple[str, ...]) -> tuple[int, ...]:
         """The NPUs that share every rank with ``npu`` but those of ``axes``, by rank along them, ``axes[0]``
         fastest (Megatron's combined groups, such as dp-cp)."""
-        members = (npu,)
+        members: tuple[int, ...] = (npu,)
         for axis in reversed(axes):
             members = tuple(m for member in members for m in self.group(member, axis))
         return members
