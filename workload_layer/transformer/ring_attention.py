@@ -1,14 +1,14 @@
 """Context parallelism's attention core as graph nodes: ring attention over the CP group (Megatron-core with
 Transformer Engine's ``cp_comm_type: p2p``, Liu et al., "Ring Attention with Blockwise Transformers", 2023).
 
-Each CP rank holds the queries, keys and values of its two sequence chunks (:class:`~stratasim.workload_layer.
-transformer.steps.RingAttention`). Forward, step ``i`` of ``cp`` runs the attention kernel over the key-value block
-the rank holds (its own at step 0) while that block goes on to the ring's next rank and the next one arrives from
-the previous (``cp - 1`` transfers of one block each); the kernel of step ``i + 1`` waits for both transfers, as
-TE waits for its send and receive requests. Backward, the blocks go round the same way again, and from step 1 on
-each step's key-value gradients go to the next rank after its kernel, where the next kernel accumulates them: ``cp
-- 1`` more transfers, the last waited for at the end of the core. The per-step merging of the partial outputs and
-their softmax statistics (a few element-wise operations) is not priced.
+Each CP rank holds the queries, keys and values of its two sequence chunks
+(:class:`~stratasim.workload_layer.transformer.steps.RingAttention`). Forward, step ``i`` of ``cp`` runs the
+attention kernel over the key-value block the rank holds (its own at step 0) while that block goes on to the ring's
+next rank and the next one arrives from the previous (``cp - 1`` transfers of one block each); the kernel of step
+``i + 1`` waits for both transfers, as TE waits for its send and receive requests. Backward, the blocks go round the
+same way again, and from step 1 on each step's key-value gradients go to the next rank after its kernel, where the
+next kernel accumulates them: ``cp - 1`` more transfers, the last waited for at the end of the core. The per-step
+merging of the partial outputs and their softmax statistics (a few element-wise operations) is not priced.
 """
 
 from __future__ import annotations

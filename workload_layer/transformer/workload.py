@@ -36,7 +36,11 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   the same experts. With ZeRO stages 1 and 2 each bucket is reduce-scattered and the updated parameters
   all-gathered; with stage 3 each block's parameters are all-gathered (one block ahead) before its forward and
   backward passes and its gradients reduce-scattered after each backward pass (Rajbhandari et al., SC'20).
-- Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp`` and ``ep``. Each graph carries
+- With context parallelism (``cp``) each sequence is split over the CP group, every step runs on ``seq_len / cp``
+  tokens and the attention core is ring attention (:mod:`stratasim.workload_layer.transformer.ring_attention`);
+  gradients are reduced over the combined DP x CP group. With HSDP (``hsdp``) ZeRO-3 shards within groups of
+  ``hsdp`` DP ranks and all-reduces each gradient shard across them (``docs/how-to/context-parallelism.md``).
+- Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp``, ``ep`` and ``cp``. Each graph carries
   the stage's resident memory (weights, gradients, optimizer states) and its nodes allocate and free the layers'
   activations along the timeline (:mod:`stratasim.workload_layer.transformer.memory`).
 - Each NPU ends the iteration with the optimizer step over the parameters whose states it holds, once its
