@@ -11,7 +11,9 @@ base study's. By default each varies over every value that can make sense:
 - ``micro_batch`` every divisor of a DP rank's share of the global batch (at most ``max_micro_batch``);
 - ``recompute`` none, selective and full; ``zero`` 0 to 3; ``sequence_parallel`` off and, with ``tp > 1``, on;
 - ``order`` (how the groups map onto the topology's dimensions, innermost first) only when asked: a list of
-  orders, or ``all`` for the six, else the base study's.
+  orders, or ``all`` for the six, else the base study's;
+- ``cp`` (context parallelism, ``dp = npus / (tp pp cp)``) and ``hsdp`` (ZeRO-3's shard groups) only when listed,
+  else the base study's: ``cp: [1, 2, 4]``, ``hsdp: [1, 8]``.
 
 A list option (``tp: [1, 2, 4, 8]``, ``schedule: [1f1b]``...) narrows a feature to those values; ``keep:`` names
 features taken from the base study instead. Each combination is then validated by the transformer's own schema
@@ -82,6 +84,10 @@ class ParallelismGenerator(Generator):
     """ZeRO stages to try (default 0 to 3)."""
     sequence_parallel: list[bool] | None = Field(default=None, min_length=1)
     """Sequence parallelism off and/or on (on only with tp above 1)."""
+    cp: list[Degree] | None = Field(default=None, min_length=1)
+    """Context-parallel degrees to try (default: the base study's)."""
+    hsdp: list[Degree] | None = Field(default=None, min_length=1)
+    """HSDP shard-group sizes to try, with ZeRO-3 (default: the base study's)."""
     order: Annotated[list[list[Axis]] | None, BeforeValidator(lambda value: _ORDERS if value == "all" else value)] = (
         None
     )
@@ -138,13 +144,14 @@ class ParallelismGenerator(Generator):
         """The combinations :meth:`generate` would try: the plans of every (tp, pp) pair dividing the NPUs, plus one
         per pair that does not."""
         config = _transformer(study)
-        pairs = self._pairs(study.npus)
         candidates = 0
-        for tp, pp in pairs:
-            if study.npus % (tp * pp):
-                candidates += 1
-            else:
-                candidates += math.prod(len(values) for values in self._axes(config, tp, pp, study.npus).values())
+        for tp, pp in self._pairs(study.npus):
+            for cp in self.cp or [config.parallelism.cp]:
+                if study.npus % (tp * pp * cp):
+                    candidates += 1
+                else:
+                    axes = self._axes(config, tp, pp, study.npus, cp)
+                    candidates += math.prod(len(values) for values in axes.values())
         return Size(candidates)
 
     def _pairs(self, npus: int) -> list[tuple[int, int]]:
@@ -159,11 +166,11 @@ class ParallelismGenerator(Generator):
 
     def _candidates(self, config: TransformerConfig, npus: int) -> Iterator[dict[str, Any] | str]:
         """Every combination of the features' values, as the plan's keys, or the reason it is no plan at all."""
-        for tp, pp in self._pairs(npus):
-            if npus % (tp * pp):
-                yield f"tp * pp does not divide the {npus} NPUs"
+        for tp, pp, cp in self._degree_triples(config, npus):
+            if npus % (tp * pp * cp):
+                yield f"tp * pp{' * cp' if self.cp else ''} does not divide the {npus} NPUs"
                 continue
-            axes = self._axes(config, tp, pp, npus)
+            axes = self._axes(config, tp, pp, npus, cp)
             for values in itertools.product(*axes.values()):
                 plan: dict[str, Any] = {}
                 for key, value in zip(axes, values):
@@ -173,11 +180,21 @@ class ParallelismGenerator(Generator):
                         plan[key] = value
                 yield plan
 
-    def _axes(self, config: TransformerConfig, tp: int, pp: int, npus: int) -> dict[str, list[Any]]:
-        """The values each feature takes with degrees ``tp`` and ``pp`` (dividing the ``npus``)."""
+    def _degree_triples(self, config: TransformerConfig, npus: int) -> Iterator[tuple[int, int, int]]:
+        """Every (tp, pp, cp) to try: the (tp, pp) pairs with each listed cp, else the base study's."""
+        for tp, pp in self._pairs(npus):
+            for cp in self.cp or [config.parallelism.cp]:
+                yield tp, pp, cp
+
+    def _axes(self, config: TransformerConfig, tp: int, pp: int, npus: int, cp: int = 1) -> dict[str, list[Any]]:
+        """The values each feature takes with degrees ``tp``, ``pp`` and ``cp`` (dividing the ``npus``)."""
         base, model = config.parallelism, config.model
-        dp = npus // (tp * pp)
+        dp = npus // (tp * pp * cp)
         axes: dict[str, list[Any]] = {"tp": [tp], "pp": [pp], "dp": [dp]}
+        if self.cp is not None:
+            axes["cp"] = [cp]
+        if self.hsdp is not None:
+            axes["hsdp"] = list(self.hsdp)
         if model.experts and "ep" not in self.keep:
             axes["ep"] = self.ep or divisors(dp, None, "ep", "list ep values")
         if "schedule" not in self.keep:

@@ -27,6 +27,7 @@ from stratasim.workload_layer.transformer.steps import (
     Gemm,
     Pointwise,
     Recompute,
+    RingAttention,
     SequenceParallelSum,
     Step,
 )
@@ -110,6 +111,8 @@ def _forward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: Tensor
             chain.wait(tp("reduce_scatter" if step.scatter else "all_gather", step.elements * chain.element))
         elif isinstance(step, AllToAll):
             raise ValueError("mixtures of experts are not modelled")
+        elif isinstance(step, RingAttention):
+            raise ValueError("context parallelism is not modelled")
         elif step.in_forward:
             chain.wait(tp("all_reduce", tensor_bytes))
 
@@ -134,6 +137,8 @@ def _backward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: Tenso
                 chain.overlap(tp("reduce_scatter", size))
         elif isinstance(step, AllToAll):
             raise ValueError("mixtures of experts are not modelled")
+        elif isinstance(step, RingAttention):
+            raise ValueError("context parallelism is not modelled")
         elif not step.in_forward:
             chain.overlap(tp("all_reduce", tensor_bytes))
 

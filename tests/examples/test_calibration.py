@@ -188,3 +188,30 @@ def test_the_operator_model_leaves_the_mpt_runs_a_fifth_to_two_fifths_fast() -> 
     whole runs"). A named overhead that closes part of the gap moves these figures and that section with them."""
     errors = operator_errors(REFERENCES["h100"])
     assert len(errors) == 3 and all(0.15 < error < 0.45 for error in errors), errors
+
+
+@pytest.mark.slow
+def test_llama3_70b_with_context_parallelism_lands_within_15_percent_of_nemo() -> None:
+    """Not fitted: NeMo 24.07's LLaMA3-70B on 64 H100s with TP 4, PP 4, CP 2 (ring attention) and VP 5, the GEMMs at
+    the FP8 peak of the bf16-fitted h100 model (about two minutes)."""
+    report = run_study(load_study(CALIBRATION / "llama3_70b_h100_cp2.yaml"))
+    assert report.training is not None
+    published = case("calibration", "llama3_70b_h100_cp2 nemo 24.07")
+    check = published.check("samples_per_second")
+    assert abs(report.training["samples_per_second"] / check.expected - 1) < (check.tolerance or 0)
+    assert report.total_time_ps == published.check("total_time_ps").expected
+
+
+def test_llama3_8b_with_context_parallelism_runs_faster_than_nemo_measured() -> None:
+    """Not fitted: NeMo 24.07's LLaMA3-8B on one DGX H100 with CP 2 comes out 20-30 % faster than measured; ring
+    attention's per-step overheads are not priced, and the plan prices within 1 % of the same run without CP."""
+    report = run_study(load_study(CALIBRATION / "llama3_8b_h100_cp2.yaml"))
+    without = run_study(
+        load_study(CALIBRATION / "llama3_8b_h100_cp2.yaml", ["workload.parallelism.cp=1", "workload.parallelism.dp=8"])
+    )
+    assert report.training is not None and without.training is not None
+    published = case("calibration", "llama3_8b_h100_cp2 nemo 24.07")
+    low, high = published.check("samples_per_second").band or (0, 0)
+    assert low <= report.training["samples_per_second"] / published.check("samples_per_second").expected <= high
+    assert report.total_time_ps == published.check("total_time_ps").expected
+    assert abs(report.training["samples_per_second"] / without.training["samples_per_second"] - 1) < 0.01

@@ -293,6 +293,27 @@ def test_orders_map_the_groups_onto_the_dimensions_only_when_asked(tmp_path: Pat
     assert all(r.status == "done" for r in outcome.trials)
 
 
+def test_context_parallelism_and_hsdp_only_when_listed(tmp_path: Path) -> None:
+    """``cp`` multiplies the plans by the degrees listed (``dp = npus / (tp pp cp)``) and ``hsdp`` by the shard
+    groups listed, skipping what the schema refuses; unlisted, neither key appears (the plans are today's)."""
+    plain = resolve(load_sweep(_sweep(tmp_path, NARROW))).generated["plan"].points
+    listed = resolve(load_sweep(_sweep(tmp_path, NARROW.replace("}", ", cp: [1, 2]}")))).generated["plan"].points
+    assert all(PLAN + "cp" not in point for point in plain)
+    ones = [{k: v for k, v in point.items() if k != PLAN + "cp"} for point in listed if point[PLAN + "cp"] == 1]
+    assert ones == plain
+    for point in listed:
+        plan = {key.removeprefix(PLAN): value for key, value in point.items()}
+        assert plan["tp"] * plan["pp"] * plan["dp"] * plan["cp"] == 8
+    assert any(point[PLAN + "cp"] == 2 for point in listed)
+    fixed = "tp: [1], pp: [1], cp: [2], zero: [1, 3], hsdp: [2], recompute: [none], schedule: [1f1b], micro_batch: [1]"
+    sweep = load_sweep(_sweep(tmp_path, f"  plan: {{generator: parallelism, {fixed}}}\n"))
+    generated = resolve(sweep).generated["plan"]
+    assert [point[PLAN + "zero"] for point in generated.points] == [3]  # hsdp needs ZeRO-3
+    assert sum(generated.skipped.values()) == 1
+    outcome = run_sweep(sweep, ResultStore(tmp_path / "cp.db", sweep.section.model_dump_json()))
+    assert [r.status for r in outcome.trials] == ["done"]
+
+
 @pytest.mark.parametrize(
     ("space", "problem"),
     [

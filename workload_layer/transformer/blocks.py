@@ -33,6 +33,8 @@ heads, ``d = h / a`` (or ``head_dim``), ``f`` the MLP's inner size and ``t`` the
   memory) is not modelled;
 - a parallel block (``parallel_block``, PaLM's and GPT-J's layer) runs the attention and the MLP from one norm's
   output inside one TP region: one TP operator each way per layer, and the residual adds both outputs;
+- context parallelism (``cp > 1``) runs every step above on the rank's ``s / cp`` tokens (``T = micro_batch s /
+  cp``) and the attention core as ring attention over the CP group (:class:`~stratasim.workload_layer.transformer.steps.RingAttention`);
 - selective recomputation wraps the unfused attention core in :class:`Recompute` (the fused kernel keeps only its
   row statistics and recomputes the scores in its own backward pass, so selective recomputation leaves it as it
   is); full recomputation re-runs the whole layer (``Block.recompute``).
@@ -65,6 +67,7 @@ from stratasim.workload_layer.transformer.steps import (
     Gemm,
     Pointwise,
     Recompute,
+    RingAttention,
     SequenceParallelSum,
     Step,
     TensorParallelSum,
@@ -157,7 +160,7 @@ def _local_tokens(config: TransformerConfig) -> int:
     """Tokens of the pointwise work outside the TP region (norms, residuals): a sequence shard with sequence
     parallelism, else all of the micro-batch's."""
     plan = config.parallelism
-    tokens = plan.micro_batch * config.model.seq_len
+    tokens = plan.micro_batch * config.local_seq_len
     return tokens // plan.tp if plan.sequence_parallel else tokens
 
 
@@ -212,11 +215,17 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     """Norm, QKV, (rotary,) attention core, projection, residual and the MLP's norm; see the module docstring."""
     model, plan = config.model, config.parallelism
     s, h, tp, d = model.seq_len, model.hidden, plan.tp, model.head_size
-    tokens, local, heads = plan.micro_batch * s, _local_tokens(config), plan.micro_batch * model.heads // tp
+    tokens, local = plan.micro_batch * config.local_seq_len, _local_tokens(config)
+    heads = plan.micro_batch * model.heads // tp
     enter, leave = _tp_region(config, tokens * h)
-    if config.attention == "fused":
+    core: tuple[Step, ...]
+    if plan.cp > 1:
+        kv_elements = 2 * tokens * (model.kv_head_count // tp) * d
+        group = model.heads // model.kv_head_count
+        core = (RingAttention("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)
+    elif config.attention == "fused":
         fused = Attention("attention", heads, s, d, group=model.heads // model.kv_head_count)
-        core: tuple[Step, ...] = (fused,)  # selective recomputation finds nothing kept to drop
+        core = (fused,)  # selective recomputation finds nothing kept to drop
     else:
         unfused = (
             Gemm("attention scores", s, d, s, batch=heads),
@@ -242,7 +251,7 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
 def _mlp_steps(config: TransformerConfig) -> tuple[Step, ...]:
     """The dense MLP between its TP operators, then the residual."""
     model, plan = config.model, config.parallelism
-    h, tokens, f = model.hidden, plan.micro_batch * model.seq_len, model.ffn_size // plan.tp
+    h, tokens, f = model.hidden, plan.micro_batch * config.local_seq_len, model.ffn_size // plan.tp
     enter, leave = _tp_region(config, tokens * h)
     return (
         enter,
@@ -300,7 +309,7 @@ def embedding_steps(config: TransformerConfig) -> tuple[Step, ...]:
     """The vocabulary-parallel embedding lookup (adding learned position embeddings) and the TP operator summing
     the ranks' partial lookups (a reduce-scatter along the sequence with sequence parallelism)."""
     model, plan = config.model, config.parallelism
-    tokens = plan.micro_batch * model.seq_len
+    tokens = plan.micro_batch * config.local_seq_len
     learned = model.position_embedding == "learned"
     lookup = Pointwise(
         "embedding",
@@ -315,7 +324,7 @@ def embedding_steps(config: TransformerConfig) -> tuple[Step, ...]:
 def head_steps(config: TransformerConfig) -> tuple[Step, ...]:
     """The final norm, the TP operator entering the vocabulary-parallel LM head, its GEMM and the loss."""
     model, plan = config.model, config.parallelism
-    tokens, vocab = plan.micro_batch * model.seq_len, -(-model.vocab // plan.tp)
+    tokens, vocab = plan.micro_batch * config.local_seq_len, -(-model.vocab // plan.tp)
     return (
         Pointwise(
             f"final {model.norm}",

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from stratasim.kernel.schema import Bytes, DTypeName, Section
-from stratasim.workload_layer.transformer.rank_layout import RankLayout
+from stratasim.workload_layer.transformer.rank_layout import RankLayout, with_cp_after_tp
 from stratasim.workload_layer.transformer.routing import RoutingConfig
 from stratasim.workload_layer.transformer.work_split import Split, check_counts, check_uneven_batches, chunk_ranges
 
@@ -148,7 +148,10 @@ class ParallelismConfig(Section):
     each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the receiving stage
     (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer together).
     ``order`` maps the groups onto the topology: the axes innermost first (default TP, then PP, then DP; EP groups
-    are carved out of DP), NPU ids varying fastest along the topology's first dimension."""
+    are carved out of DP), NPU ids varying fastest along the topology's first dimension. ``cp`` is the
+    context-parallel degree (ring attention over a sequence split in ``2 cp`` chunks; the CP axis sits just outside
+    TP unless ``order`` lists it, as Megatron-core's ``tp-cp-ep-dp-pp``) and ``hsdp`` the size of the groups of DP
+    ranks ZeRO-3 shards within (HSDP; 1: the whole DP group), see ``docs/how-to/context-parallelism.md``."""
 
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel degree (Megatron TP)."""
@@ -183,8 +186,15 @@ class ParallelismConfig(Section):
     scatter_gather: bool = False
     """Send each pipeline transfer as ``1/tp`` shares all-gathered over TP by the receiver (Narayanan et al.,
     SC'21)."""
-    order: tuple[Literal["tp", "pp", "dp"], ...] = ("tp", "pp", "dp")
-    """Groups mapped onto the topology's dimensions, innermost first."""
+    order: tuple[Literal["tp", "cp", "pp", "dp"], ...] = ("tp", "pp", "dp")
+    """Groups mapped onto the topology's dimensions, innermost first (``cp`` optional: by default just outside
+    ``tp``)."""
+    cp: int = Field(default=1, ge=1)
+    """Context-parallel degree: the sequence split over ``cp`` ranks in ``2 cp`` load-balanced chunks, attention as
+    ring attention (Megatron-core's context parallelism); 1: none."""
+    hsdp: int = Field(default=1, ge=1)
+    """HSDP: ZeRO-3 shards within groups of ``hsdp`` DP ranks and all-reduces the sharded gradients across the
+    ``dp / hsdp`` groups (needs ``zero: 3``); 1: ZeRO over the whole DP group, as without it."""
     stage_layers: Split = "even"
     """Layers each pipeline stage holds: ``even`` (``layers / pp`` each), a list of one count per stage summing to
     the model's layers (Megatron's uneven first and last stages), or ``by_device``, in proportion to each stage's
@@ -247,16 +257,36 @@ class ParallelismConfig(Section):
 
     @model_validator(mode="after")
     def _order_names_each_axis(self) -> ParallelismConfig:
-        if sorted(self.order) != ["dp", "pp", "tp"]:
+        if sorted(self.order) not in (["dp", "pp", "tp"], ["cp", "dp", "pp", "tp"]):
             raise ValueError(
-                f"parallelism.order must list tp, pp and dp once each, innermost first; got {list(self.order)}"
+                f"parallelism.order must list tp, pp and dp once each (and cp at most once), innermost first; got "
+                f"{list(self.order)}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _hsdp(self) -> ParallelismConfig:
+        if self.hsdp > 1 and self.zero != 3:
+            raise ValueError(
+                f"parallelism.hsdp ({self.hsdp}) shards with ZeRO-3 within groups of DP ranks: set parallelism.zero: 3"
+            )
+        if self.dp % self.hsdp:
+            raise ValueError(
+                f"parallelism.dp ({self.dp}) must be divisible by parallelism.hsdp ({self.hsdp}): whole shard groups"
             )
         return self
 
     @property
     def layout(self) -> RankLayout:
-        """Where each axis's rank sits in an NPU id (``order``, innermost first)."""
-        return RankLayout(self.order, {"tp": self.tp, "pp": self.pp, "dp": self.dp})
+        """Where each axis's rank sits in an NPU id (``order``, innermost first; CP just outside TP unless listed)."""
+        order = self.order if "cp" in self.order else with_cp_after_tp(self.order)
+        return RankLayout(order, {"tp": self.tp, "cp": self.cp, "pp": self.pp, "dp": self.dp})
+
+    @property
+    def shard_ranks(self) -> int:
+        """The ranks ZeRO shards a DP replica's states over: the DP group (``hsdp`` DP ranks with HSDP) times CP,
+        as Megatron shards over its combined dp-cp group."""
+        return (self.hsdp if self.hsdp > 1 else self.dp) * self.cp
 
     @property
     def batch(self) -> int:
@@ -315,6 +345,29 @@ class TransformerConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _context_parallel(self) -> TransformerConfig:
+        model, plan = self.model, self.parallelism
+        if plan.cp == 1:
+            return self
+        if model.seq_len % (2 * plan.cp):
+            raise ValueError(
+                f"model.seq_len ({model.seq_len}) must be divisible by 2 * parallelism.cp ({2 * plan.cp}): context "
+                "parallelism splits the sequence into 2 cp chunks, two per rank"
+            )
+        if plan.sequence_parallel and model.seq_len // plan.cp % plan.tp:
+            raise ValueError(
+                f"model.seq_len / parallelism.cp ({model.seq_len // plan.cp}) must be divisible by parallelism.tp "
+                f"({plan.tp}) with sequence_parallel"
+            )
+        if self.attention != "fused":
+            raise ValueError(
+                f"parallelism.cp ({plan.cp}) runs ring attention over the fused kernel: set attention: fused"
+            )
+        if model.experts:
+            raise ValueError(f"parallelism.cp ({plan.cp}) is not modelled with a mixture of experts (model.experts)")
+        return self
+
+    @model_validator(mode="after")
     def _stage_layers(self) -> TransformerConfig:
         plan, layers = self.parallelism, self.model.layers
         unit = plan.virtual_stages
@@ -327,6 +380,11 @@ class TransformerConfig(Section):
                 f"({unit}) layers, so model.layers ({layers}) must be such a multiple and at least {plan.pp * unit}"
             )
         return self
+
+    @property
+    def local_seq_len(self) -> int:
+        """Tokens of a sequence on one CP rank: ``seq_len / cp``."""
+        return self.model.seq_len // self.parallelism.cp
 
     def stage_layer_counts(self) -> tuple[int, ...]:
         """Layers each pipeline stage holds: ``stage_layers`` when listed, else ``layers / pp`` each (``by_device``

@@ -63,6 +63,10 @@ at its last; recomputation allocates :attr:`LayerActivations.recomputed_bytes` a
 backward pass (selective recomputation around the attention core's). The running sum peaks at the ``activations``
 above.
 
+With context parallelism every ``s`` above is a CP rank's ``s / cp`` tokens (the fused core's statistics too), so
+the activations are divided by ``cp``; ZeRO shards over the combined DP x CP group (``N_d = dp cp``), and with HSDP
+(``hsdp > 1``, ZeRO-3) over the shard group, ``N_d = hsdp cp``.
+
 Not modelled: activations of the embedding and LM head (logits, loss), the activation precision (always the
 16-bit formula), temporary buffers, communication buffers, fragmentation and the framework's own footprint.
 """
@@ -148,7 +152,7 @@ def layer_activation_bytes(
 def layer_terms(config: TransformerConfig, moe: bool) -> ActivationTerms:
     """The parts of one layer's activations (a mixture-of-experts layer if ``moe``) for ``config``'s model."""
     model, plan = config.model, config.parallelism
-    sb, h = model.seq_len * plan.micro_batch, model.hidden
+    sb, h = config.local_seq_len * plan.micro_batch, model.hidden
     inner = model.mlp_up_width + model.ffn_size
     attention = 5 * model.heads * model.seq_len * sb if config.attention == "unfused" else 4 * model.heads * sb
     split = 4 * sb * model.attention_width + 4 * sb * model.kv_head_count * model.head_size
@@ -190,7 +194,7 @@ def layer_activations(config: TransformerConfig, moe: bool = False) -> LayerActi
     terms = layer_terms(config, moe)
     full = terms.on_rank(plan.tp, plan.sequence_parallel)
     if plan.recompute == "full":
-        layer_input = 2 * model.seq_len * plan.micro_batch * model.hidden
+        layer_input = 2 * config.local_seq_len * plan.micro_batch * model.hidden
         kept = layer_input // plan.tp if plan.sequence_parallel else layer_input
         return LayerActivations(kept_bytes=kept, recomputed_bytes=full)
     if plan.recompute == "selective" and config.attention == "unfused":
@@ -246,7 +250,7 @@ def _held(config: TransformerConfig, zero_stage: int, dense: int, expert: int) -
     plan = config.parallelism
     if plan.zero < zero_stage:
         return dense + expert
-    return -(-dense // plan.dp) + -(-expert // (plan.dp // plan.ep))
+    return -(-dense // plan.shard_ranks) + -(-expert // (plan.dp // plan.ep))
 
 
 def checkpoint_shard_bytes(config: TransformerConfig, dense: int, expert: int) -> int:

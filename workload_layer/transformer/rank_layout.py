@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["RankLayout"]
+__all__ = ["RankLayout", "with_cp_after_tp", "hsdp_groups"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,34 @@ class RankLayout:
         base = npu - self.rank(npu, axis) * stride
         return tuple(base + i * stride for i in range(self.sizes[axis]))
 
+    def joint_group(self, npu: int, axes: tuple[str, ...]) -> tuple[int, ...]:
+        """The NPUs that share every rank with ``npu`` but those of ``axes``, by rank along them, ``axes[0]``
+        fastest (Megatron's combined groups, such as dp-cp)."""
+        members: tuple[int, ...] = (npu,)
+        for axis in reversed(axes):
+            members = tuple(m for member in members for m in self.group(member, axis))
+        return members
+
     def npu(self, ranks: Mapping[str, int]) -> int:
-        """The NPU at ``ranks`` (one per axis)."""
-        return sum(ranks[axis] * self.stride(axis) for axis in self.order)
+        """The NPU at ``ranks`` (one per axis; an axis not named is at rank 0)."""
+        return sum(ranks.get(axis, 0) * self.stride(axis) for axis in self.order)
+
+
+def with_cp_after_tp(order: tuple[str, ...]) -> tuple[str, ...]:
+    """``order`` with the context-parallel axis just outside TP (Megatron-core's default ``tp-cp-ep-dp-pp``)."""
+    at = order.index("tp") + 1
+    return (*order[:at], "cp", *order[at:])
+
+
+def hsdp_groups(layout: RankLayout, npu: int, hsdp: int) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+    """HSDP's groups of ``npu``: the shard group ZeRO-3 gathers and reduce-scatters over (the ``hsdp`` DP ranks of
+    its block, by ``hsdp`` consecutive DP ranks, times CP) and the replica group all-reducing each gradient shard
+    across the ``dp / hsdp`` blocks (the NPUs at its place in the others); ``(None, ())`` for ``hsdp = 1``, ZeRO
+    over the whole DP x CP group."""
+    if hsdp == 1:
+        return None, ()
+    data = layout.joint_group(npu, ("cp", "dp"))
+    size = hsdp * layout.sizes["cp"]
+    position = data.index(npu)
+    start = position - position % size
+    return data[start : start + size], data[position % size :: size]

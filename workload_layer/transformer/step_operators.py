@@ -8,9 +8,9 @@ from typing import Literal, TypeAlias
 
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
-from stratasim.workload_layer.transformer.steps import Attention, Block, Gemm, Pointwise, Recompute
+from stratasim.workload_layer.transformer.steps import Attention, Block, Gemm, Pointwise, Recompute, RingAttention
 
-__all__ = ["Role", "step_operator", "block_operators"]
+__all__ = ["Role", "step_operator", "ring_operators", "block_operators"]
 
 Role: TypeAlias = Literal["forward", "backward", "dgrad", "wgrad"]
 """Which of a step's operators: its forward pass, a pointwise or attention step's backward pass, or a GEMM's
@@ -57,6 +57,29 @@ def step_operator(
     return desc
 
 
+def ring_operators(
+    step: RingAttention, backward: bool, dtype: operators.DType
+) -> tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorDesc]:
+    """The two kernels a ring attention's steps run (:class:`RingAttention`), forward or ``backward``: the causal
+    one over the rank's own ``2 chunk`` tokens (step 0) and the half block of every later step."""
+    c = step.chunk
+
+    def kernel(queries: int, keys: int, causal: bool, name: str) -> compute_pb2.OperatorDesc:
+        return operators.attention(
+            step.batch,
+            queries,
+            keys,
+            step.head_dim,
+            causal=causal,
+            backward=backward,
+            group=step.group,
+            dtype=dtype,
+            name=name,
+        )
+
+    return kernel(2 * c, 2 * c, True, step.name), kernel(c, 2 * c, False, f"{step.name} ring")
+
+
 def block_operators(
     block: Block, dtype: operators.DType, gemm_dtype: operators.DType | None = None
 ) -> list[compute_pb2.OperatorDesc]:
@@ -66,6 +89,11 @@ def block_operators(
     forward: list[compute_pb2.OperatorDesc] = []
     backward: list[compute_pb2.OperatorDesc] = []
     for step in block.steps:
+        if isinstance(step, RingAttention):
+            for pass_ops, backward_pass in ((forward, False), (backward, True)):
+                local, ring = ring_operators(step, backward_pass, dtype)
+                pass_ops += [local] + [ring] * (step.ranks - 1)
+            continue
         inner = step.steps if isinstance(step, Recompute) else (step,)
         for each in inner:
             if isinstance(each, (Gemm, Pointwise, Attention)):

@@ -15,6 +15,7 @@ __all__ = [
     "Gemm",
     "Pointwise",
     "Attention",
+    "RingAttention",
     "TensorParallelSum",
     "SequenceParallelSum",
     "AllToAll",
@@ -73,6 +74,29 @@ class Attention:
 
 
 @dataclass(frozen=True)
+class RingAttention:
+    """Context parallelism's attention core (Megatron-core with Transformer Engine's ring attention): ``ranks``
+    steps over the CP group, each a fused kernel over ``batch`` query heads of ``head_dim`` against one key-value
+    block, the next block passed to the ring's next rank meanwhile.
+
+    Each rank holds two of the sequence's ``2 ranks`` chunks of ``chunk`` tokens (chunks ``i`` and ``2 ranks - 1 -
+    i``, Megatron-core's load balancing): step 0 is the causal kernel over its own ``2 chunk`` tokens; every later
+    step computes half a block, ``chunk`` queries against ``2 chunk`` keys (rank 0's shape; a rank whose block comes
+    from a lower rank runs ``2 chunk`` queries against ``chunk`` keys, the same scores). A key-value block,
+    ``kv_elements`` elements, goes ``ranks - 1`` times around forward; backward the blocks go round again and the
+    key-value gradients too, ``2 (ranks - 1)`` messages of that size.
+    """
+
+    name: str
+    batch: int
+    chunk: int
+    head_dim: int
+    group: int
+    ranks: int
+    kv_elements: int
+
+
+@dataclass(frozen=True)
 class TensorParallelSum:
     """One of Megatron's conjugate tensor-parallel operators, an all-reduce over the TP group.
 
@@ -119,7 +143,9 @@ class Recompute:
     held_bytes: int = 0
 
 
-Step: TypeAlias = Gemm | Pointwise | Attention | TensorParallelSum | SequenceParallelSum | AllToAll | Recompute
+Step: TypeAlias = (
+    Gemm | Pointwise | Attention | RingAttention | TensorParallelSum | SequenceParallelSum | AllToAll | Recompute
+)
 """One operation of a block's forward pass."""
 
 

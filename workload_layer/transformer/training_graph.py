@@ -26,6 +26,7 @@ from stratasim.kernel import operators
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
+from stratasim.workload_layer.transformer.ring_attention import RingEmitter, ring_attention
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 from stratasim.workload_layer.transformer.step_operators import Role, step_operator
 from stratasim.workload_layer.transformer.steps import (
@@ -35,6 +36,7 @@ from stratasim.workload_layer.transformer.steps import (
     Gemm,
     Pointwise,
     Recompute,
+    RingAttention,
     SequenceParallelSum,
 )
 
@@ -61,7 +63,10 @@ class StagePlan:
     (:mod:`stratasim.workload_layer.transformer.optimizer`; 0: no step). ``shard_casts``: ZeRO-3 casts each
     fp32 parameter shard to ``dtype`` before its all-gather and accumulates each reduced gradient shard into fp32
     after its reduce-scatter, on the compute stream (:mod:`stratasim.workload_layer.transformer.shard_casts`; only
-    where ``dtype`` is narrower than fp32).
+    where ``dtype`` is narrower than fp32). ``context_group`` is its CP group in ring order (ring attention's
+    key-value blocks go to the next member; :mod:`stratasim.workload_layer.transformer.ring_attention`); then
+    ``data_group`` is the combined DP x CP group. With HSDP, ZeRO-3 gathers and reduce-scatters over
+    ``shard_group`` (None: ``data_group``) and all-reduces each reduced gradient shard over ``replica_group``.
     """
 
     npu: int
@@ -82,6 +87,9 @@ class StagePlan:
     gemm_dtype: operators.DType | None = None
     optimizer_parameters: int = 0
     shard_casts: bool = False
+    context_group: tuple[int, ...] = ()
+    shard_group: tuple[int, ...] | None = None
+    replica_group: tuple[int, ...] = ()
 
     def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
         """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
@@ -262,9 +270,12 @@ class _Emitter:
             op = optimizer_step(self._plan.optimizer_parameters, self._plan.dtype).SerializeToString()
             self._compute("optimizer step", op, [*self._ready, *self._reductions])
 
-    def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...]], ...]:
-        """``block``'s dense and expert parameters on this TP rank, each with the group ZeRO shards it over."""
-        return ((block.parameters, self._plan.data_group), (block.expert_parameters, self._plan.expert_data_group))
+    def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]:
+        """``block``'s dense and expert parameters on this TP rank, each with the group ZeRO shards it over and
+        the group HSDP all-reduces the shards across (empty: none)."""
+        plan = self._plan
+        dense = plan.data_group if plan.shard_group is None else plan.shard_group
+        return ((block.parameters, dense, plan.replica_group), (block.expert_parameters, plan.expert_data_group, ()))
 
     def _casts(self) -> bool:
         """Whether ZeRO-3's shard casts run (:mod:`stratasim.workload_layer.transformer.shard_casts`)."""
@@ -278,7 +289,7 @@ class _Emitter:
             return
         issue_after, self._prefetch_after = self._prefetch_after, list(self._ready)
         element = operators.dtype_bytes(self._plan.dtype)
-        for parameters, group in self._block_shards(block):
+        for parameters, group, _ in self._block_shards(block):
             if parameters and len(group) > 1:
                 after = issue_after
                 if self._casts():
@@ -295,7 +306,7 @@ class _Emitter:
         if self._plan.zero != 3:
             return
         element = operators.dtype_bytes(self._plan.dtype)
-        for parameters, group in self._block_shards(block):
+        for parameters, group, replicas in self._block_shards(block):
             if parameters and len(group) > 1:
                 done = self._group_collective(
                     f"{prefix} zero reduce-scatter",
@@ -304,6 +315,11 @@ class _Emitter:
                     group,
                     self._ready,
                 )
+                if len(replicas) > 1:  # HSDP: the shard all-reduced across the shard groups
+                    shard = -(-parameters // len(group)) * element
+                    done = self._group_collective(
+                        f"{prefix} hsdp all-reduce", workload_pb2.ALL_REDUCE, shard, replicas, [done]
+                    )
                 if self._casts():
                     op = gradient_accumulate(-(-parameters // len(group)), self._plan.dtype).SerializeToString()
                     done = self._side_compute(f"{prefix} zero gradient accumulate", op, [done])
@@ -338,6 +354,8 @@ class _Emitter:
                 self._sequence_parallel(step, prefix, backward=False)
             elif isinstance(step, AllToAll):
                 self._all_to_all(step, prefix)
+            elif isinstance(step, RingAttention):
+                self._ring_attention(step, prefix, backward=False)
             elif step.in_forward and len(self._plan.tensor_group) > 1:
                 self._ready = [self._all_reduce(f"{prefix} tp all-reduce", self._ready)]
 
@@ -351,6 +369,8 @@ class _Emitter:
                 self._sequence_parallel(step, prefix, backward=True)
             elif isinstance(step, AllToAll):
                 self._all_to_all(step, prefix)
+            elif isinstance(step, RingAttention):
+                self._ring_attention(step, prefix, backward=True)
             elif not step.in_forward and len(self._plan.tensor_group) > 1:
                 # The input gradient's all-reduce overlaps the weight-gradient GEMM, as in Megatron-LM.
                 after = self._ready if self._input_grad is None else [self._input_grad]
@@ -431,6 +451,17 @@ class _Emitter:
                     pg_name="ep",
                 )
             ]
+
+    def _ring_attention(self, step: RingAttention, prefix: str, backward: bool) -> None:
+        """``step``'s ring attention over the CP group (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`);
+        the compute stream waits for its last kernel and the messages that kernel needs."""
+        self._ready = ring_attention(
+            RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute),
+            step,
+            prefix,
+            self._ready,
+            backward,
+        )
 
     def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
         """A compute node running the serialized operator ``op`` after ``deps``; the stream waits for it next."""

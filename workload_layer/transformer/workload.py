@@ -36,7 +36,11 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   the same experts. With ZeRO stages 1 and 2 each bucket is reduce-scattered and the updated parameters
   all-gathered; with stage 3 each block's parameters are all-gathered (one block ahead) before its forward and
   backward passes and its gradients reduce-scattered after each backward pass (Rajbhandari et al., SC'20).
-- Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp`` and ``ep``. Each graph carries
+- With context parallelism (``cp``) each sequence is split over the CP group, every step runs on ``seq_len / cp``
+  tokens and the attention core is ring attention (:mod:`stratasim.workload_layer.transformer.ring_attention`);
+  gradients are reduced over the combined DP x CP group. With HSDP (``hsdp``) ZeRO-3 shards within groups of
+  ``hsdp`` DP ranks and all-reduces each gradient shard across them (``docs/how-to/context-parallelism.md``).
+- Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp``, ``ep`` and ``cp``. Each graph carries
   the stage's resident memory (weights, gradients, optimizer states) and its nodes allocate and free the layers'
   activations along the timeline (:mod:`stratasim.workload_layer.transformer.memory`).
 - Each NPU ends the iteration with the optimizer step over the parameters whose states it holds, once its
@@ -81,6 +85,7 @@ from stratasim.workload_layer.transformer.memory import (
 )
 from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
+from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
 from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
@@ -117,7 +122,7 @@ class TransformerWorkload:
 
     def npus_required(self) -> int:
         plan = self.config.parallelism
-        return plan.tp * plan.pp * plan.dp
+        return plan.tp * plan.pp * plan.dp * plan.cp
 
     def estimate(self, npus: int) -> WorkEstimate:
         """A graph per NPU (stage representatives share none): every micro-batch passes each of the stage's
@@ -178,8 +183,9 @@ class TransformerWorkload:
     def graphs(self, npus: int) -> Sequence[workload_pb2.ExecutionGraph]:
         required = self.npus_required()
         if npus != required:
+            product = "tp * pp * dp" + (" * cp" if self.config.parallelism.cp > 1 else "")
             raise WorkloadError(
-                f"workload: the transformer's plan needs exactly tp * pp * dp = {required} NPUs, got {npus}"
+                f"workload: the transformer's plan needs exactly {product} = {required} NPUs, got {npus}"
             )
         plan = self.config.parallelism
         if wants_balance(plan):
@@ -243,14 +249,17 @@ class TransformerWorkload:
             stage.expert_data_group,
             () if stage.previous_stage is None else (stage.previous_stage,),
             () if stage.next_stage is None else (stage.next_stage,),
+            *((stage.context_group,) if len(stage.context_group) > 1 else ()),
+            *((stage.replica_group,) if stage.replica_group else ()),
         )
 
     def _plan(self, npu: int, stages: Sequence[tuple[tuple[Block, ...], ...]]) -> StagePlan:
         plan, model = self.config.parallelism, self.config.model
         tp, pp, layout = plan.tp, plan.pp, plan.layout
         pp_rank = layout.rank(npu, "pp")
-        activation = plan.micro_batch * model.seq_len * model.hidden * operators.dtype_bytes(self._dtype)
+        activation = plan.micro_batch * self.config.local_seq_len * model.hidden * operators.dtype_bytes(self._dtype)
         replicas = layout.group(npu, "dp")
+        shard_group, replica_group = hsdp_groups(layout, npu, plan.hsdp)
         dp_rank = layout.rank(npu, "dp")
         micro_batches = self.replica_micro_batches()[dp_rank]
         memory = self.stage_memory(pp_rank, micro_batches)
@@ -261,7 +270,7 @@ class TransformerWorkload:
             chunks=stages[pp_rank],
             order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.virtual_stages),
             tensor_group=layout.group(npu, "tp"),
-            data_group=replicas,
+            data_group=layout.joint_group(npu, ("cp", "dp")),
             boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
             gather_boundary=plan.scatter_gather and not plan.sequence_parallel,
             tensor_bytes=activation,
@@ -278,6 +287,9 @@ class TransformerWorkload:
             zero=plan.zero,
             optimizer_parameters=memory.optimizer_bytes // OPTIMIZER_BYTES_PER_PARAMETER,
             shard_casts=bool(plan.shard_casts),
+            context_group=layout.group(npu, "cp"),
+            shard_group=shard_group,
+            replica_group=replica_group,
         )
 
     def stage_parameters(self, stage: int) -> int:
@@ -329,9 +341,10 @@ class TransformerWorkload:
             if writers == "every_rank":
                 written.append(held[stage].weights_bytes + held[stage].optimizer_bytes)
             elif writers == "one_per_shard":
-                written.append(shards[stage] if plan.layout.rank(npu, "dp") == 0 else 0)
+                first = plan.layout.rank(npu, "dp") == 0 and plan.layout.rank(npu, "cp") == 0
+                written.append(shards[stage] if first else 0)
             else:
-                written.append(-(-shards[stage] // plan.dp))
+                written.append(-(-shards[stage] // (plan.dp * plan.cp)))
         return written
 
     def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
