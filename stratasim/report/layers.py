@@ -51,7 +51,7 @@ def layer_rows(stats: NpuStats) -> tuple[LayerRow, ...]:
     comm: defaultdict[tuple[str, str], defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     exposed: defaultdict[tuple[str, str], defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     for node in stats.node_times:
-        place = tuple(place_of(node.name))
+        place = place_of(node.name)
         compute[place] += node.compute_ps
         for label, ps in node.comm_ps_by_kind:
             comm[place][label] += ps
