@@ -4,7 +4,7 @@ For every row set: sum over rows of ``compute_ps`` = the NPU's ``compute_ps``; o
 ``comm_ps`` (time with a collective in flight); of ``exposed_ps`` = its ``exposed_comm_ps``; and per communicator,
 the rows' exposed time = its ``exposed_comm_ps_by_kind`` entry. The cases: the transformer example (TP 4, PP 2 with
 1F1B, DP 4), the MoE example (EP 8 all-to-alls, DP) and variants that run blocks node by node (a traced run),
-recompute, ZeRO-3 and interleaving.
+recompute, ZeRO-3, interleaving and collectives slowing compute (``system.contention``).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ CASES = {
         "transformer.yaml",
         {**SMALL, "workload.parallelism.schedule": "interleaved", "workload.parallelism.virtual_stages": 2},
     ),
+    "contention": ("transformer.yaml", {**SMALL, "system.contention": True}),
     "moe": ("moe_training_skew.yaml", {}),
     "moe traced": ("moe_training_skew.yaml", {}),
 }
