@@ -15,6 +15,7 @@ __all__ = [
     "CollectiveStats",
     "FailureStats",
     "NpuStats",
+    "NodeTime",
     "TraceSpan",
     "CounterSample",
     "LinkStats",
@@ -52,6 +53,24 @@ class CollectiveStats(NamedTuple):
 
 
 @dataclass(frozen=True)
+class NodeTime:
+    """Where one NPU's time went, by the name of the node it fell to (a node of a block under the block node's name
+    followed by its own, as traces name it; nodes of one name summed).
+
+    ``compute_ps`` is the node's compute time; ``comm_ps_by_kind`` the time with collectives in flight charged to it
+    (each stretch to the node that issued the oldest collective then in flight), by its communicator name (as
+    ``exposed_comm_ps_by_kind`` labels them); ``exposed_ps_by_kind`` the idle compute time charged to it, by label.
+    Over an NPU's nodes they sum to its ``compute_ps``, ``comm_ps`` and ``exposed_comm_ps_by_kind``, to the
+    picosecond; a fused run of compute nodes splits its time over its members by their durations.
+    """
+
+    name: str
+    compute_ps: int = 0
+    comm_ps_by_kind: tuple[tuple[str, int], ...] = ()
+    exposed_ps_by_kind: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class NpuStats:
     """One NPU's timeline: ``exposed_comm_ps`` is its time neither computing nor waiting before it finished;
     ``bytes_sent_per_dim`` maps a dimension (-1: flat phases) to the collective bytes it sent along it, and
@@ -65,7 +84,8 @@ class NpuStats:
     ``working`` (the nodes' allocations: activations, KV cache). ``compute_energy_pj`` is the energy, in
     picojoules, the compute backend gave the NPU's priced operators, summed over every node that ran one.
     ``waiting_ps`` is the time it was idle because of its wait nodes (``WAIT_NODE``: waiting on purpose, a serving
-    replica waiting for requests), counted neither as compute nor as exposed communication.
+    replica waiting for requests), counted neither as compute nor as exposed communication. ``node_times`` splits
+    its compute, communication and exposed time by node name (:class:`NodeTime`; sorted by name).
     """
 
     npu: int
@@ -81,6 +101,7 @@ class NpuStats:
     compute_energy_pj: float = 0.0
     p2p_bytes_per_dim: tuple[tuple[int, int], ...] = ()
     waiting_ps: int = 0
+    node_times: tuple[NodeTime, ...] = field(default=(), compare=False)  # by name: graphs named apart still agree
 
 
 @dataclass(frozen=True)

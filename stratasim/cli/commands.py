@@ -40,6 +40,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import parse_bytes
 from stratasim.report.figures import PlottingUnavailable, write_figures
 from stratasim.report.json_report import write_report
+from stratasim.report.layers import layers_text
 from stratasim.study.budget import check_conversion
 from stratasim.study.export import DEFAULT_MAX_NPUS
 from stratasim.study.run import check_study, run_study
@@ -84,6 +85,8 @@ def _run(args: argparse.Namespace) -> int:
         write_report(sys.stdout, report)
     else:
         print(report.to_text())
+        if args.layers:
+            print(f"\n{layers_text(report.layers)}")
         if written:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
         if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):
@@ -102,6 +105,11 @@ def _add_run(subparsers: Subparsers) -> None:
     parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
     _add_set(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else) on stdout")
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="after the text report, the critical NPU's time by layer and pass (docs/how-to/per-layer-breakdown.md)",
+    )
     parser.add_argument(
         "--pictures",
         action=argparse.BooleanOptionalAction,

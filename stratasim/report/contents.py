@@ -13,6 +13,7 @@ from typing import Any
 from stratasim.kernel.serving import ServingResult
 from stratasim.kernel.units import power_w, ps_to_ns
 from stratasim.report.jobs import JobFigures
+from stratasim.report.layers import LayerRow, layer_rows
 from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
 
 __all__ = ["ReportContents"]
@@ -120,6 +121,12 @@ class ReportContents:
         """The id of :attr:`critical` (0 without NPUs)."""
         critical = self.critical
         return critical.npu if critical else 0
+
+    @property
+    def layers(self) -> tuple[LayerRow, ...]:
+        """The critical NPU's per-layer breakdown (:mod:`stratasim.report.layers`; empty without one)."""
+        critical = self.critical
+        return layer_rows(critical) if critical else ()
 
     @property
     def total_time_ps(self) -> int:

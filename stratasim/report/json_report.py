@@ -3,7 +3,9 @@
 The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns``, ``compute_time_ns``,
 ``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
 ``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
-``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); from networks that model links
+``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); for a transformer training graph
+``layers``, the critical NPU's time by layer and pass (``npu``, ``layer``, ``pass``, ``compute_ns``,
+``communication_ns``, ``exposed_ns``, ``by_communicator``: :mod:`stratasim.report.layers`); from networks that model links
 ``links`` and ``cluster`` (see :func:`_cluster_row`), and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
 ``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,
@@ -24,6 +26,7 @@ import numpy as np
 from stratasim.kernel.units import ps_to_ns
 from stratasim.report.cluster import LevelLoad, cluster_view
 from stratasim.report.jobs import job_row
+from stratasim.report.layers import layer_row_dict
 from stratasim.report.operator_table import kind_rows, operator_row
 from stratasim.report.serving_row import serving_row
 from stratasim.system_layer.collective_log import columns
@@ -295,6 +298,8 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
         "operators": [operator_row(stats) for stats in engine.operators] if engine else [],
         "operator_kinds": kind_rows(engine.operators) if engine else [],
     }
+    if layers := report.layers:
+        data["layers"] = [layer_row_dict(row) for row in layers]
     if engine is not None and engine.links:
         data["links"] = [_link_row(stats, report) for stats in engine.links]
         data["cluster"] = _cluster_row(engine, report)

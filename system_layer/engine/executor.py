@@ -76,6 +76,10 @@ class NpuExecutor:
         self._idle_since = 0  # when the compute stream last ran dry
         self.exposed_ps: dict[str, int] = {}  # idle compute time by what it waited on (see _charge_idle)
         self.waiting_ps = 0  # idle compute time its wait nodes caused (see _charge_idle)
+        self.compute_at = [0] * len(plan.nodes)  # compute_ps by node position (blocks run whole: blocks_done)
+        self.exposed_at: dict[tuple[tuple[int, ...], str], int] = {}  # exposed_ps by (where, label): see idle_charges
+        self.blocks_done: list[int] = []  # the position of each block node run whole that finished
+        self._current = -1  # the compute node running now (not a block run whole)
         self._waits: dict[int, tuple[int, int]] = {}  # communication node -> (when it became ready, its cause)
         self._memory = 0  # bytes the graph's nodes hold now, on top of its resident memory
         self.peak_memory = 0
@@ -103,6 +107,7 @@ class NpuExecutor:
         ``now``), nothing more starts, and what still arrives is ignored; the NPU finishes at ``now``."""
         if self._computing and self._compute_end > now:
             self.compute_ps -= self._compute_end - now
+            self.compute_at[self._current] -= self._compute_end - now
         self.stopped = True
         self.finish_ps = now
 
@@ -157,10 +162,10 @@ class NpuExecutor:
         collective = self._table.join(self.npu, node, group, issued, self.issued, self._context.coordinator.now)
         self.issued += 1
         if self._slow is None or not collective.phases:
-            self._scheduler.issue(collective, lambda: self._complete(index))
+            self._scheduler.issue(collective, lambda: self._complete(index), index)
             return
         self._comms_change(1)
-        self._scheduler.issue(collective, lambda: self._collective_done(index))
+        self._scheduler.issue(collective, lambda: self._collective_done(index), index)
 
     def _collective_done(self, index: int) -> None:
         """A collective counted as in flight is done: compute may run at full speed again."""
@@ -179,6 +184,7 @@ class NpuExecutor:
         progress.advance(now, before)
         end = progress.end(not before)
         self.compute_ps += end - self._compute_end
+        self.compute_at[self._running] += end - self._compute_end
         self._compute_end = end
         self._plans += 1
         self._context.coordinator.schedule(end, self._planned_done, (self._running, self._plans))
@@ -255,10 +261,12 @@ class NpuExecutor:
         duration = self._durations[index]
         if self.speed is not None:
             duration = self.speed.duration(duration, coordinator.now)
+        self._current = index
         if self._slow is not None:
             self._start_slowed(index, duration)
             return
         self.compute_ps += duration
+        self.compute_at[index] += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:
             trace.span(self.npu, "compute", self.plan.name(index), coordinator.now, coordinator.now + duration)
@@ -273,6 +281,7 @@ class NpuExecutor:
         self._running, self._started = index, now
         self._compute_end = progress.end(self._comms > 0)
         self.compute_ps += self._compute_end - now
+        self.compute_at[index] += self._compute_end - now
         self._plans += 1
         self._context.coordinator.schedule(self._compute_end, self._planned_done, (index, self._plans))
 
@@ -317,6 +326,7 @@ class NpuExecutor:
             self._issued[group] = self._issued.get(group, 0) + count
         self._table.replayed.append((start, self.npu, self.issued, run))
         self._runs_done.append(id(run))
+        self.blocks_done.append(index)
         self.issued += len(run.collectives)
         if run.milestones:
             scope = self.plan.name(index)
@@ -421,30 +431,33 @@ class NpuExecutor:
         ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
         nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn); what a wait
         node caused is waiting, not exposed communication."""
-        for label, amount in self.idle_charges(cause, self._context.coordinator.now, self._idle_since):
+        for label, amount, where in self.idle_charges(cause, self._context.coordinator.now, self._idle_since):
             if label == WAITED:
                 self.waiting_ps += amount
             else:
                 self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount
+                self.exposed_at[where, label] = self.exposed_at.get((where, label), 0) + amount
 
-    def idle_charges(self, cause: int, end: int, idle_since: int) -> list[tuple[str, int]]:
+    def idle_charges(self, cause: int, end: int, idle_since: int) -> list[tuple[str, int, tuple[int, ...]]]:
         """What :meth:`_charge_idle` charges for the idle time from ``idle_since`` to ``end``, by label, in order
-        (zero-length waits included: they name what was waited on); a block run whole charges as its nodes did."""
-        charges: list[tuple[str, int]] = []
+        (zero-length waits included: they name what was waited on); a block run whole charges as its nodes did.
+        Each charge says where it falls: the position of the node charged (-1: none), or of a block node run whole
+        followed by the position inside its block."""
+        charges: list[tuple[str, int, tuple[int, ...]]] = []
         while end > idle_since:
             run = self.runs.get(cause) if self.runs else None
             if run is not None:
-                charges += run.tail
+                charges += [(label, amount, (cause, *inner)) for label, amount, inner in run.tail]
                 break
             wait = self._waits.get(cause)
             start = idle_since if wait is None else max(wait[0], idle_since)
-            charges.append((self._label(cause) if wait is not None else "other", end - start))
+            charges.append((self.label(cause) if wait is not None else "other", end - start, (cause,)))
             if wait is None:
                 break
             end, cause = start, wait[1]
         return charges
 
-    def _label(self, index: int) -> str:
+    def label(self, index: int) -> str:
         """What a wait on node ``index`` counts as: :data:`WAITED` for a wait node, else its communicator's name,
         else ``p2p`` or ``collective``."""
         if index < 0:

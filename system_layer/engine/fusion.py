@@ -72,13 +72,17 @@ def _rebuild(
     plan: GraphPlan, durations: tuple[int, ...], head: list[int], last: list[int]
 ) -> tuple[GraphPlan, tuple[int, ...]]:
     """The plan with each run folded into one node: durations summed, the first node's allocation and the last
-    node's dependents, release and milestone."""
+    node's dependents, release and milestone; the run's members kept by name (``GraphPlan.fused``)."""
     kept = [i for i, h in enumerate(head) if h == i]
     position = {old: new for new, old in enumerate(kept)}
     total = [0] * len(kept)
     for index, h in enumerate(head):
         total[position[h]] += durations[index]
     dependents = tuple(tuple(position[head[d]] for d in plan.dependents[last[old]]) for old in kept)
+    members: dict[int, list[tuple[str, int]]] = {}
+    for index, h in enumerate(head):
+        if last[h] != h:  # a run of several nodes: its members' names and durations, for the per-node figures
+            members.setdefault(position[h], []).append((plan.name(index), durations[index]))
     indegree = [0] * len(kept)
     dependencies: list[list[int]] = [[] for _ in kept]
     for source, targets in enumerate(dependents):
@@ -96,6 +100,7 @@ def _rebuild(
         dependencies=tuple(map(tuple, dependencies)),
         blocks=plan.blocks,
         scopes=tuple(plan.scopes[last[old]] for old in kept) if plan.scopes else (),
+        fused={at: tuple(run) for at, run in members.items()},
         foreign_names=plan.foreign_names,
     )
     return fused, tuple(total)

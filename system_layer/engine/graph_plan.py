@@ -51,6 +51,9 @@ class GraphPlan:
     order: tuple[int, ...] = ()
     blocks: tuple[GraphPlan, ...] = ()
     scopes: tuple[str, ...] = ()
+    fused: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    """The nodes that stand for runs of compute nodes fused into one
+    (:mod:`stratasim.system_layer.engine.fusion`): each run's members' full names and durations, in ps."""
     foreign_names: bool = False
     """Whether the node names came from a file the study does not own (a trace): messages then name nodes by id
     only."""

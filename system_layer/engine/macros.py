@@ -186,6 +186,9 @@ class BlockRecorder:
             issued=tuple(executor.issued_by_group.items()),
             collectives=tuple(collective_stats(collective, 0) for collective in table.all),
             milestones=tuple(executor.milestones.items()),
+            compute_at=tuple((index, ps) for index, ps in enumerate(executor.compute_at) if ps),
+            comm_at=tuple(sorted(scheduler.comm_at.items())),
+            exposed_at=tuple((where, label, ps) for (where, label), ps in executor.exposed_at.items()),
             trace=_block_trace(trace, table.all)
             if trace is not None
             else _whole_trace(end, executor.memory)

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from stratasim.kernel.errors import BackendError
 from stratasim.system_layer.engine.executor import NpuExecutor
+from stratasim.system_layer.engine.node_times import node_times
 from stratasim.system_layer.engine.plan_runs import PlanRun
 from stratasim.system_layer.result import LinkBusy, LinkStats, NpuStats, PacketLatencyStats
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
@@ -58,6 +59,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float)
         compute_energy_pj=energy_pj,
         p2p_bytes_per_dim=executor.p2p_bytes_per_dim(),
         waiting_ps=executor.waiting_ps,
+        node_times=node_times(executor, scheduler),
     )
 
 

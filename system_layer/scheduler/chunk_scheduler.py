@@ -88,6 +88,9 @@ class NpuScheduler:
         self._issued = 0
         self.in_flight = 0
         self.comm_ps = 0
+        self.comm_at: dict[int, int] = {}  # comm_ps by the node that issued the oldest collective in flight
+        self._owners: dict[int, int] = {}  # the node (position in its NPU's plan) that issued each collective
+        self._comm_mark = 0  # when comm_at was last charged
         self.reductions: Counter[int] = Counter()  # priced reductions run, by size in bytes
         self.bytes_sent: dict[int, int] = {}
         self._comm_since = 0
@@ -130,8 +133,9 @@ class NpuScheduler:
         stand_ins = self.context.stand_ins
         return npu if stand_ins is None else stand_ins[npu]
 
-    def issue(self, collective: Collective, on_done: Callable[[], None]) -> None:
-        """Start ``collective`` on this NPU; ``on_done()`` runs when all its chunks have finished here."""
+    def issue(self, collective: Collective, on_done: Callable[[], None], owner: int = -1) -> None:
+        """Start ``collective`` on this NPU; ``on_done()`` runs when all its chunks have finished here. ``owner`` is
+        the node that issued it (its position in the NPU's plan), to which :attr:`comm_at` charges its time."""
         now = self.context.coordinator.now
         if collective.start_ps is None or now < collective.start_ps:
             collective.start_ps = now
@@ -141,6 +145,8 @@ class NpuScheduler:
             return
         if self.in_flight == 0:
             self._comm_since = now
+        self._charge_comm(now)
+        self._owners[collective.id] = owner
         self.in_flight += 1
         runs = collective.chunk_runs(self.npu, self)
         self._chunks_left[collective.id] = len(runs)
@@ -155,6 +161,14 @@ class NpuScheduler:
             run.enqueued_ps = now
         self._ready.append(deque(runs))
         self._dispatch()
+
+    def _charge_comm(self, now: int) -> None:
+        """Charge the time since the last charge, if a collective was in flight, to the node that issued the oldest
+        one in flight: the charges of a stretch with collectives in flight sum to its length, as ``comm_ps`` counts."""
+        if self._unfinished:
+            owner = self._owners[next(iter(self._unfinished))]
+            self.comm_at[owner] = self.comm_at.get(owner, 0) + now - self._comm_mark
+        self._comm_mark = now
 
     def _dispatch(self) -> None:
         limit = self.context.options.active_chunks
@@ -254,6 +268,7 @@ class NpuScheduler:
         flight counts up to ``now``."""
         if self.in_flight:
             self.comm_ps += now - self._comm_since
+            self._charge_comm(now)
             self.in_flight = 0
         self._stopped = True
 
@@ -297,7 +312,8 @@ class NpuScheduler:
         del self._chunks_left[collective.id]
         del self._priority[collective.id]
         self._started.discard(collective.id)
-        del self._unfinished[collective.id]
+        self._charge_comm(now)
+        del self._unfinished[collective.id], self._owners[collective.id]
         del self._running[collective.id]
         collective.end_ps = max(collective.end_ps, now)
         collective.members_done += 1
