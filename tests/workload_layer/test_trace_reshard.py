@@ -85,6 +85,23 @@ def test_a_resharded_trace_replays_within_2_percent_of_the_direct_export(
     assert replayed(target, tmp_path / "r") == pytest.approx(replayed(target, direct), rel=0.02)
 
 
+@pytest.mark.parametrize(
+    ("old_pp", "new_pp", "old_tp", "new_tp"), [(1, 2, 2, 2), (1, 2, 2, 4), (2, 1, 2, 2), (2, 4, 2, 2)]
+)
+def test_a_recut_pipeline_replays_within_2_percent_of_the_direct_export(
+    run_cli: RunCli, tmp_path: Path, old_pp: int, new_pp: int, old_tp: int, new_tp: int
+) -> None:
+    source = export(run_cli, tmp_path, "old", study(old_tp, pp=old_pp, global_batch=8))
+    direct = export(run_cli, tmp_path, "new", study(new_tp, pp=new_pp, global_batch=8))
+    code, _, err = run_cli(
+        "trace", "reshard", str(source), str(tmp_path / "r"), "--tp", str(new_tp), "--pp", str(new_pp),
+        "--study", f"{source}.yaml",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    target = study(new_tp, pp=new_pp, global_batch=8)
+    assert replayed(target, tmp_path / "r") == pytest.approx(replayed(target, direct), rel=0.02)
+
+
 def test_every_compute_node_prices_as_the_direct_export(run_cli: RunCli, tmp_path: Path) -> None:
     """Only the DP gradient sizes and the optimizer step differ (by the replicated norms' share), and the
     activation memory (kept as recorded)."""
@@ -127,6 +144,11 @@ def _rename_operator(node: Any) -> None:
                 attr.bytes_val = op.SerializeToString()
 
 
+def _rename_node(node: Any) -> None:
+    if node.id == 26:
+        node.name = "warm-up"
+
+
 def _drop_operators(node: Any) -> None:
     kept = [attr for attr in node.attr if attr.name != OP_ATTR]
     node.ClearField("attr")
@@ -142,11 +164,8 @@ def _garble_operators(node: Any) -> None:
 @pytest.mark.parametrize(
     ("options", "change", "message"),
     [
-        (
-            ["--tp", "4", "--pp", "2"],
-            None,
-            "--pp 2: the trace ({first}) was recorded with pp 1; re-cutting the pipeline",
-        ),
+        (["--tp", "2", "--pp", "3"], None, "--pp 3: the trace ({first}) holds 4 layers, which 3 stages cannot"),
+        (["--tp", "2", "--pp", "2"], _rename_node, "{first}: node 26: not a pass of a micro-batch through a layer"),
         (["--tp", "8", "--pp", "1"], None, "{first}: node 30: its batch of heads (2) times the TP ratio 1/4"),
         (["--tp", "4", "--pp", "1", "--max-npus", "4"], None, "--tp 4 --pp 1 --dp 2: a re-sharded trace has a file"),
         (["--tp", "4", "--pp", "1"], _rename_operator, "{first}: node 35: its elementwise operator is not one whose"),
@@ -173,6 +192,18 @@ def test_a_tp_not_dividing_the_key_value_heads_is_refused(run_cli: RunCli, tmp_p
         "trace", "reshard", str(source), str(tmp_path / "r"), "--tp", "8", "--pp", "1", "--study", f"{source}.yaml"
     )
     assert code == 2 and "this TP does not divide the key-value heads" in err and err.count("\n") == 1
+
+
+def test_zero_cannot_have_its_pipeline_recut(run_cli: RunCli, tmp_path: Path) -> None:
+    source = export(run_cli, tmp_path, "old", study(2, zero=1))
+    code, _, err = run_cli(
+        "trace", "reshard", str(source), str(tmp_path / "r"), "--tp", "2", "--pp", "2", "--study", f"{source}.yaml"
+    )
+    assert (code, err) == (
+        2,
+        f"error: --pp 2: the trace ({source}.0.et) was recorded with ZeRO stage 1, whose per-layer collectives a "
+        "new pipeline cut cannot place: export the study again with the new plan\n",
+    )
 
 
 def test_pricing_needs_a_study_and_options_are_checked(run_cli: RunCli, tmp_path: Path) -> None:

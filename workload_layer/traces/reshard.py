@@ -35,6 +35,7 @@ from pathlib import Path
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.chakra import OP_ATTR, read_trace, trace_files
+from stratasim.workload_layer.traces.pipeline_cut import recut
 from stratasim.workload_layer.traces.rescale import Plan, read_planned, regroup, target_plan
 from stratasim.workload_layer.traces.shard_rules import rescaled_operator
 
@@ -46,19 +47,13 @@ _SHARDED_MEMORY = ("weights", "gradients", "optimizer")
 def reshard_plan(recorded: Plan, tp: int, pp: int, dp: int | None, source: str) -> Plan:
     """The plan with ``tp``, ``pp`` and ``dp`` (None: the recorded DP) for a trace recorded under ``recorded``.
     Raises :class:`WorkloadError` naming the option that cannot be had."""
-    if pp != recorded.pp:
+    if (tp, pp) != (recorded.tp, recorded.pp) and recorded.ep > 1:
         raise WorkloadError(
-            f"--pp {pp}: the trace ({source}) was recorded with pp {recorded.pp}; re-cutting the pipeline (moving "
-            "layers between stages and re-ordering the schedule) is not supported: export the study again with "
-            f"parallelism.pp: {pp}"
-        )
-    if tp != recorded.tp and recorded.ep > 1:
-        raise WorkloadError(
-            f"--tp {tp}: the trace ({source}) was recorded with ep {recorded.ep}, whose expert groups and operators "
-            "cannot be re-sharded: export the study again with the new plan"
+            f"--tp {tp} --pp {pp}: the trace ({source}) was recorded with ep {recorded.ep}, whose expert groups and "
+            "operators cannot be re-sharded: export the study again with the new plan"
         )
     dp = recorded.dp if dp is None else dp
-    return target_plan(replace(recorded, tp=tp), tp * pp * dp, {"dp": dp}, source)
+    return replace(target_plan(replace(recorded, tp=tp), tp * recorded.pp * dp, {"dp": dp}, source), pp=pp)
 
 
 def _operators(file: Path) -> dict[int, compute_pb2.OperatorDesc]:
@@ -108,7 +103,7 @@ def _resharded_rank(
     carry their new operator and a duration of 0, to be priced."""
     copy = workload_pb2.ExecutionGraph()
     copy.CopyFrom(graph)
-    if new.tp == old.tp:
+    if (new.tp, new.pp) == (old.tp, old.pp):
         return copy
     ratio = Fraction(old.tp, new.tp)
     operators = _operators(file)
@@ -117,7 +112,10 @@ def _resharded_rank(
     everyone = tuple(range(old.npus))
     for node in copy.nodes:
         where = f"{file}: node {node.id}"
-        if node.type == workload_pb2.COMP_NODE:
+        if node.type == workload_pb2.COMP_NODE and ratio == 1:
+            if node.id in operators:
+                node.op.CopyFrom(operators[node.id])
+        elif node.type == workload_pb2.COMP_NODE:
             op = operators.get(node.id)
             if op is None:
                 raise WorkloadError(
@@ -148,12 +146,14 @@ def resharded(
             f"--tp {tp} --pp {pp} --dp {new.dp}: a re-sharded trace has a file per rank, {new.npus}, more than the "
             f"limit of {max_npus}; raise it with --max-npus {new.npus}"
         )
+    middle = replace(new, pp=old.pp)  # TP and DP changed first, then the pipeline re-cut
     cache: dict[int, workload_pb2.ExecutionGraph] = {}
-    out = []
-    for npu in range(new.npus):
-        ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}
+    out, sources = [], []
+    for npu in range(middle.npus):
+        ranks = {axis: middle.layout.rank(npu, axis) for axis in middle.order}
         recorded = old.layout.npu({**ranks, "tp": ranks["tp"] % old.tp, "dp": ranks["dp"] % old.dp})
         if recorded not in cache:
             cache[recorded] = _resharded_rank(graphs[recorded], files[recorded], old, new)
-        out.append(regroup(cache[recorded], old, new, npu, str(files[recorded])))
-    return out, new
+        out.append(regroup(cache[recorded], old, middle, npu, str(files[recorded])))
+        sources.append(str(files[recorded]))
+    return (out if new.pp == old.pp else recut(out, middle, new, sources)), new
