@@ -341,13 +341,18 @@ def _add_reshard(actions: Subparsers) -> None:
         help="re-shard a Chakra trace to another tensor-parallel (and data-parallel) degree",
         description="Splits or merges each operator by its shape (the stratasim.op attribute stratasim trace export "
         "writes), resizes the DP collectives, regroups every collective for the new layout and prices the new "
-        "operators with --study's compute section. PP cannot be re-cut yet. See docs/how-to/reshard-a-trace.md.",
+        "operators with --study's compute section; a new PP moves whole layers between stages (1F1B). See "
+        "docs/how-to/reshard-a-trace.md.",
     )
     reshard.add_argument("input", metavar="IN", help="the input Chakra trace prefix (IN.<rank>.et, IN.json)")
     reshard.add_argument("output", metavar="OUT", help="the output trace prefix")
     reshard.add_argument("--tp", type=positive_int("a degree"), required=True, metavar="N", help="the new TP degree")
     reshard.add_argument(
-        "--pp", type=positive_int("a degree"), required=True, metavar="M", help="the PP degree (the recorded one)"
+        "--pp",
+        type=positive_int("a degree"),
+        required=True,
+        metavar="M",
+        help="the new PP degree (layers move between stages in whole layers)",
     )
     reshard.add_argument(
         "--dp", type=positive_int("a degree"), metavar="K", help="the new DP degree (default: the recorded one)"
