@@ -16,8 +16,9 @@ residual add: tokens x hidden, split over TP under sequence parallelism); then o
 optimizer step, both scaled to the stage's share of the weights. That share is counted from the weight-gradient
 GEMMs of its blocks at their bytes per element, the embedding table counted as large as the LM head (a copy of a
 tied table on the last stage, as Megatron-LM keeps one), and what those GEMMs do not count (positions, norms) spread
-in proportion: an approximation of the DP payload and the optimizer step, not of any other compute). Gradient buckets overlapping the backward
-passes become one all-reduce at the end (ZeRO, whose collectives are per layer, and expert parallelism are refused).
+in proportion: an approximation of the DP payload and the optimizer step, not of any other compute). Gradient
+buckets overlapping the backward passes become one all-reduce at the end (ZeRO, whose collectives are per layer,
+and expert parallelism are refused).
 """
 
 from __future__ import annotations
@@ -170,8 +171,9 @@ class _Emitter:
         self.ready = [new for new in ids.values() if new not in depended]
 
 
-def _transfer(kind: int, peer: int, tag: int, size: int, name: str) -> workload_pb2.Node:
-    return workload_pb2.Node(name=name, type=kind, peer=peer, tag=tag, comm_bytes=size, pg_name="pp")  # type: ignore[arg-type]
+def _transfer(kind: workload_pb2.NodeType.ValueType, peer: int, tag: int, size: int, name: str) -> workload_pb2.Node:
+    """A send or receive of ``size`` bytes to or from ``peer`` over the pipeline."""
+    return workload_pb2.Node(name=name, type=kind, peer=peer, tag=tag, comm_bytes=size, pg_name="pp")
 
 
 def _stage_graph(model: _Model, npu: int, new: Plan, micro_batches: int, layers: int) -> workload_pb2.ExecutionGraph:
@@ -231,8 +233,10 @@ def recut(
     their files); compute nodes keep their durations, the optimizer steps are left to be priced (duration 0)."""
     if old.zero or old.ep > 1:
         what = f"ZeRO stage {old.zero}" if old.zero else f"ep {old.ep}"
-        raise WorkloadError(f"--pp {new.pp}: the trace ({sources[0]}) was recorded with {what}, whose per-layer "
-                            "collectives a new pipeline cut cannot place: export the study again with the new plan")  # fmt: skip
+        raise WorkloadError(
+            f"--pp {new.pp}: the trace ({sources[0]}) was recorded with {what}, whose per-layer collectives a new "
+            "pipeline cut cannot place: export the study again with the new plan"
+        )
     out = []
     for npu in range(new.npus):
         ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}

@@ -131,7 +131,8 @@ def rescaled_operator(
         _elements(new, ratio, where)
     elif not (case == "elementwise" and (op.name in _SEQUENCE or op.name == "embedding")):
         raise WorkloadError(
-            f"{where}: its {case or 'shapeless'} operator is not one whose tensor-parallel split can be inferred from its "
-            "name (the transformer builder's GEMMs, attention and element-wise steps are): it cannot be re-sharded"
+            f"{where}: its {case or 'shapeless'} operator is not one whose tensor-parallel split can be inferred "
+            "from its name (the transformer builder's GEMMs, attention and element-wise steps are): it cannot be "
+            "re-sharded"
         )
     return new
