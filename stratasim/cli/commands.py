@@ -323,13 +323,59 @@ def _trace_rescale(args: argparse.Namespace) -> int:
     from stratasim.workload_layer.traces.rescale import rescale
 
     degrees = {"tp": args.tp, "pp": args.pp, "dp": args.dp}
-    written = rescale(args.input, args.output, args.npus, degrees, max_npus=args.max_npus)
+    _print_written(rescale(args.input, args.output, args.npus, degrees, max_npus=args.max_npus))
+    return EXIT_OK
+
+
+def _print_written(written: Sequence[Path]) -> None:
     print(
         f"wrote {len(written)} files: {written[0]} ... {written[-1]}"
         if len(written) > 3
         else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}"
     )
+
+
+def _trace_reshard(args: argparse.Namespace) -> int:
+    from stratasim.study.reshard import reshard_trace
+
+    study = None if args.study is None else load_study(args.study, [])
+    _print_written(reshard_trace(args.input, args.output, args.tp, args.pp, args.dp, study, max_npus=args.max_npus))
     return EXIT_OK
+
+
+def _add_reshard(actions: Subparsers) -> None:
+    reshard = actions.add_parser(
+        "reshard",
+        help="re-shard a Chakra trace to another tensor-parallel (and data-parallel) degree",
+        description="Splits or merges each operator by its shape (the stratasim.op attribute stratasim trace export "
+        "writes), resizes the DP collectives, regroups every collective for the new layout and prices the new "
+        "operators with --study's compute section; a new PP moves whole layers between stages (1F1B). See "
+        "docs/how-to/reshard-a-trace.md.",
+    )
+    reshard.add_argument("input", metavar="IN", help="the input Chakra trace prefix (IN.<rank>.et, IN.json)")
+    reshard.add_argument("output", metavar="OUT", help="the output trace prefix")
+    reshard.add_argument("--tp", type=positive_int("a degree"), required=True, metavar="N", help="the new TP degree")
+    reshard.add_argument(
+        "--pp",
+        type=positive_int("a degree"),
+        required=True,
+        metavar="M",
+        help="the new PP degree (layers move between stages in whole layers)",
+    )
+    reshard.add_argument(
+        "--dp", type=positive_int("a degree"), metavar="K", help="the new DP degree (default: the recorded one)"
+    )
+    reshard.add_argument(
+        "--study", metavar="STUDY", help="the study whose compute section prices the re-sharded operators"
+    )
+    reshard.add_argument(
+        "--max-npus",
+        type=positive_int("a rank count"),
+        default=DEFAULT_MAX_NPUS,
+        metavar="N",
+        help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file",
+    )
+    reshard.set_defaults(handler=_trace_reshard)
 
 
 def _add_rescale(actions: Subparsers) -> None:
@@ -337,7 +383,7 @@ def _add_rescale(actions: Subparsers) -> None:
         "rescale",
         help="rescale a Chakra trace to another rank count by changing its data-parallel degree",
         description="Replicates the trace's DP replicas (compute and sizes kept, groups and peers renumbered); "
-        "TP and PP cannot be re-sharded from priced durations. The plan comes from the metadata stratasim trace "
+        "stratasim trace reshard changes TP. The plan comes from the metadata stratasim trace "
         "export writes for a transformer, or the trace must be purely data-parallel.",
     )
     rescale.add_argument("input", metavar="IN", help="the input Chakra trace prefix (IN.<rank>.et, IN.json)")
@@ -396,6 +442,7 @@ def _add_trace(subparsers: Subparsers) -> None:
     budget_options.add_arguments(export, "the export")
     export.set_defaults(handler=_trace_export)
     _add_rescale(actions)
+    _add_reshard(actions)
 
 
 _SUBCOMMANDS = (

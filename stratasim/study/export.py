@@ -8,7 +8,8 @@ writes every NPU's own graph, so it is refused beyond ``max_npus`` NPUs (a 1024-
   (priced when replayed, by the replaying study's compute backend), groups and roots.
 - ``chakra``: ``<out>.<npu>.et`` (``kind: chakra``; ASTRA-sim and Chakra's tools) has neither blocks nor
   operators, so blocks are unrolled and every operator is priced now, by the study's compute backend, into its
-  node's duration: exact picoseconds in the ``duration_ps`` attribute StrataSim reads, whole microseconds in
+  node's duration (the operator kept beside it as the ``stratasim.op`` attribute, which ``stratasim trace reshard``
+  splits or merges): exact picoseconds in the ``duration_ps`` attribute StrataSim reads, whole microseconds in
   ``duration_micros`` for other readers. Communicator groups go to ``<out>.json``; a name standing for several
   groups (each tensor-parallel group is ``tp``) gives way to ASTRA-sim's integer names, one per group. A
   transformer's plan goes into every rank's metadata (``stratasim.parallelism.*``), so that ``stratasim trace
@@ -109,8 +110,8 @@ def _numbered(graph: workload_pb2.ExecutionGraph, npu: int) -> workload_pb2.Exec
 
 
 def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list[workload_pb2.ExecutionGraph]:
-    """Copies of ``graphs`` whose operator nodes (blocks' included) have become fixed durations, each distinct
-    operator priced once, in one request, on the study's device and calibration as the engine prices them."""
+    """Copies of ``graphs`` whose operator nodes (blocks' included) have fixed durations (the operators kept beside
+    them, for ``stratasim trace reshard``), each distinct operator priced once, in one request, on the study's device and calibration as the engine prices them."""
     copies = []
     for graph in graphs:
         copy = workload_pb2.ExecutionGraph()
@@ -127,7 +128,6 @@ def _priced(graphs: Sequence[workload_pb2.ExecutionGraph], study: Study) -> list
         durations = pricer.durations_ps([node.op for node in operators])
     for node, duration in zip(operators, durations, strict=True):
         node.duration_ps = duration
-        node.ClearField("op")
     return copies
 
 

@@ -125,8 +125,8 @@ def test_the_plan_travels_in_the_metadata(run_cli: RunCli, tmp_path: Path) -> No
         (["--npus", "8", "--dp", "4"], "--dp 4: with tp 2 and pp 2, --npus 8 makes dp 2"),
         (
             ["--npus", "8", "--tp", "4"],
-            "--tp 4: the trace ({first}) was recorded with tp 2, and a trace's operators are "
-            "priced durations, not shapes, so TP cannot be re-sharded",
+            "--tp 4: the trace ({first}) was recorded with tp 2; rescale changes DP only: re-shard TP with "
+            "stratasim trace reshard",
         ),
         (["--npus", "16", "--pp", "4"], "--pp 4: the trace ({first}) was recorded with pp 2"),
     ],

@@ -34,7 +34,8 @@ StrataSim keeps them in the free-form attributes Chakra provides (other readers,
 unknown attributes): a node's ``memory_bytes`` (integer) and ``milestone`` (``bool_val``), a collective's
 ``comm_root`` (the root NPU of a broadcast or reduce), a compute node's ``duration_ps`` (the exact duration,
 read instead of ``duration_micros``, which then holds it rounded to whole microseconds for other readers), and
-the metadata's ``resident_bytes.<kind>``. Chakra has no wait node either: the IR's ``WAIT_NODE`` (an NPU waiting
+the metadata's ``resident_bytes.<kind>``; a priced compute node may also keep the operator it was priced from
+(``stratasim.op``, which replays skip: the duration stands). Chakra has no wait node either: the IR's ``WAIT_NODE`` (an NPU waiting
 on purpose, neither computing nor communicating) is written as a ``COMP_NODE`` of its duration with the ``bool_val``
 attribute ``wait``, which this reader maps back to a wait node; other readers run it as compute of the same length,
 so the trace's timing survives and only the split between compute and waiting is theirs to lose.
@@ -82,6 +83,7 @@ __all__ = [
     "DURATION_ATTR",
     "ROOT_ATTR",
     "WAIT_ATTR",
+    "OP_ATTR",
 ]
 
 US_TO_PS = 10**6
@@ -101,6 +103,11 @@ WAIT_ATTR = "wait"
 
 ROOT_ATTR = "comm_root"
 """The node attribute holding a broadcast's or reduce's root NPU (the IR's ``root``)."""
+
+OP_ATTR = "stratasim.op"
+"""The node attribute (``bytes_val``: a serialized ``stratasim.v1.OperatorDesc``) keeping the operator a compute
+node's duration was priced from, so that ``stratasim trace reshard`` can split or merge it; readers run the
+duration and skip it."""
 
 RESIDENT_ATTR = "resident_bytes."
 """The prefix of the metadata attributes ``resident_bytes.<kind>`` holding the graph's ``resident_bytes``."""

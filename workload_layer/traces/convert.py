@@ -4,7 +4,8 @@ text workload (:mod:`stratasim.workload_layer.traces.astra_text`) converts to ei
 StrataSim's trace format: one file per rank, ``<prefix>.<rank>.pb``, each holding one length-delimited
 ``stratasim.v1.ExecutionGraph`` record (replayed as ``kind: stratasim_trace``). Converting back to Chakra
 (:func:`from_graph`) is exact for everything Chakra can express and refuses, naming the node, what it cannot:
-operator descriptors (price them first, as ``stratasim trace export`` does) and, unless asked to keep them in
+operator descriptors without a duration (price them first, as ``stratasim trace export`` does: the operator then
+travels beside its duration as the ``stratasim.op`` attribute, which the reader skips) and, unless asked to keep them in
 the ``duration_ps`` attribute, durations that are not whole microseconds. A wait node (``WAIT_NODE``, which Chakra
 lacks) becomes a compute node of its duration marked by the ``wait`` attribute (the Chakra reader's docstring).
 
@@ -37,6 +38,7 @@ from stratasim.workload_layer.traces.chakra import (
     DURATION_ATTR,
     MEMORY_ATTR,
     MILESTONE_ATTR,
+    OP_ATTR,
     RESIDENT_ATTR,
     ROOT_ATTR,
     US_TO_PS,
@@ -89,7 +91,8 @@ def from_graph(
     nodes = []
     for node in graph.nodes:
         where = f"{source or f'NPU {graph.npu}'}: node {node.id}"
-        lost = ["op"] if node.HasField("op") else []
+        priced = node.HasField("op") and node.duration_ps > 0
+        lost = ["op"] if node.HasField("op") and not priced else []
         if node.group and not (node.type == workload_pb2.COMM_COLL_NODE and node.pg_name):
             lost.append("group without a pg_name")
         if node.pg_name and node.type not in _COMM_NODES:
@@ -108,6 +111,8 @@ def from_graph(
         )
         if node.type == workload_pb2.COMP_NODE or wait:
             _duration(node, out, where, exact_durations)
+            if priced:
+                out.attr.append(et_def_pb2.AttributeProto(name=OP_ATTR, bytes_val=node.op.SerializeToString()))
             if wait:
                 out.attr.append(et_def_pb2.AttributeProto(name=WAIT_ATTR, bool_val=True))
         elif node.type == workload_pb2.COMM_COLL_NODE:

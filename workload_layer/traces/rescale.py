@@ -37,7 +37,7 @@ from stratasim.workload_layer.traces.comm_groups import read_comm_groups
 from stratasim.workload_layer.traces.convert import write_chakra
 from stratasim.workload_layer.transformer.rank_layout import RankLayout
 
-__all__ = ["PLAN_ATTR", "Plan", "plan_attributes", "target_plan", "rescale"]
+__all__ = ["PLAN_ATTR", "Plan", "plan_attributes", "read_planned", "refuse_stale", "target_plan", "regroup", "rescale"]
 
 PLAN_ATTR = "stratasim.parallelism."
 """The prefix of the metadata attributes holding the plan a trace was recorded with."""
@@ -105,7 +105,7 @@ def _not_data_parallel(graphs: Sequence[workload_pb2.ExecutionGraph], files: Seq
     return ""
 
 
-def _read(prefix: str | Path) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
+def read_planned(prefix: str | Path) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
     """The graphs of ``<prefix>.<rank>.et`` and the plan they were recorded with."""
     files = trace_files(prefix)
     beside = Path(f"{prefix}.json")
@@ -144,9 +144,8 @@ def target_plan(recorded: Plan, npus: int, degrees: Mapping[str, int | None], so
         wanted = degrees.get(axis)
         if wanted is not None and wanted != getattr(recorded, axis):
             raise WorkloadError(
-                f"--{axis} {wanted}: the trace ({source}) was recorded with {axis} {getattr(recorded, axis)}, and a "
-                f"trace's operators are priced durations, not shapes, so {axis.upper()} cannot be re-sharded: export "
-                f"the study again with parallelism.{axis}: {wanted}"
+                f"--{axis} {wanted}: the trace ({source}) was recorded with {axis} {getattr(recorded, axis)}; rescale "
+                f"changes DP only: re-shard {axis.upper()} with stratasim trace reshard"
             )
     replica = recorded.tp * recorded.pp
     if npus < 1 or npus % replica:
@@ -182,10 +181,12 @@ def _axis(old: RankLayout, npus: int, rank: int, group: Sequence[int], where: st
     raise WorkloadError(f"{where}: its group {list(members)} is not a tp, pp or dp group of the recorded plan")
 
 
-def _rescaled(
+def regroup(
     graph: workload_pb2.ExecutionGraph, old: Plan, new: Plan, npu: int, source: str
 ) -> workload_pb2.ExecutionGraph:
-    """NPU ``npu``'s graph under ``new``, from ``graph``, that of the recorded rank it replicates."""
+    """NPU ``npu``'s graph under ``new``, from ``graph``, that of the recorded rank it replicates: each collective
+    over the same axis's group of ``npu``, each transfer to the peer holding the same pipeline stage in ``npu``'s
+    tensor-parallel rank and replica (a transfer across TP ranks or replicas is refused)."""
     copy = workload_pb2.ExecutionGraph()
     copy.CopyFrom(graph)
     copy.npu = npu
@@ -201,10 +202,22 @@ def _rescaled(
                 raise WorkloadError(f"{where}: a rooted collective (broadcast or reduce) cannot be rescaled")
         elif node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
             ranks = {axis: old.layout.rank(node.peer, axis) for axis in old.order}
-            if ranks["dp"] != old.layout.rank(graph.npu, "dp"):
-                raise WorkloadError(f"{where}: it sends across data-parallel replicas, which cannot be rescaled")
-            node.peer = new.layout.npu({**ranks, "dp": new.layout.rank(npu, "dp")})
+            for axis, across in (("dp", "data-parallel replicas"), ("tp", "tensor-parallel ranks")):
+                if ranks[axis] != old.layout.rank(graph.npu, axis):
+                    raise WorkloadError(f"{where}: it sends across {across}, which cannot be rescaled")
+            node.peer = new.layout.npu({**ranks, "tp": new.layout.rank(npu, "tp"), "dp": new.layout.rank(npu, "dp")})
     return copy
+
+
+def refuse_stale(target: str | Path, npus: int) -> None:
+    """Refuse to write ``npus`` ranks at ``target`` when a rank file beyond them is there: a replay would read it
+    as one more rank."""
+    stale = Path(f"{target}.{npus}.et")
+    if stale.exists():
+        raise WorkloadError(
+            f"{stale} exists: the rescaled trace has ranks 0..{npus - 1}, and a replay would read it "
+            "as one more; remove the old trace or write elsewhere"
+        )
 
 
 def rescale(
@@ -219,19 +232,14 @@ def rescale(
             f"--npus {npus}: a rescaled trace has a file per rank, more than the limit of {max_npus}; "
             f"raise it with --max-npus {npus}"
         )
-    stale = Path(f"{target}.{npus}.et")
-    if stale.exists():
-        raise WorkloadError(
-            f"{stale} exists: the rescaled trace has ranks 0..{npus - 1}, and a replay would read it "
-            "as one more; remove the old trace or write elsewhere"
-        )
-    graphs, old = _read(source)
+    refuse_stale(target, npus)
+    graphs, old = read_planned(source)
     first = f"{source}.0.et"
     new = target_plan(old, npus, degrees, first)
     rescaled, sources = [], []
     for npu in range(new.npus):
         ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}
         recorded = old.layout.npu({**ranks, "dp": ranks["dp"] % old.dp})
-        rescaled.append(_rescaled(graphs[recorded], old, new, npu, f"{source}.{recorded}.et"))
+        rescaled.append(regroup(graphs[recorded], old, new, npu, f"{source}.{recorded}.et"))
         sources.append(f"rank {npu} (from {source}.{recorded}.et)")
     return write_chakra(target, rescaled, sources, exact_durations=True, metadata=plan_attributes(new))

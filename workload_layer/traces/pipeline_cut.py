@@ -1,0 +1,261 @@
+"""A transformer trace's pipeline cut moved: each data-parallel replica's and TP rank's passes gathered from the
+stages they were recorded on, layer by layer, and dealt out again to a new number of stages, by
+``stratasim trace reshard --pp``.
+
+What it reads from the trace: the transformer builder's node names, ``mb<i> <block> fwd|bwd <step>`` with
+``<block>`` ``embedding``, ``layer<j>`` or ``head``: one micro-batch's pass through one block, its nodes and their
+dependencies kept as recorded. The recorded point-to-point transfers are dropped; every collective inside a block
+must run over the TP group (it is regrouped); outside the blocks only the DP gradient all-reduces and the optimizer
+step may stand.
+
+What it writes, per new stage ``s`` of ``pp``: the embedding on stage 0, the head on the last, layer ``j`` on stage
+``j // (layers / pp)`` (layers must divide evenly: the builder's ``stage_layers: even``); the passes in 1F1B order
+(:func:`~stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`), a receive before each pass that
+needs one and a send after each pass that feeds a neighbour, of the boundary activation (the size of the layers'
+residual add: tokens x hidden, split over TP under sequence parallelism); then one DP gradient all-reduce and the
+optimizer step, both scaled to the stage's share of the weights. That share is counted from the weight-gradient
+GEMMs of its blocks at their bytes per element, the embedding table counted as large as the LM head (a copy of a
+tied table on the last stage, as Megatron-LM keeps one), and what those GEMMs do not count (positions, norms) spread
+in proportion: an approximation of the DP payload and the optimizer step, not of any other compute). Gradient
+buckets overlapping the backward passes become one all-reduce at the end (ZeRO, whose collectives are per layer,
+and expert parallelism are refused).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.operators import dtype_bytes
+from stratasim.v1 import compute_pb2, workload_pb2
+from stratasim.workload_layer.traces.rescale import Plan
+from stratasim.workload_layer.transformer.pipeline_schedule import message_tag, pipeline_order
+
+__all__ = ["recut"]
+
+_PASS = re.compile(r"mb(\d+) (embedding|layer(\d+)|head) (fwd|bwd) ")
+_SHARED_MEMORY = ("weights", "gradients", "optimizer")
+
+Key = tuple[int, str, str]
+"""A pass of one micro-batch through one block: (micro-batch, block, ``fwd`` or ``bwd``)."""
+
+
+@dataclass
+class _Model:
+    """One TP rank's and replica's passes, gathered from every recorded stage."""
+
+    passes: dict[Key, list[workload_pb2.Node]] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+    dp_bytes: int = 0
+    element_bytes: int = 0
+    optimizer: compute_pb2.OperatorDesc | None = None
+    resident: dict[str, int] = field(default_factory=dict)
+    boundary: int = 0
+
+
+def _gather(graphs: Sequence[workload_pb2.ExecutionGraph], plan: Plan, sources: Sequence[str]) -> _Model:
+    """The passes, weights, DP payload and optimizer of the stage graphs ``graphs`` (one per recorded stage)."""
+    model = _Model()
+    for graph, source in zip(graphs, sources, strict=True):
+        tp_group, dp_group = plan.layout.group(graph.npu, "tp"), plan.layout.group(graph.npu, "dp")
+        for kind, size in graph.resident_bytes.items():
+            model.resident[kind] = model.resident.get(kind, 0) + size if kind in _SHARED_MEMORY else size
+        for node in graph.nodes:
+            where = f"{source}: node {node.id}"
+            group = tuple(sorted(node.group)) or tuple(range(plan.npus))
+            found = _PASS.match(node.name)
+            if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
+                continue
+            if found is not None and (node.type != workload_pb2.COMM_COLL_NODE or group == tp_group):
+                key = (int(found[1]), found[2], found[4])
+                model.passes.setdefault(key, []).append(node)
+                _count(model, key, node)
+            elif (
+                node.type == workload_pb2.COMM_COLL_NODE
+                and group == dp_group
+                and node.comm_type == workload_pb2.ALL_REDUCE
+            ):
+                model.dp_bytes += node.comm_bytes
+            elif node.HasField("op") and node.op.elementwise.function == compute_pb2.OPTIMIZER:
+                model.optimizer = _merged(model.optimizer, node.op)
+            else:
+                raise WorkloadError(
+                    f"{where}: not a pass of a micro-batch through a layer (mb<i> layer<j> fwd|bwd ...) with its TP "
+                    "collectives, a DP gradient all-reduce or the optimizer step, so the pipeline cannot be re-cut"
+                )
+    return model
+
+
+def _count(model: _Model, key: Key, node: workload_pb2.Node) -> None:
+    """Add ``node``'s weights (a weight-gradient GEMM's [K, M] x [M, N]: K x N), their bytes per element and the
+    boundary size to ``model``."""
+    op = node.op
+    if key[0] == 0 and node.name.endswith(" wgrad") and op.WhichOneof("shape") == "gemm":
+        gemm, batch = op.gemm, op.gemm.batch or 1
+        model.weights[key[1]] = model.weights.get(key[1], 0) + gemm.m * gemm.n * batch
+        model.element_bytes = model.element_bytes or op.bytes // (
+            batch * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n)
+        )
+    if not model.boundary and key[1].startswith("layer") and op.name == "residual" and op.HasField("elementwise"):
+        model.boundary = op.elementwise.elements * dtype_bytes(op.dtype)
+
+
+def _share(model: _Model, blocks: Sequence[str]) -> Fraction:
+    """The fraction of the model's gradient bytes ``blocks`` hold: their weights (the embedding table counted as
+    large as the LM head, whether tied or not) at the GEMMs' bytes per element, plus their share of what the
+    weight-gradient GEMMs do not account for (positions, norms, biases) when the recorded total exceeds them."""
+    weights = {**model.weights, "embedding": model.weights.get("head", 0)}
+    counted = sum(weights.values())
+    total = model.resident.get("gradients") or model.dp_bytes
+    if not counted or not total:
+        return Fraction(0)
+    mine = sum(weights.get(block, 0) for block in blocks)
+    rest = max(total - model.element_bytes * counted, 0)
+    return Fraction(model.element_bytes * mine, total) + Fraction(rest * mine, total * counted)
+
+
+def _merged(total: compute_pb2.OperatorDesc | None, op: compute_pb2.OperatorDesc) -> compute_pb2.OperatorDesc:
+    """The optimizer step over the parameters of ``total`` and ``op`` both."""
+    if total is None:
+        merged = compute_pb2.OperatorDesc()
+        merged.CopyFrom(op)
+        return merged
+    for name in ("flops", "bytes"):
+        setattr(total, name, getattr(total, name) + getattr(op, name))
+    total.elementwise.elements += op.elementwise.elements
+    return total
+
+
+def _stage_of(block: str, layers: int, pp: int) -> int:
+    if block == "embedding":
+        return 0
+    if block == "head":
+        return pp - 1
+    return int(block.removeprefix("layer")) // (layers // pp)
+
+
+@dataclass
+class _Emitter:
+    """Writes one new stage's graph: nodes renumbered in order, each pass chained after the previous one."""
+
+    graph: workload_pb2.ExecutionGraph
+    ready: list[int] = field(default_factory=list)
+
+    def add(self, node: workload_pb2.Node, after: Sequence[int] | None = None) -> int:
+        node.id = len(self.graph.nodes)
+        node.ClearField("data_deps")
+        node.data_deps.extend(self.ready if after is None else after)
+        self.graph.nodes.append(node)
+        return node.id
+
+    def run_pass(self, nodes: Sequence[workload_pb2.Node], tp_group: Sequence[int]) -> None:
+        """Copy one block's pass: dependencies inside it kept, those outside it (or none) on the ready nodes."""
+        ids: dict[int, int] = {}
+        depended: set[int] = set()
+        for node in nodes:
+            copy = workload_pb2.Node()
+            copy.CopyFrom(node)
+            inside = [ids[dep] for dep in node.data_deps if dep in ids]
+            ctrl = [ids[dep] for dep in node.ctrl_deps if dep in ids]
+            copy.ClearField("ctrl_deps")
+            copy.ctrl_deps.extend(ctrl)
+            if copy.type == workload_pb2.COMM_COLL_NODE:
+                copy.ClearField("group")
+                copy.group.extend(tp_group)
+                copy.pg_name = ""
+            ids[node.id] = self.add(copy, inside if inside or ctrl else None)
+            depended.update(inside + ctrl)
+        self.ready = [new for new in ids.values() if new not in depended]
+
+
+def _transfer(kind: workload_pb2.NodeType.ValueType, peer: int, tag: int, size: int, name: str) -> workload_pb2.Node:
+    """A send or receive of ``size`` bytes to or from ``peer`` over the pipeline."""
+    return workload_pb2.Node(name=name, type=kind, peer=peer, tag=tag, comm_bytes=size, pg_name="pp")
+
+
+def _stage_graph(model: _Model, npu: int, new: Plan, micro_batches: int, layers: int) -> workload_pb2.ExecutionGraph:
+    """New stage ``new.layout.rank(npu, 'pp')``'s graph for NPU ``npu``."""
+    stage, pp = new.layout.rank(npu, "pp"), new.pp
+    ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}
+    blocks = ["embedding", *(f"layer{j}" for j in range(layers)), "head"]
+    mine = [block for block in blocks if _stage_of(block, layers, pp) == stage]
+    emitter = _Emitter(workload_pb2.ExecutionGraph(npu=npu))
+    tp_group = new.layout.group(npu, "tp")
+    for step in pipeline_order("1f1b", stage, pp, micro_batches):
+        forward = step.direction == "forward"
+        source = stage - 1 if forward else stage + 1
+        if 0 <= source < pp:
+            peer = new.layout.npu({**ranks, "pp": source})
+            tag = message_tag(step.direction, 0, step.micro_batch, 1)
+            name = f"mb{step.micro_batch} chunk0 recv {step.direction}"
+            emitter.ready = [emitter.add(_transfer(workload_pb2.COMM_RECV_NODE, peer, tag, model.boundary, name))]
+        for block in mine if forward else reversed(mine):
+            emitter.run_pass(model.passes.get((step.micro_batch, block, "fwd" if forward else "bwd"), []), tp_group)
+        target = stage + 1 if forward else stage - 1
+        if 0 <= target < pp:
+            peer = new.layout.npu({**ranks, "pp": target})
+            tag = message_tag(step.direction, 0, step.micro_batch, 1)
+            name = f"mb{step.micro_batch} chunk0 send {step.direction}"
+            emitter.add(_transfer(workload_pb2.COMM_SEND_NODE, peer, tag, model.boundary, name))
+    _finish(emitter, model, _share(model, mine), new)
+    return emitter.graph
+
+
+def _finish(emitter: _Emitter, model: _Model, share: Fraction, new: Plan) -> None:
+    """The stage's DP gradient all-reduce and optimizer step, and its resident memory: ``share`` of the model's."""
+    npu = emitter.graph.npu
+    group = new.layout.group(npu, "dp")
+    done = list(emitter.ready)
+    if len(group) > 1 and model.dp_bytes:
+        reduce = workload_pb2.Node(name="dp gradient all-reduce", type=workload_pb2.COMM_COLL_NODE)
+        reduce.comm_type, reduce.comm_bytes = workload_pb2.ALL_REDUCE, int(model.dp_bytes * share)
+        reduce.group.extend(group)
+        done.append(emitter.add(reduce))
+    if model.optimizer is not None:
+        step = workload_pb2.Node(name="optimizer step", type=workload_pb2.COMP_NODE)
+        step.op.CopyFrom(model.optimizer)
+        elements = max(int(model.optimizer.elementwise.elements * share), 1)
+        step.op.elementwise.elements = elements
+        step.op.flops = model.optimizer.flops // model.optimizer.elementwise.elements * elements
+        step.op.bytes = model.optimizer.bytes // model.optimizer.elementwise.elements * elements
+        emitter.add(step, done)
+    for kind, size in model.resident.items():
+        emitter.graph.resident_bytes[kind] = int(size * share) if kind in _SHARED_MEMORY else size
+
+
+def recut(
+    graphs: Sequence[workload_pb2.ExecutionGraph], old: Plan, new: Plan, sources: Sequence[str]
+) -> list[workload_pb2.ExecutionGraph]:
+    """The graphs of ``new`` (``old`` with another PP) from ``graphs``, those of ``old`` by NPU (``sources`` name
+    their files); compute nodes keep their durations, the optimizer steps are left to be priced (duration 0)."""
+    if old.zero or old.ep > 1:
+        what = f"ZeRO stage {old.zero}" if old.zero else f"ep {old.ep}"
+        raise WorkloadError(
+            f"--pp {new.pp}: the trace ({sources[0]}) was recorded with {what}, whose per-layer collectives a new "
+            "pipeline cut cannot place: export the study again with the new plan"
+        )
+    out = []
+    for npu in range(new.npus):
+        ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}
+        stages = [old.layout.npu({**ranks, "pp": s}) for s in range(old.pp)]
+        model = _gather([graphs[s] for s in stages], old, [sources[s] for s in stages])
+        layers = 1 + max(
+            (int(b.removeprefix("layer")) for _, b, _ in model.passes if b.startswith("layer")), default=-1
+        )
+        if layers < new.pp or layers % new.pp:
+            raise WorkloadError(
+                f"--pp {new.pp}: the trace ({sources[0]}) holds {layers} layers, which {new.pp} stages cannot "
+                "share evenly (each stage a whole, equal number of layers)"
+            )
+        if new.pp > 1 and not model.boundary:
+            raise WorkloadError(
+                f"--pp {new.pp}: the trace ({sources[0]}) has no layer residual add (an element-wise operator named "
+                "residual) whose size gives the activation passed between stages"
+            )
+        micro_batches = 1 + max(mb for mb, _, _ in model.passes)
+        out.append(_stage_graph(model, npu, new, micro_batches, layers))
+        out[-1].foreign_names = graphs[stages[0]].foreign_names
+    return out
