@@ -161,7 +161,7 @@ class ParallelismConfig(Section):
     weight-gradient passes ``zb_h1``, ``zb_v`` (two chunks per stage in a V: ``virtual_stages: 2``) and
     ``dualpipe`` (bidirectional, two copies of the model: even ``pp``); see ``docs/how-to/pipeline-schedules.md``."""
     virtual_stages: int = Field(default=1, ge=1)
-    """Model chunks per stage of the ``interleaved`` schedule."""
+    """Model chunks per stage of the ``interleaved`` schedule (``zb_v``: 2)."""
     dp_bucket: Bytes | None = Field(default=None, gt=0)
     """Size of a DP gradient bucket (default: one bucket)."""
     micro_batch: int = Field(default=1, ge=1)
