@@ -26,8 +26,9 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   LLaMA's options, mixture-of-experts layers, sequence parallelism and selective recomputation change the layer
   as :mod:`stratasim.workload_layer.transformer.blocks` describes; the EP groups as :mod:`stratasim.workload_layer.transformer.moe` does.
 - Between chunks, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
-  to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B or
-  interleaved 1F1B schedule (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`). Full recomputation
+  to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B, interleaved
+  1F1B, ZB-H1, ZB-V or DualPipe schedule (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`;
+  the last three split backward passes into input- and weight-gradient passes). Full recomputation
   re-runs each layer's forward pass (with its all-reduces) before its backward pass.
 - The stage's gradients (its parameters per TP rank, in ``precision``) are all-reduced over the DP group: by
   default in one bucket after the last backward pass; with ``dp_bucket`` in buckets of whole blocks of at least
