@@ -171,3 +171,19 @@ def test_sends_and_receives_match_and_the_flops_are_kept(schedule: str, v: int) 
     assert flops(graphs) == flops(unrolled_graphs(transformer(model, tp=2, pp=pp, global_batch=m).graphs(2 * pp)))
     weight_passes = [n for g in graphs for n in g.nodes if " wgt " in f" {n.name} " or n.name.startswith("wgt ")]
     assert weight_passes and all(n.name.endswith(" wgrad") for n in weight_passes)
+
+
+def test_dualpipe_sums_each_stages_two_copies() -> None:
+    """Ranks ``p`` and ``pp - 1 - p`` hold the same two model stages: each pair all-reduces the stage's gradients
+    (bf16, every parameter the rank holds) once, before the optimizer step waits for it."""
+    pp = 4
+    workload = transformer(dict(SMALL, layers=2 * pp), tp=2, pp=pp, global_batch=8, schedule="dualpipe")
+    graphs = unrolled_graphs(workload.graphs(2 * pp))
+    for npu, graph in enumerate(graphs):
+        (mirror,) = [n for n in graph.nodes if n.name == "mirror gradient all-reduce"]
+        stage = npu // 2
+        partner = 2 * (pp - 1 - stage) + npu % 2
+        assert tuple(mirror.group) == tuple(sorted((npu, partner)))
+        assert mirror.comm_bytes == 2 * workload.stage_parameters(stage)
+        (step,) = [n for n in graph.nodes if n.name == "optimizer step"]
+        assert mirror.id in step.data_deps

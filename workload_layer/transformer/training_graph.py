@@ -103,6 +103,13 @@ class StagePlan:
         return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, -1))), None)
 
     @property
+    def mirror(self) -> int | None:
+        """Under DualPipe's placement, the NPU holding the same two model stages (stage ``pp - 1 - p``); else None."""
+        if self.placement != "dual":
+            return None
+        return self.pipeline[len(self.pipeline) - 1 - self.pipeline.index(self.npu)]
+
+    @property
     def next_stage(self) -> int | None:
         """The NPU it sends activations to and receives gradients from, if any."""
         return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, 1))), None)
@@ -152,6 +159,7 @@ class _Emitter:
                 self._ready = [*previous_end, *(n for n in self._ready if n not in previous_end)]
             previous_start = start
         self._reduce_gradients()
+        self._mirror_gradients()
         self._optimizer_step()
         return self._graph
 
@@ -290,6 +298,32 @@ class _Emitter:
                 self._reductions.append(scatter)
                 self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group, [scatter])
         self._bucket = self._expert_bucket = 0
+
+    def _mirror_gradients(self) -> None:
+        """DualPipe: rank ``p`` and rank ``pp - 1 - p`` hold the same two model stages (as each other's other
+        copy), so they sum their gradients, an all-reduce over the pair of the stage's gradients (the sum
+        DualPipe's example makes), before the optimizer step; with ZeRO-3, of this rank's shards."""
+        if self._plan.placement != "dual":
+            return
+        mirror = self._plan.mirror
+        assert mirror is not None
+        blocks = [block for chunk in self._plan.chunks for block in chunk]
+        dense, expert = sum(b.parameters for b in blocks), sum(b.expert_parameters for b in blocks)
+        if self._plan.zero == 3:
+            dense = -(-dense // len(self._plan.data_group))
+            expert = -(-expert // max(len(self._plan.expert_data_group), 1))
+        size = (dense + expert) * operators.dtype_bytes(self._plan.dtype)
+        group = tuple(sorted((self._plan.npu, mirror)))
+        node = self._add(
+            "mirror gradient all-reduce",
+            workload_pb2.COMM_COLL_NODE,
+            self._ready,
+            comm_type=workload_pb2.ALL_REDUCE,
+            comm_bytes=size,
+            group=group,
+            pg_name="pp",
+        )
+        self._reductions.append(node)
 
     def _optimizer_step(self) -> None:
         """The optimizer step over this NPU's parameters, once compute is done and every gradient collective of

@@ -237,7 +237,8 @@ class TransformerWorkload:
 
     @staticmethod
     def _partners(stage: StagePlan) -> Partners:
-        """Everyone ``stage``'s NPU talks to, by role: its TP and DP groups and its pipeline neighbours."""
+        """Everyone ``stage``'s NPU talks to, by role: its TP and DP groups, its pipeline neighbours and (DualPipe) the
+        rank holding its stages' other copies."""
         return (
             stage.tensor_group,
             stage.data_group,
@@ -245,6 +246,7 @@ class TransformerWorkload:
             stage.expert_data_group,
             () if stage.previous_stage is None else (stage.previous_stage,),
             () if stage.next_stage is None else (stage.next_stage,),
+            () if stage.mirror is None else (stage.mirror,),
         )
 
     def _plan(self, npu: int, stages: Sequence[tuple[tuple[Block, ...], ...]]) -> StagePlan:
