@@ -11,6 +11,7 @@ from fractions import Fraction
 import pytest
 
 from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.optimize.first_order_plan import unsupported
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.memory import layer_activations
@@ -187,3 +188,9 @@ def test_dualpipe_sums_each_stages_two_copies() -> None:
         assert mirror.comm_bytes == 2 * workload.stage_parameters(stage)
         (step,) = [n for n in graph.nodes if n.name == "optimizer step"]
         assert mirror.id in step.data_deps
+
+
+@pytest.mark.parametrize("schedule", ["zb_h1", "dualpipe"])
+def test_the_first_order_model_declines_the_split_schedules(schedule: str) -> None:
+    workload = transformer(dict(SMALL, layers=8), pp=2, global_batch=4, schedule=schedule)
+    assert unsupported(workload.config) == f"the {schedule} schedule (split backward passes) is not modelled"
