@@ -75,9 +75,9 @@ def fixed_times(
     return fixed
 
 
-def timed(schedule: str, pp: int, m: int, f: int, b: int, w: int) -> SimulationResult:
+def timed(schedule: str, pp: int, m: int, f: int, b: int, w: int, v: int = 1) -> SimulationResult:
     """Two layers per stage (``T_F = 2f``...), TP = DP = 1, over a ring whose transfers take 1 ps."""
-    workload = transformer(dict(SMALL, layers=2 * pp), pp=pp, global_batch=m, schedule=schedule)
+    workload = transformer(dict(SMALL, layers=2 * pp), pp=pp, global_batch=m, schedule=schedule, virtual_stages=v)
     graphs = fixed_times(unrolled_graphs(workload.graphs(pp)), f * MICROSECOND, b * MICROSECOND, w * MICROSECOND)
     return simulate(graphs, AnalyticalNetwork(), topology((RING, pp, 1e30, 0)), SystemOptions())
 
@@ -194,3 +194,12 @@ def test_dualpipe_sums_each_stages_two_copies() -> None:
 def test_the_first_order_model_declines_the_split_schedules(schedule: str) -> None:
     workload = transformer(dict(SMALL, layers=8), pp=2, global_batch=4, schedule=schedule)
     assert unsupported(workload.config) == f"the {schedule} schedule (split backward passes) is not modelled"
+
+
+@pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 8), (4, 12), (8, 16)])
+def test_zb_v_reaches_the_bound_in_unit_slots(pp: int, m: int) -> None:
+    """With every chunk's F, B and W taking one slot (one layer a chunk, ``f = b = w``), ZB-V's order takes
+    ``6 m + pp - 1`` slots: each stage's ``6 m`` passes and the last stage's wait for its first input, the bound
+    (1F1B in the same slots: ``6 (m + pp - 1)``). Tolerance as for ZB-H1: under ``4 pp m`` ps of transfers."""
+    units, transfers_ps = divmod(timed("zb_v", pp, m, 1, 1, 1, v=2).total_time_ps, MICROSECOND)
+    assert units == 6 * m + pp - 1 and transfers_ps < 4 * pp * m
