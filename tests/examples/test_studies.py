@@ -350,6 +350,7 @@ def test_every_example_has_a_test() -> None:
     tested |= {CALIBRATION / f"{name}.yaml" for name in (MI300X, *GAUDI3, H200_FP8, GPT_NEOX_20B_GAUDI3)}
     tested |= VIDUR_EXAMPLES  # tests/examples/test_vidur.py runs Vidur's configurations and their traces
     tested |= {EXAMPLES / "explore" / "quickstart_sweep.yaml"}  # docs/tutorials/exploring.md shows its best trial
+    tested |= {EXAMPLES / "training" / "deepseek_v3_like_schedules.yaml"}  # test_pipeline_schedules_example.py
     tested |= {EXAMPLES / "dataflow" / "two_gemms.graph.json"}  # the graph dataflow/two_gemms.yaml runs
     # tests/optimize/test_dataflow_study.py optimises and simulates these studies and their graphs
     tested |= {

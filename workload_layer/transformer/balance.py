@@ -37,7 +37,7 @@ def balanced_config(config: TransformerConfig, unit_ps: Sequence[int]) -> Transf
         listed = config.model_copy(update={"parallelism": plan.model_copy(update={"stage_layers": stage_layers})})
         replica_of = [plan.layout.rank(npu, "dp") for npu in range(npus)]
         paces = replica_paces(unit_ps, stage_of, replica_of, listed.stage_layer_counts(), plan.dp)
-        group = plan.pp if plan.schedule == "interleaved" else 1
+        group = plan.pp if plan.schedule == "interleaved" else 2 if plan.schedule == "dualpipe" else 1
         shares = proportional_split(plan.batch // plan.micro_batch // group, paces)
         batch_split = tuple(group * share for share in shares)
     update = {"stage_layers": stage_layers, "batch_split": batch_split}

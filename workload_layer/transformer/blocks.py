@@ -228,9 +228,9 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
         core = (fused,)  # selective recomputation finds nothing kept to drop
     else:
         unfused = (
-            Gemm("attention scores", s, d, s, batch=heads),
+            Gemm("attention scores", s, d, s, batch=heads, weights=False),
             Pointwise("softmax", (heads, s, s), flops_per_element=5, function=compute_pb2.SOFTMAX),
-            Gemm("attention context", s, s, d, batch=heads),
+            Gemm("attention context", s, s, d, batch=heads, weights=False),
         )
         core = (Recompute(unfused, attention_core_bytes(config)),) if plan.recompute == "selective" else unfused
     rotary_shape = (tokens, (model.heads + model.kv_head_count) * d // tp)

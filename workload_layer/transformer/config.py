@@ -159,10 +159,12 @@ class ParallelismConfig(Section):
     """Pipeline-parallel stages."""
     dp: int = Field(default=1, ge=1)
     """Data-parallel degree."""
-    schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
-    """Pipeline schedule: ``gpipe``, ``1f1b`` or ``interleaved`` 1F1B."""
+    schedule: Literal["gpipe", "1f1b", "interleaved", "zb_h1", "zb_v", "dualpipe"] = "1f1b"
+    """Pipeline schedule: ``gpipe``, ``1f1b``, ``interleaved`` 1F1B, or with backward passes split into input- and
+    weight-gradient passes ``zb_h1``, ``zb_v`` (two chunks per stage in a V: ``virtual_stages: 2``) and
+    ``dualpipe`` (bidirectional, two copies of the model: even ``pp``); see ``docs/how-to/pipeline-schedules.md``."""
     virtual_stages: int = Field(default=1, ge=1)
-    """Model chunks per stage of the ``interleaved`` schedule."""
+    """Model chunks per stage of the ``interleaved`` schedule (``zb_v``: 2)."""
     dp_bucket: Bytes | None = Field(default=None, gt=0)
     """Size of a DP gradient bucket (default: one bucket)."""
     micro_batch: int = Field(default=1, ge=1)
@@ -231,15 +233,44 @@ class ParallelismConfig(Section):
 
     @model_validator(mode="after")
     def _interleaving(self) -> ParallelismConfig:
-        if self.virtual_stages > 1 and self.schedule != "interleaved":
+        if self.virtual_stages > 1 and self.schedule not in ("interleaved", "zb_v"):
             raise ValueError(
-                f"parallelism.virtual_stages ({self.virtual_stages}) above 1 needs parallelism.schedule: interleaved"
+                f"parallelism.virtual_stages ({self.virtual_stages}) above 1 needs parallelism.schedule: interleaved "
+                "(or zb_v, with 2)"
             )
         micro_batches = self.batch // (self.micro_batch * self.dp)
         if self.schedule == "interleaved" and micro_batches % self.pp:
             raise ValueError(
                 f"parallelism.schedule: interleaved needs the micro-batches per pipeline (global_batch / (micro_batch "
                 f"* dp) = {micro_batches}) to be divisible by parallelism.pp ({self.pp}), as in Megatron-LM"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _split_schedules(self) -> ParallelismConfig:
+        """ZB-V and DualPipe's shapes and least micro-batches (:mod:`stratasim.workload_layer.transformer.zero_bubble`,
+        :mod:`stratasim.workload_layer.transformer.dualpipe`); full recomputation is not modelled with split passes."""
+        if self.schedule not in ("zb_h1", "zb_v", "dualpipe"):
+            return self
+        key = f"parallelism.schedule: {self.schedule}"
+        if self.recompute == "full":
+            raise ValueError(f"{key} is not modelled with parallelism.recompute: full (use none or selective)")
+        if self.schedule == "zb_v" and self.virtual_stages != 2:
+            raise ValueError(f"{key} runs two model chunks per stage in a V: set parallelism.virtual_stages: 2")
+        if self.schedule == "dualpipe" and self.pp % 2:
+            raise ValueError(
+                f"{key} needs an even parallelism.pp (its two directions meet in the middle), got {self.pp}"
+            )
+        if self.schedule == "zb_h1":
+            return self
+        split = self.batch_split
+        counts = split if isinstance(split, tuple) else (self.batch // (self.micro_batch * self.dp),)
+        odd = self.schedule == "dualpipe" and any(count % 2 for count in counts)
+        if min(counts) < 2 * self.pp or odd:
+            raise ValueError(
+                f"{key} needs at least 2 * parallelism.pp = {2 * self.pp} micro-batches per pipeline"
+                f"{', an even number' if self.schedule == 'dualpipe' else ''} (global_batch / (micro_batch * dp), "
+                f"or each parallelism.batch_split count), got {', '.join(map(str, counts))}"
             )
         return self
 
@@ -287,6 +318,11 @@ class ParallelismConfig(Section):
         """The ranks ZeRO shards a DP replica's states over: the DP group (``hsdp`` DP ranks with HSDP) times CP,
         as Megatron shards over its combined dp-cp group."""
         return (self.hsdp if self.hsdp > 1 else self.dp) * self.cp
+
+    @property
+    def chunks_per_stage(self) -> int:
+        """Model chunks each stage holds: ``virtual_stages``, or two under DualPipe (one of each model copy)."""
+        return 2 if self.schedule == "dualpipe" else self.virtual_stages
 
     @property
     def batch(self) -> int:

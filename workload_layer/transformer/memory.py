@@ -56,6 +56,11 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     ``min(2 (pp - p - 1) + (v - 1) pp + 1, v m)``. On the first stage with ``m > pp`` that is ``(v + 1) pp - 1``
     chunks, i.e. ``pp + (pp - 1) / v`` micro-batches' worth of the stage's layers: Korthikanti et al.'s
     ``pp (1 + (pp - 1) / (pp v))`` for the interleaved schedule, exactly.
+  - the zero-bubble and DualPipe schedules (``zb_h1``, ``zb_v``, ``dualpipe``) split backward passes: the input
+    pass frees all of a layer's activations but what its weight pass reads, each weighted GEMM's input and output
+    gradient (:func:`weight_pass_bytes`, at most what the layer keeps), which the weight pass frees; the peak is
+    found by walking the schedule's order (:func:`split_schedule_peak`), its chunks placed as the schedule says
+    (ZB-V's V, DualPipe's two copies).
 
 The graphs carry the same figures along the timeline (:class:`stratasim.workload_layer.transformer.steps.Block`): each
 layer's forward pass allocates :attr:`LayerActivations.kept_bytes` at its first node and its backward pass frees it
@@ -78,6 +83,8 @@ from dataclasses import dataclass
 from stratasim.kernel import operators
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.moe import layer_routing
+from stratasim.workload_layer.transformer.pipeline_schedule import Pass, chunk_positions, pipeline_order, placement
+from stratasim.workload_layer.transformer.steps import Gemm, Step
 
 __all__ = [
     "StageMemory",
@@ -89,8 +96,14 @@ __all__ = [
     "layer_activations",
     "attention_core_bytes",
     "micro_batches_in_flight",
+    "weight_pass_bytes",
+    "split_schedule_peak",
     "stage_memory",
 ]
+
+SPLIT_SCHEDULES = ("zb_h1", "zb_v", "dualpipe")
+"""The schedules that run backward passes in halves; their activations peak where :func:`split_schedule_peak`
+says."""
 
 OPTIMIZER_BYTES_PER_PARAMETER = 12
 """Mixed-precision Adam: fp32 master weight, momentum and variance (ZeRO's ``K = 12``)."""
@@ -220,26 +233,61 @@ def micro_batches_in_flight(schedule: str, stage: int, stages: int, micro_batche
     return min(2 * (stages - stage - 1) + (chunks - 1) * stages + 1, total)
 
 
+def weight_pass_bytes(steps: tuple[Step, ...], kept_bytes: int, element: int) -> int:
+    """What a layer's input-gradient pass leaves for its weight-gradient pass under a zero-bubble schedule: each
+    GEMM with weights keeps its input ``m k`` and its output gradient ``m n`` (``element`` bytes each) until its
+    weight-gradient GEMM runs; at most the layer's ``kept_bytes`` (the inputs are part of them, and the output
+    gradients are counted in their stead: what is not modelled stays so)."""
+    gemms = [step for step in steps if isinstance(step, Gemm) and step.weights]
+    return min(kept_bytes, sum(g.batch * g.m * (g.k + g.n) for g in gemms) * element)
+
+
+def split_schedule_peak(order: tuple[Pass, ...], kept: list[int], weight: list[int]) -> int:
+    """The most activation memory a stage holds along ``order`` (a zero-bubble or DualPipe order), its local chunk
+    ``c`` holding ``kept[c]`` per micro-batch from its forward pass to its backward pass, or to its input pass and
+    then ``weight[c]`` to its weight pass."""
+    change = {
+        "forward": lambda c: kept[c],
+        "backward": lambda c: -kept[c],
+        "input": lambda c: weight[c] - kept[c],
+        "weight": lambda c: -weight[c],
+    }
+    live = peak = 0
+    for step in order:
+        live += change[step.direction](step.chunk)
+        peak = max(peak, live)
+    return peak
+
+
 def stage_memory(
-    config: TransformerConfig, stage: int, parameters: int, micro_batches: int, expert_parameters: int = 0
+    config: TransformerConfig,
+    stage: int,
+    parameters: int,
+    micro_batches: int,
+    expert_parameters: int = 0,
+    weight_bytes: tuple[int, ...] = (),
 ) -> StageMemory:
     """Peak memory of an NPU of pipeline ``stage`` holding ``parameters`` dense and ``expert_parameters`` expert
     parameters and running ``micro_batches`` micro-batches per iteration; the formulas are in the module
-    docstring."""
+    docstring. ``weight_bytes``: under a zero-bubble or DualPipe schedule, what each local chunk's input pass
+    leaves for its weight pass, per micro-batch (:func:`weight_pass_bytes` summed over its layers)."""
     model, plan = config.model, config.parallelism
     element = operators.dtype_bytes(operators.parse_dtype(config.precision))
-    in_flight = micro_batches_in_flight(plan.schedule, stage, plan.pp, micro_batches, plan.virtual_stages)
-    chunks = [
-        [layer_activations(config, model.moe_layer(i)) for i in config.chunk_layers(chunk * plan.pp + stage)]
-        for chunk in range(plan.virtual_stages)
-    ]
-    kept = max(sum(layer.kept_bytes for layer in chunk) for chunk in chunks)
+    positions = chunk_positions(placement(plan.schedule), stage, plan.pp, plan.chunks_per_stage)
+    chunks = [[layer_activations(config, model.moe_layer(i)) for i in config.chunk_layers(g)] for g in positions]
     recomputed = max(layer.recomputed_bytes for chunk in chunks for layer in chunk)
+    if plan.schedule in SPLIT_SCHEDULES:
+        order = pipeline_order(plan.schedule, stage, plan.pp, micro_batches, plan.chunks_per_stage)
+        held = [sum(layer.kept_bytes for layer in chunk) for chunk in chunks]
+        activations = split_schedule_peak(order, held, list(weight_bytes or (0,) * len(chunks)))
+    else:
+        in_flight = micro_batches_in_flight(plan.schedule, stage, plan.pp, micro_batches, plan.virtual_stages)
+        activations = max(sum(layer.kept_bytes for layer in chunk) for chunk in chunks) * in_flight
     return StageMemory(
         weights_bytes=element * _held(config, 3, parameters, expert_parameters),
         gradients_bytes=element * _held(config, 2, parameters, expert_parameters),
         optimizer_bytes=OPTIMIZER_BYTES_PER_PARAMETER * _held(config, 1, parameters, expert_parameters),
-        activations_bytes=kept * in_flight + recomputed,
+        activations_bytes=activations + recomputed,
     )
 
 

@@ -1,29 +1,73 @@
-"""Pipeline schedules: the order in which a stage runs its forward and backward passes (GPipe, 1F1B and
-Megatron-LM's interleaved 1F1B), and the tags of the messages between stages.
+"""Pipeline schedules: the order in which a stage runs its forward and backward passes (GPipe, 1F1B,
+Megatron-LM's interleaved 1F1B, the zero-bubble ZB-H1 and ZB-V, DualPipe), where its model chunks sit along the
+model, and the tags of the messages between stages.
 
-A pass is one model chunk's forward or backward pass over one micro-batch; a stage holds ``chunks`` model
-chunks (one except under the interleaved schedule). :mod:`stratasim.workload_layer.transformer.training_graph` emits the passes
-in this order as one chain of dependencies.
+A pass is one model chunk's forward or backward pass (or half of it: :mod:`~stratasim.workload_layer.transformer.
+schedule_passes`) over one micro-batch; a stage holds ``chunks`` model chunks (one under GPipe, 1F1B and ZB-H1).
+:mod:`stratasim.workload_layer.transformer.training_graph` emits the passes in this order as one chain of
+dependencies.
+
+Where chunks sit (:data:`Placement`): ``loop`` (the interleaved schedule's), stage ``p``'s chunk ``c`` is the
+model's chunk ``c stages + p``; ``v`` (ZB-V), stage ``p`` holds the model's chunks ``p`` and ``2 stages - 1 - p``;
+``dual`` (DualPipe), two copies of a model in ``stages`` chunks, stage ``p`` holding chunk ``p`` of the first
+(local chunk 0) and chunk ``stages - 1 - p`` of the second (local chunk 1), each copy's micro-batches going
+through its own chunks only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Literal, NamedTuple, TypeAlias
+from typing import Literal, TypeAlias
 
-__all__ = ["Direction", "Pass", "pipeline_order", "message_tag"]
+from stratasim.workload_layer.transformer.dualpipe import dualpipe_order
+from stratasim.workload_layer.transformer.schedule_passes import Direction, Pass
+from stratasim.workload_layer.transformer.zero_bubble import v_stage, zb_h1_order, zb_v_order
+
+__all__ = [
+    "Direction",
+    "Pass",
+    "Placement",
+    "pipeline_order",
+    "message_tag",
+    "placement",
+    "chunk_positions",
+    "neighbour_chunk",
+]
+
+Placement: TypeAlias = Literal["loop", "v", "dual"]
+"""Where a stage's model chunks sit along the model; see the module docstring."""
 
 
-Direction: TypeAlias = Literal["forward", "backward"]
+def placement(schedule: str) -> Placement:
+    """The placement of ``schedule``'s chunks: ``v`` for ZB-V, ``dual`` for DualPipe, else ``loop``."""
+    return "v" if schedule == "zb_v" else "dual" if schedule == "dualpipe" else "loop"
 
 
-class Pass(NamedTuple):
-    """One forward or backward pass of one of a stage's model chunks over one micro-batch."""
+def chunk_positions(where: Placement, stage: int, stages: int, chunks: int) -> tuple[int, ...]:
+    """The model chunk each of ``stage``'s ``chunks`` local chunks runs (an index into the model's chunks:
+    ``stages * chunks`` of them, or ``stages`` per copy under ``dual``)."""
+    if where == "v":
+        return (stage, 2 * stages - 1 - stage)
+    if where == "dual":
+        return (stage, stages - 1 - stage)
+    return tuple(chunk * stages + stage for chunk in range(chunks))
 
-    direction: Direction
-    chunk: int
-    micro_batch: int
+
+def neighbour_chunk(
+    where: Placement, stage: int, chunk: int, stages: int, chunks: int, offset: int
+) -> tuple[int, int] | None:
+    """The stage and local chunk of the model chunk ``offset`` (+1 or -1) away from ``stage``'s local ``chunk``
+    along its model (its copy's, under ``dual``); None past either end."""
+    position = chunk_positions(where, stage, stages, chunks)[chunk] + offset
+    if not 0 <= position < (stages if where == "dual" else stages * chunks):
+        return None
+    if where == "v":
+        return v_stage(position, stages)
+    if where == "dual":
+        return (position, 0) if chunk == 0 else (stages - 1 - position, 1)
+    chunk_of, stage_of = divmod(position, stages)
+    return stage_of, chunk_of
 
 
 @lru_cache(maxsize=1024)
@@ -41,10 +85,21 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
       ``forward_backward_pipelining_with_interleaving``): the ``chunks * micro_batches`` passes take micro-batches
       in groups of ``stages`` through each chunk in turn (backward passes from the last chunk);
       ``(stages - stage - 1) * 2 + (chunks - 1) * stages`` warm-up passes, capped at the total, and all of them
-      when ``micro_batches == stages``. ``micro_batches`` must be a multiple of ``stages``.
+      when ``micro_batches == stages``. ``micro_batches`` must be a multiple of ``stages``;
+    - ``zb_h1`` and ``zb_v`` (:mod:`~stratasim.workload_layer.transformer.zero_bubble`) and ``dualpipe``
+      (:mod:`~stratasim.workload_layer.transformer.dualpipe`, two chunks per stage) split backward passes into
+      ``input`` and ``weight`` passes.
     """
     if schedule == "interleaved":
         return _interleaved_order(stage, stages, micro_batches, chunks)
+    if schedule in ("zb_v", "dualpipe"):
+        if chunks != 2:
+            raise ValueError(f"the {schedule} schedule runs two model chunks per stage, not {chunks}")
+        return (
+            zb_v_order(stage, stages, micro_batches)
+            if schedule == "zb_v"
+            else dualpipe_order(stage, stages, micro_batches)
+        )
     if chunks != 1:
         raise ValueError(f"the {schedule} schedule runs one model chunk per stage, not {chunks}")
     forward = [Pass("forward", 0, i) for i in range(micro_batches)]
@@ -53,7 +108,11 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
         return _one_forward_one_backward(forward, backward, micro_batches)
     if schedule == "1f1b":
         return _one_forward_one_backward(forward, backward, min(stages - stage - 1, micro_batches))
-    raise ValueError(f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b or interleaved")
+    if schedule == "zb_h1":
+        return zb_h1_order(stage, stages, micro_batches)
+    raise ValueError(
+        f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b, interleaved, zb_h1, zb_v or dualpipe"
+    )
 
 
 def _interleaved_order(stage: int, stages: int, micro_batches: int, chunks: int) -> tuple[Pass, ...]:
@@ -91,6 +150,6 @@ def _one_forward_one_backward(forward: Sequence[Pass], backward: Sequence[Pass],
 
 def message_tag(direction: Direction, chunk: int, micro_batch: int, chunks: int) -> int:
     """The tag of the point-to-point message carrying ``micro_batch``'s activation (forward) or gradient
-    (backward) out of the sender's model ``chunk`` (of ``chunks`` per stage); unique per (chunk, micro-batch,
-    direction), and the sender's id tells the stage boundary apart."""
-    return 2 * (micro_batch * chunks + chunk) + (direction == "backward")
+    (backward or input pass) out of the sender's model ``chunk`` (of ``chunks`` per stage); unique per (chunk,
+    micro-batch, direction), and the sender's id tells the stage boundary apart."""
+    return 2 * (micro_batch * chunks + chunk) + (direction != "forward")

@@ -30,7 +30,9 @@ class Gemm:
     """A (batched) GEMM ``[batch, m, k] x [batch, k, n]`` of the forward pass.
 
     Its backward pass is two GEMMs of the transposed shapes with the same FLOPs: the input gradient
-    ``[m, n] x [n, k]`` and the weight (or second operand) gradient ``[k, m] x [m, n]``.
+    ``[m, n] x [n, k]`` and the weight (or second operand) gradient ``[k, m] x [m, n]``. ``weights``: its second
+    operand is a parameter (not an activation, as in the attention core's products), so a zero-bubble schedule
+    may run that gradient apart, in a weight pass.
     """
 
     name: str
@@ -38,6 +40,7 @@ class Gemm:
     k: int
     n: int
     batch: int = 1
+    weights: bool = True
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,10 @@ class Block:
     Per micro-batch, its forward pass allocates ``kept_bytes`` (what the backward pass needs; with recomputation,
     the block's input) until its backward pass ends, and recomputation allocates ``recomputed_bytes`` more until
     then. The ``parameters`` it holds on a TP rank have their gradients reduced over the DP group, its
-    ``expert_parameters`` (a mixture of experts') over the expert-data-parallel group.
+    ``expert_parameters`` (a mixture of experts') over the expert-data-parallel group. When a zero-bubble
+    schedule runs its backward pass in two halves, the input-gradient half frees all it holds but
+    ``weight_bytes``, which the weight-gradient half frees (:func:`~stratasim.workload_layer.transformer.memory.
+    weight_pass_bytes`).
     """
 
     name: str
@@ -167,3 +173,4 @@ class Block:
     recomputed_bytes: int = 0
     parameters: int = 0
     expert_parameters: int = 0
+    weight_bytes: int = 0

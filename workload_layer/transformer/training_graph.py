@@ -25,8 +25,9 @@ from functools import partial
 from stratasim.kernel import operators
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
-from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
+from stratasim.workload_layer.transformer.pipeline_schedule import Pass, Placement, message_tag, neighbour_chunk
 from stratasim.workload_layer.transformer.ring_attention import RingEmitter, ring_attention
+from stratasim.workload_layer.transformer.schedule_passes import WEIGHT_PASSES, OverlappedPass
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 from stratasim.workload_layer.transformer.step_operators import Role, step_operator
 from stratasim.workload_layer.transformer.steps import (
@@ -67,6 +68,8 @@ class StagePlan:
     key-value blocks go to the next member; :mod:`stratasim.workload_layer.transformer.ring_attention`); then
     ``data_group`` is the combined DP x CP group. With HSDP, ZeRO-3 gathers and reduce-scatters over
     ``shard_group`` (None: ``data_group``) and all-reduces each reduced gradient shard over ``replica_group``.
+    ``placement`` says where its chunks sit along the model
+    (:func:`~stratasim.workload_layer.transformer.pipeline_schedule.neighbour_chunk`).
     """
 
     npu: int
@@ -90,23 +93,30 @@ class StagePlan:
     context_group: tuple[int, ...] = ()
     shard_group: tuple[int, ...] | None = None
     replica_group: tuple[int, ...] = ()
+    placement: Placement = "loop"
 
     def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
         """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
         the model; None past either end of the model or on this very NPU (one stage: handed over locally)."""
         stages = len(self.pipeline)
-        position = chunk * stages + self.pipeline.index(self.npu) + offset
-        if not 0 <= position < stages * len(self.chunks):
+        stage = self.pipeline.index(self.npu)
+        found = neighbour_chunk(self.placement, stage, chunk, stages, len(self.chunks), offset)
+        if found is None or found[0] == stage:
             return None
-        neighbour_chunk, stage = divmod(position, stages)
-        npu = self.pipeline[stage]
-        return None if npu == self.npu else (npu, neighbour_chunk)
+        return self.pipeline[found[0]], found[1]
 
     @property
     def previous_stage(self) -> int | None:
         """The NPU it receives activations from and sends gradients to, if any (for the first stage, the last
         stage's when it holds several chunks)."""
         return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, -1))), None)
+
+    @property
+    def mirror(self) -> int | None:
+        """Under DualPipe's placement, the NPU holding the same two model stages (stage ``pp - 1 - p``); else None."""
+        if self.placement != "dual":
+            return None
+        return self.pipeline[len(self.pipeline) - 1 - self.pipeline.index(self.npu)]
 
     @property
     def next_stage(self) -> int | None:
@@ -133,7 +143,8 @@ class _Emitter:
         self._neighbours: dict[tuple[int, int], tuple[int, int] | None] = {}
         self._ready: list[int] = []
         self._input_grad: int | None = None
-        self._last_backward = {step.chunk: step for step in plan.order if step.direction == "backward"}
+        self._last_backward = {step.chunk: step for step in plan.order if step.direction in WEIGHT_PASSES}
+        self._weights_apart = False  # emitting an input pass: weight-gradient GEMMs wait for its weight pass
         self._bucket = 0
         self._expert_bucket = 0
         self._reductions: list[int] = []  # the gradient collectives the optimizer step waits for
@@ -142,12 +153,22 @@ class _Emitter:
         self._operators: dict[tuple[Gemm | Pointwise | Attention, str], bytes] = {}
 
     def build(self) -> workload_pb2.ExecutionGraph:
+        previous_start = self._ready
         for step in self._plan.order:
+            start, previous_end = self._ready, self._ready
+            if isinstance(step, OverlappedPass):  # alongside the pass before: wait only for what that pass waited for
+                self._ready = previous_start
             if step.direction == "forward":
                 self._forward(step)
+            elif step.direction == "weight":
+                self._weight(step)
             else:
                 self._backward(step)
+            if isinstance(step, OverlappedPass):
+                self._ready = [*previous_end, *(n for n in self._ready if n not in previous_end)]
+            previous_start = start
         self._reduce_gradients()
+        self._mirror_gradients()
         self._optimizer_step()
         return self._graph
 
@@ -173,18 +194,43 @@ class _Emitter:
         gather = self._receive(step)
         for block in reversed(self._plan.chunks[step.chunk]):
             self._gather_parameters(block, f"mb{step.micro_batch} {block.name} bwd")
-            key = ("backward", block.steps, block.kept_bytes, block.recompute, block.recomputed_bytes, gather)
-            self._run_block(step, block, key, partial(self._emit_backward, block, gather))
+            key = (step.direction, block.steps, block.kept_bytes, block.recompute, block.recomputed_bytes, gather)
+            self._run_block(step, block, key, partial(self._emit_backward, block, gather, step.direction == "input"))
             gather = False
-            self._scatter_gradients(block, f"mb{step.micro_batch} {block.name} bwd")
-            if step == self._last_backward[step.chunk]:
-                self._gradients_ready(block)
+            if step.direction == "backward":
+                self._weights_done(step, block, "bwd")
         self._gather_input(gather, f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction} tp all-gather")
         self._send(step)
 
-    def _emit_backward(self, block: Block, gather: bool) -> None:
+    def _weights_done(self, step: Pass, block: Block, label: str) -> None:
+        """``step`` has computed ``block``'s weight gradients: ZeRO-3 reduce-scatters them; after the chunk's last
+        such pass they go to the DP bucket."""
+        self._scatter_gradients(block, f"mb{step.micro_batch} {block.name} {label}")
+        if step == self._last_backward[step.chunk]:
+            self._gradients_ready(block)
+
+    def _weight(self, step: Pass) -> None:
+        """A weight pass (zero-bubble W): each block's weight-gradient GEMMs, in backward order; nothing is
+        received or sent."""
+        for block in reversed(self._plan.chunks[step.chunk]):
+            self._run_block(step, block, ("weight", block.steps, block.weight_bytes), partial(self._emit_weight, block))
+            self._weights_done(step, block, "wgt")
+
+    def _emit_weight(self, block: Block) -> None:
+        """``block``'s weight-gradient GEMMs, freeing at the last what its input pass left them."""
+        for step in reversed(block.steps):
+            inner = step.steps if isinstance(step, Recompute) else (step,)
+            for gemm in reversed(inner):
+                if isinstance(gemm, Gemm) and gemm.weights:
+                    self._compute(f"wgt {gemm.name} wgrad", self._operator(gemm, "wgrad"), self._ready)
+        if self._nodes:
+            self._nodes[-1].memory_bytes -= block.weight_bytes
+
+    def _emit_backward(self, block: Block, gather: bool, input_only: bool = False) -> None:
         """A backward pass of ``block`` (after gathering its output gradient, if ``gather``; its forward again
-        first under full recomputation), freeing what the forward passes left it at its last node."""
+        first under full recomputation), freeing what the forward passes left it at its last node; with
+        ``input_only``, its input-gradient half (zero-bubble B), which leaves ``weight_bytes`` to the weight pass."""
+        self._weights_apart = input_only
         self._gather_input(gather, "bwd recv tp all-gather")
         held = block.kept_bytes
         if block.recompute:
@@ -193,7 +239,8 @@ class _Emitter:
             self._allocate(first, block.recomputed_bytes)
             held += block.recomputed_bytes
         self._run_backward(block, "bwd")
-        self._nodes[-1].memory_bytes -= held
+        self._nodes[-1].memory_bytes -= held - (block.weight_bytes if input_only else 0)
+        self._weights_apart = False
 
     def _run_block(self, step: Pass, block: Block, key: tuple[object, ...], emit: Callable[[], None]) -> None:
         """Run ``step``'s pass of ``block`` as a BLOCK_NODE named ``mb<micro-batch> <block>``. ``emit`` writes the
@@ -260,6 +307,32 @@ class _Emitter:
                 self._reductions.append(scatter)
                 self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group, [scatter])
         self._bucket = self._expert_bucket = 0
+
+    def _mirror_gradients(self) -> None:
+        """DualPipe: rank ``p`` and rank ``pp - 1 - p`` hold the same two model stages (as each other's other
+        copy), so they sum their gradients, an all-reduce over the pair of the stage's gradients (the sum
+        DualPipe's example makes), before the optimizer step; with ZeRO-3, of this rank's shards."""
+        if self._plan.placement != "dual":
+            return
+        mirror = self._plan.mirror
+        assert mirror is not None
+        blocks = [block for chunk in self._plan.chunks for block in chunk]
+        dense, expert = sum(b.parameters for b in blocks), sum(b.expert_parameters for b in blocks)
+        if self._plan.zero == 3:
+            dense = -(-dense // len(self._plan.data_group))
+            expert = -(-expert // max(len(self._plan.expert_data_group), 1))
+        size = (dense + expert) * operators.dtype_bytes(self._plan.dtype)
+        group = tuple(sorted((self._plan.npu, mirror)))
+        node = self._add(
+            "mirror gradient all-reduce",
+            workload_pb2.COMM_COLL_NODE,
+            self._ready,
+            comm_type=workload_pb2.ALL_REDUCE,
+            comm_bytes=size,
+            group=group,
+            pg_name="pp",
+        )
+        self._reductions.append(node)
 
     def _optimizer_step(self) -> None:
         """The optimizer step over this NPU's parameters, once compute is done and every gradient collective of
@@ -381,14 +454,16 @@ class _Emitter:
         self._compute(f"{prefix} {step.name}", self._operator(step, "forward"), self._ready)
 
     def _compute_backward(self, step: Gemm | Pointwise | Attention, prefix: str) -> None:
-        """``step``'s backward operators: a GEMM's input- then weight-gradient GEMMs, a pointwise operator once
-        more reading the output gradient, a fused attention's backward kernel."""
+        """``step``'s backward operators: a GEMM's input- then weight-gradient GEMMs (a GEMM with weights only its
+        input gradient in an input pass), a pointwise operator once more reading the output gradient, a fused
+        attention's backward kernel."""
         if isinstance(step, (Pointwise, Attention)):
             self._compute(f"{prefix} {step.name}", self._operator(step, "backward"), self._ready)
             return
         name = f"{prefix} {step.name}"
         self._input_grad = self._compute(f"{name} dgrad", self._operator(step, "dgrad"), self._ready)
-        self._compute(f"{name} wgrad", self._operator(step, "wgrad"), [self._input_grad])
+        if not (self._weights_apart and step.weights):
+            self._compute(f"{name} wgrad", self._operator(step, "wgrad"), [self._input_grad])
 
     def _operator(self, step: Gemm | Pointwise | Attention, role: Role) -> bytes:
         """The operator ``step`` runs in ``role`` (:func:`~stratasim.workload_layer.transformer.step_operators.step_operator`),

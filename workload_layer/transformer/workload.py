@@ -26,8 +26,9 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   LLaMA's options, mixture-of-experts layers, sequence parallelism and selective recomputation change the layer
   as :mod:`stratasim.workload_layer.transformer.blocks` describes; the EP groups as :mod:`stratasim.workload_layer.transformer.moe` does.
 - Between chunks, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
-  to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B or
-  interleaved 1F1B schedule (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`). Full recomputation
+  to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B, interleaved
+  1F1B, ZB-H1, ZB-V or DualPipe schedule (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`;
+  the last three split backward passes into input- and weight-gradient passes). Full recomputation
   re-runs each layer's forward pass (with its all-reduces) before its backward pass.
 - The stage's gradients (its parameters per TP rank, in ``precision``) are all-reduced over the DP group: by
   default in one bucket after the last backward pass; with ``dp_bucket`` in buckets of whole blocks of at least
@@ -82,9 +83,10 @@ from stratasim.workload_layer.transformer.memory import (
     checkpoint_shard_bytes,
     layer_activations,
     stage_memory,
+    weight_pass_bytes,
 )
 from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
-from stratasim.workload_layer.transformer.pipeline_schedule import pipeline_order
+from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, pipeline_order, placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
@@ -132,7 +134,7 @@ class TransformerWorkload:
         plan, model = self.config.parallelism, self.config.model
         layers_per_chunk = -(-max(self.config.stage_layer_counts()) // plan.virtual_stages)
         per_chunk = 12 + ((9 if plan.shard_casts else 6) if plan.zero == 3 else 2) * layers_per_chunk
-        nodes = (max(*self.replica_micro_batches(), 1) + 1) * plan.virtual_stages * per_chunk + 64
+        nodes = (max(*self.replica_micro_batches(), 1) + 1) * plan.chunks_per_stage * per_chunk + 64
         activation = plan.micro_batch * model.seq_len * model.hidden * 4
         bucket = plan.dp_bucket or 12 * model.hidden**2 * 4
         return WorkEstimate(
@@ -202,7 +204,7 @@ class TransformerWorkload:
         different numbers of micro-batches (``batch_split``) run different graphs: then each stands for itself
         and its TP ranks."""
         plan = self.config.parallelism
-        stages = [((),) * plan.virtual_stages for _ in range(plan.pp)]  # partners do not depend on the blocks
+        stages = [((),) * plan.chunks_per_stage for _ in range(plan.pp)]  # partners do not depend on the blocks
         alike = len(set(self.replica_micro_batches())) == 1
         layout = plan.layout
         return translated_representatives(
@@ -241,7 +243,8 @@ class TransformerWorkload:
 
     @staticmethod
     def _partners(stage: StagePlan) -> Partners:
-        """Everyone ``stage``'s NPU talks to, by role: its TP and DP groups and its pipeline neighbours."""
+        """Everyone ``stage``'s NPU talks to, by role: its TP and DP groups, its pipeline neighbours and (DualPipe) the
+        rank holding its stages' other copies."""
         return (
             stage.tensor_group,
             stage.data_group,
@@ -251,6 +254,7 @@ class TransformerWorkload:
             () if stage.next_stage is None else (stage.next_stage,),
             *((stage.context_group,) if len(stage.context_group) > 1 else ()),
             *((stage.replica_group,) if stage.replica_group else ()),
+            () if stage.mirror is None else (stage.mirror,),
         )
 
     def _plan(self, npu: int, stages: Sequence[tuple[tuple[Block, ...], ...]]) -> StagePlan:
@@ -268,7 +272,8 @@ class TransformerWorkload:
             npu=npu,
             pipeline=layout.group(npu, "pp"),
             chunks=stages[pp_rank],
-            order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.virtual_stages),
+            order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.chunks_per_stage),
+            placement=placement(plan.schedule),
             tensor_group=layout.group(npu, "tp"),
             data_group=layout.joint_group(npu, ("cp", "dp")),
             boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
@@ -309,7 +314,8 @@ class TransformerWorkload:
         known = self._memory.get((stage, runs))
         if known is None:
             parameters = self._stage_parameter_kinds(stage)
-            known = stage_memory(self.config, stage, parameters.dense, runs, parameters.expert)
+            weights = tuple(sum(block.weight_bytes for block in chunk) for chunk in self._stage_chunks(stage))
+            known = stage_memory(self.config, stage, parameters.dense, runs, parameters.expert, weights)
             self._memory[stage, runs] = known
         return known
 
@@ -348,12 +354,14 @@ class TransformerWorkload:
         return written
 
     def _stage_chunks(self, stage: int) -> tuple[tuple[Block, ...], ...]:
-        """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage``
-        (built once per stage: every TP and DP rank of the stage shares them)."""
+        """The blocks of each model chunk ``stage`` holds: its chunk ``c`` is the model's ``c * pp + stage`` (or as
+        ZB-V's and DualPipe's placements say: :func:`~stratasim.workload_layer.transformer.pipeline_schedule.
+        chunk_positions`), built once per stage: every TP and DP rank of the stage shares them."""
         known = self._chunks.get(stage)
         if known is None:
             plan = self.config.parallelism
-            known = tuple(self._chunk_blocks(chunk * plan.pp + stage) for chunk in range(plan.virtual_stages))
+            positions = chunk_positions(placement(plan.schedule), stage, plan.pp, plan.chunks_per_stage)
+            known = tuple(self._chunk_blocks(position) for position in positions)
             self._chunks[stage] = known
         return known
 
@@ -376,12 +384,14 @@ class TransformerWorkload:
         model, plan = self.config.model, self.config.parallelism
         activations = layer_activations(self.config, model.moe_layer(index))
         parameters = layer_parameters(model, index, plan.tp, plan.ep)
+        steps = layer_steps(self.config, index)
         return Block(
             f"layer{index}",
-            layer_steps(self.config, index),
+            steps,
             recompute=plan.recompute == "full",
             kept_bytes=activations.kept_bytes,
             recomputed_bytes=activations.recomputed_bytes if plan.recompute == "full" else 0,
             parameters=parameters.dense,
             expert_parameters=parameters.expert,
+            weight_bytes=weight_pass_bytes(steps, activations.kept_bytes, operators.dtype_bytes(self._dtype)),
         )

@@ -1,0 +1,52 @@
+"""examples/training/deepseek_v3_like_schedules.yaml under 1F1B, interleaved 1F1B, ZB-H1, ZB-V and DualPipe: the
+figures docs/how-to/pipeline-schedules.md quotes (simulated time exact, to the picosecond), and what they show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "training" / "deepseek_v3_like_schedules.yaml"
+
+SCHEDULES = {
+    "1f1b": ([], 148_888_987_323),
+    "interleaved": (["virtual_stages=2"], 139_875_889_477),
+    "zb_h1": ([], 140_316_369_287),
+    "zb_v": (["virtual_stages=2"], 142_610_481_858),
+    "dualpipe": ([], 105_976_059_480),
+}
+"""Each schedule's extra keys and iteration time in picoseconds."""
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, dict[str, object]]:
+    figures = {}
+    for schedule, (extra, _) in SCHEDULES.items():
+        keys = [f"workload.parallelism.{key}" for key in [f"schedule={schedule}", *extra]]
+        report = run_study(load_study(EXAMPLE, keys))
+        assert report.training is not None
+        exposed = dict(report.result.per_npu[0].exposed_comm_ps_by_kind)
+        figures[schedule] = {"time": report.total_time_ps, "ep": exposed["ep"], **report.training}
+    return figures
+
+
+def test_each_schedule_gives_its_time(reports: dict[str, dict[str, object]]) -> None:
+    assert {name: figures["time"] for name, figures in reports.items()} == {
+        name: time for name, (_, time) in SCHEDULES.items()
+    }
+
+
+def test_what_the_schedules_trade(reports: dict[str, dict[str, object]]) -> None:
+    """Splitting W off shortens 1F1B's bubble at 1F1B's activation memory (ZB-H1); DualPipe's overlapped forward
+    and backward chunks hide about half the expert all-to-all time and most of the bubble, for twice the parameters
+    (and their optimizer states) per GPU."""
+    bubble = {name: figures["pipeline_bubble_fraction"] for name, figures in reports.items()}
+    memory = {name: max(figures["memory_per_npu_bytes"]) for name, figures in reports.items()}  # type: ignore[call-overload]
+    assert bubble["dualpipe"] < bubble["interleaved"] < bubble["zb_h1"] < bubble["zb_v"] < bubble["1f1b"]
+    assert reports["dualpipe"]["ep"] < 0.6 * reports["1f1b"]["ep"]  # type: ignore[operator]
+    assert reports["zb_h1"]["ep"] == reports["1f1b"]["ep"]
+    assert memory["1f1b"] < memory["zb_h1"] < memory["interleaved"] < memory["zb_v"] < memory["dualpipe"]

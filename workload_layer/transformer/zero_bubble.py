@@ -1,0 +1,123 @@
+"""Zero-bubble pipeline schedules (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): the backward pass
+split into B (input gradients) and W (weight gradients), W postponed into what would be bubbles.
+
+- ZB-H1 (their section 3.1, figure 3 top): 1F1B's warm-up of ``stages - stage - 1`` forward passes, then F and B
+  alternately, each stage's W passes lagging its B passes by ``stage`` (in B's order), the rest at the end. Every
+  stage then holds at most ``stages`` micro-batches between their F and W (1F1B's peak on stage 0), and with
+  stage times ``T_F``, ``T_B``, ``T_W`` (``T_W <= T_F + T_B``) the bubble is ``(stages - 1)(T_F + T_B - T_W)``
+  against 1F1B's ``(stages - 1)(T_F + T_B + T_W)``.
+- ZB-V (their section 4, figure 5): two model chunks per stage placed in a V (stage ``p`` holds the model's chunks
+  ``p`` and ``2 stages - 1 - p``), so the first and last chunks sit on stage 0. The order is built by a greedy
+  list schedule over all stages in unit time slots (``T_F = T_B = T_W``, free transfers), the paper's setting
+  for its figure: in each slot a stage runs a ready B (earliest micro-batch first), else a ready F while it holds
+  fewer than ``2 stages`` chunk activations (1F1B's peak, the paper's memory limit for ZB-V), else its oldest
+  pending W. It is our construction under the paper's rules, not the paper's search; the engine then times it
+  with the real operators.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from functools import lru_cache
+
+from stratasim.workload_layer.transformer.schedule_passes import Pass
+
+__all__ = ["zb_h1_order", "zb_v_order", "v_stage"]
+
+
+def zb_h1_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
+    """ZB-H1's order for ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
+    warmup = min(stages - stage - 1, micro_batches)
+    order = [Pass("forward", 0, k) for k in range(warmup)]
+    weights = 0
+    for k in range(micro_batches):
+        if warmup + k < micro_batches:
+            order.append(Pass("forward", 0, warmup + k))
+        order.append(Pass("input", 0, k))
+        if k >= stage:
+            order.append(Pass("weight", 0, weights))
+            weights += 1
+    return (*order, *(Pass("weight", 0, k) for k in range(weights, micro_batches)))
+
+
+def v_stage(position: int, stages: int) -> tuple[int, int]:
+    """The stage and local chunk holding the model's chunk ``position`` (of ``2 stages``) in ZB-V's V."""
+    return (position, 0) if position < stages else (2 * stages - 1 - position, 1)
+
+
+def zb_v_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
+    """ZB-V's order for ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
+    return _zb_v_orders(stages, micro_batches)[stage]
+
+
+@lru_cache(maxsize=64)
+def _zb_v_orders(stages: int, micro_batches: int) -> tuple[tuple[Pass, ...], ...]:
+    """Every stage's ZB-V order, from the greedy unit-slot schedule of the module docstring."""
+    positions = 2 * stages
+    done: dict[tuple[str, int, int], int] = {}  # (kind, model chunk, micro-batch) -> slot it ran in
+    next_forward = [0] * positions
+    next_input = [0] * positions
+    held = [0] * stages
+    pending: list[deque[tuple[int, int]]] = [deque() for _ in range(stages)]
+    orders: list[list[Pass]] = [[] for _ in range(stages)]
+    slot = 0
+    while any(len(order) < 6 * micro_batches for order in orders):
+        ran: list[tuple[str, int, int]] = []
+        for s in range(stages):
+            choice = _v_choice(s, stages, micro_batches, slot, done, next_forward, next_input, held[s], pending[s])
+            if choice is None:
+                continue
+            kind, position, micro_batch = choice
+            chunk = v_stage(position, stages)[1]
+            orders[s].append(Pass({"F": "forward", "B": "input", "W": "weight"}[kind], chunk, micro_batch))  # type: ignore[arg-type]
+            held[s] += {"F": 1, "B": 0, "W": -1}[kind]
+            if kind == "F":
+                next_forward[position] += 1
+            elif kind == "B":
+                next_input[position] += 1
+                pending[s].append((position, micro_batch))
+            ran.append(choice)
+        done.update({choice: slot for choice in ran})
+        slot += 1
+        if slot > 12 * positions * micro_batches:
+            raise AssertionError("the ZB-V greedy schedule made no progress")
+    return tuple(tuple(order) for order in orders)
+
+
+def _v_choice(
+    stage: int,
+    stages: int,
+    micro_batches: int,
+    slot: int,
+    done: dict[tuple[str, int, int], int],
+    next_forward: list[int],
+    next_input: list[int],
+    held: int,
+    pending: deque[tuple[int, int]],
+) -> tuple[str, int, int] | None:
+    """What ``stage`` runs in ``slot``: a ready B, else a ready F within the memory limit, else its oldest W."""
+
+    def finished(key: tuple[str, int, int]) -> bool:
+        return done.get(key, slot) < slot
+
+    positions = (stage, 2 * stages - 1 - stage)
+    ready_inputs = [
+        ("B", g, next_input[g])
+        for g in positions
+        if next_input[g] < micro_batches
+        and finished(("F", g, next_input[g]))
+        and (g == 2 * stages - 1 or finished(("B", g + 1, next_input[g])))
+    ]
+    if ready_inputs:
+        return min(ready_inputs, key=lambda c: (c[2], -c[1]))
+    ready_forwards = [
+        ("F", g, next_forward[g])
+        for g in positions
+        if next_forward[g] < micro_batches and (g == 0 or finished(("F", g - 1, next_forward[g])))
+    ]
+    if ready_forwards and held < 2 * stages:
+        return max(ready_forwards, key=lambda c: (c[1], -c[2]))
+    if pending:
+        position, micro_batch = pending.popleft()
+        return ("W", position, micro_batch)
+    return None
