@@ -103,6 +103,8 @@ LLAMA3_8B_B200 = CALIBRATION / "llama3_8b_b200.yaml"
 B200_RELEASES = ("nemo 25.02", "megatron bridge 25.11")
 NEMOTRON4_15B_B200 = CALIBRATION / "nemotron4_15b_b200.yaml"
 H100_FP8 = ("llama3_8b_h100_fp8", "llama2_7b_h100_fp8")
+LLAMA3_70B_CP2 = CALIBRATION / "llama3_70b_h100_cp2.yaml"
+LLAMA3_8B_CP2 = CALIBRATION / "llama3_8b_h100_cp2.yaml"
 
 
 def test_the_b200_model_reproduces_nvidias_fp8_runs_it_was_fitted_to() -> None:
@@ -194,7 +196,7 @@ def test_the_operator_model_leaves_the_mpt_runs_a_fifth_to_two_fifths_fast() -> 
 def test_llama3_70b_with_context_parallelism_lands_within_15_percent_of_nemo() -> None:
     """Not fitted: NeMo 24.07's LLaMA3-70B on 64 H100s with TP 4, PP 4, CP 2 (ring attention) and VP 5, the GEMMs at
     the FP8 peak of the bf16-fitted h100 model (about two minutes)."""
-    report = run_study(load_study(CALIBRATION / "llama3_70b_h100_cp2.yaml"))
+    report = run_study(load_study(LLAMA3_70B_CP2))
     assert report.training is not None
     published = case("calibration", "llama3_70b_h100_cp2 nemo 24.07")
     check = published.check("samples_per_second")
@@ -205,10 +207,8 @@ def test_llama3_70b_with_context_parallelism_lands_within_15_percent_of_nemo() -
 def test_llama3_8b_with_context_parallelism_runs_faster_than_nemo_measured() -> None:
     """Not fitted: NeMo 24.07's LLaMA3-8B on one DGX H100 with CP 2 comes out 20-30 % faster than measured; ring
     attention's per-step overheads are not priced, and the plan prices within 1 % of the same run without CP."""
-    report = run_study(load_study(CALIBRATION / "llama3_8b_h100_cp2.yaml"))
-    without = run_study(
-        load_study(CALIBRATION / "llama3_8b_h100_cp2.yaml", ["workload.parallelism.cp=1", "workload.parallelism.dp=8"])
-    )
+    report = run_study(load_study(LLAMA3_8B_CP2))
+    without = run_study(load_study(LLAMA3_8B_CP2, ["workload.parallelism.cp=1", "workload.parallelism.dp=8"]))
     assert report.training is not None and without.training is not None
     published = case("calibration", "llama3_8b_h100_cp2 nemo 24.07")
     low, high = published.check("samples_per_second").band or (0, 0)

@@ -130,6 +130,8 @@ from tests.examples.test_calibration import (
     H200_FP8,
     LLAMA,
     LLAMA3_8B_B200,
+    LLAMA3_8B_CP2,
+    LLAMA3_70B_CP2,
     LLAMA31_8B,
     MAXTEXT_22B,
     MAXTEXT_V5P,
@@ -346,7 +348,9 @@ def test_every_example_has_a_test() -> None:
     }
     tested |= {CALIBRATION / f"mpt_{size}_h100.yaml" for size in PUBLISHED_SEQUENCES}
     tested |= {CALIBRATION / f"maxtext_{size}_tpuv5p.yaml" for size in MAXTEXT_V5P} | {LLAMA31_8B}
-    tested |= {LLAMA3_8B_B200, NEMOTRON4_15B_B200} | {CALIBRATION / f"{name}.yaml" for name in H100_FP8}
+    tested |= {LLAMA3_8B_B200, NEMOTRON4_15B_B200, LLAMA3_8B_CP2, LLAMA3_70B_CP2} | {
+        CALIBRATION / f"{name}.yaml" for name in H100_FP8
+    }
     tested |= {CALIBRATION / f"{name}.yaml" for name in (MI300X, *GAUDI3, H200_FP8, GPT_NEOX_20B_GAUDI3)}
     tested |= VIDUR_EXAMPLES  # tests/examples/test_vidur.py runs Vidur's configurations and their traces
     tested |= {EXAMPLES / "explore" / "quickstart_sweep.yaml"}  # docs/tutorials/exploring.md shows its best trial
