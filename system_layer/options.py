@@ -28,18 +28,20 @@ from pydantic import (
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.grid import Grid
+from stratasim.kernel.grid import DimensionLinks, Grid
 from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import DTypeName, Latency, MemoryCapacity, Section, quantity, written
 from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
+from stratasim.system_layer.collectives.nccl import NCCL
 from stratasim.system_layer.failures import NpuFailure, failure_problems
+from stratasim.system_layer.nccl_options import REDUCING_ALGORITHMS, NcclOptions
 from stratasim.system_layer.variability import Slowdown, Variability, slowdown_problems
 
 __all__ = ["Preset", "Scheduling", "Semantics", "SystemOptions", "ALGORITHMS"]
 
 # Algorithms a dimension can run, by the name a study uses, then those run once over the whole group flattened
 # (see stratasim.system_layer.collectives.algorithms); ``direct:N`` and ``one_direct:N`` add a window of N peers.
-ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree", *FLATTENED)
+ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree", *FLATTENED, NCCL)
 
 _EVERY_OTHER = "*"  # the key of the algorithms of every collective a mapping does not name
 
@@ -254,6 +256,9 @@ class SystemOptions(Section):
     """Seeded random compute factors (per NPU, per operator) and message jitter, and Monte-Carlo samples."""
     failures: tuple[NpuFailure, ...] = ()
     """NPUs that fail at a time, stopping the job that holds them: a list of ``{npus, at}``."""
+    nccl: NcclOptions = Field(default_factory=NcclOptions)
+    """What ``algorithm: nccl`` may pick: NCCL's own choice by size (``auto``), or a forced ``algorithm``,
+    ``protocol`` and ``channels`` (``{algorithm: nvls, protocol: simple}``)."""
     contention: StrictBool | None = None
     """Whether an NPU's compute runs slower while its collectives are in flight (their kernels hold SMs and memory
     bandwidth): ``true``, ``false``, or unset: on where the compute backend times operators alone (``measured``),
@@ -307,9 +312,50 @@ class SystemOptions(Section):
         if longest > dims:
             problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
         problems.extend(("algorithm", message) for message in self._window_problems(logical_sizes or physical.sizes))
+        if self.logical_topology is None:
+            problems.extend(self._nccl_problems(physical.links))
+        elif self.uses_nccl:
+            problems.append(("algorithm", "nccl reads the physical topology's links: drop logical_topology"))
         problems.extend(("slowdown", message) for message in slowdown_problems(self.slowdown, physical.npus))
         problems.extend(("failures", message) for message in failure_problems(self.failures, physical.npus))
         return problems
+
+    @property
+    def uses_nccl(self) -> bool:
+        """Whether some collective lets NCCL's tuning model choose (``algorithm: nccl``)."""
+        return any(name == NCCL for names in self.algorithm.values() for name in names)
+
+    def _nccl_problems(self, links: tuple[DimensionLinks, ...]) -> list[tuple[str, str]]:
+        """What ``algorithm: nccl`` cannot run on the topology: it needs each dimension's links, and an algorithm
+        forced to reduce in the network needs a switch that does (the innermost for NVLS, an outer one for
+        CollNet)."""
+        if not self.uses_nccl:
+            return []
+        if not links:
+            return [
+                ("algorithm", "nccl reads each dimension's bandwidth: give network.topology as a list of dimensions")
+            ]
+        forced = self.nccl.algorithm
+        if forced not in REDUCING_ALGORITHMS:
+            return []
+        if forced.startswith("nvls") and not links[0].in_network_reduction:
+            return [
+                (
+                    "nccl.algorithm",
+                    f"{forced} reduces inside the NVSwitch, but network.topology's first dimension (the node) is a "
+                    f"{links[0].kind} without in_network_reduction: true; mark the node's NVSwitch "
+                    "(kind: switch, in_network_reduction: true) or use ring, tree or auto",
+                )
+            ]
+        if forced.startswith("collnet") and not any(link.in_network_reduction for link in links[1:]):
+            return [
+                (
+                    "nccl.algorithm",
+                    f"{forced} reduces in the network's switches (SHARP), but no dimension of network.topology beyond "
+                    "the first has in_network_reduction: true; mark that switch dimension or use ring, tree or auto",
+                )
+            ]
+        return []
 
     def _window_problems(self, sizes: tuple[int, ...]) -> list[str]:
         """Windows wider than the dimension they run on (the whole grid for ``one_direct:N``)."""
