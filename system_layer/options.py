@@ -218,7 +218,8 @@ class SystemOptions(Section):
     algorithm: Annotated[dict[str, tuple[str, ...]], _ALGORITHMS] = Field(default_factory=_ring_everywhere)
     """Collective algorithm: one name, a list per topology dimension (a short list repeats its last entry), or a
     mapping from collective (``*`` for the others) to either. ``direct:N`` keeps at most N peers in flight;
-    ``one_ring``, ``one_direct`` and ``one_halving_doubling`` run over all dimensions flattened into one."""
+    ``one_ring``, ``one_direct`` and ``one_halving_doubling`` run over all dimensions flattened into one; ``nccl``
+    runs what NCCL's tuning model picks by size (see ``nccl``)."""
     splits: StrictInt = Field(1, ge=1)
     """Chunks each collective is split into (ASTRA-sim: preferred-dataset-splits)."""
     active_chunks: StrictInt = Field(1, ge=1)
