@@ -15,6 +15,8 @@ bwInter) 370.8 x 8/14 = 211.9. NVLS wins once 25 + S/211,900 < 15 + S/80,600: S 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,12 @@ def test_ll_puts_twice_the_bytes_on_the_wire(tmp_path: Path) -> None:
         return busbw_rows(study, "all_gather", [1 << 30])[0].time_ps
 
     assert time_with("ll") / time_with("simple") == pytest.approx(2.0, rel=1e-3)
+
+
+def test_the_busbw_script_prints_both_tables() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "nccl" / "busbw.py")], capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert sum("all_reduce" in line for line in lines) == 31 and sum("all_gather" in line for line in lines) == 31
+    assert "8589934592" in done.stdout and "nvls/simple/16" in done.stdout
