@@ -19,11 +19,13 @@ __all__ = ["BlockGrid", "DimensionLinks", "Grid", "block_grid", "validate_topolo
 @dataclass(frozen=True)
 class DimensionLinks:
     """What a collective library's tuner reads of one dimension: its ``kind`` (``ring``, ``fully_connected``,
-    ``switch``), each link's ``bandwidth`` in bytes/s, and whether its switch reduces data in the network."""
+    ``switch``), each link's ``bandwidth`` in bytes/s and ``latency_ps``, and whether its switch reduces data in the
+    network."""
 
     kind: str
     bandwidth: float
     in_network_reduction: bool = False
+    latency_ps: int = 0
 
 
 _KIND_NAMES = {
@@ -175,4 +177,5 @@ def validate_topology(topology: network_pb2.Topology) -> None:
 
 
 def _links(dim: network_pb2.Dimension) -> DimensionLinks:
-    return DimensionLinks(_KIND_NAMES.get(dim.kind, "ring"), dim.bandwidth_bytes_per_s, dim.in_network_reduction)
+    kind = _KIND_NAMES.get(dim.kind, "ring")
+    return DimensionLinks(kind, dim.bandwidth_bytes_per_s, dim.in_network_reduction, dim.latency_ps)

@@ -17,8 +17,9 @@ reduces, PAT for all-gather and reduce-scatter). ``system.nccl`` forces an algor
   8 bytes of flag in every 128 (x16/15), Simple its data; NVLS also runs at NCCL's ``nvlsEfficiency`` for the
   generation (0.85 on Hopper, tuning.cc 139-144).
 
-NCCL's per-step protocol latencies (tuning.cc 156-176) drive its choice but are not added to the simulated steps:
-the network's own latencies price them. An all-to-all runs NCCL's point-to-point exchange: direct, Simple.
+NCCL's latency for the pick (its base and per-step hardware latencies, tuning.cc 149-176 and 384-435) is spread
+evenly over the plan's steps (position 0's), less the network latency each step's message pays already, so a tiny
+collective takes what NCCL's model estimates. An all-to-all runs NCCL's point-to-point exchange: direct, Simple.
 """
 
 from __future__ import annotations
@@ -83,25 +84,39 @@ def nccl_choice(
 
 
 @lru_cache(maxsize=4096)
-def _in_network(efficiency: Fraction, collective: str, n: int, data_bytes: int, position: int) -> tuple[Step, ...]:
+def _in_network(
+    efficiency: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
+) -> tuple[Step, ...]:
     """A switch that reduces: every byte up once, every byte of the result down once, at ``efficiency``."""
     whole = _wire_bytes(data_bytes, 1 / efficiency)
+    share = _wire_bytes(share_bytes(data_bytes, n), 1 / efficiency)
     if collective == "all_reduce":
-        return lockstep([Step((1,), whole, 1), Step((1,), _wire_bytes(share_bytes(data_bytes, n), 1 / efficiency), 1)])
-    return lockstep([Step((1,), whole, 1)])
+        return lockstep([Step((1,), whole, 1, delay_ps=delay_ps), Step((1,), share, 1, delay_ps=delay_ps)])
+    return lockstep([Step((1,), whole, 1, delay_ps=delay_ps)])
 
 
 @lru_cache(maxsize=4096)
 def _on_the_wire(
-    algorithm: str, factor: Fraction, collective: str, n: int, data_bytes: int, position: int
+    algorithm: str, factor: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
 ) -> tuple[Step, ...]:
-    """``algorithm``'s steps with every message carrying ``factor`` times its bytes (the protocol's flags)."""
+    """``algorithm``'s steps with every message carrying ``factor`` times its bytes (the protocol's flags; what is
+    reduced stays the data) and every step ``delay_ps`` longer."""
     steps = plan_phase(collective, algorithm, -1, n, data_bytes).steps_for(position)
-    if factor == 1:
+    if factor == 1 and not delay_ps:
         return steps
     return tuple(
-        Step(s.offsets, _wire_bytes(s.bytes, factor), s.need, s.tag, s.wait, s.reduces, s.reduced_bytes) for s in steps
+        Step(s.offsets, _wire_bytes(s.bytes, factor), s.need, s.tag, s.wait, s.reduces, s.reduced_bytes, delay_ps)
+        for s in steps
     )
+
+
+def _step_delay_ps(choice: Choice, link: DimensionLinks, steps: int) -> int:
+    """NCCL's latency for the pick spread over the plan's ``steps``, less what the network charges each step's
+    message already (two hops through a switch, one otherwise)."""
+    if not steps:
+        return 0
+    network_ps = (2 if link.kind == "switch" else 1) * link.latency_ps
+    return max(0, round(choice.latency_us * 1e6 / steps) - network_ps)
 
 
 def _wire_bytes(size: int, factor: Fraction) -> int:
@@ -129,13 +144,16 @@ def plan_nccl_phase(
     reads ``nccl:<algorithm>/<protocol>/<channels>`` (``nccl:nvls/simple/16``)."""
     choice = nccl_choice(collective, links, dim, n, data_bytes, settings)
     name = f"{NCCL}:{choice.algorithm}/{choice.protocol}/{choice.channels}"
+    link = links[min(max(dim, 0), len(links) - 1)]
     if choice.algorithm in REDUCING_ALGORITHMS:
         efficiency = Fraction(1)
         if choice.algorithm.startswith("nvls"):
             efficiency = _NVLS_EFFICIENCY[ARCHS.index(settings.arch)]
-        planner = partial(_in_network, efficiency)
+        delay = _step_delay_ps(choice, link, 2 if collective == "all_reduce" else 1)
+        planner = partial(_in_network, efficiency, delay)
     else:
         steps_algorithm = _steps_algorithm(choice, collective, n)
-        plan_phase(collective, steps_algorithm, dim, n, data_bytes)  # refuses what it cannot run, with its reason
-        planner = partial(_on_the_wire, steps_algorithm, _WIRE[choice.protocol])
+        base = plan_phase(collective, steps_algorithm, dim, n, data_bytes)  # refuses what it cannot run, saying why
+        delay = _step_delay_ps(choice, link, len(base.steps_for(0)))
+        planner = partial(_on_the_wire, steps_algorithm, _WIRE[choice.protocol], delay)
     return PhasePlan(dim, n, name, collective, data_bytes, planner)

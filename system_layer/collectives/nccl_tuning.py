@@ -162,6 +162,8 @@ class Choice:
     protocol: str
     channels: int
     time_us: float
+    latency_us: float = 0.0
+    """The latency part of ``time_us``: what NCCL's model charges however few the bytes."""
 
 
 def _graph(comm: Communicator, algorithm: str) -> tuple[int, float, float]:
@@ -345,4 +347,5 @@ def choose(comm: Communicator, collective: str, size: int, algorithm: str = "aut
         raise ValueError(f"NCCL cannot run {collective} with {wanted} here; it could run {', '.join(runs)}")
     order = {(a, p): i for i, (a, p) in enumerate((a, p) for a in ALGORITHMS for p in PROTOCOLS)}
     (name, proto), time = min(allowed.items(), key=lambda item: (item[1], order[item[0]]))
-    return Choice(name, proto, _channels(comm, name, proto, size), time)
+    latency = _time_us(comm, collective, ALGORITHMS.index(name), PROTOCOLS.index(proto), 0)
+    return Choice(name, proto, _channels(comm, name, proto, size), time, latency)

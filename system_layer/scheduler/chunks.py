@@ -341,18 +341,19 @@ class ChunkRun:
             return
         if count > step.need:
             arrived[key] = count - step.need
-        if step.reduces and self._costly and self._reduce_later(step):
+        if (step.delay_ps or (step.reduces and self._costly)) and self._wait_after(step):
             return
         self._next_step()
 
-    def _reduce_later(self, step: Step) -> bool:
-        """If reducing the step's data takes time, carry on once it is done and say so (only asked when
-        reductions may cost anything: ``_costly``)."""
-        reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
-        if not reduction_ps:
+    def _wait_after(self, step: Step) -> bool:
+        """If reducing the step's data or its own delay takes time, carry on once it is done and say so (only asked
+        when the step has a delay or reductions may cost anything: ``_costly``)."""
+        reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes) if step.reduces and self._costly else 0
+        wait_ps = reduction_ps + step.delay_ps
+        if not wait_ps:
             return False
         self.key = -1
-        self.coordinator.schedule(self.coordinator.now + reduction_ps, self._next_step)
+        self.coordinator.schedule(self.coordinator.now + wait_ps, self._next_step)
         return True
 
     def _next_step(self, _: object = None) -> None:
@@ -386,7 +387,7 @@ class ChunkRun:
                 return
             if count > need:
                 arrived[key] = count - need
-            if step.reduces and self._costly and self._reduce_later(step):
+            if (step.delay_ps or (step.reduces and self._costly)) and self._wait_after(step):
                 return
 
     def _peer(self, offset: int) -> tuple[int, ChunkRun]:
