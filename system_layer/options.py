@@ -257,7 +257,7 @@ class SystemOptions(Section):
     """Seeded random compute factors (per NPU, per operator) and message jitter, and Monte-Carlo samples."""
     failures: tuple[NpuFailure, ...] = ()
     """NPUs that fail at a time, stopping the job that holds them: a list of ``{npus, at}``."""
-    nccl: NcclOptions = Field(default_factory=NcclOptions)
+    nccl: NcclOptions = Field(default_factory=lambda: NcclOptions.model_validate({}))
     """What ``algorithm: nccl`` may pick: NCCL's own choice by size (``auto``), or a forced ``algorithm``,
     ``protocol`` and ``channels`` (``{algorithm: nvls, protocol: simple}``)."""
     contention: StrictBool | None = None
