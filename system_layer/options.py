@@ -34,7 +34,7 @@ from stratasim.kernel.schema import DTypeName, Latency, MemoryCapacity, Section,
 from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
 from stratasim.system_layer.collectives.nccl import NCCL
 from stratasim.system_layer.failures import NpuFailure, failure_problems
-from stratasim.system_layer.nccl_options import REDUCING_ALGORITHMS, NcclOptions
+from stratasim.system_layer.nccl_options import NcclOptions
 from stratasim.system_layer.variability import Slowdown, Variability, slowdown_problems
 
 __all__ = ["Preset", "Scheduling", "Semantics", "SystemOptions", "ALGORITHMS"]
@@ -164,6 +164,28 @@ def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
         result[collective] = _algorithm_list(names, f"{collective}: ")
         _runs(collective, result[collective], f"{collective}: ")
     return result
+
+
+def _forced_problem(forced: str, dim: int, link: DimensionLinks) -> str:
+    """Why the algorithm forced on ``dim`` cannot run there ("" when it can)."""
+    where = "the first dimension (the node)" if dim == 0 else f"dimension {dim}"
+    if forced == "nvls_tree":
+        return (
+            "nvls_tree spans nodes, but system.algorithm: nccl picks per dimension: force nvls on the node's "
+            "dimension and collnet_*, ring or tree across nodes (a list per dimension)"
+        )
+    if forced == "nvls" and (dim > 0 or not link.in_network_reduction):
+        fix = "force nvls on the first dimension only" if dim > 0 else "mark it in_network_reduction: true"
+        return (
+            f"nvls reduces inside the node's NVSwitch, but {where} is a {link.kind} without in_network_reduction: "
+            f"true or not the node; {fix} (kind: switch, in_network_reduction: true), or use ring, tree or auto"
+        )
+    if forced.startswith("collnet") and (dim == 0 or not link.in_network_reduction):
+        return (
+            f"{forced} reduces in the switches between nodes (SHARP), but {where} is not a later dimension with "
+            "in_network_reduction: true; give a list per dimension (e.g. [auto, collnet_chain]) and mark that switch"
+        )
+    return ""
 
 
 def _ring_everywhere() -> dict[str, tuple[str, ...]]:
@@ -314,7 +336,7 @@ class SystemOptions(Section):
             problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
         problems.extend(("algorithm", message) for message in self._window_problems(logical_sizes or physical.sizes))
         if self.logical_topology is None:
-            problems.extend(self._nccl_problems(physical.links))
+            problems.extend(self._nccl_problems(physical))
         elif self.uses_nccl:
             problems.append(("algorithm", "nccl reads the physical topology's links: drop logical_topology"))
         problems.extend(("slowdown", message) for message in slowdown_problems(self.slowdown, physical.npus))
@@ -326,37 +348,26 @@ class SystemOptions(Section):
         """Whether some collective lets NCCL's tuning model choose (``algorithm: nccl``)."""
         return any(name == NCCL for names in self.algorithm.values() for name in names)
 
-    def _nccl_problems(self, links: tuple[DimensionLinks, ...]) -> list[tuple[str, str]]:
+    def _nccl_problems(self, physical: Grid) -> list[tuple[str, str]]:
         """What ``algorithm: nccl`` cannot run on the topology: it needs each dimension's links, and an algorithm
-        forced to reduce in the network needs a switch that does (the innermost for NVLS, an outer one for
-        CollNet)."""
+        forced to reduce in the network needs a switch that does: NVLS the first dimension's (the node's NVSwitch),
+        CollNet a later one's (SHARP across nodes). Dimensions of one NPU run nothing."""
+        links = physical.links
         if not self.uses_nccl:
             return []
         if not links:
             return [
                 ("algorithm", "nccl reads each dimension's bandwidth: give network.topology as a list of dimensions")
             ]
-        forced = self.nccl.algorithm
-        if forced not in REDUCING_ALGORITHMS:
-            return []
-        if forced.startswith("nvls") and not links[0].in_network_reduction:
+        if len(self.nccl.algorithm) > len(links):
             return [
-                (
-                    "nccl.algorithm",
-                    f"{forced} reduces inside the NVSwitch, but network.topology's first dimension (the node) is a "
-                    f"{links[0].kind} without in_network_reduction: true; mark the node's NVSwitch "
-                    "(kind: switch, in_network_reduction: true) or use ring, tree or auto",
-                )
+                ("nccl.algorithm", f"{len(self.nccl.algorithm)} algorithms given for {len(links)} topology dimensions")
             ]
-        if forced.startswith("collnet") and not any(link.in_network_reduction for link in links[1:]):
-            return [
-                (
-                    "nccl.algorithm",
-                    f"{forced} reduces in the network's switches (SHARP), but no dimension of network.topology beyond "
-                    "the first has in_network_reduction: true; mark that switch dimension or use ring, tree or auto",
-                )
-            ]
-        return []
+        return [
+            ("nccl.algorithm", message)
+            for dim, link in enumerate(links)
+            if physical.sizes[dim] > 1 and (message := _forced_problem(self.nccl.algorithm_at(dim), dim, link))
+        ][:1]
 
     def _window_problems(self, sizes: tuple[int, ...]) -> list[str]:
         """Windows wider than the dimension they run on (the whole grid for ``one_direct:N``)."""

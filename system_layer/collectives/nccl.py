@@ -65,6 +65,7 @@ def communicator(links: tuple[DimensionLinks, ...], dim: int, n: int, settings: 
         nvls=inner and reduces,
         collnet=not inner and reduces,
         arch=settings.arch,
+        nvswitch=links[0].kind == "switch",
     )
 
 
@@ -77,7 +78,7 @@ def nccl_choice(
         return Choice("direct", "simple", settings.channels or 16, 0.0)
     comm = communicator(links, dim, n, settings)
     try:
-        return choose(comm, collective, size, settings.algorithm, settings.protocol)
+        return choose(comm, collective, size, settings.algorithm_at(dim), settings.protocol)
     except ValueError as exc:
         where = "the innermost dimension" if dim <= 0 else f"dimension {dim}"
         raise WorkloadError(f"system.nccl: {exc} (a line of {n} NPUs along {where})") from None

@@ -130,8 +130,8 @@ _GATHERING = ("pat", "ring", "nvls", "collnet_direct")  # tuning.cc 295-297: all
 class Communicator:
     """What NCCL's topology search tells its tuner: ``ranks`` GPUs on ``nodes`` nodes, each GPU's bandwidth inside
     its node (``intra_gbps``, GB/s, over NVLink when ``nvlink``, else PCIe) and out of it (``inter_gbps``), the
-    ``channels`` its ring and tree graphs found, and whether the node's switch reduces (``nvls``) or the network's
-    (``collnet``). ``arch`` picks the GPU generation's constants."""
+    ``channels`` its ring and tree graphs found, whether the node has an NVSwitch (``nvswitch``) and whether it
+    reduces (``nvls``) or the network's switches do (``collnet``). ``arch`` picks the GPU generation's constants."""
 
     ranks: int
     nodes: int
@@ -142,6 +142,8 @@ class Communicator:
     collnet: bool = False
     arch: str = "hopper"
     nvlink: bool = True
+    nvswitch: bool = False
+    """Whether the node has an NVSwitch (CollNet Direct needs one, tuning.cc 508-509)."""
 
     @property
     def per_node(self) -> int:
@@ -285,7 +287,7 @@ def _runs(comm: Communicator, collective: str, a: int, p: int) -> bool:
         return False
     if name == "nvls" and comm.nodes > 1 and not comm.collnet:
         return False
-    return not (name == "collnet_direct" and not comm.nvls)  # CollNet Direct needs an NVSwitch
+    return not (name == "collnet_direct" and not comm.nvswitch)
 
 
 def _time_us(comm: Communicator, collective: str, a: int, p: int, size: int) -> float:

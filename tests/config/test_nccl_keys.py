@@ -28,7 +28,14 @@ def nccl(nccl: dict[str, Any] | None = None, topology: list[dict[str, Any]] | No
 @pytest.mark.parametrize(
     ("data", "path", "fragment"),
     [
-        (nccl({"algorithm": "nvlink"}), "system.nccl.algorithm", "'nvls'"),
+        (nccl({"algorithm": "nvlink"}), "system.nccl.algorithm[0]", "'nvls'"),
+        (nccl({"algorithm": ["ring", "nvlink"]}), "system.nccl.algorithm[1]", "'collnet_chain'"),
+        (nccl({"algorithm": []}), "system.nccl.algorithm", "at least 1 item"),
+        (
+            nccl({"algorithm": ["ring", "ring"]}),
+            "system.nccl.algorithm",
+            "2 algorithms given for 1 topology dimensions",
+        ),
         (nccl({"protocol": "ll256"}), "system.nccl.protocol", "'ll128'"),
         (nccl({"channels": 0}), "system.nccl.channels", "greater than or equal to 1"),
         (nccl({"channels": 65}), "system.nccl.channels", "less than or equal to 64"),
@@ -36,8 +43,18 @@ def nccl(nccl: dict[str, Any] | None = None, topology: list[dict[str, Any]] | No
         (nccl({"arch": "hopper2"}), "system.nccl.arch", "'hopper'"),
         (nccl({"algorithms": "ring"}), "system.nccl.algorithms", "did you mean 'algorithm'"),
         (nccl({"algorithm": "nvls"}, NVSWITCH), "system.nccl.algorithm", "in_network_reduction: true"),
-        (nccl({"algorithm": "nvls_tree"}, NVSWITCH), "system.nccl.algorithm", "in_network_reduction: true"),
-        (nccl({"algorithm": "collnet_direct"}), "system.nccl.algorithm", "beyond the first"),
+        (nccl({"algorithm": "nvls_tree"}, NVSWITCH), "system.nccl.algorithm", "picks per dimension"),
+        (nccl({"algorithm": "collnet_direct"}), "system.nccl.algorithm", "a list per dimension"),
+        (
+            nccl({"algorithm": ["auto", "collnet_chain"]}, [*REDUCING, *NVSWITCH]),
+            "system.nccl.algorithm",
+            "dimension 1",
+        ),
+        (
+            nccl({"algorithm": ["auto", "nvls"]}, [*REDUCING, *REDUCING]),
+            "system.nccl.algorithm",
+            "first dimension only",
+        ),
         (
             nccl(topology=[{**REDUCING[0], "kind": "ring"}]),
             "network.topology[0]",
@@ -72,6 +89,7 @@ def test_each_bad_nccl_value_names_its_key(data: dict[str, Any], path: str, frag
 def test_nvls_on_a_reducing_switch_and_auto_anywhere_are_fine() -> None:
     parse_study(nccl({"algorithm": "nvls", "protocol": "simple", "channels": 16}), "study.yaml")
     parse_study(nccl(topology=NVSWITCH), "study.yaml")
+    parse_study(nccl({"algorithm": ["nvls", "collnet_chain"]}, [*REDUCING, *REDUCING]), "study.yaml")
 
 
 def test_nvls_forced_on_a_plain_switch_ends_the_run_with_one_message() -> None:

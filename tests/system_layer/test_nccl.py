@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 from stratasim.bench.nccl_busbw import busbw_rows
+from stratasim.config.study_file import load_study
+from stratasim.study.run import run_study
+from stratasim.system_layer.collectives.nccl import nccl_choice
 from stratasim.system_layer.collectives.nccl_tuning import Communicator, choose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,3 +130,19 @@ def test_the_busbw_script_prints_both_tables() -> None:
     lines = done.stdout.splitlines()
     assert sum("all_reduce" in line for line in lines) == 31 and sum("all_gather" in line for line in lines) == 31
     assert "8589934592" in done.stdout and "nvls/simple/16" in done.stdout
+
+
+def test_sharp_across_nodes_is_forced_per_dimension(tmp_path: Path) -> None:
+    """Two 8-GPU nodes on a SHARP switch: NVLS in the node, CollNet across, when forced as a list per dimension."""
+    study = tmp_path / "two_nodes.yaml"
+    text = STUDY.read_text(encoding="utf-8").replace(
+        "in_network_reduction: true}\n",
+        "in_network_reduction: true}\n    - {kind: switch, size: 2, bandwidth: 50GB/s, latency: 2us, in_network_reduction: true}\n",
+    )
+    study.write_text(
+        text.replace("  algorithm: nccl\n", "  algorithm: nccl\n  nccl: {algorithm: [nvls, collnet_chain]}\n")
+    )
+    forced = load_study(study)
+    assert run_study(forced).total_time_ps > 0
+    choice = nccl_choice("all_reduce", forced.grid.links, 1, 2, 1 << 30, forced.system.nccl)
+    assert choice.algorithm == "collnet_chain"
