@@ -86,6 +86,18 @@ class DimensionSection(Section):
     """Network backend carrying this dimension's traffic, instead of ``network.backend``."""
     energy_per_bit: EnergyPerBit | None = None
     """Energy of each bit an NPU sends on the dimension, end to end (default ``network.energy_per_bit``)."""
+    in_network_reduction: StrictBool = False
+    """The switch reduces data passing through it (NVLink SHARP on an NVSwitch, SHARP on an InfiniBand switch), so
+    ``system.algorithm: nccl`` may run NVLS or CollNet along this dimension; ``kind: switch`` only."""
+
+    @model_validator(mode="after")
+    def _reducing_switch(self) -> DimensionSection:
+        if self.in_network_reduction and self.kind != "switch":
+            raise ValueError(
+                f"in_network_reduction: only a switch reduces data in the network; this dimension is a {self.kind} "
+                "(give kind: switch, or drop in_network_reduction)"
+            )
+        return self
 
 
 def _form(value: Any) -> str | None:
@@ -291,6 +303,7 @@ class NetworkSection(Section):
                         bandwidth_bytes_per_s=dim.bandwidth,
                         latency_ps=dim.latency,
                         backend=(dim.backend or self.backend) if mixed else "",
+                        in_network_reduction=dim.in_network_reduction,
                     )
                     for dim in topology
                 ]
@@ -307,7 +320,7 @@ class NetworkSection(Section):
         impossible or holds more NPUs than the wire's 32-bit NPU ids number."""
         message = self.topology_message()
         if isinstance(self.topology, list):
-            grid = Grid(tuple(dim.size for dim in self.topology))
+            grid = Grid(tuple(dim.size for dim in self.topology), links=Grid.of(message).links)
         else:
             topologies.check(message)
             grid = Grid.of(message)

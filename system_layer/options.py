@@ -28,18 +28,20 @@ from pydantic import (
 from stratasim.kernel import units
 from stratasim.kernel.collective_types import COLLECTIVE_TYPES
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.grid import Grid
+from stratasim.kernel.grid import DimensionLinks, Grid
 from stratasim.kernel.plausible import Usual
 from stratasim.kernel.schema import DTypeName, Latency, MemoryCapacity, Section, quantity, written
 from stratasim.system_layer.collectives.algorithms import COLLECTIVES, FLATTENED, plan_phase, split_name
+from stratasim.system_layer.collectives.nccl import NCCL
 from stratasim.system_layer.failures import NpuFailure, failure_problems
+from stratasim.system_layer.nccl_options import NcclOptions
 from stratasim.system_layer.variability import Slowdown, Variability, slowdown_problems
 
 __all__ = ["Preset", "Scheduling", "Semantics", "SystemOptions", "ALGORITHMS"]
 
 # Algorithms a dimension can run, by the name a study uses, then those run once over the whole group flattened
 # (see stratasim.system_layer.collectives.algorithms); ``direct:N`` and ``one_direct:N`` add a window of N peers.
-ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree", *FLATTENED)
+ALGORITHMS = ("ring", "direct", "ring_bidirectional", "halving_doubling", "double_binary_tree", *FLATTENED, NCCL)
 
 _EVERY_OTHER = "*"  # the key of the algorithms of every collective a mapping does not name
 
@@ -164,6 +166,28 @@ def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
     return result
 
 
+def _forced_problem(forced: str, dim: int, link: DimensionLinks) -> str:
+    """Why the algorithm forced on ``dim`` cannot run there ("" when it can)."""
+    where = "the first dimension (the node)" if dim == 0 else f"dimension {dim}"
+    if forced == "nvls_tree":
+        return (
+            "nvls_tree spans nodes, but system.algorithm: nccl picks per dimension: force nvls on the node's "
+            "dimension and collnet_*, ring or tree across nodes (a list per dimension)"
+        )
+    if forced == "nvls" and (dim > 0 or not link.in_network_reduction):
+        fix = "force nvls on the first dimension only" if dim > 0 else "mark it in_network_reduction: true"
+        return (
+            f"nvls reduces inside the node's NVSwitch, but {where} is a {link.kind} without in_network_reduction: "
+            f"true or not the node; {fix} (kind: switch, in_network_reduction: true), or use ring, tree or auto"
+        )
+    if forced.startswith("collnet") and (dim == 0 or not link.in_network_reduction):
+        return (
+            f"{forced} reduces in the switches between nodes (SHARP), but {where} is not a later dimension with "
+            "in_network_reduction: true; give a list per dimension (e.g. [auto, collnet_chain]) and mark that switch"
+        )
+    return ""
+
+
 def _ring_everywhere() -> dict[str, tuple[str, ...]]:
     return {_EVERY_OTHER: ("ring",)}
 
@@ -216,7 +240,8 @@ class SystemOptions(Section):
     algorithm: Annotated[dict[str, tuple[str, ...]], _ALGORITHMS] = Field(default_factory=_ring_everywhere)
     """Collective algorithm: one name, a list per topology dimension (a short list repeats its last entry), or a
     mapping from collective (``*`` for the others) to either. ``direct:N`` keeps at most N peers in flight;
-    ``one_ring``, ``one_direct`` and ``one_halving_doubling`` run over all dimensions flattened into one."""
+    ``one_ring``, ``one_direct`` and ``one_halving_doubling`` run over all dimensions flattened into one; ``nccl``
+    runs what NCCL's tuning model picks by size (see ``nccl``)."""
     splits: StrictInt = Field(1, ge=1)
     """Chunks each collective is split into (ASTRA-sim: preferred-dataset-splits)."""
     active_chunks: StrictInt = Field(1, ge=1)
@@ -254,6 +279,9 @@ class SystemOptions(Section):
     """Seeded random compute factors (per NPU, per operator) and message jitter, and Monte-Carlo samples."""
     failures: tuple[NpuFailure, ...] = ()
     """NPUs that fail at a time, stopping the job that holds them: a list of ``{npus, at}``."""
+    nccl: NcclOptions = Field(default_factory=lambda: NcclOptions.model_validate({}))
+    """What ``algorithm: nccl`` may pick: NCCL's own choice by size (``auto``), or a forced ``algorithm``,
+    ``protocol`` and ``channels`` (``{algorithm: nvls, protocol: simple}``)."""
     contention: StrictBool | None = None
     """Whether an NPU's compute runs slower while its collectives are in flight (their kernels hold SMs and memory
     bandwidth): ``true``, ``false``, or unset: on where the compute backend times operators alone (``measured``),
@@ -307,9 +335,39 @@ class SystemOptions(Section):
         if longest > dims:
             problems.append(("algorithm", f"{longest} algorithms given for {dims} topology dimensions"))
         problems.extend(("algorithm", message) for message in self._window_problems(logical_sizes or physical.sizes))
+        if self.logical_topology is None:
+            problems.extend(self._nccl_problems(physical))
+        elif self.uses_nccl:
+            problems.append(("algorithm", "nccl reads the physical topology's links: drop logical_topology"))
         problems.extend(("slowdown", message) for message in slowdown_problems(self.slowdown, physical.npus))
         problems.extend(("failures", message) for message in failure_problems(self.failures, physical.npus))
         return problems
+
+    @property
+    def uses_nccl(self) -> bool:
+        """Whether some collective lets NCCL's tuning model choose (``algorithm: nccl``)."""
+        return any(name == NCCL for names in self.algorithm.values() for name in names)
+
+    def _nccl_problems(self, physical: Grid) -> list[tuple[str, str]]:
+        """What ``algorithm: nccl`` cannot run on the topology: it needs each dimension's links, and an algorithm
+        forced to reduce in the network needs a switch that does: NVLS the first dimension's (the node's NVSwitch),
+        CollNet a later one's (SHARP across nodes). Dimensions of one NPU run nothing."""
+        links = physical.links
+        if not self.uses_nccl:
+            return []
+        if not links:
+            return [
+                ("algorithm", "nccl reads each dimension's bandwidth: give network.topology as a list of dimensions")
+            ]
+        if len(self.nccl.algorithm) > len(links):
+            return [
+                ("nccl.algorithm", f"{len(self.nccl.algorithm)} algorithms given for {len(links)} topology dimensions")
+            ]
+        return [
+            ("nccl.algorithm", message)
+            for dim, link in enumerate(links)
+            if physical.sizes[dim] > 1 and (message := _forced_problem(self.nccl.algorithm_at(dim), dim, link))
+        ][:1]
 
     def _window_problems(self, sizes: tuple[int, ...]) -> list[str]:
         """Windows wider than the dimension they run on (the whole grid for ``one_direct:N``)."""

@@ -13,7 +13,26 @@ from dataclasses import dataclass, field
 from stratasim.kernel.errors import TopologyError
 from stratasim.v1 import network_pb2
 
-__all__ = ["BlockGrid", "Grid", "block_grid", "validate_topology"]
+__all__ = ["BlockGrid", "DimensionLinks", "Grid", "block_grid", "validate_topology"]
+
+
+@dataclass(frozen=True)
+class DimensionLinks:
+    """What a collective library's tuner reads of one dimension: its ``kind`` (``ring``, ``fully_connected``,
+    ``switch``), each link's ``bandwidth`` in bytes/s and ``latency_ps``, and whether its switch reduces data in the
+    network."""
+
+    kind: str
+    bandwidth: float
+    in_network_reduction: bool = False
+    latency_ps: int = 0
+
+
+_KIND_NAMES = {
+    network_pb2.Dimension.RING: "ring",
+    network_pb2.Dimension.FULLY_CONNECTED: "fully_connected",
+    network_pb2.Dimension.SWITCH: "switch",
+}
 
 
 @dataclass(frozen=True)
@@ -24,6 +43,9 @@ class Grid:
 
     sizes: tuple[int, ...]
     permutable: frozenset[int] = frozenset()
+    links: tuple[DimensionLinks, ...] = field(default=(), compare=False)
+    """Each dimension's links as the topology gives them; empty when a fabric lays the links out (or the grid is a
+    logical one): only sizes are known then."""
 
     @classmethod
     def of(cls, topology: network_pb2.Topology) -> Grid:
@@ -32,7 +54,8 @@ class Grid:
         alike = (network_pb2.Dimension.SWITCH, network_pb2.Dimension.FULLY_CONNECTED)
         fabric = topology.WhichOneof("fabric") is not None
         permutable = frozenset(d for d, dim in enumerate(topology.dimensions) if dim.kind in alike and not fabric)
-        return cls(tuple(dim.size for dim in topology.dimensions), permutable)
+        links = () if fabric else tuple(_links(dim) for dim in topology.dimensions)
+        return cls(tuple(dim.size for dim in topology.dimensions), permutable, links)
 
     @property
     def npus(self) -> int:
@@ -151,3 +174,8 @@ def validate_topology(topology: network_pb2.Topology) -> None:
             raise TopologyError(f"{where}.bandwidth: must be positive, got {dim.bandwidth_bytes_per_s} B/s")
         if dim.latency_ps < 0:
             raise TopologyError(f"{where}.latency: must not be negative, got {dim.latency_ps} ps")
+
+
+def _links(dim: network_pb2.Dimension) -> DimensionLinks:
+    kind = _KIND_NAMES.get(dim.kind, "ring")
+    return DimensionLinks(kind, dim.bandwidth_bytes_per_s, dim.in_network_reduction, dim.latency_ps)

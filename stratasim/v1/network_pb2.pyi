@@ -53,6 +53,7 @@ class Dimension(_message.Message):
     BANDWIDTH_BYTES_PER_S_FIELD_NUMBER: _builtins.int
     LATENCY_PS_FIELD_NUMBER: _builtins.int
     BACKEND_FIELD_NUMBER: _builtins.int
+    IN_NETWORK_REDUCTION_FIELD_NUMBER: _builtins.int
     kind: Global___Dimension.Kind.ValueType
     size: _builtins.int
     bandwidth_bytes_per_s: _builtins.float
@@ -63,6 +64,10 @@ class Dimension(_message.Message):
     """The network backend that carries this dimension's legs under the `mixed` backend (e.g. "flit_level" inside
     a package, "analytical" between packages); empty: not mixing.
     """
+    in_network_reduction: _builtins.bool
+    """On a SWITCH dimension: the switch reduces the data passing through it (NVLink SHARP, "NVLS", on NVSwitch;
+    SHARP on InfiniBand switches), so NCCL may run its NVLS / CollNet algorithms along this dimension.
+    """
     def __init__(
         self,
         *,
@@ -71,10 +76,11 @@ class Dimension(_message.Message):
         bandwidth_bytes_per_s: _builtins.float = ...,
         latency_ps: _builtins.int = ...,
         backend: _builtins.str = ...,
+        in_network_reduction: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "kind", b"kind", "latency_ps", b"latency_ps", "size", b"size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "bandwidth_bytes_per_s", b"bandwidth_bytes_per_s", "in_network_reduction", b"in_network_reduction", "kind", b"kind", "latency_ps", b"latency_ps", "size", b"size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

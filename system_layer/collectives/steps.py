@@ -9,7 +9,8 @@ __all__ = ["Step", "lockstep", "share_bytes"]
 
 @dataclass(frozen=True)
 class Step:
-    """Send ``bytes`` tagged ``tag`` to each peer at ``offsets``; done once ``need`` messages tagged ``wait`` arrived."""
+    """Send ``bytes`` tagged ``tag`` to each peer at ``offsets``; done once ``need`` messages tagged ``wait`` arrived
+    (and ``delay_ps`` more, with the reduction's time)."""
 
     offsets: tuple[int, ...]
     bytes: int
@@ -18,6 +19,8 @@ class Step:
     wait: int = 0
     reduces: bool = False
     reduce_bytes: int = 0
+    delay_ps: int = 0
+    """Time the NPU spends on the step once its messages are in, before the next (a protocol's per-step overhead)."""
 
     @property
     def reduced_bytes(self) -> int:
@@ -28,8 +31,7 @@ class Step:
 def lockstep(steps: list[Step]) -> tuple[Step, ...]:
     """Number the steps so that each sends and waits on its own index (every NPU is on the same step)."""
     return tuple(
-        Step(s.offsets, s.bytes, s.need, tag=i, wait=i, reduces=s.reduces, reduce_bytes=s.reduce_bytes)
-        for i, s in enumerate(steps)
+        Step(s.offsets, s.bytes, s.need, i, i, s.reduces, s.reduce_bytes, s.delay_ps) for i, s in enumerate(steps)
     )
 
 

@@ -93,7 +93,9 @@ class CollectiveTable:
         key = (kind, size, group)
         known = self._layouts.get(key)
         if known is None:
-            known = self._layouts[key] = layout(kind, size, group, phases_of(group, self._grid), self._options)
+            known = self._layouts[key] = layout(
+                kind, size, group, phases_of(group, self._grid), self._options, self._grid.links
+            )
         return known
 
     def preflight(self, nodes: list[workload_pb2.Node], foreign_names: bool = False) -> None:

@@ -216,7 +216,7 @@ def _lay_out(plan: PhasePlan, n: int, direction: int, reduction: ReductionCost) 
                     return None
                 known[key] = len(exchanges)
                 exchanges.append(exchange)
-            reductions.append(reduction(step.reduced_bytes) if step.reduces else 0)
+            reductions.append((reduction(step.reduced_bytes) if step.reduces else 0) + step.delay_ps)
         else:
             column = [steps[k] for steps in per_position]
             exchange = _exchange(column, k, n, direction)
@@ -226,7 +226,7 @@ def _lay_out(plan: PhasePlan, n: int, direction: int, reduction: ReductionCost) 
             if key not in known:
                 known[key] = len(exchanges)
                 exchanges.append(exchange)
-            reduced = [reduction(step.reduced_bytes) if step.reduces else 0 for step in column]
+            reduced = [(reduction(step.reduced_bytes) if step.reduces else 0) + step.delay_ps for step in column]
             reductions.append(np.array(reduced, dtype=np.int64) if any(reduced) else 0)
         exchange_of_step.append(known[key])
     if not _complete([exchanges[i] for i in exchange_of_step], n, shared):

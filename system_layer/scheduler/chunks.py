@@ -12,9 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from stratasim.kernel.grid import DimensionLinks
 from stratasim.system_layer.collectives import astra_compat
 from stratasim.system_layer.collectives.algorithms import FLATTENED, PhasePlan, Step, plan_phase, split_name
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
+from stratasim.system_layer.collectives.nccl import NCCL, plan_nccl_phase
 from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.scheduler.ports import Clock
@@ -39,10 +41,16 @@ class Layout:
 
 
 def layout(
-    kind: str, size: int, group: tuple[int, ...], phases: tuple[PhaseLines, ...], options: SystemOptions
+    kind: str,
+    size: int,
+    group: tuple[int, ...],
+    phases: tuple[PhaseLines, ...],
+    options: SystemOptions,
+    links: tuple[DimensionLinks, ...] = (),
 ) -> Layout:
     """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group`` laid out as ``phases``,
-    chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group."""
+    chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group;
+    ``nccl`` runs NCCL's choice on each dimension's ``links``."""
     semantics = options.semantics
     if phases and split_name(options.algorithm_for(kind, 0))[0] in FLATTENED:
         phases = (PhaseLines(FLAT, members=group),)
@@ -57,7 +65,10 @@ def layout(
         dim = spec.lines.dim
         # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
         algorithm = options.algorithm_for(kind, max(dim, 0))
-        planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
+        if algorithm == NCCL:
+            planned = plan_nccl_phase(spec.collective, dim, spec.lines.size, spec.data_bytes, links, options.nccl)
+        else:
+            planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)
         return astra_compat.adapt(planned, chunk) if semantics.astra_algorithm_variants else planned
 
     return Layout(
@@ -330,18 +341,19 @@ class ChunkRun:
             return
         if count > step.need:
             arrived[key] = count - step.need
-        if step.reduces and self._costly and self._reduce_later(step):
+        if (step.delay_ps or (step.reduces and self._costly)) and self._wait_after(step):
             return
         self._next_step()
 
-    def _reduce_later(self, step: Step) -> bool:
-        """If reducing the step's data takes time, carry on once it is done and say so (only asked when
-        reductions may cost anything: ``_costly``)."""
-        reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes)
-        if not reduction_ps:
+    def _wait_after(self, step: Step) -> bool:
+        """If reducing the step's data or its own delay takes time, carry on once it is done and say so (only asked
+        when the step has a delay or reductions may cost anything: ``_costly``)."""
+        reduction_ps = self.scheduler.reduction_ps(step.reduced_bytes) if step.reduces and self._costly else 0
+        wait_ps = reduction_ps + step.delay_ps
+        if not wait_ps:
             return False
         self.key = -1
-        self.coordinator.schedule(self.coordinator.now + reduction_ps, self._next_step)
+        self.coordinator.schedule(self.coordinator.now + wait_ps, self._next_step)
         return True
 
     def _next_step(self, _: object = None) -> None:
@@ -375,7 +387,7 @@ class ChunkRun:
                 return
             if count > need:
                 arrived[key] = count - need
-            if step.reduces and self._costly and self._reduce_later(step):
+            if (step.delay_ps or (step.reduces and self._costly)) and self._wait_after(step):
                 return
 
     def _peer(self, offset: int) -> tuple[int, ChunkRun]:

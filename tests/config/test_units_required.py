@@ -264,6 +264,7 @@ def test_a_dumped_quantity_is_its_base_unit_written_out() -> None:
         "latency": "1000000ps",
         "backend": None,
         "energy_per_bit": None,
+        "in_network_reduction": False,
     }
     assert study.system.model_dump()["endpoint_delay"] == "10000ps"
 
