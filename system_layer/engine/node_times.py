@@ -5,7 +5,8 @@ scheduler the time with collectives in flight to the node that issued the oldest
 run whole charges its nodes as they ran when it was recorded (:class:`~stratasim.system_layer.engine.block_run.BlockRun`).
 Charges are kept by where they fall, a position in the NPU's plan or a block node's position and one inside its
 block; here they are summed by the node's full name, so a report can group them (by layer and pass, say) and find
-the NPU's totals again to the picosecond.
+the NPU's totals again to the picosecond. All of it happens only when the simulation asks for node times
+(``SchedulerContext.node_times``); otherwise the executors and schedulers keep no per-node figure.
 """
 
 from __future__ import annotations
