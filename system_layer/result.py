@@ -85,7 +85,8 @@ class NpuStats:
     picojoules, the compute backend gave the NPU's priced operators, summed over every node that ran one.
     ``waiting_ps`` is the time it was idle because of its wait nodes (``WAIT_NODE``: waiting on purpose, a serving
     replica waiting for requests), counted neither as compute nor as exposed communication. ``node_times`` splits
-    its compute, communication and exposed time by node name (:class:`NodeTime`; sorted by name).
+    its compute, communication and exposed time by node name (:class:`NodeTime`; sorted by name), when the run
+    asked for node times (``simulate(..., node_times=True)``; empty otherwise).
     """
 
     npu: int

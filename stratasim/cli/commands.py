@@ -74,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
             budget=budget_options.budget(args),
             notes=_note,
             samples=args.samples,
+            layers=args.layers,
         )
     written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
     if args.out is not None and args.pictures:
@@ -108,7 +109,8 @@ def _add_run(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--layers",
         action="store_true",
-        help="after the text report, the critical NPU's time by layer and pass (docs/how-to/per-layer-breakdown.md)",
+        help="compute the per-layer breakdown (slower): after the text report, the critical NPU's time by layer and "
+        "pass; with --json or --out, the report's 'layers' (docs/how-to/per-layer-breakdown.md)",
     )
     parser.add_argument(
         "--pictures",

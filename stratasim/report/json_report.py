@@ -4,8 +4,9 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``exposed_comm_ns``, ``npus``, ``collectives`` (each with ``type``, ``bytes``, ``start_ns``, ``end_ns``,
 ``queue_delay_ns_per_phase``, ``network_delay_ns_per_phase``), ``per_npu``, ``wall_seconds``,
 ``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); for a transformer training graph
-``layers``, the critical NPU's time by layer and pass (``npu``, ``layer``, ``pass``, ``compute_ns``,
-``communication_ns``, ``exposed_ns``, ``by_communicator``: :mod:`stratasim.report.layers`); from networks that model links
+run with the breakdown asked for (``run --layers``, ``run_study(..., layers=True)``) ``layers``, the critical NPU's
+time by layer and pass (``npu``, ``layer``, ``pass``, ``compute_ns``, ``communication_ns``, ``exposed_ns``,
+``by_communicator``: :mod:`stratasim.report.layers`); from networks that model links
 ``links`` and ``cluster`` (see :func:`_cluster_row`), and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
 ``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,

@@ -189,6 +189,7 @@ def run_study(
     budget: Budget = DEFAULT_BUDGET,
     notes: Callable[[str], None] | None = None,
     samples: int | None = None,
+    layers: bool = False,
 ) -> Report:
     """Simulate ``study`` and report it; with ``record_trace`` the report carries the busy spans for a trace
     (all of them, or those a :class:`~stratasim.system_layer.trace.TraceSelection` selects); ``progress`` hears
@@ -197,12 +198,14 @@ def run_study(
     ``notes`` hears, before the simulation starts, that a packet-level network predicts a long run
     (:func:`~stratasim.study.budget.long_run_note`). ``samples`` Monte-Carlo samples (else the study's
     ``system.variability.samples``, when it has variability) add the report's ``samples`` figures
-    (:mod:`stratasim.study.samples`); every other figure is the first sample's.
+    (:mod:`stratasim.study.samples`); every other figure is the first sample's. With ``layers`` the engine
+    charges each NPU's time to its nodes and the report carries the per-layer breakdown (``Report.layers``, the
+    JSON ``layers``; :mod:`stratasim.report.layers`), at a cost in speed; without it the report has none.
 
     ``wall_seconds`` in the report covers the simulation itself, not building the workload or starting servers.
     """
     with _collector_paused():
-        return _run_study(study, record_trace, progress, budget, notes, samples)
+        return _run_study(study, record_trace, progress, budget, notes, samples, layers)
 
 
 def _run_study(
@@ -212,6 +215,7 @@ def _run_study(
     budget: Budget,
     notes: Callable[[str], None] | None,
     samples: int | None,
+    layers: bool = False,
 ) -> Report:
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
@@ -252,6 +256,7 @@ def _run_study(
             representatives=representatives,
             progress=progress,
             contention=contention_of(study, devices),
+            node_times=layers,
         )
         result = simulate(record_trace=record_trace)
         distribution = None

@@ -35,7 +35,7 @@ class BlockRun:
     milestone nodes' names and finish times; ``trace`` what a trace shows of it, when it was recorded for one.
     ``compute_at``, ``comm_at`` and ``exposed_at`` split its compute time, time with collectives in flight and
     exposed time (where, label, ps) by the node of the block they fall to, by position (see
-    :mod:`stratasim.system_layer.engine.node_times`).
+    :mod:`stratasim.system_layer.engine.node_times`), when recorded for node times (empty otherwise).
     """
 
     duration_ps: int

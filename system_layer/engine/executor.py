@@ -76,7 +76,8 @@ class NpuExecutor:
         self._idle_since = 0  # when the compute stream last ran dry
         self.exposed_ps: dict[str, int] = {}  # idle compute time by what it waited on (see _charge_idle)
         self.waiting_ps = 0  # idle compute time its wait nodes caused (see _charge_idle)
-        self.compute_at = [0] * len(plan.nodes)  # compute_ps by node position (blocks run whole: blocks_done)
+        self._charging = context.node_times  # whether time is charged to nodes (the four below; off: none kept)
+        self.compute_at = [0] * len(plan.nodes) if self._charging else []  # compute_ps by node position
         self.exposed_at: dict[tuple[tuple[int, ...], str], int] = {}  # exposed_ps by (where, label): see idle_charges
         self.blocks_done: list[int] = []  # the position of each block node run whole that finished
         self._current = -1  # the compute node running now (not a block run whole)
@@ -107,7 +108,8 @@ class NpuExecutor:
         ``now``), nothing more starts, and what still arrives is ignored; the NPU finishes at ``now``."""
         if self._computing and self._compute_end > now:
             self.compute_ps -= self._compute_end - now
-            self.compute_at[self._current] -= self._compute_end - now
+            if self._charging:
+                self.compute_at[self._current] -= self._compute_end - now
         self.stopped = True
         self.finish_ps = now
 
@@ -184,7 +186,8 @@ class NpuExecutor:
         progress.advance(now, before)
         end = progress.end(not before)
         self.compute_ps += end - self._compute_end
-        self.compute_at[self._running] += end - self._compute_end
+        if self._charging:
+            self.compute_at[self._running] += end - self._compute_end
         self._compute_end = end
         self._plans += 1
         self._context.coordinator.schedule(end, self._planned_done, (self._running, self._plans))
@@ -261,12 +264,14 @@ class NpuExecutor:
         duration = self._durations[index]
         if self.speed is not None:
             duration = self.speed.duration(duration, coordinator.now)
-        self._current = index
+        if self._charging:
+            self._current = index
         if self._slow is not None:
             self._start_slowed(index, duration)
             return
         self.compute_ps += duration
-        self.compute_at[index] += duration
+        if self._charging:
+            self.compute_at[index] += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:
             trace.span(self.npu, "compute", self.plan.name(index), coordinator.now, coordinator.now + duration)
@@ -281,7 +286,8 @@ class NpuExecutor:
         self._running, self._started = index, now
         self._compute_end = progress.end(self._comms > 0)
         self.compute_ps += self._compute_end - now
-        self.compute_at[index] += self._compute_end - now
+        if self._charging:
+            self.compute_at[index] += self._compute_end - now
         self._plans += 1
         self._context.coordinator.schedule(self._compute_end, self._planned_done, (index, self._plans))
 
@@ -326,7 +332,8 @@ class NpuExecutor:
             self._issued[group] = self._issued.get(group, 0) + count
         self._table.replayed.append((start, self.npu, self.issued, run))
         self._runs_done.append(id(run))
-        self.blocks_done.append(index)
+        if self._charging:
+            self.blocks_done.append(index)
         self.issued += len(run.collectives)
         if run.milestones:
             scope = self.plan.name(index)
@@ -436,7 +443,8 @@ class NpuExecutor:
                 self.waiting_ps += amount
             else:
                 self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount
-                self.exposed_at[where, label] = self.exposed_at.get((where, label), 0) + amount
+                if self._charging:
+                    self.exposed_at[where, label] = self.exposed_at.get((where, label), 0) + amount
 
     def idle_charges(self, cause: int, end: int, idle_since: int) -> list[tuple[str, int, tuple[int, ...]]]:
         """What :meth:`_charge_idle` charges for the idle time from ``idle_since`` to ``end``, by label, in order
@@ -447,7 +455,10 @@ class NpuExecutor:
         while end > idle_since:
             run = self.runs.get(cause) if self.runs else None
             if run is not None:
-                charges += [(label, amount, (cause, *inner)) for label, amount, inner in run.tail]
+                if self._charging:
+                    charges += [(label, amount, (cause, *inner)) for label, amount, inner in run.tail]
+                else:  # where the block's charges fall inside it matters only to node times
+                    charges += run.tail
                 break
             wait = self._waits.get(cause)
             start = idle_since if wait is None else max(wait[0], idle_since)

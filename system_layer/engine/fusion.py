@@ -16,9 +16,13 @@ from stratasim.v1 import workload_pb2
 __all__ = ["fuse_compute_runs", "compute_is_one_chain"]
 
 
-def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[GraphPlan, tuple[int, ...]]:
+def fuse_compute_runs(
+    plan: GraphPlan, durations: tuple[int, ...], members: bool = False
+) -> tuple[GraphPlan, tuple[int, ...]]:
     """``plan`` with every fusible run of compute nodes made one node (the run's last node stands for it) and
-    the durations by the new positions; ``plan`` itself when its compute nodes are not one chain."""
+    the durations by the new positions; ``plan`` itself when its compute nodes are not one chain. With
+    ``members`` the fused plan keeps each run's members' names and durations (``GraphPlan.fused``), which the
+    per-node times need and nothing else does."""
     nodes = plan.nodes
     kind = workload_pb2.COMP_NODE
     compute = [node.type == kind for node in nodes]
@@ -42,7 +46,7 @@ def fuse_compute_runs(plan: GraphPlan, durations: tuple[int, ...]) -> tuple[Grap
             last[head[index]] = index
     if all(h == i for i, h in enumerate(head)):
         return plan, durations
-    return _rebuild(plan, durations, head, last)
+    return _rebuild(plan, durations, head, last, members)
 
 
 def compute_is_one_chain(
@@ -69,20 +73,17 @@ def compute_is_one_chain(
 
 
 def _rebuild(
-    plan: GraphPlan, durations: tuple[int, ...], head: list[int], last: list[int]
+    plan: GraphPlan, durations: tuple[int, ...], head: list[int], last: list[int], members: bool
 ) -> tuple[GraphPlan, tuple[int, ...]]:
     """The plan with each run folded into one node: durations summed, the first node's allocation and the last
-    node's dependents, release and milestone; the run's members kept by name (``GraphPlan.fused``)."""
+    node's dependents, release and milestone; with ``members``, the run's members kept by name
+    (``GraphPlan.fused``)."""
     kept = [i for i, h in enumerate(head) if h == i]
     position = {old: new for new, old in enumerate(kept)}
     total = [0] * len(kept)
     for index, h in enumerate(head):
         total[position[h]] += durations[index]
     dependents = tuple(tuple(position[head[d]] for d in plan.dependents[last[old]]) for old in kept)
-    members: dict[int, list[tuple[str, int]]] = {}
-    for index, h in enumerate(head):
-        if last[h] != h:  # a run of several nodes: its members' names and durations, for the per-node figures
-            members.setdefault(position[h], []).append((plan.name(index), durations[index]))
     indegree = [0] * len(kept)
     dependencies: list[list[int]] = [[] for _ in kept]
     for source, targets in enumerate(dependents):
@@ -100,7 +101,18 @@ def _rebuild(
         dependencies=tuple(map(tuple, dependencies)),
         blocks=plan.blocks,
         scopes=tuple(plan.scopes[last[old]] for old in kept) if plan.scopes else (),
-        fused={at: tuple(run) for at, run in members.items()},
+        fused=_members(plan, durations, head, last, position) if members else {},
         foreign_names=plan.foreign_names,
     )
     return fused, tuple(total)
+
+
+def _members(
+    plan: GraphPlan, durations: tuple[int, ...], head: list[int], last: list[int], position: dict[int, int]
+) -> dict[int, tuple[tuple[str, int], ...]]:
+    """Each run of several nodes by its new position: its members' full names and durations, in order."""
+    members: dict[int, list[tuple[str, int]]] = {}
+    for index, h in enumerate(head):
+        if last[h] != h:
+            members.setdefault(position[h], []).append((plan.name(index), durations[index]))
+    return {at: tuple(run) for at, run in members.items()}

@@ -120,7 +120,8 @@ def _reached(order: Sequence[int], marked: Sequence[bool], behind: Sequence[Sequ
 class BlockRecorder:
     """Runs blocks on their own, once each, to record what a run of them does (:class:`BlockRun`): on the
     study's stateless ``network`` (``direct``: the same, pricing messages on the spot), with its system options,
-    reduction cost, collective grid, stand-ins and, for traced NPUs, the trace's ``detail``."""
+    reduction cost, collective grid, stand-ins and, for traced NPUs, the trace's ``detail``; with ``node_times``
+    each run also says which of its nodes its time falls to (``BlockRun.compute_at``, ``comm_at``, ``exposed_at``)."""
 
     network: NetworkBackend
     direct: DirectNetwork
@@ -131,6 +132,7 @@ class BlockRecorder:
     npus: int
     stand_ins: tuple[int, ...] | None
     detail: TraceDetail | None = None
+    node_times: bool = False
 
     def runs_of(self, npu: int, plan: GraphPlan, pricing: Pricing, traced: bool) -> dict[int, BlockRun]:
         """What each block node left in ``plan`` does when run whole on ``npu`` (and shows in the trace, if
@@ -164,7 +166,13 @@ class BlockRecorder:
         inside = self.detail not in (None, TraceDetail.BLOCKS)
         trace = TraceRecorder(TraceSelection(detail=self.detail), [npu]) if traced and self.detail and inside else None
         context = SchedulerContext(
-            coordinator, self.options, self.reduction, stand_ins=self.stand_ins, replay_phases=True, trace=trace
+            coordinator,
+            self.options,
+            self.reduction,
+            stand_ins=self.stand_ins,
+            replay_phases=True,
+            trace=trace,
+            node_times=self.node_times,
         )
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
         table = CollectiveTable(self.grid, self.options, self.npus)

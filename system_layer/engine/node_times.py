@@ -5,7 +5,8 @@ scheduler the time with collectives in flight to the node that issued the oldest
 run whole charges its nodes as they ran when it was recorded (:class:`~stratasim.system_layer.engine.block_run.BlockRun`).
 Charges are kept by where they fall, a position in the NPU's plan or a block node's position and one inside its
 block; here they are summed by the node's full name, so a report can group them (by layer and pass, say) and find
-the NPU's totals again to the picosecond.
+the NPU's totals again to the picosecond. All of it happens only when the simulation asks for node times
+(``SchedulerContext.node_times``); otherwise the executors and schedulers keep no per-node figure.
 """
 
 from __future__ import annotations
@@ -37,15 +38,16 @@ class _Sums:
             comm[name].append((label, ps))
         for (name, label), ps in sorted(self.exposed.items()):
             exposed[name].append((label, ps))
+        compute, none = self.compute, ()
         return tuple(
-            NodeTime(name, self.compute.get(name, 0), tuple(comm[name]), tuple(exposed[name])) for name in names
+            NodeTime(name, compute.get(name, 0), tuple(comm.get(name, none)), tuple(exposed.get(name, none)))
+            for name in names
         )
 
 
 def node_times(executor: NpuExecutor, scheduler: NpuScheduler) -> tuple[NodeTime, ...]:
     """``executor``'s NPU's time by node name (see :class:`~stratasim.system_layer.result.NodeTime`)."""
     sums = _Sums()
-    plan = executor.plan
     for index, ps in enumerate(executor.compute_at):
         if ps:
             _add_compute(sums, executor, index, ps)
@@ -54,15 +56,24 @@ def node_times(executor: NpuExecutor, scheduler: NpuScheduler) -> tuple[NodeTime
     for (where, label), ps in executor.exposed_at.items():
         sums.exposed[_name(executor, where), label] += ps
     for index in executor.blocks_done:
-        run, block = executor.runs[index], plan.blocks[plan.nodes[index].block]
-        for inner, ps in run.compute_at:
-            sums.compute[_name(executor, (index, inner))] += ps
-        for inner, ps in run.comm_at:
-            node = block.nodes[inner]
-            sums.comm[_name(executor, (index, inner)), node.pg_name or "collective"] += ps
-        for where, label, ps in run.exposed_at:
-            sums.exposed[_name(executor, (index, *where)), label] += ps
+        _add_block(sums, executor, index)
     return sums.rows()
+
+
+def _add_block(sums: _Sums, executor: NpuExecutor, index: int) -> None:
+    """Charge what block node ``index``, run whole, charged inside its block to the block's nodes (named as
+    :func:`_name` names them, the block node's name worked out once)."""
+    plan = executor.plan
+    run, block_node = executor.runs[index], plan.nodes[index]
+    block = plan.blocks[block_node.block]
+    prefix = f"{block_node.name} " if block_node.name else ""
+    compute, comm, exposed = sums.compute, sums.comm, sums.exposed
+    for inner, ps in run.compute_at:
+        compute[prefix + block.name(inner)] += ps
+    for inner, ps in run.comm_at:
+        comm[prefix + block.name(inner), block.nodes[inner].pg_name or "collective"] += ps
+    for where, label, ps in run.exposed_at:
+        exposed[prefix + block.name(where[0]), label] += ps
 
 
 def _add_compute(sums: _Sums, executor: NpuExecutor, index: int, ps: int) -> None:

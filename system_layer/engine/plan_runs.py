@@ -55,10 +55,11 @@ class PlanRun:
         self.slow = pricing.slow.get(self.plan)
         self.energy_pj = pricing.energies[self.plan]
 
-    def fuse(self) -> None:
+    def fuse(self, members: bool = False) -> None:
         """Make each fusible run of compute nodes one node (same times, fewer events); not for a plan whose
-        collectives slow its compute (:meth:`communicates`), where each node's slow-down is its own."""
-        self.plan, self.durations = fuse_compute_runs(self.plan, self.durations)
+        collectives slow its compute (:meth:`communicates`), where each node's slow-down is its own. With
+        ``members`` the fused plan keeps each run's members (``GraphPlan.fused``), for node times."""
+        self.plan, self.durations = fuse_compute_runs(self.plan, self.durations, members)
         self.slow = None  # nothing communicates beside its compute: nothing slows it
 
     def communicates(self) -> bool:

@@ -59,7 +59,7 @@ def _npu_stats(executor: NpuExecutor, scheduler: NpuScheduler, energy_pj: float)
         compute_energy_pj=energy_pj,
         p2p_bytes_per_dim=executor.p2p_bytes_per_dim(),
         waiting_ps=executor.waiting_ps,
-        node_times=node_times(executor, scheduler),
+        node_times=node_times(executor, scheduler) if scheduler.context.node_times else (),
     )
 
 

@@ -68,6 +68,7 @@ def simulate(
     progress: Progress | None = None,
     sample: int = 0,
     contention: Mapping[str, Contention] | None = None,
+    node_times: bool = False,
 ) -> SimulationResult:
     """Run one execution graph per NPU (index = NPU id) on ``network`` and return what happened; ``compute``
     prices operators on ``device`` (with ``calibration``, when given), or on ``device_of[npu]`` for the NPUs it
@@ -76,7 +77,9 @@ def simulate(
     told now and then how far the event loop got (simulated ps, events and messages processed); ``sample``
     numbers the Monte-Carlo sample of the options' ``variability`` drawn (seed + sample); ``contention`` slows
     the compute of each device it names while the NPU's collectives run
-    (:mod:`stratasim.system_layer.engine.contention`).
+    (:mod:`stratasim.system_layer.engine.contention`); ``node_times`` splits each NPU's time by node
+    (``NpuStats.node_times``, for the per-layer breakdown), at a cost in speed: off, the engine keeps no per-node
+    figures at all.
 
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise
@@ -92,6 +95,7 @@ def simulate(
         graphs, network, info, topology, options, representatives, selection, perturbation, others
     )
     scope.jobs = _jobs(graphs, scope)
+    scope.node_times = node_times
     names = [device, *sorted(set(others.values()))]
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
     pricing = _ready_plans(scope, runs, device, pricers, contention)
@@ -113,7 +117,7 @@ class _Scope:
     the sample's slow-downs and variability (None: none), which turn off the paths simulating one block or line of
     NPUs for many (and the stand-ins, unless every NPU is slowed as its stand-in), and ``notes`` what the report should say about it (also when NPU groups on different devices turn
     the symmetry shortcut off); ``jobs``: the job each NPU runs when some NPU runs a job other than 0 (None: one
-    job), read once from each simulated NPU's graph.
+    job), read once from each simulated NPU's graph; ``node_times``: whether each NPU's time is charged to its nodes.
     """
 
     network: NetworkBackend
@@ -129,6 +133,7 @@ class _Scope:
     perturbation: Perturbation | None = None
     notes: tuple[str, ...] = ()
     jobs: tuple[int, ...] | None = None
+    node_times: bool = False
 
 
 @dataclass
@@ -238,7 +243,7 @@ def _ready_plans(
     dynamic = dynamic or bool(scope.options.failures)  # a failure stops the node running, not a run of nodes
     for run in distinct_runs:
         if run not in shown and not dynamic and not (run.slow and run.communicates()):
-            run.fuse()
+            run.fuse(members=scope.node_times)
     return pricing
 
 
@@ -285,6 +290,7 @@ def _wire(
         replay_phases=scope.info.stateless and not options.failures,
         trace=recorder,
         line_batches=_line_batches(scope, runs, coordinator, reduction, recorder),
+        node_times=scope.node_times,
     )
     table = CollectiveTable(grid, options, scope.npus)
     blocks = _block_recorder(scope, runs, reduction, grid)
@@ -345,6 +351,7 @@ def _block_recorder(
         scope.npus,
         scope.stand_in,
         scope.selection.detail if scope.selection else None,
+        scope.node_times,
     )
 
 

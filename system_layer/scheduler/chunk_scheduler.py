@@ -48,6 +48,7 @@ class SchedulerContext:
         replay_phases: bool = False,
         trace: TraceRecorder | None = None,
         line_batches: LineBatching | None = None,
+        node_times: bool = False,
     ) -> None:
         self.coordinator = coordinator
         self.options = options
@@ -60,6 +61,7 @@ class SchedulerContext:
         self.reduced_sizes: dict[int, tuple[int, ...]] = {}  # the sizes a replayed phase reduces, by id(steps)
         self.trace = trace  # None: no trace is recorded
         self.line_batches = line_batches  # None: every phase runs message by message
+        self.node_times = node_times  # whether executors and schedulers charge their time to nodes (see node_times)
         # Each group's collectives in the order its first member to start one started it: the others follow it.
         self.start_orders: dict[tuple[int, ...], list[int]] = {}
 
@@ -89,6 +91,7 @@ class NpuScheduler:
         self.in_flight = 0
         self.comm_ps = 0
         self.comm_at: dict[int, int] = {}  # comm_ps by the node that issued the oldest collective in flight
+        self._charging = context.node_times  # whether comm_at is kept (off: no per-collective work for it)
         self._owners: dict[int, int] = {}  # the node (position in its NPU's plan) that issued each collective
         self._comm_mark = 0  # when comm_at was last charged
         self.reductions: Counter[int] = Counter()  # priced reductions run, by size in bytes
@@ -135,7 +138,8 @@ class NpuScheduler:
 
     def issue(self, collective: Collective, on_done: Callable[[], None], owner: int = -1) -> None:
         """Start ``collective`` on this NPU; ``on_done()`` runs when all its chunks have finished here. ``owner`` is
-        the node that issued it (its position in the NPU's plan), to which :attr:`comm_at` charges its time."""
+        the node that issued it (its position in the NPU's plan), to which :attr:`comm_at` charges its time when the
+        context asks for node times."""
         now = self.context.coordinator.now
         if collective.start_ps is None or now < collective.start_ps:
             collective.start_ps = now
@@ -145,8 +149,9 @@ class NpuScheduler:
             return
         if self.in_flight == 0:
             self._comm_since = now
-        self._charge_comm(now)
-        self._owners[collective.id] = owner
+        if self._charging:
+            self._charge_comm(now)
+            self._owners[collective.id] = owner
         self.in_flight += 1
         runs = collective.chunk_runs(self.npu, self)
         self._chunks_left[collective.id] = len(runs)
@@ -268,7 +273,8 @@ class NpuScheduler:
         flight counts up to ``now``."""
         if self.in_flight:
             self.comm_ps += now - self._comm_since
-            self._charge_comm(now)
+            if self._charging:
+                self._charge_comm(now)
             self.in_flight = 0
         self._stopped = True
 
@@ -312,8 +318,10 @@ class NpuScheduler:
         del self._chunks_left[collective.id]
         del self._priority[collective.id]
         self._started.discard(collective.id)
-        self._charge_comm(now)
-        del self._unfinished[collective.id], self._owners[collective.id]
+        if self._charging:
+            self._charge_comm(now)
+            del self._owners[collective.id]
+        del self._unfinished[collective.id]
         del self._running[collective.id]
         collective.end_ps = max(collective.end_ps, now)
         collective.members_done += 1

@@ -153,6 +153,21 @@ def test_examples_run(run_cli: RunCli, example: str) -> None:
     assert report["total_time_ps"] > 0 and report["collectives"] and report["wall_seconds"] < 5
 
 
+def test_layers_only_when_asked(run_cli: RunCli) -> None:
+    """``--layers`` computes the per-layer breakdown: the JSON's ``layers`` and the text's table; without it, none."""
+    study = str(ROOT / "examples" / "transformer.yaml")
+    small = ("--set", "workload.model.layers=2", "--set", "workload.parallelism.global_batch=8")
+    code, out, err = run_cli("run", study, *small, "--json")
+    assert code == 0, err
+    assert "layers" not in json.loads(out)
+    code, out, err = run_cli("run", study, *small, "--json", "--layers")
+    assert code == 0, err
+    assert any(row["layer"].startswith("layer") for row in json.loads(out)["layers"])
+    code, out, err = run_cli("run", study, *small, "--layers")
+    assert code == 0, err
+    assert "Per layer, NPU" in out
+
+
 def test_python_dash_m_checks_the_quickstart() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "stratasim", "check", str(ROOT / "examples" / "quickstart.yaml")],

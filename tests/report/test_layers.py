@@ -18,6 +18,7 @@ import pytest
 import stratasim
 from stratasim.config.overrides import as_overrides
 from stratasim.config.study_file import load_study
+from stratasim.kernel.errors import StrataSimError
 from stratasim.report.layers import LayerRow, layers_text
 from stratasim.study.run import run_study
 from stratasim.system_layer.result import NpuStats
@@ -65,10 +66,10 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_rows_sum_to_the_critical_npus_totals(case: str, tmp_path: Path) -> None:
     study, overrides = CASES[case]
-    report = stratasim.run(EXAMPLES / study, **overrides)
+    report = stratasim.run(EXAMPLES / study, layers=True, **overrides)
     if case.endswith("traced"):  # blocks unrolled node by node (TP 1: compute fused across layers): the same rows
         settings = as_overrides(overrides)
-        traced = run_study(load_study(EXAMPLES / study, settings), record_trace=True)
+        traced = run_study(load_study(EXAMPLES / study, settings), record_trace=True, layers=True)
         assert traced.engine is not None and traced.engine.trace_detail
         assert traced.layers == report.layers
     critical = report.critical
@@ -84,7 +85,9 @@ def test_rows_sum_to_the_critical_npus_totals(case: str, tmp_path: Path) -> None
 
 def test_the_passes_of_recomputation_and_pipelining() -> None:
     """Full recomputation shows a recompute pass per layer; a PP 2 run's first stage waits on the pipeline."""
-    report = stratasim.run(EXAMPLES / "transformer.yaml", **SMALL, **{"workload.parallelism.recompute": "full"})
+    report = stratasim.run(
+        EXAMPLES / "transformer.yaml", layers=True, **SMALL, **{"workload.parallelism.recompute": "full"}
+    )
     places = {(row.layer, row.pass_) for row in report.layers}
     assert {("layer0", "forward"), ("layer0", "recompute"), ("layer0", "backward")} <= places
     pipeline = [row for row in report.layers if row.layer == "pipeline"]
@@ -104,6 +107,23 @@ def test_names_of_the_builder() -> None:
 
 
 def test_no_breakdown_outside_transformer_graphs() -> None:
-    report = stratasim.run(EXAMPLES / "quickstart.yaml")
+    report = stratasim.run(EXAMPLES / "quickstart.yaml", layers=True)
     assert report.layers == () and "layers" not in report.to_dict()
     assert layers_text(report.layers).startswith("no per-layer breakdown")
+
+
+def test_off_unless_asked_and_the_same_figures() -> None:
+    """Without ``layers`` the engine keeps no node times and the report no ``layers``; every figure is the same."""
+    plain = stratasim.run(EXAMPLES / "transformer.yaml", **SMALL)
+    asked = stratasim.run(EXAMPLES / "transformer.yaml", layers=True, **SMALL)
+    assert plain.layers == () and "layers" not in plain.to_dict()
+    assert all(npu.node_times == () for npu in plain.per_npu)
+    assert asked.layers
+    assert plain.per_npu == asked.per_npu and plain.total_time_ps == asked.total_time_ps
+    assert plain.engine is not None and asked.engine is not None
+    assert plain.engine.collectives == asked.engine.collectives
+
+
+def test_layers_must_be_a_bool() -> None:
+    with pytest.raises(StrataSimError, match="layers must be True or False"):
+        stratasim.run(EXAMPLES / "quickstart.yaml", layers="yes")
