@@ -34,9 +34,9 @@ from stratasim.compute_layer.devices import (
     device,
     efficiency_statement,
 )
-from stratasim.compute_layer.efficiency import size_efficiency
+from stratasim.compute_layer.efficiency import gemm_efficiency
 from stratasim.compute_layer.requests import DescriptionCache, Rejected, described, device_facts, label
-from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
+from stratasim.compute_layer.roofline_levels import dram_bytes, gemm_view, sram_bytes
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
@@ -160,14 +160,16 @@ class LevelTimes:
 def level_times(op: compute_pb2.OperatorDesc, dev: Device) -> LevelTimes:
     """Price ``op`` on ``dev`` level by level; ``op.dtype`` must be one ``dev`` has a peak for (KeyError if not)."""
     # Fraction(float) is the float's exact binary value, so no rounding happens before the final ceil.
-    share = size_efficiency(op, dev.tiling) if dev.size_efficiency and dev.tiling is not None else Fraction(1)
+    view = gemm_view(op)
+    tiling = dev.tiling if dev.size_efficiency else None
+    share = Fraction(1) if view is None or tiling is None else gemm_efficiency(view, tiling)
     throughput = Fraction(dev.peak_flops[op.dtype]) * Fraction(dev.compute_efficiency) * share
     compute_ps = Fraction(op.flops * _PS_PER_SECOND) / throughput
-    dram = dram_bytes(op, dev)
+    dram = dram_bytes(op, view, dev)
     dram_ps = Fraction(dram * _PS_PER_SECOND) / (Fraction(dev.memory_bandwidth) * Fraction(dev.memory_efficiency))
     if dev.sram is None:
         return LevelTimes(compute_ps, None, dram_ps, (("dram", dram),), share)
-    sram = sram_bytes(op, dev, dram)
+    sram = sram_bytes(op, view, dev, dram)
     bandwidth = dev.sram.bandwidth
     sram_ps = None if bandwidth is None else Fraction(sram * _PS_PER_SECOND) / Fraction(bandwidth)
     return LevelTimes(compute_ps, sram_ps, dram_ps, (("dram", dram), ("sram", sram)), share)
