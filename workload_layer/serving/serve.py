@@ -42,7 +42,8 @@ def serve(
     ``runs``, the loop's :class:`~stratasim.workload_layer.serving.pool_run.PoolRun` appended to it."""
     requests = workload.requests()
     budgets = [kv_budget(workload, pool, capacity, requests) for pool, capacity in enumerate(capacities)]
-    setups = [_setup(workload, pool, priced, budgets[pool]) for pool, priced in enumerate(pricers)]
+    built: dict[tuple[int, IterationShape], Iteration] = {}
+    setups = [_setup(workload, pool, priced, budgets[pool], built) for pool, priced in enumerate(pricers)]
     priced: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
     config = workload.config
     run = simulate_pools(
@@ -98,7 +99,8 @@ def _uncached(pool: PoolConfig) -> PoolConfig:
 
 def _energy(run: PoolRun, setups: Sequence[PoolSetup], pricers: Sequence[PoolPricers]) -> float:
     """The compute energy of every iteration and expert part run (pJ): each distinct one's, as its pool's pricers
-    say, times how often it ran; 0 for a pool whose pricers know no energy."""
+    say, times how often it ran (each shape's work as it was built to be priced); 0 for a pool whose pricers know no
+    energy."""
     total = 0.0
     for (pool, shape), times in run.shape_runs.items():
         energy = pricers[pool].energy
@@ -109,11 +111,21 @@ def _energy(run: PoolRun, setups: Sequence[PoolSetup], pricers: Sequence[PoolPri
     return total
 
 
-def _setup(workload: ServingRequestsWorkload, pool: int, pricers: PoolPricers, budget: KvBudget) -> PoolSetup:
-    """Pool ``pool`` as the loop runs it, its pricers handed the work of each shape."""
+def _setup(
+    workload: ServingRequestsWorkload,
+    pool: int,
+    pricers: PoolPricers,
+    budget: KvBudget,
+    built: dict[tuple[int, IterationShape], Iteration],
+) -> PoolSetup:
+    """Pool ``pool`` as the loop runs it, its pricers handed the work of each shape, built once and kept in
+    ``built`` (by pool and shape) for the energy of the shapes run."""
 
     def work(shape: IterationShape) -> Iteration:
-        return Iteration(shape, workload.works(shape, pool))
+        iteration = built.get((pool, shape))
+        if iteration is None:
+            iteration = built[pool, shape] = Iteration(shape, workload.works(shape, pool))
+        return iteration
 
     return PoolSetup(
         workload.config.pools[pool],
