@@ -159,19 +159,25 @@ class LevelTimes:
 
 def level_times(op: compute_pb2.OperatorDesc, dev: Device) -> LevelTimes:
     """Price ``op`` on ``dev`` level by level; ``op.dtype`` must be one ``dev`` has a peak for (KeyError if not)."""
-    # Fraction(float) is the float's exact binary value, so no rounding happens before the final ceil.
+    # Each time is one exact ratio of integers (a float's as_integer_ratio is its exact binary value), so no
+    # rounding happens before the final ceil.
     view = gemm_view(op)
     tiling = dev.tiling if dev.size_efficiency else None
     share = Fraction(1) if view is None or tiling is None else gemm_efficiency(view, tiling)
-    throughput = Fraction(dev.peak_flops[op.dtype]) * Fraction(dev.compute_efficiency) * share
-    compute_ps = Fraction(op.flops * _PS_PER_SECOND) / throughput
+    peak, efficiency = dev.peak_flops[op.dtype].as_integer_ratio(), dev.compute_efficiency.as_integer_ratio()
+    compute_ps = Fraction(
+        op.flops * _PS_PER_SECOND * peak[1] * efficiency[1] * share.denominator,
+        peak[0] * efficiency[0] * share.numerator,
+    )
     dram = dram_bytes(op, view, dev)
-    dram_ps = Fraction(dram * _PS_PER_SECOND) / (Fraction(dev.memory_bandwidth) * Fraction(dev.memory_efficiency))
+    memory, sustained = dev.memory_bandwidth.as_integer_ratio(), dev.memory_efficiency.as_integer_ratio()
+    dram_ps = Fraction(dram * _PS_PER_SECOND * memory[1] * sustained[1], memory[0] * sustained[0])
     if dev.sram is None:
         return LevelTimes(compute_ps, None, dram_ps, (("dram", dram),), share)
     sram = sram_bytes(op, view, dev, dram)
     bandwidth = dev.sram.bandwidth
-    sram_ps = None if bandwidth is None else Fraction(sram * _PS_PER_SECOND) / Fraction(bandwidth)
+    on_chip = None if bandwidth is None else bandwidth.as_integer_ratio()
+    sram_ps = None if on_chip is None else Fraction(sram * _PS_PER_SECOND * on_chip[1], on_chip[0])
     return LevelTimes(compute_ps, sram_ps, dram_ps, (("dram", dram), ("sram", sram)), share)
 
 
