@@ -183,18 +183,17 @@ def level_times(op: compute_pb2.OperatorDesc, dev: Device) -> LevelTimes:
 
 def _price(index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
     """The roofline cost of ``op``, which is ``ops[index]`` of its request, on ``dev``."""
-    where = label(op, index)
     peak = dev.peak_flops.get(op.dtype)
     if peak is None:
         message = (
-            f"{where}: device {dev.name!r} cannot compute in {dtype_name(op.dtype)}; "
+            f"{label(op, index)}: device {dev.name!r} cannot compute in {dtype_name(op.dtype)}; "
             f"it supports {', '.join(dev.supported_dtypes())}"
         )
         raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
     times = level_times(op, dev)
     duration_ps = math.ceil(times.slowest_ps) + dev.launch_overhead_ps
     if duration_ps > _INT64_MAX:
-        message = f"{where}: takes {duration_ps} ps on {dev.name!r}, more than a 64-bit duration holds"
+        message = f"{label(op, index)}: takes {duration_ps} ps on {dev.name!r}, more than a 64-bit duration holds"
         raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
     return compute_pb2.OperatorCost(
         duration_ps=duration_ps,
