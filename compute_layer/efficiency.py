@@ -29,10 +29,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from stratasim.compute_layer.devices import Tiling
-from stratasim.compute_layer.roofline_levels import gemm_view
+from stratasim.compute_layer.roofline_levels import GemmView, gemm_view
 from stratasim.v1 import compute_pb2
 
-__all__ = ["size_efficiency"]
+__all__ = ["size_efficiency", "gemm_efficiency"]
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -63,17 +63,22 @@ def _tile_shapes(tiling: Tiling) -> list[tuple[int, int]]:
 
 
 def size_efficiency(op: compute_pb2.OperatorDesc, tiling: Tiling) -> Fraction:
-    """The useful share (0, 1] of the work ``tiling``'s units do for ``op``: tile and wave quantization, under
-    the best of the tile shapes a GEMM library picks from (as cuBLAS's heuristics choose per problem). A unit
-    computes tiles smaller than the device's at the same rate per output element, so with ``tiles`` spread
-    round-robin it is busy for ``ceil(tiles / units)`` of them."""
+    """The useful share (0, 1] of the work ``tiling``'s units do for ``op`` (:func:`gemm_efficiency`); 1 for an
+    operator that is not a matrix product."""
     view = gemm_view(op)
-    if view is None:
-        return Fraction(1)
+    return Fraction(1) if view is None else gemm_efficiency(view, tiling)
+
+
+def gemm_efficiency(view: GemmView, tiling: Tiling) -> Fraction:
+    """The useful share (0, 1] of the work ``tiling``'s units do for the products ``view``: tile and wave
+    quantization, under the best of the tile shapes a GEMM library picks from (as cuBLAS's heuristics choose per
+    problem). A unit computes tiles smaller than the device's at the same rate per output element, so with
+    ``tiles`` spread round-robin it is busy for ``ceil(tiles / units)`` of them. The best shape is the one doing
+    the least work in all (padding and idle units included), compared as integers."""
     padded_k = _ceil_div(view.k, tiling.tile_k) * tiling.tile_k
-    best = Fraction(0)
-    for tile_m, tile_n in _tile_shapes(tiling):
-        tiles = view.batch * _ceil_div(view.m, tile_m) * _ceil_div(view.n, tile_n)
-        done = _ceil_div(tiles, tiling.units) * tiling.units * tile_m * tile_n * padded_k
-        best = max(best, Fraction(view.batch * view.m * view.n * view.k, done))
-    return best
+    units = tiling.units
+    done = min(
+        _ceil_div(view.batch * _ceil_div(view.m, tile_m) * _ceil_div(view.n, tile_n), units) * units * tile_m * tile_n
+        for tile_m, tile_n in _tile_shapes(tiling)
+    )
+    return Fraction(view.batch * view.m * view.n * view.k, done * padded_k)

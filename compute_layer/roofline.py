@@ -34,9 +34,9 @@ from stratasim.compute_layer.devices import (
     device,
     efficiency_statement,
 )
-from stratasim.compute_layer.efficiency import size_efficiency
+from stratasim.compute_layer.efficiency import gemm_efficiency
 from stratasim.compute_layer.requests import DescriptionCache, Rejected, described, device_facts, label
-from stratasim.compute_layer.roofline_levels import dram_bytes, sram_bytes
+from stratasim.compute_layer.roofline_levels import dram_bytes, gemm_view, sram_bytes
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
@@ -159,34 +159,41 @@ class LevelTimes:
 
 def level_times(op: compute_pb2.OperatorDesc, dev: Device) -> LevelTimes:
     """Price ``op`` on ``dev`` level by level; ``op.dtype`` must be one ``dev`` has a peak for (KeyError if not)."""
-    # Fraction(float) is the float's exact binary value, so no rounding happens before the final ceil.
-    share = size_efficiency(op, dev.tiling) if dev.size_efficiency and dev.tiling is not None else Fraction(1)
-    throughput = Fraction(dev.peak_flops[op.dtype]) * Fraction(dev.compute_efficiency) * share
-    compute_ps = Fraction(op.flops * _PS_PER_SECOND) / throughput
-    dram = dram_bytes(op, dev)
-    dram_ps = Fraction(dram * _PS_PER_SECOND) / (Fraction(dev.memory_bandwidth) * Fraction(dev.memory_efficiency))
+    # Each time is one exact ratio of integers (a float's as_integer_ratio is its exact binary value), so no
+    # rounding happens before the final ceil.
+    view = gemm_view(op)
+    tiling = dev.tiling if dev.size_efficiency else None
+    share = Fraction(1) if view is None or tiling is None else gemm_efficiency(view, tiling)
+    peak, efficiency = dev.peak_flops[op.dtype].as_integer_ratio(), dev.compute_efficiency.as_integer_ratio()
+    compute_ps = Fraction(
+        op.flops * _PS_PER_SECOND * peak[1] * efficiency[1] * share.denominator,
+        peak[0] * efficiency[0] * share.numerator,
+    )
+    dram = dram_bytes(op, view, dev)
+    memory, sustained = dev.memory_bandwidth.as_integer_ratio(), dev.memory_efficiency.as_integer_ratio()
+    dram_ps = Fraction(dram * _PS_PER_SECOND * memory[1] * sustained[1], memory[0] * sustained[0])
     if dev.sram is None:
         return LevelTimes(compute_ps, None, dram_ps, (("dram", dram),), share)
-    sram = sram_bytes(op, dev, dram)
+    sram = sram_bytes(op, view, dev, dram)
     bandwidth = dev.sram.bandwidth
-    sram_ps = None if bandwidth is None else Fraction(sram * _PS_PER_SECOND) / Fraction(bandwidth)
+    on_chip = None if bandwidth is None else bandwidth.as_integer_ratio()
+    sram_ps = None if on_chip is None else Fraction(sram * _PS_PER_SECOND * on_chip[1], on_chip[0])
     return LevelTimes(compute_ps, sram_ps, dram_ps, (("dram", dram), ("sram", sram)), share)
 
 
 def _price(index: int, op: compute_pb2.OperatorDesc, dev: Device) -> compute_pb2.OperatorCost:
     """The roofline cost of ``op``, which is ``ops[index]`` of its request, on ``dev``."""
-    where = label(op, index)
     peak = dev.peak_flops.get(op.dtype)
     if peak is None:
         message = (
-            f"{where}: device {dev.name!r} cannot compute in {dtype_name(op.dtype)}; "
+            f"{label(op, index)}: device {dev.name!r} cannot compute in {dtype_name(op.dtype)}; "
             f"it supports {', '.join(dev.supported_dtypes())}"
         )
         raise Rejected(common_pb2.Error.UNSUPPORTED, message, f"ops[{index}].dtype")
     times = level_times(op, dev)
     duration_ps = math.ceil(times.slowest_ps) + dev.launch_overhead_ps
     if duration_ps > _INT64_MAX:
-        message = f"{where}: takes {duration_ps} ps on {dev.name!r}, more than a 64-bit duration holds"
+        message = f"{label(op, index)}: takes {duration_ps} ps on {dev.name!r}, more than a 64-bit duration holds"
         raise Rejected(common_pb2.Error.INVALID_ARGUMENT, message, f"ops[{index}]")
     return compute_pb2.OperatorCost(
         duration_ps=duration_ps,

@@ -117,18 +117,18 @@ def tiled_elements(view: GemmView, capacity: int) -> int:
     return min(out + lhs + rhs)
 
 
-def dram_bytes(op: compute_pb2.OperatorDesc, dev: Device) -> int:
-    """Bytes ``op`` moves to and from ``dev``'s main memory: its minimum traffic, or more when it overflows SRAM."""
-    view = gemm_view(op)
+def dram_bytes(op: compute_pb2.OperatorDesc, view: GemmView | None, dev: Device) -> int:
+    """Bytes ``op`` (seen as the products ``view``, :func:`gemm_view`) moves to and from ``dev``'s main memory: its
+    minimum traffic, or more when it overflows SRAM."""
     if dev.sram is None or view is None:
         return op.bytes
     size = dtype_bytes(op.dtype)
     return max(op.bytes, view.batch * tiled_elements(view, dev.sram.capacity // size) * size)
 
 
-def sram_bytes(op: compute_pb2.OperatorDesc, dev: Device, dram: int) -> int:
-    """Bytes ``dev``'s compute units read from and write to its on-chip memory for ``op``, given its DRAM bytes."""
-    view = gemm_view(op)
+def sram_bytes(op: compute_pb2.OperatorDesc, view: GemmView | None, dev: Device, dram: int) -> int:
+    """Bytes ``dev``'s compute units read from and write to its on-chip memory for ``op`` (seen as the products
+    ``view``, :func:`gemm_view`), given its DRAM bytes."""
     if dev.tiling is None or view is None:
         return dram
     tiling, size = dev.tiling, dtype_bytes(op.dtype)

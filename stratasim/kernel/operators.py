@@ -18,7 +18,12 @@ from math import prod
 from types import MappingProxyType
 from typing import ClassVar, TypeAlias
 
-from stratasim.kernel.elementwise_functions import ElementwiseFunction, function_choices, function_name
+from stratasim.kernel.elementwise_functions import (
+    ELEMENTWISE_FUNCTIONS,
+    ElementwiseFunction,
+    function_choices,
+    function_name,
+)
 from stratasim.v1 import compute_pb2
 
 __all__ = [
@@ -192,7 +197,7 @@ def elementwise(
     dims = [_positive(f"shape[{i}]", dim) for i, dim in enumerate(shape)]
     _non_negative("flops_per_element", flops_per_element)
     _non_negative("inputs", inputs)
-    if function not in compute_pb2.ElementwiseFunction.values():
+    if function != compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED and function not in ELEMENTWISE_FUNCTIONS:
         raise ValueError(f"function must be an element-wise function ({function_choices()}), got {function!r}")
     size = dtype_bytes(dtype)
     elements = prod(dims)
@@ -445,7 +450,10 @@ def _elementwise_shape(message: compute_pb2.ElementwiseShape) -> ElementwiseShap
     """The element-wise shape of ``message``; its function must be one this peer knows (a newer client's would
     otherwise be priced as a function it is not)."""
     (elements,) = _sizes(message, "elementwise", "elements")
-    if message.function not in compute_pb2.ElementwiseFunction.values():
+    if (
+        message.function != compute_pb2.ELEMENTWISE_FUNCTION_UNSPECIFIED
+        and message.function not in ELEMENTWISE_FUNCTIONS
+    ):
         raise ShapeError(
             f"elementwise.function is {function_name(message.function)}, which this peer does not know; expected "
             f"one of {function_choices()}, or 0 (unspecified) to have it inferred",

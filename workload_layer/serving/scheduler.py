@@ -59,7 +59,7 @@ from stratasim.workload_layer.serving.speculative import Speculation
 __all__ = ["Sequence", "Batch", "ReplicaScheduler"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Sequence:
     """A request's state on its replica: ``prefilled`` tokens of its current prefill of ``prefill_target``
     (its prompt, plus what it generated before a preemption), ``cached`` tokens whose keys and values the cache
@@ -325,7 +325,9 @@ class ReplicaScheduler:
         preempted = self.preemptions
         budget -= self._decodes(batch, budget)
         for sequence in self.running:
-            if budget and not sequence.decoding:
+            if not budget:
+                break
+            if sequence.prefilled != sequence.prefill_target:  # prefilling
                 tokens = min(sequence.prefill_target - sequence.prefilled, budget)
                 batch.chunks.append((sequence, tokens))
                 budget -= tokens
@@ -364,17 +366,19 @@ class ReplicaScheduler:
         order, taking the blocks their new tokens need (preempting the latest admitted when none is free); the
         tokens they take."""
         running, decodes, block_size, lookahead = self.running, batch.decodes, self.cache.block_size, self.lookahead
-        limit = budget // (1 + lookahead)
-        index = 0
-        while index < len(running) and len(decodes) < limit:
-            sequence = running[index]
+        limit, count = budget // (1 + lookahead), len(decodes)
+        # The hot loop of a long run. A preemption (in _grow) removes only sequences from this one on (the latest
+        # admitted), which the list's iterator sees as the indexed loop would.
+        for sequence in running:
+            if count >= limit:
+                break
             if sequence.prefilled == sequence.prefill_target:  # decoding
                 tokens = self._step_tokens(sequence) if lookahead else sequence.cached + 1
                 if tokens > sequence.blocks * block_size and not self._grow(sequence, tokens):
                     break  # it was preempted itself, and every sequence after it
                 decodes.append(sequence)
-            index += 1
-        return len(decodes) * (1 + lookahead)
+                count += 1
+        return count * (1 + lookahead)
 
     def _grow(self, sequence: Sequence, tokens: int) -> bool:
         """Blocks for ``tokens`` of ``sequence`` (its next step's), preempting from the last admitted until there

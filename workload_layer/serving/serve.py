@@ -42,7 +42,8 @@ def serve(
     ``runs``, the loop's :class:`~stratasim.workload_layer.serving.pool_run.PoolRun` appended to it."""
     requests = workload.requests()
     budgets = [kv_budget(workload, pool, capacity, requests) for pool, capacity in enumerate(capacities)]
-    setups = [_setup(workload, pool, priced, budgets[pool]) for pool, priced in enumerate(pricers)]
+    energies: dict[tuple[int, IterationShape], float] = {}
+    setups = [_setup(workload, pool, priced, budgets[pool], energies) for pool, priced in enumerate(pricers)]
     priced: dict[tuple[int, IterationShape], tuple[int, ...]] = {}
     config = workload.config
     run = simulate_pools(
@@ -52,7 +53,7 @@ def serve(
         runs.append(run)
     figures = serving_metrics(run, config.slo, sum(pool.replicas for pool in config.pools))
     if run.prefix is not None:
-        figures |= _without_prefix_cache(requests, setups, workload, transfer, priced)
+        figures |= _without_prefix_cache(requests, setups, pricers, workload, transfer, priced)
     kv = budgets[0]
     figures |= {
         "kv_capacity_bytes_per_npu": float(kv.kv_bytes),
@@ -68,20 +69,25 @@ def serve(
         timeline=serving_timeline(run),
         kv_bytes_per_pool=tuple(budget.kv_bytes for budget in budgets),
         counters=_counters(run.samples, firsts, run.engine_replicas) if counters else (),
-        compute_energy_pj=_energy(run, setups, pricers),
+        compute_energy_pj=_energy(run, energies, setups, pricers),
     )
 
 
 def _without_prefix_cache(
     requests: Sequence[Request],
     setups: Sequence[PoolSetup],
+    pricers: Sequence[PoolPricers],
     workload: ServingRequestsWorkload,
     transfer: KvTransferPricer | None,
     priced: dict[tuple[int, IterationShape], tuple[int, ...]],
 ) -> dict[str, float]:
     """The TTFT figures of the same requests served without prefix caching (``ttft_mean_no_prefix_cache_ps``...),
-    the counterfactual a prefix-cached run is reported beside (its iterations priced once for both: ``priced``)."""
-    plain = [replace(setup, pool=_uncached(setup.pool), tiers=()) for setup in setups]
+    the counterfactual a prefix-cached run is reported beside (its iterations priced once for both: ``priced``; its
+    own shapes' energy not asked for)."""
+    plain = [
+        replace(setup, pool=_uncached(setup.pool), tiers=(), pricer=priced_by.iteration)
+        for setup, priced_by in zip(setups, pricers, strict=True)
+    ]
     config = workload.config
     run = simulate_pools(
         requests, plain, config.bucket, transfer, workload.kv_bytes_per_token(), priced, config.requests.seed
@@ -96,29 +102,47 @@ def _uncached(pool: PoolConfig) -> PoolConfig:
     return pool.model_copy(update={"scheduler": scheduler})
 
 
-def _energy(run: PoolRun, setups: Sequence[PoolSetup], pricers: Sequence[PoolPricers]) -> float:
+def _energy(
+    run: PoolRun,
+    energies: dict[tuple[int, IterationShape], float],
+    setups: Sequence[PoolSetup],
+    pricers: Sequence[PoolPricers],
+) -> float:
     """The compute energy of every iteration and expert part run (pJ): each distinct one's, as its pool's pricers
-    say, times how often it ran; 0 for a pool whose pricers know no energy."""
+    said when it was priced (``energies``), times how often it ran; 0 for a pool whose pricers know no energy."""
     total = 0.0
-    for (pool, shape), times in run.shape_runs.items():
-        energy = pricers[pool].energy
-        total += times * energy(setups[pool].work(shape)) if energy is not None else 0.0
+    for key, times in run.shape_runs.items():
+        total += times * energies.get(key, 0.0)
     for (pool, group, member), times in run.expert_runs.items():
         expert, work = pricers[pool].expert_energy, setups[pool].expert_work
         total += times * expert(work(group, member)) if expert is not None and work is not None else 0.0
     return total
 
 
-def _setup(workload: ServingRequestsWorkload, pool: int, pricers: PoolPricers, budget: KvBudget) -> PoolSetup:
-    """Pool ``pool`` as the loop runs it, its pricers handed the work of each shape."""
+def _setup(
+    workload: ServingRequestsWorkload,
+    pool: int,
+    pricers: PoolPricers,
+    budget: KvBudget,
+    energies: dict[tuple[int, IterationShape], float],
+) -> PoolSetup:
+    """Pool ``pool`` as the loop runs it, its pricers handed the work of each shape; each shape's compute energy,
+    when its pricers know it, put in ``energies`` (by pool and shape) as it is priced, so that its operators are
+    built once."""
 
     def work(shape: IterationShape) -> Iteration:
         return Iteration(shape, workload.works(shape, pool))
 
+    def price(iteration: Iteration) -> int | tuple[int, ...]:
+        took = pricers.iteration(iteration)
+        if pricers.energy is not None:
+            energies[pool, iteration.shape] = pricers.energy(iteration)
+        return took
+
     return PoolSetup(
         workload.config.pools[pool],
         budget.blocks,
-        pricers.iteration,
+        price,
         workload.host_swap(pool),
         workload.speculation(pool),
         pricers.experts,

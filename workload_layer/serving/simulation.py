@@ -266,8 +266,10 @@ class _Loop:
             end = _through_stages(now, price, batch.swap_ps, stages)
             heapq.heappush(self.ends, (end, index))
             self.run.iterations += 1
-            batched = [sequence for sequence, _ in batch.chunks] + batch.decodes
-            requests = tuple(sequence.request.index for sequence in batched)
+            requests = tuple(
+                [sequence.request.index for sequence, _ in batch.chunks]
+                + [sequence.request.index for sequence in batch.decodes]
+            )
             swaps = (batch.swap_out_ps, batch.swap_in_ps)
             record = IterationRecord(index, self.owner[index], now, end, shape, requests, tuple(stages), swaps=swaps)
             self.run.record.append(record)
