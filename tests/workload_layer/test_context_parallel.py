@@ -1,5 +1,6 @@
-"""Context parallelism (ring attention) and HSDP in the transformer builder: hand counts of the ring's messages,
-the DP x CP gradient group, activations divided by cp, HSDP's groups and sizes, and the plans refused."""
+"""Context parallelism (ring attention and DeepSpeed-Ulysses) and HSDP in the transformer builder: hand counts of
+the ring's messages and Ulysses' all-to-alls, the DP x CP gradient group, activations divided by cp, HSDP's groups
+and sizes, and the plans refused."""
 
 from __future__ import annotations
 
@@ -100,6 +101,34 @@ def test_ring_attention_kernels_overlap_the_transfers() -> None:
     assert [by_id[d].name.endswith("cp recv kv 0") for d in second_send.data_deps] == [True]
 
 
+@pytest.mark.parametrize("cp", [2, 4])
+def test_ulysses_all_to_alls_by_hand(cp: int) -> None:
+    # LLaMA-like with 4 heads and 4 key-value heads, TP 1, b = 1, s = 128, d = 64, bf16. Per layer and micro-batch
+    # forward: the queries, keys and values of the rank's s / cp tokens for every head out, (4 + 2 * 4) * (128 /
+    # cp) * 64 elements, then the kernel's output back, 4 * (128 / cp) * 64; backward the same two sizes again
+    # (the output's gradient, then those of the queries, keys and values). No ring messages.
+    model = dict(LLAMA_LIKE, kv_heads=4)
+    workload = fused(model, cp=cp, cp_comm_type="a2a", global_batch=2)
+    tokens, layers, micro_batches = 128 // cp, 4, 2
+    qkv, out = (4 + 2 * 4) * tokens * 64 * 2, 4 * tokens * 64 * 2
+    layout = workload.config.parallelism.layout
+    for graph in all_graphs(workload):
+        exchanges = collectives(graph, "all-to-all")
+        assert len(exchanges) == layers * micro_batches * 4
+        assert {n.comm_type for n in exchanges} == {workload_pb2.ALL_TO_ALL}
+        assert {tuple(n.group) for n in exchanges} == {layout.group(graph.npu, "cp")}
+        assert {n.pg_name for n in exchanges} == {"cp"}
+        assert sorted({n.comm_bytes for n in exchanges}) == sorted({qkv, out})
+        assert not cp_messages(graph, workload_pb2.COMM_SEND_NODE)
+        kernels = [n for n in graph.nodes if n.type == workload_pb2.COMP_NODE and n.name.endswith("fwd attention")]
+        assert kernels and {n.op.attention.batch for n in kernels} == {4 // cp}
+        assert {(n.op.attention.queries, n.op.attention.keys) for n in kernels} == {(128, 128)}
+    ring = all_graphs(fused(model, cp=cp, global_batch=2))
+    assert gemm_flops(all_graphs(workload)) == gemm_flops(ring)
+    assert workload.stage_memory(0) == fused(model, cp=cp, global_batch=2).stage_memory(0)
+    assert simulated(workload).total_time_ps > 0
+
+
 def test_everything_but_attention_runs_on_a_sequence_shard() -> None:
     # The GEMMs run on s / cp tokens on each of cp ranks: the same GEMM FLOPs over the iteration, a TP all-reduce
     # of s / cp tokens, and the model FLOPs count unchanged.
@@ -173,7 +202,13 @@ def test_hsdp_with_cp_shards_over_the_shard_groups_cp_ranks_too() -> None:
     [
         (GPT, dict(cp=3), "model.seq_len (128) must be divisible by 2 * parallelism.cp (6)"),
         (dict(GPT, seq_len=96), dict(cp=32), "model.seq_len (96) must be divisible by 2 * parallelism.cp (64)"),
-        (GPT, dict(cp=2, attention="unfused"), "parallelism.cp (2) runs ring attention over the fused kernel"),
+        (GPT, dict(cp=2, attention="unfused"), "parallelism.cp (2) runs its attention over the fused kernel"),
+        (
+            LLAMA_LIKE,
+            dict(tp=2, cp=2, cp_comm_type="a2a"),
+            "model.kv_heads (2) must be divisible by parallelism.tp * parallelism.cp (4) with cp_comm_type: a2a",
+        ),
+        (GPT, dict(cp=2, cp_comm_type="ulysses"), "cp_comm_type"),
         (dict(GPT, experts=4), dict(cp=2), "parallelism.cp (2) is not modelled with a mixture of experts"),
         (GPT, dict(dp=4, hsdp=2), "parallelism.hsdp (2) shards with ZeRO-3"),
         (

@@ -34,7 +34,10 @@ heads, ``d = h / a`` (or ``head_dim``), ``f`` the MLP's inner size and ``t`` the
 - a parallel block (``parallel_block``, PaLM's and GPT-J's layer) runs the attention and the MLP from one norm's
   output inside one TP region: one TP operator each way per layer, and the residual adds both outputs;
 - context parallelism (``cp > 1``) runs every step above on the rank's ``s / cp`` tokens (``T = micro_batch s /
-  cp``) and the attention core as ring attention over the CP group (:class:`~stratasim.workload_layer.transformer.steps.RingAttention`);
+  cp``) and the attention core as ring attention over the CP group (:class:`~stratasim.workload_layer.transformer.steps.RingAttention`)
+  or, with ``cp_comm_type: a2a`` (DeepSpeed-Ulysses), as an all-to-all of the queries, keys and values over the CP
+  group (the rank's ``T`` tokens of every local head out, the whole sequence of ``1 / cp`` of them in), the fused
+  kernel over the whole sequence, and an all-to-all of its output back;
 - selective recomputation wraps the unfused attention core in :class:`Recompute` (the fused kernel keeps only its
   row statistics and recomputes the scores in its own backward pass, so selective recomputation leaves it as it
   is); full recomputation re-runs the whole layer (``Block.recompute``).
@@ -219,7 +222,12 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     heads = plan.micro_batch * model.heads // tp
     enter, leave = _tp_region(config, tokens * h)
     core: tuple[Step, ...]
-    if plan.cp > 1:
+    if plan.cp > 1 and plan.cp_comm_type == "a2a":
+        qkv_elements = tokens * (model.heads + 2 * model.kv_head_count) // tp * d
+        full = Attention("attention", heads // plan.cp, s, d, group=model.heads // model.kv_head_count)
+        out = AllToAll("attention output", tokens * model.heads // tp * d, "cp")
+        core = (AllToAll("attention qkv", qkv_elements, "cp"), full, out)
+    elif plan.cp > 1:
         kv_elements = 2 * tokens * (model.kv_head_count // tp) * d
         group = model.heads // model.kv_head_count
         core = (RingAttention("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)

@@ -194,6 +194,10 @@ class ParallelismConfig(Section):
     cp: int = Field(default=1, ge=1)
     """Context-parallel degree: the sequence split over ``cp`` ranks in ``2 cp`` load-balanced chunks, attention as
     ring attention (Megatron-core's context parallelism); 1: none."""
+    cp_comm_type: Literal["p2p", "a2a"] = "p2p"
+    """How context parallelism's attention talks, as Transformer Engine names it: ``p2p`` ring attention, ``a2a``
+    DeepSpeed-Ulysses (all-to-alls swap the sequence split for a split of the heads around a full-sequence
+    kernel)."""
     hsdp: int = Field(default=1, ge=1)
     """HSDP: ZeRO-3 shards within groups of ``hsdp`` DP ranks and all-reduces the sharded gradients across the
     ``dp / hsdp`` groups (needs ``zero: 3``); 1: ZeRO over the whole DP group, as without it."""
@@ -385,6 +389,13 @@ class TransformerConfig(Section):
         model, plan = self.model, self.parallelism
         if plan.cp == 1:
             return self
+        if plan.cp_comm_type == "a2a":
+            for count, key in ((model.heads, "model.heads"), (model.kv_head_count, "model.kv_heads")):
+                if count % (plan.tp * plan.cp):
+                    raise ValueError(
+                        f"{key} ({count}) must be divisible by parallelism.tp * parallelism.cp ({plan.tp * plan.cp}) "
+                        "with cp_comm_type: a2a: its all-to-alls hand each CP rank whole heads"
+                    )
         if model.seq_len % (2 * plan.cp):
             raise ValueError(
                 f"model.seq_len ({model.seq_len}) must be divisible by 2 * parallelism.cp ({2 * plan.cp}): context "
@@ -397,7 +408,7 @@ class TransformerConfig(Section):
             )
         if self.attention != "fused":
             raise ValueError(
-                f"parallelism.cp ({plan.cp}) runs ring attention over the fused kernel: set attention: fused"
+                f"parallelism.cp ({plan.cp}) runs its attention over the fused kernel: set attention: fused"
             )
         if model.experts:
             raise ValueError(f"parallelism.cp ({plan.cp}) is not modelled with a mixture of experts (model.experts)")

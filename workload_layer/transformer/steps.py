@@ -7,7 +7,7 @@ blocks of them; :mod:`stratasim.workload_layer.transformer.training_graph` emits
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from stratasim.kernel.elementwise_functions import ElementwiseFunction
 
@@ -129,11 +129,13 @@ class SequenceParallelSum:
 
 @dataclass(frozen=True)
 class AllToAll:
-    """An all-to-all over the expert-parallel group of a buffer of ``elements`` elements per NPU (a mixture of
-    experts' dispatch or combine); its backward pass is the same all-to-all of the gradients."""
+    """An all-to-all of a buffer of ``elements`` elements per NPU over the expert-parallel group (``group: ep``, a
+    mixture of experts' dispatch or combine) or the context-parallel group (``cp``, DeepSpeed-Ulysses' exchanges
+    around the attention kernel); its backward pass is the same all-to-all of the gradients."""
 
     name: str
     elements: int
+    group: Literal["ep", "cp"] = "ep"
 
 
 @dataclass(frozen=True)

@@ -511,8 +511,9 @@ class _Emitter:
         self._ready = [node] if input_grad is None else [*self._ready, node]
 
     def _all_to_all(self, step: AllToAll, prefix: str) -> None:
-        """``step``'s all-to-all over the expert-parallel group; the compute stream waits for it."""
-        group = self._plan.expert_group
+        """``step``'s all-to-all over the expert-parallel or the context-parallel group; the compute stream waits
+        for it."""
+        group = self._plan.expert_group if step.group == "ep" else self._plan.context_group
         if len(group) > 1:
             size = step.elements * operators.dtype_bytes(self._plan.dtype)
             self._ready = [
@@ -523,7 +524,7 @@ class _Emitter:
                     comm_type=workload_pb2.ALL_TO_ALL,
                     comm_bytes=size,
                     group=group,
-                    pg_name="ep",
+                    pg_name=step.group,
                 )
             ]
 
