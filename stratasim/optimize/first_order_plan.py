@@ -62,7 +62,7 @@ def unsupported(config: TransformerConfig) -> str | None:
         return "mixtures of experts (model.experts) are not modelled"
     if plan.cp > 1 or plan.hsdp > 1:
         return "context parallelism and HSDP (parallelism.cp, parallelism.hsdp) are not modelled"
-    if plan.schedule in ("zb_h1", "zb_v", "dualpipe"):
+    if plan.schedule in ("zb_h1", "zb_v", "dualpipe", "dualpipev"):
         return f"the {plan.schedule} schedule (split backward passes) is not modelled"
     if plan.dp_bucket is not None:
         return "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"

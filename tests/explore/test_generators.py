@@ -318,17 +318,22 @@ def test_zero_bubble_and_dualpipe_schedules_only_when_listed(tmp_path: Path) -> 
     """Listed, zb_h1 and dualpipe come with one chunk per stage and zb_v with a V of two, each only where the
     schema takes it (dualpipe: even pp and at least 2 pp even micro-batches; zb_v: pp > 1, 2 pp micro-batches; none
     with full recomputation); unlisted, the plans are today's three schedules'."""
-    space = "  plan: {generator: parallelism, zero: [0], recompute: [none, full], schedule: [1f1b, zb_h1, zb_v, dualpipe]}\n"
+    schedules = ("1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev")
+    space = (
+        f"  plan: {{generator: parallelism, zero: [0], recompute: [none, full], schedule: [{', '.join(schedules)}]}}\n"
+    )
     points = resolve(load_sweep(_sweep(tmp_path, space))).generated["plan"].points
     plans = [{key.removeprefix(PLAN): value for key, value in point.items()} for point in points]
-    by_schedule = {name: [p for p in plans if p["schedule"] == name] for name in ("1f1b", "zb_h1", "zb_v", "dualpipe")}
+    by_schedule = {
+        name: [p for p in plans if p["schedule"] == name] for name in ("1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev")
+    }
     assert all(by_schedule.values())
     for plan in plans:
-        split = plan["schedule"] in ("zb_h1", "zb_v", "dualpipe")
-        assert plan["virtual_stages"] == (2 if plan["schedule"] == "zb_v" else 1)
+        split = plan["schedule"] in ("zb_h1", "zb_v", "dualpipe", "dualpipev")
+        assert plan["virtual_stages"] == (2 if plan["schedule"] in ("zb_v", "dualpipev") else 1)
         assert not (split and plan["recompute"] == "full")
         per_pipeline = 16 // (plan["micro_batch"] * plan["dp"])
-        if plan["schedule"] == "zb_v":
+        if plan["schedule"] in ("zb_v", "dualpipev"):
             assert plan["pp"] > 1 and per_pipeline >= 2 * plan["pp"]
         if plan["schedule"] == "dualpipe":
             assert plan["pp"] % 2 == 0 and per_pipeline >= 2 * plan["pp"] and per_pipeline % 2 == 0
@@ -340,7 +345,7 @@ def test_zero_bubble_and_dualpipe_schedules_only_when_listed(tmp_path: Path) -> 
     assert {point[PLAN + "schedule"] for point in default} == {"gpipe", "1f1b", "interleaved"}
     sweep = load_sweep(_sweep(tmp_path, space.replace("zero: [0]", "tp: [1], pp: [2], micro_batch: [1], zero: [0]")))
     outcome = run_sweep(sweep, ResultStore(tmp_path / "zb.db", sweep.section.model_dump_json()))
-    assert {r.params[PLAN + "schedule"] for r in outcome.trials} == {"1f1b", "zb_h1", "zb_v", "dualpipe"}
+    assert {r.params[PLAN + "schedule"] for r in outcome.trials} == set(schedules)
     assert all(r.status == "done" for r in outcome.trials)
 
 

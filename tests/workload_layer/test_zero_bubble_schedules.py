@@ -1,6 +1,7 @@
-"""Zero-bubble (ZB-H1, ZB-V) and DualPipe schedules of the transformer workload: their orders, ZB-H1's bubble and
-peak activation memory against the closed forms of Qi et al. ("Zero Bubble Pipeline Parallelism", ICLR 2024),
-ZB-V's and DualPipe's memory against the papers' tables, point-to-point matching and the split backward pass."""
+"""Zero-bubble (ZB-H1, ZB-V), DualPipe and DualPipeV schedules of the transformer workload: their orders, ZB-H1's
+and DualPipeV's bubbles and ZB-H1's peak activation memory against the closed forms of Qi et al. ("Zero Bubble
+Pipeline Parallelism", ICLR 2024) and DualPipe's README, ZB-V's and DualPipe's memory against the papers' tables,
+point-to-point matching and the split backward pass."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_zb_h1_order_by_hand() -> None:
     assert letters(pipeline_order("zb_h1", 3, 4, 6)) == "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5"
 
 
-@pytest.mark.parametrize(("schedule", "chunks"), [("zb_h1", 1), ("zb_v", 2), ("dualpipe", 2)])
+@pytest.mark.parametrize(("schedule", "chunks"), [("zb_h1", 1), ("zb_v", 2), ("dualpipe", 2), ("dualpipev", 2)])
 @pytest.mark.parametrize(("stages", "m"), [(2, 4), (4, 8), (4, 10), (6, 12)])
 def test_every_pass_once_in_order(schedule: str, chunks: int, stages: int, m: int) -> None:
     """Each (chunk, micro-batch) runs F, then B, then W once each on its stage (or one whole backward pass), and
@@ -150,7 +151,7 @@ def test_zb_v_and_dualpipe_memory_match_the_papers() -> None:
             assert activation_peak(graphs[stage]) == workload.stage_memory(stage).activations_bytes
 
 
-@pytest.mark.parametrize(("schedule", "v"), [("zb_h1", 1), ("zb_v", 2), ("dualpipe", 1)])
+@pytest.mark.parametrize(("schedule", "v"), [("zb_h1", 1), ("zb_v", 2), ("dualpipe", 1), ("dualpipev", 2)])
 def test_sends_and_receives_match_and_the_flops_are_kept(schedule: str, v: int) -> None:
     """Every transfer is received once; the split passes run the same GEMM FLOPs as 1F1B (DualPipe: each model
     stage's layers on two ranks, every micro-batch once)."""
@@ -190,9 +191,9 @@ def test_dualpipe_sums_each_stages_two_copies() -> None:
         assert mirror.id in step.data_deps
 
 
-@pytest.mark.parametrize("schedule", ["zb_h1", "dualpipe"])
-def test_the_first_order_model_declines_the_split_schedules(schedule: str) -> None:
-    workload = transformer(dict(SMALL, layers=8), pp=2, global_batch=4, schedule=schedule)
+@pytest.mark.parametrize(("schedule", "v"), [("zb_h1", 1), ("dualpipe", 1), ("dualpipev", 2)])
+def test_the_first_order_model_declines_the_split_schedules(schedule: str, v: int) -> None:
+    workload = transformer(dict(SMALL, layers=8), pp=2, global_batch=4, schedule=schedule, virtual_stages=v)
     assert unsupported(workload.config) == f"the {schedule} schedule (split backward passes) is not modelled"
 
 
@@ -203,3 +204,41 @@ def test_zb_v_reaches_the_bound_in_unit_slots(pp: int, m: int) -> None:
     (1F1B in the same slots: ``6 (m + pp - 1)``). Tolerance as for ZB-H1: under ``4 pp m`` ps of transfers."""
     units, transfers_ps = divmod(timed("zb_v", pp, m, 1, 1, 1, v=2).total_time_ps, MICROSECOND)
     assert units == 6 * m + pp - 1 and transfers_ps < 4 * pp * m
+
+
+def test_dualpipev_order_by_hand() -> None:
+    # DualPipe's README figure for DualPipeV: 4 ranks, 10 micro-batches; rank 3 (holding model chunks 3 and 4, the
+    # bottom of the V) runs F0 F1 pairs at once, its first main-phase pair apart, then overlapped F&B pairs.
+    order = pipeline_order("dualpipev", 3, 4, 10, 2)
+    head = " ".join(f"{letters([p])}{'ab'[p.chunk]}" for p in order[:10])
+    assert head == "F0a F0b F1a F1b F2a F2b F3a F3b F4a BW0b"
+    first = pipeline_order("dualpipev", 0, 4, 10, 2)
+    assert [p.direction for p in first[:7]] == ["forward"] * 7 and {p.chunk for p in first[:6]} == {0}
+
+
+@pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 8), (4, 12), (3, 9)])
+@pytest.mark.parametrize(("f", "b", "w"), [(1, 1, 1), (2, 3, 1), (1, 2, 2), (3, 1, 1)])
+def test_dualpipev_bubble_is_within_the_readmes(pp: int, m: int, f: int, b: int, w: int) -> None:
+    """Two chunks of one layer a rank: each rank runs ``2 m`` forward and ``2 m`` backward chunks, and waits at
+    most DualPipe's README bubble for DualPipeV, ``(PP / 2 - 1)(F&B + B - 3W)`` with ``PP = 2 pp`` stages, ``F&B =
+    F + B`` (one compute stream: the overlapped pair's compute runs back to back) and ``B`` the whole backward
+    chunk; free transfers let some ranks start their pairs earlier than the README's drawing, never later (the
+    README's form holds for ``W`` no longer than the input pass, as here). The rank waits at least ``(pp - 1)(F +
+    B - 2W)``."""
+    units, transfers_ps = divmod(timed("dualpipev", pp, m, f, b, w, v=2).total_time_ps, MICROSECOND)
+    bubble, whole = units - 2 * m * (f + b + w), b + w
+    assert (pp - 1) * (f + whole - 2 * w) <= bubble <= (pp - 1) * (f + whole + whole - 3 * w)
+    assert transfers_ps < 8 * pp * m
+
+
+def test_dualpipev_memory_matches_the_readme() -> None:
+    """DualPipe's README: DualPipeV holds ``PP + 1`` chunks' activations per device at most (``PP = 2 pp`` stages of
+    the model, a chunk's layers each) and the parameters of two stages."""
+    pp, m = 4, 8
+    model = dict(SMALL, layers=4 * pp, hidden=256, seq_len=128)
+    dual_v = transformer(model, pp=pp, global_batch=m, schedule="dualpipev", virtual_stages=2)
+    chunk_bytes = 2 * layer_activations(dual_v.config).kept_bytes
+    assert max(dual_v.stage_memory(stage).activations_bytes for stage in range(pp)) == (2 * pp + 1) * chunk_bytes
+    graphs = unrolled_graphs(dual_v.graphs(pp))
+    for stage in range(pp):
+        assert activation_peak(graphs[stage]) == dual_v.stage_memory(stage).activations_bytes

@@ -159,12 +159,13 @@ class ParallelismConfig(Section):
     """Pipeline-parallel stages."""
     dp: int = Field(default=1, ge=1)
     """Data-parallel degree."""
-    schedule: Literal["gpipe", "1f1b", "interleaved", "zb_h1", "zb_v", "dualpipe"] = "1f1b"
+    schedule: Literal["gpipe", "1f1b", "interleaved", "zb_h1", "zb_v", "dualpipe", "dualpipev"] = "1f1b"
     """Pipeline schedule: ``gpipe``, ``1f1b``, ``interleaved`` 1F1B, or with backward passes split into input- and
-    weight-gradient passes ``zb_h1``, ``zb_v`` (two chunks per stage in a V: ``virtual_stages: 2``) and
-    ``dualpipe`` (bidirectional, two copies of the model: even ``pp``); see ``docs/how-to/pipeline-schedules.md``."""
+    weight-gradient passes ``zb_h1``, ``zb_v`` (two chunks per stage in a V: ``virtual_stages: 2``), ``dualpipe``
+    (bidirectional, two copies of the model: even ``pp``) and ``dualpipev`` (DualPipe cut in half: one copy in a V,
+    ``virtual_stages: 2``); see ``docs/how-to/pipeline-schedules.md``."""
     virtual_stages: int = Field(default=1, ge=1)
-    """Model chunks per stage of the ``interleaved`` schedule (``zb_v``: 2)."""
+    """Model chunks per stage of the ``interleaved`` schedule (``zb_v`` and ``dualpipev``: 2)."""
     dp_bucket: Bytes | None = Field(default=None, gt=0)
     """Size of a DP gradient bucket (default: one bucket)."""
     micro_batch: int = Field(default=1, ge=1)
@@ -237,10 +238,10 @@ class ParallelismConfig(Section):
 
     @model_validator(mode="after")
     def _interleaving(self) -> ParallelismConfig:
-        if self.virtual_stages > 1 and self.schedule not in ("interleaved", "zb_v"):
+        if self.virtual_stages > 1 and self.schedule not in ("interleaved", "zb_v", "dualpipev"):
             raise ValueError(
                 f"parallelism.virtual_stages ({self.virtual_stages}) above 1 needs parallelism.schedule: interleaved "
-                "(or zb_v, with 2)"
+                "(or zb_v or dualpipev, with 2)"
             )
         micro_batches = self.batch // (self.micro_batch * self.dp)
         if self.schedule == "interleaved" and micro_batches % self.pp:
@@ -254,12 +255,12 @@ class ParallelismConfig(Section):
     def _split_schedules(self) -> ParallelismConfig:
         """ZB-V and DualPipe's shapes and least micro-batches (:mod:`stratasim.workload_layer.transformer.zero_bubble`,
         :mod:`stratasim.workload_layer.transformer.dualpipe`); full recomputation is not modelled with split passes."""
-        if self.schedule not in ("zb_h1", "zb_v", "dualpipe"):
+        if self.schedule not in ("zb_h1", "zb_v", "dualpipe", "dualpipev"):
             return self
         key = f"parallelism.schedule: {self.schedule}"
         if self.recompute == "full":
             raise ValueError(f"{key} is not modelled with parallelism.recompute: full (use none or selective)")
-        if self.schedule == "zb_v" and self.virtual_stages != 2:
+        if self.schedule in ("zb_v", "dualpipev") and self.virtual_stages != 2:
             raise ValueError(f"{key} runs two model chunks per stage in a V: set parallelism.virtual_stages: 2")
         if self.schedule == "dualpipe" and self.pp % 2:
             raise ValueError(

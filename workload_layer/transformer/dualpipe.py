@@ -11,6 +11,12 @@ pass whose weight pass waits in a FIFO for a later ``weight`` pass; the others a
 overlapped forward-backward chunk is the forward pass then the backward pass as an ``OverlappedPass``: both wait only for
 what came before, so the expert-parallel all-to-alls of one run under the other's compute. DualPipe needs
 ``m >= 2 stages`` and ``m`` even; its README gives the bubble ``(stages/2 - 1)(F&B + B - 3W)``.
+
+DualPipeV (the same repository's ``dualpipev.py``, Sea AI Lab's "cut-in-half" DualPipe) keeps one copy of the model
+on half the ranks: ``2 stages`` chunks in a V, rank ``p`` holding chunks ``p`` (local chunk 0) and ``2 stages - 1 -
+p`` (local chunk 1), as ZB-V places them, every micro-batch entering at rank 0 and going through both. Its ``step``
+has the same eight phases without the flip (the last rank, not the middle ones, runs its first pair apart) and
+needs ``m >= 2 stages``; its bubble is ``(stages - 1)(F&B + B - 3W)``.
 """
 
 from __future__ import annotations
@@ -19,15 +25,15 @@ from collections import deque
 
 from stratasim.workload_layer.transformer.schedule_passes import OverlappedPass, Pass
 
-__all__ = ["dualpipe_order"]
+__all__ = ["dualpipe_order", "dualpipev_order"]
 
 
 class _Rank:
     """Builds one rank's order, counting each chunk's forward and backward passes as DualPipe's step does."""
 
-    def __init__(self, rank: int, stages: int, micro_batches: int) -> None:
-        self.flip = int(rank >= stages // 2)
-        self.half = micro_batches // 2
+    def __init__(self, flip: int, half: int) -> None:
+        self.flip = flip  # 1: phase 0 is local chunk 1 (DualPipe's second half of the ranks)
+        self.half = half  # local chunk 1's first micro-batch (DualPipe: m / 2; DualPipeV: 0, both see them all)
         self.forwards = [0, 0]
         self.backwards = [0, 0]
         self.weights: deque[Pass] = deque()
@@ -61,7 +67,7 @@ def dualpipe_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, .
         raise ValueError(
             f"DualPipe needs an even number of stages ({stages}) and at least twice as many micro-batches, an even number ({micro_batches})"
         )
-    rank = _Rank(stage, stages, micro_batches)
+    rank = _Rank(int(stage >= stages // 2), micro_batches // 2)
     half_ranks, half_rank = stages // 2, min(stage, stages - 1 - stage)
     middle = half_rank == half_ranks - 1
     for _ in range((half_ranks - half_rank - 1) * 2):
@@ -81,8 +87,31 @@ def dualpipe_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, .
     return tuple(rank.order)
 
 
+def dualpipev_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
+    """DualPipeV's order for rank ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
+    if micro_batches < 2 * stages:
+        raise ValueError(f"DualPipeV needs at least twice as many micro-batches ({micro_batches}) as stages ({stages})")
+    rank = _Rank(0, 0)
+    for _ in range((stages - stage - 1) * 2):
+        rank.forward(0)
+    for _ in range(stage + 1):
+        rank.forward(0)
+        rank.forward(1)
+    for _ in range(stages - stage - 1):
+        rank.backward(1, zero_bubble=True)
+        rank.weight()
+        rank.forward(1)
+    _main_phase(rank, micro_batches - 2 * stages + stage + 1, stage == stages - 1)
+    for _ in range(stages - stage - 1):
+        rank.backward(1)
+        rank.forward_backward(1, 0)
+    _drain(rank, stages, stage)
+    return tuple(rank.order)
+
+
 def _main_phase(rank: _Rank, steps: int, middle: bool) -> None:
-    """DualPipe's main phase, ``nF0B1F1B0``: overlapped pairs; on the middle ranks the first pair not overlapped."""
+    """DualPipe's main phase, ``nF0B1F1B0``: overlapped pairs; on the ``middle`` ranks (DualPipeV: the last) the
+    first pair not overlapped."""
     for i in range(steps):
         if i == 0 and middle:
             rank.forward(0)
@@ -93,7 +122,8 @@ def _main_phase(rank: _Rank, steps: int, middle: bool) -> None:
 
 
 def _drain(rank: _Rank, half_ranks: int, half_rank: int) -> None:
-    """DualPipe's last phases: ``nB1B0`` (the second half with zero bubble), ``nWB0`` and ``nW``."""
+    """DualPipe's last phases: ``nB1B0`` (the second half with zero bubble), ``nWB0`` and ``nW`` (DualPipeV: with
+    its ranks and rank for ``half_ranks`` and ``half_rank``)."""
     steps = half_rank + 1
     zero_bubble = False
     for i in range(steps):

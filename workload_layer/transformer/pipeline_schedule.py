@@ -1,5 +1,5 @@
 """Pipeline schedules: the order in which a stage runs its forward and backward passes (GPipe, 1F1B,
-Megatron-LM's interleaved 1F1B, the zero-bubble ZB-H1 and ZB-V, DualPipe), where its model chunks sit along the
+Megatron-LM's interleaved 1F1B, the zero-bubble ZB-H1 and ZB-V, DualPipe and DualPipeV), where its model chunks sit along the
 model, and the tags of the messages between stages.
 
 A pass is one model chunk's forward or backward pass (or half of it: :mod:`~stratasim.workload_layer.transformer.
@@ -8,7 +8,7 @@ schedule_passes`) over one micro-batch; a stage holds ``chunks`` model chunks (o
 dependencies.
 
 Where chunks sit (:data:`Placement`): ``loop`` (the interleaved schedule's), stage ``p``'s chunk ``c`` is the
-model's chunk ``c stages + p``; ``v`` (ZB-V), stage ``p`` holds the model's chunks ``p`` and ``2 stages - 1 - p``;
+model's chunk ``c stages + p``; ``v`` (ZB-V, DualPipeV), stage ``p`` holds the model's chunks ``p`` and ``2 stages - 1 - p``;
 ``dual`` (DualPipe), two copies of a model in ``stages`` chunks, stage ``p`` holding chunk ``p`` of the first
 (local chunk 0) and chunk ``stages - 1 - p`` of the second (local chunk 1), each copy's micro-batches going
 through its own chunks only.
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Literal, TypeAlias
 
-from stratasim.workload_layer.transformer.dualpipe import dualpipe_order
+from stratasim.workload_layer.transformer.dualpipe import dualpipe_order, dualpipev_order
 from stratasim.workload_layer.transformer.schedule_passes import Direction, Pass
 from stratasim.workload_layer.transformer.zero_bubble import v_stage, zb_h1_order, zb_v_order
 
@@ -40,8 +40,9 @@ Placement: TypeAlias = Literal["loop", "v", "dual"]
 
 
 def placement(schedule: str) -> Placement:
-    """The placement of ``schedule``'s chunks: ``v`` for ZB-V, ``dual`` for DualPipe, else ``loop``."""
-    return "v" if schedule == "zb_v" else "dual" if schedule == "dualpipe" else "loop"
+    """The placement of ``schedule``'s chunks: ``v`` for ZB-V and DualPipeV, ``dual`` for DualPipe, else
+    ``loop``."""
+    return "v" if schedule in ("zb_v", "dualpipev") else "dual" if schedule == "dualpipe" else "loop"
 
 
 def chunk_positions(where: Placement, stage: int, stages: int, chunks: int) -> tuple[int, ...]:
@@ -86,20 +87,17 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
       in groups of ``stages`` through each chunk in turn (backward passes from the last chunk);
       ``(stages - stage - 1) * 2 + (chunks - 1) * stages`` warm-up passes, capped at the total, and all of them
       when ``micro_batches == stages``. ``micro_batches`` must be a multiple of ``stages``;
-    - ``zb_h1`` and ``zb_v`` (:mod:`~stratasim.workload_layer.transformer.zero_bubble`) and ``dualpipe``
-      (:mod:`~stratasim.workload_layer.transformer.dualpipe`, two chunks per stage) split backward passes into
-      ``input`` and ``weight`` passes.
+    - ``zb_h1`` and ``zb_v`` (:mod:`~stratasim.workload_layer.transformer.zero_bubble`), ``dualpipe`` and
+      ``dualpipev`` (:mod:`~stratasim.workload_layer.transformer.dualpipe`, two chunks per stage) split backward
+      passes into ``input`` and ``weight`` passes.
     """
     if schedule == "interleaved":
         return _interleaved_order(stage, stages, micro_batches, chunks)
-    if schedule in ("zb_v", "dualpipe"):
+    two_chunks = {"zb_v": zb_v_order, "dualpipe": dualpipe_order, "dualpipev": dualpipev_order}
+    if schedule in two_chunks:
         if chunks != 2:
             raise ValueError(f"the {schedule} schedule runs two model chunks per stage, not {chunks}")
-        return (
-            zb_v_order(stage, stages, micro_batches)
-            if schedule == "zb_v"
-            else dualpipe_order(stage, stages, micro_batches)
-        )
+        return two_chunks[schedule](stage, stages, micro_batches)
     if chunks != 1:
         raise ValueError(f"the {schedule} schedule runs one model chunk per stage, not {chunks}")
     forward = [Pass("forward", 0, i) for i in range(micro_batches)]
@@ -111,7 +109,7 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
     if schedule == "zb_h1":
         return zb_h1_order(stage, stages, micro_batches)
     raise ValueError(
-        f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b, interleaved, zb_h1, zb_v or dualpipe"
+        f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b, interleaved, zb_h1, zb_v, dualpipe or dualpipev"
     )
 
 
