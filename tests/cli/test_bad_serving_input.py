@@ -15,8 +15,9 @@ import pytest
 
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import Iteration
-from stratasim.workload_layer.serving.config import RequestsConfig, ServingWorkloadConfig
-from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, Request, synthetic_requests
+from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.request_config import ARRIVAL_LIMIT_PS, RequestsConfig
+from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.simulation import simulate_pool
 from stratasim.workload_layer.serving.trace_file import read_trace
 from tests.helpers import RunCli

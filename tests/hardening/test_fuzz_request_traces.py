@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from stratasim.kernel.errors import StrataSimError
-from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS
+from stratasim.workload_layer.serving.request_config import ARRIVAL_LIMIT_PS
 from stratasim.workload_layer.serving.trace_file import MAX_TOKENS, read_trace
 from tests.hardening.budgets import ci_budget, long_budget
 

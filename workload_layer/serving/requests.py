@@ -22,9 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from stratasim.kernel.errors import WorkloadError
-from stratasim.workload_layer.serving.config import (
+from stratasim.workload_layer.serving.request_config import (
     ARRIVAL_LIMIT_PS,
-    MAX_REQUESTS,
     ArrivalConfig,
     EmpiricalLength,
     FixedLength,
@@ -37,7 +36,7 @@ from stratasim.workload_layer.serving.config import (
 )
 from stratasim.workload_layer.serving.session_config import FixedThink, LognormalThink, ThinkDistribution
 
-__all__ = ["ARRIVAL_LIMIT_PS", "MAX_REQUESTS", "Request", "horizon_said", "synthetic_requests"]
+__all__ = ["Request", "synthetic_requests"]
 
 PS_PER_SECOND = 10**12
 

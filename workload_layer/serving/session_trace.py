@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from stratasim.kernel.errors import InputError
-from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, Request, horizon_said
+from stratasim.workload_layer.serving.request_config import ARRIVAL_LIMIT_PS, horizon_said
+from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.trace_numbers import NUMBER_CHARACTERS, picoseconds, tokens
 from stratasim.workload_layer.serving.trace_rows import Row
 

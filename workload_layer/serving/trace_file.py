@@ -33,7 +33,8 @@ from itertools import chain
 from pathlib import Path
 
 from stratasim.kernel.errors import InputError
-from stratasim.workload_layer.serving.requests import ARRIVAL_LIMIT_PS, MAX_REQUESTS, Request, horizon_said
+from stratasim.workload_layer.serving.request_config import ARRIVAL_LIMIT_PS, MAX_REQUESTS, horizon_said
+from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.session_trace import Labels, is_session_trace, labelled, labels, sessions
 from stratasim.workload_layer.serving.trace_numbers import MAX_TOKENS, NUMBER_CHARACTERS, picoseconds, tokens
 from stratasim.workload_layer.serving.trace_rows import Row, trace_rows
