@@ -17,6 +17,7 @@ from typing import Any
 
 from stratasim.bench.collectives import BenchCase, run_case
 from stratasim.bench.studies import run_study_file
+from stratasim.bench.sweep_runs import SweepRun, run_sweep_file
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_time_ps
 
@@ -81,7 +82,7 @@ class SuiteCase:
     suite case named ``baseline`` (measured in the same suite run) — and the issue's ``target``, if any."""
 
     name: str
-    run: StudyRun | BenchCase
+    run: StudyRun | BenchCase | SweepRun
     peer: Peer | None = None
     baseline: str | None = None
     target: Target | None = None
@@ -186,6 +187,8 @@ SUITE: tuple[SuiteCase, ...] = (
         ),
         target=Target(wall_s=10),
     ),
+    # Issue 32's screening rung: the 153 GPT-3 plans priced by the first-order model, the best 10 simulated.
+    SuiteCase("gpt3-plans-screen", SweepRun("examples/explore/gpt3_plans_ladder.yaml"), target=Target(wall_s=60)),
 )
 
 
@@ -210,6 +213,8 @@ def measure(case: SuiteCase, timeout_s: float, memory_bytes: int) -> dict[str, A
     """Run ``case`` in a fresh child process under the limits; its figures, or ``{"error": ...}``."""
     if isinstance(case.run, BenchCase):
         return run_case(case.run, timeout_s, memory_bytes)
+    if isinstance(case.run, SweepRun):
+        return run_sweep_file(str(_ROOT / case.run.path), timeout_s, memory_bytes)
     path = path_of(case.run)
     if not path.is_file():
         return {"error": f"{case.run.path} not found (the suite runs from a checkout of the repository)"}

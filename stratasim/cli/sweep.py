@@ -148,6 +148,9 @@ def _ladder(outcome: SweepOutcome) -> list[str]:
                 f"; into the top: {', '.join(f'#{n}' for n in level.moved_in or []) or 'none'}, out: "
                 f"{', '.join(f'#{n}' for n in level.moved_out or []) or 'none'}"
             )
+        if level.screen_error is not None:
+            low, high = level.screen_error
+            line += f"; screening error {low:+.2e} to {high:+.2e} (max |error| {max(-low, high):.2e})"
         if level.kept:
             line += f"; {len(level.kept)} go on"
         lines.append(line)

@@ -3,7 +3,8 @@ and say how the ranking moved between levels and how much time screening saved.
 
 The ranking is by the first objective over feasible trials (failed and infeasible ones rank last, in trial
 order). Kendall's tau-b compares the two rankings of the trials both levels evaluated: 1 the same order, -1 the
-reverse.
+reverse. After a screening level (``estimate:``), the next level's trials carry ``screen_error``, the relative
+error of the estimate of the first objective, and its outcome gives their range.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ _TOP = 5  # how many of the best a level's comparison with the one before looks 
 class LevelOutcome:
     """What one level did: its name, the trials it evaluated (numbers), those it passed on, its trials' summed wall
     time and, from the second level on, Kendall's tau between its ranking and the level before's over the trials
-    both evaluated (None: fewer than two) and the trials that moved into or out of the best ``_TOP``."""
+    both evaluated (None: fewer than two) and the trials that moved into or out of the best ``_TOP``; after a
+    screening level, the lowest and highest ``screen_error`` of its trials (None: none carries one)."""
 
     name: str
     evaluated: list[int]
@@ -34,6 +36,7 @@ class LevelOutcome:
     tau: float | None = None
     moved_in: list[int] | None = None
     moved_out: list[int] | None = None
+    screen_error: tuple[float, float] | None = None
 
 
 def kept(sweep: Sweep, level: Fidelity, records: Sequence[TrialRecord]) -> list[TrialRecord]:
@@ -66,6 +69,7 @@ def level_outcome(
     then = [r.number for r in ranked(sweep, [r for r in before if r.number in here])]
     now = [r.number for r in ranked(sweep, records)]
     top = min(_TOP, len(now))
+    errors = [r.metrics["screen_error"] for r in records if "screen_error" in r.metrics]
     return LevelOutcome(
         outcome.name,
         outcome.evaluated,
@@ -74,6 +78,7 @@ def level_outcome(
         tau=kendall_tau([then.index(n) for n in now], list(range(len(now)))) if len(now) > 1 else None,
         moved_in=sorted(set(now[:top]) - set(then[:top])),
         moved_out=sorted(set(then[:top]) - set(now[:top])),
+        screen_error=(min(errors), max(errors)) if errors else None,
     )
 
 

@@ -28,6 +28,7 @@ from stratasim.explore.ladder import LevelOutcome, kept, level_outcome, time_sav
 from stratasim.explore.model_search import model_search
 from stratasim.explore.optimize import optimize_study
 from stratasim.explore.ranking import feasible, pareto
+from stratasim.explore.screening import check_screening, screen_error, screen_trials
 from stratasim.explore.space import Space, check_points, expand, range_values, resolve
 from stratasim.explore.store import ResultStore, TrialRecord, check_trials, trial_key
 from stratasim.explore.sweep_file import MILP_OBJECTIVES, Fidelity, Sweep
@@ -43,7 +44,7 @@ class SweepOutcome:
     """Every trial of the sweep (in order; with a fidelity ladder, those of its last level), how many ran now,
     and the best ones: ``pareto`` the feasible trials no other feasible trial beats on every objective (one
     objective: the best); ``levels`` what each level of a ladder did; ``notes`` what the space's generators gave
-    and skipped, a line each."""
+    and skipped and, on a screening level, which trials the first-order model declined and why, a line each."""
 
     trials: list[TrialRecord]
     ran: int
@@ -182,10 +183,10 @@ def run_sweep(
         return _run_model_search(sweep, space, store, progress, wanted, keep, budget)
     trials = expand(sweep, space)
     if trials:
-        _check_levels(sweep, trials[0])
+        _check_levels(sweep, trials[0], wanted)
     ladder = _Ladder(sweep, store, progress, wanted, budget)
     records, ran, summaries = ladder.run(list(enumerate(trials)), keep, workers, cluster)
-    return SweepOutcome(records, ran, pareto(sweep, records), summaries, tuple(space.notes()))
+    return SweepOutcome(records, ran, pareto(sweep, records), summaries, (*space.notes(), *ladder.notes))
 
 
 def _run_model_search(
@@ -250,9 +251,9 @@ def _run_milp(
     return SweepOutcome([record], int(ran), pareto(sweep, [record]), notes=result.notes)
 
 
-def _check_levels(sweep: Sweep, first: dict[str, Any]) -> None:
+def _check_levels(sweep: Sweep, first: dict[str, Any], wanted: list[str]) -> None:
     """The base study with the ``first`` trial's keys is valid, alone and with each fidelity level's keys set; no
-    level sets a key the space varies."""
+    level sets a key the space varies; a level that estimates can price the study by what the sweep ranks."""
     _check_space(sweep, first)
     for index, level in enumerate(sweep.section.fidelity):
         varied = sorted(set(level.set) & set(first))
@@ -262,17 +263,22 @@ def _check_levels(sweep: Sweep, first: dict[str, Any]) -> None:
                 [(f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it")],
             )
         _check_space(sweep, first, level.set, f"fidelity[{index}].set")
+        if level.estimate is not None:
+            check_screening(sweep, first, index, wanted)
 
 
 @dataclass(frozen=True)
 class _Ladder:
-    """The levels of a sweep's fidelity ladder (one level, the study as it is, without one), run in turn."""
+    """The levels of a sweep's fidelity ladder (one level, the study as it is, without one), run in turn; a level
+    that estimates (:mod:`stratasim.explore.screening`) prices its trials in one call and simulates those the
+    model declines, saying why in ``notes``."""
 
     sweep: Sweep
     store: ResultStore
     progress: SweepProgress | None
     wanted: list[str]
     budget: Budget
+    notes: list[str] = field(default_factory=list)
 
     def run(
         self,
@@ -289,18 +295,36 @@ class _Ladder:
         for index, step in enumerate(levels):
             done = _finished(self.store, self.sweep, index)
             todo = [(number, params) for number, params in candidates if trial_key(params) not in done]
-            fixed = step.set if step is not None else {}
-            calls = [(self.sweep, number, params, self.wanted, fixed, index, self.budget) for number, params in todo]
             if self.progress is not None:
                 self.progress.level(step.name if step is not None else "", len(candidates), len(candidates) - len(todo))
-            _execute(calls, partial(_kept_in, keep, done), workers, cluster)
+            estimated = index > 0 and getattr(levels[index - 1], "estimate", None) is not None
+            screened = {trial_key(r.params): r for r in records} if estimated else None
             ran += len(todo)
+            if step is not None and step.estimate is not None and todo:
+                todo = self._screen(todo, index, step.name, done)
+            fixed = step.set if step is not None else {}
+            calls = [(self.sweep, number, params, self.wanted, fixed, index, self.budget) for number, params in todo]
+            _execute(calls, partial(_kept_in, keep, done, screened, self.sweep), workers, cluster)
             previous, records = records, [done[trial_key(params)] for _, params in candidates]
             if step is not None:
                 passed = kept(self.sweep, step, records) if step.keep is not None else []
                 summaries.append(level_outcome(self.sweep, step, records, passed, previous if index else None))
                 candidates = [(r.number, r.params) for r in passed]
         return records, ran, summaries
+
+    def _screen(
+        self, todo: list[tuple[int, dict[str, Any]]], index: int, name: str, done: dict[str, TrialRecord]
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Estimate ``todo`` at level ``index``, kept in the store at once; the trials the model declines, to
+        simulate."""
+        screened = screen_trials(self.sweep, todo, self.wanted, index, name)
+        self.store.record_many(screened.records)
+        for record in screened.records:
+            done[trial_key(record.params)] = record
+            if self.progress is not None:
+                self.progress.trial(record)
+        self.notes.extend(screened.notes)
+        return screened.declined
 
 
 def _finished(store: ResultStore, sweep: Sweep, fidelity: int) -> dict[str, TrialRecord]:
@@ -310,7 +334,16 @@ def _finished(store: ResultStore, sweep: Sweep, fidelity: int) -> dict[str, Tria
     return finished
 
 
-def _kept_in(keep: Callable[[TrialRecord], None], finished: dict[str, TrialRecord], record: TrialRecord) -> None:
+def _kept_in(
+    keep: Callable[[TrialRecord], None],
+    finished: dict[str, TrialRecord],
+    screened: dict[str, TrialRecord] | None,
+    sweep: Sweep,
+    record: TrialRecord,
+) -> None:
+    """Keep ``record`` (with its ``screen_error`` against its ``screened`` estimate, after a screening level)."""
+    if screened is not None:
+        record = screen_error(screened.get(trial_key(record.params)), sweep.section.objectives[0].metric, record)
     keep(record)
     finished[trial_key(record.params)] = record
 

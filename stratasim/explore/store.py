@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,24 +148,32 @@ class ResultStore:
 
     def record(self, record: TrialRecord) -> None:
         """Keep one finished trial, committed at once."""
+        self.record_many([record])
+
+    def record_many(self, records: Sequence[TrialRecord]) -> None:
+        """Keep finished trials, committed together (a screening level's, priced in one call)."""
         try:
             with self._db:
-                self._db.execute(
+                self._db.executemany(
                     "INSERT OR REPLACE INTO trials (number, fidelity, key, params, status, metrics, error, "
                     "wall_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        record.number,
-                        record.fidelity,
-                        trial_key(record.params),
-                        json.dumps(record.params),
-                        record.status,
-                        json.dumps(record.metrics),
-                        record.error,
-                        record.wall_seconds,
-                    ),
+                    [
+                        (
+                            record.number,
+                            record.fidelity,
+                            trial_key(record.params),
+                            json.dumps(record.params),
+                            record.status,
+                            json.dumps(record.metrics),
+                            record.error,
+                            record.wall_seconds,
+                        )
+                        for record in records
+                    ],
                 )
         except sqlite3.Error as exc:
-            raise StrataSimError(f"{self.path}: cannot record trial {record.number}: {exc}") from None
+            numbers = ", ".join(str(record.number) for record in records[:3])
+            raise StrataSimError(f"{self.path}: cannot record trial {numbers}: {exc}") from None
 
     def close(self) -> None:
         self._db.close()

@@ -11,6 +11,8 @@
     fidelity:                            # optional: screen cheaply, re-evaluate the best at a higher fidelity
       - {name: screen, set: {network.backend: analytical}, keep: {fraction: 0.25}}   # or top: N, or pareto: true
       - {name: detailed, set: {network.backend: congestion_aware}}
+    # or a first level that estimates instead of simulating (stratasim.explore.screening):
+    #   - {name: screen, estimate: first_order, keep: {top: 10}}
 
 A range's bounds are numbers or quantities with a unit (``25GB/s``), both with the same unit; its values are
 written back with that unit for the study's schema to read. Every problem is reported at once, by dotted path.
@@ -220,13 +222,17 @@ class Keep(Section):
 
 class Fidelity(Section):
     """One level of a multi-fidelity ladder: its ``name``, the study keys it sets on top of each trial's values
-    (``set``, dotted as in ``space``: a network backend, a compute model) and which of its trials go on to the
+    (``set``, dotted as in ``space``: a network backend, a compute model) or, on the first level, the closed-form
+    model that prices its trials instead of simulating them (``estimate``), and which of its trials go on to the
     next level (``keep``; the last level keeps none)."""
 
     name: str
     """The level's name, as the output says it."""
     set: dict[str, Any] = Field(default_factory=dict)
     """Study keys the level sets on top of each trial's values, dotted as in space."""
+    estimate: Literal["first_order"] | None = None
+    """First level only, without set: price its trials with the first-order model of a transformer training plan
+    in one vectorised call instead of simulating them (a plan it declines is simulated)."""
     keep: Keep | None = None
     """Which trials go on to the next level (none on the last)."""
 
@@ -311,10 +317,28 @@ def _ladder_problems(section: SweepSection) -> list[tuple[str, str]]:
             problems.append(
                 (f"fidelity[{index}].set", f"{', '.join(varied)} is varied by the space; a level may not set it")
             )
+        problems += _estimate_problems(index, level)
     names = [level.name for level in levels]
     if len(set(names)) < len(names):
         problems.append(("fidelity", f"level names must differ, got {', '.join(names)}"))
     return problems
+
+
+def _estimate_problems(index: int, level: Fidelity) -> list[tuple[str, str]]:
+    """What is wrong with a level's ``estimate`` (nothing without one): the first level only, without ``set``."""
+    if level.estimate is None:
+        return []
+    if index:
+        return [(f"fidelity[{index}].estimate", "only the first level estimates; the levels after it simulate")]
+    if level.set:
+        return [
+            (
+                f"fidelity[{index}].estimate",
+                "a level that estimates sets no study keys: give estimate or set, not both (the first-order model "
+                "prices the study as it is)",
+            )
+        ]
+    return []
 
 
 MILP_OBJECTIVES = {

@@ -48,7 +48,16 @@ from stratasim.workload_layer.transformer.config import TransformerConfig
 if TYPE_CHECKING:
     from stratasim.config.study_file import Study
 
-__all__ = ["TERMS", "MEMORY_TERMS", "FirstOrderError", "FirstOrderModel", "PlanEstimates", "compose", "estimate_plans"]
+__all__ = [
+    "TERMS",
+    "MEMORY_TERMS",
+    "FirstOrderError",
+    "FirstOrderModel",
+    "PlanDeclined",
+    "PlanEstimates",
+    "compose",
+    "estimate_plans",
+]
 
 TERMS = (
     "forward_compute",
@@ -71,6 +80,15 @@ _PLAN = "workload.parallelism."
 
 class FirstOrderError(StrataSimError):
     """A study or plan the first-order model cannot estimate; the message says which and why."""
+
+
+class PlanDeclined(FirstOrderError):
+    """One plan the first-order model cannot estimate; ``reason`` says why, without the plan (the same words for
+    every plan declined for the same reason)."""
+
+    def __init__(self, plan: Mapping[str, Any], reason: str) -> None:
+        super().__init__(f"plan {dict(plan)}: {reason}")
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -152,13 +170,13 @@ class FirstOrderModel:
             config = TransformerConfig.model_validate({**self._base, "parallelism": parallelism})
         except ValidationError as exc:
             message = str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, ")
-            raise FirstOrderError(f"plan {keys}: {message}") from None
+            raise PlanDeclined(keys, message) from None
         plan_npus = config.parallelism.tp * config.parallelism.pp * config.parallelism.dp
         if plan_npus != self._npus:
-            raise FirstOrderError(f"plan {keys}: tp * pp * dp = {plan_npus}, but the topology has {self._npus} NPUs")
+            raise PlanDeclined(keys, f"tp * pp * dp = {plan_npus}, but the topology has {self._npus} NPUs")
         reason = unsupported(config)
         if reason is not None:
-            raise FirstOrderError(f"plan {keys}: {reason}")
+            raise PlanDeclined(keys, reason)
         return config
 
     def figures(self, plan: Mapping[str, Any]) -> PlanFigures:
@@ -167,20 +185,40 @@ class FirstOrderModel:
         try:
             return self._pricer.figures(config)
         except ValueError as exc:
-            raise FirstOrderError(f"plan {plan_keys(plan)}: {exc}") from None
+            raise PlanDeclined(plan_keys(plan), str(exc)) from None
 
     def estimate(self, plans: Iterable[Mapping[str, Any]]) -> PlanEstimates:
-        """The estimates of ``plans``, in order."""
+        """The estimates of ``plans``, in order; :class:`PlanDeclined` for the first it cannot estimate."""
         listed = [dict(plan) for plan in plans]
-        figures = [self.figures(plan) for plan in listed]
-        iteration, terms = compose(figures)
-        memory = {
-            "weights": np.array([f.memory.weights_bytes for f in figures], dtype=np.int64),
-            "gradients": np.array([f.memory.gradients_bytes for f in figures], dtype=np.int64),
-            "optimizer": np.array([f.memory.optimizer_bytes for f in figures], dtype=np.int64),
-            "activations": np.array([f.memory.activations_bytes for f in figures], dtype=np.int64),
-        }
-        return PlanEstimates(tuple(listed), iteration, terms, sum(memory.values()), memory)  # type: ignore[arg-type]
+        return _estimates(listed, [self.figures(plan) for plan in listed])
+
+    def estimate_supported(self, plans: Iterable[Mapping[str, Any]]) -> tuple[PlanEstimates, dict[int, str]]:
+        """The estimates of the ``plans`` the model can estimate, in order, and why it declines each other one (by
+        its position in ``plans``)."""
+        accepted: list[dict[str, Any]] = []
+        figures: list[PlanFigures] = []
+        declined: dict[int, str] = {}
+        for index, plan in enumerate(plans):
+            try:
+                figures.append(self.figures(plan))
+            except PlanDeclined as exc:
+                declined[index] = exc.reason
+                continue
+            accepted.append(dict(plan))
+        return _estimates(accepted, figures), declined
+
+
+def _estimates(listed: list[dict[str, Any]], figures: Sequence[PlanFigures]) -> PlanEstimates:
+    """The estimates of the plans ``listed``, from their ``figures``."""
+    iteration, terms = compose(figures)
+    memory = {
+        "weights": np.array([f.memory.weights_bytes for f in figures], dtype=np.int64),
+        "gradients": np.array([f.memory.gradients_bytes for f in figures], dtype=np.int64),
+        "optimizer": np.array([f.memory.optimizer_bytes for f in figures], dtype=np.int64),
+        "activations": np.array([f.memory.activations_bytes for f in figures], dtype=np.int64),
+    }
+    peak = sum(memory.values()) if figures else np.zeros(0, dtype=np.int64)
+    return PlanEstimates(tuple(listed), iteration, terms, peak, memory)  # type: ignore[arg-type]
 
 
 def estimate_plans(study: Study, plans: Iterable[Mapping[str, Any]]) -> PlanEstimates:

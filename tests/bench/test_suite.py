@@ -6,6 +6,7 @@ The big cases are not run here (they take minutes); a fake measurement and an 8-
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +25,11 @@ from stratasim.bench.suite import (
     run_suite,
     select,
 )
+from stratasim.bench.sweep_runs import SweepRun
 from stratasim.config.study_file import load_study, parse_study
+from stratasim.explore import load_sweep
 
+ROOT = Path(__file__).resolve().parents[2]
 TINY = BenchCase("all_reduce", 1 << 20, (8,), remote=False, aggregate=False)
 
 
@@ -43,13 +47,16 @@ def test_every_study_file_of_the_suite_exists_and_validates() -> None:
         if isinstance(case.run, StudyRun):
             assert path_of(case.run).is_file(), case.name
             load_study(path_of(case.run), case.run.overrides)
+        elif isinstance(case.run, SweepRun):
+            load_sweep(ROOT / case.run.path)
         else:
             parse_study(case.run.study(), case.name)
 
 
 def test_the_suite_holds_every_row_of_the_issue_and_baselines_come_first() -> None:
     names = [case.name for case in SUITE]
-    assert len(names) == len(set(names)) == 17  # issue 12's 13 rows, plain transformer, the 1T row; serving (2)
+    # issue 12's 13 rows, plain transformer, the 1T row; serving (2); issue 32's screening rung
+    assert len(names) == len(set(names)) == 18
     for index, case in enumerate(SUITE):
         assert (case.peer is None) or (case.baseline is None), case.name
         if case.baseline is not None:

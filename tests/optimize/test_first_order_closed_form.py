@@ -80,6 +80,15 @@ def test_a_plan_it_cannot_estimate_is_refused_with_the_reason(plan: dict[str, An
         model.estimate([plan])
 
 
+def test_estimate_supported_prices_what_it_can_and_says_why_not_the_rest() -> None:
+    plans = [{}, {"dp_bucket": "64MiB"}, {"schedule": "gpipe"}]
+    with FirstOrderModel(_tiny()) as model:
+        estimates, declined = model.estimate_supported(plans)
+        expected = model.estimate([plans[0], plans[2]])
+    assert estimates.plans == (plans[0], plans[2]) and (estimates.iteration_ps == expected.iteration_ps).all()
+    assert declined == {1: "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"}
+
+
 @pytest.mark.parametrize("algorithm", ["one_ring", "direct:2"])
 def test_an_algorithm_without_a_closed_form_is_refused(algorithm: str) -> None:
     data = copy.deepcopy(BASE)
