@@ -10,13 +10,14 @@ from pydantic import ValidationError
 
 from stratasim.kernel.serving import Iteration, IterationShape, KvMove
 from stratasim.workload_layer.serving.config import SchedulerConfig, ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.request_config import RequestsConfig, parse_rate
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.routing import route
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pool, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pool, simulate_pools
 
 MS = 10**9  # picoseconds
 

@@ -18,9 +18,10 @@ from stratasim.kernel import registry
 from stratasim.kernel.serving import IterationShape
 from stratasim.study.run import run_study
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.requests import Request
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.workload_layer.serving_pricers import ShapePricer, pool_pricer
 

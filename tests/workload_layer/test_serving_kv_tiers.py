@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.kv_tiers import KvTier, KvTiers
@@ -19,7 +20,7 @@ from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.helpers import RunCli
 from tests.workload_layer.test_serving import MODEL, MS, config, linear_price, linear_pricer, poisson

@@ -9,9 +9,10 @@ import pytest
 
 from stratasim.kernel.serving import Iteration
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 from tests.workload_layer.test_serving import MODEL, MS, linear_pricer, poisson
 
 

@@ -10,13 +10,14 @@ import pytest
 from pydantic import ValidationError
 
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.prefix_cache import PrefixCache, block_key, prompt_block_keys
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 from tests.workload_layer.test_serving import MODEL, MS, config, fixed_transfer, linear_price, linear_pricer, poisson
 
 SECOND = 1000 * MS

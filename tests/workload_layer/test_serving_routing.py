@@ -11,12 +11,13 @@ from pydantic import ValidationError
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import RoutingBalance, SchedulerConfig, ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.kv_tiers import KvTier
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.routing import Router, pending_requests, route
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 from tests.workload_layer.test_serving import MODEL, MS, config, fixed_transfer, linear_pricer, poisson
 
 SECOND = 1000 * MS

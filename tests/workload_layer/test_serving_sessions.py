@@ -12,11 +12,12 @@ from pydantic import ValidationError
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.iteration import iteration_shape
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.request_config import MAX_REQUESTS, RequestsConfig
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pool, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pool, simulate_pools
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.workload_layer.test_serving import (
     MODEL,

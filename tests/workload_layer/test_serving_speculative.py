@@ -11,9 +11,10 @@ from pydantic import ValidationError
 
 from stratasim.kernel.serving import Compute, Iteration, IterationShape
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.requests import synthetic_requests
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 from stratasim.workload_layer.serving.speculative import Speculation, SpeculativeConfig
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.workload_layer.test_serving import MODEL, MS, poisson

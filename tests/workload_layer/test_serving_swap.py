@@ -9,12 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from stratasim.workload_layer.serving.config import ServingWorkloadConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.kv_cache import HostSwap
 from stratasim.workload_layer.serving.metrics import serving_metrics
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.requests import Request, synthetic_requests
 from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
 from tests.workload_layer.test_serving import MODEL, config, linear_pricer, poisson
 

@@ -17,11 +17,12 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.serving import Iteration, IterationShape, PoolPricers, ServingResult
 from stratasim.kernel.units import format_bytes
 from stratasim.workload_layer.serving.config import PoolConfig, SchedulerConfig
+from stratasim.workload_layer.serving.engines import PoolSetup
 from stratasim.workload_layer.serving.kv_cache import blocks_for
 from stratasim.workload_layer.serving.metrics import serving_metrics, serving_timeline
 from stratasim.workload_layer.serving.pool_run import PoolRun, Sample
 from stratasim.workload_layer.serving.requests import Request
-from stratasim.workload_layer.serving.simulation import PoolSetup, simulate_pools
+from stratasim.workload_layer.serving.simulation import simulate_pools
 
 if TYPE_CHECKING:
     from stratasim.kernel.serving import KvTransferPricer

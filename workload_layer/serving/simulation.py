@@ -38,16 +38,12 @@ shape. The run ends when the last request finishes.
 from __future__ import annotations
 
 import heapq
-from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections import defaultdict
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field, replace
 
 from stratasim.kernel.errors import SimulationError, WorkloadError
 from stratasim.kernel.serving import (
-    ExpertPricer,
-    ExpertWork,
-    Iteration,
     IterationPricer,
     IterationShape,
     KvMove,
@@ -55,41 +51,20 @@ from stratasim.kernel.serving import (
 )
 from stratasim.kernel.units import INT64_MAX
 from stratasim.workload_layer.serving.config import PoolConfig
+from stratasim.workload_layer.serving.engines import EngineLayout, PoolSetup, engine_scheduler
 from stratasim.workload_layer.serving.iteration import round_up
-from stratasim.workload_layer.serving.kv_cache import HostSwap
-from stratasim.workload_layer.serving.kv_tiers import KvTier
+from stratasim.workload_layer.serving.iteration_prices import IterationPrices
 from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord, KvMoveRecord, PoolRun, Sample
 from stratasim.workload_layer.serving.prefix_cache import summed
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.routing import Router
 from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
-from stratasim.workload_layer.serving.speculative import Speculation
 
-__all__ = ["PoolSetup", "simulate_pool", "simulate_pools"]
+__all__ = ["simulate_pool", "simulate_pools"]
 
 
 _IDLE = IterationShape((), 0, 0, 0)
 """The shape of a member of an expert-parallel group running nothing of its own in its group's iteration."""
-
-
-@dataclass(frozen=True)
-class PoolSetup:
-    """A pool as the simulation runs it: its configuration, each replica's KV blocks, its iteration pricer, with
-    ``preemption: swap`` each replica's host memory for swapped KV blocks, its speculative decoding, and with
-    expert parallelism the pricer of its groups' expert parts (its iteration pricer then pricing the rest), and
-    with prefix caching each replica's KV ``tiers`` below its GPU.
-    ``work`` and ``expert_work`` give the typed work the pricers are handed for a shape and for a group's and its
-    busiest member's tokens (by default the shape, or the token counts, alone)."""
-
-    pool: PoolConfig
-    kv_blocks: int
-    pricer: IterationPricer
-    swap: HostSwap | None = None
-    speculation: Speculation | None = None
-    experts: ExpertPricer | None = None
-    work: Callable[[IterationShape], Iteration] = Iteration
-    expert_work: Callable[[int, int], ExpertWork] | None = None
-    tiers: tuple[KvTier, ...] = ()
 
 
 def simulate_pool(
@@ -144,10 +119,10 @@ class _Loop:
     ) -> None:
         self.pools, self.bucket = pools, bucket
         self.transfer, self.kv_bytes_per_token = transfer, kv_bytes_per_token
-        self.layout = _EngineLayout(pools)
+        self.layout = EngineLayout(pools)
         self.owner, self.physical = self.layout.pool, self.layout.replica
         self.replicas = [
-            _engine(pools[index], engine, self.physical[engine]) for engine, index in enumerate(self.owner)
+            engine_scheduler(pools[index], engine, self.physical[engine]) for engine, index in enumerate(self.owner)
         ]
         self.entry = self.layout.routed(lambda role: role != "decode")
         self.router = self._router(self.entry, seed)
@@ -155,7 +130,7 @@ class _Loop:
         self.decode_router = self._router(self.decode, seed)
         if self.decode and transfer is None:
             raise WorkloadError("disaggregated pools need a KV transfer pricer")
-        self.prices = _Prices(pools, bucket, priced)
+        self.prices = IterationPrices(pools, bucket, priced)
         self.stages_free = [[0] * pools[index].pool.parallelism.pp for index in self.layout.replica_pool]
         self.running: dict[int, Batch] = {}
         self.ends: list[tuple[int, int]] = []
@@ -400,107 +375,6 @@ def _by_arrival(requests: Seq[Request]) -> tuple[Seq[Request], dict[int, list[Re
                 )
             followers[request.follows].append(request)
     return [request for request in requests if request.follows < 0], dict(followers)
-
-
-class _EngineLayout:
-    """The schedulers of ``pools``: each replica of ``pp`` stages runs ``pp`` of them (vLLM v0's virtual engines),
-    numbered replica by replica; ``pool`` and ``replica`` give each one's pool and (global) replica, ``group`` the
-    engines of its expert-parallel group (None without expert parallelism)."""
-
-    def __init__(self, pools: Seq[PoolSetup]) -> None:
-        self.replica_pool = [index for index, setup in enumerate(pools) for _ in range(setup.pool.replicas)]
-        self.pool: list[int] = []
-        self.replica: list[int] = []
-        self.virtual: list[int] = []
-        self.group: list[frozenset[int] | None] = []
-        self._roles = [setup.pool.role for setup in pools]
-        for replica, index in enumerate(self.replica_pool):
-            for virtual in range(pools[index].pool.parallelism.pp):
-                self.pool.append(index)
-                self.replica.append(replica)
-                self.virtual.append(virtual)
-        firsts: dict[int, int] = {}
-        for engine, index in enumerate(self.pool):
-            firsts.setdefault(index, engine)
-        for engine, index in enumerate(self.pool):  # an expert-parallel pool has one engine a replica (pp 1)
-            ep, first = pools[index].pool.parallelism.ep, firsts[index]
-            start = first + (engine - first) // ep * ep
-            self.group.append(frozenset(range(start, start + ep)) if ep > 1 else None)
-
-    def routed(self, role: Callable[[str], bool]) -> list[int]:
-        """The engines of the pools whose role passes ``role``, in the order a router sees them: each replica's
-        first engine, replica by replica, then each one's second..."""
-        engines = [engine for engine, index in enumerate(self.pool) if role(self._roles[index])]
-        return sorted(engines, key=lambda engine: (self.virtual[engine], engine))
-
-
-def _engine(setup: PoolSetup, engine: int, replica: int) -> ReplicaScheduler:
-    """A scheduler of ``setup``'s pool on ``replica``: its share of the replica's KV blocks, host memory and KV
-    tiers (each of the ``pp`` engines gets ``1 / pp``, as vLLM v0's scheduler divides them)."""
-    pp = setup.pool.parallelism.pp
-    swap = None if setup.swap is None else HostSwap(setup.swap.blocks // pp, setup.swap.block_ps)
-    tiers = tuple(KvTier(tier.name, tier.blocks // pp, tier.block_ps) for tier in setup.tiers)
-    return ReplicaScheduler(
-        setup.pool.scheduler,
-        setup.kv_blocks // pp,
-        setup.pool.role == "prefill",
-        swap,
-        setup.speculation,
-        engine,
-        tiers,
-    )
-
-
-class _Prices:
-    """The pricers' answers, asked once each: iterations by pool and shape (:attr:`shapes`), expert parts by pool
-    and bucketed group and member tokens (:attr:`experts`); and how many of each ran (:attr:`runs`,
-    :attr:`expert_runs`)."""
-
-    def __init__(
-        self, pools: Seq[PoolSetup], bucket: int, shapes: dict[tuple[int, IterationShape], tuple[int, ...]]
-    ) -> None:
-        self._pools, self.bucket = pools, bucket
-        self.shapes = shapes
-        self.experts: dict[tuple[int, int, int], int] = {}
-        self.runs: Counter[tuple[int, IterationShape]] = Counter()
-        self.expert_runs: Counter[tuple[int, int, int]] = Counter()
-
-    def stages(self, pool: int, shape: IterationShape) -> tuple[int, ...]:
-        """Each stage's time for ``shape`` on pool ``pool``, an iteration of it counted."""
-        self.runs[pool, shape] += 1
-        price = self.shapes.get((pool, shape))
-        if price is None:
-            price = self.shapes[pool, shape] = _stage_prices(self._pools[pool], shape)
-        return price
-
-    def expert_part(self, pool: int, group_tokens: int, member_tokens: int) -> int:
-        """The expert part of an iteration of a group of pool ``pool``, its tokens bucketed."""
-        key = (pool, round_up(group_tokens, self.bucket), round_up(member_tokens, self.bucket))
-        self.expert_runs[key] += 1
-        price = self.experts.get(key)
-        if price is None:
-            setup = self._pools[pool]
-            if setup.experts is None:
-                raise WorkloadError(f"pool {setup.pool.name!r} is expert-parallel but has no expert pricer")
-            ep = setup.pool.parallelism.ep
-            work = ExpertWork(key[1], key[2], ep) if setup.expert_work is None else setup.expert_work(key[1], key[2])
-            price = self.experts[key] = setup.experts(work)
-            if price <= 0:
-                raise WorkloadError(f"the expert pricer gave {price} ps for {key[1]} tokens; an iteration takes time")
-        return price
-
-
-def _stage_prices(setup: PoolSetup, shape: IterationShape) -> tuple[int, ...]:
-    """Each pipeline stage's time for ``shape`` from ``setup``'s pricer, handed the shape's typed work (one figure
-    for the whole iteration on a single stage), checked."""
-    price = setup.pricer(setup.work(shape))
-    stages = price if isinstance(price, tuple) else (price,)
-    if len(stages) != setup.pool.parallelism.pp or min(stages) <= 0:
-        raise WorkloadError(
-            f"the iteration pricer gave {price} ps for {shape}; an iteration takes time on each of "
-            f"its {setup.pool.parallelism.pp} stages"
-        )
-    return stages
 
 
 def _through_stages(start: int, stages: tuple[int, ...], swap_ps: int, free: list[int]) -> int:
