@@ -68,8 +68,20 @@ def dualpipe_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, .
             f"DualPipe needs an even number of stages ({stages}) and at least twice as many micro-batches, an even number ({micro_batches})"
         )
     rank = _Rank(int(stage >= stages // 2), micro_batches // 2)
-    half_ranks, half_rank = stages // 2, min(stage, stages - 1 - stage)
-    middle = half_rank == half_ranks - 1
+    return _phases(rank, micro_batches // 2, stages // 2, min(stage, stages - 1 - stage))
+
+
+def dualpipev_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
+    """DualPipeV's order for rank ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
+    if micro_batches < 2 * stages:
+        raise ValueError(f"DualPipeV needs at least twice as many micro-batches ({micro_batches}) as stages ({stages})")
+    return _phases(_Rank(0, 0), micro_batches, stages, stage)
+
+
+def _phases(rank: _Rank, per_chunk: int, half_ranks: int, half_rank: int) -> tuple[Pass, ...]:
+    """The eight phases of ``step`` on ``rank``: ``per_chunk`` micro-batches through each local chunk, the rank
+    ``half_rank`` of ``half_ranks`` counted from its end of the pipeline (DualPipe's half of the ranks; DualPipeV's
+    ranks from the V's top)."""
     for _ in range((half_ranks - half_rank - 1) * 2):
         rank.forward(0)
     for _ in range(half_rank + 1):
@@ -79,33 +91,11 @@ def dualpipe_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, .
         rank.backward(1, zero_bubble=True)
         rank.weight()
         rank.forward(1)
-    _main_phase(rank, micro_batches // 2 - stages + half_rank + 1, middle)
+    _main_phase(rank, per_chunk - 2 * half_ranks + half_rank + 1, half_rank == half_ranks - 1)
     for _ in range(half_ranks - half_rank - 1):
         rank.backward(1)
         rank.forward_backward(1, 0)
     _drain(rank, half_ranks, half_rank)
-    return tuple(rank.order)
-
-
-def dualpipev_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
-    """DualPipeV's order for rank ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
-    if micro_batches < 2 * stages:
-        raise ValueError(f"DualPipeV needs at least twice as many micro-batches ({micro_batches}) as stages ({stages})")
-    rank = _Rank(0, 0)
-    for _ in range((stages - stage - 1) * 2):
-        rank.forward(0)
-    for _ in range(stage + 1):
-        rank.forward(0)
-        rank.forward(1)
-    for _ in range(stages - stage - 1):
-        rank.backward(1, zero_bubble=True)
-        rank.weight()
-        rank.forward(1)
-    _main_phase(rank, micro_batches - 2 * stages + stage + 1, stage == stages - 1)
-    for _ in range(stages - stage - 1):
-        rank.backward(1)
-        rank.forward_backward(1, 0)
-    _drain(rank, stages, stage)
     return tuple(rank.order)
 
 
@@ -122,8 +112,7 @@ def _main_phase(rank: _Rank, steps: int, middle: bool) -> None:
 
 
 def _drain(rank: _Rank, half_ranks: int, half_rank: int) -> None:
-    """DualPipe's last phases: ``nB1B0`` (the second half with zero bubble), ``nWB0`` and ``nW`` (DualPipeV: with
-    its ranks and rank for ``half_ranks`` and ``half_rank``)."""
+    """DualPipe's last phases: ``nB1B0`` (the second half with zero bubble), ``nWB0`` and ``nW``."""
     steps = half_rank + 1
     zero_bubble = False
     for i in range(steps):
