@@ -10,6 +10,11 @@ enough into floats for any trace a viewer can open. Counter samples (an NPU's me
 replica's batch size, queue length and KV blocks in use on its first NPU, as a ``value``) are counter events
 (``"ph": "C"``) in time order, drawn as a graph above the NPU's tracks.
 
+With ``layers`` (a run asked for its per-layer breakdown), an NPU whose compute spans name the passes of a
+transformer's blocks gets a ``layers`` track above its compute track: a span per run of its compute spans in one
+pass of one block for one micro-batch (``mb3 layer5 forward``), from the first one's start to the last one's end, so
+the waits inside the pass (its TP collectives, say) lie within the span.
+
 When links were recorded, a last process, ``network`` (``pid`` one past the last NPU's), has one counter per
 link, named after it, whose ``busy`` value is 1 while the link transmits and 0 otherwise: a 1 at the start of
 each busy stretch, a 0 at its end.
@@ -31,10 +36,13 @@ from stratasim.kernel.npu_ids import npu_ranges
 from stratasim.kernel.units import ps_to_us
 from stratasim.system_layer.result import CounterSample, LinkBusy, TraceSpan
 from stratasim.system_layer.trace import SpanLog
+from stratasim.workload_layer.transformer.node_names import pass_span
 
 __all__ = ["chrome_trace", "write_chrome_trace"]
 
 _Spans = Sequence[TraceSpan] | SpanLog
+LAYERS = "layers"
+"""The track of the passes of a transformer's blocks (see the module docstring)."""
 
 
 def _track_order(track: str) -> tuple[bool, list[int | str]]:
@@ -97,11 +105,43 @@ def trace_events(
     links: Iterable[LinkBusy] = (),
     npus: int = 0,
     stands_for: Mapping[int, tuple[int, ...]] | None = None,
+    layers: bool = False,
 ) -> Iterator[str]:
     """Each event of the trace as JSON text: metadata, then spans, then counters, then the network's links.
-    ``spans`` is read twice (for the tracks, then the events) and never copied."""
-    for batch in _event_batches(spans, counters, links, npus, stands_for):
+    ``spans`` is read twice (for the tracks, then the events; three times with ``layers``) and never copied."""
+    for batch in _event_batches(spans, counters, links, npus, stands_for, layers):
         yield from batch
+
+
+def _layer_spans(spans: _Spans) -> Iterator[tuple[int, str, int, int]]:
+    """The ``layers`` track's spans, ``(npu, name, start_ps, end_ps)``: each NPU's runs of compute spans in one
+    block pass (a compute span outside the blocks' passes ends a run)."""
+    runs: dict[int, tuple[str | None, int, int]] = {}
+    for npu, track, name, start, end in _columns(spans):
+        if track != "compute":
+            continue
+        label = pass_span(name)
+        run = runs.get(npu)
+        if run is not None and run[0] == label:
+            runs[npu] = (label, run[1], max(run[2], end))
+            continue
+        if run is not None and run[0] is not None:
+            yield npu, run[0], run[1], run[2]
+        runs[npu] = (label, start, end)
+    for npu, (label, start, end) in sorted(runs.items()):
+        if label is not None:
+            yield npu, label, start, end
+
+
+def _layer_events(spans: _Spans, tid: int) -> list[str]:
+    """The ``layers`` track of every NPU that has one: its name and place (above compute), then its spans."""
+    found = list(_layer_spans(spans))
+    head = []
+    for npu in sorted({npu for npu, *_ in found}):
+        head.append(_metadata("thread_name", npu, tid, {"name": LAYERS}))
+        head.append(_metadata("thread_sort_index", npu, tid, {"sort_index": 0}))
+    category = f'"cat":"{LAYERS}","tid":{tid}'
+    return head + [_span_event(name, category, npu, start, end) for npu, name, start, end in found]
 
 
 def _event_batches(
@@ -110,6 +150,7 @@ def _event_batches(
     links: Iterable[LinkBusy],
     npus: int,
     stands_for: Mapping[int, tuple[int, ...]] | None,
+    layers: bool = False,
 ) -> Iterator[list[str]]:
     """The events of :func:`trace_events` in batches (a span log's spans formatted a chunk of columns at a time)."""
     pairs = _tracks(spans)
@@ -127,6 +168,8 @@ def _event_batches(
         yield [
             _span_event(name, categories[track], npu, start, end) for npu, track, name, start, end in _columns(spans)
         ]
+    if layers:
+        yield _layer_events(spans, len(tids) + 1)
     yield [
         _counter_event(
             sample.name, sample.npu, sample.time_ps, {"bytes" if sample.name == "memory" else "value": sample.value}
@@ -200,12 +243,13 @@ def chrome_trace(
     links: Iterable[LinkBusy] = (),
     npus: int = 0,
     stands_for: Mapping[int, tuple[int, ...]] | None = None,
+    layers: bool = False,
 ) -> dict[str, Any]:
     """The trace document for ``spans``, ``counters`` and the ``links`` of a run on ``npus`` NPUs (at least those
-    the spans and counters name), ``stands_for`` saying which NPUs each simulated NPU stands for:
-    ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
+    the spans and counters name), ``stands_for`` saying which NPUs each simulated NPU stands for, with ``layers``
+    the ``layers`` tracks: ``{"traceEvents": [...], "displayTimeUnit": "ns"}``."""
     return {
-        "traceEvents": [json.loads(e) for e in trace_events(spans, counters, links, npus, stands_for)],
+        "traceEvents": [json.loads(e) for e in trace_events(spans, counters, links, npus, stands_for, layers)],
         "displayTimeUnit": "ns",
     }
 
@@ -217,11 +261,12 @@ def write_chrome_trace(
     links: Iterable[LinkBusy] = (),
     npus: int = 0,
     stands_for: Mapping[int, tuple[int, ...]] | None = None,
+    layers: bool = False,
 ) -> None:
     """Write the document :func:`chrome_trace` builds to ``file``, a batch of events at a time."""
     file.write('{"displayTimeUnit":"ns","traceEvents":[')
     separator = "\n"
-    for batch in _event_batches(spans, counters, links, npus, stands_for):
+    for batch in _event_batches(spans, counters, links, npus, stands_for, layers):
         if batch:
             file.write(separator)
             file.write(",\n".join(batch))

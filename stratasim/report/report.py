@@ -63,7 +63,8 @@ class Report(ReportContents):
 
     def write(self, out_dir: str | Path, *, trace: bool = True) -> tuple[Path, ...]:
         """Write ``report.json`` and, with ``trace``, ``trace.json`` (the Chrome trace of the result's spans,
-        counters and link busy stretches, streamed event by event) into ``out_dir``; the paths written."""
+        counters and link busy stretches, streamed event by event, with a ``layers`` track when the report has its
+        per-layer breakdown) into ``out_dir``; the paths written."""
         out = Path(out_dir)
         report_path, trace_path = out / "report.json", out / "trace.json"
         result, engine = self.result, self.engine
@@ -78,7 +79,13 @@ class Report(ReportContents):
                     write_chrome_trace(file, (), result.counters, (), result.npus, None)
                 else:
                     write_chrome_trace(
-                        file, engine.spans, engine.counters, engine.link_busy, engine.npus, engine.stands_for()
+                        file,
+                        engine.spans,
+                        engine.counters,
+                        engine.link_busy,
+                        engine.npus,
+                        engine.stands_for(),
+                        layers=bool(self.layers),
                     )
         except OSError as exc:
             raise StrataSimError(f"cannot write the report to {out}: {exc.strerror or exc}") from None

@@ -22,7 +22,7 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.report.layers import LayerRow, layers_text
 from stratasim.study.run import run_study
 from stratasim.system_layer.result import NpuStats
-from stratasim.workload_layer.transformer.node_names import Place, place_of
+from stratasim.workload_layer.transformer.node_names import Place, pass_span, place_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = {"workload.model.layers": 4, "workload.parallelism.global_batch": 8}
@@ -104,6 +104,10 @@ def test_names_of_the_builder() -> None:
     assert place_of("dp expert gradient all-reduce") == Place("data parallel", "")
     assert place_of("optimizer step") == Place("optimizer", "")
     assert place_of("") == Place("other", "")
+    assert pass_span("mb3 layer12 fwd qkv") == "mb3 layer12 forward"
+    assert pass_span("mb0 layer1 bwd recompute attention") == "mb0 layer1 recompute"
+    assert pass_span("mb2 layer4") == "mb2 layer4"  # a block node traced whole
+    assert pass_span("mb1 chunk0 recv backward") is None and pass_span("optimizer step") is None
 
 
 def test_no_breakdown_outside_transformer_graphs() -> None:
@@ -127,3 +131,39 @@ def test_off_unless_asked_and_the_same_figures() -> None:
 def test_layers_must_be_a_bool() -> None:
     with pytest.raises(StrataSimError, match="layers must be True or False"):
         stratasim.run(EXAMPLES / "quickstart.yaml", layers="yes")
+
+
+def test_the_trace_has_a_layers_track_when_asked(tmp_path: Path) -> None:
+    """With the breakdown asked for, each NPU's trace gains a ``layers`` track above its compute: a span per run of
+    compute spans in one block pass of one micro-batch, from the run's first start to its last end; each pass's
+    compute spans lie in its spans, which never overlap on a track (1F1B). Without it, no such track."""
+    settings = as_overrides({**SMALL, "workload.parallelism.recompute": "full"})
+    study = load_study(EXAMPLES / "transformer.yaml", settings)
+    run_study(study, record_trace=True).write(tmp_path / "plain")
+    run_study(study, record_trace=True, layers=True).write(tmp_path / "asked")
+    plain = json.loads((tmp_path / "plain" / "trace.json").read_text(encoding="utf-8"))["traceEvents"]
+    events = json.loads((tmp_path / "asked" / "trace.json").read_text(encoding="utf-8"))["traceEvents"]
+    assert not [e for e in plain if e.get("cat") == "layers"]
+    (tid,) = {e["tid"] for e in events if e.get("name") == "thread_name" and e["args"]["name"] == "layers"}
+    assert [e for e in events if not (e.get("cat") == "layers" or (e["ph"] == "M" and e.get("tid") == tid))] == plain
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    spans = [e for e in events if e.get("ph") == "X"]
+    for npu in {pid for pid, _ in names}:
+        layer_spans = sorted(
+            (e["ts"], e["ts"] + e["dur"], e["name"]) for e in spans if e["pid"] == npu and e["cat"] == "layers"
+        )
+        compute = [e for e in spans if e["pid"] == npu and names[npu, e["tid"]] == "compute"]
+        assert layer_spans and all(
+            end <= after + 1e-6 for (_, end, _), (after, _, _) in zip(layer_spans, layer_spans[1:])
+        )
+        for event in compute:
+            label = pass_span(event["name"])
+            if label is not None:
+                assert any(
+                    label == name and start <= event["ts"] and event["ts"] + event["dur"] <= end + 1e-9
+                    for start, end, name in layer_spans
+                )
+        assert {name.split()[2] for _, _, name in layer_spans} == {"forward", "backward", "recompute"}
+        firsts = {name: start for start, _, name in reversed(layer_spans)}
+        for name, start in firsts.items():
+            assert start == min(e["ts"] for e in compute if pass_span(e["name"]) == name)

@@ -14,14 +14,15 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-__all__ = ["Place", "place_of", "OUTSIDE"]
+__all__ = ["Place", "place_of", "pass_span", "OUTSIDE"]
 
 OUTSIDE = ("pipeline", "data parallel", "optimizer", "other")
 """The rows outside the model's blocks, in report order: pipeline transfers and the idle time waiting on them (the
 bubbles), the data-parallel gradient reductions, the optimizer step, and what no node names (idle time with no
 communication to charge, nodes of other workloads)."""
 
-_IN_BLOCK = re.compile(r"mb\d+ (layer\d+|embedding|head) (fwd|bwd|recompute)( recompute)? ")
+_IN_BLOCK = re.compile(r"mb(\d+) (layer\d+|embedding|head) (fwd|bwd|recompute)( recompute)? ")
+_BLOCK_NODE = re.compile(r"mb\d+ (layer\d+|embedding|head)")
 _PASSES = {"fwd": "forward", "bwd": "backward", "recompute": "recompute"}
 _PIPELINE = re.compile(r"mb\d+ chunk\d+ (recv|send) (forward|backward)")
 
@@ -39,7 +40,7 @@ def place_of(name: str) -> Place:
     """Where the node of full name ``name`` belongs (see the module docstring)."""
     block = _IN_BLOCK.match(name)
     if block is not None:
-        return Place(block[1], "recompute" if block[3] else _PASSES[block[2]])
+        return Place(block[2], "recompute" if block[4] else _PASSES[block[3]])
     pipeline = _PIPELINE.match(name)
     if pipeline is not None:
         return Place("pipeline", pipeline[2])
@@ -48,3 +49,13 @@ def place_of(name: str) -> Place:
     if name == "optimizer step":
         return Place("optimizer", "")
     return Place("other", "")
+
+
+def pass_span(name: str) -> str | None:
+    """The pass of one micro-batch through one block that the node of full name ``name`` runs in, as a trace
+    names its span (``mb3 layer5 forward``; a block node traced whole, ``mb3 layer5``, is its own pass); None
+    outside the blocks' passes."""
+    block = _IN_BLOCK.match(name)
+    if block is None:
+        return name if _BLOCK_NODE.fullmatch(name) else None
+    return f"mb{block[1]} {block[2]} {'recompute' if block[4] else _PASSES[block[3]]}"
