@@ -80,9 +80,11 @@ class Section(BaseModel):
     Schema :class:`DocumentedSchema` generates.
 
     The docstrings are read when a schema is generated, not when the class is made (pydantic's
-    ``use_attribute_docstrings`` reads each class's source as it is defined: a third of a study's start-up)."""
+    ``use_attribute_docstrings`` reads each class's source as it is defined: a third of a study's start-up), and a
+    section's validator is built when it first validates (``defer_build``): a study builds those of the sections
+    it has, not of every section a study may have."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, defer_build=True)
 
     study_files: ClassVar[tuple[str, ...]] = ()
     """The fields naming a file (or a trace's prefix): relative to the study file's folder, where the study reads
