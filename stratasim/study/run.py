@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from fractions import Fraction
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from stratasim.kernel.contracts import PlacedJob
     from stratasim.remote import Spawned
     from stratasim.study.serving import ServedRun
+    from stratasim.study.serving_replay import Replay
+    from stratasim.v1 import workload_pb2
 
 __all__ = ["check_study", "prepare_workload", "run_study"]
 
@@ -101,10 +103,7 @@ def _check_study(study: Study, budget: Budget) -> int:
     sample_count(None, study.system, engine=not jobs)
     source = balance_in_process(source, npus, study, contact_remote=False)
     estimate = check_budget(study, source, npus, budget)
-    if jobs:
-        from stratasim.study.jobs import check_serving_jobs
-
-        check_serving_jobs(study, jobs, budget)
+    _check_serving_jobs(study, jobs, budget)
     representatives = estimate.representatives or _representatives(source, study)
     system_layer.validate(source.graphs(npus), study.topology_proto(), study.system, representatives)
     section = study.compute
@@ -223,27 +222,19 @@ def _run_study(
         sample_count(samples, study.system, engine=False)
         return run_serving(study, source, budget, record_trace=bool(record_trace))
     jobs = _serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop
-    replays: dict[int, PlacedJob] = {}
-    if jobs:  # their loops, and their replays in the engine: imported only for a study that has some
-        from stratasim.study import jobs as job_runs
-        from stratasim.study import serving_replay
-
-        replays = serving_replay.replayable_jobs(study, source, jobs)  # replayed in the engine; others after, apart
+    replays = _replayable(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
         source, opened = _balanced(study, source, npus, stack, servers, backends)
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
-        if jobs:
-            job_runs.check_serving_jobs(study, jobs, budget)
+        _check_serving_jobs(study, jobs, budget)
         if notes is not None and (line := long_run_note(study, estimate)) is not None:
             notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
-        replayed = serving_replay.replay_jobs(study, replays, budget, estimate.memory) if replays else {}
-        graphs = serving_replay.with_replays(source.graphs(npus), replayed, jobs) if replayed else source.graphs(npus)
+        replayed, graphs, placed = _replay(study, replays, jobs, source.graphs(npus), budget, estimate.memory)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        placed = serving_replay.with_pool_devices(study, replayed) if replayed else study
         compute, devices = _compute(placed, stack, servers, backends) if opened is None else opened
         started = time.perf_counter()
         simulate = partial(
@@ -270,11 +261,8 @@ def _run_study(
                 result, lambda sample: simulate(sample=sample), count, study.system.variability
             )
         wall_seconds = time.perf_counter() - started
-    served: dict[int, ServedRun] = {}
-    if jobs:
-        served = job_runs.serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
-        wall_seconds += sum(run.wall_seconds for run in served.values())
-        served |= {index: serving_replay.shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
+    served, apart_seconds = _served(study, jobs, replays, replayed, result, budget)
+    wall_seconds += apart_seconds
     return _report(study, source, result, wall_seconds, backends, devices, distribution, served, frozenset(replayed))
 
 
@@ -341,6 +329,63 @@ def _serving_jobs(source: WorkloadSource, npus: int) -> dict[int, PlacedJob]:
     from stratasim.study.jobs import serving_jobs
 
     return serving_jobs(source, npus)
+
+
+def _check_serving_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> None:
+    """Every check of each serving job short of running it (:func:`stratasim.study.jobs.check_serving_jobs`)."""
+    if jobs:
+        from stratasim.study.jobs import check_serving_jobs
+
+        check_serving_jobs(study, jobs, budget)
+
+
+def _replayable(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
+    """The serving ``jobs`` the engine replays (:func:`stratasim.study.serving_replay.replayable_jobs`)."""
+    if not jobs:
+        return {}
+    from stratasim.study.serving_replay import replayable_jobs
+
+    return replayable_jobs(study, source, jobs)
+
+
+def _replay(
+    study: Study,
+    replays: Mapping[int, PlacedJob],
+    jobs: Mapping[int, PlacedJob],
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    budget: Budget,
+    used: int,
+) -> tuple[dict[int, Replay], Sequence[workload_pb2.ExecutionGraph], Study]:
+    """The ``replays`` run through their loops, the study's ``graphs`` with theirs in place and the study with
+    their pools' devices (:mod:`stratasim.study.serving_replay`); nothing replayed, ``graphs`` and ``study``
+    themselves, without any."""
+    if not replays:
+        return {}, graphs, study
+    from stratasim.study.serving_replay import replay_jobs, with_pool_devices, with_replays
+
+    replayed = replay_jobs(study, replays, budget, used)
+    return replayed, with_replays(graphs, replayed, jobs), with_pool_devices(study, replayed)
+
+
+def _served(
+    study: Study,
+    jobs: Mapping[int, PlacedJob],
+    replays: Mapping[int, PlacedJob],
+    replayed: Mapping[int, Replay],
+    result: system_layer.SimulationResult,
+    budget: Budget,
+) -> tuple[dict[int, ServedRun], float]:
+    """Each serving job's run, by index: those not replayed run apart after the engine (their wall seconds, the
+    second value), those replayed read from the engine's ``result``; none without serving jobs."""
+    if not jobs:
+        return {}, 0.0
+    from stratasim.study.jobs import serve_jobs
+    from stratasim.study.serving_replay import shared_run
+
+    served = serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
+    seconds = sum(run.wall_seconds for run in served.values())
+    served |= {index: shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
+    return served, seconds
 
 
 def _torus_shape(study: Study) -> tuple[int, ...]:
