@@ -3,10 +3,26 @@
 Backends are registered under the ``stratasim.compute`` entry-point group and chosen by name; this package
 ships ``roofline`` (:class:`~stratasim.compute_layer.roofline.RooflineCompute`) and the device presets it prices on
 (:mod:`stratasim.compute_layer.devices`). A new backend implements :class:`~stratasim.kernel.contracts.ComputeBackend` in its
-own module and declares an entry point; nothing here lists it.
+own module and declares an entry point; nothing here lists it. The names are imported when first used.
 """
 
-from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
-from stratasim.compute_layer.roofline import RooflineCompute
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
+    from stratasim.compute_layer.roofline import RooflineCompute
 
 __all__ = ["Device", "PRESETS", "catalog", "device", "RooflineCompute"]
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = "roofline" if name == "RooflineCompute" else "devices"
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -2,13 +2,23 @@
 
 It runs per-NPU execution graphs against a network federate and a compute service, and knows neither's
 implementation: both come in through :mod:`stratasim.kernel.contracts`.
+
+The names are imported when first used: importing one module of the layer (the command line's
+:mod:`~stratasim.system_layer.trace_detail`) does not import the engine.
 """
 
-from stratasim.system_layer.engine.contention import Contention
-from stratasim.system_layer.engine.simulation import simulate, validate
-from stratasim.system_layer.options import ALGORITHMS, Scheduling, SystemOptions
-from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
-from stratasim.system_layer.trace import TraceDetail, TraceSelection
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stratasim.system_layer.engine.contention import Contention
+    from stratasim.system_layer.engine.simulation import simulate, validate
+    from stratasim.system_layer.options import ALGORITHMS, Scheduling, SystemOptions
+    from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, SimulationResult, TraceSpan
+    from stratasim.system_layer.trace import TraceSelection
+    from stratasim.system_layer.trace_detail import TraceDetail
 
 __all__ = [
     "ALGORITHMS",
@@ -25,3 +35,29 @@ __all__ = [
     "simulate",
     "validate",
 ]
+
+_HOMES = {
+    "ALGORITHMS": "options",
+    "Contention": "engine.contention",
+    "Scheduling": "options",
+    "SystemOptions": "options",
+    "CollectiveStats": "result",
+    "LinkStats": "result",
+    "NpuStats": "result",
+    "SimulationResult": "result",
+    "TraceSpan": "result",
+    "TraceDetail": "trace_detail",
+    "TraceSelection": "trace",
+    "simulate": "engine.simulation",
+    "validate": "engine.simulation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -13,7 +13,6 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cached_property
 from itertools import accumulate
 from typing import Protocol
@@ -21,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from stratasim.system_layer.spans import CounterSample, TraceSpan
+from stratasim.system_layer.trace_detail import AUTO_NODE_LIMIT, TraceDetail
 
 __all__ = [
     "AUTO_NODE_LIMIT",
@@ -33,24 +33,8 @@ __all__ = [
 ]
 
 
-class TraceDetail(StrEnum):
-    """How much of a run a trace shows: every node's span (``nodes``: compute, collectives and their phases,
-    memory counters); the same but one span per run of a block run whole (``blocks``: a layer's pass in a
-    model-built workload, with the memory it holds after); the collectives only (``collectives``: one span per
-    collective issued by an NPU); or ``auto``: ``nodes``, unless the NPUs traced run more than
-    :data:`AUTO_NODE_LIMIT` nodes and some of their blocks run whole, then ``blocks``."""
-
-    NODES = "nodes"
-    BLOCKS = "blocks"
-    COLLECTIVES = "collectives"
-    AUTO = "auto"
-
-
 WAITING_TRACK = "waiting"
 """The track of wait nodes' spans (``WAIT_NODE``): an NPU waiting on purpose, neither computing nor communicating."""
-
-# Node spans a trace shows by default (``auto``): about 25 MB of Chrome trace, written in well under a second.
-AUTO_NODE_LIMIT = 200_000
 
 
 @dataclass(frozen=True)

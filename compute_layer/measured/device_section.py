@@ -20,7 +20,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.measured.structures import STRUCTURES
 from stratasim.kernel.schema import MemoryCapacity, Section
 from stratasim.v1 import compute_pb2
 
@@ -36,8 +36,6 @@ __all__ = [
     "unknown_structure",
 ]
 
-STRUCTURES = tuple(name for name, preset in PRESETS.items() if preset.tiling is not None and preset.sram is not None)
-"""The presets whose structure a fit can assume (they describe their tiling and L2)."""
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A fitted parameter: a positive, finite number."""

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_bytes, parse_bytes
-from stratasim.study.budget import DEFAULT_MAX_EVENTS, DEFAULT_MAX_MEMORY, Budget
+from stratasim.study.limits import DEFAULT_MAX_EVENTS, DEFAULT_MAX_MEMORY
+
+if TYPE_CHECKING:
+    from stratasim.study.budget import Budget
 
 __all__ = ["add_arguments", "budget"]
 
@@ -53,5 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser, what: str = "the run") -> Non
 
 
 def budget(args: argparse.Namespace) -> Budget:
-    """The budget the command line asks for."""
+    """The budget the command line asks for (the study runner's :class:`Budget`, imported once a command runs)."""
+    from stratasim.study.budget import Budget
+
     return Budget.of(args.max_memory, args.max_events)

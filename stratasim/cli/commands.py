@@ -8,7 +8,10 @@ with a traceback, because it is a bug.
 
 Each subcommand is one ``_add_<name>`` function, or a module's ``add_<name>`` (cost, profile and others), that
 builds its parser and sets ``handler``; adding a subcommand means writing one such function and listing it in
-``_SUBCOMMANDS``.
+``_SUBCOMMANDS``. Building the parser imports no more than the options need (the kernel's units and errors, a few
+constants): each handler is imported when its command runs (:func:`~stratasim.cli.arg_types.lazy_handler`, or an
+import inside it), so that ``--help``, ``--version`` and every command start without the engine, the explorer or
+gRPC (``tests/cli/test_startup_imports.py`` lists what each must not import).
 """
 
 from __future__ import annotations
@@ -23,27 +26,20 @@ from stratasim import __version__
 from stratasim.cli import (
     budget_options,
     cost_command,
-    optimize,
-    profile,
-    results,
+    optimize_command,
+    profile_command,
+    results_command,
+    roofline,
     schema,
     serve,
-    sweep,
+    sweep_command,
     trace_options,
-    validate,
+    validate_command,
 )
-from stratasim.cli.arg_types import Subparsers, positive_int
-from stratasim.cli.interrupts import stoppable
-from stratasim.cli.run_progress import RunProgress
-from stratasim.config.study_file import Study, load_study
+from stratasim.cli.arg_types import Subparsers, lazy_handler, positive_int
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import parse_bytes
-from stratasim.report.figures import PlottingUnavailable, write_figures
-from stratasim.report.json_report import write_report
-from stratasim.report.layers import layers_text
-from stratasim.study.budget import check_conversion
-from stratasim.study.export import DEFAULT_MAX_NPUS
-from stratasim.study.run import check_study, run_study
+from stratasim.study.limits import DEFAULT_MAX_NPUS
 
 __all__ = ["main", "build_parser"]
 
@@ -61,44 +57,6 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a study key by dotted path, e.g. network.topology.1.bandwidth=100GB/s (repeatable)",
     )
-
-
-def _run(args: argparse.Namespace) -> int:
-    study = load_study(args.study, args.overrides)
-    selected = trace_options.selection(args)
-    with RunProgress(quiet=args.quiet) as shown, stoppable(shown) as progress:
-        report = run_study(
-            study,
-            record_trace=selected or False,
-            progress=progress,
-            budget=budget_options.budget(args),
-            notes=_note,
-            samples=args.samples,
-            layers=args.layers,
-        )
-    written = report.write(args.out, trace=selected is not None) if args.out is not None else ()
-    if args.out is not None and args.pictures:
-        try:
-            written += write_figures(report, args.out)
-        except PlottingUnavailable as exc:
-            print(f"note: {exc}", file=sys.stderr)  # stderr: --json keeps stdout for the report alone
-    if args.json:
-        write_report(sys.stdout, report)
-    else:
-        print(report.to_text())
-        if args.layers:
-            print(f"\n{layers_text(report.layers)}")
-        if written:
-            print(f"\nwrote {', '.join(str(path) for path in written)}")
-        if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):
-            print(line)
-    failed = report.engine is not None and report.engine.stopped_by_failure  # a result, not an interruption
-    return EXIT_OK if report.stopped_at_ps is None or failed else EXIT_INTERRUPTED
-
-
-def _note(line: str) -> None:
-    """A line the run says before it starts (on stderr: --json keeps stdout for the report alone)."""
-    print(f"note: {line}", file=sys.stderr, flush=True)
 
 
 def _add_run(subparsers: Subparsers) -> None:
@@ -136,25 +94,7 @@ def _add_run(subparsers: Subparsers) -> None:
     )
     trace_options.add_arguments(parser)
     budget_options.add_arguments(parser)
-    parser.set_defaults(handler=_run)
-
-
-def _check(args: argparse.Namespace) -> int:
-    study = load_study(args.study, args.overrides)
-    npus = check_study(study, budget_options.budget(args))
-    for warning in study.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"OK: {study.name} — {npus} NPUs, workload {study.workload.kind}, network {_network_backends(study)}")
-    return EXIT_OK
-
-
-def _network_backends(study: Study) -> str:
-    """``analytical``, or for a study mixing backends per dimension ``mixed (dim 0 analytical, dim 1 ...)``."""
-    network = study.network
-    if not network.mixes_fidelity or not isinstance(network.topology, list):
-        return network.backend_name
-    dims = ", ".join(f"dim {i} {dim.backend or network.backend}" for i, dim in enumerate(network.topology))
-    return f"mixed ({dims})"
+    parser.set_defaults(handler=lazy_handler("stratasim.cli.study_commands", "run"))
 
 
 def _add_check(subparsers: Subparsers) -> None:
@@ -162,32 +102,13 @@ def _add_check(subparsers: Subparsers) -> None:
     parser.add_argument("study", metavar="STUDY", help="the study file (YAML)")
     _add_set(parser)
     budget_options.add_arguments(parser)
-    parser.set_defaults(handler=_check)
+    parser.set_defaults(handler=lazy_handler("stratasim.cli.study_commands", "check"))
 
 
 def _add_serve(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("serve", help="serve one layer's backend over gRPC")
     serve.add_arguments(parser)
     parser.set_defaults(handler=serve.handle)
-
-
-def _add_roofline(subparsers: Subparsers) -> None:
-    from stratasim.report import roofline_plot
-
-    parser = subparsers.add_parser("roofline", help="plot a device's roofline and where operators land on it")
-    roofline_plot.add_arguments(parser)
-    parser.set_defaults(handler=_roofline)
-
-
-def _roofline(args: argparse.Namespace) -> int:
-    """``stratasim roofline``: ``--device`` read as ``compute.device`` is (a preset, or a device described in YAML)."""
-    from stratasim.compute_layer.device_section import DeviceSection
-    from stratasim.config.device_option import device_option
-    from stratasim.report import roofline_plot
-
-    section = device_option(args.device, "roofline", command="stratasim roofline")
-    described = section.device.device() if isinstance(section.device, DeviceSection) else None
-    return roofline_plot.run_from_args(args, described)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -289,6 +210,7 @@ def _trace_inspect(args: argparse.Namespace) -> int:
 
 
 def _trace_convert(args: argparse.Namespace) -> int:
+    from stratasim.study.budget import check_conversion
     from stratasim.workload_layer.traces import convert as chakra_convert
 
     if args.npus is not None and Path(args.input).is_file():
@@ -299,6 +221,7 @@ def _trace_convert(args: argparse.Namespace) -> int:
 
 
 def _trace_export(args: argparse.Namespace) -> int:
+    from stratasim.config.study_file import load_study
     from stratasim.study import export
 
     if args.to not in ("chakra", "stratasim"):
@@ -338,6 +261,7 @@ def _print_written(written: Sequence[Path]) -> None:
 
 
 def _trace_reshard(args: argparse.Namespace) -> int:
+    from stratasim.config.study_file import load_study
     from stratasim.study.reshard import reshard_trace
 
     study = None if args.study is None else load_study(args.study, [])
@@ -452,16 +376,16 @@ _SUBCOMMANDS = (
     _add_check,
     _add_serve,
     cost_command.add_cost,
-    _add_roofline,
+    roofline.add_roofline,
     _add_bench,
     _add_import,
     _add_trace,
-    sweep.add_sweep,
-    results.add_results,
-    optimize.add_optimize,
+    sweep_command.add_sweep,
+    results_command.add_results,
+    optimize_command.add_optimize,
     schema.add_schema,
-    validate.add_validate,
-    profile.add_profile,
+    validate_command.add_validate,
+    profile_command.add_profile,
 )
 
 

@@ -1,19 +1,19 @@
 """What ``stratasim run`` shows on stderr while a run takes more than a second, on a terminal: the simulated time
 reached, events per second and the time elapsed (rich), gone once the run is done. Nothing in a log, nothing
-with ``--quiet``, and never on stdout."""
+with ``--quiet``, and never on stdout. rich is imported only when the line is first drawn: most runs end within
+the second."""
 
 from __future__ import annotations
 
 import sys
 import time
 from types import TracebackType
-from typing import IO
-
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
+from typing import IO, TYPE_CHECKING
 
 from stratasim.kernel.units import format_time_ps
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 __all__ = ["RunProgress"]
 
@@ -25,9 +25,8 @@ class RunProgress:
     """A one-line live display fed by the engine's :data:`~stratasim.kernel.events.Progress` calls."""
 
     def __init__(self, stream: IO[str] | None = None, *, quiet: bool = False) -> None:
-        stream = stream or sys.stderr
-        self._on = not quiet and stream.isatty()
-        self._console = Console(file=stream)
+        self._stream = stream or sys.stderr
+        self._on = not quiet and self._stream.isatty()
         self._live: Live | None = None
         self._started = time.monotonic()
         self._next = self._started + _QUIET_S
@@ -45,12 +44,17 @@ class RunProgress:
             self._first = clock, events
         since, before = self._first
         rate = f"{(events - before) / (clock - since):,.0f}/s" if clock > since else "starting"
+        from rich.text import Text  # rich, once there is a line to show (imported once: later calls find it loaded)
+
         line = Text(
             f"simulating: {format_time_ps(now_ps)} simulated, {events:,} events ({rate}), "
             f"{clock - self._started:.1f} s elapsed"
         )
         if self._live is None:
-            self._live = Live(line, console=self._console, transient=True, auto_refresh=False)
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(line, console=Console(file=self._stream), transient=True, auto_refresh=False)
             self._live.start()
         self._live.update(line, refresh=True)
 

@@ -7,14 +7,15 @@ import json
 import sys
 
 from stratasim.cli.arg_types import Subparsers
-from stratasim.config.json_schema import study_schema
-from stratasim.config.key_reference import markdown
 from stratasim.kernel.errors import StrataSimError
 
 __all__ = ["add_schema"]
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from stratasim.config.json_schema import study_schema  # every section's model: only when asked for
+    from stratasim.config.key_reference import markdown
+
     text = markdown() if args.markdown else json.dumps(study_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.out is None:
         sys.stdout.write(text)

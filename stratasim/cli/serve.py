@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stratasim.cli.arg_types import positive_int
 from stratasim.cli.backend_flags import backend_section
@@ -24,11 +24,7 @@ from stratasim.kernel import units
 from stratasim.kernel.endpoints import check_endpoint
 from stratasim.kernel.errors import StrataSimError, UnitError
 from stratasim.remote.limits import Limits
-from stratasim.remote.serve_main import serve_with
 from stratasim.remote.serve_options import LAYERS, ServeOptions
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["add_arguments", "handle", "main", "options_of"]
 
@@ -236,6 +232,8 @@ def _openers(options: ServeOptions) -> dict[str, Callable[..., Any]]:
 def handle(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT (with ``--also``, both layers on one endpoint); bad options (a bad
     ``--profile`` table among them) fail before listening."""
+    from stratasim.remote.serve_main import serve_with  # the registry and the server, once a server is asked for
+
     options = options_of(args)
     serve_with(options, _openers(options))
     return 0

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from stratasim.cli import budget_options
 from stratasim.cli.interrupts import terminate_as_interrupt
@@ -17,10 +15,7 @@ from stratasim.explore.run import SweepOutcome, feasible, outcome_json, run_swee
 from stratasim.explore.store import ResultStore
 from stratasim.explore.sweep_file import Sweep, load_sweep
 
-if TYPE_CHECKING:
-    from stratasim.cli.arg_types import Subparsers
-
-__all__ = ["add_sweep"]
+__all__ = ["handle"]
 
 _SHOWN = 10
 EXIT_STOPPED = 130
@@ -29,39 +24,7 @@ _ALL_FAILED = 1
 """The exit code of a sweep whose every trial failed (its store and its output are still written)."""
 
 
-def add_sweep(subparsers: Subparsers) -> None:
-    """The ``sweep`` subcommand."""
-    parser = subparsers.add_parser("sweep", help="run the trials of a sweep file into a results store")
-    parser.add_argument("sweep", metavar="FILE", help="the sweep file (YAML): base study, space, objectives, search")
-    parser.add_argument(
-        "--db",
-        metavar="PATH",
-        help="the results store (SQLite; default: FILE's name with .db, in the current folder): re-running resumes",
-    )
-    parser.add_argument(
-        "--fresh",
-        action="store_true",
-        help="discard the trials the store holds (of another sweep, or run before the base study or a file it "
-        "reads changed) and run them all again",
-    )
-    parser.add_argument("--json", action="store_true", help="print every trial and the Pareto front as JSON")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or 1,
-        metavar="N",
-        help="local worker processes running trials (default: the machine's cores)",
-    )
-    parser.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="run the trials on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.5:8786)",
-    )
-    budget_options.add_arguments(parser, "the sweep's list of trials, or a trial,")
-    parser.set_defaults(handler=_sweep)
-
-
-def _sweep(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
     budget = budget_options.budget(args)
     db = Path(args.db) if args.db else Path(Path(args.sweep).stem + ".db")

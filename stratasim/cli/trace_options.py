@@ -5,11 +5,15 @@ detail (``--trace-detail nodes|blocks|collectives|auto|none``). Each bad value i
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import parse_time_ps
-from stratasim.system_layer.result import SimulationResult
-from stratasim.system_layer.trace import AUTO_NODE_LIMIT, TraceDetail, TraceSelection
+from stratasim.system_layer.trace_detail import AUTO_NODE_LIMIT, TraceDetail
+
+if TYPE_CHECKING:
+    from stratasim.system_layer.result import SimulationResult
+    from stratasim.system_layer.trace import TraceSelection
 
 __all__ = ["add_arguments", "selection", "note", "NO_TRACE"]
 
@@ -76,6 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def selection(args: argparse.Namespace) -> TraceSelection | None:
     """What to record for ``--out``: None when nothing is traced (no ``--out``, or ``--trace-detail none``).
     Selecting without a trace to select from is an error."""
+    from stratasim.system_layer.trace import TraceSelection  # the recorder's, imported once a run is asked for
+
     narrowing = [
         option
         for option, value in (("--trace-npus", args.trace_npus), ("--trace-window", args.trace_window))

@@ -8,30 +8,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from stratasim.validate import Row, Suite, load_cases, validate
 
-if TYPE_CHECKING:
-    from stratasim.cli.arg_types import Subparsers
-
-__all__ = ["add_validate", "EXIT_FAILED"]
+__all__ = ["handle", "EXIT_FAILED"]
 
 EXIT_FAILED = 1
 """A row failed: the install, or a change, moved a number."""
-
-
-def add_validate(subparsers: Subparsers) -> None:
-    """The ``validate`` subcommand."""
-    parser = subparsers.add_parser(
-        "validate",
-        help="check published and reference numbers (Megatron-LM, ASTRA-sim, SCALE-Sim, calibration)",
-        description="Runs the cases shipped in stratasim/validate/cases.yaml and prints expected, got, error and "
-        "tolerance for each figure. The default is the short form (a few seconds); --full runs every row.",
-    )
-    parser.add_argument("--full", action="store_true", help="every row (about half a minute), not only the short form")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON (and nothing else) on stdout")
-    parser.set_defaults(handler=_validate)
 
 
 def _number(value: float | None) -> str:
@@ -75,7 +58,7 @@ def to_text(rows: list[Row], suites: Sequence[Suite] = ()) -> str:
     return "\n".join(text)
 
 
-def _validate(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     suites = load_cases()
     rows = validate(suites, full=args.full)
     if args.json:

@@ -25,6 +25,7 @@ from stratasim.config.goodput_section import GoodputSection
 from stratasim.config.study_file import StudyCompute, StudyNetwork
 from stratasim.kernel import registry
 from stratasim.kernel.errors import BackendError
+from stratasim.kernel.schema import DocumentedSchema
 from stratasim.network_layer.topologies.graph import GraphSection
 from stratasim.system_layer.options import SystemOptions
 
@@ -72,7 +73,9 @@ def study_schema() -> dict[str, Any]:
         *configs.values(),
     ]
     mode: JsonSchemaMode = "validation"
-    refs, top = models_json_schema([(model, mode) for model in models], ref_template=_REF)
+    refs, top = models_json_schema(
+        [(model, mode) for model in models], ref_template=_REF, schema_generator=DocumentedSchema
+    )
     defs: dict[str, Any] = top["$defs"]
 
     def ref(model: type[BaseModel]) -> dict[str, Any]:

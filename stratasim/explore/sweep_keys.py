@@ -12,6 +12,7 @@ from typing import Any
 
 from stratasim.config.key_reference import Table, documented_page, keys_without_meaning, section_tables
 from stratasim.explore.sweep_file import SweepSection
+from stratasim.kernel.schema import DocumentedSchema
 
 __all__ = ["sweep_schema", "markdown", "undocumented"]
 
@@ -28,7 +29,7 @@ choosing holding a generator.
 
 def sweep_schema() -> dict[str, Any]:
     """The JSON Schema of a sweep file, as written (quantities as strings with their unit)."""
-    return SweepSection.model_json_schema(mode="validation")
+    return SweepSection.model_json_schema(mode="validation", schema_generator=DocumentedSchema)
 
 
 def _tables(schema: dict[str, Any]) -> list[Table]:

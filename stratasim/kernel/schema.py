@@ -2,7 +2,7 @@
 
 Every section of a study is a :class:`Section`: unknown keys are errors and the result is immutable, and each
 field's meaning is the one-line docstring under it (it becomes the field's description in the JSON Schema and in
-docs/reference/study-keys.md). Quantity fields accept what people write (``50GB/s``, ``500ns``; a bare number is an error
+docs/reference/study-keys.md, through :class:`DocumentedSchema`). Quantity fields accept what people write (``50GB/s``, ``500ns``; a bare number is an error
 naming the key and suggesting a unit) and hold plain numbers in base units; their JSON Schema (:func:`quantity`) is a
 string with a unit. A section dumps a quantity as its base unit written out (``500000ps``), so a dumped section
 validates back to itself.
@@ -10,16 +10,22 @@ validates back to itself.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from fractions import Fraction
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from stratasim.kernel import operators, units
 from stratasim.kernel.plausible import Usual
 
 __all__ = [
     "Section",
+    "DocumentedSchema",
     "Bytes",
     "TimePs",
     "Latency",
@@ -70,13 +76,62 @@ def written(unit: str) -> PlainSerializer:
 
 
 class Section(BaseModel):
-    """A study section: strict keys, frozen after validation; a field's docstring is its description."""
+    """A study section: strict keys, frozen after validation; a field's docstring is its description in the JSON
+    Schema :class:`DocumentedSchema` generates.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, use_attribute_docstrings=True)
+    The docstrings are read when a schema is generated, not when the class is made (pydantic's
+    ``use_attribute_docstrings`` reads each class's source as it is defined: a third of a study's start-up), and a
+    section's validator is built when it first validates (``defer_build``): a study builds those of the sections
+    it has, not of every section a study may have."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, defer_build=True)
 
     study_files: ClassVar[tuple[str, ...]] = ()
     """The fields naming a file (or a trace's prefix): relative to the study file's folder, where the study reads
     them (see :func:`stratasim.config.study_file.parse_study`); absolute paths are kept."""
+
+
+class DocumentedSchema(GenerateJsonSchema):
+    """JSON Schema generation (``schema_generator=``) that describes each model field without a description by the
+    docstring written under it, in the class that declares it (as pydantic's ``use_attribute_docstrings`` would)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._docstrings: dict[type, dict[str, str]] = {}
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        json_schema = super().model_schema(schema)
+        properties = json_schema.get("properties", {})
+        model: type[BaseModel] = schema["cls"]
+        for name, field in model.model_fields.items():
+            alias = field.validation_alias if isinstance(field.validation_alias, str) else field.alias
+            prop = properties.get(alias or name)
+            owner = next((klass for klass in model.__mro__ if name in vars(klass).get("__annotations__", {})), None)
+            if prop is None or "description" in prop or owner is None:
+                continue
+            if owner not in self._docstrings:
+                self._docstrings[owner] = _field_docstrings(owner)
+            if name in self._docstrings[owner]:
+                prop["description"] = self._docstrings[owner][name]
+        return json_schema
+
+
+def _field_docstrings(owner: type) -> dict[str, str]:
+    """The docstring under each field annotated in class ``owner``'s body, by field name."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(owner)))
+    except (OSError, TypeError, SyntaxError):  # no source (a class made in a REPL)
+        return {}
+    body = next((node.body for node in tree.body if isinstance(node, ast.ClassDef)), [])
+    return {
+        node.target.id: inspect.cleandoc(after.value.value)
+        for node, after in zip(body, body[1:])
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and isinstance(after, ast.Expr)
+        and isinstance(after.value, ast.Constant)
+        and isinstance(after.value.value, str)
+    }
 
 
 Bytes = Annotated[

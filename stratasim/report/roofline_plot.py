@@ -36,7 +36,6 @@ __all__ = [
     "roofline_chart",
     "plot_roofline",
     "points_from_report",
-    "add_arguments",
     "run_from_args",
 ]
 
@@ -235,28 +234,6 @@ def _op_point(spec: str, dev: Device, dtype: str, calibration: compute_pb2.Calib
         raise StrataSimError(f"--op {spec!r}: {error.reason}") from None
     traffic = {entry.level: entry.bytes for entry in cost.traffic}
     return RooflinePoint(spec, op.flops, op.bytes, cost.duration_ps, traffic)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``stratasim roofline``."""
-    parser.add_argument(
-        "--device",
-        required=True,
-        help="a roofline preset device (a100, h100, h200, b200, mi300x, tpuv4, tpuv5p, gaudi3), or one described "
-        "as compute.device describes it: '{preset: h100, memory_bandwidth: 4TB/s}', '{file: chip.yaml}'",
-    )
-    parser.add_argument("--from-report", dest="report", metavar="REPORT", help="plot the operators of a report.json")
-    parser.add_argument(
-        "--op",
-        action="append",
-        default=[],
-        metavar="KIND:K=V,...",
-        help="plot an operator priced by the roofline, e.g. gemm:M=4096,K=4096,N=4096 (repeatable)",
-    )
-    parser.add_argument("--dtype", default="bf16", help="dtype of --op operators that name none (default %(default)s)")
-    parser.add_argument("--compute-efficiency", type=float, default=0.0, metavar="E", help="calibrate the device")
-    parser.add_argument("--memory-efficiency", type=float, default=0.0, metavar="E", help="calibrate the device")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the plot, *.png or *.svg")
 
 
 def run_from_args(args: argparse.Namespace, dev: Device | None = None) -> int:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from stratasim.adapters.ns3.network import MTU as NS3_MTU
 from stratasim.config.study_file import Study
 from stratasim.kernel import registry
 from stratasim.kernel.contracts import SymmetricWorkload, WorkloadSource
@@ -37,10 +36,9 @@ from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_bytes
 from stratasim.kernel.work import EstimableWorkload, WorkEstimate
 from stratasim.network_layer import topologies
-from stratasim.network_layer.flit_level.parameters import FlitParameters
+from stratasim.study.limits import DEFAULT_MAX_EVENTS, DEFAULT_MAX_MEMORY
 from stratasim.system_layer.collectives.algorithms import FLATTENED, split_name
 from stratasim.system_layer.symmetry.stand_ins import constant_on_classes, may_aggregate, slowdowns_agree
-from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
 
 __all__ = [
     "Budget",
@@ -58,14 +56,6 @@ __all__ = [
     "stateless",
 ]
 
-DEFAULT_MAX_MEMORY = 2 * 2**30
-"""Bytes a run's estimate may reach by default. The estimate is two to three times what runs take, so a run within
-it stays under about 1 GB (issue 15), while Megatron's 1T-parameter plan, the largest example (1.9 GiB estimated,
-0.65 GB used), still fits."""
-
-DEFAULT_MAX_EVENTS = 10**9
-"""Engine events a run may process by default: an hour or so at the engine's pace; the estimate is an upper one."""
-
 _NPU_BYTES = 4096  # per NPU of the topology: its stats, report row, stand-in entry (measured: about 1.6 KiB)
 NODE_BYTES = 2048
 """Memory per graph node built and simulated (measured: about 1.5 KiB, its message and the engine's plan)."""
@@ -74,7 +64,6 @@ RUN_NODE_BYTES = 256
 (:func:`replay_memory`): the plan each distinct graph unrolls to, each rank's executor state and, for a collective,
 its chunk runs while it runs and its statistics after."""
 _PACKET_BYTES = 256  # per flit-level packet of a message in flight
-_FLIT = FlitParameters()  # the flit-level backend's defaults, for the keys network.flit leaves out
 _LINK_BYTES = 256  # per link or switch a link-level network builds (measured: about 120 bytes)
 
 
@@ -138,9 +127,11 @@ def _flits(study: Study, message: int) -> tuple[int, int]:
     on any other network."""
     if not message or "flit_level" not in study.network.backends().values():
         return 0, 0
-    flit = study.network.flit
-    flit_bytes = (flit.flit_bytes if flit is not None else None) or _FLIT.flit_bytes
-    packet_flits = (flit.packet_flits if flit is not None else None) or _FLIT.packet_flits
+    from stratasim.network_layer.flit_level.parameters import FlitParameters  # the flit level: for its studies only
+
+    flit, defaults = study.network.flit, FlitParameters()  # the backend's defaults, for the keys flit leaves out
+    flit_bytes = (flit.flit_bytes if flit is not None else None) or defaults.flit_bytes
+    packet_flits = (flit.packet_flits if flit is not None else None) or defaults.packet_flits
     return -(-message // (flit_bytes * packet_flits)), packet_flits
 
 
@@ -148,7 +139,11 @@ def _ns3_packets(study: Study, message: int) -> int:
     """Packets of ``adapters.ns3``'s MTU (4096 bytes, RoCE's largest) a message of ``message`` bytes is on ns-3,
     each an event of its simulation per link; 0 on any other network (its packets live in ns-3's process, so only
     the time they take is counted here)."""
-    return -(-message // NS3_MTU) if "ns3" in study.network.backends().values() else 0
+    if "ns3" not in study.network.backends().values():
+        return 0
+    from stratasim.adapters.ns3.network import MTU  # the adapter's module: for its studies only
+
+    return -(-message // MTU)
 
 
 def _stateless(study: Study) -> bool:
@@ -325,6 +320,8 @@ def check_conversion(path: str, npus: int, passes: int, budget: Budget) -> None:
     its graphs, all held at once, would exceed ``budget`` (memory; each node written counts as an event)."""
     if npus < 1 or passes < 1:
         return  # the conversion says what is wrong
+    from stratasim.workload_layer.traces.astra_text import AstraTextConfig, AstraTextWorkload
+
     work = AstraTextWorkload(AstraTextConfig(path=path, npus=npus, passes=passes)).estimate(npus)
     nodes = npus * work.nodes
     refuse_over(

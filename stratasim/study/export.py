@@ -31,16 +31,14 @@ from stratasim.kernel.serving import RequestLevelWorkload
 from stratasim.study.balance import balance_in_process
 from stratasim.study.budget import DEFAULT_BUDGET, NODE_BYTES, Budget, check_budget, refuse_over
 from stratasim.study.compute_setup import open_pricer
+from stratasim.study.limits import DEFAULT_MAX_NPUS
 from stratasim.study.run import prepare_workload
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.convert import write_chakra, write_graphs
 from stratasim.workload_layer.traces.rescale import Plan, plan_attributes
 from stratasim.workload_layer.transformer.config import TransformerConfig
 
-__all__ = ["DEFAULT_MAX_NPUS", "export_trace"]
-
-DEFAULT_MAX_NPUS = 128
-"""The most NPUs an export writes files for unless told otherwise (``--max-npus``)."""
+__all__ = ["export_trace"]
 
 
 def export_trace(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from fractions import Fraction
@@ -45,22 +45,17 @@ from stratasim.study.device import StudyDevices, calibrations, check_device, che
 from stratasim.study.economics import study_cost
 from stratasim.study.failures import failure_warnings
 from stratasim.study.goodput import check_goodput, study_goodput
-from stratasim.study.jobs import check_serving_jobs, interference_warning, job_figures, serve_jobs, serving_jobs
 from stratasim.study.samples import sample_count, sample_figures
-from stratasim.study.serving import ServedRun, check_serving, run_serving
-from stratasim.study.serving_replay import (
-    replay_jobs,
-    replayable_jobs,
-    shared_run,
-    with_pool_devices,
-    with_replays,
-)
 from stratasim.study.shard_casts import with_shard_casts
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
     from stratasim.compute_layer.backend_section import BackendSection
+    from stratasim.kernel.contracts import PlacedJob
     from stratasim.remote import Spawned
+    from stratasim.study.serving import ServedRun
+    from stratasim.study.serving_replay import Replay
+    from stratasim.v1 import workload_pb2
 
 __all__ = ["check_study", "prepare_workload", "run_study"]
 
@@ -99,14 +94,16 @@ def check_study(study: Study, budget: Budget = DEFAULT_BUDGET) -> int:
 def _check_study(study: Study, budget: Budget) -> int:
     source, npus = prepare_workload(study)
     if isinstance(source, RequestLevelWorkload):
+        from stratasim.study.serving import check_serving  # a serving study's loop: imported for one only
+
         sample_count(None, study.system, engine=False)
         check_serving(study, source, budget)
         return npus
-    jobs = serving_jobs(source, npus)
+    jobs = _serving_jobs(source, npus)
     sample_count(None, study.system, engine=not jobs)
     source = balance_in_process(source, npus, study, contact_remote=False)
     estimate = check_budget(study, source, npus, budget)
-    check_serving_jobs(study, jobs, budget)
+    _check_serving_jobs(study, jobs, budget)
     representatives = estimate.representatives or _representatives(source, study)
     system_layer.validate(source.graphs(npus), study.topology_proto(), study.system, representatives)
     section = study.compute
@@ -220,26 +217,25 @@ def _run_study(
     backends: dict[str, str] = {}
     source, npus = prepare_workload(study)
     if isinstance(source, RequestLevelWorkload):
+        from stratasim.study.serving import run_serving  # a serving study's loop: imported for one only
+
         sample_count(samples, study.system, engine=False)
         return run_serving(study, source, budget, record_trace=bool(record_trace))
-    jobs = serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop
-    replays = replayable_jobs(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
+    jobs = _serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop
+    replays = _replayable(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
         servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
         source, opened = _balanced(study, source, npus, stack, servers, backends)
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
-        check_serving_jobs(study, jobs, budget)
+        _check_serving_jobs(study, jobs, budget)
         if notes is not None and (line := long_run_note(study, estimate)) is not None:
             notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
-        replayed = replay_jobs(study, replays, budget, estimate.memory)
-        graphs = with_replays(source.graphs(npus), replayed, jobs)
+        replayed, graphs, placed = _replay(study, replays, jobs, source.graphs(npus), budget, estimate.memory)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
-        compute, devices = (
-            _compute(with_pool_devices(study, replayed), stack, servers, backends) if opened is None else opened
-        )
+        compute, devices = _compute(placed, stack, servers, backends) if opened is None else opened
         started = time.perf_counter()
         simulate = partial(
             system_layer.simulate,
@@ -265,9 +261,8 @@ def _run_study(
                 result, lambda sample: simulate(sample=sample), count, study.system.variability
             )
         wall_seconds = time.perf_counter() - started
-    served = serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
-    wall_seconds += sum(run.wall_seconds for run in served.values())
-    served |= {index: shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
+    served, apart_seconds = _served(study, jobs, replays, replayed, result, budget)
+    wall_seconds += apart_seconds
     return _report(study, source, result, wall_seconds, backends, devices, distribution, served, frozenset(replayed))
 
 
@@ -326,6 +321,73 @@ def _report(
     )
 
 
+def _serving_jobs(source: WorkloadSource, npus: int) -> dict[int, PlacedJob]:
+    """The request-level serving jobs of a study of several jobs (:func:`stratasim.study.jobs.serving_jobs`); none,
+    and nothing of serving imported, for any other workload."""
+    if not isinstance(source, MultiJobWorkload):
+        return {}
+    from stratasim.study.jobs import serving_jobs
+
+    return serving_jobs(source, npus)
+
+
+def _check_serving_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> None:
+    """Every check of each serving job short of running it (:func:`stratasim.study.jobs.check_serving_jobs`)."""
+    if jobs:
+        from stratasim.study.jobs import check_serving_jobs
+
+        check_serving_jobs(study, jobs, budget)
+
+
+def _replayable(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
+    """The serving ``jobs`` the engine replays (:func:`stratasim.study.serving_replay.replayable_jobs`)."""
+    if not jobs:
+        return {}
+    from stratasim.study.serving_replay import replayable_jobs
+
+    return replayable_jobs(study, source, jobs)
+
+
+def _replay(
+    study: Study,
+    replays: Mapping[int, PlacedJob],
+    jobs: Mapping[int, PlacedJob],
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    budget: Budget,
+    used: int,
+) -> tuple[dict[int, Replay], Sequence[workload_pb2.ExecutionGraph], Study]:
+    """The ``replays`` run through their loops, the study's ``graphs`` with theirs in place and the study with
+    their pools' devices (:mod:`stratasim.study.serving_replay`); nothing replayed, ``graphs`` and ``study``
+    themselves, without any."""
+    if not replays:
+        return {}, graphs, study
+    from stratasim.study.serving_replay import replay_jobs, with_pool_devices, with_replays
+
+    replayed = replay_jobs(study, replays, budget, used)
+    return replayed, with_replays(graphs, replayed, jobs), with_pool_devices(study, replayed)
+
+
+def _served(
+    study: Study,
+    jobs: Mapping[int, PlacedJob],
+    replays: Mapping[int, PlacedJob],
+    replayed: Mapping[int, Replay],
+    result: system_layer.SimulationResult,
+    budget: Budget,
+) -> tuple[dict[int, ServedRun], float]:
+    """Each serving job's run, by index: those not replayed run apart after the engine (their wall seconds, the
+    second value), those replayed read from the engine's ``result``; none without serving jobs."""
+    if not jobs:
+        return {}, 0.0
+    from stratasim.study.jobs import serve_jobs
+    from stratasim.study.serving_replay import shared_run
+
+    served = serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
+    seconds = sum(run.wall_seconds for run in served.values())
+    served |= {index: shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
+    return served, seconds
+
+
 def _torus_shape(study: Study) -> tuple[int, ...]:
     """The shape of the study's torus or mesh fabric; empty on any other topology."""
     topology = study.topology_proto()
@@ -342,6 +404,8 @@ def _jobs(
     """A study of several jobs: each job's figures, the engine's result whose total time is the latest end of any
     job (a serving job's loop may end after the engine's last NPU), and the warnings of the jobs (interference the
     network cannot show, the serving jobs' devices)."""
+    from stratasim.study.jobs import interference_warning, job_figures  # a study of several jobs only
+
     jobs = job_figures(source, result, served, replayed)
     end = max(job.end_ps for job in jobs)
     if end > result.total_time_ps:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.cli import commands as cli
+from stratasim.cli import study_commands
 from stratasim.config.study_file import load_study
 from stratasim.kernel.errors import RemoteError
 from stratasim.study.run import run_study
@@ -140,7 +140,7 @@ def test_keyboard_interrupt_exits_130(run_cli: RunCli, study_file: Path, monkeyp
     def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "run_study", interrupted)
+    monkeypatch.setattr(study_commands, "run_study", interrupted)
     code, _, _ = run_cli("run", str(study_file))
     assert code == 130
 

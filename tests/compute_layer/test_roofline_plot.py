@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stratasim.cli import roofline
 from stratasim.compute_layer.devices import PRESETS as FITTED
 from stratasim.compute_layer.devices import datasheet
 from stratasim.kernel.errors import StrataSimError
@@ -29,7 +30,7 @@ SQUARE = RooflinePoint(
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    roofline_plot.add_arguments(parser)
+    roofline.add_arguments(parser)
     return parser.parse_args(list(argv))
 
 
