@@ -367,10 +367,12 @@ class PacketNet : public Network {
     std::vector<int64_t> m_deliveries;
 };
 
-Network* Build(std::vector<int> kinds, std::vector<uint32_t> sizes, std::vector<uint64_t> bps,
-               std::vector<int64_t> latencyPs, uint32_t mtu, uint32_t header, uint32_t window) {
+Network* Build(const std::vector<int64_t>& kinds, const std::vector<int64_t>& sizes, const std::vector<int64_t>& bps,
+               const std::vector<int64_t>& latencyPs, uint32_t mtu, uint32_t header, uint32_t window) {
     Time::SetResolution(Time::PS);
-    return new PacketNet(kinds, sizes, bps, latencyPs, mtu, header, window);
+    return new PacketNet(std::vector<int>(kinds.begin(), kinds.end()),
+                         std::vector<uint32_t>(sizes.begin(), sizes.end()),
+                         std::vector<uint64_t>(bps.begin(), bps.end()), latencyPs, mtu, header, window);
 }
 
 }  // namespace stratasim_ns3

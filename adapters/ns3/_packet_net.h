@@ -35,8 +35,9 @@ class Network {
 };
 
 // ns-3's time resolution set to picoseconds, then the network of the given dimensions built. kinds: 1 ring, 2 fully
-// connected, 3 switch (network.proto's Dimension.Kind); bps: bits per second. The caller owns the result.
-Network* Build(std::vector<int> kinds, std::vector<uint32_t> sizes, std::vector<uint64_t> bps,
-               std::vector<int64_t> latencyPs, uint32_t mtu, uint32_t header, uint32_t window);
+// connected, 3 switch (network.proto's Dimension.Kind); bps: bits per second. The caller owns the result. (Every
+// list is of int64_t, the type results come in, so cppyy instantiates one vector type, not four: 0.1-0.2 s each.)
+Network* Build(const std::vector<int64_t>& kinds, const std::vector<int64_t>& sizes, const std::vector<int64_t>& bps,
+               const std::vector<int64_t>& latencyPs, uint32_t mtu, uint32_t header, uint32_t window);
 
 }  // namespace stratasim_ns3

@@ -38,16 +38,8 @@ def _network(request: tuple[Any, ...]) -> tuple[Any, str]:
 
     network, note = load(cppyy)
     _, kinds, sizes, rates, latencies, mtu, header, window, changes = request
-    vector = cppyy.gbl.std.vector
-    net = network.Build(
-        vector["int"](kinds),
-        vector["uint32_t"](sizes),
-        vector["uint64_t"](rates),
-        vector["int64_t"](latencies),
-        mtu,
-        header,
-        window,
-    )
+    vector = cppyy.gbl.std.vector["int64_t"]
+    net = network.Build(vector(kinds), vector(sizes), vector(rates), vector(latencies), mtu, header, window)
     for change in changes:
         net.Change(*change)
     return net, note
