@@ -10,14 +10,16 @@ The cache: ``$XDG_CACHE_HOME/stratasim/ns3/<key>/`` (``~/.cache`` when the varia
 digest of the network's source and header, the ns-3 install (its version, headers and libraries, each library's
 size and time) and the compiler
 (its path and ``--version``) with its flags, so a changed source, ns-3 or compiler builds a library of its own.
-Each library is written under a temporary name and renamed into place with its SHA-256 beside it, so concurrent
-workers never load a half-written one; one whose digest does not match is built again. Where the library cannot
+Each library is written under a temporary name and renamed into place with its SHA-256 beside it, so no worker
+loads a half-written one, and one whose digest does not match is built again; workers starting together with no
+library wait for the one that compiles it (a lock file). Where the library cannot
 be had (no compiler, the cache unwritable, the compiler or the loader failing), cppyy compiles the source in the
 worker as before, at each start, and :func:`load` says why in its note.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import os
@@ -116,18 +118,28 @@ def _compile_in_cppyy(cppyy: Any, install: Ns3Install) -> None:
 
 
 def _library(install: Ns3Install) -> Path:
-    """The cached library of the network, compiled first unless a sound one is there."""
+    """The cached library of the network, compiled first unless a sound one is there. One worker compiles it;
+    others starting meanwhile wait for it (a lock file beside it), then load what it built."""
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if not compiler:
         raise OSError("no C++ compiler: set CXX or install c++")
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True, timeout=60)
     source, header = SOURCE.read_bytes(), HEADER.read_bytes()
     directory = cache_root() / cache_key(source, header, install, f"{compiler}\n{version.stdout}")
-    library, digest = directory / LIBRARY, directory / f"{LIBRARY}.sha256"
-    if library.is_file() and digest.is_file() and digest.read_text().strip() == _sha256(library):
+    library = directory / LIBRARY
+    if _sound(library):
         return library
     directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix="build-") as scratch:
+    with open(directory / "lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _sound(library):
+            _compile(compiler, install, library)
+    return library
+
+
+def _compile(compiler: str, install: Ns3Install, library: Path) -> None:
+    """Compile the network into ``library``, its SHA-256 beside it, both renamed into place when whole."""
+    with tempfile.TemporaryDirectory(dir=library.parent, prefix="build-") as scratch:
         built = Path(scratch) / LIBRARY
         command = [compiler, *FLAGS, f"-I{SOURCE.parent}", f"-I{install.include}", str(SOURCE), "-o", str(built)]
         command += [*map(str, install.libraries), f"-Wl,-rpath,{install.libraries[0].parent}"]
@@ -137,8 +149,17 @@ def _library(install: Ns3Install) -> Path:
             raise OSError(f"{Path(compiler).name} failed: {said[-1] if said else done.returncode}")
         (Path(scratch) / "sha256").write_text(_sha256(built))
         os.replace(built, library)
-        os.replace(Path(scratch) / "sha256", digest)
-    return library
+        os.replace(Path(scratch) / "sha256", _digest_of(library))
+
+
+def _sound(library: Path) -> bool:
+    """Whether ``library`` is there whole: its SHA-256 matches the one written beside it."""
+    digest = _digest_of(library)
+    return library.is_file() and digest.is_file() and digest.read_text().strip() == _sha256(library)
+
+
+def _digest_of(library: Path) -> Path:
+    return library.with_name(f"{library.name}.sha256")
 
 
 def _sha256(path: Path) -> str:

@@ -114,7 +114,7 @@ def test_a_library_that_does_not_load_leaves_cppyy_compiling_the_network_with_a_
     assert _arrival_ps() == ARRIVAL_PS
     library = _cached_library(tmp_path)
     library.write_bytes(b"not a library")
-    library.with_name(f"{build.LIBRARY}.sha256").write_text(build._sha256(library))
+    build._digest_of(library).write_text(build._sha256(library))
     with caplog.at_level(logging.WARNING):
         assert _arrival_ps() == ARRIVAL_PS
     (record,) = caplog.records
