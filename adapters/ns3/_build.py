@@ -8,13 +8,12 @@ else ``c++``; 3-4 s of CPU, once) needs neither: a later start is importing cppy
 
 The cache: ``$XDG_CACHE_HOME/stratasim/ns3/<key>/`` (``~/.cache`` when the variable is unset), where ``key`` is a
 digest of the network's source and header, the ns-3 install (its version, headers and libraries, each library's
-size and time) and the compiler
-(its path and ``--version``) with its flags, so a changed source, ns-3 or compiler builds a library of its own.
-Each library is written under a temporary name and renamed into place with its SHA-256 beside it, so no worker
-loads a half-written one, and one whose digest does not match is built again; workers starting together with no
-library wait for the one that compiles it (a lock file). Where the library cannot
-be had (no compiler, the cache unwritable, the compiler or the loader failing), cppyy compiles the source in the
-worker as before, at each start, and :func:`load` says why in its note.
+size and time) and the compiler (its path and ``--version``) with its flags, so a changed source, ns-3 or compiler
+builds a library of its own. Each library is written under a temporary name and renamed into place with its
+SHA-256 beside it, so no worker loads a half-written one, and one whose digest does not match is built again;
+workers starting together with no library wait for the one that compiles it (a lock file). Where the library
+cannot be had (no compiler, the cache unwritable, the compiler or the loader failing), cppyy compiles the source
+in the worker as before, at each start, and :func:`load` says why in its note.
 """
 
 from __future__ import annotations
