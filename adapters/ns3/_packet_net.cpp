@@ -1,8 +1,10 @@
-// StrataSim's packet network on ns-3 (compiled by cppyy when the ns3 backend starts; see adapters/ns3).
+// StrataSim's packet network on ns-3, behind the interface of _packet_net.h (compiled once into a cached library,
+// or by cppyy where that cannot be: see adapters/ns3/_build.py).
 // NPUs and switches are ns-3 nodes joined by point-to-point links; a message is a train of MTU-sized packets per
 // dimension it crosses, each packet forwarded store-and-forward, hop by hop, by the receive callbacks below.
 // Links change speed, fail and come back at scheduled times (Change): a packet is forwarded the shorter way round a
 // ring unless that way crosses a failed link, then the other way; where no way is left the run stops (Stuck).
+#include "_packet_net.h"
 #include "ns3/core-module.h"
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
@@ -15,9 +17,8 @@
 namespace stratasim_ns3 {
 using namespace ns3;
 
-class PacketNet {
+class PacketNet : public Network {
   public:
-    // kinds: 1 ring, 2 fully connected, 3 switch (network.proto's Dimension.Kind); bps: bits per second.
     PacketNet(std::vector<int> kinds, std::vector<uint32_t> sizes, std::vector<uint64_t> bps,
               std::vector<int64_t> latencyPs, uint32_t mtu, uint32_t header, uint32_t window)
         : m_kinds(kinds), m_sizes(sizes), m_mtu(mtu), m_header(header), m_window(window) {
@@ -33,11 +34,10 @@ class PacketNet {
         if (m_lookaheadPs == INT64_MAX) { m_lookaheadPs = 1; }
     }
 
-    int64_t LookaheadPs() const { return m_lookaheadPs; }
-    uint32_t Links() const { return m_links; }
+    int64_t LookaheadPs() const override { return m_lookaheadPs; }
+    uint32_t Links() const override { return m_links; }
 
-    // Start sending message `id` of `bytes` at `atPs` (not before the simulator's now).
-    void Send(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t atPs) {
+    void Send(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t atPs) override {
         uint64_t index = m_nextMessage++;
         Message& m = m_messages[index];
         m.id = id;
@@ -58,10 +58,7 @@ class PacketNet {
         m_pending.push(atPs);
     }
 
-    // From `atPs` on, the directed link of dimension d from node `from` to node `to` (-1: the switch of the other
-    // end's line) runs at `bps` (kind 0), fails (kind 1: carries nothing new; what is queued at it drains) or comes
-    // back (kind 2; at `bps` when not 0, else at the rate it had). Changes at one time apply in the order given.
-    void Change(int64_t atPs, uint32_t d, int64_t from, int64_t to, int kind, uint64_t bps) {
+    void Change(int64_t atPs, uint32_t d, int64_t from, int64_t to, int kind, uint64_t bps) override {
         uint32_t node = from >= 0 ? static_cast<uint32_t>(from) : m_ports[to][PortOf(to, d, -1)].peer;
         uint32_t portIndex = PortOf(node, d, to);
         if (bps > 0 && to >= 0) {  // a link into an NPU: its least packet bounds the lookahead
@@ -72,13 +69,9 @@ class PacketNet {
                             kind, bps);
     }
 
-    // Where the run stopped because a packet found no way: (time ps, the NPU it was at — at a switch, the one its
-    // leg started at —, its message's destination, dimension, then the failed links in its way as (from, to) pairs,
-    // -1 for a switch), or nothing.
-    std::vector<int64_t> Stuck() const { return m_stuck; }
+    std::vector<int64_t> Stuck() const override { return m_stuck; }
 
-    // Run every event up to and including `untilPs`.
-    void RunUntil(int64_t untilPs) {
+    void RunUntil(int64_t untilPs) override {
         int64_t now = Simulator::Now().GetPicoSeconds();
         if (untilPs <= now) { return; }
         Simulator::Stop(PicoSeconds(untilPs - now));
@@ -86,20 +79,15 @@ class PacketNet {
         while (!m_pending.empty() && m_pending.top() <= untilPs) { m_pending.pop(); }
     }
 
-    // Time of the next event the network holds, or -1 when it holds none.
-    int64_t NextEventPs() const { return m_pending.empty() ? -1 : m_pending.top(); }
+    int64_t NextEventPs() const override { return m_pending.empty() ? -1 : m_pending.top(); }
 
-    // Deliveries decided since the last call, as (time ps, message id) pairs flattened (ids as int64: two's
-    // complement beyond 2^63).
-    std::vector<int64_t> TakeDeliveries() {
+    std::vector<int64_t> TakeDeliveries() override {
         std::vector<int64_t> out;
         out.swap(m_deliveries);
         return out;
     }
 
-    // What each directed link carried, flattened: (dimension, from node, to node, busy ps, payload bytes, messages)
-    // for every link that carried anything. Nodes from the NPU count on are switches.
-    std::vector<int64_t> Counters() const {
+    std::vector<int64_t> Counters() const override {
         std::vector<int64_t> out;
         for (uint32_t node = 0; node < m_ports.size(); ++node) {
             for (const Port& port : m_ports[node]) {
@@ -111,8 +99,6 @@ class PacketNet {
         }
         return out;
     }
-
-    void Close() { Simulator::Destroy(); }
 
   private:
     struct Message {
@@ -380,5 +366,13 @@ class PacketNet {
     std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> m_pending;
     std::vector<int64_t> m_deliveries;
 };
+
+Network* Build(const std::vector<int64_t>& kinds, const std::vector<int64_t>& sizes, const std::vector<int64_t>& bps,
+               const std::vector<int64_t>& latencyPs, uint32_t mtu, uint32_t header, uint32_t window) {
+    Time::SetResolution(Time::PS);
+    return new PacketNet(std::vector<int>(kinds.begin(), kinds.end()),
+                         std::vector<uint32_t>(sizes.begin(), sizes.end()),
+                         std::vector<uint64_t>(bps.begin(), bps.end()), latencyPs, mtu, header, window);
+}
 
 }  // namespace stratasim_ns3

@@ -1,6 +1,7 @@
 """The ns-3 side of the ns3 backend, run as ``python -m stratasim.adapters.ns3._worker DIRECTORY`` in its own
 process, in that temporary directory, which it removes when it ends (on ``close`` or when its parent is gone): it
-imports ns-3 (through cppyy), compiles ``_packet_net.cpp`` and answers the parent's requests, one pickled tuple
+binds to the network (:mod:`._build`: a cached compiled library, else cppyy compiling ``_packet_net.cpp``) and
+answers the parent's requests, one pickled tuple
 each, over the pipes it was started with.
 
 ns-3 keeps one simulator per process and stops the process on its own fatal errors, so each network gets a
@@ -8,8 +9,9 @@ process of its own: several sessions of one server never share a simulator, and 
 
 Requests and answers (tuples):
 ``("configure", kinds, sizes, bits_per_s, latencies_ps, mtu, header, window, changes)`` → ``("ok", lookahead_ps,
-links)`` (the least delay of a message as ns-3 computes it, and the links built; ``changes`` are the link changes,
-each ``(at_ps, dimension, from, to, kind, bits_per_s)`` as ``PacketNet::Change`` takes them);
+links, note)`` (the least delay of a message as ns-3 computes it, the links built, and :func:`._build.load`'s note,
+empty unless the network could not come from the cache; ``changes`` are the link changes, each ``(at_ps,
+dimension, from, to, kind, bits_per_s)`` as ``Network::Change`` takes them);
 ``("advance", ids, srcs, dsts, sizes, send_times_ps, horizon_ps)`` → ``("ok", [time, id, ...], next_ps, stuck)``
 (``next_ps`` -1 when the network is idle; ``stuck`` empty, or ``[time_ps, src, dst, dimension]`` when a message
 found no way around failed links and the run stopped); ``("counters",)`` → ``("ok", [dim, from, to, busy_ps, bytes, messages,
@@ -23,32 +25,24 @@ import os
 import pickle
 import shutil
 import sys
-from pathlib import Path
 from typing import Any, BinaryIO
+
+from stratasim.adapters.ns3._build import load
 
 __all__ = ["main"]
 
 
-def _network(ns: Any, request: tuple[Any, ...]) -> Any:
-    """Build the C++ network ``request`` describes (ns-3's time resolution set to picoseconds first)."""
+def _network(request: tuple[Any, ...]) -> tuple[Any, str]:
+    """Build the C++ network ``request`` describes; it and how it was bound (:func:`._build.load`'s note)."""
     import cppyy
 
-    cppyy.cppdef((Path(__file__).with_name("_packet_net.cpp")).read_text(encoding="utf-8"))
-    ns.Time.SetResolution(ns.Time.PS)
+    network, note = load(cppyy)
     _, kinds, sizes, rates, latencies, mtu, header, window, changes = request
-    vector = cppyy.gbl.std.vector
-    net = cppyy.gbl.stratasim_ns3.PacketNet(
-        vector["int"](kinds),
-        vector["uint32_t"](sizes),
-        vector["uint64_t"](rates),
-        vector["int64_t"](latencies),
-        mtu,
-        header,
-        window,
-    )
+    vector = cppyy.gbl.std.vector["int64_t"]
+    net = network.Build(vector(kinds), vector(sizes), vector(rates), vector(latencies), mtu, header, window)
     for change in changes:
         net.Change(*change)
-    return net
+    return net, note
 
 
 def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -60,8 +54,6 @@ def _advance(net: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _serve(requests: BinaryIO, answers: BinaryIO) -> None:
-    from ns import ns  # seconds: cppyy parses ns-3's headers
-
     net: Any = None  # the C++ network, once configured
     while True:
         request = pickle.load(requests)
@@ -69,8 +61,8 @@ def _serve(requests: BinaryIO, answers: BinaryIO) -> None:
             if request[0] == "close":
                 return
             if request[0] == "configure":
-                net = _network(ns, request)
-                answer: tuple[Any, ...] = ("ok", int(net.LookaheadPs()), int(net.Links()))
+                net, note = _network(request)
+                answer: tuple[Any, ...] = ("ok", int(net.LookaheadPs()), int(net.Links()), note)
             elif request[0] == "counters":
                 answer = ("ok", list(net.Counters()))
             else:

@@ -33,9 +33,11 @@ a 2-D ring x switch for several sizes, and ``docs/validation/ns3-backend.md`` sp
 
 Running ns-3. ns-3 keeps one simulator per process and aborts the process on its own fatal errors, so each
 configured network runs in a worker process of its own (:mod:`._worker`), started by ``configure`` in a
-temporary directory removed on ``close``; importing ns-3 through cppyy and compiling the network takes 10-20 s
-there (measured: ``docs/validation/ns3-backend.md``), while the engine builds its graphs: the first ``advance`` waits for
-what is left. The worker runs ns-3 up to ``until - lookahead`` on each
+temporary directory removed on ``close``; importing cppyy and loading the network, compiled once into a library
+cached under the user's cache directory (:mod:`._build`), takes 1-2 s there, and the first start, compiling it,
+10-15 s (measured: ``docs/validation/ns3-backend.md``), while the engine builds its graphs: the first ``advance``
+waits for what is left. Where the library cannot be had, cppyy compiles the network at each start and a warning
+says why. The worker runs ns-3 up to ``until - lookahead`` on each
 ``advance(until)``: no later send can be earlier, and a delivery by ``until`` is known by then, being decided
 when its last packet starts on its last link, at least ``lookahead`` (the least such link latency plus one
 header-only packet's serialisation) before it arrives.
@@ -61,6 +63,7 @@ from __future__ import annotations
 
 import heapq
 import importlib.util
+import logging
 import pickle
 import shutil
 import subprocess
@@ -99,6 +102,7 @@ _PS_PER_S = 10**12
 _RING = network_pb2.Dimension.RING
 _SWITCH = network_pb2.Dimension.SWITCH
 _STOP_SECONDS = 10
+_log = logging.getLogger(__name__)
 
 
 class Ns3Network:
@@ -142,7 +146,7 @@ class Ns3Network:
                 f"topology.dimensions: {nodes:,} NPUs and switches and {links:,} links exceed what the ns3 backend "
                 f"builds ({MAX_NODES:,} nodes, {MAX_LINKS:,} links); use backend congestion_aware or analytical"
             )
-        if importlib.util.find_spec("ns") is None:
+        if importlib.util.find_spec("ns3") is None:
             raise BackendError("the ns3 network backend needs ns-3's Python bindings: pip install 'stratasim[ns3]'")
         kinds = [int(dim.kind) for dim in topology.dimensions]
         sizes = [int(dim.size) for dim in topology.dimensions]
@@ -286,8 +290,10 @@ class Ns3Network:
         try:
             self._send(worker, request)
             if self._configuring:
-                least = self._answer(worker)[1]
+                _, least, _, note = self._answer(worker)
                 self._configuring = False
+                if note:
+                    _log.warning("%s", note)
                 if least < self._lookahead:  # the window protocol would deliver late: never ship that
                     self._failed(f"the lookahead of {self._lookahead} ps exceeds ns-3's least delay of {least} ps")
             return self._answer(worker)

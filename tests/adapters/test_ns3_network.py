@@ -6,8 +6,8 @@ leg of ``h`` links of bandwidth ``B`` and latency ``L`` is ``n = ceil(S / MTU)``
 first of ``p = min(S, MTU)`` payload bytes, each with ``H' = 62`` header bytes; ns-3 takes ``h L + (S + n H') / B
 + (h - 1) (p + H') / B`` to within ``n + h`` ps of per-packet rounding, and the analytical network ``h L + S / B``.
 
-The tests that start ns-3 (about 10 s each: importing it through cppyy and compiling the network) are marked
-``adapters`` and run in CI's adapters stage; without the ``ns3`` extra they skip.
+The tests that start ns-3 (1-2 s each once the network is compiled into the user's cache, ``adapters/ns3/_build.py``)
+are marked ``adapters`` and run in CI's adapters stage; without the ``ns3`` extra they skip.
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ def open_backend(endpoint_of: Callable[[str, str], str]) -> Iterator[Callable[[s
         if mode == "in-process":
             backend = registry.load(layer, name, extra=factories(layer))()
         else:
-            # External simulators behind the compute contract can take minutes on one request; ns-3 takes 10-30 s
-            # to start before its network's first answer.
+            # External simulators behind the compute contract can take minutes on one request; ns-3 takes 1-2 s to
+            # start before its network's first answer, 10-15 s when it compiles the network into an empty cache, and
+            # more where there is no cache (cppyy compiles it at each start).
             timeout_s = 10.0 if layer == "network" and name != "ns3" else 300.0
             backend = _CLIENTS[layer](endpoint_of(layer, name), backend=name, timeout_s=timeout_s)
         opened.append(backend)

@@ -170,7 +170,7 @@ def test_serve_stops_cleanly_on_a_signal(sig: signal.Signals) -> None:
 @pytest.mark.parametrize("name", registry.available("network"))
 def test_spawn_runs_the_real_serve_command_for_network(name: str) -> None:
     timeout_s = 10
-    if name == "ns3":  # an adapter: only with its extra, and starting ns-3 takes 10-20 s
+    if name == "ns3":  # an adapter: only with its extra; starting ns-3 takes 1-2 s, 10-15 s with an empty cache
         pytest.importorskip("ns3", reason="ns-3 is not installed: pip install 'stratasim[ns3]'")
         timeout_s = 120
     local = registry.load("network", name)()
