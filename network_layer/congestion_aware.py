@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import cast
 
+from stratasim.kernel.contracts import LineConflict
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.kernel.link_changes import LinkKey
@@ -58,6 +59,7 @@ from stratasim.network_layer.congestion_aware_counters import (
     link_counters,
     record_busy,
 )
+from stratasim.network_layer.congestion_aware_lines import Claims, LineSession
 from stratasim.network_layer.congestion_aware_routes import Hop, RoutePlanner
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.windows import due_arrivals, into_heap, window_result
@@ -96,7 +98,8 @@ class CongestionAwareNetwork:
         self._busy: BusyStretches | None = None  # if recorded
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[Hop, ...]] = {}
-        topology = network_pb2.Topology()
+        self._claims: Claims = {}  # links lock-step lines decided ahead, until when (see congestion_aware_lines)
+        topology = self._topology = network_pb2.Topology()
         self._schedule = LinkSchedule(topology, None)  # links of their own speed, failed, to change
         self._next_change = self._schedule.next_ps
         self._planner = RoutePlanner(topology, self._grid, None, self._schedule, self._links)
@@ -107,7 +110,9 @@ class CongestionAwareNetwork:
             fabric = topologies.build(topology)
         else:
             validate_topology(topology)
+        self._topology = topology
         self._grid = Grid.of(topology)
+        self._horizon = -1
         self._busy = {} if topology.record_link_busy else None
         self._cancellable = topology.cancellable
         self._routes.clear()
@@ -233,6 +238,7 @@ class CongestionAwareNetwork:
                 log.popleft()
             logged = []
         latest = horizon
+        claims = self._claims or None
         while times and times[0] <= horizon:
             time_ps = times[0]
             if time_ps >= self._next_change:
@@ -240,6 +246,8 @@ class CongestionAwareNetwork:
             crossings = events[time_ps]
             for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
                 state, hold, size, onward, store, link, last = route[index]
+                if claims is not None and claims.get(link, -1) >= time_ps:
+                    raise LineConflict(f"a message reached link {link} at {time_ps} ps, before a line decided on it")
                 start = state[0]
                 if time_ps > start:
                     start = time_ps
@@ -297,6 +305,23 @@ class CongestionAwareNetwork:
         """:meth:`advance`, its deliveries as (time, id) (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
         until_ps = self._advance_to(until_ps)
         return due_arrivals(self._deliveries, until_ps), until_ps, self._next_arrival()
+
+    def line_session(self) -> LineSession | None:
+        """A session deciding lock-step lines' crossings (see :mod:`stratasim.network_layer.congestion_aware_lines`),
+        or None when links change, cancels may come, flows are followed or busy stretches recorded."""
+        if self._schedule.later or self._cancellable or self._flows or self._busy is not None:
+            return None
+        return LineSession(self._line_route, self._claims, self._lookahead)
+
+    def _line_route(self, key: tuple[int, int, int]) -> tuple[Hop, ...]:
+        """The route of one (source, destination, size), cached like an injected message's."""
+        route = self._routes.get(key)
+        return route if route is not None else self._routes_of([key], [None])[0]
+
+    def line_reset(self) -> None:
+        """Forget every message and crossing since ``configure``, to start the simulation over."""
+        self.close()
+        self.configure(self._topology)
 
     def _flow_of(self, msg_id: int) -> int:
         """The flow of a message on its way (0 unless followed)."""
@@ -359,6 +384,7 @@ class CongestionAwareNetwork:
         self._log = None
         self._flow_load.clear()
         self._routes.clear()
+        self._claims.clear()
         self._planner.forget()
         self._busy = None
 

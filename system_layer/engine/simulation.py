@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
+from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, LineConflict, LineNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError
 from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
@@ -100,8 +100,16 @@ def simulate(
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
     pricing = _ready_plans(scope, runs, device, pricers, contention)
     failures = NpuFailures(options.failures, graphs) if options.failures else None
+    scope.lines = network if isinstance(network, LineNetwork) else None
     engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
-    stopped, unfinished = _run(engine, progress)
+    try:
+        stopped, unfinished = _run(engine, progress)
+    except LineConflict:  # a message came before a line's crossings decided ahead: run every message instead
+        assert scope.lines is not None
+        scope.lines.line_reset()
+        scope.lines = None
+        engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
+        stopped, unfinished = _run(engine, progress)
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
     return result
@@ -134,6 +142,7 @@ class _Scope:
     notes: tuple[str, ...] = ()
     jobs: tuple[int, ...] | None = None
     node_times: bool = False
+    lines: LineNetwork | None = None
 
 
 @dataclass
@@ -320,11 +329,12 @@ def _line_batches(
     reduction: ReductionCost,
     recorder: TraceRecorder | None,
 ) -> LineBatches | None:
-    """Whole lines of NPUs run a phase at once when messages are priced on the spot, every NPU is simulated and
-    reduces at one cost, no trace is recorded, no NPU is slowed or varied and every plan does one thing at a time
-    (:func:`batchable`); None otherwise."""
-    direct = scope.direct
-    if direct is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
+    """Whole lines of NPUs run a phase at once when messages are priced on the spot (or the network decides a
+    line's crossings: :class:`LineNetwork`, for a single job), every NPU is simulated and reduces at one cost, no
+    trace is recorded, no NPU is slowed or varied and every plan does one thing at a time (:func:`batchable`);
+    None otherwise."""
+    network = scope.direct or (scope.lines if scope.jobs is None else None)
+    if network is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
         return None
     if scope.options.failures:  # a line's phase run at once cannot stop midway
         return None
@@ -332,7 +342,7 @@ def _line_batches(
         return None
     if not batchable([run.plan for run in distinct(runs)], scope.options):
         return None
-    return LineBatches(coordinator, direct, reduction)
+    return LineBatches(coordinator, network, reduction, links=scope.direct is None)
 
 
 def _block_recorder(
