@@ -206,8 +206,12 @@ class CongestionAwareNetwork:
         if len(routes) + missing > _ROUTE_CACHE:
             routes.clear()
             self._planner.forget_fabric_hops()
-        route = self._route if missing <= _ROUTE_CACHE else self._planner.route
-        return [found if found is not None else route(key) for found, key in zip(cached, keys)]
+        if missing > _ROUTE_CACHE:
+            if missing == len(keys):
+                return self._planner.routes(keys)
+            built = iter(self._planner.routes([key for found, key in zip(cached, keys) if found is None]))
+            return [found if found is not None else next(built) for found in cached]
+        return [found if found is not None else self._route(key) for found, key in zip(cached, keys)]
 
     def _route(self, key: tuple[int, int, int]) -> tuple[Hop, ...]:
         """The route of one (source, destination, size), built and cached (a batch building it twice builds

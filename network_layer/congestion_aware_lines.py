@@ -53,10 +53,12 @@ class LineSession:
     def route(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> LineRoute | None:
         """The links one step's messages cross, or None unless each message crosses exactly one link, no two the
         same."""
-        routes = list(map(self._route, zip(src.tolist(), dst.tolist(), sizes.tolist())))
-        if any(len(route) != 1 for route in routes):
-            return None
-        hops = [route[0] for route in routes]
+        hops = []
+        for key in zip(src.tolist(), dst.tolist(), sizes.tolist()):
+            route = self._route(key)
+            if len(route) != 1:  # told at the first such message (a switch's all-to-all has a million)
+                return None
+            hops.append(route[0])
         slots = np.fromiter(map(self._slot, hops), dtype=np.int64, count=len(hops))
         if len(np.unique(slots)) != len(slots):
             return None

@@ -115,7 +115,7 @@ class LineBatches:
         self._coordinator = coordinator
         self._network = cast("DirectNetwork", network)
         self._lines = cast("LineNetwork", network) if links else None
-        self._routable: dict[tuple[int, tuple[int, ...]], bool] = {}  # (schedule, line) -> its links decidable
+        self._routable: dict[tuple[int, tuple[int, ...], int], tuple[PhasePlan, bool]] = {}  # see _decidable
         self._reduction = reduction
         self._schedules: dict[tuple[int, int, int], tuple[PhasePlan, _Schedule | None]] = {}
         # Lines some members have joined: the members by position, and how many are still to come
@@ -127,8 +127,10 @@ class LineBatches:
         lock-step, so the run sends its messages itself."""
         if plan.rooted:
             return False
+        if self._lines is not None and not self._decidable(plan, line, direction):
+            return False
         schedule = self._schedule(plan, len(line), direction)
-        if schedule is None or (self._lines is not None and not self._decidable(schedule, line)):
+        if schedule is None:
             return False
         key = (run.collective.id, run.index, run.phase, line[0])
         joining = self._joining.get(key)
@@ -155,20 +157,30 @@ class LineBatches:
             known = self._schedules[key] = (plan, _lay_out(plan, n, direction, self._reduction))
         return known[1]
 
-    def _decidable(self, schedule: _Schedule, line: tuple[int, ...]) -> bool:
-        """Whether the network can decide the crossings of ``schedule`` on ``line`` step by step (asked once)."""
-        key = (id(schedule), line)
+    def _decidable(self, plan: PhasePlan, line: tuple[int, ...], direction: int) -> bool:
+        """Whether the network can decide the crossings of ``plan`` on ``line`` step by step (asked once per plan
+        and line): its first message is tried alone first, so a phase whose messages go through a switch is told
+        before being laid out."""
+        key = (id(plan), line, direction)
         known = self._routable.get(key)
-        if known is None:
-            assert self._lines is not None
-            session = self._lines.line_session()
+        if known is not None and known[0] is plan:
+            return known[1]
+        assert self._lines is not None
+        session = self._lines.line_session()
+        first = next((step for step in plan.steps_for(0) if step.offsets), None)
+        decidable = session is not None
+        if session is not None and first is not None:
+            peer = line[(direction * first.offsets[0]) % len(line)]
+            decidable = session.route(*(np.array([value]) for value in (line[0], peer, first.bytes))) is not None
+        schedule = self._schedule(plan, len(line), direction) if decidable else None
+        if session is not None and schedule is not None:
             npus = np.array([line], dtype=np.int64)
             receivers = np.arange(schedule.n)
-            known = session is not None and all(
+            decidable = all(
                 session.route(*_ends(npus, exchange, receivers)) is not None for exchange in schedule.exchanges
             )
-            self._routable[key] = known
-        return known
+        self._routable[key] = (plan, decidable)
+        return decidable
 
     def _evaluate(self, _: object = None) -> None:
         """Work out every line completed at this instant and schedule its members' ends of phase."""
