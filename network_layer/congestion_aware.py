@@ -62,7 +62,7 @@ from stratasim.network_layer.congestion_aware_counters import (
 from stratasim.network_layer.congestion_aware_lines import Claims, LineSession
 from stratasim.network_layer.congestion_aware_routes import Hop, RoutePlanner
 from stratasim.network_layer.link_schedule import LinkSchedule
-from stratasim.network_layer.windows import due_arrivals, into_heap, window_result
+from stratasim.network_layer.windows import Landings
 from stratasim.v1 import network_pb2
 
 __all__ = ["CongestionAwareNetwork"]
@@ -86,7 +86,7 @@ class CongestionAwareNetwork:
         # crossings in the order they were created (which is the order they are decided in, ties included).
         self._times: list[int] = []
         self._events: dict[int, list[_Event]] = {}
-        self._deliveries: list[tuple[int, int]] = []
+        self._deliveries = Landings()
         self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages, queue ps]
         self._flows: dict[int, int] = {}  # message id -> its flow, while crossing links, for flows other than 0
         self._landing: dict[int, int] = {}  # the same once its last crossing is decided (purged now and then)
@@ -234,7 +234,7 @@ class CongestionAwareNetwork:
         """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
         times, events = self._times, self._events
         busy, flows, flow_load, landing = self._busy, self._flows, self._flow_load, self._landing
-        arrivals: list[tuple[int, int]] = []
+        arriving, arrival_times = self._deliveries.by_time, self._deliveries.times
         log = self._log
         logged: list[Crossing] | None = None
         if log is not None:
@@ -279,7 +279,14 @@ class CongestionAwareNetwork:
                 head = start + onward
                 tail = head if store else end + onward
                 if last:  # the message has arrived when its tail has
-                    arrivals.append((tail if tail > earliest else earliest, msg_id))
+                    if tail < earliest:
+                        tail = earliest
+                    arrived = arriving.get(tail)
+                    if arrived is None:
+                        arriving[tail] = [msg_id]
+                        heapq.heappush(arrival_times, tail)
+                    else:
+                        arrived.append(msg_id)
                 else:
                     following = events.get(head)
                     if following is None:
@@ -288,7 +295,6 @@ class CongestionAwareNetwork:
                     following.append((msg_id, route, index + 1, earliest, tail))
             heapq.heappop(times)
             del events[time_ps]
-        into_heap(self._deliveries, arrivals)
         self._horizon = max(self._horizon, horizon)
         if logged:
             assert log is not None
@@ -296,19 +302,19 @@ class CongestionAwareNetwork:
 
     def _next_arrival(self) -> int | None:
         candidates = []
-        if self._deliveries:
-            candidates.append(self._deliveries[0][0])
+        if self._deliveries.times:
+            candidates.append(self._deliveries.times[0])
         if self._times:
             candidates.append(self._times[0] + self._lookahead)
         return min(candidates, default=None)
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
-        return window_result(self._deliveries, self._advance_to(until_ps), self._next_arrival)
+        return self._deliveries.result(self._advance_to(until_ps), self._next_arrival)
 
     def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:
         """:meth:`advance`, its deliveries as (time, id) (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
         until_ps = self._advance_to(until_ps)
-        return due_arrivals(self._deliveries, until_ps), until_ps, self._next_arrival()
+        return self._deliveries.due(until_ps), until_ps, self._next_arrival()
 
     def line_session(self) -> LineSession | None:
         """A session deciding lock-step lines' crossings (see :mod:`stratasim.network_layer.congestion_aware_lines`),
@@ -349,7 +355,7 @@ class CongestionAwareNetwork:
         kept = [crossing for crossings in logs.values() for crossing in crossings]
         self._log = None if self._log is None else deque([(max(c[0] for c in kept), kept)] if kept else [])
         dropped.update(c[0] for crossings in self._events.values() for c in crossings if flow_of(c[0]) == flow)
-        dropped.update(m for t, m in self._deliveries if t > at_ps and flow_of(m) == flow)
+        dropped.update(m for t, m in self._deliveries.items() if t > at_ps and flow_of(m) == flow)
         forget(self._events, self._times, self._deliveries, dropped | {crossing[2] for crossing in undone})
         for head, _, msg_id, route, index, earliest, tail in undone:
             if msg_id in landing:  # its last crossing is to be decided again
@@ -369,8 +375,8 @@ class CongestionAwareNetwork:
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         self._settle(until_ps - self._lookahead)
         landing = self._landing
-        if len(landing) > 2 * len(self._deliveries) + 4096:  # forget the flows of messages delivered
-            self._landing = {msg_id: landing[msg_id] for _, msg_id in self._deliveries if msg_id in landing}
+        if len(landing) > 4096 and len(landing) > 2 * self._deliveries.count() + 4096:  # forget those delivered
+            self._landing = {msg_id: landing[msg_id] for _, msg_id in self._deliveries.items() if msg_id in landing}
         return until_ps
 
     def counters(self) -> network_pb2.LinkCounters:
