@@ -206,11 +206,8 @@ class CongestionAwareNetwork:
         if len(routes) + missing > _ROUTE_CACHE:
             routes.clear()
             self._planner.forget_fabric_hops()
-        if missing > _ROUTE_CACHE:
-            if missing == len(keys):
-                return self._planner.routes(keys)
-            built = iter(self._planner.routes([key for found, key in zip(cached, keys) if found is None]))
-            return [found if found is not None else next(built) for found in cached]
+        if missing > _ROUTE_CACHE:  # those cached too, built again alike (the same hops)
+            return self._planner.routes(keys)
         return [found if found is not None else self._route(key) for found, key in zip(cached, keys)]
 
     def _route(self, key: tuple[int, int, int]) -> tuple[Hop, ...]:
@@ -233,8 +230,6 @@ class CongestionAwareNetwork:
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
         times, events = self._times, self._events
-        busy, flows, flow_load, landing = self._busy, self._flows, self._flow_load, self._landing
-        arriving, arrival_times = self._deliveries.by_time, self._deliveries.times
         log = self._log
         logged: list[Crossing] | None = None
         if log is not None:
@@ -242,63 +237,71 @@ class CongestionAwareNetwork:
                 log.popleft()
             logged = []
         latest = horizon
-        claims = self._claims or None
         while times and times[0] <= horizon:
             time_ps = times[0]
             if time_ps >= self._next_change:
                 self._apply_changes(time_ps)
-            crossings = events[time_ps]
-            for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
-                state, hold, size, onward, store, link, last = route[index]
-                if claims is not None and claims.get(link, -1) >= time_ps:
-                    raise LineConflict(f"a message reached link {link} at {time_ps} ps, before a line decided on it")
-                start = state[0]
-                if time_ps > start:
-                    start = time_ps
-                else:  # the link is busy (or just free): the message waits for it
-                    state[4] += start - time_ps
-                if flows and msg_id in flows:
-                    if last:
-                        of = landing[msg_id] = flows.pop(msg_id)
-                    else:
-                        of = flows[msg_id]
-                    count_flow(flow_load, (link, of), size, start - time_ps)
-                end = start + hold
-                if end < tail:  # the body streams in no faster than the link before delivers it
-                    end = tail
-                if logged is not None and end > horizon:  # a cancel may yet cut it, or undo it
-                    logged.append((end, start, time_ps, tail, msg_id, route, index, earliest))
-                    if end > latest:
-                        latest = end
-                if busy is not None and end > start:
-                    record_busy(busy, link, start, end)
-                state[0] = end
-                state[1] += end - start
-                state[2] += size
-                state[3] += 1
-                head = start + onward
-                tail = head if store else end + onward
-                if last:  # the message has arrived when its tail has
-                    if tail < earliest:
-                        tail = earliest
-                    arrived = arriving.get(tail)
-                    if arrived is None:
-                        arriving[tail] = [msg_id]
-                        heapq.heappush(arrival_times, tail)
-                    else:
-                        arrived.append(msg_id)
-                else:
-                    following = events.get(head)
-                    if following is None:
-                        following = events[head] = []
-                        heapq.heappush(times, head)
-                    following.append((msg_id, route, index + 1, earliest, tail))
+            if logged is None and self._busy is None and not self._flows and not self._claims:
+                _cross(time_ps, events[time_ps], events, times, self._deliveries)
+            else:
+                latest = self._cross_followed(time_ps, events[time_ps], horizon, logged, latest)
             heapq.heappop(times)
             del events[time_ps]
         self._horizon = max(self._horizon, horizon)
         if logged:
             assert log is not None
             log.append((latest, logged))
+
+    def _cross_followed(
+        self, time_ps: int, crossings: list[_Event], horizon: int, logged: list[Crossing] | None, latest: int
+    ) -> int:
+        """:func:`_cross`, also counting the flows followed, logging the crossings a cancel may reach (``logged``,
+        their latest end returned), recording busy stretches and checking lines' claims on the links."""
+        times, events, arriving, arrival_times = (
+            self._times,
+            self._events,
+            self._deliveries.by_time,
+            self._deliveries.times,
+        )
+        busy, flows, flow_load, landing, claims = self._busy, self._flows, self._flow_load, self._landing, self._claims
+        for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
+            state, hold, size, onward, store, link, last = route[index]
+            if claims and claims.get(link, -1) >= time_ps:
+                raise LineConflict(f"a message reached link {link} at {time_ps} ps, before a line decided on it")
+            start = state[0]
+            if time_ps > start:
+                start = time_ps
+            else:  # the link is busy (or just free): the message waits for it
+                state[4] += start - time_ps
+            if flows and msg_id in flows:
+                if last:
+                    of = landing[msg_id] = flows.pop(msg_id)
+                else:
+                    of = flows[msg_id]
+                count_flow(flow_load, (link, of), size, start - time_ps)
+            end = start + hold
+            if end < tail:  # the body streams in no faster than the link before delivers it
+                end = tail
+            if logged is not None and end > horizon:  # a cancel may yet cut it, or undo it
+                logged.append((end, start, time_ps, tail, msg_id, route, index, earliest))
+                latest = max(latest, end)
+            if busy is not None and end > start:
+                record_busy(busy, link, start, end)
+            state[0] = end
+            state[1] += end - start
+            state[2] += size
+            state[3] += 1
+            head = start + onward
+            tail = head if store else end + onward
+            if last:  # the message has arrived when its tail has
+                landed = max(tail, earliest)
+                arrived = arriving.setdefault(landed, [])
+                if not arrived:
+                    heapq.heappush(arrival_times, landed)
+                arrived.append(msg_id)
+            else:
+                _at(events, times, head).append((msg_id, route, index + 1, earliest, tail))
+        return latest
 
     def _next_arrival(self) -> int | None:
         candidates = []
@@ -406,3 +409,44 @@ def _at(events: dict[int, list[_Event]], times: list[int], time_ps: int) -> list
         crossings = events[time_ps] = []
         heapq.heappush(times, time_ps)
     return crossings
+
+
+def _cross(
+    time_ps: int, crossings: list[_Event], events: dict[int, list[_Event]], times: list[int], arrivals: Landings
+) -> None:
+    """Decide ``crossings`` (their heads at a link at ``time_ps``), in order: each waits for its link to be free,
+    holds it for its serialisation (no less than its tail takes to come), then moves on to its next link — into
+    ``events`` at the time its head gets there (a new time pushed on the heap ``times``) — or lands in
+    ``arrivals``. The event loop's hot path, when nothing is followed, logged, recorded or claimed."""
+    arriving, arrival_times = arrivals.by_time, arrivals.times
+    for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
+        state, hold, size, onward, store, _, last = route[index]
+        start = state[0]
+        if time_ps > start:
+            start = time_ps
+        else:  # the link is busy (or just free): the message waits for it
+            state[4] += start - time_ps
+        end = start + hold
+        if end < tail:  # the body streams in no faster than the link before delivers it
+            end = tail
+        state[0] = end
+        state[1] += end - start
+        state[2] += size
+        state[3] += 1
+        head = start + onward
+        tail = head if store else end + onward
+        if last:  # the message has arrived when its tail has
+            if tail < earliest:
+                tail = earliest
+            arrived = arriving.get(tail)
+            if arrived is None:
+                arriving[tail] = [msg_id]
+                heapq.heappush(arrival_times, tail)
+            else:
+                arrived.append(msg_id)
+        else:
+            following = events.get(head)
+            if following is None:
+                following = events[head] = []
+                heapq.heappush(times, head)
+            following.append((msg_id, route, index + 1, earliest, tail))
