@@ -7,8 +7,9 @@ The result's per-NPU, per-link and reduction figures are read from what ran in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, LineConflict, LineNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError
@@ -101,15 +102,8 @@ def simulate(
     pricing = _ready_plans(scope, runs, device, pricers, contention)
     failures = NpuFailures(options.failures, graphs) if options.failures else None
     scope.lines = network if isinstance(network, LineNetwork) else None
-    engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
-    try:
-        stopped, unfinished = _run(engine, progress)
-    except LineConflict:  # a message came before a line's crossings decided ahead: run every message instead
-        assert scope.lines is not None
-        scope.lines.line_reset()
-        scope.lines = None
-        engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
-        stopped, unfinished = _run(engine, progress)
+    reduction = partial(_reduction_cost, options, device, pricers, others)
+    engine, stopped, unfinished = _wire_and_run(scope, runs, grid, pricing, reduction, failures, progress)
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
     return result
@@ -320,6 +314,30 @@ def _wire(
     for executor in executors.values():
         executor.peers = executors
     return _Engine(coordinator, reduction, context, table, executors, recorder, runs, failures)
+
+
+def _wire_and_run(
+    scope: _Scope,
+    runs: dict[int, PlanRun],
+    grid: Grid,
+    pricing: Pricing,
+    reduction: Callable[[], ReductionCost],
+    failures: NpuFailures | None,
+    progress: Progress | None,
+) -> tuple[_Engine, RunStopped | None, int]:
+    """:func:`_wire` then :func:`_run`. When a message comes before crossings a network decided ahead for lock-step
+    lines (:class:`~stratasim.kernel.contracts.LineConflict`), the network starts over and so does the run, every
+    message sent one by one."""
+    engine = _wire(scope, runs, grid, pricing, reduction(), failures)
+    try:
+        stopped, unfinished = _run(engine, progress)
+    except LineConflict:
+        assert scope.lines is not None
+        scope.lines.line_reset()
+        scope.lines = None
+        engine = _wire(scope, runs, grid, pricing, reduction(), failures)
+        stopped, unfinished = _run(engine, progress)
+    return engine, stopped, unfinished
 
 
 def _line_batches(
