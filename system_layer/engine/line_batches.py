@@ -11,6 +11,11 @@ their step k) has a closed-form timeline. With ``c[p][k]`` the time the NPU at p
 which numpy evaluates for every NPU of every line that became ready at the same instant, step by step,
 instead of one Python event per message. The engine then only schedules each NPU's end of the phase.
 
+On a network with contended links that can decide a step's crossings for whole lines
+(:class:`~stratasim.kernel.contracts.LineNetwork`: the congestion-aware network, when each message crosses one link
+only its sender feeds), the transit of step k is what the network decides for messages sent at ``c[p][k-1]``; a
+line it cannot decide so runs message by message, and a run whose lines a later message contradicts starts over.
+
 The result is the message-by-message one to the picosecond only where nothing else can interleave, so
 :func:`batchable` allows it for a whole simulation only when each NPU does one thing at a time: every graph is
 a chain (at most one node in progress) of compute, memory, metadata and collective nodes (no point-to-point
@@ -196,6 +201,8 @@ class LineBatches:
         messages = 0
         receivers = np.arange(schedule.n)
         session = None if self._lines is None else self._lines.line_session()
+        if self._lines is not None and session is None:  # what forbids lines is set at configure: never, once joined
+            raise LineConflict("the network no longer decides lines")
         routes: dict[int, object] = {}
         for exchange_index, reduction in zip(schedule.exchange_of_step, schedule.reduction_ps):
             exchange = schedule.exchanges[exchange_index]
