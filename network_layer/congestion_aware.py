@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import cast
 
+from stratasim.kernel.contracts import LineConflict
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.kernel.link_changes import LinkKey
@@ -58,9 +59,10 @@ from stratasim.network_layer.congestion_aware_counters import (
     link_counters,
     record_busy,
 )
+from stratasim.network_layer.congestion_aware_lines import Claims, LineSession
 from stratasim.network_layer.congestion_aware_routes import Hop, RoutePlanner
 from stratasim.network_layer.link_schedule import LinkSchedule
-from stratasim.network_layer.windows import due_arrivals, into_heap, window_result
+from stratasim.network_layer.windows import Landings
 from stratasim.v1 import network_pb2
 
 __all__ = ["CongestionAwareNetwork"]
@@ -84,7 +86,7 @@ class CongestionAwareNetwork:
         # crossings in the order they were created (which is the order they are decided in, ties included).
         self._times: list[int] = []
         self._events: dict[int, list[_Event]] = {}
-        self._deliveries: list[tuple[int, int]] = []
+        self._deliveries = Landings()
         self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages, queue ps]
         self._flows: dict[int, int] = {}  # message id -> its flow, while crossing links, for flows other than 0
         self._landing: dict[int, int] = {}  # the same once its last crossing is decided (purged now and then)
@@ -96,7 +98,8 @@ class CongestionAwareNetwork:
         self._busy: BusyStretches | None = None  # if recorded
         self._horizon = -1
         self._routes: dict[tuple[int, int, int], tuple[Hop, ...]] = {}
-        topology = network_pb2.Topology()
+        self._claims: Claims = {}  # links lock-step lines decided ahead, until when (see congestion_aware_lines)
+        topology = self._topology = network_pb2.Topology()
         self._schedule = LinkSchedule(topology, None)  # links of their own speed, failed, to change
         self._next_change = self._schedule.next_ps
         self._planner = RoutePlanner(topology, self._grid, None, self._schedule, self._links)
@@ -107,7 +110,9 @@ class CongestionAwareNetwork:
             fabric = topologies.build(topology)
         else:
             validate_topology(topology)
+        self._topology = topology
         self._grid = Grid.of(topology)
+        self._horizon = -1
         self._busy = {} if topology.record_link_busy else None
         self._cancellable = topology.cancellable
         self._routes.clear()
@@ -201,8 +206,9 @@ class CongestionAwareNetwork:
         if len(routes) + missing > _ROUTE_CACHE:
             routes.clear()
             self._planner.forget_fabric_hops()
-        route = self._route if missing <= _ROUTE_CACHE else self._planner.route
-        return [found if found is not None else route(key) for found, key in zip(cached, keys)]
+        if missing > _ROUTE_CACHE:  # those cached too, built again alike (the same hops)
+            return self._planner.routes(keys)
+        return [found if found is not None else self._route(key) for found, key in zip(cached, keys)]
 
     def _route(self, key: tuple[int, int, int]) -> tuple[Hop, ...]:
         """The route of one (source, destination, size), built and cached (a batch building it twice builds
@@ -224,8 +230,6 @@ class CongestionAwareNetwork:
     def _settle(self, horizon: int) -> None:
         """Decide every link crossing that starts at or before ``horizon``, in the order the heads get there."""
         times, events = self._times, self._events
-        busy, flows, flow_load, landing = self._busy, self._flows, self._flow_load, self._landing
-        arrivals: list[tuple[int, int]] = []
         log = self._log
         logged: list[Crossing] | None = None
         if log is not None:
@@ -237,66 +241,100 @@ class CongestionAwareNetwork:
             time_ps = times[0]
             if time_ps >= self._next_change:
                 self._apply_changes(time_ps)
-            crossings = events[time_ps]
-            for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
-                state, hold, size, onward, store, link, last = route[index]
-                start = state[0]
-                if time_ps > start:
-                    start = time_ps
-                else:  # the link is busy (or just free): the message waits for it
-                    state[4] += start - time_ps
-                if flows and msg_id in flows:
-                    if last:
-                        of = landing[msg_id] = flows.pop(msg_id)
-                    else:
-                        of = flows[msg_id]
-                    count_flow(flow_load, (link, of), size, start - time_ps)
-                end = start + hold
-                if end < tail:  # the body streams in no faster than the link before delivers it
-                    end = tail
-                if logged is not None and end > horizon:  # a cancel may yet cut it, or undo it
-                    logged.append((end, start, time_ps, tail, msg_id, route, index, earliest))
-                    if end > latest:
-                        latest = end
-                if busy is not None and end > start:
-                    record_busy(busy, link, start, end)
-                state[0] = end
-                state[1] += end - start
-                state[2] += size
-                state[3] += 1
-                head = start + onward
-                tail = head if store else end + onward
-                if last:  # the message has arrived when its tail has
-                    arrivals.append((tail if tail > earliest else earliest, msg_id))
-                else:
-                    following = events.get(head)
-                    if following is None:
-                        following = events[head] = []
-                        heapq.heappush(times, head)
-                    following.append((msg_id, route, index + 1, earliest, tail))
+            if logged is None and self._busy is None and not self._flows and not self._claims:
+                _cross(time_ps, events[time_ps], events, times, self._deliveries)
+            else:
+                latest = self._cross_followed(time_ps, events[time_ps], horizon, logged, latest)
             heapq.heappop(times)
             del events[time_ps]
-        into_heap(self._deliveries, arrivals)
         self._horizon = max(self._horizon, horizon)
         if logged:
             assert log is not None
             log.append((latest, logged))
 
+    def _cross_followed(
+        self, time_ps: int, crossings: list[_Event], horizon: int, logged: list[Crossing] | None, latest: int
+    ) -> int:
+        """:func:`_cross`, also counting the flows followed, logging the crossings a cancel may reach (``logged``,
+        their latest end returned), recording busy stretches and checking lines' claims on the links."""
+        times, events, arriving, arrival_times = (
+            self._times,
+            self._events,
+            self._deliveries.by_time,
+            self._deliveries.times,
+        )
+        busy, flows, flow_load, landing, claims = self._busy, self._flows, self._flow_load, self._landing, self._claims
+        for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
+            state, hold, size, onward, store, link, last = route[index]
+            if claims and claims.get(link, -1) >= time_ps:
+                raise LineConflict(f"a message reached link {link} at {time_ps} ps, before a line decided on it")
+            start = state[0]
+            if time_ps > start:
+                start = time_ps
+            else:  # the link is busy (or just free): the message waits for it
+                state[4] += start - time_ps
+            if flows and msg_id in flows:
+                if last:
+                    of = landing[msg_id] = flows.pop(msg_id)
+                else:
+                    of = flows[msg_id]
+                count_flow(flow_load, (link, of), size, start - time_ps)
+            end = start + hold
+            if end < tail:  # the body streams in no faster than the link before delivers it
+                end = tail
+            if logged is not None and end > horizon:  # a cancel may yet cut it, or undo it
+                logged.append((end, start, time_ps, tail, msg_id, route, index, earliest))
+                latest = max(latest, end)
+            if busy is not None and end > start:
+                record_busy(busy, link, start, end)
+            state[0] = end
+            state[1] += end - start
+            state[2] += size
+            state[3] += 1
+            head = start + onward
+            tail = head if store else end + onward
+            if last:  # the message has arrived when its tail has
+                landed = max(tail, earliest)
+                arrived = arriving.setdefault(landed, [])
+                if not arrived:
+                    heapq.heappush(arrival_times, landed)
+                arrived.append(msg_id)
+            else:
+                _at(events, times, head).append((msg_id, route, index + 1, earliest, tail))
+        return latest
+
     def _next_arrival(self) -> int | None:
         candidates = []
-        if self._deliveries:
-            candidates.append(self._deliveries[0][0])
+        if self._deliveries.times:
+            candidates.append(self._deliveries.times[0])
         if self._times:
             candidates.append(self._times[0] + self._lookahead)
         return min(candidates, default=None)
 
     def advance(self, until_ps: int) -> network_pb2.AdvanceResult:
-        return window_result(self._deliveries, self._advance_to(until_ps), self._next_arrival)
+        return self._deliveries.result(self._advance_to(until_ps), self._next_arrival)
 
     def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:
         """:meth:`advance`, its deliveries as (time, id) (see :class:`~stratasim.kernel.contracts.ColumnarNetwork`)."""
         until_ps = self._advance_to(until_ps)
-        return due_arrivals(self._deliveries, until_ps), until_ps, self._next_arrival()
+        return self._deliveries.due(until_ps), until_ps, self._next_arrival()
+
+    def line_session(self) -> LineSession | None:
+        """A session deciding lock-step lines' crossings (see :mod:`stratasim.network_layer.congestion_aware_lines`),
+        or None when links change, cancels may come, flows are followed or busy stretches recorded."""
+        if self._schedule.later or self._cancellable or self._flows or self._busy is not None:
+            return None
+        return LineSession(self._line_route, self._claims, self._lookahead)
+
+    def _line_route(self, key: tuple[int, int, int]) -> tuple[Hop, ...]:
+        """The route of one (source, destination, size), cached like an injected message's."""
+        route = self._routes.get(key)
+        return route if route is not None else self._routes_of([key], [None])[0]
+
+    def line_reset(self) -> None:
+        """Forget every message and crossing since ``configure``, to start the simulation over."""
+        self.close()
+        self.configure(self._topology)
 
     def _flow_of(self, msg_id: int) -> int:
         """The flow of a message on its way (0 unless followed)."""
@@ -320,7 +358,7 @@ class CongestionAwareNetwork:
         kept = [crossing for crossings in logs.values() for crossing in crossings]
         self._log = None if self._log is None else deque([(max(c[0] for c in kept), kept)] if kept else [])
         dropped.update(c[0] for crossings in self._events.values() for c in crossings if flow_of(c[0]) == flow)
-        dropped.update(m for t, m in self._deliveries if t > at_ps and flow_of(m) == flow)
+        dropped.update(m for t, m in self._deliveries.items() if t > at_ps and flow_of(m) == flow)
         forget(self._events, self._times, self._deliveries, dropped | {crossing[2] for crossing in undone})
         for head, _, msg_id, route, index, earliest, tail in undone:
             if msg_id in landing:  # its last crossing is to be decided again
@@ -340,8 +378,8 @@ class CongestionAwareNetwork:
             until_ps = first + self._lookahead - 1 if first is not None else self._horizon + self._lookahead
         self._settle(until_ps - self._lookahead)
         landing = self._landing
-        if len(landing) > 2 * len(self._deliveries) + 4096:  # forget the flows of messages delivered
-            self._landing = {msg_id: landing[msg_id] for _, msg_id in self._deliveries if msg_id in landing}
+        if len(landing) > 4096 and len(landing) > 2 * self._deliveries.count() + 4096:  # forget those delivered
+            self._landing = {msg_id: landing[msg_id] for _, msg_id in self._deliveries.items() if msg_id in landing}
         return until_ps
 
     def counters(self) -> network_pb2.LinkCounters:
@@ -359,6 +397,7 @@ class CongestionAwareNetwork:
         self._log = None
         self._flow_load.clear()
         self._routes.clear()
+        self._claims.clear()
         self._planner.forget()
         self._busy = None
 
@@ -370,3 +409,44 @@ def _at(events: dict[int, list[_Event]], times: list[int], time_ps: int) -> list
         crossings = events[time_ps] = []
         heapq.heappush(times, time_ps)
     return crossings
+
+
+def _cross(
+    time_ps: int, crossings: list[_Event], events: dict[int, list[_Event]], times: list[int], arrivals: Landings
+) -> None:
+    """Decide ``crossings`` (their heads at a link at ``time_ps``), in order: each waits for its link to be free,
+    holds it for its serialisation (no less than its tail takes to come), then moves on to its next link — into
+    ``events`` at the time its head gets there (a new time pushed on the heap ``times``) — or lands in
+    ``arrivals``. The event loop's hot path, when nothing is followed, logged, recorded or claimed."""
+    arriving, arrival_times = arrivals.by_time, arrivals.times
+    for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
+        state, hold, size, onward, store, _, last = route[index]
+        start = state[0]
+        if time_ps > start:
+            start = time_ps
+        else:  # the link is busy (or just free): the message waits for it
+            state[4] += start - time_ps
+        end = start + hold
+        if end < tail:  # the body streams in no faster than the link before delivers it
+            end = tail
+        state[0] = end
+        state[1] += end - start
+        state[2] += size
+        state[3] += 1
+        head = start + onward
+        tail = head if store else end + onward
+        if last:  # the message has arrived when its tail has
+            if tail < earliest:
+                tail = earliest
+            arrived = arriving.get(tail)
+            if arrived is None:
+                arriving[tail] = [msg_id]
+                heapq.heappush(arrival_times, tail)
+            else:
+                arrived.append(msg_id)
+        else:
+            following = events.get(head)
+            if following is None:
+                following = events[head] = []
+                heapq.heappush(times, head)
+            following.append((msg_id, route, index + 1, earliest, tail))

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from stratasim.kernel.link_changes import LinkKey
 from stratasim.network_layer.congestion_aware_counters import BusyStretches, FlowLoad
 from stratasim.network_layer.congestion_aware_routes import Hop
+from stratasim.network_layer.windows import Landings
 
 __all__ = ["Crossing", "CrossingLog", "Undone", "by_link", "cancel_on_links", "forget"]
 
@@ -125,11 +126,11 @@ def _clip(stretches: tuple[list[int], list[int]], free_ps: int) -> None:
 def forget(
     events: dict[int, list[tuple[int, tuple[Hop, ...], int, int, int]]],
     times: list[int],
-    arrivals: list[tuple[int, int]],
+    arrivals: Landings,
     gone: set[int],
 ) -> None:
     """Remove every crossing still to decide and every arrival of the messages in ``gone`` from ``events`` (their
-    times from the heap ``times``) and from the heap ``arrivals``."""
+    times from the heap ``times``) and from ``arrivals``."""
     for time_ps in list(events):
         crossings = events[time_ps]
         kept = [crossing for crossing in crossings if crossing[0] not in gone]
@@ -140,6 +141,5 @@ def forget(
                 del events[time_ps]
     times[:] = list(events)
     heapq.heapify(times)
-    if any(msg_id in gone for _, msg_id in arrivals):
-        arrivals[:] = [arrival for arrival in arrivals if arrival[1] not in gone]
-        heapq.heapify(arrivals)
+    if any(msg_id in gone for _, msg_id in arrivals.items()):
+        arrivals.forget(gone)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from itertools import groupby
+from operator import itemgetter
 
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
@@ -39,6 +41,7 @@ __all__ = ["Hop", "HopSpec", "RoutePlanner"]
 
 _PS_PER_S = 10**12
 _RING = network_pb2.Dimension.RING
+_SWITCH = network_pb2.Dimension.SWITCH
 
 Hop = tuple[list[int], int, int, int, bool, LinkKey, bool]
 """One link of a route, with what crossing it costs: (the link's state — [free at, busy ps, bytes, messages, queue
@@ -87,6 +90,24 @@ class RoutePlanner:
         src, dst, size = key
         return self._hops_of(self._fabric_hops(self._fabric_links(self._fabric, src, dst), size))
 
+    def routes(self, keys: Sequence[tuple[int, int, int]]) -> list[tuple[Hop, ...]]:
+        """The route of each (source, destination, size), as :meth:`route` gives it; through a lone switch (one
+        dimension of more than one NPU, a switch, no failed link) found by NPU: up from the source, down to the
+        destination, not planned one by one (an all-to-all has a million)."""
+        lone = [d for d, dim in enumerate(self._dims) if dim[1] > 1]
+        if self._fabric is not None or self._schedule.failed or len(lone) != 1 or self._kinds[lone[0]] != _SWITCH:
+            return list(map(self.route, keys))
+        d = lone[0]
+        routes: list[tuple[Hop, ...]] = []
+        for size, group in groupby(keys, key=itemgetter(2)):  # one size, a batch at a time
+            table = self._tables.get((d, size))
+            if table is None:
+                table = self._tables[(d, size)] = self._dimension_hops(d, size)
+            ups = [table.hop((d, npu, -1), 0) for npu in range(self._grid.npus)]
+            downs = [table.hop((d, -1, npu), 2) for npu in range(self._grid.npus)]
+            routes += [(ups[src], downs[dst]) for src, dst, _ in group]
+        return routes
+
     def rest(self, route: tuple[Hop, ...], index: int, keys: list[LinkKey], reroute: bool) -> tuple[Hop, ...]:
         """The rest of ``route`` from its hop ``index`` (crossing the links ``keys``), planned anew: the router's
         way when ``reroute`` (a link came back) or a link of it failed, else the same way at the links' speeds now."""
@@ -131,27 +152,41 @@ class RoutePlanner:
 
     def _grid_route(self, src: int, dst: int, size: int) -> tuple[Hop, ...]:
         """The hops of a message from ``src`` to ``dst`` on the dimensions, dimension 0 first."""
-        hops: list[Hop] = []
-        here = src
+        segments = self._segments(src, dst)
         tables = self._tables
-        table = None
-        for d, (_, dim_size, _, _, stride) in enumerate(self._dims):
-            own, goal = (here // stride) % dim_size, (dst // stride) % dim_size
-            if own == goal:
-                continue
+        hops: list[Hop] = []
+        final = len(segments) - 1
+        for i, (d, links) in enumerate(segments):
             table = tables.get((d, size))
             if table is None:
                 table = tables[(d, size)] = self._dimension_hops(d, size)
-            step = ring_step(own, goal, dim_size)
-            links = dimension_links(self._grid, self._kinds, d, here, goal, step)
-            if self._schedule.failed:
-                links = self._around(d, here, goal, step, links, dst)
-            hops += map(table.middle, links[:-1])
-            hops.append(table.end(links[-1]))
-            here = links[-1][2]
-        assert table is not None  # source and destination differ
-        hops[-1] = table.last(hops[-1][5])
+            table.add(hops, links, i == final)
         return tuple(hops)
+
+    def _segments(self, src: int, dst: int) -> list[tuple[int, Sequence[LinkKey]]]:
+        """The links a message from ``src`` to ``dst`` crosses in each dimension it moves along, dimension 0 first:
+        through a switch up and down, over a fully connected dimension's direct link, the shorter way round a ring
+        (the other way round a failed link)."""
+        segments: list[tuple[int, Sequence[LinkKey]]] = []
+        here = src
+        failed = self._schedule.failed
+        for d, (kind, dim_size, _, _, stride) in enumerate(self._dims):
+            own, goal = (here // stride) % dim_size, (dst // stride) % dim_size
+            if own == goal:
+                continue
+            target = here + (goal - own) * stride
+            links: Sequence[LinkKey]
+            if kind == _SWITCH and not failed:
+                links = ((d, here, -1), (d, -1, target))
+            elif kind != _RING and not failed:
+                links = ((d, here, target),)
+            else:
+                step = ring_step(own, goal, dim_size)
+                ring = dimension_links(self._grid, self._kinds, d, here, goal, step)
+                links = self._around(d, here, goal, step, ring, dst) if failed else ring
+            segments.append((d, links))
+            here = target
+        return segments
 
     def _around(self, d: int, here: int, goal: int, step: int, links: list[LinkKey], dst: int) -> list[LinkKey]:
         """``links`` (of dimension ``d``, from NPU ``here`` to position ``goal``, ``step`` round a ring) when none
@@ -236,17 +271,19 @@ class _DimensionHops:
         self._own = own  # (middle, end) of the links of their own speed
         self._by_role: tuple[dict[LinkKey, Hop], dict[LinkKey, Hop], dict[LinkKey, Hop]] = ({}, {}, {})
 
-    def middle(self, link: LinkKey) -> Hop:
-        hop = self._by_role[0].get(link)
-        return hop if hop is not None else self._make(0, link)
+    def add(self, hops: list[Hop], links: Sequence[LinkKey], final: bool) -> None:
+        """Add to ``hops`` those of ``links``, the dimension's way: inside it, then on its last link (the route's
+        last, when ``final``)."""
+        middle = self._by_role[0]
+        for link in links[:-1]:
+            hop = middle.get(link)
+            hops.append(hop if hop is not None else self._make(0, link))
+        hops.append(self.hop(links[-1], 2 if final else 1))
 
-    def end(self, link: LinkKey) -> Hop:
-        hop = self._by_role[1].get(link)
-        return hop if hop is not None else self._make(1, link)
-
-    def last(self, link: LinkKey) -> Hop:
-        hop = self._by_role[2].get(link)
-        return hop if hop is not None else self._make(2, link)
+    def hop(self, link: LinkKey, role: int) -> Hop:
+        """The hop of ``link`` in ``role``: 0 inside the dimension, 1 its last link, 2 the route's last."""
+        hop = self._by_role[role].get(link)
+        return hop if hop is not None else self._make(role, link)
 
     def _make(self, role: int, link: LinkKey) -> Hop:
         middle, end = self._own.get(link, (self._middle, self._end))

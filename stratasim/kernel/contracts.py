@@ -25,6 +25,9 @@ __all__ = [
     "NetworkBackend",
     "DirectNetwork",
     "ColumnarNetwork",
+    "LineNetwork",
+    "LineLinks",
+    "LineConflict",
     "ComputeBackend",
     "SizedWork",
     "WorkloadSource",
@@ -137,6 +140,46 @@ class ColumnarNetwork(Protocol):
     def advance_columns(self, until_ps: int) -> tuple[list[tuple[int, int]], int, int | None]:
         """``advance``: the deliveries as (arrival time, message id) in that order, the window's end, and the time
         of the network's next event (None when it has none)."""
+        ...
+
+
+class LineConflict(Exception):
+    """A message crossed a link that a lock-step line had decided ahead of it, no later than the line did: the line's
+    crossings were decided out of order, so the engine runs the simulation again message by message."""
+
+
+class LineLinks(Protocol):
+    """A :class:`LineNetwork`'s session: the crossings of lock-step lines decided step by step as arrays."""
+
+    def route(self, src: np.ndarray, dst: np.ndarray, sizes: np.ndarray) -> object | None:
+        """The links one step's messages cross (int64 arrays, element i describing message i), or None unless
+        each crosses one link of its own."""
+        ...
+
+    def arrivals(self, route: object, sent: np.ndarray) -> np.ndarray:
+        """Decide now the crossings of one step's messages along ``route`` (from :meth:`route`), sent at ``sent``;
+        their arrival times. Raises :class:`LineConflict` when that cannot be decided ahead."""
+        ...
+
+    def close(self) -> None:
+        """Write the crossings decided back to the network's links."""
+        ...
+
+
+@runtime_checkable
+class LineNetwork(Protocol):
+    """An in-process network with contended links that can decide a lock-step phase's crossings for whole lines
+    of NPUs at once (when each message crosses one link that only its sender feeds), ahead of simulated time; a
+    message that later crosses such a link before the line did raises :class:`LineConflict` from ``advance``.
+    The results are those of sending every message (the engine re-runs a simulation that conflicts)."""
+
+    def line_session(self) -> LineLinks | None:
+        """A session deciding lines' crossings, or None when this run cannot (links that change, cancels, flows
+        followed or busy stretches recorded)."""
+        ...
+
+    def line_reset(self) -> None:
+        """Forget every message and crossing since ``configure``: the engine starts the simulation over."""
         ...
 
 

@@ -11,6 +11,11 @@ their step k) has a closed-form timeline. With ``c[p][k]`` the time the NPU at p
 which numpy evaluates for every NPU of every line that became ready at the same instant, step by step,
 instead of one Python event per message. The engine then only schedules each NPU's end of the phase.
 
+On a network with contended links that can decide a step's crossings for whole lines
+(:class:`~stratasim.kernel.contracts.LineNetwork`: the congestion-aware network, when each message crosses one link
+only its sender feeds), the transit of step k is what the network decides for messages sent at ``c[p][k-1]``; a
+line it cannot decide so runs message by message, and a run whose lines a later message contradicts starts over.
+
 The result is the message-by-message one to the picosecond only where nothing else can interleave, so
 :func:`batchable` allows it for a whole simulation only when each NPU does one thing at a time: every graph is
 a chain (at most one node in progress) of compute, memory, metadata and collective nodes (no point-to-point
@@ -30,11 +35,12 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from stratasim.kernel.contracts import LineConflict
 from stratasim.system_layer.options import SystemOptions
 from stratasim.v1 import workload_pb2
 
 if TYPE_CHECKING:
-    from stratasim.kernel.contracts import DirectNetwork
+    from stratasim.kernel.contracts import DirectNetwork, LineLinks, LineNetwork
     from stratasim.system_layer.collectives.algorithms import PhasePlan
     from stratasim.system_layer.collectives.steps import Step
     from stratasim.system_layer.engine.coordinator import Coordinator
@@ -102,11 +108,19 @@ class _Schedule:
 
 class LineBatches:
     """Collects the members of each line as they start a phase; once a line is complete, evaluates it (with every
-    other line completed at the same instant) and schedules each member's end of the phase."""
+    other line completed at the same instant) and schedules each member's end of the phase.
 
-    def __init__(self, coordinator: Coordinator, network: DirectNetwork, reduction: ReductionCost) -> None:
+    On a network that prices messages on the spot (``network``, a :class:`DirectNetwork`) each exchange's transits
+    are priced once; on one with contended links (a :class:`LineNetwork`) the network decides each step's crossings
+    for the whole line, and a line whose messages it cannot decide so runs message by message."""
+
+    def __init__(
+        self, coordinator: Coordinator, network: DirectNetwork | LineNetwork, reduction: ReductionCost, *, links: bool
+    ) -> None:
         self._coordinator = coordinator
-        self._network = network
+        self._network = cast("DirectNetwork", network)
+        self._lines = cast("LineNetwork", network) if links else None
+        self._routable: dict[tuple[int, tuple[int, ...], int], tuple[PhasePlan, bool]] = {}  # see _decidable
         self._reduction = reduction
         self._schedules: dict[tuple[int, int, int], tuple[PhasePlan, _Schedule | None]] = {}
         # Lines some members have joined: the members by position, and how many are still to come
@@ -117,6 +131,8 @@ class LineBatches:
         """Take ``run``'s current phase (at ``position`` of ``line``) into a batch; False when its plan is not
         lock-step, so the run sends its messages itself."""
         if plan.rooted:
+            return False
+        if self._lines is not None and not self._decidable(plan, line, direction):
             return False
         schedule = self._schedule(plan, len(line), direction)
         if schedule is None:
@@ -146,6 +162,31 @@ class LineBatches:
             known = self._schedules[key] = (plan, _lay_out(plan, n, direction, self._reduction))
         return known[1]
 
+    def _decidable(self, plan: PhasePlan, line: tuple[int, ...], direction: int) -> bool:
+        """Whether the network can decide the crossings of ``plan`` on ``line`` step by step (asked once per plan
+        and line): its first message is tried alone first, so a phase whose messages go through a switch is told
+        before being laid out."""
+        key = (id(plan), line, direction)
+        known = self._routable.get(key)
+        if known is not None and known[0] is plan:
+            return known[1]
+        assert self._lines is not None
+        session = self._lines.line_session()
+        first = next((step for step in plan.steps_for(0) if step.offsets), None)
+        decidable = session is not None
+        if session is not None and first is not None:
+            peer = line[(direction * first.offsets[0]) % len(line)]
+            decidable = session.route(*(np.array([value]) for value in (line[0], peer, first.bytes))) is not None
+        schedule = self._schedule(plan, len(line), direction) if decidable else None
+        if session is not None and schedule is not None:
+            npus = np.array([line], dtype=np.int64)
+            receivers = np.arange(schedule.n)
+            decidable = all(
+                session.route(*_ends(npus, exchange, receivers)) is not None for exchange in schedule.exchanges
+            )
+        self._routable[key] = (plan, decidable)
+        return decidable
+
     def _evaluate(self, _: object = None) -> None:
         """Work out every line completed at this instant and schedule its members' ends of phase."""
         ready, self._ready = self._ready, {}
@@ -159,18 +200,27 @@ class LineBatches:
         transits: dict[int, np.ndarray] = {}
         messages = 0
         receivers = np.arange(schedule.n)
+        session = None if self._lines is None else self._lines.line_session()
+        if self._lines is not None and session is None:  # what forbids lines is set at configure: never, once joined
+            raise LineConflict("the network no longer decides lines")
+        routes: dict[int, object] = {}
         for exchange_index, reduction in zip(schedule.exchange_of_step, schedule.reduction_ps):
             exchange = schedule.exchanges[exchange_index]
-            transit = transits.get(exchange_index)
-            if transit is None:
-                transit = transits[exchange_index] = self._transits(npus, exchange, receivers)
-            arrivals = done[:, exchange.senders] + transit
+            if session is not None:
+                arrivals = self._decide(session, routes, exchange_index, exchange, npus, done)
+            else:
+                transit = transits.get(exchange_index)
+                if transit is None:
+                    transit = transits[exchange_index] = self._transits(npus, exchange, receivers)
+                arrivals = done[:, exchange.senders] + transit
             messages += arrivals.size
             if exchange.fan_in:
                 latest = arrivals.reshape(len(lines), schedule.n, exchange.fan_in).max(axis=2)
                 done = np.maximum(done, latest)
             if isinstance(reduction, np.ndarray) or reduction:
                 done = done + reduction
+        if session is not None:
+            session.close()
         coordinator.messages += messages
         steps = len(schedule.exchange_of_step)
         for (_, runs), ends in zip(lines, done.tolist()):
@@ -183,11 +233,37 @@ class LineBatches:
 
     def _transits(self, npus: np.ndarray, exchange: _Exchange, receivers: np.ndarray) -> np.ndarray:
         """Each message's transit plus the receiver's endpoint delay, per line: shape (lines, messages)."""
-        src = npus[:, exchange.senders]
-        dst = npus[:, np.repeat(receivers, exchange.fan_in)]
-        sizes = np.broadcast_to(exchange.sizes, src.shape)
-        transit = self._network.transits_ps(src.ravel(), dst.ravel(), np.ascontiguousarray(sizes).ravel())
-        return transit.reshape(src.shape) + self._coordinator.endpoint_delay_ps
+        transit = self._network.transits_ps(*_ends(npus, exchange, receivers))
+        return transit.reshape(len(npus), -1) + self._coordinator.endpoint_delay_ps
+
+    def _decide(
+        self,
+        session: LineLinks,
+        routes: dict[int, object],
+        exchange_index: int,
+        exchange: _Exchange,
+        npus: np.ndarray,
+        done: np.ndarray,
+    ) -> np.ndarray:
+        """Each message's arrival plus the receiver's endpoint delay, per line, its crossings decided by the
+        network as sent when its sender completed its step before (``done``)."""
+        route = routes.get(exchange_index)
+        if route is None:
+            route = session.route(*_ends(npus, exchange, np.arange(done.shape[1])))
+            if route is None:  # lines decidable one by one that share a link (not on dimensions)
+                raise LineConflict("lines completed at one instant cross a link in common")
+            routes[exchange_index] = route
+        sent = done[:, exchange.senders]
+        arrivals = session.arrivals(route, sent.ravel()).reshape(sent.shape)
+        return arrivals + self._coordinator.endpoint_delay_ps
+
+
+def _ends(npus: np.ndarray, exchange: _Exchange, receivers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sources, destinations and sizes of an exchange's messages on each line of ``npus``, flat."""
+    src = npus[:, exchange.senders]
+    dst = npus[:, np.repeat(receivers, exchange.fan_in)]
+    sizes = np.broadcast_to(exchange.sizes, src.shape)
+    return src.ravel(), dst.ravel(), np.ascontiguousarray(sizes).ravel()
 
 
 def _lay_out(plan: PhasePlan, n: int, direction: int, reduction: ReductionCost) -> _Schedule | None:

@@ -7,10 +7,11 @@ The result's per-NPU, per-link and reduction figures are read from what ran in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
-from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, NetworkBackend
+from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, LineConflict, LineNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError
 from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
@@ -100,8 +101,9 @@ def simulate(
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
     pricing = _ready_plans(scope, runs, device, pricers, contention)
     failures = NpuFailures(options.failures, graphs) if options.failures else None
-    engine = _wire(scope, runs, grid, pricing, _reduction_cost(options, device, pricers, others), failures)
-    stopped, unfinished = _run(engine, progress)
+    scope.lines = network if isinstance(network, LineNetwork) else None
+    reduction = partial(_reduction_cost, options, device, pricers, others)
+    engine, stopped, unfinished = _wire_and_run(scope, runs, grid, pricing, reduction, failures, progress)
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
     return result
@@ -134,6 +136,7 @@ class _Scope:
     notes: tuple[str, ...] = ()
     jobs: tuple[int, ...] | None = None
     node_times: bool = False
+    lines: LineNetwork | None = None
 
 
 @dataclass
@@ -313,6 +316,30 @@ def _wire(
     return _Engine(coordinator, reduction, context, table, executors, recorder, runs, failures)
 
 
+def _wire_and_run(
+    scope: _Scope,
+    runs: dict[int, PlanRun],
+    grid: Grid,
+    pricing: Pricing,
+    reduction: Callable[[], ReductionCost],
+    failures: NpuFailures | None,
+    progress: Progress | None,
+) -> tuple[_Engine, RunStopped | None, int]:
+    """:func:`_wire` then :func:`_run`. When a message comes before crossings a network decided ahead for lock-step
+    lines (:class:`~stratasim.kernel.contracts.LineConflict`), the network starts over and so does the run, every
+    message sent one by one."""
+    engine = _wire(scope, runs, grid, pricing, reduction(), failures)
+    try:
+        stopped, unfinished = _run(engine, progress)
+    except LineConflict:
+        assert scope.lines is not None
+        scope.lines.line_reset()
+        scope.lines = None
+        engine = _wire(scope, runs, grid, pricing, reduction(), failures)
+        stopped, unfinished = _run(engine, progress)
+    return engine, stopped, unfinished
+
+
 def _line_batches(
     scope: _Scope,
     runs: dict[int, PlanRun],
@@ -320,11 +347,12 @@ def _line_batches(
     reduction: ReductionCost,
     recorder: TraceRecorder | None,
 ) -> LineBatches | None:
-    """Whole lines of NPUs run a phase at once when messages are priced on the spot, every NPU is simulated and
-    reduces at one cost, no trace is recorded, no NPU is slowed or varied and every plan does one thing at a time
-    (:func:`batchable`); None otherwise."""
-    direct = scope.direct
-    if direct is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
+    """Whole lines of NPUs run a phase at once when messages are priced on the spot (or the network decides a
+    line's crossings: :class:`LineNetwork`, for a single job), every NPU is simulated and reduces at one cost, no
+    trace is recorded, no NPU is slowed or varied and every plan does one thing at a time (:func:`batchable`);
+    None otherwise."""
+    network = scope.direct or (scope.lines if scope.jobs is None else None)
+    if network is None or scope.stand_in is not None or recorder is not None or scope.perturbation is not None:
         return None
     if scope.options.failures:  # a line's phase run at once cannot stop midway
         return None
@@ -332,7 +360,7 @@ def _line_batches(
         return None
     if not batchable([run.plan for run in distinct(runs)], scope.options):
         return None
-    return LineBatches(coordinator, direct, reduction)
+    return LineBatches(coordinator, network, reduction, links=scope.direct is None)
 
 
 def _block_recorder(
