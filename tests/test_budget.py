@@ -9,7 +9,9 @@ import copy
 import resource
 import subprocess
 import sys
-import time
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,19 @@ QUICKSTART: dict[str, Any] = {
 GPT3 = load_study(EXAMPLES / "gpt3_175b.yaml")
 
 
+@contextmanager
+def _allocating_little(limit: int = 64 * 2**20) -> Iterator[None]:
+    """The block allocates at most ``limit`` bytes at its peak (Python's own allocations, traced): a refusal that
+    built what it counts would not fit. Work, not wall time, so a loaded machine cannot fail it."""
+    tracemalloc.start()
+    try:
+        yield
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < limit, f"allocated {peak:,} bytes"
+
+
 def _study(**changes: Any) -> dict[str, Any]:
     """:data:`QUICKSTART` with ``section__key=value`` changes (``dim1__size`` for a dimension's key)."""
     data = copy.deepcopy(QUICKSTART)
@@ -68,11 +83,10 @@ def _study(**changes: Any) -> dict[str, Any]:
 
 
 def _refused(data: dict[str, Any], *fragments: str, budget: Budget = DEFAULT_BUDGET) -> None:
-    """Checking ``data`` is refused within a second, its message holding ``fragments``."""
-    started = time.monotonic()
-    with pytest.raises(BudgetError) as caught:
+    """Checking ``data`` is refused having built nothing of its size (a few MiB at most), its message holding
+    ``fragments``."""
+    with _allocating_little(), pytest.raises(BudgetError) as caught:
         check_study(parse_study(data, "huge.yaml"), budget)
-    assert time.monotonic() - started < 2
     for fragment in fragments:
         assert fragment in str(caught.value)
 
@@ -102,10 +116,11 @@ def test_huge_repeats_are_refused_for_their_nodes(repeat: int) -> None:
     ],
 )
 def test_huge_transformers_are_refused_before_building(changes: list[str]) -> None:
-    started = time.monotonic()
-    with pytest.raises(BudgetError, match=r"reduce workload\.model\.layers and workload\.parallelism\.global_batch"):
+    with (
+        _allocating_little(),
+        pytest.raises(BudgetError, match=r"reduce workload\.model\.layers and workload\.parallelism\.global_batch"),
+    ):
         check_study(load_study(EXAMPLES / "gpt3_175b.yaml", changes))
-    assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize("size", ["1PiB", "100TiB", "10TiB"])
@@ -182,11 +197,11 @@ def test_the_gpt3_estimate_is_conservative_but_not_wild() -> None:
 @pytest.mark.parametrize("sizes", [("125000000",), ("30000", "30000"), ("1073741823",)])
 def test_check_answers_a_billion_npus_fast_in_little_memory(sizes: tuple[str, ...]) -> None:
     settings = [arg for index, size in enumerate(sizes) for arg in ("--set", f"network.topology.{index}.size={size}")]
-    started = time.monotonic()
-    # At most 1 GiB of address space, so a check that built what it counts dies.
+    # At most 1 GiB of address space, so a check that built what it counts dies; the helper's timeout catches a
+    # check that counts NPU by NPU (speed itself is the benchmarks' to measure).
     done = stratasim_process("check", "examples/quickstart.yaml", *settings, address_space=2**30)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.startswith("error: ")
-    assert "NPUs would need about" in done.stderr and time.monotonic() - started < 10
+    assert "NPUs would need about" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -215,7 +230,6 @@ def test_the_command_line_sets_and_reports_the_budget(args: list[str], fragment:
 @pytest.mark.parametrize("npus", [10**9, 10**7, 2**31])
 def test_converting_a_text_workload_for_too_many_npus_is_refused(tmp_path: Path, npus: int) -> None:
     text = ROOT / "tests" / "data" / "astra-sim-inputs" / "workload" / "text_workloads" / "Resnet50_DataParallel.txt"
-    started = time.monotonic()
     done = subprocess.run(
         [
             sys.executable,
@@ -236,7 +250,7 @@ def test_converting_a_text_workload_for_too_many_npus_is_refused(tmp_path: Path,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"converting for {npus:,} NPUs" in done.stderr and "reduce --npus or --passes" in done.stderr
-    assert time.monotonic() - started < 10 and not list(tmp_path.iterdir())
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(
@@ -257,10 +271,8 @@ def test_a_sweep_of_a_billion_points_is_refused_before_listing_them(tmp_path: Pa
         tmp_path,
     )
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.monotonic()
     with pytest.raises(BudgetError, match=r"trials would need about .* reduce the space's values"):
         run_sweep(sweep, ResultStore(tmp_path / "s.db", sweep.section.model_dump_json()))
-    assert time.monotonic() - started < 2
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024
 
 

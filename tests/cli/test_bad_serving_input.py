@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +41,11 @@ def trace_study(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def refused(run_cli: RunCli, study: Path, *fragments: str, options: tuple[str, ...] = ()) -> None:
-    """``check`` and ``run`` both end non-zero within seconds with one message holding ``fragments``."""
+    """``check`` and ``run`` both end non-zero with one message holding ``fragments``."""
     for command in ("check", "run"):
-        started = time.monotonic()
         code, _, err = run_cli(command, str(study), *options)
         assert code != 0, command
         assert err.startswith("error: ") and "Traceback" not in err and SECRET not in err, err
-        assert time.monotonic() - started < 20, command
         for fragment in fragments:
             assert fragment in err, err
 
@@ -160,17 +157,14 @@ def test_two_arrival_columns_are_an_error_not_a_choice(run_cli: RunCli, tmp_path
 
 
 def test_a_big_trace_is_refused_by_the_budget_as_it_is_read(run_cli: RunCli, tmp_path: Path) -> None:
-    """200,000 requests (6 MB) against a budget of 1,024: refused having read 1,025 rows, in well under a second
-    of reading (the whole file would take seconds)."""
+    """200,000 requests (6 MB) against a budget of 1,024: refused having read 1,025 rows, not the whole file."""
     trace = tmp_path / "t.csv"
     with trace.open("w") as file:
         file.write("arrival_s,prompt_tokens,output_tokens\n")
         file.writelines(f"{i / 1000},{100 + i % 900},{1 + i % 50}\n" for i in range(200_000))
     study = study_with(tmp_path, {"trace": {"path": str(trace)}})
     refused(run_cli, study, "more than 1,024 requests", "--max-memory", options=("--max-memory", "2MiB"))
-    started = time.monotonic()
     assert len(read_trace(trace, most=1024)) == 1025
-    assert time.monotonic() - started < 2
 
 
 def test_a_trace_longer_than_the_most_a_study_serves_is_refused(
