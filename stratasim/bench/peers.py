@@ -50,6 +50,7 @@ _COMM_TYPES = {
     "reduce_scatter": REDUCE_SCATTER,
     "all_to_all": ALL_TO_ALL,
 }
+_WORKLOAD = ("collective", "comm_size", "npus")
 
 
 @dataclass(frozen=True)
@@ -76,18 +77,32 @@ class PeerFigures:
     source: str
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON object of ``path``, which must hold ``keys``; a :class:`StrataSimError` naming the file (and the
+    key) otherwise."""
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise StrataSimError(f"{path}: cannot read the peer's case: {exc}") from None
-    return data
+    missing = [key for key in keys if not isinstance(data, dict) or key not in data]
+    if missing:
+        raise StrataSimError(f"{path}: {', '.join(missing)}: required")
+    result: dict[str, Any] = data
+    return result
+
+
+def _binary(run: AstraRun) -> str:
+    """The ASTRA-sim binary of ``case.json``, one of :data:`~stratasim.importers.astra.BACKENDS`'."""
+    binary = _load(run.folder / "case.json", ("binary",))["binary"]
+    if binary not in BACKENDS.values():
+        raise StrataSimError(f"{run.folder / 'case.json'}: binary: expected one of {', '.join(BACKENDS.values())}")
+    return str(binary)
 
 
 def peer_figures(run: AstraRun) -> PeerFigures:
     """The figures of the case's ``peer.json``."""
-    binary = _load(run.folder / "case.json")["binary"]
-    data = _load(run.folder / "peer.json")
+    binary = _binary(run)
+    data = _load(run.folder / "peer.json", ("simulated_ns", "wall_s", "machine", "date", "load"))
     source = f"{binary} on {ASTRA_CASES}/{run.case}, {data['machine']}, {data['date']} ({data['load']})"
     return PeerFigures(binary, data["simulated_ns"], data["wall_s"], data.get("peak_mb"), source)
 
@@ -95,8 +110,14 @@ def peer_figures(run: AstraRun) -> PeerFigures:
 def write_workload(run: AstraRun, folder: Path) -> Path:
     """Write the case's microbenchmark traces (``case.json``'s ``workload``) into ``folder``; their prefix
     (``<folder>/<collective>``, ASTRA-sim's ``--workload-configuration``)."""
-    spec = _load(run.folder / "case.json")["workload"]
-    collective, size, npus = spec["collective"], spec["comm_size"], spec["npus"]
+    path = run.folder / "case.json"
+    spec = _load(path, ("workload",))["workload"]
+    collective, size, npus = (spec.get(key) if isinstance(spec, dict) else None for key in _WORKLOAD)
+    if collective not in _COMM_TYPES or not isinstance(size, int) or not isinstance(npus, int) or min(size, npus) < 1:
+        raise StrataSimError(
+            f"{path}: workload: expected collective (one of {', '.join(_COMM_TYPES)}), comm_size (bytes) and npus "
+            f"(whole numbers above 0); got {spec!r}"
+        )
     prefix = folder / collective
     for rank in range(npus):
         node = Node(id=rank, name=f"{collective}_{npus}npus_{size >> 20}MB", type=COMM_COLL_NODE)
@@ -111,10 +132,7 @@ def import_case(run: AstraRun, folder: Path) -> Path:
     """Write the case's traces and the study ``stratasim import astra`` makes of its inputs into ``folder``; the
     study file's path."""
     prefix = write_workload(run, folder)
-    binary = _load(run.folder / "case.json")["binary"]
-    if binary not in BACKENDS.values():
-        raise StrataSimError(f"{run.folder / 'case.json'}: binary: expected one of {', '.join(BACKENDS.values())}")
-    backend: Backend = "congestion_aware" if binary == BACKENDS["congestion_aware"] else "analytical"
+    backend: Backend = "congestion_aware" if _binary(run) == BACKENDS["congestion_aware"] else "analytical"
     imported = read_astra(
         run.folder / "network.yml", run.folder / "system.json", backend=backend, trace=prefix.name, name=run.case
     )

@@ -33,6 +33,7 @@ from stratasim.bench.suite import (
     select,
 )
 from stratasim.config.study_file import load_study, parse_study
+from stratasim.kernel.errors import StrataSimError
 
 TINY = BenchCase("all_reduce", 1 << 20, (8,), remote=False, aggregate=False)
 
@@ -293,3 +294,14 @@ def test_spawned_cases_spawn_network_and_compute() -> None:
     assert study["network"]["spawn"] and study["compute"]["spawn"]
     in_process = {c.name: c for c in SUITE}["ring-allreduce-1024-in-process"].run
     assert replace(spawned, remote=False, spawn_compute=False) == in_process
+
+
+def test_a_broken_workload_or_peer_file_is_one_clear_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _ring_8(tmp_path, monkeypatch, "AstraSim_Analytical_Congestion_Unaware")
+    case_json = run.folder / "case.json"
+    case_json.write_text(json.dumps({"binary": "AstraSim_Analytical_Congestion_Unaware", "workload": {"npus": 8}}))
+    error = measure(SuiteCase("ring-8", run), 60, 8 << 30)["error"]
+    assert error.startswith(f"{case_json}: workload: expected collective (one of all_reduce, all_gather")
+    (run.folder / "peer.json").write_text(json.dumps({"wall_s": 1.0}))
+    with pytest.raises(StrataSimError, match=r"peer\.json: simulated_ns, machine, date, load: required"):
+        peer_of(SuiteCase("ring-8", run))
