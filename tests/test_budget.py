@@ -19,6 +19,7 @@ import pytest
 
 import stratasim
 from stratasim.bench.collectives import BenchCase
+from stratasim.bench.peers import AstraRun, import_case
 from stratasim.bench.suite import SUITE, SuiteCase
 from stratasim.bench.sweep_runs import SweepRun
 from stratasim.cli import main as stratasim_main
@@ -300,14 +301,15 @@ def test_a_sweep_number_that_fits_nothing_is_refused(tmp_path: Path, value: floa
 @pytest.mark.parametrize(
     "case", [case for case in SUITE if not isinstance(case.run, SweepRun)], ids=lambda case: case.name
 )
-def test_every_benchmark_case_fits_the_default_budget(case: SuiteCase) -> None:
+def test_every_benchmark_case_fits_the_default_budget(case: SuiteCase, tmp_path: Path) -> None:
     run = case.run
     assert not isinstance(run, SweepRun)
-    study = (
-        parse_study(run.study(), "<bench>")
-        if isinstance(run, BenchCase)
-        else load_study(ROOT / run.path, run.overrides)
-    )
+    if isinstance(run, BenchCase):
+        study = parse_study(run.study(), "<bench>")
+    elif isinstance(run, AstraRun):  # the peer's inputs, imported as the suite does
+        study = load_study(import_case(run, tmp_path))
+    else:
+        study = load_study(ROOT / run.path, run.overrides)
     source, npus = prepare_workload(study)
     assert check_budget(study, source, npus, DEFAULT_BUDGET).memory <= DEFAULT_BUDGET.max_memory
 

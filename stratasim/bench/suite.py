@@ -2,9 +2,11 @@
 next to its peer's published figure, the ratio and the issue's target.
 
 The cases are data (:data:`SUITE`): how each runs — a study file with ``--set`` overrides (timed by
-:mod:`stratasim.bench.studies`) or a collective :class:`~stratasim.bench.collectives.BenchCase` — and what it is
-compared with: a peer simulator's wall time and memory as measured on this machine class (issue 12), or another
-case of the suite (spawned against in-process, ``--out`` against the plain run). Each child runs under a time and an
+:mod:`stratasim.bench.studies`), a collective :class:`~stratasim.bench.collectives.BenchCase`, or a peer's own case
+(:class:`~stratasim.bench.peers.AstraRun`: ASTRA-sim's input files, imported) — and what it is compared with: a peer
+simulator's figures (for a peer's own case, those it measured on the same inputs, read from the case's
+``peer.json``), or another case of the suite (spawned against in-process, ``--out`` against the plain run). The
+files the suite runs ship with the package (:data:`~stratasim.bench.peers.DATA`), so it runs from an installed one. Each child runs under a time and an
 address-space limit, so a case that fails, overruns or runs out of memory shows ``failed: <why>`` in its row.
 """
 
@@ -16,20 +18,31 @@ from pathlib import Path
 from typing import Any
 
 from stratasim.bench.collectives import BenchCase, run_case
+from stratasim.bench.peers import DATA, AstraRun, measure_astra, peer_figures
 from stratasim.bench.studies import run_study_file
 from stratasim.bench.sweep_runs import SweepRun, run_sweep_file
 from stratasim.kernel.errors import StrataSimError
 from stratasim.kernel.units import format_time_ps
 
-__all__ = ["StudyRun", "Peer", "Target", "SuiteCase", "SUITE", "select", "run_suite", "evaluate", "format_suite_table"]
+__all__ = [
+    "StudyRun",
+    "Peer",
+    "Target",
+    "SuiteCase",
+    "SUITE",
+    "select",
+    "peer_of",
+    "run_suite",
+    "evaluate",
+    "format_suite_table",
+]
 
 ISSUE_12 = "measured on this machine class, issue 12"
-_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
 class StudyRun:
-    """A study file (relative to the repository) run with ``--set`` ``overrides``, and with ``--out`` if ``out``."""
+    """A study file (its path in the repository; the package ships a copy) run with ``--set`` ``overrides``, and with ``--out`` if ``out``."""
 
     path: str
     overrides: tuple[str, ...] = ()
@@ -39,12 +52,13 @@ class StudyRun:
 @dataclass(frozen=True)
 class Peer:
     """Another simulator's figures for the same case: wall time in seconds, peak memory in MB (10^6 bytes) if
-    published."""
+    published, and its simulated time in picoseconds if known (then the row's must equal it)."""
 
     name: str
     wall_s: float
     peak_mb: float | None = None
     source: str = ISSUE_12
+    simulated_ps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,7 @@ class SuiteCase:
     suite case named ``baseline`` (measured in the same suite run) — and the issue's ``target``, if any."""
 
     name: str
-    run: StudyRun | BenchCase | SweepRun
+    run: StudyRun | BenchCase | SweepRun | AstraRun
     peer: Peer | None = None
     baseline: str | None = None
     target: Target | None = None
@@ -93,6 +107,14 @@ def _collective(collective: str, shape: tuple[int, ...], **options: Any) -> Benc
     return BenchCase(collective, 1 << 30, shape, remote=False, aggregate=False, **options)
 
 
+def _palm(case: str) -> str:
+    """Where a PALM figure comes from: PALM's own script on its own inputs (benchmarks/peers/palm/README.md)."""
+    return (
+        f"PALM fangjh21/PALM@beb5a3e, python gpu_main.py with config/gpu.json, {case}, Dreampipe1F1B, full recompute, "
+        "FP16; whole process, issue 12; PALM's inputs, not ours (same model and GPUs)"
+    )
+
+
 _RING_1024 = _collective("all_reduce", (1024,))
 _ANALYTICAL = Target(ratio=0.5)  # every-NPU analytical cases: at most half ASTRA-sim's time
 _CONGESTION = Target(ratio=0.7)  # congestion-aware cases: at most 0.7 of ASTRA-sim's
@@ -101,47 +123,32 @@ _CONGESTION = Target(ratio=0.7)  # congestion-aware cases: at most 0.7 of ASTRA-
 SUITE: tuple[SuiteCase, ...] = (
     SuiteCase("gpt3-175b", StudyRun("examples/gpt3_175b.yaml"), target=Target(wall_s=2, peak_mb=300)),
     SuiteCase(
-        "megatron-76b", StudyRun("examples/megatron/gpt_76b.yaml"), Peer("PALM", 2.4, 132), target=Target(wall_s=2.8)
+        "megatron-76b",
+        StudyRun("examples/megatron/gpt_76b.yaml"),
+        Peer("PALM", 2.4, 132, _palm("T-76B, PP,DP,TP = 4,32,8 (the script as published)")),
+        target=Target(wall_s=2.8),
     ),
     SuiteCase(
-        "megatron-530b", StudyRun("examples/megatron/gpt_530b.yaml"), Peer("PALM", 2.8, 177), target=Target(wall_s=2.8)
+        "megatron-530b",
+        StudyRun("examples/megatron/gpt_530b.yaml"),
+        Peer("PALM", 2.8, 177, _palm("T-530B, PP,DP,TP = 35,9,8")),
+        target=Target(wall_s=2.8),
     ),
     SuiteCase("megatron-1t", StudyRun("examples/megatron/gpt_1t.yaml"), target=Target(wall_s=4)),
-    SuiteCase("ring-allreduce-1024", _RING_1024, Peer("ASTRA-sim", 3.4), target=_ANALYTICAL),
-    SuiteCase(
-        "ring-allreduce-4096",
-        _collective("all_reduce", (4096,)),
-        Peer("ASTRA-sim", 73, 5400),
-        target=Target(ratio=0.5, peak_mb=5400),
-    ),
-    SuiteCase(
-        "direct-alltoall-switch-1024",
-        _collective("all_to_all", (1024,), kind="switch", algorithm="direct"),
-        Peer("ASTRA-sim", 6.0),
-        target=_ANALYTICAL,
-    ),
-    SuiteCase(
-        "allreduce-16x16x16", _collective("all_reduce", (16, 16, 16)), Peer("ASTRA-sim", 1.6), target=_ANALYTICAL
-    ),
-    SuiteCase(
-        "allreduce-32x32x16", _collective("all_reduce", (32, 32, 16)), Peer("ASTRA-sim", 24.1), target=_ANALYTICAL
-    ),
-    SuiteCase(
-        "ca-ring-allreduce-1024",
-        _collective("all_reduce", (1024,), backend="congestion_aware"),
-        Peer("ASTRA-sim congestion-aware", 4.3),
-        target=_CONGESTION,
-    ),
-    SuiteCase(
-        "ca-switch-alltoall-1024",
-        _collective("all_to_all", (1024,), backend="congestion_aware", kind="switch", algorithm="direct"),
-        Peer("ASTRA-sim congestion-aware", 9.8),
-        target=_CONGESTION,
-    ),
+    # ASTRA-sim's rows run ASTRA-sim's own inputs (benchmarks/peers/astra-sim/<case>/), next to its figures on them.
+    SuiteCase("ring-allreduce-1024", AstraRun("ring-allreduce-1024"), target=_ANALYTICAL),
+    SuiteCase("ring-allreduce-4096", AstraRun("ring-allreduce-4096"), target=Target(ratio=0.5, peak_mb=5400)),
+    SuiteCase("direct-alltoall-switch-1024", AstraRun("direct-alltoall-switch-1024"), target=_ANALYTICAL),
+    SuiteCase("allreduce-16x16x16", AstraRun("allreduce-16x16x16"), target=_ANALYTICAL),
+    SuiteCase("allreduce-32x32x16", AstraRun("allreduce-32x32x16"), target=_ANALYTICAL),
+    SuiteCase("ca-ring-allreduce-1024", AstraRun("ca-ring-allreduce-1024"), target=_CONGESTION),
+    SuiteCase("ca-switch-alltoall-1024", AstraRun("ca-switch-alltoall-1024"), target=_CONGESTION),
+    # The suite's own every-NPU ring (one chunk, 50 GB/s of 10^9 bytes), in-process against spawned layers.
+    SuiteCase("ring-allreduce-1024-in-process", _RING_1024),
     SuiteCase(
         "ring-allreduce-1024-spawned",
         BenchCase(**{**asdict(_RING_1024), "remote": True, "spawn_compute": True}),
-        baseline="ring-allreduce-1024",
+        baseline="ring-allreduce-1024-in-process",
         target=Target(ratio=1.5),
     ),
     SuiteCase("transformer", StudyRun("examples/transformer.yaml")),
@@ -205,8 +212,18 @@ def select(cases: Sequence[SuiteCase], names: Sequence[str]) -> list[SuiteCase]:
 
 
 def path_of(run: StudyRun) -> Path:
-    """The study file of ``run``, found from the repository this package was installed from."""
-    return _ROOT / run.path
+    """The study file of ``run``: the package's copy (the suite runs from an installed package as from a checkout)."""
+    return DATA / run.path
+
+
+def peer_of(case: SuiteCase) -> Peer | None:
+    """The peer ``case`` is compared with: its published one, or for a peer's own case the figures of its
+    ``peer.json``."""
+    if case.peer is not None or not isinstance(case.run, AstraRun):
+        return case.peer
+    figures = peer_figures(case.run)
+    name = "ASTRA-sim congestion-aware" if "Congestion_Aware" in figures.binary else "ASTRA-sim"
+    return Peer(name, figures.wall_s, figures.peak_mb, figures.source, figures.simulated_ns * 1000)
 
 
 def measure(case: SuiteCase, timeout_s: float, memory_bytes: int) -> dict[str, Any]:
@@ -214,10 +231,12 @@ def measure(case: SuiteCase, timeout_s: float, memory_bytes: int) -> dict[str, A
     if isinstance(case.run, BenchCase):
         return run_case(case.run, timeout_s, memory_bytes)
     if isinstance(case.run, SweepRun):
-        return run_sweep_file(str(_ROOT / case.run.path), timeout_s, memory_bytes)
+        return run_sweep_file(str(DATA / case.run.path), timeout_s, memory_bytes)
+    if isinstance(case.run, AstraRun):
+        return measure_astra(case.run, timeout_s, memory_bytes)
     path = path_of(case.run)
     if not path.is_file():
-        return {"error": f"{case.run.path} not found (the suite runs from a checkout of the repository)"}
+        return {"error": f"{case.run.path} not shipped with the package (python tools/sync_bench_data.py)"}
     return run_study_file(str(path), timeout_s, case.run.overrides, out=case.run.out, memory_bytes=memory_bytes)
 
 
@@ -233,12 +252,14 @@ def evaluate(case: SuiteCase, figures: dict[str, Any], measured: dict[str, dict[
         "target": case.target.describe() if case.target else None,
         "met": None,
     }
-    if case.peer is not None:
+    peer = peer_of(case)
+    if peer is not None:
         row.update(
-            peer=case.peer.name,
-            peer_wall_s=case.peer.wall_s,
-            peer_peak_mb=case.peer.peak_mb,
-            peer_source=case.peer.source,
+            peer=peer.name,
+            peer_wall_s=peer.wall_s,
+            peer_peak_mb=peer.peak_mb,
+            peer_source=peer.source,
+            peer_simulated_ps=peer.simulated_ps,
         )
     elif case.baseline is not None:
         base = measured.get(case.baseline, {"error": "not run"})
@@ -250,6 +271,8 @@ def evaluate(case: SuiteCase, figures: dict[str, Any], measured: dict[str, dict[
         row["ratio"] = wall / row["peer_wall_s"]
     if case.target is not None:
         row["met"] = case.target.met(wall, peak_mb, row["ratio"])
+    if row.get("peer_simulated_ps") not in (None, figures["total_time_ps"]):
+        row["mismatch"] = f"simulated {format_time_ps(figures['total_time_ps'])} ≠ the peer's"
     return {
         **row,
         "wall_s": wall,
@@ -319,6 +342,6 @@ def format_suite_table(rows: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"{row['case']:<28} {format_time_ps(row['total_time_ps']):>12} {row['wall_s']:>8.2f} "
             f"{_number(row['process_s'], '.2f'):>7} {row['peak_mb']:>8.0f}  {peer} {ratio:>7}  "
-            f"{row['target'] or '—':<18} {met}"
+            f"{row['target'] or '—':<18} {met}{'  ' + row['mismatch'] if 'mismatch' in row else ''}"
         )
     return "\n".join(lines)

@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suite",
         action="store_true",
-        help="run the cases of issue 12's speed table next to the peers' published figures (stratasim.bench.suite)",
+        help="run the speed issues' cases next to the peers' figures (ASTRA-sim's measured on its own inputs; stratasim.bench.suite)",
     )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="with --suite: run only these cases")
     budget_options.add_arguments(parser, "a --study")
