@@ -45,6 +45,7 @@ class FlitEngine:
         self.pipeline_ps = parameters.pipeline_ps
         self.events: list[tuple[int, int, OutputPort]] = []  # (time, seq, port): arbitrations
         self._seq = 0
+        self._flits: dict[int, int] = {}  # a packet's payload bytes -> its flits
         self.tangled = 0
         self.deliveries: list[tuple[int, int]] = []  # a heap of (time, message id)
         self.latency = PacketLatency()
@@ -54,12 +55,12 @@ class FlitEngine:
         route = message.segments[message.segment]
         if not message.segment and (route.hops > 1 or len(message.segments) > 1):
             self.tangle(message)
-        parameters = self._parameters
-        packets = [
-            Packet(message, route, packet_flits(payload, parameters), payload, not i)
-            for i, payload in enumerate(message.payloads)
-        ]
-        message.remaining = sum(packet.flits for packet in packets)
+        flits = self._flits
+        for payload in set(message.payloads).difference(flits):
+            flits[payload] = packet_flits(payload, self._parameters)
+        packets = [Packet(message, route, flits[payload], payload, False) for payload in message.payloads]
+        packets[0].first = True
+        message.remaining = sum(map(flits.__getitem__, message.payloads))
         message.packets = packets
         source = Outbox(packets, at_ps + self.pipeline_ps)
         interface = InputVc(None, 0, source)

@@ -82,57 +82,104 @@ def _send_run(
     the port's next slot if candidates remain (``scheduled_slot`` set), else -1."""
     ivc = port.candidates[position]
     eligible, packet, index, _ = ivc.queue[0]
-    first, outbox, alone = packet, ivc.source, len(port.candidates) == 1
-    initial, returns = port.initial, port.returns
+    outbox = ivc.source
+    packets = outbox.packets if outbox is not None and len(port.candidates) == 1 else []
+    following = outbox.next if outbox is not None else 0  # the next packet of ``packets`` to take
+    limit = horizon_ps if packets else -1  # the last slot start at which a flit goes on in this run
+    initial, returns, owner, flow = port.initial, port.returns, port.owner, packet.message.flow
     back = 2 * port.latency_ps + engine.pipeline_ps  # from a slot's end to its flit's credit, ejected at the far end
     anchor_ps, anchor_slot, num, den = port.anchor_ps, port.anchor_slot, port.num, port.den
-    slot, start, sent = port.scheduled_slot, now, 0
+    vcs = range(*packet.route.vcs[0])
+    state = _Run(port, packet, port.scheduled_slot, now)
     if not index:
-        _take_vc(port, ivc, packet, vc)
-    while True:
-        slot += 1
-        end = anchor_ps - (-(slot - anchor_slot) * num // den)  # port.slot_start, inlined
-        sent += 1
-        if initial[vc]:
-            initial[vc] -= 1
-        else:
-            returns[vc].popleft()
-        credit_back(returns[vc], end + back)
-        index += 1
-        if index < packet.flits:
-            if not alone or end > horizon_ps or (0 if initial[vc] else returns[vc][0]) > end:
+        _take_vc(port, ivc, packet, vc, flow)
+    slot, tails, payload = state.slot, state.tails, 0
+    while True:  # a packet's flits from ``index`` on
+        ret, flits, unused = returns[vc], packet.flits, initial[vc]
+        while True:
+            slot += 1
+            end = anchor_ps - (-(slot - anchor_slot) * num // den)  # port.slot_start, inlined
+            if unused:
+                unused -= 1
+            else:
+                ret.popleft()
+            credit = end + back
+            if ret and ret[-1] > credit:
+                credit_back(ret, credit)
+            else:
+                ret.append(credit)
+            index += 1
+            if index == flits or end > limit or not (unused or ret[0] <= end):
                 break
-        else:  # its tail: the virtual channel is free, and the next packet takes one
-            port.owner[vc] = None
-            _tail(engine, packet, end + back - port.latency_ps)
-            if not alone or end > horizon_ps or outbox is None or outbox.next == len(outbox.packets):
-                break
-            following = outbox.packets[outbox.next]
-            vc, credit = port.earliest_vc(*following.route.vcs[0])
-            if credit < 0 or credit > end or eligible > end:
-                break
-            outbox.next += 1
-            packet, index = following, 0
-            _take_vc(port, ivc, packet, vc)
+            chain.append(end)
+        initial[vc] = unused
+        if index < flits:
+            break
+        owner[vc] = None  # its tail: the virtual channel is free, and the next packet takes one
+        tails.append(end)
+        if end > limit or following == len(packets) or eligible > end:
+            break
+        choice = credit = -1
+        for free in vcs:  # port.earliest_vc, inlined
+            if owner[free] is None:
+                at = 0 if initial[free] else returns[free][0] if returns[free] else -1
+                if at >= 0 and (choice < 0 or at < credit):
+                    choice, credit = free, at
+        if choice < 0 or credit > end:
+            break
+        packet, index, vc = packets[following], 0, choice  # not its message's first packet: that one was queued
+        following += 1
+        owner[vc] = packet  # _take_vc, inlined
+        packet.crossed = 1
+        payload += packet.payload
+        if flow:
+            count_flow(port, packet)
         chain.append(end)
-    port.slot = slot
-    port.flits += sent
-    port.busy_ps += end - start
-    _eject(engine, packet, sent, end + back - port.latency_ps)
-    _requeue(port, position, first, packet, index, sent, eligible)
-    spans = port.spans
-    if spans is not None:  # back-to-back flits make one stretch
-        if spans and spans[-1] == start:
-            spans[-1] = end
-        else:
-            spans += (start, end)
-    if port.candidates:
-        port.scheduled_slot = slot
-        return end
-    return -1
+    if outbox is not None:
+        outbox.next = following
+    ivc.out_vc = vc
+    port.bytes += payload
+    return state.settle(engine, position, packet, index, slot, end)
 
 
-def _take_vc(port: OutputPort, ivc: InputVc, packet: Packet, vc: int) -> None:
+class _Run:
+    """What a run of flits of one network interface on one port needs to settle once it stops."""
+
+    __slots__ = ("port", "first", "slot", "start", "tails")
+
+    def __init__(self, port: OutputPort, first: Packet, slot: int, start: int) -> None:
+        self.port = port
+        self.first = first  # the front packet when the run began
+        self.slot = slot
+        self.start = start
+        self.tails: list[int] = []  # when each packet whose tail was sent took its last slot's end
+
+    def settle(self, engine: FlitEngine, position: int, packet: Packet, index: int, slot: int, end: int) -> int:
+        """The run stopped with flit ``index`` of ``packet`` next (``index == flits`` once it is all sent), slot
+        ``slot`` next, the last flit's slot ending at ``end``: count it on the port and at the destination, set the
+        interface's queue, and return the start of the port's next slot if candidates remain, else -1."""
+        port = self.port
+        sent = slot - self.slot
+        through = end + port.latency_ps + engine.pipeline_ps  # the last flit's, out of the network
+        port.slot = slot
+        port.flits += sent
+        port.busy_ps += end - self.start
+        spans = port.spans
+        if spans is not None:  # back-to-back flits make one stretch
+            if spans and spans[-1] == self.start:
+                spans[-1] = end
+            else:
+                spans += (self.start, end)
+        _tails(engine, packet, self.tails, through - end)
+        _eject(engine, packet, sent, through)
+        _requeue(port, position, self.first, packet, index, sent)
+        if port.candidates:
+            port.scheduled_slot = slot
+            return end
+        return -1
+
+
+def _take_vc(port: OutputPort, ivc: InputVc, packet: Packet, vc: int, flow: int) -> None:
     """The head of ``packet`` (from network interface ``ivc``) takes ``vc`` and crosses ``port``'s link."""
     port.owner[vc] = packet
     ivc.out_vc = vc
@@ -140,16 +187,17 @@ def _take_vc(port: OutputPort, ivc: InputVc, packet: Packet, vc: int) -> None:
     port.bytes += packet.payload
     if packet.first:
         port.messages += 1
-    if packet.message.flow:
+    if flow:
         count_flow(port, packet)
 
 
-def _tail(engine: FlitEngine, packet: Packet, through_ps: int) -> None:
-    """The tail of ``packet`` leaves the network at ``through_ps``: the packet's latency, if its message is not
-    cancelled and this is its last segment."""
+def _tails(engine: FlitEngine, packet: Packet, ends: list[int], delay: int) -> None:
+    """The tails of packets of ``packet``'s message took slots ending at ``ends``: each leaves the network
+    ``delay`` later, and counts its packet's latency if its message is not cancelled and on its last segment."""
     message = packet.message
-    if not message.cancelled and message.segment == len(message.segments) - 1:
-        engine.latency.add(through_ps - message.sent_ps)
+    if ends and not message.cancelled and message.segment == len(message.segments) - 1:
+        since = message.sent_ps - delay
+        engine.latency.add_all([end - since for end in ends])
 
 
 def _eject(engine: FlitEngine, packet: Packet, flits: int, through_ps: int) -> None:
@@ -165,12 +213,11 @@ def _eject(engine: FlitEngine, packet: Packet, flits: int, through_ps: int) -> N
         engine.finish(message)
 
 
-def _requeue(
-    port: OutputPort, position: int, first: Packet, packet: Packet, index: int, sent: int, eligible: int
-) -> None:
-    """The network interface, candidate ``position``, sent ``sent`` flits on ``port``, from its front packet ``first`` to flit ``index``
-    (not sent) of ``packet``: its queue holds what is left of ``packet`` (or the next packet's flits, from its
-    source, once it is all sent), and it goes to the back of the port's candidates while it has flits."""
+def _requeue(port: OutputPort, position: int, first: Packet, packet: Packet, index: int, sent: int) -> None:
+    """The network interface, candidate ``position``, sent ``sent`` flits on ``port``, from its front packet
+    ``first`` to flit ``index`` (not sent) of ``packet``: its queue holds what is left of ``packet`` (or the next
+    packet's flits, from its source, once it is all sent), and it goes to the back of the port's candidates while it
+    has flits."""
     ivc = port.candidates.pop(position)
     queue = ivc.queue
     if index == packet.flits:
@@ -185,6 +232,7 @@ def _requeue(
         for _ in range(sent):
             queue.popleft()
     else:
+        eligible = queue[0][0]
         queue.clear()
         queue.extend([(eligible, packet, flit, 0) for flit in range(index, packet.flits)])
     if queue:
