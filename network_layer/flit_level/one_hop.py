@@ -14,6 +14,7 @@ decides ties at equal times once messages that cross several links come back.
 from __future__ import annotations
 
 import heapq
+from functools import partial
 from typing import TYPE_CHECKING
 
 from stratasim.network_layer.flit_level.router import InputVc, OutputPort, count_flow, credit_back
@@ -96,18 +97,18 @@ def _send_run(
     slot, tails, payload = state.slot, state.tails, 0
     while True:  # a packet's flits from ``index`` on
         ret, flits, unused = returns[vc], packet.flits, initial[vc]
+        # this run's credits come back in the order it sends: only one coming back earlier than a credit already
+        # due (one decided before the run) needs putting in its place
+        late = ret and ret[-1] > anchor_ps - (-(slot + 1 - anchor_slot) * num // den) + back
+        push, pop = partial(credit_back, ret) if late else ret.append, ret.popleft
         while True:
             slot += 1
             end = anchor_ps - (-(slot - anchor_slot) * num // den)  # port.slot_start, inlined
             if unused:
                 unused -= 1
             else:
-                ret.popleft()
-            credit = end + back
-            if ret and ret[-1] > credit:
-                credit_back(ret, credit)
-            else:
-                ret.append(credit)
+                pop()
+            push(end + back)
             index += 1
             if index == flits or end > limit or not (unused or ret[0] <= end):
                 break
