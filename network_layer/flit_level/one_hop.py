@@ -14,6 +14,7 @@ decides ties at equal times once messages that cross several links come back.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -101,7 +102,15 @@ def _send_run(
         # due (one decided before the run) needs putting in its place
         late = ret and ret[-1] > anchor_ps - (-(slot + 1 - anchor_slot) * num // den) + back
         push, pop = partial(credit_back, ret) if late else ret.append, ret.popleft
-        while True:
+        bulk = 0
+        if not late and limit >= 0:
+            packet, following, bulk, end, taken = _on_credits(
+                port, vc, vcs, packet, index, packets, following, slot, limit, back, chain, tails
+            )
+        if bulk:
+            slot, unused, payload, index = slot + bulk, initial[vc], payload + taken, packet.flits
+            flits = index
+        while not bulk:
             slot += 1
             end = anchor_ps - (-(slot - anchor_slot) * num // den)  # port.slot_start, inlined
             if unused:
@@ -141,6 +150,88 @@ def _send_run(
     ivc.out_vc = vc
     port.bytes += payload
     return state.settle(engine, position, packet, index, slot, end)
+
+
+def _on_credits(
+    port: OutputPort,
+    vc: int,
+    vcs: range,
+    packet: Packet,
+    index: int,
+    packets: list[Packet],
+    following: int,
+    slot: int,
+    limit: int,
+    back: int,
+    chain: list[int],
+    tails: list[int],
+) -> tuple[Packet, int, int, int, int]:
+    """Send the rest of ``packet`` from flit ``index`` on ``vc``, then as many whole packets of ``packets`` from
+    ``following`` on as surely go on after it without a pause, in the slots after ``slot`` that start by ``limit``:
+    ``vc``'s credits (its unused ones, then those coming back, in order) are back by each flit's slot, and ``vc`` is
+    the one each head takes. Slot starts go to ``chain``, the packets' tails but the last to ``tails``. Returns the
+    last packet sent, the next one to take, the flits sent (0: none, nothing done), the last one's slot end and the
+    payload of the packets taken."""
+    initial, owner, ret = port.initial, port.owner, port.returns[vc]
+    unused, rivals = initial[vc], [2**63]  # a head keeps ``vc`` while its credit comes before every rival's
+    for other in vcs:
+        if other != vc:
+            if owner[other] is not None:
+                return packet, following, 0, 0, 0
+            at = 0 if initial[other] else port.returns[other][0] if port.returns[other] else -1
+            if at >= 0:
+                rivals.append(at + (vc < other))  # a tie goes to the lower virtual channel
+    rival, budget = min(rivals), min(unused + len(ret), port.first_slot(limit + 1) - slot)
+    anchor_ps, anchor_slot, num, den = port.anchor_ps, port.anchor_slot, port.num, port.den
+    count, last = packet.flits - index, following
+    if count > budget:
+        return packet, following, 0, 0, 0
+    credit = ret[count - 1 - unused] if count > unused else 0  # of the packet's last flit, the latest it needs
+    if credit > anchor_ps - (-(slot + 1 - anchor_slot) * num // den):
+        return packet, following, 0, 0, 0
+    while last < len(packets) and count + packets[last].flits <= budget:
+        head = ret[count - unused] if count >= unused else 0
+        after = count + packets[last].flits - 1
+        credit = ret[after - unused] if after >= unused else 0
+        if head >= rival or credit > anchor_ps - (-(slot + count - anchor_slot) * num // den):
+            break
+        count += packets[last].flits
+        last += 1
+    for _ in range(count - unused):
+        ret.popleft()
+    initial[vc] = max(0, unused - count)
+    ends = _slot_ends(port, slot, count)
+    ret.extend([end + back for end in ends])
+    chain.extend(ends[:-1])
+    packet, payload = _take(port, vc, packet, packet.flits - index, packets[following:last], ends, tails)
+    return packet, last, count, ends[-1], payload
+
+
+def _take(
+    port: OutputPort, vc: int, packet: Packet, rest: int, taken: list[Packet], ends: Sequence[int], tails: list[int]
+) -> tuple[Packet, int]:
+    """After the ``rest`` flits of ``packet``, the packets ``taken`` went on ``vc`` in the slots ending at ``ends``:
+    their heads crossed (:func:`_take_vc`, inlined) and every tail but the last was sent. Returns the last packet
+    sent, which holds ``vc``, and the payload taken."""
+    sent, payload = rest, 0
+    for packet in taken:
+        tails.append(ends[sent - 1])
+        sent += packet.flits
+        packet.crossed = 1
+        payload += packet.payload
+        if packet.message.flow:
+            count_flow(port, packet)
+    port.owner[vc] = packet
+    return packet, payload
+
+
+def _slot_ends(port: OutputPort, slot: int, count: int) -> Sequence[int]:
+    """The ends of ``port``'s ``count`` slots after ``slot``."""
+    anchor_ps, anchor_slot, num, den = port.anchor_ps, port.anchor_slot, port.num, port.den
+    if den == 1:  # slots of whole picoseconds: their ends step by ``num``
+        first_end = anchor_ps + (slot + 1 - anchor_slot) * num
+        return range(first_end, first_end + count * num, num)
+    return [anchor_ps - (-(next_slot - anchor_slot) * num // den) for next_slot in range(slot + 1, slot + count + 1)]
 
 
 class _Run:
