@@ -88,68 +88,68 @@ def _send_run(
     packets = outbox.packets if outbox is not None and len(port.candidates) == 1 else []
     following = outbox.next if outbox is not None else 0  # the next packet of ``packets`` to take
     limit = horizon_ps if packets else -1  # the last slot start at which a flit goes on in this run
-    initial, returns, owner, flow = port.initial, port.returns, port.owner, packet.message.flow
+    owner, flow = port.owner, packet.message.flow
     back = 2 * port.latency_ps + engine.pipeline_ps  # from a slot's end to its flit's credit, ejected at the far end
-    anchor_ps, anchor_slot, num, den = port.anchor_ps, port.anchor_slot, port.num, port.den
     vcs = range(*packet.route.vcs[0])
     state = _Run(port, packet, port.scheduled_slot, now)
     if not index:
         _take_vc(port, ivc, packet, vc, flow)
-    slot, tails, payload = state.slot, state.tails, 0
+    slot, tails = state.slot, state.tails
     while True:  # a packet's flits from ``index`` on
-        ret, flits, unused = returns[vc], packet.flits, initial[vc]
-        # this run's credits come back in the order it sends: only one coming back earlier than a credit already
-        # due (one decided before the run) needs putting in its place
-        late = ret and ret[-1] > anchor_ps - (-(slot + 1 - anchor_slot) * num // den) + back
-        push, pop = partial(credit_back, ret) if late else ret.append, ret.popleft
         bulk = 0
-        if not late and limit >= 0:
-            packet, following, bulk, end, taken = _on_credits(
+        if limit >= 0:
+            packet, following, bulk, end = _on_credits(
                 port, vc, vcs, packet, index, packets, following, slot, limit, back, chain, tails
             )
         if bulk:
-            slot, unused, payload, index = slot + bulk, initial[vc], payload + taken, packet.flits
-            flits = index
-        while not bulk:
-            slot += 1
-            end = anchor_ps - (-(slot - anchor_slot) * num // den)  # port.slot_start, inlined
-            if unused:
-                unused -= 1
-            else:
-                pop()
-            push(end + back)
-            index += 1
-            if index == flits or end > limit or not (unused or ret[0] <= end):
-                break
-            chain.append(end)
-        initial[vc] = unused
-        if index < flits:
+            slot, index = slot + bulk, packet.flits
+        else:
+            slot, end, index = _one_by_one(port, vc, slot, index, packet.flits, limit, back, chain)
+        if index < packet.flits:
             break
         owner[vc] = None  # its tail: the virtual channel is free, and the next packet takes one
         tails.append(end)
         if end > limit or following == len(packets) or eligible > end:
             break
-        choice = credit = -1
-        for free in vcs:  # port.earliest_vc, inlined
-            if owner[free] is None:
-                at = 0 if initial[free] else returns[free][0] if returns[free] else -1
-                if at >= 0 and (choice < 0 or at < credit):
-                    choice, credit = free, at
+        choice, credit = port.earliest_vc(vcs.start, vcs.stop)
         if choice < 0 or credit > end:
             break
-        packet, index, vc = packets[following], 0, choice  # not its message's first packet: that one was queued
+        packet, index, vc = packets[following], 0, choice
         following += 1
-        owner[vc] = packet  # _take_vc, inlined
-        packet.crossed = 1
-        payload += packet.payload
-        if flow:
-            count_flow(port, packet)
+        _take_vc(port, ivc, packet, vc, flow)
         chain.append(end)
     if outbox is not None:
         outbox.next = following
-    ivc.out_vc = vc
-    port.bytes += payload
+    ivc.out_vc = vc  # the last head sent took it (in bulk too)
     return state.settle(engine, position, packet, index, slot, end)
+
+
+def _one_by_one(
+    port: OutputPort, vc: int, slot: int, index: int, flits: int, limit: int, back: int, chain: list[int]
+) -> tuple[int, int, int]:
+    """Send the flits of a packet of ``flits`` flits from ``index`` on ``vc`` one after another in the slots after
+    ``slot``, each as long as the one before's ended by ``limit`` and its credit is back by then (the slot starts
+    after the first added to ``chain``): return the next slot, the end of the last one taken and the next flit."""
+    ret, unused = port.returns[vc], port.initial[vc]
+    anchor_ps, anchor_slot, num, den = port.anchor_ps, port.anchor_slot, port.num, port.den
+    # this run's credits come back in the order it sends: only one coming back earlier than a credit already due
+    # (one decided before the run) needs putting in its place
+    late = ret and ret[-1] > anchor_ps - (-(slot + 1 - anchor_slot) * num // den) + back
+    push, pop = partial(credit_back, ret) if late else ret.append, ret.popleft
+    while True:
+        slot += 1
+        end = anchor_ps - (-(slot - anchor_slot) * num // den)  # port.slot_start, inlined
+        if unused:
+            unused -= 1
+        else:
+            pop()
+        push(end + back)
+        index += 1
+        if index == flits or end > limit or not (unused or ret[0] <= end):
+            break
+        chain.append(end)
+    port.initial[vc] = unused
+    return slot, end, index
 
 
 def _on_credits(
@@ -170,25 +170,26 @@ def _on_credits(
     ``following`` on as surely go on after it without a pause, in the slots after ``slot`` that start by ``limit``:
     ``vc``'s credits (its unused ones, then those coming back, in order) are back by each flit's slot, and ``vc`` is
     the one each head takes. Slot starts go to ``chain``, the packets' tails but the last to ``tails``. Returns the
-    last packet sent, the next one to take, the flits sent (0: none, nothing done), the last one's slot end and the
-    payload of the packets taken."""
+    last packet sent, the next one to take, the flits sent (0: none, nothing done) and the last one's slot end."""
     initial, owner, ret = port.initial, port.owner, port.returns[vc]
     unused, rivals = initial[vc], [2**63]  # a head keeps ``vc`` while its credit comes before every rival's
+    anchor_ps, anchor_slot, num, den = port.anchor_ps, port.anchor_slot, port.num, port.den
+    if ret and ret[-1] > anchor_ps - (-(slot + 1 - anchor_slot) * num // den) + back:  # credits to put in place
+        return packet, following, 0, 0
     for other in vcs:
         if other != vc:
             if owner[other] is not None:
-                return packet, following, 0, 0, 0
+                return packet, following, 0, 0
             at = 0 if initial[other] else port.returns[other][0] if port.returns[other] else -1
             if at >= 0:
                 rivals.append(at + (vc < other))  # a tie goes to the lower virtual channel
     rival, budget = min(rivals), min(unused + len(ret), port.first_slot(limit + 1) - slot)
-    anchor_ps, anchor_slot, num, den = port.anchor_ps, port.anchor_slot, port.num, port.den
     count, last = packet.flits - index, following
     if count > budget:
-        return packet, following, 0, 0, 0
+        return packet, following, 0, 0
     credit = ret[count - 1 - unused] if count > unused else 0  # of the packet's last flit, the latest it needs
     if credit > anchor_ps - (-(slot + 1 - anchor_slot) * num // den):
-        return packet, following, 0, 0, 0
+        return packet, following, 0, 0
     while last < len(packets) and count + packets[last].flits <= budget:
         head = ret[count - unused] if count >= unused else 0
         after = count + packets[last].flits - 1
@@ -201,18 +202,18 @@ def _on_credits(
         ret.popleft()
     initial[vc] = max(0, unused - count)
     ends = _slot_ends(port, slot, count)
-    ret.extend([end + back for end in ends])
+    ret.extend(map(back.__add__, ends))
     chain.extend(ends[:-1])
-    packet, payload = _take(port, vc, packet, packet.flits - index, packets[following:last], ends, tails)
-    return packet, last, count, ends[-1], payload
+    packet = _take(port, vc, packet, packet.flits - index, packets[following:last], ends, tails)
+    return packet, last, count, ends[-1]
 
 
 def _take(
     port: OutputPort, vc: int, packet: Packet, rest: int, taken: list[Packet], ends: Sequence[int], tails: list[int]
-) -> tuple[Packet, int]:
+) -> Packet:
     """After the ``rest`` flits of ``packet``, the packets ``taken`` went on ``vc`` in the slots ending at ``ends``:
     their heads crossed (:func:`_take_vc`, inlined) and every tail but the last was sent. Returns the last packet
-    sent, which holds ``vc``, and the payload taken."""
+    sent, which holds ``vc``."""
     sent, payload = rest, 0
     for packet in taken:
         tails.append(ends[sent - 1])
@@ -222,7 +223,8 @@ def _take(
         if packet.message.flow:
             count_flow(port, packet)
     port.owner[vc] = packet
-    return packet, payload
+    port.bytes += payload
+    return packet
 
 
 def _slot_ends(port: OutputPort, slot: int, count: int) -> Sequence[int]:
