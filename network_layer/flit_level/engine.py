@@ -146,9 +146,12 @@ class FlitEngine:
         if slot < port.slot:
             slot = port.slot
         start = port.slot_start(slot)
-        if port.scheduled < 0 or start < port.scheduled:
+        if port.scheduled < 0 or start < port.scheduled:  # self.schedule, inlined
+            self._seq += 1
+            port.scheduled = start
             port.scheduled_slot = slot
-            self.schedule(port, start)
+            port.token = self._seq
+            heapq.heappush(self.events, (start, self._seq, port))
 
     def _arbitrate(self, port: OutputPort, now: int) -> int:
         """Give the slot starting at ``now`` to the first candidate that can use it, else sleep until one can.

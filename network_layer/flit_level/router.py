@@ -156,15 +156,21 @@ class OutputPort:
         first candidate whose front flit is through its pipeline and holds, or can take, an output virtual channel
         with a credit by ``now``; else ``(-1, -1, soonest)``, ``soonest`` the time the first could (-1 if none has a
         credit: it is woken when a virtual channel is freed here or a credit comes back)."""
-        initial, returns = self.initial, self.returns
+        initial, returns, owner = self.initial, self.returns, self.owner
         soonest = -1
         for position, ivc in enumerate(self.candidates):
             eligible, packet, index, hop = ivc.queue[0]
             if index:
                 vc = ivc.out_vc
                 credit = 0 if initial[vc] else returns[vc][0] if returns[vc] else -1
-            else:
-                vc, credit = self.earliest_vc(*packet.route.vcs[hop])
+            else:  # self.earliest_vc, inlined (a port with many candidates scans them every slot)
+                vc = credit = -1
+                low, high = packet.route.vcs[hop]
+                for free in range(low, high):
+                    if owner[free] is None:
+                        at = 0 if initial[free] else returns[free][0] if returns[free] else -1
+                        if at >= 0 and (vc < 0 or at < credit):
+                            vc, credit = free, at
             if credit < 0:
                 continue
             ready = eligible if eligible > credit else credit
