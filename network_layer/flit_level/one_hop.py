@@ -165,7 +165,7 @@ def _on_credits(
     back: int,
     chain: list[int],
     tails: list[int],
-) -> tuple[Packet, int, int, int, int]:
+) -> tuple[Packet, int, int, int]:
     """Send the rest of ``packet`` from flit ``index`` on ``vc``, then as many whole packets of ``packets`` from
     ``following`` on as surely go on after it without a pause, in the slots after ``slot`` that start by ``limit``:
     ``vc``'s credits (its unused ones, then those coming back, in order) are back by each flit's slot, and ``vc`` is
