@@ -3,8 +3,8 @@ routers with virtual channels, credit-based flow control, a router pipeline, dea
 
 Modules: :mod:`.parameters` (the routers' micro-architecture and its defaults), :mod:`.packets`
 (packetisation), :mod:`.router` (buffers, ports, links), :mod:`.deadlock` (virtual-channel classes),
-:mod:`.dimensions` (a list of dimensions as links), :mod:`.engine` (the event loop) and :mod:`.network`
-(the backend).
+:mod:`.dimensions` (a list of dimensions as links), :mod:`.engine` (the event loop), :mod:`.one_hop` (each port
+by itself while every message crosses one link) and :mod:`.network` (the backend).
 """
 
 from stratasim.network_layer.flit_level.network import FlitLevelNetwork

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stratasim.network_layer.flit_level.engine import credit_back
-from stratasim.network_layer.flit_level.router import InputVc, OutputPort
+from stratasim.network_layer.flit_level.router import InputVc, OutputPort, credit_back
 
 __all__ = ["drop_flits"]
 

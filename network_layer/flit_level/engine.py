@@ -20,78 +20,73 @@ never waits behind another in a buffer); its credit goes back as it leaves.
 
 from __future__ import annotations
 
-import bisect
 import heapq
-from collections import deque
-from collections.abc import Iterator
 from fractions import Fraction
 
+from stratasim.network_layer.flit_level.one_hop import run_apart
 from stratasim.network_layer.flit_level.packets import Message, Packet, packet_flits
 from stratasim.network_layer.flit_level.parameters import FlitParameters
-from stratasim.network_layer.flit_level.router import Flit, InputVc, OutputPort, Route
+from stratasim.network_layer.flit_level.router import InputVc, Outbox, OutputPort, Route, count_flow, credit_back
 from stratasim.network_layer.packet_latency import PacketLatency
 
-__all__ = ["FlitEngine", "credit_back"]
-
-
-def credit_back(returns: deque[int], time_ps: int) -> None:
-    """Add a credit coming back at ``time_ps`` to a virtual channel's returns, kept in time order.
-
-    Credits come back in the order they are decided except that an ejected flit's is decided as it is sent
-    on its last link: a flit of an earlier packet leaving the same buffer later may credit earlier.
-    """
-    if returns and returns[-1] > time_ps:
-        bisect.insort(returns, time_ps)
-    else:
-        returns.append(time_ps)
-
-
-def _count_flow(port: OutputPort, packet: Packet) -> None:
-    """Count a packet of a flow other than 0 on ``port``'s link as its head crosses it."""
-    load = port.by_flow.get(packet.message.flow)
-    if load is None:
-        load = port.by_flow[packet.message.flow] = [0, 0, 0]
-    load[0] += packet.payload
-    load[1] += packet.first
-
-
-def _flits(packets: list[Packet], eligible_ps: int) -> Iterator[list[Flit]]:
-    """A network interface's flits, a packet at a time: all through its pipeline at ``eligible_ps``."""
-    for packet in packets:
-        yield [(eligible_ps, packet, index, 0) for index in range(packet.flits)]
+__all__ = ["FlitEngine"]
 
 
 class FlitEngine:
-    """Routers and links in motion: ``start`` messages, ``run`` up to a time, collect ``deliveries``."""
+    """Routers and links in motion: ``start`` messages, ``run`` up to a time, collect ``deliveries``.
+
+    While every message in the network crosses a single link (``tangled`` counts those that do not: more than one
+    link or segment, or rerouted), no port's arbitrations touch another's, and ``run`` moves each port on by itself
+    (:mod:`.one_hop`) with the same results.
+    """
 
     def __init__(self, parameters: FlitParameters) -> None:
         self._parameters = parameters
-        self._pipeline_ps = parameters.pipeline_ps
-        self._events: list[tuple[int, int, OutputPort]] = []  # (time, seq, port): arbitrations
+        self.pipeline_ps = parameters.pipeline_ps
+        self.events: list[tuple[int, int, OutputPort]] = []  # (time, seq, port): arbitrations
         self._seq = 0
+        self._flits: dict[int, int] = {}  # a packet's payload bytes -> its flits
+        self.tangled = 0
         self.deliveries: list[tuple[int, int]] = []  # a heap of (time, message id)
         self.latency = PacketLatency()
 
     def start(self, message: Message, at_ps: int) -> None:
         """Hand the current segment of ``message`` to its first router's network interface at ``at_ps``."""
         route = message.segments[message.segment]
-        parameters = self._parameters
-        packets = [
-            Packet(message, route, packet_flits(payload, parameters), payload, not i)
-            for i, payload in enumerate(message.payloads)
-        ]
-        message.remaining = sum(packet.flits for packet in packets)
+        if not message.segment and (route.hops > 1 or len(message.segments) > 1):
+            self.tangle(message)
+        flits = self._flits
+        for payload in set(message.payloads).difference(flits):
+            flits[payload] = packet_flits(payload, self._parameters)
+        packets = [Packet(message, route, flits[payload], payload, False) for payload in message.payloads]
+        packets[0].first = True
+        message.remaining = sum(map(flits.__getitem__, message.payloads))
         message.packets = packets
-        source = _flits(packets, at_ps + self._pipeline_ps)
+        source = Outbox(packets, at_ps + self.pipeline_ps)
         interface = InputVc(None, 0, source)
         interface.queue.extend(next(source))
         port = route.ports[0]
         port.candidates.append(interface)
-        self._wake(port, at_ps + self._pipeline_ps)
+        self._wake(port, at_ps + self.pipeline_ps)
+
+    def tangle(self, message: Message) -> None:
+        """Count ``message`` among those that do not cross a single link (once)."""
+        if not message.tangled:
+            message.tangled = True
+            self.tangled += 1
+
+    def untangle(self, message: Message) -> None:
+        """``message`` left the network (delivered or cancelled): no longer counted by :meth:`tangle`."""
+        if message.tangled:
+            message.tangled = False
+            self.tangled -= 1
 
     def run(self, horizon_ps: int) -> None:
         """Process every arbitration at or before ``horizon_ps``."""
-        events = self._events
+        if not self.tangled:
+            run_apart(self, horizon_ps)
+            return
+        events = self.events
         pop, arbitrate = heapq.heappop, self._arbitrate
         while events and events[0][0] <= horizon_ps:
             time_ps, seq, port = pop(events)
@@ -104,14 +99,18 @@ class FlitEngine:
             while following >= 0 and following <= horizon_ps and (not events or events[0][0] > following):
                 following = arbitrate(port, following)
             if following >= 0:
-                self._seq += 1
-                port.scheduled = following
-                port.token = self._seq
-                heapq.heappush(events, (following, self._seq, port))
+                self.schedule(port, following)
+
+    def schedule(self, port: OutputPort, time_ps: int) -> None:
+        """Queue ``port``'s next arbitration at ``time_ps`` (its ``scheduled_slot`` set), after every one queued."""
+        self._seq += 1
+        port.scheduled = time_ps
+        port.token = self._seq
+        heapq.heappush(self.events, (time_ps, self._seq, port))
 
     def next_time(self) -> int | None:
         """When the next arbitration is, if any (stale events dropped first)."""
-        events = self._events
+        events = self.events
         while events and events[0][2].token != events[0][1]:
             heapq.heappop(events)
         return events[0][0] if events else None
@@ -127,6 +126,7 @@ class FlitEngine:
     def reroute(self, packet: Packet, route: Route, now: int) -> None:
         """Send ``packet`` on by ``route`` (the links its head crossed kept) from ``now``: its head, if at the
         front of its buffer, is offered to the new route's next port instead of the old one's."""
+        self.tangle(packet.message)
         hop = packet.crossed
         old, new = packet.route.ports[hop], route.ports[hop]
         packet.route = route
@@ -146,12 +146,12 @@ class FlitEngine:
         if slot < port.slot:
             slot = port.slot
         start = port.slot_start(slot)
-        if port.scheduled < 0 or start < port.scheduled:
+        if port.scheduled < 0 or start < port.scheduled:  # self.schedule, inlined
             self._seq += 1
             port.scheduled = start
             port.scheduled_slot = slot
             port.token = self._seq
-            heapq.heappush(self._events, (start, self._seq, port))
+            heapq.heappush(self.events, (start, self._seq, port))
 
     def _arbitrate(self, port: OutputPort, now: int) -> int:
         """Give the slot starting at ``now`` to the first candidate that can use it, else sleep until one can.
@@ -159,33 +159,9 @@ class FlitEngine:
         Returns the start of the port's next slot if it must arbitrate again then (the caller schedules it;
         ``scheduled_slot`` is set), else -1.
         """
-        initial, returns, owner = port.initial, port.returns, port.owner
-        soonest = -1
-        for position, ivc in enumerate(port.candidates):
-            eligible, packet, index, hop = ivc.queue[0]
-            if index:
-                vc = ivc.out_vc
-                if initial[vc]:
-                    credit = 0
-                elif returns[vc]:
-                    credit = returns[vc][0]
-                else:
-                    continue  # woken when a credit comes back
-            else:
-                vc = credit = -1
-                low, high = packet.route.vcs[hop]
-                for free in range(low, high):
-                    if owner[free] is None:
-                        at = 0 if initial[free] else returns[free][0] if returns[free] else -1
-                        if at >= 0 and (vc < 0 or at < credit):
-                            vc, credit = free, at
-                if vc < 0:
-                    continue  # woken when a virtual channel is freed here or a credit comes back
-            ready = eligible if eligible > credit else credit
-            if ready <= now:
-                return self._send(port, position, vc, now)
-            if soonest < 0 or ready < soonest:
-                soonest = ready
+        position, vc, soonest = port.choose(now)
+        if position >= 0:
+            return self._send(port, position, vc, now)
         if soonest >= 0:
             self._wake(port, soonest)
         return -1
@@ -211,7 +187,7 @@ class FlitEngine:
             if packet.first:
                 port.messages += 1
             if packet.message.flow:
-                _count_flow(port, packet)
+                count_flow(port, packet)
         if index == packet.flits - 1:
             port.owner[vc] = None
         port.flits += 1
@@ -230,7 +206,7 @@ class FlitEngine:
             if upstream.candidates and (upstream.scheduled < 0 or upstream.scheduled > back):
                 self._wake(upstream, back)
 
-        through = end + port.latency_ps + self._pipeline_ps  # at the next router, through its pipeline
+        through = end + port.latency_ps + self.pipeline_ps  # at the next router, through its pipeline
         route = packet.route
         if hop + 1 == route.hops:  # ejected as it is through: its credit is known now
             credit_back(port.returns[vc], through + port.latency_ps)
@@ -283,10 +259,14 @@ class FlitEngine:
         if index == packet.flits - 1 and message.segment == len(message.segments) - 1:
             self.latency.add(time_ps - message.sent_ps)
         message.remaining -= 1
-        if message.remaining:
-            return
+        if not message.remaining:
+            self.finish(message)
+
+    def finish(self, message: Message) -> None:
+        """Every flit of ``message``'s current segment left the network: start its next segment, or deliver it."""
         message.segment += 1
         if message.segment < len(message.segments):
             self.start(message, message.latest_ps)
         else:
             heapq.heappush(self.deliveries, (message.latest_ps, message.id))
+            self.untangle(message)

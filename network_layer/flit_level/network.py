@@ -275,7 +275,9 @@ class FlitLevelNetwork:
         arrived = {msg_id for time_ps, msg_id in deliveries if time_ps <= at_ps}
         gone = sorted(m.id for m in self._messages.values() if m.flow == flow and m.id not in arrived)
         for msg_id in gone:
-            self._messages.pop(msg_id).cancelled = True
+            message = self._messages.pop(msg_id)
+            message.cancelled = True
+            self._engine.untangle(message)
             self._held -= self._packets.pop(msg_id, 0)
         self._in_flight -= len(gone)
         dropped = set(gone)

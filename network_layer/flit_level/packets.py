@@ -50,6 +50,7 @@ class Message:
         "flow",
         "packets",
         "cancelled",
+        "tangled",
     )
 
     def __init__(
@@ -65,6 +66,7 @@ class Message:
         self.latest_ps = sent_ps  # when the last ejected flit of the current segment left the network
         self.packets: list[Packet] = []  # the packets of the current segment
         self.cancelled = False  # taken off the network (``cancel``): never delivered
+        self.tangled = False  # counted by ``FlitEngine.tangle``: crosses more than one link or segment
 
 
 class Packet:

@@ -13,21 +13,44 @@ not used that starts at or after the change.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
-from collections.abc import Iterator
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stratasim.network_layer.flit_level.packets import Packet
 
-__all__ = ["Flit", "InputVc", "OutputPort", "Route"]
+__all__ = ["Flit", "InputVc", "Outbox", "OutputPort", "Route", "count_flow", "credit_back"]
 
 _PS_PER_S = 10**12
 
 Flit = tuple[int, "Packet", int, int]
 """A flit in a buffer: (time it is through the router's pipeline, its packet, its index in the packet, the
 hop of the packet's route it takes next)."""
+
+
+class Outbox:
+    """A network interface's packets not queued yet, handed out a packet's flits at a time (an iterator of flit
+    lists), every flit through the interface's pipeline at ``eligible_ps``; ``next`` is the first packet not handed
+    out (a run of one port may take packets past it directly, see :mod:`.one_hop`)."""
+
+    __slots__ = ("packets", "next", "eligible_ps")
+
+    def __init__(self, packets: list[Packet], eligible_ps: int) -> None:
+        self.packets = packets
+        self.next = 0
+        self.eligible_ps = eligible_ps
+
+    def __iter__(self) -> Outbox:
+        return self
+
+    def __next__(self) -> list[Flit]:
+        if self.next == len(self.packets):
+            raise StopIteration
+        packet = self.packets[self.next]
+        self.next += 1
+        return [(self.eligible_ps, packet, index, 0) for index in range(packet.flits)]
 
 
 class InputVc:
@@ -40,7 +63,7 @@ class InputVc:
 
     __slots__ = ("queue", "upstream", "vc", "out_vc", "source")
 
-    def __init__(self, upstream: OutputPort | None, vc: int, source: Iterator[list[Flit]] | None = None) -> None:
+    def __init__(self, upstream: OutputPort | None, vc: int, source: Outbox | None = None) -> None:
         self.queue: deque[Flit] = deque()
         self.upstream = upstream
         self.vc = vc
@@ -128,6 +151,47 @@ class OutputPort:
         self.num = flit_ps.numerator
         self.den = flit_ps.denominator
 
+    def choose(self, now: int) -> tuple[int, int, int]:
+        """Switch and virtual-channel allocation for the slot starting at ``now``: ``(position, vc, -1)`` for the
+        first candidate whose front flit is through its pipeline and holds, or can take, an output virtual channel
+        with a credit by ``now``; else ``(-1, -1, soonest)``, ``soonest`` the time the first could (-1 if none has a
+        credit: it is woken when a virtual channel is freed here or a credit comes back)."""
+        initial, returns, owner = self.initial, self.returns, self.owner
+        soonest = -1
+        for position, ivc in enumerate(self.candidates):
+            eligible, packet, index, hop = ivc.queue[0]
+            if index:
+                vc = ivc.out_vc
+                credit = 0 if initial[vc] else returns[vc][0] if returns[vc] else -1
+            else:  # self.earliest_vc, inlined (a port with many candidates scans them every slot)
+                vc = credit = -1
+                low, high = packet.route.vcs[hop]
+                for free in range(low, high):
+                    if owner[free] is None:
+                        at = 0 if initial[free] else returns[free][0] if returns[free] else -1
+                        if at >= 0 and (vc < 0 or at < credit):
+                            vc, credit = free, at
+            if credit < 0:
+                continue
+            ready = eligible if eligible > credit else credit
+            if ready <= now:
+                return position, vc, -1
+            if soonest < 0 or ready < soonest:
+                soonest = ready
+        return -1, -1, soonest
+
+    def earliest_vc(self, low: int, high: int) -> tuple[int, int]:
+        """The free virtual channel of ``[low, high)`` whose next credit comes first (the lowest on a tie) and that
+        credit's time (0 for one never used); ``(-1, -1)`` when no free one has a credit."""
+        initial, returns, owner = self.initial, self.returns, self.owner
+        vc = credit = -1
+        for free in range(low, high):
+            if owner[free] is None:
+                at = 0 if initial[free] else returns[free][0] if returns[free] else -1
+                if at >= 0 and (vc < 0 or at < credit):
+                    vc, credit = free, at
+        return vc, credit
+
     @property
     def least_flit_ps(self) -> int:
         """The shortest slot (slots differ by at most 1 ps when a flit is not a whole number of ps)."""
@@ -147,3 +211,24 @@ class Route:
         self.ports = ports
         self.vcs = vcs
         self.hops = len(ports)
+
+
+def credit_back(returns: deque[int], time_ps: int) -> None:
+    """Add a credit coming back at ``time_ps`` to a virtual channel's returns, kept in time order.
+
+    Credits come back in the order they are decided except that an ejected flit's is decided as it is sent
+    on its last link: a flit of an earlier packet leaving the same buffer later may credit earlier.
+    """
+    if returns and returns[-1] > time_ps:
+        bisect.insort(returns, time_ps)
+    else:
+        returns.append(time_ps)
+
+
+def count_flow(port: OutputPort, packet: Packet) -> None:
+    """Count a packet of a flow other than 0 on ``port``'s link as its head crosses it."""
+    load = port.by_flow.get(packet.message.flow)
+    if load is None:
+        load = port.by_flow[packet.message.flow] = [0, 0, 0]
+    load[0] += packet.payload
+    load[1] += packet.first
