@@ -61,7 +61,7 @@ class NpuExecutor:
         self._table = table
         self._context = context
         self._queue = context.coordinator.queue  # its ``now`` read directly: the hot path's clock
-        self._kinds = [node.type for node in plan.nodes]  # each node's type, read without the protobuf message
+        self._kinds = plan.kinds
         self._send_delay = context.options.semantics.endpoint_delay_on_sends
         self._indegree = plan.indegree
         self._remaining = list(plan.indegree)
