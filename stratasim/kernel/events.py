@@ -91,9 +91,17 @@ class EventQueue:
             while heap:
                 self.run_until(heap[0][0])
             return
+        pop = heapq.heappop
         steps = 0
-        while heap:
-            self.run_until(heap[0][0])
+        while heap:  # run_until each event time in turn, inline: most times hold one event
+            now = heap[0][0]
+            self.now = now
+            count = 0
+            while heap and heap[0][0] == now:
+                callback, arg = pop(heap)[2:]
+                callback(arg)
+                count += 1
+            self.processed += count
             steps += 1
             if steps % _PROGRESS_EVERY == 0:
                 progress(self.now, self.processed)

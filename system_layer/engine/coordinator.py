@@ -55,6 +55,7 @@ class Coordinator:
         self._direct = direct
         self._columnar = network if isinstance(network, ColumnarNetwork) else None
         self._landing: dict[int, list[tuple[Callback, Any]]] = {}  # direct mode: arrival time -> messages
+        self._transits: dict[tuple[int, int, int], int] = {}  # direct mode: each (src, dst, size)'s transit, once
         self._lookahead = max(1, lookahead_ps)
         self._handlers: dict[int, tuple[Callback, Any]] = {}
         self._next_id = 0
@@ -105,7 +106,10 @@ class Coordinator:
                 return
             on_arrival, arg = self._arrive_unless_stopped, (dst, on_arrival, arg)
         if self._direct is not None:
-            arrival = self.queue.now + self._direct.transit_ps(src, dst, size)
+            transit = self._transits.get((src, dst, size))
+            if transit is None:
+                transit = self._transits[src, dst, size] = self._direct.transit_ps(src, dst, size)
+            arrival = self.queue.now + transit
             arrival += self._endpoint_delay if endpoint_delay else 0
             self.messages += 1
             landing = self._landing.get(arrival)

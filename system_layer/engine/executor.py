@@ -462,7 +462,10 @@ class NpuExecutor:
         ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
         nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn); what a wait
         node caused is waiting, not exposed communication."""
-        for label, amount, where in self.idle_charges(cause, self._queue.now, self._idle_since):
+        now = self._queue.now
+        if now <= self._idle_since:  # no idle time to charge (a stream busy back to back)
+            return
+        for label, amount, where in self.idle_charges(cause, now, self._idle_since):
             if label == WAITED:
                 self.waiting_ps += amount
             else:
