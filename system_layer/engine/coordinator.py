@@ -33,6 +33,8 @@ from stratasim.v1 import network_pb2
 
 __all__ = ["Coordinator"]
 
+_TRANSITS_KEPT = 1 << 16  # distinct (source, destination, size) transits remembered at most
+
 
 class Coordinator:
     """Owns simulated time; components ``schedule`` events and ``send`` messages through it."""
@@ -108,6 +110,8 @@ class Coordinator:
         if self._direct is not None:
             transit = self._transits.get((src, dst, size))
             if transit is None:
+                if len(self._transits) >= _TRANSITS_KEPT:  # an all-to-all's pairs: keep the memo small
+                    self._transits.clear()
                 transit = self._transits[src, dst, size] = self._direct.transit_ps(src, dst, size)
             arrival = self.queue.now + transit
             arrival += self._endpoint_delay if endpoint_delay else 0
