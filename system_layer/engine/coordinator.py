@@ -160,7 +160,8 @@ class Coordinator:
             on_arrival(arg)
 
     def _land(self, arrival: int) -> None:
-        _run_batch(self._landing.pop(arrival))
+        for callback, arg in self._landing.pop(arrival):  # _run_batch, inline: one call less per message
+            callback(arg)
 
     def _flush(self) -> None:
         """Hand the window's messages to the network as one columnar batch, numbering them in send order."""
