@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.events import EventQueue
 from stratasim.kernel.graph_blocks import node_named
 from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
@@ -42,7 +43,8 @@ class NpuExecutor:
     """One NPU working through its graph; records its compute time and finish time.
 
     ``slow`` (by node, like ``durations``; None: collectives never slow compute) says how many times longer each
-    node takes while a collective of this NPU is in flight."""
+    node takes while a collective of this NPU is in flight; ``queue`` is the coordinator's event queue, whose clock
+    and ``schedule`` the hot path uses directly."""
 
     def __init__(
         self,
@@ -53,6 +55,8 @@ class NpuExecutor:
         table: CollectiveTable,
         context: SchedulerContext,
         slow: tuple[float, ...] | None = None,
+        *,
+        queue: EventQueue,
     ) -> None:
         self.npu = npu
         self.plan = plan
@@ -60,7 +64,7 @@ class NpuExecutor:
         self._scheduler = scheduler
         self._table = table
         self._context = context
-        self._queue = context.coordinator.queue  # its ``now`` read directly: the hot path's clock
+        self._queue = queue  # the coordinator's: its ``now`` and ``schedule`` read directly on the hot path
         self._kinds = plan.kinds
         self._send_delay = context.options.semantics.endpoint_delay_on_sends
         self._indegree = plan.indegree
