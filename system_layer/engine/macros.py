@@ -179,7 +179,7 @@ class BlockRecorder:
         )
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
         table = CollectiveTable(self.grid, self.options, self.npus)
-        executor = _Alone(npu, block, durations, scheduler, table, context, slow)
+        executor = _Alone(npu, block, durations, scheduler, table, context, slow, queue=coordinator.queue)
         coordinator.schedule(0, executor.start)
         coordinator.run()
         end = executor.finish_ps
