@@ -87,13 +87,28 @@ class EventQueue:
     def run(self, progress: Progress | None = None) -> None:
         """Process events until none are left, telling ``progress`` how far it got now and then."""
         heap = self._heap
-        if progress is None:
-            while heap:
-                self.run_until(heap[0][0])
+        pop = heapq.heappop
+        if progress is None:  # one loop over every event, in (time, sequence) order as run_until takes them
+            count = 0
+            try:
+                while heap:
+                    time_ps, _, callback, arg = pop(heap)
+                    self.now = time_ps
+                    callback(arg)
+                    count += 1
+            finally:
+                self.processed += count
             return
         steps = 0
-        while heap:
-            self.run_until(heap[0][0])
+        while heap:  # run_until each event time in turn, inline: most times hold one event
+            now = heap[0][0]
+            self.now = now
+            count = 0
+            while heap and heap[0][0] == now:
+                callback, arg = pop(heap)[2:]
+                callback(arg)
+                count += 1
+            self.processed += count
             steps += 1
             if steps % _PROGRESS_EVERY == 0:
                 progress(self.now, self.processed)

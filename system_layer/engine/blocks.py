@@ -33,7 +33,7 @@ def inline_blocks(plan: GraphPlan, keep: Collection[int] = (), npu: int = 0) -> 
     if not plan.blocks:
         return plan
     block_type = workload_pb2.BLOCK_NODE
-    inlined = [node.type == block_type and index not in keep for index, node in enumerate(plan.nodes)]
+    inlined = [kind == block_type and index not in keep for index, kind in enumerate(plan.kinds)]
     if not any(inlined):
         return plan
     size = len(plan.nodes) + sum(

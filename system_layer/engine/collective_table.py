@@ -175,28 +175,41 @@ class CollectiveTable:
         issuing them first, then of that NPU's issues (the same order however many collectives ran inside blocks
         run whole)."""
         direct = [(collective_stats(c, 0), *c.first_issue) for c in self.all]
-        runs: dict[int, list[tuple[int, int, int]]] = {}
-        templates: dict[int, BlockRun] = {}
-        for start, npu, first, run in self.replayed:
-            if run.collectives:
-                runs.setdefault(id(run), []).append((start, npu, first))
-                templates[id(run)] = run
-        replays = []
-        for key, instances in runs.items():
-            columns = np.array(instances, dtype=np.int64)
-            replays.append((templates[key].collectives, columns[:, 0], columns[:, 1], columns[:, 2]))
+        runs = _replays_by_run(self.replayed)
+        replays = [(run.collectives, columns[:, 0], columns[:, 1], columns[:, 2]) for run, columns in runs]
         log = CollectiveLog(direct, replays)
         numbers = log.numbers()
         for place, collective in enumerate(self.all):
             collective.number = int(numbers[place])
         if self._named:
-            for replay, instances in enumerate(runs.values()):
-                for number, (_, npu, first) in enumerate(instances):
+            for replay, (_, columns) in enumerate(runs):
+                for number, (_, npu, first) in enumerate(columns.tolist()):
                     for which in range(len(replays[replay][0])):
                         name = self._named.get((npu, first + which))
                         if name is not None:
                             name.number = int(numbers[log.place(replay, number, which)])
         return log
+
+
+def _replays_by_run(replayed: list[tuple[int, int, int, BlockRun]]) -> list[tuple[BlockRun, np.ndarray]]:
+    """The runs of blocks that ran collectives, in the order each first finished, each with the (start, NPU, first
+    issue number) rows of its finishes in order: grouped with numpy, as a whole model finishes some 100,000."""
+    runs = [entry[3] for entry in replayed]
+    keys = np.fromiter(map(id, runs), dtype=np.uint64, count=len(runs))
+    _, first, group = np.unique(keys, return_index=True, return_inverse=True)
+    rows = np.array([entry[:3] for entry in replayed], dtype=np.int64).reshape(-1, 3)
+    ranked = np.argsort(first, kind="stable")  # groups by their first finish
+    rank_of = np.empty_like(ranked)
+    rank_of[ranked] = np.arange(len(ranked))
+    order = np.argsort(rank_of[group], kind="stable")  # finishes by group rank, each group's in finishing order
+    bounds = np.cumsum(np.bincount(rank_of[group], minlength=len(ranked)))
+    grouped = []
+    for rank, unique in enumerate(ranked.tolist()):
+        run = runs[first[unique]]
+        if run.collectives:
+            start = int(bounds[rank - 1]) if rank else 0
+            grouped.append((run, rows[order[start : int(bounds[rank])]]))
+    return grouped
 
 
 class Named:

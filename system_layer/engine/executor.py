@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from stratasim.kernel.errors import WorkloadError
+from stratasim.kernel.events import EventQueue
 from stratasim.kernel.graph_blocks import node_named
 from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
@@ -31,7 +32,8 @@ from stratasim.v1 import workload_pb2
 __all__ = ["NpuExecutor", "WAITED"]
 
 _COMPUTE, _BLOCK, _RECEIVE = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE, workload_pb2.COMM_RECV_NODE
-_WAIT = workload_pb2.WAIT_NODE
+_WAIT, _METADATA = workload_pb2.WAIT_NODE, workload_pb2.METADATA_NODE
+_SEND, _MEM_LOAD, _MEM_STORE = workload_pb2.COMM_SEND_NODE, workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE
 WAITED = ""
 """The label :meth:`NpuExecutor.idle_charges` gives idle time a wait node caused: empty, which no communicator's
 name is (a node without ``pg_name`` is labelled ``p2p``, ``collective`` or ``other``)."""
@@ -41,7 +43,8 @@ class NpuExecutor:
     """One NPU working through its graph; records its compute time and finish time.
 
     ``slow`` (by node, like ``durations``; None: collectives never slow compute) says how many times longer each
-    node takes while a collective of this NPU is in flight."""
+    node takes while a collective of this NPU is in flight; ``queue`` is the coordinator's event queue, whose clock
+    and ``schedule`` the hot path uses directly."""
 
     def __init__(
         self,
@@ -52,6 +55,8 @@ class NpuExecutor:
         table: CollectiveTable,
         context: SchedulerContext,
         slow: tuple[float, ...] | None = None,
+        *,
+        queue: EventQueue,
     ) -> None:
         self.npu = npu
         self.plan = plan
@@ -59,11 +64,17 @@ class NpuExecutor:
         self._scheduler = scheduler
         self._table = table
         self._context = context
+        self._queue = queue  # the coordinator's: its ``now`` and ``schedule`` read directly on the hot path
+        self._kinds = plan.kinds
+        self._send_delay = context.options.semantics.endpoint_delay_on_sends
+        self._indegree = plan.indegree
         self._remaining = list(plan.indegree)
         self._done_at = [-1] * len(plan.nodes)  # when each node completed (-1: not yet)
         self._compute_queue: deque[int] = deque()
         self._computing = False
-        self._issued: dict[tuple[int, ...], int] = {}
+        self._issued: dict[tuple[int, ...], int] = {}  # collectives issued by group (blocks': see _settle_issued)
+        self._issued_upto = 0  # how many of _runs_done _issued counts
+        self._run_of: dict[int, BlockRun] = {}  # the blocks run whole by id, once _settle_issued needs them
         self._groups = table.groups_of(plan)  # each collective node's group, once any NPU of the plan asked
         self._left = len(plan.nodes)
         self.peers: dict[int, NpuExecutor] = {}  # every simulated NPU's executor, for point-to-point messages
@@ -125,43 +136,47 @@ class NpuExecutor:
 
     def _ready(self, index: int, cause: int = -1) -> None:
         """``index`` has no dependency left; ``cause`` is the node whose completion made it so (-1: none)."""
-        node = self.plan.nodes[index]
-        kind = node.type
-        if kind in (_COMPUTE, _BLOCK):  # a block run whole computes
+        kind = self._kinds[index]
+        if kind in (_BLOCK, _COMPUTE):  # a block run whole computes
             self._compute_queue.append(index)
             if not self._computing:
-                self._charge_idle(self._cause(index, cause))
+                self._charge_idle(cause if cause < 0 or self._indegree[index] == 1 else self._cause(index, cause))
                 self._next_compute()
             return
-        self._waits[index] = (self._context.coordinator.now, self._cause(index, cause))
+        node = self.plan.nodes[index]
+        if cause >= 0 and self._indegree[index] != 1:
+            cause = self._cause(index, cause)
+        self._waits[index] = (self._queue.now, cause)
         allocation = self.plan.allocations.get(index)
         if allocation:
             self._allocate(allocation)
         if kind == _RECEIVE:
             self._receive(index, (node.peer, node.tag))
-            return
-        if kind == _WAIT:
-            self._wait(index)
-            return
-        if kind == workload_pb2.METADATA_NODE:  # a record of the trace, not work
-            self._complete(index)
-            return
-        if kind in (workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE):
-            self._memory_transfer(index, node)
-            return
-        if kind == workload_pb2.COMM_SEND_NODE:
-            self._p2p_sent[node.peer] = self._p2p_sent.get(node.peer, 0) + node.comm_bytes
-            endpoint_delay = self._context.options.semantics.endpoint_delay_on_sends
+        elif kind == _SEND:
+            peer, size = node.peer, node.comm_bytes
+            self._p2p_sent[peer] = self._p2p_sent.get(peer, 0) + size
             self._context.coordinator.send(
-                self.npu, node.peer, node.comm_bytes, self._sent, (index, node.tag), endpoint_delay=endpoint_delay
+                self.npu, peer, size, self._sent, (index, node.tag), endpoint_delay=self._send_delay
             )
-            return
+        elif kind == _WAIT:
+            self._wait(index)
+        elif kind == _METADATA:  # a record of the trace, not work
+            self._complete(index)
+        elif kind in (_MEM_LOAD, _MEM_STORE):
+            self._memory_transfer(index, node)
+        else:
+            self._issue(index, node)
+
+    def _issue(self, index: int, node: workload_pb2.Node) -> None:
+        """Collective node ``index`` is ready: join its collective and hand it to the scheduler."""
         group = self._groups[index]
         if group is None:
             group = self._groups[index] = self._table.group(node)
+        if len(self._runs_done) > self._issued_upto:
+            self._settle_issued()
         issued = self._issued.get(group, 0)
         self._issued[group] = issued + 1
-        collective = self._table.join(self.npu, node, group, issued, self.issued, self._context.coordinator.now)
+        collective = self._table.join(self.npu, node, group, issued, self.issued, self._queue.now)
         self.issued += 1
         if self._slow is None or not collective.phases:
             self._scheduler.issue(collective, lambda: self._complete(index), index)
@@ -241,15 +256,17 @@ class NpuExecutor:
         if self._unclaimed.get(key):
             self._unclaimed[key] -= 1
             self._complete(index)
+        elif key in self._receiving:
+            self._receiving[key].append(index)
         else:
-            self._receiving.setdefault(key, deque()).append(index)
+            self._receiving[key] = deque((index,))
 
     def _next_compute(self) -> None:
-        coordinator = self._context.coordinator
         if not self._compute_queue:
             self._computing = False
-            self._idle_since = coordinator.now
+            self._idle_since = self._queue.now
             return
+        coordinator = self._context.coordinator
         self._computing = True
         index = self._compute_queue.popleft()
         allocation = self.plan.allocations.get(index)
@@ -259,7 +276,7 @@ class NpuExecutor:
         if run is not None:
             self._compute_end = 0
             self._start_block(run)
-            coordinator.schedule(coordinator.now + run.duration_ps, self._block_done, index)
+            self._queue.schedule(self._queue.now + run.duration_ps, self._block_done, index)
             return
         duration = self._durations[index]
         if self.speed is not None:
@@ -315,7 +332,7 @@ class NpuExecutor:
         self.compute_ps += run.compute_ps
         if run.peak is not None and self._memory + run.peak[0] > self.peak_memory:
             self.peak_memory = self._memory + run.peak[0]
-            self.peak_memory_ps = self._context.coordinator.now + run.peak[1]
+            self.peak_memory_ps = self._queue.now + run.peak[1]
 
     def _block_done(self, index: int) -> None:
         """A block run whole is done: leave the compute stream as its nodes left it (idle since its last
@@ -324,12 +341,10 @@ class NpuExecutor:
         if self.stopped:
             return
         run = self.runs[index]
-        start = self._context.coordinator.now - run.duration_ps
+        start = self._queue.now - run.duration_ps
         if run.trace is not None and self._context.trace is not None:
             self._trace_block(run, run.trace, start, self.plan.name(index))
         self._memory += run.memory_delta
-        for group, count in run.issued:  # later collectives on these groups are matched by their number
-            self._issued[group] = self._issued.get(group, 0) + count
         self._table.replayed.append((start, self.npu, self.issued, run))
         self._runs_done.append(id(run))
         if self._charging:
@@ -342,6 +357,17 @@ class NpuExecutor:
         self._computing = False
         self._idle_since = start + run.idle_from_ps
         self._complete(index)
+
+    def _settle_issued(self) -> None:
+        """Count the collectives the blocks run whole issued since the last call, by group: later collectives on
+        these groups are matched by their number (:meth:`_issue`, the only reader, calls this first)."""
+        if not self._run_of:
+            self._run_of = {id(run): run for run in self.runs.values()}
+        issued = self._issued
+        for key, times in Counter(self._runs_done[self._issued_upto :]).items():
+            for group, count in self._run_of[key].issued:
+                issued[group] = issued.get(group, 0) + count * times
+        self._issued_upto = len(self._runs_done)
 
     def _trace_block(self, run: BlockRun, block: BlockTrace, start: int, scope: str) -> None:
         """Record a block run's spans and memory samples as its nodes would have, ``start`` ps in."""
@@ -373,6 +399,7 @@ class NpuExecutor:
             for size, count in run.reductions.items():
                 scheduler.reductions[size] += count * times
         self._runs_done = []
+        self._issued_upto = 0
 
     def _complete(self, index: int) -> None:
         if self.stopped:
@@ -386,14 +413,15 @@ class NpuExecutor:
             if self._memory < 0 and plan.foreign_names:
                 self._freed_unallocated(index, released)
             self._sample_memory()
+        now = self._queue.now
         if index in plan.milestones:
-            self.milestones[plan.name(index)] = self._context.coordinator.now
+            self.milestones[plan.name(index)] = now
         self._left -= 1
         if self._left == 0:
-            self.finish_ps = self._context.coordinator.now
+            self.finish_ps = now
             if not self._computing:
                 self._charge_idle(index)
-        self._done_at[index] = self._context.coordinator.now
+        self._done_at[index] = now
         remaining = self._remaining
         for dependent in plan.dependents[index]:
             remaining[dependent] -= 1
@@ -405,9 +433,9 @@ class NpuExecutor:
         by position, so that idle time is charged alike whatever order same-time events ran in (a stand-in's run and
         every NPU's agree). Asked only where the cause is kept (a compute node's on an idle stream, a communication
         node's), not on the hot path of a compute node queued behind another."""
-        if last < 0 or self.plan.indegree[index] == 1:
+        if last < 0 or self._indegree[index] == 1:
             return last
-        now, done = self._context.coordinator.now, self._done_at
+        now, done = self._queue.now, self._done_at
         return min((dep for dep in self.plan.dependencies[index] if done[dep] == now), default=last)
 
     def _freed_unallocated(self, index: int, released: int) -> None:
@@ -438,7 +466,10 @@ class NpuExecutor:
         ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
         nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn); what a wait
         node caused is waiting, not exposed communication."""
-        for label, amount, where in self.idle_charges(cause, self._context.coordinator.now, self._idle_since):
+        now = self._queue.now
+        if now <= self._idle_since:  # no idle time to charge (a stream busy back to back)
+            return
+        for label, amount, where in self.idle_charges(cause, now, self._idle_since):
             if label == WAITED:
                 self.waiting_ps += amount
             else:

@@ -25,7 +25,7 @@ def fuse_compute_runs(
     per-node times need and nothing else does."""
     nodes = plan.nodes
     kind = workload_pb2.COMP_NODE
-    compute = [node.type == kind for node in nodes]
+    compute = [each == kind for each in plan.kinds]
     dependencies = plan.dependencies
     if not compute_is_one_chain(plan.order, compute, dependencies):
         return plan, durations

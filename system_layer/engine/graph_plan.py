@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.graph_blocks import node_named
@@ -57,6 +58,12 @@ class GraphPlan:
     foreign_names: bool = False
     """Whether the node names came from a file the study does not own (a trace): messages then name nodes by id
     only."""
+
+    @cached_property
+    def kinds(self) -> tuple[int, ...]:
+        """Each node's type (``workload_pb2.NodeType``) by position: the engine's passes over a plan read these
+        rather than each node's protobuf message, once per plan."""
+        return tuple(node.type for node in self.nodes)
 
     def name(self, index: int) -> str:
         """Node ``index``'s full name: its block node's name, if any, then its own (else its id)."""

@@ -54,20 +54,21 @@ def runnable_whole(plan: GraphPlan, npu: int, stands_in: Callable[[int], int], n
     alone = [_self_contained(block, npu, stands_in, npus) for block in plan.blocks]
     if not any(alone):
         return frozenset()
-    nodes = plan.nodes
-    block_of = [node.block if node.type == workload_pb2.BLOCK_NODE else -1 for node in nodes]
-    has_collective = [any(n.type == workload_pb2.COMM_COLL_NODE for n in block.nodes) for block in plan.blocks]
+    nodes, kinds = plan.nodes, plan.kinds
+    block_type, collective, compute = workload_pb2.BLOCK_NODE, workload_pb2.COMM_COLL_NODE, workload_pb2.COMP_NODE
+    block_of = [nodes[i].block if kind == block_type else -1 for i, kind in enumerate(kinds)]
+    has_collective = [collective in block.kinds for block in plan.blocks]
     has_memory = [bool(block.allocations or block.releases) for block in plan.blocks]
-    computes = [node.type == workload_pb2.COMP_NODE or b >= 0 for node, b in zip(nodes, block_of)]
+    computes = [kind == compute or b >= 0 for kind, b in zip(kinds, block_of)]
     if not compute_is_one_chain(plan.order, computes, plan.dependencies):
         return frozenset()
     # What a block must not overlap: collectives (the scheduler) and memory changes (the count), both at once.
     touches = [
-        node.type == workload_pb2.COMM_COLL_NODE
+        kind == collective
         or i in plan.allocations
         or i in plan.releases
         or (b >= 0 and (has_collective[b] or has_memory[b]))
-        for i, (node, b) in enumerate(zip(nodes, block_of))
+        for i, (kind, b) in enumerate(zip(kinds, block_of))
     ]
     apart = _ordered_with_all(plan, touches)
     return frozenset(i for i, b in enumerate(block_of) if b >= 0 and alone[b] and has_collective[b] and apart[i])
@@ -76,12 +77,12 @@ def runnable_whole(plan: GraphPlan, npu: int, stands_in: Callable[[int], int], n
 def _self_contained(block: GraphPlan, npu: int, stands_in: Callable[[int], int], npus: int) -> bool:
     """Whether ``block`` holds only compute and collectives, some compute, and talks only to NPUs that ``npu``
     stands in for."""
-    if not any(node.type == workload_pb2.COMP_NODE for node in block.nodes):
+    if workload_pb2.COMP_NODE not in block.kinds:
         return False
-    for node in block.nodes:
-        if node.type not in _BLOCK_CONTENT:
+    for node, kind in zip(block.nodes, block.kinds):
+        if kind not in _BLOCK_CONTENT:
             return False
-        if node.type == workload_pb2.COMM_COLL_NODE:
+        if kind == workload_pb2.COMM_COLL_NODE:
             group = node.group or range(npus)
             if any(stands_in(member) != npu for member in group):
                 return False
@@ -140,8 +141,10 @@ class BlockRecorder:
         collectives run) as ``pricing`` priced them."""
         recorded: dict[int, BlockRun] = {}
         runs = {}
-        for index, node in enumerate(plan.nodes):
-            if node.type == workload_pb2.BLOCK_NODE:
+        nodes = plan.nodes
+        for index, kind in enumerate(plan.kinds):
+            if kind == workload_pb2.BLOCK_NODE:
+                node = nodes[index]
                 run = recorded.get(node.block)
                 if run is None:
                     block = plan.blocks[node.block]
@@ -176,7 +179,7 @@ class BlockRecorder:
         )
         scheduler = context.schedulers[npu] = NpuScheduler(npu, context)
         table = CollectiveTable(self.grid, self.options, self.npus)
-        executor = _Alone(npu, block, durations, scheduler, table, context, slow)
+        executor = _Alone(npu, block, durations, scheduler, table, context, slow, queue=coordinator.queue)
         coordinator.schedule(0, executor.start)
         coordinator.run()
         end = executor.finish_ps

@@ -64,7 +64,7 @@ class PlanRun:
 
     def communicates(self) -> bool:
         """Whether the plan's own nodes hold a collective (those of blocks run whole stay inside their runs)."""
-        return any(node.type == workload_pb2.COMM_COLL_NODE for node in self.plan.nodes)
+        return workload_pb2.COMM_COLL_NODE in self.plan.kinds
 
 
 def plan_runs(
@@ -120,7 +120,8 @@ def unrolled_size(plan: GraphPlan) -> int:
     """How many nodes ``plan`` runs, each block node counted as the nodes of its block."""
     sizes = [unrolled_size(block) for block in plan.blocks]
     block = workload_pb2.BLOCK_NODE
-    return sum(sizes[node.block] if node.type == block else 1 for node in plan.nodes)
+    nodes = plan.nodes
+    return sum(sizes[nodes[i].block] if kind == block else 1 for i, kind in enumerate(plan.kinds))
 
 
 def physical_grid(topology: network_pb2.Topology, npus: int) -> Grid:
@@ -139,8 +140,8 @@ def _preflight(plans: list[GraphPlan], grid: Grid, options: SystemOptions, npus:
             node
             for plan in plans
             for part in (plan, *plan.blocks)
-            for node in part.nodes
-            if node.type == workload_pb2.COMM_COLL_NODE
+            for node, kind in zip(part.nodes, part.kinds)
+            if kind == workload_pb2.COMM_COLL_NODE
         ],
         foreign_names=any(plan.foreign_names for plan in plans),
     )

@@ -108,10 +108,10 @@ class _OperatorKeys:
         order the unrolled graph runs them."""
         plan_keys: list[bytes | None] = []
         self.keys[plan] = plan_keys
-        for index, node in enumerate(plan.nodes):
-            if node.type != workload_pb2.COMP_NODE or not node.HasField("op"):
+        for index, (node, kind) in enumerate(zip(plan.nodes, plan.kinds)):
+            if kind != workload_pb2.COMP_NODE or not node.HasField("op"):
                 plan_keys.append(None)
-                if node.type == workload_pb2.BLOCK_NODE and plan.blocks[node.block] not in self.keys:
+                if kind == workload_pb2.BLOCK_NODE and plan.blocks[node.block] not in self.keys:
                     self.visit(plan.blocks[node.block], plan.name(index))
                 continue
             if not self._priced:
@@ -207,7 +207,8 @@ def _with_blocks(plan: GraphPlan, own: Mapping[GraphPlan, Counter[bytes]]) -> Co
     total = Counter(own[plan])
     if plan.blocks:
         block_type = workload_pb2.BLOCK_NODE
-        for block, runs in Counter(node.block for node in plan.nodes if node.type == block_type).items():
+        nodes = plan.nodes
+        for block, runs in Counter(nodes[i].block for i, kind in enumerate(plan.kinds) if kind == block_type).items():
             for key, count in own[plan.blocks[block]].items():
                 total[key] += count * runs
     return total

@@ -303,7 +303,9 @@ def _wire(
     for npu in scope.simulated:
         context.schedulers[npu] = NpuScheduler(npu, context)
         run = runs[npu]
-        executors[npu] = NpuExecutor(npu, run.plan, run.durations, context.schedulers[npu], table, context, run.slow)
+        executors[npu] = NpuExecutor(
+            npu, run.plan, run.durations, context.schedulers[npu], table, context, run.slow, queue=coordinator.queue
+        )
         if blocks is not None and run.whole:
             executors[npu].runs = blocks.runs_of(npu, run.plan, pricing, npu in scope.traced)
         coordinator.schedule(run.graph.start_ps, executors[npu].start)

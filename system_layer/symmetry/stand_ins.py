@@ -169,12 +169,15 @@ def _representative_blocker(
     if len(stand_in) != len(graphs) or any(not 0 <= r < len(graphs) or stand_in[r] != r for r in stand_in):
         return "the declared representatives are not a mapping of NPUs onto NPUs that stand for themselves"
     issued: dict[tuple[int, ...], tuple[int, int]] = {}  # each group, by the first representative and node issuing it
+    point_to_point, collective = (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE), workload_pb2.COMM_COLL_NODE
     for npu in sorted(set(stand_in)):
         for node in every_node(graphs[npu]):
-            if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
-                if stand_in[node.peer] != node.peer:
-                    return f"NPU {npu} node {node.id} talks to NPU {node.peer}, which is not a representative"
-            elif node.type == workload_pb2.COMM_COLL_NODE:
+            kind = node.type
+            if kind in point_to_point:
+                peer = node.peer
+                if stand_in[peer] != peer:
+                    return f"NPU {npu} node {node.id} talks to NPU {peer}, which is not a representative"
+            elif kind == collective:
                 if node.comm_type in (workload_pb2.BROADCAST, workload_pb2.REDUCE):
                     return f"NPU {npu} collective node {node.id} has a root, which sets NPUs apart"
                 group = tuple(sorted(node.group)) if node.group else tuple(range(len(graphs)))

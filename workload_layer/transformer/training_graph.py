@@ -175,11 +175,11 @@ class _Emitter:
     def _forward(self, step: Pass) -> None:
         gather = self._receive(step)
         for block in self._plan.chunks[step.chunk]:
-            self._gather_parameters(block, f"mb{step.micro_batch} {block.name} fwd")
+            self._gather_parameters(block, step, "fwd")
             key = ("forward", block.steps, block.kept_bytes, gather)
             self._run_block(step, block, key, partial(self._emit_forward, block, gather))
             gather = False
-        self._gather_input(gather, f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction} tp all-gather")
+        self._gather_received(gather, step)
         self._send(step)
 
     def _emit_forward(self, block: Block, gather: bool) -> None:
@@ -193,13 +193,13 @@ class _Emitter:
     def _backward(self, step: Pass) -> None:
         gather = self._receive(step)
         for block in reversed(self._plan.chunks[step.chunk]):
-            self._gather_parameters(block, f"mb{step.micro_batch} {block.name} bwd")
+            self._gather_parameters(block, step, "bwd")
             key = (step.direction, block.steps, block.kept_bytes, block.recompute, block.recomputed_bytes, gather)
             self._run_block(step, block, key, partial(self._emit_backward, block, gather, step.direction == "input"))
             gather = False
             if step.direction == "backward":
                 self._weights_done(step, block, "bwd")
-        self._gather_input(gather, f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction} tp all-gather")
+        self._gather_received(gather, step)
         self._send(step)
 
     def _weights_done(self, step: Pass, block: Block, label: str) -> None:
@@ -261,8 +261,10 @@ class _Emitter:
             self._nodes, self._ready, self._input_grad = self._graph.nodes, outer_ready, None
             self._runs_something.append(bool(graph_block.nodes))
         if self._runs_something[index]:  # a pass with nothing to run leaves no trace
+            node_id = len(self._nodes)
             name = f"mb{step.micro_batch} {block.name}"
-            self._ready = [self._add(name, workload_pb2.BLOCK_NODE, self._ready, block=index)]
+            self._nodes.add(id=node_id, name=name, type=workload_pb2.BLOCK_NODE, data_deps=self._ready, block=index)
+            self._ready = [node_id]
 
     def _allocate(self, first: int, size: int) -> None:
         """Make the node at index ``first`` of the list being built (a pass's first, when it emitted any)
@@ -354,12 +356,14 @@ class _Emitter:
         """Whether ZeRO-3's shard casts run (:mod:`stratasim.workload_layer.transformer.shard_casts`)."""
         return self._plan.shard_casts and casts_apply(self._plan.dtype)
 
-    def _gather_parameters(self, block: Block, prefix: str) -> None:
-        """ZeRO-3: all-gather ``block``'s parameters before it runs, issued as the previous block started (one
-        block ahead, as DeepSpeed prefetches) so the gather overlaps that block's compute; with shard casts, the
-        cast of this rank's shard runs on the compute stream first, as the gather is issued."""
+    def _gather_parameters(self, block: Block, step: Pass, label: str) -> None:
+        """ZeRO-3: all-gather ``block``'s parameters before ``step`` runs it (nodes named ``mb<micro-batch> <block>
+        <label>``), issued as the previous block started (one block ahead, as DeepSpeed prefetches) so the gather
+        overlaps that block's compute; with shard casts, the cast of this rank's shard runs on the compute stream
+        first, as the gather is issued."""
         if self._plan.zero != 3:
             return
+        prefix = f"mb{step.micro_batch} {block.name} {label}"
         issue_after, self._prefetch_after = self._prefetch_after, list(self._ready)
         element = operators.dtype_bytes(self._plan.dtype)
         for parameters, group, _ in self._block_shards(block):
@@ -572,22 +576,17 @@ class _Emitter:
         peer, sender_chunk = neighbour
         tag = message_tag(step.direction, sender_chunk, step.micro_batch, len(self._plan.chunks))
         name = f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction}"
-        self._ready = [
-            self._add(
-                name,
-                workload_pb2.COMM_RECV_NODE,
-                self._ready,
-                peer=peer,
-                tag=tag,
-                comm_bytes=self._plan.boundary_bytes,
-                pg_name="pp",
-            )
-        ]
+        self._ready = [self._point_to_point(name, workload_pb2.COMM_RECV_NODE, peer, tag)]
         gather = self._plan.gather_boundary and len(self._plan.tensor_group) > 1
         if gather and self._plan.zero == 3:
             self._gather_input(True, f"{name} tp all-gather")
             return False
         return gather
+
+    def _gather_received(self, gather: bool, step: Pass) -> None:
+        """:meth:`_gather_input` of ``step``'s received boundary tensor, if ``gather`` (named after the receive)."""
+        if gather:
+            self._gather_input(True, f"mb{step.micro_batch} chunk{step.chunk} recv {step.direction} tp all-gather")
 
     def _gather_input(self, gather: bool, name: str) -> None:
         """All-gather a received boundary tensor over the TP group, if ``gather``; the stream waits for it."""
@@ -617,15 +616,23 @@ class _Emitter:
         if neighbour is not None:
             tag = message_tag(step.direction, step.chunk, step.micro_batch, len(self._plan.chunks))
             name = f"mb{step.micro_batch} chunk{step.chunk} send {step.direction}"
-            self._add(
-                name,
-                workload_pb2.COMM_SEND_NODE,
-                self._ready,
-                peer=neighbour[0],
-                tag=tag,
-                comm_bytes=self._plan.boundary_bytes,
-                pg_name="pp",
-            )
+            self._point_to_point(name, workload_pb2.COMM_SEND_NODE, neighbour[0], tag)
+
+    def _point_to_point(self, name: str, kind: workload_pb2.NodeType.ValueType, peer: int, tag: int) -> int:
+        """A pipeline send or receive of a boundary tensor, after whatever the compute stream waits for: one per
+        pass, so written without :meth:`_add`'s keyword bag."""
+        node_id = len(self._nodes)
+        self._nodes.add(
+            id=node_id,
+            name=name,
+            type=kind,
+            data_deps=self._ready,
+            peer=peer,
+            tag=tag,
+            comm_bytes=self._plan.boundary_bytes,
+            pg_name="pp",
+        )
+        return node_id
 
     def _add(self, name: str, kind: workload_pb2.NodeType.ValueType, deps: list[int], **fields: object) -> int:
         node_id = len(self._nodes)
