@@ -1,6 +1,6 @@
 """``stratasim trace reshard``: a Chakra trace recorded under one tensor-, pipeline- and data-parallel plan turned
 into the trace of another, its operators split or merged by their shapes and its collectives resized and regrouped
-(TP and DP here, then the pipeline re-cut by :mod:`.pipeline_cut` when PP changes).
+(TP and DP here, then the pipeline re-cut by :mod:`.pipeline_cut` when PP or the schedule changes).
 
 What it needs from the trace: the plan (``stratasim.parallelism.*`` metadata, as :mod:`.rescale` reads it) and,
 on every compute node whose work depends on TP, the operator its duration was priced from (the ``stratasim.op``
@@ -36,7 +36,7 @@ from pathlib import Path
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.chakra import OP_ATTR, read_trace, trace_files
-from stratasim.workload_layer.traces.pipeline_cut import recut
+from stratasim.workload_layer.traces.pipeline_cut import Schedule, recut
 from stratasim.workload_layer.traces.rescale import Plan, read_planned, regroup, target_plan
 from stratasim.workload_layer.traces.shard_rules import rescaled_operator
 
@@ -98,13 +98,14 @@ def _sequence_parallel(graph: workload_pb2.ExecutionGraph, old: Plan) -> bool:
 
 
 def _resharded_rank(
-    graph: workload_pb2.ExecutionGraph, file: Path, old: Plan, new: Plan
+    graph: workload_pb2.ExecutionGraph, file: Path, old: Plan, new: Plan, recut: bool
 ) -> workload_pb2.ExecutionGraph:
     """``graph`` (recorded in ``file``) with its TP-dependent work scaled to ``new.tp``; re-sharded compute nodes
-    carry their new operator and a duration of 0, to be priced."""
+    carry their new operator and a duration of 0, to be priced; every compute node carries its operator when the
+    pipeline is to be ``recut``."""
     copy = workload_pb2.ExecutionGraph()
     copy.CopyFrom(graph)
-    if (new.tp, new.pp) == (old.tp, old.pp):
+    if new.tp == old.tp and not recut:
         return copy
     ratio = Fraction(old.tp, new.tp)
     operators = _operators(file)
@@ -134,14 +135,21 @@ def _resharded_rank(
 
 
 def resharded(
-    source: str | Path, tp: int, pp: int, dp: int | None, *, max_npus: int
+    source: str | Path, tp: int, pp: int, dp: int | None, *, max_npus: int, schedule: Schedule | None = None
 ) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
     """Every rank's graph of the trace ``<source>.<rank>.et`` re-sharded to ``tp`` x ``pp`` x ``dp`` (None: the
     recorded DP), and the new plan. Compute nodes whose work changed hold their operator and a duration of 0, to be
-    priced; more than ``max_npus`` ranks (a file each) are refused."""
+    priced; more than ``max_npus`` ranks (a file each) are refused. The pipeline is re-cut in ``schedule``'s order
+    when it is given or PP changes (1F1B unless given), else its passes stay in the recorded order."""
     graphs, old = read_planned(source)
     files = trace_files(source)
     new = reshard_plan(old, tp, pp, dp, str(files[0]))
+    if schedule is not None and schedule.chunks > 1 and schedule.name != "interleaved":
+        raise WorkloadError(
+            f"--virtual-stages {schedule.chunks}: only --schedule interleaved runs several model chunks per stage, "
+            f"not {schedule.name}"
+        )
+    recutting = schedule is not None or new.pp != old.pp
     if new.npus > max_npus:
         raise WorkloadError(
             f"--tp {tp} --pp {pp} --dp {new.dp}: a re-sharded trace has a file per rank, {new.npus}, more than the "
@@ -154,7 +162,7 @@ def resharded(
         ranks = {axis: middle.layout.rank(npu, axis) for axis in middle.order}
         recorded = old.layout.npu({**ranks, "tp": ranks["tp"] % old.tp, "dp": ranks["dp"] % old.dp})
         if recorded not in cache:
-            cache[recorded] = _resharded_rank(graphs[recorded], files[recorded], old, new)
+            cache[recorded] = _resharded_rank(graphs[recorded], files[recorded], old, new, recutting)
         out.append(regroup(cache[recorded], old, middle, npu, str(files[recorded])))
         sources.append(str(files[recorded]))
-    return (out if new.pp == old.pp else recut(out, middle, new, sources)), new
+    return (recut(out, middle, new, sources, schedule or Schedule()) if recutting else out), new
