@@ -5,8 +5,10 @@ into the trace of another, its operators split or merged by their shapes and its
 What it needs from the trace: the plan (``stratasim.parallelism.*`` metadata, as :mod:`.rescale` reads it) and,
 on every compute node whose work depends on TP, the operator its duration was priced from (the ``stratasim.op``
 attribute ``stratasim trace export`` writes). Each operator is split or merged by the rules of
-:mod:`.shard_rules`; this module leaves its duration at 0 for the caller to price (``stratasim.study.reshard``
-prices it with a study's compute section, as an export does).
+:mod:`.shard_rules`; a compute node without one (a trace converted from PyTorch) has its operator read from its
+ATen name and tensor shapes by :mod:`.torch_operators`, a CPU operator kept as recorded. This module leaves the
+new operators' durations at 0 for the caller to price (``stratasim.study.reshard`` prices them with a study's
+compute section, as an export does).
 
 Communication, told apart by the group it runs over (the comm pattern, not the node names):
 
@@ -29,16 +31,23 @@ trace without operators when TP or PP changes, and what :mod:`.pipeline_cut` ref
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
+from stratasim.chakra.et_def_pb2 import Node
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.chakra import OP_ATTR, read_trace, trace_files
 from stratasim.workload_layer.traces.pipeline_cut import Schedule, recut
 from stratasim.workload_layer.traces.rescale import Plan, read_planned, regroup, target_plan
 from stratasim.workload_layer.traces.shard_rules import rescaled_operator
+from stratasim.workload_layer.traces.torch_operators import (
+    ModelDimensions,
+    has_tensors,
+    model_dimensions,
+    rescaled_torch_operator,
+)
 
 __all__ = ["reshard_plan", "resharded"]
 
@@ -57,8 +66,8 @@ def reshard_plan(recorded: Plan, tp: int, pp: int, dp: int | None, source: str) 
     return replace(target_plan(replace(recorded, tp=tp), tp * recorded.pp * dp, {"dp": dp}, source), pp=pp)
 
 
-def _operators(file: Path) -> dict[int, compute_pb2.OperatorDesc]:
-    """The operators the compute nodes of ``file`` were priced from, by node id."""
+def _operators(file: Path) -> tuple[dict[int, compute_pb2.OperatorDesc], list[Node]]:
+    """The operators the compute nodes of ``file`` were priced from, by node id, and the file's nodes."""
     _, nodes = read_trace(file)
     found = {}
     for node in nodes:
@@ -70,7 +79,34 @@ def _operators(file: Path) -> dict[int, compute_pb2.OperatorDesc]:
                 except Exception:  # noqa: BLE001 — protobuf raises DecodeError or RuntimeError by implementation
                     raise WorkloadError(f"{file}: node {node.id}: attribute {OP_ATTR} is not an operator") from None
                 found[node.id] = op
-    return found
+    return found, nodes
+
+
+@dataclass
+class _Captured:
+    """The nodes of ``file``, for those without an operator (a trace converted from PyTorch), whose operators
+    :mod:`.torch_operators` reads; the model's dimensions read once, when first needed."""
+
+    file: Path
+    nodes: dict[int, Node]
+    dimensions: ModelDimensions | None = None
+
+    def operator(self, node_id: int, ratio: Fraction) -> compute_pb2.OperatorDesc | None:
+        """Node ``node_id``'s operator at the new TP, None when kept as recorded (a CPU operator)."""
+        node = self.nodes[node_id]
+        try:
+            if not has_tensors(node):
+                raise WorkloadError(
+                    f"node {node_id}: a compute node without the operator it was priced from (attribute {OP_ATTR}, "
+                    "which stratasim trace export writes) or tensor shapes (inputs.shapes, which Chakra's PyTorch "
+                    "converter writes), so its share of a new TP cannot be inferred"
+                )
+            if any(attr.name == "is_cpu_op" and attr.bool_val for attr in node.attr):
+                return None
+            self.dimensions = self.dimensions or model_dimensions(list(self.nodes.values()))
+            return rescaled_torch_operator(node, ratio, self.dimensions)
+        except WorkloadError as error:
+            raise WorkloadError(f"{self.file}: {error}") from None
 
 
 def _micro_batch(operators: dict[int, compute_pb2.OperatorDesc]) -> int:
@@ -108,7 +144,8 @@ def _resharded_rank(
     if new.tp == old.tp and not recut:
         return copy
     ratio = Fraction(old.tp, new.tp)
-    operators = _operators(file)
+    operators, nodes = _operators(file)
+    captured = _Captured(file, {node.id: node for node in nodes})
     micro_batch, sequence = _micro_batch(operators), _sequence_parallel(copy, old)
     dp_group = old.layout.group(graph.npu, "dp")
     everyone = tuple(range(old.npus))
@@ -119,12 +156,12 @@ def _resharded_rank(
                 node.op.CopyFrom(operators[node.id])
         elif node.type == workload_pb2.COMP_NODE:
             op = operators.get(node.id)
-            if op is None:
-                raise WorkloadError(
-                    f"{where}: a compute node without the operator it was priced from (attribute {OP_ATTR}, which "
-                    "stratasim trace export writes), so its share of a new TP cannot be inferred"
-                )
-            node.op.CopyFrom(rescaled_operator(op, node.name, ratio, micro_batch, sequence, where))
+            new_op = captured.operator(node.id, ratio) if op is None else op
+            if new_op is None:
+                continue
+            if op is not None:
+                new_op = rescaled_operator(op, node.name, ratio, micro_batch, sequence, where)
+            node.op.CopyFrom(new_op)
             node.duration_ps = 0
         elif node.type == workload_pb2.COMM_COLL_NODE and (tuple(sorted(node.group)) or everyone) == dp_group:
             node.comm_bytes = int(node.comm_bytes * ratio)
