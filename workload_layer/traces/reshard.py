@@ -57,13 +57,26 @@ _SHARDED_MEMORY = ("weights", "gradients", "optimizer")
 def reshard_plan(recorded: Plan, tp: int, pp: int, dp: int | None, source: str) -> Plan:
     """The plan with ``tp``, ``pp`` and ``dp`` (None: the recorded DP) for a trace recorded under ``recorded``.
     Raises :class:`WorkloadError` naming the option that cannot be had."""
-    if (tp, pp) != (recorded.tp, recorded.pp) and recorded.ep > 1:
-        raise WorkloadError(
-            f"--tp {tp} --pp {pp}: the trace ({source}) was recorded with ep {recorded.ep}, whose expert groups and "
-            "operators cannot be re-sharded: export the study again with the new plan"
-        )
     dp = recorded.dp if dp is None else dp
     return replace(target_plan(replace(recorded, tp=tp), tp * recorded.pp * dp, {"dp": dp}, source), pp=pp)
+
+
+def _refuse_experts(recorded: Plan, options: dict[str, object], source: str) -> None:
+    """Refuse to change anything of a trace recorded with expert parallelism, saying why: ``options`` are the
+    options by name and value (None: not given), each naming the plan's field it changes, if any."""
+    changed = " ".join(
+        f"--{name} {value}"
+        for name, value in options.items()
+        if value is not None and value != getattr(recorded, name, None)
+    )
+    if recorded.ep > 1 and changed:
+        raise WorkloadError(
+            f"{changed}: the trace ({source}) was recorded with ep {recorded.ep}, which is not re-sharded: its expert "
+            "GEMMs and MoE all-to-alls (over the ep group) can be told by name, but a new TP changes the tokens each "
+            "expert computes (sequence parallelism's gather over TP), and a new PP, DP or schedule re-carves the "
+            "expert groups out of DP and divides gradients, optimizer steps and memory between dense and expert "
+            "weights, which the trace does not record apart: export the study again with the new plan"
+        )
 
 
 def _operators(file: Path) -> tuple[dict[int, compute_pb2.OperatorDesc], list[Node]]:
@@ -180,6 +193,7 @@ def resharded(
     when it is given or PP changes (1F1B unless given), else its passes stay in the recorded order."""
     graphs, old = read_planned(source)
     files = trace_files(source)
+    _refuse_experts(old, {"tp": tp, "pp": pp, "dp": dp, "schedule": schedule and schedule.name}, str(files[0]))
     new = reshard_plan(old, tp, pp, dp, str(files[0]))
     if schedule is not None and schedule.chunks > 1 and schedule.name != "interleaved":
         raise WorkloadError(
