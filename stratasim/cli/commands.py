@@ -262,10 +262,15 @@ def _print_written(written: Sequence[Path]) -> None:
 
 def _trace_reshard(args: argparse.Namespace) -> int:
     from stratasim.config.study_file import load_study
-    from stratasim.study.reshard import reshard_trace
+    from stratasim.study.reshard import Schedule, reshard_trace
 
     study = None if args.study is None else load_study(args.study, [])
-    _print_written(reshard_trace(args.input, args.output, args.tp, args.pp, args.dp, study, max_npus=args.max_npus))
+    given = args.schedule is not None or args.virtual_stages is not None
+    schedule = Schedule(args.schedule or "1f1b", args.virtual_stages or 1) if given else None
+    written = reshard_trace(
+        args.input, args.output, args.tp, args.pp, args.dp, study, max_npus=args.max_npus, schedule=schedule
+    )
+    _print_written(written)
     return EXIT_OK
 
 
@@ -275,8 +280,8 @@ def _add_reshard(actions: Subparsers) -> None:
         help="re-shard a Chakra trace to another tensor-parallel (and data-parallel) degree",
         description="Splits or merges each operator by its shape (the stratasim.op attribute stratasim trace export "
         "writes), resizes the DP collectives, regroups every collective for the new layout and prices the new "
-        "operators with --study's compute section; a new PP moves whole layers between stages (1F1B). See "
-        "docs/how-to/reshard-a-trace.md.",
+        "operators with --study's compute section; a new PP (or --schedule) moves whole layers between stages. "
+        "See docs/how-to/reshard-a-trace.md.",
     )
     reshard.add_argument("input", metavar="IN", help="the input Chakra trace prefix (IN.<rank>.et, IN.json)")
     reshard.add_argument("output", metavar="OUT", help="the output trace prefix")
@@ -293,6 +298,17 @@ def _add_reshard(actions: Subparsers) -> None:
     )
     reshard.add_argument(
         "--study", metavar="STUDY", help="the study whose compute section prices the re-sharded operators"
+    )
+    reshard.add_argument(
+        "--schedule",
+        choices=("1f1b", "gpipe", "interleaved", "zb_h1"),
+        help="the new pipeline's schedule (default: the recorded order, 1f1b when --pp changes)",
+    )
+    reshard.add_argument(
+        "--virtual-stages",
+        type=positive_int("a chunk count"),
+        metavar="V",
+        help="model chunks per stage of --schedule interleaved (default 1)",
     )
     reshard.add_argument(
         "--max-npus",

@@ -1,4 +1,4 @@
-"""``stratasim trace reshard``: a Chakra trace re-sharded to another TP (and DP) by
+"""``stratasim trace reshard``: a Chakra trace re-sharded to another TP, PP or schedule (and DP) by
 :mod:`stratasim.workload_layer.traces.reshard`, its split or merged operators priced by a study's compute section
 as ``stratasim trace export`` prices them, and written with its new plan."""
 
@@ -11,20 +11,30 @@ from stratasim.config.study_file import Study
 from stratasim.kernel.errors import WorkloadError
 from stratasim.study.compute_setup import open_pricer
 from stratasim.workload_layer.traces.convert import write_chakra
+from stratasim.workload_layer.traces.pipeline_cut import Schedule
 from stratasim.workload_layer.traces.rescale import plan_attributes, refuse_stale
 from stratasim.workload_layer.traces.reshard import resharded
 
-__all__ = ["reshard_trace"]
+__all__ = ["Schedule", "reshard_trace"]
 
 
 def reshard_trace(
-    source: str | Path, target: str | Path, tp: int, pp: int, dp: int | None, study: Study | None, *, max_npus: int
+    source: str | Path,
+    target: str | Path,
+    tp: int,
+    pp: int,
+    dp: int | None,
+    study: Study | None,
+    *,
+    max_npus: int,
+    schedule: Schedule | None = None,
 ) -> list[Path]:
     """Write the Chakra trace ``<source>.<rank>.et`` re-sharded to ``tp`` x ``pp`` x ``dp`` (None: its DP) as
     ``<target>.<rank>.et`` and its communicator groups file; return the files written. The operators whose work
     changed are priced by ``study``'s compute section, required when TP changes (the study the trace was exported
-    from prices them as they would have been priced had it been exported at the new TP)."""
-    graphs, plan = resharded(source, tp, pp, dp, max_npus=max_npus)
+    from prices them as they would have been priced had it been exported at the new TP). ``schedule`` (None: as
+    recorded, 1F1B when PP changes) orders the new pipeline's passes."""
+    graphs, plan = resharded(source, tp, pp, dp, max_npus=max_npus, schedule=schedule)
     refuse_stale(target, plan.npus)
     unpriced = [node for graph in graphs for node in graph.nodes if node.HasField("op") and node.duration_ps == 0]
     if unpriced:

@@ -218,3 +218,26 @@ def test_pricing_needs_a_study_and_options_are_checked(run_cli: RunCli, tmp_path
     assert code == 2 and "--tp" in err and "Traceback" not in err
     code, _, err = run_cli("trace", "reshard", str(source), str(source), "--tp", "2", "--pp", "1", "--dp", "1")
     assert code == 2 and err.startswith(f"error: {source}.2.et exists")
+
+
+@pytest.mark.parametrize(
+    ("options", "changed"),
+    [
+        (["--tp", "2", "--pp", "1"], "--tp 2"),
+        (["--tp", "1", "--pp", "2"], "--pp 2"),
+        (["--tp", "1", "--pp", "1", "--dp", "4"], "--dp 4"),
+        (["--tp", "1", "--pp", "1", "--schedule", "gpipe"], "--schedule gpipe"),
+    ],
+)
+def test_expert_parallelism_is_refused_saying_why(
+    run_cli: RunCli, tmp_path: Path, options: list[str], changed: str
+) -> None:
+    source = export(run_cli, tmp_path, "old", study(1, {**GPT, "experts": 4, "top_k": 2}, ep=2))
+    code, out, err = run_cli(
+        "trace", "reshard", str(source), str(tmp_path / "r"), *options, "--study", f"{source}.yaml"
+    )
+    assert (code, out) == (2, "") and err.startswith(
+        f"error: {changed}: the trace ({source}.0.et) was recorded with ep 2, which is not re-sharded: its expert "
+        "GEMMs and MoE all-to-alls (over the ep group) can be told by name, but a new TP changes"
+    ), err
+    assert err.count("\n") == 1 and not list(tmp_path.glob("r.*"))

@@ -1,24 +1,29 @@
 """A transformer trace's pipeline cut moved: each data-parallel replica's and TP rank's passes gathered from the
-stages they were recorded on, layer by layer, and dealt out again to a new number of stages, by
-``stratasim trace reshard --pp``.
+stages they were recorded on, layer by layer, and dealt out again to a new number of stages or a new schedule, by
+``stratasim trace reshard --pp`` and ``--schedule``.
 
-What it reads from the trace: the transformer builder's node names, ``mb<i> <block> fwd|bwd <step>`` with
-``<block>`` ``embedding``, ``layer<j>`` or ``head``: one micro-batch's pass through one block, its nodes and their
-dependencies kept as recorded. The recorded point-to-point transfers are dropped; every collective inside a block
-must run over the TP group (it is regrouped); outside the blocks only the DP gradient all-reduces and the optimizer
-step may stand.
+What it reads from the trace: the transformer builder's node names, ``mb<i> <block> fwd|bwd|wgt <step>`` with
+``<block>`` ``embedding``, ``layer<j>`` or ``head``: one micro-batch's pass through one block (``wgt``: the weight
+pass a zero-bubble schedule ran apart), its nodes and their dependencies kept as recorded. The recorded
+point-to-point transfers are dropped; every collective inside a block must run over the TP group (it is
+regrouped); outside the blocks only the DP gradient all-reduces and the optimizer step may stand.
 
-What it writes, per new stage ``s`` of ``pp``: the embedding on stage 0, the head on the last, layer ``j`` on stage
-``j // (layers / pp)`` (layers must divide evenly: the builder's ``stage_layers: even``); the passes in 1F1B order
-(:func:`~stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`), a receive before each pass that
-needs one and a send after each pass that feeds a neighbour, of the boundary activation (the size of the layers'
-residual add: tokens x hidden, split over TP under sequence parallelism); then one DP gradient all-reduce and the
-optimizer step, both scaled to the stage's share of the weights. That share is counted from the weight-gradient
-GEMMs of its blocks at their bytes per element, the embedding table counted as large as the LM head (a copy of a
-tied table on the last stage, as Megatron-LM keeps one), and what those GEMMs do not count (positions, norms) spread
-in proportion: an approximation of the DP payload and the optimizer step, not of any other compute). Gradient
-buckets overlapping the backward passes become one all-reduce at the end (ZeRO, whose collectives are per layer,
-and expert parallelism are refused).
+What it writes, per new stage of ``pp`` holding ``chunks`` model chunks (the interleaved schedule's virtual
+stages; one otherwise): the model cut into ``pp * chunks`` chunks of ``layers / (pp * chunks)`` whole layers (they
+must divide evenly: the builder's ``stage_layers: even``), the embedding in the first, the head in the last, stage
+``p``'s chunk ``c`` the model's chunk ``c pp + p``; the passes in the order of the schedule (1F1B, GPipe,
+interleaved or ZB-H1: :func:`~stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`, as the
+transformer builder runs them), a receive before each pass that needs one and a send after each pass that feeds a
+neighbour, of the boundary activation (the size of the layers' residual add: tokens x hidden, split over TP under
+sequence parallelism). ZB-H1's input pass is the recorded backward pass without the weight-gradient GEMMs (a
+dependency on one passes to what it waited for), its weight pass those GEMMs, one after another.
+
+Then one DP gradient all-reduce and the optimizer step, both scaled to the stage's share of the weights. That
+share is counted from the weight-gradient GEMMs of its blocks at their bytes per element, the embedding table
+counted as large as the LM head (a copy of a tied table on the last stage, as Megatron-LM keeps one), and what
+those GEMMs do not count (positions, norms) spread in proportion: an approximation of the DP payload and the
+optimizer step, not of any other compute). Gradient buckets overlapping the backward passes become one all-reduce
+at the end (ZeRO, whose collectives are per layer, and expert parallelism are refused).
 """
 
 from __future__ import annotations
@@ -32,15 +37,21 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.operators import dtype_bytes
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.rescale import Plan
-from stratasim.workload_layer.transformer.pipeline_schedule import message_tag, pipeline_order
+from stratasim.workload_layer.transformer.pipeline_schedule import (
+    Pass,
+    chunk_positions,
+    message_tag,
+    neighbour_chunk,
+    pipeline_order,
+)
 
-__all__ = ["recut"]
+__all__ = ["Schedule", "recut"]
 
-_PASS = re.compile(r"mb(\d+) (embedding|layer(\d+)|head) (fwd|bwd) ")
+_PASS = re.compile(r"mb(\d+) (embedding|layer(\d+)|head) (fwd|bwd|wgt) ")
 _SHARED_MEMORY = ("weights", "gradients", "optimizer")
 
 Key = tuple[int, str, str]
-"""A pass of one micro-batch through one block: (micro-batch, block, ``fwd`` or ``bwd``)."""
+"""A pass of one micro-batch through one block: (micro-batch, block, ``fwd``, ``bwd`` or ``wgt``)."""
 
 
 @dataclass
@@ -129,12 +140,37 @@ def _merged(total: compute_pb2.OperatorDesc | None, op: compute_pb2.OperatorDesc
     return total
 
 
-def _stage_of(block: str, layers: int, pp: int) -> int:
-    if block == "embedding":
-        return 0
-    if block == "head":
-        return pp - 1
-    return int(block.removeprefix("layer")) // (layers // pp)
+@dataclass(frozen=True)
+class Schedule:
+    """The new pipeline's schedule: ``name`` (``1f1b``, ``gpipe``, ``interleaved`` or ``zb_h1``) and the model
+    chunks each stage holds (``chunks``, above 1 under ``interleaved`` only)."""
+
+    name: str = "1f1b"
+    chunks: int = 1
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """Where the blocks go under a schedule and in what order a stage runs its passes."""
+
+    schedule: Schedule
+    stages: int
+    layers: int
+    micro_batches: int
+
+    def order(self, stage: int) -> tuple[Pass, ...]:
+        """``stage``'s passes (:func:`pipeline_order`)."""
+        return pipeline_order(self.schedule.name, stage, self.stages, self.micro_batches, self.schedule.chunks)
+
+    def blocks(self, stage: int) -> list[list[str]]:
+        """The blocks of each model chunk ``stage`` holds, in model order."""
+        total = self.stages * self.schedule.chunks
+        per = self.layers // total
+        out = []
+        for position in chunk_positions("loop", stage, self.stages, self.schedule.chunks):
+            blocks = [f"layer{j}" for j in range(position * per, (position + 1) * per)]
+            out.append(["embedding"] * (position == 0) + blocks + ["head"] * (position == total - 1))
+        return out
 
 
 @dataclass
@@ -171,36 +207,83 @@ class _Emitter:
         self.ready = [new for new in ids.values() if new not in depended]
 
 
-def _transfer(kind: workload_pb2.NodeType.ValueType, peer: int, tag: int, size: int, name: str) -> workload_pb2.Node:
-    """A send or receive of ``size`` bytes to or from ``peer`` over the pipeline."""
+def _transfer(
+    kind: workload_pb2.NodeType.ValueType, npu: int, new: Plan, step: Pass, chunks: int, size: int
+) -> workload_pb2.Node | None:
+    """The send or receive of ``size`` bytes around ``step`` on ``npu`` to or from the neighbouring model chunk
+    (None at either end of the model, or when the neighbour sits on the same stage)."""
+    receive = kind == workload_pb2.COMM_RECV_NODE
+    offset = (-1 if step.direction == "forward" else 1) * (1 if receive else -1)
+    stage = new.layout.rank(npu, "pp")
+    neighbour = neighbour_chunk("loop", stage, step.chunk, new.pp, chunks, offset)
+    if neighbour is None or neighbour[0] == stage:
+        return None
+    peer = new.layout.npu({**{axis: new.layout.rank(npu, axis) for axis in new.order}, "pp": neighbour[0]})
+    tag = message_tag(step.direction, neighbour[1] if receive else step.chunk, step.micro_batch, chunks)
+    name = f"mb{step.micro_batch} chunk{step.chunk} {'recv' if receive else 'send'} {step.direction}"
     return workload_pb2.Node(name=name, type=kind, peer=peer, tag=tag, comm_bytes=size, pg_name="pp")
 
 
-def _stage_graph(model: _Model, npu: int, new: Plan, micro_batches: int, layers: int) -> workload_pb2.ExecutionGraph:
+def _weight_gradient(node: workload_pb2.Node) -> bool:
+    """Whether ``node`` computes a weight's gradient (a ``wgrad`` GEMM other than attention's, which has none)."""
+    return node.name.endswith(" wgrad") and node.op.name not in ("attention scores", "attention context")
+
+
+def _halves(nodes: Sequence[workload_pb2.Node]) -> tuple[list[workload_pb2.Node], list[workload_pb2.Node]]:
+    """A recorded backward pass split into an input pass (a node that waited for a weight-gradient GEMM waits
+    for what that GEMM waited for) and a weight pass (those GEMMs renamed ``wgt``, one after another)."""
+    waits: dict[int, list[int]] = {}
+    inputs: list[workload_pb2.Node] = []
+    weights: list[workload_pb2.Node] = []
+    for node in nodes:
+        deps = list(dict.fromkeys(dep for old in node.data_deps for dep in waits.get(old, [old])))
+        copy = workload_pb2.Node()
+        copy.CopyFrom(node)
+        copy.ClearField("data_deps")
+        if _weight_gradient(node):
+            waits[node.id] = deps
+            copy.name = node.name.replace(" bwd ", " wgt ", 1)
+            copy.data_deps.extend([weights[-1].id] if weights else [])
+            weights.append(copy)
+        else:
+            copy.data_deps.extend(deps)
+            inputs.append(copy)
+    return inputs, weights
+
+
+def _step_passes(model: _Model, step: Pass, blocks: Sequence[str]) -> list[list[workload_pb2.Node]]:
+    """The recorded node lists ``step`` runs over ``blocks`` (its model chunk), one after another: a recorded
+    weight pass after its backward pass, or ZB-H1's halves of the backward pass."""
+    if step.direction == "forward":
+        return [model.passes.get((step.micro_batch, block, "fwd"), []) for block in blocks]
+    out: list[list[workload_pb2.Node]] = []
+    for block in reversed(blocks):
+        recorded = model.passes.get((step.micro_batch, block, "bwd"), [])
+        later = model.passes.get((step.micro_batch, block, "wgt"), [])
+        if step.direction == "backward":
+            out += [recorded, later]
+        else:
+            inputs, weights = _halves(recorded)
+            out += [inputs] if step.direction == "input" else [weights, later]
+    return [nodes for nodes in out if nodes]
+
+
+def _stage_graph(model: _Model, npu: int, new: Plan, cut: _Cut) -> workload_pb2.ExecutionGraph:
     """New stage ``new.layout.rank(npu, 'pp')``'s graph for NPU ``npu``."""
-    stage, pp = new.layout.rank(npu, "pp"), new.pp
-    ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}
-    blocks = ["embedding", *(f"layer{j}" for j in range(layers)), "head"]
-    mine = [block for block in blocks if _stage_of(block, layers, pp) == stage]
+    stage, chunks = new.layout.rank(npu, "pp"), cut.schedule.chunks
+    blocks = cut.blocks(stage)
     emitter = _Emitter(workload_pb2.ExecutionGraph(npu=npu))
     tp_group = new.layout.group(npu, "tp")
-    for step in pipeline_order("1f1b", stage, pp, micro_batches):
-        forward = step.direction == "forward"
-        source = stage - 1 if forward else stage + 1
-        if 0 <= source < pp:
-            peer = new.layout.npu({**ranks, "pp": source})
-            tag = message_tag(step.direction, 0, step.micro_batch, 1)
-            name = f"mb{step.micro_batch} chunk0 recv {step.direction}"
-            emitter.ready = [emitter.add(_transfer(workload_pb2.COMM_RECV_NODE, peer, tag, model.boundary, name))]
-        for block in mine if forward else reversed(mine):
-            emitter.run_pass(model.passes.get((step.micro_batch, block, "fwd" if forward else "bwd"), []), tp_group)
-        target = stage + 1 if forward else stage - 1
-        if 0 <= target < pp:
-            peer = new.layout.npu({**ranks, "pp": target})
-            tag = message_tag(step.direction, 0, step.micro_batch, 1)
-            name = f"mb{step.micro_batch} chunk0 send {step.direction}"
-            emitter.add(_transfer(workload_pb2.COMM_SEND_NODE, peer, tag, model.boundary, name))
-    _finish(emitter, model, _share(model, mine), new)
+    for step in cut.order(stage):
+        receive = _transfer(workload_pb2.COMM_RECV_NODE, npu, new, step, chunks, model.boundary)
+        if receive is not None and step.direction != "weight":
+            emitter.ready = [emitter.add(receive)]
+        for nodes in _step_passes(model, step, blocks[step.chunk]):
+            emitter.run_pass(nodes, tp_group)
+        send = _transfer(workload_pb2.COMM_SEND_NODE, npu, new, step, chunks, model.boundary)
+        if send is not None and step.direction != "weight":
+            emitter.add(send)
+    _finish(emitter, model, _share(model, [block for chunk in blocks for block in chunk]), new)
     return emitter.graph
 
 
@@ -227,10 +310,15 @@ def _finish(emitter: _Emitter, model: _Model, share: Fraction, new: Plan) -> Non
 
 
 def recut(
-    graphs: Sequence[workload_pb2.ExecutionGraph], old: Plan, new: Plan, sources: Sequence[str]
+    graphs: Sequence[workload_pb2.ExecutionGraph],
+    old: Plan,
+    new: Plan,
+    sources: Sequence[str],
+    schedule: Schedule,
 ) -> list[workload_pb2.ExecutionGraph]:
     """The graphs of ``new`` (``old`` with another PP) from ``graphs``, those of ``old`` by NPU (``sources`` name
-    their files); compute nodes keep their durations, the optimizer steps are left to be priced (duration 0)."""
+    their files), run in ``schedule``'s order; compute nodes keep their durations, the optimizer steps are left to
+    be priced (duration 0)."""
     if old.zero or old.ep > 1:
         what = f"ZeRO stage {old.zero}" if old.zero else f"ep {old.ep}"
         raise WorkloadError(
@@ -242,20 +330,33 @@ def recut(
         ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}
         stages = [old.layout.npu({**ranks, "pp": s}) for s in range(old.pp)]
         model = _gather([graphs[s] for s in stages], old, [sources[s] for s in stages])
-        layers = 1 + max(
-            (int(b.removeprefix("layer")) for _, b, _ in model.passes if b.startswith("layer")), default=-1
-        )
-        if layers < new.pp or layers % new.pp:
-            raise WorkloadError(
-                f"--pp {new.pp}: the trace ({sources[0]}) holds {layers} layers, which {new.pp} stages cannot "
-                "share evenly (each stage a whole, equal number of layers)"
-            )
-        if new.pp > 1 and not model.boundary:
-            raise WorkloadError(
-                f"--pp {new.pp}: the trace ({sources[0]}) has no layer residual add (an element-wise operator named "
-                "residual) whose size gives the activation passed between stages"
-            )
-        micro_batches = 1 + max(mb for mb, _, _ in model.passes)
-        out.append(_stage_graph(model, npu, new, micro_batches, layers))
+        cut = _checked_cut(model, new, schedule, sources[0])
+        out.append(_stage_graph(model, npu, new, cut))
         out[-1].foreign_names = graphs[stages[0]].foreign_names
     return out
+
+
+def _checked_cut(model: _Model, new: Plan, schedule: Schedule, source: str) -> _Cut:
+    """The cut of ``model``'s layers into ``new.pp`` stages under ``schedule``; raises :class:`WorkloadError`
+    naming the option when the layers, the micro-batches or the boundary activation do not allow it."""
+    layers = 1 + max((int(b.removeprefix("layer")) for _, b, _ in model.passes if b.startswith("layer")), default=-1)
+    chunks = new.pp * schedule.chunks
+    if layers < chunks or layers % chunks:
+        raise WorkloadError(
+            f"--pp {new.pp}: the trace ({source}) holds {layers} layers, which {new.pp} stages cannot share evenly "
+            "(each stage a whole, equal number of layers)"
+            if schedule.chunks == 1
+            else f"--pp {new.pp} --virtual-stages {schedule.chunks}: the trace ({source}) holds {layers} layers, "
+            f"which {chunks} model chunks cannot share evenly (each a whole, equal number of layers)"
+        )
+    if new.pp > 1 and not model.boundary:
+        raise WorkloadError(
+            f"--pp {new.pp}: the trace ({source}) has no layer residual add (an element-wise operator named "
+            "residual) whose size gives the activation passed between stages"
+        )
+    cut = _Cut(schedule, new.pp, layers, 1 + max(mb for mb, _, _ in model.passes))
+    try:
+        cut.order(0)
+    except ValueError as error:
+        raise WorkloadError(f"--schedule {schedule.name}: {error} (the trace's micro-batches per replica)") from None
+    return cut

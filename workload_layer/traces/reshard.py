@@ -1,12 +1,14 @@
 """``stratasim trace reshard``: a Chakra trace recorded under one tensor-, pipeline- and data-parallel plan turned
 into the trace of another, its operators split or merged by their shapes and its collectives resized and regrouped
-(TP and DP here, then the pipeline re-cut by :mod:`.pipeline_cut` when PP changes).
+(TP and DP here, then the pipeline re-cut by :mod:`.pipeline_cut` when PP or the schedule changes).
 
 What it needs from the trace: the plan (``stratasim.parallelism.*`` metadata, as :mod:`.rescale` reads it) and,
 on every compute node whose work depends on TP, the operator its duration was priced from (the ``stratasim.op``
 attribute ``stratasim trace export`` writes). Each operator is split or merged by the rules of
-:mod:`.shard_rules`; this module leaves its duration at 0 for the caller to price (``stratasim.study.reshard``
-prices it with a study's compute section, as an export does).
+:mod:`.shard_rules`; a compute node without one (a trace converted from PyTorch) has its operator read from its
+ATen name and tensor shapes by :mod:`.torch_operators`, a CPU operator kept as recorded. This module leaves the
+new operators' durations at 0 for the caller to price (``stratasim.study.reshard`` prices them with a study's
+compute section, as an export does).
 
 Communication, told apart by the group it runs over (the comm pattern, not the node names):
 
@@ -29,16 +31,23 @@ trace without operators when TP or PP changes, and what :mod:`.pipeline_cut` ref
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
+from stratasim.chakra.et_def_pb2 import Node
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.chakra import OP_ATTR, read_trace, trace_files
-from stratasim.workload_layer.traces.pipeline_cut import recut
+from stratasim.workload_layer.traces.pipeline_cut import Schedule, recut
 from stratasim.workload_layer.traces.rescale import Plan, read_planned, regroup, target_plan
 from stratasim.workload_layer.traces.shard_rules import rescaled_operator
+from stratasim.workload_layer.traces.torch_operators import (
+    ModelDimensions,
+    has_tensors,
+    model_dimensions,
+    rescaled_torch_operator,
+)
 
 __all__ = ["reshard_plan", "resharded"]
 
@@ -48,17 +57,30 @@ _SHARDED_MEMORY = ("weights", "gradients", "optimizer")
 def reshard_plan(recorded: Plan, tp: int, pp: int, dp: int | None, source: str) -> Plan:
     """The plan with ``tp``, ``pp`` and ``dp`` (None: the recorded DP) for a trace recorded under ``recorded``.
     Raises :class:`WorkloadError` naming the option that cannot be had."""
-    if (tp, pp) != (recorded.tp, recorded.pp) and recorded.ep > 1:
-        raise WorkloadError(
-            f"--tp {tp} --pp {pp}: the trace ({source}) was recorded with ep {recorded.ep}, whose expert groups and "
-            "operators cannot be re-sharded: export the study again with the new plan"
-        )
     dp = recorded.dp if dp is None else dp
     return replace(target_plan(replace(recorded, tp=tp), tp * recorded.pp * dp, {"dp": dp}, source), pp=pp)
 
 
-def _operators(file: Path) -> dict[int, compute_pb2.OperatorDesc]:
-    """The operators the compute nodes of ``file`` were priced from, by node id."""
+def _refuse_experts(recorded: Plan, options: dict[str, object], source: str) -> None:
+    """Refuse to change anything of a trace recorded with expert parallelism, saying why: ``options`` are the
+    options by name and value (None: not given), each naming the plan's field it changes, if any."""
+    changed = " ".join(
+        f"--{name} {value}"
+        for name, value in options.items()
+        if value is not None and value != getattr(recorded, name, None)
+    )
+    if recorded.ep > 1 and changed:
+        raise WorkloadError(
+            f"{changed}: the trace ({source}) was recorded with ep {recorded.ep}, which is not re-sharded: its expert "
+            "GEMMs and MoE all-to-alls (over the ep group) can be told by name, but a new TP changes the tokens each "
+            "expert computes (sequence parallelism's gather over TP), and a new PP, DP or schedule re-carves the "
+            "expert groups out of DP and divides gradients, optimizer steps and memory between dense and expert "
+            "weights, which the trace does not record apart: export the study again with the new plan"
+        )
+
+
+def _operators(file: Path) -> tuple[dict[int, compute_pb2.OperatorDesc], list[Node]]:
+    """The operators the compute nodes of ``file`` were priced from, by node id, and the file's nodes."""
     _, nodes = read_trace(file)
     found = {}
     for node in nodes:
@@ -70,7 +92,34 @@ def _operators(file: Path) -> dict[int, compute_pb2.OperatorDesc]:
                 except Exception:  # noqa: BLE001 — protobuf raises DecodeError or RuntimeError by implementation
                     raise WorkloadError(f"{file}: node {node.id}: attribute {OP_ATTR} is not an operator") from None
                 found[node.id] = op
-    return found
+    return found, nodes
+
+
+@dataclass
+class _Captured:
+    """The nodes of ``file``, for those without an operator (a trace converted from PyTorch), whose operators
+    :mod:`.torch_operators` reads; the model's dimensions read once, when first needed."""
+
+    file: Path
+    nodes: dict[int, Node]
+    dimensions: ModelDimensions | None = None
+
+    def operator(self, node_id: int, ratio: Fraction) -> compute_pb2.OperatorDesc | None:
+        """Node ``node_id``'s operator at the new TP, None when kept as recorded (a CPU operator)."""
+        node = self.nodes[node_id]
+        try:
+            if not has_tensors(node):
+                raise WorkloadError(
+                    f"node {node_id}: a compute node without the operator it was priced from (attribute {OP_ATTR}, "
+                    "which stratasim trace export writes) or tensor shapes (inputs.shapes, which Chakra's PyTorch "
+                    "converter writes), so its share of a new TP cannot be inferred"
+                )
+            if any(attr.name == "is_cpu_op" and attr.bool_val for attr in node.attr):
+                return None
+            self.dimensions = self.dimensions or model_dimensions(list(self.nodes.values()))
+            return rescaled_torch_operator(node, ratio, self.dimensions)
+        except WorkloadError as error:
+            raise WorkloadError(f"{self.file}: {error}") from None
 
 
 def _micro_batch(operators: dict[int, compute_pb2.OperatorDesc]) -> int:
@@ -98,16 +147,18 @@ def _sequence_parallel(graph: workload_pb2.ExecutionGraph, old: Plan) -> bool:
 
 
 def _resharded_rank(
-    graph: workload_pb2.ExecutionGraph, file: Path, old: Plan, new: Plan
+    graph: workload_pb2.ExecutionGraph, file: Path, old: Plan, new: Plan, recut: bool
 ) -> workload_pb2.ExecutionGraph:
     """``graph`` (recorded in ``file``) with its TP-dependent work scaled to ``new.tp``; re-sharded compute nodes
-    carry their new operator and a duration of 0, to be priced."""
+    carry their new operator and a duration of 0, to be priced; every compute node carries its operator when the
+    pipeline is to be ``recut``."""
     copy = workload_pb2.ExecutionGraph()
     copy.CopyFrom(graph)
-    if (new.tp, new.pp) == (old.tp, old.pp):
+    if new.tp == old.tp and not recut:
         return copy
     ratio = Fraction(old.tp, new.tp)
-    operators = _operators(file)
+    operators, nodes = _operators(file)
+    captured = _Captured(file, {node.id: node for node in nodes})
     micro_batch, sequence = _micro_batch(operators), _sequence_parallel(copy, old)
     dp_group = old.layout.group(graph.npu, "dp")
     everyone = tuple(range(old.npus))
@@ -118,12 +169,12 @@ def _resharded_rank(
                 node.op.CopyFrom(operators[node.id])
         elif node.type == workload_pb2.COMP_NODE:
             op = operators.get(node.id)
-            if op is None:
-                raise WorkloadError(
-                    f"{where}: a compute node without the operator it was priced from (attribute {OP_ATTR}, which "
-                    "stratasim trace export writes), so its share of a new TP cannot be inferred"
-                )
-            node.op.CopyFrom(rescaled_operator(op, node.name, ratio, micro_batch, sequence, where))
+            new_op = captured.operator(node.id, ratio) if op is None else op
+            if new_op is None:
+                continue
+            if op is not None:
+                new_op = rescaled_operator(op, node.name, ratio, micro_batch, sequence, where)
+            node.op.CopyFrom(new_op)
             node.duration_ps = 0
         elif node.type == workload_pb2.COMM_COLL_NODE and (tuple(sorted(node.group)) or everyone) == dp_group:
             node.comm_bytes = int(node.comm_bytes * ratio)
@@ -134,14 +185,22 @@ def _resharded_rank(
 
 
 def resharded(
-    source: str | Path, tp: int, pp: int, dp: int | None, *, max_npus: int
+    source: str | Path, tp: int, pp: int, dp: int | None, *, max_npus: int, schedule: Schedule | None = None
 ) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
     """Every rank's graph of the trace ``<source>.<rank>.et`` re-sharded to ``tp`` x ``pp`` x ``dp`` (None: the
     recorded DP), and the new plan. Compute nodes whose work changed hold their operator and a duration of 0, to be
-    priced; more than ``max_npus`` ranks (a file each) are refused."""
+    priced; more than ``max_npus`` ranks (a file each) are refused. The pipeline is re-cut in ``schedule``'s order
+    when it is given or PP changes (1F1B unless given), else its passes stay in the recorded order."""
     graphs, old = read_planned(source)
     files = trace_files(source)
+    _refuse_experts(old, {"tp": tp, "pp": pp, "dp": dp, "schedule": schedule and schedule.name}, str(files[0]))
     new = reshard_plan(old, tp, pp, dp, str(files[0]))
+    if schedule is not None and schedule.chunks > 1 and schedule.name != "interleaved":
+        raise WorkloadError(
+            f"--virtual-stages {schedule.chunks}: only --schedule interleaved runs several model chunks per stage, "
+            f"not {schedule.name}"
+        )
+    recutting = schedule is not None or new.pp != old.pp
     if new.npus > max_npus:
         raise WorkloadError(
             f"--tp {tp} --pp {pp} --dp {new.dp}: a re-sharded trace has a file per rank, {new.npus}, more than the "
@@ -154,7 +213,7 @@ def resharded(
         ranks = {axis: middle.layout.rank(npu, axis) for axis in middle.order}
         recorded = old.layout.npu({**ranks, "tp": ranks["tp"] % old.tp, "dp": ranks["dp"] % old.dp})
         if recorded not in cache:
-            cache[recorded] = _resharded_rank(graphs[recorded], files[recorded], old, new)
+            cache[recorded] = _resharded_rank(graphs[recorded], files[recorded], old, new, recutting)
         out.append(regroup(cache[recorded], old, middle, npu, str(files[recorded])))
         sources.append(str(files[recorded]))
-    return (out if new.pp == old.pp else recut(out, middle, new, sources)), new
+    return (recut(out, middle, new, sources, schedule or Schedule()) if recutting else out), new
