@@ -164,6 +164,35 @@ def test_cp_1_and_ulysses_run_no_ring_merges() -> None:
 
 
 @pytest.mark.parametrize("cp", [2, 4])
+def test_all_gather_cp_by_hand(cp: int) -> None:
+    # LLaMA-like, TP 2, b = 1, s = 128, bf16 (TE's cp_comm_type: all_gather). Per layer and micro-batch: forward the
+    # all-gather of the whole sequence's keys and values for kv_heads / tp = 1 head of d = 64, 2 * 128 * 64 * 2
+    # bytes, then rank 0's two causal kernels over n = 2 query heads: chunk 0's c = 128 / (2 cp) queries against
+    # its c keys, chunk 2 cp - 1's against all 128; backward the all-gather again, the two kernels' backward passes
+    # and the reduce-scatter of the key-value gradients, the same size. No ring messages, no merges.
+    workload = fused(LLAMA_LIKE, tp=2, cp=cp, cp_comm_type="all_gather", global_batch=2)
+    layers, micro_batches, c, size = 4, 2, 128 // (2 * cp), 2 * 128 * 64 * 2
+    layout = workload.config.parallelism.layout
+    for graph in all_graphs(workload):
+        gathers, scatters = collectives(graph, "cp kv all-gather"), collectives(graph, "cp dkv reduce-scatter")
+        assert len(gathers) == layers * micro_batches * 2 and len(scatters) == layers * micro_batches
+        assert {(n.comm_type, n.comm_bytes, n.pg_name) for n in gathers} == {(workload_pb2.ALL_GATHER, size, "cp")}
+        assert {(n.comm_type, n.comm_bytes) for n in scatters} == {(workload_pb2.REDUCE_SCATTER, size)}
+        assert {tuple(n.group) for n in gathers + scatters} == {layout.group(graph.npu, "cp")}
+        assert not cp_messages(graph, workload_pb2.COMM_SEND_NODE)
+        assert not [n for n in graph.nodes if " cp " in n.name and n.type == workload_pb2.COMP_NODE]
+        kernels = [n for n in graph.nodes if n.type == workload_pb2.COMP_NODE and n.op.HasField("attention")]
+        assert {(n.op.attention.batch, n.op.attention.queries, n.op.attention.keys) for n in kernels} == {
+            (2, c, c),
+            (2, c, 128),
+        }
+        assert {n.op.attention.causal for n in kernels} == {True}
+    ring = fused(LLAMA_LIKE, tp=2, cp=cp, global_batch=2)
+    assert gemm_flops(all_graphs(workload)) == gemm_flops(all_graphs(ring))
+    assert simulated(workload).total_time_ps > 0
+
+
+@pytest.mark.parametrize("cp", [2, 4])
 def test_ulysses_all_to_alls_by_hand(cp: int) -> None:
     # LLaMA-like with 4 heads and 4 key-value heads, TP 1, b = 1, s = 128, d = 64, bf16. Per layer and micro-batch
     # forward: the queries, keys and values of the rank's s / cp tokens for every head out, (4 + 2 * 4) * (128 /

@@ -67,6 +67,7 @@ from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
+    GatheredAttention,
     Gemm,
     Pointwise,
     Recompute,
@@ -230,7 +231,8 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     elif plan.cp > 1:
         kv_elements = 2 * tokens * (model.kv_head_count // tp) * d
         group = model.heads // model.kv_head_count
-        core = (RingAttention("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)
+        kind = GatheredAttention if plan.cp_comm_type == "all_gather" else RingAttention
+        core = (kind("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)
     elif config.attention == "fused":
         fused = Attention("attention", heads, s, d, group=model.heads // model.kv_head_count)
         core = (fused,)  # selective recomputation finds nothing kept to drop

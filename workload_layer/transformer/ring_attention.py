@@ -15,6 +15,9 @@ the merge of its softmax statistics into the running ones, and after the last ke
 partial output into the rank's output; backward, after each kernel the accumulation of its query gradient and of
 its key-value gradients, which then go on to the next rank. Each is a compute node named ``... cp lse correction
 i``, ``... cp out correction i``, ``... cp dq accumulate i`` or ``... cp dkv accumulate i``.
+
+TE's other variant, ``cp_comm_type: all_gather`` (:func:`gathered_attention`), gathers every rank's keys and values
+first and runs each local chunk's queries against the keys up to them: no ring, no merges.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ from dataclasses import dataclass
 
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2, workload_pb2
-from stratasim.workload_layer.transformer.step_operators import ring_merges, ring_operators
-from stratasim.workload_layer.transformer.steps import RingAttention
+from stratasim.workload_layer.transformer.step_operators import gathered_operators, ring_merges, ring_operators
+from stratasim.workload_layer.transformer.steps import GatheredAttention, RingAttention
 
-__all__ = ["CP_TAG", "RingEmitter", "ring_attention"]
+__all__ = ["CP_TAG", "RingEmitter", "ring_attention", "gathered_attention"]
 
 CP_TAG = 1 << 48
 """The first tag of ring attention's messages, above every pipeline transfer's; step ``i``'s key-value block is
@@ -81,3 +84,36 @@ def ring_attention(emit: RingEmitter, step: RingAttention, prefix: str, ready: l
     for index, op in enumerate(merges.final):  # forward only, where no transfer is left to wait for
         ready = merge((op,), index, ready)
     return [*ready, *waits]
+
+
+def gathered_attention(
+    emit: RingEmitter, step: GatheredAttention, prefix: str, ready: list[int], backward: bool
+) -> list[int]:
+    """Emit ``step``'s forward (or ``backward``) pass after ``ready`` as TE's ``AttnFuncWithCPAndKVAllGather`` runs
+    it: the all-gather of the whole sequence's keys and values over the CP group (``ranks`` blocks), which the
+    compute stream waits for, the two chunks' kernels, and backward the reduce-scatter of their key-value gradients,
+    waited for too; returns what the stream waits for next."""
+    name = f"{prefix} {step.name}"
+    size = step.ranks * step.kv_elements * operators.dtype_bytes(emit.dtype)
+    group, fields = list(emit.group), {"comm_bytes": size, "pg_name": "cp"}
+    gather = emit.add(
+        f"{name} cp kv all-gather",
+        workload_pb2.COMM_COLL_NODE,
+        ready,
+        comm_type=workload_pb2.ALL_GATHER,
+        group=group,
+        **fields,
+    )
+    first, last = (op.SerializeToString() for op in gathered_operators(step, backward, emit.dtype))
+    done = emit.compute(f"{name} 1", last, [emit.compute(name, first, [gather])])
+    if not backward:
+        return [done]
+    scatter = emit.add(
+        f"{name} cp dkv reduce-scatter",
+        workload_pb2.COMM_COLL_NODE,
+        [done],
+        comm_type=workload_pb2.REDUCE_SCATTER,
+        group=group,
+        **fields,
+    )
+    return [scatter]

@@ -8,9 +8,25 @@ from typing import Literal, NamedTuple, TypeAlias
 
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
-from stratasim.workload_layer.transformer.steps import Attention, Block, Gemm, Pointwise, Recompute, RingAttention
+from stratasim.workload_layer.transformer.steps import (
+    Attention,
+    Block,
+    GatheredAttention,
+    Gemm,
+    Pointwise,
+    Recompute,
+    RingAttention,
+)
 
-__all__ = ["Role", "step_operator", "ring_operators", "RingMerges", "ring_merges", "block_operators"]
+__all__ = [
+    "Role",
+    "step_operator",
+    "ring_operators",
+    "gathered_operators",
+    "RingMerges",
+    "ring_merges",
+    "block_operators",
+]
 
 Role: TypeAlias = Literal["forward", "backward", "dgrad", "wgrad"]
 """Which of a step's operators: its forward pass, a pointwise or attention step's backward pass, or a GEMM's
@@ -78,6 +94,30 @@ def ring_operators(
         )
 
     return kernel(2 * c, 2 * c, True, step.name), kernel(c, 2 * c, False, f"{step.name} ring")
+
+
+def gathered_operators(
+    step: GatheredAttention, backward: bool, dtype: operators.DType
+) -> tuple[compute_pb2.OperatorDesc, compute_pb2.OperatorDesc]:
+    """The two kernels of TE's all-gather CP, forward or ``backward``, in rank 0's shapes: its first chunk's
+    ``chunk`` queries against the ``chunk`` keys up to them, and its last chunk's against the whole sequence's ``2
+    ranks chunk`` keys, both causal (the diagonal at the bottom right, as TE masks them)."""
+    c, keys = step.chunk, 2 * step.ranks * step.chunk
+
+    def kernel(queries: int, keys: int, name: str) -> compute_pb2.OperatorDesc:
+        return operators.attention(
+            step.batch,
+            queries,
+            keys,
+            step.head_dim,
+            causal=True,
+            backward=backward,
+            group=step.group,
+            dtype=dtype,
+            name=name,
+        )
+
+    return kernel(c, c, step.name), kernel(c, keys, f"{step.name} gathered")
 
 
 _LSE_CORRECTION_FLOPS = 6
@@ -158,6 +198,10 @@ def block_operators(
     forward: list[compute_pb2.OperatorDesc] = []
     backward: list[compute_pb2.OperatorDesc] = []
     for step in block.steps:
+        if isinstance(step, GatheredAttention):
+            forward += gathered_operators(step, False, dtype)
+            backward += gathered_operators(step, True, dtype)
+            continue
         if isinstance(step, RingAttention):
             for pass_ops, backward_pass in ((forward, False), (backward, True)):
                 kernels, merges = ring_operators(step, backward_pass, dtype), ring_merges(step, backward_pass, dtype)

@@ -26,7 +26,7 @@ from stratasim.kernel import operators
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, Placement, message_tag, neighbour_chunk
-from stratasim.workload_layer.transformer.ring_attention import RingEmitter, ring_attention
+from stratasim.workload_layer.transformer.ring_attention import RingEmitter, gathered_attention, ring_attention
 from stratasim.workload_layer.transformer.schedule_passes import WEIGHT_PASSES, OverlappedPass
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 from stratasim.workload_layer.transformer.step_operators import Role, step_operator
@@ -34,6 +34,7 @@ from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
     Block,
+    GatheredAttention,
     Gemm,
     Pointwise,
     Recompute,
@@ -531,7 +532,8 @@ class _Emitter:
     def _ring_attention(self, step: RingAttention, prefix: str, backward: bool) -> None:
         """``step``'s ring attention over the CP group (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`);
         the compute stream waits for its last kernel and the messages that kernel needs."""
-        self._ready = ring_attention(
+        emit = gathered_attention if isinstance(step, GatheredAttention) else ring_attention
+        self._ready = emit(
             RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute),
             step,
             prefix,
