@@ -299,7 +299,7 @@ def test_hsdp_with_cp_shards_over_the_shard_groups_cp_ranks_too() -> None:
             dict(tp=2, cp=2, cp_comm_type="a2a"),
             "model.kv_heads (2) must be divisible by parallelism.tp * parallelism.cp (4) with cp_comm_type: a2a",
         ),
-        (GPT, dict(cp=2, cp_comm_type="ulysses"), "cp_comm_type"),
+        (GPT, dict(cp=2, cp_comm_type="ulysses"), "Input should be 'p2p', 'a2a' or 'all_gather'"),
         (dict(GPT, experts=4), dict(cp=2), "parallelism.cp (2) is not modelled with a mixture of experts"),
         (GPT, dict(dp=4, hsdp=2), "parallelism.hsdp (2) shards with ZeRO-3"),
         (
@@ -329,3 +329,16 @@ def test_a_cp_that_does_not_divide_the_sequence_is_one_clear_message(run_cli, tm
     code, out, err = run_cli("run", str(study))
     assert code != 0 and "Traceback" not in err
     assert "model.seq_len (100) must be divisible by 2 * parallelism.cp (8)" in err
+
+
+def test_an_unknown_cp_comm_type_is_one_clear_message(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        "workload: {kind: transformer, model: {layers: 2, hidden: 64, heads: 2, seq_len: 128, vocab: 100},\n"
+        "  attention: fused, parallelism: {cp: 2, cp_comm_type: allgather}}\n"
+        "network: {topology: [{kind: ring, size: 2, bandwidth: 100GB/s, latency: 1us}]}\n"
+        "compute: {device: h100}\n"
+    )
+    code, out, err = run_cli("run", str(study))
+    assert code != 0 and "Traceback" not in err
+    assert "workload.parallelism.cp_comm_type" in err and "all_gather" in err

@@ -530,16 +530,14 @@ class _Emitter:
             ]
 
     def _ring_attention(self, step: RingAttention, prefix: str, backward: bool) -> None:
-        """``step``'s ring attention over the CP group (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`);
-        the compute stream waits for its last kernel and the messages that kernel needs."""
-        emit = gathered_attention if isinstance(step, GatheredAttention) else ring_attention
-        self._ready = emit(
-            RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute),
-            step,
-            prefix,
-            self._ready,
-            backward,
-        )
+        """``step``'s context-parallel attention over the CP group: ring attention
+        (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`) or, for a
+        :class:`GatheredAttention`, TE's all-gather variant; the compute stream waits for what its end needs."""
+        emit = RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute)
+        if isinstance(step, GatheredAttention):
+            self._ready = gathered_attention(emit, step, prefix, self._ready, backward)
+        else:
+            self._ready = ring_attention(emit, step, prefix, self._ready, backward)
 
     def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
         """A compute node running the serialized operator ``op`` after ``deps``; the stream waits for it next."""
