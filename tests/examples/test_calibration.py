@@ -206,7 +206,8 @@ def test_llama3_70b_with_context_parallelism_lands_within_15_percent_of_nemo() -
 
 def test_llama3_8b_with_context_parallelism_runs_faster_than_nemo_measured() -> None:
     """Not fitted: NeMo 24.07's LLaMA3-8B on one DGX H100 with CP 2 comes out 20-30 % faster than measured; ring
-    attention's per-step overheads are not priced, and the plan prices within 1 % of the same run without CP."""
+    attention's merges (Transformer Engine's output corrections and gradient accumulations) cost the plan 1-3 %
+    against the same run without CP, and what else the measured run loses to CP is not priced."""
     report = run_study(load_study(LLAMA3_8B_CP2))
     without = run_study(load_study(LLAMA3_8B_CP2, ["workload.parallelism.cp=1", "workload.parallelism.dp=8"]))
     assert report.training is not None and without.training is not None
@@ -214,4 +215,4 @@ def test_llama3_8b_with_context_parallelism_runs_faster_than_nemo_measured() -> 
     low, high = published.check("samples_per_second").band or (0, 0)
     assert low <= report.training["samples_per_second"] / published.check("samples_per_second").expected <= high
     assert report.total_time_ps == published.check("total_time_ps").expected
-    assert abs(report.training["samples_per_second"] / without.training["samples_per_second"] - 1) < 0.01
+    assert 0.97 < report.training["samples_per_second"] / without.training["samples_per_second"] < 0.99

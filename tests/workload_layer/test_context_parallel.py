@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
-from stratasim.v1 import workload_pb2
+from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.transformer.ring_attention import CP_TAG
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
 from tests.system_layer.helpers import RING, topology
@@ -75,14 +75,17 @@ def test_ring_attention_passes_kv_blocks_by_hand(cp: int) -> None:
 
 
 def test_ring_attention_kernels_overlap_the_transfers() -> None:
-    # Forward, each later kernel waits for the previous kernel and the block's send and receive; the send of the
-    # next block is issued as the block arrives, before that kernel runs.
+    # Forward, each later kernel waits for the previous kernel (or the merge of its statistics, from step 1 on) and
+    # the block's send and receive; the send of the next block is issued as the block arrives, before that kernel.
     graph = all_graphs(fused(GPT, cp=4, global_batch=1))[0]
     by_id = {n.id: n for n in graph.nodes}
     kernels = [
         n
         for n in graph.nodes
-        if "layer0 fwd attention" in n.name and "projection" not in n.name and n.type == workload_pb2.COMP_NODE
+        if "layer0 fwd attention" in n.name
+        and "projection" not in n.name
+        and " cp " not in n.name
+        and n.type == workload_pb2.COMP_NODE
     ]
     assert [n.name.removeprefix("mb0 layer0 ") for n in kernels] == [
         "fwd attention",
@@ -93,12 +96,100 @@ def test_ring_attention_kernels_overlap_the_transfers() -> None:
     for index, kernel in enumerate(kernels[1:]):
         waits = {by_id[d].name.removeprefix("mb0 layer0 ") for d in kernel.data_deps}
         assert waits == {
-            kernels[index].name.removeprefix("mb0 layer0 "),
+            f"fwd attention cp lse correction {index}" if index else "fwd attention",
             f"fwd attention cp send kv {index}",
             f"fwd attention cp recv kv {index}",
         }
     second_send = next(n for n in graph.nodes if n.name.endswith("fwd attention cp send kv 1"))
     assert [by_id[d].name.endswith("cp recv kv 0") for d in second_send.data_deps] == [True]
+
+
+def merges(graph: workload_pb2.ExecutionGraph, what: str) -> list[workload_pb2.Node]:
+    """Ring attention's merge nodes ``... cp <what> <i>`` of layer 0, micro-batch 0 in ``graph``, in order."""
+    return [n for n in graph.nodes if n.name.startswith("mb0 layer0 ") and f" cp {what} " in n.name]
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_ring_attention_merges_by_hand(cp: int) -> None:
+    # LLaMA-like, TP 2, b = 1, s = 128: n = b heads / tp = 2 query heads, chunks of c = 128 / (2 cp) tokens, d = 64,
+    # a key-value block of 2 (128 / cp) * 1 * 64 elements. Forward (TE's AttnFuncWithCPAndKVP2P, rank 0's shapes):
+    # after each later step the merge of the second chunk's statistics, n c fp32 elements, 6 FLOPs each, two read
+    # and one written (cp - 1 of them); after the last kernel each step's output rescaled and added, 2 n c d
+    # elements for step 0 and n c d for each later half block (cp of them, bf16, 2 FLOPs each, three tensors).
+    # Backward, per step: the query gradient (copied over both chunks at step 0, 2 n c d; added over the second
+    # chunk after, n c d) and the key-value gradients (the block's elements, copied then added).
+    workload = fused(LLAMA_LIKE, tp=2, cp=cp, global_batch=2)
+    n, c, d, block = 2, 128 // (2 * cp), 64, 2 * (128 // cp) * 64
+    for graph in all_graphs(workload):
+        lse = merges(graph, "lse correction")
+        assert [m.name.removeprefix("mb0 layer0 ") for m in lse] == [
+            f"fwd attention cp lse correction {i}" for i in range(1, cp)
+        ]
+        assert {(m.op.dtype, m.op.elementwise.elements, m.op.flops, m.op.bytes) for m in lse} == {
+            (compute_pb2.FP32, n * c, 6 * n * c, 3 * 4 * n * c)
+        }
+        out = merges(graph, "out correction")
+        assert [m.op.elementwise.elements for m in out] == [2 * n * c * d] + [n * c * d] * (cp - 1)
+        assert {m.op.dtype for m in out} == {compute_pb2.BF16}
+        assert {m.op.elementwise.function for m in out} == {compute_pb2.WEIGHTED_SUM}
+        assert all(m.op.bytes == 3 * 2 * m.op.elementwise.elements for m in out)
+        dq, dkv = merges(graph, "dq accumulate"), merges(graph, "dkv accumulate")
+        assert [m.op.elementwise.elements for m in dq] == [2 * n * c * d] + [n * c * d] * (cp - 1)
+        assert [m.op.elementwise.elements for m in dkv] == [block] * cp
+        for first, *later in (dq, dkv):
+            assert (first.op.elementwise.function, first.op.flops) == (compute_pb2.COPY, 0)
+            assert {(m.op.elementwise.function, m.op.flops // m.op.elementwise.elements) for m in later} == (
+                {(compute_pb2.ADD, 1)} if later else set()
+            )
+
+
+def test_ring_attention_sends_the_accumulated_key_value_gradients() -> None:
+    # Backward, each step's kernel is followed by its query and key-value gradient accumulations; the key-value
+    # gradients leave for the next rank once accumulated, and the last kernel's output waits for nothing more.
+    graph = all_graphs(fused(GPT, cp=4, global_batch=1))[0]
+    by_id = {n.id: n for n in graph.nodes}
+    for index in range(1, 4):
+        send = next(n for n in graph.nodes if n.name == f"mb0 layer0 bwd attention cp send dkv {index}")
+        assert [by_id[d].name for d in send.data_deps] == [f"mb0 layer0 bwd attention cp dkv accumulate {index}"]
+        dkv = by_id[send.data_deps[0]]
+        assert [by_id[d].name for d in dkv.data_deps] == [f"mb0 layer0 bwd attention cp dq accumulate {index}"]
+        dq = by_id[dkv.data_deps[0]]
+        assert [by_id[d].name for d in dq.data_deps] == [f"mb0 layer0 bwd attention {index}"]
+
+
+def test_cp_1_and_ulysses_run_no_ring_merges() -> None:
+    for workload in (fused(LLAMA_LIKE, global_batch=2), fused(dict(LLAMA_LIKE, kv_heads=4), cp=2, cp_comm_type="a2a")):
+        for graph in all_graphs(workload):
+            assert not [n for n in graph.nodes if " cp " in n.name and n.type == workload_pb2.COMP_NODE]
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_all_gather_cp_by_hand(cp: int) -> None:
+    # LLaMA-like, TP 2, b = 1, s = 128, bf16 (TE's cp_comm_type: all_gather). Per layer and micro-batch: forward the
+    # all-gather of the whole sequence's keys and values for kv_heads / tp = 1 head of d = 64, 2 * 128 * 64 * 2
+    # bytes, then rank 0's two causal kernels over n = 2 query heads: chunk 0's c = 128 / (2 cp) queries against
+    # its c keys, chunk 2 cp - 1's against all 128; backward the all-gather again, the two kernels' backward passes
+    # and the reduce-scatter of the key-value gradients, the same size. No ring messages, no merges.
+    workload = fused(LLAMA_LIKE, tp=2, cp=cp, cp_comm_type="all_gather", global_batch=2)
+    layers, micro_batches, c, size = 4, 2, 128 // (2 * cp), 2 * 128 * 64 * 2
+    layout = workload.config.parallelism.layout
+    for graph in all_graphs(workload):
+        gathers, scatters = collectives(graph, "cp kv all-gather"), collectives(graph, "cp dkv reduce-scatter")
+        assert len(gathers) == layers * micro_batches * 2 and len(scatters) == layers * micro_batches
+        assert {(n.comm_type, n.comm_bytes, n.pg_name) for n in gathers} == {(workload_pb2.ALL_GATHER, size, "cp")}
+        assert {(n.comm_type, n.comm_bytes) for n in scatters} == {(workload_pb2.REDUCE_SCATTER, size)}
+        assert {tuple(n.group) for n in gathers + scatters} == {layout.group(graph.npu, "cp")}
+        assert not cp_messages(graph, workload_pb2.COMM_SEND_NODE)
+        assert not [n for n in graph.nodes if " cp " in n.name and n.type == workload_pb2.COMP_NODE]
+        kernels = [n for n in graph.nodes if n.type == workload_pb2.COMP_NODE and n.op.HasField("attention")]
+        assert {(n.op.attention.batch, n.op.attention.queries, n.op.attention.keys) for n in kernels} == {
+            (2, c, c),
+            (2, c, 128),
+        }
+        assert {n.op.attention.causal for n in kernels} == {True}
+    ring = fused(LLAMA_LIKE, tp=2, cp=cp, global_batch=2)
+    assert gemm_flops(all_graphs(workload)) == gemm_flops(all_graphs(ring))
+    assert simulated(workload).total_time_ps > 0
 
 
 @pytest.mark.parametrize("cp", [2, 4])
@@ -208,7 +299,7 @@ def test_hsdp_with_cp_shards_over_the_shard_groups_cp_ranks_too() -> None:
             dict(tp=2, cp=2, cp_comm_type="a2a"),
             "model.kv_heads (2) must be divisible by parallelism.tp * parallelism.cp (4) with cp_comm_type: a2a",
         ),
-        (GPT, dict(cp=2, cp_comm_type="ulysses"), "cp_comm_type"),
+        (GPT, dict(cp=2, cp_comm_type="ulysses"), "Input should be 'p2p', 'a2a' or 'all_gather'"),
         (dict(GPT, experts=4), dict(cp=2), "parallelism.cp (2) is not modelled with a mixture of experts"),
         (GPT, dict(dp=4, hsdp=2), "parallelism.hsdp (2) shards with ZeRO-3"),
         (
@@ -238,3 +329,16 @@ def test_a_cp_that_does_not_divide_the_sequence_is_one_clear_message(run_cli, tm
     code, out, err = run_cli("run", str(study))
     assert code != 0 and "Traceback" not in err
     assert "model.seq_len (100) must be divisible by 2 * parallelism.cp (8)" in err
+
+
+def test_an_unknown_cp_comm_type_is_one_clear_message(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        "workload: {kind: transformer, model: {layers: 2, hidden: 64, heads: 2, seq_len: 128, vocab: 100},\n"
+        "  attention: fused, parallelism: {cp: 2, cp_comm_type: allgather}}\n"
+        "network: {topology: [{kind: ring, size: 2, bandwidth: 100GB/s, latency: 1us}]}\n"
+        "compute: {device: h100}\n"
+    )
+    code, out, err = run_cli("run", str(study))
+    assert code != 0 and "Traceback" not in err
+    assert "workload.parallelism.cp_comm_type" in err and "all_gather" in err

@@ -37,7 +37,9 @@ heads, ``d = h / a`` (or ``head_dim``), ``f`` the MLP's inner size and ``t`` the
   cp``) and the attention core as ring attention over the CP group (:class:`~stratasim.workload_layer.transformer.steps.RingAttention`)
   or, with ``cp_comm_type: a2a`` (DeepSpeed-Ulysses), as an all-to-all of the queries, keys and values over the CP
   group (the rank's ``T`` tokens of every local head out, the whole sequence of ``1 / cp`` of them in), the fused
-  kernel over the whole sequence, and an all-to-all of its output back;
+  kernel over the whole sequence, and an all-to-all of its output back; or, with ``cp_comm_type: all_gather``
+  (:class:`~stratasim.workload_layer.transformer.steps.GatheredAttention`), as the keys and values all-gathered
+  over the CP group before one causal kernel per local chunk;
 - selective recomputation wraps the unfused attention core in :class:`Recompute` (the fused kernel keeps only its
   row statistics and recomputes the scores in its own backward pass, so selective recomputation leaves it as it
   is); full recomputation re-runs the whole layer (``Block.recompute``).
@@ -67,6 +69,7 @@ from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
+    GatheredAttention,
     Gemm,
     Pointwise,
     Recompute,
@@ -230,7 +233,8 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     elif plan.cp > 1:
         kv_elements = 2 * tokens * (model.kv_head_count // tp) * d
         group = model.heads // model.kv_head_count
-        core = (RingAttention("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)
+        kind = GatheredAttention if plan.cp_comm_type == "all_gather" else RingAttention
+        core = (kind("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)
     elif config.attention == "fused":
         fused = Attention("attention", heads, s, d, group=model.heads // model.kv_head_count)
         core = (fused,)  # selective recomputation finds nothing kept to drop

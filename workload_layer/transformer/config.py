@@ -195,10 +195,10 @@ class ParallelismConfig(Section):
     cp: int = Field(default=1, ge=1)
     """Context-parallel degree: the sequence split over ``cp`` ranks in ``2 cp`` load-balanced chunks, attention as
     ring attention (Megatron-core's context parallelism); 1: none."""
-    cp_comm_type: Literal["p2p", "a2a"] = "p2p"
+    cp_comm_type: Literal["p2p", "a2a", "all_gather"] = "p2p"
     """How context parallelism's attention talks, as Transformer Engine names it: ``p2p`` ring attention, ``a2a``
     DeepSpeed-Ulysses (all-to-alls swap the sequence split for a split of the heads around a full-sequence
-    kernel)."""
+    kernel), ``all_gather`` the keys and values all-gathered before the local queries' kernels (Llama 3's)."""
     hsdp: int = Field(default=1, ge=1)
     """HSDP: ZeRO-3 shards within groups of ``hsdp`` DP ranks and all-reduces the sharded gradients across the
     ``dp / hsdp`` groups (needs ``zero: 3``); 1: ZeRO over the whole DP group, as without it."""

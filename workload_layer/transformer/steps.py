@@ -16,6 +16,7 @@ __all__ = [
     "Pointwise",
     "Attention",
     "RingAttention",
+    "GatheredAttention",
     "TensorParallelSum",
     "SequenceParallelSum",
     "AllToAll",
@@ -97,6 +98,15 @@ class RingAttention:
     group: int
     ranks: int
     kv_elements: int
+
+
+@dataclass(frozen=True)
+class GatheredAttention(RingAttention):
+    """Context parallelism's attention core as Transformer Engine's ``cp_comm_type: all_gather`` runs it (Llama 3's
+    CP): the keys and values of the whole sequence all-gathered over the CP group (``ranks`` blocks of
+    ``kv_elements``), then one causal kernel per local chunk against the keys up to it; backward the keys and values
+    are gathered again and the key-value gradients reduce-scattered. The same fields and split as
+    :class:`RingAttention`, whose subclass it is so that code refusing context parallelism refuses both."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from stratasim.kernel import operators
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, Placement, message_tag, neighbour_chunk
-from stratasim.workload_layer.transformer.ring_attention import RingEmitter, ring_attention
+from stratasim.workload_layer.transformer.ring_attention import RingEmitter, gathered_attention, ring_attention
 from stratasim.workload_layer.transformer.schedule_passes import WEIGHT_PASSES, OverlappedPass
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 from stratasim.workload_layer.transformer.step_operators import Role, step_operator
@@ -34,6 +34,7 @@ from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
     Block,
+    GatheredAttention,
     Gemm,
     Pointwise,
     Recompute,
@@ -533,15 +534,14 @@ class _Emitter:
             ]
 
     def _ring_attention(self, step: RingAttention, prefix: str, backward: bool) -> None:
-        """``step``'s ring attention over the CP group (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`);
-        the compute stream waits for its last kernel and the messages that kernel needs."""
-        self._ready = ring_attention(
-            RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute),
-            step,
-            prefix,
-            self._ready,
-            backward,
-        )
+        """``step``'s context-parallel attention over the CP group: ring attention
+        (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`) or, for a
+        :class:`GatheredAttention`, TE's all-gather variant; the compute stream waits for what its end needs."""
+        emit = RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute)
+        if isinstance(step, GatheredAttention):
+            self._ready = gathered_attention(emit, step, prefix, self._ready, backward)
+        else:
+            self._ready = ring_attention(emit, step, prefix, self._ready, backward)
 
     def _compute(self, name: str, op: bytes, deps: list[int]) -> int:
         """A compute node running the serialized operator ``op`` after ``deps``; the stream waits for it next."""
