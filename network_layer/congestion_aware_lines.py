@@ -26,6 +26,10 @@ from stratasim.network_layer.congestion_aware_routes import Hop
 
 __all__ = ["LineRoute", "LineSession", "Claims"]
 
+_SAFE_PS = 1 << 62
+"""Times and costs a line decides with int64 arrays stay below this, so no sum of two overflows; beyond it the
+line is left to the event loop, whose horizon check names the time."""
+
 Claims = dict[LinkKey, int]
 """link -> the latest time a lock-step line's message was sent over it (its head there)."""
 
@@ -62,8 +66,11 @@ class LineSession:
         slots = np.fromiter(map(self._slot, hops), dtype=np.int64, count=len(hops))
         if len(np.unique(slots)) != len(slots):
             return None
+        raw = [hop[1:5] for hop in hops]
+        if max(max(row) for row in raw) >= _SAFE_PS:  # near int64's end: the event loop says where time ran out
+            return None
         self._grow()
-        costs = np.array([hop[1:5] for hop in hops], dtype=np.int64).reshape(len(hops), 4).T
+        costs = np.array(raw, dtype=np.int64).reshape(len(hops), 4).T
         prior = np.array([self._claims.get(hop[5], -1) for hop in hops], dtype=np.int64)
         return slots, costs[0], costs[1], costs[2], costs[3].astype(bool), prior
 
@@ -76,6 +83,8 @@ class LineSession:
             raise LineConflict("a lock-step line sends over a link before an earlier line's last crossing")
         state = self._state
         start = np.maximum(sent, state[0, slots])
+        if len(slots) and int(start.max()) >= _SAFE_PS - int(hold.max()) - int(onward.max()) - self._lookahead:
+            raise LineConflict("a lock-step line nears the end of int64 picoseconds; the event loop decides it")
         end = start + hold
         state[0, slots] = end
         state[1, slots] += hold
