@@ -14,11 +14,12 @@ compete with ``ring``. The pick then runs as one flat phase over the group (posi
   carries ``2(n - 1)/n`` of the ring's data and each NIC ``2(n - 1)/n S / per_node``;
 - ``tree`` (all-reduce): NCCL's double binary tree, each tree on half the buffer: reduced up the node's chain
   (tree 0's from local ``per_node - 1`` to its head local 0, tree 1's the other way), across nodes up NCCL's binary
-  tree of nodes (tree 1 shifted by one node), then broadcast back down the same way, whole half-buffers (not
-  pipelined);
+  tree of nodes (tree 1 shifted by one node), then broadcast back down the same way;
 - ``nvls_tree`` (all-reduce): NVLS in each node (every GPU's buffer up to the NVSwitch once, at NVLS's efficiency),
   then each GPU's reduced share ``S / per_node`` across nodes along its rail as a double binary tree, then that
   share multicast back in the node;
+- both trees are pipelined as NCCL's are: cut into pieces of ``_PIECE`` bytes (at most ``_MAX_PIECES``), each one
+  time unit behind the one before;
 - ``nvls`` and ``collnet_*`` (when the switches between nodes reduce): the in-network plan of
   :mod:`~stratasim.system_layer.collectives.nccl` over the whole group.
 
@@ -34,7 +35,7 @@ from functools import lru_cache, partial
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import DimensionLinks
-from stratasim.system_layer.collectives.algorithms import PhasePlan, _binary_tree, _double_binary_tree
+from stratasim.system_layer.collectives.algorithms import PhasePlan, _binary_tree
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.nccl import _NVLS_EFFICIENCY, _WIRE, NCCL, _in_network, _wire_bytes
 from stratasim.system_layer.collectives.nccl_tuning import ARCHS, Choice, Communicator, choose
@@ -54,6 +55,9 @@ MULTI_NODE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 """The collectives planned as one communicator across nodes; the others stay per dimension."""
 
 _GB = 10**9
+_PIECE = 2 << 20
+"""Bytes per piece of a pipelined tree: NCCL's tree and NVLS-tree move 128 KiB per channel and step, 16 channels."""
+_MAX_PIECES = 64
 
 
 def multi_node_communicator(
@@ -133,18 +137,16 @@ def _rings(
     return tuple(steps)
 
 
-@lru_cache(maxsize=16384)
-def _tree(
-    per_node: int, factor: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
-) -> tuple[Step, ...]:
-    """NCCL's tree all-reduce: each of the two trees reduces its half up the node's chain (tree 0's towards local
-    0, tree 1's towards local ``per_node - 1``), across nodes up the binary tree of nodes (tree 1 shifted by one
-    node), then broadcasts it back down. Steps are ordered by when they would happen were every edge one time unit
-    (receives first), so every message is awaited after it is sent."""
-    nodes, (node, local) = n // per_node, divmod(position, per_node)
-    tree, data = _binary_tree(nodes), share_bytes(data_bytes, 2)
-    half = _wire_bytes(data, factor)
-    timed: list[tuple[int, int, Step]] = []
+Timed = list[tuple[int, int, Step]]
+"""Steps with the unit time they would happen at were every edge one time unit, and 0 for a wait, 1 for a send."""
+
+
+def _tree_timed(per_node: int, nodes: int, position: int, data: int, factor: Fraction) -> Timed:
+    """NCCL's double binary tree all-reduce of ``data`` bytes at ``position``, tags 0-3: each tree's half reduced
+    up the node's chain (tree 0's towards local 0, tree 1's towards local ``per_node - 1``), across nodes up the
+    binary tree of nodes (tree 1 shifted by one node), then broadcast back down."""
+    (node, local), tree, half = divmod(position, per_node), _binary_tree(nodes), share_bytes(data, 2)
+    wire, timed = _wire_bytes(half, factor), []
     for t in (0, 1):
         up, down = 2 * t, 2 * t + 1
         chain, toward = (local, -1) if t == 0 else (per_node - 1 - local, 1)
@@ -154,19 +156,50 @@ def _tree(
         broadcast = per_node - 1 + tree.height[0] + tree.depth[role] + chain
         below = (chain < per_node - 1) + (len(tree.children[role]) if heads else 0)
         if below:
-            timed.append((reduced, 0, Step((), half, below, wait=up, reduces=True, reduce_bytes=below * data)))
+            timed.append((reduced, 0, Step((), wire, below, wait=up, reduces=True, reduce_bytes=below * half)))
         parent = ((tree.parent[role] - role) * per_node,) if heads and tree.parent[role] >= 0 else ()
         if not heads:
             parent = (toward,)
         if parent:
-            timed.append((reduced, 1, Step(parent, half, 0, tag=up)))
-            timed.append((broadcast, 0, Step((), half, 1, wait=down)))
+            timed.append((reduced, 1, Step(parent, wire, 0, tag=up)))
+            timed.append((broadcast, 0, Step((), wire, 1, wait=down)))
         children = ((-toward,) if chain < per_node - 1 else ()) + (
             tuple((child - role) * per_node for child in tree.children[role]) if heads else ()
         )
         if children:
-            timed.append((broadcast, 1, Step(children, half, 0, tag=down)))
-    return tuple(_delayed(step, delay_ps) for *_, step in sorted(timed, key=lambda item: item[:2]))
+            timed.append((broadcast, 1, Step(children, wire, 0, tag=down)))
+    return timed
+
+
+def _pieces(data_bytes: int) -> int:
+    """The pieces NCCL's pipeline cuts a tree's buffer into here: one per ``_PIECE`` bytes, 1 to ``_MAX_PIECES``."""
+    return max(1, min(_MAX_PIECES, data_bytes // _PIECE))
+
+
+def _pipelined(timed_piece: Timed, pieces: int, tags: int, delay_ps: int) -> tuple[Step, ...]:
+    """The steps of ``pieces`` pieces, piece ``j`` one time unit after piece ``j - 1`` with its own ``tags`` tags,
+    in time order (waits first): every message is still awaited after it is sent, so no NPU waits on a cycle."""
+    timed = [
+        (time + j, order, j, _retagged(step, j * tags, 0)) for j in range(pieces) for time, order, step in timed_piece
+    ]
+    return tuple(_delayed(step, delay_ps) for *_, step in sorted(timed, key=lambda item: item[:3]))
+
+
+def _retagged(step: Step, shift: int, spread: int) -> Step:
+    """``step`` with its tags ``shift`` on and its offsets times ``spread`` (kept when 0)."""
+    offsets = tuple(o * spread for o in step.offsets) if spread else step.offsets
+    tag, wait = step.tag + shift, step.wait + shift
+    return Step(offsets, step.bytes, step.need, tag, wait, step.reduces, step.reduce_bytes, step.delay_ps)
+
+
+@lru_cache(maxsize=16384)
+def _tree(
+    per_node: int, factor: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
+) -> tuple[Step, ...]:
+    """NCCL's tree all-reduce (:func:`_tree_timed`), pipelined in pieces as NCCL's is."""
+    pieces = _pieces(data_bytes)
+    timed = _tree_timed(per_node, n // per_node, position, share_bytes(data_bytes, pieces), factor)
+    return _pipelined(timed, pieces, 4, delay_ps)
 
 
 @lru_cache(maxsize=4096)
@@ -174,20 +207,21 @@ def _nvls_tree(
     per_node: int, efficiency: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
 ) -> tuple[Step, ...]:
     """NVLS inside the node (every GPU's buffer up to the switch once), each GPU's reduced share across nodes along
-    its rail as NCCL's double binary tree, then that share multicast back down in the node."""
-    node, local = divmod(position, per_node)
-    inside = (local + 1) % per_node - local
-    share = share_bytes(data_bytes, per_node)
-    across = [
-        Step(tuple(o * per_node for o in s.offsets), s.bytes, s.need, s.tag + 1, s.wait + 1, s.reduces, s.reduce_bytes)
-        for s in _double_binary_tree("all_reduce", n // per_node, share, node)
+    its rail as NCCL's double binary tree, then that share multicast back down in the node; pipelined in pieces."""
+    nodes, (node, local) = n // per_node, divmod(position, per_node)
+    pieces = _pieces(data_bytes)
+    piece = share_bytes(data_bytes, pieces)
+    inside, share = (local + 1) % per_node - local, share_bytes(piece, per_node)
+    across = _tree_timed(1, nodes, node, share, Fraction(1))
+    done = 2 + 2 * _binary_tree(nodes).height[0]
+    timed = [
+        (0, 1, Step((inside,), _wire_bytes(piece, 1 / efficiency), 0, 0)),
+        (1, 0, Step((), 0, 1, wait=0)),
+        *((time + 1, order, _retagged(step, 1, per_node)) for time, order, step in across),
+        (done, 1, Step((inside,), _wire_bytes(share, 1 / efficiency), 0, 5)),
+        (done + 1, 0, Step((), 0, 1, wait=5)),
     ]
-    steps = [
-        Step((inside,), _wire_bytes(data_bytes, 1 / efficiency), 1),
-        *across,
-        Step((inside,), _wire_bytes(share, 1 / efficiency), 1, 5, 5),
-    ]
-    return tuple(_delayed(step, delay_ps) for step in steps)
+    return _pipelined(timed, pieces, 6, delay_ps)
 
 
 def _delayed(step: Step, delay_ps: int) -> Step:
@@ -216,7 +250,7 @@ def _hop_ps(link: DimensionLinks) -> int:
     return (2 if link.kind == "switch" else 1) * link.latency_ps
 
 
-def _critical_path(algorithm: str, multi: MultiNode, collective: str) -> tuple[int, int]:
+def _critical_path(algorithm: str, multi: MultiNode, collective: str, data_bytes: int) -> tuple[int, int]:
     """The waits in a row on the pick's longest path (where NCCL's latency is spread) and the network latency its
     messages pay already: the ring's steps (each waiting on a message across nodes), the tree's chain and tree of
     nodes up and down, NVLS-tree's two NVLS steps and its tree of nodes up and down."""
@@ -226,10 +260,12 @@ def _critical_path(algorithm: str, multi: MultiNode, collective: str) -> tuple[i
         n = multi.per_node * multi.nodes
         steps = 2 * (n - 1) if collective == "all_reduce" else n - 1
         return steps, steps * (inside + across)
+    pieces = _pieces(data_bytes) - 1  # each piece after the first adds one wait
     if algorithm == "tree":
-        return 2 * (multi.per_node - 1) + 2 * height, 2 * (multi.per_node - 1) * inside + 2 * height * across
+        waits = 2 * (multi.per_node - 1) + 2 * height
+        return waits + pieces, 2 * (multi.per_node - 1) * inside + 2 * height * across
     if algorithm == "nvls_tree":
-        return 2 + 2 * height, 2 * inside + 2 * height * across
+        return 2 + 2 * height + pieces, 2 * inside + 2 * height * across
     steps = 2 if collective == "all_reduce" else 1
     return steps, steps * across
 
@@ -240,6 +276,6 @@ def plan_multi_node(collective: str, multi: MultiNode, data_bytes: int, settings
     choice = multi_node_choice(collective, multi, data_bytes, settings)
     name = f"{NCCL}:{choice.algorithm}/{choice.protocol}/{choice.channels}"
     n = multi.per_node * multi.nodes
-    waits, network_ps = _critical_path(choice.algorithm, multi, collective)
+    waits, network_ps = _critical_path(choice.algorithm, multi, collective, data_bytes)
     delay = max(0, round((choice.latency_us * 1e6 - network_ps) / waits))
     return PhasePlan(FLAT, n, name, collective, data_bytes, _planner(choice, multi, settings.arch, delay))

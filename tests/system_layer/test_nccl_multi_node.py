@@ -20,7 +20,13 @@ import pytest
 
 from stratasim.config.study_file import load_study
 from stratasim.study.run import run_study
-from stratasim.system_layer.collectives.nccl_multi_node import MultiNode, multi_node_choice, plan_multi_node
+from stratasim.system_layer.collectives.groups import phases_of
+from stratasim.system_layer.collectives.nccl_multi_node import (
+    MultiNode,
+    multi_node_choice,
+    multi_node_of,
+    plan_multi_node,
+)
 from stratasim.system_layer.collectives.nccl_tuning import Communicator, choose
 from stratasim.system_layer.nccl_options import NcclOptions
 
@@ -94,3 +100,22 @@ def test_off_the_collective_runs_per_dimension_as_before() -> None:
     plain = load_study(STUDY, ["system.nccl={}"])
     assert run_study(off).total_time_ps == run_study(plain).total_time_ps
     assert run_study(off).total_time_ps != run_study(load_study(STUDY)).total_time_ps
+
+
+def test_only_groups_spanning_the_node_and_the_nodes_are_one_communicator() -> None:
+    study = load_study(STUDY)
+    grid, settings = study.grid, study.system.nccl
+    whole = multi_node_of("all_reduce", phases_of(tuple(range(16)), grid), grid.links, settings)
+    assert whole is not None and (whole.per_node, whole.nodes) == (8, 2)
+    assert multi_node_of("all_reduce", phases_of(tuple(range(8)), grid), grid.links, settings) is None  # one node
+    assert multi_node_of("all_reduce", phases_of((0, 8), grid), grid.links, settings) is None  # a rail
+    assert multi_node_of("all_to_all", phases_of(tuple(range(16)), grid), grid.links, settings) is None
+
+
+def test_a_large_all_reduce_on_reducing_nvswitches_runs_pipelined_nvls_tree_faster_than_the_ring() -> None:
+    nvls_tree = run_study(load_study(STUDY, [f"workload.size={GiB}B"])).total_time_ps
+    ring = run_study(load_study(STUDY, [f"workload.size={GiB}B", "system.nccl.algorithm=ring"])).total_time_ps
+    assert nvls_tree < ring
+    # NVLS in the node bounds it: each GPU's link carries S (1 + 1/8) at 0.85 x 370.8 GB/s, less what the
+    # analytical network lets two pieces' sends share
+    assert GiB / (0.85 * 370.8e9) < nvls_tree / 1e12 < GiB * 1.125 / (0.85 * 370.8e9) * 1.1
