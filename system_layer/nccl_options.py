@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, StrictInt
+from pydantic import BeforeValidator, Field, StrictBool, StrictInt
 
 from stratasim.kernel.schema import Section
 
@@ -39,6 +39,10 @@ class NcclOptions(Section):
     """Channels NCCL's ring and tree graphs found (default 16); NVLS runs on its own count."""
     arch: Literal["volta", "ampere", "hopper", "blackwell"] = "hopper"
     """GPU generation whose tuning constants NCCL uses."""
+    multi_node: StrictBool = False
+    """Whether a collective over several nodes (a group spanning the first dimension, the GPUs of a node, and later
+    ones, the nodes) is ONE NCCL communicator, chosen and run as NCCL runs it (its flat rings, its tree, NVLS-tree);
+    off, it runs per dimension, each line its own communicator."""
 
     def algorithm_at(self, dimension: int) -> str:
         """The algorithm forced on ``dimension`` (``auto``: NCCL's choice); a short list repeats its last entry."""

@@ -166,9 +166,14 @@ def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
     return result
 
 
-def _forced_problem(forced: str, dim: int, link: DimensionLinks) -> str:
-    """Why the algorithm forced on ``dim`` cannot run there ("" when it can)."""
+def _forced_problem(forced: str, dim: int, link: DimensionLinks, multi_node: bool) -> str:
+    """Why the algorithm forced on ``dim`` cannot run there ("" when it can): under ``multi_node``, ``nvls_tree``
+    runs on the node's reducing NVSwitch and across nodes."""
     where = "the first dimension (the node)" if dim == 0 else f"dimension {dim}"
+    if forced == "nvls_tree" and multi_node:
+        if dim > 0 or link.in_network_reduction:
+            return ""
+        return "nvls_tree reduces in the node's NVSwitch: mark the first dimension in_network_reduction: true"
     if forced == "nvls_tree":
         return (
             "nvls_tree spans nodes, but system.algorithm: nccl picks per dimension: force nvls on the node's "
@@ -363,10 +368,19 @@ class SystemOptions(Section):
             return [
                 ("nccl.algorithm", f"{len(self.nccl.algorithm)} algorithms given for {len(links)} topology dimensions")
             ]
+        if self.nccl.multi_node and (len(links) < 2 or len(self.nccl.algorithm) > 1):
+            why = "give one algorithm (or auto)" if len(links) > 1 else "give the nodes as a later topology dimension"
+            return [
+                (
+                    "nccl.multi_node",
+                    f"true runs one communicator across the nodes (the dimensions after the first): {why}",
+                )
+            ]
         return [
             ("nccl.algorithm", message)
             for dim, link in enumerate(links)
-            if physical.sizes[dim] > 1 and (message := _forced_problem(self.nccl.algorithm_at(dim), dim, link))
+            if physical.sizes[dim] > 1
+            and (message := _forced_problem(self.nccl.algorithm_at(dim), dim, link, self.nccl.multi_node))
         ][:1]
 
     def _window_problems(self, sizes: tuple[int, ...]) -> list[str]:

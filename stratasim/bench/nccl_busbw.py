@@ -3,7 +3,8 @@
 nccl-tests (``doc/PERFORMANCE.md``) reports ``algbw = S / t`` and ``busbw = algbw x 2(n - 1)/n`` for an all-reduce,
 ``algbw x (n - 1)/n`` for an all-gather and a reduce-scatter (``S`` the whole buffer, an all-gather's output).
 :func:`busbw_rows` runs the study once per size with ``workload.collective`` and ``workload.size`` set, and names
-the algorithm, protocol and channels ``system.algorithm: nccl`` picked on the innermost dimension.
+the algorithm, protocol and channels ``system.algorithm: nccl`` picked on the innermost dimension (on the whole
+communicator across nodes under ``system.nccl.multi_node``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stratasim.config.study_file import load_study
+from stratasim.kernel.grid import Grid
 from stratasim.study.run import run_study
+from stratasim.system_layer.collectives.groups import phases_of
 from stratasim.system_layer.collectives.nccl import nccl_choice
+from stratasim.system_layer.collectives.nccl_multi_node import multi_node_choice, multi_node_of
+from stratasim.system_layer.collectives.nccl_tuning import Choice
+from stratasim.system_layer.nccl_options import NcclOptions
 
 __all__ = ["BusBandwidth", "busbw_rows", "bus_factor", "format_rows"]
 
@@ -44,7 +50,7 @@ def busbw_rows(study: str | Path, collective: str, sizes: Sequence[int]) -> list
         loaded = load_study(study, [f"workload.collective={collective}", f"workload.size={size}B"])
         report = run_study(loaded)
         grid = loaded.grid
-        choice = nccl_choice(collective, grid.links, 0, grid.sizes[0], size, loaded.system.nccl)
+        choice = _choice(collective, grid, size, loaded.system.nccl)
         algbw = size / (report.total_time_ps / 1e12) / 1e9
         rows.append(
             BusBandwidth(
@@ -57,6 +63,15 @@ def busbw_rows(study: str | Path, collective: str, sizes: Sequence[int]) -> list
             )
         )
     return rows
+
+
+def _choice(collective: str, grid: Grid, size: int, settings: NcclOptions) -> Choice:
+    """NCCL's pick for the whole grid: on the multi-node communicator under ``system.nccl.multi_node``, else on the
+    innermost dimension."""
+    multi = multi_node_of(collective, phases_of(tuple(range(grid.npus)), grid), grid.links, settings)
+    if multi:
+        return multi_node_choice(collective, multi, size, settings)
+    return nccl_choice(collective, grid.links, 0, grid.sizes[0], size, settings)
 
 
 def format_rows(rows: Sequence[BusBandwidth]) -> str:

@@ -17,6 +17,7 @@ from stratasim.system_layer.collectives import astra_compat
 from stratasim.system_layer.collectives.algorithms import FLATTENED, PhasePlan, Step, plan_phase, split_name
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.nccl import NCCL, plan_nccl_phase
+from stratasim.system_layer.collectives.nccl_multi_node import multi_node_of, plan_multi_node
 from stratasim.system_layer.collectives.phases import PhaseSpec, phase_sequence
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.scheduler.ports import Clock
@@ -50,9 +51,11 @@ def layout(
 ) -> Layout:
     """The :class:`Layout` of a ``kind`` collective of ``size`` bytes over ``group`` laid out as ``phases``,
     chunked and planned as ``options`` say. A ``one_*`` algorithm runs one flat phase over the whole group;
-    ``nccl`` runs NCCL's choice on each dimension's ``links``."""
+    ``nccl`` runs NCCL's choice on each dimension's ``links`` (across nodes as one communicator, one flat phase, under
+    ``system.nccl.multi_node``)."""
     semantics = options.semantics
-    if phases and split_name(options.algorithm_for(kind, 0))[0] in FLATTENED:
+    multi = multi_node_of(kind, phases, links, options.nccl) if options.algorithm_for(kind, 0) == NCCL else None
+    if phases and (multi or split_name(options.algorithm_for(kind, 0))[0] in FLATTENED):
         phases = (PhaseLines(FLAT, members=group),)
     buffer = astra_compat.buffer_bytes(kind, size, len(group)) if semantics.all_gather_size_is_input else size
     walked = astra_compat.phase_lines(kind, phases) if semantics.all_gather_outermost_first else phases
@@ -65,7 +68,9 @@ def layout(
         dim = spec.lines.dim
         # The phases of an all-reduce in the enhanced order are parts of it: they run its algorithm per dimension.
         algorithm = options.algorithm_for(kind, max(dim, 0))
-        if algorithm == NCCL:
+        if multi:
+            planned = plan_multi_node(spec.collective, multi, spec.data_bytes, options.nccl)
+        elif algorithm == NCCL:
             planned = plan_nccl_phase(spec.collective, dim, spec.lines.size, spec.data_bytes, links, options.nccl)
         else:
             planned = plan_phase(spec.collective, algorithm, dim, spec.lines.size, spec.data_bytes)

@@ -44,6 +44,18 @@ def nccl(nccl: dict[str, Any] | None = None, topology: list[dict[str, Any]] | No
         (nccl({"algorithms": "ring"}), "system.nccl.algorithms", "did you mean 'algorithm'"),
         (nccl({"algorithm": "nvls"}, NVSWITCH), "system.nccl.algorithm", "in_network_reduction: true"),
         (nccl({"algorithm": "nvls_tree"}, NVSWITCH), "system.nccl.algorithm", "picks per dimension"),
+        (nccl({"multi_node": "yes"}), "system.nccl.multi_node", "boolean"),
+        (nccl({"multi_node": True}), "system.nccl.multi_node", "later topology dimension"),
+        (
+            nccl({"multi_node": True, "algorithm": ["auto", "ring"]}, [*REDUCING, *NVSWITCH]),
+            "system.nccl.multi_node",
+            "give one algorithm",
+        ),
+        (
+            nccl({"multi_node": True, "algorithm": "nvls_tree"}, [*NVSWITCH, *NVSWITCH]),
+            "system.nccl.algorithm",
+            "mark the first dimension in_network_reduction: true",
+        ),
         (nccl({"algorithm": "collnet_direct"}), "system.nccl.algorithm", "a list per dimension"),
         (
             nccl({"algorithm": ["auto", "collnet_chain"]}, [*REDUCING, *NVSWITCH]),
@@ -90,6 +102,13 @@ def test_nvls_on_a_reducing_switch_and_auto_anywhere_are_fine() -> None:
     parse_study(nccl({"algorithm": "nvls", "protocol": "simple", "channels": 16}), "study.yaml")
     parse_study(nccl(topology=NVSWITCH), "study.yaml")
     parse_study(nccl({"algorithm": ["nvls", "collnet_chain"]}, [*REDUCING, *REDUCING]), "study.yaml")
+    parse_study(nccl({"multi_node": True, "algorithm": "nvls_tree"}, [*REDUCING, *NVSWITCH]), "study.yaml")
+
+
+def test_multi_node_given_as_a_word_ends_the_run_with_one_message() -> None:
+    example = str(ROOT / "examples" / "nccl" / "allreduce_2x8xh100.yaml")
+    done = stratasim_process("run", example, "--set", "system.nccl.multi_node=sometimes")
+    assert_one_clear_message(done.returncode, done.stderr, "system.nccl.multi_node", "boolean")
 
 
 def test_nvls_forced_on_a_plain_switch_ends_the_run_with_one_message() -> None:
