@@ -171,9 +171,10 @@ class FirstOrderModel:
         except ValidationError as exc:
             message = str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, ")
             raise PlanDeclined(keys, message) from None
-        plan_npus = config.parallelism.tp * config.parallelism.pp * config.parallelism.dp
+        plan = config.parallelism
+        plan_npus = plan.tp * plan.cp * plan.pp * plan.dp
         if plan_npus != self._npus:
-            raise PlanDeclined(keys, f"tp * pp * dp = {plan_npus}, but the topology has {self._npus} NPUs")
+            raise PlanDeclined(keys, f"tp * cp * pp * dp = {plan_npus}, but the topology has {self._npus} NPUs")
         reason = unsupported(config)
         if reason is not None:
             raise PlanDeclined(keys, reason)
