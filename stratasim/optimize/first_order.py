@@ -40,7 +40,9 @@ from pydantic import ValidationError
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.optimize.first_order_groups import GroupTimer
-from stratasim.optimize.first_order_plan import PlanFigures, PlanPricer, unsupported
+from stratasim.optimize.first_order_passes import BlockTimes
+from stratasim.optimize.first_order_plan import SPLIT, PlanFigures, PlanPricer, unsupported
+from stratasim.optimize.first_order_walk import stage_ends
 from stratasim.study.compute_setup import open_pricer
 from stratasim.study.shard_casts import with_shard_casts
 from stratasim.workload_layer.transformer.config import TransformerConfig
@@ -245,12 +247,12 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
         k: _column(figures, lambda f, k=k: getattr(f.layer.forward, k))
         for k in ("compute", "recompute", "comm", "data_parallel")
     }
-    layer_b = {
-        k: _column(figures, lambda f, k=k: getattr(f.layer.backward, k))
+    layer_b = {  # with the weight pass under a split schedule
+        k: _column(figures, lambda f, k=k: getattr(f.layer.backward, k) + getattr(f.layer.weight, k))
         for k in ("compute", "recompute", "comm", "data_parallel")
     }
-    embedding = _column(figures, lambda f: f.embedding.forward.total + f.embedding.backward.total)
-    head = _column(figures, lambda f: f.head.forward.total + f.head.backward.total)
+    embedding = _column(figures, lambda f: _block_total(f.embedding))
+    head = _column(figures, lambda f: _block_total(f.head))
     gather = _column(figures, lambda f: f.gather_ps)
     sends = _column(figures, lambda f: sum(f.send_ps[:-1]))
     wrap = _column(figures, lambda f: f.send_ps[-1] if f.send_ps else 0)
@@ -272,8 +274,17 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     total = chunk[:, 0] + np.where(pp > 1, chunk[:, 2] + (pp - 2).clip(0) * chunk[:, 1], 0)
     bubble = total - chunk[rows, busiest]
     p2p = 2 * (v * sends + (v - 1) * wrap)
+    offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1)
+    offsets *= (lc * sum(layer_b.values()) + gather + mean_send)[:, None]
     pipeline = m * peak + bubble + p2p
-    tail, optimizer = _tail(figures, pp, present, lc * sum(layer_b.values()) + gather + mean_send)
+    walked = [row for row, f in enumerate(figures) if f.schedule in SPLIT]
+    if walked:  # the split schedules' pipeline walked pass by pass: its transfers go with the bubble
+        ends = np.array([_walked_ends(figures[row]) for row in walked], dtype=np.int64)
+        pipeline[walked] = ends[:, 0]
+        offsets[walked] = ends[:, :1] - ends
+        p2p[walked] = 0
+        bubble[walked] = pipeline[walked] - m[walked] * peak[walked]
+    tail, optimizer = _tail(figures, present, offsets)
     per_layer = m * v * lc
     terms = {
         "forward_compute": per_layer * layer_f["compute"],
@@ -289,12 +300,35 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     return pipeline + tail, terms
 
 
-def _tail(
-    figures: Sequence[PlanFigures], pp: np.ndarray, present: np.ndarray, backward_chunk: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _block_total(times: BlockTimes) -> int:
+    """A block's passes over one micro-batch: forward, backward and any weight pass."""
+    return times.forward.total + times.backward.total + times.weight.total
+
+
+def _walked_ends(f: PlanFigures) -> tuple[int, int, int]:
+    """When the first, the latest middle and the last stage end a split schedule's pipeline
+    (:func:`~stratasim.optimize.first_order_walk.stage_ends`), from one micro-batch's passes per stage."""
+    kinds = [(True, f.pp == 1), (False, False), (f.pp == 1, True)]
+    durations = []
+    for first, last in kinds:
+        passes = [
+            f.chunk_layers * getattr(f.layer, kind).total
+            + (getattr(f.embedding, kind).total if first else 0)
+            + (getattr(f.head, kind).total if last else 0)
+            for kind in ("forward", "backward", "weight")
+        ]
+        passes[0] += 0 if first else f.gather_ps  # a received activation, gathered over TP
+        passes[1] += 0 if last else f.gather_ps
+        durations.append((passes[0], passes[1], passes[2]))
+    stages = [durations[0 if s == 0 else 2 if s == f.pp - 1 else 1] for s in range(f.pp)]
+    ends = stage_ends(f.schedule, f.micro_batches, stages, f.send_ps[:-1])
+    middle = max(ends[1:-1], default=ends[0])
+    return ends[0], middle, ends[-1]
+
+
+def _tail(figures: Sequence[PlanFigures], present: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What follows the pipeline: the latest stage kind's gradient reduction and optimizer step, each starting
-    ``s (b + c)`` before the first stage's end; and the first stage's optimizer step."""
-    offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1) * backward_chunk[:, None]
+    ``offsets`` (by stage kind) before the first stage's end; and the first stage's optimizer step."""
     reduce = np.array([[r for r, _ in f.gradient_ps] for f in figures], dtype=np.int64)
     gather = np.array([[g for _, g in f.gradient_ps] for f in figures], dtype=np.int64)
     optimizer = np.array([f.optimizer_ps for f in figures], dtype=np.int64)

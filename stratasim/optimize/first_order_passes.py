@@ -106,18 +106,27 @@ class PassTime:
 
 @dataclass(frozen=True)
 class BlockTimes:
-    """A block's forward and backward passes (the backward one with its recomputation, if any)."""
+    """A block's forward and backward passes (the backward one with its recomputation, if any); under a split
+    schedule the backward pass is the input-gradient half (B) and ``weight`` the weight-gradient GEMMs (W)."""
 
     forward: PassTime
     backward: PassTime
+    weight: PassTime = PassTime()
 
 
 class _Chain:
     """The compute stream of one pass: ``ready`` is when the next node may start, ``input_grad`` when the last
     input-gradient GEMM ended (the backward TP reduction's start)."""
 
-    def __init__(self, pricer: OperatorPricer, dtype: operators.DType, gemm_dtype: operators.DType | None) -> None:
+    def __init__(
+        self,
+        pricer: OperatorPricer,
+        dtype: operators.DType,
+        gemm_dtype: operators.DType | None,
+        weights: _Chain | None = None,
+    ) -> None:
         self._pricer, self._dtype, self._gemm_dtype = pricer, dtype, gemm_dtype
+        self.weights = weights  # the weight pass weighted GEMMs' weight gradients go to, if split off
         self.element = operators.dtype_bytes(dtype)
         self.ready = 0
         self.input_grad: int | None = None
@@ -188,7 +197,7 @@ def _backward(
     for step in reversed(steps):
         if isinstance(step, Gemm):
             chain.input_grad = chain.run(step, "dgrad", False)
-            chain.run(step, "wgrad", False)
+            (chain.weights if step.weights and chain.weights is not None else chain).run(step, "wgrad", False)
         elif isinstance(step, (Pointwise, Attention)):
             chain.run(step, "backward", False)
         elif isinstance(step, Recompute):
@@ -231,17 +240,20 @@ def block_times(
     tensor_bytes: int,
     tp: TensorCollective,
     context: ContextParallel | None = None,
+    split: bool = False,
 ) -> BlockTimes:
     """The forward and backward passes of a block of ``steps`` (re-running its forward first, if ``recompute``);
-    ``tensor_bytes`` is a TP all-reduce's buffer, ``context`` the CP group's communication (None: no CP)."""
+    ``tensor_bytes`` is a TP all-reduce's buffer, ``context`` the CP group's communication (None: no CP). With
+    ``split``, the weighted GEMMs' weight gradients run apart, in a weight pass (zero-bubble W)."""
     forward = _Chain(pricer, dtype, gemm_dtype)
     _forward(forward, steps, tensor_bytes, tp, False, context)
-    backward = _Chain(pricer, dtype, gemm_dtype)
+    weights = _Chain(pricer, dtype, gemm_dtype) if split else None
+    backward = _Chain(pricer, dtype, gemm_dtype, weights)
     if recompute:
         _forward(backward, steps, tensor_bytes, tp, True, context)
         backward.input_grad = None
     _backward(backward, steps, tensor_bytes, tp, context)
-    return BlockTimes(forward.time(), backward.time())
+    return BlockTimes(forward.time(), backward.time(), PassTime() if weights is None else weights.time())
 
 
 @dataclass(frozen=True)
@@ -272,4 +284,5 @@ def with_zero3(times: BlockTimes, zero: ZeroThree) -> BlockTimes:
     return BlockTimes(
         PassTime(forward.compute, forward.recompute, forward.comm, forward.data_parallel + waited_forward),
         PassTime(backward.compute, backward.recompute, backward.comm, backward.data_parallel + waited_backward),
+        times.weight,
     )

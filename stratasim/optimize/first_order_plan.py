@@ -30,7 +30,10 @@ from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 
-__all__ = ["PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
+__all__ = ["SPLIT", "PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
+
+SPLIT = ("zb_h1",)
+"""The split schedules the model walks pass by pass (:mod:`stratasim.optimize.first_order_walk`)."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,14 @@ def unsupported(config: TransformerConfig) -> str | None:
     plan, model = config.parallelism, config.model
     if model.experts:
         return "mixtures of experts (model.experts) are not modelled"
-    if plan.schedule in ("zb_h1", "zb_v", "dualpipe", "dualpipev"):
-        return f"the {plan.schedule} schedule (split backward passes) is not modelled"
+    if plan.schedule in ("zb_v", "dualpipev"):
+        return f"the {plan.schedule} schedule's V placement (the LM head on the first stage) is not modelled"
+    if plan.schedule == "dualpipe":
+        return "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
+    if plan.schedule in SPLIT and plan.zero == 3:
+        return (
+            f"ZeRO-3 under the {plan.schedule} schedule (gradients scattered after the weight passes) is not modelled"
+        )
     if plan.dp_bucket is not None:
         return "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"
     if plan.stage_layers != "even" or plan.batch_split != "even":
@@ -141,6 +150,7 @@ class PlanPricer:
             plan.recompute,
             plan.order,
             plan.scatter_gather,
+            plan.schedule in SPLIT,
         )
         known = self._blocks.get(key)
         if known is None:
@@ -155,7 +165,8 @@ class PlanPricer:
                 return self._timer.collective_ps(collective, size, group)
 
             def times(steps: Any, recompute: bool) -> BlockTimes:
-                return block_times(steps, recompute, self._pricer, dtype, gemm, tensor, tp, context)
+                split = plan.schedule in SPLIT
+                return block_times(steps, recompute, self._pricer, dtype, gemm, tensor, tp, context, split)
 
             gathers = plan.scatter_gather and not plan.sequence_parallel
             known = (

@@ -188,3 +188,29 @@ def test_hsdp_is_within_six_percent(plan: dict[str, Any]) -> None:
     study = _study(plan)
     simulated = run_study(study).result.total_time_ps
     assert abs(_estimate(study)[0] - simulated) <= 0.06 * simulated
+
+
+ZERO_BUBBLE = [
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "schedule": "zb_h1"},
+    {"tp": 2, "pp": 4, "dp": 4, "global_batch": 32, "schedule": "zb_h1", "zero": 1, "sequence_parallel": True},
+    {
+        "tp": 2,
+        "pp": 4,
+        "dp": 4,
+        "global_batch": 32,
+        "schedule": "zb_h1",
+        "scatter_gather": True,
+        "recompute": "selective",
+    },
+    {"tp": 2, "cp": 2, "pp": 4, "dp": 2, "global_batch": 16, "schedule": "zb_h1"},
+]
+
+
+@pytest.mark.parametrize("plan", ZERO_BUBBLE, ids=lambda plan: "-".join(f"{k}{v}" for k, v in plan.items()))
+def test_zb_h1_walked_pass_by_pass_is_the_engines_to_the_picosecond(plan: dict[str, Any]) -> None:
+    # Each stage's F, B and W passes in pipeline_order's order, each when the stage is free and its input has
+    # crossed (first_order_walk.stage_ends); the gradients reduced after the stage's last W.
+    study = _study(plan)
+    estimate, terms = _estimate(study)
+    assert estimate == run_study(study).result.total_time_ps
+    assert sum(terms.values()) == estimate
