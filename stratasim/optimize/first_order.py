@@ -20,7 +20,13 @@ the last stage to the first):
 - ZeRO 3: each block's passes carry their gathers and scatters
   (:func:`~stratasim.optimize.first_order_passes.with_zero3`, an approximation), nothing is left after the
   pipeline but the optimizer step;
+- ZB-H1 (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is walked pass by pass
+  in the schedule's order (:func:`~stratasim.optimize.first_order_walk.stage_ends`), each stage's reduction
+  starting after its own last weight pass;
 - memory: the builder's ``stage_memory``, the largest over the stages.
+
+Context parallelism and HSDP change the passes and groups, not these formulas
+(:mod:`stratasim.optimize.first_order_passes`, :mod:`stratasim.optimize.first_order_plan`).
 
 The terms of :data:`TERMS` sum to the iteration time exactly: the busiest stage's work split by kind, the bubble,
 the pipeline transfers, and the tail after the pipeline split into the exposed DP communication and the first
@@ -173,8 +179,8 @@ class FirstOrderModel:
         except ValidationError as exc:
             message = str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, ")
             raise PlanDeclined(keys, message) from None
-        plan = config.parallelism
-        plan_npus = plan.tp * plan.cp * plan.pp * plan.dp
+        shape = config.parallelism
+        plan_npus = shape.tp * shape.cp * shape.pp * shape.dp
         if plan_npus != self._npus:
             raise PlanDeclined(keys, f"tp * cp * pp * dp = {plan_npus}, but the topology has {self._npus} NPUs")
         reason = unsupported(config)

@@ -279,11 +279,11 @@ class PlanPricer:
             layout = plan.layout
             npu = layout.npu({"pp": stage})
             shard, replica = hsdp_groups(layout, npu, plan.hsdp)
-            if axis == "data" or (axis == "shard" and shard is None):
+            if axis == "shard" and shard is not None:
+                known = shard
+            elif axis in ("data", "shard"):
                 known = layout.joint_group(npu, ("cp", "dp"))
-            elif axis in ("shard", "replica"):
-                known = shard if axis == "shard" else replica  # type: ignore[assignment]
             else:
-                known = layout.group(npu, axis)
+                known = replica if axis == "replica" else layout.group(npu, axis)
             self._groups[key] = known
         return known
