@@ -214,3 +214,18 @@ def test_zb_h1_walked_pass_by_pass_is_the_engines_to_the_picosecond(plan: dict[s
     estimate, terms = _estimate(study)
     assert estimate == run_study(study).result.total_time_ps
     assert sum(terms.values()) == estimate
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [ZERO_BUBBLE[1], ZERO_BUBBLE[3], CONTEXT_PARALLEL[1], CONTEXT_PARALLEL[5], {**EXACT[0], "zero": 3, "hsdp": 2}],
+    ids=["zb_h1", "zb_h1-cp2", "cp4", "cp8", "hsdp2"],
+)
+def test_memory_is_the_builders_peak_with_cp_hsdp_and_zb_h1(plan: dict[str, Any]) -> None:
+    study = _study(plan)
+    with FirstOrderModel(study) as model:
+        estimated = int(model.estimate([{}]).memory_bytes[0])
+    config = study.workload.config
+    assert isinstance(config, TransformerConfig)
+    workload = TransformerWorkload(config)
+    assert estimated == max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
