@@ -20,8 +20,8 @@ the last stage to the first):
 - ZeRO 3: each block's passes carry their gathers and scatters
   (:func:`~stratasim.optimize.first_order_passes.with_zero3`, an approximation), nothing is left after the
   pipeline but the optimizer step;
-- ZB-H1 (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is walked pass by pass
-  in the schedule's order (:func:`~stratasim.optimize.first_order_walk.stage_ends`), each stage's reduction
+- ZB-H1 and ZB-V (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is walked pass
+  by pass in the schedule's order (:func:`~stratasim.optimize.first_order_walk.stage_ends`), each stage's reduction
   starting after its own last weight pass;
 - memory: the builder's ``stage_memory``, the largest over the stages.
 
@@ -52,6 +52,7 @@ from stratasim.optimize.first_order_walk import stage_ends
 from stratasim.study.compute_setup import open_pricer
 from stratasim.study.shard_casts import with_shard_casts
 from stratasim.workload_layer.transformer.config import TransformerConfig
+from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, placement
 
 if TYPE_CHECKING:
     from stratasim.config.study_file import Study
@@ -313,21 +314,23 @@ def _block_total(times: BlockTimes) -> int:
 
 def _walked_ends(f: PlanFigures) -> tuple[int, int, int]:
     """When the first, the latest middle and the last stage end a split schedule's pipeline
-    (:func:`~stratasim.optimize.first_order_walk.stage_ends`), from one micro-batch's passes per stage."""
-    kinds = [(True, f.pp == 1), (False, False), (f.pp == 1, True)]
-    durations = []
-    for first, last in kinds:
-        passes = [
+    (:func:`~stratasim.optimize.first_order_walk.stage_ends`), from one micro-batch's passes per chunk."""
+    where = placement(f.schedule)
+    last = f.pp * f.virtual_stages - 1
+
+    def passes(position: int) -> tuple[int, int, int]:
+        times = [
             f.chunk_layers * getattr(f.layer, kind).total
-            + (getattr(f.embedding, kind).total if first else 0)
-            + (getattr(f.head, kind).total if last else 0)
+            + (getattr(f.embedding, kind).total if position == 0 else 0)
+            + (getattr(f.head, kind).total if position == last else 0)
             for kind in ("forward", "backward", "weight")
         ]
-        passes[0] += 0 if first else f.gather_ps  # a received activation, gathered over TP
-        passes[1] += 0 if last else f.gather_ps
-        durations.append((passes[0], passes[1], passes[2]))
-    stages = [durations[0 if s == 0 else 2 if s == f.pp - 1 else 1] for s in range(f.pp)]
-    ends = stage_ends(f.schedule, f.micro_batches, stages, f.send_ps[:-1])
+        return times[0], times[1], times[2]
+
+    durations = [
+        [passes(position) for position in chunk_positions(where, s, f.pp, f.virtual_stages)] for s in range(f.pp)
+    ]
+    ends = stage_ends(f.schedule, f.micro_batches, durations, f.send_ps[:-1], where, f.gather_ps)
     middle = max(ends[1:-1], default=ends[0])
     return ends[0], middle, ends[-1]
 

@@ -27,12 +27,13 @@ from stratasim.workload_layer.transformer.blocks import (
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.memory import StageMemory, stage_memory
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
+from stratasim.workload_layer.transformer.pipeline_schedule import placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 
 __all__ = ["SPLIT", "PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
 
-SPLIT = ("zb_h1",)
+SPLIT = ("zb_h1", "zb_v")
 """The split schedules the model walks pass by pass (:mod:`stratasim.optimize.first_order_walk`)."""
 
 
@@ -64,8 +65,8 @@ def unsupported(config: TransformerConfig) -> str | None:
     plan, model = config.parallelism, config.model
     if model.experts:
         return "mixtures of experts (model.experts) are not modelled"
-    if plan.schedule in ("zb_v", "dualpipev"):
-        return f"the {plan.schedule} schedule's V placement (the LM head on the first stage) is not modelled"
+    if plan.schedule == "dualpipev":
+        return "the dualpipev schedule (overlapped forward-backward pairs) is not modelled"
     if plan.schedule == "dualpipe":
         return "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
     if plan.schedule in SPLIT and plan.zero == 3:
@@ -83,12 +84,12 @@ def unsupported(config: TransformerConfig) -> str | None:
 
 def stage_parameters(config: TransformerConfig, stage: int) -> int:
     """Parameters one TP rank of ``stage`` holds, as the builder counts its blocks' (an evenly split dense model):
-    its layers', the embedding's on the first stage and the head's on the last."""
+    its layers', the embedding's on the first stage and the head's on the last (on the first too in ZB-V's V)."""
     model, plan = config.model, config.parallelism
     count = model.layers // plan.pp * layer_parameters(model, 0, plan.tp, plan.ep).dense
     if stage == 0:
         count += embedding_parameters(model, plan.tp)
-    if stage == plan.pp - 1:
+    if stage == (0 if placement(plan.schedule) == "v" else plan.pp - 1):
         count += head_parameters(model, plan.tp, plan.pp)
     return count
 

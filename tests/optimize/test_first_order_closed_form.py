@@ -143,9 +143,9 @@ def test_zb_h1_bubble_is_the_papers_when_w_fits_the_gaps(weight: int) -> None:
     # m (T_F + T_B + T_W) + (pp - 1)(T_F + T_B - T_W) whenever T_W <= min(T_F, T_B); 1F1B's bubble is
     # (pp - 1)(T_F + T_B + T_W).
     forward, backward, pp, m = 5, 4, 4, 8
-    passes = [(forward, backward, weight)] * pp
+    passes = [[(forward, backward, weight)]] * pp  # one chunk per stage
     assert stage_ends("zb_h1", m, passes, [0] * (pp - 1))[0] == (
         m * (forward + backward + weight) + (pp - 1) * (forward + backward - weight)
     )
-    whole = [(forward, backward + weight, 0)] * pp
+    whole = [[(forward, backward + weight, 0)]] * pp
     assert stage_ends("1f1b", m, whole, [0] * (pp - 1))[0] == (m + pp - 1) * (forward + backward + weight)
