@@ -1,12 +1,14 @@
-"""The pipeline of a split schedule (ZB-H1, ZB-V), walked pass by pass in the schedule's own order.
+"""The pipeline of a split schedule (ZB-H1, ZB-V, DualPipeV), walked pass by pass in the schedule's own order.
 
 Where no closed form holds for every pass time, each stage runs its passes in
 :func:`~stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`'s order, each as soon as the stage is
 free and its input is in: a forward pass when the forward pass of the model chunk before it (same micro-batch) has
 ended and, from another stage, its activation has crossed (and been gathered over TP under scatter/gather); an
 input-gradient (or whole backward) pass likewise after the chunk after it; a weight pass at once (its B is before it
-in the order). A chunk next along the model on the same stage (the bottom of ZB-V's V) hands over locally. That is
-the engine's order on one compute chain per stage, with the transfers in flight while the stages compute.
+in the order; a whole backward pass is B and W together). A chunk next along the model on the same stage (the bottom
+of the V) hands over locally. That is the engine's order on one compute chain per stage, with the transfers in
+flight while the stages compute; DualPipeV's overlapped pairs run one after the other, as the engine runs them when
+no communication sits inside the passes.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ def stage_ends(
                         break  # its input is still on the way: go on with the other stages
                     if found[0] != s:
                         arrival, extra = end + sends[min(s, found[0])], gather
-                free[s] = max(free[s], arrival) + durations[s][step.chunk][group] + extra
+                passes = durations[s][step.chunk]
+                duration = passes[1] + passes[2] if step.direction == "backward" else passes[group]
+                free[s] = max(free[s], arrival) + duration + extra
                 if group < 2:
                     ended[(group, s, step.chunk, step.micro_batch)] = free[s]
                 at[s] += 1
