@@ -20,7 +20,13 @@ the last stage to the first):
 - ZeRO 3: each block's passes carry their gathers and scatters
   (:func:`~stratasim.optimize.first_order_passes.with_zero3`, an approximation), nothing is left after the
   pipeline but the optimizer step;
+- ZB-H1, ZB-V, DualPipeV (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is
+  walked pass by pass in the schedule's order (:func:`~stratasim.optimize.first_order_walk.stage_ends`), each
+  stage's reduction starting after its own last weight pass;
 - memory: the builder's ``stage_memory``, the largest over the stages.
+
+Context parallelism and HSDP change the passes and groups, not these formulas
+(:mod:`stratasim.optimize.first_order_passes`, :mod:`stratasim.optimize.first_order_plan`).
 
 The terms of :data:`TERMS` sum to the iteration time exactly: the busiest stage's work split by kind, the bubble,
 the pipeline transfers, and the tail after the pipeline split into the exposed DP communication and the first
@@ -40,10 +46,13 @@ from pydantic import ValidationError
 
 from stratasim.kernel.errors import StrataSimError
 from stratasim.optimize.first_order_groups import GroupTimer
-from stratasim.optimize.first_order_plan import PlanFigures, PlanPricer, unsupported
+from stratasim.optimize.first_order_passes import BlockTimes
+from stratasim.optimize.first_order_plan import SPLIT, PlanFigures, PlanPricer, unsupported
+from stratasim.optimize.first_order_walk import stage_ends
 from stratasim.study.compute_setup import open_pricer
 from stratasim.study.shard_casts import with_shard_casts
 from stratasim.workload_layer.transformer.config import TransformerConfig
+from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, placement
 
 if TYPE_CHECKING:
     from stratasim.config.study_file import Study
@@ -171,9 +180,10 @@ class FirstOrderModel:
         except ValidationError as exc:
             message = str(exc.errors(include_url=False)[0]["msg"]).removeprefix("Value error, ")
             raise PlanDeclined(keys, message) from None
-        plan_npus = config.parallelism.tp * config.parallelism.pp * config.parallelism.dp
+        shape = config.parallelism
+        plan_npus = shape.tp * shape.cp * shape.pp * shape.dp
         if plan_npus != self._npus:
-            raise PlanDeclined(keys, f"tp * pp * dp = {plan_npus}, but the topology has {self._npus} NPUs")
+            raise PlanDeclined(keys, f"tp * cp * pp * dp = {plan_npus}, but the topology has {self._npus} NPUs")
         reason = unsupported(config)
         if reason is not None:
             raise PlanDeclined(keys, reason)
@@ -244,12 +254,12 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
         k: _column(figures, lambda f, k=k: getattr(f.layer.forward, k))
         for k in ("compute", "recompute", "comm", "data_parallel")
     }
-    layer_b = {
-        k: _column(figures, lambda f, k=k: getattr(f.layer.backward, k))
+    layer_b = {  # with the weight pass under a split schedule
+        k: _column(figures, lambda f, k=k: getattr(f.layer.backward, k) + getattr(f.layer.weight, k))
         for k in ("compute", "recompute", "comm", "data_parallel")
     }
-    embedding = _column(figures, lambda f: f.embedding.forward.total + f.embedding.backward.total)
-    head = _column(figures, lambda f: f.head.forward.total + f.head.backward.total)
+    embedding = _column(figures, lambda f: _block_total(f.embedding))
+    head = _column(figures, lambda f: _block_total(f.head))
     gather = _column(figures, lambda f: f.gather_ps)
     sends = _column(figures, lambda f: sum(f.send_ps[:-1]))
     wrap = _column(figures, lambda f: f.send_ps[-1] if f.send_ps else 0)
@@ -271,8 +281,17 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     total = chunk[:, 0] + np.where(pp > 1, chunk[:, 2] + (pp - 2).clip(0) * chunk[:, 1], 0)
     bubble = total - chunk[rows, busiest]
     p2p = 2 * (v * sends + (v - 1) * wrap)
+    offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1)
+    offsets *= (lc * sum(layer_b.values()) + gather + mean_send)[:, None]
     pipeline = m * peak + bubble + p2p
-    tail, optimizer = _tail(figures, pp, present, lc * sum(layer_b.values()) + gather + mean_send)
+    walked = [row for row, f in enumerate(figures) if f.schedule in SPLIT]
+    if walked:  # the split schedules' pipeline walked pass by pass: its transfers go with the bubble
+        ends = np.array([_walked_ends(figures[row]) for row in walked], dtype=np.int64)
+        pipeline[walked] = ends[:, 0]
+        offsets[walked] = ends[:, :1] - ends
+        p2p[walked] = 0
+        bubble[walked] = pipeline[walked] - m[walked] * peak[walked]
+    tail, optimizer = _tail(figures, present, offsets)
     per_layer = m * v * lc
     terms = {
         "forward_compute": per_layer * layer_f["compute"],
@@ -288,12 +307,37 @@ def compose(figures: Sequence[PlanFigures]) -> tuple[np.ndarray, dict[str, np.nd
     return pipeline + tail, terms
 
 
-def _tail(
-    figures: Sequence[PlanFigures], pp: np.ndarray, present: np.ndarray, backward_chunk: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _block_total(times: BlockTimes) -> int:
+    """A block's passes over one micro-batch: forward, backward and any weight pass."""
+    return times.forward.total + times.backward.total + times.weight.total
+
+
+def _walked_ends(f: PlanFigures) -> tuple[int, int, int]:
+    """When the first, the latest middle and the last stage end a split schedule's pipeline
+    (:func:`~stratasim.optimize.first_order_walk.stage_ends`), from one micro-batch's passes per chunk."""
+    where = placement(f.schedule)
+    last = f.pp * f.virtual_stages - 1
+
+    def passes(position: int) -> tuple[int, int, int]:
+        times = [
+            f.chunk_layers * getattr(f.layer, kind).total
+            + (getattr(f.embedding, kind).total if position == 0 else 0)
+            + (getattr(f.head, kind).total if position == last else 0)
+            for kind in ("forward", "backward", "weight")
+        ]
+        return times[0], times[1], times[2]
+
+    durations = [
+        [passes(position) for position in chunk_positions(where, s, f.pp, f.virtual_stages)] for s in range(f.pp)
+    ]
+    ends = stage_ends(f.schedule, f.micro_batches, durations, f.send_ps[:-1], where, f.gather_ps)
+    middle = max(ends[1:-1], default=ends[0])
+    return ends[0], middle, ends[-1]
+
+
+def _tail(figures: Sequence[PlanFigures], present: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What follows the pipeline: the latest stage kind's gradient reduction and optimizer step, each starting
-    ``s (b + c)`` before the first stage's end; and the first stage's optimizer step."""
-    offsets = np.stack([np.zeros_like(pp), np.ones_like(pp), pp - 1], axis=1) * backward_chunk[:, None]
+    ``offsets`` (by stage kind) before the first stage's end; and the first stage's optimizer step."""
     reduce = np.array([[r for r, _ in f.gradient_ps] for f in figures], dtype=np.int64)
     gather = np.array([[g for _, g in f.gradient_ps] for f in figures], dtype=np.int64)
     optimizer = np.array([f.optimizer_ps for f in figures], dtype=np.int64)

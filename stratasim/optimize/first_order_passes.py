@@ -9,6 +9,9 @@ the sequence-parallel gathers and scatters hold the stream, while the backward a
 weight-gradient GEMM: the stream waits for whichever ends last. Full recomputation runs the block's forward chain
 again before its backward chain; selective recomputation runs the recomputed steps' forward operators inside it.
 
+With context parallelism, the Ulysses core's all-to-alls (two each way) hold the stream around its full-sequence
+kernel; ring attention's ``cp`` kernels run while the key-value blocks go round (:func:`ring_core_ps`).
+
 TP ranks run the same graph, so a TP collective starts on every member at once and its time is its closed form:
 each pass's time is exact given those closed forms and the operators' prices.
 """
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from stratasim.kernel import operators
 from stratasim.system_layer.operators import OperatorPricer
-from stratasim.workload_layer.transformer.step_operators import Role, step_operator
+from stratasim.workload_layer.transformer.step_operators import Role, ring_operators, step_operator
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
@@ -32,11 +35,56 @@ from stratasim.workload_layer.transformer.steps import (
     Step,
 )
 
-__all__ = ["PassTime", "BlockTimes", "TensorCollective", "ZeroThree", "block_times", "with_zero3"]
+__all__ = [
+    "PassTime",
+    "BlockTimes",
+    "ContextParallel",
+    "TensorCollective",
+    "ZeroThree",
+    "block_times",
+    "ring_core_ps",
+    "with_zero3",
+]
 
 TensorCollective = Callable[[str, int], int]
 """The picoseconds of a collective (``all_reduce``, ``reduce_scatter``, ``all_gather``) of so many bytes over the
 TP group; 0 for a group of one."""
+
+
+@dataclass(frozen=True)
+class ContextParallel:
+    """The CP group's communication of so many bytes, in ps: ``transfers`` a ring-attention key-value block (or its
+    gradients) into each member from the one before it in the ring, ``all_to_all`` a Ulysses all-to-all."""
+
+    transfers: Callable[[int], tuple[int, ...]]
+    all_to_all: Callable[[int], int]
+
+
+def ring_core_ps(local: int, ring: int, links: Sequence[int], backward: bool) -> int:
+    """Ring attention's core as :mod:`~stratasim.workload_layer.transformer.ring_attention` emits it, from its
+    start on every member to what the slowest member's stream waits for next; ``links[r]`` is a transfer into
+    member ``r`` from member ``r - 1`` (a send ends when it is delivered).
+
+    Kernel 0 (``local``) runs at once and key-value block 0 leaves; block ``i`` leaves a member when block ``i - 1``
+    has arrived there. Kernel ``i`` (``ring``) starts when kernel ``i - 1`` has ended and block ``i - 1`` has both
+    left the member and arrived at it; backward also when the key-value gradients kernel ``i - 1`` sent on (from
+    ``i = 2``) have left and arrived, and the last kernel's gradients are waited for at the end."""
+    ranks = len(links)
+    after = [links[(r + 1) % ranks] for r in range(ranks)]  # a send out of member r, to r + 1
+    end = [local] * ranks
+    left = [0] * ranks  # when block i - 1 left each member
+    grads: list[int] | None = None  # when kernel i - 1's gradients left each member
+    for _ in range(1, ranks):
+        arrived = [left[r - 1] + links[r] for r in range(ranks)]
+        start = [max(end[r], arrived[r], left[r] + after[r]) for r in range(ranks)]
+        if grads is not None:
+            start = [max(start[r], grads[r - 1] + links[r], grads[r] + after[r]) for r in range(ranks)]
+        left = arrived
+        end = [time + ring for time in start]
+        grads = end if backward else None
+    if grads is not None:
+        end = [max(end[r], grads[r - 1] + links[r], grads[r] + after[r]) for r in range(ranks)]
+    return max(end)
 
 
 @dataclass(frozen=True)
@@ -58,18 +106,27 @@ class PassTime:
 
 @dataclass(frozen=True)
 class BlockTimes:
-    """A block's forward and backward passes (the backward one with its recomputation, if any)."""
+    """A block's forward and backward passes (the backward one with its recomputation, if any); under a split
+    schedule the backward pass is the input-gradient half (B) and ``weight`` the weight-gradient GEMMs (W)."""
 
     forward: PassTime
     backward: PassTime
+    weight: PassTime = PassTime()
 
 
 class _Chain:
     """The compute stream of one pass: ``ready`` is when the next node may start, ``input_grad`` when the last
     input-gradient GEMM ended (the backward TP reduction's start)."""
 
-    def __init__(self, pricer: OperatorPricer, dtype: operators.DType, gemm_dtype: operators.DType | None) -> None:
+    def __init__(
+        self,
+        pricer: OperatorPricer,
+        dtype: operators.DType,
+        gemm_dtype: operators.DType | None,
+        weights: _Chain | None = None,
+    ) -> None:
         self._pricer, self._dtype, self._gemm_dtype = pricer, dtype, gemm_dtype
+        self.weights = weights  # the weight pass weighted GEMMs' weight gradients go to, if split off
         self.element = operators.dtype_bytes(dtype)
         self.ready = 0
         self.input_grad: int | None = None
@@ -86,6 +143,17 @@ class _Chain:
             self.compute += duration
         return self.ready
 
+    def ring(self, step: RingAttention, backward: bool, recomputing: bool, context: ContextParallel) -> None:
+        """Ring attention's core next on the stream (:func:`ring_core_ps`); its kernels count as compute."""
+        local, ring = self._pricer.durations_ps(list(ring_operators(step, backward, self._dtype)))
+        kernels = local + (step.ranks - 1) * ring
+        if recomputing:
+            self.recompute += kernels
+        else:
+            self.compute += kernels
+        links = context.transfers(step.kv_elements * self.element)
+        self.ready += ring_core_ps(local, ring, links, backward)
+
     def wait(self, duration: int) -> None:
         """A collective the stream waits for, started now."""
         self.ready += duration
@@ -99,7 +167,14 @@ class _Chain:
         return PassTime(self.compute, self.recompute, self.ready - self.compute - self.recompute)
 
 
-def _forward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: TensorCollective, again: bool) -> None:
+def _forward(
+    chain: _Chain,
+    steps: Sequence[Step],
+    tensor_bytes: int,
+    tp: TensorCollective,
+    again: bool,
+    context: ContextParallel | None,
+) -> None:
     """The forward chain of ``steps`` (again, for full recomputation, when ``again``)."""
     for step in steps:
         if isinstance(step, (Gemm, Pointwise, Attention)):
@@ -109,38 +184,51 @@ def _forward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: Tensor
                 chain.run(inner, "forward", again)
         elif isinstance(step, SequenceParallelSum):
             chain.wait(tp("reduce_scatter" if step.scatter else "all_gather", step.elements * chain.element))
-        elif isinstance(step, AllToAll):
-            raise ValueError("mixtures of experts are not modelled")
-        elif isinstance(step, RingAttention):
-            raise ValueError("context parallelism is not modelled")
+        elif isinstance(step, (AllToAll, RingAttention)):
+            _context(chain, step, False, again, context)
         elif step.in_forward:
             chain.wait(tp("all_reduce", tensor_bytes))
 
 
-def _backward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: TensorCollective) -> None:
+def _backward(
+    chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: TensorCollective, context: ContextParallel | None
+) -> None:
     """The backward chain of ``steps``, in reverse, as the emitter writes it."""
     for step in reversed(steps):
         if isinstance(step, Gemm):
             chain.input_grad = chain.run(step, "dgrad", False)
-            chain.run(step, "wgrad", False)
+            (chain.weights if step.weights and chain.weights is not None else chain).run(step, "wgrad", False)
         elif isinstance(step, (Pointwise, Attention)):
             chain.run(step, "backward", False)
         elif isinstance(step, Recompute):
             for inner in step.steps:
                 chain.run(inner, "forward", True)
-            _backward(chain, step.steps, tensor_bytes, tp)
+            _backward(chain, step.steps, tensor_bytes, tp, context)
         elif isinstance(step, SequenceParallelSum):
             size = step.elements * chain.element
             if step.scatter:  # all-gather of the output gradient: the stream waits
                 chain.wait(tp("all_gather", size))
             else:  # reduce-scatter of the input gradient, overlapping the weight-gradient GEMM
                 chain.overlap(tp("reduce_scatter", size))
-        elif isinstance(step, AllToAll):
-            raise ValueError("mixtures of experts are not modelled")
-        elif isinstance(step, RingAttention):
-            raise ValueError("context parallelism is not modelled")
+        elif isinstance(step, (AllToAll, RingAttention)):
+            _context(chain, step, True, False, context)
         elif not step.in_forward:
             chain.overlap(tp("all_reduce", tensor_bytes))
+
+
+def _context(
+    chain: _Chain, step: AllToAll | RingAttention, backward: bool, again: bool, context: ContextParallel | None
+) -> None:
+    """A CP step: ring attention's core, or a Ulysses all-to-all the stream waits for (an expert all-to-all is a
+    mixture of experts', not modelled)."""
+    if isinstance(step, AllToAll) and step.group == "ep":
+        raise ValueError("mixtures of experts are not modelled")
+    if context is None:
+        return  # a CP group of one: the emitter adds no all-to-all
+    if isinstance(step, RingAttention):
+        chain.ring(step, backward, again, context)
+    else:
+        chain.wait(context.all_to_all(step.elements * chain.element))
 
 
 def block_times(
@@ -151,29 +239,36 @@ def block_times(
     gemm_dtype: operators.DType | None,
     tensor_bytes: int,
     tp: TensorCollective,
+    context: ContextParallel | None = None,
+    split: bool = False,
 ) -> BlockTimes:
     """The forward and backward passes of a block of ``steps`` (re-running its forward first, if ``recompute``);
-    ``tensor_bytes`` is a TP all-reduce's buffer."""
+    ``tensor_bytes`` is a TP all-reduce's buffer, ``context`` the CP group's communication (None: no CP). With
+    ``split``, the weighted GEMMs' weight gradients run apart, in a weight pass (zero-bubble W)."""
     forward = _Chain(pricer, dtype, gemm_dtype)
-    _forward(forward, steps, tensor_bytes, tp, again=False)
-    backward = _Chain(pricer, dtype, gemm_dtype)
+    _forward(forward, steps, tensor_bytes, tp, False, context)
+    weights = _Chain(pricer, dtype, gemm_dtype) if split else None
+    backward = _Chain(pricer, dtype, gemm_dtype, weights)
     if recompute:
-        _forward(backward, steps, tensor_bytes, tp, again=True)
+        _forward(backward, steps, tensor_bytes, tp, True, context)
         backward.input_grad = None
-    _backward(backward, steps, tensor_bytes, tp)
-    return BlockTimes(forward.time(), backward.time())
+    _backward(backward, steps, tensor_bytes, tp, context)
+    return BlockTimes(forward.time(), backward.time(), PassTime() if weights is None else weights.time())
 
 
 @dataclass(frozen=True)
 class ZeroThree:
     """ZeRO-3's work around one block's passes, in ps: the all-gather of its parameters and the reduce-scatter of
     its gradients over the DP group, the cast of the rank's parameter shard before each gather and the
-    accumulation of its gradient shard after each scatter (0 without shard casts)."""
+    accumulation of its gradient shard after each scatter (0 without shard casts); with HSDP, ``replica`` the
+    all-reduce of the gradient shard across the replicas where it queues before the next gather (it shares a
+    network dimension with the shard group, whose collectives the NPU runs one at a time), else 0."""
 
     gather: int
     scatter: int
     cast: int = 0
     accumulate: int = 0
+    replica: int = 0
 
 
 def with_zero3(times: BlockTimes, zero: ZeroThree) -> BlockTimes:
@@ -181,11 +276,13 @@ def with_zero3(times: BlockTimes, zero: ZeroThree) -> BlockTimes:
     block before it starts, so it hides behind that block (taken as long as this one): the stream waits for the
     cast and ``max(0, gather - pass)``. Backward, collectives on the DP communicator run in program order, and a
     block's reduce-scatter is issued when its pass ends, before the next block's gather: that gather waits for it,
-    so the stream waits for the cast, the gather, the scatter and the accumulation of every block."""
+    so the stream waits for the cast, the gather, the scatter, the accumulation and any queued HSDP all-reduce of
+    every block."""
     forward, backward = times.forward, times.backward
     waited_forward = zero.cast + max(0, zero.gather - forward.total)
-    waited_backward = zero.cast + zero.gather + zero.scatter + zero.accumulate
+    waited_backward = zero.cast + zero.gather + zero.scatter + zero.accumulate + zero.replica
     return BlockTimes(
         PassTime(forward.compute, forward.recompute, forward.comm, forward.data_parallel + waited_forward),
         PassTime(backward.compute, backward.recompute, backward.comm, backward.data_parallel + waited_backward),
+        times.weight,
     )

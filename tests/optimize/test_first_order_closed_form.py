@@ -12,8 +12,9 @@ import pytest
 from stratasim.config.study_file import load_study, parse_study
 from stratasim.optimize import FirstOrderError, FirstOrderModel, estimate_plans
 from stratasim.optimize.first_order import compose
-from stratasim.optimize.first_order_passes import BlockTimes, PassTime
+from stratasim.optimize.first_order_passes import BlockTimes, PassTime, ring_core_ps
 from stratasim.optimize.first_order_plan import PlanFigures
+from stratasim.optimize.first_order_walk import stage_ends
 from stratasim.workload_layer.transformer.memory import StageMemory
 from tests.optimize.test_first_order_engine import BASE
 
@@ -71,7 +72,7 @@ def _tiny(**plan: Any) -> Any:
     ("plan", "said"),
     [
         ({"dp_bucket": "64MiB"}, "dp_bucket"),
-        ({"workload.parallelism.tp": 2}, "tp * pp * dp = 16, but the topology has 32 NPUs"),
+        ({"workload.parallelism.tp": 2}, "tp * cp * pp * dp = 16, but the topology has 32 NPUs"),
         ({"tp": 3, "dp": 4, "pp": 2}, "plan {'tp': 3"),
     ],
 )
@@ -123,3 +124,28 @@ def test_no_plan_fitting_the_memory_limit_is_said() -> None:
     assert estimates.best() == 0 and estimates.best(int(estimates.memory_bytes[0])) == 0
     with pytest.raises(FirstOrderError, match="no plan fits"):
         estimates.best(memory_limit=1)
+
+
+def test_ring_attention_core_is_max_of_kernel_and_transfer_per_step() -> None:
+    # Forward, kernel i waits for kernel i - 1 and block i - 1's transfer: K0 + (cp - 1) K when the transfer X is
+    # shorter than both kernels, (cp - 1) X + K when it is longer. Backward, kernel i also waits for kernel i - 1's
+    # gradients (from i = 2) and the core for the last kernel's: K0 + (cp - 1) (K + X) for a short transfer.
+    local, ring, cp = 1000, 600, 4
+    assert ring_core_ps(local, ring, [100] * cp, backward=False) == local + (cp - 1) * ring
+    assert ring_core_ps(local, ring, [5000] * cp, backward=False) == (cp - 1) * 5000 + ring
+    assert ring_core_ps(local, ring, [100] * cp, backward=True) == local + (cp - 1) * (ring + 100)
+    assert ring_core_ps(local, ring, [100], backward=True) == local  # one rank: no ring
+
+
+@pytest.mark.parametrize("weight", [3, 4])
+def test_zb_h1_bubble_is_the_papers_when_w_fits_the_gaps(weight: int) -> None:
+    # Qi et al. (ICLR 2024), section 3.1: with free transfers and equal stages, ZB-H1's first stage ends after
+    # m (T_F + T_B + T_W) + (pp - 1)(T_F + T_B - T_W) whenever T_W <= min(T_F, T_B); 1F1B's bubble is
+    # (pp - 1)(T_F + T_B + T_W).
+    forward, backward, pp, m = 5, 4, 4, 8
+    passes = [[(forward, backward, weight)]] * pp  # one chunk per stage
+    assert stage_ends("zb_h1", m, passes, [0] * (pp - 1))[0] == (
+        m * (forward + backward + weight) + (pp - 1) * (forward + backward - weight)
+    )
+    whole = [[(forward, backward + weight, 0)]] * pp
+    assert stage_ends("1f1b", m, whole, [0] * (pp - 1))[0] == (m + pp - 1) * (forward + backward + weight)
