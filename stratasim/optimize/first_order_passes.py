@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from stratasim.kernel import operators
 from stratasim.system_layer.operators import OperatorPricer
-from stratasim.workload_layer.transformer.step_operators import Role, ring_operators, step_operator
+from stratasim.v1 import compute_pb2
+from stratasim.workload_layer.transformer.step_operators import Role, ring_merges, ring_operators, step_operator
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
@@ -144,15 +145,25 @@ class _Chain:
         return self.ready
 
     def ring(self, step: RingAttention, backward: bool, recomputing: bool, context: ContextParallel) -> None:
-        """Ring attention's core next on the stream (:func:`ring_core_ps`); its kernels count as compute."""
+        """Ring attention's core next on the stream (:func:`ring_core_ps`); its kernels and the merges after each
+        (:func:`~stratasim.workload_layer.transformer.step_operators.ring_merges`, the last kernel's final output
+        corrections included) count as compute."""
         local, ring = self._pricer.durations_ps(list(ring_operators(step, backward, self._dtype)))
-        kernels = local + (step.ranks - 1) * ring
+        merges = ring_merges(step, backward, self._dtype)
+        local += self._total(merges.after[0])
+        ring += self._total(merges.after[1]) if step.ranks > 1 else 0
+        final = self._total(merges.final)
+        kernels = local + (step.ranks - 1) * ring + final
         if recomputing:
             self.recompute += kernels
         else:
             self.compute += kernels
         links = context.transfers(step.kv_elements * self.element)
-        self.ready += ring_core_ps(local, ring, links, backward)
+        self.ready += ring_core_ps(local, ring, links, backward) + final
+
+    def _total(self, ops: Sequence[compute_pb2.OperatorDesc]) -> int:
+        """The summed time of ``ops``, run one after another."""
+        return sum(self._pricer.durations_ps(list(ops))) if ops else 0
 
     def wait(self, duration: int) -> None:
         """A collective the stream waits for, started now."""
