@@ -8,8 +8,9 @@ own module and declares an entry point; nothing here lists it. The names are imp
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stratasim.kernel.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
@@ -18,11 +19,4 @@ if TYPE_CHECKING:
 __all__ = ["Device", "PRESETS", "catalog", "device", "RooflineCompute"]
 
 
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from its module on first use."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    home = "roofline" if name == "RooflineCompute" else "devices"
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, {name: "roofline" if name == "RooflineCompute" else "devices" for name in __all__})

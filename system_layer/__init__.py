@@ -9,8 +9,9 @@ The names are imported when first used: importing one module of the layer (the c
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stratasim.kernel.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from stratasim.system_layer.engine.contention import Contention
@@ -53,11 +54,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from its module on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOMES)

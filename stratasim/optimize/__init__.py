@@ -7,8 +7,9 @@ The names are imported when first used: importing one module of this package (th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stratasim.kernel.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from stratasim.optimize.first_order import (
@@ -23,10 +24,4 @@ if TYPE_CHECKING:
 __all__ = ["MEMORY_TERMS", "TERMS", "FirstOrderError", "FirstOrderModel", "PlanEstimates", "estimate_plans"]
 
 
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from :mod:`stratasim.optimize.first_order` on first use."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("stratasim.optimize.first_order"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, {name: "first_order" for name in __all__})

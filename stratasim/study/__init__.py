@@ -6,8 +6,9 @@ The names are imported when first used, so that importing one module of this pac
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stratasim.kernel.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from stratasim.study.run import check_study, run_study
@@ -15,10 +16,4 @@ if TYPE_CHECKING:
 __all__ = ["check_study", "run_study"]
 
 
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from :mod:`stratasim.study.run` on first use."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("stratasim.study.run"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, {name: "run" for name in __all__})
