@@ -370,8 +370,9 @@ def test_every_example_has_a_test() -> None:
     # tests/optimize/test_chip_study.py runs DFModel's two passes on these (Sec. VII's SN10s; HPL generated)
     tested |= {EXAMPLES / "optimize" / name for name in ("gpt3_sn10.yaml", "hpl_generated.yaml")}
     tested |= {EXAMPLES / "oracle" / "replay_trace.py"}  # tests/remote/test_serving_oracle.py replays through it
-    # tests/system_layer/test_nccl.py runs the NCCL example and its nccl-tests script against NVIDIA's figures
-    tested |= {EXAMPLES / "nccl" / name for name in ("allreduce_8xh100.yaml", "busbw.py")}
+    # tests/system_layer/test_nccl.py runs the NCCL example and its nccl-tests script against NVIDIA's figures;
+    # tests/system_layer/test_nccl_multi_node.py the two-node one against NCCL's tuning model by hand
+    tested |= {EXAMPLES / "nccl" / name for name in ("allreduce_8xh100.yaml", "busbw.py", "allreduce_2x8xh100.yaml")}
     examples = {path for path in EXAMPLES.rglob("*") if path.is_file() and path.suffix != ".md"}
     untested = sorted(str(path.relative_to(EXAMPLES)) for path in examples - tested)
     assert not untested, f"examples no test runs: {untested}; give each a headline figure in HEADLINES here"
