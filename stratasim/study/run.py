@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from fractions import Fraction
@@ -39,23 +39,27 @@ from stratasim.report.report import Report
 from stratasim.study.backends import open_backend
 from stratasim.study.balance import balance_in_process, balanced_to_devices, wants_devices
 from stratasim.study.budget import DEFAULT_BUDGET, Budget, check_budget, long_run_note
-from stratasim.study.compute_setup import backend_names, open_compute
+from stratasim.study.compute_setup import open_compute
 from stratasim.study.contention import contention_of, contention_statement
 from stratasim.study.device import StudyDevices, calibrations, check_device, check_groups, memory_capacity
 from stratasim.study.economics import study_cost
 from stratasim.study.failures import failure_warnings
 from stratasim.study.goodput import check_goodput, study_goodput
 from stratasim.study.samples import sample_count, sample_figures
+from stratasim.study.serving_job_steps import (
+    check_serving_jobs_of,
+    replay_of,
+    replayable_of,
+    served_of,
+    serving_jobs_of,
+)
 from stratasim.study.shard_casts import with_shard_casts
+from stratasim.study.spawned_servers import start_servers
 from stratasim.system_layer.trace import TraceSelection
 
 if TYPE_CHECKING:
-    from stratasim.compute_layer.backend_section import BackendSection
-    from stratasim.kernel.contracts import PlacedJob
     from stratasim.remote import Spawned
     from stratasim.study.serving import ServedRun
-    from stratasim.study.serving_replay import Replay
-    from stratasim.v1 import workload_pb2
 
 __all__ = ["check_study", "prepare_workload", "run_study"]
 
@@ -99,11 +103,11 @@ def _check_study(study: Study, budget: Budget) -> int:
         sample_count(None, study.system, engine=False)
         check_serving(study, source, budget)
         return npus
-    jobs = _serving_jobs(source, npus)
+    jobs = serving_jobs_of(source, npus)
     sample_count(None, study.system, engine=not jobs)
     source = balance_in_process(source, npus, study, contact_remote=False)
     estimate = check_budget(study, source, npus, budget)
-    _check_serving_jobs(study, jobs, budget)
+    check_serving_jobs_of(study, jobs, budget)
     representatives = estimate.representatives or _representatives(source, study)
     system_layer.validate(source.graphs(npus), study.topology_proto(), study.system, representatives)
     section = study.compute
@@ -113,47 +117,6 @@ def _check_study(study: Study, budget: Budget) -> int:
             check_device(compute, section)
             check_groups(compute, section)
     return npus
-
-
-def _start_servers(study: Study, stack: ExitStack) -> dict[tuple[str, str], Spawned]:
-    """Start every server the study spawns, all at once and before its workload is built, so that their start-up
-    overlaps building it: the endpoint of each (waited for when called) by layer and backend. A spawned network
-    and the (first) spawned compute backend share one server: one interpreter and one import of gRPC to wait for,
-    not two competing for the cores. Each asks its clients for a random token. They are stopped when ``stack``
-    unwinds."""
-    wanted: list[tuple[str, str, BackendSection | None]] = []
-    if study.network.spawn:
-        wanted.append(("network", study.network.backend_name, None))
-    if study.compute is not None and study.compute.spawn:
-        section = study.compute
-        wanted += [("compute", name, section.backend_section()) for name in backend_names(section)]
-    if not wanted:
-        return {}
-    from stratasim import remote  # starting servers imports no gRPC: they boot while the engine imports it
-
-    servers: dict[tuple[str, str], Spawned] = {}
-    if len(wanted) > 1 and wanted[0][0] == "network":  # the network and the first compute backend: one server
-        (_, network, _), (_, compute, compute_section) = wanted[:2]
-        both = stack.enter_context(
-            remote.start(
-                "network", network, section=compute_section, also=("compute", compute), token=remote.new_token()
-            )
-        )
-        servers = {("network", network): both, ("compute", compute): both}
-        wanted = wanted[2:]
-    for layer, name, backend_section in wanted:
-        servers[layer, name] = stack.enter_context(
-            remote.start(layer, name, section=backend_section, token=remote.new_token())
-        )
-    # All asked to stop at once, then each start() waits for its own.
-    stack.callback(_terminate, list({id(server): server for server in servers.values()}.values()))
-    return servers
-
-
-def _terminate(servers: list[Spawned]) -> None:
-    """Ask every spawned server to stop, without waiting for any."""
-    for server in servers:
-        server.terminate()
 
 
 @contextmanager
@@ -221,19 +184,19 @@ def _run_study(
 
         sample_count(samples, study.system, engine=False)
         return run_serving(study, source, budget, record_trace=bool(record_trace))
-    jobs = _serving_jobs(source, npus)  # request-level serving jobs: each runs its own loop
-    replays = _replayable(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
+    jobs = serving_jobs_of(source, npus)  # request-level serving jobs: each runs its own loop
+    replays = replayable_of(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
     count = sample_count(samples, study.system, engine=not jobs)
     with ExitStack() as stack:
-        servers = _start_servers(study, stack)  # first: they boot while the workload is checked and built
+        servers = start_servers(study, stack)  # first: they boot while the workload is checked and built
         source, opened = _balanced(study, source, npus, stack, servers, backends)
         estimate = check_budget(study, source, npus, budget)  # before a graph is built or a server configured
-        _check_serving_jobs(study, jobs, budget)
+        check_serving_jobs_of(study, jobs, budget)
         if notes is not None and (line := long_run_note(study, estimate)) is not None:
             notes(line)
         representatives = estimate.representatives or _representatives(source, study)  # asked once: walks every NPU
         _check_selection(record_trace, npus)
-        replayed, graphs, placed = _replay(study, replays, jobs, source.graphs(npus), budget, estimate.memory)
+        replayed, graphs, placed = replay_of(study, replays, jobs, source.graphs(npus), budget, estimate.memory)
         network, backends["network"] = open_backend("network", study.network, stack, servers)
         compute, devices = _compute(placed, stack, servers, backends) if opened is None else opened
         started = time.perf_counter()
@@ -261,7 +224,7 @@ def _run_study(
                 result, lambda sample: simulate(sample=sample), count, study.system.variability
             )
         wall_seconds = time.perf_counter() - started
-    served, apart_seconds = _served(study, jobs, replays, replayed, result, budget)
+    served, apart_seconds = served_of(study, jobs, replays, replayed, result, budget)
     wall_seconds += apart_seconds
     return _report(study, source, result, wall_seconds, backends, devices, distribution, served, frozenset(replayed))
 
@@ -319,73 +282,6 @@ def _report(
         torus_shape=_torus_shape(study),
         cost=cost,
     )
-
-
-def _serving_jobs(source: WorkloadSource, npus: int) -> dict[int, PlacedJob]:
-    """The request-level serving jobs of a study of several jobs (:func:`stratasim.study.jobs.serving_jobs`); none,
-    and nothing of serving imported, for any other workload."""
-    if not isinstance(source, MultiJobWorkload):
-        return {}
-    from stratasim.study.jobs import serving_jobs
-
-    return serving_jobs(source, npus)
-
-
-def _check_serving_jobs(study: Study, jobs: Mapping[int, PlacedJob], budget: Budget) -> None:
-    """Every check of each serving job short of running it (:func:`stratasim.study.jobs.check_serving_jobs`)."""
-    if jobs:
-        from stratasim.study.jobs import check_serving_jobs
-
-        check_serving_jobs(study, jobs, budget)
-
-
-def _replayable(study: Study, source: WorkloadSource, jobs: Mapping[int, PlacedJob]) -> dict[int, PlacedJob]:
-    """The serving ``jobs`` the engine replays (:func:`stratasim.study.serving_replay.replayable_jobs`)."""
-    if not jobs:
-        return {}
-    from stratasim.study.serving_replay import replayable_jobs
-
-    return replayable_jobs(study, source, jobs)
-
-
-def _replay(
-    study: Study,
-    replays: Mapping[int, PlacedJob],
-    jobs: Mapping[int, PlacedJob],
-    graphs: Sequence[workload_pb2.ExecutionGraph],
-    budget: Budget,
-    used: int,
-) -> tuple[dict[int, Replay], Sequence[workload_pb2.ExecutionGraph], Study]:
-    """The ``replays`` run through their loops, the study's ``graphs`` with theirs in place and the study with
-    their pools' devices (:mod:`stratasim.study.serving_replay`); nothing replayed, ``graphs`` and ``study``
-    themselves, without any."""
-    if not replays:
-        return {}, graphs, study
-    from stratasim.study.serving_replay import replay_jobs, with_pool_devices, with_replays
-
-    replayed = replay_jobs(study, replays, budget, used)
-    return replayed, with_replays(graphs, replayed, jobs), with_pool_devices(study, replayed)
-
-
-def _served(
-    study: Study,
-    jobs: Mapping[int, PlacedJob],
-    replays: Mapping[int, PlacedJob],
-    replayed: Mapping[int, Replay],
-    result: system_layer.SimulationResult,
-    budget: Budget,
-) -> tuple[dict[int, ServedRun], float]:
-    """Each serving job's run, by index: those not replayed run apart after the engine (their wall seconds, the
-    second value), those replayed read from the engine's ``result``; none without serving jobs."""
-    if not jobs:
-        return {}, 0.0
-    from stratasim.study.jobs import serve_jobs
-    from stratasim.study.serving_replay import shared_run
-
-    served = serve_jobs(study, {index: job for index, job in jobs.items() if index not in replays}, budget)
-    seconds = sum(run.wall_seconds for run in served.values())
-    served |= {index: shared_run(replay, jobs[index], result) for index, replay in replayed.items()}
-    return served, seconds
 
 
 def _torus_shape(study: Study) -> tuple[int, ...]:
