@@ -15,7 +15,8 @@ from typing import Any, Generic, TypeVar
 
 from stratasim.adapters._tool import ToolFailure, layer_of
 from stratasim.compute_layer.requests import Rejected, adjusts, described, label, unknown_capacity
-from stratasim.kernel.operators import ConvShape, GemmShape, signature
+from stratasim.kernel.operator_shapes import ConvShape, GemmShape
+from stratasim.kernel.operators import signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ToolBackend"]

@@ -16,7 +16,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from types import ModuleType
 
 from stratasim.compute_layer.requests import Rejected, checked_shape
-from stratasim.kernel.operators import ConvShape, GemmShape
+from stratasim.kernel.operator_shapes import ConvShape, GemmShape
 from stratasim.v1 import common_pb2, compute_pb2
 
 __all__ = ["ToolFailure", "load", "contained", "layer_of"]

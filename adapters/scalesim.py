@@ -45,7 +45,7 @@ from stratasim.adapters._tool import ToolFailure, contained, load
 from stratasim.compute_layer.requests import Rejected, element_bytes, label
 from stratasim.compute_layer.timeloop.problem import conv2d, gemm
 from stratasim.compute_layer.timeloop.scalesim import scalesim_cycles
-from stratasim.kernel.operators import ConvShape, GemmShape
+from stratasim.kernel.operator_shapes import ConvShape, GemmShape
 from stratasim.v1 import common_pb2, compute_pb2
 
 if TYPE_CHECKING:

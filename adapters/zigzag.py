@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from stratasim.adapters._backend import ToolBackend
 from stratasim.adapters._tool import ToolFailure, contained, load
-from stratasim.kernel.operators import ConvShape, GemmShape
+from stratasim.kernel.operator_shapes import ConvShape, GemmShape
 from stratasim.v1 import compute_pb2
 
 if TYPE_CHECKING:

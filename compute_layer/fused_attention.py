@@ -2,8 +2,8 @@
 kernel itself (the Timeloop-style and wafer backends).
 
 FlashAttention's kernel is a loop over blocks of the score matrix running, per block, the products
-:meth:`~stratasim.kernel.operators.AttentionShape.products` lists (two forward, five backward); a causal kernel runs
-only the blocks on or below the diagonal, :attr:`~stratasim.kernel.operators.AttentionShape.causal_share` of them.
+:meth:`~stratasim.kernel.operator_shapes.AttentionShape.products` lists (two forward, five backward); a causal kernel runs
+only the blocks on or below the diagonal, :attr:`~stratasim.kernel.operator_shapes.AttentionShape.causal_share` of them.
 So its cost here is the sum of those batched GEMMs' costs over the full score matrix, scaled by that share. The
 on-chip softmax's pointwise work and the row statistics are left out: these backends price the products' MACs and
 operand traffic, which dominate.
@@ -16,7 +16,7 @@ from fractions import Fraction
 from math import ceil
 
 from stratasim.kernel import operators
-from stratasim.kernel.operators import AttentionShape
+from stratasim.kernel.operator_shapes import AttentionShape
 from stratasim.v1 import compute_pb2
 
 __all__ = ["priced_as_products"]

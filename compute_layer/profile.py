@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 from stratasim.compute_layer.profile_table import KIND_DIMS, Key, Measurement, ProfileTable, load_profile
 from stratasim.compute_layer.requests import described, unknown_capacity
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import GemmShape, ShapeError, dtype_name, kind_name, kind_of, shape_of, signature
+from stratasim.kernel.operator_shapes import GemmShape, ShapeError, shape_of
+from stratasim.kernel.operators import dtype_name, kind_name, kind_of, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Reading a request's operators, for every compute backend: the wire error an unusable operator earns, the
-label messages call it by, and its shape (decoded by :func:`stratasim.kernel.operators.shape_of`) checked against the
+label messages call it by, and its shape (decoded by :func:`stratasim.kernel.operator_shapes.shape_of`) checked against the
 kinds the backend prices; answering a request for device facts (:func:`described`); and building what a device
 described on the wire prices with once per distinct description (:class:`DescriptionCache`).
 
@@ -13,7 +13,8 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import OperatorKind, Shape, ShapeError, dtype_bytes, kind_name, kind_of, shape_of
+from stratasim.kernel.operator_shapes import OperatorKind, Shape, ShapeError, shape_of
+from stratasim.kernel.operators import dtype_bytes, kind_name, kind_of
 from stratasim.v1 import common_pb2, compute_pb2
 
 if TYPE_CHECKING:

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from math import isqrt
 
 from stratasim.compute_layer.devices import Device
-from stratasim.kernel.operators import ConvShape, GemmShape, ShapeError, dtype_bytes, shape_of
+from stratasim.kernel.operator_shapes import ConvShape, GemmShape, ShapeError, shape_of
+from stratasim.kernel.operators import dtype_bytes
 from stratasim.v1 import compute_pb2
 
 __all__ = ["GemmView", "gemm_view", "tiled_elements", "dram_bytes", "sram_bytes"]

@@ -14,7 +14,7 @@ import functools
 import heapq
 from dataclasses import dataclass
 
-from stratasim.kernel.operators import ATTENTION_BLOCK, AttentionShape
+from stratasim.kernel.operator_shapes import ATTENTION_BLOCK, AttentionShape
 
 __all__ = ["Busiest", "query_block_work", "busiest_sm"]
 
@@ -29,7 +29,7 @@ class Busiest:
 
 def query_block_work(shape: AttentionShape) -> tuple[int, ...]:
     """Key blocks each of one head's query blocks computes, in launch order (causal queries end-aligned to the
-    keys, as :attr:`~stratasim.kernel.operators.AttentionShape.scores` counts them)."""
+    keys, as :attr:`~stratasim.kernel.operator_shapes.AttentionShape.scores` counts them)."""
     block, key_blocks = ATTENTION_BLOCK, -(-shape.keys // ATTENTION_BLOCK)
     if not shape.causal:
         return (key_blocks,) * -(-shape.queries // block)

@@ -20,7 +20,7 @@ from stratasim.compute_layer.measured.forms import (
     gemm_time,
 )
 from stratasim.compute_layer.measured.profile_rows import ELEMENTWISE_KINDS, ProfileRow
-from stratasim.kernel.operators import AttentionShape
+from stratasim.kernel.operator_shapes import AttentionShape
 
 __all__ = ["class_of", "row_model", "decode_bytes", "ELEMENTWISE_TENSORS", "CLASSES", "RowModel"]
 __all__ += ["WORK_BOUND", "elementwise_cached"]

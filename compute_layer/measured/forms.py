@@ -42,7 +42,7 @@ from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.efficiency import size_efficiency
 from stratasim.compute_layer.measured.dispatch import busiest_sm, query_block_work
 from stratasim.kernel import operators
-from stratasim.kernel.operators import ATTENTION_BLOCK, AttentionShape
+from stratasim.kernel.operator_shapes import ATTENTION_BLOCK, AttentionShape
 
 __all__ = ["GemmFeatures", "AttentionFeatures", "gemm_features", "attention_features", "gemm_time", "gemm_compute_time"]
 __all__ += ["attention_forward_time", "attention_backward_time", "bandwidth_time", "fits_in_cache", "SMS", "BF16_BYTES"]

@@ -29,7 +29,7 @@ from stratasim.compute_layer.measured.forms import (
 )
 from stratasim.compute_layer.measured.launch import EAGER_KERNELS
 from stratasim.kernel.elementwise_functions import ElementwiseFunction
-from stratasim.kernel.operators import AttentionShape, ElementwiseShape, GemmShape, Shape
+from stratasim.kernel.operator_shapes import AttentionShape, ElementwiseShape, GemmShape, Shape
 from stratasim.v1 import compute_pb2
 
 __all__ = ["Priced", "price_shape", "FUNCTION_CLASSES", "elementwise_kind", "elementwise_class"]

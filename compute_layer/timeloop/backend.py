@@ -34,7 +34,8 @@ from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, factoring_steps,
 from stratasim.compute_layer.timeloop.mapping import MappingError
 from stratasim.compute_layer.timeloop.problem import Problem, conv2d, elementwise, gemm
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import AttentionShape, ConvShape, GemmShape, signature
+from stratasim.kernel.operator_shapes import AttentionShape, ConvShape, GemmShape
+from stratasim.kernel.operators import signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 if TYPE_CHECKING:

@@ -34,7 +34,8 @@ from stratasim.compute_layer.wafer.model import Plan, plan
 from stratasim.compute_layer.wafer.split import Conv, Elementwise, Gemm, Shape
 from stratasim.compute_layer.wafer.wafer_wire import wafer_from_message
 from stratasim.kernel.errors import BackendError
-from stratasim.kernel.operators import AttentionShape, ConvShape, GemmShape, dtype_name, signature
+from stratasim.kernel.operator_shapes import AttentionShape, ConvShape, GemmShape
+from stratasim.kernel.operators import dtype_name, signature
 from stratasim.v1 import common_pb2, compute_pb2
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 
 from stratasim.cli.backend_flags import backend_section
 from stratasim.config.device_option import device_option
-from stratasim.kernel import elementwise_functions, operators
+from stratasim.kernel import elementwise_functions, operator_shapes, operators
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError, ConfigError
 from stratasim.kernel.units import format_bytes, format_time_ps, ps_to_ns
@@ -112,14 +112,14 @@ def _device(backend: str, text: str, profile: str | None, objective: str | None)
 
 def _function(op: compute_pb2.OperatorDesc) -> str | None:
     """The name of an element-wise operator's function; None when it has none (or is not element-wise)."""
-    shape = operators.shape_of(op)
-    if isinstance(shape, operators.ElementwiseShape) and shape.function:
+    shape = operator_shapes.shape_of(op)
+    if isinstance(shape, operator_shapes.ElementwiseShape) and shape.function:
         return elementwise_functions.function_name(shape.function)
     return None
 
 
 def _describe(op: compute_pb2.OperatorDesc) -> str:
-    kind, shape = operators.kind_name(operators.kind_of(op)), operators.shape_of(op)
+    kind, shape = operators.kind_name(operators.kind_of(op)), operator_shapes.shape_of(op)
     function = _function(op)
     what = f"{kind} {list(shape.dims())} {operators.dtype_name(op.dtype)}" + (f" {function}" if function else "")
     return f"{what}: {op.flops:,} FLOPs, {format_bytes(op.bytes)}"
@@ -152,7 +152,7 @@ def to_dict(op: compute_pb2.OperatorDesc, results: Sequence[BackendCost]) -> dic
         )
     operator = {
         "kind": operators.kind_name(operators.kind_of(op)),
-        "shape": list(operators.shape_of(op).dims()),
+        "shape": list(operator_shapes.shape_of(op).dims()),
         "dtype": operators.dtype_name(op.dtype),
         "flops": op.flops,
         "bytes": op.bytes,

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from stratasim.kernel.graph_blocks import unpriced
-from stratasim.kernel.operators import ShapeError, basis_name, dtype_name, kind_name, kind_of, shape_of
+from stratasim.kernel.operator_shapes import ShapeError, shape_of
+from stratasim.kernel.operators import basis_name, dtype_name, kind_name, kind_of
 from stratasim.system_layer.engine.contention import Contention
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.operators import OperatorPricer, signature

@@ -18,7 +18,7 @@ from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.compute_layer.timeloop.backend import TimeloopCompute
 from stratasim.compute_layer.wafer.backend import WaferCompute
 from stratasim.config import operator_text
-from stratasim.kernel import operators
+from stratasim.kernel import operator_shapes, operators
 from stratasim.kernel.contracts import ComputeBackend
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import common_pb2, compute_pb2
@@ -56,7 +56,7 @@ def test_gemm_backends_price_the_products_scaled_by_the_causal_share(backend: ty
     priced = backend()
     products = [
         _cost(priced, device, operators.gemm(p.m, p.k, p.n, batch=p.batch))
-        for p in operators.AttentionShape(2, 256, 256, 64, 1, True, False).products()
+        for p in operator_shapes.AttentionShape(2, 256, 256, 64, 1, True, False).products()
     ]
     full, causal = _cost(priced, device, FULL), _cost(priced, device, CAUSAL)
     assert full.duration_ps == sum(cost.duration_ps for cost in products)

@@ -4,7 +4,7 @@ that finishes last when thread blocks go in launch order to the SM free first.""
 from __future__ import annotations
 
 from stratasim.compute_layer.measured.dispatch import Busiest, busiest_sm, query_block_work
-from stratasim.kernel.operators import AttentionShape
+from stratasim.kernel.operator_shapes import AttentionShape
 
 
 def test_causal_query_blocks_see_the_key_blocks_up_to_the_diagonal() -> None:

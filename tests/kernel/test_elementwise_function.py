@@ -6,21 +6,23 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.kernel import elementwise_functions, operators
+from stratasim.kernel import elementwise_functions, operator_shapes, operators
 from stratasim.v1 import compute_pb2
 
 
 def test_the_builder_sets_the_function_and_shape_of_reads_it_back() -> None:
     op = operators.elementwise([8, 4096], flops_per_element=8, name="norm", function=compute_pb2.RMSNORM)
     assert op.elementwise.function == compute_pb2.RMSNORM
-    assert operators.shape_of(op) == operators.ElementwiseShape(elements=8 * 4096, function=compute_pb2.RMSNORM)
-    assert operators.shape_of(op).dims() == (8 * 4096,)  # tables print the sizes only
+    assert operator_shapes.shape_of(op) == operator_shapes.ElementwiseShape(
+        elements=8 * 4096, function=compute_pb2.RMSNORM
+    )
+    assert operator_shapes.shape_of(op).dims() == (8 * 4096,)  # tables print the sizes only
 
 
 def test_the_function_survives_the_wire_and_is_part_of_the_signature() -> None:
     op = operators.elementwise([1024], inputs=2, function=compute_pb2.SILU_MUL)
     received = compute_pb2.OperatorDesc.FromString(op.SerializeToString())
-    assert received == op and operators.shape_of(received).function == compute_pb2.SILU_MUL
+    assert received == op and operator_shapes.shape_of(received).function == compute_pb2.SILU_MUL
     unspecified = operators.elementwise([1024], inputs=2)
     assert operators.signature(op) != operators.signature(unspecified)
 
@@ -55,6 +57,8 @@ def test_a_function_from_a_newer_peer_is_refused_naming_the_field() -> None:
     # An unknown value parses (proto3 enums are open); priced as a guess it would be a silent wrong answer.
     op = compute_pb2.OperatorDesc(elementwise=compute_pb2.ElementwiseShape(elements=64, function=99))  # type: ignore[arg-type]
     received = compute_pb2.OperatorDesc.FromString(op.SerializeToString())
-    with pytest.raises(operators.ShapeError, match="elementwise.function is function #99, which this peer") as raised:
-        operators.shape_of(received)
+    with pytest.raises(
+        operator_shapes.ShapeError, match="elementwise.function is function #99, which this peer"
+    ) as raised:
+        operator_shapes.shape_of(received)
     assert raised.value.field == "elementwise.function"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.kernel import operators
+from stratasim.kernel import operator_shapes, operators
 from stratasim.v1 import compute_pb2
 
 
 def test_gemm_counts_flops_and_bytes() -> None:
     op = operators.gemm(64, 128, 32, name="proj")
     assert operators.kind_of(op) == compute_pb2.GEMM
-    assert operators.shape_of(op) == operators.GemmShape(batch=1, m=64, k=128, n=32)
+    assert operator_shapes.shape_of(op) == operator_shapes.GemmShape(batch=1, m=64, k=128, n=32)
     assert not op.gemm.batch  # left unset when 1, so a batch of one has the same signature as no batch
     assert op.dtype == compute_pb2.BF16
     assert op.flops == 2 * 64 * 128 * 32  # 524288
@@ -21,8 +21,8 @@ def test_gemm_counts_flops_and_bytes() -> None:
 
 def test_batched_gemm_has_leading_batch_and_scales_counts() -> None:
     op = operators.gemm(8, 16, 4, dtype=compute_pb2.FP32, batch=3)
-    assert operators.shape_of(op) == operators.GemmShape(batch=3, m=8, k=16, n=4)
-    assert operators.shape_of(op).dims() == (3, 8, 16, 4)
+    assert operator_shapes.shape_of(op) == operator_shapes.GemmShape(batch=3, m=8, k=16, n=4)
+    assert operator_shapes.shape_of(op).dims() == (3, 8, 16, 4)
     assert op.flops == 2 * 3 * 8 * 16 * 4
     assert op.bytes == 3 * (8 * 16 + 16 * 4 + 8 * 4) * 4
 
@@ -31,8 +31,8 @@ def test_conv2d_counts_flops_and_unpadded_input_bytes() -> None:
     # ResNet's first layer: 64 7x7 filters over 3 channels, stride 2, 112x112 outputs from 229x229 inputs.
     op = operators.conv2d(1, 64, 3, 112, 112, 7, 7, stride=2, dtype=compute_pb2.INT8, name="conv1")
     assert operators.kind_of(op) == compute_pb2.CONV
-    assert operators.shape_of(op) == operators.ConvShape(n=1, k=64, c=3, p=112, q=112, r=7, s=7, stride=2)
-    assert (operators.shape_of(op).height, operators.shape_of(op).width) == (229, 229)
+    assert operator_shapes.shape_of(op) == operator_shapes.ConvShape(n=1, k=64, c=3, p=112, q=112, r=7, s=7, stride=2)
+    assert (operator_shapes.shape_of(op).height, operator_shapes.shape_of(op).width) == (229, 229)
     assert op.flops == 2 * 64 * 3 * 112 * 112 * 7 * 7
     assert op.bytes == 3 * 229 * 229 + 64 * 3 * 7 * 7 + 64 * 112 * 112
     with pytest.raises(ValueError, match="stride must be a positive integer"):
@@ -42,7 +42,7 @@ def test_conv2d_counts_flops_and_unpadded_input_bytes() -> None:
 def test_elementwise_counts_flops_and_bytes() -> None:
     op = operators.elementwise([4, 1024], dtype=compute_pb2.FP32, flops_per_element=3, inputs=2, name="add")
     assert operators.kind_of(op) == compute_pb2.ELEMENTWISE
-    assert operators.shape_of(op) == operators.ElementwiseShape(elements=4 * 1024)
+    assert operator_shapes.shape_of(op) == operator_shapes.ElementwiseShape(elements=4 * 1024)
     assert op.flops == 4096 * 3
     assert op.bytes == 4096 * (2 + 1) * 4  # two inputs read, one output written
     assert op.name == "add"
@@ -161,10 +161,10 @@ def test_signature_is_deterministic_and_distinguishes_operators() -> None:
 def test_shape_of_fills_unset_optional_sizes() -> None:
     # A hand-written descriptor leaving batch and stride unset means one product and a stride of 1.
     gemm = compute_pb2.OperatorDesc(gemm=compute_pb2.GemmShape(m=2, k=3, n=4))
-    assert operators.shape_of(gemm) == operators.GemmShape(batch=1, m=2, k=3, n=4)
-    assert operators.shape_of(gemm).dims() == (2, 3, 4)
+    assert operator_shapes.shape_of(gemm) == operator_shapes.GemmShape(batch=1, m=2, k=3, n=4)
+    assert operator_shapes.shape_of(gemm).dims() == (2, 3, 4)
     conv = compute_pb2.OperatorDesc(conv=compute_pb2.ConvShape(n=1, k=2, c=3, p=4, q=5, r=6, s=7))
-    assert operators.shape_of(conv).dims() == (1, 2, 3, 4, 5, 6, 7, 1)
+    assert operator_shapes.shape_of(conv).dims() == (1, 2, 3, 4, 5, 6, 7, 1)
 
 
 @pytest.mark.parametrize(
@@ -177,8 +177,8 @@ def test_shape_of_fills_unset_optional_sizes() -> None:
     ],
 )
 def test_shape_of_names_the_unusable_field(op: compute_pb2.OperatorDesc, field: str, text: str) -> None:
-    with pytest.raises(operators.ShapeError, match=text) as raised:
-        operators.shape_of(op)
+    with pytest.raises(operator_shapes.ShapeError, match=text) as raised:
+        operator_shapes.shape_of(op)
     assert raised.value.field == field
     assert operators.kind_of(op) == (
         compute_pb2.OPERATOR_KIND_UNSPECIFIED

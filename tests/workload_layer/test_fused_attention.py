@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.kernel import operators
+from stratasim.kernel import operator_shapes
 from stratasim.kernel.graph_blocks import unrolled
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.inference.workload import TransformerInferenceWorkload
@@ -32,8 +32,8 @@ def test_the_default_is_fused_with_one_kernel_forward_and_one_backward() -> None
     backward = [n for n in _ops(graph, "attention") if n.op.attention.backward]
     assert len(forward) == len(backward) == GPT["layers"]
     assert not _ops(graph, "attention scores") and not _ops(graph, "softmax")
-    shape = operators.shape_of(forward[0].op)
-    assert shape == operators.AttentionShape(
+    shape = operator_shapes.shape_of(forward[0].op)
+    assert shape == operator_shapes.AttentionShape(
         batch=4, queries=128, keys=128, head_dim=64, group=1, causal=True, backward=False
     )
 
@@ -78,16 +78,16 @@ def test_inference_prefill_and_decode_run_the_fused_kernel() -> None:
     workload = TransformerInferenceWorkload(TransformerInferenceWorkload.Config.model_validate(data))
     graph = unrolled(workload.graphs(1)[0])
     shapes = [
-        operators.shape_of(n.op)
+        operator_shapes.shape_of(n.op)
         for n in graph.nodes
         if n.type == workload_pb2.COMP_NODE and n.name.endswith("attention")
     ]
     batch, group = 2 * 8, 8 // 2
     assert (
         shapes
-        == [operators.AttentionShape(batch, 300, 300, 64, group, True, False)] * 2
-        + [operators.AttentionShape(batch, 1, 301, 64, group, True, False)] * 2
-        + [operators.AttentionShape(batch, 1, 302, 64, group, True, False)] * 2
+        == [operator_shapes.AttentionShape(batch, 300, 300, 64, group, True, False)] * 2
+        + [operator_shapes.AttentionShape(batch, 1, 301, 64, group, True, False)] * 2
+        + [operator_shapes.AttentionShape(batch, 1, 302, 64, group, True, False)] * 2
     )
 
 

@@ -18,7 +18,7 @@ from stratasim.kernel import registry
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.graph_blocks import unrolled
 from stratasim.kernel.grid import Grid
-from stratasim.kernel.operators import shape_of
+from stratasim.kernel.operator_shapes import shape_of
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.study.run import check_study
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate

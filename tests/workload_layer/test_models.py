@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel.errors import WorkloadError
-from stratasim.kernel.operators import shape_of
+from stratasim.kernel.operator_shapes import shape_of
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.v1 import compute_pb2, workload_pb2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from stratasim.kernel.operators import shape_of
+from stratasim.kernel.operator_shapes import shape_of
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.blocks import model_parameters
 from stratasim.workload_layer.transformer.memory import layer_activations

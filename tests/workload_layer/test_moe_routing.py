@@ -17,7 +17,7 @@ from stratasim.config import load_study
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.collective_types import uneven_all_to_all_bytes
 from stratasim.kernel.errors import InputError, StrataSimError
-from stratasim.kernel.operators import shape_of
+from stratasim.kernel.operator_shapes import shape_of
 from stratasim.study.run import run_study
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.expert_placement import eplb_replicas, place

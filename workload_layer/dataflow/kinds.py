@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stratasim.kernel import operators
+from stratasim.kernel import operator_shapes, operators
 from stratasim.kernel.elementwise_functions import function_name
 from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.dataflow.file_schemes import scheme_entry
@@ -101,13 +101,13 @@ KINDS: Mapping[str, KernelKind] = {
 def output_bytes(kernel: Kernel) -> int:
     """The size of ``kernel``'s output, whole: a GEMM's ``batch m n`` elements, an element-wise operator's
     ``elements``, attention's ``batch queries head_dim``."""
-    shape = operators.shape_of(kernel.operator)
+    shape = operator_shapes.shape_of(kernel.operator)
     size = operators.dtype_bytes(kernel.operator.dtype)
-    if isinstance(shape, operators.GemmShape):
+    if isinstance(shape, operator_shapes.GemmShape):
         return shape.batch * shape.m * shape.n * size
-    if isinstance(shape, operators.ElementwiseShape):
+    if isinstance(shape, operator_shapes.ElementwiseShape):
         return shape.elements * size
-    if isinstance(shape, operators.AttentionShape):
+    if isinstance(shape, operator_shapes.AttentionShape):
         return shape.batch * shape.queries * shape.head_dim * size
     raise GraphError(f"kernel {kernel.name!r}", "a convolution has no place in a dataflow graph file")
 
@@ -138,14 +138,14 @@ def kernel_entry(kernel: Kernel, dtype: operators.DType) -> dict[str, object]:
 
 def _values(kernel: Kernel) -> tuple[str, dict[str, object]]:
     """The kind and the keys (those not at their defaults) a file writes for ``kernel``'s operator."""
-    shape = operators.shape_of(kernel.operator)
-    if isinstance(shape, operators.GemmShape):
+    shape = operator_shapes.shape_of(kernel.operator)
+    if isinstance(shape, operator_shapes.GemmShape):
         values: dict[str, object] = {"m": shape.m, "k": shape.k, "n": shape.n, "weights": kernel.slots == 1}
         return "gemm", values | ({"batch": shape.batch} if shape.batch != 1 else {})
-    if isinstance(shape, operators.AttentionShape):
+    if isinstance(shape, operator_shapes.AttentionShape):
         values = {"batch": shape.batch, "queries": shape.queries, "keys": shape.keys, "head_dim": shape.head_dim}
         return "attention", values | {"causal": shape.causal} | ({"group": shape.group} if shape.group != 1 else {})
-    if not isinstance(shape, operators.ElementwiseShape):
+    if not isinstance(shape, operator_shapes.ElementwiseShape):
         raise GraphError(f"kernel {kernel.name!r}", "a convolution has no place in a dataflow graph file")
     op, size = kernel.operator, operators.dtype_bytes(kernel.operator.dtype)
     gather = shape.function == compute_pb2.EMBEDDING and not op.flops and kernel.slots == 1
