@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from stratasim.kernel.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from stratasim.compute_layer.devices import PRESETS, Device, catalog, device
+    from stratasim.compute_layer.device_presets import PRESETS, device
+    from stratasim.compute_layer.devices import Device, catalog
     from stratasim.compute_layer.roofline import RooflineCompute
 
 __all__ = ["Device", "PRESETS", "catalog", "device", "RooflineCompute"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Literal, TypeAlias
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.kernel.units import parse_bandwidth, parse_bytes
 from stratasim.v1 import compute_pb2
 

@@ -17,7 +17,8 @@ from typing import Annotated, Any, Generic, Self, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
-from stratasim.compute_layer.devices import PRESETS, Device, Sram, Tiling, device
+from stratasim.compute_layer.device_presets import PRESETS, device
+from stratasim.compute_layer.devices import Device, Sram, Tiling
 from stratasim.kernel.errors import BackendError, did_you_mean
 from stratasim.kernel.operators import parse_dtype
 from stratasim.kernel.plausible import Usual

@@ -24,16 +24,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from stratasim.compute_layer.device_presets import PRESETS, device
 from stratasim.compute_layer.device_wire import device_from_message
-from stratasim.compute_layer.devices import (
-    PRESETS,
-    Device,
-    basis,
-    calibrated,
-    catalog,
-    device,
-    efficiency_statement,
-)
+from stratasim.compute_layer.devices import Device, basis, calibrated, catalog, efficiency_statement
 from stratasim.compute_layer.efficiency import gemm_efficiency
 from stratasim.compute_layer.requests import DescriptionCache, Rejected, described, device_facts, label
 from stratasim.compute_layer.roofline_levels import dram_bytes, gemm_view, sram_bytes
@@ -61,7 +54,7 @@ class RooflineCompute:
     ``MEMORY`` (DRAM) when DRAM time is at least SRAM time, else ``SRAM``. ``basis`` is ``FITTED_TO_RUNS`` on a
     device with calibrated efficiencies, else ``DATASHEET`` (:func:`~stratasim.compute_layer.devices.basis`).
 
-    ``devices`` replaces the preset devices (:data:`~stratasim.compute_layer.devices.PRESETS`) with others; a request
+    ``devices`` replaces the preset devices (:data:`~stratasim.compute_layer.device_presets.PRESETS`) with others; a request
     carrying a ``roofline_device`` prices on that description instead of looking its name up. Results are cached per
     instance by (device, operator signature), so repeated operators are priced once.
     """

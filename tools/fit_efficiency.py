@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import stratasim
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.measured.device_fit import fit_profile, held_out_markdown, parameters_document
 from stratasim.compute_layer.measured.evaluation import kind_errors
 from stratasim.compute_layer.measured.parameters import DATA, PARAMETERS, load_parameters, profile_path

@@ -4,7 +4,7 @@ measured profiles (:mod:`stratasim.compute_layer.measured`), not by a roofline.
 It prices GEMMs (batched or not), fused attention forward and backward, decode attention and element-wise or
 normalisation operators in bf16 or fp16 (the profiles measured bf16; fp16 runs the same tensor-core and memory
 paths); any other kind or dtype is the contract's UNSUPPORTED error naming it. The devices are the ``h100`` and
-``h200`` presets (:data:`~stratasim.compute_layer.devices.PRESETS`): their memory capacity, prices and L2 come
+``h200`` presets (:data:`~stratasim.compute_layer.device_presets.PRESETS`): their memory capacity, prices and L2 come
 from there. A device fitted by ``stratasim profile`` (``compute.device: {file: NAME.device.yaml}``) arrives with
 each request as a ``measured_device`` (:mod:`~stratasim.compute_layer.measured.fitted_device`) and prices on the
 structure of the preset its fit assumed. A request's calibration is ignored: the model is fitted to measurements.
@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from stratasim.compute_layer.devices import catalog, device
+from stratasim.compute_layer.device_presets import device
+from stratasim.compute_layer.devices import catalog
 from stratasim.compute_layer.measured.fitted_device import FittedDevice, fitted_device, shipped_devices
 from stratasim.compute_layer.measured.launch import Launch, eager_seconds
 from stratasim.compute_layer.measured.parameters import FittedModel, load_parameters

@@ -13,7 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from stratasim.compute_layer.devices import PRESETS, Device
+from stratasim.compute_layer.device_presets import PRESETS
+from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.device_section import (
     STRUCTURES,
     calibration_line,

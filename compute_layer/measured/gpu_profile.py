@@ -27,7 +27,8 @@ from types import ModuleType
 
 import yaml
 
-from stratasim.compute_layer.devices import PRESETS, Device
+from stratasim.compute_layer.device_presets import PRESETS
+from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.measured.backend_table import write_backend_table
 from stratasim.compute_layer.measured.cuda_timing import CudaTimer, load_torch
 from stratasim.compute_layer.measured.device_fit import device_document, fit_profile, held_out_table

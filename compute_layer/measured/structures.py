@@ -1,7 +1,7 @@
 """The presets a fitted device can take its structure from, apart from the device section so that the command line
 (``stratasim profile --like``) offers them without importing pydantic's sections."""
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 
 __all__ = ["STRUCTURES"]
 

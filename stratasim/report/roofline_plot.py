@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stratasim.compute_layer.device_presets import device
+
 # The composition root may know the compute layer: the plot is of the roofline backend's devices.
-from stratasim.compute_layer.devices import Device, calibrated, device
+from stratasim.compute_layer.devices import Device, calibrated
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel.errors import InputError, StrataSimError
 from stratasim.kernel.operators import dtype_name

@@ -16,8 +16,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stratasim.compute_layer.device_presets import device
 from stratasim.compute_layer.device_section import DeviceSection
-from stratasim.compute_layer.devices import Device, device
+from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.memory_technology import memory_technology
 from stratasim.compute_layer.silicon import silicon_power_w, silicon_price_usd
 from stratasim.config.economics_section import EconomicsSection

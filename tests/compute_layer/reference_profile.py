@@ -6,7 +6,7 @@ import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.measured.gpu_profile import ProfileOutputs, save_profile
 from stratasim.compute_layer.measured.parameters import profile_path
 

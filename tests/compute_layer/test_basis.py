@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.device_wire import device_message
-from stratasim.compute_layer.devices import PRESETS, basis, calibrated
+from stratasim.compute_layer.devices import basis, calibrated
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.compute_layer.per_kind import PerKindCompute
 from stratasim.compute_layer.profile import ProfileCompute

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stratasim.compute_layer.devices import PRESETS, Device, catalog, datasheet, device
+from stratasim.compute_layer.device_presets import PRESETS, device
+from stratasim.compute_layer.devices import Device, catalog, datasheet
 from stratasim.kernel.errors import BackendError
 from stratasim.v1 import compute_pb2
 

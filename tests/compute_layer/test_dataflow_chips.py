@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stratasim.compute_layer.dataflow_chips import DATAFLOW_CHIPS, MEMORIES, DataflowChip, dataflow_chip
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2
 

@@ -8,9 +8,10 @@ from dataclasses import replace
 import pytest
 from pydantic import ValidationError
 
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.device_wire import device_from_message, device_message
-from stratasim.compute_layer.devices import PRESETS, Device, datasheet
+from stratasim.compute_layer.devices import Device, datasheet
 from stratasim.compute_layer.roofline import RooflineCompute, level_times
 from stratasim.kernel import operators
 from stratasim.kernel.units import parse_bandwidth, parse_bytes

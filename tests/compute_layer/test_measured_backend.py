@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stratasim.cli import main
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.compute_layer.measured.parameters import load_parameters, profile_path
 from stratasim.compute_layer.measured.profile_rows import read_profile

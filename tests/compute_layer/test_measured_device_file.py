@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.kernel import operators
 from stratasim.v1 import common_pb2, compute_pb2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.measured.evaluation import kind_errors
 from stratasim.compute_layer.measured.features import CLASSES, class_of
 from stratasim.compute_layer.measured.parameters import PARAMETERS, load_parameters, profile_path

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.compute_layer.measured.features import elementwise_cached
 from stratasim.compute_layer.measured.forms import bandwidth_time

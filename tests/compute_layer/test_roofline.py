@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stratasim.compute_layer.devices import PRESETS as FITTED
+from stratasim.compute_layer.device_presets import PRESETS as FITTED
 from stratasim.compute_layer.devices import Device, datasheet
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel import operators, registry

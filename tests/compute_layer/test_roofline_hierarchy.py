@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stratasim.compute_layer.devices import PRESETS as FITTED
+from stratasim.compute_layer.device_presets import PRESETS as FITTED
 from stratasim.compute_layer.devices import Device, Sram, Tiling, datasheet
 from stratasim.compute_layer.efficiency import size_efficiency
 from stratasim.compute_layer.roofline import RooflineCompute, level_times

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stratasim.cli import roofline
-from stratasim.compute_layer.devices import PRESETS as FITTED
+from stratasim.compute_layer.device_presets import PRESETS as FITTED
 from stratasim.compute_layer.devices import datasheet
 from stratasim.kernel.errors import StrataSimError
 from stratasim.report import roofline_plot

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import stratasim
-from stratasim.compute_layer.devices import PRESETS, calibrated, datasheet, device
+from stratasim.compute_layer.device_presets import PRESETS, device
+from stratasim.compute_layer.devices import calibrated, datasheet
 from stratasim.compute_layer.per_kind import PerKindCompute
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.compute_layer.timeloop.backend import TimeloopCompute

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stratasim.compute_layer.devices import PRESETS
+from stratasim.compute_layer.device_presets import PRESETS
 from stratasim.compute_layer.measured.backend import MeasuredCompute
 from stratasim.compute_layer.measured.evaluation import kind_errors, report_label
 from stratasim.compute_layer.measured.parameters import load_parameters, profile_path

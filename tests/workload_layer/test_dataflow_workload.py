@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stratasim.compute_layer.devices import PRESETS, datasheet
+from stratasim.compute_layer.device_presets import PRESETS
+from stratasim.compute_layer.devices import datasheet
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel import operators, registry
 from stratasim.kernel.errors import StrataSimError

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from stratasim.compute_layer.devices import PRESETS, Device
+from stratasim.compute_layer.device_presets import PRESETS
+from stratasim.compute_layer.devices import Device
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.config.study_file import load_study
 from stratasim.kernel import registry

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from stratasim import cli
-from stratasim.compute_layer.devices import PRESETS, datasheet
+from stratasim.compute_layer.device_presets import PRESETS
+from stratasim.compute_layer.devices import datasheet
 from stratasim.compute_layer.roofline import level_times
 from stratasim.kernel import operators
 from stratasim.v1 import compute_pb2, workload_pb2

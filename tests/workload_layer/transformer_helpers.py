@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from stratasim.compute_layer.devices import PRESETS, datasheet
+from stratasim.compute_layer.device_presets import PRESETS
+from stratasim.compute_layer.devices import datasheet
 from stratasim.compute_layer.roofline import RooflineCompute
 from stratasim.kernel.graph_blocks import unrolled
 from stratasim.network_layer.analytical import AnalyticalNetwork
