@@ -38,6 +38,7 @@ link there is no capacity to free, and no other message's time changes.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from fractions import Fraction
 from itertools import repeat
 from typing import ClassVar, NoReturn
@@ -282,19 +283,21 @@ class AnalyticalNetwork:
         """Hold a contribution at its switch; once its reduction is complete, every member's result is on its way."""
         complete = self._reductions.add(contribution)
         if complete is not None:
-            for member, arrival in zip(complete, self.reduction_arrivals_ps(complete)):
+            held = [(c.src, c.sent_ps, c.bytes, c.result_bytes) for c in complete]
+            for member, arrival in zip(complete, self.reduction_arrivals_ps(contribution.dimension, held)):
                 heapq.heappush(self._few, (arrival, member.message, 0))
 
-    def reduction_arrivals_ps(self, contributions: list[Contribution]) -> list[int]:
-        """When each member's result of a complete switch reduction arrives (element i: ``contributions[i]``'s):
-        the engine's direct mode asks this as the windowed :meth:`inject` does."""
-        dim = self._dims[contributions[0].dimension]
-        heads = [c.sent_ps + dim.latency_ps for c in contributions]
-        tails = [head + dim.serialisation_ps(c.bytes) for head, c in zip(heads, contributions)]
+    def reduction_arrivals_ps(self, dimension: int, contributions: Sequence[tuple[int, int, int, int]]) -> list[int]:
+        """When each member's result of a complete reduction at the switch of ``dimension`` arrives, element i for
+        ``contributions[i]`` = (its NPU, sending time, bytes up, result bytes down): the engine's direct mode asks
+        this as the windowed :meth:`inject` does."""
+        dim = self._dims[dimension]
+        heads = [sent + dim.latency_ps for _, sent, _, _ in contributions]
+        tails = [head + dim.serialisation_ps(up) for head, (_, _, up, _) in zip(heads, contributions)]
         arrivals = []
-        for c in contributions:
-            _, tail = release_ps(heads, tails, dim.serialisation_ps(c.result_bytes))
-            arrivals.append(max(tail + dim.latency_ps, c.sent_ps + self._lookahead))
+        for _, sent, _, down in contributions:
+            _, tail = release_ps(heads, tails, dim.serialisation_ps(down))
+            arrivals.append(max(tail + dim.latency_ps, sent + self._lookahead))
         return arrivals
 
     def transit_ps(self, src: int, dst: int, size: int) -> int:
