@@ -166,7 +166,7 @@ class _OlderContractNetwork:
 
 def test_a_cancel_asked_of_a_backend_without_one_is_refused_naming_it() -> None:
     """In-process the engine says so; served, the server answers UNSUPPORTED and the session goes on."""
-    expected = "network backend 'older' has no cancel (the network contract of protocol version 4)"
+    expected = "network backend 'older' has no cancel (the network contract of protocol version 5)"
     with pytest.raises(BackendError, match=re.escape(expected)):
         Coordinator(_OlderContractNetwork(), 1).cancel(1)  # type: ignore[arg-type]
     with served("network", "older", {"older": _OlderContractNetwork}) as endpoint:
