@@ -163,8 +163,8 @@ class Coordinator:
         price = getattr(self._direct, "reduction_arrivals_ps", None)
         if price is None:
             raise BackendError(
-                f"network backend {self._network.name!r} cannot reduce at a switch (dimension {dim} has "
-                "in_network_reduction: true); use the analytical or congestion_aware network there"
+                f"network backend {self._network.name!r} prices messages on the spot but not a reduction at a switch "
+                f"(dimension {dim} has in_network_reduction: true); use the analytical or congestion_aware network"
             )
         arrivals = price(dim, [contribution[:4] for contribution in held])
         self.messages += len(held)

@@ -413,7 +413,9 @@ class ChunkRun:
         key = (id(self.collective), self.index, tag, line)
         dim = self.collective.phases[self.phase].dim
         sizes = (step.bytes, step.result_bytes)
-        self.coordinator.reduce(self.npu, key, len(line), dim, sizes, self.on_message, tag)
+        stand_ins = self.scheduler.context.stand_ins  # members stood in for contribute through their stand-in
+        members = len(line) if stand_ins is None else len({stand_ins[npu] for npu in line})
+        self.coordinator.reduce(self.npu, key, members, dim, sizes, self.on_message, tag)
 
     def _peer(self, offset: int) -> tuple[int, ChunkRun]:
         """The NPU at ``offset`` along the phase's line and the run its messages go to (its stand-in's)."""

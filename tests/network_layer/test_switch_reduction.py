@@ -125,10 +125,22 @@ def test_nvls_plans_one_step_at_the_switch() -> None:
 
 
 def test_an_nvls_study_runs_alike_on_both_networks_and_flit_level_refuses() -> None:
-    times = {
-        backend: run_study(load_study(STUDY, [f"network.backend={backend}", "workload.size=64MiB"])).total_time_ps
+    runs = {
+        backend: run_study(load_study(STUDY, [f"network.backend={backend}", "workload.size=64MiB"]))
         for backend in ("analytical", "congestion_aware")
     }
+    times = {backend: report.total_time_ps for backend, report in runs.items()}
     assert times["analytical"] == times["congestion_aware"] == 264_537_638  # as the lock-step emulation gave
+    wire = -(-(64 << 20) * 100 // 85) + -(-(8 << 20) * 100 // 85)  # S (n + 1) / n at nvlsEfficiency
+    links = runs["congestion_aware"].to_dict()["links"]
+    assert len(links) == 16  # each GPU's up-link and down-link: one contribution up, one result down
+    assert {(link["bytes"], link["messages"]) for link in links} == {(wire, 1)}
     with pytest.raises(BackendError, match="'flit_level' cannot reduce at a switch: dimension 0"):
         run_study(load_study(STUDY, ["network.backend=flit_level", "workload.size=64MiB"]))
+
+
+def test_a_spawned_network_reduces_at_the_switch_too() -> None:
+    # Served in another process, the analytical network runs by windows (it cannot be asked for a reduction's
+    # times on the spot); the times are the in-process ones.
+    spawned = load_study(STUDY, ["workload.size=64MiB", "network.spawn=true"])
+    assert run_study(spawned).total_time_ps == 264_537_638
