@@ -27,6 +27,10 @@ in a dimension that has one, a message pays the latencies of the links it crosse
 the slowest of them, as on a fabric. The network is then no longer symmetric: it says it is not ``stateless``, so
 the engine simulates every NPU. Changes at a time and failures are refused: they need a network with state.
 
+A switch of a dimension marked ``in_network_reduction`` reduces (``SendBatch.reductions``, see
+:mod:`stratasim.network_layer.switch_reduction`): a member's result arrives two latencies plus the larger of its up and
+down serialisations after the last member sent, the time a message through that switch takes from the last sender.
+
 A flow's messages taken off at a time (``cancel``, a failed NPU's job) are only not delivered: with no state per
 link there is no capacity to free, and no other message's time changes.
 """
@@ -34,6 +38,7 @@ link there is no capacity to free, and no other message's time changes.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from fractions import Fraction
 from itertools import repeat
 from typing import ClassVar, NoReturn
@@ -47,6 +52,7 @@ from stratasim.network_layer.link_changes import dimension_links
 from stratasim.network_layer.link_graph import LinkGraph
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.routing import ring_step
+from stratasim.network_layer.switch_reduction import Contribution, SwitchReductions, release_ps
 from stratasim.v1 import network_pb2
 
 __all__ = ["AnalyticalNetwork"]
@@ -107,6 +113,7 @@ class AnalyticalNetwork:
         self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (arrivals, ids, flows), sorted
         self._few: list[tuple[int, int, int]] = []  # a heap of (arrival, id, flow) of messages from small batches
         self._now = 0
+        self._reductions = SwitchReductions(self.name, ())
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         self._cache.clear()
@@ -128,6 +135,7 @@ class AnalyticalNetwork:
             least = min((dim.least_delay_ps() for dim in self._dims if dim.size > 1), default=1)
         self._grid = Grid(tuple(dim.size for dim in topology.dimensions))
         self._kinds = tuple(dim.kind for dim in topology.dimensions)
+        self._reductions = SwitchReductions(self.name, tuple(topology.dimensions) if self._fabric is None else ())
         self._own_speeds(topology)
         if self._fabric is not None and topology.link_changes:
             least = self._fabric.least_latency_ps()
@@ -227,6 +235,12 @@ class AnalyticalNetwork:
         return total
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
+        if sends.reductions:
+            sends, contributions = self._reductions.split(sends)
+            for contribution in contributions:
+                if contribution.sent_ps + self._lookahead <= self._now:
+                    self._too_late(contribution.message, contribution.sent_ps)
+                self._contribute(contribution)
         if not sends.id:
             return
         if len(sends.id) < _SMALL_BATCH:
@@ -264,6 +278,27 @@ class AnalyticalNetwork:
             if sent + lookahead <= now:
                 self._too_late(msg_id, sent)
             heapq.heappush(self._few, (sent + self.transit_ps(src, dst, size), msg_id, flow))
+
+    def _contribute(self, contribution: Contribution) -> None:
+        """Hold a contribution at its switch; once its reduction is complete, every member's result is on its way."""
+        complete = self._reductions.add(contribution)
+        if complete is not None:
+            held = [(c.src, c.sent_ps, c.bytes, c.result_bytes) for c in complete]
+            for member, arrival in zip(complete, self.reduction_arrivals_ps(contribution.dimension, held)):
+                heapq.heappush(self._few, (arrival, member.message, 0))
+
+    def reduction_arrivals_ps(self, dimension: int, contributions: Sequence[tuple[int, int, int, int]]) -> list[int]:
+        """When each member's result of a complete reduction at the switch of ``dimension`` arrives, element i for
+        ``contributions[i]`` = (its NPU, sending time, bytes up, result bytes down): the engine's direct mode asks
+        this as the windowed :meth:`inject` does."""
+        dim = self._dims[dimension]
+        heads = [sent + dim.latency_ps for _, sent, _, _ in contributions]
+        tails = [head + dim.serialisation_ps(up) for head, (_, _, up, _) in zip(heads, contributions)]
+        arrivals = []
+        for _, sent, _, down in contributions:
+            _, tail = release_ps(heads, tails, dim.serialisation_ps(down))
+            arrivals.append(max(tail + dim.latency_ps, sent + self._lookahead))
+        return arrivals
 
     def transit_ps(self, src: int, dst: int, size: int) -> int:
         """How long a message takes from being sent to arriving: its delay, rounded down to the topology's
@@ -367,5 +402,6 @@ class AnalyticalNetwork:
         return network_pb2.LinkCounters()
 
     def close(self) -> None:
+        self._reductions.clear()
         self._runs.clear()
         self._few.clear()

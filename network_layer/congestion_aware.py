@@ -32,6 +32,9 @@ where its head is; around a failed link, a ring goes the other way round and a f
 left. Where none is left, the run fails naming the failed link, its time and the message's ends. When a failed link
 comes back (``restore``), every message on its way is re-planned from where its head is, by the usual routes.
 
+A switch of a dimension marked ``in_network_reduction`` reduces (``SendBatch.reductions``): contributions queue on
+their up-links, results on the members' down-links (see :mod:`stratasim.network_layer.congestion_aware_switch`).
+
 A flow's messages taken off at a time (``cancel``, a failed NPU's job): crossings under way are cut there, those
 queued dropped, and the other flows' crossings queued behind them decided again on the capacity freed (see
 :mod:`stratasim.network_layer.congestion_aware_cancel`; its log of decided crossings is kept from the first batch
@@ -61,6 +64,7 @@ from stratasim.network_layer.congestion_aware_counters import (
 )
 from stratasim.network_layer.congestion_aware_lines import Claims, LineSession
 from stratasim.network_layer.congestion_aware_routes import Hop, RoutePlanner
+from stratasim.network_layer.congestion_aware_switch import ReducingSwitches
 from stratasim.network_layer.link_schedule import LinkSchedule
 from stratasim.network_layer.windows import Landings
 from stratasim.v1 import network_pb2
@@ -103,6 +107,7 @@ class CongestionAwareNetwork:
         self._schedule = LinkSchedule(topology, None)  # links of their own speed, failed, to change
         self._next_change = self._schedule.next_ps
         self._planner = RoutePlanner(topology, self._grid, None, self._schedule, self._links)
+        self._switches = ReducingSwitches(self.name, topology, self._grid)
 
     def configure(self, topology: network_pb2.Topology) -> network_pb2.NetworkInfo:
         fabric = None
@@ -119,6 +124,7 @@ class CongestionAwareNetwork:
         self._schedule = LinkSchedule(topology, fabric)
         self._next_change = self._schedule.next_ps
         self._planner = RoutePlanner(topology, self._grid, fabric, self._schedule, self._links)
+        self._switches = ReducingSwitches(self.name, topology, self._grid)
         if fabric is not None:
             least = fabric.least_last_link_ps()
         else:
@@ -145,6 +151,12 @@ class CongestionAwareNetwork:
                     crossings[i] = (msg_id, self._planner.rest(route, index, keys, restored), 0, earliest, tail)
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
+        if sends.reductions:
+            sends, climbs = self._switches.climbs(sends, self._lookahead, self._route_of)
+            for climb in climbs:
+                if climb[4] <= self._horizon:
+                    raise BackendError(f"message {climb[0]} sent at {climb[4]} ps, before the network's committed time")
+                _at(self._events, self._times, climb[4]).append(climb)
         # Slices, the quickest way to lists of the columns
         self.inject_columns(
             sends.id[:], sends.src[:], sends.dst[:], sends.bytes[:], sends.send_time_ps[:], sends.flow[:]
@@ -216,6 +228,10 @@ class CongestionAwareNetwork:
         route = self._routes[key] = self._planner.route(key)
         return route
 
+    def _route_of(self, key: tuple[int, int, int]) -> tuple[Hop, ...]:
+        """The route of a (source, destination, size), cached."""
+        return self._routes.get(key) or self._route(key)
+
     def _refuse(self, ids: Sequence[int], srcs: Sequence[int], dsts: Sequence[int], times: Sequence[int]) -> None:
         """Raise the error of the first message of a batch that cannot be sent."""
         npus = self._grid.npus
@@ -241,7 +257,13 @@ class CongestionAwareNetwork:
             time_ps = times[0]
             if time_ps >= self._next_change:
                 self._apply_changes(time_ps)
-            if logged is None and self._busy is None and not self._flows and not self._claims:
+            if (
+                logged is None
+                and self._busy is None
+                and not self._flows
+                and not self._claims
+                and not self._switches.climbing
+            ):
                 _cross(time_ps, events[time_ps], events, times, self._deliveries)
             else:
                 latest = self._cross_followed(time_ps, events[time_ps], horizon, logged, latest)
@@ -293,7 +315,12 @@ class CongestionAwareNetwork:
             state[3] += 1
             head = start + onward
             tail = head if store else end + onward
-            if last:  # the message has arrived when its tail has
+            if (
+                msg_id in self._switches.climbing
+            ):  # a contribution at its switch: held there, or its reduction's results go down
+                for at, result in self._switches.arrived(msg_id, head, tail, self._route_of):
+                    _at(events, times, at).append(result)
+            elif last:  # the message has arrived when its tail has
                 landed = max(tail, earliest)
                 arrived = arriving.setdefault(landed, [])
                 if not arrived:
@@ -388,6 +415,7 @@ class CongestionAwareNetwork:
         return link_counters(self._links, self._busy, self._flow_load, self._schedule.names)
 
     def close(self) -> None:
+        self._switches.clear()
         self._times.clear()
         self._events.clear()
         self._deliveries.clear()

@@ -25,6 +25,7 @@ from stratasim.kernel import registry
 from stratasim.kernel.contracts import NetworkBackend
 from stratasim.kernel.errors import TopologyError
 from stratasim.kernel.grid import Grid
+from stratasim.kernel.switch_reduction import refuse_switch_reduction
 from stratasim.network_layer.link_changes import refuse_changes
 from stratasim.network_layer.packet_latency import PacketLatency
 from stratasim.v1 import network_pb2
@@ -109,6 +110,7 @@ class MixedNetwork:
         return tuple(legs)
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
+        refuse_switch_reduction(self.name, sends)
         batches: dict[str, network_pb2.SendBatch] = {}
         self._flows = self._flows or bool(sends.flow)
         flows = sends.flow if sends.flow else repeat(0)

@@ -78,6 +78,7 @@ from typing import IO, Any, NoReturn
 from stratasim.kernel.errors import BackendError, TopologyError
 from stratasim.kernel.grid import Grid, validate_topology
 from stratasim.kernel.link_changes import DimensionLinkNames, LinkChange, no_detour, resolve
+from stratasim.kernel.switch_reduction import refuse_switch_reduction
 from stratasim.kernel.units import format_time_ps
 from stratasim.v1 import network_pb2
 
@@ -173,6 +174,7 @@ class Ns3Network:
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         """Queue the messages for the worker; refuse one that cannot be sent or is too large for ns-3."""
+        refuse_switch_reduction(self.name, sends)
         self._flows.update(zip(sends.id, sends.flow if sends.flow else repeat(0)))
         for msg_id, src, dst, size, sent in zip(sends.id, sends.src, sends.dst, sends.bytes, sends.send_time_ps):
             if src >= self._npus or dst >= self._npus or src == dst:

@@ -61,6 +61,7 @@ from typing import NoReturn
 
 from stratasim.kernel.errors import BackendError, SimulationError
 from stratasim.kernel.grid import validate_topology
+from stratasim.kernel.switch_reduction import refuse_switch_reduction
 from stratasim.network_layer import topologies
 from stratasim.network_layer.flit_level import deadlock
 from stratasim.network_layer.flit_level.cancel import drop_flits
@@ -198,6 +199,7 @@ class FlitLevelNetwork:
 
     def inject(self, sends: network_pb2.SendBatch) -> None:
         npus = self._npus
+        refuse_switch_reduction(self.name, sends)
         if sends.flow and len(sends.flow) != len(sends.id):
             raise BackendError(
                 f"a batch of {len(sends.id)} messages gives {len(sends.flow)} flows; expected one per message"

@@ -45,7 +45,8 @@ __all__ = [
 
 # Bumped on any incompatible change of the protos or of these contracts; remote peers must agree exactly.
 # 4: SendBatch.flow, Topology.link_changes and NetworkBackend.cancel (an older server would ignore them silently).
-PROTOCOL_VERSION = 4
+# 5: SendBatch.reductions, a switch that reduces (an older server would take each contribution for an ordinary message).
+PROTOCOL_VERSION = 5
 
 # ``NetworkBackend.advance(NEXT_WINDOW)``: the engine has nothing scheduled, so the network runs its own next window.
 NEXT_WINDOW = -1

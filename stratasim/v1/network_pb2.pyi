@@ -612,6 +612,7 @@ class SendBatch(_message.Message):
     BYTES_FIELD_NUMBER: _builtins.int
     SEND_TIME_PS_FIELD_NUMBER: _builtins.int
     FLOW_FIELD_NUMBER: _builtins.int
+    REDUCTIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def id(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
@@ -629,6 +630,12 @@ class SendBatch(_message.Message):
         load by flow (LinkCounters.flow_*); the others ignore it.
         """
 
+    @_builtins.property
+    def reductions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SwitchReduction]:
+        """The messages of this batch that are contributions to a reduction at a switch (in-network reduction, NVLS or
+        SHARP); empty: none (every message goes from src to dst). Each names its message by id; see SwitchReduction.
+        """
+
     def __init__(
         self,
         *,
@@ -638,14 +645,56 @@ class SendBatch(_message.Message):
         bytes: _abc.Iterable[_builtins.int] | None = ...,
         send_time_ps: _abc.Iterable[_builtins.int] | None = ...,
         flow: _abc.Iterable[_builtins.int] | None = ...,
+        reductions: _abc.Iterable[Global___SwitchReduction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "dst", b"dst", "flow", b"flow", "id", b"id", "send_time_ps", b"send_time_ps", "src", b"src"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "dst", b"dst", "flow", b"flow", "id", b"id", "reductions", b"reductions", "send_time_ps", b"send_time_ps", "src", b"src"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SendBatch: _TypeAlias = SendBatch  # noqa: Y015
+
+@_typing.final
+class SwitchReduction(_message.Message):
+    """A message that carries its sender's contribution up to the switch of one dimension, where it is reduced with the
+    other members' (in-network reduction; the dimension is a switch marked in_network_reduction). The message's src
+    sends `bytes` up; its dst is its src: the switch holds every contribution of `reduction` until all `members` are
+    in, then sends `result_bytes` down to each member, and each contribution is delivered when its member's result
+    has arrived. Networks that cannot reduce at a switch refuse the batch, naming the dimension and themselves.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    REDUCTION_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    DIMENSION_FIELD_NUMBER: _builtins.int
+    RESULT_BYTES_FIELD_NUMBER: _builtins.int
+    message: _builtins.int
+    """The id of the contributing message (SendBatch.id)."""
+    reduction: _builtins.int
+    """The reduction the contribution belongs to: the same for its `members` contributions, unique in a session."""
+    members: _builtins.int
+    dimension: _builtins.int
+    """Index of the switch dimension whose switch reduces; every member lies on the same line along it."""
+    result_bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        message: _builtins.int = ...,
+        reduction: _builtins.int = ...,
+        members: _builtins.int = ...,
+        dimension: _builtins.int = ...,
+        result_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dimension", b"dimension", "members", b"members", "message", b"message", "reduction", b"reduction", "result_bytes", b"result_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwitchReduction: _TypeAlias = SwitchReduction  # noqa: Y015
 
 @_typing.final
 class DeliveryBatch(_message.Message):

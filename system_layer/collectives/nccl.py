@@ -8,17 +8,21 @@ reduces, PAT for all-gather and reduce-scatter). ``system.nccl`` forces an algor
 
 - ``ring``: the ring's steps; ``tree``: the double binary tree's; ``pat``: halving-doubling's (a power of two
   GPUs, else the ring's);
-- ``nvls``, ``nvls_tree``, ``collnet_*``: in-network reduction. The switch reduces, so a GPU sends each byte of
-  its buffer up once and receives each byte of the result down once: an all-reduce is a step of ``S`` (every GPU's
-  contribution up, its reduced share down) then one of ``S/n`` (its share up, multicast to all), each to the next
-  GPU of the line, so each link carries ``S (n + 1) / n`` each way, as NVLS's ``multimem.ld_reduce`` and
-  ``multimem.st`` load them; all-gather and reduce-scatter are one step of ``S``. No GPU reduces anything;
+- ``nvls``, ``nvls_tree``, ``collnet_*``: in-network reduction, by the dimension's switch itself (a
+  :class:`~stratasim.system_layer.collectives.steps.Step` ``at_switch``; the network holds every GPU's contribution
+  until the last is in, then sends each its result: :mod:`stratasim.network_layer.switch_reduction`). One step per
+  GPU: an all-reduce sends ``S (n + 1) / n`` up and gets as much down — NVLS's ``multimem.ld_reduce`` reads every
+  GPU's buffer (``S`` up) and returns each its reduced share (``S/n`` down), and its ``multimem.st`` sends that share
+  up (``S/n``) to be multicast to all (``S`` down), the two pipelined chunk by chunk over NCCL's channels, so one
+  step carries both; a reduce-scatter sends ``S`` up and gets its share down, an all-gather its share up and ``S``
+  down. Each link carries what the lock-step emulation before it carried for an all-reduce, and a GPU waits for the
+  slowest contribution. No GPU reduces anything;
 - every message carries the protocol's wire bytes: LL sends a 4-byte flag with every 4 bytes of data (x2), LL128
   8 bytes of flag in every 128 (x16/15), Simple its data; NVLS also runs at NCCL's ``nvlsEfficiency`` for the
   generation (0.85 on Hopper, tuning.cc 139-144).
 
 NCCL's latency for the pick (its base and per-step hardware latencies, tuning.cc 149-176 and 384-435) is spread
-evenly over the plan's steps (position 0's), less the network latency each step's message pays already, so a tiny
+evenly over the plan's steps (position 0's; one at a reducing switch), less the network latency each step's message pays already, so a tiny
 collective takes what NCCL's model estimates. An all-to-all runs NCCL's point-to-point exchange: direct, Simple.
 """
 
@@ -88,12 +92,30 @@ def nccl_choice(
 def _in_network(
     efficiency: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
 ) -> tuple[Step, ...]:
-    """A switch that reduces: every byte up once, every byte of the result down once, at ``efficiency``."""
+    """A switch that reduces, emulated in lock-step steps through it to the next GPU (every byte up once, every byte
+    of the result down once, at ``efficiency``): the flat phase of a multi-node communicator, whose members span two
+    dimensions and so no one switch."""
     whole = _wire_bytes(data_bytes, 1 / efficiency)
     share = _wire_bytes(share_bytes(data_bytes, n), 1 / efficiency)
     if collective == "all_reduce":
         return lockstep([Step((1,), whole, 1, delay_ps=delay_ps), Step((1,), share, 1, delay_ps=delay_ps)])
     return lockstep([Step((1,), whole, 1, delay_ps=delay_ps)])
+
+
+@lru_cache(maxsize=4096)
+def _at_switch(
+    efficiency: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
+) -> tuple[Step, ...]:
+    """A switch that reduces, in the network (one step: this GPU's contribution up, its result down once every
+    GPU's is in), each way's bytes at ``efficiency``: see the module's docstring."""
+    whole = _wire_bytes(data_bytes, 1 / efficiency)
+    share = _wire_bytes(share_bytes(data_bytes, n), 1 / efficiency)
+    up, down = {
+        "all_reduce": (whole + share, whole + share),
+        "reduce_scatter": (whole, share),
+        "all_gather": (share, whole),
+    }.get(collective, (whole, whole))
+    return (Step((), up, 1, delay_ps=delay_ps, at_switch=True, result_bytes=down),)
 
 
 @lru_cache(maxsize=4096)
@@ -150,8 +172,7 @@ def plan_nccl_phase(
         efficiency = Fraction(1)
         if choice.algorithm.startswith("nvls"):
             efficiency = _NVLS_EFFICIENCY[ARCHS.index(settings.arch)]
-        delay = _step_delay_ps(choice, link, 2 if collective == "all_reduce" else 1)
-        planner = partial(_in_network, efficiency, delay)
+        planner = partial(_at_switch, efficiency, _step_delay_ps(choice, link, 1))
     else:
         steps_algorithm = _steps_algorithm(choice, collective, n)
         base = plan_phase(collective, steps_algorithm, dim, n, data_bytes)  # refuses what it cannot run, saying why

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["Step", "lockstep", "share_bytes"]
 
@@ -21,6 +21,11 @@ class Step:
     reduce_bytes: int = 0
     delay_ps: int = 0
     """Time the NPU spends on the step once its messages are in, before the next (a protocol's per-step overhead)."""
+    at_switch: bool = False
+    """Send ``bytes`` up to the switch of the phase's line as this NPU's contribution to a reduction there, instead of
+    to peers (``offsets`` is empty); the switch sends back ``result_bytes`` once every member's contribution is in,
+    and that result is the step's one message (``need`` 1). A plan's steps are all such steps or none."""
+    result_bytes: int = 0
 
     @property
     def reduced_bytes(self) -> int:
@@ -30,9 +35,7 @@ class Step:
 
 def lockstep(steps: list[Step]) -> tuple[Step, ...]:
     """Number the steps so that each sends and waits on its own index (every NPU is on the same step)."""
-    return tuple(
-        Step(s.offsets, s.bytes, s.need, i, i, s.reduces, s.reduce_bytes, s.delay_ps) for i, s in enumerate(steps)
-    )
+    return tuple(replace(s, tag=i, wait=i) for i, s in enumerate(steps))
 
 
 def share_bytes(data_bytes: int, n: int) -> int:

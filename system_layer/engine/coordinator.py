@@ -12,13 +12,17 @@ in-process network that prices messages on the spot (:class:`~stratasim.kernel.c
 windows at all: each arrival is scheduled as its message is sent; one that takes and gives plain columns
 (:class:`~stratasim.kernel.contracts.ColumnarNetwork`) is spared the protobuf messages of the windows.
 
+A switch that reduces (``SendBatch.reductions``): :meth:`Coordinator.reduce` sends an NPU's contribution up to the
+switch of a dimension; the network holds it until every member's is in and hands each member its result. A network
+that prices messages on the spot is asked for the results' arrivals once the last member has sent.
+
 In a study of several jobs each message carries its sender's job as its flow (``SendBatch.flow``), so networks that
 model links can say how much of each link's load was each job's; a single-job study sends no flow column at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -63,6 +67,10 @@ class Coordinator:
         self._next_id = 0
         self._outbox: list[tuple[int, int, int, int, Callback, Any]] = []
         self._prompt: set[int] = set()  # ids of messages that skip the endpoint delay
+        self._reductions: dict[Hashable, list[int]] = {}  # a switch reduction's key -> [number, contributions left]
+        self._reduction_count = 0
+        self._contributions: dict[int, tuple[int, int, int, int]] = {}  # outbox index -> its SwitchReduction fields
+        self._held: dict[int, list[tuple[int, int, int, int, Callback, Any]]] = {}  # direct mode: contributions
         self.messages = 0
         self.jitter: Callable[[], int] | None = None  # an extra delay before each message leaves (variability)
         self.stopped: set[int] | None = None  # with NPU failures: the NPUs stopped, whose messages are lost
@@ -127,6 +135,42 @@ class Coordinator:
             self._prompt.add(self._next_id + len(self._outbox))
         self._outbox.append((src, dst, size, self.queue.now, on_arrival, arg))
 
+    def reduce(
+        self, src: int, key: Hashable, members: int, dim: int, sizes: tuple[int, int], on_arrival: Callback, arg: Any
+    ) -> None:
+        """Send ``sizes[0]`` bytes from ``src`` now up to the switch of dimension ``dim``: its contribution to the
+        reduction ``key`` of ``members`` NPUs; ``on_arrival(arg)`` runs once the switch's ``sizes[1]`` bytes of
+        result came back down to ``src`` (every member's contribution in) and passed its endpoint."""
+        known = self._reductions.get(key)
+        if known is None:
+            self._reduction_count += 1
+            known = self._reductions[key] = [self._reduction_count, members]
+        number = known[0]
+        known[1] -= 1
+        if not known[1]:
+            del self._reductions[key]
+        if self._direct is None:
+            self._contributions[len(self._outbox)] = (number, members, dim, sizes[1])
+            self._outbox.append((src, src, sizes[0], self.queue.now, on_arrival, arg))
+            return
+        held = self._held.setdefault(number, [])
+        held.append((src, self.queue.now, *sizes, on_arrival, arg))
+        if len(held) == members:
+            self._land_reduction(dim, self._held.pop(number))
+
+    def _land_reduction(self, dim: int, held: list[tuple[int, int, int, int, Callback, Any]]) -> None:
+        """Direct mode: schedule each member's result of a complete switch reduction, as the network prices it."""
+        price = getattr(self._direct, "reduction_arrivals_ps", None)
+        if price is None:
+            raise BackendError(
+                f"network backend {self._network.name!r} prices messages on the spot but not a reduction at a switch "
+                f"(dimension {dim} has in_network_reduction: true); use the analytical or congestion_aware network"
+            )
+        arrivals = price(dim, [contribution[:4] for contribution in held])
+        self.messages += len(held)
+        for (*_, on_arrival, arg), arrival in zip(held, arrivals):
+            self.queue.schedule(arrival + self._endpoint_delay, on_arrival, arg)
+
     def cancel(self, flow: int) -> int:
         """Take every message of ``flow`` (a job) still on its way off the network now: a job stopped by a failure
         frees the links its messages held or queued for, from now on. The window's sends go to the network first
@@ -177,10 +221,15 @@ class Coordinator:
         del outbox  # the window's messages are columns now: free them before the network works (all-to-all: 1M)
         jobs = self._jobs
         flows = () if jobs is None else [jobs[sender] for sender in src]
-        if self._columnar is not None:
+        contributions, self._contributions = self._contributions, {}
+        if self._columnar is not None and not contributions:
             self._columnar.inject_columns(ids, src, dst, sizes, times, flows)
             return
         batch = network_pb2.SendBatch()
+        for index, (number, members, dim, result_bytes) in contributions.items():
+            batch.reductions.add(
+                message=first + index, reduction=number, members=members, dimension=dim, result_bytes=result_bytes
+            )
         batch.id.extend(ids)
         batch.src.extend(src)
         batch.dst.extend(dst)

@@ -185,7 +185,8 @@ def _scope(
         )
     simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
     runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options, device_of)
-    direct = _direct(network, info)
+    reduces = options.uses_nccl and any(dim.in_network_reduction for dim in topology.dimensions)
+    direct = _direct(network, info, reduces)
     traced = [] if selection is None else _traced(simulated, stand_in, selection)
     scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced, 0, perturbation, notes)
     if direct is not None and perturbation is None and not options.failures:  # a block run once for all NPUs
@@ -207,9 +208,12 @@ def _jobs(graphs: Sequence[workload_pb2.ExecutionGraph], scope: _Scope) -> tuple
     return tuple(job[stand_in[npu]] for npu in range(scope.npus))
 
 
-def _direct(network: NetworkBackend, info: network_pb2.NetworkInfo) -> DirectNetwork | None:
-    """The network, when it prices each message on the spot (stateless) and may be asked directly."""
-    return network if info.stateless and isinstance(network, DirectNetwork) else None
+def _direct(network: NetworkBackend, info: network_pb2.NetworkInfo, reduces: bool) -> DirectNetwork | None:
+    """The network, when it prices each message on the spot (stateless) and may be asked directly: a switch's
+    reductions too when some switch may reduce (``reduces``), else it runs by windows (a network served elsewhere)."""
+    if not info.stateless or not isinstance(network, DirectNetwork):
+        return None
+    return network if not reduces or hasattr(network, "reduction_arrivals_ps") else None
 
 
 def _trace_detail(scope: _Scope, runs: dict[int, PlanRun]) -> TraceSelection | None:

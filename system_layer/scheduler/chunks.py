@@ -184,7 +184,11 @@ class Collective:
         known = self._offsets.get(id(steps))
         if known is None or known[0] is not steps:
             offsets = tuple(sorted({o for step in steps for o in step.offsets}))
-            known = self._offsets[id(steps)] = (steps, offsets, sum(step.bytes * len(step.offsets) for step in steps))
+            known = self._offsets[id(steps)] = (
+                steps,
+                offsets,
+                sum(step.bytes * (len(step.offsets) or step.at_switch) for step in steps),
+            )
         return known
 
     def root_position(self, phase: int, npu: int) -> int | None:
@@ -299,6 +303,10 @@ class ChunkRun:
         self.sent = self.collective.sent_bytes(self._steps)
         self.step = -1
         self.started_ps = self.coordinator.now
+        if self._steps and self._steps[0].at_switch:  # a switch reduces: no line batches, no replays
+            self._where, self._only_peer = (line, position, direction), None
+            self._next_step()
+            return
         batches = self.scheduler.context.line_batches
         if batches is not None and batches.join(self, plan, line, position, direction):
             return
@@ -384,6 +392,8 @@ class ChunkRun:
                     self.coordinator.send(self.npu, only[0], step.bytes, only[1], self._phase_key | step.tag)
                 else:
                     self._send_to_peers(step)
+            elif step.at_switch:
+                self._contribute(step)
             need = step.need
             count = arrived.pop(key, 0) if arrived else 0
             if count < need:
@@ -394,6 +404,18 @@ class ChunkRun:
                 arrived[key] = count - need
             if (step.delay_ps or (step.reduces and self._costly)) and self._wait_after(step):
                 return
+
+    def _contribute(self, step: Step) -> None:
+        """Send this NPU's contribution to ``step``'s reduction at the switch of its line (every member of the line
+        contributes; the switch sends each its result, the step's message)."""
+        line = self._where[0]
+        tag = self._phase_key | step.tag
+        key = (id(self.collective), self.index, tag, line)
+        dim = self.collective.phases[self.phase].dim
+        sizes = (step.bytes, step.result_bytes)
+        stand_ins = self.scheduler.context.stand_ins  # members stood in for contribute through their stand-in
+        members = len(line) if stand_ins is None else len({stand_ins[npu] for npu in line})
+        self.coordinator.reduce(self.npu, key, members, dim, sizes, self.on_message, tag)
 
     def _peer(self, offset: int) -> tuple[int, ChunkRun]:
         """The NPU at ``offset`` along the phase's line and the run its messages go to (its stand-in's)."""

@@ -7,6 +7,7 @@ The engine's :class:`~stratasim.system_layer.engine.coordinator.Coordinator` is 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, Protocol
 
 from stratasim.kernel.events import Callback
@@ -24,4 +25,8 @@ class Clock(Protocol):
 
     def send(
         self, src: int, dst: int, size: int, on_arrival: Callback, arg: Any = None, *, endpoint_delay: bool = True
+    ) -> None: ...
+
+    def reduce(
+        self, src: int, key: Hashable, members: int, dim: int, sizes: tuple[int, int], on_arrival: Callback, arg: Any
     ) -> None: ...

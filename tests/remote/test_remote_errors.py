@@ -82,31 +82,31 @@ def test_client_checks_the_version_the_server_answers_with() -> None:
             NetworkClient(ep, backend="fake", timeout_s=5)
 
 
-def test_protocol_version_4_refuses_a_version_3_peer_either_way(network_endpoint: str) -> None:
-    # Version 4 adds SendBatch.flow, Topology.link_changes and the cancel call, which a version 3 server would
-    # ignore silently (a study's link failures and its failed jobs' cancels lost): the two cannot talk.
-    assert PROTOCOL_VERSION == 4
+def test_protocol_version_5_refuses_a_version_4_peer_either_way(network_endpoint: str) -> None:
+    # Version 5 adds SendBatch.reductions (a switch that reduces), which a version 4 server would ignore silently
+    # (each contribution taken for an ordinary message to its sender): the two cannot talk.
+    assert PROTOCOL_VERSION == 5
     with grpc.insecure_channel(network_endpoint) as channel:
-        hello = common_pb2.Handshake(protocol_version=3, layer="network", backend="fake")
+        hello = common_pb2.Handshake(protocol_version=4, layer="network", backend="fake")
         stream = network_pb2_grpc.NetworkServiceStub(channel).Session(
             iter([network_pb2.NetworkRequest(handshake=hello)]), timeout=5
         )
         reply = next(stream)
     assert reply.error.code == common_pb2.Error.Code.VERSION_MISMATCH
-    assert reply.error.message == "protocol version mismatch: client speaks 3, server speaks 4"
+    assert reply.error.message == "protocol version mismatch: client speaks 4, server speaks 5"
 
-    class _Version3(network_pb2_grpc.NetworkServiceServicer):
+    class _Version4(network_pb2_grpc.NetworkServiceServicer):
         def Session(self, request_iterator: Any, context: object) -> Any:  # noqa: N802
             next(request_iterator)
             yield network_pb2.NetworkResponse(
-                handshake=common_pb2.Handshake(protocol_version=3, layer="network", backend="fake")
+                handshake=common_pb2.Handshake(protocol_version=4, layer="network", backend="fake")
             )
 
-    with stub_server(lambda s: network_pb2_grpc.add_NetworkServiceServicer_to_server(_Version3(), s)) as ep:
+    with stub_server(lambda s: network_pb2_grpc.add_NetworkServiceServicer_to_server(_Version4(), s)) as ep:
         with pytest.raises(RemoteError) as refused:
             NetworkClient(ep, backend="fake", timeout_s=5)
     assert str(refused.value) == (
-        f"network layer at {ep}: protocol version mismatch: client speaks 4, server speaks 3 (stage: handshake)"
+        f"network layer at {ep}: protocol version mismatch: client speaks 5, server speaks 4 (stage: handshake)"
     )
 
 
@@ -166,7 +166,7 @@ class _OlderContractNetwork:
 
 def test_a_cancel_asked_of_a_backend_without_one_is_refused_naming_it() -> None:
     """In-process the engine says so; served, the server answers UNSUPPORTED and the session goes on."""
-    expected = "network backend 'older' has no cancel (the network contract of protocol version 4)"
+    expected = "network backend 'older' has no cancel (the network contract of protocol version 5)"
     with pytest.raises(BackendError, match=re.escape(expected)):
         Coordinator(_OlderContractNetwork(), 1).cancel(1)  # type: ignore[arg-type]
     with served("network", "older", {"older": _OlderContractNetwork}) as endpoint:
