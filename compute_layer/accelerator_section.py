@@ -41,7 +41,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from stratasim.compute_layer.device_section import BuiltByItsModel, described_source
-from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel, accelerator
+from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel
+from stratasim.compute_layer.timeloop.accelerator_presets import accelerator
 from stratasim.kernel.errors import BackendError
 from stratasim.kernel.schema import Section, quantity, written
 from stratasim.kernel.units import no_unit

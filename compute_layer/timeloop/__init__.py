@@ -6,7 +6,8 @@ nest; :mod:`.analysis` turns a mapping into access counts, cycles and energy; :m
 :mod:`.scalesim` holds SCALE-Sim's compute-cycle formula; :mod:`.backend` is the ComputeBackend.
 """
 
-from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, StorageLevel, accelerator, systolic
+from stratasim.compute_layer.timeloop.accelerator import Accelerator, StorageLevel
+from stratasim.compute_layer.timeloop.accelerator_presets import PRESETS, accelerator, systolic
 from stratasim.compute_layer.timeloop.analysis import Evaluation, evaluate
 from stratasim.compute_layer.timeloop.backend import TimeloopCompute
 from stratasim.compute_layer.timeloop.mapper import search

@@ -27,7 +27,8 @@ from stratasim.compute_layer.requests import (
     label,
     unknown_capacity,
 )
-from stratasim.compute_layer.timeloop.accelerator import PRESETS, Accelerator, accelerator, catalog
+from stratasim.compute_layer.timeloop.accelerator import Accelerator, catalog
+from stratasim.compute_layer.timeloop.accelerator_presets import PRESETS, accelerator
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message
 from stratasim.compute_layer.timeloop.analysis import Evaluation
 from stratasim.compute_layer.timeloop.mapper import OBJECTIVES, factoring_steps, search
@@ -78,7 +79,7 @@ def _extents(op: compute_pb2.OperatorDesc, index: int) -> list[int]:
 class TimeloopCompute:
     """A :class:`~stratasim.kernel.contracts.ComputeBackend` pricing operators by searching mappings (Timeloop-style).
 
-    ``accelerators`` replaces the presets (:data:`~stratasim.compute_layer.timeloop.accelerator.PRESETS`, plus any
+    ``accelerators`` replaces the presets (:data:`~stratasim.compute_layer.timeloop.accelerator_presets.PRESETS`, plus any
     ``systolic-<R>x<C>-<os|ws|is>``); a request carrying a ``timeloop_accelerator`` prices on that description
     instead of looking its name up. ``objective`` is ``latency`` (default), ``energy`` or ``edp``; ``samples``
     and ``seed`` drive the random search of large mapping spaces. Results are cached per instance by

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from stratasim.compute_layer.device_bounds import MAX_CORES, MAX_LEVEL_WORDS, MAX_PES
-from stratasim.compute_layer.timeloop.accelerator import accelerator
+from stratasim.compute_layer.timeloop.accelerator_presets import accelerator
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_from_message, accelerator_message
 from stratasim.config.study_file import parse_study
 from stratasim.kernel.errors import ConfigError
