@@ -38,6 +38,7 @@ from stratasim.kernel.grid import DimensionLinks
 from stratasim.system_layer.collectives.algorithms import PhasePlan, _binary_tree
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.nccl import _NVLS_EFFICIENCY, _WIRE, NCCL, _in_network, _wire_bytes
+from stratasim.system_layer.collectives.nccl_pxn import pxn_all_to_all
 from stratasim.system_layer.collectives.nccl_tuning import ARCHS, Choice, Communicator, choose
 from stratasim.system_layer.collectives.steps import Step, share_bytes
 from stratasim.system_layer.nccl_options import NcclOptions
@@ -51,7 +52,7 @@ __all__ = [
     "plan_multi_node",
 ]
 
-MULTI_NODE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+MULTI_NODE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 """The collectives planned as one communicator across nodes; the others stay per dimension."""
 
 _GB = 10**9
@@ -108,6 +109,8 @@ def multi_node_of(
 def multi_node_choice(collective: str, multi: MultiNode, size: int, settings: NcclOptions) -> Choice:
     """NCCL's algorithm, protocol and channels for ``collective`` of ``size`` bytes on the multi-node communicator;
     :class:`WorkloadError` naming ``system.nccl`` when what it forces cannot run there."""
+    if collective == "all_to_all":
+        return Choice("direct", "simple", settings.channels or 16, 0.0)
     comm = multi_node_communicator(multi.node, multi.network, multi.per_node, multi.nodes, settings)
     try:
         return choose(comm, collective, size, settings.algorithm_at(0), settings.protocol)
@@ -118,10 +121,13 @@ def multi_node_choice(collective: str, multi: MultiNode, size: int, settings: Nc
 
 @lru_cache(maxsize=4096)
 def _rings(
-    per_node: int, factor: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
+    per_node: int, pxn: bool, factor: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
 ) -> tuple[Step, ...]:
     """One ring per NIC, lock-step: each step sends the shares of the rings staying in the node to the node's next
-    GPU and the share of the one ring crossing nodes here to the next node, then waits for both."""
+    GPU and the share of the one ring crossing nodes here to the next node, then waits for both. With PXN the
+    crossing goes through the next GPU's NIC (the network's route: NVLink, then that rail); without, out of this
+    GPU's own NIC to the next node's GPU on this rail, which forwards it over NVLink to the ring's next GPU (the
+    crossing that came in on its rail, from the previous node's GPU of the same rank in its node)."""
     local = position % per_node
     share = share_bytes(data_bytes, n * per_node)  # one ring's share of one step
     inside = (local + 1) % per_node - local  # the next GPU of the node, for every ring but one
@@ -130,10 +136,16 @@ def _rings(
     steps: list[Step] = []
     for s in range(count):
         reduces = collective == "reduce_scatter" or (collective == "all_reduce" and s < n - 1)
+        wire = _wire_bytes(share, factor)
+        if per_node > 1 and not pxn:
+            steps.append(Step((per_node,), wire, 0, count + s))
         if per_node > 1:
             steps.append(Step((inside,), _wire_bytes((per_node - 1) * share, factor), 0, s))
+        if per_node > 1 and not pxn:
+            steps.extend((Step((), wire, 1, wait=count + s), Step((inside,), wire, 0, s)))
+        crossing = (across,) if pxn or per_node == 1 else ()
         need = 2 if per_node > 1 else 1
-        steps.append(Step((across,), _wire_bytes(share, factor), need, s, s, reduces, per_node * share, delay_ps))
+        steps.append(Step(crossing, wire, need, s, s, reduces, per_node * share, delay_ps))
     return tuple(steps)
 
 
@@ -231,10 +243,13 @@ def _delayed(step: Step, delay_ps: int) -> Step:
     return Step(step.offsets, step.bytes, step.need, step.tag, step.wait, step.reduces, step.reduce_bytes, delay_ps)
 
 
-def _planner(choice: Choice, multi: MultiNode, arch: str, delay_ps: int) -> partial[tuple[Step, ...]]:
+def _planner(choice: Choice, multi: MultiNode, settings: NcclOptions, delay_ps: int) -> partial[tuple[Step, ...]]:
     """The planner of NCCL's pick, its steps ``delay_ps`` longer where they wait."""
+    arch = settings.arch
+    if choice.algorithm == "direct":
+        return partial(pxn_all_to_all, multi.per_node, settings.uses_pxn, delay_ps)
     if choice.algorithm == "ring":
-        return partial(_rings, multi.per_node, _WIRE[choice.protocol], delay_ps)
+        return partial(_rings, multi.per_node, settings.uses_pxn, _WIRE[choice.protocol], delay_ps)
     if choice.algorithm == "tree":
         return partial(_tree, multi.per_node, _WIRE[choice.protocol], delay_ps)
     efficiency = Fraction(1)
@@ -277,5 +292,5 @@ def plan_multi_node(collective: str, multi: MultiNode, data_bytes: int, settings
     name = f"{NCCL}:{choice.algorithm}/{choice.protocol}/{choice.channels}"
     n = multi.per_node * multi.nodes
     waits, network_ps = _critical_path(choice.algorithm, multi, collective, data_bytes)
-    delay = max(0, round((choice.latency_us * 1e6 - network_ps) / waits))
-    return PhasePlan(FLAT, n, name, collective, data_bytes, _planner(choice, multi, settings.arch, delay))
+    delay = max(0, round((choice.latency_us * 1e6 - network_ps) / max(waits, 1)))
+    return PhasePlan(FLAT, n, name, collective, data_bytes, _planner(choice, multi, settings, delay))
