@@ -1,5 +1,5 @@
 """``system.nccl.pxn`` and NCCL's multi-node all-to-all, on two nodes of two GPUs: the bytes each NVLink and each
-rail carries, counted exactly from the plans and routed as the network routes them (dimension 0 first); PAT at
+rail carries, counted exactly from the plans and routed as the network routes them (dimension 0 first); PAT (its steps for any number of nodes) at
 scale as NCCL's tuning model picks it (tuning.cc 2.30.7)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from stratasim.config.study_file import load_study
 from stratasim.study.run import run_study
 from stratasim.system_layer.collectives.nccl import plan_nccl_phase
 from stratasim.system_layer.collectives.nccl_multi_node import MultiNode, plan_multi_node
+from stratasim.system_layer.collectives.nccl_pat import pat_shares
 from stratasim.system_layer.collectives.nccl_tuning import Communicator, choose
 from stratasim.system_layer.nccl_options import NcclOptions
 
@@ -97,3 +98,34 @@ def test_nccl_picks_pat_for_a_small_all_gather_across_16_nodes_of_one_gpu_and_th
     study = load_study(STUDY, ["network.topology.1.size=16"])
     plan = plan_nccl_phase("all_gather", 1, 16, 8, study.grid.links, study.system.nccl)
     assert plan.algorithm == "nccl:pat/simple/1"  # one rail of 16 nodes, per dimension: halving-doubling's steps
+
+
+@pytest.mark.parametrize("n", range(2, 34))
+def test_pat_reaches_every_rank_once_in_log2_steps_farthest_first(n: int) -> None:
+    steps = pat_shares(n)
+    assert [d for d, _ in steps] == [1 << k for k in reversed(range((n - 1).bit_length()))]
+    assert sum(shares for _, shares in steps) == n - 1
+    held = [0]  # offsets of the owners whose share a rank holds: each reached once
+    for d, shares in steps:
+        reach = [s + d for s in held if s + d < n]
+        assert len(reach) == shares
+        held += reach
+    assert sorted(held) == list(range(n))
+
+
+def test_a_tiny_all_gather_across_12_nodes_runs_pat_in_4_steps_at_nccls_estimate() -> None:
+    study = load_study(
+        STUDY,
+        [
+            "network.topology.0.size=1",
+            "network.topology.1.size=12",
+            "workload.collective=all_gather",
+            "workload.size=8B",
+            "system.nccl.multi_node=false",
+        ],
+    )
+    plan = plan_nccl_phase("all_gather", 1, 12, 8, study.grid.links, study.system.nccl)
+    assert plan.algorithm == "nccl:pat/simple/1"
+    assert [step.offsets for step in plan.steps_for(0)] == [(8,), (4,), (2,), (1,)]
+    estimate = choose(Communicator(ranks=12, nodes=12, intra_gbps=50.0, inter_gbps=50.0), "all_gather", 8)
+    assert run_study(study).total_time_ps == pytest.approx(estimate.time_us * 1e6, rel=1e-3)
