@@ -1,6 +1,6 @@
 """``system.nccl.pxn`` and NCCL's multi-node all-to-all, on two nodes of two GPUs: the bytes each NVLink and each
-rail carries, counted exactly from the plans and routed as the network routes them (dimension 0 first); PAT (its steps for any number of nodes) at
-scale as NCCL's tuning model picks it (tuning.cc 2.30.7)."""
+rail carries, counted exactly from the plans and routed as the network routes them (dimension 0 first); PAT (its
+steps for any number of nodes) at scale, as NCCL's tuning model picks it (tuning.cc 2.30.7)."""
 
 from __future__ import annotations
 
