@@ -236,6 +236,17 @@ def _nvls_tree(
     return _pipelined(timed, pieces, 6, delay_ps)
 
 
+@lru_cache(maxsize=4096)
+def _all_to_all(
+    per_node: int, pxn: bool, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
+) -> tuple[Step, ...]:
+    """NCCL's all-to-all over every rank (:func:`~stratasim.system_layer.collectives.nccl_pxn.pxn_all_to_all`),
+    pipelined in pieces: each piece's second hop goes as the piece comes in."""
+    pieces = _pieces(data_bytes)
+    timed = pxn_all_to_all(per_node, n // per_node, pxn, position, share_bytes(data_bytes, pieces))
+    return _pipelined(timed, pieces, 2, delay_ps)
+
+
 def _delayed(step: Step, delay_ps: int) -> Step:
     """``step`` with NCCL's per-step latency when it waits for something."""
     if not step.need or not delay_ps:
@@ -247,7 +258,7 @@ def _planner(choice: Choice, multi: MultiNode, settings: NcclOptions, delay_ps: 
     """The planner of NCCL's pick, its steps ``delay_ps`` longer where they wait."""
     arch = settings.arch
     if choice.algorithm == "direct":
-        return partial(pxn_all_to_all, multi.per_node, settings.uses_pxn, delay_ps)
+        return partial(_all_to_all, multi.per_node, settings.uses_pxn, delay_ps)
     if choice.algorithm == "ring":
         return partial(_rings, multi.per_node, settings.uses_pxn, _WIRE[choice.protocol], delay_ps)
     if choice.algorithm == "tree":

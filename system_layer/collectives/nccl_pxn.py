@@ -16,14 +16,13 @@ through the CPU but an NVLink peer sits on that NIC's PCI switch (each GPU of a 
   moves them over NVLink: the same two messages in the other order (the rail first, then each NVLink peer its
   share plus what came in for it from every other node).
 
-On such a topology both load each NVLink and each rail with the same bytes; they differ in which side of the
+Both go in pieces (NCCL's proxy sends each chunk as it comes in), each piece's second hop one step behind its
+first. On such a topology both load each NVLink and each rail with the same bytes; they differ in which side of the
 network the NVLink hop sits. What PXN saves in a real cluster, the spine crossings of cross-rail traffic and the
 network connections per GPU, a topology of rails does not have.
 """
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 from stratasim.system_layer.collectives.steps import Step, share_bytes
 
@@ -32,22 +31,22 @@ __all__ = ["pxn_all_to_all"]
 _NVLINK, _RAIL = 0, 1
 
 
-@lru_cache(maxsize=4096)
 def pxn_all_to_all(
-    per_node: int, pxn: bool, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
-) -> tuple[Step, ...]:
-    """The all-to-all of ``data_bytes`` per rank over ``n`` ranks, ``per_node`` a node, at ``position``: every
-    other rank gets ``S / n``, through the NVLink peer on its rail then the rail with PXN, the other way without."""
-    share = share_bytes(data_bytes, n)
-    nodes, local = n // per_node, position % per_node
-    if per_node == 1 or nodes == 1:
-        return (Step(tuple(range(1, n)), share, n - 1, delay_ps=delay_ps),)
+    per_node: int, nodes: int, pxn: bool, position: int, piece_bytes: int
+) -> list[tuple[int, int, Step]]:
+    """One piece (``piece_bytes`` of every rank's buffer) of the all-to-all over ``nodes`` nodes of ``per_node``
+    ranks at ``position``, as (time unit, 0 for a wait and 1 for a send, step): the NVLink hop to every peer of the
+    node then the rail to every other node with PXN, the other way without; the second hop forwards what the first
+    brought, one time unit later (NCCL's proxy sends each chunk as it comes in)."""
+    share, local = share_bytes(piece_bytes, per_node * nodes), position % per_node
     peers = tuple(other - local for other in range(per_node) if other != local)
     rail = tuple(node * per_node for node in range(1, nodes))
     nvlink = (peers, nodes * share, per_node - 1, _NVLINK)
     network = (rail, per_node * share, nodes - 1, _RAIL)
     first, then = (nvlink, network) if pxn else (network, nvlink)
-    return (
-        Step(first[0], first[1], first[2], tag=first[3], wait=first[3]),
-        Step(then[0], then[1], then[2], tag=then[3], wait=then[3], delay_ps=delay_ps),
-    )
+    return [
+        (0, 1, Step(first[0], first[1], 0, tag=first[3])),
+        (1, 0, Step((), first[1], first[2], wait=first[3])),
+        (1, 1, Step(then[0], then[1], 0, tag=then[3])),
+        (2, 0, Step((), then[1], then[2], wait=then[3])),
+    ]
