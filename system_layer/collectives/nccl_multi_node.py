@@ -9,7 +9,9 @@ compete with ``ring``. The pick then runs as one flat phase over the group (posi
 
 - ``ring``: NCCL's rings over all ranks, one per NIC (channels spread over the node's NICs): ring ``r`` visits
   each node's GPUs from local ``r`` on and crosses to the next node from local ``r - 1`` to local ``r``, so ring 0
-  runs from the last GPU of a node to the first of the next. Each ring carries ``S / per_node``; an all-reduce is
+  runs from the last GPU of a node to the first of the next, the crossing through local ``r``'s NIC (PXN: the
+  network's route, NVLink first) or, with ``system.nccl.pxn: false``, out of local ``r - 1``'s own NIC and
+  forwarded over NVLink in the next node. Each ring carries ``S / per_node``; an all-reduce is
   ``2(n - 1)`` lock-step steps, each sending every ring's ``S / (per_node n)`` to its next rank, so each ring edge
   carries ``2(n - 1)/n`` of the ring's data and each NIC ``2(n - 1)/n S / per_node``;
 - ``tree`` (all-reduce): NCCL's double binary tree, each tree on half the buffer: reduced up the node's chain
@@ -20,6 +22,8 @@ compete with ``ring``. The pick then runs as one flat phase over the group (posi
   share multicast back in the node;
 - both trees are pipelined as NCCL's are: cut into pieces of ``_PIECE`` bytes (at most ``_MAX_PIECES``), each one
   time unit behind the one before;
+- ``direct`` (all-to-all): NCCL's point-to-point exchange through the NVLink peer on the target's rail, or
+  without PXN the other way (:mod:`~stratasim.system_layer.collectives.nccl_pxn`), pipelined in pieces;
 - ``nvls`` and ``collnet_*`` (when the switches between nodes reduce): the in-network plan of
   :mod:`~stratasim.system_layer.collectives.nccl` over the whole group.
 
