@@ -43,6 +43,15 @@ class NcclOptions(Section):
     """Whether a collective over several nodes (a group spanning the first dimension, the GPUs of a node, and later
     ones, the nodes) is ONE NCCL communicator, chosen and run as NCCL runs it (its flat rings, its tree, NVLS-tree);
     off, it runs per dimension, each line its own communicator."""
+    pxn: StrictBool | None = None
+    """Whether a GPU reaches a remote rank through its NVLink peer on the target's rail (PXN, ``NCCL_PXN_DISABLE=0``,
+    NCCL's default since 2.12) or through its own NIC (``false``), under ``multi_node``: NCCL's default (PXN) when
+    not given; ``true`` needs rails (``multi_node`` over a node of several GPUs)."""
+
+    @property
+    def uses_pxn(self) -> bool:
+        """Whether PXN is on: as given, else NCCL's default (on)."""
+        return self.pxn is not False
 
     def algorithm_at(self, dimension: int) -> str:
         """The algorithm forced on ``dimension`` (``auto``: NCCL's choice); a short list repeats its last entry."""

@@ -166,6 +166,12 @@ def _normalise_algorithms(value: object) -> dict[str, tuple[str, ...]]:
     return result
 
 
+_PXN_NEEDS_RAILS = (
+    "true sends to a remote GPU through the NVLink peer on the target's rail, which needs rails: one communicator "
+    "across nodes (system.nccl.multi_node: true) whose first topology dimension is a node of several GPUs"
+)
+
+
 def _forced_problem(forced: str, dim: int, link: DimensionLinks, multi_node: bool) -> str:
     """Why the algorithm forced on ``dim`` cannot run there ("" when it can): under ``multi_node``, ``nvls_tree``
     runs on the node's reducing NVSwitch and across nodes."""
@@ -376,6 +382,8 @@ class SystemOptions(Section):
                     f"true runs one communicator across the nodes (the dimensions after the first): {why}",
                 )
             ]
+        if self.nccl.pxn and (not self.nccl.multi_node or physical.sizes[0] < 2):
+            return [("nccl.pxn", _PXN_NEEDS_RAILS)]
         return [
             ("nccl.algorithm", message)
             for dim, link in enumerate(links)

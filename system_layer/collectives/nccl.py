@@ -6,8 +6,8 @@ the innermost dimension the line is one node of ``n`` GPUs on NVLink (NVLS when 
 reduces, PAT for all-gather and reduce-scatter). ``system.nccl`` forces an algorithm, protocol or channel count as
 ``NCCL_ALGO``, ``NCCL_PROTO`` and ``NCCL_NCHANNELS`` do. The phase then runs as steps on the network:
 
-- ``ring``: the ring's steps; ``tree``: the double binary tree's; ``pat``: halving-doubling's (a power of two
-  GPUs, else the ring's);
+- ``ring``: the ring's steps; ``tree``: the double binary tree's; ``pat``: PAT's, Bruck's all-gather farthest
+  peer first (:mod:`~stratasim.system_layer.collectives.nccl_pat`);
 - ``nvls``, ``nvls_tree``, ``collnet_*``: in-network reduction, by the dimension's switch itself (a
   :class:`~stratasim.system_layer.collectives.steps.Step` ``at_switch``; the network holds every GPU's contribution
   until the last is in, then sends each its result: :mod:`stratasim.network_layer.switch_reduction`). One step per
@@ -34,6 +34,7 @@ from functools import lru_cache, partial
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import DimensionLinks
 from stratasim.system_layer.collectives.algorithms import PhasePlan, plan_phase
+from stratasim.system_layer.collectives.nccl_pat import pat_shares, pat_steps
 from stratasim.system_layer.collectives.nccl_tuning import ARCHS, Choice, Communicator, choose
 from stratasim.system_layer.collectives.steps import Step, lockstep, share_bytes
 from stratasim.system_layer.nccl_options import REDUCING_ALGORITHMS, NcclOptions
@@ -146,12 +147,10 @@ def _wire_bytes(size: int, factor: Fraction) -> int:
     return -(-(size * factor.numerator) // factor.denominator)
 
 
-def _steps_algorithm(choice: Choice, collective: str, n: int) -> str:
+def _steps_algorithm(choice: Choice, collective: str) -> str:
     """The StrataSim algorithm whose steps run NCCL's pick."""
     if choice.algorithm == "tree":
         return "double_binary_tree" if collective == "all_reduce" else "ring"
-    if choice.algorithm == "pat":
-        return "halving_doubling" if n & (n - 1) == 0 else "ring"
     return choice.algorithm  # ring, direct
 
 
@@ -173,8 +172,11 @@ def plan_nccl_phase(
         if choice.algorithm.startswith("nvls"):
             efficiency = _NVLS_EFFICIENCY[ARCHS.index(settings.arch)]
         planner = partial(_at_switch, efficiency, _step_delay_ps(choice, link, 1))
+    elif choice.algorithm == "pat":  # Simple only
+        delay = _step_delay_ps(choice, link, len(pat_shares(n)))
+        planner = partial(pat_steps, delay)
     else:
-        steps_algorithm = _steps_algorithm(choice, collective, n)
+        steps_algorithm = _steps_algorithm(choice, collective)
         base = plan_phase(collective, steps_algorithm, dim, n, data_bytes)  # refuses what it cannot run, saying why
         delay = _step_delay_ps(choice, link, len(base.steps_for(0)))
         planner = partial(_on_the_wire, steps_algorithm, _WIRE[choice.protocol], delay)

@@ -9,7 +9,9 @@ compete with ``ring``. The pick then runs as one flat phase over the group (posi
 
 - ``ring``: NCCL's rings over all ranks, one per NIC (channels spread over the node's NICs): ring ``r`` visits
   each node's GPUs from local ``r`` on and crosses to the next node from local ``r - 1`` to local ``r``, so ring 0
-  runs from the last GPU of a node to the first of the next. Each ring carries ``S / per_node``; an all-reduce is
+  runs from the last GPU of a node to the first of the next, the crossing through local ``r``'s NIC (PXN: the
+  network's route, NVLink first) or, with ``system.nccl.pxn: false``, out of local ``r - 1``'s own NIC and
+  forwarded over NVLink in the next node. Each ring carries ``S / per_node``; an all-reduce is
   ``2(n - 1)`` lock-step steps, each sending every ring's ``S / (per_node n)`` to its next rank, so each ring edge
   carries ``2(n - 1)/n`` of the ring's data and each NIC ``2(n - 1)/n S / per_node``;
 - ``tree`` (all-reduce): NCCL's double binary tree, each tree on half the buffer: reduced up the node's chain
@@ -20,6 +22,8 @@ compete with ``ring``. The pick then runs as one flat phase over the group (posi
   share multicast back in the node;
 - both trees are pipelined as NCCL's are: cut into pieces of ``_PIECE`` bytes (at most ``_MAX_PIECES``), each one
   time unit behind the one before;
+- ``direct`` (all-to-all): NCCL's point-to-point exchange through the NVLink peer on the target's rail, or
+  without PXN the other way (:mod:`~stratasim.system_layer.collectives.nccl_pxn`), pipelined in pieces;
 - ``nvls`` and ``collnet_*`` (when the switches between nodes reduce): the in-network plan of
   :mod:`~stratasim.system_layer.collectives.nccl` over the whole group.
 
@@ -38,6 +42,7 @@ from stratasim.kernel.grid import DimensionLinks
 from stratasim.system_layer.collectives.algorithms import PhasePlan, _binary_tree
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
 from stratasim.system_layer.collectives.nccl import _NVLS_EFFICIENCY, _WIRE, NCCL, _in_network, _wire_bytes
+from stratasim.system_layer.collectives.nccl_pxn import pxn_all_to_all
 from stratasim.system_layer.collectives.nccl_tuning import ARCHS, Choice, Communicator, choose
 from stratasim.system_layer.collectives.steps import Step, share_bytes
 from stratasim.system_layer.nccl_options import NcclOptions
@@ -51,7 +56,7 @@ __all__ = [
     "plan_multi_node",
 ]
 
-MULTI_NODE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+MULTI_NODE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 """The collectives planned as one communicator across nodes; the others stay per dimension."""
 
 _GB = 10**9
@@ -108,6 +113,8 @@ def multi_node_of(
 def multi_node_choice(collective: str, multi: MultiNode, size: int, settings: NcclOptions) -> Choice:
     """NCCL's algorithm, protocol and channels for ``collective`` of ``size`` bytes on the multi-node communicator;
     :class:`WorkloadError` naming ``system.nccl`` when what it forces cannot run there."""
+    if collective == "all_to_all":
+        return Choice("direct", "simple", settings.channels or 16, 0.0)
     comm = multi_node_communicator(multi.node, multi.network, multi.per_node, multi.nodes, settings)
     try:
         return choose(comm, collective, size, settings.algorithm_at(0), settings.protocol)
@@ -118,10 +125,13 @@ def multi_node_choice(collective: str, multi: MultiNode, size: int, settings: Nc
 
 @lru_cache(maxsize=4096)
 def _rings(
-    per_node: int, factor: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
+    per_node: int, pxn: bool, factor: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
 ) -> tuple[Step, ...]:
     """One ring per NIC, lock-step: each step sends the shares of the rings staying in the node to the node's next
-    GPU and the share of the one ring crossing nodes here to the next node, then waits for both."""
+    GPU and the share of the one ring crossing nodes here to the next node, then waits for both. With PXN the
+    crossing goes through the next GPU's NIC (the network's route: NVLink, then that rail); without, out of this
+    GPU's own NIC to the next node's GPU on this rail, which forwards it over NVLink to the ring's next GPU (the
+    crossing that came in on its rail, from the previous node's GPU of the same rank in its node)."""
     local = position % per_node
     share = share_bytes(data_bytes, n * per_node)  # one ring's share of one step
     inside = (local + 1) % per_node - local  # the next GPU of the node, for every ring but one
@@ -130,10 +140,16 @@ def _rings(
     steps: list[Step] = []
     for s in range(count):
         reduces = collective == "reduce_scatter" or (collective == "all_reduce" and s < n - 1)
+        wire = _wire_bytes(share, factor)
+        if per_node > 1 and not pxn:
+            steps.append(Step((per_node,), wire, 0, count + s))
         if per_node > 1:
             steps.append(Step((inside,), _wire_bytes((per_node - 1) * share, factor), 0, s))
+        if per_node > 1 and not pxn:
+            steps.extend((Step((), wire, 1, wait=count + s), Step((inside,), wire, 0, s)))
+        crossing = (across,) if pxn or per_node == 1 else ()
         need = 2 if per_node > 1 else 1
-        steps.append(Step((across,), _wire_bytes(share, factor), need, s, s, reduces, per_node * share, delay_ps))
+        steps.append(Step(crossing, wire, need, s, s, reduces, per_node * share, delay_ps))
     return tuple(steps)
 
 
@@ -224,6 +240,17 @@ def _nvls_tree(
     return _pipelined(timed, pieces, 6, delay_ps)
 
 
+@lru_cache(maxsize=4096)
+def _all_to_all(
+    per_node: int, pxn: bool, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
+) -> tuple[Step, ...]:
+    """NCCL's all-to-all over every rank (:func:`~stratasim.system_layer.collectives.nccl_pxn.pxn_all_to_all`),
+    pipelined in pieces: each piece's second hop goes as the piece comes in."""
+    pieces = _pieces(data_bytes)
+    timed = pxn_all_to_all(per_node, n // per_node, pxn, position, share_bytes(data_bytes, pieces))
+    return _pipelined(timed, pieces, 2, delay_ps)
+
+
 def _delayed(step: Step, delay_ps: int) -> Step:
     """``step`` with NCCL's per-step latency when it waits for something."""
     if not step.need or not delay_ps:
@@ -231,10 +258,13 @@ def _delayed(step: Step, delay_ps: int) -> Step:
     return Step(step.offsets, step.bytes, step.need, step.tag, step.wait, step.reduces, step.reduce_bytes, delay_ps)
 
 
-def _planner(choice: Choice, multi: MultiNode, arch: str, delay_ps: int) -> partial[tuple[Step, ...]]:
+def _planner(choice: Choice, multi: MultiNode, settings: NcclOptions, delay_ps: int) -> partial[tuple[Step, ...]]:
     """The planner of NCCL's pick, its steps ``delay_ps`` longer where they wait."""
+    arch = settings.arch
+    if choice.algorithm == "direct":
+        return partial(_all_to_all, multi.per_node, settings.uses_pxn, delay_ps)
     if choice.algorithm == "ring":
-        return partial(_rings, multi.per_node, _WIRE[choice.protocol], delay_ps)
+        return partial(_rings, multi.per_node, settings.uses_pxn, _WIRE[choice.protocol], delay_ps)
     if choice.algorithm == "tree":
         return partial(_tree, multi.per_node, _WIRE[choice.protocol], delay_ps)
     efficiency = Fraction(1)
@@ -277,5 +307,5 @@ def plan_multi_node(collective: str, multi: MultiNode, data_bytes: int, settings
     name = f"{NCCL}:{choice.algorithm}/{choice.protocol}/{choice.channels}"
     n = multi.per_node * multi.nodes
     waits, network_ps = _critical_path(choice.algorithm, multi, collective, data_bytes)
-    delay = max(0, round((choice.latency_us * 1e6 - network_ps) / waits))
-    return PhasePlan(FLAT, n, name, collective, data_bytes, _planner(choice, multi, settings.arch, delay))
+    delay = max(0, round((choice.latency_us * 1e6 - network_ps) / max(waits, 1)))
+    return PhasePlan(FLAT, n, name, collective, data_bytes, _planner(choice, multi, settings, delay))

@@ -333,6 +333,13 @@ def _channels(comm: Communicator, algorithm: str, protocol: str, size: int) -> i
     return channels
 
 
+def _why_not(comm: Communicator, collective: str, algorithm: str) -> str:
+    """Why NCCL would not run ``algorithm`` for ``collective`` on ``comm``, where one reason stands out ("" else)."""
+    if algorithm == "pat" and collective in ("all_gather", "reduce_scatter") and comm.nodes != comm.ranks:
+        return f" (PAT runs with one GPU per node, NCCL 2.23+; this communicator has {comm.per_node} a node)"
+    return ""
+
+
 def choose(comm: Communicator, collective: str, size: int, algorithm: str = "auto", protocol: str = "auto") -> Choice:
     """NCCL's pick for ``collective`` of ``size`` bytes: the least estimated time among the algorithms and protocols
     allowed (``algorithm`` / ``protocol`` restrict the choice as ``NCCL_ALGO`` / ``NCCL_PROTO`` do).
@@ -346,7 +353,8 @@ def choose(comm: Communicator, collective: str, size: int, algorithm: str = "aut
     if not allowed:
         wanted = f"algorithm {algorithm}" + ("" if protocol == "auto" else f" with protocol {protocol}")
         runs = sorted({f"{a}/{p}" for a, p in table}) or ["none"]
-        raise ValueError(f"NCCL cannot run {collective} with {wanted} here; it could run {', '.join(runs)}")
+        why = _why_not(comm, collective, algorithm)
+        raise ValueError(f"NCCL cannot run {collective} with {wanted} here{why}; it could run {', '.join(runs)}")
     order = {(a, p): i for i, (a, p) in enumerate((a, p) for a in ALGORITHMS for p in PROTOCOLS)}
     (name, proto), time = min(allowed.items(), key=lambda item: (item[1], order[item[0]]))
     latency = _time_us(comm, collective, ALGORITHMS.index(name), PROTOCOLS.index(proto), 0)

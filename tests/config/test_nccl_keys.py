@@ -56,6 +56,13 @@ def nccl(nccl: dict[str, Any] | None = None, topology: list[dict[str, Any]] | No
             "system.nccl.algorithm",
             "mark the first dimension in_network_reduction: true",
         ),
+        (nccl({"pxn": "sometimes"}), "system.nccl.pxn", "boolean"),
+        (nccl({"pxn": True}, [*REDUCING, *NVSWITCH]), "system.nccl.pxn", "needs rails"),
+        (
+            nccl({"pxn": True, "multi_node": True}, [{**NVSWITCH[0], "size": 1}, *NVSWITCH]),
+            "system.nccl.pxn",
+            "a node of several GPUs",
+        ),
         (nccl({"algorithm": "collnet_direct"}), "system.nccl.algorithm", "a list per dimension"),
         (
             nccl({"algorithm": ["auto", "collnet_chain"]}, [*REDUCING, *NVSWITCH]),
@@ -123,3 +130,17 @@ def test_a_forced_pick_nccl_cannot_run_is_one_message() -> None:
     example = str(ROOT / "examples" / "nccl" / "allreduce_8xh100.yaml")
     done = stratasim_process("run", example, "--set", "system.nccl.algorithm=pat")
     assert_one_clear_message(done.returncode, done.stderr, "system.nccl", "cannot run all_reduce with algorithm pat")
+
+
+def test_pxn_on_one_node_ends_the_run_with_one_message() -> None:
+    example = str(ROOT / "examples" / "nccl" / "allreduce_8xh100.yaml")
+    done = stratasim_process("run", example, "--set", "system.nccl.pxn=true")
+    assert_one_clear_message(done.returncode, done.stderr, "system.nccl.pxn", "needs rails")
+
+
+def test_pat_across_nodes_of_several_gpus_is_one_message() -> None:
+    example = str(ROOT / "examples" / "nccl" / "allreduce_2x8xh100.yaml")
+    done = stratasim_process(
+        "run", example, "--set", "workload.collective=all_gather", "--set", "system.nccl.algorithm=pat"
+    )
+    assert_one_clear_message(done.returncode, done.stderr, "system.nccl", "PAT runs with one GPU per node")

@@ -109,7 +109,7 @@ def test_only_groups_spanning_the_node_and_the_nodes_are_one_communicator() -> N
     assert whole is not None and (whole.per_node, whole.nodes) == (8, 2)
     assert multi_node_of("all_reduce", phases_of(tuple(range(8)), grid), grid.links, settings) is None  # one node
     assert multi_node_of("all_reduce", phases_of((0, 8), grid), grid.links, settings) is None  # a rail
-    assert multi_node_of("all_to_all", phases_of(tuple(range(16)), grid), grid.links, settings) is None
+    assert multi_node_of("broadcast", phases_of(tuple(range(16)), grid), grid.links, settings) is None
 
 
 def test_a_large_all_reduce_on_reducing_nvswitches_runs_pipelined_nvls_tree_faster_than_the_ring() -> None:
