@@ -15,7 +15,7 @@ from stratasim.kernel.units import power_w, ps_to_ns
 from stratasim.report.jobs import JobFigures
 from stratasim.report.layers import LayerRow, layer_rows
 from stratasim.report.serving_layers import ServingLayerRow
-from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
+from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult, TraceSpan
 
 __all__ = ["ReportContents"]
 
@@ -44,7 +44,7 @@ class ReportContents:
     topologies); ``cost`` the system's price, power and throughput per dollar and per watt when the study has an
     ``economics`` section (:func:`stratasim.study.economics.cost_figures`; None otherwise); ``serving_layers`` a
     request-level serving run's per-layer breakdown when asked for (:mod:`stratasim.report.serving_layers`; empty
-    otherwise). The result's trace
+    otherwise) and ``serving_layer_spans`` its ``layers`` trace track when a trace was asked for too. The result's trace
     spans, counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not
     part of the JSON report.
     """
@@ -65,6 +65,7 @@ class ReportContents:
     torus_shape: tuple[int, ...] = ()
     cost: dict[str, Any] | None = None
     serving_layers: tuple[ServingLayerRow, ...] = ()
+    serving_layer_spans: tuple[TraceSpan, ...] = ()
 
     @property
     def energy_per_token_pj(self) -> float | None:

@@ -37,6 +37,7 @@ from stratasim.study.device import (
 from stratasim.study.economics import study_cost
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving import BackendPricer, NetworkKvTransfer, NetworkSessions
+from stratasim.system_layer.spans import TraceSpan
 from stratasim.v1 import compute_pb2
 
 __all__ = [
@@ -160,6 +161,7 @@ class ServedRun:
     warnings: tuple[str, ...]
     wall_seconds: float
     layers: tuple[ServingLayerRow, ...] = ()
+    layer_spans: tuple[TraceSpan, ...] = ()
 
 
 def run_serving(
@@ -189,6 +191,7 @@ def serve(
     check_serving(study, workload, budget, key)
     runs = [] if runs is None and layers else runs
     rows: tuple[ServingLayerRow, ...] = ()
+    spans: tuple[TraceSpan, ...] = ()
     with ExitStack() as stack:
         opened = open_pricers(study, workload, stack, placed, key)
         pools, pricers, transfer = opened.pools, opened.pricers, opened.transfer
@@ -202,9 +205,9 @@ def serve(
         )
         wall_seconds = time.perf_counter() - started
         if layers and runs:
-            from stratasim.study.serving_layers import serving_layer_rows  # asked for: imported for it only
+            from stratasim.study.serving_layers import serving_layers  # asked for: imported for it only
 
-            rows = serving_layer_rows(workload, pools, pricers, runs[-1])
+            rows, spans = serving_layers(workload, pools, pricers, runs[-1], spans=record_trace)
     figures = result.figures | {
         "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
         "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct),
@@ -215,7 +218,7 @@ def serve(
             f"kv_capacity_bytes_per_npu.{pool.name}": float(kv) for pool, kv in zip(pools, result.kv_bytes_per_pool)
         }
     calibration, warnings = _calibration(opened.sections, opened.facts)
-    return ServedRun(result, figures, opened.backends, calibration, warnings, wall_seconds, rows)
+    return ServedRun(result, figures, opened.backends, calibration, warnings, wall_seconds, rows, spans)
 
 
 @dataclass(frozen=True)
@@ -306,5 +309,6 @@ def _report(study: Study, run: ServedRun) -> Report:
         warnings=(*study.warnings, *run.warnings),
         calibration=run.calibration,
         serving_layers=run.layers,
+        serving_layer_spans=run.layer_spans,
         cost=None if study.economics is None else study_cost(study, run.result.total_time_ps, None, run.figures),
     )

@@ -78,11 +78,11 @@ class BackendPricer:
                     stages[index] += repeats * self._transfer(work.boundary_bytes)
         return stages[0] if self._pp == 1 else tuple(stages)
 
-    def by_block(self, iteration: Iteration) -> dict[tuple[str, str], int]:
-        """Picoseconds of ``iteration`` by (block, communicator): each step's time charged to each block it runs
-        in (its work's ``blocks``; ``other`` when unnamed), compute under communicator ``""``, TP collectives under
-        ``tp``, the activation's transfers into stages to block ``pipeline`` under ``pp``. The values sum to the
-        stages' times :meth:`__call__` gives, to the picosecond."""
+    def by_block(self, iteration: Iteration) -> dict[tuple[int, str, str], int]:
+        """Picoseconds of ``iteration`` by (stage, block, communicator): each step's time charged to each block it
+        runs in (its work's ``blocks``; ``other`` when unnamed), compute under communicator ``""``, TP collectives
+        under ``tp``, the activation's transfer into a stage to block ``pipeline`` under ``pp``. A stage's values
+        sum to its time as :meth:`__call__` gives it, to the picosecond."""
         ops = [
             step.op
             for _, work in iteration.works
@@ -91,7 +91,7 @@ class BackendPricer:
             if isinstance(step, Compute)
         ]
         durations = iter(self._operators.durations_ps(ops))  # in the order the loops below meet the operators
-        parts: defaultdict[tuple[str, str], int] = defaultdict(int)
+        parts: defaultdict[tuple[int, str, str], int] = defaultdict(int)
         for repeats, work in iteration.works:
             for index, stage in enumerate(work.stages):
                 names = work.blocks[index] if work.blocks else [("other",) * times for times, _ in stage]
@@ -103,9 +103,9 @@ class BackendPricer:
                     else:
                         continue
                     for block in blocks:
-                        parts[block, communicator] += repeats * ps
+                        parts[index, block, communicator] += repeats * ps
                 if index:
-                    parts["pipeline", "pp"] += repeats * self._transfer(work.boundary_bytes)
+                    parts[index, "pipeline", "pp"] += repeats * self._transfer(work.boundary_bytes)
         return dict(parts)
 
     def experts_by_block(self, work: ExpertWork) -> dict[tuple[str, str], int]:

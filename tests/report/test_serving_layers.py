@@ -47,12 +47,12 @@ def _data(example: str, plan: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _served(data: dict[str, Any]) -> tuple[ServedRun, PoolRun, ServingRequestsWorkload, Any]:
+def _served(data: dict[str, Any], trace: bool = False) -> tuple[ServedRun, PoolRun, ServingRequestsWorkload, Any]:
     study = parse_study(data, "the study mapping")
     config = ServingRequestsWorkload.Config.model_validate({k: v for k, v in data["workload"].items() if k != "kind"})
     workload = registry.load("workload", "serving")(config)
     runs: list[PoolRun] = []
-    served = serve(study, workload, DEFAULT_BUDGET, runs=runs, layers=True)
+    served = serve(study, workload, DEFAULT_BUDGET, runs=runs, layers=True, record_trace=trace)
     return served, runs[0], workload, study
 
 
@@ -104,6 +104,22 @@ def test_iterations_and_tokens_count_each_phase_once() -> None:
     pipeline = [row for row in served.layers if row.layer == "pipeline"]
     assert pipeline and all(row.compute_ps == 0 and row.by_communicator[0][0] == "pp" for row in pipeline)
     assert "Per layer, serving" in serving_layers_text(served.layers)
+
+
+def test_the_trace_lays_each_iterations_stage_parts_out_by_block() -> None:
+    """The ``layers`` track: on each NPU, spans one after another (a stage runs one iteration at a time), their
+    durations summing to the rows' time; each iteration's stage part ending when the stage handed it on."""
+    served, run, _, _ = _served(_data(*CASES["tp 4 pp 2"]), trace=True)
+    spans = served.layer_spans
+    assert sum(span.end_ps - span.start_ps for span in spans) == sum(row.busy_ps for row in served.layers)
+    firsts = {replica * 8 + stage * 4 for replica in range(4) for stage in range(2)}  # each stage's first NPU
+    assert {span.npu for span in spans} == firsts
+    ends = {end for record in run.record for end in record.stage_ends_ps}
+    for npu in firsts:
+        mine = sorted((span for span in spans if span.npu == npu), key=lambda span: span.start_ps)
+        assert all(a.end_ps <= b.start_ps for a, b in zip(mine, mine[1:]))
+        assert {span.end_ps for span in mine if span.name.startswith("head") or "layer39" in span.name} <= ends
+    assert not _served(_data(*CASES["tp 4 pp 2"]))[0].layer_spans
 
 
 def test_without_layers_the_report_is_the_same_less_the_breakdown() -> None:
