@@ -1,12 +1,13 @@
-"""Building a serving run's per-layer breakdown (:mod:`stratasim.report.serving_layers`) from its record and its
-pricers.
+"""Building a serving run's per-layer breakdown (:mod:`stratasim.report.serving_layers`) and its ``layers`` trace
+track from its record and its pricers.
 
-Each distinct iteration shape the run priced is split by its pool's pricer into (block, communicator) parts
+Each distinct iteration shape the run priced is split by its pool's pricer into (stage, block, communicator) parts
 (:meth:`~stratasim.system_layer.serving.BackendPricer.by_block`) and counted as often as it ran; each expert part
 likewise (:meth:`~stratasim.system_layer.serving.BackendPricer.experts_by_block`). An iteration's phase is
 ``prefill`` (prompt chunks only), ``decode`` (decodes only), ``mixed`` (both: chunked prefill) or ``empty`` (an
 expert-parallel member with nothing to run); expert parts, shared by a group whose members may be in different
-phases, are phase ``all``.
+phases, are phase ``all``. The trace lays each iteration's stage parts out by block on the stage's first NPU
+(:func:`_spans`).
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ def _laid_out(npu: int, blocks: Counter[str], end_ps: int, phase: str) -> list[T
 
 
 def _row(pool: str, key: Key, parts: Counter[str], iterations: int, tokens: int) -> ServingLayerRow:
+    """The row of ``key`` from its ps by communicator (compute under ``""``), every collective exposed."""
     comm = {label: ps for label, ps in sorted(parts.items()) if label}
     total = sum(comm.values())
     by_communicator = tuple((label, ps, ps) for label, ps in comm.items())
