@@ -44,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report.to_text())
         if args.layers:
-            shown = serving_layers_text(report.serving_layers) if report.engine is None else layers_text(report.layers)
-            print(f"\n{shown}")
+            breakdown = (
+                serving_layers_text(report.serving_layers) if report.engine is None else layers_text(report.layers)
+            )
+            print(f"\n{breakdown}")
         if written:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
         if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):

@@ -27,6 +27,7 @@ from stratasim.study.serving import ServedRun, open_pricers, serve
 from stratasim.study.serving_layers import phase_of
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.workload import ServingRequestsWorkload
+from tests.helpers import RunCli
 
 SERVING = Path(__file__).resolve().parents[2] / "examples" / "serving"
 FEW = {"count": 60}
@@ -130,3 +131,25 @@ def test_without_layers_the_report_is_the_same_less_the_breakdown() -> None:
     assert "layers" not in off and on.pop("layers")
     off.pop("wall_seconds"), on.pop("wall_seconds")
     assert json.dumps(off, sort_keys=True) == json.dumps(on, sort_keys=True)
+
+
+def test_run_layers_prints_and_writes_the_serving_breakdown(run_cli: RunCli) -> None:
+    """``run --layers`` on a serving study: the table after the text report, ``layers`` in the JSON; the text
+    report itself unchanged, and no ``layers`` without the flag."""
+    study, few = str(SERVING / "llama3_70b_h100_tp8.yaml"), ("--set", "workload.requests.count=20")
+    code, plain, err = run_cli("run", study, *few)
+    assert code == 0, err
+    code, out, err = run_cli("run", study, *few, "--layers")
+    assert code == 0, err
+    text, _, table = out.partition("\nPer layer, serving")
+    assert table and "Per layer" not in plain
+    assert _without_wall(text.rstrip("\n")) == _without_wall(plain.rstrip("\n"))
+    code, out, err = run_cli("run", study, *few, "--json")
+    assert code == 0 and "layers" not in json.loads(out)
+    code, out, err = run_cli("run", study, *few, "--json", "--layers")
+    assert code == 0 and {row["phase"] for row in json.loads(out)["layers"]} >= {"decode"}
+
+
+def _without_wall(text: str) -> str:
+    """``text`` without its wall-time line, the one line two runs may differ in."""
+    return "\n".join(line for line in text.splitlines() if "simulated in" not in line)
