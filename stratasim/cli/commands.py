@@ -68,7 +68,8 @@ def _add_run(subparsers: Subparsers) -> None:
         "--layers",
         action="store_true",
         help="compute the per-layer breakdown (slower): after the text report, the critical NPU's time by layer and "
-        "pass; with --json or --out, the report's 'layers' (docs/how-to/per-layer-breakdown.md)",
+        "pass (a serving study: the run's time by pool, layer and phase); with --json or --out, the report's "
+        "'layers' (docs/how-to/per-layer-breakdown.md)",
     )
     parser.add_argument(
         "--pictures",

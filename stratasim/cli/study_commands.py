@@ -14,6 +14,7 @@ from stratasim.config.study_file import Study, load_study
 from stratasim.report.figures import PlottingUnavailable, write_figures
 from stratasim.report.json_report import write_report
 from stratasim.report.layers import layers_text
+from stratasim.report.serving_layers import serving_layers_text
 from stratasim.study.run import check_study, run_study
 
 __all__ = ["check", "run"]
@@ -43,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report.to_text())
         if args.layers:
-            print(f"\n{layers_text(report.layers)}")
+            breakdown = (
+                serving_layers_text(report.serving_layers) if report.engine is None else layers_text(report.layers)
+            )
+            print(f"\n{breakdown}")
         if written:
             print(f"\nwrote {', '.join(str(path) for path in written)}")
         if selected is not None and report.engine is not None and (line := trace_options.note(args, report.engine)):

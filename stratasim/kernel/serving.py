@@ -105,11 +105,13 @@ class IterationShape:
 class IterationWork:
     """The operators of an iteration on one TP rank of each pipeline stage, as ``(times, step)`` pairs (a step
     run ``times`` times: once per layer of its kind), the activation each stage hands the next, and the TP degree
-    its collectives span."""
+    its collectives span; ``blocks``, when known, names for each stage's each step the blocks it runs once in
+    (``times`` names: ``embedding``, ``layer<i>``, ``head``), which the per-layer breakdown sums by."""
 
     stages: tuple[tuple[tuple[int, Step], ...], ...]
     boundary_bytes: int
     tp: int = 1
+    blocks: tuple[tuple[tuple[str, ...], ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,12 +141,14 @@ class ExpertWork:
     """The expert part of an iteration of an ``ep``-way group running ``group_tokens`` new tokens,
     ``member_tokens`` on its busiest member: on one NPU of each member, as ``(times, step)`` pairs, the local
     experts' operators and the all-to-alls, ``times`` the mixture-of-experts layers (none from a loop run without
-    a model)."""
+    a model); ``blocks``, when known, names for each step the layers it runs in (``times`` names, ``layer<i>``).
+    """
 
     group_tokens: int
     member_tokens: int
     ep: int
     steps: tuple[tuple[int, Compute | ExpertAllToAll], ...] = ()
+    blocks: tuple[tuple[str, ...], ...] = ()
 
 
 class KvMove(NamedTuple):

@@ -14,7 +14,8 @@ from stratasim.kernel.serving import ServingResult
 from stratasim.kernel.units import power_w, ps_to_ns
 from stratasim.report.jobs import JobFigures
 from stratasim.report.layers import LayerRow, layer_rows
-from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult
+from stratasim.report.serving_layers import ServingLayerRow
+from stratasim.system_layer.result import LinkStats, NpuStats, SimulationResult, TraceSpan
 
 __all__ = ["ReportContents"]
 
@@ -41,7 +42,9 @@ class ReportContents:
     run each device when NPU groups run different devices (``compute.groups``; None otherwise); ``torus_shape`` the
     shape of the torus or mesh fabric the study ran on (the cluster view groups its links by dimension; empty on other
     topologies); ``cost`` the system's price, power and throughput per dollar and per watt when the study has an
-    ``economics`` section (:func:`stratasim.study.economics.cost_figures`; None otherwise). The result's trace
+    ``economics`` section (:func:`stratasim.study.economics.cost_figures`; None otherwise); ``serving_layers`` a
+    request-level serving run's per-layer breakdown when asked for (:mod:`stratasim.report.serving_layers`; empty
+    otherwise) and ``serving_layer_spans`` its ``layers`` trace track when a trace was asked for too. The result's trace
     spans, counters and link busy stretches (empty unless the run recorded a trace) feed the Chrome trace and are not
     part of the JSON report.
     """
@@ -61,6 +64,8 @@ class ReportContents:
     devices: dict[str, int] | None = None
     torus_shape: tuple[int, ...] = ()
     cost: dict[str, Any] | None = None
+    serving_layers: tuple[ServingLayerRow, ...] = ()
+    serving_layer_spans: tuple[TraceSpan, ...] = ()
 
     @property
     def energy_per_token_pj(self) -> float | None:

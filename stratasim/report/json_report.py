@@ -6,7 +6,9 @@ The field names are a contract tools rely on: ``total_time_ps``, ``total_time_ns
 ``events_processed``, ``operators`` (see :mod:`stratasim.report.operator_table`); for a transformer training graph
 run with the breakdown asked for (``run --layers``, ``run_study(..., layers=True)``) ``layers``, the critical NPU's
 time by layer and pass (``npu``, ``layer``, ``pass``, ``compute_ns``, ``communication_ns``, ``exposed_ns``,
-``by_communicator``: :mod:`stratasim.report.layers`); from networks that model links
+``by_communicator``: :mod:`stratasim.report.layers`), or for a request-level serving study the run's time by pool, layer
+and phase (``pool``, ``layer``, ``phase``, ``iterations``, ``tokens``, ``compute_ns``, ``communication_ns``,
+``exposed_ns``, ``per_token_ns``, ``by_communicator``: :mod:`stratasim.report.serving_layers`); from networks that model links
 ``links`` and ``cluster`` (see :func:`_cluster_row`), and from those that cut messages into packets ``packet_latency`` (``packets``, ``mean_ns``,
 ``min_ns``, ``p50_ns``, ``p99_ns``, ``max_ns``); when the study prices the network's bits, ``network_energy_pj``,
 ``network_power_w``, ``energy_pj`` and ``power_w`` (compute and network together); in a study of several jobs,
@@ -29,6 +31,7 @@ from stratasim.report.cluster import LevelLoad, cluster_view
 from stratasim.report.jobs import job_row
 from stratasim.report.layers import layer_row_dict
 from stratasim.report.operator_table import kind_rows, operator_row
+from stratasim.report.serving_layers import serving_layer_row_dict
 from stratasim.report.serving_row import serving_row
 from stratasim.system_layer.collective_log import columns
 from stratasim.system_layer.result import CollectiveStats, LinkStats, NpuStats, PacketLatencyStats, SimulationResult
@@ -301,6 +304,8 @@ def _report_data(report: ReportContents, collectives: list[dict[str, Any]] | Enc
     }
     if layers := report.layers:
         data["layers"] = [layer_row_dict(row) for row in layers]
+    elif report.serving_layers:
+        data["layers"] = [serving_layer_row_dict(row) for row in report.serving_layers]
     if engine is not None and engine.links:
         data["links"] = [_link_row(stats, report) for stats in engine.links]
         data["cluster"] = _cluster_row(engine, report)

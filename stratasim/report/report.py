@@ -64,7 +64,7 @@ class Report(ReportContents):
     def write(self, out_dir: str | Path, *, trace: bool = True) -> tuple[Path, ...]:
         """Write ``report.json`` and, with ``trace``, ``trace.json`` (the Chrome trace of the result's spans,
         counters and link busy stretches, streamed event by event, with a ``layers`` track when the report has its
-        per-layer breakdown) into ``out_dir``; the paths written."""
+        per-layer breakdown, a serving study's when its run recorded a trace) into ``out_dir``; the paths written."""
         out = Path(out_dir)
         report_path, trace_path = out / "report.json", out / "trace.json"
         result, engine = self.result, self.engine
@@ -76,7 +76,7 @@ class Report(ReportContents):
                 return (report_path,)
             with trace_path.open("w", encoding="utf-8", buffering=1 << 20) as file:
                 if engine is None:
-                    write_chrome_trace(file, (), result.counters, (), result.npus, None)
+                    write_chrome_trace(file, self.serving_layer_spans, result.counters, (), result.npus, None)
                 else:
                     write_chrome_trace(
                         file,

@@ -183,7 +183,7 @@ def _run_study(
         from stratasim.study.serving import run_serving  # a serving study's loop: imported for one only
 
         sample_count(samples, study.system, engine=False)
-        return run_serving(study, source, budget, record_trace=bool(record_trace))
+        return run_serving(study, source, budget, record_trace=bool(record_trace), layers=layers)
     jobs = serving_jobs_of(source, npus)  # request-level serving jobs: each runs its own loop
     replays = replayable_of(study, source, jobs)  # ... replayed in the engine; the others' after it, apart
     count = sample_count(samples, study.system, engine=not jobs)

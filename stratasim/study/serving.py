@@ -24,6 +24,7 @@ from stratasim.kernel.contracts import ComputeBackend, NetworkBackend
 from stratasim.kernel.errors import BackendError, ConfigError, WorkloadError
 from stratasim.kernel.serving import PoolPricers, RequestLevelWorkload, ServingPool, ServingResult
 from stratasim.report.report import Report
+from stratasim.report.serving_layers import ServingLayerRow
 from stratasim.study.backends import open_backend
 from stratasim.study.budget import Budget, refuse_over
 from stratasim.study.device import (
@@ -36,6 +37,7 @@ from stratasim.study.device import (
 from stratasim.study.economics import study_cost
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.serving import BackendPricer, NetworkKvTransfer, NetworkSessions
+from stratasim.system_layer.spans import TraceSpan
 from stratasim.v1 import compute_pb2
 
 __all__ = [
@@ -149,7 +151,8 @@ def _pricer(
 @dataclass(frozen=True)
 class ServedRun:
     """What a request-level loop's run gave: its ``result``, its ``figures`` (the report's ``serving``), where its
-    layers ran (``backends``), the calibration line and warnings of its devices, and the wall time it took."""
+    layers ran (``backends``), the calibration line and warnings of its devices, the wall time it took and, when
+    asked for, its per-layer breakdown (``layers``: :mod:`stratasim.report.serving_layers`)."""
 
     result: ServingResult
     figures: dict[str, float]
@@ -157,12 +160,17 @@ class ServedRun:
     calibration: str
     warnings: tuple[str, ...]
     wall_seconds: float
+    layers: tuple[ServingLayerRow, ...] = ()
+    layer_spans: tuple[TraceSpan, ...] = ()
 
 
-def run_serving(study: Study, workload: RequestLevelWorkload, budget: Budget, record_trace: bool = False) -> Report:
+def run_serving(
+    study: Study, workload: RequestLevelWorkload, budget: Budget, record_trace: bool = False, layers: bool = False
+) -> Report:
     """Simulate a serving study and report it (module docstring); with ``record_trace`` its result carries each
-    replica's batch size, queue length and KV blocks in use as counters of the replica's first NPU."""
-    return _report(study, serve(study, workload, budget, record_trace=record_trace))
+    replica's batch size, queue length and KV blocks in use as counters of the replica's first NPU; with ``layers``
+    the report carries the per-layer breakdown (:mod:`stratasim.report.serving_layers`)."""
+    return _report(study, serve(study, workload, budget, record_trace=record_trace, layers=layers))
 
 
 def serve(
@@ -174,11 +182,16 @@ def serve(
     key: str = "workload",
     record_trace: bool = False,
     runs: list[Any] | None = None,
+    layers: bool = False,
 ) -> ServedRun:
     """Run ``workload``'s request-level loop with the study's compute and network: its NPU i on ``placed[i]`` (else
     on NPU i), its problems named under ``key`` (module docstring); with ``runs``, the record of the loop's run
-    appended to it (for a replay: :mod:`stratasim.study.serving_replay`)."""
+    appended to it (for a replay: :mod:`stratasim.study.serving_replay`); with ``layers``, its per-layer breakdown
+    in the :class:`ServedRun`."""
     check_serving(study, workload, budget, key)
+    runs = [] if runs is None and layers else runs
+    rows: tuple[ServingLayerRow, ...] = ()
+    spans: tuple[TraceSpan, ...] = ()
     with ExitStack() as stack:
         opened = open_pricers(study, workload, stack, placed, key)
         pools, pricers, transfer = opened.pools, opened.pricers, opened.transfer
@@ -191,6 +204,10 @@ def serve(
             runs,
         )
         wall_seconds = time.perf_counter() - started
+        if layers and runs:
+            from stratasim.study.serving_layers import serving_layers  # asked for: imported for it only
+
+            rows, spans = serving_layers(workload, pools, pricers, runs[-1], spans=record_trace)
     figures = result.figures | {
         "operators_priced": float(sum(pricer.distinct[0] for pricer in pricers)),
         "messages_priced": float(sum(pricer.distinct[1] for pricer in pricers) + transfer.distinct),
@@ -201,7 +218,7 @@ def serve(
             f"kv_capacity_bytes_per_npu.{pool.name}": float(kv) for pool, kv in zip(pools, result.kv_bytes_per_pool)
         }
     calibration, warnings = _calibration(opened.sections, opened.facts)
-    return ServedRun(result, figures, opened.backends, calibration, warnings, wall_seconds)
+    return ServedRun(result, figures, opened.backends, calibration, warnings, wall_seconds, rows, spans)
 
 
 @dataclass(frozen=True)
@@ -291,5 +308,7 @@ def _report(study: Study, run: ServedRun) -> Report:
         serving_timeline=run.result.timeline,
         warnings=(*study.warnings, *run.warnings),
         calibration=run.calibration,
+        serving_layers=run.layers,
+        serving_layer_spans=run.layer_spans,
         cost=None if study.economics is None else study_cost(study, run.result.total_time_ps, None, run.figures),
     )

@@ -21,6 +21,7 @@ activation into it; the serving loop pipelines a replica's batches through its s
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from stratasim.kernel.collective_types import uneven_all_to_all_bytes
@@ -76,6 +77,49 @@ class BackendPricer:
                 if index:
                     stages[index] += repeats * self._transfer(work.boundary_bytes)
         return stages[0] if self._pp == 1 else tuple(stages)
+
+    def by_block(self, iteration: Iteration) -> dict[tuple[int, str, str], int]:
+        """Picoseconds of ``iteration`` by (stage, block, communicator): each step's time charged to each block it
+        runs in (its work's ``blocks``; ``other`` when unnamed), compute under communicator ``""``, TP collectives
+        under ``tp``, the activation's transfer into a stage to block ``pipeline`` under ``pp``. A stage's values
+        sum to its time as :meth:`__call__` gives it, to the picosecond."""
+        ops = [
+            step.op
+            for _, work in iteration.works
+            for stage in work.stages
+            for _, step in stage
+            if isinstance(step, Compute)
+        ]
+        durations = iter(self._operators.durations_ps(ops))  # in the order the loops below meet the operators
+        parts: defaultdict[tuple[int, str, str], int] = defaultdict(int)
+        for repeats, work in iteration.works:
+            for index, stage in enumerate(work.stages):
+                names = work.blocks[index] if work.blocks else [("other",) * times for times, _ in stage]
+                for (_, step), blocks in zip(stage, names, strict=True):
+                    if isinstance(step, Compute):
+                        ps, communicator = next(durations), ""
+                    elif isinstance(step, TensorParallelCollective) and work.tp > 1:
+                        ps, communicator = self._collective(step, work.tp), "tp"
+                    else:
+                        continue
+                    for block in blocks:
+                        parts[index, block, communicator] += repeats * ps
+                if index:
+                    parts[index, "pipeline", "pp"] += repeats * self._transfer(work.boundary_bytes)
+        return dict(parts)
+
+    def experts_by_block(self, work: ExpertWork) -> dict[tuple[str, str], int]:
+        """Picoseconds of the expert part ``work`` by (layer, communicator) as :meth:`by_block` gives an
+        iteration's, all-to-alls under ``ep``; the values sum to :meth:`experts`'s figure."""
+        computes = (step.op for _, step in work.steps if isinstance(step, Compute))
+        durations = iter(self._operators.durations_ps(computes))
+        names = work.blocks or tuple(("other",) * times for times, _ in work.steps)
+        parts: defaultdict[tuple[str, str], int] = defaultdict(int)
+        for (_, step), blocks in zip(work.steps, names, strict=True):
+            ps, communicator = (next(durations), "") if isinstance(step, Compute) else (self._all_to_all(step), "ep")
+            for block in blocks:
+                parts[block, communicator] += ps
+        return dict(parts)
 
     def energy_pj(self, iteration: Iteration) -> float:
         """The compute energy of ``iteration`` on every NPU of a replica: each stage's operators on each of its

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from stratasim.workload_layer.serving.config import SchedulerConfig, ServingWorkloadConfig
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.routing import route
-from stratasim.workload_layer.serving.scheduler import ReplicaScheduler, Sequence
+from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
+from stratasim.workload_layer.serving.sequences import Sequence
 from stratasim.workload_layer.serving.simulation import simulate_pool
 from tests.workload_layer.test_serving import MODEL, linear_pricer, poisson
 from tools.vidur_requests import clipped_lengths, vidur_requests

@@ -62,41 +62,53 @@ def iteration_work(
     if shape.decodes:
         core += operators.attention_core(shape.decodes, shape.queries, shape.decode_context)
     per_stage = model.layers // pp
-    stages = []
+    stages, blocks = [], []
     for stage in range(pp):
         layers = range(stage * per_stage, (stage + 1) * per_stage)
-        moe = sum(model.moe_layer(index) for index in layers)
-        steps: list[tuple[int, Step]] = []
+        moe = tuple(f"layer{index}" for index in layers if model.moe_layer(index))
+        dense = tuple(f"layer{index}" for index in layers if not model.moe_layer(index))
+        steps: list[tuple[tuple[str, ...], Step]] = []
         if stage == 0:
-            steps += [(1, step) for step in operators.embedding(tokens)]
+            steps += [(("embedding",), step) for step in operators.embedding(tokens)]
         if moe:
             steps += [(moe, step) for step in operators.layer(tokens, core, operators.moe(tokens, with_experts))]
-        if per_stage - moe:
-            steps += [(per_stage - moe, step) for step in operators.layer(tokens, core)]
+        if dense:
+            steps += [(dense, step) for step in operators.layer(tokens, core)]
         if stage == pp - 1 and shape.samples:
-            steps += [(1, step) for step in operators.head(shape.samples + shape.decodes * (shape.queries - 1))]
-        stages.append(tuple(steps))
-    return IterationWork(tuple(stages), tokens * model.hidden * operators.element_bytes, operators.tp)
+            steps += [(("head",), step) for step in operators.head(shape.samples + shape.decodes * (shape.queries - 1))]
+        stages.append(tuple((len(names), step) for names, step in steps))
+        blocks.append(tuple(names for names, _ in steps))
+    boundary = tokens * model.hidden * operators.element_bytes
+    return IterationWork(tuple(stages), boundary, operators.tp, tuple(blocks))
 
 
 def expert_work(
-    operators: DecoderOperators, layers: Sequence[tuple[LayerPlacement, int]], group_tokens: int, member_tokens: int
+    operators: DecoderOperators,
+    layers: Sequence[tuple[LayerPlacement, tuple[str, ...]]],
+    group_tokens: int,
+    member_tokens: int,
 ) -> ExpertWork:
     """The expert part of an iteration of an expert-parallel group (:class:`~stratasim.kernel.serving.ExpertWork`),
-    for every mixture-of-experts layer (``layers``: each distinct placement over the group's ``ep`` members and how
-    many layers have it): the busiest member's experts on their share of the group's ``group_tokens`` tokens,
+    for every mixture-of-experts layer (``layers``: each distinct placement over the group's ``ep`` members and the
+    names of the layers that have it): the busiest member's experts on their share of the group's ``group_tokens`` tokens,
     between the dispatch and the combine all-to-all, each member sending ``top_k`` hidden vectors per token of its
     own, the largest ``member_tokens`` (the slowest sender bounds an all-to-all), to each member by its experts'
     share of the tokens."""
     model = operators.model
     assignments = model.top_k * group_tokens
     size = member_tokens * model.top_k * model.hidden * operators.element_bytes
-    steps: list[tuple[int, Compute | ExpertAllToAll]] = []
-    for placement, times in layers:
+    steps: list[tuple[tuple[str, ...], Compute | ExpertAllToAll]] = []
+    for placement, names in layers:
         shares = placement.rank_shares
         steps += [
-            (times, ExpertAllToAll("moe dispatch all-to-all", size, shares)),
-            *((times, step) for step in operators.expert_mlps(placement.busiest(assignments))),
-            (times, ExpertAllToAll("moe combine all-to-all", size, shares)),
+            (names, ExpertAllToAll("moe dispatch all-to-all", size, shares)),
+            *((names, step) for step in operators.expert_mlps(placement.busiest(assignments))),
+            (names, ExpertAllToAll("moe combine all-to-all", size, shares)),
         ]
-    return ExpertWork(group_tokens, member_tokens, len(layers[0][0].ranks), tuple(steps))
+    return ExpertWork(
+        group_tokens,
+        member_tokens,
+        len(layers[0][0].ranks),
+        tuple((len(names), step) for names, step in steps),
+        tuple(names for names, _ in steps),
+    )

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from stratasim.kernel.serving import IterationShape
 from stratasim.workload_layer.serving.prefix_cache import PrefixCounts
-from stratasim.workload_layer.serving.scheduler import Sequence
+from stratasim.workload_layer.serving.sequences import Sequence
 
 __all__ = ["GroupStep", "IterationRecord", "KvMoveRecord", "PoolRun", "Sample"]
 

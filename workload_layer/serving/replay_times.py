@@ -17,7 +17,7 @@ from dataclasses import replace
 from stratasim.workload_layer.serving.pool_run import PoolRun
 from stratasim.workload_layer.serving.replay import milestone_name
 from stratasim.workload_layer.serving.replay_moves import KvMoves, move_milestone
-from stratasim.workload_layer.serving.scheduler import Sequence as Served
+from stratasim.workload_layer.serving.sequences import Sequence as Served
 
 __all__ = ["replayed_run"]
 

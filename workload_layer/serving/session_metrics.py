@@ -11,7 +11,7 @@ from collections.abc import Sequence as Seq
 
 import numpy as np
 
-from stratasim.workload_layer.serving.scheduler import Sequence
+from stratasim.workload_layer.serving.sequences import Sequence
 
 __all__ = ["session_figures"]
 

@@ -58,7 +58,8 @@ from stratasim.workload_layer.serving.pool_run import GroupStep, IterationRecord
 from stratasim.workload_layer.serving.prefix_cache import summed
 from stratasim.workload_layer.serving.requests import Request
 from stratasim.workload_layer.serving.routing import Router
-from stratasim.workload_layer.serving.scheduler import Batch, ReplicaScheduler, Sequence
+from stratasim.workload_layer.serving.scheduler import ReplicaScheduler
+from stratasim.workload_layer.serving.sequences import Batch, Sequence
 
 __all__ = ["simulate_pool", "simulate_pools"]
 

@@ -39,7 +39,6 @@ evenly over the ``tp * pp`` NPUs of a replica (:meth:`ServingRequestsWorkload.kv
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from math import ceil
@@ -66,8 +65,8 @@ from stratasim.workload_layer.serving.requests import Request, synthetic_request
 from stratasim.workload_layer.serving.serve import serve
 from stratasim.workload_layer.serving.speculative import Speculation
 from stratasim.workload_layer.serving.trace_file import read_trace
-from stratasim.workload_layer.transformer.config import ParallelismConfig, TransformerConfig
-from stratasim.workload_layer.transformer.expert_placement import expert_placements
+from stratasim.workload_layer.transformer.config import ModelConfig, ParallelismConfig, TransformerConfig
+from stratasim.workload_layer.transformer.expert_placement import LayerPlacement, expert_placements
 from stratasim.workload_layer.transformer.memory import layer_terms
 
 __all__ = ["ServingRequestsWorkload", "KvBudget"]
@@ -104,10 +103,8 @@ class ServingRequestsWorkload:
             )
             for pool in config.pools
         ]
-        self._placements = [  # each pool's distinct expert placements, with how many MoE layers have each
-            tuple(Counter(expert_placements(config.model, pool.parallelism.ep)).items())
-            if pool.parallelism.ep > 1
-            else ()
+        self._placements = [  # each pool's distinct expert placements, with the MoE layers that have each
+            _grouped_placements(config.model, pool.parallelism.ep) if pool.parallelism.ep > 1 else ()
             for pool in config.pools
         ]
         self._requests: tuple[Request, ...] | None = None
@@ -232,10 +229,10 @@ class ServingRequestsWorkload:
         if draft is None:
             return (target,)
         first = replace(shape, queries=1)
-        works = [(1, iteration_work(draft, pp, first))]
+        works = [(1, _drafts(iteration_work(draft, pp, first)))]
         if shape.decodes and shape.queries > 2:
             decodes = IterationShape((), shape.decodes, shape.decode_context, shape.decodes)
-            works.append((shape.queries - 2, iteration_work(draft, pp, decodes)))
+            works.append((shape.queries - 2, _drafts(iteration_work(draft, pp, decodes))))
         return (*works, target)
 
     def speculation(self, pool: int = 0) -> Speculation | None:
@@ -303,3 +300,19 @@ class ServingRequestsWorkload:
         )
         moe = any(model.moe_layer(index) for index in range(model.layers))
         return max(layer_terms(config, moe=flag).on_rank(plan.tp, False) for flag in {False, moe})
+
+
+def _drafts(work: IterationWork) -> IterationWork:
+    """A draft model's ``work``, its blocks named ``draft <block>`` so the per-layer breakdown tells them apart."""
+    blocks = tuple(tuple(tuple(f"draft {name}" for name in names) for names in stage) for stage in work.blocks)
+    return replace(work, blocks=blocks)
+
+
+def _grouped_placements(model: ModelConfig, ep: int) -> tuple[tuple[LayerPlacement, tuple[str, ...]], ...]:
+    """Each distinct placement of ``model``'s mixture-of-experts layers on ``ep`` ranks, in the order the layers
+    first have it, with the names of the layers that have it (``layer<i>``)."""
+    names = [f"layer{index}" for index in range(model.layers) if model.moe_layer(index)]
+    grouped: dict[LayerPlacement, list[str]] = {}
+    for name, placement in zip(names, expert_placements(model, ep), strict=True):
+        grouped.setdefault(placement, []).append(name)
+    return tuple((placement, tuple(layers)) for placement, layers in grouped.items())
