@@ -267,10 +267,12 @@ def _trace_reshard(args: argparse.Namespace) -> int:
     study = None if args.study is None else load_study(args.study, [])
     given = args.schedule is not None or args.virtual_stages is not None
     schedule = Schedule(args.schedule or "1f1b", args.virtual_stages or 1) if given else None
-    written = reshard_trace(
+    written, assumed = reshard_trace(
         args.input, args.output, args.tp, args.pp, args.dp, study, max_npus=args.max_npus, schedule=schedule
     )
     _print_written(written)
+    for assumption in assumed:
+        print(f"note: {assumption}")
     return EXIT_OK
 
 

@@ -28,13 +28,14 @@ def reshard_trace(
     *,
     max_npus: int,
     schedule: Schedule | None = None,
-) -> list[Path]:
+) -> tuple[list[Path], tuple[str, ...]]:
     """Write the Chakra trace ``<source>.<rank>.et`` re-sharded to ``tp`` x ``pp`` x ``dp`` (None: its DP) as
-    ``<target>.<rank>.et`` and its communicator groups file; return the files written. The operators whose work
+    ``<target>.<rank>.et`` and its communicator groups file; return the files written and what was assumed rather
+    than inferred. The operators whose work
     changed are priced by ``study``'s compute section, required when TP changes (the study the trace was exported
     from prices them as they would have been priced had it been exported at the new TP). ``schedule`` (None: as
     recorded, 1F1B when PP changes) orders the new pipeline's passes."""
-    graphs, plan = resharded(source, tp, pp, dp, max_npus=max_npus, schedule=schedule)
+    graphs, plan, assumed = resharded(source, tp, pp, dp, max_npus=max_npus, schedule=schedule)
     refuse_stale(target, plan.npus)
     unpriced = [node for graph in graphs for node in graph.nodes if node.HasField("op") and node.duration_ps == 0]
     if unpriced:
@@ -49,4 +50,5 @@ def reshard_trace(
         for node, duration in zip(unpriced, durations, strict=True):
             node.duration_ps = duration
     sources = [f"rank {npu} of the re-sharded {source}" for npu in range(plan.npus)]
-    return write_chakra(target, graphs, sources, exact_durations=True, metadata=plan_attributes(plan))
+    written = write_chakra(target, graphs, sources, exact_durations=True, metadata=plan_attributes(plan))
+    return written, assumed

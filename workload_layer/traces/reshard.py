@@ -48,6 +48,7 @@ from stratasim.workload_layer.traces.torch_operators import (
     model_dimensions,
     rescaled_torch_operator,
 )
+from stratasim.workload_layer.traces.torch_pipeline import ASSUMPTIONS, converted_from_pytorch, gather_torch
 
 __all__ = ["reshard_plan", "resharded"]
 
@@ -186,11 +187,13 @@ def _resharded_rank(
 
 def resharded(
     source: str | Path, tp: int, pp: int, dp: int | None, *, max_npus: int, schedule: Schedule | None = None
-) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
+) -> tuple[list[workload_pb2.ExecutionGraph], Plan, tuple[str, ...]]:
     """Every rank's graph of the trace ``<source>.<rank>.et`` re-sharded to ``tp`` x ``pp`` x ``dp`` (None: the
-    recorded DP), and the new plan. Compute nodes whose work changed hold their operator and a duration of 0, to be
-    priced; more than ``max_npus`` ranks (a file each) are refused. The pipeline is re-cut in ``schedule``'s order
-    when it is given or PP changes (1F1B unless given), else its passes stay in the recorded order."""
+    recorded DP), the new plan, and what was assumed rather than inferred (for the user to read). Compute nodes
+    whose work changed hold their operator and a duration of 0, to be priced; more than ``max_npus`` ranks (a file
+    each) are refused. The pipeline is re-cut in ``schedule``'s order when it is given or PP changes (1F1B unless
+    given), else its passes stay in the recorded order; a trace converted from PyTorch has its layers found by
+    :mod:`.torch_pipeline`."""
     graphs, old = read_planned(source)
     files = trace_files(source)
     _refuse_experts(old, {"tp": tp, "pp": pp, "dp": dp, "schedule": schedule and schedule.name}, str(files[0]))
@@ -216,4 +219,13 @@ def resharded(
             cache[recorded] = _resharded_rank(graphs[recorded], files[recorded], old, new, recutting)
         out.append(regroup(cache[recorded], old, middle, npu, str(files[recorded])))
         sources.append(str(files[recorded]))
-    return (recut(out, middle, new, sources, schedule or Schedule()) if recutting else out), new
+    if not recutting:
+        return out, new, ()
+    if not converted_from_pytorch(out[0]):
+        return recut(out, middle, new, sources, schedule or Schedule()), new, ()
+    if schedule is not None and schedule.name == "zb_h1":
+        raise WorkloadError(
+            f"--schedule zb_h1: the trace ({files[0]}) was converted from PyTorch, whose weight-gradient GEMMs are not "
+            "told apart from the input-gradient ones (both aten::mm), so its backward passes cannot be split"
+        )
+    return recut(out, middle, new, sources, schedule or Schedule(), gather_torch), new, (ASSUMPTIONS,)
