@@ -16,9 +16,10 @@ from tests.workload_layer.transformer_helpers import GPT
 MOE = {**GPT, "experts": 8, "top_k": 2}
 
 
-def moe_study(ep: int, dp: int = 4, tp: int = 1, **plan: Any) -> dict[str, Any]:
-    """The small GPT with 8 experts (top 2) on tp ``tp`` x dp ``dp`` NPUs at expert parallelism ``ep``."""
-    data = study(tp, MOE, ep=ep, dp=dp, global_batch=2 * dp, **plan)
+def moe_study(ep: int, dp: int = 4, tp: int = 1, model: dict[str, Any] | None = None, **plan: Any) -> dict[str, Any]:
+    """The small GPT with 8 experts (top 2; ``model`` keys added) on tp ``tp`` x dp ``dp`` NPUs at expert
+    parallelism ``ep``."""
+    data = study(tp, {**MOE, **(model or {})}, ep=ep, dp=dp, global_batch=2 * dp, **plan)
     data["network"]["topology"][-1]["size"] = dp
     return data
 
@@ -47,23 +48,37 @@ def test_a_resharded_moe_trace_replays_within_2_percent_of_the_direct_export(
     assert replayed(target, tmp_path / "r") == pytest.approx(replayed(target, direct), rel=0.02)
 
 
+SKEWED = {"model": {"routing": {"skew": "zipf", "s": 1.2, "pad_to_capacity": False}}}
+
+
 @pytest.mark.parametrize(
     ("old", "options", "message"),
     [
         (2, ["--ep", "4", "--tp", "2"], "--ep 4 --tp 2: only EP is re-sharded for a MoE trace ({first}), at its"),
-        (2, ["--ep", "3"], "--ep 3: the trace ({first}) cannot be re-sharded: ep 3 does not divide dp 4 (the EP groups"),
+        (
+            2,
+            ["--ep", "3"],
+            "--ep 3: the trace ({first}) cannot be re-sharded: ep 3 does not divide dp 4 (the EP groups",
+        ),
         (
             1,
             ["--ep", "2"],
             "--ep 2: the trace ({first}) cannot be re-sharded: it was recorded with ep 1: it has no MoE",
         ),
         (4, ["--ep", "2"], "--ep 2: the trace ({first}) cannot be re-sharded: it was recorded with ep = dp 4: it has"),
+        (
+            (2, {"zero": 1}),
+            ["--ep", "4"],
+            "--ep 4: the trace ({first}) cannot be re-sharded: it was recorded with ZeRO",
+        ),
+        ((2, SKEWED), ["--ep", "4"], "{first}: node 37: several expert up GEMMs in one pass (skewed routing): which"),
     ],
 )
 def test_what_cannot_be_inferred_is_one_message(
-    run_cli: RunCli, tmp_path: Path, old: int, options: list[str], message: str
+    run_cli: RunCli, tmp_path: Path, old: Any, options: list[str], message: str
 ) -> None:
-    source = export(run_cli, tmp_path, "old", moe_study(old))
+    ep, plan = old if isinstance(old, tuple) else (old, {})
+    source = export(run_cli, tmp_path, "old", moe_study(ep, **plan))
     code, out, err = run_cli(
         "trace", "reshard", str(source), str(tmp_path / "r"), "--tp", "1", "--pp", "1", *options,
         "--study", f"{source}.yaml",

@@ -25,6 +25,7 @@ layer: which experts share a rank under the new EP is not recorded); ZeRO; any o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 
@@ -100,7 +101,7 @@ def _optimizer(graph: workload_pb2.ExecutionGraph, scale: Fraction) -> None:
             graph.resident_bytes[kind] = int(graph.resident_bytes[kind] * scale)
 
 
-def _checked(old: Plan, ep: int, others: dict[str, object], source: str) -> None:
+def _checked(old: Plan, ep: int, others: Mapping[str, object], source: str) -> None:
     """Refuse, saying what cannot be inferred, a new ``ep`` for a trace recorded under ``old`` with the ``others``
     options (by name; None: not given) changing anything else."""
     changed = " ".join(
@@ -195,7 +196,7 @@ def reshard_experts(
     operators: list[dict[int, compute_pb2.OperatorDesc]],
     old: Plan,
     ep: int,
-    others: dict[str, object],
+    others: Mapping[str, object],
 ) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
     """Every rank's graph (recorded in ``sources`` under ``old``, with its operators by node id) at ``ep``, and the
     new plan; the expert GEMMs and optimizer steps hold their new operators and a duration of 0, to be priced.
