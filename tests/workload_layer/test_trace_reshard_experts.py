@@ -85,3 +85,8 @@ def test_what_cannot_be_inferred_is_one_message(
     )  # fmt: skip
     assert (code, out) == (2, "") and err.startswith("error: " + message.format(first=f"{source}.0.et")), err
     assert err.count("\n") == 1 and not list(tmp_path.glob("r.*"))
+
+
+def test_a_bad_ep_value_is_refused_by_the_parser(run_cli: RunCli, tmp_path: Path) -> None:
+    code, _, err = run_cli("trace", "reshard", "in", str(tmp_path / "r"), "--tp", "1", "--pp", "1", "--ep", "0")
+    assert code == 2 and "argument --ep: expected a degree, at least 1" in err and "Traceback" not in err
