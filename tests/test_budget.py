@@ -388,7 +388,8 @@ def test_a_chakra_replay_is_estimated_by_its_nodes(tmp_path: Path) -> None:
 def test_a_trace_of_tiny_nodes_is_still_refused(tmp_path: Path) -> None:
     """Counting stops at COUNTED_RECORDS: a trace past it is bounded by its size, and 5-byte nodes are refused."""
     from stratasim.chakra import et_def_pb2 as et
-    from stratasim.workload_layer.traces.chakra import COUNTED_RECORDS, write_trace
+    from stratasim.workload_layer.traces.chakra import write_trace
+    from stratasim.workload_layer.traces.rank_files import COUNTED_RECORDS
 
     nodes = [et.Node(id=i) for i in range(1, COUNTED_RECORDS // 2 + 2)]
     for rank in range(4):

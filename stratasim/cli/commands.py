@@ -268,10 +268,20 @@ def _trace_reshard(args: argparse.Namespace) -> int:
     study = None if args.study is None else load_study(args.study, [])
     given = args.schedule is not None or args.virtual_stages is not None
     schedule = Schedule(args.schedule or "1f1b", args.virtual_stages or 1) if given else None
-    written = reshard_trace(
-        args.input, args.output, args.tp, args.pp, args.dp, study, max_npus=args.max_npus, schedule=schedule
+    written, assumed = reshard_trace(
+        args.input,
+        args.output,
+        args.tp,
+        args.pp,
+        args.dp,
+        study,
+        max_npus=args.max_npus,
+        schedule=schedule,
+        ep=args.ep,
     )
     _print_written(written)
+    for assumption in assumed:
+        print(f"note: {assumption}")
     return EXIT_OK
 
 
@@ -296,6 +306,12 @@ def _add_reshard(actions: Subparsers) -> None:
     )
     reshard.add_argument(
         "--dp", type=positive_int("a degree"), metavar="K", help="the new DP degree (default: the recorded one)"
+    )
+    reshard.add_argument(
+        "--ep",
+        type=positive_int("a degree"),
+        metavar="E",
+        help="the new expert-parallel degree of a MoE trace, at its recorded TP, PP and DP (default: the recorded one)",
     )
     reshard.add_argument(
         "--study", metavar="STUDY", help="the study whose compute section prices the re-sharded operators"

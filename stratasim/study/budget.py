@@ -9,7 +9,7 @@ and ``--max-events`` on the command line, ``max_memory=`` and ``max_events=`` in
 study file cannot raise its own limit.
 
 A trace replayed is priced by its nodes at :data:`NODE_BYTES` each: a Chakra trace's nodes are counted from its
-records' length prefixes (``workload_layer.traces.chakra.COUNTED_RECORDS`` of them at most, the rest bounded by the
+records' length prefixes (``workload_layer.traces.rank_files.COUNTED_RECORDS`` of them at most, the rest bounded by the
 files' sizes, so a trace of millions of tiny nodes is still refused before it is read). Measured on the transformer
 example's own export (32 ranks of 2,539 nodes, 67 bytes each), replayed: estimated 169 MB, peak resident memory
 143 MB of which some 60 MB is the interpreter and its imports (``resource.getrusage``'s ``ru_maxrss``); the size

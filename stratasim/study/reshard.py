@@ -28,20 +28,23 @@ def reshard_trace(
     *,
     max_npus: int,
     schedule: Schedule | None = None,
-) -> list[Path]:
+    ep: int | None = None,
+) -> tuple[list[Path], tuple[str, ...]]:
     """Write the Chakra trace ``<source>.<rank>.et`` re-sharded to ``tp`` x ``pp`` x ``dp`` (None: its DP) as
-    ``<target>.<rank>.et`` and its communicator groups file; return the files written. The operators whose work
+    ``<target>.<rank>.et`` and its communicator groups file; return the files written and what was assumed rather
+    than inferred. The operators whose work
     changed are priced by ``study``'s compute section, required when TP changes (the study the trace was exported
     from prices them as they would have been priced had it been exported at the new TP). ``schedule`` (None: as
-    recorded, 1F1B when PP changes) orders the new pipeline's passes."""
-    graphs, plan = resharded(source, tp, pp, dp, max_npus=max_npus, schedule=schedule)
+    recorded, 1F1B when PP changes) orders the new pipeline's passes; ``ep`` (None: the recorded one) re-shards
+    expert parallelism alone."""
+    graphs, plan, assumed = resharded(source, tp, pp, dp, max_npus=max_npus, schedule=schedule, ep=ep)
     refuse_stale(target, plan.npus)
     unpriced = [node for graph in graphs for node in graph.nodes if node.HasField("op") and node.duration_ps == 0]
     if unpriced:
         if study is None or study.compute is None:
             where = "a study without a compute section" if study is not None else "no --study"
             raise WorkloadError(
-                f"--study: re-sharding TP splits or merges operators whose new durations must be priced, and {where} "
+                f"--study: re-sharding TP or EP splits or merges operators whose new durations must be priced, and {where} "
                 "was given: name the study the trace was exported from (its compute section prices them)"
             )
         with ExitStack() as stack:
@@ -49,4 +52,5 @@ def reshard_trace(
         for node, duration in zip(unpriced, durations, strict=True):
             node.duration_ps = duration
     sources = [f"rank {npu} of the re-sharded {source}" for npu in range(plan.npus)]
-    return write_chakra(target, graphs, sources, exact_durations=True, metadata=plan_attributes(plan))
+    written = write_chakra(target, graphs, sources, exact_durations=True, metadata=plan_attributes(plan))
+    return written, assumed

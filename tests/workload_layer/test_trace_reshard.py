@@ -211,7 +211,7 @@ def test_pricing_needs_a_study_and_options_are_checked(run_cli: RunCli, tmp_path
     code, _, err = run_cli("trace", "reshard", str(source), str(tmp_path / "r"), "--tp", "4", "--pp", "1")
     assert (code, err) == (
         2,
-        "error: --study: re-sharding TP splits or merges operators whose new durations must be priced, and no "
+        "error: --study: re-sharding TP or EP splits or merges operators whose new durations must be priced, and no "
         "--study was given: name the study the trace was exported from (its compute section prices them)\n",
     )
     code, _, err = run_cli("trace", "reshard", str(source), str(tmp_path / "r"), "--tp", "0", "--pp", "1")
@@ -237,7 +237,7 @@ def test_expert_parallelism_is_refused_saying_why(
         "trace", "reshard", str(source), str(tmp_path / "r"), *options, "--study", f"{source}.yaml"
     )
     assert (code, out) == (2, "") and err.startswith(
-        f"error: {changed}: the trace ({source}.0.et) was recorded with ep 2, which is not re-sharded: its expert "
-        "GEMMs and MoE all-to-alls (over the ep group) can be told by name, but a new TP changes"
+        f"error: {changed}: the trace ({source}.0.et) was recorded with ep 2, whose TP, PP, DP and schedule are not "
+        "re-sharded: a new TP changes the tokens each expert computes"
     ), err
     assert err.count("\n") == 1 and not list(tmp_path.glob("r.*"))

@@ -78,7 +78,7 @@ def test_each_stage_runs_the_schedules_order_and_every_send_is_received(
     run_cli: RunCli, tmp_path: Path, schedule: str, chunks: int, pp: int
 ) -> None:
     source = export(run_cli, tmp_path, "old", study(2, pp=2, global_batch=8))
-    graphs, plan = resharded(source, 2, pp, None, max_npus=64, schedule=Schedule(schedule, chunks))
+    graphs, plan, _ = resharded(source, 2, pp, None, max_npus=64, schedule=Schedule(schedule, chunks))
     sends: Counter[tuple[int, int, int, int]] = Counter()
     receives: Counter[tuple[int, int, int, int]] = Counter()
     for graph in graphs:
@@ -96,7 +96,7 @@ def test_each_stage_runs_the_schedules_order_and_every_send_is_received(
 
 def test_without_a_schedule_the_recorded_order_stays(run_cli: RunCli, tmp_path: Path) -> None:
     source = export(run_cli, tmp_path, "old", study(2, pp=2, global_batch=8, schedule="gpipe"))
-    graphs, _ = resharded(source, 2, 2, None, max_npus=64)
+    graphs, _, _ = resharded(source, 2, 2, None, max_npus=64)
     assert _passes(graphs[0], _model_chunks(0, 2, 1, 4), "gpipe") == list(pipeline_order("gpipe", 0, 2, 4))
 
 

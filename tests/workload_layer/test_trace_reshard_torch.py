@@ -73,7 +73,7 @@ def write(prefix: Path, tp: int = 2, change: Callable[[list[Node]], None] | None
 
 
 def test_each_operator_is_read_and_scaled_by_its_split_dimension(tmp_path: Path) -> None:
-    graphs, _ = resharded(write(tmp_path / "torch"), 4, 1, None, max_npus=8)
+    graphs, _, _ = resharded(write(tmp_path / "torch"), 4, 1, None, max_npus=8)
     ops = {node.id: node.op for node in graphs[3].nodes if node.HasField("op")}
     bf16 = compute_pb2.BF16
     assert ops == {

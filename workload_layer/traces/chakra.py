@@ -1,9 +1,10 @@
 """Chakra execution traces (ASTRA-sim 2.0's workload format): read and write ``.et`` files, map them onto the
 StrataSim workload IR, and run them as ``workload: {kind: chakra, path: <prefix>}``.
 
-A trace is one file per rank, ``<prefix>.<rank>.et``, for ranks 0..N-1. Each file is a stream of length-delimited
-protobuf records (a varint32 length, then the message): one :class:`GlobalMetadata`, then :class:`Node` records
-(schema: ``proto/stratasim/chakra/et_def.proto``). Every defect of a file is a
+A trace is one file per rank, ``<prefix>.<rank>.et``, for ranks 0..N-1 (found by :mod:`.rank_files`). Each file is
+a stream of length-delimited protobuf records (a varint32 length, then the message): one :class:`GlobalMetadata`,
+then :class:`Node` records (schema: ``proto/stratasim/chakra/et_def.proto``; read and written by
+:mod:`.et_records`, whose functions this module re-exports). Every defect of a file is a
 :class:`~stratasim.kernel.errors.WorkloadError` naming the file.
 
 The mapping (:func:`to_graph`) keeps ids, names, types and dependencies, and reads node attributes the way
@@ -45,25 +46,21 @@ Attribute values are read from whichever integer variant of ``AttributeProto`` a
 
 from __future__ import annotations
 
-import mmap
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
-from google.protobuf.message import DecodeError, Message
-from google.protobuf.unknown_fields import UnknownFieldSet
 from pydantic import Field
 
 from stratasim.chakra import et_def_pb2
 from stratasim.chakra.et_def_pb2 import AttributeProto, GlobalMetadata, Node
-from stratasim.kernel.errors import InputError, WorkloadError
+from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.graph_blocks import foreign
-from stratasim.kernel.safe_load import TRACE_BYTES, read_bytes
 from stratasim.kernel.schema import Section
-from stratasim.kernel.work import WorkEstimate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.comm_groups import CommGroups, communicator_group, read_comm_groups, trace_groups
+from stratasim.workload_layer.traces.et_records import read_records, read_trace, write_records, write_trace
+from stratasim.workload_layer.traces.rank_files import RankFileTrace, trace_files
 
 __all__ = [
     "ChakraWorkload",
@@ -126,107 +123,6 @@ _INT_VALUES = frozenset(
         "sfixed64_val",
     }
 )
-
-
-def read_records(path: str | Path) -> list[tuple[int, bytes]]:
-    """The length-delimited records of ``path`` as ``(byte offset of the length prefix, payload)``.
-
-    Raises :class:`WorkloadError` if the file cannot be read or ends inside a length prefix or a record.
-    """
-    try:
-        data = read_bytes(path, TRACE_BYTES, "trace")
-    except InputError as exc:
-        raise WorkloadError(str(exc)) from None
-    records: list[tuple[int, bytes]] = []
-    position = 0
-    while position < len(data):
-        start = position
-        length, shift = 0, 0
-        while True:
-            if position >= len(data) or shift > 28:
-                raise WorkloadError(f"{path}: truncated record at byte {start} (bad length prefix)")
-            byte = data[position]
-            position += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        if position + length > len(data):
-            raise WorkloadError(
-                f"{path}: truncated record at byte {start} ({length} bytes announced, {len(data) - position} left)"
-            )
-        records.append((start, data[position : position + length]))
-        position += length
-    return records
-
-
-def write_records(path: str | Path, messages: Iterable[Message]) -> None:
-    """Write ``messages`` to ``path`` as length-delimited records, making its folder if need be; raises
-    :class:`WorkloadError` on I/O failure."""
-    chunks: list[bytes] = []
-    for message in messages:
-        payload = message.SerializeToString()
-        chunks += [_varint(len(payload)), payload]
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_bytes(b"".join(chunks))
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _parse(message: Message, payload: bytes, strict: bool) -> bool:
-    """Parse ``payload`` into ``message``; False if it is corrupt or, when ``strict``, has unknown fields.
-
-    Metadata is parsed strictly because a node record also parses as ``GlobalMetadata`` with unknown fields;
-    nodes are not, so traces from newer Chakra versions with extra node fields still load.
-    """
-    try:
-        message.ParseFromString(payload)
-    except DecodeError:
-        return False
-    return not strict or len(UnknownFieldSet(message)) == 0
-
-
-def read_trace(path: str | Path) -> tuple[GlobalMetadata, list[Node]]:
-    """The metadata and nodes of one Chakra ``.et`` file; raises :class:`WorkloadError` naming the file and the
-    defect (unreadable, truncated, unparsable record, no metadata, duplicate node id, unknown node type)."""
-    records = read_records(path)
-    if not records:
-        raise WorkloadError(f"{path}: empty trace, no GlobalMetadata record")
-    metadata = GlobalMetadata()
-    offset, payload = records[0]
-    if not _parse(metadata, payload, strict=True):
-        if _parse(Node(), payload, strict=False):
-            raise WorkloadError(f"{path}: no GlobalMetadata record: the first record is a node")
-        raise WorkloadError(f"{path}: the record at byte {offset} is not a GlobalMetadata message")
-    nodes: list[Node] = []
-    seen: set[int] = set()
-    known_types = set(et_def_pb2.NodeType.values())
-    for offset, payload in records[1:]:
-        node = Node()
-        if not _parse(node, payload, strict=False):
-            raise WorkloadError(f"{path}: the record at byte {offset} is not a Node message")
-        if node.id in seen:
-            raise WorkloadError(f"{path}: node id {node.id} is used twice (second at byte {offset})")
-        if node.type not in known_types:
-            raise WorkloadError(f"{path}: node {node.id} has unknown type value {node.type}")
-        seen.add(node.id)
-        nodes.append(node)
-    return metadata, nodes
-
-
-def write_trace(path: str | Path, metadata: GlobalMetadata, nodes: Iterable[Node]) -> None:
-    """Write one Chakra ``.et`` file: ``metadata`` then ``nodes``, each length-delimited."""
-    write_records(path, [metadata, *nodes])
 
 
 def _attr(attrs: Iterable[AttributeProto], name: str, kinds: frozenset[str], where: str) -> object | None:
@@ -372,83 +268,6 @@ def _collective_fields(
         out.root = root
 
 
-_BYTES_PER_NODE = 4
-"""Fewer bytes than any serialised node takes (an id, a type and a record length at least): a file's size over it
-bounds the nodes it holds."""
-COUNTED_RECORDS = 1 << 20
-"""Records the estimate counts, over all of a Chakra trace's rank files, before it bounds the rest by their sizes
-over :data:`_BYTES_PER_NODE`. A real node takes some 50 to 200 bytes (the transformer example's export: 67), so the
-size bound alone is 15 to 50 times the nodes there are; counting costs a length prefix per record (some 0.3 s a
-million) and stops where the nodes alone would pass the default memory budget, so a huge trace still meets the
-size bound."""
-
-
-def files_estimate(files: Sequence[Path], drivers: str, records: bool = False) -> WorkEstimate:
-    """What replaying ``files`` (one per rank) builds: with ``records`` (a file of length-delimited records, one
-    node each after the metadata) the nodes counted in each, up to :data:`COUNTED_RECORDS` over all files; past
-    that, or without ``records``, bounded by the files' sizes. Messages are unknown until read
-    (``largest_message`` 0)."""
-    left = COUNTED_RECORDS if records else 0
-    nodes = 1
-    for file in files:
-        counted = _count_records(file, left) if left else None
-        if counted is None:
-            left = 0
-            nodes = max(nodes, file.stat().st_size // _BYTES_PER_NODE + 1)
-        else:
-            left -= counted
-            nodes = max(nodes, counted)
-    return WorkEstimate(len(files), nodes, nodes, 0, drivers)
-
-
-def _count_records(path: Path, most: int) -> int | None:
-    """The length-delimited records of ``path`` (its length prefixes walked, nothing decoded); None past ``most``
-    or when the file cannot be walked (the reader then says why)."""
-    try:
-        with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            position, count, end = 0, 0, len(data)
-            while position < end:
-                length, shift = 0, 0
-                while True:
-                    if position >= end or shift > 28:
-                        return None
-                    byte = data[position]
-                    position += 1
-                    length |= (byte & 0x7F) << shift
-                    shift += 7
-                    if not byte & 0x80:
-                        break
-                position += length
-                count += 1
-                if count > most:
-                    return None
-            return count if position == end else None
-    except (OSError, ValueError):  # unreadable, a device, an empty file (mmap refuses it)
-        return None
-
-
-def trace_files(prefix: str | Path, suffix: str = ".et", what: str = "Chakra") -> list[Path]:
-    """The files ``<prefix>.<rank><suffix>`` for ranks 0..N-1, relative paths resolved against the current
-    directory; raises :class:`WorkloadError` if none exist (naming ``what`` traces) or a rank in between is
-    missing."""
-    base = Path(prefix).absolute()
-    pattern = re.compile(re.escape(base.name) + r"\.(\d+)" + re.escape(suffix))
-    ranks: dict[int, Path] = {}
-    if base.parent.is_dir():
-        for candidate in base.parent.iterdir():
-            match = pattern.fullmatch(candidate.name)
-            if match and candidate.is_file():
-                ranks[int(match.group(1))] = candidate
-    if not ranks:
-        raise WorkloadError(f"no {what} traces match {prefix}.<rank>{suffix}")
-    missing = next((rank for rank in range(len(ranks)) if rank not in ranks), None)
-    if missing is not None:
-        raise WorkloadError(
-            f"{prefix}: ranks must be 0..N-1; {prefix}.{missing}{suffix} is missing (found up to rank {max(ranks)})"
-        )
-    return [ranks[rank] for rank in range(len(ranks))]
-
-
 def read_chakra_graphs(prefix: str | Path, comm_groups: str | Path | None = None) -> list[workload_pb2.ExecutionGraph]:
     """The graphs of every rank of the Chakra trace ``<prefix>.<rank>.et``, index = rank, with communicators
     resolved against the communicator groups file ``comm_groups`` (by default ``<prefix>.json`` if it exists)."""
@@ -477,45 +296,6 @@ class ChakraConfig(Section):
     exists)."""
     npus: int | None = Field(default=None, ge=1)
     """Ranks expected; must equal the number of rank files."""
-
-
-class RankFiles(Protocol):
-    """What a trace of one file per rank says of its files: their prefix, and how many ranks it expects."""
-
-    path: str
-    npus: int | None
-
-
-class RankFileTrace:
-    """A workload replayed from one file per rank, ``<path>.<rank><suffix>``: the files, the NPUs they need, an
-    estimate bounded by their sizes, and the check that a study runs them on as many NPUs as there are files."""
-
-    def __init__(self, files: RankFiles, suffix: str, what: str) -> None:
-        self._rank_files = files
-        self._suffix = suffix
-        self._what = what
-
-    def _files(self) -> list[Path]:
-        config = self._rank_files
-        files = trace_files(config.path, self._suffix, self._what)
-        if config.npus is not None and config.npus != len(files):
-            raise WorkloadError(
-                f"workload.npus is {config.npus} but {len(files)} {self._what} traces match {config.path}"
-            )
-        return files
-
-    def npus_required(self) -> int:
-        """The number of rank files of the trace."""
-        return len(self._files())
-
-    def estimate(self, npus: int) -> WorkEstimate:
-        """A graph per rank file, bounded by the files' sizes."""
-        return files_estimate(self._files(), f"the trace {self._rank_files.path}", records=self._suffix == ".et")
-
-    def _check_ranks(self, npus: int) -> None:
-        ranks = len(self._files())
-        if npus != ranks:
-            raise WorkloadError(f"the {self._what} trace {self._rank_files.path} has {ranks} ranks, not {npus}")
 
 
 class ChakraWorkload(RankFileTrace):

@@ -16,8 +16,8 @@ from pydantic import Field
 from stratasim.kernel.graph_blocks import foreign
 from stratasim.kernel.schema import Section
 from stratasim.v1 import workload_pb2
-from stratasim.workload_layer.traces.chakra import RankFileTrace
 from stratasim.workload_layer.traces.convert import read_graphs
+from stratasim.workload_layer.traces.rank_files import RankFileTrace
 
 __all__ = ["StrataSimTraceConfig", "StrataSimTraceWorkload"]
 

@@ -29,7 +29,7 @@ at the end (ZeRO, whose collectives are per layer, and expert parallelism are re
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -45,7 +45,7 @@ from stratasim.workload_layer.transformer.pipeline_schedule import (
     pipeline_order,
 )
 
-__all__ = ["Schedule", "recut"]
+__all__ = ["Gather", "GatheredModel", "Key", "Schedule", "recut"]
 
 _PASS = re.compile(r"mb(\d+) (embedding|layer(\d+)|head) (fwd|bwd|wgt) ")
 _SHARED_MEMORY = ("weights", "gradients", "optimizer")
@@ -55,8 +55,10 @@ Key = tuple[int, str, str]
 
 
 @dataclass
-class _Model:
-    """One TP rank's and replica's passes, gathered from every recorded stage."""
+class GatheredModel:
+    """One TP rank's and replica's passes, gathered from every recorded stage: the nodes of each pass by key, the
+    weights of each block (elements) at ``element_bytes`` each, the DP gradient bytes, the optimizer step, resident
+    memory and the boundary activation's bytes."""
 
     passes: dict[Key, list[workload_pb2.Node]] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
@@ -65,11 +67,17 @@ class _Model:
     optimizer: compute_pb2.OperatorDesc | None = None
     resident: dict[str, int] = field(default_factory=dict)
     boundary: int = 0
+    tail: list[workload_pb2.Node] = field(default_factory=list)
+    """Work after the last pass that every stage runs its share of (a PyTorch trace's optimizer step)."""
 
 
-def _gather(graphs: Sequence[workload_pb2.ExecutionGraph], plan: Plan, sources: Sequence[str]) -> _Model:
+Gather = Callable[[Sequence[workload_pb2.ExecutionGraph], Plan, Sequence[str]], "GatheredModel"]
+"""Reads one TP rank's and replica's passes from its recorded stage graphs (their files named by the sources)."""
+
+
+def _gather(graphs: Sequence[workload_pb2.ExecutionGraph], plan: Plan, sources: Sequence[str]) -> GatheredModel:
     """The passes, weights, DP payload and optimizer of the stage graphs ``graphs`` (one per recorded stage)."""
-    model = _Model()
+    model = GatheredModel()
     for graph, source in zip(graphs, sources, strict=True):
         tp_group, dp_group = plan.layout.group(graph.npu, "tp"), plan.layout.group(graph.npu, "dp")
         for kind, size in graph.resident_bytes.items():
@@ -100,7 +108,7 @@ def _gather(graphs: Sequence[workload_pb2.ExecutionGraph], plan: Plan, sources: 
     return model
 
 
-def _count(model: _Model, key: Key, node: workload_pb2.Node) -> None:
+def _count(model: GatheredModel, key: Key, node: workload_pb2.Node) -> None:
     """Add ``node``'s weights (a weight-gradient GEMM's [K, M] x [M, N]: K x N), their bytes per element and the
     boundary size to ``model``."""
     op = node.op
@@ -114,7 +122,7 @@ def _count(model: _Model, key: Key, node: workload_pb2.Node) -> None:
         model.boundary = op.elementwise.elements * dtype_bytes(op.dtype)
 
 
-def _share(model: _Model, blocks: Sequence[str]) -> Fraction:
+def _share(model: GatheredModel, blocks: Sequence[str]) -> Fraction:
     """The fraction of the model's gradient bytes ``blocks`` hold: their weights (the embedding table counted as
     large as the LM head, whether tied or not) at the GEMMs' bytes per element, plus their share of what the
     weight-gradient GEMMs do not account for (positions, norms, biases) when the recorded total exceeds them."""
@@ -126,6 +134,25 @@ def _share(model: _Model, blocks: Sequence[str]) -> Fraction:
     mine = sum(weights.get(block, 0) for block in blocks)
     rest = max(total - model.element_bytes * counted, 0)
     return Fraction(model.element_bytes * mine, total) + Fraction(rest * mine, total * counted)
+
+
+def _portion(op: compute_pb2.OperatorDesc, share: Fraction) -> compute_pb2.OperatorDesc:
+    """The element-wise ``op`` (the optimizer step) over ``share`` of its elements (one at least)."""
+    out = compute_pb2.OperatorDesc()
+    out.CopyFrom(op)
+    elements = max(int(op.elementwise.elements * share), 1)
+    out.elementwise.elements = elements
+    out.flops = op.flops // op.elementwise.elements * elements
+    out.bytes = op.bytes // op.elementwise.elements * elements
+    return out
+
+
+def _weight_fraction(model: GatheredModel, blocks: Sequence[str]) -> Fraction:
+    """The fraction of the model's counted weights ``blocks`` hold (the embedding table counted as large as the LM
+    head)."""
+    weights = {**model.weights, "embedding": model.weights.get("head", 0)}
+    counted = sum(weights.values())
+    return Fraction(sum(weights.get(block, 0) for block in blocks), counted) if counted else Fraction(0)
 
 
 def _merged(total: compute_pb2.OperatorDesc | None, op: compute_pb2.OperatorDesc) -> compute_pb2.OperatorDesc:
@@ -251,24 +278,25 @@ def _halves(nodes: Sequence[workload_pb2.Node]) -> tuple[list[workload_pb2.Node]
     return inputs, weights
 
 
-def _step_passes(model: _Model, step: Pass, blocks: Sequence[str]) -> list[list[workload_pb2.Node]]:
+def _step_passes(model: GatheredModel, step: Pass, blocks: Sequence[str]) -> list[list[workload_pb2.Node]]:
     """The recorded node lists ``step`` runs over ``blocks`` (its model chunk), one after another: a recorded
     weight pass after its backward pass, or ZB-H1's halves of the backward pass."""
-    if step.direction == "forward":
-        return [model.passes.get((step.micro_batch, block, "fwd"), []) for block in blocks]
     out: list[list[workload_pb2.Node]] = []
-    for block in reversed(blocks):
-        recorded = model.passes.get((step.micro_batch, block, "bwd"), [])
-        later = model.passes.get((step.micro_batch, block, "wgt"), [])
-        if step.direction == "backward":
-            out += [recorded, later]
-        else:
-            inputs, weights = _halves(recorded)
-            out += [inputs] if step.direction == "input" else [weights, later]
+    if step.direction == "forward":
+        out = [model.passes.get((step.micro_batch, block, "fwd"), []) for block in blocks]
+    else:
+        for block in reversed(blocks):
+            recorded = model.passes.get((step.micro_batch, block, "bwd"), [])
+            later = model.passes.get((step.micro_batch, block, "wgt"), [])
+            if step.direction == "backward":
+                out += [recorded, later]
+            else:
+                inputs, weights = _halves(recorded)
+                out += [inputs] if step.direction == "input" else [weights, later]
     return [nodes for nodes in out if nodes]
 
 
-def _stage_graph(model: _Model, npu: int, new: Plan, cut: _Cut) -> workload_pb2.ExecutionGraph:
+def _stage_graph(model: GatheredModel, npu: int, new: Plan, cut: _Cut) -> workload_pb2.ExecutionGraph:
     """New stage ``new.layout.rank(npu, 'pp')``'s graph for NPU ``npu``."""
     stage, chunks = new.layout.rank(npu, "pp"), cut.schedule.chunks
     blocks = cut.blocks(stage)
@@ -283,12 +311,14 @@ def _stage_graph(model: _Model, npu: int, new: Plan, cut: _Cut) -> workload_pb2.
         send = _transfer(workload_pb2.COMM_SEND_NODE, npu, new, step, chunks, model.boundary)
         if send is not None and step.direction != "weight":
             emitter.add(send)
-    _finish(emitter, model, _share(model, [block for chunk in blocks for block in chunk]), new)
+    _finish(emitter, model, [block for chunk in blocks for block in chunk], new)
     return emitter.graph
 
 
-def _finish(emitter: _Emitter, model: _Model, share: Fraction, new: Plan) -> None:
-    """The stage's DP gradient all-reduce and optimizer step, and its resident memory: ``share`` of the model's."""
+def _finish(emitter: _Emitter, model: GatheredModel, blocks: Sequence[str], new: Plan) -> None:
+    """The stage's DP gradient all-reduce and optimizer step, and its resident memory: the share of the model's
+    that its ``blocks`` hold; the model's tail nodes, their durations scaled by the blocks' share of the weights."""
+    share = _share(model, blocks)
     npu = emitter.graph.npu
     group = new.layout.group(npu, "dp")
     done = list(emitter.ready)
@@ -299,12 +329,16 @@ def _finish(emitter: _Emitter, model: _Model, share: Fraction, new: Plan) -> Non
         done.append(emitter.add(reduce))
     if model.optimizer is not None:
         step = workload_pb2.Node(name="optimizer step", type=workload_pb2.COMP_NODE)
-        step.op.CopyFrom(model.optimizer)
-        elements = max(int(model.optimizer.elementwise.elements * share), 1)
-        step.op.elementwise.elements = elements
-        step.op.flops = model.optimizer.flops // model.optimizer.elementwise.elements * elements
-        step.op.bytes = model.optimizer.bytes // model.optimizer.elementwise.elements * elements
+        step.op.CopyFrom(_portion(model.optimizer, share))
         emitter.add(step, done)
+    fraction = _weight_fraction(model, blocks)
+    for node in model.tail:
+        copy = workload_pb2.Node()
+        copy.CopyFrom(node)
+        copy.duration_ps = int(node.duration_ps * fraction)
+        if node.HasField("op") and node.op.HasField("elementwise"):  # priced later: its work scaled instead
+            copy.op.CopyFrom(_portion(node.op, fraction))
+        done = [emitter.add(copy, done)]
     for kind, size in model.resident.items():
         emitter.graph.resident_bytes[kind] = int(size * share) if kind in _SHARED_MEMORY else size
 
@@ -315,10 +349,12 @@ def recut(
     new: Plan,
     sources: Sequence[str],
     schedule: Schedule,
+    gather: Gather | None = None,
 ) -> list[workload_pb2.ExecutionGraph]:
     """The graphs of ``new`` (``old`` with another PP) from ``graphs``, those of ``old`` by NPU (``sources`` name
     their files), run in ``schedule``'s order; compute nodes keep their durations, the optimizer steps are left to
-    be priced (duration 0)."""
+    be priced (duration 0). ``gather`` reads each pipeline's passes (the transformer builder's node names by
+    default)."""
     if old.zero or old.ep > 1:
         what = f"ZeRO stage {old.zero}" if old.zero else f"ep {old.ep}"
         raise WorkloadError(
@@ -329,14 +365,14 @@ def recut(
     for npu in range(new.npus):
         ranks = {axis: new.layout.rank(npu, axis) for axis in new.order}
         stages = [old.layout.npu({**ranks, "pp": s}) for s in range(old.pp)]
-        model = _gather([graphs[s] for s in stages], old, [sources[s] for s in stages])
+        model = (gather or _gather)([graphs[s] for s in stages], old, [sources[s] for s in stages])
         cut = _checked_cut(model, new, schedule, sources[0])
         out.append(_stage_graph(model, npu, new, cut))
         out[-1].foreign_names = graphs[stages[0]].foreign_names
     return out
 
 
-def _checked_cut(model: _Model, new: Plan, schedule: Schedule, source: str) -> _Cut:
+def _checked_cut(model: GatheredModel, new: Plan, schedule: Schedule, source: str) -> _Cut:
     """The cut of ``model``'s layers into ``new.pp`` stages under ``schedule``; raises :class:`WorkloadError`
     naming the option when the layers, the micro-batches or the boundary activation do not allow it."""
     layers = 1 + max((int(b.removeprefix("layer")) for _, b, _ in model.passes if b.startswith("layer")), default=-1)

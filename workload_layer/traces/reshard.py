@@ -1,6 +1,7 @@
 """``stratasim trace reshard``: a Chakra trace recorded under one tensor-, pipeline- and data-parallel plan turned
 into the trace of another, its operators split or merged by their shapes and its collectives resized and regrouped
-(TP and DP here, then the pipeline re-cut by :mod:`.pipeline_cut` when PP or the schedule changes).
+(TP and DP here, then the pipeline re-cut by :mod:`.pipeline_cut` when PP or the schedule changes; EP alone by
+:mod:`.expert_reshard`).
 
 What it needs from the trace: the plan (``stratasim.parallelism.*`` metadata, as :mod:`.rescale` reads it) and,
 on every compute node whose work depends on TP, the operator its duration was priced from (the ``stratasim.op``
@@ -24,8 +25,8 @@ Communication, told apart by the group it runs over (the comm pattern, not the n
   and optimizer states scale like the DP collectives. Activation memory (``memory_bytes``) is kept as recorded.
 
 New rank ``r'`` runs the recorded graph of the rank with TP rank ``r'_tp mod old TP``, the same PP rank and DP rank
-``r'_dp mod old DP``, re-sharded. What cannot be inferred, and so is refused: expert parallelism (the expert groups
-are carved out of DP), an operator the rules cannot place or whose split dimension the new TP does not divide, a
+``r'_dp mod old DP``, re-sharded. What cannot be inferred, and so is refused: a new TP, PP, DP or schedule under
+expert parallelism (the expert groups are carved out of DP; a new EP alone is re-sharded), an operator the rules cannot place or whose split dimension the new TP does not divide, a
 trace without operators when TP or PP changes, and what :mod:`.pipeline_cut` refuses.
 """
 
@@ -39,6 +40,7 @@ from stratasim.chakra.et_def_pb2 import Node
 from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import compute_pb2, workload_pb2
 from stratasim.workload_layer.traces.chakra import OP_ATTR, read_trace, trace_files
+from stratasim.workload_layer.traces.expert_reshard import reshard_experts
 from stratasim.workload_layer.traces.pipeline_cut import Schedule, recut
 from stratasim.workload_layer.traces.rescale import Plan, read_planned, regroup, target_plan
 from stratasim.workload_layer.traces.shard_rules import rescaled_operator
@@ -48,6 +50,7 @@ from stratasim.workload_layer.traces.torch_operators import (
     model_dimensions,
     rescaled_torch_operator,
 )
+from stratasim.workload_layer.traces.torch_pipeline import ASSUMPTIONS, converted_from_pytorch, gather_torch
 
 __all__ = ["reshard_plan", "resharded"]
 
@@ -71,11 +74,11 @@ def _refuse_experts(recorded: Plan, options: dict[str, object], source: str) -> 
     )
     if recorded.ep > 1 and changed:
         raise WorkloadError(
-            f"{changed}: the trace ({source}) was recorded with ep {recorded.ep}, which is not re-sharded: its expert "
-            "GEMMs and MoE all-to-alls (over the ep group) can be told by name, but a new TP changes the tokens each "
-            "expert computes (sequence parallelism's gather over TP), and a new PP, DP or schedule re-carves the "
-            "expert groups out of DP and divides gradients, optimizer steps and memory between dense and expert "
-            "weights, which the trace does not record apart: export the study again with the new plan"
+            f"{changed}: the trace ({source}) was recorded with ep {recorded.ep}, whose TP, PP, DP and schedule are not "
+            "re-sharded: a new TP changes the tokens each expert computes (sequence parallelism's gather over TP), and "
+            "a new PP, DP or schedule re-carves the expert groups out of DP and divides gradients, optimizer steps and "
+            "memory between dense and expert weights, which the trace does not record apart: re-shard its EP alone "
+            "(--ep), or export the study again with the new plan"
         )
 
 
@@ -185,14 +188,28 @@ def _resharded_rank(
 
 
 def resharded(
-    source: str | Path, tp: int, pp: int, dp: int | None, *, max_npus: int, schedule: Schedule | None = None
-) -> tuple[list[workload_pb2.ExecutionGraph], Plan]:
+    source: str | Path,
+    tp: int,
+    pp: int,
+    dp: int | None,
+    *,
+    max_npus: int,
+    schedule: Schedule | None = None,
+    ep: int | None = None,
+) -> tuple[list[workload_pb2.ExecutionGraph], Plan, tuple[str, ...]]:
     """Every rank's graph of the trace ``<source>.<rank>.et`` re-sharded to ``tp`` x ``pp`` x ``dp`` (None: the
-    recorded DP), and the new plan. Compute nodes whose work changed hold their operator and a duration of 0, to be
-    priced; more than ``max_npus`` ranks (a file each) are refused. The pipeline is re-cut in ``schedule``'s order
-    when it is given or PP changes (1F1B unless given), else its passes stay in the recorded order."""
+    recorded DP), the new plan, and what was assumed rather than inferred (for the user to read). Compute nodes
+    whose work changed hold their operator and a duration of 0, to be priced; more than ``max_npus`` ranks (a file
+    each) are refused. The pipeline is re-cut in ``schedule``'s order when it is given or PP changes (1F1B unless
+    given), else its passes stay in the recorded order; a trace converted from PyTorch has its layers found by
+    :mod:`.torch_pipeline`. A new ``ep`` (None: the recorded one) is re-sharded alone, by :mod:`.expert_reshard`."""
     graphs, old = read_planned(source)
     files = trace_files(source)
+    if ep is not None and ep != old.ep:
+        others = {"tp": tp, "pp": pp, "dp": dp, "schedule": schedule and schedule.name}
+        operators = [_operators(file)[0] for file in files]
+        out, new = reshard_experts(graphs, [str(file) for file in files], operators, old, ep, others)
+        return out, new, ()
     _refuse_experts(old, {"tp": tp, "pp": pp, "dp": dp, "schedule": schedule and schedule.name}, str(files[0]))
     new = reshard_plan(old, tp, pp, dp, str(files[0]))
     if schedule is not None and schedule.chunks > 1 and schedule.name != "interleaved":
@@ -216,4 +233,13 @@ def resharded(
             cache[recorded] = _resharded_rank(graphs[recorded], files[recorded], old, new, recutting)
         out.append(regroup(cache[recorded], old, middle, npu, str(files[recorded])))
         sources.append(str(files[recorded]))
-    return (recut(out, middle, new, sources, schedule or Schedule()) if recutting else out), new
+    if not recutting:
+        return out, new, ()
+    if not converted_from_pytorch(out[0]):
+        return recut(out, middle, new, sources, schedule or Schedule()), new, ()
+    if schedule is not None and schedule.name == "zb_h1":
+        raise WorkloadError(
+            f"--schedule zb_h1: the trace ({files[0]}) was converted from PyTorch, whose weight-gradient GEMMs are not "
+            "told apart from the input-gradient ones (both aten::mm), so its backward passes cannot be split"
+        )
+    return recut(out, middle, new, sources, schedule or Schedule(), gather_torch), new, (ASSUMPTIONS,)

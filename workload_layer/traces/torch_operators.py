@@ -38,7 +38,15 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.v1 import compute_pb2
 from stratasim.v1.compute_pb2 import OperatorDesc
 
-__all__ = ["ModelDimensions", "has_tensors", "model_dimensions", "rescaled_torch_operator"]
+__all__ = [
+    "NORMS",
+    "ModelDimensions",
+    "has_tensors",
+    "model_dimensions",
+    "output_bytes",
+    "rescaled_torch_operator",
+    "weight_bytes",
+]
 
 _GEMMS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"})
 _ATTENTION = {  # name: (index of the query among the inputs, index of is_causal)
@@ -50,7 +58,8 @@ _ATTENTION = {  # name: (index of the query among the inputs, index of is_causal
     "aten::_scaled_dot_product_efficient_attention_backward": (1, 11),
     "aten::_scaled_dot_product_cudnn_attention_backward": (1, 11),
 }
-_NORMS = frozenset({"aten::layer_norm", "aten::native_layer_norm", "aten::rms_norm", "aten::_fused_rms_norm"})
+NORMS = frozenset({"aten::layer_norm", "aten::native_layer_norm", "aten::rms_norm", "aten::_fused_rms_norm"})
+"""The layer norms whose input gives the model's dimensions, and whose position marks where a layer begins."""
 _DTYPES = {
     "c10::BFloat16": compute_pb2.BF16,
     "c10::Half": compute_pb2.FP16,
@@ -97,12 +106,12 @@ def _dtype(node: Node) -> compute_pb2.DType.ValueType:
 def model_dimensions(nodes: list[Node]) -> ModelDimensions:
     """``T`` and ``H`` from the first layer norm among ``nodes``."""
     for node in nodes:
-        if node.name in _NORMS:
+        if node.name in NORMS:
             shapes = [s for s in _shapes(node) if s]
             if shapes and len(shapes[0]) >= 2:
                 return ModelDimensions(prod(shapes[0][:-1]), shapes[0][-1])
     raise WorkloadError(
-        f"no layer norm ({', '.join(sorted(_NORMS))}) with a tensor input of two or more dimensions gives "
+        f"no layer norm ({', '.join(sorted(NORMS))}) with a tensor input of two or more dimensions gives "
         "the hidden size and tokens, which tell a tensor-parallel GEMM's split dimension from the rest"
     )
 
@@ -199,3 +208,18 @@ def rescaled_torch_operator(node: Node, ratio: Fraction, dims: ModelDimensions) 
 def _output_shapes(node: Node) -> list[list[int]]:
     shapes = _literal(node.outputs.shapes, node, "outputs.shapes")
     return [[int(d) for d in s] if isinstance(s, list) and all(isinstance(d, int) for d in s) else [] for s in shapes]
+
+
+def weight_bytes(node: Node) -> int:
+    """The bytes of the weight ``node`` multiplies by: K x N elements of a GEMM against a matrix (``aten::linear``'s
+    weight, or the second operand of a 2-D product), 0 for any other node or a batched GEMM (attention's)."""
+    if node.name not in _GEMMS:
+        return 0
+    batch, _, k, n = _gemm_dimensions(node)
+    return 0 if batch > 1 else k * n * operators.dtype_bytes(_dtype(node))
+
+
+def output_bytes(node: Node) -> int:
+    """The bytes of ``node``'s largest output tensor (``outputs.shapes``, at its dtype), 0 when it records none."""
+    shapes = [s for s in _output_shapes(node) if s]
+    return max(prod(shape) for shape in shapes) * operators.dtype_bytes(_dtype(node)) if shapes else 0
