@@ -88,9 +88,10 @@ from stratasim.workload_layer.transformer.memory import (
 from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, pipeline_order, placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
+from stratasim.workload_layer.transformer.stage_plan import StagePlan
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
-from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
+from stratasim.workload_layer.transformer.training_graph import build_graph
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 
