@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stratasim.kernel import operators
+from stratasim.workload_layer.transformer.context_parallel import ring_group, ulysses_group
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, Placement, neighbour_chunk
 from stratasim.workload_layer.transformer.steps import Block
 
@@ -36,7 +37,8 @@ class StagePlan:
     after its reduce-scatter, on the compute stream (:mod:`stratasim.workload_layer.transformer.shard_casts`; only
     where ``dtype`` is narrower than fp32). ``context_group`` is its CP group in ring order (ring attention's
     key-value blocks go to the next member; :mod:`stratasim.workload_layer.transformer.ring_attention`); then
-    ``data_group`` is the combined DP x CP group. With HSDP, ZeRO-3 gathers and reduce-scatters over
+    ``data_group`` is the combined DP x CP group; ``ulysses_ranks`` the size of the CP group's all-to-all groups
+    (:mod:`stratasim.workload_layer.transformer.context_parallel`). With HSDP, ZeRO-3 gathers and reduce-scatters over
     ``shard_group`` (None: ``data_group``) and all-reduces each reduced gradient shard over ``replica_group``.
     ``placement`` says where its chunks sit along the model
     (:func:`~stratasim.workload_layer.transformer.pipeline_schedule.neighbour_chunk`).
@@ -61,6 +63,7 @@ class StagePlan:
     optimizer_parameters: int = 0
     shard_casts: bool = False
     context_group: tuple[int, ...] = ()
+    ulysses_ranks: int = 1
     shard_group: tuple[int, ...] | None = None
     replica_group: tuple[int, ...] = ()
     placement: Placement = "loop"
@@ -74,6 +77,16 @@ class StagePlan:
         if found is None or found[0] == stage:
             return None
         return self.pipeline[found[0]], found[1]
+
+    @property
+    def ulysses_group(self) -> tuple[int, ...]:
+        """Its CP all-to-all group (DeepSpeed-Ulysses): the whole CP group, or with ``a2a+p2p`` the inner one."""
+        return ulysses_group(self.context_group, self.npu, self.ulysses_ranks) if self.context_group else ()
+
+    @property
+    def ring_group(self) -> tuple[int, ...]:
+        """Its ring of the CP group in ring order: the whole CP group, or with ``a2a+p2p`` the outer one."""
+        return ring_group(self.context_group, self.npu, self.ulysses_ranks) if self.context_group else ()
 
     @property
     def previous_stage(self) -> int | None:

@@ -298,7 +298,7 @@ class _Emitter:
     def _all_to_all(self, step: AllToAll, prefix: str) -> None:
         """``step``'s all-to-all over the expert-parallel or the context-parallel group; the compute stream waits
         for it."""
-        group = self._plan.expert_group if step.group == "ep" else self._plan.context_group
+        group = self._plan.expert_group if step.group == "ep" else self._plan.ulysses_group
         if len(group) > 1:
             size = step.elements * operators.dtype_bytes(self._plan.dtype)
             self._ready = [
@@ -317,7 +317,7 @@ class _Emitter:
         """``step``'s context-parallel attention over the CP group: ring attention
         (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`) or, for a
         :class:`GatheredAttention`, TE's all-gather variant; the compute stream waits for what its end needs."""
-        emit = RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute)
+        emit = RingEmitter(self._plan.npu, self._plan.ring_group, self._plan.dtype, self._add, self._compute)
         if isinstance(step, GatheredAttention):
             self._ready = gathered_attention(emit, step, prefix, self._ready, backward)
         else:
