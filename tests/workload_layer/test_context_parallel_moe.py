@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.ring_attention import CP_TAG
 from tests.workload_layer.test_context_parallel import LLAMA_LIKE, fused, simulated
-from tests.workload_layer.transformer_helpers import GPT, all_graphs, build, collectives
+from tests.workload_layer.transformer_helpers import GPT, all_graphs, build, collectives, gemm_flops
 
 MOE = dict(GPT, experts=4, top_k=2)
 """The small GPT with four experts in every layer, two per token."""
@@ -33,6 +33,15 @@ def test_cp_2_halves_the_tokens_of_the_expert_layers() -> None:
     dispatch = {n.comm_bytes for n in collectives(plain[0], "moe dispatch")}
     assert {2 * b for n in collectives(split[0], "moe dispatch") for b in [n.comm_bytes]} == dispatch
     assert {tuple(n.group) for n in collectives(split[0], "moe dispatch")} == {(0, 1)}  # npu = cp + 2 dp
+
+
+@pytest.mark.parametrize("plan", [dict(dp=4, ep=2), dict(dp=2, cp=2, ep=2), dict(dp=1, cp=4, ep=4)])
+def test_model_flops_count_each_cp_ranks_routing(plan: dict[str, object]) -> None:
+    # The graphs' GEMMs plus the fused attention core counted as Megatron does (4 b s^2 h forward, three passes):
+    # each CP rank routes (and pads to capacity) its own tokens.
+    workload = fused(MOE, global_batch=4, **plan)
+    core = 4 * 3 * 4 * 128 * 128 * 256 * 4  # layers x passes x 4 b s^2 h x micro-batches in all
+    assert gemm_flops(all_graphs(workload)) + core == workload.model_flops_per_iteration()
 
 
 def test_ep_is_carved_out_of_dp_times_cp() -> None:
