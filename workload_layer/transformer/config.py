@@ -145,13 +145,14 @@ class ParallelismConfig(Section):
     DP gradient bucket size in bytes (default: one bucket). ``recompute`` is none, selective (the attention core,
     Korthikanti et al. 2022) or full (whole layers); ``sequence_parallel`` splits the work outside the TP regions
     along the sequence (needs ``tp > 1``); ``zero`` the ZeRO stage (0 to 3) over the DP group; ``ep`` the
-    expert-parallel degree, carved out of the DP group (:mod:`stratasim.workload_layer.transformer.moe`). ``scatter_gather`` sends
-    each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the receiving stage
-    (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer together).
+    expert-parallel degree, carved out of the DP (x CP) group (:mod:`stratasim.workload_layer.transformer.moe`).
+    ``scatter_gather`` sends each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the
+    receiving stage (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer
+    together).
     ``order`` maps the groups onto the topology: the axes innermost first (default TP, then PP, then DP; EP groups
     are carved out of DP), NPU ids varying fastest along the topology's first dimension. ``cp`` is the
-    context-parallel degree (ring attention over a sequence split in ``2 cp`` chunks; the CP axis sits just outside
-    TP unless ``order`` lists it, as Megatron-core's ``tp-cp-ep-dp-pp``) and ``hsdp`` the size of the groups of DP
+    context-parallel degree (ring attention over a sequence split in ``2 cp`` chunks, or the other ``cp_comm_type``
+    variants; the CP axis sits just outside TP unless ``order`` lists it, as Megatron-core's ``tp-cp-ep-dp-pp``) and ``hsdp`` the size of the groups of DP
     ranks ZeRO-3 shards within (HSDP; 1: the whole DP group), see ``docs/how-to/context-parallelism.md``."""
 
     tp: int = Field(default=1, ge=1)
