@@ -299,8 +299,7 @@ def test_hsdp_with_cp_shards_over_the_shard_groups_cp_ranks_too() -> None:
             dict(tp=2, cp=2, cp_comm_type="a2a"),
             "model.kv_heads (2) must be divisible by parallelism.tp * parallelism.cp (4) with cp_comm_type: a2a",
         ),
-        (GPT, dict(cp=2, cp_comm_type="ulysses"), "Input should be 'p2p', 'a2a' or 'all_gather'"),
-        (dict(GPT, experts=4), dict(cp=2), "parallelism.cp (2) is not modelled with a mixture of experts"),
+        (GPT, dict(cp=2, cp_comm_type="ulysses"), "Input should be 'p2p', 'a2a', 'all_gather' or 'a2a+p2p'"),
         (GPT, dict(dp=4, hsdp=2), "parallelism.hsdp (2) shards with ZeRO-3"),
         (
             GPT,

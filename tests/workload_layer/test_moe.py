@@ -43,9 +43,9 @@ def test_routing_without_and_with_sequence_parallelism() -> None:
 
 
 def test_expert_groups_are_carved_out_of_the_data_parallel_group() -> None:
-    assert expert_groups(5, dp=8, ep=4) == ((4, 5, 6, 7), (1, 5))
-    assert expert_groups(0, dp=4, ep=1) == ((0,), (0, 1, 2, 3))
-    assert expert_groups(3, dp=4, ep=4) == ((0, 1, 2, 3), (3,))
+    assert expert_groups(5, ranks=8, ep=4) == ((4, 5, 6, 7), (1, 5))
+    assert expert_groups(0, ranks=4, ep=1) == ((0,), (0, 1, 2, 3))
+    assert expert_groups(3, ranks=4, ep=4) == ((0, 1, 2, 3), (3,))
 
 
 def test_mixtral_parameter_count_matches_the_published_figure() -> None:

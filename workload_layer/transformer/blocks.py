@@ -39,7 +39,9 @@ heads, ``d = h / a`` (or ``head_dim``), ``f`` the MLP's inner size and ``t`` the
   group (the rank's ``T`` tokens of every local head out, the whole sequence of ``1 / cp`` of them in), the fused
   kernel over the whole sequence, and an all-to-all of its output back; or, with ``cp_comm_type: all_gather``
   (:class:`~stratasim.workload_layer.transformer.steps.GatheredAttention`), as the keys and values all-gathered
-  over the CP group before one causal kernel per local chunk;
+  over the CP group before one causal kernel per local chunk; or, with ``cp_comm_type: a2a+p2p``, Ulysses'
+  all-to-alls within groups of ``cp_a2a`` CP ranks around ring attention across them
+  (:mod:`stratasim.workload_layer.transformer.context_parallel`). A mixture of experts routes the rank's ``T`` tokens;
 - selective recomputation wraps the unfused attention core in :class:`Recompute` (the fused kernel keeps only its
   row statistics and recomputes the scores in its own backward pass, so selective recomputation leaves it as it
   is); full recomputation re-runs the whole layer (``Block.recompute``).
@@ -64,6 +66,7 @@ from dataclasses import dataclass
 from stratasim.kernel.elementwise_functions import ElementwiseFunction
 from stratasim.v1 import compute_pb2
 from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
+from stratasim.workload_layer.transformer.context_parallel import ulysses_ranks
 from stratasim.workload_layer.transformer.memory import attention_core_bytes
 from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.steps import (
@@ -217,6 +220,30 @@ def _parallel_steps(config: TransformerConfig) -> tuple[Step, ...]:
     return (norm, enter, *inner, projection, up, activation, down, leave, residual)
 
 
+def _context_parallel_core(config: TransformerConfig) -> tuple[Step, ...]:
+    """The attention core under context parallelism (:mod:`stratasim.workload_layer.transformer.context_parallel`):
+    with ``a`` Ulysses ranks, an all-to-all of the queries, keys and values over them, the core over ``1 / a`` of
+    the heads (ring attention over the ``cp / a`` ranks of the ring, or one fused kernel over the whole sequence
+    when the ring is one rank) and an all-to-all of its output back."""
+    model, plan = config.model, config.parallelism
+    s, tp, d = model.seq_len, plan.tp, model.head_size
+    tokens, group = plan.micro_batch * config.local_seq_len, model.heads // model.kv_head_count
+    ulysses = ulysses_ranks(plan)
+    ring, heads = plan.cp // ulysses, plan.micro_batch * model.heads // tp // ulysses
+    core: tuple[Step, ...]
+    if ring == 1:
+        core = (Attention("attention", heads, s, d, group=group),)
+    else:
+        kv_elements = 2 * tokens * ulysses * (model.kv_head_count // (tp * ulysses)) * d
+        kind = GatheredAttention if plan.cp_comm_type == "all_gather" else RingAttention
+        core = (kind("attention", heads, s // (2 * ring), d, group, ring, kv_elements),)
+    if ulysses == 1:
+        return core
+    qkv_elements = tokens * (model.heads + 2 * model.kv_head_count) // tp * d
+    out = AllToAll("attention output", tokens * model.heads // tp * d, "cp")
+    return (AllToAll("attention qkv", qkv_elements, "cp"), *core, out)
+
+
 def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     """Norm, QKV, (rotary,) attention core, projection, residual and the MLP's norm; see the module docstring."""
     model, plan = config.model, config.parallelism
@@ -225,16 +252,8 @@ def _attention_steps(config: TransformerConfig) -> tuple[Step, ...]:
     heads = plan.micro_batch * model.heads // tp
     enter, leave = _tp_region(config, tokens * h)
     core: tuple[Step, ...]
-    if plan.cp > 1 and plan.cp_comm_type == "a2a":
-        qkv_elements = tokens * (model.heads + 2 * model.kv_head_count) // tp * d
-        full = Attention("attention", heads // plan.cp, s, d, group=model.heads // model.kv_head_count)
-        out = AllToAll("attention output", tokens * model.heads // tp * d, "cp")
-        core = (AllToAll("attention qkv", qkv_elements, "cp"), full, out)
-    elif plan.cp > 1:
-        kv_elements = 2 * tokens * (model.kv_head_count // tp) * d
-        group = model.heads // model.kv_head_count
-        kind = GatheredAttention if plan.cp_comm_type == "all_gather" else RingAttention
-        core = (kind("attention", heads, s // (2 * plan.cp), d, group, plan.cp, kv_elements),)
+    if plan.cp > 1:
+        core = _context_parallel_core(config)
     elif config.attention == "fused":
         fused = Attention("attention", heads, s, d, group=model.heads // model.kv_head_count)
         core = (fused,)  # selective recomputation finds nothing kept to drop
@@ -313,7 +332,7 @@ def _moe_steps(config: TransformerConfig, layer: int) -> tuple[Step, ...]:
     if plan.sequence_parallel:
         enter, leave = _tp_region(config, tp * dispatched)
         return (*route, enter, *experts, leave, *combine, residual)
-    enter, leave = _tp_region(config, plan.micro_batch * model.seq_len * h)
+    enter, leave = _tp_region(config, plan.micro_batch * config.local_seq_len * h)
     return (enter, *route, *experts, *combine, leave, residual)
 
 
@@ -357,7 +376,8 @@ def iteration_gemm_flops(config: TransformerConfig) -> int:
     Per micro-batch of ``T`` tokens and model replica, a layer's forward GEMMs take ``2 T h (a + 2g) d`` (QKV),
     ``4 b s^2 a d`` (attention core), ``2 T a d h`` (projection; ``a d`` is ``h`` unless ``head_dim`` says
     otherwise) and ``2 T h (u + f)`` (MLP, ``u`` the up projection's width, ``f`` or ``2f``), or for an MoE layer ``2 T_r h E t`` (the router, on every TP rank) and
-    ``2 E C g h (u + f)`` (the experts' ``E C g`` token slots, :mod:`stratasim.workload_layer.transformer.moe`). Backward passes double
+    ``2 E C g h (u + f)`` (the experts' ``E C g`` token slots, :mod:`stratasim.workload_layer.transformer.moe`),
+    routed per CP rank (times ``cp``). Backward passes double
     them; full recomputation runs the layers forward once more, selective recomputation the unfused attention
     core; the LM head adds ``3 * 2 T h V'`` (``V'`` the padded vocabulary). Times ``micro_batches * dp``. A fused
     attention core is counted as the unfused one, ``4 b s^2 a d`` forward (the full square, as Megatron-LM counts it,
@@ -376,7 +396,7 @@ def iteration_gemm_flops(config: TransformerConfig) -> int:
     for layer in range(moe_layers):
         r = layer_routing(config, layer)
         router = 2 * r.routed_tokens * h * model.experts * plan.tp
-        moe += router + 2 * r.slots * h * (model.mlp_up_width + model.ffn_size)
+        moe += plan.cp * (router + 2 * r.slots * h * (model.mlp_up_width + model.ffn_size))
     layers = model.layers * attention + (model.layers - moe_layers) * mlp + moe
     passes = 4 if plan.recompute == "full" else 3
     recomputed_core = model.layers * core if plan.recompute == "selective" and config.attention == "unfused" else 0

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from stratasim.kernel.schema import Bytes, DTypeName, Section
+from stratasim.workload_layer.transformer.context_parallel import check_context_parallel
 from stratasim.workload_layer.transformer.rank_layout import RankLayout, with_cp_after_tp
 from stratasim.workload_layer.transformer.routing import RoutingConfig
 from stratasim.workload_layer.transformer.work_split import Split, check_counts, check_uneven_batches, chunk_ranges
@@ -144,13 +145,14 @@ class ParallelismConfig(Section):
     DP gradient bucket size in bytes (default: one bucket). ``recompute`` is none, selective (the attention core,
     Korthikanti et al. 2022) or full (whole layers); ``sequence_parallel`` splits the work outside the TP regions
     along the sequence (needs ``tp > 1``); ``zero`` the ZeRO stage (0 to 3) over the DP group; ``ep`` the
-    expert-parallel degree, carved out of the DP group (:mod:`stratasim.workload_layer.transformer.moe`). ``scatter_gather`` sends
-    each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the receiving stage
-    (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer together).
+    expert-parallel degree, carved out of the DP (x CP) group (:mod:`stratasim.workload_layer.transformer.moe`).
+    ``scatter_gather`` sends each pipeline transfer as ``1/tp`` shares, one per TP rank, all-gathered over TP by the
+    receiving stage (Narayanan et al., SC'21, section 4.1: the eight InfiniBand cards of a node carry the transfer
+    together).
     ``order`` maps the groups onto the topology: the axes innermost first (default TP, then PP, then DP; EP groups
     are carved out of DP), NPU ids varying fastest along the topology's first dimension. ``cp`` is the
-    context-parallel degree (ring attention over a sequence split in ``2 cp`` chunks; the CP axis sits just outside
-    TP unless ``order`` lists it, as Megatron-core's ``tp-cp-ep-dp-pp``) and ``hsdp`` the size of the groups of DP
+    context-parallel degree (ring attention over a sequence split in ``2 cp`` chunks, or the other ``cp_comm_type``
+    variants; the CP axis sits just outside TP unless ``order`` lists it, as Megatron-core's ``tp-cp-ep-dp-pp``) and ``hsdp`` the size of the groups of DP
     ranks ZeRO-3 shards within (HSDP; 1: the whole DP group), see ``docs/how-to/context-parallelism.md``."""
 
     tp: int = Field(default=1, ge=1)
@@ -185,7 +187,7 @@ class ParallelismConfig(Section):
     sequence_parallel: bool = False
     """Split the work outside the TP regions along the sequence (needs ``tp > 1``)."""
     ep: int = Field(default=1, ge=1)
-    """Expert-parallel degree, carved out of the DP group."""
+    """Expert-parallel degree, carved out of the DP group (of the DP x CP group with ``cp``, as Megatron-core)."""
     scatter_gather: bool = False
     """Send each pipeline transfer as ``1/tp`` shares all-gathered over TP by the receiver (Narayanan et al.,
     SC'21)."""
@@ -195,10 +197,14 @@ class ParallelismConfig(Section):
     cp: int = Field(default=1, ge=1)
     """Context-parallel degree: the sequence split over ``cp`` ranks in ``2 cp`` load-balanced chunks, attention as
     ring attention (Megatron-core's context parallelism); 1: none."""
-    cp_comm_type: Literal["p2p", "a2a", "all_gather"] = "p2p"
+    cp_comm_type: Literal["p2p", "a2a", "all_gather", "a2a+p2p"] = "p2p"
     """How context parallelism's attention talks, as Transformer Engine names it: ``p2p`` ring attention, ``a2a``
     DeepSpeed-Ulysses (all-to-alls swap the sequence split for a split of the heads around a full-sequence
-    kernel), ``all_gather`` the keys and values all-gathered before the local queries' kernels (Llama 3's)."""
+    kernel), ``all_gather`` the keys and values all-gathered before the local queries' kernels (Llama 3's),
+    ``a2a+p2p`` both: Ulysses within groups of ``cp_a2a`` consecutive CP ranks, a ring across them."""
+    cp_a2a: int | None = Field(default=None, ge=1)
+    """With ``cp_comm_type: a2a+p2p``, the size of the inner all-to-all groups (Megatron-core's first
+    ``hierarchical_context_parallel_sizes``, e.g. the CP ranks of a node); it divides ``cp``."""
     hsdp: int = Field(default=1, ge=1)
     """HSDP: ZeRO-3 shards within groups of ``hsdp`` DP ranks and all-reduces the sharded gradients across the
     ``dp / hsdp`` groups (needs ``zero: 3``); 1: ZeRO over the whole DP group, as without it."""
@@ -224,10 +230,11 @@ class ParallelismConfig(Section):
     def _sequence_and_experts(self) -> ParallelismConfig:
         if self.sequence_parallel and self.tp == 1:
             raise ValueError("parallelism.sequence_parallel needs parallelism.tp above 1")
-        if self.dp % self.ep:
+        if self.dp * self.cp % self.ep:
+            dp = "parallelism.dp" + (" * parallelism.cp" if self.cp > 1 else "")
             raise ValueError(
-                f"parallelism.dp ({self.dp}) must be divisible by parallelism.ep ({self.ep}): EP groups are carved "
-                "out of the DP group"
+                f"{dp} ({self.dp * self.cp}) must be divisible by parallelism.ep ({self.ep}): EP groups are carved "
+                f"out of the DP{' x CP' if self.cp > 1 else ''} group"
             )
         if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
             raise ValueError(
@@ -325,6 +332,11 @@ class ParallelismConfig(Section):
         return (self.hsdp if self.hsdp > 1 else self.dp) * self.cp
 
     @property
+    def expert_data_ranks(self) -> int:
+        """The ranks holding the same experts (the expert-data-parallel group): ``dp cp / ep``."""
+        return self.dp * self.cp // self.ep
+
+    @property
     def chunks_per_stage(self) -> int:
         """Model chunks each stage holds: ``virtual_stages``, or two under DualPipe (one of each model copy)."""
         return 2 if self.schedule == "dualpipe" else self.virtual_stages
@@ -387,32 +399,7 @@ class TransformerConfig(Section):
 
     @model_validator(mode="after")
     def _context_parallel(self) -> TransformerConfig:
-        model, plan = self.model, self.parallelism
-        if plan.cp == 1:
-            return self
-        if plan.cp_comm_type == "a2a":
-            for count, key in ((model.heads, "model.heads"), (model.kv_head_count, "model.kv_heads")):
-                if count % (plan.tp * plan.cp):
-                    raise ValueError(
-                        f"{key} ({count}) must be divisible by parallelism.tp * parallelism.cp ({plan.tp * plan.cp}) "
-                        "with cp_comm_type: a2a: its all-to-alls hand each CP rank whole heads"
-                    )
-        if model.seq_len % (2 * plan.cp):
-            raise ValueError(
-                f"model.seq_len ({model.seq_len}) must be divisible by 2 * parallelism.cp ({2 * plan.cp}): context "
-                "parallelism splits the sequence into 2 cp chunks, two per rank"
-            )
-        if plan.sequence_parallel and model.seq_len // plan.cp % plan.tp:
-            raise ValueError(
-                f"model.seq_len / parallelism.cp ({model.seq_len // plan.cp}) must be divisible by parallelism.tp "
-                f"({plan.tp}) with sequence_parallel"
-            )
-        if self.attention != "fused":
-            raise ValueError(
-                f"parallelism.cp ({plan.cp}) runs its attention over the fused kernel: set attention: fused"
-            )
-        if model.experts:
-            raise ValueError(f"parallelism.cp ({plan.cp}) is not modelled with a mixture of experts (model.experts)")
+        check_context_parallel(self.model, self.parallelism, self.attention)
         return self
 
     @model_validator(mode="after")

@@ -298,7 +298,7 @@ def _held(config: TransformerConfig, zero_stage: int, dense: int, expert: int) -
     plan = config.parallelism
     if plan.zero < zero_stage:
         return dense + expert
-    return -(-dense // plan.shard_ranks) + -(-expert // (plan.dp // plan.ep))
+    return -(-dense // plan.shard_ranks) + -(-expert // plan.expert_data_ranks)
 
 
 def checkpoint_shard_bytes(config: TransformerConfig, dense: int, expert: int) -> int:

@@ -5,7 +5,10 @@ Placement, as Megatron-core and DeepSpeed-MoE do it: EP groups are carved out of
 ``dp`` replicas of a (TP rank, pipeline stage) form ``dp / ep`` EP groups of ``ep`` consecutive DP ranks, and
 each member holds ``experts / ep`` of every MoE layer's experts. Expert gradients are therefore averaged over the
 ``dp / ep`` DP ranks holding the same experts (the same position in every EP group: the expert-data-parallel
-group), dense gradients over the whole DP group.
+group), dense gradients over the whole DP group. With context parallelism the EP groups are carved out of the
+combined DP x CP group (CP fastest), as Megatron-core's expert rank generator folds CP into EP and expert-DP
+(``cp=1`` there, ``expert_data_parallel_size = world / (etp ep pp)``): ``dp cp / ep`` EP groups, each expert
+layer routing the ``micro_batch seq_len / cp`` tokens of the rank's sequence chunks.
 
 Routing, with GShard's and Switch's expert capacity: a rank routes its ``T_r`` tokens, each to its ``top_k``
 experts, and every expert accepts at most ``C = ceil(capacity_factor * top_k * T_r / experts)`` tokens from each
@@ -116,11 +119,11 @@ def routing(
 
 def layer_routing(config: TransformerConfig, layer: int = 0) -> Routing:
     """The routing of the ``layer``-th MoE layer (counted among them) of ``config`` on one rank for one
-    micro-batch."""
+    micro-batch: of its ``micro_batch seq_len / cp`` tokens."""
     model, plan = config.model, config.parallelism
     pad = model.routing is None or model.routing.pad_to_capacity
     return routing(
-        plan.micro_batch * model.seq_len,
+        plan.micro_batch * config.local_seq_len,
         model.experts,
         model.top_k,
         model.capacity_factor,
@@ -141,8 +144,9 @@ def _placement(model: ModelConfig, ep: int, layer: int) -> LayerPlacement:
     return routing.derived(key, lambda: expert_placements(model, ep))[layer]
 
 
-def expert_groups(dp_rank: int, dp: int, ep: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The DP ranks of ``dp_rank``'s EP group (``ep`` consecutive ranks) and of its expert-data-parallel group
-    (the ``dp / ep`` ranks at the same position of every EP group), each in rank order."""
-    first = dp_rank - dp_rank % ep
-    return tuple(range(first, first + ep)), tuple(range(dp_rank % ep, dp, ep))
+def expert_groups(position: int, ranks: int, ep: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The places, in a DP x CP group of ``ranks`` members (CP fastest), of the EP group of the member at
+    ``position`` (``ep`` consecutive members) and of its expert-data-parallel group (the ``ranks / ep`` members at
+    the same place of every EP group), each in order."""
+    first = position - position % ep
+    return tuple(range(first, first + ep)), tuple(range(position % ep, ranks, ep))

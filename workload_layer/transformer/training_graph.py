@@ -1,14 +1,17 @@
 """The emission of one NPU's execution graph for one transformer training iteration.
 
-A pipeline stage holds one or more model chunks, each a run of blocks of steps (:mod:`stratasim.workload_layer.transformer.steps`: GEMMs,
-pointwise operators, Megatron's tensor-parallel reductions with or without sequence parallelism, expert-parallel
-all-to-alls and selectively recomputed steps); :func:`build_graph` runs them forward and backward per (chunk,
-micro-batch) in the order :func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order` gives, as one chain of
-dependencies (the compute stream of an NPU is serial), with point-to-point transfers between neighbouring chunks
-and the data-parallel gradient reductions in buckets as the last backward passes produce them (or ZeRO-3's
-per-block gathers and reduce-scatters). Blocks also say how much activation memory they hold, so the graph's
-nodes allocate and free it along the timeline (``memory_bytes``). What the blocks hold (the model) is decided by
-:mod:`stratasim.workload_layer.transformer.workload`; this module knows only how to run them.
+A pipeline stage holds one or more model chunks, each a run of blocks of steps
+(:mod:`stratasim.workload_layer.transformer.steps`: GEMMs, pointwise operators, Megatron's tensor-parallel reductions
+with or without sequence parallelism, expert-parallel all-to-alls and selectively recomputed steps);
+:func:`build_graph` runs them forward and backward per (chunk, micro-batch) in the order
+:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order` gives, as one chain of dependencies
+(the compute stream of an NPU is serial), with point-to-point transfers between neighbouring chunks and the
+data-parallel gradient collectives (:mod:`stratasim.workload_layer.transformer.gradient_sync`: buckets reduced as
+the last backward passes produce them, or ZeRO-3's per-block gathers and reduce-scatters, HSDP's all-reduces).
+Blocks also say how much activation memory they hold, so the graph's nodes allocate and free it along the timeline
+(``memory_bytes``). What the blocks hold (the model) is decided by :mod:`stratasim.workload_layer.transformer.workload`
+and the NPU's groups by :class:`~stratasim.workload_layer.transformer.stage_plan.StagePlan`; this module knows only
+how to run them.
 
 The model's chunks are numbered along the model, ``g = chunk * stages + stage``: stage ``p`` holds chunks ``p``,
 ``p + pp``, ``p + 2 pp``... A forward pass of chunk ``g`` receives its input from chunk ``g - 1`` and sends its
@@ -18,17 +21,17 @@ way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 
 from stratasim.kernel import operators
 from stratasim.v1 import workload_pb2
+from stratasim.workload_layer.transformer.gradient_sync import GradientSync
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
-from stratasim.workload_layer.transformer.pipeline_schedule import Pass, Placement, message_tag, neighbour_chunk
+from stratasim.workload_layer.transformer.pipeline_schedule import Pass, message_tag
 from stratasim.workload_layer.transformer.ring_attention import RingEmitter, gathered_attention, ring_attention
 from stratasim.workload_layer.transformer.schedule_passes import WEIGHT_PASSES, OverlappedPass
-from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
+from stratasim.workload_layer.transformer.stage_plan import StagePlan
 from stratasim.workload_layer.transformer.step_operators import Role, step_operator
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
@@ -42,87 +45,7 @@ from stratasim.workload_layer.transformer.steps import (
     SequenceParallelSum,
 )
 
-__all__ = ["StagePlan", "build_graph"]
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """Everything one NPU's graph needs.
-
-    ``pipeline`` lists the NPUs of its pipeline (same TP and DP rank), index = stage; ``chunks`` the blocks of each
-    model chunk it holds. ``boundary_bytes`` is the size of one micro-batch's activation or gradient between
-    chunks, ``tensor_bytes`` of one TP all-reduce, ``bucket_bytes`` of a DP gradient bucket (None: one bucket for
-    the whole stage) and ``resident_bytes`` the memory held all along by kind (all in bytes); with
-    ``gather_boundary`` each TP rank sends only its ``1/tp`` share of a boundary tensor and the receiving stage
-    all-gathers it over the TP group (Megatron-LM's scatter/gather optimisation). ``expert_group`` is
-    its expert-parallel group (a mixture of experts' all-to-alls) and ``expert_data_group`` the DP ranks holding
-    the same experts. ``zero`` is the ZeRO stage: from 1, each gradient bucket is reduce-scattered and the updated
-    parameters all-gathered instead of all-reduced; at 3, each block's parameters are all-gathered before its
-    forward and backward passes and its gradients reduce-scattered after each backward pass instead. Groups of one
-    NPU emit no collective. ``gemm_dtype``, when set, is the dtype every GEMM is priced in (FP8 training: its
-    peak), while its bytes, every other operator and all communication stay in ``dtype``.
-    ``optimizer_parameters`` are the parameters whose optimizer step this NPU runs once its gradients are reduced
-    (:mod:`stratasim.workload_layer.transformer.optimizer`; 0: no step). ``shard_casts``: ZeRO-3 casts each
-    fp32 parameter shard to ``dtype`` before its all-gather and accumulates each reduced gradient shard into fp32
-    after its reduce-scatter, on the compute stream (:mod:`stratasim.workload_layer.transformer.shard_casts`; only
-    where ``dtype`` is narrower than fp32). ``context_group`` is its CP group in ring order (ring attention's
-    key-value blocks go to the next member; :mod:`stratasim.workload_layer.transformer.ring_attention`); then
-    ``data_group`` is the combined DP x CP group. With HSDP, ZeRO-3 gathers and reduce-scatters over
-    ``shard_group`` (None: ``data_group``) and all-reduces each reduced gradient shard over ``replica_group``.
-    ``placement`` says where its chunks sit along the model
-    (:func:`~stratasim.workload_layer.transformer.pipeline_schedule.neighbour_chunk`).
-    """
-
-    npu: int
-    pipeline: tuple[int, ...]
-    chunks: tuple[tuple[Block, ...], ...]
-    order: tuple[Pass, ...]
-    tensor_group: tuple[int, ...]
-    data_group: tuple[int, ...]
-    boundary_bytes: int
-    tensor_bytes: int
-    bucket_bytes: int | None
-    resident_bytes: Mapping[str, int]
-    dtype: operators.DType
-    expert_group: tuple[int, ...] = ()
-    expert_data_group: tuple[int, ...] = ()
-    zero: int = 0
-    gather_boundary: bool = False
-    gemm_dtype: operators.DType | None = None
-    optimizer_parameters: int = 0
-    shard_casts: bool = False
-    context_group: tuple[int, ...] = ()
-    shard_group: tuple[int, ...] | None = None
-    replica_group: tuple[int, ...] = ()
-    placement: Placement = "loop"
-
-    def neighbour(self, chunk: int, offset: int) -> tuple[int, int] | None:
-        """The NPU and chunk index of the model chunk ``offset`` (+1 or -1) away from this NPU's ``chunk`` along
-        the model; None past either end of the model or on this very NPU (one stage: handed over locally)."""
-        stages = len(self.pipeline)
-        stage = self.pipeline.index(self.npu)
-        found = neighbour_chunk(self.placement, stage, chunk, stages, len(self.chunks), offset)
-        if found is None or found[0] == stage:
-            return None
-        return self.pipeline[found[0]], found[1]
-
-    @property
-    def previous_stage(self) -> int | None:
-        """The NPU it receives activations from and sends gradients to, if any (for the first stage, the last
-        stage's when it holds several chunks)."""
-        return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, -1))), None)
-
-    @property
-    def mirror(self) -> int | None:
-        """Under DualPipe's placement, the NPU holding the same two model stages (stage ``pp - 1 - p``); else None."""
-        if self.placement != "dual":
-            return None
-        return self.pipeline[len(self.pipeline) - 1 - self.pipeline.index(self.npu)]
-
-    @property
-    def next_stage(self) -> int | None:
-        """The NPU it sends activations to and receives gradients from, if any."""
-        return next((n[0] for c in range(len(self.chunks)) if (n := self.neighbour(c, 1))), None)
+__all__ = ["build_graph"]
 
 
 def build_graph(plan: StagePlan) -> workload_pb2.ExecutionGraph:
@@ -131,8 +54,8 @@ def build_graph(plan: StagePlan) -> workload_pb2.ExecutionGraph:
 
 
 class _Emitter:
-    """Appends nodes in program order; ``_ready`` is what the next compute node must wait for. Gradients the
-    backward passes have finished with collect in ``_bucket`` (bytes) until a DP all-reduce takes them."""
+    """Appends nodes in program order; ``_ready`` is what the next compute node must wait for. The gradient
+    collectives are :class:`~stratasim.workload_layer.transformer.gradient_sync.GradientSync`'s."""
 
     def __init__(self, plan: StagePlan) -> None:
         self._plan = plan
@@ -146,11 +69,7 @@ class _Emitter:
         self._input_grad: int | None = None
         self._last_backward = {step.chunk: step for step in plan.order if step.direction in WEIGHT_PASSES}
         self._weights_apart = False  # emitting an input pass: weight-gradient GEMMs wait for its weight pass
-        self._bucket = 0
-        self._expert_bucket = 0
-        self._reductions: list[int] = []  # the gradient collectives the optimizer step waits for
-        self._last_on: dict[tuple[int, ...], int] = {}
-        self._prefetch_after: list[int] = []
+        self._sync = GradientSync(plan, self._add, self._side_compute)
         self._operators: dict[tuple[Gemm | Pointwise | Attention, str], bytes] = {}
 
     def build(self) -> workload_pb2.ExecutionGraph:
@@ -168,15 +87,15 @@ class _Emitter:
             if isinstance(step, OverlappedPass):
                 self._ready = [*previous_end, *(n for n in self._ready if n not in previous_end)]
             previous_start = start
-        self._reduce_gradients()
-        self._mirror_gradients()
+        self._sync.reduce_gradients(self._ready)
+        self._sync.mirror_gradients(self._ready)
         self._optimizer_step()
         return self._graph
 
     def _forward(self, step: Pass) -> None:
         gather = self._receive(step)
         for block in self._plan.chunks[step.chunk]:
-            self._gather_parameters(block, step, "fwd")
+            self._ready = self._sync.gather_parameters(block, f"mb{step.micro_batch} {block.name} fwd", self._ready)
             key = ("forward", block.steps, block.kept_bytes, gather)
             self._run_block(step, block, key, partial(self._emit_forward, block, gather))
             gather = False
@@ -194,7 +113,7 @@ class _Emitter:
     def _backward(self, step: Pass) -> None:
         gather = self._receive(step)
         for block in reversed(self._plan.chunks[step.chunk]):
-            self._gather_parameters(block, step, "bwd")
+            self._ready = self._sync.gather_parameters(block, f"mb{step.micro_batch} {block.name} bwd", self._ready)
             key = (step.direction, block.steps, block.kept_bytes, block.recompute, block.recomputed_bytes, gather)
             self._run_block(step, block, key, partial(self._emit_backward, block, gather, step.direction == "input"))
             gather = False
@@ -206,9 +125,9 @@ class _Emitter:
     def _weights_done(self, step: Pass, block: Block, label: str) -> None:
         """``step`` has computed ``block``'s weight gradients: ZeRO-3 reduce-scatters them; after the chunk's last
         such pass they go to the DP bucket."""
-        self._scatter_gradients(block, f"mb{step.micro_batch} {block.name} {label}")
+        self._sync.scatter_gradients(block, f"mb{step.micro_batch} {block.name} {label}", self._ready)
         if step == self._last_backward[step.chunk]:
-            self._gradients_ready(block)
+            self._sync.gradients_ready(block, self._ready)
 
     def _weight(self, step: Pass) -> None:
         """A weight pass (zero-bubble W): each block's weight-gradient GEMMs, in backward order; nothing is
@@ -273,70 +192,6 @@ class _Emitter:
         if first < len(self._nodes):
             self._nodes[first].memory_bytes += size
 
-    def _gradients_ready(self, block: Block) -> None:
-        """Add ``block``'s weight gradients, final after its last backward pass, to the open DP bucket and
-        all-reduce the bucket once it is full (PyTorch DDP's and Megatron's bucketing, in backward order). Expert
-        gradients fill a bucket of their own, reduced with the dense one. ZeRO-3 reduce-scatters every block's
-        gradients after each backward pass instead."""
-        if self._plan.zero == 3:
-            return
-        element = operators.dtype_bytes(self._plan.dtype)
-        self._bucket += block.parameters * element
-        self._expert_bucket += block.expert_parameters * element
-        if self._plan.bucket_bytes is not None and self._bucket + self._expert_bucket >= self._plan.bucket_bytes:
-            self._reduce_gradients()
-
-    def _reduce_gradients(self) -> None:
-        """Reduce the open buckets once the compute stream gets here, the dense one over the DP group and the
-        expert one over the expert-data-parallel group: an all-reduce, or with ZeRO stages 1 and 2 a reduce-scatter
-        and then an all-gather of the updated parameters (same volume; the optimizer step between is not
-        modelled)."""
-        buckets = (
-            ("dp", self._bucket, self._plan.data_group),
-            ("dp expert", self._expert_bucket, self._plan.expert_data_group),
-        )
-        for label, size, group in buckets:
-            if not size or len(group) < 2:
-                continue
-            if self._plan.zero == 0:
-                reduce = self._group_collective(
-                    f"{label} gradient all-reduce", workload_pb2.ALL_REDUCE, size, group, self._ready
-                )
-                self._reductions.append(reduce)
-            else:
-                scatter = self._group_collective(
-                    f"{label} gradient reduce-scatter", workload_pb2.REDUCE_SCATTER, size, group, self._ready
-                )
-                self._reductions.append(scatter)
-                self._group_collective(f"{label} parameter all-gather", workload_pb2.ALL_GATHER, size, group, [scatter])
-        self._bucket = self._expert_bucket = 0
-
-    def _mirror_gradients(self) -> None:
-        """DualPipe: rank ``p`` and rank ``pp - 1 - p`` hold the same two model stages (as each other's other
-        copy), so they sum their gradients, an all-reduce over the pair of the stage's gradients (the sum
-        DualPipe's example makes), before the optimizer step; with ZeRO-3, of this rank's shards."""
-        if self._plan.placement != "dual":
-            return
-        mirror = self._plan.mirror
-        assert mirror is not None
-        blocks = [block for chunk in self._plan.chunks for block in chunk]
-        dense, expert = sum(b.parameters for b in blocks), sum(b.expert_parameters for b in blocks)
-        if self._plan.zero == 3:
-            dense = -(-dense // len(self._plan.data_group))
-            expert = -(-expert // max(len(self._plan.expert_data_group), 1))
-        size = (dense + expert) * operators.dtype_bytes(self._plan.dtype)
-        group = tuple(sorted((self._plan.npu, mirror)))
-        node = self._add(
-            "mirror gradient all-reduce",
-            workload_pb2.COMM_COLL_NODE,
-            self._ready,
-            comm_type=workload_pb2.ALL_REDUCE,
-            comm_bytes=size,
-            group=group,
-            pg_name="pp",
-        )
-        self._reductions.append(node)
-
     def _optimizer_step(self) -> None:
         """The optimizer step over this NPU's parameters, once compute is done and every gradient collective of
         the iteration has finished. The updated parameters' all-gather of ZeRO stages 1 and 2 stays issued after
@@ -344,82 +199,7 @@ class _Emitter:
         iteration's forward pass."""
         if self._plan.optimizer_parameters:
             op = optimizer_step(self._plan.optimizer_parameters, self._plan.dtype).SerializeToString()
-            self._compute("optimizer step", op, [*self._ready, *self._reductions])
-
-    def _block_shards(self, block: Block) -> tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]:
-        """``block``'s dense and expert parameters on this TP rank, each with the group ZeRO shards it over and
-        the group HSDP all-reduces the shards across (empty: none)."""
-        plan = self._plan
-        dense = plan.data_group if plan.shard_group is None else plan.shard_group
-        return ((block.parameters, dense, plan.replica_group), (block.expert_parameters, plan.expert_data_group, ()))
-
-    def _casts(self) -> bool:
-        """Whether ZeRO-3's shard casts run (:mod:`stratasim.workload_layer.transformer.shard_casts`)."""
-        return self._plan.shard_casts and casts_apply(self._plan.dtype)
-
-    def _gather_parameters(self, block: Block, step: Pass, label: str) -> None:
-        """ZeRO-3: all-gather ``block``'s parameters before ``step`` runs it (nodes named ``mb<micro-batch> <block>
-        <label>``), issued as the previous block started (one block ahead, as DeepSpeed prefetches) so the gather
-        overlaps that block's compute; with shard casts, the cast of this rank's shard runs on the compute stream
-        first, as the gather is issued."""
-        if self._plan.zero != 3:
-            return
-        prefix = f"mb{step.micro_batch} {block.name} {label}"
-        issue_after, self._prefetch_after = self._prefetch_after, list(self._ready)
-        element = operators.dtype_bytes(self._plan.dtype)
-        for parameters, group, _ in self._block_shards(block):
-            if parameters and len(group) > 1:
-                after = issue_after
-                if self._casts():
-                    op = parameter_cast(-(-parameters // len(group)), self._plan.dtype).SerializeToString()
-                    after = [self._side_compute(f"{prefix} zero parameter cast", op, issue_after)]
-                gather = self._group_collective(
-                    f"{prefix} zero all-gather", workload_pb2.ALL_GATHER, parameters * element, group, after
-                )
-                self._ready = [*self._ready, gather]
-
-    def _scatter_gradients(self, block: Block, prefix: str) -> None:
-        """ZeRO-3: reduce-scatter ``block``'s gradients once its backward pass is done, while compute goes on; with
-        shard casts, this rank's reduced shard is then accumulated into fp32 on the compute stream."""
-        if self._plan.zero != 3:
-            return
-        element = operators.dtype_bytes(self._plan.dtype)
-        for parameters, group, replicas in self._block_shards(block):
-            if parameters and len(group) > 1:
-                done = self._group_collective(
-                    f"{prefix} zero reduce-scatter",
-                    workload_pb2.REDUCE_SCATTER,
-                    parameters * element,
-                    group,
-                    self._ready,
-                )
-                if len(replicas) > 1:  # HSDP: the shard all-reduced across the shard groups
-                    shard = -(-parameters // len(group)) * element
-                    done = self._group_collective(
-                        f"{prefix} hsdp all-reduce", workload_pb2.ALL_REDUCE, shard, replicas, [done]
-                    )
-                if self._casts():
-                    op = gradient_accumulate(-(-parameters // len(group)), self._plan.dtype).SerializeToString()
-                    done = self._side_compute(f"{prefix} zero gradient accumulate", op, [done])
-                self._reductions.append(done)
-
-    def _group_collective(
-        self,
-        name: str,
-        kind: workload_pb2.CollectiveType.ValueType,
-        size: int,
-        group: tuple[int, ...],
-        deps: list[int],
-    ) -> int:
-        """A collective of ``size`` bytes over a data-parallel ``group`` after ``deps`` and after the previous one
-        on that group: collectives on one communicator run in program order, the same on every member."""
-        previous = self._last_on.get(group)
-        after = deps if previous is None or previous in deps else [*deps, previous]
-        node = self._add(
-            name, workload_pb2.COMM_COLL_NODE, after, comm_type=kind, comm_bytes=size, group=group, pg_name="dp"
-        )
-        self._last_on[group] = node
-        return node
+            self._compute("optimizer step", op, [*self._ready, *self._sync.reductions])
 
     def _run_forward(self, block: Block, prefix: str) -> None:
         for step in block.steps:
@@ -518,7 +298,7 @@ class _Emitter:
     def _all_to_all(self, step: AllToAll, prefix: str) -> None:
         """``step``'s all-to-all over the expert-parallel or the context-parallel group; the compute stream waits
         for it."""
-        group = self._plan.expert_group if step.group == "ep" else self._plan.context_group
+        group = self._plan.expert_group if step.group == "ep" else self._plan.ulysses_group
         if len(group) > 1:
             size = step.elements * operators.dtype_bytes(self._plan.dtype)
             self._ready = [
@@ -537,7 +317,7 @@ class _Emitter:
         """``step``'s context-parallel attention over the CP group: ring attention
         (:func:`~stratasim.workload_layer.transformer.ring_attention.ring_attention`) or, for a
         :class:`GatheredAttention`, TE's all-gather variant; the compute stream waits for what its end needs."""
-        emit = RingEmitter(self._plan.npu, self._plan.context_group, self._plan.dtype, self._add, self._compute)
+        emit = RingEmitter(self._plan.npu, self._plan.ring_group, self._plan.dtype, self._add, self._compute)
         if isinstance(step, GatheredAttention):
             self._ready = gathered_attention(emit, step, prefix, self._ready, backward)
         else:

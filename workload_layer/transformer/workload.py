@@ -39,7 +39,8 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   backward passes and its gradients reduce-scattered after each backward pass (Rajbhandari et al., SC'20).
 - With context parallelism (``cp``) each sequence is split over the CP group, every step runs on ``seq_len / cp``
   tokens and the attention core is ring attention (:mod:`stratasim.workload_layer.transformer.ring_attention`);
-  gradients are reduced over the combined DP x CP group. With HSDP (``hsdp``) ZeRO-3 shards within groups of
+  gradients are reduced over the combined DP x CP group, out of which a mixture of experts' EP groups are carved
+  (:mod:`stratasim.workload_layer.transformer.context_parallel` for its variants). With HSDP (``hsdp``) ZeRO-3 shards within groups of
   ``hsdp`` DP ranks and all-reduces each gradient shard across them (``docs/how-to/context-parallelism.md``).
 - Collectives and transfers name their communicator (``pg_name``): ``tp``, ``dp``, ``pp``, ``ep`` and ``cp``. Each graph carries
   the stage's resident memory (weights, gradients, optimizer states) and its nodes allocate and free the layers'
@@ -77,6 +78,7 @@ from stratasim.workload_layer.transformer.blocks import (
     layer_steps,
 )
 from stratasim.workload_layer.transformer.config import ModelConfig, ParallelismConfig, TransformerConfig
+from stratasim.workload_layer.transformer.context_parallel import ulysses_ranks
 from stratasim.workload_layer.transformer.memory import (
     OPTIMIZER_BYTES_PER_PARAMETER,
     StageMemory,
@@ -88,9 +90,10 @@ from stratasim.workload_layer.transformer.memory import (
 from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, pipeline_order, placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
+from stratasim.workload_layer.transformer.stage_plan import StagePlan
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
-from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
+from stratasim.workload_layer.transformer.training_graph import build_graph
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 
@@ -151,13 +154,13 @@ class TransformerWorkload:
 
     def dropped_assignments(self) -> tuple[int, int] | None:
         """With ``model.routing``, the token-to-expert assignments an iteration drops at full experts and all it
-        routes: each routing rank's (every DP rank's, and with sequence parallelism every TP rank's) per
+        routes: each routing rank's (every DP and CP rank's, and with sequence parallelism every TP rank's) per
         micro-batch and MoE layer (:func:`~stratasim.workload_layer.transformer.moe.layer_routing`)."""
         model, plan = self.config.model, self.config.parallelism
         if model.routing is None:
             return None
         moe_layers = sum(model.moe_layer(index) for index in range(model.layers))
-        routes = sum(self.replica_micro_batches()) * (plan.tp if plan.sequence_parallel else 1)
+        routes = sum(self.replica_micro_batches()) * plan.cp * (plan.tp if plan.sequence_parallel else 1)
         layers = [layer_routing(self.config, layer) for layer in range(moe_layers)]
         dropped = routes * sum(r.dropped_tokens for r in layers)
         return dropped, routes * sum(model.top_k * r.routed_tokens for r in layers)
@@ -262,12 +265,12 @@ class TransformerWorkload:
         tp, pp, layout = plan.tp, plan.pp, plan.layout
         pp_rank = layout.rank(npu, "pp")
         activation = plan.micro_batch * self.config.local_seq_len * model.hidden * operators.dtype_bytes(self._dtype)
-        replicas = layout.group(npu, "dp")
+        data_group = layout.joint_group(npu, ("cp", "dp"))
         shard_group, replica_group = hsdp_groups(layout, npu, plan.hsdp)
         dp_rank = layout.rank(npu, "dp")
         micro_batches = self.replica_micro_batches()[dp_rank]
         memory = self.stage_memory(pp_rank, micro_batches)
-        ep_ranks, expert_data_ranks = expert_groups(dp_rank, plan.dp, plan.ep) if model.experts else ((), ())
+        ep_ranks, expert_data_ranks = expert_groups(data_group.index(npu), len(data_group), plan.ep)
         return StagePlan(
             npu=npu,
             pipeline=layout.group(npu, "pp"),
@@ -275,7 +278,7 @@ class TransformerWorkload:
             order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.chunks_per_stage),
             placement=placement(plan.schedule),
             tensor_group=layout.group(npu, "tp"),
-            data_group=layout.joint_group(npu, ("cp", "dp")),
+            data_group=data_group,
             boundary_bytes=activation // tp if plan.sequence_parallel or plan.scatter_gather else activation,
             gather_boundary=plan.scatter_gather and not plan.sequence_parallel,
             tensor_bytes=activation,
@@ -287,12 +290,13 @@ class TransformerWorkload:
             },
             dtype=self._dtype,
             gemm_dtype=self._gemm_dtype,
-            expert_group=tuple(replicas[d] for d in ep_ranks),
-            expert_data_group=tuple(replicas[d] for d in expert_data_ranks),
+            expert_group=tuple(data_group[d] for d in ep_ranks) if model.experts else (),
+            expert_data_group=tuple(data_group[d] for d in expert_data_ranks) if model.experts else (),
             zero=plan.zero,
             optimizer_parameters=memory.optimizer_bytes // OPTIMIZER_BYTES_PER_PARAMETER,
             shard_casts=bool(plan.shard_casts),
             context_group=layout.group(npu, "cp"),
+            ulysses_ranks=ulysses_ranks(plan),
             shard_group=shard_group,
             replica_group=replica_group,
         )
