@@ -72,6 +72,8 @@ def unsupported(config: TransformerConfig) -> str | None:
         )
     if plan.schedule == "dualpipe":
         return "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
+    if plan.cp > 1 and plan.cp_comm_type == "a2a+p2p":
+        return "hierarchical context parallelism (cp_comm_type: a2a+p2p) is not modelled"
     if plan.cp > 1 and plan.cp_comm_type == "all_gather":
         return "context parallelism with cp_comm_type: all_gather (keys and values gathered) is not modelled"
     if plan.schedule in SPLIT and plan.zero == 3:
