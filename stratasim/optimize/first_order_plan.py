@@ -33,7 +33,7 @@ from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradie
 
 __all__ = ["SPLIT", "PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
 
-SPLIT = ("zb_h1", "zb_v", "dualpipev")
+SPLIT = ("zb_h1", "zb_h2", "zb_v", "dualpipev")
 """The split schedules the model walks pass by pass (:mod:`stratasim.optimize.first_order_walk`)."""
 
 

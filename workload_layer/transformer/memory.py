@@ -56,7 +56,7 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     ``min(2 (pp - p - 1) + (v - 1) pp + 1, v m)``. On the first stage with ``m > pp`` that is ``(v + 1) pp - 1``
     chunks, i.e. ``pp + (pp - 1) / v`` micro-batches' worth of the stage's layers: Korthikanti et al.'s
     ``pp (1 + (pp - 1) / (pp v))`` for the interleaved schedule, exactly.
-  - the zero-bubble and DualPipe schedules (``zb_h1``, ``zb_v``, ``dualpipe``, ``dualpipev``) split backward passes: the input
+  - the zero-bubble and DualPipe schedules (``zb_h1``, ``zb_h2``, ``zb_v``, ``dualpipe``, ``dualpipev``) split backward passes: the input
     pass frees all of a layer's activations but what its weight pass reads, each weighted GEMM's input and output
     gradient (:func:`weight_pass_bytes`, at most what the layer keeps), which the weight pass frees; the peak is
     found by walking the schedule's order (:func:`split_schedule_peak`), its chunks placed as the schedule says
@@ -101,7 +101,7 @@ __all__ = [
     "stage_memory",
 ]
 
-SPLIT_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
+SPLIT_SCHEDULES = ("zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev")
 """The schedules that run backward passes in halves; their activations peak where :func:`split_schedule_peak`
 says."""
 

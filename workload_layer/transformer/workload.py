@@ -385,13 +385,15 @@ class TransformerWorkload:
         activations = layer_activations(self.config, model.moe_layer(index))
         parameters = layer_parameters(model, index, plan.tp, plan.ep)
         steps = layer_steps(self.config, index)
+        full = plan.recompute == "full"  # the weight pass reads the recomputed activations, not the kept input
+        held = activations.recomputed_bytes if full else activations.kept_bytes
         return Block(
             f"layer{index}",
             steps,
-            recompute=plan.recompute == "full",
+            recompute=full,
             kept_bytes=activations.kept_bytes,
-            recomputed_bytes=activations.recomputed_bytes if plan.recompute == "full" else 0,
+            recomputed_bytes=activations.recomputed_bytes if full else 0,
             parameters=parameters.dense,
             expert_parameters=parameters.expert,
-            weight_bytes=weight_pass_bytes(steps, activations.kept_bytes, operators.dtype_bytes(self._dtype)),
+            weight_bytes=weight_pass_bytes(steps, held, operators.dtype_bytes(self._dtype)),
         )

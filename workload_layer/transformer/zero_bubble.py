@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections import deque
 from functools import lru_cache
+from typing import NamedTuple
 
 from stratasim.workload_layer.transformer.schedule_passes import Pass
 
-__all__ = ["zb_h1_order", "zb_v_order", "v_stage"]
+__all__ = ["zb_h1_order", "zb_h2_order", "zb_v_order", "v_stage"]
 
 
 def zb_h1_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
@@ -40,6 +41,11 @@ def zb_h1_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]
     return (*order, *(Pass("weight", 0, k) for k in range(weights, micro_batches)))
 
 
+def zb_h2_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
+    """ZB-H2's order for ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
+    return _greedy_orders(stages, micro_batches, 1)[stage]
+
+
 def v_stage(position: int, stages: int) -> tuple[int, int]:
     """The stage and local chunk holding the model's chunk ``position`` (of ``2 stages``) in ZB-V's V."""
     return (position, 0) if position < stages else (2 * stages - 1 - position, 1)
@@ -47,13 +53,19 @@ def v_stage(position: int, stages: int) -> tuple[int, int]:
 
 def zb_v_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
     """ZB-V's order for ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
-    return _zb_v_orders(stages, micro_batches)[stage]
+    return _greedy_orders(stages, micro_batches, 2)[stage]
+
+
+def _place(position: int, stages: int, chunks: int) -> tuple[int, int]:
+    """The stage and local chunk of the model's chunk ``position``: one chunk a stage in order, or ZB-V's V."""
+    return (position, 0) if chunks == 1 else v_stage(position, stages)
 
 
 @lru_cache(maxsize=64)
-def _zb_v_orders(stages: int, micro_batches: int) -> tuple[tuple[Pass, ...], ...]:
-    """Every stage's ZB-V order, from the greedy unit-slot schedule of the module docstring."""
-    positions = 2 * stages
+def _greedy_orders(stages: int, micro_batches: int, chunks: int) -> tuple[tuple[Pass, ...], ...]:
+    """Every stage's ZB-H2 (``chunks == 1``) or ZB-V (``chunks == 2``) order, from the greedy unit-slot schedule
+    of the module docstring."""
+    positions = chunks * stages
     done: dict[tuple[str, int, int], int] = {}  # (kind, model chunk, micro-batch) -> slot it ran in
     next_forward = [0] * positions
     next_input = [0] * positions
@@ -61,14 +73,15 @@ def _zb_v_orders(stages: int, micro_batches: int) -> tuple[tuple[Pass, ...], ...
     pending: list[deque[tuple[int, int]]] = [deque() for _ in range(stages)]
     orders: list[list[Pass]] = [[] for _ in range(stages)]
     slot = 0
-    while any(len(order) < 6 * micro_batches for order in orders):
+    while any(len(order) < 3 * chunks * micro_batches for order in orders):
         ran: list[tuple[str, int, int]] = []
+        state = _Slot(stages, chunks, micro_batches, slot, done)
         for s in range(stages):
-            choice = _v_choice(s, stages, micro_batches, slot, done, next_forward, next_input, held[s], pending[s])
+            choice = _greedy_choice(s, state, next_forward, next_input, held[s], pending[s])
             if choice is None:
                 continue
             kind, position, micro_batch = choice
-            chunk = v_stage(position, stages)[1]
+            chunk = _place(position, stages, chunks)[1]
             orders[s].append(Pass({"F": "forward", "B": "input", "W": "weight"}[kind], chunk, micro_batch))  # type: ignore[arg-type]
             held[s] += {"F": 1, "B": 0, "W": -1}[kind]
             if kind == "F":
@@ -80,42 +93,56 @@ def _zb_v_orders(stages: int, micro_batches: int) -> tuple[tuple[Pass, ...], ...
         done.update({choice: slot for choice in ran})
         slot += 1
         if slot > 12 * positions * micro_batches:
-            raise AssertionError("the ZB-V greedy schedule made no progress")
+            raise AssertionError("the zero-bubble greedy schedule made no progress")
     return tuple(tuple(order) for order in orders)
 
 
-def _v_choice(
+class _Slot(NamedTuple):
+    """What every stage's choice in one slot reads: the pipeline's shape and the slot each pass ran in."""
+
+    stages: int
+    chunks: int
+    micro_batches: int
+    slot: int
+    done: dict[tuple[str, int, int], int]
+
+    def finished(self, key: tuple[str, int, int]) -> bool:
+        return self.done.get(key, self.slot) < self.slot
+
+    @property
+    def limit(self) -> int:
+        """Forward passes a stage may hold before their W: ``2 stages`` chunks under ZB-V (1F1B's peak),
+        ``2 stages - 1`` micro-batches under ZB-H2 (the paper's)."""
+        return 2 * self.stages - (self.chunks == 1)
+
+
+def _greedy_choice(
     stage: int,
-    stages: int,
-    micro_batches: int,
-    slot: int,
-    done: dict[tuple[str, int, int], int],
+    state: _Slot,
     next_forward: list[int],
     next_input: list[int],
     held: int,
     pending: deque[tuple[int, int]],
 ) -> tuple[str, int, int] | None:
-    """What ``stage`` runs in ``slot``: a ready B, else a ready F within the memory limit, else its oldest W."""
-
-    def finished(key: tuple[str, int, int]) -> bool:
-        return done.get(key, slot) < slot
-
-    positions = (stage, 2 * stages - 1 - stage)
+    """What ``stage`` runs in ``state.slot``: a ready B, else a ready F within the memory limit, else its oldest
+    W."""
+    last, m = state.chunks * state.stages - 1, state.micro_batches
+    positions = (stage,) if state.chunks == 1 else (stage, last - stage)
     ready_inputs = [
         ("B", g, next_input[g])
         for g in positions
-        if next_input[g] < micro_batches
-        and finished(("F", g, next_input[g]))
-        and (g == 2 * stages - 1 or finished(("B", g + 1, next_input[g])))
+        if next_input[g] < m
+        and state.finished(("F", g, next_input[g]))
+        and (g == last or state.finished(("B", g + 1, next_input[g])))
     ]
     if ready_inputs:
         return min(ready_inputs, key=lambda c: (c[2], -c[1]))
     ready_forwards = [
         ("F", g, next_forward[g])
         for g in positions
-        if next_forward[g] < micro_batches and (g == 0 or finished(("F", g - 1, next_forward[g])))
+        if next_forward[g] < m and (g == 0 or state.finished(("F", g - 1, next_forward[g])))
     ]
-    if ready_forwards and held < 2 * stages:
+    if ready_forwards and held < state.limit:
         return max(ready_forwards, key=lambda c: (c[1], -c[2]))
     if pending:
         position, micro_batch = pending.popleft()
