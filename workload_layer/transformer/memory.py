@@ -60,7 +60,10 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     pass frees all of a layer's activations but what its weight pass reads, each weighted GEMM's input and output
     gradient (:func:`weight_pass_bytes`, at most what the layer keeps), which the weight pass frees; the peak is
     found by walking the schedule's order (:func:`split_schedule_peak`), its chunks placed as the schedule says
-    (ZB-V's and DualPipeV's V, DualPipe's two copies).
+    (ZB-V's and DualPipeV's V, DualPipe's two copies). With full recomputation the input pass first re-runs the
+    layer's forward pass (its ``A`` held, one layer at a time, as for any schedule) and what the weight pass reads
+    is counted from the recomputed ``A``, not the kept input: the walk (at pass ends, plus one layer's ``A``)
+    bounds the timeline's peak by at most one layer's weight-pass bytes less its input.
 
 The graphs carry the same figures along the timeline (:class:`stratasim.workload_layer.transformer.steps.Block`): each
 layer's forward pass allocates :attr:`LayerActivations.kept_bytes` at its first node and its backward pass frees it
@@ -236,7 +239,8 @@ def micro_batches_in_flight(schedule: str, stage: int, stages: int, micro_batche
 def weight_pass_bytes(steps: tuple[Step, ...], kept_bytes: int, element: int) -> int:
     """What a layer's input-gradient pass leaves for its weight-gradient pass under a zero-bubble schedule: each
     GEMM with weights keeps its input ``m k`` and its output gradient ``m n`` (``element`` bytes each) until its
-    weight-gradient GEMM runs; at most the layer's ``kept_bytes`` (the inputs are part of them, and the output
+    weight-gradient GEMM runs; at most ``kept_bytes``, the layer's activations as its backward pass sees them (the
+    kept ones, or under full recomputation the recomputed ones; the inputs are part of them, and the output
     gradients are counted in their stead: what is not modelled stays so)."""
     gemms = [step for step in steps if isinstance(step, Gemm) and step.weights]
     return min(kept_bytes, sum(g.batch * g.m * (g.k + g.n) for g in gemms) * element)

@@ -27,9 +27,10 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   as :mod:`stratasim.workload_layer.transformer.blocks` describes; the EP groups as :mod:`stratasim.workload_layer.transformer.moe` does.
 - Between chunks, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
   to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B, interleaved
-  1F1B, ZB-H1, ZB-V or DualPipe schedule (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`;
-  the last three split backward passes into input- and weight-gradient passes). Full recomputation
-  re-runs each layer's forward pass (with its all-reduces) before its backward pass.
+  1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe or DualPipeV schedule
+  (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`; the last five split backward
+  passes into input- and weight-gradient passes). Full recomputation re-runs each layer's forward pass (with its
+  all-reduces) before its backward pass, or before its input pass under the split schedules.
 - The stage's gradients (its parameters per TP rank, in ``precision``) are all-reduced over the DP group: by
   default in one bucket after the last backward pass; with ``dp_bucket`` in buckets of whole blocks of at least
   that many bytes, walking the blocks in backward order, each issued as soon as the last micro-batch's backward

@@ -6,13 +6,18 @@ split into B (input gradients) and W (weight gradients), W postponed into what w
   stage then holds at most ``stages`` micro-batches between their F and W (1F1B's peak on stage 0), and with
   stage times ``T_F``, ``T_B``, ``T_W`` (``T_W <= T_F + T_B``) the bubble is ``(stages - 1)(T_F + T_B - T_W)``
   against 1F1B's ``(stages - 1)(T_F + T_B + T_W)``.
-- ZB-V (their section 4, figure 5): two model chunks per stage placed in a V (stage ``p`` holds the model's chunks
-  ``p`` and ``2 stages - 1 - p``), so the first and last chunks sit on stage 0. The order is built by a greedy
-  list schedule over all stages in unit time slots (``T_F = T_B = T_W``, free transfers), the paper's setting
-  for its figure: in each slot a stage runs a ready B (earliest micro-batch first), else a ready F while it holds
-  fewer than ``2 stages`` chunk activations (1F1B's peak, the paper's memory limit for ZB-V), else its oldest
-  pending W. It is our construction under the paper's rules, not the paper's search; the engine then times it
-  with the real operators.
+- ZB-H2 (their section 3.1, figure 3 bottom) and ZB-V (their section 4, figure 5) are built by one greedy list
+  schedule over all stages in unit time slots (``T_F = T_B = T_W``, free transfers), the paper's setting for its
+  figures: in each slot a stage runs a ready B (earliest micro-batch first), else a ready F while it holds fewer
+  forward passes (not yet through their W) than the memory limit, else its oldest pending W. It is our
+  construction under the paper's rules, not the paper's search; the engine then times it with the real operators.
+- ZB-H2: one chunk per stage, limit ``2 stages - 1`` micro-batches (the paper's ``(2p - 1) M_B``). Stage ``p`` then
+  runs ``2 (stages - p) - 1`` forward passes before its first B (the extra warm-up), the last stage F and B
+  alternately with its W passes at the end: the paper's parallelogram, every stage computing without a gap from
+  its first pass to its last in unit slots.
+- ZB-V: two model chunks per stage placed in a V (stage ``p`` holds the model's chunks ``p`` and ``2 stages - 1 -
+  p``), so the first and last chunks sit on stage 0; limit ``2 stages`` chunk activations (1F1B's peak, the
+  paper's memory limit for ZB-V).
 """
 
 from __future__ import annotations
