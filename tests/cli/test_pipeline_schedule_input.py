@@ -31,6 +31,7 @@ TRANSFORMER = str(Path(__file__).resolve().parents[2] / "examples" / "transforme
         ),
         (["schedule=zb_v"], "parallelism.schedule: zb_v runs two model chunks per stage in a V"),
         (["schedule=zb_h2", "pp=1"], "parallelism.schedule: zb_h2 fills a pipeline's warm-up with extra forward"),
+        (["schedule_times=flops"], "parallelism.schedule_times: flops weighs the passes of the zb_h2 and zb_v"),
     ],
 )
 def test_impossible_schedule_gives_one_clear_message(overrides: list[str], fragment: str) -> None:

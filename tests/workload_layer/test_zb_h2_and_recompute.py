@@ -10,6 +10,7 @@ import pytest
 
 from stratasim.kernel import operators
 from stratasim.network_layer.analytical import AnalyticalNetwork
+from stratasim.optimize.first_order_plan import unsupported
 from stratasim.system_layer import SystemOptions, simulate
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.transformer.blocks import layer_steps
@@ -135,3 +136,38 @@ def test_full_recompute_memory_under_split_schedules(schedule: str, v: int) -> N
         analytic = workload.stage_memory(stage).activations_bytes
         timeline = activation_peak(graphs[2 * stage])
         assert 0 <= analytic - timeline <= weight_bytes - layer.kept_bytes
+
+
+@pytest.mark.parametrize(("schedule", "chunks"), [("zb_h2", 1), ("zb_v", 2)])
+def test_equal_pass_times_give_the_unit_slot_orders(schedule: str, chunks: int) -> None:
+    """Weighing the greedy orders by pass times changes nothing while the times are equal, whatever their unit."""
+    for stages, m in [(2, 4), (3, 7), (4, 8), (4, 13), (6, 12)]:
+        equal = ((7, 7, 7),) * (chunks * stages)
+        for stage in range(stages):
+            unit = pipeline_order(schedule, stage, stages, m, chunks)
+            assert pipeline_order(schedule, stage, stages, m, chunks, equal) == unit
+
+
+@pytest.mark.parametrize(("schedule", "v"), [("zb_h2", 1), ("zb_v", 2)])
+def test_flop_weighted_orders_are_the_graphs_and_the_memory_walks(schedule: str, v: int) -> None:
+    """With ``schedule_times: flops`` each chunk's F, B and W weigh as their FLOPs (B more than F: the attention
+    core's backward kernel; W the weighted GEMMs' gradients only); the graphs run that order and the analytic peak
+    walks it, to the byte."""
+    pp, m = 4, 8
+    model = dict(SMALL, layers=2 * v * pp, hidden=256, seq_len=128)
+    workload = transformer(model, pp=pp, global_batch=m, schedule=schedule, virtual_stages=v, schedule_times="flops")
+    times = workload.pass_times()
+    assert len(times) == v * pp and all(b > f > w > 0 for f, b, w in times[1:-1])
+    graphs = unrolled_graphs(workload.graphs(pp))
+    for stage in range(pp):
+        assert activation_peak(graphs[stage]) == workload.stage_memory(stage).activations_bytes
+    orders = [pipeline_order(schedule, s, pp, m, v, times) for s in range(pp)]
+    assert orders != [pipeline_order(schedule, s, pp, m, v) for s in range(pp)]
+    assert unsupported(workload.config) == (
+        "schedule_times: flops (greedy orders weighed by the passes' FLOPs) is not modelled"
+    )
+
+
+def test_flop_weights_only_for_the_greedy_orders() -> None:
+    with pytest.raises(ValueError, match="parallelism.schedule_times: flops weighs the passes of the zb_h2 and zb_v"):
+        transformer(SMALL, pp=2, global_batch=4, schedule="zb_h1", schedule_times="flops")

@@ -164,6 +164,9 @@ class ParallelismConfig(Section):
     weight-gradient passes ``zb_h1``, ``zb_h2``, ``zb_v`` (two chunks per stage in a V: ``virtual_stages: 2``), ``dualpipe``
     (bidirectional, two copies of the model: even ``pp``) and ``dualpipev`` (DualPipe cut in half: one copy in a V,
     ``virtual_stages: 2``); see ``docs/how-to/pipeline-schedules.md``."""
+    schedule_times: Literal["unit", "flops"] = "unit"
+    """How ``zb_h2``'s and ``zb_v``'s greedy orders weigh the passes: ``unit`` (the paper's figures, ``T_F = T_B =
+    T_W``) or ``flops`` (each model chunk's F, B and W passes in proportion to their FLOPs)."""
     virtual_stages: int = Field(default=1, ge=1)
     """Model chunks per stage of the ``interleaved`` schedule (``zb_v`` and ``dualpipev``: 2)."""
     dp_bucket: Bytes | None = Field(default=None, gt=0)
@@ -255,6 +258,11 @@ class ParallelismConfig(Section):
     def _split_schedules(self) -> ParallelismConfig:
         """ZB-H2's, ZB-V's and DualPipe's shapes and least micro-batches
         (:mod:`stratasim.workload_layer.transformer.zero_bubble`, :mod:`stratasim.workload_layer.transformer.dualpipe`)."""
+        if self.schedule_times == "flops" and self.schedule not in ("zb_h2", "zb_v"):
+            raise ValueError(
+                f"parallelism.schedule_times: flops weighs the passes of the zb_h2 and zb_v schedules' greedy orders; "
+                f"parallelism.schedule is {self.schedule} (set schedule_times: unit or drop it)"
+            )
         if self.schedule not in ("zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev"):
             return self
         key = f"parallelism.schedule: {self.schedule}"

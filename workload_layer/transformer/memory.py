@@ -88,6 +88,7 @@ from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, chunk_positions, pipeline_order, placement
 from stratasim.workload_layer.transformer.steps import Gemm, Step
+from stratasim.workload_layer.transformer.zero_bubble import PassTimes
 
 __all__ = [
     "StageMemory",
@@ -270,18 +271,20 @@ def stage_memory(
     micro_batches: int,
     expert_parameters: int = 0,
     weight_bytes: tuple[int, ...] = (),
+    times: PassTimes = (),
 ) -> StageMemory:
     """Peak memory of an NPU of pipeline ``stage`` holding ``parameters`` dense and ``expert_parameters`` expert
     parameters and running ``micro_batches`` micro-batches per iteration; the formulas are in the module
     docstring. ``weight_bytes``: under a zero-bubble or DualPipe schedule, what each local chunk's input pass
-    leaves for its weight pass, per micro-batch (:func:`weight_pass_bytes` summed over its layers)."""
+    leaves for its weight pass, per micro-batch (:func:`weight_pass_bytes` summed over its layers); ``times``, the
+    pass times ZB-H2's and ZB-V's orders were built from (:func:`pipeline_order`)."""
     model, plan = config.model, config.parallelism
     element = operators.dtype_bytes(operators.parse_dtype(config.precision))
     positions = chunk_positions(placement(plan.schedule), stage, plan.pp, plan.chunks_per_stage)
     chunks = [[layer_activations(config, model.moe_layer(i)) for i in config.chunk_layers(g)] for g in positions]
     recomputed = max(layer.recomputed_bytes for chunk in chunks for layer in chunk)
     if plan.schedule in SPLIT_SCHEDULES:
-        order = pipeline_order(plan.schedule, stage, plan.pp, micro_batches, plan.chunks_per_stage)
+        order = pipeline_order(plan.schedule, stage, plan.pp, micro_batches, plan.chunks_per_stage, times)
         held = [sum(layer.kept_bytes for layer in chunk) for chunk in chunks]
         activations = split_schedule_peak(order, held, list(weight_bytes or (0,) * len(chunks)))
     else:

@@ -89,9 +89,11 @@ from stratasim.workload_layer.transformer.memory import (
 from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, pipeline_order, placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
+from stratasim.workload_layer.transformer.schedule_times import pass_flops
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
 from stratasim.workload_layer.transformer.training_graph import StagePlan, build_graph
+from stratasim.workload_layer.transformer.zero_bubble import PassTimes
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 
@@ -110,6 +112,7 @@ class TransformerWorkload:
         self._gemm_dtype = None if gemm == self._dtype else gemm
         self._chunks: dict[int, tuple[tuple[Block, ...], ...]] = {}  # by pipeline stage
         self._memory: dict[tuple[int, int], StageMemory] = {}  # by pipeline stage and micro-batches
+        self._times: PassTimes | None = None  # ZB-H2's and ZB-V's pass FLOPs per model chunk, once asked
 
     @property
     def micro_batches(self) -> int:
@@ -273,7 +276,7 @@ class TransformerWorkload:
             npu=npu,
             pipeline=layout.group(npu, "pp"),
             chunks=stages[pp_rank],
-            order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.chunks_per_stage),
+            order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.chunks_per_stage, self.pass_times()),
             placement=placement(plan.schedule),
             tensor_group=layout.group(npu, "tp"),
             data_group=layout.joint_group(npu, ("cp", "dp")),
@@ -316,9 +319,21 @@ class TransformerWorkload:
         if known is None:
             parameters = self._stage_parameter_kinds(stage)
             weights = tuple(sum(block.weight_bytes for block in chunk) for chunk in self._stage_chunks(stage))
-            known = stage_memory(self.config, stage, parameters.dense, runs, parameters.expert, weights)
+            times = self.pass_times()
+            known = stage_memory(self.config, stage, parameters.dense, runs, parameters.expert, weights, times)
             self._memory[stage, runs] = known
         return known
+
+    def pass_times(self) -> PassTimes:
+        """With ``schedule_times: flops``, each model chunk's F, B and W FLOPs for ZB-H2's and ZB-V's greedy orders
+        (:mod:`stratasim.workload_layer.transformer.schedule_times`); else empty (equal times)."""
+        plan = self.config.parallelism
+        if plan.schedule_times == "unit":
+            return ()
+        if self._times is None:
+            chunks = range(plan.pp * plan.chunks_per_stage)
+            self._times = tuple(pass_flops(self._chunk_blocks(g), self._dtype, self._gemm_dtype) for g in chunks)
+        return self._times
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak memory in bytes of each NPU (index = NPU id): weights + gradients + mixed-precision Adam states

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from collections import deque
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from stratasim.workload_layer.transformer.schedule_passes import Pass
 
-__all__ = ["zb_h1_order", "zb_h2_order", "zb_v_order", "v_stage"]
+__all__ = ["PassTimes", "zb_h1_order", "zb_h2_order", "zb_v_order", "v_stage"]
+
+PassTimes: TypeAlias = tuple[tuple[int, int, int], ...]
+"""Per model chunk (in model order), how long its F, B and W passes take, in any unit; empty: all equal."""
 
 
 def zb_h1_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
@@ -46,9 +49,9 @@ def zb_h1_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]
     return (*order, *(Pass("weight", 0, k) for k in range(weights, micro_batches)))
 
 
-def zb_h2_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
+def zb_h2_order(stage: int, stages: int, micro_batches: int, times: PassTimes = ()) -> tuple[Pass, ...]:
     """ZB-H2's order for ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
-    return _greedy_orders(stages, micro_batches, 1)[stage]
+    return _greedy_orders(stages, micro_batches, 1, times)[stage]
 
 
 def v_stage(position: int, stages: int) -> tuple[int, int]:
@@ -56,9 +59,9 @@ def v_stage(position: int, stages: int) -> tuple[int, int]:
     return (position, 0) if position < stages else (2 * stages - 1 - position, 1)
 
 
-def zb_v_order(stage: int, stages: int, micro_batches: int) -> tuple[Pass, ...]:
+def zb_v_order(stage: int, stages: int, micro_batches: int, times: PassTimes = ()) -> tuple[Pass, ...]:
     """ZB-V's order for ``stage`` of ``stages`` over ``micro_batches``; see the module docstring."""
-    return _greedy_orders(stages, micro_batches, 2)[stage]
+    return _greedy_orders(stages, micro_batches, 2, times)[stage]
 
 
 def _place(position: int, stages: int, chunks: int) -> tuple[int, int]:
@@ -67,11 +70,13 @@ def _place(position: int, stages: int, chunks: int) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=64)
-def _greedy_orders(stages: int, micro_batches: int, chunks: int) -> tuple[tuple[Pass, ...], ...]:
-    """Every stage's ZB-H2 (``chunks == 1``) or ZB-V (``chunks == 2``) order, from the greedy unit-slot schedule
-    of the module docstring."""
+def _greedy_orders(stages: int, micro_batches: int, chunks: int, times: PassTimes) -> tuple[tuple[Pass, ...], ...]:
+    """Every stage's ZB-H2 (``chunks == 1``) or ZB-V (``chunks == 2``) order, from the greedy schedule of the module
+    docstring: in unit slots, or with each model chunk's passes taking ``times[position]`` slots."""
     positions = chunks * stages
-    done: dict[tuple[str, int, int], int] = {}  # (kind, model chunk, micro-batch) -> slot it ran in
+    durations = dict(zip("FBW", zip(*times))) if times else {kind: (1,) * positions for kind in "FBW"}
+    done: dict[tuple[str, int, int], int] = {}  # (kind, model chunk, micro-batch) -> slot it ends at
+    busy = [0] * stages  # the slot each stage is free from
     next_forward = [0] * positions
     next_input = [0] * positions
     held = [0] * stages
@@ -82,10 +87,11 @@ def _greedy_orders(stages: int, micro_batches: int, chunks: int) -> tuple[tuple[
         ran: list[tuple[str, int, int]] = []
         state = _Slot(stages, chunks, micro_batches, slot, done)
         for s in range(stages):
-            choice = _greedy_choice(s, state, next_forward, next_input, held[s], pending[s])
+            choice = None if busy[s] > slot else _greedy_choice(s, state, next_forward, next_input, held[s], pending[s])
             if choice is None:
                 continue
             kind, position, micro_batch = choice
+            busy[s] = slot + durations[kind][position]
             chunk = _place(position, stages, chunks)[1]
             orders[s].append(Pass({"F": "forward", "B": "input", "W": "weight"}[kind], chunk, micro_batch))  # type: ignore[arg-type]
             held[s] += {"F": 1, "B": 0, "W": -1}[kind]
@@ -95,10 +101,11 @@ def _greedy_orders(stages: int, micro_batches: int, chunks: int) -> tuple[tuple[
                 next_input[position] += 1
                 pending[s].append((position, micro_batch))
             ran.append(choice)
-        done.update({choice: slot for choice in ran})
-        slot += 1
-        if slot > 12 * positions * micro_batches:
+        done.update({choice: slot + durations[choice[0]][choice[1]] for choice in ran})
+        later = [end for end in busy if end > slot]
+        if not later and any(len(order) < 3 * chunks * micro_batches for order in orders):
             raise AssertionError("the zero-bubble greedy schedule made no progress")
+        slot = min(later, default=slot)
     return tuple(tuple(order) for order in orders)
 
 
@@ -112,7 +119,7 @@ class _Slot(NamedTuple):
     done: dict[tuple[str, int, int], int]
 
     def finished(self, key: tuple[str, int, int]) -> bool:
-        return self.done.get(key, self.slot) < self.slot
+        return self.done.get(key, self.slot + 1) <= self.slot
 
     @property
     def limit(self) -> int:
