@@ -72,6 +72,8 @@ def unsupported(config: TransformerConfig) -> str | None:
         )
     if plan.schedule == "dualpipe":
         return "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
+    if plan.schedule in SPLIT and plan.recompute == "full":
+        return f"full recomputation under the {plan.schedule} schedule (what its weight passes hold) is not modelled"
     if plan.schedule_times == "flops":
         return "schedule_times: flops (greedy orders weighed by the passes' FLOPs) is not modelled"
     if plan.cp > 1 and plan.cp_comm_type == "all_gather":

@@ -136,6 +136,8 @@ def test_full_recompute_memory_under_split_schedules(schedule: str, v: int) -> N
         analytic = workload.stage_memory(stage).activations_bytes
         timeline = activation_peak(graphs[2 * stage])
         assert 0 <= analytic - timeline <= weight_bytes - layer.kept_bytes
+    reason = unsupported(workload.config)  # dualpipev with TP is declined for its overlapped pairs first
+    assert reason is not None and ("full recomputation" in reason or schedule == "dualpipev")
 
 
 @pytest.mark.parametrize(("schedule", "chunks"), [("zb_h2", 1), ("zb_v", 2)])
