@@ -7,9 +7,9 @@ base study's. By default each varies over every value that can make sense:
 
 - ``tp`` and ``pp`` every divisor of the NPU count (at most ``max_tp`` / ``max_pp``), ``ep`` every divisor of dp;
 - ``schedule`` gpipe and 1f1b, and with more than one stage interleaved with every ``virtual_stages`` from 2 that
-  divides the stage's layers; the zero-bubble schedules ``zb_h1`` and ``zb_v`` (two chunks per stage),
-  ``dualpipe`` and ``dualpipev`` (two chunks) only when listed (``schedule: [1f1b, zb_h1, zb_v, dualpipe]``), each
-  with the shape it needs;
+  divides the stage's layers; the zero-bubble schedules ``zb_h1``, ``zb_h2`` (more than one stage) and ``zb_v``
+  (two chunks per stage), ``dualpipe`` and ``dualpipev`` (two chunks) only when listed (``schedule: [1f1b, zb_h1,
+  zb_v, dualpipe]``), each with the shape it needs;
 - ``micro_batch`` every divisor of a DP rank's share of the global batch (at most ``max_micro_batch``);
 - ``recompute`` none, selective and full; ``zero`` 0 to 3; ``sequence_parallel`` off and, with ``tp > 1``, on;
 - ``order`` (how the groups map onto the topology's dimensions, innermost first) only when asked: a list of
@@ -72,10 +72,11 @@ class ParallelismGenerator(Generator):
     """The largest tensor-parallel degree tried."""
     max_pp: Degree | None = None
     """The largest pipeline-parallel degree tried."""
-    schedule: list[Literal["gpipe", "1f1b", "interleaved", "zb_h1", "zb_v", "dualpipe", "dualpipev"]] | None = Field(
-        default=None, min_length=1
-    )
-    """Pipeline schedules to try (default gpipe, 1f1b and interleaved; zb_h1, zb_v, dualpipe, dualpipev when listed)."""
+    schedule: (
+        list[Literal["gpipe", "1f1b", "interleaved", "zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev"]] | None
+    ) = Field(default=None, min_length=1)
+    """Pipeline schedules to try (default gpipe, 1f1b and interleaved; zb_h1, zb_h2, zb_v, dualpipe, dualpipev when
+    listed)."""
     virtual_stages: list[Annotated[int, Field(ge=2)]] | None = Field(default=None, min_length=1)
     """Virtual stages of the interleaved schedule (default: every count from 2 dividing a stage's layers)."""
     micro_batch: list[Degree] | None = Field(default=None, min_length=1)
@@ -225,12 +226,13 @@ class ParallelismGenerator(Generator):
 
     def _schedules(self, layers: int, pp: int) -> list[tuple[str, int]]:
         """``(schedule, virtual_stages)`` pairs: gpipe, 1f1b, zb_h1 and dualpipe with one chunk per stage (DualPipe's
-        two copies are not virtual stages); zb_v and dualpipev, with more than one stage, in a V of two; interleaved, with more
-        than one stage, with the listed virtual stages, else every count from 2 dividing the stage's layers."""
+        two copies are not virtual stages), zb_h2 too with more than one stage; zb_v and dualpipev, with more than one
+        stage, in a V of two; interleaved, with more than one stage, with the listed virtual stages, else every count
+        from 2 dividing the stage's layers."""
         pairs: list[tuple[str, int]] = []
         for schedule in self.schedule or ["gpipe", "1f1b", "interleaved"]:
-            if schedule in ("zb_v", "dualpipev"):
-                pairs += [(schedule, 2)] if pp > 1 else []
+            if schedule in ("zb_h2", "zb_v", "dualpipev"):
+                pairs += [(schedule, 1 if schedule == "zb_h2" else 2)] if pp > 1 else []
             elif schedule != "interleaved":
                 pairs.append((schedule, 1))
             elif pp > 1:

@@ -20,7 +20,7 @@ the last stage to the first):
 - ZeRO 3: each block's passes carry their gathers and scatters
   (:func:`~stratasim.optimize.first_order_passes.with_zero3`, an approximation), nothing is left after the
   pipeline but the optimizer step;
-- ZB-H1, ZB-V, DualPipeV (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is
+- ZB-H1, ZB-H2, ZB-V, DualPipeV (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is
   walked pass by pass in the schedule's order (:func:`~stratasim.optimize.first_order_walk.stage_ends`), each
   stage's reduction starting after its own last weight pass;
 - memory: the builder's ``stage_memory``, the largest over the stages.

@@ -33,7 +33,7 @@ from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradie
 
 __all__ = ["SPLIT", "PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
 
-SPLIT = ("zb_h1", "zb_v", "dualpipev")
+SPLIT = ("zb_h1", "zb_h2", "zb_v", "dualpipev")
 """The split schedules the model walks pass by pass (:mod:`stratasim.optimize.first_order_walk`)."""
 
 
@@ -74,6 +74,10 @@ def unsupported(config: TransformerConfig) -> str | None:
         return "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
     if plan.cp > 1 and plan.cp_comm_type == "a2a+p2p":
         return "hierarchical context parallelism (cp_comm_type: a2a+p2p) is not modelled"
+    if plan.schedule in SPLIT and plan.recompute == "full":
+        return f"full recomputation under the {plan.schedule} schedule (what its weight passes hold) is not modelled"
+    if plan.schedule_times == "flops":
+        return "schedule_times: flops (greedy orders weighed by the passes' FLOPs) is not modelled"
     if plan.cp > 1 and plan.cp_comm_type == "all_gather":
         return "context parallelism with cp_comm_type: all_gather (keys and values gathered) is not modelled"
     if plan.schedule in SPLIT and plan.zero == 3:

@@ -30,7 +30,8 @@ TRANSFORMER = str(Path(__file__).resolve().parents[2] / "examples" / "transforme
             "parallelism.schedule: zb_v needs at least 2 * parallelism.pp = 4 micro-batches per pipeline",
         ),
         (["schedule=zb_v"], "parallelism.schedule: zb_v runs two model chunks per stage in a V"),
-        (["schedule=zb_h1", "recompute=full"], "parallelism.schedule: zb_h1 is not modelled with"),
+        (["schedule=zb_h2", "pp=1"], "parallelism.schedule: zb_h2 fills a pipeline's warm-up with extra forward"),
+        (["schedule_times=flops"], "parallelism.schedule_times: flops weighs the passes of the zb_h2 and zb_v"),
     ],
 )
 def test_impossible_schedule_gives_one_clear_message(overrides: list[str], fragment: str) -> None:

@@ -315,32 +315,31 @@ def test_context_parallelism_and_hsdp_only_when_listed(tmp_path: Path) -> None:
 
 
 def test_zero_bubble_and_dualpipe_schedules_only_when_listed(tmp_path: Path) -> None:
-    """Listed, zb_h1 and dualpipe come with one chunk per stage and zb_v with a V of two, each only where the
-    schema takes it (dualpipe: even pp and at least 2 pp even micro-batches; zb_v: pp > 1, 2 pp micro-batches; none
-    with full recomputation); unlisted, the plans are today's three schedules'."""
-    schedules = ("1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev")
+    """Listed, zb_h1, zb_h2 and dualpipe come with one chunk per stage and zb_v with a V of two, each only where the
+    schema takes it (dualpipe: even pp and at least 2 pp even micro-batches; zb_v: pp > 1, 2 pp micro-batches;
+    zb_h2: pp > 1); unlisted, the plans are today's three schedules'."""
+    schedules = ("1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev")
     space = (
         f"  plan: {{generator: parallelism, zero: [0], recompute: [none, full], schedule: [{', '.join(schedules)}]}}\n"
     )
     points = resolve(load_sweep(_sweep(tmp_path, space))).generated["plan"].points
     plans = [{key.removeprefix(PLAN): value for key, value in point.items()} for point in points]
-    by_schedule = {
-        name: [p for p in plans if p["schedule"] == name] for name in ("1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev")
-    }
+    by_schedule = {name: [p for p in plans if p["schedule"] == name] for name in schedules}
     assert all(by_schedule.values())
     for plan in plans:
-        split = plan["schedule"] in ("zb_h1", "zb_v", "dualpipe", "dualpipev")
         assert plan["virtual_stages"] == (2 if plan["schedule"] in ("zb_v", "dualpipev") else 1)
-        assert not (split and plan["recompute"] == "full")
         per_pipeline = 16 // (plan["micro_batch"] * plan["dp"])
         if plan["schedule"] in ("zb_v", "dualpipev"):
             assert plan["pp"] > 1 and per_pipeline >= 2 * plan["pp"]
         if plan["schedule"] == "dualpipe":
             assert plan["pp"] % 2 == 0 and per_pipeline >= 2 * plan["pp"] and per_pipeline % 2 == 0
-    # zb_h1 goes wherever 1f1b does, but for full recomputation
-    ones = {tuple(sorted((k, v) for k, v in p.items() if k != "schedule")) for p in by_schedule["1f1b"]}
-    zero_bubble = {tuple(sorted((k, v) for k, v in p.items() if k != "schedule")) for p in by_schedule["zb_h1"]}
-    assert zero_bubble == {plan for plan in ones if ("recompute", "full") not in plan}
+
+    # zb_h1 goes wherever 1f1b does (full recomputation too), zb_h2 wherever 1f1b has more than one stage
+    def shapes(name: str) -> set[tuple[tuple[str, object], ...]]:
+        return {tuple(sorted((k, v) for k, v in p.items() if k != "schedule")) for p in by_schedule[name]}
+
+    assert shapes("zb_h1") == shapes("1f1b")
+    assert shapes("zb_h2") == {plan for plan in shapes("1f1b") if ("pp", 1) not in plan}
     default = resolve(load_sweep(_sweep(tmp_path, NARROW))).generated["plan"].points
     assert {point[PLAN + "schedule"] for point in default} == {"gpipe", "1f1b", "interleaved"}
     sweep = load_sweep(_sweep(tmp_path, space.replace("zero: [0]", "tp: [1], pp: [2], micro_batch: [1], zero: [0]")))

@@ -226,6 +226,7 @@ ZERO_BUBBLE = [
     {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "schedule": "zb_v", "virtual_stages": 2},
     {"tp": 2, "pp": 4, "dp": 4, "global_batch": 32, "schedule": "zb_v", "virtual_stages": 2, "scatter_gather": True},
     {"tp": 1, "pp": 4, "dp": 8, "global_batch": 64, "schedule": "dualpipev", "virtual_stages": 2},
+    {"tp": 2, "pp": 4, "dp": 4, "global_batch": 32, "schedule": "zb_h2", "zero": 1, "sequence_parallel": True},
 ]
 
 

@@ -161,11 +161,14 @@ class ParallelismConfig(Section):
     """Pipeline-parallel stages."""
     dp: int = Field(default=1, ge=1)
     """Data-parallel degree."""
-    schedule: Literal["gpipe", "1f1b", "interleaved", "zb_h1", "zb_v", "dualpipe", "dualpipev"] = "1f1b"
+    schedule: Literal["gpipe", "1f1b", "interleaved", "zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev"] = "1f1b"
     """Pipeline schedule: ``gpipe``, ``1f1b``, ``interleaved`` 1F1B, or with backward passes split into input- and
-    weight-gradient passes ``zb_h1``, ``zb_v`` (two chunks per stage in a V: ``virtual_stages: 2``), ``dualpipe``
+    weight-gradient passes ``zb_h1``, ``zb_h2``, ``zb_v`` (two chunks per stage in a V: ``virtual_stages: 2``), ``dualpipe``
     (bidirectional, two copies of the model: even ``pp``) and ``dualpipev`` (DualPipe cut in half: one copy in a V,
     ``virtual_stages: 2``); see ``docs/how-to/pipeline-schedules.md``."""
+    schedule_times: Literal["unit", "flops"] = "unit"
+    """How ``zb_h2``'s and ``zb_v``'s greedy orders weigh the passes: ``unit`` (the paper's figures, ``T_F = T_B =
+    T_W``) or ``flops`` (each model chunk's F, B and W passes in proportion to their FLOPs)."""
     virtual_stages: int = Field(default=1, ge=1)
     """Model chunks per stage of the ``interleaved`` schedule (``zb_v`` and ``dualpipev``: 2)."""
     dp_bucket: Bytes | None = Field(default=None, gt=0)
@@ -260,20 +263,28 @@ class ParallelismConfig(Section):
 
     @model_validator(mode="after")
     def _split_schedules(self) -> ParallelismConfig:
-        """ZB-V and DualPipe's shapes and least micro-batches (:mod:`stratasim.workload_layer.transformer.zero_bubble`,
-        :mod:`stratasim.workload_layer.transformer.dualpipe`); full recomputation is not modelled with split passes."""
-        if self.schedule not in ("zb_h1", "zb_v", "dualpipe", "dualpipev"):
+        """ZB-H2's, ZB-V's and DualPipe's shapes and least micro-batches
+        (:mod:`stratasim.workload_layer.transformer.zero_bubble`, :mod:`stratasim.workload_layer.transformer.dualpipe`)."""
+        if self.schedule_times == "flops" and self.schedule not in ("zb_h2", "zb_v"):
+            raise ValueError(
+                f"parallelism.schedule_times: flops weighs the passes of the zb_h2 and zb_v schedules' greedy orders; "
+                f"parallelism.schedule is {self.schedule} (set schedule_times: unit or drop it)"
+            )
+        if self.schedule not in ("zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev"):
             return self
         key = f"parallelism.schedule: {self.schedule}"
-        if self.recompute == "full":
-            raise ValueError(f"{key} is not modelled with parallelism.recompute: full (use none or selective)")
+        if self.schedule == "zb_h2" and self.pp == 1:
+            raise ValueError(
+                f"{key} fills a pipeline's warm-up with extra forward passes and needs parallelism.pp above 1 (with "
+                "one stage there is no pipeline: use 1f1b)"
+            )
         if self.schedule in ("zb_v", "dualpipev") and self.virtual_stages != 2:
             raise ValueError(f"{key} runs two model chunks per stage in a V: set parallelism.virtual_stages: 2")
         if self.schedule == "dualpipe" and self.pp % 2:
             raise ValueError(
                 f"{key} needs an even parallelism.pp (its two directions meet in the middle), got {self.pp}"
             )
-        if self.schedule == "zb_h1":
+        if self.schedule in ("zb_h1", "zb_h2"):
             return self
         split = self.batch_split
         counts = split if isinstance(split, tuple) else (self.batch // (self.micro_batch * self.dp),)

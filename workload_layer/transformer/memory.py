@@ -56,11 +56,14 @@ For an NPU of pipeline stage ``p`` (any TP or DP rank; all ranks of a stage hold
     ``min(2 (pp - p - 1) + (v - 1) pp + 1, v m)``. On the first stage with ``m > pp`` that is ``(v + 1) pp - 1``
     chunks, i.e. ``pp + (pp - 1) / v`` micro-batches' worth of the stage's layers: Korthikanti et al.'s
     ``pp (1 + (pp - 1) / (pp v))`` for the interleaved schedule, exactly.
-  - the zero-bubble and DualPipe schedules (``zb_h1``, ``zb_v``, ``dualpipe``, ``dualpipev``) split backward passes: the input
+  - the zero-bubble and DualPipe schedules (``zb_h1``, ``zb_h2``, ``zb_v``, ``dualpipe``, ``dualpipev``) split backward passes: the input
     pass frees all of a layer's activations but what its weight pass reads, each weighted GEMM's input and output
     gradient (:func:`weight_pass_bytes`, at most what the layer keeps), which the weight pass frees; the peak is
     found by walking the schedule's order (:func:`split_schedule_peak`), its chunks placed as the schedule says
-    (ZB-V's and DualPipeV's V, DualPipe's two copies).
+    (ZB-V's and DualPipeV's V, DualPipe's two copies). With full recomputation the input pass first re-runs the
+    layer's forward pass (its ``A`` held, one layer at a time, as for any schedule) and what the weight pass reads
+    is counted from the recomputed ``A``, not the kept input: the walk (at pass ends, plus one layer's ``A``)
+    bounds the timeline's peak by at most one layer's weight-pass bytes less its input.
 
 The graphs carry the same figures along the timeline (:class:`stratasim.workload_layer.transformer.steps.Block`): each
 layer's forward pass allocates :attr:`LayerActivations.kept_bytes` at its first node and its backward pass frees it
@@ -85,6 +88,7 @@ from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.moe import layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import Pass, chunk_positions, pipeline_order, placement
 from stratasim.workload_layer.transformer.steps import Gemm, Step
+from stratasim.workload_layer.transformer.zero_bubble import PassTimes
 
 __all__ = [
     "StageMemory",
@@ -101,7 +105,7 @@ __all__ = [
     "stage_memory",
 ]
 
-SPLIT_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
+SPLIT_SCHEDULES = ("zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev")
 """The schedules that run backward passes in halves; their activations peak where :func:`split_schedule_peak`
 says."""
 
@@ -236,7 +240,8 @@ def micro_batches_in_flight(schedule: str, stage: int, stages: int, micro_batche
 def weight_pass_bytes(steps: tuple[Step, ...], kept_bytes: int, element: int) -> int:
     """What a layer's input-gradient pass leaves for its weight-gradient pass under a zero-bubble schedule: each
     GEMM with weights keeps its input ``m k`` and its output gradient ``m n`` (``element`` bytes each) until its
-    weight-gradient GEMM runs; at most the layer's ``kept_bytes`` (the inputs are part of them, and the output
+    weight-gradient GEMM runs; at most ``kept_bytes``, the layer's activations as its backward pass sees them (the
+    kept ones, or under full recomputation the recomputed ones; the inputs are part of them, and the output
     gradients are counted in their stead: what is not modelled stays so)."""
     gemms = [step for step in steps if isinstance(step, Gemm) and step.weights]
     return min(kept_bytes, sum(g.batch * g.m * (g.k + g.n) for g in gemms) * element)
@@ -266,18 +271,20 @@ def stage_memory(
     micro_batches: int,
     expert_parameters: int = 0,
     weight_bytes: tuple[int, ...] = (),
+    times: PassTimes = (),
 ) -> StageMemory:
     """Peak memory of an NPU of pipeline ``stage`` holding ``parameters`` dense and ``expert_parameters`` expert
     parameters and running ``micro_batches`` micro-batches per iteration; the formulas are in the module
     docstring. ``weight_bytes``: under a zero-bubble or DualPipe schedule, what each local chunk's input pass
-    leaves for its weight pass, per micro-batch (:func:`weight_pass_bytes` summed over its layers)."""
+    leaves for its weight pass, per micro-batch (:func:`weight_pass_bytes` summed over its layers); ``times``, the
+    pass times ZB-H2's and ZB-V's orders were built from (:func:`pipeline_order`)."""
     model, plan = config.model, config.parallelism
     element = operators.dtype_bytes(operators.parse_dtype(config.precision))
     positions = chunk_positions(placement(plan.schedule), stage, plan.pp, plan.chunks_per_stage)
     chunks = [[layer_activations(config, model.moe_layer(i)) for i in config.chunk_layers(g)] for g in positions]
     recomputed = max(layer.recomputed_bytes for chunk in chunks for layer in chunk)
     if plan.schedule in SPLIT_SCHEDULES:
-        order = pipeline_order(plan.schedule, stage, plan.pp, micro_batches, plan.chunks_per_stage)
+        order = pipeline_order(plan.schedule, stage, plan.pp, micro_batches, plan.chunks_per_stage, times)
         held = [sum(layer.kept_bytes for layer in chunk) for chunk in chunks]
         activations = split_schedule_peak(order, held, list(weight_bytes or (0,) * len(chunks)))
     else:

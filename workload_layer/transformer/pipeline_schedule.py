@@ -1,9 +1,9 @@
 """Pipeline schedules: the order in which a stage runs its forward and backward passes (GPipe, 1F1B,
-Megatron-LM's interleaved 1F1B, the zero-bubble ZB-H1 and ZB-V, DualPipe and DualPipeV), where its model chunks sit along the
+Megatron-LM's interleaved 1F1B, the zero-bubble ZB-H1, ZB-H2 and ZB-V, DualPipe and DualPipeV), where its model chunks sit along the
 model, and the tags of the messages between stages.
 
 A pass is one model chunk's forward or backward pass (or half of it: :mod:`~stratasim.workload_layer.transformer.
-schedule_passes`) over one micro-batch; a stage holds ``chunks`` model chunks (one under GPipe, 1F1B and ZB-H1).
+schedule_passes`) over one micro-batch; a stage holds ``chunks`` model chunks (one under GPipe, 1F1B, ZB-H1 and ZB-H2).
 :mod:`stratasim.workload_layer.transformer.training_graph` emits the passes in this order as one chain of
 dependencies.
 
@@ -22,7 +22,7 @@ from typing import Literal, TypeAlias
 
 from stratasim.workload_layer.transformer.dualpipe import dualpipe_order, dualpipev_order
 from stratasim.workload_layer.transformer.schedule_passes import Direction, Pass
-from stratasim.workload_layer.transformer.zero_bubble import v_stage, zb_h1_order, zb_v_order
+from stratasim.workload_layer.transformer.zero_bubble import PassTimes, v_stage, zb_h1_order, zb_h2_order, zb_v_order
 
 __all__ = [
     "Direction",
@@ -72,9 +72,12 @@ def neighbour_chunk(
 
 
 @lru_cache(maxsize=1024)
-def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Pass, ...]:
+def pipeline_order(
+    schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1, times: PassTimes = ()
+) -> tuple[Pass, ...]:
     """The order in which ``stage`` (of ``stages``) runs the forward and backward passes of its ``chunks`` model
-    chunks over ``micro_batches`` micro-batches.
+    chunks over ``micro_batches`` micro-batches; ``times``, ZB-H2's and ZB-V's pass times per model chunk for
+    their greedy orders (empty: equal).
 
     Every schedule runs some warm-up forward passes, then one forward and one backward pass alternately, then the
     remaining backward passes:
@@ -87,7 +90,7 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
       in groups of ``stages`` through each chunk in turn (backward passes from the last chunk);
       ``(stages - stage - 1) * 2 + (chunks - 1) * stages`` warm-up passes, capped at the total, and all of them
       when ``micro_batches == stages``. ``micro_batches`` must be a multiple of ``stages``;
-    - ``zb_h1`` and ``zb_v`` (:mod:`~stratasim.workload_layer.transformer.zero_bubble`), ``dualpipe`` and
+    - ``zb_h1``, ``zb_h2`` and ``zb_v`` (:mod:`~stratasim.workload_layer.transformer.zero_bubble`), ``dualpipe`` and
       ``dualpipev`` (:mod:`~stratasim.workload_layer.transformer.dualpipe`, two chunks per stage) split backward
       passes into ``input`` and ``weight`` passes.
     """
@@ -97,7 +100,11 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
     if schedule in two_chunks:
         if chunks != 2:
             raise ValueError(f"the {schedule} schedule runs two model chunks per stage, not {chunks}")
-        return two_chunks[schedule](stage, stages, micro_batches)
+        return (
+            zb_v_order(stage, stages, micro_batches, times)
+            if schedule == "zb_v"
+            else two_chunks[schedule](stage, stages, micro_batches)
+        )
     if chunks != 1:
         raise ValueError(f"the {schedule} schedule runs one model chunk per stage, not {chunks}")
     forward = [Pass("forward", 0, i) for i in range(micro_batches)]
@@ -108,8 +115,11 @@ def pipeline_order(schedule: str, stage: int, stages: int, micro_batches: int, c
         return _one_forward_one_backward(forward, backward, min(stages - stage - 1, micro_batches))
     if schedule == "zb_h1":
         return zb_h1_order(stage, stages, micro_batches)
+    if schedule == "zb_h2":
+        return zb_h2_order(stage, stages, micro_batches, times)
     raise ValueError(
-        f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b, interleaved, zb_h1, zb_v, dualpipe or dualpipev"
+        f"unknown pipeline schedule {schedule!r}; expected gpipe, 1f1b, interleaved, zb_h1, zb_h2, zb_v, dualpipe or "
+        "dualpipev"
     )
 
 

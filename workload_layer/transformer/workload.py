@@ -27,9 +27,10 @@ One iteration per NPU, built from hyperparameters and a parallelism plan:
   as :mod:`stratasim.workload_layer.transformer.blocks` describes; the EP groups as :mod:`stratasim.workload_layer.transformer.moe` does.
 - Between chunks, one micro-batch's activation (forward) or gradient (backward), ``t * hidden`` elements, goes
   to the same TP rank of the stage holding the neighbouring chunk, in the order of the GPipe, 1F1B, interleaved
-  1F1B, ZB-H1, ZB-V or DualPipe schedule (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`;
-  the last three split backward passes into input- and weight-gradient passes). Full recomputation
-  re-runs each layer's forward pass (with its all-reduces) before its backward pass.
+  1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe or DualPipeV schedule
+  (:func:`stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`; the last five split backward
+  passes into input- and weight-gradient passes). Full recomputation re-runs each layer's forward pass (with its
+  all-reduces) before its backward pass, or before its input pass under the split schedules.
 - The stage's gradients (its parameters per TP rank, in ``precision``) are all-reduced over the DP group: by
   default in one bucket after the last backward pass; with ``dp_bucket`` in buckets of whole blocks of at least
   that many bytes, walking the blocks in backward order, each issued as soon as the last micro-batch's backward
@@ -90,10 +91,12 @@ from stratasim.workload_layer.transformer.memory import (
 from stratasim.workload_layer.transformer.moe import expert_groups, layer_routing
 from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, pipeline_order, placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
+from stratasim.workload_layer.transformer.schedule_times import pass_flops
 from stratasim.workload_layer.transformer.stage_plan import StagePlan
 from stratasim.workload_layer.transformer.step_operators import block_operators
 from stratasim.workload_layer.transformer.steps import Block
 from stratasim.workload_layer.transformer.training_graph import build_graph
+from stratasim.workload_layer.transformer.zero_bubble import PassTimes
 
 __all__ = ["TransformerWorkload", "TransformerConfig", "ModelConfig", "ParallelismConfig"]
 
@@ -112,6 +115,7 @@ class TransformerWorkload:
         self._gemm_dtype = None if gemm == self._dtype else gemm
         self._chunks: dict[int, tuple[tuple[Block, ...], ...]] = {}  # by pipeline stage
         self._memory: dict[tuple[int, int], StageMemory] = {}  # by pipeline stage and micro-batches
+        self._times: PassTimes | None = None  # ZB-H2's and ZB-V's pass FLOPs per model chunk, once asked
 
     @property
     def micro_batches(self) -> int:
@@ -275,7 +279,7 @@ class TransformerWorkload:
             npu=npu,
             pipeline=layout.group(npu, "pp"),
             chunks=stages[pp_rank],
-            order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.chunks_per_stage),
+            order=pipeline_order(plan.schedule, pp_rank, pp, micro_batches, plan.chunks_per_stage, self.pass_times()),
             placement=placement(plan.schedule),
             tensor_group=layout.group(npu, "tp"),
             data_group=data_group,
@@ -319,9 +323,21 @@ class TransformerWorkload:
         if known is None:
             parameters = self._stage_parameter_kinds(stage)
             weights = tuple(sum(block.weight_bytes for block in chunk) for chunk in self._stage_chunks(stage))
-            known = stage_memory(self.config, stage, parameters.dense, runs, parameters.expert, weights)
+            times = self.pass_times()
+            known = stage_memory(self.config, stage, parameters.dense, runs, parameters.expert, weights, times)
             self._memory[stage, runs] = known
         return known
+
+    def pass_times(self) -> PassTimes:
+        """With ``schedule_times: flops``, each model chunk's F, B and W FLOPs for ZB-H2's and ZB-V's greedy orders
+        (:mod:`stratasim.workload_layer.transformer.schedule_times`); else empty (equal times)."""
+        plan = self.config.parallelism
+        if plan.schedule_times == "unit":
+            return ()
+        if self._times is None:
+            chunks = range(plan.pp * plan.chunks_per_stage)
+            self._times = tuple(pass_flops(self._chunk_blocks(g), self._dtype, self._gemm_dtype) for g in chunks)
+        return self._times
 
     def memory_per_npu_bytes(self) -> list[int]:
         """Peak memory in bytes of each NPU (index = NPU id): weights + gradients + mixed-precision Adam states
@@ -389,13 +405,15 @@ class TransformerWorkload:
         activations = layer_activations(self.config, model.moe_layer(index))
         parameters = layer_parameters(model, index, plan.tp, plan.ep)
         steps = layer_steps(self.config, index)
+        full = plan.recompute == "full"  # the weight pass reads the recomputed activations, not the kept input
+        held = activations.recomputed_bytes if full else activations.kept_bytes
         return Block(
             f"layer{index}",
             steps,
-            recompute=plan.recompute == "full",
+            recompute=full,
             kept_bytes=activations.kept_bytes,
-            recomputed_bytes=activations.recomputed_bytes if plan.recompute == "full" else 0,
+            recomputed_bytes=activations.recomputed_bytes if full else 0,
             parameters=parameters.dense,
             expert_parameters=parameters.expert,
-            weight_bytes=weight_pass_bytes(steps, activations.kept_bytes, operators.dtype_bytes(self._dtype)),
+            weight_bytes=weight_pass_bytes(steps, held, operators.dtype_bytes(self._dtype)),
         )
