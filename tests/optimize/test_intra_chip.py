@@ -22,6 +22,10 @@ from tests.optimize.gpt_layer import GPT3_175B, SCHEMES, VENDOR, gpt_chip_work, 
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
+_PATIENT_S = 600.0
+"""The solver's time limit in the tests that assert proved optima: these solve in seconds, but a loaded machine
+must not turn an optimum into the best found in time."""
+
 
 @st.composite
 def _kernel(draw: st.DrawFn, index: int) -> ChipKernel:
@@ -228,10 +232,10 @@ def test_dataflow_mappings_beat_the_kernel_by_kernel_one_on_eight_sn10s() -> Non
     (paper: 1.28x)."""
     sn10 = dataflow_chip("sn10")
     ring = gpt_chip_work(8)
-    kernel_by_kernel = solve_intra_chip(ring, sn10, execution="kernel_by_kernel").total_s
-    vendor = solve_intra_chip(ring, sn10, partitions=VENDOR).total_s
-    best = solve_intra_chip(ring, sn10, max_partitions=4)
-    torus = solve_intra_chip(gpt_chip_work(4, pp=2), sn10, max_partitions=4)
+    kernel_by_kernel = solve_intra_chip(ring, sn10, execution="kernel_by_kernel", time_limit_s=_PATIENT_S).total_s
+    vendor = solve_intra_chip(ring, sn10, partitions=VENDOR, time_limit_s=_PATIENT_S).total_s
+    best = solve_intra_chip(ring, sn10, max_partitions=4, time_limit_s=_PATIENT_S)
+    torus = solve_intra_chip(gpt_chip_work(4, pp=2), sn10, max_partitions=4, time_limit_s=_PATIENT_S)
     assert best.status == torus.status == "optimal"
     assert kernel_by_kernel / vendor > 1.5
     assert vendor / best.total_s > 1.1
@@ -239,7 +243,9 @@ def test_dataflow_mappings_beat_the_kernel_by_kernel_one_on_eight_sn10s() -> Non
     # The figures docs/explanation/dataflow-execution.md shows.
     times = [kernel_by_kernel, vendor, best.total_s, torus.total_s]
     assert times == pytest.approx([1.489, 0.906, 0.767, 0.462], abs=5e-4)
-    training = solve_intra_chip(gpt_chip_work(8, training=True), sn10, execution="kernel_by_kernel")
+    training = solve_intra_chip(
+        gpt_chip_work(8, training=True), sn10, execution="kernel_by_kernel", time_limit_s=_PATIENT_S
+    )
     assert training.total_s == pytest.approx(4.137, abs=5e-4)
 
 
@@ -253,7 +259,10 @@ def test_dataflow_gains_with_sram_and_kernel_by_kernel_with_dram_bandwidth() -> 
 
     def utilisation(style: Execution, sram_mib: int, gb_s: int) -> float:
         chip = dataflow_chip("sn10", tiles=625, sram_bytes=sram_mib * 2**20, dram_bandwidth=gb_s * 1e9)
-        return useful / (solve_intra_chip(work, chip, execution=style, max_partitions=4).total_s * chip.peak_flops)
+        return useful / (
+            solve_intra_chip(work, chip, execution=style, max_partitions=4, time_limit_s=_PATIENT_S).total_s
+            * chip.peak_flops
+        )
 
     kernel_by_kernel = {(s, b): utilisation("kernel_by_kernel", s, b) for s in (300, 500) for b in (100, 600)}
     dataflow = {(s, b): utilisation("dataflow", s, b) for s, b in ((300, 100), (500, 100), (300, 600))}
