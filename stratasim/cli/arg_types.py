@@ -41,3 +41,15 @@ def positive_int(what: str = "a whole number") -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def add_set(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` the repeatable ``--set KEY=VALUE`` study override (``args.overrides``)."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a study key by dotted path, e.g. network.topology.1.bandwidth=100GB/s (repeatable)",
+    )
