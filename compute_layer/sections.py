@@ -3,14 +3,13 @@ of operator kinds to backends. Each key is defined here once, with its default; 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stratasim.compute_layer.accelerator_section import (
     AcceleratorDescription,
     AcceleratorSection,
-    describes_accelerator,
 )
 from stratasim.compute_layer.backend_section import (
     CHIP_BACKEND,
@@ -21,111 +20,23 @@ from stratasim.compute_layer.backend_section import (
     LaunchKey,
 )
 from stratasim.compute_layer.dataflow_chips import DATAFLOW_CHIPS, MEMORIES, dataflow_chip
-from stratasim.compute_layer.device_section import DeviceSection, names_device_preset
+from stratasim.compute_layer.device_forms import DESCRIBED_BY, DeviceKey, read_as
+from stratasim.compute_layer.device_section import DeviceSection
 from stratasim.compute_layer.device_wire import device_message
-from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection, describes_measured
+from stratasim.compute_layer.measured.device_section import MeasuredDeviceSection
 from stratasim.compute_layer.measured.launch import needs_host_time
 from stratasim.compute_layer.per_kind import KIND_NAMES
 from stratasim.compute_layer.timeloop.accelerator_wire import accelerator_message
 from stratasim.compute_layer.wafer.wafer_wire import wafer_message
-from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection, describes_wafer
+from stratasim.compute_layer.wafer_section import WaferDescription, WaferSection
 from stratasim.kernel.npu_ids import NpuIds
 from stratasim.kernel.schema import Latency, Section
 from stratasim.v1 import compute_pb2
 
 __all__ = ["CalibrationSection", "ComputeSection", "DeviceGroup"]
 
-DESCRIBING_BACKEND = "roofline"
-"""The backend that prices on a device described in the study (``compute.device`` as a mapping)."""
-
-ACCELERATOR_BACKEND = "timeloop"
-"""The backend that prices on a Timeloop-style accelerator described in the study."""
-
-WAFER_BACKEND = "wafer"
-"""The backend that prices on a tiled / wafer-scale accelerator described in the study."""
-
-_DESCRIBED_BY = {
-    DeviceSection: (DESCRIBING_BACKEND, "a described device", "described"),
-    AcceleratorSection: (ACCELERATOR_BACKEND, "a described accelerator", "accelerator"),
-    AcceleratorDescription: (ACCELERATOR_BACKEND, "a described accelerator", "whole accelerator"),
-    WaferSection: (WAFER_BACKEND, "a described wafer", "wafer"),
-    WaferDescription: (WAFER_BACKEND, "a described wafer", "whole wafer"),
-    MeasuredDeviceSection: (MEASURED_BACKEND, "a measured device", "measured"),
-}
-"""The backend that prices each form of described ``compute.device``, what to call it in messages, and its tag."""
-
 OBJECTIVES = ("latency", "energy", "edp")
 """What the mapper may minimise: cycles, energy, or their product."""
-
-
-class _ReadAs(dict[str, object]):
-    """A ``compute.device`` mapping with the form it is read as (``described``, ``accelerator``, ``wafer``...)."""
-
-    def __init__(self, value: dict[str, object], form: str) -> None:
-        super().__init__(value)
-        self.form = form
-
-
-_BACKEND_FORM = {ACCELERATOR_BACKEND: "accelerator", WAFER_BACKEND: "wafer", MEASURED_BACKEND: "measured"}
-"""The form a mapping takes when nothing in it but the study's backend says which model it describes."""
-
-_WHOLE = {"accelerator": "whole accelerator", "wafer": "whole wafer"}
-"""The form of a model's description without a preset."""
-
-
-def _mapping_form(value: dict[object, object], backend: object) -> str:
-    """Which model a ``compute.device`` mapping describes: the one whose preset it names, else the one whose own
-    keys it sets, else the ``backend``'s (so that a misspelt preset is reported among the backend's presets); and
-    whether from a preset or whole."""
-    form = _model_of(value, backend)
-    return form if "preset" in value else _WHOLE.get(form, form)
-
-
-def _model_of(value: dict[object, object], backend: object) -> str:
-    """The model a mapping describes, by its preset, its keys or ``backend``, in that order."""
-    if describes_measured(value):
-        return "measured"
-    if describes_accelerator(value):
-        return "accelerator"
-    if describes_wafer(value):
-        return "wafer"
-    if names_device_preset(value):
-        return "described"
-    keys = {key: item for key, item in value.items() if key != "preset"}  # a preset no model has: the keys may tell
-    if describes_accelerator(keys):
-        return "accelerator"
-    if describes_wafer(keys):
-        return "wafer"
-    return _BACKEND_FORM.get(str(backend), "described")
-
-
-def _device_form(value: object) -> str | None:
-    """Which form ``compute.device`` takes: a preset's name, a described roofline device, a described
-    Timeloop-style accelerator, a described wafer or a measured device (None: none of them)."""
-    if isinstance(value, str):
-        return "name"
-    if isinstance(value, _ReadAs):
-        return value.form
-    for section, (_, _, form) in _DESCRIBED_BY.items():
-        if isinstance(value, section):
-            return form
-    return _mapping_form(value, None) if isinstance(value, dict) else None
-
-
-DeviceKey = Annotated[
-    Annotated[str, Tag("name")]
-    | Annotated[DeviceSection, Tag("described")]
-    | Annotated[AcceleratorSection, Tag("accelerator")]
-    | Annotated[AcceleratorDescription, Tag("whole accelerator")]
-    | Annotated[WaferSection, Tag("wafer")]
-    | Annotated[WaferDescription, Tag("whole wafer")]
-    | Annotated[MeasuredDeviceSection, Tag("measured")],
-    Discriminator(
-        _device_form,
-        custom_error_type="device_form",
-        custom_error_message="expected a device name (h100) or a mapping describing one ({preset: h100, ...})",
-    ),
-]
 
 
 class CalibrationSection(Section):
@@ -223,9 +134,7 @@ class DeviceGroup(Section):
     @classmethod
     def _read_as(cls, value: object) -> object:
         """A mapping tagged with the model it describes (by its preset or its keys)."""
-        if isinstance(value, dict) and not isinstance(value, _ReadAs):
-            return _ReadAs(value, _mapping_form(value, None))
-        return value
+        return read_as(value, None)
 
     def ids(self) -> tuple[int, ...]:
         """The group's NPU ids, sorted."""
@@ -295,9 +204,7 @@ class ComputeSection(Section):
     @classmethod
     def _read_as(cls, value: object, info: ValidationInfo) -> object:
         """A mapping tagged with the model it describes, the study's backend deciding when its keys do not."""
-        if isinstance(value, dict) and not isinstance(value, _ReadAs):
-            return _ReadAs(value, _mapping_form(value, info.data.get("backend")))
-        return value
+        return read_as(value, info.data.get("backend"))
 
     @field_validator("per_kind")
     @classmethod
@@ -363,7 +270,7 @@ class ComputeSection(Section):
     def _described_for_its_backend(self) -> ComputeSection:
         if isinstance(self.device, str):
             return self
-        backend, what, _ = _DESCRIBED_BY[type(self.device)]
+        backend, what, _ = DESCRIBED_BY[type(self.device)]
         own = self.route_devices()
         others = sorted({name for kind, name in self.routes().items() if kind not in own} - {backend})
         if others:
@@ -378,8 +285,8 @@ class ComputeSection(Section):
         if self.groups and self.per_kind is not None:
             raise ValueError("'groups' runs every group's device on 'backend'; it cannot be combined with per_kind")
         for group in self.groups or ():
-            if not isinstance(group.device, str) and _DESCRIBED_BY[type(group.device)][0] != self.backend:
-                backend, what, _ = _DESCRIBED_BY[type(group.device)]
+            if not isinstance(group.device, str) and DESCRIBED_BY[type(group.device)][0] != self.backend:
+                backend, what, _ = DESCRIBED_BY[type(group.device)]
                 raise ValueError(
                     f"a group's device is {what}, priced by the {backend} backend; {self.backend} takes a preset's name"
                 )
