@@ -66,6 +66,10 @@ class NpuExecutor:
         self._context = context
         self._queue = queue  # the coordinator's: its ``now`` and ``schedule`` read directly on the hot path
         self._kinds = plan.kinds
+        self._nodes, self._dependents = plan.nodes, plan.dependents  # the plan's tables, read on the hot path
+        self._allocations, self._releases, self._milestones = plan.allocations, plan.releases, plan.milestones
+        self._on_sent = self._sent  # bound once: every pipeline send hands it to the coordinator
+        self._coordinator = context.coordinator
         self._send_delay = context.options.semantics.endpoint_delay_on_sends
         self._indegree = plan.indegree
         self._remaining = list(plan.indegree)
@@ -143,11 +147,11 @@ class NpuExecutor:
                 self._charge_idle(cause if cause < 0 or self._indegree[index] == 1 else self._cause(index, cause))
                 self._next_compute()
             return
-        node = self.plan.nodes[index]
+        node = self._nodes[index]
         if cause >= 0 and self._indegree[index] != 1:
             cause = self._cause(index, cause)
         self._waits[index] = (self._queue.now, cause)
-        allocation = self.plan.allocations.get(index)
+        allocation = self._allocations.get(index)
         if allocation:
             self._allocate(allocation)
         if kind == _RECEIVE:
@@ -155,8 +159,8 @@ class NpuExecutor:
         elif kind == _SEND:
             peer, size = node.peer, node.comm_bytes
             self._p2p_sent[peer] = self._p2p_sent.get(peer, 0) + size
-            self._context.coordinator.send(
-                self.npu, peer, size, self._sent, (index, node.tag), endpoint_delay=self._send_delay
+            self._coordinator.send(
+                self.npu, peer, size, self._on_sent, (index, node.tag, peer), endpoint_delay=self._send_delay
             )
         elif kind == _WAIT:
             self._wait(index)
@@ -237,12 +241,12 @@ class NpuExecutor:
         self._memory_channel_free = start + duration
         coordinator.schedule(start + duration, self._complete, index)
 
-    def _sent(self, message: tuple[int, int]) -> None:
-        """A point-to-point message of this NPU arrived: its send node is done, the peer may take it."""
-        index, tag = message
-        node = self.plan.nodes[index]
+    def _sent(self, message: tuple[int, int, int]) -> None:
+        """A point-to-point message of this NPU arrived (its send node, tag and peer): the send node is done, the
+        peer may take it."""
+        index, tag, peer = message
         self._complete(index)
-        self.peers[node.peer].take(self.npu, tag)
+        self.peers[peer].take(self.npu, tag)
 
     def take(self, source: int, tag: int) -> None:
         """A message from ``source`` tagged ``tag`` arrived: complete the oldest receive waiting for it."""
@@ -262,25 +266,26 @@ class NpuExecutor:
             self._receiving[key] = deque((index,))
 
     def _next_compute(self) -> None:
+        queue = self._queue
         if not self._compute_queue:
             self._computing = False
-            self._idle_since = self._queue.now
+            self._idle_since = queue.now
             return
-        coordinator = self._context.coordinator
         self._computing = True
         index = self._compute_queue.popleft()
-        allocation = self.plan.allocations.get(index)
+        allocation = self._allocations.get(index)
         if allocation:
             self._allocate(allocation)
         run = self.runs.get(index) if self.runs else None
         if run is not None:
             self._compute_end = 0
             self._start_block(run)
-            self._queue.schedule(self._queue.now + run.duration_ps, self._block_done, index)
+            queue.schedule(queue.now + run.duration_ps, self._block_done, index)
             return
+        now = queue.now
         duration = self._durations[index]
         if self.speed is not None:
-            duration = self.speed.duration(duration, coordinator.now)
+            duration = self.speed.duration(duration, now)
         if self._charging:
             self._current = index
         if self._slow is not None:
@@ -291,9 +296,9 @@ class NpuExecutor:
             self.compute_at[index] += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:
-            trace.span(self.npu, "compute", self.plan.name(index), coordinator.now, coordinator.now + duration)
-        self._compute_end = coordinator.now + duration
-        coordinator.schedule(self._compute_end, self._compute_done, index)
+            trace.span(self.npu, "compute", self.plan.name(index), now, now + duration)
+        self._compute_end = now + duration
+        queue.schedule(self._compute_end, self._compute_done, index)
 
     def _start_slowed(self, index: int, duration: int) -> None:
         """Start compute node ``index`` of ``duration`` ps at full speed, slowed while collectives run."""
@@ -404,18 +409,17 @@ class NpuExecutor:
     def _complete(self, index: int) -> None:
         if self.stopped:
             return
-        plan = self.plan
-        released = plan.releases.get(index)
+        released = self._releases.get(index)
         if released:
             self._memory -= released
             # Only a trace's graph is checked: a block measured on its own (macros) counts from zero at its
             # start, so a backward block freeing what its forward block allocated rightly goes below zero.
-            if self._memory < 0 and plan.foreign_names:
+            if self._memory < 0 and self.plan.foreign_names:
                 self._freed_unallocated(index, released)
             self._sample_memory()
         now = self._queue.now
-        if index in plan.milestones:
-            self.milestones[plan.name(index)] = now
+        if index in self._milestones:
+            self.milestones[self.plan.name(index)] = now
         self._left -= 1
         if self._left == 0:
             self.finish_ps = now
@@ -423,7 +427,7 @@ class NpuExecutor:
                 self._charge_idle(index)
         self._done_at[index] = now
         remaining = self._remaining
-        for dependent in plan.dependents[index]:
+        for dependent in self._dependents[index]:
             remaining[dependent] -= 1
             if remaining[dependent] == 0:
                 self._ready(dependent, index)
