@@ -132,40 +132,28 @@ def _plan_nodes(
     releases: dict[int, int] = {}
     milestones: list[int] = []
     compute, block = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE
-    send, receive = workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE
-    npu = at.npu
     for index, node in enumerate(nodes):
         kind = node.type
-        if kind == block:  # checked here: no memory, no milestone (then nothing more to read)
-            if blocks < 0 or node.block >= blocks or node.memory_bytes or node.milestone:
-                _check_node(node, at, npus, blocks)
-        elif kind in (send, receive):  # the pipeline's many messages: their peer checked inline
-            peer = node.peer
-            if peer >= npus or peer == npu:
-                _check_node(node, at, npus, blocks)
-        elif kind != compute or node.duration_ps < 0:
+        if kind != compute or node.duration_ps < 0:
             _check_node(node, at, npus, blocks)
-        deps = node.data_deps
-        ctrl = node.ctrl_deps
+        deps, ctrl = node.data_deps, node.ctrl_deps
         if len(deps) == 1 and not ctrl:
-            dep = deps[0]
-            found = position.get(dep)
+            found = position.get(deps[0])
             if found is None:
-                raise _unknown_dependency(at, node, dep)
+                raise _unknown_dependency(at, node, deps[0])
             dependents[found].append(index)
             dependencies.append((found,))
         elif deps or ctrl:
             dependencies.append(_link({*deps, *ctrl}, index, node, at, position, dependents))
         else:
             dependencies.append(())
-        if kind == block:
+        if kind == block:  # checked: no memory, no milestone
             continue
         memory = node.memory_bytes
-        if memory:
-            if memory > 0:
-                allocations[index] = memory
-            else:
-                releases[index] = -memory
+        if memory > 0:
+            allocations[index] = memory
+        elif memory:
+            releases[index] = -memory
         if node.milestone:
             milestones.append(index)
     indegree = list(map(len, dependencies))
