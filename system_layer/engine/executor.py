@@ -14,16 +14,18 @@ counts as waiting (``waiting_ps``), neither compute nor exposed communication.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.events import EventQueue
 from stratasim.kernel.graph_blocks import node_named
 from stratasim.kernel.units import format_bytes
 from stratasim.system_layer.engine.block_run import BlockRun, BlockTrace
+from stratasim.system_layer.engine.block_settling import BlockSettling
 from stratasim.system_layer.engine.collective_table import CollectiveTable
 from stratasim.system_layer.engine.contention import Progress
 from stratasim.system_layer.engine.graph_plan import GraphPlan
+from stratasim.system_layer.engine.idle_charging import WAITED, IdleCharging
 from stratasim.system_layer.engine.perturbation import ComputeSpeed
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext
 from stratasim.system_layer.trace import WAITING_TRACK
@@ -34,12 +36,9 @@ __all__ = ["NpuExecutor", "WAITED"]
 _COMPUTE, _BLOCK, _RECEIVE = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE, workload_pb2.COMM_RECV_NODE
 _WAIT, _METADATA = workload_pb2.WAIT_NODE, workload_pb2.METADATA_NODE
 _SEND, _MEM_LOAD, _MEM_STORE = workload_pb2.COMM_SEND_NODE, workload_pb2.MEM_LOAD_NODE, workload_pb2.MEM_STORE_NODE
-WAITED = ""
-"""The label :meth:`NpuExecutor.idle_charges` gives idle time a wait node caused: empty, which no communicator's
-name is (a node without ``pg_name`` is labelled ``p2p``, ``collective`` or ``other``)."""
 
 
-class NpuExecutor:
+class NpuExecutor(IdleCharging, BlockSettling):
     """One NPU working through its graph; records its compute time and finish time.
 
     ``slow`` (by node, like ``durations``; None: collectives never slow compute) says how many times longer each
@@ -66,6 +65,10 @@ class NpuExecutor:
         self._context = context
         self._queue = queue  # the coordinator's: its ``now`` and ``schedule`` read directly on the hot path
         self._kinds = plan.kinds
+        self._nodes, self._dependents = plan.nodes, plan.dependents  # the plan's tables, read on the hot path
+        self._allocations, self._releases, self._milestones = plan.allocations, plan.releases, plan.milestones
+        self._on_sent = self._sent  # bound once: every pipeline send hands it to the coordinator
+        self._coordinator = context.coordinator
         self._send_delay = context.options.semantics.endpoint_delay_on_sends
         self._indegree = plan.indegree
         self._remaining = list(plan.indegree)
@@ -143,11 +146,11 @@ class NpuExecutor:
                 self._charge_idle(cause if cause < 0 or self._indegree[index] == 1 else self._cause(index, cause))
                 self._next_compute()
             return
-        node = self.plan.nodes[index]
+        node = self._nodes[index]
         if cause >= 0 and self._indegree[index] != 1:
             cause = self._cause(index, cause)
         self._waits[index] = (self._queue.now, cause)
-        allocation = self.plan.allocations.get(index)
+        allocation = self._allocations.get(index)
         if allocation:
             self._allocate(allocation)
         if kind == _RECEIVE:
@@ -155,8 +158,8 @@ class NpuExecutor:
         elif kind == _SEND:
             peer, size = node.peer, node.comm_bytes
             self._p2p_sent[peer] = self._p2p_sent.get(peer, 0) + size
-            self._context.coordinator.send(
-                self.npu, peer, size, self._sent, (index, node.tag), endpoint_delay=self._send_delay
+            self._coordinator.send(
+                self.npu, peer, size, self._on_sent, (index, node.tag, peer), endpoint_delay=self._send_delay
             )
         elif kind == _WAIT:
             self._wait(index)
@@ -237,12 +240,12 @@ class NpuExecutor:
         self._memory_channel_free = start + duration
         coordinator.schedule(start + duration, self._complete, index)
 
-    def _sent(self, message: tuple[int, int]) -> None:
-        """A point-to-point message of this NPU arrived: its send node is done, the peer may take it."""
-        index, tag = message
-        node = self.plan.nodes[index]
+    def _sent(self, message: tuple[int, int, int]) -> None:
+        """A point-to-point message of this NPU arrived (its send node, tag and peer): the send node is done, the
+        peer may take it."""
+        index, tag, peer = message
         self._complete(index)
-        self.peers[node.peer].take(self.npu, tag)
+        self.peers[peer].take(self.npu, tag)
 
     def take(self, source: int, tag: int) -> None:
         """A message from ``source`` tagged ``tag`` arrived: complete the oldest receive waiting for it."""
@@ -262,25 +265,26 @@ class NpuExecutor:
             self._receiving[key] = deque((index,))
 
     def _next_compute(self) -> None:
+        queue = self._queue
         if not self._compute_queue:
             self._computing = False
-            self._idle_since = self._queue.now
+            self._idle_since = queue.now
             return
-        coordinator = self._context.coordinator
         self._computing = True
         index = self._compute_queue.popleft()
-        allocation = self.plan.allocations.get(index)
+        allocation = self._allocations.get(index)
         if allocation:
             self._allocate(allocation)
         run = self.runs.get(index) if self.runs else None
         if run is not None:
             self._compute_end = 0
             self._start_block(run)
-            self._queue.schedule(self._queue.now + run.duration_ps, self._block_done, index)
+            queue.schedule(queue.now + run.duration_ps, self._block_done, index)
             return
+        now = queue.now
         duration = self._durations[index]
         if self.speed is not None:
-            duration = self.speed.duration(duration, coordinator.now)
+            duration = self.speed.duration(duration, now)
         if self._charging:
             self._current = index
         if self._slow is not None:
@@ -291,9 +295,9 @@ class NpuExecutor:
             self.compute_at[index] += duration
         trace = self._context.trace
         if trace is not None and trace.nodes:
-            trace.span(self.npu, "compute", self.plan.name(index), coordinator.now, coordinator.now + duration)
-        self._compute_end = coordinator.now + duration
-        coordinator.schedule(self._compute_end, self._compute_done, index)
+            trace.span(self.npu, "compute", self.plan.name(index), now, now + duration)
+        self._compute_end = now + duration
+        queue.schedule(self._compute_end, self._compute_done, index)
 
     def _start_slowed(self, index: int, duration: int) -> None:
         """Start compute node ``index`` of ``duration`` ps at full speed, slowed while collectives run."""
@@ -358,17 +362,6 @@ class NpuExecutor:
         self._idle_since = start + run.idle_from_ps
         self._complete(index)
 
-    def _settle_issued(self) -> None:
-        """Count the collectives the blocks run whole issued since the last call, by group: later collectives on
-        these groups are matched by their number (:meth:`_issue`, the only reader, calls this first)."""
-        if not self._run_of:
-            self._run_of = {id(run): run for run in self.runs.values()}
-        issued = self._issued
-        for key, times in Counter(self._runs_done[self._issued_upto :]).items():
-            for group, count in self._run_of[key].issued:
-                issued[group] = issued.get(group, 0) + count * times
-        self._issued_upto = len(self._runs_done)
-
     def _trace_block(self, run: BlockRun, block: BlockTrace, start: int, scope: str) -> None:
         """Record a block run's spans and memory samples as its nodes would have, ``start`` ps in."""
         trace = self._context.trace
@@ -384,38 +377,20 @@ class NpuExecutor:
         for time_ps, value in block.memory:
             trace.counter(self.npu, "memory", start + time_ps, held + value)
 
-    def settle_blocks(self) -> None:
-        """Add what the blocks run whole did to this NPU's totals: idle time by cause, time with collectives
-        in flight, bytes sent and reductions, once per run."""
-        scheduler = self._scheduler
-        runs = {id(run): run for run in self.runs.values()}
-        for key, times in Counter(self._runs_done).items():
-            run = runs[key]
-            for label, amount in run.exposed:
-                self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount * times
-            scheduler.comm_ps += run.comm_ps * times
-            for dim, size in run.bytes_sent:
-                scheduler.bytes_sent[dim] = scheduler.bytes_sent.get(dim, 0) + size * times
-            for size, count in run.reductions.items():
-                scheduler.reductions[size] += count * times
-        self._runs_done = []
-        self._issued_upto = 0
-
     def _complete(self, index: int) -> None:
         if self.stopped:
             return
-        plan = self.plan
-        released = plan.releases.get(index)
+        released = self._releases.get(index)
         if released:
             self._memory -= released
             # Only a trace's graph is checked: a block measured on its own (macros) counts from zero at its
             # start, so a backward block freeing what its forward block allocated rightly goes below zero.
-            if self._memory < 0 and plan.foreign_names:
+            if self._memory < 0 and self.plan.foreign_names:
                 self._freed_unallocated(index, released)
             self._sample_memory()
         now = self._queue.now
-        if index in plan.milestones:
-            self.milestones[plan.name(index)] = now
+        if index in self._milestones:
+            self.milestones[self.plan.name(index)] = now
         self._left -= 1
         if self._left == 0:
             self.finish_ps = now
@@ -423,7 +398,7 @@ class NpuExecutor:
                 self._charge_idle(index)
         self._done_at[index] = now
         remaining = self._remaining
-        for dependent in plan.dependents[index]:
+        for dependent in self._dependents[index]:
             remaining[dependent] -= 1
             if remaining[dependent] == 0:
                 self._ready(dependent, index)
@@ -460,55 +435,3 @@ class NpuExecutor:
         if trace is not None:
             held = self._memory + sum(size for _, size in self.plan.resident)
             trace.counter(self.npu, "memory", self._context.coordinator.now, held)
-
-    def _charge_idle(self, cause: int) -> None:
-        """The compute stream, idle since ``_idle_since``, has work again (or the graph is done) because
-        ``cause`` finished: charge the idle time to what it waited on, walking back the chain of communication
-        nodes that readied one another (a send waiting on a TP all-reduce is charged to both in turn); what a wait
-        node caused is waiting, not exposed communication."""
-        now = self._queue.now
-        if now <= self._idle_since:  # no idle time to charge (a stream busy back to back)
-            return
-        for label, amount, where in self.idle_charges(cause, now, self._idle_since):
-            if label == WAITED:
-                self.waiting_ps += amount
-            else:
-                self.exposed_ps[label] = self.exposed_ps.get(label, 0) + amount
-                if self._charging:
-                    self.exposed_at[where, label] = self.exposed_at.get((where, label), 0) + amount
-
-    def idle_charges(self, cause: int, end: int, idle_since: int) -> list[tuple[str, int, tuple[int, ...]]]:
-        """What :meth:`_charge_idle` charges for the idle time from ``idle_since`` to ``end``, by label, in order
-        (zero-length waits included: they name what was waited on); a block run whole charges as its nodes did.
-        Each charge says where it falls: the position of the node charged (-1: none), or of a block node run whole
-        followed by the position inside its block."""
-        charges: list[tuple[str, int, tuple[int, ...]]] = []
-        while end > idle_since:
-            run = self.runs.get(cause) if self.runs else None
-            if run is not None:
-                if self._charging:
-                    charges += [(label, amount, (cause, *inner)) for label, amount, inner in run.tail]
-                else:  # where the block's charges fall inside it matters only to node times
-                    charges += run.tail
-                break
-            wait = self._waits.get(cause)
-            start = idle_since if wait is None else max(wait[0], idle_since)
-            charges.append((self.label(cause) if wait is not None else "other", end - start, (cause,)))
-            if wait is None:
-                break
-            end, cause = start, wait[1]
-        return charges
-
-    def label(self, index: int) -> str:
-        """What a wait on node ``index`` counts as: :data:`WAITED` for a wait node, else its communicator's name,
-        else ``p2p`` or ``collective``."""
-        if index < 0:
-            return "other"
-        node = self.plan.nodes[index]
-        if node.type == _WAIT:
-            return WAITED
-        if node.pg_name:
-            return node.pg_name
-        if node.type in (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE):
-            return "p2p"
-        return "collective" if node.type == workload_pb2.COMM_COLL_NODE else "other"

@@ -10,6 +10,8 @@ allocates only starts a run and one that frees (or is a milestone) only ends one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.v1 import workload_pb2
 
@@ -49,9 +51,7 @@ def fuse_compute_runs(
     return _rebuild(plan, durations, head, last, members)
 
 
-def compute_is_one_chain(
-    order: tuple[int, ...], compute: list[bool], dependencies: tuple[tuple[int, ...], ...]
-) -> bool:
+def compute_is_one_chain(order: Sequence[int], compute: Sequence[bool], dependencies: Sequence[Sequence[int]]) -> bool:
     """Whether, in the topological ``order``, every compute node depends (directly or not) on the compute node
     before it: then no two compute nodes are ever ready at once."""
     rank = [-1] * len(order)  # per node, the order rank of its latest compute ancestor (itself if compute)

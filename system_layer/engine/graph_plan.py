@@ -65,6 +65,13 @@ class GraphPlan:
         rather than each node's protobuf message, once per plan."""
         return tuple(node.type for node in self.nodes)
 
+    @cached_property
+    def block_runs(self) -> dict[int, int]:
+        """The block each BLOCK_NODE runs (its ``block``), by the node's position: read once per plan for the
+        passes that look at every block node (macros, pricing, counting)."""
+        nodes, block = self.nodes, workload_pb2.BLOCK_NODE
+        return {index: nodes[index].block for index, kind in enumerate(self.kinds) if kind == block}
+
     def name(self, index: int) -> str:
         """Node ``index``'s full name: its block node's name, if any, then its own (else its id)."""
         node = self.nodes[index]

@@ -54,9 +54,9 @@ def runnable_whole(plan: GraphPlan, npu: int, stands_in: Callable[[int], int], n
     alone = [_self_contained(block, npu, stands_in, npus) for block in plan.blocks]
     if not any(alone):
         return frozenset()
-    nodes, kinds = plan.nodes, plan.kinds
-    block_type, collective, compute = workload_pb2.BLOCK_NODE, workload_pb2.COMM_COLL_NODE, workload_pb2.COMP_NODE
-    block_of = [nodes[i].block if kind == block_type else -1 for i, kind in enumerate(kinds)]
+    kinds, block_runs = plan.kinds, plan.block_runs
+    collective, compute = workload_pb2.COMM_COLL_NODE, workload_pb2.COMP_NODE
+    block_of = [block_runs.get(i, -1) for i in range(len(kinds))]
     has_collective = [collective in block.kinds for block in plan.blocks]
     has_memory = [bool(block.allocations or block.releases) for block in plan.blocks]
     computes = [kind == compute or b >= 0 for kind, b in zip(kinds, block_of)]
@@ -91,8 +91,12 @@ def _self_contained(block: GraphPlan, npu: int, stands_in: Callable[[int], int],
 
 def _ordered_with_all(plan: GraphPlan, marked: Sequence[bool]) -> list[bool]:
     """For each marked node, whether every other marked node is its ancestor or its descendant: the marked
-    nodes each node is reached from (and reaches) are kept as bit sets along the topological order."""
+    nodes each node is reached from (and reaches) are kept as bit sets along the topological order. When each
+    marked node is reached from the one before it in that order (a chain, as a pipeline stage's blocks are), all
+    are: that is checked first, in one pass."""
     order = plan.order
+    if compute_is_one_chain(order, marked, plan.dependencies):
+        return [bool(m) for m in marked]
     before = _reached(order, marked, plan.dependencies)
     after = _reached(order[::-1], marked, plan.dependents)
     count = sum(map(bool, marked))
@@ -141,17 +145,14 @@ class BlockRecorder:
         collectives run) as ``pricing`` priced them."""
         recorded: dict[int, BlockRun] = {}
         runs = {}
-        nodes = plan.nodes
-        for index, kind in enumerate(plan.kinds):
-            if kind == workload_pb2.BLOCK_NODE:
-                node = nodes[index]
-                run = recorded.get(node.block)
-                if run is None:
-                    block = plan.blocks[node.block]
-                    run = recorded[node.block] = self.record(
-                        npu, block, pricing.durations[block], traced, pricing.slow.get(block)
-                    )
-                runs[index] = run
+        for index, number in plan.block_runs.items():
+            run = recorded.get(number)
+            if run is None:
+                block = plan.blocks[number]
+                run = recorded[number] = self.record(
+                    npu, block, pricing.durations[block], traced, pricing.slow.get(block)
+                )
+            runs[index] = run
         return runs
 
     def record(

@@ -119,9 +119,7 @@ def count_runs(runs: Mapping[int, PlanRun], stand_in: Sequence[int] | None, npus
 def unrolled_size(plan: GraphPlan) -> int:
     """How many nodes ``plan`` runs, each block node counted as the nodes of its block."""
     sizes = [unrolled_size(block) for block in plan.blocks]
-    block = workload_pb2.BLOCK_NODE
-    nodes = plan.nodes
-    return sum(sizes[nodes[i].block] if kind == block else 1 for i, kind in enumerate(plan.kinds))
+    return len(plan.nodes) - len(plan.block_runs) + sum(sizes[block] for block in plan.block_runs.values())
 
 
 def physical_grid(topology: network_pb2.Topology, npus: int) -> Grid:

@@ -112,8 +112,8 @@ class _OperatorKeys:
         for index, (node, kind) in enumerate(zip(plan.nodes, plan.kinds)):
             if kind != workload_pb2.COMP_NODE or not node.HasField("op"):
                 plan_keys.append(None)
-                if kind == workload_pb2.BLOCK_NODE and plan.blocks[node.block] not in self.keys:
-                    self.visit(plan.blocks[node.block], plan.name(index))
+                if kind == workload_pb2.BLOCK_NODE and plan.blocks[plan.block_runs[index]] not in self.keys:
+                    self.visit(plan.blocks[plan.block_runs[index]], plan.name(index))
                 continue
             if not self._priced:
                 raise unpriced(node, plan.foreign_names)
@@ -207,9 +207,7 @@ def _with_blocks(plan: GraphPlan, own: Mapping[GraphPlan, Counter[bytes]]) -> Co
     """The operators ``plan`` runs: its own, and its blocks' once per block node that runs them."""
     total = Counter(own[plan])
     if plan.blocks:
-        block_type = workload_pb2.BLOCK_NODE
-        nodes = plan.nodes
-        for block, runs in Counter(nodes[i].block for i, kind in enumerate(plan.kinds) if kind == block_type).items():
+        for block, runs in Counter(plan.block_runs.values()).items():
             for key, count in own[plan.blocks[block]].items():
                 total[key] += count * runs
     return total

@@ -18,7 +18,7 @@ from stratasim.kernel.grid import Grid
 from stratasim.network_layer.analytical import AnalyticalNetwork
 from stratasim.system_layer import SimulationResult, SystemOptions, simulate
 from stratasim.system_layer.engine.graph_plan import plan_graph
-from stratasim.system_layer.engine.macros import runnable_whole
+from stratasim.system_layer.engine.macros import _ordered_with_all, runnable_whole
 from stratasim.system_layer.trace import TraceDetail, TraceSelection
 from stratasim.v1 import workload_pb2
 from stratasim.workload_layer.traces.chakra import read_chakra_graphs
@@ -261,6 +261,28 @@ def test_a_block_runs_whole_only_alone_on_the_scheduler() -> None:
     assert runnable_whole(plan, 0, lambda npu: 0, 2) == {0, 1, 4}
     # With NPU 1 simulated in person, its tensor-parallel partner is not this NPU: nothing runs whole.
     assert runnable_whole(plan, 0, lambda npu: npu, 2) == frozenset()
+
+
+@given(st.data())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_blocks_ordered_with_every_marked_node_as_reachability_says(data: st.DataObject) -> None:
+    """Which marked nodes every other marked node is an ancestor or a descendant of: the chain short cut and the
+    bit sets agree with reachability worked out pair by pair."""
+    count = data.draw(st.integers(1, 9))
+    deps = [data.draw(st.sets(st.integers(0, index - 1), max_size=3)) if index else set() for index in range(count)]
+    marked = data.draw(st.lists(st.booleans(), min_size=count, max_size=count))
+    graph = workload_pb2.ExecutionGraph()
+    for index, before in enumerate(deps):
+        graph.nodes.add(id=index, type=workload_pb2.COMP_NODE, duration_ps=1, data_deps=sorted(before))
+    behind = [set(before) for before in deps]  # each node's ancestors, in id order
+    for index in range(count):
+        for dep in deps[index]:
+            behind[index] |= behind[dep]
+    related = [
+        bool(m) and all(i in behind[j] or j in behind[i] for j in range(count) if marked[j] and j != i)
+        for i, m in enumerate(marked)
+    ]
+    assert _ordered_with_all(plan_graph(graph, 0, 1), marked) == related
 
 
 def _write_blocked_trace(prefix: Path, graph: workload_pb2.ExecutionGraph, ranks: int = 2) -> None:

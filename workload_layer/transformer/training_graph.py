@@ -166,25 +166,29 @@ class _Emitter:
         """Run ``step``'s pass of ``block`` as a BLOCK_NODE named ``mb<micro-batch> <block>``. ``emit`` writes the
         pass's nodes once per distinct ``key`` (what decides them: identical layers share it), into a GraphBlock
         that every later pass with that key runs again; node names there lack the prefix the block node carries."""
-        by_identity = (id(block), *key[:1], *key[-1:])  # the block object, the pass and whether it gathers
+        by_identity = (id(block), key[0], key[-1])  # the block object, the pass and whether it gathers
         index = self._block_of.get(by_identity)
         if index is None:
             index = self._block_of[by_identity] = self._blocks.get(key, len(self._graph.blocks))
-        if index == len(self._graph.blocks):
-            self._blocks[key] = index
-            graph_block = self._graph.blocks.add(name=f"{block.name} {step.direction}")
-            outer_ready, self._ready = self._ready, []
-            self._nodes, self._input_grad = graph_block.nodes, None
-            emit()
-            sinks = set(range(len(graph_block.nodes))) - {d for node in graph_block.nodes for d in node.data_deps}
-            assert sinks == set(self._ready), "a pass must end in the nodes that nothing in it waits for"
-            self._nodes, self._ready, self._input_grad = self._graph.nodes, outer_ready, None
-            self._runs_something.append(bool(graph_block.nodes))
+            if index == len(self._graph.blocks):
+                self._new_block(step, block, key, emit)
         if self._runs_something[index]:  # a pass with nothing to run leaves no trace
             node_id = len(self._nodes)
             name = f"mb{step.micro_batch} {block.name}"
             self._nodes.add(id=node_id, name=name, type=workload_pb2.BLOCK_NODE, data_deps=self._ready, block=index)
             self._ready = [node_id]
+
+    def _new_block(self, step: Pass, block: Block, key: tuple[object, ...], emit: Callable[[], None]) -> None:
+        """Write the GraphBlock that passes with ``key`` run: ``emit``'s nodes, ``step``'s pass of ``block``."""
+        self._blocks[key] = len(self._graph.blocks)
+        graph_block = self._graph.blocks.add(name=f"{block.name} {step.direction}")
+        outer_ready, self._ready = self._ready, []
+        self._nodes, self._input_grad = graph_block.nodes, None
+        emit()
+        sinks = set(range(len(graph_block.nodes))) - {d for node in graph_block.nodes for d in node.data_deps}
+        assert sinks == set(self._ready), "a pass must end in the nodes that nothing in it waits for"
+        self._nodes, self._ready, self._input_grad = self._graph.nodes, outer_ready, None
+        self._runs_something.append(bool(graph_block.nodes))
 
     def _allocate(self, first: int, size: int) -> None:
         """Make the node at index ``first`` of the list being built (a pass's first, when it emitted any)
