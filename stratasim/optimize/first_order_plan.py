@@ -2,21 +2,35 @@
 reductions, optimizer steps and memory, each read from the builder's own accounting and priced once per distinct
 value (:class:`PlanPricer` caches by what decides each).
 
-Stages come in three kinds for an evenly split dense model: the first (the embedding), the last (the head) and
-the middle ones (identical to one another); with one stage, first and last are one. Every figure below is given
-per kind, as arrays indexed ``[first, middle, last]``.
+Stages come in three kinds for an evenly split model: the first (the embedding), the last (the head) and the
+middle ones (identical to one another); with one stage, first and last are one. Every figure below is given per
+kind, as arrays indexed ``[first, middle, last]``.
+
+The repeating unit of a chunk is a *period* of layers: one layer for a dense model, ``moe_every`` for a mixture of
+experts (an MoE layer then ``moe_every - 1`` dense ones, Megatron-core's ``moe_layer_freq``); every chunk starts a
+period when its layers are a whole number of them, so its passes are so many periods' passes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from stratasim.kernel import operators
 from stratasim.optimize.first_order_groups import GroupTimer
-from stratasim.optimize.first_order_passes import BlockTimes, ContextParallel, ZeroThree, block_times, with_zero3
+from stratasim.optimize.first_order_passes import (
+    BlockTimes,
+    Communication,
+    ContextParallel,
+    ZeroThree,
+    block_times,
+    with_zero3,
+)
+from stratasim.optimize.first_order_queues import Queued, queued_ends
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.workload_layer.transformer.blocks import (
+    Parameters,
     embedding_parameters,
     embedding_steps,
     head_parameters,
@@ -26,6 +40,7 @@ from stratasim.workload_layer.transformer.blocks import (
 )
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.memory import StageMemory, stage_memory
+from stratasim.workload_layer.transformer.moe import expert_groups
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
 from stratasim.workload_layer.transformer.pipeline_schedule import placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
@@ -46,7 +61,9 @@ class PlanFigures:
     micro_batches: int
     schedule: str
     chunk_layers: int
+    """The periods of layers in a model chunk (layers, for a dense model)."""
     layer: BlockTimes
+    """One period of layers' passes."""
     embedding: BlockTimes
     head: BlockTimes
     gather_ps: int
@@ -54,7 +71,8 @@ class PlanFigures:
     send_ps: tuple[int, ...]
     """The transfer from each stage to the next (``pp - 1`` of them, then the last stage's to the first)."""
     gradient_ps: tuple[tuple[int, int], ...]
-    """Per stage kind: the DP all-reduce (ZeRO 0) or reduce-scatter, and the all-gather (ZeRO 1 and 2; else 0)."""
+    """Per stage kind: the DP all-reduce (ZeRO 0) or reduce-scatter, and the all-gather (ZeRO 1 and 2; else 0);
+    with experts, when the last reduction the optimizer step waits for ends, and the last gather after it."""
     optimizer_ps: tuple[int, int, int]
     memory: StageMemory
     """The peak stage's memory (the builder's ``stage_memory``, largest total over the stages)."""
@@ -63,11 +81,15 @@ class PlanFigures:
 def unsupported(config: TransformerConfig) -> str | None:
     """Why the first-order model cannot estimate ``config``'s plan, or None."""
     plan, model = config.parallelism, config.model
-    if model.experts:
-        return "mixtures of experts (model.experts) are not modelled"
-    if plan.schedule == "dualpipev" and (plan.tp > 1 or plan.cp > 1):
+    if model.experts and model.routing is not None:
+        return "skewed expert routing (model.routing) is not modelled: the model routes evenly"
+    if model.experts and plan.zero == 3:
+        return "ZeRO-3 with mixtures of experts (model.experts) is not modelled"
+    if model.experts and plan.cp > 1:
+        return "context parallelism with mixtures of experts (model.experts) is not modelled"
+    if plan.schedule == "dualpipev" and (plan.tp > 1 or plan.cp > 1 or (model.experts and plan.ep > 1)):
         return (
-            "the dualpipev schedule with TP or CP: its overlapped forward-backward pairs hide one pass's "
+            "the dualpipev schedule with TP, CP or EP: its overlapped forward-backward pairs hide one pass's "
             "communication under the other's compute, which is not modelled"
         )
     if plan.schedule == "dualpipe":
@@ -82,20 +104,30 @@ def unsupported(config: TransformerConfig) -> str | None:
         return "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"
     if plan.stage_layers != "even" or plan.batch_split != "even":
         return "uneven stage_layers or batch_split are not modelled"
-    if config.model.layers % (plan.pp * plan.virtual_stages):
-        return "layers not divisible by pp * virtual_stages"
+    if config.model.layers % (plan.pp * plan.virtual_stages * period(config)):
+        return "layers not divisible by pp * virtual_stages" + (
+            " * moe_every (every model chunk a whole number of MoE periods)" if model.experts else ""
+        )
     return None
 
 
-def stage_parameters(config: TransformerConfig, stage: int) -> int:
-    """Parameters one TP rank of ``stage`` holds, as the builder counts its blocks' (an evenly split dense model):
-    its layers', the embedding's on the first stage and the head's on the last (on the first too in ZB-V's V)."""
+def period(config: TransformerConfig) -> int:
+    """The layers of one repeating period: ``moe_every`` for a mixture of experts, else 1."""
+    return config.model.moe_every if config.model.experts else 1
+
+
+def stage_parameters(config: TransformerConfig, stage: int) -> Parameters:
+    """Parameters one TP rank of ``stage`` holds, dense and expert, as the builder counts its blocks' (an evenly
+    split model): its layers', the embedding's on the first stage and the head's on the last (on the first too in
+    ZB-V's V)."""
     model, plan = config.model, config.parallelism
-    count = model.layers // plan.pp * layer_parameters(model, 0, plan.tp, plan.ep).dense
+    periods = model.layers // plan.pp // period(config)
+    layers = sum((layer_parameters(model, i, plan.tp, plan.ep) for i in range(period(config))), Parameters())
+    count = Parameters(periods * layers.dense, periods * layers.expert)
     if stage == 0:
-        count += embedding_parameters(model, plan.tp)
+        count += Parameters(embedding_parameters(model, plan.tp))
     if stage == (0 if placement(plan.schedule) == "v" else plan.pp - 1):
-        count += head_parameters(model, plan.tp, plan.pp)
+        count += Parameters(head_parameters(model, plan.tp, plan.pp))
     return count
 
 
@@ -125,15 +157,16 @@ class PlanPricer:
         # The middle stages never hold the most: the first holds as many layers, at least as many micro-batches'
         # activations in flight, and the embedding besides.
         memories = [
-            stage_memory(config, stage, parameters[i], micro_batches) for i, stage in ((0, 0), (2, plan.pp - 1))
+            stage_memory(config, stage, parameters[i].dense, micro_batches, parameters[i].expert)
+            for i, stage in ((0, 0), (2, plan.pp - 1))
         ]
-        shards = [count if plan.zero == 0 else -(-count // plan.shard_ranks) for count in parameters]  # memory._held
+        shards = [self._shard(config, count) for count in parameters]
         return PlanFigures(
             pp=plan.pp,
             virtual_stages=plan.virtual_stages,
             micro_batches=micro_batches,
             schedule=plan.schedule,
-            chunk_layers=config.model.layers // (plan.pp * plan.virtual_stages),
+            chunk_layers=config.model.layers // (plan.pp * plan.virtual_stages * period(config)),
             layer=layer,
             embedding=embedding,
             head=head,
@@ -157,6 +190,7 @@ class PlanPricer:
             plan.order,
             plan.scatter_gather,
             plan.schedule in SPLIT,
+            plan.ep,
         )
         known = self._blocks.get(key)
         if known is None:
@@ -165,18 +199,20 @@ class PlanPricer:
             gemm = None if gemm == dtype else gemm
             tensor = plan.micro_batch * config.local_seq_len * model.hidden * operators.dtype_bytes(dtype)
             group = self._group(config, "tp")
-            context = self._context(config)
 
             def tp(collective: str, size: int) -> int:
                 return self._timer.collective_ps(collective, size, group)
 
+            comm = Communication(tp, self._context(config), self._experts(config))
+
             def times(steps: Any, recompute: bool) -> BlockTimes:
                 split = plan.schedule in SPLIT
-                return block_times(steps, recompute, self._pricer, dtype, gemm, tensor, tp, context, split)
+                return block_times(steps, recompute, self._pricer, dtype, gemm, tensor, comm, split)
 
             gathers = plan.scatter_gather and not plan.sequence_parallel
+            layers = [times(layer_steps(config, i), plan.recompute == "full") for i in range(period(config))]
             known = (
-                times(layer_steps(config, 0), plan.recompute == "full"),
+                sum(layers[1:], layers[0]),
                 times(embedding_steps(config), False),
                 times(head_steps(config), False),
                 tp("all_gather", tensor) if gathers else 0,
@@ -194,6 +230,13 @@ class PlanPricer:
             return tuple(timer.send_ps(size, group[r - 1], group[r]) for r in range(len(group)))
 
         return ContextParallel(transfer, lambda size: timer.collective_ps("all_to_all", size, group))
+
+    def _experts(self, config: TransformerConfig) -> Callable[[int], int] | None:
+        """An all-to-all of so many bytes over the EP group (None without experts or EP)."""
+        if not config.model.experts or config.parallelism.ep < 2:
+            return None
+        group, timer = self._group(config, "ep"), self._timer
+        return lambda size: timer.collective_ps("all_to_all", size, group)
 
     def _sends(self, config: TransformerConfig) -> tuple[int, ...]:
         """Each stage's transfer to the next, as :class:`~stratasim.workload_layer.transformer.workload.TransformerWorkload`
@@ -239,23 +282,46 @@ class PlanPricer:
         shard, replica = ({d for d, _ in each} for each in spans)
         return bool(shard & replica)
 
-    def _gradients(self, config: TransformerConfig, stage: int, parameters: int) -> tuple[int, int]:
+    def _gradients(self, config: TransformerConfig, stage: int, parameters: Parameters) -> tuple[int, int]:
         """The gradient reduction after ``stage``'s last backward pass over its DP x CP group: (all-reduce, 0) of
         its one bucket, or with ZeRO 1 and 2 (reduce-scatter, all-gather). ZeRO 3's passes reduce-scatter each
         block's gradients: nothing is left, but with HSDP the all-reduce across the replicas of the shard of the
         stage's last block in backward order (the embedding on the first stage, else a layer); the earlier blocks'
-        are taken as done behind the passes that follow them."""
+        are taken as done behind the passes that follow them. With experts, :meth:`_with_experts`."""
         plan, model = config.parallelism, config.model
         if plan.zero == 3:
             dense = layer_parameters(model, 0, plan.tp, plan.ep).dense
             last = embedding_parameters(model, plan.tp) if stage == 0 else dense
             return self._replica_ps(config, last, stage), 0
-        size = parameters * operators.dtype_bytes(operators.parse_dtype(config.precision))
+        if parameters.expert:
+            return self._with_experts(config, stage, parameters)
+        size = parameters.dense * operators.dtype_bytes(operators.parse_dtype(config.precision))
         group = self._group(config, "data", stage)
         if plan.zero == 0:
             return self._timer.collective_ps("all_reduce", size, group), 0
         scatter = self._timer.collective_ps("reduce_scatter", size, group)
         return scatter, self._timer.collective_ps("all_gather", size, group)
+
+    def _with_experts(self, config: TransformerConfig, stage: int, parameters: Parameters) -> tuple[int, int]:
+        """The dense bucket's reduction over the DP x CP group and the expert one's over the expert-data-parallel
+        group, issued one after the other at once (and with ZeRO 1 and 2 each bucket's all-gather when its
+        reduce-scatter ends), through the NPU's queues (:func:`~stratasim.optimize.first_order_queues.queued_ends`):
+        when the last reduction the optimizer step waits for ends, and how long the last all-gather runs on after
+        it. With several chunks per collective, taken one after the other."""
+        element = operators.dtype_bytes(operators.parse_dtype(config.precision))
+        buckets = (
+            (parameters.dense * element, self._group(config, "data", stage)),
+            (parameters.expert * element, self._group(config, "expert_data", stage)),
+        )
+        kinds = ("all_reduce",) if config.parallelism.zero == 0 else ("reduce_scatter", "all_gather")
+        phases = [self._timer.phases_ps(kind, size, group) for kind in kinds for size, group in buckets]
+        if any(each is None for each in phases):
+            times = [self._timer.collective_ps(kind, size, group) for kind in kinds for size, group in buckets]
+            return sum(times[:2]), sum(times[2:])
+        after = (None, None, 0, 1)
+        ends = queued_ends([Queued(each or (), after=after[i]) for i, each in enumerate(phases)])
+        reduce = max(ends[:2])
+        return reduce, max(ends[2:], default=reduce) - reduce
 
     def _replica_ps(self, config: TransformerConfig, parameters: int, stage: int = 0) -> int:
         """HSDP: the all-reduce across ``stage``'s replicas of the gradient shard of a block of ``parameters``
@@ -265,6 +331,14 @@ class PlanPricer:
         shard = -(-parameters // len(self._group(config, "shard", stage)))
         size = shard * operators.dtype_bytes(operators.parse_dtype(config.precision))
         return self._timer.collective_ps("all_reduce", size, self._group(config, "replica", stage))
+
+    def _shard(self, config: TransformerConfig, parameters: Parameters) -> int:
+        """The parameters whose optimizer states a rank holds (``memory._held``): all of them, or from ZeRO 1 its
+        share of the dense ones over the DP group and of the expert ones over the expert-data-parallel group."""
+        plan = config.parallelism
+        if plan.zero == 0:
+            return parameters.total
+        return -(-parameters.dense // plan.shard_ranks) + -(-parameters.expert // (plan.dp // plan.ep))
 
     def _optimizer_ps(self, config: TransformerConfig, parameters: int) -> int:
         """The optimizer step over the ``parameters`` whose states the stage holds (its ZeRO shard)."""
@@ -276,16 +350,21 @@ class PlanPricer:
 
     def _group(self, config: TransformerConfig, axis: str, stage: int = 0) -> tuple[int, ...]:
         """The ``axis`` group of ``stage``'s first NPU (TP, CP and DP rank 0), laid out once per plan shape: one
-        axis's (``tp``, ``cp``, ``pp``), ``data`` (the DP x CP group gradients are reduced over), or HSDP's
-        ``shard`` (``data`` without HSDP) and ``replica`` groups."""
+        axis's (``tp``, ``cp``, ``pp``), ``data`` (the DP x CP group gradients are reduced over), HSDP's ``shard``
+        (``data`` without HSDP) and ``replica`` groups, or a mixture of experts' ``ep`` and ``expert_data`` groups
+        (:func:`~stratasim.workload_layer.transformer.moe.expert_groups`)."""
         plan = config.parallelism
-        key = (plan.order, plan.tp, plan.cp, plan.pp, plan.dp, plan.hsdp, axis, stage)
+        key = (plan.order, plan.tp, plan.cp, plan.pp, plan.dp, plan.hsdp, plan.ep, axis, stage)
         known = self._groups.get(key)
         if known is None:
             layout = plan.layout
             npu = layout.npu({"pp": stage})
             shard, replica = hsdp_groups(layout, npu, plan.hsdp)
-            if axis == "shard" and shard is not None:
+            if axis in ("ep", "expert_data"):
+                replicas = layout.group(npu, "dp")
+                ranks = expert_groups(0, plan.dp, plan.ep)[axis == "expert_data"]
+                known = tuple(replicas[d] for d in ranks)
+            elif axis == "shard" and shard is not None:
                 known = shard
             elif axis in ("data", "shard"):
                 known = layout.joint_group(npu, ("cp", "dp"))

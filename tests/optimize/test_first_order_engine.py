@@ -253,3 +253,95 @@ def test_memory_is_the_builders_peak_with_cp_hsdp_and_split_schedules(plan: dict
     assert isinstance(config, TransformerConfig)
     workload = TransformerWorkload(config)
     assert estimated == max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
+
+
+def _moe_study(plan: dict[str, Any], model: dict[str, Any]) -> Study:
+    data = copy.deepcopy(BASE)
+    data["workload"]["model"].update(model)
+    data["workload"]["parallelism"] = plan
+    return parse_study(data, "tiny.yaml")
+
+
+EXPERTS = {"experts": 8, "top_k": 2}
+MIXTURES = [
+    ({"tp": 4, "pp": 2, "dp": 4, "ep": 4, "global_batch": 32, "sequence_parallel": True}, EXPERTS),
+    ({"tp": 1, "pp": 2, "dp": 16, "ep": 4, "global_batch": 32}, EXPERTS),  # dense and expert buckets queue
+    ({"tp": 2, "pp": 2, "dp": 8, "ep": 8, "global_batch": 32, "zero": 1, "sequence_parallel": True}, EXPERTS),
+    (
+        {
+            "tp": 2,
+            "pp": 2,
+            "dp": 8,
+            "ep": 4,
+            "global_batch": 32,
+            "sequence_parallel": True,
+            "zero": 2,
+            "recompute": "full",
+        },
+        {**EXPERTS, "moe_every": 2},
+    ),
+    ({"tp": 1, "pp": 4, "dp": 8, "ep": 4, "global_batch": 32, "schedule": "zb_h1"}, EXPERTS),
+    (
+        {
+            "tp": 2,
+            "pp": 4,
+            "dp": 4,
+            "ep": 4,
+            "global_batch": 32,
+            "sequence_parallel": True,
+            "schedule": "interleaved",
+            "virtual_stages": 2,
+        },
+        {**EXPERTS, "activation": "swiglu"},
+    ),
+    (
+        {
+            "tp": 2,
+            "pp": 2,
+            "dp": 8,
+            "ep": 4,
+            "global_batch": 32,
+            "sequence_parallel": True,
+            "schedule": "zb_v",
+            "virtual_stages": 2,
+        },
+        {"experts": 8, "top_k": 1, "capacity_factor": 1.25},
+    ),
+]
+
+
+@pytest.mark.parametrize(("plan", "model"), MIXTURES, ids=lambda case: "-".join(f"{k}{v}" for k, v in case.items()))
+def test_mixtures_of_experts_are_the_engines_to_the_picosecond(plan: dict[str, Any], model: dict[str, Any]) -> None:
+    # Even routing: the dispatch and combine all-to-alls over the EP group on the stream, the expert GEMMs as the
+    # builder sizes them, a period of moe_every layers as the unit; after the last backward pass the dense bucket
+    # over the DP group and the expert one over the expert-data-parallel group, through the NPU's queues where they
+    # share a dimension (first_order_queues).
+    study = _moe_study(plan, model)
+    estimate, terms = _estimate(study)
+    assert estimate == run_study(study).result.total_time_ps
+    assert sum(terms.values()) == estimate
+    with FirstOrderModel(study) as first_order:
+        estimated = int(first_order.estimate([{}]).memory_bytes[0])
+    config = study.workload.config
+    assert isinstance(config, TransformerConfig)
+    workload = TransformerWorkload(config)
+    assert estimated == max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
+
+
+@pytest.mark.parametrize(
+    ("plan", "model", "reason"),
+    [
+        (
+            {"tp": 1, "pp": 4, "dp": 8, "ep": 8, "global_batch": 64, "schedule": "dualpipev", "virtual_stages": 2},
+            EXPERTS,
+            "the dualpipev schedule with TP, CP or EP",
+        ),
+        ({"tp": 1, "pp": 2, "dp": 16, "ep": 4, "global_batch": 32, "zero": 3}, EXPERTS, "ZeRO-3 with mixtures"),
+        ({"tp": 1, "pp": 2, "dp": 16, "ep": 4, "global_batch": 32}, {**EXPERTS, "moe_every": 3}, "moe_every"),
+    ],
+    ids=["dualpipev-ep", "zero3", "moe-every-3"],
+)
+def test_mixtures_it_cannot_price_are_declined(plan: dict[str, Any], model: dict[str, Any], reason: str) -> None:
+    config = _moe_study(plan, model).workload.config
+    assert isinstance(config, TransformerConfig)
+    assert reason in (unsupported(config) or "")
