@@ -191,6 +191,7 @@ class PlanPricer:
             plan.scatter_gather,
             plan.schedule in SPLIT,
             plan.ep,
+            *(self._group(config, axis) for axis in ("tp", "cp", "ep")),  # where they sit: the layout's shape
         )
         known = self._blocks.get(key)
         if known is None:
@@ -305,7 +306,8 @@ class PlanPricer:
     def _with_experts(self, config: TransformerConfig, stage: int, parameters: Parameters) -> tuple[int, int]:
         """The dense bucket's reduction over the DP x CP group and the expert one's over the expert-data-parallel
         group, issued one after the other at once (and with ZeRO 1 and 2 each bucket's all-gather when its
-        reduce-scatter ends), through the NPU's queues (:func:`~stratasim.optimize.first_order_queues.queued_ends`):
+        reduce-scatter ends; on one group, with ``ep = 1``, each collective after the one before, in program order),
+        through the NPU's queues (:func:`~stratasim.optimize.first_order_queues.queued_ends`):
         when the last reduction the optimizer step waits for ends, and how long the last all-gather runs on after
         it. With several chunks per collective, taken one after the other."""
         element = operators.dtype_bytes(operators.parse_dtype(config.precision))
@@ -318,7 +320,7 @@ class PlanPricer:
         if any(each is None for each in phases):
             times = [self._timer.collective_ps(kind, size, group) for kind in kinds for size, group in buckets]
             return sum(times[:2]), sum(times[2:])
-        after = (None, None, 0, 1)
+        after = (None, 0, 1, 2) if buckets[0][1] == buckets[1][1] else (None, None, 0, 1)
         ends = queued_ends([Queued(each or (), after=after[i]) for i, each in enumerate(phases)])
         reduce = max(ends[:2])
         return reduce, max(ends[2:], default=reduce) - reduce
