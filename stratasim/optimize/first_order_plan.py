@@ -100,8 +100,10 @@ def unsupported(config: TransformerConfig) -> str | None:
         return (
             f"ZeRO-3 under the {plan.schedule} schedule (gradients scattered after the weight passes) is not modelled"
         )
-    if plan.dp_bucket is not None:
-        return "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"
+    if plan.dp_bucket is not None and plan.zero < 3 and (plan.virtual_stages > 1 or plan.schedule in SPLIT):
+        return "gradient buckets (parallelism.dp_bucket) under the interleaved or a split schedule are not modelled"
+    if plan.dp_bucket is not None and plan.zero < 3 and model.experts:
+        return "gradient buckets (parallelism.dp_bucket) with mixtures of experts are not modelled"
     if plan.stage_layers != "even" or plan.batch_split != "even":
         return "uneven stage_layers or batch_split are not modelled"
     if config.model.layers % (plan.pp * plan.virtual_stages * period(config)):
@@ -172,7 +174,12 @@ class PlanPricer:
             head=head,
             gather_ps=gather,
             send_ps=self._sends(config),
-            gradient_ps=tuple(self._gradients(config, stage, count) for stage, count in zip(kinds, parameters)),
+            gradient_ps=tuple(
+                self._bucketed(config, stage, (layer, embedding, head))
+                if plan.dp_bucket is not None and plan.zero < 3
+                else self._gradients(config, stage, count)
+                for stage, count in zip(kinds, parameters)
+            ),
             optimizer_ps=tuple(self._optimizer_ps(config, count) for count in shards),  # type: ignore[arg-type]
             memory=max(memories, key=lambda memory: memory.total_bytes),
         )
@@ -302,6 +309,53 @@ class PlanPricer:
             return self._timer.collective_ps("all_reduce", size, group), 0
         scatter = self._timer.collective_ps("reduce_scatter", size, group)
         return scatter, self._timer.collective_ps("all_gather", size, group)
+
+    def _bucketed(self, config: TransformerConfig, stage: int, blocks: tuple[BlockTimes, ...]) -> tuple[int, int]:
+        """The gradient buckets of ``stage`` (one model chunk: its last pass is its last backward pass) as
+        PyTorch DDP and the emitter reduce them: a block's gradients join the open bucket when its backward pass
+        ends (the head first, then the layers, the embedding last), each bucket full at ``dp_bucket`` bytes is
+        reduced at once and the rest after the pass, over the DP group, each collective after the one before
+        (with ZeRO 1 and 2 a bucket's all-gather when its reduce-scatter ends): when the last reduction ends after
+        the pass, and how long the last all-gather runs on. ``blocks`` are the (layer, embedding, head) passes.
+
+        Exact when the DP group shares no network dimension with the TP and CP groups, whose collectives in the
+        passes would otherwise queue behind the buckets' (:class:`ValueError` then: the plan is declined)."""
+        plan, model = config.parallelism, config.model
+        group = self._group(config, "data", stage)
+        dims = {d for d, _ in self._timer.spans(group)}
+        if any(dims & {d for d, _ in self._timer.spans(self._group(config, axis))} for axis in ("tp", "cp")):
+            raise ValueError(
+                "gradient buckets (parallelism.dp_bucket) on a DP group sharing a network dimension with the TP or "
+                "CP group are not modelled: the passes' collectives would queue behind the buckets'"
+            )
+        layer, embedding, head = ((b.backward.total, p) for b, p in zip(blocks, self._block_parameters(config)))
+        order = [head] if stage == plan.pp - 1 else []
+        order += [layer] * (model.layers // plan.pp)
+        order += [embedding] if stage == 0 else []
+        element = operators.dtype_bytes(operators.parse_dtype(config.precision))
+        issued, at, bucket = [], 0, 0
+        for duration, count in order:
+            at, bucket = at + duration, bucket + count * element
+            if bucket >= (plan.dp_bucket or 0):
+                issued.append((at, bucket))
+                bucket = 0
+        issued += [(at, bucket)] if bucket else []
+        kinds = ("all_reduce",) if plan.zero == 0 else ("reduce_scatter", "all_gather")
+        end = reduced = 0
+        for time, size in issued:
+            for kind in kinds:
+                end = max(end, time) + self._timer.collective_ps(kind, size, group)
+                reduced = end if kind != "all_gather" else reduced
+        return reduced - at, end - reduced
+
+    def _block_parameters(self, config: TransformerConfig) -> tuple[int, int, int]:
+        """The parameters of a layer, the embedding and the head on one TP rank."""
+        model, plan = config.model, config.parallelism
+        return (
+            layer_parameters(model, 0, plan.tp, plan.ep).dense,
+            embedding_parameters(model, plan.tp),
+            head_parameters(model, plan.tp, plan.pp),
+        )
 
     def _with_experts(self, config: TransformerConfig, stage: int, parameters: Parameters) -> tuple[int, int]:
         """The dense bucket's reduction over the DP x CP group and the expert one's over the expert-data-parallel

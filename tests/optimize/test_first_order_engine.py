@@ -253,3 +253,37 @@ def test_memory_is_the_builders_peak_with_cp_hsdp_and_split_schedules(plan: dict
     assert isinstance(config, TransformerConfig)
     workload = TransformerWorkload(config)
     assert estimated == max(workload.stage_memory(stage).total_bytes for stage in range(config.parallelism.pp))
+
+
+BUCKETS = [
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "dp_bucket": "20MB"},
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "dp_bucket": "50MB", "schedule": "gpipe", "zero": 1},
+    {"tp": 8, "pp": 1, "dp": 4, "global_batch": 32, "dp_bucket": "25MB", "zero": 2, "sequence_parallel": True},
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "dp_bucket": "8MB", "scatter_gather": True, "recompute": "full"},
+    {"tp": 2, "pp": 2, "dp": 8, "global_batch": 32, "dp_bucket": "20MB"},
+]
+
+
+@pytest.mark.parametrize("plan", BUCKETS, ids=lambda plan: "-".join(f"{k}{v}" for k, v in plan.items()))
+def test_gradient_buckets_are_the_engines_to_the_picosecond(plan: dict[str, Any]) -> None:
+    # Each bucket reduced when its last block's backward pass ends (head first, embedding last), one collective
+    # after another on the DP group, the rest after the pass (first_order_plan.PlanPricer._bucketed).
+    study = _study(plan)
+    estimate, terms = _estimate(study)
+    assert estimate == run_study(study).result.total_time_ps
+    assert sum(terms.values()) == estimate
+
+
+@pytest.mark.parametrize(
+    ("plan", "reason"),
+    [
+        ({"tp": 2, "pp": 1, "dp": 16, "global_batch": 32, "dp_bucket": "20MB"}, "sharing a network dimension"),
+        ({**BUCKETS[0], "schedule": "interleaved", "virtual_stages": 2}, "interleaved or a split schedule"),
+        ({**BUCKETS[0], "schedule": "zb_h1"}, "interleaved or a split schedule"),
+    ],
+    ids=["shared-dimension", "interleaved", "zb_h1"],
+)
+def test_gradient_buckets_it_cannot_price_are_declined(plan: dict[str, Any], reason: str) -> None:
+    with FirstOrderModel(_study(plan)) as model:
+        _, declined = model.estimate_supported([{}])
+    assert reason in declined[0]
