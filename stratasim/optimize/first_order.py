@@ -25,8 +25,10 @@ the last stage to the first):
   stage's reduction starting after its own last weight pass;
 - memory: the builder's ``stage_memory``, the largest over the stages.
 
-Context parallelism and HSDP change the passes and groups, not these formulas
-(:mod:`stratasim.optimize.first_order_passes`, :mod:`stratasim.optimize.first_order_plan`).
+Context parallelism, HSDP and mixtures of experts change the passes and groups, not these formulas
+(:mod:`stratasim.optimize.first_order_passes`, :mod:`stratasim.optimize.first_order_plan`); with experts, or with
+gradient buckets, ``R_s`` is when the stage's last reduction ends after its last pass, the collectives queued as the
+NPU runs them (:mod:`stratasim.optimize.first_order_queues`).
 
 The terms of :data:`TERMS` sum to the iteration time exactly: the busiest stage's work split by kind, the bubble,
 the pipeline transfers, and the tail after the pipeline split into the exposed DP communication and the first
