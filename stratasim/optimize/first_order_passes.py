@@ -10,7 +10,8 @@ weight-gradient GEMM: the stream waits for whichever ends last. Full recomputati
 again before its backward chain; selective recomputation runs the recomputed steps' forward operators inside it.
 
 With context parallelism, the Ulysses core's all-to-alls (two each way) hold the stream around its full-sequence
-kernel; ring attention's ``cp`` kernels run while the key-value blocks go round (:func:`ring_core_ps`). A mixture
+kernel; ring attention's ``cp`` kernels run while the key-value blocks go round (:func:`ring_core_ps`); the
+all-gather variant's gather (and backward scatter) of the keys and values hold it around its two kernels. A mixture
 of experts' dispatch and combine all-to-alls over the EP group hold the stream too (both passes), as the emitter
 issues them after everything the stream waits for.
 
@@ -26,10 +27,17 @@ from dataclasses import dataclass
 from stratasim.kernel import operators
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.v1 import compute_pb2
-from stratasim.workload_layer.transformer.step_operators import Role, ring_merges, ring_operators, step_operator
+from stratasim.workload_layer.transformer.step_operators import (
+    Role,
+    gathered_operators,
+    ring_merges,
+    ring_operators,
+    step_operator,
+)
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
+    GatheredAttention,
     Gemm,
     Pointwise,
     Recompute,
@@ -58,10 +66,11 @@ TP group; 0 for a group of one."""
 @dataclass(frozen=True)
 class ContextParallel:
     """The CP group's communication of so many bytes, in ps: ``transfers`` a ring-attention key-value block (or its
-    gradients) into each member from the one before it in the ring, ``all_to_all`` a Ulysses all-to-all."""
+    gradients) into each member from the one before it in the ring, ``collective`` a collective over the group
+    (a Ulysses all-to-all, the all-gather CP's gather and scatter)."""
 
     transfers: Callable[[int], tuple[int, ...]]
-    all_to_all: Callable[[int], int]
+    collective: TensorCollective
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,20 @@ class _Chain:
         links = context.transfers(step.kv_elements * self.element)
         self.ready += ring_core_ps(local, ring, links, backward) + final
 
+    def gathered(self, step: GatheredAttention, backward: bool, recomputing: bool, context: ContextParallel) -> None:
+        """Transformer Engine's all-gather CP next on the stream: the keys and values all-gathered over the CP
+        group, its two kernels, and backward the key-value gradients reduce-scattered, each waited for
+        (:func:`~stratasim.workload_layer.transformer.ring_attention.gathered_attention`)."""
+        size = step.ranks * step.kv_elements * self.element
+        kernels = self._total(gathered_operators(step, backward, self._dtype))
+        if recomputing:
+            self.recompute += kernels
+        else:
+            self.compute += kernels
+        exchanged = context.collective("all_gather", size)
+        exchanged += context.collective("reduce_scatter", size) if backward else 0
+        self.ready += exchanged + kernels
+
     def _total(self, ops: Sequence[compute_pb2.OperatorDesc]) -> int:
         """The summed time of ``ops``, run one after another."""
         return sum(self._pricer.durations_ps(list(ops))) if ops else 0
@@ -253,10 +276,12 @@ def _exchange(chain: _Chain, step: AllToAll | RingAttention, backward: bool, aga
     context = comm.context
     if context is None:
         return  # a CP group of one: the emitter adds no all-to-all
-    if isinstance(step, RingAttention):
+    if isinstance(step, GatheredAttention):
+        chain.gathered(step, backward, again, context)
+    elif isinstance(step, RingAttention):
         chain.ring(step, backward, again, context)
     else:
-        chain.wait(context.all_to_all(step.elements * chain.element))
+        chain.wait(context.collective("all_to_all", step.elements * chain.element))
 
 
 def block_times(

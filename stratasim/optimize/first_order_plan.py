@@ -94,8 +94,6 @@ def unsupported(config: TransformerConfig) -> str | None:
         )
     if plan.schedule == "dualpipe":
         return "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
-    if plan.cp > 1 and plan.cp_comm_type == "all_gather":
-        return "context parallelism with cp_comm_type: all_gather (keys and values gathered) is not modelled"
     if plan.schedule in SPLIT and plan.zero == 3:
         return (
             f"ZeRO-3 under the {plan.schedule} schedule (gradients scattered after the weight passes) is not modelled"
@@ -237,7 +235,7 @@ class PlanPricer:
         def transfer(size: int) -> tuple[int, ...]:
             return tuple(timer.send_ps(size, group[r - 1], group[r]) for r in range(len(group)))
 
-        return ContextParallel(transfer, lambda size: timer.collective_ps("all_to_all", size, group))
+        return ContextParallel(transfer, lambda kind, size: timer.collective_ps(kind, size, group))
 
     def _experts(self, config: TransformerConfig) -> Callable[[int], int] | None:
         """An all-to-all of so many bytes over the EP group (None without experts or EP)."""

@@ -17,7 +17,6 @@ import pytest
 
 from stratasim.config.study_file import Study, load_study, parse_study
 from stratasim.optimize import TERMS, FirstOrderModel
-from stratasim.optimize.first_order_plan import unsupported
 from stratasim.study.run import run_study
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
@@ -159,27 +158,22 @@ CONTEXT_PARALLEL = [
     {"tp": 4, "cp": 2, "pp": 2, "dp": 2, "global_batch": 16, "recompute": "full", "zero": 1},
     {"tp": 2, "cp": 2, "pp": 2, "dp": 4, "global_batch": 16, "schedule": "interleaved", "virtual_stages": 2},
     {"tp": 1, "cp": 8, "pp": 1, "dp": 4, "global_batch": 16, "zero": 2},
+    {"tp": 4, "cp": 2, "pp": 2, "dp": 2, "global_batch": 16, "cp_comm_type": "all_gather"},
+    {"tp": 2, "cp": 4, "pp": 2, "dp": 2, "global_batch": 16, "cp_comm_type": "all_gather", "recompute": "full"},
+    {"tp": 2, "cp": 2, "pp": 4, "dp": 2, "global_batch": 16, "cp_comm_type": "all_gather", "schedule": "zb_h1"},
+    {"tp": 1, "cp": 8, "pp": 1, "dp": 4, "global_batch": 16, "cp_comm_type": "all_gather", "zero": 2},
 ]
 
 
 @pytest.mark.parametrize("plan", CONTEXT_PARALLEL, ids=lambda plan: "-".join(f"{k}{v}" for k, v in plan.items()))
 def test_context_parallelism_is_the_engines_to_the_picosecond(plan: dict[str, Any]) -> None:
     # Ring attention's core walked step by step as ring_attention.py emits it (first_order_passes.ring_core_ps),
-    # Transformer Engine's merges after each kernel included; Ulysses' all-to-alls on the stream, the gradients
-    # reduced over the DP x CP group.
+    # Transformer Engine's merges after each kernel included; Ulysses' all-to-alls and the all-gather variant's
+    # gather and scatter on the stream, the gradients reduced over the DP x CP group.
     study = _study(plan)
     estimate, terms = _estimate(study)
     assert estimate == run_study(study).result.total_time_ps
     assert sum(terms.values()) == estimate
-
-
-def test_all_gather_context_parallelism_is_declined() -> None:
-    plan = {"tp": 4, "cp": 2, "pp": 2, "dp": 2, "global_batch": 16, "cp_comm_type": "all_gather"}
-    config = _study(plan).workload.config
-    assert isinstance(config, TransformerConfig)
-    assert unsupported(config) == (
-        "context parallelism with cp_comm_type: all_gather (keys and values gathered) is not modelled"
-    )
 
 
 @pytest.mark.parametrize(
