@@ -46,7 +46,7 @@ from stratasim.workload_layer.transformer.pipeline_schedule import placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 
-__all__ = ["SPLIT", "PlanFigures", "PlanPricer", "stage_parameters", "unsupported"]
+__all__ = ["SPLIT", "PlanFigures", "PlanPricer", "replica_micro_batches", "stage_parameters", "unsupported"]
 
 SPLIT = ("zb_h1", "zb_v", "dualpipev")
 """The split schedules the model walks pass by pass (:mod:`stratasim.optimize.first_order_walk`)."""
@@ -102,13 +102,23 @@ def unsupported(config: TransformerConfig) -> str | None:
         return "gradient buckets (parallelism.dp_bucket) under the interleaved or a split schedule are not modelled"
     if plan.dp_bucket is not None and plan.zero < 3 and model.experts:
         return "gradient buckets (parallelism.dp_bucket) with mixtures of experts are not modelled"
-    if plan.stage_layers != "even" or plan.batch_split != "even":
-        return "uneven stage_layers or batch_split are not modelled"
+    if plan.stage_layers != "even":
+        return "uneven stage_layers are not modelled"
+    if plan.batch_split == "by_device":
+        return "batch_split: by_device is not modelled (the counts come from the devices' throughput)"
     if config.model.layers % (plan.pp * plan.virtual_stages * period(config)):
         return "layers not divisible by pp * virtual_stages" + (
             " * moe_every (every model chunk a whole number of MoE periods)" if model.experts else ""
         )
     return None
+
+
+def replica_micro_batches(config: TransformerConfig) -> int:
+    """The micro-batches of the busiest DP replica's pipeline: with an uneven ``batch_split`` the others reach each
+    gradient reduction early and wait for it there, so it sets the iteration and the activations held."""
+    plan = config.parallelism
+    split = plan.batch_split
+    return max(split) if isinstance(split, tuple) else plan.batch // (plan.micro_batch * plan.dp)
 
 
 def period(config: TransformerConfig) -> int:
@@ -151,7 +161,7 @@ class PlanPricer:
             layer = with_zero3(layer, self._zero3(config, layer_parameters(model, 0, plan.tp, plan.ep).dense))
             embedding = with_zero3(embedding, self._zero3(config, embedding_parameters(model, plan.tp)))
             head = with_zero3(head, self._zero3(config, head_parameters(model, plan.tp, plan.pp)))
-        micro_batches = plan.batch // (plan.micro_batch * plan.dp)
+        micro_batches = replica_micro_batches(config)
         kinds = (0, min(1, plan.pp - 1), plan.pp - 1)
         parameters = [stage_parameters(config, stage) for stage in kinds]
         # The middle stages never hold the most: the first holds as many layers, at least as many micro-batches'

@@ -281,3 +281,36 @@ def test_gradient_buckets_it_cannot_price_are_declined(plan: dict[str, Any], rea
     with FirstOrderModel(_study(plan)) as model:
         _, declined = model.estimate_supported([{}])
     assert reason in declined[0]
+
+
+UNEVEN_BATCHES = [
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "batch_split": [10, 8, 8, 6]},
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "batch_split": [6, 8, 8, 10], "zero": 1, "schedule": "gpipe"},
+    {
+        "tp": 2,
+        "pp": 4,
+        "dp": 4,
+        "global_batch": 64,
+        "batch_split": [12, 20, 16, 16],
+        "schedule": "interleaved",
+        "virtual_stages": 2,
+    },
+    {"tp": 2, "pp": 4, "dp": 4, "global_batch": 32, "batch_split": [8, 10, 8, 6], "schedule": "zb_h1"},
+    {"tp": 8, "pp": 1, "dp": 4, "global_batch": 32, "batch_split": [9, 7, 8, 8], "zero": 2},
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "batch_split": [10, 8, 8, 6], "dp_bucket": "20MB", "zero": 1},
+]
+
+
+@pytest.mark.parametrize("plan", UNEVEN_BATCHES, ids=lambda plan: "-".join(f"{k}{v}" for k, v in plan.items()))
+def test_uneven_batch_splits_are_the_engines_to_the_picosecond(plan: dict[str, Any]) -> None:
+    # The busiest replica's pipeline sets the pace: the others wait for it at each gradient reduction
+    # (first_order_plan.replica_micro_batches); its activations are the peak.
+    study = _study(plan)
+    estimate, terms = _estimate(study)
+    assert estimate == run_study(study).result.total_time_ps
+    assert sum(terms.values()) == estimate
+    with FirstOrderModel(study) as model:
+        estimated = int(model.estimate([{}]).memory_bytes[0])
+    config = study.workload.config
+    assert isinstance(config, TransformerConfig)
+    assert estimated == max(TransformerWorkload(config).memory_per_npu_bytes())
