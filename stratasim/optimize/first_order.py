@@ -20,7 +20,7 @@ the last stage to the first):
 - ZeRO 3: each block's passes carry their gathers and scatters
   (:func:`~stratasim.optimize.first_order_passes.with_zero3`, an approximation), nothing is left after the
   pipeline but the optimizer step;
-- ZB-H1, ZB-V, DualPipeV (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is
+- ZB-H1, ZB-V, DualPipe, DualPipeV (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is
   walked pass by pass in the schedule's order (:func:`~stratasim.optimize.first_order_walk.stage_ends`), each
   stage's reduction starting after its own last weight pass;
 - memory: the builder's ``stage_memory``, the largest over the stages.
@@ -318,7 +318,8 @@ def _walked_ends(f: PlanFigures) -> tuple[int, int, int]:
     """When the first, the latest middle and the last stage end a split schedule's pipeline
     (:func:`~stratasim.optimize.first_order_walk.stage_ends`), from one micro-batch's passes per chunk."""
     where = placement(f.schedule)
-    last = f.pp * f.virtual_stages - 1
+    chunks = 2 if where == "dual" else f.virtual_stages  # DualPipe: one chunk of each model copy per stage
+    last = f.pp * (1 if where == "dual" else f.virtual_stages) - 1
 
     def passes(position: int) -> tuple[int, int, int]:
         times = [
@@ -329,9 +330,7 @@ def _walked_ends(f: PlanFigures) -> tuple[int, int, int]:
         ]
         return times[0], times[1], times[2]
 
-    durations = [
-        [passes(position) for position in chunk_positions(where, s, f.pp, f.virtual_stages)] for s in range(f.pp)
-    ]
+    durations = [[passes(position) for position in chunk_positions(where, s, f.pp, chunks)] for s in range(f.pp)]
     ends = stage_ends(f.schedule, f.micro_batches, durations, f.send_ps[:-1], where, f.gather_ps)
     middle = max(ends[1:-1], default=ends[0])
     return ends[0], middle, ends[-1]

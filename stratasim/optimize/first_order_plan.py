@@ -42,13 +42,13 @@ from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.memory import StageMemory, stage_memory
 from stratasim.workload_layer.transformer.moe import expert_groups
 from stratasim.workload_layer.transformer.optimizer import optimizer_step
-from stratasim.workload_layer.transformer.pipeline_schedule import placement
+from stratasim.workload_layer.transformer.pipeline_schedule import chunk_positions, placement
 from stratasim.workload_layer.transformer.rank_layout import hsdp_groups
 from stratasim.workload_layer.transformer.shard_casts import casts_apply, gradient_accumulate, parameter_cast
 
 __all__ = ["SPLIT", "PlanFigures", "PlanPricer", "replica_micro_batches", "stage_parameters", "unsupported"]
 
-SPLIT = ("zb_h1", "zb_v", "dualpipev")
+SPLIT = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
 """The split schedules the model walks pass by pass (:mod:`stratasim.optimize.first_order_walk`)."""
 
 
@@ -87,13 +87,13 @@ def unsupported(config: TransformerConfig) -> str | None:
         return "ZeRO-3 with mixtures of experts (model.experts) is not modelled"
     if model.experts and plan.cp > 1:
         return "context parallelism with mixtures of experts (model.experts) is not modelled"
-    if plan.schedule == "dualpipev" and (plan.tp > 1 or plan.cp > 1 or (model.experts and plan.ep > 1)):
+    if plan.schedule in ("dualpipe", "dualpipev") and (plan.tp > 1 or plan.cp > 1 or (model.experts and plan.ep > 1)):
         return (
-            "the dualpipev schedule with TP, CP or EP: its overlapped forward-backward pairs hide one pass's "
+            f"the {plan.schedule} schedule with TP, CP or EP: its overlapped forward-backward pairs hide one pass's "
             "communication under the other's compute, which is not modelled"
         )
-    if plan.schedule == "dualpipe":
-        return "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
+    if plan.schedule == "dualpipe" and model.experts:
+        return "the dualpipe schedule with mixtures of experts (model.experts) is not modelled"
     if plan.schedule in SPLIT and plan.zero == 3:
         return (
             f"ZeRO-3 under the {plan.schedule} schedule (gradients scattered after the weight passes) is not modelled"
@@ -131,12 +131,15 @@ def stage_parameters(config: TransformerConfig, stage: int) -> Parameters:
     split model): its layers', the embedding's on the first stage and the head's on the last (on the first too in
     ZB-V's V)."""
     model, plan = config.model, config.parallelism
-    periods = model.layers // plan.pp // period(config)
+    where = placement(plan.schedule)
+    positions = chunk_positions(where, stage, plan.pp, plan.chunks_per_stage)
+    chunks = plan.pp * (1 if where == "dual" else plan.chunks_per_stage)  # the model's (one copy's, under dual)
+    periods = model.layers // chunks * len(positions) // period(config)
     layers = sum((layer_parameters(model, i, plan.tp, plan.ep) for i in range(period(config))), Parameters())
     count = Parameters(periods * layers.dense, periods * layers.expert)
-    if stage == 0:
+    if 0 in positions:
         count += Parameters(embedding_parameters(model, plan.tp))
-    if stage == (0 if placement(plan.schedule) == "v" else plan.pp - 1):
+    if chunks - 1 in positions:
         count += Parameters(head_parameters(model, plan.tp, plan.pp))
     return count
 
@@ -166,9 +169,10 @@ class PlanPricer:
         parameters = [stage_parameters(config, stage) for stage in kinds]
         # The middle stages never hold the most: the first holds as many layers, at least as many micro-batches'
         # activations in flight, and the embedding besides.
+        # Under DualPipe the middle stages hold two chunks' activations in flight: every kind is asked.
+        asked = enumerate(kinds) if plan.schedule == "dualpipe" else ((0, 0), (2, plan.pp - 1))
         memories = [
-            stage_memory(config, stage, parameters[i].dense, micro_batches, parameters[i].expert)
-            for i, stage in ((0, 0), (2, plan.pp - 1))
+            stage_memory(config, stage, parameters[i].dense, micro_batches, parameters[i].expert) for i, stage in asked
         ]
         shards = [self._shard(config, count) for count in parameters]
         return PlanFigures(
@@ -313,6 +317,8 @@ class PlanPricer:
             return self._with_experts(config, stage, parameters)
         size = parameters.dense * operators.dtype_bytes(operators.parse_dtype(config.precision))
         group = self._group(config, "data", stage)
+        if plan.schedule == "dualpipe":
+            return self._with_mirror(config, stage, size)
         if plan.zero == 0:
             return self._timer.collective_ps("all_reduce", size, group), 0
         scatter = self._timer.collective_ps("reduce_scatter", size, group)
@@ -364,6 +370,27 @@ class PlanPricer:
             embedding_parameters(model, plan.tp),
             head_parameters(model, plan.tp, plan.pp),
         )
+
+    def _with_mirror(self, config: TransformerConfig, stage: int, size: int) -> tuple[int, int]:
+        """DualPipe: the DP reduction of the stage's ``size`` bytes of gradients (both its model copies' chunks)
+        and, issued next, the all-reduce of the same gradients with the stage's mirror (stage ``pp - 1 - s``, which
+        holds the same two chunks) through the NPU's queues: when the later reduction ends, and how long the DP
+        all-gather (ZeRO 1 and 2) runs on after it."""
+        plan = config.parallelism
+        data = self._group(config, "data", stage)
+        mirror = tuple(sorted(plan.layout.npu({"pp": s}) for s in {stage, plan.pp - 1 - stage}))
+        kinds = ("all_reduce",) if plan.zero == 0 else ("reduce_scatter", "all_gather")
+        phases = [self._timer.phases_ps(kind, size, data) for kind in kinds]
+        mirrored = self._timer.phases_ps("all_reduce", size, mirror)
+        if mirrored is None or any(each is None for each in phases):
+            times = [self._timer.collective_ps(kind, size, data) for kind in kinds]
+            mirror_ps = self._timer.collective_ps("all_reduce", size, mirror)
+            return max(times[0], mirror_ps), sum(times[1:])
+        collectives = [Queued(phases[0] or ()), Queued(mirrored)]
+        collectives += [Queued(phases[1] or (), after=0)] if len(phases) > 1 else []
+        ends = queued_ends(collectives)
+        reduce = max(ends[:2])
+        return reduce, max(ends[2:], default=reduce) - reduce
 
     def _with_experts(self, config: TransformerConfig, stage: int, parameters: Parameters) -> tuple[int, int]:
         """The dense bucket's reduction over the DP x CP group and the expert one's over the expert-data-parallel

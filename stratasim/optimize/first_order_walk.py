@@ -1,4 +1,4 @@
-"""The pipeline of a split schedule (ZB-H1, ZB-V, DualPipeV), walked pass by pass in the schedule's own order.
+"""The pipeline of a split schedule (ZB-H1, ZB-V, DualPipe, DualPipeV), walked pass by pass in the schedule's own order.
 
 Where no closed form holds for every pass time, each stage runs its passes in
 :func:`~stratasim.workload_layer.transformer.pipeline_schedule.pipeline_order`'s order, each as soon as the stage is

@@ -23,7 +23,10 @@ from stratasim.optimize import FirstOrderModel
 from tests.optimize.test_first_order_engine import BASE
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
-DUALPIPE = "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
+DUALPIPE = (
+    "the dualpipe schedule with TP, CP or EP: its overlapped forward-backward pairs hide one pass's communication "
+    "under the other's compute, which is not modelled"
+)
 
 
 def _sweep(tmp_path: Path, **changes: Any) -> Path:

@@ -211,6 +211,9 @@ ZERO_BUBBLE = [
     {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "schedule": "zb_v", "virtual_stages": 2},
     {"tp": 2, "pp": 4, "dp": 4, "global_batch": 32, "schedule": "zb_v", "virtual_stages": 2, "scatter_gather": True},
     {"tp": 1, "pp": 4, "dp": 8, "global_batch": 64, "schedule": "dualpipev", "virtual_stages": 2},
+    {"tp": 1, "pp": 4, "dp": 8, "global_batch": 64, "schedule": "dualpipe"},
+    {"tp": 1, "pp": 4, "dp": 8, "global_batch": 64, "schedule": "dualpipe", "zero": 1},
+    {"tp": 1, "pp": 2, "dp": 16, "global_batch": 64, "schedule": "dualpipe", "zero": 2},
 ]
 
 
@@ -218,8 +221,9 @@ ZERO_BUBBLE = [
 def test_split_schedules_walked_pass_by_pass_are_the_engines_to_the_picosecond(plan: dict[str, Any]) -> None:
     # Each stage's F, B and W passes in pipeline_order's order, each when the stage is free and its input has
     # crossed (first_order_walk.stage_ends; ZB-V's V hands over locally at its bottom); the gradients reduced
-    # after the stage's last W. DualPipeV's overlapped pairs run back to back: exact without TP or CP, whose
-    # communication the engine hides under the paired pass (declined).
+    # after the stage's last W. DualPipe's and DualPipeV's overlapped pairs run back to back: exact without TP or
+    # CP, whose communication the engine hides under the paired pass (declined); DualPipe's mirror all-reduce
+    # queued beside the DP reduction.
     study = _study(plan)
     estimate, terms = _estimate(study)
     assert estimate == run_study(study).result.total_time_ps
@@ -233,11 +237,12 @@ def test_split_schedules_walked_pass_by_pass_are_the_engines_to_the_picosecond(p
         ZERO_BUBBLE[3],
         ZERO_BUBBLE[5],
         ZERO_BUBBLE[6],
+        ZERO_BUBBLE[7],
         CONTEXT_PARALLEL[1],
         CONTEXT_PARALLEL[5],
         {**EXACT[0], "zero": 3, "hsdp": 2},
     ],
-    ids=["zb_h1", "zb_h1-cp2", "zb_v", "dualpipev", "cp4", "cp8", "hsdp2"],
+    ids=["zb_h1", "zb_h1-cp2", "zb_v", "dualpipev", "dualpipe", "cp4", "cp8", "hsdp2"],
 )
 def test_memory_is_the_builders_peak_with_cp_hsdp_and_split_schedules(plan: dict[str, Any]) -> None:
     study = _study(plan)
