@@ -83,8 +83,8 @@ def unsupported(config: TransformerConfig) -> str | None:
     plan, model = config.parallelism, config.model
     if model.experts and model.routing is not None:
         return "skewed expert routing (model.routing) is not modelled: the model routes evenly"
-    if model.experts and plan.zero == 3:
-        return "ZeRO-3 with mixtures of experts (model.experts) is not modelled"
+    if model.experts and plan.zero == 3 and (plan.hsdp > 1 or plan.shard_casts):
+        return "ZeRO-3 with mixtures of experts (model.experts) and HSDP or shard casts is not modelled"
     if model.experts and plan.cp > 1:
         return "context parallelism with mixtures of experts (model.experts) is not modelled"
     if plan.schedule in ("dualpipe", "dualpipev") and (plan.tp > 1 or plan.cp > 1 or (model.experts and plan.ep > 1)):
@@ -150,7 +150,7 @@ class PlanPricer:
 
     def __init__(self, pricer: OperatorPricer, timer: GroupTimer) -> None:
         self._pricer, self._timer = pricer, timer
-        self._blocks: dict[tuple[Any, ...], tuple[BlockTimes, BlockTimes, BlockTimes, int]] = {}
+        self._blocks: dict[tuple[Any, ...], tuple[tuple[BlockTimes, ...], BlockTimes, BlockTimes, int]] = {}
         self._optimizer: dict[tuple[int, str], int] = {}
         self._sends_by: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = {}
         self._groups: dict[tuple[Any, ...], tuple[int, ...]] = {}
@@ -159,12 +159,16 @@ class PlanPricer:
     def figures(self, config: TransformerConfig) -> PlanFigures:
         """Every figure of ``config``'s plan (checked by :func:`unsupported` first)."""
         plan = config.parallelism
-        layer, embedding, head, gather = self._passes(config)
+        layers, embedding, head, gather = self._passes(config)
         if plan.zero == 3:
             model = config.model
-            layer = with_zero3(layer, self._zero3(config, layer_parameters(model, 0, plan.tp, plan.ep).dense))
-            embedding = with_zero3(embedding, self._zero3(config, embedding_parameters(model, plan.tp)))
-            head = with_zero3(head, self._zero3(config, head_parameters(model, plan.tp, plan.pp)))
+            layers = tuple(
+                with_zero3(times, self._zero3(config, layer_parameters(model, i, plan.tp, plan.ep)))
+                for i, times in enumerate(layers)
+            )
+            embedding = with_zero3(embedding, self._zero3(config, Parameters(embedding_parameters(model, plan.tp))))
+            head = with_zero3(head, self._zero3(config, Parameters(head_parameters(model, plan.tp, plan.pp))))
+        layer = sum(layers[1:], layers[0])
         micro_batches = replica_micro_batches(config)
         kinds = (0, min(1, plan.pp - 1), plan.pp - 1)
         parameters = [stage_parameters(config, stage) for stage in kinds]
@@ -197,8 +201,9 @@ class PlanPricer:
             memory=max(memories, key=lambda memory: memory.total_bytes),
         )
 
-    def _passes(self, config: TransformerConfig) -> tuple[BlockTimes, BlockTimes, BlockTimes, int]:
-        """The layer's, embedding's and head's passes and a boundary gather, priced once per distinct key."""
+    def _passes(self, config: TransformerConfig) -> tuple[tuple[BlockTimes, ...], BlockTimes, BlockTimes, int]:
+        """The passes of a period's layers, the embedding's and the head's, and a boundary gather, priced once per
+        distinct key."""
         plan, model = config.parallelism, config.model
         key = (
             plan.tp,
@@ -233,7 +238,7 @@ class PlanPricer:
             gathers = plan.scatter_gather and not plan.sequence_parallel
             layers = [times(layer_steps(config, i), plan.recompute == "full") for i in range(period(config))]
             known = (
-                sum(layers[1:], layers[0]),
+                tuple(layers),
                 times(embedding_steps(config), False),
                 times(head_steps(config), False),
                 tp("all_gather", tensor) if gathers else 0,
@@ -279,21 +284,34 @@ class PlanPricer:
             )
         return self._sends_by[key]
 
-    def _zero3(self, config: TransformerConfig, parameters: int) -> ZeroThree:
-        """ZeRO-3's gather, scatter and casts around a block of ``parameters`` parameters (per TP rank), and with
-        HSDP the replicas' all-reduce the next gather queues behind (:class:`ZeroThree`)."""
+    def _zero3(self, config: TransformerConfig, parameters: Parameters) -> ZeroThree:
+        """ZeRO-3's gather, scatter and casts around a block of ``parameters`` (per TP rank), and with HSDP the
+        replicas' all-reduce the next gather queues behind (:class:`ZeroThree`). An MoE layer's expert parameters
+        are gathered and scattered over the expert-data-parallel group after the dense ones: one after the other
+        where the two groups share a network dimension, else side by side."""
         plan = config.parallelism
         dtype = operators.parse_dtype(config.precision)
-        size = parameters * operators.dtype_bytes(dtype)
         group = self._group(config, "shard")
-        gather = self._timer.collective_ps("all_gather", size, group)
-        scatter = self._timer.collective_ps("reduce_scatter", size, group)
-        replica = self._reductions.replica_ps(config, parameters) if self._replica_queues(config) else 0
+        gather, scatter = self._shard_collectives(parameters.dense * operators.dtype_bytes(dtype), group)
+        if parameters.expert:
+            experts = self._group(config, "expert_data")
+            more = self._shard_collectives(parameters.expert * operators.dtype_bytes(dtype), experts)
+            spans = [{d for d, _ in self._timer.spans(each)} for each in (group, experts)]
+            queued = bool(spans[0] & spans[1])
+            gather, scatter = ((a + b) if queued else max(a, b) for a, b in zip((gather, scatter), more))
+        replica = self._reductions.replica_ps(config, parameters.dense) if self._replica_queues(config) else 0
         if not (plan.shard_casts and casts_apply(dtype)) or len(group) < 2:
             return ZeroThree(gather, scatter, replica=replica)
-        shard = -(-parameters // len(group))
+        shard = -(-parameters.dense // len(group))
         cast, accumulate = self._pricer.durations_ps([parameter_cast(shard, dtype), gradient_accumulate(shard, dtype)])
         return ZeroThree(gather, scatter, cast, accumulate, replica)
+
+    def _shard_collectives(self, size: int, group: tuple[int, ...]) -> tuple[int, int]:
+        """ZeRO-3's all-gather and reduce-scatter of ``size`` bytes over ``group``."""
+        return (
+            self._timer.collective_ps("all_gather", size, group),
+            self._timer.collective_ps("reduce_scatter", size, group),
+        )
 
     def _replica_queues(self, config: TransformerConfig) -> bool:
         """Whether HSDP's replica group shares a network dimension with its shard group."""

@@ -98,6 +98,28 @@ def test_mixtures_of_experts_are_the_engines_to_the_picosecond(plan: dict[str, A
 
 
 @pytest.mark.parametrize(
+    ("plan", "model"),
+    [
+        ({"tp": 1, "pp": 2, "dp": 16, "ep": 4, "global_batch": 32, "zero": 3}, EXPERTS),
+        ({"tp": 4, "pp": 2, "dp": 4, "ep": 4, "global_batch": 32, "zero": 3, "sequence_parallel": True}, EXPERTS),
+        (
+            {"tp": 2, "pp": 1, "dp": 16, "ep": 8, "global_batch": 32, "zero": 3, "sequence_parallel": True},
+            {**EXPERTS, "moe_every": 2},
+        ),
+        ({"tp": 1, "pp": 2, "dp": 16, "ep": 1, "global_batch": 32, "zero": 3}, EXPERTS),
+    ],
+    ids=["ep4", "tp4-sp", "moe-every-2", "ep1"],
+)
+def test_zero3_mixtures_are_within_eight_percent(plan: dict[str, Any], model: dict[str, Any]) -> None:
+    # ZeRO-3's per-block approximation (test_first_order_engine), the expert shards gathered and scattered over
+    # the expert-data-parallel group after the dense ones (queued where the groups share a dimension); the EP
+    # all-to-alls that queue behind a prefetched gather on a shared dimension are not seen: 4-7.4 % on these plans.
+    study = _moe_study(plan, model)
+    simulated = run_study(study).result.total_time_ps
+    assert abs(_estimate(study)[0] - simulated) <= 0.08 * simulated
+
+
+@pytest.mark.parametrize(
     ("plan", "model", "reason"),
     [
         (
@@ -105,10 +127,10 @@ def test_mixtures_of_experts_are_the_engines_to_the_picosecond(plan: dict[str, A
             EXPERTS,
             "the dualpipev schedule with TP, CP or EP",
         ),
-        ({"tp": 1, "pp": 2, "dp": 16, "ep": 4, "global_batch": 32, "zero": 3}, EXPERTS, "ZeRO-3 with mixtures"),
+        ({"tp": 1, "pp": 2, "dp": 16, "ep": 4, "global_batch": 32, "zero": 3, "hsdp": 2}, EXPERTS, "ZeRO-3 with mix"),
         ({"tp": 1, "pp": 2, "dp": 16, "ep": 4, "global_batch": 32}, {**EXPERTS, "moe_every": 3}, "moe_every"),
     ],
-    ids=["dualpipev-ep", "zero3", "moe-every-3"],
+    ids=["dualpipev-ep", "zero3-hsdp", "moe-every-3"],
 )
 def test_mixtures_it_cannot_price_are_declined(plan: dict[str, Any], model: dict[str, Any], reason: str) -> None:
     config = _moe_study(plan, model).workload.config
