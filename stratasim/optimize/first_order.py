@@ -321,17 +321,21 @@ def _walked_ends(f: PlanFigures) -> tuple[int, int, int]:
     chunks = 2 if where == "dual" else f.virtual_stages  # DualPipe: one chunk of each model copy per stage
     last = f.pp * (1 if where == "dual" else f.virtual_stages) - 1
 
-    def passes(position: int) -> tuple[int, int, int]:
+    def passes(position: int, part: Any) -> tuple[int, int, int]:
         times = [
-            f.chunk_layers * getattr(f.layer, kind).total
-            + (getattr(f.embedding, kind).total if position == 0 else 0)
-            + (getattr(f.head, kind).total if position == last else 0)
+            f.chunk_layers * part(getattr(f.layer, kind))
+            + (part(getattr(f.embedding, kind)) if position == 0 else 0)
+            + (part(getattr(f.head, kind)) if position == last else 0)
             for kind in ("forward", "backward", "weight")
         ]
         return times[0], times[1], times[2]
 
-    durations = [[passes(position) for position in chunk_positions(where, s, f.pp, chunks)] for s in range(f.pp)]
-    ends = stage_ends(f.schedule, f.micro_batches, durations, f.send_ps[:-1], where, f.gather_ps)
+    def table(part: Any) -> list[list[tuple[int, int, int]]]:
+        return [[passes(p, part) for p in chunk_positions(where, s, f.pp, chunks)] for s in range(f.pp)]
+
+    computes = table(lambda t: t.compute + t.recompute) if f.schedule in ("dualpipe", "dualpipev") else None
+    sends = f.send_ps[:-1]
+    ends = stage_ends(f.schedule, f.micro_batches, table(lambda t: t.total), sends, where, f.gather_ps, computes)
     middle = max(ends[1:-1], default=ends[0])
     return ends[0], middle, ends[-1]
 

@@ -87,11 +87,6 @@ def unsupported(config: TransformerConfig) -> str | None:
         return "ZeRO-3 with mixtures of experts (model.experts) and HSDP or shard casts is not modelled"
     if model.experts and plan.cp > 1:
         return "context parallelism with mixtures of experts (model.experts) is not modelled"
-    if plan.schedule in ("dualpipe", "dualpipev") and (plan.tp > 1 or plan.cp > 1 or (model.experts and plan.ep > 1)):
-        return (
-            f"the {plan.schedule} schedule with TP, CP or EP: its overlapped forward-backward pairs hide one pass's "
-            "communication under the other's compute, which is not modelled"
-        )
     if plan.schedule == "dualpipe" and model.experts:
         return "the dualpipe schedule with mixtures of experts (model.experts) is not modelled"
     if plan.schedule in SPLIT and plan.zero == 3:
