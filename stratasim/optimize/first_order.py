@@ -20,13 +20,15 @@ the last stage to the first):
 - ZeRO 3: each block's passes carry their gathers and scatters
   (:func:`~stratasim.optimize.first_order_passes.with_zero3`, an approximation), nothing is left after the
   pipeline but the optimizer step;
-- ZB-H1, ZB-H2, ZB-V, DualPipeV (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is
+- ZB-H1, ZB-H2, ZB-V, DualPipe, DualPipeV (:data:`~stratasim.optimize.first_order_plan.SPLIT`): no closed form; the pipeline is
   walked pass by pass in the schedule's order (:func:`~stratasim.optimize.first_order_walk.stage_ends`), each
   stage's reduction starting after its own last weight pass;
 - memory: the builder's ``stage_memory``, the largest over the stages.
 
-Context parallelism and HSDP change the passes and groups, not these formulas
-(:mod:`stratasim.optimize.first_order_passes`, :mod:`stratasim.optimize.first_order_plan`).
+Context parallelism, HSDP and mixtures of experts change the passes and groups, not these formulas
+(:mod:`stratasim.optimize.first_order_passes`, :mod:`stratasim.optimize.first_order_plan`); with experts, or with
+gradient buckets, ``R_s`` is when the stage's last reduction ends after its last pass, the collectives queued as the
+NPU runs them (:mod:`stratasim.optimize.first_order_queues`).
 
 The terms of :data:`TERMS` sum to the iteration time exactly: the busiest stage's work split by kind, the bubble,
 the pipeline transfers, and the tail after the pipeline split into the exposed DP communication and the first
@@ -316,21 +318,24 @@ def _walked_ends(f: PlanFigures) -> tuple[int, int, int]:
     """When the first, the latest middle and the last stage end a split schedule's pipeline
     (:func:`~stratasim.optimize.first_order_walk.stage_ends`), from one micro-batch's passes per chunk."""
     where = placement(f.schedule)
-    last = f.pp * f.virtual_stages - 1
+    chunks = 2 if where == "dual" else f.virtual_stages  # DualPipe: one chunk of each model copy per stage
+    last = f.pp * (1 if where == "dual" else f.virtual_stages) - 1
 
-    def passes(position: int) -> tuple[int, int, int]:
+    def passes(position: int, part: Any) -> tuple[int, int, int]:
         times = [
-            f.chunk_layers * getattr(f.layer, kind).total
-            + (getattr(f.embedding, kind).total if position == 0 else 0)
-            + (getattr(f.head, kind).total if position == last else 0)
+            f.chunk_layers * part(getattr(f.layer, kind))
+            + (part(getattr(f.embedding, kind)) if position == 0 else 0)
+            + (part(getattr(f.head, kind)) if position == last else 0)
             for kind in ("forward", "backward", "weight")
         ]
         return times[0], times[1], times[2]
 
-    durations = [
-        [passes(position) for position in chunk_positions(where, s, f.pp, f.virtual_stages)] for s in range(f.pp)
-    ]
-    ends = stage_ends(f.schedule, f.micro_batches, durations, f.send_ps[:-1], where, f.gather_ps)
+    def table(part: Any) -> list[list[tuple[int, int, int]]]:
+        return [[passes(p, part) for p in chunk_positions(where, s, f.pp, chunks)] for s in range(f.pp)]
+
+    computes = table(lambda t: t.compute + t.recompute) if f.schedule in ("dualpipe", "dualpipev") else None
+    sends = f.send_ps[:-1]
+    ends = stage_ends(f.schedule, f.micro_batches, table(lambda t: t.total), sends, where, f.gather_ps, computes)
     middle = max(ends[1:-1], default=ends[0])
     return ends[0], middle, ends[-1]
 

@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from stratasim.kernel.grid import Grid
-from stratasim.system_layer.collectives.first_order import DimensionKind, LineSpan, collective_ps, send_ps
+from stratasim.system_layer.collectives.first_order import (
+    DimensionKind,
+    LineSpan,
+    collective_phases_ps,
+    collective_ps,
+    send_ps,
+)
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines, phases_of
 from stratasim.system_layer.options import Preset, SystemOptions
 from stratasim.v1 import network_pb2
@@ -99,6 +105,26 @@ class GroupTimer:
             endpoint_delay_ps=options.endpoint_delay,
             reduce_bandwidth=options.local_mem_bw or 0,
         )
+
+    def phases_ps(self, collective: str, size: int, group: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
+        """The (dimension, ps) phases of ``collective`` of ``size`` bytes per NPU over ``group``, in order; None
+        when it runs in several chunks (``splits``), whose phases interleave."""
+        if self._options.splits > 1:
+            return None
+        if len(group) < 2 or not size:
+            return ()
+        spans = self.spans(group)
+        options = self._options
+        phases = collective_phases_ps(
+            collective,  # type: ignore[arg-type]
+            size,
+            [span for _, span in spans],
+            [options.algorithm_for(collective, d) for d, _ in spans],
+            local_bw_aware=options.collective_optimization == "local_bw_aware",
+            endpoint_delay_ps=options.endpoint_delay,
+            reduce_bandwidth=options.local_mem_bw or 0,
+        )
+        return tuple((spans[line][0], time) for line, time in phases)
 
     def send_ps(self, size: int, source: int, destination: int) -> int:
         """A point-to-point message of ``size`` bytes from NPU ``source`` to ``destination`` (with the receiver's

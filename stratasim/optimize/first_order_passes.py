@@ -10,7 +10,10 @@ weight-gradient GEMM: the stream waits for whichever ends last. Full recomputati
 again before its backward chain; selective recomputation runs the recomputed steps' forward operators inside it.
 
 With context parallelism, the Ulysses core's all-to-alls (two each way) hold the stream around its full-sequence
-kernel; ring attention's ``cp`` kernels run while the key-value blocks go round (:func:`ring_core_ps`).
+kernel; ring attention's ``cp`` kernels run while the key-value blocks go round (:func:`ring_core_ps`); the
+all-gather variant's gather (and backward scatter) of the keys and values hold it around its two kernels. A mixture
+of experts' dispatch and combine all-to-alls over the EP group hold the stream too (both passes), as the emitter
+issues them after everything the stream waits for.
 
 TP ranks run the same graph, so a TP collective starts on every member at once and its time is its closed form:
 each pass's time is exact given those closed forms and the operators' prices.
@@ -24,10 +27,17 @@ from dataclasses import dataclass
 from stratasim.kernel import operators
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.v1 import compute_pb2
-from stratasim.workload_layer.transformer.step_operators import Role, ring_merges, ring_operators, step_operator
+from stratasim.workload_layer.transformer.step_operators import (
+    Role,
+    gathered_operators,
+    ring_merges,
+    ring_operators,
+    step_operator,
+)
 from stratasim.workload_layer.transformer.steps import (
     AllToAll,
     Attention,
+    GatheredAttention,
     Gemm,
     Pointwise,
     Recompute,
@@ -40,6 +50,7 @@ __all__ = [
     "PassTime",
     "BlockTimes",
     "ContextParallel",
+    "Communication",
     "TensorCollective",
     "ZeroThree",
     "block_times",
@@ -55,10 +66,21 @@ TP group; 0 for a group of one."""
 @dataclass(frozen=True)
 class ContextParallel:
     """The CP group's communication of so many bytes, in ps: ``transfers`` a ring-attention key-value block (or its
-    gradients) into each member from the one before it in the ring, ``all_to_all`` a Ulysses all-to-all."""
+    gradients) into each member from the one before it in the ring, ``collective`` a collective over the group
+    (a Ulysses all-to-all, the all-gather CP's gather and scatter)."""
 
     transfers: Callable[[int], tuple[int, ...]]
-    all_to_all: Callable[[int], int]
+    collective: TensorCollective
+
+
+@dataclass(frozen=True)
+class Communication:
+    """What a block's passes communicate over, in ps: ``tp`` the TP group's collectives, ``context`` the CP group's
+    (None: no CP), ``experts`` an all-to-all of so many bytes over the EP group (None: no EP, or a group of one)."""
+
+    tp: TensorCollective
+    context: ContextParallel | None = None
+    experts: Callable[[int], int] | None = None
 
 
 def ring_core_ps(local: int, ring: int, links: Sequence[int], backward: bool) -> int:
@@ -104,6 +126,14 @@ class PassTime:
         """The pass's time on the compute stream."""
         return self.compute + self.recompute + self.comm + self.data_parallel
 
+    def __add__(self, other: PassTime) -> PassTime:
+        return PassTime(
+            self.compute + other.compute,
+            self.recompute + other.recompute,
+            self.comm + other.comm,
+            self.data_parallel + other.data_parallel,
+        )
+
 
 @dataclass(frozen=True)
 class BlockTimes:
@@ -113,6 +143,10 @@ class BlockTimes:
     forward: PassTime
     backward: PassTime
     weight: PassTime = PassTime()
+
+    def __add__(self, other: BlockTimes) -> BlockTimes:
+        """Two blocks run one after the other (each pass of one, then the same pass of the other)."""
+        return BlockTimes(self.forward + other.forward, self.backward + other.backward, self.weight + other.weight)
 
 
 class _Chain:
@@ -161,6 +195,20 @@ class _Chain:
         links = context.transfers(step.kv_elements * self.element)
         self.ready += ring_core_ps(local, ring, links, backward) + final
 
+    def gathered(self, step: GatheredAttention, backward: bool, recomputing: bool, context: ContextParallel) -> None:
+        """Transformer Engine's all-gather CP next on the stream: the keys and values all-gathered over the CP
+        group, its two kernels, and backward the key-value gradients reduce-scattered, each waited for
+        (:func:`~stratasim.workload_layer.transformer.ring_attention.gathered_attention`)."""
+        size = step.ranks * step.kv_elements * self.element
+        kernels = self._total(gathered_operators(step, backward, self._dtype))
+        if recomputing:
+            self.recompute += kernels
+        else:
+            self.compute += kernels
+        exchanged = context.collective("all_gather", size)
+        exchanged += context.collective("reduce_scatter", size) if backward else 0
+        self.ready += exchanged + kernels
+
     def _total(self, ops: Sequence[compute_pb2.OperatorDesc]) -> int:
         """The summed time of ``ops``, run one after another."""
         return sum(self._pricer.durations_ps(list(ops))) if ops else 0
@@ -178,14 +226,7 @@ class _Chain:
         return PassTime(self.compute, self.recompute, self.ready - self.compute - self.recompute)
 
 
-def _forward(
-    chain: _Chain,
-    steps: Sequence[Step],
-    tensor_bytes: int,
-    tp: TensorCollective,
-    again: bool,
-    context: ContextParallel | None,
-) -> None:
+def _forward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, comm: Communication, again: bool) -> None:
     """The forward chain of ``steps`` (again, for full recomputation, when ``again``)."""
     for step in steps:
         if isinstance(step, (Gemm, Pointwise, Attention)):
@@ -194,16 +235,14 @@ def _forward(
             for inner in step.steps:
                 chain.run(inner, "forward", again)
         elif isinstance(step, SequenceParallelSum):
-            chain.wait(tp("reduce_scatter" if step.scatter else "all_gather", step.elements * chain.element))
+            chain.wait(comm.tp("reduce_scatter" if step.scatter else "all_gather", step.elements * chain.element))
         elif isinstance(step, (AllToAll, RingAttention)):
-            _context(chain, step, False, again, context)
+            _exchange(chain, step, False, again, comm)
         elif step.in_forward:
-            chain.wait(tp("all_reduce", tensor_bytes))
+            chain.wait(comm.tp("all_reduce", tensor_bytes))
 
 
-def _backward(
-    chain: _Chain, steps: Sequence[Step], tensor_bytes: int, tp: TensorCollective, context: ContextParallel | None
-) -> None:
+def _backward(chain: _Chain, steps: Sequence[Step], tensor_bytes: int, comm: Communication) -> None:
     """The backward chain of ``steps``, in reverse, as the emitter writes it."""
     for step in reversed(steps):
         if isinstance(step, Gemm):
@@ -214,32 +253,35 @@ def _backward(
         elif isinstance(step, Recompute):
             for inner in step.steps:
                 chain.run(inner, "forward", True)
-            _backward(chain, step.steps, tensor_bytes, tp, context)
+            _backward(chain, step.steps, tensor_bytes, comm)
         elif isinstance(step, SequenceParallelSum):
             size = step.elements * chain.element
             if step.scatter:  # all-gather of the output gradient: the stream waits
-                chain.wait(tp("all_gather", size))
+                chain.wait(comm.tp("all_gather", size))
             else:  # reduce-scatter of the input gradient, overlapping the weight-gradient GEMM
-                chain.overlap(tp("reduce_scatter", size))
+                chain.overlap(comm.tp("reduce_scatter", size))
         elif isinstance(step, (AllToAll, RingAttention)):
-            _context(chain, step, True, False, context)
+            _exchange(chain, step, True, False, comm)
         elif not step.in_forward:
-            chain.overlap(tp("all_reduce", tensor_bytes))
+            chain.overlap(comm.tp("all_reduce", tensor_bytes))
 
 
-def _context(
-    chain: _Chain, step: AllToAll | RingAttention, backward: bool, again: bool, context: ContextParallel | None
-) -> None:
-    """A CP step: ring attention's core, or a Ulysses all-to-all the stream waits for (an expert all-to-all is a
-    mixture of experts', not modelled)."""
+def _exchange(chain: _Chain, step: AllToAll | RingAttention, backward: bool, again: bool, comm: Communication) -> None:
+    """An all-to-all the stream waits for (a mixture of experts' over the EP group, or Ulysses' over the CP group),
+    or ring attention's core."""
     if isinstance(step, AllToAll) and step.group == "ep":
-        raise ValueError("mixtures of experts are not modelled")
+        if comm.experts is not None:
+            chain.wait(comm.experts(step.elements * chain.element))
+        return
+    context = comm.context
     if context is None:
         return  # a CP group of one: the emitter adds no all-to-all
-    if isinstance(step, RingAttention):
+    if isinstance(step, GatheredAttention):
+        chain.gathered(step, backward, again, context)
+    elif isinstance(step, RingAttention):
         chain.ring(step, backward, again, context)
     else:
-        chain.wait(context.all_to_all(step.elements * chain.element))
+        chain.wait(context.collective("all_to_all", step.elements * chain.element))
 
 
 def block_times(
@@ -249,21 +291,20 @@ def block_times(
     dtype: operators.DType,
     gemm_dtype: operators.DType | None,
     tensor_bytes: int,
-    tp: TensorCollective,
-    context: ContextParallel | None = None,
+    comm: Communication,
     split: bool = False,
 ) -> BlockTimes:
     """The forward and backward passes of a block of ``steps`` (re-running its forward first, if ``recompute``);
-    ``tensor_bytes`` is a TP all-reduce's buffer, ``context`` the CP group's communication (None: no CP). With
-    ``split``, the weighted GEMMs' weight gradients run apart, in a weight pass (zero-bubble W)."""
+    ``tensor_bytes`` is a TP all-reduce's buffer, ``comm`` the groups' communication. With ``split``, the weighted
+    GEMMs' weight gradients run apart, in a weight pass (zero-bubble W)."""
     forward = _Chain(pricer, dtype, gemm_dtype)
-    _forward(forward, steps, tensor_bytes, tp, False, context)
+    _forward(forward, steps, tensor_bytes, comm, False)
     weights = _Chain(pricer, dtype, gemm_dtype) if split else None
     backward = _Chain(pricer, dtype, gemm_dtype, weights)
     if recompute:
-        _forward(backward, steps, tensor_bytes, tp, True, context)
+        _forward(backward, steps, tensor_bytes, comm, True)
         backward.input_grad = None
-    _backward(backward, steps, tensor_bytes, tp, context)
+    _backward(backward, steps, tensor_bytes, comm)
     return BlockTimes(forward.time(), backward.time(), PassTime() if weights is None else weights.time())
 
 

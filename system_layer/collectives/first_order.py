@@ -50,7 +50,16 @@ from typing import Literal
 from stratasim.system_layer.collectives.algorithms import base_name
 from stratasim.system_layer.collectives.steps import share_bytes
 
-__all__ = ["Collective", "DimensionKind", "LineSpan", "collective_ps", "phase_ps", "send_ps", "serialisation_ps"]
+__all__ = [
+    "Collective",
+    "DimensionKind",
+    "LineSpan",
+    "collective_phases_ps",
+    "collective_ps",
+    "phase_ps",
+    "send_ps",
+    "serialisation_ps",
+]
 
 Collective = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
 DimensionKind = Literal["ring", "switch", "fully_connected"]
@@ -251,12 +260,41 @@ def collective_ps(
     if not data_bytes or not spans:
         return 0
     chunk = share_bytes(data_bytes, splits)
-    sizes = [span.size for span in spans]
-    times = [
-        phase_ps(kind, algorithms[min(i, len(algorithms) - 1)], spans[i], size, endpoint_delay_ps, reduce_bandwidth)
-        for i, kind, size in _phase_sizes(collective, chunk, sizes, local_bw_aware)
-    ]
+    phases = collective_phases_ps(
+        collective,
+        chunk,
+        spans,
+        algorithms,
+        local_bw_aware=local_bw_aware,
+        endpoint_delay_ps=endpoint_delay_ps,
+        reduce_bandwidth=reduce_bandwidth,
+    )
+    times = [time for _, time in phases]
     return sum(times) + (splits - 1) * max(times)
+
+
+def collective_phases_ps(
+    collective: Collective,
+    data_bytes: int,
+    spans: Sequence[LineSpan],
+    algorithms: Sequence[str],
+    *,
+    local_bw_aware: bool = False,
+    endpoint_delay_ps: int = 0,
+    reduce_bandwidth: int = 0,
+) -> list[tuple[int, int]]:
+    """The phases of one chunk of ``collective`` on ``data_bytes`` per NPU (see :func:`collective_ps`), in order,
+    each as (index of its line in ``spans``, ps)."""
+    sizes = [span.size for span in spans]
+    return [
+        (
+            i,
+            phase_ps(
+                kind, algorithms[min(i, len(algorithms) - 1)], spans[i], size, endpoint_delay_ps, reduce_bandwidth
+            ),
+        )
+        for i, kind, size in _phase_sizes(collective, data_bytes, sizes, local_bw_aware)
+    ]
 
 
 def send_ps(size: int, spans: Sequence[tuple[LineSpan, int]]) -> int:

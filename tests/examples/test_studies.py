@@ -365,6 +365,7 @@ def test_every_example_has_a_test() -> None:
     tested |= {EXAMPLES / "explore" / "stragglers_p99.yaml"}  # tests/explore/test_p99_sweep.py ranks its trials
     tested |= {EXAMPLES / "explore" / "gpt3_1t_splits.yaml"}  # tests/optimize/test_plans.py solves it (Fig. 8)
     tested |= {EXAMPLES / "explore" / "gpt3_plans_ladder.yaml"}  # tests/explore/test_screening.py runs its ladder
+    tested |= {EXAMPLES / "explore" / "deepseek_v3_like_plans_ladder.yaml"}  # tests/optimize/test_first_order_moe.py
     # tests/optimize/test_two_pass.py runs the design-space script on a small grid
     tested |= {EXAMPLES / "optimize" / "dataflow_vs_kernel" / "run.py"}
     # tests/optimize/test_chip_study.py runs DFModel's two passes on these (Sec. VII's SN10s; HPL generated)

@@ -23,18 +23,19 @@ from stratasim.optimize import FirstOrderModel
 from tests.optimize.test_first_order_engine import BASE
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
-DUALPIPE = "the dualpipe schedule (two model copies, overlapped forward-backward pairs) is not modelled"
+DECLINED = "gradient buckets (parallelism.dp_bucket) under the interleaved or a split schedule are not modelled"
 
 
 def _sweep(tmp_path: Path, **changes: Any) -> Path:
-    """A ladder over 12 plans of a tiny transformer on 32 NPUs, 4 of them (dualpipe) ones the model declines;
+    """A ladder over 12 plans of a tiny transformer on 32 NPUs with gradient buckets, 4 of them (zb_h1) ones the model
+    declines;
     ``changes`` replace its keys (None: removes one)."""
     study = copy.deepcopy(BASE)
-    study["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32}
+    study["workload"]["parallelism"] = {"tp": 4, "pp": 2, "dp": 4, "global_batch": 32, "dp_bucket": "64MiB"}
     document: dict[str, Any] = {
         "study": study,
         "space": {
-            "workload.parallelism.schedule": ["1f1b", "gpipe", "dualpipe"],
+            "workload.parallelism.schedule": ["1f1b", "gpipe", "zb_h1"],
             "workload.parallelism.micro_batch": [1, 2],
             "workload.parallelism.recompute": ["none", "selective"],
         },
@@ -64,8 +65,8 @@ def test_screened_trials_are_estimated_declined_ones_simulated_and_the_next_leve
     estimated = [r for r in first.values() if "first_order.pipeline_bubble_ns" in r.metrics]
     simulated = [r for r in first.values() if "events_processed" in r.metrics]
     assert len(estimated) == 8 and len(simulated) == 4
-    assert {r.params["workload.parallelism.schedule"] for r in simulated} == {"dualpipe"}
-    assert f"screen: 4 trials simulated, not estimated (the first-order model declines them): {DUALPIPE}" in (
+    assert {r.params["workload.parallelism.schedule"] for r in simulated} == {"zb_h1"}
+    assert f"screen: 4 trials simulated, not estimated (the first-order model declines them): {DECLINED}" in (
         outcome.notes
     )
     # An estimated trial holds the model's figures, named as the report names them, and its share of the call.
@@ -106,7 +107,7 @@ def test_memory_constraints_and_the_command_line_summary(tmp_path: Path, capsys:
     assert main(["sweep", str(path), "--db", str(tmp_path / "s.db")]) == 0
     out = capsys.readouterr().out
     assert "screen: 12 trials" in out and "simulate: 4 trials" in out and "screening error" in out
-    assert DUALPIPE in out
+    assert DECLINED in out
     store = ResultStore(tmp_path / "s.db", load_sweep(path).section.model_dump_json())
     assert all("memory_per_npu_bytes.0" in r.metrics for r in store.finished(0).values())
 

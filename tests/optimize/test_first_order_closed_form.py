@@ -71,7 +71,7 @@ def _tiny(**plan: Any) -> Any:
 @pytest.mark.parametrize(
     ("plan", "said"),
     [
-        ({"dp_bucket": "64MiB"}, "dp_bucket"),
+        ({"dp_bucket": "64MiB", "schedule": "zb_h1"}, "dp_bucket"),
         ({"workload.parallelism.tp": 2}, "tp * cp * pp * dp = 16, but the topology has 32 NPUs"),
         ({"tp": 3, "dp": 4, "pp": 2}, "plan {'tp': 3"),
     ],
@@ -82,12 +82,14 @@ def test_a_plan_it_cannot_estimate_is_refused_with_the_reason(plan: dict[str, An
 
 
 def test_estimate_supported_prices_what_it_can_and_says_why_not_the_rest() -> None:
-    plans = [{}, {"dp_bucket": "64MiB"}, {"schedule": "gpipe"}]
+    plans = [{}, {"dp_bucket": "64MiB", "schedule": "zb_h1"}, {"schedule": "gpipe"}]
     with FirstOrderModel(_tiny()) as model:
         estimates, declined = model.estimate_supported(plans)
         expected = model.estimate([plans[0], plans[2]])
     assert estimates.plans == (plans[0], plans[2]) and (estimates.iteration_ps == expected.iteration_ps).all()
-    assert declined == {1: "gradient buckets (parallelism.dp_bucket) are not modelled: the model reduces one bucket"}
+    assert declined == {
+        1: "gradient buckets (parallelism.dp_bucket) under the interleaved or a split schedule are not modelled"
+    }
 
 
 @pytest.mark.parametrize("algorithm", ["one_ring", "direct:2"])

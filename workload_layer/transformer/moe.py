@@ -37,11 +37,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from math import ceil
 
 from stratasim.workload_layer.transformer.config import ModelConfig, TransformerConfig
 from stratasim.workload_layer.transformer.expert_placement import LayerPlacement, expert_placements, place
-from stratasim.workload_layer.transformer.routing import uniform_shares
+from stratasim.workload_layer.transformer.routing import RoutingConfig, uniform_shares
 
 __all__ = ["Routing", "routing", "layer_routing", "expert_capacity", "expert_groups"]
 
@@ -88,6 +89,7 @@ class Routing:
         return tuple(sorted(Counter(tokens for tokens in self.expert_tokens if tokens).items(), reverse=True))
 
 
+@lru_cache(maxsize=4096)
 def routing(
     tokens: int,
     experts: int,
@@ -104,7 +106,7 @@ def routing(
     share))`` tokens from each rank, the rest dropped; ``pad`` computes every expert's whole capacity ``C``."""
     routed = tokens // tp_gather
     capacity = expert_capacity(routed, experts, top_k, capacity_factor)
-    wanted = (placement or place(uniform_shares(experts), ep, 0)).rank_tokens(top_k * routed)
+    wanted = (placement or _even(experts, ep)).rank_tokens(top_k * routed)
     dropped = sum(max(0, count - capacity) for rank in wanted for count in rank)
     taken = [tuple(capacity if pad else min(capacity, count) for count in rank) for rank in wanted]
     busiest = max(taken, key=sum)
@@ -129,19 +131,22 @@ def layer_routing(config: TransformerConfig, layer: int = 0) -> Routing:
         model.capacity_factor,
         plan.ep,
         plan.tp if plan.sequence_parallel else 1,
-        _placement(model, plan.ep, layer),
+        None if model.routing is None else _placement(model, model.routing, plan.ep, layer),
         pad,
     )
 
 
-def _placement(model: ModelConfig, ep: int, layer: int) -> LayerPlacement:
-    """The ``layer``-th MoE layer's placement on ``ep`` ranks: even without routing, else the routing's placements
-    of every layer, made (a routing trace read) once per model shape and plan."""
-    routing = model.routing
-    if routing is None:
-        return place(uniform_shares(model.experts), ep, 0)
+def _placement(model: ModelConfig, routing: RoutingConfig, ep: int, layer: int) -> LayerPlacement:
+    """The ``layer``-th MoE layer's placement on ``ep`` ranks under ``model``'s ``routing``: the routing's
+    placements of every layer, made (a routing trace read) once per model shape and plan."""
     key = ("placements", model.layers, model.moe_every, model.experts, ep)
     return routing.derived(key, lambda: expert_placements(model, ep))[layer]
+
+
+@lru_cache(maxsize=256)
+def _even(experts: int, ep: int) -> LayerPlacement:
+    """``experts`` experts placed evenly on ``ep`` ranks, each routed ``1 / experts`` of the tokens."""
+    return place(uniform_shares(experts), ep, 0)
 
 
 def expert_groups(position: int, ranks: int, ep: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
