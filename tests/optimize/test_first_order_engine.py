@@ -180,9 +180,9 @@ def test_hierarchical_context_parallelism_is_declined() -> None:
     # Its all-to-all runs within groups of cp_a2a ranks and its ring across them; the model would price both over
     # the whole CP group (39 % off on this plan), so it declines.
     plan = {"tp": 2, "cp": 4, "pp": 2, "dp": 2, "global_batch": 16, "cp_comm_type": "a2a+p2p", "cp_a2a": 2}
-    config = _study(plan).workload.config
-    assert isinstance(config, TransformerConfig)
-    assert unsupported(config) == "hierarchical context parallelism (cp_comm_type: a2a+p2p) is not modelled"
+    with FirstOrderModel(_study(plan)) as model:
+        _, declined = model.estimate_supported([{}])
+    assert declined[0] == "hierarchical context parallelism (cp_comm_type: a2a+p2p) is not modelled"
 
 
 @pytest.mark.parametrize(
