@@ -62,6 +62,7 @@ from stratasim.network_layer.congestion_aware_counters import (
     link_counters,
     record_busy,
 )
+from stratasim.network_layer.congestion_aware_crossings import Event, at_time, cross
 from stratasim.network_layer.congestion_aware_lines import Claims, LineSession
 from stratasim.network_layer.congestion_aware_routes import Hop, RoutePlanner
 from stratasim.network_layer.congestion_aware_switch import ReducingSwitches
@@ -72,10 +73,6 @@ from stratasim.v1 import network_pb2
 __all__ = ["CongestionAwareNetwork"]
 
 _ROUTE_CACHE = 1 << 16
-
-_Event = tuple[int, tuple[Hop, ...], int, int, int]
-"""A crossing to decide: (message id, route, hop index, earliest delivery = send time + lookahead, time the tail
-is at the hop)."""
 
 
 class CongestionAwareNetwork:
@@ -89,7 +86,7 @@ class CongestionAwareNetwork:
         # Crossings to decide, by the time the head reaches the hop: a heap of those times, and per time the
         # crossings in the order they were created (which is the order they are decided in, ties included).
         self._times: list[int] = []
-        self._events: dict[int, list[_Event]] = {}
+        self._events: dict[int, list[Event]] = {}
         self._deliveries = Landings()
         self._links: dict[LinkKey, list[int]] = {}  # link -> [free at, busy ps, bytes, messages, queue ps]
         self._flows: dict[int, int] = {}  # message id -> its flow, while crossing links, for flows other than 0
@@ -156,7 +153,7 @@ class CongestionAwareNetwork:
             for climb in climbs:
                 if climb[4] <= self._horizon:
                     raise BackendError(f"message {climb[0]} sent at {climb[4]} ps, before the network's committed time")
-                _at(self._events, self._times, climb[4]).append(climb)
+                at_time(self._events, self._times, climb[4]).append(climb)
         # Slices, the quickest way to lists of the columns
         self.inject_columns(
             sends.id[:], sends.src[:], sends.dst[:], sends.bytes[:], sends.send_time_ps[:], sends.flow[:]
@@ -192,13 +189,13 @@ class CongestionAwareNetwork:
             routes = self._routes_of(keys, cached)
         del keys, cached  # before the crossings are made (an all-to-all's batch holds a million)
         if first == last:  # all sent at once (a collective's step): one list
-            _at(self._events, self._times, first).extend(
+            at_time(self._events, self._times, first).extend(
                 zip(ids, routes, repeat(0), repeat(first + self._lookahead), times)
             )
         else:
             earliest = [sent + self._lookahead for sent in times]
             for crossing in zip(ids, routes, repeat(0), earliest, times):
-                _at(self._events, self._times, crossing[4]).append(crossing)
+                at_time(self._events, self._times, crossing[4]).append(crossing)
 
     def _follow(self, ids: Sequence[int], flows: Sequence[int]) -> None:
         """Follow the messages of a flow other than 0 through the network, counting their load per link."""
@@ -264,7 +261,7 @@ class CongestionAwareNetwork:
                 and not self._claims
                 and not self._switches.climbing
             ):
-                _cross(time_ps, events[time_ps], events, times, self._deliveries)
+                cross(time_ps, events[time_ps], events, times, self._deliveries)
             else:
                 latest = self._cross_followed(time_ps, events[time_ps], horizon, logged, latest)
             heapq.heappop(times)
@@ -275,9 +272,9 @@ class CongestionAwareNetwork:
             log.append((latest, logged))
 
     def _cross_followed(
-        self, time_ps: int, crossings: list[_Event], horizon: int, logged: list[Crossing] | None, latest: int
+        self, time_ps: int, crossings: list[Event], horizon: int, logged: list[Crossing] | None, latest: int
     ) -> int:
-        """:func:`_cross`, also counting the flows followed, logging the crossings a cancel may reach (``logged``,
+        """:func:`~stratasim.network_layer.congestion_aware_crossings.cross`, also counting the flows followed, logging the crossings a cancel may reach (``logged``,
         their latest end returned), recording busy stretches and checking lines' claims on the links."""
         times, events, arriving, arrival_times = (
             self._times,
@@ -319,7 +316,7 @@ class CongestionAwareNetwork:
                 msg_id in self._switches.climbing
             ):  # a contribution at its switch: held there, or its reduction's results go down
                 for at, result in self._switches.arrived(msg_id, head, tail, self._route_of):
-                    _at(events, times, at).append(result)
+                    at_time(events, times, at).append(result)
             elif last:  # the message has arrived when its tail has
                 landed = max(tail, earliest)
                 arrived = arriving.setdefault(landed, [])
@@ -327,7 +324,7 @@ class CongestionAwareNetwork:
                     heapq.heappush(arrival_times, landed)
                 arrived.append(msg_id)
             else:
-                _at(events, times, head).append((msg_id, route, index + 1, earliest, tail))
+                at_time(events, times, head).append((msg_id, route, index + 1, earliest, tail))
         return latest
 
     def _next_arrival(self) -> int | None:
@@ -390,7 +387,7 @@ class CongestionAwareNetwork:
         for head, _, msg_id, route, index, earliest, tail in undone:
             if msg_id in landing:  # its last crossing is to be decided again
                 flows[msg_id] = landing.pop(msg_id)
-            _at(self._events, self._times, head).append((msg_id, route, index, earliest, tail))
+            at_time(self._events, self._times, head).append((msg_id, route, index, earliest, tail))
         for msg_id in dropped:
             flows.pop(msg_id, None)
             landing.pop(msg_id, None)
@@ -428,53 +425,3 @@ class CongestionAwareNetwork:
         self._claims.clear()
         self._planner.forget()
         self._busy = None
-
-
-def _at(events: dict[int, list[_Event]], times: list[int], time_ps: int) -> list[_Event]:
-    """The crossings to decide at ``time_ps``, a new list (its time pushed on the heap ``times``) if none yet."""
-    crossings = events.get(time_ps)
-    if crossings is None:
-        crossings = events[time_ps] = []
-        heapq.heappush(times, time_ps)
-    return crossings
-
-
-def _cross(
-    time_ps: int, crossings: list[_Event], events: dict[int, list[_Event]], times: list[int], arrivals: Landings
-) -> None:
-    """Decide ``crossings`` (their heads at a link at ``time_ps``), in order: each waits for its link to be free,
-    holds it for its serialisation (no less than its tail takes to come), then moves on to its next link — into
-    ``events`` at the time its head gets there (a new time pushed on the heap ``times``) — or lands in
-    ``arrivals``. The event loop's hot path, when nothing is followed, logged, recorded or claimed."""
-    arriving, arrival_times = arrivals.by_time, arrivals.times
-    for msg_id, route, index, earliest, tail in crossings:  # may grow as it goes: heads moving on at once
-        state, hold, size, onward, store, _, last = route[index]
-        start = state[0]
-        if time_ps > start:
-            start = time_ps
-        else:  # the link is busy (or just free): the message waits for it
-            state[4] += start - time_ps
-        end = start + hold
-        if end < tail:  # the body streams in no faster than the link before delivers it
-            end = tail
-        state[0] = end
-        state[1] += end - start
-        state[2] += size
-        state[3] += 1
-        head = start + onward
-        tail = head if store else end + onward
-        if last:  # the message has arrived when its tail has
-            if tail < earliest:
-                tail = earliest
-            arrived = arriving.get(tail)
-            if arrived is None:
-                arriving[tail] = [msg_id]
-                heapq.heappush(arrival_times, tail)
-            else:
-                arrived.append(msg_id)
-        else:
-            following = events.get(head)
-            if following is None:
-                following = events[head] = []
-                heapq.heappush(times, head)
-            following.append((msg_id, route, index + 1, earliest, tail))
