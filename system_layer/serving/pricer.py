@@ -22,7 +22,7 @@ activation into it; the serving loop pipelines a replica's batches through its s
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from stratasim.kernel.collective_types import uneven_all_to_all_bytes
 from stratasim.kernel.serving import Compute, ExpertAllToAll, ExpertWork, Iteration, TensorParallelCollective
@@ -55,9 +55,9 @@ class BackendPricer:
         self._npus, self._tp, self._pp, self._ep = tuple(npus), tp, pp, ep
         self._messages: dict[tuple[str, int, int], int] = {}
 
-    def __call__(self, iteration: Iteration) -> int | tuple[int, ...]:
-        """Picoseconds ``iteration`` takes, or with pipeline stages each stage's part, the transfer of the
-        activation into it included (module docstring)."""
+    def _durations(self, iteration: Iteration) -> Iterator[int]:
+        """Picoseconds of ``iteration``'s operators, priced in one batch, in the order its works, stages and steps
+        list them."""
         ops = [
             step.op
             for _, work in iteration.works
@@ -65,7 +65,12 @@ class BackendPricer:
             for _, step in stage
             if isinstance(step, Compute)
         ]
-        durations = iter(self._operators.durations_ps(ops))  # in the order the loops below meet the operators
+        return iter(self._operators.durations_ps(ops))
+
+    def __call__(self, iteration: Iteration) -> int | tuple[int, ...]:
+        """Picoseconds ``iteration`` takes, or with pipeline stages each stage's part, the transfer of the
+        activation into it included (module docstring)."""
+        durations = self._durations(iteration)  # in the order the loops below meet the operators
         stages = [0] * self._pp
         for repeats, work in iteration.works:
             for index, stage in enumerate(work.stages):
@@ -83,14 +88,7 @@ class BackendPricer:
         runs in (its work's ``blocks``; ``other`` when unnamed), compute under communicator ``""``, TP collectives
         under ``tp``, the activation's transfer into a stage to block ``pipeline`` under ``pp``. A stage's values
         sum to its time as :meth:`__call__` gives it, to the picosecond."""
-        ops = [
-            step.op
-            for _, work in iteration.works
-            for stage in work.stages
-            for _, step in stage
-            if isinstance(step, Compute)
-        ]
-        durations = iter(self._operators.durations_ps(ops))  # in the order the loops below meet the operators
+        durations = self._durations(iteration)  # in the order the loops below meet the operators
         parts: defaultdict[tuple[int, str, str], int] = defaultdict(int)
         for repeats, work in iteration.works:
             for index, stage in enumerate(work.stages):
