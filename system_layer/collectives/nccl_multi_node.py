@@ -198,13 +198,23 @@ def _pieces(data_bytes: int) -> int:
     return max(1, min(_MAX_PIECES, data_bytes // _PIECE))
 
 
-def _pipelined(timed_piece: Timed, pieces: int, tags: int, delay_ps: int) -> tuple[Step, ...]:
+def _pipelined(timed_piece: Timed, pieces: int, tags: int, delay_ps: int, once: bool = False) -> tuple[Step, ...]:
     """The steps of ``pieces`` pieces, piece ``j`` one time unit after piece ``j - 1`` with its own ``tags`` tags,
-    in time order (waits first): every message is still awaited after it is sent, so no NPU waits on a cycle."""
-    timed = [
-        (time + j, order, j, _retagged(step, j * tags, 0)) for j in range(pieces) for time, order, step in timed_piece
-    ]
-    return tuple(_delayed(step, delay_ps) for *_, step in sorted(timed, key=lambda item: item[:3]))
+    in time order (waits first): every message is still awaited after it is sent, so no NPU waits on a cycle.
+    ``once``: NCCL's per-step latency is paid once per time unit (by its last wait: the unit's waits end together
+    when their messages do), as the critical path counts it, not once per wait."""
+    timed = sorted(
+        (
+            (time + j, order, j, _retagged(step, j * tags, 0))
+            for j in range(pieces)
+            for time, order, step in timed_piece
+        ),
+        key=lambda item: item[:3],
+    )
+    if not once:
+        return tuple(_delayed(step, delay_ps) for *_, step in timed)
+    last = {time: i for i, (time, _, _, step) in enumerate(timed) if step.need}
+    return tuple(_delayed(step, delay_ps) if last.get(time) == i else step for i, (time, *_, step) in enumerate(timed))
 
 
 def _retagged(step: Step, shift: int, spread: int) -> Step:
@@ -262,7 +272,7 @@ def _nvls_tree(
         (done, 1, _at_node_switch(part, whole, 5, per_node)),
         (done + 1, 0, _result(5)),
     ]
-    return _pipelined(timed, pieces, 6, delay_ps)
+    return _pipelined(timed, pieces, 6, delay_ps, once=True)
 
 
 @lru_cache(maxsize=4096)
@@ -290,7 +300,7 @@ def _nvls_sharp(
         (2, 1, _at_node_switch(part, whole, 2, per_node)),
         (3, 0, _result(2)),
     ]
-    return _pipelined(timed, pieces, 3, delay_ps)
+    return _pipelined(timed, pieces, 3, delay_ps, once=True)
 
 
 @lru_cache(maxsize=4096)
@@ -310,7 +320,7 @@ def _collnet(
     pieces = _pieces(data_bytes)
     piece = share_bytes(data_bytes, pieces)
     timed = (_collnet_chain if chain else _collnet_direct)(multi, position % multi[0], piece)
-    return _pipelined(timed, pieces, 3 * multi[0] if chain else 3, delay_ps)
+    return _pipelined(timed, pieces, 3 * multi[0] if chain else 3, delay_ps, once=True)
 
 
 def _collnet_direct(multi: tuple[int, int, int], local: int, piece: int) -> Timed:
