@@ -79,3 +79,28 @@ def test_a_reduction_across_nodes_on_a_switch_that_does_not_reduce_is_one_messag
 ) -> None:
     done = stratasim_process("run", str(_study(tmp_path)), "--set", f"system.nccl.algorithm={algorithm}")
     assert_one_clear_message(done.returncode, done.stderr, "system.nccl.algorithm", "in_network_reduction: true")
+
+
+@pytest.mark.parametrize("backend", ["analytical", "congestion_aware"])
+def test_the_slowest_gpu_of_a_node_delays_its_nodes_share(tmp_path: Path, backend: str) -> None:
+    # 10 us of weight-gradient compute, then the all-reduce; GPU 1 computes twice as long. GPU 0's contribution
+    # waits at node 0's NVSwitch for GPU 1's, so both finish 10 us later; node 1 does not: its half of the double
+    # tree reaches node 0 first, and the half rooted at node 0 goes down to it from node 0's late share as early as
+    # ever (node 0 waited for node 1's up message anyway).
+    study = {
+        **STUDY,
+        "workload": {
+            "kind": "training_loop",
+            "layers": [
+                {"name": "l", "weight_grad": "10us", "weight_grad_comm": {"collective": "all_reduce", "size": "1MB"}}
+            ],
+        },
+    }
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump(study))
+    finish = [
+        [npu.finish_ps for npu in run_study(load_study(path, [f"network.backend={backend}", *slow])).per_npu]
+        for slow in ([], ["system.slowdown=[{npus: [1], factor: 2}]"])
+    ]
+    assert finish[0] == [10_000_000 + 140_329_420] * 4  # the hand-checked all-reduce after the compute
+    assert [b - a for a, b in zip(*finish)] == [10_000_000, 10_000_000, 0, 0]
