@@ -17,15 +17,21 @@ compete with ``ring``. The pick then runs as one flat phase over the group (posi
 - ``tree`` (all-reduce): NCCL's double binary tree, each tree on half the buffer: reduced up the node's chain
   (tree 0's from local ``per_node - 1`` to its head local 0, tree 1's the other way), across nodes up NCCL's binary
   tree of nodes (tree 1 shifted by one node), then broadcast back down the same way;
-- ``nvls_tree`` (all-reduce): NVLS in each node (every GPU's buffer up to the NVSwitch once, at NVLS's efficiency),
-  then each GPU's reduced share ``S / per_node`` across nodes along its rail as a double binary tree, then that
-  share multicast back in the node;
-- both trees are pipelined as NCCL's are: cut into pieces of ``_PIECE`` bytes (at most ``_MAX_PIECES``), each one
-  time unit behind the one before;
+- ``nvls_tree`` (all-reduce): NVLS in each node, a reduce-scatter at the node's NVSwitch (every GPU's piece up,
+  its reduced share ``1 / per_node`` of it down, at NVLS's efficiency), then each GPU's share across nodes along
+  its rail as a double binary tree, then that share multicast back in the node (the share up, the piece down);
+- ``nvls`` (all-reduce, NCCL's NVLS + SHARP): the same reduce-scatter, each GPU's share all-reduced along its
+  rail by the switch between nodes, then the multicast;
+- ``collnet_direct`` and ``collnet_chain`` (all-reduce): the node's GPUs reduce-scatter directly, or up one chain
+  per NIC; each share (or chain head's part) is all-reduced along its rail by the switch between nodes (SHARP),
+  then gathered back directly or down the chain;
+- the reductions at a switch are :class:`~stratasim.system_layer.collectives.steps.Step` ``at_switch`` naming the
+  switch's dimension and the members (a node's GPUs, or a rail): the switch holds the contributions until the
+  last is in (:mod:`stratasim.network_layer.switch_reduction`), so the slowest member delays the result;
+- the trees, NVLS and CollNet are pipelined as NCCL's are: cut into pieces of ``_PIECE`` bytes (at most
+  ``_MAX_PIECES``), each one time unit behind the one before;
 - ``direct`` (all-to-all): NCCL's point-to-point exchange through the NVLink peer on the target's rail, or
   without PXN the other way (:mod:`~stratasim.system_layer.collectives.nccl_pxn`), pipelined in pieces;
-- ``nvls`` and ``collnet_*`` (when the switches between nodes reduce): the in-network plan of
-  :mod:`~stratasim.system_layer.collectives.nccl` over the whole group.
 
 Every message carries its protocol's wire bytes; NCCL's latency for the pick is spread over the steps that wait,
 less the network latency of the inter-node hop each of them pays already.
