@@ -180,6 +180,8 @@ def _forced_problem(forced: str, dim: int, link: DimensionLinks, multi_node: boo
         if dim > 0 or link.in_network_reduction:
             return ""
         return "nvls_tree reduces in the node's NVSwitch: mark the first dimension in_network_reduction: true"
+    if multi_node and forced in ("nvls", "collnet_direct", "collnet_chain"):
+        return _across_nodes_problem(forced, dim, link)
     if forced == "nvls_tree":
         return (
             "nvls_tree spans nodes, but system.algorithm: nccl picks per dimension: force nvls on the node's "
@@ -197,6 +199,21 @@ def _forced_problem(forced: str, dim: int, link: DimensionLinks, multi_node: boo
             "in_network_reduction: true; give a list per dimension (e.g. [auto, collnet_chain]) and mark that switch"
         )
     return ""
+
+
+def _across_nodes_problem(forced: str, dim: int, link: DimensionLinks) -> str:
+    """Why ``forced`` cannot run on ``dim`` of one communicator across nodes ("" when it can): NVLS reduces in the
+    node's NVSwitch and, across nodes, in the switch between them (NVLS + SHARP); CollNet in that switch."""
+    if dim == 0 and (forced.startswith("collnet") or link.in_network_reduction):
+        return ""
+    if dim == 0:
+        return f"{forced} reduces in the node's NVSwitch: mark the first dimension in_network_reduction: true"
+    if link.kind == "switch" and link.in_network_reduction:
+        return ""
+    return (
+        f"{forced} across nodes (system.nccl.multi_node) reduces in the switch between them (SHARP), but dimension "
+        f"{dim} is a {link.kind} without in_network_reduction: true; mark that switch, or use ring, tree or nvls_tree"
+    )
 
 
 def _ring_everywhere() -> dict[str, tuple[str, ...]]:

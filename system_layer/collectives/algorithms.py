@@ -104,6 +104,9 @@ class PhasePlan:
     collective: str
     data_bytes: int
     _planner: Planner = field(repr=False, compare=False)
+    at_switch: bool = False
+    """Whether some of its steps reduce at a switch (``Step.at_switch``): such a phase runs step by step, never
+    batched with its line or replayed."""
 
     def steps_for(self, position: int) -> tuple[Step, ...]:
         """The steps of the NPU at ``position`` of its line (for broadcast and reduce: counted from the root)."""

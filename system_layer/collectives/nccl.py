@@ -36,7 +36,7 @@ from stratasim.kernel.grid import DimensionLinks
 from stratasim.system_layer.collectives.algorithms import PhasePlan, plan_phase
 from stratasim.system_layer.collectives.nccl_pat import pat_shares, pat_steps
 from stratasim.system_layer.collectives.nccl_tuning import ARCHS, Choice, Communicator, choose
-from stratasim.system_layer.collectives.steps import Step, lockstep, share_bytes
+from stratasim.system_layer.collectives.steps import Step, share_bytes
 from stratasim.system_layer.nccl_options import REDUCING_ALGORITHMS, NcclOptions
 
 __all__ = ["NCCL", "communicator", "nccl_choice", "plan_nccl_phase"]
@@ -87,20 +87,6 @@ def nccl_choice(
     except ValueError as exc:
         where = "the innermost dimension" if dim <= 0 else f"dimension {dim}"
         raise WorkloadError(f"system.nccl: {exc} (a line of {n} NPUs along {where})") from None
-
-
-@lru_cache(maxsize=4096)
-def _in_network(
-    efficiency: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
-) -> tuple[Step, ...]:
-    """A switch that reduces, emulated in lock-step steps through it to the next GPU (every byte up once, every byte
-    of the result down once, at ``efficiency``): the flat phase of a multi-node communicator, whose members span two
-    dimensions and so no one switch."""
-    whole = _wire_bytes(data_bytes, 1 / efficiency)
-    share = _wire_bytes(share_bytes(data_bytes, n), 1 / efficiency)
-    if collective == "all_reduce":
-        return lockstep([Step((1,), whole, 1, delay_ps=delay_ps), Step((1,), share, 1, delay_ps=delay_ps)])
-    return lockstep([Step((1,), whole, 1, delay_ps=delay_ps)])
 
 
 @lru_cache(maxsize=4096)
@@ -180,4 +166,4 @@ def plan_nccl_phase(
         base = plan_phase(collective, steps_algorithm, dim, n, data_bytes)  # refuses what it cannot run, saying why
         delay = _step_delay_ps(choice, link, len(base.steps_for(0)))
         planner = partial(_on_the_wire, steps_algorithm, _WIRE[choice.protocol], delay)
-    return PhasePlan(dim, n, name, collective, data_bytes, planner)
+    return PhasePlan(dim, n, name, collective, data_bytes, planner, choice.algorithm in REDUCING_ALGORITHMS)

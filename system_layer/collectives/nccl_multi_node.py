@@ -17,15 +17,21 @@ compete with ``ring``. The pick then runs as one flat phase over the group (posi
 - ``tree`` (all-reduce): NCCL's double binary tree, each tree on half the buffer: reduced up the node's chain
   (tree 0's from local ``per_node - 1`` to its head local 0, tree 1's the other way), across nodes up NCCL's binary
   tree of nodes (tree 1 shifted by one node), then broadcast back down the same way;
-- ``nvls_tree`` (all-reduce): NVLS in each node (every GPU's buffer up to the NVSwitch once, at NVLS's efficiency),
-  then each GPU's reduced share ``S / per_node`` across nodes along its rail as a double binary tree, then that
-  share multicast back in the node;
-- both trees are pipelined as NCCL's are: cut into pieces of ``_PIECE`` bytes (at most ``_MAX_PIECES``), each one
-  time unit behind the one before;
+- ``nvls_tree`` (all-reduce): NVLS in each node, a reduce-scatter at the node's NVSwitch (every GPU's piece up,
+  its reduced share ``1 / per_node`` of it down, at NVLS's efficiency), then each GPU's share across nodes along
+  its rail as a double binary tree, then that share multicast back in the node (the share up, the piece down);
+- ``nvls`` (all-reduce, NCCL's NVLS + SHARP): the same reduce-scatter, each GPU's share all-reduced along its
+  rail by the switch between nodes, then the multicast;
+- ``collnet_direct`` and ``collnet_chain`` (all-reduce): the node's GPUs reduce-scatter directly, or up one chain
+  per NIC; each share (or chain head's part) is all-reduced along its rail by the switch between nodes (SHARP),
+  then gathered back directly or down the chain;
+- the reductions at a switch are :class:`~stratasim.system_layer.collectives.steps.Step` ``at_switch`` naming the
+  switch's dimension and the members (a node's GPUs, or a rail): the switch holds the contributions until the
+  last is in (:mod:`stratasim.network_layer.switch_reduction`), so the slowest member delays the result;
+- the trees, NVLS and CollNet are pipelined as NCCL's are: cut into pieces of ``_PIECE`` bytes (at most
+  ``_MAX_PIECES``), each one time unit behind the one before;
 - ``direct`` (all-to-all): NCCL's point-to-point exchange through the NVLink peer on the target's rail, or
   without PXN the other way (:mod:`~stratasim.system_layer.collectives.nccl_pxn`), pipelined in pieces;
-- ``nvls`` and ``collnet_*`` (when the switches between nodes reduce): the in-network plan of
-  :mod:`~stratasim.system_layer.collectives.nccl` over the whole group.
 
 Every message carries its protocol's wire bytes; NCCL's latency for the pick is spread over the steps that wait,
 less the network latency of the inter-node hop each of them pays already.
@@ -33,7 +39,7 @@ less the network latency of the inter-node hop each of them pays already.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache, partial
 
@@ -41,11 +47,11 @@ from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.grid import DimensionLinks
 from stratasim.system_layer.collectives.algorithms import PhasePlan, _binary_tree
 from stratasim.system_layer.collectives.groups import FLAT, PhaseLines
-from stratasim.system_layer.collectives.nccl import _NVLS_EFFICIENCY, _WIRE, NCCL, _in_network, _wire_bytes
+from stratasim.system_layer.collectives.nccl import _NVLS_EFFICIENCY, _WIRE, NCCL, _wire_bytes
 from stratasim.system_layer.collectives.nccl_pxn import pxn_all_to_all
 from stratasim.system_layer.collectives.nccl_tuning import ARCHS, Choice, Communicator, choose
 from stratasim.system_layer.collectives.steps import Step, share_bytes
-from stratasim.system_layer.nccl_options import NcclOptions
+from stratasim.system_layer.nccl_options import REDUCING_ALGORITHMS, NcclOptions
 
 __all__ = [
     "MULTI_NODE_COLLECTIVES",
@@ -92,6 +98,9 @@ class MultiNode:
     nodes: int
     node: DimensionLinks
     network: DimensionLinks
+    outer: int = -1
+    """The dimension the nodes lie along, whose switch SHARP would reduce at: -1 when they span several (no one
+    switch joins them, so no CollNet)."""
 
 
 def multi_node_of(
@@ -107,7 +116,8 @@ def multi_node_of(
     for phase in phases[1:]:
         nodes *= phase.size
     network = min((links[min(phase.dim, len(links) - 1)] for phase in phases[1:]), key=lambda link: link.bandwidth)
-    return MultiNode(phases[0].size, nodes, links[0], network)
+    outer = phases[1].dim if len(phases) == 2 and phases[1].dim < len(links) else -1
+    return MultiNode(phases[0].size, nodes, links[0], network, outer)
 
 
 def multi_node_choice(collective: str, multi: MultiNode, size: int, settings: NcclOptions) -> Choice:
@@ -116,6 +126,8 @@ def multi_node_choice(collective: str, multi: MultiNode, size: int, settings: Nc
     if collective == "all_to_all":
         return Choice("direct", "simple", settings.channels or 16, 0.0)
     comm = multi_node_communicator(multi.node, multi.network, multi.per_node, multi.nodes, settings)
+    if multi.outer < 0:
+        comm = replace(comm, collnet=False)
     try:
         return choose(comm, collective, size, settings.algorithm_at(0), settings.protocol)
     except ValueError as exc:
@@ -192,20 +204,29 @@ def _pieces(data_bytes: int) -> int:
     return max(1, min(_MAX_PIECES, data_bytes // _PIECE))
 
 
-def _pipelined(timed_piece: Timed, pieces: int, tags: int, delay_ps: int) -> tuple[Step, ...]:
+def _pipelined(timed_piece: Timed, pieces: int, tags: int, delay_ps: int, once: bool = False) -> tuple[Step, ...]:
     """The steps of ``pieces`` pieces, piece ``j`` one time unit after piece ``j - 1`` with its own ``tags`` tags,
-    in time order (waits first): every message is still awaited after it is sent, so no NPU waits on a cycle."""
-    timed = [
-        (time + j, order, j, _retagged(step, j * tags, 0)) for j in range(pieces) for time, order, step in timed_piece
-    ]
-    return tuple(_delayed(step, delay_ps) for *_, step in sorted(timed, key=lambda item: item[:3]))
+    in time order (waits first): every message is still awaited after it is sent, so no NPU waits on a cycle.
+    ``once``: NCCL's per-step latency is paid once per time unit (by its last wait: the unit's waits end together
+    when their messages do), as the critical path counts it, not once per wait."""
+    timed = sorted(
+        (
+            (time + j, order, j, _retagged(step, j * tags, 0))
+            for j in range(pieces)
+            for time, order, step in timed_piece
+        ),
+        key=lambda item: item[:3],
+    )
+    if not once:
+        return tuple(_delayed(step, delay_ps) for *_, step in timed)
+    last = {time: i for i, (time, _, _, step) in enumerate(timed) if step.need}
+    return tuple(_delayed(step, delay_ps) if last.get(time) == i else step for i, (time, *_, step) in enumerate(timed))
 
 
 def _retagged(step: Step, shift: int, spread: int) -> Step:
     """``step`` with its tags ``shift`` on and its offsets times ``spread`` (kept when 0)."""
     offsets = tuple(o * spread for o in step.offsets) if spread else step.offsets
-    tag, wait = step.tag + shift, step.wait + shift
-    return Step(offsets, step.bytes, step.need, tag, wait, step.reduces, step.reduce_bytes, step.delay_ps)
+    return replace(step, offsets=offsets, tag=step.tag + shift, wait=step.wait + shift)
 
 
 @lru_cache(maxsize=16384)
@@ -218,26 +239,134 @@ def _tree(
     return _pipelined(timed, pieces, 4, delay_ps)
 
 
+def _at_node_switch(up: int, down: int, tag: int, per_node: int) -> Step:
+    """This GPU's contribution of ``up`` bytes to a reduction over its node's GPUs at the node's NVSwitch (the
+    first dimension's), ``down`` bytes back as a message tagged ``tag`` (a later step waits for it)."""
+    return Step((), up, 0, tag, at_switch=True, result_bytes=down, switch_dim=0, group=(1, per_node))
+
+
+def _at_network_switch(size: int, tag: int, multi: tuple[int, int, int]) -> Step:
+    """This GPU's ``size`` bytes all-reduced with its rail's (the same local GPU of every node) by the switch
+    between nodes (SHARP), the result back tagged ``tag``: ``multi`` is (per_node, nodes, that switch's dimension)."""
+    per_node, nodes, outer = multi
+    return Step((), size, 0, tag, at_switch=True, result_bytes=size, switch_dim=outer, group=(per_node, nodes))
+
+
+def _result(tag: int) -> Step:
+    """Wait for the result of the reduction at a switch whose contribution was tagged ``tag``."""
+    return Step((), 0, 1, wait=tag)
+
+
 @lru_cache(maxsize=4096)
 def _nvls_tree(
     per_node: int, efficiency: Fraction, delay_ps: int, collective: str, n: int, data_bytes: int, position: int
 ) -> tuple[Step, ...]:
-    """NVLS inside the node (every GPU's buffer up to the switch once), each GPU's reduced share across nodes along
-    its rail as NCCL's double binary tree, then that share multicast back down in the node; pipelined in pieces."""
-    nodes, (node, local) = n // per_node, divmod(position, per_node)
+    """NVLS inside the node (each GPU's piece reduce-scattered at the node's NVSwitch: the piece up, its reduced
+    share back), each GPU's share across nodes along its rail as NCCL's double binary tree, then that share
+    multicast back in the node (the share up, the whole piece back); pipelined in pieces."""
+    nodes, node = n // per_node, position // per_node
     pieces = _pieces(data_bytes)
     piece = share_bytes(data_bytes, pieces)
-    inside, share = (local + 1) % per_node - local, share_bytes(piece, per_node)
+    share = share_bytes(piece, per_node)
+    whole, part = _wire_bytes(piece, 1 / efficiency), _wire_bytes(share, 1 / efficiency)
     across = _tree_timed(1, nodes, node, share, Fraction(1))
     done = 2 + 2 * _binary_tree(nodes).height[0]
     timed = [
-        (0, 1, Step((inside,), _wire_bytes(piece, 1 / efficiency), 0, 0)),
-        (1, 0, Step((), 0, 1, wait=0)),
+        (0, 1, _at_node_switch(whole, part, 0, per_node)),
+        (1, 0, _result(0)),
         *((time + 1, order, _retagged(step, 1, per_node)) for time, order, step in across),
-        (done, 1, Step((inside,), _wire_bytes(share, 1 / efficiency), 0, 5)),
-        (done + 1, 0, Step((), 0, 1, wait=5)),
+        (done, 1, _at_node_switch(part, whole, 5, per_node)),
+        (done + 1, 0, _result(5)),
     ]
-    return _pipelined(timed, pieces, 6, delay_ps)
+    return _pipelined(timed, pieces, 6, delay_ps, once=True)
+
+
+@lru_cache(maxsize=4096)
+def _nvls_sharp(
+    multi: tuple[int, int, int],
+    efficiency: Fraction,
+    delay_ps: int,
+    collective: str,
+    n: int,
+    data_bytes: int,
+    position: int,
+) -> tuple[Step, ...]:
+    """NCCL's NVLS across nodes (NVLS + SHARP): each piece reduce-scattered at the node's NVSwitch, each GPU's
+    reduced share all-reduced along its rail by the switch between nodes, then multicast back in the node."""
+    per_node = multi[0]
+    pieces = _pieces(data_bytes)
+    piece = share_bytes(data_bytes, pieces)
+    share = share_bytes(piece, per_node)
+    whole, part = _wire_bytes(piece, 1 / efficiency), _wire_bytes(share, 1 / efficiency)
+    timed = [
+        (0, 1, _at_node_switch(whole, part, 0, per_node)),
+        (1, 0, _result(0)),
+        (1, 1, _at_network_switch(share, 1, multi)),
+        (2, 0, _result(1)),
+        (2, 1, _at_node_switch(part, whole, 2, per_node)),
+        (3, 0, _result(2)),
+    ]
+    return _pipelined(timed, pieces, 3, delay_ps, once=True)
+
+
+@lru_cache(maxsize=4096)
+def _collnet(
+    multi: tuple[int, int, int],
+    chain: bool,
+    delay_ps: int,
+    collective: str,
+    n: int,
+    data_bytes: int,
+    position: int,
+) -> tuple[Step, ...]:
+    """NCCL's CollNet all-reduce, pipelined in pieces. Direct: each piece reduce-scattered among the node's GPUs
+    (each sends every other GPU its share and reduces what it gets), each share all-reduced along its rail by the
+    switch between nodes (SHARP), then gathered back the same way. Chain: each piece reduced up the node's chains
+    to their heads (one chain per NIC), all-reduced among the nodes' heads by that switch, then sent back down."""
+    pieces = _pieces(data_bytes)
+    piece = share_bytes(data_bytes, pieces)
+    timed = (_collnet_chain if chain else _collnet_direct)(multi, position % multi[0], piece)
+    return _pipelined(timed, pieces, 3 * multi[0] if chain else 3, delay_ps, once=True)
+
+
+def _collnet_direct(multi: tuple[int, int, int], local: int, piece: int) -> Timed:
+    """One piece of CollNet direct at local GPU ``local`` (tags 0-2): see :func:`_collnet`."""
+    per_node = multi[0]
+    share = share_bytes(piece, per_node)
+    peers = tuple(other - local for other in range(per_node) if other != local)
+    if not peers:
+        return [(0, 1, _at_network_switch(share, 1, multi)), (1, 0, _result(1))]
+    return [
+        (0, 1, Step(peers, share, 0, 0)),
+        (1, 0, Step((), share, len(peers), wait=0, reduces=True, reduce_bytes=len(peers) * share)),
+        (1, 1, _at_network_switch(share, 1, multi)),
+        (2, 0, _result(1)),
+        (2, 1, Step(peers, share, 0, 2)),
+        (3, 0, Step((), share, len(peers), wait=2)),
+    ]
+
+
+def _collnet_chain(multi: tuple[int, int, int], local: int, piece: int) -> Timed:
+    """One piece of CollNet chain at local GPU ``local``: one chain per NIC, each on ``1 / per_node`` of the piece,
+    chain ``c`` headed by local ``c`` and running on through locals ``c + 1, c + 2, ...`` (tags ``3c`` to
+    ``3c + 2``); see :func:`_collnet`."""
+    per_node = multi[0]
+    part, last, timed = share_bytes(piece, per_node), per_node - 1, []
+    for c in range(per_node):
+        k = (local - c) % per_node  # this GPU's place in chain c, 0 at its head
+        up, down = (local - 1) % per_node - local, (local + 1) % per_node - local
+        tag = 3 * c
+        if k < last:  # reduce what comes up the chain
+            timed.append((last - k, 0, Step((), part, 1, wait=tag, reduces=True, reduce_bytes=part)))
+        if k:
+            timed.append((last - k, 1, Step((up,), part, 0, tag)))
+            timed.append((last + 1 + k, 0, Step((), part, 1, wait=tag + 2)))
+        else:  # the head: all-reduce with the other nodes' heads of chain c
+            timed.append((last, 1, _at_network_switch(part, tag + 1, multi)))
+            timed.append((last + 1, 0, _result(tag + 1)))
+        if k < last:
+            timed.append((last + 1 + k, 1, Step((down,), part, 0, tag + 2)))
+    return timed
 
 
 @lru_cache(maxsize=4096)
@@ -255,7 +384,7 @@ def _delayed(step: Step, delay_ps: int) -> Step:
     """``step`` with NCCL's per-step latency when it waits for something."""
     if not step.need or not delay_ps:
         return step
-    return Step(step.offsets, step.bytes, step.need, step.tag, step.wait, step.reduces, step.reduce_bytes, delay_ps)
+    return replace(step, delay_ps=delay_ps)
 
 
 def _planner(choice: Choice, multi: MultiNode, settings: NcclOptions, delay_ps: int) -> partial[tuple[Step, ...]]:
@@ -267,12 +396,13 @@ def _planner(choice: Choice, multi: MultiNode, settings: NcclOptions, delay_ps: 
         return partial(_rings, multi.per_node, settings.uses_pxn, _WIRE[choice.protocol], delay_ps)
     if choice.algorithm == "tree":
         return partial(_tree, multi.per_node, _WIRE[choice.protocol], delay_ps)
-    efficiency = Fraction(1)
-    if choice.algorithm.startswith("nvls"):
-        efficiency = _NVLS_EFFICIENCY[ARCHS.index(arch)]
+    efficiency = _NVLS_EFFICIENCY[ARCHS.index(arch)]
     if choice.algorithm == "nvls_tree":
         return partial(_nvls_tree, multi.per_node, efficiency, delay_ps)
-    return partial(_in_network, efficiency, delay_ps)
+    switches = (multi.per_node, multi.nodes, multi.outer)
+    if choice.algorithm == "nvls":
+        return partial(_nvls_sharp, switches, efficiency, delay_ps)
+    return partial(_collnet, switches, choice.algorithm == "collnet_chain", delay_ps)
 
 
 def _hop_ps(link: DimensionLinks) -> int:
@@ -283,7 +413,8 @@ def _hop_ps(link: DimensionLinks) -> int:
 def _critical_path(algorithm: str, multi: MultiNode, collective: str, data_bytes: int) -> tuple[int, int]:
     """The waits in a row on the pick's longest path (where NCCL's latency is spread) and the network latency its
     messages pay already: the ring's steps (each waiting on a message across nodes), the tree's chain and tree of
-    nodes up and down, NVLS-tree's two NVLS steps and its tree of nodes up and down."""
+    nodes up and down, NVLS-tree's two reductions at the node's switch and its tree of nodes up and down, NVLS's
+    and CollNet's way into the node's switch or chain, through the switch between nodes and back."""
     height = _binary_tree(multi.nodes).height[0]
     inside, across = _hop_ps(multi.node), _hop_ps(multi.network)
     if algorithm == "ring":
@@ -296,8 +427,8 @@ def _critical_path(algorithm: str, multi: MultiNode, collective: str, data_bytes
         return waits + pieces, 2 * (multi.per_node - 1) * inside + 2 * height * across
     if algorithm == "nvls_tree":
         return 2 + 2 * height + pieces, 2 * inside + 2 * height * across
-    steps = 2 if collective == "all_reduce" else 1
-    return steps, steps * across
+    hops = 2 * (multi.per_node - 1) if algorithm == "collnet_chain" else 2 * (multi.per_node > 1)
+    return hops + 1 + pieces, hops * inside + across
 
 
 def plan_multi_node(collective: str, multi: MultiNode, data_bytes: int, settings: NcclOptions) -> PhasePlan:
@@ -308,4 +439,5 @@ def plan_multi_node(collective: str, multi: MultiNode, data_bytes: int, settings
     n = multi.per_node * multi.nodes
     waits, network_ps = _critical_path(choice.algorithm, multi, collective, data_bytes)
     delay = max(0, round((choice.latency_us * 1e6 - network_ps) / max(waits, 1)))
-    return PhasePlan(FLAT, n, name, collective, data_bytes, _planner(choice, multi, settings, delay))
+    planner = _planner(choice, multi, settings, delay)
+    return PhasePlan(FLAT, n, name, collective, data_bytes, planner, choice.algorithm in REDUCING_ALGORITHMS)

@@ -24,8 +24,15 @@ class Step:
     at_switch: bool = False
     """Send ``bytes`` up to the switch of the phase's line as this NPU's contribution to a reduction there, instead of
     to peers (``offsets`` is empty); the switch sends back ``result_bytes`` once every member's contribution is in,
-    and that result is the step's one message (``need`` 1). A plan's steps are all such steps or none."""
+    as a message tagged ``tag``: the step's one message (``need`` 1), or, with ``need`` 0, a later step's (a
+    pipeline's contribution goes up while earlier pieces are still in the network)."""
     result_bytes: int = 0
+    switch_dim: int = -1
+    """The dimension whose switch reduces an ``at_switch`` step: -1 for the phase's own (a flat phase names it)."""
+    group: tuple[int, int] = (1, 0)
+    """The members of an ``at_switch`` step's reduction among the phase's positions, as (stride, count): the
+    ``count`` positions ``stride`` apart, in the block of ``stride x count`` that holds this NPU's, with it; count 0:
+    the whole line."""
 
     @property
     def reduced_bytes(self) -> int:

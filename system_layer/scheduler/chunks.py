@@ -303,7 +303,7 @@ class ChunkRun:
         self.sent = self.collective.sent_bytes(self._steps)
         self.step = -1
         self.started_ps = self.coordinator.now
-        if self._steps and self._steps[0].at_switch:  # a switch reduces: no line batches, no replays
+        if plan.at_switch:  # a switch reduces: no line batches, no replays
             self._where, self._only_peer = (line, position, direction), None
             self._next_step()
             return
@@ -406,12 +406,17 @@ class ChunkRun:
                 return
 
     def _contribute(self, step: Step) -> None:
-        """Send this NPU's contribution to ``step``'s reduction at the switch of its line (every member of the line
-        contributes; the switch sends each its result, the step's message)."""
-        line = self._where[0]
+        """Send this NPU's contribution to ``step``'s reduction at the switch of its line, or of ``step.switch_dim``
+        over ``step.group`` of it (every member contributes; the switch sends each its result, the step's message)."""
+        line, position, _ = self._where
+        stride, count = step.group
+        if count:
+            block = stride * count
+            first = position - position % block + position % stride
+            line = line[first : first + block : stride]
         tag = self._phase_key | step.tag
         key = (id(self.collective), self.index, tag, line)
-        dim = self.collective.phases[self.phase].dim
+        dim = step.switch_dim if step.switch_dim >= 0 else self.collective.phases[self.phase].dim
         sizes = (step.bytes, step.result_bytes)
         stand_ins = self.scheduler.context.stand_ins  # members stood in for contribute through their stand-in
         members = len(line) if stand_ins is None else len({stand_ins[npu] for npu in line})
