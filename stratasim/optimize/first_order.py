@@ -49,7 +49,14 @@ from pydantic import ValidationError
 from stratasim.kernel.errors import StrataSimError
 from stratasim.optimize.first_order_groups import GroupTimer
 from stratasim.optimize.first_order_passes import BlockTimes
-from stratasim.optimize.first_order_plan import SPLIT, PlanFigures, PlanPricer, unsupported
+from stratasim.optimize.first_order_plan import (
+    SPLIT,
+    TRANSFERS_EXPOSED,
+    PlanFigures,
+    PlanPricer,
+    transfers_hidden,
+    unsupported,
+)
 from stratasim.optimize.first_order_walk import stage_ends
 from stratasim.study.compute_setup import open_pricer
 from stratasim.study.shard_casts import with_shard_casts
@@ -195,9 +202,12 @@ class FirstOrderModel:
         """The priced figures of one plan (:class:`~stratasim.optimize.first_order_plan.PlanFigures`)."""
         config = self.config(plan)
         try:
-            return self._pricer.figures(config)
+            figures = self._pricer.figures(config)
         except ValueError as exc:
             raise PlanDeclined(plan_keys(plan), str(exc)) from None
+        if not transfers_hidden(figures):
+            raise PlanDeclined(plan_keys(plan), TRANSFERS_EXPOSED)
+        return figures
 
     def estimate(self, plans: Iterable[Mapping[str, Any]]) -> PlanEstimates:
         """The estimates of ``plans``, in order; :class:`PlanDeclined` for the first it cannot estimate."""
