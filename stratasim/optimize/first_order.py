@@ -11,7 +11,9 @@ the last stage to the first):
 
 - pipeline: ``T_pipe = m max_s w_s + (sum_s k_s - k_busiest) + 2 (v sum_{s < pp-1} c_s + (v - 1) c_wrap)``: the
   busiest stage's work, the bubble of ``pp - 1`` chunk passes (``(pp - 1) / v`` stage passes interleaved:
-  Narayanan et al., SC'21, section 2.2), and the fill and the drain, which cross every chunk boundary;
+  Narayanan et al., SC'21, section 2.2), and the fill and the drain, which cross every chunk boundary; interleaved,
+  while every transfer fits under a chunk's forward and backward pass
+  (:func:`~stratasim.optimize.first_order_plan.transfers_hidden`; beyond it the plan is declined);
 - gradients and optimizer: each stage reduces its one gradient bucket over its DP group once its last backward
   pass ends, ``s (b + c)`` before the first stage's (``b`` a chunk's backward pass), then runs its optimizer step;
   the iteration ends with the last: ``T = T_pipe + max_s(-s (b + c) + R_s + O_s)``, with ``R_s`` the all-reduce
@@ -49,7 +51,14 @@ from pydantic import ValidationError
 from stratasim.kernel.errors import StrataSimError
 from stratasim.optimize.first_order_groups import GroupTimer
 from stratasim.optimize.first_order_passes import BlockTimes
-from stratasim.optimize.first_order_plan import SPLIT, PlanFigures, PlanPricer, unsupported
+from stratasim.optimize.first_order_plan import (
+    SPLIT,
+    TRANSFERS_EXPOSED,
+    PlanFigures,
+    PlanPricer,
+    transfers_hidden,
+    unsupported,
+)
 from stratasim.optimize.first_order_walk import stage_ends
 from stratasim.study.compute_setup import open_pricer
 from stratasim.study.shard_casts import with_shard_casts
@@ -195,9 +204,12 @@ class FirstOrderModel:
         """The priced figures of one plan (:class:`~stratasim.optimize.first_order_plan.PlanFigures`)."""
         config = self.config(plan)
         try:
-            return self._pricer.figures(config)
+            figures = self._pricer.figures(config)
         except ValueError as exc:
             raise PlanDeclined(plan_keys(plan), str(exc)) from None
+        if not transfers_hidden(figures):
+            raise PlanDeclined(plan_keys(plan), TRANSFERS_EXPOSED)
+        return figures
 
     def estimate(self, plans: Iterable[Mapping[str, Any]]) -> PlanEstimates:
         """The estimates of ``plans``, in order; :class:`PlanDeclined` for the first it cannot estimate."""

@@ -4,6 +4,7 @@ clear error for every study or plan it cannot estimate."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from stratasim.config.study_file import load_study, parse_study
 from stratasim.optimize import FirstOrderError, FirstOrderModel, estimate_plans
 from stratasim.optimize.first_order import compose
 from stratasim.optimize.first_order_passes import BlockTimes, PassTime, ring_core_ps
-from stratasim.optimize.first_order_plan import PlanFigures
+from stratasim.optimize.first_order_plan import PlanFigures, transfers_hidden
 from stratasim.optimize.first_order_walk import stage_ends
 from stratasim.workload_layer.transformer.memory import StageMemory
 from tests.optimize.test_first_order_engine import BASE
@@ -151,3 +152,18 @@ def test_zb_h1_bubble_is_the_papers_when_w_fits_the_gaps(weight: int) -> None:
     )
     whole = [[(forward, backward + weight, 0)]] * pp
     assert stage_ends("1f1b", m, whole, [0] * (pp - 1))[0] == (m + pp - 1) * (forward + backward + weight)
+
+
+@pytest.mark.parametrize(("pp", "v", "m"), [(8, 2, 128), (4, 2, 16), (4, 3, 24), (16, 2, 64)])
+def test_interleaved_closed_form_holds_while_a_transfer_fits_under_a_chunk_pass(pp: int, v: int, m: int) -> None:
+    # The interleaved steady state hands a chunk's output to the next stage one pass later: up to a transfer of
+    # min(F, B) of a chunk the walk pass by pass is the bubble formula exactly, whatever the head; beyond it the
+    # receiving stages wait (first_order_plan.transfers_hidden declines such plans). F = 100, B = 150 per chunk.
+    head = BlockTimes(PassTime(compute=160), PassTime(compute=310))
+    for send, exact in [(0, True), (60, True), (100, True), (102, False), (140, False)]:
+        figures = replace(_figures(pp, v, m, 50, 75), head=head, send_ps=(send,) * pp)
+        passes = [[(100, 150, 0)] * v for _ in range(pp)]
+        passes[-1] = [*passes[-1][:-1], (100 + 160, 150 + 310, 0)]  # the head on the model's last chunk
+        walked = max(stage_ends("interleaved", m, passes, [send] * (pp - 1)))
+        assert bool(compose([figures])[0][0] == walked) is exact, send
+        assert transfers_hidden(figures) is exact

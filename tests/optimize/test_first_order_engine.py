@@ -358,13 +358,56 @@ OVERLAPPED_PAIRS = [
 ]
 
 
-@pytest.mark.parametrize("plan", OVERLAPPED_PAIRS, ids=lambda plan: "-".join(f"{k}{v}" for k, v in plan.items()))
-def test_overlapped_pairs_with_communication_are_within_five_percent(plan: dict[str, Any]) -> None:
+HELD_OUT_PAIRS = [
+    {"tp": 4, "pp": 4, "dp": 2, "global_batch": 32, "schedule": "dualpipev", "virtual_stages": 2},
+    {"tp": 2, "pp": 8, "dp": 2, "global_batch": 64, "schedule": "dualpipev", "virtual_stages": 2},
+    {
+        "tp": 2,
+        "pp": 2,
+        "dp": 8,
+        "global_batch": 64,
+        "schedule": "dualpipev",
+        "virtual_stages": 2,
+        "sequence_parallel": True,
+        "zero": 2,
+    },
+    {"tp": 2, "cp": 2, "pp": 4, "dp": 2, "global_batch": 32, "schedule": "dualpipev", "virtual_stages": 2},
+    {"tp": 4, "pp": 2, "dp": 4, "global_batch": 64, "micro_batch": 2, "schedule": "dualpipe"},
+    {
+        "tp": 8,
+        "pp": 2,
+        "dp": 2,
+        "global_batch": 32,
+        "schedule": "dualpipev",
+        "virtual_stages": 2,
+        "sequence_parallel": True,
+    },
+    {"tp": 8, "pp": 2, "dp": 2, "global_batch": 32, "schedule": "dualpipe"},
+    {"tp": 2, "pp": 2, "dp": 8, "global_batch": 64, "micro_batch": 2, "schedule": "dualpipe", "zero": 2},
+    {"tp": 2, "cp": 2, "pp": 2, "dp": 4, "global_batch": 32, "schedule": "dualpipe"},
+    {
+        "tp": 1,
+        "cp": 4,
+        "pp": 4,
+        "dp": 2,
+        "global_batch": 32,
+        "schedule": "dualpipev",
+        "virtual_stages": 2,
+        "cp_comm_type": "a2a",
+    },
+]
+"""Plans held out of the choice of the old pass-level rule for overlapped pairs (docs/explanation/first-order-model.md
+lists its figures on these and five more): -2.6 % to +6.5 % against the engine, outside its stated 5 %."""
+
+
+@pytest.mark.parametrize(
+    "plan", OVERLAPPED_PAIRS + HELD_OUT_PAIRS, ids=lambda plan: "-".join(f"{k}{v}" for k, v in plan.items())
+)
+def test_overlapped_pairs_with_tp_or_cp_are_declined(plan: dict[str, Any]) -> None:
     # DualPipe's and DualPipeV's overlapped pairs with TP or CP: the engine hides one pass's communication under the
-    # other's compute, operator by operator; the walk takes each pair midway between both passes' communication
-    # hidden and one's (first_order_walk._paired_end): -0.2 % to +3.0 % on these plans.
-    study = _study(plan)
-    simulated = run_study(study).result.total_time_ps
-    estimate, terms = _estimate(study)
-    assert abs(estimate - simulated) <= 0.05 * simulated
-    assert sum(terms.values()) == estimate
+    # other's compute, operator by operator. Taking each pair midway between both passes' communication hidden and
+    # one's was chosen on OVERLAPPED_PAIRS (-0.2 % to +3.0 %) and missed 5 % on held-out plans (+5.8 %, +6.5 %);
+    # hiding min(one's communication, the other's compute) each way missed by up to 27 %. Declined.
+    with FirstOrderModel(_study(plan)) as model:
+        _, declined = model.estimate_supported([{}])
+    assert declined[0].startswith(f"the {plan['schedule']} schedule with TP or CP is not modelled")

@@ -15,7 +15,7 @@ from stratasim.explore import load_sweep, screening
 from stratasim.explore.ranking import ranked
 from stratasim.explore.space import expand, resolve
 from stratasim.optimize import FirstOrderModel
-from stratasim.optimize.first_order_plan import unsupported
+from stratasim.optimize.first_order_plan import TRANSFERS_EXPOSED, unsupported
 from stratasim.study.run import run_study
 from stratasim.workload_layer.transformer.config import TransformerConfig
 from stratasim.workload_layer.transformer.workload import TransformerWorkload
@@ -138,24 +138,58 @@ def test_mixtures_it_cannot_price_are_declined(plan: dict[str, Any], model: dict
     assert reason in (unsupported(config) or "")
 
 
-def test_the_deepseek_v3_like_ladder_is_screened_whole_and_exact_on_a_sample() -> None:
-    """Every plan of the ladder is estimated (none declined); the five it ranks fastest and every 60th plan,
-    simulated, take the estimated time to the picosecond (plans whose EP group crosses the slow network included),
-    but for the interleaved schedule, whose closed form leaves out how its order meets the last stage's heavy head
-    on eight stages (1 %, a dense model's too)."""
+def test_the_deepseek_v3_like_ladder_is_screened_and_exact_on_a_sample() -> None:
+    """Every plan of the ladder is estimated but the three interleaved TP 4, PP 8 ones (ZeRO 0-2), whose pipeline
+    transfers outlast a model chunk's forward pass (first_order_plan.transfers_hidden: the closed form was 1 % short
+    there) and which the ladder simulates; the five it ranks fastest and every 60th plan, simulated, take the
+    estimated time to the picosecond (plans whose EP group crosses the slow network included)."""
     sweep = load_sweep(LADDER)
     trials = list(enumerate(expand(sweep, resolve(sweep))))
     screened = screening.screen_trials(sweep, trials, ["total_time_ns"], 0, "screen")
-    assert len(screened.records) == len(trials) > 400 and not screened.declined
+    assert len(screened.records) + len(screened.declined) == len(trials) > 400
+    declined = sorted(tuple(sorted(params.items())) for _, params in screened.declined)
+    assert [dict(params)["workload.parallelism.zero"] for params in declined] == [0, 1, 2]
+    for params in map(dict, declined):
+        assert params["workload.parallelism.schedule"] == "interleaved"
+        assert (params["workload.parallelism.tp"], params["workload.parallelism.pp"]) == (4, 8)
     best = ranked(sweep, screened.records)[:5]
     for record in [*best, *screened.records[::60]]:
         data = copy.deepcopy(sweep.base)
         data["workload"]["parallelism"].update({k.rsplit(".", 1)[-1]: v for k, v in record.params.items()})
         simulated = run_study(parse_study(data, "plan.yaml")).result.total_time_ps
-        if data["workload"]["parallelism"]["schedule"] == "interleaved":  # the dense closed form's own error
-            assert abs(record.metrics["total_time_ps"] - simulated) <= 0.01 * simulated, record.params
-        else:
-            assert record.metrics["total_time_ps"] == simulated, record.params
+        assert record.metrics["total_time_ps"] == simulated, record.params
+
+
+def test_interleaved_plans_whose_transfers_outlast_a_chunk_pass_are_declined() -> None:
+    """The ladder's TP 4, PP 8 interleaved plan, with its experts and dense: a transfer of 178 us against a chunk's
+    forward pass of 104 us (dense), the closed form 1 % (MoE) and 6.3 % (dense) short of the engine."""
+    base = load_sweep(LADDER).base
+    for dense in (False, True):
+        data = copy.deepcopy(base)
+        data["workload"]["parallelism"].update(tp=4, pp=8, dp=1, ep=1, schedule="interleaved", virtual_stages=2)
+        if dense:
+            for key in ("experts", "top_k", "capacity_factor"):
+                data["workload"]["model"].pop(key)
+        with FirstOrderModel(parse_study(data, "plan.yaml")) as model:
+            _, declined = model.estimate_supported([{}])
+        assert declined == {0: TRANSFERS_EXPOSED}
+
+
+@pytest.mark.parametrize(("bandwidth", "ratio"), [("57GB/s", 0.964), ("52GB/s", 1.050)])
+def test_the_transfer_bound_is_where_the_engine_leaves_the_closed_form(bandwidth: str, ratio: float) -> None:
+    """The ladder's TP 4, PP 8 interleaved plan with its pipeline dimension a little faster: a transfer of 0.964 of
+    a chunk's shorter pass is estimated and the engine's time to the picosecond; at 1.050 the plan is declined,
+    and the closed form would be 0.55 % short."""
+    data = copy.deepcopy(load_sweep(LADDER).base)
+    data["workload"]["parallelism"].update(tp=4, pp=8, dp=1, ep=1, schedule="interleaved", virtual_stages=2)
+    data["network"]["topology"][1]["bandwidth"] = bandwidth
+    study = parse_study(data, "plan.yaml")
+    with FirstOrderModel(study) as model:
+        estimates, declined = model.estimate_supported([{}])
+    if ratio > 1:
+        assert declined == {0: TRANSFERS_EXPOSED}
+    else:
+        assert int(estimates.iteration_ps[0]) == run_study(study).result.total_time_ps
 
 
 @pytest.mark.parametrize("ep", [8, 4])
@@ -165,6 +199,27 @@ def test_dualpipev_with_expert_parallelism_is_within_five_percent(ep: int) -> No
     study = load_sweep(LADDER).base
     data = copy.deepcopy(study)
     data["workload"]["parallelism"].update(schedule="dualpipev", virtual_stages=2, ep=ep)
+    parsed = parse_study(data, "plan.yaml")
+    simulated = run_study(parsed).result.total_time_ps
+    assert abs(_estimate(parsed)[0] - simulated) <= 0.05 * simulated
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"tp": 1, "pp": 4, "dp": 8, "ep": 4, "zero": 1},
+        {"tp": 1, "pp": 2, "dp": 16, "ep": 8},
+        {"tp": 1, "pp": 8, "dp": 4, "ep": 4, "zero": 2},
+        {"tp": 1, "pp": 4, "dp": 8, "ep": 2, "micro_batch": 2},
+    ],
+    ids=["ep4-zero1", "pp2-ep8", "pp8-zero2", "ep2-mb2"],
+)
+def test_dualpipev_with_expert_parallelism_held_out_plans_are_within_five_percent(plan: dict[str, Any]) -> None:
+    """Plans held out of the choice of first_order_walk._paired_end (chosen on TP and CP plans, which are now
+    declined): the DeepSeek-V3-like study under DualPipeV with other EP, PP, ZeRO and micro-batch sizes, -1.7 % to
+    +0.3 % against the engine."""
+    data = copy.deepcopy(load_sweep(LADDER).base)
+    data["workload"]["parallelism"].update(schedule="dualpipev", virtual_stages=2, **plan)
     parsed = parse_study(data, "plan.yaml")
     simulated = run_study(parsed).result.total_time_ps
     assert abs(_estimate(parsed)[0] - simulated) <= 0.05 * simulated
