@@ -135,7 +135,7 @@ def _plan_nodes(
     kinds: list[int] = []
     block_runs: dict[int, int] = {}
     compute, block = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE
-    send, receive = workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE
+    point_to_point = (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)
     for index, node in enumerate(nodes):
         kind = node.type
         kinds.append(kind)
@@ -145,7 +145,7 @@ def _plan_nodes(
             runs = block_runs[index] = node.block
             if not 0 <= runs < blocks or node.memory_bytes or node.milestone:
                 _check_node(node, at, npus, blocks)
-        elif kind == send or kind == receive:
+        elif kind in point_to_point:
             peer = node.peer
             if peer >= npus or peer == at.npu:
                 _check_node(node, at, npus, blocks)
