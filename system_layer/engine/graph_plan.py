@@ -143,7 +143,7 @@ def _plan_nodes(
         # :func:`_check_node` only when one fails, to say why, or for the other kinds.
         if kind == block:
             runs = block_runs[index] = node.block
-            if not 0 <= runs < blocks or node.memory_bytes or node.milestone:
+            if runs >= blocks or node.memory_bytes or node.milestone:
                 _check_node(node, at, npus, blocks)
         elif kind in point_to_point:
             peer = node.peer
