@@ -38,16 +38,19 @@ def translated_representatives(
     mirrored = (role for roles in reference.values() for role in roles if any(mapping[m] != m for m in role))
     grid = block_grid(grid, mirrored).grid
     coords = [grid.coords(npu) for npu in range(npus)]
+    axes = tuple(zip(grid.sizes, (grid.stride(dim) for dim in range(len(grid.sizes)))))
     for npu, rep in enumerate(mapping):
         if rep == npu:
             continue
         own = reference[rep]
         shift = [(c - r) for c, r in zip(coords[npu], coords[rep])]
-        moved = [frozenset(_translate(grid, coords[m], shift) for m in role) for role in own]
+        moved = [frozenset(_translate(axes, coords[m], shift) for m in role) for role in own]
         if moved != [frozenset(role) for role in partners(npu)]:
             return None
     return mapping
 
 
-def _translate(grid: Grid, at: Sequence[int], shift: Sequence[int]) -> int:
-    return grid.npu_at([(c + d) % size for c, d, size in zip(at, shift, grid.sizes)])
+def _translate(axes: Sequence[tuple[int, int]], at: Sequence[int], shift: Sequence[int]) -> int:
+    """The NPU at coordinates ``at`` moved by ``shift`` (wrapping round), on a grid of ``axes`` (each dimension's
+    size and stride): :meth:`Grid.npu_at` with the strides worked out once per grid, as this runs per partner."""
+    return sum((c + d) % size * stride for c, d, (size, stride) in zip(at, shift, axes))

@@ -143,7 +143,8 @@ class NpuExecutor(IdleCharging, BlockSettling):
         if kind in (_BLOCK, _COMPUTE):  # a block run whole computes
             self._compute_queue.append(index)
             if not self._computing:
-                self._charge_idle(cause if cause < 0 or self._indegree[index] == 1 else self._cause(index, cause))
+                if self._queue.now > self._idle_since:  # idle time to charge (none after a block run whole, mostly)
+                    self._charge_idle(cause if cause < 0 or self._indegree[index] == 1 else self._cause(index, cause))
                 self._next_compute()
             return
         node = self._nodes[index]
@@ -276,9 +277,12 @@ class NpuExecutor(IdleCharging, BlockSettling):
         if allocation:
             self._allocate(allocation)
         run = self.runs.get(index) if self.runs else None
-        if run is not None:
+        if run is not None:  # a block run whole starts: its compute time and memory peak, as its nodes had them
             self._compute_end = 0
-            self._start_block(run)
+            self.compute_ps += run.compute_ps
+            if run.peak is not None and self._memory + run.peak[0] > self.peak_memory:
+                self.peak_memory = self._memory + run.peak[0]
+                self.peak_memory_ps = queue.now + run.peak[1]
             queue.schedule(queue.now + run.duration_ps, self._block_done, index)
             return
         now = queue.now
@@ -329,14 +333,6 @@ class NpuExecutor(IdleCharging, BlockSettling):
             return
         self._complete(index)
         self._next_compute()
-
-    def _start_block(self, run: BlockRun) -> None:
-        """A block run whole starts: its compute time and its memory peak, had it run node by node (nothing
-        else on this NPU computes, communicates or allocates while it runs)."""
-        self.compute_ps += run.compute_ps
-        if run.peak is not None and self._memory + run.peak[0] > self.peak_memory:
-            self.peak_memory = self._memory + run.peak[0]
-            self.peak_memory_ps = self._queue.now + run.peak[1]
 
     def _block_done(self, index: int) -> None:
         """A block run whole is done: leave the compute stream as its nodes left it (idle since its last

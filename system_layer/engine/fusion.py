@@ -27,6 +27,8 @@ def fuse_compute_runs(
     per-node times need and nothing else does."""
     nodes = plan.nodes
     kind = workload_pb2.COMP_NODE
+    if kind not in plan.kinds:  # nothing to fuse (a graph of block nodes, sends and receives): spare the walks
+        return plan, durations
     compute = [each == kind for each in plan.kinds]
     dependencies = plan.dependencies
     if not compute_is_one_chain(plan.order, compute, dependencies):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.graph_blocks import node_named
@@ -58,19 +57,21 @@ class GraphPlan:
     foreign_names: bool = False
     """Whether the node names came from a file the study does not own (a trace): messages then name nodes by id
     only."""
+    kinds: tuple[int, ...] = ()
+    """Each node's type (``workload_pb2.NodeType``) by position: the engine's passes over a plan read these
+    rather than each node's protobuf message. Read from the nodes when not given (planning gives it, having read
+    every node's type to check it)."""
+    block_runs: dict[int, int] = field(default_factory=dict)
+    """The block each BLOCK_NODE runs (its ``block``), by the node's position, for the passes that look at every
+    block node (macros, pricing, counting). Read from the nodes when not given."""
 
-    @cached_property
-    def kinds(self) -> tuple[int, ...]:
-        """Each node's type (``workload_pb2.NodeType``) by position: the engine's passes over a plan read these
-        rather than each node's protobuf message, once per plan."""
-        return tuple(node.type for node in self.nodes)
-
-    @cached_property
-    def block_runs(self) -> dict[int, int]:
-        """The block each BLOCK_NODE runs (its ``block``), by the node's position: read once per plan for the
-        passes that look at every block node (macros, pricing, counting)."""
-        nodes, block = self.nodes, workload_pb2.BLOCK_NODE
-        return {index: nodes[index].block for index, kind in enumerate(self.kinds) if kind == block}
+    def __post_init__(self) -> None:
+        if self.nodes and not self.kinds:
+            object.__setattr__(self, "kinds", tuple(node.type for node in self.nodes))
+        if not self.block_runs and workload_pb2.BLOCK_NODE in self.kinds:
+            nodes, block = self.nodes, workload_pb2.BLOCK_NODE
+            runs = {index: nodes[index].block for index, kind in enumerate(self.kinds) if kind == block}
+            object.__setattr__(self, "block_runs", runs)
 
     def name(self, index: int) -> str:
         """Node ``index``'s full name: its block node's name, if any, then its own (else its id)."""
@@ -131,10 +132,24 @@ def _plan_nodes(
     allocations: dict[int, int] = {}
     releases: dict[int, int] = {}
     milestones: list[int] = []
+    kinds: list[int] = []
+    block_runs: dict[int, int] = {}
     compute, block = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE
+    point_to_point = (workload_pb2.COMM_SEND_NODE, workload_pb2.COMM_RECV_NODE)
     for index, node in enumerate(nodes):
         kind = node.type
-        if kind != compute or node.duration_ps < 0:
+        kinds.append(kind)
+        # The common nodes' checks inline (a whole model's graphs are block nodes, sends and receives):
+        # :func:`_check_node` only when one fails, to say why, or for the other kinds.
+        if kind == block:
+            runs = block_runs[index] = node.block
+            if runs >= blocks or node.memory_bytes or node.milestone:
+                _check_node(node, at, npus, blocks)
+        elif kind in point_to_point:
+            peer = node.peer
+            if peer >= npus or peer == at.npu:
+                _check_node(node, at, npus, blocks)
+        elif kind != compute or node.duration_ps < 0:
             _check_node(node, at, npus, blocks)
         deps, ctrl = node.data_deps, node.ctrl_deps
         if len(deps) == 1 and not ctrl:
@@ -169,6 +184,8 @@ def _plan_nodes(
         dependencies=tuple(dependencies),
         order=order,
         foreign_names=at.foreign_names,
+        kinds=tuple(kinds),
+        block_runs=block_runs,
     )
 
 

@@ -56,22 +56,23 @@ def runnable_whole(plan: GraphPlan, npu: int, stands_in: Callable[[int], int], n
         return frozenset()
     kinds, block_runs = plan.kinds, plan.block_runs
     collective, compute = workload_pb2.COMM_COLL_NODE, workload_pb2.COMP_NODE
-    block_of = [block_runs.get(i, -1) for i in range(len(kinds))]
     has_collective = [collective in block.kinds for block in plan.blocks]
     has_memory = [bool(block.allocations or block.releases) for block in plan.blocks]
-    computes = [kind == compute or b >= 0 for kind, b in zip(kinds, block_of)]
+    # The node-wide marks start from the node kinds and take the sparse tables (block nodes, memory) on top.
+    computes = [kind == compute for kind in kinds]
+    for i in block_runs:
+        computes[i] = True
     if not compute_is_one_chain(plan.order, computes, plan.dependencies):
         return frozenset()
     # What a block must not overlap: collectives (the scheduler) and memory changes (the count), both at once.
-    touches = [
-        kind == collective
-        or i in plan.allocations
-        or i in plan.releases
-        or (b >= 0 and (has_collective[b] or has_memory[b]))
-        for i, (kind, b) in enumerate(zip(kinds, block_of))
-    ]
+    touches = [kind == collective for kind in kinds]
+    for i in (*plan.allocations, *plan.releases):
+        touches[i] = True
+    for i, b in block_runs.items():
+        if has_collective[b] or has_memory[b]:
+            touches[i] = True
     apart = _ordered_with_all(plan, touches)
-    return frozenset(i for i, b in enumerate(block_of) if b >= 0 and alone[b] and has_collective[b] and apart[i])
+    return frozenset(i for i, b in block_runs.items() if alone[b] and has_collective[b] and apart[i])
 
 
 def _self_contained(block: GraphPlan, npu: int, stands_in: Callable[[int], int], npus: int) -> bool:

@@ -109,11 +109,12 @@ class _OperatorKeys:
         order the unrolled graph runs them."""
         plan_keys: list[bytes | None] = []
         self.keys[plan] = plan_keys
+        compute, block, blocks, runs = workload_pb2.COMP_NODE, workload_pb2.BLOCK_NODE, plan.blocks, plan.block_runs
         for index, (node, kind) in enumerate(zip(plan.nodes, plan.kinds)):
-            if kind != workload_pb2.COMP_NODE or not node.HasField("op"):
+            if kind != compute or not node.HasField("op"):
                 plan_keys.append(None)
-                if kind == workload_pb2.BLOCK_NODE and plan.blocks[plan.block_runs[index]] not in self.keys:
-                    self.visit(plan.blocks[plan.block_runs[index]], plan.name(index))
+                if kind == block and blocks[runs[index]] not in self.keys:
+                    self.visit(blocks[runs[index]], plan.name(index))
                 continue
             if not self._priced:
                 raise unpriced(node, plan.foreign_names)

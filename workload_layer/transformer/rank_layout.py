@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 __all__ = ["RankLayout", "with_cp_after_tp", "hsdp_groups"]
 
@@ -21,22 +22,29 @@ class RankLayout:
     order: tuple[str, ...]
     sizes: Mapping[str, int]
 
+    @cached_property
+    def _strides(self) -> dict[str, int]:
+        """Each axis's stride, worked out once: a layout is asked for ranks and groups per NPU and per group."""
+        strides: dict[str, int] = {}
+        stride = 1
+        for axis in self.order:
+            strides[axis] = stride
+            stride *= self.sizes[axis]
+        return strides
+
     def stride(self, axis: str) -> int:
         """The distance in NPU id between neighbouring ranks of ``axis``."""
-        stride = 1
-        for inner in self.order[: self.order.index(axis)]:
-            stride *= self.sizes[inner]
-        return stride
+        return self._strides[axis]
 
     def rank(self, npu: int, axis: str) -> int:
         """``npu``'s rank along ``axis``."""
-        return npu // self.stride(axis) % self.sizes[axis]
+        return npu // self._strides[axis] % self.sizes[axis]
 
     def group(self, npu: int, axis: str) -> tuple[int, ...]:
         """The NPUs that share every rank with ``npu`` but ``axis``'s, by rank along it."""
-        stride = self.stride(axis)
-        base = npu - self.rank(npu, axis) * stride
-        return tuple(base + i * stride for i in range(self.sizes[axis]))
+        stride, size = self._strides[axis], self.sizes[axis]
+        base = npu - npu // stride % size * stride
+        return tuple(range(base, base + size * stride, stride))
 
     def joint_group(self, npu: int, axes: tuple[str, ...]) -> tuple[int, ...]:
         """The NPUs that share every rank with ``npu`` but those of ``axes``, by rank along them, ``axes[0]``
